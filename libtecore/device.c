@@ -1,0 +1,686 @@
+/* device.c -- the public device API: backend selection (TE_DEVICE) and the
+ * argument checks every call makes before it reaches the backend's ops.
+ * Backends may assume what is checked here (see device_ops.h). */
+#include "device_ops.h"
+#include <pthread.h>
+#include <stdio.h>
+#include <string.h>
+
+TE_PARAM_STR(te_device_param, "TE_DEVICE", "auto", "auto|cuda|vdev",
+             "device backend: cuda (CUDA driver), vdev (virtual device) or auto "
+             "(cuda when a GPU is visible, else vdev)")
+
+static pthread_once_t dev_once = PTHREAD_ONCE_INIT;
+static const struct te_device_ops *dev_ops;
+static tecore_result_t dev_init_result = TECORE_ERR_NOT_INITIALIZED;
+static char dev_init_detail[512];
+
+static void dev_select(void) {
+  const char *want = tecore_tunable_str(&te_device_param);
+  int try_cuda = strcmp(want, "vdev") != 0;
+  int try_vdev = strcmp(want, "cuda") != 0;
+  tecore_result_t r = TECORE_ERR_NO_DRIVER;
+  snprintf(dev_init_detail, sizeof dev_init_detail, "no backend");
+#ifdef TE_HAVE_CUDA
+  if (try_cuda) {
+    r = te_cuda_ops.init();
+    if (r == TECORE_SUCCESS) {
+      dev_ops = &te_cuda_ops;
+      TE_INFO(TECORE_SUBSYS_INIT, "TE_DEVICE=%s: using the cuda backend", want);
+    } else {
+      snprintf(dev_init_detail, sizeof dev_init_detail, "cuda backend: %s", tecore_last_error());
+      if (try_vdev)
+        TE_INFO(TECORE_SUBSYS_INIT, "TE_DEVICE=auto: no GPU visible (%s); using the virtual device",
+                tecore_last_error());
+    }
+  }
+#else
+  if (try_cuda && !try_vdev) {
+    r = TECORE_ERR_NOT_SUPPORTED;
+    snprintf(dev_init_detail, sizeof dev_init_detail,
+             "TE_DEVICE=cuda: libtecore was built without CUDA (configure --with-cuda)");
+  } else if (try_cuda) {
+    TE_INFO(TECORE_SUBSYS_INIT, "TE_DEVICE=auto: built without CUDA; using the virtual device");
+  }
+#endif
+  if (!dev_ops && try_vdev) {
+    r = te_vdev_ops.init();
+    if (r == TECORE_SUCCESS)
+      dev_ops = &te_vdev_ops;
+    else
+      snprintf(dev_init_detail, sizeof dev_init_detail, "vdev backend: %s", tecore_last_error());
+  }
+  dev_init_result = dev_ops ? TECORE_SUCCESS : r;
+}
+
+const struct te_device_ops *te_ops(void) {
+  pthread_once(&dev_once, dev_select);
+  if (!dev_ops) TE_ERR(dev_init_result, "%s", dev_init_detail);
+  return dev_ops;
+}
+
+tecore_result_t te_ops_get(const struct te_device_ops **o) {
+  *o = te_ops();
+  return *o ? TECORE_SUCCESS : dev_init_result;
+}
+
+/* Declares o = the backend's ops, or returns the init failure. */
+#define OPS(o)                                   \
+  const struct te_device_ops *o = te_ops();      \
+  if (!o) return dev_init_result
+
+TE_EXPORT tecore_result_t tecore_init(void) {
+  OPS(o);
+  (void)o;
+  return TECORE_SUCCESS;
+}
+
+TE_EXPORT tecore_result_t tecore_backend(tecore_backend_t *backend) {
+  TE_ARG(backend, "tecore_backend: backend is NULL");
+  OPS(o);
+  *backend = o->backend;
+  return TECORE_SUCCESS;
+}
+
+TE_EXPORT const char *tecore_backend_name(tecore_backend_t backend) {
+  switch (backend) {
+  case TECORE_BACKEND_CUDA: return "cuda";
+  case TECORE_BACKEND_VDEV: return "vdev";
+  default: return "none";
+  }
+}
+
+TE_EXPORT tecore_result_t tecore_driver_version(int *version) {
+  TE_ARG(version, "tecore_driver_version: version is NULL");
+  OPS(o);
+  return o->driver_version(version);
+}
+
+TE_EXPORT tecore_result_t tecore_device_count(int *count) {
+  TE_ARG(count, "tecore_device_count: count is NULL");
+  OPS(o);
+  return o->device_count(count);
+}
+
+static tecore_result_t check_ordinal(const struct te_device_ops *o, int ordinal, const char *fn) {
+  int n = 0;
+  TE_CHECK(o->device_count(&n));
+  TE_ARG(ordinal >= 0 && ordinal < n, "%s: device ordinal %d outside [0, %d)", fn, ordinal, n);
+  return TECORE_SUCCESS;
+}
+
+TE_EXPORT tecore_result_t tecore_device_props(int ordinal, struct tecore_device_props *props) {
+  TE_ARG(props, "tecore_device_props: props is NULL");
+  OPS(o);
+  TE_CHECK(check_ordinal(o, ordinal, __func__));
+  memset(props, 0, sizeof *props);
+  return o->device_props(ordinal, props);
+}
+
+TE_EXPORT tecore_result_t tecore_device_peer(int a, int b, int *can, int *link) {
+  TE_ARG(can, "tecore_device_peer: can is NULL");
+  TE_ARG(link, "tecore_device_peer: link is NULL");
+  OPS(o);
+  TE_CHECK(check_ordinal(o, a, __func__));
+  TE_CHECK(check_ordinal(o, b, __func__));
+  return o->device_peer(a, b, can, link);
+}
+
+/* ---- contexts ---- */
+
+TE_EXPORT tecore_result_t tecore_ctx_create(int ordinal, tecore_ctx_t *ctx) {
+  TE_ARG(ctx, "tecore_ctx_create: ctx is NULL");
+  OPS(o);
+  TE_CHECK(check_ordinal(o, ordinal, __func__));
+  return o->ctx_create(ordinal, ctx);
+}
+
+TE_EXPORT tecore_result_t tecore_ctx_destroy(tecore_ctx_t ctx) {
+  TE_ARG(ctx, "tecore_ctx_destroy: ctx is NULL");
+  OPS(o);
+  return o->ctx_destroy(ctx);
+}
+
+TE_EXPORT tecore_result_t tecore_ctx_set_current(tecore_ctx_t ctx) {
+  OPS(o);
+  return o->ctx_set_current(ctx);
+}
+
+TE_EXPORT tecore_result_t tecore_ctx_get_current(tecore_ctx_t *ctx) {
+  TE_ARG(ctx, "tecore_ctx_get_current: ctx is NULL");
+  OPS(o);
+  return o->ctx_get_current(ctx);
+}
+
+TE_EXPORT tecore_result_t tecore_ctx_synchronize(void) {
+  OPS(o);
+  return o->ctx_synchronize();
+}
+
+/* ---- memory ---- */
+
+TE_EXPORT tecore_result_t tecore_mem_alloc(size_t bytes, tecore_devptr_t *dptr) {
+  TE_ARG(dptr, "tecore_mem_alloc: dptr is NULL");
+  TE_ARG(bytes > 0, "tecore_mem_alloc: bytes is 0");
+  OPS(o);
+  *dptr = 0;
+  return o->mem_alloc(bytes, dptr);
+}
+
+TE_EXPORT tecore_result_t tecore_mem_free(tecore_devptr_t dptr) {
+  if (dptr == 0) return TECORE_SUCCESS; /* like free(NULL) */
+  OPS(o);
+  return o->mem_free(dptr);
+}
+
+TE_EXPORT tecore_result_t tecore_mem_info(size_t *free_bytes, size_t *total_bytes) {
+  TE_ARG(free_bytes, "tecore_mem_info: free_bytes is NULL");
+  TE_ARG(total_bytes, "tecore_mem_info: total_bytes is NULL");
+  OPS(o);
+  return o->mem_info(free_bytes, total_bytes);
+}
+
+TE_EXPORT tecore_result_t tecore_mem_alloc_host(size_t bytes, void **ptr) {
+  TE_ARG(ptr, "tecore_mem_alloc_host: ptr is NULL");
+  TE_ARG(bytes > 0, "tecore_mem_alloc_host: bytes is 0");
+  OPS(o);
+  *ptr = NULL;
+  return o->mem_alloc_host(bytes, ptr);
+}
+
+TE_EXPORT tecore_result_t tecore_mem_free_host(void *ptr) {
+  if (!ptr) return TECORE_SUCCESS;
+  OPS(o);
+  return o->mem_free_host(ptr);
+}
+
+TE_EXPORT tecore_result_t tecore_mem_host_register(void *ptr, size_t bytes, unsigned flags) {
+  TE_ARG(ptr, "tecore_mem_host_register: ptr is NULL");
+  TE_ARG(bytes > 0, "tecore_mem_host_register: bytes is 0");
+  TE_ARG(!(flags & ~(TECORE_HOST_REGISTER_MAPPED | TECORE_HOST_REGISTER_READONLY)),
+         "tecore_mem_host_register: unknown flags 0x%x", flags);
+  OPS(o);
+  return o->mem_host_register(ptr, bytes, flags);
+}
+
+TE_EXPORT tecore_result_t tecore_mem_host_unregister(void *ptr) {
+  TE_ARG(ptr, "tecore_mem_host_unregister: ptr is NULL");
+  OPS(o);
+  return o->mem_host_unregister(ptr);
+}
+
+TE_EXPORT tecore_result_t tecore_mem_host_device_ptr(void *host, tecore_devptr_t *dptr) {
+  TE_ARG(host, "tecore_mem_host_device_ptr: host is NULL");
+  TE_ARG(dptr, "tecore_mem_host_device_ptr: dptr is NULL");
+  OPS(o);
+  return o->mem_host_device_ptr(host, dptr);
+}
+
+TE_EXPORT tecore_result_t tecore_memcpy_async(tecore_devptr_t dst, tecore_devptr_t src,
+                                              size_t bytes, tecore_stream_t stream) {
+  if (bytes == 0) return TECORE_SUCCESS;
+  TE_ARG(dst, "tecore_memcpy_async: dst is NULL");
+  TE_ARG(src, "tecore_memcpy_async: src is NULL");
+  OPS(o);
+  return o->memcpy_async(dst, src, bytes, stream);
+}
+
+TE_EXPORT tecore_result_t tecore_memcpy(tecore_devptr_t dst, tecore_devptr_t src, size_t bytes) {
+  if (bytes == 0) return TECORE_SUCCESS;
+  TE_ARG(dst, "tecore_memcpy: dst is NULL");
+  TE_ARG(src, "tecore_memcpy: src is NULL");
+  OPS(o);
+  return o->memcpy_sync(dst, src, bytes);
+}
+
+static tecore_result_t memset_common(tecore_devptr_t dst, uint32_t value, unsigned es,
+                                     size_t count, tecore_stream_t stream, const char *fn) {
+  if (count == 0) return TECORE_SUCCESS;
+  TE_ARG(dst, "%s: dst is NULL", fn);
+  TE_ARG(dst % es == 0, "%s: dst 0x%llx is not %u-byte aligned", fn, (unsigned long long)dst, es);
+  OPS(o);
+  return o->memset_async(dst, value, es, count, stream);
+}
+
+TE_EXPORT tecore_result_t tecore_memset_d8_async(tecore_devptr_t dst, uint8_t value, size_t count,
+                                                 tecore_stream_t stream) {
+  return memset_common(dst, value, 1, count, stream, __func__);
+}
+TE_EXPORT tecore_result_t tecore_memset_d16_async(tecore_devptr_t dst, uint16_t value,
+                                                  size_t count, tecore_stream_t stream) {
+  return memset_common(dst, value, 2, count, stream, __func__);
+}
+TE_EXPORT tecore_result_t tecore_memset_d32_async(tecore_devptr_t dst, uint32_t value,
+                                                  size_t count, tecore_stream_t stream) {
+  return memset_common(dst, value, 4, count, stream, __func__);
+}
+
+/* ---- streams ---- */
+
+TE_EXPORT tecore_result_t tecore_stream_priority_range(int *least, int *greatest) {
+  TE_ARG(least, "tecore_stream_priority_range: least is NULL");
+  TE_ARG(greatest, "tecore_stream_priority_range: greatest is NULL");
+  OPS(o);
+  return o->stream_priority_range(least, greatest);
+}
+
+TE_EXPORT tecore_result_t tecore_stream_create(unsigned flags, int priority,
+                                               tecore_stream_t *stream) {
+  TE_ARG(stream, "tecore_stream_create: stream is NULL");
+  TE_ARG(!(flags & ~TECORE_STREAM_NON_BLOCKING), "tecore_stream_create: unknown flags 0x%x",
+         flags);
+  OPS(o);
+  int least = 0, greatest = 0;
+  TE_CHECK(o->stream_priority_range(&least, &greatest));
+  TE_ARG(priority >= greatest && priority <= least,
+         "tecore_stream_create: priority %d outside [%d, %d]", priority, greatest, least);
+  *stream = NULL;
+  return o->stream_create(flags, priority, stream);
+}
+
+TE_EXPORT tecore_result_t tecore_stream_destroy(tecore_stream_t stream) {
+  TE_ARG(stream, "tecore_stream_destroy: stream is NULL (the default stream cannot be destroyed)");
+  OPS(o);
+  return o->stream_destroy(stream);
+}
+
+TE_EXPORT tecore_result_t tecore_stream_synchronize(tecore_stream_t stream) {
+  OPS(o);
+  return o->stream_synchronize(stream);
+}
+
+TE_EXPORT tecore_result_t tecore_stream_query(tecore_stream_t stream) {
+  OPS(o);
+  return o->stream_query(stream);
+}
+
+TE_EXPORT tecore_result_t tecore_stream_wait_event(tecore_stream_t stream, tecore_event_t event) {
+  TE_ARG(event, "tecore_stream_wait_event: event is NULL");
+  OPS(o);
+  return o->stream_wait_event(stream, event);
+}
+
+TE_EXPORT tecore_result_t tecore_stream_get_priority(tecore_stream_t stream, int *priority) {
+  TE_ARG(priority, "tecore_stream_get_priority: priority is NULL");
+  OPS(o);
+  return o->stream_get_priority(stream, priority);
+}
+
+/* ---- events ---- */
+
+TE_EXPORT tecore_result_t tecore_event_create(unsigned flags, tecore_event_t *event) {
+  TE_ARG(event, "tecore_event_create: event is NULL");
+  TE_ARG(!(flags & ~(TECORE_EVENT_BLOCKING_SYNC | TECORE_EVENT_DISABLE_TIMING)),
+         "tecore_event_create: unknown flags 0x%x", flags);
+  OPS(o);
+  *event = NULL;
+  return o->event_create(flags, event);
+}
+
+TE_EXPORT tecore_result_t tecore_event_destroy(tecore_event_t event) {
+  TE_ARG(event, "tecore_event_destroy: event is NULL");
+  OPS(o);
+  return o->event_destroy(event);
+}
+
+TE_EXPORT tecore_result_t tecore_event_record(tecore_event_t event, tecore_stream_t stream) {
+  TE_ARG(event, "tecore_event_record: event is NULL");
+  OPS(o);
+  return o->event_record(event, stream);
+}
+
+TE_EXPORT tecore_result_t tecore_event_synchronize(tecore_event_t event) {
+  TE_ARG(event, "tecore_event_synchronize: event is NULL");
+  OPS(o);
+  return o->event_synchronize(event);
+}
+
+TE_EXPORT tecore_result_t tecore_event_query(tecore_event_t event) {
+  TE_ARG(event, "tecore_event_query: event is NULL");
+  OPS(o);
+  return o->event_query(event);
+}
+
+TE_EXPORT tecore_result_t tecore_event_elapsed(float *ms, tecore_event_t start,
+                                               tecore_event_t end) {
+  TE_ARG(ms, "tecore_event_elapsed: ms is NULL");
+  TE_ARG(start, "tecore_event_elapsed: start is NULL");
+  TE_ARG(end, "tecore_event_elapsed: end is NULL");
+  OPS(o);
+  return o->event_elapsed(ms, start, end);
+}
+
+/* ---- stream memory operations ---- */
+
+static tecore_result_t memop_check(tecore_devptr_t addr, unsigned width, int cond,
+                                   const char *fn) {
+  TE_ARG(addr, "%s: addr is NULL", fn);
+  TE_ARG(addr % (width / 8) == 0, "%s: addr 0x%llx is not %u-byte aligned", fn,
+         (unsigned long long)addr, width / 8);
+  TE_ARG(cond >= TECORE_WAIT_GEQ && cond <= TECORE_WAIT_NOR, "%s: unknown condition %d", fn, cond);
+  return TECORE_SUCCESS;
+}
+
+TE_EXPORT tecore_result_t tecore_stream_write_value64(tecore_stream_t stream, tecore_devptr_t addr,
+                                                      uint64_t value) {
+  TE_CHECK(memop_check(addr, 64, 0, __func__));
+  OPS(o);
+  return o->stream_write_value(stream, addr, value, 64);
+}
+
+TE_EXPORT tecore_result_t tecore_stream_wait_value64(tecore_stream_t stream, tecore_devptr_t addr,
+                                                     uint64_t value, tecore_wait_cond_t cond) {
+  TE_CHECK(memop_check(addr, 64, (int)cond, __func__));
+  OPS(o);
+  return o->stream_wait_value(stream, addr, value, cond, 64);
+}
+
+TE_EXPORT tecore_result_t tecore_stream_write_value32(tecore_stream_t stream, tecore_devptr_t addr,
+                                                      uint32_t value) {
+  TE_CHECK(memop_check(addr, 32, 0, __func__));
+  OPS(o);
+  return o->stream_write_value(stream, addr, value, 32);
+}
+
+TE_EXPORT tecore_result_t tecore_stream_wait_value32(tecore_stream_t stream, tecore_devptr_t addr,
+                                                     uint32_t value, tecore_wait_cond_t cond) {
+  TE_CHECK(memop_check(addr, 32, (int)cond, __func__));
+  OPS(o);
+  return o->stream_wait_value(stream, addr, value, cond, 32);
+}
+
+/* ---- capture and graphs ---- */
+
+TE_EXPORT tecore_result_t tecore_stream_begin_capture(tecore_stream_t stream,
+                                                      tecore_capture_mode_t mode) {
+  TE_ARG(stream, "tecore_stream_begin_capture: the legacy default stream cannot capture");
+  TE_ARG(mode >= TECORE_CAPTURE_GLOBAL && mode <= TECORE_CAPTURE_RELAXED,
+         "tecore_stream_begin_capture: unknown mode %d", (int)mode);
+  OPS(o);
+  return o->stream_begin_capture(stream, mode);
+}
+
+TE_EXPORT tecore_result_t tecore_stream_end_capture(tecore_stream_t stream,
+                                                    tecore_graph_t *graph) {
+  TE_ARG(stream, "tecore_stream_end_capture: stream is NULL");
+  TE_ARG(graph, "tecore_stream_end_capture: graph is NULL");
+  OPS(o);
+  *graph = NULL;
+  return o->stream_end_capture(stream, graph);
+}
+
+TE_EXPORT tecore_result_t tecore_stream_capture_status(tecore_stream_t stream,
+                                                       tecore_capture_status_t *status) {
+  TE_ARG(status, "tecore_stream_capture_status: status is NULL");
+  OPS(o);
+  return o->stream_capture_status(stream, status);
+}
+
+TE_EXPORT tecore_result_t tecore_graph_destroy(tecore_graph_t graph) {
+  TE_ARG(graph, "tecore_graph_destroy: graph is NULL");
+  OPS(o);
+  return o->graph_destroy(graph);
+}
+
+TE_EXPORT tecore_result_t tecore_graph_node_count(tecore_graph_t graph, size_t *count) {
+  TE_ARG(graph, "tecore_graph_node_count: graph is NULL");
+  TE_ARG(count, "tecore_graph_node_count: count is NULL");
+  OPS(o);
+  return o->graph_node_count(graph, count);
+}
+
+TE_EXPORT tecore_result_t tecore_graph_dot(tecore_graph_t graph, const char *path) {
+  TE_ARG(graph, "tecore_graph_dot: graph is NULL");
+  TE_ARG(path && path[0], "tecore_graph_dot: path is NULL or empty");
+  OPS(o);
+  return o->graph_dot(graph, path);
+}
+
+TE_EXPORT tecore_result_t tecore_graph_instantiate(tecore_graph_exec_t *exec,
+                                                   tecore_graph_t graph) {
+  TE_ARG(exec, "tecore_graph_instantiate: exec is NULL");
+  TE_ARG(graph, "tecore_graph_instantiate: graph is NULL");
+  OPS(o);
+  *exec = NULL;
+  return o->graph_instantiate(exec, graph);
+}
+
+TE_EXPORT tecore_result_t tecore_graph_exec_destroy(tecore_graph_exec_t exec) {
+  TE_ARG(exec, "tecore_graph_exec_destroy: exec is NULL");
+  OPS(o);
+  return o->graph_exec_destroy(exec);
+}
+
+TE_EXPORT tecore_result_t tecore_graph_launch(tecore_graph_exec_t exec, tecore_stream_t stream) {
+  TE_ARG(exec, "tecore_graph_launch: exec is NULL");
+  OPS(o);
+  return o->graph_launch(exec, stream);
+}
+
+TE_EXPORT tecore_result_t tecore_graph_upload(tecore_graph_exec_t exec, tecore_stream_t stream) {
+  TE_ARG(exec, "tecore_graph_upload: exec is NULL");
+  OPS(o);
+  return o->graph_upload(exec, stream);
+}
+
+TE_EXPORT tecore_result_t tecore_graph_exec_update(tecore_graph_exec_t exec, tecore_graph_t graph,
+                                                   tecore_graph_update_result_t *why) {
+  TE_ARG(exec, "tecore_graph_exec_update: exec is NULL");
+  TE_ARG(graph, "tecore_graph_exec_update: graph is NULL");
+  tecore_graph_update_result_t local;
+  if (!why) why = &local;
+  *why = TECORE_GRAPH_UPDATE_SUCCESS;
+  OPS(o);
+  return o->graph_exec_update(exec, graph, why);
+}
+
+TE_EXPORT tecore_result_t tecore_graph_exec_update_or_instantiate(tecore_graph_exec_t *exec,
+                                                                  tecore_graph_t graph,
+                                                                  int *reinstantiated) {
+  TE_ARG(exec, "tecore_graph_exec_update_or_instantiate: exec is NULL");
+  TE_ARG(graph, "tecore_graph_exec_update_or_instantiate: graph is NULL");
+  OPS(o);
+  int re = 0;
+  tecore_result_t r = TECORE_ERR_GRAPH_UPDATE;
+  tecore_graph_update_result_t why = TECORE_GRAPH_UPDATE_SUCCESS;
+  if (*exec) r = o->graph_exec_update(*exec, graph, &why);
+  if (r == TECORE_ERR_GRAPH_UPDATE) {
+    tecore_graph_exec_t fresh = NULL;
+    if (*exec)
+      TE_INFO(TECORE_SUBSYS_GRAPH, "graph update refused (%s); instantiating anew",
+              tecore_graph_update_result_name(why));
+    TE_CHECK(o->graph_instantiate(&fresh, graph));
+    if (*exec) (void)o->graph_exec_destroy(*exec);
+    *exec = fresh;
+    re = 1;
+    r = TECORE_SUCCESS;
+  }
+  if (reinstantiated) *reinstantiated = re;
+  return r;
+}
+
+TE_EXPORT const char *tecore_graph_update_result_name(tecore_graph_update_result_t r) {
+  static const char *names[] = {"success",           "error",
+                                "topology changed",  "node type changed",
+                                "function changed",  "parameters changed",
+                                "not supported",     "unsupported function change",
+                                "attributes changed"};
+  return (unsigned)r < TE_ARRAY_SIZE(names) ? names[r] : "unknown";
+}
+
+/* ---- VMM ---- */
+
+TE_EXPORT tecore_result_t tecore_vmm_granularity(size_t *granularity, int recommended) {
+  TE_ARG(granularity, "tecore_vmm_granularity: granularity is NULL");
+  OPS(o);
+  return o->vmm_granularity(granularity, recommended);
+}
+
+static tecore_result_t vmm_check_size(const struct te_device_ops *o, size_t bytes,
+                                      const char *fn, const char *what) {
+  size_t g = 0;
+  TE_ARG(bytes > 0, "%s: %s is 0", fn, what);
+  TE_CHECK(o->vmm_granularity(&g, 0));
+  TE_ARG(g && bytes % g == 0, "%s: %s (%zu) is not a multiple of the granularity %zu", fn, what,
+         bytes, g);
+  return TECORE_SUCCESS;
+}
+
+TE_EXPORT tecore_result_t tecore_vmm_reserve(size_t bytes, size_t align, tecore_devptr_t *va) {
+  TE_ARG(va, "tecore_vmm_reserve: va is NULL");
+  TE_ARG(align == 0 || (align & (align - 1)) == 0, "tecore_vmm_reserve: align %zu is not a power of 2",
+         align);
+  OPS(o);
+  TE_CHECK(vmm_check_size(o, bytes, __func__, "bytes"));
+  *va = 0;
+  return o->vmm_reserve(bytes, align, va);
+}
+
+TE_EXPORT tecore_result_t tecore_vmm_free_va(tecore_devptr_t va, size_t bytes) {
+  TE_ARG(va, "tecore_vmm_free_va: va is 0");
+  OPS(o);
+  TE_CHECK(vmm_check_size(o, bytes, __func__, "bytes"));
+  return o->vmm_free_va(va, bytes);
+}
+
+TE_EXPORT tecore_result_t tecore_vmm_create(size_t bytes, unsigned flags,
+                                            tecore_vmm_handle_t *handle) {
+  TE_ARG(handle, "tecore_vmm_create: handle is NULL");
+  TE_ARG(!(flags & ~TECORE_VMM_EXPORT_POSIX_FD), "tecore_vmm_create: unknown flags 0x%x", flags);
+  OPS(o);
+  TE_CHECK(vmm_check_size(o, bytes, __func__, "bytes"));
+  *handle = 0;
+  return o->vmm_create(bytes, flags, handle);
+}
+
+TE_EXPORT tecore_result_t tecore_vmm_release(tecore_vmm_handle_t handle) {
+  TE_ARG(handle, "tecore_vmm_release: handle is 0");
+  OPS(o);
+  return o->vmm_release(handle);
+}
+
+TE_EXPORT tecore_result_t tecore_vmm_map(tecore_devptr_t va, size_t bytes,
+                                         tecore_vmm_handle_t handle, size_t offset) {
+  TE_ARG(va, "tecore_vmm_map: va is 0");
+  TE_ARG(handle, "tecore_vmm_map: handle is 0");
+  OPS(o);
+  TE_CHECK(vmm_check_size(o, bytes, __func__, "bytes"));
+  size_t g = 0;
+  TE_CHECK(o->vmm_granularity(&g, 0));
+  TE_ARG(va % g == 0, "tecore_vmm_map: va 0x%llx is not granularity-aligned", (unsigned long long)va);
+  TE_ARG(offset % g == 0, "tecore_vmm_map: offset %zu is not a multiple of the granularity", offset);
+  return o->vmm_map(va, bytes, handle, offset);
+}
+
+TE_EXPORT tecore_result_t tecore_vmm_unmap(tecore_devptr_t va, size_t bytes) {
+  TE_ARG(va, "tecore_vmm_unmap: va is 0");
+  OPS(o);
+  TE_CHECK(vmm_check_size(o, bytes, __func__, "bytes"));
+  return o->vmm_unmap(va, bytes);
+}
+
+TE_EXPORT tecore_result_t tecore_vmm_set_access(tecore_devptr_t va, size_t bytes, int ordinal) {
+  TE_ARG(va, "tecore_vmm_set_access: va is 0");
+  OPS(o);
+  TE_CHECK(vmm_check_size(o, bytes, __func__, "bytes"));
+  TE_CHECK(check_ordinal(o, ordinal, __func__));
+  return o->vmm_set_access(va, bytes, ordinal);
+}
+
+TE_EXPORT tecore_result_t tecore_vmm_export_fd(tecore_vmm_handle_t handle, int *fd) {
+  TE_ARG(handle, "tecore_vmm_export_fd: handle is 0");
+  TE_ARG(fd, "tecore_vmm_export_fd: fd is NULL");
+  OPS(o);
+  *fd = -1;
+  return o->vmm_export_fd(handle, fd);
+}
+
+TE_EXPORT tecore_result_t tecore_vmm_import_fd(int fd, tecore_vmm_handle_t *handle) {
+  TE_ARG(fd >= 0, "tecore_vmm_import_fd: fd %d is negative", fd);
+  TE_ARG(handle, "tecore_vmm_import_fd: handle is NULL");
+  OPS(o);
+  *handle = 0;
+  return o->vmm_import_fd(fd, handle);
+}
+
+/* ---- multicast ---- */
+
+/* NVLink multicast can take a host's GPUs out of service where the
+ * operator has turned it off; the cuda backend also checks this. */
+static tecore_result_t mc_allowed(const struct te_device_ops *o, const char *fn) {
+  if (o->backend == TECORE_BACKEND_CUDA &&
+      (te_env_is_zero("NCCL_NVLS_ENABLE") || te_env_is_zero("TECOMM_NVLS_ENABLE")))
+    return TE_ERR(TECORE_ERR_DISABLED,
+                  "%s: NVLink multicast is disabled by NCCL_NVLS_ENABLE=0 or TECOMM_NVLS_ENABLE=0",
+                  fn);
+  return TECORE_SUCCESS;
+}
+
+TE_EXPORT tecore_result_t tecore_mc_granularity(size_t bytes, int ndevices, size_t *granularity) {
+  TE_ARG(granularity, "tecore_mc_granularity: granularity is NULL");
+  TE_ARG(bytes > 0, "tecore_mc_granularity: bytes is 0");
+  TE_ARG(ndevices > 0, "tecore_mc_granularity: ndevices %d is not positive", ndevices);
+  OPS(o);
+  TE_CHECK(mc_allowed(o, __func__));
+  return o->mc_granularity(bytes, ndevices, granularity);
+}
+
+TE_EXPORT tecore_result_t tecore_mc_create(size_t bytes, int ndevices, unsigned flags,
+                                           tecore_mc_handle_t *mc) {
+  TE_ARG(mc, "tecore_mc_create: mc is NULL");
+  TE_ARG(bytes > 0, "tecore_mc_create: bytes is 0");
+  TE_ARG(ndevices > 0, "tecore_mc_create: ndevices %d is not positive", ndevices);
+  TE_ARG(flags == 0, "tecore_mc_create: flags must be 0 (got 0x%x)", flags);
+  OPS(o);
+  TE_CHECK(mc_allowed(o, __func__));
+  *mc = 0;
+  return o->mc_create(bytes, ndevices, flags, mc);
+}
+
+TE_EXPORT tecore_result_t tecore_mc_add_device(tecore_mc_handle_t mc, int ordinal) {
+  TE_ARG(mc, "tecore_mc_add_device: mc is 0");
+  OPS(o);
+  TE_CHECK(check_ordinal(o, ordinal, __func__));
+  return o->mc_add_device(mc, ordinal);
+}
+
+TE_EXPORT tecore_result_t tecore_mc_bind_mem(tecore_mc_handle_t mc, size_t mc_offset,
+                                             tecore_vmm_handle_t mem, size_t mem_offset,
+                                             size_t bytes) {
+  TE_ARG(mc, "tecore_mc_bind_mem: mc is 0");
+  TE_ARG(mem, "tecore_mc_bind_mem: mem is 0");
+  TE_ARG(bytes > 0, "tecore_mc_bind_mem: bytes is 0");
+  OPS(o);
+  return o->mc_bind_mem(mc, mc_offset, mem, mem_offset, bytes);
+}
+
+TE_EXPORT tecore_result_t tecore_mc_unbind(tecore_mc_handle_t mc, int ordinal, size_t mc_offset,
+                                           size_t bytes) {
+  TE_ARG(mc, "tecore_mc_unbind: mc is 0");
+  TE_ARG(bytes > 0, "tecore_mc_unbind: bytes is 0");
+  OPS(o);
+  TE_CHECK(check_ordinal(o, ordinal, __func__));
+  return o->mc_unbind(mc, ordinal, mc_offset, bytes);
+}
+
+TE_EXPORT tecore_result_t tecore_mc_release(tecore_mc_handle_t mc) {
+  TE_ARG(mc, "tecore_mc_release: mc is 0");
+  OPS(o);
+  return o->mc_release(mc);
+}
+
+TE_EXPORT tecore_result_t tecore_mc_export_fd(tecore_mc_handle_t mc, int *fd) {
+  TE_ARG(mc, "tecore_mc_export_fd: mc is 0");
+  TE_ARG(fd, "tecore_mc_export_fd: fd is NULL");
+  OPS(o);
+  *fd = -1;
+  return o->mc_export_fd(mc, fd);
+}
+
+TE_EXPORT tecore_result_t tecore_mc_import_fd(int fd, tecore_mc_handle_t *mc) {
+  TE_ARG(fd >= 0, "tecore_mc_import_fd: fd %d is negative", fd);
+  TE_ARG(mc, "tecore_mc_import_fd: mc is NULL");
+  OPS(o);
+  *mc = 0;
+  return o->mc_import_fd(fd, mc);
+}

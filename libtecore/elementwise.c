@@ -1,0 +1,125 @@
+/* elementwise.c -- tecore_fill and tecore_scale_add: libtecore's first
+ * kernel table, and the pattern every kernel family follows:
+ *   1. kernels/<family>.cu   the CUDA kernels (extern "C" symbols)
+ *   2. the vdev C functions below, built from the same kernels/common math
+ *   3. a static tecore_kernel_table naming both, registered once
+ *   4. public entry points that validate, pick a launch shape and launch. */
+#include "internal.h"
+#include "common/elementwise.h"
+
+/* ---- vdev implementations (run the whole grid on the stream's worker) ---- */
+
+static void vdev_fill(const struct tecore_launch_cfg *cfg, void *const *args) {
+  void *dst = *(void *const *)args[0];
+  int dtype = *(const int *)args[1];
+  unsigned long long n = *(const unsigned long long *)args[2];
+  float value = *(const float *)args[3];
+  (void)cfg;
+  for (unsigned long long i = 0; i < n; i++) te_ew_store(dst, i, dtype, value);
+}
+
+static void vdev_scale_add(const struct tecore_launch_cfg *cfg, void *const *args) {
+  void *dst = *(void *const *)args[0];
+  const void *a = *(void *const *)args[1];
+  float alpha = *(const float *)args[2];
+  const void *b = *(void *const *)args[3];
+  float beta = *(const float *)args[4];
+  int dtype = *(const int *)args[5];
+  unsigned long long n = *(const unsigned long long *)args[6];
+  (void)cfg;
+  for (unsigned long long i = 0; i < n; i++)
+    te_ew_store(dst, i, dtype,
+                te_ew_scale_add(te_ew_load(a, i, dtype), alpha, te_ew_load(b, i, dtype), beta));
+}
+
+/* ---- the table --------------------------------------------------------- */
+
+#ifdef TE_HAVE_CUDA
+extern const unsigned char te_fatbin_elementwise[], te_fatbin_elementwise_end[];
+#define EW_FATBIN te_fatbin_elementwise
+#define EW_FATBIN_BYTES ((size_t)(te_fatbin_elementwise_end - te_fatbin_elementwise))
+#else
+#define EW_FATBIN NULL
+#define EW_FATBIN_BYTES 0
+#endif
+
+enum { K_FILL, K_SCALE_ADD };
+static const struct tecore_kernel_def ew_kernels[] = {
+    [K_FILL] = {.name = "te_fill", .vdev = vdev_fill, .nparams = 4,
+                .param_size = {8, 4, 8, 4}, .param_is_ptr = {1, 0, 0, 0}},
+    [K_SCALE_ADD] = {.name = "te_scale_add", .vdev = vdev_scale_add, .nparams = 7,
+                     .param_size = {8, 8, 4, 8, 4, 4, 8}, .param_is_ptr = {1, 1, 0, 1, 0, 0, 0}},
+};
+
+static int ew_first_id(void) {
+  static struct tecore_kernel_table table = {.module = "libtecore/elementwise",
+                                             .count = TE_ARRAY_SIZE(ew_kernels),
+                                             .kernels = ew_kernels};
+  int id = -1;
+  table.fatbin = EW_FATBIN;
+  table.fatbin_bytes = EW_FATBIN_BYTES;
+  if (tecore_kernel_table_register(&table, &id) != TECORE_SUCCESS) return -1;
+  return id;
+}
+
+/* 1-D grid: enough blocks to fill the device, capped; grid-stride inside. */
+static void ew_shape(size_t count, struct tecore_launch_cfg *cfg) {
+  size_t blocks = (count + 255) / 256;
+  if (blocks > 132u * 16u) blocks = 132u * 16u;
+  if (blocks == 0) blocks = 1;
+  *cfg = (struct tecore_launch_cfg){.grid = {(unsigned)blocks, 1, 1}, .block = {256, 1, 1}};
+}
+
+static tecore_result_t ew_check_dtype(tecore_dtype_t dtype, const char *fn) {
+  if (dtype != TECORE_DTYPE_F32 && dtype != TECORE_DTYPE_F16 && dtype != TECORE_DTYPE_BF16)
+    return TE_ERR(TECORE_ERR_INVALID, "%s: dtype %s is not f32, f16 or bf16", fn,
+                  tecore_dtype_name(dtype));
+  return TECORE_SUCCESS;
+}
+
+static tecore_result_t ew_check_ptr(tecore_devptr_t p, tecore_dtype_t dtype, const char *fn,
+                                    const char *arg) {
+  if (p == 0) return TE_ERR(TECORE_ERR_INVALID, "%s: %s is NULL", fn, arg);
+  if (p % tecore_dtype_size(dtype))
+    return TE_ERR(TECORE_ERR_INVALID, "%s: %s (0x%llx) is not aligned to %zu bytes", fn, arg,
+                  (unsigned long long)p, tecore_dtype_size(dtype));
+  return TECORE_SUCCESS;
+}
+
+TE_EXPORT tecore_result_t tecore_fill(tecore_devptr_t dst, tecore_dtype_t dtype, size_t count,
+                                      double value, tecore_stream_t stream) {
+  TE_CHECK(ew_check_dtype(dtype, __func__));
+  TE_CHECK(ew_check_ptr(dst, dtype, __func__, "dst"));
+  if (count == 0) return TECORE_SUCCESS;
+  int id = ew_first_id();
+  if (id < 0) return TECORE_ERR_INTERNAL;
+  struct tecore_launch_cfg cfg;
+  ew_shape(count, &cfg);
+  void *d = (void *)(uintptr_t)dst;
+  int dt = (int)dtype;
+  unsigned long long n = count;
+  float v = (float)value;
+  void *args[] = {&d, &dt, &n, &v};
+  TE_CHECK(tecore_kernel_launch(id + K_FILL, &cfg, args, stream));
+  return TECORE_SUCCESS;
+}
+
+TE_EXPORT tecore_result_t tecore_scale_add(tecore_devptr_t dst, tecore_devptr_t a, float alpha,
+                                           tecore_devptr_t b, float beta, tecore_dtype_t dtype,
+                                           size_t count, tecore_stream_t stream) {
+  TE_CHECK(ew_check_dtype(dtype, __func__));
+  TE_CHECK(ew_check_ptr(dst, dtype, __func__, "dst"));
+  TE_CHECK(ew_check_ptr(a, dtype, __func__, "a"));
+  TE_CHECK(ew_check_ptr(b, dtype, __func__, "b"));
+  if (count == 0) return TECORE_SUCCESS;
+  int id = ew_first_id();
+  if (id < 0) return TECORE_ERR_INTERNAL;
+  struct tecore_launch_cfg cfg;
+  ew_shape(count, &cfg);
+  void *d = (void *)(uintptr_t)dst, *pa = (void *)(uintptr_t)a, *pb = (void *)(uintptr_t)b;
+  int dt = (int)dtype;
+  unsigned long long n = count;
+  void *args[] = {&d, &pa, &alpha, &pb, &beta, &dt, &n};
+  TE_CHECK(tecore_kernel_launch(id + K_SCALE_ADD, &cfg, args, stream));
+  return TECORE_SUCCESS;
+}

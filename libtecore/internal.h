@@ -1,0 +1,88 @@
+/* internal.h -- libtecore's private helpers: export marker, error setting,
+ * checks that log each hop, log macros and tunable declarations.
+ * Included by every libtecore source; libtegraph and libtecomm use the
+ * same macros through their own headers over the public functions. */
+#ifndef TECORE_INTERNAL_H
+#define TECORE_INTERNAL_H
+
+#include "config.h"
+#include <errno.h>
+#include <stdint.h>
+#include <stddef.h>
+#include <te/core.h>
+
+/* Marks a public function's definition (everything else is hidden). */
+#define TE_EXPORT __attribute__((visibility("default")))
+#define TE_UNUSED __attribute__((unused))
+#define TE_ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
+
+/* ---- errors --------------------------------------------------------------
+ * te_error_set stores a formatted detail in the thread's last-error buffer,
+ * logs it at INFO (DEVICE subsystem), keeps errno, and returns code, so a
+ * failing path reads:  return TE_ERR(TECORE_ERR_INVALID, "bytes is 0");  */
+tecore_result_t te_error_set(tecore_result_t code, const char *file, int line,
+                             const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+/* Prefixes the existing detail with "where: " (used by TE_CHECK on each hop). */
+void te_error_hop(const char *func, const char *file, int line);
+
+#define TE_ERR(code, ...) te_error_set((code), __FILE__, __LINE__, __VA_ARGS__)
+
+/* Argument check: returns TECORE_ERR_INVALID naming the function and argument. */
+#define TE_ARG(cond, ...)                                                      \
+  do {                                                                         \
+    if (!(cond)) return te_error_set(TECORE_ERR_INVALID, __FILE__, __LINE__,   \
+                                     __VA_ARGS__);                             \
+  } while (0)
+
+/* Propagates a failure, logging the hop at TRACE. */
+#define TE_CHECK(call)                                                         \
+  do {                                                                         \
+    tecore_result_t te_r_ = (call);                                            \
+    if (te_r_ != TECORE_SUCCESS) {                                             \
+      te_error_hop(__func__, __FILE__, __LINE__);                              \
+      return te_r_;                                                            \
+    }                                                                          \
+  } while (0)
+
+/* Stores a failure in res and jumps to the one cleanup label. */
+#define TE_CHECK_GOTO(call, res, label)                                        \
+  do {                                                                         \
+    (res) = (call);                                                            \
+    if ((res) != TECORE_SUCCESS) {                                             \
+      te_error_hop(__func__, __FILE__, __LINE__);                              \
+      goto label;                                                              \
+    }                                                                          \
+  } while (0)
+
+/* ---- logging (errno is preserved) ---------------------------------------- */
+#define TE_LOG_ERROR(sub, ...) tecore_log(TECORE_LOG_ERROR, (sub), __FILE__, __LINE__, __VA_ARGS__)
+#define TE_WARN(sub, ...) tecore_log(TECORE_LOG_WARN, (sub), __FILE__, __LINE__, __VA_ARGS__)
+#define TE_INFO(sub, ...) tecore_log(TECORE_LOG_INFO, (sub), __FILE__, __LINE__, __VA_ARGS__)
+#define TE_TRACE(sub, ...) tecore_log(TECORE_LOG_TRACE, (sub), __FILE__, __LINE__, __VA_ARGS__)
+
+/* ---- tunables --------------------------------------------------------------
+ * TE_PARAM_INT(var, "TE_X", def, lo, hi, "help") defines a static tunable
+ * registered when the library loads (so te-info -e lists it before use);
+ * read it with tecore_tunable_int(&var). */
+#define TE_PARAM_INT(var, envname, def, lo, hi, helptext)                      \
+  static struct tecore_tunable var = {                                         \
+      .name = #var, .env = envname, .type = TECORE_TUNABLE_INT,                \
+      .def_int = (def), .min = (lo), .max = (hi), .help = helptext};           \
+  __attribute__((constructor)) static void var##_register_(void) {             \
+    (void)tecore_tunable_register(&var);                                       \
+  }
+#define TE_PARAM_STR(var, envname, def, choicelist, helptext)                  \
+  static struct tecore_tunable var = {                                         \
+      .name = #var, .env = envname, .type = TECORE_TUNABLE_STRING,             \
+      .def_str = (def), .choices = (choicelist), .help = helptext};            \
+  __attribute__((constructor)) static void var##_register_(void) {             \
+    (void)tecore_tunable_register(&var);                                       \
+  }
+
+/* ---- misc ------------------------------------------------------------------ */
+/* Monotonic nanoseconds. */
+uint64_t te_now_ns(void);
+/* 1 when the variable is set to "0" (used for NCCL_NVLS_ENABLE and the like). */
+int te_env_is_zero(const char *name);
+
+#endif

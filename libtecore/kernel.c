@@ -1,0 +1,132 @@
+/* kernel.c -- the kernel registry: tables of kernels registered by
+ * libtecore and the libraries above it, ids, and validated launches.
+ * Ids are dense: a table's kernels get consecutive ids in registration
+ * order.  Entries are never removed, so a pointer to one stays valid. */
+#include "device_ops.h"
+#include <pthread.h>
+#include <string.h>
+
+#define TE_MAX_TABLES 64
+#define TE_MAX_KERNELS 1024
+
+static pthread_mutex_t reg_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct te_kernel_module reg_modules[TE_MAX_TABLES];
+static int reg_module_loaded[TE_MAX_TABLES];
+static int reg_ntables;
+static struct te_kernel_entry reg_kernels[TE_MAX_KERNELS];
+static int reg_nkernels; /* read without the lock: published with release */
+
+TE_EXPORT tecore_result_t tecore_kernel_table_register(const struct tecore_kernel_table *table,
+                                                       int *first_id) {
+  TE_ARG(table, "tecore_kernel_table_register: table is NULL");
+  TE_ARG(first_id, "tecore_kernel_table_register: first_id is NULL");
+  TE_ARG(table->module && table->module[0], "tecore_kernel_table_register: module name is empty");
+  TE_ARG(table->count > 0 && table->kernels,
+         "tecore_kernel_table_register: table %s has no kernels", table->module);
+  TE_ARG(!table->fatbin == !table->fatbin_bytes,
+         "tecore_kernel_table_register: table %s: fatbin and fatbin_bytes disagree", table->module);
+  for (unsigned i = 0; i < table->count; i++) {
+    const struct tecore_kernel_def *d = &table->kernels[i];
+    TE_ARG(d->name && d->name[0], "tecore_kernel_table_register: %s kernel %u has no name",
+           table->module, i);
+    TE_ARG(d->nparams <= TECORE_KERNEL_MAX_PARAMS,
+           "tecore_kernel_table_register: %s has %u parameters (max %d)", d->name, d->nparams,
+           TECORE_KERNEL_MAX_PARAMS);
+    for (unsigned p = 0; p < d->nparams; p++)
+      TE_ARG(d->param_size[p] > 0, "tecore_kernel_table_register: %s parameter %u has size 0",
+             d->name, p);
+  }
+  pthread_mutex_lock(&reg_lock);
+  for (int t = 0; t < reg_ntables; t++) {
+    if (reg_modules[t].table == table) {
+      /* the same table again: the same ids */
+      for (int k = 0; k < reg_nkernels; k++)
+        if (reg_kernels[k].table == table) {
+          *first_id = k;
+          break;
+        }
+      pthread_mutex_unlock(&reg_lock);
+      return TECORE_SUCCESS;
+    }
+  }
+  if (reg_ntables == TE_MAX_TABLES || reg_nkernels + (int)table->count > TE_MAX_KERNELS) {
+    pthread_mutex_unlock(&reg_lock);
+    return TE_ERR(TECORE_ERR_NOMEM, "tecore_kernel_table_register: registry full (%d tables, %d kernels)",
+                  TE_MAX_TABLES, TE_MAX_KERNELS);
+  }
+  int t = reg_ntables++;
+  reg_modules[t].table = table;
+  reg_modules[t].backend_handle = NULL;
+  int base = reg_nkernels;
+  for (unsigned i = 0; i < table->count; i++) {
+    struct te_kernel_entry *e = &reg_kernels[base + (int)i];
+    e->def = &table->kernels[i];
+    e->table = table;
+    e->id = base + (int)i;
+    e->table_index = t;
+    e->backend_handle = NULL;
+  }
+  __atomic_store_n(&reg_nkernels, base + (int)table->count, __ATOMIC_RELEASE);
+  pthread_mutex_unlock(&reg_lock);
+  *first_id = base;
+  TE_TRACE(TECORE_SUBSYS_KERNEL, "registered %s: %u kernels at id %d", table->module,
+           table->count, base);
+  return TECORE_SUCCESS;
+}
+
+TE_EXPORT tecore_result_t tecore_kernel_find(const char *name, int *id) {
+  TE_ARG(name, "tecore_kernel_find: name is NULL");
+  TE_ARG(id, "tecore_kernel_find: id is NULL");
+  int n = __atomic_load_n(&reg_nkernels, __ATOMIC_ACQUIRE);
+  for (int k = 0; k < n; k++)
+    if (strcmp(reg_kernels[k].def->name, name) == 0) {
+      *id = k;
+      return TECORE_SUCCESS;
+    }
+  return TE_ERR(TECORE_ERR_INVALID, "tecore_kernel_find: no kernel named %s", name);
+}
+
+TE_EXPORT tecore_result_t tecore_kernel_def(int id, const struct tecore_kernel_def **def) {
+  TE_ARG(def, "tecore_kernel_def: def is NULL");
+  int n = __atomic_load_n(&reg_nkernels, __ATOMIC_ACQUIRE);
+  TE_ARG(id >= 0 && id < n, "tecore_kernel_def: id %d outside [0, %d)", id, n);
+  *def = reg_kernels[id].def;
+  return TECORE_SUCCESS;
+}
+
+/* Loads a table's module in the backend once. */
+static tecore_result_t module_ready(const struct te_device_ops *o, int t) {
+  if (__atomic_load_n(&reg_module_loaded[t], __ATOMIC_ACQUIRE)) return TECORE_SUCCESS;
+  tecore_result_t r = TECORE_SUCCESS;
+  pthread_mutex_lock(&reg_lock);
+  if (!reg_module_loaded[t]) {
+    r = o->kernel_module_load(&reg_modules[t]);
+    if (r == TECORE_SUCCESS) __atomic_store_n(&reg_module_loaded[t], 1, __ATOMIC_RELEASE);
+  }
+  pthread_mutex_unlock(&reg_lock);
+  return r;
+}
+
+TE_EXPORT tecore_result_t tecore_kernel_launch(int id, const struct tecore_launch_cfg *cfg,
+                                               void *const *args, tecore_stream_t stream) {
+  TE_ARG(cfg, "tecore_kernel_launch: cfg is NULL");
+  int n = __atomic_load_n(&reg_nkernels, __ATOMIC_ACQUIRE);
+  TE_ARG(id >= 0 && id < n, "tecore_kernel_launch: kernel id %d outside [0, %d)", id, n);
+  struct te_kernel_entry *k = &reg_kernels[id];
+  TE_ARG(args || k->def->nparams == 0, "tecore_kernel_launch: %s: args is NULL", k->def->name);
+  for (unsigned p = 0; p < k->def->nparams; p++)
+    TE_ARG(args[p], "tecore_kernel_launch: %s: args[%u] is NULL", k->def->name, p);
+  for (int d = 0; d < 3; d++) {
+    TE_ARG(cfg->grid[d] > 0 && cfg->block[d] > 0,
+           "tecore_kernel_launch: %s: grid/block dimension %d is 0", k->def->name, d);
+  }
+  TE_ARG((uint64_t)cfg->block[0] * cfg->block[1] * cfg->block[2] <= 1024,
+         "tecore_kernel_launch: %s: %u x %u x %u threads per block exceed 1024", k->def->name,
+         cfg->block[0], cfg->block[1], cfg->block[2]);
+  TE_ARG(cfg->grid[1] <= 65535 && cfg->grid[2] <= 65535,
+         "tecore_kernel_launch: %s: grid y/z above 65535", k->def->name);
+  const struct te_device_ops *o;
+  TE_CHECK(te_ops_get(&o));
+  TE_CHECK(module_ready(o, k->table_index));
+  return o->kernel_launch(k, &reg_modules[k->table_index], cfg, args, stream);
+}

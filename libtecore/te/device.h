@@ -1,0 +1,269 @@
+/* te/device.h -- libtecore's device layer: one API over two backends.
+ *
+ * The backend is the CUDA Driver API ("cuda") or the test VM's virtual GPU
+ * ("vdev"), chosen once by TE_DEVICE=cuda|vdev|auto at tecore_init().
+ * Handles are opaque.  Under cuda a tecore_stream_t *is* a CUstream (and
+ * an event a CUevent, a graph a CUgraph), so a caller's cudaStream_t
+ * passes straight in; under vdev they are the virtual device's objects.
+ * Device addresses are 64-bit integers (tecore_devptr_t); with unified
+ * addressing a host pointer cast to tecore_devptr_t is accepted wherever
+ * a copy takes one.
+ *
+ * Threads: every call works on the calling thread's current context
+ * (tecore_ctx_set_current); tecore_ctx_create makes the new context
+ * current.  All calls are thread-safe. */
+#ifndef TE_DEVICE_H
+#define TE_DEVICE_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <te/result.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Forward declarations compatible with <cuda.h> and <cuda_runtime.h>. */
+struct CUctx_st;
+struct CUstream_st;
+struct CUevent_st;
+struct CUgraph_st;
+struct CUgraphExec_st;
+
+typedef uint64_t tecore_devptr_t;
+typedef struct CUctx_st *tecore_ctx_t;
+typedef struct CUstream_st *tecore_stream_t;
+typedef struct CUevent_st *tecore_event_t;
+typedef struct CUgraph_st *tecore_graph_t;
+typedef struct CUgraphExec_st *tecore_graph_exec_t;
+typedef uint64_t tecore_vmm_handle_t;   /* physical allocation (CUmemGenericAllocationHandle) */
+typedef uint64_t tecore_mc_handle_t;    /* multicast object */
+
+/* ---- backend and devices -------------------------------------------- */
+
+typedef enum tecore_backend {
+  TECORE_BACKEND_NONE = 0,
+  TECORE_BACKEND_CUDA = 1,
+  TECORE_BACKEND_VDEV = 2
+} tecore_backend_t;
+
+/* Selects and starts the backend (TE_DEVICE).  Idempotent and thread-safe;
+ * the first call decides.  Every other device call initializes on demand,
+ * so calling this is optional, but it is where a missing driver shows. */
+tecore_result_t tecore_init(void);
+/* The backend in use (initializes on demand). */
+tecore_result_t tecore_backend(tecore_backend_t *backend);
+/* "cuda", "vdev" or "none". */
+const char *tecore_backend_name(tecore_backend_t backend);
+/* Driver version (e.g. 13000), or the vdev's emulated version. */
+tecore_result_t tecore_driver_version(int *version);
+
+tecore_result_t tecore_device_count(int *count);
+
+struct tecore_device_props {
+  char name[256];
+  int ordinal;
+  int cc_major, cc_minor;          /* compute capability */
+  int sm_count;
+  int max_threads_per_block;
+  int max_shared_per_block;        /* bytes, opt-in maximum */
+  int warp_size;
+  int clock_khz;                   /* SM clock, 0 if unknown */
+  int mem_clock_khz;               /* 0 if unknown */
+  int mem_bus_width;               /* bits, 0 if unknown */
+  int l2_bytes;
+  size_t total_mem;                /* bytes */
+  int pci_domain, pci_bus, pci_device;
+  int unified_addressing;          /* 1 if host pointers are device-visible */
+  int vmm_supported;               /* 1 if VMM (reserve/map) works */
+  int posix_fd_handles;            /* 1 if VMM handles export as POSIX fds */
+  int multicast_supported;         /* 1 if the device reports multicast */
+  int stream_mem_ops;              /* 1 if 64-bit stream memory ops work */
+};
+tecore_result_t tecore_device_props(int ordinal, struct tecore_device_props *props);
+/* 1 in *can if device a can map device b's memory; *link gets the NVLink
+ * count between them (0 = PCIe or none; -1 if unknown). */
+tecore_result_t tecore_device_peer(int a, int b, int *can, int *link);
+
+/* ---- contexts ---------------------------------------------------------- */
+
+/* Retains the device's primary context and makes it current for the
+ * calling thread.  Release with tecore_ctx_destroy. */
+tecore_result_t tecore_ctx_create(int ordinal, tecore_ctx_t *ctx);
+tecore_result_t tecore_ctx_destroy(tecore_ctx_t ctx);
+tecore_result_t tecore_ctx_set_current(tecore_ctx_t ctx);
+tecore_result_t tecore_ctx_get_current(tecore_ctx_t *ctx);
+/* Waits for all work of the current context. */
+tecore_result_t tecore_ctx_synchronize(void);
+
+/* ---- memory ------------------------------------------------------------ */
+
+tecore_result_t tecore_mem_alloc(size_t bytes, tecore_devptr_t *dptr);
+tecore_result_t tecore_mem_free(tecore_devptr_t dptr);
+/* Free device memory and the total, in bytes. */
+tecore_result_t tecore_mem_info(size_t *free_bytes, size_t *total_bytes);
+/* Page-locked host memory, mapped into the device's address space. */
+tecore_result_t tecore_mem_alloc_host(size_t bytes, void **ptr);
+tecore_result_t tecore_mem_free_host(void *ptr);
+/* Page-locks an existing host range (flags: TECORE_HOST_REGISTER_*). */
+#define TECORE_HOST_REGISTER_MAPPED 0x2u
+#define TECORE_HOST_REGISTER_READONLY 0x8u
+tecore_result_t tecore_mem_host_register(void *ptr, size_t bytes, unsigned flags);
+tecore_result_t tecore_mem_host_unregister(void *ptr);
+/* The device address of page-locked host memory. */
+tecore_result_t tecore_mem_host_device_ptr(void *host, tecore_devptr_t *dptr);
+
+/* Copies bytes in stream order; src and dst may be device or host. */
+tecore_result_t tecore_memcpy_async(tecore_devptr_t dst, tecore_devptr_t src, size_t bytes,
+                                    tecore_stream_t stream);
+/* Synchronous copy (waits for it, not for other work). */
+tecore_result_t tecore_memcpy(tecore_devptr_t dst, tecore_devptr_t src, size_t bytes);
+/* Sets count elements of 1, 2 or 4 bytes to value, in stream order. */
+tecore_result_t tecore_memset_d8_async(tecore_devptr_t dst, uint8_t value, size_t count,
+                                       tecore_stream_t stream);
+tecore_result_t tecore_memset_d16_async(tecore_devptr_t dst, uint16_t value, size_t count,
+                                        tecore_stream_t stream);
+tecore_result_t tecore_memset_d32_async(tecore_devptr_t dst, uint32_t value, size_t count,
+                                        tecore_stream_t stream);
+
+/* ---- streams ----------------------------------------------------------- */
+
+#define TECORE_STREAM_DEFAULT 0x0u
+#define TECORE_STREAM_NON_BLOCKING 0x1u
+/* Lower numbers are higher priority; *greatest <= priority <= *least. */
+tecore_result_t tecore_stream_priority_range(int *least, int *greatest);
+tecore_result_t tecore_stream_create(unsigned flags, int priority, tecore_stream_t *stream);
+tecore_result_t tecore_stream_destroy(tecore_stream_t stream);
+tecore_result_t tecore_stream_synchronize(tecore_stream_t stream);
+/* TECORE_SUCCESS when all work is done, TECORE_ERR_NOT_READY otherwise. */
+tecore_result_t tecore_stream_query(tecore_stream_t stream);
+tecore_result_t tecore_stream_wait_event(tecore_stream_t stream, tecore_event_t event);
+tecore_result_t tecore_stream_get_priority(tecore_stream_t stream, int *priority);
+
+/* ---- events ------------------------------------------------------------ */
+
+#define TECORE_EVENT_DEFAULT 0x0u
+#define TECORE_EVENT_BLOCKING_SYNC 0x1u
+#define TECORE_EVENT_DISABLE_TIMING 0x2u
+tecore_result_t tecore_event_create(unsigned flags, tecore_event_t *event);
+tecore_result_t tecore_event_destroy(tecore_event_t event);
+tecore_result_t tecore_event_record(tecore_event_t event, tecore_stream_t stream);
+tecore_result_t tecore_event_synchronize(tecore_event_t event);
+/* TECORE_SUCCESS when complete, TECORE_ERR_NOT_READY otherwise. */
+tecore_result_t tecore_event_query(tecore_event_t event);
+/* Milliseconds between two completed events recorded with timing. */
+tecore_result_t tecore_event_elapsed(float *ms, tecore_event_t start, tecore_event_t end);
+
+/* ---- stream memory operations ------------------------------------------ */
+
+typedef enum tecore_wait_cond {
+  TECORE_WAIT_GEQ = 0,   /* (int64)(*addr - value) >= 0, as the driver's cyclic compare */
+  TECORE_WAIT_EQ = 1,
+  TECORE_WAIT_AND = 2,   /* (*addr & value) != 0 */
+  TECORE_WAIT_NOR = 3    /* ~(*addr | value) != 0 */
+} tecore_wait_cond_t;
+/* addr: device memory or page-locked host memory's device address;
+ * 8-byte aligned (4 for the 32-bit forms). */
+tecore_result_t tecore_stream_write_value64(tecore_stream_t stream, tecore_devptr_t addr,
+                                            uint64_t value);
+tecore_result_t tecore_stream_wait_value64(tecore_stream_t stream, tecore_devptr_t addr,
+                                           uint64_t value, tecore_wait_cond_t cond);
+tecore_result_t tecore_stream_write_value32(tecore_stream_t stream, tecore_devptr_t addr,
+                                            uint32_t value);
+tecore_result_t tecore_stream_wait_value32(tecore_stream_t stream, tecore_devptr_t addr,
+                                           uint32_t value, tecore_wait_cond_t cond);
+
+/* ---- stream capture and graphs ----------------------------------------- */
+
+typedef enum tecore_capture_mode {
+  TECORE_CAPTURE_GLOBAL = 0,
+  TECORE_CAPTURE_THREAD_LOCAL = 1,
+  TECORE_CAPTURE_RELAXED = 2
+} tecore_capture_mode_t;
+typedef enum tecore_capture_status {
+  TECORE_CAPTURE_NONE = 0,
+  TECORE_CAPTURE_ACTIVE = 1,
+  TECORE_CAPTURE_INVALIDATED = 2
+} tecore_capture_status_t;
+
+tecore_result_t tecore_stream_begin_capture(tecore_stream_t stream, tecore_capture_mode_t mode);
+/* Ends capture; *graph is owned by the caller (tecore_graph_destroy).  An
+ * invalidated capture returns TECORE_ERR_CAPTURE and no graph. */
+tecore_result_t tecore_stream_end_capture(tecore_stream_t stream, tecore_graph_t *graph);
+tecore_result_t tecore_stream_capture_status(tecore_stream_t stream,
+                                             tecore_capture_status_t *status);
+tecore_result_t tecore_graph_destroy(tecore_graph_t graph);
+tecore_result_t tecore_graph_node_count(tecore_graph_t graph, size_t *count);
+/* Writes the graph in Graphviz DOT form to path. */
+tecore_result_t tecore_graph_dot(tecore_graph_t graph, const char *path);
+
+tecore_result_t tecore_graph_instantiate(tecore_graph_exec_t *exec, tecore_graph_t graph);
+tecore_result_t tecore_graph_exec_destroy(tecore_graph_exec_t exec);
+tecore_result_t tecore_graph_launch(tecore_graph_exec_t exec, tecore_stream_t stream);
+tecore_result_t tecore_graph_upload(tecore_graph_exec_t exec, tecore_stream_t stream);
+
+/* The driver's CUgraphExecUpdateResult values. */
+typedef enum tecore_graph_update_result {
+  TECORE_GRAPH_UPDATE_SUCCESS = 0,
+  TECORE_GRAPH_UPDATE_ERROR = 1,
+  TECORE_GRAPH_UPDATE_TOPOLOGY_CHANGED = 2,
+  TECORE_GRAPH_UPDATE_NODE_TYPE_CHANGED = 3,
+  TECORE_GRAPH_UPDATE_FUNCTION_CHANGED = 4,
+  TECORE_GRAPH_UPDATE_PARAMETERS_CHANGED = 5,
+  TECORE_GRAPH_UPDATE_NOT_SUPPORTED = 6,
+  TECORE_GRAPH_UPDATE_UNSUPPORTED_FUNCTION_CHANGE = 7,
+  TECORE_GRAPH_UPDATE_ATTRIBUTES_CHANGED = 8
+} tecore_graph_update_result_t;
+/* Updates exec in place to graph's parameters.  On failure returns
+ * TECORE_ERR_GRAPH_UPDATE with *why set (TOPOLOGY_CHANGED when nodes or
+ * edges differ), and exec still runs its old parameters. */
+tecore_result_t tecore_graph_exec_update(tecore_graph_exec_t exec, tecore_graph_t graph,
+                                         tecore_graph_update_result_t *why);
+/* Updates in place, or, where update refuses, instantiates graph anew and
+ * replaces *exec (the old one destroyed).  *reinstantiated says which. */
+tecore_result_t tecore_graph_exec_update_or_instantiate(tecore_graph_exec_t *exec,
+                                                        tecore_graph_t graph,
+                                                        int *reinstantiated);
+const char *tecore_graph_update_result_name(tecore_graph_update_result_t r);
+
+/* ---- virtual memory management ----------------------------------------- */
+
+#define TECORE_VMM_EXPORT_POSIX_FD 0x1u
+/* Allocation granularity for physical memory on the current device
+ * (recommended when recommended != 0, else minimum). */
+tecore_result_t tecore_vmm_granularity(size_t *granularity, int recommended);
+tecore_result_t tecore_vmm_reserve(size_t bytes, size_t align, tecore_devptr_t *va);
+tecore_result_t tecore_vmm_free_va(tecore_devptr_t va, size_t bytes);
+/* Physical memory on the current device; bytes a multiple of granularity. */
+tecore_result_t tecore_vmm_create(size_t bytes, unsigned flags, tecore_vmm_handle_t *handle);
+tecore_result_t tecore_vmm_release(tecore_vmm_handle_t handle);
+tecore_result_t tecore_vmm_map(tecore_devptr_t va, size_t bytes, tecore_vmm_handle_t handle,
+                               size_t offset);
+tecore_result_t tecore_vmm_unmap(tecore_devptr_t va, size_t bytes);
+/* Read/write access for device ordinal to a mapped range. */
+tecore_result_t tecore_vmm_set_access(tecore_devptr_t va, size_t bytes, int ordinal);
+/* A new POSIX file descriptor for the allocation; the caller closes it. */
+tecore_result_t tecore_vmm_export_fd(tecore_vmm_handle_t handle, int *fd);
+/* Imports an exported allocation (fd stays the caller's). */
+tecore_result_t tecore_vmm_import_fd(int fd, tecore_vmm_handle_t *handle);
+
+/* ---- multicast objects (NVLink SHARP) ---------------------------------- *
+ * The cuda backend refuses to create one (TECORE_ERR_DISABLED) when
+ * NCCL_NVLS_ENABLE=0 or TECOMM_NVLS_ENABLE=0 is set.  The vdev backend
+ * emulates them over the bound unicast memory. */
+tecore_result_t tecore_mc_granularity(size_t bytes, int ndevices, size_t *granularity);
+tecore_result_t tecore_mc_create(size_t bytes, int ndevices, unsigned flags,
+                                 tecore_mc_handle_t *mc);
+tecore_result_t tecore_mc_add_device(tecore_mc_handle_t mc, int ordinal);
+tecore_result_t tecore_mc_bind_mem(tecore_mc_handle_t mc, size_t mc_offset,
+                                   tecore_vmm_handle_t mem, size_t mem_offset, size_t bytes);
+tecore_result_t tecore_mc_unbind(tecore_mc_handle_t mc, int ordinal, size_t mc_offset,
+                                 size_t bytes);
+tecore_result_t tecore_mc_release(tecore_mc_handle_t mc);
+tecore_result_t tecore_mc_export_fd(tecore_mc_handle_t mc, int *fd);
+tecore_result_t tecore_mc_import_fd(int fd, tecore_mc_handle_t *mc);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,66 @@
+/* te/kernel.h -- kernels by id, and the table through which libraries add theirs.
+ *
+ * A kernel exists twice: in a fatbin (the cuda backend loads it with
+ * cuLibraryLoadData and launches it with cuLaunchKernelEx) and as a C
+ * function (the vdev backend calls it on the stream's worker thread).
+ * libtecore registers its own table at init; libtegraph and libtecomm
+ * register theirs with tecore_kernel_table_register, the way a verbs
+ * provider registers its ops.  The parameter sizes in a definition are
+ * what lets the vdev backend capture a launch by value and what lets
+ * libtegraph rewrite a captured node's pointer parameters in place. */
+#ifndef TE_KERNEL_H
+#define TE_KERNEL_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <te/device.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define TECORE_KERNEL_MAX_PARAMS 24
+
+struct tecore_launch_cfg {
+  unsigned grid[3];
+  unsigned block[3];
+  unsigned shared_bytes;   /* dynamic shared memory */
+};
+
+/* A vdev implementation: runs the whole grid.  args[i] points to parameter i. */
+typedef void (*tecore_vdev_kernel_fn)(const struct tecore_launch_cfg *cfg, void *const *args);
+
+struct tecore_kernel_def {
+  const char *name;                       /* extern "C" symbol in the fatbin */
+  tecore_vdev_kernel_fn vdev;             /* C implementation (NULL: cuda only) */
+  unsigned nparams;
+  uint16_t param_size[TECORE_KERNEL_MAX_PARAMS];
+  uint8_t param_is_ptr[TECORE_KERNEL_MAX_PARAMS];  /* 1 for device pointers */
+};
+
+struct tecore_kernel_table {
+  const char *module;                     /* e.g. "libtecore/fill" */
+  const void *fatbin;                     /* NULL when built without CUDA */
+  size_t fatbin_bytes;
+  unsigned count;
+  const struct tecore_kernel_def *kernels;
+};
+
+/* Registers a table; its kernels get ids *first_id .. *first_id+count-1.
+ * The table must outlive the process (static storage).  Registering the
+ * same table twice returns the same ids. */
+tecore_result_t tecore_kernel_table_register(const struct tecore_kernel_table *table,
+                                             int *first_id);
+/* The id of a kernel by symbol name. */
+tecore_result_t tecore_kernel_find(const char *name, int *id);
+/* The definition behind an id (for parameter layouts). */
+tecore_result_t tecore_kernel_def(int id, const struct tecore_kernel_def **def);
+/* Launches kernel id on stream (captured when the stream captures).
+ * args[i] points to a value of param_size[i] bytes. */
+tecore_result_t tecore_kernel_launch(int id, const struct tecore_launch_cfg *cfg,
+                                     void *const *args, tecore_stream_t stream);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

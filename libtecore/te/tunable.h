@@ -1,0 +1,68 @@
+/* te/tunable.h -- the registry of environment tunables.
+ *
+ * Every knob libte reads from the environment is registered once with a
+ * name, its environment variable, a default, bounds and a help string.
+ * The variable is read once, on first use; an invalid value is logged
+ * (WARN) and the default used.  te-info -e lists the registry.
+ * libtegraph and libtecomm register their own tunables here. */
+#ifndef TE_TUNABLE_H
+#define TE_TUNABLE_H
+
+#include <stdint.h>
+#include <te/result.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum tecore_tunable_type {
+  TECORE_TUNABLE_INT = 0,   /* decimal or 0x-hex integer within [min, max] */
+  TECORE_TUNABLE_STRING = 1 /* free text, or one of the '|'-separated choices */
+} tecore_tunable_type_t;
+
+/* A tunable.  The caller owns the storage (normally static) and fills the
+ * first block; the library owns the rest.  Register it once before use. */
+struct tecore_tunable {
+  const char *name;            /* short name, e.g. "device" */
+  const char *env;             /* environment variable, e.g. "TE_DEVICE" */
+  tecore_tunable_type_t type;
+  int64_t def_int;             /* INT: default */
+  int64_t min, max;            /* INT: accepted range, inclusive */
+  const char *def_str;         /* STRING: default (may be "") */
+  const char *choices;         /* STRING: "a|b|c" or NULL for free text */
+  const char *help;            /* one line */
+  /* library-owned below */
+  int state_;                  /* 0 unread, 1 reading, 2 read */
+  int64_t int_;
+  const char *str_;
+  struct tecore_tunable *next_;
+};
+
+/* Adds t to the registry (idempotent for the same object).  Errors:
+ * TECORE_ERR_INVALID when a field is missing, when the default lies
+ * outside the bounds, or when another tunable has the same env name. */
+tecore_result_t tecore_tunable_register(struct tecore_tunable *t);
+/* The value of an INT tunable (read from the environment on first call). */
+int64_t tecore_tunable_int(struct tecore_tunable *t);
+/* The value of a STRING tunable; the string lives as long as the process. */
+const char *tecore_tunable_str(struct tecore_tunable *t);
+
+/* Read-only view of one registered tunable, for listing. */
+struct tecore_tunable_info {
+  const char *name, *env, *help, *choices;
+  tecore_tunable_type_t type;
+  int64_t def_int, min, max, value_int;
+  const char *def_str, *value_str;
+  int set_in_env;              /* 1 when the variable is set (valid or not) */
+};
+/* Number of registered tunables. */
+tecore_result_t tecore_tunable_count(int *count);
+/* Fills *info for tunable index (0..count-1, sorted by env name). */
+tecore_result_t tecore_tunable_info(int index, struct tecore_tunable_info *info);
+/* Looks a tunable up by its environment variable name. */
+tecore_result_t tecore_tunable_find(const char *env, struct tecore_tunable_info *info);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

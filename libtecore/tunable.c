@@ -1,0 +1,181 @@
+/* tunable.c -- the registry of environment tunables (TE_PARAM_*).
+ * A tunable is read from the environment once, on first use; an invalid
+ * value is logged and replaced by the default.  Registration happens in
+ * library constructors, so the list is complete before main() runs and
+ * te-info -e shows every knob of every loaded libte library. */
+#include "internal.h"
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+static pthread_mutex_t tun_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct tecore_tunable *tun_head; /* sorted by env name */
+static int tun_count;
+
+TE_EXPORT tecore_result_t tecore_tunable_register(struct tecore_tunable *t) {
+  TE_ARG(t, "tecore_tunable_register: t is NULL");
+  TE_ARG(t->name && t->name[0], "tecore_tunable_register: name is empty");
+  TE_ARG(t->env && t->env[0], "tecore_tunable_register: env is empty");
+  TE_ARG(t->help && t->help[0], "tecore_tunable_register: %s has no help text", t->env);
+  TE_ARG(t->type == TECORE_TUNABLE_INT || t->type == TECORE_TUNABLE_STRING,
+         "tecore_tunable_register: %s has an unknown type %d", t->env, (int)t->type);
+  if (t->type == TECORE_TUNABLE_INT)
+    TE_ARG(t->min <= t->def_int && t->def_int <= t->max,
+           "tecore_tunable_register: %s default %lld outside [%lld, %lld]", t->env,
+           (long long)t->def_int, (long long)t->min, (long long)t->max);
+  else
+    TE_ARG(t->def_str, "tecore_tunable_register: %s has no default string", t->env);
+  pthread_mutex_lock(&tun_lock);
+  struct tecore_tunable **pp = &tun_head;
+  while (*pp && strcmp((*pp)->env, t->env) < 0) pp = &(*pp)->next_;
+  if (*pp == t) {
+    pthread_mutex_unlock(&tun_lock);
+    return TECORE_SUCCESS;
+  }
+  if (*pp && strcmp((*pp)->env, t->env) == 0) {
+    pthread_mutex_unlock(&tun_lock);
+    return TE_ERR(TECORE_ERR_INVALID, "tecore_tunable_register: %s is already registered",
+                  t->env);
+  }
+  t->next_ = *pp;
+  *pp = t;
+  tun_count++;
+  pthread_mutex_unlock(&tun_lock);
+  return TECORE_SUCCESS;
+}
+
+/* Returns 1 and sets *out when s is a whole decimal or 0x-hex integer. */
+static int parse_int(const char *s, int64_t *out) {
+  char *end = NULL;
+  errno = 0;
+  long long v = strtoll(s, &end, 0);
+  if (errno || end == s) return 0;
+  while (*end == ' ' || *end == '\t') end++;
+  if (*end) return 0;
+  *out = v;
+  return 1;
+}
+
+/* Returns the canonical spelling of s among "a|b|c", or NULL. */
+static const char *match_choice(const char *choices, const char *s) {
+  const char *p = choices;
+  size_t n = strlen(s);
+  while (*p) {
+    const char *bar = strchr(p, '|');
+    size_t len = bar ? (size_t)(bar - p) : strlen(p);
+    if (len == n && strncasecmp(p, s, n) == 0) return p;
+    p += len + (bar ? 1 : 0);
+  }
+  return NULL;
+}
+
+/* Reads t once.  Warnings are logged after the lock is dropped (the log
+ * reads its own tunables). */
+static void tunable_read(struct tecore_tunable *t) {
+  char warn[512] = "";
+  int saved = errno;
+  pthread_mutex_lock(&tun_lock);
+  if (t->state_ == 2) {
+    pthread_mutex_unlock(&tun_lock);
+    return;
+  }
+  const char *v = getenv(t->env);
+  if (t->type == TECORE_TUNABLE_INT) {
+    int64_t x = t->def_int;
+    if (v && *v) {
+      if (!parse_int(v, &x))
+        snprintf(warn, sizeof warn, "%s=\"%s\" is not an integer; using %lld", t->env, v,
+                 (long long)(x = t->def_int));
+      else if (x < t->min || x > t->max)
+        snprintf(warn, sizeof warn, "%s=%s is outside [%lld, %lld]; using %lld", t->env, v,
+                 (long long)t->min, (long long)t->max, (long long)(x = t->def_int));
+    }
+    t->int_ = x;
+  } else {
+    const char *s = t->def_str;
+    if (v) {
+      if (!t->choices) {
+        s = strdup(v);
+        if (!s) s = t->def_str;
+      } else {
+        const char *c = match_choice(t->choices, v);
+        if (c) {
+          size_t len = strcspn(c, "|");
+          char *copy = strndup(c, len);
+          s = copy ? copy : t->def_str;
+        } else {
+          snprintf(warn, sizeof warn, "%s=\"%s\" is not one of %s; using \"%s\"", t->env, v,
+                   t->choices, t->def_str);
+        }
+      }
+    }
+    t->str_ = s; /* strings live as long as the process */
+  }
+  __atomic_store_n(&t->state_, 2, __ATOMIC_RELEASE);
+  pthread_mutex_unlock(&tun_lock);
+  if (warn[0]) TE_WARN(TECORE_SUBSYS_TUNE, "%s", warn);
+  errno = saved;
+}
+
+TE_EXPORT int64_t tecore_tunable_int(struct tecore_tunable *t) {
+  if (!t) return 0;
+  if (__atomic_load_n(&t->state_, __ATOMIC_ACQUIRE) != 2) tunable_read(t);
+  return t->type == TECORE_TUNABLE_INT ? t->int_ : 0;
+}
+
+TE_EXPORT const char *tecore_tunable_str(struct tecore_tunable *t) {
+  if (!t) return "";
+  if (__atomic_load_n(&t->state_, __ATOMIC_ACQUIRE) != 2) tunable_read(t);
+  return t->type == TECORE_TUNABLE_STRING ? t->str_ : "";
+}
+
+TE_EXPORT tecore_result_t tecore_tunable_count(int *count) {
+  TE_ARG(count, "tecore_tunable_count: count is NULL");
+  pthread_mutex_lock(&tun_lock);
+  *count = tun_count;
+  pthread_mutex_unlock(&tun_lock);
+  return TECORE_SUCCESS;
+}
+
+static void fill_info(struct tecore_tunable *t, struct tecore_tunable_info *info) {
+  memset(info, 0, sizeof *info);
+  info->name = t->name;
+  info->env = t->env;
+  info->help = t->help;
+  info->choices = t->choices;
+  info->type = t->type;
+  info->def_int = t->def_int;
+  info->min = t->min;
+  info->max = t->max;
+  info->def_str = t->def_str;
+  info->set_in_env = getenv(t->env) != NULL;
+  if (t->type == TECORE_TUNABLE_INT)
+    info->value_int = tecore_tunable_int(t);
+  else
+    info->value_str = tecore_tunable_str(t);
+}
+
+TE_EXPORT tecore_result_t tecore_tunable_info(int index, struct tecore_tunable_info *info) {
+  TE_ARG(info, "tecore_tunable_info: info is NULL");
+  pthread_mutex_lock(&tun_lock);
+  struct tecore_tunable *t = tun_head;
+  for (int i = 0; t && i < index; i++) t = t->next_;
+  pthread_mutex_unlock(&tun_lock);
+  TE_ARG(index >= 0 && t, "tecore_tunable_info: index %d outside [0, %d)", index, tun_count);
+  fill_info(t, info);
+  return TECORE_SUCCESS;
+}
+
+TE_EXPORT tecore_result_t tecore_tunable_find(const char *env, struct tecore_tunable_info *info) {
+  TE_ARG(env, "tecore_tunable_find: env is NULL");
+  TE_ARG(info, "tecore_tunable_find: info is NULL");
+  pthread_mutex_lock(&tun_lock);
+  struct tecore_tunable *t = tun_head;
+  while (t && strcmp(t->env, env) != 0) t = t->next_;
+  pthread_mutex_unlock(&tun_lock);
+  if (!t) return TE_ERR(TECORE_ERR_INVALID, "tecore_tunable_find: no tunable %s", env);
+  fill_info(t, info);
+  return TECORE_SUCCESS;
+}

@@ -1,0 +1,142 @@
+/* te-info -- what libte was built with and what it sees: version, build
+ * configuration, optional parts, the backend and each device with its
+ * properties, the peer/NVLink matrix for several GPUs; -e lists every
+ * tunable with its default, current value and help. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <te/comm.h>
+#include <te/core.h>
+#include <te/graph.h>
+
+static void usage(FILE *fp) {
+  fprintf(fp,
+          "usage: te-info [-e] [-v] [-h]\n"
+          "  (none)  version, build configuration, backend and devices\n"
+          "  -e      list every tunable: variable, default, current value, help\n"
+          "  -v      print the version only\n"
+          "  -h      this help\n");
+}
+
+static int list_tunables(void) {
+  int n = 0;
+  if (tecore_tunable_count(&n) != TECORE_SUCCESS) return 1;
+  printf("%d tunables (set them in the environment; read once per process)\n\n", n);
+  for (int i = 0; i < n; i++) {
+    struct tecore_tunable_info t;
+    if (tecore_tunable_info(i, &t) != TECORE_SUCCESS) return 1;
+    if (t.type == TECORE_TUNABLE_INT)
+      printf("%-28s default %lld, range [%lld, %lld], now %lld%s\n", t.env, (long long)t.def_int,
+             (long long)t.min, (long long)t.max, (long long)t.value_int,
+             t.set_in_env ? " (set)" : "");
+    else
+      printf("%-28s default \"%s\"%s%s, now \"%s\"%s\n", t.env, t.def_str,
+             t.choices ? ", one of " : "", t.choices ? t.choices : "", t.value_str,
+             t.set_in_env ? " (set)" : "");
+    printf("    %s\n", t.help);
+  }
+  return 0;
+}
+
+static void print_build(void) {
+  int ma, mi, pa;
+  tecore_version(&ma, &mi, &pa);
+  printf("libte %d.%d.%d (headers %s)\n", ma, mi, pa, TECORE_VERSION_STRING);
+  printf("build:       %s\n", tecore_build_config());
+  int uring = 0;
+  const char *why = "";
+  if (tegraph_uring_probe(&uring, &why) == TEGRAPH_SUCCESS)
+    printf("io_uring:    %s (%s)\n", uring ? "yes" : "no", why);
+  int nv = 0;
+  char names[8][64];
+  tecomm_result_t cr = tecomm_verbs_devices(&nv, names, 8);
+  if (cr == TECOMM_SUCCESS) {
+    printf("verbs:       built in; %d device%s", nv, nv == 1 ? "" : "s");
+    for (int i = 0; i < nv && i < 8; i++) printf("%s%s", i ? ", " : ": ", names[i]);
+    printf("\n");
+  } else {
+    printf("verbs:       not built in\n");
+  }
+  const char *nvls = getenv("NCCL_NVLS_ENABLE");
+  printf("multicast:   %s\n", (nvls && strcmp(nvls, "0") == 0) ? "disabled by NCCL_NVLS_ENABLE=0"
+                                                                 : "allowed where the device has it");
+}
+
+static int print_devices(void) {
+  tecore_result_t r = tecore_init();
+  if (r != TECORE_SUCCESS) {
+    printf("backend:     none: %s (%s)\n", tecore_strerror(r), tecore_last_error());
+    return 1;
+  }
+  tecore_backend_t b;
+  tecore_backend(&b);
+  int drv = 0, n = 0;
+  tecore_driver_version(&drv);
+  tecore_device_count(&n);
+  if (b == TECORE_BACKEND_VDEV)
+    printf("backend:     vdev -- no GPU in use: running on the virtual device (TE_DEVICE=cuda to require one)\n");
+  else
+    printf("backend:     cuda (driver API %d.%d)\n", drv / 1000, (drv % 1000) / 10);
+  printf("devices:     %d\n", n);
+  for (int i = 0; i < n; i++) {
+    struct tecore_device_props p;
+    if (tecore_device_props(i, &p) != TECORE_SUCCESS) {
+      printf("  [%d] error: %s\n", i, tecore_last_error());
+      continue;
+    }
+    printf("  [%d] %s\n", i, p.name);
+    printf("      compute capability %d.%d, %d SMs, warp %d, %d threads/block, %d KiB shared/block\n",
+           p.cc_major, p.cc_minor, p.sm_count, p.warp_size, p.max_threads_per_block,
+           p.max_shared_per_block / 1024);
+    printf("      memory %.1f GiB, L2 %.1f MiB", p.total_mem / 1073741824.0, p.l2_bytes / 1048576.0);
+    if (p.mem_bus_width && p.mem_clock_khz)
+      printf(", bus %d bit at %d MHz (peak %.0f GB/s)", p.mem_bus_width, p.mem_clock_khz / 1000,
+             2.0 * p.mem_clock_khz * 1e3 * (p.mem_bus_width / 8) / 1e9);
+    printf("\n      PCI %04x:%02x:%02x, unified addressing %s, VMM %s, POSIX fd handles %s, "
+           "multicast %s, stream memory ops %s\n",
+           p.pci_domain, p.pci_bus, p.pci_device, p.unified_addressing ? "yes" : "no",
+           p.vmm_supported ? "yes" : "no", p.posix_fd_handles ? "yes" : "no",
+           p.multicast_supported ? "yes" : "no", p.stream_mem_ops ? "yes" : "no");
+  }
+  if (n > 1) {
+    printf("peer access (NVLink links; '-' no access, 'P' PCIe):\n      ");
+    for (int j = 0; j < n; j++) printf("%5d", j);
+    printf("\n");
+    for (int i = 0; i < n; i++) {
+      printf("  %3d ", i);
+      for (int j = 0; j < n; j++) {
+        int can = 0, link = 0;
+        if (i == j)
+          printf("%5s", "X");
+        else if (tecore_device_peer(i, j, &can, &link) != TECORE_SUCCESS || !can)
+          printf("%5s", "-");
+        else if (link > 0)
+          printf("%4s%d", "NV", link);
+        else
+          printf("%5s", link < 0 ? "?" : "P");
+      }
+      printf("\n");
+    }
+  }
+  return 0;
+}
+
+int main(int argc, char **argv) {
+  int opt, tunables = 0;
+  while ((opt = getopt(argc, argv, "evh")) != -1) {
+    switch (opt) {
+    case 'e': tunables = 1; break;
+    case 'v': printf("%s\n", tecore_version_string()); return 0;
+    case 'h': usage(stdout); return 0;
+    default: usage(stderr); return 1;
+    }
+  }
+  if (optind < argc) {
+    usage(stderr);
+    return 1;
+  }
+  if (tunables) return list_tunables();
+  print_build();
+  return print_devices();
+}
