@@ -118,8 +118,8 @@ extern struct te_cuda_api te_cu;
 
 /* Maps a CUresult to a tecore_result_t; on failure sets the thread's detail
  * to "<fn> failed: <CUDA_ERROR_NAME> (<driver's text>)".  CUDA_ERROR_NOT_READY
- * is an answer, not a failure: it maps to TECORE_ERR_NOT_READY and sets no
- * detail (queries are polled). */
+ * is an answer, not a failure: it maps to TECORE_ERR_NOT_READY, clears the
+ * detail and logs nothing (queries are polled). */
 tecore_result_t te_cuda_result(CUresult r, const char *fn, const char *file, int line);
 /* TECORE_ERR_NOT_SUPPORTED naming a symbol this driver does not have. */
 tecore_result_t te_cuda_missing(const char *fn, const char *file, int line);

@@ -4,7 +4,7 @@
  *
  * Contexts are always primary contexts, so a context made here is the one
  * the CUDA runtime (and so cuBLASLt, NCCL, the caller's own code) uses. */
-#include "cuda/cuda_backend.h"
+#include "cuda_backend.h"
 
 #include <stdio.h>
 #include <string.h>

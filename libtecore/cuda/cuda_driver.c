@@ -6,7 +6,7 @@
  *
  * Nothing links -lcuda, so the library loads on machines with no driver
  * and init says why the backend cannot start. */
-#include "cuda/cuda_backend.h"
+#include "cuda_backend.h"
 
 #include <dlfcn.h>
 #include <pthread.h>
@@ -67,7 +67,11 @@ static void cuda_error_text(CUresult r, const char **name, const char **text) {
 
 tecore_result_t te_cuda_result(CUresult r, const char *fn, const char *file, int line) {
   if (r == CUDA_SUCCESS) return TECORE_SUCCESS;
-  if (r == CUDA_ERROR_NOT_READY) return TECORE_ERR_NOT_READY;
+  if (r == CUDA_ERROR_NOT_READY) {
+    /* No stale detail from an earlier failure either. */
+    tecore_clear_error();
+    return TECORE_ERR_NOT_READY;
+  }
   const char *name, *text;
   cuda_error_text(r, &name, &text);
   return te_error_set(map_cuda_error(r), file, line, "%s failed: %s (%d: %s)", fn, name, (int)r,

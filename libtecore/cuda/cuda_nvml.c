@@ -4,7 +4,7 @@
  *
  * Only the few NVML types used are declared here (no nvml.h is needed to
  * build); their layouts are NVML's stable ABI for the _v2 entry points. */
-#include "cuda/cuda_backend.h"
+#include "cuda_backend.h"
 
 #include <dlfcn.h>
 #include <pthread.h>

@@ -11,6 +11,7 @@
 #include <te/device.h>
 #include <te/kernel.h>
 #include <te/elementwise.h>
+#include <te/tensor.h>
 
 #ifdef __cplusplus
 extern "C" {

@@ -1,0 +1,14 @@
+#!/bin/sh
+# install-deps.sh -- installs what building and testing libte needs on
+# Debian or Ubuntu (run as root, or through sudo).  The CUDA toolkit is not
+# installed here: configure finds /usr/local/cuda when present and builds
+# the vdev-only libraries without it.
+set -eu
+if [ "$(id -u)" != 0 ]; then
+  exec sudo "$0" "$@"
+fi
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -q
+apt-get install -y -q --no-install-recommends \
+  build-essential autoconf automake libtool pkg-config \
+  liburing-dev check libsubunit-dev libibverbs-dev mandoc

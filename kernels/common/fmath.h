@@ -1,0 +1,123 @@
+/* fmath.h -- float arithmetic that gives the same bits on the GPU and in
+ * the vdev C implementations: every operation is one IEEE operation with
+ * round-to-nearest-even, written out so that neither compiler fuses a
+ * multiply into a following add (nvcc contracts by default; gcc does too
+ * when the target has FMA), and exp is computed here from those
+ * operations instead of by the device's approximate instructions or the
+ * host's libm, which disagree in the last bits.
+ *
+ * Used by kernels/common/act.h and norm.h (activations, norms).  Values
+ * only: no memory access, no launch shapes. */
+#ifndef TE_KERNELS_FMATH_H
+#define TE_KERNELS_FMATH_H
+
+#include "te_hd.h"
+#ifndef __CUDACC__
+#include <math.h>
+#endif
+
+/* An empty asm on the host keeps the product in a register as a rounded
+ * float, so a later add cannot be fused with it into an fma. */
+#if !defined(__CUDA_ARCH__) && (defined(__GNUC__) || defined(__clang__))
+#if defined(__x86_64__) || defined(__i386__)
+#define TE_FMATH_BARRIER_(v) __asm__("" : "+x"(v))
+#elif defined(__aarch64__)
+#define TE_FMATH_BARRIER_(v) __asm__("" : "+w"(v))
+#else
+#define TE_FMATH_BARRIER_(v) __asm__("" : "+r"(v))
+#endif
+#else
+#define TE_FMATH_BARRIER_(v) ((void)0)
+#endif
+
+TE_HD float te_mul_rn(float a, float b) {
+#ifdef __CUDA_ARCH__
+  return __fmul_rn(a, b);
+#else
+  float r = a * b;
+  TE_FMATH_BARRIER_(r);
+  return r;
+#endif
+}
+TE_HD float te_add_rn(float a, float b) {
+#ifdef __CUDA_ARCH__
+  return __fadd_rn(a, b);
+#else
+  return a + b;
+#endif
+}
+TE_HD float te_sub_rn(float a, float b) {
+#ifdef __CUDA_ARCH__
+  return __fsub_rn(a, b);
+#else
+  return a - b;
+#endif
+}
+/* a*b + c with one rounding. */
+TE_HD float te_fma_rn(float a, float b, float c) {
+#ifdef __CUDA_ARCH__
+  return __fmaf_rn(a, b, c);
+#else
+  return fmaf(a, b, c);
+#endif
+}
+TE_HD float te_div_rn(float a, float b) {
+#ifdef __CUDA_ARCH__
+  return __fdiv_rn(a, b);
+#else
+  return a / b;
+#endif
+}
+/* 1/a, correctly rounded (cheaper than a division on the GPU). */
+TE_HD float te_rcp_rn(float a) {
+#ifdef __CUDA_ARCH__
+  return __frcp_rn(a);
+#else
+  return 1.0f / a;
+#endif
+}
+TE_HD float te_sqrt_rn(float a) {
+#ifdef __CUDA_ARCH__
+  return __fsqrt_rn(a);
+#else
+  return sqrtf(a);
+#endif
+}
+/* |a| and max without NaN games: both sides agree on these bit for bit. */
+TE_HD float te_fabs(float a) { return te_bits_f32(te_f32_bits(a) & 0x7fffffffu); }
+/* max(a, b) where a NaN b wins (so a NaN reaches amax and shows there). */
+TE_HD float te_fmax_nan(float a, float b) { return (b > a || b != b) ? b : a; }
+
+/* e^x in float, within 2 ulp for normal results, the same bits on both
+ * sides.  Cody-Waite reduction x = n*ln2 + r with |r| <= ln2/2, a degree-7
+ * Taylor polynomial for e^r (truncation below 6e-9 relative), and a scale
+ * by 2^n split in two factors so subnormal results round once and large
+ * ones overflow to infinity.  NaN in, NaN out. */
+TE_HD float te_exp_f32(float x) {
+  if (x != x) return te_add_rn(x, x);
+  x = x < -104.0f ? -104.0f : (x > 89.0f ? 89.0f : x); /* beyond: 0 and inf */
+  /* n = rint(x * log2(e)): the product is added to 1.5*2^23, where the
+   * float spacing is 1, in one rounding; the low bits of t are then n. */
+  const float shifter = 12582912.0f;
+  float t = te_fma_rn(x, 1.44269502163f, shifter);
+  float n = te_sub_rn(t, shifter);
+  int ni = (int)(te_f32_bits(t) - 0x4b400000u);
+  float r = te_fma_rn(n, -0.693145751953125f, x);   /* ln2 high part: 16 bits */
+  r = te_fma_rn(n, -1.42860676533e-06f, r);          /* ln2 low part */
+  float p = 1.98412698413e-04f;                       /* 1/7! */
+  p = te_fma_rn(p, r, 1.38888888889e-03f);            /* 1/6! */
+  p = te_fma_rn(p, r, 8.33333333333e-03f);            /* 1/5! */
+  p = te_fma_rn(p, r, 4.16666666667e-02f);            /* 1/4! */
+  p = te_fma_rn(p, r, 1.66666666667e-01f);            /* 1/3! */
+  p = te_fma_rn(p, r, 0.5f);
+  p = te_fma_rn(p, r, 1.0f);
+  p = te_fma_rn(p, r, 1.0f);
+  /* 2^n as 2^a * 2^b, a = floor(n/2): both factors are normal floats for
+   * n in [-150, 128]; p * 2^a is exact, the second product rounds once. */
+  int a = ni >> 1, b = ni - a;
+  float sa = te_bits_f32((uint32_t)(a + 127) << 23);
+  float sb = te_bits_f32((uint32_t)(b + 127) << 23);
+  return te_mul_rn(te_mul_rn(p, sa), sb);
+}
+
+#endif

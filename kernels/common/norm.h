@@ -1,0 +1,159 @@
+/* norm.h -- LayerNorm and RMSNorm math shared by kernels/norm.cu and the
+ * vdev implementations (libtecore/norm/), so both give the same bits:
+ * the launch plan (which thread owns which elements of a row), the order
+ * in which a row's sums are added, and the per-element formulas.
+ *
+ * Shapes: x, y, dy, dx [rows][hidden]; gamma, beta, dgamma, dbeta
+ * [hidden]; mu, rsigma [rows] (float).
+ *
+ * The summation order, which fixes every rounding:
+ *   A row is handled by T threads ("tpr": 32 .. 1024, a power of two).
+ *   The row is cut into vectors of VEC elements (VEC = 8 when the row's
+ *   pointers allow 16-byte accesses and hidden % 8 == 0, else 1); thread t
+ *   owns vectors t, t+T, t+2T, ... and adds its elements into one float
+ *   in that order, element by element.  Threads without elements hold 0.
+ *   Each warp then adds its 32 values by an xor butterfly (offsets 16, 8,
+ *   4, 2, 1; every lane ends with the same sum, since IEEE addition
+ *   commutes).  With more than one warp per row, the warp sums are laid
+ *   in lanes 0 .. T/32-1 of a warp, zeros above, and butterflied again.
+ *   te_norm_tree_sum reproduces this in C.
+ *
+ * Forward (float, one IEEE operation each, fmath.h):
+ *   LN:  mean = S(x) / H;  d = x - mean;  var = S(d*d) / H  (fma into the sum);
+ *        rs = 1 / sqrt(var + eps);  y = fma(d*rs, g, beta)
+ *   RMS: ms = S(x*x) / H (fma);  rs = 1 / sqrt(ms + eps);  y = (x*rs)*g
+ *   g = gamma, or 1 + gamma with zero-centered gamma.
+ *   FP8 output: q = fp8(y * scale); amax = max |y| (before the scale).
+ *
+ * Backward:
+ *   xhat = (x - mu)*rs (LN) or x*rs (RMS);  dyg = dy*g
+ *   m1 = S(dyg) / H (LN only);  m2 = S(dyg*xhat) / H (fma)
+ *   LN:  dx = rs * (dyg - fma(xhat, m2, m1))
+ *   RMS: dx = rs * (dyg - xhat*m2)   [+ extra_grad, for rmsnorm_bwd_add]
+ *   dgamma += dy*xhat (fma), dbeta += dy, per column, over rows.
+ *   Column partials: block b of P handles row-slot s (0 .. R-1) of row
+ *   groups b, b+P, b+2P, ...; each slot adds its rows in order, the block
+ *   adds its slots in order 0 .. R-1 and writes partial row b of the
+ *   workspace.  The reduce kernel gives column c to 32 groups: group g adds
+ *   partials g, g+32, ... in order, then the 32 group sums are butterflied
+ *   as above. */
+#ifndef TE_KERNELS_NORM_H
+#define TE_KERNELS_NORM_H
+
+#include "fmath.h"
+
+/* flags of the norm kernels */
+#define TE_NORM_LAYERNORM 0x1      /* else RMSNorm */
+#define TE_NORM_ZERO_CENTERED 0x2  /* g = 1 + gamma */
+#define TE_NORM_EXTRA_GRAD 0x4     /* backward: dx += extra_grad */
+
+/* Dtypes of a kernel's tensors packed in one int, 4 bits each
+ * (tecore_dtype_t values). */
+#define TE_NORM_DT(packed, slot) (((packed) >> (4 * (slot))) & 0xf)
+#define TE_NORM_DT_PACK(a, b, c, d, e) \
+  ((a) | ((b) << 4) | ((c) << 8) | ((d) << 12) | ((e) << 16))
+
+/* Register limits: a forward thread keeps up to 4 vectors of a row (32
+ * floats), a backward thread 2 vectors of x and of dy and their column
+ * partials; longer rows take the streaming kernels, which re-read the row
+ * from global memory (L2) instead of keeping it in registers. */
+#define TE_NORM_FWD_NV_MAX 4
+#define TE_NORM_BWD_NV_MAX 2
+/* Threads of a block in the warp-per-row layouts. */
+#define TE_NORM_FWD_BLOCK 128
+#define TE_NORM_BWD_BLOCK 256
+/* Partial rows of the backward workspace, at most: two blocks on each of
+ * an H100 SXM's 132 SMs, so the first stage is one full wave there.  A
+ * constant, not the device's SM count, so that every device (and vdev)
+ * adds the column sums in the same order. */
+#define TE_NORM_BWD_MAX_PARTS 264
+/* The reduce kernel: 32 columns x 32 groups of partials per block. */
+#define TE_NORM_REDUCE_COLS 32
+#define TE_NORM_REDUCE_GROUPS 32
+
+struct te_norm_plan {
+  int vec;            /* elements per vector: 8 or 1 */
+  int tpr;            /* threads per row (T) */
+  int nv;             /* vectors per thread */
+  int rows_per_block; /* R: row slots of a block */
+  int stream;         /* 1: the row does not fit in registers */
+  unsigned threads;   /* block size = tpr * rows_per_block */
+};
+
+TE_HD unsigned te_norm_pow2_ceil(unsigned long long v) {
+  unsigned p = 1;
+  while (p < v && p < (1u << 30)) p <<= 1;
+  return p;
+}
+
+/* The layout of a row: vec 8 or 1, nv_max the register limit, block the
+ * block size for warp-per-row shapes. */
+TE_HD struct te_norm_plan te_norm_plan_make(unsigned long long hidden, int vec, int nv_max,
+                                            unsigned block) {
+  struct te_norm_plan p;
+  unsigned long long nvec = (hidden + (unsigned)vec - 1) / (unsigned)vec;
+  p.vec = vec;
+  unsigned t = te_norm_pow2_ceil((nvec + (unsigned)nv_max - 1) / (unsigned)nv_max);
+  if (t < 32) t = 32;
+  if (t > 1024) t = 1024;
+  p.tpr = (int)t;
+  p.nv = (int)((nvec + t - 1) / t);
+  p.stream = p.nv > nv_max;
+  p.rows_per_block = (t >= block) ? 1 : (int)(block / t);
+  p.threads = t * (unsigned)p.rows_per_block;
+  return p;
+}
+
+/* Number of partial rows (= blocks of the first backward stage). */
+TE_HD unsigned te_norm_bwd_parts(unsigned long long rows, int rows_per_block) {
+  unsigned long long groups = (rows + (unsigned)rows_per_block - 1) / (unsigned)rows_per_block;
+  if (groups < 1) groups = 1;
+  return groups < TE_NORM_BWD_MAX_PARTS ? (unsigned)groups : TE_NORM_BWD_MAX_PARTS;
+}
+
+/* ---- per-element formulas ------------------------------------------------ */
+
+/* The scale factor applied to a normalized element. */
+TE_HD float te_norm_gamma(float g, int flags) {
+  return (flags & TE_NORM_ZERO_CENTERED) ? te_add_rn(1.0f, g) : g;
+}
+/* rs = 1 / sqrt(v + eps), v the variance or the mean square. */
+TE_HD float te_norm_rsigma(float v, float eps) { return te_rcp_rn(te_sqrt_rn(te_add_rn(v, eps))); }
+/* The mean of a sum over a row of h elements. */
+TE_HD float te_norm_mean(float sum, float h) { return te_div_rn(sum, h); }
+TE_HD float te_ln_out(float d, float rs, float g, float b) { return te_fma_rn(te_mul_rn(d, rs), g, b); }
+TE_HD float te_rms_out(float x, float rs, float g) { return te_mul_rn(te_mul_rn(x, rs), g); }
+TE_HD float te_ln_dx(float rs, float dyg, float xhat, float m1, float m2) {
+  return te_mul_rn(rs, te_sub_rn(dyg, te_fma_rn(xhat, m2, m1)));
+}
+TE_HD float te_rms_dx(float rs, float dyg, float xhat, float m2) {
+  return te_mul_rn(rs, te_sub_rn(dyg, te_mul_rn(xhat, m2)));
+}
+
+/* ---- the reduction tree, in C (for the vdev implementations) ---------------
+ * v[0 .. n-1], n a multiple of 32 (at most 1024), are the per-thread
+ * partials of one row; returns the sum the GPU's butterflies give.
+ * v is used as scratch. */
+#ifndef __CUDACC__
+static inline void te_norm_butterfly32_(float *w) {
+  float t[32];
+  for (int off = 16; off >= 1; off >>= 1) {
+    for (int l = 0; l < 32; l++) t[l] = te_add_rn(w[l], w[l ^ off]);
+    for (int l = 0; l < 32; l++) w[l] = t[l];
+  }
+}
+static inline float te_norm_tree_sum(float *v, int n) {
+  float warps[32];
+  int nw = n / 32;
+  for (int w = 0; w < nw; w++) {
+    te_norm_butterfly32_(v + 32 * w);
+    warps[w] = v[32 * w];
+  }
+  if (nw == 1) return warps[0];
+  for (int w = nw; w < 32; w++) warps[w] = 0.0f;
+  te_norm_butterfly32_(warps);
+  return warps[0];
+}
+#endif
+
+#endif

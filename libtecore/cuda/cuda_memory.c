@@ -1,0 +1,93 @@
+/* cuda_memory.c -- the cuda backend's memory: device allocations, pinned
+ * host memory (allocated or registered, always mapped and portable),
+ * copies (unified addressing: host pointers pass as device addresses)
+ * and 8/16/32-bit memsets, all in the current (or implicit) context. */
+#include "cuda_backend.h"
+
+tecore_result_t te_cuda_mem_alloc(size_t bytes, tecore_devptr_t *dptr) {
+  CUdeviceptr p = 0;
+  TE_CHECK(te_cuda_need_ctx());
+  TE_CHECK(TE_CU(cuMemAlloc, &p, bytes));
+  *dptr = (tecore_devptr_t)p;
+  return TECORE_SUCCESS;
+}
+
+tecore_result_t te_cuda_mem_free(tecore_devptr_t dptr) {
+  TE_CHECK(te_cuda_need_ctx());
+  TE_CHECK(TE_CU(cuMemFree, (CUdeviceptr)dptr));
+  return TECORE_SUCCESS;
+}
+
+tecore_result_t te_cuda_mem_info(size_t *free_bytes, size_t *total_bytes) {
+  TE_CHECK(te_cuda_need_ctx());
+  TE_CHECK(TE_CU(cuMemGetInfo, free_bytes, total_bytes));
+  return TECORE_SUCCESS;
+}
+
+tecore_result_t te_cuda_mem_alloc_host(size_t bytes, void **ptr) {
+  void *p = NULL;
+  TE_CHECK(te_cuda_need_ctx());
+  /* PORTABLE: pinned for every context, not only the current one;
+   * DEVICEMAP: kernels and stream memory ops can reach it. */
+  TE_CHECK(TE_CU(cuMemHostAlloc, &p, bytes, CU_MEMHOSTALLOC_PORTABLE | CU_MEMHOSTALLOC_DEVICEMAP));
+  *ptr = p;
+  return TECORE_SUCCESS;
+}
+
+tecore_result_t te_cuda_mem_free_host(void *ptr) {
+  TE_CHECK(te_cuda_need_ctx());
+  TE_CHECK(TE_CU(cuMemFreeHost, ptr));
+  return TECORE_SUCCESS;
+}
+
+tecore_result_t te_cuda_mem_host_register(void *ptr, size_t bytes, unsigned flags) {
+  unsigned cu_flags = CU_MEMHOSTREGISTER_PORTABLE;
+  if (flags & TECORE_HOST_REGISTER_MAPPED) cu_flags |= CU_MEMHOSTREGISTER_DEVICEMAP;
+  if (flags & TECORE_HOST_REGISTER_READONLY) cu_flags |= CU_MEMHOSTREGISTER_READ_ONLY;
+  TE_CHECK(te_cuda_need_ctx());
+  TE_CHECK(TE_CU(cuMemHostRegister, ptr, bytes, cu_flags));
+  return TECORE_SUCCESS;
+}
+
+tecore_result_t te_cuda_mem_host_unregister(void *ptr) {
+  TE_CHECK(te_cuda_need_ctx());
+  TE_CHECK(TE_CU(cuMemHostUnregister, ptr));
+  return TECORE_SUCCESS;
+}
+
+tecore_result_t te_cuda_mem_host_device_ptr(void *host, tecore_devptr_t *dptr) {
+  CUdeviceptr p = 0;
+  TE_CHECK(te_cuda_need_ctx());
+  TE_CHECK(TE_CU(cuMemHostGetDevicePointer, &p, host, 0));
+  *dptr = (tecore_devptr_t)p;
+  return TECORE_SUCCESS;
+}
+
+tecore_result_t te_cuda_memcpy_async(tecore_devptr_t dst, tecore_devptr_t src, size_t bytes,
+                                     tecore_stream_t stream) {
+  TE_CHECK(te_cuda_need_ctx());
+  TE_CHECK(TE_CU(cuMemcpyAsync, (CUdeviceptr)dst, (CUdeviceptr)src, bytes, stream));
+  return TECORE_SUCCESS;
+}
+
+tecore_result_t te_cuda_memcpy_sync(tecore_devptr_t dst, tecore_devptr_t src, size_t bytes) {
+  TE_CHECK(te_cuda_need_ctx());
+  TE_CHECK(TE_CU(cuMemcpy, (CUdeviceptr)dst, (CUdeviceptr)src, bytes));
+  return TECORE_SUCCESS;
+}
+
+tecore_result_t te_cuda_memset_async(tecore_devptr_t dst, uint32_t value, unsigned elem_size,
+                                     size_t count, tecore_stream_t stream) {
+  TE_CHECK(te_cuda_need_ctx());
+  switch (elem_size) {
+  case 1: TE_CHECK(TE_CU(cuMemsetD8Async, (CUdeviceptr)dst, (unsigned char)value, count, stream));
+    break;
+  case 2:
+    TE_CHECK(TE_CU(cuMemsetD16Async, (CUdeviceptr)dst, (unsigned short)value, count, stream));
+    break;
+  case 4: TE_CHECK(TE_CU(cuMemsetD32Async, (CUdeviceptr)dst, value, count, stream)); break;
+  default:
+    return TE_ERR(TECORE_ERR_INVALID, "memset: element size %u is not 1, 2 or 4", elem_size);
+  }
+  return TECORE_SUCCESS;
+}

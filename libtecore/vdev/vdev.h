@@ -1,0 +1,464 @@
+/* vdev.h -- private header of the vdev backend: the test VM's virtual GPU.
+ *
+ * Device memory is host memory; each stream is a worker thread that runs a
+ * FIFO of operations; events are completion markers; capture records the
+ * same operations into graphs; VMM and multicast are memfd mappings.
+ * This header is shared by the vdev .c files only (plus
+ * te_vdev_mc_members, which vdev comm kernels call).
+ *
+ * Object model.  Streams, events, graphs and graph execs are refcounted
+ * objects (struct vdev_obj) kept in a registry of live pointers: a public
+ * handle is looked up there (taking a reference) before it is touched, so
+ * a stale or foreign handle gets TECORE_ERR_INVALID instead of a crash, and
+ * an object destroyed by one thread while another uses it stays alive
+ * until the last reference goes.  VMM and multicast handles are u64 ids in
+ * a separate table (vdev_vmm.c).
+ *
+ * Locks, outermost first (never taken in the other order):
+ *   te_vdev_cap_lock     every capture's state, stream->cap/frontier,
+ *                        event->cap/cap_deps
+ *   ctx->lock            the context's stream list and legacy stream
+ *   stream->lock         the stream's queue and counters
+ *   leaf locks           object registry, memory registry, markers,
+ *                        event->lock, exec->lock, VMM table */
+#ifndef TECORE_VDEV_H
+#define TECORE_VDEV_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include "device_ops.h"
+
+#define VDEV_MAX_DEVICES 8
+#define VDEV_GRANULARITY ((size_t)2 << 20) /* VMM and multicast: 2 MiB */
+#define VDEV_DRIVER_VERSION 13000
+
+/* ---- small containers (vdev_util.c) -------------------------------------- */
+
+/* Open-addressing hash map from nonzero u64 keys to pointers; the caller
+ * locks.  Used for the object registry, allocations and VMM handles. */
+struct vdev_map {
+  uint64_t *keys;
+  void **vals;
+  size_t cap, count;
+};
+void *te_vdev_map_get(const struct vdev_map *m, uint64_t key);
+/* 0 on success, -1 when out of memory. */
+int te_vdev_map_put(struct vdev_map *m, uint64_t key, void *val);
+/* Removes key; returns its value or NULL. */
+void *te_vdev_map_del(struct vdev_map *m, uint64_t key);
+
+/* A sorted set of node indices: a capture stream's frontier, a node's
+ * dependencies.  Sorted so two sets compare with memcmp. */
+struct vdev_deps {
+  size_t n, cap;
+  size_t *v;
+};
+int te_vdev_deps_add(struct vdev_deps *d, size_t x);
+int te_vdev_deps_union(struct vdev_deps *d, const struct vdev_deps *src);
+int te_vdev_deps_copy(struct vdev_deps *dst, const struct vdev_deps *src);
+int te_vdev_deps_equal(const struct vdev_deps *a, const struct vdev_deps *b);
+void te_vdev_deps_free(struct vdev_deps *d);
+
+/* ---- refcounted objects and their registry (vdev_util.c) ----------------- */
+
+enum vdev_kind { VDEV_KIND_STREAM = 1, VDEV_KIND_EVENT, VDEV_KIND_GRAPH, VDEV_KIND_EXEC };
+
+struct vdev_obj {
+  uint32_t magic;                         /* per kind while alive; poisoned when freed */
+  uint32_t kind;
+  atomic_int refs;
+  void (*destroy)(struct vdev_obj *);     /* frees the containing object */
+};
+void te_vdev_obj_init(struct vdev_obj *o, enum vdev_kind kind, void (*destroy)(struct vdev_obj *));
+/* Makes a handle valid (the registry does not own a reference: the
+ * creator's reference is the one the public destroy drops). */
+tecore_result_t te_vdev_obj_register(struct vdev_obj *o);
+/* Looks a public handle up: a new reference, or NULL when the handle is not
+ * a live object of that kind. */
+struct vdev_obj *te_vdev_obj_get(const void *handle, enum vdev_kind kind);
+/* Removes o from the registry; 1 if it was there (only one destroyer wins). */
+int te_vdev_obj_unregister(struct vdev_obj *o);
+void te_vdev_obj_ref(struct vdev_obj *o);
+void te_vdev_obj_unref(struct vdev_obj *o);
+const char *te_vdev_kind_name(enum vdev_kind kind);
+
+/* ---- completion markers (vdev_util.c) ------------------------------------- */
+
+/* The completion of one point in a stream: what an event record captures.
+ * Shared (refcounted) by the event, the stream op that completes it and
+ * every wait on it, so an event may be re-recorded or destroyed while
+ * waits on an older record are pending. */
+struct vdev_marker {
+  atomic_int refs;
+  atomic_int done;
+  uint64_t t_ns;  /* CLOCK_MONOTONIC at completion (written before done) */
+};
+struct vdev_marker *te_vdev_marker_new(void);
+void te_vdev_marker_ref(struct vdev_marker *m);
+void te_vdev_marker_unref(struct vdev_marker *m);
+void te_vdev_marker_complete(struct vdev_marker *m);
+/* Blocks until m completes (or the process exits). */
+void te_vdev_marker_wait(struct vdev_marker *m);
+
+/* Set by the library destructor: waits give up so exit never hangs. */
+extern atomic_int te_vdev_exiting;
+
+/* ---- devices and contexts (vdev_dev.c) ------------------------------------ */
+
+struct vdev_stream;
+
+/* A device's primary context.  Streams belong to the context current when
+ * they are created; the legacy default stream is one per context. */
+struct vdev_ctx {
+  uint32_t magic;
+  int ordinal;
+  pthread_mutex_t lock;           /* streams[], legacy, retain */
+  int retain;                     /* ctx_create count minus ctx_destroy count */
+  struct vdev_stream *legacy;     /* created on first use */
+  struct vdev_stream **streams;   /* live created streams (not the legacy one) */
+  size_t nstreams, cap;
+};
+tecore_result_t te_vdev_ensure_init(void);
+int te_vdev_device_count(void);
+/* The calling thread's context; device 0's primary one is made current when
+ * the thread has none (as the runtime API does).  Never NULL. */
+struct vdev_ctx *te_vdev_ctx_current(void);
+
+/* ---- operations: what a stream runs and a graph node holds (vdev_op.c) ---- */
+
+enum vdev_op_type {
+  /* graph node types (what capture records) */
+  VDEV_OP_EMPTY = 0,
+  VDEV_OP_KERNEL,
+  VDEV_OP_MEMCPY,
+  VDEV_OP_MEMSET,
+  VDEV_OP_WRITE_VALUE,
+  VDEV_OP_WAIT_VALUE,
+  VDEV_OP_EVENT_RECORD,
+  VDEV_OP_EVENT_WAIT,
+  VDEV_OP_CHILD_GRAPH,
+  VDEV_OP_NODE_TYPES_,            /* marks the end of the node types */
+  /* stream-only operations */
+  VDEV_OP_MARKER,                 /* completes a marker (event record) */
+  VDEV_OP_WAIT_MARKER,            /* waits for a marker (stream wait event) */
+  VDEV_OP_BARRIER,                /* waits for other streams to reach positions */
+  VDEV_OP_GRAPH_LAUNCH            /* runs an exec's plan */
+};
+
+struct vdev_event;
+struct vdev_plan;
+
+struct vdev_op {
+  enum vdev_op_type type;
+  union {
+    struct {
+      const struct tecore_kernel_def *def;
+      int id;
+      struct tecore_launch_cfg cfg;
+      unsigned char *args;        /* the parameter values, copied at enqueue */
+      size_t args_bytes;
+    } kernel;
+    struct {
+      uint64_t dst, src;
+      size_t bytes;
+    } copy;
+    struct {
+      uint64_t dst;
+      uint32_t value;
+      unsigned elem;              /* 1, 2 or 4 bytes */
+      size_t count;
+    } set;
+    struct {
+      uint64_t addr, value;
+      unsigned width;             /* 32 or 64 */
+      tecore_wait_cond_t cond;    /* WAIT_VALUE only */
+    } mem;
+    struct {
+      struct vdev_event *event;   /* a reference */
+    } ev;
+    struct {
+      struct vdev_plan *plan;     /* a reference (CHILD_GRAPH, GRAPH_LAUNCH) */
+      struct vdev_marker *prev;   /* GRAPH_LAUNCH: the exec's previous launch */
+      struct vdev_marker *done;   /* GRAPH_LAUNCH: completed after the plan */
+    } graph;
+    struct {
+      struct vdev_marker *m;      /* a reference */
+    } marker;
+    struct {
+      size_t n;
+      struct vdev_stream **streams; /* references */
+      uint64_t *pos;
+    } barrier;
+  } u;
+};
+/* Drops what op owns (argument copy, references); op becomes EMPTY. */
+void te_vdev_op_release(struct vdev_op *op);
+/* Deep copy (graph nodes into plans and back). */
+tecore_result_t te_vdev_op_clone(struct vdev_op *dst, const struct vdev_op *src);
+/* Runs op on the calling (worker) thread; a failure becomes the stream's
+ * sticky error. */
+tecore_result_t te_vdev_op_run(struct vdev_stream *s, struct vdev_op *op);
+const char *te_vdev_op_name(enum vdev_op_type type);
+/* A one-line description for DOT labels ("\n" separates lines). */
+void te_vdev_op_label(const struct vdev_op *op, char *buf, size_t n);
+
+/* vdev_kernel.c, vdev_memop.c: the op bodies that need more than a line */
+tecore_result_t te_vdev_kernel_run(const struct vdev_op *op);
+tecore_result_t te_vdev_wait_value_run(struct vdev_stream *s, const struct vdev_op *op);
+void te_vdev_write_value_run(const struct vdev_op *op);
+
+/* ---- streams (vdev_stream.c) ---------------------------------------------- */
+
+struct vdev_work {
+  struct vdev_work *next;
+  struct vdev_op op;
+};
+
+struct vdev_capture;
+
+struct vdev_stream {
+  struct vdev_obj obj;
+  struct vdev_ctx *ctx;
+  unsigned flags;
+  int priority;
+  int legacy;                     /* the context's NULL stream */
+  pthread_mutex_t lock;
+  pthread_cond_t work_cv;         /* the worker waits for work */
+  pthread_cond_t done_cv;         /* synchronizers wait for progress */
+  struct vdev_work *head, *tail;
+  uint64_t enqueued, completed;   /* positions: ops pushed, ops finished */
+  tecore_result_t sticky;         /* first failure of a run op (a timeout) */
+  char sticky_msg[192];
+  int stop;                       /* destroy: drain, then exit */
+  pthread_t thread;
+  /* capture state, under te_vdev_cap_lock */
+  struct vdev_capture *cap;       /* the capture this stream records into */
+  struct vdev_deps frontier;      /* nodes the next captured op depends on */
+};
+
+/* Resolves a public stream (NULL: the current context's legacy stream) to a
+ * new reference; TECORE_ERR_INVALID for an unknown handle. */
+tecore_result_t te_vdev_stream_get(tecore_stream_t h, struct vdev_stream **s, const char *fn);
+void te_vdev_stream_put(struct vdev_stream *s);
+/* Submits op to a public stream: recorded as a graph node when the stream
+ * captures, else queued behind the implicit synchronization of the legacy
+ * stream.  Always takes ownership of op (released on failure). */
+tecore_result_t te_vdev_submit(tecore_stream_t h, struct vdev_op *op, const char *fn);
+/* Queues op on s (no capture check), with the legacy stream's implicit
+ * synchronization.  Takes ownership of op. */
+tecore_result_t te_vdev_stream_enqueue(struct vdev_stream *s, struct vdev_op *op);
+
+/* ---- events (vdev_event.c) ------------------------------------------------ */
+
+struct vdev_event {
+  struct vdev_obj obj;
+  unsigned flags;
+  pthread_mutex_t lock;           /* marker */
+  struct vdev_marker *marker;     /* last record outside capture; NULL: none */
+  /* last record inside a capture, under te_vdev_cap_lock */
+  struct vdev_capture *cap;       /* a reference; NULL when none */
+  struct vdev_deps cap_deps;      /* the recording stream's frontier then */
+};
+/* The event's current marker (a new reference) or NULL. */
+struct vdev_marker *te_vdev_event_marker(struct vdev_event *e);
+void te_vdev_event_set_marker(struct vdev_event *e, struct vdev_marker *m);
+
+/* ---- capture (vdev_capture.c) --------------------------------------------- */
+
+enum vdev_cap_status { VDEV_CAP_ACTIVE = 1, VDEV_CAP_INVALIDATED, VDEV_CAP_ENDED };
+
+struct vdev_capture {
+  atomic_int refs;
+  tecore_capture_mode_t mode;
+  pthread_t thread;               /* the thread that began it */
+  struct vdev_ctx *ctx;
+  enum vdev_cap_status status;
+  struct vdev_stream *origin;     /* member 0 */
+  struct vdev_stream **members;   /* references; origin and joined streams */
+  size_t nmembers, cap;
+  struct vdev_graph *graph;       /* being built; not registered until the end */
+  struct vdev_capture *next;      /* the list of live captures */
+};
+extern pthread_mutex_t te_vdev_cap_lock;
+void te_vdev_capture_unref(struct vdev_capture *c);
+/* A "potentially unsafe" call (allocation, device-wide synchronization):
+ * TECORE_ERR_CAPTURE, invalidating the captures that forbid it, when a
+ * GLOBAL capture runs on any thread or a THREAD_LOCAL one on this thread. */
+tecore_result_t te_vdev_capture_unsafe_call(const char *fn);
+/* Use of ctx's legacy stream: TECORE_ERR_CAPTURE, invalidating them, when
+ * a capture includes a blocking stream of ctx (the implicit
+ * synchronization would cross the capture).  Caller holds te_vdev_cap_lock. */
+tecore_result_t te_vdev_capture_legacy_use_locked(struct vdev_ctx *ctx, const char *fn);
+/* Records op as a node of s's capture (s->cap != NULL); takes ownership.
+ * Caller holds te_vdev_cap_lock. */
+tecore_result_t te_vdev_capture_add_locked(struct vdev_stream *s, struct vdev_op *op,
+                                           const char *fn);
+void te_vdev_capture_invalidate_locked(struct vdev_capture *c, const char *why);
+/* s (not capturing) joins c, its next node depending on deps (a fork
+ * through an event).  Caller holds te_vdev_cap_lock. */
+tecore_result_t te_vdev_capture_join_locked(struct vdev_capture *c, struct vdev_stream *s,
+                                            const struct vdev_deps *deps, const char *fn);
+/* s is being destroyed: leaves its capture (ending it when s is the origin). */
+void te_vdev_capture_stream_gone(struct vdev_stream *s);
+/* 1 when s is a blocking (not NON_BLOCKING), non-legacy stream. */
+int te_vdev_stream_is_blocking(const struct vdev_stream *s);
+
+/* ---- graphs and plans (vdev_graph.c, vdev_exec.c) ------------------------- */
+
+struct vdev_node {
+  struct vdev_op op;
+  struct vdev_deps deps;          /* indices of earlier nodes */
+};
+
+struct vdev_graph {
+  struct vdev_obj obj;
+  struct vdev_node *nodes;
+  size_t count, cap;
+};
+struct vdev_graph *te_vdev_graph_new(void);
+/* Appends a node (takes ownership of op, copies deps). */
+tecore_result_t te_vdev_graph_add(struct vdev_graph *g, struct vdev_op *op,
+                                  const struct vdev_deps *deps, size_t *index);
+/* Frees an unregistered graph (a failed capture's). */
+void te_vdev_graph_free(struct vdev_graph *g);
+
+/* An instantiated graph: an immutable copy of the nodes plus a
+ * topological order.  An exec points at its current plan; each launch holds
+ * a reference, so an update or destroy never changes a launch in flight. */
+struct vdev_plan {
+  atomic_int refs;
+  size_t count;
+  struct vdev_node *nodes;
+  size_t *order;
+};
+tecore_result_t te_vdev_plan_build(const struct vdev_node *nodes, size_t count,
+                                   struct vdev_plan **out);
+void te_vdev_plan_ref(struct vdev_plan *p);
+void te_vdev_plan_unref(struct vdev_plan *p);
+tecore_result_t te_vdev_plan_run(struct vdev_stream *s, struct vdev_plan *p);
+
+/* ---- VMM and multicast (vdev_vmm.c, vdev_mc.c) ----------------------------- */
+
+/* The table of u64 handles, shared by VMM allocations and multicast
+ * objects, and the reserved/mapped ranges, all under te_vdev_vmm_lock. */
+extern pthread_mutex_t te_vdev_vmm_lock;
+#define VDEV_HANDLE_PHYS 0x5600000000000000ull /* 'V' */
+#define VDEV_HANDLE_MC 0x4d00000000000000ull   /* 'M' */
+#define VDEV_HANDLE_TAG_MASK 0xff00000000000000ull
+/* Registers obj under a new handle of that tag; 0 when out of memory. */
+uint64_t te_vdev_handle_new_locked(uint64_t tag, void *obj);
+void *te_vdev_handle_get_locked(uint64_t handle, uint64_t tag);
+void *te_vdev_handle_del_locked(uint64_t handle, uint64_t tag);
+/* A physical allocation's memfd (not duplicated) and size. */
+tecore_result_t te_vdev_phys_fd_locked(uint64_t handle, int *fd, size_t *bytes, const char *fn);
+/* A multicast object's size, for vmm_map (TECORE_ERR_INVALID if unknown). */
+tecore_result_t te_vdev_mc_size_locked(uint64_t handle, size_t *bytes, const char *fn);
+/* The multicast mapping containing va: its object and the offset in it. */
+int te_vdev_mc_mapping_locked(uint64_t va, uint64_t *mc, size_t *mc_offset);
+
+/* For vdev comm kernels: the unicast addresses, in this process, behind a
+ * multicast address (a va mapped from a multicast handle with vmm_map).
+ * Fills member_ptrs[0 .. min(n, max)) ordered by (device ordinal, binding
+ * order), mapping members bound in other processes as needed, and returns
+ * n, the number of members bound at that offset; -1 when mc_va is not in a
+ * multicast mapping. */
+int te_vdev_mc_members(tecore_devptr_t mc_va, void **member_ptrs, int max);
+
+/* ---- the op implementations the table names (one group per file) -------- */
+
+/* vdev_dev.c */
+tecore_result_t te_vdev_init(void);
+tecore_result_t te_vdev_driver_version(int *version);
+tecore_result_t te_vdev_device_count(int *count);
+tecore_result_t te_vdev_device_props(int ordinal, struct tecore_device_props *props);
+tecore_result_t te_vdev_device_peer(int a, int b, int *can, int *link);
+tecore_result_t te_vdev_ctx_create(int ordinal, tecore_ctx_t *ctx);
+tecore_result_t te_vdev_ctx_destroy(tecore_ctx_t ctx);
+tecore_result_t te_vdev_ctx_set_current(tecore_ctx_t ctx);
+tecore_result_t te_vdev_ctx_get_current(tecore_ctx_t *ctx);
+tecore_result_t te_vdev_ctx_synchronize(void);
+/* vdev_mem.c */
+tecore_result_t te_vdev_mem_alloc(size_t bytes, tecore_devptr_t *dptr);
+tecore_result_t te_vdev_mem_free(tecore_devptr_t dptr);
+tecore_result_t te_vdev_mem_info(size_t *free_bytes, size_t *total_bytes);
+tecore_result_t te_vdev_mem_alloc_host(size_t bytes, void **ptr);
+tecore_result_t te_vdev_mem_free_host(void *ptr);
+tecore_result_t te_vdev_mem_host_register(void *ptr, size_t bytes, unsigned flags);
+tecore_result_t te_vdev_mem_host_unregister(void *ptr);
+tecore_result_t te_vdev_mem_host_device_ptr(void *host, tecore_devptr_t *dptr);
+/* vdev_copy.c */
+tecore_result_t te_vdev_memcpy_async(tecore_devptr_t dst, tecore_devptr_t src, size_t bytes,
+                                     tecore_stream_t stream);
+tecore_result_t te_vdev_memcpy_sync(tecore_devptr_t dst, tecore_devptr_t src, size_t bytes);
+tecore_result_t te_vdev_memset_async(tecore_devptr_t dst, uint32_t value, unsigned elem_size,
+                                     size_t count, tecore_stream_t stream);
+/* vdev_stream.c */
+tecore_result_t te_vdev_stream_priority_range(int *least, int *greatest);
+tecore_result_t te_vdev_stream_create(unsigned flags, int priority, tecore_stream_t *stream);
+tecore_result_t te_vdev_stream_destroy(tecore_stream_t stream);
+tecore_result_t te_vdev_stream_synchronize(tecore_stream_t stream);
+tecore_result_t te_vdev_stream_query(tecore_stream_t stream);
+tecore_result_t te_vdev_stream_get_priority(tecore_stream_t stream, int *priority);
+/* waits for every stream of ctx (used by ctx_synchronize) */
+tecore_result_t te_vdev_ctx_drain(struct vdev_ctx *ctx);
+/* vdev_event.c */
+tecore_result_t te_vdev_event_create(unsigned flags, tecore_event_t *event);
+tecore_result_t te_vdev_event_destroy(tecore_event_t event);
+tecore_result_t te_vdev_event_record(tecore_event_t event, tecore_stream_t stream);
+tecore_result_t te_vdev_event_synchronize(tecore_event_t event);
+tecore_result_t te_vdev_event_query(tecore_event_t event);
+tecore_result_t te_vdev_event_elapsed(float *ms, tecore_event_t start, tecore_event_t end);
+tecore_result_t te_vdev_stream_wait_event(tecore_stream_t stream, tecore_event_t event);
+/* vdev_memop.c */
+tecore_result_t te_vdev_stream_write_value(tecore_stream_t stream, tecore_devptr_t addr,
+                                           uint64_t value, unsigned width);
+tecore_result_t te_vdev_stream_wait_value(tecore_stream_t stream, tecore_devptr_t addr,
+                                          uint64_t value, tecore_wait_cond_t cond,
+                                          unsigned width);
+/* vdev_kernel.c */
+tecore_result_t te_vdev_kernel_module_load(struct te_kernel_module *mod);
+tecore_result_t te_vdev_kernel_launch(struct te_kernel_entry *k, struct te_kernel_module *mod,
+                                      const struct tecore_launch_cfg *cfg, void *const *args,
+                                      tecore_stream_t stream);
+/* vdev_capture.c */
+tecore_result_t te_vdev_stream_begin_capture(tecore_stream_t stream, tecore_capture_mode_t mode);
+tecore_result_t te_vdev_stream_end_capture(tecore_stream_t stream, tecore_graph_t *graph);
+tecore_result_t te_vdev_stream_capture_status(tecore_stream_t stream,
+                                              tecore_capture_status_t *status);
+/* vdev_graph.c */
+tecore_result_t te_vdev_graph_destroy(tecore_graph_t graph);
+tecore_result_t te_vdev_graph_node_count(tecore_graph_t graph, size_t *count);
+tecore_result_t te_vdev_graph_dot(tecore_graph_t graph, const char *path);
+/* vdev_exec.c */
+tecore_result_t te_vdev_graph_instantiate(tecore_graph_exec_t *exec, tecore_graph_t graph);
+tecore_result_t te_vdev_graph_exec_destroy(tecore_graph_exec_t exec);
+tecore_result_t te_vdev_graph_launch(tecore_graph_exec_t exec, tecore_stream_t stream);
+tecore_result_t te_vdev_graph_upload(tecore_graph_exec_t exec, tecore_stream_t stream);
+tecore_result_t te_vdev_graph_exec_update(tecore_graph_exec_t exec, tecore_graph_t graph,
+                                          tecore_graph_update_result_t *why);
+/* vdev_vmm.c */
+tecore_result_t te_vdev_vmm_granularity(size_t *granularity, int recommended);
+tecore_result_t te_vdev_vmm_reserve(size_t bytes, size_t align, tecore_devptr_t *va);
+tecore_result_t te_vdev_vmm_free_va(tecore_devptr_t va, size_t bytes);
+tecore_result_t te_vdev_vmm_create(size_t bytes, unsigned flags, tecore_vmm_handle_t *handle);
+tecore_result_t te_vdev_vmm_release(tecore_vmm_handle_t handle);
+tecore_result_t te_vdev_vmm_map(tecore_devptr_t va, size_t bytes, tecore_vmm_handle_t handle,
+                                size_t offset);
+tecore_result_t te_vdev_vmm_unmap(tecore_devptr_t va, size_t bytes);
+tecore_result_t te_vdev_vmm_set_access(tecore_devptr_t va, size_t bytes, int ordinal);
+tecore_result_t te_vdev_vmm_export_fd(tecore_vmm_handle_t handle, int *fd);
+tecore_result_t te_vdev_vmm_import_fd(int fd, tecore_vmm_handle_t *handle);
+/* vdev_mc.c */
+tecore_result_t te_vdev_mc_granularity(size_t bytes, int ndevices, size_t *granularity);
+tecore_result_t te_vdev_mc_create(size_t bytes, int ndevices, unsigned flags,
+                                  tecore_mc_handle_t *mc);
+tecore_result_t te_vdev_mc_add_device(tecore_mc_handle_t mc, int ordinal);
+tecore_result_t te_vdev_mc_bind_mem(tecore_mc_handle_t mc, size_t mc_offset,
+                                    tecore_vmm_handle_t mem, size_t mem_offset, size_t bytes);
+tecore_result_t te_vdev_mc_unbind(tecore_mc_handle_t mc, int ordinal, size_t mc_offset,
+                                  size_t bytes);
+tecore_result_t te_vdev_mc_release(tecore_mc_handle_t mc);
+tecore_result_t te_vdev_mc_export_fd(tecore_mc_handle_t mc, int *fd);
+tecore_result_t te_vdev_mc_import_fd(int fd, tecore_mc_handle_t *mc);
+
+#endif

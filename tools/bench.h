@@ -1,0 +1,47 @@
+/* bench.h -- te-bench's shared timing harness.  A figure is always printed
+ * beside its floor: bytes / copy bandwidth measured in the same run. */
+#ifndef TE_BENCH_H
+#define TE_BENCH_H
+
+#include <stddef.h>
+#include <te/core.h>
+
+struct tb_ctx {
+  int mb, iters, failed;
+  tecore_stream_t s;
+  tecore_event_t e0, e1;
+  double copy_gbs;            /* device-to-device copy, read + write bytes per second / 1e9 */
+  tecore_backend_t backend;
+  char device[256];
+};
+
+/* One timed body: runs the kernel(s) once on c->s. */
+typedef tecore_result_t (*tb_body)(struct tb_ctx *c, void *arg);
+
+int tb_setup(struct tb_ctx *c);
+void tb_teardown(struct tb_ctx *c);
+/* Times body (3 warm-ups, then c->iters runs between two events); returns
+ * milliseconds per run, or -1 after printing the error. */
+double tb_time(struct tb_ctx *c, tb_body body, void *arg);
+/* Prints one line: name, shape, time, GB/s for bytes, the floor and the
+ * percentage of copy bandwidth; target_pct > 0 adds PASS/MISS. */
+void tb_report(struct tb_ctx *c, const char *name, const char *shape, double ms, double bytes,
+               double target_pct);
+/* Allocates bytes of device memory filled with random values of dtype in
+ * [-2, 2) (f32/f16/bf16) or bytes (others). */
+tecore_devptr_t tb_alloc_random(struct tb_ctx *c, size_t count, tecore_dtype_t dtype);
+
+void tb_elementwise(struct tb_ctx *c);
+void tb_fp8(struct tb_ctx *c);
+
+#define TB_CHECK(call)                                                              \
+  do {                                                                              \
+    tecore_result_t r_ = (call);                                                    \
+    if (r_ != TECORE_SUCCESS) {                                                     \
+      fprintf(stderr, "te-bench: %s: %s (%s)\n", #call, tecore_strerror(r_),        \
+              tecore_last_error());                                                 \
+      return r_;                                                                    \
+    }                                                                               \
+  } while (0)
+
+#endif
