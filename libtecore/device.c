@@ -508,6 +508,98 @@ TE_EXPORT const char *tecore_graph_update_result_name(tecore_graph_update_result
   return (unsigned)r < TE_ARRAY_SIZE(names) ? names[r] : "unknown";
 }
 
+TE_EXPORT tecore_result_t tecore_stream_begin_capture_to_graph(tecore_stream_t stream,
+                                                               tecore_graph_t graph,
+                                                               tecore_capture_mode_t mode) {
+  TE_ARG(stream, "tecore_stream_begin_capture_to_graph: the legacy default stream cannot capture");
+  TE_ARG(graph, "tecore_stream_begin_capture_to_graph: graph is NULL");
+  TE_ARG(mode >= TECORE_CAPTURE_GLOBAL && mode <= TECORE_CAPTURE_RELAXED,
+         "tecore_stream_begin_capture_to_graph: unknown mode %d", (int)mode);
+  OPS(o);
+  return o->stream_begin_capture_to_graph(stream, graph, mode);
+}
+
+#define GRAPH_INSTANTIATE_FLAGS                                                  \
+  (TECORE_GRAPH_INSTANTIATE_AUTO_FREE_ON_LAUNCH | TECORE_GRAPH_INSTANTIATE_UPLOAD | \
+   TECORE_GRAPH_INSTANTIATE_USE_NODE_PRIORITY)
+
+TE_EXPORT tecore_result_t tecore_graph_instantiate_with_flags(tecore_graph_exec_t *exec,
+                                                              tecore_graph_t graph, unsigned flags,
+                                                              tecore_stream_t upload_stream) {
+  TE_ARG(exec, "tecore_graph_instantiate_with_flags: exec is NULL");
+  TE_ARG(graph, "tecore_graph_instantiate_with_flags: graph is NULL");
+  TE_ARG(!(flags & ~GRAPH_INSTANTIATE_FLAGS),
+         "tecore_graph_instantiate_with_flags: unknown flags 0x%x", flags & ~GRAPH_INSTANTIATE_FLAGS);
+  OPS(o);
+  *exec = NULL;
+  return o->graph_instantiate_flags(exec, graph, flags, upload_stream);
+}
+
+TE_EXPORT tecore_result_t tecore_graph_nodes(tecore_graph_t graph,
+                                             struct tecore_graph_node_desc *nodes, size_t max,
+                                             size_t *count) {
+  TE_ARG(graph, "tecore_graph_nodes: graph is NULL");
+  TE_ARG(count, "tecore_graph_nodes: count is NULL");
+  TE_ARG(nodes || max == 0, "tecore_graph_nodes: nodes is NULL but max is %zu", max);
+  OPS(o);
+  if (nodes) memset(nodes, 0, max * sizeof *nodes);
+  *count = 0;
+  return o->graph_nodes(graph, nodes, max, count);
+}
+
+TE_EXPORT tecore_result_t tecore_graph_kernel_node_args(tecore_graph_t graph,
+                                                        tecore_graph_node_t node,
+                                                        void *const *args) {
+  TE_ARG(graph, "tecore_graph_kernel_node_args: graph is NULL");
+  TE_ARG(node, "tecore_graph_kernel_node_args: node is NULL");
+  TE_ARG(args, "tecore_graph_kernel_node_args: args is NULL");
+  OPS(o);
+  return o->graph_kernel_node_args(graph, node, args);
+}
+
+TE_EXPORT tecore_result_t tecore_graph_exec_kernel_node_set(tecore_graph_exec_t exec,
+                                                            tecore_graph_node_t node,
+                                                            const struct tecore_launch_cfg *cfg,
+                                                            void *const *args) {
+  TE_ARG(exec, "tecore_graph_exec_kernel_node_set: exec is NULL");
+  TE_ARG(node, "tecore_graph_exec_kernel_node_set: node is NULL");
+  TE_ARG(args, "tecore_graph_exec_kernel_node_set: args is NULL");
+  if (cfg) {
+    for (int d = 0; d < 3; d++)
+      TE_ARG(cfg->grid[d] > 0 && cfg->block[d] > 0,
+             "tecore_graph_exec_kernel_node_set: cfg grid/block dimension %d is 0", d);
+    TE_ARG((uint64_t)cfg->block[0] * cfg->block[1] * cfg->block[2] <= 1024,
+           "tecore_graph_exec_kernel_node_set: cfg has %u x %u x %u threads per block (max 1024)",
+           cfg->block[0], cfg->block[1], cfg->block[2]);
+    TE_ARG(cfg->grid[1] <= 65535 && cfg->grid[2] <= 65535,
+           "tecore_graph_exec_kernel_node_set: cfg grid y/z above 65535");
+  }
+  OPS(o);
+  return o->graph_exec_kernel_node_set(exec, node, cfg, args);
+}
+
+TE_EXPORT tecore_result_t tecore_graph_exec_memcpy_node_set(tecore_graph_exec_t exec,
+                                                            tecore_graph_node_t node,
+                                                            tecore_devptr_t dst,
+                                                            tecore_devptr_t src) {
+  TE_ARG(exec, "tecore_graph_exec_memcpy_node_set: exec is NULL");
+  TE_ARG(node, "tecore_graph_exec_memcpy_node_set: node is NULL");
+  TE_ARG(dst, "tecore_graph_exec_memcpy_node_set: dst is NULL");
+  TE_ARG(src, "tecore_graph_exec_memcpy_node_set: src is NULL");
+  OPS(o);
+  return o->graph_exec_memcpy_node_set(exec, node, dst, src);
+}
+
+TE_EXPORT tecore_result_t tecore_graph_exec_memset_node_set(tecore_graph_exec_t exec,
+                                                            tecore_graph_node_t node,
+                                                            tecore_devptr_t dst, uint32_t value) {
+  TE_ARG(exec, "tecore_graph_exec_memset_node_set: exec is NULL");
+  TE_ARG(node, "tecore_graph_exec_memset_node_set: node is NULL");
+  TE_ARG(dst, "tecore_graph_exec_memset_node_set: dst is NULL");
+  OPS(o);
+  return o->graph_exec_memset_node_set(exec, node, dst, value);
+}
+
 /* ---- VMM ---- */
 
 TE_EXPORT tecore_result_t tecore_vmm_granularity(size_t *granularity, int recommended) {

@@ -109,6 +109,26 @@ struct te_device_ops {
   /* On refusal: TECORE_ERR_GRAPH_UPDATE and *why set; exec unchanged. */
   tecore_result_t (*graph_exec_update)(tecore_graph_exec_t exec, tecore_graph_t graph,
                                        tecore_graph_update_result_t *why);
+  /* Capture appended after graph's leaves; end_capture returns graph. */
+  tecore_result_t (*stream_begin_capture_to_graph)(tecore_stream_t stream, tecore_graph_t graph,
+                                                   tecore_capture_mode_t mode);
+  /* flags: TECORE_GRAPH_INSTANTIATE_* (checked); upload_stream only with UPLOAD */
+  tecore_result_t (*graph_instantiate_flags)(tecore_graph_exec_t *exec, tecore_graph_t graph,
+                                             unsigned flags, tecore_stream_t upload_stream);
+  /* Up to max descriptions (nodes may be NULL when max is 0), *count all. */
+  tecore_result_t (*graph_nodes)(tecore_graph_t graph, struct tecore_graph_node_desc *nodes,
+                                 size_t max, size_t *count);
+  /* args[i]: param_size[i] bytes of caller storage each */
+  tecore_result_t (*graph_kernel_node_args)(tecore_graph_t graph, tecore_graph_node_t node,
+                                            void *const *args);
+  /* cfg NULL: the node's shape in its graph */
+  tecore_result_t (*graph_exec_kernel_node_set)(tecore_graph_exec_t exec, tecore_graph_node_t node,
+                                                const struct tecore_launch_cfg *cfg,
+                                                void *const *args);
+  tecore_result_t (*graph_exec_memcpy_node_set)(tecore_graph_exec_t exec, tecore_graph_node_t node,
+                                                tecore_devptr_t dst, tecore_devptr_t src);
+  tecore_result_t (*graph_exec_memset_node_set)(tecore_graph_exec_t exec, tecore_graph_node_t node,
+                                                tecore_devptr_t dst, uint32_t value);
 
   tecore_result_t (*vmm_granularity)(size_t *granularity, int recommended);
   tecore_result_t (*vmm_reserve)(size_t bytes, size_t align, tecore_devptr_t *va);
@@ -132,6 +152,12 @@ struct te_device_ops {
   tecore_result_t (*mc_export_fd)(tecore_mc_handle_t mc, int *fd);
   tecore_result_t (*mc_import_fd)(int fd, tecore_mc_handle_t *mc);
 };
+
+/* The registry's entries (kernel.c), for backends that map a driver's
+ * kernel handle back to its id: entries 0 .. te_kernel_count()-1, never
+ * removed, so the pointers stay valid. */
+int te_kernel_count(void);
+struct te_kernel_entry *te_kernel_entry_at(int id);
 
 extern const struct te_device_ops te_vdev_ops;
 #ifdef TE_HAVE_CUDA

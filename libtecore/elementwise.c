@@ -6,6 +6,7 @@
  *   4. public entry points that validate, pick a launch shape and launch. */
 #include "internal.h"
 #include "common/elementwise.h"
+#include <pthread.h>
 
 /* ---- vdev implementations (run the whole grid on the stream's worker) ---- */
 
@@ -51,15 +52,22 @@ static const struct tecore_kernel_def ew_kernels[] = {
                      .param_size = {8, 8, 4, 8, 4, 4, 8}, .param_is_ptr = {1, 1, 0, 1, 0, 0, 0}},
 };
 
+static struct tecore_kernel_table ew_table = {.module = "libtecore/elementwise",
+                                              .count = TE_ARRAY_SIZE(ew_kernels),
+                                              .kernels = ew_kernels};
+static int ew_id = -1;
+static pthread_once_t ew_once = PTHREAD_ONCE_INIT;
+
+static void ew_register(void) {
+  /* the fatbin's size is a link-time difference: set here, once */
+  ew_table.fatbin = EW_FATBIN;
+  ew_table.fatbin_bytes = EW_FATBIN_BYTES;
+  if (tecore_kernel_table_register(&ew_table, &ew_id) != TECORE_SUCCESS) ew_id = -1;
+}
+
 static int ew_first_id(void) {
-  static struct tecore_kernel_table table = {.module = "libtecore/elementwise",
-                                             .count = TE_ARRAY_SIZE(ew_kernels),
-                                             .kernels = ew_kernels};
-  int id = -1;
-  table.fatbin = EW_FATBIN;
-  table.fatbin_bytes = EW_FATBIN_BYTES;
-  if (tecore_kernel_table_register(&table, &id) != TECORE_SUCCESS) return -1;
-  return id;
+  pthread_once(&ew_once, ew_register);
+  return ew_id;
 }
 
 /* 1-D grid: enough blocks to fill the device, capped; grid-stride inside. */

@@ -94,6 +94,12 @@ TE_EXPORT tecore_result_t tecore_kernel_def(int id, const struct tecore_kernel_d
   return TECORE_SUCCESS;
 }
 
+int te_kernel_count(void) { return __atomic_load_n(&reg_nkernels, __ATOMIC_ACQUIRE); }
+
+struct te_kernel_entry *te_kernel_entry_at(int id) {
+  return id >= 0 && id < te_kernel_count() ? &reg_kernels[id] : NULL;
+}
+
 /* Loads a table's module in the backend once. */
 static tecore_result_t module_ready(const struct te_device_ops *o, int t) {
   if (__atomic_load_n(&reg_module_loaded[t], __ATOMIC_ACQUIRE)) return TECORE_SUCCESS;

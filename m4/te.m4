@@ -84,5 +84,10 @@ AC_DEFUN([TE_OPTIONS], [
     SAN_FLAGS="-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined"
   ])
   AC_SUBST([SAN_FLAGS])
+  dnl a library with an undefined symbol fails at its own link, not in a
+  dnl program later; the sanitizer runtimes are resolved by the programs
+  TE_LIB_LDFLAGS="-Wl,--no-undefined"
+  AS_IF([test "x$enable_sanitizers" = xyes], [TE_LIB_LDFLAGS=""])
+  AC_SUBST([TE_LIB_LDFLAGS])
   AC_DEFINE_UNQUOTED([TE_CONFIG_FLAGS], ["debug=$enable_debug sanitizers=$enable_sanitizers"], [configure options])
 ])

@@ -6,7 +6,8 @@
 #     find it) -- checked here rather than by mandoc, which warns on every .so;
 #  3. every public function declared in the installed headers
 #     (libtecore/te/*.h, libtegraph/te/*.h, libtecomm/te/*.h) has a man3 page;
-#  4. every page is listed in man/Makefile.inc, so that it is installed.
+#  4. every page is listed once in dist_man_MANS (man/Makefile.inc, or the
+#     Makefile.inc of the folder that owns it), so that it is installed.
 # MANDOC comes from configure (AC_PATH_PROG); without mandoc the test is
 # skipped (exit 77).  Exit 1 on any finding, listing all of them.
 set -u
@@ -75,13 +76,30 @@ fi
 
 # ---- 3: every public function has a man3 page -----------------------------
 # The public headers are those the build installs: the lib*/te/*.h files
-# named in the Makefile fragments (teinclude_HEADERS).  A header that is in
+# named in Makefile.am and its fragments (teinclude_HEADERS).  A header that is in
 # the tree but not installed yet is work in progress and is only reported.
 # Prototypes are found with comments and preprocessor lines removed: an
 # identifier tecore_/tegraph_/tecomm_... directly followed by "(".
-# Function-pointer typedefs ("(*tecore_x)(") do not match.
-cat "$top"/Makefile.am "$top"/*/Makefile.inc 2>/dev/null |
-  grep -oE 'lib(tecore|tegraph|tecomm)/te/[A-Za-z0-9_]+\.h' | sort -u >"$tmp/installed"
+# Function-pointer typedefs ("(*tecore_x)(") do not match, and a type name
+# before one ("typedef tecore_result_t (*fn)(...)") is dropped: names ending
+# in _t are types.
+# The build's text: Makefile.am and the fragments it includes, followed
+# through nested includes (as automake does).
+frags="Makefile.am"
+: >"$tmp/make-text"
+while [ -n "$frags" ]; do
+  next=""
+  for f in $frags; do
+    [ -f "$top/$f" ] || continue
+    sed 's/#.*//' "$top/$f" >>"$tmp/make-text"
+    # shellcheck disable=SC2016 # the $(...) are make's, matched literally
+    next="$next $(sed -n 's/^include[[:space:]]\{1,\}//p' "$top/$f" |
+      sed 's/^\$(top_srcdir)\///; s/^\$(srcdir)\///')"
+  done
+  # shellcheck disable=SC2086,SC2116 # split on purpose: an empty list ends the loop
+  frags=$(echo $next)
+done
+grep -oE 'lib(tecore|tegraph|tecomm)/te/[A-Za-z0-9_]+\.h' "$tmp/make-text" | sort -u >"$tmp/installed"
 for h in "$top"/libtecore/te/*.h "$top"/libtegraph/te/*.h "$top"/libtecomm/te/*.h; do
   [ -f "$h" ] || continue
   rel=${h#"$top"/}
@@ -105,7 +123,7 @@ for h in "$top"/libtecore/te/*.h "$top"/libtegraph/te/*.h "$top"/libtecomm/te/*.
       if (cont) { cont = (out ~ /\\$/); next }
       print out }' "$h"
 done | grep -oE '(^|[^A-Za-z0-9_])(tecore|tegraph|tecomm)_[a-z0-9_]+[[:space:]]*\(' |
-  sed -E 's/^[^a-z]*//; s/[[:space:]]*\($//' | sort -u >"$tmp/functions"
+  sed -E 's/^[^a-z]*//; s/[[:space:]]*\($//' | grep -v '_t$' | sort -u >"$tmp/functions"
 
 nfuncs=$(wc -l <"$tmp/functions")
 if [ "$nfuncs" -eq 0 ]; then
@@ -120,21 +138,26 @@ while read -r fn; do
 done <"$tmp/functions"
 
 # ---- 4: every page is installed -------------------------------------------
-if [ -f Makefile.inc ]; then
-  for page in man[0-9]/*.[0-9]; do
-    [ -f "$page" ] || continue
-    if ! grep -q "man/$page\\b" Makefile.inc; then
-      echo "man-lint: man/$page is not listed in man/Makefile.inc"
-      fail=1
-    fi
-  done
-  for listed in $(sed -n 's/^[^#]*\(man\/man[0-9]\/[A-Za-z0-9_.-]*\.[0-9]\).*/\1/p' Makefile.inc); do
-    if [ ! -f "${listed#man/}" ]; then
-      echo "man-lint: man/Makefile.inc lists $listed, which does not exist"
-      fail=1
-    fi
-  done
-fi
+# Pages are listed in dist_man_MANS by man/Makefile.inc and by the fragments
+# of the folders that own them; each must be listed exactly once.
+grep -oE 'man/man[0-9]/[A-Za-z0-9_.+-]+\.[0-9]' "$tmp/make-text" | sort >"$tmp/listed"
+for page in man[0-9]/*.[0-9]; do
+  [ -f "$page" ] || continue
+  case $(grep -cx "man/$page" "$tmp/listed") in
+  0) echo "man-lint: man/$page is not listed in dist_man_MANS (man/Makefile.inc or its folder's Makefile.inc)"
+     fail=1 ;;
+  1) ;;
+  *) echo "man-lint: man/$page is listed in dist_man_MANS more than once"
+     fail=1 ;;
+  esac
+done
+sort -u "$tmp/listed" >"$tmp/listed-once"
+while read -r listed; do
+  if [ ! -f "${listed#man/}" ]; then
+    echo "man-lint: dist_man_MANS lists $listed, which does not exist"
+    fail=1
+  fi
+done <"$tmp/listed-once"
 
 echo "man-lint: $npages pages, $nfuncs public functions checked"
 exit $fail

@@ -58,9 +58,13 @@ static void print_build(void) {
   } else {
     printf("verbs:       not built in\n");
   }
-  const char *nvls = getenv("NCCL_NVLS_ENABLE");
-  printf("multicast:   %s\n", (nvls && strcmp(nvls, "0") == 0) ? "disabled by NCCL_NVLS_ENABLE=0"
-                                                                 : "allowed where the device has it");
+  const char *nvls = getenv("NCCL_NVLS_ENABLE"), *tnvls = getenv("TECOMM_NVLS_ENABLE");
+  if (nvls && strcmp(nvls, "0") == 0)
+    printf("multicast:   disabled by NCCL_NVLS_ENABLE=0\n");
+  else if (tnvls && strcmp(tnvls, "0") == 0)
+    printf("multicast:   disabled by TECOMM_NVLS_ENABLE=0\n");
+  else
+    printf("multicast:   allowed where the device has it\n");
 }
 
 static int print_devices(void) {

@@ -88,14 +88,30 @@ TE_HD float te_fabs(float a) { return te_bits_f32(te_f32_bits(a) & 0x7fffffffu);
 /* max(a, b) where a NaN b wins (so a NaN reaches amax and shows there). */
 TE_HD float te_fmax_nan(float a, float b) { return (b > a || b != b) ? b : a; }
 
-/* e^x in float, within 2 ulp for normal results, the same bits on both
- * sides.  Cody-Waite reduction x = n*ln2 + r with |r| <= ln2/2, a degree-7
- * Taylor polynomial for e^r (truncation below 6e-9 relative), and a scale
- * by 2^n split in two factors so subnormal results round once and large
- * ones overflow to infinity.  NaN in, NaN out. */
+/* max(a, |v|) where a NaN wins: the amax update of the kernels (a >= 0 or
+ * NaN).  On the GPU one max.NaN instruction (with |v| as a free operand
+ * modifier); NaN results may differ in payload between the backends. */
+TE_HD float te_amax_f32(float a, float v) {
+#ifdef __CUDA_ARCH__
+  float r;
+  asm("max.NaN.f32 %0, %1, %2;" : "=f"(r) : "f"(a), "f"(fabsf(v)));
+  return r;
+#else
+  return te_fmax_nan(a, te_fabs(v));
+#endif
+}
+
+/* e^x in float, within 1.1 ulp for normal results (0.34 ulp from the
+ * polynomial plus the roundings of its evaluation), the same bits on both
+ * sides.  Cody-Waite reduction x = n*ln2 + r with |r| <= ln2/2, a degree-6
+ * polynomial for e^r interpolating it at the Chebyshev nodes of that
+ * interval (relative error 2e-8), and a scale by 2^n split in two factors
+ * so subnormal results round once and large ones overflow to infinity.
+ * x is first clamped to [-104, 89] (beyond: 0 and infinity) with
+ * fminf/fmaxf, so a NaN argument gives a finite value: the activations
+ * that call this carry a NaN input through their other factor (x * s). */
 TE_HD float te_exp_f32(float x) {
-  if (x != x) return te_add_rn(x, x);
-  x = x < -104.0f ? -104.0f : (x > 89.0f ? 89.0f : x); /* beyond: 0 and inf */
+  x = fminf(fmaxf(x, -104.0f), 89.0f);
   /* n = rint(x * log2(e)): the product is added to 1.5*2^23, where the
    * float spacing is 1, in one rounding; the low bits of t are then n. */
   const float shifter = 12582912.0f;
@@ -104,11 +120,10 @@ TE_HD float te_exp_f32(float x) {
   int ni = (int)(te_f32_bits(t) - 0x4b400000u);
   float r = te_fma_rn(n, -0.693145751953125f, x);   /* ln2 high part: 16 bits */
   r = te_fma_rn(n, -1.42860676533e-06f, r);          /* ln2 low part */
-  float p = 1.98412698413e-04f;                       /* 1/7! */
-  p = te_fma_rn(p, r, 1.38888888889e-03f);            /* 1/6! */
-  p = te_fma_rn(p, r, 8.33333333333e-03f);            /* 1/5! */
-  p = te_fma_rn(p, r, 4.16666666667e-02f);            /* 1/4! */
-  p = te_fma_rn(p, r, 1.66666666667e-01f);            /* 1/3! */
+  float p = 1.394110848e-03f;
+  p = te_fma_rn(p, r, 8.375125937e-03f);
+  p = te_fma_rn(p, r, 4.166635126e-02f);
+  p = te_fma_rn(p, r, 1.666641533e-01f);
   p = te_fma_rn(p, r, 0.5f);
   p = te_fma_rn(p, r, 1.0f);
   p = te_fma_rn(p, r, 1.0f);

@@ -20,10 +20,16 @@
  *   - round to nearest, ties to even, subnormals exact (no flush);
  *   - saturating: a finite value beyond the max finite, and +-infinity,
  *     become +-max finite (E5M2 never produces infinity);
- *   - NaN becomes NaN with the input's sign kept: 0x7F or 0xFF in both
- *     formats (for E5M2 that is S.11111.11, a quiet NaN);
+ *   - NaN becomes the canonical NaN 0x7F in both formats, whatever its
+ *     sign and payload (for E5M2 that is 0.11111.11, a quiet NaN);
  *   - -0 stays -0 (0x80); float subnormals become +-0.
- * FP8 -> float is exact; an FP8 NaN becomes 0x7FC00000 with its sign. */
+ * FP8 -> float is exact; an FP8 NaN becomes 0x7FC00000 with its sign.
+ *
+ * These are exactly the rules of Hopper's cvt.rn.satfinite.{e4m3,e5m2}x2.f32:
+ * t/gpu/fp8_convert_exhaustive.cu checks all 2^32 floats on an H100 (the
+ * integer code on the device = the integer code on the host = the hardware
+ * instruction), so the CUDA kernels convert pairs with the instruction
+ * (te_f32x2_to_fp8x2) and the vdev uses the integer code. */
 #ifndef TE_KERNELS_FP8_H
 #define TE_KERNELS_FP8_H
 
@@ -42,7 +48,7 @@
 #define TE_E5M2_MAX_BITS 0x47600000u   /* 57344 as float bits */
 #define TE_E4M3_EMAX 8                 /* floor(log2(448)) */
 #define TE_E5M2_EMAX 15                /* floor(log2(57344)) */
-#define TE_FP8_NAN 0x7fu               /* | 0x80 for a negative NaN */
+#define TE_FP8_NAN 0x7fu               /* canonical NaN of both formats */
 #define TE_F32_MAX_BITS 0x7f7fffffu    /* FLT_MAX */
 
 /* ---- float -> FP8 ---------------------------------------------------------
@@ -53,7 +59,7 @@ TE_HD uint8_t te_f32_to_fp8_(float f, uint32_t mbits, uint32_t bias, uint32_t ma
   uint32_t u = te_f32_bits(f);
   uint32_t sign = (u >> 24) & 0x80u;
   uint32_t a = u & 0x7fffffffu;
-  if (a > 0x7f800000u) return (uint8_t)(sign | TE_FP8_NAN);
+  if (a > 0x7f800000u) return (uint8_t)TE_FP8_NAN;
   if (a >= max_bits) return (uint8_t)(sign | max_code);   /* saturate, infinity included */
   uint32_t e = a >> 23;
   if (e >= 128u - bias) {
@@ -82,6 +88,22 @@ TE_HD uint8_t te_f32_to_e5m2(float f) { return te_f32_to_fp8_(f, 2u, 15u, TE_E5M
 /* dtype: TE_FP8_DT_E4M3 or TE_FP8_DT_E5M2. */
 TE_HD uint8_t te_f32_to_fp8(float f, int dtype) {
   return dtype == TE_FP8_DT_E4M3 ? te_f32_to_e4m3(f) : te_f32_to_e5m2(f);
+}
+
+/* Two floats to two FP8 bytes, lo in bits 0-7 and hi in bits 8-15: the
+ * hardware instruction on sm_89+ (bit-identical, see above), the integer
+ * code elsewhere.  dtype is a compile-time constant in the kernels. */
+TE_HD uint16_t te_f32x2_to_fp8x2(float lo, float hi, int dtype) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890
+  uint16_t r;
+  if (dtype == TE_FP8_DT_E4M3)
+    asm("cvt.rn.satfinite.e4m3x2.f32 %0, %1, %2;" : "=h"(r) : "f"(hi), "f"(lo));
+  else
+    asm("cvt.rn.satfinite.e5m2x2.f32 %0, %1, %2;" : "=h"(r) : "f"(hi), "f"(lo));
+  return r;
+#else
+  return (uint16_t)(te_f32_to_fp8(lo, dtype) | ((uint32_t)te_f32_to_fp8(hi, dtype) << 8));
+#endif
 }
 
 /* ---- FP8 -> float (exact) ------------------------------------------------ */

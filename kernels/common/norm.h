@@ -59,9 +59,13 @@
  * from global memory (L2) instead of keeping it in registers. */
 #define TE_NORM_FWD_NV_MAX 4
 #define TE_NORM_BWD_NV_MAX 2
-/* Threads of a block in the warp-per-row layouts. */
+/* Threads of a block in the warp-per-row layouts, and the most threads a
+ * row gets (the backward kernels keep more per thread: at 512 threads a
+ * block they have 128 registers, enough not to spill). */
 #define TE_NORM_FWD_BLOCK 128
 #define TE_NORM_BWD_BLOCK 256
+#define TE_NORM_FWD_TMAX 1024
+#define TE_NORM_BWD_TMAX 512
 /* Partial rows of the backward workspace, at most: two blocks on each of
  * an H100 SXM's 132 SMs, so the first stage is one full wave there.  A
  * constant, not the device's SM count, so that every device (and vdev)
@@ -87,21 +91,28 @@ TE_HD unsigned te_norm_pow2_ceil(unsigned long long v) {
 }
 
 /* The layout of a row: vec 8 or 1, nv_max the register limit, block the
- * block size for warp-per-row shapes. */
+ * block size for warp-per-row shapes, tmax the most threads a row gets. */
 TE_HD struct te_norm_plan te_norm_plan_make(unsigned long long hidden, int vec, int nv_max,
-                                            unsigned block) {
+                                            unsigned block, unsigned tmax) {
   struct te_norm_plan p;
   unsigned long long nvec = (hidden + (unsigned)vec - 1) / (unsigned)vec;
   p.vec = vec;
   unsigned t = te_norm_pow2_ceil((nvec + (unsigned)nv_max - 1) / (unsigned)nv_max);
   if (t < 32) t = 32;
-  if (t > 1024) t = 1024;
+  if (t > tmax) t = tmax;
   p.tpr = (int)t;
   p.nv = (int)((nvec + t - 1) / t);
   p.stream = p.nv > nv_max;
   p.rows_per_block = (t >= block) ? 1 : (int)(block / t);
   p.threads = t * (unsigned)p.rows_per_block;
   return p;
+}
+
+TE_HD struct te_norm_plan te_norm_plan_fwd(unsigned long long hidden, int vec) {
+  return te_norm_plan_make(hidden, vec, TE_NORM_FWD_NV_MAX, TE_NORM_FWD_BLOCK, TE_NORM_FWD_TMAX);
+}
+TE_HD struct te_norm_plan te_norm_plan_bwd(unsigned long long hidden, int vec) {
+  return te_norm_plan_make(hidden, vec, TE_NORM_BWD_NV_MAX, TE_NORM_BWD_BLOCK, TE_NORM_BWD_TMAX);
 }
 
 /* Number of partial rows (= blocks of the first backward stage). */

@@ -88,6 +88,18 @@
   X(cuGraphLaunch, 10000, 0)                                                   \
   X(cuGraphUpload, 11010, 0)                                                   \
   X(cuGraphExecUpdate, 12000, 0)                                               \
+  /* capture into a graph, instantiate flags, single nodes (libtegraph) */    \
+  X(cuStreamBeginCaptureToGraph, 12030, 0)                                     \
+  X(cuGraphNodeGetDependentNodes, 12030, 0)                                    \
+  X(cuGraphInstantiateWithParams, 12000, 0)                                    \
+  X(cuGraphNodeGetType, 10000, 0)                                              \
+  X(cuGraphKernelNodeGetParams, 12000, 0)                                      \
+  X(cuGraphMemcpyNodeGetParams, 10000, 0)                                      \
+  X(cuGraphMemsetNodeGetParams, 10000, 0)                                      \
+  X(cuGraphExecKernelNodeSetParams, 12000, 0)                                  \
+  X(cuGraphExecMemcpyNodeSetParams, 10020, 0)                                  \
+  X(cuGraphExecMemsetNodeSetParams, 10020, 0)                                  \
+  X(cuKernelGetFunction, 12000, 0)                                             \
   /* virtual memory management */                                             \
   X(cuMemGetAllocationGranularity, 10020, 0)                                   \
   X(cuMemAddressReserve, 10020, 0)                                             \
@@ -208,6 +220,26 @@ tecore_result_t te_cuda_graph_launch(tecore_graph_exec_t exec, tecore_stream_t s
 tecore_result_t te_cuda_graph_upload(tecore_graph_exec_t exec, tecore_stream_t stream);
 tecore_result_t te_cuda_graph_exec_update(tecore_graph_exec_t exec, tecore_graph_t graph,
                                           tecore_graph_update_result_t *why);
+tecore_result_t te_cuda_graph_instantiate_flags(tecore_graph_exec_t *exec, tecore_graph_t graph,
+                                                unsigned flags, tecore_stream_t upload_stream);
+/* cuda_graph_node.c */
+tecore_result_t te_cuda_stream_begin_capture_to_graph(tecore_stream_t stream,
+                                                      tecore_graph_t graph,
+                                                      tecore_capture_mode_t mode);
+tecore_result_t te_cuda_graph_nodes(tecore_graph_t graph, struct tecore_graph_node_desc *nodes,
+                                    size_t max, size_t *count);
+tecore_result_t te_cuda_graph_kernel_node_args(tecore_graph_t graph, tecore_graph_node_t node,
+                                               void *const *args);
+tecore_result_t te_cuda_graph_exec_kernel_node_set(tecore_graph_exec_t exec,
+                                                   tecore_graph_node_t node,
+                                                   const struct tecore_launch_cfg *cfg,
+                                                   void *const *args);
+tecore_result_t te_cuda_graph_exec_memcpy_node_set(tecore_graph_exec_t exec,
+                                                   tecore_graph_node_t node, tecore_devptr_t dst,
+                                                   tecore_devptr_t src);
+tecore_result_t te_cuda_graph_exec_memset_node_set(tecore_graph_exec_t exec,
+                                                   tecore_graph_node_t node, tecore_devptr_t dst,
+                                                   uint32_t value);
 /* cuda_vmm.c */
 tecore_result_t te_cuda_vmm_granularity(size_t *granularity, int recommended);
 tecore_result_t te_cuda_vmm_reserve(size_t bytes, size_t align, tecore_devptr_t *va);

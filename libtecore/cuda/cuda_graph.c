@@ -82,9 +82,37 @@ tecore_result_t te_cuda_graph_dot(tecore_graph_t graph, const char *path) {
 }
 
 tecore_result_t te_cuda_graph_instantiate(tecore_graph_exec_t *exec, tecore_graph_t graph) {
+  return te_cuda_graph_instantiate_flags(exec, graph, 0, NULL);
+}
+
+/* tecore's instantiate flags are the driver's. */
+_Static_assert(TECORE_GRAPH_INSTANTIATE_AUTO_FREE_ON_LAUNCH ==
+                   CUDA_GRAPH_INSTANTIATE_FLAG_AUTO_FREE_ON_LAUNCH, "");
+_Static_assert(TECORE_GRAPH_INSTANTIATE_UPLOAD == CUDA_GRAPH_INSTANTIATE_FLAG_UPLOAD, "");
+_Static_assert(TECORE_GRAPH_INSTANTIATE_USE_NODE_PRIORITY ==
+                   CUDA_GRAPH_INSTANTIATE_FLAG_USE_NODE_PRIORITY, "");
+
+/* Uploading at instantiation needs the parameter-block form, which also
+ * says why an instantiation failed. */
+tecore_result_t te_cuda_graph_instantiate_flags(tecore_graph_exec_t *exec, tecore_graph_t graph,
+                                                unsigned flags, tecore_stream_t upload_stream) {
   CUgraphExec e = NULL;
   TE_CHECK(te_cuda_need_ctx());
-  TE_CHECK(TE_CU(cuGraphInstantiateWithFlags, &e, graph, 0));
+  if (flags & TECORE_GRAPH_INSTANTIATE_UPLOAD) {
+    CUDA_GRAPH_INSTANTIATE_PARAMS ip = {.flags = flags, .hUploadStream = upload_stream};
+    tecore_result_t res = TE_CU(cuGraphInstantiateWithParams, &e, graph, &ip);
+    if (res != TECORE_SUCCESS) {
+      te_error_hop(__func__, __FILE__, __LINE__);
+      return res;
+    }
+    if (ip.result_out != CUDA_GRAPH_INSTANTIATE_SUCCESS) {
+      if (e) (void)TE_CU(cuGraphExecDestroy, e);
+      return TE_ERR(TECORE_ERR_DRIVER, "cuGraphInstantiateWithParams: instantiation result %d",
+                    (int)ip.result_out);
+    }
+  } else {
+    TE_CHECK(TE_CU(cuGraphInstantiateWithFlags, &e, graph, flags));
+  }
   *exec = e;
   return TECORE_SUCCESS;
 }

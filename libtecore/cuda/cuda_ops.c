@@ -1,7 +1,8 @@
 /* cuda_ops.c -- te_cuda_ops: the cuda backend's ops table (the CUDA Driver
  * API, dlopen'ed).  The ops live in the other files of this folder, one job
  * a file: cuda_driver.c (loading, errors, implicit context), cuda_device.c,
- * cuda_memory.c, cuda_stream.c, cuda_kernel.c, cuda_graph.c, cuda_vmm.c,
+ * cuda_memory.c, cuda_stream.c, cuda_kernel.c, cuda_graph.c,
+ * cuda_graph_node.c, cuda_vmm.c,
  * cuda_multicast.c; cuda_nvml.c serves device_peer. */
 #include "cuda_backend.h"
 
@@ -57,6 +58,13 @@ const struct te_device_ops te_cuda_ops = {
     .graph_launch = te_cuda_graph_launch,
     .graph_upload = te_cuda_graph_upload,
     .graph_exec_update = te_cuda_graph_exec_update,
+    .stream_begin_capture_to_graph = te_cuda_stream_begin_capture_to_graph,
+    .graph_instantiate_flags = te_cuda_graph_instantiate_flags,
+    .graph_nodes = te_cuda_graph_nodes,
+    .graph_kernel_node_args = te_cuda_graph_kernel_node_args,
+    .graph_exec_kernel_node_set = te_cuda_graph_exec_kernel_node_set,
+    .graph_exec_memcpy_node_set = te_cuda_graph_exec_memcpy_node_set,
+    .graph_exec_memset_node_set = te_cuda_graph_exec_memset_node_set,
     .vmm_granularity = te_cuda_vmm_granularity,
     .vmm_reserve = te_cuda_vmm_reserve,
     .vmm_free_va = te_cuda_vmm_free_va,

@@ -12,6 +12,12 @@
 #include <te/kernel.h>
 #include <te/elementwise.h>
 #include <te/tensor.h>
+#include <te/recipe.h>
+#include <te/fp8.h>
+#include <te/gemm.h>
+#include <te/activation.h>
+#include <te/norm.h>
+#include <te/transpose.h>
 
 #ifdef __cplusplus
 extern "C" {

@@ -116,7 +116,9 @@ tecore_result_t tecore_mem_host_device_ptr(void *host, tecore_devptr_t *dptr);
 /* Copies bytes in stream order; src and dst may be device or host. */
 tecore_result_t tecore_memcpy_async(tecore_devptr_t dst, tecore_devptr_t src, size_t bytes,
                                     tecore_stream_t stream);
-/* Synchronous copy (waits for it, not for other work). */
+/* Synchronous copy, issued on the legacy default stream as the driver's
+ * cuMemcpy is: it runs after earlier work of blocking streams (not of
+ * TECORE_STREAM_NON_BLOCKING ones) and returns when the copy is done. */
 tecore_result_t tecore_memcpy(tecore_devptr_t dst, tecore_devptr_t src, size_t bytes);
 /* Sets count elements of 1, 2 or 4 bytes to value, in stream order. */
 tecore_result_t tecore_memset_d8_async(tecore_devptr_t dst, uint8_t value, size_t count,
@@ -225,6 +227,113 @@ tecore_result_t tecore_graph_exec_update_or_instantiate(tecore_graph_exec_t *exe
                                                         tecore_graph_t graph,
                                                         int *reinstantiated);
 const char *tecore_graph_update_result_name(tecore_graph_update_result_t r);
+
+/* ---- graphs: capture into a graph, instantiate flags, nodes ------------ *
+ * What libtegraph builds on: appending captured work to an existing graph,
+ * instantiation options, and reading and rewriting single nodes of an
+ * executable graph (the driver's per-node exec updates), so that a new
+ * pointer can be written into captured kernels without a new capture. */
+
+/* Begins capturing stream into graph (which the caller keeps owning): the
+ * captured work is appended after the graph's current leaves (the nodes
+ * nothing depends on yet), so it runs after everything the graph holds.
+ * tecore_stream_end_capture then returns graph itself.  A capture that
+ * fails or is invalidated leaves graph as it was before (vdev) or as the
+ * driver leaves it (cuda).  cuda: needs driver 12.3
+ * (cuStreamBeginCaptureToGraph). */
+tecore_result_t tecore_stream_begin_capture_to_graph(tecore_stream_t stream, tecore_graph_t graph,
+                                                     tecore_capture_mode_t mode);
+
+/* Instantiation flags (the driver's values). */
+#define TECORE_GRAPH_INSTANTIATE_AUTO_FREE_ON_LAUNCH 0x1u
+#define TECORE_GRAPH_INSTANTIATE_UPLOAD 0x2u          /* upload on upload_stream */
+#define TECORE_GRAPH_INSTANTIATE_USE_NODE_PRIORITY 0x8u
+/* tecore_graph_instantiate with flags (TECORE_GRAPH_INSTANTIATE_*).
+ * upload_stream is read only with TECORE_GRAPH_INSTANTIATE_UPLOAD (NULL is
+ * the legacy stream).  vdev accepts every flag: it has no graph memory
+ * nodes to free, nothing to upload, and runs nodes one at a time, so node
+ * priorities change nothing there. */
+tecore_result_t tecore_graph_instantiate_with_flags(tecore_graph_exec_t *exec,
+                                                    tecore_graph_t graph, unsigned flags,
+                                                    tecore_stream_t upload_stream);
+
+/* A kernel launch's shape (te/kernel.h launches with it). */
+struct tecore_launch_cfg {
+  unsigned grid[3];
+  unsigned block[3];
+  unsigned shared_bytes;   /* dynamic shared memory */
+};
+
+/* A node of a graph.  Under cuda a CUgraphNode; under vdev the node's
+ * position plus one.  Valid while its graph lives and is not captured into. */
+struct CUgraphNode_st;
+typedef struct CUgraphNode_st *tecore_graph_node_t;
+
+/* The driver's CUgraphNodeType values; vdev's stream memory operations are
+ * BATCH_MEM_OP nodes, as on the driver. */
+typedef enum tecore_graph_node_type {
+  TECORE_GRAPH_NODE_KERNEL = 0,
+  TECORE_GRAPH_NODE_MEMCPY = 1,
+  TECORE_GRAPH_NODE_MEMSET = 2,
+  TECORE_GRAPH_NODE_HOST = 3,
+  TECORE_GRAPH_NODE_GRAPH = 4,        /* a child graph */
+  TECORE_GRAPH_NODE_EMPTY = 5,
+  TECORE_GRAPH_NODE_WAIT_EVENT = 6,
+  TECORE_GRAPH_NODE_EVENT_RECORD = 7,
+  TECORE_GRAPH_NODE_EXT_SEMAS_SIGNAL = 8,
+  TECORE_GRAPH_NODE_EXT_SEMAS_WAIT = 9,
+  TECORE_GRAPH_NODE_MEM_ALLOC = 10,
+  TECORE_GRAPH_NODE_MEM_FREE = 11,
+  TECORE_GRAPH_NODE_BATCH_MEM_OP = 12,
+  TECORE_GRAPH_NODE_CONDITIONAL = 13,
+  TECORE_GRAPH_NODE_OTHER = 255       /* a type newer than this header */
+} tecore_graph_node_type_t;
+
+/* What tecore_graph_nodes reports of one node. */
+struct tecore_graph_node_desc {
+  tecore_graph_node_t node;
+  tecore_graph_node_type_t type;
+  /* KERNEL: the registry id (te/kernel.h) of the kernel, or -1 when the
+   * kernel is not a registered one (e.g. a library's own kernel captured
+   * on cuda); its launch shape. */
+  int kernel_id;
+  struct tecore_launch_cfg cfg;
+  /* MEMCPY: a one-dimensional copy of bytes from src to dst (bytes is 0
+   * for 2-D/3-D or array copies).  MEMSET: dst, the value and element
+   * size, count elements (count is 0 for 2-D memsets). */
+  tecore_devptr_t dst, src;
+  size_t bytes;
+  uint32_t value;
+  unsigned elem_size;
+  size_t count;
+};
+/* Lists graph's nodes in their creation (capture) order: up to max
+ * descriptions in nodes[] (nodes may be NULL when max is 0) and the total
+ * in *count. */
+tecore_result_t tecore_graph_nodes(tecore_graph_t graph, struct tecore_graph_node_desc *nodes,
+                                   size_t max, size_t *count);
+/* Copies the argument values of a registered kernel's node: args[i] points
+ * to caller storage of the kernel's param_size[i] bytes (as for
+ * tecore_kernel_launch).  TECORE_ERR_NOT_SUPPORTED for a kernel that is
+ * not registered (kernel_id -1). */
+tecore_result_t tecore_graph_kernel_node_args(tecore_graph_t graph, tecore_graph_node_t node,
+                                              void *const *args);
+/* Sets the launch shape (cfg; NULL keeps the shape the node has in its
+ * graph) and every argument value (args as for tecore_kernel_launch) of a
+ * registered kernel's node in exec, where node comes from the graph exec
+ * was instantiated from (which must still exist).  Takes effect from
+ * exec's next launch; launches already queued run their old values. */
+tecore_result_t tecore_graph_exec_kernel_node_set(tecore_graph_exec_t exec, tecore_graph_node_t node,
+                                                  const struct tecore_launch_cfg *cfg,
+                                                  void *const *args);
+/* Points a 1-D memcpy node of exec at new dst and src (same byte count,
+ * same kinds of memory).  From exec's next launch. */
+tecore_result_t tecore_graph_exec_memcpy_node_set(tecore_graph_exec_t exec, tecore_graph_node_t node,
+                                                  tecore_devptr_t dst, tecore_devptr_t src);
+/* Sets a 1-D memset node's destination and value (same element size and
+ * count).  From exec's next launch. */
+tecore_result_t tecore_graph_exec_memset_node_set(tecore_graph_exec_t exec, tecore_graph_node_t node,
+                                                  tecore_devptr_t dst, uint32_t value);
 
 /* ---- virtual memory management ----------------------------------------- */
 

@@ -21,11 +21,8 @@ extern "C" {
 
 #define TECORE_KERNEL_MAX_PARAMS 24
 
-struct tecore_launch_cfg {
-  unsigned grid[3];
-  unsigned block[3];
-  unsigned shared_bytes;   /* dynamic shared memory */
-};
+/* struct tecore_launch_cfg (grid, block, dynamic shared bytes) is in
+ * te/device.h, where graph nodes report it too. */
 
 /* A vdev implementation: runs the whole grid.  args[i] points to parameter i. */
 typedef void (*tecore_vdev_kernel_fn)(const struct tecore_launch_cfg *cfg, void *const *args);

@@ -1,5 +1,5 @@
 /* te/log.h -- libte's log, for callers that want to know where it goes.
- * TE_DEBUG=WARN|INFO|TRACE sets the level (default: errors only),
+ * TE_DEBUG=NONE|ERROR|WARN|INFO|TRACE sets the level (default: WARN),
  * TE_DEBUG_SUBSYS=INIT,DEVICE,... (or ^INIT to exclude) the subsystems,
  * TE_DEBUG_FILE=path (%h host, %p pid) the destination (default stderr).
  * Lines read "host:pid:tid [level] subsys message". */

@@ -92,6 +92,7 @@ struct vdev_marker {
   atomic_int refs;
   atomic_int done;
   uint64_t t_ns;  /* CLOCK_MONOTONIC at completion (written before done) */
+  int gen;        /* te_vdev_fork_gen at creation */
 };
 struct vdev_marker *te_vdev_marker_new(void);
 void te_vdev_marker_ref(struct vdev_marker *m);
@@ -99,9 +100,27 @@ void te_vdev_marker_unref(struct vdev_marker *m);
 void te_vdev_marker_complete(struct vdev_marker *m);
 /* Blocks until m completes (or the process exits). */
 void te_vdev_marker_wait(struct vdev_marker *m);
+/* 1 when m completed (or belongs to work queued before a fork, which
+ * never completes in the child). */
+int te_vdev_marker_done(const struct vdev_marker *m);
 
 /* Set by the library destructor: waits give up so exit never hangs. */
 extern atomic_int te_vdev_exiting;
+
+/* ---- fork (vdev_fork.c) ------------------------------------------------------
+ * Worker threads do not survive fork: the child disowns the streams,
+ * captures and pending markers it inherits (a stream from before the fork
+ * is an unknown handle there; a wait on pre-fork work returns at once) and
+ * starts afresh.  Every lock is held across fork so the child's are sane.
+ * te_vdev_fork_gen counts the forks this process descends from. */
+extern atomic_int te_vdev_fork_gen;
+enum vdev_fork_phase { VDEV_FORK_PREPARE, VDEV_FORK_PARENT, VDEV_FORK_CHILD };
+void te_vdev_fork_register(void);
+/* each file's part: lock at PREPARE, unlock after (and reset in the child) */
+void te_vdev_capture_fork(enum vdev_fork_phase phase);
+void te_vdev_ctx_fork(enum vdev_fork_phase phase);
+void te_vdev_registry_fork(enum vdev_fork_phase phase);
+void te_vdev_mem_fork(enum vdev_fork_phase phase);
 
 /* ---- devices and contexts (vdev_dev.c) ------------------------------------ */
 
@@ -119,7 +138,7 @@ struct vdev_ctx {
   size_t nstreams, cap;
 };
 tecore_result_t te_vdev_ensure_init(void);
-int te_vdev_device_count(void);
+int te_vdev_ndevices(void);
 /* The calling thread's context; device 0's primary one is made current when
  * the thread has none (as the runtime API does).  Never NULL. */
 struct vdev_ctx *te_vdev_ctx_current(void);
@@ -204,6 +223,9 @@ void te_vdev_op_label(const struct vdev_op *op, char *buf, size_t n);
 
 /* vdev_kernel.c, vdev_memop.c: the op bodies that need more than a line */
 tecore_result_t te_vdev_kernel_run(const struct vdev_op *op);
+/* Where parameter i of def sits in a kernel op's packed argument copy
+ * (i == nparams: the copy's size). */
+size_t te_vdev_arg_offset(const struct tecore_kernel_def *def, unsigned i);
 tecore_result_t te_vdev_wait_value_run(struct vdev_stream *s, const struct vdev_op *op);
 void te_vdev_write_value_run(const struct vdev_op *op);
 
@@ -222,6 +244,7 @@ struct vdev_stream {
   unsigned flags;
   int priority;
   int legacy;                     /* the context's NULL stream */
+  int gen;                        /* te_vdev_fork_gen at creation */
   pthread_mutex_t lock;
   pthread_cond_t work_cv;         /* the worker waits for work */
   pthread_cond_t done_cv;         /* synchronizers wait for progress */
@@ -277,6 +300,9 @@ struct vdev_capture {
   struct vdev_stream **members;   /* references; origin and joined streams */
   size_t nmembers, cap;
   struct vdev_graph *graph;       /* being built; not registered until the end */
+  int to_graph;                   /* graph is the caller's (capture to graph): a
+                                     reference; rolled back to base_count on failure */
+  size_t base_count;
   struct vdev_capture *next;      /* the list of live captures */
 };
 extern pthread_mutex_t te_vdev_cap_lock;
@@ -314,6 +340,7 @@ struct vdev_graph {
   struct vdev_obj obj;
   struct vdev_node *nodes;
   size_t count, cap;
+  int capturing;                  /* a capture appends to it (te_vdev_cap_lock) */
 };
 struct vdev_graph *te_vdev_graph_new(void);
 /* Appends a node (takes ownership of op, copies deps). */
@@ -321,6 +348,11 @@ tecore_result_t te_vdev_graph_add(struct vdev_graph *g, struct vdev_op *op,
                                   const struct vdev_deps *deps, size_t *index);
 /* Frees an unregistered graph (a failed capture's). */
 void te_vdev_graph_free(struct vdev_graph *g);
+/* Drops nodes from count on (a failed capture into an existing graph). */
+void te_vdev_graph_truncate(struct vdev_graph *g, size_t count);
+/* Public node handles are positions plus one. */
+#define VDEV_NODE_HANDLE(i) ((tecore_graph_node_t)(uintptr_t)((i) + 1))
+#define VDEV_NODE_INDEX(h) ((size_t)(uintptr_t)(h) - 1)
 
 /* An instantiated graph: an immutable copy of the nodes plus a
  * topological order.  An exec points at its current plan; each launch holds
@@ -425,10 +457,17 @@ tecore_result_t te_vdev_stream_begin_capture(tecore_stream_t stream, tecore_capt
 tecore_result_t te_vdev_stream_end_capture(tecore_stream_t stream, tecore_graph_t *graph);
 tecore_result_t te_vdev_stream_capture_status(tecore_stream_t stream,
                                               tecore_capture_status_t *status);
+tecore_result_t te_vdev_stream_begin_capture_to_graph(tecore_stream_t stream,
+                                                      tecore_graph_t graph,
+                                                      tecore_capture_mode_t mode);
 /* vdev_graph.c */
 tecore_result_t te_vdev_graph_destroy(tecore_graph_t graph);
 tecore_result_t te_vdev_graph_node_count(tecore_graph_t graph, size_t *count);
 tecore_result_t te_vdev_graph_dot(tecore_graph_t graph, const char *path);
+tecore_result_t te_vdev_graph_nodes(tecore_graph_t graph, struct tecore_graph_node_desc *nodes,
+                                    size_t max, size_t *count);
+tecore_result_t te_vdev_graph_kernel_node_args(tecore_graph_t graph, tecore_graph_node_t node,
+                                               void *const *args);
 /* vdev_exec.c */
 tecore_result_t te_vdev_graph_instantiate(tecore_graph_exec_t *exec, tecore_graph_t graph);
 tecore_result_t te_vdev_graph_exec_destroy(tecore_graph_exec_t exec);
@@ -436,6 +475,18 @@ tecore_result_t te_vdev_graph_launch(tecore_graph_exec_t exec, tecore_stream_t s
 tecore_result_t te_vdev_graph_upload(tecore_graph_exec_t exec, tecore_stream_t stream);
 tecore_result_t te_vdev_graph_exec_update(tecore_graph_exec_t exec, tecore_graph_t graph,
                                           tecore_graph_update_result_t *why);
+tecore_result_t te_vdev_graph_instantiate_flags(tecore_graph_exec_t *exec, tecore_graph_t graph,
+                                                unsigned flags, tecore_stream_t upload_stream);
+tecore_result_t te_vdev_graph_exec_kernel_node_set(tecore_graph_exec_t exec,
+                                                   tecore_graph_node_t node,
+                                                   const struct tecore_launch_cfg *cfg,
+                                                   void *const *args);
+tecore_result_t te_vdev_graph_exec_memcpy_node_set(tecore_graph_exec_t exec,
+                                                   tecore_graph_node_t node, tecore_devptr_t dst,
+                                                   tecore_devptr_t src);
+tecore_result_t te_vdev_graph_exec_memset_node_set(tecore_graph_exec_t exec,
+                                                   tecore_graph_node_t node, tecore_devptr_t dst,
+                                                   uint32_t value);
 /* vdev_vmm.c */
 tecore_result_t te_vdev_vmm_granularity(size_t *granularity, int recommended);
 tecore_result_t te_vdev_vmm_reserve(size_t bytes, size_t align, tecore_devptr_t *va);

@@ -12,7 +12,13 @@
  *
  * An illegal operation invalidates the capture(s) it concerns; ops on an
  * invalidated capture's streams fail; end_capture then ends it with
- * TECORE_ERR_CAPTURE and no graph. */
+ * TECORE_ERR_CAPTURE and no graph.
+ *
+ * A capture to an existing graph (begin_capture_to_graph) builds on the
+ * caller's graph instead of a new one: the origin's first node depends on
+ * the graph's leaves, the graph is marked as captured into (so it cannot be
+ * instantiated or destroyed meanwhile), and a failed capture cuts the
+ * nodes it added, leaving the graph as it was. */
 #include "vdev/vdev.h"
 #include <stdlib.h>
 
@@ -28,9 +34,31 @@ static const char *mode_name(tecore_capture_mode_t m) {
   return "?";
 }
 
+/* A child of fork starts with no capture (the parent's streams are gone). */
+void te_vdev_capture_fork(enum vdev_fork_phase phase) {
+  if (phase == VDEV_FORK_PREPARE) {
+    pthread_mutex_lock(&te_vdev_cap_lock);
+    return;
+  }
+  if (phase == VDEV_FORK_CHILD) cap_list = NULL;
+  pthread_mutex_unlock(&te_vdev_cap_lock);
+}
+
+/* Lets go of the graph of a capture that failed: a new graph is freed, the
+ * caller's graph loses what the capture added. */
+static void capture_drop_graph(struct vdev_capture *c) {
+  if (!c->graph) return;
+  if (c->to_graph) {
+    te_vdev_graph_truncate(c->graph, c->base_count);
+    c->graph->capturing = 0;
+  }
+  te_vdev_graph_free(c->graph);
+  c->graph = NULL;
+}
+
 void te_vdev_capture_unref(struct vdev_capture *c) {
   if (c && atomic_fetch_sub(&c->refs, 1) == 1) {
-    if (c->graph) te_vdev_graph_free(c->graph);
+    capture_drop_graph(c);
     free(c->members);
     free(c);
   }
@@ -39,7 +67,7 @@ void te_vdev_capture_unref(struct vdev_capture *c) {
 void te_vdev_capture_invalidate_locked(struct vdev_capture *c, const char *why) {
   if (c->status != VDEV_CAP_ACTIVE) return;
   c->status = VDEV_CAP_INVALIDATED;
-  TE_WARN(TECORE_SUBSYS_GRAPH, "vdev: capture on stream %p invalidated by %s", (void *)c->origin,
+  TE_INFO(TECORE_SUBSYS_GRAPH, "vdev: capture on stream %p invalidated by %s", (void *)c->origin,
           why);
 }
 
@@ -55,10 +83,7 @@ static void capture_finish_locked(struct vdev_capture *c) {
   }
   c->nmembers = 0;
   c->origin = NULL;
-  if (c->graph) { /* a failed capture's: nobody will get it */
-    te_vdev_graph_free(c->graph);
-    c->graph = NULL;
-  }
+  capture_drop_graph(c); /* a failed capture's: nobody will get it */
   for (struct vdev_capture **pp = &cap_list; *pp; pp = &(*pp)->next)
     if (*pp == c) {
       *pp = c->next;
@@ -179,12 +204,28 @@ void te_vdev_capture_stream_gone(struct vdev_stream *s) {
 
 /* ---- public capture ops ------------------------------------------------------ */
 
-tecore_result_t te_vdev_stream_begin_capture(tecore_stream_t sh, tecore_capture_mode_t mode) {
-  static const char fn[] = "vdev stream_begin_capture";
+/* The nodes of g that no node depends on, as a frontier. */
+static int graph_leaves(const struct vdev_graph *g, struct vdev_deps *out) {
+  out->n = 0;
+  if (g->count == 0) return 0;
+  unsigned char *has_child = calloc(g->count, 1);
+  if (!has_child) return -1;
+  for (size_t i = 0; i < g->count; i++)
+    for (size_t d = 0; d < g->nodes[i].deps.n; d++) has_child[g->nodes[i].deps.v[d]] = 1;
+  int rc = 0;
+  for (size_t i = 0; i < g->count && rc == 0; i++)
+    if (!has_child[i]) rc = te_vdev_deps_add(out, i);
+  free(has_child);
+  return rc;
+}
+
+/* Begins a capture on sh into target (NULL: a new graph). */
+static tecore_result_t begin_capture(tecore_stream_t sh, tecore_capture_mode_t mode,
+                                     struct vdev_graph *target, const char *fn) {
   if (mode != TECORE_CAPTURE_GLOBAL && mode != TECORE_CAPTURE_THREAD_LOCAL &&
       mode != TECORE_CAPTURE_RELAXED)
     return TE_ERR(TECORE_ERR_INVALID, "%s: unknown mode %d", fn, (int)mode);
-  struct vdev_stream *s;
+  struct vdev_stream *s = NULL;
   TE_CHECK(te_vdev_stream_get(sh, &s, fn));
   tecore_result_t r = TECORE_SUCCESS;
   struct vdev_capture *c = NULL;
@@ -193,10 +234,11 @@ tecore_result_t te_vdev_stream_begin_capture(tecore_stream_t sh, tecore_capture_
     goto out;
   }
   c = calloc(1, sizeof *c);
-  struct vdev_graph *g = te_vdev_graph_new();
+  struct vdev_graph *g = target ? target : te_vdev_graph_new();
   if (!c || !g) {
     free(c);
-    if (g) te_vdev_graph_free(g);
+    c = NULL;
+    if (g && !target) te_vdev_graph_free(g);
     r = TE_ERR(TECORE_ERR_NOMEM, "%s: out of host memory", fn);
     goto out;
   }
@@ -205,25 +247,57 @@ tecore_result_t te_vdev_stream_begin_capture(tecore_stream_t sh, tecore_capture_
   c->thread = pthread_self();
   c->ctx = s->ctx;
   c->status = VDEV_CAP_ACTIVE;
-  c->graph = g;
   pthread_mutex_lock(&te_vdev_cap_lock);
-  if (s->cap) {
+  if (target && target->capturing) {
+    r = TE_ERR(TECORE_ERR_CAPTURE, "%s: graph %p is already being captured into", fn,
+               (void *)target);
+  } else if (s->cap) {
     r = TE_ERR(TECORE_ERR_CAPTURE, "%s: stream %p is already capturing", fn, (void *)s);
   } else if (add_member_locked(c, s) != 0) {
     r = TE_ERR(TECORE_ERR_NOMEM, "%s: out of host memory", fn);
   } else {
+    c->graph = g;
+    if (target) {
+      te_vdev_obj_ref(&target->obj); /* the capture's */
+      c->to_graph = 1;
+      c->base_count = target->count;
+      target->capturing = 1;
+    }
     c->origin = s;
     s->frontier.n = 0;
+    if (target && graph_leaves(target, &s->frontier) != 0) {
+      te_vdev_capture_invalidate_locked(c, "out of host memory");
+      r = TE_ERR(TECORE_ERR_NOMEM, "%s: out of host memory", fn);
+    }
     c->next = cap_list;
     cap_list = c;
+    if (r != TECORE_SUCCESS) capture_finish_locked(c); /* the list's reference goes */
     c = NULL; /* the list owns it */
   }
   pthread_mutex_unlock(&te_vdev_cap_lock);
+  if (c && !c->graph && !target) te_vdev_graph_free(g);
   if (c) te_vdev_capture_unref(c);
   if (r == TECORE_SUCCESS)
-    TE_TRACE(TECORE_SUBSYS_GRAPH, "vdev: stream %p begins a %s capture", (void *)s, mode_name(mode));
+    TE_TRACE(TECORE_SUBSYS_GRAPH, "vdev: stream %p begins a %s capture%s", (void *)s,
+             mode_name(mode), target ? " into an existing graph" : "");
 out:
   te_vdev_stream_put(s);
+  return r;
+}
+
+tecore_result_t te_vdev_stream_begin_capture(tecore_stream_t sh, tecore_capture_mode_t mode) {
+  return begin_capture(sh, mode, NULL, "vdev stream_begin_capture");
+}
+
+tecore_result_t te_vdev_stream_begin_capture_to_graph(tecore_stream_t sh, tecore_graph_t gh,
+                                                      tecore_capture_mode_t mode) {
+  static const char fn[] = "vdev stream_begin_capture_to_graph";
+  struct vdev_obj *o = te_vdev_obj_get(gh, VDEV_KIND_GRAPH);
+  if (!o)
+    return TE_ERR(TECORE_ERR_INVALID, "%s: graph %p is not a live vdev graph (destroyed?)", fn,
+                  (void *)gh);
+  tecore_result_t r = begin_capture(sh, mode, (struct vdev_graph *)o, fn);
+  te_vdev_obj_unref(o);
   return r;
 }
 
@@ -268,10 +342,11 @@ out:
 
 tecore_result_t te_vdev_stream_end_capture(tecore_stream_t sh, tecore_graph_t *graph) {
   static const char fn[] = "vdev stream_end_capture";
-  struct vdev_stream *s;
+  struct vdev_stream *s = NULL;
   TE_CHECK(te_vdev_stream_get(sh, &s, fn));
   tecore_result_t r = TECORE_SUCCESS;
   struct vdev_graph *g = NULL;
+  int to_graph = 0;
   pthread_mutex_lock(&te_vdev_cap_lock);
   struct vdev_capture *c = s->cap;
   if (!c) {
@@ -299,6 +374,8 @@ tecore_result_t te_vdev_stream_end_capture(tecore_stream_t sh, tecore_graph_t *g
     } else {
       g = c->graph;
       c->graph = NULL;
+      to_graph = c->to_graph;
+      if (to_graph) g->capturing = 0;
     }
     capture_finish_locked(c); /* in every case: the streams leave capture mode */
   }
@@ -306,16 +383,21 @@ tecore_result_t te_vdev_stream_end_capture(tecore_stream_t sh, tecore_graph_t *g
   if (g) {
     TE_TRACE(TECORE_SUBSYS_GRAPH, "vdev: stream %p captured a graph of %zu nodes", (void *)s,
              g->count);
-    r = te_vdev_obj_register(&g->obj);
-    if (r != TECORE_SUCCESS) te_vdev_graph_free(g);
-    else *graph = (tecore_graph_t)(void *)g;
+    if (to_graph) { /* the caller's graph, registered all along */
+      *graph = (tecore_graph_t)(void *)g;
+      te_vdev_obj_unref(&g->obj);
+    } else {
+      r = te_vdev_obj_register(&g->obj);
+      if (r != TECORE_SUCCESS) te_vdev_graph_free(g);
+      else *graph = (tecore_graph_t)(void *)g;
+    }
   }
   te_vdev_stream_put(s);
   return r;
 }
 
 tecore_result_t te_vdev_stream_capture_status(tecore_stream_t sh, tecore_capture_status_t *status) {
-  struct vdev_stream *s;
+  struct vdev_stream *s = NULL;
   TE_CHECK(te_vdev_stream_get(sh, &s, "vdev stream_capture_status"));
   pthread_mutex_lock(&te_vdev_cap_lock);
   if (!s->cap) *status = TECORE_CAPTURE_NONE;

@@ -26,6 +26,7 @@ static void vdev_init_once(void) {
     c->ordinal = i;
     pthread_mutex_init(&c->lock, NULL);
   }
+  te_vdev_fork_register();
   TE_INFO(TECORE_SUBSYS_INIT, "vdev: %d virtual device(s), driver version %d emulated",
           vdev_ndev, VDEV_DRIVER_VERSION);
 }
@@ -35,7 +36,7 @@ tecore_result_t te_vdev_ensure_init(void) {
   return TECORE_SUCCESS;
 }
 
-int te_vdev_device_count(void) {
+int te_vdev_ndevices(void) {
   te_vdev_ensure_init();
   return vdev_ndev;
 }
@@ -48,12 +49,12 @@ tecore_result_t te_vdev_driver_version(int *version) {
 }
 
 tecore_result_t te_vdev_device_count(int *count) {
-  *count = te_vdev_device_count();
+  *count = te_vdev_ndevices();
   return TECORE_SUCCESS;
 }
 
 static tecore_result_t check_ordinal(int ordinal, const char *fn) {
-  int n = te_vdev_device_count();
+  int n = te_vdev_ndevices();
   if (ordinal < 0 || ordinal >= n)
     return TE_ERR(TECORE_ERR_INVALID, "%s: device ordinal %d outside [0, %d)", fn, ordinal, n);
   return TECORE_SUCCESS;
@@ -96,6 +97,24 @@ tecore_result_t te_vdev_device_peer(int a, int b, int *can, int *link) {
 
 /* ---- contexts ------------------------------------------------------------- */
 
+/* The child of a fork has no stream workers: it forgets the parent's
+ * streams (leaked, never touched again) and makes a new legacy stream on
+ * first use.  Contexts are initialized before this can run (pthread_once). */
+void te_vdev_ctx_fork(enum vdev_fork_phase phase) {
+  for (int i = 0; i < VDEV_MAX_DEVICES; i++) {
+    struct vdev_ctx *c = &vdev_ctxs[i];
+    if (phase == VDEV_FORK_PREPARE) {
+      pthread_mutex_lock(&c->lock);
+      continue;
+    }
+    if (phase == VDEV_FORK_CHILD) {
+      c->legacy = NULL;
+      c->nstreams = 0;
+    }
+    pthread_mutex_unlock(&c->lock);
+  }
+}
+
 struct vdev_ctx *te_vdev_ctx_current(void) {
   te_vdev_ensure_init();
   if (!vdev_current) vdev_current = &vdev_ctxs[0];
@@ -126,7 +145,8 @@ tecore_result_t te_vdev_ctx_create(int ordinal, tecore_ctx_t *ctx) {
  * a release without a matching retain is refused. */
 tecore_result_t te_vdev_ctx_destroy(tecore_ctx_t ctx) {
   struct vdev_ctx *c = ctx_from_handle(ctx);
-  if (!c) return TE_ERR(TECORE_ERR_INVALID, "vdev ctx_destroy: %p is not a vdev context", (void *)ctx);
+  if (!c)
+    return TE_ERR(TECORE_ERR_INVALID, "vdev ctx_destroy: %p is not a vdev context", (void *)ctx);
   pthread_mutex_lock(&c->lock);
   int had = c->retain;
   if (had > 0) c->retain--;
@@ -144,7 +164,8 @@ tecore_result_t te_vdev_ctx_set_current(tecore_ctx_t ctx) {
   }
   struct vdev_ctx *c = ctx_from_handle(ctx);
   if (!c)
-    return TE_ERR(TECORE_ERR_INVALID, "vdev ctx_set_current: %p is not a vdev context", (void *)ctx);
+    return TE_ERR(TECORE_ERR_INVALID, "vdev ctx_set_current: %p is not a vdev context",
+                  (void *)ctx);
   vdev_current = c;
   return TECORE_SUCCESS;
 }

@@ -75,7 +75,7 @@ tecore_result_t te_vdev_event_create(unsigned flags, tecore_event_t *event) {
  * marker, so destroying an event with pending work is fine (as on the
  * driver). */
 tecore_result_t te_vdev_event_destroy(tecore_event_t h) {
-  struct vdev_event *e;
+  struct vdev_event *e = NULL;
   TE_CHECK(event_get(h, &e, "vdev event_destroy"));
   int was = te_vdev_obj_unregister(&e->obj);
   event_put(e);
@@ -88,8 +88,8 @@ tecore_result_t te_vdev_event_destroy(tecore_event_t h) {
 
 tecore_result_t te_vdev_event_record(tecore_event_t eh, tecore_stream_t sh) {
   static const char fn[] = "vdev event_record";
-  struct vdev_event *e;
-  struct vdev_stream *s;
+  struct vdev_event *e = NULL;
+  struct vdev_stream *s = NULL;
   TE_CHECK(event_get(eh, &e, fn));
   tecore_result_t r = te_vdev_stream_get(sh, &s, fn);
   if (r != TECORE_SUCCESS) {
@@ -157,12 +157,12 @@ static tecore_result_t event_capture_check(struct vdev_event *e, const char *fn)
 }
 
 tecore_result_t te_vdev_event_query(tecore_event_t h) {
-  struct vdev_event *e;
+  struct vdev_event *e = NULL;
   TE_CHECK(event_get(h, &e, "vdev event_query"));
   tecore_result_t r = event_capture_check(e, "vdev event_query");
   if (r == TECORE_SUCCESS) {
     struct vdev_marker *m = te_vdev_event_marker(e);
-    if (m && !atomic_load_explicit(&m->done, memory_order_acquire)) r = TECORE_ERR_NOT_READY;
+    if (m && !te_vdev_marker_done(m)) r = TECORE_ERR_NOT_READY;
     te_vdev_marker_unref(m);
   }
   event_put(e);
@@ -170,7 +170,7 @@ tecore_result_t te_vdev_event_query(tecore_event_t h) {
 }
 
 tecore_result_t te_vdev_event_synchronize(tecore_event_t h) {
-  struct vdev_event *e;
+  struct vdev_event *e = NULL;
   TE_CHECK(event_get(h, &e, "vdev event_synchronize"));
   tecore_result_t r = event_capture_check(e, "vdev event_synchronize");
   if (r == TECORE_SUCCESS) {
@@ -206,7 +206,7 @@ static tecore_result_t event_time(struct vdev_event *e, const char *which, uint6
 
 tecore_result_t te_vdev_event_elapsed(float *ms, tecore_event_t start, tecore_event_t end) {
   static const char fn[] = "vdev event_elapsed";
-  struct vdev_event *a, *b;
+  struct vdev_event *a = NULL, *b = NULL;
   TE_CHECK(event_get(start, &a, fn));
   tecore_result_t r = event_get(end, &b, fn);
   if (r != TECORE_SUCCESS) {
@@ -239,8 +239,8 @@ tecore_result_t te_vdev_event_elapsed(float *ms, tecore_event_t start, tecore_ev
  *   is illegal and invalidates the capture(s) concerned. */
 tecore_result_t te_vdev_stream_wait_event(tecore_stream_t sh, tecore_event_t eh) {
   static const char fn[] = "vdev stream_wait_event";
-  struct vdev_event *e;
-  struct vdev_stream *s;
+  struct vdev_event *e = NULL;
+  struct vdev_stream *s = NULL;
   TE_CHECK(event_get(eh, &e, fn));
   tecore_result_t r = te_vdev_stream_get(sh, &s, fn);
   if (r != TECORE_SUCCESS) {
@@ -289,7 +289,7 @@ tecore_result_t te_vdev_stream_wait_event(tecore_stream_t sh, tecore_event_t eh)
   pthread_mutex_unlock(&te_vdev_cap_lock);
   if (!handled) {
     struct vdev_marker *m = te_vdev_event_marker(e);
-    if (m && !atomic_load_explicit(&m->done, memory_order_acquire)) {
+    if (m && !te_vdev_marker_done(m)) {
       struct vdev_op op = {.type = VDEV_OP_WAIT_MARKER, .u.marker.m = m};
       m = NULL; /* the op owns the reference */
       r = te_vdev_stream_enqueue(s, &op);

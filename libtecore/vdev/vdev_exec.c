@@ -11,7 +11,12 @@
  *
  * A launch into a capturing stream records a child-graph node holding the
  * exec's current plan (what the driver records when a graph launch is
- * captured). */
+ * captured).
+ *
+ * Per-node updates (kernel arguments, memcpy and memset nodes) edit the
+ * current plan in place when nothing else holds it (no launch queued, no
+ * capture recorded it), and otherwise a copy that replaces it: the same
+ * rule, launches queued before the update run the old values. */
 #include "vdev/vdev.h"
 #include <stdlib.h>
 #include <string.h>
@@ -38,61 +43,68 @@ void te_vdev_plan_unref(struct vdev_plan *p) {
   free(p);
 }
 
-/* Kahn's algorithm; captured graphs list dependencies before dependents,
- * so their order is kept as is. */
+/* Nodes that block until something else happens. */
+static int is_wait(const struct vdev_op *op) {
+  return op->type == VDEV_OP_WAIT_VALUE || op->type == VDEV_OP_EVENT_WAIT;
+}
+
+/* Kahn's algorithm.  The plan runs serially, while the GPU runs
+ * independent branches concurrently; so among the ready nodes the waits go
+ * last, and a wait never blocks a write on another branch that would have
+ * released it.  Otherwise ready nodes keep their capture order. */
 static tecore_result_t plan_order(struct vdev_plan *p) {
-  size_t n = p->count, *indeg = NULL, *first = NULL, *child = NULL, *queue = NULL;
-  int sorted = 1;
+  size_t n = p->count, *indeg = NULL, *first = NULL, *child = NULL, *ready = NULL, *waits = NULL;
+  size_t edges = 0;
   for (size_t i = 0; i < n; i++)
     for (size_t d = 0; d < p->nodes[i].deps.n; d++) {
       size_t x = p->nodes[i].deps.v[d];
       if (x >= n || x == i)
         return TE_ERR(TECORE_ERR_INVALID, "vdev graph_instantiate: node %zu depends on node %zu "
                                           "(of %zu)", i, x, n);
-      if (x > i) sorted = 0;
+      edges++;
     }
-  for (size_t i = 0; i < n; i++) p->order[i] = i;
-  if (sorted) return TECORE_SUCCESS;
-
+  if (n == 0) return TECORE_SUCCESS;
   tecore_result_t r = TECORE_SUCCESS;
-  size_t edges = 0;
-  for (size_t i = 0; i < n; i++) edges += p->nodes[i].deps.n;
   indeg = calloc(n, sizeof *indeg);
   first = calloc(n + 1, sizeof *first);
   child = malloc((edges ? edges : 1) * sizeof *child);
-  queue = malloc(n * sizeof *queue);
-  if (!indeg || !first || !child || !queue) {
+  ready = malloc(n * sizeof *ready);
+  waits = malloc(n * sizeof *waits);
+  if (!indeg || !first || !child || !ready || !waits) {
     r = TE_ERR(TECORE_ERR_NOMEM, "vdev graph_instantiate: out of host memory");
     goto out;
   }
-  /* children lists in CSR form: first[x] .. first[x+1] */
+  /* children lists in CSR form: child[first[x] .. first[x+1]) */
   for (size_t i = 0; i < n; i++)
     for (size_t d = 0; d < p->nodes[i].deps.n; d++) first[p->nodes[i].deps.v[d] + 1]++;
   for (size_t x = 0; x < n; x++) first[x + 1] += first[x];
-  for (size_t i = 0; i < n; i++) {
-    indeg[i] = p->nodes[i].deps.n;
-    for (size_t d = 0; d < p->nodes[i].deps.n; d++) {
-      size_t x = p->nodes[i].deps.v[d];
-      child[first[x] + indeg[x]++ - p->nodes[x].deps.n] = i; /* see note below */
-    }
-  }
-  /* (indeg doubled as a fill cursor above; recompute it cleanly) */
-  for (size_t i = 0; i < n; i++) indeg[i] = p->nodes[i].deps.n;
-  size_t head = 0, tail = 0;
+  for (size_t x = 0; x < n; x++) indeg[x] = first[x]; /* indeg is the fill cursor first */
   for (size_t i = 0; i < n; i++)
-    if (!indeg[i]) queue[tail++] = i;
-  while (head < tail) {
-    size_t x = queue[head++];
-    p->order[head - 1] = x;
+    for (size_t d = 0; d < p->nodes[i].deps.n; d++) child[indeg[p->nodes[i].deps.v[d]]++] = i;
+  for (size_t i = 0; i < n; i++) indeg[i] = p->nodes[i].deps.n;
+  /* two FIFOs of ready nodes: others first, then waits */
+  size_t rh = 0, rt = 0, wh = 0, wt = 0, done = 0;
+  for (size_t i = 0; i < n; i++)
+    if (!indeg[i]) {
+      if (is_wait(&p->nodes[i].op)) waits[wt++] = i;
+      else ready[rt++] = i;
+    }
+  while (rh < rt || wh < wt) {
+    size_t x = rh < rt ? ready[rh++] : waits[wh++];
+    p->order[done++] = x;
     for (size_t c = first[x]; c < first[x + 1]; c++)
-      if (--indeg[child[c]] == 0) queue[tail++] = child[c];
+      if (--indeg[child[c]] == 0) {
+        if (is_wait(&p->nodes[child[c]].op)) waits[wt++] = child[c];
+        else ready[rt++] = child[c];
+      }
   }
-  if (head != n) r = TE_ERR(TECORE_ERR_INVALID, "vdev graph_instantiate: the graph has a cycle");
+  if (done != n) r = TE_ERR(TECORE_ERR_INVALID, "vdev graph_instantiate: the graph has a cycle");
 out:
   free(indeg);
   free(first);
   free(child);
-  free(queue);
+  free(ready);
+  free(waits);
   return r;
 }
 
@@ -171,11 +183,26 @@ static struct vdev_plan *exec_plan(struct vdev_exec *x) {
   return p;
 }
 
-/* The exec owns a copy: the graph may be destroyed right after. */
-tecore_result_t te_vdev_graph_instantiate(tecore_graph_exec_t *exec, tecore_graph_t gh) {
-  static const char fn[] = "vdev graph_instantiate";
-  struct vdev_graph *g;
+/* The exec owns a copy: the graph may be destroyed right after.  The
+ * flags change nothing on vdev (see te/device.h); an upload stream is
+ * checked like the driver checks it. */
+static tecore_result_t instantiate(tecore_graph_exec_t *exec, tecore_graph_t gh, unsigned flags,
+                                   tecore_stream_t upload_stream, const char *fn) {
+  struct vdev_graph *g = NULL;
+  if (flags & TECORE_GRAPH_INSTANTIATE_UPLOAD) {
+    struct vdev_stream *s = NULL;
+    TE_CHECK(te_vdev_stream_get(upload_stream, &s, fn));
+    te_vdev_stream_put(s);
+  }
   TE_CHECK(graph_get(gh, &g, fn));
+  pthread_mutex_lock(&te_vdev_cap_lock);
+  int capturing = g->capturing;
+  pthread_mutex_unlock(&te_vdev_cap_lock);
+  if (capturing) {
+    te_vdev_obj_unref(&g->obj);
+    return TE_ERR(TECORE_ERR_CAPTURE, "%s: graph %p is being captured into; end that capture first",
+                  fn, (void *)gh);
+  }
   struct vdev_plan *p = NULL;
   tecore_result_t r = te_vdev_plan_build(g->nodes, g->count, &p);
   te_vdev_obj_unref(&g->obj);
@@ -197,9 +224,18 @@ tecore_result_t te_vdev_graph_instantiate(tecore_graph_exec_t *exec, tecore_grap
   return TECORE_SUCCESS;
 }
 
+tecore_result_t te_vdev_graph_instantiate(tecore_graph_exec_t *exec, tecore_graph_t gh) {
+  return instantiate(exec, gh, 0, NULL, "vdev graph_instantiate");
+}
+
+tecore_result_t te_vdev_graph_instantiate_flags(tecore_graph_exec_t *exec, tecore_graph_t gh,
+                                                unsigned flags, tecore_stream_t upload_stream) {
+  return instantiate(exec, gh, flags, upload_stream, "vdev graph_instantiate_with_flags");
+}
+
 /* Launches already queued hold the plan; they still run. */
 tecore_result_t te_vdev_graph_exec_destroy(tecore_graph_exec_t h) {
-  struct vdev_exec *x;
+  struct vdev_exec *x = NULL;
   TE_CHECK(exec_get(h, &x, "vdev graph_exec_destroy"));
   int was = te_vdev_obj_unregister(&x->obj);
   te_vdev_obj_unref(&x->obj);
@@ -212,8 +248,8 @@ tecore_result_t te_vdev_graph_exec_destroy(tecore_graph_exec_t h) {
 
 tecore_result_t te_vdev_graph_launch(tecore_graph_exec_t h, tecore_stream_t sh) {
   static const char fn[] = "vdev graph_launch";
-  struct vdev_exec *x;
-  struct vdev_stream *s;
+  struct vdev_exec *x = NULL;
+  struct vdev_stream *s = NULL;
   TE_CHECK(exec_get(h, &x, fn));
   tecore_result_t r = te_vdev_stream_get(sh, &s, fn);
   if (r != TECORE_SUCCESS) {
@@ -258,8 +294,8 @@ tecore_result_t te_vdev_graph_launch(tecore_graph_exec_t h, tecore_stream_t sh) 
 /* Nothing to upload: device memory is host memory.  Validates only. */
 tecore_result_t te_vdev_graph_upload(tecore_graph_exec_t h, tecore_stream_t sh) {
   static const char fn[] = "vdev graph_upload";
-  struct vdev_exec *x;
-  struct vdev_stream *s;
+  struct vdev_exec *x = NULL;
+  struct vdev_stream *s = NULL;
   TE_CHECK(exec_get(h, &x, fn));
   tecore_result_t r = te_vdev_stream_get(sh, &s, fn);
   if (r == TECORE_SUCCESS) te_vdev_stream_put(s);
@@ -335,8 +371,8 @@ static const char *why_name(tecore_graph_update_result_t r) {
 tecore_result_t te_vdev_graph_exec_update(tecore_graph_exec_t h, tecore_graph_t gh,
                                           tecore_graph_update_result_t *why) {
   static const char fn[] = "vdev graph_exec_update";
-  struct vdev_exec *x;
-  struct vdev_graph *g;
+  struct vdev_exec *x = NULL;
+  struct vdev_graph *g = NULL;
   TE_CHECK(exec_get(h, &x, fn));
   tecore_result_t r = graph_get(gh, &g, fn);
   if (r != TECORE_SUCCESS) {
@@ -371,4 +407,117 @@ tecore_result_t te_vdev_graph_exec_update(tecore_graph_exec_t h, tecore_graph_t 
   te_vdev_obj_unref(&g->obj);
   te_vdev_obj_unref(&x->obj);
   return r;
+}
+
+/* ---- per-node updates ------------------------------------------------------- */
+
+/* What one per-node update does to the node (in a plan only the exec sees). */
+typedef tecore_result_t (*node_edit_fn)(struct vdev_op *op, const void *arg, const char *fn);
+
+/* Applies edit to node of exec's plan: in place when the exec holds the only
+ * reference (nothing queued or captured can see the change), else on a copy
+ * that becomes the exec's plan.  The edit checks the node first and fails
+ * without changing anything. */
+static tecore_result_t exec_node_edit(tecore_graph_exec_t h, tecore_graph_node_t node,
+                                      enum vdev_op_type type, node_edit_fn edit, const void *arg,
+                                      const char *fn) {
+  struct vdev_exec *x = NULL;
+  TE_CHECK(exec_get(h, &x, fn));
+  size_t i = VDEV_NODE_INDEX(node);
+  tecore_result_t r = TECORE_SUCCESS;
+  pthread_mutex_lock(&x->lock);
+  struct vdev_plan *p = x->plan;
+  if (i >= p->count) {
+    r = TE_ERR(TECORE_ERR_INVALID, "%s: node %p is not a node of exec %p's graph (%zu nodes)", fn,
+               (void *)node, (void *)h, p->count);
+  } else if (p->nodes[i].op.type != type) {
+    r = TE_ERR(TECORE_ERR_INVALID, "%s: node %zu is a %s node, not a %s node", fn, i,
+               te_vdev_op_name(p->nodes[i].op.type), te_vdev_op_name(type));
+  } else if (atomic_load(&p->refs) == 1) {
+    r = edit(&p->nodes[i].op, arg, fn);
+  } else {
+    struct vdev_plan *fresh = NULL;
+    r = te_vdev_plan_build(p->nodes, p->count, &fresh);
+    if (r == TECORE_SUCCESS) r = edit(&fresh->nodes[i].op, arg, fn);
+    if (r == TECORE_SUCCESS) {
+      x->plan = fresh;
+      te_vdev_plan_unref(p);
+    } else {
+      te_vdev_plan_unref(fresh);
+    }
+  }
+  pthread_mutex_unlock(&x->lock);
+  te_vdev_obj_unref(&x->obj);
+  return r;
+}
+
+struct kernel_edit {
+  const struct tecore_launch_cfg *cfg;
+  void *const *args;
+};
+
+static tecore_result_t kernel_edit(struct vdev_op *op, const void *arg, const char *fn) {
+  const struct kernel_edit *k = arg;
+  const struct tecore_kernel_def *def = op->u.kernel.def;
+  for (unsigned p = 0; p < def->nparams; p++)
+    if (!k->args[p])
+      return TE_ERR(TECORE_ERR_INVALID, "%s: kernel %s: args[%u] is NULL", fn, def->name, p);
+  for (unsigned p = 0; p < def->nparams; p++)
+    memcpy(op->u.kernel.args + te_vdev_arg_offset(def, p), k->args[p], def->param_size[p]);
+  if (k->cfg) op->u.kernel.cfg = *k->cfg;
+  return TECORE_SUCCESS;
+}
+
+tecore_result_t te_vdev_graph_exec_kernel_node_set(tecore_graph_exec_t exec,
+                                                   tecore_graph_node_t node,
+                                                   const struct tecore_launch_cfg *cfg,
+                                                   void *const *args) {
+  struct kernel_edit k = {cfg, args};
+  return exec_node_edit(exec, node, VDEV_OP_KERNEL, kernel_edit, &k,
+                        "vdev graph_exec_kernel_node_set");
+}
+
+struct copy_edit {
+  tecore_devptr_t dst, src;
+};
+
+static tecore_result_t copy_edit(struct vdev_op *op, const void *arg, const char *fn) {
+  const struct copy_edit *c = arg;
+  (void)fn;
+  op->u.copy.dst = c->dst;
+  op->u.copy.src = c->src;
+  return TECORE_SUCCESS;
+}
+
+tecore_result_t te_vdev_graph_exec_memcpy_node_set(tecore_graph_exec_t exec,
+                                                   tecore_graph_node_t node, tecore_devptr_t dst,
+                                                   tecore_devptr_t src) {
+  struct copy_edit c = {dst, src};
+  return exec_node_edit(exec, node, VDEV_OP_MEMCPY, copy_edit, &c,
+                        "vdev graph_exec_memcpy_node_set");
+}
+
+struct set_edit {
+  tecore_devptr_t dst;
+  uint32_t value;
+};
+
+static tecore_result_t set_edit(struct vdev_op *op, const void *arg, const char *fn) {
+  const struct set_edit *e = arg;
+  unsigned es = op->u.set.elem;
+  if (e->dst % es)
+    return TE_ERR(TECORE_ERR_INVALID, "%s: dst 0x%llx is not aligned to the node's %u-byte elements",
+                  fn, (unsigned long long)e->dst, es);
+  uint32_t mask = es == 4 ? 0xffffffffu : (1u << (8 * es)) - 1;
+  op->u.set.dst = e->dst;
+  op->u.set.value = e->value & mask;
+  return TECORE_SUCCESS;
+}
+
+tecore_result_t te_vdev_graph_exec_memset_node_set(tecore_graph_exec_t exec,
+                                                   tecore_graph_node_t node, tecore_devptr_t dst,
+                                                   uint32_t value) {
+  struct set_edit e = {dst, value};
+  return exec_node_edit(exec, node, VDEV_OP_MEMSET, set_edit, &e,
+                        "vdev graph_exec_memset_node_set");
 }

@@ -1,6 +1,8 @@
 /* vdev_graph.c -- vdev graphs: a list of nodes (an op and the indices of
- * the earlier nodes it depends on), built by capture and immutable once
- * handed out; destroy, node count and the Graphviz DOT dump. */
+ * the earlier nodes it depends on), built by capture and changed after
+ * that only by a capture into the graph (which appends); destroy, node
+ * count, the node list and a kernel node's arguments, and the Graphviz
+ * DOT dump. */
 #include "vdev/vdev.h"
 #include <stdio.h>
 #include <stdlib.h>
@@ -24,6 +26,14 @@ struct vdev_graph *te_vdev_graph_new(void) {
 
 void te_vdev_graph_free(struct vdev_graph *g) {
   if (g) te_vdev_obj_unref(&g->obj);
+}
+
+void te_vdev_graph_truncate(struct vdev_graph *g, size_t count) {
+  while (g->count > count) {
+    struct vdev_node *n = &g->nodes[--g->count];
+    te_vdev_op_release(&n->op);
+    te_vdev_deps_free(&n->deps);
+  }
 }
 
 tecore_result_t te_vdev_graph_add(struct vdev_graph *g, struct vdev_op *op,
@@ -59,8 +69,17 @@ static tecore_result_t graph_get(tecore_graph_t h, struct vdev_graph **g, const 
 }
 
 tecore_result_t te_vdev_graph_destroy(tecore_graph_t h) {
-  struct vdev_graph *g;
+  struct vdev_graph *g = NULL;
   TE_CHECK(graph_get(h, &g, "vdev graph_destroy"));
+  pthread_mutex_lock(&te_vdev_cap_lock);
+  int capturing = g->capturing;
+  pthread_mutex_unlock(&te_vdev_cap_lock);
+  if (capturing) {
+    te_vdev_obj_unref(&g->obj);
+    return TE_ERR(TECORE_ERR_CAPTURE,
+                  "vdev graph_destroy: graph %p is being captured into; end that capture first",
+                  (void *)h);
+  }
   int was = te_vdev_obj_unregister(&g->obj);
   te_vdev_obj_unref(&g->obj);
   if (!was)
@@ -71,11 +90,88 @@ tecore_result_t te_vdev_graph_destroy(tecore_graph_t h) {
 }
 
 tecore_result_t te_vdev_graph_node_count(tecore_graph_t h, size_t *count) {
-  struct vdev_graph *g;
+  struct vdev_graph *g = NULL;
   TE_CHECK(graph_get(h, &g, "vdev graph_node_count"));
   *count = g->count;
   te_vdev_obj_unref(&g->obj);
   return TECORE_SUCCESS;
+}
+
+static tecore_graph_node_type_t node_type(enum vdev_op_type t) {
+  switch (t) {
+  case VDEV_OP_EMPTY: return TECORE_GRAPH_NODE_EMPTY;
+  case VDEV_OP_KERNEL: return TECORE_GRAPH_NODE_KERNEL;
+  case VDEV_OP_MEMCPY: return TECORE_GRAPH_NODE_MEMCPY;
+  case VDEV_OP_MEMSET: return TECORE_GRAPH_NODE_MEMSET;
+  case VDEV_OP_WRITE_VALUE:
+  case VDEV_OP_WAIT_VALUE: return TECORE_GRAPH_NODE_BATCH_MEM_OP;
+  case VDEV_OP_EVENT_RECORD: return TECORE_GRAPH_NODE_EVENT_RECORD;
+  case VDEV_OP_EVENT_WAIT: return TECORE_GRAPH_NODE_WAIT_EVENT;
+  case VDEV_OP_CHILD_GRAPH: return TECORE_GRAPH_NODE_GRAPH;
+  default: return TECORE_GRAPH_NODE_OTHER;
+  }
+}
+
+tecore_result_t te_vdev_graph_nodes(tecore_graph_t h, struct tecore_graph_node_desc *nodes,
+                                    size_t max, size_t *count) {
+  struct vdev_graph *g = NULL;
+  TE_CHECK(graph_get(h, &g, "vdev graph_nodes"));
+  for (size_t i = 0; i < g->count && i < max; i++) {
+    const struct vdev_op *op = &g->nodes[i].op;
+    struct tecore_graph_node_desc *d = &nodes[i];
+    memset(d, 0, sizeof *d);
+    d->node = VDEV_NODE_HANDLE(i);
+    d->type = node_type(op->type);
+    d->kernel_id = -1;
+    switch (op->type) {
+    case VDEV_OP_KERNEL:
+      d->kernel_id = op->u.kernel.id;
+      d->cfg = op->u.kernel.cfg;
+      break;
+    case VDEV_OP_MEMCPY:
+      d->dst = op->u.copy.dst;
+      d->src = op->u.copy.src;
+      d->bytes = op->u.copy.bytes;
+      break;
+    case VDEV_OP_MEMSET:
+      d->dst = op->u.set.dst;
+      d->value = op->u.set.value;
+      d->elem_size = op->u.set.elem;
+      d->count = op->u.set.count;
+      break;
+    default:
+      break;
+    }
+  }
+  *count = g->count;
+  te_vdev_obj_unref(&g->obj);
+  return TECORE_SUCCESS;
+}
+
+tecore_result_t te_vdev_graph_kernel_node_args(tecore_graph_t h, tecore_graph_node_t node,
+                                               void *const *args) {
+  static const char fn[] = "vdev graph_kernel_node_args";
+  struct vdev_graph *g = NULL;
+  TE_CHECK(graph_get(h, &g, fn));
+  size_t i = VDEV_NODE_INDEX(node);
+  tecore_result_t r = TECORE_SUCCESS;
+  if (i >= g->count) {
+    r = TE_ERR(TECORE_ERR_INVALID, "%s: node %p is not a node of graph %p (%zu nodes)", fn,
+               (void *)node, (void *)h, g->count);
+  } else if (g->nodes[i].op.type != VDEV_OP_KERNEL) {
+    r = TE_ERR(TECORE_ERR_INVALID, "%s: node %zu is a %s node, not a kernel node", fn, i,
+               te_vdev_op_name(g->nodes[i].op.type));
+  } else {
+    const struct vdev_op *op = &g->nodes[i].op;
+    const struct tecore_kernel_def *def = op->u.kernel.def;
+    for (unsigned p = 0; p < def->nparams && r == TECORE_SUCCESS; p++)
+      if (!args[p])
+        r = TE_ERR(TECORE_ERR_INVALID, "%s: kernel %s: args[%u] is NULL", fn, def->name, p);
+    for (unsigned p = 0; p < def->nparams && r == TECORE_SUCCESS; p++)
+      memcpy(args[p], op->u.kernel.args + te_vdev_arg_offset(def, p), def->param_size[p]);
+  }
+  te_vdev_obj_unref(&g->obj);
+  return r;
 }
 
 /* Writes s as the inside of a DOT double-quoted string (the "\n" line
@@ -90,7 +186,7 @@ static void dot_string(FILE *f, const char *s) {
 
 tecore_result_t te_vdev_graph_dot(tecore_graph_t h, const char *path) {
   static const char fn[] = "vdev graph_dot";
-  struct vdev_graph *g;
+  struct vdev_graph *g = NULL;
   TE_CHECK(graph_get(h, &g, fn));
   FILE *f = fopen(path, "w");
   if (!f) {

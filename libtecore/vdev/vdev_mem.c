@@ -21,6 +21,12 @@ static pthread_mutex_t mem_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct vdev_map mem_allocs;    /* base address -> struct alloc */
 static struct alloc *mem_host_list;   /* ALLOC_HOST and ALLOC_HOST_REGISTERED */
 
+/* Allocations stay valid in a forked child (its copy of the heap). */
+void te_vdev_mem_fork(enum vdev_fork_phase phase) {
+  if (phase == VDEV_FORK_PREPARE) pthread_mutex_lock(&mem_lock);
+  else pthread_mutex_unlock(&mem_lock);
+}
+
 static const char *kind_name(enum alloc_kind k) {
   switch (k) {
   case ALLOC_DEVICE: return "device memory (tecore_mem_alloc)";

@@ -76,6 +76,7 @@ static tecore_result_t stream_new(struct vdev_ctx *ctx, unsigned flags, int prio
   s->flags = flags;
   s->priority = priority;
   s->legacy = legacy;
+  s->gen = atomic_load(&te_vdev_fork_gen);
   pthread_mutex_init(&s->lock, NULL);
   pthread_cond_init(&s->work_cv, NULL);
   pthread_cond_init(&s->done_cv, NULL);
@@ -105,7 +106,14 @@ tecore_result_t te_vdev_stream_get(tecore_stream_t h, struct vdev_stream **out, 
   if (!o)
     return TE_ERR(TECORE_ERR_INVALID, "%s: stream %p is not a live vdev stream (destroyed?)", fn,
                   (void *)h);
-  *out = (struct vdev_stream *)o;
+  struct vdev_stream *s = (struct vdev_stream *)o;
+  if (s->gen != atomic_load(&te_vdev_fork_gen)) {
+    te_vdev_obj_unref(o);
+    return TE_ERR(TECORE_ERR_INVALID,
+                  "%s: stream %p was created before this process forked; its worker is gone", fn,
+                  (void *)h);
+  }
+  *out = s;
   return TECORE_SUCCESS;
 }
 
@@ -149,7 +157,8 @@ static tecore_result_t implicit_barrier(struct vdev_stream *s, struct vdev_op *o
     pthread_mutex_lock(&ctx->lock);
     if (s->legacy) {
       for (size_t i = 0; i < ctx->nstreams && rc == 0; i++)
-        if (te_vdev_stream_is_blocking(ctx->streams[i])) rc = barrier_add(op, &cap, ctx->streams[i]);
+        if (te_vdev_stream_is_blocking(ctx->streams[i]))
+          rc = barrier_add(op, &cap, ctx->streams[i]);
     } else if (ctx->legacy) {
       rc = barrier_add(op, &cap, ctx->legacy);
     }
@@ -247,7 +256,7 @@ tecore_result_t te_vdev_stream_create(unsigned flags, int priority, tecore_strea
   if (priority > VDEV_PRIORITY_LEAST) priority = VDEV_PRIORITY_LEAST;
   if (priority < VDEV_PRIORITY_GREATEST) priority = VDEV_PRIORITY_GREATEST;
   struct vdev_ctx *ctx = te_vdev_ctx_current();
-  struct vdev_stream *s;
+  struct vdev_stream *s = NULL;
   TE_CHECK(stream_new(ctx, flags, priority, 0, &s));
   if (te_vdev_obj_register(&s->obj) != TECORE_SUCCESS) goto nomem;
   pthread_mutex_lock(&ctx->lock);
@@ -280,11 +289,12 @@ nomem:
  * which may return at once and release later, this lets the worker drain
  * the queue (so no work is lost) and joins it. */
 tecore_result_t te_vdev_stream_destroy(tecore_stream_t h) {
-  struct vdev_stream *s;
+  struct vdev_stream *s = NULL;
   TE_CHECK(te_vdev_stream_get(h, &s, "vdev stream_destroy"));
   if (s->legacy) {
     te_vdev_stream_put(s);
-    return TE_ERR(TECORE_ERR_INVALID, "vdev stream_destroy: the default stream cannot be destroyed");
+    return TE_ERR(TECORE_ERR_INVALID,
+                  "vdev stream_destroy: the default stream cannot be destroyed");
   }
   if (!te_vdev_obj_unregister(&s->obj)) { /* another thread destroyed it first */
     te_vdev_stream_put(s);
@@ -368,7 +378,7 @@ static tecore_result_t legacy_peers(struct vdev_stream *legacy, struct vdev_op *
 }
 
 tecore_result_t te_vdev_stream_synchronize(tecore_stream_t h) {
-  struct vdev_stream *s;
+  struct vdev_stream *s = NULL;
   TE_CHECK(te_vdev_stream_get(h, &s, "vdev stream_synchronize"));
   tecore_result_t r = sync_capture_check(s, "vdev stream_synchronize");
   if (r == TECORE_SUCCESS && s->legacy) {
@@ -396,7 +406,7 @@ static int stream_idle(struct vdev_stream *s) {
 }
 
 tecore_result_t te_vdev_stream_query(tecore_stream_t h) {
-  struct vdev_stream *s;
+  struct vdev_stream *s = NULL;
   TE_CHECK(te_vdev_stream_get(h, &s, "vdev stream_query"));
   tecore_result_t r = sync_capture_check(s, "vdev stream_query");
   if (r == TECORE_SUCCESS) r = stream_sticky(s, "vdev stream_query");
@@ -415,7 +425,7 @@ tecore_result_t te_vdev_stream_query(tecore_stream_t h) {
 }
 
 tecore_result_t te_vdev_stream_get_priority(tecore_stream_t h, int *priority) {
-  struct vdev_stream *s;
+  struct vdev_stream *s = NULL;
   TE_CHECK(te_vdev_stream_get(h, &s, "vdev stream_get_priority"));
   *priority = s->priority;
   te_vdev_stream_put(s);

@@ -147,7 +147,19 @@ static const uint32_t kind_magic[] = {
 #define VDEV_MAGIC_DEAD 0xdeadbeefU
 
 static pthread_mutex_t reg_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_mutex_t marker_lock = PTHREAD_MUTEX_INITIALIZER; /* see markers below */
 static struct vdev_map reg_objs;
+
+/* The registry and marker locks across fork (see vdev_fork.c). */
+void te_vdev_registry_fork(enum vdev_fork_phase phase) {
+  if (phase == VDEV_FORK_PREPARE) {
+    pthread_mutex_lock(&reg_lock);
+    pthread_mutex_lock(&marker_lock);
+  } else {
+    pthread_mutex_unlock(&marker_lock);
+    pthread_mutex_unlock(&reg_lock);
+  }
+}
 
 const char *te_vdev_kind_name(enum vdev_kind kind) {
   switch (kind) {
@@ -208,7 +220,6 @@ void te_vdev_obj_unref(struct vdev_obj *o) {
  * (event synchronize, cross-stream waits) and a broadcast per completion is
  * cheap next to the work a stream op does. */
 
-static pthread_mutex_t marker_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t marker_cv = PTHREAD_COND_INITIALIZER;
 
 struct vdev_marker *te_vdev_marker_new(void) {
@@ -216,6 +227,7 @@ struct vdev_marker *te_vdev_marker_new(void) {
   if (!m) return NULL;
   atomic_init(&m->refs, 1);
   atomic_init(&m->done, 0);
+  m->gen = atomic_load(&te_vdev_fork_gen);
   return m;
 }
 
@@ -233,8 +245,13 @@ void te_vdev_marker_complete(struct vdev_marker *m) {
   pthread_mutex_unlock(&marker_lock);
 }
 
+int te_vdev_marker_done(const struct vdev_marker *m) {
+  return atomic_load_explicit(&m->done, memory_order_acquire) ||
+         m->gen != atomic_load(&te_vdev_fork_gen);
+}
+
 void te_vdev_marker_wait(struct vdev_marker *m) {
-  if (atomic_load_explicit(&m->done, memory_order_acquire)) return;
+  if (te_vdev_marker_done(m)) return;
   pthread_mutex_lock(&marker_lock);
   while (!atomic_load_explicit(&m->done, memory_order_acquire) &&
          !atomic_load(&te_vdev_exiting)) {

@@ -1,0 +1,372 @@
+// act.cu -- activations forward and backward, optionally quantizing the
+// output to FP8 with a per-tensor scale.
+//
+// Kinds (kernels/common/act.h): GELU, RELU, SILU, QGELU elementwise over
+// rows*cols elements; SWIGLU, GEGLU, REGLU gated: input row [a | b] of
+// 2*cols, output act(a)*b of cols.  Backward: dx = dy*act'(x); gated
+// dx = [dy*b*act'(a) | dy*act(a)] of 2*cols from dy of cols.
+// Dtypes: inputs F32/BF16/F16; output also E4M3/E5M2 (y*scale, amax of y
+// max-accumulated with one atomic per block, scale_inv = 1/scale).
+//
+// Launch: 1-D grid of 256-thread blocks, grid-stride over 8-element
+// vectors (vec = 1: every pointer 16-byte aligned and, gated, cols % 8 ==
+// 0) or over elements (vec = 0).  The vector path is compiled for each
+// common dtype pair (input = output, or FP8 output; backward: one dtype
+// for all three) so its loop has no dtype branches: these kernels are
+// bound by instruction issue, not memory, for the transcendental kinds.
+// Other pairs take a path that switches on the dtype per vector.  The
+// element math is kernels/common/act.h, shared with the vdev
+// implementation (libtecore/act/act.c).
+#include "common/act.h"
+#include "ldst.cuh"
+
+#define ACT_BLOCK 256
+#define F32 TE_FP8_DT_F32
+#define F16 TE_FP8_DT_F16
+#define BF16 TE_FP8_DT_BF16
+#define E4M3 TE_FP8_DT_E4M3
+#define E5M2 TE_FP8_DT_E5M2
+
+struct act_args {
+  const void *in, *in2;  // fwd: in; bwd: dy, x
+  void *out;
+  float scale;           // 1 unless the output is FP8
+  unsigned long long rows, cols;
+  int d0, d1, dout;      // dtypes: fwd in, -, out; bwd dy, x, dx
+};
+
+// Thread position in a grid-stride loop over rows x cv vectors, advanced
+// without a division per step.
+struct rc_iter {
+  unsigned long long r, c, step_r, step_c, cv;
+  __device__ __forceinline__ rc_iter(unsigned long long start, unsigned long long step,
+                                     unsigned long long ncv)
+      : r(start / ncv), c(start % ncv), step_r(step / ncv), step_c(step % ncv), cv(ncv) {}
+  __device__ __forceinline__ void next() {
+    r += step_r;
+    c += step_c;
+    if (c >= cv) {
+      c -= cv;
+      r++;
+    }
+  }
+};
+
+// ---- forward -----------------------------------------------------------------
+
+// Vector path with compile-time dtypes.
+template <int KIND, int DIN, int DOUT>
+__device__ __forceinline__ float act_fwd_vec(const act_args &a) {
+  const unsigned long long tid = (unsigned long long)blockIdx.x * blockDim.x + threadIdx.x;
+  const unsigned long long nthr = (unsigned long long)gridDim.x * blockDim.x;
+  float am = 0.0f;
+  if (!te_act_is_gated(KIND)) {
+    const unsigned long long nv = a.rows * a.cols / 8;
+    for (unsigned long long v = tid; v < nv; v += nthr) {
+      float x[8];
+      te_dev_ld8t<DIN>(a.in, v * 8, x);
+#pragma unroll
+      for (int k = 0; k < 8; k++) {
+        float y = te_act_fwd(KIND, x[k]);
+        am = te_amax_f32(am, y);
+        x[k] = te_mul_rn(y, a.scale);
+      }
+      te_dev_st8t<DOUT>(a.out, v * 8, x);
+    }
+  } else {
+    const unsigned long long cv = a.cols / 8;
+    rc_iter it(tid, nthr, cv);
+    for (; it.r < a.rows; it.next()) {
+      const unsigned long long ia = it.r * 2 * a.cols + it.c * 8;
+      float x[8], b[8];
+      te_dev_ld8t<DIN>(a.in, ia, x);
+      te_dev_ld8t<DIN>(a.in, ia + a.cols, b);
+#pragma unroll
+      for (int k = 0; k < 8; k++) {
+        float y = te_act_gated_fwd(KIND, x[k], b[k]);
+        am = te_amax_f32(am, y);
+        x[k] = te_mul_rn(y, a.scale);
+      }
+      te_dev_st8t<DOUT>(a.out, it.r * a.cols + it.c * 8, x);
+    }
+  }
+  return am;
+}
+
+// Any dtypes: element by element (vec = 0), or by vectors with run-time
+// dtype switches (vec = 1, uncommon pairs); non-gated tails.
+template <int KIND>
+__device__ __forceinline__ float act_fwd_any(const act_args &a, int vec) {
+  const unsigned long long tid = (unsigned long long)blockIdx.x * blockDim.x + threadIdx.x;
+  const unsigned long long nthr = (unsigned long long)gridDim.x * blockDim.x;
+  float am = 0.0f;
+  if (!te_act_is_gated(KIND)) {
+    const unsigned long long n = a.rows * a.cols;
+    unsigned long long done = 0;
+    if (vec) {
+      const unsigned long long nv = n / 8;
+      for (unsigned long long v = tid; v < nv; v += nthr) {
+        float x[8];
+        te_dev_ld8(a.in, v * 8, a.d0, x);
+#pragma unroll
+        for (int k = 0; k < 8; k++) {
+          float y = te_act_fwd(KIND, x[k]);
+          am = te_amax_f32(am, y);
+          x[k] = te_mul_rn(y, a.scale);
+        }
+        te_dev_st8(a.out, v * 8, a.dout, x);
+      }
+      done = nv * 8;
+    }
+    for (unsigned long long i = done + tid; i < n; i += nthr) {
+      float y = te_act_fwd(KIND, te_ld(a.in, i, a.d0));
+      am = te_amax_f32(am, y);
+      te_st(a.out, i, a.dout, te_mul_rn(y, a.scale));
+    }
+  } else if (vec) {
+    rc_iter it(tid, nthr, a.cols / 8);
+    for (; it.r < a.rows; it.next()) {
+      const unsigned long long ia = it.r * 2 * a.cols + it.c * 8;
+      float x[8], b[8];
+      te_dev_ld8(a.in, ia, a.d0, x);
+      te_dev_ld8(a.in, ia + a.cols, a.d0, b);
+#pragma unroll
+      for (int k = 0; k < 8; k++) {
+        float y = te_act_gated_fwd(KIND, x[k], b[k]);
+        am = te_amax_f32(am, y);
+        x[k] = te_mul_rn(y, a.scale);
+      }
+      te_dev_st8(a.out, it.r * a.cols + it.c * 8, a.dout, x);
+    }
+  } else {
+    rc_iter it(tid, nthr, a.cols);
+    for (; it.r < a.rows; it.next()) {
+      const unsigned long long ia = it.r * 2 * a.cols + it.c;
+      float y = te_act_gated_fwd(KIND, te_ld(a.in, ia, a.d0), te_ld(a.in, ia + a.cols, a.d0));
+      am = te_amax_f32(am, y);
+      te_st(a.out, it.r * a.cols + it.c, a.dout, te_mul_rn(y, a.scale));
+    }
+  }
+  return am;
+}
+
+// Non-gated vector paths leave n % 8 elements: the element loop takes them.
+template <int KIND>
+__device__ __forceinline__ float act_fwd_tail(const act_args &a) {
+  if (te_act_is_gated(KIND)) return 0.0f;
+  const unsigned long long n = a.rows * a.cols, i = n / 8 * 8 + (unsigned long long)blockIdx.x * blockDim.x + threadIdx.x;
+  if (i >= n) return 0.0f;
+  float y = te_act_fwd(KIND, te_ld(a.in, i, a.d0));
+  te_st(a.out, i, a.dout, te_mul_rn(y, a.scale));
+  return te_amax_f32(0.0f, y);
+}
+
+template <int KIND>
+__device__ __forceinline__ void act_fwd(const void *in, void *out, const float *scale,
+                                        unsigned *amax, float *scale_inv, const int *noop,
+                                        unsigned long long rows, unsigned long long cols,
+                                        int dtypes, int vec) {
+  if (noop && *noop != 0) return;  // te/fp8.h: nonzero skips everything
+  act_args a;
+  a.in = in;
+  a.in2 = nullptr;
+  a.out = out;
+  a.rows = rows;
+  a.cols = cols;
+  a.d0 = dtypes & 0xf;
+  a.d1 = 0;
+  a.dout = (dtypes >> 4) & 0xf;
+  a.scale = (te_dt_is_fp8(a.dout) && scale) ? *scale : 1.0f;
+  if (scale_inv && scale && blockIdx.x == 0 && threadIdx.x == 0) *scale_inv = te_fp8_scale_inv(*scale);
+  float am;
+  const int pair = a.d0 * 8 + a.dout;
+  if (!vec) {
+    am = act_fwd_any<KIND>(a, 0);
+  } else {
+    switch (pair) {
+#define ACT_FWD_CASE(I, O) \
+  case I * 8 + O: am = act_fwd_vec<KIND, I, O>(a); am = te_amax_f32(am, act_fwd_tail<KIND>(a)); break;
+      ACT_FWD_CASE(F32, F32)
+      ACT_FWD_CASE(F32, E4M3)
+      ACT_FWD_CASE(F32, E5M2)
+      ACT_FWD_CASE(BF16, BF16)
+      ACT_FWD_CASE(BF16, E4M3)
+      ACT_FWD_CASE(BF16, E5M2)
+      ACT_FWD_CASE(F16, F16)
+      ACT_FWD_CASE(F16, E4M3)
+      ACT_FWD_CASE(F16, E5M2)
+#undef ACT_FWD_CASE
+      default: am = act_fwd_any<KIND>(a, 1); break;
+    }
+  }
+  if (amax) te_dev_block_amax_f(amax, am);
+}
+
+// ---- backward ----------------------------------------------------------------
+
+template <int KIND, int DT>
+__device__ __forceinline__ float act_bwd_vec(const act_args &a) {
+  const unsigned long long tid = (unsigned long long)blockIdx.x * blockDim.x + threadIdx.x;
+  const unsigned long long nthr = (unsigned long long)gridDim.x * blockDim.x;
+  float am = 0.0f;
+  if (!te_act_is_gated(KIND)) {
+    const unsigned long long nv = a.rows * a.cols / 8;
+    for (unsigned long long v = tid; v < nv; v += nthr) {
+      float g[8], x[8];
+      te_dev_ld8t<DT>(a.in, v * 8, g);
+      te_dev_ld8t<DT>(a.in2, v * 8, x);
+#pragma unroll
+      for (int k = 0; k < 8; k++) {
+        float d = te_act_bwd(KIND, x[k], g[k]);
+        am = te_amax_f32(am, d);
+        g[k] = te_mul_rn(d, a.scale);
+      }
+      te_dev_st8t<DT>(a.out, v * 8, g);
+    }
+  } else {
+    rc_iter it(tid, nthr, a.cols / 8);
+    for (; it.r < a.rows; it.next()) {
+      const unsigned long long ia = it.r * 2 * a.cols + it.c * 8;
+      float x[8], b[8], g[8];
+      te_dev_ld8t<DT>(a.in2, ia, x);
+      te_dev_ld8t<DT>(a.in2, ia + a.cols, b);
+      te_dev_ld8t<DT>(a.in, it.r * a.cols + it.c * 8, g);
+#pragma unroll
+      for (int k = 0; k < 8; k++) {
+        float da, db;
+        te_act_gated_bwd(KIND, x[k], b[k], g[k], &da, &db);
+        am = te_amax_f32(te_amax_f32(am, da), db);
+        x[k] = te_mul_rn(da, a.scale);
+        b[k] = te_mul_rn(db, a.scale);
+      }
+      te_dev_st8t<DT>(a.out, ia, x);
+      te_dev_st8t<DT>(a.out, ia + a.cols, b);
+    }
+  }
+  return am;
+}
+
+template <int KIND>
+__device__ __forceinline__ float act_bwd_any(const act_args &a, int vec) {
+  const unsigned long long tid = (unsigned long long)blockIdx.x * blockDim.x + threadIdx.x;
+  const unsigned long long nthr = (unsigned long long)gridDim.x * blockDim.x;
+  float am = 0.0f;
+  if (!te_act_is_gated(KIND)) {
+    const unsigned long long n = a.rows * a.cols;
+    unsigned long long done = 0;
+    if (vec) {
+      const unsigned long long nv = n / 8;
+      for (unsigned long long v = tid; v < nv; v += nthr) {
+        float g[8], x[8];
+        te_dev_ld8(a.in, v * 8, a.d0, g);
+        te_dev_ld8(a.in2, v * 8, a.d1, x);
+#pragma unroll
+        for (int k = 0; k < 8; k++) {
+          float d = te_act_bwd(KIND, x[k], g[k]);
+          am = te_amax_f32(am, d);
+          g[k] = te_mul_rn(d, a.scale);
+        }
+        te_dev_st8(a.out, v * 8, a.dout, g);
+      }
+      done = nv * 8;
+    }
+    for (unsigned long long i = done + tid; i < n; i += nthr) {
+      float d = te_act_bwd(KIND, te_ld(a.in2, i, a.d1), te_ld(a.in, i, a.d0));
+      am = te_amax_f32(am, d);
+      te_st(a.out, i, a.dout, te_mul_rn(d, a.scale));
+    }
+  } else if (vec) {
+    rc_iter it(tid, nthr, a.cols / 8);
+    for (; it.r < a.rows; it.next()) {
+      const unsigned long long ia = it.r * 2 * a.cols + it.c * 8;
+      float x[8], b[8], g[8];
+      te_dev_ld8(a.in2, ia, a.d1, x);
+      te_dev_ld8(a.in2, ia + a.cols, a.d1, b);
+      te_dev_ld8(a.in, it.r * a.cols + it.c * 8, a.d0, g);
+#pragma unroll
+      for (int k = 0; k < 8; k++) {
+        float da, db;
+        te_act_gated_bwd(KIND, x[k], b[k], g[k], &da, &db);
+        am = te_amax_f32(te_amax_f32(am, da), db);
+        x[k] = te_mul_rn(da, a.scale);
+        b[k] = te_mul_rn(db, a.scale);
+      }
+      te_dev_st8(a.out, ia, a.dout, x);
+      te_dev_st8(a.out, ia + a.cols, a.dout, b);
+    }
+  } else {
+    rc_iter it(tid, nthr, a.cols);
+    for (; it.r < a.rows; it.next()) {
+      const unsigned long long ia = it.r * 2 * a.cols + it.c;
+      float da, db;
+      te_act_gated_bwd(KIND, te_ld(a.in2, ia, a.d1), te_ld(a.in2, ia + a.cols, a.d1),
+                       te_ld(a.in, it.r * a.cols + it.c, a.d0), &da, &db);
+      am = te_amax_f32(te_amax_f32(am, da), db);
+      te_st(a.out, ia, a.dout, te_mul_rn(da, a.scale));
+      te_st(a.out, ia + a.cols, a.dout, te_mul_rn(db, a.scale));
+    }
+  }
+  return am;
+}
+
+template <int KIND>
+__device__ __forceinline__ float act_bwd_tail(const act_args &a) {
+  if (te_act_is_gated(KIND)) return 0.0f;
+  const unsigned long long n = a.rows * a.cols, i = n / 8 * 8 + (unsigned long long)blockIdx.x * blockDim.x + threadIdx.x;
+  if (i >= n) return 0.0f;
+  float d = te_act_bwd(KIND, te_ld(a.in2, i, a.d1), te_ld(a.in, i, a.d0));
+  te_st(a.out, i, a.dout, te_mul_rn(d, a.scale));
+  return te_amax_f32(0.0f, d);
+}
+
+template <int KIND>
+__device__ __forceinline__ void act_bwd(const void *dy, const void *x, void *dx,
+                                        const float *scale, unsigned *amax, float *scale_inv,
+                                        unsigned long long rows, unsigned long long cols,
+                                        int dtypes, int vec) {
+  act_args a;
+  a.in = dy;
+  a.in2 = x;
+  a.out = dx;
+  a.rows = rows;
+  a.cols = cols;
+  a.d0 = dtypes & 0xf;
+  a.d1 = (dtypes >> 4) & 0xf;
+  a.dout = (dtypes >> 8) & 0xf;
+  a.scale = (te_dt_is_fp8(a.dout) && scale) ? *scale : 1.0f;
+  if (scale_inv && scale && blockIdx.x == 0 && threadIdx.x == 0) *scale_inv = te_fp8_scale_inv(*scale);
+  float am;
+  if (vec && a.d0 == a.d1 && a.d0 == a.dout) {
+    switch (a.d0) {
+      case F32: am = act_bwd_vec<KIND, F32>(a); break;
+      case BF16: am = act_bwd_vec<KIND, BF16>(a); break;
+      default: am = act_bwd_vec<KIND, F16>(a); break;
+    }
+    am = te_amax_f32(am, act_bwd_tail<KIND>(a));
+  } else {
+    am = act_bwd_any<KIND>(a, vec);
+  }
+  if (amax) te_dev_block_amax_f(amax, am);
+}
+
+#define TE_ACT_KERNELS(name, KIND)                                                            \
+  extern "C" __global__ void __launch_bounds__(ACT_BLOCK)                                     \
+      te_act_fwd_##name(const void *in, void *out, const float *scale, unsigned *amax,        \
+                        float *scale_inv, const int *noop, unsigned long long rows,           \
+                        unsigned long long cols, int dtypes, int vec) {                       \
+    act_fwd<KIND>(in, out, scale, amax, scale_inv, noop, rows, cols, dtypes, vec);            \
+  }                                                                                           \
+  extern "C" __global__ void __launch_bounds__(ACT_BLOCK)                                     \
+      te_act_bwd_##name(const void *dy, const void *x, void *dx, const float *scale,          \
+                        unsigned *amax, float *scale_inv, unsigned long long rows,            \
+                        unsigned long long cols, int dtypes, int vec) {                       \
+    act_bwd<KIND>(dy, x, dx, scale, amax, scale_inv, rows, cols, dtypes, vec);                \
+  }
+
+TE_ACT_KERNELS(gelu, TE_ACT_GELU)
+TE_ACT_KERNELS(relu, TE_ACT_RELU)
+TE_ACT_KERNELS(silu, TE_ACT_SILU)
+TE_ACT_KERNELS(qgelu, TE_ACT_QGELU)
+TE_ACT_KERNELS(swiglu, TE_ACT_SWIGLU)
+TE_ACT_KERNELS(geglu, TE_ACT_GEGLU)
+TE_ACT_KERNELS(reglu, TE_ACT_REGLU)

@@ -1,0 +1,373 @@
+// norm.cu -- LayerNorm and RMSNorm, forward and backward.
+//
+// Shapes: x, y, dy, dx, extra_grad [rows][hidden]; gamma, beta [hidden];
+// mu, rsigma [rows] float; backward workspace float [k][parts][hidden]
+// (k = 2 for LayerNorm: dgamma then dbeta partials).
+// Dtypes (runtime, packed 4 bits each, kernels/common/norm.h): inputs and
+// gamma F32/BF16/F16; y also E4M3/E5M2 (y*scale, amax of y, scale_inv).
+//
+// Layout (te_norm_plan_make): T threads per row (32 .. 1024), R rows per
+// block; thread t owns vectors t, t+T, ... of VEC elements (8: 16-byte
+// accesses; 1: element path for odd hidden sizes or alignments).  The row
+// stays in registers (up to 4 vectors a thread forward, 2 backward); longer
+// rows take the _stream kernels, which reread it (from L2).  Sums are
+// added in the order norm.h defines, so the vdev implementation gives the
+// same bits.
+//
+// Backward is two kernels: te_norm_bwd_* computes dx and writes one row of
+// dgamma (dbeta) partials per block into the workspace, te_norm_bwd_reduce
+// adds the partials per column.
+#include "common/norm.h"
+#include "ldst.cuh"
+
+#define FULL_MASK 0xffffffffu
+
+// Loads one vector (VEC elements) of a row.
+template <int VEC>
+__device__ __forceinline__ void nv_ld(const void *p, unsigned long long i, int dtype, float *v) {
+  if (VEC == 8) te_dev_ld8(p, i, dtype, v);
+  else v[0] = te_ld(p, i, dtype);
+}
+template <int VEC>
+__device__ __forceinline__ void nv_ld_ro(const void *p, unsigned long long i, int dtype, float *v) {
+  if (VEC == 8) te_dev_ld8_ro(p, i, dtype, v);
+  else v[0] = te_ld(p, i, dtype);
+}
+template <int VEC>
+__device__ __forceinline__ void nv_st(void *p, unsigned long long i, int dtype, const float *v) {
+  if (VEC == 8) te_dev_st8(p, i, dtype, v);
+  else te_st(p, i, dtype, v[0]);
+}
+
+// Sums NVAL values over the T threads of each row (norm.h's order); every
+// thread of the row gets the sums.  buf alternates between calls so a call
+// needs one barrier only.  All threads of the block must call it.
+template <int NVAL>
+__device__ __forceinline__ void row_reduce(float *v, int T, int buf, float (*red)[NVAL][32]) {
+#pragma unroll
+  for (int off = 16; off >= 1; off >>= 1)
+#pragma unroll
+    for (int k = 0; k < NVAL; k++) v[k] = te_add_rn(v[k], __shfl_xor_sync(FULL_MASK, v[k], off));
+  if (T > 32) {
+    const int W = T >> 5, warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    const int first = warp - warp % W;
+    if (lane == 0)
+#pragma unroll
+      for (int k = 0; k < NVAL; k++) red[buf][k][warp] = v[k];
+    __syncthreads();
+#pragma unroll
+    for (int k = 0; k < NVAL; k++) v[k] = lane < W ? red[buf][k][first + lane] : 0.0f;
+#pragma unroll
+    for (int off = 16; off >= 1; off >>= 1)
+#pragma unroll
+      for (int k = 0; k < NVAL; k++) v[k] = te_add_rn(v[k], __shfl_xor_sync(FULL_MASK, v[k], off));
+  }
+}
+
+// ---- forward -----------------------------------------------------------------
+
+template <int VEC, bool STREAM>
+__device__ __forceinline__ void norm_fwd(const void *x, const void *gamma, const void *beta,
+                                         void *y, float *mu, float *rsigma, const float *scale,
+                                         unsigned *amax, float *scale_inv,
+                                         unsigned long long rows, unsigned hidden, float eps,
+                                         int flags, int dtypes, int tpr, int nv) {
+  __shared__ float red[2][1][32];
+  const int T = tpr, t = threadIdx.x & (T - 1), R = blockDim.x / T;
+  const unsigned long long row = (unsigned long long)blockIdx.x * R + threadIdx.x / T;
+  const bool valid = row < rows;
+  const int dx = TE_NORM_DT(dtypes, 0), dw = TE_NORM_DT(dtypes, 1), dy = TE_NORM_DT(dtypes, 2);
+  const bool ln = flags & TE_NORM_LAYERNORM;
+  const bool fp8 = te_dt_is_fp8(dy);
+  const float sc = (fp8 && scale) ? *scale : 1.0f;
+  if (scale_inv && scale && blockIdx.x == 0 && threadIdx.x == 0) *scale_inv = te_fp8_scale_inv(*scale);
+  const unsigned long long base = row * hidden;
+  const unsigned nvec = VEC == 8 ? hidden / 8 : hidden;
+  const float h = (float)hidden;
+  constexpr int NVR = STREAM ? 1 : TE_NORM_FWD_NV_MAX;
+  float v[NVR * VEC];
+  float s[1] = {0.0f};
+
+  // pass 1: S(x) (LN) or S(x*x) (RMS)
+  if (!STREAM) {
+#pragma unroll
+    for (int j = 0; j < NVR; j++) {
+      const unsigned vi = (unsigned)j * T + t;
+      if (j < nv && valid && vi < nvec) {
+        nv_ld<VEC>(x, base + (unsigned long long)vi * VEC, dx, &v[j * VEC]);
+#pragma unroll
+        for (int k = 0; k < VEC; k++)
+          s[0] = ln ? te_add_rn(s[0], v[j * VEC + k]) : te_fma_rn(v[j * VEC + k], v[j * VEC + k], s[0]);
+      }
+    }
+  } else {
+    for (int j = 0; j < nv; j++) {
+      const unsigned vi = (unsigned)j * T + t;
+      if (valid && vi < nvec) {
+        nv_ld<VEC>(x, base + (unsigned long long)vi * VEC, dx, v);
+#pragma unroll
+        for (int k = 0; k < VEC; k++) s[0] = ln ? te_add_rn(s[0], v[k]) : te_fma_rn(v[k], v[k], s[0]);
+      }
+    }
+  }
+  row_reduce<1>(s, T, 0, red);
+  float mean = 0.0f, rs;
+  if (ln) {
+    mean = te_norm_mean(s[0], h);
+    float q[1] = {0.0f};
+    if (!STREAM) {
+#pragma unroll
+      for (int j = 0; j < NVR; j++) {
+        const unsigned vi = (unsigned)j * T + t;
+        if (j < nv && valid && vi < nvec)
+#pragma unroll
+          for (int k = 0; k < VEC; k++) {
+            float d = te_sub_rn(v[j * VEC + k], mean);
+            v[j * VEC + k] = d;
+            q[0] = te_fma_rn(d, d, q[0]);
+          }
+      }
+    } else {
+      for (int j = 0; j < nv; j++) {
+        const unsigned vi = (unsigned)j * T + t;
+        if (valid && vi < nvec) {
+          nv_ld<VEC>(x, base + (unsigned long long)vi * VEC, dx, v);
+#pragma unroll
+          for (int k = 0; k < VEC; k++) {
+            float d = te_sub_rn(v[k], mean);
+            q[0] = te_fma_rn(d, d, q[0]);
+          }
+        }
+      }
+    }
+    row_reduce<1>(q, T, 1, red);
+    rs = te_norm_rsigma(te_norm_mean(q[0], h), eps);
+  } else {
+    rs = te_norm_rsigma(te_norm_mean(s[0], h), eps);
+  }
+  if (valid && t == 0) {
+    if (mu) mu[row] = mean;
+    if (rsigma) rsigma[row] = rs;
+  }
+
+  // output pass
+  uint32_t am = 0;
+  for (int j = 0; j < (STREAM ? nv : NVR); j++) {
+    const unsigned vi = (unsigned)j * T + t;
+    if (!(j < nv && valid && vi < nvec)) continue;
+    float *e = STREAM ? v : &v[j * VEC];
+    if (STREAM) {
+      nv_ld<VEC>(x, base + (unsigned long long)vi * VEC, dx, e);
+      if (ln)
+#pragma unroll
+        for (int k = 0; k < VEC; k++) e[k] = te_sub_rn(e[k], mean);
+    }
+    float g[VEC], b[VEC];
+    nv_ld_ro<VEC>(gamma, (unsigned long long)vi * VEC, dw, g);
+    if (ln) nv_ld_ro<VEC>(beta, (unsigned long long)vi * VEC, dw, b);
+#pragma unroll
+    for (int k = 0; k < VEC; k++) {
+      const float gk = te_norm_gamma(g[k], flags);
+      float o = ln ? te_ln_out(e[k], rs, gk, b[k]) : te_rms_out(e[k], rs, gk);
+      am = te_max_u32(am, te_abs_bits(o));
+      e[k] = fp8 ? te_mul_rn(o, sc) : o;
+    }
+    nv_st<VEC>(y, base + (unsigned long long)vi * VEC, dy, e);
+  }
+  if (amax) te_dev_block_amax(amax, am);
+}
+
+#define TE_NORM_FWD_KERNEL(name, VEC, STREAM)                                                 \
+  extern "C" __global__ void __launch_bounds__(1024)                                          \
+      name(const void *x, const void *gamma, const void *beta, void *y, float *mu,            \
+           float *rsigma, const float *scale, unsigned *amax, float *scale_inv,               \
+           unsigned long long rows, unsigned hidden, float eps, int flags, int dtypes,        \
+           int tpr, int nv) {                                                                 \
+    norm_fwd<VEC, STREAM>(x, gamma, beta, y, mu, rsigma, scale, amax, scale_inv, rows,       \
+                          hidden, eps, flags, dtypes, tpr, nv);                               \
+  }
+TE_NORM_FWD_KERNEL(te_norm_fwd_v8, 8, false)
+TE_NORM_FWD_KERNEL(te_norm_fwd_v1, 1, false)
+TE_NORM_FWD_KERNEL(te_norm_fwd_stream_v8, 8, true)
+TE_NORM_FWD_KERNEL(te_norm_fwd_stream_v1, 1, true)
+
+// ---- backward ----------------------------------------------------------------
+
+template <int VEC, bool STREAM>
+__device__ __forceinline__ void norm_bwd(const void *dy, const void *x, const float *mu,
+                                         const float *rsigma, const void *gamma,
+                                         const void *extra, void *dx, float *ws,
+                                         unsigned long long rows, unsigned hidden, int flags,
+                                         int dtypes, int tpr, int nv, unsigned parts) {
+  extern __shared__ float comb[];
+  __shared__ float red[2][2][32];
+  const int T = tpr, t = threadIdx.x & (T - 1), slot = threadIdx.x / T, R = blockDim.x / T;
+  const int dtx = TE_NORM_DT(dtypes, 0), dtdy = TE_NORM_DT(dtypes, 1),
+            dtw = TE_NORM_DT(dtypes, 2), dtdx = TE_NORM_DT(dtypes, 3),
+            dte = TE_NORM_DT(dtypes, 4);
+  const bool ln = flags & TE_NORM_LAYERNORM, add = flags & TE_NORM_EXTRA_GRAD;
+  const unsigned nvec = VEC == 8 ? hidden / 8 : hidden;
+  const float h = (float)hidden;
+  constexpr int NVR = STREAM ? 1 : TE_NORM_BWD_NV_MAX;
+  float *wsg = ws + (unsigned long long)blockIdx.x * hidden;
+  float *wsb = ws + ((unsigned long long)parts + blockIdx.x) * hidden;
+  float accg[NVR * VEC], accb[NVR * VEC];
+#pragma unroll
+  for (int k = 0; k < NVR * VEC; k++) accg[k] = accb[k] = 0.0f;
+  if (STREAM) {
+    for (int j = 0; j < nv; j++) {
+      const unsigned vi = (unsigned)j * T + t;
+      if (vi < nvec)
+        for (int k = 0; k < VEC; k++) {
+          wsg[vi * VEC + k] = 0.0f;
+          if (ln) wsb[vi * VEC + k] = 0.0f;
+        }
+    }
+  }
+  int buf = 0;
+  for (unsigned long long grp = blockIdx.x; grp * R < rows; grp += parts) {
+    const unsigned long long row = grp * R + slot;
+    const bool valid = row < rows;
+    const unsigned long long base = row * hidden;
+    const float rs = valid ? rsigma[row] : 0.0f;
+    const float m = (ln && valid) ? mu[row] : 0.0f;
+    float xh[NVR * VEC], g[NVR * VEC];
+    float s[2] = {0.0f, 0.0f};
+    for (int j = 0; j < (STREAM ? nv : NVR); j++) {
+      const unsigned vi = (unsigned)j * T + t;
+      if (!(j < nv && valid && vi < nvec)) continue;
+      float *xe = STREAM ? xh : &xh[j * VEC], *ge = STREAM ? g : &g[j * VEC];
+      float w[VEC];
+      nv_ld<VEC>(x, base + (unsigned long long)vi * VEC, dtx, xe);
+      nv_ld<VEC>(dy, base + (unsigned long long)vi * VEC, dtdy, ge);
+      nv_ld_ro<VEC>(gamma, (unsigned long long)vi * VEC, dtw, w);
+#pragma unroll
+      for (int k = 0; k < VEC; k++) {
+        xe[k] = ln ? te_mul_rn(te_sub_rn(xe[k], m), rs) : te_mul_rn(xe[k], rs);
+        const float dyg = te_mul_rn(ge[k], te_norm_gamma(w[k], flags));
+        if (ln) s[0] = te_add_rn(s[0], dyg);
+        s[1] = te_fma_rn(dyg, xe[k], s[1]);
+      }
+    }
+    row_reduce<2>(s, T, buf, red);
+    buf ^= 1;
+    const float m1 = te_norm_mean(s[0], h), m2 = te_norm_mean(s[1], h);
+    for (int j = 0; j < (STREAM ? nv : NVR); j++) {
+      const unsigned vi = (unsigned)j * T + t;
+      if (!(j < nv && valid && vi < nvec)) continue;
+      float *xe = STREAM ? xh : &xh[j * VEC], *ge = STREAM ? g : &g[j * VEC];
+      const unsigned long long off = base + (unsigned long long)vi * VEC;
+      float w[VEC], ex[VEC], o[VEC];
+      if (STREAM) {
+        nv_ld<VEC>(x, off, dtx, xe);
+        nv_ld<VEC>(dy, off, dtdy, ge);
+#pragma unroll
+        for (int k = 0; k < VEC; k++)
+          xe[k] = ln ? te_mul_rn(te_sub_rn(xe[k], m), rs) : te_mul_rn(xe[k], rs);
+      }
+      nv_ld_ro<VEC>(gamma, (unsigned long long)vi * VEC, dtw, w);
+      if (add) nv_ld<VEC>(extra, off, dte, ex);
+#pragma unroll
+      for (int k = 0; k < VEC; k++) {
+        const float dyg = te_mul_rn(ge[k], te_norm_gamma(w[k], flags));
+        float d = ln ? te_ln_dx(rs, dyg, xe[k], m1, m2) : te_rms_dx(rs, dyg, xe[k], m2);
+        o[k] = add ? te_add_rn(d, ex[k]) : d;
+      }
+      nv_st<VEC>(dx, off, dtdx, o);
+      if (!STREAM) {
+#pragma unroll
+        for (int k = 0; k < VEC; k++) {
+          accg[j * VEC + k] = te_fma_rn(ge[k], xe[k], accg[j * VEC + k]);
+          if (ln) accb[j * VEC + k] = te_add_rn(accb[j * VEC + k], ge[k]);
+        }
+      } else {
+        for (int k = 0; k < VEC; k++) {
+          const unsigned c = vi * VEC + k;
+          wsg[c] = te_fma_rn(ge[k], xe[k], wsg[c]);
+          if (ln) wsb[c] = te_add_rn(wsb[c], ge[k]);
+        }
+      }
+    }
+  }
+  if (STREAM) return;
+  // Slots 1 .. R-1 hand their column partials to slot 0, which adds them in
+  // slot order and writes the block's partial row.
+  if (R > 1) {
+    const int per = NVR * VEC;
+    if (slot > 0)
+#pragma unroll
+      for (int e = 0; e < per; e++) {
+        comb[(((slot - 1) * per + e) * 2 + 0) * T + t] = accg[e];
+        comb[(((slot - 1) * per + e) * 2 + 1) * T + t] = accb[e];
+      }
+    __syncthreads();
+    if (slot == 0)
+      for (int s2 = 1; s2 < R; s2++)
+#pragma unroll
+        for (int e = 0; e < per; e++) {
+          accg[e] = te_add_rn(accg[e], comb[(((s2 - 1) * per + e) * 2 + 0) * T + t]);
+          accb[e] = te_add_rn(accb[e], comb[(((s2 - 1) * per + e) * 2 + 1) * T + t]);
+        }
+  }
+  if (slot != 0) return;
+#pragma unroll
+  for (int j = 0; j < NVR; j++) {
+    const unsigned vi = (unsigned)j * T + t;
+    if (!(j < nv && vi < nvec)) continue;
+    if (VEC == 8) {
+      float4 *pg = (float4 *)(wsg + vi * 8);
+      pg[0] = make_float4(accg[j * 8], accg[j * 8 + 1], accg[j * 8 + 2], accg[j * 8 + 3]);
+      pg[1] = make_float4(accg[j * 8 + 4], accg[j * 8 + 5], accg[j * 8 + 6], accg[j * 8 + 7]);
+      if (ln) {
+        float4 *pb = (float4 *)(wsb + vi * 8);
+        pb[0] = make_float4(accb[j * 8], accb[j * 8 + 1], accb[j * 8 + 2], accb[j * 8 + 3]);
+        pb[1] = make_float4(accb[j * 8 + 4], accb[j * 8 + 5], accb[j * 8 + 6], accb[j * 8 + 7]);
+      }
+    } else {
+      wsg[vi] = accg[j];
+      if (ln) wsb[vi] = accb[j];
+    }
+  }
+}
+
+#define TE_NORM_BWD_KERNEL(name, VEC, STREAM)                                                 \
+  extern "C" __global__ void __launch_bounds__(TE_NORM_BWD_TMAX)                                          \
+      name(const void *dy, const void *x, const float *mu, const float *rsigma,               \
+           const void *gamma, const void *extra, void *dx, float *ws,                         \
+           unsigned long long rows, unsigned hidden, int flags, int dtypes, int tpr, int nv,  \
+           unsigned parts) {                                                                  \
+    norm_bwd<VEC, STREAM>(dy, x, mu, rsigma, gamma, extra, dx, ws, rows, hidden, flags,      \
+                          dtypes, tpr, nv, parts);                                            \
+  }
+TE_NORM_BWD_KERNEL(te_norm_bwd_v8, 8, false)
+TE_NORM_BWD_KERNEL(te_norm_bwd_v1, 1, false)
+TE_NORM_BWD_KERNEL(te_norm_bwd_stream_v8, 8, true)
+TE_NORM_BWD_KERNEL(te_norm_bwd_stream_v1, 1, true)
+
+// Column sums of the workspace: block (32 columns) x (32 groups); group g
+// adds partial rows g, g+32, ... in order, then the 32 group sums of a
+// column are butterflied by one warp.  ws holds nsum arrays [parts][hidden]
+// (dgamma, then dbeta); out0/out1 get them in dtypes' slots 0 and 1.
+extern "C" __global__ void __launch_bounds__(1024)
+    te_norm_bwd_reduce(const float *ws, void *out0, void *out1, unsigned parts, unsigned hidden,
+                       int dtypes) {
+  __shared__ float s[TE_NORM_REDUCE_GROUPS][TE_NORM_REDUCE_COLS + 1];
+  const unsigned c = blockIdx.x * TE_NORM_REDUCE_COLS + threadIdx.x;
+  const unsigned g = threadIdx.y;
+  for (int which = 0; which < (out1 ? 2 : 1); which++) {
+    const float *w = ws + (unsigned long long)which * parts * hidden;
+    float acc = 0.0f;
+    if (c < hidden)
+      for (unsigned p = g; p < parts; p += TE_NORM_REDUCE_GROUPS)
+        acc = te_add_rn(acc, w[(unsigned long long)p * hidden + c]);
+    s[g][threadIdx.x] = acc;
+    __syncthreads();
+    float v = s[threadIdx.x][threadIdx.y];
+#pragma unroll
+    for (int off = 16; off >= 1; off >>= 1) v = te_add_rn(v, __shfl_xor_sync(FULL_MASK, v, off));
+    const unsigned col = blockIdx.x * TE_NORM_REDUCE_COLS + threadIdx.y;
+    if (threadIdx.x == 0 && col < hidden)
+      te_st(which ? out1 : out0, col, TE_NORM_DT(dtypes, which), v);
+    __syncthreads();
+  }
+}

@@ -1,0 +1,574 @@
+// quantize.cu -- FP8 quantize, dequantize, amax and scale kernels for Hopper.
+// Element math: kernels/common/fp8.h and quantize.h (shared with the vdev
+// implementations in libtecore/fp8/quantize.c, which give the same bytes).
+//
+// Kernels and the shapes they handle:
+//   te_fp8_quantize_pt     per-tensor, rowwise: n elements of f32/f16/bf16 ->
+//                          e4m3/e5m2, any n; 16 elements (one 16-byte store)
+//                          per thread per step when both pointers are 16-byte
+//                          aligned, else one element per step; grid-stride.
+//   te_fp8_amax            max |x| over n elements, same loop shape.
+//   te_fp8_amax_init       *amax = 0 (one thread).
+//   te_fp8_compute_scale   scale and scale_inv from *amax (one thread).
+//   te_fp8_quantize_mx     MXFP8, rows x cols, any shape: 32x64 tiles, 256
+//                          threads, 8 columns per thread; rowwise (1x32 along
+//                          a row) and/or columnwise (32x1 down a column)
+//                          outputs, both in [rows][cols] layout.
+//   te_fp8_quantize_blk    1x128, 128x128 or per-tensor scales, rows x cols,
+//                          128x128 tiles, 256 threads: rowwise and/or the
+//                          transposed columnwise output through shared memory.
+//   te_fp8_dequantize      FP8 -> f32/f16/bf16, any mode, 8 columns a thread.
+//   te_fp8_quantize_multi, te_fp8_amax_multi, te_fp8_amax_init_multi:
+//                          up to TE_QMULTI_MAX per-tensor tensors in one launch.
+// amax: per thread, then per warp (__reduce_max_sync), then one atomicMax of
+// the float bits per block.  Every kernel returns at once when noop && *noop.
+// Built without fast math and without flush-to-zero (the rounding of
+// x * scale must be the host's).
+#include "common/quantize.h"
+
+#define QT 256   // threads per block of every kernel here
+
+static __device__ __forceinline__ bool noop_set(const int *noop) { return noop && *noop; }
+
+// Block-wide max of m, then one atomicMax into *amax (all threads call it).
+static __device__ __noinline__ void block_amax(uint32_t m, unsigned *amax) {
+  __shared__ uint32_t warp_max[QT / 32];
+  m = __reduce_max_sync(0xffffffffu, m);
+  if ((threadIdx.x & 31) == 0) warp_max[threadIdx.x >> 5] = m;
+  __syncthreads();
+  if (threadIdx.x < 32) {
+    uint32_t v = threadIdx.x < QT / 32 ? warp_max[threadIdx.x] : 0u;
+    v = __reduce_max_sync(0xffffffffu, v);
+    if (threadIdx.x == 0 && amax) atomicMax(amax, v);
+  }
+}
+
+// 16 consecutive elements (chunk c) as floats; needs 16-byte alignment.
+template <int IDT>
+static __device__ __forceinline__ void load16(const void *__restrict__ in, uint64_t c, float v[16]) {
+  if (IDT == TE_FP8_DT_F32) {
+    const float4 *p = (const float4 *)in + c * 4;
+#pragma unroll
+    for (int k = 0; k < 4; k++) {
+      float4 f = p[k];
+      v[4 * k] = f.x, v[4 * k + 1] = f.y, v[4 * k + 2] = f.z, v[4 * k + 3] = f.w;
+    }
+  } else {
+    const uint4 *p = (const uint4 *)in + c * 2;
+    uint4 a = p[0], b = p[1];
+    uint32_t w[8] = {a.x, a.y, a.z, a.w, b.x, b.y, b.z, b.w};
+#pragma unroll
+    for (int k = 0; k < 8; k++) {
+      if (IDT == TE_FP8_DT_BF16) {
+        v[2 * k] = __uint_as_float(w[k] << 16);
+        v[2 * k + 1] = __uint_as_float(w[k] & 0xffff0000u);
+      } else {
+        v[2 * k] = te_f16_to_f32((uint16_t)(w[k] & 0xffffu));
+        v[2 * k + 1] = te_f16_to_f32((uint16_t)(w[k] >> 16));
+      }
+    }
+  }
+}
+
+// 8 consecutive elements starting at element e (16-byte aligned for f32,
+// 16-byte aligned for 16-bit types: 8 x 2 bytes).
+template <int IDT>
+static __device__ __forceinline__ void load8(const void *__restrict__ in, uint64_t e, float v[8]) {
+  if (IDT == TE_FP8_DT_F32) {
+    const float4 *p = (const float4 *)((const float *)in + e);
+    float4 a = p[0], b = p[1];
+    v[0] = a.x, v[1] = a.y, v[2] = a.z, v[3] = a.w, v[4] = b.x, v[5] = b.y, v[6] = b.z, v[7] = b.w;
+  } else {
+    uint4 a = *(const uint4 *)((const uint16_t *)in + e);
+    uint32_t w[4] = {a.x, a.y, a.z, a.w};
+#pragma unroll
+    for (int k = 0; k < 4; k++) {
+      if (IDT == TE_FP8_DT_BF16) {
+        v[2 * k] = __uint_as_float(w[k] << 16);
+        v[2 * k + 1] = __uint_as_float(w[k] & 0xffff0000u);
+      } else {
+        v[2 * k] = te_f16_to_f32((uint16_t)(w[k] & 0xffffu));
+        v[2 * k + 1] = te_f16_to_f32((uint16_t)(w[k] >> 16));
+      }
+    }
+  }
+}
+
+// 8 values times s -> 8 FP8 bytes in a 64-bit word (element k in byte k).
+template <int ODT>
+static __device__ __forceinline__ uint2 quant8(const float v[8], float s) {
+  uint32_t w[2];
+#pragma unroll
+  for (int k = 0; k < 2; k++) {
+    uint32_t lo = te_f32x2_to_fp8x2(v[4 * k] * s, v[4 * k + 1] * s, ODT);
+    uint32_t hi = te_f32x2_to_fp8x2(v[4 * k + 2] * s, v[4 * k + 3] * s, ODT);
+    w[k] = lo | (hi << 16);
+  }
+  return make_uint2(w[0], w[1]);
+}
+
+// ---- per-tensor, flat -------------------------------------------------------
+
+// Quantizes in[0..n) with scale s, using blocks blk .. of nblk (grid-stride
+// within the tensor's own blocks); returns this thread's max |x| bits.
+template <int IDT, int ODT>
+static __device__ __forceinline__ uint32_t quant_flat(const void *__restrict__ in,
+                                                      uint8_t *__restrict__ out, uint64_t n,
+                                                      float s, uint64_t blk, uint64_t nblk) {
+  uint32_t m = 0;
+  const bool vec = (((uintptr_t)in | (uintptr_t)out) & 15u) == 0;
+  const uint64_t nchunks = vec ? n / 16 : 0;
+  const uint64_t stride = nblk * QT;
+  for (uint64_t c = blk * QT + threadIdx.x; c < nchunks; c += stride) {
+    float v[16];
+    load16<IDT>(in, c, v);
+#pragma unroll
+    for (int k = 0; k < 16; k++) m = te_max_u32(m, te_abs_bits(v[k]));
+    uint2 a = quant8<ODT>(v, s), b = quant8<ODT>(v + 8, s);
+    ((uint4 *)out)[c] = make_uint4(a.x, a.y, b.x, b.y);
+  }
+  for (uint64_t i = nchunks * 16 + blk * QT + threadIdx.x; i < n; i += stride) {
+    float x = te_q_load(in, i, IDT);
+    m = te_max_u32(m, te_abs_bits(x));
+    out[i] = te_f32_to_fp8(x * s, ODT);
+  }
+  return m;
+}
+
+template <int IDT, int ODT>
+static __device__ void quant_pt(const void *in, void *out, uint64_t n, float *scale,
+                                float *scale_inv, float *scale_inv_col, unsigned *amax,
+                                int current, float eps, int pow2, uint64_t blk, uint64_t nblk) {
+  float s = te_q_tensor_scale(current, scale, amax, eps, ODT, pow2);
+  if (blk == 0 && threadIdx.x == 0) {
+    float si = te_fp8_scale_inv(s);
+    if (current) *scale = s;
+    if (scale_inv) *scale_inv = si;
+    if (scale_inv_col) *scale_inv_col = si;
+  }
+  uint32_t m = quant_flat<IDT, ODT>(in, (uint8_t *)out, n, s, blk, nblk);
+  if (!current && amax) block_amax(m, amax);
+}
+
+#define DISPATCH_IO(in_dt, out_dt, FN, ...)                                              \
+  do {                                                                                  \
+    if (out_dt == TE_FP8_DT_E4M3) {                                                     \
+      if (in_dt == TE_FP8_DT_F32) FN<TE_FP8_DT_F32, TE_FP8_DT_E4M3>(__VA_ARGS__);        \
+      else if (in_dt == TE_FP8_DT_BF16) FN<TE_FP8_DT_BF16, TE_FP8_DT_E4M3>(__VA_ARGS__); \
+      else FN<TE_FP8_DT_F16, TE_FP8_DT_E4M3>(__VA_ARGS__);                               \
+    } else {                                                                            \
+      if (in_dt == TE_FP8_DT_F32) FN<TE_FP8_DT_F32, TE_FP8_DT_E5M2>(__VA_ARGS__);        \
+      else if (in_dt == TE_FP8_DT_BF16) FN<TE_FP8_DT_BF16, TE_FP8_DT_E5M2>(__VA_ARGS__); \
+      else FN<TE_FP8_DT_F16, TE_FP8_DT_E5M2>(__VA_ARGS__);                               \
+    }                                                                                   \
+  } while (0)
+
+extern "C" __global__ void __launch_bounds__(QT)
+te_fp8_quantize_pt(const void *in, void *out, unsigned long long n, int in_dt, int out_dt,
+                   float *scale, float *scale_inv, float *scale_inv_col, unsigned *amax,
+                   const int *noop, int current, float eps, int pow2) {
+  if (noop_set(noop)) return;
+  DISPATCH_IO(in_dt, out_dt, quant_pt, in, out, n, scale, scale_inv, scale_inv_col, amax, current,
+              eps, pow2, blockIdx.x, gridDim.x);
+}
+
+// ---- amax -------------------------------------------------------------------
+
+template <int IDT>
+static __device__ __forceinline__ uint32_t amax_flat(const void *__restrict__ in, uint64_t n,
+                                                     uint64_t blk, uint64_t nblk) {
+  uint32_t m = 0;
+  const bool vec = ((uintptr_t)in & 15u) == 0;
+  const uint64_t nchunks = vec ? n / 16 : 0;
+  const uint64_t stride = nblk * QT;
+  for (uint64_t c = blk * QT + threadIdx.x; c < nchunks; c += stride) {
+    float v[16];
+    load16<IDT>(in, c, v);
+#pragma unroll
+    for (int k = 0; k < 16; k++) m = te_max_u32(m, te_abs_bits(v[k]));
+  }
+  for (uint64_t i = nchunks * 16 + blk * QT + threadIdx.x; i < n; i += stride)
+    m = te_max_u32(m, te_abs_bits(te_q_load(in, i, IDT)));
+  return m;
+}
+
+static __device__ __forceinline__ uint32_t amax_any(const void *in, uint64_t n, int dt,
+                                                    uint64_t blk, uint64_t nblk) {
+  if (dt == TE_FP8_DT_F32) return amax_flat<TE_FP8_DT_F32>(in, n, blk, nblk);
+  if (dt == TE_FP8_DT_BF16) return amax_flat<TE_FP8_DT_BF16>(in, n, blk, nblk);
+  return amax_flat<TE_FP8_DT_F16>(in, n, blk, nblk);
+}
+
+extern "C" __global__ void __launch_bounds__(QT)
+te_fp8_amax(const void *in, unsigned long long n, int dt, unsigned *amax, const int *noop) {
+  if (noop_set(noop)) return;
+  block_amax(amax_any(in, n, dt, blockIdx.x, gridDim.x), amax);
+}
+
+extern "C" __global__ void te_fp8_amax_init(unsigned *amax, const int *noop) {
+  if (noop_set(noop)) return;
+  if (blockIdx.x == 0 && threadIdx.x == 0) *amax = 0u;
+}
+
+extern "C" __global__ void te_fp8_compute_scale(const unsigned *amax, float *scale,
+                                                float *scale_inv, float *scale_inv_col,
+                                                float eps, float fp8_max, int pow2,
+                                                const int *noop) {
+  if (noop_set(noop)) return;
+  if (blockIdx.x != 0 || threadIdx.x != 0) return;
+  float s = te_fp8_current_scale(__uint_as_float(*amax), eps, fp8_max, pow2);
+  *scale = s;
+  float si = te_fp8_scale_inv(s);
+  if (scale_inv) *scale_inv = si;
+  if (scale_inv_col) *scale_inv_col = si;
+}
+
+// ---- multi-tensor -------------------------------------------------------------
+
+// The entry whose blocks include blockIdx.x (entries are in block order).
+static __device__ __forceinline__ int multi_entry(const te_qmulti_params &p) {
+  int t = 0;
+  while (t + 1 < p.count && blockIdx.x >= p.e[t + 1].block0) t++;
+  return t;
+}
+
+extern "C" __global__ void __launch_bounds__(QT) te_fp8_quantize_multi(const te_qmulti_params p) {
+  if (noop_set(p.noop)) return;
+  const te_qmulti_entry &e = p.e[multi_entry(p)];
+  DISPATCH_IO(e.in_dt, e.out_dt, quant_pt, e.in, e.out, e.n, e.scale, e.scale_inv,
+              e.scale_inv_col, e.amax, p.current, e.eps, e.pow2, blockIdx.x - e.block0, e.nblocks);
+}
+
+extern "C" __global__ void __launch_bounds__(QT) te_fp8_amax_multi(const te_qmulti_params p) {
+  if (noop_set(p.noop)) return;
+  const te_qmulti_entry &e = p.e[multi_entry(p)];
+  block_amax(amax_any(e.in, e.n, e.in_dt, blockIdx.x - e.block0, e.nblocks), e.amax);
+}
+
+extern "C" __global__ void te_fp8_amax_init_multi(const te_qmulti_params p) {
+  if (noop_set(p.noop)) return;
+  if (blockIdx.x == 0 && (int)threadIdx.x < p.count) *p.e[threadIdx.x].amax = 0u;
+}
+
+// ---- MXFP8 ------------------------------------------------------------------------
+// One warp per 32 x 64 tile, no shared memory and no block barrier: lane l
+// works on columns (l%8)*8 .. +8 of rows l/8 + 4*step, step 0..7.  A row
+// block of 32 columns is 4 neighbouring lanes (shuffles over lane bits
+// 0-1); a column block is the 8 steps of a lane and the 4 lanes with the
+// same l%8 (shuffles over lane bits 3-4).  Pass 1 writes the rowwise output
+// and finds the column amaxes; pass 2 re-reads the 4 KB tile (an L1/L2 hit)
+// for the columnwise output.  Both outputs are [rows][cols].
+
+// Raw storage words of 8 elements: 4 for 16-bit types, 8 for f32.
+template <int IDT> struct raw8 { uint32_t w[IDT == TE_FP8_DT_F32 ? 8 : 4]; };
+
+// Loads 8 elements of row r from column c0 as raw words (zeros, which are
+// +0 in every type, past the edges).
+template <int IDT>
+static __device__ __forceinline__ raw8<IDT> load_raw8(const void *__restrict__ in, uint64_t rows,
+                                                      uint64_t cols, uint64_t r, uint64_t c0,
+                                                      bool vec_ok) {
+  raw8<IDT> x;
+  if (r < rows && c0 + 8 <= cols && vec_ok) {
+    const uint4 *p = (const uint4 *)((const char *)in + (r * cols + c0) * (IDT == TE_FP8_DT_F32 ? 4 : 2));
+    uint4 a = p[0];
+    x.w[0] = a.x, x.w[1] = a.y, x.w[2] = a.z, x.w[3] = a.w;
+    if (IDT == TE_FP8_DT_F32) {
+      uint4 b = p[1];
+      x.w[4 % (sizeof x.w / 4)] = b.x, x.w[5 % (sizeof x.w / 4)] = b.y;
+      x.w[6 % (sizeof x.w / 4)] = b.z, x.w[7 % (sizeof x.w / 4)] = b.w;
+    }
+    return x;
+  }
+#pragma unroll
+  for (int k = 0; k < 8; k++) {
+    const bool in_range = r < rows && c0 + k < cols;
+    if (IDT == TE_FP8_DT_F32) {
+      x.w[k % (sizeof x.w / 4)] = in_range ? ((const uint32_t *)in)[r * cols + c0 + k] : 0u;
+    } else {
+      uint32_t h = in_range ? ((const uint16_t *)in)[r * cols + c0 + k] : 0u;
+      if (k & 1) x.w[k / 2] |= h << 16;
+      else x.w[k / 2] = h;
+    }
+  }
+  return x;
+}
+
+template <int IDT>
+static __device__ __forceinline__ void unpack8(const raw8<IDT> &x, float v[8]) {
+#pragma unroll
+  for (int k = 0; k < 8; k++) {
+    if (IDT == TE_FP8_DT_F32) {
+      v[k] = __uint_as_float(x.w[k % (sizeof x.w / 4)]);
+    } else {
+      uint32_t h = (x.w[k / 2] >> (16 * (k & 1))) & 0xffffu;
+      v[k] = IDT == TE_FP8_DT_BF16 ? __uint_as_float(h << 16) : te_f16_to_f32((uint16_t)h);
+    }
+  }
+}
+
+// Stores 8 FP8 bytes of row r at column c0 (only those inside the tensor).
+static __device__ __forceinline__ void store_row8(uint8_t *out, uint64_t rows, uint64_t cols,
+                                                  uint64_t r, uint64_t c0, bool vec_ok, uint2 q) {
+  if (r >= rows) return;
+  if (c0 + 8 <= cols && vec_ok) {
+    *(uint2 *)(out + r * cols + c0) = q;
+    return;
+  }
+  uint64_t w = ((uint64_t)q.y << 32) | q.x;
+  for (int k = 0; k < 8 && c0 + k < cols; k++) out[r * cols + c0 + k] = (uint8_t)(w >> (8 * k));
+}
+
+template <int ODT>
+static __device__ __forceinline__ uint2 quant8_each(const float v[8], const float s[8]) {
+  uint32_t w[2];
+#pragma unroll
+  for (int k = 0; k < 2; k++) {
+    uint32_t lo = te_f32x2_to_fp8x2(v[4 * k] * s[4 * k], v[4 * k + 1] * s[4 * k + 1], ODT);
+    uint32_t hi = te_f32x2_to_fp8x2(v[4 * k + 2] * s[4 * k + 2], v[4 * k + 3] * s[4 * k + 3], ODT);
+    w[k] = lo | (hi << 16);
+  }
+  return make_uint2(w[0], w[1]);
+}
+
+template <int IDT, int ODT>
+static __device__ void quant_mx(const void *__restrict__ in, uint64_t rows, uint64_t cols,
+                                uint8_t *__restrict__ out_row, uint8_t *__restrict__ out_col,
+                                uint8_t *__restrict__ s_row, uint8_t *__restrict__ s_col,
+                                unsigned *amax) {
+  const uint64_t ntc = (cols + TE_MX_TILE_C - 1) / TE_MX_TILE_C;
+  const uint64_t ntiles = ntc * ((rows + TE_MX_TILE_R - 1) / TE_MX_TILE_R);
+  const uint64_t nrb = (cols + 31) / 32;   // row blocks per row
+  const int lane = threadIdx.x & 31, seg = lane & 7, rg = lane >> 3;
+  const bool in_vec = ((uintptr_t)in & 15u) == 0 && (cols * (IDT == TE_FP8_DT_F32 ? 4 : 2)) % 16 == 0;
+  const bool out_vec = (((uintptr_t)out_row | (uintptr_t)out_col) & 7u) == 0 && cols % 8 == 0;
+  const bool s_vec = ((uintptr_t)s_col & 7u) == 0 && cols % 8 == 0;
+  const uint64_t warp0 = (uint64_t)blockIdx.x * (QT / 32) + (threadIdx.x >> 5);
+  const uint64_t nwarps = (uint64_t)gridDim.x * (QT / 32);
+  uint32_t m = 0;
+  for (uint64_t tile = warp0; tile < ntiles; tile += nwarps) {
+    const uint64_t r0 = (tile / ntc) * TE_MX_TILE_R + rg;
+    const uint64_t c0 = (tile % ntc) * TE_MX_TILE_C + seg * 8;
+    // pass 1: rowwise output and the column amaxes
+    uint32_t cm[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+#pragma unroll 4
+    for (int st = 0; st < 8; st++) {
+      float v[8];
+      unpack8<IDT>(load_raw8<IDT>(in, rows, cols, r0 + 4 * st, c0, in_vec), v);
+      uint32_t rm = 0;
+#pragma unroll
+      for (int k = 0; k < 8; k++) {
+        uint32_t a = te_abs_bits(v[k]);
+        cm[k] = te_max_u32(cm[k], a);
+        rm = te_max_u32(rm, a);
+      }
+      m = te_max_u32(m, rm);
+      if (out_row) {
+        rm = te_max_u32(rm, __shfl_xor_sync(0xffffffffu, rm, 1));
+        rm = te_max_u32(rm, __shfl_xor_sync(0xffffffffu, rm, 2));
+        const uint8_t e8 = te_e8m0_from_amax(__uint_as_float(rm), ODT);
+        const uint64_t r = r0 + 4 * st;
+        store_row8(out_row, rows, cols, r, c0, out_vec, quant8<ODT>(v, te_e8m0_quant_mult(e8)));
+        if ((seg & 3) == 0 && r < rows && c0 < cols) s_row[r * nrb + c0 / 32] = e8;
+      }
+    }
+    // pass 2: the columnwise output, re-reading the tile (from L1/L2)
+    if (out_col) {
+      float mult[8];
+      uint8_t e8[8];
+#pragma unroll
+      for (int k = 0; k < 8; k++) {
+        cm[k] = te_max_u32(cm[k], __shfl_xor_sync(0xffffffffu, cm[k], 8));
+        cm[k] = te_max_u32(cm[k], __shfl_xor_sync(0xffffffffu, cm[k], 16));
+        e8[k] = te_e8m0_from_amax(__uint_as_float(cm[k]), ODT);
+        mult[k] = te_e8m0_quant_mult(e8[k]);
+      }
+#pragma unroll 4
+      for (int st = 0; st < 8; st++) {
+        float v[8];
+        unpack8<IDT>(load_raw8<IDT>(in, rows, cols, r0 + 4 * st, c0, in_vec), v);
+        store_row8(out_col, rows, cols, r0 + 4 * st, c0, out_vec, quant8_each<ODT>(v, mult));
+      }
+      if (rg == 0 && c0 < cols) {   // r0 is the tile's first row here
+        uint8_t *dst = s_col + (r0 / 32) * cols + c0;
+        if (c0 + 8 <= cols && s_vec) {
+          uint32_t lo = e8[0] | (e8[1] << 8) | (e8[2] << 16) | ((uint32_t)e8[3] << 24);
+          uint32_t hi = e8[4] | (e8[5] << 8) | (e8[6] << 16) | ((uint32_t)e8[7] << 24);
+          *(uint2 *)dst = make_uint2(lo, hi);
+        } else {
+          for (int k = 0; k < 8 && c0 + k < cols; k++) dst[k] = e8[k];
+        }
+      }
+    }
+  }
+  block_amax(m, amax);
+}
+
+extern "C" __global__ void __launch_bounds__(QT)
+te_fp8_quantize_mx(const void *in, int in_dt, unsigned long long rows, unsigned long long cols,
+                   void *out_row, void *out_col, void *s_row, void *s_col, int out_dt,
+                   unsigned *amax, const int *noop) {
+  if (noop_set(noop)) return;
+  DISPATCH_IO(in_dt, out_dt, quant_mx, in, rows, cols, (uint8_t *)out_row, (uint8_t *)out_col,
+              (uint8_t *)s_row, (uint8_t *)s_col, amax);
+}
+
+// Loads 8 elements of row r from column c0 as floats (zeros past the edges).
+template <int IDT>
+static __device__ __forceinline__ void load_row8(const void *__restrict__ in, uint64_t rows,
+                                                 uint64_t cols, uint64_t r, uint64_t c0,
+                                                 bool vec_ok, float v[8]) {
+  unpack8<IDT>(load_raw8<IDT>(in, rows, cols, r, c0, vec_ok), v);
+}
+
+// ---- block scaling (1x128, 128x128) and per-tensor with transpose -----------
+// Tile 128 x 128; thread t works on columns (t%16)*8 .. +8 of rows t/16 +
+// 16*p, p = 0..7.  Pass 1 finds the row, column and tile amaxes; pass 2
+// re-reads the tile (from L2), writes the rowwise bytes directly and the
+// columnwise bytes into a shared transposed tile, written out last.
+
+struct blk_smem {
+  __align__(16) uint8_t tq[TE_BLK_TILE][TE_BLK_TILE + 16];   // [col][row]: the transposed tile
+  uint32_t cred[16][TE_BLK_TILE];                            // partial column amaxes
+  float row_s[TE_BLK_TILE], col_s[TE_BLK_TILE];              // row / column block scales
+  uint32_t tile_m;                                           // the tile's amax bits
+};
+
+template <int IDT, int ODT>
+static __device__ void quant_blk(const void *__restrict__ in, uint64_t rows, uint64_t cols,
+                                 uint8_t *__restrict__ out_row, uint8_t *__restrict__ out_col,
+                                 float *__restrict__ s_row, float *__restrict__ s_col, int mode,
+                                 const float *scale, float eps, int pow2, unsigned *amax,
+                                 blk_smem &sh) {
+  uint8_t(*tq)[TE_BLK_TILE + 16] = sh.tq;
+  uint32_t(*cred)[TE_BLK_TILE] = sh.cred;
+  float *row_s = sh.row_s, *col_s = sh.col_s;
+  uint32_t &tile_m = sh.tile_m;
+  const float fmax = te_fp8_max(ODT);
+  const uint64_t ntc = (cols + TE_BLK_TILE - 1) / TE_BLK_TILE;
+  const uint64_t ntr = (rows + TE_BLK_TILE - 1) / TE_BLK_TILE;
+  const int rr = threadIdx.x >> 4, seg = threadIdx.x & 15;
+  const bool in_vec = ((uintptr_t)in & 15u) == 0 && (cols * (IDT == TE_FP8_DT_F32 ? 4 : 2)) % 16 == 0;
+  const bool out_vec = ((uintptr_t)out_row & 7u) == 0 && cols % 8 == 0;
+  const bool t_vec = ((uintptr_t)out_col & 15u) == 0 && rows % 16 == 0;
+  const float ts = mode == TE_BLK_TENSOR ? *scale : 0.0f;
+  if (mode == TE_BLK_TENSOR && blockIdx.x == 0 && threadIdx.x == 0) {
+    if (s_row) *s_row = te_fp8_scale_inv(ts);
+    if (s_col) *s_col = te_fp8_scale_inv(ts);
+  }
+  uint32_t m_all = 0;
+  for (uint64_t tile = blockIdx.x; tile < ntr * ntc; tile += gridDim.x) {
+    const uint64_t tr = tile / ntc, tc = tile % ntc;
+    const uint64_t r0 = tr * TE_BLK_TILE, c0 = tc * TE_BLK_TILE + seg * 8;
+    // pass 1: amaxes
+    uint32_t cm[8] = {0, 0, 0, 0, 0, 0, 0, 0}, tm = 0;
+    for (int p = 0; p < 8; p++) {
+      const uint64_t r = r0 + rr + 16 * p;
+      float v[8];
+      load_row8<IDT>(in, rows, cols, r, c0, in_vec, v);
+      uint32_t rm = 0;
+#pragma unroll
+      for (int k = 0; k < 8; k++) {
+        uint32_t a = te_abs_bits(v[k]);
+        cm[k] = te_max_u32(cm[k], a);
+        rm = te_max_u32(rm, a);
+      }
+      tm = te_max_u32(tm, rm);
+      // the row's max over the tile's 128 columns: 16 neighbouring lanes
+#pragma unroll
+      for (int o = 1; o < 16; o <<= 1) rm = te_max_u32(rm, __shfl_xor_sync(0xffffffffu, rm, o));
+      if (seg == 0) row_s[rr + 16 * p] = te_fp8_current_scale(__uint_as_float(rm), eps, fmax, pow2);
+    }
+#pragma unroll
+    for (int k = 0; k < 8; k++) cred[rr][seg * 8 + k] = cm[k];
+    tm = __reduce_max_sync(0xffffffffu, tm);
+    if (threadIdx.x == 0) tile_m = 0;
+    __syncthreads();
+    if ((threadIdx.x & 31) == 0) atomicMax(&tile_m, tm);
+    if (threadIdx.x < TE_BLK_TILE) {
+      uint32_t c = 0;
+      for (int i = 0; i < 16; i++) c = te_max_u32(c, cred[i][threadIdx.x]);
+      col_s[threadIdx.x] = te_fp8_current_scale(__uint_as_float(c), eps, fmax, pow2);
+    }
+    __syncthreads();
+    m_all = te_max_u32(m_all, tile_m);
+    const float tile_s = te_fp8_current_scale(__uint_as_float(tile_m), eps, fmax, pow2);
+    // scale_inv outputs
+    if (mode == TE_BLK_1X128) {
+      if (out_row && threadIdx.x < TE_BLK_TILE && r0 + threadIdx.x < rows)
+        s_row[(r0 + threadIdx.x) * ntc + tc] = te_fp8_scale_inv(row_s[threadIdx.x]);
+      const uint64_t c = tc * TE_BLK_TILE + threadIdx.x;
+      if (out_col && threadIdx.x < TE_BLK_TILE && c < cols)
+        s_col[c * ntr + tr] = te_fp8_scale_inv(col_s[threadIdx.x]);
+    } else if (mode == TE_BLK_128X128 && threadIdx.x == 0) {
+      if (out_row) s_row[tr * ntc + tc] = te_fp8_scale_inv(tile_s);
+      if (out_col) s_col[tc * ntr + tr] = te_fp8_scale_inv(tile_s);
+    }
+    // pass 2: quantize
+    float cs[8];
+#pragma unroll
+    for (int k = 0; k < 8; k++)
+      cs[k] = mode == TE_BLK_1X128 ? col_s[seg * 8 + k] : mode == TE_BLK_128X128 ? tile_s : ts;
+    for (int p = 0; p < 8; p++) {
+      const int tr_ = rr + 16 * p;
+      const uint64_t r = r0 + tr_;
+      float v[8];
+      load_row8<IDT>(in, rows, cols, r, c0, in_vec, v);
+      if (out_row) {
+        float s = mode == TE_BLK_1X128 ? row_s[tr_] : mode == TE_BLK_128X128 ? tile_s : ts;
+        store_row8(out_row, rows, cols, r, c0, out_vec, quant8<ODT>(v, s));
+      }
+      if (out_col) {
+        uint2 q = quant8_each<ODT>(v, cs);
+        uint64_t w = ((uint64_t)q.y << 32) | q.x;
+#pragma unroll
+        for (int k = 0; k < 8; k++) tq[seg * 8 + k][tr_] = (uint8_t)(w >> (8 * k));
+      }
+    }
+    if (out_col) {
+      __syncthreads();
+      // the transposed tile: 128 columns of the input, each 128 bytes
+      for (int k = threadIdx.x; k < TE_BLK_TILE * 8; k += QT) {
+        const int col = k >> 3, part = k & 7;
+        const uint64_t c = tc * TE_BLK_TILE + col, rs = r0 + part * 16;
+        if (c >= cols || rs >= rows) continue;
+        uint8_t *dst = out_col + c * rows + rs;
+        if (t_vec && rs + 16 <= rows) {
+          *(uint4 *)dst = *(const uint4 *)&tq[col][part * 16];
+        } else {
+          for (int i = 0; i < 16 && rs + i < rows; i++) dst[i] = tq[col][part * 16 + i];
+        }
+      }
+    }
+    __syncthreads();   // shared tiles are reused by the next tile
+  }
+  block_amax(m_all, amax);
+}
+
+extern "C" __global__ void __launch_bounds__(QT)
+te_fp8_quantize_blk(const void *in, int in_dt, unsigned long long rows, unsigned long long cols,
+                    void *out_row, void *out_col, float *s_row, float *s_col, int out_dt, int mode,
+                    const float *scale, float eps, int pow2, unsigned *amax, const int *noop) {
+  __shared__ blk_smem sh;
+  if (noop_set(noop)) return;
+  DISPATCH_IO(in_dt, out_dt, quant_blk, in, rows, cols, (uint8_t *)out_row, (uint8_t *)out_col,
+              s_row, s_col, mode, scale, eps, pow2, amax, sh);
+}
+
+// ---- dequantize -------------------------------------------------------------------
+// Thread-steps of 8 columns of one row, grid-stride.
+
+extern "C" __global__ void __launch_bounds__(QT)
+te_fp8_dequantize(const void *in, int in_dt, void *out, int out_dt, unsigned long long rows,
+                  unsigned long long cols, int mode, const void *scale_inv) {
+  const uint8_t *q = (const uint8_t *)in;
+  const uint64_t segs = (cols + 7) / 8, total = rows * segs;
+  for (uint64_t u = (uint64_t)blockIdx.x * QT + threadIdx.x; u < total;
+       u += (uint64_t)gridDim.x * QT) {
+    const uint64_t r = u / segs, c0 = (u % segs) * 8;
+    for (uint64_t c = c0; c < c0 + 8 && c < cols; c++) {
+      float s = te_dq_scale(mode, scale_inv, r, c, rows, cols);
+      te_q_store(out, r * cols + c, out_dt, te_fp8_to_f32(q[r * cols + c], in_dt) * s);
+    }
+  }
+}

@@ -1,0 +1,303 @@
+// transpose.cu -- the cast-transpose family: one pass over an input
+// [rows][cols] (F32, F16 or BF16) that writes its FP8 (E4M3/E5M2) rowwise
+// copy [rows][cols] and columnwise copy, optionally the column sums of the
+// values (dbias, first stage) and the amax; the values are the input itself
+// or dx = dy * act'(x) for GELU, ReLU, SiLU, QGELU.
+//
+// Scaling:
+//   per-tensor (te_ct_pt_*): q = fp8(v * *scale); the columnwise copy is the
+//     transpose [cols][rows]; amax max-accumulated with one atomic per
+//     block; *scale_inv (and the columnwise one) = 1 / *scale.
+//   MXFP8 (te_ct_mx_*): 1x32 blocks along rows (E8M0 scales
+//     [rows][cdiv(cols,32)]) and 32x1 blocks along columns (E8M0
+//     [cdiv(rows,32)][cols]); the columnwise copy keeps the [rows][cols]
+//     layout (te/tensor.h).
+// Any shape: tiles of 64x64 (kernels/common/transpose.h gives the launch
+// shape and the dbias order, shared with the vdev implementation);
+// 16-byte loads and stores where rows are 16-byte aligned, element paths
+// for tails and unaligned tensors.
+//
+// Kernel names: te_ct_{pt,mx}_{none,gelu,relu,silu,qgelu}_{f32,f16,bf16};
+// the parameters are the same for all (see CT_PARAMS), and the flags word
+// carries the output dtype and the vector-path bits.  te_ct_dbias_reduce
+// is the second stage of dbias.
+#include "common/transpose.h"
+#include "ldst.cuh"
+
+#define CT_T TE_CT_TILE
+
+// 16 elements of row-major p from element index idx: n valid (0..16),
+// the rest 0; vec: one or two 16-byte vectors per 8 elements.
+template <int DT>
+__device__ __forceinline__ void ct_ld16(const void *p, unsigned long long idx, int n, bool vec,
+                                        float *v) {
+  if (vec && n == TE_CT_CHUNK) {
+    te_dev_ld8(p, idx, DT, v);
+    te_dev_ld8(p, idx + 8, DT, v + 8);
+  } else {
+#pragma unroll
+    for (int k = 0; k < TE_CT_CHUNK; k++) v[k] = k < n ? te_ld(p, idx + k, DT) : 0.0f;
+  }
+}
+
+// Two FP8 codes from two scaled floats, lo in the low byte.  No NaN
+// patch-up (ldst.cuh's te_dev_fp8x2 has one): a product here is NaN only
+// as the GPU's canonical NaN, which the instruction turns into 0x7F, the
+// code te_ct_q gives every NaN product.
+__device__ __forceinline__ uint32_t ct_fp8x2(float lo, float hi, int dt) {
+  unsigned short r;
+  if (dt == TE_FP8_DT_E4M3)
+    asm("cvt.rn.satfinite.e4m3x2.f32 %0, %1, %2;" : "=h"(r) : "f"(hi), "f"(lo));
+  else
+    asm("cvt.rn.satfinite.e5m2x2.f32 %0, %1, %2;" : "=h"(r) : "f"(hi), "f"(lo));
+  return r;
+}
+
+// Four bytes of FP8 from four scaled floats.
+__device__ __forceinline__ uint32_t ct_fp8x4(float a, float b, float c, float d, int dt) {
+  return ct_fp8x2(a, b, dt) | (ct_fp8x2(c, d, dt) << 16);
+}
+
+// Stores 16 bytes w[0..3] (little-endian) to p + idx, n valid.
+__device__ __forceinline__ void ct_st16(uint8_t *p, unsigned long long idx, int n, bool vec,
+                                        const uint32_t *w) {
+  if (vec && n == TE_CT_CHUNK) {
+    *(uint4 *)(p + idx) = make_uint4(w[0], w[1], w[2], w[3]);
+  } else {
+#pragma unroll
+    for (int k = 0; k < TE_CT_CHUNK; k++)
+      if (k < n) p[idx + k] = (uint8_t)(w[k >> 2] >> (8 * (k & 3)));
+  }
+}
+
+#define CT_PARAMS                                                                         \
+  const void *__restrict__ in, const void *__restrict__ x, uint8_t *__restrict__ orow,    \
+      uint8_t *__restrict__ ocol, const float *__restrict__ scale, unsigned *amax,        \
+      void *__restrict__ sinv, void *__restrict__ csinv, float *__restrict__ ws,          \
+      unsigned long long rows, unsigned long long cols, unsigned tpb, unsigned flags
+#define CT_ARGS in, x, orow, ocol, scale, amax, sinv, csinv, ws, rows, cols, tpb, flags
+
+template <int IN, int ACT, bool MX>
+__device__ __forceinline__ void ct_body(CT_PARAMS) {
+  // per-tensor: FP8 tiles for the transpose, two so one barrier per tile
+  // suffices; rows of 4 16-byte chunks, chunk j of row r stored at
+  // j ^ ((r / 16) % 4) so that the column reads hit 4 different banks.
+  __shared__ __align__(16) uint8_t tbuf[2][CT_T * CT_T];
+  __shared__ uint32_t cmax[TE_CT_WARPS][CT_T];   // MXFP8: per-warp column amax
+  __shared__ float cmult[CT_T / TE_CT_MX_BLOCK][CT_T];
+  __shared__ float part[TE_CT_WARPS][CT_T];      // dbias: per-warp column sums
+
+  const int out_dt = TE_CT_OUT_OF(flags);
+  const bool amax_only = (flags & TE_CT_F_AMAX_ONLY) != 0;
+  const bool vin = (flags & TE_CT_F_VEC_IN) != 0;
+  const bool vrow = (flags & TE_CT_F_VEC_ROW) != 0;
+  const bool vcol = (flags & TE_CT_F_VEC_COL) != 0;
+  const bool dbias = ws != nullptr && !amax_only;
+  const bool wrow = orow != nullptr && !amax_only;
+  const bool wcol = ocol != nullptr && !amax_only;
+
+  const int t = threadIdx.x, lane = t & 31, warp = t >> 5;
+  const int tr = t >> 2, tj = t & 3;
+  const unsigned long long col0 = (unsigned long long)blockIdx.x * CT_T;
+  const unsigned long long c = col0 + (unsigned long long)tj * TE_CT_CHUNK;
+  const int ncol = c < cols ? (int)min(cols - c, (unsigned long long)TE_CT_CHUNK) : 0;
+
+  float mult = 1.0f;
+  if (!MX && !amax_only) {
+    mult = *scale;
+    if (blockIdx.x == 0 && blockIdx.y == 0 && t == 0) {
+      float si = te_fp8_scale_inv(mult);
+      if (sinv) *(float *)sinv = si;
+      if (csinv) *(float *)csinv = si;
+    }
+  }
+
+  uint32_t am = 0;
+  float acc[TE_CT_CHUNK];
+#pragma unroll
+  for (int k = 0; k < TE_CT_CHUNK; k++) acc[k] = 0.0f;
+
+  const unsigned long long rtiles = (rows + CT_T - 1) / CT_T;
+  const unsigned long long rt0 = (unsigned long long)blockIdx.y * tpb;
+  const unsigned long long rt1 = min(rt0 + tpb, rtiles);
+  int buf = 0;
+  for (unsigned long long rt = rt0; rt < rt1; rt++) {
+    const unsigned long long row0 = rt * CT_T, r = row0 + tr;
+    const int n = r < rows ? ncol : 0;
+    const unsigned long long idx = r * cols + c;
+    float v[TE_CT_CHUNK];
+    ct_ld16<IN>(in, idx, n, vin, v);
+    if (ACT != TE_CT_ACT_NONE) {
+      float xv[TE_CT_CHUNK];
+      ct_ld16<IN>(x, idx, n, vin, xv);
+#pragma unroll
+      for (int k = 0; k < TE_CT_CHUNK; k++) v[k] = te_ct_value(ACT, v[k], xv[k]);
+    }
+#pragma unroll
+    for (int k = 0; k < TE_CT_CHUNK; k++) am = te_max_u32(am, te_abs_bits(v[k]));
+    if (dbias) {
+#pragma unroll
+      for (int k = 0; k < TE_CT_CHUNK; k++) acc[k] = __fadd_rn(acc[k], v[k]);
+    }
+    if (amax_only) continue;
+
+    if (!MX) {
+      uint32_t w[4];
+#pragma unroll
+      for (int i = 0; i < 4; i++)
+        w[i] = ct_fp8x4(te_mul_rn(v[4 * i], mult), te_mul_rn(v[4 * i + 1], mult),
+                        te_mul_rn(v[4 * i + 2], mult), te_mul_rn(v[4 * i + 3], mult), out_dt);
+      if (wrow && n) ct_st16(orow, idx, n, vrow, w);
+      if (wcol) {
+        uint8_t *tb = tbuf[buf];
+        *(uint4 *)(tb + tr * CT_T + ((tj ^ ((tr >> 4) & 3)) << 4)) =
+            make_uint4(w[0], w[1], w[2], w[3]);
+        __syncthreads();
+        // thread -> output row (input column) tc, input rows rb*16 .. +15
+        const int tc = warp * 8 + (lane & 7), rb = lane >> 3;
+        const unsigned long long oc = col0 + tc, orow0 = row0 + rb * 16;
+        if (oc < cols && orow0 < rows) {
+          const uint8_t *src = tb + (((tc >> 4) ^ rb) << 4) + (tc & 15) + rb * 16 * CT_T;
+          uint32_t o[4];
+#pragma unroll
+          for (int i = 0; i < 4; i++)
+            o[i] = (uint32_t)src[(4 * i) * CT_T] | ((uint32_t)src[(4 * i + 1) * CT_T] << 8) |
+                   ((uint32_t)src[(4 * i + 2) * CT_T] << 16) |
+                   ((uint32_t)src[(4 * i + 3) * CT_T] << 24);
+          const int nr = (int)min(rows - orow0, (unsigned long long)16);
+          ct_st16(ocol, oc * rows + orow0, nr, vcol, o);
+        }
+        buf ^= 1;
+      }
+    } else {
+      if (wrow) {
+        // a 32-element block is two threads' chunks: lanes l and l^1
+        uint32_t m = 0;
+#pragma unroll
+        for (int k = 0; k < TE_CT_CHUNK; k++) m = te_max_u32(m, te_abs_bits(v[k]));
+        m = te_max_u32(m, __shfl_xor_sync(0xffffffffu, m, 1));
+        const uint8_t e8 = te_e8m0_from_amax(te_bits_f32(m), out_dt);
+        const float rm = te_e8m0_quant_mult(e8);
+        uint32_t w[4];
+#pragma unroll
+        for (int i = 0; i < 4; i++)
+          w[i] = ct_fp8x4(te_mul_rn(v[4 * i], rm), te_mul_rn(v[4 * i + 1], rm),
+                          te_mul_rn(v[4 * i + 2], rm), te_mul_rn(v[4 * i + 3], rm), out_dt);
+        if (n) {
+          ct_st16(orow, idx, n, vrow, w);
+          if (!(tj & 1))
+            ((uint8_t *)sinv)[r * ((cols + TE_CT_MX_BLOCK - 1) / TE_CT_MX_BLOCK) +
+                              c / TE_CT_MX_BLOCK] = e8;
+        }
+      }
+      if (wcol) {
+        // column amax over a warp's 8 rows (lanes with equal tj), then
+        // over the 4 warps of each 32-row block
+        uint32_t m[TE_CT_CHUNK];
+#pragma unroll
+        for (int k = 0; k < TE_CT_CHUNK; k++) {
+          m[k] = te_abs_bits(v[k]);
+          m[k] = te_max_u32(m[k], __shfl_xor_sync(0xffffffffu, m[k], 4));
+          m[k] = te_max_u32(m[k], __shfl_xor_sync(0xffffffffu, m[k], 8));
+          m[k] = te_max_u32(m[k], __shfl_xor_sync(0xffffffffu, m[k], 16));
+        }
+        if (lane < 4) {
+#pragma unroll
+          for (int k = 0; k < TE_CT_CHUNK; k++) cmax[warp][tj * TE_CT_CHUNK + k] = m[k];
+        }
+        __syncthreads();
+        if (t < 2 * CT_T) {
+          const int h = t / CT_T, cc = t % CT_T;
+          uint32_t mm = 0;
+#pragma unroll
+          for (int w4 = 0; w4 < 4; w4++) mm = te_max_u32(mm, cmax[4 * h + w4][cc]);
+          const uint8_t e8 = te_e8m0_from_amax(te_bits_f32(mm), out_dt);
+          cmult[h][cc] = te_e8m0_quant_mult(e8);
+          const unsigned long long br = row0 + (unsigned long long)h * TE_CT_MX_BLOCK;
+          if (br < rows && col0 + cc < cols)
+            ((uint8_t *)csinv)[(br / TE_CT_MX_BLOCK) * cols + col0 + cc] = e8;
+        }
+        __syncthreads();
+        const float *cm = cmult[tr / TE_CT_MX_BLOCK] + tj * TE_CT_CHUNK;
+        uint32_t w[4];
+#pragma unroll
+        for (int i = 0; i < 4; i++)
+          w[i] = ct_fp8x4(te_mul_rn(v[4 * i], cm[4 * i]), te_mul_rn(v[4 * i + 1], cm[4 * i + 1]),
+                          te_mul_rn(v[4 * i + 2], cm[4 * i + 2]),
+                          te_mul_rn(v[4 * i + 3], cm[4 * i + 3]), out_dt);
+        if (n) ct_st16(ocol, idx, n, vcol, w);
+      }
+    }
+  }
+
+  if (amax) te_dev_block_amax(amax, am);
+
+  if (dbias) {
+    // butterfly over the warp's 8 rows, then the 8 warps in order
+#pragma unroll
+    for (int k = 0; k < TE_CT_CHUNK; k++) {
+      acc[k] = __fadd_rn(acc[k], __shfl_xor_sync(0xffffffffu, acc[k], 4));
+      acc[k] = __fadd_rn(acc[k], __shfl_xor_sync(0xffffffffu, acc[k], 8));
+      acc[k] = __fadd_rn(acc[k], __shfl_xor_sync(0xffffffffu, acc[k], 16));
+    }
+    if (lane < 4) {
+#pragma unroll
+      for (int k = 0; k < TE_CT_CHUNK; k++) part[warp][tj * TE_CT_CHUNK + k] = acc[k];
+    }
+    __syncthreads();
+    if (t < CT_T && col0 + t < cols) {
+      float s = part[0][t];
+#pragma unroll
+      for (int w8 = 1; w8 < TE_CT_WARPS; w8++) s = __fadd_rn(s, part[w8][t]);
+      ws[(unsigned long long)blockIdx.y * cols + col0 + t] = s;
+    }
+  }
+}
+
+#define CT_KERNEL(mode, act, dt, MXV, ACTV, DTV)                                  \
+  extern "C" __global__ void __launch_bounds__(TE_CT_THREADS)                    \
+      te_ct_##mode##_##act##_##dt(CT_PARAMS) {                                   \
+    ct_body<DTV, ACTV, MXV>(CT_ARGS);                                            \
+  }
+#define CT_KERNELS_DT(mode, MXV, dt, DTV)                       \
+  CT_KERNEL(mode, none, dt, MXV, TE_CT_ACT_NONE, DTV)           \
+  CT_KERNEL(mode, gelu, dt, MXV, TE_ACT_GELU, DTV)              \
+  CT_KERNEL(mode, relu, dt, MXV, TE_ACT_RELU, DTV)              \
+  CT_KERNEL(mode, silu, dt, MXV, TE_ACT_SILU, DTV)              \
+  CT_KERNEL(mode, qgelu, dt, MXV, TE_ACT_QGELU, DTV)
+#define CT_KERNELS_MODE(mode, MXV)                      \
+  CT_KERNELS_DT(mode, MXV, f32, TE_FP8_DT_F32)          \
+  CT_KERNELS_DT(mode, MXV, f16, TE_FP8_DT_F16)          \
+  CT_KERNELS_DT(mode, MXV, bf16, TE_FP8_DT_BF16)
+
+CT_KERNELS_MODE(pt, false)
+CT_KERNELS_MODE(mx, true)
+
+// dbias, second stage (the order of kernels/common/transpose.h): block of
+// 256 threads = TE_CT_RED_COLS columns x TE_CT_RED_CHUNKS chunks of the
+// parts partial sums; each thread adds its chunk, thread (c, 0) the chunk
+// sums, and rounds to dtype (F32, F16, BF16).
+extern "C" __global__ void __launch_bounds__(TE_CT_RED_COLS * TE_CT_RED_CHUNKS)
+    te_ct_dbias_reduce(const float *__restrict__ ws, void *__restrict__ dbias, unsigned parts,
+                       unsigned long long cols, int dtype) {
+  __shared__ float sums[TE_CT_RED_CHUNKS][TE_CT_RED_COLS];
+  __shared__ int used[TE_CT_RED_CHUNKS];
+  const int tc = threadIdx.x % TE_CT_RED_COLS, j = threadIdx.x / TE_CT_RED_COLS;
+  const unsigned long long c = (unsigned long long)blockIdx.x * TE_CT_RED_COLS + tc;
+  const unsigned chunk = te_ct_red_chunk(parts);
+  const unsigned p0 = j * chunk, p1 = min(parts, p0 + chunk);
+  if (tc == 0) used[j] = p0 < p1;
+  if (c < cols && p0 < p1) {
+    float s = ws[(unsigned long long)p0 * cols + c];
+#pragma unroll 8
+    for (unsigned p = p0 + 1; p < p1; p++) s = __fadd_rn(s, ws[(unsigned long long)p * cols + c]);
+    sums[j][tc] = s;
+  }
+  __syncthreads();
+  if (j == 0 && c < cols) {
+    float s = sums[0][tc];
+    for (int k = 1; k < TE_CT_RED_CHUNKS; k++)
+      if (used[k]) s = __fadd_rn(s, sums[k][tc]);
+    te_st(dbias, c, dtype, s);
+  }
+}

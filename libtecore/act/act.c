@@ -1,0 +1,284 @@
+/* act.c -- activations forward and backward (te/activation.h): the vdev
+ * implementations of kernels/act.cu, the kernel table, and the public
+ * entry points that validate, choose the vector or element path, and
+ * launch.  The element math is kernels/common/act.h on both backends. */
+#include "act/act_internal.h"
+#include <te/activation.h>
+#include "common/act.h"
+#include "common/ldst.h"
+
+/* ---- argument checks shared with the norms ---------------------------------- */
+
+tecore_result_t te_act_check_in(const struct tecore_tensor *t, const char *fn, const char *arg) {
+  TE_CHECK(te_tensor_check(t, TECORE_TENSOR_ROWWISE, fn, arg));
+  if (t->scaling != TECORE_SCALING_NONE || !te_dtype_is_hp(t->dtype))
+    return TE_ERR(TECORE_ERR_INVALID, "%s: %s: dtype %s (scaling %s) is not f32, f16 or bf16",
+                  fn, arg, tecore_dtype_name(t->dtype), tecore_scaling_name(t->scaling));
+  return TECORE_SUCCESS;
+}
+
+tecore_result_t te_act_check_out(const struct tecore_tensor *t, const char *fn, const char *arg) {
+  if (!t) return TE_ERR(TECORE_ERR_INVALID, "%s: %s is NULL", fn, arg);
+  if (t->scaling == TECORE_SCALING_NONE) {
+    TE_CHECK(te_tensor_check(t, TECORE_TENSOR_ROWWISE, fn, arg));
+    if (!te_dtype_is_hp(t->dtype))
+      return TE_ERR(TECORE_ERR_INVALID,
+                    "%s: %s: dtype %s with scaling none is not f32, f16 or bf16 (FP8 outputs "
+                    "need delayed scaling)",
+                    fn, arg, tecore_dtype_name(t->dtype));
+  } else if (t->scaling == TECORE_SCALING_DELAYED) {
+    TE_CHECK(te_tensor_check(t, TECORE_TENSOR_ROWWISE | TECORE_TENSOR_NEED_SCALE, fn, arg));
+  } else {
+    TE_CHECK(te_tensor_check(t, 0, fn, arg));
+    return TE_ERR(TECORE_ERR_INVALID,
+                  "%s: %s: scaling mode %s is not fused here (none or delayed only); write a "
+                  "high-precision output and quantize it with tecore_quantize",
+                  fn, arg, tecore_scaling_name(t->scaling));
+  }
+  if (t->columnwise_data)
+    return TE_ERR(TECORE_ERR_INVALID,
+                  "%s: %s: columnwise_data is set, but only rowwise output is written (use the "
+                  "cast-transpose kernels for a transpose)",
+                  fn, arg);
+  return TECORE_SUCCESS;
+}
+
+/* ---- vdev implementations ------------------------------------------------------
+ * Parameters as in kernels/act.cu:
+ *   fwd: in, out, scale, amax, scale_inv, noop, rows, cols, dtypes, vec
+ *   bwd: dy, x, dx, scale, amax, scale_inv, rows, cols, dtypes, vec
+ * vec only picks the GPU's access width: the values are the same. */
+
+#define PTR(i) (*(void *const *)args[i])
+#define U64(i) (*(const unsigned long long *)args[i])
+#define I32(i) (*(const int *)args[i])
+
+struct act_vout {
+  void *p;
+  int dtype;
+  float scale;
+  uint32_t amax;
+};
+
+static void act_vput(struct act_vout *o, uint64_t i, float y) {
+  o->amax = te_max_u32(o->amax, te_abs_bits(y));
+  te_st(o->p, i, o->dtype, te_dt_is_fp8(o->dtype) ? te_mul_rn(y, o->scale) : y);
+}
+
+static void act_vdev_fwd(int kind, void *const *args) {
+  const void *in = PTR(0);
+  const float *scale = PTR(2);
+  unsigned *amax = PTR(3);
+  float *scale_inv = PTR(4);
+  const int *noop = PTR(5);
+  unsigned long long rows = U64(6), cols = U64(7);
+  int dtypes = I32(8), din = dtypes & 0xf;
+  if (noop && *noop != 0) return;
+  struct act_vout o = {PTR(1), (dtypes >> 4) & 0xf, 1.0f, 0};
+  if (te_dt_is_fp8(o.dtype) && scale) o.scale = *scale;
+  if (scale_inv && scale) *scale_inv = te_fp8_scale_inv(*scale);
+  if (!te_act_is_gated(kind)) {
+    for (uint64_t i = 0, n = rows * cols; i < n; i++) act_vput(&o, i, te_act_fwd(kind, te_ld(in, i, din)));
+  } else {
+    for (uint64_t r = 0; r < rows; r++)
+      for (uint64_t c = 0; c < cols; c++) {
+        uint64_t ia = r * 2 * cols + c;
+        act_vput(&o, r * cols + c,
+                 te_act_gated_fwd(kind, te_ld(in, ia, din), te_ld(in, ia + cols, din)));
+      }
+  }
+  if (amax && o.amax) te_vdev_amax_update(amax, o.amax);
+}
+
+static void act_vdev_bwd(int kind, void *const *args) {
+  const void *dy = PTR(0), *x = PTR(1);
+  const float *scale = PTR(3);
+  unsigned *amax = PTR(4);
+  float *scale_inv = PTR(5);
+  unsigned long long rows = U64(6), cols = U64(7);
+  int dtypes = I32(8), ddy = dtypes & 0xf, dxin = (dtypes >> 4) & 0xf;
+  struct act_vout o = {PTR(2), (dtypes >> 8) & 0xf, 1.0f, 0};
+  if (te_dt_is_fp8(o.dtype) && scale) o.scale = *scale;
+  if (scale_inv && scale) *scale_inv = te_fp8_scale_inv(*scale);
+  if (!te_act_is_gated(kind)) {
+    for (uint64_t i = 0, n = rows * cols; i < n; i++)
+      act_vput(&o, i, te_act_bwd(kind, te_ld(x, i, dxin), te_ld(dy, i, ddy)));
+  } else {
+    for (uint64_t r = 0; r < rows; r++)
+      for (uint64_t c = 0; c < cols; c++) {
+        uint64_t ia = r * 2 * cols + c;
+        float da, db;
+        te_act_gated_bwd(kind, te_ld(x, ia, dxin), te_ld(x, ia + cols, dxin),
+                         te_ld(dy, r * cols + c, ddy), &da, &db);
+        act_vput(&o, ia, da);
+        act_vput(&o, ia + cols, db);
+      }
+  }
+  if (amax && o.amax) te_vdev_amax_update(amax, o.amax);
+}
+
+#define ACT_VDEV(name, KIND)                                                                  \
+  static void vdev_act_fwd_##name(const struct tecore_launch_cfg *cfg, void *const *args) {   \
+    (void)cfg;                                                                                \
+    act_vdev_fwd(KIND, args);                                                                 \
+  }                                                                                           \
+  static void vdev_act_bwd_##name(const struct tecore_launch_cfg *cfg, void *const *args) {   \
+    (void)cfg;                                                                                \
+    act_vdev_bwd(KIND, args);                                                                 \
+  }
+ACT_VDEV(gelu, TE_ACT_GELU)
+ACT_VDEV(relu, TE_ACT_RELU)
+ACT_VDEV(silu, TE_ACT_SILU)
+ACT_VDEV(qgelu, TE_ACT_QGELU)
+ACT_VDEV(swiglu, TE_ACT_SWIGLU)
+ACT_VDEV(geglu, TE_ACT_GEGLU)
+ACT_VDEV(reglu, TE_ACT_REGLU)
+
+/* ---- the table ------------------------------------------------------------------ */
+
+#ifdef TE_HAVE_CUDA
+#define ACT_FATBIN te_fatbin_act
+#define ACT_FATBIN_BYTES ((size_t)(te_fatbin_act_end - te_fatbin_act))
+#else
+#define ACT_FATBIN NULL
+#define ACT_FATBIN_BYTES 0
+#endif
+
+/* Kernel 2*kind is kind's forward, 2*kind+1 its backward. */
+#define ACT_DEFS(kn)                                                                        \
+  {.name = "te_act_fwd_" #kn, .vdev = vdev_act_fwd_##kn, .nparams = 10,                   \
+   .param_size = {8, 8, 8, 8, 8, 8, 8, 8, 4, 4}, .param_is_ptr = {1, 1, 1, 1, 1, 1, 0, 0, 0, 0}}, \
+  {.name = "te_act_bwd_" #kn, .vdev = vdev_act_bwd_##kn, .nparams = 10,                   \
+   .param_size = {8, 8, 8, 8, 8, 8, 8, 8, 4, 4}, .param_is_ptr = {1, 1, 1, 1, 1, 1, 0, 0, 0, 0}}
+static const struct tecore_kernel_def act_kernels[] = {
+    ACT_DEFS(gelu), ACT_DEFS(relu), ACT_DEFS(silu), ACT_DEFS(qgelu),
+    ACT_DEFS(swiglu), ACT_DEFS(geglu), ACT_DEFS(reglu),
+};
+
+static int act_first_id(void) {
+  static struct tecore_kernel_table table = {.module = "libtecore/act",
+                                             .count = TE_ARRAY_SIZE(act_kernels),
+                                             .kernels = act_kernels};
+  int id = -1;
+  table.fatbin = ACT_FATBIN;
+  table.fatbin_bytes = ACT_FATBIN_BYTES;
+  if (tecore_kernel_table_register(&table, &id) != TECORE_SUCCESS) return -1;
+  return id;
+}
+
+/* ---- public entry points ---------------------------------------------------------- */
+
+static const char *const act_names[TECORE_ACT_COUNT_] = {"gelu", "relu", "silu", "qgelu",
+                                                         "swiglu", "geglu", "reglu"};
+
+TE_EXPORT const char *tecore_activation_name(tecore_activation_t act) {
+  return (unsigned)act < TECORE_ACT_COUNT_ ? act_names[act] : "?";
+}
+
+TE_EXPORT int tecore_activation_is_gated(tecore_activation_t act) {
+  return (unsigned)act < TECORE_ACT_COUNT_ && te_act_is_gated((int)act);
+}
+
+/* Blocks of the grid-stride launch: enough to fill an H100 (132 SMs) with
+ * 8 blocks of 256 threads each, fewer for small tensors. */
+#define ACT_THREADS 256u
+#define ACT_MAX_BLOCKS (132u * 8u)
+
+static void act_shape(uint64_t work, struct tecore_launch_cfg *cfg) {
+  uint64_t blocks = (work + ACT_THREADS - 1) / ACT_THREADS;
+  if (blocks > ACT_MAX_BLOCKS) blocks = ACT_MAX_BLOCKS;
+  if (blocks == 0) blocks = 1;
+  *cfg = (struct tecore_launch_cfg){.grid = {(unsigned)blocks, 1, 1}, .block = {ACT_THREADS, 1, 1}};
+}
+
+/* The shapes of one call: rows x cols of the output (fwd) or dy (bwd). */
+static tecore_result_t act_shapes(tecore_activation_t act, const struct tecore_tensor *narrow,
+                                  const char *narrow_name, const struct tecore_tensor *wide,
+                                  const char *wide_name, const char *fn, uint64_t *rows,
+                                  uint64_t *cols) {
+  size_t nr, nc, wr, wc;
+  te_tensor_view(narrow, &nr, &nc);
+  te_tensor_view(wide, &wr, &wc);
+  if (te_act_is_gated((int)act)) {
+    if (wr != nr || wc != 2 * nc)
+      return TE_ERR(TECORE_ERR_INVALID,
+                    "%s: %s is %zu x %zu, %s is %zu x %zu: a gated activation needs "
+                    "[rows][2*cols] and [rows][cols]",
+                    fn, wide_name, wr, wc, narrow_name, nr, nc);
+  } else if (tecore_tensor_numel(narrow) != tecore_tensor_numel(wide)) {
+    return TE_ERR(TECORE_ERR_INVALID, "%s: %s has %zu elements, %s %zu", fn, wide_name,
+                  tecore_tensor_numel(wide), narrow_name, tecore_tensor_numel(narrow));
+  }
+  if (te_act_is_gated((int)act)) {
+    *rows = nr;
+    *cols = nc;
+  } else {
+    *rows = 1;
+    *cols = tecore_tensor_numel(narrow);
+  }
+  return TECORE_SUCCESS;
+}
+
+TE_EXPORT tecore_result_t tecore_act_fwd(tecore_activation_t act, const struct tecore_tensor *in,
+                                         struct tecore_tensor *out, tecore_devptr_t noop_flag,
+                                         tecore_stream_t stream) {
+  TE_ARG((unsigned)act < TECORE_ACT_COUNT_, "%s: act %d is not a tecore_activation_t", __func__,
+         (int)act);
+  TE_CHECK(te_act_check_in(in, __func__, "in"));
+  TE_CHECK(te_act_check_out(out, __func__, "out"));
+  TE_ARG(noop_flag % 4 == 0, "%s: noop_flag (0x%llx) is not aligned to 4 bytes", __func__,
+         (unsigned long long)noop_flag);
+  uint64_t rows, cols;
+  TE_CHECK(act_shapes(act, out, "out", in, "in", __func__, &rows, &cols));
+  if (rows * cols == 0) return TECORE_SUCCESS;
+  int id = act_first_id();
+  if (id < 0) return TE_ERR(TECORE_ERR_INTERNAL, "%s: the activation kernels did not register", __func__);
+  int vec = te_al16(in->data) && te_al16(out->data) &&
+            (!te_act_is_gated((int)act) || cols % 8 == 0);
+  struct tecore_launch_cfg cfg;
+  act_shape(vec ? rows * cols / 8 : rows * cols, &cfg);
+  void *pin = (void *)(uintptr_t)in->data, *pout = (void *)(uintptr_t)out->data;
+  int fp8 = out->scaling == TECORE_SCALING_DELAYED;
+  void *scale = fp8 ? (void *)(uintptr_t)out->scale : NULL;
+  void *amax = (void *)(uintptr_t)out->amax;
+  void *scale_inv = fp8 ? (void *)(uintptr_t)out->scale_inv : NULL;
+  void *noop = (void *)(uintptr_t)noop_flag;
+  unsigned long long r = rows, c = cols;
+  int dtypes = (int)in->dtype | ((int)out->dtype << 4);
+  void *args[] = {&pin, &pout, &scale, &amax, &scale_inv, &noop, &r, &c, &dtypes, &vec};
+  TE_CHECK(tecore_kernel_launch(id + 2 * (int)act, &cfg, args, stream));
+  return TECORE_SUCCESS;
+}
+
+TE_EXPORT tecore_result_t tecore_act_bwd(tecore_activation_t act, const struct tecore_tensor *dy,
+                                         const struct tecore_tensor *x, struct tecore_tensor *dx,
+                                         tecore_stream_t stream) {
+  TE_ARG((unsigned)act < TECORE_ACT_COUNT_, "%s: act %d is not a tecore_activation_t", __func__,
+         (int)act);
+  TE_CHECK(te_act_check_in(dy, __func__, "dy"));
+  TE_CHECK(te_act_check_in(x, __func__, "x"));
+  TE_CHECK(te_act_check_out(dx, __func__, "dx"));
+  uint64_t rows, cols;
+  TE_CHECK(act_shapes(act, dy, "dy", x, "x", __func__, &rows, &cols));
+  if (tecore_tensor_numel(dx) != tecore_tensor_numel(x))
+    return TE_ERR(TECORE_ERR_INVALID, "%s: dx has %zu elements, x %zu", __func__,
+                  tecore_tensor_numel(dx), tecore_tensor_numel(x));
+  if (rows * cols == 0) return TECORE_SUCCESS;
+  int id = act_first_id();
+  if (id < 0) return TE_ERR(TECORE_ERR_INTERNAL, "%s: the activation kernels did not register", __func__);
+  int vec = te_al16(dy->data) && te_al16(x->data) && te_al16(dx->data) &&
+            (!te_act_is_gated((int)act) || cols % 8 == 0);
+  struct tecore_launch_cfg cfg;
+  act_shape(vec ? rows * cols / 8 : rows * cols, &cfg);
+  void *pdy = (void *)(uintptr_t)dy->data, *px = (void *)(uintptr_t)x->data,
+       *pdx = (void *)(uintptr_t)dx->data;
+  int fp8 = dx->scaling == TECORE_SCALING_DELAYED;
+  void *scale = fp8 ? (void *)(uintptr_t)dx->scale : NULL;
+  void *amax = (void *)(uintptr_t)dx->amax;
+  void *scale_inv = fp8 ? (void *)(uintptr_t)dx->scale_inv : NULL;
+  unsigned long long r = rows, c = cols;
+  int dtypes = (int)dy->dtype | ((int)x->dtype << 4) | ((int)dx->dtype << 8);
+  void *args[] = {&pdy, &px, &pdx, &scale, &amax, &scale_inv, &r, &c, &dtypes, &vec};
+  TE_CHECK(tecore_kernel_launch(id + 2 * (int)act + 1, &cfg, args, stream));
+  return TECORE_SUCCESS;
+}

@@ -1,0 +1,295 @@
+/* cuda_graph_node.c -- the cuda backend's single-node graph operations:
+ * capture appended to an existing graph (cuStreamBeginCaptureToGraph), the
+ * node list with each kernel node mapped back to its registry id, a kernel
+ * node's argument values, and per-node updates of an executable graph
+ * (cuGraphExec{Kernel,Memcpy,Memset}NodeSetParams).
+ *
+ * Kernel ids.  A registered kernel is launched as a CUkernel (cuda_kernel.c
+ * stores it in te_kernel_entry.backend_handle).  A captured node reports
+ * either that CUkernel (params.kern) or the CUfunction the driver resolved
+ * it to in the context (params.func); the second is matched through
+ * cuKernelGetFunction and remembered in a small cache, so per-replay
+ * updates do not search the registry. */
+#include "cuda_backend.h"
+
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- capture into a graph -------------------------------------------------- */
+
+tecore_result_t te_cuda_stream_begin_capture_to_graph(tecore_stream_t stream,
+                                                      tecore_graph_t graph,
+                                                      tecore_capture_mode_t mode) {
+  CUstreamCaptureMode cu_mode;
+  switch (mode) {
+  case TECORE_CAPTURE_GLOBAL: cu_mode = CU_STREAM_CAPTURE_MODE_GLOBAL; break;
+  case TECORE_CAPTURE_THREAD_LOCAL: cu_mode = CU_STREAM_CAPTURE_MODE_THREAD_LOCAL; break;
+  case TECORE_CAPTURE_RELAXED: cu_mode = CU_STREAM_CAPTURE_MODE_RELAXED; break;
+  default:
+    return TE_ERR(TECORE_ERR_INVALID, "begin capture to graph: unknown capture mode %d", (int)mode);
+  }
+  TE_CHECK(te_cuda_need_ctx());
+  if (!te_cu.p_cuStreamBeginCaptureToGraph) return te_cuda_missing("cuStreamBeginCaptureToGraph",
+                                                                   __FILE__, __LINE__);
+  /* the new work depends on the graph's leaves: it runs after all of it */
+  size_t n = 0, nleaves = 0;
+  TE_CHECK(TE_CU(cuGraphGetNodes, graph, NULL, &n));
+  CUgraphNode *nodes = n ? malloc(n * sizeof *nodes) : NULL;
+  if (n && !nodes) return TE_ERR(TECORE_ERR_NOMEM, "begin capture to graph: out of host memory");
+  tecore_result_t res = TECORE_SUCCESS;
+  if (n) TE_CHECK_GOTO(TE_CU(cuGraphGetNodes, graph, nodes, &n), res, out);
+  for (size_t i = 0; i < n; i++) {
+    size_t deps = 0;
+    TE_CHECK_GOTO(TE_CU(cuGraphNodeGetDependentNodes, nodes[i], NULL, NULL, &deps), res, out);
+    if (deps == 0) nodes[nleaves++] = nodes[i];
+  }
+  TE_CHECK_GOTO(TE_CU(cuStreamBeginCaptureToGraph, stream, graph, nleaves ? nodes : NULL, NULL,
+                      nleaves, cu_mode),
+                res, out);
+out:
+  free(nodes);
+  return res;
+}
+
+/* ---- kernel ids ------------------------------------------------------------------ */
+
+#define FUNC_CACHE 256 /* a power of two */
+static pthread_mutex_t func_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct {
+  CUfunction func;
+  int id;
+} func_cache[FUNC_CACHE];
+
+static size_t func_slot(CUfunction f) { return ((uintptr_t)f >> 4) & (FUNC_CACHE - 1); }
+
+/* The registry id behind a kernel node's parameters, or -1. */
+static int kernel_id_of(const CUDA_KERNEL_NODE_PARAMS *p) {
+  int nk = te_kernel_count();
+  for (int id = 0; id < nk; id++) {
+    void *h = __atomic_load_n(&te_kernel_entry_at(id)->backend_handle, __ATOMIC_ACQUIRE);
+    if (h && ((void *)p->kern == h || (void *)p->func == h)) return id;
+  }
+  if (!p->func) return -1;
+  pthread_mutex_lock(&func_lock);
+  size_t slot = func_slot(p->func);
+  int found = func_cache[slot].func == p->func ? func_cache[slot].id : -2;
+  pthread_mutex_unlock(&func_lock);
+  if (found != -2) return found;
+  int id = -1;
+  for (int k = 0; k < nk && id < 0; k++) {
+    CUkernel kern = __atomic_load_n(&te_kernel_entry_at(k)->backend_handle, __ATOMIC_ACQUIRE);
+    CUfunction f = NULL;
+    if (kern && te_cu.p_cuKernelGetFunction && te_cu.p_cuKernelGetFunction(&f, kern) == CUDA_SUCCESS &&
+        f == p->func)
+      id = k;
+  }
+  pthread_mutex_lock(&func_lock);
+  func_cache[slot].func = p->func;
+  func_cache[slot].id = id;
+  pthread_mutex_unlock(&func_lock);
+  return id;
+}
+
+static tecore_result_t node_type(CUgraphNode n, CUgraphNodeType *t) {
+  TE_CHECK(TE_CU(cuGraphNodeGetType, n, t));
+  return TECORE_SUCCESS;
+}
+
+/* A kernel node's parameters and its registered kernel (the registry's
+ * entry, NULL when it is not a registered kernel). */
+static tecore_result_t kernel_node(CUgraphNode n, CUDA_KERNEL_NODE_PARAMS *p,
+                                   const struct te_kernel_entry **e, const char *fn) {
+  CUgraphNodeType t;
+  TE_CHECK(node_type(n, &t));
+  if (t != CU_GRAPH_NODE_TYPE_KERNEL)
+    return TE_ERR(TECORE_ERR_INVALID, "%s: node %p is not a kernel node (type %d)", fn, (void *)n,
+                  (int)t);
+  memset(p, 0, sizeof *p);
+  TE_CHECK(TE_CU(cuGraphKernelNodeGetParams, n, p));
+  *e = te_kernel_entry_at(kernel_id_of(p));
+  return TECORE_SUCCESS;
+}
+
+/* ---- the node list ------------------------------------------------------------------ */
+
+/* A 1-D copy's end: its address (as a device address; host memory under
+ * unified addressing) or 0 when it is not a plain linear address. */
+static tecore_devptr_t copy_end(CUmemorytype t, CUdeviceptr dev, const void *host, size_t x) {
+  switch (t) {
+  case CU_MEMORYTYPE_DEVICE:
+  case CU_MEMORYTYPE_UNIFIED: return dev ? dev + x : 0;
+  case CU_MEMORYTYPE_HOST: return host ? (tecore_devptr_t)(uintptr_t)host + x : 0;
+  default: return 0;
+  }
+}
+
+static int copy_is_1d(const CUDA_MEMCPY3D *c) {
+  return c->Height <= 1 && c->Depth <= 1 && c->srcY == 0 && c->srcZ == 0 && c->dstY == 0 &&
+         c->dstZ == 0 && c->srcLOD == 0 && c->dstLOD == 0;
+}
+
+static tecore_result_t describe(CUgraphNode n, struct tecore_graph_node_desc *d) {
+  CUgraphNodeType t;
+  TE_CHECK(node_type(n, &t));
+  memset(d, 0, sizeof *d);
+  d->node = (tecore_graph_node_t)n;
+  d->type = (unsigned)t <= CU_GRAPH_NODE_TYPE_CONDITIONAL ? (tecore_graph_node_type_t)t
+                                                          : TECORE_GRAPH_NODE_OTHER;
+  d->kernel_id = -1;
+  if (t == CU_GRAPH_NODE_TYPE_KERNEL) {
+    CUDA_KERNEL_NODE_PARAMS p;
+    memset(&p, 0, sizeof p);
+    TE_CHECK(TE_CU(cuGraphKernelNodeGetParams, n, &p));
+    d->kernel_id = kernel_id_of(&p);
+    d->cfg = (struct tecore_launch_cfg){.grid = {p.gridDimX, p.gridDimY, p.gridDimZ},
+                                        .block = {p.blockDimX, p.blockDimY, p.blockDimZ},
+                                        .shared_bytes = p.sharedMemBytes};
+  } else if (t == CU_GRAPH_NODE_TYPE_MEMCPY) {
+    CUDA_MEMCPY3D c;
+    memset(&c, 0, sizeof c);
+    TE_CHECK(TE_CU(cuGraphMemcpyNodeGetParams, n, &c));
+    tecore_devptr_t src = copy_end(c.srcMemoryType, c.srcDevice, c.srcHost, c.srcXInBytes);
+    tecore_devptr_t dst = copy_end(c.dstMemoryType, c.dstDevice, c.dstHost, c.dstXInBytes);
+    if (copy_is_1d(&c) && src && dst) {
+      d->src = src;
+      d->dst = dst;
+      d->bytes = c.WidthInBytes;
+    }
+  } else if (t == CU_GRAPH_NODE_TYPE_MEMSET) {
+    CUDA_MEMSET_NODE_PARAMS m;
+    memset(&m, 0, sizeof m);
+    TE_CHECK(TE_CU(cuGraphMemsetNodeGetParams, n, &m));
+    d->dst = m.dst;
+    d->value = m.value;
+    d->elem_size = m.elementSize;
+    d->count = m.height <= 1 ? m.width : 0;
+  }
+  return TECORE_SUCCESS;
+}
+
+tecore_result_t te_cuda_graph_nodes(tecore_graph_t graph, struct tecore_graph_node_desc *nodes,
+                                    size_t max, size_t *count) {
+  size_t n = 0;
+  TE_CHECK(te_cuda_need_ctx());
+  TE_CHECK(TE_CU(cuGraphGetNodes, graph, NULL, &n));
+  *count = n;
+  if (!max || !n) return TECORE_SUCCESS;
+  CUgraphNode *all = malloc(n * sizeof *all);
+  if (!all) return TE_ERR(TECORE_ERR_NOMEM, "graph nodes: out of host memory");
+  tecore_result_t res = TECORE_SUCCESS;
+  TE_CHECK_GOTO(TE_CU(cuGraphGetNodes, graph, all, &n), res, out);
+  for (size_t i = 0; i < n && i < max; i++) TE_CHECK_GOTO(describe(all[i], &nodes[i]), res, out);
+out:
+  free(all);
+  return res;
+}
+
+tecore_result_t te_cuda_graph_kernel_node_args(tecore_graph_t graph, tecore_graph_node_t node,
+                                               void *const *args) {
+  static const char fn[] = "graph kernel node args";
+  CUDA_KERNEL_NODE_PARAMS p;
+  const struct te_kernel_entry *e = NULL;
+  (void)graph; /* the driver's node knows its graph */
+  TE_CHECK(te_cuda_need_ctx());
+  TE_CHECK(kernel_node((CUgraphNode)node, &p, &e, fn));
+  if (!e)
+    return TE_ERR(TECORE_ERR_NOT_SUPPORTED, "%s: node %p runs a kernel that is not registered "
+                  "(its parameter layout is unknown)", fn, (void *)node);
+  if (!p.kernelParams)
+    return TE_ERR(TECORE_ERR_NOT_SUPPORTED, "%s: kernel %s's node holds its arguments as an "
+                  "'extra' buffer", fn, e->def->name);
+  for (unsigned i = 0; i < e->def->nparams; i++)
+    if (!args[i])
+      return TE_ERR(TECORE_ERR_INVALID, "%s: kernel %s: args[%u] is NULL", fn, e->def->name, i);
+  for (unsigned i = 0; i < e->def->nparams; i++)
+    memcpy(args[i], p.kernelParams[i], e->def->param_size[i]);
+  return TECORE_SUCCESS;
+}
+
+/* ---- per-node updates of an exec ---------------------------------------------------- */
+
+tecore_result_t te_cuda_graph_exec_kernel_node_set(tecore_graph_exec_t exec,
+                                                   tecore_graph_node_t node,
+                                                   const struct tecore_launch_cfg *cfg,
+                                                   void *const *args) {
+  static const char fn[] = "graph exec kernel node set";
+  CUDA_KERNEL_NODE_PARAMS p;
+  const struct te_kernel_entry *e = NULL;
+  TE_CHECK(te_cuda_need_ctx());
+  TE_CHECK(kernel_node((CUgraphNode)node, &p, &e, fn));
+  if (!e)
+    return TE_ERR(TECORE_ERR_NOT_SUPPORTED, "%s: node %p runs a kernel that is not registered "
+                  "(its parameter layout is unknown)", fn, (void *)node);
+  for (unsigned i = 0; i < e->def->nparams; i++)
+    if (!args[i])
+      return TE_ERR(TECORE_ERR_INVALID, "%s: kernel %s: args[%u] is NULL", fn, e->def->name, i);
+  p.kernelParams = (void **)args; /* the driver copies the values */
+  p.extra = NULL;
+  if (cfg) {
+    p.gridDimX = cfg->grid[0], p.gridDimY = cfg->grid[1], p.gridDimZ = cfg->grid[2];
+    p.blockDimX = cfg->block[0], p.blockDimY = cfg->block[1], p.blockDimZ = cfg->block[2];
+    p.sharedMemBytes = cfg->shared_bytes;
+  }
+  TE_CHECK(TE_CU(cuGraphExecKernelNodeSetParams, (CUgraphExec)exec, (CUgraphNode)node, &p));
+  return TECORE_SUCCESS;
+}
+
+/* Points one end of a copy at addr, keeping its kind of memory. */
+static void copy_set_end(CUmemorytype t, CUdeviceptr *dev, const void **host, size_t *x,
+                         tecore_devptr_t addr) {
+  *x = 0;
+  if (t == CU_MEMORYTYPE_HOST) *host = (const void *)(uintptr_t)addr;
+  else *dev = addr;
+}
+
+tecore_result_t te_cuda_graph_exec_memcpy_node_set(tecore_graph_exec_t exec,
+                                                   tecore_graph_node_t node, tecore_devptr_t dst,
+                                                   tecore_devptr_t src) {
+  static const char fn[] = "graph exec memcpy node set";
+  CUgraphNodeType t;
+  CUcontext ctx = NULL;
+  CUDA_MEMCPY3D c;
+  TE_CHECK(te_cuda_need_ctx());
+  TE_CHECK(node_type((CUgraphNode)node, &t));
+  if (t != CU_GRAPH_NODE_TYPE_MEMCPY)
+    return TE_ERR(TECORE_ERR_INVALID, "%s: node %p is not a memcpy node (type %d)", fn,
+                  (void *)node, (int)t);
+  memset(&c, 0, sizeof c);
+  TE_CHECK(TE_CU(cuGraphMemcpyNodeGetParams, (CUgraphNode)node, &c));
+  if (!copy_is_1d(&c) || !copy_end(c.srcMemoryType, c.srcDevice, c.srcHost, 0) ||
+      !copy_end(c.dstMemoryType, c.dstDevice, c.dstHost, 0))
+    return TE_ERR(TECORE_ERR_NOT_SUPPORTED, "%s: node %p is not a 1-D linear copy", fn,
+                  (void *)node);
+  const void *dst_host = c.dstHost;
+  copy_set_end(c.srcMemoryType, &c.srcDevice, &c.srcHost, &c.srcXInBytes, src);
+  copy_set_end(c.dstMemoryType, &c.dstDevice, &dst_host, &c.dstXInBytes, dst);
+  c.dstHost = (void *)(uintptr_t)dst_host;
+  TE_CHECK(TE_CU(cuCtxGetCurrent, &ctx));
+  TE_CHECK(TE_CU(cuGraphExecMemcpyNodeSetParams, (CUgraphExec)exec, (CUgraphNode)node, &c, ctx));
+  return TECORE_SUCCESS;
+}
+
+tecore_result_t te_cuda_graph_exec_memset_node_set(tecore_graph_exec_t exec,
+                                                   tecore_graph_node_t node, tecore_devptr_t dst,
+                                                   uint32_t value) {
+  static const char fn[] = "graph exec memset node set";
+  CUgraphNodeType t;
+  CUcontext ctx = NULL;
+  CUDA_MEMSET_NODE_PARAMS m;
+  TE_CHECK(te_cuda_need_ctx());
+  TE_CHECK(node_type((CUgraphNode)node, &t));
+  if (t != CU_GRAPH_NODE_TYPE_MEMSET)
+    return TE_ERR(TECORE_ERR_INVALID, "%s: node %p is not a memset node (type %d)", fn,
+                  (void *)node, (int)t);
+  memset(&m, 0, sizeof m);
+  TE_CHECK(TE_CU(cuGraphMemsetNodeGetParams, (CUgraphNode)node, &m));
+  if (m.elementSize && dst % m.elementSize)
+    return TE_ERR(TECORE_ERR_INVALID, "%s: dst 0x%llx is not aligned to the node's %u-byte "
+                  "elements", fn, (unsigned long long)dst, m.elementSize);
+  m.dst = dst;
+  m.value = m.elementSize == 4 ? value : value & ((1u << (8 * m.elementSize)) - 1);
+  TE_CHECK(TE_CU(cuCtxGetCurrent, &ctx));
+  TE_CHECK(TE_CU(cuGraphExecMemsetNodeSetParams, (CUgraphExec)exec, (CUgraphNode)node, &m, ctx));
+  return TECORE_SUCCESS;
+}

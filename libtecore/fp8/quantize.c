@@ -1,0 +1,576 @@
+/* quantize.c -- tecore_quantize, tecore_dequantize, tecore_quantize_multi,
+ * tecore_amax and tecore_compute_scale (te/fp8.h): the vdev C kernels, the
+ * kernel table naming them and their CUDA twins in kernels/quantize.cu, and
+ * the validated public entry points that pick a kernel and a launch shape.
+ *
+ * The vdev functions compute what the CUDA kernels compute, element by
+ * element, from the same kernels/common/quantize.h and fp8.h math, but as
+ * plain loops over the whole tensor (the launch shape does not matter to
+ * them): the bytes agree because every element's result depends only on
+ * its value and its block's amax, and a max does not depend on order. */
+#include <stdio.h>
+#include <string.h>
+#include "fp8/fp8_internal.h"
+#include "common/quantize.h"
+
+/* ---- vdev kernels ------------------------------------------------------------ */
+
+#define ARG(T, i) (*(T const *)args[i])
+
+static void vdev_atomic_max(unsigned *p, uint32_t v) {
+  unsigned cur = __atomic_load_n(p, __ATOMIC_RELAXED);
+  while (v > cur && !__atomic_compare_exchange_n(p, &cur, v, 1, __ATOMIC_RELAXED,
+                                                 __ATOMIC_RELAXED)) {
+  }
+}
+
+static int vdev_noop(const int *noop) { return noop && *noop; }
+
+/* One per-tensor quantization (flat kernel and multi-tensor entries). */
+static void vdev_quant_pt(const void *in, uint8_t *out, uint64_t n, int in_dt, int out_dt,
+                          float *scale, float *scale_inv, float *scale_inv_col, unsigned *amax,
+                          int current, float eps, int pow2) {
+  float s = te_q_tensor_scale(current, scale, amax, eps, out_dt, pow2);
+  float si = te_fp8_scale_inv(s);
+  if (current) *scale = s;
+  if (scale_inv) *scale_inv = si;
+  if (scale_inv_col) *scale_inv_col = si;
+  uint32_t m = 0;
+  for (uint64_t i = 0; i < n; i++) {
+    float x = te_q_load(in, i, in_dt);
+    m = te_max_u32(m, te_abs_bits(x));
+    out[i] = te_f32_to_fp8(x * s, out_dt);
+  }
+  if (!current && amax) vdev_atomic_max(amax, m);
+}
+
+static void vdev_quantize_pt(const struct tecore_launch_cfg *cfg, void *const *args) {
+  (void)cfg;
+  if (vdev_noop(ARG(const int *, 9))) return;
+  vdev_quant_pt(ARG(const void *, 0), ARG(uint8_t *, 1), ARG(unsigned long long, 2), ARG(int, 3),
+                ARG(int, 4), ARG(float *, 5), ARG(float *, 6), ARG(float *, 7), ARG(unsigned *, 8),
+                ARG(int, 10), ARG(float, 11), ARG(int, 12));
+}
+
+static uint32_t vdev_amax_of(const void *in, uint64_t n, int dt) {
+  uint32_t m = 0;
+  for (uint64_t i = 0; i < n; i++) m = te_max_u32(m, te_abs_bits(te_q_load(in, i, dt)));
+  return m;
+}
+
+static void vdev_amax(const struct tecore_launch_cfg *cfg, void *const *args) {
+  (void)cfg;
+  if (vdev_noop(ARG(const int *, 4))) return;
+  vdev_atomic_max(ARG(unsigned *, 3),
+                  vdev_amax_of(ARG(const void *, 0), ARG(unsigned long long, 1), ARG(int, 2)));
+}
+
+static void vdev_amax_init(const struct tecore_launch_cfg *cfg, void *const *args) {
+  (void)cfg;
+  if (vdev_noop(ARG(const int *, 1))) return;
+  __atomic_store_n(ARG(unsigned *, 0), 0u, __ATOMIC_RELAXED);
+}
+
+static void vdev_compute_scale(const struct tecore_launch_cfg *cfg, void *const *args) {
+  (void)cfg;
+  if (vdev_noop(ARG(const int *, 7))) return;
+  float s = te_fp8_current_scale(te_bits_f32(*ARG(const unsigned *, 0)), ARG(float, 4),
+                                 ARG(float, 5), ARG(int, 6));
+  float si = te_fp8_scale_inv(s);
+  *ARG(float *, 1) = s;
+  if (ARG(float *, 2)) *ARG(float *, 2) = si;
+  if (ARG(float *, 3)) *ARG(float *, 3) = si;
+}
+
+static void vdev_quantize_multi(const struct tecore_launch_cfg *cfg, void *const *args) {
+  const struct te_qmulti_params *p = args[0];
+  (void)cfg;
+  if (vdev_noop(p->noop)) return;
+  for (int t = 0; t < p->count; t++) {
+    const struct te_qmulti_entry *e = &p->e[t];
+    vdev_quant_pt(e->in, e->out, e->n, e->in_dt, e->out_dt, e->scale, e->scale_inv,
+                  e->scale_inv_col, e->amax, p->current, e->eps, e->pow2);
+  }
+}
+
+static void vdev_amax_multi(const struct tecore_launch_cfg *cfg, void *const *args) {
+  const struct te_qmulti_params *p = args[0];
+  (void)cfg;
+  if (vdev_noop(p->noop)) return;
+  for (int t = 0; t < p->count; t++)
+    vdev_atomic_max(p->e[t].amax, vdev_amax_of(p->e[t].in, p->e[t].n, p->e[t].in_dt));
+}
+
+static void vdev_amax_init_multi(const struct tecore_launch_cfg *cfg, void *const *args) {
+  const struct te_qmulti_params *p = args[0];
+  (void)cfg;
+  if (vdev_noop(p->noop)) return;
+  for (int t = 0; t < p->count; t++) __atomic_store_n(p->e[t].amax, 0u, __ATOMIC_RELAXED);
+}
+
+/* MXFP8: rowwise blocks of 32 along each row, columnwise blocks of 32 down
+ * each column; both outputs [rows][cols]. */
+static void vdev_quantize_mx(const struct tecore_launch_cfg *cfg, void *const *args) {
+  const void *in = ARG(const void *, 0);
+  int in_dt = ARG(int, 1);
+  uint64_t rows = ARG(unsigned long long, 2), cols = ARG(unsigned long long, 3);
+  uint8_t *out_row = ARG(uint8_t *, 4), *out_col = ARG(uint8_t *, 5);
+  uint8_t *s_row = ARG(uint8_t *, 6), *s_col = ARG(uint8_t *, 7);
+  int out_dt = ARG(int, 8);
+  unsigned *amax = ARG(unsigned *, 9);
+  (void)cfg;
+  if (vdev_noop(ARG(const int *, 10))) return;
+  const uint64_t nrb = (cols + 31) / 32;
+  uint32_t m_all = 0;
+  for (uint64_t r = 0; r < rows; r++)
+    for (uint64_t b = 0; b < nrb; b++) {
+      uint64_t c0 = b * 32, c1 = c0 + 32 < cols ? c0 + 32 : cols;
+      uint32_t m = 0;
+      for (uint64_t c = c0; c < c1; c++) m = te_max_u32(m, te_abs_bits(te_q_load(in, r * cols + c, in_dt)));
+      m_all = te_max_u32(m_all, m);
+      if (!out_row) continue;
+      uint8_t e8 = te_e8m0_from_amax(te_bits_f32(m), out_dt);
+      float mult = te_e8m0_quant_mult(e8);
+      s_row[r * nrb + b] = e8;
+      for (uint64_t c = c0; c < c1; c++)
+        out_row[r * cols + c] = te_f32_to_fp8(te_q_load(in, r * cols + c, in_dt) * mult, out_dt);
+    }
+  if (out_col)
+    for (uint64_t rb = 0; rb * 32 < rows; rb++) {
+      uint64_t r0 = rb * 32, r1 = r0 + 32 < rows ? r0 + 32 : rows;
+      for (uint64_t c = 0; c < cols; c++) {
+        uint32_t m = 0;
+        for (uint64_t r = r0; r < r1; r++) m = te_max_u32(m, te_abs_bits(te_q_load(in, r * cols + c, in_dt)));
+        uint8_t e8 = te_e8m0_from_amax(te_bits_f32(m), out_dt);
+        float mult = te_e8m0_quant_mult(e8);
+        s_col[rb * cols + c] = e8;
+        for (uint64_t r = r0; r < r1; r++)
+          out_col[r * cols + c] = te_f32_to_fp8(te_q_load(in, r * cols + c, in_dt) * mult, out_dt);
+      }
+    }
+  if (amax) vdev_atomic_max(amax, m_all);
+}
+
+/* Block scaling (1x128, 128x128) and per-tensor with transposed output. */
+static void vdev_quantize_blk(const struct tecore_launch_cfg *cfg, void *const *args) {
+  const void *in = ARG(const void *, 0);
+  int in_dt = ARG(int, 1);
+  uint64_t rows = ARG(unsigned long long, 2), cols = ARG(unsigned long long, 3);
+  uint8_t *out_row = ARG(uint8_t *, 4), *out_col = ARG(uint8_t *, 5);
+  float *s_row = ARG(float *, 6), *s_col = ARG(float *, 7);
+  int out_dt = ARG(int, 8), mode = ARG(int, 9);
+  const float *scale = ARG(const float *, 10);
+  float eps = ARG(float, 11);
+  int pow2 = ARG(int, 12);
+  unsigned *amax = ARG(unsigned *, 13);
+  (void)cfg;
+  if (vdev_noop(ARG(const int *, 14))) return;
+  const float fmax = te_fp8_max(out_dt);
+  const uint64_t T = TE_BLK_TILE, ntr = (rows + T - 1) / T, ntc = (cols + T - 1) / T;
+#define X(r, c) te_q_load(in, (r) * cols + (c), in_dt)
+  uint32_t m_all = 0;
+  for (uint64_t i = 0; i < rows * cols; i++) m_all = te_max_u32(m_all, te_abs_bits(te_q_load(in, i, in_dt)));
+  if (mode == TE_BLK_TENSOR) {
+    float s = *scale, si = te_fp8_scale_inv(s);
+    if (s_row) *s_row = si;
+    if (s_col) *s_col = si;
+    for (uint64_t r = 0; r < rows; r++)
+      for (uint64_t c = 0; c < cols; c++) {
+        uint8_t q = te_f32_to_fp8(X(r, c) * s, out_dt);
+        if (out_row) out_row[r * cols + c] = q;
+        if (out_col) out_col[c * rows + r] = q;
+      }
+  } else if (mode == TE_BLK_1X128) {
+    if (out_row)
+      for (uint64_t r = 0; r < rows; r++)
+        for (uint64_t b = 0; b < ntc; b++) {
+          uint64_t c0 = b * T, c1 = c0 + T < cols ? c0 + T : cols;
+          uint32_t m = 0;
+          for (uint64_t c = c0; c < c1; c++) m = te_max_u32(m, te_abs_bits(X(r, c)));
+          float s = te_fp8_current_scale(te_bits_f32(m), eps, fmax, pow2);
+          s_row[r * ntc + b] = te_fp8_scale_inv(s);
+          for (uint64_t c = c0; c < c1; c++) out_row[r * cols + c] = te_f32_to_fp8(X(r, c) * s, out_dt);
+        }
+    if (out_col)
+      for (uint64_t c = 0; c < cols; c++)
+        for (uint64_t b = 0; b < ntr; b++) {
+          uint64_t r0 = b * T, r1 = r0 + T < rows ? r0 + T : rows;
+          uint32_t m = 0;
+          for (uint64_t r = r0; r < r1; r++) m = te_max_u32(m, te_abs_bits(X(r, c)));
+          float s = te_fp8_current_scale(te_bits_f32(m), eps, fmax, pow2);
+          s_col[c * ntr + b] = te_fp8_scale_inv(s);
+          for (uint64_t r = r0; r < r1; r++) out_col[c * rows + r] = te_f32_to_fp8(X(r, c) * s, out_dt);
+        }
+  } else {
+    for (uint64_t tr = 0; tr < ntr; tr++)
+      for (uint64_t tc = 0; tc < ntc; tc++) {
+        uint64_t r0 = tr * T, r1 = r0 + T < rows ? r0 + T : rows;
+        uint64_t c0 = tc * T, c1 = c0 + T < cols ? c0 + T : cols;
+        uint32_t m = 0;
+        for (uint64_t r = r0; r < r1; r++)
+          for (uint64_t c = c0; c < c1; c++) m = te_max_u32(m, te_abs_bits(X(r, c)));
+        float s = te_fp8_current_scale(te_bits_f32(m), eps, fmax, pow2), si = te_fp8_scale_inv(s);
+        if (out_row) s_row[tr * ntc + tc] = si;
+        if (out_col) s_col[tc * ntr + tr] = si;
+        for (uint64_t r = r0; r < r1; r++)
+          for (uint64_t c = c0; c < c1; c++) {
+            uint8_t q = te_f32_to_fp8(X(r, c) * s, out_dt);
+            if (out_row) out_row[r * cols + c] = q;
+            if (out_col) out_col[c * rows + r] = q;
+          }
+      }
+  }
+#undef X
+  if (amax) vdev_atomic_max(amax, m_all);
+}
+
+static void vdev_dequantize(const struct tecore_launch_cfg *cfg, void *const *args) {
+  const uint8_t *q = ARG(const uint8_t *, 0);
+  int in_dt = ARG(int, 1);
+  void *out = ARG(void *, 2);
+  int out_dt = ARG(int, 3);
+  uint64_t rows = ARG(unsigned long long, 4), cols = ARG(unsigned long long, 5);
+  int mode = ARG(int, 6);
+  const void *s = ARG(const void *, 7);
+  (void)cfg;
+  for (uint64_t r = 0; r < rows; r++)
+    for (uint64_t c = 0; c < cols; c++)
+      te_q_store(out, r * cols + c, out_dt,
+                 te_fp8_to_f32(q[r * cols + c], in_dt) * te_dq_scale(mode, s, r, c, rows, cols));
+}
+
+/* ---- the table ------------------------------------------------------------------ */
+
+#ifdef TE_HAVE_CUDA
+extern const unsigned char te_fatbin_quantize[], te_fatbin_quantize_end[];
+#define Q_FATBIN te_fatbin_quantize
+#define Q_FATBIN_BYTES ((size_t)(te_fatbin_quantize_end - te_fatbin_quantize))
+#else
+#define Q_FATBIN NULL
+#define Q_FATBIN_BYTES 0
+#endif
+
+enum {
+  K_QPT, K_AMAX, K_AMAX_INIT, K_SCALE, K_MX, K_BLK, K_DEQ, K_QMULTI, K_AMAX_MULTI, K_INIT_MULTI
+};
+#define MP ((uint16_t)sizeof(struct te_qmulti_params))
+static const struct tecore_kernel_def q_kernels[] = {
+    [K_QPT] = {.name = "te_fp8_quantize_pt", .vdev = vdev_quantize_pt, .nparams = 13,
+               .param_size = {8, 8, 8, 4, 4, 8, 8, 8, 8, 8, 4, 4, 4},
+               .param_is_ptr = {1, 1, 0, 0, 0, 1, 1, 1, 1, 1, 0, 0, 0}},
+    [K_AMAX] = {.name = "te_fp8_amax", .vdev = vdev_amax, .nparams = 5,
+                .param_size = {8, 8, 4, 8, 8}, .param_is_ptr = {1, 0, 0, 1, 1}},
+    [K_AMAX_INIT] = {.name = "te_fp8_amax_init", .vdev = vdev_amax_init, .nparams = 2,
+                     .param_size = {8, 8}, .param_is_ptr = {1, 1}},
+    [K_SCALE] = {.name = "te_fp8_compute_scale", .vdev = vdev_compute_scale, .nparams = 8,
+                 .param_size = {8, 8, 8, 8, 4, 4, 4, 8}, .param_is_ptr = {1, 1, 1, 1, 0, 0, 0, 1}},
+    [K_MX] = {.name = "te_fp8_quantize_mx", .vdev = vdev_quantize_mx, .nparams = 11,
+              .param_size = {8, 4, 8, 8, 8, 8, 8, 8, 4, 8, 8},
+              .param_is_ptr = {1, 0, 0, 0, 1, 1, 1, 1, 0, 1, 1}},
+    [K_BLK] = {.name = "te_fp8_quantize_blk", .vdev = vdev_quantize_blk, .nparams = 15,
+               .param_size = {8, 4, 8, 8, 8, 8, 8, 8, 4, 4, 8, 4, 4, 8, 8},
+               .param_is_ptr = {1, 0, 0, 0, 1, 1, 1, 1, 0, 0, 1, 0, 0, 1, 1}},
+    [K_DEQ] = {.name = "te_fp8_dequantize", .vdev = vdev_dequantize, .nparams = 8,
+               .param_size = {8, 4, 8, 4, 8, 8, 4, 8}, .param_is_ptr = {1, 0, 1, 0, 0, 0, 0, 1}},
+    [K_QMULTI] = {.name = "te_fp8_quantize_multi", .vdev = vdev_quantize_multi, .nparams = 1,
+                  .param_size = {MP}, .param_is_ptr = {0}},
+    [K_AMAX_MULTI] = {.name = "te_fp8_amax_multi", .vdev = vdev_amax_multi, .nparams = 1,
+                      .param_size = {MP}, .param_is_ptr = {0}},
+    [K_INIT_MULTI] = {.name = "te_fp8_amax_init_multi", .vdev = vdev_amax_init_multi,
+                      .nparams = 1, .param_size = {MP}, .param_is_ptr = {0}},
+};
+
+static int q_first_id(void) {
+  static struct tecore_kernel_table table = {.module = "libtecore/quantize",
+                                             .count = TE_ARRAY_SIZE(q_kernels),
+                                             .kernels = q_kernels};
+  int id = -1;
+  table.fatbin = Q_FATBIN;
+  table.fatbin_bytes = Q_FATBIN_BYTES;
+  if (tecore_kernel_table_register(&table, &id) != TECORE_SUCCESS) return -1;
+  return id;
+}
+
+/* ---- launch shapes ------------------------------------------------------------------ */
+
+#define QT 256u
+
+/* Streaming multiprocessors of device 0 (132 on an H100 SXM), read once. */
+static unsigned q_sm_count(void) {
+  static int cached;
+  int v = __atomic_load_n(&cached, __ATOMIC_RELAXED);
+  if (v > 0) return (unsigned)v;
+  struct tecore_device_props p;
+  v = (tecore_device_props(0, &p) == TECORE_SUCCESS && p.sm_count > 0) ? p.sm_count : 132;
+  __atomic_store_n(&cached, v, __ATOMIC_RELAXED);
+  return (unsigned)v;
+}
+
+/* 1-D grid of `want` blocks (at least 1), capped at per_sm blocks per SM
+ * (the kernels loop over the rest). */
+static struct tecore_launch_cfg q_cfg(uint64_t want, unsigned per_sm) {
+  uint64_t cap = (uint64_t)q_sm_count() * per_sm;
+  if (want > cap) want = cap;
+  if (want == 0) want = 1;
+  return (struct tecore_launch_cfg){.grid = {(unsigned)want, 1, 1}, .block = {QT, 1, 1}};
+}
+
+static tecore_result_t q_launch(int k, struct tecore_launch_cfg cfg, void **args,
+                                tecore_stream_t stream) {
+  int id = q_first_id();
+  if (id < 0) return TE_ERR(TECORE_ERR_INTERNAL, "FP8 kernel table could not be registered");
+  TE_CHECK(tecore_kernel_launch(id + k, &cfg, args, stream));
+  return TECORE_SUCCESS;
+}
+
+#define P(x) ((void *)(uintptr_t)(x))
+
+static tecore_result_t launch_amax(tecore_devptr_t in, tecore_dtype_t dt, uint64_t n,
+                                   tecore_devptr_t amax, int init, tecore_devptr_t noop,
+                                   tecore_stream_t stream) {
+  void *a = P(amax), *nf = P(noop), *pin = P(in);
+  if (init) {
+    void *args[] = {&a, &nf};
+    TE_CHECK(q_launch(K_AMAX_INIT, q_cfg(1, 1), args, stream));
+  }
+  int idt = (int)dt;
+  unsigned long long nn = n;
+  void *args[] = {&pin, &nn, &idt, &a, &nf};
+  TE_CHECK(q_launch(K_AMAX, q_cfg((n + 16 * QT - 1) / (16 * QT), 8), args, stream));
+  return TECORE_SUCCESS;
+}
+
+static tecore_result_t launch_scale(const struct tecore_tensor *t, tecore_devptr_t noop,
+                                    tecore_stream_t stream) {
+  void *a = P(t->amax), *s = P(t->scale), *si = P(t->scale_inv), *sc = P(t->columnwise_scale_inv);
+  void *nf = P(noop);
+  float eps = t->amax_epsilon, fmax = te_fp8_max((int)t->dtype);
+  int pow2 = (t->flags & TECORE_TENSOR_POW2_SCALES) ? 1 : 0;
+  void *args[] = {&a, &s, &si, &sc, &eps, &fmax, &pow2, &nf};
+  TE_CHECK(q_launch(K_SCALE, q_cfg(1, 1), args, stream));
+  return TECORE_SUCCESS;
+}
+
+/* ---- public entry points --------------------------------------------------------- */
+
+static tecore_result_t check_hp_input(const struct tecore_tensor *in, const char *fn,
+                                      const char *arg) {
+  TE_CHECK(te_tensor_check(in, TECORE_TENSOR_ROWWISE, fn, arg));
+  if (in->scaling != TECORE_SCALING_NONE || !te_dtype_is_hp(in->dtype))
+    return TE_ERR(TECORE_ERR_INVALID, "%s: %s must be f32, f16 or bf16 with scaling none (is %s, %s)",
+                  fn, arg, tecore_dtype_name(in->dtype), tecore_scaling_name(in->scaling));
+  return TECORE_SUCCESS;
+}
+
+static tecore_result_t check_fp8_output(const struct tecore_tensor *out, const char *fn,
+                                        const char *arg, unsigned *flags_out) {
+  TE_ARG(out, "%s: %s is NULL", fn, arg);
+  unsigned flags = (out->data ? TECORE_TENSOR_ROWWISE : 0u) |
+                   (out->columnwise_data ? TECORE_TENSOR_COLUMNWISE : 0u);
+  if (out->scaling == TECORE_SCALING_DELAYED) flags |= TECORE_TENSOR_NEED_SCALE;
+  if (out->scaling == TECORE_SCALING_CURRENT)
+    flags |= TECORE_TENSOR_NEED_SCALE | TECORE_TENSOR_NEED_AMAX;
+  TE_CHECK(te_tensor_check(out, flags, fn, arg));
+  if (out->scaling == TECORE_SCALING_NONE)
+    return TE_ERR(TECORE_ERR_INVALID, "%s: %s has scaling mode none (an FP8 mode is needed)", fn, arg);
+  if (!(flags & (TECORE_TENSOR_ROWWISE | TECORE_TENSOR_COLUMNWISE)) && tecore_tensor_numel(out))
+    return TE_ERR(TECORE_ERR_INVALID, "%s: %s: data and columnwise_data are both 0", fn, arg);
+  *flags_out = flags;
+  return TECORE_SUCCESS;
+}
+
+/* One quantization, arguments already checked. */
+static tecore_result_t quantize_one(const struct tecore_tensor *in, const struct tecore_tensor *out,
+                                    tecore_devptr_t noop, tecore_stream_t stream) {
+  size_t rows, cols;
+  te_tensor_view(out, &rows, &cols);
+  uint64_t n = (uint64_t)rows * cols;
+  int idt = (int)in->dtype, odt = (int)out->dtype;
+  int pow2 = (out->flags & TECORE_TENSOR_POW2_SCALES) ? 1 : 0;
+  float eps = out->amax_epsilon;
+  unsigned long long R = rows, C = cols;
+  void *pin = P(in->data), *pout = P(out->data), *pcol = P(out->columnwise_data);
+  void *ps = P(out->scale), *psi = P(out->scale_inv), *psc = P(out->columnwise_scale_inv);
+  void *pa = P(out->amax), *nf = P(noop);
+  int is_current = out->scaling == TECORE_SCALING_CURRENT;
+
+  if (te_scaling_per_tensor(out->scaling) && !out->columnwise_data) {
+    if (is_current) TE_CHECK(launch_amax(in->data, in->dtype, n, out->amax, 1, noop, stream));
+    unsigned long long nn = n;
+    void *args[] = {&pin, &pout, &nn, &idt, &odt, &ps, &psi, &psc, &pa, &nf, &is_current, &eps, &pow2};
+    return q_launch(K_QPT, q_cfg((n + 16 * QT - 1) / (16 * QT), 8), args, stream);
+  }
+  if (out->scaling == TECORE_SCALING_MXFP8) {
+    uint64_t tiles = ((rows + TE_MX_TILE_R - 1) / TE_MX_TILE_R) * ((cols + TE_MX_TILE_C - 1) / TE_MX_TILE_C);
+    void *args[] = {&pin, &idt, &R, &C, &pout, &pcol, &psi, &psc, &odt, &pa, &nf};
+    return q_launch(K_MX, q_cfg(tiles, 8), args, stream);
+  }
+  /* block modes, and per-tensor with a transposed output */
+  int mode = out->scaling == TECORE_SCALING_BLOCK_1X128     ? TE_BLK_1X128
+             : out->scaling == TECORE_SCALING_BLOCK_128X128 ? TE_BLK_128X128
+                                                            : TE_BLK_TENSOR;
+  if (is_current) {
+    TE_CHECK(launch_amax(in->data, in->dtype, n, out->amax, 1, noop, stream));
+    TE_CHECK(launch_scale(out, noop, stream));
+    pa = NULL;   /* the amax is already exact */
+  }
+  uint64_t tiles = ((rows + TE_BLK_TILE - 1) / TE_BLK_TILE) * ((cols + TE_BLK_TILE - 1) / TE_BLK_TILE);
+  void *args[] = {&pin, &idt, &R, &C, &pout, &pcol, &psi, &psc, &odt, &mode, &ps, &eps, &pow2, &pa, &nf};
+  return q_launch(K_BLK, q_cfg(tiles, 4), args, stream);
+}
+
+static tecore_result_t check_pair(const struct tecore_tensor *in, const struct tecore_tensor *out,
+                                  const char *fn, const char *ain, const char *aout) {
+  size_t ni = tecore_tensor_numel(in), no = tecore_tensor_numel(out);
+  if (ni != no)
+    return TE_ERR(TECORE_ERR_INVALID, "%s: %s has %zu elements and %s has %zu", fn, ain, ni, aout, no);
+  return TECORE_SUCCESS;
+}
+
+TE_EXPORT tecore_result_t tecore_quantize(const struct tecore_tensor *in, struct tecore_tensor *out,
+                                          tecore_devptr_t noop_flag, tecore_stream_t stream) {
+  unsigned flags;
+  TE_CHECK(check_hp_input(in, __func__, "in"));
+  TE_CHECK(check_fp8_output(out, __func__, "out", &flags));
+  TE_CHECK(check_pair(in, out, __func__, "in", "out"));
+  TE_ARG(noop_flag % 4 == 0, "tecore_quantize: noop_flag (0x%llx) is not aligned to 4 bytes",
+         (unsigned long long)noop_flag);
+  if (tecore_tensor_numel(out) == 0) return TECORE_SUCCESS;
+  TE_CHECK(quantize_one(in, out, noop_flag, stream));
+  return TECORE_SUCCESS;
+}
+
+TE_EXPORT tecore_result_t tecore_dequantize(const struct tecore_tensor *in, struct tecore_tensor *out,
+                                            tecore_stream_t stream) {
+  TE_CHECK(te_tensor_check(in, 0, __func__, "in"));
+  TE_ARG(in->scaling != TECORE_SCALING_NONE,
+         "tecore_dequantize: in has scaling mode none (an FP8 tensor is needed)");
+  TE_CHECK(check_hp_input(out, __func__, "out"));
+  TE_CHECK(check_pair(in, out, __func__, "in", "out"));
+  int use_col = !in->data && in->scaling == TECORE_SCALING_MXFP8 && in->columnwise_data;
+  TE_CHECK(te_tensor_check(in, use_col ? TECORE_TENSOR_COLUMNWISE : TECORE_TENSOR_ROWWISE,
+                           __func__, "in"));
+  size_t rows, cols;
+  te_tensor_view(in, &rows, &cols);
+  if (rows * cols == 0) return TECORE_SUCCESS;
+  int mode;
+  switch (in->scaling) {
+  case TECORE_SCALING_MXFP8: mode = use_col ? TE_DQ_MX_COL : TE_DQ_MX_ROW; break;
+  case TECORE_SCALING_BLOCK_1X128: mode = TE_DQ_1X128; break;
+  case TECORE_SCALING_BLOCK_128X128: mode = TE_DQ_128X128; break;
+  default: mode = TE_DQ_TENSOR; break;
+  }
+  void *pin = P(use_col ? in->columnwise_data : in->data), *pout = P(out->data);
+  void *ps = P(use_col ? in->columnwise_scale_inv : in->scale_inv);
+  int idt = (int)in->dtype, odt = (int)out->dtype;
+  unsigned long long R = rows, C = cols;
+  void *args[] = {&pin, &idt, &pout, &odt, &R, &C, &mode, &ps};
+  TE_CHECK(q_launch(K_DEQ, q_cfg((rows * ((cols + 7) / 8) + QT - 1) / QT, 8), args, stream));
+  return TECORE_SUCCESS;
+}
+
+/* Launches a batch of per-tensor, rowwise-only quantizations of one mode. */
+static tecore_result_t quantize_batch(const struct tecore_tensor *const *in,
+                                      const struct tecore_tensor *const *out, int count,
+                                      int current, tecore_devptr_t noop, tecore_stream_t stream) {
+  struct te_qmulti_params p;
+  memset(&p, 0, sizeof p);
+  p.noop = (const int *)P(noop);
+  p.count = count;
+  p.current = current;
+  uint64_t cap = (uint64_t)q_sm_count() * 8, total = 0;
+  for (int t = 0; t < count; t++) {
+    struct te_qmulti_entry *e = &p.e[t];
+    uint64_t n = tecore_tensor_numel(out[t]);
+    uint64_t nb = (n + 16 * QT * 4 - 1) / (16 * QT * 4);   /* ~4 steps per thread */
+    if (nb > cap) nb = cap;
+    if (nb == 0) nb = 1;
+    e->in = P(in[t]->data);
+    e->out = P(out[t]->data);
+    e->scale = (float *)P(out[t]->scale);
+    e->scale_inv = (float *)P(out[t]->scale_inv);
+    e->scale_inv_col = (float *)P(out[t]->columnwise_scale_inv);
+    e->amax = (unsigned *)P(out[t]->amax);
+    e->n = n;
+    e->block0 = (unsigned)total;
+    e->nblocks = (unsigned)nb;
+    e->in_dt = (int)in[t]->dtype;
+    e->out_dt = (int)out[t]->dtype;
+    e->eps = out[t]->amax_epsilon;
+    e->pow2 = (out[t]->flags & TECORE_TENSOR_POW2_SCALES) ? 1 : 0;
+    total += nb;
+  }
+  void *args[] = {&p};
+  struct tecore_launch_cfg cfg = {.grid = {(unsigned)total, 1, 1}, .block = {QT, 1, 1}};
+  if (current) {
+    struct tecore_launch_cfg one = {.grid = {1, 1, 1}, .block = {QT, 1, 1}};
+    TE_CHECK(q_launch(K_INIT_MULTI, one, args, stream));
+    TE_CHECK(q_launch(K_AMAX_MULTI, cfg, args, stream));
+  }
+  TE_CHECK(q_launch(K_QMULTI, cfg, args, stream));
+  return TECORE_SUCCESS;
+}
+
+TE_EXPORT tecore_result_t tecore_quantize_multi(const struct tecore_tensor *in,
+                                                struct tecore_tensor *out, size_t count,
+                                                tecore_devptr_t noop_flag, tecore_stream_t stream) {
+  TE_ARG(count == 0 || in, "tecore_quantize_multi: in is NULL");
+  TE_ARG(count == 0 || out, "tecore_quantize_multi: out is NULL");
+  TE_ARG(noop_flag % 4 == 0, "tecore_quantize_multi: noop_flag (0x%llx) is not aligned to 4 bytes",
+         (unsigned long long)noop_flag);
+  char ain[32], aout[32];
+  for (size_t i = 0; i < count; i++) {   /* check everything before launching anything */
+    unsigned flags;
+    snprintf(ain, sizeof ain, "in[%zu]", i);
+    snprintf(aout, sizeof aout, "out[%zu]", i);
+    TE_CHECK(check_hp_input(&in[i], __func__, ain));
+    TE_CHECK(check_fp8_output(&out[i], __func__, aout, &flags));
+    TE_CHECK(check_pair(&in[i], &out[i], __func__, ain, aout));
+  }
+  const struct tecore_tensor *bin[2][TE_QMULTI_MAX], *bout[2][TE_QMULTI_MAX];
+  int nb[2] = {0, 0};
+  for (size_t i = 0; i < count; i++) {
+    if (tecore_tensor_numel(&out[i]) == 0) continue;
+    if (!te_scaling_per_tensor(out[i].scaling) || out[i].columnwise_data) {
+      TE_CHECK(quantize_one(&in[i], &out[i], noop_flag, stream));
+      continue;
+    }
+    int cur = out[i].scaling == TECORE_SCALING_CURRENT;
+    bin[cur][nb[cur]] = &in[i];
+    bout[cur][nb[cur]] = &out[i];
+    if (++nb[cur] == TE_QMULTI_MAX) {
+      TE_CHECK(quantize_batch(bin[cur], bout[cur], nb[cur], cur, noop_flag, stream));
+      nb[cur] = 0;
+    }
+  }
+  for (int cur = 0; cur < 2; cur++)
+    if (nb[cur]) TE_CHECK(quantize_batch(bin[cur], bout[cur], nb[cur], cur, noop_flag, stream));
+  return TECORE_SUCCESS;
+}
+
+TE_EXPORT tecore_result_t tecore_amax(const struct tecore_tensor *in, tecore_devptr_t amax,
+                                      unsigned flags, tecore_devptr_t noop_flag,
+                                      tecore_stream_t stream) {
+  TE_CHECK(check_hp_input(in, __func__, "in"));
+  TE_ARG(amax, "tecore_amax: amax is 0");
+  TE_ARG(amax % 4 == 0, "tecore_amax: amax (0x%llx) is not aligned to 4 bytes",
+         (unsigned long long)amax);
+  TE_ARG(!(flags & ~TECORE_AMAX_ACCUMULATE), "tecore_amax: flags 0x%x has unknown bits", flags);
+  TE_ARG(noop_flag % 4 == 0, "tecore_amax: noop_flag (0x%llx) is not aligned to 4 bytes",
+         (unsigned long long)noop_flag);
+  TE_CHECK(launch_amax(in->data, in->dtype, tecore_tensor_numel(in), amax,
+                       !(flags & TECORE_AMAX_ACCUMULATE), noop_flag, stream));
+  return TECORE_SUCCESS;
+}
+
+TE_EXPORT tecore_result_t tecore_compute_scale(const struct tecore_tensor *t,
+                                               tecore_devptr_t noop_flag, tecore_stream_t stream) {
+  TE_CHECK(te_tensor_check(t, TECORE_TENSOR_NEED_AMAX | TECORE_TENSOR_NEED_SCALE, __func__, "t"));
+  TE_ARG(te_scaling_per_tensor(t->scaling),
+         "tecore_compute_scale: t has scaling mode %s (delayed or current is needed)",
+         tecore_scaling_name(t->scaling));
+  TE_ARG(noop_flag % 4 == 0, "tecore_compute_scale: noop_flag (0x%llx) is not aligned to 4 bytes",
+         (unsigned long long)noop_flag);
+  TE_CHECK(launch_scale(t, noop_flag, stream));
+  return TECORE_SUCCESS;
+}

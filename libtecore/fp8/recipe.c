@@ -1,0 +1,251 @@
+/* recipe.c -- FP8 scaling recipes (te/recipe.h): recipe defaults and
+ * checks, the format and scaling mode a tensor of a role gets, and the
+ * delayed-scaling state of a group of tensors with its one-launch update
+ * (kernels/fp8_recipe.cu on cuda, vdev_delayed_update below on vdev, both
+ * from kernels/common/fp8.h). */
+#include <math.h>
+#include <string.h>
+#include "fp8/fp8_internal.h"
+#include "common/fp8.h"
+
+/* ---- recipes ----------------------------------------------------------------- */
+
+TE_EXPORT tecore_result_t tecore_recipe_init(struct tecore_recipe *r, tecore_recipe_kind_t kind) {
+  TE_ARG(r, "tecore_recipe_init: r is NULL");
+  TE_ARG((unsigned)kind <= TECORE_RECIPE_BLOCK, "tecore_recipe_init: kind %d is not a recipe kind",
+         (int)kind);
+  memset(r, 0, sizeof *r);
+  r->kind = kind;
+  r->history_len = 1024;
+  r->amax_algo = TECORE_AMAX_MAX;
+  switch (kind) {
+  case TECORE_RECIPE_DELAYED:
+  case TECORE_RECIPE_CURRENT: r->format = TECORE_FP8_HYBRID; break;
+  case TECORE_RECIPE_MXFP8: r->format = TECORE_FP8_E4M3; break;
+  case TECORE_RECIPE_BLOCK:
+    r->format = TECORE_FP8_E4M3;
+    r->flags = TECORE_RECIPE_POW2_SCALES;
+    break;
+  }
+  return TECORE_SUCCESS;
+}
+
+static tecore_result_t recipe_check(const struct tecore_recipe *r, const char *fn) {
+  if (!r) return TE_ERR(TECORE_ERR_INVALID, "%s: r is NULL", fn);
+  if ((unsigned)r->kind > TECORE_RECIPE_BLOCK)
+    return TE_ERR(TECORE_ERR_INVALID, "%s: r->kind %d is not a recipe kind", fn, (int)r->kind);
+  if ((unsigned)r->format > TECORE_FP8_HYBRID)
+    return TE_ERR(TECORE_ERR_INVALID, "%s: r->format %d is not E4M3, E5M2 or HYBRID", fn,
+                  (int)r->format);
+  if (r->flags & ~TECORE_RECIPE_POW2_SCALES)
+    return TE_ERR(TECORE_ERR_INVALID, "%s: r->flags 0x%x has unknown bits", fn, r->flags);
+  if (!(r->amax_epsilon >= 0.0f) || !isfinite(r->amax_epsilon))
+    return TE_ERR(TECORE_ERR_INVALID, "%s: r->amax_epsilon %g is not a finite value >= 0", fn,
+                  (double)r->amax_epsilon);
+  if (r->kind == TECORE_RECIPE_DELAYED) {
+    if (r->margin < 0 || r->margin > 126)
+      return TE_ERR(TECORE_ERR_INVALID, "%s: r->margin %d is outside 0..126", fn, r->margin);
+    if (r->history_len < 1 || r->history_len > 65536)
+      return TE_ERR(TECORE_ERR_INVALID, "%s: r->history_len %d is outside 1..65536", fn,
+                    r->history_len);
+    if ((unsigned)r->amax_algo > TECORE_AMAX_MOST_RECENT)
+      return TE_ERR(TECORE_ERR_INVALID, "%s: r->amax_algo %d is not max or most_recent", fn,
+                    (int)r->amax_algo);
+  }
+  return TECORE_SUCCESS;
+}
+
+TE_EXPORT tecore_result_t tecore_recipe_validate(const struct tecore_recipe *r) {
+  return recipe_check(r, __func__);
+}
+
+static tecore_result_t role_check(tecore_fp8_role_t role, const char *fn) {
+  if ((unsigned)role > TECORE_FP8_GRADIENT)
+    return TE_ERR(TECORE_ERR_INVALID, "%s: role %d is not activation, weight or gradient", fn,
+                  (int)role);
+  return TECORE_SUCCESS;
+}
+
+static tecore_dtype_t recipe_dtype(const struct tecore_recipe *r, tecore_fp8_role_t role) {
+  if (r->format == TECORE_FP8_E4M3) return TECORE_DTYPE_E4M3;
+  if (r->format == TECORE_FP8_E5M2) return TECORE_DTYPE_E5M2;
+  return role == TECORE_FP8_GRADIENT ? TECORE_DTYPE_E5M2 : TECORE_DTYPE_E4M3;
+}
+
+TE_EXPORT tecore_result_t tecore_recipe_dtype(const struct tecore_recipe *r, tecore_fp8_role_t role,
+                                              tecore_dtype_t *dtype) {
+  TE_CHECK(recipe_check(r, __func__));
+  TE_CHECK(role_check(role, __func__));
+  TE_ARG(dtype, "tecore_recipe_dtype: dtype is NULL");
+  *dtype = recipe_dtype(r, role);
+  return TECORE_SUCCESS;
+}
+
+TE_EXPORT tecore_result_t tecore_recipe_apply(const struct tecore_recipe *r, tecore_fp8_role_t role,
+                                              struct tecore_tensor *t) {
+  TE_CHECK(recipe_check(r, __func__));
+  TE_CHECK(role_check(role, __func__));
+  TE_ARG(t, "tecore_recipe_apply: t is NULL");
+  t->dtype = recipe_dtype(r, role);
+  switch (r->kind) {
+  case TECORE_RECIPE_DELAYED: t->scaling = TECORE_SCALING_DELAYED; break;
+  case TECORE_RECIPE_CURRENT: t->scaling = TECORE_SCALING_CURRENT; break;
+  case TECORE_RECIPE_MXFP8: t->scaling = TECORE_SCALING_MXFP8; break;
+  case TECORE_RECIPE_BLOCK:
+    t->scaling = role == TECORE_FP8_WEIGHT ? TECORE_SCALING_BLOCK_128X128 : TECORE_SCALING_BLOCK_1X128;
+    break;
+  }
+  t->amax_epsilon = r->amax_epsilon;
+  t->flags = (r->flags & TECORE_RECIPE_POW2_SCALES) ? TECORE_TENSOR_POW2_SCALES : 0u;
+  return TECORE_SUCCESS;
+}
+
+/* ---- the delayed-scaling update kernel ----------------------------------------- */
+
+static void vdev_delayed_update(const struct tecore_launch_cfg *cfg, void *const *args) {
+  float *amax = *(float *const *)args[0], *hist = *(float *const *)args[1];
+  float *scale = *(float *const *)args[2], *scale_inv = *(float *const *)args[3];
+  uint64_t count = *(const unsigned long long *)args[4];
+  int len = *(const int *)args[5], most_recent = *(const int *)args[6];
+  float fmax = *(const float *)args[7], mm = *(const float *)args[8];
+  int pow2 = *(const int *)args[9];
+  const int *noop = *(const int *const *)args[10];
+  (void)cfg;
+  if (noop && *noop) return;
+  for (uint64_t i = 0; i < count; i++) {
+    float a = amax[i];
+    uint32_t win = te_abs_bits(a);
+    for (int k = len - 1; k >= 1; k--) {
+      float h = hist[(uint64_t)(k - 1) * count + i];
+      hist[(uint64_t)k * count + i] = h;
+      win = te_max_u32(win, te_abs_bits(h));
+    }
+    hist[i] = a;
+    float s = te_fp8_delayed_scale(te_bits_f32(most_recent ? te_abs_bits(a) : win), scale[i], fmax,
+                                   mm, pow2);
+    scale[i] = s;
+    scale_inv[i] = te_fp8_scale_inv(s);
+    amax[i] = 0.0f;
+  }
+}
+
+#ifdef TE_HAVE_CUDA
+extern const unsigned char te_fatbin_fp8_recipe[], te_fatbin_fp8_recipe_end[];
+#define R_FATBIN te_fatbin_fp8_recipe
+#define R_FATBIN_BYTES ((size_t)(te_fatbin_fp8_recipe_end - te_fatbin_fp8_recipe))
+#else
+#define R_FATBIN NULL
+#define R_FATBIN_BYTES 0
+#endif
+
+static const struct tecore_kernel_def r_kernels[] = {
+    {.name = "te_fp8_delayed_update", .vdev = vdev_delayed_update, .nparams = 11,
+     .param_size = {8, 8, 8, 8, 8, 4, 4, 4, 4, 4, 8},
+     .param_is_ptr = {1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 1}},
+};
+
+static int r_first_id(void) {
+  static struct tecore_kernel_table table = {.module = "libtecore/fp8_recipe",
+                                             .count = TE_ARRAY_SIZE(r_kernels),
+                                             .kernels = r_kernels};
+  int id = -1;
+  table.fatbin = R_FATBIN;
+  table.fatbin_bytes = R_FATBIN_BYTES;
+  if (tecore_kernel_table_register(&table, &id) != TECORE_SUCCESS) return -1;
+  return id;
+}
+
+/* ---- delayed-scaling state ----------------------------------------------------- */
+
+TE_EXPORT tecore_result_t tecore_delayed_state_create(const struct tecore_recipe *r,
+                                                      tecore_fp8_role_t role, size_t count,
+                                                      tecore_stream_t stream,
+                                                      struct tecore_delayed_state *st) {
+  TE_CHECK(recipe_check(r, __func__));
+  TE_CHECK(role_check(role, __func__));
+  TE_ARG(r->kind == TECORE_RECIPE_DELAYED,
+         "tecore_delayed_state_create: r is not a delayed-scaling recipe (kind %d)", (int)r->kind);
+  TE_ARG(st, "tecore_delayed_state_create: st is NULL");
+  TE_ARG(count >= 1 && count <= ((size_t)1 << 32),
+         "tecore_delayed_state_create: count %zu is outside 1..2^32", count);
+  size_t words = count * ((size_t)r->history_len + 3);
+  tecore_devptr_t base = 0;
+  TE_CHECK(tecore_mem_alloc(words * sizeof(float), &base));
+  struct tecore_delayed_state s = {
+      .count = count, .history_len = r->history_len, .dtype = recipe_dtype(r, role),
+      .base = base, .amax = base,
+      .history = base + count * sizeof(float),
+      .scale = base + count * ((size_t)r->history_len + 1) * sizeof(float),
+      .scale_inv = base + count * ((size_t)r->history_len + 2) * sizeof(float)};
+  tecore_result_t res;
+  TE_CHECK_GOTO(tecore_memset_d32_async(s.amax, 0u, count * ((size_t)r->history_len + 1), stream),
+                res, fail);
+  TE_CHECK_GOTO(tecore_memset_d32_async(s.scale, 0x3f800000u /* 1.0f */, 2 * count, stream), res,
+                fail);
+  *st = s;
+  return TECORE_SUCCESS;
+fail:
+  (void)tecore_stream_synchronize(stream);
+  (void)tecore_mem_free(base);
+  return res;
+}
+
+TE_EXPORT tecore_result_t tecore_delayed_state_free(struct tecore_delayed_state *st) {
+  TE_ARG(st, "tecore_delayed_state_free: st is NULL");
+  if (st->base) TE_CHECK(tecore_mem_free(st->base));
+  memset(st, 0, sizeof *st);
+  return TECORE_SUCCESS;
+}
+
+static tecore_result_t state_check(const struct tecore_delayed_state *st, const char *fn) {
+  if (!st) return TE_ERR(TECORE_ERR_INVALID, "%s: st is NULL", fn);
+  if (!st->base || !st->count || st->history_len < 1 || !te_dtype_is_fp8(st->dtype))
+    return TE_ERR(TECORE_ERR_INVALID, "%s: st is not a created delayed-scaling state", fn);
+  return TECORE_SUCCESS;
+}
+
+TE_EXPORT tecore_result_t tecore_delayed_state_tensor(const struct tecore_delayed_state *st,
+                                                      size_t index, struct tecore_tensor *t) {
+  TE_CHECK(state_check(st, __func__));
+  TE_ARG(t, "tecore_delayed_state_tensor: t is NULL");
+  TE_ARG(index < st->count, "tecore_delayed_state_tensor: index %zu is not below count %zu", index,
+         st->count);
+  t->dtype = st->dtype;
+  t->scaling = TECORE_SCALING_DELAYED;
+  t->amax = st->amax + index * sizeof(float);
+  t->scale = st->scale + index * sizeof(float);
+  t->scale_inv = st->scale_inv + index * sizeof(float);
+  return TECORE_SUCCESS;
+}
+
+TE_EXPORT tecore_result_t tecore_delayed_update(const struct tecore_recipe *r,
+                                                const struct tecore_delayed_state *st,
+                                                tecore_stream_t stream) {
+  TE_CHECK(recipe_check(r, __func__));
+  TE_ARG(r->kind == TECORE_RECIPE_DELAYED,
+         "tecore_delayed_update: r is not a delayed-scaling recipe (kind %d)", (int)r->kind);
+  TE_CHECK(state_check(st, __func__));
+  TE_ARG(r->history_len == st->history_len,
+         "tecore_delayed_update: r->history_len %d differs from the state's %d (set at creation)",
+         r->history_len, st->history_len);
+  if (r->amax_reduce) {
+    tecore_result_t rr = r->amax_reduce(st->amax, st->count, stream, r->amax_reduce_ctx);
+    if (rr != TECORE_SUCCESS)
+      return TE_ERR(rr, "tecore_delayed_update: the amax_reduce hook failed: %s (%s)",
+                    tecore_result_name(rr), tecore_last_error());
+  }
+  int id = r_first_id();
+  if (id < 0) return TE_ERR(TECORE_ERR_INTERNAL, "FP8 recipe kernel table could not be registered");
+  void *pa = (void *)(uintptr_t)st->amax, *ph = (void *)(uintptr_t)st->history;
+  void *ps = (void *)(uintptr_t)st->scale, *psi = (void *)(uintptr_t)st->scale_inv;
+  void *noop = NULL;
+  unsigned long long count = st->count;
+  int len = st->history_len, most_recent = r->amax_algo == TECORE_AMAX_MOST_RECENT;
+  float fmax = te_fp8_max((int)st->dtype), mm = ldexpf(1.0f, -r->margin);
+  int pow2 = (r->flags & TECORE_RECIPE_POW2_SCALES) ? 1 : 0;
+  void *args[] = {&pa, &ph, &ps, &psi, &count, &len, &most_recent, &fmax, &mm, &pow2, &noop};
+  struct tecore_launch_cfg cfg = {.grid = {(unsigned)((count + 255) / 256), 1, 1},
+                                  .block = {256, 1, 1}};
+  TE_CHECK(tecore_kernel_launch(id, &cfg, args, stream));
+  return TECORE_SUCCESS;
+}

@@ -1,0 +1,395 @@
+/* gemm.c -- tecore_gemm's public entry: every argument validated (shapes,
+ * types per operand, scales, which copy of each FP8 operand is read,
+ * cuBLASLt's layout and alignment rules, the epilogue's buffers), reduced
+ * to a struct te_gemm_problem, then handed to the backend: cuBLASLt on
+ * cuda (gemm_lt.c), the reference GEMM on vdev (gemm_vdev.c).
+ *
+ * The rules are checked here, once, for both backends: a call that fails
+ * on a GPU because of a cuBLASLt constraint fails the same way on vdev,
+ * so code tested on vdev does not meet new errors on a GPU.  See te/gemm.h
+ * for the rules themselves. */
+#include "gemm/gemm_internal.h"
+#include "fp8/fp8_internal.h"
+
+#include <math.h>
+#include <string.h>
+
+static const char fn[] = "tecore_gemm";
+
+TE_EXPORT const char *tecore_gemm_epilogue_name(tecore_gemm_epilogue_t e) {
+  switch (e) {
+  case TECORE_GEMM_EPI_NONE: return "none";
+  case TECORE_GEMM_EPI_BIAS: return "bias";
+  case TECORE_GEMM_EPI_GELU_AUX: return "gelu_aux";
+  case TECORE_GEMM_EPI_BIAS_GELU_AUX: return "bias_gelu_aux";
+  case TECORE_GEMM_EPI_DGELU: return "dgelu";
+  case TECORE_GEMM_EPI_DGELU_BGRAD: return "dgelu_bgrad";
+  case TECORE_GEMM_EPI_BGRAD: return "bgrad";
+  default: return "?";
+  }
+}
+
+static int is_16bit(tecore_dtype_t d) { return d == TECORE_DTYPE_BF16 || d == TECORE_DTYPE_F16; }
+
+static tecore_result_t check_align(tecore_devptr_t p, size_t align, const char *arg,
+                                   const char *field, const char *why) {
+  if (p % align)
+    return TE_ERR(TECORE_ERR_INVALID, "%s: %s: %s (0x%llx) is not aligned to %zu bytes%s%s", fn,
+                  arg, field, (unsigned long long)p, align, why ? ": " : "", why ? why : "");
+  return TECORE_SUCCESS;
+}
+
+/* An operand's type and scaling, before its orientation is known. */
+static tecore_result_t check_operand_kind(const struct tecore_tensor *t, const char *arg) {
+  if (!is_16bit(t->dtype) && !te_dtype_is_fp8(t->dtype))
+    return TE_ERR(TECORE_ERR_INVALID, "%s: %s: dtype %s is not bf16, f16, e4m3 or e5m2", fn, arg,
+                  tecore_dtype_name(t->dtype));
+  if (te_dtype_is_fp8(t->dtype)) {
+    switch (t->scaling) {
+    case TECORE_SCALING_DELAYED:
+    case TECORE_SCALING_CURRENT:
+    case TECORE_SCALING_MXFP8: break;
+    case TECORE_SCALING_NONE:
+      return TE_ERR(TECORE_ERR_INVALID,
+                    "%s: %s: an FP8 operand needs its scales (scaling delayed, current or "
+                    "mxfp8), not scaling none", fn, arg);
+    default:
+      return TE_ERR(TECORE_ERR_NOT_SUPPORTED,
+                    "%s: %s: %s scaling is not supported by the GEMM yet (per-tensor and "
+                    "mxfp8 are)", fn, arg, tecore_scaling_name(t->scaling));
+    }
+  }
+  return TECORE_SUCCESS;
+}
+
+/* Picks the copy of operand t that runs along k and fills *o.
+ * kmajor_is_rowwise: 1 when the rowwise data already has k contiguous
+ * (A with transa = N, B with transb = T).  rows_eff is m (for A) or n (for
+ * B): the operand's extent other than k. */
+static tecore_result_t select_operand(const struct tecore_tensor *t, const char *arg,
+                                      const char *opname, int kmajor_is_rowwise,
+                                      size_t rows_eff, size_t k, struct te_gemm_operand *o) {
+  memset(o, 0, sizeof *o);
+  o->dtype = t->dtype;
+  if (is_16bit(t->dtype)) {
+    /* any layout: the rowwise data with strides */
+    if (!t->data)
+      return TE_ERR(TECORE_ERR_INVALID, "%s: %s: data is 0 (bf16/f16 operands are read from "
+                    "their rowwise data)", fn, arg);
+    TE_CHECK(te_tensor_check(t, TECORE_TENSOR_ROWWISE, fn, arg));
+    o->data = t->data;
+    o->scale_kind = TE_GEMM_SCALE_NONE;
+    if (kmajor_is_rowwise) {
+      o->si = (int64_t)k;
+      o->sk = 1;
+    } else {
+      o->si = 1;
+      o->sk = (int64_t)rows_eff;
+    }
+    o->kmajor = kmajor_is_rowwise;
+    return TECORE_SUCCESS;
+  }
+  int col = !kmajor_is_rowwise;
+  int mx = t->scaling == TECORE_SCALING_MXFP8;
+  if (col && !t->columnwise_data)
+    return TE_ERR(TECORE_ERR_INVALID,
+                  "%s: %s: columnwise_data is 0: an FP8 operand with %s is read from its "
+                  "columnwise copy (k-major, the TN layout cuBLASLt's FP8 GEMM takes); "
+                  "quantize it with columnwise output or change %s", fn, arg, opname, opname);
+  if (!col && !t->data)
+    return TE_ERR(TECORE_ERR_INVALID,
+                  "%s: %s: data is 0: an FP8 operand with %s is read from its rowwise data",
+                  fn, arg, opname);
+  TE_CHECK(te_tensor_check(t, col ? TECORE_TENSOR_COLUMNWISE : TECORE_TENSOR_ROWWISE, fn, arg));
+  o->data = col ? t->columnwise_data : t->data;
+  TE_CHECK(check_align(o->data, 16, arg, col ? "columnwise_data" : "data",
+                       "FP8 GEMM operands must be 16-byte aligned"));
+  o->columnwise = col;
+  if (!mx) {
+    /* per-tensor: the columnwise copy is the transpose, [rows_eff][k] */
+    o->scale_kind = TE_GEMM_SCALE_TENSOR;
+    o->scale_inv = col && t->columnwise_scale_inv ? t->columnwise_scale_inv : t->scale_inv;
+    o->si = (int64_t)k;
+    o->sk = 1;
+    o->kmajor = 1;
+    return TECORE_SUCCESS;
+  }
+  /* MXFP8: the columnwise copy keeps the logical layout [k][rows_eff] with
+   * E8M0 blocks along its columns (along k). */
+  o->scale_kind = TE_GEMM_SCALE_MX;
+  size_t kb = te_cdiv(k, 32);
+  o->kmajor = !col;
+  if (!col) {
+    o->scale_inv = t->scale_inv;
+    o->si = (int64_t)k;
+    o->sk = 1;
+    o->s_si = (int64_t)kb;
+    o->s_sk = 1;
+  } else {
+    o->scale_inv = t->columnwise_scale_inv;
+    o->si = 1;
+    o->sk = (int64_t)rows_eff;
+    o->s_si = 1;
+    o->s_sk = (int64_t)rows_eff;
+  }
+  return TECORE_SUCCESS;
+}
+
+/* A [m][n] companion tensor (C, aux): shape, dtype, data, alignment. */
+static tecore_result_t check_mn(const struct tecore_tensor *t, const char *arg, size_t m,
+                                size_t n, tecore_dtype_t want, const char *why, size_t align) {
+  TE_CHECK(te_tensor_check(t, TECORE_TENSOR_ROWWISE, fn, arg));
+  size_t r, c;
+  te_tensor_view(t, &r, &c);
+  if (r != m || c != n)
+    return TE_ERR(TECORE_ERR_INVALID, "%s: %s: its 2-D view is [%zu][%zu], not [m][n] = [%zu][%zu]",
+                  fn, arg, r, c, m, n);
+  if (t->dtype != want)
+    return TE_ERR(TECORE_ERR_INVALID, "%s: %s: dtype %s, expected %s (%s)", fn, arg,
+                  tecore_dtype_name(t->dtype), tecore_dtype_name(want), why);
+  if (t->scaling != TECORE_SCALING_NONE)
+    return TE_ERR(TECORE_ERR_INVALID, "%s: %s: scaling must be none", fn, arg);
+  TE_CHECK(check_align(t->data, align, arg, "data", align == 16 ? "FP8 GEMMs need 16-byte "
+                       "aligned matrices" : NULL));
+  return TECORE_SUCCESS;
+}
+
+TE_EXPORT tecore_result_t tecore_gemm(const struct tecore_tensor *A, tecore_gemm_op_t transa,
+                                      const struct tecore_tensor *B, tecore_gemm_op_t transb,
+                                      const struct tecore_tensor *D, float alpha, float beta,
+                                      const struct tecore_gemm_opts *opts,
+                                      tecore_stream_t stream) {
+  static const struct tecore_gemm_opts no_opts;
+  if (!opts) opts = &no_opts;
+  TE_ARG(transa == TECORE_GEMM_N || transa == TECORE_GEMM_T,
+         "%s: transa is %d, not TECORE_GEMM_N or TECORE_GEMM_T", fn, (int)transa);
+  TE_ARG(transb == TECORE_GEMM_N || transb == TECORE_GEMM_T,
+         "%s: transb is %d, not TECORE_GEMM_N or TECORE_GEMM_T", fn, (int)transb);
+  tecore_gemm_epilogue_t epi = opts->epilogue;
+  TE_ARG((unsigned)epi < TECORE_GEMM_EPI_COUNT_, "%s: opts->epilogue is %d, not an epilogue", fn,
+         (int)epi);
+  TE_ARG(opts->fast_accum == 0 || opts->fast_accum == 1, "%s: opts->fast_accum is %d, not 0 or 1",
+         fn, opts->fast_accum);
+  TE_ARG(isfinite(alpha), "%s: alpha is not finite", fn);
+  TE_ARG(isfinite(beta), "%s: beta is not finite", fn);
+  TE_CHECK(te_tensor_check(A, 0, fn, "A"));
+  TE_CHECK(te_tensor_check(B, 0, fn, "B"));
+  TE_CHECK(te_tensor_check(D, 0, fn, "D"));
+
+  /* ---- operand types ---- */
+  TE_CHECK(check_operand_kind(A, "A"));
+  TE_CHECK(check_operand_kind(B, "B"));
+  int fp8 = te_dtype_is_fp8(A->dtype);
+  if (fp8 != te_dtype_is_fp8(B->dtype))
+    return TE_ERR(TECORE_ERR_INVALID, "%s: A and B: %s x %s mixes an FP8 and a 16-bit operand",
+                  fn, tecore_dtype_name(A->dtype), tecore_dtype_name(B->dtype));
+  if (!fp8 && A->dtype != B->dtype)
+    return TE_ERR(TECORE_ERR_INVALID, "%s: A and B: %s x %s: 16-bit operands must have one type",
+                  fn, tecore_dtype_name(A->dtype), tecore_dtype_name(B->dtype));
+  if (fp8 && A->dtype == TECORE_DTYPE_E5M2 && B->dtype == TECORE_DTYPE_E5M2)
+    return TE_ERR(TECORE_ERR_INVALID, "%s: A and B: e5m2 x e5m2 is not supported (FP8 GEMMs "
+                  "take e4m3 x e4m3, e4m3 x e5m2 and e5m2 x e4m3)", fn);
+  if (fp8 && (A->scaling == TECORE_SCALING_MXFP8) != (B->scaling == TECORE_SCALING_MXFP8))
+    return TE_ERR(TECORE_ERR_INVALID, "%s: A and B: scaling %s and %s cannot be mixed (both "
+                  "per-tensor or both mxfp8)", fn, tecore_scaling_name(A->scaling),
+                  tecore_scaling_name(B->scaling));
+
+  /* ---- shapes ---- */
+  size_t ar, ac, br, bc, dr, dc;
+  te_tensor_view(A, &ar, &ac);
+  te_tensor_view(B, &br, &bc);
+  te_tensor_view(D, &dr, &dc);
+  size_t m = transa == TECORE_GEMM_N ? ar : ac, ka = transa == TECORE_GEMM_N ? ac : ar;
+  size_t n = transb == TECORE_GEMM_N ? bc : br, kb = transb == TECORE_GEMM_N ? br : bc;
+  if (ka != kb)
+    return TE_ERR(TECORE_ERR_INVALID, "%s: A and B: op(A) is [%zu][%zu] and op(B) is [%zu][%zu]: "
+                  "k differs (A is [%zu][%zu] with transa %c, B is [%zu][%zu] with transb %c)",
+                  fn, m, ka, kb, n, ar, ac, transa ? 'T' : 'N', br, bc, transb ? 'T' : 'N');
+  size_t k = ka;
+  if (dr != m || dc != n)
+    return TE_ERR(TECORE_ERR_INVALID, "%s: D: its 2-D view is [%zu][%zu], not [m][n] = [%zu][%zu]",
+                  fn, dr, dc, m, n);
+
+  /* ---- D's type and scaling ---- */
+  tecore_dtype_t dt = D->dtype;
+  int d_fp8 = te_dtype_is_fp8(dt);
+  if (!fp8) {
+    if (dt != A->dtype && dt != TECORE_DTYPE_F32)
+      return TE_ERR(TECORE_ERR_INVALID, "%s: D: dtype %s; a %s GEMM writes %s or f32", fn,
+                    tecore_dtype_name(dt), tecore_dtype_name(A->dtype),
+                    tecore_dtype_name(A->dtype));
+  } else {
+    if (!is_16bit(dt) && dt != TECORE_DTYPE_F32 && !d_fp8)
+      return TE_ERR(TECORE_ERR_INVALID, "%s: D: dtype %s; an FP8 GEMM writes bf16, f16, f32, "
+                    "e4m3 or e5m2", fn, tecore_dtype_name(dt));
+    if (dt == TECORE_DTYPE_E5M2 && A->dtype == TECORE_DTYPE_E4M3 && B->dtype == TECORE_DTYPE_E4M3)
+      return TE_ERR(TECORE_ERR_INVALID, "%s: D: an e4m3 x e4m3 GEMM cannot write e5m2 (e4m3, "
+                    "bf16, f16 or f32)", fn);
+  }
+  if (d_fp8) {
+    if (D->scaling == TECORE_SCALING_CURRENT)
+      return TE_ERR(TECORE_ERR_NOT_SUPPORTED,
+                    "%s: D: current scaling needs the output's amax before quantizing, which "
+                    "one GEMM cannot do; use delayed scaling, or a bf16 D and tecore_quantize",
+                    fn);
+    if (D->scaling != TECORE_SCALING_DELAYED)
+      return TE_ERR(TECORE_ERR_NOT_SUPPORTED, "%s: D: an FP8 output takes delayed scaling, not %s",
+                    fn, tecore_scaling_name(D->scaling));
+    TE_CHECK(te_tensor_check(D, TECORE_TENSOR_ROWWISE | TECORE_TENSOR_NEED_SCALE, fn, "D"));
+  } else {
+    TE_CHECK(te_tensor_check(D, TECORE_TENSOR_ROWWISE, fn, "D"));
+    if (D->amax)
+      return TE_ERR(TECORE_ERR_INVALID, "%s: D: amax is set, but the GEMM computes the amax "
+                    "only of an FP8 output (D is %s)", fn, tecore_dtype_name(dt));
+  }
+
+  /* ---- the companion type (bias, aux; C of an FP8 D) ---- */
+  const struct tecore_tensor *C = opts->C, *bias = opts->bias, *aux = opts->aux;
+  int want_bias = te_gemm_epi_has_bias_in(epi) || te_gemm_epi_has_bias_out(epi);
+  int want_aux = te_gemm_epi_has_aux_in(epi) || te_gemm_epi_has_aux_out(epi);
+  if (bias && !want_bias)
+    return TE_ERR(TECORE_ERR_INVALID, "%s: opts->bias is set but epilogue %s does not use it", fn,
+                  tecore_gemm_epilogue_name(epi));
+  if (aux && !want_aux)
+    return TE_ERR(TECORE_ERR_INVALID, "%s: opts->aux is set but epilogue %s does not use it", fn,
+                  tecore_gemm_epilogue_name(epi));
+  if (want_bias && !bias)
+    return TE_ERR(TECORE_ERR_INVALID, "%s: opts->bias is NULL; epilogue %s needs a bias vector",
+                  fn, tecore_gemm_epilogue_name(epi));
+  if (want_aux && !aux)
+    return TE_ERR(TECORE_ERR_INVALID, "%s: opts->aux is NULL; epilogue %s needs the [m][n] "
+                  "pre-activation buffer", fn, tecore_gemm_epilogue_name(epi));
+  if (C) TE_CHECK(te_tensor_check(C, 0, fn, "opts->C"));
+  if (bias) TE_CHECK(te_tensor_check(bias, 0, fn, "opts->bias"));
+  if (aux) TE_CHECK(te_tensor_check(aux, 0, fn, "opts->aux"));
+  tecore_dtype_t comp, ctype;
+  const char *comp_why;
+  if (!fp8 || is_16bit(dt)) {
+    comp = dt;
+    comp_why = "bias and aux have D's type";
+  } else if (dt == TECORE_DTYPE_F32) {
+    comp = TECORE_DTYPE_BF16;
+    comp_why = "an FP8 GEMM with an f32 D takes a bf16 bias and aux";
+  } else {
+    comp = C ? C->dtype : aux ? aux->dtype : bias ? bias->dtype : TECORE_DTYPE_BF16;
+    comp_why = "an FP8 D's C, aux and bias share one type, bf16 or f16";
+    if (!is_16bit(comp))
+      return TE_ERR(TECORE_ERR_INVALID, "%s: %s: dtype %s; %s", fn,
+                    C ? "opts->C" : aux ? "opts->aux" : "opts->bias", tecore_dtype_name(comp),
+                    comp_why);
+  }
+  ctype = d_fp8 ? comp : dt;
+  size_t align = fp8 ? 16 : 0;   /* 0: the element size (te_tensor_check's rule) */
+
+  /* ---- epilogue rules ---- */
+  if (epi == TECORE_GEMM_EPI_BGRAD) {
+    if (fp8)
+      return TE_ERR(TECORE_ERR_INVALID, "%s: epilogue bgrad needs bf16/f16 operands (an FP8 "
+                    "backward pass takes the bias gradient from the cast-transpose kernels)", fn);
+    if (alpha != 1.0f)
+      return TE_ERR(TECORE_ERR_INVALID, "%s: epilogue bgrad needs alpha = 1 (alpha is %g)", fn,
+                    (double)alpha);
+  }
+
+  int empty = m == 0 || n == 0;
+  if (!empty && k == 0)
+    return TE_ERR(TECORE_ERR_INVALID, "%s: k is 0 (A and B are empty but D is [%zu][%zu])", fn,
+                  m, n);
+
+  struct te_gemm_problem p = {.m = m, .n = n, .k = k, .alpha = alpha, .beta = beta,
+                              .epilogue = epi, .fast_accum = opts->fast_accum, .fp8 = fp8,
+                              .c_dtype = ctype, .d_dtype = dt, .bias_dtype = comp,
+                              .aux_dtype = comp};
+
+  /* ---- C ---- */
+  if (C) {
+    TE_CHECK(check_mn(C, "opts->C", m, n, ctype,
+                      d_fp8 ? "an FP8 D's C is bf16 or f16, with its bias and aux"
+                            : "C has D's type",
+                      align ? align : tecore_dtype_size(ctype)));
+  }
+  if (beta != 0.0f && !C && d_fp8)
+    return TE_ERR(TECORE_ERR_INVALID, "%s: beta is %g and opts->C is NULL, but D is %s: an FP8 "
+                  "output cannot be accumulated into; pass a bf16/f16 C", fn, (double)beta,
+                  tecore_dtype_name(dt));
+  if (beta != 0.0f) p.c = C ? C->data : D->data;
+
+  /* ---- bias and aux ---- */
+  if (bias) {
+    size_t want_len = epi == TECORE_GEMM_EPI_BGRAD ? m : n;
+    TE_CHECK(te_tensor_check(bias, TECORE_TENSOR_ROWWISE, fn, "opts->bias"));
+    if (tecore_tensor_numel(bias) != want_len)
+      return TE_ERR(TECORE_ERR_INVALID, "%s: opts->bias: %zu elements; epilogue %s needs %zu (%s)",
+                    fn, tecore_tensor_numel(bias), tecore_gemm_epilogue_name(epi), want_len,
+                    epi == TECORE_GEMM_EPI_BGRAD ? "m" : "n");
+    if (bias->dtype != comp)
+      return TE_ERR(TECORE_ERR_INVALID, "%s: opts->bias: dtype %s, expected %s (%s)", fn,
+                    tecore_dtype_name(bias->dtype), tecore_dtype_name(comp), comp_why);
+    if (bias->scaling != TECORE_SCALING_NONE)
+      return TE_ERR(TECORE_ERR_INVALID, "%s: opts->bias: scaling must be none", fn);
+    if (align) TE_CHECK(check_align(bias->data, 16, "opts->bias", "data",
+                                    "FP8 GEMMs need 16-byte aligned vectors"));
+    p.bias = bias->data;
+  }
+  if (aux) {
+    TE_CHECK(check_mn(aux, "opts->aux", m, n, comp, comp_why,
+                      align ? align : tecore_dtype_size(comp)));
+    if (n % 8)
+      return TE_ERR(TECORE_ERR_INVALID, "%s: opts->aux: n = %zu is not a multiple of 8 (the aux "
+                    "matrix's leading dimension must be, for cuBLASLt)", fn, n);
+    p.aux = aux->data;
+  }
+
+  /* ---- workspace ---- */
+  if (opts->workspace) {
+    TE_ARG(opts->workspace_bytes > 0, "%s: opts->workspace is set but workspace_bytes is 0", fn);
+    TE_CHECK(check_align(opts->workspace, 256, "opts->workspace", "address",
+                         "cuBLASLt needs a 256-byte aligned workspace"));
+  } else {
+    TE_ARG(opts->workspace_bytes == 0,
+           "%s: opts->workspace_bytes is %zu but opts->workspace is 0", fn, opts->workspace_bytes);
+  }
+  p.workspace = opts->workspace;
+  p.workspace_bytes = opts->workspace_bytes;
+
+  if (empty) return TECORE_SUCCESS;
+
+  /* ---- operands: which copy is read ---- */
+  TE_CHECK(select_operand(A, "A", transa == TECORE_GEMM_N ? "transa = N" : "transa = T",
+                          transa == TECORE_GEMM_N, m, k, &p.a));
+  TE_CHECK(select_operand(B, "B", transb == TECORE_GEMM_N ? "transb = N" : "transb = T",
+                          transb == TECORE_GEMM_T, n, k, &p.b));
+
+  /* ---- cuBLASLt's FP8 layout rules ---- */
+  if (fp8) {
+    if (k % 16)
+      return TE_ERR(TECORE_ERR_INVALID, "%s: k = %zu is not a multiple of 16 (FP8 GEMMs need "
+                    "16-byte aligned rows of A and B)", fn, k);
+    if (n * tecore_dtype_size(dt) % 16)
+      return TE_ERR(TECORE_ERR_INVALID, "%s: D: rows of n = %zu %s elements are not a multiple "
+                    "of 16 bytes (FP8 GEMMs need 16-byte aligned rows of D)", fn, n,
+                    tecore_dtype_name(dt));
+    if (C && n * tecore_dtype_size(ctype) % 16)
+      return TE_ERR(TECORE_ERR_INVALID, "%s: opts->C: rows of n = %zu %s elements are not a "
+                    "multiple of 16 bytes (FP8 GEMMs need 16-byte aligned rows of C)", fn, n,
+                    tecore_dtype_name(ctype));
+    TE_CHECK(check_align(D->data, 16, "D", "data", "FP8 GEMMs need 16-byte aligned matrices"));
+  }
+  p.d = D->data;
+  if (d_fp8) {
+    p.d_scale = D->scale;
+    p.d_amax = D->amax;
+  }
+
+  tecore_backend_t be;
+  TE_CHECK(tecore_backend(&be));
+  switch (be) {
+  case TECORE_BACKEND_VDEV: return te_gemm_vdev_run(&p, stream);
+#ifdef TE_HAVE_CUDA
+  case TECORE_BACKEND_CUDA: return te_gemm_lt_run(&p, stream);
+#endif
+  default:
+    return TE_ERR(TECORE_ERR_NOT_SUPPORTED, "%s: backend %s has no GEMM", fn,
+                  tecore_backend_name(be));
+  }
+}

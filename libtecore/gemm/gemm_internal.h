@@ -1,0 +1,97 @@
+/* gemm_internal.h -- private to libtecore/gemm: a GEMM after validation,
+ * reduced to what a backend needs (addresses, types, element strides,
+ * epilogue), and the two backends' entry points.
+ *
+ * Orientation.  Both backends see the operands k-major where they can:
+ *   a: op(A) as [m][k], element (i, kk) at a.data + (i * a.si + kk * a.sk)
+ *   b: op(B)^T as [n][k], element (j, kk) at b.data + (j * b.si + kk * b.sk)
+ * (strides in elements).  For per-tensor FP8 operands the selection of
+ * rowwise/columnwise data always gives sk == 1 (the TN layout cuBLASLt's
+ * FP8 GEMM needs); BF16/F16 operands keep their rowwise data and may have
+ * si == 1 instead; an MXFP8 operand read from its columnwise data (same
+ * layout as the rowwise data, blocks along columns) has si == 1 too.
+ * C, D and aux are row-major [m][n] with leading dimension n. */
+#ifndef TECORE_GEMM_INTERNAL_H
+#define TECORE_GEMM_INTERNAL_H
+
+#include "internal.h"
+
+/* How an operand's elements are scaled back to real values. */
+enum te_gemm_scale {
+  TE_GEMM_SCALE_NONE = 0,     /* BF16/F16: no scale */
+  TE_GEMM_SCALE_TENSOR = 1,   /* one float: *scale_inv */
+  TE_GEMM_SCALE_MX = 2        /* E8M0 per 32 elements along k */
+};
+
+struct te_gemm_operand {
+  tecore_devptr_t data;
+  tecore_dtype_t dtype;
+  enum te_gemm_scale scale_kind;
+  tecore_devptr_t scale_inv;   /* TENSOR: float[1]; MX: E8M0 array */
+  int64_t si, sk;              /* element strides of (row, k) */
+  /* MX: the E8M0 of element (i, kk) is at scale_inv + i * s_si + (kk / 32) * s_sk */
+  int64_t s_si, s_sk;
+  int columnwise;              /* 1 when columnwise data was selected */
+  int kmajor;                  /* 1: stored [rows][k] (sk == 1); 0: stored [k][rows] (si == 1) */
+};
+
+struct te_gemm_problem {
+  size_t m, n, k;
+  struct te_gemm_operand a, b;
+  float alpha, beta;
+  tecore_gemm_epilogue_t epilogue;
+  int fast_accum;
+  int fp8;                     /* the operands are FP8 */
+  /* C: read when beta != 0 (c == d when the caller accumulates into D) */
+  tecore_devptr_t c;
+  tecore_dtype_t c_dtype;      /* also the "companion" type cuBLASLt calls Ctype */
+  tecore_devptr_t d;
+  tecore_dtype_t d_dtype;
+  tecore_devptr_t d_scale;     /* FP8 D: float[1] */
+  tecore_devptr_t d_amax;      /* FP8 D: float[1] or 0 */
+  tecore_devptr_t bias;        /* 0 unless the epilogue uses it */
+  tecore_dtype_t bias_dtype;
+  tecore_devptr_t aux;         /* 0 unless the epilogue uses it */
+  tecore_dtype_t aux_dtype;
+  tecore_devptr_t workspace;   /* 0: the backend's own */
+  size_t workspace_bytes;
+};
+
+static inline int te_gemm_epi_has_bias_in(tecore_gemm_epilogue_t e) {
+  return e == TECORE_GEMM_EPI_BIAS || e == TECORE_GEMM_EPI_BIAS_GELU_AUX;
+}
+static inline int te_gemm_epi_has_bias_out(tecore_gemm_epilogue_t e) {
+  return e == TECORE_GEMM_EPI_DGELU_BGRAD || e == TECORE_GEMM_EPI_BGRAD;
+}
+static inline int te_gemm_epi_has_aux_out(tecore_gemm_epilogue_t e) {
+  return e == TECORE_GEMM_EPI_GELU_AUX || e == TECORE_GEMM_EPI_BIAS_GELU_AUX;
+}
+static inline int te_gemm_epi_has_aux_in(tecore_gemm_epilogue_t e) {
+  return e == TECORE_GEMM_EPI_DGELU || e == TECORE_GEMM_EPI_DGELU_BGRAD;
+}
+
+/* vdev (gemm_vdev.c): queues the reference GEMM as a kernel on stream. */
+tecore_result_t te_gemm_vdev_run(const struct te_gemm_problem *p, tecore_stream_t stream);
+
+/* The algorithm cache (gemm_cache.c): a small thread-safe hash table from
+ * a GEMM's key (shape, types, layouts, epilogue, alignments, workspace,
+ * device) to an opaque value (cuBLASLt's cublasLtMatmulAlgo_t, 64 bytes).
+ * Full tables stop caching (lookups then miss; correctness is unchanged). */
+#define TE_GEMM_KEY_WORDS 28
+#define TE_GEMM_ALGO_BYTES 64
+struct te_gemm_key {
+  int64_t w[TE_GEMM_KEY_WORDS];
+};
+/* 1 and *val filled when key is cached, else 0. */
+int te_gemm_cache_get(const struct te_gemm_key *key, void *val);
+/* Stores key -> val (replacing an existing value); 0, or -1 when full. */
+int te_gemm_cache_put(const struct te_gemm_key *key, const void *val);
+/* Number of cached entries (for tests and logs). */
+size_t te_gemm_cache_count(void);
+
+#ifdef TE_HAVE_CUDA
+/* cuda (gemm_lt.c): cublasLtMatmul on stream (loads cuBLASLt on first use). */
+tecore_result_t te_gemm_lt_run(const struct te_gemm_problem *p, tecore_stream_t stream);
+#endif
+
+#endif

@@ -1,0 +1,376 @@
+/* gemm_lt.c -- tecore_gemm on the cuda backend: one cublasLtMatmul on the
+ * caller's stream (captured into the graph when the stream captures).
+ *
+ * Row-major to cuBLASLt's column-major.  D[m][n] row-major is the
+ * column-major n x m matrix D' = op(B)^T op(A)^T, so cuBLASLt's "A" is our
+ * b operand (op(B)^T, n x k), its "B" is our a operand (op(A)^T, k x m),
+ * its m, n are our n, m, and its leading dimensions are our row lengths:
+ *   our b stored [n][k] (k-major): cuBLASLt A = col-major k x n, ld k, op T
+ *   our b stored [k][n]:           cuBLASLt A = col-major n x k, ld n, op N
+ *   our a stored [m][k] (k-major): cuBLASLt B = col-major k x m, ld k, op N
+ *   our a stored [k][m]:           cuBLASLt B = col-major m x k, ld m, op T
+ *   C, D, aux: col-major n x m, ld n.
+ * FP8 operands are always k-major (gemm.c selected the columnwise copy
+ * where needed), which is cuBLASLt's "TN", the layout Hopper's FP8 GEMMs
+ * take.  In the same swap, cuBLASLt's A scale is our B's scale_inv and
+ * its B scale our A's; its bias over "rows of D" is our bias[n] and its
+ * BGRADB (bias gradient of its B, over k) is our bias[m] = sum_k op(A).
+ *
+ * Per call: descriptors are created and destroyed (a few microseconds of
+ * host time, overlapped with the GPU's work); the heuristic's algorithm
+ * comes from the cache (gemm_cache.c), keyed by everything the heuristic
+ * looks at; the workspace is the caller's or the (context, stream)'s
+ * internal buffer. */
+#include "gemm/gemm_lt.h"
+#include "cuda/cuda_backend.h"
+
+#include <pthread.h>
+#include <stdio.h>
+#include <string.h>
+
+TE_PARAM_INT(gemm_workspace_mb, "TECORE_GEMM_WORKSPACE_MB", 32, 0, 4096,
+             "cuBLASLt workspace in MiB that each (context, stream) gets for GEMMs without a "
+             "caller workspace (0: none)")
+
+/* ---- internal workspaces, one per (context, stream) ------------------------- */
+
+#define TE_GEMM_MAX_WORKSPACES 64
+
+static pthread_mutex_t ws_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct {
+  tecore_ctx_t ctx;
+  tecore_stream_t stream;
+  tecore_devptr_t ptr;
+  size_t bytes;
+} ws_table[TE_GEMM_MAX_WORKSPACES];
+static int ws_count, ws_full_logged;
+
+/* The internal workspace of the current context's stream: allocated on the
+ * first GEMM there, kept for the process.  When the table is full the GEMM
+ * runs without a workspace (slower, logged once). */
+static tecore_result_t internal_workspace(tecore_stream_t stream, tecore_devptr_t *ptr,
+                                          size_t *bytes) {
+  size_t want = (size_t)tecore_tunable_int(&gemm_workspace_mb) << 20;
+  *ptr = 0;
+  *bytes = 0;
+  if (want == 0) return TECORE_SUCCESS;
+  tecore_ctx_t ctx = NULL;
+  TE_CHECK(tecore_ctx_get_current(&ctx));
+  tecore_result_t r = TECORE_SUCCESS;
+  pthread_mutex_lock(&ws_lock);
+  for (int i = 0; i < ws_count; i++) {
+    if (ws_table[i].ctx == ctx && ws_table[i].stream == stream) {
+      *ptr = ws_table[i].ptr;
+      *bytes = ws_table[i].bytes;
+      goto out;
+    }
+  }
+  if (ws_count == TE_GEMM_MAX_WORKSPACES) {
+    if (!ws_full_logged) {
+      ws_full_logged = 1;
+      TE_WARN(TECORE_SUBSYS_KERNEL, "gemm: %d streams have internal GEMM workspaces; GEMMs on "
+              "further streams run without one (pass opts->workspace)", ws_count);
+    }
+    goto out;
+  }
+  tecore_devptr_t p = 0;
+  r = tecore_mem_alloc(want, &p);
+  if (r != TECORE_SUCCESS) {
+    char prev[384];
+    snprintf(prev, sizeof prev, "%s", tecore_last_error());
+    r = TE_ERR(r, "tecore_gemm: cannot allocate the stream's %zu MiB GEMM workspace (%s); in "
+               "a global-mode stream capture run one GEMM on the stream before capturing, or "
+               "pass opts->workspace", want >> 20, prev);
+    goto out;
+  }
+  ws_table[ws_count].ctx = ctx;
+  ws_table[ws_count].stream = stream;
+  ws_table[ws_count].ptr = p;
+  ws_table[ws_count].bytes = want;
+  ws_count++;
+  *ptr = p;
+  *bytes = want;
+  TE_INFO(TECORE_SUBSYS_KERNEL, "gemm: %zu MiB workspace for stream %p", want >> 20,
+          (void *)stream);
+out:
+  pthread_mutex_unlock(&ws_lock);
+  return r;
+}
+
+/* ---- device capability --------------------------------------------------- */
+
+static tecore_result_t device_cc(CUdevice dev, int *cc) {
+  static int cache[64];   /* (major * 10 + minor) + 1; 0 = not read yet */
+  if (dev >= 0 && dev < 64) {
+    int v = __atomic_load_n(&cache[dev], __ATOMIC_RELAXED);
+    if (v) {
+      *cc = v - 1;
+      return TECORE_SUCCESS;
+    }
+  }
+  int major = 0, minor = 0;
+  TE_CHECK(TE_CU(cuDeviceGetAttribute, &major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev));
+  TE_CHECK(TE_CU(cuDeviceGetAttribute, &minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev));
+  *cc = major * 10 + minor;
+  if (dev >= 0 && dev < 64) __atomic_store_n(&cache[dev], *cc + 1, __ATOMIC_RELAXED);
+  return TECORE_SUCCESS;
+}
+
+/* ---- descriptors ------------------------------------------------------- */
+
+static cudaDataType_t lt_type(tecore_dtype_t d) {
+  switch (d) {
+  case TECORE_DTYPE_F32: return CUDA_R_32F;
+  case TECORE_DTYPE_F16: return CUDA_R_16F;
+  case TECORE_DTYPE_BF16: return CUDA_R_16BF;
+  case TECORE_DTYPE_E4M3: return CUDA_R_8F_E4M3;
+  case TECORE_DTYPE_E5M2: return CUDA_R_8F_E5M2;
+  default: return CUDA_R_32F;   /* unreachable: gemm.c validated the types */
+  }
+}
+
+static cublasLtEpilogue_t lt_epilogue(tecore_gemm_epilogue_t e) {
+  switch (e) {
+  case TECORE_GEMM_EPI_BIAS: return CUBLASLT_EPILOGUE_BIAS;
+  case TECORE_GEMM_EPI_GELU_AUX: return CUBLASLT_EPILOGUE_GELU_AUX;
+  case TECORE_GEMM_EPI_BIAS_GELU_AUX: return CUBLASLT_EPILOGUE_GELU_AUX_BIAS;
+  case TECORE_GEMM_EPI_DGELU: return CUBLASLT_EPILOGUE_DGELU;
+  case TECORE_GEMM_EPI_DGELU_BGRAD: return CUBLASLT_EPILOGUE_DGELU_BGRAD;
+  case TECORE_GEMM_EPI_BGRAD: return CUBLASLT_EPILOGUE_BGRADB;
+  default: return CUBLASLT_EPILOGUE_DEFAULT;
+  }
+}
+
+/* The largest power of two (<= 256) dividing p: what the heuristic may
+ * assume of a pointer.  0 counts as 256 (an unused pointer). */
+static uint32_t ptr_align(tecore_devptr_t p) {
+  uint32_t a = 256;
+  while (a > 1 && p % a) a >>= 1;
+  return a;
+}
+
+/* Everything one cublasLtMatmul needs, built from a problem. */
+struct lt_call {
+  cublasLtMatmulDesc_t op;
+  cublasLtMatrixLayout_t la, lb, lc, ld;
+  cublasLtMatmulPreference_t pref;
+  const void *pa, *pb, *pc;   /* cuBLASLt's A, B, C */
+  void *pd;
+  tecore_devptr_t ws;
+  size_t ws_bytes;
+  struct te_gemm_key key;
+};
+
+static void lt_call_free(struct lt_call *c) {
+  if (c->pref) te_lt.p_cublasLtMatmulPreferenceDestroy(c->pref);
+  if (c->la) te_lt.p_cublasLtMatrixLayoutDestroy(c->la);
+  if (c->lb) te_lt.p_cublasLtMatrixLayoutDestroy(c->lb);
+  if (c->lc) te_lt.p_cublasLtMatrixLayoutDestroy(c->lc);
+  if (c->ld) te_lt.p_cublasLtMatrixLayoutDestroy(c->ld);
+  if (c->op) te_lt.p_cublasLtMatmulDescDestroy(c->op);
+}
+
+#define DESC_SET(c, attr, val)                                                          \
+  TE_LT(cublasLtMatmulDescSetAttribute, (c)->op, attr, &(val), sizeof(val))
+
+static tecore_result_t lt_call_build(const struct te_gemm_problem *p, int device,
+                                     struct lt_call *c) {
+  const struct te_gemm_operand *ob = &p->b, *oa = &p->a;
+  /* cuBLASLt's A = our b (n x k after op), B = our a (k x m after op) */
+  cublasOperation_t ta = ob->kmajor ? CUBLAS_OP_T : CUBLAS_OP_N;
+  cublasOperation_t tb = oa->kmajor ? CUBLAS_OP_N : CUBLAS_OP_T;
+  uint64_t a_rows = ob->kmajor ? p->k : p->n, a_cols = ob->kmajor ? p->n : p->k;
+  uint64_t b_rows = oa->kmajor ? p->k : p->m, b_cols = oa->kmajor ? p->m : p->k;
+  int64_t lda = (int64_t)a_rows, ldb = (int64_t)b_rows, ldd = (int64_t)p->n;
+  cublasLtEpilogue_t epi = lt_epilogue(p->epilogue);
+  int d_fp8 = p->d_dtype == TECORE_DTYPE_E4M3 || p->d_dtype == TECORE_DTYPE_E5M2;
+
+  c->pa = (const void *)(uintptr_t)ob->data;
+  c->pb = (const void *)(uintptr_t)oa->data;
+  c->pd = (void *)(uintptr_t)p->d;
+  /* beta == 0: C is not read; NULL where its type differs from D's (an FP8
+   * D), since C == D promises cuBLASLt identical layouts */
+  c->pc = p->c ? (const void *)(uintptr_t)p->c
+               : (p->c_dtype == p->d_dtype ? (const void *)c->pd : NULL);
+
+  TE_CHECK(TE_LT(cublasLtMatmulDescCreate, &c->op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+  int32_t ta32 = (int32_t)ta, tb32 = (int32_t)tb;
+  TE_CHECK(DESC_SET(c, CUBLASLT_MATMUL_DESC_TRANSA, ta32));
+  TE_CHECK(DESC_SET(c, CUBLASLT_MATMUL_DESC_TRANSB, tb32));
+  if (p->fp8) {
+    int8_t fast = (int8_t)p->fast_accum;
+    TE_CHECK(DESC_SET(c, CUBLASLT_MATMUL_DESC_FAST_ACCUM, fast));
+    const void *sa = (const void *)(uintptr_t)ob->scale_inv;   /* cuBLASLt's A is our B */
+    const void *sb = (const void *)(uintptr_t)oa->scale_inv;
+    TE_CHECK(DESC_SET(c, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, sa));
+    TE_CHECK(DESC_SET(c, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, sb));
+    if (d_fp8) {
+      const void *sd = (const void *)(uintptr_t)p->d_scale;
+      TE_CHECK(DESC_SET(c, CUBLASLT_MATMUL_DESC_D_SCALE_POINTER, sd));
+      if (p->d_amax) {
+        void *am = (void *)(uintptr_t)p->d_amax;
+        TE_CHECK(DESC_SET(c, CUBLASLT_MATMUL_DESC_AMAX_D_POINTER, am));
+      }
+    }
+  }
+  uint32_t epi32 = (uint32_t)epi;
+  TE_CHECK(DESC_SET(c, CUBLASLT_MATMUL_DESC_EPILOGUE, epi32));
+  if (p->bias) {
+    void *bp = (void *)(uintptr_t)p->bias;
+    int32_t bt = (int32_t)lt_type(p->bias_dtype);
+    TE_CHECK(DESC_SET(c, CUBLASLT_MATMUL_DESC_BIAS_POINTER, bp));
+    TE_CHECK(DESC_SET(c, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, bt));
+  }
+  if (p->aux) {
+    void *xp = (void *)(uintptr_t)p->aux;
+    int64_t xld = (int64_t)p->n;
+    TE_CHECK(DESC_SET(c, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, xp));
+    TE_CHECK(DESC_SET(c, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, xld));
+    if (p->fp8) {
+      /* default: D's type, which an FP8 D cannot be for a 16-bit aux */
+      int32_t xt = (int32_t)lt_type(p->aux_dtype);
+      TE_CHECK(DESC_SET(c, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_DATA_TYPE, xt));
+    }
+  }
+
+  TE_CHECK(TE_LT(cublasLtMatrixLayoutCreate, &c->la, lt_type(ob->dtype), a_rows, a_cols, lda));
+  TE_CHECK(TE_LT(cublasLtMatrixLayoutCreate, &c->lb, lt_type(oa->dtype), b_rows, b_cols, ldb));
+  TE_CHECK(TE_LT(cublasLtMatrixLayoutCreate, &c->lc, lt_type(p->c_dtype), p->n, p->m, ldd));
+  TE_CHECK(TE_LT(cublasLtMatrixLayoutCreate, &c->ld, lt_type(p->d_dtype), p->n, p->m, ldd));
+
+  uint32_t al_a = ptr_align(ob->data), al_b = ptr_align(oa->data);
+  uint32_t al_c = ptr_align((tecore_devptr_t)(uintptr_t)c->pc), al_d = ptr_align(p->d);
+  uint64_t wsb = c->ws_bytes;
+  TE_CHECK(TE_LT(cublasLtMatmulPreferenceCreate, &c->pref));
+  TE_CHECK(TE_LT(cublasLtMatmulPreferenceSetAttribute, c->pref,
+                 CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &wsb, sizeof wsb));
+  TE_CHECK(TE_LT(cublasLtMatmulPreferenceSetAttribute, c->pref,
+                 CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &al_a, sizeof al_a));
+  TE_CHECK(TE_LT(cublasLtMatmulPreferenceSetAttribute, c->pref,
+                 CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &al_b, sizeof al_b));
+  TE_CHECK(TE_LT(cublasLtMatmulPreferenceSetAttribute, c->pref,
+                 CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &al_c, sizeof al_c));
+  TE_CHECK(TE_LT(cublasLtMatmulPreferenceSetAttribute, c->pref,
+                 CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &al_d, sizeof al_d));
+
+  /* the cache key: everything the heuristic sees */
+  int64_t *w = c->key.w;
+  memset(&c->key, 0, sizeof c->key);
+  int i = 0;
+  w[i++] = (int64_t)p->m;
+  w[i++] = (int64_t)p->n;
+  w[i++] = (int64_t)p->k;
+  w[i++] = ob->dtype;
+  w[i++] = oa->dtype;
+  w[i++] = p->c_dtype;
+  w[i++] = p->d_dtype;
+  w[i++] = p->bias ? (int64_t)p->bias_dtype : -1;
+  w[i++] = p->aux ? (int64_t)p->aux_dtype : -1;
+  w[i++] = ta;
+  w[i++] = tb;
+  w[i++] = lda;
+  w[i++] = ldb;
+  w[i++] = ldd;
+  w[i++] = epi;
+  w[i++] = p->fast_accum;
+  w[i++] = al_a;
+  w[i++] = al_b;
+  w[i++] = al_c;
+  w[i++] = al_d;
+  w[i++] = p->bias ? ptr_align(p->bias) : 0;
+  w[i++] = p->aux ? ptr_align(p->aux) : 0;
+  w[i++] = (int64_t)wsb;
+  w[i++] = device;
+  w[i++] = p->d_amax != 0;
+  w[i++] = c->pc == NULL;
+  w[i++] = p->fp8;
+  return TECORE_SUCCESS;
+}
+
+/* "e4m3 x e4m3 -> bf16, m n k, epilogue": for messages. */
+static void describe(const struct te_gemm_problem *p, char *buf, size_t n) {
+  snprintf(buf, n, "%s x %s -> %s (C %s, bias/aux %s), m=%zu n=%zu k=%zu, op(A) %s, op(B) %s, "
+           "epilogue %s%s", tecore_dtype_name(p->a.dtype), tecore_dtype_name(p->b.dtype),
+           tecore_dtype_name(p->d_dtype), tecore_dtype_name(p->c_dtype),
+           tecore_dtype_name(p->bias_dtype), p->m, p->n, p->k,
+           p->a.kmajor ? "k-major" : "m-major", p->b.kmajor ? "k-major" : "n-major",
+           tecore_gemm_epilogue_name(p->epilogue), p->fast_accum ? ", fast accumulation" : "");
+}
+
+tecore_result_t te_gemm_lt_run(const struct te_gemm_problem *p, tecore_stream_t stream) {
+  cublasLtHandle_t handle;
+  TE_CHECK(te_lt_ready(&handle));
+  TE_CHECK(te_cuda_need_ctx());
+  CUdevice dev;
+  int cc = 0;
+  TE_CHECK(te_cuda_current_device(&dev));
+  TE_CHECK(device_cc(dev, &cc));
+  if (p->fp8 && cc < 89)
+    return TE_ERR(TECORE_ERR_NOT_SUPPORTED, "tecore_gemm: FP8 GEMMs need an sm_89 or newer GPU "
+                  "(this one is sm_%d)", cc);
+  if (p->a.scale_kind == TE_GEMM_SCALE_MX) {
+    if (cc < 100)
+      return TE_ERR(TECORE_ERR_NOT_SUPPORTED, "tecore_gemm: MXFP8 GEMMs need cuBLASLt's "
+                    "block-scaled kernels, which run on sm_100 and newer (this GPU is sm_%d); "
+                    "use per-tensor scaling here", cc);
+    /* cuBLASLt reads VEC32_UE8M0 scales in its tiled (128 x 4) layout, not
+     * the compact layout of te/tensor.h; without that conversion the
+     * result would be wrong, so refuse rather than guess. */
+    return TE_ERR(TECORE_ERR_NOT_SUPPORTED, "tecore_gemm: MXFP8 GEMMs on the cuda backend need "
+                  "the E8M0 scales rearranged into cuBLASLt's tiled layout, which libte does not "
+                  "do yet (sm_%d)", cc);
+  }
+
+  struct lt_call c;
+  memset(&c, 0, sizeof c);
+  if (p->workspace) {
+    c.ws = p->workspace;
+    c.ws_bytes = p->workspace_bytes;
+  } else {
+    TE_CHECK(internal_workspace(stream, &c.ws, &c.ws_bytes));
+  }
+  tecore_result_t r;
+  char what[256];
+  TE_CHECK_GOTO(lt_call_build(p, (int)dev, &c), r, out);
+
+  cublasLtMatmulAlgo_t algo;
+  _Static_assert(sizeof algo == TE_GEMM_ALGO_BYTES, "cublasLtMatmulAlgo_t is 64 bytes");
+  if (!te_gemm_cache_get(&c.key, &algo)) {
+    cublasLtMatmulHeuristicResult_t res;
+    int found = 0;
+    memset(&res, 0, sizeof res);
+    cublasStatus_t s = te_lt.p_cublasLtMatmulAlgoGetHeuristic(handle, c.op, c.la, c.lb, c.lc,
+                                                              c.ld, c.pref, 1, &res, &found);
+    if (s != CUBLAS_STATUS_SUCCESS || found == 0 || res.state != CUBLAS_STATUS_SUCCESS) {
+      describe(p, what, sizeof what);
+      if (s == CUBLAS_STATUS_SUCCESS || s == CUBLAS_STATUS_NOT_SUPPORTED) {
+        r = TE_ERR(TECORE_ERR_NOT_SUPPORTED, "tecore_gemm: cuBLASLt %zu has no algorithm for "
+                   "%s on sm_%d", te_lt_version(), what, cc);
+      } else {
+        r = te_lt_result(s, "cublasLtMatmulAlgoGetHeuristic", what, __FILE__, __LINE__);
+      }
+      goto out;
+    }
+    algo = res.algo;
+    te_gemm_cache_put(&c.key, &algo);
+    TE_TRACE(TECORE_SUBSYS_TUNE, "gemm: heuristic for m=%zu n=%zu k=%zu (%s x %s -> %s): "
+             "workspace %zu of %zu bytes, waves %.2f", p->m, p->n, p->k,
+             tecore_dtype_name(p->a.dtype), tecore_dtype_name(p->b.dtype),
+             tecore_dtype_name(p->d_dtype), res.workspaceSize, c.ws_bytes,
+             (double)res.wavesCount);
+  }
+
+  float alpha = p->alpha, beta = p->beta;
+  cublasStatus_t s = te_lt.p_cublasLtMatmul(handle, c.op, &alpha, c.pa, c.la, c.pb, c.lb, &beta,
+                                            c.pc, c.lc, c.pd, c.ld, &algo,
+                                            (void *)(uintptr_t)c.ws, c.ws_bytes, stream);
+  if (s != CUBLAS_STATUS_SUCCESS) {
+    describe(p, what, sizeof what);
+    r = te_lt_result(s, "cublasLtMatmul", what, __FILE__, __LINE__);
+    goto out;
+  }
+  r = TECORE_SUCCESS;
+out:
+  lt_call_free(&c);
+  return r;
+}

@@ -1,0 +1,57 @@
+/* gemm_lt.h -- private to libtecore/gemm's cuda side: the cuBLASLt entry
+ * points (dlopen'ed by gemm_lt_load.c, typed from the build toolkit's
+ * <cublasLt.h>), the process's one handle, and the status mapping.
+ *
+ * Nothing links -lcublasLt: the library loads on machines without it, and
+ * the first GEMM on the cuda backend says why it cannot run. */
+#ifndef TECORE_GEMM_LT_H
+#define TECORE_GEMM_LT_H
+
+/* The toolkit's header declares one function with () in C: not ours to fix. */
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wstrict-prototypes"
+#include <cublasLt.h>
+#pragma GCC diagnostic pop
+
+#include "gemm/gemm_internal.h"
+
+/* X(name, required) -- required = 0: used for messages only. */
+#define TE_LT_SYMBOLS(X)                                                       \
+  X(cublasLtGetVersion, 1)                                                     \
+  X(cublasLtCreate, 1)                                                         \
+  X(cublasLtMatmulDescCreate, 1)                                               \
+  X(cublasLtMatmulDescSetAttribute, 1)                                         \
+  X(cublasLtMatmulDescDestroy, 1)                                              \
+  X(cublasLtMatrixLayoutCreate, 1)                                             \
+  X(cublasLtMatrixLayoutSetAttribute, 1)                                       \
+  X(cublasLtMatrixLayoutDestroy, 1)                                            \
+  X(cublasLtMatmulPreferenceCreate, 1)                                         \
+  X(cublasLtMatmulPreferenceSetAttribute, 1)                                   \
+  X(cublasLtMatmulPreferenceDestroy, 1)                                        \
+  X(cublasLtMatmulAlgoGetHeuristic, 1)                                         \
+  X(cublasLtMatmul, 1)                                                         \
+  X(cublasLtGetStatusName, 0)                                                  \
+  X(cublasLtGetStatusString, 0)
+
+struct te_lt_api {
+#define TE_LT_FIELD_(name, req) __typeof__(&name) p_##name;
+  TE_LT_SYMBOLS(TE_LT_FIELD_)
+#undef TE_LT_FIELD_
+};
+extern struct te_lt_api te_lt;
+
+/* Loads cuBLASLt (once) and creates the process's handle (once it
+ * succeeds).  TECORE_ERR_NO_LIBRARY with the reason when the library or
+ * one of its entry points is missing; every later call repeats it. */
+tecore_result_t te_lt_ready(cublasLtHandle_t *handle);
+/* cublasLtGetVersion() of the loaded library (0 before te_lt_ready). */
+size_t te_lt_version(void);
+
+/* Maps a cublasStatus_t; on failure the detail reads
+ * "<fn> failed: CUBLAS_STATUS_<X> (<n>): <text>[: <what>]". */
+tecore_result_t te_lt_result(cublasStatus_t s, const char *fn, const char *what,
+                             const char *file, int line);
+#define TE_LT(fn, ...)                                                         \
+  te_lt_result(te_lt.p_##fn(__VA_ARGS__), #fn, NULL, __FILE__, __LINE__)
+
+#endif

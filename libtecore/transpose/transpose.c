@@ -1,0 +1,350 @@
+/* transpose.c -- the cast-transpose family (te/transpose.h): the kernel
+ * table of kernels/transpose.cu and its vdev implementation, argument
+ * checks, and the public entry points that pick the variant, the vector
+ * paths and the grid, and launch (two passes for current scaling, a
+ * second kernel for dbias). */
+#include "transpose/transpose_internal.h"
+#include "act/act_internal.h"
+#include <te/transpose.h>
+#include <te/fp8.h>
+#include "common/transpose.h"
+
+/* ---- the table -------------------------------------------------------------
+ * Kernel index: mx * 15 + (act + 1) * 3 + input dtype (F32 0, F16 1, BF16 2,
+ * the tecore_dtype_t values); then the dbias reduction. */
+
+#ifdef TE_HAVE_CUDA
+#define CT_FATBIN te_fatbin_transpose
+#define CT_FATBIN_BYTES ((size_t)(te_fatbin_transpose_end - te_fatbin_transpose))
+#else
+#define CT_FATBIN NULL
+#define CT_FATBIN_BYTES 0
+#endif
+
+#define CT_NACT 5   /* none, gelu, relu, silu, qgelu */
+#define CT_NDT 3
+#define CT_K_REDUCE (2 * CT_NACT * CT_NDT)
+
+#define CT_DEF(mode, act, dt)                                                              \
+  {.name = "te_ct_" #mode "_" #act "_" #dt, .vdev = te_ct_vdev, .nparams = TE_CT_NPARAMS, \
+   .param_size = {8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 4, 4},                                 \
+   .param_is_ptr = {1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0}}
+#define CT_DEFS_ACT(mode, act) CT_DEF(mode, act, f32), CT_DEF(mode, act, f16), CT_DEF(mode, act, bf16)
+#define CT_DEFS_MODE(mode)                                                                 \
+  CT_DEFS_ACT(mode, none), CT_DEFS_ACT(mode, gelu), CT_DEFS_ACT(mode, relu),              \
+      CT_DEFS_ACT(mode, silu), CT_DEFS_ACT(mode, qgelu)
+
+static const struct tecore_kernel_def ct_kernels[] = {
+    CT_DEFS_MODE(pt),
+    CT_DEFS_MODE(mx),
+    [CT_K_REDUCE] = {.name = "te_ct_dbias_reduce", .vdev = te_ct_vdev_dbias_reduce,
+                     .nparams = TE_CTR_NPARAMS, .param_size = {8, 8, 4, 8, 4},
+                     .param_is_ptr = {1, 1, 0, 0, 0}},
+};
+
+/* The act kinds of kernels/common/act.h in table order (after "none"). */
+_Static_assert(TE_ACT_GELU == 0 && TE_ACT_RELU == 1 && TE_ACT_SILU == 2 && TE_ACT_QGELU == 3,
+               "kernel table order follows the act kinds");
+_Static_assert(TECORE_DTYPE_F32 == 0 && TECORE_DTYPE_F16 == 1 && TECORE_DTYPE_BF16 == 2,
+               "kernel table order follows the input dtypes");
+
+static int ct_first_id(void) {
+  static struct tecore_kernel_table table = {.module = "libtecore/transpose",
+                                             .count = TE_ARRAY_SIZE(ct_kernels),
+                                             .kernels = ct_kernels};
+  int id = -1;
+  table.fatbin = CT_FATBIN;
+  table.fatbin_bytes = CT_FATBIN_BYTES;
+  if (tecore_kernel_table_register(&table, &id) != TECORE_SUCCESS) return -1;
+  return id;
+}
+
+/* ---- checks ------------------------------------------------------------------ */
+
+static int ct_al16(tecore_devptr_t p) { return (p & 15u) == 0; }
+
+/* [a, a+an) and [b, b+bn) share a byte (empty or absent ranges share none). */
+static int ct_overlap(tecore_devptr_t a, size_t an, tecore_devptr_t b, size_t bn) {
+  if (!a || !b || !an || !bn) return 0;
+  return a < b + bn && b < a + an;
+}
+
+/* The output: an FP8 tensor this family writes, with in's 2-D view. */
+static tecore_result_t ct_check_out(const struct tecore_tensor *out, size_t rows, size_t cols,
+                                    const char *fn) {
+  if (!out) return TE_ERR(TECORE_ERR_INVALID, "%s: out is NULL", fn);
+  TE_CHECK(te_tensor_check(out, 0, fn, "out"));
+  switch (out->scaling) {
+    case TECORE_SCALING_DELAYED:
+    case TECORE_SCALING_CURRENT:
+    case TECORE_SCALING_MXFP8:
+      break;
+    case TECORE_SCALING_BLOCK_1X128:
+    case TECORE_SCALING_BLOCK_128X128:
+      return TE_ERR(TECORE_ERR_NOT_SUPPORTED,
+                    "%s: out: scaling mode %s is not supported by the cast-transpose kernels "
+                    "(delayed, current or mxfp8); use tecore_quantize",
+                    fn, tecore_scaling_name(out->scaling));
+    default:
+      return TE_ERR(TECORE_ERR_INVALID,
+                    "%s: out: scaling mode %s: the output must be FP8 with delayed, current or "
+                    "mxfp8 scaling",
+                    fn, tecore_scaling_name(out->scaling));
+  }
+  size_t orows, ocols;
+  te_tensor_view(out, &orows, &ocols);
+  if (orows != rows || ocols != cols)
+    return TE_ERR(TECORE_ERR_INVALID, "%s: out: 2-D view %zu x %zu differs from the input's %zu x %zu",
+                  fn, orows, ocols, rows, cols);
+  if (rows && cols && !out->data && !out->columnwise_data)
+    return TE_ERR(TECORE_ERR_INVALID, "%s: out: data and columnwise_data are both 0 (nothing to write)",
+                  fn);
+  unsigned need = 0;
+  if (out->data) need |= TECORE_TENSOR_ROWWISE;
+  if (out->columnwise_data) need |= TECORE_TENSOR_COLUMNWISE;
+  if (te_scaling_per_tensor(out->scaling)) need |= TECORE_TENSOR_NEED_SCALE;
+  if (out->scaling == TECORE_SCALING_CURRENT) need |= TECORE_TENSOR_NEED_AMAX;
+  TE_CHECK(te_tensor_check(out, need, fn, "out"));
+  return TECORE_SUCCESS;
+}
+
+static tecore_result_t ct_check_dbias(const struct tecore_tensor *dbias, size_t cols,
+                                      const char *fn) {
+  TE_CHECK(te_act_check_in(dbias, fn, "dbias"));
+  size_t n = tecore_tensor_numel(dbias);
+  if (n != cols)
+    return TE_ERR(TECORE_ERR_INVALID, "%s: dbias: has %zu elements, the input has %zu columns",
+                  fn, n, cols);
+  return TECORE_SUCCESS;
+}
+
+/* No output may overlap an input or another output. */
+static tecore_result_t ct_check_alias(const struct tecore_tensor *in, const struct tecore_tensor *x,
+                                      const struct tecore_tensor *out,
+                                      const struct tecore_tensor *dbias, tecore_devptr_t ws,
+                                      size_t ws_bytes, size_t rows, size_t cols, const char *fn) {
+  const size_t n = rows * cols;
+  struct {
+    const char *name;
+    tecore_devptr_t p;
+    size_t bytes;
+  } o[] = {
+      {"out->data", out->data, n},
+      {"out->columnwise_data", out->columnwise_data, n},
+      {"dbias->data", dbias ? dbias->data : 0, dbias ? cols * tecore_dtype_size(dbias->dtype) : 0},
+      {"workspace", ws, ws_bytes},
+  }, i[] = {
+      {"the input", in->data, n * tecore_dtype_size(in->dtype)},
+      {"x", x ? x->data : 0, x ? n * tecore_dtype_size(x->dtype) : 0},
+  };
+  for (size_t a = 0; a < TE_ARRAY_SIZE(o); a++) {
+    for (size_t b = 0; b < TE_ARRAY_SIZE(i); b++)
+      if (ct_overlap(o[a].p, o[a].bytes, i[b].p, i[b].bytes))
+        return TE_ERR(TECORE_ERR_INVALID, "%s: %s overlaps %s", fn, o[a].name, i[b].name);
+    for (size_t b = a + 1; b < TE_ARRAY_SIZE(o); b++)
+      if (ct_overlap(o[a].p, o[a].bytes, o[b].p, o[b].bytes))
+        return TE_ERR(TECORE_ERR_INVALID, "%s: %s overlaps %s", fn, o[a].name, o[b].name);
+  }
+  return TECORE_SUCCESS;
+}
+
+static size_t ct_ws_bytes(size_t rows, size_t cols) {
+  if (!rows || !cols) return 0;
+  struct te_ct_shape sh = te_ct_shape_of(rows, cols);
+  return (size_t)sh.grid_y * cols * sizeof(float);
+}
+
+/* ---- launch ------------------------------------------------------------------- */
+
+struct ct_call {
+  const struct tecore_tensor *in, *x, *out, *dbias;
+  int act;                   /* TE_CT_ACT_NONE or a TE_ACT_* kind */
+  tecore_devptr_t ws;
+};
+
+static tecore_result_t ct_launch_main(const struct ct_call *k, size_t rows, size_t cols,
+                                      unsigned extra_flags, tecore_devptr_t amax,
+                                      tecore_devptr_t ws, tecore_stream_t stream) {
+  int id = ct_first_id();
+  if (id < 0) return TECORE_ERR_INTERNAL;
+  const struct tecore_tensor *in = k->in, *out = k->out;
+  const int mx = out->scaling == TECORE_SCALING_MXFP8;
+  const size_t isz = tecore_dtype_size(in->dtype);
+  unsigned flags = TE_CT_F_IN(in->dtype) | TE_CT_F_OUT(out->dtype) | TE_CT_F_ACT(k->act) |
+                   extra_flags;
+  if (mx) flags |= TE_CT_F_MX;
+  if (ct_al16(in->data) && (!k->x || ct_al16(k->x->data)) && (cols * isz) % 16 == 0)
+    flags |= TE_CT_F_VEC_IN;
+  if (ct_al16(out->data) && cols % 16 == 0) flags |= TE_CT_F_VEC_ROW;
+  if (ct_al16(out->columnwise_data) && (mx ? cols : rows) % 16 == 0) flags |= TE_CT_F_VEC_COL;
+
+  struct te_ct_shape sh = te_ct_shape_of(rows, cols);
+  struct tecore_launch_cfg cfg = {.grid = {sh.grid_x, sh.grid_y, 1},
+                                  .block = {TE_CT_THREADS, 1, 1}};
+  const int kidx = mx * CT_NACT * CT_NDT + (k->act + 1) * CT_NDT + (int)in->dtype;
+  void *p_in = (void *)(uintptr_t)in->data;
+  void *p_x = k->x ? (void *)(uintptr_t)k->x->data : NULL;
+  void *p_orow = (void *)(uintptr_t)out->data;
+  void *p_ocol = (void *)(uintptr_t)out->columnwise_data;
+  void *p_scale = mx ? NULL : (void *)(uintptr_t)out->scale;
+  void *p_amax = (void *)(uintptr_t)amax;
+  void *p_sinv = (void *)(uintptr_t)out->scale_inv;
+  void *p_csinv = (void *)(uintptr_t)out->columnwise_scale_inv;
+  void *p_ws = (void *)(uintptr_t)ws;
+  unsigned long long r = rows, c = cols;
+  unsigned tpb = sh.tpb;
+  void *args[TE_CT_NPARAMS] = {
+      [TE_CT_P_IN] = &p_in,       [TE_CT_P_X] = &p_x,         [TE_CT_P_OROW] = &p_orow,
+      [TE_CT_P_OCOL] = &p_ocol,   [TE_CT_P_SCALE] = &p_scale, [TE_CT_P_AMAX] = &p_amax,
+      [TE_CT_P_SINV] = &p_sinv,   [TE_CT_P_CSINV] = &p_csinv, [TE_CT_P_WS] = &p_ws,
+      [TE_CT_P_ROWS] = &r,        [TE_CT_P_COLS] = &c,        [TE_CT_P_TPB] = &tpb,
+      [TE_CT_P_FLAGS] = &flags};
+  TE_CHECK(tecore_kernel_launch(id + kidx, &cfg, args, stream));
+  return TECORE_SUCCESS;
+}
+
+static tecore_result_t ct_launch_reduce(tecore_devptr_t ws, const struct tecore_tensor *dbias,
+                                        size_t rows, size_t cols, tecore_stream_t stream) {
+  int id = ct_first_id();
+  if (id < 0) return TECORE_ERR_INTERNAL;
+  struct te_ct_shape sh = te_ct_shape_of(rows, cols);
+  size_t blocks = (cols + TE_CT_RED_COLS - 1) / TE_CT_RED_COLS;
+  if (blocks > 0x7fffffffu)
+    return TE_ERR(TECORE_ERR_INVALID, "dbias: %zu columns are too many for one launch", cols);
+  struct tecore_launch_cfg cfg = {.grid = {(unsigned)blocks, 1, 1},
+                                  .block = {TE_CT_RED_COLS * TE_CT_RED_CHUNKS, 1, 1}};
+  void *p_ws = (void *)(uintptr_t)ws, *p_db = (void *)(uintptr_t)dbias->data;
+  unsigned parts = sh.grid_y;
+  unsigned long long c = cols;
+  int dt = (int)dbias->dtype;
+  void *args[TE_CTR_NPARAMS] = {[TE_CTR_P_WS] = &p_ws, [TE_CTR_P_DBIAS] = &p_db,
+                                [TE_CTR_P_PARTS] = &parts, [TE_CTR_P_COLS] = &c,
+                                [TE_CTR_P_DTYPE] = &dt};
+  TE_CHECK(tecore_kernel_launch(id + CT_K_REDUCE, &cfg, args, stream));
+  return TECORE_SUCCESS;
+}
+
+/* Everything after validation: current scaling's first pass and scale,
+ * the main pass, the dbias reduction.  Empty inputs: dbias becomes 0 and
+ * current scaling's amax 0 (and its scale from that). */
+static tecore_result_t ct_run(const struct ct_call *k, tecore_stream_t stream) {
+  const struct tecore_tensor *out = k->out;
+  size_t rows, cols;
+  te_tensor_view(k->in, &rows, &cols);
+  const int current = out->scaling == TECORE_SCALING_CURRENT;
+  if (current) TE_CHECK(tecore_memset_d32_async(out->amax, 0, 1, stream));
+  if (rows == 0 || cols == 0) {
+    if (current) TE_CHECK(tecore_compute_scale(out, 0, stream));
+    if (k->dbias && cols) {
+      if (tecore_dtype_size(k->dbias->dtype) == 4)
+        TE_CHECK(tecore_memset_d32_async(k->dbias->data, 0, cols, stream));
+      else
+        TE_CHECK(tecore_memset_d16_async(k->dbias->data, 0, cols, stream));
+    }
+    return TECORE_SUCCESS;
+  }
+  if (current) {
+    TE_CHECK(ct_launch_main(k, rows, cols, TE_CT_F_AMAX_ONLY, out->amax, 0, stream));
+    TE_CHECK(tecore_compute_scale(out, 0, stream));
+  }
+  /* current scaling has its amax already: the main pass leaves it alone */
+  TE_CHECK(ct_launch_main(k, rows, cols, 0, current ? 0 : out->amax,
+                          k->dbias ? k->ws : 0, stream));
+  if (k->dbias) TE_CHECK(ct_launch_reduce(k->ws, k->dbias, rows, cols, stream));
+  return TECORE_SUCCESS;
+}
+
+/* Checks every argument of a call (fn names it in errors). */
+static tecore_result_t ct_check(const struct ct_call *k, size_t ws_bytes, const char *fn,
+                                const char *in_name) {
+  size_t rows, cols;
+  TE_CHECK(te_act_check_in(k->in, fn, in_name));
+  te_tensor_view(k->in, &rows, &cols);
+  if (k->x) {
+    TE_CHECK(te_act_check_in(k->x, fn, "x"));
+    size_t xr, xc;
+    te_tensor_view(k->x, &xr, &xc);
+    if (xr != rows || xc != cols)
+      return TE_ERR(TECORE_ERR_INVALID, "%s: x: 2-D view %zu x %zu differs from dy's %zu x %zu",
+                    fn, xr, xc, rows, cols);
+    if (k->x->dtype != k->in->dtype)
+      return TE_ERR(TECORE_ERR_INVALID, "%s: x: dtype %s differs from dy's %s", fn,
+                    tecore_dtype_name(k->x->dtype), tecore_dtype_name(k->in->dtype));
+  }
+  TE_CHECK(ct_check_out(k->out, rows, cols, fn));
+  if (k->dbias) {
+    TE_CHECK(ct_check_dbias(k->dbias, cols, fn));
+    size_t need = ct_ws_bytes(rows, cols);
+    if (need) {
+      if (!k->ws)
+        return TE_ERR(TECORE_ERR_INVALID, "%s: workspace is 0 (%zu bytes are needed)", fn, need);
+      if (k->ws % 4)
+        return TE_ERR(TECORE_ERR_INVALID, "%s: workspace (0x%llx) is not aligned to 4 bytes", fn,
+                      (unsigned long long)k->ws);
+      if (ws_bytes < need)
+        return TE_ERR(TECORE_ERR_INVALID,
+                      "%s: workspace_bytes %zu is less than the %zu bytes needed (see "
+                      "tecore_cast_transpose_dbias_workspace_size)",
+                      fn, ws_bytes, need);
+    }
+  }
+  TE_CHECK(ct_check_alias(k->in, k->x, k->out, k->dbias, k->dbias ? k->ws : 0,
+                          k->dbias ? ws_bytes : 0, rows, cols, fn));
+  return TECORE_SUCCESS;
+}
+
+tecore_result_t te_cast_transpose_launch(const struct tecore_tensor *in,
+                                         const struct tecore_tensor *out, tecore_stream_t stream) {
+  struct ct_call k = {.in = in, .out = out, .act = TE_CT_ACT_NONE};
+  return ct_run(&k, stream);
+}
+
+/* ---- public entry points ----------------------------------------------------- */
+
+TE_EXPORT tecore_result_t tecore_cast_transpose(const struct tecore_tensor *in,
+                                                struct tecore_tensor *out,
+                                                tecore_stream_t stream) {
+  struct ct_call k = {.in = in, .out = out, .act = TE_CT_ACT_NONE};
+  TE_CHECK(ct_check(&k, 0, __func__, "in"));
+  return ct_run(&k, stream);
+}
+
+TE_EXPORT tecore_result_t tecore_cast_transpose_dbias_workspace_size(const struct tecore_tensor *in,
+                                                                     size_t *bytes) {
+  TE_ARG(bytes, "%s: bytes is NULL", __func__);
+  TE_CHECK(te_tensor_check(in, 0, __func__, "in"));
+  size_t rows, cols;
+  te_tensor_view(in, &rows, &cols);
+  *bytes = ct_ws_bytes(rows, cols);
+  return TECORE_SUCCESS;
+}
+
+TE_EXPORT tecore_result_t tecore_cast_transpose_dbias(const struct tecore_tensor *in,
+                                                      struct tecore_tensor *out,
+                                                      struct tecore_tensor *dbias,
+                                                      tecore_devptr_t workspace,
+                                                      size_t workspace_bytes,
+                                                      tecore_stream_t stream) {
+  if (!dbias) return TE_ERR(TECORE_ERR_INVALID, "%s: dbias is NULL", __func__);
+  struct ct_call k = {.in = in, .out = out, .dbias = dbias, .act = TE_CT_ACT_NONE,
+                      .ws = workspace};
+  TE_CHECK(ct_check(&k, workspace_bytes, __func__, "in"));
+  return ct_run(&k, stream);
+}
+
+TE_EXPORT tecore_result_t tecore_dact_dbias_cast_transpose(
+    tecore_activation_t act, const struct tecore_tensor *dy, const struct tecore_tensor *x,
+    struct tecore_tensor *out, struct tecore_tensor *dbias, tecore_devptr_t workspace,
+    size_t workspace_bytes, tecore_stream_t stream) {
+  if (act != TECORE_ACT_GELU && act != TECORE_ACT_RELU && act != TECORE_ACT_SILU &&
+      act != TECORE_ACT_QGELU)
+    return TE_ERR(TECORE_ERR_INVALID,
+                  "%s: act %d (%s) is not gelu, relu, silu or qgelu (gated kinds have their "
+                  "own backward, tecore_act_bwd)",
+                  __func__, (int)act, tecore_activation_name(act));
+  if (!x) return TE_ERR(TECORE_ERR_INVALID, "%s: x is NULL", __func__);
+  struct ct_call k = {.in = dy, .x = x, .out = out, .dbias = dbias, .act = (int)act,
+                      .ws = workspace};
+  TE_CHECK(ct_check(&k, workspace_bytes, __func__, "dy"));
+  return ct_run(&k, stream);
+}

@@ -1,0 +1,271 @@
+/* graph.c -- tegraph_graph: one graph and its executable over the device
+ * layer.  A capture replaces the graph (or appends to it); an existing
+ * executable is then updated as a whole (tecore_graph_exec_update), and
+ * instantiated anew where the driver refuses.  Kernel arguments are read
+ * and set per node through the node table (nodes.c), loaded on first use
+ * and dropped whenever the graph or the executable is replaced. */
+#include "tg_internal.h"
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct tegraph_graph {
+  unsigned flags;                 /* instantiate flags */
+  tecore_graph_t graph;
+  tecore_graph_exec_t exec;
+  tecore_stream_t cap_stream;     /* the capture in progress, or NULL */
+  int cap_append;
+  struct tg_nodes *nodes;         /* NULL until needed */
+};
+
+#define INST_FLAGS                                                                   \
+  (TEGRAPH_INSTANTIATE_AUTO_FREE_ON_LAUNCH | TEGRAPH_INSTANTIATE_UPLOAD |            \
+   TEGRAPH_INSTANTIATE_USE_NODE_PRIORITY)
+
+TE_EXPORT tegraph_result_t tegraph_graph_create(unsigned instantiate_flags, tegraph_graph_t **g) {
+  TG_ARG(g, "tegraph_graph_create: g is NULL");
+  TG_ARG(!(instantiate_flags & ~INST_FLAGS), "tegraph_graph_create: unknown instantiate flags 0x%x",
+         instantiate_flags & ~INST_FLAGS);
+  *g = calloc(1, sizeof **g);
+  if (!*g) return TG_ERR(TEGRAPH_ERR_NOMEM, "tegraph_graph_create: out of host memory");
+  (*g)->flags = instantiate_flags;
+  return TEGRAPH_SUCCESS;
+}
+
+static void drop_nodes(struct tegraph_graph *g) {
+  tg_nodes_free(g->nodes);
+  g->nodes = NULL;
+}
+
+TE_EXPORT tegraph_result_t tegraph_graph_destroy(tegraph_graph_t *g) {
+  static const char fn[] = "tegraph_graph_destroy";
+  TG_ARG(g, "%s: g is NULL", fn);
+  if (g->cap_stream)
+    return TG_ERR(TEGRAPH_ERR_STATE, "%s: g is capturing on stream %p; end the capture first", fn,
+                  (void *)g->cap_stream);
+  drop_nodes(g);
+  tegraph_result_t res = TEGRAPH_SUCCESS;
+  if (g->exec) {
+    tecore_result_t r = tecore_graph_exec_destroy(g->exec);
+    if (r != TECORE_SUCCESS) res = tg_core(r, fn);
+  }
+  if (g->graph) {
+    tecore_result_t r = tecore_graph_destroy(g->graph);
+    if (r != TECORE_SUCCESS && res == TEGRAPH_SUCCESS) res = tg_core(r, fn);
+  }
+  free(g);
+  return res;
+}
+
+TE_EXPORT tegraph_result_t tegraph_graph_begin_capture(tegraph_graph_t *g, tecore_stream_t stream,
+                                                       tecore_capture_mode_t mode,
+                                                       unsigned flags) {
+  static const char fn[] = "tegraph_graph_begin_capture";
+  TG_ARG(g, "%s: g is NULL", fn);
+  TG_ARG(stream, "%s: stream is NULL (the legacy default stream cannot capture)", fn);
+  TG_ARG(mode >= TECORE_CAPTURE_GLOBAL && mode <= TECORE_CAPTURE_RELAXED,
+         "%s: unknown capture mode %d", fn, (int)mode);
+  TG_ARG(!(flags & ~TEGRAPH_CAPTURE_APPEND), "%s: unknown flags 0x%x", fn,
+         flags & ~TEGRAPH_CAPTURE_APPEND);
+  if (g->cap_stream)
+    return TG_ERR(TEGRAPH_ERR_STATE, "%s: g already captures on stream %p", fn,
+                  (void *)g->cap_stream);
+  int append = (flags & TEGRAPH_CAPTURE_APPEND) && g->graph;
+  if (append) TG_CORE(tecore_stream_begin_capture_to_graph(stream, g->graph, mode), fn);
+  else TG_CORE(tecore_stream_begin_capture(stream, mode), fn);
+  g->cap_stream = stream;
+  g->cap_append = append;
+  return TEGRAPH_SUCCESS;
+}
+
+static tegraph_result_t instantiate(struct tegraph_graph *g, tecore_stream_t upload,
+                                    tecore_graph_exec_t *out, const char *fn) {
+  TG_CORE(tecore_graph_instantiate_with_flags(out, g->graph, g->flags, upload), fn);
+  return TEGRAPH_SUCCESS;
+}
+
+/* Brings g's executable (if any) up to g's graph: whole-graph update, or a
+ * new instance where the driver refuses. */
+static tegraph_result_t refresh_exec(struct tegraph_graph *g, struct tegraph_update_info *info,
+                                     const char *fn) {
+  info->had_exec = g->exec != NULL;
+  if (!g->exec) return TEGRAPH_SUCCESS;
+  tecore_graph_update_result_t why = TECORE_GRAPH_UPDATE_SUCCESS;
+  tecore_result_t r = tecore_graph_exec_update(g->exec, g->graph, &why);
+  info->why = why;
+  if (r == TECORE_SUCCESS) {
+    info->updated = 1;
+    return TEGRAPH_SUCCESS;
+  }
+  if (r != TECORE_ERR_GRAPH_UPDATE) return tg_core(r, fn);
+  tecore_log(TECORE_LOG_INFO, TECORE_SUBSYS_GRAPH, __FILE__, __LINE__,
+             "%s: whole-graph update refused (%s); instantiating anew", fn,
+             tecore_graph_update_result_name(why));
+  tecore_graph_exec_t fresh = NULL;
+  TG_CHECK(instantiate(g, g->cap_stream, &fresh, fn));
+  (void)tecore_graph_exec_destroy(g->exec);
+  g->exec = fresh;
+  info->reinstantiated = 1;
+  return TEGRAPH_SUCCESS;
+}
+
+TE_EXPORT tegraph_result_t tegraph_graph_end_capture(tegraph_graph_t *g,
+                                                     struct tegraph_update_info *info) {
+  static const char fn[] = "tegraph_graph_end_capture";
+  struct tegraph_update_info local;
+  TG_ARG(g, "%s: g is NULL", fn);
+  if (!info) info = &local;
+  memset(info, 0, sizeof *info);
+  if (!g->cap_stream) return TG_ERR(TEGRAPH_ERR_STATE, "%s: g is not capturing", fn);
+  tecore_stream_t s = g->cap_stream;
+  tecore_graph_t ng = NULL;
+  tecore_result_t r = tecore_stream_end_capture(s, &ng);
+  g->cap_stream = NULL;
+  if (r != TECORE_SUCCESS) {
+    char what[96];
+    snprintf(what, sizeof what, "%s: the capture on stream %p failed", fn, (void *)s);
+    tegraph_result_t res = tg_core(r, what);
+    return res == TEGRAPH_ERR_INVALID ? TEGRAPH_ERR_CAPTURE : res;
+  }
+  drop_nodes(g);
+  if (!g->cap_append) {
+    if (g->graph) (void)tecore_graph_destroy(g->graph);
+    g->graph = ng;
+  }
+  g->cap_stream = s; /* the upload stream of a re-instantiation */
+  tegraph_result_t res = refresh_exec(g, info, fn);
+  g->cap_stream = NULL;
+  return res;
+}
+
+TE_EXPORT tegraph_result_t tegraph_graph_instantiate(tegraph_graph_t *g,
+                                                     tecore_stream_t upload_stream) {
+  static const char fn[] = "tegraph_graph_instantiate";
+  TG_ARG(g, "%s: g is NULL", fn);
+  if (g->cap_stream) return TG_ERR(TEGRAPH_ERR_STATE, "%s: g is capturing", fn);
+  if (!g->graph) return TG_ERR(TEGRAPH_ERR_STATE, "%s: g has no graph yet (capture first)", fn);
+  tecore_graph_exec_t fresh = NULL;
+  TG_CHECK(instantiate(g, upload_stream, &fresh, fn));
+  if (g->exec) (void)tecore_graph_exec_destroy(g->exec);
+  g->exec = fresh;
+  drop_nodes(g); /* the new executable runs the graph's values */
+  return TEGRAPH_SUCCESS;
+}
+
+/* The executable, instantiated on first need. */
+static tegraph_result_t need_exec(struct tegraph_graph *g, tecore_stream_t s, const char *fn) {
+  if (g->cap_stream) return TG_ERR(TEGRAPH_ERR_STATE, "%s: g is capturing", fn);
+  if (!g->graph) return TG_ERR(TEGRAPH_ERR_STATE, "%s: g has no graph yet (capture first)", fn);
+  if (!g->exec) {
+    TG_CHECK(instantiate(g, s, &g->exec, fn));
+    drop_nodes(g);
+  }
+  return TEGRAPH_SUCCESS;
+}
+
+TE_EXPORT tegraph_result_t tegraph_graph_launch(tegraph_graph_t *g, tecore_stream_t stream) {
+  static const char fn[] = "tegraph_graph_launch";
+  TG_ARG(g, "%s: g is NULL", fn);
+  TG_CHECK(need_exec(g, stream, fn));
+  TG_CORE(tecore_graph_launch(g->exec, stream), fn);
+  return TEGRAPH_SUCCESS;
+}
+
+TE_EXPORT tegraph_result_t tegraph_graph_upload(tegraph_graph_t *g, tecore_stream_t stream) {
+  static const char fn[] = "tegraph_graph_upload";
+  TG_ARG(g, "%s: g is NULL", fn);
+  TG_CHECK(need_exec(g, stream, fn));
+  TG_CORE(tecore_graph_upload(g->exec, stream), fn);
+  return TEGRAPH_SUCCESS;
+}
+
+TE_EXPORT tegraph_result_t tegraph_graph_node_count(tegraph_graph_t *g, size_t *count) {
+  static const char fn[] = "tegraph_graph_node_count";
+  TG_ARG(g, "%s: g is NULL", fn);
+  TG_ARG(count, "%s: count is NULL", fn);
+  *count = 0;
+  if (g->cap_stream) return TG_ERR(TEGRAPH_ERR_STATE, "%s: g is capturing", fn);
+  if (!g->graph) return TEGRAPH_SUCCESS;
+  TG_CORE(tecore_graph_node_count(g->graph, count), fn);
+  return TEGRAPH_SUCCESS;
+}
+
+TE_EXPORT tegraph_result_t tegraph_graph_dot(tegraph_graph_t *g, const char *path) {
+  static const char fn[] = "tegraph_graph_dot";
+  TG_ARG(g, "%s: g is NULL", fn);
+  TG_ARG(path && path[0], "%s: path is NULL or empty", fn);
+  if (g->cap_stream) return TG_ERR(TEGRAPH_ERR_STATE, "%s: g is capturing", fn);
+  if (!g->graph) return TG_ERR(TEGRAPH_ERR_STATE, "%s: g has no graph yet (capture first)", fn);
+  TG_CORE(tecore_graph_dot(g->graph, path), fn);
+  return TEGRAPH_SUCCESS;
+}
+
+TE_EXPORT tegraph_result_t tegraph_graph_handles(tegraph_graph_t *g, tecore_graph_t *graph,
+                                                 tecore_graph_exec_t *exec) {
+  TG_ARG(g, "tegraph_graph_handles: g is NULL");
+  if (graph) *graph = g->graph;
+  if (exec) *exec = g->exec;
+  return TEGRAPH_SUCCESS;
+}
+
+/* The node table of the current graph (and executable). */
+static tegraph_result_t need_nodes(struct tegraph_graph *g, const char *fn) {
+  if (g->cap_stream) return TG_ERR(TEGRAPH_ERR_STATE, "%s: g is capturing", fn);
+  if (!g->graph) return TG_ERR(TEGRAPH_ERR_STATE, "%s: g has no graph yet (capture first)", fn);
+  if (!g->nodes) TG_CHECK(tg_nodes_load(g->graph, &g->nodes, fn));
+  return TEGRAPH_SUCCESS;
+}
+
+TE_EXPORT tegraph_result_t tegraph_graph_kernel_nodes(tegraph_graph_t *g,
+                                                      struct tegraph_kernel_node *nodes,
+                                                      size_t max, size_t *count) {
+  static const char fn[] = "tegraph_graph_kernel_nodes";
+  TG_ARG(g, "%s: g is NULL", fn);
+  TG_ARG(count, "%s: count is NULL", fn);
+  TG_ARG(nodes || max == 0, "%s: nodes is NULL but max is %zu", fn, max);
+  *count = 0;
+  TG_CHECK(need_nodes(g, fn));
+  for (size_t i = 0; i < g->nodes->nk && i < max; i++) {
+    const struct tg_knode *k = &g->nodes->k[i];
+    nodes[i] = (struct tegraph_kernel_node){.node = k->node, .kernel_id = k->kernel_id,
+                                            .name = k->def->name, .nparams = k->def->nparams,
+                                            .cfg = k->cfg};
+  }
+  *count = g->nodes->nk;
+  return TEGRAPH_SUCCESS;
+}
+
+static tegraph_result_t check_arg(struct tegraph_graph *g, size_t k, unsigned param, size_t bytes,
+                                  const char *fn) {
+  TG_ARG(k < g->nodes->nk, "%s: kernel node %zu outside [0, %zu)", fn, k, g->nodes->nk);
+  const struct tecore_kernel_def *def = g->nodes->k[k].def;
+  TG_ARG(param < def->nparams, "%s: kernel %s has %u parameters; param %u does not exist", fn,
+         def->name, def->nparams, param);
+  TG_ARG(bytes == def->param_size[param], "%s: kernel %s parameter %u has %u bytes, not %zu", fn,
+         def->name, param, (unsigned)def->param_size[param], bytes);
+  return TEGRAPH_SUCCESS;
+}
+
+TE_EXPORT tegraph_result_t tegraph_graph_kernel_arg(tegraph_graph_t *g, size_t k, unsigned param,
+                                                    void *value, size_t bytes) {
+  static const char fn[] = "tegraph_graph_kernel_arg";
+  TG_ARG(g, "%s: g is NULL", fn);
+  TG_ARG(value, "%s: value is NULL", fn);
+  TG_CHECK(need_nodes(g, fn));
+  TG_CHECK(check_arg(g, k, param, bytes, fn));
+  const struct tg_knode *kn = &g->nodes->k[k];
+  memcpy(value, kn->vals + kn->off[param], bytes);
+  return TEGRAPH_SUCCESS;
+}
+
+TE_EXPORT tegraph_result_t tegraph_graph_set_kernel_arg(tegraph_graph_t *g, size_t k,
+                                                        unsigned param, const void *value,
+                                                        size_t bytes) {
+  static const char fn[] = "tegraph_graph_set_kernel_arg";
+  TG_ARG(g, "%s: g is NULL", fn);
+  TG_ARG(value, "%s: value is NULL", fn);
+  TG_CHECK(need_exec(g, NULL, fn));
+  TG_CHECK(need_nodes(g, fn));
+  TG_CHECK(check_arg(g, k, param, bytes, fn));
+  return tg_knode_set(g->exec, &g->nodes->k[k], param, value, fn);
+}

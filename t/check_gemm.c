@@ -1,0 +1,1003 @@
+/* check_gemm.c -- tecore_gemm (te/gemm.h) against a float64 reference
+ * written here, on either backend (vdev in CI; TE_DEVICE=cuda runs the
+ * same cases through cuBLASLt).
+ *
+ * Every case draws fresh random operands and poisons its outputs (NaN
+ * codes) first.  FP8 operands carry BOTH a rowwise and a columnwise copy,
+ * and only the copy the library must read (te/gemm.h: the one running
+ * along k) holds the real values -- the other holds different random
+ * codes -- so reading the wrong copy fails.  Covered: every dtype pair
+ * (bf16, f16, e4m3 x e4m3, e4m3 x e5m2, e5m2 x e4m3, MXFP8 on vdev), every
+ * output type each allows, every epilogue, all four transposition pairs,
+ * odd shapes (m, n, k of 1, 7, 17, 33, 129 where the layout rules allow),
+ * accumulation (beta = 1 into D, and a separate C), alpha, fast
+ * accumulation, amax of an FP8 D, empty GEMMs, graph capture, threads,
+ * and the argument checks (identical on both backends).
+ *
+ * Tolerances (y is the float64 reference before rounding to D's type,
+ * S = |alpha| sum_k |a b| + |beta C| + |bias| the magnitude it sums):
+ *   accumulation: 2^-14 * S (float accumulation in any order over k <= 144
+ *     stays below 2^-17 * S), 2^-8 * S with FP8 fast accumulation;
+ *   GELU and its derivative as a GPU evaluates them: 2^-10 relative to
+ *     the pre-activation (the tanh form with a hardware tanh);
+ *   output rounding: 1 ulp of D's type at |y| (bf16 2^-7, f16 2^-10,
+ *     f32 2^-23 relative): the reference rounds once, a GPU may land on
+ *     the other side of a rounding boundary;
+ *   FP8 D: within 1 FP8 ulp of y * scale (plus the accumulation bound),
+ *     saturated values exactly +-max;
+ *   amax: the largest element bound; bias gradients: the sum of the
+ *     element bounds plus 1 ulp of the bias type. */
+#include "tests.h"
+#include "common/convert.h"
+#include "common/fp8.h"
+
+#include <pthread.h>
+
+#define NELEM(a) (sizeof(a) / sizeof((a)[0]))
+
+/* ---- host encodings --------------------------------------------------------- */
+
+static int is_fp8(tecore_dtype_t d) { return d == TECORE_DTYPE_E4M3 || d == TECORE_DTYPE_E5M2; }
+static int is_16(tecore_dtype_t d) { return d == TECORE_DTYPE_BF16 || d == TECORE_DTYPE_F16; }
+
+static void h_store(void *buf, tecore_dtype_t dt, size_t i, float v) {
+  switch (dt) {
+  case TECORE_DTYPE_F32: ((float *)buf)[i] = v; break;
+  case TECORE_DTYPE_BF16: ((uint16_t *)buf)[i] = te_f32_to_bf16(v); break;
+  case TECORE_DTYPE_F16: ((uint16_t *)buf)[i] = te_f32_to_f16(v); break;
+  case TECORE_DTYPE_E4M3: ((uint8_t *)buf)[i] = te_f32_to_e4m3(v); break;
+  case TECORE_DTYPE_E5M2: ((uint8_t *)buf)[i] = te_f32_to_e5m2(v); break;
+  default: ck_abort_msg("h_store: dtype %d", (int)dt);
+  }
+}
+
+static double h_load(const void *buf, tecore_dtype_t dt, size_t i) {
+  switch (dt) {
+  case TECORE_DTYPE_F32: return ((const float *)buf)[i];
+  case TECORE_DTYPE_BF16: return te_bf16_to_f32(((const uint16_t *)buf)[i]);
+  case TECORE_DTYPE_F16: return te_f16_to_f32(((const uint16_t *)buf)[i]);
+  case TECORE_DTYPE_E4M3: return te_e4m3_to_f32(((const uint8_t *)buf)[i]);
+  case TECORE_DTYPE_E5M2: return te_e5m2_to_f32(((const uint8_t *)buf)[i]);
+  default: ck_abort_msg("h_load: dtype %d", (int)dt);
+  }
+  return 0;
+}
+
+/* 1 ulp of a non-FP8 type relative to the value, and its smallest step. */
+static double rel_ulp(tecore_dtype_t dt) {
+  return dt == TECORE_DTYPE_BF16 ? 0x1p-7 : dt == TECORE_DTYPE_F16 ? 0x1p-10 : 0x1p-23;
+}
+static double abs_step(tecore_dtype_t dt) {
+  return dt == TECORE_DTYPE_F16 ? 0x1p-24 : dt == TECORE_DTYPE_BF16 ? 0x1p-133 : 0x1p-149;
+}
+/* 1 ulp of an FP8 type at magnitude x (x >= 0, <= max). */
+static double fp8_ulp(tecore_dtype_t dt, double x) {
+  int e4 = dt == TECORE_DTYPE_E4M3, emin = e4 ? -6 : -14, mb = e4 ? 3 : 2;
+  int e = x > 0 ? (int)floor(log2(x)) : emin;
+  if (e < emin) e = emin;
+  return ldexp(1.0, e - mb);
+}
+static double fp8_max(tecore_dtype_t dt) { return dt == TECORE_DTYPE_E4M3 ? 448.0 : 57344.0; }
+
+/* ---- device buffers of one case ---------------------------------------- */
+
+struct dlist {
+  tecore_devptr_t p[48];
+  int n;
+};
+/* Zero-filled: inputs that a case leaves unset still hold defined values. */
+static tecore_devptr_t dl_alloc(struct dlist *l, size_t bytes) {
+  ck_assert_int_lt(l->n, 48);
+  if (bytes < 16) bytes = 16;
+  tecore_devptr_t p = te_dalloc(bytes);
+  TE_OK(tecore_memset_d8_async(p, 0, bytes, te_stream));
+  l->p[l->n++] = p;
+  return p;
+}
+static tecore_devptr_t dl_upload(struct dlist *l, const void *h, size_t bytes) {
+  tecore_devptr_t p = dl_alloc(l, bytes);
+  te_h2d(p, h, bytes);
+  return p;
+}
+static void dl_free(struct dlist *l) {
+  for (int i = 0; i < l->n; i++) TE_OK(tecore_mem_free(l->p[i]));
+  l->n = 0;
+}
+
+/* NaN in every element of a dtype (0x7f is NaN in both FP8 formats). */
+static void poison(tecore_devptr_t p, tecore_dtype_t dt, size_t count) {
+  if (count == 0) return;
+  switch (dt) {
+  case TECORE_DTYPE_F32: te_poison_dev_nan(p, count); break;
+  case TECORE_DTYPE_BF16: TE_OK(tecore_memset_d16_async(p, 0x7fc1, count, te_stream)); break;
+  case TECORE_DTYPE_F16: TE_OK(tecore_memset_d16_async(p, 0x7e01, count, te_stream)); break;
+  default: TE_OK(tecore_memset_d8_async(p, 0x7f, count, te_stream)); break;
+  }
+  TE_OK(tecore_stream_synchronize(te_stream));
+}
+
+static tecore_devptr_t dev_float(struct dlist *l, float v) { return dl_upload(l, &v, 4); }
+
+/* ---- operands ------------------------------------------------------------
+ * A tensor of logical shape [rows][cols] and the real values the GEMM must
+ * use.  For FP8, real_is_col says which copy holds them (the other copy
+ * holds unrelated codes). */
+struct operand {
+  struct tecore_tensor t;
+  double *val;   /* [rows][cols] */
+  size_t rows, cols;
+};
+
+static uint8_t rand_code(tecore_dtype_t dt, float range) {
+  return is_fp8(dt) && dt == TECORE_DTYPE_E4M3 ? te_f32_to_e4m3(te_rand_float(-range, range))
+                                                 : te_f32_to_e5m2(te_rand_float(-range, range));
+}
+
+static void make_operand(struct dlist *l, struct operand *o, tecore_dtype_t dt, int mx,
+                         size_t rows, size_t cols, int real_is_col) {
+  size_t n = rows * cols, shape[2] = {rows, cols};
+  TE_OK(tecore_tensor_init(&o->t, dt, 2, shape, 0));
+  o->rows = rows;
+  o->cols = cols;
+  o->val = malloc((n ? n : 1) * sizeof(double));
+  ck_assert_ptr_nonnull(o->val);
+  if (is_16(dt)) {
+    uint16_t *h = malloc((n ? n : 1) * 2);
+    for (size_t i = 0; i < n; i++) {
+      h_store(h, dt, i, te_rand_float(-1.0f, 1.0f));
+      o->val[i] = h_load(h, dt, i);
+    }
+    o->t.data = dl_upload(l, h, n * 2);
+    free(h);
+    return;
+  }
+  uint8_t *row = malloc(n ? n : 1), *col = malloc(n ? n : 1);
+  if (!mx) {
+    o->t.scaling = te_rand_below(2) ? TECORE_SCALING_DELAYED : TECORE_SCALING_CURRENT;
+    float sinv = te_rand_float(0.25f, 1.0f);
+    for (size_t r = 0; r < rows; r++)
+      for (size_t c = 0; c < cols; c++) {
+        uint8_t real = rand_code(dt, 8.0f), other = rand_code(dt, 8.0f);
+        if (real_is_col) {
+          col[c * rows + r] = real;   /* the transpose, [cols][rows] */
+          row[r * cols + c] = other;
+        } else {
+          row[r * cols + c] = real;
+          col[c * rows + r] = other;
+        }
+        o->val[r * cols + c] = (double)te_fp8_to_f32(real, dt) * sinv;
+      }
+    o->t.scale_inv = dev_float(l, sinv);
+    /* columnwise_scale_inv: absent (scale_inv serves both) or the same value */
+    o->t.columnwise_scale_inv = te_rand_below(2) ? dev_float(l, sinv) : 0;
+  } else {
+    size_t rb = (rows + 31) / 32, cb = (cols + 31) / 32;
+    uint8_t *srow = malloc(rows * cb + 1), *scol = malloc(rb * cols + 1);
+    for (size_t i = 0; i < rows * cb; i++) srow[i] = (uint8_t)(125 + te_rand_below(5));
+    for (size_t i = 0; i < rb * cols; i++) scol[i] = (uint8_t)(125 + te_rand_below(5));
+    o->t.scaling = TECORE_SCALING_MXFP8;
+    for (size_t r = 0; r < rows; r++)
+      for (size_t c = 0; c < cols; c++) {
+        size_t i = r * cols + c;   /* both copies keep the logical layout */
+        row[i] = rand_code(dt, 2.0f);
+        col[i] = rand_code(dt, 2.0f);
+        o->val[i] = real_is_col ? (double)te_fp8_to_f32(col[i], dt) *
+                                      ldexp(1.0, (int)scol[(r / 32) * cols + c] - 127)
+                                : (double)te_fp8_to_f32(row[i], dt) *
+                                      ldexp(1.0, (int)srow[r * cb + c / 32] - 127);
+      }
+    o->t.scale_inv = dl_upload(l, srow, rows * cb);
+    o->t.columnwise_scale_inv = dl_upload(l, scol, rb * cols);
+    free(srow);
+    free(scol);
+  }
+  o->t.data = dl_upload(l, row, n);
+  o->t.columnwise_data = dl_upload(l, col, n);
+  free(row);
+  free(col);
+}
+
+/* ---- one GEMM against the reference ------------------------------------- */
+
+struct gcase {
+  tecore_dtype_t at, bt, dt, comp;
+  int mx;
+  tecore_gemm_op_t ta, tb;
+  size_t m, n, k;
+  tecore_gemm_epilogue_t epi;
+  float alpha, beta;      /* alpha 0: chosen to keep pre ~ N(0, 4) */
+  int separate_c;         /* beta != 0: a C tensor (else D is C) */
+  int fast_accum, amax;
+};
+
+static double gelu_ref(double x) { return 0.5 * x * (1.0 + tanh(0.7978845608028654 * (x + 0.044715 * x * x * x))); }
+static double dgelu_ref(double x) {
+  double u = 0.7978845608028654 * (x + 0.044715 * x * x * x), t = tanh(u);
+  return 0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * 0.7978845608028654 * (1.0 + 3 * 0.044715 * x * x);
+}
+
+static void describe(const struct gcase *g, char *buf, size_t n) {
+  snprintf(buf, n, "%s x %s -> %s (comp %s%s) op %c%c m=%zu n=%zu k=%zu epi %s alpha %g beta %g%s%s",
+           tecore_dtype_name(g->at), tecore_dtype_name(g->bt), tecore_dtype_name(g->dt),
+           tecore_dtype_name(g->comp), g->mx ? ", mxfp8" : "", g->ta ? 'T' : 'N',
+           g->tb ? 'T' : 'N', g->m, g->n, g->k, tecore_gemm_epilogue_name(g->epi),
+           (double)g->alpha, (double)g->beta, g->separate_c ? " C" : "",
+           g->fast_accum ? " fast" : "");
+}
+
+/* Checks a non-FP8 output element. */
+static void expect_near(double got, double want, double err, tecore_dtype_t dt, const char *what,
+                        size_t i, size_t j, const char *desc) {
+  double tol = err + rel_ulp(dt) * (fabs(want) + err) + abs_step(dt);
+  ck_assert_msg(fabs(got - want) <= tol,
+                "%s[%zu][%zu]: got %.9g, want %.9g (diff %.3g > tolerance %.3g) in %s", what, i,
+                j, got, want, fabs(got - want), tol, desc);
+}
+
+/* Runs one case; returns 1 when the cuda backend reports the combination
+ * unsupported (allowed only where cuBLASLt's FP8 tables are thin). */
+static int run_case(struct gcase *g) {
+  struct dlist l = {.n = 0};
+  char desc[256];
+  size_t m = g->m, n = g->n, k = g->k, mn = m * n;
+  int dfp8 = is_fp8(g->dt);
+  tecore_gemm_epilogue_t epi = g->epi;
+  int bias_in = epi == TECORE_GEMM_EPI_BIAS || epi == TECORE_GEMM_EPI_BIAS_GELU_AUX;
+  int bias_out = epi == TECORE_GEMM_EPI_DGELU_BGRAD || epi == TECORE_GEMM_EPI_BGRAD;
+  int aux_out = epi == TECORE_GEMM_EPI_GELU_AUX || epi == TECORE_GEMM_EPI_BIAS_GELU_AUX;
+  int aux_in = epi == TECORE_GEMM_EPI_DGELU || epi == TECORE_GEMM_EPI_DGELU_BGRAD;
+  tecore_dtype_t ct = dfp8 ? g->comp : g->dt;
+
+  struct operand A, B;
+  make_operand(&l, &A, g->at, g->mx, g->ta == TECORE_GEMM_N ? m : k,
+               g->ta == TECORE_GEMM_N ? k : m, g->ta == TECORE_GEMM_T);
+  make_operand(&l, &B, g->bt, g->mx, g->tb == TECORE_GEMM_N ? k : n,
+               g->tb == TECORE_GEMM_N ? n : k, g->tb == TECORE_GEMM_N);
+#define OPA(i, kk) (g->ta == TECORE_GEMM_N ? A.val[(i) * k + (kk)] : A.val[(kk) * m + (i)])
+#define OPB(kk, j) (g->tb == TECORE_GEMM_N ? B.val[(kk) * n + (j)] : B.val[(j) * k + (kk)])
+
+  double *acc = calloc(mn + 1, sizeof(double)), *mag = calloc(mn + 1, sizeof(double));
+  double *y = calloc(mn + 1, sizeof(double)), *err = calloc(mn + 1, sizeof(double));
+  double *pre = calloc(mn + 1, sizeof(double));
+  for (size_t i = 0; i < m; i++)
+    for (size_t j = 0; j < n; j++) {
+      double s = 0, a = 0;
+      for (size_t kk = 0; kk < k; kk++) {
+        s += OPA(i, kk) * OPB(kk, j);
+        a += fabs(OPA(i, kk) * OPB(kk, j));
+      }
+      acc[i * n + j] = s;
+      mag[i * n + j] = a;
+    }
+  if (g->alpha == 0.0f) {
+    double sq = 0;
+    for (size_t i = 0; i < mn; i++) sq += acc[i] * acc[i];
+    g->alpha = sq > 0 ? (float)(2.0 / sqrt(sq / (double)mn)) : 1.0f;
+  }
+  describe(g, desc, sizeof desc);
+
+  /* C (beta != 0): random prior values, in D itself or a separate tensor */
+  size_t dsz = tecore_dtype_size(g->dt), csz = tecore_dtype_size(ct), xsz = tecore_dtype_size(g->comp);
+  void *hc = NULL;
+  tecore_devptr_t dc = 0, dd = dl_alloc(&l, mn * dsz);
+  if (g->beta != 0.0f) {
+    hc = malloc(mn * csz + 1);
+    for (size_t i = 0; i < mn; i++) h_store(hc, ct, i, te_rand_float(-2.0f, 2.0f));
+    if (g->separate_c) dc = dl_upload(&l, hc, mn * csz);
+    else te_h2d(dd, hc, mn * dsz);
+  } else {
+    poison(dd, g->dt, mn);
+  }
+  /* bias and aux */
+  size_t blen = epi == TECORE_GEMM_EPI_BGRAD ? m : n;
+  void *hb = malloc(blen * xsz + 1), *hx = malloc(mn * xsz + 1);
+  tecore_devptr_t db = 0, dx = 0;
+  if (bias_in) {
+    for (size_t i = 0; i < blen; i++) h_store(hb, g->comp, i, te_rand_float(-1.0f, 1.0f));
+    db = dl_upload(&l, hb, blen * xsz);
+  } else if (bias_out) {
+    db = dl_alloc(&l, blen * xsz);
+    poison(db, g->comp, blen);
+  }
+  if (aux_in) {
+    for (size_t i = 0; i < mn; i++) h_store(hx, g->comp, i, te_rand_float(-3.0f, 3.0f));
+    dx = dl_upload(&l, hx, mn * xsz);
+  } else if (aux_out) {
+    dx = dl_alloc(&l, mn * xsz);
+    poison(dx, g->comp, mn);
+  }
+
+  /* the reference */
+  double tol_acc = g->fast_accum ? 0x1p-8 : 0x1p-14;
+  double ymax = 0, errmax = 0;
+  for (size_t i = 0; i < m; i++)
+    for (size_t j = 0; j < n; j++) {
+      size_t ij = i * n + j;
+      double p = (double)g->alpha * acc[ij], s = fabs((double)g->alpha) * mag[ij];
+      if (g->beta != 0.0f) {
+        double c = h_load(hc, ct, ij);
+        p += (double)g->beta * c;
+        s += fabs((double)g->beta * c);
+      }
+      if (bias_in) {
+        double b = h_load(hb, g->comp, j);
+        p += b;
+        s += fabs(b);
+      }
+      double e = tol_acc * s;
+      pre[ij] = p;
+      double v = p;
+      if (aux_out) {
+        v = gelu_ref(p);
+        e = e * 1.13 + 0x1p-10 * fabs(p);
+      } else if (aux_in) {
+        double x = h_load(hx, g->comp, ij), dg = dgelu_ref(x);
+        v = p * dg;
+        e = e * fabs(dg) + 0x1p-10 * fabs(p);
+      }
+      y[ij] = v;
+      err[ij] = e;
+      if (fabs(v) > ymax) ymax = fabs(v);
+      if (e > errmax) errmax = e;
+    }
+
+  struct tecore_tensor D, C, bias, aux;
+  size_t dshape[2] = {m, n};
+  TE_OK(tecore_tensor_init(&D, g->dt, 2, dshape, dd));
+  float dscale = 1.0f;
+  tecore_devptr_t damax = 0;
+  if (dfp8) {
+    dscale = ymax > 0 ? (float)(0.75 * fp8_max(g->dt) / ymax) : 1.0f;
+    D.scaling = TECORE_SCALING_DELAYED;
+    D.scale = dev_float(&l, dscale);
+    D.scale_inv = dev_float(&l, 1.0f / dscale);
+    if (g->amax) {
+      damax = dl_alloc(&l, 4);
+      te_poison_dev_nan(damax, 1);
+      D.amax = damax;
+    }
+  }
+  struct tecore_gemm_opts o = {.epilogue = epi, .fast_accum = g->fast_accum};
+  if (dc) {
+    TE_OK(tecore_tensor_init(&C, ct, 2, dshape, dc));
+    o.C = &C;
+  }
+  if (db) {
+    TE_OK(tecore_tensor_init(&bias, g->comp, 1, &blen, db));
+    o.bias = &bias;
+  }
+  if (dx) {
+    TE_OK(tecore_tensor_init(&aux, g->comp, 2, dshape, dx));
+    o.aux = &aux;
+  }
+
+  tecore_clear_error();
+  tecore_result_t r = tecore_gemm(&A.t, g->ta, &B.t, g->tb, &D, g->alpha, g->beta, &o, te_stream);
+  int skipped = 0;
+  if (r == TECORE_ERR_NOT_SUPPORTED && te_backend_kind == TECORE_BACKEND_CUDA &&
+      (epi != TECORE_GEMM_EPI_NONE || dfp8 || g->mx)) {
+    printf("# cuda: not supported: %s: %s\n", desc, tecore_last_error());
+    skipped = 1;
+    goto done;
+  }
+  ck_assert_msg(r == TECORE_SUCCESS, "tecore_gemm returned %s: %s; case %s", tecore_result_name(r),
+                tecore_last_error(), desc);
+  TE_OK(tecore_stream_synchronize(te_stream));
+
+  void *hd = malloc(mn * dsz + 1);
+  te_d2h(hd, dd, mn * dsz);
+  for (size_t i = 0; i < m; i++)
+    for (size_t j = 0; j < n; j++) {
+      size_t ij = i * n + j;
+      double got = h_load(hd, g->dt, ij);
+      if (!dfp8) {
+        expect_near(got, y[ij], err[ij], g->dt, "D", i, j, desc);
+      } else {
+        double v = y[ij] * dscale, ev = err[ij] * dscale, mx = fp8_max(g->dt);
+        if (fabs(v) - ev > mx) {
+          ck_assert_msg(got == copysign(mx, v), "D[%zu][%zu]: got %.9g, want saturated %.9g in %s",
+                        i, j, got, copysign(mx, v), desc);
+        } else {
+          double vc = fabs(v) > mx ? copysign(mx, v) : v;
+          double tol = ev + fp8_ulp(g->dt, fmin(fabs(vc) + ev, mx));
+          ck_assert_msg(fabs(got - vc) <= tol,
+                        "D[%zu][%zu]: got %.9g, want %.9g * scale %g = %.9g (diff %.3g > 1 ulp "
+                        "+ %.3g) in %s", i, j, got, y[ij], (double)dscale, vc, fabs(got - vc),
+                        ev, desc);
+        }
+      }
+    }
+  free(hd);
+  if (damax) {
+    float am;
+    te_d2h(&am, damax, 4);
+    ck_assert_msg(fabs((double)am - ymax) <= errmax + 0x1p-23 * ymax,
+                  "amax: got %.9g, want %.9g (tolerance %.3g) in %s", (double)am, ymax, errmax,
+                  desc);
+  }
+  if (aux_out) {
+    void *ha = malloc(mn * xsz + 1);
+    te_d2h(ha, dx, mn * xsz);
+    for (size_t i = 0; i < m; i++)
+      for (size_t j = 0; j < n; j++) {
+        size_t ij = i * n + j;
+        double s = fabs(pre[ij]) / 1e30 + tol_acc * (fabs((double)g->alpha) * mag[ij] +
+                                                     (bias_in ? fabs(h_load(hb, g->comp, j)) : 0));
+        expect_near(h_load(ha, g->comp, ij), pre[ij], s, g->comp, "aux", i, j, desc);
+      }
+    free(ha);
+  }
+  if (bias_out) {
+    void *hbo = malloc(blen * xsz + 1);
+    te_d2h(hbo, db, blen * xsz);
+    for (size_t t = 0; t < blen; t++) {
+      double want = 0, e = 0, mag_sum = 0;
+      if (epi == TECORE_GEMM_EPI_BGRAD) {
+        for (size_t kk = 0; kk < k; kk++) {
+          want += OPA(t, kk);
+          mag_sum += fabs(OPA(t, kk));
+        }
+        e = 0x1p-16 * mag_sum;
+      } else {
+        for (size_t i = 0; i < m; i++) {
+          want += y[i * n + t];
+          e += err[i * n + t] + rel_ulp(g->dt) * fabs(y[i * n + t]) + 0x1p-16 * fabs(y[i * n + t]);
+        }
+        if (dfp8) e += 0x1p-7 * fabs(want);
+      }
+      expect_near(h_load(hbo, g->comp, t), want, e, g->comp, "bias", t, 0, desc);
+    }
+    free(hbo);
+  }
+done:
+  free(A.val);
+  free(B.val);
+  free(acc);
+  free(mag);
+  free(y);
+  free(err);
+  free(pre);
+  free(hc);
+  free(hb);
+  free(hx);
+  dl_free(&l);
+  return skipped;
+#undef OPA
+#undef OPB
+}
+
+/* ---- the sweeps ------------------------------------------------------------ */
+
+struct shape {
+  size_t m, n, k;
+};
+/* bf16/f16: any shape; aux epilogues need n % 8 == 0 */
+static const struct shape shapes16[] = {{1, 1, 1}, {17, 33, 129}, {33, 17, 7}};
+static const struct shape shapes16_aux[] = {{1, 8, 1}, {17, 24, 129}, {33, 16, 7}};
+/* FP8: k % 16 == 0 and 16-byte rows of D (n % 16 covers every D type) */
+static const struct shape shapes8[] = {{1, 16, 16}, {17, 32, 144}, {33, 48, 32}};
+
+static void sweep(tecore_dtype_t at, tecore_dtype_t bt, const tecore_dtype_t *dts, int ndt,
+                  int mx) {
+  int fp8 = is_fp8(at), runs = 0, skips = 0;
+  for (int di = 0; di < ndt; di++)
+    for (int tr = 0; tr < 4; tr++)
+      for (int e = 0; e < TECORE_GEMM_EPI_COUNT_; e++) {
+        tecore_gemm_epilogue_t epi = (tecore_gemm_epilogue_t)e;
+        if (fp8 && epi == TECORE_GEMM_EPI_BGRAD) continue;   /* an error: see gemm_errors */
+        int aux = epi == TECORE_GEMM_EPI_GELU_AUX || epi == TECORE_GEMM_EPI_BIAS_GELU_AUX ||
+                  epi == TECORE_GEMM_EPI_DGELU || epi == TECORE_GEMM_EPI_DGELU_BGRAD;
+        const struct shape *sh = fp8 ? shapes8 : aux ? shapes16_aux : shapes16;
+        for (int s = 0; s < 3; s++) {
+          struct gcase g = {.at = at, .bt = bt, .dt = dts[di], .mx = mx,
+                            .ta = (tecore_gemm_op_t)(tr & 1), .tb = (tecore_gemm_op_t)(tr >> 1),
+                            .m = sh[s].m, .n = sh[s].n, .k = sh[s].k, .epi = epi,
+                            .alpha = epi == TECORE_GEMM_EPI_BGRAD ? 1.0f : 0.0f,
+                            .amax = (int)te_rand_below(2)};
+          if (!fp8 || is_16(g.dt)) g.comp = g.dt;
+          else if (g.dt == TECORE_DTYPE_F32) g.comp = TECORE_DTYPE_BF16;
+          else g.comp = te_rand_below(2) ? TECORE_DTYPE_BF16 : TECORE_DTYPE_F16;
+          if (!fp8 && g.dt == TECORE_DTYPE_F32) g.comp = TECORE_DTYPE_F32;
+          skips += run_case(&g);
+          runs++;
+        }
+      }
+  printf("# %s x %s%s: %d GEMMs checked, %d not supported by this backend\n",
+         tecore_dtype_name(at), tecore_dtype_name(bt), mx ? " (mxfp8)" : "", runs - skips, skips);
+  ck_assert_msg(runs - skips > 0, "every case was skipped");
+}
+
+START_TEST(gemm_bf16) {
+  const tecore_dtype_t d[] = {TECORE_DTYPE_BF16, TECORE_DTYPE_F32};
+  sweep(TECORE_DTYPE_BF16, TECORE_DTYPE_BF16, d, 2, 0);
+}
+END_TEST
+
+START_TEST(gemm_f16) {
+  const tecore_dtype_t d[] = {TECORE_DTYPE_F16, TECORE_DTYPE_F32};
+  sweep(TECORE_DTYPE_F16, TECORE_DTYPE_F16, d, 2, 0);
+}
+END_TEST
+
+START_TEST(gemm_e4m3_e4m3) {
+  const tecore_dtype_t d[] = {TECORE_DTYPE_BF16, TECORE_DTYPE_F32, TECORE_DTYPE_E4M3,
+                              TECORE_DTYPE_F16};
+  sweep(TECORE_DTYPE_E4M3, TECORE_DTYPE_E4M3, d, 4, 0);
+}
+END_TEST
+
+START_TEST(gemm_e4m3_e5m2) {
+  const tecore_dtype_t d[] = {TECORE_DTYPE_BF16, TECORE_DTYPE_E5M2, TECORE_DTYPE_E4M3};
+  sweep(TECORE_DTYPE_E4M3, TECORE_DTYPE_E5M2, d, 3, 0);
+}
+END_TEST
+
+START_TEST(gemm_e5m2_e4m3) {
+  const tecore_dtype_t d[] = {TECORE_DTYPE_BF16, TECORE_DTYPE_F32, TECORE_DTYPE_E5M2};
+  sweep(TECORE_DTYPE_E5M2, TECORE_DTYPE_E4M3, d, 3, 0);
+}
+END_TEST
+
+/* MXFP8: the reference on vdev; cuda refuses it (no scale swizzle yet). */
+START_TEST(gemm_mxfp8) {
+  if (te_backend_kind == TECORE_BACKEND_CUDA) {
+    struct dlist l = {.n = 0};
+    struct operand A, B;
+    make_operand(&l, &A, TECORE_DTYPE_E4M3, 1, 32, 64, 0);
+    make_operand(&l, &B, TECORE_DTYPE_E4M3, 1, 16, 64, 0);
+    struct tecore_tensor D;
+    size_t sh[2] = {32, 16};
+    TE_OK(tecore_tensor_init(&D, TECORE_DTYPE_BF16, 2, sh, dl_alloc(&l, 32 * 16 * 2)));
+    TE_EXPECT_ERR(TECORE_ERR_NOT_SUPPORTED, "MXFP8",
+                  tecore_gemm(&A.t, TECORE_GEMM_N, &B.t, TECORE_GEMM_T, &D, 1, 0, NULL, te_stream));
+    free(A.val);
+    free(B.val);
+    dl_free(&l);
+    return;
+  }
+  const tecore_dtype_t d[] = {TECORE_DTYPE_BF16, TECORE_DTYPE_E4M3};
+  sweep(TECORE_DTYPE_E4M3, TECORE_DTYPE_E4M3, d, 2, 1);
+  const tecore_dtype_t d2[] = {TECORE_DTYPE_F32};
+  sweep(TECORE_DTYPE_E5M2, TECORE_DTYPE_E4M3, d2, 1, 1);
+}
+END_TEST
+
+/* beta = 1 into D (gradient accumulation), beta with a separate C, and an
+ * FP8 D with a bf16/f16 C. */
+START_TEST(gemm_accumulate) {
+  struct gcase cases[] = {
+      {.at = TECORE_DTYPE_BF16, .bt = TECORE_DTYPE_BF16, .dt = TECORE_DTYPE_F32,
+       .comp = TECORE_DTYPE_F32, .ta = TECORE_GEMM_T, .tb = TECORE_GEMM_N, .m = 33, .n = 17,
+       .k = 129, .alpha = 1.0f, .beta = 1.0f},
+      {.at = TECORE_DTYPE_BF16, .bt = TECORE_DTYPE_BF16, .dt = TECORE_DTYPE_BF16,
+       .comp = TECORE_DTYPE_BF16, .ta = TECORE_GEMM_N, .tb = TECORE_GEMM_T, .m = 7, .n = 24,
+       .k = 33, .alpha = 0.75f, .beta = 0.5f, .separate_c = 1,
+       .epi = TECORE_GEMM_EPI_BIAS},
+      {.at = TECORE_DTYPE_E4M3, .bt = TECORE_DTYPE_E5M2, .dt = TECORE_DTYPE_F32,
+       .comp = TECORE_DTYPE_BF16, .ta = TECORE_GEMM_T, .tb = TECORE_GEMM_N, .m = 17, .n = 32,
+       .k = 48, .alpha = 1.0f, .beta = 1.0f},
+      {.at = TECORE_DTYPE_E4M3, .bt = TECORE_DTYPE_E4M3, .dt = TECORE_DTYPE_BF16,
+       .comp = TECORE_DTYPE_BF16, .ta = TECORE_GEMM_N, .tb = TECORE_GEMM_T, .m = 9, .n = 16,
+       .k = 32, .alpha = 0.5f, .beta = 1.0f},
+      {.at = TECORE_DTYPE_E4M3, .bt = TECORE_DTYPE_E4M3, .dt = TECORE_DTYPE_E4M3,
+       .comp = TECORE_DTYPE_F16, .ta = TECORE_GEMM_N, .tb = TECORE_GEMM_T, .m = 5, .n = 32,
+       .k = 64, .alpha = 0.0f, .beta = 1.0f, .separate_c = 1, .amax = 1},
+  };
+  for (size_t i = 0; i < NELEM(cases); i++)
+    for (int rep = 0; rep < 2; rep++) {
+      struct gcase g = cases[i];
+      run_case(&g);   /* accumulation must be supported: run_case fails otherwise */
+    }
+}
+END_TEST
+
+/* FP8 fast accumulation, alpha != 1, an FP8 D's amax. */
+START_TEST(gemm_fast_accum) {
+  for (int rep = 0; rep < 4; rep++) {
+    struct gcase g = {.at = TECORE_DTYPE_E4M3, .bt = TECORE_DTYPE_E4M3,
+                      .dt = rep & 1 ? TECORE_DTYPE_E4M3 : TECORE_DTYPE_BF16,
+                      .comp = TECORE_DTYPE_BF16, .ta = TECORE_GEMM_N, .tb = TECORE_GEMM_T,
+                      .m = 65, .n = 64, .k = 256, .alpha = rep & 2 ? 0.0f : 0.125f,
+                      .fast_accum = 1, .amax = 1};
+    ck_assert_int_eq(run_case(&g), 0);
+  }
+}
+END_TEST
+
+/* m or n of 0: success, nothing written. */
+START_TEST(gemm_empty) {
+  tecore_devptr_t a = te_dalloc(256), b = te_dalloc(256), d = te_dalloc(256);
+  te_poison_dev(d, 256);
+  struct tecore_tensor A, B, D;
+  size_t sa[2] = {0, 16}, sb[2] = {8, 16}, sd[2] = {0, 8};
+  TE_OK(tecore_tensor_init(&A, TECORE_DTYPE_BF16, 2, sa, a));
+  TE_OK(tecore_tensor_init(&B, TECORE_DTYPE_BF16, 2, sb, b));
+  TE_OK(tecore_tensor_init(&D, TECORE_DTYPE_BF16, 2, sd, d));
+  TE_OK(tecore_gemm(&A, TECORE_GEMM_N, &B, TECORE_GEMM_T, &D, 1, 0, NULL, te_stream));
+  TE_OK(tecore_stream_synchronize(te_stream));
+  unsigned char h[256];
+  te_d2h(h, d, 256);
+  te_expect_bytes_eq(h, TE_POISON_BYTE, 256, "D of an empty GEMM");
+  TE_OK(tecore_mem_free(a));
+  TE_OK(tecore_mem_free(b));
+  TE_OK(tecore_mem_free(d));
+}
+END_TEST
+
+/* ---- argument checks: the same answers on both backends ------------------- */
+
+struct err_fixture {
+  struct dlist l;
+  struct tecore_tensor A, B, D, Db, bias, aux, C;
+  tecore_devptr_t ws;
+};
+
+/* A valid FP8 problem: A [32][64] e4m3 (rowwise + columnwise), B [48][64]
+ * e4m3, D [32][48] bf16; Db an e4m3 D; bias [48], aux [32][48] bf16. */
+static void err_setup(struct err_fixture *f) {
+  memset(f, 0, sizeof *f);
+  size_t sa[2] = {32, 64}, sb[2] = {48, 64}, sd[2] = {32, 48}, nb = 48;
+  struct dlist *l = &f->l;
+  TE_OK(tecore_tensor_init(&f->A, TECORE_DTYPE_E4M3, 2, sa, dl_alloc(l, 32 * 64)));
+  f->A.scaling = TECORE_SCALING_DELAYED;
+  f->A.columnwise_data = dl_alloc(l, 32 * 64);
+  f->A.scale_inv = dev_float(l, 1.0f);
+  TE_OK(tecore_tensor_init(&f->B, TECORE_DTYPE_E4M3, 2, sb, dl_alloc(l, 48 * 64)));
+  f->B.scaling = TECORE_SCALING_DELAYED;
+  f->B.columnwise_data = dl_alloc(l, 48 * 64);
+  f->B.scale_inv = dev_float(l, 1.0f);
+  TE_OK(tecore_tensor_init(&f->D, TECORE_DTYPE_BF16, 2, sd, dl_alloc(l, 32 * 48 * 2)));
+  TE_OK(tecore_tensor_init(&f->Db, TECORE_DTYPE_E4M3, 2, sd, dl_alloc(l, 32 * 48)));
+  f->Db.scaling = TECORE_SCALING_DELAYED;
+  f->Db.scale = dev_float(l, 1.0f);
+  f->Db.scale_inv = dev_float(l, 1.0f);
+  TE_OK(tecore_tensor_init(&f->bias, TECORE_DTYPE_BF16, 1, &nb, dl_alloc(l, 48 * 2)));
+  TE_OK(tecore_tensor_init(&f->aux, TECORE_DTYPE_BF16, 2, sd, dl_alloc(l, 32 * 48 * 2)));
+  TE_OK(tecore_tensor_init(&f->C, TECORE_DTYPE_BF16, 2, sd, dl_alloc(l, 32 * 48 * 2)));
+  f->ws = dl_alloc(l, 4096);
+}
+
+#define GEMM(f, ta, tb, D, alpha, beta, o)                                               \
+  tecore_gemm(&(f)->A, (ta), &(f)->B, (tb), (D), (alpha), (beta), (o), te_stream)
+
+START_TEST(gemm_errors) {
+  struct err_fixture f;
+  err_setup(&f);
+  const tecore_gemm_op_t N = TECORE_GEMM_N, T = TECORE_GEMM_T;
+  struct tecore_gemm_opts o;
+  struct tecore_tensor t;
+
+  /* the valid call first, so every error below is the one change's */
+  TE_OK(GEMM(&f, N, T, &f.D, 1, 0, NULL));
+  TE_OK(tecore_stream_synchronize(te_stream));
+
+  TE_EXPECT_INVALID("A is NULL", tecore_gemm(NULL, N, &f.B, T, &f.D, 1, 0, NULL, te_stream));
+  TE_EXPECT_INVALID("B is NULL", tecore_gemm(&f.A, N, NULL, T, &f.D, 1, 0, NULL, te_stream));
+  TE_EXPECT_INVALID("D is NULL", tecore_gemm(&f.A, N, &f.B, T, NULL, 1, 0, NULL, te_stream));
+  TE_EXPECT_INVALID("transa", GEMM(&f, (tecore_gemm_op_t)2, T, &f.D, 1, 0, NULL));
+  TE_EXPECT_INVALID("transb", GEMM(&f, N, (tecore_gemm_op_t)-1, &f.D, 1, 0, NULL));
+  TE_EXPECT_INVALID("alpha", GEMM(&f, N, T, &f.D, NAN, 0, NULL));
+  TE_EXPECT_INVALID("beta", GEMM(&f, N, T, &f.D, 1, INFINITY, NULL));
+  o = (struct tecore_gemm_opts){.epilogue = (tecore_gemm_epilogue_t)99};
+  TE_EXPECT_INVALID("epilogue", GEMM(&f, N, T, &f.D, 1, 0, &o));
+  o = (struct tecore_gemm_opts){.fast_accum = 2};
+  TE_EXPECT_INVALID("fast_accum", GEMM(&f, N, T, &f.D, 1, 0, &o));
+
+  /* shapes */
+  TE_EXPECT_INVALID("k differs", GEMM(&f, T, T, &f.D, 1, 0, NULL));
+  t = f.D;
+  t.shape[1] = 40;
+  TE_EXPECT_INVALID("D: its 2-D view", GEMM(&f, N, T, &t, 1, 0, NULL));
+
+  /* operand types */
+  t = f.A;
+  t.dtype = TECORE_DTYPE_F32;
+  t.scaling = TECORE_SCALING_NONE;
+  TE_EXPECT_INVALID("A: dtype f32", tecore_gemm(&t, N, &f.B, T, &f.D, 1, 0, NULL, te_stream));
+  t = f.A;
+  t.dtype = TECORE_DTYPE_BF16;
+  t.scaling = TECORE_SCALING_NONE;
+  TE_EXPECT_INVALID("mixes", tecore_gemm(&t, N, &f.B, T, &f.D, 1, 0, NULL, te_stream));
+  struct tecore_tensor a16 = t, b16 = f.B;
+  b16.dtype = TECORE_DTYPE_F16;
+  b16.scaling = TECORE_SCALING_NONE;
+  TE_EXPECT_INVALID("one type", tecore_gemm(&a16, N, &b16, T, &f.D, 1, 0, NULL, te_stream));
+  struct tecore_tensor a5 = f.A, b5 = f.B;
+  a5.dtype = b5.dtype = TECORE_DTYPE_E5M2;
+  TE_EXPECT_INVALID("e5m2 x e5m2", tecore_gemm(&a5, N, &b5, T, &f.D, 1, 0, NULL, te_stream));
+  t = f.A;
+  t.scaling = TECORE_SCALING_NONE;
+  TE_EXPECT_INVALID("A: an FP8 operand needs its scales",
+                    tecore_gemm(&t, N, &f.B, T, &f.D, 1, 0, NULL, te_stream));
+  t = f.A;
+  t.scaling = TECORE_SCALING_BLOCK_1X128;
+  TE_EXPECT_ERR(TECORE_ERR_NOT_SUPPORTED, "block1x128",
+                tecore_gemm(&t, N, &f.B, T, &f.D, 1, 0, NULL, te_stream));
+  t = f.A;
+  t.scaling = TECORE_SCALING_MXFP8;
+  TE_EXPECT_INVALID("cannot be mixed", tecore_gemm(&t, N, &f.B, T, &f.D, 1, 0, NULL, te_stream));
+
+  /* scales and copies */
+  t = f.A;
+  t.scale_inv = 0;
+  TE_EXPECT_INVALID("scale_inv", tecore_gemm(&t, N, &f.B, T, &f.D, 1, 0, NULL, te_stream));
+  t = f.B;   /* as a [k][n] = [64][48] tensor, transb = N reads its columnwise copy */
+  t.shape[0] = 64;
+  t.shape[1] = 48;
+  t.columnwise_data = 0;
+  TE_EXPECT_INVALID("B: columnwise_data is 0",
+                    tecore_gemm(&f.A, N, &t, N, &f.D, 1, 0, NULL, te_stream));
+  t = f.A;
+  t.data = 0;
+  TE_EXPECT_INVALID("A: data is 0", tecore_gemm(&t, N, &f.B, T, &f.D, 1, 0, NULL, te_stream));
+
+  /* alignment and cuBLASLt's FP8 layout rules */
+  t = f.A;
+  t.data += 8;
+  TE_EXPECT_INVALID("16-byte", tecore_gemm(&t, N, &f.B, T, &f.D, 1, 0, NULL, te_stream));
+  {
+    struct tecore_tensor a2 = f.A, b2 = f.B;
+    a2.shape[1] = b2.shape[1] = 40;   /* k = 40 */
+    TE_EXPECT_INVALID("k = 40", tecore_gemm(&a2, N, &b2, T, &f.D, 1, 0, NULL, te_stream));
+    struct tecore_tensor b3 = f.B, d3 = f.D;
+    b3.shape[0] = d3.shape[1] = 36;   /* n = 36: bf16 rows of 72 bytes */
+    TE_EXPECT_INVALID("16 bytes", tecore_gemm(&f.A, N, &b3, T, &d3, 1, 0, NULL, te_stream));
+  }
+  t = f.D;
+  t.data += 2;
+  TE_EXPECT_INVALID("D", GEMM(&f, N, T, &t, 1, 0, NULL));
+
+  /* D's type and scaling */
+  t = f.D;
+  t.dtype = TECORE_DTYPE_I32;
+  TE_EXPECT_INVALID("D: dtype i32", GEMM(&f, N, T, &t, 1, 0, NULL));
+  t = f.Db;
+  t.dtype = TECORE_DTYPE_E5M2;
+  TE_EXPECT_INVALID("cannot write e5m2", GEMM(&f, N, T, &t, 1, 0, NULL));
+  t = f.Db;
+  t.scale = 0;
+  TE_EXPECT_INVALID("scale", GEMM(&f, N, T, &t, 1, 0, NULL));
+  t = f.Db;
+  t.scaling = TECORE_SCALING_CURRENT;
+  t.amax = f.Db.scale;
+  TE_EXPECT_ERR(TECORE_ERR_NOT_SUPPORTED, "current scaling", GEMM(&f, N, T, &t, 1, 0, NULL));
+  t = f.D;
+  t.amax = f.Db.scale;
+  TE_EXPECT_INVALID("amax", GEMM(&f, N, T, &t, 1, 0, NULL));
+  TE_EXPECT_INVALID("an FP8 output cannot be accumulated", GEMM(&f, N, T, &f.Db, 1, 1, NULL));
+  TE_OK(GEMM(&f, N, T, &f.Db, 1, 0, NULL));
+
+  /* epilogue needs */
+  o = (struct tecore_gemm_opts){.epilogue = TECORE_GEMM_EPI_BIAS};
+  TE_EXPECT_INVALID("opts->bias is NULL", GEMM(&f, N, T, &f.D, 1, 0, &o));
+  o = (struct tecore_gemm_opts){.epilogue = TECORE_GEMM_EPI_GELU_AUX};
+  TE_EXPECT_INVALID("opts->aux is NULL", GEMM(&f, N, T, &f.D, 1, 0, &o));
+  o = (struct tecore_gemm_opts){.epilogue = TECORE_GEMM_EPI_NONE, .bias = &f.bias};
+  TE_EXPECT_INVALID("does not use it", GEMM(&f, N, T, &f.D, 1, 0, &o));
+  o = (struct tecore_gemm_opts){.epilogue = TECORE_GEMM_EPI_BIAS, .aux = &f.aux, .bias = &f.bias};
+  TE_EXPECT_INVALID("opts->aux is set", GEMM(&f, N, T, &f.D, 1, 0, &o));
+  t = f.bias;
+  t.dtype = TECORE_DTYPE_F32;
+  o = (struct tecore_gemm_opts){.epilogue = TECORE_GEMM_EPI_BIAS, .bias = &t};
+  TE_EXPECT_INVALID("opts->bias: dtype f32", GEMM(&f, N, T, &f.D, 1, 0, &o));
+  t = f.bias;
+  t.shape[0] = 32;
+  TE_EXPECT_INVALID("opts->bias: 32 elements", GEMM(&f, N, T, &f.D, 1, 0, &o));
+  t = f.aux;
+  t.shape[0] = 31;
+  o = (struct tecore_gemm_opts){.epilogue = TECORE_GEMM_EPI_GELU_AUX, .aux = &t};
+  TE_EXPECT_INVALID("opts->aux: its 2-D view", GEMM(&f, N, T, &f.D, 1, 0, &o));
+  o = (struct tecore_gemm_opts){.epilogue = TECORE_GEMM_EPI_BGRAD, .bias = &f.bias};
+  TE_EXPECT_INVALID("bgrad needs bf16/f16", GEMM(&f, N, T, &f.D, 1, 0, &o));
+  t = f.C;
+  t.dtype = TECORE_DTYPE_F32;
+  o = (struct tecore_gemm_opts){.C = &t};
+  TE_EXPECT_INVALID("opts->C: dtype f32", GEMM(&f, N, T, &f.D, 1, 1, &o));
+  {
+    /* bf16 GEMM: bgrad with alpha != 1; aux with n % 8 != 0 */
+    size_t sa[2] = {4, 8}, sb[2] = {12, 8}, sd[2] = {4, 12}, sm = 4;
+    struct tecore_tensor a, b, d, x, bb;
+    TE_OK(tecore_tensor_init(&a, TECORE_DTYPE_BF16, 2, sa, f.A.data));
+    TE_OK(tecore_tensor_init(&b, TECORE_DTYPE_BF16, 2, sb, f.B.data));
+    TE_OK(tecore_tensor_init(&d, TECORE_DTYPE_BF16, 2, sd, f.D.data));
+    TE_OK(tecore_tensor_init(&x, TECORE_DTYPE_BF16, 2, sd, f.aux.data));
+    TE_OK(tecore_tensor_init(&bb, TECORE_DTYPE_BF16, 1, &sm, f.bias.data));
+    o = (struct tecore_gemm_opts){.epilogue = TECORE_GEMM_EPI_BGRAD, .bias = &bb};
+    TE_EXPECT_INVALID("alpha = 1", tecore_gemm(&a, N, &b, T, &d, 2, 0, &o, te_stream));
+    o = (struct tecore_gemm_opts){.epilogue = TECORE_GEMM_EPI_GELU_AUX, .aux = &x};
+    TE_EXPECT_INVALID("multiple of 8", tecore_gemm(&a, N, &b, T, &d, 1, 0, &o, te_stream));
+    struct tecore_tensor a0 = a, b0 = b;
+    a0.shape[1] = b0.shape[1] = 0;
+    TE_EXPECT_INVALID("k is 0", tecore_gemm(&a0, N, &b0, T, &d, 1, 0, NULL, te_stream));
+  }
+
+  /* workspace */
+  o = (struct tecore_gemm_opts){.workspace = f.ws + 16, .workspace_bytes = 1024};
+  TE_EXPECT_INVALID("256", GEMM(&f, N, T, &f.D, 1, 0, &o));
+  o = (struct tecore_gemm_opts){.workspace = f.ws, .workspace_bytes = 0};
+  TE_EXPECT_INVALID("workspace_bytes is 0", GEMM(&f, N, T, &f.D, 1, 0, &o));
+  o = (struct tecore_gemm_opts){.workspace = 0, .workspace_bytes = 64};
+  TE_EXPECT_INVALID("opts->workspace is 0", GEMM(&f, N, T, &f.D, 1, 0, &o));
+  o = (struct tecore_gemm_opts){.workspace = f.ws, .workspace_bytes = 4096};
+  TE_OK(GEMM(&f, N, T, &f.D, 1, 0, &o));
+
+  TE_OK(tecore_stream_synchronize(te_stream));
+  ck_assert_str_eq(tecore_gemm_epilogue_name(TECORE_GEMM_EPI_BIAS_GELU_AUX), "bias_gelu_aux");
+  ck_assert_str_eq(tecore_gemm_epilogue_name((tecore_gemm_epilogue_t)42), "?");
+  dl_free(&f.l);
+}
+END_TEST
+
+/* ---- capture: the GEMM is a node of the graph, replayed on new inputs ---- */
+
+START_TEST(gemm_capture) {
+  const size_t m = 17, n = 16, k = 32;
+  struct dlist l = {.n = 0};
+  struct operand A, B;
+  make_operand(&l, &A, TECORE_DTYPE_BF16, 0, m, k, 0);
+  make_operand(&l, &B, TECORE_DTYPE_BF16, 0, n, k, 0);
+  struct tecore_tensor D;
+  size_t sd[2] = {m, n};
+  tecore_devptr_t dd = dl_alloc(&l, m * n * 4);
+  TE_OK(tecore_tensor_init(&D, TECORE_DTYPE_F32, 2, sd, dd));
+  /* a first GEMM on the stream outside capture (the internal workspace) */
+  TE_OK(tecore_gemm(&A.t, TECORE_GEMM_N, &B.t, TECORE_GEMM_T, &D, 1, 0, NULL, te_stream));
+  TE_OK(tecore_stream_synchronize(te_stream));
+  poison(dd, TECORE_DTYPE_F32, m * n);
+
+  tecore_graph_t graph;
+  tecore_graph_exec_t exec;
+  TE_OK(tecore_stream_begin_capture(te_stream, TECORE_CAPTURE_GLOBAL));
+  TE_OK(tecore_gemm(&A.t, TECORE_GEMM_N, &B.t, TECORE_GEMM_T, &D, 1, 0, NULL, te_stream));
+  TE_OK(tecore_stream_end_capture(te_stream, &graph));
+  TE_OK(tecore_graph_instantiate(&exec, graph));
+  float h[17 * 16];
+  te_d2h(h, dd, sizeof h);
+  for (size_t i = 0; i < m * n; i++) ck_assert_msg(isnan(h[i]), "capture ran the GEMM eagerly");
+
+  for (int rep = 0; rep < 2; rep++) {
+    /* new inputs in the same buffers, then replay */
+    uint16_t *ha = malloc(m * k * 2);
+    for (size_t i = 0; i < m * k; i++) {
+      ha[i] = te_f32_to_bf16(te_rand_float(-1, 1));
+      A.val[i] = te_bf16_to_f32(ha[i]);
+    }
+    te_h2d(A.t.data, ha, m * k * 2);
+    free(ha);
+    poison(dd, TECORE_DTYPE_F32, m * n);
+    TE_OK(tecore_graph_launch(exec, te_stream));
+    TE_OK(tecore_stream_synchronize(te_stream));
+    te_d2h(h, dd, sizeof h);
+    for (size_t i = 0; i < m; i++)
+      for (size_t j = 0; j < n; j++) {
+        double want = 0, mag = 0;
+        for (size_t kk = 0; kk < k; kk++) {
+          want += A.val[i * k + kk] * B.val[j * k + kk];
+          mag += fabs(A.val[i * k + kk] * B.val[j * k + kk]);
+        }
+        expect_near(h[i * n + j], want, 0x1p-14 * mag, TECORE_DTYPE_F32, "D", i, j, "replay");
+      }
+  }
+  TE_OK(tecore_graph_exec_destroy(exec));
+  TE_OK(tecore_graph_destroy(graph));
+  free(A.val);
+  free(B.val);
+  dl_free(&l);
+}
+END_TEST
+
+/* ---- threads: lazy loading, the handle and the cache under contention ---- */
+
+struct thr_arg {
+  tecore_ctx_t ctx;
+  int fails;
+  char msg[512];
+  tecore_devptr_t a, b, d;
+};
+
+static void *thr_main(void *p) {
+  struct thr_arg *t = p;
+  tecore_stream_t s = NULL;
+  if (tecore_ctx_set_current(t->ctx) || tecore_stream_create(TECORE_STREAM_NON_BLOCKING, 0, &s)) {
+    t->fails++;
+    snprintf(t->msg, sizeof t->msg, "set-up: %s", tecore_last_error());
+    return NULL;
+  }
+  struct tecore_tensor A, B, D;
+  size_t sa[2] = {16, 32}, sb[2] = {24, 32}, sd[2] = {16, 24};
+  tecore_tensor_init(&A, TECORE_DTYPE_BF16, 2, sa, t->a);
+  tecore_tensor_init(&B, TECORE_DTYPE_BF16, 2, sb, t->b);
+  tecore_tensor_init(&D, TECORE_DTYPE_F32, 2, sd, t->d);
+  for (int i = 0; i < 20; i++) {
+    tecore_result_t r = tecore_gemm(&A, TECORE_GEMM_N, &B, TECORE_GEMM_T, &D, 1, 0, NULL, s);
+    if (r == TECORE_SUCCESS) r = tecore_stream_synchronize(s);
+    if (r != TECORE_SUCCESS) {
+      t->fails++;
+      snprintf(t->msg, sizeof t->msg, "%s: %s", tecore_result_name(r), tecore_last_error());
+      break;
+    }
+  }
+  tecore_stream_destroy(s);
+  return NULL;
+}
+
+START_TEST(gemm_threads) {
+  enum { NT = 4 };
+  struct dlist l = {.n = 0};
+  struct operand A, B;
+  make_operand(&l, &A, TECORE_DTYPE_BF16, 0, 16, 32, 0);
+  make_operand(&l, &B, TECORE_DTYPE_BF16, 0, 24, 32, 0);
+  pthread_t th[NT];
+  struct thr_arg args[NT];
+  for (int i = 0; i < NT; i++) {
+    args[i] = (struct thr_arg){.ctx = te_ctx, .a = A.t.data, .b = B.t.data,
+                               .d = dl_alloc(&l, 16 * 24 * 4)};
+    poison(args[i].d, TECORE_DTYPE_F32, 16 * 24);
+    ck_assert_int_eq(pthread_create(&th[i], NULL, thr_main, &args[i]), 0);
+  }
+  for (int i = 0; i < NT; i++) pthread_join(th[i], NULL);
+  for (int i = 0; i < NT; i++) {
+    ck_assert_msg(args[i].fails == 0, "thread %d: %s", i, args[i].msg);
+    float h[16 * 24];
+    te_d2h(h, args[i].d, sizeof h);
+    for (size_t r = 0; r < 16; r++)
+      for (size_t c = 0; c < 24; c++) {
+        double want = 0, mag = 0;
+        for (size_t kk = 0; kk < 32; kk++) {
+          want += A.val[r * 32 + kk] * B.val[c * 32 + kk];
+          mag += fabs(A.val[r * 32 + kk] * B.val[c * 32 + kk]);
+        }
+        expect_near(h[r * 24 + c], want, 0x1p-14 * mag, TECORE_DTYPE_F32, "D", r, c, "threads");
+      }
+  }
+  free(A.val);
+  free(B.val);
+  dl_free(&l);
+}
+END_TEST
+
+/* ---- cuBLASLt missing: TECORE_ERR_NO_LIBRARY from the GEMM, nothing else - */
+
+START_TEST(gemm_no_library) {
+  if (!te_test_forking) return;   /* the variable is read once per process */
+  setenv("TECORE_CUBLASLT_LIB", "/nonexistent/libcublasLt.so.13", 1);
+  size_t sa[2] = {16, 16};
+  tecore_devptr_t p = te_dalloc(4096);
+  TE_OK(tecore_memset_d8_async(p, 0, 4096, te_stream));
+  struct tecore_tensor A, D;
+  TE_OK(tecore_tensor_init(&A, TECORE_DTYPE_BF16, 2, sa, p));
+  TE_OK(tecore_tensor_init(&D, TECORE_DTYPE_F32, 2, sa, p + 1024));
+  if (te_backend_kind == TECORE_BACKEND_CUDA) {
+    for (int i = 0; i < 2; i++)   /* the same answer on every call */
+      TE_EXPECT_ERR(TECORE_ERR_NO_LIBRARY, "TECORE_CUBLASLT_LIB",
+                    tecore_gemm(&A, TECORE_GEMM_N, &A, TECORE_GEMM_T, &D, 1, 0, NULL, te_stream));
+  } else {
+    /* vdev never loads cuBLASLt */
+    TE_OK(tecore_gemm(&A, TECORE_GEMM_N, &A, TECORE_GEMM_T, &D, 1, 0, NULL, te_stream));
+  }
+  TE_OK(tecore_stream_synchronize(te_stream));
+  TE_OK(tecore_mem_free(p));
+}
+END_TEST
+
+static Suite *gemm_suite(void) {
+  Suite *s = suite_create("gemm");
+  TCase *tc = te_tcase(s, "reference", 1);
+  tcase_add_test(tc, gemm_bf16);
+  tcase_add_test(tc, gemm_f16);
+  tcase_add_test(tc, gemm_e4m3_e4m3);
+  tcase_add_test(tc, gemm_e4m3_e5m2);
+  tcase_add_test(tc, gemm_e5m2_e4m3);
+  tcase_add_test(tc, gemm_mxfp8);
+  tcase_add_test(tc, gemm_accumulate);
+  tcase_add_test(tc, gemm_fast_accum);
+  tcase_add_test(tc, gemm_empty);
+  tc = te_tcase(s, "api", 1);
+  tcase_add_test(tc, gemm_errors);
+  tcase_add_test(tc, gemm_capture);
+  tcase_add_test(tc, gemm_threads);
+  tcase_add_test(tc, gemm_no_library);
+  return s;
+}
+
+TE_TEST_MAIN(gemm_suite, TE_TEST_DEVICE)

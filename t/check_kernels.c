@@ -1,0 +1,416 @@
+/* check_kernels.c -- tecore_fill and tecore_scale_add (te/elementwise.h)
+ * against a host reference:
+ *   - f32 bit for bit; f16 and bf16 bit for bit against the rounding this
+ *     file implements on its own (round to nearest, ties to even, done in
+ *     double arithmetic with nearbyint, independent of kernels/common);
+ *   - sizes 1, 7, 1000003 and a random one, with poisoned guard elements
+ *     after the end that must stay untouched;
+ *   - special values: ties, subnormals, overflow to infinity, -0, inf, NaN
+ *     (a NaN matches any NaN: payloads differ between CPU and GPU);
+ *   - dst aliasing a or b;
+ *   - the same launches captured into a graph give the same bits.
+ * scale_add's reference is fmaf(alpha, a, beta * b) in float: one rounding
+ * for beta*b and one for the fused multiply-add. */
+#include "tests.h"
+
+#define GUARD 64 /* poisoned elements after each output */
+
+/* ---- the reference conversions ---- */
+
+static float ref_f16_to_f32(uint16_t h) {
+  int e = (h >> 10) & 31, m = h & 1023;
+  double v;
+  if (e == 31) v = m ? NAN : INFINITY;
+  else if (e == 0) v = ldexp(m, -24);
+  else v = ldexp(1024 + m, e - 25);
+  return (float)((h & 0x8000) ? -v : v);
+}
+static float ref_bf16_to_f32(uint16_t h) { return te_f32_from_bits((uint32_t)h << 16); }
+
+/* Rounds |x| (finite, > 0) to a multiple of 2^(max(exp(x), min_exp) - mant_bits),
+ * ties to even: the value of x in a format with mant_bits stored bits. */
+static double ref_round(double a, int min_exp, int mant_bits) {
+  int e;
+  frexp(a, &e); /* a in [2^(e-1), 2^e) */
+  int exp = e - 1 < min_exp ? min_exp : e - 1;
+  double q = ldexp(1.0, exp - mant_bits);
+  return nearbyint(a / q) * q; /* a / q is exact: a power-of-two scaling */
+}
+
+/* double -> f16, rounded once. */
+static uint16_t ref_f16(double x) {
+  uint16_t sign = signbit(x) ? 0x8000 : 0;
+  if (isnan(x)) return 0x7e00;
+  if (isinf(x)) return sign | 0x7c00;
+  double a = fabs(x);
+  if (a == 0) return sign;
+  double r = ref_round(a, -14, 10);
+  if (r >= 65536.0) return sign | 0x7c00;
+  if (r < ldexp(1.0, -14)) return sign | (uint16_t)(r * ldexp(1.0, 24)); /* subnormal */
+  int e;
+  double m = frexp(r, &e); /* r = m * 2^e, m in [0.5, 1) */
+  return (uint16_t)(sign | ((e - 1 + 15) << 10) | (uint16_t)((2 * m - 1) * 1024));
+}
+
+/* double -> bf16, rounded once. */
+static uint16_t ref_bf16(double x) {
+  uint16_t sign = signbit(x) ? 0x8000 : 0;
+  if (isnan(x)) return 0x7fc0;
+  if (isinf(x)) return sign | 0x7f80;
+  double a = fabs(x);
+  if (a == 0) return sign;
+  double r = ref_round(a, -126, 7);
+  if (r >= ldexp(1.0, 128)) return sign | 0x7f80;
+  return (uint16_t)(sign | (te_f32_bits_of((float)r) >> 16)); /* r is exact in float */
+}
+
+START_TEST(reference_self_check) {
+  /* known values, so the oracle itself is tested */
+  ck_assert_uint_eq(ref_f16(1.0), 0x3c00);
+  ck_assert_uint_eq(ref_f16(-2.0), 0xc000);
+  ck_assert_uint_eq(ref_f16(65504.0), 0x7bff);
+  ck_assert_uint_eq(ref_f16(65519.0), 0x7bff);
+  ck_assert_uint_eq(ref_f16(65520.0), 0x7c00);
+  ck_assert_uint_eq(ref_f16(ldexp(1, -24)), 0x0001);
+  ck_assert_uint_eq(ref_f16(ldexp(1, -25)), 0x0000);      /* tie to even (0) */
+  ck_assert_uint_eq(ref_f16(ldexp(3, -25)), 0x0002);      /* tie to even (2) */
+  ck_assert_uint_eq(ref_f16(1.0 + ldexp(1, -11)), 0x3c00); /* tie to even */
+  ck_assert_uint_eq(ref_f16(1.0 + ldexp(3, -11)), 0x3c02); /* tie to even (up) */
+  ck_assert_uint_eq(ref_f16(ldexp(1, -14)), 0x0400);
+  ck_assert_uint_eq(ref_f16(-0.0), 0x8000);
+  ck_assert_uint_eq(ref_f16(0.1), 0x2e66);
+  ck_assert_uint_eq(ref_bf16(1.0), 0x3f80);
+  ck_assert_uint_eq(ref_bf16(1.0 + ldexp(1, -8)), 0x3f80); /* tie to even */
+  ck_assert_uint_eq(ref_bf16(1.0 + ldexp(3, -8)), 0x3f82);
+  ck_assert_uint_eq(ref_bf16(3.0e38), 0x7f62);
+  ck_assert_uint_eq(ref_bf16(3.4e38), 0x7f80);              /* above bf16's max: inf */
+  ck_assert_uint_eq(ref_bf16(0.1), 0x3dcd);
+  ck_assert_uint_eq(ref_bf16(ldexp(1, -133)), 0x0001);
+  for (uint32_t h = 0; h < 0x10000; h++) {
+    /* every finite f16 and bf16 converts to float and back unchanged */
+    float f = ref_f16_to_f32((uint16_t)h);
+    if (!isnan(f)) ck_assert_uint_eq(ref_f16(f), h);
+    float b = ref_bf16_to_f32((uint16_t)h);
+    if (!isnan(b)) ck_assert_uint_eq(ref_bf16(b), h);
+  }
+}
+END_TEST
+
+/* ---- inputs ---- */
+
+/* Mostly moderate values, some raw bit patterns (subnormals, inf, NaN). */
+static float rand_input_f32(void) {
+  if (te_rand_below(10) == 0) return te_f32_from_bits(te_rand_u32());
+  return te_rand_float(-1000.0f, 1000.0f);
+}
+static uint16_t rand_input_half(int bf16) {
+  if (te_rand_below(5) == 0) return (uint16_t)te_rand_u32();
+  float f = te_rand_float(-100.0f, 100.0f);
+  return bf16 ? ref_bf16(f) : ref_f16(f);
+}
+
+/* Values fill must round right: ties, around overflow, subnormal, signs. */
+static double special_value(tecore_dtype_t dt, int k) {
+  switch (k) {
+  case 0: return dt == TECORE_DTYPE_BF16 ? 1.0 + ldexp(1, -8) : 1.0 + ldexp(1, -11); /* ties */
+  case 1: return dt == TECORE_DTYPE_BF16 ? 1.0 + ldexp(3, -8) : 1.0 + ldexp(3, -11);
+  case 2: return dt == TECORE_DTYPE_F16 ? 65519.0 : 3.0e38;
+  case 3: return dt == TECORE_DTYPE_F16 ? 65520.0 : 3.4e38;
+  case 4: return dt == TECORE_DTYPE_F16 ? ldexp(3, -25) : ldexp(3, -134);
+  case 5: return -0.0;
+  case 6: return -INFINITY;
+  case 7: return NAN;
+  case 8: return 1.0e-45; /* float's smallest subnormal */
+  default: return -te_rand_float(0.001f, 1000.0f);
+  }
+}
+#define NSPECIAL 10
+
+static size_t elem(tecore_dtype_t dt) { return dt == TECORE_DTYPE_F32 ? 4 : 2; }
+static const char *dname(tecore_dtype_t dt) { return tecore_dtype_name(dt); }
+
+/* Expected bits of float v stored as dt. */
+static uint32_t store_bits(tecore_dtype_t dt, float v) {
+  if (dt == TECORE_DTYPE_F32) return te_f32_bits_of(v);
+  return dt == TECORE_DTYPE_F16 ? ref_f16(v) : ref_bf16(v);
+}
+static float load_val(tecore_dtype_t dt, const void *p, size_t i) {
+  if (dt == TECORE_DTYPE_F32) return ((const float *)p)[i];
+  uint16_t h = ((const uint16_t *)p)[i];
+  return dt == TECORE_DTYPE_F16 ? ref_f16_to_f32(h) : ref_bf16_to_f32(h);
+}
+
+/* got vs want for n elements of dt, then GUARD poisoned elements. */
+static void expect_elems(tecore_dtype_t dt, const void *got, const void *want, size_t n,
+                         const char *what) {
+  if (dt == TECORE_DTYPE_F32)
+    te_expect_f32_bits(got, want, n, what);
+  else if (dt == TECORE_DTYPE_F16)
+    te_expect_half_bits(got, want, n, 5, ref_f16_to_f32, what);
+  else
+    te_expect_half_bits(got, want, n, 8, ref_bf16_to_f32, what);
+  char g[160];
+  snprintf(g, sizeof g, "%s: guard after the end", what);
+  te_expect_bytes_eq((const unsigned char *)got + n * elem(dt), TE_POISON_BYTE, GUARD * elem(dt),
+                     g);
+}
+
+static void put_elem(tecore_dtype_t dt, void *p, size_t i, uint32_t bits) {
+  if (dt == TECORE_DTYPE_F32) memcpy((char *)p + 4 * i, &bits, 4);
+  else ((uint16_t *)p)[i] = (uint16_t)bits;
+}
+
+static const tecore_dtype_t dtypes[] = {TECORE_DTYPE_F32, TECORE_DTYPE_F16, TECORE_DTYPE_BF16};
+
+static size_t test_size(int k) {
+  static const size_t fixed[] = {1, 7, 1000003};
+  return k < 3 ? fixed[k] : 1 + te_rand_below(100000);
+}
+
+/* ---- fill ---- */
+
+static void fill_case(tecore_dtype_t dt, size_t n, double value) {
+  size_t bytes = (n + GUARD) * elem(dt);
+  tecore_devptr_t d = te_dalloc(bytes);
+  void *got = malloc(bytes), *want = malloc(n * elem(dt));
+  te_poison_dev(d, bytes);
+  TE_OK(tecore_fill(d, dt, n, value, te_stream));
+  /* value in dt, rounded once from the double (te/elementwise.h) */
+  uint32_t bits = dt == TECORE_DTYPE_F32  ? te_f32_bits_of((float)value)
+                  : dt == TECORE_DTYPE_F16 ? ref_f16(value)
+                                           : ref_bf16(value);
+  for (size_t i = 0; i < n; i++) put_elem(dt, want, i, bits);
+  te_poison_host(got, bytes);
+  te_d2h(got, d, bytes);
+  char what[128];
+  snprintf(what, sizeof what, "fill %s n=%zu value=%.17g", dname(dt), n, value);
+  expect_elems(dt, got, want, n, what);
+  TE_OK(tecore_mem_free(d));
+  free(got);
+  free(want);
+}
+
+START_TEST(fill_sizes) {
+  for (size_t t = 0; t < 3; t++)
+    for (int k = 0; k < 4; k++) fill_case(dtypes[t], test_size(k), te_rand_float(-50, 50));
+}
+END_TEST
+
+START_TEST(fill_special_values) {
+  for (size_t t = 0; t < 3; t++)
+    for (int k = 0; k < NSPECIAL; k++) fill_case(dtypes[t], 33, special_value(dtypes[t], k));
+}
+END_TEST
+
+/* A double just above a 16-bit tie must round up: rounding it to float
+ * first lands exactly on the tie, which then goes to even (down). */
+START_TEST(fill_rounds_double_once) {
+  fill_case(TECORE_DTYPE_F16, 5, 1.0 + ldexp(1, -11) + ldexp(1, -40));
+  fill_case(TECORE_DTYPE_BF16, 5, 1.0 + ldexp(1, -8) + ldexp(1, -40));
+}
+END_TEST
+
+/* ---- scale_add ---- */
+
+struct sa_case {
+  tecore_dtype_t dt;
+  size_t n;
+  void *a, *b;              /* host inputs (dt elements) */
+  float alpha, beta;
+};
+
+static void sa_inputs(struct sa_case *c, tecore_dtype_t dt, size_t n) {
+  c->dt = dt;
+  c->n = n;
+  c->a = malloc(n * elem(dt));
+  c->b = malloc(n * elem(dt));
+  for (size_t i = 0; i < n; i++) {
+    uint32_t ba = dt == TECORE_DTYPE_F32 ? te_f32_bits_of(rand_input_f32())
+                                         : rand_input_half(dt == TECORE_DTYPE_BF16);
+    uint32_t bb = dt == TECORE_DTYPE_F32 ? te_f32_bits_of(rand_input_f32())
+                                         : rand_input_half(dt == TECORE_DTYPE_BF16);
+    put_elem(dt, c->a, i, ba);
+    put_elem(dt, c->b, i, bb);
+  }
+  c->alpha = te_rand_float(-3, 3);
+  c->beta = te_rand_float(-3, 3);
+}
+static void sa_free(struct sa_case *c) {
+  free(c->a);
+  free(c->b);
+}
+static void *sa_reference(const struct sa_case *c) {
+  void *want = malloc(c->n * elem(c->dt));
+  for (size_t i = 0; i < c->n; i++) {
+    float a = load_val(c->dt, c->a, i), b = load_val(c->dt, c->b, i);
+    float bb = c->beta * b;
+    put_elem(c->dt, want, i, store_bits(c->dt, fmaf(c->alpha, a, bb)));
+  }
+  return want;
+}
+
+/* alias: 0 separate dst, 1 dst == a, 2 dst == b */
+static void scale_add_case(tecore_dtype_t dt, size_t n, int alias) {
+  struct sa_case c;
+  sa_inputs(&c, dt, n);
+  size_t es = elem(dt), bytes = (n + GUARD) * es;
+  tecore_devptr_t da = te_dalloc(bytes), db = te_dalloc(bytes), dd = te_dalloc(bytes);
+  te_poison_dev(da, bytes);
+  te_poison_dev(db, bytes);
+  te_poison_dev(dd, bytes);
+  te_h2d(da, c.a, n * es);
+  te_h2d(db, c.b, n * es);
+  tecore_devptr_t dst = alias == 1 ? da : alias == 2 ? db : dd;
+  TE_OK(tecore_scale_add(dst, da, c.alpha, db, c.beta, dt, n, te_stream));
+  void *want = sa_reference(&c), *got = malloc(bytes);
+  te_poison_host(got, bytes);
+  te_d2h(got, dst, bytes);
+  char what[160];
+  snprintf(what, sizeof what, "scale_add %s n=%zu alpha=%a beta=%a%s", dname(dt), n,
+           (double)c.alpha, (double)c.beta,
+           alias == 1 ? " dst==a" : alias == 2 ? " dst==b" : "");
+  expect_elems(dt, got, want, n, what);
+  if (alias == 0) {
+    /* inputs unchanged */
+    te_d2h(got, da, n * es);
+    te_expect_mem_eq(got, c.a, n * es, "scale_add input a afterwards");
+    te_d2h(got, db, n * es);
+    te_expect_mem_eq(got, c.b, n * es, "scale_add input b afterwards");
+  }
+  TE_OK(tecore_mem_free(da));
+  TE_OK(tecore_mem_free(db));
+  TE_OK(tecore_mem_free(dd));
+  free(want);
+  free(got);
+  sa_free(&c);
+}
+
+START_TEST(scale_add_sizes) {
+  for (size_t t = 0; t < 3; t++)
+    for (int k = 0; k < 4; k++) scale_add_case(dtypes[t], test_size(k), 0);
+}
+END_TEST
+
+START_TEST(scale_add_aliasing) {
+  for (size_t t = 0; t < 3; t++) {
+    size_t n = 1 + te_rand_below(50000);
+    scale_add_case(dtypes[t], n, 1);
+    scale_add_case(dtypes[t], n, 2);
+  }
+}
+END_TEST
+
+/* Coefficients that expose the evaluation order: alpha*a and beta*b
+ * cancel, so only a fused multiply-add keeps the low bits. */
+START_TEST(scale_add_is_fused) {
+  size_t n = 4096;
+  float *a = malloc(n * 4), *b = malloc(n * 4), *got = malloc((n + GUARD) * 4),
+        *want = malloc(n * 4);
+  for (size_t i = 0; i < n; i++) {
+    a[i] = 1.0f + (float)te_rand_below(1u << 20) * 0x1p-23f;
+    b[i] = -a[i];
+  }
+  float alpha = 1.0f + 0x1p-12f, beta = 1.0f;
+  for (size_t i = 0; i < n; i++) want[i] = fmaf(alpha, a[i], beta * b[i]);
+  tecore_devptr_t da = te_dalloc(n * 4), db = te_dalloc(n * 4), dd = te_dalloc((n + GUARD) * 4);
+  te_h2d(da, a, n * 4);
+  te_h2d(db, b, n * 4);
+  te_poison_dev(dd, (n + GUARD) * 4);
+  TE_OK(tecore_scale_add(dd, da, alpha, db, beta, TECORE_DTYPE_F32, n, te_stream));
+  te_d2h(got, dd, (n + GUARD) * 4);
+  expect_elems(TECORE_DTYPE_F32, got, want, n, "scale_add rounding order");
+  TE_OK(tecore_mem_free(da));
+  TE_OK(tecore_mem_free(db));
+  TE_OK(tecore_mem_free(dd));
+  free(a);
+  free(b);
+  free(got);
+  free(want);
+}
+END_TEST
+
+/* ---- captured ---- */
+
+START_TEST(captured_same_bits) {
+  for (size_t t = 0; t < 3; t++) {
+    tecore_dtype_t dt = dtypes[t];
+    size_t n = 1000 + te_rand_below(20000), es = elem(dt), bytes = (n + GUARD) * es;
+    struct sa_case c;
+    sa_inputs(&c, dt, n);
+    double v = te_rand_float(-10, 10);
+    tecore_devptr_t da = te_dalloc(bytes), db = te_dalloc(bytes), dd = te_dalloc(bytes),
+                    df = te_dalloc(bytes);
+    te_h2d(da, c.a, n * es);
+    te_h2d(db, c.b, n * es);
+    void *eager_d = malloc(bytes), *eager_f = malloc(bytes), *got = malloc(bytes);
+    /* eager */
+    te_poison_dev(dd, bytes);
+    te_poison_dev(df, bytes);
+    TE_OK(tecore_fill(df, dt, n, v, te_stream));
+    TE_OK(tecore_scale_add(dd, da, c.alpha, db, c.beta, dt, n, te_stream));
+    te_d2h(eager_d, dd, bytes);
+    te_d2h(eager_f, df, bytes);
+    void *want = sa_reference(&c);
+    expect_elems(dt, eager_d, want, n, "eager scale_add");
+    /* captured, then launched on poisoned outputs */
+    te_poison_dev(dd, bytes);
+    te_poison_dev(df, bytes);
+    tecore_graph_t g = NULL;
+    tecore_graph_exec_t x = NULL;
+    TE_OK(tecore_stream_begin_capture(te_stream, TECORE_CAPTURE_THREAD_LOCAL));
+    TE_OK(tecore_fill(df, dt, n, v, te_stream));
+    TE_OK(tecore_scale_add(dd, da, c.alpha, db, c.beta, dt, n, te_stream));
+    TE_OK(tecore_stream_end_capture(te_stream, &g));
+    TE_OK(tecore_graph_instantiate(&x, g));
+    te_d2h(got, dd, bytes);
+    te_expect_bytes_eq(got, TE_POISON_BYTE, bytes, "scale_add output before the graph ran");
+    TE_OK(tecore_graph_launch(x, te_stream));
+    ck_assert_int_eq(te_stream_wait(te_stream, 20000), TECORE_SUCCESS);
+    te_d2h(got, dd, bytes);
+    te_expect_mem_eq(got, eager_d, bytes, "graph scale_add vs eager");
+    te_d2h(got, df, bytes);
+    te_expect_mem_eq(got, eager_f, bytes, "graph fill vs eager");
+    TE_OK(tecore_graph_exec_destroy(x));
+    TE_OK(tecore_graph_destroy(g));
+    tecore_devptr_t p[] = {da, db, dd, df};
+    for (int i = 0; i < 4; i++) TE_OK(tecore_mem_free(p[i]));
+    free(eager_d);
+    free(eager_f);
+    free(got);
+    free(want);
+    sa_free(&c);
+  }
+}
+END_TEST
+
+START_TEST(zero_count_is_noop) {
+  tecore_devptr_t d = te_dalloc(64);
+  te_poison_dev(d, 64);
+  TE_OK(tecore_fill(d, TECORE_DTYPE_F32, 0, 1.0, te_stream));
+  TE_OK(tecore_scale_add(d, d, 1, d, 1, TECORE_DTYPE_F16, 0, te_stream));
+  unsigned char b[64];
+  te_d2h(b, d, 64);
+  te_expect_bytes_eq(b, TE_POISON_BYTE, 64, "after count-0 kernels");
+  TE_OK(tecore_mem_free(d));
+}
+END_TEST
+
+static Suite *kernels_suite(void) {
+  Suite *s = suite_create("kernels");
+  TCase *tc = te_tcase(s, "reference", 0);
+  tcase_add_test(tc, reference_self_check);
+  tc = te_tcase(s, "fill", 1);
+  tcase_add_test(tc, fill_sizes);
+  tcase_add_test(tc, fill_special_values);
+  tcase_add_test(tc, fill_rounds_double_once);
+  tc = te_tcase(s, "scale_add", 1);
+  tcase_add_test(tc, scale_add_sizes);
+  tcase_add_test(tc, scale_add_aliasing);
+  tcase_add_test(tc, scale_add_is_fused);
+  tc = te_tcase(s, "graph", 1);
+  tcase_add_test(tc, captured_same_bits);
+  tcase_add_test(tc, zero_count_is_noop);
+  return s;
+}
+
+TE_TEST_MAIN(kernels_suite, TE_TEST_DEVICE)

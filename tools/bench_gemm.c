@@ -1,0 +1,354 @@
+/* bench_gemm.c -- te-bench's GEMM section (--gemm): libte's tecore_gemm
+ * beside cuBLASLt called directly, in the same run, on the same buffers,
+ * with the same descriptors (so the same heuristic algorithm) and the same
+ * workspace: the ratio is libte's overhead (target >= 97%).
+ *   FP8 E4M3 x E4M3 -> BF16, 4096^3 and 8192^3 (fast accumulation on and off)
+ *   BF16 x BF16 -> BF16, 4096^3 and 8192^3
+ *   Linear+Bias+GELU forward (FP8, tokens 8192, in 4096, out 16384): the
+ *     BIAS_GELU_AUX epilogue against the GEMM with the bias epilogue
+ *     followed by a separate GELU kernel (tecore_act_fwd).  libtecore has
+ *     no bias-add+GELU kernel, so the bias rides in the unfused GEMM's
+ *     epilogue; what the fusion saves is then the GELU kernel's extra read
+ *     of the pre-activation (its write of D is the fused GEMM's too), and
+ *     the floor printed is those bytes over the copy bandwidth.
+ * Layout: row-major D[m][n] = A[m][k] B[n][k]^T (te/gemm.h's TN case),
+ * which is cuBLASLt's column-major D' = B'^T A' with op(A') = T.
+ * Needs the cuda backend; on vdev it says so and returns. */
+#include "config.h"
+#include "bench.h"
+#include <te/activation.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#ifdef TE_HAVE_CUDA
+#include <dlfcn.h>
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wstrict-prototypes"
+#include <cublasLt.h>
+#pragma GCC diagnostic pop
+
+/* The direct path loads cuBLASLt itself, as an application would. */
+struct lt_fns {
+  void *lib;
+  __typeof__(&cublasLtCreate) create;
+  __typeof__(&cublasLtDestroy) destroy;
+  __typeof__(&cublasLtGetVersion) version;
+  __typeof__(&cublasLtMatmulDescCreate) desc_create;
+  __typeof__(&cublasLtMatmulDescSetAttribute) desc_set;
+  __typeof__(&cublasLtMatmulDescDestroy) desc_destroy;
+  __typeof__(&cublasLtMatrixLayoutCreate) layout_create;
+  __typeof__(&cublasLtMatrixLayoutDestroy) layout_destroy;
+  __typeof__(&cublasLtMatmulPreferenceCreate) pref_create;
+  __typeof__(&cublasLtMatmulPreferenceSetAttribute) pref_set;
+  __typeof__(&cublasLtMatmulPreferenceDestroy) pref_destroy;
+  __typeof__(&cublasLtMatmulAlgoGetHeuristic) heuristic;
+  __typeof__(&cublasLtMatmul) matmul;
+  cublasLtHandle_t handle;
+};
+
+static int lt_open(struct lt_fns *f) {
+  const char *env = getenv("TECORE_CUBLASLT_LIB");
+  const char *names[] = {env && env[0] ? env : "libcublasLt.so.13", "libcublasLt.so.12",
+                         "/usr/local/cuda/lib64/libcublasLt.so.13",
+                         "/usr/local/cuda/lib64/libcublasLt.so.12"};
+  for (size_t i = 0; i < 4 && !f->lib; i++) f->lib = dlopen(names[i], RTLD_NOW | RTLD_LOCAL);
+  if (!f->lib) return -1;
+#define LT_SYM(field, name)                                           \
+  if (!(f->field = (__typeof__(f->field))dlsym(f->lib, #name))) return -1;
+  LT_SYM(create, cublasLtCreate)
+  LT_SYM(destroy, cublasLtDestroy)
+  LT_SYM(version, cublasLtGetVersion)
+  LT_SYM(desc_create, cublasLtMatmulDescCreate)
+  LT_SYM(desc_set, cublasLtMatmulDescSetAttribute)
+  LT_SYM(desc_destroy, cublasLtMatmulDescDestroy)
+  LT_SYM(layout_create, cublasLtMatrixLayoutCreate)
+  LT_SYM(layout_destroy, cublasLtMatrixLayoutDestroy)
+  LT_SYM(pref_create, cublasLtMatmulPreferenceCreate)
+  LT_SYM(pref_set, cublasLtMatmulPreferenceSetAttribute)
+  LT_SYM(pref_destroy, cublasLtMatmulPreferenceDestroy)
+  LT_SYM(heuristic, cublasLtMatmulAlgoGetHeuristic)
+  LT_SYM(matmul, cublasLtMatmul)
+#undef LT_SYM
+  return f->create(&f->handle) == CUBLAS_STATUS_SUCCESS ? 0 : -1;
+}
+
+/* One problem: D[m][n] (BF16) = A[m][k] B[n][k]^T; FP8 or BF16 operands. */
+struct gemm_prob {
+  size_t m, n, k;
+  tecore_dtype_t in;
+  int fast;
+  tecore_devptr_t a, b, d, sa, sb, ws;
+  size_t ws_bytes;
+  struct tecore_tensor A, B, D;
+  struct tecore_gemm_opts opts;
+  /* the direct call's descriptors, built once (its best case) */
+  struct lt_fns *lt;
+  cublasLtMatmulDesc_t op;
+  cublasLtMatrixLayout_t la, lb, ld;
+  cublasLtMatmulAlgo_t algo;
+};
+
+static cudaDataType_t cu_type(tecore_dtype_t d) {
+  return d == TECORE_DTYPE_E4M3 ? CUDA_R_8F_E4M3 : d == TECORE_DTYPE_BF16 ? CUDA_R_16BF : CUDA_R_32F;
+}
+
+/* The descriptors libte builds for this problem, built here by hand. */
+static int direct_setup(struct gemm_prob *p) {
+  struct lt_fns *f = p->lt;
+  int fp8 = p->in == TECORE_DTYPE_E4M3;
+  int32_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
+  uint32_t epi = CUBLASLT_EPILOGUE_DEFAULT;
+  if (f->desc_create(&p->op, CUBLAS_COMPUTE_32F, CUDA_R_32F)) return -1;
+  f->desc_set(p->op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta);
+  f->desc_set(p->op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb);
+  if (fp8) {
+    int8_t fast = (int8_t)p->fast;
+    const void *sa = (const void *)(uintptr_t)p->sb, *sb = (const void *)(uintptr_t)p->sa;
+    f->desc_set(p->op, CUBLASLT_MATMUL_DESC_FAST_ACCUM, &fast, sizeof fast);
+    f->desc_set(p->op, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &sa, sizeof sa);
+    f->desc_set(p->op, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &sb, sizeof sb);
+  }
+  f->desc_set(p->op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof epi);
+  if (f->layout_create(&p->la, cu_type(p->in), p->k, p->n, (int64_t)p->k) ||
+      f->layout_create(&p->lb, cu_type(p->in), p->k, p->m, (int64_t)p->k) ||
+      f->layout_create(&p->ld, CUDA_R_16BF, p->n, p->m, (int64_t)p->n))
+    return -1;
+  cublasLtMatmulPreference_t pref;
+  uint64_t wsb = p->ws_bytes;
+  uint32_t al = 256;
+  if (f->pref_create(&pref)) return -1;
+  f->pref_set(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &wsb, sizeof wsb);
+  f->pref_set(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &al, sizeof al);
+  f->pref_set(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &al, sizeof al);
+  f->pref_set(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &al, sizeof al);
+  f->pref_set(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &al, sizeof al);
+  cublasLtMatmulHeuristicResult_t res;
+  int found = 0;
+  memset(&res, 0, sizeof res);
+  cublasStatus_t s = f->heuristic(f->handle, p->op, p->la, p->lb, p->ld, p->ld, pref, 1, &res,
+                                  &found);
+  f->pref_destroy(pref);
+  if (s != CUBLAS_STATUS_SUCCESS || found == 0) return -1;
+  p->algo = res.algo;
+  return 0;
+}
+
+static void direct_free(struct gemm_prob *p) {
+  struct lt_fns *f = p->lt;
+  if (p->la) f->layout_destroy(p->la);
+  if (p->lb) f->layout_destroy(p->lb);
+  if (p->ld) f->layout_destroy(p->ld);
+  if (p->op) f->desc_destroy(p->op);
+}
+
+static tecore_result_t direct_body(struct tb_ctx *c, void *arg) {
+  struct gemm_prob *p = arg;
+  float one = 1.0f, zero = 0.0f;
+  void *d = (void *)(uintptr_t)p->d;
+  cublasStatus_t s = p->lt->matmul(p->lt->handle, p->op, &one, (const void *)(uintptr_t)p->b,
+                                   p->la, (const void *)(uintptr_t)p->a, p->lb, &zero, d, p->ld,
+                                   d, p->ld, &p->algo, (void *)(uintptr_t)p->ws, p->ws_bytes,
+                                   c->s);
+  if (s != CUBLAS_STATUS_SUCCESS) {
+    fprintf(stderr, "te-bench: cublasLtMatmul: status %d\n", (int)s);
+    return TECORE_ERR_DRIVER;
+  }
+  return TECORE_SUCCESS;
+}
+
+static tecore_result_t libte_body(struct tb_ctx *c, void *arg) {
+  struct gemm_prob *p = arg;
+  return tecore_gemm(&p->A, TECORE_GEMM_N, &p->B, TECORE_GEMM_T, &p->D, 1.0f, 0.0f, &p->opts,
+                     c->s);
+}
+
+static int prob_alloc(struct tb_ctx *c, struct gemm_prob *p) {
+  size_t sa[2] = {p->m, p->k}, sb[2] = {p->n, p->k}, sd[2] = {p->m, p->n};
+  float one = 1.0f;
+  p->a = tb_alloc_random(c, p->m * p->k, p->in);
+  p->b = tb_alloc_random(c, p->n * p->k, p->in);
+  p->d = tb_alloc_random(c, p->m * p->n, TECORE_DTYPE_BF16);
+  if (!p->a || !p->b || !p->d || tecore_mem_alloc(4, &p->sa) || tecore_mem_alloc(4, &p->sb) ||
+      tecore_memcpy(p->sa, (tecore_devptr_t)(uintptr_t)&one, 4) ||
+      tecore_memcpy(p->sb, (tecore_devptr_t)(uintptr_t)&one, 4))
+    return -1;
+  /* FP8 operands are random bytes (a few NaN codes among them): the
+   * tensor cores' speed does not depend on the values */
+  tecore_tensor_init(&p->A, p->in, 2, sa, p->a);
+  tecore_tensor_init(&p->B, p->in, 2, sb, p->b);
+  tecore_tensor_init(&p->D, TECORE_DTYPE_BF16, 2, sd, p->d);
+  if (p->in == TECORE_DTYPE_E4M3) {
+    p->A.scaling = p->B.scaling = TECORE_SCALING_DELAYED;
+    p->A.scale_inv = p->sa;
+    p->B.scale_inv = p->sb;
+  }
+  p->opts.fast_accum = p->fast;
+  p->opts.workspace = p->ws;
+  p->opts.workspace_bytes = p->ws_bytes;
+  return 0;
+}
+
+static void prob_free(struct gemm_prob *p) {
+  tecore_mem_free(p->a);
+  tecore_mem_free(p->b);
+  tecore_mem_free(p->d);
+  tecore_mem_free(p->sa);
+  tecore_mem_free(p->sb);
+}
+
+static void report_flops(const char *name, const char *shape, double ms, double flops,
+                         const char *extra) {
+  if (ms <= 0) return;
+  printf("%-34s %-18s %9.3f ms %8.1f TFLOP/s%s\n", name, shape, ms, flops / (ms * 1e-3) / 1e12,
+         extra ? extra : "");
+  fflush(stdout);
+}
+
+static void bench_pair(struct tb_ctx *c, struct lt_fns *lt, tecore_devptr_t ws, size_t ws_bytes,
+                       tecore_dtype_t in, size_t sz, int fast) {
+  struct gemm_prob p = {.m = sz, .n = sz, .k = sz, .in = in, .fast = fast, .ws = ws,
+                        .ws_bytes = ws_bytes, .lt = lt};
+  char shape[48], name[64], extra[96];
+  snprintf(shape, sizeof shape, "%zux%zux%zu", sz, sz, sz);
+  if (prob_alloc(c, &p) || direct_setup(&p)) {
+    fprintf(stderr, "te-bench: gemm %s %zu: set-up failed: %s\n", tecore_dtype_name(in), sz,
+            tecore_last_error());
+    c->failed = 1;
+  } else {
+    double flops = 2.0 * (double)sz * (double)sz * (double)sz;
+    /* interleaved twice, so clock ramps and thermals hit both alike */
+    double t_lt = tb_time(c, direct_body, &p), t_te = tb_time(c, libte_body, &p);
+    double t_lt2 = tb_time(c, direct_body, &p), t_te2 = tb_time(c, libte_body, &p);
+    if (t_lt2 > 0 && t_lt2 < t_lt) t_lt = t_lt2;
+    if (t_te2 > 0 && t_te2 < t_te) t_te = t_te2;
+    const char *kind = in == TECORE_DTYPE_E4M3 ? (fast ? "e4m3 fast-acc" : "e4m3") : "bf16";
+    snprintf(name, sizeof name, "gemm %s cuBLASLt direct", kind);
+    report_flops(name, shape, t_lt, flops, NULL);
+    if (t_lt > 0 && t_te > 0) {
+      double pct = 100.0 * t_lt / t_te;
+      snprintf(extra, sizeof extra, "  %5.1f%% of cuBLASLt  target 97%% %s", pct,
+               pct >= 97.0 ? "PASS" : "MISS");
+      snprintf(name, sizeof name, "gemm %s libte", kind);
+      report_flops(name, shape, t_te, flops, extra);
+    }
+  }
+  direct_free(&p);
+  prob_free(&p);
+}
+
+/* ---- Linear + Bias + GELU ---- */
+
+struct mlp_arg {
+  struct tecore_tensor X, W, pre, out, bias;
+  struct tecore_gemm_opts fused, biased;
+};
+
+static tecore_result_t mlp_fused(struct tb_ctx *c, void *arg) {
+  struct mlp_arg *a = arg;
+  return tecore_gemm(&a->X, TECORE_GEMM_N, &a->W, TECORE_GEMM_T, &a->out, 1, 0, &a->fused, c->s);
+}
+
+static tecore_result_t mlp_unfused(struct tb_ctx *c, void *arg) {
+  struct mlp_arg *a = arg;
+  TB_CHECK(tecore_gemm(&a->X, TECORE_GEMM_N, &a->W, TECORE_GEMM_T, &a->pre, 1, 0, &a->biased,
+                       c->s));
+  return tecore_act_fwd(TECORE_ACT_GELU, &a->pre, &a->out, 0, c->s);
+}
+
+static void bench_mlp(struct tb_ctx *c, tecore_devptr_t ws, size_t ws_bytes) {
+  const size_t m = 8192, k = 4096, n = 16384;
+  struct mlp_arg a;
+  memset(&a, 0, sizeof a);
+  size_t sx[2] = {m, k}, sw[2] = {n, k}, sd[2] = {m, n};
+  float one = 1.0f;
+  tecore_devptr_t x = tb_alloc_random(c, m * k, TECORE_DTYPE_E4M3);
+  tecore_devptr_t w = tb_alloc_random(c, n * k, TECORE_DTYPE_E4M3);
+  tecore_devptr_t pre = tb_alloc_random(c, m * n, TECORE_DTYPE_BF16);
+  tecore_devptr_t out = tb_alloc_random(c, m * n, TECORE_DTYPE_BF16);
+  tecore_devptr_t bias = tb_alloc_random(c, n, TECORE_DTYPE_BF16);
+  tecore_devptr_t s1 = 0;
+  if (!x || !w || !pre || !out || !bias || tecore_mem_alloc(4, &s1) ||
+      tecore_memcpy(s1, (tecore_devptr_t)(uintptr_t)&one, 4)) {
+    fprintf(stderr, "te-bench: linear+bias+gelu: set-up failed: %s\n", tecore_last_error());
+    c->failed = 1;
+    goto out;
+  }
+  tecore_tensor_init(&a.X, TECORE_DTYPE_E4M3, 2, sx, x);
+  tecore_tensor_init(&a.W, TECORE_DTYPE_E4M3, 2, sw, w);
+  a.X.scaling = a.W.scaling = TECORE_SCALING_DELAYED;
+  a.X.scale_inv = a.W.scale_inv = s1;
+  tecore_tensor_init(&a.pre, TECORE_DTYPE_BF16, 2, sd, pre);
+  tecore_tensor_init(&a.out, TECORE_DTYPE_BF16, 2, sd, out);
+  tecore_tensor_init(&a.bias, TECORE_DTYPE_BF16, 1, &n, bias);
+  a.fused = (struct tecore_gemm_opts){.epilogue = TECORE_GEMM_EPI_BIAS_GELU_AUX, .bias = &a.bias,
+                                      .aux = &a.pre, .fast_accum = 1, .workspace = ws,
+                                      .workspace_bytes = ws_bytes};
+  a.biased = (struct tecore_gemm_opts){.epilogue = TECORE_GEMM_EPI_BIAS, .bias = &a.bias,
+                                       .fast_accum = 1, .workspace = ws,
+                                       .workspace_bytes = ws_bytes};
+  char shape[48], extra[160];
+  snprintf(shape, sizeof shape, "%zux%zux%zu", m, n, k);
+  double flops = 2.0 * m * n * k;
+  double tf = tb_time(c, mlp_fused, &a), tu = tb_time(c, mlp_unfused, &a);
+  double tf2 = tb_time(c, mlp_fused, &a), tu2 = tb_time(c, mlp_unfused, &a);
+  if (tf2 > 0 && tf2 < tf) tf = tf2;
+  if (tu2 > 0 && tu2 < tu) tu = tu2;
+  report_flops("linear+bias+gelu unfused (gemm+bias,", shape, tu, flops,
+               "  then tecore_act_fwd gelu: no bias+gelu kernel exists)");
+  if (tf > 0 && tu > 0) {
+    double saved_bytes = 2.0 * (double)m * n;   /* the GELU kernel's read of pre (bf16) */
+    double floor_ms = saved_bytes / (c->copy_gbs * 1e9) * 1e3;
+    snprintf(extra, sizeof extra, "  saves %.3f ms, floor %.3f ms (%.0f MB over copy bw) %s",
+             tu - tf, floor_ms, saved_bytes / 1e6, tu - tf >= floor_ms ? "PASS" : "MISS");
+    report_flops("linear+bias+gelu fused epilogue", shape, tf, flops, extra);
+  }
+out:
+  tecore_mem_free(x);
+  tecore_mem_free(w);
+  tecore_mem_free(pre);
+  tecore_mem_free(out);
+  tecore_mem_free(bias);
+  tecore_mem_free(s1);
+}
+#endif /* TE_HAVE_CUDA */
+
+void tb_gemm(struct tb_ctx *c) {
+  if (c->backend != TECORE_BACKEND_CUDA) {
+    printf("gemm: the GEMM section needs the cuda backend (backend is %s); skipped\n",
+           tecore_backend_name(c->backend));
+    return;
+  }
+#ifndef TE_HAVE_CUDA
+  printf("gemm: built without CUDA; skipped\n");
+#else
+  struct lt_fns lt;
+  memset(&lt, 0, sizeof lt);
+  if (lt_open(&lt)) {
+    printf("gemm: cuBLASLt cannot be loaded for the direct calls; skipped\n");
+    c->failed = 1;
+    return;
+  }
+  size_t v = lt.version();
+  printf("gemm: cuBLASLt %zu.%zu.%zu (direct calls and libte share descriptors, heuristic "
+         "algorithm and a 32 MiB workspace)\n", v / 10000, v / 100 % 100, v % 100);
+  const size_t ws_bytes = (size_t)32 << 20;
+  tecore_devptr_t ws = 0;
+  if (tecore_mem_alloc(ws_bytes, &ws)) {
+    fprintf(stderr, "te-bench: gemm workspace: %s\n", tecore_last_error());
+    c->failed = 1;
+    return;
+  }
+  static const size_t sizes[] = {4096, 8192};
+  for (int i = 0; i < 2; i++) {
+    bench_pair(c, &lt, ws, ws_bytes, TECORE_DTYPE_E4M3, sizes[i], 0);
+    bench_pair(c, &lt, ws, ws_bytes, TECORE_DTYPE_E4M3, sizes[i], 1);
+    bench_pair(c, &lt, ws, ws_bytes, TECORE_DTYPE_BF16, sizes[i], 0);
+  }
+  bench_mlp(c, ws, ws_bytes);
+  tecore_ctx_synchronize();
+  tecore_mem_free(ws);
+  lt.destroy(lt.handle);
+#endif
+}
