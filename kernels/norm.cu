@@ -3,8 +3,8 @@
 // Shapes: x, y, dy, dx, extra_grad [rows][hidden]; gamma, beta [hidden];
 // mu, rsigma [rows] float; backward workspace float [k][parts][hidden]
 // (k = 2 for LayerNorm: dgamma then dbeta partials).
-// Dtypes (runtime, packed 4 bits each, kernels/common/norm.h): inputs and
-// gamma F32/BF16/F16; y also E4M3/E5M2 (y*scale, amax of y, scale_inv).
+// Dtypes (packed 4 bits each, kernels/common/norm.h): inputs and gamma
+// F32/BF16/F16; y also E4M3/E5M2 (y*scale, amax of y, scale_inv).
 //
 // Layout (te_norm_plan_make): T threads per row (32 .. 1024), R rows per
 // block; thread t owns vectors t, t+T, ... of VEC elements (8: 16-byte
@@ -12,7 +12,14 @@
 // stays in registers (up to 4 vectors a thread forward, 2 backward); longer
 // rows take the _stream kernels, which reread it (from L2).  Sums are
 // added in the order norm.h defines, so the vdev implementation gives the
-// same bits.
+// same bits.  Forward blocks loop over row groups when the grid is smaller
+// than the rows need; a block whose amax adds nothing skips its atomic.
+//
+// The element loops are instruction-bound unless every branch is gone, so
+// the common cases (one dtype for x, gamma (and dy, dx, extra_grad), the
+// output that dtype or FP8; LayerNorm or RMSNorm) are compiled with those
+// as constants; a template argument of -1 means "read it at run time",
+// which the other cases take.
 //
 // Backward is two kernels: te_norm_bwd_* computes dx and writes one row of
 // dgamma (dbeta) partials per block into the workspace, te_norm_bwd_reduce
@@ -21,22 +28,50 @@
 #include "ldst.cuh"
 
 #define FULL_MASK 0xffffffffu
+#define F32 TE_FP8_DT_F32
+#define F16 TE_FP8_DT_F16
+#define BF16 TE_FP8_DT_BF16
+#define E4M3 TE_FP8_DT_E4M3
+#define E5M2 TE_FP8_DT_E5M2
 
-// Loads one vector (VEC elements) of a row.
-template <int VEC>
-__device__ __forceinline__ void nv_ld(const void *p, unsigned long long i, int dtype, float *v) {
-  if (VEC == 8) te_dev_ld8(p, i, dtype, v);
-  else v[0] = te_ld(p, i, dtype);
+// One vector (VEC elements) of dtype DT (or dt when DT < 0).
+template <int VEC, int DT>
+__device__ __forceinline__ void nv_ld(const void *p, unsigned long long i, int dt, float *v) {
+  if constexpr (VEC == 8 && DT >= 0) te_dev_ld8t<DT>(p, i, v);
+  else if constexpr (VEC == 8) te_dev_ld8(p, i, dt, v);
+  else v[0] = te_ld(p, i, DT >= 0 ? DT : dt);
 }
-template <int VEC>
-__device__ __forceinline__ void nv_ld_ro(const void *p, unsigned long long i, int dtype, float *v) {
-  if (VEC == 8) te_dev_ld8_ro(p, i, dtype, v);
-  else v[0] = te_ld(p, i, dtype);
+template <int VEC, int DT>
+__device__ __forceinline__ void nv_ld_ro(const void *p, unsigned long long i, int dt, float *v) {
+  if constexpr (VEC == 8 && DT == F32) {
+    const float4 *q = (const float4 *)((const float *)p + i);
+    float4 a = __ldg(q), b = __ldg(q + 1);
+    v[0] = a.x; v[1] = a.y; v[2] = a.z; v[3] = a.w;
+    v[4] = b.x; v[5] = b.y; v[6] = b.z; v[7] = b.w;
+  } else if constexpr (VEC == 8 && DT >= 0) {
+    uint4 u = __ldg((const uint4 *)((const uint16_t *)p + i));
+    uint32_t w[4] = {u.x, u.y, u.z, u.w};
+#pragma unroll
+    for (int k = 0; k < 4; k++) {
+      if constexpr (DT == BF16) {
+        v[2 * k] = __uint_as_float(w[k] << 16);
+        v[2 * k + 1] = __uint_as_float(w[k] & 0xffff0000u);
+      } else {
+        v[2 * k] = te_dev_h2f(w[k] & 0xffffu);
+        v[2 * k + 1] = te_dev_h2f(w[k] >> 16);
+      }
+    }
+  } else if constexpr (VEC == 8) {
+    te_dev_ld8_ro(p, i, dt, v);
+  } else {
+    v[0] = te_ld(p, i, DT >= 0 ? DT : dt);
+  }
 }
-template <int VEC>
-__device__ __forceinline__ void nv_st(void *p, unsigned long long i, int dtype, const float *v) {
-  if (VEC == 8) te_dev_st8(p, i, dtype, v);
-  else te_st(p, i, dtype, v[0]);
+template <int VEC, int DT>
+__device__ __forceinline__ void nv_st(void *p, unsigned long long i, int dt, const float *v) {
+  if constexpr (VEC == 8 && DT >= 0) te_dev_st8t<DT>(p, i, v);
+  else if constexpr (VEC == 8) te_dev_st8(p, i, dt, v);
+  else te_st(p, i, DT >= 0 ? DT : dt, v[0]);
 }
 
 // Sums NVAL values over the T threads of each row (norm.h's order); every
@@ -66,115 +101,165 @@ __device__ __forceinline__ void row_reduce(float *v, int T, int buf, float (*red
 
 // ---- forward -----------------------------------------------------------------
 
-template <int VEC, bool STREAM>
-__device__ __forceinline__ void norm_fwd(const void *x, const void *gamma, const void *beta,
-                                         void *y, float *mu, float *rsigma, const float *scale,
-                                         unsigned *amax, float *scale_inv,
-                                         unsigned long long rows, unsigned hidden, float eps,
-                                         int flags, int dtypes, int tpr, int nv) {
+struct fwd_args {
+  const void *x, *gamma, *beta;
+  void *y;
+  float *mu, *rsigma;
+  const float *scale;
+  unsigned *amax;
+  float *scale_inv;
+  unsigned long long rows;
+  unsigned hidden;
+  float eps;
+  int flags, dtypes, tpr, nv;
+};
+
+template <int VEC, bool STREAM, int DX, int DW, int DY, int LNC>
+__device__ __forceinline__ void norm_fwd(const fwd_args &a) {
   __shared__ float red[2][1][32];
-  const int T = tpr, t = threadIdx.x & (T - 1), R = blockDim.x / T;
-  const unsigned long long row = (unsigned long long)blockIdx.x * R + threadIdx.x / T;
-  const bool valid = row < rows;
-  const int dx = TE_NORM_DT(dtypes, 0), dw = TE_NORM_DT(dtypes, 1), dy = TE_NORM_DT(dtypes, 2);
-  const bool ln = flags & TE_NORM_LAYERNORM;
-  const bool fp8 = te_dt_is_fp8(dy);
-  const float sc = (fp8 && scale) ? *scale : 1.0f;
-  if (scale_inv && scale && blockIdx.x == 0 && threadIdx.x == 0) *scale_inv = te_fp8_scale_inv(*scale);
-  const unsigned long long base = row * hidden;
+  const int T = a.tpr, t = threadIdx.x & (T - 1), R = blockDim.x / T, nv = a.nv;
+  const int dx = TE_NORM_DT(a.dtypes, 0), dw = TE_NORM_DT(a.dtypes, 1), dy = TE_NORM_DT(a.dtypes, 2);
+  const bool ln = LNC >= 0 ? (LNC != 0) : ((a.flags & TE_NORM_LAYERNORM) != 0);
+  const float zc = te_norm_zc(a.flags);
+  const float sc = (te_dt_is_fp8(DY >= 0 ? DY : dy) && a.scale) ? *a.scale : 1.0f;
+  const unsigned hidden = a.hidden;
   const unsigned nvec = VEC == 8 ? hidden / 8 : hidden;
   const float h = (float)hidden;
   constexpr int NVR = STREAM ? 1 : TE_NORM_FWD_NV_MAX;
-  float v[NVR * VEC];
-  float s[1] = {0.0f};
+  float am = 0.0f;
+  int buf = 0;
+  for (unsigned long long grp = blockIdx.x; grp * R < a.rows; grp += gridDim.x) {
+    const unsigned long long row = grp * R + threadIdx.x / T;
+    const bool valid = row < a.rows;
+    const unsigned long long base = row * hidden;
+    float v[NVR * VEC];
+    float s[1] = {0.0f};
 
-  // pass 1: S(x) (LN) or S(x*x) (RMS)
-  if (!STREAM) {
-#pragma unroll
-    for (int j = 0; j < NVR; j++) {
-      const unsigned vi = (unsigned)j * T + t;
-      if (j < nv && valid && vi < nvec) {
-        nv_ld<VEC>(x, base + (unsigned long long)vi * VEC, dx, &v[j * VEC]);
-#pragma unroll
-        for (int k = 0; k < VEC; k++)
-          s[0] = ln ? te_add_rn(s[0], v[j * VEC + k]) : te_fma_rn(v[j * VEC + k], v[j * VEC + k], s[0]);
-      }
-    }
-  } else {
-    for (int j = 0; j < nv; j++) {
-      const unsigned vi = (unsigned)j * T + t;
-      if (valid && vi < nvec) {
-        nv_ld<VEC>(x, base + (unsigned long long)vi * VEC, dx, v);
-#pragma unroll
-        for (int k = 0; k < VEC; k++) s[0] = ln ? te_add_rn(s[0], v[k]) : te_fma_rn(v[k], v[k], s[0]);
-      }
-    }
-  }
-  row_reduce<1>(s, T, 0, red);
-  float mean = 0.0f, rs;
-  if (ln) {
-    mean = te_norm_mean(s[0], h);
-    float q[1] = {0.0f};
+    // pass 1: S(x) (LN) or S(x*x) (RMS)
     if (!STREAM) {
 #pragma unroll
       for (int j = 0; j < NVR; j++) {
         const unsigned vi = (unsigned)j * T + t;
-        if (j < nv && valid && vi < nvec)
+        if (j < nv && valid && vi < nvec) {
+          nv_ld<VEC, DX>(a.x, base + (unsigned long long)vi * VEC, dx, &v[j * VEC]);
 #pragma unroll
-          for (int k = 0; k < VEC; k++) {
-            float d = te_sub_rn(v[j * VEC + k], mean);
-            v[j * VEC + k] = d;
-            q[0] = te_fma_rn(d, d, q[0]);
-          }
+          for (int k = 0; k < VEC; k++)
+            s[0] = ln ? te_add_rn(s[0], v[j * VEC + k]) : te_fma_rn(v[j * VEC + k], v[j * VEC + k], s[0]);
+        }
       }
     } else {
       for (int j = 0; j < nv; j++) {
         const unsigned vi = (unsigned)j * T + t;
         if (valid && vi < nvec) {
-          nv_ld<VEC>(x, base + (unsigned long long)vi * VEC, dx, v);
+          nv_ld<VEC, DX>(a.x, base + (unsigned long long)vi * VEC, dx, v);
 #pragma unroll
-          for (int k = 0; k < VEC; k++) {
-            float d = te_sub_rn(v[k], mean);
-            q[0] = te_fma_rn(d, d, q[0]);
-          }
+          for (int k = 0; k < VEC; k++) s[0] = ln ? te_add_rn(s[0], v[k]) : te_fma_rn(v[k], v[k], s[0]);
         }
       }
     }
-    row_reduce<1>(q, T, 1, red);
-    rs = te_norm_rsigma(te_norm_mean(q[0], h), eps);
-  } else {
-    rs = te_norm_rsigma(te_norm_mean(s[0], h), eps);
-  }
-  if (valid && t == 0) {
-    if (mu) mu[row] = mean;
-    if (rsigma) rsigma[row] = rs;
-  }
+    row_reduce<1>(s, T, buf, red);
+    buf ^= 1;
+    float mean = 0.0f, rs;
+    if (ln) {
+      mean = te_norm_mean(s[0], h);
+      float q[1] = {0.0f};
+      if (!STREAM) {
+#pragma unroll
+        for (int j = 0; j < NVR; j++) {
+          const unsigned vi = (unsigned)j * T + t;
+          if (j < nv && valid && vi < nvec)
+#pragma unroll
+            for (int k = 0; k < VEC; k++) {
+              float d = te_sub_rn(v[j * VEC + k], mean);
+              v[j * VEC + k] = d;
+              q[0] = te_fma_rn(d, d, q[0]);
+            }
+        }
+      } else {
+        for (int j = 0; j < nv; j++) {
+          const unsigned vi = (unsigned)j * T + t;
+          if (valid && vi < nvec) {
+            nv_ld<VEC, DX>(a.x, base + (unsigned long long)vi * VEC, dx, v);
+#pragma unroll
+            for (int k = 0; k < VEC; k++) {
+              float d = te_sub_rn(v[k], mean);
+              q[0] = te_fma_rn(d, d, q[0]);
+            }
+          }
+        }
+      }
+      row_reduce<1>(q, T, buf, red);
+      buf ^= 1;
+      rs = te_norm_rsigma(te_norm_mean(q[0], h), a.eps);
+    } else {
+      rs = te_norm_rsigma(te_norm_mean(s[0], h), a.eps);
+    }
+    if (valid && t == 0) {
+      if (a.mu) a.mu[row] = mean;
+      if (a.rsigma) a.rsigma[row] = rs;
+    }
 
-  // output pass
-  uint32_t am = 0;
-  for (int j = 0; j < (STREAM ? nv : NVR); j++) {
-    const unsigned vi = (unsigned)j * T + t;
-    if (!(j < nv && valid && vi < nvec)) continue;
-    float *e = STREAM ? v : &v[j * VEC];
-    if (STREAM) {
-      nv_ld<VEC>(x, base + (unsigned long long)vi * VEC, dx, e);
-      if (ln)
+    // output pass
 #pragma unroll
-        for (int k = 0; k < VEC; k++) e[k] = te_sub_rn(e[k], mean);
-    }
-    float g[VEC], b[VEC];
-    nv_ld_ro<VEC>(gamma, (unsigned long long)vi * VEC, dw, g);
-    if (ln) nv_ld_ro<VEC>(beta, (unsigned long long)vi * VEC, dw, b);
+    for (int j = 0; j < (STREAM ? 1 : NVR); j++) {
+      for (int js = j; js < (STREAM ? nv : j + 1); js++) {
+        const unsigned vi = (unsigned)js * T + t;
+        if (!(js < nv && valid && vi < nvec)) continue;
+        float *e = &v[j * VEC];
+        if (STREAM) {
+          nv_ld<VEC, DX>(a.x, base + (unsigned long long)vi * VEC, dx, e);
+          if (ln)
 #pragma unroll
-    for (int k = 0; k < VEC; k++) {
-      const float gk = te_norm_gamma(g[k], flags);
-      float o = ln ? te_ln_out(e[k], rs, gk, b[k]) : te_rms_out(e[k], rs, gk);
-      am = te_max_u32(am, te_abs_bits(o));
-      e[k] = fp8 ? te_mul_rn(o, sc) : o;
+            for (int k = 0; k < VEC; k++) e[k] = te_sub_rn(e[k], mean);
+        }
+        float g[VEC], b[VEC];
+        nv_ld_ro<VEC, DW>(a.gamma, (unsigned long long)vi * VEC, dw, g);
+        if (ln) nv_ld_ro<VEC, DW>(a.beta, (unsigned long long)vi * VEC, dw, b);
+#pragma unroll
+        for (int k = 0; k < VEC; k++) {
+          const float gk = te_norm_gamma(g[k], zc);
+          float o = ln ? te_ln_out(e[k], rs, gk, b[k]) : te_rms_out(e[k], rs, gk);
+          am = te_amax_f32(am, o);
+          e[k] = te_mul_rn(o, sc);
+        }
+        nv_st<VEC, DY>(a.y, base + (unsigned long long)vi * VEC, dy, e);
+      }
     }
-    nv_st<VEC>(y, base + (unsigned long long)vi * VEC, dy, e);
   }
-  if (amax) te_dev_block_amax(amax, am);
+  if (a.amax) te_dev_block_amax_f(a.amax, am);
+}
+
+__device__ __forceinline__ void norm_fwd_prologue(const fwd_args &a) {
+  if (a.scale_inv && a.scale && blockIdx.x == 0 && threadIdx.x == 0)
+    *a.scale_inv = te_fp8_scale_inv(*a.scale);
+}
+
+// The common cases with every dtype and LN/RMS a constant (VEC 8, rows in
+// registers).  The host launches this kernel only for them
+// (and rows of at most TE_NORM_FAST_TMAX threads); a separate kernel so
+// that the generic code's register needs do not lower its occupancy.
+extern "C" __global__ void __launch_bounds__(TE_NORM_FAST_TMAX)
+    te_norm_fwd_fast(const void *x, const void *gamma, const void *beta, void *y, float *mu,
+                     float *rsigma, const float *scale, unsigned *amax, float *scale_inv,
+                     unsigned long long rows, unsigned hidden, float eps, int flags, int dtypes,
+                     int tpr, int nv) {
+  const fwd_args a = {x, gamma, beta, y, mu, rsigma, scale, amax, scale_inv,
+                      rows, hidden, eps, flags, dtypes, tpr, nv};
+  norm_fwd_prologue(a);
+  const int ln = (flags & TE_NORM_LAYERNORM) != 0;
+  const int dx = TE_NORM_DT(dtypes, 0), dy = TE_NORM_DT(dtypes, 2);
+  switch (ln * 64 + dx * 8 + dy) {
+#define NORM_FWD_CASE(L, I, O) \
+  case L * 64 + I * 8 + O: norm_fwd<8, false, I, I, O, L>(a); return;
+    NORM_FWD_CASE(0, BF16, BF16) NORM_FWD_CASE(0, BF16, E4M3) NORM_FWD_CASE(0, BF16, E5M2)
+    NORM_FWD_CASE(0, F16, F16) NORM_FWD_CASE(0, F16, E4M3) NORM_FWD_CASE(0, F16, E5M2)
+    NORM_FWD_CASE(0, F32, F32) NORM_FWD_CASE(0, F32, E4M3) NORM_FWD_CASE(0, F32, E5M2)
+    NORM_FWD_CASE(1, BF16, BF16) NORM_FWD_CASE(1, BF16, E4M3) NORM_FWD_CASE(1, BF16, E5M2)
+    NORM_FWD_CASE(1, F16, F16) NORM_FWD_CASE(1, F16, E4M3) NORM_FWD_CASE(1, F16, E5M2)
+    NORM_FWD_CASE(1, F32, F32) NORM_FWD_CASE(1, F32, E4M3) NORM_FWD_CASE(1, F32, E5M2)
+#undef NORM_FWD_CASE
+    default: break;
+  }
 }
 
 #define TE_NORM_FWD_KERNEL(name, VEC, STREAM)                                                 \
@@ -183,8 +268,10 @@ __device__ __forceinline__ void norm_fwd(const void *x, const void *gamma, const
            float *rsigma, const float *scale, unsigned *amax, float *scale_inv,               \
            unsigned long long rows, unsigned hidden, float eps, int flags, int dtypes,        \
            int tpr, int nv) {                                                                 \
-    norm_fwd<VEC, STREAM>(x, gamma, beta, y, mu, rsigma, scale, amax, scale_inv, rows,       \
-                          hidden, eps, flags, dtypes, tpr, nv);                               \
+    const fwd_args a = {x,     gamma, beta, y,    mu,    rsigma, scale, amax, scale_inv,     \
+                        rows,  hidden, eps, flags, dtypes, tpr,   nv};                        \
+    norm_fwd_prologue(a);                                                                     \
+    norm_fwd<VEC, STREAM, -1, -1, -1, -1>(a);                                                 \
   }
 TE_NORM_FWD_KERNEL(te_norm_fwd_v8, 8, false)
 TE_NORM_FWD_KERNEL(te_norm_fwd_v1, 1, false)
@@ -193,24 +280,37 @@ TE_NORM_FWD_KERNEL(te_norm_fwd_stream_v1, 1, true)
 
 // ---- backward ----------------------------------------------------------------
 
-template <int VEC, bool STREAM>
-__device__ __forceinline__ void norm_bwd(const void *dy, const void *x, const float *mu,
-                                         const float *rsigma, const void *gamma,
-                                         const void *extra, void *dx, float *ws,
-                                         unsigned long long rows, unsigned hidden, int flags,
-                                         int dtypes, int tpr, int nv, unsigned parts) {
+struct bwd_args {
+  const void *dy, *x;
+  const float *mu, *rsigma;
+  const void *gamma, *extra;
+  void *dx;
+  float *ws;
+  unsigned long long rows;
+  unsigned hidden;
+  int flags, dtypes, tpr, nv;
+  unsigned parts;
+};
+
+// DT: one compile-time dtype for x, dy, gamma, dx and extra_grad (or -1).
+template <int VEC, bool STREAM, int DT, int LNC, int ADDC>
+__device__ __forceinline__ void norm_bwd(const bwd_args &a) {
   extern __shared__ float comb[];
   __shared__ float red[2][2][32];
-  const int T = tpr, t = threadIdx.x & (T - 1), slot = threadIdx.x / T, R = blockDim.x / T;
-  const int dtx = TE_NORM_DT(dtypes, 0), dtdy = TE_NORM_DT(dtypes, 1),
-            dtw = TE_NORM_DT(dtypes, 2), dtdx = TE_NORM_DT(dtypes, 3),
-            dte = TE_NORM_DT(dtypes, 4);
-  const bool ln = flags & TE_NORM_LAYERNORM, add = flags & TE_NORM_EXTRA_GRAD;
+  const int T = a.tpr, t = threadIdx.x & (T - 1), slot = threadIdx.x / T, R = blockDim.x / T;
+  const int nv = a.nv;
+  const int dtx = TE_NORM_DT(a.dtypes, 0), dtdy = TE_NORM_DT(a.dtypes, 1),
+            dtw = TE_NORM_DT(a.dtypes, 2), dtdx = TE_NORM_DT(a.dtypes, 3),
+            dte = TE_NORM_DT(a.dtypes, 4);
+  const bool ln = LNC >= 0 ? (LNC != 0) : ((a.flags & TE_NORM_LAYERNORM) != 0);
+  const bool add = ADDC >= 0 ? (ADDC != 0) : ((a.flags & TE_NORM_EXTRA_GRAD) != 0);
+  const float zc = te_norm_zc(a.flags);
+  const unsigned hidden = a.hidden;
   const unsigned nvec = VEC == 8 ? hidden / 8 : hidden;
   const float h = (float)hidden;
   constexpr int NVR = STREAM ? 1 : TE_NORM_BWD_NV_MAX;
-  float *wsg = ws + (unsigned long long)blockIdx.x * hidden;
-  float *wsb = ws + ((unsigned long long)parts + blockIdx.x) * hidden;
+  float *wsg = a.ws + (unsigned long long)blockIdx.x * hidden;
+  float *wsb = a.ws + ((unsigned long long)a.parts + blockIdx.x) * hidden;
   float accg[NVR * VEC], accb[NVR * VEC];
 #pragma unroll
   for (int k = 0; k < NVR * VEC; k++) accg[k] = accb[k] = 0.0f;
@@ -225,12 +325,12 @@ __device__ __forceinline__ void norm_bwd(const void *dy, const void *x, const fl
     }
   }
   int buf = 0;
-  for (unsigned long long grp = blockIdx.x; grp * R < rows; grp += parts) {
+  for (unsigned long long grp = blockIdx.x; grp * R < a.rows; grp += a.parts) {
     const unsigned long long row = grp * R + slot;
-    const bool valid = row < rows;
+    const bool valid = row < a.rows;
     const unsigned long long base = row * hidden;
-    const float rs = valid ? rsigma[row] : 0.0f;
-    const float m = (ln && valid) ? mu[row] : 0.0f;
+    const float rs = valid ? a.rsigma[row] : 0.0f;
+    const float m = (ln && valid) ? a.mu[row] : 0.0f;
     float xh[NVR * VEC], g[NVR * VEC];
     float s[2] = {0.0f, 0.0f};
     for (int j = 0; j < (STREAM ? nv : NVR); j++) {
@@ -238,13 +338,13 @@ __device__ __forceinline__ void norm_bwd(const void *dy, const void *x, const fl
       if (!(j < nv && valid && vi < nvec)) continue;
       float *xe = STREAM ? xh : &xh[j * VEC], *ge = STREAM ? g : &g[j * VEC];
       float w[VEC];
-      nv_ld<VEC>(x, base + (unsigned long long)vi * VEC, dtx, xe);
-      nv_ld<VEC>(dy, base + (unsigned long long)vi * VEC, dtdy, ge);
-      nv_ld_ro<VEC>(gamma, (unsigned long long)vi * VEC, dtw, w);
+      nv_ld<VEC, DT>(a.x, base + (unsigned long long)vi * VEC, dtx, xe);
+      nv_ld<VEC, DT>(a.dy, base + (unsigned long long)vi * VEC, dtdy, ge);
+      nv_ld_ro<VEC, DT>(a.gamma, (unsigned long long)vi * VEC, dtw, w);
 #pragma unroll
       for (int k = 0; k < VEC; k++) {
         xe[k] = ln ? te_mul_rn(te_sub_rn(xe[k], m), rs) : te_mul_rn(xe[k], rs);
-        const float dyg = te_mul_rn(ge[k], te_norm_gamma(w[k], flags));
+        const float dyg = te_mul_rn(ge[k], te_norm_gamma(w[k], zc));
         if (ln) s[0] = te_add_rn(s[0], dyg);
         s[1] = te_fma_rn(dyg, xe[k], s[1]);
       }
@@ -259,21 +359,21 @@ __device__ __forceinline__ void norm_bwd(const void *dy, const void *x, const fl
       const unsigned long long off = base + (unsigned long long)vi * VEC;
       float w[VEC], ex[VEC], o[VEC];
       if (STREAM) {
-        nv_ld<VEC>(x, off, dtx, xe);
-        nv_ld<VEC>(dy, off, dtdy, ge);
+        nv_ld<VEC, DT>(a.x, off, dtx, xe);
+        nv_ld<VEC, DT>(a.dy, off, dtdy, ge);
 #pragma unroll
         for (int k = 0; k < VEC; k++)
           xe[k] = ln ? te_mul_rn(te_sub_rn(xe[k], m), rs) : te_mul_rn(xe[k], rs);
       }
-      nv_ld_ro<VEC>(gamma, (unsigned long long)vi * VEC, dtw, w);
-      if (add) nv_ld<VEC>(extra, off, dte, ex);
+      nv_ld_ro<VEC, DT>(a.gamma, (unsigned long long)vi * VEC, dtw, w);
+      if (add) nv_ld<VEC, DT>(a.extra, off, dte, ex);
 #pragma unroll
       for (int k = 0; k < VEC; k++) {
-        const float dyg = te_mul_rn(ge[k], te_norm_gamma(w[k], flags));
+        const float dyg = te_mul_rn(ge[k], te_norm_gamma(w[k], zc));
         float d = ln ? te_ln_dx(rs, dyg, xe[k], m1, m2) : te_rms_dx(rs, dyg, xe[k], m2);
         o[k] = add ? te_add_rn(d, ex[k]) : d;
       }
-      nv_st<VEC>(dx, off, dtdx, o);
+      nv_st<VEC, DT>(a.dx, off, dtdx, o);
       if (!STREAM) {
 #pragma unroll
         for (int k = 0; k < VEC; k++) {
@@ -330,14 +430,36 @@ __device__ __forceinline__ void norm_bwd(const void *dy, const void *x, const fl
   }
 }
 
+// The common cases (one dtype for everything, VEC 8, rows in registers),
+// a kernel of their own as te_norm_fwd_fast.
+extern "C" __global__ void __launch_bounds__(TE_NORM_BWD_TMAX)
+    te_norm_bwd_fast(const void *dy, const void *x, const float *mu, const float *rsigma,
+                     const void *gamma, const void *extra, void *dx, float *ws,
+                     unsigned long long rows, unsigned hidden, int flags, int dtypes, int tpr,
+                     int nv, unsigned parts) {
+  const bwd_args a = {dy, x, mu, rsigma, gamma, extra, dx, ws, rows, hidden, flags, dtypes, tpr, nv, parts};
+  const int d = TE_NORM_DT(dtypes, 0);
+  const int ln = (flags & TE_NORM_LAYERNORM) != 0, add = (flags & TE_NORM_EXTRA_GRAD) != 0;
+  switch (d * 4 + ln * 2 + add) {
+#define NORM_BWD_CASE(D, L, A) \
+  case D * 4 + L * 2 + A: norm_bwd<8, false, D, L, A>(a); return;
+    NORM_BWD_CASE(BF16, 1, 0) NORM_BWD_CASE(BF16, 0, 0) NORM_BWD_CASE(BF16, 0, 1)
+    NORM_BWD_CASE(F16, 1, 0) NORM_BWD_CASE(F16, 0, 0) NORM_BWD_CASE(F16, 0, 1)
+    NORM_BWD_CASE(F32, 1, 0) NORM_BWD_CASE(F32, 0, 0) NORM_BWD_CASE(F32, 0, 1)
+#undef NORM_BWD_CASE
+    default: break;
+  }
+}
+
 #define TE_NORM_BWD_KERNEL(name, VEC, STREAM)                                                 \
-  extern "C" __global__ void __launch_bounds__(TE_NORM_BWD_TMAX)                                          \
+  extern "C" __global__ void __launch_bounds__(TE_NORM_BWD_TMAX)                              \
       name(const void *dy, const void *x, const float *mu, const float *rsigma,               \
            const void *gamma, const void *extra, void *dx, float *ws,                         \
            unsigned long long rows, unsigned hidden, int flags, int dtypes, int tpr, int nv,  \
            unsigned parts) {                                                                  \
-    norm_bwd<VEC, STREAM>(dy, x, mu, rsigma, gamma, extra, dx, ws, rows, hidden, flags,      \
-                          dtypes, tpr, nv, parts);                                            \
+    const bwd_args a = {dy,   x,      mu,    rsigma, gamma, extra, dx,   ws,                  \
+                        rows, hidden, flags, dtypes, tpr,   nv,    parts};                    \
+    norm_bwd<VEC, STREAM, -1, -1, -1>(a);                                                     \
   }
 TE_NORM_BWD_KERNEL(te_norm_bwd_v8, 8, false)
 TE_NORM_BWD_KERNEL(te_norm_bwd_v1, 1, false)

@@ -10,8 +10,8 @@
 //   te_fp8_amax            max |x| over n elements, same loop shape.
 //   te_fp8_amax_init       *amax = 0 (one thread).
 //   te_fp8_compute_scale   scale and scale_inv from *amax (one thread).
-//   te_fp8_quantize_mx     MXFP8, rows x cols, any shape: 32x64 tiles, 256
-//                          threads, 8 columns per thread; rowwise (1x32 along
+//   te_fp8_quantize_mx     MXFP8, rows x cols, any shape: one 32x128 tile per
+//                          warp, 128-thread blocks, 16 columns per thread; rowwise (1x32 along
 //                          a row) and/or columnwise (32x1 down a column)
 //                          outputs, both in [rows][cols] layout.
 //   te_fp8_quantize_blk    1x128, 128x128 or per-tensor scales, rows x cols,
@@ -30,14 +30,15 @@
 
 static __device__ __forceinline__ bool noop_set(const int *noop) { return noop && *noop; }
 
-// Block-wide max of m, then one atomicMax into *amax (all threads call it).
+// Block-wide max of m, then one atomicMax into *amax (all threads of a
+// block of up to 1024 threads call it).
 static __device__ __noinline__ void block_amax(uint32_t m, unsigned *amax) {
-  __shared__ uint32_t warp_max[QT / 32];
+  __shared__ uint32_t warp_max[32];
   m = __reduce_max_sync(0xffffffffu, m);
   if ((threadIdx.x & 31) == 0) warp_max[threadIdx.x >> 5] = m;
   __syncthreads();
   if (threadIdx.x < 32) {
-    uint32_t v = threadIdx.x < QT / 32 ? warp_max[threadIdx.x] : 0u;
+    uint32_t v = threadIdx.x < (blockDim.x >> 5) ? warp_max[threadIdx.x] : 0u;
     v = __reduce_max_sync(0xffffffffu, v);
     if (threadIdx.x == 0 && amax) atomicMax(amax, v);
   }
@@ -251,13 +252,14 @@ extern "C" __global__ void te_fp8_amax_init_multi(const te_qmulti_params p) {
 }
 
 // ---- MXFP8 ------------------------------------------------------------------------
-// One warp per 32 x 64 tile, no shared memory and no block barrier: lane l
-// works on columns (l%8)*8 .. +8 of rows l/8 + 4*step, step 0..7.  A row
-// block of 32 columns is 4 neighbouring lanes (shuffles over lane bits
-// 0-1); a column block is the 8 steps of a lane and the 4 lanes with the
+// One warp per 32 x 128 tile, no shared memory and no block barrier: lane l
+// works on columns (l%8)*16 .. +16 of rows l/8 + 4*step, step 0..7, so a
+// warp step reads four 256-byte row segments and writes four 128-byte ones.
+// A row block of 32 columns is a lane and its neighbour (shuffle over lane
+// bit 0); a column block is the 8 steps of a lane and the 4 lanes with the
 // same l%8 (shuffles over lane bits 3-4).  Pass 1 writes the rowwise output
-// and finds the column amaxes; pass 2 re-reads the 4 KB tile (an L1/L2 hit)
-// for the columnwise output.  Both outputs are [rows][cols].
+// and finds the column amaxes; pass 2 writes the columnwise output from the
+// tile pass 1 staged in shared memory.  Both outputs are [rows][cols].
 
 // Raw storage words of 8 elements: 4 for 16-bit types, 8 for f32.
 template <int IDT> struct raw8 { uint32_t w[IDT == TE_FP8_DT_F32 ? 8 : 4]; };
@@ -331,72 +333,114 @@ static __device__ __forceinline__ uint2 quant8_each(const float v[8], const floa
   return make_uint2(w[0], w[1]);
 }
 
+// Stores 16 FP8 bytes of row r at column c0 (only those inside the tensor).
+static __device__ __forceinline__ void store_row16(uint8_t *out, uint64_t rows, uint64_t cols,
+                                                   uint64_t r, uint64_t c0, bool vec_ok, uint2 a,
+                                                   uint2 b) {
+  if (r < rows && c0 + 16 <= cols && vec_ok) {
+    *(uint4 *)(out + r * cols + c0) = make_uint4(a.x, a.y, b.x, b.y);
+    return;
+  }
+  store_row8(out, rows, cols, r, c0, false, a);
+  store_row8(out, rows, cols, r, c0 + 8, false, b);
+}
+
+// The MXFP8 kernel's blocks: 4 warps, each with 8 KB of shared memory
+// where pass 1 leaves its lanes' raw 16-bit input words for pass 2 (f32
+// input, 16 KB a warp, is re-read from L1/L2 instead).
+#define MX_THREADS 128
+struct mx_stage {
+  uint4 w[MX_THREADS / 32][8][2][32];   // [warp][step][half][lane]
+};
+
 template <int IDT, int ODT>
 static __device__ void quant_mx(const void *__restrict__ in, uint64_t rows, uint64_t cols,
                                 uint8_t *__restrict__ out_row, uint8_t *__restrict__ out_col,
                                 uint8_t *__restrict__ s_row, uint8_t *__restrict__ s_col,
-                                unsigned *amax) {
+                                unsigned *amax, mx_stage &stage) {
+  constexpr bool staged = IDT != TE_FP8_DT_F32;
+  uint4(*const stw)[2][32] = stage.w[threadIdx.x >> 5];
   const uint64_t ntc = (cols + TE_MX_TILE_C - 1) / TE_MX_TILE_C;
   const uint64_t ntiles = ntc * ((rows + TE_MX_TILE_R - 1) / TE_MX_TILE_R);
   const uint64_t nrb = (cols + 31) / 32;   // row blocks per row
   const int lane = threadIdx.x & 31, seg = lane & 7, rg = lane >> 3;
   const bool in_vec = ((uintptr_t)in & 15u) == 0 && (cols * (IDT == TE_FP8_DT_F32 ? 4 : 2)) % 16 == 0;
-  const bool out_vec = (((uintptr_t)out_row | (uintptr_t)out_col) & 7u) == 0 && cols % 8 == 0;
-  const bool s_vec = ((uintptr_t)s_col & 7u) == 0 && cols % 8 == 0;
-  const uint64_t warp0 = (uint64_t)blockIdx.x * (QT / 32) + (threadIdx.x >> 5);
-  const uint64_t nwarps = (uint64_t)gridDim.x * (QT / 32);
+  const bool out_vec = (((uintptr_t)out_row | (uintptr_t)out_col) & 15u) == 0 && cols % 16 == 0;
+  const bool s_vec = ((uintptr_t)s_col & 15u) == 0 && cols % 16 == 0;
+  const uint64_t warp0 = (uint64_t)blockIdx.x * (MX_THREADS / 32) + (threadIdx.x >> 5);
+  const uint64_t nwarps = (uint64_t)gridDim.x * (MX_THREADS / 32);
   uint32_t m = 0;
   for (uint64_t tile = warp0; tile < ntiles; tile += nwarps) {
     const uint64_t r0 = (tile / ntc) * TE_MX_TILE_R + rg;
-    const uint64_t c0 = (tile % ntc) * TE_MX_TILE_C + seg * 8;
+    const uint64_t c0 = (tile % ntc) * TE_MX_TILE_C + seg * 16;
     // pass 1: rowwise output and the column amaxes
-    uint32_t cm[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+    uint32_t cm[16];
+#pragma unroll
+    for (int k = 0; k < 16; k++) cm[k] = 0;
 #pragma unroll 4
     for (int st = 0; st < 8; st++) {
-      float v[8];
-      unpack8<IDT>(load_raw8<IDT>(in, rows, cols, r0 + 4 * st, c0, in_vec), v);
+      const uint64_t r = r0 + 4 * st;
+      float v[16];
+      raw8<IDT> x0 = load_raw8<IDT>(in, rows, cols, r, c0, in_vec);
+      raw8<IDT> x1 = load_raw8<IDT>(in, rows, cols, r, c0 + 8, in_vec);
+      if (staged && out_col) {   // only this lane reads it back: no barrier
+        stw[st][0][lane] = make_uint4(x0.w[0], x0.w[1], x0.w[2], x0.w[3 % (sizeof x0.w / 4)]);
+        stw[st][1][lane] = make_uint4(x1.w[0], x1.w[1], x1.w[2], x1.w[3 % (sizeof x1.w / 4)]);
+      }
+      unpack8<IDT>(x0, v);
+      unpack8<IDT>(x1, v + 8);
       uint32_t rm = 0;
 #pragma unroll
-      for (int k = 0; k < 8; k++) {
+      for (int k = 0; k < 16; k++) {
         uint32_t a = te_abs_bits(v[k]);
         cm[k] = te_max_u32(cm[k], a);
         rm = te_max_u32(rm, a);
       }
       m = te_max_u32(m, rm);
-      if (out_row) {
+      if (out_row) {   // a row block of 32 is this lane and its neighbour
         rm = te_max_u32(rm, __shfl_xor_sync(0xffffffffu, rm, 1));
-        rm = te_max_u32(rm, __shfl_xor_sync(0xffffffffu, rm, 2));
         const uint8_t e8 = te_e8m0_from_amax(__uint_as_float(rm), ODT);
-        const uint64_t r = r0 + 4 * st;
-        store_row8(out_row, rows, cols, r, c0, out_vec, quant8<ODT>(v, te_e8m0_quant_mult(e8)));
-        if ((seg & 3) == 0 && r < rows && c0 < cols) s_row[r * nrb + c0 / 32] = e8;
+        const float mult = te_e8m0_quant_mult(e8);
+        store_row16(out_row, rows, cols, r, c0, out_vec, quant8<ODT>(v, mult), quant8<ODT>(v + 8, mult));
+        if ((seg & 1) == 0 && r < rows && c0 < cols) s_row[r * nrb + c0 / 32] = e8;
       }
     }
-    // pass 2: the columnwise output, re-reading the tile (from L1/L2)
+    // pass 2: the columnwise output, from the staged tile
     if (out_col) {
-      float mult[8];
-      uint8_t e8[8];
+      float mult[16];
+      uint32_t e4[4] = {0, 0, 0, 0};
 #pragma unroll
-      for (int k = 0; k < 8; k++) {
+      for (int k = 0; k < 16; k++) {
         cm[k] = te_max_u32(cm[k], __shfl_xor_sync(0xffffffffu, cm[k], 8));
         cm[k] = te_max_u32(cm[k], __shfl_xor_sync(0xffffffffu, cm[k], 16));
-        e8[k] = te_e8m0_from_amax(__uint_as_float(cm[k]), ODT);
-        mult[k] = te_e8m0_quant_mult(e8[k]);
+        const uint8_t e8 = te_e8m0_from_amax(__uint_as_float(cm[k]), ODT);
+        e4[k / 4] |= (uint32_t)e8 << (8 * (k % 4));
+        mult[k] = te_e8m0_quant_mult(e8);
       }
 #pragma unroll 4
       for (int st = 0; st < 8; st++) {
-        float v[8];
-        unpack8<IDT>(load_raw8<IDT>(in, rows, cols, r0 + 4 * st, c0, in_vec), v);
-        store_row8(out_col, rows, cols, r0 + 4 * st, c0, out_vec, quant8_each<ODT>(v, mult));
+        const uint64_t r = r0 + 4 * st;
+        float v[16];
+        raw8<IDT> x0, x1;
+        if (staged) {
+          uint4 a = stw[st][0][lane], b = stw[st][1][lane];
+          x0.w[0] = a.x, x0.w[1] = a.y, x0.w[2] = a.z, x0.w[3 % (sizeof x0.w / 4)] = a.w;
+          x1.w[0] = b.x, x1.w[1] = b.y, x1.w[2] = b.z, x1.w[3 % (sizeof x1.w / 4)] = b.w;
+        } else {
+          x0 = load_raw8<IDT>(in, rows, cols, r, c0, in_vec);
+          x1 = load_raw8<IDT>(in, rows, cols, r, c0 + 8, in_vec);
+        }
+        unpack8<IDT>(x0, v);
+        unpack8<IDT>(x1, v + 8);
+        store_row16(out_col, rows, cols, r, c0, out_vec, quant8_each<ODT>(v, mult),
+                    quant8_each<ODT>(v + 8, mult + 8));
       }
       if (rg == 0 && c0 < cols) {   // r0 is the tile's first row here
         uint8_t *dst = s_col + (r0 / 32) * cols + c0;
-        if (c0 + 8 <= cols && s_vec) {
-          uint32_t lo = e8[0] | (e8[1] << 8) | (e8[2] << 16) | ((uint32_t)e8[3] << 24);
-          uint32_t hi = e8[4] | (e8[5] << 8) | (e8[6] << 16) | ((uint32_t)e8[7] << 24);
-          *(uint2 *)dst = make_uint2(lo, hi);
+        if (c0 + 16 <= cols && s_vec) {
+          *(uint4 *)dst = make_uint4(e4[0], e4[1], e4[2], e4[3]);
         } else {
-          for (int k = 0; k < 8 && c0 + k < cols; k++) dst[k] = e8[k];
+          for (int k = 0; k < 16 && c0 + k < cols; k++) dst[k] = (uint8_t)(e4[k / 4] >> (8 * (k % 4)));
         }
       }
     }
@@ -404,13 +448,14 @@ static __device__ void quant_mx(const void *__restrict__ in, uint64_t rows, uint
   block_amax(m, amax);
 }
 
-extern "C" __global__ void __launch_bounds__(QT)
+extern "C" __global__ void __launch_bounds__(MX_THREADS, 6)
 te_fp8_quantize_mx(const void *in, int in_dt, unsigned long long rows, unsigned long long cols,
                    void *out_row, void *out_col, void *s_row, void *s_col, int out_dt,
                    unsigned *amax, const int *noop) {
+  __shared__ mx_stage stage;
   if (noop_set(noop)) return;
   DISPATCH_IO(in_dt, out_dt, quant_mx, in, rows, cols, (uint8_t *)out_row, (uint8_t *)out_col,
-              (uint8_t *)s_row, (uint8_t *)s_col, amax);
+              (uint8_t *)s_row, (uint8_t *)s_col, amax, stage);
 }
 
 // Loads 8 elements of row r from column c0 as floats (zeros past the edges).
@@ -428,7 +473,10 @@ static __device__ __forceinline__ void load_row8(const void *__restrict__ in, ui
 // columnwise bytes into a shared transposed tile, written out last.
 
 struct blk_smem {
-  __align__(16) uint8_t tq[TE_BLK_TILE][TE_BLK_TILE + 16];   // [col][row]: the transposed tile
+  // [col][row]: the transposed tile.  A row of 132 bytes (33 words) puts
+  // the byte stores of a warp (16 columns 8 apart, for each k) in 4 banks
+  // instead of 1.
+  __align__(16) uint8_t tq[TE_BLK_TILE][TE_BLK_TILE + 4];
   uint32_t cred[16][TE_BLK_TILE];                            // partial column amaxes
   float row_s[TE_BLK_TILE], col_s[TE_BLK_TILE];              // row / column block scales
   uint32_t tile_m;                                           // the tile's amax bits
@@ -440,7 +488,7 @@ static __device__ void quant_blk(const void *__restrict__ in, uint64_t rows, uin
                                  float *__restrict__ s_row, float *__restrict__ s_col, int mode,
                                  const float *scale, float eps, int pow2, unsigned *amax,
                                  blk_smem &sh) {
-  uint8_t(*tq)[TE_BLK_TILE + 16] = sh.tq;
+  uint8_t(*tq)[TE_BLK_TILE + 4] = sh.tq;
   uint32_t(*cred)[TE_BLK_TILE] = sh.cred;
   float *row_s = sh.row_s, *col_s = sh.col_s;
   uint32_t &tile_m = sh.tile_m;
@@ -534,7 +582,8 @@ static __device__ void quant_blk(const void *__restrict__ in, uint64_t rows, uin
         if (c >= cols || rs >= rows) continue;
         uint8_t *dst = out_col + c * rows + rs;
         if (t_vec && rs + 16 <= rows) {
-          *(uint4 *)dst = *(const uint4 *)&tq[col][part * 16];
+          const uint32_t *w = (const uint32_t *)&tq[col][part * 16];   // 4-byte aligned
+          *(uint4 *)dst = make_uint4(w[0], w[1], w[2], w[3]);
         } else {
           for (int i = 0; i < 16 && rs + i < rows; i++) dst[i] = tq[col][part * 16 + i];
         }

@@ -70,6 +70,43 @@ __device__ __forceinline__ void ct_st16(uint8_t *p, unsigned long long idx, int 
   }
 }
 
+// Reduce-scatter over the 8 lanes of a warp that hold the same 16 columns
+// (lane bits 2..4 = the row within the warp's 8 rows): in v[16], this
+// lane's values of columns 16*tj + k; out r[2], the reduction over the 8
+// rows of columns 16*tj + ct_rs_col(lane) + i.  14 shuffles instead of a
+// full butterfly's 48.  Every output is op applied as the tree
+// ((a0 op a1) op (a2 op a3)) op ((a4 op a5) op (a6 op a7)) of the rows
+// (op commutative), the order kernels/common/transpose.h documents.
+template <typename T, typename OP>
+__device__ __forceinline__ void ct_rs16(const T *v, T *r, int lane, OP op) {
+  const bool h1 = lane & 4, h2 = lane & 8, h3 = lane & 16;
+  T a[8], b[4];
+#pragma unroll
+  for (int i = 0; i < 8; i++) {
+    T send = h1 ? v[i] : v[i + 8], keep = h1 ? v[i + 8] : v[i];
+    a[i] = op(keep, __shfl_xor_sync(0xffffffffu, send, 4));
+  }
+#pragma unroll
+  for (int i = 0; i < 4; i++) {
+    T send = h2 ? a[i] : a[i + 4], keep = h2 ? a[i + 4] : a[i];
+    b[i] = op(keep, __shfl_xor_sync(0xffffffffu, send, 8));
+  }
+#pragma unroll
+  for (int i = 0; i < 2; i++) {
+    T send = h3 ? b[i] : b[i + 2], keep = h3 ? b[i + 2] : b[i];
+    r[i] = op(keep, __shfl_xor_sync(0xffffffffu, send, 16));
+  }
+}
+__device__ __forceinline__ int ct_rs_col(int lane) {
+  return ((lane & 4) ? 8 : 0) + ((lane & 8) ? 4 : 0) + ((lane & 16) ? 2 : 0);
+}
+struct ct_add {
+  __device__ float operator()(float a, float b) const { return __fadd_rn(a, b); }
+};
+struct ct_max {
+  __device__ uint32_t operator()(uint32_t a, uint32_t b) const { return te_max_u32(a, b); }
+};
+
 #define CT_PARAMS                                                                         \
   const void *__restrict__ in, const void *__restrict__ x, uint8_t *__restrict__ orow,    \
       uint8_t *__restrict__ ocol, const float *__restrict__ scale, unsigned *amax,        \
@@ -193,18 +230,12 @@ __device__ __forceinline__ void ct_body(CT_PARAMS) {
       if (wcol) {
         // column amax over a warp's 8 rows (lanes with equal tj), then
         // over the 4 warps of each 32-row block
-        uint32_t m[TE_CT_CHUNK];
+        uint32_t m[TE_CT_CHUNK], mr[2];
 #pragma unroll
-        for (int k = 0; k < TE_CT_CHUNK; k++) {
-          m[k] = te_abs_bits(v[k]);
-          m[k] = te_max_u32(m[k], __shfl_xor_sync(0xffffffffu, m[k], 4));
-          m[k] = te_max_u32(m[k], __shfl_xor_sync(0xffffffffu, m[k], 8));
-          m[k] = te_max_u32(m[k], __shfl_xor_sync(0xffffffffu, m[k], 16));
-        }
-        if (lane < 4) {
-#pragma unroll
-          for (int k = 0; k < TE_CT_CHUNK; k++) cmax[warp][tj * TE_CT_CHUNK + k] = m[k];
-        }
+        for (int k = 0; k < TE_CT_CHUNK; k++) m[k] = te_abs_bits(v[k]);
+        ct_rs16(m, mr, lane, ct_max());
+        cmax[warp][tj * TE_CT_CHUNK + ct_rs_col(lane)] = mr[0];
+        cmax[warp][tj * TE_CT_CHUNK + ct_rs_col(lane) + 1] = mr[1];
         __syncthreads();
         if (t < 2 * CT_T) {
           const int h = t / CT_T, cc = t % CT_T;
@@ -233,17 +264,11 @@ __device__ __forceinline__ void ct_body(CT_PARAMS) {
   if (amax) te_dev_block_amax(amax, am);
 
   if (dbias) {
-    // butterfly over the warp's 8 rows, then the 8 warps in order
-#pragma unroll
-    for (int k = 0; k < TE_CT_CHUNK; k++) {
-      acc[k] = __fadd_rn(acc[k], __shfl_xor_sync(0xffffffffu, acc[k], 4));
-      acc[k] = __fadd_rn(acc[k], __shfl_xor_sync(0xffffffffu, acc[k], 8));
-      acc[k] = __fadd_rn(acc[k], __shfl_xor_sync(0xffffffffu, acc[k], 16));
-    }
-    if (lane < 4) {
-#pragma unroll
-      for (int k = 0; k < TE_CT_CHUNK; k++) part[warp][tj * TE_CT_CHUNK + k] = acc[k];
-    }
+    // the warp's 8 rows, then the 8 warps in order
+    float sr[2];
+    ct_rs16(acc, sr, lane, ct_add());
+    part[warp][tj * TE_CT_CHUNK + ct_rs_col(lane)] = sr[0];
+    part[warp][tj * TE_CT_CHUNK + ct_rs_col(lane) + 1] = sr[1];
     __syncthreads();
     if (t < CT_T && col0 + t < cols) {
       float s = part[0][t];

@@ -6,6 +6,7 @@
  * ranges on either side.  One mutex guards the pool. */
 #include "tg_internal.h"
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 

@@ -13,6 +13,7 @@
  * Streams are NON_BLOCKING so the legacy default stream never joins in.
  * Waits are bounded (te_stream_wait) so broken ordering fails, not hangs. */
 #include "tests.h"
+#include <pthread.h>
 
 #define WAIT_MS 20000 /* bound on any wait that should end */
 #define BLOCKED_MS 20 /* time given to a wrongly released wait to show */
@@ -193,6 +194,11 @@ START_TEST(cross_stream_wait_event) {
   tecore_event_t ea;
   TE_OK(tecore_event_create(TECORE_EVENT_DISABLE_TIMING, &ea));
   float v = te_rand_float(1.0f, 100.0f);
+  /* the fill kernel has run once before a stream blocks (a first launch
+   * behind a blocked stream is first_launch_while_stream_waits's subject) */
+  TE_OK(tecore_fill(buf, TECORE_DTYPE_F32, n, 0.5, c));
+  ck_assert_int_eq(te_stream_wait(c, WAIT_MS), TECORE_SUCCESS);
+  te_poison_dev(buf, bytes);
 
   /* a: blocked, then fills buf; b: waits for a's event, then copies buf out */
   TE_OK(tecore_stream_wait_value64(a, flag, 1, TECORE_WAIT_GEQ));
@@ -471,6 +477,74 @@ START_TEST(write_value_width) {
 }
 END_TEST
 
+/* The first launch of a kernel in a process must not wait for other
+ * streams: a stream blocked on a flag the host (or the service engine)
+ * releases later would deadlock it.  (Seen on cuda: the kernel table's
+ * module was loaded at first launch, which waited for the blocked stream.)
+ * The launch runs on a helper thread; if it is stuck, the host releases the
+ * flag so the test ends with a failure instead of hanging. */
+struct launch_job {
+  tecore_ctx_t ctx;
+  tecore_stream_t s;
+  tecore_devptr_t d;
+  size_t n;
+  float v;
+  tecore_result_t r;
+  char detail[256];
+  int done;
+};
+
+static void *launch_job_main(void *arg) {
+  struct launch_job *j = arg;
+  j->r = tecore_ctx_set_current(j->ctx);
+  if (j->r == TECORE_SUCCESS) j->r = tecore_fill(j->d, TECORE_DTYPE_F32, j->n, j->v, j->s);
+  if (j->r == TECORE_SUCCESS) j->r = te_stream_wait(j->s, WAIT_MS);
+  snprintf(j->detail, sizeof j->detail, "%s", tecore_last_error());
+  __atomic_store_n(&j->done, 1, __ATOMIC_RELEASE);
+  return NULL;
+}
+
+START_TEST(first_launch_while_stream_waits) {
+  tecore_stream_t a = new_stream(), b = new_stream();
+  struct flag f = flag_new(1, 64);
+  flag_set_now(&f, 0);
+  size_t n = 1000 + te_rand_below(10000);
+  struct launch_job job = {.ctx = te_ctx, .s = b, .d = te_dalloc(n * 4), .n = n,
+                           .v = te_rand_float(1, 10)};
+  te_poison_dev(job.d, n * 4);
+  flag_wait(&f, a, 1, TECORE_WAIT_GEQ);
+  te_sleep_ms(BLOCKED_MS);
+  ck_assert_int_eq(tecore_stream_query(a), TECORE_ERR_NOT_READY);
+  pthread_t th;
+  ck_assert_int_eq(pthread_create(&th, NULL, launch_job_main, &job), 0);
+  int waited = 0;
+  while (!__atomic_load_n(&job.done, __ATOMIC_ACQUIRE) && waited < 10000) {
+    te_sleep_ms(5);
+    waited += 5;
+  }
+  int stuck = !__atomic_load_n(&job.done, __ATOMIC_ACQUIRE);
+  int a_still_blocked = tecore_stream_query(a) == TECORE_ERR_NOT_READY;
+  flag_set_now(&f, 1); /* host release: unblocks a, and a stuck launch with it */
+  pthread_join(th, NULL);
+  ck_assert_msg(!stuck, "the first kernel launch on stream b did not finish in 10 s while "
+                "stream a waited on a flag (it finished only after the release): a first "
+                "launch must not wait for other streams");
+  ck_assert_msg(job.r == TECORE_SUCCESS, "fill on b: %s: %s", tecore_result_name(job.r),
+                job.detail);
+  ck_assert_msg(a_still_blocked, "stream a passed its wait without a release");
+  ck_assert_int_eq(te_stream_wait(a, WAIT_MS), TECORE_SUCCESS);
+  float *got = malloc(n * 4);
+  te_d2h(got, job.d, n * 4);
+  for (size_t i = 0; i < n; i++)
+    ck_assert_msg(got[i] == job.v, "got[%zu] = %g, want %g", i, (double)got[i], (double)job.v);
+  free(got);
+  TE_OK(tecore_mem_free(job.d));
+  flag_free(&f);
+  TE_OK(tecore_stream_destroy(a));
+  TE_OK(tecore_stream_destroy(b));
+}
+END_TEST
+
 static Suite *stream_suite(void) {
   Suite *s = suite_create("stream");
   TCase *tc = te_tcase(s, "order", 1);
@@ -482,6 +556,7 @@ static Suite *stream_suite(void) {
   tcase_add_test(tc, events_not_ready);
   tc = te_tcase(s, "memops", 1);
   tcase_add_test(tc, write_value_width);
+  tcase_add_test(tc, first_launch_while_stream_waits);
   tcase_add_test(tc, wait64_released_by_stream);
   tcase_add_test(tc, wait64_released_by_host);
   tcase_add_test(tc, wait32_released_by_stream);

@@ -40,7 +40,7 @@ void tb_report(struct tb_ctx *c, const char *name, const char *shape, double ms,
   double gbs = bytes / (ms * 1e-3) / 1e9;
   double floor_ms = bytes / (c->copy_gbs * 1e9) * 1e3;
   double pct = 100.0 * gbs / c->copy_gbs;
-  printf("%-34s %-18s %9.3f ms %8.1f GB/s  floor %8.3f ms  %5.1f%% of copy", name, shape, ms, gbs,
+  printf("%-38s %-12s %9.3f ms %8.1f GB/s  floor %8.3f ms  %5.1f%% of copy", name, shape, ms, gbs,
          floor_ms, pct);
   if (target_pct > 0) printf("  target %.0f%% %s", target_pct, pct >= target_pct ? "PASS" : "MISS");
   printf("\n");
@@ -101,7 +101,7 @@ int tb_setup(struct tb_ctx *c) {
   tecore_mem_free(a.dst);
   if (ms <= 0) return 1;
   c->copy_gbs = 2.0 * a.bytes / (ms * 1e-3) / 1e9;
-  printf("%-34s %-18s %9.3f ms %8.1f GB/s  (the floor for every line below)\n", "copy d2d",
+  printf("%-38s %-12s %9.3f ms %8.1f GB/s  (the floor for every line below)\n", "copy d2d",
          "", ms, c->copy_gbs);
   return 0;
 }

@@ -47,7 +47,7 @@ int main(int argc, char **argv) {
   if (tb_setup(&c)) return 1;
   (void)want_copy; /* the copy floor is always measured: every figure needs it */
   if (want_ew) tb_elementwise(&c);
-  (void)want_fp8; /* FP8 section: see tools/bench_fp8.c once the FP8 kernels land */
+  if (want_fp8) tb_fp8(&c);
   if (want_gemm) tb_gemm(&c);
   tb_teardown(&c);
   return c.failed ? 1 : 0;

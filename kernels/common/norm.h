@@ -22,8 +22,9 @@
  *   LN:  mean = S(x) / H;  d = x - mean;  var = S(d*d) / H  (fma into the sum);
  *        rs = 1 / sqrt(var + eps);  y = fma(d*rs, g, beta)
  *   RMS: ms = S(x*x) / H (fma);  rs = 1 / sqrt(ms + eps);  y = (x*rs)*g
- *   g = gamma, or 1 + gamma with zero-centered gamma.
- *   FP8 output: q = fp8(y * scale); amax = max |y| (before the scale).
+ *   g = gamma + zc (zc = 1 with zero-centered gamma, else 0).
+ *   Output: y * scale, scale = 1 unless the output is FP8, q = fp8(y *
+ *   scale); amax = max |y| (before the scale; te_amax_f32).
  *
  * Backward:
  *   xhat = (x - mu)*rs (LN) or x*rs (RMS);  dyg = dy*g
@@ -66,6 +67,9 @@
 #define TE_NORM_BWD_BLOCK 256
 #define TE_NORM_FWD_TMAX 1024
 #define TE_NORM_BWD_TMAX 512
+/* The compiled-constant forward kernel takes rows of at most this many
+ * threads (so it may use 128 registers). */
+#define TE_NORM_FAST_TMAX 512
 /* Partial rows of the backward workspace, at most: two blocks on each of
  * an H100 SXM's 132 SMs, so the first stage is one full wave there.  A
  * constant, not the device's SM count, so that every device (and vdev)
@@ -124,10 +128,12 @@ TE_HD unsigned te_norm_bwd_parts(unsigned long long rows, int rows_per_block) {
 
 /* ---- per-element formulas ------------------------------------------------ */
 
-/* The scale factor applied to a normalized element. */
-TE_HD float te_norm_gamma(float g, int flags) {
-  return (flags & TE_NORM_ZERO_CENTERED) ? te_add_rn(1.0f, g) : g;
-}
+/* The weight applied to a normalized element: g + zc, zc = 1 with
+ * zero-centered gamma, else 0 (te_norm_zc).  An add rather than a branch
+ * keeps the kernels' element loops free of selects; the one difference
+ * from using gamma itself is that gamma = -0 acts as +0. */
+TE_HD float te_norm_zc(int flags) { return (flags & TE_NORM_ZERO_CENTERED) ? 1.0f : 0.0f; }
+TE_HD float te_norm_gamma(float g, float zc) { return te_add_rn(g, zc); }
 /* rs = 1 / sqrt(v + eps), v the variance or the mean square. */
 TE_HD float te_norm_rsigma(float v, float eps) { return te_rcp_rn(te_sqrt_rn(te_add_rn(v, eps))); }
 /* The mean of a sum over a row of h elements. */

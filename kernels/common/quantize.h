@@ -32,9 +32,9 @@ TE_HD float te_q_tensor_scale(int current, const float *scale, const unsigned *a
   return *scale;
 }
 
-/* Tiles: MXFP8 32 rows x 64 columns; block scaling 128 x 128. */
+/* Tiles: MXFP8 32 rows x 128 columns (one per warp); block scaling 128 x 128. */
 #define TE_MX_TILE_R 32
-#define TE_MX_TILE_C 64
+#define TE_MX_TILE_C 128
 #define TE_BLK_TILE 128
 
 /* Block-scaling kernel modes. */

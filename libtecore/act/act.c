@@ -53,16 +53,18 @@ tecore_result_t te_act_check_out(const struct tecore_tensor *t, const char *fn, 
 #define U64(i) (*(const unsigned long long *)args[i])
 #define I32(i) (*(const int *)args[i])
 
+/* scale is 1 unless the output is FP8 (y * 1 is y: the GPU's loops have
+ * no branch there either). */
 struct act_vout {
   void *p;
   int dtype;
   float scale;
-  uint32_t amax;
+  float amax;
 };
 
 static void act_vput(struct act_vout *o, uint64_t i, float y) {
-  o->amax = te_max_u32(o->amax, te_abs_bits(y));
-  te_st(o->p, i, o->dtype, te_dt_is_fp8(o->dtype) ? te_mul_rn(y, o->scale) : y);
+  o->amax = te_amax_f32(o->amax, y);
+  te_st(o->p, i, o->dtype, te_mul_rn(y, o->scale));
 }
 
 static void act_vdev_fwd(int kind, void *const *args) {
@@ -74,7 +76,7 @@ static void act_vdev_fwd(int kind, void *const *args) {
   unsigned long long rows = U64(6), cols = U64(7);
   int dtypes = I32(8), din = dtypes & 0xf;
   if (noop && *noop != 0) return;
-  struct act_vout o = {PTR(1), (dtypes >> 4) & 0xf, 1.0f, 0};
+  struct act_vout o = {PTR(1), (dtypes >> 4) & 0xf, 1.0f, 0.0f};
   if (te_dt_is_fp8(o.dtype) && scale) o.scale = *scale;
   if (scale_inv && scale) *scale_inv = te_fp8_scale_inv(*scale);
   if (!te_act_is_gated(kind)) {
@@ -87,7 +89,7 @@ static void act_vdev_fwd(int kind, void *const *args) {
                  te_act_gated_fwd(kind, te_ld(in, ia, din), te_ld(in, ia + cols, din)));
       }
   }
-  if (amax && o.amax) te_vdev_amax_update(amax, o.amax);
+  if (amax && te_abs_bits(o.amax)) te_vdev_amax_update(amax, te_abs_bits(o.amax));
 }
 
 static void act_vdev_bwd(int kind, void *const *args) {
@@ -97,7 +99,7 @@ static void act_vdev_bwd(int kind, void *const *args) {
   float *scale_inv = PTR(5);
   unsigned long long rows = U64(6), cols = U64(7);
   int dtypes = I32(8), ddy = dtypes & 0xf, dxin = (dtypes >> 4) & 0xf;
-  struct act_vout o = {PTR(2), (dtypes >> 8) & 0xf, 1.0f, 0};
+  struct act_vout o = {PTR(2), (dtypes >> 8) & 0xf, 1.0f, 0.0f};
   if (te_dt_is_fp8(o.dtype) && scale) o.scale = *scale;
   if (scale_inv && scale) *scale_inv = te_fp8_scale_inv(*scale);
   if (!te_act_is_gated(kind)) {
@@ -114,7 +116,7 @@ static void act_vdev_bwd(int kind, void *const *args) {
         act_vput(&o, ia + cols, db);
       }
   }
-  if (amax && o.amax) te_vdev_amax_update(amax, o.amax);
+  if (amax && te_abs_bits(o.amax)) te_vdev_amax_update(amax, te_abs_bits(o.amax));
 }
 
 #define ACT_VDEV(name, KIND)                                                                  \

@@ -403,7 +403,11 @@ static tecore_result_t quantize_one(const struct tecore_tensor *in, const struct
   if (out->scaling == TECORE_SCALING_MXFP8) {
     uint64_t tiles = ((rows + TE_MX_TILE_R - 1) / TE_MX_TILE_R) * ((cols + TE_MX_TILE_C - 1) / TE_MX_TILE_C);
     void *args[] = {&pin, &idt, &R, &C, &pout, &pcol, &psi, &psc, &odt, &pa, &nf};
-    return q_launch(K_MX, q_cfg(tiles, 8), args, stream);
+    /* a tile per warp, 4 warps a block; 6 blocks per SM are resident
+     * (__launch_bounds__(128, 6), 32 KB of shared memory each): one wave */
+    struct tecore_launch_cfg cfg = q_cfg((tiles + 3) / 4, 6);
+    cfg.block[0] = 128;
+    return q_launch(K_MX, cfg, args, stream);
   }
   /* block modes, and per-tensor with a transposed output */
   int mode = out->scaling == TECORE_SCALING_BLOCK_1X128     ? TE_BLK_1X128

@@ -367,6 +367,15 @@ tecore_result_t te_gemm_lt_run(const struct te_gemm_problem *p, tecore_stream_t 
   if (s != CUBLAS_STATUS_SUCCESS) {
     describe(p, what, sizeof what);
     r = te_lt_result(s, "cublasLtMatmul", what, __FILE__, __LINE__);
+    /* the arguments passed gemm.c's checks, so an invalid value here is a
+     * combination this cuBLASLt does not implement (an FP8 D with a C to
+     * accumulate, say): say so as such */
+    if (r == TECORE_ERR_INVALID) {
+      char prev[512];
+      snprintf(prev, sizeof prev, "%s", tecore_last_error());
+      r = TE_ERR(TECORE_ERR_NOT_SUPPORTED, "tecore_gemm: cuBLASLt %zu refuses this combination "
+                 "on sm_%d: %s", te_lt_version(), cc, prev);
+    }
     goto out;
   }
   r = TECORE_SUCCESS;

@@ -34,13 +34,13 @@ static void norm_vdev_fwd(int vec, void *const *args) {
   float eps = F32(11);
   int flags = I32(12), dtypes = I32(13), tpr = I32(14), nv = I32(15);
   int dx = TE_NORM_DT(dtypes, 0), dw = TE_NORM_DT(dtypes, 1), dy = TE_NORM_DT(dtypes, 2);
-  int ln = flags & TE_NORM_LAYERNORM, fp8 = te_dt_is_fp8(dy);
-  float sc = (fp8 && scale) ? *scale : 1.0f;
+  int ln = flags & TE_NORM_LAYERNORM;
+  float sc = (te_dt_is_fp8(dy) && scale) ? *scale : 1.0f, zc = te_norm_zc(flags);
   if (scale_inv && scale) *scale_inv = te_fp8_scale_inv(*scale);
   unsigned nvec = vec == 8 ? hidden / 8 : hidden;
   float h = (float)hidden;
   float part[1024];
-  uint32_t am = 0;
+  float am = 0.0f;
   for (unsigned long long row = 0; row < rows; row++) {
     const unsigned long long base = row * hidden;
     for (int t = 0; t < tpr; t++) {
@@ -79,14 +79,14 @@ static void norm_vdev_fwd(int vec, void *const *args) {
     if (rsigma) rsigma[row] = rs;
     for (unsigned c = 0; c < hidden; c++) {
       float v = te_ld(x, base + c, dx);
-      float g = te_norm_gamma(te_ld(gamma, c, dw), flags);
+      float g = te_norm_gamma(te_ld(gamma, c, dw), zc);
       float o = ln ? te_ln_out(te_sub_rn(v, mean), rs, g, te_ld(beta, c, dw))
                    : te_rms_out(v, rs, g);
-      am = te_max_u32(am, te_abs_bits(o));
-      te_st(y, base + c, dy, fp8 ? te_mul_rn(o, sc) : o);
+      am = te_amax_f32(am, o);
+      te_st(y, base + c, dy, te_mul_rn(o, sc));
     }
   }
-  if (amax && am) te_vdev_amax_update(amax, am);
+  if (amax && te_abs_bits(am)) te_vdev_amax_update(amax, te_abs_bits(am));
 }
 
 /* ---- vdev: backward ----------------------------------------------------------------
@@ -106,6 +106,7 @@ static void norm_vdev_bwd(int vec, const struct tecore_launch_cfg *cfg, void *co
   int dtx = TE_NORM_DT(dtypes, 0), dtdy = TE_NORM_DT(dtypes, 1), dtw = TE_NORM_DT(dtypes, 2),
       dtdx = TE_NORM_DT(dtypes, 3), dte = TE_NORM_DT(dtypes, 4);
   int ln = flags & TE_NORM_LAYERNORM, add = flags & TE_NORM_EXTRA_GRAD;
+  float zc = te_norm_zc(flags);
   unsigned R = cfg->block[0] / (unsigned)tpr;
   unsigned nvec = vec == 8 ? hidden / 8 : hidden;
   float h = (float)hidden;
@@ -136,7 +137,7 @@ static void norm_vdev_bwd(int vec, const struct tecore_launch_cfg *cfg, void *co
               unsigned c = vi * (unsigned)vec + (unsigned)k;
               float xv = te_ld(x, base + c, dtx);
               float xh = ln ? te_mul_rn(te_sub_rn(xv, m), rs) : te_mul_rn(xv, rs);
-              float dyg = te_mul_rn(te_ld(dy, base + c, dtdy), te_norm_gamma(te_ld(gamma, c, dtw), flags));
+              float dyg = te_mul_rn(te_ld(dy, base + c, dtdy), te_norm_gamma(te_ld(gamma, c, dtw), zc));
               if (ln) s1 = te_add_rn(s1, dyg);
               s2 = te_fma_rn(dyg, xh, s2);
             }
@@ -149,7 +150,7 @@ static void norm_vdev_bwd(int vec, const struct tecore_launch_cfg *cfg, void *co
         for (unsigned c = 0; c < hidden; c++) {
           float xv = te_ld(x, base + c, dtx), g = te_ld(dy, base + c, dtdy);
           float xh = ln ? te_mul_rn(te_sub_rn(xv, m), rs) : te_mul_rn(xv, rs);
-          float dyg = te_mul_rn(g, te_norm_gamma(te_ld(gamma, c, dtw), flags));
+          float dyg = te_mul_rn(g, te_norm_gamma(te_ld(gamma, c, dtw), zc));
           float d = ln ? te_ln_dx(rs, dyg, xh, m1, m2) : te_rms_dx(rs, dyg, xh, m2);
           if (add) d = te_add_rn(d, te_ld(extra, base + c, dte));
           te_st(dx, base + c, dtdx, d);
@@ -214,7 +215,8 @@ static void vdev_norm_bwd_v1(const struct tecore_launch_cfg *cfg, void *const *a
 #endif
 
 enum { K_FWD_V8, K_FWD_V1, K_FWD_STREAM_V8, K_FWD_STREAM_V1,
-       K_BWD_V8, K_BWD_V1, K_BWD_STREAM_V8, K_BWD_STREAM_V1, K_BWD_REDUCE };
+       K_BWD_V8, K_BWD_V1, K_BWD_STREAM_V8, K_BWD_STREAM_V1, K_BWD_REDUCE,
+       K_FWD_FAST, K_BWD_FAST };
 
 #define NORM_FWD_DEF(sym, fn)                                                               \
   {.name = sym, .vdev = fn, .nparams = 16,                                                  \
@@ -235,6 +237,8 @@ static const struct tecore_kernel_def norm_kernels[] = {
     [K_BWD_STREAM_V1] = NORM_BWD_DEF("te_norm_bwd_stream_v1", vdev_norm_bwd_v1),
     [K_BWD_REDUCE] = {.name = "te_norm_bwd_reduce", .vdev = vdev_norm_bwd_reduce, .nparams = 6,
                       .param_size = {8, 8, 8, 4, 4, 4}, .param_is_ptr = {1, 1, 1, 0, 0, 0}},
+    [K_FWD_FAST] = NORM_FWD_DEF("te_norm_fwd_fast", vdev_norm_fwd_v8),
+    [K_BWD_FAST] = NORM_BWD_DEF("te_norm_bwd_fast", vdev_norm_bwd_v8),
 };
 
 static int norm_first_id(void) {
@@ -327,6 +331,11 @@ static tecore_result_t norm_fwd(int ln, const struct tecore_tensor *x,
             (!ln || te_al16(beta->data)) ? 8 : 1;
   struct te_norm_plan p = te_norm_plan_fwd(hidden, vec);
   int k = vec == 8 ? (p.stream ? K_FWD_STREAM_V8 : K_FWD_V8) : (p.stream ? K_FWD_STREAM_V1 : K_FWD_V1);
+  /* te_norm_fwd_fast: one dtype for x and the weights, the output that
+   * dtype or FP8 */
+  if (k == K_FWD_V8 && p.tpr <= TE_NORM_FAST_TMAX && gamma->dtype == x->dtype &&
+      (y->dtype == x->dtype || te_dtype_is_fp8(y->dtype)))
+    k = K_FWD_FAST;
   unsigned long long blocks = (rows + (unsigned)p.rows_per_block - 1) / (unsigned)p.rows_per_block;
   struct tecore_launch_cfg cfg = {.grid = {(unsigned)blocks, 1, 1}, .block = {p.threads, 1, 1}};
 
@@ -441,6 +450,10 @@ static tecore_result_t norm_bwd(int ln, const struct tecore_tensor *dy,
   struct te_norm_plan p = te_norm_plan_bwd(hidden, vec);
   unsigned parts = te_norm_bwd_parts(rows, p.rows_per_block);
   int k = vec == 8 ? (p.stream ? K_BWD_STREAM_V8 : K_BWD_V8) : (p.stream ? K_BWD_STREAM_V1 : K_BWD_V1);
+  /* te_norm_bwd_fast: one dtype for x, dy, gamma, dx (and extra_grad) */
+  if (k == K_BWD_V8 && dy->dtype == x->dtype && gamma->dtype == x->dtype &&
+      dx->dtype == x->dtype && (!extra || extra->dtype == x->dtype))
+    k = K_BWD_FAST;
   unsigned comb = p.stream ? 0
                            : (unsigned)((p.rows_per_block - 1) * p.tpr * TE_NORM_BWD_NV_MAX * vec *
                                         2 * (int)sizeof(float));

@@ -18,6 +18,7 @@
 #include <te/activation.h>
 #include <te/norm.h>
 #include <te/transpose.h>
+#include <te/optim.h>
 
 #ifdef __cplusplus
 extern "C" {

@@ -1,0 +1,289 @@
+/* optim.c -- tecore_adam_step and tecore_sgd_step, and the optimizer kernel
+ * table (kernels/optim.cu on cuda, optim_vdev.c on vdev) with its launch
+ * helper.  The tensors go to the kernels by value, TE_OPTIM_MAX a launch,
+ * in one parameter block (kernels/common/optim.h); all arguments are
+ * checked before the first launch, so a bad call queues nothing. */
+#include "optim/optim_internal.h"
+#include <math.h>
+#include <pthread.h>
+#include <string.h>
+
+/* The kernels take each parameter block by value: it must stay under the
+ * 4 KiB kernel-parameter limit, and its layout is shared with nvcc. */
+_Static_assert(sizeof(struct te_optim_params) <= 4096, "te_optim_params over 4 KiB");
+_Static_assert(sizeof(struct te_l2_params) <= 4096, "te_l2_params over 4 KiB");
+_Static_assert(sizeof(struct te_unscale_params) <= 4096, "te_unscale_params over 4 KiB");
+_Static_assert(TE_OPTIM_MAX == TECORE_OPTIM_BATCH, "TECORE_OPTIM_BATCH differs from the kernels'");
+
+/* ---- the table ------------------------------------------------------------ */
+
+#ifdef TE_HAVE_CUDA
+extern const unsigned char te_fatbin_optim[], te_fatbin_optim_end[];
+#define OPTIM_FATBIN te_fatbin_optim
+#define OPTIM_FATBIN_BYTES ((size_t)(te_fatbin_optim_end - te_fatbin_optim))
+#else
+#define OPTIM_FATBIN NULL
+#define OPTIM_FATBIN_BYTES 0
+#endif
+
+#define OP ((uint16_t)sizeof(struct te_optim_params))
+#define L2P ((uint16_t)sizeof(struct te_l2_params))
+#define USP ((uint16_t)sizeof(struct te_unscale_params))
+static const struct tecore_kernel_def optim_kernels[] = {
+    [TE_OPTIM_K_ADAM] = {.name = "te_optim_adam", .vdev = te_optim_vdev_adam, .nparams = 1,
+                         .param_size = {OP}, .param_is_ptr = {0}},
+    [TE_OPTIM_K_SGD] = {.name = "te_optim_sgd", .vdev = te_optim_vdev_sgd, .nparams = 1,
+                        .param_size = {OP}, .param_is_ptr = {0}},
+    [TE_OPTIM_K_L2_PARTIAL] = {.name = "te_optim_l2_partial", .vdev = te_optim_vdev_l2_partial,
+                               .nparams = 1, .param_size = {L2P}, .param_is_ptr = {0}},
+    [TE_OPTIM_K_L2_FINAL] = {.name = "te_optim_l2_final", .vdev = te_optim_vdev_l2_final,
+                             .nparams = 4, .param_size = {8, 4, 8, 8},
+                             .param_is_ptr = {1, 0, 1, 1}},
+    [TE_OPTIM_K_UNSCALE] = {.name = "te_optim_unscale", .vdev = te_optim_vdev_unscale,
+                            .nparams = 1, .param_size = {USP}, .param_is_ptr = {0}},
+};
+_Static_assert(TE_ARRAY_SIZE(optim_kernels) == TE_OPTIM_K_COUNT_, "optim kernel table");
+
+static struct tecore_kernel_table optim_table = {.module = "libtecore/optim",
+                                                 .count = TE_ARRAY_SIZE(optim_kernels),
+                                                 .kernels = optim_kernels};
+static int optim_id = -1;
+static pthread_once_t optim_once = PTHREAD_ONCE_INIT;
+
+static void optim_register(void) {
+  /* the fatbin's size is a link-time difference: set here, once */
+  optim_table.fatbin = OPTIM_FATBIN;
+  optim_table.fatbin_bytes = OPTIM_FATBIN_BYTES;
+  if (tecore_kernel_table_register(&optim_table, &optim_id) != TECORE_SUCCESS) optim_id = -1;
+}
+
+tecore_result_t te_optim_launch(int k, unsigned blocks, void **args, tecore_stream_t stream) {
+  pthread_once(&optim_once, optim_register);
+  if (optim_id < 0)
+    return TE_ERR(TECORE_ERR_INTERNAL, "the optimizer kernel table could not be registered");
+  struct tecore_launch_cfg cfg = {.grid = {blocks ? blocks : 1, 1, 1},
+                                  .block = {TE_OPTIM_THREADS, 1, 1}};
+  TE_CHECK(tecore_kernel_launch(optim_id + k, &cfg, args, stream));
+  return TECORE_SUCCESS;
+}
+
+/* ---- argument checks ---------------------------------------------------------- */
+
+#define P(x) ((void *)(uintptr_t)(x))
+
+/* A device address of tensors[i]: set when required, aligned when set. */
+static tecore_result_t check_addr(tecore_devptr_t a, size_t align, int required, const char *fn,
+                                  size_t i, const char *field) {
+  if (!a) {
+    if (required) return TE_ERR(TECORE_ERR_INVALID, "%s: tensors[%zu].%s is 0", fn, i, field);
+    return TECORE_SUCCESS;
+  }
+  if (a % align)
+    return TE_ERR(TECORE_ERR_INVALID, "%s: tensors[%zu].%s (0x%llx) is not aligned to %zu bytes",
+                  fn, i, field, (unsigned long long)a, align);
+  return TECORE_SUCCESS;
+}
+
+static int is_grad_dtype(tecore_dtype_t d) {
+  return d == TECORE_DTYPE_F32 || d == TECORE_DTYPE_BF16 || d == TECORE_DTYPE_F16;
+}
+static int is_model_dtype(tecore_dtype_t d) {
+  return d == TECORE_DTYPE_BF16 || d == TECORE_DTYPE_F16 || d == TECORE_DTYPE_E4M3 ||
+         d == TECORE_DTYPE_E5M2;
+}
+static int is_fp8(tecore_dtype_t d) { return d == TECORE_DTYPE_E4M3 || d == TECORE_DTYPE_E5M2; }
+
+/* Checks tensors[i]; need_m / need_v: exp_avg / exp_avg_sq are used. */
+static tecore_result_t check_tensor(const struct tecore_optim_tensor *t, size_t i, int need_m,
+                                    int need_v, const char *fn) {
+  if (t->numel == 0) return TECORE_SUCCESS;
+  TE_ARG(te_optim_blocks(t->numel) <= TE_OPTIM_MAX_BLOCKS,
+         "%s: tensors[%zu].numel %zu is too large (at most %llu)", fn, i, t->numel,
+         TE_OPTIM_MAX_BLOCKS * TE_OPTIM_CHUNK);
+  TE_ARG(is_grad_dtype(t->grad_dtype), "%s: tensors[%zu].grad_dtype %s is not f32, bf16 or f16",
+         fn, i, tecore_dtype_name(t->grad_dtype));
+  TE_CHECK(check_addr(t->param, 4, 1, fn, i, "param"));
+  TE_CHECK(check_addr(t->grad, tecore_dtype_size(t->grad_dtype), 1, fn, i, "grad"));
+  TE_CHECK(check_addr(t->exp_avg, 4, need_m, fn, i, "exp_avg"));
+  TE_CHECK(check_addr(t->exp_avg_sq, 4, need_v, fn, i, "exp_avg_sq"));
+  if (!t->model) {
+    TE_ARG(!t->model_scale && !t->model_scale_inv && !t->model_amax,
+           "%s: tensors[%zu].model is 0 but model_scale, model_scale_inv or model_amax is set",
+           fn, i);
+    return TECORE_SUCCESS;
+  }
+  TE_ARG(is_model_dtype(t->model_dtype),
+         "%s: tensors[%zu].model_dtype %s is not bf16, f16, e4m3 or e5m2", fn, i,
+         tecore_dtype_name(t->model_dtype));
+  TE_CHECK(check_addr(t->model, tecore_dtype_size(t->model_dtype), 1, fn, i, "model"));
+  if (is_fp8(t->model_dtype)) {
+    TE_CHECK(check_addr(t->model_scale, 4, 1, fn, i, "model_scale"));
+    TE_CHECK(check_addr(t->model_scale_inv, 4, 0, fn, i, "model_scale_inv"));
+    TE_CHECK(check_addr(t->model_amax, 4, 0, fn, i, "model_amax"));
+  } else {
+    TE_ARG(!t->model_scale && !t->model_scale_inv && !t->model_amax,
+           "%s: tensors[%zu]: model_scale, model_scale_inv and model_amax are for FP8 "
+           "models, but model_dtype is %s", fn, i, tecore_dtype_name(t->model_dtype));
+  }
+  return TECORE_SUCCESS;
+}
+
+static tecore_result_t check_common(const struct tecore_optim_tensor *tensors, size_t count,
+                                    const void *cfg, tecore_devptr_t gsi,
+                                    tecore_devptr_t found_inf, const char *fn) {
+  TE_ARG(count == 0 || tensors, "%s: tensors is NULL", fn);
+  TE_ARG(cfg, "%s: cfg is NULL", fn);
+  TE_ARG(gsi % 4 == 0, "%s: grad_scale_inv (0x%llx) is not aligned to 4 bytes", fn,
+         (unsigned long long)gsi);
+  TE_ARG(found_inf % 4 == 0, "%s: found_inf (0x%llx) is not aligned to 4 bytes", fn,
+         (unsigned long long)found_inf);
+  return TECORE_SUCCESS;
+}
+
+/* A double hyperparameter that the kernels get as a float: finite in both. */
+static int finite_f(double x) { return isfinite(x) && isfinite((float)x); }
+
+/* ---- batching ------------------------------------------------------------------- */
+
+/* Launches the tensors in batches of TE_OPTIM_MAX, each batch's grid one
+ * block per chunk of each of its tensors. */
+static tecore_result_t step_launch(int k, const struct tecore_optim_tensor *tensors, size_t count,
+                                   const struct te_optim_hp *hp, tecore_devptr_t gsi,
+                                   tecore_devptr_t found_inf, int need_m, int need_v,
+                                   tecore_stream_t stream) {
+  struct te_optim_params p;
+  memset(&p, 0, sizeof p);
+  p.found_inf = (const int *)P(found_inf);
+  p.gsi = (const float *)P(gsi);
+  p.hp = *hp;
+  uint64_t blocks = 0;
+  for (size_t i = 0; i < count; i++) {
+    const struct tecore_optim_tensor *t = &tensors[i];
+    if (t->numel == 0) continue;
+    uint64_t nb = te_optim_blocks(t->numel);
+    if (p.count == TE_OPTIM_MAX || blocks + nb > TE_OPTIM_MAX_BLOCKS) {
+      void *args[] = {&p};
+      TE_CHECK(te_optim_launch(k, (unsigned)blocks, args, stream));
+      p.count = 0;
+      blocks = 0;
+    }
+    struct te_optim_entry *e = &p.e[p.count++];
+    size_t gsz = tecore_dtype_size(t->grad_dtype);
+    size_t wsz = t->model ? tecore_dtype_size(t->model_dtype) : 1;
+    memset(e, 0, sizeof *e);
+    e->p = P(t->param);
+    e->g = P(t->grad);
+    e->m = need_m ? P(t->exp_avg) : NULL;
+    e->v = need_v ? P(t->exp_avg_sq) : NULL;
+    e->w = P(t->model);
+    e->w_dt = t->model ? (int)t->model_dtype : TE_OPTIM_W_NONE;
+    e->w_scale = P(t->model ? t->model_scale : 0);
+    e->w_scale_inv = P(t->model ? t->model_scale_inv : 0);
+    e->w_amax = P(t->model ? t->model_amax : 0);
+    e->n = t->numel;
+    e->block0 = (unsigned)blocks;
+    e->nblocks = (unsigned)nb;
+    e->g_dt = (int)t->grad_dtype;
+    /* 4-element vectors: 16 bytes of F32, 8 of a 16-bit type, 4 of FP8 */
+    e->vec = te_optim_aligned(t->param, 16) && te_optim_aligned(t->grad, 4 * gsz) &&
+             te_optim_aligned(need_m ? t->exp_avg : 0, 16) &&
+             te_optim_aligned(need_v ? t->exp_avg_sq : 0, 16) &&
+             te_optim_aligned(t->model, 4 * wsz);
+    blocks += nb;
+  }
+  if (p.count) {
+    void *args[] = {&p};
+    TE_CHECK(te_optim_launch(k, (unsigned)blocks, args, stream));
+  }
+  return TECORE_SUCCESS;
+}
+
+/* ---- entry points -------------------------------------------------------------- */
+
+TE_EXPORT tecore_result_t tecore_adam_step(const struct tecore_optim_tensor *tensors, size_t count,
+                                           const struct tecore_adam_config *cfg,
+                                           tecore_devptr_t grad_scale_inv,
+                                           tecore_devptr_t found_inf, tecore_stream_t stream) {
+  static const char fn[] = "tecore_adam_step";
+  TE_CHECK(check_common(tensors, count, cfg, grad_scale_inv, found_inf, fn));
+  TE_ARG(finite_f(cfg->lr) && cfg->lr >= 0, "%s: cfg->lr %g is not a finite value >= 0", fn,
+         cfg->lr);
+  TE_ARG(cfg->beta1 >= 0 && cfg->beta1 < 1, "%s: cfg->beta1 %g is not in [0, 1)", fn, cfg->beta1);
+  TE_ARG(cfg->beta2 >= 0 && cfg->beta2 < 1, "%s: cfg->beta2 %g is not in [0, 1)", fn, cfg->beta2);
+  TE_ARG(finite_f(cfg->eps) && cfg->eps >= 0, "%s: cfg->eps %g is not a finite value >= 0", fn,
+         cfg->eps);
+  TE_ARG(finite_f(cfg->weight_decay) && cfg->weight_decay >= 0,
+         "%s: cfg->weight_decay %g is not a finite value >= 0", fn, cfg->weight_decay);
+  TE_ARG(cfg->step >= 1, "%s: cfg->step %lld is not >= 1", fn, (long long)cfg->step);
+  TE_ARG(!(cfg->flags & ~(TECORE_ADAM_W | TECORE_ADAM_NO_BIAS_CORRECTION)),
+         "%s: cfg->flags 0x%x has unknown bits", fn, cfg->flags);
+
+  struct te_optim_hp hp;
+  memset(&hp, 0, sizeof hp);
+  double bc1 = 1.0, bc2 = 1.0;
+  if (!(cfg->flags & TECORE_ADAM_NO_BIAS_CORRECTION)) {
+    bc1 = 1.0 - pow(cfg->beta1, (double)cfg->step);
+    bc2 = 1.0 - pow(cfg->beta2, (double)cfg->step);
+  }
+  hp.kind = (cfg->flags & TECORE_ADAM_W) ? TE_OPTIM_ADAMW : TE_OPTIM_ADAM_L2;
+  hp.lr = (float)cfg->lr;
+  hp.beta1 = (float)cfg->beta1;
+  hp.beta2 = (float)cfg->beta2;
+  hp.omb1 = (float)(1.0 - cfg->beta1);
+  hp.omb2 = (float)(1.0 - cfg->beta2);
+  hp.eps = (float)cfg->eps;
+  hp.wd = (float)cfg->weight_decay;
+  hp.step_size = (float)(cfg->lr / bc1);
+  hp.bc2_sqrt = (float)sqrt(bc2);
+  hp.decay = (float)(1.0 - cfg->lr * cfg->weight_decay);
+  TE_ARG(isfinite(hp.step_size) && hp.bc2_sqrt > 0,
+         "%s: cfg: lr / (1 - beta1^step) = %g or sqrt(1 - beta2^step) = %g is out of float "
+         "range", fn, cfg->lr / bc1, sqrt(bc2));
+  TE_ARG(isfinite(hp.decay), "%s: cfg: 1 - lr * weight_decay is out of float range", fn);
+
+  for (size_t i = 0; i < count; i++)   /* everything checked before any launch */
+    TE_CHECK(check_tensor(&tensors[i], i, 1, 1, fn));
+  TE_CHECK(step_launch(TE_OPTIM_K_ADAM, tensors, count, &hp, grad_scale_inv, found_inf, 1, 1,
+                       stream));
+  return TECORE_SUCCESS;
+}
+
+TE_EXPORT tecore_result_t tecore_sgd_step(const struct tecore_optim_tensor *tensors, size_t count,
+                                          const struct tecore_sgd_config *cfg,
+                                          tecore_devptr_t grad_scale_inv,
+                                          tecore_devptr_t found_inf, tecore_stream_t stream) {
+  static const char fn[] = "tecore_sgd_step";
+  TE_CHECK(check_common(tensors, count, cfg, grad_scale_inv, found_inf, fn));
+  TE_ARG(finite_f(cfg->lr) && cfg->lr >= 0, "%s: cfg->lr %g is not a finite value >= 0", fn,
+         cfg->lr);
+  TE_ARG(finite_f(cfg->momentum) && cfg->momentum >= 0,
+         "%s: cfg->momentum %g is not a finite value >= 0", fn, cfg->momentum);
+  TE_ARG(finite_f(cfg->dampening) && finite_f(1.0 - cfg->dampening),
+         "%s: cfg->dampening %g is not finite", fn, cfg->dampening);
+  TE_ARG(finite_f(cfg->weight_decay) && cfg->weight_decay >= 0,
+         "%s: cfg->weight_decay %g is not a finite value >= 0", fn, cfg->weight_decay);
+  TE_ARG(cfg->step >= 1, "%s: cfg->step %lld is not >= 1", fn, (long long)cfg->step);
+  TE_ARG(!(cfg->flags & ~TECORE_SGD_NESTEROV), "%s: cfg->flags 0x%x has unknown bits", fn,
+         cfg->flags);
+  int nesterov = (cfg->flags & TECORE_SGD_NESTEROV) != 0;
+  TE_ARG(!nesterov || (cfg->momentum > 0 && cfg->dampening == 0),
+         "%s: cfg: Nesterov needs momentum > 0 and dampening 0 (momentum %g, dampening %g)", fn,
+         cfg->momentum, cfg->dampening);
+
+  struct te_optim_hp hp;
+  memset(&hp, 0, sizeof hp);
+  hp.kind = TE_OPTIM_SGD;
+  hp.lr = (float)cfg->lr;
+  hp.wd = (float)cfg->weight_decay;
+  hp.momentum = (float)cfg->momentum;
+  hp.damp1 = (float)(1.0 - cfg->dampening);
+  hp.first = cfg->step == 1;
+  hp.nesterov = nesterov;
+  /* a momentum that rounds to 0 in float is no momentum: the kernels test the float */
+  int need_m = hp.momentum != 0.0f;
+
+  for (size_t i = 0; i < count; i++) TE_CHECK(check_tensor(&tensors[i], i, need_m, 0, fn));
+  TE_CHECK(step_launch(TE_OPTIM_K_SGD, tensors, count, &hp, grad_scale_inv, found_inf, need_m, 0,
+                       stream));
+  return TECORE_SUCCESS;
+}

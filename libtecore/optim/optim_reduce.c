@@ -1,0 +1,177 @@
+/* optim_reduce.c -- tecore_l2norm_multi (with its workspace size) and
+ * tecore_unscale_multi: the loss-scaling and gradient-norm helpers of an
+ * optimizer step, over lists of plain F32 / F16 / BF16 tensors read as flat
+ * arrays.  The tensors go to the kernels by value in batches (TE_L2_MAX,
+ * TE_UNSCALE_MAX a launch); every argument is checked before the first
+ * launch. */
+#include "optim/optim_internal.h"
+#include "fp8/fp8_internal.h"
+#include <stdio.h>
+#include <string.h>
+
+#define P(x) ((void *)(uintptr_t)(x))
+
+/* A plain F32 / F16 / BF16 tensor with its data set (or empty). */
+static tecore_result_t check_plain(const struct tecore_tensor *t, const char *fn,
+                                   const char *arg) {
+  TE_CHECK(te_tensor_check(t, TECORE_TENSOR_ROWWISE, fn, arg));
+  if (t->scaling != TECORE_SCALING_NONE || !te_dtype_is_hp(t->dtype))
+    return TE_ERR(TECORE_ERR_INVALID, "%s: %s must be f32, f16 or bf16 with scaling none (is %s, %s)",
+                  fn, arg, tecore_dtype_name(t->dtype), tecore_scaling_name(t->scaling));
+  return TECORE_SUCCESS;
+}
+
+/* Checks the norm's tensors and counts their blocks (the partial sums). */
+static tecore_result_t l2_check(const struct tecore_tensor *tensors, size_t count, const char *fn,
+                                uint64_t *nparts) {
+  char arg[40];
+  uint64_t total = 0;
+  TE_ARG(count == 0 || tensors, "%s: tensors is NULL", fn);
+  for (size_t i = 0; i < count; i++) {
+    snprintf(arg, sizeof arg, "tensors[%zu]", i);
+    TE_CHECK(check_plain(&tensors[i], fn, arg));
+    total += te_optim_blocks(tecore_tensor_numel(&tensors[i]));
+    TE_ARG(total <= TE_OPTIM_MAX_BLOCKS, "%s: the tensors hold too many elements (over %llu)",
+           fn, TE_OPTIM_MAX_BLOCKS * TE_OPTIM_CHUNK);
+  }
+  *nparts = total;
+  return TECORE_SUCCESS;
+}
+
+TE_EXPORT tecore_result_t tecore_l2norm_multi_workspace_size(const struct tecore_tensor *tensors,
+                                                             size_t count, size_t *bytes) {
+  static const char fn[] = "tecore_l2norm_multi_workspace_size";
+  TE_ARG(bytes, "%s: bytes is NULL", fn);
+  uint64_t nparts;
+  TE_CHECK(l2_check(tensors, count, fn, &nparts));
+  *bytes = (size_t)nparts * sizeof(double);
+  return TECORE_SUCCESS;
+}
+
+TE_EXPORT tecore_result_t tecore_l2norm_multi(const struct tecore_tensor *tensors, size_t count,
+                                              tecore_devptr_t workspace, size_t workspace_bytes,
+                                              tecore_devptr_t norm, tecore_devptr_t found_inf,
+                                              tecore_stream_t stream) {
+  static const char fn[] = "tecore_l2norm_multi";
+  uint64_t nparts;
+  TE_CHECK(l2_check(tensors, count, fn, &nparts));
+  TE_ARG(norm, "%s: norm is 0", fn);
+  TE_ARG(norm % 4 == 0, "%s: norm (0x%llx) is not aligned to 4 bytes", fn,
+         (unsigned long long)norm);
+  TE_ARG(found_inf % 4 == 0, "%s: found_inf (0x%llx) is not aligned to 4 bytes", fn,
+         (unsigned long long)found_inf);
+  if (nparts) {
+    TE_ARG(workspace, "%s: workspace is 0 (%llu bytes are needed)", fn,
+           (unsigned long long)(nparts * sizeof(double)));
+    TE_ARG(workspace % 8 == 0, "%s: workspace (0x%llx) is not aligned to 8 bytes", fn,
+           (unsigned long long)workspace);
+    TE_ARG(workspace_bytes >= nparts * sizeof(double),
+           "%s: workspace_bytes %zu is too small (%llu are needed; see "
+           "tecore_l2norm_multi_workspace_size)", fn, workspace_bytes,
+           (unsigned long long)(nparts * sizeof(double)));
+  }
+
+  /* stage 1: partial sums, TE_L2_MAX tensors a launch */
+  struct te_l2_params p;
+  memset(&p, 0, sizeof p);
+  p.partial = P(workspace);
+  unsigned blocks = 0;
+  for (size_t i = 0; i < count; i++) {
+    uint64_t n = tecore_tensor_numel(&tensors[i]);
+    if (n == 0) continue;
+    if (p.count == TE_L2_MAX) {
+      void *args[] = {&p};
+      TE_CHECK(te_optim_launch(TE_OPTIM_K_L2_PARTIAL, blocks, args, stream));
+      p.base += blocks;
+      p.count = 0;
+      blocks = 0;
+    }
+    struct te_l2_entry *e = &p.e[p.count++];
+    size_t esz = tecore_dtype_size(tensors[i].dtype);
+    e->x = P(tensors[i].data);
+    e->n = n;
+    e->block0 = blocks;
+    e->nblocks = (unsigned)te_optim_blocks(n);
+    e->dt = (int)tensors[i].dtype;
+    e->vec = te_optim_aligned(tensors[i].data, 4 * esz);
+    blocks += e->nblocks;
+  }
+  if (p.count) {
+    void *args[] = {&p};
+    TE_CHECK(te_optim_launch(TE_OPTIM_K_L2_PARTIAL, blocks, args, stream));
+  }
+
+  /* stage 2: one block adds the partials in index order */
+  void *ws = P(workspace), *pn = P(norm), *pf = P(found_inf);
+  unsigned np = (unsigned)nparts;
+  void *args[] = {&ws, &np, &pn, &pf};
+  TE_CHECK(te_optim_launch(TE_OPTIM_K_L2_FINAL, 1, args, stream));
+  return TECORE_SUCCESS;
+}
+
+TE_EXPORT tecore_result_t tecore_unscale_multi(const struct tecore_tensor *in,
+                                               const struct tecore_tensor *out, size_t count,
+                                               tecore_devptr_t scale, tecore_devptr_t found_inf,
+                                               tecore_stream_t stream) {
+  static const char fn[] = "tecore_unscale_multi";
+  TE_ARG(count == 0 || in, "%s: in is NULL", fn);
+  TE_ARG(count == 0 || out, "%s: out is NULL", fn);
+  TE_ARG(scale, "%s: scale is 0", fn);
+  TE_ARG(scale % 4 == 0, "%s: scale (0x%llx) is not aligned to 4 bytes", fn,
+         (unsigned long long)scale);
+  TE_ARG(found_inf % 4 == 0, "%s: found_inf (0x%llx) is not aligned to 4 bytes", fn,
+         (unsigned long long)found_inf);
+  char ain[40], aout[40];
+  for (size_t i = 0; i < count; i++) {   /* everything checked before any launch */
+    snprintf(ain, sizeof ain, "in[%zu]", i);
+    snprintf(aout, sizeof aout, "out[%zu]", i);
+    TE_CHECK(check_plain(&in[i], fn, ain));
+    TE_CHECK(check_plain(&out[i], fn, aout));
+    size_t n = tecore_tensor_numel(&in[i]);
+    TE_ARG(tecore_tensor_numel(&out[i]) == n, "%s: %s has %zu elements, %s has %zu", fn, aout,
+           tecore_tensor_numel(&out[i]), ain, n);
+    TE_ARG(te_optim_blocks(n) <= TE_OPTIM_MAX_BLOCKS, "%s: %s is too large (%zu elements)", fn,
+           ain, n);
+    /* in place is one thread reading then writing its own elements: only
+     * exactly the same buffer with the same element size is safe */
+    uint64_t ib = in[i].data, ie = ib + n * tecore_dtype_size(in[i].dtype);
+    uint64_t ob = out[i].data, oe = ob + n * tecore_dtype_size(out[i].dtype);
+    TE_ARG(n == 0 || oe <= ib || ie <= ob || (ib == ob && ie == oe),
+           "%s: %s overlaps %s other than as the same buffer with the same element size", fn,
+           aout, ain);
+  }
+
+  struct te_unscale_params p;
+  memset(&p, 0, sizeof p);
+  p.scale = P(scale);
+  p.found_inf = P(found_inf);
+  uint64_t blocks = 0;
+  for (size_t i = 0; i < count; i++) {
+    uint64_t n = tecore_tensor_numel(&in[i]);
+    if (n == 0) continue;
+    uint64_t nb = te_optim_blocks(n);
+    if (p.count == TE_UNSCALE_MAX || blocks + nb > TE_OPTIM_MAX_BLOCKS) {
+      void *args[] = {&p};
+      TE_CHECK(te_optim_launch(TE_OPTIM_K_UNSCALE, (unsigned)blocks, args, stream));
+      p.count = 0;
+      blocks = 0;
+    }
+    struct te_unscale_entry *e = &p.e[p.count++];
+    memset(e, 0, sizeof *e);
+    e->in = P(in[i].data);
+    e->out = P(out[i].data);
+    e->n = n;
+    e->block0 = (unsigned)blocks;
+    e->nblocks = (unsigned)nb;
+    e->in_dt = (int)in[i].dtype;
+    e->out_dt = (int)out[i].dtype;
+    e->vec = te_optim_aligned(in[i].data, 4 * tecore_dtype_size(in[i].dtype)) &&
+             te_optim_aligned(out[i].data, 4 * tecore_dtype_size(out[i].dtype));
+    blocks += nb;
+  }
+  if (p.count) {
+    void *args[] = {&p};
+    TE_CHECK(te_optim_launch(TE_OPTIM_K_UNSCALE, (unsigned)blocks, args, stream));
+  }
+  return TECORE_SUCCESS;
+}
