@@ -349,24 +349,26 @@ __device__ __forceinline__ void act_bwd(const void *dy, const void *x, void *dx,
   if (amax) te_dev_block_amax_f(amax, am);
 }
 
-#define TE_ACT_KERNELS(name, KIND)                                                            \
-  extern "C" __global__ void __launch_bounds__(ACT_BLOCK)                                     \
+// MINB: blocks an SM must hold (8: 32 registers, full occupancy, for the
+// elementwise kinds; the gated kinds keep more live values and would spill).
+#define TE_ACT_KERNELS(name, KIND, MINB)                                                      \
+  extern "C" __global__ void __launch_bounds__(ACT_BLOCK, MINB)                               \
       te_act_fwd_##name(const void *in, void *out, const float *scale, unsigned *amax,        \
                         float *scale_inv, const int *noop, unsigned long long rows,           \
                         unsigned long long cols, int dtypes, int vec) {                       \
     act_fwd<KIND>(in, out, scale, amax, scale_inv, noop, rows, cols, dtypes, vec);            \
   }                                                                                           \
-  extern "C" __global__ void __launch_bounds__(ACT_BLOCK)                                     \
+  extern "C" __global__ void __launch_bounds__(ACT_BLOCK, MINB)                               \
       te_act_bwd_##name(const void *dy, const void *x, void *dx, const float *scale,          \
                         unsigned *amax, float *scale_inv, unsigned long long rows,            \
                         unsigned long long cols, int dtypes, int vec) {                       \
     act_bwd<KIND>(dy, x, dx, scale, amax, scale_inv, rows, cols, dtypes, vec);                \
   }
 
-TE_ACT_KERNELS(gelu, TE_ACT_GELU)
-TE_ACT_KERNELS(relu, TE_ACT_RELU)
-TE_ACT_KERNELS(silu, TE_ACT_SILU)
-TE_ACT_KERNELS(qgelu, TE_ACT_QGELU)
-TE_ACT_KERNELS(swiglu, TE_ACT_SWIGLU)
-TE_ACT_KERNELS(geglu, TE_ACT_GEGLU)
-TE_ACT_KERNELS(reglu, TE_ACT_REGLU)
+TE_ACT_KERNELS(gelu, TE_ACT_GELU, 8)
+TE_ACT_KERNELS(relu, TE_ACT_RELU, 8)
+TE_ACT_KERNELS(silu, TE_ACT_SILU, 8)
+TE_ACT_KERNELS(qgelu, TE_ACT_QGELU, 8)
+TE_ACT_KERNELS(swiglu, TE_ACT_SWIGLU, 1)
+TE_ACT_KERNELS(geglu, TE_ACT_GEGLU, 1)
+TE_ACT_KERNELS(reglu, TE_ACT_REGLU, 1)

@@ -137,6 +137,26 @@ __device__ __forceinline__ void te_dev_ld8t(const void *p, uint64_t i, float *v)
     }
   }
 }
+// 8 16-bit elements (BF16 or F16) kept packed in a register quad and
+// widened when used: half the registers of 8 floats.
+template <int DT>
+__device__ __forceinline__ uint4 te_dev_ld8raw(const void *p, uint64_t i) {
+  return *(const uint4 *)((const uint16_t *)p + i);
+}
+template <int DT>
+__device__ __forceinline__ void te_dev_unpack8t(uint4 u, float *v) {
+  uint32_t w[4] = {u.x, u.y, u.z, u.w};
+#pragma unroll
+  for (int k = 0; k < 4; k++) {
+    if constexpr (DT == TE_FP8_DT_BF16) {
+      v[2 * k] = __uint_as_float(w[k] << 16);
+      v[2 * k + 1] = __uint_as_float(w[k] & 0xffff0000u);
+    } else {
+      v[2 * k] = te_dev_h2f(w[k] & 0xffffu);
+      v[2 * k + 1] = te_dev_h2f(w[k] >> 16);
+    }
+  }
+}
 template <int DT>
 __device__ __forceinline__ void te_dev_st8t(void *p, uint64_t i, const float *v) {
   if constexpr (DT == TE_FP8_DT_F32) {

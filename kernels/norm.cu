@@ -126,17 +126,38 @@ __device__ __forceinline__ void norm_fwd(const fwd_args &a) {
   const unsigned nvec = VEC == 8 ? hidden / 8 : hidden;
   const float h = (float)hidden;
   constexpr int NVR = STREAM ? 1 : TE_NORM_FWD_NV_MAX;
+  // RAW (RMSNorm): a 16-bit row kept packed (16 registers for 4 vectors,
+  // not 32) and widened in each pass, for occupancy.  LayerNorm keeps
+  // x - mean as floats instead: it would widen and subtract twice more,
+  // and its loops are near the instruction-issue limit.
+  constexpr bool RAW = VEC == 8 && !STREAM && (DX == BF16 || DX == F16) && LNC == 0;
   float am = 0.0f;
   int buf = 0;
   for (unsigned long long grp = blockIdx.x; grp * R < a.rows; grp += gridDim.x) {
     const unsigned long long row = grp * R + threadIdx.x / T;
     const bool valid = row < a.rows;
     const unsigned long long base = row * hidden;
-    float v[NVR * VEC];
+    float v[RAW ? VEC : NVR * VEC];
+    uint4 xr[RAW ? NVR : 1];
     float s[1] = {0.0f};
 
     // pass 1: S(x) (LN) or S(x*x) (RMS)
-    if (!STREAM) {
+    if (RAW) {
+#pragma unroll
+      for (int j = 0; j < NVR; j++) {
+        const unsigned vi = (unsigned)j * T + t;
+        if (j < nv && valid && vi < nvec) xr[j] = te_dev_ld8raw<DX>(a.x, base + (unsigned long long)vi * VEC);
+      }
+#pragma unroll
+      for (int j = 0; j < NVR; j++) {
+        const unsigned vi = (unsigned)j * T + t;
+        if (j < nv && valid && vi < nvec) {
+          te_dev_unpack8t<DX>(xr[j], v);
+#pragma unroll
+          for (int k = 0; k < VEC; k++) s[0] = ln ? te_add_rn(s[0], v[k]) : te_fma_rn(v[k], v[k], s[0]);
+        }
+      }
+    } else if (!STREAM) {
 #pragma unroll
       for (int j = 0; j < NVR; j++) {
         const unsigned vi = (unsigned)j * T + t;
@@ -167,13 +188,16 @@ __device__ __forceinline__ void norm_fwd(const fwd_args &a) {
 #pragma unroll
         for (int j = 0; j < NVR; j++) {
           const unsigned vi = (unsigned)j * T + t;
-          if (j < nv && valid && vi < nvec)
+          if (j < nv && valid && vi < nvec) {
+            float *e = RAW ? v : &v[j * VEC];
+            if (RAW) te_dev_unpack8t<DX>(xr[j], v);
 #pragma unroll
             for (int k = 0; k < VEC; k++) {
-              float d = te_sub_rn(v[j * VEC + k], mean);
-              v[j * VEC + k] = d;
+              float d = te_sub_rn(e[k], mean);
+              if (!RAW) e[k] = d;
               q[0] = te_fma_rn(d, d, q[0]);
             }
+          }
         }
       } else {
         for (int j = 0; j < nv; j++) {
@@ -205,13 +229,12 @@ __device__ __forceinline__ void norm_fwd(const fwd_args &a) {
       for (int js = j; js < (STREAM ? nv : j + 1); js++) {
         const unsigned vi = (unsigned)js * T + t;
         if (!(js < nv && valid && vi < nvec)) continue;
-        float *e = &v[j * VEC];
-        if (STREAM) {
-          nv_ld<VEC, DX>(a.x, base + (unsigned long long)vi * VEC, dx, e);
-          if (ln)
+        float *e = (RAW || STREAM) ? v : &v[j * VEC];
+        if (STREAM) nv_ld<VEC, DX>(a.x, base + (unsigned long long)vi * VEC, dx, e);
+        if (RAW) te_dev_unpack8t<DX>(xr[j], e);
+        if (ln && (STREAM || RAW))
 #pragma unroll
-            for (int k = 0; k < VEC; k++) e[k] = te_sub_rn(e[k], mean);
-        }
+          for (int k = 0; k < VEC; k++) e[k] = te_sub_rn(e[k], mean);
         float g[VEC], b[VEC];
         nv_ld_ro<VEC, DW>(a.gamma, (unsigned long long)vi * VEC, dw, g);
         if (ln) nv_ld_ro<VEC, DW>(a.beta, (unsigned long long)vi * VEC, dw, b);
@@ -238,7 +261,7 @@ __device__ __forceinline__ void norm_fwd_prologue(const fwd_args &a) {
 // registers).  The host launches this kernel only for them
 // (and rows of at most TE_NORM_FAST_TMAX threads); a separate kernel so
 // that the generic code's register needs do not lower its occupancy.
-extern "C" __global__ void __launch_bounds__(TE_NORM_FAST_TMAX)
+extern "C" __global__ void __launch_bounds__(TE_NORM_FAST_TMAX, 2)
     te_norm_fwd_fast(const void *x, const void *gamma, const void *beta, void *y, float *mu,
                      float *rsigma, const float *scale, unsigned *amax, float *scale_inv,
                      unsigned long long rows, unsigned hidden, float eps, int flags, int dtypes,
@@ -324,6 +347,9 @@ __device__ __forceinline__ void norm_bwd(const bwd_args &a) {
         }
     }
   }
+  // RAW: 16-bit x and dy kept packed, xhat and dy recomputed (to the same
+  // bits) in the second pass; halves the registers of the row.
+  constexpr bool RAW = VEC == 8 && !STREAM && (DT == BF16 || DT == F16);
   int buf = 0;
   for (unsigned long long grp = blockIdx.x; grp * R < a.rows; grp += a.parts) {
     const unsigned long long row = grp * R + slot;
@@ -331,15 +357,32 @@ __device__ __forceinline__ void norm_bwd(const bwd_args &a) {
     const unsigned long long base = row * hidden;
     const float rs = valid ? a.rsigma[row] : 0.0f;
     const float m = (ln && valid) ? a.mu[row] : 0.0f;
-    float xh[NVR * VEC], g[NVR * VEC];
+    float xh[RAW ? VEC : NVR * VEC], g[RAW ? VEC : NVR * VEC];
+    uint4 xr[RAW ? NVR : 1], gr[RAW ? NVR : 1];
     float s[2] = {0.0f, 0.0f};
+    if (RAW) {
+#pragma unroll
+      for (int j = 0; j < NVR; j++) {
+        const unsigned vi = (unsigned)j * T + t;
+        if (j < nv && valid && vi < nvec) {
+          xr[j] = te_dev_ld8raw<DT>(a.x, base + (unsigned long long)vi * VEC);
+          gr[j] = te_dev_ld8raw<DT>(a.dy, base + (unsigned long long)vi * VEC);
+        }
+      }
+    }
+#pragma unroll
     for (int j = 0; j < (STREAM ? nv : NVR); j++) {
       const unsigned vi = (unsigned)j * T + t;
       if (!(j < nv && valid && vi < nvec)) continue;
-      float *xe = STREAM ? xh : &xh[j * VEC], *ge = STREAM ? g : &g[j * VEC];
+      float *xe = (STREAM || RAW) ? xh : &xh[j * VEC], *ge = (STREAM || RAW) ? g : &g[j * VEC];
       float w[VEC];
-      nv_ld<VEC, DT>(a.x, base + (unsigned long long)vi * VEC, dtx, xe);
-      nv_ld<VEC, DT>(a.dy, base + (unsigned long long)vi * VEC, dtdy, ge);
+      if (RAW) {
+        te_dev_unpack8t<DT>(xr[j], xe);
+        te_dev_unpack8t<DT>(gr[j], ge);
+      } else {
+        nv_ld<VEC, DT>(a.x, base + (unsigned long long)vi * VEC, dtx, xe);
+        nv_ld<VEC, DT>(a.dy, base + (unsigned long long)vi * VEC, dtdy, ge);
+      }
       nv_ld_ro<VEC, DT>(a.gamma, (unsigned long long)vi * VEC, dtw, w);
 #pragma unroll
       for (int k = 0; k < VEC; k++) {
@@ -352,15 +395,21 @@ __device__ __forceinline__ void norm_bwd(const bwd_args &a) {
     row_reduce<2>(s, T, buf, red);
     buf ^= 1;
     const float m1 = te_norm_mean(s[0], h), m2 = te_norm_mean(s[1], h);
+#pragma unroll
     for (int j = 0; j < (STREAM ? nv : NVR); j++) {
       const unsigned vi = (unsigned)j * T + t;
       if (!(j < nv && valid && vi < nvec)) continue;
-      float *xe = STREAM ? xh : &xh[j * VEC], *ge = STREAM ? g : &g[j * VEC];
+      float *xe = (STREAM || RAW) ? xh : &xh[j * VEC], *ge = (STREAM || RAW) ? g : &g[j * VEC];
       const unsigned long long off = base + (unsigned long long)vi * VEC;
       float w[VEC], ex[VEC], o[VEC];
-      if (STREAM) {
-        nv_ld<VEC, DT>(a.x, off, dtx, xe);
-        nv_ld<VEC, DT>(a.dy, off, dtdy, ge);
+      if (STREAM || RAW) {
+        if (RAW) {
+          te_dev_unpack8t<DT>(xr[j], xe);
+          te_dev_unpack8t<DT>(gr[j], ge);
+        } else {
+          nv_ld<VEC, DT>(a.x, off, dtx, xe);
+          nv_ld<VEC, DT>(a.dy, off, dtdy, ge);
+        }
 #pragma unroll
         for (int k = 0; k < VEC; k++)
           xe[k] = ln ? te_mul_rn(te_sub_rn(xe[k], m), rs) : te_mul_rn(xe[k], rs);
@@ -430,9 +479,10 @@ __device__ __forceinline__ void norm_bwd(const bwd_args &a) {
   }
 }
 
-// The common cases (one dtype for everything, VEC 8, rows in registers),
-// a kernel of their own as te_norm_fwd_fast.
-extern "C" __global__ void __launch_bounds__(TE_NORM_BWD_TMAX)
+// The common cases (one 16-bit dtype for everything, VEC 8, rows in
+// registers), a kernel of their own as te_norm_fwd_fast, held to 80
+// registers (3 blocks of 256 threads an SM; a few bytes spill to L1).
+extern "C" __global__ void __maxnreg__(80)
     te_norm_bwd_fast(const void *dy, const void *x, const float *mu, const float *rsigma,
                      const void *gamma, const void *extra, void *dx, float *ws,
                      unsigned long long rows, unsigned hidden, int flags, int dtypes, int tpr,
@@ -445,7 +495,6 @@ extern "C" __global__ void __launch_bounds__(TE_NORM_BWD_TMAX)
   case D * 4 + L * 2 + A: norm_bwd<8, false, D, L, A>(a); return;
     NORM_BWD_CASE(BF16, 1, 0) NORM_BWD_CASE(BF16, 0, 0) NORM_BWD_CASE(BF16, 0, 1)
     NORM_BWD_CASE(F16, 1, 0) NORM_BWD_CASE(F16, 0, 0) NORM_BWD_CASE(F16, 0, 1)
-    NORM_BWD_CASE(F32, 1, 0) NORM_BWD_CASE(F32, 0, 0) NORM_BWD_CASE(F32, 0, 1)
 #undef NORM_BWD_CASE
     default: break;
   }

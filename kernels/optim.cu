@@ -198,18 +198,28 @@ static __device__ __forceinline__ double block_sum(double x) {
   return x;
 }
 
+// All of a thread's groups are loaded before any is added, so that
+// TE_OPTIM_STEPS loads are in flight (8-byte loads of 16-bit types need
+// them to reach the copy rate); the additions keep the documented order.
 template <int DT>
 static __device__ __forceinline__ double l2_chunk(const te_l2_entry &e, uint64_t start, uint64_t end) {
+  float x[TE_OPTIM_STEPS][4];
+  int k[TE_OPTIM_STEPS];
+#pragma unroll
+  for (int s = 0; s < TE_OPTIM_STEPS; s++) {
+    const uint64_t i = start + ((uint64_t)s * OT + threadIdx.x) * TE_OPTIM_VEC;
+    k[s] = i >= end ? 0 : end - i < 4 ? (int)(end - i) : 4;
+#pragma unroll
+    for (int q = 0; q < 4; q++) x[s][q] = 0.0f;
+    if (e.vec && k[s] == 4) ld4v<DT>(e.x, i, x[s]);
+    else ld4s<DT>(e.x, i, k[s], x[s]);
+  }
   double acc = 0.0;
-  for (uint64_t i = start + threadIdx.x * TE_OPTIM_VEC; i < end; i += OT * TE_OPTIM_VEC) {
-    const int k = end - i < 4 ? (int)(end - i) : 4;
-    float x[4] = {0, 0, 0, 0};
-    if (e.vec && k == 4) ld4v<DT>(e.x, i, x);
-    else ld4s<DT>(e.x, i, k, x);
+#pragma unroll
+  for (int s = 0; s < TE_OPTIM_STEPS; s++)
 #pragma unroll
     for (int q = 0; q < 4; q++)
-      if (q < k) acc = acc + te_l2_sq(x[q]);   // the square is exact: fused or not, same sum
-  }
+      if (q < k[s]) acc = acc + te_l2_sq(x[s][q]);   // the square is exact: fused or not, same sum
   return acc;
 }
 
@@ -240,24 +250,35 @@ extern "C" __global__ void __launch_bounds__(OT) te_optim_l2_final(const double 
 
 // ---- unscale ------------------------------------------------------------------------
 
+// Loads of all the thread's groups first (as l2_chunk), then the stores.
 template <int IDT, int ODT>
 static __device__ __forceinline__ int unscale_chunk(const te_unscale_entry &e, float s) {
   const uint64_t start = (uint64_t)(blockIdx.x - e.block0) * TE_OPTIM_CHUNK;
   const uint64_t end = e.n - start < TE_OPTIM_CHUNK ? e.n : start + TE_OPTIM_CHUNK;
+  float x[TE_OPTIM_STEPS][4];
+  int k[TE_OPTIM_STEPS];
+#pragma unroll
+  for (int t = 0; t < TE_OPTIM_STEPS; t++) {
+    const uint64_t i = start + ((uint64_t)t * OT + threadIdx.x) * TE_OPTIM_VEC;
+    k[t] = i >= end ? 0 : end - i < 4 ? (int)(end - i) : 4;
+#pragma unroll
+    for (int q = 0; q < 4; q++) x[t][q] = 0.0f;
+    if (e.vec && k[t] == 4) ld4v<IDT>(e.in, i, x[t]);
+    else ld4s<IDT>(e.in, i, k[t], x[t]);
+  }
   int bad = 0;
-  for (uint64_t i = start + threadIdx.x * TE_OPTIM_VEC; i < end; i += OT * TE_OPTIM_VEC) {
-    const int k = end - i < 4 ? (int)(end - i) : 4;
-    const bool vec = e.vec && k == 4;
-    float x[4] = {0, 0, 0, 0};
-    if (vec) ld4v<IDT>(e.in, i, x);
-    else ld4s<IDT>(e.in, i, k, x);
+#pragma unroll
+  for (int t = 0; t < TE_OPTIM_STEPS; t++) {
+    const uint64_t i = start + ((uint64_t)t * OT + threadIdx.x) * TE_OPTIM_VEC;
 #pragma unroll
     for (int q = 0; q < 4; q++) {
-      x[q] = te_mul_rn(x[q], s);
-      if (q < k) bad |= te_unscale_bad(x[q], ODT);
+      x[t][q] = te_mul_rn(x[t][q], s);
+      if (q < k[t]) bad |= te_unscale_bad(x[t][q], ODT);
     }
-    if constexpr (ODT == TE_FP8_DT_F32) st4f((float *)e.out, i, vec, k, x);
-    else st4w<ODT>(e.out, i, vec, k, x);
+    if (k[t] == 0) continue;
+    const bool vec = e.vec && k[t] == 4;
+    if constexpr (ODT == TE_FP8_DT_F32) st4f((float *)e.out, i, vec, k[t], x[t]);
+    else st4w<ODT>(e.out, i, vec, k[t], x[t]);
   }
   return bad;
 }

@@ -10,10 +10,11 @@
 //   te_fp8_amax            max |x| over n elements, same loop shape.
 //   te_fp8_amax_init       *amax = 0 (one thread).
 //   te_fp8_compute_scale   scale and scale_inv from *amax (one thread).
-//   te_fp8_quantize_mx     MXFP8, rows x cols, any shape: one 32x128 tile per
-//                          warp, 128-thread blocks, 16 columns per thread; rowwise (1x32 along
-//                          a row) and/or columnwise (32x1 down a column)
-//                          outputs, both in [rows][cols] layout.
+//   te_fp8_quantize_mx_*   MXFP8 (one kernel per input type: f32, bf16, f16),
+//                          rows x cols, any shape: one 32x128 tile per warp,
+//                          128-thread blocks, 16 columns per thread; rowwise
+//                          (1x32 along a row) and/or columnwise (32x1 down a
+//                          column) outputs, both in [rows][cols] layout.
 //   te_fp8_quantize_blk    1x128, 128x128 or per-tensor scales, rows x cols,
 //                          128x128 tiles, 256 threads: rowwise and/or the
 //                          transposed columnwise output through shared memory.
@@ -252,12 +253,13 @@ extern "C" __global__ void te_fp8_amax_init_multi(const te_qmulti_params p) {
 }
 
 // ---- MXFP8 ------------------------------------------------------------------------
-// One warp per 32 x 128 tile, no shared memory and no block barrier: lane l
-// works on columns (l%8)*16 .. +16 of rows l/8 + 4*step, step 0..7, so a
-// warp step reads four 256-byte row segments and writes four 128-byte ones.
-// A row block of 32 columns is a lane and its neighbour (shuffle over lane
-// bit 0); a column block is the 8 steps of a lane and the 4 lanes with the
-// same l%8 (shuffles over lane bits 3-4).  Pass 1 writes the rowwise output
+// One warp per 32 x 128 tile, no block barrier: lane l works on columns
+// (l%8)*16 .. +16 of rows l/8 + 4*step, step 0..7, so a warp step reads
+// four 256-byte row segments and writes four 128-byte ones (32 x 64 tiles,
+// with 64-byte store segments, measured slower on an H100).  A row block of
+// 32 columns is a lane and its neighbour (shuffle over lane bit 0); a
+// column block is the 8 steps of a lane and the 4 lanes with the same l%8
+// (shuffles over lane bits 3-4).  Pass 1 writes the rowwise output
 // and finds the column amaxes; pass 2 writes the columnwise output from the
 // tile pass 1 staged in shared memory.  Both outputs are [rows][cols].
 
@@ -448,15 +450,28 @@ static __device__ void quant_mx(const void *__restrict__ in, uint64_t rows, uint
   block_amax(m, amax);
 }
 
-extern "C" __global__ void __launch_bounds__(MX_THREADS, 6)
-te_fp8_quantize_mx(const void *in, int in_dt, unsigned long long rows, unsigned long long cols,
-                   void *out_row, void *out_col, void *s_row, void *s_col, int out_dt,
-                   unsigned *amax, const int *noop) {
-  __shared__ mx_stage stage;
-  if (noop_set(noop)) return;
-  DISPATCH_IO(in_dt, out_dt, quant_mx, in, rows, cols, (uint8_t *)out_row, (uint8_t *)out_col,
-              (uint8_t *)s_row, (uint8_t *)s_col, amax, stage);
-}
+// One kernel per input type (te_fp8_quantize_mx_f32 / _bf16 / _f16): each
+// gets the registers of its own path, which a kernel holding all three
+// would not (it spills).  in_dt is kept so the three share one parameter
+// list (and one vdev function).
+#define MX_KERNEL(suffix, IDT)                                                              \
+  extern "C" __global__ void __launch_bounds__(MX_THREADS, 6) te_fp8_quantize_mx_##suffix(  \
+      const void *in, int in_dt, unsigned long long rows, unsigned long long cols,          \
+      void *out_row, void *out_col, void *s_row, void *s_col, int out_dt, unsigned *amax,   \
+      const int *noop) {                                                                    \
+    __shared__ mx_stage stage;                                                              \
+    (void)in_dt;                                                                            \
+    if (noop_set(noop)) return;                                                             \
+    if (out_dt == TE_FP8_DT_E4M3)                                                           \
+      quant_mx<IDT, TE_FP8_DT_E4M3>(in, rows, cols, (uint8_t *)out_row, (uint8_t *)out_col, \
+                                    (uint8_t *)s_row, (uint8_t *)s_col, amax, stage);       \
+    else                                                                                    \
+      quant_mx<IDT, TE_FP8_DT_E5M2>(in, rows, cols, (uint8_t *)out_row, (uint8_t *)out_col, \
+                                    (uint8_t *)s_row, (uint8_t *)s_col, amax, stage);       \
+  }
+MX_KERNEL(f32, TE_FP8_DT_F32)
+MX_KERNEL(bf16, TE_FP8_DT_BF16)
+MX_KERNEL(f16, TE_FP8_DT_F16)
 
 // Loads 8 elements of row r from column c0 as floats (zeros past the edges).
 template <int IDT>

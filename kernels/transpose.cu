@@ -17,9 +17,11 @@
 // 16-byte loads and stores where rows are 16-byte aligned, element paths
 // for tails and unaligned tensors.
 //
-// Kernel names: te_ct_{pt,mx}_{none,gelu,relu,silu,qgelu}_{f32,f16,bf16};
-// the parameters are the same for all (see CT_PARAMS), and the flags word
-// carries the output dtype and the vector-path bits.  te_ct_dbias_reduce
+// Kernel names: te_ct_{pt,mx}_{none,gelu,relu,silu,qgelu}_{f32,f16,bf16},
+// and the same with _db for the variants that also make dbias partial sums
+// (the others ignore ws); the parameters are the same for all (see
+// CT_PARAMS), and the flags word carries the output dtype and the
+// vector-path bits.  te_ct_dbias_reduce
 // is the second stage of dbias.
 #include "common/transpose.h"
 #include "ldst.cuh"
@@ -114,7 +116,7 @@ struct ct_max {
       unsigned long long rows, unsigned long long cols, unsigned tpb, unsigned flags
 #define CT_ARGS in, x, orow, ocol, scale, amax, sinv, csinv, ws, rows, cols, tpb, flags
 
-template <int IN, int ACT, bool MX>
+template <int IN, int ACT, bool MX, bool DB>
 __device__ __forceinline__ void ct_body(CT_PARAMS) {
   // per-tensor: FP8 tiles for the transpose, two so one barrier per tile
   // suffices; rows of 4 16-byte chunks, chunk j of row r stored at
@@ -129,7 +131,9 @@ __device__ __forceinline__ void ct_body(CT_PARAMS) {
   const bool vin = (flags & TE_CT_F_VEC_IN) != 0;
   const bool vrow = (flags & TE_CT_F_VEC_ROW) != 0;
   const bool vcol = (flags & TE_CT_F_VEC_COL) != 0;
-  const bool dbias = ws != nullptr && !amax_only;
+  // dbias is a template parameter: without it the kernels need fewer
+  // registers (the cast kernels 32 instead of 40-48)
+  const bool dbias = DB && ws != nullptr && !amax_only;
   const bool wrow = orow != nullptr && !amax_only;
   const bool wcol = ocol != nullptr && !amax_only;
 
@@ -150,9 +154,9 @@ __device__ __forceinline__ void ct_body(CT_PARAMS) {
   }
 
   uint32_t am = 0;
-  float acc[TE_CT_CHUNK];
-#pragma unroll
-  for (int k = 0; k < TE_CT_CHUNK; k++) acc[k] = 0.0f;
+  // dbias: each tile's 8 rows per warp are reduced at once (ct_rs16), so a
+  // lane carries two column sums across tiles, not sixteen
+  float acc[2] = {0.0f, 0.0f};
 
   const unsigned long long rtiles = (rows + CT_T - 1) / CT_T;
   const unsigned long long rt0 = (unsigned long long)blockIdx.y * tpb;
@@ -173,8 +177,10 @@ __device__ __forceinline__ void ct_body(CT_PARAMS) {
 #pragma unroll
     for (int k = 0; k < TE_CT_CHUNK; k++) am = te_max_u32(am, te_abs_bits(v[k]));
     if (dbias) {
-#pragma unroll
-      for (int k = 0; k < TE_CT_CHUNK; k++) acc[k] = __fadd_rn(acc[k], v[k]);
+      float r2[2];
+      ct_rs16(v, r2, lane, ct_add());
+      acc[0] = __fadd_rn(acc[0], r2[0]);
+      acc[1] = __fadd_rn(acc[1], r2[1]);
     }
     if (amax_only) continue;
 
@@ -264,11 +270,9 @@ __device__ __forceinline__ void ct_body(CT_PARAMS) {
   if (amax) te_dev_block_amax(amax, am);
 
   if (dbias) {
-    // the warp's 8 rows, then the 8 warps in order
-    float sr[2];
-    ct_rs16(acc, sr, lane, ct_add());
-    part[warp][tj * TE_CT_CHUNK + ct_rs_col(lane)] = sr[0];
-    part[warp][tj * TE_CT_CHUNK + ct_rs_col(lane) + 1] = sr[1];
+    // the 8 warps in order
+    part[warp][tj * TE_CT_CHUNK + ct_rs_col(lane)] = acc[0];
+    part[warp][tj * TE_CT_CHUNK + ct_rs_col(lane) + 1] = acc[1];
     __syncthreads();
     if (t < CT_T && col0 + t < cols) {
       float s = part[0][t];
@@ -279,17 +283,28 @@ __device__ __forceinline__ void ct_body(CT_PARAMS) {
   }
 }
 
-#define CT_KERNEL(mode, act, dt, MXV, ACTV, DTV)                                  \
-  extern "C" __global__ void __launch_bounds__(TE_CT_THREADS)                    \
-      te_ct_##mode##_##act##_##dt(CT_PARAMS) {                                   \
-    ct_body<DTV, ACTV, MXV>(CT_ARGS);                                            \
-  }
-#define CT_KERNELS_DT(mode, MXV, dt, DTV)                       \
-  CT_KERNEL(mode, none, dt, MXV, TE_CT_ACT_NONE, DTV)           \
-  CT_KERNEL(mode, gelu, dt, MXV, TE_ACT_GELU, DTV)              \
-  CT_KERNEL(mode, relu, dt, MXV, TE_ACT_RELU, DTV)              \
-  CT_KERNEL(mode, silu, dt, MXV, TE_ACT_SILU, DTV)              \
-  CT_KERNEL(mode, qgelu, dt, MXV, TE_ACT_QGELU, DTV)
+// Blocks per SM the compiler must leave room for: the dact kernels are
+// limited by their arithmetic (kernels/common/act.h), and 4 blocks of 64
+// registers (a few bytes of spill) beat 3 blocks of 71 (dgelu 8192^2 on an
+// H100: 256 us against 288 us).
+#ifndef CT_MINB_ACT
+#define CT_MINB_ACT 4
+#endif
+// (__launch_bounds__(256, 1) is not the same as __launch_bounds__(256):
+// the cast kernels get 48 registers from the second, 64 from the first.)
+#define CT_KERNEL_(bounds, name, MXV, ACTV, DTV, DBV)                             \
+  extern "C" __global__ void bounds name(CT_PARAMS) { ct_body<DTV, ACTV, MXV, DBV>(CT_ARGS); }
+#define CT_BOUNDS_CAST __launch_bounds__(TE_CT_THREADS)
+#define CT_BOUNDS_ACT __launch_bounds__(TE_CT_THREADS, CT_MINB_ACT)
+#define CT_KERNELS_ACT(bounds, mode, act, dt, MXV, ACTV, DTV)                     \
+  CT_KERNEL_(bounds, te_ct_##mode##_##act##_##dt, MXV, ACTV, DTV, false)          \
+  CT_KERNEL_(bounds, te_ct_##mode##_##act##_##dt##_db, MXV, ACTV, DTV, true)
+#define CT_KERNELS_DT(mode, MXV, dt, DTV)                                         \
+  CT_KERNELS_ACT(CT_BOUNDS_CAST, mode, none, dt, MXV, TE_CT_ACT_NONE, DTV)        \
+  CT_KERNELS_ACT(CT_BOUNDS_ACT, mode, gelu, dt, MXV, TE_ACT_GELU, DTV)            \
+  CT_KERNELS_ACT(CT_BOUNDS_ACT, mode, relu, dt, MXV, TE_ACT_RELU, DTV)            \
+  CT_KERNELS_ACT(CT_BOUNDS_ACT, mode, silu, dt, MXV, TE_ACT_SILU, DTV)            \
+  CT_KERNELS_ACT(CT_BOUNDS_ACT, mode, qgelu, dt, MXV, TE_ACT_QGELU, DTV)
 #define CT_KERNELS_MODE(mode, MXV)                      \
   CT_KERNELS_DT(mode, MXV, f32, TE_FP8_DT_F32)          \
   CT_KERNELS_DT(mode, MXV, f16, TE_FP8_DT_F16)          \

@@ -53,10 +53,29 @@ static void dev_select(void) {
   dev_init_result = dev_ops ? TECORE_SUCCESS : r;
 }
 
+static pthread_once_t preload_once = PTHREAD_ONCE_INIT;
+static const struct te_device_ops *dev_ready;
+
+/* Outside dev_select's once: preloading calls back into the backend. */
+static void dev_preload(void) {
+  if (dev_ops && te_kernel_preload(dev_ops) != TECORE_SUCCESS)
+    TE_WARN(TECORE_SUBSYS_KERNEL, "loading the kernels failed (%s); launches will report it",
+            tecore_last_error());
+  __atomic_store_n(&dev_ready, dev_ops, __ATOMIC_RELEASE);
+}
+
 const struct te_device_ops *te_ops(void) {
   pthread_once(&dev_once, dev_select);
-  if (!dev_ops) TE_ERR(dev_init_result, "%s", dev_init_detail);
+  if (!dev_ops) {
+    TE_ERR(dev_init_result, "%s", dev_init_detail);
+    return NULL;
+  }
+  pthread_once(&preload_once, dev_preload);
   return dev_ops;
+}
+
+const struct te_device_ops *te_ops_if_ready(void) {
+  return __atomic_load_n(&dev_ready, __ATOMIC_ACQUIRE);
 }
 
 tecore_result_t te_ops_get(const struct te_device_ops **o) {
@@ -132,7 +151,12 @@ TE_EXPORT tecore_result_t tecore_ctx_create(int ordinal, tecore_ctx_t *ctx) {
   TE_ARG(ctx, "tecore_ctx_create: ctx is NULL");
   OPS(o);
   TE_CHECK(check_ordinal(o, ordinal, __func__));
-  return o->ctx_create(ordinal, ctx);
+  TE_CHECK(o->ctx_create(ordinal, ctx));
+  /* the new context is current: give it every kernel now, not at a launch */
+  if (te_kernel_preload(o) != TECORE_SUCCESS)
+    TE_WARN(TECORE_SUBSYS_KERNEL, "device %d: loading the kernels failed (%s)", ordinal,
+            tecore_last_error());
+  return TECORE_SUCCESS;
 }
 
 TE_EXPORT tecore_result_t tecore_ctx_destroy(tecore_ctx_t ctx) {

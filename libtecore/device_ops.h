@@ -90,6 +90,11 @@ struct te_device_ops {
 
   /* Loads a table's fatbin (cuda) once; called under the registry lock. */
   tecore_result_t (*kernel_module_load)(struct te_kernel_module *mod);
+  /* Resolves one kernel of a loaded module into the current context
+   * (cuda: cuKernelGetFunction), so that no launch loads code: loading
+   * waits for streams blocked on a stream memory op and would deadlock
+   * there.  NULL when the backend needs nothing (vdev). */
+  tecore_result_t (*kernel_prepare)(struct te_kernel_entry *k, struct te_kernel_module *mod);
   /* Launches (or, in a capturing stream, records) one kernel. */
   tecore_result_t (*kernel_launch)(struct te_kernel_entry *k, struct te_kernel_module *mod,
                                    const struct tecore_launch_cfg *cfg, void *const *args,
@@ -169,5 +174,11 @@ extern const struct te_device_ops te_cuda_ops;
 const struct te_device_ops *te_ops(void);
 /* Same, as a result code: TECORE_SUCCESS and *o set, or the init failure. */
 tecore_result_t te_ops_get(const struct te_device_ops **o);
+/* The backend's ops once initialized, else NULL; never initializes. */
+const struct te_device_ops *te_ops_if_ready(void);
+/* Loads every registered kernel module and prepares each kernel in the
+ * current context (kernel.c).  Run once the backend is up, and again by
+ * tecore_ctx_create for each new context. */
+tecore_result_t te_kernel_preload(const struct te_device_ops *o);
 
 #endif

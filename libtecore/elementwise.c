@@ -6,7 +6,6 @@
  *   4. public entry points that validate, pick a launch shape and launch. */
 #include "internal.h"
 #include "common/elementwise.h"
-#include <pthread.h>
 
 /* ---- vdev implementations (run the whole grid on the stream's worker) ---- */
 
@@ -52,23 +51,7 @@ static const struct tecore_kernel_def ew_kernels[] = {
                      .param_size = {8, 8, 4, 8, 4, 4, 8}, .param_is_ptr = {1, 1, 0, 1, 0, 0, 0}},
 };
 
-static struct tecore_kernel_table ew_table = {.module = "libtecore/elementwise",
-                                              .count = TE_ARRAY_SIZE(ew_kernels),
-                                              .kernels = ew_kernels};
-static int ew_id = -1;
-static pthread_once_t ew_once = PTHREAD_ONCE_INIT;
-
-static void ew_register(void) {
-  /* the fatbin's size is a link-time difference: set here, once */
-  ew_table.fatbin = EW_FATBIN;
-  ew_table.fatbin_bytes = EW_FATBIN_BYTES;
-  if (tecore_kernel_table_register(&ew_table, &ew_id) != TECORE_SUCCESS) ew_id = -1;
-}
-
-static int ew_first_id(void) {
-  pthread_once(&ew_once, ew_register);
-  return ew_id;
-}
+TE_KERNEL_TABLE(ew_first_id, "libtecore/elementwise", ew_kernels, EW_FATBIN, EW_FATBIN_BYTES)
 
 /* 1-D grid: enough blocks to fill the device, capped; grid-stride inside. */
 static void ew_shape(size_t count, struct tecore_launch_cfg *cfg) {
@@ -94,6 +77,23 @@ static tecore_result_t ew_check_ptr(tecore_devptr_t p, tecore_dtype_t dtype, con
   return TECORE_SUCCESS;
 }
 
+/* The fill value rounded once, from double straight to dtype (nearest
+ * even).  Through float with round-to-odd: float keeps more than two bits
+ * beyond f16/bf16, so the final rounding then lands where a direct
+ * rounding would; the result is exact in float and the kernel stores it
+ * without rounding again. */
+static float fill_value(double v, tecore_dtype_t dtype) {
+  float f = (float)v;
+  if (dtype == TECORE_DTYPE_F32 || v != v) return f;
+  if ((double)f != v) {
+    uint32_t u = te_f32_bits(f);
+    if (fabs((double)f) > fabs(v)) u--; /* truncate toward zero ... */
+    f = te_bits_f32(u | 1u);            /* ... and mark it inexact */
+  }
+  return dtype == TECORE_DTYPE_F16 ? te_f16_to_f32(te_f32_to_f16(f))
+                                   : te_bf16_to_f32(te_f32_to_bf16(f));
+}
+
 TE_EXPORT tecore_result_t tecore_fill(tecore_devptr_t dst, tecore_dtype_t dtype, size_t count,
                                       double value, tecore_stream_t stream) {
   TE_CHECK(ew_check_dtype(dtype, __func__));
@@ -106,7 +106,7 @@ TE_EXPORT tecore_result_t tecore_fill(tecore_devptr_t dst, tecore_dtype_t dtype,
   void *d = (void *)(uintptr_t)dst;
   int dt = (int)dtype;
   unsigned long long n = count;
-  float v = (float)value;
+  float v = fill_value(value, dtype);
   void *args[] = {&d, &dt, &n, &v};
   TE_CHECK(tecore_kernel_launch(id + K_FILL, &cfg, args, stream));
   return TECORE_SUCCESS;

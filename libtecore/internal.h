@@ -7,6 +7,7 @@
 
 #include "config.h"
 #include <errno.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <stddef.h>
 #include <te/core.h>
@@ -78,6 +79,30 @@ void te_error_hop(const char *func, const char *file, int line);
   __attribute__((constructor)) static void var##_register_(void) {             \
     (void)tecore_tunable_register(&var);                                       \
   }
+
+/* ---- kernel tables -----------------------------------------------------------
+ * TE_KERNEL_TABLE(fn, "libtecore/x", defs, fatbin, fatbin_bytes) defines
+ * `static int fn(void)`, the first id of a kernel family's table.  The
+ * table is registered once, when the library loads (a constructor), so the
+ * backend loads its code at init and no launch ever has to: a code load
+ * waits for streams blocked on a stream memory op and would deadlock there
+ * (te_kernel_preload).  fatbin may be NULL (vdev-only table). */
+#define TE_KERNEL_TABLE(fn, modname, defs, fatbin_ptr, fatbin_size)            \
+  static struct tecore_kernel_table fn##_table_ = {                            \
+      .module = modname, .count = TE_ARRAY_SIZE(defs), .kernels = defs};       \
+  static int fn##_id_ = -1;                                                    \
+  static pthread_once_t fn##_once_ = PTHREAD_ONCE_INIT;                        \
+  static void fn##_register_(void) {                                           \
+    fn##_table_.fatbin = (fatbin_ptr);                                         \
+    fn##_table_.fatbin_bytes = (fatbin_size);                                  \
+    if (tecore_kernel_table_register(&fn##_table_, &fn##_id_) != TECORE_SUCCESS) \
+      fn##_id_ = -1;                                                           \
+  }                                                                            \
+  static int fn(void) {                                                        \
+    pthread_once(&fn##_once_, fn##_register_);                                 \
+    return fn##_id_;                                                           \
+  }                                                                            \
+  __attribute__((constructor)) static void fn##_at_load_(void) { (void)fn(); }
 
 /* ---- misc ------------------------------------------------------------------ */
 /* Monotonic nanoseconds. */

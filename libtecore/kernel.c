@@ -16,6 +16,8 @@ static int reg_ntables;
 static struct te_kernel_entry reg_kernels[TE_MAX_KERNELS];
 static int reg_nkernels; /* read without the lock: published with release */
 
+static tecore_result_t prepare_range(const struct te_device_ops *o, int first, int end);
+
 TE_EXPORT tecore_result_t tecore_kernel_table_register(const struct tecore_kernel_table *table,
                                                        int *first_id) {
   TE_ARG(table, "tecore_kernel_table_register: table is NULL");
@@ -69,8 +71,14 @@ TE_EXPORT tecore_result_t tecore_kernel_table_register(const struct tecore_kerne
   __atomic_store_n(&reg_nkernels, base + (int)table->count, __ATOMIC_RELEASE);
   pthread_mutex_unlock(&reg_lock);
   *first_id = base;
-  TE_TRACE(TECORE_SUBSYS_KERNEL, "registered %s: %u kernels at id %d", table->module,
-           table->count, base);
+  /* no log line here: registration runs in constructors, and logging
+   * would read TE_DEBUG before main() could set it */
+  /* registered after the backend came up (a library loaded later): load
+   * now.  Tables registered from constructors are loaded at init. */
+  const struct te_device_ops *o = te_ops_if_ready();
+  if (o && prepare_range(o, base, base + (int)table->count) != TECORE_SUCCESS)
+    TE_WARN(TECORE_SUBSYS_KERNEL, "loading kernel module %s failed (%s)", table->module,
+            tecore_last_error());
   return TECORE_SUCCESS;
 }
 
@@ -111,6 +119,26 @@ static tecore_result_t module_ready(const struct te_device_ops *o, int t) {
   }
   pthread_mutex_unlock(&reg_lock);
   return r;
+}
+
+/* Modules whose fatbin is absent (vdev-only tables, or a build without
+ * CUDA) have nothing to load on cuda; their launches say so. */
+static int has_code(const struct te_device_ops *o, const struct tecore_kernel_table *t) {
+  return o->backend != TECORE_BACKEND_CUDA || t->fatbin != NULL;
+}
+
+static tecore_result_t prepare_range(const struct te_device_ops *o, int first, int end) {
+  for (int k = first; k < end; k++) {
+    struct te_kernel_entry *e = &reg_kernels[k];
+    if (!has_code(o, e->table)) continue;
+    TE_CHECK(module_ready(o, e->table_index));
+    if (o->kernel_prepare) TE_CHECK(o->kernel_prepare(e, &reg_modules[e->table_index]));
+  }
+  return TECORE_SUCCESS;
+}
+
+tecore_result_t te_kernel_preload(const struct te_device_ops *o) {
+  return prepare_range(o, 0, __atomic_load_n(&reg_nkernels, __ATOMIC_ACQUIRE));
 }
 
 TE_EXPORT tecore_result_t tecore_kernel_launch(int id, const struct tecore_launch_cfg *cfg,

@@ -160,6 +160,28 @@ static TE_T_UNUSED tecore_result_t tgt_hidden(tecore_devptr_t out, tecore_devptr
   return tgt_launch(TGT_HIDDEN, args, n, s);
 }
 
+/* ---- fixture ----------------------------------------------------------------------- */
+
+/* The device fixture plus one eager launch of libtecore's elementwise
+ * kernels: their module is loaded on first launch, which should not first
+ * happen inside a global-mode capture. */
+static TE_T_UNUSED void tgt_setup(void) {
+  te_dev_setup();
+  tecore_devptr_t p = 0;
+  TE_OK(tecore_mem_alloc(64, &p));
+  TE_OK(tecore_fill(p, TECORE_DTYPE_F32, 16, 1.0, te_stream));
+  TE_OK(tecore_scale_add(p, p, 1.0f, p, 0.0f, TECORE_DTYPE_F32, 16, te_stream));
+  TE_OK(tecore_stream_synchronize(te_stream));
+  TE_OK(tecore_mem_free(p));
+}
+
+/* A tcase with the suite's time limit and the fixture above. */
+static TE_T_UNUSED TCase *tgt_tcase(Suite *s, const char *name) {
+  TCase *tc = te_tcase(s, name, 0);
+  tcase_add_checked_fixture(tc, tgt_setup, te_dev_teardown);
+  return tc;
+}
+
 /* ---- buffers and tensors ------------------------------------------------------- */
 
 /* n device floats holding fresh random values in [lo, hi). */

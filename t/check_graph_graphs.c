@@ -562,17 +562,17 @@ END_TEST
 
 static Suite *make_suite(void) {
   Suite *s = suite_create("graph_graphs");
-  TCase *tc = te_tcase(s, "device", 1);
+  TCase *tc = tgt_tcase(s, "device");
   tcase_add_test(tc, nodes_listed);
   tcase_add_test(tc, exec_node_updates);
   tcase_add_test(tc, capture_to_graph_appends);
   tcase_add_test(tc, instantiate_flags);
-  tc = te_tcase(s, "tegraph_graph", 1);
+  tc = tgt_tcase(s, "tegraph_graph");
   tcase_add_test(tc, update_equals_reinstantiation);
   tcase_add_test(tc, set_kernel_arg_equals_recapture);
   tcase_add_test(tc, append_and_dot);
   tcase_add_test(tc, graph_misuse);
-  tc = te_tcase(s, "mempool", 1);
+  tc = tgt_tcase(s, "mempool");
   tcase_add_test(tc, mempool_first_fit);
   return s;
 }

@@ -241,8 +241,9 @@ START_TEST(levels) {
   level_case("NONE", TECORE_LOG_NONE, 0, 0);
   level_case("TRACE", TECORE_LOG_TRACE, 1, 1);
   level_case("WARN", TECORE_LOG_WARN, 1, 1);
-  /* te/log.h: "default: errors only" */
-  level_case(NULL, TECORE_LOG_ERROR, 1, 0);
+  /* te/log.h: "default: WARN" */
+  level_case(NULL, TECORE_LOG_WARN, 1, 1);
+  level_case("ERROR", TECORE_LOG_ERROR, 1, 0);
 }
 END_TEST
 

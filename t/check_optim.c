@@ -62,10 +62,23 @@ static void check_guard(tecore_devptr_t base, size_t n, size_t esz, int off, con
   unsigned char *b = malloc(bytes);
   te_d2h(b, base, bytes);
   for (size_t i = 0; i < bytes; i++)
-    if (i < lo || i >= hi)
-      ck_assert_msg(b[i] == TE_POISON_BYTE, "%s: guard byte %zd (relative to the data) is 0x%02x",
+    if ((i < lo || i >= hi) && b[i] != TE_POISON_BYTE)   /* Check records every assertion: */
+      ck_assert_msg(0, "%s: guard byte %zd (relative to the data) is 0x%02x",   /* fail only */
                     what, (ssize_t)i - (ssize_t)lo, b[i]);
   free(b);
+}
+
+/* te_expect_f32_near for long arrays: scans first and asserts only when an
+ * element is out of tolerance (Check writes a record for every assertion). */
+static void expect_near(const float *got, const float *want, size_t n, double abs_tol,
+                        double rel_tol, const char *what) {
+  for (size_t i = 0; i < n; i++) {
+    double g = got[i], w = want[i];
+    if ((isnan(g) && isnan(w)) || g == w || fabs(g - w) <= abs_tol + rel_tol * fabs(w)) continue;
+    char at[160];
+    snprintf(at, sizeof at, "%s, element %zu of %zu", what, i, n);
+    te_expect_f32_near(got + i, want + i, 1, abs_tol, rel_tol, at);
+  }
 }
 
 static void ot_init(struct ot *t, size_t n, int off, tecore_dtype_t gdt, tecore_dtype_t wdt,
@@ -221,20 +234,20 @@ static void ot_compare(const struct ot *t, const float *ep, const float *em, con
   te_expect_f32_bits(t->p, ep, t->n, what);
   for (size_t i = 0; i < t->n; i++) rf[i] = (float)t->rp[i];
   snprintf(what, sizeof what, "step %d: param (n %zu) vs float64", step, t->n);
-  te_expect_f32_near(t->p, rf, t->n, 2e-6, 2e-6, what);
+  expect_near(t->p, rf, t->n, 2e-6, 2e-6, what);
   if (t->has_m) {
     snprintf(what, sizeof what, "step %d: exp_avg (n %zu, exact)", step, t->n);
     te_expect_f32_bits(t->m, em, t->n, what);
     for (size_t i = 0; i < t->n; i++) rf[i] = (float)t->rm[i];
     snprintf(what, sizeof what, "step %d: exp_avg (n %zu) vs float64", step, t->n);
-    te_expect_f32_near(t->m, rf, t->n, 2e-6, 1e-5, what);
+    expect_near(t->m, rf, t->n, 2e-6, 1e-5, what);
   }
   if (t->has_v) {
     snprintf(what, sizeof what, "step %d: exp_avg_sq (n %zu, exact)", step, t->n);
     te_expect_f32_bits(t->v, ev, t->n, what);
     for (size_t i = 0; i < t->n; i++) rf[i] = (float)t->rv[i];
     snprintf(what, sizeof what, "step %d: exp_avg_sq (n %zu) vs float64", step, t->n);
-    te_expect_f32_near(t->v, rf, t->n, 2e-6, 1e-5, what);
+    expect_near(t->v, rf, t->n, 2e-6, 1e-5, what);
   }
   free(rf);
 }
@@ -418,7 +431,11 @@ static const struct spec mixed[] = {
 #define NMIXED ((int)(sizeof mixed / sizeof mixed[0]))
 
 START_TEST(adam_multi_tensor) {
-  struct tecore_adam_config c = {.lr = LR, .beta1 = 0.9, .beta2 = 0.999, .eps = 1e-8,
+  /* eps 1e-3: with L2 decay, g + wd*p can cancel to about eps, where the
+   * step divides float rounding of g + wd*p (6e-8) by eps; the float64
+   * tolerance holds for lr * 6e-8 / eps < 2e-6.  The exact check holds
+   * for any eps (adamw and many_tensors use 1e-6 and 1e-8). */
+  struct tecore_adam_config c = {.lr = LR, .beta1 = 0.9, .beta2 = 0.999, .eps = 1e-3,
                                  .weight_decay = 0.05, .flags = 0};
   run_steps(mixed, NMIXED, &c, NULL, 4);
 }

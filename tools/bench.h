@@ -34,6 +34,7 @@ tecore_devptr_t tb_alloc_random(struct tb_ctx *c, size_t count, tecore_dtype_t d
 void tb_elementwise(struct tb_ctx *c);
 void tb_fp8(struct tb_ctx *c);
 void tb_gemm(struct tb_ctx *c);
+void tb_graph(struct tb_ctx *c);  /* tools/bench_graph.c (links libtegraph) */
 
 #define TB_CHECK(call)                                                              \
   do {                                                                              \

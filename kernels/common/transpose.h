@@ -10,12 +10,11 @@
  * visited top to bottom.  Inside a tile, thread t (of TE_CT_THREADS) holds
  * row t/4 and the 16 columns 16*(t%4) .. 16*(t%4)+15.
  *
- * dbias order.  Each thread adds its 16 column values of every tile it
- * visits into 16 float accumulators that start at +0 (acc += v, tile by
- * tile).  Then, per warp (8 rows r0..r0+7 of the tile), the 8 accumulators
- * of one column are combined as ((a0+a1)+(a2+a3))+((a4+a5)+(a6+a7))
- * (a butterfly over lanes), and the block's partial is
- * p0+p1+...+p7 over the 8 warps, left to right.  Partial sums go to the
+ * dbias order.  In each tile, the 8 values of a column in a warp's 8 rows
+ * r0..r0+7 are combined as ((a0+a1)+(a2+a3))+((a4+a5)+(a6+a7)) (a
+ * reduction over lanes); each warp adds these tile sums, tile by tile, to
+ * an accumulator per column that starts at +0; the block's partial is
+ * s0+s1+...+s7 over the 8 warps' accumulators, left to right.  Partial sums go to the
  * workspace as float [grid_y][cols]; the second stage adds the grid_y
  * partials of a column in the order te_ct_red_chunk gives, then rounds to
  * dbias's dtype. */

@@ -182,7 +182,8 @@ TE_EXPORT int tecore_activation_is_gated(tecore_activation_t act) {
 }
 
 /* Blocks of the grid-stride launch: enough to fill an H100 (132 SMs) with
- * 8 blocks of 256 threads each, fewer for small tensors. */
+ * 8 blocks of 256 threads each (the elementwise kinds' full occupancy),
+ * fewer for small tensors. */
 #define ACT_THREADS 256u
 #define ACT_MAX_BLOCKS (132u * 8u)
 

@@ -203,6 +203,7 @@ tecore_result_t te_cuda_stream_wait_value(tecore_stream_t stream, tecore_devptr_
                                           unsigned width);
 /* cuda_kernel.c */
 tecore_result_t te_cuda_kernel_module_load(struct te_kernel_module *mod);
+tecore_result_t te_cuda_kernel_prepare(struct te_kernel_entry *k, struct te_kernel_module *mod);
 tecore_result_t te_cuda_kernel_launch(struct te_kernel_entry *k, struct te_kernel_module *mod,
                                       const struct tecore_launch_cfg *cfg, void *const *args,
                                       tecore_stream_t stream);

@@ -46,6 +46,23 @@ static tecore_result_t kernel_handle(struct te_kernel_entry *k, CUlibrary lib, C
   return TECORE_SUCCESS;
 }
 
+/* Loads k's code into the current context now rather than at its first
+ * launch: a load waits for the context's streams, so a first launch while
+ * another stream sits in cuStreamWaitValue (released later by the host or
+ * by this very launch's successors) would never return. */
+tecore_result_t te_cuda_kernel_prepare(struct te_kernel_entry *k, struct te_kernel_module *mod) {
+  CUlibrary lib = mod->backend_handle;
+  CUkernel kern = NULL;
+  CUfunction fn = NULL;
+  if (!lib)
+    return TE_ERR(TECORE_ERR_INTERNAL, "kernel %s: module %s is not loaded", k->def->name,
+                  mod->table && mod->table->module ? mod->table->module : "?");
+  TE_CHECK(te_cuda_need_ctx());
+  TE_CHECK(kernel_handle(k, lib, &kern));
+  TE_CHECK(TE_CU(cuKernelGetFunction, &fn, kern));
+  return TECORE_SUCCESS;
+}
+
 tecore_result_t te_cuda_kernel_launch(struct te_kernel_entry *k, struct te_kernel_module *mod,
                                       const struct tecore_launch_cfg *cfg, void *const *args,
                                       tecore_stream_t stream) {

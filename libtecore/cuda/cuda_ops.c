@@ -46,6 +46,7 @@ const struct te_device_ops te_cuda_ops = {
     .stream_write_value = te_cuda_stream_write_value,
     .stream_wait_value = te_cuda_stream_wait_value,
     .kernel_module_load = te_cuda_kernel_module_load,
+    .kernel_prepare = te_cuda_kernel_prepare,
     .kernel_launch = te_cuda_kernel_launch,
     .stream_begin_capture = te_cuda_stream_begin_capture,
     .stream_end_capture = te_cuda_stream_end_capture,

@@ -251,7 +251,8 @@ extern const unsigned char te_fatbin_quantize[], te_fatbin_quantize_end[];
 #endif
 
 enum {
-  K_QPT, K_AMAX, K_AMAX_INIT, K_SCALE, K_MX, K_BLK, K_DEQ, K_QMULTI, K_AMAX_MULTI, K_INIT_MULTI
+  K_QPT, K_AMAX, K_AMAX_INIT, K_SCALE, K_MX_F32, K_MX_F16, K_MX_BF16, K_BLK, K_DEQ, K_QMULTI,
+  K_AMAX_MULTI, K_INIT_MULTI
 };
 #define MP ((uint16_t)sizeof(struct te_qmulti_params))
 static const struct tecore_kernel_def q_kernels[] = {
@@ -264,9 +265,14 @@ static const struct tecore_kernel_def q_kernels[] = {
                      .param_size = {8, 8}, .param_is_ptr = {1, 1}},
     [K_SCALE] = {.name = "te_fp8_compute_scale", .vdev = vdev_compute_scale, .nparams = 8,
                  .param_size = {8, 8, 8, 8, 4, 4, 4, 8}, .param_is_ptr = {1, 1, 1, 1, 0, 0, 0, 1}},
-    [K_MX] = {.name = "te_fp8_quantize_mx", .vdev = vdev_quantize_mx, .nparams = 11,
-              .param_size = {8, 4, 8, 8, 8, 8, 8, 8, 4, 8, 8},
-              .param_is_ptr = {1, 0, 0, 0, 1, 1, 1, 1, 0, 1, 1}},
+#define MX_DEF(sym)                                                                   \
+  {.name = sym, .vdev = vdev_quantize_mx, .nparams = 11,                              \
+   .param_size = {8, 4, 8, 8, 8, 8, 8, 8, 4, 8, 8},                                   \
+   .param_is_ptr = {1, 0, 0, 0, 1, 1, 1, 1, 0, 1, 1}}
+    /* one CUDA kernel per input type (registers), one vdev function */
+    [K_MX_F32] = MX_DEF("te_fp8_quantize_mx_f32"),
+    [K_MX_F16] = MX_DEF("te_fp8_quantize_mx_f16"),
+    [K_MX_BF16] = MX_DEF("te_fp8_quantize_mx_bf16"),
     [K_BLK] = {.name = "te_fp8_quantize_blk", .vdev = vdev_quantize_blk, .nparams = 15,
                .param_size = {8, 4, 8, 8, 8, 8, 8, 8, 4, 4, 8, 4, 4, 8, 8},
                .param_is_ptr = {1, 0, 0, 0, 1, 1, 1, 1, 0, 0, 1, 0, 0, 1, 1}},
@@ -280,16 +286,7 @@ static const struct tecore_kernel_def q_kernels[] = {
                       .nparams = 1, .param_size = {MP}, .param_is_ptr = {0}},
 };
 
-static int q_first_id(void) {
-  static struct tecore_kernel_table table = {.module = "libtecore/quantize",
-                                             .count = TE_ARRAY_SIZE(q_kernels),
-                                             .kernels = q_kernels};
-  int id = -1;
-  table.fatbin = Q_FATBIN;
-  table.fatbin_bytes = Q_FATBIN_BYTES;
-  if (tecore_kernel_table_register(&table, &id) != TECORE_SUCCESS) return -1;
-  return id;
-}
+TE_KERNEL_TABLE(q_first_id, "libtecore/quantize", q_kernels, Q_FATBIN, Q_FATBIN_BYTES)
 
 /* ---- launch shapes ------------------------------------------------------------------ */
 
@@ -407,7 +404,7 @@ static tecore_result_t quantize_one(const struct tecore_tensor *in, const struct
      * (__launch_bounds__(128, 6), 32 KB of shared memory each): one wave */
     struct tecore_launch_cfg cfg = q_cfg((tiles + 3) / 4, 6);
     cfg.block[0] = 128;
-    return q_launch(K_MX, cfg, args, stream);
+    return q_launch(K_MX_F32 + idt, cfg, args, stream);   /* f32 0, f16 1, bf16 2 */
   }
   /* block modes, and per-tensor with a transposed output */
   int mode = out->scaling == TECORE_SCALING_BLOCK_1X128     ? TE_BLK_1X128

@@ -144,16 +144,7 @@ static const struct tecore_kernel_def r_kernels[] = {
      .param_is_ptr = {1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 1}},
 };
 
-static int r_first_id(void) {
-  static struct tecore_kernel_table table = {.module = "libtecore/fp8_recipe",
-                                             .count = TE_ARRAY_SIZE(r_kernels),
-                                             .kernels = r_kernels};
-  int id = -1;
-  table.fatbin = R_FATBIN;
-  table.fatbin_bytes = R_FATBIN_BYTES;
-  if (tecore_kernel_table_register(&table, &id) != TECORE_SUCCESS) return -1;
-  return id;
-}
+TE_KERNEL_TABLE(r_first_id, "libtecore/fp8_recipe", r_kernels, R_FATBIN, R_FATBIN_BYTES)
 
 /* ---- delayed-scaling state ----------------------------------------------------- */
 

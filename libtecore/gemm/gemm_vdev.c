@@ -224,15 +224,7 @@ static const struct tecore_kernel_def gemm_kernels[] = {
 
 /* vdev only: no fatbin, which the registry accepts; the cuda backend never
  * launches this table (its GEMMs go to cuBLASLt). */
-static int gemm_first_id(void) {
-  static const struct tecore_kernel_table table = {.module = "libtecore/gemm",
-                                                   .fatbin = NULL, .fatbin_bytes = 0,
-                                                   .count = TE_ARRAY_SIZE(gemm_kernels),
-                                                   .kernels = gemm_kernels};
-  int id = -1;
-  if (tecore_kernel_table_register(&table, &id) != TECORE_SUCCESS) return -1;
-  return id;
-}
+TE_KERNEL_TABLE(gemm_first_id, "libtecore/gemm", gemm_kernels, NULL, 0)
 
 tecore_result_t te_gemm_vdev_run(const struct te_gemm_problem *p, tecore_stream_t stream) {
   int id = gemm_first_id();

@@ -450,8 +450,8 @@ static tecore_result_t norm_bwd(int ln, const struct tecore_tensor *dy,
   struct te_norm_plan p = te_norm_plan_bwd(hidden, vec);
   unsigned parts = te_norm_bwd_parts(rows, p.rows_per_block);
   int k = vec == 8 ? (p.stream ? K_BWD_STREAM_V8 : K_BWD_V8) : (p.stream ? K_BWD_STREAM_V1 : K_BWD_V1);
-  /* te_norm_bwd_fast: one dtype for x, dy, gamma, dx (and extra_grad) */
-  if (k == K_BWD_V8 && dy->dtype == x->dtype && gamma->dtype == x->dtype &&
+  /* te_norm_bwd_fast: one 16-bit dtype for x, dy, gamma, dx (and extra_grad) */
+  if (k == K_BWD_V8 && x->dtype != TECORE_DTYPE_F32 && dy->dtype == x->dtype && gamma->dtype == x->dtype &&
       dx->dtype == x->dtype && (!extra || extra->dtype == x->dtype))
     k = K_BWD_FAST;
   unsigned comb = p.stream ? 0

@@ -10,7 +10,7 @@
 extern "C" {
 #endif
 
-/* dst[i] = value (rounded to dtype, nearest even) for i < count.
+/* dst[i] = value (rounded once from double to dtype, nearest even) for i < count.
  * dtype: F32, F16 or BF16.  dst aligned to the element size. */
 tecore_result_t tecore_fill(tecore_devptr_t dst, tecore_dtype_t dtype, size_t count,
                             double value, tecore_stream_t stream);

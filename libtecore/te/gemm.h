@@ -88,8 +88,12 @@
  * Backends.  cuda: cuBLASLt, dlopen'ed on the first GEMM (libcublasLt.so.13,
  * then .12, or TECORE_CUBLASLT_LIB); the algorithm is chosen by cuBLASLt's
  * heuristic once per (shape, types, layouts, epilogue, alignment,
- * workspace) and cached.  MXFP8 needs cuBLASLt's block-scaled GEMM (sm_100
- * and newer) and returns TECORE_ERR_NOT_SUPPORTED elsewhere.  vdev: a
+ * workspace) and cached; a combination that passes the rules above but
+ * that this cuBLASLt does not implement (some epilogues with an FP8 D, for
+ * instance) returns TECORE_ERR_NOT_SUPPORTED naming it.  MXFP8 returns
+ * TECORE_ERR_NOT_SUPPORTED on cuda for now: cuBLASLt's block-scaled GEMM
+ * needs sm_100 and its E8M0 scales in a tiled layout, which libte does
+ * not produce yet (the compact layout of te/tensor.h differs).  vdev: a
  * reference GEMM in C on the stream's worker (dequantize, double
  * accumulation rounded to float, the same epilogue and rounding rules).
  * Both queue the work on stream and return; it is stream-ordered and

@@ -10,8 +10,9 @@
 #include "common/transpose.h"
 
 /* ---- the table -------------------------------------------------------------
- * Kernel index: mx * 15 + (act + 1) * 3 + input dtype (F32 0, F16 1, BF16 2,
- * the tecore_dtype_t values); then the dbias reduction. */
+ * Kernel index: db * 30 + mx * 15 + (act + 1) * 3 + input dtype (F32 0,
+ * F16 1, BF16 2, the tecore_dtype_t values), db = 1 for the _db variants
+ * that make dbias partial sums; then the dbias reduction. */
 
 #ifdef TE_HAVE_CUDA
 #define CT_FATBIN te_fatbin_transpose
@@ -23,20 +24,25 @@
 
 #define CT_NACT 5   /* none, gelu, relu, silu, qgelu */
 #define CT_NDT 3
-#define CT_K_REDUCE (2 * CT_NACT * CT_NDT)
+#define CT_NVAR (2 * CT_NACT * CT_NDT)   /* per dbias choice */
+#define CT_K_REDUCE (2 * CT_NVAR)
 
-#define CT_DEF(mode, act, dt)                                                              \
-  {.name = "te_ct_" #mode "_" #act "_" #dt, .vdev = te_ct_vdev, .nparams = TE_CT_NPARAMS, \
+#define CT_DEF(nm)                                                                         \
+  {.name = nm, .vdev = te_ct_vdev, .nparams = TE_CT_NPARAMS,                               \
    .param_size = {8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 4, 4},                                 \
    .param_is_ptr = {1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0}}
-#define CT_DEFS_ACT(mode, act) CT_DEF(mode, act, f32), CT_DEF(mode, act, f16), CT_DEF(mode, act, bf16)
-#define CT_DEFS_MODE(mode)                                                                 \
-  CT_DEFS_ACT(mode, none), CT_DEFS_ACT(mode, gelu), CT_DEFS_ACT(mode, relu),              \
-      CT_DEFS_ACT(mode, silu), CT_DEFS_ACT(mode, qgelu)
+#define CT_DEFS_ACT(mode, act, sfx)                                                        \
+  CT_DEF("te_ct_" #mode "_" #act "_f32" sfx), CT_DEF("te_ct_" #mode "_" #act "_f16" sfx), \
+      CT_DEF("te_ct_" #mode "_" #act "_bf16" sfx)
+#define CT_DEFS_MODE(mode, sfx)                                                            \
+  CT_DEFS_ACT(mode, none, sfx), CT_DEFS_ACT(mode, gelu, sfx), CT_DEFS_ACT(mode, relu, sfx), \
+      CT_DEFS_ACT(mode, silu, sfx), CT_DEFS_ACT(mode, qgelu, sfx)
 
 static const struct tecore_kernel_def ct_kernels[] = {
-    CT_DEFS_MODE(pt),
-    CT_DEFS_MODE(mx),
+    CT_DEFS_MODE(pt, ""),
+    CT_DEFS_MODE(mx, ""),
+    CT_DEFS_MODE(pt, "_db"),
+    CT_DEFS_MODE(mx, "_db"),
     [CT_K_REDUCE] = {.name = "te_ct_dbias_reduce", .vdev = te_ct_vdev_dbias_reduce,
                      .nparams = TE_CTR_NPARAMS, .param_size = {8, 8, 4, 8, 4},
                      .param_is_ptr = {1, 1, 0, 0, 0}},
@@ -181,7 +187,8 @@ static tecore_result_t ct_launch_main(const struct ct_call *k, size_t rows, size
   struct te_ct_shape sh = te_ct_shape_of(rows, cols);
   struct tecore_launch_cfg cfg = {.grid = {sh.grid_x, sh.grid_y, 1},
                                   .block = {TE_CT_THREADS, 1, 1}};
-  const int kidx = mx * CT_NACT * CT_NDT + (k->act + 1) * CT_NDT + (int)in->dtype;
+  const int kidx = (ws ? CT_NVAR : 0) + mx * CT_NACT * CT_NDT + (k->act + 1) * CT_NDT +
+                   (int)in->dtype;
   void *p_in = (void *)(uintptr_t)in->data;
   void *p_x = k->x ? (void *)(uintptr_t)k->x->data : NULL;
   void *p_orow = (void *)(uintptr_t)out->data;

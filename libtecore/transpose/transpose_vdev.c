@@ -95,19 +95,12 @@ static void ct_vdev_store_mx(const struct ct_job *j, uint64_t row0, uint64_t col
   }
 }
 
-/* One block's dbias partial of column cc, in the GPU's order
- * (kernels/common/transpose.h): a butterfly over each warp's 8 rows, then
- * the warps left to right. */
-static float ct_vdev_dbias_part(float acc[T][T], int cc) {
-  float p[TE_CT_WARPS];
-  for (int w = 0; w < TE_CT_WARPS; w++) {
-    const float *a[8];
-    for (int i = 0; i < 8; i++) a[i] = &acc[w * 8 + i][cc];
-    p[w] = ((*a[0] + *a[1]) + (*a[2] + *a[3])) + ((*a[4] + *a[5]) + (*a[6] + *a[7]));
-  }
-  float s = p[0];
-  for (int w = 1; w < TE_CT_WARPS; w++) s += p[w];
-  return s;
+/* The tile sum of column cc over warp w's 8 rows, in the GPU's order
+ * (kernels/common/transpose.h). */
+static float ct_vdev_warp_tree(float v[T][T], int w, int cc) {
+  const float *a[8];
+  for (int i = 0; i < 8; i++) a[i] = &v[w * 8 + i][cc];
+  return ((*a[0] + *a[1]) + (*a[2] + *a[3])) + ((*a[4] + *a[5]) + (*a[6] + *a[7]));
 }
 
 void te_ct_vdev(const struct tecore_launch_cfg *cfg, void *const *args) {
@@ -133,7 +126,7 @@ void te_ct_vdev(const struct tecore_launch_cfg *cfg, void *const *args) {
   }
   /* 32 KB of tile state on the worker's stack (default-sized threads):
    * static storage would race between streams. */
-  float v[T][T], acc[T][T];
+  float v[T][T], acc[TE_CT_WARPS][T];
   uint32_t am = 0;
   const uint64_t rtiles = te_ct_cdiv(j.rows, T);
   for (unsigned by = 0; by < cfg->grid[1]; by++) {
@@ -146,10 +139,10 @@ void te_ct_vdev(const struct tecore_launch_cfg *cfg, void *const *args) {
         const uint64_t row0 = rt * T;
         ct_vdev_load(&j, row0, col0, v);
         for (int rr = 0; rr < T; rr++)
-          for (int cc = 0; cc < T; cc++) {
-            am = te_max_u32(am, te_abs_bits(v[rr][cc]));
-            if (ws) acc[rr][cc] += v[rr][cc];
-          }
+          for (int cc = 0; cc < T; cc++) am = te_max_u32(am, te_abs_bits(v[rr][cc]));
+        if (ws)
+          for (int w = 0; w < TE_CT_WARPS; w++)
+            for (int cc = 0; cc < T; cc++) acc[w][cc] += ct_vdev_warp_tree(v, w, cc);
         if (amax_only) continue;
         if (mx)
           ct_vdev_store_mx(&j, row0, col0, v);
@@ -157,8 +150,11 @@ void te_ct_vdev(const struct tecore_launch_cfg *cfg, void *const *args) {
           ct_vdev_store_pt(&j, row0, col0, v);
       }
       if (ws)
-        for (int cc = 0; cc < T && col0 + (uint64_t)cc < j.cols; cc++)
-          ws[(uint64_t)by * j.cols + col0 + (uint64_t)cc] = ct_vdev_dbias_part(acc, cc);
+        for (int cc = 0; cc < T && col0 + (uint64_t)cc < j.cols; cc++) {
+          float s = acc[0][cc];
+          for (int w = 1; w < TE_CT_WARPS; w++) s += acc[w][cc];
+          ws[(uint64_t)by * j.cols + col0 + (uint64_t)cc] = s;
+        }
     }
   }
   if (amax && am) te_vdev_amax_update(amax, am);

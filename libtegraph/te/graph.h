@@ -274,7 +274,10 @@ struct tegraph_callable_desc {
   const struct tecore_tensor *outputs; /* dtype and shape of each output (data ignored) */
   size_t noutputs;                     /* >= 1 */
   const unsigned char *input_needs_grad; /* ninputs flags; NULL: every input */
-  int num_warmup;                      /* eager iterations before capture (>= 0) */
+  int num_warmup;                      /* eager iterations before capture (>= 0); they
+                                          run backward for real: skip accumulating
+                                          gradients in TEGRAPH_PHASE_WARMUP, or clear
+                                          them in post_warmup */
   tegraph_hook pre_warmup, post_warmup; /* NULL: none; called once around all warmups */
   tecore_capture_mode_t capture_mode;
   unsigned instantiate_flags;          /* TEGRAPH_INSTANTIATE_* */

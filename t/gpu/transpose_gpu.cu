@@ -42,9 +42,13 @@ extern "C" void te_ct_vdev_dbias_reduce(const struct tecore_launch_cfg *cfg, voi
   } while (0)
 
 typedef void (*ct_fn)(CT_PARAMS);
-#define F3(mode, act) te_ct_##mode##_##act##_f32, te_ct_##mode##_##act##_f16, te_ct_##mode##_##act##_bf16
-#define F15(mode) F3(mode, none), F3(mode, gelu), F3(mode, relu), F3(mode, silu), F3(mode, qgelu)
-static const ct_fn kfns[30] = {F15(pt), F15(mx)};
+#define F3(mode, act, s) te_ct_##mode##_##act##_f32##s, te_ct_##mode##_##act##_f16##s, \
+                        te_ct_##mode##_##act##_bf16##s
+#define F15(mode, s) F3(mode, none, s), F3(mode, gelu, s), F3(mode, relu, s), F3(mode, silu, s), \
+                     F3(mode, qgelu, s)
+static const ct_fn kfns[60] = {F15(pt, ), F15(mx, ), F15(pt, _db), F15(mx, _db)};
+// The table index of libtecore/transpose/transpose.c.
+static int kidx(int db, int mx, int act, int dt) { return db * 30 + mx * 15 + (act + 1) * 3 + dt; }
 
 static uint64_t rng = 88172645463325252ull;
 static uint64_t rnd() {
@@ -197,7 +201,7 @@ static void run_case(const ccase &c) {
                       &rows, &cols, &tpb, &flags};
     struct tecore_launch_cfg cfg = {{sh.grid_x, sh.grid_y, 1}, {TE_CT_THREADS, 1, 1}, 0};
     if (side == 0) {
-      CK(cudaLaunchKernel((const void *)kfns[c.mx * 15 + (c.act + 1) * 3 + c.in_dt],
+      CK(cudaLaunchKernel((const void *)kfns[kidx(c.dbias_dt >= 0, c.mx, c.act, c.in_dt)],
                           dim3(sh.grid_x, sh.grid_y), dim3(TE_CT_THREADS), args, 0, 0));
       CK(cudaGetLastError());
       CK(cudaDeviceSynchronize());
@@ -327,7 +331,7 @@ static void speed() {
     void *args[13] = {&p[0], &p[1], &p[2], &p[3], &p[4], &p[5], &p[6], &p[7], &p[8],
                       &rows, &cols, &tpb, &flags};
     void *rargs[5] = {&p[8], &db, &parts, &cols, &dbdt};
-    const void *fn = (const void *)kfns[s.mx * 15 + (s.act + 1) * 3 + s.in_dt];
+    const void *fn = (const void *)kfns[kidx(s.dbias, s.mx, s.act, s.in_dt)];
     double us = median_us(
         [&] {
           CK(cudaLaunchKernel(fn, dim3(sh.grid_x, sh.grid_y), dim3(TE_CT_THREADS), args, 0, 0));
