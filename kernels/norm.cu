@@ -126,11 +126,11 @@ __device__ __forceinline__ void norm_fwd(const fwd_args &a) {
   const unsigned nvec = VEC == 8 ? hidden / 8 : hidden;
   const float h = (float)hidden;
   constexpr int NVR = STREAM ? 1 : TE_NORM_FWD_NV_MAX;
-  // RAW (RMSNorm): a 16-bit row kept packed (16 registers for 4 vectors,
-  // not 32) and widened in each pass, for occupancy.  LayerNorm keeps
-  // x - mean as floats instead: it would widen and subtract twice more,
-  // and its loops are near the instruction-issue limit.
-  constexpr bool RAW = VEC == 8 && !STREAM && (DX == BF16 || DX == F16) && LNC == 0;
+  // RAW: a 16-bit row kept packed (16 registers for 4 vectors, not 32) and
+  // widened in each pass, for occupancy (measured: LayerNorm keeping
+  // x - mean as floats instead ran 30% slower); x - mean is recomputed, to
+  // the same bits.
+  constexpr bool RAW = VEC == 8 && !STREAM && (DX == BF16 || DX == F16);
   float am = 0.0f;
   int buf = 0;
   for (unsigned long long grp = blockIdx.x; grp * R < a.rows; grp += gridDim.x) {
@@ -334,6 +334,11 @@ __device__ __forceinline__ void norm_bwd(const bwd_args &a) {
   constexpr int NVR = STREAM ? 1 : TE_NORM_BWD_NV_MAX;
   float *wsg = a.ws + (unsigned long long)blockIdx.x * hidden;
   float *wsb = a.ws + ((unsigned long long)a.parts + blockIdx.x) * hidden;
+  // Streaming (one row slot a block): each thread adds its columns'
+  // partials row after row in shared memory when the host gave enough
+  // (TE_NORM_SMEM_PARTIALS), else in the workspace row itself.
+  const bool smem_acc = STREAM && (a.flags & TE_NORM_SMEM_PARTIALS);
+  float *colg = smem_acc ? comb : wsg, *colb = smem_acc ? comb + hidden : wsb;
   float accg[NVR * VEC], accb[NVR * VEC];
 #pragma unroll
   for (int k = 0; k < NVR * VEC; k++) accg[k] = accb[k] = 0.0f;
@@ -342,8 +347,8 @@ __device__ __forceinline__ void norm_bwd(const bwd_args &a) {
       const unsigned vi = (unsigned)j * T + t;
       if (vi < nvec)
         for (int k = 0; k < VEC; k++) {
-          wsg[vi * VEC + k] = 0.0f;
-          if (ln) wsb[vi * VEC + k] = 0.0f;
+          colg[vi * VEC + k] = 0.0f;
+          if (ln) colb[vi * VEC + k] = 0.0f;
         }
     }
   }
@@ -432,13 +437,24 @@ __device__ __forceinline__ void norm_bwd(const bwd_args &a) {
       } else {
         for (int k = 0; k < VEC; k++) {
           const unsigned c = vi * VEC + k;
-          wsg[c] = te_fma_rn(ge[k], xe[k], wsg[c]);
-          if (ln) wsb[c] = te_add_rn(wsb[c], ge[k]);
+          colg[c] = te_fma_rn(ge[k], xe[k], colg[c]);
+          if (ln) colb[c] = te_add_rn(colb[c], ge[k]);
         }
       }
     }
   }
-  if (STREAM) return;
+  if (STREAM) {
+    if (smem_acc)
+      for (int j = 0; j < nv; j++) {
+        const unsigned vi = (unsigned)j * T + t;
+        if (vi < nvec)
+          for (int k = 0; k < VEC; k++) {
+            wsg[vi * VEC + k] = colg[vi * VEC + k];
+            if (ln) wsb[vi * VEC + k] = colb[vi * VEC + k];
+          }
+      }
+    return;
+  }
   // Slots 1 .. R-1 hand their column partials to slot 0, which adds them in
   // slot order and writes the block's partial row.
   if (R > 1) {

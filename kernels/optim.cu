@@ -14,13 +14,14 @@
 //       aligned for them, else element by element.  The whole launch returns
 //       at once when *found_inf != 0.  FP8 copies: one atomicMax of |p| bits
 //       per block into the tensor's amax; chunk 0 writes scale_inv.
-//   te_optim_l2_partial   sum of squares (double) of one chunk of one tensor
-//       per block into partial[base + blockIdx.x]; up to TE_L2_MAX tensors.
+//   te_optim_l2_partial   sum of squares (double) of one 16384-element chunk
+//       of one tensor per block into partial[base + blockIdx.x]; up to
+//       TE_L2_MAX tensors.
 //   te_optim_l2_final     one block: the partials in a fixed order, then
 //       norm = sqrt(sum) (and found_inf = 1 when the sum is not finite).
 //   te_optim_unscale      out = in * scale for up to TE_UNSCALE_MAX tensors
-//       (f32/f16/bf16 in and out, in place allowed), found_inf = 1 when an
-//       output is not finite.
+//       (f32/f16/bf16 in and out, in place allowed; 4096-element chunks),
+//       found_inf = 1 when an output is not finite.
 // Built without fast math and without flush-to-zero: the element math must
 // round like the host's.
 #include "common/optim.h"
@@ -198,35 +199,37 @@ static __device__ __forceinline__ double block_sum(double x) {
   return x;
 }
 
-// All of a thread's groups are loaded before any is added, so that
-// TE_OPTIM_STEPS loads are in flight (8-byte loads of 16-bit types need
-// them to reach the copy rate); the additions keep the documented order.
+// Four of a thread's groups are loaded before any is added, so that several
+// loads are in flight; the additions keep the documented order.
 template <int DT>
 static __device__ __forceinline__ double l2_chunk(const te_l2_entry &e, uint64_t start, uint64_t end) {
-  float x[TE_OPTIM_STEPS][4];
-  int k[TE_OPTIM_STEPS];
-#pragma unroll
-  for (int s = 0; s < TE_OPTIM_STEPS; s++) {
-    const uint64_t i = start + ((uint64_t)s * OT + threadIdx.x) * TE_OPTIM_VEC;
-    k[s] = i >= end ? 0 : end - i < 4 ? (int)(end - i) : 4;
-#pragma unroll
-    for (int q = 0; q < 4; q++) x[s][q] = 0.0f;
-    if (e.vec && k[s] == 4) ld4v<DT>(e.x, i, x[s]);
-    else ld4s<DT>(e.x, i, k[s], x[s]);
-  }
   double acc = 0.0;
+#pragma unroll 1
+  for (int s0 = 0; s0 < TE_RED_STEPS; s0 += 4) {
+    float x[4][4];
+    int k[4];
 #pragma unroll
-  for (int s = 0; s < TE_OPTIM_STEPS; s++)
+    for (int s = 0; s < 4; s++) {
+      const uint64_t i = start + ((uint64_t)(s0 + s) * OT + threadIdx.x) * TE_OPTIM_VEC;
+      k[s] = i >= end ? 0 : end - i < 4 ? (int)(end - i) : 4;
 #pragma unroll
-    for (int q = 0; q < 4; q++)
-      if (q < k[s]) acc = acc + te_l2_sq(x[s][q]);   // the square is exact: fused or not, same sum
+      for (int q = 0; q < 4; q++) x[s][q] = 0.0f;
+      if (e.vec && k[s] == 4) ld4v<DT>(e.x, i, x[s]);
+      else ld4s<DT>(e.x, i, k[s], x[s]);
+    }
+#pragma unroll
+    for (int s = 0; s < 4; s++)
+#pragma unroll
+      for (int q = 0; q < 4; q++)
+        if (q < k[s]) acc = acc + te_l2_sq(x[s][q]);   // the square is exact: fused or not, same sum
+  }
   return acc;
 }
 
 extern "C" __global__ void __launch_bounds__(OT) te_optim_l2_partial(const __grid_constant__ te_l2_params p) {
   const te_l2_entry &e = p.e[find_entry(p)];
-  const uint64_t start = (uint64_t)(blockIdx.x - e.block0) * TE_OPTIM_CHUNK;
-  const uint64_t end = e.n - start < TE_OPTIM_CHUNK ? e.n : start + TE_OPTIM_CHUNK;
+  const uint64_t start = (uint64_t)(blockIdx.x - e.block0) * TE_RED_CHUNK;
+  const uint64_t end = e.n - start < TE_RED_CHUNK ? e.n : start + TE_RED_CHUNK;
   double acc;
   switch (e.dt) {
   case TE_FP8_DT_BF16: acc = l2_chunk<TE_FP8_DT_BF16>(e, start, end); break;
@@ -250,35 +253,39 @@ extern "C" __global__ void __launch_bounds__(OT) te_optim_l2_final(const double 
 
 // ---- unscale ------------------------------------------------------------------------
 
-// Loads of all the thread's groups first (as l2_chunk), then the stores.
+// All of a thread's groups loaded, then converted and stored (measured
+// faster than a load-store loop for F32, and than 16384-element chunks).
 template <int IDT, int ODT>
 static __device__ __forceinline__ int unscale_chunk(const te_unscale_entry &e, float s) {
   const uint64_t start = (uint64_t)(blockIdx.x - e.block0) * TE_OPTIM_CHUNK;
   const uint64_t end = e.n - start < TE_OPTIM_CHUNK ? e.n : start + TE_OPTIM_CHUNK;
-  float x[TE_OPTIM_STEPS][4];
-  int k[TE_OPTIM_STEPS];
-#pragma unroll
-  for (int t = 0; t < TE_OPTIM_STEPS; t++) {
-    const uint64_t i = start + ((uint64_t)t * OT + threadIdx.x) * TE_OPTIM_VEC;
-    k[t] = i >= end ? 0 : end - i < 4 ? (int)(end - i) : 4;
-#pragma unroll
-    for (int q = 0; q < 4; q++) x[t][q] = 0.0f;
-    if (e.vec && k[t] == 4) ld4v<IDT>(e.in, i, x[t]);
-    else ld4s<IDT>(e.in, i, k[t], x[t]);
-  }
   int bad = 0;
+#pragma unroll 1
+  for (int t0 = 0; t0 < TE_OPTIM_STEPS; t0 += 4) {
+    float x[4][4];
+    int k[4];
 #pragma unroll
-  for (int t = 0; t < TE_OPTIM_STEPS; t++) {
-    const uint64_t i = start + ((uint64_t)t * OT + threadIdx.x) * TE_OPTIM_VEC;
+    for (int t = 0; t < 4; t++) {
+      const uint64_t i = start + ((uint64_t)(t0 + t) * OT + threadIdx.x) * TE_OPTIM_VEC;
+      k[t] = i >= end ? 0 : end - i < 4 ? (int)(end - i) : 4;
 #pragma unroll
-    for (int q = 0; q < 4; q++) {
-      x[t][q] = te_mul_rn(x[t][q], s);
-      if (q < k[t]) bad |= te_unscale_bad(x[t][q], ODT);
+      for (int q = 0; q < 4; q++) x[t][q] = 0.0f;
+      if (e.vec && k[t] == 4) ld4v<IDT>(e.in, i, x[t]);
+      else ld4s<IDT>(e.in, i, k[t], x[t]);
     }
-    if (k[t] == 0) continue;
-    const bool vec = e.vec && k[t] == 4;
-    if constexpr (ODT == TE_FP8_DT_F32) st4f((float *)e.out, i, vec, k[t], x[t]);
-    else st4w<ODT>(e.out, i, vec, k[t], x[t]);
+#pragma unroll
+    for (int t = 0; t < 4; t++) {
+      const uint64_t i = start + ((uint64_t)(t0 + t) * OT + threadIdx.x) * TE_OPTIM_VEC;
+#pragma unroll
+      for (int q = 0; q < 4; q++) {
+        x[t][q] = te_mul_rn(x[t][q], s);
+        if (q < k[t]) bad |= te_unscale_bad(x[t][q], ODT);
+      }
+      if (k[t] == 0) continue;
+      const bool vec = e.vec && k[t] == 4;
+      if constexpr (ODT == TE_FP8_DT_F32) st4f((float *)e.out, i, vec, k[t], x[t]);
+      else st4w<ODT>(e.out, i, vec, k[t], x[t]);
+    }
   }
   return bad;
 }

@@ -174,8 +174,10 @@ __device__ __forceinline__ void ct_body(CT_PARAMS) {
 #pragma unroll
       for (int k = 0; k < TE_CT_CHUNK; k++) v[k] = te_ct_value(ACT, v[k], xv[k]);
     }
+    if (amax) {
 #pragma unroll
-    for (int k = 0; k < TE_CT_CHUNK; k++) am = te_max_u32(am, te_abs_bits(v[k]));
+      for (int k = 0; k < TE_CT_CHUNK; k++) am = te_max_u32(am, te_abs_bits(v[k]));
+    }
     if (dbias) {
       float r2[2];
       ct_rs16(v, r2, lane, ct_add());

@@ -165,6 +165,7 @@ static void callable_free(struct tegraph_callable *c) {
     tg_nodes_free(c->pass[p].nodes);
     if (c->pass[p].exec) (void)tecore_graph_exec_destroy(c->pass[p].exec);
     if (c->pass[p].graph) (void)tecore_graph_destroy(c->pass[p].graph);
+    if (c->pass[p].inst) (void)tecore_graph_destroy(c->pass[p].inst);
   }
   if (c->stream) (void)tecore_stream_synchronize(c->stream);
   for (size_t i = 0; i < c->nslots; i++) {
@@ -455,6 +456,7 @@ static tegraph_result_t analyze(struct tegraph_callable *c, const char *fn) {
     tg_nodes_free(c->pass[p].nodes);
     c->pass[p].nodes = NULL;
     TG_CHECK(tg_nodes_load(c->pass[p].graph, &c->pass[p].nodes, fn));
+    if (c->pass[p].inst) TG_CHECK(tg_nodes_rehandle(c->pass[p].nodes, c->pass[p].inst, fn));
   }
   const struct tg_nodes *f = c->pass[TEGRAPH_PASS_FORWARD].nodes;
   size_t i = 0;
@@ -681,6 +683,7 @@ TE_EXPORT tegraph_result_t tegraph_callable_reset(tegraph_callable_t *c, unsigne
     TG_CHECK(capture_pass(c, p, &g, fn));
     tecore_graph_update_result_t why;
     tecore_result_t r = tecore_graph_exec_update(c->pass[p].exec, g, &why);
+    int updated = r == TECORE_SUCCESS;
     if (r == TECORE_ERR_GRAPH_UPDATE) {
       tecore_log(TECORE_LOG_INFO, TECORE_SUBSYS_GRAPH, __FILE__, __LINE__,
                  "%s: callable %zu's %s graph: update refused (%s); instantiating anew", fn,
@@ -696,7 +699,17 @@ TE_EXPORT tegraph_result_t tegraph_callable_reset(tegraph_callable_t *c, unsigne
       (void)tecore_graph_destroy(g);
       return tg_core(r, fn);
     }
-    (void)tecore_graph_destroy(c->pass[p].graph);
+    /* an updated exec still names its nodes by the graph it was
+     * instantiated from: keep that one */
+    if (updated && !c->pass[p].inst) {
+      c->pass[p].inst = c->pass[p].graph;
+    } else {
+      (void)tecore_graph_destroy(c->pass[p].graph);
+      if (!updated && c->pass[p].inst) {
+        (void)tecore_graph_destroy(c->pass[p].inst);
+        c->pass[p].inst = NULL;
+      }
+    }
     c->pass[p].graph = g;
   }
   TG_CHECK(analyze(c, fn));

@@ -47,8 +47,10 @@ struct tg_slot {
 
 struct tg_pass {
   int present;
-  tecore_graph_t graph;
+  tecore_graph_t graph;           /* the latest capture: the values */
   tecore_graph_exec_t exec;
+  tecore_graph_t inst;            /* after a whole-graph update, the graph exec was
+                                     instantiated from (its nodes name exec's); or NULL */
   struct tg_nodes *nodes;
 };
 

@@ -3,7 +3,9 @@
  * executable is then updated as a whole (tecore_graph_exec_update), and
  * instantiated anew where the driver refuses.  Kernel arguments are read
  * and set per node through the node table (nodes.c), loaded on first use
- * and dropped whenever the graph or the executable is replaced. */
+ * and dropped whenever the graph or the executable is replaced.  After a
+ * whole-graph update the executable's nodes are still named by the graph
+ * it was instantiated from, which is kept (inst) as long as it is. */
 #include "tg_internal.h"
 #include <stdio.h>
 #include <stdlib.h>
@@ -13,6 +15,9 @@ struct tegraph_graph {
   unsigned flags;                 /* instantiate flags */
   tecore_graph_t graph;
   tecore_graph_exec_t exec;
+  tecore_graph_t inst;            /* the graph exec was instantiated from, when a
+                                     whole-graph update gave exec a newer graph's
+                                     values (its nodes name exec's nodes); else NULL */
   tecore_stream_t cap_stream;     /* the capture in progress, or NULL */
   int cap_append;
   struct tg_nodes *nodes;         /* NULL until needed */
@@ -53,6 +58,7 @@ TE_EXPORT tegraph_result_t tegraph_graph_destroy(tegraph_graph_t *g) {
     tecore_result_t r = tecore_graph_destroy(g->graph);
     if (r != TECORE_SUCCESS && res == TEGRAPH_SUCCESS) res = tg_core(r, fn);
   }
+  if (g->inst) (void)tecore_graph_destroy(g->inst);
   free(g);
   return res;
 }
@@ -84,27 +90,52 @@ static tegraph_result_t instantiate(struct tegraph_graph *g, tecore_stream_t upl
   return TEGRAPH_SUCCESS;
 }
 
+/* A new executable from g->graph: the old instantiation graph goes. */
+static void set_exec(struct tegraph_graph *g, tecore_graph_exec_t fresh) {
+  if (g->exec) (void)tecore_graph_exec_destroy(g->exec);
+  g->exec = fresh;
+  if (g->inst) (void)tecore_graph_destroy(g->inst);
+  g->inst = NULL;
+}
+
 /* Brings g's executable (if any) up to g's graph: whole-graph update, or a
- * new instance where the driver refuses. */
-static tegraph_result_t refresh_exec(struct tegraph_graph *g, struct tegraph_update_info *info,
-                                     const char *fn) {
+ * new instance where the driver refuses.  old: the graph g had before the
+ * capture (NULL for an appending capture); kept as inst when the exec was
+ * instantiated from it and is only updated, else destroyed. */
+static tegraph_result_t refresh_exec(struct tegraph_graph *g, tecore_graph_t old,
+                                     struct tegraph_update_info *info, const char *fn) {
   info->had_exec = g->exec != NULL;
-  if (!g->exec) return TEGRAPH_SUCCESS;
+  if (!g->exec) {
+    if (old) (void)tecore_graph_destroy(old);
+    return TEGRAPH_SUCCESS;
+  }
   tecore_graph_update_result_t why = TECORE_GRAPH_UPDATE_SUCCESS;
   tecore_result_t r = tecore_graph_exec_update(g->exec, g->graph, &why);
   info->why = why;
   if (r == TECORE_SUCCESS) {
     info->updated = 1;
+    if (old && !g->inst) g->inst = old; /* exec's nodes are old's */
+    else if (old) (void)tecore_graph_destroy(old);
     return TEGRAPH_SUCCESS;
   }
-  if (r != TECORE_ERR_GRAPH_UPDATE) return tg_core(r, fn);
+  if (r != TECORE_ERR_GRAPH_UPDATE) {
+    /* the exec keeps running what it ran: keep what names its nodes */
+    if (old && !g->inst) g->inst = old;
+    else if (old) (void)tecore_graph_destroy(old);
+    return tg_core(r, fn);
+  }
   tecore_log(TECORE_LOG_INFO, TECORE_SUBSYS_GRAPH, __FILE__, __LINE__,
              "%s: whole-graph update refused (%s); instantiating anew", fn,
              tecore_graph_update_result_name(why));
   tecore_graph_exec_t fresh = NULL;
-  TG_CHECK(instantiate(g, g->cap_stream, &fresh, fn));
-  (void)tecore_graph_exec_destroy(g->exec);
-  g->exec = fresh;
+  tegraph_result_t res = instantiate(g, g->cap_stream, &fresh, fn);
+  if (res != TEGRAPH_SUCCESS) {
+    if (old && !g->inst) g->inst = old;
+    else if (old) (void)tecore_graph_destroy(old);
+    return res;
+  }
+  set_exec(g, fresh);
+  if (old) (void)tecore_graph_destroy(old);
   info->reinstantiated = 1;
   return TEGRAPH_SUCCESS;
 }
@@ -128,12 +159,13 @@ TE_EXPORT tegraph_result_t tegraph_graph_end_capture(tegraph_graph_t *g,
     return res == TEGRAPH_ERR_INVALID ? TEGRAPH_ERR_CAPTURE : res;
   }
   drop_nodes(g);
+  tecore_graph_t old = NULL;
   if (!g->cap_append) {
-    if (g->graph) (void)tecore_graph_destroy(g->graph);
+    old = g->graph;
     g->graph = ng;
   }
   g->cap_stream = s; /* the upload stream of a re-instantiation */
-  tegraph_result_t res = refresh_exec(g, info, fn);
+  tegraph_result_t res = refresh_exec(g, old, info, fn);
   g->cap_stream = NULL;
   return res;
 }
@@ -146,8 +178,7 @@ TE_EXPORT tegraph_result_t tegraph_graph_instantiate(tegraph_graph_t *g,
   if (!g->graph) return TG_ERR(TEGRAPH_ERR_STATE, "%s: g has no graph yet (capture first)", fn);
   tecore_graph_exec_t fresh = NULL;
   TG_CHECK(instantiate(g, upload_stream, &fresh, fn));
-  if (g->exec) (void)tecore_graph_exec_destroy(g->exec);
-  g->exec = fresh;
+  set_exec(g, fresh);
   drop_nodes(g); /* the new executable runs the graph's values */
   return TEGRAPH_SUCCESS;
 }
@@ -212,7 +243,14 @@ TE_EXPORT tegraph_result_t tegraph_graph_handles(tegraph_graph_t *g, tecore_grap
 static tegraph_result_t need_nodes(struct tegraph_graph *g, const char *fn) {
   if (g->cap_stream) return TG_ERR(TEGRAPH_ERR_STATE, "%s: g is capturing", fn);
   if (!g->graph) return TG_ERR(TEGRAPH_ERR_STATE, "%s: g has no graph yet (capture first)", fn);
-  if (!g->nodes) TG_CHECK(tg_nodes_load(g->graph, &g->nodes, fn));
+  if (!g->nodes) {
+    TG_CHECK(tg_nodes_load(g->graph, &g->nodes, fn));
+    tegraph_result_t res = g->inst ? tg_nodes_rehandle(g->nodes, g->inst, fn) : TEGRAPH_SUCCESS;
+    if (res != TEGRAPH_SUCCESS) {
+      drop_nodes(g);
+      return res;
+    }
+  }
   return TEGRAPH_SUCCESS;
 }
 

@@ -126,6 +126,32 @@ fail:
   return res;
 }
 
+tegraph_result_t tg_nodes_rehandle(struct tg_nodes *n, tecore_graph_t inst, const char *fn) {
+  size_t count = 0;
+  char what[160];
+  snprintf(what, sizeof what, "%s: listing the instantiated graph's nodes", fn);
+  tecore_result_t r = tecore_graph_nodes(inst, NULL, 0, &count);
+  if (r != TECORE_SUCCESS) return tg_core(r, what);
+  if (count != n->count)
+    return TG_ERR(TEGRAPH_ERR_DEVICE, "%s: the instantiated graph has %zu nodes, the updated one "
+                  "%zu", fn, count, n->count);
+  struct tecore_graph_node_desc *d = calloc(count ? count : 1, sizeof *d);
+  if (!d) return TG_ERR(TEGRAPH_ERR_NOMEM, "%s: out of host memory", fn);
+  r = tecore_graph_nodes(inst, d, count, &count);
+  tegraph_result_t res = TEGRAPH_SUCCESS;
+  if (r != TECORE_SUCCESS) res = tg_core(r, what);
+  for (size_t i = 0; i < n->count && res == TEGRAPH_SUCCESS; i++)
+    if (d[i].type != n->desc[i].type)
+      res = TG_ERR(TEGRAPH_ERR_DEVICE, "%s: node %zu is a different kind of node in the "
+                   "instantiated graph", fn, i);
+  if (res == TEGRAPH_SUCCESS) {
+    for (size_t i = 0; i < n->count; i++) n->desc[i].node = d[i].node;
+    for (size_t k = 0; k < n->nk; k++) n->k[k].handle = d[n->k[k].node].node;
+  }
+  free(d);
+  return res;
+}
+
 tegraph_result_t tg_knode_set(tecore_graph_exec_t exec, struct tg_knode *k, unsigned p,
                               const void *value, const char *fn) {
   unsigned char old[64];
@@ -137,7 +163,7 @@ tegraph_result_t tg_knode_set(tecore_graph_exec_t exec, struct tg_knode *k, unsi
   memcpy(k->vals + k->off[p], value, size);
   void *argv[TECORE_KERNEL_MAX_PARAMS];
   for (unsigned i = 0; i < k->def->nparams; i++) argv[i] = k->vals + k->off[i];
-  tecore_result_t r = tecore_graph_exec_kernel_node_set(exec, k->handle, NULL, argv);
+  tecore_result_t r = tecore_graph_exec_kernel_node_set(exec, k->handle, &k->cfg, argv);
   tegraph_result_t res = TEGRAPH_SUCCESS;
   if (r != TECORE_SUCCESS) {
     memcpy(k->vals + k->off[p], save, size);

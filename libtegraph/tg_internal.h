@@ -67,9 +67,17 @@ struct tg_nodes {
 };
 
 tegraph_result_t tg_nodes_load(tecore_graph_t graph, struct tg_nodes **out, const char *fn);
+/* After a whole-graph update the executable still names its nodes by the
+ * graph it was instantiated from (cuda: cuGraphExec*NodeSetParams take
+ * that graph's nodes): takes the handles from inst, node for node (same
+ * count and types, as the update required), keeping the values loaded
+ * from the newer graph. */
+tegraph_result_t tg_nodes_rehandle(struct tg_nodes *n, tecore_graph_t inst, const char *fn);
 void tg_nodes_free(struct tg_nodes *n);
-/* Sets parameter p of k in exec to value (param_size bytes); the table
- * follows only when the update succeeds. */
+/* Sets parameter p of k in exec to value (param_size bytes), with the
+ * launch shape of the table (which may differ from the instantiated
+ * graph's after a whole-graph update); the table follows only when the
+ * update succeeds. */
 tegraph_result_t tg_knode_set(tecore_graph_exec_t exec, struct tg_knode *k, unsigned p,
                               const void *value, const char *fn);
 /* Points 1-D memcpy node i at dst and src / memset node i at dst, value. */

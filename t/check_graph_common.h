@@ -163,8 +163,8 @@ static TE_T_UNUSED tecore_result_t tgt_hidden(tecore_devptr_t out, tecore_devptr
 /* ---- fixture ----------------------------------------------------------------------- */
 
 /* The device fixture plus one eager launch of libtecore's elementwise
- * kernels: their module is loaded on first launch, which should not first
- * happen inside a global-mode capture. */
+ * kernels, so that a backend that cannot run them fails here, in the
+ * fixture, rather than inside a capture. */
 static TE_T_UNUSED void tgt_setup(void) {
   te_dev_setup();
   tecore_devptr_t p = 0;

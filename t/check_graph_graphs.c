@@ -10,7 +10,8 @@
  *   - tegraph_graph: a whole-graph update and a re-instantiation of the
  *     same new work give identical results; a topology change falls back
  *     to re-instantiation and says why; per-node kernel argument updates
- *     equal a re-capture with that argument; DOT; misuse;
+ *     equal a re-capture with that argument, also after whole-graph
+ *     updates; DOT; misuse;
  *   - the memory pool: first fit, merging, reuse, usage, misuse.
  * Work: n floats, n random in [1000, 5000); values random; outputs
  * poisoned with NaN before each launch; comparisons bit for bit against a
@@ -418,6 +419,35 @@ START_TEST(set_kernel_arg_equals_recapture) {
 }
 END_TEST
 
+/* After a whole-graph update the executable's nodes are still named by the
+ * graph it was instantiated from (cuda refused the newer graph's nodes):
+ * a per-node update after an update in place must reach the executable. */
+START_TEST(kernel_arg_after_whole_graph_update) {
+  struct work w1, w2;
+  size_t n = rand_n();
+  work_new(&w1, n);
+  work_new(&w2, n);
+  tegraph_graph_t *g = NULL;
+  struct tegraph_update_info info;
+  TG_OK(tegraph_graph_create(0, &g));
+  tg_capture(g, &w1, 0, NULL);
+  TG_OK(tegraph_graph_instantiate(g, NULL));
+  for (int round = 0; round < 2; round++) {
+    tg_capture(g, round ? &w1 : &w2, 0, &info);
+    ck_assert_int_eq(info.updated, 1);
+    struct work *w = round ? &w1 : &w2;
+    w->alpha = te_rand_float(-3, -1);
+    TG_OK(tegraph_graph_set_kernel_arg(g, 1, 2, &w->alpha, sizeof w->alpha));
+    work_poison(w);
+    tg_launch_sync(g);
+    work_check(w, round ? "second update, then set_kernel_arg" : "update, then set_kernel_arg");
+  }
+  TG_OK(tegraph_graph_destroy(g));
+  work_free(&w1);
+  work_free(&w2);
+}
+END_TEST
+
 START_TEST(append_and_dot) {
   struct work w;
   work_new(&w, rand_n());
@@ -570,6 +600,7 @@ static Suite *make_suite(void) {
   tc = tgt_tcase(s, "tegraph_graph");
   tcase_add_test(tc, update_equals_reinstantiation);
   tcase_add_test(tc, set_kernel_arg_equals_recapture);
+  tcase_add_test(tc, kernel_arg_after_whole_graph_update);
   tcase_add_test(tc, append_and_dot);
   tcase_add_test(tc, graph_misuse);
   tc = tgt_tcase(s, "mempool");

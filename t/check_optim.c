@@ -683,8 +683,8 @@ static float emu_l2(void *const *h, const struct tecore_tensor *ts, int count, i
   double *parts = malloc(cap * sizeof *parts), a[TE_OPTIM_THREADS];
   for (int t = 0; t < count; t++) {
     size_t n = tecore_tensor_numel(&ts[t]);
-    for (size_t c = 0; c * TE_OPTIM_CHUNK < n; c++) {
-      size_t start = c * TE_OPTIM_CHUNK, end = n - start < TE_OPTIM_CHUNK ? n : start + TE_OPTIM_CHUNK;
+    for (size_t c = 0; c * TE_RED_CHUNK < n; c++) {
+      size_t start = c * TE_RED_CHUNK, end = n - start < TE_RED_CHUNK ? n : start + TE_RED_CHUNK;
       for (size_t k = 0; k < TE_OPTIM_THREADS; k++) {
         double acc = 0;
         for (size_t i = start + 4 * k; i < end; i += 4 * TE_OPTIM_THREADS)
@@ -727,7 +727,7 @@ static void l2_case(int count, const size_t *sizes, int nan_at) {
     tecore_devptr_t dd = alloc_poisoned(n, dsz(dt), off, &base[t]);
     te_h2d(dd, h[t], n * dsz(dt));
     ts[t] = plain(dt, n, dd);
-    want_ws += 8 * ((n + 4095) / 4096);
+    want_ws += 8 * ((n + 16383) / 16384);
   }
   size_t ws_bytes;
   TE_OK(tecore_l2norm_multi_workspace_size(ts, (size_t)count, &ws_bytes));
@@ -768,7 +768,7 @@ static void l2_case(int count, const size_t *sizes, int nan_at) {
 }
 
 START_TEST(l2norm_multi_tensor) {
-  static const size_t sizes[] = {1, 7, 1000003, 4096, 4097, 12345, 33};
+  static const size_t sizes[] = {1, 7, 1000003, 16384, 16385, 12345, 33};
   l2_case(7, sizes, -1);
 }
 END_TEST
@@ -776,7 +776,7 @@ END_TEST
 START_TEST(l2norm_many_tensors) {
   enum { N = 130 };   /* more than one launch's worth */
   size_t sizes[N];
-  for (int i = 0; i < N; i++) sizes[i] = 1 + te_rand_below(9000);
+  for (int i = 0; i < N; i++) sizes[i] = 1 + te_rand_below(40000);
   l2_case(N, sizes, -1);
 }
 END_TEST

@@ -307,13 +307,15 @@ static void run_case(const struct ct_case *c) {
   tout.amax = damax.p;
   size_t dbn = cols;
   if (c->dbias_dt >= 0) {
-    ddb = dbuf_new(cols * tecore_dtype_size(c->dbias_dt), c->misalign ? tecore_dtype_size(c->dbias_dt) : 0);
+    ddb = dbuf_new(cols * tecore_dtype_size(c->dbias_dt),
+                   c->misalign ? tecore_dtype_size(c->dbias_dt) : 0);
     TE_OK(tecore_tensor_init(&tdb, (tecore_dtype_t)c->dbias_dt, 1, &dbn, ddb.p));
     size_t wsb = 0;
     TE_OK(tecore_cast_transpose_dbias_workspace_size(&tin, &wsb));
     if (wsb) dws = dbuf_new(wsb, 0);
     if (dact)
-      TE_OK(tecore_dact_dbias_cast_transpose(c->act, &tin, &tx, &tout, &tdb, dws.p, wsb, te_stream));
+      TE_OK(
+          tecore_dact_dbias_cast_transpose(c->act, &tin, &tx, &tout, &tdb, dws.p, wsb, te_stream));
     else
       TE_OK(tecore_cast_transpose_dbias(&tin, &tout, &tdb, dws.p, wsb, te_stream));
   } else if (dact) {
@@ -330,8 +332,8 @@ static void run_case(const struct ct_case *c) {
     ck_assert_msg(isnan(*gamax), "%s: amax %g, want NaN (a NaN input)", name, (double)*gamax);
   } else {
     double tol = dtol_rel * want_amax + dtol_abs;
-    ck_assert_msg(*gamax == want_amax || fabs(*gamax - want_amax) <= tol, "%s: amax %.9g, want %.9g (tolerance %g)", name,
-                  (double)*gamax, want_amax, tol);
+    ck_assert_msg(*gamax == want_amax || fabs(*gamax - want_amax) <= tol,
+                  "%s: amax %.9g, want %.9g (tolerance %g)", name, (double)*gamax, want_amax, tol);
   }
 
   /* per-tensor scale (current scaling computes it) and its inverse */
@@ -371,8 +373,9 @@ static void run_case(const struct ct_case *c) {
         double tol = dtol_rel * fabs(s) + dtol_abs * scale_used;
         if (grow) {
           int ok = code_ok(grow[i], s, tol, e4m3);
-          ck_assert_msg(ok, "%s: data[%zu][%zu] = 0x%02x, want 0x%02x (v %.9g * scale %.9g = %.9g, tol %g)",
-                        name, r, k, grow[i], ref_fp8(s, e4m3), v[i], (double)scale_used, s, tol);
+          ck_assert_msg(
+              ok, "%s: data[%zu][%zu] = 0x%02x, want 0x%02x (v %.9g * scale %.9g = %.9g, tol %g)",
+              name, r, k, grow[i], ref_fp8(s, e4m3), v[i], (double)scale_used, s, tol);
           /* count differences other than the sign of a zero (a value
            * below float's range underflows with either sign) */
           if ((grow[i] & 0x7f) != (ref_fp8(s, e4m3) & 0x7f)) near++;
@@ -400,9 +403,11 @@ static void run_case(const struct ct_case *c) {
           }
           double amt = dtol_rel * am + dtol_abs;
           uint8_t e8 = gs[r * srow_cols + b];
-          uint8_t w0 = nan ? 0xff : ref_e8m0(am - amt, e4m3), w1 = nan ? 0xff : ref_e8m0(am + amt, e4m3);
-          ck_assert_msg(e8 >= w0 && e8 <= w1, "%s: scale_inv[%zu][%zu] = %u, want %u (block amax %.9g)",
-                        name, r, b, e8, ref_e8m0(am, e4m3), am);
+          uint8_t w0 = nan ? 0xff : ref_e8m0(am - amt, e4m3),
+                  w1 = nan ? 0xff : ref_e8m0(am + amt, e4m3);
+          ck_assert_msg(e8 >= w0 && e8 <= w1,
+                        "%s: scale_inv[%zu][%zu] = %u, want %u (block amax %.9g)", name, r, b, e8,
+                        ref_e8m0(am, e4m3), am);
           double mult = e8 == 0xff ? NAN : ldexp(1.0, 127 - e8);
           for (size_t k = b * 32; k < cols && k < b * 32 + 32; k++) {
             size_t i = r * cols + k;
@@ -417,7 +422,8 @@ static void run_case(const struct ct_case *c) {
       free(gs);
     }
     if (c->colwise) {
-      uint8_t *gcol = dbuf_get(&dcol, "columnwise_data"), *gs = dbuf_get(&dcsinv, "columnwise_scale_inv");
+      uint8_t *gcol = dbuf_get(&dcol, "columnwise_data"),
+              *gs = dbuf_get(&dcsinv, "columnwise_scale_inv");
       for (size_t b = 0; b < scol_rows; b++)
         for (size_t k = 0; k < cols; k++) {
           double am = 0;
@@ -429,10 +435,11 @@ static void run_case(const struct ct_case *c) {
           }
           double amt = dtol_rel * am + dtol_abs;
           uint8_t e8 = gs[b * cols + k];
-          uint8_t w0 = nan ? 0xff : ref_e8m0(am - amt, e4m3), w1 = nan ? 0xff : ref_e8m0(am + amt, e4m3);
+          uint8_t w0 = nan ? 0xff : ref_e8m0(am - amt, e4m3),
+                  w1 = nan ? 0xff : ref_e8m0(am + amt, e4m3);
           ck_assert_msg(e8 >= w0 && e8 <= w1,
-                        "%s: columnwise_scale_inv[%zu][%zu] = %u, want %u (block amax %.9g)", name, b,
-                        k, e8, ref_e8m0(am, e4m3), am);
+                        "%s: columnwise_scale_inv[%zu][%zu] = %u, want %u (block amax %.9g)", name,
+                        b, k, e8, ref_e8m0(am, e4m3), am);
           double mult = e8 == 0xff ? NAN : ldexp(1.0, 127 - e8);
           for (size_t r = b * 32; r < rows && r < b * 32 + 32; r++) {
             size_t i = r * cols + k;
@@ -466,11 +473,12 @@ static void run_case(const struct ct_case *c) {
                                                       : f16_value(((uint16_t *)g)[k]);
       double tol = 1e-5 * sabs + (dact ? 1e-6 * sdy : 0) + half_ulp * fabs(want) + tiny;
       if (isnan(want) || isinf(sabs)) {
-        ck_assert_msg(isnan(got) || isinf(got), "%s: dbias[%zu] = %g, want non-finite", name, k, got);
+        ck_assert_msg(isnan(got) || isinf(got), "%s: dbias[%zu] = %g, want non-finite", name, k,
+                      got);
         continue;
       }
-      ck_assert_msg(fabs(got - want) <= tol, "%s: dbias[%zu] = %.9g, want %.9g (tolerance %g)", name,
-                    k, got, want, tol);
+      ck_assert_msg(fabs(got - want) <= tol, "%s: dbias[%zu] = %.9g, want %.9g (tolerance %g)",
+                    name, k, got, want, tol);
     }
     free(g);
   }

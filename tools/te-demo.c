@@ -1,8 +1,22 @@
-/* te-demo -- libte's main job.  This release runs the device layer end to
- * end: fill and scale-and-add kernels on two streams joined by an event,
- * the same work captured into a CUDA graph and replayed, results checked
- * on the host, and the time per step printed eagerly and graphed.
- * Runs on the GPU when one is visible, else on the virtual device. */
+/* te-demo -- libte's main job: train a stack of transformer-style MLP
+ * blocks (x + Linear(GELU(Linear(RMSNorm(x)))) per layer) built with the
+ * operation fuser (te/ops.h), with delayed-scaling FP8 (HYBRID: E4M3
+ * forward, E5M2 gradients), on synthetic data from a fixed seed: regress
+ * the output of a fixed random "teacher" network of the same shape (MSE
+ * loss on the device), AdamW through te/optim.h.  The step (forward and
+ * backward of every microbatch) replays graphed callables (libtegraph)
+ * with the FP8 weights quantized on the first microbatch and reused by the
+ * others (--no-graphs: eager launches).  Then the same model, the same
+ * seed, in BF16, for comparison.
+ *
+ * Prints per step the loss, step time, throughput (tokens/s and the
+ * GEMMs' TFLOP/s) and memory; exits 1 when a loss curve does not go down
+ * or the FP8 curve leaves the BF16 curve by more than --tolerance (a
+ * fraction of the first BF16 loss, at any step), so the demo is also a
+ * check.
+ *
+ * Shapes: activations [tokens][hidden], the MLP's inner width ffn
+ * (4 * hidden by default); weights [ffn][hidden] and [hidden][ffn]. */
 #include <getopt.h>
 #include <math.h>
 #include <stdio.h>
@@ -10,6 +24,7 @@
 #include <string.h>
 #include <time.h>
 #include <te/core.h>
+#include <te/graph.h>
 
 #define CHECK(call)                                                                   \
   do {                                                                                \
@@ -17,9 +32,25 @@
     if (r_ != TECORE_SUCCESS) {                                                       \
       fprintf(stderr, "te-demo: %s failed: %s (%s)\n", #call, tecore_strerror(r_),    \
               tecore_last_error());                                                   \
-      exit(1);                                                                        \
+      exit(2);                                                                        \
     }                                                                                 \
   } while (0)
+#define GCHECK(call)                                                                  \
+  do {                                                                                \
+    tegraph_result_t r_ = (call);                                                     \
+    if (r_ != TEGRAPH_SUCCESS) {                                                      \
+      fprintf(stderr, "te-demo: %s failed: %s (%s)\n", #call, tegraph_strerror(r_),   \
+              tegraph_last_error());                                                  \
+      exit(2);                                                                        \
+    }                                                                                 \
+  } while (0)
+
+struct opts {
+  size_t hidden, ffn, tokens;
+  int layers, steps, microbatches, graphs, bf16, quiet;
+  double lr, tolerance;
+  unsigned long long seed;
+};
 
 static double now_s(void) {
   struct timespec ts;
@@ -27,112 +58,472 @@ static double now_s(void) {
   return ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
-struct demo {
-  size_t n;
-  tecore_devptr_t x, y, z;
-  tecore_stream_t s0, s1;
-  tecore_event_t joined;
-};
-
-/* One step: x = 1.5 and y = -0.25 on two streams, then z = 2x + 4y on s0. */
-static void step(struct demo *d) {
-  CHECK(tecore_fill(d->x, TECORE_DTYPE_F32, d->n, 1.5, d->s0));
-  CHECK(tecore_fill(d->y, TECORE_DTYPE_F32, d->n, -0.25, d->s1));
-  CHECK(tecore_event_record(d->joined, d->s1));
-  CHECK(tecore_stream_wait_event(d->s0, d->joined));
-  CHECK(tecore_scale_add(d->z, d->x, 2.0f, d->y, 4.0f, TECORE_DTYPE_F32, d->n, d->s0));
+static uint64_t splitmix(uint64_t *x) {
+  uint64_t z = (*x += 0x9e3779b97f4a7c15ull);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
 }
 
-static int verify(struct demo *d, float *host) {
-  for (size_t i = 0; i < d->n; i++) host[i] = NAN; /* poison */
-  CHECK(tecore_memcpy_async((tecore_devptr_t)(uintptr_t)host, d->z, d->n * sizeof(float), d->s0));
-  CHECK(tecore_stream_synchronize(d->s0));
-  for (size_t i = 0; i < d->n; i++)
-    if (host[i] != 2.0f) {
-      fprintf(stderr, "te-demo: z[%zu] = %g, want 2\n", i, host[i]);
-      return 1;
+/* ---- device helpers ------------------------------------------------------------ */
+
+static struct tecore_tensor tensor2(tecore_dtype_t dt, size_t rows, size_t cols,
+                                    tecore_devptr_t p) {
+  struct tecore_tensor t;
+  size_t sh[2] = {rows, cols};
+  CHECK(tecore_tensor_init(&t, dt, 2, sh, p));
+  return t;
+}
+
+static tecore_devptr_t dalloc(size_t bytes) {
+  tecore_devptr_t p;
+  CHECK(tecore_mem_alloc(bytes, &p));
+  return p;
+}
+
+/* Uniform values with unit variance, as bf16 (synchronously). */
+static void fill_random(tecore_devptr_t dst, size_t n, uint64_t seed, tecore_devptr_t one,
+                        tecore_stream_t s) {
+  float *h = malloc(n * sizeof *h);
+  if (!h) {
+    fprintf(stderr, "te-demo: out of host memory\n");
+    exit(2);
+  }
+  for (size_t i = 0; i < n; i++)
+    h[i] = (float)(1.7320508 * (2.0 * (double)(splitmix(&seed) >> 11) / 9007199254740992.0 - 1.0));
+  /* kernels read device memory only: stage the floats there, then convert */
+  tecore_devptr_t f = dalloc(n * 4);
+  CHECK(tecore_memcpy_async(f, (tecore_devptr_t)(uintptr_t)h, n * 4, s));
+  struct tecore_tensor in = tensor2(TECORE_DTYPE_F32, 1, n, f);
+  struct tecore_tensor out = tensor2(TECORE_DTYPE_BF16, 1, n, dst);
+  CHECK(tecore_unscale_multi(&in, &out, 1, one, 0, s));
+  CHECK(tecore_stream_synchronize(s));
+  CHECK(tecore_mem_free(f));
+  free(h);
+}
+
+/* The MLP stack as a fuser sequence. */
+static tecore_seq_t *make_model(const struct opts *o, uint64_t seed,
+                                const struct tecore_recipe *recipe, tecore_stream_t s) {
+  struct tecore_seq_config cfg = {.rows = o->tokens, .features = o->hidden,
+                                  .dtype = TECORE_DTYPE_BF16, .seed = seed};
+  tecore_seq_t *q;
+  CHECK(tecore_seq_create(&cfg, &q));
+  for (int l = 0; l < o->layers; l++) {
+    struct tecore_op_desc d[6];
+    memset(d, 0, sizeof d);
+    d[0].kind = TECORE_OP_MAKE_EXTRA_OUTPUT;
+    d[0].slot = l % TECORE_SEQ_MAX_SLOTS;
+    d[1].kind = TECORE_OP_RMSNORM;
+    d[1].epsilon = 1e-5f;
+    d[2].kind = TECORE_OP_LINEAR;
+    d[2].features = o->ffn;
+    d[2].bias = 1;
+    d[3].kind = TECORE_OP_GELU;
+    d[4].kind = TECORE_OP_LINEAR;
+    d[4].features = o->hidden;
+    d[4].bias = 1;
+    d[5].kind = TECORE_OP_ADD_EXTRA_INPUT;
+    d[5].slot = l % TECORE_SEQ_MAX_SLOTS;
+    for (int k = 0; k < 6; k++) CHECK(tecore_seq_add(q, &d[k], NULL));
+  }
+  if (recipe) CHECK(tecore_seq_set_recipe(q, recipe, s));
+  CHECK(tecore_seq_build(q, s));
+  return q;
+}
+
+/* ---- one training run -------------------------------------------------------------- */
+
+struct data {
+  int mb;
+  tecore_devptr_t *x, *t;          /* [mb] inputs and targets, bf16 [tokens][hidden] */
+};
+
+struct run {
+  const char *name;
+  double *loss, *ms;               /* per step */
+  double mem_model, mem_optim;     /* MiB */
+  size_t dev_used, dev_total;      /* device memory in use after setup, and all of it */
+  char plan_fwd[1024], plan_bwd[1024];
+};
+
+struct model {
+  tecore_seq_t *seq;
+  tegraph_callable_t *callable;
+};
+
+static tecore_result_t fwd_cb(void *user, tecore_stream_t s, const struct tegraph_io *io) {
+  return tecore_seq_forward((tecore_seq_t *)user, &io->inputs[0], &io->outputs[0],
+                            io->noop_flag, s);
+}
+static tecore_result_t bwd_cb(void *user, tecore_stream_t s, const struct tegraph_io *io) {
+  return tecore_seq_backward((tecore_seq_t *)user, &io->grad_outputs[0], NULL, s);
+}
+
+static void train(const struct opts *o, const struct data *dd, const struct tecore_recipe *recipe,
+                  tecore_stream_t s, struct run *R) {
+  size_t n = o->tokens * o->hidden;
+  size_t free0 = 0, total = 0;
+  CHECK(tecore_mem_info(&free0, &total));
+  struct model m = {.seq = make_model(o, o->seed, recipe, s)};
+  CHECK(tecore_seq_describe(m.seq, TECORE_SEQ_FORWARD, R->plan_fwd, sizeof R->plan_fwd, NULL));
+  CHECK(tecore_seq_describe(m.seq, TECORE_SEQ_BACKWARD, R->plan_bwd, sizeof R->plan_bwd, NULL));
+
+  /* optimizer state: F32 master weights (from the model's bf16 ones),
+   * Adam moments; the model's bf16 weights are the refreshed copy */
+  size_t np = 0;
+  CHECK(tecore_seq_params(m.seq, NULL, 0, &np));
+  struct tecore_seq_param *p = calloc(np, sizeof *p);
+  struct tecore_optim_tensor *ot = calloc(np, sizeof *ot);
+  CHECK(tecore_seq_params(m.seq, p, np, &np));
+  tecore_devptr_t one = dalloc(4);
+  CHECK(tecore_memset_d32_async(one, 0x3f800000u, 1, s));
+  size_t optim_bytes = 0;
+  for (size_t i = 0; i < np; i++) {
+    size_t k = tecore_tensor_numel(&p[i].value);
+    ot[i].numel = k;
+    ot[i].param = dalloc(k * 4);
+    ot[i].exp_avg = dalloc(k * 4);
+    ot[i].exp_avg_sq = dalloc(k * 4);
+    optim_bytes += 12 * k;
+    ot[i].grad = p[i].grad.data;
+    ot[i].grad_dtype = TECORE_DTYPE_F32;
+    ot[i].model = p[i].value.data;
+    ot[i].model_dtype = TECORE_DTYPE_BF16;
+    struct tecore_tensor master = tensor2(TECORE_DTYPE_F32, 1, k, ot[i].param);
+    struct tecore_tensor model = tensor2(TECORE_DTYPE_BF16, 1, k, p[i].value.data);
+    CHECK(tecore_unscale_multi(&model, &master, 1, one, 0, s));
+    CHECK(tecore_memset_d32_async(ot[i].exp_avg, 0, k, s));
+    CHECK(tecore_memset_d32_async(ot[i].exp_avg_sq, 0, k, s));
+  }
+  size_t seq_param = 0, seq_total = 0;
+  CHECK(tecore_seq_memory(m.seq, &seq_param, &seq_total));
+  R->mem_model = seq_total / 1048576.0;
+  R->mem_optim = optim_bytes / 1048576.0;
+
+  /* loss buffers: diff, dy, the norm and its workspace */
+  tecore_devptr_t diff = dalloc(n * 2), dy = dalloc(n * 2), norm = dalloc(4), noop = dalloc(4);
+  struct tecore_tensor diff_t = tensor2(TECORE_DTYPE_BF16, o->tokens, o->hidden, diff);
+  struct tecore_tensor dy_t = tensor2(TECORE_DTYPE_BF16, o->tokens, o->hidden, dy);
+  size_t wsb = 0;
+  CHECK(tecore_l2norm_multi_workspace_size(&diff_t, 1, &wsb));
+  tecore_devptr_t ws = dalloc(wsb ? wsb : 16);
+  tecore_devptr_t y_eager = dalloc(n * 2);
+  float *norms = NULL;
+  CHECK(tecore_mem_alloc_host((size_t)o->microbatches * sizeof(float), (void **)&norms));
+
+  /* FP8 calibration: one forward and backward whose gradients are thrown
+   * away, so the first step's scales come from real amaxes (delayed
+   * scaling otherwise starts from scale 1, where small gradients underflow
+   * E5M2) */
+  if (recipe) {
+    struct tecore_tensor xin = tensor2(TECORE_DTYPE_BF16, o->tokens, o->hidden, dd->x[0]);
+    struct tecore_tensor yo = tensor2(TECORE_DTYPE_BF16, o->tokens, o->hidden, y_eager);
+    CHECK(tecore_memset_d32_async(noop, 0, 1, s));
+    CHECK(tecore_seq_forward(m.seq, &xin, &yo, noop, s));
+    float inv = 2.0f / (float)n;
+    CHECK(tecore_scale_add(dy, y_eager, inv, dd->t[0], -inv, TECORE_DTYPE_BF16, n, s));
+    CHECK(tecore_seq_backward(m.seq, &dy_t, NULL, s));
+    CHECK(tecore_seq_update_scales(m.seq, s));
+  }
+  if (o->graphs) {
+    struct tecore_tensor sample = tensor2(TECORE_DTYPE_BF16, o->tokens, o->hidden, dd->x[0]);
+    struct tecore_tensor outd = tensor2(TECORE_DTYPE_BF16, o->tokens, o->hidden, 0);
+    unsigned char needs = 0;
+    struct tegraph_callable_desc cd = {
+        .forward = fwd_cb, .backward = bwd_cb, .user = m.seq, .sample_inputs = &sample,
+        .ninputs = 1, .outputs = &outd, .noutputs = 1, .input_needs_grad = &needs,
+        .num_warmup = 1, .capture_mode = TECORE_CAPTURE_THREAD_LOCAL};
+    GCHECK(tegraph_callable_create(&cd, NULL, &m.callable));
+  }
+  CHECK(tecore_seq_zero_grad(m.seq, s));   /* warmup's gradients */
+  CHECK(tecore_stream_synchronize(s));
+  size_t free1 = 0;
+  CHECK(tecore_mem_info(&free1, &total));
+  R->dev_used = total - free1;
+  R->dev_total = total;
+  (void)free0;
+
+  double flops = 3.0 * 2.0 * (double)o->tokens * (double)o->hidden * (double)o->ffn * 2.0 *
+                 o->layers * o->microbatches;
+  double tokens = (double)o->tokens * o->microbatches;
+  for (int step = 1; step <= o->steps; step++) {
+    double t0 = now_s();
+    CHECK(tecore_seq_zero_grad(m.seq, s));
+    for (int mb = 0; mb < o->microbatches; mb++) {
+      struct tecore_tensor xin = tensor2(TECORE_DTYPE_BF16, o->tokens, o->hidden, dd->x[mb]);
+      struct tecore_tensor y = tensor2(TECORE_DTYPE_BF16, o->tokens, o->hidden, y_eager);
+      struct tegraph_replay_opts ro = {.stream = s, .is_first_microbatch = mb == 0};
+      if (o->graphs) {
+        y.data = 0;   /* receives the static output */
+        GCHECK(tegraph_callable_forward(m.callable, &xin, 1, NULL, NULL, 0, &y, 1, &ro));
+      } else {
+        CHECK(tecore_memset_d32_async(noop, mb == 0 ? 0u : 1u, 1, s));
+        CHECK(tecore_seq_forward(m.seq, &xin, &y, noop, s));
+      }
+      /* MSE over the step's tokens: loss = sum (y - t)^2 / (n * mb) */
+      CHECK(tecore_scale_add(diff, y.data, 1.0f, dd->t[mb], -1.0f, TECORE_DTYPE_BF16, n, s));
+      CHECK(tecore_l2norm_multi(&diff_t, 1, ws, wsb, norm, 0, s));
+      CHECK(tecore_memcpy_async((tecore_devptr_t)(uintptr_t)&norms[mb], norm, 4, s));
+      float g = 2.0f / ((float)n * (float)o->microbatches);
+      CHECK(tecore_scale_add(dy, diff, g, diff, 0.0f, TECORE_DTYPE_BF16, n, s));
+      if (o->graphs)
+        GCHECK(tegraph_callable_backward(m.callable, &dy_t, 1, NULL, 0, &ro));
+      else
+        CHECK(tecore_seq_backward(m.seq, &dy_t, NULL, s));
     }
+    CHECK(tecore_seq_update_scales(m.seq, s));
+    struct tecore_adam_config ac = {.lr = o->lr, .beta1 = 0.9, .beta2 = 0.95, .eps = 1e-8,
+                                    .weight_decay = 0.01, .step = step, .flags = TECORE_ADAM_W};
+    CHECK(tecore_adam_step(ot, np, &ac, 0, 0, s));
+    CHECK(tecore_stream_synchronize(s));
+    double dt = now_s() - t0;
+    double loss = 0;
+    for (int mb = 0; mb < o->microbatches; mb++) loss += (double)norms[mb] * norms[mb];
+    loss /= (double)n * o->microbatches;
+    R->loss[step - 1] = loss;
+    R->ms[step - 1] = dt * 1e3;
+    if (!o->quiet)
+      printf("  %-4s step %3d/%d  loss %.6f  %9.3f ms  %12.0f tokens/s  %8.3f TFLOP/s\n",
+             R->name, step, o->steps, loss, dt * 1e3, tokens / dt, flops / dt / 1e12);
+    fflush(stdout);
+  }
+
+  if (m.callable) GCHECK(tegraph_callable_destroy(m.callable));
+  CHECK(tecore_stream_synchronize(s));
+  for (size_t i = 0; i < np; i++) {
+    CHECK(tecore_mem_free(ot[i].param));
+    CHECK(tecore_mem_free(ot[i].exp_avg));
+    CHECK(tecore_mem_free(ot[i].exp_avg_sq));
+  }
+  CHECK(tecore_mem_free(one));
+  CHECK(tecore_mem_free(diff));
+  CHECK(tecore_mem_free(dy));
+  CHECK(tecore_mem_free(norm));
+  CHECK(tecore_mem_free(noop));
+  CHECK(tecore_mem_free(ws));
+  CHECK(tecore_mem_free(y_eager));
+  CHECK(tecore_mem_free_host(norms));
+  CHECK(tecore_seq_destroy(m.seq));
+  free(p);
+  free(ot);
+}
+
+/* ---- main --------------------------------------------------------------------------- */
+
+static void usage(FILE *f) {
+  fprintf(f,
+          "usage: te-demo [options]\n"
+          "  trains MLP blocks (x + Linear(GELU(Linear(RMSNorm(x))))) with delayed-scaling FP8\n"
+          "  and then in BF16 from the same seed; prints loss, step time, throughput, memory;\n"
+          "  exits 1 if a loss does not go down or FP8 leaves BF16 by more than the tolerance\n"
+          "  --hidden N         model width (vdev: 64, cuda: 4096)\n"
+          "  --ffn N            inner width of each MLP (4 * hidden)\n"
+          "  --layers N         MLP blocks (vdev: 2, cuda: 8)\n"
+          "  --tokens N         tokens per microbatch (vdev: 16, cuda: 8192)\n"
+          "  --steps N          optimizer steps (vdev: 8, cuda: 20)\n"
+          "  --microbatches N   microbatches per step, FP8 weights cached after the first (2)\n"
+          "  --lr X             AdamW learning rate (vdev: 0.003, cuda: 0.0003)\n"
+          "  --tolerance X      largest FP8 - BF16 loss difference at any step, as a fraction\n"
+          "                     of the first BF16 loss (0.05)\n"
+          "  --seed N           data, teacher and initialization seed (1)\n"
+          "  --no-graphs        eager launches instead of graphed callables\n"
+          "  --no-bf16          skip the BF16 run (and the comparison)\n"
+          "  --quiet            summary only\n"
+          "  --help             this text\n"
+          "FP8 needs hidden, ffn and tokens to be multiples of 16.\n");
+}
+
+static int parse_size(const char *arg, const char *name, size_t *out) {
+  char *end = NULL;
+  unsigned long long v = strtoull(arg, &end, 0);
+  if (!end || *end || v == 0 || arg[0] == '-') {
+    fprintf(stderr, "te-demo: %s %s: expected a positive integer\n", name, arg);
+    return -1;
+  }
+  *out = (size_t)v;
   return 0;
 }
 
 int main(int argc, char **argv) {
-  size_t n = 1 << 20;
-  int iters = 20, opt;
-  static const struct option longs[] = {{"elements", required_argument, 0, 'n'},
-                                        {"iters", required_argument, 0, 'i'},
-                                        {"help", no_argument, 0, 'h'},
-                                        {0, 0, 0, 0}};
-  while ((opt = getopt_long(argc, argv, "n:i:h", longs, NULL)) != -1) {
+  struct opts o = {.microbatches = 2, .graphs = 1, .bf16 = 1, .tolerance = 0.05, .seed = 1};
+  size_t hidden = 0, ffn = 0, tokens = 0, layers = 0, steps = 0, mbs = 0;
+  double lr = 0;
+  enum { O_HIDDEN = 1000, O_FFN, O_LAYERS, O_TOKENS, O_STEPS, O_MB, O_LR, O_TOL, O_SEED,
+         O_NOGRAPH, O_NOBF16, O_QUIET };
+  static const struct option longs[] = {
+      {"hidden", required_argument, 0, O_HIDDEN}, {"ffn", required_argument, 0, O_FFN},
+      {"layers", required_argument, 0, O_LAYERS}, {"tokens", required_argument, 0, O_TOKENS},
+      {"steps", required_argument, 0, O_STEPS}, {"microbatches", required_argument, 0, O_MB},
+      {"lr", required_argument, 0, O_LR}, {"tolerance", required_argument, 0, O_TOL},
+      {"seed", required_argument, 0, O_SEED}, {"no-graphs", no_argument, 0, O_NOGRAPH},
+      {"no-bf16", no_argument, 0, O_NOBF16}, {"quiet", no_argument, 0, O_QUIET},
+      {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
+  int opt;
+  size_t seedv;
+  while ((opt = getopt_long(argc, argv, "h", longs, NULL)) != -1) {
+    int bad = 0;
     switch (opt) {
-    case 'n': n = strtoull(optarg, NULL, 0); break;
-    case 'i': iters = atoi(optarg); break;
-    case 'h':
-      printf("usage: te-demo [-n ELEMENTS] [-i ITERS]\n"
-             "  runs fill + scale-and-add on two streams, eagerly and as a replayed graph,\n"
-             "  checks the result and prints the time per step\n");
-      return 0;
-    default: return 1;
+    case O_HIDDEN: bad = parse_size(optarg, "--hidden", &hidden); break;
+    case O_FFN: bad = parse_size(optarg, "--ffn", &ffn); break;
+    case O_LAYERS: bad = parse_size(optarg, "--layers", &layers); break;
+    case O_TOKENS: bad = parse_size(optarg, "--tokens", &tokens); break;
+    case O_STEPS: bad = parse_size(optarg, "--steps", &steps); break;
+    case O_MB: bad = parse_size(optarg, "--microbatches", &mbs); break;
+    case O_SEED:
+      bad = parse_size(optarg, "--seed", &seedv);
+      o.seed = seedv;
+      break;
+    case O_LR:
+    case O_TOL: {
+      char *end = NULL;
+      double v = strtod(optarg, &end);
+      if (!end || *end || !(v > 0) || !isfinite(v)) {
+        fprintf(stderr, "te-demo: %s %s: expected a positive number\n",
+                opt == O_LR ? "--lr" : "--tolerance", optarg);
+        bad = 1;
+      }
+      if (opt == O_LR) lr = v; else o.tolerance = v;
+      break;
+    }
+    case O_NOGRAPH: o.graphs = 0; break;
+    case O_NOBF16: o.bf16 = 0; break;
+    case O_QUIET: o.quiet = 1; break;
+    case 'h': usage(stdout); return 0;
+    default: usage(stderr); return 2;
+    }
+    if (bad) return 2;
+  }
+  if (optind < argc) {
+    fprintf(stderr, "te-demo: unexpected argument %s\n", argv[optind]);
+    usage(stderr);
+    return 2;
+  }
+
+  CHECK(tecore_init());
+  tecore_backend_t be;
+  CHECK(tecore_backend(&be));
+  struct tecore_device_props props;
+  CHECK(tecore_device_props(0, &props));
+  int gpu = be == TECORE_BACKEND_CUDA;
+  o.hidden = hidden ? hidden : gpu ? 4096 : 64;
+  o.ffn = ffn ? ffn : 4 * o.hidden;
+  o.layers = layers ? (int)layers : gpu ? 8 : 2;
+  o.tokens = tokens ? tokens : gpu ? 8192 : 16;
+  o.steps = steps ? (int)steps : gpu ? 20 : 8;
+  o.microbatches = mbs ? (int)mbs : 2;
+  o.lr = lr ? lr : gpu ? 3e-4 : 3e-3;
+  if (o.hidden % 16 || o.ffn % 16 || o.tokens % 16) {
+    fprintf(stderr, "te-demo: FP8 GEMMs need --hidden (%zu), --ffn (%zu) and --tokens (%zu) to "
+            "be multiples of 16\n", o.hidden, o.ffn, o.tokens);
+    return 2;
+  }
+  if (o.layers > 1000 || o.steps > 1000000 || o.microbatches > 1024) {
+    fprintf(stderr, "te-demo: --layers (<= 1000), --steps or --microbatches (<= 1024) too large\n");
+    return 2;
+  }
+
+  printf("te-demo: backend %s, device %s\n", tecore_backend_name(be), props.name);
+  printf("te-demo: %d MLP blocks, hidden %zu, ffn %zu, %zu tokens x %d microbatches, %d steps, "
+         "AdamW lr %g, seed %llu, %s\n", o.layers, o.hidden, o.ffn, o.tokens, o.microbatches,
+         o.steps, o.lr, o.seed,
+         o.graphs ? "graphed callables (FP8 weights cached after the first microbatch)"
+                  : "eager launches");
+
+  tecore_stream_t s;
+  CHECK(tecore_stream_create(TECORE_STREAM_NON_BLOCKING, 0, &s));
+  tecore_devptr_t one = dalloc(4);
+  CHECK(tecore_memset_d32_async(one, 0x3f800000u, 1, s));
+
+  /* data: inputs from the seed, targets from the teacher (BF16, its own seed) */
+  size_t n = o.tokens * o.hidden;
+  struct data dd = {.mb = o.microbatches};
+  dd.x = calloc((size_t)o.microbatches, sizeof *dd.x);
+  dd.t = calloc((size_t)o.microbatches, sizeof *dd.t);
+  tecore_seq_t *teacher = make_model(&o, o.seed * 7919 + 17, NULL, s);
+  for (int mb = 0; mb < o.microbatches; mb++) {
+    dd.x[mb] = dalloc(n * 2);
+    dd.t[mb] = dalloc(n * 2);
+    fill_random(dd.x[mb], n, o.seed * 1000003ull + (uint64_t)mb, one, s);
+    struct tecore_tensor xi = tensor2(TECORE_DTYPE_BF16, o.tokens, o.hidden, dd.x[mb]);
+    struct tecore_tensor ti = tensor2(TECORE_DTYPE_BF16, o.tokens, o.hidden, dd.t[mb]);
+    CHECK(tecore_seq_forward(teacher, &xi, &ti, 0, s));
+  }
+  CHECK(tecore_stream_synchronize(s));
+  CHECK(tecore_seq_destroy(teacher));
+
+  struct tecore_recipe recipe;
+  CHECK(tecore_recipe_init(&recipe, TECORE_RECIPE_DELAYED));   /* HYBRID, history 1024, max */
+  struct run runs[2] = {{.name = "fp8"}, {.name = "bf16"}};
+  int nrun = o.bf16 ? 2 : 1;
+  for (int r = 0; r < nrun; r++) {
+    runs[r].loss = calloc((size_t)o.steps, sizeof(double));
+    runs[r].ms = calloc((size_t)o.steps, sizeof(double));
+    printf("te-demo: %s run%s\n", runs[r].name,
+           r == 0 ? " (delayed scaling, HYBRID: E4M3 forward, E5M2 gradients)" : "");
+    train(&o, &dd, r == 0 ? &recipe : NULL, s, &runs[r]);
+    printf("  plan %s\n  plan %s\n", runs[r].plan_fwd, runs[r].plan_bwd);
+    printf("  memory: model %.1f MiB (the sequence's parameters, gradients, activations, "
+           "FP8 copies), optimizer %.1f MiB; %s %.0f of %.0f MiB in use\n", runs[r].mem_model,
+           runs[r].mem_optim, gpu ? "device" : "host (vdev's device memory)",
+           runs[r].dev_used / 1048576.0, runs[r].dev_total / 1048576.0);
+  }
+
+  /* summary and checks */
+  int fail = 0;
+  double flops = 3.0 * 2.0 * (double)o.tokens * (double)o.hidden * (double)o.ffn * 2.0 *
+                 o.layers * o.microbatches;
+  double avg[2] = {0, 0};
+  for (int r = 0; r < nrun; r++) {
+    /* the first step pays one-time costs; average the others */
+    int from = o.steps > 1 ? 1 : 0;
+    for (int k = from; k < o.steps; k++) avg[r] += runs[r].ms[k];
+    avg[r] /= (o.steps - from);
+    double first = runs[r].loss[0], last = runs[r].loss[o.steps - 1];
+    printf("te-demo: %-4s loss %.6f -> %.6f, %.3f ms/step, %.0f tokens/s, %.3f TFLOP/s\n",
+           runs[r].name, first, last, avg[r],
+           (double)o.tokens * o.microbatches / (avg[r] * 1e-3), flops / (avg[r] * 1e-3) / 1e12);
+    if (!(last < first) || !isfinite(last)) {
+      fprintf(stderr, "te-demo: FAIL: the %s loss did not go down (%.6f -> %.6f)\n",
+              runs[r].name, first, last);
+      fail = 1;
     }
   }
-  if (n == 0 || iters <= 0) {
-    fprintf(stderr, "te-demo: --elements and --iters must be positive\n");
-    return 1;
+  if (nrun == 2) {
+    /* the curves' distance at each step, in units of BF16's first loss
+     * (relative to the current loss it would grow without bound as the
+     * loss nears FP8's noise floor) */
+    double worst = 0, worst_cur = 0;
+    int at = 0;
+    for (int k = 0; k < o.steps; k++) {
+      double d = fabs(runs[0].loss[k] - runs[1].loss[k]);
+      if (!(d / runs[1].loss[0] <= worst)) {
+        worst = d / runs[1].loss[0];
+        at = k + 1;
+      }
+      worst_cur = fmax(worst_cur, d / runs[1].loss[k]);
+    }
+    printf("te-demo: fp8 vs bf16: loss curves differ by at most %.4f of the first loss (step %d; "
+           "tolerance %.4f), %.4f of the step's loss; fp8 step %.2fx the speed of bf16\n", worst,
+           at, o.tolerance, worst_cur, avg[1] / avg[0]);
+    if (!(worst <= o.tolerance)) {
+      fprintf(stderr, "te-demo: FAIL: the FP8 loss left the BF16 loss by %.4f of the first loss "
+              "at step %d (tolerance %.4f)\n", worst, at, o.tolerance);
+      fail = 1;
+    }
   }
-  CHECK(tecore_init());
-  tecore_backend_t b;
-  CHECK(tecore_backend(&b));
-  struct tecore_device_props p;
-  CHECK(tecore_device_props(0, &p));
-  printf("te-demo: backend %s, device %s\n", tecore_backend_name(b), p.name);
-
-  struct demo d = {.n = n};
-  float *host = NULL;
-  CHECK(tecore_mem_alloc(n * 4, &d.x));
-  CHECK(tecore_mem_alloc(n * 4, &d.y));
-  CHECK(tecore_mem_alloc(n * 4, &d.z));
-  CHECK(tecore_mem_alloc_host(n * 4, (void **)&host));
-  CHECK(tecore_stream_create(TECORE_STREAM_NON_BLOCKING, 0, &d.s0));
-  CHECK(tecore_stream_create(TECORE_STREAM_NON_BLOCKING, 0, &d.s1));
-  CHECK(tecore_event_create(TECORE_EVENT_DISABLE_TIMING, &d.joined));
-
-  step(&d);
-  if (verify(&d, host)) return 1;
-  double t0 = now_s();
-  for (int i = 0; i < iters; i++) step(&d);
-  CHECK(tecore_stream_synchronize(d.s0));
-  double eager = (now_s() - t0) / iters;
-
-  tecore_graph_t g;
-  tecore_graph_exec_t ge;
-  size_t nodes = 0;
-  CHECK(tecore_stream_begin_capture(d.s0, TECORE_CAPTURE_THREAD_LOCAL));
-  CHECK(tecore_event_record(d.joined, d.s0)); /* fork s1 into the capture */
-  CHECK(tecore_stream_wait_event(d.s1, d.joined));
-  step(&d);
-  CHECK(tecore_stream_end_capture(d.s0, &g));
-  CHECK(tecore_graph_node_count(g, &nodes));
-  CHECK(tecore_graph_instantiate(&ge, g));
-  CHECK(tecore_memset_d32_async(d.z, 0, n, d.s0));
-  CHECK(tecore_graph_launch(ge, d.s0));
-  if (verify(&d, host)) return 1;
-  t0 = now_s();
-  for (int i = 0; i < iters; i++) CHECK(tecore_graph_launch(ge, d.s0));
-  CHECK(tecore_stream_synchronize(d.s0));
-  double graphed = (now_s() - t0) / iters;
-
-  double gb = 5.0 * n * 4 / 1e9; /* 2 fills (write) + scale_add (2 reads, 1 write) */
-  printf("te-demo: %zu elements, %d steps: eager %.3f ms/step (%.1f GB/s), "
-         "graph of %zu nodes %.3f ms/step (%.1f GB/s); results verified\n",
-         n, iters, eager * 1e3, gb / eager, nodes, graphed * 1e3, gb / graphed);
-
-  CHECK(tecore_graph_exec_destroy(ge));
-  CHECK(tecore_graph_destroy(g));
-  CHECK(tecore_event_destroy(d.joined));
-  CHECK(tecore_stream_destroy(d.s1));
-  CHECK(tecore_stream_destroy(d.s0));
-  CHECK(tecore_mem_free_host(host));
-  CHECK(tecore_mem_free(d.x));
-  CHECK(tecore_mem_free(d.y));
-  CHECK(tecore_mem_free(d.z));
-  return 0;
+  for (int mb = 0; mb < o.microbatches; mb++) {
+    CHECK(tecore_mem_free(dd.x[mb]));
+    CHECK(tecore_mem_free(dd.t[mb]));
+  }
+  for (int r = 0; r < nrun; r++) {
+    free(runs[r].loss);
+    free(runs[r].ms);
+  }
+  free(dd.x);
+  free(dd.t);
+  CHECK(tecore_mem_free(one));
+  CHECK(tecore_stream_destroy(s));
+  printf("te-demo: %s\n", fail ? "FAILED" : "ok");
+  return fail;
 }

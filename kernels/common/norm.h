@@ -47,6 +47,10 @@
 #define TE_NORM_LAYERNORM 0x1      /* else RMSNorm */
 #define TE_NORM_ZERO_CENTERED 0x2  /* g = 1 + gamma */
 #define TE_NORM_EXTRA_GRAD 0x4     /* backward: dx += extra_grad */
+#define TE_NORM_SMEM_PARTIALS 0x8  /* streaming backward: column partials in
+                                      dynamic shared memory (GPU only) */
+/* The most shared memory the streaming backward takes for its partials. */
+#define TE_NORM_SMEM_MAX (200u * 1024u)
 
 /* Dtypes of a kernel's tensors packed in one int, 4 bits each
  * (tecore_dtype_t values). */

@@ -7,9 +7,10 @@
  * Shapes.  Every kernel walks a list of flat tensors of any length n
  * (n >= 1).  The grid is over (tensor, chunk) pairs: tensor t owns the
  * blocks block0 .. block0 + nblocks - 1, block c of it works on elements
- * c*TE_OPTIM_CHUNK .. min(n, (c+1)*TE_OPTIM_CHUNK) - 1.  Inside a chunk,
- * thread k of the block takes the 4-element groups k, k + 256, k + 512, ...
- * (TE_OPTIM_STEPS of them), with one 16-byte vector of each array per group
+ * c*CHUNK .. min(n, (c+1)*CHUNK) - 1 (CHUNK: TE_OPTIM_CHUNK for the steps and
+ * unscale, TE_RED_CHUNK for the norm).  Inside a chunk, thread k of the
+ * block takes the 4-element groups k, k + 256, k + 512, ... (TE_OPTIM_STEPS
+ * or TE_RED_STEPS of them), with one 16-byte vector of each array per group
  * where the tensor's pointers allow it (vec = 1) and element accesses
  * otherwise.  The tensors of one launch travel by value in one kernel
  * parameter of at most 4 KiB (struct te_optim_params and friends).
@@ -38,6 +39,12 @@
 #define TE_OPTIM_VEC 4                                       /* elements per group */
 #define TE_OPTIM_STEPS 4                                     /* groups per thread per chunk */
 #define TE_OPTIM_CHUNK (TE_OPTIM_THREADS * TE_OPTIM_VEC * TE_OPTIM_STEPS)   /* 4096 */
+/* The L2 norm reads one array: a block takes 4x as many groups, so that its
+ * fixed costs (finding its tensor, the block reduction) stay small against
+ * its bytes (measured on an H100: F32 94% -> 100% of the copy rate, BF16
+ * 70% -> 77%). */
+#define TE_RED_STEPS 16
+#define TE_RED_CHUNK (TE_OPTIM_THREADS * TE_OPTIM_VEC * TE_RED_STEPS)       /* 16384 */
 
 /* Model-copy type: a tecore_dtype_t value, or none. */
 #define TE_OPTIM_W_NONE (-1)

@@ -157,18 +157,14 @@ static const struct tecore_kernel_def act_kernels[] = {
     ACT_DEFS(swiglu), ACT_DEFS(geglu), ACT_DEFS(reglu),
 };
 
-static int act_first_id(void) {
-  static struct tecore_kernel_table table = {.module = "libtecore/act",
-                                             .count = TE_ARRAY_SIZE(act_kernels),
-                                             .kernels = act_kernels};
-  int id = -1;
-  table.fatbin = ACT_FATBIN;
-  table.fatbin_bytes = ACT_FATBIN_BYTES;
-  if (tecore_kernel_table_register(&table, &id) != TECORE_SUCCESS) return -1;
-  return id;
-}
+TE_KERNEL_TABLE(act_first_id, "libtecore/act", act_kernels, ACT_FATBIN, ACT_FATBIN_BYTES)
 
 /* ---- public entry points ---------------------------------------------------------- */
+
+TE_PARAM_INT(act_fast_math, "TE_ACT_FAST_MATH", 0, 0, 1,
+             "1: activation forward kernels on the GPU take the sigmoid from the hardware's "
+             "approximate exp2 and reciprocal (memory-bound instead of instruction-bound; "
+             "results then differ from the vdev backend's in the last bits)")
 
 static const char *const act_names[TECORE_ACT_COUNT_] = {"gelu", "relu", "silu", "qgelu",
                                                          "swiglu", "geglu", "reglu"};
@@ -248,6 +244,7 @@ TE_EXPORT tecore_result_t tecore_act_fwd(tecore_activation_t act, const struct t
   void *noop = (void *)(uintptr_t)noop_flag;
   unsigned long long r = rows, c = cols;
   int dtypes = (int)in->dtype | ((int)out->dtype << 4);
+  if (tecore_tunable_int(&act_fast_math)) dtypes |= 1 << 12;
   void *args[] = {&pin, &pout, &scale, &amax, &scale_inv, &noop, &r, &c, &dtypes, &vec};
   TE_CHECK(tecore_kernel_launch(id + 2 * (int)act, &cfg, args, stream));
   return TECORE_SUCCESS;

@@ -321,6 +321,18 @@ tecore_result_t te_gemm_lt_run(const struct te_gemm_problem *p, tecore_stream_t 
                   "do yet (sm_%d)", cc);
   }
 
+  /* Hopper FP8 kernels refuse C != D with beta != 0 at cublasLtMatmul
+   * (CUBLAS_STATUS_NOT_SUPPORTED, seen with cuBLASLt 13.1 on an H100),
+   * though the heuristic offers them: copy C into D in stream order and
+   * accumulate in place, which they do support. */
+  struct te_gemm_problem inplace;
+  if (p->fp8 && p->c && p->c != p->d && p->beta != 0.0f && p->c_dtype == p->d_dtype) {
+    TE_CHECK(tecore_memcpy_async(p->d, p->c, p->m * p->n * tecore_dtype_size(p->d_dtype), stream));
+    inplace = *p;
+    inplace.c = p->d;
+    p = &inplace;
+  }
+
   struct lt_call c;
   memset(&c, 0, sizeof c);
   if (p->workspace) {
@@ -343,7 +355,11 @@ tecore_result_t te_gemm_lt_run(const struct te_gemm_problem *p, tecore_stream_t 
                                                               c.ld, c.pref, 1, &res, &found);
     if (s != CUBLAS_STATUS_SUCCESS || found == 0 || res.state != CUBLAS_STATUS_SUCCESS) {
       describe(p, what, sizeof what);
-      if (s == CUBLAS_STATUS_SUCCESS || s == CUBLAS_STATUS_NOT_SUPPORTED) {
+      /* the arguments passed gemm.c's checks: a refusal here (including an
+       * INVALID_VALUE for an epilogue this cuBLASLt lacks for the shape) is
+       * a combination it does not implement */
+      if (s == CUBLAS_STATUS_SUCCESS || s == CUBLAS_STATUS_NOT_SUPPORTED ||
+          s == CUBLAS_STATUS_INVALID_VALUE) {
         r = TE_ERR(TECORE_ERR_NOT_SUPPORTED, "tecore_gemm: cuBLASLt %zu has no algorithm for "
                    "%s on sm_%d", te_lt_version(), what, cc);
       } else {

@@ -241,16 +241,7 @@ static const struct tecore_kernel_def norm_kernels[] = {
     [K_BWD_FAST] = NORM_BWD_DEF("te_norm_bwd_fast", vdev_norm_bwd_v8),
 };
 
-static int norm_first_id(void) {
-  static struct tecore_kernel_table table = {.module = "libtecore/norm",
-                                             .count = TE_ARRAY_SIZE(norm_kernels),
-                                             .kernels = norm_kernels};
-  int id = -1;
-  table.fatbin = NORM_FATBIN;
-  table.fatbin_bytes = NORM_FATBIN_BYTES;
-  if (tecore_kernel_table_register(&table, &id) != TECORE_SUCCESS) return -1;
-  return id;
-}
+TE_KERNEL_TABLE(norm_first_id, "libtecore/norm", norm_kernels, NORM_FATBIN, NORM_FATBIN_BYTES)
 
 /* ---- argument checks ---------------------------------------------------------------- */
 
@@ -457,6 +448,13 @@ static tecore_result_t norm_bwd(int ln, const struct tecore_tensor *dy,
   unsigned comb = p.stream ? 0
                            : (unsigned)((p.rows_per_block - 1) * p.tpr * TE_NORM_BWD_NV_MAX * vec *
                                         2 * (int)sizeof(float));
+  int smem_partials = 0;
+  if (p.stream && (ln ? 2u : 1u) * hidden * sizeof(float) <= TE_NORM_SMEM_MAX) {
+    /* long rows: column partials in shared memory, not read-modify-write
+     * of the workspace in global memory */
+    comb = (unsigned)((ln ? 2u : 1u) * hidden * sizeof(float));
+    smem_partials = TE_NORM_SMEM_PARTIALS;
+  }
   struct tecore_launch_cfg cfg = {.grid = {parts, 1, 1}, .block = {p.threads, 1, 1},
                                   .shared_bytes = comb};
   void *pdy = (void *)(uintptr_t)dy->data, *px = (void *)(uintptr_t)x->data,
@@ -467,7 +465,8 @@ static tecore_result_t norm_bwd(int ln, const struct tecore_tensor *dy,
   unsigned long long r = rows;
   unsigned hid = (unsigned)hidden;
   int kflags = (ln ? TE_NORM_LAYERNORM : 0) | (extra ? TE_NORM_EXTRA_GRAD : 0) |
-               ((flags & TECORE_NORM_ZERO_CENTERED_GAMMA) ? TE_NORM_ZERO_CENTERED : 0);
+               ((flags & TECORE_NORM_ZERO_CENTERED_GAMMA) ? TE_NORM_ZERO_CENTERED : 0) |
+               smem_partials;
   int dtypes = TE_NORM_DT_PACK((int)x->dtype, (int)dy->dtype, (int)gamma->dtype, (int)dx->dtype,
                                extra ? (int)extra->dtype : 0);
   int tpr = p.tpr, nv = p.nv;

@@ -44,21 +44,10 @@ static const struct tecore_kernel_def optim_kernels[] = {
 };
 _Static_assert(TE_ARRAY_SIZE(optim_kernels) == TE_OPTIM_K_COUNT_, "optim kernel table");
 
-static struct tecore_kernel_table optim_table = {.module = "libtecore/optim",
-                                                 .count = TE_ARRAY_SIZE(optim_kernels),
-                                                 .kernels = optim_kernels};
-static int optim_id = -1;
-static pthread_once_t optim_once = PTHREAD_ONCE_INIT;
-
-static void optim_register(void) {
-  /* the fatbin's size is a link-time difference: set here, once */
-  optim_table.fatbin = OPTIM_FATBIN;
-  optim_table.fatbin_bytes = OPTIM_FATBIN_BYTES;
-  if (tecore_kernel_table_register(&optim_table, &optim_id) != TECORE_SUCCESS) optim_id = -1;
-}
+TE_KERNEL_TABLE(optim_first_id, "libtecore/optim", optim_kernels, OPTIM_FATBIN, OPTIM_FATBIN_BYTES)
 
 tecore_result_t te_optim_launch(int k, unsigned blocks, void **args, tecore_stream_t stream) {
-  pthread_once(&optim_once, optim_register);
+  int optim_id = optim_first_id();
   if (optim_id < 0)
     return TE_ERR(TECORE_ERR_INTERNAL, "the optimizer kernel table could not be registered");
   struct tecore_launch_cfg cfg = {.grid = {blocks ? blocks : 1, 1, 1},

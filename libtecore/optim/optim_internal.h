@@ -24,10 +24,12 @@ void te_optim_vdev_unscale(const struct tecore_launch_cfg *cfg, void *const *arg
  * of `blocks` blocks of TE_OPTIM_THREADS threads. */
 tecore_result_t te_optim_launch(int k, unsigned blocks, void **args, tecore_stream_t stream);
 
-/* Blocks (4096-element chunks) a tensor of n elements takes. */
+/* Blocks (4096-element chunks) a tensor of n elements takes in a step,
+ * and (16384-element chunks) in the norm and unscale. */
 static inline uint64_t te_optim_blocks(uint64_t n) {
   return (n + TE_OPTIM_CHUNK - 1) / TE_OPTIM_CHUNK;
 }
+static inline uint64_t te_red_blocks(uint64_t n) { return (n + TE_RED_CHUNK - 1) / TE_RED_CHUNK; }
 
 /* Most blocks of one launch, and so most chunks of one tensor (grid.x). */
 #define TE_OPTIM_MAX_BLOCKS 0x7fffffffull

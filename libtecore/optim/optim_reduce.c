@@ -30,9 +30,9 @@ static tecore_result_t l2_check(const struct tecore_tensor *tensors, size_t coun
   for (size_t i = 0; i < count; i++) {
     snprintf(arg, sizeof arg, "tensors[%zu]", i);
     TE_CHECK(check_plain(&tensors[i], fn, arg));
-    total += te_optim_blocks(tecore_tensor_numel(&tensors[i]));
+    total += te_red_blocks(tecore_tensor_numel(&tensors[i]));
     TE_ARG(total <= TE_OPTIM_MAX_BLOCKS, "%s: the tensors hold too many elements (over %llu)",
-           fn, TE_OPTIM_MAX_BLOCKS * TE_OPTIM_CHUNK);
+           fn, TE_OPTIM_MAX_BLOCKS * TE_RED_CHUNK);
   }
   *nparts = total;
   return TECORE_SUCCESS;
@@ -91,7 +91,7 @@ TE_EXPORT tecore_result_t tecore_l2norm_multi(const struct tecore_tensor *tensor
     e->x = P(tensors[i].data);
     e->n = n;
     e->block0 = blocks;
-    e->nblocks = (unsigned)te_optim_blocks(n);
+    e->nblocks = (unsigned)te_red_blocks(n);
     e->dt = (int)tensors[i].dtype;
     e->vec = te_optim_aligned(tensors[i].data, 4 * esz);
     blocks += e->nblocks;

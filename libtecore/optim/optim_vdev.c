@@ -60,8 +60,8 @@ void te_optim_vdev_sgd(const struct tecore_launch_cfg *cfg, void *const *args) {
  * k, k + 256, ... of the chunk, element by element. */
 static double l2_block(const struct te_l2_entry *e, unsigned c) {
   double a[TE_OPTIM_THREADS];
-  const uint64_t start = (uint64_t)c * TE_OPTIM_CHUNK;
-  const uint64_t end = e->n - start < TE_OPTIM_CHUNK ? e->n : start + TE_OPTIM_CHUNK;
+  const uint64_t start = (uint64_t)c * TE_RED_CHUNK;
+  const uint64_t end = e->n - start < TE_RED_CHUNK ? e->n : start + TE_RED_CHUNK;
   for (unsigned k = 0; k < TE_OPTIM_THREADS; k++) {
     double acc = 0.0;
     for (uint64_t i = start + (uint64_t)k * TE_OPTIM_VEC; i < end;

@@ -19,6 +19,7 @@
 #include <te/norm.h>
 #include <te/transpose.h>
 #include <te/optim.h>
+#include <te/ops.h>
 
 #ifdef __cplusplus
 extern "C" {

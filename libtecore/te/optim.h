@@ -118,7 +118,7 @@ tecore_result_t tecore_sgd_step(const struct tecore_optim_tensor *tensors, size_
                                 tecore_stream_t stream);
 
 /* Bytes of device workspace tecore_l2norm_multi needs for these tensors
- * (8 bytes per 4096 elements of each tensor, rounded up per tensor; 0 when
+ * (8 bytes per 16384 elements of each tensor, rounded up per tensor; 0 when
  * all are empty).  Checks the tensors as tecore_l2norm_multi does. */
 tecore_result_t tecore_l2norm_multi_workspace_size(const struct tecore_tensor *tensors,
                                                    size_t count, size_t *bytes);

@@ -54,16 +54,7 @@ _Static_assert(TE_ACT_GELU == 0 && TE_ACT_RELU == 1 && TE_ACT_SILU == 2 && TE_AC
 _Static_assert(TECORE_DTYPE_F32 == 0 && TECORE_DTYPE_F16 == 1 && TECORE_DTYPE_BF16 == 2,
                "kernel table order follows the input dtypes");
 
-static int ct_first_id(void) {
-  static struct tecore_kernel_table table = {.module = "libtecore/transpose",
-                                             .count = TE_ARRAY_SIZE(ct_kernels),
-                                             .kernels = ct_kernels};
-  int id = -1;
-  table.fatbin = CT_FATBIN;
-  table.fatbin_bytes = CT_FATBIN_BYTES;
-  if (tecore_kernel_table_register(&table, &id) != TECORE_SUCCESS) return -1;
-  return id;
-}
+TE_KERNEL_TABLE(ct_first_id, "libtecore/transpose", ct_kernels, CT_FATBIN, CT_FATBIN_BYTES)
 
 /* ---- checks ------------------------------------------------------------------ */
 
@@ -100,11 +91,12 @@ static tecore_result_t ct_check_out(const struct tecore_tensor *out, size_t rows
   size_t orows, ocols;
   te_tensor_view(out, &orows, &ocols);
   if (orows != rows || ocols != cols)
-    return TE_ERR(TECORE_ERR_INVALID, "%s: out: 2-D view %zu x %zu differs from the input's %zu x %zu",
-                  fn, orows, ocols, rows, cols);
+    return TE_ERR(TECORE_ERR_INVALID,
+                  "%s: out: 2-D view %zu x %zu differs from the input's %zu x %zu", fn, orows,
+                  ocols, rows, cols);
   if (rows && cols && !out->data && !out->columnwise_data)
-    return TE_ERR(TECORE_ERR_INVALID, "%s: out: data and columnwise_data are both 0 (nothing to write)",
-                  fn);
+    return TE_ERR(TECORE_ERR_INVALID,
+                  "%s: out: data and columnwise_data are both 0 (nothing to write)", fn);
   unsigned need = 0;
   if (out->data) need |= TECORE_TENSOR_ROWWISE;
   if (out->columnwise_data) need |= TECORE_TENSOR_COLUMNWISE;
@@ -172,7 +164,8 @@ static tecore_result_t ct_launch_main(const struct ct_call *k, size_t rows, size
                                       unsigned extra_flags, tecore_devptr_t amax,
                                       tecore_devptr_t ws, tecore_stream_t stream) {
   int id = ct_first_id();
-  if (id < 0) return TECORE_ERR_INTERNAL;
+  if (id < 0)
+    return TE_ERR(TECORE_ERR_INTERNAL, "the cast-transpose kernel table did not register");
   const struct tecore_tensor *in = k->in, *out = k->out;
   const int mx = out->scaling == TECORE_SCALING_MXFP8;
   const size_t isz = tecore_dtype_size(in->dtype);
@@ -213,7 +206,8 @@ static tecore_result_t ct_launch_main(const struct ct_call *k, size_t rows, size
 static tecore_result_t ct_launch_reduce(tecore_devptr_t ws, const struct tecore_tensor *dbias,
                                         size_t rows, size_t cols, tecore_stream_t stream) {
   int id = ct_first_id();
-  if (id < 0) return TECORE_ERR_INTERNAL;
+  if (id < 0)
+    return TE_ERR(TECORE_ERR_INTERNAL, "the cast-transpose kernel table did not register");
   struct te_ct_shape sh = te_ct_shape_of(rows, cols);
   size_t blocks = (cols + TE_CT_RED_COLS - 1) / TE_CT_RED_COLS;
   if (blocks > 0x7fffffffu)
@@ -278,6 +272,9 @@ static tecore_result_t ct_check(const struct ct_call *k, size_t ws_bytes, const 
       return TE_ERR(TECORE_ERR_INVALID, "%s: x: dtype %s differs from dy's %s", fn,
                     tecore_dtype_name(k->x->dtype), tecore_dtype_name(k->in->dtype));
   }
+  if (te_cdiv(cols, TE_CT_TILE) > 0x7fffffffu)
+    return TE_ERR(TECORE_ERR_INVALID, "%s: %s: %zu columns are more than one launch covers", fn,
+                  in_name, cols);
   TE_CHECK(ct_check_out(k->out, rows, cols, fn));
   if (k->dbias) {
     TE_CHECK(ct_check_dbias(k->dbias, cols, fn));

@@ -17,7 +17,7 @@
 // differ).  Part 2 prints, for 8192x8192 inputs, time, GB/s (minimum
 // bytes: inputs read once, outputs written once), the floor (those bytes
 // over the copy bandwidth) and the percentage of copy bandwidth.
-// Exit 0 when every comparison matched.
+// Exit 0 when every comparison matched.  Results: bench/2026-11-21-h100-cast-transpose.md.
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -279,7 +279,8 @@ static void speed() {
   CK(cudaMalloc(&cpy_a, cpy_bytes));
   CK(cudaMalloc(&cpy_b, cpy_bytes));
   CK(cudaMemset(cpy_a, 1, cpy_bytes));
-  double cpy_us = median_us([&] { CK(cudaMemcpyAsync(cpy_b, cpy_a, cpy_bytes, cudaMemcpyDeviceToDevice)); }, 20);
+  double cpy_us = median_us(
+      [&] { CK(cudaMemcpyAsync(cpy_b, cpy_a, cpy_bytes, cudaMemcpyDeviceToDevice)); }, 20);
   double cpy_gbs = 2.0 * cpy_bytes / cpy_us / 1e3;
   printf("copy D2D 256 MiB: %.1f us, %.0f GB/s (read + write)\n", cpy_us, cpy_gbs);
 

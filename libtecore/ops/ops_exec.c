@@ -1,0 +1,120 @@
+/* ops_exec.c -- tecore_seq_forward and tecore_seq_backward: check the
+ * caller's tensors, bind them to the sequence's first and last boundaries,
+ * then run the planned groups of the pass (forward in order, backward in
+ * reverse), each through its executor: a fusion pattern's, an operation's
+ * own (ops_basic.c), or a registered kind's. */
+#include "ops/ops_internal.h"
+#include "fp8/fp8_internal.h"
+
+#include <stdio.h>
+#include <string.h>
+
+static tecore_result_t check_act(const tecore_seq_t *s, const struct tecore_tensor *t,
+                                 const char *fn, const char *arg, size_t b) {
+  TE_ARG(t, "%s: %s is NULL", fn, arg);
+  TE_CHECK(te_tensor_check(t, TECORE_TENSOR_ROWWISE, fn, arg));
+  TE_ARG(t->scaling == TECORE_SCALING_NONE, "%s: %s: scaling is %s; the sequence takes plain "
+         "tensors (scaling none)", fn, arg, tecore_scaling_name(t->scaling));
+  TE_ARG(t->dtype == s->cfg.dtype, "%s: %s: dtype %s, but the sequence's dtype is %s", fn, arg,
+         tecore_dtype_name(t->dtype), tecore_dtype_name(s->cfg.dtype));
+  size_t r, c;
+  te_tensor_view(t, &r, &c);
+  TE_ARG(r == s->bnd[b].rows && c == s->bnd[b].cols,
+         "%s: %s: its 2-D view is [%zu][%zu], the sequence's %s is [%zu][%zu]", fn, arg, r, c,
+         b == 0 ? "input" : "output", s->bnd[b].rows, s->bnd[b].cols);
+  return TECORE_SUCCESS;
+}
+
+/* The executor and context of group gr in pass dir. */
+static void group_fn(const tecore_seq_t *s, const struct te_group *gr, tecore_seq_dir_t dir,
+                     tecore_seq_exec_fn *fnp, void **ctx) {
+  if (gr->f) {
+    *fnp = gr->f->def.run;
+    *ctx = gr->f->def.ctx;
+    return;
+  }
+  const struct te_op *o = &s->ops[gr->first];
+  if (te_kind_is_builtin(o->d.kind)) {
+    *fnp = dir == TECORE_SEQ_FORWARD ? te_op_forward : te_op_backward;
+    *ctx = NULL;
+  } else {
+    *fnp = dir == TECORE_SEQ_FORWARD ? o->reg.forward : o->reg.backward;
+    *ctx = o->reg.ctx;
+  }
+}
+
+static tecore_result_t run_group(tecore_seq_t *s, const struct te_group *gr, tecore_seq_dir_t dir,
+                                 tecore_devptr_t noop, tecore_stream_t stream) {
+  struct tecore_tensor act[TECORE_FUSION_MAX_OPS + 1], grad[TECORE_FUSION_MAX_OPS + 1];
+  for (size_t k = 0; k <= gr->count; k++) {
+    const struct te_bnd *bd = &s->bnd[gr->first + k];
+    te_t2d(&act[k], s->cfg.dtype, bd->rows, bd->cols, te_bnd_hp(s, gr->first + k));
+    if (dir == TECORE_SEQ_BACKWARD)
+      te_t2d(&grad[k], s->cfg.dtype, bd->rows, bd->cols, te_bnd_grad(s, gr->first + k));
+  }
+  struct tecore_seq_exec x = {
+      .seq = s, .dir = dir, .first = gr->first, .count = gr->count, .act = act,
+      .grad = dir == TECORE_SEQ_BACKWARD ? grad : NULL, .noop_flag = noop,
+      .recipe = s->fp8 ? &s->recipe : NULL, .stream = stream};
+  tecore_seq_exec_fn fn = NULL;
+  group_fn(s, gr, dir, &fn, &x.ctx);
+  tecore_result_t r = fn(&x);
+  if (r != TECORE_SUCCESS) {
+    char keep[768];
+    snprintf(keep, sizeof keep, "%s", tecore_last_error());
+    if (gr->count == 1)
+      tecore_set_error("%s of op %zu (%s): %s", dir == TECORE_SEQ_FORWARD ? "forward" : "backward",
+                       gr->first, gr->name, keep);
+    else
+      tecore_set_error("%s of ops %zu-%zu (%s): %s",
+                       dir == TECORE_SEQ_FORWARD ? "forward" : "backward", gr->first,
+                       gr->first + gr->count - 1, gr->name, keep);
+  }
+  return r;
+}
+
+TE_EXPORT tecore_result_t tecore_seq_forward(tecore_seq_t *s, const struct tecore_tensor *in,
+                                             const struct tecore_tensor *out,
+                                             tecore_devptr_t noop_flag, tecore_stream_t stream) {
+  static const char fn[] = "tecore_seq_forward";
+  TE_ARG(s, "%s: seq is NULL", fn);
+  TE_ARG(s->built, "%s: the sequence is not built (tecore_seq_build)", fn);
+  TE_CHECK(check_act(s, in, fn, "in", 0));
+  TE_CHECK(check_act(s, out, fn, "out", s->nops));
+  TE_ARG(noop_flag % 4 == 0, "%s: noop_flag 0x%llx is not 4-byte aligned", fn,
+         (unsigned long long)noop_flag);
+  TE_ARG(in->data != out->data, "%s: in and out are the same memory", fn);
+  s->run_in = in->data;
+  s->run_out = out->data;
+  s->have_forward = 0;
+  const struct te_plan *p = &s->plan;
+  for (size_t k = 0; k < p->ngroups[TECORE_SEQ_FORWARD]; k++) {
+    tecore_result_t r = run_group(s, &p->groups[TECORE_SEQ_FORWARD][k], TECORE_SEQ_FORWARD,
+                                  noop_flag, stream);
+    if (r != TECORE_SUCCESS) return r;
+  }
+  s->have_forward = 1;
+  return TECORE_SUCCESS;
+}
+
+TE_EXPORT tecore_result_t tecore_seq_backward(tecore_seq_t *s, const struct tecore_tensor *dy,
+                                              const struct tecore_tensor *dx,
+                                              tecore_stream_t stream) {
+  static const char fn[] = "tecore_seq_backward";
+  TE_ARG(s, "%s: seq is NULL", fn);
+  TE_ARG(s->built, "%s: the sequence is not built (tecore_seq_build)", fn);
+  TE_ARG(s->have_forward, "%s: no forward ran since the sequence was built or its recipe "
+         "changed (tecore_seq_forward first)", fn);
+  TE_CHECK(check_act(s, dy, fn, "dy", s->nops));
+  if (dx) TE_CHECK(check_act(s, dx, fn, "dx", 0));
+  TE_ARG(!dx || dx->data != dy->data, "%s: dx and dy are the same memory", fn);
+  s->run_dy = dy->data;
+  s->run_dx = dx ? dx->data : s->g0;
+  const struct te_plan *p = &s->plan;
+  for (size_t k = p->ngroups[TECORE_SEQ_BACKWARD]; k-- > 0;) {
+    tecore_result_t r = run_group(s, &p->groups[TECORE_SEQ_BACKWARD][k], TECORE_SEQ_BACKWARD, 0,
+                                  stream);
+    if (r != TECORE_SUCCESS) return r;
+  }
+  return TECORE_SUCCESS;
+}

@@ -1,0 +1,255 @@
+/* ops_fusions.c -- libtecore's built-in fusion patterns: the table the
+ * planner reads (name, pass, kinds, predicate, executor) and the executors.
+ *
+ * Forward
+ *   rmsnorm+quantize / layernorm+quantize   [norm] or [norm, Quantize] before
+ *       an FP8 Linear, delayed scaling: the norm kernel writes the Linear's
+ *       FP8 input directly (rowwise; the columnwise copy is made in backward).
+ *   linear+bias, linear+gelu, linear+bias+gelu, linear+add, linear+bias+add
+ *       [Linear, (Bias), (GELU | AddExtraInput)]: one GEMM whose epilogue
+ *       adds the bias, applies GELU (the pre-activation saved as aux: the
+ *       GELU's input boundary) or adds the residual through C with beta = 1.
+ * Backward
+ *   dgelu+dbias+cast_transpose (and drelu/dsilu/dqgelu, with or without the
+ *       bias)   [Linear, (Bias), act] with FP8: one kernel computes
+ *       dy * act'(x), its column sums (the bias gradient) and the Linear's
+ *       FP8 gradient in both layouts; then the Linear's two GEMMs.
+ *   dgrad+dgelu+dbias / dgrad+dgelu   [Linear, (Bias), GELU, Linear] without
+ *       FP8: the second Linear's dgrad GEMM applies dGELU (aux = the saved
+ *       pre-activation) and sums the first Linear's bias gradient.
+ *   rmsnorm_bwd_add   [MakeExtraOutput, RMSNorm]: the norm's dx plus the
+ *       residual's gradient in one kernel.
+ *   linear_dgrad+add  [MakeExtraOutput, Linear]: the dgrad GEMM accumulates
+ *       into the residual's gradient (C = it, beta = 1). */
+#include "ops/ops_internal.h"
+
+#include <string.h>
+
+static void vec(struct tecore_tensor *t, tecore_dtype_t dt, size_t n, tecore_devptr_t p) {
+  te_t2d(t, dt, 1, n, p);
+  t->ndim = 1;
+  t->shape[0] = n;
+  t->shape[1] = 0;
+}
+
+static const struct te_op *op_at(const tecore_seq_t *s, size_t i) { return &s->ops[i]; }
+
+/* ---- predicates ------------------------------------------------------------------------ */
+
+static int fp8_delayed(const tecore_seq_t *s, const struct tecore_recipe *r) {
+  return s->fp8 && r && r->kind == TECORE_RECIPE_DELAYED;
+}
+
+static int p_norm_q(const tecore_seq_t *s, size_t i, const struct tecore_recipe *r, void *ctx) {
+  size_t lin = i + 1 + (size_t)(uintptr_t)ctx;   /* ctx: 1 with a Quantize op between */
+  return fp8_delayed(s, r) && lin < s->nops && op_at(s, lin)->d.kind == TECORE_OP_LINEAR;
+}
+
+/* ctx bits of the Linear patterns */
+#define L_OWN_BIAS 0x1u     /* the Linear has its own bias */
+#define L_NO_BIAS 0x2u      /* the Linear has none */
+#define L_GELU 0x4u         /* needs an aux epilogue */
+#define L_BIAS_EPI 0x8u     /* needs a bias epilogue */
+
+static int p_linear(const tecore_seq_t *s, size_t i, const struct tecore_recipe *r, void *ctx) {
+  (void)r;
+  unsigned f = (unsigned)(uintptr_t)ctx;
+  const struct te_op *l = op_at(s, i);
+  if ((f & L_OWN_BIAS) && !l->d.bias) return 0;
+  if ((f & L_NO_BIAS) && l->d.bias) return 0;
+  int comp_ok = te_linear_companion(s) == s->cfg.dtype;
+  if ((f & (L_GELU | L_BIAS_EPI)) && !comp_ok) return 0;
+  if ((f & L_GELU) && l->out_cols % 8) return 0;
+  return 1;
+}
+
+static int p_dact(const tecore_seq_t *s, size_t i, const struct tecore_recipe *r, void *ctx) {
+  (void)r;
+  unsigned f = (unsigned)(uintptr_t)ctx;
+  const struct te_op *l = op_at(s, i);
+  if ((f & L_OWN_BIAS) && !l->d.bias) return 0;
+  if ((f & L_NO_BIAS) && l->d.bias) return 0;
+  return s->fp8;
+}
+
+static int p_dgrad_dgelu(const tecore_seq_t *s, size_t i, const struct tecore_recipe *r,
+                         void *ctx) {
+  (void)r;
+  unsigned f = (unsigned)(uintptr_t)ctx;
+  const struct te_op *l = op_at(s, i);
+  if ((f & L_OWN_BIAS) && !l->d.bias) return 0;
+  if ((f & L_NO_BIAS) && l->d.bias) return 0;
+  return !s->fp8 && l->out_cols % 8 == 0;
+}
+
+/* ---- forward executors ------------------------------------------------------------------- */
+
+static tecore_result_t x_norm_q(const struct tecore_seq_exec *x) {
+  tecore_seq_t *s = x->seq;
+  const struct te_op *o = op_at(s, x->first);
+  struct tecore_tensor y8, g, b;
+  TE_CHECK(te_bnd_f8_tensor(s, x->first + x->count, &y8));
+  y8.columnwise_data = 0;
+  vec(&g, s->cfg.dtype, o->in_cols, o->param[0]);
+  if (o->d.kind == TECORE_OP_LAYERNORM) {
+    vec(&b, s->cfg.dtype, o->in_cols, o->param[1]);
+    return tecore_layernorm_fwd(&x->act[0], &g, &b, o->d.epsilon, o->d.norm_flags, &y8,
+                                o->saved[1], o->saved[0], x->stream);
+  }
+  return tecore_rmsnorm_fwd(&x->act[0], &g, o->d.epsilon, o->d.norm_flags, &y8, o->saved[0],
+                            x->stream);
+}
+
+static tecore_result_t x_linear_epi(const struct tecore_seq_exec *x) {
+  tecore_seq_t *s = x->seq;
+  const struct te_op *l = op_at(s, x->first);
+  struct te_lin_fwd a = {.op = x->first, .x = &x->act[0], .y = &x->act[x->count],
+                         .bias = l->d.bias ? l->param[1] : 0, .noop_flag = x->noop_flag,
+                         .stream = x->stream};
+  size_t k = 1;
+  if (k < x->count && op_at(s, x->first + k)->d.kind == TECORE_OP_BIAS) {
+    a.bias = op_at(s, x->first + k)->param[0];
+    k++;
+  }
+  struct tecore_tensor C;
+  if (k < x->count) {
+    const struct te_op *e = op_at(s, x->first + k);
+    if (e->d.kind == TECORE_OP_GELU) {
+      a.aux = &x->act[k];
+    } else {
+      te_t2d(&C, s->cfg.dtype, x->act[k].shape[0], x->act[k].shape[1],
+             te_slot_value(s, e->d.slot));
+      a.C = &C;
+    }
+  }
+  return te_linear_fwd(s, &a);
+}
+
+/* ---- backward executors ----------------------------------------------------------------- */
+
+static tecore_result_t x_dact_ct(const struct tecore_seq_exec *x) {
+  tecore_seq_t *s = x->seq;
+  const struct te_op *l = op_at(s, x->first);
+  tecore_devptr_t bgrad = l->d.bias ? l->grad[1] : 0;
+  size_t k = 1;
+  if (op_at(s, x->first + k)->d.kind == TECORE_OP_BIAS) {
+    bgrad = op_at(s, x->first + k)->grad[0];
+    k++;
+  }
+  const struct te_op *act = op_at(s, x->first + k);
+  struct tecore_tensor dy8, db;
+  TE_CHECK(te_dy8_tensor(s, x->first, &dy8));
+  vec(&db, TECORE_DTYPE_F32, l->out_cols, s->dvec);
+  TE_CHECK(tecore_dact_dbias_cast_transpose(te_kind_act(act->d.kind), &x->grad[x->count],
+                                            &x->act[k], &dy8, bgrad ? &db : NULL, s->ws,
+                                            s->ws_bytes, x->stream));
+  if (bgrad) TE_CHECK(te_accum_f32(s, bgrad, s->dvec, TECORE_DTYPE_F32, l->out_cols, x->stream));
+  struct te_lin_bwd a = {.op = x->first, .x = &x->act[0], .dy8_ready = 1, .dx = &x->grad[0],
+                         .stream = x->stream};
+  return te_linear_bwd(s, &a);
+}
+
+static tecore_result_t x_dgrad_dgelu(const struct tecore_seq_exec *x) {
+  tecore_seq_t *s = x->seq;
+  const struct te_op *l1 = op_at(s, x->first);
+  tecore_devptr_t b1 = l1->d.bias ? l1->grad[1] : 0;
+  size_t k = 1;
+  if (op_at(s, x->first + k)->d.kind == TECORE_OP_BIAS) {
+    b1 = op_at(s, x->first + k)->grad[0];
+    k++;
+  }
+  size_t l2i = x->first + k + 1;
+  const struct te_op *l2 = op_at(s, l2i);
+  struct te_lin_bwd a2 = {.op = l2i, .x = &x->act[k + 1], .dy = &x->grad[k + 2],
+                          .bias_grad = l2->d.bias ? l2->grad[1] : 0, .dx = &x->grad[k],
+                          .aux = &x->act[k], .dgelu_bias_grad = b1, .stream = x->stream};
+  TE_CHECK(te_linear_bwd(s, &a2));
+  struct te_lin_bwd a1 = {.op = x->first, .x = &x->act[0], .dy = &x->grad[k], .dx = &x->grad[0],
+                          .stream = x->stream};
+  return te_linear_bwd(s, &a1);
+}
+
+static tecore_result_t x_rmsnorm_bwd_add(const struct tecore_seq_exec *x) {
+  tecore_seq_t *s = x->seq;
+  const struct te_op *m = op_at(s, x->first), *o = op_at(s, x->first + 1);
+  struct tecore_tensor g, dg, extra, dx = x->grad[0];
+  vec(&g, s->cfg.dtype, o->in_cols, o->param[0]);
+  vec(&dg, TECORE_DTYPE_F32, o->in_cols, s->dvec);
+  te_t2d(&extra, s->cfg.dtype, o->in_rows, o->in_cols, te_slot_grad(s, m->d.slot));
+  TE_CHECK(tecore_rmsnorm_bwd_add(&x->grad[2], &x->act[1], o->saved[0], &g, &extra,
+                                  o->d.norm_flags, &dx, &dg, s->ws, s->ws_bytes, x->stream));
+  return te_accum_f32(s, o->grad[0], s->dvec, TECORE_DTYPE_F32, o->in_cols, x->stream);
+}
+
+static tecore_result_t x_dgrad_add(const struct tecore_seq_exec *x) {
+  tecore_seq_t *s = x->seq;
+  const struct te_op *m = op_at(s, x->first), *l = op_at(s, x->first + 1);
+  struct tecore_tensor C;
+  te_t2d(&C, s->cfg.dtype, l->in_rows, l->in_cols, te_slot_grad(s, m->d.slot));
+  struct te_lin_bwd a = {.op = x->first + 1, .x = &x->act[1], .dy = &x->grad[2],
+                         .bias_grad = l->d.bias ? l->grad[1] : 0, .dx = &x->grad[0], .C = &C,
+                         .stream = x->stream};
+  return te_linear_bwd(s, &a);
+}
+
+/* ---- the table ----------------------------------------------------------------------------- */
+
+#define FWD TECORE_SEQ_FORWARD
+#define BWD TECORE_SEQ_BACKWARD
+#define K(...) {__VA_ARGS__}
+#define CTX(v) ((void *)(uintptr_t)(v))
+#define PAT(id, nm, dr, n, kk, pred, fnx, ctxv, prio)                                   \
+  {.def = {.name = nm, .dir = dr, .nops = n, .kinds = kk, .applies = pred, .run = fnx,  \
+           .ctx = ctxv, .priority = prio},                                                 \
+   .builtin_id = id}
+
+#define L TECORE_OP_LINEAR
+#define B TECORE_OP_BIAS
+#define G TECORE_OP_GELU
+#define A TECORE_OP_ADD_EXTRA_INPUT
+#define M TECORE_OP_MAKE_EXTRA_OUTPUT
+#define Q TECORE_OP_QUANTIZE
+#define RMS TECORE_OP_RMSNORM
+#define LN TECORE_OP_LAYERNORM
+
+#define DACT(actk, nm_b, nm)                                                                \
+  PAT(TE_FUSE_DACT_CT, nm_b, BWD, 2, K(L, actk), p_dact, x_dact_ct, CTX(L_OWN_BIAS), 20),   \
+  PAT(TE_FUSE_DACT_CT, nm_b, BWD, 3, K(L, B, actk), p_dact, x_dact_ct, CTX(L_NO_BIAS), 20), \
+  PAT(TE_FUSE_DACT_CT, nm, BWD, 2, K(L, actk), p_dact, x_dact_ct, CTX(L_NO_BIAS), 20)
+
+const struct te_fusion te_builtin_fusions[] = {
+    PAT(TE_FUSE_NORM_QUANTIZE, "rmsnorm+quantize", FWD, 1, K(RMS), p_norm_q, x_norm_q, CTX(0), 10),
+    PAT(TE_FUSE_NORM_QUANTIZE, "layernorm+quantize", FWD, 1, K(LN), p_norm_q, x_norm_q, CTX(0), 10),
+    PAT(TE_FUSE_NORM_Q_QUANTIZE, "rmsnorm+quantize", FWD, 2, K(RMS, Q), p_norm_q, x_norm_q, CTX(1),
+        10),
+    PAT(TE_FUSE_NORM_Q_QUANTIZE, "layernorm+quantize", FWD, 2, K(LN, Q), p_norm_q, x_norm_q,
+        CTX(1), 10),
+    PAT(TE_FUSE_LINEAR_EPI, "linear+bias", FWD, 2, K(L, B), p_linear, x_linear_epi,
+        CTX(L_NO_BIAS | L_BIAS_EPI), 10),
+    PAT(TE_FUSE_LINEAR_EPI, "linear+bias+gelu", FWD, 2, K(L, G), p_linear, x_linear_epi,
+        CTX(L_OWN_BIAS | L_GELU | L_BIAS_EPI), 10),
+    PAT(TE_FUSE_LINEAR_EPI, "linear+bias+gelu", FWD, 3, K(L, B, G), p_linear, x_linear_epi,
+        CTX(L_NO_BIAS | L_GELU | L_BIAS_EPI), 10),
+    PAT(TE_FUSE_LINEAR_EPI, "linear+gelu", FWD, 2, K(L, G), p_linear, x_linear_epi,
+        CTX(L_NO_BIAS | L_GELU), 10),
+    PAT(TE_FUSE_LINEAR_EPI, "linear+bias+add", FWD, 2, K(L, A), p_linear, x_linear_epi,
+        CTX(L_OWN_BIAS | L_BIAS_EPI), 10),
+    PAT(TE_FUSE_LINEAR_EPI, "linear+bias+add", FWD, 3, K(L, B, A), p_linear, x_linear_epi,
+        CTX(L_NO_BIAS | L_BIAS_EPI), 10),
+    PAT(TE_FUSE_LINEAR_EPI, "linear+add", FWD, 2, K(L, A), p_linear, x_linear_epi,
+        CTX(L_NO_BIAS), 10),
+    DACT(TECORE_OP_GELU, "dgelu+dbias+cast_transpose", "dgelu+cast_transpose"),
+    DACT(TECORE_OP_RELU, "drelu+dbias+cast_transpose", "drelu+cast_transpose"),
+    DACT(TECORE_OP_SILU, "dsilu+dbias+cast_transpose", "dsilu+cast_transpose"),
+    DACT(TECORE_OP_QGELU, "dqgelu+dbias+cast_transpose", "dqgelu+cast_transpose"),
+    PAT(TE_FUSE_DGRAD_DGELU, "dgrad+dgelu+dbias", BWD, 3, K(L, G, L), p_dgrad_dgelu,
+        x_dgrad_dgelu, CTX(L_OWN_BIAS), 20),
+    PAT(TE_FUSE_DGRAD_DGELU, "dgrad+dgelu+dbias", BWD, 4, K(L, B, G, L), p_dgrad_dgelu,
+        x_dgrad_dgelu, CTX(L_NO_BIAS), 20),
+    PAT(TE_FUSE_DGRAD_DGELU, "dgrad+dgelu", BWD, 3, K(L, G, L), p_dgrad_dgelu, x_dgrad_dgelu,
+        CTX(L_NO_BIAS), 20),
+    PAT(TE_FUSE_RMSNORM_BWD_ADD, "rmsnorm_bwd_add", BWD, 2, K(M, RMS), NULL, x_rmsnorm_bwd_add,
+        NULL, 10),
+    PAT(TE_FUSE_DGRAD_ADD, "linear_dgrad+add", BWD, 2, K(M, L), NULL, x_dgrad_add, NULL, 10),
+};
+const size_t te_builtin_fusion_count = TE_ARRAY_SIZE(te_builtin_fusions);

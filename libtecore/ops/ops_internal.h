@@ -1,0 +1,224 @@
+/* ops_internal.h -- the operation fuser's private structures: a sequence's
+ * operations, the activation boundaries between them (storage, aliases,
+ * FP8 copies), residual slots, the fusion plan of each pass, scratch, and
+ * the internal executors shared by the ops_*.c files.
+ *
+ * Boundaries.  A sequence of n operations has n + 1 boundaries: boundary b
+ * is the input of op b and the output of op b - 1; boundary 0 is the
+ * caller's input, boundary n the caller's output (resolved at each call).
+ * A boundary either owns storage or aliases an earlier boundary (forward:
+ * Identity, Reshape, Quantize, MakeExtraOutput pass their input through)
+ * and, separately, its gradient owns storage or aliases a later boundary's
+ * gradient (backward: Identity, Reshape, Quantize, Bias, AddExtraInput). */
+#ifndef TECORE_OPS_INTERNAL_H
+#define TECORE_OPS_INTERNAL_H
+
+#include "internal.h"
+#include <te/ops.h>
+
+/* ---- fusion patterns -------------------------------------------------------- */
+
+/* A pattern in a plan: the definition (copied) and where it came from. */
+struct te_fusion {
+  struct tecore_fusion_def def;
+  int builtin_id;     /* TE_FUSE_* for libtecore's own, -1 for registered ones */
+};
+
+/* libtecore's built-in patterns (ops_fusions.c); the ids let the planner
+ * record a pattern's side effects on the boundaries. */
+enum te_fuse_id {
+  TE_FUSE_NORM_QUANTIZE = 0,    /* [norm] before an FP8 Linear: FP8 norm output */
+  TE_FUSE_NORM_Q_QUANTIZE,      /* [norm, Quantize] before an FP8 Linear */
+  TE_FUSE_LINEAR_EPI,           /* Linear (+Bias) (+GELU | +AddExtraInput): GEMM epilogue */
+  TE_FUSE_DACT_CT,              /* backward [Linear, (Bias), act]: dact+dbias+cast+transpose */
+  TE_FUSE_DGRAD_DGELU,          /* backward [Linear, (Bias), GELU, Linear]: DGELU epilogue */
+  TE_FUSE_RMSNORM_BWD_ADD,      /* backward [MakeExtraOutput, RMSNorm] */
+  TE_FUSE_DGRAD_ADD,            /* backward [MakeExtraOutput, Linear]: dgrad with C */
+};
+
+/* ---- a sequence ---------------------------------------------------------------- */
+
+struct te_op {
+  struct tecore_op_desc d;
+  struct tecore_op_kind_def reg;   /* registered kinds: the implementation */
+  size_t in_rows, in_cols, out_rows, out_cols;
+  size_t nparams;
+  tecore_devptr_t param[2], grad[2];
+  size_t plen[2];                  /* elements of each parameter */
+  tecore_devptr_t saved[2];        /* norms: rsigma, mu */
+  /* Linear */
+  size_t lin;                      /* index among the Linears (scaling state entries) */
+  tecore_devptr_t w16, x16;        /* F32 sequences: bf16 copies of W and of the input */
+  tecore_devptr_t w8_row, w8_col;  /* FP8: the quantized weight, both copies */
+};
+
+struct te_bnd {
+  size_t rows, cols;
+  tecore_devptr_t hp;              /* owned storage, or 0 (aliased, or boundary 0 / n) */
+  int alias;                       /* forward: the boundary whose storage this is, or -1 */
+  tecore_devptr_t g;               /* owned gradient storage, or 0 */
+  int galias;                      /* backward: the boundary whose gradient this is, or -1 */
+  int f8;                          /* FP8 copy: activation scaling entry, or -1 */
+  tecore_devptr_t f8_row, f8_col;
+  /* set by the forward plan */
+  int f8_ready;                    /* its producer writes the FP8 copy */
+  int f8_rowonly;                  /* ... rowwise only (the columnwise copy is made in backward) */
+  int hp_valid;                    /* the high-precision data is written */
+};
+
+struct te_slot {
+  int maker, adder;                /* op indices, or -1 */
+  tecore_devptr_t value, grad;     /* owned storage for extra inputs / outputs */
+};
+
+struct te_group {
+  const struct te_fusion *f;       /* NULL: the op by itself */
+  size_t first, count;
+  const char *name;
+};
+
+struct te_plan {
+  struct te_fusion *fusions;       /* the patterns the plan uses (copies) */
+  size_t nfusions;
+  struct te_group *groups[2];
+  size_t ngroups[2];
+};
+
+struct te_alloc {
+  tecore_devptr_t p;
+  size_t bytes;
+  int param;
+};
+
+struct tecore_seq {
+  struct tecore_seq_config cfg;
+  struct te_op *ops;
+  size_t nops, cap;
+  struct te_bnd *bnd;              /* nops + 1, after build */
+  struct te_slot slots[TECORE_SEQ_MAX_SLOTS];
+  size_t nlinear;
+  int built;
+
+  int fp8;                         /* a recipe is set */
+  struct tecore_recipe recipe;
+  int have_state;
+  struct tecore_delayed_state st_act, st_w, st_g;
+  size_t nf8;                      /* activation entries */
+
+  struct te_plan plan;
+
+  /* scratch shared by the ops (one stream runs them in order) */
+  size_t max_elems, max_cols;
+  tecore_devptr_t one_f32;         /* 1.0f: the scale of casts */
+  tecore_devptr_t zeros16;         /* bf16 zeros [max(rows, cols)][16]: bias-add GEMMs */
+  size_t zeros_rows;
+  tecore_devptr_t dy16;            /* F32 sequences: bf16 copy of a gradient */
+  tecore_devptr_t dy8_row, dy8_col;/* FP8 gradient, both copies */
+  tecore_devptr_t f8_dummy;        /* FP8 output the bias gradient kernel writes and nobody reads */
+  tecore_devptr_t dvec, dvec2;     /* F32 [max_cols]: reduced vectors (dbias, dgamma, dbeta) */
+  tecore_devptr_t dvec16;          /* dtype [max_cols]: a reduced vector in the sequence's dtype */
+  tecore_devptr_t dvec_tmp;        /* F32 [max_cols]: dvec16 converted, before it is added */
+  tecore_devptr_t junk_f32;        /* scale_inv the bias gradient kernel writes and nobody reads */
+  tecore_devptr_t ws;              /* norm backward and dbias workspace */
+  size_t ws_bytes;
+  tecore_devptr_t gemm_ws;
+  size_t gemm_ws_bytes;
+  tecore_devptr_t g0;              /* dx when the caller wants none */
+
+  /* the current call's caller tensors */
+  tecore_devptr_t run_in, run_out, run_dy, run_dx;
+  int have_forward;                /* a forward ran since build / the last recipe change */
+
+  struct te_alloc *allocs;
+  size_t nallocs, cap_allocs;
+  size_t bytes_total, bytes_param;
+};
+
+/* ---- ops_seq.c -------------------------------------------------------------------- */
+tecore_result_t te_seq_alloc(tecore_seq_t *s, size_t bytes, int param, tecore_devptr_t *p);
+/* The storage boundary b resolves to (following aliases). */
+tecore_devptr_t te_bnd_hp(const tecore_seq_t *s, size_t b);
+tecore_devptr_t te_bnd_grad(const tecore_seq_t *s, size_t b);
+void te_t2d(struct tecore_tensor *t, tecore_dtype_t dt, size_t rows, size_t cols,
+            tecore_devptr_t data);
+/* The value / gradient pointers of a residual slot as of the current call. */
+tecore_devptr_t te_slot_value(const tecore_seq_t *s, int slot);
+tecore_devptr_t te_slot_grad(const tecore_seq_t *s, int slot);
+/* Allocates what the recipe needs (FP8 copies, scaling state) and plans. */
+tecore_result_t te_seq_prepare_fp8(tecore_seq_t *s, tecore_stream_t stream);
+
+/* ---- ops_registry.c ------------------------------------------------------------------ */
+/* Copies the registered definition of kind into *def; 0 if none. */
+int te_kind_lookup(int kind, struct tecore_op_kind_def *def);
+/* A snapshot of the registered fusion patterns (caller frees). */
+tecore_result_t te_fusions_snapshot(struct te_fusion **out, size_t *n);
+int te_kind_is_builtin(int kind);
+
+/* ---- ops_plan.c --------------------------------------------------------------------- */
+tecore_result_t te_plan_build(tecore_seq_t *s);
+void te_plan_free(struct te_plan *p);
+
+/* ---- ops_fusions.c: built-in patterns ----------------------------------------------- */
+extern const struct te_fusion te_builtin_fusions[];
+extern const size_t te_builtin_fusion_count;
+
+/* ---- ops_basic.c / ops_linear.c: executors -------------------------------------------- */
+tecore_result_t te_op_forward(const struct tecore_seq_exec *x);   /* count == 1 */
+tecore_result_t te_op_backward(const struct tecore_seq_exec *x);  /* count == 1 */
+
+/* The FP8 copy of boundary b (activation role), both copies as present. */
+tecore_result_t te_bnd_f8_tensor(const tecore_seq_t *s, size_t b, struct tecore_tensor *t);
+/* F32 dst[i] += src[i] (src of dtype dt), n elements. */
+tecore_result_t te_accum_f32(tecore_seq_t *s, tecore_devptr_t dst, tecore_devptr_t src,
+                             tecore_dtype_t dt, size_t n, tecore_stream_t stream);
+/* Converts n elements between float types (through tecore_unscale_multi with scale 1). */
+tecore_result_t te_cast(tecore_seq_t *s, tecore_devptr_t dst, tecore_dtype_t ddt,
+                        tecore_devptr_t src, tecore_dtype_t sdt, size_t n,
+                        tecore_stream_t stream);
+/* y = x + bias (bias broadcast along rows), y may be x. */
+tecore_result_t te_bias_add(tecore_seq_t *s, const struct tecore_tensor *x,
+                            const struct tecore_tensor *y, tecore_devptr_t bias,
+                            tecore_stream_t stream);
+/* gradF32 += column sums of dy. */
+tecore_result_t te_bias_grad(tecore_seq_t *s, const struct tecore_tensor *dy,
+                             tecore_devptr_t grad, tecore_stream_t stream);
+
+/* The GEMM type the bias / aux of a Linear's GEMM must have. */
+tecore_dtype_t te_linear_companion(const tecore_seq_t *s);
+
+struct te_lin_fwd {
+  size_t op;                        /* the Linear */
+  const struct tecore_tensor *x;    /* its input (act) */
+  const struct tecore_tensor *y;    /* the GEMM's output */
+  tecore_devptr_t bias;             /* the bias to add (Linear's or a Bias op's), or 0 */
+  const struct tecore_tensor *aux;  /* GELU epilogue: the pre-activation to write; or NULL */
+  const struct tecore_tensor *C;    /* residual to add (beta = 1), or NULL */
+  tecore_devptr_t noop_flag;
+  tecore_stream_t stream;
+};
+tecore_result_t te_linear_fwd(tecore_seq_t *s, const struct te_lin_fwd *a);
+
+struct te_lin_bwd {
+  size_t op;
+  const struct tecore_tensor *x;    /* the forward's input (act) */
+  const struct tecore_tensor *dy;   /* gradient of the Linear's output (unless dy8_ready) */
+  int dy8_ready;                    /* the FP8 gradient copies are already in the scratch */
+  tecore_devptr_t bias_grad;        /* F32 gradient to add dbias into, or 0 */
+  const struct tecore_tensor *dx;   /* dgrad output */
+  const struct tecore_tensor *C;    /* added into dx (beta = 1), or NULL */
+  const struct tecore_tensor *aux;  /* DGELU epilogue on dgrad: GELU's input; or NULL */
+  tecore_devptr_t dgelu_bias_grad;  /* with aux: F32 gradient of the bias before GELU, or 0 */
+  tecore_stream_t stream;
+};
+tecore_result_t te_linear_bwd(tecore_seq_t *s, const struct te_lin_bwd *a);
+
+/* An FP8 tensor descriptor of the gradient scratch for Linear lin. */
+tecore_result_t te_dy8_tensor(const tecore_seq_t *s, size_t op, struct tecore_tensor *t);
+
+static inline int te_kind_is_act(int k) { return k >= TECORE_OP_GELU && k <= TECORE_OP_REGLU; }
+static inline int te_kind_is_norm(int k) {
+  return k == TECORE_OP_LAYERNORM || k == TECORE_OP_RMSNORM;
+}
+tecore_activation_t te_kind_act(int kind);
+
+#endif

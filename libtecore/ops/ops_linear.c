@@ -1,0 +1,189 @@
+/* ops_linear.c -- the Linear operation y = x W^T (+ b), forward and
+ * backward, with the options fused groups use: a bias, GELU or residual
+ * epilogue on the forward GEMM; a prepared FP8 gradient, a residual
+ * gradient added through C, and a dGELU(+dbias) epilogue on the dgrad GEMM.
+ *
+ * Shapes: x [rows][in], W [out][in], y [rows][out], b [out].
+ *   forward  y  = x W^T          tecore_gemm(x, N, W, T)
+ *   dgrad    dx = dy W           tecore_gemm(dy, N, W, N)
+ *   wgrad    dW += dy^T x        tecore_gemm(dy, T, x, N), F32, beta = 1
+ * Operands by case:
+ *   FP8 recipe   x, W, dy quantized (E4M3 / E4M3 / E5M2 with HYBRID); W
+ *                with both copies (rowwise for forward, columnwise for
+ *                dgrad), x and dy too (the wgrad GEMM reads their
+ *                columnwise copies: the TN layout Hopper needs);
+ *   BF16/F16     the tensors themselves;
+ *   F32          bf16 copies of x, W and dy (the GEMM takes 16-bit or FP8
+ *                operands), written to F32 outputs. */
+#include "ops/ops_internal.h"
+
+#include <string.h>
+
+tecore_dtype_t te_linear_companion(const tecore_seq_t *s) {
+  return s->fp8 && s->cfg.dtype == TECORE_DTYPE_F32 ? TECORE_DTYPE_BF16 : s->cfg.dtype;
+}
+
+static void vec(struct tecore_tensor *t, tecore_dtype_t dt, size_t n, tecore_devptr_t p) {
+  te_t2d(t, dt, 1, n, p);
+  t->ndim = 1;
+  t->shape[0] = n;
+  t->shape[1] = 0;
+}
+
+static tecore_result_t fp8_entry(const tecore_seq_t *s, const struct tecore_delayed_state *st,
+                                 size_t index, struct tecore_tensor *t) {
+  TE_CHECK(tecore_delayed_state_tensor(st, index, t));
+  if (s->recipe.kind == TECORE_RECIPE_CURRENT) t->scaling = TECORE_SCALING_CURRENT;
+  return TECORE_SUCCESS;
+}
+
+tecore_result_t te_bnd_f8_tensor(const tecore_seq_t *s, size_t b, struct tecore_tensor *t) {
+  const struct te_bnd *bd = &s->bnd[b];
+  if (bd->f8 < 0) return TE_ERR(TECORE_ERR_INTERNAL, "fuser: boundary %zu has no FP8 copy", b);
+  te_t2d(t, TECORE_DTYPE_E4M3, bd->rows, bd->cols, bd->f8_row);
+  t->columnwise_data = bd->f8_col;
+  return fp8_entry(s, &s->st_act, (size_t)bd->f8, t);
+}
+
+static tecore_result_t w8_tensor(const tecore_seq_t *s, const struct te_op *o,
+                                 struct tecore_tensor *t) {
+  te_t2d(t, TECORE_DTYPE_E4M3, o->out_cols, o->in_cols, o->w8_row);
+  t->columnwise_data = o->w8_col;
+  return fp8_entry(s, &s->st_w, o->lin, t);
+}
+
+tecore_result_t te_dy8_tensor(const tecore_seq_t *s, size_t op, struct tecore_tensor *t) {
+  const struct te_op *o = &s->ops[op];
+  te_t2d(t, TECORE_DTYPE_E5M2, o->out_rows, o->out_cols, s->dy8_row);
+  t->columnwise_data = s->dy8_col;
+  return fp8_entry(s, &s->st_g, o->lin, t);
+}
+
+tecore_result_t te_linear_fwd(tecore_seq_t *s, const struct te_lin_fwd *a) {
+  const struct te_op *o = &s->ops[a->op];
+  tecore_dtype_t dt = s->cfg.dtype;
+  tecore_stream_t st = a->stream;
+  struct tecore_tensor A, B, W;
+  te_t2d(&W, dt, o->out_cols, o->in_cols, o->param[0]);
+  if (s->fp8) {
+    TE_CHECK(te_bnd_f8_tensor(s, a->op, &A));
+    if (!s->bnd[a->op].f8_ready) TE_CHECK(tecore_quantize(a->x, &A, 0, st));
+    if (s->bnd[a->op].f8_rowonly) A.columnwise_data = 0;
+    TE_CHECK(w8_tensor(s, o, &B));
+    /* the noop flag skips this on later microbatches: the cached copy stays */
+    TE_CHECK(tecore_quantize(&W, &B, a->noop_flag, st));
+  } else if (dt == TECORE_DTYPE_F32) {
+    size_t xr = a->x->shape[0], xc = a->x->shape[1];
+    TE_CHECK(te_cast(s, o->x16, TECORE_DTYPE_BF16, a->x->data, dt, xr * xc, st));
+    TE_CHECK(te_cast(s, o->w16, TECORE_DTYPE_BF16, o->param[0], dt, o->plen[0], st));
+    te_t2d(&A, TECORE_DTYPE_BF16, xr, xc, o->x16);
+    te_t2d(&B, TECORE_DTYPE_BF16, o->out_cols, o->in_cols, o->w16);
+  } else {
+    A = *a->x;
+    B = W;
+  }
+  int fuse_bias = a->bias && te_linear_companion(s) == dt;
+  struct tecore_tensor bias;
+  vec(&bias, dt, o->out_cols, a->bias);
+  struct tecore_gemm_opts opts = {.C = a->C, .aux = a->aux, .fast_accum = s->fp8,
+                                  .workspace = s->gemm_ws, .workspace_bytes = s->gemm_ws_bytes};
+  if (fuse_bias) opts.bias = &bias;
+  if (a->aux)
+    opts.epilogue = fuse_bias ? TECORE_GEMM_EPI_BIAS_GELU_AUX : TECORE_GEMM_EPI_GELU_AUX;
+  else
+    opts.epilogue = fuse_bias ? TECORE_GEMM_EPI_BIAS : TECORE_GEMM_EPI_NONE;
+  if (a->aux && a->bias && !fuse_bias)
+    return TE_ERR(TECORE_ERR_INTERNAL, "fuser: a GELU epilogue with a bias the GEMM cannot take");
+  TE_CHECK(tecore_gemm(&A, TECORE_GEMM_N, &B, TECORE_GEMM_T, a->y, 1.0f, a->C ? 1.0f : 0.0f,
+                       &opts, st));
+  if (a->bias && !fuse_bias) TE_CHECK(te_bias_add(s, a->y, a->y, a->bias, st));
+  return TECORE_SUCCESS;
+}
+
+/* The FP8 input of Linear op for its weight gradient: both copies.  When a
+ * norm wrote the rowwise copy only (rmsnorm+quantize), the columnwise one
+ * is made now: dequantize into the boundary's (unused) high-precision
+ * buffer, then cast-transpose with the same scale, which gives back the
+ * same codes (the scale and its inverse are the forward's). */
+static tecore_result_t x8_both(tecore_seq_t *s, size_t op, struct tecore_tensor *X,
+                               tecore_stream_t st) {
+  TE_CHECK(te_bnd_f8_tensor(s, op, X));
+  const struct te_bnd *bd = &s->bnd[op];
+  if (!bd->f8_rowonly) return TECORE_SUCCESS;
+  struct tecore_tensor row = *X, hp, col = *X;
+  row.columnwise_data = 0;
+  te_t2d(&hp, s->cfg.dtype, bd->rows, bd->cols, te_bnd_hp(s, op));
+  TE_CHECK(tecore_dequantize(&row, &hp, st));
+  col.data = 0;
+  col.amax = 0;        /* the forward already counted these values */
+  col.scaling = TECORE_SCALING_DELAYED;
+  return tecore_cast_transpose(&hp, &col, st);
+}
+
+tecore_result_t te_linear_bwd(tecore_seq_t *s, const struct te_lin_bwd *a) {
+  const struct te_op *o = &s->ops[a->op];
+  tecore_dtype_t dt = s->cfg.dtype;
+  tecore_stream_t st = a->stream;
+  size_t rows = o->in_rows, in = o->in_cols, out = o->out_cols;
+  struct tecore_tensor DY, X, W;
+  int bias_done = 0;
+  if (s->fp8) {
+    TE_CHECK(te_dy8_tensor(s, a->op, &DY));
+    if (!a->dy8_ready) {
+      if (a->bias_grad) {
+        struct tecore_tensor db;
+        vec(&db, TECORE_DTYPE_F32, out, s->dvec);
+        TE_CHECK(tecore_cast_transpose_dbias(a->dy, &DY, &db, s->ws, s->ws_bytes, st));
+        TE_CHECK(te_accum_f32(s, a->bias_grad, s->dvec, TECORE_DTYPE_F32, out, st));
+        bias_done = 1;
+      } else {
+        TE_CHECK(tecore_cast_transpose(a->dy, &DY, st));
+      }
+    }
+    TE_CHECK(x8_both(s, a->op, &X, st));
+    TE_CHECK(w8_tensor(s, o, &W));
+  } else if (dt == TECORE_DTYPE_F32) {
+    /* the bias gradient from the F32 gradient itself, not its bf16 copy */
+    if (a->bias_grad) {
+      TE_CHECK(te_bias_grad(s, a->dy, a->bias_grad, st));
+      bias_done = 1;
+    }
+    TE_CHECK(te_cast(s, s->dy16, TECORE_DTYPE_BF16, a->dy->data, dt, rows * out, st));
+    te_t2d(&DY, TECORE_DTYPE_BF16, rows, out, s->dy16);
+    te_t2d(&X, TECORE_DTYPE_BF16, rows, in, o->x16);
+    te_t2d(&W, TECORE_DTYPE_BF16, out, in, o->w16);
+  } else {
+    DY = *a->dy;
+    X = *a->x;
+    te_t2d(&W, dt, out, in, o->param[0]);
+  }
+
+  /* wgrad, accumulated into the F32 gradient */
+  struct tecore_tensor gW, db;
+  te_t2d(&gW, TECORE_DTYPE_F32, out, in, o->grad[0]);
+  struct tecore_gemm_opts wo = {.workspace = s->gemm_ws, .workspace_bytes = s->gemm_ws_bytes};
+  int bgrad = !s->fp8 && a->bias_grad && !bias_done;
+  if (bgrad) {
+    vec(&db, TECORE_DTYPE_F32, out, s->dvec);
+    wo.epilogue = TECORE_GEMM_EPI_BGRAD;
+    wo.bias = &db;
+  }
+  TE_CHECK(tecore_gemm(&DY, TECORE_GEMM_T, &X, TECORE_GEMM_N, &gW, 1.0f, 1.0f, &wo, st));
+  if (bgrad) TE_CHECK(te_accum_f32(s, a->bias_grad, s->dvec, TECORE_DTYPE_F32, out, st));
+
+  /* dgrad */
+  struct tecore_tensor dgb;
+  tecore_dtype_t comp = s->fp8 ? te_linear_companion(s) : dt;
+  vec(&dgb, comp, in, s->dvec16);
+  struct tecore_gemm_opts dopt = {.C = a->C, .aux = a->aux, .workspace = s->gemm_ws,
+                                  .workspace_bytes = s->gemm_ws_bytes};
+  if (a->aux) {
+    dopt.epilogue = a->dgelu_bias_grad ? TECORE_GEMM_EPI_DGELU_BGRAD : TECORE_GEMM_EPI_DGELU;
+    if (a->dgelu_bias_grad) dopt.bias = &dgb;
+  }
+  TE_CHECK(tecore_gemm(&DY, TECORE_GEMM_N, &W, TECORE_GEMM_N, a->dx, 1.0f, a->C ? 1.0f : 0.0f,
+                       &dopt, st));
+  if (a->aux && a->dgelu_bias_grad)
+    TE_CHECK(te_accum_f32(s, a->dgelu_bias_grad, s->dvec16, comp, in, st));
+  return TECORE_SUCCESS;
+}

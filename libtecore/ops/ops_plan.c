@@ -1,0 +1,204 @@
+/* ops_plan.c -- the fusion planner: covers each pass (forward, backward)
+ * of a sequence with groups, each one operation by itself or a fusion
+ * pattern that matches there, and records what the forward groups do to
+ * the boundaries (an FP8-only norm output, a Quantize's FP8 copy).  Also
+ * tecore_seq_groups and tecore_seq_describe, which report the plan.
+ *
+ * The cover.  Patterns come from the registration table (first) and the
+ * built-in table.  A dynamic program over positions picks, for each pass
+ * separately, the cover with the fewest groups; among those the largest
+ * sum of (priority + 1) over fused groups (so a one-operation fusion such
+ * as rmsnorm+quantize beats the operation alone); among those the first
+ * found, registered patterns being tried before built-in ones.  The passes
+ * are independent, which is why their groups differ. */
+#include "ops/ops_internal.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+TE_PARAM_INT(ops_fusion, "TE_OPS_FUSION", 1, 0, 1,
+             "1: the operation fuser uses fusion patterns; 0: every operation runs by itself "
+             "(as TECORE_SEQ_NO_FUSION)")
+
+void te_plan_free(struct te_plan *p) {
+  free(p->fusions);
+  free(p->groups[0]);
+  free(p->groups[1]);
+  memset(p, 0, sizeof *p);
+}
+
+static int pattern_matches(const tecore_seq_t *s, const struct te_fusion *f, size_t i,
+                           tecore_seq_dir_t dir, const struct tecore_recipe *rc) {
+  const struct tecore_fusion_def *d = &f->def;
+  if (d->dir != dir || d->nops > s->nops - i) return 0;
+  for (size_t k = 0; k < d->nops; k++)
+    if (s->ops[i + k].d.kind != d->kinds[k]) return 0;
+  return !d->applies || d->applies(s, i, rc, d->ctx);
+}
+
+static tecore_result_t plan_pass(tecore_seq_t *s, tecore_seq_dir_t dir, int fuse) {
+  size_t n = s->nops;
+  const struct tecore_recipe *rc = s->fp8 ? &s->recipe : NULL;
+  size_t *ngr = calloc(n + 1, sizeof *ngr);
+  long *prio = calloc(n + 1, sizeof *prio);
+  long *pick = calloc(n + 1, sizeof *pick);
+  struct te_group *g = calloc(n, sizeof *g);
+  if (!ngr || !prio || !pick || !g) {
+    free(ngr);
+    free(prio);
+    free(pick);
+    free(g);
+    return TE_ERR(TECORE_ERR_NOMEM, "fusion planning: out of host memory");
+  }
+  for (size_t ii = n; ii-- > 0;) {
+    ngr[ii] = 1 + ngr[ii + 1];
+    prio[ii] = prio[ii + 1];
+    pick[ii] = -1;
+    if (!fuse) continue;
+    for (size_t p = 0; p < s->plan.nfusions; p++) {
+      const struct te_fusion *f = &s->plan.fusions[p];
+      if (!pattern_matches(s, f, ii, dir, rc)) continue;
+      size_t gcount = 1 + ngr[ii + f->def.nops];
+      long pr = f->def.priority + 1 + prio[ii + f->def.nops];
+      if (gcount < ngr[ii] || (gcount == ngr[ii] && pr > prio[ii])) {
+        ngr[ii] = gcount;
+        prio[ii] = pr;
+        pick[ii] = (long)p;
+      }
+    }
+  }
+  size_t ng = 0;
+  for (size_t i = 0; i < n;) {
+    struct te_group *gr = &g[ng++];
+    gr->first = i;
+    if (pick[i] >= 0) {
+      gr->f = &s->plan.fusions[pick[i]];
+      gr->count = gr->f->def.nops;
+      gr->name = gr->f->def.name;
+    } else {
+      gr->f = NULL;
+      gr->count = 1;
+      const struct te_op *o = &s->ops[i];
+      gr->name = te_kind_is_builtin(o->d.kind) ? tecore_op_kind_name(o->d.kind) : o->reg.name;
+    }
+    i += gr->count;
+  }
+  s->plan.groups[dir] = g;
+  s->plan.ngroups[dir] = ng;
+  free(ngr);
+  free(prio);
+  free(pick);
+  return TECORE_SUCCESS;
+}
+
+tecore_result_t te_plan_build(tecore_seq_t *s) {
+  te_plan_free(&s->plan);
+  int fuse = !(s->cfg.flags & TECORE_SEQ_NO_FUSION) && tecore_tunable_int(&ops_fusion) != 0;
+  struct te_fusion *reg = NULL;
+  size_t nreg = 0;
+  if (fuse) TE_CHECK(te_fusions_snapshot(&reg, &nreg));
+  size_t total = fuse ? nreg + te_builtin_fusion_count : 0;
+  if (total) {
+    s->plan.fusions = malloc(total * sizeof *s->plan.fusions);
+    if (!s->plan.fusions) {
+      free(reg);
+      return TE_ERR(TECORE_ERR_NOMEM, "fusion planning: out of host memory");
+    }
+    if (nreg) memcpy(s->plan.fusions, reg, nreg * sizeof *reg);
+    memcpy(s->plan.fusions + nreg, te_builtin_fusions,
+           te_builtin_fusion_count * sizeof *te_builtin_fusions);
+    s->plan.nfusions = total;
+  }
+  free(reg);
+  tecore_result_t r = plan_pass(s, TECORE_SEQ_FORWARD, fuse);
+  if (r == TECORE_SUCCESS) r = plan_pass(s, TECORE_SEQ_BACKWARD, fuse);
+  if (r != TECORE_SUCCESS) {
+    te_plan_free(&s->plan);
+    return r;
+  }
+  /* what the forward groups leave at the boundaries */
+  for (size_t b = 0; b <= s->nops; b++) {
+    s->bnd[b].f8_ready = s->bnd[b].f8_rowonly = 0;
+    s->bnd[b].hp_valid = 1;
+  }
+  for (size_t k = 0; k < s->plan.ngroups[TECORE_SEQ_FORWARD]; k++) {
+    const struct te_group *gr = &s->plan.groups[TECORE_SEQ_FORWARD][k];
+    if (gr->f && gr->f->builtin_id == TE_FUSE_NORM_QUANTIZE) {
+      struct te_bnd *bd = &s->bnd[gr->first + 1];
+      bd->f8_ready = bd->f8_rowonly = 1;
+      bd->hp_valid = 0;
+    } else if (gr->f && gr->f->builtin_id == TE_FUSE_NORM_Q_QUANTIZE) {
+      struct te_bnd *bd = &s->bnd[gr->first + 2];
+      bd->f8_ready = bd->f8_rowonly = 1;
+      bd->hp_valid = 0;
+      s->bnd[gr->first + 1].hp_valid = 0;
+    } else if (!gr->f && s->fp8 && s->ops[gr->first].d.kind == TECORE_OP_QUANTIZE) {
+      s->bnd[gr->first + 1].f8_ready = 1;
+    }
+  }
+  s->have_forward = 0;
+  return TECORE_SUCCESS;
+}
+
+/* ---- reports -------------------------------------------------------------------------- */
+
+static tecore_result_t check_plan(const tecore_seq_t *s, tecore_seq_dir_t dir, const char *fn) {
+  TE_ARG(s, "%s: seq is NULL", fn);
+  TE_ARG(dir == TECORE_SEQ_FORWARD || dir == TECORE_SEQ_BACKWARD,
+         "%s: dir is %d, not TECORE_SEQ_FORWARD or TECORE_SEQ_BACKWARD", fn, (int)dir);
+  TE_ARG(s->built, "%s: the sequence is not built (tecore_seq_build plans the passes)", fn);
+  return TECORE_SUCCESS;
+}
+
+TE_EXPORT tecore_result_t tecore_seq_groups(const tecore_seq_t *s, tecore_seq_dir_t dir,
+                                            struct tecore_seq_group *groups, size_t max,
+                                            size_t *count) {
+  static const char fn[] = "tecore_seq_groups";
+  TE_CHECK(check_plan(s, dir, fn));
+  TE_ARG(count, "%s: count is NULL", fn);
+  TE_ARG(groups || max == 0, "%s: groups is NULL but max is %zu", fn, max);
+  size_t ng = s->plan.ngroups[dir];
+  for (size_t k = 0; k < ng && k < max; k++) {
+    const struct te_group *gr = &s->plan.groups[dir][k];
+    groups[k].name = gr->name;
+    groups[k].first = gr->first;
+    groups[k].count = gr->count;
+  }
+  *count = ng;
+  return TECORE_SUCCESS;
+}
+
+TE_EXPORT tecore_result_t tecore_seq_describe(const tecore_seq_t *s, tecore_seq_dir_t dir,
+                                              char *buf, size_t len, size_t *needed) {
+  static const char fn[] = "tecore_seq_describe";
+  TE_CHECK(check_plan(s, dir, fn));
+  TE_ARG(buf || len == 0, "%s: buf is NULL but len is %zu", fn, len);
+  size_t pos = 0;
+  char item[256];
+  int k0 = snprintf(item, sizeof item, "%s:", dir == TECORE_SEQ_FORWARD ? "forward" : "backward");
+  size_t total = 0;
+  for (size_t k = 0;; k++) {
+    if (k > 0) {
+      if (k > s->plan.ngroups[dir]) break;
+      const struct te_group *gr = &s->plan.groups[dir][k - 1];
+      if (gr->count == 1)
+        k0 = snprintf(item, sizeof item, "%s %s[%zu]", k > 1 ? " |" : "", gr->name, gr->first);
+      else
+        k0 = snprintf(item, sizeof item, "%s %s[%zu-%zu]", k > 1 ? " |" : "", gr->name,
+                      gr->first, gr->first + gr->count - 1);
+    }
+    size_t il = k0 < 0 ? 0 : (size_t)k0;
+    if (il >= sizeof item) il = sizeof item - 1;
+    total += il;
+    if (len) {
+      size_t room = len - 1 - pos;
+      size_t c = il < room ? il : room;
+      memcpy(buf + pos, item, c);
+      pos += c;
+    }
+  }
+  if (len) buf[pos] = '\0';
+  if (needed) *needed = total;
+  return TECORE_SUCCESS;
+}

@@ -1,0 +1,186 @@
+/* ops_registry.c -- the fuser's registration tables: implementations of
+ * operation kinds that upper layers provide (libtecomm's AllReduce,
+ * ReduceScatter, AllGather, or new kinds), and fusion patterns they add.
+ * Both tables are process-wide and locked; a sequence copies what it uses
+ * when it is built or planned, so later changes do not reach it. */
+#include "ops/ops_internal.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+static pthread_mutex_t reg_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct tecore_op_kind_def kinds[TECORE_OP_KIND_MAX];
+static int kind_set[TECORE_OP_KIND_MAX];
+static struct te_fusion *fusions;
+static size_t nfusions, cap_fusions;
+
+static const char *const builtin_names[TECORE_OP_BUILTIN_COUNT_] = {
+    [TECORE_OP_IDENTITY] = "identity",
+    [TECORE_OP_RESHAPE] = "reshape",
+    [TECORE_OP_LINEAR] = "linear",
+    [TECORE_OP_BIAS] = "bias",
+    [TECORE_OP_GELU] = "gelu",
+    [TECORE_OP_RELU] = "relu",
+    [TECORE_OP_SILU] = "silu",
+    [TECORE_OP_QGELU] = "qgelu",
+    [TECORE_OP_SWIGLU] = "swiglu",
+    [TECORE_OP_GEGLU] = "geglu",
+    [TECORE_OP_REGLU] = "reglu",
+    [TECORE_OP_LAYERNORM] = "layernorm",
+    [TECORE_OP_RMSNORM] = "rmsnorm",
+    [TECORE_OP_QUANTIZE] = "quantize",
+    [TECORE_OP_CONSTANT_SCALE] = "constant_scale",
+    [TECORE_OP_MAKE_EXTRA_OUTPUT] = "make_extra_output",
+    [TECORE_OP_ADD_EXTRA_INPUT] = "add_extra_input",
+    [TECORE_OP_ALLREDUCE] = "allreduce",
+    [TECORE_OP_REDUCE_SCATTER] = "reduce_scatter",
+    [TECORE_OP_ALLGATHER] = "allgather",
+};
+
+static int is_comm_kind(int k) {
+  return k == TECORE_OP_ALLREDUCE || k == TECORE_OP_REDUCE_SCATTER || k == TECORE_OP_ALLGATHER;
+}
+
+/* Kinds libtecore implements itself (everything built in but the
+ * communication slots). */
+int te_kind_is_builtin(int kind) {
+  return kind >= 0 && kind < TECORE_OP_BUILTIN_COUNT_ && !is_comm_kind(kind);
+}
+
+TE_EXPORT const char *tecore_op_kind_name(int kind) {
+  if (kind < 0 || kind >= TECORE_OP_KIND_MAX) return "?";
+  if (kind < TECORE_OP_BUILTIN_COUNT_ && !is_comm_kind(kind)) return builtin_names[kind];
+  const char *name = NULL;
+  pthread_mutex_lock(&reg_lock);
+  if (kind_set[kind]) name = kinds[kind].name;
+  pthread_mutex_unlock(&reg_lock);
+  if (name) return name;
+  if (kind < TECORE_OP_BUILTIN_COUNT_) return builtin_names[kind];
+  return "?";
+}
+
+int te_kind_lookup(int kind, struct tecore_op_kind_def *def) {
+  if (kind < 0 || kind >= TECORE_OP_KIND_MAX) return 0;
+  pthread_mutex_lock(&reg_lock);
+  int ok = kind_set[kind];
+  if (ok) *def = kinds[kind];
+  pthread_mutex_unlock(&reg_lock);
+  return ok;
+}
+
+TE_EXPORT tecore_result_t tecore_ops_register_kind(int kind, const struct tecore_op_kind_def *def) {
+  static const char fn[] = "tecore_ops_register_kind";
+  TE_ARG(is_comm_kind(kind) || (kind >= TECORE_OP_USER_FIRST && kind < TECORE_OP_KIND_MAX),
+         "%s: kind %d is neither a communication slot (TECORE_OP_ALLREDUCE, "
+         "TECORE_OP_REDUCE_SCATTER, TECORE_OP_ALLGATHER) nor in [TECORE_OP_USER_FIRST = %d, "
+         "TECORE_OP_KIND_MAX = %d)", fn, kind, TECORE_OP_USER_FIRST, TECORE_OP_KIND_MAX);
+  if (def) {
+    TE_ARG(def->name && def->name[0], "%s: def->name is NULL or empty", fn);
+    TE_ARG(def->forward, "%s: def->forward is NULL (kind %s)", fn, def->name);
+    TE_ARG(def->backward, "%s: def->backward is NULL (kind %s)", fn, def->name);
+  }
+  pthread_mutex_lock(&reg_lock);
+  if (def && kind_set[kind]) {
+    const char *old = kinds[kind].name;
+    pthread_mutex_unlock(&reg_lock);
+    return TE_ERR(TECORE_ERR_INVALID, "%s: kind %d is already registered (as \"%s\"); remove it "
+                  "first (def NULL)", fn, kind, old);
+  }
+  if (def) {
+    kinds[kind] = *def;
+    kind_set[kind] = 1;
+  } else {
+    if (!kind_set[kind]) {
+      pthread_mutex_unlock(&reg_lock);
+      return TE_ERR(TECORE_ERR_INVALID, "%s: def is NULL (remove) but kind %d is not registered",
+                    fn, kind);
+    }
+    memset(&kinds[kind], 0, sizeof kinds[kind]);
+    kind_set[kind] = 0;
+  }
+  pthread_mutex_unlock(&reg_lock);
+  return TECORE_SUCCESS;
+}
+
+static int builtin_fusion_named(const char *name) {
+  for (size_t i = 0; i < te_builtin_fusion_count; i++)
+    if (strcmp(te_builtin_fusions[i].def.name, name) == 0) return 1;
+  return 0;
+}
+
+TE_EXPORT tecore_result_t tecore_ops_register_fusion(const struct tecore_fusion_def *def) {
+  static const char fn[] = "tecore_ops_register_fusion";
+  TE_ARG(def, "%s: def is NULL", fn);
+  TE_ARG(def->name && def->name[0], "%s: def->name is NULL or empty", fn);
+  TE_ARG(def->dir == TECORE_SEQ_FORWARD || def->dir == TECORE_SEQ_BACKWARD,
+         "%s: def->dir is %d, not TECORE_SEQ_FORWARD or TECORE_SEQ_BACKWARD (pattern %s)", fn,
+         (int)def->dir, def->name);
+  TE_ARG(def->nops >= 1 && def->nops <= TECORE_FUSION_MAX_OPS,
+         "%s: def->nops is %zu, not in 1..%d (pattern %s)", fn, def->nops, TECORE_FUSION_MAX_OPS,
+         def->name);
+  for (size_t i = 0; i < def->nops; i++)
+    TE_ARG(def->kinds[i] >= 0 && def->kinds[i] < TECORE_OP_KIND_MAX,
+           "%s: def->kinds[%zu] is %d, not an operation kind (pattern %s)", fn, i, def->kinds[i],
+           def->name);
+  TE_ARG(def->run, "%s: def->run is NULL (pattern %s)", fn, def->name);
+  TE_ARG(def->priority >= 0 && def->priority <= 100,
+         "%s: def->priority is %d, not in 0..100 (pattern %s)", fn, def->priority, def->name);
+  TE_ARG(!builtin_fusion_named(def->name),
+         "%s: def->name \"%s\" is the name of a built-in pattern", fn, def->name);
+  pthread_mutex_lock(&reg_lock);
+  for (size_t i = 0; i < nfusions; i++)
+    if (strcmp(fusions[i].def.name, def->name) == 0) {
+      pthread_mutex_unlock(&reg_lock);
+      return TE_ERR(TECORE_ERR_INVALID, "%s: a pattern named \"%s\" is already registered", fn,
+                    def->name);
+    }
+  if (nfusions == cap_fusions) {
+    size_t cap = cap_fusions ? 2 * cap_fusions : 8;
+    struct te_fusion *p = realloc(fusions, cap * sizeof *p);
+    if (!p) {
+      pthread_mutex_unlock(&reg_lock);
+      return TE_ERR(TECORE_ERR_NOMEM, "%s: out of memory", fn);
+    }
+    fusions = p;
+    cap_fusions = cap;
+  }
+  memset(&fusions[nfusions], 0, sizeof fusions[nfusions]);
+  fusions[nfusions].def = *def;
+  fusions[nfusions].builtin_id = -1;
+  nfusions++;
+  pthread_mutex_unlock(&reg_lock);
+  return TECORE_SUCCESS;
+}
+
+TE_EXPORT tecore_result_t tecore_ops_unregister_fusion(const char *name) {
+  static const char fn[] = "tecore_ops_unregister_fusion";
+  TE_ARG(name && name[0], "%s: name is NULL or empty", fn);
+  pthread_mutex_lock(&reg_lock);
+  for (size_t i = 0; i < nfusions; i++)
+    if (strcmp(fusions[i].def.name, name) == 0) {
+      memmove(&fusions[i], &fusions[i + 1], (nfusions - i - 1) * sizeof fusions[0]);
+      nfusions--;
+      pthread_mutex_unlock(&reg_lock);
+      return TECORE_SUCCESS;
+    }
+  pthread_mutex_unlock(&reg_lock);
+  return TE_ERR(TECORE_ERR_INVALID, "%s: name: no registered pattern is called \"%s\"%s", fn,
+                name, builtin_fusion_named(name) ? " (built-in patterns cannot be removed)" : "");
+}
+
+tecore_result_t te_fusions_snapshot(struct te_fusion **out, size_t *n) {
+  pthread_mutex_lock(&reg_lock);
+  struct te_fusion *p = NULL;
+  if (nfusions) {
+    p = malloc(nfusions * sizeof *p);
+    if (!p) {
+      pthread_mutex_unlock(&reg_lock);
+      return TE_ERR(TECORE_ERR_NOMEM, "fusion planning: out of memory");
+    }
+    memcpy(p, fusions, nfusions * sizeof *p);
+  }
+  *n = nfusions;
+  pthread_mutex_unlock(&reg_lock);
+  *out = p;
+  return TECORE_SUCCESS;
+}

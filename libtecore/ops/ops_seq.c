@@ -1,0 +1,735 @@
+/* ops_seq.c -- a fuser sequence's life: create, add operations (shape
+ * inference and checks), build (every device buffer, parameter
+ * initialization), recipe changes, zero_grad, scale updates, destroy, and
+ * the accessors (params, op info, residual slots, memory).
+ *
+ * Memory.  Everything is allocated by build (and, for FP8 buffers, by the
+ * first recipe that needs them) and freed by destroy; forward and backward
+ * never allocate, so they can be captured into graphs. */
+#include "ops/ops_internal.h"
+#include "common/convert.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+TE_PARAM_INT(ops_gemm_workspace_mb, "TE_OPS_GEMM_WORKSPACE_MB", 32, 0, 4096,
+             "MiB of GEMM workspace each fuser sequence owns on the cuda backend (so captured "
+             "graphs of a sequence never share the per-stream workspace); 0: the per-stream "
+             "internal one")
+
+/* ---- allocation ------------------------------------------------------------------- */
+
+tecore_result_t te_seq_alloc(tecore_seq_t *s, size_t bytes, int param, tecore_devptr_t *p) {
+  if (bytes == 0) bytes = 16;
+  if (s->nallocs == s->cap_allocs) {
+    size_t cap = s->cap_allocs ? 2 * s->cap_allocs : 64;
+    struct te_alloc *a = realloc(s->allocs, cap * sizeof *a);
+    if (!a) return TE_ERR(TECORE_ERR_NOMEM, "tecore_seq: out of host memory");
+    s->allocs = a;
+    s->cap_allocs = cap;
+  }
+  /* round up so 16-byte vector paths may run over whole rows */
+  bytes = (bytes + 255) & ~(size_t)255;
+  TE_CHECK(tecore_mem_alloc(bytes, p));
+  s->allocs[s->nallocs++] = (struct te_alloc){.p = *p, .bytes = bytes, .param = param};
+  s->bytes_total += bytes;
+  if (param) s->bytes_param += bytes;
+  return TECORE_SUCCESS;
+}
+
+void te_t2d(struct tecore_tensor *t, tecore_dtype_t dt, size_t rows, size_t cols,
+            tecore_devptr_t data) {
+  memset(t, 0, sizeof *t);
+  t->dtype = dt;
+  t->scaling = TECORE_SCALING_NONE;
+  t->ndim = 2;
+  t->shape[0] = rows;
+  t->shape[1] = cols;
+  t->data = data;
+}
+
+tecore_devptr_t te_bnd_hp(const tecore_seq_t *s, size_t b) {
+  while (s->bnd[b].alias >= 0) b = (size_t)s->bnd[b].alias;
+  if (b == 0) return s->run_in;
+  if (b == s->nops) return s->run_out;
+  return s->bnd[b].hp;
+}
+
+tecore_devptr_t te_bnd_grad(const tecore_seq_t *s, size_t b) {
+  while (s->bnd[b].galias >= 0) b = (size_t)s->bnd[b].galias;
+  if (b == s->nops) return s->run_dy;
+  if (b == 0) return s->run_dx;
+  return s->bnd[b].g;
+}
+
+tecore_devptr_t te_slot_value(const tecore_seq_t *s, int slot) {
+  const struct te_slot *sl = &s->slots[slot];
+  if (sl->maker >= 0) return te_bnd_hp(s, (size_t)sl->maker);
+  return sl->value;
+}
+
+tecore_devptr_t te_slot_grad(const tecore_seq_t *s, int slot) {
+  const struct te_slot *sl = &s->slots[slot];
+  if (sl->maker >= 0 && sl->adder >= 0) return te_bnd_grad(s, (size_t)sl->adder + 1);
+  return sl->grad;
+}
+
+/* ---- create / destroy ----------------------------------------------------------------- */
+
+static int float_dtype(tecore_dtype_t d) {
+  return d == TECORE_DTYPE_F32 || d == TECORE_DTYPE_F16 || d == TECORE_DTYPE_BF16;
+}
+
+TE_EXPORT tecore_result_t tecore_seq_create(const struct tecore_seq_config *cfg, tecore_seq_t **seq) {
+  static const char fn[] = "tecore_seq_create";
+  TE_ARG(seq, "%s: seq is NULL", fn);
+  *seq = NULL;
+  TE_ARG(cfg, "%s: cfg is NULL", fn);
+  TE_ARG(cfg->rows >= 1, "%s: cfg->rows is 0 (the tokens of a microbatch, >= 1)", fn);
+  TE_ARG(cfg->features >= 1, "%s: cfg->features is 0 (the input's last dimension, >= 1)", fn);
+  TE_ARG(cfg->rows <= ((size_t)1 << 40) / cfg->features,
+         "%s: cfg->rows * cfg->features (%zu x %zu) is too large", fn, cfg->rows, cfg->features);
+  TE_ARG(float_dtype(cfg->dtype), "%s: cfg->dtype is %s, not f32, f16 or bf16", fn,
+         tecore_dtype_name(cfg->dtype));
+  TE_ARG((cfg->flags & ~TECORE_SEQ_NO_FUSION) == 0,
+         "%s: cfg->flags 0x%x has unknown bits (TECORE_SEQ_NO_FUSION is 0x%x)", fn, cfg->flags,
+         TECORE_SEQ_NO_FUSION);
+  tecore_seq_t *s = calloc(1, sizeof *s);
+  if (!s) return TE_ERR(TECORE_ERR_NOMEM, "%s: out of host memory", fn);
+  s->cfg = *cfg;
+  for (int i = 0; i < TECORE_SEQ_MAX_SLOTS; i++) s->slots[i].maker = s->slots[i].adder = -1;
+  *seq = s;
+  return TECORE_SUCCESS;
+}
+
+static void free_state(tecore_seq_t *s) {
+  if (!s->have_state) return;
+  if (s->st_act.base) (void)tecore_delayed_state_free(&s->st_act);
+  if (s->st_w.base) (void)tecore_delayed_state_free(&s->st_w);
+  if (s->st_g.base) (void)tecore_delayed_state_free(&s->st_g);
+  s->have_state = 0;
+}
+
+TE_EXPORT tecore_result_t tecore_seq_destroy(tecore_seq_t *s) {
+  TE_ARG(s, "tecore_seq_destroy: seq is NULL");
+  /* queued work may still use the buffers: wait for it, as freeing device
+   * memory does on the driver (the virtual device frees at once) */
+  tecore_result_t res = s->nallocs ? tecore_ctx_synchronize() : TECORE_SUCCESS;
+  free_state(s);
+  for (size_t i = 0; i < s->nallocs; i++) {
+    tecore_result_t r = tecore_mem_free(s->allocs[i].p);
+    if (r != TECORE_SUCCESS && res == TECORE_SUCCESS) res = r;
+  }
+  te_plan_free(&s->plan);
+  free(s->allocs);
+  free(s->bnd);
+  free(s->ops);
+  free(s);
+  return res;
+}
+
+/* ---- add ----------------------------------------------------------------------------- */
+
+/* Which desc fields a built-in kind reads. */
+#define F_FEAT 0x1u
+#define F_BIAS 0x2u
+#define F_EPS 0x4u
+#define F_SCALE 0x8u
+#define F_SLOT 0x10u
+#define F_CTX 0x20u
+
+static unsigned kind_fields(int k) {
+  switch (k) {
+  case TECORE_OP_LINEAR: return F_FEAT | F_BIAS;
+  case TECORE_OP_RESHAPE: return F_FEAT;
+  case TECORE_OP_LAYERNORM:
+  case TECORE_OP_RMSNORM: return F_EPS;
+  case TECORE_OP_CONSTANT_SCALE: return F_SCALE;
+  case TECORE_OP_MAKE_EXTRA_OUTPUT:
+  case TECORE_OP_ADD_EXTRA_INPUT: return F_SLOT;
+  default: return te_kind_is_builtin(k) ? 0u : (F_FEAT | F_CTX);
+  }
+}
+
+TE_EXPORT tecore_result_t tecore_seq_add(tecore_seq_t *s, const struct tecore_op_desc *d,
+                                         size_t *index) {
+  static const char fn[] = "tecore_seq_add";
+  TE_ARG(s, "%s: seq is NULL", fn);
+  TE_ARG(d, "%s: desc is NULL", fn);
+  TE_ARG(!s->built, "%s: the sequence is built; operations are added before tecore_seq_build",
+         fn);
+  int k = d->kind;
+  TE_ARG(k >= 0 && k < TECORE_OP_KIND_MAX, "%s: desc->kind is %d, not an operation kind", fn, k);
+  struct te_op op;
+  memset(&op, 0, sizeof op);
+  op.d = *d;
+  if (!te_kind_is_builtin(k)) {
+    if (!te_kind_lookup(k, &op.reg)) {
+      if (k < TECORE_OP_BUILTIN_COUNT_)
+        return TE_ERR(TECORE_ERR_NOT_SUPPORTED,
+                      "%s: desc->kind %s (op %zu): no implementation is registered for this "
+                      "communication operation (libtecomm registers it; "
+                      "tecore_ops_register_kind)", fn, tecore_op_kind_name(k), s->nops);
+      return TE_ERR(TECORE_ERR_INVALID, "%s: desc->kind %d (op %zu) is not registered "
+                    "(tecore_ops_register_kind)", fn, k, s->nops);
+    }
+  }
+  const char *kn = tecore_op_kind_name(k);
+  unsigned f = kind_fields(k);
+  TE_ARG((f & F_FEAT) || d->features == 0, "%s: desc->features is %zu; %s does not take it "
+         "(must be 0)", fn, d->features, kn);
+  TE_ARG((f & F_BIAS) || d->bias == 0, "%s: desc->bias is %d; %s does not take it (must be 0)",
+         fn, d->bias, kn);
+  TE_ARG((f & F_EPS) || (d->epsilon == 0.0f && d->norm_flags == 0),
+         "%s: desc->epsilon / norm_flags are set; %s does not take them (must be 0)", fn, kn);
+  TE_ARG((f & F_SCALE) || d->scale == 0.0f, "%s: desc->scale is %g; %s does not take it (must "
+         "be 0)", fn, (double)d->scale, kn);
+  TE_ARG((f & F_SLOT) || d->slot == 0, "%s: desc->slot is %d; %s does not take it (must be 0)",
+         fn, d->slot, kn);
+  TE_ARG((f & F_CTX) || d->ctx == NULL, "%s: desc->ctx is set; %s does not take it (must be "
+         "NULL)", fn, kn);
+
+  size_t n = s->nops;
+  op.in_rows = n ? s->ops[n - 1].out_rows : s->cfg.rows;
+  op.in_cols = n ? s->ops[n - 1].out_cols : s->cfg.features;
+  op.out_rows = op.in_rows;
+  op.out_cols = op.in_cols;
+  switch (k) {
+  case TECORE_OP_LINEAR:
+    TE_ARG(d->features >= 1, "%s: desc->features (out_features of a linear) is 0", fn);
+    TE_ARG(d->bias == 0 || d->bias == 1, "%s: desc->bias is %d, not 0 or 1", fn, d->bias);
+    TE_ARG(d->features <= ((size_t)1 << 40) / op.in_cols,
+           "%s: desc->features %zu: the weight [%zu][%zu] is too large", fn, d->features,
+           d->features, op.in_cols);
+    op.out_cols = d->features;
+    op.nparams = 1 + (size_t)d->bias;
+    op.plen[0] = d->features * op.in_cols;
+    op.plen[1] = d->features;
+    op.lin = s->nlinear;
+    break;
+  case TECORE_OP_RESHAPE: {
+    size_t total = op.in_rows * op.in_cols;
+    TE_ARG(d->features >= 1 && total % d->features == 0,
+           "%s: desc->features %zu does not divide the %zu elements ([%zu][%zu]) of the input "
+           "to reshape", fn, d->features, total, op.in_rows, op.in_cols);
+    op.out_cols = d->features;
+    op.out_rows = total / d->features;
+    break;
+  }
+  case TECORE_OP_BIAS:
+    op.nparams = 1;
+    op.plen[0] = op.in_cols;
+    break;
+  case TECORE_OP_SWIGLU:
+  case TECORE_OP_GEGLU:
+  case TECORE_OP_REGLU:
+    TE_ARG(op.in_cols % 2 == 0, "%s: %s takes [rows][2f] inputs; the input has %zu features "
+           "(odd)", fn, kn, op.in_cols);
+    op.out_cols = op.in_cols / 2;
+    break;
+  case TECORE_OP_LAYERNORM:
+  case TECORE_OP_RMSNORM:
+    TE_ARG(isfinite(d->epsilon) && d->epsilon > 0.0f, "%s: desc->epsilon is %g, not a positive "
+           "finite number", fn, (double)d->epsilon);
+    TE_ARG((d->norm_flags & ~TECORE_NORM_ZERO_CENTERED_GAMMA) == 0,
+           "%s: desc->norm_flags 0x%x has bits other than TECORE_NORM_ZERO_CENTERED_GAMMA", fn,
+           d->norm_flags);
+    op.nparams = k == TECORE_OP_LAYERNORM ? 2 : 1;
+    op.plen[0] = op.plen[1] = op.in_cols;
+    break;
+  case TECORE_OP_CONSTANT_SCALE:
+    TE_ARG(isfinite(d->scale), "%s: desc->scale is not finite", fn);
+    break;
+  case TECORE_OP_MAKE_EXTRA_OUTPUT:
+  case TECORE_OP_ADD_EXTRA_INPUT: {
+    TE_ARG(d->slot >= 0 && d->slot < TECORE_SEQ_MAX_SLOTS, "%s: desc->slot is %d, not in 0..%d",
+           fn, d->slot, TECORE_SEQ_MAX_SLOTS - 1);
+    struct te_slot *sl = &s->slots[d->slot];
+    if (k == TECORE_OP_MAKE_EXTRA_OUTPUT) {
+      TE_ARG(sl->maker < 0, "%s: slot %d is already made by op %d", fn, d->slot, sl->maker);
+      TE_ARG(sl->adder < 0, "%s: slot %d was added by op %d before this make_extra_output: make "
+             "a slot before adding it", fn, d->slot, sl->adder);
+    } else {
+      TE_ARG(sl->adder < 0, "%s: slot %d is already added by op %d", fn, d->slot, sl->adder);
+      if (sl->maker >= 0) {
+        const struct te_op *m = &s->ops[sl->maker];
+        TE_ARG(m->in_rows == op.in_rows && m->in_cols == op.in_cols,
+               "%s: slot %d holds [%zu][%zu] (made by op %d) but this add_extra_input's input "
+               "is [%zu][%zu]", fn, d->slot, m->in_rows, m->in_cols, sl->maker, op.in_rows,
+               op.in_cols);
+      }
+    }
+    break;
+  }
+  default:
+    if (!te_kind_is_builtin(k) && op.reg.shape) {
+      size_t r = 0, c = 0;
+      tecore_result_t res = op.reg.shape(d, op.in_rows, op.in_cols, &r, &c, op.reg.ctx);
+      if (res != TECORE_SUCCESS) {
+        te_error_hop(fn, __FILE__, __LINE__);
+        return res;
+      }
+      TE_ARG(r >= 1 && c >= 1, "%s: kind %s: its shape function gave [%zu][%zu]", fn, kn, r, c);
+      op.out_rows = r;
+      op.out_cols = c;
+    }
+    break;
+  }
+  if (n == s->cap) {
+    size_t cap = s->cap ? 2 * s->cap : 16;
+    struct te_op *p = realloc(s->ops, cap * sizeof *p);
+    if (!p) return TE_ERR(TECORE_ERR_NOMEM, "%s: out of host memory", fn);
+    s->ops = p;
+    s->cap = cap;
+  }
+  if (k == TECORE_OP_LINEAR) s->nlinear++;
+  if (k == TECORE_OP_MAKE_EXTRA_OUTPUT) s->slots[d->slot].maker = (int)n;
+  if (k == TECORE_OP_ADD_EXTRA_INPUT) s->slots[d->slot].adder = (int)n;
+  s->ops[n] = op;
+  s->nops = n + 1;
+  if (index) *index = n;
+  return TECORE_SUCCESS;
+}
+
+/* ---- build ----------------------------------------------------------------------------- */
+
+static int fwd_alias_kind(int k) {
+  return k == TECORE_OP_IDENTITY || k == TECORE_OP_RESHAPE || k == TECORE_OP_QUANTIZE ||
+         k == TECORE_OP_MAKE_EXTRA_OUTPUT;
+}
+static int bwd_alias_kind(int k) {
+  return k == TECORE_OP_IDENTITY || k == TECORE_OP_RESHAPE || k == TECORE_OP_QUANTIZE ||
+         k == TECORE_OP_BIAS || k == TECORE_OP_ADD_EXTRA_INPUT;
+}
+
+/* xoshiro-style generator for parameter initialization (splitmix64). */
+static uint64_t rng_next(uint64_t *x) {
+  uint64_t z = (*x += 0x9e3779b97f4a7c15ull);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+
+/* Uploads n floats as dtype dt to dst (synchronously on stream). */
+static tecore_result_t upload(tecore_devptr_t dst, const float *v, size_t n, tecore_dtype_t dt,
+                              tecore_stream_t stream) {
+  size_t es = tecore_dtype_size(dt);
+  void *h = malloc(n * es);
+  if (!h) return TE_ERR(TECORE_ERR_NOMEM, "tecore_seq_build: out of host memory");
+  for (size_t i = 0; i < n; i++) {
+    if (dt == TECORE_DTYPE_F32)
+      ((float *)h)[i] = v[i];
+    else if (dt == TECORE_DTYPE_BF16)
+      ((uint16_t *)h)[i] = te_f32_to_bf16(v[i]);
+    else
+      ((uint16_t *)h)[i] = te_f32_to_f16(v[i]);
+  }
+  tecore_result_t r = tecore_memcpy_async(dst, (tecore_devptr_t)(uintptr_t)h, n * es, stream);
+  if (r == TECORE_SUCCESS) r = tecore_stream_synchronize(stream);
+  free(h);
+  return r;
+}
+
+static tecore_result_t init_params(tecore_seq_t *s, size_t i, uint64_t *rng,
+                                   tecore_stream_t stream) {
+  struct te_op *op = &s->ops[i];
+  tecore_dtype_t dt = s->cfg.dtype;
+  for (size_t p = 0; p < op->nparams; p++) {
+    size_t n = op->plen[p];
+    TE_CHECK(te_seq_alloc(s, n * tecore_dtype_size(dt), 1, &op->param[p]));
+    TE_CHECK(te_seq_alloc(s, n * 4, 1, &op->grad[p]));
+    float *v = malloc(n * sizeof *v);
+    if (!v) return TE_ERR(TECORE_ERR_NOMEM, "tecore_seq_build: out of host memory");
+    if (op->d.kind == TECORE_OP_LINEAR) {
+      double a = 1.0 / sqrt((double)op->in_cols);
+      for (size_t j = 0; j < n; j++)
+        v[j] = (float)(a * (2.0 * (double)(rng_next(rng) >> 11) / 9007199254740992.0 - 1.0));
+    } else {
+      float fill = 0.0f;
+      if (te_kind_is_norm(op->d.kind) && p == 0 &&
+          !(op->d.norm_flags & TECORE_NORM_ZERO_CENTERED_GAMMA))
+        fill = 1.0f;
+      for (size_t j = 0; j < n; j++) v[j] = fill;
+    }
+    tecore_result_t r = upload(op->param[p], v, n, dt, stream);
+    free(v);
+    TE_CHECK(r);
+    TE_CHECK(tecore_memset_d32_async(op->grad[p], 0, n, stream));
+  }
+  if (te_kind_is_norm(op->d.kind)) {
+    TE_CHECK(te_seq_alloc(s, op->in_rows * 4, 0, &op->saved[0]));
+    if (op->d.kind == TECORE_OP_LAYERNORM) TE_CHECK(te_seq_alloc(s, op->in_rows * 4, 0, &op->saved[1]));
+  }
+  return TECORE_SUCCESS;
+}
+
+TE_EXPORT tecore_result_t tecore_seq_build(tecore_seq_t *s, tecore_stream_t stream) {
+  static const char fn[] = "tecore_seq_build";
+  TE_ARG(s, "%s: seq is NULL", fn);
+  TE_ARG(!s->built, "%s: the sequence is already built", fn);
+  TE_ARG(s->nops >= 1, "%s: the sequence has no operations (tecore_seq_add)", fn);
+  size_t n = s->nops;
+  tecore_dtype_t dt = s->cfg.dtype;
+  size_t es = tecore_dtype_size(dt);
+  s->bnd = calloc(n + 1, sizeof *s->bnd);
+  if (!s->bnd) return TE_ERR(TECORE_ERR_NOMEM, "%s: out of host memory", fn);
+  for (size_t b = 0; b <= n; b++) {
+    struct te_bnd *bd = &s->bnd[b];
+    bd->rows = b < n ? s->ops[b].in_rows : s->ops[n - 1].out_rows;
+    bd->cols = b < n ? s->ops[b].in_cols : s->ops[n - 1].out_cols;
+    bd->alias = bd->galias = bd->f8 = -1;
+    bd->hp_valid = 1;
+  }
+  for (size_t i = 0; i < n; i++) {
+    if (fwd_alias_kind(s->ops[i].d.kind) && i + 1 != n) s->bnd[i + 1].alias = (int)i;
+    if (bwd_alias_kind(s->ops[i].d.kind) && i != 0) s->bnd[i].galias = (int)(i + 1);
+  }
+  tecore_result_t res = TECORE_SUCCESS;
+  uint64_t rng = s->cfg.seed;
+  for (size_t i = 0; i < n; i++) TE_CHECK_GOTO(init_params(s, i, &rng, stream), res, fail);
+  s->max_elems = 0;
+  s->max_cols = 0;
+  size_t max_rows = 0;
+  for (size_t b = 0; b <= n; b++) {
+    struct te_bnd *bd = &s->bnd[b];
+    size_t elems = bd->rows * bd->cols;
+    if (elems > s->max_elems) s->max_elems = elems;
+    if (bd->cols > s->max_cols) s->max_cols = bd->cols;
+    if (bd->rows > max_rows) max_rows = bd->rows;
+    if (b > 0 && b < n && bd->alias < 0) TE_CHECK_GOTO(te_seq_alloc(s, elems * es, 0, &bd->hp), res, fail);
+    if (b > 0 && b < n && bd->galias < 0) TE_CHECK_GOTO(te_seq_alloc(s, elems * es, 0, &bd->g), res, fail);
+  }
+  TE_CHECK_GOTO(te_seq_alloc(s, s->bnd[0].rows * s->bnd[0].cols * es, 0, &s->g0), res, fail);
+  for (int i = 0; i < TECORE_SEQ_MAX_SLOTS; i++) {
+    struct te_slot *sl = &s->slots[i];
+    if (sl->maker < 0 && sl->adder < 0) continue;
+    const struct te_op *o = &s->ops[sl->maker >= 0 ? sl->maker : sl->adder];
+    size_t bytes = o->in_rows * o->in_cols * es;
+    if (sl->maker < 0) TE_CHECK_GOTO(te_seq_alloc(s, bytes, 0, &sl->value), res, fail);
+    if (sl->maker < 0 || sl->adder < 0) {
+      TE_CHECK_GOTO(te_seq_alloc(s, bytes, 0, &sl->grad), res, fail);
+      TE_CHECK_GOTO(tecore_memset_d8_async(sl->grad, 0, bytes, stream), res, fail);
+    }
+    if (sl->maker < 0) TE_CHECK_GOTO(tecore_memset_d8_async(sl->value, 0, bytes, stream), res, fail);
+  }
+  /* scratch */
+  TE_CHECK_GOTO(te_seq_alloc(s, 4, 0, &s->one_f32), res, fail);
+  TE_CHECK_GOTO(tecore_memset_d32_async(s->one_f32, 0x3f800000u, 1, stream), res, fail);
+  s->zeros_rows = max_rows > s->max_cols ? max_rows : s->max_cols;
+  TE_CHECK_GOTO(te_seq_alloc(s, s->zeros_rows * 16 * 2, 0, &s->zeros16), res, fail);
+  TE_CHECK_GOTO(tecore_memset_d8_async(s->zeros16, 0, s->zeros_rows * 32, stream), res, fail);
+  TE_CHECK_GOTO(te_seq_alloc(s, s->max_elems, 0, &s->f8_dummy), res, fail);
+  TE_CHECK_GOTO(te_seq_alloc(s, s->max_cols * 4, 0, &s->dvec), res, fail);
+  TE_CHECK_GOTO(te_seq_alloc(s, s->max_cols * 4, 0, &s->dvec2), res, fail);
+  TE_CHECK_GOTO(te_seq_alloc(s, s->max_cols * 4, 0, &s->dvec16), res, fail);
+  TE_CHECK_GOTO(te_seq_alloc(s, s->max_cols * 4, 0, &s->dvec_tmp), res, fail);
+  TE_CHECK_GOTO(te_seq_alloc(s, 16, 0, &s->junk_f32), res, fail);
+  size_t ws = 0;
+  for (size_t b = 0; b <= n; b++) {
+    struct tecore_tensor t;
+    size_t w = 0;
+    te_t2d(&t, dt, s->bnd[b].rows, s->bnd[b].cols, 0);
+    TE_CHECK_GOTO(tecore_cast_transpose_dbias_workspace_size(&t, &w), res, fail);
+    if (w > ws) ws = w;
+  }
+  for (size_t i = 0; i < n; i++) {
+    const struct te_op *o = &s->ops[i];
+    if (!te_kind_is_norm(o->d.kind)) continue;
+    size_t w = 0;
+    TE_CHECK_GOTO(tecore_norm_bwd_workspace_size(o->d.kind == TECORE_OP_LAYERNORM
+                                                     ? TECORE_NORM_LAYERNORM
+                                                     : TECORE_NORM_RMSNORM,
+                                                 o->in_rows, o->in_cols, &w), res, fail);
+    if (w > ws) ws = w;
+  }
+  s->ws_bytes = ws ? ws : 16;
+  TE_CHECK_GOTO(te_seq_alloc(s, s->ws_bytes, 0, &s->ws), res, fail);
+  tecore_backend_t be = TECORE_BACKEND_NONE;
+  TE_CHECK_GOTO(tecore_backend(&be), res, fail);
+  int64_t mb = tecore_tunable_int(&ops_gemm_workspace_mb);
+  if (be == TECORE_BACKEND_CUDA && mb > 0) {   /* Linear and Bias both run GEMMs */
+    s->gemm_ws_bytes = (size_t)mb << 20;
+    TE_CHECK_GOTO(te_seq_alloc(s, s->gemm_ws_bytes, 0, &s->gemm_ws), res, fail);
+  }
+  s->built = 1;
+  TE_CHECK_GOTO(te_seq_prepare_fp8(s, stream), res, fail_built);
+  TE_CHECK_GOTO(tecore_stream_synchronize(stream), res, fail_built);
+  return TECORE_SUCCESS;
+fail_built:
+  s->built = 0;
+fail:
+  /* leave the sequence as before build: free what was allocated */
+  free_state(s);
+  for (size_t i = 0; i < s->nallocs; i++) (void)tecore_mem_free(s->allocs[i].p);
+  s->nallocs = 0;
+  s->bytes_total = s->bytes_param = 0;
+  for (size_t i = 0; i < n; i++) {
+    struct te_op *o = &s->ops[i];
+    memset(o->param, 0, sizeof o->param);
+    memset(o->grad, 0, sizeof o->grad);
+    memset(o->saved, 0, sizeof o->saved);
+    o->w16 = o->x16 = o->w8_row = o->w8_col = 0;
+  }
+  for (int i = 0; i < TECORE_SEQ_MAX_SLOTS; i++) s->slots[i].value = s->slots[i].grad = 0;
+  s->dy16 = s->dy8_row = s->dy8_col = s->gemm_ws = 0;
+  s->gemm_ws_bytes = 0;
+  te_plan_free(&s->plan);
+  free(s->bnd);
+  s->bnd = NULL;
+  return res;
+}
+
+/* ---- FP8 buffers and plan ---------------------------------------------------------------- */
+
+static tecore_result_t check_fp8_shapes(const tecore_seq_t *s, const char *fn) {
+  for (size_t i = 0; i < s->nops; i++) {
+    const struct te_op *o = &s->ops[i];
+    if (o->d.kind != TECORE_OP_LINEAR) continue;
+    if (o->in_cols % 16 || o->out_cols % 16 || o->in_rows % 16)
+      return TE_ERR(TECORE_ERR_INVALID, "%s: op %zu (linear [%zu][%zu] -> [%zu][%zu]): FP8 GEMMs "
+                    "need in_features, out_features and rows (tokens, the k of the weight "
+                    "gradient) to be multiples of 16", fn, i, o->in_rows, o->in_cols, o->out_rows,
+                    o->out_cols);
+  }
+  return TECORE_SUCCESS;
+}
+
+static tecore_result_t make_state(tecore_seq_t *s, tecore_fp8_role_t role, size_t count,
+                                  tecore_stream_t stream, struct tecore_delayed_state *st) {
+  memset(st, 0, sizeof *st);
+  if (count == 0) return TECORE_SUCCESS;
+  /* the delayed state is the storage of every per-tensor mode: current
+   * scaling uses its amax, scale and scale_inv entries too */
+  struct tecore_recipe r = s->recipe;
+  r.kind = TECORE_RECIPE_DELAYED;
+  if (s->recipe.kind != TECORE_RECIPE_DELAYED) {
+    r.history_len = 1;
+    r.margin = 0;
+    r.amax_algo = TECORE_AMAX_MOST_RECENT;
+  }
+  TE_CHECK(tecore_delayed_state_create(&r, role, count, stream, st));
+  return TECORE_SUCCESS;
+}
+
+tecore_result_t te_seq_prepare_fp8(tecore_seq_t *s, tecore_stream_t stream) {
+  size_t n = s->nops;
+  tecore_dtype_t dt = s->cfg.dtype;
+  free_state(s);
+  for (size_t b = 0; b <= n; b++) s->bnd[b].f8 = -1;
+  s->nf8 = 0;
+  if (s->fp8) {
+    TE_CHECK(check_fp8_shapes(s, "tecore_seq_build"));
+    for (size_t b = 0; b <= n; b++) {
+      int need = (b < n && s->ops[b].d.kind == TECORE_OP_LINEAR) ||
+                 (b >= 1 && s->ops[b - 1].d.kind == TECORE_OP_QUANTIZE);
+      if (!need) continue;
+      struct te_bnd *bd = &s->bnd[b];
+      bd->f8 = (int)s->nf8++;
+      if (!bd->f8_row) {
+        TE_CHECK(te_seq_alloc(s, bd->rows * bd->cols, 0, &bd->f8_row));
+        TE_CHECK(te_seq_alloc(s, bd->rows * bd->cols, 0, &bd->f8_col));
+      }
+    }
+    for (size_t i = 0; i < n; i++) {
+      struct te_op *o = &s->ops[i];
+      if (o->d.kind != TECORE_OP_LINEAR || o->w8_row) continue;
+      TE_CHECK(te_seq_alloc(s, o->plen[0], 0, &o->w8_row));
+      TE_CHECK(te_seq_alloc(s, o->plen[0], 0, &o->w8_col));
+    }
+    if (!s->dy8_row && s->nlinear) {
+      TE_CHECK(te_seq_alloc(s, s->max_elems, 0, &s->dy8_row));
+      TE_CHECK(te_seq_alloc(s, s->max_elems, 0, &s->dy8_col));
+    }
+    TE_CHECK(make_state(s, TECORE_FP8_ACTIVATION, s->nf8, stream, &s->st_act));
+    TE_CHECK(make_state(s, TECORE_FP8_WEIGHT, s->nlinear, stream, &s->st_w));
+    TE_CHECK(make_state(s, TECORE_FP8_GRADIENT, s->nlinear, stream, &s->st_g));
+    s->have_state = 1;
+  } else if (dt == TECORE_DTYPE_F32) {
+    for (size_t i = 0; i < n; i++) {
+      struct te_op *o = &s->ops[i];
+      if (o->d.kind != TECORE_OP_LINEAR || o->w16) continue;
+      TE_CHECK(te_seq_alloc(s, o->plen[0] * 2, 0, &o->w16));
+      TE_CHECK(te_seq_alloc(s, o->in_rows * o->in_cols * 2, 0, &o->x16));
+    }
+    if (!s->dy16 && s->nlinear) TE_CHECK(te_seq_alloc(s, s->max_elems * 2, 0, &s->dy16));
+  }
+  return te_plan_build(s);
+}
+
+TE_EXPORT tecore_result_t tecore_seq_set_recipe(tecore_seq_t *s, const struct tecore_recipe *r,
+                                                tecore_stream_t stream) {
+  static const char fn[] = "tecore_seq_set_recipe";
+  TE_ARG(s, "%s: seq is NULL", fn);
+  if (r) {
+    TE_CHECK(tecore_recipe_validate(r));
+    if (r->kind != TECORE_RECIPE_DELAYED && r->kind != TECORE_RECIPE_CURRENT)
+      return TE_ERR(TECORE_ERR_NOT_SUPPORTED, "%s: recipe->kind %d: the fuser supports delayed "
+                    "and current per-tensor scaling (mxfp8 and block recipes: not yet)", fn,
+                    (int)r->kind);
+    if (r->format == TECORE_FP8_E5M2)
+      return TE_ERR(TECORE_ERR_NOT_SUPPORTED, "%s: recipe->format E5M2: the forward GEMM would "
+                    "be e5m2 x e5m2, which FP8 GEMMs do not take; use E4M3 or HYBRID", fn);
+    TE_CHECK(check_fp8_shapes(s, fn));
+  }
+  int old_fp8 = s->fp8;
+  struct tecore_recipe old = s->recipe;
+  s->fp8 = r != NULL;
+  if (r) s->recipe = *r;
+  if (!s->built) return TECORE_SUCCESS;
+  tecore_result_t res = tecore_stream_synchronize(stream);
+  if (res == TECORE_SUCCESS) res = te_seq_prepare_fp8(s, stream);
+  if (res == TECORE_SUCCESS) res = tecore_stream_synchronize(stream);
+  if (res != TECORE_SUCCESS) {
+    te_error_hop(fn, __FILE__, __LINE__);
+    s->fp8 = old_fp8;
+    s->recipe = old;
+    /* best effort back to the old plan; the first error is what we return */
+    char keep[512];
+    snprintf(keep, sizeof keep, "%s", tecore_last_error());
+    (void)te_seq_prepare_fp8(s, stream);
+    tecore_set_error("%s", keep);
+  }
+  return res;
+}
+
+/* ---- gradients and scales --------------------------------------------------------------------- */
+
+TE_EXPORT tecore_result_t tecore_seq_zero_grad(tecore_seq_t *s, tecore_stream_t stream) {
+  TE_ARG(s, "tecore_seq_zero_grad: seq is NULL");
+  TE_ARG(s->built, "tecore_seq_zero_grad: the sequence is not built (tecore_seq_build)");
+  for (size_t i = 0; i < s->nops; i++) {
+    const struct te_op *o = &s->ops[i];
+    for (size_t p = 0; p < o->nparams; p++)
+      TE_CHECK(tecore_memset_d32_async(o->grad[p], 0, o->plen[p], stream));
+  }
+  for (int i = 0; i < TECORE_SEQ_MAX_SLOTS; i++) {
+    const struct te_slot *sl = &s->slots[i];
+    if (sl->maker >= 0 && sl->adder < 0) {
+      const struct te_op *o = &s->ops[sl->maker];
+      TE_CHECK(tecore_memset_d8_async(sl->grad, 0,
+                                      o->in_rows * o->in_cols * tecore_dtype_size(s->cfg.dtype),
+                                      stream));
+    }
+  }
+  return TECORE_SUCCESS;
+}
+
+TE_EXPORT tecore_result_t tecore_seq_update_scales(tecore_seq_t *s, tecore_stream_t stream) {
+  TE_ARG(s, "tecore_seq_update_scales: seq is NULL");
+  TE_ARG(s->built, "tecore_seq_update_scales: the sequence is not built (tecore_seq_build)");
+  if (!s->fp8 || s->recipe.kind != TECORE_RECIPE_DELAYED || !s->have_state) return TECORE_SUCCESS;
+  if (s->st_act.base) TE_CHECK(tecore_delayed_update(&s->recipe, &s->st_act, stream));
+  if (s->st_w.base) TE_CHECK(tecore_delayed_update(&s->recipe, &s->st_w, stream));
+  if (s->st_g.base) TE_CHECK(tecore_delayed_update(&s->recipe, &s->st_g, stream));
+  return TECORE_SUCCESS;
+}
+
+/* ---- accessors ----------------------------------------------------------------------------------- */
+
+static const char *param_name(int kind, size_t p) {
+  if (kind == TECORE_OP_LINEAR) return p == 0 ? "weight" : "bias";
+  if (kind == TECORE_OP_BIAS) return "bias";
+  return p == 0 ? "gamma" : "beta";
+}
+
+static void param_tensors(const tecore_seq_t *s, const struct te_op *o, size_t p,
+                          struct tecore_tensor *v, struct tecore_tensor *g) {
+  size_t r = 1, c = o->plen[p];
+  if (o->d.kind == TECORE_OP_LINEAR && p == 0) {
+    r = o->out_cols;
+    c = o->in_cols;
+  }
+  if (v) {
+    te_t2d(v, s->cfg.dtype, r, c, o->param[p]);
+    if (r == 1) {
+      v->ndim = 1;
+      v->shape[0] = c;
+      v->shape[1] = 0;
+    }
+  }
+  if (g) {
+    te_t2d(g, TECORE_DTYPE_F32, r, c, o->grad[p]);
+    if (r == 1) {
+      g->ndim = 1;
+      g->shape[0] = c;
+      g->shape[1] = 0;
+    }
+  }
+}
+
+TE_EXPORT tecore_result_t tecore_seq_params(const tecore_seq_t *s, struct tecore_seq_param *params,
+                                            size_t max, size_t *count) {
+  static const char fn[] = "tecore_seq_params";
+  TE_ARG(s, "%s: seq is NULL", fn);
+  TE_ARG(count, "%s: count is NULL", fn);
+  TE_ARG(params || max == 0, "%s: params is NULL but max is %zu", fn, max);
+  TE_ARG(s->built, "%s: the sequence is not built (tecore_seq_build)", fn);
+  size_t k = 0;
+  for (size_t i = 0; i < s->nops; i++) {
+    const struct te_op *o = &s->ops[i];
+    for (size_t p = 0; p < o->nparams; p++, k++) {
+      if (k >= max) continue;
+      params[k].op = i;
+      params[k].name = param_name(o->d.kind, p);
+      param_tensors(s, o, p, &params[k].value, &params[k].grad);
+    }
+  }
+  *count = k;
+  return TECORE_SUCCESS;
+}
+
+TE_EXPORT tecore_result_t tecore_seq_op(const tecore_seq_t *s, size_t index,
+                                        struct tecore_op_info *info) {
+  static const char fn[] = "tecore_seq_op";
+  TE_ARG(s, "%s: seq is NULL", fn);
+  TE_ARG(info, "%s: info is NULL", fn);
+  TE_ARG(index < s->nops, "%s: index %zu is out of range (the sequence has %zu operations)", fn,
+         index, s->nops);
+  const struct te_op *o = &s->ops[index];
+  memset(info, 0, sizeof *info);
+  info->desc = o->d;
+  info->name = te_kind_is_builtin(o->d.kind) ? tecore_op_kind_name(o->d.kind) : o->reg.name;
+  info->in_rows = o->in_rows;
+  info->in_features = o->in_cols;
+  info->out_rows = o->out_rows;
+  info->out_features = o->out_cols;
+  info->nparams = o->nparams;
+  if (s->built) {
+    for (size_t p = 0; p < o->nparams; p++)
+      param_tensors(s, o, p, &info->param[p], &info->grad[p]);
+    for (int k = 0; k < 2; k++)
+      if (o->saved[k]) {
+        te_t2d(&info->saved[k], TECORE_DTYPE_F32, 1, o->in_rows, o->saved[k]);
+        info->saved[k].ndim = 1;
+        info->saved[k].shape[0] = o->in_rows;
+        info->saved[k].shape[1] = 0;
+      }
+  }
+  return TECORE_SUCCESS;
+}
+
+TE_EXPORT tecore_result_t tecore_seq_extra(const tecore_seq_t *s, int slot,
+                                           struct tecore_tensor *value,
+                                           struct tecore_tensor *grad) {
+  static const char fn[] = "tecore_seq_extra";
+  TE_ARG(s, "%s: seq is NULL", fn);
+  TE_ARG(slot >= 0 && slot < TECORE_SEQ_MAX_SLOTS, "%s: slot %d is not in 0..%d", fn, slot,
+         TECORE_SEQ_MAX_SLOTS - 1);
+  const struct te_slot *sl = &s->slots[slot];
+  TE_ARG(sl->maker >= 0 || sl->adder >= 0, "%s: slot %d is not used by the sequence", fn, slot);
+  TE_ARG(s->built, "%s: the sequence is not built (tecore_seq_build)", fn);
+  const struct te_op *o = &s->ops[sl->maker >= 0 ? sl->maker : sl->adder];
+  if (value) te_t2d(value, s->cfg.dtype, o->in_rows, o->in_cols, te_slot_value(s, slot));
+  if (grad) te_t2d(grad, s->cfg.dtype, o->in_rows, o->in_cols, te_slot_grad(s, slot));
+  return TECORE_SUCCESS;
+}
+
+TE_EXPORT tecore_result_t tecore_seq_memory(const tecore_seq_t *s, size_t *param_bytes,
+                                            size_t *total_bytes) {
+  TE_ARG(s, "tecore_seq_memory: seq is NULL");
+  if (param_bytes) *param_bytes = s->bytes_param;
+  if (total_bytes) *total_bytes = s->bytes_total;
+  return TECORE_SUCCESS;
+}

@@ -1,0 +1,327 @@
+/* te/ops.h -- the operation fuser: a sequence of basic operations (Linear,
+ * Bias, activations, norms, Quantize, ConstantScale, residual fork and add,
+ * Identity/Reshape, and communication slots that upper layers fill) run
+ * forward and backward, with fusions chosen separately for each direction
+ * from a registry of patterns.
+ *
+ * Shapes.  A sequence works on 2-D activations [rows][features] (the 2-D
+ * view of te/tensor.h): rows are the tokens of one microbatch, fixed when
+ * the sequence is created, features change from operation to operation
+ * (Linear: out_features; gated activations: half; Reshape: any divisor of
+ * rows * features).  Activations, their gradients and the parameters have
+ * the sequence's dtype (F32, F16 or BF16); parameter gradients are F32.
+ *
+ * Life cycle.
+ *   tecore_seq_create        an empty sequence (host memory only)
+ *   tecore_seq_add           appends operations, in forward order
+ *   tecore_seq_set_recipe    FP8 recipe (any time; NULL: no FP8)
+ *   tecore_seq_build         allocates every buffer (parameters, their
+ *                            gradients, saved activations, FP8 copies and
+ *                            scaling state, scratch), initializes the
+ *                            parameters from the seed, plans the fusions
+ *   tecore_seq_forward / tecore_seq_backward, per microbatch
+ *   tecore_seq_update_scales after a step's last backward (delayed FP8)
+ *   tecore_seq_zero_grad     before the next step's first backward
+ *   tecore_seq_destroy
+ * Forward and backward only queue work on the stream they are given (no
+ * allocation, no host synchronization), so both can be captured into
+ * graphs (libtegraph's graphed callables); a graph bakes in the addresses
+ * and the fusion plan, so capture again after tecore_seq_set_recipe.
+ *
+ * Fusion.  The forward and the backward pass are each covered by groups of
+ * consecutive operations; a group is one operation run by itself or a
+ * fusion pattern that matched there.  The two passes are planned
+ * independently, so the groups differ: e.g. RMSNorm -> Linear -> GELU ->
+ * Linear runs forward as rmsnorm+quantize | linear+bias+gelu (GEMM
+ * epilogue) | linear+bias+add, and backward (FP8) as rmsnorm_bwd_add |
+ * dgelu+dbias+cast_transpose | linear.  Plans are recomputed when the
+ * recipe changes.  tecore_seq_describe and tecore_seq_groups say what was
+ * chosen.  TECORE_SEQ_NO_FUSION (or TE_OPS_FUSION=0) runs every operation
+ * by itself: the reference for the fused plan.
+ *
+ * Gradients.  tecore_seq_backward ADDS each parameter's gradient into its
+ * F32 gradient buffer, so the gradients of several microbatches accumulate
+ * until tecore_seq_zero_grad clears them.  The input gradient (dx) and the
+ * activations' gradients are written, not accumulated.  The buffers are
+ * allocated once by tecore_seq_build and never replaced: an optimizer or a
+ * captured graph may hold their addresses for the sequence's lifetime
+ * (tecore_seq_params).
+ *
+ * Ownership.  The sequence owns every buffer it allocates and frees them in
+ * tecore_seq_destroy.  The input and output tensors of forward and the
+ * gradients of backward are the caller's; forward keeps a reference to its
+ * input (it is the first Linear's saved activation, or a residual), so the
+ * input must stay unchanged until the backward of that microbatch ran.
+ * Objects are not locked: one thread at a time per sequence.  The
+ * registration tables are locked. */
+#ifndef TE_OPS_H
+#define TE_OPS_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <te/result.h>
+#include <te/dtype.h>
+#include <te/device.h>
+#include <te/tensor.h>
+#include <te/recipe.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct tecore_seq tecore_seq_t;
+
+/* Operation kinds.  Kinds below TECORE_OP_BUILTIN_COUNT_ are libtecore's;
+ * the communication kinds have no implementation until an upper layer
+ * registers one (tecore_ops_register_kind); TECORE_OP_USER_FIRST ..
+ * TECORE_OP_KIND_MAX - 1 are free for new kinds. */
+typedef enum tecore_op_kind {
+  TECORE_OP_IDENTITY = 0,          /* y = x */
+  TECORE_OP_RESHAPE = 1,           /* y = x viewed as [rows*features/f][f] */
+  TECORE_OP_LINEAR = 2,            /* y = x W^T (+ b); W [out][in], b [out] */
+  TECORE_OP_BIAS = 3,              /* y = x + b, b [features] */
+  TECORE_OP_GELU = 4,              /* te/activation.h's functions */
+  TECORE_OP_RELU = 5,
+  TECORE_OP_SILU = 6,
+  TECORE_OP_QGELU = 7,
+  TECORE_OP_SWIGLU = 8,            /* gated: [rows][2f] -> [rows][f] */
+  TECORE_OP_GEGLU = 9,
+  TECORE_OP_REGLU = 10,
+  TECORE_OP_LAYERNORM = 11,        /* gamma, beta [features] */
+  TECORE_OP_RMSNORM = 12,          /* gamma [features] */
+  TECORE_OP_QUANTIZE = 13,         /* y = x, plus an FP8 copy of y (FP8 recipe) */
+  TECORE_OP_CONSTANT_SCALE = 14,   /* y = scale * x */
+  TECORE_OP_MAKE_EXTRA_OUTPUT = 15,/* y = x, and x goes to residual slot `slot` */
+  TECORE_OP_ADD_EXTRA_INPUT = 16,  /* y = x + slot `slot` */
+  TECORE_OP_ALLREDUCE = 17,        /* registered by libtecomm */
+  TECORE_OP_REDUCE_SCATTER = 18,   /* registered by libtecomm */
+  TECORE_OP_ALLGATHER = 19,        /* registered by libtecomm */
+  TECORE_OP_BUILTIN_COUNT_ = 20,
+  TECORE_OP_USER_FIRST = 64,
+  TECORE_OP_KIND_MAX = 128
+} tecore_op_kind_t;
+
+/* Residual slots of one sequence: 0 .. TECORE_SEQ_MAX_SLOTS - 1. */
+#define TECORE_SEQ_MAX_SLOTS 16
+
+/* One operation, as tecore_seq_add takes it.  Zero the struct, set kind
+ * and what the kind reads:
+ *   LINEAR            features (out_features, >= 1), bias (0 or 1)
+ *   RESHAPE           features (the new last dimension; divides
+ *                     rows * features of the input)
+ *   LAYERNORM/RMSNORM epsilon (> 0), norm_flags (TECORE_NORM_*, te/norm.h)
+ *   CONSTANT_SCALE    scale (finite)
+ *   MAKE_EXTRA_OUTPUT slot: the residual fork; each slot is made at most
+ *   ADD_EXTRA_INPUT   once and added at most once, made before it is added.
+ *                     A slot added but never made is an extra input the
+ *                     caller writes; one made but never added is an extra
+ *                     output the caller reads (tecore_seq_extra).
+ *   registered kinds  features (passed to the kind's shape function) and ctx
+ * Fields a kind does not read must be 0. */
+struct tecore_op_desc {
+  int kind;             /* tecore_op_kind_t or a registered kind */
+  size_t features;
+  int bias;
+  float epsilon;
+  unsigned norm_flags;
+  float scale;
+  int slot;
+  void *ctx;
+};
+
+/* tecore_seq_config.flags */
+#define TECORE_SEQ_NO_FUSION 0x1u   /* every operation runs by itself */
+
+struct tecore_seq_config {
+  size_t rows;            /* tokens per microbatch (>= 1) */
+  size_t features;        /* the input's last dimension (>= 1) */
+  tecore_dtype_t dtype;   /* activations and parameters: F32, F16 or BF16 */
+  uint64_t seed;          /* parameter initialization (tecore_seq_build) */
+  unsigned flags;         /* TECORE_SEQ_* */
+};
+
+/* Creates an empty sequence (no device memory yet). */
+tecore_result_t tecore_seq_create(const struct tecore_seq_config *cfg, tecore_seq_t **seq);
+/* Waits for the context's queued work (tecore_ctx_synchronize), then
+ * frees the sequence and every buffer it allocated: no graph may use them
+ * afterwards.  Not during a capture. */
+tecore_result_t tecore_seq_destroy(tecore_seq_t *seq);
+/* Appends an operation (before tecore_seq_build); *index (may be NULL)
+ * gets its position.  Checks the description and the shapes now; a
+ * communication kind with no registered implementation returns
+ * TECORE_ERR_NOT_SUPPORTED. */
+tecore_result_t tecore_seq_add(tecore_seq_t *seq, const struct tecore_op_desc *desc,
+                               size_t *index);
+/* Sets the FP8 recipe (copied; NULL: no FP8, the GEMMs take 16-bit
+ * operands).  Delayed and current per-tensor scaling are supported
+ * (other kinds: TECORE_ERR_NOT_SUPPORTED), with E4M3 or HYBRID formats.
+ * After tecore_seq_build it recreates the scaling state on stream and
+ * plans both passes again: no work of the sequence may be queued. */
+tecore_result_t tecore_seq_set_recipe(tecore_seq_t *seq, const struct tecore_recipe *recipe,
+                                      tecore_stream_t stream);
+/* Allocates the buffers, fills the parameters (Linear: uniform in
+ * +-1/sqrt(in_features) for weight and bias, from the seed; Bias, beta: 0;
+ * gamma: 1, or 0 with TECORE_NORM_ZERO_CENTERED_GAMMA), zeroes the
+ * gradients, plans the fusions.  Synchronous (returns when done). */
+tecore_result_t tecore_seq_build(tecore_seq_t *seq, tecore_stream_t stream);
+
+/* Runs the forward pass on stream: in [rows][features] (the sequence's
+ * dtype), out [out_rows][out_features].  noop_flag: 0 or the device
+ * address of an int32; when nonzero at run time the FP8 weight copies
+ * quantized by an earlier forward are reused (later microbatches of a
+ * step; te/fp8.h's no-op flag; libtegraph passes it as io->noop_flag). */
+tecore_result_t tecore_seq_forward(tecore_seq_t *seq, const struct tecore_tensor *in,
+                                   const struct tecore_tensor *out, tecore_devptr_t noop_flag,
+                                   tecore_stream_t stream);
+/* Runs the backward pass of the last forward on stream: dy has out's shape
+ * and dtype; dx (NULL: not wanted) in's.  Parameter gradients are added
+ * into their buffers. */
+tecore_result_t tecore_seq_backward(tecore_seq_t *seq, const struct tecore_tensor *dy,
+                                    const struct tecore_tensor *dx, tecore_stream_t stream);
+/* Zeroes every parameter gradient (and the gradients of extra outputs) on
+ * stream. */
+tecore_result_t tecore_seq_zero_grad(tecore_seq_t *seq, tecore_stream_t stream);
+/* Delayed scaling: folds the amaxes recorded since the last update into
+ * the histories and computes the next scales (tecore_delayed_update for
+ * activations, weights and gradients), on stream.  Call once per step,
+ * after its last backward.  No-op for other recipes and without one. */
+tecore_result_t tecore_seq_update_scales(tecore_seq_t *seq, tecore_stream_t stream);
+
+/* ---- what was built and planned ------------------------------------------ */
+
+typedef enum tecore_seq_dir {
+  TECORE_SEQ_FORWARD = 0,
+  TECORE_SEQ_BACKWARD = 1
+} tecore_seq_dir_t;
+
+/* One group of a pass: ops [first, first + count) run by `name` (a fusion
+ * pattern's name, or the operation kind's name when it runs alone). */
+struct tecore_seq_group {
+  const char *name;
+  size_t first, count;
+};
+/* Lists the groups of pass dir in forward order (backward runs them in
+ * reverse): up to max in groups[], the total in *count.  Needs a built
+ * sequence.  Names stay valid until the plan changes. */
+tecore_result_t tecore_seq_groups(const tecore_seq_t *seq, tecore_seq_dir_t dir,
+                                  struct tecore_seq_group *groups, size_t max, size_t *count);
+/* Writes the plan of dir as one line of text, e.g.
+ *   "forward: make_extra_output[0] | rmsnorm+quantize[1] | linear+bias+gelu[2-3]"
+ * into buf (len bytes, NUL-terminated, truncated to fit); *needed (may be
+ * NULL) gets the length without the NUL.  buf may be NULL with len 0. */
+tecore_result_t tecore_seq_describe(const tecore_seq_t *seq, tecore_seq_dir_t dir, char *buf,
+                                    size_t len, size_t *needed);
+
+/* A parameter and its gradient (both owned by the sequence). */
+struct tecore_seq_param {
+  size_t op;                     /* the operation that owns it */
+  const char *name;              /* "weight", "bias", "gamma", "beta" */
+  struct tecore_tensor value;    /* the sequence's dtype */
+  struct tecore_tensor grad;     /* F32, same shape */
+};
+/* Lists the parameters in operation order: up to max in params[], the
+ * total in *count.  Needs a built sequence. */
+tecore_result_t tecore_seq_params(const tecore_seq_t *seq, struct tecore_seq_param *params,
+                                  size_t max, size_t *count);
+
+/* What an operation is after tecore_seq_add (and, after build, its buffers). */
+struct tecore_op_info {
+  struct tecore_op_desc desc;
+  const char *name;                    /* the kind's name */
+  size_t in_rows, in_features, out_rows, out_features;
+  size_t nparams;                      /* 0, 1 or 2 */
+  struct tecore_tensor param[2];       /* after build: Linear weight, bias; Bias bias;
+                                          norms gamma, beta */
+  struct tecore_tensor grad[2];        /* F32 */
+  struct tecore_tensor saved[2];       /* norms: rsigma, and mu (LayerNorm), F32 [rows] */
+};
+tecore_result_t tecore_seq_op(const tecore_seq_t *seq, size_t index, struct tecore_op_info *info);
+
+/* The residual slot's value and gradient, [rows][features] of the
+ * sequence's dtype.  An extra input (added, never made): write value
+ * before forward; its gradient is written by backward.  An extra output
+ * (made, never added): value after forward (it aliases the activation it
+ * forks: the caller's input when it forks the input); write grad before
+ * backward (zeroed by build and by tecore_seq_zero_grad): backward adds it.
+ * A slot made and added inside the sequence: value and grad as of the last
+ * forward and backward.  Either pointer may be NULL. */
+tecore_result_t tecore_seq_extra(const tecore_seq_t *seq, int slot, struct tecore_tensor *value,
+                                 struct tecore_tensor *grad);
+/* Device bytes the sequence holds (*param_bytes: parameters and their
+ * gradients; *total_bytes: everything); either may be NULL. */
+tecore_result_t tecore_seq_memory(const tecore_seq_t *seq, size_t *param_bytes,
+                                  size_t *total_bytes);
+
+/* ---- registration: new kinds and fusion patterns ------------------------- */
+
+/* What an executor (an operation's own forward or backward, or a fusion)
+ * gets: the group's ops [first, first + count) of seq, and the
+ * activations at its count + 1 boundaries: act[0] the input of op first,
+ * act[count] the output of the last op.  Forward: act[1..count] are the
+ * executor's to write (all of them: later passes read the saved ones).
+ * Backward: act[] as the forward wrote them; grad[count] is the gradient
+ * of the output (read); grad[0..count-1] are the executor's to write
+ * (grad[0] always: it is the next group's input), and parameter gradients
+ * (tecore_seq_op) are to be ADDED to.  Everything must be queued on stream
+ * only, without allocating or synchronizing (capture). */
+struct tecore_seq_exec {
+  tecore_seq_t *seq;
+  tecore_seq_dir_t dir;
+  size_t first, count;
+  const struct tecore_tensor *act;      /* count + 1 */
+  const struct tecore_tensor *grad;     /* backward: count + 1; forward: NULL */
+  tecore_devptr_t noop_flag;            /* forward's argument */
+  const struct tecore_recipe *recipe;   /* NULL: no FP8 */
+  tecore_stream_t stream;
+  void *ctx;                            /* the registration's ctx */
+};
+typedef tecore_result_t (*tecore_seq_exec_fn)(const struct tecore_seq_exec *x);
+
+/* An operation kind's implementation. */
+struct tecore_op_kind_def {
+  const char *name;            /* static string, e.g. "allreduce" */
+  /* output shape from the input's (NULL: the same shape) */
+  tecore_result_t (*shape)(const struct tecore_op_desc *desc, size_t in_rows,
+                           size_t in_features, size_t *out_rows, size_t *out_features,
+                           void *ctx);
+  tecore_seq_exec_fn forward;  /* required */
+  tecore_seq_exec_fn backward; /* required */
+  void *ctx;
+};
+/* Registers the implementation of kind: TECORE_OP_ALLREDUCE,
+ * TECORE_OP_REDUCE_SCATTER, TECORE_OP_ALLGATHER or a kind in
+ * [TECORE_OP_USER_FIRST, TECORE_OP_KIND_MAX).  def is copied; def NULL
+ * removes the registration.  A kind already registered is refused
+ * (remove it first).  Sequences built before keep the old one. */
+tecore_result_t tecore_ops_register_kind(int kind, const struct tecore_op_kind_def *def);
+
+#define TECORE_FUSION_MAX_OPS 8
+/* A fusion pattern: nops consecutive operations of kinds[] (forward
+ * order, in either pass), where applies (NULL: always) says yes for this
+ * place and recipe (recipe NULL: no FP8); run executes the group.
+ * Among the patterns that match, the plan takes the cover of the pass with
+ * the fewest groups, ties broken by priority; registered patterns come
+ * before built-in ones of equal standing. */
+struct tecore_fusion_def {
+  const char *name;            /* static string, unique; shown by describe */
+  tecore_seq_dir_t dir;
+  size_t nops;                 /* 1 .. TECORE_FUSION_MAX_OPS */
+  int kinds[TECORE_FUSION_MAX_OPS];
+  int (*applies)(const tecore_seq_t *seq, size_t first, const struct tecore_recipe *recipe,
+                 void *ctx);
+  tecore_seq_exec_fn run;      /* required */
+  void *ctx;
+  int priority;                /* 0 .. 100; higher wins ties */
+};
+/* Adds a pattern (def is copied) for sequences planned from now on. */
+tecore_result_t tecore_ops_register_fusion(const struct tecore_fusion_def *def);
+/* Removes the registered pattern called name. */
+tecore_result_t tecore_ops_unregister_fusion(const char *name);
+
+/* "linear", "rmsnorm", ... a registered kind's name, or "?". */
+const char *tecore_op_kind_name(int kind);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,1309 @@
+/* check_ops.c -- the operation fuser (te/ops.h): which groups the planner
+ * picks in each pass and how a recipe change moves them; fused and unfused
+ * sequences against each other (F32, BF16, FP8 delayed and current);
+ * every operation's gradients against central finite differences of a
+ * float64 reference of the sequence computed here; gradient accumulation
+ * across microbatches; residual slots as extra inputs and outputs; FP8
+ * weight caching through the no-op flag; a captured forward+backward
+ * replayed against eager runs; registration of kinds and patterns; argument
+ * checks.
+ *
+ * Tolerances.
+ *   Finite differences (F32 sequences, no FP8): the reference is float64,
+ *   the derivative a central difference with step 1e-4 (truncation error
+ *   about 1e-8 relative for these smooth functions); the device works in
+ *   float32 (Linear: bf16 operands made exact by drawing bf16-representable
+ *   inputs, weights and output weights, float accumulation), so analytic
+ *   and numeric gradients agree to |d| <= 2e-4 * max|g| + 2e-3 |g|
+ *   (float32 sums over up to 64 terms plus the norms' rsqrt).  A whole MLP
+ *   block (activations rounded to bf16 between its Linears) gets
+ *   3e-2 * max|g| + 3e-2 |g|.
+ *   Fused vs unfused, as ||a - b|| / ||b|| over each tensor: F32 1e-4
+ *   (the same float math in another order, but an F32 sequence gives its
+ *   GEMMs bf16 copies, and a last-bit float difference that flips a bf16
+ *   rounding moves that element by 2^-8: a few such flips per tensor);
+ *   BF16 2e-2 (bf16 roundings at other places: 2^-8 each, a few per
+ *   value); FP8 0.15 (an E4M3 / E5M2 code that flips because its input was
+ *   rounded differently moves the value by up to 2^-3 / 2^-2 of itself;
+ *   the norm over a tensor averages those few flips down).  FP8 against
+ *   BF16 (two steps, calibrated scales): y 0.1, dx and gradients 0.25.
+ *   Accumulation: the sum of two microbatches' gradients within 1e-6 +
+ *   1e-5 relative (float addition order); caching, zero_grad and graph
+ *   replay: bit for bit (the same kernels on the same data). */
+#include "tests.h"
+#include "common/convert.h"
+
+/* ---- host helpers ---------------------------------------------------------------- */
+
+static tecore_stream_t S(void) { return te_stream; }
+
+static size_t dsz(tecore_dtype_t dt) { return tecore_dtype_size(dt); }
+
+static void to_dev(tecore_devptr_t dst, const float *v, size_t n, tecore_dtype_t dt) {
+  void *h = malloc(n * dsz(dt) + 1);
+  ck_assert(h != NULL);
+  for (size_t i = 0; i < n; i++) {
+    if (dt == TECORE_DTYPE_F32)
+      ((float *)h)[i] = v[i];
+    else if (dt == TECORE_DTYPE_BF16)
+      ((uint16_t *)h)[i] = te_f32_to_bf16(v[i]);
+    else
+      ((uint16_t *)h)[i] = te_f32_to_f16(v[i]);
+  }
+  te_h2d(dst, h, n * dsz(dt));
+  free(h);
+}
+
+static void from_dev(float *v, tecore_devptr_t src, size_t n, tecore_dtype_t dt) {
+  void *h = malloc(n * dsz(dt) + 1);
+  ck_assert(h != NULL);
+  te_d2h(h, src, n * dsz(dt));
+  for (size_t i = 0; i < n; i++) {
+    if (dt == TECORE_DTYPE_F32)
+      v[i] = ((float *)h)[i];
+    else if (dt == TECORE_DTYPE_BF16)
+      v[i] = te_bf16_to_f32(((uint16_t *)h)[i]);
+    else
+      v[i] = te_f16_to_f32(((uint16_t *)h)[i]);
+  }
+  free(h);
+}
+
+static float bf16_round(float f) { return te_bf16_to_f32(te_f32_to_bf16(f)); }
+
+static void rand_fill(float *v, size_t n, float lo, float hi, int bf16_exact, float gap) {
+  for (size_t i = 0; i < n; i++) {
+    float f;
+    do {
+      f = te_rand_float(lo, hi);
+      if (bf16_exact) f = bf16_round(f);
+    } while (gap > 0 && fabsf(f) < gap);
+    v[i] = f;
+  }
+}
+
+static double rel_err(const float *a, const float *b, size_t n) {
+  double num = 0, den = 0;
+  for (size_t i = 0; i < n; i++) {
+    double d = (double)a[i] - b[i];
+    num += d * d;
+    den += (double)b[i] * b[i];
+  }
+  if (den == 0) return num == 0 ? 0 : INFINITY;
+  return sqrt(num / den);
+}
+
+/* a device tensor of the test */
+struct dt2 {
+  struct tecore_tensor t;
+  size_t n;
+};
+static struct dt2 dalloc2(tecore_dtype_t dt, size_t rows, size_t cols) {
+  struct dt2 d;
+  size_t sh[2] = {rows, cols};
+  d.n = rows * cols;
+  TE_OK(tecore_tensor_init(&d.t, dt, 2, sh, te_dalloc(d.n * dsz(dt))));
+  return d;
+}
+static void dfree2(struct dt2 *d) { TE_OK(tecore_mem_free(d->t.data)); }
+
+/* ---- building sequences ------------------------------------------------------------- */
+
+static struct tecore_op_desc op_kind(int kind) {
+  struct tecore_op_desc d;
+  memset(&d, 0, sizeof d);
+  d.kind = kind;
+  return d;
+}
+static struct tecore_op_desc op_linear(size_t out, int bias) {
+  struct tecore_op_desc d = op_kind(TECORE_OP_LINEAR);
+  d.features = out;
+  d.bias = bias;
+  return d;
+}
+static struct tecore_op_desc op_norm(int kind, float eps, unsigned flags) {
+  struct tecore_op_desc d = op_kind(kind);
+  d.epsilon = eps;
+  d.norm_flags = flags;
+  return d;
+}
+static struct tecore_op_desc op_slot(int kind, int slot) {
+  struct tecore_op_desc d = op_kind(kind);
+  d.slot = slot;
+  return d;
+}
+static struct tecore_op_desc op_scale(float s) {
+  struct tecore_op_desc d = op_kind(TECORE_OP_CONSTANT_SCALE);
+  d.scale = s;
+  return d;
+}
+static struct tecore_op_desc op_reshape(size_t f) {
+  struct tecore_op_desc d = op_kind(TECORE_OP_RESHAPE);
+  d.features = f;
+  return d;
+}
+
+/* The MLP block of te-demo: residual fork, RMSNorm, Linear(+bias), GELU,
+ * Linear(+bias), residual add; nblocks of them (slot = block index). */
+static size_t block_ops(struct tecore_op_desc *d, int nblocks, size_t hidden, size_t ffn) {
+  size_t k = 0;
+  for (int b = 0; b < nblocks; b++) {
+    d[k++] = op_slot(TECORE_OP_MAKE_EXTRA_OUTPUT, b);
+    d[k++] = op_norm(TECORE_OP_RMSNORM, 1e-5f, 0);
+    d[k++] = op_linear(ffn, 1);
+    d[k++] = op_kind(TECORE_OP_GELU);
+    d[k++] = op_linear(hidden, 1);
+    d[k++] = op_slot(TECORE_OP_ADD_EXTRA_INPUT, b);
+  }
+  return k;
+}
+
+static tecore_seq_t *make_seq(const struct tecore_op_desc *d, size_t nops, size_t rows,
+                              size_t cols, tecore_dtype_t dt, unsigned flags,
+                              const struct tecore_recipe *r) {
+  struct tecore_seq_config cfg = {.rows = rows, .features = cols, .dtype = dt, .seed = 42,
+                                  .flags = flags};
+  tecore_seq_t *s = NULL;
+  TE_OK(tecore_seq_create(&cfg, &s));
+  for (size_t i = 0; i < nops; i++) TE_OK(tecore_seq_add(s, &d[i], NULL));
+  if (r) TE_OK(tecore_seq_set_recipe(s, r, S()));
+  TE_OK(tecore_seq_build(s, S()));
+  return s;
+}
+
+static void out_shape(tecore_seq_t *s, size_t *rows, size_t *cols) {
+  struct tecore_op_info inf;
+  size_t n = 0;
+  struct tecore_seq_group g[64];
+  TE_OK(tecore_seq_groups(s, TECORE_SEQ_FORWARD, g, 64, &n));
+  size_t last = g[n - 1].first + g[n - 1].count - 1;
+  TE_OK(tecore_seq_op(s, last, &inf));
+  *rows = inf.out_rows;
+  *cols = inf.out_features;
+}
+
+/* Sets every parameter from a seeded draw (norm gammas around 1). */
+static void set_params(tecore_seq_t *s, int bf16_exact) {
+  struct tecore_seq_param p[64];
+  size_t n = 0;
+  TE_OK(tecore_seq_params(s, p, 64, &n));
+  ck_assert(n <= 64);
+  for (size_t i = 0; i < n; i++) {
+    size_t m = tecore_tensor_numel(&p[i].value);
+    float *v = malloc(m * sizeof *v);
+    struct tecore_op_info inf;
+    TE_OK(tecore_seq_op(s, p[i].op, &inf));
+    int gamma = strcmp(p[i].name, "gamma") == 0;
+    int zc = inf.desc.norm_flags & TECORE_NORM_ZERO_CENTERED_GAMMA;
+    if (gamma && !zc)
+      rand_fill(v, m, 0.5f, 1.5f, bf16_exact, 0);
+    else if (strcmp(p[i].name, "weight") == 0) {
+      float a = 1.0f / sqrtf((float)inf.in_features);
+      rand_fill(v, m, -a, a, bf16_exact, 0);
+    } else
+      rand_fill(v, m, -0.5f, 0.5f, bf16_exact, 0);
+    to_dev(p[i].value.data, v, m, p[i].value.dtype);
+    free(v);
+  }
+}
+
+/* Copies the parameters of a into b (same structure). */
+static void copy_params(tecore_seq_t *a, tecore_seq_t *b) {
+  struct tecore_seq_param pa[64], pb[64];
+  size_t na = 0, nb = 0;
+  TE_OK(tecore_seq_params(a, pa, 64, &na));
+  TE_OK(tecore_seq_params(b, pb, 64, &nb));
+  ck_assert_uint_eq(na, nb);
+  for (size_t i = 0; i < na; i++) {
+    size_t bytes = tecore_tensor_numel(&pa[i].value) * dsz(pa[i].value.dtype);
+    TE_OK(tecore_memcpy_async(pb[i].value.data, pa[i].value.data, bytes, S()));
+  }
+  TE_OK(tecore_stream_synchronize(S()));
+}
+
+/* Host copies of every parameter gradient (caller frees each and *g). */
+static float **get_grads(tecore_seq_t *s, size_t *count, size_t *sizes) {
+  struct tecore_seq_param p[64];
+  size_t n = 0;
+  TE_OK(tecore_seq_params(s, p, 64, &n));
+  float **g = calloc(n, sizeof *g);
+  for (size_t i = 0; i < n; i++) {
+    sizes[i] = tecore_tensor_numel(&p[i].grad);
+    g[i] = malloc(sizes[i] * sizeof(float));
+    from_dev(g[i], p[i].grad.data, sizes[i], TECORE_DTYPE_F32);
+  }
+  *count = n;
+  return g;
+}
+static void free_grads(float **g, size_t n) {
+  for (size_t i = 0; i < n; i++) free(g[i]);
+  free(g);
+}
+
+/* ---- the plan ------------------------------------------------------------------------ */
+
+static void expect_plan(tecore_seq_t *s, tecore_seq_dir_t dir, const char *want) {
+  char buf[1024];
+  size_t need = 0;
+  TE_OK(tecore_seq_describe(s, dir, buf, sizeof buf, &need));
+  ck_assert_msg(strcmp(buf, want) == 0, "plan:\n  got  \"%s\"\n  want \"%s\"", buf, want);
+  ck_assert_uint_eq(need, strlen(want));
+}
+
+static const char *FWD_BF16 =
+    "forward: make_extra_output[0] | rmsnorm[1] | linear+bias+gelu[2-3] | linear+bias+add[4-5]";
+static const char *BWD_BF16 =
+    "backward: rmsnorm_bwd_add[0-1] | dgrad+dgelu+dbias[2-4] | add_extra_input[5]";
+static const char *FWD_DELAYED =
+    "forward: make_extra_output[0] | rmsnorm+quantize[1] | linear+bias+gelu[2-3] | "
+    "linear+bias+add[4-5]";
+static const char *FWD_CURRENT =
+    "forward: make_extra_output[0] | rmsnorm[1] | linear+bias+gelu[2-3] | linear+bias+add[4-5]";
+static const char *BWD_FP8 =
+    "backward: rmsnorm_bwd_add[0-1] | dgelu+dbias+cast_transpose[2-3] | linear[4] | "
+    "add_extra_input[5]";
+
+START_TEST(test_plan_block) {
+  struct tecore_op_desc d[12];
+  size_t n = block_ops(d, 1, 64, 128);
+  tecore_seq_t *s = make_seq(d, n, 32, 64, TECORE_DTYPE_BF16, 0, NULL);
+  expect_plan(s, TECORE_SEQ_FORWARD, FWD_BF16);
+  expect_plan(s, TECORE_SEQ_BACKWARD, BWD_BF16);
+
+  /* the two passes are grouped differently */
+  struct tecore_seq_group gf[16], gb[16];
+  size_t nf = 0, nb = 0;
+  TE_OK(tecore_seq_groups(s, TECORE_SEQ_FORWARD, gf, 16, &nf));
+  TE_OK(tecore_seq_groups(s, TECORE_SEQ_BACKWARD, gb, 16, &nb));
+  ck_assert_uint_eq(nf, 4);
+  ck_assert_uint_eq(nb, 3);
+  ck_assert_str_eq(gb[1].name, "dgrad+dgelu+dbias");
+  ck_assert_uint_eq(gb[1].first, 2);
+  ck_assert_uint_eq(gb[1].count, 3);
+  /* the groups cover every op once, in order */
+  for (int dir = 0; dir < 2; dir++) {
+    struct tecore_seq_group *g = dir ? gb : gf;
+    size_t ng = dir ? nb : nf, next = 0;
+    for (size_t k = 0; k < ng; k++) {
+      ck_assert_uint_eq(g[k].first, next);
+      next += g[k].count;
+    }
+    ck_assert_uint_eq(next, n);
+  }
+
+  /* the recipe changes the plan, and back */
+  struct tecore_recipe r;
+  TE_OK(tecore_recipe_init(&r, TECORE_RECIPE_DELAYED));
+  TE_OK(tecore_seq_set_recipe(s, &r, S()));
+  expect_plan(s, TECORE_SEQ_FORWARD, FWD_DELAYED);
+  expect_plan(s, TECORE_SEQ_BACKWARD, BWD_FP8);
+  TE_OK(tecore_recipe_init(&r, TECORE_RECIPE_CURRENT));
+  TE_OK(tecore_seq_set_recipe(s, &r, S()));
+  expect_plan(s, TECORE_SEQ_FORWARD, FWD_CURRENT);   /* the norm writes no current-scaled FP8 */
+  expect_plan(s, TECORE_SEQ_BACKWARD, BWD_FP8);
+  TE_OK(tecore_seq_set_recipe(s, NULL, S()));
+  expect_plan(s, TECORE_SEQ_FORWARD, FWD_BF16);
+  expect_plan(s, TECORE_SEQ_BACKWARD, BWD_BF16);
+  TE_OK(tecore_seq_destroy(s));
+
+  /* no fusion: every op alone, in both passes */
+  s = make_seq(d, n, 32, 64, TECORE_DTYPE_BF16, TECORE_SEQ_NO_FUSION, NULL);
+  expect_plan(s, TECORE_SEQ_FORWARD,
+              "forward: make_extra_output[0] | rmsnorm[1] | linear[2] | gelu[3] | linear[4] | "
+              "add_extra_input[5]");
+  expect_plan(s, TECORE_SEQ_BACKWARD,
+              "backward: make_extra_output[0] | rmsnorm[1] | linear[2] | gelu[3] | linear[4] | "
+              "add_extra_input[5]");
+  TE_OK(tecore_seq_destroy(s));
+
+  /* F32 with FP8: the GEMM's bias / aux type (bf16) differs from the
+   * sequence's, so the epilogue fusions with a bias drop out */
+  TE_OK(tecore_recipe_init(&r, TECORE_RECIPE_DELAYED));
+  s = make_seq(d, n, 32, 64, TECORE_DTYPE_F32, 0, &r);
+  expect_plan(s, TECORE_SEQ_FORWARD,
+              "forward: make_extra_output[0] | rmsnorm+quantize[1] | linear[2] | gelu[3] | "
+              "linear[4] | add_extra_input[5]");
+  expect_plan(s, TECORE_SEQ_BACKWARD, BWD_FP8);
+  TE_OK(tecore_seq_destroy(s));
+}
+END_TEST
+
+START_TEST(test_plan_patterns) {
+  struct tecore_recipe r;
+  TE_OK(tecore_recipe_init(&r, TECORE_RECIPE_DELAYED));
+  /* residual into a Linear: dgrad accumulates into the residual gradient;
+   * separate Bias op; LayerNorm + Quantize op before an FP8 Linear;
+   * ReLU's backward */
+  struct tecore_op_desc d[] = {
+      op_slot(TECORE_OP_MAKE_EXTRA_OUTPUT, 3), op_linear(32, 0), op_kind(TECORE_OP_BIAS),
+      op_kind(TECORE_OP_GELU), op_linear(32, 0), op_slot(TECORE_OP_ADD_EXTRA_INPUT, 3),
+      op_norm(TECORE_OP_LAYERNORM, 1e-5f, 0), op_kind(TECORE_OP_QUANTIZE), op_linear(16, 1),
+      op_kind(TECORE_OP_RELU)};
+  size_t n = sizeof d / sizeof d[0];
+  tecore_seq_t *s = make_seq(d, n, 16, 32, TECORE_DTYPE_BF16, 0, NULL);
+  expect_plan(s, TECORE_SEQ_FORWARD,
+              "forward: make_extra_output[0] | linear+bias+gelu[1-3] | linear+add[4-5] | "
+              "layernorm[6] | quantize[7] | linear[8] | relu[9]");
+  expect_plan(s, TECORE_SEQ_BACKWARD,
+              "backward: make_extra_output[0] | dgrad+dgelu+dbias[1-4] | add_extra_input[5] | "
+              "layernorm[6] | quantize[7] | linear[8] | relu[9]");
+  TE_OK(tecore_seq_set_recipe(s, &r, S()));
+  expect_plan(s, TECORE_SEQ_FORWARD,
+              "forward: make_extra_output[0] | linear+bias+gelu[1-3] | linear+add[4-5] | "
+              "layernorm+quantize[6-7] | linear[8] | relu[9]");
+  expect_plan(s, TECORE_SEQ_BACKWARD,
+              "backward: make_extra_output[0] | dgelu+dbias+cast_transpose[1-3] | linear[4] | "
+              "add_extra_input[5] | layernorm[6] | quantize[7] | drelu+dbias+cast_transpose[8-9]");
+  TE_OK(tecore_seq_destroy(s));
+  /* a fork straight into a Linear: its dgrad accumulates into the
+   * residual's gradient; with and without FP8 */
+  struct tecore_op_desc d2[] = {op_slot(TECORE_OP_MAKE_EXTRA_OUTPUT, 0), op_linear(32, 1),
+                                op_slot(TECORE_OP_ADD_EXTRA_INPUT, 0)};
+  for (int fp8 = 0; fp8 < 2; fp8++) {
+    s = make_seq(d2, 3, 16, 32, TECORE_DTYPE_BF16, 0, fp8 ? &r : NULL);
+    expect_plan(s, TECORE_SEQ_FORWARD, "forward: make_extra_output[0] | linear+bias+add[1-2]");
+    expect_plan(s, TECORE_SEQ_BACKWARD, "backward: linear_dgrad+add[0-1] | add_extra_input[2]");
+    TE_OK(tecore_seq_destroy(s));
+  }
+}
+END_TEST
+
+START_TEST(test_describe_truncates) {
+  struct tecore_op_desc d[12];
+  size_t n = block_ops(d, 1, 64, 128);
+  tecore_seq_t *s = make_seq(d, n, 32, 64, TECORE_DTYPE_BF16, 0, NULL);
+  char buf[16];
+  size_t need = 0;
+  memset(buf, 'x', sizeof buf);
+  TE_OK(tecore_seq_describe(s, TECORE_SEQ_FORWARD, buf, sizeof buf, &need));
+  ck_assert_uint_eq(need, strlen(FWD_BF16));
+  ck_assert_uint_eq(strlen(buf), sizeof buf - 1);
+  ck_assert(strncmp(buf, FWD_BF16, sizeof buf - 1) == 0);
+  need = 0;
+  TE_OK(tecore_seq_describe(s, TECORE_SEQ_BACKWARD, NULL, 0, &need));
+  ck_assert_uint_eq(need, strlen(BWD_BF16));
+  size_t cnt = 99;
+  TE_OK(tecore_seq_groups(s, TECORE_SEQ_BACKWARD, NULL, 0, &cnt));
+  ck_assert_uint_eq(cnt, 3);
+  TE_OK(tecore_seq_destroy(s));
+}
+END_TEST
+
+/* ---- float64 reference of a sequence ------------------------------------------------ */
+
+struct ref {
+  const struct tecore_op_desc *d;
+  size_t nops, rows, cols;
+  double *p[16][2];   /* parameters by op */
+};
+
+static double gelu_d(double x) {
+  return 0.5 * x * (1.0 + tanh(0.7978845608028654 * (x + 0.044715 * x * x * x)));
+}
+static double sigm(double x) { return 1.0 / (1.0 + exp(-x)); }
+static double act_d(int kind, double x) {
+  switch (kind) {
+  case TECORE_OP_GELU:
+  case TECORE_OP_GEGLU: return gelu_d(x);
+  case TECORE_OP_RELU:
+  case TECORE_OP_REGLU: return x > 0 ? x : 0;
+  case TECORE_OP_SILU:
+  case TECORE_OP_SWIGLU: return x * sigm(x);
+  case TECORE_OP_QGELU: return x * sigm(1.702 * x);
+  default: return NAN;
+  }
+}
+
+/* y = the sequence on x (rows x cols); returns y's column count. */
+static size_t ref_forward(const struct ref *R, const double *x, double *y) {
+  size_t rows = R->rows, cols = R->cols, cap = 0;
+  for (size_t i = 0; i < R->nops; i++) {
+    size_t f = R->d[i].features;
+    if (f > cap) cap = f;
+  }
+  cap = (cap > cols ? cap : cols) * 2 * rows + 64;
+  double *a = malloc(cap * sizeof *a), *b = malloc(cap * sizeof *b);
+  double *slot[TECORE_SEQ_MAX_SLOTS] = {0};
+  memcpy(a, x, rows * cols * sizeof *a);
+  for (size_t i = 0; i < R->nops; i++) {
+    const struct tecore_op_desc *o = &R->d[i];
+    double *const *p = R->p[i];
+    size_t oc = cols;
+    switch (o->kind) {
+    case TECORE_OP_LINEAR:
+      oc = o->features;
+      for (size_t r = 0; r < rows; r++)
+        for (size_t j = 0; j < oc; j++) {
+          double acc = o->bias ? p[1][j] : 0.0;
+          for (size_t k = 0; k < cols; k++) acc += a[r * cols + k] * p[0][j * cols + k];
+          b[r * oc + j] = acc;
+        }
+      break;
+    case TECORE_OP_BIAS:
+      for (size_t r = 0; r < rows; r++)
+        for (size_t j = 0; j < cols; j++) b[r * cols + j] = a[r * cols + j] + p[0][j];
+      break;
+    case TECORE_OP_GELU:
+    case TECORE_OP_RELU:
+    case TECORE_OP_SILU:
+    case TECORE_OP_QGELU:
+      for (size_t k = 0; k < rows * cols; k++) b[k] = act_d(o->kind, a[k]);
+      break;
+    case TECORE_OP_SWIGLU:
+    case TECORE_OP_GEGLU:
+    case TECORE_OP_REGLU:
+      oc = cols / 2;
+      for (size_t r = 0; r < rows; r++)
+        for (size_t j = 0; j < oc; j++)
+          b[r * oc + j] = act_d(o->kind, a[r * cols + j]) * a[r * cols + oc + j];
+      break;
+    case TECORE_OP_LAYERNORM:
+    case TECORE_OP_RMSNORM: {
+      int zc = o->norm_flags & TECORE_NORM_ZERO_CENTERED_GAMMA;
+      for (size_t r = 0; r < rows; r++) {
+        const double *xr = a + r * cols;
+        double mean = 0, ms = 0;
+        for (size_t j = 0; j < cols; j++) mean += xr[j];
+        mean /= (double)cols;
+        if (o->kind == TECORE_OP_RMSNORM) mean = 0;
+        for (size_t j = 0; j < cols; j++) ms += (xr[j] - mean) * (xr[j] - mean);
+        ms /= (double)cols;
+        double rs = 1.0 / sqrt(ms + o->epsilon);
+        for (size_t j = 0; j < cols; j++) {
+          double g = zc ? 1.0 + p[0][j] : p[0][j];
+          b[r * cols + j] = (xr[j] - mean) * rs * g + (o->kind == TECORE_OP_LAYERNORM ? p[1][j] : 0);
+        }
+      }
+      break;
+    }
+    case TECORE_OP_CONSTANT_SCALE:
+      for (size_t k = 0; k < rows * cols; k++) b[k] = o->scale * a[k];
+      break;
+    case TECORE_OP_MAKE_EXTRA_OUTPUT:
+      slot[o->slot] = malloc(rows * cols * sizeof(double));
+      memcpy(slot[o->slot], a, rows * cols * sizeof(double));
+      memcpy(b, a, rows * cols * sizeof *b);
+      break;
+    case TECORE_OP_ADD_EXTRA_INPUT:
+      for (size_t k = 0; k < rows * cols; k++) b[k] = a[k] + (slot[o->slot] ? slot[o->slot][k] : 0);
+      break;
+    case TECORE_OP_RESHAPE:
+      oc = o->features;
+      rows = rows * cols / oc;
+      memcpy(b, a, rows * oc * sizeof *b);
+      break;
+    default:   /* identity, quantize */
+      memcpy(b, a, rows * cols * sizeof *b);
+      break;
+    }
+    cols = oc;
+    double *t = a;
+    a = b;
+    b = t;
+  }
+  memcpy(y, a, rows * cols * sizeof *y);
+  for (int k = 0; k < TECORE_SEQ_MAX_SLOTS; k++) free(slot[k]);
+  free(a);
+  free(b);
+  return cols;
+}
+
+/* L = sum w * seq(x) in float64. */
+static double ref_loss(const struct ref *R, const double *x, const double *w, size_t nout) {
+  double *y = malloc(nout * sizeof *y);
+  ref_forward(R, x, y);
+  double L = 0;
+  for (size_t i = 0; i < nout; i++) L += w[i] * y[i];
+  free(y);
+  return L;
+}
+
+/* Checks analytic against central differences over every entry of v. */
+static void fd_check(const struct ref *R, double *x, double *v, size_t nv, const double *w,
+                     size_t nout, const float *analytic, double atol_rel, double rtol,
+                     const char *what) {
+  double *num = malloc(nv * sizeof *num), gmax = 0;
+  for (size_t i = 0; i < nv; i++) {
+    double keep = v[i], h = 1e-4 * (fabs(keep) > 1 ? fabs(keep) : 1);
+    v[i] = keep + h;
+    double lp = ref_loss(R, x, w, nout);
+    v[i] = keep - h;
+    double lm = ref_loss(R, x, w, nout);
+    v[i] = keep;
+    num[i] = (lp - lm) / (2 * h);
+    if (fabs(num[i]) > gmax) gmax = fabs(num[i]);
+  }
+  double atol = atol_rel * (gmax > 0 ? gmax : 1);
+  for (size_t i = 0; i < nv; i++) {
+    double d = fabs(analytic[i] - num[i]);
+    ck_assert_msg(d <= atol + rtol * fabs(num[i]),
+                  "%s[%zu] of %zu: analytic %.9g, finite difference %.9g (|d| %.3g > %.3g + "
+                  "%.3g*|fd|; max |g| %.3g)", what, i, nv, (double)analytic[i], num[i], d, atol,
+                  rtol, gmax);
+  }
+  free(num);
+}
+
+/* One FD case: sequence d (F32, no FP8) on rows x cols; forward output
+ * against the reference, then dx and every parameter gradient against
+ * finite differences. */
+static void fd_case(const struct tecore_op_desc *d, size_t nops, size_t rows, size_t cols,
+                    int bf16_exact, float gap, double atol_rel, double rtol, const char *name) {
+  tecore_seq_t *s = make_seq(d, nops, rows, cols, TECORE_DTYPE_F32, 0, NULL);
+  set_params(s, bf16_exact);
+  size_t orows, ocols;
+  out_shape(s, &orows, &ocols);
+  size_t nin = rows * cols, nout = orows * ocols;
+  struct dt2 x = dalloc2(TECORE_DTYPE_F32, rows, cols), y = dalloc2(TECORE_DTYPE_F32, orows, ocols);
+  struct dt2 dy = dalloc2(TECORE_DTYPE_F32, orows, ocols), dx = dalloc2(TECORE_DTYPE_F32, rows, cols);
+  float *hx = malloc(nin * 4), *hy = malloc(nout * 4), *hw = malloc(nout * 4), *hdx = malloc(nin * 4);
+  rand_fill(hx, nin, -1.5f, 1.5f, bf16_exact, gap);
+  rand_fill(hw, nout, -1.0f, 1.0f, bf16_exact, 0);
+  to_dev(x.t.data, hx, nin, TECORE_DTYPE_F32);
+  to_dev(dy.t.data, hw, nout, TECORE_DTYPE_F32);
+  te_poison_dev_nan(y.t.data, nout);
+  te_poison_dev_nan(dx.t.data, nin);
+  TE_OK(tecore_seq_forward(s, &x.t, &y.t, 0, S()));
+  TE_OK(tecore_seq_backward(s, &dy.t, &dx.t, S()));
+  TE_OK(tecore_stream_synchronize(S()));
+  from_dev(hy, y.t.data, nout, TECORE_DTYPE_F32);
+  from_dev(hdx, dx.t.data, nin, TECORE_DTYPE_F32);
+
+  /* the reference, with the parameters the device holds */
+  struct ref R = {.d = d, .nops = nops, .rows = rows, .cols = cols};
+  struct tecore_seq_param p[32];
+  size_t np = 0;
+  TE_OK(tecore_seq_params(s, p, 32, &np));
+  size_t pidx[32];
+  for (size_t i = 0; i < np; i++) {
+    size_t m = tecore_tensor_numel(&p[i].value);
+    float *f = malloc(m * 4);
+    from_dev(f, p[i].value.data, m, TECORE_DTYPE_F32);
+    size_t slot = (i > 0 && p[i - 1].op == p[i].op) ? 1 : 0;
+    pidx[i] = slot;
+    R.p[p[i].op][slot] = malloc(m * sizeof(double));
+    for (size_t j = 0; j < m; j++) R.p[p[i].op][slot][j] = f[j];
+    free(f);
+  }
+  double *xd = malloc(nin * sizeof *xd), *wd = malloc(nout * sizeof *wd);
+  double *yref = malloc(nout * sizeof *yref);
+  for (size_t i = 0; i < nin; i++) xd[i] = hx[i];
+  for (size_t i = 0; i < nout; i++) wd[i] = hw[i];
+  ck_assert_uint_eq(ref_forward(&R, xd, yref), ocols);
+  double ymax = 0;
+  for (size_t i = 0; i < nout; i++) ymax = fmax(ymax, fabs(yref[i]));
+  for (size_t i = 0; i < nout; i++)
+    ck_assert_msg(fabs(hy[i] - yref[i]) <= atol_rel * ymax + rtol * fabs(yref[i]),
+                  "%s: y[%zu] of %zu is %.9g, reference %.9g", name, i, nout, (double)hy[i],
+                  yref[i]);
+  char what[128];
+  snprintf(what, sizeof what, "%s: dx", name);
+  fd_check(&R, xd, xd, nin, wd, nout, hdx, atol_rel, rtol, what);
+  for (size_t i = 0; i < np; i++) {
+    size_t m = tecore_tensor_numel(&p[i].grad);
+    float *g = malloc(m * 4);
+    from_dev(g, p[i].grad.data, m, TECORE_DTYPE_F32);
+    snprintf(what, sizeof what, "%s: op %zu %s gradient", name, p[i].op, p[i].name);
+    fd_check(&R, xd, R.p[p[i].op][pidx[i]], m, wd, nout, g, atol_rel, rtol, what);
+    free(g);
+  }
+  for (size_t i = 0; i < 16; i++) {
+    free(R.p[i][0]);
+    free(R.p[i][1]);
+  }
+  free(xd);
+  free(wd);
+  free(yref);
+  free(hx);
+  free(hy);
+  free(hw);
+  free(hdx);
+  dfree2(&x);
+  dfree2(&y);
+  dfree2(&dy);
+  dfree2(&dx);
+  TE_OK(tecore_seq_destroy(s));
+}
+
+#define FD_ATOL 2e-4
+#define FD_RTOL 2e-3
+
+START_TEST(test_fd_linear) {
+  struct tecore_op_desc d[] = {op_linear(24, 1)};
+  fd_case(d, 1, 6, 16, 1, 0, FD_ATOL, FD_RTOL, "linear+bias");
+  struct tecore_op_desc d2[] = {op_linear(8, 0)};
+  fd_case(d2, 1, 5, 24, 1, 0, FD_ATOL, FD_RTOL, "linear");
+}
+END_TEST
+
+START_TEST(test_fd_bias_scale_identity) {
+  struct tecore_op_desc d[] = {op_kind(TECORE_OP_BIAS), op_scale(-1.75f),
+                               op_kind(TECORE_OP_IDENTITY), op_reshape(6),
+                               op_kind(TECORE_OP_QUANTIZE)};
+  fd_case(d, 5, 4, 12, 0, 0, FD_ATOL, FD_RTOL, "bias+scale+identity+reshape+quantize");
+}
+END_TEST
+
+START_TEST(test_fd_activations) {
+  static const int kinds[] = {TECORE_OP_GELU, TECORE_OP_RELU, TECORE_OP_SILU, TECORE_OP_QGELU,
+                              TECORE_OP_SWIGLU, TECORE_OP_GEGLU, TECORE_OP_REGLU};
+  for (size_t i = 0; i < sizeof kinds / sizeof kinds[0]; i++) {
+    struct tecore_op_desc d[] = {op_kind(kinds[i])};
+    /* ReLU's kink: inputs stay 0.05 away from 0, more than the FD step */
+    fd_case(d, 1, 5, 16, 0, 0.05f, FD_ATOL, FD_RTOL, tecore_op_kind_name(kinds[i]));
+  }
+}
+END_TEST
+
+START_TEST(test_fd_norms) {
+  struct tecore_op_desc d1[] = {op_norm(TECORE_OP_RMSNORM, 1e-5f, 0)};
+  fd_case(d1, 1, 5, 24, 0, 0, FD_ATOL, FD_RTOL, "rmsnorm");
+  struct tecore_op_desc d2[] = {op_norm(TECORE_OP_LAYERNORM, 1e-3f, 0)};
+  fd_case(d2, 1, 5, 24, 0, 0, FD_ATOL, FD_RTOL, "layernorm");
+  struct tecore_op_desc d3[] = {op_norm(TECORE_OP_RMSNORM, 1e-5f, TECORE_NORM_ZERO_CENTERED_GAMMA),
+                                op_norm(TECORE_OP_LAYERNORM, 1e-5f, TECORE_NORM_ZERO_CENTERED_GAMMA)};
+  fd_case(d3, 2, 4, 16, 0, 0, FD_ATOL, FD_RTOL, "zero-centered norms");
+}
+END_TEST
+
+START_TEST(test_fd_residual) {
+  /* fork, transform, add back; and a fork into a Linear (dgrad + residual) */
+  struct tecore_op_desc d[] = {op_slot(TECORE_OP_MAKE_EXTRA_OUTPUT, 2), op_scale(0.5f),
+                               op_kind(TECORE_OP_SILU), op_slot(TECORE_OP_ADD_EXTRA_INPUT, 2),
+                               op_slot(TECORE_OP_MAKE_EXTRA_OUTPUT, 0),
+                               op_norm(TECORE_OP_RMSNORM, 1e-5f, 0),
+                               op_slot(TECORE_OP_ADD_EXTRA_INPUT, 0)};
+  fd_case(d, 7, 4, 16, 0, 0, FD_ATOL, FD_RTOL, "residuals");
+  struct tecore_op_desc d2[] = {op_slot(TECORE_OP_MAKE_EXTRA_OUTPUT, 5), op_linear(16, 1),
+                                op_slot(TECORE_OP_ADD_EXTRA_INPUT, 5)};
+  fd_case(d2, 3, 4, 16, 1, 0, FD_ATOL, FD_RTOL, "linear with a residual");
+}
+END_TEST
+
+START_TEST(test_fd_block) {
+  /* the whole te-demo block, fused (activations go through bf16 at the
+   * GEMMs, hence the looser tolerance) */
+  struct tecore_op_desc d[12];
+  size_t n = block_ops(d, 2, 16, 32);
+  fd_case(d, n, 4, 16, 1, 0, 3e-2, 3e-2, "mlp blocks");
+}
+END_TEST
+
+/* ---- fused against unfused ------------------------------------------------------------ */
+
+struct run_out {
+  float *y, *dx;
+  float **g;
+  size_t ng, gsz[64], ny, nx;
+};
+
+/* Two microbatches forward + backward (delayed scales updated between
+ * steps), gradients accumulated. */
+static void run_mb(tecore_seq_t *s, struct dt2 *x, struct dt2 *dy, int steps, struct run_out *o) {
+  size_t orows, ocols;
+  out_shape(s, &orows, &ocols);
+  struct dt2 y = dalloc2(x->t.dtype, orows, ocols), dx = dalloc2(x->t.dtype, x->t.shape[0], x->t.shape[1]);
+  for (int st = 0; st < steps; st++) {
+    TE_OK(tecore_seq_zero_grad(s, S()));
+    for (int mb = 0; mb < 2; mb++) {
+      TE_OK(tecore_seq_forward(s, &x[mb].t, &y.t, 0, S()));
+      TE_OK(tecore_seq_backward(s, &dy[mb].t, &dx.t, S()));
+    }
+    TE_OK(tecore_seq_update_scales(s, S()));
+  }
+  TE_OK(tecore_stream_synchronize(S()));
+  o->ny = y.n;
+  o->nx = dx.n;
+  o->y = malloc(y.n * 4);
+  o->dx = malloc(dx.n * 4);
+  from_dev(o->y, y.t.data, y.n, y.t.dtype);
+  from_dev(o->dx, dx.t.data, dx.n, dx.t.dtype);
+  o->g = get_grads(s, &o->ng, o->gsz);
+  dfree2(&y);
+  dfree2(&dx);
+}
+static void free_run(struct run_out *o) {
+  free(o->y);
+  free(o->dx);
+  free_grads(o->g, o->ng);
+}
+
+static void fused_vs_unfused(tecore_dtype_t dt, const struct tecore_recipe *r, double tol,
+                             const char *name) {
+  struct tecore_op_desc d[12];
+  size_t n = block_ops(d, 2, 64, 128), rows = 32, cols = 64;
+  tecore_seq_t *a = make_seq(d, n, rows, cols, dt, 0, r);
+  tecore_seq_t *b = make_seq(d, n, rows, cols, dt, TECORE_SEQ_NO_FUSION, r);
+  set_params(a, 0);
+  copy_params(a, b);
+  struct dt2 x[2], dy[2];
+  for (int mb = 0; mb < 2; mb++) {
+    x[mb] = dalloc2(dt, rows, cols);
+    dy[mb] = dalloc2(dt, rows, cols);
+    float *h = malloc(rows * cols * 4);
+    rand_fill(h, rows * cols, -1.5f, 1.5f, 0, 0);
+    to_dev(x[mb].t.data, h, rows * cols, dt);
+    rand_fill(h, rows * cols, -0.05f, 0.05f, 0, 0);
+    to_dev(dy[mb].t.data, h, rows * cols, dt);
+    free(h);
+  }
+  struct run_out ra, rb;
+  run_mb(a, x, dy, 2, &ra);
+  run_mb(b, x, dy, 2, &rb);
+  double e = rel_err(ra.y, rb.y, ra.ny), worst = e;
+  ck_assert_msg(e <= tol, "%s: y: fused vs unfused relative error %.3g > %.3g", name, e, tol);
+  e = rel_err(ra.dx, rb.dx, ra.nx);
+  worst = fmax(worst, e);
+  ck_assert_msg(e <= tol, "%s: dx: fused vs unfused relative error %.3g > %.3g", name, e, tol);
+  ck_assert_uint_eq(ra.ng, rb.ng);
+  for (size_t i = 0; i < ra.ng; i++) {
+    e = rel_err(ra.g[i], rb.g[i], ra.gsz[i]);
+    worst = fmax(worst, e);
+    ck_assert_msg(e <= tol, "%s: parameter %zu gradient: fused vs unfused relative error %.3g > "
+                  "%.3g", name, i, e, tol);
+  }
+  printf("# %s: fused vs unfused: worst relative error %.3g (tolerance %.3g)\n", name, worst, tol);
+  free_run(&ra);
+  free_run(&rb);
+  for (int mb = 0; mb < 2; mb++) {
+    dfree2(&x[mb]);
+    dfree2(&dy[mb]);
+  }
+  TE_OK(tecore_seq_destroy(a));
+  TE_OK(tecore_seq_destroy(b));
+}
+
+START_TEST(test_fused_f32) { fused_vs_unfused(TECORE_DTYPE_F32, NULL, 1e-4, "f32"); }
+END_TEST
+START_TEST(test_fused_bf16) { fused_vs_unfused(TECORE_DTYPE_BF16, NULL, 2e-2, "bf16"); }
+END_TEST
+START_TEST(test_fused_fp8_delayed) {
+  struct tecore_recipe r;
+  TE_OK(tecore_recipe_init(&r, TECORE_RECIPE_DELAYED));
+  fused_vs_unfused(TECORE_DTYPE_BF16, &r, 0.15, "fp8 delayed (hybrid), bf16");
+  fused_vs_unfused(TECORE_DTYPE_F32, &r, 0.15, "fp8 delayed (hybrid), f32");
+}
+END_TEST
+START_TEST(test_fused_fp8_current) {
+  struct tecore_recipe r;
+  TE_OK(tecore_recipe_init(&r, TECORE_RECIPE_CURRENT));
+  r.format = TECORE_FP8_E4M3;
+  fused_vs_unfused(TECORE_DTYPE_BF16, &r, 0.15, "fp8 current (e4m3), bf16");
+}
+END_TEST
+
+/* FP8 against the same model without FP8: the recipe changes values only
+ * by the FP8 rounding (a loose check that FP8 is wired right). */
+START_TEST(test_fp8_near_bf16) {
+  struct tecore_op_desc d[12];
+  size_t n = block_ops(d, 1, 64, 128), rows = 32, cols = 64;
+  struct tecore_recipe r;
+  TE_OK(tecore_recipe_init(&r, TECORE_RECIPE_DELAYED));
+  tecore_seq_t *a = make_seq(d, n, rows, cols, TECORE_DTYPE_BF16, 0, &r);
+  tecore_seq_t *b = make_seq(d, n, rows, cols, TECORE_DTYPE_BF16, 0, NULL);
+  set_params(a, 0);
+  copy_params(a, b);
+  struct dt2 x[2], dy[2];
+  for (int mb = 0; mb < 2; mb++) {
+    x[mb] = dalloc2(TECORE_DTYPE_BF16, rows, cols);
+    dy[mb] = dalloc2(TECORE_DTYPE_BF16, rows, cols);
+    float *h = malloc(rows * cols * 4);
+    rand_fill(h, rows * cols, -1.5f, 1.5f, 0, 0);
+    to_dev(x[mb].t.data, h, rows * cols, TECORE_DTYPE_BF16);
+    rand_fill(h, rows * cols, -0.05f, 0.05f, 0, 0);
+    to_dev(dy[mb].t.data, h, rows * cols, TECORE_DTYPE_BF16);
+    free(h);
+  }
+  struct run_out ra, rb;
+  run_mb(a, x, dy, 2, &ra);   /* two steps: the second uses calibrated scales */
+  run_mb(b, x, dy, 2, &rb);
+  double ey = rel_err(ra.y, rb.y, ra.ny), ex = rel_err(ra.dx, rb.dx, ra.nx), eg = 0;
+  for (size_t i = 0; i < ra.ng; i++) eg = fmax(eg, rel_err(ra.g[i], rb.g[i], ra.gsz[i]));
+  printf("# fp8 vs bf16: y %.3g, dx %.3g, worst parameter gradient %.3g\n", ey, ex, eg);
+  ck_assert_msg(ey <= 0.1 && ex <= 0.25 && eg <= 0.25,
+                "fp8 vs bf16: y %.3g (<= 0.1), dx %.3g, gradients %.3g (<= 0.25)", ey, ex, eg);
+  free_run(&ra);
+  free_run(&rb);
+  for (int mb = 0; mb < 2; mb++) {
+    dfree2(&x[mb]);
+    dfree2(&dy[mb]);
+  }
+  TE_OK(tecore_seq_destroy(a));
+  TE_OK(tecore_seq_destroy(b));
+}
+END_TEST
+
+/* ---- gradient accumulation --------------------------------------------------------------- */
+
+START_TEST(test_grad_accumulation) {
+  struct tecore_op_desc d[12];
+  size_t n = block_ops(d, 1, 32, 64), rows = 16, cols = 32;
+  tecore_seq_t *s = make_seq(d, n, rows, cols, TECORE_DTYPE_F32, 0, NULL);
+  set_params(s, 0);
+  struct dt2 x[2], dy[2], y = dalloc2(TECORE_DTYPE_F32, rows, cols);
+  for (int mb = 0; mb < 2; mb++) {
+    x[mb] = dalloc2(TECORE_DTYPE_F32, rows, cols);
+    dy[mb] = dalloc2(TECORE_DTYPE_F32, rows, cols);
+    float *h = malloc(rows * cols * 4);
+    rand_fill(h, rows * cols, -1, 1, 0, 0);
+    to_dev(x[mb].t.data, h, rows * cols, TECORE_DTYPE_F32);
+    rand_fill(h, rows * cols, -1, 1, 0, 0);
+    to_dev(dy[mb].t.data, h, rows * cols, TECORE_DTYPE_F32);
+    free(h);
+  }
+  float **g[2], **both, **again;
+  size_t ng = 0, sz[64];
+  for (int mb = 0; mb < 2; mb++) {
+    TE_OK(tecore_seq_zero_grad(s, S()));
+    TE_OK(tecore_seq_forward(s, &x[mb].t, &y.t, 0, S()));
+    TE_OK(tecore_seq_backward(s, &dy[mb].t, NULL, S()));
+    g[mb] = get_grads(s, &ng, sz);
+  }
+  /* both microbatches without zeroing in between: the sum */
+  TE_OK(tecore_seq_zero_grad(s, S()));
+  for (int mb = 0; mb < 2; mb++) {
+    TE_OK(tecore_seq_forward(s, &x[mb].t, &y.t, 0, S()));
+    TE_OK(tecore_seq_backward(s, &dy[mb].t, NULL, S()));
+  }
+  both = get_grads(s, &ng, sz);
+  for (size_t i = 0; i < ng; i++) {
+    float *sum = malloc(sz[i] * 4);
+    for (size_t j = 0; j < sz[i]; j++) sum[j] = g[0][i][j] + g[1][i][j];
+    te_expect_f32_near(both[i], sum, sz[i], 1e-6, 1e-5, "accumulated gradient");
+    free(sum);
+  }
+  /* zeroed each step: the same one-microbatch gradient every time (not 1, 2, 2) */
+  for (int rep = 0; rep < 3; rep++) {
+    TE_OK(tecore_seq_zero_grad(s, S()));
+    TE_OK(tecore_seq_forward(s, &x[0].t, &y.t, 0, S()));
+    TE_OK(tecore_seq_backward(s, &dy[0].t, NULL, S()));
+    again = get_grads(s, &ng, sz);
+    for (size_t i = 0; i < ng; i++)
+      te_expect_f32_bits(again[i], g[0][i], sz[i], "gradient after zero_grad");
+    free_grads(again, ng);
+  }
+  /* the gradient buffers never move */
+  struct tecore_seq_param p1[16], p2[16];
+  size_t n1, n2;
+  TE_OK(tecore_seq_params(s, p1, 16, &n1));
+  TE_OK(tecore_seq_zero_grad(s, S()));
+  TE_OK(tecore_seq_params(s, p2, 16, &n2));
+  for (size_t i = 0; i < n1; i++) ck_assert(p1[i].grad.data == p2[i].grad.data);
+  free_grads(g[0], ng);
+  free_grads(g[1], ng);
+  free_grads(both, ng);
+  for (int mb = 0; mb < 2; mb++) {
+    dfree2(&x[mb]);
+    dfree2(&dy[mb]);
+  }
+  dfree2(&y);
+  TE_OK(tecore_seq_destroy(s));
+}
+END_TEST
+
+/* ---- residual slots as extra inputs and outputs ------------------------------------------- */
+
+START_TEST(test_extra_slots) {
+  size_t rows = 4, cols = 16;
+  /* slot 1 added but never made (extra input); slot 2 made but never added
+   * (extra output) */
+  struct tecore_op_desc d[] = {op_scale(2.0f), op_slot(TECORE_OP_MAKE_EXTRA_OUTPUT, 2),
+                               op_scale(3.0f), op_slot(TECORE_OP_ADD_EXTRA_INPUT, 1)};
+  tecore_seq_t *s = make_seq(d, 4, rows, cols, TECORE_DTYPE_F32, 0, NULL);
+  struct tecore_tensor in1, in1g, out2, out2g;
+  TE_OK(tecore_seq_extra(s, 1, &in1, &in1g));
+  TE_OK(tecore_seq_extra(s, 2, NULL, &out2g));
+  size_t n = rows * cols;
+  float *hx = malloc(n * 4), *he = malloc(n * 4), *hy = malloc(n * 4), *hd = malloc(n * 4),
+        *hg = malloc(n * 4), *want = malloc(n * 4), *hq = malloc(n * 4);
+  rand_fill(hx, n, -1, 1, 0, 0);
+  rand_fill(he, n, -1, 1, 0, 0);
+  rand_fill(hd, n, -1, 1, 0, 0);
+  rand_fill(hq, n, -1, 1, 0, 0);
+  to_dev(in1.data, he, n, TECORE_DTYPE_F32);
+  struct dt2 x = dalloc2(TECORE_DTYPE_F32, rows, cols), y = dalloc2(TECORE_DTYPE_F32, rows, cols);
+  struct dt2 dy = dalloc2(TECORE_DTYPE_F32, rows, cols), dx = dalloc2(TECORE_DTYPE_F32, rows, cols);
+  to_dev(x.t.data, hx, n, TECORE_DTYPE_F32);
+  to_dev(dy.t.data, hd, n, TECORE_DTYPE_F32);
+  TE_OK(tecore_seq_forward(s, &x.t, &y.t, 0, S()));
+  TE_OK(tecore_stream_synchronize(S()));
+  from_dev(hy, y.t.data, n, TECORE_DTYPE_F32);
+  for (size_t i = 0; i < n; i++) want[i] = 6.0f * hx[i] + he[i];
+  te_expect_f32_near(hy, want, n, 0, 1e-6, "y = 3 (2x) + extra input");
+  TE_OK(tecore_seq_extra(s, 2, &out2, NULL));
+  from_dev(hg, out2.data, n, TECORE_DTYPE_F32);
+  for (size_t i = 0; i < n; i++) want[i] = 2.0f * hx[i];
+  te_expect_f32_near(hg, want, n, 0, 1e-6, "extra output = 2x");
+  /* the caller gives the extra output's gradient before backward */
+  to_dev(out2g.data, hq, n, TECORE_DTYPE_F32);
+  TE_OK(tecore_seq_backward(s, &dy.t, &dx.t, S()));
+  TE_OK(tecore_stream_synchronize(S()));
+  from_dev(hg, dx.t.data, n, TECORE_DTYPE_F32);
+  for (size_t i = 0; i < n; i++) want[i] = 2.0f * (3.0f * hd[i] + hq[i]);
+  te_expect_f32_near(hg, want, n, 0, 1e-6, "dx = 2 (3 dy + extra output's gradient)");
+  from_dev(hg, in1g.data, n, TECORE_DTYPE_F32);
+  te_expect_f32_bits(hg, hd, n, "extra input's gradient = dy");
+  free(hx);
+  free(he);
+  free(hy);
+  free(hd);
+  free(hg);
+  free(want);
+  free(hq);
+  dfree2(&x);
+  dfree2(&y);
+  dfree2(&dy);
+  dfree2(&dx);
+  TE_OK(tecore_seq_destroy(s));
+}
+END_TEST
+
+/* ---- FP8 weight caching through the no-op flag ------------------------------------------- */
+
+START_TEST(test_fp8_weight_cache) {
+  size_t rows = 16, cols = 32, n = rows * 32;
+  struct tecore_op_desc d[] = {op_linear(32, 0)};
+  struct tecore_recipe r;
+  TE_OK(tecore_recipe_init(&r, TECORE_RECIPE_DELAYED));
+  tecore_seq_t *s = make_seq(d, 1, rows, cols, TECORE_DTYPE_BF16, 0, &r);
+  set_params(s, 0);
+  struct dt2 x = dalloc2(TECORE_DTYPE_BF16, rows, cols), y = dalloc2(TECORE_DTYPE_BF16, rows, 32);
+  float *h = malloc(n * 4), *y1 = malloc(n * 4), *y2 = malloc(n * 4), *y3 = malloc(n * 4);
+  rand_fill(h, rows * cols, -1, 1, 0, 0);
+  to_dev(x.t.data, h, rows * cols, TECORE_DTYPE_BF16);
+  tecore_devptr_t flag = te_dalloc(4);
+  /* first microbatch: the weight is quantized */
+  TE_OK(tecore_memset_d32_async(flag, 0, 1, S()));
+  TE_OK(tecore_seq_forward(s, &x.t, &y.t, flag, S()));
+  TE_OK(tecore_stream_synchronize(S()));
+  from_dev(y1, y.t.data, n, TECORE_DTYPE_BF16);
+  /* new weights but the flag set: the cached FP8 weight is used */
+  set_params(s, 0);
+  TE_OK(tecore_memset_d32_async(flag, 1, 1, S()));
+  te_poison_dev(y.t.data, n * 2);
+  TE_OK(tecore_seq_forward(s, &x.t, &y.t, flag, S()));
+  TE_OK(tecore_stream_synchronize(S()));
+  from_dev(y2, y.t.data, n, TECORE_DTYPE_BF16);
+  te_expect_f32_bits(y2, y1, n, "y with the cached FP8 weight");
+  /* flag clear: the new weight is quantized */
+  TE_OK(tecore_memset_d32_async(flag, 0, 1, S()));
+  TE_OK(tecore_seq_forward(s, &x.t, &y.t, flag, S()));
+  TE_OK(tecore_stream_synchronize(S()));
+  from_dev(y3, y.t.data, n, TECORE_DTYPE_BF16);
+  ck_assert_msg(rel_err(y3, y1, n) > 0.1, "the new weights did not reach the output");
+  TE_OK(tecore_mem_free(flag));
+  free(h);
+  free(y1);
+  free(y2);
+  free(y3);
+  dfree2(&x);
+  dfree2(&y);
+  TE_OK(tecore_seq_destroy(s));
+}
+END_TEST
+
+/* ---- a captured step replays like eager runs ----------------------------------------------- */
+
+START_TEST(test_capture_replay) {
+  struct tecore_op_desc d[12];
+  size_t n = block_ops(d, 1, 64, 128), rows = 32, cols = 64;
+  for (int fp8 = 0; fp8 < 2; fp8++) {
+    struct tecore_recipe r;
+    TE_OK(tecore_recipe_init(&r, TECORE_RECIPE_DELAYED));
+    tecore_seq_t *a = make_seq(d, n, rows, cols, TECORE_DTYPE_BF16, 0, fp8 ? &r : NULL);
+    tecore_seq_t *b = make_seq(d, n, rows, cols, TECORE_DTYPE_BF16, 0, fp8 ? &r : NULL);
+    set_params(a, 0);
+    copy_params(a, b);
+    struct dt2 x = dalloc2(TECORE_DTYPE_BF16, rows, cols), dy = dalloc2(TECORE_DTYPE_BF16, rows, cols);
+    struct dt2 ya = dalloc2(TECORE_DTYPE_BF16, rows, cols), yb = dalloc2(TECORE_DTYPE_BF16, rows, cols);
+    float *h = malloc(rows * cols * 4);
+    rand_fill(h, rows * cols, -1, 1, 0, 0);
+    to_dev(x.t.data, h, rows * cols, TECORE_DTYPE_BF16);
+    rand_fill(h, rows * cols, -0.1f, 0.1f, 0, 0);
+    to_dev(dy.t.data, h, rows * cols, TECORE_DTYPE_BF16);
+    /* warm up b once eagerly (the GEMM workspace of the stream), then capture */
+    TE_OK(tecore_seq_forward(b, &x.t, &yb.t, 0, S()));
+    TE_OK(tecore_seq_backward(b, &dy.t, NULL, S()));
+    TE_OK(tecore_seq_zero_grad(b, S()));
+    TE_OK(tecore_seq_forward(a, &x.t, &ya.t, 0, S()));
+    TE_OK(tecore_seq_backward(a, &dy.t, NULL, S()));
+    TE_OK(tecore_seq_zero_grad(a, S()));
+    TE_OK(tecore_stream_synchronize(S()));
+    tecore_graph_t g;
+    tecore_graph_exec_t ge;
+    TE_OK(tecore_stream_begin_capture(S(), TECORE_CAPTURE_THREAD_LOCAL));
+    TE_OK(tecore_seq_forward(b, &x.t, &yb.t, 0, S()));
+    TE_OK(tecore_seq_backward(b, &dy.t, NULL, S()));
+    TE_OK(tecore_seq_update_scales(b, S()));
+    TE_OK(tecore_stream_end_capture(S(), &g));
+    TE_OK(tecore_graph_instantiate(&ge, g));
+    for (int rep = 0; rep < 3; rep++) {
+      TE_OK(tecore_seq_forward(a, &x.t, &ya.t, 0, S()));
+      TE_OK(tecore_seq_backward(a, &dy.t, NULL, S()));
+      TE_OK(tecore_seq_update_scales(a, S()));
+      TE_OK(tecore_graph_launch(ge, S()));
+    }
+    TE_OK(tecore_stream_synchronize(S()));
+    float *fa = malloc(rows * cols * 4), *fb = malloc(rows * cols * 4);
+    from_dev(fa, ya.t.data, rows * cols, TECORE_DTYPE_BF16);
+    from_dev(fb, yb.t.data, rows * cols, TECORE_DTYPE_BF16);
+    te_expect_f32_bits(fb, fa, rows * cols, "replayed y");
+    size_t ng, sz[64];
+    float **ga = get_grads(a, &ng, sz), **gb = get_grads(b, &ng, sz);
+    for (size_t i = 0; i < ng; i++) te_expect_f32_bits(gb[i], ga[i], sz[i], "replayed gradient");
+    free_grads(ga, ng);
+    free_grads(gb, ng);
+    free(fa);
+    free(fb);
+    free(h);
+    TE_OK(tecore_graph_exec_destroy(ge));
+    TE_OK(tecore_graph_destroy(g));
+    dfree2(&x);
+    dfree2(&dy);
+    dfree2(&ya);
+    dfree2(&yb);
+    TE_OK(tecore_seq_destroy(a));
+    TE_OK(tecore_seq_destroy(b));
+  }
+}
+END_TEST
+
+/* ---- registration ------------------------------------------------------------------------ */
+
+/* A user kind: y = 2x (shape kept) */
+static tecore_result_t twice_fwd(const struct tecore_seq_exec *x) {
+  size_t n = x->act[0].shape[0] * x->act[0].shape[1];
+  return tecore_scale_add(x->act[1].data, x->act[0].data, 2.0f, x->act[0].data, 0.0f,
+                          x->act[0].dtype, n, x->stream);
+}
+static tecore_result_t twice_bwd(const struct tecore_seq_exec *x) {
+  size_t n = x->grad[0].shape[0] * x->grad[0].shape[1];
+  return tecore_scale_add(x->grad[0].data, x->grad[1].data, 2.0f, x->grad[1].data, 0.0f,
+                          x->grad[0].dtype, n, x->stream);
+}
+/* A pattern over [twice, constant_scale]: y = 2 s x in one kernel */
+static int fused_calls;
+static tecore_result_t twice_scale_fwd(const struct tecore_seq_exec *x) {
+  struct tecore_op_info inf;
+  tecore_result_t r0 = tecore_seq_op(x->seq, x->first + 1, &inf);
+  if (r0 != TECORE_SUCCESS) return r0;
+  fused_calls++;
+  size_t n = x->act[0].shape[0] * x->act[0].shape[1];
+  /* act[1] is written too (later passes may read saved activations) */
+  tecore_result_t r = tecore_scale_add(x->act[1].data, x->act[0].data, 2.0f, x->act[0].data,
+                                       0.0f, x->act[0].dtype, n, x->stream);
+  if (r) return r;
+  return tecore_scale_add(x->act[2].data, x->act[0].data, 2.0f * inf.desc.scale, x->act[0].data,
+                          0.0f, x->act[0].dtype, n, x->stream);
+}
+static int only_f32(const tecore_seq_t *s, size_t first, const struct tecore_recipe *r, void *ctx) {
+  (void)r;
+  (void)ctx;
+  struct tecore_op_info inf;
+  return tecore_seq_op(s, first, &inf) == TECORE_SUCCESS && inf.in_features % 2 == 0;
+}
+
+START_TEST(test_register) {
+  /* a communication kind with nothing registered */
+  struct tecore_seq_config cfg = {.rows = 4, .features = 16, .dtype = TECORE_DTYPE_F32};
+  tecore_seq_t *s;
+  TE_OK(tecore_seq_create(&cfg, &s));
+  struct tecore_op_desc ar = op_kind(TECORE_OP_ALLREDUCE);
+  TE_EXPECT_ERR(TECORE_ERR_NOT_SUPPORTED, "allreduce", tecore_seq_add(s, &ar, NULL));
+  struct tecore_op_desc u = op_kind(TECORE_OP_USER_FIRST + 3);
+  TE_EXPECT_INVALID("not registered", tecore_seq_add(s, &u, NULL));
+  TE_OK(tecore_seq_destroy(s));
+
+  /* register the allreduce slot (as identity: one rank) and a user kind */
+  struct tecore_op_kind_def kd = {.name = "twice", .forward = twice_fwd, .backward = twice_bwd};
+  TE_OK(tecore_ops_register_kind(TECORE_OP_USER_FIRST + 3, &kd));
+  TE_EXPECT_INVALID("already registered", tecore_ops_register_kind(TECORE_OP_USER_FIRST + 3, &kd));
+  struct tecore_op_kind_def kar = {.name = "allreduce(1 rank)", .forward = twice_fwd,
+                                   .backward = twice_bwd};
+  TE_OK(tecore_ops_register_kind(TECORE_OP_ALLREDUCE, &kar));
+  ck_assert_str_eq(tecore_op_kind_name(TECORE_OP_USER_FIRST + 3), "twice");
+  struct tecore_fusion_def fd = {.name = "twice+scale", .dir = TECORE_SEQ_FORWARD, .nops = 2,
+                                 .kinds = {TECORE_OP_USER_FIRST + 3, TECORE_OP_CONSTANT_SCALE},
+                                 .applies = only_f32, .run = twice_scale_fwd, .priority = 5};
+  TE_OK(tecore_ops_register_fusion(&fd));
+  TE_EXPECT_INVALID("already registered", tecore_ops_register_fusion(&fd));
+  struct tecore_fusion_def bad = fd;
+  bad.name = "rmsnorm_bwd_add";
+  TE_EXPECT_INVALID("built-in", tecore_ops_register_fusion(&bad));
+
+  struct tecore_op_desc d[] = {u, op_scale(0.5f), ar};
+  s = make_seq(d, 3, 4, 16, TECORE_DTYPE_F32, 0, NULL);
+  expect_plan(s, TECORE_SEQ_FORWARD, "forward: twice+scale[0-1] | allreduce(1 rank)[2]");
+  expect_plan(s, TECORE_SEQ_BACKWARD, "backward: twice[0] | constant_scale[1] | allreduce(1 rank)[2]");
+  struct dt2 x = dalloc2(TECORE_DTYPE_F32, 4, 16), y = dalloc2(TECORE_DTYPE_F32, 4, 16);
+  struct dt2 dx = dalloc2(TECORE_DTYPE_F32, 4, 16);
+  float hx[64], hy[64], want[64];
+  rand_fill(hx, 64, -1, 1, 0, 0);
+  to_dev(x.t.data, hx, 64, TECORE_DTYPE_F32);
+  fused_calls = 0;
+  TE_OK(tecore_seq_forward(s, &x.t, &y.t, 0, S()));
+  TE_OK(tecore_seq_backward(s, &x.t, &dx.t, S()));
+  TE_OK(tecore_stream_synchronize(S()));
+  ck_assert_int_eq(fused_calls, 1);
+  from_dev(hy, y.t.data, 64, TECORE_DTYPE_F32);
+  for (int i = 0; i < 64; i++) want[i] = 2.0f * hx[i];   /* 2 * 0.5 * x, then twice */
+  te_expect_f32_near(hy, want, 64, 0, 1e-6, "registered kind and pattern: y");
+  from_dev(hy, dx.t.data, 64, TECORE_DTYPE_F32);
+  te_expect_f32_near(hy, want, 64, 0, 1e-6, "registered kind and pattern: dx");
+  TE_OK(tecore_seq_destroy(s));
+
+  /* removed: the plan no longer has it */
+  TE_OK(tecore_ops_unregister_fusion("twice+scale"));
+  TE_EXPECT_INVALID("twice+scale", tecore_ops_unregister_fusion("twice+scale"));
+  s = make_seq(d, 3, 4, 16, TECORE_DTYPE_F32, 0, NULL);
+  expect_plan(s, TECORE_SEQ_FORWARD, "forward: twice[0] | constant_scale[1] | allreduce(1 rank)[2]");
+  TE_OK(tecore_seq_destroy(s));
+  TE_OK(tecore_ops_register_kind(TECORE_OP_ALLREDUCE, NULL));
+  TE_OK(tecore_ops_register_kind(TECORE_OP_USER_FIRST + 3, NULL));
+  TE_EXPECT_INVALID("not registered", tecore_ops_register_kind(TECORE_OP_ALLREDUCE, NULL));
+  dfree2(&x);
+  dfree2(&y);
+  dfree2(&dx);
+}
+END_TEST
+
+/* ---- argument checks ----------------------------------------------------------------------- */
+
+START_TEST(test_args) {
+  struct tecore_seq_config cfg = {.rows = 16, .features = 32, .dtype = TECORE_DTYPE_BF16};
+  tecore_seq_t *s = NULL;
+  TE_EXPECT_INVALID("cfg", tecore_seq_create(NULL, &s));
+  TE_EXPECT_INVALID("seq", tecore_seq_create(&cfg, NULL));
+  struct tecore_seq_config bad = cfg;
+  bad.dtype = TECORE_DTYPE_E4M3;
+  TE_EXPECT_INVALID("dtype", tecore_seq_create(&bad, &s));
+  bad = cfg;
+  bad.rows = 0;
+  TE_EXPECT_INVALID("rows", tecore_seq_create(&bad, &s));
+  bad = cfg;
+  bad.flags = 0x80;
+  TE_EXPECT_INVALID("flags", tecore_seq_create(&bad, &s));
+  TE_OK(tecore_seq_create(&cfg, &s));
+  TE_EXPECT_INVALID("build", tecore_seq_build(s, S()));   /* no operations */
+  TE_EXPECT_INVALID("desc", tecore_seq_add(s, NULL, NULL));
+  struct tecore_op_desc d = op_linear(0, 0);
+  TE_EXPECT_INVALID("features", tecore_seq_add(s, &d, NULL));
+  d = op_linear(16, 2);
+  TE_EXPECT_INVALID("bias", tecore_seq_add(s, &d, NULL));
+  d = op_kind(TECORE_OP_GELU);
+  d.features = 3;
+  TE_EXPECT_INVALID("features", tecore_seq_add(s, &d, NULL));
+  d = op_norm(TECORE_OP_RMSNORM, 0.0f, 0);
+  TE_EXPECT_INVALID("epsilon", tecore_seq_add(s, &d, NULL));
+  d = op_norm(TECORE_OP_RMSNORM, 1e-5f, 0x8);
+  TE_EXPECT_INVALID("norm_flags", tecore_seq_add(s, &d, NULL));
+  d = op_reshape(7);
+  TE_EXPECT_INVALID("divide", tecore_seq_add(s, &d, NULL));
+  d = op_slot(TECORE_OP_ADD_EXTRA_INPUT, TECORE_SEQ_MAX_SLOTS);
+  TE_EXPECT_INVALID("slot", tecore_seq_add(s, &d, NULL));
+  d = op_kind(-1);
+  TE_EXPECT_INVALID("kind", tecore_seq_add(s, &d, NULL));
+  d = op_slot(TECORE_OP_ADD_EXTRA_INPUT, 0);
+  TE_OK(tecore_seq_add(s, &d, NULL));
+  TE_EXPECT_INVALID("already added", tecore_seq_add(s, &d, NULL));
+  d = op_slot(TECORE_OP_MAKE_EXTRA_OUTPUT, 0);
+  TE_EXPECT_INVALID("before", tecore_seq_add(s, &d, NULL));
+  d = op_linear(24, 1);
+  TE_OK(tecore_seq_add(s, &d, NULL));
+  d = op_kind(TECORE_OP_SWIGLU);
+  TE_OK(tecore_seq_add(s, &d, NULL));   /* 24 -> 12 */
+  struct tecore_op_info inf;
+  TE_OK(tecore_seq_op(s, 2, &inf));
+  ck_assert_uint_eq(inf.out_features, 12);
+  TE_EXPECT_INVALID("index", tecore_seq_op(s, 3, &inf));
+  size_t cnt;
+  TE_EXPECT_INVALID("not built", tecore_seq_groups(s, TECORE_SEQ_FORWARD, NULL, 0, &cnt));
+  TE_EXPECT_INVALID("not built", tecore_seq_params(s, NULL, 0, &cnt));
+  /* FP8: 24 and 12 are not multiples of 16 */
+  struct tecore_recipe r;
+  TE_OK(tecore_recipe_init(&r, TECORE_RECIPE_DELAYED));
+  TE_EXPECT_INVALID("multiples of 16", tecore_seq_set_recipe(s, &r, S()));
+  TE_OK(tecore_recipe_init(&r, TECORE_RECIPE_MXFP8));
+  TE_EXPECT_ERR(TECORE_ERR_NOT_SUPPORTED, "mxfp8", tecore_seq_set_recipe(s, &r, S()));
+  TE_OK(tecore_recipe_init(&r, TECORE_RECIPE_DELAYED));
+  r.format = TECORE_FP8_E5M2;
+  TE_EXPECT_ERR(TECORE_ERR_NOT_SUPPORTED, "E5M2", tecore_seq_set_recipe(s, &r, S()));
+  TE_OK(tecore_seq_build(s, S()));
+  TE_EXPECT_INVALID("already built", tecore_seq_build(s, S()));
+  d = op_kind(TECORE_OP_GELU);
+  TE_EXPECT_INVALID("built", tecore_seq_add(s, &d, NULL));
+  TE_EXPECT_INVALID("dir", tecore_seq_groups(s, (tecore_seq_dir_t)5, NULL, 0, &cnt));
+  TE_EXPECT_INVALID("count", tecore_seq_groups(s, TECORE_SEQ_FORWARD, NULL, 0, NULL));
+  TE_EXPECT_INVALID("buf", tecore_seq_describe(s, TECORE_SEQ_FORWARD, NULL, 5, NULL));
+  TE_EXPECT_INVALID("slot", tecore_seq_extra(s, 5, NULL, NULL));
+
+  struct dt2 x = dalloc2(TECORE_DTYPE_BF16, 16, 32), y = dalloc2(TECORE_DTYPE_BF16, 16, 12);
+  struct dt2 xf = dalloc2(TECORE_DTYPE_F32, 16, 32), yw = dalloc2(TECORE_DTYPE_BF16, 16, 13);
+  TE_EXPECT_INVALID("no forward", tecore_seq_backward(s, &y.t, NULL, S()));
+  TE_EXPECT_INVALID("in", tecore_seq_forward(s, NULL, &y.t, 0, S()));
+  TE_EXPECT_INVALID("dtype", tecore_seq_forward(s, &xf.t, &y.t, 0, S()));
+  TE_EXPECT_INVALID("out", tecore_seq_forward(s, &x.t, &yw.t, 0, S()));
+  TE_EXPECT_INVALID("noop_flag", tecore_seq_forward(s, &x.t, &y.t, 2, S()));
+  TE_OK(tecore_seq_forward(s, &x.t, &y.t, 0, S()));
+  TE_EXPECT_INVALID("dy", tecore_seq_backward(s, &yw.t, NULL, S()));
+  TE_EXPECT_INVALID("dx", tecore_seq_backward(s, &y.t, &y.t, S()));
+  TE_OK(tecore_seq_backward(s, &y.t, &x.t, S()));
+  TE_OK(tecore_stream_synchronize(S()));
+  TE_EXPECT_INVALID("seq", tecore_seq_forward(NULL, &x.t, &y.t, 0, S()));
+  TE_EXPECT_INVALID("seq", tecore_seq_backward(NULL, &y.t, NULL, S()));
+  TE_EXPECT_INVALID("seq", tecore_seq_zero_grad(NULL, S()));
+  TE_EXPECT_INVALID("seq", tecore_seq_update_scales(NULL, S()));
+  TE_EXPECT_INVALID("seq", tecore_seq_memory(NULL, NULL, NULL));
+  TE_EXPECT_INVALID("seq", tecore_seq_destroy(NULL));
+  TE_EXPECT_INVALID("seq", tecore_seq_set_recipe(NULL, NULL, S()));
+  TE_EXPECT_INVALID("kind", tecore_ops_register_kind(TECORE_OP_LINEAR, NULL));
+  struct tecore_op_kind_def kd = {.name = "x"};
+  TE_EXPECT_INVALID("forward", tecore_ops_register_kind(TECORE_OP_USER_FIRST, &kd));
+  struct tecore_fusion_def fd = {.name = "p", .nops = 0};
+  TE_EXPECT_INVALID("nops", tecore_ops_register_fusion(&fd));
+  TE_EXPECT_INVALID("def", tecore_ops_register_fusion(NULL));
+  TE_EXPECT_INVALID("name", tecore_ops_unregister_fusion(NULL));
+  ck_assert_str_eq(tecore_op_kind_name(TECORE_OP_RMSNORM), "rmsnorm");
+  ck_assert_str_eq(tecore_op_kind_name(-3), "?");
+  size_t pb = 0, tb = 0;
+  TE_OK(tecore_seq_memory(s, &pb, &tb));
+  ck_assert(pb >= (24 * 32 + 24) * (2 + 4) && tb > pb);
+  dfree2(&x);
+  dfree2(&y);
+  dfree2(&xf);
+  dfree2(&yw);
+  TE_OK(tecore_seq_destroy(s));
+}
+END_TEST
+
+static Suite *ops_suite(void) {
+  Suite *s = suite_create("ops");
+  TCase *tc = te_tcase(s, "plan", 1);
+  tcase_add_test(tc, test_plan_block);
+  tcase_add_test(tc, test_plan_patterns);
+  tcase_add_test(tc, test_describe_truncates);
+  tc = te_tcase(s, "finite_differences", 1);
+  tcase_add_test(tc, test_fd_linear);
+  tcase_add_test(tc, test_fd_bias_scale_identity);
+  tcase_add_test(tc, test_fd_activations);
+  tcase_add_test(tc, test_fd_norms);
+  tcase_add_test(tc, test_fd_residual);
+  tcase_add_test(tc, test_fd_block);
+  tc = te_tcase(s, "fused", 1);
+  tcase_add_test(tc, test_fused_f32);
+  tcase_add_test(tc, test_fused_bf16);
+  tcase_add_test(tc, test_fused_fp8_delayed);
+  tcase_add_test(tc, test_fused_fp8_current);
+  tcase_add_test(tc, test_fp8_near_bf16);
+  tc = te_tcase(s, "state", 1);
+  tcase_add_test(tc, test_grad_accumulation);
+  tcase_add_test(tc, test_extra_slots);
+  tcase_add_test(tc, test_fp8_weight_cache);
+  tcase_add_test(tc, test_capture_replay);
+  tc = te_tcase(s, "api", 1);
+  tcase_add_test(tc, test_register);
+  tcase_add_test(tc, test_args);
+  return s;
+}
+
+TE_TEST_MAIN(ops_suite, TE_TEST_DEVICE)
