@@ -20,9 +20,10 @@
  *     stays below 2^-17 * S), 2^-11 * S for FP8 inputs (Hopper's FP8
  *     tensor cores keep about 13 bits when they align partial sums),
  *     2^-8 * S with FP8 fast accumulation;
- *   epilogue: 2 ulps of the 16-bit compute type relative to S when bias,
- *     beta*C or an aux output is involved (cuBLASLt may round alpha*AB, and
- *     the sum with bias, to that type in its epilogue: seen on an H100);
+ *   epilogue: 2 ulps of the 16-bit compute type relative to S when bias
+ *     or beta*C is involved, 4 with a GELU aux output (cuBLASLt rounds
+ *     alpha*AB, the sum with bias and the aux it stores to that type in its
+ *     epilogue: differences up to 1.4x the 2-ulp bound seen on an H100);
  *   GELU and its derivative as a GPU evaluates them: 2^-10 relative to
  *     the pre-activation (the tanh form with a hardware tanh);
  *   output rounding: 1 ulp of D's type at |y| (bf16 2^-7, f16 2^-10,
@@ -318,7 +319,8 @@ static int run_case(struct gcase *g) {
   double tol_acc = g->fast_accum ? 0x1p-8 : is_fp8(g->at) ? 0x1p-11 : 0x1p-14;
   /* cuBLASLt may round alpha*AB to the 16-bit compute type before the
    * epilogue adds bias or beta*C: one ulp of that type, relative to S */
-  double tol_mid = (bias_in || g->beta != 0.0f || aux_out) && !is_fp8(g->comp) ? 2 * rel_ulp(g->comp) : 0;
+  double tol_mid = (bias_in || g->beta != 0.0f || aux_out) && !is_fp8(g->comp)
+                       ? (aux_out ? 4 : 2) * rel_ulp(g->comp) : 0;
   double ymax = 0, errmax = 0;
   for (size_t i = 0; i < m; i++)
     for (size_t j = 0; j < n; j++) {

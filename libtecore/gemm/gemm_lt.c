@@ -297,6 +297,10 @@ static void describe(const struct te_gemm_problem *p, char *buf, size_t n) {
            tecore_gemm_epilogue_name(p->epilogue), p->fast_accum ? ", fast accumulation" : "");
 }
 
+/* Bytes at the head of the workspace for re-aligned FP8 scalars (keeps
+ * the rest 256-byte aligned, as cuBLASLt likes its workspace). */
+#define TE_LT_SCALAR_SLOTS 256
+
 tecore_result_t te_gemm_lt_run(const struct te_gemm_problem *p, tecore_stream_t stream) {
   cublasLtHandle_t handle;
   TE_CHECK(te_lt_ready(&handle));
@@ -341,6 +345,42 @@ tecore_result_t te_gemm_lt_run(const struct te_gemm_problem *p, tecore_stream_t 
   } else {
     TE_CHECK(internal_workspace(stream, &c.ws, &c.ws_bytes));
   }
+  /* cuBLASLt on Hopper refuses FP8 scale and amax pointers that are not
+   * 16-byte aligned (CUBLAS_STATUS_NOT_SUPPORTED at cublasLtMatmul, seen
+   * with 13.1 on an H100), and packed per-tensor arrays (a delayed-scaling
+   * state, the fuser's) have them at 4-byte steps.  Such scalars go through
+   * 16-byte slots at the head of the workspace, copied in stream order. */
+  struct te_gemm_problem aligned;
+  tecore_devptr_t amax_back = 0;
+  if (p->fp8 && (p->a.scale_inv % 16 || p->b.scale_inv % 16 || p->d_scale % 16 ||
+                 p->d_amax % 16)) {
+    if (c.ws_bytes < 2 * TE_LT_SCALAR_SLOTS)
+      return TE_ERR(TECORE_ERR_NOT_SUPPORTED, "tecore_gemm: FP8 scale or amax pointers that are "
+                    "not 16-byte aligned need a workspace of at least %d bytes (got %zu)",
+                    2 * TE_LT_SCALAR_SLOTS, c.ws_bytes);
+    tecore_devptr_t slot = c.ws;
+    c.ws += TE_LT_SCALAR_SLOTS;
+    c.ws_bytes -= TE_LT_SCALAR_SLOTS;
+    aligned = *p;
+    if (p->a.scale_inv % 16) {
+      TE_CHECK(tecore_memcpy_async(slot, p->a.scale_inv, 4, stream));
+      aligned.a.scale_inv = slot;
+    }
+    if (p->b.scale_inv % 16) {
+      TE_CHECK(tecore_memcpy_async(slot + 16, p->b.scale_inv, 4, stream));
+      aligned.b.scale_inv = slot + 16;
+    }
+    if (p->d_scale % 16) {
+      TE_CHECK(tecore_memcpy_async(slot + 32, p->d_scale, 4, stream));
+      aligned.d_scale = slot + 32;
+    }
+    if (p->d_amax % 16) { /* cuBLASLt sets D's amax: copied back after */
+      aligned.d_amax = slot + 48;
+      amax_back = p->d_amax;
+    }
+    p = &aligned;
+  }
+
   tecore_result_t r;
   char what[256];
   TE_CHECK_GOTO(lt_call_build(p, (int)dev, &c), r, out);
@@ -394,6 +434,7 @@ tecore_result_t te_gemm_lt_run(const struct te_gemm_problem *p, tecore_stream_t 
     }
     goto out;
   }
+  if (amax_back) TE_CHECK_GOTO(tecore_memcpy_async(amax_back, p->d_amax, 4, stream), r, out);
   r = TECORE_SUCCESS;
 out:
   lt_call_free(&c);
