@@ -21,9 +21,9 @@
  *     tensor cores keep about 13 bits when they align partial sums),
  *     2^-8 * S with FP8 fast accumulation;
  *   epilogue: 2 ulps of the 16-bit compute type relative to S when bias
- *     or beta*C is involved, 4 with a GELU aux output (cuBLASLt rounds
+ *     or beta*C is involved, 8 with a GELU aux output (cuBLASLt rounds
  *     alpha*AB, the sum with bias and the aux it stores to that type in its
- *     epilogue: differences up to 1.4x the 2-ulp bound seen on an H100);
+ *     epilogue: aux differences up to 4.6 ulps of S seen on an H100);
  *   GELU and its derivative as a GPU evaluates them: 2^-10 relative to
  *     the pre-activation (the tanh form with a hardware tanh);
  *   output rounding: 1 ulp of D's type at |y| (bf16 2^-7, f16 2^-10,
@@ -320,7 +320,7 @@ static int run_case(struct gcase *g) {
   /* cuBLASLt may round alpha*AB to the 16-bit compute type before the
    * epilogue adds bias or beta*C: one ulp of that type, relative to S */
   double tol_mid = (bias_in || g->beta != 0.0f || aux_out) && !is_fp8(g->comp)
-                       ? (aux_out ? 4 : 2) * rel_ulp(g->comp) : 0;
+                       ? (aux_out ? 8 : 2) * rel_ulp(g->comp) : 0;
   double ymax = 0, errmax = 0;
   for (size_t i = 0; i < m; i++)
     for (size_t j = 0; j < n; j++) {
