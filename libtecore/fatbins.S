@@ -1,7 +1,8 @@
 /* fatbins.S -- embeds libtecore's kernel fatbins (built by nvcc from
- * kernels/*.cu) in the library's read-only data.  Each gets a start and an
- * end symbol, both hidden; libtecore/elementwise.c and the other kernel
- * tables point at them.  The assembler finds the files through -I. */
+ * kernels/*.cu) in the library's read-only data, one line per kernel file.
+ * Each gets a start and an end symbol, both hidden; the kernel tables
+ * (TE_KERNEL_TABLE) point at them.  The assembler finds the files through
+ * -I (AM_CCASFLAGS). */
 #define TE_FATBIN(sym, file)      \
   .balign 64;                     \
   .globl sym;                     \
@@ -14,5 +15,11 @@
 
   .section .rodata.te_fatbins, "a", @progbits
 TE_FATBIN(te_fatbin_elementwise, "elementwise.fatbin")
+TE_FATBIN(te_fatbin_quantize, "quantize.fatbin")
+TE_FATBIN(te_fatbin_fp8_recipe, "fp8_recipe.fatbin")
+TE_FATBIN(te_fatbin_transpose, "transpose.fatbin")
+TE_FATBIN(te_fatbin_act, "act.fatbin")
+TE_FATBIN(te_fatbin_norm, "norm.fatbin")
+TE_FATBIN(te_fatbin_optim, "optim.fatbin")
 
   .section .note.GNU-stack, "", @progbits
