@@ -122,7 +122,15 @@ static void poison(tecore_devptr_t p, tecore_dtype_t dt, size_t count) {
   TE_OK(tecore_stream_synchronize(te_stream));
 }
 
-static tecore_devptr_t dev_float(struct dlist *l, float v) { return dl_upload(l, &v, 4); }
+/* A device float at a random 4-byte slot of a 16-byte block: scale and
+ * amax pointers are often only 4-byte aligned (packed per-tensor arrays),
+ * which cuBLASLt refuses and the library must handle (gemm_lt.c). */
+static tecore_devptr_t dev_float(struct dlist *l, float v) {
+  float block[4] = {NAN, NAN, NAN, NAN};
+  unsigned k = te_rand_below(4);
+  block[k] = v;
+  return dl_upload(l, block, sizeof block) + 4u * k;
+}
 
 /* ---- operands ------------------------------------------------------------
  * A tensor of logical shape [rows][cols] and the real values the GEMM must
