@@ -199,6 +199,7 @@ static tegraph_result_t callable_new(const struct tegraph_callable_desc *d, size
   c->fn[TEGRAPH_PASS_BACKWARD] = d->backward;
   c->fn[TEGRAPH_PASS_BACKWARD_DW] = d->backward_dw;
   c->user = d->user;
+  c->user_free = d->user_free;
   c->pre_warmup = d->pre_warmup;
   c->post_warmup = d->post_warmup;
   c->num_warmup = d->num_warmup;
@@ -660,7 +661,10 @@ TE_EXPORT tegraph_result_t tegraph_callable_destroy(tegraph_callable_t *c) {
   TG_ARG(c, "%s: c is NULL", fn);
   TG_CHECK(tg_callable_usable(c, fn));
   tegraph_result_t res = wait_replays(c, fn);
+  void (*user_free)(void *) = c->user_free;
+  void *user = c->user;
   callable_free(c);
+  if (user_free) user_free(user); /* the context outlives every use by the graphs */
   return res;
 }
 

@@ -57,6 +57,7 @@ struct tg_pass {
 struct tegraph_callable {
   tegraph_fn fn[TG_NPASS];
   void *user;
+  void (*user_free)(void *user);  /* called by tegraph_callable_destroy */
   tegraph_hook pre_warmup, post_warmup;
   int num_warmup;
   tecore_capture_mode_t mode;

@@ -282,6 +282,10 @@ struct tegraph_callable_desc {
   tecore_capture_mode_t capture_mode;
   unsigned instantiate_flags;          /* TEGRAPH_INSTANTIATE_* */
   unsigned flags;                      /* TEGRAPH_CALLABLE_* */
+  void (*user_free)(void *user);       /* NULL: none; else called with user by
+                                          tegraph_callable_destroy, after the
+                                          callable is freed (not when creation
+                                          fails: user stays the caller's) */
 };
 
 typedef enum tegraph_pass {
@@ -392,6 +396,50 @@ tegraph_result_t tegraph_callable_slot(tegraph_callable_t *c, tegraph_slot_kind_
 /* Writes one pass's graph as Graphviz DOT to path. */
 tegraph_result_t tegraph_callable_dot(tegraph_callable_t *c, tegraph_pass_t pass,
                                       const char *path);
+
+/* ==== a callable made from an operation-fuser sequence ========================
+ * te/ops.h's sequences only queue work on the stream they are given, so a
+ * built sequence can be a graphed callable without hand-written functions:
+ * the forward graph runs tecore_seq_forward(seq, input, output, noop_flag)
+ * (so FP8 weight caching follows the replay's is_first_microbatch), the
+ * backward graph tecore_seq_backward(seq, dy, need_dx ? dx : NULL).  One
+ * input, one output, no keyword tensors, no backward_dw.
+ *
+ * Gradients.  The parameters and their F32 gradients stay the sequence's
+ * (tecore_seq_params): replays of backward add into them, and the caller
+ * clears them (tecore_seq_zero_grad) and updates delayed FP8 scales
+ * (tecore_seq_update_scales) eagerly between steps, as without graphs.
+ * Warmup runs backward for real, so after warmup the gradients are zeroed
+ * (synchronously, on a stream of the library's): right after creation they
+ * are zero, and they accumulate only from replays.  Warmup's forward does
+ * record FP8 amaxes, as an eager forward would.
+ *
+ * The sequence must outlive the callable, and while the callable exists it
+ * belongs to it: an eager forward or backward of the same sequence
+ * overwrites the activations the graphs saved.  Extra inputs and outputs
+ * (tecore_seq_extra) keep their addresses: write and read them there
+ * around replays. */
+struct tegraph_seq_callable_desc {
+  tecore_seq_t *seq;                        /* built (tecore_seq_build) */
+  const struct tecore_tensor *sample_input; /* the sequence's dtype; 2-D view [rows][features]
+                                               of the sequence's input; values (data not 0)
+                                               used for warmup and capture */
+  const struct tecore_tensor *output;       /* dtype and shape of the output (data ignored);
+                                               2-D view the sequence's output; NULL: 2-D
+                                               [out_rows][out_features] */
+  int need_dx;                              /* nonzero: backward writes the input's gradient */
+  int num_warmup;                           /* eager iterations before capture (>= 0) */
+  tecore_capture_mode_t capture_mode;
+  unsigned instantiate_flags;               /* TEGRAPH_INSTANTIATE_* */
+  unsigned flags;                           /* TEGRAPH_CALLABLE_* */
+};
+/* Creates a callable from d->seq (static buffers from pool; NULL: a pool of
+ * its own).  Replay it with tegraph_callable_forward (one input, one
+ * output) and tegraph_callable_backward (one output gradient; one input
+ * gradient when need_dx), free it with tegraph_callable_destroy (the
+ * sequence is not destroyed). */
+tegraph_result_t tegraph_callable_from_seq(const struct tegraph_seq_callable_desc *d,
+                                           tegraph_mempool_t *pool, tegraph_callable_t **out);
 
 #ifdef __cplusplus
 }
