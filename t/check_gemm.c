@@ -20,10 +20,10 @@
  *     stays below 2^-17 * S), 2^-11 * S for FP8 inputs (Hopper's FP8
  *     tensor cores keep about 13 bits when they align partial sums),
  *     2^-8 * S with FP8 fast accumulation;
- *   epilogue: 2 ulps of the 16-bit compute type relative to S when bias
- *     or beta*C is involved, 8 with a GELU aux output (cuBLASLt rounds
- *     alpha*AB, the sum with bias and the aux it stores to that type in its
- *     epilogue: aux differences up to 4.6 ulps of S seen on an H100);
+ *   epilogue: 2 ulps of the 16-bit compute type relative to S when bias,
+ *     beta*C or a GELU aux output is involved, for D and for the aux
+ *     (cuBLASLt rounds alpha*AB and the sum with bias to that type in its
+ *     epilogue: seen on an H100 and an H200);
  *   GELU and its derivative as a GPU evaluates them: 2^-10 relative to
  *     the pre-activation (the tanh form with a hardware tanh);
  *   output rounding: 1 ulp of D's type at |y| (bf16 2^-7, f16 2^-10,
@@ -328,7 +328,7 @@ static int run_case(struct gcase *g) {
   /* cuBLASLt may round alpha*AB to the 16-bit compute type before the
    * epilogue adds bias or beta*C: one ulp of that type, relative to S */
   double tol_mid = (bias_in || g->beta != 0.0f || aux_out) && !is_fp8(g->comp)
-                       ? (aux_out ? 8 : 2) * rel_ulp(g->comp) : 0;
+                       ? 2 * rel_ulp(g->comp) : 0;
   double ymax = 0, errmax = 0;
   for (size_t i = 0; i < m; i++)
     for (size_t j = 0; j < n; j++) {
@@ -441,7 +441,7 @@ static int run_case(struct gcase *g) {
     for (size_t i = 0; i < m; i++)
       for (size_t j = 0; j < n; j++) {
         size_t ij = i * n + j;
-        double s = fabs(pre[ij]) / 1e30 + tol_acc * (fabs((double)g->alpha) * mag[ij] +
+        double s = fabs(pre[ij]) / 1e30 + (tol_acc + tol_mid) * (fabs((double)g->alpha) * mag[ij] +
                                                      (bias_in ? fabs(h_load(hb, g->comp, j)) : 0));
         expect_near(h_load(ha, g->comp, ij), pre[ij], s, g->comp, "aux", i, j, desc);
       }
