@@ -21,7 +21,8 @@
  *     tensor cores keep about 13 bits when they align partial sums),
  *     2^-8 * S with FP8 fast accumulation;
  *   epilogue: 2 ulps of the 16-bit compute type relative to S when bias,
- *     beta*C or a GELU aux output is involved, for D and for the aux
+ *     beta*C, a GELU aux output or a dGELU aux input is involved, for D
+ *     and for the aux
  *     (cuBLASLt rounds alpha*AB and the sum with bias to that type in its
  *     epilogue: seen on an H100 and an H200);
  *   GELU and its derivative as a GPU evaluates them: 2^-10 relative to
@@ -327,7 +328,7 @@ static int run_case(struct gcase *g) {
   double tol_acc = g->fast_accum ? 0x1p-8 : is_fp8(g->at) ? 0x1p-11 : 0x1p-14;
   /* cuBLASLt may round alpha*AB to the 16-bit compute type before the
    * epilogue adds bias or beta*C: one ulp of that type, relative to S */
-  double tol_mid = (bias_in || g->beta != 0.0f || aux_out) && !is_fp8(g->comp)
+  double tol_mid = (bias_in || g->beta != 0.0f || aux_out || aux_in) && !is_fp8(g->comp)
                        ? 2 * rel_ulp(g->comp) : 0;
   double ymax = 0, errmax = 0;
   for (size_t i = 0; i < m; i++)
