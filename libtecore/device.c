@@ -58,7 +58,14 @@ static const struct te_device_ops *dev_ready;
 
 /* Outside dev_select's once: preloading calls back into the backend. */
 static void dev_preload(void) {
-  if (dev_ops && te_kernel_preload(dev_ops) != TECORE_SUCCESS)
+  /* Only into a context that is already current: creating device 0's
+   * implicit context here would cost every process that works on another
+   * device a context on device 0.  A context made later (tecore_ctx_create,
+   * or the implicit one) is preloaded when it is made. */
+  tecore_ctx_t cur = NULL;
+  int have_ctx = dev_ops && (dev_ops->backend != TECORE_BACKEND_CUDA ||
+                             (dev_ops->ctx_get_current(&cur) == TECORE_SUCCESS && cur));
+  if (have_ctx && te_kernel_preload(dev_ops) != TECORE_SUCCESS)
     TE_WARN(TECORE_SUBSYS_KERNEL, "loading the kernels failed (%s); launches will report it",
             tecore_last_error());
   __atomic_store_n(&dev_ready, dev_ops, __ATOMIC_RELEASE);

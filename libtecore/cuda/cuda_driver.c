@@ -191,18 +191,26 @@ tecore_result_t te_cuda_need_ctx(void) {
   if (cur) return TECORE_SUCCESS;
 
   tecore_result_t res = TECORE_SUCCESS;
+  int made = 0;
   pthread_mutex_lock(&g_implicit_lock);
   if (!g_implicit_ctx) {
     CUdevice dev;
     TE_CHECK_GOTO(TE_CU(cuDeviceGet, &dev, 0), res, out);
     TE_CHECK_GOTO(TE_CU(cuDevicePrimaryCtxRetain, &g_implicit_ctx, dev), res, out);
     TE_INFO(TECORE_SUBSYS_DEVICE, "cuda: no current context; using device 0's primary context");
+    made = 1;
   }
   cur = g_implicit_ctx;
 out:
   pthread_mutex_unlock(&g_implicit_lock);
   if (res != TECORE_SUCCESS) return res;
   TE_CHECK(TE_CU(cuCtxSetCurrent, cur));
+  /* the implicit context is new: give it every kernel now (init skipped
+   * the preload when no context was current, so that a process that
+   * works on another device never touches device 0) */
+  if (made && te_kernel_preload(&te_cuda_ops) != TECORE_SUCCESS)
+    TE_WARN(TECORE_SUBSYS_KERNEL, "loading the kernels failed (%s); launches will report it",
+            tecore_last_error());
   return TECORE_SUCCESS;
 }
 
