@@ -572,6 +572,16 @@ TE_EXPORT tegraph_result_t tegraph_callables_create(const struct tegraph_callabl
   struct tegraph_callable **cs = NULL;
   int own_pool = 0;
   if (res != TEGRAPH_SUCCESS) goto out;
+  /* Warmup and capture run on streams of the library's and read what the
+   * caller's earlier work may still be writing (weights, FP8 scales and
+   * amaxes, the samples): wait for the whole device first, once. */
+  {
+    tecore_result_t r = tecore_ctx_synchronize();
+    if (r != TECORE_SUCCESS) {
+      res = tg_core(r, fn);
+      goto out;
+    }
+  }
   cs = calloc(n, sizeof *cs);
   if (!cs) {
     res = TG_ERR(TEGRAPH_ERR_NOMEM, "%s: out of host memory", fn);

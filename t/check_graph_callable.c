@@ -463,6 +463,67 @@ START_TEST(rebinding_equals_copy) {
 }
 END_TEST
 
+/* Creation waits for work the caller queued before it: here a stream that
+ * writes the parameter only once a thread releases it 150 ms later.  The
+ * warmup's forward (whose result stays in the static output) must see the
+ * written parameter. */
+struct release_arg {
+  tecore_devptr_t flag;
+};
+
+static void *release_later(void *p) {
+  struct release_arg *a = p;
+  struct timespec ts = {0, 150 * 1000 * 1000};
+  nanosleep(&ts, NULL);
+  tecore_stream_t s2 = NULL;
+  if (tecore_stream_create(TECORE_STREAM_NON_BLOCKING, 0, &s2) == TECORE_SUCCESS) {
+    (void)tecore_stream_write_value32(s2, a->flag, 1);
+    (void)tecore_stream_synchronize(s2);
+    (void)tecore_stream_destroy(s2);
+  }
+  return NULL;
+}
+
+START_TEST(creation_waits_for_queued_work) {
+  size_t n = rand_n();
+  struct model m;
+  model_new(&m, n, 1.5f);
+  tecore_devptr_t x = tgt_rand_dev(n, -1, 1), flag = te_dalloc(4), y_ref = te_dalloc(n * 4);
+  TE_OK(tecore_memset_d32_async(flag, 0, 1, te_stream));
+  TE_OK(tecore_memset_d32_async(m.p, 0, n, te_stream));
+  TE_OK(tecore_stream_synchronize(te_stream));
+  /* the parameter becomes 3.0 once the flag is set */
+  float three = 3.0f;
+  uint32_t bits;
+  memcpy(&bits, &three, 4);
+  tecore_stream_t s1 = NULL;
+  TE_OK(tecore_stream_create(TECORE_STREAM_NON_BLOCKING, 0, &s1));
+  TE_OK(tecore_stream_wait_value32(s1, flag, 1, TECORE_WAIT_EQ));
+  TE_OK(tecore_memset_d32_async(m.p, bits, n, s1));
+  struct release_arg ra = {flag};
+  pthread_t th;
+  ck_assert_int_eq(pthread_create(&th, NULL, release_later, &ra), 0);
+  struct descbuf b;
+  desc_for(&b, &m, lin_fwd, NULL, NULL, 0, x);
+  b.d.num_warmup = 1;
+  tegraph_callable_t *c = NULL;
+  TG_OK(tegraph_callable_create(&b.d, NULL, &c));
+  pthread_join(th, NULL);
+  struct tegraph_slot_info si;
+  TG_OK(tegraph_callable_slot(c, TEGRAPH_SLOT_OUTPUT, 0, NULL, &si));
+  eager(&m, lin_fwd, x, NULL, 0, y_ref);   /* p is 3.0 by now */
+  TE_OK(tecore_stream_synchronize(te_stream));
+  ck_assert_int_eq(m.calls[0][TEGRAPH_PHASE_WARMUP], 1);
+  tgt_expect_same(si.tensor.data, y_ref, n, "the warmup's output (1.5 x + 3)");
+  TG_OK(tegraph_callable_destroy(c));
+  TE_OK(tecore_stream_destroy(s1));
+  TE_OK(tecore_mem_free(x));
+  TE_OK(tecore_mem_free(flag));
+  TE_OK(tecore_mem_free(y_ref));
+  model_free(&m);
+}
+END_TEST
+
 /* A kernel that holds the input's address in a non-pointer parameter makes
  * it non-rebindable (copied); a memcpy that reads it is rebound. */
 static tecore_result_t hidden_fwd(void *u, tecore_stream_t s, const struct tegraph_io *io) {
@@ -719,6 +780,7 @@ static Suite *make_suite(void) {
   tc = tgt_tcase(s, "rebind");
   tcase_add_test(tc, rebinding_equals_copy);
   tcase_add_test(tc, rebind_sees_every_use);
+  tcase_add_test(tc, creation_waits_for_queued_work);
   tc = tgt_tcase(s, "schedule");
   tcase_add_test(tc, side_stream_replay);
   tcase_add_test(tc, two_callables_interleaved);
