@@ -22,6 +22,9 @@
 //   te_optim_unscale      out = in * scale for up to TE_UNSCALE_MAX tensors
 //       (f32/f16/bf16 in and out, in place allowed; 4096-element chunks),
 //       found_inf = 1 when an output is not finite.
+//   te_optim_commit   one thread: state->step += 1 after a step that read
+//       its step number and learning rate from device memory, unless
+//       *found_inf skipped it.
 // Built without fast math and without flush-to-zero: the element math must
 // round like the host's.
 #include "common/optim.h"
@@ -167,10 +170,12 @@ template <bool SGD>
 static __device__ __forceinline__ void step(const te_optim_params &p) {
   if (p.found_inf && *p.found_inf) return;
   const te_optim_entry &e = p.e[find_entry(p)];
+  te_optim_hp h = p.hp;
+  if (p.state) te_optim_hp_from_state(&h, p.state, &p.dhp);
   switch (e.g_dt) {
-  case TE_FP8_DT_BF16: step_w<SGD, TE_FP8_DT_BF16>(e, p.hp, p.gsi); break;
-  case TE_FP8_DT_F16: step_w<SGD, TE_FP8_DT_F16>(e, p.hp, p.gsi); break;
-  default: step_w<SGD, TE_FP8_DT_F32>(e, p.hp, p.gsi); break;
+  case TE_FP8_DT_BF16: step_w<SGD, TE_FP8_DT_BF16>(e, h, p.gsi); break;
+  case TE_FP8_DT_F16: step_w<SGD, TE_FP8_DT_F16>(e, h, p.gsi); break;
+  default: step_w<SGD, TE_FP8_DT_F32>(e, h, p.gsi); break;
   }
 }
 
@@ -179,6 +184,12 @@ extern "C" __global__ void __launch_bounds__(OT) te_optim_adam(const __grid_cons
 }
 extern "C" __global__ void __launch_bounds__(OT) te_optim_sgd(const __grid_constant__ te_optim_params p) {
   step<true>(p);
+}
+
+// After every launch of a step that read its values from state: the step
+// counts, unless found_inf skipped it.  One thread.
+extern "C" __global__ void te_optim_commit(te_optim_state *state, const int *found_inf) {
+  if (threadIdx.x == 0 && !(found_inf && *found_inf)) state->step += 1;
 }
 
 // ---- L2 norm ---------------------------------------------------------------------

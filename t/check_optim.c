@@ -357,10 +357,18 @@ static int read_int(tecore_devptr_t d) {
   return x;
 }
 
+/* With a struct tecore_optim_state: the learning rate of step s (it
+ * changes every step, as a schedule would). */
+static double state_lr(int s) { return LR * (1.0 + 0.25 * s); }
+
 /* Runs `steps` steps of Adam (sgd == NULL) or SGD over the tensors of
- * specs, even steps with gradients scaled by 1024 and grad_scale_inv set. */
-static void run_steps(const struct spec *specs, int count, const struct tecore_adam_config *adam,
-                      const struct tecore_sgd_config *sgd, int steps) {
+ * specs, even steps with gradients scaled by 1024 and grad_scale_inv set.
+ * dev_state: step number and learning rate come from a struct
+ * tecore_optim_state, and each step is a replay of one of two graphs
+ * (with and without grad_scale_inv) captured once. */
+static void run_steps_mode(const struct spec *specs, int count,
+                           const struct tecore_adam_config *adam,
+                           const struct tecore_sgd_config *sgd, int steps, int dev_state) {
   struct ot *t = calloc((size_t)count, sizeof *t);
   struct tecore_optim_tensor *d = calloc((size_t)count, sizeof *d);
   int has_m = adam || sgd->momentum != 0, has_v = adam != NULL;
@@ -370,7 +378,13 @@ static void run_steps(const struct spec *specs, int count, const struct tecore_a
     if (is_fp8(specs[i].wdt) && i % 2) t[i].amax0 = te_f32_bits_of(1000.0f);
     d[i] = ot_desc(&t[i]);
   }
-  tecore_devptr_t gsi_d = dev_float(1.0f / 1024.0f), flag = dev_int(0);
+  tecore_devptr_t gsi_d = dev_float(1.0f / 1024.0f), flag = dev_int(0), st = 0;
+  tecore_graph_exec_t exec[2] = {NULL, NULL};
+  if (dev_state) {
+    st = te_dalloc(sizeof(struct tecore_optim_state));
+    struct tecore_optim_state hs = {.step = 0, .lr = state_lr(1)};
+    te_h2d(st, &hs, sizeof hs);
+  }
   for (int s = 1; s <= steps; s++) {
     int scaled = s % 2 == 0;
     float gsi = scaled ? 1.0f / 1024.0f : 1.0f;
@@ -380,11 +394,23 @@ static void run_steps(const struct spec *specs, int count, const struct tecore_a
     if (adam) {
       ac = *adam;
       ac.step = s;
+      if (dev_state) ac.lr = state_lr(s);
       h = hp_adam(&ac);
     } else {
       sc = *sgd;
       sc.step = s;
+      if (dev_state) sc.lr = state_lr(s);
       h = hp_sgd(&sc);
+    }
+    if (dev_state) {   /* the kernel's values: bias corrections by repeated squaring */
+      struct te_optim_state hs = {.step = s - 1, .lr = state_lr(s)};
+      struct te_optim_dev_hp dh = {
+          .beta1 = adam ? adam->beta1 : 0, .beta2 = adam ? adam->beta2 : 0,
+          .wd = adam ? adam->weight_decay : sgd->weight_decay,
+          .bias_correction = adam && !(adam->flags & TECORE_ADAM_NO_BIAS_CORRECTION)};
+      te_optim_hp_from_state(&h, &hs, &dh);
+      double lr = state_lr(s);
+      te_h2d(st + offsetof(struct tecore_optim_state, lr), &lr, sizeof lr);
     }
     float **ep = calloc((size_t)count, sizeof *ep), **em = calloc((size_t)count, sizeof *em),
           **ev = calloc((size_t)count, sizeof *ev);
@@ -394,7 +420,26 @@ static void run_steps(const struct spec *specs, int count, const struct tecore_a
       ep[i] = malloc(t[i].n * 4), em[i] = malloc(t[i].n * 4), ev[i] = malloc(t[i].n * 4);
       emu_step(&t[i], &h, gsi, scaled, ep[i], em[i], ev[i]);
     }
-    if (adam)
+    if (dev_state && !exec[scaled]) {
+      /* captured once, with lr and step that must not matter */
+      struct tecore_adam_config ca = adam ? *adam : (struct tecore_adam_config){0};
+      struct tecore_sgd_config cs = sgd ? *sgd : (struct tecore_sgd_config){0};
+      ca.lr = cs.lr = NAN;
+      ca.step = cs.step = -5;
+      ca.state = cs.state = st;
+      tecore_graph_t g = NULL;
+      TE_OK(tecore_stream_begin_capture(te_stream, TECORE_CAPTURE_THREAD_LOCAL));
+      if (adam)
+        TE_OK(tecore_adam_step(d, (size_t)count, &ca, scaled ? gsi_d : 0, flag, te_stream));
+      else
+        TE_OK(tecore_sgd_step(d, (size_t)count, &cs, scaled ? gsi_d : 0, flag, te_stream));
+      TE_OK(tecore_stream_end_capture(te_stream, &g));
+      TE_OK(tecore_graph_instantiate(&exec[scaled], g));
+      TE_OK(tecore_graph_destroy(g));
+    }
+    if (dev_state)
+      TE_OK(tecore_graph_launch(exec[scaled], te_stream));
+    else if (adam)
       TE_OK(tecore_adam_step(d, (size_t)count, &ac, scaled ? gsi_d : 0, flag, te_stream));
     else
       TE_OK(tecore_sgd_step(d, (size_t)count, &sc, scaled ? gsi_d : 0, flag, te_stream));
@@ -409,11 +454,26 @@ static void run_steps(const struct spec *specs, int count, const struct tecore_a
     free(ep), free(em), free(ev);
   }
   ck_assert_int_eq(read_int(flag), 0);
+  if (dev_state) {
+    struct tecore_optim_state hs;
+    te_d2h(&hs, st, sizeof hs);
+    ck_assert_msg(hs.step == steps, "state->step %lld after %d steps", (long long)hs.step, steps);
+    ck_assert_msg(hs.lr == state_lr(steps), "state->lr %g changed (wrote %g)", hs.lr,
+                  state_lr(steps));
+    for (int k = 0; k < 2; k++)
+      if (exec[k]) TE_OK(tecore_graph_exec_destroy(exec[k]));
+    TE_OK(tecore_mem_free(st));
+  }
   for (int i = 0; i < count; i++) ot_free(&t[i]);
   TE_OK(tecore_mem_free(gsi_d));
   TE_OK(tecore_mem_free(flag));
   free(t);
   free(d);
+}
+
+static void run_steps(const struct spec *specs, int count, const struct tecore_adam_config *adam,
+                      const struct tecore_sgd_config *sgd, int steps) {
+  run_steps_mode(specs, count, adam, sgd, steps, 0);
 }
 
 #define F32 TECORE_DTYPE_F32
@@ -467,6 +527,34 @@ START_TEST(sgd_nesterov) {
   struct tecore_sgd_config c = {.lr = LR, .momentum = 0.9, .dampening = 0,
                                 .weight_decay = 0.02, .flags = TECORE_SGD_NESTEROV};
   run_steps(mixed, NMIXED, NULL, &c, 3);
+}
+END_TEST
+
+/* Graph-replayed steps reading step and lr from device memory: the same
+ * bits as the kernel's definition with those values, the float64
+ * reference with a new lr every step, and the counter advanced. */
+START_TEST(adam_state_graph) {
+  struct tecore_adam_config c = {.beta1 = 0.9, .beta2 = 0.999, .eps = 1e-6,
+                                 .weight_decay = 0.1, .flags = TECORE_ADAM_W};
+  run_steps_mode(mixed, NMIXED, &c, NULL, 5, 1);
+}
+END_TEST
+
+START_TEST(adam_l2_state_graph_many_tensors) {
+  enum { N = TECORE_OPTIM_BATCH + 3 };   /* two launches read the same step number */
+  struct spec s[N];
+  for (int i = 0; i < N; i++)
+    s[i] = (struct spec){1 + te_rand_below(5000), (int)te_rand_below(2), F32, BF16};
+  struct tecore_adam_config c = {.beta1 = 0.8, .beta2 = 0.95, .eps = 1e-3,
+                                 .weight_decay = 0.05, .flags = 0};
+  run_steps_mode(s, N, &c, NULL, 3, 1);
+}
+END_TEST
+
+START_TEST(sgd_state_graph) {
+  /* step 1 starts the momentum buffer from the gradient: read from state */
+  struct tecore_sgd_config c = {.momentum = 0.9, .dampening = 0.1, .weight_decay = 0.01};
+  run_steps_mode(mixed, NMIXED, NULL, &c, 3, 1);
 }
 END_TEST
 
@@ -648,7 +736,19 @@ START_TEST(found_inf_skips_step) {
   float one = 1.0f;
   te_h2d(flag, &one, 4);
   TE_OK(tecore_adam_step(d, N, &c, 0, flag, te_stream));
+  /* with a device step counter: skipped steps do not count */
+  struct tecore_optim_state hs = {.step = 7, .lr = LR};
+  tecore_devptr_t st = te_dalloc(sizeof hs);
+  te_h2d(st, &hs, sizeof hs);
+  struct tecore_adam_config cst = c;
+  cst.state = st;
+  TE_OK(tecore_adam_step(d, N, &cst, 0, flag, te_stream));
+  struct tecore_sgd_config sst = sc;
+  sst.state = st;
+  TE_OK(tecore_sgd_step(d, N, &sst, 0, flag, te_stream));
   TE_OK(tecore_stream_synchronize(te_stream));
+  te_d2h(&hs, st, sizeof hs);
+  ck_assert_msg(hs.step == 7, "state->step %lld after skipped steps, want 7", (long long)hs.step);
   for (int i = 0; i < N; i++) {
     snapshot(&t[i], &after[i], &bytes[i]);
     te_expect_mem_eq(after[i], before[i], bytes[i], "state after a skipped step");
@@ -658,9 +758,11 @@ START_TEST(found_inf_skips_step) {
   for (int i = 0; i < N; i++) ot_grad(&t[i], 1.0f);
   TE_OK(tecore_memset_d32_async(flag, 0, 1, te_stream));
   TE_OK(tecore_unscale_multi(g, g, N, sd, flag, te_stream));
-  TE_OK(tecore_adam_step(d, N, &c, 0, flag, te_stream));
+  TE_OK(tecore_adam_step(d, N, &cst, 0, flag, te_stream));   /* now it counts */
   TE_OK(tecore_stream_synchronize(te_stream));
   ck_assert_int_eq(read_int(flag), 0);
+  te_d2h(&hs, st, sizeof hs);
+  ck_assert_msg(hs.step == 8, "state->step %lld after a step, want 8", (long long)hs.step);
   for (int i = 0; i < N; i++) {
     snapshot(&t[i], &after[i], &bytes[i]);
     ck_assert_msg(memcmp(after[i], before[i], s[i].n * 4) != 0, "tensor %d: param unchanged", i);
@@ -668,6 +770,7 @@ START_TEST(found_inf_skips_step) {
     free(before[i]);
     ot_free(&t[i]);
   }
+  TE_OK(tecore_mem_free(st));
   TE_OK(tecore_mem_free(sd));
   TE_OK(tecore_mem_free(flag));
 }
@@ -837,6 +940,7 @@ START_TEST(bad_arguments) {
   BAD_CFG(weight_decay, INFINITY);
   BAD_CFG(step, 0);
   BAD_CFG(flags, 0x80u);
+  BAD_CFG(state, flag + 4);   /* not 8-byte aligned */
 #define BAD_T(field, value, what)                                                    \
   do {                                                                               \
     b[0] = d[0], b[1] = d[1];                                                        \
@@ -955,6 +1059,9 @@ static Suite *make_suite(void) {
   tcase_add_test(tc, adam_no_bias_correction);
   tcase_add_test(tc, many_tensors);
   tc = te_tcase(s, "sgd", 1);
+  tcase_add_test(tc, adam_state_graph);
+  tcase_add_test(tc, adam_l2_state_graph_many_tensors);
+  tcase_add_test(tc, sgd_state_graph);
   tcase_add_test(tc, sgd_momentum);
   tcase_add_test(tc, sgd_nesterov);
   tcase_add_test(tc, sgd_plain);

@@ -6,8 +6,11 @@
  * loss on the device), AdamW through te/optim.h.  The step (forward and
  * backward of every microbatch) replays graphed callables (libtegraph)
  * with the FP8 weights quantized on the first microbatch and reused by the
- * others (--no-graphs: eager launches).  Then the same model, the same
- * seed, in BF16, for comparison.
+ * others (--no-graphs: eager launches; --step-graph: the whole step, the
+ * loss, the FP8 scale update and AdamW included, one graph replayed each
+ * step, AdamW reading its step number and learning rate from device
+ * memory).  Then the same model, the same seed, in BF16, for comparison.
+ * The three modes compute the same bits.
  *
  * Prints per step the loss, step time, throughput (tokens/s and the
  * GEMMs' TFLOP/s) and memory; exits 1 when a loss curve does not go down
@@ -45,9 +48,15 @@
     }                                                                                 \
   } while (0)
 
+/* How a step reaches the device. */
+enum graph_mode { MODE_EAGER, MODE_CALLABLES, MODE_STEP };
+static const char *const mode_text[] = {
+    "eager launches", "graphed callables (FP8 weights cached after the first microbatch)",
+    "one graph per step (forward, backward, loss, scale update and AdamW)"};
+
 struct opts {
   size_t hidden, ffn, tokens;
-  int layers, steps, microbatches, graphs, bf16, quiet;
+  int layers, steps, microbatches, graphs, bf16, quiet;   /* graphs: enum graph_mode */
   double lr, tolerance;
   unsigned long long seed;
 };
@@ -141,7 +150,7 @@ struct data {
 
 struct run {
   const char *name;
-  double *loss, *ms;               /* per step */
+  double *loss, *ms, *host_us;     /* per step: loss, wall time, host time to queue it */
   double mem_model, mem_optim;     /* MiB */
   size_t dev_used, dev_total;      /* device memory in use after setup, and all of it */
   char plan_fwd[1024], plan_bwd[1024];
@@ -151,6 +160,62 @@ struct model {
   tecore_seq_t *seq;
   tegraph_callable_t *callable;
 };
+
+/* What one training step touches: the model, the optimizer's tensors and
+ * its device state, the loss buffers. */
+struct stepper {
+  const struct opts *o;
+  const struct data *dd;
+  struct model *m;
+  struct tecore_optim_tensor *ot;
+  size_t np;
+  tecore_devptr_t optim_state;     /* struct tecore_optim_state: step count and lr */
+  tecore_devptr_t diff, dy, norm, noop, ws, y_eager;
+  size_t wsb;
+  float *norms;                    /* pinned: each microbatch's |y - t| */
+};
+
+/* Queues one step on s: zeroed gradients, forward and backward of every
+ * microbatch (with the loss norm copied to pinned memory), the FP8 scale
+ * update and AdamW.  Nothing here waits, so a capture can record it. */
+static void queue_step(const struct stepper *st, tecore_stream_t s) {
+  const struct opts *o = st->o;
+  size_t n = o->tokens * o->hidden;
+  struct tecore_tensor diff_t = tensor2(TECORE_DTYPE_BF16, o->tokens, o->hidden, st->diff);
+  struct tecore_tensor dy_t = tensor2(TECORE_DTYPE_BF16, o->tokens, o->hidden, st->dy);
+  CHECK(tecore_seq_zero_grad(st->m->seq, s));
+  for (int mb = 0; mb < o->microbatches; mb++) {
+    struct tecore_tensor xin = tensor2(TECORE_DTYPE_BF16, o->tokens, o->hidden, st->dd->x[mb]);
+    struct tecore_tensor y = tensor2(TECORE_DTYPE_BF16, o->tokens, o->hidden, st->y_eager);
+    struct tegraph_replay_opts ro = {.stream = s, .is_first_microbatch = mb == 0};
+    if (o->graphs == MODE_CALLABLES) {
+      y.data = 0;   /* receives the static output */
+      GCHECK(tegraph_callable_forward(st->m->callable, &xin, 1, NULL, NULL, 0, &y, 1, &ro));
+    } else {
+      /* the FP8 weights are quantized on the first microbatch only */
+      CHECK(tecore_memset_d32_async(st->noop, mb == 0 ? 0u : 1u, 1, s));
+      CHECK(tecore_seq_forward(st->m->seq, &xin, &y, st->noop, s));
+    }
+    /* MSE over the step's tokens: loss = sum (y - t)^2 / (n * mb) */
+    CHECK(tecore_scale_add(st->diff, y.data, 1.0f, st->dd->t[mb], -1.0f, TECORE_DTYPE_BF16, n,
+                           s));
+    CHECK(tecore_l2norm_multi(&diff_t, 1, st->ws, st->wsb, st->norm, 0, s));
+    CHECK(tecore_memcpy_async((tecore_devptr_t)(uintptr_t)&st->norms[mb], st->norm, 4, s));
+    float g = 2.0f / ((float)n * (float)o->microbatches);
+    CHECK(tecore_scale_add(st->dy, st->diff, g, st->diff, 0.0f, TECORE_DTYPE_BF16, n, s));
+    if (o->graphs == MODE_CALLABLES)
+      GCHECK(tegraph_callable_backward(st->m->callable, &dy_t, 1, NULL, 0, &ro));
+    else
+      CHECK(tecore_seq_backward(st->m->seq, &dy_t, NULL, s));
+  }
+  CHECK(tecore_seq_update_scales(st->m->seq, s));
+  /* lr and the step number from device memory: every mode takes the same
+   * step, and a graph replays it */
+  struct tecore_adam_config ac = {.beta1 = 0.9, .beta2 = 0.95, .eps = 1e-8,
+                                  .weight_decay = 0.01, .flags = TECORE_ADAM_W,
+                                  .state = st->optim_state};
+  CHECK(tecore_adam_step(st->ot, st->np, &ac, 0, 0, s));
+}
 
 static tecore_result_t fwd_cb(void *user, tecore_stream_t s, const struct tegraph_io *io) {
   return tecore_seq_forward((tecore_seq_t *)user, &io->inputs[0], &io->outputs[0],
@@ -201,6 +266,12 @@ static void train(const struct opts *o, const struct data *dd, const struct teco
   R->mem_model = seq_total / 1048576.0;
   R->mem_optim = optim_bytes / 1048576.0;
 
+  /* AdamW's step count and learning rate, on the device */
+  struct tecore_optim_state ost = {.step = 0, .lr = o->lr};
+  tecore_devptr_t optim_state = dalloc(sizeof ost);
+  CHECK(tecore_memcpy_async(optim_state, (tecore_devptr_t)(uintptr_t)&ost, sizeof ost, s));
+  CHECK(tecore_stream_synchronize(s));
+
   /* loss buffers: diff, dy, the norm and its workspace */
   tecore_devptr_t diff = dalloc(n * 2), dy = dalloc(n * 2), norm = dalloc(4), noop = dalloc(4);
   struct tecore_tensor diff_t = tensor2(TECORE_DTYPE_BF16, o->tokens, o->hidden, diff);
@@ -212,11 +283,12 @@ static void train(const struct opts *o, const struct data *dd, const struct teco
   float *norms = NULL;
   CHECK(tecore_mem_alloc_host((size_t)o->microbatches * sizeof(float), (void **)&norms));
 
-  /* FP8 calibration: one forward and backward whose gradients are thrown
-   * away, so the first step's scales come from real amaxes (delayed
+  /* One forward and backward whose gradients are thrown away: the FP8
+   * calibration (the first step's scales come from real amaxes; delayed
    * scaling otherwise starts from scale 1, where small gradients underflow
-   * E5M2) */
-  if (recipe) {
+   * E5M2), and in every mode the warmup that a capture needs (lazy
+   * allocations and algorithm choices happen outside it). */
+  {
     struct tecore_tensor xin = tensor2(TECORE_DTYPE_BF16, o->tokens, o->hidden, dd->x[0]);
     struct tecore_tensor yo = tensor2(TECORE_DTYPE_BF16, o->tokens, o->hidden, y_eager);
     CHECK(tecore_memset_d32_async(noop, 0, 1, s));
@@ -224,9 +296,9 @@ static void train(const struct opts *o, const struct data *dd, const struct teco
     float inv = 2.0f / (float)n;
     CHECK(tecore_scale_add(dy, y_eager, inv, dd->t[0], -inv, TECORE_DTYPE_BF16, n, s));
     CHECK(tecore_seq_backward(m.seq, &dy_t, NULL, s));
-    CHECK(tecore_seq_update_scales(m.seq, s));
+    if (recipe) CHECK(tecore_seq_update_scales(m.seq, s));
   }
-  if (o->graphs) {
+  if (o->graphs == MODE_CALLABLES) {
     struct tecore_tensor sample = tensor2(TECORE_DTYPE_BF16, o->tokens, o->hidden, dd->x[0]);
     struct tecore_tensor outd = tensor2(TECORE_DTYPE_BF16, o->tokens, o->hidden, 0);
     unsigned char needs = 0;
@@ -238,6 +310,23 @@ static void train(const struct opts *o, const struct data *dd, const struct teco
   }
   CHECK(tecore_seq_zero_grad(m.seq, s));   /* warmup's gradients */
   CHECK(tecore_stream_synchronize(s));
+
+  struct stepper stp = {.o = o, .dd = dd, .m = &m, .ot = ot, .np = np,
+                        .optim_state = optim_state, .diff = diff, .dy = dy, .norm = norm,
+                        .noop = noop, .ws = ws, .y_eager = y_eager, .wsb = wsb, .norms = norms};
+  tegraph_graph_t *step_graph = NULL;
+  if (o->graphs == MODE_STEP) {
+    /* the whole step, captured once; replays read lr and step on the device */
+    size_t nodes = 0;
+    GCHECK(tegraph_graph_create(TEGRAPH_INSTANTIATE_UPLOAD, &step_graph));
+    GCHECK(tegraph_graph_begin_capture(step_graph, s, TECORE_CAPTURE_THREAD_LOCAL, 0));
+    queue_step(&stp, s);
+    GCHECK(tegraph_graph_end_capture(step_graph, NULL));
+    GCHECK(tegraph_graph_instantiate(step_graph, s));
+    GCHECK(tegraph_graph_node_count(step_graph, &nodes));
+    CHECK(tecore_stream_synchronize(s));
+    if (!o->quiet) printf("  step graph: %zu nodes\n", nodes);
+  }
   size_t free1 = 0;
   CHECK(tecore_mem_info(&free1, &total));
   R->dev_used = total - free1;
@@ -249,33 +338,11 @@ static void train(const struct opts *o, const struct data *dd, const struct teco
   double tokens = (double)o->tokens * o->microbatches;
   for (int step = 1; step <= o->steps; step++) {
     double t0 = now_s();
-    CHECK(tecore_seq_zero_grad(m.seq, s));
-    for (int mb = 0; mb < o->microbatches; mb++) {
-      struct tecore_tensor xin = tensor2(TECORE_DTYPE_BF16, o->tokens, o->hidden, dd->x[mb]);
-      struct tecore_tensor y = tensor2(TECORE_DTYPE_BF16, o->tokens, o->hidden, y_eager);
-      struct tegraph_replay_opts ro = {.stream = s, .is_first_microbatch = mb == 0};
-      if (o->graphs) {
-        y.data = 0;   /* receives the static output */
-        GCHECK(tegraph_callable_forward(m.callable, &xin, 1, NULL, NULL, 0, &y, 1, &ro));
-      } else {
-        CHECK(tecore_memset_d32_async(noop, mb == 0 ? 0u : 1u, 1, s));
-        CHECK(tecore_seq_forward(m.seq, &xin, &y, noop, s));
-      }
-      /* MSE over the step's tokens: loss = sum (y - t)^2 / (n * mb) */
-      CHECK(tecore_scale_add(diff, y.data, 1.0f, dd->t[mb], -1.0f, TECORE_DTYPE_BF16, n, s));
-      CHECK(tecore_l2norm_multi(&diff_t, 1, ws, wsb, norm, 0, s));
-      CHECK(tecore_memcpy_async((tecore_devptr_t)(uintptr_t)&norms[mb], norm, 4, s));
-      float g = 2.0f / ((float)n * (float)o->microbatches);
-      CHECK(tecore_scale_add(dy, diff, g, diff, 0.0f, TECORE_DTYPE_BF16, n, s));
-      if (o->graphs)
-        GCHECK(tegraph_callable_backward(m.callable, &dy_t, 1, NULL, 0, &ro));
-      else
-        CHECK(tecore_seq_backward(m.seq, &dy_t, NULL, s));
-    }
-    CHECK(tecore_seq_update_scales(m.seq, s));
-    struct tecore_adam_config ac = {.lr = o->lr, .beta1 = 0.9, .beta2 = 0.95, .eps = 1e-8,
-                                    .weight_decay = 0.01, .step = step, .flags = TECORE_ADAM_W};
-    CHECK(tecore_adam_step(ot, np, &ac, 0, 0, s));
+    if (step_graph)
+      GCHECK(tegraph_graph_launch(step_graph, s));
+    else
+      queue_step(&stp, s);
+    double t1 = now_s();
     CHECK(tecore_stream_synchronize(s));
     double dt = now_s() - t0;
     double loss = 0;
@@ -283,12 +350,23 @@ static void train(const struct opts *o, const struct data *dd, const struct teco
     loss /= (double)n * o->microbatches;
     R->loss[step - 1] = loss;
     R->ms[step - 1] = dt * 1e3;
+    R->host_us[step - 1] = (t1 - t0) * 1e6;
     if (!o->quiet)
-      printf("  %-4s step %3d/%d  loss %.6f  %9.3f ms  %12.0f tokens/s  %8.3f TFLOP/s\n",
-             R->name, step, o->steps, loss, dt * 1e3, tokens / dt, flops / dt / 1e12);
+      printf("  %-4s step %3d/%d  loss %.6f  %9.3f ms  (host %8.1f us)  %12.0f tokens/s  "
+             "%8.3f TFLOP/s\n", R->name, step, o->steps, loss, dt * 1e3, (t1 - t0) * 1e6,
+             tokens / dt, flops / dt / 1e12);
     fflush(stdout);
   }
+  /* the device counted every step */
+  CHECK(tecore_memcpy_async((tecore_devptr_t)(uintptr_t)&ost, optim_state, sizeof ost, s));
+  CHECK(tecore_stream_synchronize(s));
+  if (ost.step != o->steps) {
+    fprintf(stderr, "te-demo: AdamW's device step count is %lld after %d steps\n",
+            (long long)ost.step, o->steps);
+    exit(2);
+  }
 
+  if (step_graph) GCHECK(tegraph_graph_destroy(step_graph));
   if (m.callable) GCHECK(tegraph_callable_destroy(m.callable));
   CHECK(tecore_stream_synchronize(s));
   for (size_t i = 0; i < np; i++) {
@@ -301,6 +379,7 @@ static void train(const struct opts *o, const struct data *dd, const struct teco
   CHECK(tecore_mem_free(dy));
   CHECK(tecore_mem_free(norm));
   CHECK(tecore_mem_free(noop));
+  CHECK(tecore_mem_free(optim_state));
   CHECK(tecore_mem_free(ws));
   CHECK(tecore_mem_free(y_eager));
   CHECK(tecore_mem_free_host(norms));
@@ -328,6 +407,7 @@ static void usage(FILE *f) {
           "                     of the first BF16 loss (0.05)\n"
           "  --seed N           data, teacher and initialization seed (1)\n"
           "  --no-graphs        eager launches instead of graphed callables\n"
+          "  --step-graph       the whole step (loss, scale update, AdamW) as one graph\n"
           "  --no-bf16          skip the BF16 run (and the comparison)\n"
           "  --quiet            summary only\n"
           "  --help             this text\n"
@@ -346,17 +426,19 @@ static int parse_size(const char *arg, const char *name, size_t *out) {
 }
 
 int main(int argc, char **argv) {
-  struct opts o = {.microbatches = 2, .graphs = 1, .bf16 = 1, .tolerance = 0.05, .seed = 1};
+  struct opts o = {.microbatches = 2, .graphs = MODE_CALLABLES, .bf16 = 1, .tolerance = 0.05,
+                   .seed = 1};
   size_t hidden = 0, ffn = 0, tokens = 0, layers = 0, steps = 0, mbs = 0;
   double lr = 0;
   enum { O_HIDDEN = 1000, O_FFN, O_LAYERS, O_TOKENS, O_STEPS, O_MB, O_LR, O_TOL, O_SEED,
-         O_NOGRAPH, O_NOBF16, O_QUIET };
+         O_NOGRAPH, O_STEPGRAPH, O_NOBF16, O_QUIET };
   static const struct option longs[] = {
       {"hidden", required_argument, 0, O_HIDDEN}, {"ffn", required_argument, 0, O_FFN},
       {"layers", required_argument, 0, O_LAYERS}, {"tokens", required_argument, 0, O_TOKENS},
       {"steps", required_argument, 0, O_STEPS}, {"microbatches", required_argument, 0, O_MB},
       {"lr", required_argument, 0, O_LR}, {"tolerance", required_argument, 0, O_TOL},
       {"seed", required_argument, 0, O_SEED}, {"no-graphs", no_argument, 0, O_NOGRAPH},
+      {"step-graph", no_argument, 0, O_STEPGRAPH},
       {"no-bf16", no_argument, 0, O_NOBF16}, {"quiet", no_argument, 0, O_QUIET},
       {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
   int opt;
@@ -386,7 +468,8 @@ int main(int argc, char **argv) {
       if (opt == O_LR) lr = v; else o.tolerance = v;
       break;
     }
-    case O_NOGRAPH: o.graphs = 0; break;
+    case O_NOGRAPH: o.graphs = MODE_EAGER; break;
+    case O_STEPGRAPH: o.graphs = MODE_STEP; break;
     case O_NOBF16: o.bf16 = 0; break;
     case O_QUIET: o.quiet = 1; break;
     case 'h': usage(stdout); return 0;
@@ -428,9 +511,7 @@ int main(int argc, char **argv) {
   printf("te-demo: backend %s, device %s\n", tecore_backend_name(be), props.name);
   printf("te-demo: %d MLP blocks, hidden %zu, ffn %zu, %zu tokens x %d microbatches, %d steps, "
          "AdamW lr %g, seed %llu, %s\n", o.layers, o.hidden, o.ffn, o.tokens, o.microbatches,
-         o.steps, o.lr, o.seed,
-         o.graphs ? "graphed callables (FP8 weights cached after the first microbatch)"
-                  : "eager launches");
+         o.steps, o.lr, o.seed, mode_text[o.graphs]);
 
   tecore_stream_t s;
   CHECK(tecore_stream_create(TECORE_STREAM_NON_BLOCKING, 0, &s));
@@ -461,6 +542,7 @@ int main(int argc, char **argv) {
   for (int r = 0; r < nrun; r++) {
     runs[r].loss = calloc((size_t)o.steps, sizeof(double));
     runs[r].ms = calloc((size_t)o.steps, sizeof(double));
+    runs[r].host_us = calloc((size_t)o.steps, sizeof(double));
     printf("te-demo: %s run%s\n", runs[r].name,
            r == 0 ? " (delayed scaling, HYBRID: E4M3 forward, E5M2 gradients)" : "");
     train(&o, &dd, r == 0 ? &recipe : NULL, s, &runs[r]);
@@ -479,11 +561,13 @@ int main(int argc, char **argv) {
   for (int r = 0; r < nrun; r++) {
     /* the first step pays one-time costs; average the others */
     int from = o.steps > 1 ? 1 : 0;
-    for (int k = from; k < o.steps; k++) avg[r] += runs[r].ms[k];
+    double host = 0;
+    for (int k = from; k < o.steps; k++) avg[r] += runs[r].ms[k], host += runs[r].host_us[k];
     avg[r] /= (o.steps - from);
+    host /= (o.steps - from);
     double first = runs[r].loss[0], last = runs[r].loss[o.steps - 1];
-    printf("te-demo: %-4s loss %.6f -> %.6f, %.3f ms/step, %.0f tokens/s, %.3f TFLOP/s\n",
-           runs[r].name, first, last, avg[r],
+    printf("te-demo: %-4s loss %.6f -> %.6f, %.3f ms/step (host %.1f us to queue it), "
+           "%.0f tokens/s, %.3f TFLOP/s\n", runs[r].name, first, last, avg[r], host,
            (double)o.tokens * o.microbatches / (avg[r] * 1e-3), flops / (avg[r] * 1e-3) / 1e12);
     if (!(last < first) || !isfinite(last)) {
       fprintf(stderr, "te-demo: FAIL: the %s loss did not go down (%.6f -> %.6f)\n",
@@ -521,6 +605,7 @@ int main(int argc, char **argv) {
   for (int r = 0; r < nrun; r++) {
     free(runs[r].loss);
     free(runs[r].ms);
+    free(runs[r].host_us);
   }
   free(dd.x);
   free(dd.t);

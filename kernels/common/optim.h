@@ -90,10 +90,28 @@ struct te_optim_entry {
   int pad_;
 };
 
+/* The step counter and learning rate in device memory (struct
+ * tecore_optim_state of te/optim.h, the same layout). */
+struct te_optim_state {
+  long long step;          /* steps taken: this one is step + 1 */
+  double lr;
+};
+
+/* Where the hyperparameters come from when a step reads its step number
+ * and learning rate from device memory (te_optim_params.state set): the
+ * double values that the host would have used. */
+struct te_optim_dev_hp {
+  double beta1, beta2, wd;
+  int bias_correction;     /* Adam: 0 with TECORE_ADAM_NO_BIAS_CORRECTION */
+  int pad_;
+};
+
 #define TE_OPTIM_MAX 40    /* tensors per launch: the parameter stays under 4 KiB */
 struct te_optim_params {
   const int *found_inf;    /* skip everything when *found_inf != 0; or NULL */
   const float *gsi;        /* gradient multiplier (grad scale inverse), or NULL */
+  const struct te_optim_state *state;   /* or NULL: hp holds the step's values */
+  struct te_optim_dev_hp dhp;           /* with state */
   struct te_optim_hp hp;
   int count;
   int pad_;
@@ -132,6 +150,75 @@ struct te_unscale_params {
   int pad_;
   struct te_unscale_entry e[TE_UNSCALE_MAX];
 };
+
+/* ---- the step's values from device memory ------------------------------------ */
+
+/* Double operations in round-to-nearest-even, never contracted. */
+TE_HD double te_dmul_rn(double a, double b) {
+#ifdef __CUDA_ARCH__
+  return __dmul_rn(a, b);
+#else
+  double r = a * b;
+  TE_FMATH_BARRIER_(r);
+  return r;
+#endif
+}
+TE_HD double te_dsub_rn(double a, double b) {
+#ifdef __CUDA_ARCH__
+  return __dsub_rn(a, b);
+#else
+  return a - b;
+#endif
+}
+TE_HD double te_ddiv_rn(double a, double b) {
+#ifdef __CUDA_ARCH__
+  return __ddiv_rn(a, b);
+#else
+  return a / b;
+#endif
+}
+TE_HD double te_dsqrt_rn(double a) {
+#ifdef __CUDA_ARCH__
+  return __dsqrt_rn(a);
+#else
+  return sqrt(a);
+#endif
+}
+
+/* b^t for t >= 0 by squaring and multiplying, low bit first: the same
+ * double operations on both sides (libm's pow and the GPU's differ). */
+TE_HD double te_optim_powi(double b, long long t) {
+  double r = 1.0, x = b;
+  unsigned long long u = t > 0 ? (unsigned long long)t : 0;
+  while (u) {
+    if (u & 1) r = te_dmul_rn(r, x);
+    u >>= 1;
+    if (u) x = te_dmul_rn(x, x);
+  }
+  return r;
+}
+
+/* Fills the step-dependent fields of h from the state that params point at
+ * (step t = state->step + 1, lr = state->lr) as the host fills them from a
+ * tecore_*_config, but with te_optim_powi for beta^t. */
+TE_HD void te_optim_hp_from_state(struct te_optim_hp *h, const struct te_optim_state *st,
+                                  const struct te_optim_dev_hp *d) {
+  const long long t = st->step + 1;
+  const double lr = st->lr;
+  h->lr = (float)lr;
+  if (h->kind == TE_OPTIM_SGD) {
+    h->first = t == 1;
+    return;
+  }
+  double bc1 = 1.0, bc2 = 1.0;
+  if (d->bias_correction) {
+    bc1 = te_dsub_rn(1.0, te_optim_powi(d->beta1, t));
+    bc2 = te_dsub_rn(1.0, te_optim_powi(d->beta2, t));
+  }
+  h->step_size = (float)te_ddiv_rn(lr, bc1);
+  h->bc2_sqrt = (float)te_dsqrt_rn(bc2);
+  h->decay = (float)te_dsub_rn(1.0, te_dmul_rn(lr, d->wd));
+}
 
 /* ---- element math ------------------------------------------------------------ */
 

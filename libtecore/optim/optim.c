@@ -5,6 +5,7 @@
  * checked before the first launch, so a bad call queues nothing. */
 #include "optim/optim_internal.h"
 #include <math.h>
+#include <stddef.h>
 #include <pthread.h>
 #include <string.h>
 
@@ -14,6 +15,9 @@ _Static_assert(sizeof(struct te_optim_params) <= 4096, "te_optim_params over 4 K
 _Static_assert(sizeof(struct te_l2_params) <= 4096, "te_l2_params over 4 KiB");
 _Static_assert(sizeof(struct te_unscale_params) <= 4096, "te_unscale_params over 4 KiB");
 _Static_assert(TE_OPTIM_MAX == TECORE_OPTIM_BATCH, "TECORE_OPTIM_BATCH differs from the kernels'");
+_Static_assert(sizeof(struct te_optim_state) == sizeof(struct tecore_optim_state) &&
+                   offsetof(struct te_optim_state, lr) == offsetof(struct tecore_optim_state, lr),
+               "struct tecore_optim_state differs from the kernels' te_optim_state");
 
 /* ---- the table ------------------------------------------------------------ */
 
@@ -41,6 +45,8 @@ static const struct tecore_kernel_def optim_kernels[] = {
                              .param_is_ptr = {1, 0, 1, 1}},
     [TE_OPTIM_K_UNSCALE] = {.name = "te_optim_unscale", .vdev = te_optim_vdev_unscale,
                             .nparams = 1, .param_size = {USP}, .param_is_ptr = {0}},
+    [TE_OPTIM_K_COMMIT] = {.name = "te_optim_commit", .vdev = te_optim_vdev_commit,
+                           .nparams = 2, .param_size = {8, 8}, .param_is_ptr = {1, 1}},
 };
 _Static_assert(TE_ARRAY_SIZE(optim_kernels) == TE_OPTIM_K_COUNT_, "optim kernel table");
 
@@ -137,13 +143,16 @@ static int finite_f(double x) { return isfinite(x) && isfinite((float)x); }
 /* Launches the tensors in batches of TE_OPTIM_MAX, each batch's grid one
  * block per chunk of each of its tensors. */
 static tecore_result_t step_launch(int k, const struct tecore_optim_tensor *tensors, size_t count,
-                                   const struct te_optim_hp *hp, tecore_devptr_t gsi,
+                                   const struct te_optim_hp *hp, tecore_devptr_t state,
+                                   const struct te_optim_dev_hp *dhp, tecore_devptr_t gsi,
                                    tecore_devptr_t found_inf, int need_m, int need_v,
                                    tecore_stream_t stream) {
   struct te_optim_params p;
   memset(&p, 0, sizeof p);
   p.found_inf = (const int *)P(found_inf);
   p.gsi = (const float *)P(gsi);
+  p.state = (const struct te_optim_state *)P(state);
+  p.dhp = *dhp;
   p.hp = *hp;
   uint64_t blocks = 0;
   for (size_t i = 0; i < count; i++) {
@@ -184,6 +193,18 @@ static tecore_result_t step_launch(int k, const struct tecore_optim_tensor *tens
     void *args[] = {&p};
     TE_CHECK(te_optim_launch(k, (unsigned)blocks, args, stream));
   }
+  if (state) {   /* after every batch has read the step number */
+    void *st = P(state), *fi = P(found_inf);
+    void *args[] = {&st, &fi};
+    TE_CHECK(te_optim_launch(TE_OPTIM_K_COMMIT, 1, args, stream));
+  }
+  return TECORE_SUCCESS;
+}
+
+/* cfg->state: 0, or an 8-byte aligned device address. */
+static tecore_result_t check_state(tecore_devptr_t state, const char *fn) {
+  TE_ARG(state % 8 == 0, "%s: cfg->state (0x%llx) is not aligned to 8 bytes", fn,
+         (unsigned long long)state);
   return TECORE_SUCCESS;
 }
 
@@ -195,15 +216,18 @@ TE_EXPORT tecore_result_t tecore_adam_step(const struct tecore_optim_tensor *ten
                                            tecore_devptr_t found_inf, tecore_stream_t stream) {
   static const char fn[] = "tecore_adam_step";
   TE_CHECK(check_common(tensors, count, cfg, grad_scale_inv, found_inf, fn));
-  TE_ARG(finite_f(cfg->lr) && cfg->lr >= 0, "%s: cfg->lr %g is not a finite value >= 0", fn,
-         cfg->lr);
+  TE_CHECK(check_state(cfg->state, fn));
+  /* with cfg->state, lr and step come from device memory */
+  const double lr = cfg->state ? 0.0 : cfg->lr;
+  const int64_t stepno = cfg->state ? 1 : cfg->step;
+  TE_ARG(finite_f(lr) && lr >= 0, "%s: cfg->lr %g is not a finite value >= 0", fn, lr);
   TE_ARG(cfg->beta1 >= 0 && cfg->beta1 < 1, "%s: cfg->beta1 %g is not in [0, 1)", fn, cfg->beta1);
   TE_ARG(cfg->beta2 >= 0 && cfg->beta2 < 1, "%s: cfg->beta2 %g is not in [0, 1)", fn, cfg->beta2);
   TE_ARG(finite_f(cfg->eps) && cfg->eps >= 0, "%s: cfg->eps %g is not a finite value >= 0", fn,
          cfg->eps);
   TE_ARG(finite_f(cfg->weight_decay) && cfg->weight_decay >= 0,
          "%s: cfg->weight_decay %g is not a finite value >= 0", fn, cfg->weight_decay);
-  TE_ARG(cfg->step >= 1, "%s: cfg->step %lld is not >= 1", fn, (long long)cfg->step);
+  TE_ARG(stepno >= 1, "%s: cfg->step %lld is not >= 1", fn, (long long)stepno);
   TE_ARG(!(cfg->flags & ~(TECORE_ADAM_W | TECORE_ADAM_NO_BIAS_CORRECTION)),
          "%s: cfg->flags 0x%x has unknown bits", fn, cfg->flags);
 
@@ -211,29 +235,32 @@ TE_EXPORT tecore_result_t tecore_adam_step(const struct tecore_optim_tensor *ten
   memset(&hp, 0, sizeof hp);
   double bc1 = 1.0, bc2 = 1.0;
   if (!(cfg->flags & TECORE_ADAM_NO_BIAS_CORRECTION)) {
-    bc1 = 1.0 - pow(cfg->beta1, (double)cfg->step);
-    bc2 = 1.0 - pow(cfg->beta2, (double)cfg->step);
+    bc1 = 1.0 - pow(cfg->beta1, (double)stepno);
+    bc2 = 1.0 - pow(cfg->beta2, (double)stepno);
   }
+  struct te_optim_dev_hp dhp = {.beta1 = cfg->beta1, .beta2 = cfg->beta2,
+                                .wd = cfg->weight_decay,
+                                .bias_correction = !(cfg->flags & TECORE_ADAM_NO_BIAS_CORRECTION)};
   hp.kind = (cfg->flags & TECORE_ADAM_W) ? TE_OPTIM_ADAMW : TE_OPTIM_ADAM_L2;
-  hp.lr = (float)cfg->lr;
+  hp.lr = (float)lr;
   hp.beta1 = (float)cfg->beta1;
   hp.beta2 = (float)cfg->beta2;
   hp.omb1 = (float)(1.0 - cfg->beta1);
   hp.omb2 = (float)(1.0 - cfg->beta2);
   hp.eps = (float)cfg->eps;
   hp.wd = (float)cfg->weight_decay;
-  hp.step_size = (float)(cfg->lr / bc1);
+  hp.step_size = (float)(lr / bc1);
   hp.bc2_sqrt = (float)sqrt(bc2);
-  hp.decay = (float)(1.0 - cfg->lr * cfg->weight_decay);
+  hp.decay = (float)(1.0 - lr * cfg->weight_decay);
   TE_ARG(isfinite(hp.step_size) && hp.bc2_sqrt > 0,
          "%s: cfg: lr / (1 - beta1^step) = %g or sqrt(1 - beta2^step) = %g is out of float "
-         "range", fn, cfg->lr / bc1, sqrt(bc2));
+         "range", fn, lr / bc1, sqrt(bc2));
   TE_ARG(isfinite(hp.decay), "%s: cfg: 1 - lr * weight_decay is out of float range", fn);
 
   for (size_t i = 0; i < count; i++)   /* everything checked before any launch */
     TE_CHECK(check_tensor(&tensors[i], i, 1, 1, fn));
-  TE_CHECK(step_launch(TE_OPTIM_K_ADAM, tensors, count, &hp, grad_scale_inv, found_inf, 1, 1,
-                       stream));
+  TE_CHECK(step_launch(TE_OPTIM_K_ADAM, tensors, count, &hp, cfg->state, &dhp, grad_scale_inv,
+                       found_inf, 1, 1, stream));
   return TECORE_SUCCESS;
 }
 
@@ -243,15 +270,17 @@ TE_EXPORT tecore_result_t tecore_sgd_step(const struct tecore_optim_tensor *tens
                                           tecore_devptr_t found_inf, tecore_stream_t stream) {
   static const char fn[] = "tecore_sgd_step";
   TE_CHECK(check_common(tensors, count, cfg, grad_scale_inv, found_inf, fn));
-  TE_ARG(finite_f(cfg->lr) && cfg->lr >= 0, "%s: cfg->lr %g is not a finite value >= 0", fn,
-         cfg->lr);
+  TE_CHECK(check_state(cfg->state, fn));
+  const double lr = cfg->state ? 0.0 : cfg->lr;
+  const int64_t stepno = cfg->state ? 1 : cfg->step;
+  TE_ARG(finite_f(lr) && lr >= 0, "%s: cfg->lr %g is not a finite value >= 0", fn, lr);
   TE_ARG(finite_f(cfg->momentum) && cfg->momentum >= 0,
          "%s: cfg->momentum %g is not a finite value >= 0", fn, cfg->momentum);
   TE_ARG(finite_f(cfg->dampening) && finite_f(1.0 - cfg->dampening),
          "%s: cfg->dampening %g is not finite", fn, cfg->dampening);
   TE_ARG(finite_f(cfg->weight_decay) && cfg->weight_decay >= 0,
          "%s: cfg->weight_decay %g is not a finite value >= 0", fn, cfg->weight_decay);
-  TE_ARG(cfg->step >= 1, "%s: cfg->step %lld is not >= 1", fn, (long long)cfg->step);
+  TE_ARG(stepno >= 1, "%s: cfg->step %lld is not >= 1", fn, (long long)stepno);
   TE_ARG(!(cfg->flags & ~TECORE_SGD_NESTEROV), "%s: cfg->flags 0x%x has unknown bits", fn,
          cfg->flags);
   int nesterov = (cfg->flags & TECORE_SGD_NESTEROV) != 0;
@@ -262,17 +291,18 @@ TE_EXPORT tecore_result_t tecore_sgd_step(const struct tecore_optim_tensor *tens
   struct te_optim_hp hp;
   memset(&hp, 0, sizeof hp);
   hp.kind = TE_OPTIM_SGD;
-  hp.lr = (float)cfg->lr;
+  hp.lr = (float)lr;
   hp.wd = (float)cfg->weight_decay;
   hp.momentum = (float)cfg->momentum;
   hp.damp1 = (float)(1.0 - cfg->dampening);
-  hp.first = cfg->step == 1;
+  hp.first = stepno == 1;
+  struct te_optim_dev_hp dhp = {.wd = cfg->weight_decay};
   hp.nesterov = nesterov;
   /* a momentum that rounds to 0 in float is no momentum: the kernels test the float */
   int need_m = hp.momentum != 0.0f;
 
   for (size_t i = 0; i < count; i++) TE_CHECK(check_tensor(&tensors[i], i, need_m, 0, fn));
-  TE_CHECK(step_launch(TE_OPTIM_K_SGD, tensors, count, &hp, grad_scale_inv, found_inf, need_m, 0,
-                       stream));
+  TE_CHECK(step_launch(TE_OPTIM_K_SGD, tensors, count, &hp, cfg->state, &dhp, grad_scale_inv,
+                       found_inf, need_m, 0, stream));
   return TECORE_SUCCESS;
 }

@@ -11,7 +11,7 @@
 
 /* Kernel ids relative to the table's first id. */
 enum { TE_OPTIM_K_ADAM, TE_OPTIM_K_SGD, TE_OPTIM_K_L2_PARTIAL, TE_OPTIM_K_L2_FINAL,
-       TE_OPTIM_K_UNSCALE, TE_OPTIM_K_COUNT_ };
+       TE_OPTIM_K_UNSCALE, TE_OPTIM_K_COMMIT, TE_OPTIM_K_COUNT_ };
 
 /* vdev implementations (optim_vdev.c): each runs the whole grid. */
 void te_optim_vdev_adam(const struct tecore_launch_cfg *cfg, void *const *args);
@@ -19,6 +19,7 @@ void te_optim_vdev_sgd(const struct tecore_launch_cfg *cfg, void *const *args);
 void te_optim_vdev_l2_partial(const struct tecore_launch_cfg *cfg, void *const *args);
 void te_optim_vdev_l2_final(const struct tecore_launch_cfg *cfg, void *const *args);
 void te_optim_vdev_unscale(const struct tecore_launch_cfg *cfg, void *const *args);
+void te_optim_vdev_commit(const struct tecore_launch_cfg *cfg, void *const *args);
 
 /* Launches kernel k of the table (registered on first use) on a 1-D grid
  * of `blocks` blocks of TE_OPTIM_THREADS threads. */

@@ -41,7 +41,9 @@ static void step_entry(const struct te_optim_entry *e, const struct te_optim_hp 
 static void step_all(void *const *args, int sgd) {
   const struct te_optim_params *p = args[0];
   if (p->found_inf && *p->found_inf) return;
-  for (int t = 0; t < p->count; t++) step_entry(&p->e[t], &p->hp, p->gsi, sgd);
+  struct te_optim_hp h = p->hp;
+  if (p->state) te_optim_hp_from_state(&h, p->state, &p->dhp);
+  for (int t = 0; t < p->count; t++) step_entry(&p->e[t], &h, p->gsi, sgd);
 }
 
 void te_optim_vdev_adam(const struct tecore_launch_cfg *cfg, void *const *args) {
@@ -52,6 +54,13 @@ void te_optim_vdev_adam(const struct tecore_launch_cfg *cfg, void *const *args) 
 void te_optim_vdev_sgd(const struct tecore_launch_cfg *cfg, void *const *args) {
   (void)cfg;
   step_all(args, 1);
+}
+
+void te_optim_vdev_commit(const struct tecore_launch_cfg *cfg, void *const *args) {
+  struct te_optim_state *st = *(void *const *)args[0];
+  const int *found_inf = *(void *const *)args[1];
+  (void)cfg;
+  if (!(found_inf && *found_inf)) st->step += 1;
 }
 
 /* ---- L2 norm ------------------------------------------------------------------- */

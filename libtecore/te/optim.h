@@ -13,8 +13,8 @@
  * value, up to 4 KiB a launch, TECORE_OPTIM_BATCH tensors for Adam/SGD),
  * so no device descriptor buffer exists, the arrays may be freed as soon
  * as the call returns, and a captured graph replays the same addresses and
- * hyperparameters (including step: capture one graph per distinct set, or
- * rebuild it).  The one scratch buffer, the L2 norm's workspace, is
+ * hyperparameters (including step and lr, unless cfg->state puts those two
+ * in device memory: see below).  The one scratch buffer, the L2 norm's workspace, is
  * allocated by the caller with the size tecore_l2norm_multi_workspace_size
  * gives.
  *
@@ -25,6 +25,20 @@
  * tecore_adam_step and tecore_sgd_step read it when they start and, when
  * it is nonzero (any bits: a float 1.0f works too), return without writing
  * anything: the step is skipped on the device, no host synchronization.
+ *
+ * Steps in a graph.  A graph captured around tecore_adam_step or
+ * tecore_sgd_step replays the values it was captured with.  To replay one
+ * graph for every step, set cfg->state to the device address of a struct
+ * tecore_optim_state: each step then reads its step number (state->step +
+ * 1) and learning rate (state->lr) there when it runs, and adds 1 to
+ * state->step after its last launch (not when found_inf skipped the step).
+ * A learning-rate schedule writes state->lr in stream order between steps
+ * (tecore_memcpy_async from pinned memory, or a kernel of its own).  With
+ * cfg->state set, cfg->lr and cfg->step are not used; the device does not
+ * check the values it reads (lr must be finite and >= 0, step >= 0, as the
+ * config fields).  Adam's bias corrections are then computed on the device
+ * in double, beta^t by repeated squaring, so they may differ from the
+ * host's pow() in the last bit of the float step size.
  *
  * Results are ready on stream when the call's work completes there. */
 #ifndef TE_OPTIM_H
@@ -61,6 +75,13 @@ struct tecore_optim_tensor {
   tecore_dtype_t model_dtype;      /* BF16, F16, E4M3 or E5M2 (when model is set) */
 };
 
+/* A step counter and learning rate in device memory (8-byte aligned),
+ * written by the caller before the first step, e.g. {0, 1e-3}. */
+struct tecore_optim_state {
+  int64_t step;           /* steps taken so far: the next step is number step + 1 */
+  double lr;              /* the learning rate of the next step */
+};
+
 /* Adam hyperparameters.  Derived values are computed on the host in double
  * and rounded to float once: step_size = lr / (1 - beta1^step),
  * sqrt(1 - beta2^step), 1 - beta, AdamW's 1 - lr*weight_decay. */
@@ -71,6 +92,7 @@ struct tecore_adam_config {
   double weight_decay;    /* >= 0 */
   int64_t step;           /* >= 1: the step being taken (1 for the first) */
   unsigned flags;         /* TECORE_ADAM_* */
+  tecore_devptr_t state;  /* 0, or a struct tecore_optim_state: lr and step from there */
 };
 #define TECORE_ADAM_W 0x1u                   /* AdamW: decoupled weight decay */
 #define TECORE_ADAM_NO_BIAS_CORRECTION 0x2u  /* step_size = lr, no sqrt(1 - beta2^step) */
@@ -83,6 +105,7 @@ struct tecore_sgd_config {
   double weight_decay;    /* >= 0 */
   int64_t step;           /* >= 1; at step 1 the momentum buffer starts as the gradient */
   unsigned flags;         /* TECORE_SGD_* */
+  tecore_devptr_t state;  /* 0, or a struct tecore_optim_state: lr and step from there */
 };
 #define TECORE_SGD_NESTEROV 0x1u
 
