@@ -388,6 +388,11 @@ static void train(const struct opts *o, const struct data *dd, const struct teco
   free(ot);
 }
 
+static int cmp_double(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return (x > y) - (x < y);
+}
+
 /* ---- main --------------------------------------------------------------------------- */
 
 static void usage(FILE *f) {
@@ -561,12 +566,13 @@ int main(int argc, char **argv) {
   for (int r = 0; r < nrun; r++) {
     /* the first step pays one-time costs; average the others */
     int from = o.steps > 1 ? 1 : 0;
-    double host = 0;
-    for (int k = from; k < o.steps; k++) avg[r] += runs[r].ms[k], host += runs[r].host_us[k];
+    for (int k = from; k < o.steps; k++) avg[r] += runs[r].ms[k];
     avg[r] /= (o.steps - from);
-    host /= (o.steps - from);
+    /* host time: the median (one preempted step would dominate a mean) */
+    qsort(runs[r].host_us + from, (size_t)(o.steps - from), sizeof(double), cmp_double);
+    double host = runs[r].host_us[from + (o.steps - from) / 2];
     double first = runs[r].loss[0], last = runs[r].loss[o.steps - 1];
-    printf("te-demo: %-4s loss %.6f -> %.6f, %.3f ms/step (host %.1f us to queue it), "
+    printf("te-demo: %-4s loss %.6f -> %.6f, %.3f ms/step (median host time %.1f us to queue it), "
            "%.0f tokens/s, %.3f TFLOP/s\n", runs[r].name, first, last, avg[r], host,
            (double)o.tokens * o.microbatches / (avg[r] * 1e-3), flops / (avg[r] * 1e-3) / 1e12);
     if (!(last < first) || !isfinite(last)) {
