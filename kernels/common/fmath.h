@@ -1,4 +1,4 @@
-/* fmath.h -- float arithmetic that gives the same bits on the GPU and in
+/* fmath.h -- float (and double) arithmetic that gives the same bits on the GPU and in
  * the vdev C implementations: every operation is one IEEE operation with
  * round-to-nearest-even, written out so that neither compiler fuses a
  * multiply into a following add (nvcc contracts by default; gcc does too
@@ -6,7 +6,7 @@
  * operations instead of by the device's approximate instructions or the
  * host's libm, which disagree in the last bits.
  *
- * Used by kernels/common/act.h and norm.h (activations, norms).  Values
+ * Used by kernels/common/act.h, norm.h and optim.h.  Values
  * only: no memory access, no launch shapes. */
 #ifndef TE_KERNELS_FMATH_H
 #define TE_KERNELS_FMATH_H
@@ -83,6 +83,38 @@ TE_HD float te_sqrt_rn(float a) {
   return sqrtf(a);
 #endif
 }
+/* The same for doubles (the optimizers' bias corrections). */
+TE_HD double te_dmul_rn(double a, double b) {
+#ifdef __CUDA_ARCH__
+  return __dmul_rn(a, b);
+#else
+  double r = a * b;
+  TE_FMATH_BARRIER_(r);
+  return r;
+#endif
+}
+TE_HD double te_dsub_rn(double a, double b) {
+#ifdef __CUDA_ARCH__
+  return __dsub_rn(a, b);
+#else
+  return a - b;
+#endif
+}
+TE_HD double te_ddiv_rn(double a, double b) {
+#ifdef __CUDA_ARCH__
+  return __ddiv_rn(a, b);
+#else
+  return a / b;
+#endif
+}
+TE_HD double te_dsqrt_rn(double a) {
+#ifdef __CUDA_ARCH__
+  return __dsqrt_rn(a);
+#else
+  return sqrt(a);
+#endif
+}
+
 /* |a| and max without NaN games: both sides agree on these bit for bit. */
 TE_HD float te_fabs(float a) { return te_bits_f32(te_f32_bits(a) & 0x7fffffffu); }
 /* max(a, b) where a NaN b wins (so a NaN reaches amax and shows there). */

@@ -153,38 +153,6 @@ struct te_unscale_params {
 
 /* ---- the step's values from device memory ------------------------------------ */
 
-/* Double operations in round-to-nearest-even, never contracted. */
-TE_HD double te_dmul_rn(double a, double b) {
-#ifdef __CUDA_ARCH__
-  return __dmul_rn(a, b);
-#else
-  double r = a * b;
-  TE_FMATH_BARRIER_(r);
-  return r;
-#endif
-}
-TE_HD double te_dsub_rn(double a, double b) {
-#ifdef __CUDA_ARCH__
-  return __dsub_rn(a, b);
-#else
-  return a - b;
-#endif
-}
-TE_HD double te_ddiv_rn(double a, double b) {
-#ifdef __CUDA_ARCH__
-  return __ddiv_rn(a, b);
-#else
-  return a / b;
-#endif
-}
-TE_HD double te_dsqrt_rn(double a) {
-#ifdef __CUDA_ARCH__
-  return __dsqrt_rn(a);
-#else
-  return sqrt(a);
-#endif
-}
-
 /* b^t for t >= 0 by squaring and multiplying, low bit first: the same
  * double operations on both sides (libm's pow and the GPU's differ). */
 TE_HD double te_optim_powi(double b, long long t) {
