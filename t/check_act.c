@@ -71,10 +71,14 @@ struct outbuf {
   struct tecore_tensor t;
   tecore_devptr_t mem, amax, scale, scale_inv;
   float scale_h, amax0;
+  int current;   /* FP8 with current scaling: amax and scale are the kernels' */
 };
 
+/* current: an FP8 output takes current scaling (amax poisoned with a huge
+ * value that must be overwritten, scale poisoned). */
 static void out_setup(struct outbuf *o, tecore_dtype_t dt, size_t rows, size_t cols,
-                      size_t offset, double amax_ref) {
+                      size_t offset, double amax_ref, int current) {
+  memset(o, 0, sizeof *o);
   size_t bytes = rows * cols * ref_esize(dt) + offset;
   o->mem = te_dalloc(bytes + 16);
   o->amax = te_dalloc(16);
@@ -95,6 +99,13 @@ static void out_setup(struct outbuf *o, tecore_dtype_t dt, size_t rows, size_t c
     o->t.scaling = TECORE_SCALING_DELAYED;
     o->t.scale = o->scale;
     o->t.scale_inv = o->scale_inv;
+    if (current) {
+      o->current = 1;
+      o->t.scaling = TECORE_SCALING_CURRENT;
+      o->amax0 = 1e30f;
+      te_h2d(o->amax, &o->amax0, 4);
+      te_poison_dev_nan(o->scale, 1);
+    }
   }
 }
 
@@ -112,6 +123,16 @@ static void out_check(struct outbuf *o, const double *ref, const double *mag, si
   void *got = malloc(n * ref_esize(dt) + 1);
   ck_assert_ptr_nonnull(got);
   te_d2h(got, o->t.data, n * ref_esize(dt));
+  if (o->current) {
+    /* the scale the kernels derived from their amax (checked below) */
+    float am;
+    te_d2h(&am, o->amax, 4);
+    float want = am > 0 ? (float)(dt == TECORE_DTYPE_E4M3 ? 448.0 : 57344.0) / am : 1.0f;
+    te_d2h(&o->scale_h, o->scale, 4);
+    ck_assert_msg(te_f32_bits_of(o->scale_h) == te_f32_bits_of(want),
+                  "%s: current scale %.9g, want fp8_max/amax = %.9g (amax %.9g)", what,
+                  (double)o->scale_h, (double)want, (double)am);
+  }
   if (is_fp8(dt))
     ref_check_fp8(got, dt, ref, mag, n, o->scale_h, c, what, NULL);
   else
@@ -122,7 +143,7 @@ static void out_check(struct outbuf *o, const double *ref, const double *mag, si
     if (fabs(ref[i]) > amax_ref) amax_ref = fabs(ref[i]);
     if (c * mag[i] > amax_tol) amax_tol = c * mag[i];
   }
-  if (amax_ref < o->amax0) amax_ref = o->amax0;
+  if (!o->current && amax_ref < o->amax0) amax_ref = o->amax0;
   float amax;
   te_d2h(&amax, o->amax, 4);
   ck_assert_msg(fabs(amax - amax_ref) <= amax_tol + ldexp(1.0, -140),
@@ -139,7 +160,7 @@ static void out_check(struct outbuf *o, const double *ref, const double *mag, si
 /* One forward case; offset shifts every pointer by one element so the
  * kernels take their element path. */
 static void run_fwd(int kind, size_t rows, size_t cols, tecore_dtype_t din, tecore_dtype_t dout,
-                    int misalign) {
+                    int misalign, int current) {
   int gated = tecore_activation_is_gated(kind);
   size_t icols = gated ? 2 * cols : cols, nin = rows * icols, n = rows * cols;
   size_t ioff = misalign ? ref_esize(din) : 0, ooff = misalign ? ref_esize(dout) : 0;
@@ -166,12 +187,13 @@ static void run_fwd(int kind, size_t rows, size_t cols, tecore_dtype_t din, teco
   te_h2d(dmem + ioff, hin, nin * ref_esize(din));
   struct tecore_tensor in = ref_tensor2(din, rows, icols, dmem + ioff);
   struct outbuf o;
-  out_setup(&o, dout, rows, cols, ooff, amax_ref);
+  out_setup(&o, dout, rows, cols, ooff, amax_ref, current);
   TE_OK(tecore_act_fwd(kind, &in, &o.t, 0, te_stream));
   TE_OK(tecore_stream_synchronize(te_stream));
   char what[160];
-  snprintf(what, sizeof what, "%s fwd %zux%zu %s->%s%s", tecore_activation_name(kind), rows, cols,
-           tecore_dtype_name(din), tecore_dtype_name(dout), misalign ? " misaligned" : "");
+  snprintf(what, sizeof what, "%s fwd %zux%zu %s->%s%s%s", tecore_activation_name(kind), rows,
+           cols, tecore_dtype_name(din), tecore_dtype_name(dout), misalign ? " misaligned" : "",
+           current ? " current" : "");
   out_check(&o, ref, mag, n, C_FWD, what);
   out_free(&o);
   TE_OK(tecore_mem_free(dmem));
@@ -182,7 +204,7 @@ static void run_fwd(int kind, size_t rows, size_t cols, tecore_dtype_t din, teco
 }
 
 static void run_bwd(int kind, size_t rows, size_t cols, tecore_dtype_t din, tecore_dtype_t dout,
-                    int misalign) {
+                    int misalign, int current) {
   int gated = tecore_activation_is_gated(kind);
   size_t xcols = gated ? 2 * cols : cols, nx = rows * xcols, ny = rows * cols;
   size_t ioff = misalign ? ref_esize(din) : 0, ooff = misalign ? ref_esize(dout) : 0;
@@ -220,13 +242,13 @@ static void run_bwd(int kind, size_t rows, size_t cols, tecore_dtype_t din, teco
   struct tecore_tensor tx = ref_tensor2(din, rows, xcols, dxm + ioff);
   struct tecore_tensor tdy = ref_tensor2(ddy, rows, cols, dym + yoff);
   struct outbuf o;
-  out_setup(&o, dout, rows, xcols, ooff, amax_ref);
+  out_setup(&o, dout, rows, xcols, ooff, amax_ref, current);
   TE_OK(tecore_act_bwd(kind, &tdy, &tx, &o.t, te_stream));
   TE_OK(tecore_stream_synchronize(te_stream));
   char what[160];
-  snprintf(what, sizeof what, "%s bwd %zux%zu x %s dy %s -> %s%s", tecore_activation_name(kind),
+  snprintf(what, sizeof what, "%s bwd %zux%zu x %s dy %s -> %s%s%s", tecore_activation_name(kind),
            rows, cols, tecore_dtype_name(din), tecore_dtype_name(ddy), tecore_dtype_name(dout),
-           misalign ? " misaligned" : "");
+           misalign ? " misaligned" : "", current ? " current" : "");
   out_check(&o, ref, mag, nx, C_BWD, what);
   out_free(&o);
   TE_OK(tecore_mem_free(dxm));
@@ -245,9 +267,15 @@ START_TEST(test_act_fwd) {
   size_t ns = TE_ARRAY_N(shapes), no = TE_ARRAY_N(out_types);
   for (size_t s = 0; s < ns; s++)
     for (size_t o = 0; o < no; o++)
-      run_fwd(_i, shapes[s].rows, shapes[s].cols, in_types[(s + o) % 3], out_types[o], 0);
-  for (size_t o = 0; o < no; o++)
-    run_fwd(_i, 16, 256, in_types[o % 3], out_types[o], 1);
+      run_fwd(_i, shapes[s].rows, shapes[s].cols, in_types[(s + o) % 3], out_types[o], 0, 0);
+  for (size_t o = 0; o < no; o++) {
+    run_fwd(_i, 16, 256, in_types[o % 3], out_types[o], 1, 0);
+    /* FP8 with current scaling: two passes, the kernels' own scale */
+    if (is_fp8(out_types[o])) {
+      run_fwd(_i, 3, 33, in_types[(o + 1) % 3], out_types[o], 0, 1);
+      run_fwd(_i, 16, 256, in_types[o % 3], out_types[o], 1, 1);
+    }
+  }
 }
 END_TEST
 
@@ -255,14 +283,20 @@ START_TEST(test_act_bwd) {
   size_t ns = TE_ARRAY_N(shapes), no = TE_ARRAY_N(out_types);
   for (size_t s = 0; s < ns; s++)
     for (size_t o = 0; o < no; o++)
-      run_bwd(_i, shapes[s].rows, shapes[s].cols, in_types[(s + o) % 3], out_types[o], 0);
-  for (size_t o = 0; o < no; o++)
-    run_bwd(_i, 16, 256, in_types[o % 3], out_types[o], 1);
+      run_bwd(_i, shapes[s].rows, shapes[s].cols, in_types[(s + o) % 3], out_types[o], 0, 0);
+  for (size_t o = 0; o < no; o++) {
+    run_bwd(_i, 16, 256, in_types[o % 3], out_types[o], 1, 0);
+    if (is_fp8(out_types[o])) {
+      run_bwd(_i, 3, 33, in_types[(o + 1) % 3], out_types[o], 0, 1);
+      run_bwd(_i, 16, 256, in_types[o % 3], out_types[o], 1, 1);
+    }
+  }
 }
 END_TEST
 
-/* A nonzero no-op flag: nothing is written (data, amax, scale_inv);
- * zero: the kernel runs. */
+/* A nonzero no-op flag: nothing is written (data, amax, scale_inv, and
+ * with current scaling the scale); zero: the kernel runs.  _i: 1 for
+ * current scaling. */
 START_TEST(test_act_noop_flag) {
   size_t n = 4096;
   float *h = malloc(n * 4);
@@ -273,7 +307,7 @@ START_TEST(test_act_noop_flag) {
   te_h2d(in, h, n * 4);
   struct tecore_tensor ti = ref_tensor2(TECORE_DTYPE_F32, 1, n, in);
   struct outbuf o;
-  out_setup(&o, TECORE_DTYPE_E4M3, 1, n, 0, 3.0);
+  out_setup(&o, TECORE_DTYPE_E4M3, 1, n, 0, 3.0, _i);
   int32_t one = 1, zero = 0;
   te_h2d(flag, &one, 4);
   TE_OK(tecore_act_fwd(TECORE_ACT_GELU, &ti, &o.t, flag, te_stream));
@@ -287,6 +321,11 @@ START_TEST(test_act_noop_flag) {
   te_d2h(&si, o.scale_inv, 4);
   ck_assert_msg(amax == o.amax0, "amax changed under a set no-op flag: %g", (double)amax);
   ck_assert_msg(te_f32_bits_of(si) == TE_NAN_F32_BITS, "scale_inv written under a set no-op flag");
+  if (_i) {
+    float sc;
+    te_d2h(&sc, o.scale, 4);
+    ck_assert_msg(te_f32_bits_of(sc) == TE_NAN_F32_BITS, "scale written under a set no-op flag");
+  }
   te_h2d(flag, &zero, 4);
   TE_OK(tecore_act_fwd(TECORE_ACT_GELU, &ti, &o.t, flag, te_stream));
   TE_OK(tecore_stream_synchronize(te_stream));
@@ -364,6 +403,9 @@ START_TEST(test_act_args) {
   TE_EXPECT_INVALID("scale", tecore_act_fwd(TECORE_ACT_GELU, &in, &bad, 0, te_stream));
   bad.scale = a;
   bad.scale_inv = a + 4;
+  bad.scaling = TECORE_SCALING_CURRENT;   /* current scaling writes the amax */
+  bad.amax = 0;
+  TE_EXPECT_INVALID("amax", tecore_act_fwd(TECORE_ACT_GELU, &in, &bad, 0, te_stream));
   bad.scaling = TECORE_SCALING_MXFP8;
   TE_EXPECT_INVALID("mxfp8", tecore_act_fwd(TECORE_ACT_GELU, &in, &bad, 0, te_stream));
   bad.scaling = TECORE_SCALING_DELAYED;
@@ -399,7 +441,7 @@ static Suite *act_suite(void) {
   tc = te_tcase(s, "bwd", 1);
   tcase_add_loop_test(tc, test_act_bwd, 0, TECORE_ACT_COUNT_);
   tc = te_tcase(s, "flags", 1);
-  tcase_add_test(tc, test_act_noop_flag);
+  tcase_add_loop_test(tc, test_act_noop_flag, 0, 2);
   tcase_add_test(tc, test_act_special_values);
   tcase_add_test(tc, test_act_args);
   return s;

@@ -62,8 +62,10 @@ static void hbuf_free(struct hbuf *b) {
 
 /* ---- forward ----------------------------------------------------------------------- */
 
-static void run_fwd(int ln, size_t rows, size_t hidden, tecore_dtype_t dx, tecore_dtype_t dw,
-                    tecore_dtype_t dy, unsigned flags) {
+/* current (FP8 outputs only): current scaling, the kernel's own amax and
+ * scale; pow2 power-of-two scales. */
+static void run_fwd_mode(int ln, size_t rows, size_t hidden, tecore_dtype_t dx, tecore_dtype_t dw,
+                         tecore_dtype_t dy, unsigned flags, int current, int pow2) {
   size_t n = rows * hidden;
   struct hbuf x, g, b;
   /* an offset mean, so LayerNorm's centering matters */
@@ -110,7 +112,8 @@ static void run_fwd(int ln, size_t rows, size_t hidden, tecore_dtype_t dx, tecor
   te_poison_dev_nan(mu, rows);
   te_poison_dev_nan(rs, rows);
   te_poison_dev_nan(sinv, 1);
-  float amax0 = (float)(amax_ref * 0.5), scale_h = 1.0f;
+  /* delayed: accumulated into; current: overwritten */
+  float amax0 = current ? 1e30f : (float)(amax_ref * 0.5), scale_h = 1.0f;
   te_h2d(amax, &amax0, 4);
   struct tecore_tensor tx = ref_tensor2(dx, rows, hidden, x.d);
   struct tecore_tensor tg = ref_tensor1(dw, hidden, g.d), tb = ref_tensor1(dw, hidden, b.d);
@@ -123,6 +126,11 @@ static void run_fwd(int ln, size_t rows, size_t hidden, tecore_dtype_t dx, tecor
     ty.scaling = TECORE_SCALING_DELAYED;
     ty.scale = scale;
     ty.scale_inv = sinv;
+    if (current) {
+      ty.scaling = TECORE_SCALING_CURRENT;
+      if (pow2) ty.flags |= TECORE_TENSOR_POW2_SCALES;
+      te_poison_dev_nan(scale, 1);
+    }
   }
   if (ln)
     TE_OK(tecore_layernorm_fwd(&tx, &tg, &tb, eps, flags, &ty, mu, rs, te_stream));
@@ -131,9 +139,24 @@ static void run_fwd(int ln, size_t rows, size_t hidden, tecore_dtype_t dx, tecor
   TE_OK(tecore_stream_synchronize(te_stream));
 
   char what[160];
-  snprintf(what, sizeof what, "%s fwd %zux%zu x %s gamma %s -> %s%s", ln ? "layernorm" : "rmsnorm",
-           rows, hidden, tecore_dtype_name(dx), tecore_dtype_name(dw), tecore_dtype_name(dy),
-           (flags & TECORE_NORM_ZERO_CENTERED_GAMMA) ? " zero-centered" : "");
+  snprintf(what, sizeof what, "%s fwd %zux%zu x %s gamma %s -> %s%s%s%s",
+           ln ? "layernorm" : "rmsnorm", rows, hidden, tecore_dtype_name(dx),
+           tecore_dtype_name(dw), tecore_dtype_name(dy),
+           (flags & TECORE_NORM_ZERO_CENTERED_GAMMA) ? " zero-centered" : "",
+           current ? " current" : "", pow2 ? " pow2" : "");
+  float gam;
+  te_d2h(&gam, amax, 4);
+  if (current) {
+    /* the scale the kernels derived from their amax: fp8_max / amax,
+     * rounded down to a power of two with pow2 */
+    double fmax = dy == TECORE_DTYPE_E4M3 ? 448.0 : 57344.0;
+    float want = gam > 0 ? (float)fmax / gam : 1.0f;
+    if (pow2 && want > 0) want = (float)ldexp(1.0, ilogb(want));
+    te_d2h(&scale_h, scale, 4);
+    ck_assert_msg(te_f32_bits_of(scale_h) == te_f32_bits_of(want),
+                  "%s: scale %.9g, want %.9g from amax %.9g", what, (double)scale_h,
+                  (double)want, (double)gam);
+  }
   void *got = malloc(n * 4 + 4);
   float *gmu = malloc(rows * 4), *grs = malloc(rows * 4);
   ck_assert(got && gmu && grs);
@@ -152,8 +175,6 @@ static void run_fwd(int ln, size_t rows, size_t hidden, tecore_dtype_t dx, tecor
       ck_assert_msg(fabs(gmu[r] - rmu[r]) <= C_NORM * mumag[r], "%s: mu[%zu] %.9g, want %.9g",
                     what, r, (double)gmu[r], rmu[r]);
   }
-  float gam;
-  te_d2h(&gam, amax, 4);
   ck_assert_msg(fabs(gam - amax_ref) <= C_NORM * amax_ref * 4, "%s: amax %.9g, want %.9g", what,
                 (double)gam, amax_ref);
   if (is_fp8(dy)) {
@@ -181,8 +202,14 @@ static void run_fwd(int ln, size_t rows, size_t hidden, tecore_dtype_t dx, tecor
   TE_OK(tecore_mem_free(sinv));
 }
 
+static void run_fwd(int ln, size_t rows, size_t hidden, tecore_dtype_t dx, tecore_dtype_t dw,
+                    tecore_dtype_t dy, unsigned flags) {
+  run_fwd_mode(ln, rows, hidden, dx, dw, dy, flags, 0, 0);
+}
+
 /* _i: shape index.  Output dtypes rotate with the input dtypes; LN and RMS
- * each, plain and zero-centered gamma. */
+ * each, plain and zero-centered gamma; FP8 outputs also with current
+ * scaling. */
 START_TEST(test_norm_fwd) {
   const struct nshape *s = &nshapes[_i];
   for (int k = 0; k < 5; k++) {
@@ -190,6 +217,8 @@ START_TEST(test_norm_fwd) {
     unsigned fl = (k & 1) ? TECORE_NORM_ZERO_CENTERED_GAMMA : 0;
     run_fwd(1, s->rows, s->hidden, dx, dw, outs[k], fl);
     run_fwd(0, s->rows, s->hidden, dx, dw, outs[(k + 2) % 5], fl ^ TECORE_NORM_ZERO_CENTERED_GAMMA);
+    if (is_fp8(outs[k]))
+      run_fwd_mode(k & 1, s->rows, s->hidden, dx, dw, outs[k], fl, 1, (int)((_i + k) & 1));
   }
 }
 END_TEST
@@ -371,8 +400,12 @@ START_TEST(test_norm_args) {
   bad.dtype = TECORE_DTYPE_E4M3;
   bad.scale = st;
   bad.scale_inv = st + 4;
-  bad.amax = st + 8;
-  TE_EXPECT_INVALID("current", tecore_rmsnorm_fwd(&x, &g, 1e-5f, 0, &bad, 0, te_stream));
+  bad.amax = 0;   /* current scaling writes the amax: needed */
+  TE_EXPECT_INVALID("amax", tecore_rmsnorm_fwd(&x, &g, 1e-5f, 0, &bad, 0, te_stream));
+  bad.scaling = TECORE_SCALING_MXFP8;
+  bad.scale = 0;
+  bad.scale_inv = st;
+  TE_EXPECT_INVALID("mxfp8", tecore_rmsnorm_fwd(&x, &g, 1e-5f, 0, &bad, 0, te_stream));
   bad = x;
   bad.dtype = TECORE_DTYPE_I32;
   TE_EXPECT_INVALID("x", tecore_rmsnorm_fwd(&bad, &g, 1e-5f, 0, &y, 0, te_stream));

@@ -28,11 +28,14 @@ tecore_result_t te_act_check_out(const struct tecore_tensor *t, const char *fn, 
                     fn, arg, tecore_dtype_name(t->dtype));
   } else if (t->scaling == TECORE_SCALING_DELAYED) {
     TE_CHECK(te_tensor_check(t, TECORE_TENSOR_ROWWISE | TECORE_TENSOR_NEED_SCALE, fn, arg));
+  } else if (t->scaling == TECORE_SCALING_CURRENT) {
+    TE_CHECK(te_tensor_check(
+        t, TECORE_TENSOR_ROWWISE | TECORE_TENSOR_NEED_SCALE | TECORE_TENSOR_NEED_AMAX, fn, arg));
   } else {
     TE_CHECK(te_tensor_check(t, 0, fn, arg));
     return TE_ERR(TECORE_ERR_INVALID,
-                  "%s: %s: scaling mode %s is not fused here (none or delayed only); write a "
-                  "high-precision output and quantize it with tecore_quantize",
+                  "%s: %s: scaling mode %s is not fused here (none, delayed or current only); "
+                  "write a high-precision output and quantize it with tecore_quantize",
                   fn, arg, tecore_scaling_name(t->scaling));
   }
   if (t->columnwise_data)
@@ -218,6 +221,27 @@ static tecore_result_t act_shapes(tecore_activation_t act, const struct tecore_t
   return TECORE_SUCCESS;
 }
 
+tecore_result_t te_qout_begin(const struct tecore_tensor *t, int pass, tecore_devptr_t noop,
+                              tecore_stream_t stream, struct te_qout *q) {
+  void *scale = (void *)(uintptr_t)t->scale, *amax = (void *)(uintptr_t)t->amax,
+       *scale_inv = (void *)(uintptr_t)t->scale_inv;
+  q->scale = q->scale_inv = NULL;
+  q->amax = amax;
+  if (t->scaling == TECORE_SCALING_DELAYED) {
+    q->scale = scale;
+    q->scale_inv = scale_inv;
+  } else if (t->scaling == TECORE_SCALING_CURRENT) {
+    if (pass == 0) {
+      TE_CHECK(te_fp8_amax_zero(t->amax, noop, stream));
+    } else {
+      TE_CHECK(te_fp8_scale_from_amax(t, noop, stream));
+      q->scale = scale;
+      q->amax = NULL;
+    }
+  }
+  return TECORE_SUCCESS;
+}
+
 TE_EXPORT tecore_result_t tecore_act_fwd(tecore_activation_t act, const struct tecore_tensor *in,
                                          struct tecore_tensor *out, tecore_devptr_t noop_flag,
                                          tecore_stream_t stream) {
@@ -237,16 +261,16 @@ TE_EXPORT tecore_result_t tecore_act_fwd(tecore_activation_t act, const struct t
   struct tecore_launch_cfg cfg;
   act_shape(vec ? rows * cols / 8 : rows * cols, &cfg);
   void *pin = (void *)(uintptr_t)in->data, *pout = (void *)(uintptr_t)out->data;
-  int fp8 = out->scaling == TECORE_SCALING_DELAYED;
-  void *scale = fp8 ? (void *)(uintptr_t)out->scale : NULL;
-  void *amax = (void *)(uintptr_t)out->amax;
-  void *scale_inv = fp8 ? (void *)(uintptr_t)out->scale_inv : NULL;
   void *noop = (void *)(uintptr_t)noop_flag;
   unsigned long long r = rows, c = cols;
   int dtypes = (int)in->dtype | ((int)out->dtype << 4);
   if (tecore_tunable_int(&act_fast_math)) dtypes |= 1 << 12;
-  void *args[] = {&pin, &pout, &scale, &amax, &scale_inv, &noop, &r, &c, &dtypes, &vec};
-  TE_CHECK(tecore_kernel_launch(id + 2 * (int)act, &cfg, args, stream));
+  for (int pass = 0; pass < te_qout_passes(out); pass++) {
+    struct te_qout q;
+    TE_CHECK(te_qout_begin(out, pass, noop_flag, stream, &q));
+    void *args[] = {&pin, &pout, &q.scale, &q.amax, &q.scale_inv, &noop, &r, &c, &dtypes, &vec};
+    TE_CHECK(tecore_kernel_launch(id + 2 * (int)act, &cfg, args, stream));
+  }
   return TECORE_SUCCESS;
 }
 
@@ -272,13 +296,13 @@ TE_EXPORT tecore_result_t tecore_act_bwd(tecore_activation_t act, const struct t
   act_shape(vec ? rows * cols / 8 : rows * cols, &cfg);
   void *pdy = (void *)(uintptr_t)dy->data, *px = (void *)(uintptr_t)x->data,
        *pdx = (void *)(uintptr_t)dx->data;
-  int fp8 = dx->scaling == TECORE_SCALING_DELAYED;
-  void *scale = fp8 ? (void *)(uintptr_t)dx->scale : NULL;
-  void *amax = (void *)(uintptr_t)dx->amax;
-  void *scale_inv = fp8 ? (void *)(uintptr_t)dx->scale_inv : NULL;
   unsigned long long r = rows, c = cols;
   int dtypes = (int)dy->dtype | ((int)x->dtype << 4) | ((int)dx->dtype << 8);
-  void *args[] = {&pdy, &px, &pdx, &scale, &amax, &scale_inv, &r, &c, &dtypes, &vec};
-  TE_CHECK(tecore_kernel_launch(id + 2 * (int)act + 1, &cfg, args, stream));
+  for (int pass = 0; pass < te_qout_passes(dx); pass++) {
+    struct te_qout q;
+    TE_CHECK(te_qout_begin(dx, pass, 0, stream, &q));
+    void *args[] = {&pdy, &px, &pdx, &q.scale, &q.amax, &q.scale_inv, &r, &c, &dtypes, &vec};
+    TE_CHECK(tecore_kernel_launch(id + 2 * (int)act + 1, &cfg, args, stream));
+  }
   return TECORE_SUCCESS;
 }

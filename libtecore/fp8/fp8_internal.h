@@ -28,4 +28,14 @@ static inline int te_dtype_is_hp(tecore_dtype_t d) {
 }
 static inline size_t te_cdiv(size_t a, size_t b) { return (a + b - 1) / b; }
 
+/* Current scaling's two small steps (quantize.c's kernels), for the
+ * families that write FP8 themselves: *amax = 0, and scale / scale_inv
+ * (and columnwise_scale_inv when set) from t's amax, amax_epsilon and
+ * TECORE_TENSOR_POW2_SCALES.  Both skip when noop points at a nonzero
+ * value (noop may be 0). */
+tecore_result_t te_fp8_amax_zero(tecore_devptr_t amax, tecore_devptr_t noop,
+                                 tecore_stream_t stream);
+tecore_result_t te_fp8_scale_from_amax(const struct tecore_tensor *t, tecore_devptr_t noop,
+                                     tecore_stream_t stream);
+
 #endif

@@ -326,10 +326,7 @@ static tecore_result_t launch_amax(tecore_devptr_t in, tecore_dtype_t dt, uint64
                                    tecore_devptr_t amax, int init, tecore_devptr_t noop,
                                    tecore_stream_t stream) {
   void *a = P(amax), *nf = P(noop), *pin = P(in);
-  if (init) {
-    void *args[] = {&a, &nf};
-    TE_CHECK(q_launch(K_AMAX_INIT, q_cfg(1, 1), args, stream));
-  }
+  if (init) TE_CHECK(te_fp8_amax_zero(amax, noop, stream));
   int idt = (int)dt;
   unsigned long long nn = n;
   void *args[] = {&pin, &nn, &idt, &a, &nf};
@@ -346,6 +343,18 @@ static tecore_result_t launch_scale(const struct tecore_tensor *t, tecore_devptr
   void *args[] = {&a, &s, &si, &sc, &eps, &fmax, &pow2, &nf};
   TE_CHECK(q_launch(K_SCALE, q_cfg(1, 1), args, stream));
   return TECORE_SUCCESS;
+}
+
+tecore_result_t te_fp8_amax_zero(tecore_devptr_t amax, tecore_devptr_t noop,
+                                 tecore_stream_t stream) {
+  void *a = P(amax), *nf = P(noop);
+  void *args[] = {&a, &nf};
+  return q_launch(K_AMAX_INIT, q_cfg(1, 1), args, stream);
+}
+
+tecore_result_t te_fp8_scale_from_amax(const struct tecore_tensor *t, tecore_devptr_t noop,
+                                     tecore_stream_t stream) {
+  return launch_scale(t, noop, stream);
 }
 
 /* ---- public entry points --------------------------------------------------------- */

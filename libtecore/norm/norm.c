@@ -330,21 +330,23 @@ static tecore_result_t norm_fwd(int ln, const struct tecore_tensor *x,
   unsigned long long blocks = (rows + (unsigned)p.rows_per_block - 1) / (unsigned)p.rows_per_block;
   struct tecore_launch_cfg cfg = {.grid = {(unsigned)blocks, 1, 1}, .block = {p.threads, 1, 1}};
 
-  int fp8 = y->scaling == TECORE_SCALING_DELAYED;
   void *px = (void *)(uintptr_t)x->data, *pg = (void *)(uintptr_t)gamma->data,
        *pb = ln ? (void *)(uintptr_t)beta->data : NULL, *py = (void *)(uintptr_t)y->data,
-       *pmu = ln ? (void *)(uintptr_t)mu : NULL, *prs = (void *)(uintptr_t)rsigma,
-       *psc = fp8 ? (void *)(uintptr_t)y->scale : NULL, *pam = (void *)(uintptr_t)y->amax,
-       *psi = fp8 ? (void *)(uintptr_t)y->scale_inv : NULL;
+       *pmu = ln ? (void *)(uintptr_t)mu : NULL, *prs = (void *)(uintptr_t)rsigma;
   unsigned long long r = rows;
   unsigned hid = (unsigned)hidden;
   int kflags = (ln ? TE_NORM_LAYERNORM : 0) |
                ((flags & TECORE_NORM_ZERO_CENTERED_GAMMA) ? TE_NORM_ZERO_CENTERED : 0);
   int dtypes = TE_NORM_DT_PACK((int)x->dtype, (int)gamma->dtype, (int)y->dtype, 0, 0);
   int tpr = p.tpr, nv = p.nv;
-  void *args[] = {&px, &pg, &pb, &py, &pmu, &prs, &psc, &pam, &psi, &r, &hid, &eps, &kflags,
-                  &dtypes, &tpr, &nv};
-  TE_CHECK(tecore_kernel_launch(id + k, &cfg, args, stream));
+  /* current scaling: a pass for the amax, then one with the scale */
+  for (int pass = 0; pass < te_qout_passes(y); pass++) {
+    struct te_qout q;
+    TE_CHECK(te_qout_begin(y, pass, 0, stream, &q));
+    void *args[] = {&px, &pg, &pb, &py, &pmu, &prs, &q.scale, &q.amax, &q.scale_inv, &r, &hid,
+                    &eps, &kflags, &dtypes, &tpr, &nv};
+    TE_CHECK(tecore_kernel_launch(id + k, &cfg, args, stream));
+  }
   return TECORE_SUCCESS;
 }
 

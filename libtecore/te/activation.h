@@ -12,7 +12,12 @@
  * *scale, writes q = fp8(y * scale), writes *scale_inv = 1/scale when
  * scale_inv is set, and max-accumulates max |y| (y before the scale) into
  * *amax when amax is set (one atomic per block; the caller resets it).  A
- * NONE output with amax set gets the same amax.  Columnwise outputs are
+ * NONE output with amax set gets the same amax.  E4M3/E5M2 with scaling
+ * CURRENT (scale, scale_inv and amax set) takes two passes over the
+ * input: the first writes *amax = max |y| (overwritten, not accumulated),
+ * then scale = fp8_max / max(amax, amax_epsilon) (a power of two with
+ * TECORE_TENSOR_POW2_SCALES) and scale_inv = 1/scale are written, then
+ * the second pass writes q = fp8(y * scale).  Columnwise outputs are
  * not produced (see the cast-transpose family).
  *
  * Math: float, the same on both backends bit for bit
@@ -60,8 +65,8 @@ tecore_result_t tecore_act_fwd(tecore_activation_t act, const struct tecore_tens
 /* Backward.  Elementwise kinds: dx = dy * act'(x), dy, x and dx of one
  * element count.  Gated kinds: x [rows][2*cols] = [a | b], dy [rows][cols],
  * dx [rows][2*cols] = [dy * b * act'(a) | dy * act(a)].  dy and x: F32,
- * F16, BF16; dx as out of tecore_act_fwd (FP8 with DELAYED scaling
- * allowed, amax over dx). */
+ * F16, BF16; dx as out of tecore_act_fwd (FP8 with DELAYED or CURRENT
+ * scaling allowed, amax over dx). */
 tecore_result_t tecore_act_bwd(tecore_activation_t act, const struct tecore_tensor *dy,
                                const struct tecore_tensor *x, struct tecore_tensor *dx,
                                tecore_stream_t stream);

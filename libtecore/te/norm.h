@@ -12,7 +12,10 @@
  * Dtypes: x, gamma, beta, dy F32, F16 or BF16 (gamma's dtype may differ
  * from x's); y F32/F16/BF16 (scaling NONE) or E4M3/E5M2 with DELAYED
  * scaling (reads *scale, q = fp8(y * scale), writes *scale_inv when set,
- * max-accumulates max |y| into *amax when set; the caller resets amax).
+ * max-accumulates max |y| into *amax when set; the caller resets amax),
+ * or with CURRENT scaling (two passes over x: the first finds *amax =
+ * max |y|, overwritten; then scale and scale_inv as tecore_quantize's
+ * current scaling sets them; the second writes q = fp8(y * scale)).
  * dx, dgamma, dbeta F32/F16/BF16.  All arithmetic is float, in an order
  * both backends share, so cuda and vdev give the same bits.
  *
