@@ -5,6 +5,9 @@
  *   rmsnorm+quantize / layernorm+quantize   [norm] or [norm, Quantize] before
  *       an FP8 Linear, delayed scaling: the norm kernel writes the Linear's
  *       FP8 input directly (rowwise; the columnwise copy is made in backward).
+ *       Not under current scaling: the norm would take two passes over its
+ *       input, and with the backward's columnwise copy that moves more bytes
+ *       than the separate quantize-and-transpose does.
  *   linear+bias, linear+gelu, linear+bias+gelu, linear+add, linear+bias+add
  *       [Linear, (Bias), (GELU | AddExtraInput)]: one GEMM whose epilogue
  *       adds the bias, applies GELU (the pre-activation saved as aux: the
