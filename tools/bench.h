@@ -35,6 +35,8 @@ void tb_elementwise(struct tb_ctx *c);
 void tb_fp8(struct tb_ctx *c);
 void tb_gemm(struct tb_ctx *c);
 void tb_graph(struct tb_ctx *c);  /* tools/bench_graph.c (links libtegraph) */
+/* tools/bench_step.c: the FP8 training step, graph vs eager (part of tb_graph) */
+int tb_graph_step(struct tb_ctx *c);
 
 #define TB_CHECK(call)                                                              \
   do {                                                                              \

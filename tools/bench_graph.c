@@ -8,7 +8,9 @@
  *     eager launches of the same kernels, with the device time of both;
  *   - replaying a callable with a new --mb MB input each time: rebinding
  *     the pointer in place, beside copying the input in (and the copy
- *     floor).
+ *     floor);
+ *   - a whole FP8 training step of 12 MLP blocks as one graph, beside the
+ *     eager step (bench_step.c).
  * Host times are medians of --iters runs (at least 5) measured with
  * CLOCK_MONOTONIC; device times come from events around --iters runs. */
 #include "bench.h"
@@ -364,5 +366,6 @@ void tb_graph(struct tb_ctx *c) {
   bench_update(c);
   bench_replay(c);
   bench_rebind(c);
+  tb_graph_step(c);
   fflush(stdout);
 }
