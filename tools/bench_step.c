@@ -13,6 +13,7 @@
  * events around --iters back-to-back steps, graph beside eager, with the
  * issue's targets (host <= 10 us, device >= 2x faster). */
 #include "bench.h"
+#include "mlp_block.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -70,25 +71,8 @@ static tecore_result_t step_build(struct tb_ctx *c, struct step *st) {
   struct tecore_seq_config cfg = {.rows = STEP_TOKENS, .features = STEP_HIDDEN,
                                   .dtype = TECORE_DTYPE_BF16, .seed = 7};
   if ((r = tecore_seq_create(&cfg, &st->seq))) return r;
-  for (int l = 0; l < STEP_LAYERS; l++) {
-    struct tecore_op_desc d[6];
-    memset(d, 0, sizeof d);
-    d[0].kind = TECORE_OP_MAKE_EXTRA_OUTPUT;
-    d[0].slot = l % TECORE_SEQ_MAX_SLOTS;
-    d[1].kind = TECORE_OP_RMSNORM;
-    d[1].epsilon = 1e-5f;
-    d[2].kind = TECORE_OP_LINEAR;
-    d[2].features = STEP_FFN;
-    d[2].bias = 1;
-    d[3].kind = TECORE_OP_GELU;
-    d[4].kind = TECORE_OP_LINEAR;
-    d[4].features = STEP_HIDDEN;
-    d[4].bias = 1;
-    d[5].kind = TECORE_OP_ADD_EXTRA_INPUT;
-    d[5].slot = l % TECORE_SEQ_MAX_SLOTS;
-    for (int k = 0; k < 6; k++)
-      if ((r = tecore_seq_add(st->seq, &d[k], NULL))) return r;
-  }
+  for (int l = 0; l < STEP_LAYERS; l++)
+    if ((r = te_tools_add_mlp_block(st->seq, l, STEP_HIDDEN, STEP_FFN))) return r;
   struct tecore_recipe recipe;
   if ((r = tecore_recipe_init(&recipe, TECORE_RECIPE_DELAYED)) ||
       (r = tecore_seq_set_recipe(st->seq, &recipe, c->s)) || (r = tecore_seq_build(st->seq, c->s)))

@@ -28,6 +28,7 @@
 #include <time.h>
 #include <te/core.h>
 #include <te/graph.h>
+#include "mlp_block.h"
 
 #define CHECK(call)                                                                   \
   do {                                                                                \
@@ -118,24 +119,7 @@ static tecore_seq_t *make_model(const struct opts *o, uint64_t seed,
                                   .dtype = TECORE_DTYPE_BF16, .seed = seed};
   tecore_seq_t *q;
   CHECK(tecore_seq_create(&cfg, &q));
-  for (int l = 0; l < o->layers; l++) {
-    struct tecore_op_desc d[6];
-    memset(d, 0, sizeof d);
-    d[0].kind = TECORE_OP_MAKE_EXTRA_OUTPUT;
-    d[0].slot = l % TECORE_SEQ_MAX_SLOTS;
-    d[1].kind = TECORE_OP_RMSNORM;
-    d[1].epsilon = 1e-5f;
-    d[2].kind = TECORE_OP_LINEAR;
-    d[2].features = o->ffn;
-    d[2].bias = 1;
-    d[3].kind = TECORE_OP_GELU;
-    d[4].kind = TECORE_OP_LINEAR;
-    d[4].features = o->hidden;
-    d[4].bias = 1;
-    d[5].kind = TECORE_OP_ADD_EXTRA_INPUT;
-    d[5].slot = l % TECORE_SEQ_MAX_SLOTS;
-    for (int k = 0; k < 6; k++) CHECK(tecore_seq_add(q, &d[k], NULL));
-  }
+  for (int l = 0; l < o->layers; l++) CHECK(te_tools_add_mlp_block(q, l, o->hidden, o->ffn));
   if (recipe) CHECK(tecore_seq_set_recipe(q, recipe, s));
   CHECK(tecore_seq_build(q, s));
   return q;
