@@ -1,0 +1,41 @@
+#!/bin/bash
+# bench/gpu-run.sh -- every GPU figure and check this project records, in
+# one command on the GPU machine (inside the build tree that
+# ../shared/device/README.md's `.devdeps/run` makes):
+#
+#     bash .devdeps/run 'bash bench/gpu-run.sh'
+#
+# Writes under $OUT (or ./gpu-out): the machine's description, the suite
+# with TE_DEVICE=cuda, te-bench --all, and te-demo in its three modes (eager
+# launches, graphed callables, one graph per step) at the launch-bound size
+# of the graph targets (12 blocks, hidden 256, 64 tokens) and at the
+# default realistic size.  Each step runs even when an earlier one failed;
+# the summary lists the exit codes.  Never changes clocks, power, MIG or
+# multicast (NCCL_NVLS_ENABLE=0 is left as the machine sets it).
+set -u
+out=${OUT:-gpu-out}
+mkdir -p "$out"
+summary="$out/summary.txt"
+: > "$summary"
+step() {   # step NAME COMMAND...: runs it, output to $out/NAME.txt
+  local name=$1
+  shift
+  local t0=$SECONDS
+  "$@" > "$out/$name.txt" 2>&1
+  local rc=$?
+  printf '%-28s rc %3d  %5d s  %s\n' "$name" "$rc" $((SECONDS - t0)) "$*" >> "$summary"
+}
+
+step machine sh -c 'nvidia-smi; nvidia-smi -q | sed -n "1,40p"; uname -a; nvcc --version'
+step te-info tools/te-info
+export TE_DEVICE=cuda
+step make-check make -k check
+cp test-suite.log "$out/test-suite.log" 2>/dev/null
+step te-bench tools/te-bench --all
+demo="tools/te-demo --layers 12 --hidden 256 --ffn 1024 --tokens 64 --steps 30"
+step demo-small-eager $demo --no-graphs
+step demo-small-callables $demo
+step demo-small-step $demo --step-graph
+step demo-default tools/te-demo
+step demo-default-step tools/te-demo --step-graph
+cat "$summary"
