@@ -795,6 +795,83 @@ START_TEST(test_fused_fp8_current) {
 }
 END_TEST
 
+/* Shared activation gradients: a deep stack gives the same bits as the same
+ * stack with a gradient buffer per boundary (TECORE_SEQ_NO_GRAD_SHARING),
+ * before and after recipe changes (which lay the arena out anew), and
+ * needs less memory: at least all but two blocks' worth of the shareable
+ * gradients (rows x (hidden + hidden + ffn + ffn) a block). */
+static void expect_same_run(const struct run_out *ra, const struct run_out *rb, const char *what) {
+  te_expect_f32_bits(ra->y, rb->y, ra->ny, what);
+  te_expect_f32_bits(ra->dx, rb->dx, ra->nx, what);
+  ck_assert_uint_eq(ra->ng, rb->ng);
+  for (size_t i = 0; i < ra->ng; i++) te_expect_f32_bits(ra->g[i], rb->g[i], ra->gsz[i], what);
+}
+
+static void grad_sharing_case(tecore_dtype_t dt, int fp8) {
+  enum { BLOCKS = 6 };
+  struct tecore_op_desc d[6 * BLOCKS];
+  size_t hidden = 64, ffn = 128, rows = 32;
+  size_t n = block_ops(d, BLOCKS, hidden, ffn);
+  struct tecore_recipe r;
+  TE_OK(tecore_recipe_init(&r, TECORE_RECIPE_DELAYED));
+  const struct tecore_recipe *rp = fp8 ? &r : NULL;
+  tecore_seq_t *a = make_seq(d, n, rows, hidden, dt, 0, rp);
+  tecore_seq_t *b = make_seq(d, n, rows, hidden, dt, TECORE_SEQ_NO_GRAD_SHARING, rp);
+  set_params(a, 0);
+  copy_params(a, b);
+  size_t ta = 0, tb = 0;
+  TE_OK(tecore_seq_memory(a, NULL, &ta));
+  TE_OK(tecore_seq_memory(b, NULL, &tb));
+  size_t per_block = rows * (2 * hidden + 2 * ffn) * tecore_dtype_size(dt);
+  ck_assert_msg(tb >= ta && tb - ta >= (BLOCKS - 2) * per_block,
+                "%s%s: shared gradients save %zd bytes, want at least %zu (own buffers %zu, "
+                "shared %zu)", tecore_dtype_name(dt), fp8 ? " fp8" : "", (ssize_t)(tb - ta),
+                (BLOCKS - 2) * per_block, tb, ta);
+  printf("# grad sharing %s%s, %d blocks: %zu bytes with own gradient buffers, %zu shared\n",
+         tecore_dtype_name(dt), fp8 ? " fp8" : "", BLOCKS, tb, ta);
+  struct dt2 x[2], dy[2];
+  for (int mb = 0; mb < 2; mb++) {
+    x[mb] = dalloc2(dt, rows, hidden);
+    dy[mb] = dalloc2(dt, rows, hidden);
+    float *h = malloc(rows * hidden * 4);
+    rand_fill(h, rows * hidden, -1.5f, 1.5f, 0, 0);
+    to_dev(x[mb].t.data, h, rows * hidden, dt);
+    rand_fill(h, rows * hidden, -0.05f, 0.05f, 0, 0);
+    to_dev(dy[mb].t.data, h, rows * hidden, dt);
+    free(h);
+  }
+  for (int round = 0; round < 3; round++) {
+    struct run_out ra, rb;
+    run_mb(a, x, dy, 2, &ra);
+    run_mb(b, x, dy, 2, &rb);
+    char what[96];
+    snprintf(what, sizeof what, "%s%s round %d: shared vs own gradient buffers",
+             tecore_dtype_name(dt), fp8 ? " fp8" : "", round);
+    expect_same_run(&ra, &rb, what);
+    free_run(&ra);
+    free_run(&rb);
+    /* a new plan: FP8 off (on), then back on (off) */
+    struct tecore_recipe *next = (round + fp8) % 2 == 0 ? &r : NULL;
+    if (round < 2) {
+      TE_OK(tecore_seq_set_recipe(a, next, S()));
+      TE_OK(tecore_seq_set_recipe(b, next, S()));
+    }
+  }
+  for (int mb = 0; mb < 2; mb++) {
+    dfree2(&x[mb]);
+    dfree2(&dy[mb]);
+  }
+  TE_OK(tecore_seq_destroy(a));
+  TE_OK(tecore_seq_destroy(b));
+}
+
+START_TEST(test_grad_sharing) {
+  grad_sharing_case(TECORE_DTYPE_BF16, 0);
+  grad_sharing_case(TECORE_DTYPE_BF16, 1);
+  grad_sharing_case(TECORE_DTYPE_F32, 0);
+}
+END_TEST
+
 /* FP8 against the same model without FP8: the recipe changes values only
  * by the FP8 rounding (a loose check that FP8 is wired right). */
 START_TEST(test_fp8_near_bf16) {
@@ -1297,6 +1374,7 @@ static Suite *ops_suite(void) {
   tcase_add_test(tc, test_fused_bf16);
   tcase_add_test(tc, test_fused_fp8_delayed);
   tcase_add_test(tc, test_fused_fp8_current);
+  tcase_add_test(tc, test_grad_sharing);
   tcase_add_test(tc, test_fp8_near_bf16);
   tc = te_tcase(s, "state", 1);
   tcase_add_test(tc, test_grad_accumulation);

@@ -56,8 +56,9 @@ struct te_bnd {
   size_t rows, cols;
   tecore_devptr_t hp;              /* owned storage, or 0 (aliased, or boundary 0 / n) */
   int alias;                       /* forward: the boundary whose storage this is, or -1 */
-  tecore_devptr_t g;               /* owned gradient storage, or 0 */
+  tecore_devptr_t g;               /* gradient storage (own, or in the shared arena), or 0 */
   int galias;                      /* backward: the boundary whose gradient this is, or -1 */
+  int gshared;                     /* g lies in the arena laid out by the backward plan */
   int f8;                          /* FP8 copy: activation scaling entry, or -1 */
   tecore_devptr_t f8_row, f8_col;
   /* set by the forward plan */
@@ -124,6 +125,8 @@ struct tecore_seq {
   tecore_devptr_t gemm_ws;
   size_t gemm_ws_bytes;
   tecore_devptr_t g0;              /* dx when the caller wants none */
+  tecore_devptr_t garena;          /* the shared activation gradients (te_grad_layout) */
+  size_t garena_bytes;
 
   /* the current call's caller tensors */
   tecore_devptr_t run_in, run_out, run_dy, run_dx;
@@ -156,6 +159,9 @@ int te_kind_is_builtin(int kind);
 
 /* ---- ops_plan.c --------------------------------------------------------------------- */
 tecore_result_t te_plan_build(tecore_seq_t *s);
+/* Lays the shared activation gradients (te_bnd.gshared) out in the arena
+ * by the backward plan's lifetimes, growing the arena when needed. */
+tecore_result_t te_grad_layout(tecore_seq_t *s);
 void te_plan_free(struct te_plan *p);
 
 /* ---- ops_fusions.c: built-in patterns ----------------------------------------------- */

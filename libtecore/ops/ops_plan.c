@@ -15,6 +15,7 @@
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <stdint.h>
 #include <string.h>
 
 TE_PARAM_INT(ops_fusion, "TE_OPS_FUSION", 1, 0, 1,
@@ -138,7 +139,96 @@ tecore_result_t te_plan_build(tecore_seq_t *s) {
     }
   }
   s->have_forward = 0;
-  return TECORE_SUCCESS;
+  return te_grad_layout(s);
+}
+
+/* ---- shared activation gradients ------------------------------------------------------ */
+
+/* The boundary whose storage b's gradient is (te_bnd_grad's resolution). */
+static size_t grad_owner(const tecore_seq_t *s, size_t b) {
+  while (s->bnd[b].galias >= 0) b = (size_t)s->bnd[b].galias;
+  return b;
+}
+
+/* A gradient buffer's lifetime in backward groups: a group touches the
+ * gradients of all its boundaries (first .. first + count), so a shared
+ * gradient lives from the group that writes it to the group that reads it,
+ * [lo, hi] in group indices.  Buffers whose lifetimes do not overlap share
+ * storage: owners sorted by lo go to the first buffer whose members all
+ * ended before (interval partitioning: as few buffers as the most
+ * gradients alive at once); a buffer is as large as its largest member. */
+tecore_result_t te_grad_layout(tecore_seq_t *s) {
+  size_t n = s->nops, ng = s->plan.ngroups[TECORE_SEQ_BACKWARD];
+  const struct te_group *grp = s->plan.groups[TECORE_SEQ_BACKWARD];
+  size_t es = tecore_dtype_size(s->cfg.dtype);
+  size_t *lo = malloc((n + 1) * sizeof *lo), *hi = malloc((n + 1) * sizeof *hi);
+  size_t *order = malloc((n + 1) * sizeof *order), *color = malloc((n + 1) * sizeof *color);
+  size_t *cend = malloc((n + 1) * sizeof *cend), *csize = malloc((n + 1) * sizeof *csize);
+  tecore_result_t r = TECORE_SUCCESS;
+  if (!lo || !hi || !order || !color || !cend || !csize) {
+    r = TE_ERR(TECORE_ERR_NOMEM, "fusion planning: out of host memory");
+    goto out;
+  }
+  for (size_t b = 0; b <= n; b++) lo[b] = SIZE_MAX, hi[b] = 0;
+  for (size_t k = 0; k < ng; k++)
+    for (size_t b = grp[k].first; b <= grp[k].first + grp[k].count; b++) {
+      size_t o = grad_owner(s, b);
+      if (lo[o] > k) lo[o] = k;
+      if (hi[o] < k) hi[o] = k;
+    }
+  size_t nown = 0;
+  for (size_t b = 1; b < n; b++) {
+    if (!s->bnd[b].gshared) continue;
+    if (lo[b] == SIZE_MAX) lo[b] = 0, hi[b] = ng;   /* untouched: a buffer of its own */
+    /* insertion by lo: a few hundred boundaries at most */
+    size_t i = nown++;
+    while (i > 0 && lo[order[i - 1]] > lo[b]) {
+      order[i] = order[i - 1];
+      i--;
+    }
+    order[i] = b;
+  }
+  size_t ncolors = 0;
+  for (size_t i = 0; i < nown; i++) {
+    size_t b = order[i], bytes = s->bnd[b].rows * s->bnd[b].cols * es, c = 0;
+    while (c < ncolors && cend[c] >= lo[b]) c++;
+    if (c == ncolors) csize[ncolors++] = 0;
+    cend[c] = hi[b];
+    if (csize[c] < bytes) csize[c] = bytes;
+    color[b] = c;
+  }
+  /* the invariant, checked apart from the assignment above: within one
+   * buffer, the members' lifetimes (in lo order) never overlap; the
+   * member fits */
+  for (size_t c = 0; c < ncolors; c++) cend[c] = SIZE_MAX;   /* no member yet */
+  for (size_t i = 0; i < nown; i++) {
+    size_t b = order[i], c = color[b];
+    if ((cend[c] != SIZE_MAX && lo[b] <= cend[c]) ||
+        csize[c] < s->bnd[b].rows * s->bnd[b].cols * es) {
+      r = TE_ERR(TECORE_ERR_INTERNAL, "fusion planning: shared gradient buffer %zu would hold "
+                 "boundary %zu alive in backward groups %zu..%zu over another", c, b, lo[b], hi[b]);
+      goto out;
+    }
+    cend[c] = hi[b];
+  }
+  /* the arena: buffer c at the sum of the earlier buffers' sizes, each
+   * 256-byte aligned (what the kernels' vector paths and cuBLASLt like) */
+  size_t total = 0;
+  for (size_t c = 0; c < ncolors; c++) {
+    size_t sz = (csize[c] + 255) & ~(size_t)255;
+    csize[c] = total;   /* now the offset */
+    total += sz;
+  }
+  if (total > s->garena_bytes) {
+    /* grow: the old arena stays allocated (a captured graph may hold it) */
+    r = te_seq_alloc(s, total, 0, &s->garena);
+    if (r != TECORE_SUCCESS) goto out;
+    s->garena_bytes = total;
+  }
+  for (size_t i = 0; i < nown; i++) s->bnd[order[i]].g = s->garena + csize[color[order[i]]];
+out:
+  free(lo), free(hi), free(order), free(color), free(cend), free(csize);
+  return r;
 }
 
 /* ---- reports -------------------------------------------------------------------------- */

@@ -93,7 +93,7 @@ TE_EXPORT tecore_result_t tecore_seq_create(const struct tecore_seq_config *cfg,
          "%s: cfg->rows * cfg->features (%zu x %zu) is too large", fn, cfg->rows, cfg->features);
   TE_ARG(float_dtype(cfg->dtype), "%s: cfg->dtype is %s, not f32, f16 or bf16", fn,
          tecore_dtype_name(cfg->dtype));
-  TE_ARG((cfg->flags & ~TECORE_SEQ_NO_FUSION) == 0,
+  TE_ARG((cfg->flags & ~(TECORE_SEQ_NO_FUSION | TECORE_SEQ_NO_GRAD_SHARING)) == 0,
          "%s: cfg->flags 0x%x has unknown bits (TECORE_SEQ_NO_FUSION is 0x%x)", fn, cfg->flags,
          TECORE_SEQ_NO_FUSION);
   tecore_seq_t *s = calloc(1, sizeof *s);
@@ -399,7 +399,24 @@ TE_EXPORT tecore_result_t tecore_seq_build(tecore_seq_t *s, tecore_stream_t stre
     if (bd->cols > s->max_cols) s->max_cols = bd->cols;
     if (bd->rows > max_rows) max_rows = bd->rows;
     if (b > 0 && b < n && bd->alias < 0) TE_CHECK_GOTO(te_seq_alloc(s, elems * es, 0, &bd->hp), res, fail);
-    if (b > 0 && b < n && bd->galias < 0) TE_CHECK_GOTO(te_seq_alloc(s, elems * es, 0, &bd->g), res, fail);
+  }
+  /* activation gradients: the slots' own (read after the backward through
+   * tecore_seq_extra), the others shared by lifetime once planned */
+  for (size_t b = 1; b < n; b++) {
+    struct te_bnd *bd = &s->bnd[b];
+    if (bd->galias >= 0) continue;
+    int slot_grad = 0;
+    for (int i = 0; i < TECORE_SEQ_MAX_SLOTS; i++) {
+      const struct te_slot *sl = &s->slots[i];
+      if (sl->maker < 0 || sl->adder < 0) continue;
+      size_t o = (size_t)sl->adder + 1;   /* te_slot_grad's boundary, resolved */
+      while (s->bnd[o].galias >= 0) o = (size_t)s->bnd[o].galias;
+      if (o == b) slot_grad = 1;
+    }
+    if (slot_grad || (s->cfg.flags & TECORE_SEQ_NO_GRAD_SHARING))
+      TE_CHECK_GOTO(te_seq_alloc(s, bd->rows * bd->cols * es, 0, &bd->g), res, fail);
+    else
+      bd->gshared = 1;
   }
   TE_CHECK_GOTO(te_seq_alloc(s, s->bnd[0].rows * s->bnd[0].cols * es, 0, &s->g0), res, fail);
   for (int i = 0; i < TECORE_SEQ_MAX_SLOTS; i++) {

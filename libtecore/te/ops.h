@@ -47,6 +47,16 @@
  * captured graph may hold their addresses for the sequence's lifetime
  * (tecore_seq_params).
  *
+ * Memory.  An activation's gradient lives only from the backward group
+ * that writes it to the group that reads it, so the backward plan shares
+ * buffers between gradients whose lives do not overlap (in a stack of
+ * blocks, one block's set serves them all).  The gradients of the extra
+ * slots stay the sequence's own (tecore_seq_extra reads them after the
+ * backward).  A new plan (a recipe change) may lay the shared buffers out
+ * anew; the old ones stay allocated until tecore_seq_destroy, so a graph
+ * captured before still replays on memory that exists.
+ * TECORE_SEQ_NO_GRAD_SHARING gives every gradient a buffer of its own.
+ *
  * Ownership.  The sequence owns every buffer it allocates and frees them in
  * tecore_seq_destroy.  The input and output tensors of forward and the
  * gradients of backward are the caller's; forward keeps a reference to its
@@ -131,6 +141,7 @@ struct tecore_op_desc {
 
 /* tecore_seq_config.flags */
 #define TECORE_SEQ_NO_FUSION 0x1u   /* every operation runs by itself */
+#define TECORE_SEQ_NO_GRAD_SHARING 0x2u /* each activation gradient in a buffer of its own */
 
 struct tecore_seq_config {
   size_t rows;            /* tokens per microbatch (>= 1) */
