@@ -172,11 +172,15 @@ static tecore_seq_t *make_seq(const struct tecore_op_desc *d, size_t nops, size_
   return s;
 }
 
+/* Most parameters / groups a test sequence has (18 blocks: 90 parameters). */
+#define MAXP 256
+
 static void out_shape(tecore_seq_t *s, size_t *rows, size_t *cols) {
   struct tecore_op_info inf;
   size_t n = 0;
-  struct tecore_seq_group g[64];
-  TE_OK(tecore_seq_groups(s, TECORE_SEQ_FORWARD, g, 64, &n));
+  struct tecore_seq_group g[MAXP];
+  TE_OK(tecore_seq_groups(s, TECORE_SEQ_FORWARD, g, MAXP, &n));
+  ck_assert(n <= MAXP);
   size_t last = g[n - 1].first + g[n - 1].count - 1;
   TE_OK(tecore_seq_op(s, last, &inf));
   *rows = inf.out_rows;
@@ -185,10 +189,10 @@ static void out_shape(tecore_seq_t *s, size_t *rows, size_t *cols) {
 
 /* Sets every parameter from a seeded draw (norm gammas around 1). */
 static void set_params(tecore_seq_t *s, int bf16_exact) {
-  struct tecore_seq_param p[64];
+  struct tecore_seq_param p[MAXP];
   size_t n = 0;
-  TE_OK(tecore_seq_params(s, p, 64, &n));
-  ck_assert(n <= 64);
+  TE_OK(tecore_seq_params(s, p, MAXP, &n));
+  ck_assert(n <= MAXP);
   for (size_t i = 0; i < n; i++) {
     size_t m = tecore_tensor_numel(&p[i].value);
     float *v = malloc(m * sizeof *v);
@@ -210,10 +214,11 @@ static void set_params(tecore_seq_t *s, int bf16_exact) {
 
 /* Copies the parameters of a into b (same structure). */
 static void copy_params(tecore_seq_t *a, tecore_seq_t *b) {
-  struct tecore_seq_param pa[64], pb[64];
+  struct tecore_seq_param pa[MAXP], pb[MAXP];
   size_t na = 0, nb = 0;
-  TE_OK(tecore_seq_params(a, pa, 64, &na));
-  TE_OK(tecore_seq_params(b, pb, 64, &nb));
+  TE_OK(tecore_seq_params(a, pa, MAXP, &na));
+  TE_OK(tecore_seq_params(b, pb, MAXP, &nb));
+  ck_assert(na <= MAXP);
   ck_assert_uint_eq(na, nb);
   for (size_t i = 0; i < na; i++) {
     size_t bytes = tecore_tensor_numel(&pa[i].value) * dsz(pa[i].value.dtype);
@@ -224,9 +229,10 @@ static void copy_params(tecore_seq_t *a, tecore_seq_t *b) {
 
 /* Host copies of every parameter gradient (caller frees each and *g). */
 static float **get_grads(tecore_seq_t *s, size_t *count, size_t *sizes) {
-  struct tecore_seq_param p[64];
+  struct tecore_seq_param p[MAXP];
   size_t n = 0;
-  TE_OK(tecore_seq_params(s, p, 64, &n));
+  TE_OK(tecore_seq_params(s, p, MAXP, &n));
+  ck_assert(n <= MAXP);
   float **g = calloc(n, sizeof *g);
   for (size_t i = 0; i < n; i++) {
     sizes[i] = tecore_tensor_numel(&p[i].grad);
@@ -697,7 +703,7 @@ END_TEST
 struct run_out {
   float *y, *dx;
   float **g;
-  size_t ng, gsz[64], ny, nx;
+  size_t ng, gsz[MAXP], ny, nx;
 };
 
 /* Two microbatches forward + backward (delayed scales updated between
@@ -869,6 +875,71 @@ START_TEST(test_grad_sharing) {
   grad_sharing_case(TECORE_DTYPE_BF16, 0);
   grad_sharing_case(TECORE_DTYPE_BF16, 1);
   grad_sharing_case(TECORE_DTYPE_F32, 0);
+}
+END_TEST
+
+/* A slot used again once made and added: blocks that all use slot 0 give
+ * the same bits as the same blocks on slots 0, 1, 2, ... (and more blocks
+ * than there are slots build); a slot made twice without an add, added
+ * twice, or added before it is made is refused. */
+START_TEST(test_slot_reuse) {
+  enum { BLOCKS = TECORE_SEQ_MAX_SLOTS + 2 };
+  static struct tecore_op_desc d[6 * BLOCKS];
+  size_t hidden = 32, ffn = 64, rows = 16;
+  size_t n = block_ops(d, BLOCKS, hidden, ffn);   /* slot b: only 0 .. 15 fit */
+  for (size_t i = 0; i < n; i++)
+    if (d[i].kind == TECORE_OP_MAKE_EXTRA_OUTPUT || d[i].kind == TECORE_OP_ADD_EXTRA_INPUT)
+      d[i].slot %= TECORE_SEQ_MAX_SLOTS;
+  tecore_seq_t *a = make_seq(d, n, rows, hidden, TECORE_DTYPE_BF16, 0, NULL);
+  for (size_t i = 0; i < n; i++)
+    if (d[i].kind == TECORE_OP_MAKE_EXTRA_OUTPUT || d[i].kind == TECORE_OP_ADD_EXTRA_INPUT)
+      d[i].slot = 0;
+  tecore_seq_t *b = make_seq(d, n, rows, hidden, TECORE_DTYPE_BF16, 0, NULL);
+  set_params(a, 0);
+  copy_params(a, b);
+  struct dt2 x[2], dy[2];
+  for (int mb = 0; mb < 2; mb++) {
+    x[mb] = dalloc2(TECORE_DTYPE_BF16, rows, hidden);
+    dy[mb] = dalloc2(TECORE_DTYPE_BF16, rows, hidden);
+    float *h = malloc(rows * hidden * 4);
+    rand_fill(h, rows * hidden, -1.5f, 1.5f, 0, 0);
+    to_dev(x[mb].t.data, h, rows * hidden, TECORE_DTYPE_BF16);
+    rand_fill(h, rows * hidden, -0.05f, 0.05f, 0, 0);
+    to_dev(dy[mb].t.data, h, rows * hidden, TECORE_DTYPE_BF16);
+    free(h);
+  }
+  struct run_out ra, rb;
+  run_mb(a, x, dy, 1, &ra);
+  run_mb(b, x, dy, 1, &rb);
+  expect_same_run(&ra, &rb, "one slot for every block vs a slot per block");
+  free_run(&ra);
+  free_run(&rb);
+  for (int mb = 0; mb < 2; mb++) {
+    dfree2(&x[mb]);
+    dfree2(&dy[mb]);
+  }
+  TE_OK(tecore_seq_destroy(a));
+  TE_OK(tecore_seq_destroy(b));
+
+  struct tecore_seq_config cfg = {.rows = rows, .features = hidden,
+                                  .dtype = TECORE_DTYPE_BF16, .seed = 1};
+  tecore_seq_t *s = NULL;
+  TE_OK(tecore_seq_create(&cfg, &s));
+  struct tecore_op_desc mk = op_slot(TECORE_OP_MAKE_EXTRA_OUTPUT, 3),
+                        ad = op_slot(TECORE_OP_ADD_EXTRA_INPUT, 3);
+  TE_OK(tecore_seq_add(s, &mk, NULL));
+  TE_EXPECT_INVALID("not added yet", tecore_seq_add(s, &mk, NULL));
+  TE_OK(tecore_seq_add(s, &ad, NULL));
+  TE_EXPECT_INVALID("already added", tecore_seq_add(s, &ad, NULL));
+  TE_OK(tecore_seq_add(s, &mk, NULL));   /* used again */
+  TE_OK(tecore_seq_add(s, &ad, NULL));
+  TE_OK(tecore_seq_build(s, S()));
+  struct tecore_tensor v, g;
+  TE_OK(tecore_seq_extra(s, 3, &v, &g));   /* the latest use */
+  ck_assert_uint_eq(v.shape[0], rows);
+  ck_assert_uint_eq(v.shape[1], hidden);
+  TE_EXPECT_INVALID("not used", tecore_seq_extra(s, 4, &v, &g));
+  TE_OK(tecore_seq_destroy(s));
 }
 END_TEST
 
@@ -1375,6 +1446,7 @@ static Suite *ops_suite(void) {
   tcase_add_test(tc, test_fused_fp8_delayed);
   tcase_add_test(tc, test_fused_fp8_current);
   tcase_add_test(tc, test_grad_sharing);
+  tcase_add_test(tc, test_slot_reuse);
   tcase_add_test(tc, test_fp8_near_bf16);
   tc = te_tcase(s, "state", 1);
   tcase_add_test(tc, test_grad_accumulation);

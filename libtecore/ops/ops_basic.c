@@ -88,10 +88,10 @@ static tecore_result_t copy_if(const struct tecore_tensor *dst, const struct tec
   return tecore_memcpy_async(dst->data, src->data, bytes_of(src), stream);
 }
 
-static void slot_tensor(const tecore_seq_t *s, const struct tecore_tensor *like, int slot,
+static void slot_tensor(const tecore_seq_t *s, const struct tecore_tensor *like, int pair,
                         int grad, struct tecore_tensor *t) {
   te_t2d(t, s->cfg.dtype, like->shape[0], like->shape[1],
-         grad ? te_slot_grad(s, slot) : te_slot_value(s, slot));
+         grad ? te_slot_grad(s, pair) : te_slot_value(s, pair));
 }
 
 static void norm_params(const tecore_seq_t *s, const struct te_op *o, struct tecore_tensor *g,
@@ -150,7 +150,7 @@ tecore_result_t te_op_forward(const struct tecore_seq_exec *x) {
   case TECORE_OP_CONSTANT_SCALE:
     return tecore_scale_add(out->data, in->data, o->d.scale, in->data, 0.0f, s->cfg.dtype, n, st);
   case TECORE_OP_ADD_EXTRA_INPUT:
-    return tecore_scale_add(out->data, in->data, 1.0f, te_slot_value(s, o->d.slot), 1.0f,
+    return tecore_scale_add(out->data, in->data, 1.0f, te_slot_value(s, o->pair), 1.0f,
                             s->cfg.dtype, n, st);
   default:
     return TE_ERR(TECORE_ERR_INTERNAL, "fuser: no forward for kind %d", o->d.kind);
@@ -171,15 +171,15 @@ tecore_result_t te_op_backward(const struct tecore_seq_exec *x) {
     return copy_if(dx, dy, st);
   case TECORE_OP_MAKE_EXTRA_OUTPUT: {
     struct tecore_tensor sg;
-    slot_tensor(s, dy, o->d.slot, 1, &sg);
+    slot_tensor(s, dy, o->pair, 1, &sg);
     return tecore_scale_add(dx->data, dy->data, 1.0f, sg.data, 1.0f, s->cfg.dtype, n, st);
   }
   case TECORE_OP_ADD_EXTRA_INPUT: {
     TE_CHECK(copy_if(dx, dy, st));
-    const struct te_slot *sl = &s->slots[o->d.slot];
+    const struct te_slot *sl = &s->pairs[o->pair];
     if (sl->maker < 0) {   /* an extra input: its gradient goes to the slot's buffer */
       struct tecore_tensor sg;
-      slot_tensor(s, dy, o->d.slot, 1, &sg);
+      slot_tensor(s, dy, o->pair, 1, &sg);
       TE_CHECK(copy_if(&sg, dy, st));
     }
     return TECORE_SUCCESS;

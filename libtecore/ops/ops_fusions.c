@@ -121,7 +121,7 @@ static tecore_result_t x_linear_epi(const struct tecore_seq_exec *x) {
       a.aux = &x->act[k];
     } else {
       te_t2d(&C, s->cfg.dtype, x->act[k].shape[0], x->act[k].shape[1],
-             te_slot_value(s, e->d.slot));
+             te_slot_value(s, e->pair));
       a.C = &C;
     }
   }
@@ -178,7 +178,7 @@ static tecore_result_t x_rmsnorm_bwd_add(const struct tecore_seq_exec *x) {
   struct tecore_tensor g, dg, extra, dx = x->grad[0];
   vec(&g, s->cfg.dtype, o->in_cols, o->param[0]);
   vec(&dg, TECORE_DTYPE_F32, o->in_cols, s->dvec);
-  te_t2d(&extra, s->cfg.dtype, o->in_rows, o->in_cols, te_slot_grad(s, m->d.slot));
+  te_t2d(&extra, s->cfg.dtype, o->in_rows, o->in_cols, te_slot_grad(s, m->pair));
   TE_CHECK(tecore_rmsnorm_bwd_add(&x->grad[2], &x->act[1], o->saved[0], &g, &extra,
                                   o->d.norm_flags, &dx, &dg, s->ws, s->ws_bytes, x->stream));
   return te_accum_f32(s, o->grad[0], s->dvec, TECORE_DTYPE_F32, o->in_cols, x->stream);
@@ -188,7 +188,7 @@ static tecore_result_t x_dgrad_add(const struct tecore_seq_exec *x) {
   tecore_seq_t *s = x->seq;
   const struct te_op *m = op_at(s, x->first), *l = op_at(s, x->first + 1);
   struct tecore_tensor C;
-  te_t2d(&C, s->cfg.dtype, l->in_rows, l->in_cols, te_slot_grad(s, m->d.slot));
+  te_t2d(&C, s->cfg.dtype, l->in_rows, l->in_cols, te_slot_grad(s, m->pair));
   struct te_lin_bwd a = {.op = x->first + 1, .x = &x->act[1], .dy = &x->grad[2],
                          .bias_grad = l->d.bias ? l->grad[1] : 0, .dx = &x->grad[0], .C = &C,
                          .stream = x->stream};

@@ -50,6 +50,8 @@ struct te_op {
   size_t lin;                      /* index among the Linears (scaling state entries) */
   tecore_devptr_t w16, x16;        /* F32 sequences: bf16 copies of W and of the input */
   tecore_devptr_t w8_row, w8_col;  /* FP8: the quantized weight, both copies */
+  /* MakeExtraOutput / AddExtraInput */
+  int pair;                        /* its use of the slot: an index into tecore_seq.pairs */
 };
 
 struct te_bnd {
@@ -67,7 +69,10 @@ struct te_bnd {
   int hp_valid;                    /* the high-precision data is written */
 };
 
+/* One use of a residual slot: made (forked) and/or added.  A slot is used
+ * again once its pair is complete (made, then added). */
 struct te_slot {
+  int slot;
   int maker, adder;                /* op indices, or -1 */
   tecore_devptr_t value, grad;     /* owned storage for extra inputs / outputs */
 };
@@ -96,7 +101,9 @@ struct tecore_seq {
   struct te_op *ops;
   size_t nops, cap;
   struct te_bnd *bnd;              /* nops + 1, after build */
-  struct te_slot slots[TECORE_SEQ_MAX_SLOTS];
+  struct te_slot *pairs;           /* every use of a slot, in op order */
+  size_t npairs, cap_pairs;
+  int slot_last[TECORE_SEQ_MAX_SLOTS]; /* each slot's latest pair, or -1 */
   size_t nlinear;
   int built;
 
@@ -145,8 +152,9 @@ tecore_devptr_t te_bnd_grad(const tecore_seq_t *s, size_t b);
 void te_t2d(struct tecore_tensor *t, tecore_dtype_t dt, size_t rows, size_t cols,
             tecore_devptr_t data);
 /* The value / gradient pointers of a residual slot as of the current call. */
-tecore_devptr_t te_slot_value(const tecore_seq_t *s, int slot);
-tecore_devptr_t te_slot_grad(const tecore_seq_t *s, int slot);
+/* The value and gradient storage of pair p (te_op.pair). */
+tecore_devptr_t te_slot_value(const tecore_seq_t *s, int p);
+tecore_devptr_t te_slot_grad(const tecore_seq_t *s, int p);
 /* Allocates what the recipe needs (FP8 copies, scaling state) and plans. */
 tecore_result_t te_seq_prepare_fp8(tecore_seq_t *s, tecore_stream_t stream);
 

@@ -64,14 +64,14 @@ tecore_devptr_t te_bnd_grad(const tecore_seq_t *s, size_t b) {
   return s->bnd[b].g;
 }
 
-tecore_devptr_t te_slot_value(const tecore_seq_t *s, int slot) {
-  const struct te_slot *sl = &s->slots[slot];
+tecore_devptr_t te_slot_value(const tecore_seq_t *s, int p) {
+  const struct te_slot *sl = &s->pairs[p];
   if (sl->maker >= 0) return te_bnd_hp(s, (size_t)sl->maker);
   return sl->value;
 }
 
-tecore_devptr_t te_slot_grad(const tecore_seq_t *s, int slot) {
-  const struct te_slot *sl = &s->slots[slot];
+tecore_devptr_t te_slot_grad(const tecore_seq_t *s, int p) {
+  const struct te_slot *sl = &s->pairs[p];
   if (sl->maker >= 0 && sl->adder >= 0) return te_bnd_grad(s, (size_t)sl->adder + 1);
   return sl->grad;
 }
@@ -99,7 +99,7 @@ TE_EXPORT tecore_result_t tecore_seq_create(const struct tecore_seq_config *cfg,
   tecore_seq_t *s = calloc(1, sizeof *s);
   if (!s) return TE_ERR(TECORE_ERR_NOMEM, "%s: out of host memory", fn);
   s->cfg = *cfg;
-  for (int i = 0; i < TECORE_SEQ_MAX_SLOTS; i++) s->slots[i].maker = s->slots[i].adder = -1;
+  for (int i = 0; i < TECORE_SEQ_MAX_SLOTS; i++) s->slot_last[i] = -1;
   *seq = s;
   return TECORE_SUCCESS;
 }
@@ -126,6 +126,7 @@ TE_EXPORT tecore_result_t tecore_seq_destroy(tecore_seq_t *s) {
   free(s->allocs);
   free(s->bnd);
   free(s->ops);
+  free(s->pairs);
   free(s);
   return res;
 }
@@ -246,13 +247,18 @@ TE_EXPORT tecore_result_t tecore_seq_add(tecore_seq_t *s, const struct tecore_op
   case TECORE_OP_ADD_EXTRA_INPUT: {
     TE_ARG(d->slot >= 0 && d->slot < TECORE_SEQ_MAX_SLOTS, "%s: desc->slot is %d, not in 0..%d",
            fn, d->slot, TECORE_SEQ_MAX_SLOTS - 1);
-    struct te_slot *sl = &s->slots[d->slot];
+    /* the slot's latest use: a complete pair (made, then added) frees it */
+    static const struct te_slot unused = {.maker = -1, .adder = -1};
+    int last = s->slot_last[d->slot];
+    const struct te_slot *sl = last >= 0 ? &s->pairs[last] : &unused;
     if (k == TECORE_OP_MAKE_EXTRA_OUTPUT) {
-      TE_ARG(sl->maker < 0, "%s: slot %d is already made by op %d", fn, d->slot, sl->maker);
-      TE_ARG(sl->adder < 0, "%s: slot %d was added by op %d before this make_extra_output: make "
-             "a slot before adding it", fn, d->slot, sl->adder);
+      TE_ARG(!(sl->maker >= 0 && sl->adder < 0), "%s: slot %d is already made by op %d and not "
+             "added yet", fn, d->slot, sl->maker);
+      TE_ARG(!(sl->maker < 0 && sl->adder >= 0), "%s: slot %d was added by op %d before this "
+             "make_extra_output: make a slot before adding it", fn, d->slot, sl->adder);
     } else {
-      TE_ARG(sl->adder < 0, "%s: slot %d is already added by op %d", fn, d->slot, sl->adder);
+      TE_ARG(sl->adder < 0, "%s: slot %d is already added by op %d (make it again first to "
+             "use it again)", fn, d->slot, sl->adder);
       if (sl->maker >= 0) {
         const struct te_op *m = &s->ops[sl->maker];
         TE_ARG(m->in_rows == op.in_rows && m->in_cols == op.in_cols,
@@ -284,9 +290,27 @@ TE_EXPORT tecore_result_t tecore_seq_add(tecore_seq_t *s, const struct tecore_op
     s->ops = p;
     s->cap = cap;
   }
+  op.pair = -1;
+  if (k == TECORE_OP_MAKE_EXTRA_OUTPUT || k == TECORE_OP_ADD_EXTRA_INPUT) {
+    int last = s->slot_last[d->slot];
+    if (k == TECORE_OP_ADD_EXTRA_INPUT && last >= 0 && s->pairs[last].adder < 0) {
+      op.pair = last;   /* completes the open pair */
+    } else {
+      if (s->npairs == s->cap_pairs) {
+        size_t cap = s->cap_pairs ? 2 * s->cap_pairs : 16;
+        struct te_slot *p = realloc(s->pairs, cap * sizeof *p);
+        if (!p) return TE_ERR(TECORE_ERR_NOMEM, "%s: out of host memory", fn);
+        s->pairs = p;
+        s->cap_pairs = cap;
+      }
+      op.pair = (int)s->npairs++;
+      s->pairs[op.pair] = (struct te_slot){.slot = d->slot, .maker = -1, .adder = -1};
+      s->slot_last[d->slot] = op.pair;
+    }
+    if (k == TECORE_OP_MAKE_EXTRA_OUTPUT) s->pairs[op.pair].maker = (int)n;
+    else s->pairs[op.pair].adder = (int)n;
+  }
   if (k == TECORE_OP_LINEAR) s->nlinear++;
-  if (k == TECORE_OP_MAKE_EXTRA_OUTPUT) s->slots[d->slot].maker = (int)n;
-  if (k == TECORE_OP_ADD_EXTRA_INPUT) s->slots[d->slot].adder = (int)n;
   s->ops[n] = op;
   s->nops = n + 1;
   if (index) *index = n;
@@ -406,8 +430,8 @@ TE_EXPORT tecore_result_t tecore_seq_build(tecore_seq_t *s, tecore_stream_t stre
     struct te_bnd *bd = &s->bnd[b];
     if (bd->galias >= 0) continue;
     int slot_grad = 0;
-    for (int i = 0; i < TECORE_SEQ_MAX_SLOTS; i++) {
-      const struct te_slot *sl = &s->slots[i];
+    for (size_t i = 0; i < s->npairs; i++) {
+      const struct te_slot *sl = &s->pairs[i];
       if (sl->maker < 0 || sl->adder < 0) continue;
       size_t o = (size_t)sl->adder + 1;   /* te_slot_grad's boundary, resolved */
       while (s->bnd[o].galias >= 0) o = (size_t)s->bnd[o].galias;
@@ -419,9 +443,8 @@ TE_EXPORT tecore_result_t tecore_seq_build(tecore_seq_t *s, tecore_stream_t stre
       bd->gshared = 1;
   }
   TE_CHECK_GOTO(te_seq_alloc(s, s->bnd[0].rows * s->bnd[0].cols * es, 0, &s->g0), res, fail);
-  for (int i = 0; i < TECORE_SEQ_MAX_SLOTS; i++) {
-    struct te_slot *sl = &s->slots[i];
-    if (sl->maker < 0 && sl->adder < 0) continue;
+  for (size_t i = 0; i < s->npairs; i++) {
+    struct te_slot *sl = &s->pairs[i];
     const struct te_op *o = &s->ops[sl->maker >= 0 ? sl->maker : sl->adder];
     size_t bytes = o->in_rows * o->in_cols * es;
     if (sl->maker < 0) TE_CHECK_GOTO(te_seq_alloc(s, bytes, 0, &sl->value), res, fail);
@@ -489,7 +512,7 @@ fail:
     memset(o->saved, 0, sizeof o->saved);
     o->w16 = o->x16 = o->w8_row = o->w8_col = 0;
   }
-  for (int i = 0; i < TECORE_SEQ_MAX_SLOTS; i++) s->slots[i].value = s->slots[i].grad = 0;
+  for (size_t i = 0; i < s->npairs; i++) s->pairs[i].value = s->pairs[i].grad = 0;
   s->dy16 = s->dy8_row = s->dy8_col = s->gemm_ws = 0;
   s->gemm_ws_bytes = 0;
   te_plan_free(&s->plan);
@@ -621,8 +644,8 @@ TE_EXPORT tecore_result_t tecore_seq_zero_grad(tecore_seq_t *s, tecore_stream_t 
     for (size_t p = 0; p < o->nparams; p++)
       TE_CHECK(tecore_memset_d32_async(o->grad[p], 0, o->plen[p], stream));
   }
-  for (int i = 0; i < TECORE_SEQ_MAX_SLOTS; i++) {
-    const struct te_slot *sl = &s->slots[i];
+  for (size_t i = 0; i < s->npairs; i++) {
+    const struct te_slot *sl = &s->pairs[i];
     if (sl->maker >= 0 && sl->adder < 0) {
       const struct te_op *o = &s->ops[sl->maker];
       TE_CHECK(tecore_memset_d8_async(sl->grad, 0,
@@ -734,12 +757,13 @@ TE_EXPORT tecore_result_t tecore_seq_extra(const tecore_seq_t *s, int slot,
   TE_ARG(s, "%s: seq is NULL", fn);
   TE_ARG(slot >= 0 && slot < TECORE_SEQ_MAX_SLOTS, "%s: slot %d is not in 0..%d", fn, slot,
          TECORE_SEQ_MAX_SLOTS - 1);
-  const struct te_slot *sl = &s->slots[slot];
-  TE_ARG(sl->maker >= 0 || sl->adder >= 0, "%s: slot %d is not used by the sequence", fn, slot);
+  int p = s->slot_last[slot];   /* a slot used again: its latest use */
+  TE_ARG(p >= 0, "%s: slot %d is not used by the sequence", fn, slot);
   TE_ARG(s->built, "%s: the sequence is not built (tecore_seq_build)", fn);
+  const struct te_slot *sl = &s->pairs[p];
   const struct te_op *o = &s->ops[sl->maker >= 0 ? sl->maker : sl->adder];
-  if (value) te_t2d(value, s->cfg.dtype, o->in_rows, o->in_cols, te_slot_value(s, slot));
-  if (grad) te_t2d(grad, s->cfg.dtype, o->in_rows, o->in_cols, te_slot_grad(s, slot));
+  if (value) te_t2d(value, s->cfg.dtype, o->in_rows, o->in_cols, te_slot_value(s, p));
+  if (grad) te_t2d(grad, s->cfg.dtype, o->in_rows, o->in_cols, te_slot_grad(s, p));
   return TECORE_SUCCESS;
 }
 

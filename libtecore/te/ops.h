@@ -111,7 +111,9 @@ typedef enum tecore_op_kind {
   TECORE_OP_KIND_MAX = 128
 } tecore_op_kind_t;
 
-/* Residual slots of one sequence: 0 .. TECORE_SEQ_MAX_SLOTS - 1. */
+/* Residual slots of one sequence: 0 .. TECORE_SEQ_MAX_SLOTS - 1 open at a
+ * time; a slot made and added is free to be made again (a deep stack of
+ * blocks can use slot 0 in every block). */
 #define TECORE_SEQ_MAX_SLOTS 16
 
 /* One operation, as tecore_seq_add takes it.  Zero the struct, set kind
@@ -121,8 +123,8 @@ typedef enum tecore_op_kind {
  *                     rows * features of the input)
  *   LAYERNORM/RMSNORM epsilon (> 0), norm_flags (TECORE_NORM_*, te/norm.h)
  *   CONSTANT_SCALE    scale (finite)
- *   MAKE_EXTRA_OUTPUT slot: the residual fork; each slot is made at most
- *   ADD_EXTRA_INPUT   once and added at most once, made before it is added.
+ *   MAKE_EXTRA_OUTPUT slot: the residual fork; a slot is made, then added
+ *   ADD_EXTRA_INPUT   once (with one shape), and may then be made again.
  *                     A slot added but never made is an extra input the
  *                     caller writes; one made but never added is an extra
  *                     output the caller reads (tecore_seq_extra).
@@ -255,7 +257,8 @@ tecore_result_t tecore_seq_op(const tecore_seq_t *seq, size_t index, struct teco
  * forks: the caller's input when it forks the input); write grad before
  * backward (zeroed by build and by tecore_seq_zero_grad): backward adds it.
  * A slot made and added inside the sequence: value and grad as of the last
- * forward and backward.  Either pointer may be NULL. */
+ * forward and backward.  A slot used several times: its latest use.  Either
+ * pointer may be NULL. */
 tecore_result_t tecore_seq_extra(const tecore_seq_t *seq, int slot, struct tecore_tensor *value,
                                  struct tecore_tensor *grad);
 /* Device bytes the sequence holds (*param_bytes: parameters and their
