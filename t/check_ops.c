@@ -737,6 +737,28 @@ static void free_run(struct run_out *o) {
   free_grads(o->g, o->ng);
 }
 
+/* Two microbatches of inputs x in [-1.5, 1.5] and output gradients dy in
+ * [-0.05, 0.05], fresh random values, [rows][cols] of dt (free_mbs). */
+static void make_mbs(tecore_dtype_t dt, size_t rows, size_t cols, struct dt2 *x, struct dt2 *dy) {
+  float *h = malloc(rows * cols * 4);
+  ck_assert_ptr_nonnull(h);
+  for (int mb = 0; mb < 2; mb++) {
+    x[mb] = dalloc2(dt, rows, cols);
+    dy[mb] = dalloc2(dt, rows, cols);
+    rand_fill(h, rows * cols, -1.5f, 1.5f, 0, 0);
+    to_dev(x[mb].t.data, h, rows * cols, dt);
+    rand_fill(h, rows * cols, -0.05f, 0.05f, 0, 0);
+    to_dev(dy[mb].t.data, h, rows * cols, dt);
+  }
+  free(h);
+}
+static void free_mbs(struct dt2 *x, struct dt2 *dy) {
+  for (int mb = 0; mb < 2; mb++) {
+    dfree2(&x[mb]);
+    dfree2(&dy[mb]);
+  }
+}
+
 static void fused_vs_unfused(tecore_dtype_t dt, const struct tecore_recipe *r, double tol,
                              const char *name) {
   struct tecore_op_desc d[12];
@@ -746,16 +768,7 @@ static void fused_vs_unfused(tecore_dtype_t dt, const struct tecore_recipe *r, d
   set_params(a, 0);
   copy_params(a, b);
   struct dt2 x[2], dy[2];
-  for (int mb = 0; mb < 2; mb++) {
-    x[mb] = dalloc2(dt, rows, cols);
-    dy[mb] = dalloc2(dt, rows, cols);
-    float *h = malloc(rows * cols * 4);
-    rand_fill(h, rows * cols, -1.5f, 1.5f, 0, 0);
-    to_dev(x[mb].t.data, h, rows * cols, dt);
-    rand_fill(h, rows * cols, -0.05f, 0.05f, 0, 0);
-    to_dev(dy[mb].t.data, h, rows * cols, dt);
-    free(h);
-  }
+  make_mbs(dt, rows, cols, x, dy);
   struct run_out ra, rb;
   run_mb(a, x, dy, 2, &ra);
   run_mb(b, x, dy, 2, &rb);
@@ -774,10 +787,7 @@ static void fused_vs_unfused(tecore_dtype_t dt, const struct tecore_recipe *r, d
   printf("# %s: fused vs unfused: worst relative error %.3g (tolerance %.3g)\n", name, worst, tol);
   free_run(&ra);
   free_run(&rb);
-  for (int mb = 0; mb < 2; mb++) {
-    dfree2(&x[mb]);
-    dfree2(&dy[mb]);
-  }
+  free_mbs(x, dy);
   TE_OK(tecore_seq_destroy(a));
   TE_OK(tecore_seq_destroy(b));
 }
@@ -836,16 +846,7 @@ static void grad_sharing_case(tecore_dtype_t dt, int fp8) {
   printf("# grad sharing %s%s, %d blocks: %zu bytes with own gradient buffers, %zu shared\n",
          tecore_dtype_name(dt), fp8 ? " fp8" : "", BLOCKS, tb, ta);
   struct dt2 x[2], dy[2];
-  for (int mb = 0; mb < 2; mb++) {
-    x[mb] = dalloc2(dt, rows, hidden);
-    dy[mb] = dalloc2(dt, rows, hidden);
-    float *h = malloc(rows * hidden * 4);
-    rand_fill(h, rows * hidden, -1.5f, 1.5f, 0, 0);
-    to_dev(x[mb].t.data, h, rows * hidden, dt);
-    rand_fill(h, rows * hidden, -0.05f, 0.05f, 0, 0);
-    to_dev(dy[mb].t.data, h, rows * hidden, dt);
-    free(h);
-  }
+  make_mbs(dt, rows, hidden, x, dy);
   for (int round = 0; round < 3; round++) {
     struct run_out ra, rb;
     run_mb(a, x, dy, 2, &ra);
@@ -863,10 +864,7 @@ static void grad_sharing_case(tecore_dtype_t dt, int fp8) {
       TE_OK(tecore_seq_set_recipe(b, next, S()));
     }
   }
-  for (int mb = 0; mb < 2; mb++) {
-    dfree2(&x[mb]);
-    dfree2(&dy[mb]);
-  }
+  free_mbs(x, dy);
   TE_OK(tecore_seq_destroy(a));
   TE_OK(tecore_seq_destroy(b));
 }
@@ -898,26 +896,14 @@ START_TEST(test_slot_reuse) {
   set_params(a, 0);
   copy_params(a, b);
   struct dt2 x[2], dy[2];
-  for (int mb = 0; mb < 2; mb++) {
-    x[mb] = dalloc2(TECORE_DTYPE_BF16, rows, hidden);
-    dy[mb] = dalloc2(TECORE_DTYPE_BF16, rows, hidden);
-    float *h = malloc(rows * hidden * 4);
-    rand_fill(h, rows * hidden, -1.5f, 1.5f, 0, 0);
-    to_dev(x[mb].t.data, h, rows * hidden, TECORE_DTYPE_BF16);
-    rand_fill(h, rows * hidden, -0.05f, 0.05f, 0, 0);
-    to_dev(dy[mb].t.data, h, rows * hidden, TECORE_DTYPE_BF16);
-    free(h);
-  }
+  make_mbs(TECORE_DTYPE_BF16, rows, hidden, x, dy);
   struct run_out ra, rb;
   run_mb(a, x, dy, 1, &ra);
   run_mb(b, x, dy, 1, &rb);
   expect_same_run(&ra, &rb, "one slot for every block vs a slot per block");
   free_run(&ra);
   free_run(&rb);
-  for (int mb = 0; mb < 2; mb++) {
-    dfree2(&x[mb]);
-    dfree2(&dy[mb]);
-  }
+  free_mbs(x, dy);
   TE_OK(tecore_seq_destroy(a));
   TE_OK(tecore_seq_destroy(b));
 
@@ -955,16 +941,7 @@ START_TEST(test_fp8_near_bf16) {
   set_params(a, 0);
   copy_params(a, b);
   struct dt2 x[2], dy[2];
-  for (int mb = 0; mb < 2; mb++) {
-    x[mb] = dalloc2(TECORE_DTYPE_BF16, rows, cols);
-    dy[mb] = dalloc2(TECORE_DTYPE_BF16, rows, cols);
-    float *h = malloc(rows * cols * 4);
-    rand_fill(h, rows * cols, -1.5f, 1.5f, 0, 0);
-    to_dev(x[mb].t.data, h, rows * cols, TECORE_DTYPE_BF16);
-    rand_fill(h, rows * cols, -0.05f, 0.05f, 0, 0);
-    to_dev(dy[mb].t.data, h, rows * cols, TECORE_DTYPE_BF16);
-    free(h);
-  }
+  make_mbs(TECORE_DTYPE_BF16, rows, cols, x, dy);
   struct run_out ra, rb;
   run_mb(a, x, dy, 2, &ra);   /* two steps: the second uses calibrated scales */
   run_mb(b, x, dy, 2, &rb);
@@ -975,10 +952,7 @@ START_TEST(test_fp8_near_bf16) {
                 "fp8 vs bf16: y %.3g (<= 0.1), dx %.3g, gradients %.3g (<= 0.25)", ey, ex, eg);
   free_run(&ra);
   free_run(&rb);
-  for (int mb = 0; mb < 2; mb++) {
-    dfree2(&x[mb]);
-    dfree2(&dy[mb]);
-  }
+  free_mbs(x, dy);
   TE_OK(tecore_seq_destroy(a));
   TE_OK(tecore_seq_destroy(b));
 }
@@ -1043,10 +1017,7 @@ START_TEST(test_grad_accumulation) {
   free_grads(g[0], ng);
   free_grads(g[1], ng);
   free_grads(both, ng);
-  for (int mb = 0; mb < 2; mb++) {
-    dfree2(&x[mb]);
-    dfree2(&dy[mb]);
-  }
+  free_mbs(x, dy);
   dfree2(&y);
   TE_OK(tecore_seq_destroy(s));
 }

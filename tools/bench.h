@@ -34,6 +34,10 @@ tecore_devptr_t tb_alloc_random(struct tb_ctx *c, size_t count, tecore_dtype_t d
 void tb_elementwise(struct tb_ctx *c);
 void tb_fp8(struct tb_ctx *c);
 void tb_gemm(struct tb_ctx *c);
+/* Host clock (CLOCK_MONOTONIC) in microseconds, and the median of v[0..n)
+ * (sorts v). */
+double tb_now_us(void);
+double tb_median(double *v, int n);
 void tb_graph(struct tb_ctx *c);  /* tools/bench_graph.c (links libtegraph) */
 /* tools/bench_step.c: the FP8 training step, graph vs eager (part of tb_graph) */
 int tb_graph_step(struct tb_ctx *c);

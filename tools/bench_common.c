@@ -1,6 +1,7 @@
 /* bench_common.c -- te-bench's harness: set-up, the copy-bandwidth floor,
  * event timing, random inputs and the report line. */
 #include "bench.h"
+#include <time.h>
 #include "common/convert.h"
 #include <stdint.h>
 #include <stdio.h>
@@ -150,4 +151,20 @@ void tb_elementwise(struct tb_ctx *c) {
     tecore_mem_free(a.y);
     tecore_mem_free(a.z);
   }
+}
+
+double tb_now_us(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return ts.tv_sec * 1e6 + ts.tv_nsec / 1e3;
+}
+
+static int cmp_double(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return x < y ? -1 : x > y;
+}
+
+double tb_median(double *v, int n) {
+  qsort(v, (size_t)n, sizeof *v, cmp_double);
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }

@@ -18,23 +18,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <te/graph.h>
-#include <time.h>
-
-static double now_us(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return ts.tv_sec * 1e6 + ts.tv_nsec / 1e3;
-}
-
-static int cmp_double(const void *a, const void *b) {
-  double x = *(const double *)a, y = *(const double *)b;
-  return x < y ? -1 : x > y;
-}
-
-static double median(double *v, int n) {
-  qsort(v, (size_t)n, sizeof *v, cmp_double);
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
 
 static int g_fail(struct tb_ctx *c, const char *what) {
   fprintf(stderr, "te-bench: graph: %s failed: %s\n", what, tecore_last_error());
@@ -94,19 +77,19 @@ static int bench_update(struct tb_ctx *c) {
     tecore_graph_t g2 = NULL;
     tecore_graph_exec_t x2 = NULL;
     tecore_graph_update_result_t why;
-    double t0 = now_us();
+    double t0 = tb_now_us();
     if (capture_chain(c, a, b, 1.0f + 0.01f * (float)r, &g2)) goto out;
-    double t1 = now_us();
+    double t1 = tb_now_us();
     if (tecore_graph_instantiate(&x2, g2)) {
       g_fail(c, "tecore_graph_instantiate");
       goto out;
     }
-    double t2 = now_us();
+    double t2 = tb_now_us();
     if (tecore_graph_exec_update(x, g2, &why)) {
       g_fail(c, "tecore_graph_exec_update");
       goto out;
     }
-    double t3 = now_us();
+    double t3 = tb_now_us();
     /* per-node: every kernel's argument values rewritten one node at a time */
     for (int i = 0; i < CHAIN; i++) {
       void *pd, *pa, *pb;
@@ -120,7 +103,7 @@ static int bench_update(struct tb_ctx *c) {
         goto out;
       }
     }
-    double t4 = now_us();
+    double t4 = tb_now_us();
     cap[r] = t1 - t0;
     inst[r] = t2 - t1;
     upd[r] = t3 - t2;
@@ -132,8 +115,8 @@ static int bench_update(struct tb_ctx *c) {
     g_fail(c, "launching the updated graph");
     goto out;
   }
-  double mc = median(cap, reps), mi = median(inst, reps), mu = median(upd, reps);
-  double mn = median(node, reps);
+  double mc = tb_median(cap, reps), mi = tb_median(inst, reps), mu = tb_median(upd, reps);
+  double mn = tb_median(node, reps);
   printf("%-34s %-18s %9.1f us  peer: re-capture %.1f + instantiate %.1f = %.1f us  %.1fx  "
          "target 3x %s\n",
          "graph whole-graph update", "1000 kernels", mu, mc, mi, mc + mi, (mc + mi) / mu,
@@ -214,20 +197,20 @@ static int bench_replay(struct tb_ctx *c) {
       tecore_graph_instantiate(&gx, gg) || tecore_graph_upload(gx, c->s))
     goto fail;
   for (int r = 0; r < reps; r++) {
-    double t0 = now_us();
+    double t0 = tb_now_us();
     for (int i = 0; i < per; i++)
       if (tegraph_callable_forward(cb, &st, 1, NULL, NULL, 0, NULL, 0, &o)) goto fail;
-    double t1 = now_us();
+    double t1 = tb_now_us();
     for (int i = 0; i < per; i++)
       if (tegraph_callable_forward(cb, i & 1 ? &in1 : &in0, 1, NULL, NULL, 0, NULL, 0, &o))
         goto fail;
-    double t2 = now_us();
+    double t2 = tb_now_us();
     for (int i = 0; i < per; i++)
       if (small_fwd(&m, c->s, &io)) goto fail;
-    double t3 = now_us();
+    double t3 = tb_now_us();
     for (int i = 0; i < per; i++)
       if (tecore_graph_launch(gx, c->s)) goto fail;
-    double t4 = now_us();
+    double t4 = tb_now_us();
     if (tecore_stream_synchronize(c->s)) goto fail;
     hs[r] = (t1 - t0) / per;
     hr[r] = (t2 - t1) / per;
@@ -253,8 +236,8 @@ static int bench_replay(struct tb_ctx *c) {
   if (tecore_event_record(c->e1, c->s) || tecore_event_synchronize(c->e1) ||
       tecore_event_elapsed(&ms_e, c->e0, c->e1))
     goto fail;
-  double mhs = median(hs, reps), mhr = median(hr, reps), mhe = median(he, reps);
-  double mhl = median(hl, reps);
+  double mhs = tb_median(hs, reps), mhr = tb_median(hr, reps), mhe = tb_median(he, reps);
+  double mhl = tb_median(hl, reps);
   printf("%-34s %-18s %9.2f us  peer: bare graph launch %.2f us, eager launches %.2f us  "
          "target 10 us %s\n",
          "callable replay host time", "12 kernels x 4096", mhs, mhl, mhe,
@@ -299,10 +282,10 @@ static double time_alternating(struct tb_ctx *c, tegraph_callable_t *cb, struct 
   for (int i = 0; i < 3; i++)
     if (tegraph_callable_forward(cb, &u[i & 1], 1, NULL, NULL, 0, NULL, 0, &o)) return -1;
   if (tecore_event_record(c->e0, c->s)) return -1;
-  double t0 = now_us();
+  double t0 = tb_now_us();
   for (int i = 0; i < c->iters; i++)
     if (tegraph_callable_forward(cb, &u[i & 1], 1, NULL, NULL, 0, NULL, 0, &o)) return -1;
-  double t1 = now_us();
+  double t1 = tb_now_us();
   float ms = 0;
   if (tecore_event_record(c->e1, c->s) || tecore_event_synchronize(c->e1) ||
       tecore_event_elapsed(&ms, c->e0, c->e1))

@@ -18,23 +18,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include <te/graph.h>
-#include <time.h>
 
 #define STEP_LAYERS 12
 #define STEP_HIDDEN 256
 #define STEP_FFN 1024
 #define STEP_TOKENS 64
-
-static double now_us(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return ts.tv_sec * 1e6 + ts.tv_nsec * 1e-3;
-}
-
-static int cmp_double(const void *a, const void *b) {
-  double x = *(const double *)a, y = *(const double *)b;
-  return (x > y) - (x < y);
-}
 
 struct step {
   tecore_seq_t *seq;
@@ -133,14 +121,13 @@ static void step_free(struct step *st) {
 static double host_us(struct tb_ctx *c, struct step *st, tegraph_graph_t *g, int reps,
                       double *v) {
   for (int i = 0; i < reps; i++) {
-    double t0 = now_us();
+    double t0 = tb_now_us();
     int bad = g ? tegraph_graph_launch(g, c->s) != TEGRAPH_SUCCESS
                 : step_queue(st, c->s) != TECORE_SUCCESS;
-    v[i] = now_us() - t0;
+    v[i] = tb_now_us() - t0;
     if (bad || tecore_stream_synchronize(c->s)) return -1;
   }
-  qsort(v, (size_t)reps, sizeof *v, cmp_double);
-  return v[reps / 2];
+  return tb_median(v, reps);
 }
 
 /* Device milliseconds per step over reps back-to-back steps. */
