@@ -1,0 +1,105 @@
+/* ar_kernels.h -- the contract between libtecomm's communicator layer
+ * (comm.c, pool.c, select.c: who owns memory, who is a peer, which
+ * algorithm runs) and its allreduce kernels (ar_*.c, kernels/comm_*.cu:
+ * the protocols that run on the device, on cuda and on vdev).
+ *
+ * Memory model.  Every local rank owns one symmetric allocation (the
+ * pool) mapped by all local peers; the same offset in each rank's pool is
+ * "the same buffer".  The communicator layer hands the kernels, per call:
+ *   - ws[r]: rank r's workspace (flags, epoch counter, error word, Lamport
+ *     buffers), tecomm_ar_workspace_bytes() bytes at one offset of every
+ *     rank's pool, initialised once with tecomm_ar_workspace_init();
+ *   - in[r]: rank r's input for this call, in rank r's pool (the
+ *     communicator layer copied it in on the same stream when the caller's
+ *     buffer was not already in the pool).  Lamport does not read in[] of
+ *     peers: it writes its own input into the peers' workspaces.
+ *   - out: this rank's output (anywhere in device memory; may equal
+ *     in[rank] for in-place calls).
+ * Pointers in ws[] / in[] are device addresses valid in this process
+ * (cuda: VMM mappings of the peers' handles; vdev: memfd mappings).
+ *
+ * Ordering.  Each kernel is stream-ordered and graph-capturable: the
+ * epoch a call uses is read from and advanced in the workspace by the
+ * kernel itself (never passed from the host), so a captured graph
+ * replayed N times runs N distinct epochs.
+ *
+ * Bounded waits.  Every device-side spin-wait compares the device's
+ * global timer against timeout_ns; on expiry it writes the error word in
+ * the local workspace (code TECOMM_AR_ERR_TIMEOUT, the peer waited for)
+ * and the kernel returns.  tecomm_ar_error() reads it back.
+ *
+ * Owner of this file: the kernels side.  The communicator side only
+ * calls what is declared here. */
+#ifndef TECOMM_AR_KERNELS_H
+#define TECOMM_AR_KERNELS_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <te/core.h>
+
+#define TECOMM_AR_MAX_RANKS 8 /* local ranks one kernel reduces over */
+
+typedef enum tecomm_ar_algo {
+  TECOMM_AR_ONESHOT = 0, /* flag barrier; every rank reads all peers, fixed rank order */
+  TECOMM_AR_TWOSHOT = 1, /* reduce-scatter then all-gather through the pool */
+  TECOMM_AR_LAMPORT = 2, /* -0.0 sentinels, 3 rotating buffers, no barrier */
+  TECOMM_AR_ALGO_COUNT_
+} tecomm_ar_algo_t;
+
+typedef enum tecomm_ar_op { TECOMM_AR_SUM = 0, TECOMM_AR_MAX = 1 } tecomm_ar_op_t;
+
+/* Optional fused epilogue: residual_out = allreduce(x) + residual_in;
+ * out = rmsnorm(residual_out) * gamma over rows of `hidden` elements
+ * (count = rows * hidden); optional FP8 copy of out (delayed or current
+ * scaling, libtecore's tensor conventions). */
+struct tecomm_ar_fused {
+  size_t hidden;
+  float eps;
+  tecore_devptr_t residual_in;  /* count elements of the allreduce dtype */
+  tecore_devptr_t residual_out; /* count elements; may equal residual_in */
+  tecore_devptr_t gamma;        /* hidden elements of the allreduce dtype */
+  tecore_devptr_t out;          /* count elements (may be 0 when only fp8_out is wanted) */
+  const struct tecore_tensor *fp8_out; /* NULL: none */
+};
+
+struct tecomm_ar_call {
+  tecomm_ar_algo_t algo;
+  tecomm_ar_op_t op;
+  tecore_dtype_t dtype;           /* F32, BF16, F16 */
+  size_t count;                   /* elements */
+  int rank, nranks;               /* local rank and local ranks (<= TECOMM_AR_MAX_RANKS) */
+  tecore_devptr_t ws[TECOMM_AR_MAX_RANKS];
+  tecore_devptr_t in[TECOMM_AR_MAX_RANKS];
+  tecore_devptr_t out;
+  uint64_t timeout_ns;            /* 0: no bound */
+  const struct tecomm_ar_fused *fused; /* NULL: plain allreduce */
+};
+
+/* Device error word contents. */
+enum { TECOMM_AR_OK = 0, TECOMM_AR_ERR_TIMEOUT = 1, TECOMM_AR_ERR_ABORTED = 2 };
+
+/* Registers the kernel table (idempotent, thread-safe). */
+tecore_result_t tecomm_ar_kernels_register(void);
+
+/* Bytes of workspace per rank for calls up to max_bytes of payload with
+ * nranks ranks (flags, counters, error word, Lamport's three buffers). */
+size_t tecomm_ar_workspace_bytes(int nranks, size_t max_bytes);
+/* Initialises this rank's workspace (sentinels, zero flags) on stream. */
+tecore_result_t tecomm_ar_workspace_init(tecore_devptr_t ws, int nranks, size_t max_bytes,
+                                         tecore_stream_t stream);
+/* Largest payload in bytes an algorithm accepts for a workspace sized for
+ * max_bytes (Lamport is bounded by its buffers; the others by the input). */
+size_t tecomm_ar_max_bytes(tecomm_ar_algo_t algo, int nranks, size_t ws_max_bytes);
+
+/* Enqueues one allreduce on stream (captured when stream captures). */
+tecore_result_t tecomm_ar_launch(const struct tecomm_ar_call *call, tecore_stream_t stream);
+
+/* Reads this rank's error word (synchronous; host may call between
+ * collectives): *code TECOMM_AR_OK / _ERR_TIMEOUT / _ERR_ABORTED and the
+ * peer waited for (-1 if none).  Clears it when clear != 0. */
+tecore_result_t tecomm_ar_error(tecore_devptr_t ws, int *code, int *peer, int clear);
+/* Makes every waiter on this rank's workspace give up (abort): sets the
+ * abort word that the spin-waits poll, from the host. */
+tecore_result_t tecomm_ar_abort(tecore_devptr_t ws);
+
+#endif
