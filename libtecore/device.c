@@ -56,6 +56,34 @@ static void dev_select(void) {
 static pthread_once_t preload_once = PTHREAD_ONCE_INIT;
 static const struct te_device_ops *dev_ready;
 
+/* Registered from constructors, before any thread can run a hook: the
+ * count is published with release and read with acquire. */
+static te_device_ready_fn ready_hooks[TE_DEVICE_READY_HOOKS];
+static int ready_nhooks;
+
+void te_device_on_ready(te_device_ready_fn fn) {
+  int n = __atomic_load_n(&ready_nhooks, __ATOMIC_ACQUIRE);
+  for (int i = 0; i < n; i++)
+    if (ready_hooks[i] == fn) return;
+  if (n == TE_DEVICE_READY_HOOKS) {
+    TE_WARN(TECORE_SUBSYS_INIT, "more than %d backend-ready hooks; one is dropped",
+            TE_DEVICE_READY_HOOKS);
+    return;
+  }
+  ready_hooks[n] = fn;
+  __atomic_store_n(&ready_nhooks, n + 1, __ATOMIC_RELEASE);
+}
+
+tecore_result_t te_device_ready_run(const struct te_device_ops *o) {
+  tecore_result_t first = TECORE_SUCCESS;
+  int n = __atomic_load_n(&ready_nhooks, __ATOMIC_ACQUIRE);
+  for (int i = 0; i < n; i++) {
+    tecore_result_t r = ready_hooks[i](o);
+    if (r != TECORE_SUCCESS && first == TECORE_SUCCESS) first = r;
+  }
+  return first;
+}
+
 /* Outside dev_select's once: preloading calls back into the backend. */
 static void dev_preload(void) {
   /* Only into a context that is already current: creating device 0's
@@ -65,7 +93,7 @@ static void dev_preload(void) {
   tecore_ctx_t cur = NULL;
   int have_ctx = dev_ops && (dev_ops->backend != TECORE_BACKEND_CUDA ||
                              (dev_ops->ctx_get_current(&cur) == TECORE_SUCCESS && cur));
-  if (have_ctx && te_kernel_preload(dev_ops) != TECORE_SUCCESS)
+  if (have_ctx && te_device_ready_run(dev_ops) != TECORE_SUCCESS)
     TE_WARN(TECORE_SUBSYS_KERNEL, "loading the kernels failed (%s); launches will report it",
             tecore_last_error());
   __atomic_store_n(&dev_ready, dev_ops, __ATOMIC_RELEASE);
@@ -88,6 +116,16 @@ const struct te_device_ops *te_ops_if_ready(void) {
 tecore_result_t te_ops_get(const struct te_device_ops **o) {
   *o = te_ops();
   return *o ? TECORE_SUCCESS : dev_init_result;
+}
+
+tecore_result_t te_launch_cfg_check(const struct tecore_launch_cfg *cfg, const char *who) {
+  for (int d = 0; d < 3; d++)
+    TE_ARG(cfg->grid[d] > 0 && cfg->block[d] > 0, "%s: grid/block dimension %d is 0", who, d);
+  TE_ARG((uint64_t)cfg->block[0] * cfg->block[1] * cfg->block[2] <= 1024,
+         "%s: %u x %u x %u threads per block exceed 1024", who, cfg->block[0], cfg->block[1],
+         cfg->block[2]);
+  TE_ARG(cfg->grid[1] <= 65535 && cfg->grid[2] <= 65535, "%s: grid y/z above 65535", who);
+  return TECORE_SUCCESS;
 }
 
 /* Declares o = the backend's ops, or returns the init failure. */
@@ -160,7 +198,7 @@ TE_EXPORT tecore_result_t tecore_ctx_create(int ordinal, tecore_ctx_t *ctx) {
   TE_CHECK(check_ordinal(o, ordinal, __func__));
   TE_CHECK(o->ctx_create(ordinal, ctx));
   /* the new context is current: give it every kernel now, not at a launch */
-  if (te_kernel_preload(o) != TECORE_SUCCESS)
+  if (te_device_ready_run(o) != TECORE_SUCCESS)
     TE_WARN(TECORE_SUBSYS_KERNEL, "device %d: loading the kernels failed (%s)", ordinal,
             tecore_last_error());
   return TECORE_SUCCESS;
@@ -595,16 +633,7 @@ TE_EXPORT tecore_result_t tecore_graph_exec_kernel_node_set(tecore_graph_exec_t 
   TE_ARG(exec, "tecore_graph_exec_kernel_node_set: exec is NULL");
   TE_ARG(node, "tecore_graph_exec_kernel_node_set: node is NULL");
   TE_ARG(args, "tecore_graph_exec_kernel_node_set: args is NULL");
-  if (cfg) {
-    for (int d = 0; d < 3; d++)
-      TE_ARG(cfg->grid[d] > 0 && cfg->block[d] > 0,
-             "tecore_graph_exec_kernel_node_set: cfg grid/block dimension %d is 0", d);
-    TE_ARG((uint64_t)cfg->block[0] * cfg->block[1] * cfg->block[2] <= 1024,
-           "tecore_graph_exec_kernel_node_set: cfg has %u x %u x %u threads per block (max 1024)",
-           cfg->block[0], cfg->block[1], cfg->block[2]);
-    TE_ARG(cfg->grid[1] <= 65535 && cfg->grid[2] <= 65535,
-           "tecore_graph_exec_kernel_node_set: cfg grid y/z above 65535");
-  }
+  if (cfg) TE_CHECK(te_launch_cfg_check(cfg, "tecore_graph_exec_kernel_node_set: cfg"));
   OPS(o);
   return o->graph_exec_kernel_node_set(exec, node, cfg, args);
 }

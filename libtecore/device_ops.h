@@ -34,129 +34,146 @@ struct te_kernel_module {
   void *backend_handle;      /* cuda: CUlibrary */
 };
 
+/* TE_DEVICE_OPS(X, pfx): every device op, written once.  Each is
+ * X(pfx, op, (parameters)) and returns tecore_result_t; pfx is passed
+ * through untouched (a backend's prefix).  From this one list come the table's
+ * fields (struct te_device_ops), each backend's prototypes
+ * (TE_DEVICE_OPS(TE_DEVICE_OP_PROTO, cuda) declares te_cuda_<op>) and each
+ * backend's table (TE_DEVICE_OP_ENTRY): adding an op is one line here and
+ * one function per backend, and a backend that forgets it fails to link. */
+#define TE_DEVICE_OPS(X, pfx)                                                                     \
+  /* init: returns TECORE_ERR_NO_DRIVER / TECORE_ERR_NO_DEVICE when unusable */                   \
+  X(pfx, init, (void))                                                                            \
+  X(pfx, driver_version, (int *version))                                                          \
+  X(pfx, device_count, (int *count))                                                              \
+  X(pfx, device_props, (int ordinal, struct tecore_device_props *props))                          \
+  X(pfx, device_peer, (int a, int b, int *can, int *link))                                        \
+                                                                                                  \
+  X(pfx, ctx_create, (int ordinal, tecore_ctx_t *ctx))                                            \
+  X(pfx, ctx_destroy, (tecore_ctx_t ctx))                                                         \
+  X(pfx, ctx_set_current, (tecore_ctx_t ctx))                                                     \
+  X(pfx, ctx_get_current, (tecore_ctx_t *ctx))                                                    \
+  X(pfx, ctx_synchronize, (void))                                                                 \
+                                                                                                  \
+  X(pfx, mem_alloc, (size_t bytes, tecore_devptr_t *dptr))                                        \
+  X(pfx, mem_free, (tecore_devptr_t dptr))                                                        \
+  X(pfx, mem_info, (size_t *free_bytes, size_t *total_bytes))                                     \
+  X(pfx, mem_alloc_host, (size_t bytes, void **ptr))                                              \
+  X(pfx, mem_free_host, (void *ptr))                                                              \
+  X(pfx, mem_host_register, (void *ptr, size_t bytes, unsigned flags))                            \
+  X(pfx, mem_host_unregister, (void *ptr))                                                        \
+  X(pfx, mem_host_device_ptr, (void *host, tecore_devptr_t *dptr))                                \
+                                                                                                  \
+  X(pfx, memcpy_async, (tecore_devptr_t dst, tecore_devptr_t src, size_t bytes,                   \
+                        tecore_stream_t stream))                                                  \
+  X(pfx, memcpy_sync, (tecore_devptr_t dst, tecore_devptr_t src, size_t bytes))                   \
+  /* elem_size is 1, 2 or 4; value holds the low elem_size bytes */                               \
+  X(pfx, memset_async, (tecore_devptr_t dst, uint32_t value, unsigned elem_size, size_t count,    \
+                        tecore_stream_t stream))                                                  \
+                                                                                                  \
+  X(pfx, stream_priority_range, (int *least, int *greatest))                                      \
+  X(pfx, stream_create, (unsigned flags, int priority, tecore_stream_t *stream))                  \
+  X(pfx, stream_destroy, (tecore_stream_t stream))                                                \
+  X(pfx, stream_synchronize, (tecore_stream_t stream))                                            \
+  X(pfx, stream_query, (tecore_stream_t stream))                                                  \
+  X(pfx, stream_wait_event, (tecore_stream_t stream, tecore_event_t event))                       \
+  X(pfx, stream_get_priority, (tecore_stream_t stream, int *priority))                            \
+                                                                                                  \
+  X(pfx, event_create, (unsigned flags, tecore_event_t *event))                                   \
+  X(pfx, event_destroy, (tecore_event_t event))                                                   \
+  X(pfx, event_record, (tecore_event_t event, tecore_stream_t stream))                            \
+  X(pfx, event_synchronize, (tecore_event_t event))                                               \
+  X(pfx, event_query, (tecore_event_t event))                                                     \
+  X(pfx, event_elapsed, (float *ms, tecore_event_t start, tecore_event_t end))                    \
+                                                                                                  \
+  /* width is 32 or 64 */                                                                         \
+  X(pfx, stream_write_value, (tecore_stream_t stream, tecore_devptr_t addr, uint64_t value,       \
+                              unsigned width))                                                    \
+  X(pfx, stream_wait_value, (tecore_stream_t stream, tecore_devptr_t addr, uint64_t value,        \
+                             tecore_wait_cond_t cond, unsigned width))                            \
+                                                                                                  \
+  /* Loads a table's fatbin (cuda) once; called under the registry lock. */                       \
+  X(pfx, kernel_module_load, (struct te_kernel_module *mod))                                      \
+  /* Resolves one kernel of a loaded module into the current context                              \
+   * (cuda: cuKernelGetFunction), so that no launch loads code: loading                           \
+   * waits for streams blocked on a stream memory op and would deadlock                           \
+   * there.  vdev has nothing to prepare. */                                                      \
+  X(pfx, kernel_prepare, (struct te_kernel_entry *k, struct te_kernel_module *mod))               \
+  /* Launches (or, in a capturing stream, records) one kernel. */                                 \
+  X(pfx, kernel_launch, (struct te_kernel_entry *k, struct te_kernel_module *mod,                 \
+                         const struct tecore_launch_cfg *cfg, void *const *args,                  \
+                         tecore_stream_t stream))                                                 \
+                                                                                                  \
+  X(pfx, stream_begin_capture, (tecore_stream_t stream, tecore_capture_mode_t mode))              \
+  X(pfx, stream_end_capture, (tecore_stream_t stream, tecore_graph_t *graph))                     \
+  X(pfx, stream_capture_status, (tecore_stream_t stream, tecore_capture_status_t *status))        \
+  X(pfx, graph_destroy, (tecore_graph_t graph))                                                   \
+  X(pfx, graph_node_count, (tecore_graph_t graph, size_t *count))                                 \
+  X(pfx, graph_dot, (tecore_graph_t graph, const char *path))                                     \
+  X(pfx, graph_instantiate, (tecore_graph_exec_t *exec, tecore_graph_t graph))                    \
+  X(pfx, graph_exec_destroy, (tecore_graph_exec_t exec))                                          \
+  X(pfx, graph_launch, (tecore_graph_exec_t exec, tecore_stream_t stream))                        \
+  X(pfx, graph_upload, (tecore_graph_exec_t exec, tecore_stream_t stream))                        \
+  /* On refusal: TECORE_ERR_GRAPH_UPDATE and *why set; exec unchanged. */                         \
+  X(pfx, graph_exec_update, (tecore_graph_exec_t exec, tecore_graph_t graph,                      \
+                             tecore_graph_update_result_t *why))                                  \
+  /* Capture appended after graph's leaves; end_capture returns graph. */                         \
+  X(pfx, stream_begin_capture_to_graph, (tecore_stream_t stream, tecore_graph_t graph,            \
+                                         tecore_capture_mode_t mode))                             \
+  /* flags: TECORE_GRAPH_INSTANTIATE_* (checked); upload_stream only with UPLOAD */               \
+  X(pfx, graph_instantiate_flags, (tecore_graph_exec_t *exec, tecore_graph_t graph,               \
+                                   unsigned flags, tecore_stream_t upload_stream))                \
+  /* Up to max descriptions (nodes may be NULL when max is 0), *count all. */                     \
+  X(pfx, graph_nodes, (tecore_graph_t graph, struct tecore_graph_node_desc *nodes, size_t max,    \
+                       size_t *count))                                                            \
+  /* args[i]: param_size[i] bytes of caller storage each */                                       \
+  X(pfx, graph_kernel_node_args, (tecore_graph_t graph, tecore_graph_node_t node,                 \
+                                  void *const *args))                                             \
+  /* cfg NULL: the node's shape in its graph */                                                   \
+  X(pfx, graph_exec_kernel_node_set, (tecore_graph_exec_t exec, tecore_graph_node_t node,         \
+                                      const struct tecore_launch_cfg *cfg, void *const *args))    \
+  X(pfx, graph_exec_memcpy_node_set, (tecore_graph_exec_t exec, tecore_graph_node_t node,         \
+                                      tecore_devptr_t dst, tecore_devptr_t src))                  \
+  X(pfx, graph_exec_memset_node_set, (tecore_graph_exec_t exec, tecore_graph_node_t node,         \
+                                      tecore_devptr_t dst, uint32_t value))                       \
+                                                                                                  \
+  X(pfx, vmm_granularity, (size_t *granularity, int recommended))                                 \
+  X(pfx, vmm_reserve, (size_t bytes, size_t align, tecore_devptr_t *va))                          \
+  X(pfx, vmm_free_va, (tecore_devptr_t va, size_t bytes))                                         \
+  X(pfx, vmm_create, (size_t bytes, unsigned flags, tecore_vmm_handle_t *handle))                 \
+  X(pfx, vmm_release, (tecore_vmm_handle_t handle))                                               \
+  X(pfx, vmm_map, (tecore_devptr_t va, size_t bytes, tecore_vmm_handle_t handle, size_t offset))  \
+  X(pfx, vmm_unmap, (tecore_devptr_t va, size_t bytes))                                           \
+  X(pfx, vmm_set_access, (tecore_devptr_t va, size_t bytes, int ordinal))                         \
+  X(pfx, vmm_export_fd, (tecore_vmm_handle_t handle, int *fd))                                    \
+  X(pfx, vmm_import_fd, (int fd, tecore_vmm_handle_t *handle))                                    \
+                                                                                                  \
+  X(pfx, mc_granularity, (size_t bytes, int ndevices, size_t *granularity))                       \
+  X(pfx, mc_create, (size_t bytes, int ndevices, unsigned flags, tecore_mc_handle_t *mc))         \
+  X(pfx, mc_add_device, (tecore_mc_handle_t mc, int ordinal))                                     \
+  X(pfx, mc_bind_mem, (tecore_mc_handle_t mc, size_t mc_offset, tecore_vmm_handle_t mem,          \
+                       size_t mem_offset, size_t bytes))                                          \
+  X(pfx, mc_unbind, (tecore_mc_handle_t mc, int ordinal, size_t mc_offset, size_t bytes))         \
+  X(pfx, mc_release, (tecore_mc_handle_t mc))                                                     \
+  X(pfx, mc_export_fd, (tecore_mc_handle_t mc, int *fd))                                          \
+  X(pfx, mc_import_fd, (int fd, tecore_mc_handle_t *mc))
+
+/* Generators for TE_DEVICE_OPS. */
+#define TE_DEVICE_OP_FIELD(pfx, op, params) tecore_result_t(*op) params;
+#define TE_DEVICE_OP_PROTO(pfx, op, params) tecore_result_t te_##pfx##_##op params;
+#define TE_DEVICE_OP_ENTRY(pfx, op, params) .op = te_##pfx##_##op,
+
 struct te_device_ops {
   const char *name;
   tecore_backend_t backend;
-
-  /* init: returns TECORE_ERR_NO_DRIVER / TECORE_ERR_NO_DEVICE when unusable */
-  tecore_result_t (*init)(void);
-  tecore_result_t (*driver_version)(int *version);
-  tecore_result_t (*device_count)(int *count);
-  tecore_result_t (*device_props)(int ordinal, struct tecore_device_props *props);
-  tecore_result_t (*device_peer)(int a, int b, int *can, int *link);
-
-  tecore_result_t (*ctx_create)(int ordinal, tecore_ctx_t *ctx);
-  tecore_result_t (*ctx_destroy)(tecore_ctx_t ctx);
-  tecore_result_t (*ctx_set_current)(tecore_ctx_t ctx);
-  tecore_result_t (*ctx_get_current)(tecore_ctx_t *ctx);
-  tecore_result_t (*ctx_synchronize)(void);
-
-  tecore_result_t (*mem_alloc)(size_t bytes, tecore_devptr_t *dptr);
-  tecore_result_t (*mem_free)(tecore_devptr_t dptr);
-  tecore_result_t (*mem_info)(size_t *free_bytes, size_t *total_bytes);
-  tecore_result_t (*mem_alloc_host)(size_t bytes, void **ptr);
-  tecore_result_t (*mem_free_host)(void *ptr);
-  tecore_result_t (*mem_host_register)(void *ptr, size_t bytes, unsigned flags);
-  tecore_result_t (*mem_host_unregister)(void *ptr);
-  tecore_result_t (*mem_host_device_ptr)(void *host, tecore_devptr_t *dptr);
-
-  tecore_result_t (*memcpy_async)(tecore_devptr_t dst, tecore_devptr_t src, size_t bytes,
-                                  tecore_stream_t stream);
-  tecore_result_t (*memcpy_sync)(tecore_devptr_t dst, tecore_devptr_t src, size_t bytes);
-  /* elem_size is 1, 2 or 4; value holds the low elem_size bytes */
-  tecore_result_t (*memset_async)(tecore_devptr_t dst, uint32_t value, unsigned elem_size,
-                                  size_t count, tecore_stream_t stream);
-
-  tecore_result_t (*stream_priority_range)(int *least, int *greatest);
-  tecore_result_t (*stream_create)(unsigned flags, int priority, tecore_stream_t *stream);
-  tecore_result_t (*stream_destroy)(tecore_stream_t stream);
-  tecore_result_t (*stream_synchronize)(tecore_stream_t stream);
-  tecore_result_t (*stream_query)(tecore_stream_t stream);
-  tecore_result_t (*stream_wait_event)(tecore_stream_t stream, tecore_event_t event);
-  tecore_result_t (*stream_get_priority)(tecore_stream_t stream, int *priority);
-
-  tecore_result_t (*event_create)(unsigned flags, tecore_event_t *event);
-  tecore_result_t (*event_destroy)(tecore_event_t event);
-  tecore_result_t (*event_record)(tecore_event_t event, tecore_stream_t stream);
-  tecore_result_t (*event_synchronize)(tecore_event_t event);
-  tecore_result_t (*event_query)(tecore_event_t event);
-  tecore_result_t (*event_elapsed)(float *ms, tecore_event_t start, tecore_event_t end);
-
-  /* width is 32 or 64 */
-  tecore_result_t (*stream_write_value)(tecore_stream_t stream, tecore_devptr_t addr,
-                                        uint64_t value, unsigned width);
-  tecore_result_t (*stream_wait_value)(tecore_stream_t stream, tecore_devptr_t addr,
-                                       uint64_t value, tecore_wait_cond_t cond, unsigned width);
-
-  /* Loads a table's fatbin (cuda) once; called under the registry lock. */
-  tecore_result_t (*kernel_module_load)(struct te_kernel_module *mod);
-  /* Resolves one kernel of a loaded module into the current context
-   * (cuda: cuKernelGetFunction), so that no launch loads code: loading
-   * waits for streams blocked on a stream memory op and would deadlock
-   * there.  NULL when the backend needs nothing (vdev). */
-  tecore_result_t (*kernel_prepare)(struct te_kernel_entry *k, struct te_kernel_module *mod);
-  /* Launches (or, in a capturing stream, records) one kernel. */
-  tecore_result_t (*kernel_launch)(struct te_kernel_entry *k, struct te_kernel_module *mod,
-                                   const struct tecore_launch_cfg *cfg, void *const *args,
-                                   tecore_stream_t stream);
-
-  tecore_result_t (*stream_begin_capture)(tecore_stream_t stream, tecore_capture_mode_t mode);
-  tecore_result_t (*stream_end_capture)(tecore_stream_t stream, tecore_graph_t *graph);
-  tecore_result_t (*stream_capture_status)(tecore_stream_t stream,
-                                           tecore_capture_status_t *status);
-  tecore_result_t (*graph_destroy)(tecore_graph_t graph);
-  tecore_result_t (*graph_node_count)(tecore_graph_t graph, size_t *count);
-  tecore_result_t (*graph_dot)(tecore_graph_t graph, const char *path);
-  tecore_result_t (*graph_instantiate)(tecore_graph_exec_t *exec, tecore_graph_t graph);
-  tecore_result_t (*graph_exec_destroy)(tecore_graph_exec_t exec);
-  tecore_result_t (*graph_launch)(tecore_graph_exec_t exec, tecore_stream_t stream);
-  tecore_result_t (*graph_upload)(tecore_graph_exec_t exec, tecore_stream_t stream);
-  /* On refusal: TECORE_ERR_GRAPH_UPDATE and *why set; exec unchanged. */
-  tecore_result_t (*graph_exec_update)(tecore_graph_exec_t exec, tecore_graph_t graph,
-                                       tecore_graph_update_result_t *why);
-  /* Capture appended after graph's leaves; end_capture returns graph. */
-  tecore_result_t (*stream_begin_capture_to_graph)(tecore_stream_t stream, tecore_graph_t graph,
-                                                   tecore_capture_mode_t mode);
-  /* flags: TECORE_GRAPH_INSTANTIATE_* (checked); upload_stream only with UPLOAD */
-  tecore_result_t (*graph_instantiate_flags)(tecore_graph_exec_t *exec, tecore_graph_t graph,
-                                             unsigned flags, tecore_stream_t upload_stream);
-  /* Up to max descriptions (nodes may be NULL when max is 0), *count all. */
-  tecore_result_t (*graph_nodes)(tecore_graph_t graph, struct tecore_graph_node_desc *nodes,
-                                 size_t max, size_t *count);
-  /* args[i]: param_size[i] bytes of caller storage each */
-  tecore_result_t (*graph_kernel_node_args)(tecore_graph_t graph, tecore_graph_node_t node,
-                                            void *const *args);
-  /* cfg NULL: the node's shape in its graph */
-  tecore_result_t (*graph_exec_kernel_node_set)(tecore_graph_exec_t exec, tecore_graph_node_t node,
-                                                const struct tecore_launch_cfg *cfg,
-                                                void *const *args);
-  tecore_result_t (*graph_exec_memcpy_node_set)(tecore_graph_exec_t exec, tecore_graph_node_t node,
-                                                tecore_devptr_t dst, tecore_devptr_t src);
-  tecore_result_t (*graph_exec_memset_node_set)(tecore_graph_exec_t exec, tecore_graph_node_t node,
-                                                tecore_devptr_t dst, uint32_t value);
-
-  tecore_result_t (*vmm_granularity)(size_t *granularity, int recommended);
-  tecore_result_t (*vmm_reserve)(size_t bytes, size_t align, tecore_devptr_t *va);
-  tecore_result_t (*vmm_free_va)(tecore_devptr_t va, size_t bytes);
-  tecore_result_t (*vmm_create)(size_t bytes, unsigned flags, tecore_vmm_handle_t *handle);
-  tecore_result_t (*vmm_release)(tecore_vmm_handle_t handle);
-  tecore_result_t (*vmm_map)(tecore_devptr_t va, size_t bytes, tecore_vmm_handle_t handle,
-                             size_t offset);
-  tecore_result_t (*vmm_unmap)(tecore_devptr_t va, size_t bytes);
-  tecore_result_t (*vmm_set_access)(tecore_devptr_t va, size_t bytes, int ordinal);
-  tecore_result_t (*vmm_export_fd)(tecore_vmm_handle_t handle, int *fd);
-  tecore_result_t (*vmm_import_fd)(int fd, tecore_vmm_handle_t *handle);
-
-  tecore_result_t (*mc_granularity)(size_t bytes, int ndevices, size_t *granularity);
-  tecore_result_t (*mc_create)(size_t bytes, int ndevices, unsigned flags, tecore_mc_handle_t *mc);
-  tecore_result_t (*mc_add_device)(tecore_mc_handle_t mc, int ordinal);
-  tecore_result_t (*mc_bind_mem)(tecore_mc_handle_t mc, size_t mc_offset, tecore_vmm_handle_t mem,
-                                 size_t mem_offset, size_t bytes);
-  tecore_result_t (*mc_unbind)(tecore_mc_handle_t mc, int ordinal, size_t mc_offset, size_t bytes);
-  tecore_result_t (*mc_release)(tecore_mc_handle_t mc);
-  tecore_result_t (*mc_export_fd)(tecore_mc_handle_t mc, int *fd);
-  tecore_result_t (*mc_import_fd)(int fd, tecore_mc_handle_t *mc);
+  TE_DEVICE_OPS(TE_DEVICE_OP_FIELD, _)
 };
+
+/* A backend's table: TE_DEVICE_OPS_TABLE(cuda, TECORE_BACKEND_CUDA) defines
+ * te_cuda_ops with every entry te_cuda_<op>. */
+#define TE_DEVICE_OPS_TABLE(pfx, id)                                          \
+  const struct te_device_ops te_##pfx##_ops = {                               \
+      .name = #pfx, .backend = id, TE_DEVICE_OPS(TE_DEVICE_OP_ENTRY, pfx)}
 
 /* The registry's entries (kernel.c), for backends that map a driver's
  * kernel handle back to its id: entries 0 .. te_kernel_count()-1, never
@@ -176,9 +193,25 @@ const struct te_device_ops *te_ops(void);
 tecore_result_t te_ops_get(const struct te_device_ops **o);
 /* The backend's ops once initialized, else NULL; never initializes. */
 const struct te_device_ops *te_ops_if_ready(void);
-/* Loads every registered kernel module and prepares each kernel in the
- * current context (kernel.c).  Run once the backend is up, and again by
- * tecore_ctx_create for each new context. */
-tecore_result_t te_kernel_preload(const struct te_device_ops *o);
+
+/* "Backend ready" hooks: what the layers above the device layer must do in
+ * every context before its first launch (kernel.c loads and prepares every
+ * registered kernel: a code load at launch time could deadlock behind a
+ * stream memory op).  A hook is registered once, from a constructor, and
+ * device.c runs them without knowing what they do: when the backend comes
+ * up with a context current, and again for each context made later
+ * (tecore_ctx_create, cuda's implicit context).  So device.c needs nothing
+ * from kernel.c. */
+typedef tecore_result_t (*te_device_ready_fn)(const struct te_device_ops *o);
+#define TE_DEVICE_READY_HOOKS 4
+void te_device_on_ready(te_device_ready_fn fn);
+/* Runs every hook for the current context; the first failure is returned
+ * (the caller logs it), the remaining hooks still run. */
+tecore_result_t te_device_ready_run(const struct te_device_ops *o);
+
+/* The one check of a launch shape (grid and block dimensions nonzero, at
+ * most 1024 threads a block, grid y and z at most 65535), for every call
+ * that takes a tecore_launch_cfg; who prefixes the message. */
+tecore_result_t te_launch_cfg_check(const struct tecore_launch_cfg *cfg, const char *who);
 
 #endif

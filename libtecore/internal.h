@@ -86,7 +86,7 @@ void te_error_hop(const char *func, const char *file, int line);
  * table is registered once, when the library loads (a constructor), so the
  * backend loads its code at init and no launch ever has to: a code load
  * waits for streams blocked on a stream memory op and would deadlock there
- * (te_kernel_preload).  fatbin may be NULL (vdev-only table). */
+ * (kernel.c's backend-ready hook).  fatbin may be NULL (vdev-only table). */
 #define TE_KERNEL_TABLE(fn, modname, defs, fatbin_ptr, fatbin_size)            \
   static struct tecore_kernel_table fn##_table_ = {                            \
       .module = modname, .count = TE_ARRAY_SIZE(defs), .kernels = defs};       \

@@ -4,6 +4,7 @@
  * order.  Entries are never removed, so a pointer to one stays valid. */
 #include "device_ops.h"
 #include <pthread.h>
+#include <stdio.h>
 #include <string.h>
 
 #define TE_MAX_TABLES 64
@@ -132,13 +133,22 @@ static tecore_result_t prepare_range(const struct te_device_ops *o, int first, i
     struct te_kernel_entry *e = &reg_kernels[k];
     if (!has_code(o, e->table)) continue;
     TE_CHECK(module_ready(o, e->table_index));
-    if (o->kernel_prepare) TE_CHECK(o->kernel_prepare(e, &reg_modules[e->table_index]));
+    TE_CHECK(o->kernel_prepare(e, &reg_modules[e->table_index]));
   }
   return TECORE_SUCCESS;
 }
 
-tecore_result_t te_kernel_preload(const struct te_device_ops *o) {
+/* The backend-ready hook: loads every registered module and prepares each
+ * kernel in the current context, once the backend is up and again for
+ * each new context (device.c runs it). */
+static tecore_result_t kernel_preload(const struct te_device_ops *o) {
   return prepare_range(o, 0, __atomic_load_n(&reg_nkernels, __ATOMIC_ACQUIRE));
+}
+
+/* Before the other constructors (tables register from theirs), so the hook
+ * is in place whatever brings the backend up. */
+__attribute__((constructor(101))) static void kernel_hook_register(void) {
+  te_device_on_ready(kernel_preload);
 }
 
 TE_EXPORT tecore_result_t tecore_kernel_launch(int id, const struct tecore_launch_cfg *cfg,
@@ -150,15 +160,9 @@ TE_EXPORT tecore_result_t tecore_kernel_launch(int id, const struct tecore_launc
   TE_ARG(args || k->def->nparams == 0, "tecore_kernel_launch: %s: args is NULL", k->def->name);
   for (unsigned p = 0; p < k->def->nparams; p++)
     TE_ARG(args[p], "tecore_kernel_launch: %s: args[%u] is NULL", k->def->name, p);
-  for (int d = 0; d < 3; d++) {
-    TE_ARG(cfg->grid[d] > 0 && cfg->block[d] > 0,
-           "tecore_kernel_launch: %s: grid/block dimension %d is 0", k->def->name, d);
-  }
-  TE_ARG((uint64_t)cfg->block[0] * cfg->block[1] * cfg->block[2] <= 1024,
-         "tecore_kernel_launch: %s: %u x %u x %u threads per block exceed 1024", k->def->name,
-         cfg->block[0], cfg->block[1], cfg->block[2]);
-  TE_ARG(cfg->grid[1] <= 65535 && cfg->grid[2] <= 65535,
-         "tecore_kernel_launch: %s: grid y/z above 65535", k->def->name);
+  char who[160];
+  snprintf(who, sizeof who, "tecore_kernel_launch: %s", k->def->name);
+  TE_CHECK(te_launch_cfg_check(cfg, who));
   const struct te_device_ops *o;
   TE_CHECK(te_ops_get(&o));
   TE_CHECK(module_ready(o, k->table_index));

@@ -155,115 +155,13 @@ tecore_result_t te_cuda_device(int ordinal, CUdevice *dev);
  * domain:bus:device, or -1 when NVML is unavailable (cuda_nvml.c). */
 int te_cuda_nvlink_count(const char *pci_bus_id_a, int domain_b, int bus_b, int device_b);
 
-/* ---- the ops, by file ---------------------------------------------------- */
-/* cuda_driver.c */
-tecore_result_t te_cuda_init(void);
-tecore_result_t te_cuda_driver_version(int *version);
-/* cuda_device.c */
-tecore_result_t te_cuda_device_count(int *count);
-tecore_result_t te_cuda_device_props(int ordinal, struct tecore_device_props *props);
-tecore_result_t te_cuda_device_peer(int a, int b, int *can, int *link);
-tecore_result_t te_cuda_ctx_create(int ordinal, tecore_ctx_t *ctx);
-tecore_result_t te_cuda_ctx_destroy(tecore_ctx_t ctx);
-tecore_result_t te_cuda_ctx_set_current(tecore_ctx_t ctx);
-tecore_result_t te_cuda_ctx_get_current(tecore_ctx_t *ctx);
-tecore_result_t te_cuda_ctx_synchronize(void);
-/* cuda_memory.c */
-tecore_result_t te_cuda_mem_alloc(size_t bytes, tecore_devptr_t *dptr);
-tecore_result_t te_cuda_mem_free(tecore_devptr_t dptr);
-tecore_result_t te_cuda_mem_info(size_t *free_bytes, size_t *total_bytes);
-tecore_result_t te_cuda_mem_alloc_host(size_t bytes, void **ptr);
-tecore_result_t te_cuda_mem_free_host(void *ptr);
-tecore_result_t te_cuda_mem_host_register(void *ptr, size_t bytes, unsigned flags);
-tecore_result_t te_cuda_mem_host_unregister(void *ptr);
-tecore_result_t te_cuda_mem_host_device_ptr(void *host, tecore_devptr_t *dptr);
-tecore_result_t te_cuda_memcpy_async(tecore_devptr_t dst, tecore_devptr_t src, size_t bytes,
-                                     tecore_stream_t stream);
-tecore_result_t te_cuda_memcpy_sync(tecore_devptr_t dst, tecore_devptr_t src, size_t bytes);
-tecore_result_t te_cuda_memset_async(tecore_devptr_t dst, uint32_t value, unsigned elem_size,
-                                     size_t count, tecore_stream_t stream);
-/* cuda_stream.c */
-tecore_result_t te_cuda_stream_priority_range(int *least, int *greatest);
-tecore_result_t te_cuda_stream_create(unsigned flags, int priority, tecore_stream_t *stream);
-tecore_result_t te_cuda_stream_destroy(tecore_stream_t stream);
-tecore_result_t te_cuda_stream_synchronize(tecore_stream_t stream);
-tecore_result_t te_cuda_stream_query(tecore_stream_t stream);
-tecore_result_t te_cuda_stream_wait_event(tecore_stream_t stream, tecore_event_t event);
-tecore_result_t te_cuda_stream_get_priority(tecore_stream_t stream, int *priority);
-tecore_result_t te_cuda_event_create(unsigned flags, tecore_event_t *event);
-tecore_result_t te_cuda_event_destroy(tecore_event_t event);
-tecore_result_t te_cuda_event_record(tecore_event_t event, tecore_stream_t stream);
-tecore_result_t te_cuda_event_synchronize(tecore_event_t event);
-tecore_result_t te_cuda_event_query(tecore_event_t event);
-tecore_result_t te_cuda_event_elapsed(float *ms, tecore_event_t start, tecore_event_t end);
-tecore_result_t te_cuda_stream_write_value(tecore_stream_t stream, tecore_devptr_t addr,
-                                           uint64_t value, unsigned width);
-tecore_result_t te_cuda_stream_wait_value(tecore_stream_t stream, tecore_devptr_t addr,
-                                          uint64_t value, tecore_wait_cond_t cond,
-                                          unsigned width);
-/* cuda_kernel.c */
-tecore_result_t te_cuda_kernel_module_load(struct te_kernel_module *mod);
-tecore_result_t te_cuda_kernel_prepare(struct te_kernel_entry *k, struct te_kernel_module *mod);
-tecore_result_t te_cuda_kernel_launch(struct te_kernel_entry *k, struct te_kernel_module *mod,
-                                      const struct tecore_launch_cfg *cfg, void *const *args,
-                                      tecore_stream_t stream);
-/* cuda_graph.c */
-tecore_result_t te_cuda_stream_begin_capture(tecore_stream_t stream, tecore_capture_mode_t mode);
-tecore_result_t te_cuda_stream_end_capture(tecore_stream_t stream, tecore_graph_t *graph);
-tecore_result_t te_cuda_stream_capture_status(tecore_stream_t stream,
-                                              tecore_capture_status_t *status);
-tecore_result_t te_cuda_graph_destroy(tecore_graph_t graph);
-tecore_result_t te_cuda_graph_node_count(tecore_graph_t graph, size_t *count);
-tecore_result_t te_cuda_graph_dot(tecore_graph_t graph, const char *path);
-tecore_result_t te_cuda_graph_instantiate(tecore_graph_exec_t *exec, tecore_graph_t graph);
-tecore_result_t te_cuda_graph_exec_destroy(tecore_graph_exec_t exec);
-tecore_result_t te_cuda_graph_launch(tecore_graph_exec_t exec, tecore_stream_t stream);
-tecore_result_t te_cuda_graph_upload(tecore_graph_exec_t exec, tecore_stream_t stream);
-tecore_result_t te_cuda_graph_exec_update(tecore_graph_exec_t exec, tecore_graph_t graph,
-                                          tecore_graph_update_result_t *why);
-tecore_result_t te_cuda_graph_instantiate_flags(tecore_graph_exec_t *exec, tecore_graph_t graph,
-                                                unsigned flags, tecore_stream_t upload_stream);
-/* cuda_graph_node.c */
-tecore_result_t te_cuda_stream_begin_capture_to_graph(tecore_stream_t stream,
-                                                      tecore_graph_t graph,
-                                                      tecore_capture_mode_t mode);
-tecore_result_t te_cuda_graph_nodes(tecore_graph_t graph, struct tecore_graph_node_desc *nodes,
-                                    size_t max, size_t *count);
-tecore_result_t te_cuda_graph_kernel_node_args(tecore_graph_t graph, tecore_graph_node_t node,
-                                               void *const *args);
-tecore_result_t te_cuda_graph_exec_kernel_node_set(tecore_graph_exec_t exec,
-                                                   tecore_graph_node_t node,
-                                                   const struct tecore_launch_cfg *cfg,
-                                                   void *const *args);
-tecore_result_t te_cuda_graph_exec_memcpy_node_set(tecore_graph_exec_t exec,
-                                                   tecore_graph_node_t node, tecore_devptr_t dst,
-                                                   tecore_devptr_t src);
-tecore_result_t te_cuda_graph_exec_memset_node_set(tecore_graph_exec_t exec,
-                                                   tecore_graph_node_t node, tecore_devptr_t dst,
-                                                   uint32_t value);
-/* cuda_vmm.c */
-tecore_result_t te_cuda_vmm_granularity(size_t *granularity, int recommended);
-tecore_result_t te_cuda_vmm_reserve(size_t bytes, size_t align, tecore_devptr_t *va);
-tecore_result_t te_cuda_vmm_free_va(tecore_devptr_t va, size_t bytes);
-tecore_result_t te_cuda_vmm_create(size_t bytes, unsigned flags, tecore_vmm_handle_t *handle);
-tecore_result_t te_cuda_vmm_release(tecore_vmm_handle_t handle);
-tecore_result_t te_cuda_vmm_map(tecore_devptr_t va, size_t bytes, tecore_vmm_handle_t handle,
-                                size_t offset);
-tecore_result_t te_cuda_vmm_unmap(tecore_devptr_t va, size_t bytes);
-tecore_result_t te_cuda_vmm_set_access(tecore_devptr_t va, size_t bytes, int ordinal);
-tecore_result_t te_cuda_vmm_export_fd(tecore_vmm_handle_t handle, int *fd);
-tecore_result_t te_cuda_vmm_import_fd(int fd, tecore_vmm_handle_t *handle);
-/* cuda_multicast.c */
-tecore_result_t te_cuda_mc_granularity(size_t bytes, int ndevices, size_t *granularity);
-tecore_result_t te_cuda_mc_create(size_t bytes, int ndevices, unsigned flags,
-                                  tecore_mc_handle_t *mc);
-tecore_result_t te_cuda_mc_add_device(tecore_mc_handle_t mc, int ordinal);
-tecore_result_t te_cuda_mc_bind_mem(tecore_mc_handle_t mc, size_t mc_offset,
-                                    tecore_vmm_handle_t mem, size_t mem_offset, size_t bytes);
-tecore_result_t te_cuda_mc_unbind(tecore_mc_handle_t mc, int ordinal, size_t mc_offset,
-                                  size_t bytes);
-tecore_result_t te_cuda_mc_release(tecore_mc_handle_t mc);
-tecore_result_t te_cuda_mc_export_fd(tecore_mc_handle_t mc, int *fd);
-tecore_result_t te_cuda_mc_import_fd(int fd, tecore_mc_handle_t *mc);
+/* ---- the ops ------------------------------------------------------------
+ * te_cuda_<op> for every op of TE_DEVICE_OPS (device_ops.h), by file:
+ * cuda_driver.c (init, driver_version), cuda_device.c (device_*, ctx_*),
+ * cuda_memory.c (mem_*, memcpy_*, memset_async), cuda_stream.c (stream_*,
+ * event_*, stream memory ops), cuda_kernel.c (kernel_*), cuda_graph.c
+ * (capture, graph_* of whole graphs), cuda_graph_node.c (capture to a
+ * graph, graph nodes), cuda_vmm.c (vmm_*), cuda_multicast.c (mc_*). */
+TE_DEVICE_OPS(TE_DEVICE_OP_PROTO, cuda)
 
 #endif

@@ -208,7 +208,7 @@ out:
   /* the implicit context is new: give it every kernel now (init skipped
    * the preload when no context was current, so that a process that
    * works on another device never touches device 0) */
-  if (made && te_kernel_preload(&te_cuda_ops) != TECORE_SUCCESS)
+  if (made && te_device_ready_run(&te_cuda_ops) != TECORE_SUCCESS)
     TE_WARN(TECORE_SUBSYS_KERNEL, "loading the kernels failed (%s); launches will report it",
             tecore_last_error());
   return TECORE_SUCCESS;

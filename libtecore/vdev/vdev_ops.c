@@ -1,93 +1,14 @@
-/* vdev_ops.c -- the vdev backend's ops table: the test VM's virtual GPU in
- * plain C.  Each entry lives in the file named in vdev.h. */
+/* vdev_ops.c -- the vdev backend's ops table (the test VM's virtual GPU in
+ * plain C), generated from the one op list (TE_DEVICE_OPS in
+ * device_ops.h).  Each op lives in the file vdev.h names. */
 #include "vdev/vdev.h"
 
-const struct te_device_ops te_vdev_ops = {
-    .name = "vdev",
-    .backend = TECORE_BACKEND_VDEV,
+/* The kernels' C implementations are linked in: nothing to resolve per
+ * context. */
+tecore_result_t te_vdev_kernel_prepare(struct te_kernel_entry *k, struct te_kernel_module *mod) {
+  (void)k;
+  (void)mod;
+  return TECORE_SUCCESS;
+}
 
-    .init = te_vdev_init,
-    .driver_version = te_vdev_driver_version,
-    .device_count = te_vdev_device_count,
-    .device_props = te_vdev_device_props,
-    .device_peer = te_vdev_device_peer,
-
-    .ctx_create = te_vdev_ctx_create,
-    .ctx_destroy = te_vdev_ctx_destroy,
-    .ctx_set_current = te_vdev_ctx_set_current,
-    .ctx_get_current = te_vdev_ctx_get_current,
-    .ctx_synchronize = te_vdev_ctx_synchronize,
-
-    .mem_alloc = te_vdev_mem_alloc,
-    .mem_free = te_vdev_mem_free,
-    .mem_info = te_vdev_mem_info,
-    .mem_alloc_host = te_vdev_mem_alloc_host,
-    .mem_free_host = te_vdev_mem_free_host,
-    .mem_host_register = te_vdev_mem_host_register,
-    .mem_host_unregister = te_vdev_mem_host_unregister,
-    .mem_host_device_ptr = te_vdev_mem_host_device_ptr,
-
-    .memcpy_async = te_vdev_memcpy_async,
-    .memcpy_sync = te_vdev_memcpy_sync,
-    .memset_async = te_vdev_memset_async,
-
-    .stream_priority_range = te_vdev_stream_priority_range,
-    .stream_create = te_vdev_stream_create,
-    .stream_destroy = te_vdev_stream_destroy,
-    .stream_synchronize = te_vdev_stream_synchronize,
-    .stream_query = te_vdev_stream_query,
-    .stream_wait_event = te_vdev_stream_wait_event,
-    .stream_get_priority = te_vdev_stream_get_priority,
-
-    .event_create = te_vdev_event_create,
-    .event_destroy = te_vdev_event_destroy,
-    .event_record = te_vdev_event_record,
-    .event_synchronize = te_vdev_event_synchronize,
-    .event_query = te_vdev_event_query,
-    .event_elapsed = te_vdev_event_elapsed,
-
-    .stream_write_value = te_vdev_stream_write_value,
-    .stream_wait_value = te_vdev_stream_wait_value,
-
-    .kernel_module_load = te_vdev_kernel_module_load,
-    .kernel_launch = te_vdev_kernel_launch,
-
-    .stream_begin_capture = te_vdev_stream_begin_capture,
-    .stream_end_capture = te_vdev_stream_end_capture,
-    .stream_capture_status = te_vdev_stream_capture_status,
-    .graph_destroy = te_vdev_graph_destroy,
-    .graph_node_count = te_vdev_graph_node_count,
-    .graph_dot = te_vdev_graph_dot,
-    .graph_instantiate = te_vdev_graph_instantiate,
-    .graph_exec_destroy = te_vdev_graph_exec_destroy,
-    .graph_launch = te_vdev_graph_launch,
-    .graph_upload = te_vdev_graph_upload,
-    .graph_exec_update = te_vdev_graph_exec_update,
-    .stream_begin_capture_to_graph = te_vdev_stream_begin_capture_to_graph,
-    .graph_instantiate_flags = te_vdev_graph_instantiate_flags,
-    .graph_nodes = te_vdev_graph_nodes,
-    .graph_kernel_node_args = te_vdev_graph_kernel_node_args,
-    .graph_exec_kernel_node_set = te_vdev_graph_exec_kernel_node_set,
-    .graph_exec_memcpy_node_set = te_vdev_graph_exec_memcpy_node_set,
-    .graph_exec_memset_node_set = te_vdev_graph_exec_memset_node_set,
-
-    .vmm_granularity = te_vdev_vmm_granularity,
-    .vmm_reserve = te_vdev_vmm_reserve,
-    .vmm_free_va = te_vdev_vmm_free_va,
-    .vmm_create = te_vdev_vmm_create,
-    .vmm_release = te_vdev_vmm_release,
-    .vmm_map = te_vdev_vmm_map,
-    .vmm_unmap = te_vdev_vmm_unmap,
-    .vmm_set_access = te_vdev_vmm_set_access,
-    .vmm_export_fd = te_vdev_vmm_export_fd,
-    .vmm_import_fd = te_vdev_vmm_import_fd,
-
-    .mc_granularity = te_vdev_mc_granularity,
-    .mc_create = te_vdev_mc_create,
-    .mc_add_device = te_vdev_mc_add_device,
-    .mc_bind_mem = te_vdev_mc_bind_mem,
-    .mc_unbind = te_vdev_mc_unbind,
-    .mc_release = te_vdev_mc_release,
-    .mc_export_fd = te_vdev_mc_export_fd,
-    .mc_import_fd = te_vdev_mc_import_fd,
-};
+TE_DEVICE_OPS_TABLE(vdev, TECORE_BACKEND_VDEV);
