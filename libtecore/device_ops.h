@@ -19,6 +19,8 @@
 
 #include "internal.h"
 
+struct te_gemm_problem;
+
 /* A registered kernel, as the backends see it. */
 struct te_kernel_entry {
   const struct tecore_kernel_def *def;
@@ -156,7 +158,11 @@ struct te_kernel_module {
   X(pfx, mc_unbind, (tecore_mc_handle_t mc, int ordinal, size_t mc_offset, size_t bytes))         \
   X(pfx, mc_release, (tecore_mc_handle_t mc))                                                     \
   X(pfx, mc_export_fd, (tecore_mc_handle_t mc, int *fd))                                          \
-  X(pfx, mc_import_fd, (int fd, tecore_mc_handle_t *mc))
+  X(pfx, mc_import_fd, (int fd, tecore_mc_handle_t *mc))                                        \
+                                                                                                  \
+  /* One GEMM (gemm/gemm_problem.h: checked and reduced by gemm.c) on                             \
+   * stream: cuBLASLt on cuda, the reference GEMM on vdev. */                                     \
+  X(pfx, gemm, (const struct te_gemm_problem *p, tecore_stream_t stream))
 
 /* Generators for TE_DEVICE_OPS. */
 #define TE_DEVICE_OP_FIELD(pfx, op, params) tecore_result_t(*op) params;

@@ -125,7 +125,7 @@ static void poison(tecore_devptr_t p, tecore_dtype_t dt, size_t count) {
 
 /* A device float at a random 4-byte slot of a 16-byte block: scale and
  * amax pointers are often only 4-byte aligned (packed per-tensor arrays),
- * which cuBLASLt refuses and the library must handle (gemm_lt.c). */
+ * which cuBLASLt refuses and the library must handle (cuda/cuda_gemm.c). */
 static tecore_devptr_t dev_float(struct dlist *l, float v) {
   float block[4] = {NAN, NAN, NAN, NAN};
   unsigned k = te_rand_below(4);

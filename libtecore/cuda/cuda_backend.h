@@ -161,7 +161,8 @@ int te_cuda_nvlink_count(const char *pci_bus_id_a, int domain_b, int bus_b, int 
  * cuda_memory.c (mem_*, memcpy_*, memset_async), cuda_stream.c (stream_*,
  * event_*, stream memory ops), cuda_kernel.c (kernel_*), cuda_graph.c
  * (capture, graph_* of whole graphs), cuda_graph_node.c (capture to a
- * graph, graph nodes), cuda_vmm.c (vmm_*), cuda_multicast.c (mc_*). */
+ * graph, graph nodes), cuda_vmm.c (vmm_*), cuda_multicast.c (mc_*),
+ * cuda_gemm.c (gemm: cuBLASLt, loaded by cuda_gemm_load.c). */
 TE_DEVICE_OPS(TE_DEVICE_OP_PROTO, cuda)
 
 #endif

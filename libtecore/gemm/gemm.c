@@ -1,14 +1,16 @@
 /* gemm.c -- tecore_gemm's public entry: every argument validated (shapes,
  * types per operand, scales, which copy of each FP8 operand is read,
  * cuBLASLt's layout and alignment rules, the epilogue's buffers), reduced
- * to a struct te_gemm_problem, then handed to the backend: cuBLASLt on
- * cuda (gemm_lt.c), the reference GEMM on vdev (gemm_vdev.c).
+ * to a struct te_gemm_problem, then handed to the backend's gemm op
+ * (device_ops.h): cuBLASLt on cuda (cuda/cuda_gemm.c), the reference GEMM
+ * on vdev (gemm_vdev.c).
  *
  * The rules are checked here, once, for both backends: a call that fails
  * on a GPU because of a cuBLASLt constraint fails the same way on vdev,
  * so code tested on vdev does not meet new errors on a GPU.  See te/gemm.h
  * for the rules themselves. */
-#include "gemm/gemm_internal.h"
+#include "gemm/gemm_problem.h"
+#include "device_ops.h"
 #include "fp8/fp8_internal.h"
 
 #include <math.h>
@@ -154,20 +156,26 @@ static tecore_result_t check_mn(const struct tecore_tensor *t, const char *arg, 
   return TECORE_SUCCESS;
 }
 
-TE_EXPORT tecore_result_t tecore_gemm(const struct tecore_tensor *A, tecore_gemm_op_t transa,
-                                      const struct tecore_tensor *B, tecore_gemm_op_t transb,
-                                      const struct tecore_tensor *D, float alpha, float beta,
-                                      const struct tecore_gemm_opts *opts,
-                                      tecore_stream_t stream) {
-  static const struct tecore_gemm_opts no_opts;
-  if (!opts) opts = &no_opts;
+/* What the checks learn on the way to the problem: the problem itself, and
+ * what later checks need to word their messages. */
+struct gemm_call {
+  struct te_gemm_problem p;
+  int d_fp8;              /* D is FP8 */
+  size_t align;           /* 16 for FP8 GEMMs; 0: the element size (te_tensor_check's rule) */
+  const char *comp_why;   /* why bias and aux have the type they must have */
+};
+
+/* The call's scalars, enums and that every tensor is one. */
+static tecore_result_t check_call(const struct tecore_tensor *A, tecore_gemm_op_t transa,
+                                  const struct tecore_tensor *B, tecore_gemm_op_t transb,
+                                  const struct tecore_tensor *D, float alpha, float beta,
+                                  const struct tecore_gemm_opts *opts) {
   TE_ARG(transa == TECORE_GEMM_N || transa == TECORE_GEMM_T,
          "%s: transa is %d, not TECORE_GEMM_N or TECORE_GEMM_T", fn, (int)transa);
   TE_ARG(transb == TECORE_GEMM_N || transb == TECORE_GEMM_T,
          "%s: transb is %d, not TECORE_GEMM_N or TECORE_GEMM_T", fn, (int)transb);
-  tecore_gemm_epilogue_t epi = opts->epilogue;
-  TE_ARG((unsigned)epi < TECORE_GEMM_EPI_COUNT_, "%s: opts->epilogue is %d, not an epilogue", fn,
-         (int)epi);
+  TE_ARG((unsigned)opts->epilogue < TECORE_GEMM_EPI_COUNT_,
+         "%s: opts->epilogue is %d, not an epilogue", fn, (int)opts->epilogue);
   TE_ARG(opts->fast_accum == 0 || opts->fast_accum == 1, "%s: opts->fast_accum is %d, not 0 or 1",
          fn, opts->fast_accum);
   TE_ARG(isfinite(alpha), "%s: alpha is not finite", fn);
@@ -175,8 +183,12 @@ TE_EXPORT tecore_result_t tecore_gemm(const struct tecore_tensor *A, tecore_gemm
   TE_CHECK(te_tensor_check(A, 0, fn, "A"));
   TE_CHECK(te_tensor_check(B, 0, fn, "B"));
   TE_CHECK(te_tensor_check(D, 0, fn, "D"));
+  return TECORE_SUCCESS;
+}
 
-  /* ---- operand types ---- */
+/* Operands: each one's type and scaling, and the pairs the GEMM takes. */
+static tecore_result_t check_operands(const struct tecore_tensor *A,
+                                      const struct tecore_tensor *B, struct gemm_call *g) {
   TE_CHECK(check_operand_kind(A, "A"));
   TE_CHECK(check_operand_kind(B, "B"));
   int fp8 = te_dtype_is_fp8(A->dtype);
@@ -193,8 +205,15 @@ TE_EXPORT tecore_result_t tecore_gemm(const struct tecore_tensor *A, tecore_gemm
     return TE_ERR(TECORE_ERR_INVALID, "%s: A and B: scaling %s and %s cannot be mixed (both "
                   "per-tensor or both mxfp8)", fn, tecore_scaling_name(A->scaling),
                   tecore_scaling_name(B->scaling));
+  g->p.fp8 = fp8;
+  g->align = fp8 ? 16 : 0;
+  return TECORE_SUCCESS;
+}
 
-  /* ---- shapes ---- */
+/* Shapes: m, n, k from op(A), op(B), and D = [m][n]. */
+static tecore_result_t check_shape(const struct tecore_tensor *A, tecore_gemm_op_t transa,
+                                   const struct tecore_tensor *B, tecore_gemm_op_t transb,
+                                   const struct tecore_tensor *D, struct te_gemm_problem *p) {
   size_t ar, ac, br, bc, dr, dc;
   te_tensor_view(A, &ar, &ac);
   te_tensor_view(B, &br, &bc);
@@ -205,24 +224,29 @@ TE_EXPORT tecore_result_t tecore_gemm(const struct tecore_tensor *A, tecore_gemm
     return TE_ERR(TECORE_ERR_INVALID, "%s: A and B: op(A) is [%zu][%zu] and op(B) is [%zu][%zu]: "
                   "k differs (A is [%zu][%zu] with transa %c, B is [%zu][%zu] with transb %c)",
                   fn, m, ka, kb, n, ar, ac, transa ? 'T' : 'N', br, bc, transb ? 'T' : 'N');
-  size_t k = ka;
   if (dr != m || dc != n)
     return TE_ERR(TECORE_ERR_INVALID, "%s: D: its 2-D view is [%zu][%zu], not [m][n] = [%zu][%zu]",
                   fn, dr, dc, m, n);
+  p->m = m;
+  p->n = n;
+  p->k = ka;
+  return TECORE_SUCCESS;
+}
 
-  /* ---- D's type and scaling ---- */
+/* D's type (what the operands may write) and scaling. */
+static tecore_result_t check_output(const struct tecore_tensor *D, tecore_dtype_t a_dtype,
+                                    tecore_dtype_t b_dtype, struct gemm_call *g) {
   tecore_dtype_t dt = D->dtype;
   int d_fp8 = te_dtype_is_fp8(dt);
-  if (!fp8) {
-    if (dt != A->dtype && dt != TECORE_DTYPE_F32)
+  if (!g->p.fp8) {
+    if (dt != a_dtype && dt != TECORE_DTYPE_F32)
       return TE_ERR(TECORE_ERR_INVALID, "%s: D: dtype %s; a %s GEMM writes %s or f32", fn,
-                    tecore_dtype_name(dt), tecore_dtype_name(A->dtype),
-                    tecore_dtype_name(A->dtype));
+                    tecore_dtype_name(dt), tecore_dtype_name(a_dtype), tecore_dtype_name(a_dtype));
   } else {
     if (!is_16bit(dt) && dt != TECORE_DTYPE_F32 && !d_fp8)
       return TE_ERR(TECORE_ERR_INVALID, "%s: D: dtype %s; an FP8 GEMM writes bf16, f16, f32, "
                     "e4m3 or e5m2", fn, tecore_dtype_name(dt));
-    if (dt == TECORE_DTYPE_E5M2 && A->dtype == TECORE_DTYPE_E4M3 && B->dtype == TECORE_DTYPE_E4M3)
+    if (dt == TECORE_DTYPE_E5M2 && a_dtype == TECORE_DTYPE_E4M3 && b_dtype == TECORE_DTYPE_E4M3)
       return TE_ERR(TECORE_ERR_INVALID, "%s: D: an e4m3 x e4m3 GEMM cannot write e5m2 (e4m3, "
                     "bf16, f16 or f32)", fn);
   }
@@ -242,9 +266,17 @@ TE_EXPORT tecore_result_t tecore_gemm(const struct tecore_tensor *A, tecore_gemm
       return TE_ERR(TECORE_ERR_INVALID, "%s: D: amax is set, but the GEMM computes the amax "
                     "only of an FP8 output (D is %s)", fn, tecore_dtype_name(dt));
   }
+  g->d_fp8 = d_fp8;
+  g->p.d_dtype = dt;
+  return TECORE_SUCCESS;
+}
 
-  /* ---- the companion type (bias, aux; C of an FP8 D) ---- */
+/* The epilogue: which of C, bias and aux it takes, the one companion type
+ * they share (bias, aux; C of an FP8 D), and its own rules. */
+static tecore_result_t check_epilogue(const struct tecore_gemm_opts *opts, float alpha,
+                                      struct gemm_call *g) {
   const struct tecore_tensor *C = opts->C, *bias = opts->bias, *aux = opts->aux;
+  tecore_gemm_epilogue_t epi = opts->epilogue;
   int want_bias = te_gemm_epi_has_bias_in(epi) || te_gemm_epi_has_bias_out(epi);
   int want_aux = te_gemm_epi_has_aux_in(epi) || te_gemm_epi_has_aux_out(epi);
   if (bias && !want_bias)
@@ -262,59 +294,55 @@ TE_EXPORT tecore_result_t tecore_gemm(const struct tecore_tensor *A, tecore_gemm
   if (C) TE_CHECK(te_tensor_check(C, 0, fn, "opts->C"));
   if (bias) TE_CHECK(te_tensor_check(bias, 0, fn, "opts->bias"));
   if (aux) TE_CHECK(te_tensor_check(aux, 0, fn, "opts->aux"));
-  tecore_dtype_t comp, ctype;
-  const char *comp_why;
-  if (!fp8 || is_16bit(dt)) {
+  tecore_dtype_t dt = g->p.d_dtype, comp;
+  if (!g->p.fp8 || is_16bit(dt)) {
     comp = dt;
-    comp_why = "bias and aux have D's type";
+    g->comp_why = "bias and aux have D's type";
   } else if (dt == TECORE_DTYPE_F32) {
     comp = TECORE_DTYPE_BF16;
-    comp_why = "an FP8 GEMM with an f32 D takes a bf16 bias and aux";
+    g->comp_why = "an FP8 GEMM with an f32 D takes a bf16 bias and aux";
   } else {
     comp = C ? C->dtype : aux ? aux->dtype : bias ? bias->dtype : TECORE_DTYPE_BF16;
-    comp_why = "an FP8 D's C, aux and bias share one type, bf16 or f16";
+    g->comp_why = "an FP8 D's C, aux and bias share one type, bf16 or f16";
     if (!is_16bit(comp))
       return TE_ERR(TECORE_ERR_INVALID, "%s: %s: dtype %s; %s", fn,
                     C ? "opts->C" : aux ? "opts->aux" : "opts->bias", tecore_dtype_name(comp),
-                    comp_why);
+                    g->comp_why);
   }
-  ctype = d_fp8 ? comp : dt;
-  size_t align = fp8 ? 16 : 0;   /* 0: the element size (te_tensor_check's rule) */
-
-  /* ---- epilogue rules ---- */
+  g->p.c_dtype = g->d_fp8 ? comp : dt;
+  g->p.bias_dtype = comp;
+  g->p.aux_dtype = comp;
   if (epi == TECORE_GEMM_EPI_BGRAD) {
-    if (fp8)
+    if (g->p.fp8)
       return TE_ERR(TECORE_ERR_INVALID, "%s: epilogue bgrad needs bf16/f16 operands (an FP8 "
                     "backward pass takes the bias gradient from the cast-transpose kernels)", fn);
     if (alpha != 1.0f)
       return TE_ERR(TECORE_ERR_INVALID, "%s: epilogue bgrad needs alpha = 1 (alpha is %g)", fn,
                     (double)alpha);
   }
+  g->p.epilogue = epi;
+  return TECORE_SUCCESS;
+}
 
-  int empty = m == 0 || n == 0;
-  if (!empty && k == 0)
-    return TE_ERR(TECORE_ERR_INVALID, "%s: k is 0 (A and B are empty but D is [%zu][%zu])", fn,
-                  m, n);
-
-  struct te_gemm_problem p = {.m = m, .n = n, .k = k, .alpha = alpha, .beta = beta,
-                              .epilogue = epi, .fast_accum = opts->fast_accum, .fp8 = fp8,
-                              .c_dtype = ctype, .d_dtype = dt, .bias_dtype = comp,
-                              .aux_dtype = comp};
-
-  /* ---- C ---- */
+/* The epilogue's buffers: C (and whether beta reads it), bias, aux. */
+static tecore_result_t check_epilogue_buffers(const struct tecore_gemm_opts *opts,
+                                              const struct tecore_tensor *D, float beta,
+                                              struct gemm_call *g) {
+  const struct tecore_tensor *C = opts->C, *bias = opts->bias, *aux = opts->aux;
+  struct te_gemm_problem *p = &g->p;
+  tecore_gemm_epilogue_t epi = p->epilogue;
+  size_t m = p->m, n = p->n, align = g->align;
   if (C) {
-    TE_CHECK(check_mn(C, "opts->C", m, n, ctype,
-                      d_fp8 ? "an FP8 D's C is bf16 or f16, with its bias and aux"
-                            : "C has D's type",
-                      align ? align : tecore_dtype_size(ctype)));
+    TE_CHECK(check_mn(C, "opts->C", m, n, p->c_dtype,
+                      g->d_fp8 ? "an FP8 D's C is bf16 or f16, with its bias and aux"
+                               : "C has D's type",
+                      align ? align : tecore_dtype_size(p->c_dtype)));
   }
-  if (beta != 0.0f && !C && d_fp8)
+  if (beta != 0.0f && !C && g->d_fp8)
     return TE_ERR(TECORE_ERR_INVALID, "%s: beta is %g and opts->C is NULL, but D is %s: an FP8 "
                   "output cannot be accumulated into; pass a bf16/f16 C", fn, (double)beta,
-                  tecore_dtype_name(dt));
-  if (beta != 0.0f) p.c = C ? C->data : D->data;
-
-  /* ---- bias and aux ---- */
+                  tecore_dtype_name(p->d_dtype));
+  if (beta != 0.0f) p->c = C ? C->data : D->data;
   if (bias) {
     size_t want_len = epi == TECORE_GEMM_EPI_BGRAD ? m : n;
     TE_CHECK(te_tensor_check(bias, TECORE_TENSOR_ROWWISE, fn, "opts->bias"));
@@ -322,25 +350,30 @@ TE_EXPORT tecore_result_t tecore_gemm(const struct tecore_tensor *A, tecore_gemm
       return TE_ERR(TECORE_ERR_INVALID, "%s: opts->bias: %zu elements; epilogue %s needs %zu (%s)",
                     fn, tecore_tensor_numel(bias), tecore_gemm_epilogue_name(epi), want_len,
                     epi == TECORE_GEMM_EPI_BGRAD ? "m" : "n");
-    if (bias->dtype != comp)
+    if (bias->dtype != p->bias_dtype)
       return TE_ERR(TECORE_ERR_INVALID, "%s: opts->bias: dtype %s, expected %s (%s)", fn,
-                    tecore_dtype_name(bias->dtype), tecore_dtype_name(comp), comp_why);
+                    tecore_dtype_name(bias->dtype), tecore_dtype_name(p->bias_dtype),
+                    g->comp_why);
     if (bias->scaling != TECORE_SCALING_NONE)
       return TE_ERR(TECORE_ERR_INVALID, "%s: opts->bias: scaling must be none", fn);
     if (align) TE_CHECK(check_align(bias->data, 16, "opts->bias", "data",
                                     "FP8 GEMMs need 16-byte aligned vectors"));
-    p.bias = bias->data;
+    p->bias = bias->data;
   }
   if (aux) {
-    TE_CHECK(check_mn(aux, "opts->aux", m, n, comp, comp_why,
-                      align ? align : tecore_dtype_size(comp)));
+    TE_CHECK(check_mn(aux, "opts->aux", m, n, p->aux_dtype, g->comp_why,
+                      align ? align : tecore_dtype_size(p->aux_dtype)));
     if (n % 8)
       return TE_ERR(TECORE_ERR_INVALID, "%s: opts->aux: n = %zu is not a multiple of 8 (the aux "
                     "matrix's leading dimension must be, for cuBLASLt)", fn, n);
-    p.aux = aux->data;
+    p->aux = aux->data;
   }
+  return TECORE_SUCCESS;
+}
 
-  /* ---- workspace ---- */
+/* The caller's workspace, if any: both fields or neither, 256-byte aligned. */
+static tecore_result_t check_workspace(const struct tecore_gemm_opts *opts,
+                                       struct te_gemm_problem *p) {
   if (opts->workspace) {
     TE_ARG(opts->workspace_bytes > 0, "%s: opts->workspace is set but workspace_bytes is 0", fn);
     TE_CHECK(check_align(opts->workspace, 256, "opts->workspace", "address",
@@ -349,47 +382,69 @@ TE_EXPORT tecore_result_t tecore_gemm(const struct tecore_tensor *A, tecore_gemm
     TE_ARG(opts->workspace_bytes == 0,
            "%s: opts->workspace_bytes is %zu but opts->workspace is 0", fn, opts->workspace_bytes);
   }
-  p.workspace = opts->workspace;
-  p.workspace_bytes = opts->workspace_bytes;
+  p->workspace = opts->workspace;
+  p->workspace_bytes = opts->workspace_bytes;
+  return TECORE_SUCCESS;
+}
 
+/* cuBLASLt's FP8 layout rules (rows of A, B, C and D 16-byte aligned),
+ * once the operands' copies are chosen. */
+static tecore_result_t check_fp8_layout(const struct tecore_tensor *D,
+                                        const struct tecore_tensor *C,
+                                        const struct te_gemm_problem *p) {
+  size_t n = p->n, k = p->k;
+  if (k % 16)
+    return TE_ERR(TECORE_ERR_INVALID, "%s: k = %zu is not a multiple of 16 (FP8 GEMMs need "
+                  "16-byte aligned rows of A and B)", fn, k);
+  if (n * tecore_dtype_size(p->d_dtype) % 16)
+    return TE_ERR(TECORE_ERR_INVALID, "%s: D: rows of n = %zu %s elements are not a multiple "
+                  "of 16 bytes (FP8 GEMMs need 16-byte aligned rows of D)", fn, n,
+                  tecore_dtype_name(p->d_dtype));
+  if (C && n * tecore_dtype_size(p->c_dtype) % 16)
+    return TE_ERR(TECORE_ERR_INVALID, "%s: opts->C: rows of n = %zu %s elements are not a "
+                  "multiple of 16 bytes (FP8 GEMMs need 16-byte aligned rows of C)", fn, n,
+                  tecore_dtype_name(p->c_dtype));
+  TE_CHECK(check_align(D->data, 16, "D", "data", "FP8 GEMMs need 16-byte aligned matrices"));
+  return TECORE_SUCCESS;
+}
+
+/* The checks run in this order (the first failure is the one reported),
+ * fill one problem, and hand it to the backend's gemm op. */
+TE_EXPORT tecore_result_t tecore_gemm(const struct tecore_tensor *A, tecore_gemm_op_t transa,
+                                      const struct tecore_tensor *B, tecore_gemm_op_t transb,
+                                      const struct tecore_tensor *D, float alpha, float beta,
+                                      const struct tecore_gemm_opts *opts,
+                                      tecore_stream_t stream) {
+  static const struct tecore_gemm_opts no_opts;
+  if (!opts) opts = &no_opts;
+  struct gemm_call g = {.p = {.alpha = alpha, .beta = beta, .fast_accum = opts->fast_accum}};
+  struct te_gemm_problem *p = &g.p;
+  TE_CHECK(check_call(A, transa, B, transb, D, alpha, beta, opts));
+  TE_CHECK(check_operands(A, B, &g));
+  TE_CHECK(check_shape(A, transa, B, transb, D, p));
+  TE_CHECK(check_output(D, A->dtype, B->dtype, &g));
+  TE_CHECK(check_epilogue(opts, alpha, &g));
+  int empty = p->m == 0 || p->n == 0;
+  if (!empty && p->k == 0)
+    return TE_ERR(TECORE_ERR_INVALID, "%s: k is 0 (A and B are empty but D is [%zu][%zu])", fn,
+                  p->m, p->n);
+  TE_CHECK(check_epilogue_buffers(opts, D, beta, &g));
+  TE_CHECK(check_workspace(opts, p));
   if (empty) return TECORE_SUCCESS;
 
-  /* ---- operands: which copy is read ---- */
+  /* operands: which copy is read */
   TE_CHECK(select_operand(A, "A", transa == TECORE_GEMM_N ? "transa = N" : "transa = T",
-                          transa == TECORE_GEMM_N, m, k, &p.a));
+                          transa == TECORE_GEMM_N, p->m, p->k, &p->a));
   TE_CHECK(select_operand(B, "B", transb == TECORE_GEMM_N ? "transb = N" : "transb = T",
-                          transb == TECORE_GEMM_T, n, k, &p.b));
-
-  /* ---- cuBLASLt's FP8 layout rules ---- */
-  if (fp8) {
-    if (k % 16)
-      return TE_ERR(TECORE_ERR_INVALID, "%s: k = %zu is not a multiple of 16 (FP8 GEMMs need "
-                    "16-byte aligned rows of A and B)", fn, k);
-    if (n * tecore_dtype_size(dt) % 16)
-      return TE_ERR(TECORE_ERR_INVALID, "%s: D: rows of n = %zu %s elements are not a multiple "
-                    "of 16 bytes (FP8 GEMMs need 16-byte aligned rows of D)", fn, n,
-                    tecore_dtype_name(dt));
-    if (C && n * tecore_dtype_size(ctype) % 16)
-      return TE_ERR(TECORE_ERR_INVALID, "%s: opts->C: rows of n = %zu %s elements are not a "
-                    "multiple of 16 bytes (FP8 GEMMs need 16-byte aligned rows of C)", fn, n,
-                    tecore_dtype_name(ctype));
-    TE_CHECK(check_align(D->data, 16, "D", "data", "FP8 GEMMs need 16-byte aligned matrices"));
-  }
-  p.d = D->data;
-  if (d_fp8) {
-    p.d_scale = D->scale;
-    p.d_amax = D->amax;
+                          transb == TECORE_GEMM_T, p->n, p->k, &p->b));
+  if (p->fp8) TE_CHECK(check_fp8_layout(D, opts->C, p));
+  p->d = D->data;
+  if (g.d_fp8) {
+    p->d_scale = D->scale;
+    p->d_amax = D->amax;
   }
 
-  tecore_backend_t be;
-  TE_CHECK(tecore_backend(&be));
-  switch (be) {
-  case TECORE_BACKEND_VDEV: return te_gemm_vdev_run(&p, stream);
-#ifdef TE_HAVE_CUDA
-  case TECORE_BACKEND_CUDA: return te_gemm_lt_run(&p, stream);
-#endif
-  default:
-    return TE_ERR(TECORE_ERR_NOT_SUPPORTED, "%s: backend %s has no GEMM", fn,
-                  tecore_backend_name(be));
-  }
+  const struct te_device_ops *o;
+  TE_CHECK(te_ops_get(&o));
+  return o->gemm(p, stream);
 }

@@ -1,5 +1,5 @@
-/* gemm_vdev.c -- the reference GEMM: what tecore_gemm runs on the vdev
- * backend, and the oracle the GPU results are held to.
+/* gemm_vdev.c -- the reference GEMM: the vdev backend's gemm op
+ * (te_vdev_gemm, what tecore_gemm runs on vdev), and the oracle the GPU results are held to.
  *
  * It is a kernel of its own table (vdev implementation only, no fatbin),
  * launched through tecore_kernel_launch, so it runs on the stream's worker
@@ -23,7 +23,8 @@
  * Double accumulation makes the reference the exact sum rounded once; a
  * GPU's float accumulation differs from it by the tolerance the tests
  * state. */
-#include "gemm/gemm_internal.h"
+#include "gemm/gemm_problem.h"
+#include "vdev/vdev.h"
 #include "common/convert.h"
 #include "common/fp8.h"
 
@@ -226,7 +227,7 @@ static const struct tecore_kernel_def gemm_kernels[] = {
  * launches this table (its GEMMs go to cuBLASLt). */
 TE_KERNEL_TABLE(gemm_first_id, "libtecore/gemm", gemm_kernels, NULL, 0)
 
-tecore_result_t te_gemm_vdev_run(const struct te_gemm_problem *p, tecore_stream_t stream) {
+tecore_result_t te_vdev_gemm(const struct te_gemm_problem *p, tecore_stream_t stream) {
   int id = gemm_first_id();
   if (id < 0) return TECORE_ERR_INTERNAL;
   struct gemm_ref_params kp = {

@@ -403,9 +403,9 @@ int te_vdev_mc_members(tecore_devptr_t mc_va, void **member_ptrs, int max);
  * vdev_event.c (event_*, stream_wait_event), vdev_memop.c (stream memory
  * ops), vdev_kernel.c (kernel_*), vdev_capture.c (capture), vdev_graph.c
  * (a graph's nodes, count, DOT, destroy), vdev_exec.c (instantiate,
- * graph_exec_*, launch, upload), vdev_vmm.c (vmm_*), vdev_mc.c (mc_*);
- * vdev_ops.c, beside the table, the one with nothing to do
- * (kernel_prepare). */
+ * graph_exec_*, launch, upload), vdev_vmm.c (vmm_*), vdev_mc.c (mc_*),
+ * gemm/gemm_vdev.c (gemm: the reference GEMM); vdev_ops.c, beside the
+ * table, the one with nothing to do (kernel_prepare). */
 TE_DEVICE_OPS(TE_DEVICE_OP_PROTO, vdev)
 
 /* waits for every stream of ctx (vdev_stream.c; used by ctx_synchronize) */

@@ -1,11 +1,12 @@
-/* gemm_lt.h -- private to libtecore/gemm's cuda side: the cuBLASLt entry
- * points (dlopen'ed by gemm_lt_load.c, typed from the build toolkit's
- * <cublasLt.h>), the process's one handle, and the status mapping.
+/* cuda_gemm.h -- private to the cuda backend's GEMM (cuda_gemm*.c): the
+ * cuBLASLt entry points (dlopen'ed by cuda_gemm_load.c, typed from the
+ * build toolkit's <cublasLt.h>), the process's one handle, the status
+ * mapping, and the algorithm cache.
  *
  * Nothing links -lcublasLt: the library loads on machines without it, and
  * the first GEMM on the cuda backend says why it cannot run. */
-#ifndef TECORE_GEMM_LT_H
-#define TECORE_GEMM_LT_H
+#ifndef TECORE_CUDA_GEMM_H
+#define TECORE_CUDA_GEMM_H
 
 /* The toolkit's header declares one function with () in C: not ours to fix. */
 #pragma GCC diagnostic push
@@ -13,7 +14,8 @@
 #include <cublasLt.h>
 #pragma GCC diagnostic pop
 
-#include "gemm/gemm_internal.h"
+#include "cuda/cuda_backend.h"
+#include "gemm/gemm_problem.h"
 
 /* X(name, required) -- required = 0: used for messages only. */
 #define TE_LT_SYMBOLS(X)                                                       \
@@ -53,5 +55,21 @@ tecore_result_t te_lt_result(cublasStatus_t s, const char *fn, const char *what,
                              const char *file, int line);
 #define TE_LT(fn, ...)                                                         \
   te_lt_result(te_lt.p_##fn(__VA_ARGS__), #fn, NULL, __FILE__, __LINE__)
+
+/* The algorithm cache (cuda_gemm_cache.c): a small thread-safe hash table
+ * from a GEMM's key (shape, types, layouts, epilogue, alignments, workspace,
+ * device) to an opaque value (cuBLASLt's cublasLtMatmulAlgo_t, 64 bytes).
+ * Full tables stop caching (lookups then miss; correctness is unchanged). */
+#define TE_GEMM_KEY_WORDS 28
+#define TE_GEMM_ALGO_BYTES 64
+struct te_gemm_key {
+  int64_t w[TE_GEMM_KEY_WORDS];
+};
+/* 1 and *val filled when key is cached, else 0. */
+int te_gemm_cache_get(const struct te_gemm_key *key, void *val);
+/* Stores key -> val (replacing an existing value); 0, or -1 when full. */
+int te_gemm_cache_put(const struct te_gemm_key *key, const void *val);
+/* Number of cached entries (for tests and logs). */
+size_t te_gemm_cache_count(void);
 
 #endif

@@ -1,16 +1,17 @@
-/* gemm_cache.c -- the GEMM algorithm cache: cuBLASLt's heuristic is asked
- * once per distinct problem (shape, types, layouts, epilogue, pointer
- * alignments, workspace size, device) and its answer reused, so a training
- * step's GEMMs cost one heuristic query each for the life of the process.
+/* cuda_gemm_cache.c -- the cuda GEMM's algorithm cache: cuBLASLt's
+ * heuristic is asked once per distinct problem (shape, types, layouts,
+ * epilogue, pointer alignments, workspace size, device) and its answer
+ * reused, so a training step's GEMMs cost one heuristic query each for the
+ * life of the process.
  *
  * A fixed table of TE_GEMM_CACHE_SLOTS entries, open addressing with
  * linear probing, one mutex (lookups are a few hundred nanoseconds; GEMMs
  * are microseconds at least).  Entries are never removed: a model has a
  * few dozen GEMM shapes; when the table is full new problems are simply
  * not cached (the heuristic is then asked each time, a logged slowdown,
- * never a wrong answer).  Values are opaque bytes, so this file needs no
- * cuBLASLt header. */
-#include "gemm/gemm_internal.h"
+ * never a wrong answer).  Values are opaque bytes: nothing here depends
+ * on cuBLASLt's types. */
+#include "cuda/cuda_gemm.h"
 
 #include <pthread.h>
 #include <string.h>

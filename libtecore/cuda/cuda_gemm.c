@@ -1,5 +1,6 @@
-/* gemm_lt.c -- tecore_gemm on the cuda backend: one cublasLtMatmul on the
- * caller's stream (captured into the graph when the stream captures).
+/* cuda_gemm.c -- the cuda backend's gemm op (te_cuda_gemm): one
+ * cublasLtMatmul on the caller's stream (captured into the graph when the
+ * stream captures).
  *
  * Row-major to cuBLASLt's column-major.  D[m][n] row-major is the
  * column-major n x m matrix D' = op(B)^T op(A)^T, so cuBLASLt's "A" is our
@@ -18,11 +19,10 @@
  *
  * Per call: descriptors are created and destroyed (a few microseconds of
  * host time, overlapped with the GPU's work); the heuristic's algorithm
- * comes from the cache (gemm_cache.c), keyed by everything the heuristic
+ * comes from the cache (cuda_gemm_cache.c), keyed by everything the heuristic
  * looks at; the workspace is the caller's or the (context, stream)'s
  * internal buffer. */
-#include "gemm/gemm_lt.h"
-#include "cuda/cuda_backend.h"
+#include "cuda/cuda_gemm.h"
 
 #include <pthread.h>
 #include <stdio.h>
@@ -301,14 +301,8 @@ static void describe(const struct te_gemm_problem *p, char *buf, size_t n) {
  * the rest 256-byte aligned, as cuBLASLt likes its workspace). */
 #define TE_LT_SCALAR_SLOTS 256
 
-tecore_result_t te_gemm_lt_run(const struct te_gemm_problem *p, tecore_stream_t stream) {
-  cublasLtHandle_t handle;
-  TE_CHECK(te_lt_ready(&handle));
-  TE_CHECK(te_cuda_need_ctx());
-  CUdevice dev;
-  int cc = 0;
-  TE_CHECK(te_cuda_current_device(&dev));
-  TE_CHECK(device_cc(dev, &cc));
+/* What the GPU (sm_<cc>) and libte's use of cuBLASLt can run. */
+static tecore_result_t check_arch(const struct te_gemm_problem *p, int cc) {
   if (p->fp8 && cc < 89)
     return TE_ERR(TECORE_ERR_NOT_SUPPORTED, "tecore_gemm: FP8 GEMMs need an sm_89 or newer GPU "
                   "(this one is sm_%d)", cc);
@@ -324,6 +318,95 @@ tecore_result_t te_gemm_lt_run(const struct te_gemm_problem *p, tecore_stream_t 
                   "the E8M0 scales rearranged into cuBLASLt's tiled layout, which libte does not "
                   "do yet (sm_%d)", cc);
   }
+  return TECORE_SUCCESS;
+}
+
+/* cuBLASLt on Hopper refuses FP8 scale and amax pointers that are not
+ * 16-byte aligned (CUBLAS_STATUS_NOT_SUPPORTED at cublasLtMatmul, seen
+ * with 13.1 on an H100), and packed per-tensor arrays (a delayed-scaling
+ * state, the fuser's) have them at 4-byte steps.  Such scalars go through
+ * 16-byte slots at the head of the workspace, copied in stream order:
+ * *pp becomes aligned (a copy of the problem pointing at the slots), and
+ * *amax_back the caller's amax that the slot's value goes back to. */
+static tecore_result_t align_scalars(const struct te_gemm_problem **pp,
+                                     struct te_gemm_problem *aligned, struct lt_call *c,
+                                     tecore_devptr_t *amax_back, tecore_stream_t stream) {
+  const struct te_gemm_problem *p = *pp;
+  *amax_back = 0;
+  if (!p->fp8 || !(p->a.scale_inv % 16 || p->b.scale_inv % 16 || p->d_scale % 16 ||
+                   p->d_amax % 16))
+    return TECORE_SUCCESS;
+  if (c->ws_bytes < 2 * TE_LT_SCALAR_SLOTS)
+    return TE_ERR(TECORE_ERR_NOT_SUPPORTED, "tecore_gemm: FP8 scale or amax pointers that are "
+                  "not 16-byte aligned need a workspace of at least %d bytes (got %zu)",
+                  2 * TE_LT_SCALAR_SLOTS, c->ws_bytes);
+  tecore_devptr_t slot = c->ws;
+  c->ws += TE_LT_SCALAR_SLOTS;
+  c->ws_bytes -= TE_LT_SCALAR_SLOTS;
+  *aligned = *p;
+  if (p->a.scale_inv % 16) {
+    TE_CHECK(tecore_memcpy_async(slot, p->a.scale_inv, 4, stream));
+    aligned->a.scale_inv = slot;
+  }
+  if (p->b.scale_inv % 16) {
+    TE_CHECK(tecore_memcpy_async(slot + 16, p->b.scale_inv, 4, stream));
+    aligned->b.scale_inv = slot + 16;
+  }
+  if (p->d_scale % 16) {
+    TE_CHECK(tecore_memcpy_async(slot + 32, p->d_scale, 4, stream));
+    aligned->d_scale = slot + 32;
+  }
+  if (p->d_amax % 16) { /* cuBLASLt sets D's amax: copied back after */
+    aligned->d_amax = slot + 48;
+    *amax_back = p->d_amax;
+  }
+  *pp = aligned;
+  return TECORE_SUCCESS;
+}
+
+/* The algorithm for c: from the cache, else from the heuristic (then
+ * cached). */
+static tecore_result_t find_algo(cublasLtHandle_t handle, struct lt_call *c,
+                                 const struct te_gemm_problem *p, int cc,
+                                 cublasLtMatmulAlgo_t *algo) {
+  _Static_assert(sizeof *algo == TE_GEMM_ALGO_BYTES, "cublasLtMatmulAlgo_t is 64 bytes");
+  if (te_gemm_cache_get(&c->key, algo)) return TECORE_SUCCESS;
+  cublasLtMatmulHeuristicResult_t res;
+  int found = 0;
+  memset(&res, 0, sizeof res);
+  cublasStatus_t s = te_lt.p_cublasLtMatmulAlgoGetHeuristic(handle, c->op, c->la, c->lb, c->lc,
+                                                            c->ld, c->pref, 1, &res, &found);
+  if (s != CUBLAS_STATUS_SUCCESS || found == 0 || res.state != CUBLAS_STATUS_SUCCESS) {
+    char what[256];
+    describe(p, what, sizeof what);
+    /* the arguments passed gemm.c's checks: a refusal here (including an
+     * INVALID_VALUE for an epilogue this cuBLASLt lacks for the shape) is
+     * a combination it does not implement */
+    if (s == CUBLAS_STATUS_SUCCESS || s == CUBLAS_STATUS_NOT_SUPPORTED ||
+        s == CUBLAS_STATUS_INVALID_VALUE)
+      return TE_ERR(TECORE_ERR_NOT_SUPPORTED, "tecore_gemm: cuBLASLt %zu has no algorithm for "
+                    "%s on sm_%d", te_lt_version(), what, cc);
+    return te_lt_result(s, "cublasLtMatmulAlgoGetHeuristic", what, __FILE__, __LINE__);
+  }
+  *algo = res.algo;
+  te_gemm_cache_put(&c->key, algo);
+  TE_TRACE(TECORE_SUBSYS_TUNE, "gemm: heuristic for m=%zu n=%zu k=%zu (%s x %s -> %s): "
+           "workspace %zu of %zu bytes, waves %.2f", p->m, p->n, p->k,
+           tecore_dtype_name(p->a.dtype), tecore_dtype_name(p->b.dtype),
+           tecore_dtype_name(p->d_dtype), res.workspaceSize, c->ws_bytes,
+           (double)res.wavesCount);
+  return TECORE_SUCCESS;
+}
+
+tecore_result_t te_cuda_gemm(const struct te_gemm_problem *p, tecore_stream_t stream) {
+  cublasLtHandle_t handle;
+  TE_CHECK(te_lt_ready(&handle));
+  TE_CHECK(te_cuda_need_ctx());
+  CUdevice dev;
+  int cc = 0;
+  TE_CHECK(te_cuda_current_device(&dev));
+  TE_CHECK(device_cc(dev, &cc));
+  TE_CHECK(check_arch(p, cc));
 
   /* Hopper FP8 kernels refuse C != D with beta != 0 at cublasLtMatmul
    * (CUBLAS_STATUS_NOT_SUPPORTED, seen with cuBLASLt 13.1 on an H100),
@@ -345,82 +428,21 @@ tecore_result_t te_gemm_lt_run(const struct te_gemm_problem *p, tecore_stream_t 
   } else {
     TE_CHECK(internal_workspace(stream, &c.ws, &c.ws_bytes));
   }
-  /* cuBLASLt on Hopper refuses FP8 scale and amax pointers that are not
-   * 16-byte aligned (CUBLAS_STATUS_NOT_SUPPORTED at cublasLtMatmul, seen
-   * with 13.1 on an H100), and packed per-tensor arrays (a delayed-scaling
-   * state, the fuser's) have them at 4-byte steps.  Such scalars go through
-   * 16-byte slots at the head of the workspace, copied in stream order. */
   struct te_gemm_problem aligned;
-  tecore_devptr_t amax_back = 0;
-  if (p->fp8 && (p->a.scale_inv % 16 || p->b.scale_inv % 16 || p->d_scale % 16 ||
-                 p->d_amax % 16)) {
-    if (c.ws_bytes < 2 * TE_LT_SCALAR_SLOTS)
-      return TE_ERR(TECORE_ERR_NOT_SUPPORTED, "tecore_gemm: FP8 scale or amax pointers that are "
-                    "not 16-byte aligned need a workspace of at least %d bytes (got %zu)",
-                    2 * TE_LT_SCALAR_SLOTS, c.ws_bytes);
-    tecore_devptr_t slot = c.ws;
-    c.ws += TE_LT_SCALAR_SLOTS;
-    c.ws_bytes -= TE_LT_SCALAR_SLOTS;
-    aligned = *p;
-    if (p->a.scale_inv % 16) {
-      TE_CHECK(tecore_memcpy_async(slot, p->a.scale_inv, 4, stream));
-      aligned.a.scale_inv = slot;
-    }
-    if (p->b.scale_inv % 16) {
-      TE_CHECK(tecore_memcpy_async(slot + 16, p->b.scale_inv, 4, stream));
-      aligned.b.scale_inv = slot + 16;
-    }
-    if (p->d_scale % 16) {
-      TE_CHECK(tecore_memcpy_async(slot + 32, p->d_scale, 4, stream));
-      aligned.d_scale = slot + 32;
-    }
-    if (p->d_amax % 16) { /* cuBLASLt sets D's amax: copied back after */
-      aligned.d_amax = slot + 48;
-      amax_back = p->d_amax;
-    }
-    p = &aligned;
-  }
+  tecore_devptr_t amax_back;
+  TE_CHECK(align_scalars(&p, &aligned, &c, &amax_back, stream));
 
   tecore_result_t r;
-  char what[256];
-  TE_CHECK_GOTO(lt_call_build(p, (int)dev, &c), r, out);
-
   cublasLtMatmulAlgo_t algo;
-  _Static_assert(sizeof algo == TE_GEMM_ALGO_BYTES, "cublasLtMatmulAlgo_t is 64 bytes");
-  if (!te_gemm_cache_get(&c.key, &algo)) {
-    cublasLtMatmulHeuristicResult_t res;
-    int found = 0;
-    memset(&res, 0, sizeof res);
-    cublasStatus_t s = te_lt.p_cublasLtMatmulAlgoGetHeuristic(handle, c.op, c.la, c.lb, c.lc,
-                                                              c.ld, c.pref, 1, &res, &found);
-    if (s != CUBLAS_STATUS_SUCCESS || found == 0 || res.state != CUBLAS_STATUS_SUCCESS) {
-      describe(p, what, sizeof what);
-      /* the arguments passed gemm.c's checks: a refusal here (including an
-       * INVALID_VALUE for an epilogue this cuBLASLt lacks for the shape) is
-       * a combination it does not implement */
-      if (s == CUBLAS_STATUS_SUCCESS || s == CUBLAS_STATUS_NOT_SUPPORTED ||
-          s == CUBLAS_STATUS_INVALID_VALUE) {
-        r = TE_ERR(TECORE_ERR_NOT_SUPPORTED, "tecore_gemm: cuBLASLt %zu has no algorithm for "
-                   "%s on sm_%d", te_lt_version(), what, cc);
-      } else {
-        r = te_lt_result(s, "cublasLtMatmulAlgoGetHeuristic", what, __FILE__, __LINE__);
-      }
-      goto out;
-    }
-    algo = res.algo;
-    te_gemm_cache_put(&c.key, &algo);
-    TE_TRACE(TECORE_SUBSYS_TUNE, "gemm: heuristic for m=%zu n=%zu k=%zu (%s x %s -> %s): "
-             "workspace %zu of %zu bytes, waves %.2f", p->m, p->n, p->k,
-             tecore_dtype_name(p->a.dtype), tecore_dtype_name(p->b.dtype),
-             tecore_dtype_name(p->d_dtype), res.workspaceSize, c.ws_bytes,
-             (double)res.wavesCount);
-  }
+  TE_CHECK_GOTO(lt_call_build(p, (int)dev, &c), r, out);
+  TE_CHECK_GOTO(find_algo(handle, &c, p, cc, &algo), r, out);
 
   float alpha = p->alpha, beta = p->beta;
   cublasStatus_t s = te_lt.p_cublasLtMatmul(handle, c.op, &alpha, c.pa, c.la, c.pb, c.lb, &beta,
                                             c.pc, c.lc, c.pd, c.ld, &algo,
                                             (void *)(uintptr_t)c.ws, c.ws_bytes, stream);
   if (s != CUBLAS_STATUS_SUCCESS) {
+    char what[256];
     describe(p, what, sizeof what);
     r = te_lt_result(s, "cublasLtMatmul", what, __FILE__, __LINE__);
     /* the arguments passed gemm.c's checks, so an invalid value here is a

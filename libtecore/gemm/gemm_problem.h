@@ -1,6 +1,7 @@
-/* gemm_internal.h -- private to libtecore/gemm: a GEMM after validation,
- * reduced to what a backend needs (addresses, types, element strides,
- * epilogue), and the two backends' entry points.
+/* gemm_problem.h -- a GEMM after validation, reduced to what a backend
+ * needs (addresses, types, element strides, epilogue): what gemm.c fills
+ * and the device ops table's gemm entry takes (cuda/cuda_gemm.c: cuBLASLt;
+ * gemm/gemm_vdev.c: the reference GEMM).
  *
  * Orientation.  Both backends see the operands k-major where they can:
  *   a: op(A) as [m][k], element (i, kk) at a.data + (i * a.si + kk * a.sk)
@@ -11,8 +12,8 @@
  * si == 1 instead; an MXFP8 operand read from its columnwise data (same
  * layout as the rowwise data, blocks along columns) has si == 1 too.
  * C, D and aux are row-major [m][n] with leading dimension n. */
-#ifndef TECORE_GEMM_INTERNAL_H
-#define TECORE_GEMM_INTERNAL_H
+#ifndef TECORE_GEMM_PROBLEM_H
+#define TECORE_GEMM_PROBLEM_H
 
 #include "internal.h"
 
@@ -69,29 +70,5 @@ static inline int te_gemm_epi_has_aux_out(tecore_gemm_epilogue_t e) {
 static inline int te_gemm_epi_has_aux_in(tecore_gemm_epilogue_t e) {
   return e == TECORE_GEMM_EPI_DGELU || e == TECORE_GEMM_EPI_DGELU_BGRAD;
 }
-
-/* vdev (gemm_vdev.c): queues the reference GEMM as a kernel on stream. */
-tecore_result_t te_gemm_vdev_run(const struct te_gemm_problem *p, tecore_stream_t stream);
-
-/* The algorithm cache (gemm_cache.c): a small thread-safe hash table from
- * a GEMM's key (shape, types, layouts, epilogue, alignments, workspace,
- * device) to an opaque value (cuBLASLt's cublasLtMatmulAlgo_t, 64 bytes).
- * Full tables stop caching (lookups then miss; correctness is unchanged). */
-#define TE_GEMM_KEY_WORDS 28
-#define TE_GEMM_ALGO_BYTES 64
-struct te_gemm_key {
-  int64_t w[TE_GEMM_KEY_WORDS];
-};
-/* 1 and *val filled when key is cached, else 0. */
-int te_gemm_cache_get(const struct te_gemm_key *key, void *val);
-/* Stores key -> val (replacing an existing value); 0, or -1 when full. */
-int te_gemm_cache_put(const struct te_gemm_key *key, const void *val);
-/* Number of cached entries (for tests and logs). */
-size_t te_gemm_cache_count(void);
-
-#ifdef TE_HAVE_CUDA
-/* cuda (gemm_lt.c): cublasLtMatmul on stream (loads cuBLASLt on first use). */
-tecore_result_t te_gemm_lt_run(const struct te_gemm_problem *p, tecore_stream_t stream);
-#endif
 
 #endif

@@ -1,4 +1,4 @@
-/* gemm_lt_load.c -- loads cuBLASLt for the cuda backend's GEMMs: dlopen
+/* cuda_gemm_load.c -- loads cuBLASLt for the cuda backend's GEMMs: dlopen
  * once (pthread_once) on the first GEMM -- TECORE_CUBLASLT_LIB when set,
  * else libcublasLt.so.13 then libcublasLt.so.12 (the loader's search path,
  * then the toolkit's usual /usr/local/cuda/lib64) -- every entry point
@@ -7,8 +7,7 @@
  *
  * A missing library is not an error until a GEMM needs it: libtecore
  * loads, and everything but GEMMs works, on machines without cuBLASLt. */
-#include "gemm/gemm_lt.h"
-#include "cuda/cuda_backend.h"
+#include "cuda/cuda_gemm.h"
 
 #include <dlfcn.h>
 #include <pthread.h>
