@@ -15,6 +15,11 @@
  *     peers: it writes its own input into the peers' workspaces.
  *   - out: this rank's output (anywhere in device memory; may equal
  *     in[rank] for in-place calls).
+ *   - Two-shot leaves its reduced chunk in in[rank] (it reduce-scatters in
+ *     place): its in[rank] must be a pool copy or equal out
+ *     (tecomm_ar_clobbers_input says which algorithms do this).
+ *   - Fused outputs (residual_out, out, fp8_out) must not overlap any
+ *     in[]: peers may still read the inputs while they are written.
  * Pointers in ws[] / in[] are device addresses valid in this process
  * (cuda: VMM mappings of the peers' handles; vdev: memfd mappings).
  *
@@ -73,6 +78,9 @@ struct tecomm_ar_call {
   tecore_devptr_t out;
   uint64_t timeout_ns;            /* 0: no bound */
   const struct tecomm_ar_fused *fused; /* NULL: plain allreduce */
+  size_t ws_max_bytes;            /* the max_bytes the workspaces were sized and
+                                     initialised for (Lamport needs it: its slot
+                                     size; the others ignore it) */
 };
 
 /* Device error word contents. */
@@ -91,7 +99,23 @@ tecore_result_t tecomm_ar_workspace_init(tecore_devptr_t ws, int nranks, size_t 
  * max_bytes (Lamport is bounded by its buffers; the others by the input). */
 size_t tecomm_ar_max_bytes(tecomm_ar_algo_t algo, int nranks, size_t ws_max_bytes);
 
-/* Enqueues one allreduce on stream (captured when stream captures). */
+/* 1 when algo overwrites in[rank] (two-shot), 0 when it only reads it. */
+int tecomm_ar_clobbers_input(tecomm_ar_algo_t algo);
+
+/* Enqueues one allreduce on stream (captured when stream captures).
+ * Every rank must make the same sequence of calls (algo, count, dtype,
+ * fused shape): the launch grid, and with it the barrier counters, follow
+ * from them.  count 0 enqueues nothing.  After a timeout or an abort the
+ * error word stays set and later calls return at once without touching
+ * peers; the workspaces must then be initialised again (collectively)
+ * before the next use.
+ * The fused epilogue is one kernel for one-shot, and for Lamport when
+ * hidden % 8 == 0 and residual_out, out / fp8 data and gamma are 16-byte
+ * aligned (TECORE_ERR_NOT_SUPPORTED otherwise); two-shot runs an in-place
+ * two-shot into in[rank] then the epilogue kernel.  FP8 with current
+ * scaling takes two more launches after the fused one (which writes the
+ * amax): tecore_compute_scale, then tecore_rmsnorm_fwd of residual_out
+ * into fp8_out with that scale, libtecore's own second pass. */
 tecore_result_t tecomm_ar_launch(const struct tecomm_ar_call *call, tecore_stream_t stream);
 
 /* Reads this rank's error word (synchronous; host may call between
@@ -99,7 +123,10 @@ tecore_result_t tecomm_ar_launch(const struct tecomm_ar_call *call, tecore_strea
  * peer waited for (-1 if none).  Clears it when clear != 0. */
 tecore_result_t tecomm_ar_error(tecore_devptr_t ws, int *code, int *peer, int clear);
 /* Makes every waiter on this rank's workspace give up (abort): sets the
- * abort word that the spin-waits poll, from the host. */
+ * abort word that the spin-waits poll, from the host, through a stream of
+ * its own (it does not wait for the collective).  Given a peer's ws
+ * (mapped here), it releases that peer's waiters too.  The word stays set
+ * until tecomm_ar_workspace_init. */
 tecore_result_t tecomm_ar_abort(tecore_devptr_t ws);
 
 #endif

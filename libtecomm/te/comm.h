@@ -1,10 +1,20 @@
-/* te/comm.h -- libtecomm: allreduce over IPC buffers, NVLS, NCCL and an
- * InfiniBand verbs fallback.  Link with `pkg-config --libs te-comm`.
- * This release holds the library's foundation: its result codes, version
- * and the inventory of verbs devices its inter-node fallback will use. */
+/* te/comm.h -- libtecomm: communicators, a symmetric memory pool and
+ * allreduce (IPC one-shot, two-shot and Lamport kernels over the pool,
+ * NCCL as the fallback) with residual-add + RMSNorm fused in.
+ * Link with `pkg-config --libs te-comm`.  libtecomm(7) is the overview:
+ * algorithms, the selection table, the fallback chain, every variable.
+ *
+ * Ownership and threads.  A communicator is used by one thread at a time,
+ * with its device's context current (init makes it current); its
+ * collective calls (init, split, mem_alloc, mem_free, allreduce, destroy)
+ * must be made by every rank in the same order.  Results of stream-ordered calls are ready on the
+ * stream passed in; nothing blocks the host except init, split, mem_alloc,
+ * mem_free and destroy (host exchanges with the peers, each bounded by
+ * TECOMM_TIMEOUT). */
 #ifndef TE_COMM_H
 #define TE_COMM_H
 
+#include <stddef.h>
 #include <te/core.h>
 
 #ifdef __cplusplus
@@ -20,7 +30,8 @@ extern "C" {
   X(TECOMM_ERR_TIMEOUT, 4, "a peer did not answer in time (TECOMM_TIMEOUT)")    \
   X(TECOMM_ERR_BOOTSTRAP, 5, "bootstrap exchange failed")                       \
   X(TECOMM_ERR_NOT_SUPPORTED, 6, "not supported on this system")                \
-  X(TECOMM_ERR_SYSTEM, 7, "system call failed")
+  X(TECOMM_ERR_SYSTEM, 7, "system call failed")                                 \
+  X(TECOMM_ERR_ABORTED, 8, "the communicator was aborted")
 
 typedef enum tecomm_result {
 #define TECOMM_RESULT_ENUM_(name, value, msg) name = value,
@@ -39,6 +50,172 @@ void tecomm_version(int *major, int *minor, int *patch);
  * names[0..min(count,max)-1] copied into caller-owned buffers of 64 bytes.
  * Built without verbs: TECOMM_ERR_NOT_SUPPORTED. */
 tecomm_result_t tecomm_verbs_devices(int *count, char (*names)[64], int max);
+
+/* ---- bootstrap -------------------------------------------------------------
+ * How the ranks find each other at tecomm_comm_init.  It is used during
+ * init (and, for communicators spanning hosts, by the later collective
+ * host exchanges); ranks on one host then talk over a per-communicator
+ * Unix socket mesh, which also carries the memory handles (SCM_RIGHTS). */
+
+/* Caller callbacks.  allgather: every rank contributes bytes from send;
+ * recv receives nranks * bytes, rank r's block at r * bytes.  barrier:
+ * returns when every rank entered it.  Both return 0 on success, anything
+ * else on failure (init then fails with TECOMM_ERR_BOOTSTRAP). */
+typedef int (*tecomm_allgather_fn)(const void *send, void *recv, size_t bytes, void *ctx);
+typedef int (*tecomm_barrier_fn)(void *ctx);
+
+typedef enum tecomm_bootstrap_kind {
+  TECOMM_BOOTSTRAP_ENV = 0,       /* TCP rendezvous: TECOMM_RANK, TECOMM_NRANKS, TECOMM_ROOT */
+  TECOMM_BOOTSTRAP_CALLBACKS = 1, /* allgather + barrier + ctx */
+  TECOMM_BOOTSTRAP_NCCL = 2,      /* an existing NCCL communicator (ncclAllGather) */
+  TECOMM_BOOTSTRAP_MPI = 3        /* an MPI communicator (configure --with-mpi) */
+} tecomm_bootstrap_kind_t;
+
+/* Zero-initialised, or NULL where a bootstrap is asked for, means ENV. */
+struct tecomm_bootstrap {
+  tecomm_bootstrap_kind_t kind;
+  tecomm_allgather_fn allgather;  /* CALLBACKS */
+  tecomm_barrier_fn barrier;      /* CALLBACKS */
+  void *ctx;                      /* CALLBACKS: passed to both */
+  const char *root;               /* ENV: "host:port"; NULL reads TECOMM_ROOT */
+  void *nccl_comm;                /* NCCL: an ncclComm_t (stays the caller's) */
+  const void *mpi_comm;           /* MPI: the address of an MPI_Comm (stays the caller's) */
+};
+
+/* ---- communicators ------------------------------------------------------ */
+
+typedef struct tecomm_comm *tecomm_comm_t;
+
+/* Makes a communicator of nranks ranks; this process is rank.  rank and
+ * nranks may be -1: the bootstrap says (TECOMM_RANK / TECOMM_NRANKS, the
+ * NCCL or MPI communicator).  device: the device ordinal this rank uses
+ * (its primary context is retained and made current on the calling
+ * thread); -1 picks the local rank modulo the device count.  Collective:
+ * every rank calls it.  At init the ranks allgather their capabilities and
+ * all take the same place in the fallback chain (libtecomm(7)); the choice
+ * is logged at INFO.  Free with tecomm_comm_destroy. */
+tecomm_result_t tecomm_comm_init(int rank, int nranks, int device,
+                                 const struct tecomm_bootstrap *bootstrap, tecomm_comm_t *comm);
+
+/* Splits comm into groups of the ranks that pass the same color (>= 0),
+ * ordered by key, then by rank in comm.  A rank passing TECOMM_SPLIT_NONE
+ * gets *newcomm = NULL.  Collective over comm.  The groups must lie on one
+ * host (tensor-parallel groups). */
+#define TECOMM_SPLIT_NONE (-1)
+tecomm_result_t tecomm_comm_split(tecomm_comm_t comm, int color, int key, tecomm_comm_t *newcomm);
+
+/* Collective; waits for the communicator's work, unmaps the peers' pools
+ * and frees everything.  NULL is accepted. */
+tecomm_result_t tecomm_comm_destroy(tecomm_comm_t comm);
+
+/* Not collective: makes every device-side wait of this rank give up
+ * (queued and running collectives finish with an error instead of
+ * waiting for peers), aborts the NCCL communicator, and makes every later
+ * call return TECOMM_ERR_ABORTED.  The communicator must still be
+ * destroyed. */
+tecomm_result_t tecomm_comm_abort(tecomm_comm_t comm);
+
+/* The communicator's health: TECOMM_SUCCESS, TECOMM_ERR_TIMEOUT (a
+ * device-side wait expired; *peer says for which rank), TECOMM_ERR_ABORTED,
+ * or the first error a collective met.  Reads the device error word
+ * (synchronously: call it between collectives).  peer may be NULL. */
+tecomm_result_t tecomm_comm_status(tecomm_comm_t comm, int *peer);
+
+/* This rank, the number of ranks and the device ordinal (any may be NULL). */
+tecomm_result_t tecomm_comm_rank(tecomm_comm_t comm, int *rank, int *nranks, int *device);
+
+/* ---- symmetric memory --------------------------------------------------- */
+
+/* Collective: bytes of symmetric memory (256-byte aligned) at the same
+ * offset of every rank's pool, so peers reach it (tecomm_mem_peer_ptr) and
+ * allreduce reads it without a copy.  Past the pool (or where no pool
+ * could be had) each call makes its own allocation, mapped by every peer.
+ * Every rank passes the same bytes.  Free with tecomm_mem_free. */
+tecomm_result_t tecomm_mem_alloc(tecomm_comm_t comm, size_t bytes, tecore_devptr_t *ptr);
+/* Collective; ptr as tecomm_mem_alloc returned it (0 is accepted).  Work
+ * using it must be done (the call does not wait for streams). */
+tecomm_result_t tecomm_mem_free(tecomm_comm_t comm, tecore_devptr_t ptr);
+/* The address in this process of peer's copy of ptr (ptr anywhere inside
+ * a symmetric allocation of this rank). */
+tecomm_result_t tecomm_mem_peer_ptr(tecomm_comm_t comm, tecore_devptr_t ptr, int peer,
+                                    tecore_devptr_t *peer_ptr);
+
+/* ---- allreduce ---------------------------------------------------------- */
+
+typedef enum tecomm_op { TECOMM_SUM = 0, TECOMM_MAX = 1 } tecomm_op_t;
+
+typedef enum tecomm_algo {
+  TECOMM_ALGO_AUTO = 0,     /* the selection table (or TECOMM_ALGO) */
+  TECOMM_ALGO_ONESHOT = 1,  /* IPC: flag barrier, every rank reads all peers */
+  TECOMM_ALGO_TWOSHOT = 2,  /* IPC: reduce-scatter then all-gather */
+  TECOMM_ALGO_LAMPORT = 3,  /* IPC: one-shot without a barrier (-0.0 sentinels) */
+  TECOMM_ALGO_NCCL = 4,     /* ncclAllReduce (libnccl.so.2) */
+  TECOMM_ALGO_COUNT_
+} tecomm_algo_t;
+
+/* "auto", "oneshot", "twoshot", "lamport", "nccl". */
+const char *tecomm_algo_name(tecomm_algo_t algo);
+/* The algorithm named name (as tecomm_algo_name writes it). */
+tecomm_result_t tecomm_algo_parse(const char *name, tecomm_algo_t *algo);
+
+/* recv[i] = op over the ranks of send[i], for count elements of dtype
+ * (F32, BF16, F16); in place when send == recv.  Every rank gets the same
+ * bits.  Enqueued on stream (captured when stream captures); send is
+ * copied into the pool on stream unless it is symmetric memory already.
+ * Collective: every rank passes the same count, dtype and op. */
+tecomm_result_t tecomm_allreduce(tecomm_comm_t comm, tecore_devptr_t send, tecore_devptr_t recv,
+                                 size_t count, tecore_dtype_t dtype, tecomm_op_t op,
+                                 tecore_stream_t stream);
+/* The same with the algorithm given (TECOMM_ALGO_AUTO: the table).  An
+ * algorithm the communicator cannot run for this size is an error
+ * (TECOMM_ERR_NOT_SUPPORTED), never a silent substitute. */
+tecomm_result_t tecomm_allreduce_algo(tecomm_comm_t comm, tecore_devptr_t send,
+                                      tecore_devptr_t recv, size_t count, tecore_dtype_t dtype,
+                                      tecomm_op_t op, tecomm_algo_t algo, tecore_stream_t stream);
+
+/* Allreduce fused with the residual add and RMSNorm that follow it in a
+ * tensor-parallel block:
+ *   residual_out = allreduce_sum(x) + residual_in
+ *   out          = residual_out * rsqrt(mean(residual_out^2) + eps) * gamma
+ * over rows of hidden elements, all of dtype (F32, BF16, F16).  out may be
+ * 0 when only fp8_out is wanted; fp8_out (may be NULL) gets an FP8 copy of
+ * out with its tensor's scaling (delayed or current, te/tensor.h).
+ * residual_out may equal residual_in.  One kernel on the IPC paths; on the
+ * NCCL path ncclAllReduce then libtecore's add and tecore_rmsnorm_fwd. */
+struct tecomm_add_rmsnorm {
+  tecore_devptr_t x;             /* rows * hidden: this rank's partial sums */
+  size_t rows, hidden;
+  tecore_dtype_t dtype;
+  tecore_devptr_t residual_in;   /* rows * hidden */
+  tecore_devptr_t residual_out;  /* rows * hidden */
+  tecore_devptr_t gamma;         /* hidden */
+  float eps;
+  tecore_devptr_t out;           /* rows * hidden, or 0 */
+  const struct tecore_tensor *fp8_out; /* [rows][hidden] E4M3/E5M2, or NULL */
+  tecomm_algo_t algo;            /* TECOMM_ALGO_AUTO: the table */
+};
+tecomm_result_t tecomm_allreduce_add_rmsnorm(tecomm_comm_t comm,
+                                             const struct tecomm_add_rmsnorm *args,
+                                             tecore_stream_t stream);
+
+/* A tecore_amax_reduce_fn (te/recipe.h) with ctx = a tecomm_comm_t: MAX
+ * over F32 of the count amaxes in place.  Set recipe.amax_reduce to it and
+ * recipe.amax_reduce_ctx to the communicator. */
+tecore_result_t tecomm_amax_reduce(tecore_devptr_t amax, size_t count, tecore_stream_t stream,
+                                   void *ctx);
+
+/* The algorithm tecomm_allreduce would run for count elements of dtype
+ * (fused != 0: tecomm_allreduce_add_rmsnorm). */
+tecomm_result_t tecomm_comm_choose(tecomm_comm_t comm, size_t count, tecore_dtype_t dtype,
+                                   int fused, tecomm_algo_t *algo);
+/* Writes into buf (len bytes, NUL-terminated, truncated) the fallback
+ * chain, where this communicator stands in it and why, and the algorithm
+ * chosen for a payload of bytes (0: the whole table).  Same text on every
+ * rank. */
+tecomm_result_t tecomm_comm_describe(tecomm_comm_t comm, size_t bytes, char *buf, size_t len);
+
+/* The NCCL library's version (e.g. 22803) when libnccl.so.2 loads. */
+tecomm_result_t tecomm_nccl_version(int *version);
 
 #ifdef __cplusplus
 }

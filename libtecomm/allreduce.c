@@ -1,0 +1,264 @@
+/* allreduce.c -- tecomm_allreduce, tecomm_allreduce_add_rmsnorm and the
+ * amax reduction for delayed scaling: argument checks, the communicator's
+ * state (a device-side timeout surfaces here, on the next call), the
+ * algorithm, staging of inputs that are not symmetric memory (a copy into
+ * the pool on the same stream), then the IPC kernel or NCCL.
+ *
+ * The NCCL path of the fused call (and the one-rank case) is the
+ * allreduce followed by libtecore's own kernels: tecore_scale_add for the
+ * residual, tecore_rmsnorm_fwd for the norm (and again for the FP8 copy). */
+#include "comm_priv.h"
+#include <stdio.h>
+#include <string.h>
+
+static int dtype_ok(tecore_dtype_t d) {
+  return d == TECORE_DTYPE_F32 || d == TECORE_DTYPE_BF16 || d == TECORE_DTYPE_F16;
+}
+
+static int nccl_dtype(tecore_dtype_t d) {
+  return d == TECORE_DTYPE_F32 ? TC_NCCL_FLOAT32 : d == TECORE_DTYPE_F16 ? TC_NCCL_FLOAT16
+                                                                          : TC_NCCL_BFLOAT16;
+}
+
+/* The staging buffer for bytes of input: grows in powers of two; older
+ * ones stay allocated (captured graphs may still name them). */
+static tecomm_result_t stage_get(struct tecomm_comm *c, size_t bytes, const char *fn) {
+  if (c->stage_bytes >= bytes) return TECOMM_SUCCESS;
+  size_t want = 64 * 1024;
+  while (want < bytes) want *= 2;
+  size_t off = tc_pool_take(c->pool, want);
+  if (off == (size_t)-1) off = tc_pool_take(c->pool, bytes), want = bytes;
+  if (off == (size_t)-1)
+    return TC_ERR(TECOMM_ERR_NOMEM,
+                  "%s: an input of %zu bytes that is not symmetric memory does not fit the pool "
+                  "(TECOMM_POOL_MB=%zu): raise it, or allocate the input with tecomm_mem_alloc",
+                  fn, bytes, c->pool_req_mb);
+  c->stage = off;
+  c->stage_bytes = want;
+  return TECOMM_SUCCESS;
+}
+
+/* 1 when stream is capturing (no host reads of device memory then). */
+static int capturing(tecore_stream_t stream) {
+  tecore_capture_status_t st = TECORE_CAPTURE_NONE;
+  if (tecore_stream_capture_status(stream, &st) != TECORE_SUCCESS) return 0;
+  return st != TECORE_CAPTURE_NONE;
+}
+
+/* recv = allreduce(send) on the NCCL communicator, or a copy on one rank. */
+static tecomm_result_t plain_allreduce(struct tecomm_comm *c, tecore_devptr_t send,
+                                       tecore_devptr_t recv, size_t count, tecore_dtype_t dtype,
+                                       tecomm_op_t op, tecore_stream_t stream, const char *fn) {
+  if (c->nranks == 1) {
+    if (send != recv)
+      TC_CORE(tecore_memcpy_async(recv, send, count * tecore_dtype_size(dtype), stream), fn);
+    return TECOMM_SUCCESS;
+  }
+  const struct tc_nccl *n = tc_nccl_get(NULL);
+  int r = n->AllReduce((const void *)(uintptr_t)send, (void *)(uintptr_t)recv, count,
+                       nccl_dtype(dtype), op == TECOMM_MAX ? TC_NCCL_MAX : TC_NCCL_SUM, c->nccl,
+                       stream);
+  if (r != 0) return tc_nccl_err(r, fn);
+  return TECOMM_SUCCESS;
+}
+
+/* The fused call on the NCCL path: allreduce, add, RMSNorm (+ FP8). */
+static tecomm_result_t composite(struct tecomm_comm *c, const struct tecomm_add_rmsnorm *a,
+                                 tecore_stream_t stream, const char *fn) {
+  size_t count = a->rows * a->hidden, bytes = count * tecore_dtype_size(a->dtype);
+  tecore_devptr_t t = a->residual_out;
+  if (a->residual_out == a->residual_in) {
+    if (a->out) {
+      t = a->out; /* written last anyway */
+    } else {
+      if (c->scratch_bytes < bytes) {
+        if (capturing(stream))
+          return TC_ERR(TECOMM_ERR_NOT_SUPPORTED,
+                        "%s: residual_out == residual_in and out == 0 need a scratch buffer; "
+                        "make one eager call of this size before capturing",
+                        fn);
+        if (c->scratch) (void)tecore_mem_free(c->scratch);
+        c->scratch = 0;
+        c->scratch_bytes = 0;
+        TC_CORE(tecore_mem_alloc(bytes, &c->scratch), fn);
+        c->scratch_bytes = bytes;
+      }
+      t = c->scratch;
+    }
+  }
+  TC_CHECK(plain_allreduce(c, a->x, t, count, a->dtype, TECOMM_SUM, stream, fn));
+  TC_CORE(tecore_scale_add(a->residual_out, t, 1.0f, a->residual_in, 1.0f, a->dtype, count, stream),
+          fn);
+  size_t shape[2] = {a->rows, a->hidden};
+  struct tecore_tensor x, g, y;
+  TC_CORE(tecore_tensor_init(&x, a->dtype, 2, shape, a->residual_out), fn);
+  TC_CORE(tecore_tensor_init(&g, a->dtype, 1, &a->hidden, a->gamma), fn);
+  if (a->out) {
+    TC_CORE(tecore_tensor_init(&y, a->dtype, 2, shape, a->out), fn);
+    TC_CORE(tecore_rmsnorm_fwd(&x, &g, a->eps, 0, &y, 0, stream), fn);
+  }
+  if (a->fp8_out) {
+    y = *a->fp8_out;
+    TC_CORE(tecore_rmsnorm_fwd(&x, &g, a->eps, 0, &y, 0, stream), fn);
+  }
+  return TECOMM_SUCCESS;
+}
+
+/* Common path.  fused: NULL for a plain allreduce. */
+static tecomm_result_t run(struct tecomm_comm *c, tecore_devptr_t send, tecore_devptr_t recv,
+                           size_t count, tecore_dtype_t dtype, tecomm_op_t op, tecomm_algo_t asked,
+                           const struct tecomm_add_rmsnorm *fa, tecore_stream_t stream,
+                           const char *fn) {
+  int cap = capturing(stream);
+  TC_CHECK(tc_comm_ready(c, fn, !cap));
+  size_t bytes = count * tecore_dtype_size(dtype);
+  size_t off = 0;
+  struct tc_seg *seg = tc_seg_find(c, send, bytes, &off);
+  tecomm_algo_t algo = TECOMM_ALGO_AUTO;
+  if (c->nranks == 1) {
+    if (asked != TECOMM_ALGO_AUTO && asked != TECOMM_ALGO_NCCL && c->level > TC_LEVEL_INPLACE)
+      return TC_ERR(TECOMM_ERR_NOT_SUPPORTED, "%s: algorithm %s: level %s", fn,
+                    tecomm_algo_name(asked), tc_level_name(c->level));
+    return fa ? composite(c, fa, stream, fn)
+              : plain_allreduce(c, send, recv, count, dtype, op, stream, fn);
+  }
+  /* in place on symmetric memory when the algorithm allows; two-shot
+   * reduce-scatters into its input, so a symmetric input is used directly
+   * only when the caller reduces it in place (plain send == recv) */
+  int zero_copy = seg != NULL, in_place = !fa && send == recv;
+  int lam_ok = 1;
+  if (fa) {
+    tecore_devptr_t d8 = fa->fp8_out ? fa->fp8_out->data : 0;
+    lam_ok = fa->hidden % 8 == 0 && (fa->residual_out | fa->out | d8 | fa->gamma) % 16 == 0;
+  }
+  TC_CHECK(tc_select(c, asked, bytes, zero_copy, in_place, lam_ok, &algo));
+  if (algo == TECOMM_ALGO_NCCL)
+    return fa ? composite(c, fa, stream, fn)
+              : plain_allreduce(c, send, recv, count, dtype, op, stream, fn);
+
+  struct tecomm_ar_call call;
+  memset(&call, 0, sizeof call);
+  call.algo = algo == TECOMM_ALGO_TWOSHOT ? TECOMM_AR_TWOSHOT
+              : algo == TECOMM_ALGO_LAMPORT ? TECOMM_AR_LAMPORT
+                                            : TECOMM_AR_ONESHOT;
+  call.op = op == TECOMM_MAX ? TECOMM_AR_MAX : TECOMM_AR_SUM;
+  call.dtype = dtype;
+  call.count = count;
+  call.rank = c->rank;
+  call.nranks = c->nranks;
+  call.out = recv;
+  call.timeout_ns = (uint64_t)tc_timeout_ms() * 1000000ull;
+  call.ws_max_bytes = c->ws_max_bytes;
+  if (seg && tecomm_ar_clobbers_input(call.algo) && !in_place) seg = NULL; /* stage it */
+  for (int r = 0; r < c->nranks; r++) call.ws[r] = c->ws_peer[r];
+  if (seg) {
+    for (int r = 0; r < c->nranks; r++) call.in[r] = tc_seg_addr(seg, r, off);
+  } else if (call.algo == TECOMM_AR_LAMPORT) {
+    call.in[c->rank] = send; /* Lamport pushes its own input; peers' in[] unused */
+  } else {
+    TC_CHECK(stage_get(c, bytes, fn));
+    for (int r = 0; r < c->nranks; r++) call.in[r] = tc_seg_addr(c->pool, r, c->stage);
+    TC_CORE(tecore_memcpy_async(call.in[c->rank], send, bytes, stream), fn);
+  }
+  struct tecomm_ar_fused f;
+  if (fa) {
+    f = (struct tecomm_ar_fused){.hidden = fa->hidden, .eps = fa->eps,
+                                 .residual_in = fa->residual_in, .residual_out = fa->residual_out,
+                                 .gamma = fa->gamma, .out = fa->out, .fp8_out = fa->fp8_out};
+    call.fused = &f;
+    call.out = 0;
+  }
+  TC_CORE(tecomm_ar_launch(&call, stream), fn);
+  return TECOMM_SUCCESS;
+}
+
+static tecomm_result_t check_common(tecomm_comm_t comm, size_t count, tecore_dtype_t dtype,
+                                    tecomm_algo_t algo, const char *fn) {
+  TC_ARG(comm, "%s: comm is NULL", fn);
+  TC_ARG(count > 0, "%s: count is 0", fn);
+  TC_ARG(dtype_ok(dtype), "%s: dtype %d (%s) is not F32, BF16 or F16", fn, (int)dtype,
+         tecore_dtype_name(dtype));
+  TC_ARG((unsigned)algo < TECOMM_ALGO_COUNT_, "%s: algo %d is not a tecomm_algo", fn, (int)algo);
+  TC_ARG(count <= ((size_t)1 << 40), "%s: count %zu is too large", fn, count);
+  return TECOMM_SUCCESS;
+}
+
+TE_EXPORT tecomm_result_t tecomm_allreduce_algo(tecomm_comm_t comm, tecore_devptr_t send,
+                                                tecore_devptr_t recv, size_t count,
+                                                tecore_dtype_t dtype, tecomm_op_t op,
+                                                tecomm_algo_t algo, tecore_stream_t stream) {
+  static const char fn[] = "tecomm_allreduce";
+  TC_CHECK(check_common(comm, count, dtype, algo, fn));
+  TC_ARG(send, "%s: send is 0", fn);
+  TC_ARG(recv, "%s: recv is 0", fn);
+  TC_ARG(op == TECOMM_SUM || op == TECOMM_MAX, "%s: op %d is not TECOMM_SUM or TECOMM_MAX", fn,
+         (int)op);
+  size_t esz = tecore_dtype_size(dtype);
+  TC_ARG(send % esz == 0 && recv % esz == 0, "%s: send or recv is not aligned to %zu bytes", fn, esz);
+  size_t bytes = count * esz;
+  TC_ARG(send == recv || send + bytes <= recv || recv + bytes <= send,
+         "%s: send and recv overlap without being equal", fn);
+  return run(comm, send, recv, count, dtype, op, algo, NULL, stream, fn);
+}
+
+TE_EXPORT tecomm_result_t tecomm_allreduce(tecomm_comm_t comm, tecore_devptr_t send,
+                                           tecore_devptr_t recv, size_t count, tecore_dtype_t dtype,
+                                           tecomm_op_t op, tecore_stream_t stream) {
+  return tecomm_allreduce_algo(comm, send, recv, count, dtype, op, TECOMM_ALGO_AUTO, stream);
+}
+
+TE_EXPORT tecomm_result_t tecomm_allreduce_add_rmsnorm(tecomm_comm_t comm,
+                                                       const struct tecomm_add_rmsnorm *a,
+                                                       tecore_stream_t stream) {
+  static const char fn[] = "tecomm_allreduce_add_rmsnorm";
+  TC_ARG(comm, "%s: comm is NULL", fn);
+  TC_ARG(a, "%s: args is NULL", fn);
+  TC_ARG(a->rows > 0 && a->hidden > 0, "%s: args->rows (%zu) and args->hidden (%zu) must be > 0", fn,
+         a->rows, a->hidden);
+  TC_CHECK(check_common(comm, a->rows * a->hidden, a->dtype, a->algo, fn));
+  TC_ARG(a->x, "%s: args->x is 0", fn);
+  TC_ARG(a->residual_in, "%s: args->residual_in is 0", fn);
+  TC_ARG(a->residual_out, "%s: args->residual_out is 0", fn);
+  TC_ARG(a->gamma, "%s: args->gamma is 0", fn);
+  TC_ARG(a->out || a->fp8_out, "%s: args->out is 0 and args->fp8_out is NULL: nothing to write", fn);
+  TC_ARG(a->eps >= 0.0f && a->eps == a->eps, "%s: args->eps (%g) must be >= 0", fn, (double)a->eps);
+  if (a->fp8_out) {
+    const struct tecore_tensor *t = a->fp8_out;
+    TC_ARG(t->dtype == TECORE_DTYPE_E4M3 || t->dtype == TECORE_DTYPE_E5M2,
+           "%s: args->fp8_out has dtype %s, not E4M3 or E5M2", fn, tecore_dtype_name(t->dtype));
+    TC_ARG(t->scaling == TECORE_SCALING_DELAYED || t->scaling == TECORE_SCALING_CURRENT,
+           "%s: args->fp8_out must use delayed or current scaling", fn);
+    TC_ARG(tecore_tensor_numel(t) == a->rows * a->hidden && t->data,
+           "%s: args->fp8_out must have rows x hidden elements and data", fn);
+  }
+  /* peers may still read x while this rank writes its outputs */
+  size_t bytes = a->rows * a->hidden * tecore_dtype_size(a->dtype);
+  TC_ARG(a->x + bytes <= a->residual_out || a->residual_out + bytes <= a->x,
+         "%s: args->x overlaps args->residual_out", fn);
+  TC_ARG(!a->out || a->x + bytes <= a->out || a->out + bytes <= a->x,
+         "%s: args->x overlaps args->out", fn);
+  size_t b8 = a->rows * a->hidden;
+  TC_ARG(!a->fp8_out || a->x + bytes <= a->fp8_out->data || a->fp8_out->data + b8 <= a->x,
+         "%s: args->x overlaps args->fp8_out", fn);
+  return run(comm, a->x, 0, a->rows * a->hidden, a->dtype, TECOMM_SUM, a->algo, a, stream, fn);
+}
+
+TE_EXPORT tecore_result_t tecomm_amax_reduce(tecore_devptr_t amax, size_t count,
+                                             tecore_stream_t stream, void *ctx) {
+  tecomm_result_t r = tecomm_allreduce((tecomm_comm_t)ctx, amax, amax, count, TECORE_DTYPE_F32,
+                                       TECOMM_MAX, stream);
+  switch (r) {
+  case TECOMM_SUCCESS:
+    return TECORE_SUCCESS;
+  case TECOMM_ERR_INVALID:
+    return TECORE_ERR_INVALID;
+  case TECOMM_ERR_NOMEM:
+    return TECORE_ERR_DEVICE_NOMEM;
+  case TECOMM_ERR_TIMEOUT:
+    return TECORE_ERR_TIMEOUT;
+  case TECOMM_ERR_NOT_SUPPORTED:
+    return TECORE_ERR_NOT_SUPPORTED;
+  default:
+    return TECORE_ERR_INTERNAL;
+  }
+}

@@ -1,0 +1,471 @@
+/* comm.c -- communicators: init (bootstrap, capabilities allgathered, the
+ * local mesh, NCCL, the pool, one place in the fallback chain for every
+ * rank), split, destroy, abort, status.
+ *
+ * Why every decision is made from allgathered facts: a rank that chose
+ * IPC while a peer chose NCCL would wait for that peer forever (bounded
+ * only by TECOMM_TIMEOUT).  So each rank reports what it can do, every
+ * rank sees every report, and each computes the same function of them. */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+#include "comm_priv.h"
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+static uint64_t hash64(const void *p, size_t n, uint64_t h) {
+  const unsigned char *b = p;
+  for (size_t i = 0; i < n; i++) h = (h ^ b[i]) * 0x100000001b3ull; /* FNV-1a */
+  return h;
+}
+
+static uint64_t random_nonce(void) {
+  uint64_t x = 0;
+  int fd = open("/dev/urandom", O_RDONLY | O_CLOEXEC);
+  if (fd >= 0) {
+    if (read(fd, &x, sizeof x) != (ssize_t)sizeof x) x = 0;
+    close(fd);
+  }
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  uint64_t t = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+  x ^= hash64(&t, sizeof t, 0xcbf29ce484222325ull) ^ ((uint64_t)getpid() << 32);
+  return x;
+}
+
+static void host_identity(struct tc_caps *k) {
+  if (gethostname(k->host, sizeof k->host - 1) != 0) snprintf(k->host, sizeof k->host, "?");
+  char id[64] = "";
+  int fd = open("/proc/sys/kernel/random/boot_id", O_RDONLY | O_CLOEXEC);
+  if (fd >= 0) {
+    ssize_t n = read(fd, id, sizeof id - 1);
+    if (n > 0) id[n] = '\0';
+    close(fd);
+  }
+  k->boot_id = hash64(id, strlen(id), hash64(k->host, strlen(k->host), 0xcbf29ce484222325ull));
+}
+
+tecomm_result_t tc_comm_ready(struct tecomm_comm *c, const char *fn, int check_device) {
+  if (c->aborted) return TC_ERR(TECOMM_ERR_ABORTED, "%s: the communicator was aborted", fn);
+  if (check_device && c->sticky == TECOMM_SUCCESS && c->ws) {
+    int code = TECOMM_AR_OK, peer = -1;
+    tecore_result_t r = tecomm_ar_error(c->ws, &code, &peer, 0);
+    if (r != TECORE_SUCCESS) return tc_core(r, fn);
+    if (code != TECOMM_AR_OK) {
+      c->sticky = code == TECOMM_AR_ERR_ABORTED ? TECOMM_ERR_ABORTED : TECOMM_ERR_TIMEOUT;
+      c->sticky_peer = peer;
+    }
+  }
+  if (c->sticky == TECOMM_ERR_TIMEOUT)
+    return TC_ERR(TECOMM_ERR_TIMEOUT,
+                  "%s: rank %d of %d: a device-side wait for rank %d expired (TECOMM_TIMEOUT %lld ms)",
+                  fn, c->rank, c->nranks, c->sticky_peer, (long long)tc_timeout_ms());
+  if (c->sticky != TECOMM_SUCCESS)
+    return TC_ERR(c->sticky, "%s: the communicator failed earlier (%s)", fn,
+                  tecomm_result_name(c->sticky));
+  return TECOMM_SUCCESS;
+}
+
+/* Collective over xchg: each rank's count of ranks with flag set. */
+static tecomm_result_t count_all(struct tc_boot *b, int flag, int *count) {
+  int32_t mine = flag != 0, *all = malloc((size_t)b->nranks * sizeof *all);
+  if (!all) return TC_ERR(TECOMM_ERR_NOMEM, "tecomm_comm_init: out of host memory");
+  tecomm_result_t r = b->allgather(b, &mine, all, sizeof mine);
+  *count = 0;
+  for (int i = 0; r == TECOMM_SUCCESS && i < b->nranks; i++) *count += all[i] != 0;
+  free(all);
+  return r;
+}
+
+static tecomm_result_t setup_nccl(struct tecomm_comm *c) {
+  const struct tc_nccl *n = tc_nccl_get(&c->nccl_why);
+  if (c->n_nccl != c->nranks) return TECOMM_SUCCESS;
+  tc_nccl_uid_t id, *all = malloc((size_t)c->nranks * sizeof id);
+  if (!all) return TC_ERR(TECOMM_ERR_NOMEM, "tecomm_comm_init: out of host memory");
+  memset(&id, 0, sizeof id);
+  int ok = 1;
+  if (c->rank == 0) ok = n->GetUniqueId(&id) == 0;
+  tecomm_result_t r = c->xchg->allgather(c->xchg, &id, all, sizeof id);
+  if (r == TECOMM_SUCCESS) r = count_all(c->xchg, ok, &c->n_nccl);
+  if (r == TECOMM_SUCCESS && c->n_nccl == c->nranks) {
+    int nr = n->CommInitRank(&c->nccl, c->nranks, all[0], c->rank);
+    if (nr != 0) {
+      TC_WARN("tecomm_comm_init: ncclCommInitRank on rank %d: %d (%s)", c->rank, nr,
+              n->GetErrorString(nr));
+      c->nccl = NULL;
+    }
+    r = count_all(c->xchg, c->nccl != NULL, &c->n_nccl);
+    if (r == TECOMM_SUCCESS && c->n_nccl != c->nranks && c->nccl) {
+      (void)n->CommDestroy(c->nccl);
+      c->nccl = NULL;
+    }
+  }
+  if (c->n_nccl != c->nranks) c->n_nccl = 0;
+  free(all);
+  return r;
+}
+
+/* The pool, or the workspace alone, or neither: every rank lands on the
+ * same level because each step's outcome is agreed (tc_seg_create). */
+static tecomm_result_t setup_ipc(struct tecomm_comm *c, tecore_stream_t st) {
+  size_t ws_max = (size_t)tecore_tunable_int(&tc_tun_max_tokens) *
+                  (size_t)tecore_tunable_int(&tc_tun_max_hidden) * 4;
+  size_t ws_bytes = (tecomm_ar_workspace_bytes(c->nranks, ws_max) + 255) / 256 * 256;
+  size_t pool_mb = (size_t)tecore_tunable_int(&tc_tun_pool_mb);
+  c->pool_req_mb = pool_mb;
+  struct tc_seg *seg = NULL;
+  int bad = -1;
+  tecomm_result_t r;
+  if (pool_mb > 0) {
+    r = tc_seg_create(c, ws_bytes + pool_mb * 1024 * 1024, &seg, &bad);
+    if (r == TECOMM_SUCCESS) {
+      c->pool = seg;
+      tc_pool_reset(seg);
+      size_t off = tc_pool_take(seg, ws_bytes);
+      if (off != 0) return TC_ERR(TECOMM_ERR_NOMEM, "tecomm_comm_init: pool bookkeeping");
+      c->level = TC_LEVEL_POOL;
+      c->n_pool = c->nranks;
+      snprintf(c->level_why, sizeof c->level_why,
+               "every rank has its pool: %zu MiB usable + %zu KiB workspace",
+               (seg->bytes - ws_bytes) >> 20, ws_bytes / 1024);
+    } else if (r != TECOMM_ERR_NOMEM) {
+      return r;
+    } else {
+      c->n_pool = c->nranks - 1;
+      snprintf(c->level_why, sizeof c->level_why, "rank %d could not allocate its pool", bad);
+      TC_WARN("tecomm: rank %d could not allocate its pool: every rank falls back", bad);
+    }
+  } else {
+    snprintf(c->level_why, sizeof c->level_why, "TECOMM_POOL_MB=0 (no pool)");
+  }
+  if (!seg) {
+    r = tc_seg_create(c, ws_bytes, &seg, &bad);
+    if (r == TECOMM_ERR_NOMEM) {
+      size_t l = strlen(c->level_why);
+      snprintf(c->level_why + l, sizeof c->level_why - l,
+               "; rank %d could not allocate the %zu KiB workspace", bad, ws_bytes / 1024);
+      return TECOMM_SUCCESS;
+    }
+    if (r != TECOMM_SUCCESS) return r;
+    c->level = TC_LEVEL_INPLACE;
+  }
+  c->n_ws = c->nranks;
+  c->ws_max_bytes = ws_max;
+  c->ws = tc_seg_addr(seg, c->rank, 0);
+  for (int p = 0; p < c->nranks; p++) c->ws_peer[p] = tc_seg_addr(seg, p, 0);
+  TC_CORE(tecomm_ar_workspace_init(c->ws, c->nranks, ws_max, st), "tecomm_comm_init: workspace");
+  TC_CORE(tecore_stream_synchronize(st), "tecomm_comm_init: workspace");
+  /* no peer may write into a workspace before its owner initialised it */
+  return c->xchg->barrier(c->xchg);
+}
+
+static void comm_free(struct tecomm_comm *c) {
+  if (!c) return;
+  const struct tc_nccl *n = tc_nccl_get(NULL);
+  if (c->nccl && n) {
+    if (c->aborted) (void)n->CommAbort(c->nccl);
+    else (void)n->CommDestroy(c->nccl);
+  }
+  if (c->scratch) (void)tecore_mem_free(c->scratch);
+  while (c->segs) tc_seg_destroy(c, c->segs);
+  tc_boot_close(c->mesh);
+  tc_boot_close(c->world);
+  free(c);
+}
+
+/* Everything after the rank set is known: shared by init and split. */
+static tecomm_result_t comm_start(struct tecomm_comm *c, const struct tc_caps *all) {
+  tecomm_result_t r;
+  tecore_stream_t st = NULL;
+  c->n_vmm_fd = c->n_nccl = c->n_kernels = 0;
+  for (int i = 0; i < c->nranks; i++) {
+    c->n_vmm_fd += all[i].vmm_fd != 0;
+    c->n_nccl += all[i].nccl != 0;
+    c->n_kernels += all[i].kernels != 0;
+  }
+  c->level = TC_LEVEL_NONE;
+  snprintf(c->level_why, sizeof c->level_why, "no IPC and no NCCL");
+  /* the pool does not need the kernels (tecomm_mem_alloc works without
+   * them); the table skips algorithms the kernels do not offer */
+  int ipc = c->all_local && c->nranks <= TECOMM_AR_MAX_RANKS && c->n_vmm_fd == c->nranks;
+  if (c->all_local) {
+    /* P2P between every pair of devices, each rank for its own view */
+    int can_all = 1;
+    for (int i = 0; i < c->nranks; i++) {
+      if (all[i].device == c->device) continue;
+      int can = 0, link = 0;
+      if (tecore_device_peer(c->device, all[i].device, &can, &link) != TECORE_SUCCESS || !can)
+        can_all = 0;
+    }
+    TC_CHECK(count_all(c->xchg, can_all, &c->n_p2p));
+    ipc = ipc && c->n_p2p == c->nranks;
+  }
+  TC_CORE(tecore_stream_create(TECORE_STREAM_NON_BLOCKING, 0, &st), "tecomm_comm_init: stream");
+  if (ipc) {
+    size_t g = 0;
+    r = tc_core(tecore_vmm_granularity(&g, 1), "tecomm_comm_init: granularity");
+    uint64_t mine = g, *gs = calloc((size_t)c->nranks, sizeof *gs);
+    if (r == TECOMM_SUCCESS && !gs) r = TC_ERR(TECOMM_ERR_NOMEM, "tecomm_comm_init: out of memory");
+    if (r == TECOMM_SUCCESS) r = c->xchg->allgather(c->xchg, &mine, gs, sizeof mine);
+    for (int i = 0; r == TECOMM_SUCCESS && i < c->nranks; i++)
+      if (gs[i] > c->gran) c->gran = (size_t)gs[i];
+    free(gs);
+    if (r == TECOMM_SUCCESS) r = setup_ipc(c, st);
+    if (r != TECOMM_SUCCESS) goto out;
+  } else if (!c->all_local) {
+    snprintf(c->level_why, sizeof c->level_why, "the ranks span hosts (IPC needs one host)");
+  } else if (c->nranks > TECOMM_AR_MAX_RANKS) {
+    snprintf(c->level_why, sizeof c->level_why, "%d ranks (IPC kernels reduce over at most %d)",
+             c->nranks, TECOMM_AR_MAX_RANKS);
+  } else {
+    snprintf(c->level_why, sizeof c->level_why,
+             "IPC needs every rank: p2p %d/%d, vmm posix-fd %d/%d", c->n_p2p, c->nranks,
+             c->n_vmm_fd, c->nranks);
+  }
+  r = setup_nccl(c);
+  if (r != TECOMM_SUCCESS) goto out;
+  if (c->level == TC_LEVEL_NONE && c->n_nccl == c->nranks) c->level = TC_LEVEL_NCCL;
+  tc_level_log(c);
+out:
+  if (st) {
+    (void)tecore_stream_synchronize(st);
+    (void)tecore_stream_destroy(st);
+  }
+  return r;
+}
+
+static void my_caps(struct tecomm_comm *c, struct tc_caps *k) {
+  struct tecore_device_props pr;
+  memset(&pr, 0, sizeof pr);
+  (void)tecore_device_props(c->device, &pr);
+  k->device = c->device;
+  k->vmm_fd = pr.vmm_supported && pr.posix_fd_handles;
+  k->nccl = tc_nccl_get(NULL) != NULL;
+  k->kernels = tecomm_ar_kernels_register() == TECORE_SUCCESS &&
+               tecomm_ar_max_bytes(TECOMM_AR_ONESHOT, c->nranks < 2 ? 2 : c->nranks,
+                                   1u << 20) > 0;
+  k->backend = (int32_t)c->backend;
+}
+
+TE_EXPORT tecomm_result_t tecomm_comm_init(int rank, int nranks, int device,
+                                           const struct tecomm_bootstrap *bootstrap,
+                                           tecomm_comm_t *comm) {
+  static const char fn[] = "tecomm_comm_init";
+  TC_ARG(comm, "%s: comm is NULL", fn);
+  *comm = NULL;
+  TC_ARG(nranks == -1 || nranks >= 1, "%s: nranks (%d) must be >= 1 or -1", fn, nranks);
+  TC_ARG(rank == -1 || (rank >= 0 && (nranks < 0 || rank < nranks)),
+         "%s: rank (%d) must be in [0, nranks %d) or -1", fn, rank, nranks);
+  TC_ARG(device >= -1, "%s: device (%d) must be an ordinal or -1", fn, device);
+  TC_CORE(tecore_init(), fn);
+  struct tecomm_comm *c = calloc(1, sizeof *c);
+  if (!c) return TC_ERR(TECOMM_ERR_NOMEM, "%s: out of host memory", fn);
+  c->sticky_peer = -1;
+  TC_CORE(tecore_backend(&c->backend), fn);
+  struct tc_caps *all = NULL;
+  tecomm_result_t r = tc_boot_open(bootstrap, &rank, &nranks, &c->world);
+  if (r != TECOMM_SUCCESS) goto fail;
+  c->rank = rank;
+  c->nranks = nranks;
+  c->xchg = c->world;
+  all = calloc((size_t)nranks, sizeof *all);
+  if (!all) {
+    r = TC_ERR(TECOMM_ERR_NOMEM, "%s: out of host memory", fn);
+    goto fail;
+  }
+  /* round 1: where each rank lives, so device -1 can become the local rank */
+  struct tc_caps k;
+  memset(&k, 0, sizeof k);
+  host_identity(&k);
+  k.nonce = random_nonce();
+  if ((r = c->world->allgather(c->world, &k, all, sizeof k)) != TECOMM_SUCCESS) goto fail;
+  int local_rank = 0;
+  c->all_local = 1;
+  for (int i = 0; i < nranks; i++) {
+    int same = all[i].boot_id == k.boot_id && strcmp(all[i].host, k.host) == 0;
+    if (same && i < rank) local_rank++;
+    if (all[i].boot_id != all[0].boot_id || strcmp(all[i].host, all[0].host) != 0) c->all_local = 0;
+  }
+  c->tag = all[0].nonce;
+  if (device < 0) {
+    int count = 0;
+    if (tecore_device_count(&count) != TECORE_SUCCESS || count < 1) count = 1;
+    device = local_rank % count;
+  }
+  c->device = device;
+  tecore_result_t cr = tecore_ctx_create(device, &c->ctx);
+  if (cr != TECORE_SUCCESS) {
+    r = tc_core(cr, "tecomm_comm_init: device");
+    c->ctx = NULL;
+    /* the others must not wait for this rank: they learn it in round 2 */
+  }
+  /* round 2: what each rank can do */
+  memset(&k, 0, sizeof k);
+  if (c->ctx) my_caps(c, &k);
+  else k.device = -1;
+  tecomm_result_t r2 = c->world->allgather(c->world, &k, all, sizeof k);
+  if (r != TECOMM_SUCCESS) goto fail;
+  if ((r = r2) != TECOMM_SUCCESS) goto fail;
+  for (int i = 0; i < nranks; i++)
+    if (all[i].device < 0) {
+      r = TC_ERR(TECOMM_ERR_DEVICE, "%s: rank %d could not open its device", fn, i);
+      goto fail;
+    }
+  if (c->all_local) {
+    if ((r = tc_mesh_open(c->tag, rank, nranks, &c->mesh)) != TECOMM_SUCCESS) goto fail;
+    /* the caller's bootstrap is no longer needed: its callbacks may go */
+    tc_boot_close(c->world);
+    c->world = NULL;
+    c->xchg = c->mesh;
+  }
+  if ((r = comm_start(c, all)) != TECOMM_SUCCESS) goto fail;
+  free(all);
+  *comm = c;
+  return TECOMM_SUCCESS;
+fail:
+  free(all);
+  tecore_ctx_t ctx = c->ctx;
+  comm_free(c);
+  if (ctx) (void)tecore_ctx_destroy(ctx);
+  return r;
+}
+
+TE_EXPORT tecomm_result_t tecomm_comm_split(tecomm_comm_t comm, int color, int key,
+                                            tecomm_comm_t *newcomm) {
+  static const char fn[] = "tecomm_comm_split";
+  TC_ARG(comm, "%s: comm is NULL", fn);
+  TC_ARG(newcomm, "%s: newcomm is NULL", fn);
+  TC_ARG(color >= 0 || color == TECOMM_SPLIT_NONE, "%s: color (%d) must be >= 0 or TECOMM_SPLIT_NONE",
+         fn, color);
+  *newcomm = NULL;
+  TC_CHECK(tc_comm_ready(comm, fn, 0));
+  struct entry {
+    int32_t color, key, rank, device;
+  } mine = {color, key, comm->rank, comm->device}, *all = calloc((size_t)comm->nranks, sizeof mine);
+  if (!all) return TC_ERR(TECOMM_ERR_NOMEM, "%s: out of host memory", fn);
+  tecomm_result_t r = comm->xchg->allgather(comm->xchg, &mine, all, sizeof mine);
+  unsigned seq = comm->nsplits++;
+  if (r != TECOMM_SUCCESS || color == TECOMM_SPLIT_NONE) {
+    free(all);
+    return r;
+  }
+  if (!comm->all_local) {
+    free(all);
+    return TC_ERR(TECOMM_ERR_NOT_SUPPORTED, "%s: the ranks span hosts; groups must lie on one host",
+                  fn);
+  }
+  /* members of my color, ordered by (key, parent rank) */
+  int n = 0, me = 0;
+  struct entry *g = calloc((size_t)comm->nranks, sizeof *g);
+  if (!g) {
+    free(all);
+    return TC_ERR(TECOMM_ERR_NOMEM, "%s: out of host memory", fn);
+  }
+  for (int i = 0; i < comm->nranks; i++)
+    if (all[i].color == color) {
+      int j = n++;
+      while (j > 0 && (g[j - 1].key > all[i].key ||
+                       (g[j - 1].key == all[i].key && g[j - 1].rank > all[i].rank))) {
+        g[j] = g[j - 1];
+        j--;
+      }
+      g[j] = all[i];
+    }
+  for (int i = 0; i < n; i++)
+    if (g[i].rank == comm->rank) me = i;
+  struct tecomm_comm *c = calloc(1, sizeof *c);
+  struct tc_caps *caps = calloc((size_t)n, sizeof *caps);
+  if (!c || !caps) {
+    free(c);
+    free(caps);
+    free(g);
+    free(all);
+    return TC_ERR(TECOMM_ERR_NOMEM, "%s: out of host memory", fn);
+  }
+  c->sticky_peer = -1;
+  c->rank = me;
+  c->nranks = n;
+  c->device = comm->device;
+  c->backend = comm->backend;
+  c->all_local = 1;
+  c->ctx = NULL; /* the parent's context; it stays the parent's */
+  uint64_t mix[3] = {comm->tag, seq, (uint64_t)color};
+  c->tag = hash64(mix, sizeof mix, 0xcbf29ce484222325ull);
+  free(all);
+  free(g);
+  r = tc_mesh_open(c->tag, me, n, &c->mesh);
+  if (r == TECOMM_SUCCESS) {
+    c->xchg = c->mesh;
+    struct tc_caps k;
+    memset(&k, 0, sizeof k);
+    my_caps(c, &k);
+    r = c->mesh->allgather(c->mesh, &k, caps, sizeof k);
+  }
+  if (r == TECOMM_SUCCESS) r = comm_start(c, caps);
+  free(caps);
+  if (r != TECOMM_SUCCESS) {
+    comm_free(c);
+    return r;
+  }
+  *newcomm = c;
+  return TECOMM_SUCCESS;
+}
+
+TE_EXPORT tecomm_result_t tecomm_comm_destroy(tecomm_comm_t comm) {
+  if (!comm) return TECOMM_SUCCESS;
+  tecomm_result_t r = TECOMM_SUCCESS;
+  tecore_result_t cr = tecore_ctx_synchronize();
+  if (cr != TECORE_SUCCESS) r = tc_core(cr, "tecomm_comm_destroy: waiting for the device");
+  /* no rank may unmap its pool while a peer's kernel still reads it */
+  if (comm->xchg && !comm->aborted && comm->sticky == TECOMM_SUCCESS) {
+    tecomm_result_t br = comm->xchg->barrier(comm->xchg);
+    if (r == TECOMM_SUCCESS) r = br;
+  }
+  tecore_ctx_t ctx = comm->ctx;
+  comm_free(comm);
+  if (ctx) (void)tecore_ctx_destroy(ctx);
+  return r;
+}
+
+TE_EXPORT tecomm_result_t tecomm_comm_abort(tecomm_comm_t comm) {
+  TC_ARG(comm, "tecomm_comm_abort: comm is NULL");
+  comm->aborted = 1;
+  tecomm_result_t r = TECOMM_SUCCESS;
+  if (comm->ws) {
+    tecore_result_t cr = tecomm_ar_abort(comm->ws);
+    if (cr != TECORE_SUCCESS) r = tc_core(cr, "tecomm_comm_abort");
+  }
+  const struct tc_nccl *n = tc_nccl_get(NULL);
+  if (comm->nccl && n) {
+    (void)n->CommAbort(comm->nccl);
+    comm->nccl = NULL;
+  }
+  TC_INFO("tecomm: rank %d of %d aborted", comm->rank, comm->nranks);
+  return r;
+}
+
+TE_EXPORT tecomm_result_t tecomm_comm_status(tecomm_comm_t comm, int *peer) {
+  TC_ARG(comm, "tecomm_comm_status: comm is NULL");
+  if (peer) *peer = -1;
+  tecomm_result_t r = tc_comm_ready(comm, "tecomm_comm_status", 1);
+  if (r == TECOMM_SUCCESS && comm->nccl) {
+    int ar = 0;
+    const struct tc_nccl *n = tc_nccl_get(NULL);
+    if (n->CommGetAsyncError(comm->nccl, &ar) == 0 && ar != 0 && ar != 7 /* in progress */)
+      r = tc_nccl_err(ar, "tecomm_comm_status: NCCL");
+  }
+  if (peer && r == TECOMM_ERR_TIMEOUT) *peer = comm->sticky_peer;
+  return r;
+}
+
+TE_EXPORT tecomm_result_t tecomm_comm_rank(tecomm_comm_t comm, int *rank, int *nranks, int *device) {
+  TC_ARG(comm, "tecomm_comm_rank: comm is NULL");
+  if (rank) *rank = comm->rank;
+  if (nranks) *nranks = comm->nranks;
+  if (device) *device = comm->device;
+  return TECOMM_SUCCESS;
+}

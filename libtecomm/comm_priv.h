@@ -1,0 +1,130 @@
+/* comm_priv.h -- what a communicator is: its ranks and host transport,
+ * the capabilities every rank reported, the place in the fallback chain
+ * they all took, its symmetric segments, its NCCL communicator and its
+ * error state.  Shared by comm.c, pool.c, select.c and allreduce.c. */
+#ifndef TECOMM_COMM_PRIV_H
+#define TECOMM_COMM_PRIV_H
+
+#include "boot.h"
+#include "nccl.h"
+#include "ar_kernels.h"
+
+/* The fallback chain, best first; every rank of a communicator stands at
+ * the same place (decided from allgathered facts only). */
+typedef enum tc_level {
+  TC_LEVEL_POOL = 0,     /* symmetric pool on every rank: IPC kernels, inputs staged in */
+  TC_LEVEL_INPLACE = 1,  /* no pool: IPC in place on registered (tecomm_mem_alloc) inputs */
+  TC_LEVEL_NCCL = 2,     /* ncclAllReduce */
+  TC_LEVEL_NONE = 3      /* nothing can run (no IPC, no NCCL): calls fail clearly */
+} tc_level_t;
+
+/* What one rank reports at init (allgathered; plain data, same layout on
+ * every rank of one build). */
+struct tc_caps {
+  char host[64];
+  uint64_t boot_id;     /* hash of /proc/sys/kernel/random/boot_id */
+  uint64_t nonce;       /* rank 0's names the communicator's sockets */
+  int32_t device;
+  int32_t vmm_fd;       /* VMM with POSIX-fd handles */
+  int32_t nccl;         /* libnccl.so.2 loaded */
+  int32_t kernels;      /* IPC allreduce kernels present */
+  int32_t backend;
+  int32_t pad_;
+};
+
+/* One symmetric allocation: a VMM allocation per rank (size[r] bytes),
+ * all local ranks' mapped side by side in one reservation (rank r at
+ * va + r*stride); bytes is what every rank has (the smallest). */
+struct tc_seg {
+  size_t bytes, stride;
+  size_t size[TECOMM_AR_MAX_RANKS];
+  tecore_devptr_t va;
+  int nmapped;                           /* ranks mapped from slot 0 up */
+  tecore_vmm_handle_t h[TECOMM_AR_MAX_RANKS];
+  struct tc_seg *next;
+  /* the pool's sub-allocator (only for the pool segment) */
+  struct tc_block *free_list, *used_list;
+};
+
+struct tc_block {
+  size_t off, len;
+  struct tc_block *next;
+};
+
+struct tecomm_comm {
+  int rank, nranks, device;
+  tecore_ctx_t ctx;
+  struct tc_boot *world;     /* the caller's bootstrap (kept only when ranks span hosts) */
+  struct tc_boot *mesh;      /* ranks on one host: the Unix socket mesh */
+  struct tc_boot *xchg;      /* the transport of collective host exchanges */
+  uint64_t tag;              /* names this communicator's sockets */
+  unsigned nsplits;
+  int all_local;
+
+  /* capabilities: how many ranks have each */
+  int n_vmm_fd, n_nccl, n_kernels, n_p2p, n_pool, n_ws;
+  tecore_backend_t backend;
+  tc_level_t level;
+  char level_why[256];
+  const char *nccl_why;
+
+  /* symmetric memory */
+  size_t gran;
+  struct tc_seg *pool;       /* NULL below TC_LEVEL_POOL */
+  struct tc_seg *segs;       /* every segment (pool, workspace, registered) */
+  tecore_devptr_t ws;        /* this rank's workspace (0 below TC_LEVEL_INPLACE) */
+  tecore_devptr_t ws_peer[TECOMM_AR_MAX_RANKS];
+  size_t ws_max_bytes;       /* payload the workspace was sized for */
+  size_t pool_req_mb;
+  tecore_devptr_t stage;     /* staging for inputs not in the pool (pool offset) */
+  size_t stage_bytes;
+
+  /* NCCL */
+  tc_nccl_comm_t nccl;
+  tecore_devptr_t scratch;   /* NCCL fused path: a temporary when residual_out == residual_in */
+  size_t scratch_bytes;
+
+  /* errors */
+  int aborted;
+  tecomm_result_t sticky;    /* first failure seen (a timeout) */
+  int sticky_peer;
+};
+
+/* ---- pool.c ----------------------------------------------------------------- */
+/* Collective over the mesh: makes a segment of bytes per rank (rounded to
+ * the granularity); every rank gets the same answer: TECOMM_SUCCESS, or
+ * TECOMM_ERR_NOMEM naming the first rank that could not (*failed_rank). */
+tecomm_result_t tc_seg_create(struct tecomm_comm *c, size_t bytes, struct tc_seg **seg,
+                              int *failed_rank);
+void tc_seg_destroy(struct tecomm_comm *c, struct tc_seg *seg);
+/* The segment holding ptr in this rank's slot, and ptr's offset in it. */
+struct tc_seg *tc_seg_find(struct tecomm_comm *c, tecore_devptr_t ptr, size_t bytes, size_t *off);
+/* Sub-allocation in the pool: offset of bytes (aligned 256), or (size_t)-1. */
+size_t tc_pool_take(struct tc_seg *pool, size_t bytes);
+int tc_pool_give(struct tc_seg *pool, size_t off);
+void tc_pool_reset(struct tc_seg *pool);
+/* Address of rank r's copy of offset off of seg. */
+static inline tecore_devptr_t tc_seg_addr(const struct tc_seg *s, int r, size_t off) {
+  return s->va + (size_t)r * s->stride + off;
+}
+
+/* ---- select.c ----------------------------------------------------------------- */
+/* The algorithm to run: algo as asked (AUTO: TECOMM_ALGO, then the table)
+ * for bytes of payload; symmetric: the input is symmetric memory;
+ * in_place: a plain call with send == recv (an algorithm that writes its
+ * input may then use a symmetric input directly; otherwise that needs the
+ * pool to stage it); fused_lamport_ok: 0 for a fused call that Lamport's
+ * fused kernel cannot take (hidden % 8, alignment).  TECOMM_ERR_NOT_SUPPORTED
+ * with a reason when nothing can run. */
+tecomm_result_t tc_select(struct tecomm_comm *c, tecomm_algo_t asked, size_t bytes, int symmetric,
+                          int in_place, int fused_lamport_ok, tecomm_algo_t *algo);
+/* Decides the level from the counts (every rank computes the same). */
+void tc_level_log(struct tecomm_comm *c);
+const char *tc_level_name(tc_level_t l);
+
+/* ---- comm.c ----------------------------------------------------------------- */
+/* Fails with the communicator's state (aborted, a sticky or new device
+ * error) before a collective; check_device reads the error word. */
+tecomm_result_t tc_comm_ready(struct tecomm_comm *c, const char *fn, int check_device);
+
+#endif

@@ -1,0 +1,224 @@
+/* pool.c -- symmetric memory: segments (one VMM allocation per rank,
+ * exported as a POSIX fd, passed to every local peer over the mesh with
+ * SCM_RIGHTS, imported and mapped by all of them side by side in one
+ * reservation) and the first-fit sub-allocator of the pool segment (free
+ * blocks kept sorted by offset and merged with their neighbours).
+ *
+ * Every step that can fail on one rank is followed by an allgather of
+ * the outcome, so all ranks return the same result: a segment exists on
+ * every rank or on none.  Ranks may ask for different sizes (each its own
+ * TECOMM_POOL_MB): slots are the largest apart, and what is usable at the
+ * same offset everywhere (seg->bytes) is the smallest. */
+#include "comm_priv.h"
+#include <stdio.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#define TC_ALIGN 256
+
+static size_t round_up(size_t x, size_t a) { return (x + a - 1) / a * a; }
+
+/* Allgathers ok; returns the first rank with ok == 0, or -1. */
+static tecomm_result_t agree(struct tecomm_comm *c, int ok, int *first_bad) {
+  int32_t mine = ok, all[TECOMM_AR_MAX_RANKS];
+  TC_CHECK(c->mesh->allgather(c->mesh, &mine, all, sizeof mine));
+  *first_bad = -1;
+  for (int r = 0; r < c->nranks; r++)
+    if (!all[r]) {
+      *first_bad = r;
+      break;
+    }
+  return TECOMM_SUCCESS;
+}
+
+static void seg_unmap(struct tc_seg *s) {
+  for (int r = 0; r < s->nmapped; r++)
+    (void)tecore_vmm_unmap(s->va + (size_t)r * s->stride, s->size[r]);
+  s->nmapped = 0;
+}
+
+static void seg_free_parts(int n, struct tc_seg *s) {
+  seg_unmap(s);
+  if (s->va) (void)tecore_vmm_free_va(s->va, (size_t)n * s->stride);
+  for (int r = 0; r < n; r++)
+    if (s->h[r]) (void)tecore_vmm_release(s->h[r]);
+  struct tc_block *b = s->free_list, *nb;
+  for (; b; b = nb) nb = b->next, free(b);
+  for (b = s->used_list; b; b = nb) nb = b->next, free(b);
+  free(s);
+}
+
+tecomm_result_t tc_seg_create(struct tecomm_comm *c, size_t bytes, struct tc_seg **out,
+                              int *failed_rank) {
+  static const char fn[] = "symmetric segment";
+  int n = c->nranks, me = c->rank, bad = -1;
+  *failed_rank = -1;
+  if (!c->mesh) return TC_ERR(TECOMM_ERR_NOT_SUPPORTED, "%s: the ranks are not on one host", fn);
+  bytes = round_up(bytes ? bytes : 1, c->gran);
+  struct tc_seg *s = calloc(1, sizeof *s);
+  char why[512] = "";
+  int ok = s != NULL;
+  if (ok) {
+    s->bytes = SIZE_MAX; /* the minimum over the ranks, below */
+    size_t free_b = 0, total_b = 0;
+    if (tecore_mem_info(&free_b, &total_b) == TECORE_SUCCESS && bytes > total_b) {
+      /* the driver would overcommit or fail late; refuse up front */
+      snprintf(why, sizeof why, "%zu bytes exceed the device's %zu", bytes, total_b);
+      ok = 0;
+    } else if (tecore_vmm_create(bytes, TECORE_VMM_EXPORT_POSIX_FD, &s->h[me]) != TECORE_SUCCESS) {
+      snprintf(why, sizeof why, "%s", tecore_last_error());
+      s->h[me] = 0;
+      ok = 0;
+    }
+  }
+  uint64_t mine[2] = {(uint64_t)ok, bytes}, all[2 * TECOMM_AR_MAX_RANKS];
+  tecomm_result_t r = c->mesh->allgather(c->mesh, mine, all, sizeof mine);
+  for (int p = 0; r == TECOMM_SUCCESS && p < n; p++) {
+    if (!all[2 * p] && bad < 0) bad = p;
+    if (s) {
+      s->size[p] = (size_t)all[2 * p + 1];
+      if (s->size[p] > s->stride) s->stride = s->size[p];
+      if (s->size[p] < s->bytes) s->bytes = s->size[p];
+    }
+  }
+  if (r != TECOMM_SUCCESS || bad >= 0) {
+    if (s) seg_free_parts(n, s);
+    if (r != TECOMM_SUCCESS) return r;
+    *failed_rank = bad;
+    if (bad == me) TC_INFO("%s: rank %d cannot allocate %zu bytes: %s", fn, me, bytes, why);
+    return TC_ERR(TECOMM_ERR_NOMEM, "%s: rank %d could not allocate %zu bytes%s%s", fn, bad, bytes,
+                  bad == me ? ": " : "", bad == me ? why : "");
+  }
+  /* handles out to every peer, then theirs in: a one-byte message with a
+   * descriptor never blocks on socket buffers, so this order cannot hang */
+  int fd = -1;
+  ok = tecore_vmm_export_fd(s->h[me], &fd) == TECORE_SUCCESS;
+  if (!ok) snprintf(why, sizeof why, "export: %s", tecore_last_error());
+  r = agree(c, ok, &bad);
+  if (r != TECOMM_SUCCESS || bad >= 0) goto fail_agree;
+  for (int p = 0; p < n && r == TECOMM_SUCCESS; p++)
+    if (p != me) r = tc_mesh_send_fd(c->mesh, p, fd);
+  close(fd);
+  for (int p = 0; p < n && r == TECOMM_SUCCESS; p++) {
+    if (p == me) continue;
+    int pfd = -1;
+    r = tc_mesh_recv_fd(c->mesh, p, &pfd);
+    if (r != TECOMM_SUCCESS) break;
+    if (tecore_vmm_import_fd(pfd, &s->h[p]) != TECORE_SUCCESS) {
+      s->h[p] = 0;
+      snprintf(why, sizeof why, "import of rank %d's handle: %s", p, tecore_last_error());
+      ok = 0;
+    }
+    close(pfd);
+  }
+  if (r != TECOMM_SUCCESS) goto fail;
+  if (ok && tecore_vmm_reserve((size_t)n * s->stride, c->gran, &s->va) != TECORE_SUCCESS) {
+    snprintf(why, sizeof why, "reserve: %s", tecore_last_error());
+    s->va = 0;
+    ok = 0;
+  }
+  for (int p = 0; ok && p < n; p++) {
+    tecore_devptr_t at = s->va + (size_t)p * s->stride;
+    if (tecore_vmm_map(at, s->size[p], s->h[p], 0) != TECORE_SUCCESS) {
+      snprintf(why, sizeof why, "map of rank %d: %s", p, tecore_last_error());
+      ok = 0;
+      break;
+    }
+    s->nmapped = p + 1;
+    if (tecore_vmm_set_access(at, s->size[p], c->device) != TECORE_SUCCESS) {
+      snprintf(why, sizeof why, "access to rank %d: %s", p, tecore_last_error());
+      ok = 0;
+    }
+  }
+  r = agree(c, ok, &bad);
+  if (r != TECOMM_SUCCESS || bad >= 0) goto fail_agree;
+  s->next = c->segs;
+  c->segs = s;
+  *out = s;
+  TC_TRACE("%s: %zu bytes per rank at 0x%llx (%d ranks)", fn, s->bytes, (unsigned long long)s->va,
+           n);
+  return TECOMM_SUCCESS;
+fail_agree:
+  if (r == TECOMM_SUCCESS) {
+    *failed_rank = bad;
+    r = TC_ERR(TECOMM_ERR_NOMEM, "%s: rank %d could not map the peers' memory%s%s", fn, bad,
+               bad == me ? ": " : "", bad == me ? why : "");
+  }
+fail:
+  seg_free_parts(n, s);
+  return r;
+}
+
+void tc_seg_destroy(struct tecomm_comm *c, struct tc_seg *seg) {
+  struct tc_seg **pp = &c->segs;
+  while (*pp && *pp != seg) pp = &(*pp)->next;
+  if (*pp) *pp = seg->next;
+  seg_free_parts(c->nranks, seg);
+}
+
+struct tc_seg *tc_seg_find(struct tecomm_comm *c, tecore_devptr_t ptr, size_t bytes, size_t *off) {
+  for (struct tc_seg *s = c->segs; s; s = s->next) {
+    tecore_devptr_t base = tc_seg_addr(s, c->rank, 0);
+    if (ptr >= base && ptr - base < s->bytes && bytes <= s->bytes - (ptr - base)) {
+      *off = (size_t)(ptr - base);
+      return s;
+    }
+  }
+  return NULL;
+}
+
+/* ---- first-fit sub-allocation -------------------------------------------- */
+
+void tc_pool_reset(struct tc_seg *pool) {
+  pool->free_list = calloc(1, sizeof *pool->free_list);
+  if (pool->free_list) *pool->free_list = (struct tc_block){.off = 0, .len = pool->bytes};
+}
+
+size_t tc_pool_take(struct tc_seg *pool, size_t bytes) {
+  bytes = round_up(bytes ? bytes : 1, TC_ALIGN);
+  struct tc_block **pp = &pool->free_list;
+  for (; *pp; pp = &(*pp)->next) {
+    struct tc_block *b = *pp;
+    if (b->len < bytes) continue;
+    struct tc_block *u = malloc(sizeof *u);
+    if (!u) return (size_t)-1;
+    *u = (struct tc_block){.off = b->off, .len = bytes, .next = pool->used_list};
+    pool->used_list = u;
+    b->off += bytes;
+    b->len -= bytes;
+    if (!b->len) {
+      *pp = b->next;
+      free(b);
+    }
+    return u->off;
+  }
+  return (size_t)-1;
+}
+
+int tc_pool_give(struct tc_seg *pool, size_t off) {
+  struct tc_block **up = &pool->used_list;
+  while (*up && (*up)->off != off) up = &(*up)->next;
+  if (!*up) return -1;
+  struct tc_block *u = *up;
+  *up = u->next;
+  /* insert sorted, then merge with the neighbours */
+  struct tc_block **pp = &pool->free_list, *prev = NULL;
+  while (*pp && (*pp)->off < u->off) {
+    prev = *pp;
+    pp = &(*pp)->next;
+  }
+  u->next = *pp;
+  *pp = u;
+  if (u->next && u->off + u->len == u->next->off) {
+    struct tc_block *nx = u->next;
+    u->len += nx->len;
+    u->next = nx->next;
+    free(nx);
+  }
+  if (prev && prev->off + prev->len == u->off) {
+    prev->len += u->len;
+    prev->next = u->next;
+    free(u);
+  }
+  return 0;
+}

@@ -1,0 +1,240 @@
+/* select.c -- which algorithm runs: the fallback chain (where a
+ * communicator stands is decided at init, the same on every rank), the
+ * selection table by payload size and rank count, TECOMM_ALGO and the
+ * per-call override, and tecomm_comm_describe, which prints all of it.
+ *
+ * The table (payload bytes, per rank count; TECOMM_LAMPORT_MAX_KB and
+ * TECOMM_ONESHOT_MAX_KB move its edges):
+ *   ranks   Lamport up to   one-shot up to   larger
+ *   2       512 KiB         1 MiB            two-shot
+ *   3-4     256 KiB         512 KiB          two-shot
+ *   5-8     128 KiB         256 KiB          two-shot
+ * Lamport is also bounded by the buffers TECOMM_MAX_TOKENS x
+ * TECOMM_MAX_HIDDEN sized; an algorithm the kernels do not offer is
+ * skipped (the next one in the row runs).  Below the pool level: in place
+ * on registered inputs only, NCCL for the rest. */
+#include "comm_priv.h"
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const char *const algo_names[TECOMM_ALGO_COUNT_] = {"auto", "oneshot", "twoshot", "lamport",
+                                                           "nccl"};
+
+TE_EXPORT const char *tecomm_algo_name(tecomm_algo_t algo) {
+  return (unsigned)algo < TECOMM_ALGO_COUNT_ ? algo_names[algo] : "unknown";
+}
+
+TE_EXPORT tecomm_result_t tecomm_algo_parse(const char *name, tecomm_algo_t *algo) {
+  TC_ARG(name, "tecomm_algo_parse: name is NULL");
+  TC_ARG(algo, "tecomm_algo_parse: algo is NULL");
+  for (int i = 0; i < TECOMM_ALGO_COUNT_; i++)
+    if (strcmp(name, algo_names[i]) == 0) {
+      *algo = (tecomm_algo_t)i;
+      return TECOMM_SUCCESS;
+    }
+  return TC_ERR(TECOMM_ERR_INVALID,
+                "tecomm_algo_parse: name \"%s\" is not auto, oneshot, twoshot, lamport or nccl",
+                name);
+}
+
+const char *tc_level_name(tc_level_t l) {
+  switch (l) {
+  case TC_LEVEL_POOL:
+    return "pool";
+  case TC_LEVEL_INPLACE:
+    return "registered in-place";
+  case TC_LEVEL_NCCL:
+    return "nccl";
+  default:
+    return "none";
+  }
+}
+
+static tecomm_ar_algo_t to_ar(tecomm_algo_t a) {
+  return a == TECOMM_ALGO_TWOSHOT ? TECOMM_AR_TWOSHOT
+         : a == TECOMM_ALGO_LAMPORT ? TECOMM_AR_LAMPORT
+                                    : TECOMM_AR_ONESHOT;
+}
+
+static void table_edges(int nranks, size_t *lamport, size_t *oneshot) {
+  size_t kb_l = nranks <= 2 ? 512 : nranks <= 4 ? 256 : 128;
+  size_t kb_o = nranks <= 2 ? 1024 : nranks <= 4 ? 512 : 256;
+  int64_t ol = tecore_tunable_int(&tc_tun_lamport_max_kb);
+  int64_t oo = tecore_tunable_int(&tc_tun_oneshot_max_kb);
+  if (ol > 0) kb_l = (size_t)ol;
+  if (oo > 0) kb_o = (size_t)oo;
+  *lamport = kb_l * 1024;
+  *oneshot = kb_o * 1024;
+}
+
+/* The facts of one call that decide which IPC algorithms can run it. */
+struct call_facts {
+  size_t bytes;
+  int symmetric, in_place;
+  int fused_lamport_ok; /* 0: a fused call Lamport's fused kernel cannot take */
+};
+
+/* 1 when the kernels run algo for the call with this communicator's
+ * workspace, and its input can be had where the algorithm wants it:
+ * symmetric memory read in place, or a copy staged in the pool (Lamport
+ * pushes its input itself and needs neither). */
+static int ipc_can(struct tecomm_comm *c, tecomm_algo_t a, const struct call_facts *f) {
+  if (c->level > TC_LEVEL_INPLACE || !c->ws || c->n_kernels != c->nranks) return 0;
+  size_t m = tecomm_ar_max_bytes(to_ar(a), c->nranks, c->ws_max_bytes);
+  if (m == 0 || f->bytes > m) return 0;
+  if (a == TECOMM_ALGO_LAMPORT) return f->fused_lamport_ok;
+  if (c->level == TC_LEVEL_POOL) return 1;
+  return f->symmetric && (f->in_place || !tecomm_ar_clobbers_input(to_ar(a)));
+}
+
+/* The IPC choice of the table (TECOMM_ALGO_AUTO when none fits). */
+static tecomm_algo_t table_ipc(struct tecomm_comm *c, const struct call_facts *f) {
+  size_t lam, one;
+  table_edges(c->nranks, &lam, &one);
+  if (f->bytes <= lam && ipc_can(c, TECOMM_ALGO_LAMPORT, f)) return TECOMM_ALGO_LAMPORT;
+  if (f->bytes <= one && ipc_can(c, TECOMM_ALGO_ONESHOT, f)) return TECOMM_ALGO_ONESHOT;
+  if (ipc_can(c, TECOMM_ALGO_TWOSHOT, f)) return TECOMM_ALGO_TWOSHOT;
+  if (ipc_can(c, TECOMM_ALGO_ONESHOT, f)) return TECOMM_ALGO_ONESHOT;
+  return TECOMM_ALGO_AUTO;
+}
+
+tecomm_result_t tc_select(struct tecomm_comm *c, tecomm_algo_t asked, size_t bytes, int symmetric,
+                          int in_place, int fused_lamport_ok, tecomm_algo_t *algo) {
+  struct call_facts f = {bytes, symmetric, in_place, fused_lamport_ok};
+  tecomm_algo_t a = asked;
+  if (a == TECOMM_ALGO_AUTO) {
+    const char *env = tecore_tunable_str(&tc_tun_algo);
+    tecomm_algo_t e = TECOMM_ALGO_AUTO;
+    for (int i = 0; i < TECOMM_ALGO_COUNT_; i++)
+      if (env && strcmp(env, algo_names[i]) == 0) e = (tecomm_algo_t)i;
+    a = e;
+  }
+  /* IPC runs on the pool (any input: staged) or in place on registered
+   * inputs; everything else is NCCL's */
+  int ipc_ok = c->level == TC_LEVEL_POOL || (c->level == TC_LEVEL_INPLACE && symmetric);
+  if (a == TECOMM_ALGO_AUTO) {
+    a = ipc_ok ? table_ipc(c, &f) : TECOMM_ALGO_AUTO;
+    if (a == TECOMM_ALGO_AUTO && c->nccl) a = TECOMM_ALGO_NCCL;
+    if (a == TECOMM_ALGO_AUTO)
+      return TC_ERR(TECOMM_ERR_NOT_SUPPORTED,
+                    "no algorithm for %zu bytes: level %s (%s)%s; NCCL: %s", bytes,
+                    tc_level_name(c->level), c->level_why,
+                    c->level == TC_LEVEL_INPLACE && !symmetric
+                        ? "; the input is not symmetric memory (tecomm_mem_alloc)"
+                        : "",
+                    c->nccl ? "present" : c->nccl_why ? c->nccl_why : "absent");
+    *algo = a;
+    return TECOMM_SUCCESS;
+  }
+  if (a == TECOMM_ALGO_NCCL) {
+    if (!c->nccl)
+      return TC_ERR(TECOMM_ERR_NOT_SUPPORTED, "algorithm nccl: no NCCL communicator (%s)",
+                    c->nccl_why ? c->nccl_why : "NCCL is not on every rank");
+    *algo = a;
+    return TECOMM_SUCCESS;
+  }
+  if (!ipc_ok)
+    return TC_ERR(TECOMM_ERR_NOT_SUPPORTED, "algorithm %s: level %s (%s)%s", algo_names[a],
+                  tc_level_name(c->level), c->level_why,
+                  c->level == TC_LEVEL_INPLACE ? ": the input must be symmetric memory" : "");
+  if (!ipc_can(c, a, &f))
+    return TC_ERR(TECOMM_ERR_NOT_SUPPORTED,
+                  "algorithm %s cannot run %zu bytes on %d ranks (kernel bound %zu bytes%s%s)",
+                  algo_names[a], bytes, c->nranks,
+                  tecomm_ar_max_bytes(to_ar(a), c->nranks, c->ws_max_bytes),
+                  c->level == TC_LEVEL_INPLACE && tecomm_ar_clobbers_input(to_ar(a))
+                      ? "; without a pool it runs only in place"
+                      : "",
+                  a == TECOMM_ALGO_LAMPORT && !fused_lamport_ok
+                      ? "; fused Lamport needs hidden % 8 == 0 and 16-byte aligned outputs"
+                      : "");
+  *algo = a;
+  return TECOMM_SUCCESS;
+}
+
+/* Appends printf output to buf at *len (truncating, always terminated). */
+static void put(char *buf, size_t cap, size_t *len, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+static void put(char *buf, size_t cap, size_t *len, const char *fmt, ...) {
+  if (*len >= cap) return;
+  va_list ap;
+  va_start(ap, fmt);
+  int n = vsnprintf(buf + *len, cap - *len, fmt, ap);
+  va_end(ap);
+  if (n > 0) *len = *len + (size_t)n < cap ? *len + (size_t)n : cap - 1;
+}
+
+static const char *nvls_line(void) {
+  /* NVLS comes with issue 12; no multicast object is ever created here */
+  const char *v1 = getenv("NCCL_NVLS_ENABLE"), *v2 = getenv("TECOMM_NVLS_ENABLE");
+  if (v1 && strcmp(v1, "0") == 0) return "nvls: refused (NCCL_NVLS_ENABLE=0)";
+  if (v2 && strcmp(v2, "0") == 0) return "nvls: refused (TECOMM_NVLS_ENABLE=0)";
+  return "nvls: not in this release";
+}
+
+static void describe(struct tecomm_comm *c, size_t bytes, char *buf, size_t cap) {
+  size_t len = 0;
+  buf[0] = '\0';
+  put(buf, cap, &len, "tecomm: %d ranks%s, backend %s\n", c->nranks,
+      c->all_local ? " on one host" : " on several hosts", tecore_backend_name(c->backend));
+  put(buf, cap, &len, "chain: pool -> registered in-place -> nccl\n");
+  put(buf, cap, &len,
+      "capabilities: p2p %d/%d, vmm posix-fd %d/%d, ipc kernels %d/%d, nccl %d/%d, pool %d/%d\n",
+      c->n_p2p, c->nranks, c->n_vmm_fd, c->nranks, c->n_kernels, c->nranks, c->n_nccl, c->nranks,
+      c->n_pool, c->nranks);
+  put(buf, cap, &len, "level: %s (%s)\n", tc_level_name(c->level), c->level_why);
+  put(buf, cap, &len, "%s\n", nvls_line());
+  if (c->level <= TC_LEVEL_INPLACE) {
+    size_t lam, one;
+    table_edges(c->nranks, &lam, &one);
+    size_t ml = tecomm_ar_max_bytes(TECOMM_AR_LAMPORT, c->nranks, c->ws_max_bytes);
+    if (ml < lam) lam = ml;
+    put(buf, cap, &len, "table (%d ranks): lamport <= %zu KiB, oneshot <= %zu KiB, twoshot above%s\n",
+        c->nranks, lam / 1024, one / 1024,
+        c->level == TC_LEVEL_INPLACE ? " (registered inputs only; others nccl)" : "");
+  } else if (c->level == TC_LEVEL_NCCL) {
+    put(buf, cap, &len, "table: nccl at every size\n");
+  }
+  if (bytes) {
+    tecomm_algo_t a = TECOMM_ALGO_AUTO;
+    char detail[512];
+    snprintf(detail, sizeof detail, "%s", tecore_last_error());
+    if (tc_select(c, TECOMM_ALGO_AUTO, bytes, c->level == TC_LEVEL_INPLACE, 1, 1, &a) ==
+        TECOMM_SUCCESS)
+      put(buf, cap, &len, "choice for %zu bytes: %s\n", bytes, algo_names[a]);
+    else
+      put(buf, cap, &len, "choice for %zu bytes: none (%s)\n", bytes, tecore_last_error());
+    tecore_set_error("%s", detail);
+  }
+}
+
+void tc_level_log(struct tecomm_comm *c) {
+  TC_INFO("tecomm: rank %d of %d: level %s (%s); %s", c->rank, c->nranks, tc_level_name(c->level),
+          c->level_why, nvls_line());
+  if (tecore_log_level() >= TECORE_LOG_INFO && c->rank == 0) {
+    char buf[2048];
+    describe(c, 0, buf, sizeof buf);
+    for (char *line = strtok(buf, "\n"); line; line = strtok(NULL, "\n")) TC_INFO("%s", line);
+  }
+}
+
+TE_EXPORT tecomm_result_t tecomm_comm_describe(tecomm_comm_t comm, size_t bytes, char *buf,
+                                               size_t len) {
+  TC_ARG(comm, "tecomm_comm_describe: comm is NULL");
+  TC_ARG(buf, "tecomm_comm_describe: buf is NULL");
+  TC_ARG(len > 0, "tecomm_comm_describe: len is 0");
+  describe(comm, bytes, buf, len);
+  return TECOMM_SUCCESS;
+}
+
+TE_EXPORT tecomm_result_t tecomm_comm_choose(tecomm_comm_t comm, size_t count, tecore_dtype_t dtype,
+                                             int fused, tecomm_algo_t *algo) {
+  TC_ARG(comm, "tecomm_comm_choose: comm is NULL");
+  TC_ARG(algo, "tecomm_comm_choose: algo is NULL");
+  TC_ARG(dtype == TECORE_DTYPE_F32 || dtype == TECORE_DTYPE_BF16 || dtype == TECORE_DTYPE_F16,
+         "tecomm_comm_choose: dtype %d is not F32, BF16 or F16", (int)dtype);
+  return tc_select(comm, TECOMM_ALGO_AUTO, count * tecore_dtype_size(dtype),
+                   comm->level == TC_LEVEL_INPLACE, !fused, 1, algo);
+}

@@ -1,0 +1,244 @@
+/* comm_ranks.h -- ranks as forked processes for the libtecomm suites.
+ *
+ * A test calls tc_run_ranks(n, fn, arg): the test's process (which never
+ * touches the device: on cuda a context does not survive fork) forks n
+ * ranks; each opens a communicator through a caller-callbacks bootstrap
+ * over shared memory (tc_boot_shm: an allgather and a sense-reversing
+ * barrier, both bounded, so a dead rank fails the others instead of
+ * hanging them), runs fn, and exits.  A rank reports a failure by writing
+ * a message to its slot and exiting 1 (RK_ASSERT / RK_OK); the test then
+ * fails naming the rank and the message.  Each rank leaves a digest of
+ * what it wants compared across ranks in its slot (tc_rank_digest), so
+ * the test can assert identical bits everywhere.
+ *
+ * Devices: rank r uses device r (vdev shows 8: the suites set
+ * TECORE_VDEV_DEVICES; on cuda with fewer GPUs than ranks every rank
+ * skips, and the test says so on its TAP output).
+ * Every rank draws from its own stream seeded by (seed, rank), and can
+ * regenerate any peer's inputs from (seed, peer) for the reference. */
+#ifndef TE_T_COMM_RANKS_H
+#define TE_T_COMM_RANKS_H
+
+#include "tests.h"
+#include <signal.h>
+#include <stdatomic.h>
+#include <sys/mman.h>
+#include <te/comm.h>
+
+#define TC_MAX_RANKS 8
+#define TC_SLOT 4096
+
+struct tc_shm {
+  atomic_int arrived;
+  atomic_int sense;
+  int n;
+  int dead_rank;                    /* a rank the test killed: waits give up on it */
+  char msg[TC_MAX_RANKS][1024];
+  uint64_t digest[TC_MAX_RANKS];
+  int skipped[TC_MAX_RANKS];
+  double value[TC_MAX_RANKS][4];    /* numbers a rank reports to the test */
+  unsigned char slot[TC_MAX_RANKS][TC_SLOT];
+};
+
+static struct tc_shm *tc_shm;
+static int tc_my_rank = -1;
+
+/* Bounded sense-reversing barrier over the shared page (20 s). */
+static TE_T_UNUSED int tc_shm_barrier(void *ctx) {
+  struct tc_shm *s = ctx;
+  int my_sense = !atomic_load(&s->sense);
+  if (atomic_fetch_add(&s->arrived, 1) == s->n - 1) {
+    atomic_store(&s->arrived, 0);
+    atomic_store(&s->sense, my_sense);
+    return 0;
+  }
+  struct timespec t0, t1;
+  clock_gettime(CLOCK_MONOTONIC, &t0);
+  while (atomic_load(&s->sense) != my_sense) {
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    if (t1.tv_sec - t0.tv_sec > 20) return -1;
+    usleep(50);
+  }
+  return 0;
+}
+
+static TE_T_UNUSED int tc_shm_allgather(const void *send, void *recv, size_t bytes, void *ctx) {
+  struct tc_shm *s = ctx;
+  if (bytes > TC_SLOT) return -2;
+  if (tc_shm_barrier(s)) return -1; /* everyone has read the previous round */
+  memcpy(s->slot[tc_my_rank], send, bytes);
+  if (tc_shm_barrier(s)) return -1;
+  for (int r = 0; r < s->n; r++) memcpy((char *)recv + (size_t)r * bytes, s->slot[r], bytes);
+  return 0;
+}
+
+static TE_T_UNUSED struct tecomm_bootstrap tc_boot_shm(void) {
+  struct tecomm_bootstrap b;
+  memset(&b, 0, sizeof b);
+  b.kind = TECOMM_BOOTSTRAP_CALLBACKS;
+  b.allgather = tc_shm_allgather;
+  b.barrier = tc_shm_barrier;
+  b.ctx = tc_shm;
+  return b;
+}
+
+/* ---- failing a rank ---------------------------------------------------------- */
+static TE_T_UNUSED void tc_rank_fail(const char *file, int line, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4), noreturn));
+static TE_T_UNUSED void tc_rank_fail(const char *file, int line, const char *fmt, ...) {
+  char *m = tc_shm->msg[tc_my_rank];
+  int k = snprintf(m, sizeof tc_shm->msg[0], "%s:%d: ", file, line);
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(m + k, sizeof tc_shm->msg[0] - (size_t)k, fmt, ap);
+  va_end(ap);
+  _exit(1);
+}
+#define RK_ASSERT(cond, ...)                                                   \
+  do {                                                                         \
+    if (!(cond)) tc_rank_fail(__FILE__, __LINE__, __VA_ARGS__);                \
+  } while (0)
+#define RK_OK(call)                                                            \
+  do {                                                                         \
+    tecomm_result_t rk_r_ = (tecomm_result_t)(call);                           \
+    RK_ASSERT(rk_r_ == TECOMM_SUCCESS, "%s returned %d: %s", #call, (int)rk_r_, \
+              tecomm_last_error());                                            \
+  } while (0)
+#define RK_CORE(call)                                                          \
+  do {                                                                         \
+    tecore_result_t rk_c_ = (call);                                            \
+    RK_ASSERT(rk_c_ == TECORE_SUCCESS, "%s returned %s: %s", #call,            \
+              tecore_result_name(rk_c_), tecore_last_error());                 \
+  } while (0)
+/* Asserts a libtecomm call fails with code and a detail naming what. */
+#define RK_EXPECT(code, what, call)                                            \
+  do {                                                                         \
+    tecore_clear_error();                                                      \
+    tecomm_result_t rk_r_ = (call);                                            \
+    const char *rk_d_ = tecomm_last_error();                                   \
+    RK_ASSERT(rk_r_ == (code), "%s returned %s, expected %s (detail: %s)", #call, \
+              tecomm_result_name(rk_r_), tecomm_result_name(code), rk_d_);     \
+    RK_ASSERT(!(what) || strstr(rk_d_, (what)), "%s: detail \"%s\" lacks \"%s\"", \
+              #call, rk_d_, (what) ? (what) : "");                             \
+  } while (0)
+
+/* Folds bytes into this rank's digest (FNV-1a). */
+static TE_T_UNUSED void tc_rank_digest(const void *p, size_t n) {
+  const unsigned char *b = p;
+  uint64_t h = tc_shm->digest[tc_my_rank] ? tc_shm->digest[tc_my_rank] : 0xcbf29ce484222325ull;
+  for (size_t i = 0; i < n; i++) h = (h ^ b[i]) * 0x100000001b3ull;
+  tc_shm->digest[tc_my_rank] = h;
+}
+
+/* ---- running ranks ------------------------------------------------------------ */
+typedef void (*tc_rank_fn)(int rank, int nranks, void *arg);
+
+/* The rank's own random stream: (test seed, rank, salt). */
+static TE_T_UNUSED void tc_rank_seed(int rank, uint64_t salt) {
+  te_rng_seed(te_test_seed ^ (0x9e3779b97f4a7c15ull * (uint64_t)(rank + 1)) ^ (salt << 17));
+}
+
+/* 1 when this rank's device does not exist (cuda with fewer GPUs). */
+static TE_T_UNUSED int tc_rank_no_device(int rank) {
+  int count = 0;
+  if (tecore_device_count(&count) != TECORE_SUCCESS) return 1;
+  return rank >= count;
+}
+
+/* Forks n ranks running fn; asserts every one exited 0 within timeout_s.
+ * kill_rank >= 0: that rank is expected to die of SIGKILL (it kills
+ * itself); the others must still exit 0. */
+static TE_T_UNUSED void tc_run_ranks_ex(int n, tc_rank_fn fn, void *arg, int timeout_s,
+                                        int kill_rank) {
+  ck_assert_int_le(n, TC_MAX_RANKS);
+  tc_shm = mmap(NULL, sizeof *tc_shm, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  ck_assert_msg(tc_shm != MAP_FAILED, "mmap: %s", strerror(errno));
+  memset(tc_shm, 0, sizeof *tc_shm);
+  tc_shm->n = n;
+  tc_shm->dead_rank = kill_rank;
+  pid_t pid[TC_MAX_RANKS];
+  fflush(stdout);
+  fflush(stderr);
+  for (int r = 0; r < n; r++) {
+    pid[r] = fork();
+    ck_assert_msg(pid[r] >= 0, "fork: %s", strerror(errno));
+    if (pid[r] == 0) {
+      tc_my_rank = r;
+      tc_rank_seed(r, 0);
+      /* every rank needs its own device: with fewer GPUs than ranks all
+       * ranks skip together (decided after a barrier, so none waits) */
+      tc_shm->skipped[r] = tc_rank_no_device(r);
+      if (tc_shm_barrier(tc_shm) != 0) tc_rank_fail(__FILE__, __LINE__, "start barrier");
+      for (int k = 0; k < n; k++)
+        if (tc_shm->skipped[k]) _exit(0);
+      fn(r, n, arg);
+      _exit(0);
+    }
+  }
+  struct timespec t0, t1;
+  clock_gettime(CLOCK_MONOTONIC, &t0);
+  int status[TC_MAX_RANKS], done = 0, left = n;
+  for (int r = 0; r < n; r++) status[r] = -1;
+  while (left > 0) {
+    for (int r = 0; r < n; r++) {
+      if (status[r] != -1) continue;
+      int st = 0;
+      if (waitpid(pid[r], &st, WNOHANG) == pid[r]) {
+        status[r] = st;
+        left--;
+      }
+    }
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    if (left > 0 && t1.tv_sec - t0.tv_sec > timeout_s) {
+      for (int r = 0; r < n; r++)
+        if (status[r] == -1) kill(pid[r], SIGKILL);
+      for (int r = 0; r < n; r++)
+        if (status[r] == -1) waitpid(pid[r], &status[r], 0);
+      ck_abort_msg("ranks still running after %d s (a hang)", timeout_s);
+    }
+    if (left > 0) usleep(2000);
+  }
+  (void)done;
+  int skipped = 0;
+  for (int r = 0; r < n; r++) skipped |= tc_shm->skipped[r];
+  if (skipped) printf("# %d ranks need %d devices: not run here\n", n, n);
+  for (int r = 0; r < n; r++) {
+    if (r == kill_rank) {
+      ck_assert_msg(WIFSIGNALED(status[r]) && WTERMSIG(status[r]) == SIGKILL,
+                    "rank %d was to die of SIGKILL (status 0x%x)", r, status[r]);
+      continue;
+    }
+    ck_assert_msg(WIFEXITED(status[r]) && WEXITSTATUS(status[r]) == 0,
+                  "rank %d of %d failed (status 0x%x): %s", r, n, status[r],
+                  tc_shm->msg[r][0] ? tc_shm->msg[r] : "(no message: crashed?)");
+  }
+}
+
+static TE_T_UNUSED void tc_run_ranks(int n, tc_rank_fn fn, void *arg, int timeout_s) {
+  tc_run_ranks_ex(n, fn, arg, timeout_s, -1);
+}
+
+/* After tc_run_ranks: every rank's digest is the same. */
+static TE_T_UNUSED void tc_expect_same_digest(int n, const char *what) {
+  for (int r = 1; r < n; r++)
+    ck_assert_msg(tc_shm->digest[r] == tc_shm->digest[0],
+                  "%s: rank %d's bits differ from rank 0's (digest %016llx vs %016llx)", what, r,
+                  (unsigned long long)tc_shm->digest[r], (unsigned long long)tc_shm->digest[0]);
+}
+
+static TE_T_UNUSED void tc_shm_release(void) {
+  if (tc_shm) munmap(tc_shm, sizeof *tc_shm);
+  tc_shm = NULL;
+}
+
+/* Opens the rank's communicator on device rank with the shared-memory
+ * bootstrap; exits the rank quietly when its device does not exist. */
+static TE_T_UNUSED tecomm_comm_t tc_rank_comm(int rank, int nranks) {
+  struct tecomm_bootstrap b = tc_boot_shm();
+  tecomm_comm_t c = NULL;
+  RK_OK(tecomm_comm_init(rank, nranks, rank, &b, &c));
+  RK_ASSERT(c, "tecomm_comm_init gave no communicator");
+  return c;
+}
+
+#endif
