@@ -5,8 +5,9 @@
  * float64 reference of the sequence computed here; gradient accumulation
  * across microbatches; residual slots as extra inputs and outputs; FP8
  * weight caching through the no-op flag; a captured forward+backward
- * replayed against eager runs; registration of kinds and patterns; argument
- * checks.
+ * replayed against eager runs; registration of kinds (parameters, saved
+ * vectors, workspace, aliasing and slot roles from a definition) and
+ * patterns; argument checks.
  *
  * Tolerances.
  *   Finite differences (F32 sequences, no FP8): the reference is float64,
@@ -1289,6 +1290,236 @@ START_TEST(test_register) {
 }
 END_TEST
 
+/* Registered kinds get what libtecore's own get: parameters with their
+ * initialization, saved vectors, backward workspace, aliasing and a slot
+ * role, all from their definition. */
+static struct {
+  tecore_devptr_t ws;
+  size_t ws_bytes;
+  int calls, view_aliased, view_copied;
+} probe_seen;
+
+static tecore_result_t probe_shape(const struct tecore_op_desc *d, struct tecore_op_shape *sh,
+                                   void *ctx) {
+  (void)d, (void)ctx;
+  sh->nparams = 2;
+  sh->param[0] = (struct tecore_op_param_def){.name = "w", .rows = 2, .cols = sh->in_features,
+                                              .init = TECORE_OP_INIT_UNIFORM, .bound = 0.5};
+  sh->param[1] = (struct tecore_op_param_def){.name = "g", .rows = 1, .cols = sh->in_features,
+                                              .init = TECORE_OP_INIT_ONE};
+  sh->nsaved = 1;
+  return TECORE_SUCCESS;
+}
+static tecore_result_t probe_ws(const struct tecore_op_desc *d, size_t rows, size_t cols,
+                                size_t *bytes, void *ctx) {
+  (void)d, (void)ctx;
+  *bytes = rows * cols * 4 + 100;
+  return TECORE_SUCCESS;
+}
+static tecore_result_t probe_fwd(const struct tecore_seq_exec *x) {
+  probe_seen.ws = x->workspace;
+  probe_seen.ws_bytes = x->workspace_bytes;
+  probe_seen.calls++;
+  return twice_fwd(x);
+}
+/* y = x viewed as [rows * features / f][f], aliased but at the end */
+static tecore_result_t view_shape(const struct tecore_op_desc *d, struct tecore_op_shape *sh,
+                                  void *ctx) {
+  (void)ctx;
+  sh->out_features = d->features;
+  sh->out_rows = sh->in_rows * sh->in_features / d->features;
+  return TECORE_SUCCESS;
+}
+static tecore_result_t view_copy(const struct tecore_tensor *dst, const struct tecore_tensor *src,
+                                 tecore_stream_t st) {
+  if (dst->data == src->data) {
+    probe_seen.view_aliased++;
+    return TECORE_SUCCESS;
+  }
+  probe_seen.view_copied++;
+  return tecore_memcpy_async(dst->data, src->data,
+                             tecore_tensor_numel(src) * tecore_dtype_size(src->dtype), st);
+}
+static tecore_result_t view_fwd(const struct tecore_seq_exec *x) {
+  return view_copy(&x->act[1], &x->act[0], x->stream);
+}
+static tecore_result_t view_bwd(const struct tecore_seq_exec *x) {
+  return view_copy(&x->grad[0], &x->grad[1], x->stream);
+}
+/* y = scale * x + slot (an adding slot role, the slot's value from tecore_seq_op) */
+static tecore_result_t sadd_fwd(const struct tecore_seq_exec *x) {
+  struct tecore_op_info inf;
+  tecore_result_t r = tecore_seq_op(x->seq, x->first, &inf);
+  if (r != TECORE_SUCCESS) return r;
+  return tecore_scale_add(x->act[1].data, x->act[0].data, inf.desc.scale, inf.extra_value.data,
+                          1.0f, x->act[0].dtype, tecore_tensor_numel(&x->act[0]), x->stream);
+}
+static tecore_result_t sadd_bwd(const struct tecore_seq_exec *x) {
+  struct tecore_op_info inf;
+  tecore_result_t r = tecore_seq_op(x->seq, x->first, &inf);
+  if (r != TECORE_SUCCESS) return r;
+  return tecore_scale_add(x->grad[0].data, x->grad[1].data, inf.desc.scale, x->grad[1].data,
+                          0.0f, x->grad[0].dtype, tecore_tensor_numel(&x->grad[0]), x->stream);
+}
+/* a shape function that gives what the sequence cannot hold */
+static tecore_result_t bad_shape(const struct tecore_op_desc *d, struct tecore_op_shape *sh,
+                                 void *ctx) {
+  (void)d, (void)ctx;
+  sh->nparams = 3;
+  return TECORE_SUCCESS;
+}
+
+enum { K_PROBE = TECORE_OP_USER_FIRST + 5, K_VIEW, K_SADD, K_BAD };
+
+START_TEST(test_register_kind_def) {
+  const struct tecore_op_kind_def probe = {.name = "probe", .fields = TECORE_OP_FIELD_CTX,
+                                           .shape = probe_shape, .workspace = probe_ws,
+                                           .forward = probe_fwd, .backward = twice_bwd};
+  const struct tecore_op_kind_def view = {.name = "view", .fields = TECORE_OP_FIELD_FEATURES,
+                                          .flags = TECORE_OP_ALIAS_FORWARD |
+                                                   TECORE_OP_ALIAS_BACKWARD,
+                                          .shape = view_shape, .forward = view_fwd,
+                                          .backward = view_bwd};
+  const struct tecore_op_kind_def sadd = {.name = "scaled_add",
+                                          .fields = TECORE_OP_FIELD_SLOT | TECORE_OP_FIELD_SCALE,
+                                          .flags = TECORE_OP_SLOT_ADD, .forward = sadd_fwd,
+                                          .backward = sadd_bwd};
+  TE_OK(tecore_ops_register_kind(K_PROBE, &probe));
+  TE_OK(tecore_ops_register_kind(K_VIEW, &view));
+  TE_OK(tecore_ops_register_kind(K_SADD, &sadd));
+
+  /* [fork x into slot 0, probe: 2x, view [2][32], view [4][16], 0.5 * . + slot 0]:
+   * y = 2x and dx = 2 dy (the fork adds the slot's gradient, dy) */
+  const size_t rows = 4, cols = 16, n = rows * cols;
+  struct tecore_op_desc d[5] = {op_slot(TECORE_OP_MAKE_EXTRA_OUTPUT, 0), op_kind(K_PROBE),
+                                op_kind(K_VIEW), op_kind(K_VIEW), op_kind(K_SADD)};
+  int tag = 7;
+  d[1].ctx = &tag;
+  d[2].features = 32;
+  d[3].features = 16;
+  d[4].slot = 0;
+  d[4].scale = 0.5f;
+  tecore_seq_t *s = make_seq(d, 5, rows, cols, TECORE_DTYPE_F32, 0, NULL);
+  tecore_seq_t *s2 = make_seq(d, 5, rows, cols, TECORE_DTYPE_F32, 0, NULL);
+
+  /* parameters: shapes, names, initialization (the seed's, repeatable) */
+  struct tecore_seq_param p[4], p2[4];
+  size_t np = 0, np2 = 0;
+  TE_OK(tecore_seq_params(s, p, 4, &np));
+  TE_OK(tecore_seq_params(s2, p2, 4, &np2));
+  ck_assert_uint_eq(np, 2);
+  ck_assert_str_eq(p[0].name, "w");
+  ck_assert_str_eq(p[1].name, "g");
+  ck_assert(p[0].value.ndim == 2 && p[0].value.shape[0] == 2 && p[0].value.shape[1] == cols);
+  ck_assert(p[1].value.ndim == 1 && p[1].value.shape[0] == cols);
+  float w[32], w2[32], g[16], gw[32], ones[16], zeros[32];
+  from_dev(w, p[0].value.data, 2 * cols, TECORE_DTYPE_F32);
+  from_dev(w2, p2[0].value.data, 2 * cols, TECORE_DTYPE_F32);
+  from_dev(g, p[1].value.data, cols, TECORE_DTYPE_F32);
+  from_dev(gw, p[0].grad.data, 2 * cols, TECORE_DTYPE_F32);
+  int distinct = 0;
+  for (size_t i = 0; i < 2 * cols; i++) {
+    ck_assert_msg(fabsf(w[i]) <= 0.5f, "w[%zu] = %g outside the bound 0.5", i, (double)w[i]);
+    distinct += w[i] != w[0];
+    zeros[i] = 0.0f;
+  }
+  ck_assert_msg(distinct > 0, "uniform initialization gave one value");
+  te_expect_mem_eq(w, w2, sizeof w, "w from the same seed");
+  for (size_t i = 0; i < cols; i++) ones[i] = 1.0f;
+  te_expect_f32_near(g, ones, cols, 0, 0, "g (TECORE_OP_INIT_ONE)");
+  te_expect_f32_near(gw, zeros, 2 * cols, 0, 0, "w's gradient after build");
+  struct tecore_op_info inf;
+  TE_OK(tecore_seq_op(s, 1, &inf));
+  ck_assert_str_eq(inf.name, "probe");
+  ck_assert(inf.desc.ctx == &tag);
+  ck_assert(inf.nparams == 2 && inf.saved[0].data != 0 && inf.saved[0].ndim == 1 &&
+            inf.saved[0].shape[0] == rows && inf.saved[1].data == 0);
+  TE_OK(tecore_seq_op(s, 3, &inf));
+  ck_assert(inf.out_rows == rows && inf.out_features == cols);
+
+  /* values, with the workspace and the aliasing the executors saw */
+  struct dt2 x = dalloc2(TECORE_DTYPE_F32, rows, cols), y = dalloc2(TECORE_DTYPE_F32, rows, cols);
+  struct dt2 dy = dalloc2(TECORE_DTYPE_F32, rows, cols), dx = dalloc2(TECORE_DTYPE_F32, rows, cols);
+  float hx[64], hdy[64], got[64], want[64];
+  rand_fill(hx, n, -1, 1, 0, 0);
+  rand_fill(hdy, n, -1, 1, 0, 0);
+  to_dev(x.t.data, hx, n, TECORE_DTYPE_F32);
+  to_dev(dy.t.data, hdy, n, TECORE_DTYPE_F32);
+  te_poison_dev(y.t.data, n * 4);
+  te_poison_dev(dx.t.data, n * 4);
+  memset(&probe_seen, 0, sizeof probe_seen);
+  TE_OK(tecore_seq_forward(s, &x.t, &y.t, 0, S()));
+  TE_OK(tecore_seq_backward(s, &dy.t, &dx.t, S()));
+  TE_OK(tecore_stream_synchronize(S()));
+  ck_assert_int_eq(probe_seen.calls, 1);
+  ck_assert_msg(probe_seen.ws != 0 && probe_seen.ws_bytes >= n * 4 + 100,
+                "workspace %zu bytes, asked for %zu", probe_seen.ws_bytes, n * 4 + 100);
+  ck_assert_int_eq(probe_seen.view_aliased, 4);   /* both views, both passes */
+  ck_assert_int_eq(probe_seen.view_copied, 0);
+  from_dev(got, y.t.data, n, TECORE_DTYPE_F32);
+  for (size_t i = 0; i < n; i++) want[i] = 2.0f * hx[i];
+  te_expect_f32_near(got, want, n, 0, 1e-6, "registered kinds: y");
+  from_dev(got, dx.t.data, n, TECORE_DTYPE_F32);
+  for (size_t i = 0; i < n; i++) want[i] = 2.0f * hdy[i];
+  te_expect_f32_near(got, want, n, 0, 1e-6, "registered kinds: dx");
+  TE_OK(tecore_seq_destroy(s));
+  TE_OK(tecore_seq_destroy(s2));
+
+  /* an aliasing kind at the sequence's end copies into the caller's output */
+  struct tecore_op_desc e[2] = {op_kind(K_PROBE), op_kind(K_VIEW)};
+  e[1].features = 32;
+  s = make_seq(e, 2, rows, cols, TECORE_DTYPE_F32, 0, NULL);
+  struct dt2 y2 = dalloc2(TECORE_DTYPE_F32, 2, 32);
+  te_poison_dev(y2.t.data, n * 4);
+  memset(&probe_seen, 0, sizeof probe_seen);
+  TE_OK(tecore_seq_forward(s, &x.t, &y2.t, 0, S()));
+  TE_OK(tecore_stream_synchronize(S()));
+  ck_assert_int_eq(probe_seen.view_copied, 1);
+  from_dev(got, y2.t.data, n, TECORE_DTYPE_F32);
+  for (size_t i = 0; i < n; i++) want[i] = 2.0f * hx[i];
+  te_expect_f32_near(got, want, n, 0, 1e-6, "an aliasing kind last: y");
+  TE_OK(tecore_seq_destroy(s));
+
+  /* definitions and descs the fuser refuses */
+  struct tecore_op_kind_def bad = view;
+  bad.fields = 0x40u;
+  TE_EXPECT_INVALID("fields", tecore_ops_register_kind(K_BAD, &bad));
+  bad = view;
+  bad.flags = 0x100u;
+  TE_EXPECT_INVALID("flags", tecore_ops_register_kind(K_BAD, &bad));
+  bad = sadd;
+  bad.flags = TECORE_OP_SLOT_MAKE | TECORE_OP_SLOT_ADD;
+  TE_EXPECT_INVALID("both makes and adds", tecore_ops_register_kind(K_BAD, &bad));
+  bad = sadd;
+  bad.fields = TECORE_OP_FIELD_SCALE;
+  TE_EXPECT_INVALID("TECORE_OP_FIELD_SLOT", tecore_ops_register_kind(K_BAD, &bad));
+  bad = probe;
+  bad.shape = bad_shape;
+  TE_OK(tecore_ops_register_kind(K_BAD, &bad));
+  struct tecore_seq_config cfg = {.rows = rows, .features = cols, .dtype = TECORE_DTYPE_F32};
+  TE_OK(tecore_seq_create(&cfg, &s));
+  struct tecore_op_desc o = op_kind(K_BAD);
+  TE_EXPECT_INVALID("parameters", tecore_seq_add(s, &o, NULL));
+  o = op_kind(K_VIEW);
+  o.features = 24;   /* 64 elements do not view as [?][24] */
+  TE_EXPECT_INVALID("aliases its input", tecore_seq_add(s, &o, NULL));
+  o = op_kind(K_VIEW);
+  o.features = 32;
+  o.ctx = &tag;   /* view takes no ctx */
+  TE_EXPECT_INVALID("ctx", tecore_seq_add(s, &o, NULL));
+  o = op_kind(K_SADD);
+  o.slot = TECORE_SEQ_MAX_SLOTS;
+  TE_EXPECT_INVALID("slot", tecore_seq_add(s, &o, NULL));
+  TE_OK(tecore_seq_destroy(s));
+  for (int k = K_PROBE; k <= K_BAD; k++) TE_OK(tecore_ops_register_kind(k, NULL));
+  dfree2(&x);
+  dfree2(&y);
+  dfree2(&y2);
+  dfree2(&dy);
+  dfree2(&dx);
+}
+END_TEST
+
 /* ---- argument checks ----------------------------------------------------------------------- */
 
 START_TEST(test_args) {
@@ -1426,6 +1657,7 @@ static Suite *ops_suite(void) {
   tcase_add_test(tc, test_capture_replay);
   tc = te_tcase(s, "api", 1);
   tcase_add_test(tc, test_register);
+  tcase_add_test(tc, test_register_kind_def);
   tcase_add_test(tc, test_args);
   return s;
 }

@@ -1,8 +1,8 @@
 /* ops_exec.c -- tecore_seq_forward and tecore_seq_backward: check the
  * caller's tensors, bind them to the sequence's first and last boundaries,
  * then run the planned groups of the pass (forward in order, backward in
- * reverse), each through its executor: a fusion pattern's, an operation's
- * own (ops_basic.c), or a registered kind's. */
+ * reverse), each through its executor: a fusion pattern's or the
+ * operation's kind's (ops_kinds.c for libtecore's own, or registered). */
 #include "ops/ops_internal.h"
 #include "fp8/fp8_internal.h"
 
@@ -25,7 +25,8 @@ static tecore_result_t check_act(const tecore_seq_t *s, const struct tecore_tens
   return TECORE_SUCCESS;
 }
 
-/* The executor and context of group gr in pass dir. */
+/* The executor and context of group gr in pass dir: the fusion's, or the
+ * operation's kind's (built in or registered alike). */
 static void group_fn(const tecore_seq_t *s, const struct te_group *gr, tecore_seq_dir_t dir,
                      tecore_seq_exec_fn *fnp, void **ctx) {
   if (gr->f) {
@@ -34,13 +35,8 @@ static void group_fn(const tecore_seq_t *s, const struct te_group *gr, tecore_se
     return;
   }
   const struct te_op *o = &s->ops[gr->first];
-  if (te_kind_is_builtin(o->d.kind)) {
-    *fnp = dir == TECORE_SEQ_FORWARD ? te_op_forward : te_op_backward;
-    *ctx = NULL;
-  } else {
-    *fnp = dir == TECORE_SEQ_FORWARD ? o->reg.forward : o->reg.backward;
-    *ctx = o->reg.ctx;
-  }
+  *fnp = dir == TECORE_SEQ_FORWARD ? o->def.forward : o->def.backward;
+  *ctx = o->def.ctx;
 }
 
 static tecore_result_t run_group(tecore_seq_t *s, const struct te_group *gr, tecore_seq_dir_t dir,
@@ -55,7 +51,8 @@ static tecore_result_t run_group(tecore_seq_t *s, const struct te_group *gr, tec
   struct tecore_seq_exec x = {
       .seq = s, .dir = dir, .first = gr->first, .count = gr->count, .act = act,
       .grad = dir == TECORE_SEQ_BACKWARD ? grad : NULL, .noop_flag = noop,
-      .recipe = s->fp8 ? &s->recipe : NULL, .stream = stream};
+      .recipe = s->fp8 ? &s->recipe : NULL, .stream = stream, .workspace = s->ws,
+      .workspace_bytes = s->ws_bytes};
   tecore_seq_exec_fn fn = NULL;
   group_fn(s, gr, dir, &fn, &x.ctx);
   tecore_result_t r = fn(&x);

@@ -28,13 +28,6 @@
 
 #include <string.h>
 
-static void vec(struct tecore_tensor *t, tecore_dtype_t dt, size_t n, tecore_devptr_t p) {
-  te_t2d(t, dt, 1, n, p);
-  t->ndim = 1;
-  t->shape[0] = n;
-  t->shape[1] = 0;
-}
-
 static const struct te_op *op_at(const tecore_seq_t *s, size_t i) { return &s->ops[i]; }
 
 /* ---- predicates ------------------------------------------------------------------------ */
@@ -43,9 +36,13 @@ static int fp8_delayed(const tecore_seq_t *s, const struct tecore_recipe *r) {
   return s->fp8 && r && r->kind == TECORE_RECIPE_DELAYED;
 }
 
+/* ctx bits of the norm+quantize patterns */
+#define NQ_QUANTIZE 0x1u    /* [norm, Quantize]: a Quantize op between the norm and the GEMM */
+#define NQ_LAYERNORM 0x2u   /* the norm is a LayerNorm (gamma and beta) */
+
 static int p_norm_q(const tecore_seq_t *s, size_t i, const struct tecore_recipe *r, void *ctx) {
-  size_t lin = i + 1 + (size_t)(uintptr_t)ctx;   /* ctx: 1 with a Quantize op between */
-  return fp8_delayed(s, r) && lin < s->nops && op_at(s, lin)->d.kind == TECORE_OP_LINEAR;
+  size_t lin = i + 1 + ((uintptr_t)ctx & NQ_QUANTIZE);
+  return fp8_delayed(s, r) && lin < s->nops && (op_at(s, lin)->fp8 & TE_KIND_GEMM);
 }
 
 /* ctx bits of the Linear patterns */
@@ -53,6 +50,7 @@ static int p_norm_q(const tecore_seq_t *s, size_t i, const struct tecore_recipe 
 #define L_NO_BIAS 0x2u      /* the Linear has none */
 #define L_GELU 0x4u         /* needs an aux epilogue */
 #define L_BIAS_EPI 0x8u     /* needs a bias epilogue */
+#define L_BIAS_OP 0x10u     /* a Bias op follows the Linear in the pattern */
 
 static int p_linear(const tecore_seq_t *s, size_t i, const struct tecore_recipe *r, void *ctx) {
   (void)r;
@@ -93,9 +91,9 @@ static tecore_result_t x_norm_q(const struct tecore_seq_exec *x) {
   struct tecore_tensor y8, g, b;
   TE_CHECK(te_bnd_f8_tensor(s, x->first + x->count, &y8));
   y8.columnwise_data = 0;
-  vec(&g, s->cfg.dtype, o->in_cols, o->param[0]);
-  if (o->d.kind == TECORE_OP_LAYERNORM) {
-    vec(&b, s->cfg.dtype, o->in_cols, o->param[1]);
+  te_vec(&g, s->cfg.dtype, o->in_cols, o->param[0]);
+  if ((uintptr_t)x->ctx & NQ_LAYERNORM) {
+    te_vec(&b, s->cfg.dtype, o->in_cols, o->param[1]);
     return tecore_layernorm_fwd(&x->act[0], &g, &b, o->d.epsilon, o->d.norm_flags, &y8,
                                 o->saved[1], o->saved[0], x->stream);
   }
@@ -109,15 +107,16 @@ static tecore_result_t x_linear_epi(const struct tecore_seq_exec *x) {
   struct te_lin_fwd a = {.op = x->first, .x = &x->act[0], .y = &x->act[x->count],
                          .bias = l->d.bias ? l->param[1] : 0, .noop_flag = x->noop_flag,
                          .stream = x->stream};
+  unsigned f = (unsigned)(uintptr_t)x->ctx;
   size_t k = 1;
-  if (k < x->count && op_at(s, x->first + k)->d.kind == TECORE_OP_BIAS) {
+  if (f & L_BIAS_OP) {
     a.bias = op_at(s, x->first + k)->param[0];
     k++;
   }
   struct tecore_tensor C;
-  if (k < x->count) {
+  if (k < x->count) {   /* a GELU epilogue, or the residual's add */
     const struct te_op *e = op_at(s, x->first + k);
-    if (e->d.kind == TECORE_OP_GELU) {
+    if (f & L_GELU) {
       a.aux = &x->act[k];
     } else {
       te_t2d(&C, s->cfg.dtype, x->act[k].shape[0], x->act[k].shape[1],
@@ -135,15 +134,15 @@ static tecore_result_t x_dact_ct(const struct tecore_seq_exec *x) {
   const struct te_op *l = op_at(s, x->first);
   tecore_devptr_t bgrad = l->d.bias ? l->grad[1] : 0;
   size_t k = 1;
-  if (op_at(s, x->first + k)->d.kind == TECORE_OP_BIAS) {
+  if ((uintptr_t)x->ctx & L_BIAS_OP) {
     bgrad = op_at(s, x->first + k)->grad[0];
     k++;
   }
   const struct te_op *act = op_at(s, x->first + k);
   struct tecore_tensor dy8, db;
   TE_CHECK(te_dy8_tensor(s, x->first, &dy8));
-  vec(&db, TECORE_DTYPE_F32, l->out_cols, s->dvec);
-  TE_CHECK(tecore_dact_dbias_cast_transpose(te_kind_act(act->d.kind), &x->grad[x->count],
+  te_vec(&db, TECORE_DTYPE_F32, l->out_cols, s->dvec);
+  TE_CHECK(tecore_dact_dbias_cast_transpose(te_op_act(act), &x->grad[x->count],
                                             &x->act[k], &dy8, bgrad ? &db : NULL, s->ws,
                                             s->ws_bytes, x->stream));
   if (bgrad) TE_CHECK(te_accum_f32(s, bgrad, s->dvec, TECORE_DTYPE_F32, l->out_cols, x->stream));
@@ -157,7 +156,7 @@ static tecore_result_t x_dgrad_dgelu(const struct tecore_seq_exec *x) {
   const struct te_op *l1 = op_at(s, x->first);
   tecore_devptr_t b1 = l1->d.bias ? l1->grad[1] : 0;
   size_t k = 1;
-  if (op_at(s, x->first + k)->d.kind == TECORE_OP_BIAS) {
+  if ((uintptr_t)x->ctx & L_BIAS_OP) {
     b1 = op_at(s, x->first + k)->grad[0];
     k++;
   }
@@ -176,8 +175,8 @@ static tecore_result_t x_rmsnorm_bwd_add(const struct tecore_seq_exec *x) {
   tecore_seq_t *s = x->seq;
   const struct te_op *m = op_at(s, x->first), *o = op_at(s, x->first + 1);
   struct tecore_tensor g, dg, extra, dx = x->grad[0];
-  vec(&g, s->cfg.dtype, o->in_cols, o->param[0]);
-  vec(&dg, TECORE_DTYPE_F32, o->in_cols, s->dvec);
+  te_vec(&g, s->cfg.dtype, o->in_cols, o->param[0]);
+  te_vec(&dg, TECORE_DTYPE_F32, o->in_cols, s->dvec);
   te_t2d(&extra, s->cfg.dtype, o->in_rows, o->in_cols, te_slot_grad(s, m->pair));
   TE_CHECK(tecore_rmsnorm_bwd_add(&x->grad[2], &x->act[1], o->saved[0], &g, &extra,
                                   o->d.norm_flags, &dx, &dg, s->ws, s->ws_bytes, x->stream));
@@ -215,30 +214,32 @@ static tecore_result_t x_dgrad_add(const struct tecore_seq_exec *x) {
 #define RMS TECORE_OP_RMSNORM
 #define LN TECORE_OP_LAYERNORM
 
-#define DACT(actk, nm_b, nm)                                                                \
-  PAT(TE_FUSE_DACT_CT, nm_b, BWD, 2, K(L, actk), p_dact, x_dact_ct, CTX(L_OWN_BIAS), 20),   \
-  PAT(TE_FUSE_DACT_CT, nm_b, BWD, 3, K(L, B, actk), p_dact, x_dact_ct, CTX(L_NO_BIAS), 20), \
+#define DACT(actk, nm_b, nm)                                                                 \
+  PAT(TE_FUSE_DACT_CT, nm_b, BWD, 2, K(L, actk), p_dact, x_dact_ct, CTX(L_OWN_BIAS), 20),    \
+  PAT(TE_FUSE_DACT_CT, nm_b, BWD, 3, K(L, B, actk), p_dact, x_dact_ct,                      \
+      CTX(L_NO_BIAS | L_BIAS_OP), 20),                                                       \
   PAT(TE_FUSE_DACT_CT, nm, BWD, 2, K(L, actk), p_dact, x_dact_ct, CTX(L_NO_BIAS), 20)
 
 const struct te_fusion te_builtin_fusions[] = {
     PAT(TE_FUSE_NORM_QUANTIZE, "rmsnorm+quantize", FWD, 1, K(RMS), p_norm_q, x_norm_q, CTX(0), 10),
-    PAT(TE_FUSE_NORM_QUANTIZE, "layernorm+quantize", FWD, 1, K(LN), p_norm_q, x_norm_q, CTX(0), 10),
-    PAT(TE_FUSE_NORM_Q_QUANTIZE, "rmsnorm+quantize", FWD, 2, K(RMS, Q), p_norm_q, x_norm_q, CTX(1),
-        10),
+    PAT(TE_FUSE_NORM_QUANTIZE, "layernorm+quantize", FWD, 1, K(LN), p_norm_q, x_norm_q,
+        CTX(NQ_LAYERNORM), 10),
+    PAT(TE_FUSE_NORM_Q_QUANTIZE, "rmsnorm+quantize", FWD, 2, K(RMS, Q), p_norm_q, x_norm_q,
+        CTX(NQ_QUANTIZE), 10),
     PAT(TE_FUSE_NORM_Q_QUANTIZE, "layernorm+quantize", FWD, 2, K(LN, Q), p_norm_q, x_norm_q,
-        CTX(1), 10),
+        CTX(NQ_QUANTIZE | NQ_LAYERNORM), 10),
     PAT(TE_FUSE_LINEAR_EPI, "linear+bias", FWD, 2, K(L, B), p_linear, x_linear_epi,
-        CTX(L_NO_BIAS | L_BIAS_EPI), 10),
+        CTX(L_NO_BIAS | L_BIAS_EPI | L_BIAS_OP), 10),
     PAT(TE_FUSE_LINEAR_EPI, "linear+bias+gelu", FWD, 2, K(L, G), p_linear, x_linear_epi,
         CTX(L_OWN_BIAS | L_GELU | L_BIAS_EPI), 10),
     PAT(TE_FUSE_LINEAR_EPI, "linear+bias+gelu", FWD, 3, K(L, B, G), p_linear, x_linear_epi,
-        CTX(L_NO_BIAS | L_GELU | L_BIAS_EPI), 10),
+        CTX(L_NO_BIAS | L_GELU | L_BIAS_EPI | L_BIAS_OP), 10),
     PAT(TE_FUSE_LINEAR_EPI, "linear+gelu", FWD, 2, K(L, G), p_linear, x_linear_epi,
         CTX(L_NO_BIAS | L_GELU), 10),
     PAT(TE_FUSE_LINEAR_EPI, "linear+bias+add", FWD, 2, K(L, A), p_linear, x_linear_epi,
         CTX(L_OWN_BIAS | L_BIAS_EPI), 10),
     PAT(TE_FUSE_LINEAR_EPI, "linear+bias+add", FWD, 3, K(L, B, A), p_linear, x_linear_epi,
-        CTX(L_NO_BIAS | L_BIAS_EPI), 10),
+        CTX(L_NO_BIAS | L_BIAS_EPI | L_BIAS_OP), 10),
     PAT(TE_FUSE_LINEAR_EPI, "linear+add", FWD, 2, K(L, A), p_linear, x_linear_epi,
         CTX(L_NO_BIAS), 10),
     DACT(TECORE_OP_GELU, "dgelu+dbias+cast_transpose", "dgelu+cast_transpose"),
@@ -248,7 +249,7 @@ const struct te_fusion te_builtin_fusions[] = {
     PAT(TE_FUSE_DGRAD_DGELU, "dgrad+dgelu+dbias", BWD, 3, K(L, G, L), p_dgrad_dgelu,
         x_dgrad_dgelu, CTX(L_OWN_BIAS), 20),
     PAT(TE_FUSE_DGRAD_DGELU, "dgrad+dgelu+dbias", BWD, 4, K(L, B, G, L), p_dgrad_dgelu,
-        x_dgrad_dgelu, CTX(L_NO_BIAS), 20),
+        x_dgrad_dgelu, CTX(L_NO_BIAS | L_BIAS_OP), 20),
     PAT(TE_FUSE_DGRAD_DGELU, "dgrad+dgelu", BWD, 3, K(L, G, L), p_dgrad_dgelu, x_dgrad_dgelu,
         CTX(L_NO_BIAS), 20),
     PAT(TE_FUSE_RMSNORM_BWD_ADD, "rmsnorm_bwd_add", BWD, 2, K(M, RMS), NULL, x_rmsnorm_bwd_add,

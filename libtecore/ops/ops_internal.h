@@ -3,18 +3,41 @@
  * FP8 copies), residual slots, the fusion plan of each pass, scratch, and
  * the internal executors shared by the ops_*.c files.
  *
+ * Kinds.  Every operation carries its kind's definition (te_kind): the
+ * public tecore_op_kind_def, for libtecore's own kinds as for registered
+ * ones, plus what only libtecore's GEMM and Quantize need from the
+ * sequence's FP8 machinery.  The sequence and the planner read properties
+ * from it, never the kind's number (only the fusion patterns name kinds).
+ *
  * Boundaries.  A sequence of n operations has n + 1 boundaries: boundary b
  * is the input of op b and the output of op b - 1; boundary 0 is the
  * caller's input, boundary n the caller's output (resolved at each call).
  * A boundary either owns storage or aliases an earlier boundary (forward:
- * Identity, Reshape, Quantize, MakeExtraOutput pass their input through)
- * and, separately, its gradient owns storage or aliases a later boundary's
- * gradient (backward: Identity, Reshape, Quantize, Bias, AddExtraInput). */
+ * TECORE_OP_ALIAS_FORWARD, e.g. Identity, Reshape, Quantize, MakeExtraOutput
+ * pass their input through) and, separately, its gradient owns storage or
+ * aliases a later boundary's gradient (TECORE_OP_ALIAS_BACKWARD: Identity,
+ * Reshape, Quantize, Bias, AddExtraInput). */
 #ifndef TECORE_OPS_INTERNAL_H
 #define TECORE_OPS_INTERNAL_H
 
 #include "internal.h"
 #include <te/ops.h>
+
+/* ---- kinds ------------------------------------------------------------------ */
+
+/* te_kind.fp8: a kind's part in the sequence's FP8 state */
+#define TE_KIND_GEMM 0x1u       /* runs te_linear_fwd/bwd: an FP8 copy of its input, FP8
+                                   weight and gradient scaling entries, bf16 copies (F32) */
+#define TE_KIND_FP8_COPY 0x2u   /* leaves an FP8 copy of its output (Quantize) */
+
+struct te_kind {
+  struct tecore_op_kind_def def;
+  unsigned fp8;                 /* TE_KIND_*; 0 for registered kinds */
+};
+
+/* libtecore's kinds, indexed by kind (ops_kinds.c); the communication
+ * slots have a name and no executors. */
+extern const struct te_kind te_builtin_kinds[TECORE_OP_BUILTIN_COUNT_];
 
 /* ---- fusion patterns -------------------------------------------------------- */
 
@@ -40,18 +63,21 @@ enum te_fuse_id {
 
 struct te_op {
   struct tecore_op_desc d;
-  struct tecore_op_kind_def reg;   /* registered kinds: the implementation */
+  struct tecore_op_kind_def def;   /* its kind (copied when added) */
+  unsigned fp8;                    /* te_kind.fp8 */
   size_t in_rows, in_cols, out_rows, out_cols;
   size_t nparams;
-  tecore_devptr_t param[2], grad[2];
-  size_t plen[2];                  /* elements of each parameter */
-  tecore_devptr_t saved[2];        /* norms: rsigma, mu */
+  struct tecore_op_param_def pdef[TECORE_OP_MAX_PARAMS];
+  tecore_devptr_t param[TECORE_OP_MAX_PARAMS], grad[TECORE_OP_MAX_PARAMS];
+  size_t plen[TECORE_OP_MAX_PARAMS];   /* elements of each parameter */
+  size_t nsaved;
+  tecore_devptr_t saved[TECORE_OP_MAX_SAVED];   /* norms: rsigma, mu */
   /* Linear */
   size_t lin;                      /* index among the Linears (scaling state entries) */
   tecore_devptr_t w16, x16;        /* F32 sequences: bf16 copies of W and of the input */
   tecore_devptr_t w8_row, w8_col;  /* FP8: the quantized weight, both copies */
-  /* MakeExtraOutput / AddExtraInput */
-  int pair;                        /* its use of the slot: an index into tecore_seq.pairs */
+  /* a slot role (MakeExtraOutput / AddExtraInput) */
+  int pair;                        /* its use of the slot: an index into tecore_seq.pairs, or -1 */
 };
 
 struct te_bnd {
@@ -159,11 +185,11 @@ tecore_devptr_t te_slot_grad(const tecore_seq_t *s, int p);
 tecore_result_t te_seq_prepare_fp8(tecore_seq_t *s, tecore_stream_t stream);
 
 /* ---- ops_registry.c ------------------------------------------------------------------ */
-/* Copies the registered definition of kind into *def; 0 if none. */
-int te_kind_lookup(int kind, struct tecore_op_kind_def *def);
+/* Copies kind's definition (built in or registered) into *k; 0 if kind
+ * has no implementation. */
+int te_kind_lookup(int kind, struct te_kind *k);
 /* A snapshot of the registered fusion patterns (caller frees). */
 tecore_result_t te_fusions_snapshot(struct te_fusion **out, size_t *n);
-int te_kind_is_builtin(int kind);
 
 /* ---- ops_plan.c --------------------------------------------------------------------- */
 tecore_result_t te_plan_build(tecore_seq_t *s);
@@ -176,9 +202,7 @@ void te_plan_free(struct te_plan *p);
 extern const struct te_fusion te_builtin_fusions[];
 extern const size_t te_builtin_fusion_count;
 
-/* ---- ops_basic.c / ops_linear.c: executors -------------------------------------------- */
-tecore_result_t te_op_forward(const struct tecore_seq_exec *x);   /* count == 1 */
-tecore_result_t te_op_backward(const struct tecore_seq_exec *x);  /* count == 1 */
+/* ---- ops_basic.c / ops_linear.c: what the executors share ------------------------------ */
 
 /* The FP8 copy of boundary b (activation role), both copies as present. */
 tecore_result_t te_bnd_f8_tensor(const tecore_seq_t *s, size_t b, struct tecore_tensor *t);
@@ -229,10 +253,11 @@ tecore_result_t te_linear_bwd(tecore_seq_t *s, const struct te_lin_bwd *a);
 /* An FP8 tensor descriptor of the gradient scratch for Linear lin. */
 tecore_result_t te_dy8_tensor(const tecore_seq_t *s, size_t op, struct tecore_tensor *t);
 
-static inline int te_kind_is_act(int k) { return k >= TECORE_OP_GELU && k <= TECORE_OP_REGLU; }
-static inline int te_kind_is_norm(int k) {
-  return k == TECORE_OP_LAYERNORM || k == TECORE_OP_RMSNORM;
+/* A 1-D tensor [n] (parameters, reduced vectors). */
+void te_vec(struct tecore_tensor *t, tecore_dtype_t dt, size_t n, tecore_devptr_t p);
+/* The activation function of an activation operation (its kind's ctx). */
+static inline tecore_activation_t te_op_act(const struct te_op *o) {
+  return (tecore_activation_t)(uintptr_t)o->def.ctx;
 }
-tecore_activation_t te_kind_act(int kind);
 
 #endif

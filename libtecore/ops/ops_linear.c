@@ -23,13 +23,6 @@ tecore_dtype_t te_linear_companion(const tecore_seq_t *s) {
   return s->fp8 && s->cfg.dtype == TECORE_DTYPE_F32 ? TECORE_DTYPE_BF16 : s->cfg.dtype;
 }
 
-static void vec(struct tecore_tensor *t, tecore_dtype_t dt, size_t n, tecore_devptr_t p) {
-  te_t2d(t, dt, 1, n, p);
-  t->ndim = 1;
-  t->shape[0] = n;
-  t->shape[1] = 0;
-}
-
 static tecore_result_t fp8_entry(const tecore_seq_t *s, const struct tecore_delayed_state *st,
                                  size_t index, struct tecore_tensor *t) {
   TE_CHECK(tecore_delayed_state_tensor(st, index, t));
@@ -84,7 +77,7 @@ tecore_result_t te_linear_fwd(tecore_seq_t *s, const struct te_lin_fwd *a) {
   }
   int fuse_bias = a->bias && te_linear_companion(s) == dt;
   struct tecore_tensor bias;
-  vec(&bias, dt, o->out_cols, a->bias);
+  te_vec(&bias, dt, o->out_cols, a->bias);
   struct tecore_gemm_opts opts = {.C = a->C, .aux = a->aux, .fast_accum = s->fp8,
                                   .workspace = s->gemm_ws, .workspace_bytes = s->gemm_ws_bytes};
   if (fuse_bias) opts.bias = &bias;
@@ -132,7 +125,7 @@ tecore_result_t te_linear_bwd(tecore_seq_t *s, const struct te_lin_bwd *a) {
     if (!a->dy8_ready) {
       if (a->bias_grad) {
         struct tecore_tensor db;
-        vec(&db, TECORE_DTYPE_F32, out, s->dvec);
+        te_vec(&db, TECORE_DTYPE_F32, out, s->dvec);
         TE_CHECK(tecore_cast_transpose_dbias(a->dy, &DY, &db, s->ws, s->ws_bytes, st));
         TE_CHECK(te_accum_f32(s, a->bias_grad, s->dvec, TECORE_DTYPE_F32, out, st));
         bias_done = 1;
@@ -164,7 +157,7 @@ tecore_result_t te_linear_bwd(tecore_seq_t *s, const struct te_lin_bwd *a) {
   struct tecore_gemm_opts wo = {.workspace = s->gemm_ws, .workspace_bytes = s->gemm_ws_bytes};
   int bgrad = !s->fp8 && a->bias_grad && !bias_done;
   if (bgrad) {
-    vec(&db, TECORE_DTYPE_F32, out, s->dvec);
+    te_vec(&db, TECORE_DTYPE_F32, out, s->dvec);
     wo.epilogue = TECORE_GEMM_EPI_BGRAD;
     wo.bias = &db;
   }
@@ -174,7 +167,7 @@ tecore_result_t te_linear_bwd(tecore_seq_t *s, const struct te_lin_bwd *a) {
   /* dgrad */
   struct tecore_tensor dgb;
   tecore_dtype_t comp = s->fp8 ? te_linear_companion(s) : dt;
-  vec(&dgb, comp, in, s->dvec16);
+  te_vec(&dgb, comp, in, s->dvec16);
   struct tecore_gemm_opts dopt = {.C = a->C, .aux = a->aux, .workspace = s->gemm_ws,
                                   .workspace_bytes = s->gemm_ws_bytes};
   if (a->aux) {

@@ -80,8 +80,7 @@ static tecore_result_t plan_pass(tecore_seq_t *s, tecore_seq_dir_t dir, int fuse
     } else {
       gr->f = NULL;
       gr->count = 1;
-      const struct te_op *o = &s->ops[i];
-      gr->name = te_kind_is_builtin(o->d.kind) ? tecore_op_kind_name(o->d.kind) : o->reg.name;
+      gr->name = s->ops[i].def.name;
     }
     i += gr->count;
   }
@@ -134,7 +133,7 @@ tecore_result_t te_plan_build(tecore_seq_t *s) {
       bd->f8_ready = bd->f8_rowonly = 1;
       bd->hp_valid = 0;
       s->bnd[gr->first + 1].hp_valid = 0;
-    } else if (!gr->f && s->fp8 && s->ops[gr->first].d.kind == TECORE_OP_QUANTIZE) {
+    } else if (!gr->f && s->fp8 && (s->ops[gr->first].fp8 & TE_KIND_FP8_COPY)) {
       s->bnd[gr->first + 1].f8_ready = 1;
     }
   }

@@ -1,6 +1,8 @@
 /* ops_registry.c -- the fuser's registration tables: implementations of
  * operation kinds that upper layers provide (libtecomm's AllReduce,
- * ReduceScatter, AllGather, or new kinds), and fusion patterns they add.
+ * ReduceScatter, AllGather, or new kinds), and fusion patterns they add;
+ * and the one lookup that gives a sequence any kind's definition, libtecore's
+ * own (ops_kinds.c) or a registered one.
  * Both tables are process-wide and locked; a sequence copies what it uses
  * when it is built or planned, so later changes do not reach it. */
 #include "ops/ops_internal.h"
@@ -14,58 +16,68 @@ static int kind_set[TECORE_OP_KIND_MAX];
 static struct te_fusion *fusions;
 static size_t nfusions, cap_fusions;
 
-static const char *const builtin_names[TECORE_OP_BUILTIN_COUNT_] = {
-    [TECORE_OP_IDENTITY] = "identity",
-    [TECORE_OP_RESHAPE] = "reshape",
-    [TECORE_OP_LINEAR] = "linear",
-    [TECORE_OP_BIAS] = "bias",
-    [TECORE_OP_GELU] = "gelu",
-    [TECORE_OP_RELU] = "relu",
-    [TECORE_OP_SILU] = "silu",
-    [TECORE_OP_QGELU] = "qgelu",
-    [TECORE_OP_SWIGLU] = "swiglu",
-    [TECORE_OP_GEGLU] = "geglu",
-    [TECORE_OP_REGLU] = "reglu",
-    [TECORE_OP_LAYERNORM] = "layernorm",
-    [TECORE_OP_RMSNORM] = "rmsnorm",
-    [TECORE_OP_QUANTIZE] = "quantize",
-    [TECORE_OP_CONSTANT_SCALE] = "constant_scale",
-    [TECORE_OP_MAKE_EXTRA_OUTPUT] = "make_extra_output",
-    [TECORE_OP_ADD_EXTRA_INPUT] = "add_extra_input",
-    [TECORE_OP_ALLREDUCE] = "allreduce",
-    [TECORE_OP_REDUCE_SCATTER] = "reduce_scatter",
-    [TECORE_OP_ALLGATHER] = "allgather",
-};
-
+/* The communication slots: kinds libtecore names and leaves to an upper
+ * layer (entries without executors). */
 static int is_comm_kind(int k) {
-  return k == TECORE_OP_ALLREDUCE || k == TECORE_OP_REDUCE_SCATTER || k == TECORE_OP_ALLGATHER;
+  return k >= 0 && k < TECORE_OP_BUILTIN_COUNT_ && !te_builtin_kinds[k].def.forward;
 }
 
-/* Kinds libtecore implements itself (everything built in but the
- * communication slots). */
-int te_kind_is_builtin(int kind) {
-  return kind >= 0 && kind < TECORE_OP_BUILTIN_COUNT_ && !is_comm_kind(kind);
+/* libtecore's own kinds are entries with executors; the communication
+ * slots' entries only name them. */
+static const struct te_kind *builtin(int kind) {
+  if (kind < 0 || kind >= TECORE_OP_BUILTIN_COUNT_ || !te_builtin_kinds[kind].def.forward)
+    return NULL;
+  return &te_builtin_kinds[kind];
 }
 
 TE_EXPORT const char *tecore_op_kind_name(int kind) {
   if (kind < 0 || kind >= TECORE_OP_KIND_MAX) return "?";
-  if (kind < TECORE_OP_BUILTIN_COUNT_ && !is_comm_kind(kind)) return builtin_names[kind];
+  if (builtin(kind)) return te_builtin_kinds[kind].def.name;
   const char *name = NULL;
   pthread_mutex_lock(&reg_lock);
   if (kind_set[kind]) name = kinds[kind].name;
   pthread_mutex_unlock(&reg_lock);
   if (name) return name;
-  if (kind < TECORE_OP_BUILTIN_COUNT_) return builtin_names[kind];
+  if (kind < TECORE_OP_BUILTIN_COUNT_) return te_builtin_kinds[kind].def.name;
   return "?";
 }
 
-int te_kind_lookup(int kind, struct tecore_op_kind_def *def) {
+int te_kind_lookup(int kind, struct te_kind *k) {
   if (kind < 0 || kind >= TECORE_OP_KIND_MAX) return 0;
+  const struct te_kind *b = builtin(kind);
+  if (b) {
+    *k = *b;
+    return 1;
+  }
   pthread_mutex_lock(&reg_lock);
   int ok = kind_set[kind];
-  if (ok) *def = kinds[kind];
+  if (ok) {
+    k->def = kinds[kind];
+    k->fp8 = 0;
+  }
   pthread_mutex_unlock(&reg_lock);
   return ok;
+}
+
+/* What a definition must hold, as libtecore's own entries do. */
+static tecore_result_t check_def(const struct tecore_op_kind_def *def, const char *fn) {
+  TE_ARG(def->name && def->name[0], "%s: def->name is NULL or empty", fn);
+  TE_ARG(def->forward, "%s: def->forward is NULL (kind %s)", fn, def->name);
+  TE_ARG(def->backward, "%s: def->backward is NULL (kind %s)", fn, def->name);
+  unsigned fields = TECORE_OP_FIELD_FEATURES | TECORE_OP_FIELD_BIAS | TECORE_OP_FIELD_EPSILON |
+                    TECORE_OP_FIELD_SCALE | TECORE_OP_FIELD_SLOT | TECORE_OP_FIELD_CTX;
+  unsigned roles = TECORE_OP_SLOT_MAKE | TECORE_OP_SLOT_ADD;
+  unsigned flags = TECORE_OP_ALIAS_FORWARD | TECORE_OP_ALIAS_BACKWARD | roles;
+  TE_ARG((def->fields & ~fields) == 0, "%s: def->fields 0x%x has unknown bits (kind %s)", fn,
+         def->fields, def->name);
+  TE_ARG((def->flags & ~flags) == 0, "%s: def->flags 0x%x has unknown bits (kind %s)", fn,
+         def->flags, def->name);
+  TE_ARG((def->flags & roles) != roles, "%s: def->flags: kind %s both makes and adds a slot "
+         "(TECORE_OP_SLOT_MAKE | TECORE_OP_SLOT_ADD; one role at most)", fn, def->name);
+  TE_ARG(!(def->flags & roles) == !(def->fields & TECORE_OP_FIELD_SLOT),
+         "%s: kind %s: a slot role (def->flags TECORE_OP_SLOT_*) and TECORE_OP_FIELD_SLOT "
+         "(def->fields) go together", fn, def->name);
+  return TECORE_SUCCESS;
 }
 
 TE_EXPORT tecore_result_t tecore_ops_register_kind(int kind, const struct tecore_op_kind_def *def) {
@@ -74,11 +86,7 @@ TE_EXPORT tecore_result_t tecore_ops_register_kind(int kind, const struct tecore
          "%s: kind %d is neither a communication slot (TECORE_OP_ALLREDUCE, "
          "TECORE_OP_REDUCE_SCATTER, TECORE_OP_ALLGATHER) nor in [TECORE_OP_USER_FIRST = %d, "
          "TECORE_OP_KIND_MAX = %d)", fn, kind, TECORE_OP_USER_FIRST, TECORE_OP_KIND_MAX);
-  if (def) {
-    TE_ARG(def->name && def->name[0], "%s: def->name is NULL or empty", fn);
-    TE_ARG(def->forward, "%s: def->forward is NULL (kind %s)", fn, def->name);
-    TE_ARG(def->backward, "%s: def->backward is NULL (kind %s)", fn, def->name);
-  }
+  if (def) TE_CHECK(check_def(def, fn));
   pthread_mutex_lock(&reg_lock);
   if (def && kind_set[kind]) {
     const char *old = kinds[kind].name;

@@ -133,25 +133,143 @@ TE_EXPORT tecore_result_t tecore_seq_destroy(tecore_seq_t *s) {
 
 /* ---- add ----------------------------------------------------------------------------- */
 
-/* Which desc fields a built-in kind reads. */
-#define F_FEAT 0x1u
-#define F_BIAS 0x2u
-#define F_EPS 0x4u
-#define F_SCALE 0x8u
-#define F_SLOT 0x10u
-#define F_CTX 0x20u
-
-static unsigned kind_fields(int k) {
-  switch (k) {
-  case TECORE_OP_LINEAR: return F_FEAT | F_BIAS;
-  case TECORE_OP_RESHAPE: return F_FEAT;
-  case TECORE_OP_LAYERNORM:
-  case TECORE_OP_RMSNORM: return F_EPS;
-  case TECORE_OP_CONSTANT_SCALE: return F_SCALE;
-  case TECORE_OP_MAKE_EXTRA_OUTPUT:
-  case TECORE_OP_ADD_EXTRA_INPUT: return F_SLOT;
-  default: return te_kind_is_builtin(k) ? 0u : (F_FEAT | F_CTX);
+/* Copies kind k's definition (built in or registered) into op. */
+static tecore_result_t find_kind(const tecore_seq_t *s, int k, struct te_op *op, const char *fn) {
+  struct te_kind kd;
+  if (!te_kind_lookup(k, &kd)) {
+    if (k < TECORE_OP_BUILTIN_COUNT_)
+      return TE_ERR(TECORE_ERR_NOT_SUPPORTED,
+                    "%s: desc->kind %s (op %zu): no implementation is registered for this "
+                    "communication operation (libtecomm registers it; "
+                    "tecore_ops_register_kind)", fn, tecore_op_kind_name(k), s->nops);
+    return TE_ERR(TECORE_ERR_INVALID, "%s: desc->kind %d (op %zu) is not registered "
+                  "(tecore_ops_register_kind)", fn, k, s->nops);
   }
+  op->def = kd.def;
+  op->fp8 = kd.fp8;
+  return TECORE_SUCCESS;
+}
+
+/* The desc fields the kind does not read must be 0. */
+static tecore_result_t check_fields(const struct te_op *op, const char *fn) {
+  const struct tecore_op_desc *d = &op->d;
+  const char *kn = op->def.name;
+  unsigned f = op->def.fields;
+  TE_ARG((f & TECORE_OP_FIELD_FEATURES) || d->features == 0, "%s: desc->features is %zu; %s "
+         "does not take it (must be 0)", fn, d->features, kn);
+  TE_ARG((f & TECORE_OP_FIELD_BIAS) || d->bias == 0, "%s: desc->bias is %d; %s does not take "
+         "it (must be 0)", fn, d->bias, kn);
+  TE_ARG((f & TECORE_OP_FIELD_EPSILON) || (d->epsilon == 0.0f && d->norm_flags == 0),
+         "%s: desc->epsilon / norm_flags are set; %s does not take them (must be 0)", fn, kn);
+  TE_ARG((f & TECORE_OP_FIELD_SCALE) || d->scale == 0.0f, "%s: desc->scale is %g; %s does not "
+         "take it (must be 0)", fn, (double)d->scale, kn);
+  TE_ARG((f & TECORE_OP_FIELD_SLOT) || d->slot == 0, "%s: desc->slot is %d; %s does not take it "
+         "(must be 0)", fn, d->slot, kn);
+  TE_ARG((f & TECORE_OP_FIELD_CTX) || d->ctx == NULL, "%s: desc->ctx is set; %s does not take "
+         "it (must be NULL)", fn, kn);
+  return TECORE_SUCCESS;
+}
+
+/* Runs the kind's shape function on op's input shape and checks what it
+ * gives: the output shape, the parameters and the saved vectors. */
+static tecore_result_t op_shape(const tecore_seq_t *s, struct te_op *op, const char *fn) {
+  size_t n = s->nops;
+  struct tecore_op_shape sh;
+  memset(&sh, 0, sizeof sh);
+  op->in_rows = sh.in_rows = sh.out_rows = n ? s->ops[n - 1].out_rows : s->cfg.rows;
+  op->in_cols = sh.in_features = sh.out_features = n ? s->ops[n - 1].out_cols : s->cfg.features;
+  if (op->def.shape) {
+    tecore_result_t res = op->def.shape(&op->d, &sh, op->def.ctx);
+    if (res != TECORE_SUCCESS) {
+      te_error_hop(fn, __FILE__, __LINE__);
+      return res;
+    }
+  }
+  const char *kn = op->def.name;
+  TE_ARG(sh.out_rows >= 1 && sh.out_features >= 1, "%s: kind %s: its shape function gave "
+         "[%zu][%zu]", fn, kn, sh.out_rows, sh.out_features);
+  TE_ARG(sh.out_rows <= ((size_t)1 << 40) / sh.out_features, "%s: kind %s: its output "
+         "[%zu][%zu] is too large", fn, kn, sh.out_rows, sh.out_features);
+  TE_ARG(!(op->def.flags & TECORE_OP_ALIAS_FORWARD) ||
+         sh.out_rows * sh.out_features == op->in_rows * op->in_cols,
+         "%s: kind %s aliases its input but its shape function gave [%zu][%zu] for [%zu][%zu]",
+         fn, kn, sh.out_rows, sh.out_features, op->in_rows, op->in_cols);
+  TE_ARG(sh.nparams <= TECORE_OP_MAX_PARAMS && sh.nsaved <= TECORE_OP_MAX_SAVED,
+         "%s: kind %s: its shape function gave %zu parameters and %zu saved vectors (at most "
+         "%d and %d)", fn, kn, sh.nparams, sh.nsaved, TECORE_OP_MAX_PARAMS, TECORE_OP_MAX_SAVED);
+  for (size_t p = 0; p < sh.nparams; p++) {
+    const struct tecore_op_param_def *pd = &sh.param[p];
+    TE_ARG(pd->name && pd->rows >= 1 && pd->cols >= 1 &&
+           pd->rows <= ((size_t)1 << 40) / pd->cols && pd->init >= TECORE_OP_INIT_ZERO &&
+           pd->init <= TECORE_OP_INIT_UNIFORM && isfinite(pd->bound),
+           "%s: kind %s: parameter %zu from its shape function (%s [%zu][%zu], init %d) is "
+           "not valid", fn, kn, p, pd->name ? pd->name : "(no name)", pd->rows, pd->cols,
+           (int)pd->init);
+    op->pdef[p] = *pd;
+    op->plen[p] = pd->rows * pd->cols;
+  }
+  op->out_rows = sh.out_rows;
+  op->out_cols = sh.out_features;
+  op->nparams = sh.nparams;
+  op->nsaved = sh.nsaved;
+  return TECORE_SUCCESS;
+}
+
+/* A slot role's pairing rules: a slot is made, then added once (with one
+ * shape), and may then be made again. */
+static tecore_result_t check_slot(const tecore_seq_t *s, const struct te_op *op, const char *fn) {
+  unsigned role = op->def.flags & (TECORE_OP_SLOT_MAKE | TECORE_OP_SLOT_ADD);
+  if (!role) return TECORE_SUCCESS;
+  int slot = op->d.slot;
+  const char *kn = op->def.name;
+  TE_ARG(slot >= 0 && slot < TECORE_SEQ_MAX_SLOTS, "%s: desc->slot is %d, not in 0..%d", fn,
+         slot, TECORE_SEQ_MAX_SLOTS - 1);
+  /* the slot's latest use: a complete pair (made, then added) frees it */
+  static const struct te_slot unused = {.maker = -1, .adder = -1};
+  int last = s->slot_last[slot];
+  const struct te_slot *sl = last >= 0 ? &s->pairs[last] : &unused;
+  if (role == TECORE_OP_SLOT_MAKE) {
+    TE_ARG(!(sl->maker >= 0 && sl->adder < 0), "%s: slot %d is already made by op %d and not "
+           "added yet", fn, slot, sl->maker);
+    TE_ARG(!(sl->maker < 0 && sl->adder >= 0), "%s: slot %d was added by op %d before this "
+           "%s: make a slot before adding it", fn, slot, sl->adder, kn);
+    return TECORE_SUCCESS;
+  }
+  TE_ARG(sl->adder < 0, "%s: slot %d is already added by op %d (make it again first to use it "
+         "again)", fn, slot, sl->adder);
+  if (sl->maker >= 0) {
+    const struct te_op *m = &s->ops[sl->maker];
+    TE_ARG(m->in_rows == op->in_rows && m->in_cols == op->in_cols,
+           "%s: slot %d holds [%zu][%zu] (made by op %d) but this %s's input is [%zu][%zu]", fn,
+           slot, m->in_rows, m->in_cols, sl->maker, kn, op->in_rows, op->in_cols);
+  }
+  return TECORE_SUCCESS;
+}
+
+/* Records op n's use of its slot: it completes the slot's open pair (an
+ * add after a make) or opens a pair. */
+static tecore_result_t bind_slot(tecore_seq_t *s, struct te_op *op, size_t n, const char *fn) {
+  unsigned role = op->def.flags & (TECORE_OP_SLOT_MAKE | TECORE_OP_SLOT_ADD);
+  op->pair = -1;
+  if (!role) return TECORE_SUCCESS;
+  int last = s->slot_last[op->d.slot];
+  if (role == TECORE_OP_SLOT_ADD && last >= 0 && s->pairs[last].adder < 0) {
+    op->pair = last;
+  } else {
+    if (s->npairs == s->cap_pairs) {
+      size_t cap = s->cap_pairs ? 2 * s->cap_pairs : 16;
+      struct te_slot *p = realloc(s->pairs, cap * sizeof *p);
+      if (!p) return TE_ERR(TECORE_ERR_NOMEM, "%s: out of host memory", fn);
+      s->pairs = p;
+      s->cap_pairs = cap;
+    }
+    op->pair = (int)s->npairs++;
+    s->pairs[op->pair] = (struct te_slot){.slot = op->d.slot, .maker = -1, .adder = -1};
+    s->slot_last[op->d.slot] = op->pair;
+  }
+  if (role == TECORE_OP_SLOT_MAKE) s->pairs[op->pair].maker = (int)n;
+  else s->pairs[op->pair].adder = (int)n;
+  return TECORE_SUCCESS;
 }
 
 TE_EXPORT tecore_result_t tecore_seq_add(tecore_seq_t *s, const struct tecore_op_desc *d,
@@ -161,128 +279,16 @@ TE_EXPORT tecore_result_t tecore_seq_add(tecore_seq_t *s, const struct tecore_op
   TE_ARG(d, "%s: desc is NULL", fn);
   TE_ARG(!s->built, "%s: the sequence is built; operations are added before tecore_seq_build",
          fn);
-  int k = d->kind;
-  TE_ARG(k >= 0 && k < TECORE_OP_KIND_MAX, "%s: desc->kind is %d, not an operation kind", fn, k);
+  TE_ARG(d->kind >= 0 && d->kind < TECORE_OP_KIND_MAX, "%s: desc->kind is %d, not an operation "
+         "kind", fn, d->kind);
   struct te_op op;
   memset(&op, 0, sizeof op);
   op.d = *d;
-  if (!te_kind_is_builtin(k)) {
-    if (!te_kind_lookup(k, &op.reg)) {
-      if (k < TECORE_OP_BUILTIN_COUNT_)
-        return TE_ERR(TECORE_ERR_NOT_SUPPORTED,
-                      "%s: desc->kind %s (op %zu): no implementation is registered for this "
-                      "communication operation (libtecomm registers it; "
-                      "tecore_ops_register_kind)", fn, tecore_op_kind_name(k), s->nops);
-      return TE_ERR(TECORE_ERR_INVALID, "%s: desc->kind %d (op %zu) is not registered "
-                    "(tecore_ops_register_kind)", fn, k, s->nops);
-    }
-  }
-  const char *kn = tecore_op_kind_name(k);
-  unsigned f = kind_fields(k);
-  TE_ARG((f & F_FEAT) || d->features == 0, "%s: desc->features is %zu; %s does not take it "
-         "(must be 0)", fn, d->features, kn);
-  TE_ARG((f & F_BIAS) || d->bias == 0, "%s: desc->bias is %d; %s does not take it (must be 0)",
-         fn, d->bias, kn);
-  TE_ARG((f & F_EPS) || (d->epsilon == 0.0f && d->norm_flags == 0),
-         "%s: desc->epsilon / norm_flags are set; %s does not take them (must be 0)", fn, kn);
-  TE_ARG((f & F_SCALE) || d->scale == 0.0f, "%s: desc->scale is %g; %s does not take it (must "
-         "be 0)", fn, (double)d->scale, kn);
-  TE_ARG((f & F_SLOT) || d->slot == 0, "%s: desc->slot is %d; %s does not take it (must be 0)",
-         fn, d->slot, kn);
-  TE_ARG((f & F_CTX) || d->ctx == NULL, "%s: desc->ctx is set; %s does not take it (must be "
-         "NULL)", fn, kn);
-
+  TE_CHECK(find_kind(s, d->kind, &op, fn));
+  TE_CHECK(check_fields(&op, fn));
+  TE_CHECK(op_shape(s, &op, fn));
+  TE_CHECK(check_slot(s, &op, fn));
   size_t n = s->nops;
-  op.in_rows = n ? s->ops[n - 1].out_rows : s->cfg.rows;
-  op.in_cols = n ? s->ops[n - 1].out_cols : s->cfg.features;
-  op.out_rows = op.in_rows;
-  op.out_cols = op.in_cols;
-  switch (k) {
-  case TECORE_OP_LINEAR:
-    TE_ARG(d->features >= 1, "%s: desc->features (out_features of a linear) is 0", fn);
-    TE_ARG(d->bias == 0 || d->bias == 1, "%s: desc->bias is %d, not 0 or 1", fn, d->bias);
-    TE_ARG(d->features <= ((size_t)1 << 40) / op.in_cols,
-           "%s: desc->features %zu: the weight [%zu][%zu] is too large", fn, d->features,
-           d->features, op.in_cols);
-    op.out_cols = d->features;
-    op.nparams = 1 + (size_t)d->bias;
-    op.plen[0] = d->features * op.in_cols;
-    op.plen[1] = d->features;
-    op.lin = s->nlinear;
-    break;
-  case TECORE_OP_RESHAPE: {
-    size_t total = op.in_rows * op.in_cols;
-    TE_ARG(d->features >= 1 && total % d->features == 0,
-           "%s: desc->features %zu does not divide the %zu elements ([%zu][%zu]) of the input "
-           "to reshape", fn, d->features, total, op.in_rows, op.in_cols);
-    op.out_cols = d->features;
-    op.out_rows = total / d->features;
-    break;
-  }
-  case TECORE_OP_BIAS:
-    op.nparams = 1;
-    op.plen[0] = op.in_cols;
-    break;
-  case TECORE_OP_SWIGLU:
-  case TECORE_OP_GEGLU:
-  case TECORE_OP_REGLU:
-    TE_ARG(op.in_cols % 2 == 0, "%s: %s takes [rows][2f] inputs; the input has %zu features "
-           "(odd)", fn, kn, op.in_cols);
-    op.out_cols = op.in_cols / 2;
-    break;
-  case TECORE_OP_LAYERNORM:
-  case TECORE_OP_RMSNORM:
-    TE_ARG(isfinite(d->epsilon) && d->epsilon > 0.0f, "%s: desc->epsilon is %g, not a positive "
-           "finite number", fn, (double)d->epsilon);
-    TE_ARG((d->norm_flags & ~TECORE_NORM_ZERO_CENTERED_GAMMA) == 0,
-           "%s: desc->norm_flags 0x%x has bits other than TECORE_NORM_ZERO_CENTERED_GAMMA", fn,
-           d->norm_flags);
-    op.nparams = k == TECORE_OP_LAYERNORM ? 2 : 1;
-    op.plen[0] = op.plen[1] = op.in_cols;
-    break;
-  case TECORE_OP_CONSTANT_SCALE:
-    TE_ARG(isfinite(d->scale), "%s: desc->scale is not finite", fn);
-    break;
-  case TECORE_OP_MAKE_EXTRA_OUTPUT:
-  case TECORE_OP_ADD_EXTRA_INPUT: {
-    TE_ARG(d->slot >= 0 && d->slot < TECORE_SEQ_MAX_SLOTS, "%s: desc->slot is %d, not in 0..%d",
-           fn, d->slot, TECORE_SEQ_MAX_SLOTS - 1);
-    /* the slot's latest use: a complete pair (made, then added) frees it */
-    static const struct te_slot unused = {.maker = -1, .adder = -1};
-    int last = s->slot_last[d->slot];
-    const struct te_slot *sl = last >= 0 ? &s->pairs[last] : &unused;
-    if (k == TECORE_OP_MAKE_EXTRA_OUTPUT) {
-      TE_ARG(!(sl->maker >= 0 && sl->adder < 0), "%s: slot %d is already made by op %d and not "
-             "added yet", fn, d->slot, sl->maker);
-      TE_ARG(!(sl->maker < 0 && sl->adder >= 0), "%s: slot %d was added by op %d before this "
-             "make_extra_output: make a slot before adding it", fn, d->slot, sl->adder);
-    } else {
-      TE_ARG(sl->adder < 0, "%s: slot %d is already added by op %d (make it again first to "
-             "use it again)", fn, d->slot, sl->adder);
-      if (sl->maker >= 0) {
-        const struct te_op *m = &s->ops[sl->maker];
-        TE_ARG(m->in_rows == op.in_rows && m->in_cols == op.in_cols,
-               "%s: slot %d holds [%zu][%zu] (made by op %d) but this add_extra_input's input "
-               "is [%zu][%zu]", fn, d->slot, m->in_rows, m->in_cols, sl->maker, op.in_rows,
-               op.in_cols);
-      }
-    }
-    break;
-  }
-  default:
-    if (!te_kind_is_builtin(k) && op.reg.shape) {
-      size_t r = 0, c = 0;
-      tecore_result_t res = op.reg.shape(d, op.in_rows, op.in_cols, &r, &c, op.reg.ctx);
-      if (res != TECORE_SUCCESS) {
-        te_error_hop(fn, __FILE__, __LINE__);
-        return res;
-      }
-      TE_ARG(r >= 1 && c >= 1, "%s: kind %s: its shape function gave [%zu][%zu]", fn, kn, r, c);
-      op.out_rows = r;
-      op.out_cols = c;
-    }
-    break;
-  }
   if (n == s->cap) {
     size_t cap = s->cap ? 2 * s->cap : 16;
     struct te_op *p = realloc(s->ops, cap * sizeof *p);
@@ -290,27 +296,8 @@ TE_EXPORT tecore_result_t tecore_seq_add(tecore_seq_t *s, const struct tecore_op
     s->ops = p;
     s->cap = cap;
   }
-  op.pair = -1;
-  if (k == TECORE_OP_MAKE_EXTRA_OUTPUT || k == TECORE_OP_ADD_EXTRA_INPUT) {
-    int last = s->slot_last[d->slot];
-    if (k == TECORE_OP_ADD_EXTRA_INPUT && last >= 0 && s->pairs[last].adder < 0) {
-      op.pair = last;   /* completes the open pair */
-    } else {
-      if (s->npairs == s->cap_pairs) {
-        size_t cap = s->cap_pairs ? 2 * s->cap_pairs : 16;
-        struct te_slot *p = realloc(s->pairs, cap * sizeof *p);
-        if (!p) return TE_ERR(TECORE_ERR_NOMEM, "%s: out of host memory", fn);
-        s->pairs = p;
-        s->cap_pairs = cap;
-      }
-      op.pair = (int)s->npairs++;
-      s->pairs[op.pair] = (struct te_slot){.slot = d->slot, .maker = -1, .adder = -1};
-      s->slot_last[d->slot] = op.pair;
-    }
-    if (k == TECORE_OP_MAKE_EXTRA_OUTPUT) s->pairs[op.pair].maker = (int)n;
-    else s->pairs[op.pair].adder = (int)n;
-  }
-  if (k == TECORE_OP_LINEAR) s->nlinear++;
+  TE_CHECK(bind_slot(s, &op, n, fn));
+  if (op.fp8 & TE_KIND_GEMM) op.lin = s->nlinear++;
   s->ops[n] = op;
   s->nops = n + 1;
   if (index) *index = n;
@@ -318,15 +305,6 @@ TE_EXPORT tecore_result_t tecore_seq_add(tecore_seq_t *s, const struct tecore_op
 }
 
 /* ---- build ----------------------------------------------------------------------------- */
-
-static int fwd_alias_kind(int k) {
-  return k == TECORE_OP_IDENTITY || k == TECORE_OP_RESHAPE || k == TECORE_OP_QUANTIZE ||
-         k == TECORE_OP_MAKE_EXTRA_OUTPUT;
-}
-static int bwd_alias_kind(int k) {
-  return k == TECORE_OP_IDENTITY || k == TECORE_OP_RESHAPE || k == TECORE_OP_QUANTIZE ||
-         k == TECORE_OP_BIAS || k == TECORE_OP_ADD_EXTRA_INPUT;
-}
 
 /* xoshiro-style generator for parameter initialization (splitmix64). */
 static uint64_t rng_next(uint64_t *x) {
@@ -366,15 +344,13 @@ static tecore_result_t init_params(tecore_seq_t *s, size_t i, uint64_t *rng,
     TE_CHECK(te_seq_alloc(s, n * 4, 1, &op->grad[p]));
     float *v = malloc(n * sizeof *v);
     if (!v) return TE_ERR(TECORE_ERR_NOMEM, "tecore_seq_build: out of host memory");
-    if (op->d.kind == TECORE_OP_LINEAR) {
-      double a = 1.0 / sqrt((double)op->in_cols);
+    const struct tecore_op_param_def *pd = &op->pdef[p];
+    if (pd->init == TECORE_OP_INIT_UNIFORM) {
+      double a = pd->bound;
       for (size_t j = 0; j < n; j++)
         v[j] = (float)(a * (2.0 * (double)(rng_next(rng) >> 11) / 9007199254740992.0 - 1.0));
     } else {
-      float fill = 0.0f;
-      if (te_kind_is_norm(op->d.kind) && p == 0 &&
-          !(op->d.norm_flags & TECORE_NORM_ZERO_CENTERED_GAMMA))
-        fill = 1.0f;
+      float fill = pd->init == TECORE_OP_INIT_ONE ? 1.0f : 0.0f;
       for (size_t j = 0; j < n; j++) v[j] = fill;
     }
     tecore_result_t r = upload(op->param[p], v, n, dt, stream);
@@ -382,21 +358,14 @@ static tecore_result_t init_params(tecore_seq_t *s, size_t i, uint64_t *rng,
     TE_CHECK(r);
     TE_CHECK(tecore_memset_d32_async(op->grad[p], 0, n, stream));
   }
-  if (te_kind_is_norm(op->d.kind)) {
-    TE_CHECK(te_seq_alloc(s, op->in_rows * 4, 0, &op->saved[0]));
-    if (op->d.kind == TECORE_OP_LAYERNORM) TE_CHECK(te_seq_alloc(s, op->in_rows * 4, 0, &op->saved[1]));
-  }
+  for (size_t k = 0; k < op->nsaved; k++)
+    TE_CHECK(te_seq_alloc(s, op->in_rows * 4, 0, &op->saved[k]));
   return TECORE_SUCCESS;
 }
 
-TE_EXPORT tecore_result_t tecore_seq_build(tecore_seq_t *s, tecore_stream_t stream) {
-  static const char fn[] = "tecore_seq_build";
-  TE_ARG(s, "%s: seq is NULL", fn);
-  TE_ARG(!s->built, "%s: the sequence is already built", fn);
-  TE_ARG(s->nops >= 1, "%s: the sequence has no operations (tecore_seq_add)", fn);
+/* The boundaries' shapes and aliases (host memory only). */
+static tecore_result_t layout_boundaries(tecore_seq_t *s, const char *fn) {
   size_t n = s->nops;
-  tecore_dtype_t dt = s->cfg.dtype;
-  size_t es = tecore_dtype_size(dt);
   s->bnd = calloc(n + 1, sizeof *s->bnd);
   if (!s->bnd) return TE_ERR(TECORE_ERR_NOMEM, "%s: out of host memory", fn);
   for (size_t b = 0; b <= n; b++) {
@@ -407,25 +376,35 @@ TE_EXPORT tecore_result_t tecore_seq_build(tecore_seq_t *s, tecore_stream_t stre
     bd->hp_valid = 1;
   }
   for (size_t i = 0; i < n; i++) {
-    if (fwd_alias_kind(s->ops[i].d.kind) && i + 1 != n) s->bnd[i + 1].alias = (int)i;
-    if (bwd_alias_kind(s->ops[i].d.kind) && i != 0) s->bnd[i].galias = (int)(i + 1);
+    unsigned fl = s->ops[i].def.flags;
+    if ((fl & TECORE_OP_ALIAS_FORWARD) && i + 1 != n) s->bnd[i + 1].alias = (int)i;
+    if ((fl & TECORE_OP_ALIAS_BACKWARD) && i != 0) s->bnd[i].galias = (int)(i + 1);
   }
-  tecore_result_t res = TECORE_SUCCESS;
-  uint64_t rng = s->cfg.seed;
-  for (size_t i = 0; i < n; i++) TE_CHECK_GOTO(init_params(s, i, &rng, stream), res, fail);
+  return TECORE_SUCCESS;
+}
+
+/* The inner boundaries that own storage; the largest shapes (scratch). */
+static tecore_result_t alloc_activations(tecore_seq_t *s, size_t *max_rows) {
+  size_t n = s->nops, es = tecore_dtype_size(s->cfg.dtype);
   s->max_elems = 0;
   s->max_cols = 0;
-  size_t max_rows = 0;
+  *max_rows = 0;
   for (size_t b = 0; b <= n; b++) {
     struct te_bnd *bd = &s->bnd[b];
     size_t elems = bd->rows * bd->cols;
     if (elems > s->max_elems) s->max_elems = elems;
     if (bd->cols > s->max_cols) s->max_cols = bd->cols;
-    if (bd->rows > max_rows) max_rows = bd->rows;
-    if (b > 0 && b < n && bd->alias < 0) TE_CHECK_GOTO(te_seq_alloc(s, elems * es, 0, &bd->hp), res, fail);
+    if (bd->rows > *max_rows) *max_rows = bd->rows;
+    if (b > 0 && b < n && bd->alias < 0) TE_CHECK(te_seq_alloc(s, elems * es, 0, &bd->hp));
   }
-  /* activation gradients: the slots' own (read after the backward through
-   * tecore_seq_extra), the others shared by lifetime once planned */
+  return TECORE_SUCCESS;
+}
+
+/* Activation gradients: the slots' own (read after the backward through
+ * tecore_seq_extra), the others shared by lifetime once planned; the
+ * unwanted dx; the slots' value and gradient buffers, zeroed. */
+static tecore_result_t alloc_grads(tecore_seq_t *s, tecore_stream_t stream) {
+  size_t n = s->nops, es = tecore_dtype_size(s->cfg.dtype);
   for (size_t b = 1; b < n; b++) {
     struct te_bnd *bd = &s->bnd[b];
     if (bd->galias >= 0) continue;
@@ -438,74 +417,85 @@ TE_EXPORT tecore_result_t tecore_seq_build(tecore_seq_t *s, tecore_stream_t stre
       if (o == b) slot_grad = 1;
     }
     if (slot_grad || (s->cfg.flags & TECORE_SEQ_NO_GRAD_SHARING))
-      TE_CHECK_GOTO(te_seq_alloc(s, bd->rows * bd->cols * es, 0, &bd->g), res, fail);
+      TE_CHECK(te_seq_alloc(s, bd->rows * bd->cols * es, 0, &bd->g));
     else
       bd->gshared = 1;
   }
-  TE_CHECK_GOTO(te_seq_alloc(s, s->bnd[0].rows * s->bnd[0].cols * es, 0, &s->g0), res, fail);
+  TE_CHECK(te_seq_alloc(s, s->bnd[0].rows * s->bnd[0].cols * es, 0, &s->g0));
   for (size_t i = 0; i < s->npairs; i++) {
     struct te_slot *sl = &s->pairs[i];
     const struct te_op *o = &s->ops[sl->maker >= 0 ? sl->maker : sl->adder];
     size_t bytes = o->in_rows * o->in_cols * es;
-    if (sl->maker < 0) TE_CHECK_GOTO(te_seq_alloc(s, bytes, 0, &sl->value), res, fail);
+    if (sl->maker < 0) TE_CHECK(te_seq_alloc(s, bytes, 0, &sl->value));
     if (sl->maker < 0 || sl->adder < 0) {
-      TE_CHECK_GOTO(te_seq_alloc(s, bytes, 0, &sl->grad), res, fail);
-      TE_CHECK_GOTO(tecore_memset_d8_async(sl->grad, 0, bytes, stream), res, fail);
+      TE_CHECK(te_seq_alloc(s, bytes, 0, &sl->grad));
+      TE_CHECK(tecore_memset_d8_async(sl->grad, 0, bytes, stream));
     }
-    if (sl->maker < 0) TE_CHECK_GOTO(tecore_memset_d8_async(sl->value, 0, bytes, stream), res, fail);
+    if (sl->maker < 0) TE_CHECK(tecore_memset_d8_async(sl->value, 0, bytes, stream));
   }
-  /* scratch */
-  TE_CHECK_GOTO(te_seq_alloc(s, 4, 0, &s->one_f32), res, fail);
-  TE_CHECK_GOTO(tecore_memset_d32_async(s->one_f32, 0x3f800000u, 1, stream), res, fail);
+  return TECORE_SUCCESS;
+}
+
+/* The scratch the executors share (one stream runs them in order). */
+static tecore_result_t alloc_scratch(tecore_seq_t *s, size_t max_rows, tecore_stream_t stream) {
+  TE_CHECK(te_seq_alloc(s, 4, 0, &s->one_f32));
+  TE_CHECK(tecore_memset_d32_async(s->one_f32, 0x3f800000u, 1, stream));
   s->zeros_rows = max_rows > s->max_cols ? max_rows : s->max_cols;
-  TE_CHECK_GOTO(te_seq_alloc(s, s->zeros_rows * 16 * 2, 0, &s->zeros16), res, fail);
-  TE_CHECK_GOTO(tecore_memset_d8_async(s->zeros16, 0, s->zeros_rows * 32, stream), res, fail);
-  TE_CHECK_GOTO(te_seq_alloc(s, s->max_elems, 0, &s->f8_dummy), res, fail);
-  TE_CHECK_GOTO(te_seq_alloc(s, s->max_cols * 4, 0, &s->dvec), res, fail);
-  TE_CHECK_GOTO(te_seq_alloc(s, s->max_cols * 4, 0, &s->dvec2), res, fail);
-  TE_CHECK_GOTO(te_seq_alloc(s, s->max_cols * 4, 0, &s->dvec16), res, fail);
-  TE_CHECK_GOTO(te_seq_alloc(s, s->max_cols * 4, 0, &s->dvec_tmp), res, fail);
-  TE_CHECK_GOTO(te_seq_alloc(s, 16, 0, &s->junk_f32), res, fail);
-  size_t ws = 0;
+  TE_CHECK(te_seq_alloc(s, s->zeros_rows * 16 * 2, 0, &s->zeros16));
+  TE_CHECK(tecore_memset_d8_async(s->zeros16, 0, s->zeros_rows * 32, stream));
+  TE_CHECK(te_seq_alloc(s, s->max_elems, 0, &s->f8_dummy));
+  TE_CHECK(te_seq_alloc(s, s->max_cols * 4, 0, &s->dvec));
+  TE_CHECK(te_seq_alloc(s, s->max_cols * 4, 0, &s->dvec2));
+  TE_CHECK(te_seq_alloc(s, s->max_cols * 4, 0, &s->dvec16));
+  TE_CHECK(te_seq_alloc(s, s->max_cols * 4, 0, &s->dvec_tmp));
+  TE_CHECK(te_seq_alloc(s, 16, 0, &s->junk_f32));
+  return TECORE_SUCCESS;
+}
+
+/* The backward workspace (the largest a bias gradient at any boundary or
+ * any operation's kind needs) and, on cuda, the sequence's own GEMM
+ * workspace. */
+static tecore_result_t alloc_workspaces(tecore_seq_t *s, const char *fn) {
+  size_t n = s->nops, ws = 0;
   for (size_t b = 0; b <= n; b++) {
     struct tecore_tensor t;
     size_t w = 0;
-    te_t2d(&t, dt, s->bnd[b].rows, s->bnd[b].cols, 0);
-    TE_CHECK_GOTO(tecore_cast_transpose_dbias_workspace_size(&t, &w), res, fail);
+    te_t2d(&t, s->cfg.dtype, s->bnd[b].rows, s->bnd[b].cols, 0);
+    TE_CHECK(tecore_cast_transpose_dbias_workspace_size(&t, &w));
     if (w > ws) ws = w;
   }
   for (size_t i = 0; i < n; i++) {
     const struct te_op *o = &s->ops[i];
-    if (!te_kind_is_norm(o->d.kind)) continue;
+    if (!o->def.workspace) continue;
     size_t w = 0;
-    TE_CHECK_GOTO(tecore_norm_bwd_workspace_size(o->d.kind == TECORE_OP_LAYERNORM
-                                                     ? TECORE_NORM_LAYERNORM
-                                                     : TECORE_NORM_RMSNORM,
-                                                 o->in_rows, o->in_cols, &w), res, fail);
+    tecore_result_t res = o->def.workspace(&o->d, o->in_rows, o->in_cols, &w, o->def.ctx);
+    if (res != TECORE_SUCCESS) {
+      te_error_hop(fn, __FILE__, __LINE__);
+      return res;
+    }
     if (w > ws) ws = w;
   }
   s->ws_bytes = ws ? ws : 16;
-  TE_CHECK_GOTO(te_seq_alloc(s, s->ws_bytes, 0, &s->ws), res, fail);
+  TE_CHECK(te_seq_alloc(s, s->ws_bytes, 0, &s->ws));
   tecore_backend_t be = TECORE_BACKEND_NONE;
-  TE_CHECK_GOTO(tecore_backend(&be), res, fail);
+  TE_CHECK(tecore_backend(&be));
   int64_t mb = tecore_tunable_int(&ops_gemm_workspace_mb);
   if (be == TECORE_BACKEND_CUDA && mb > 0) {   /* Linear and Bias both run GEMMs */
     s->gemm_ws_bytes = (size_t)mb << 20;
-    TE_CHECK_GOTO(te_seq_alloc(s, s->gemm_ws_bytes, 0, &s->gemm_ws), res, fail);
+    TE_CHECK(te_seq_alloc(s, s->gemm_ws_bytes, 0, &s->gemm_ws));
   }
-  s->built = 1;
-  TE_CHECK_GOTO(te_seq_prepare_fp8(s, stream), res, fail_built);
-  TE_CHECK_GOTO(tecore_stream_synchronize(stream), res, fail_built);
   return TECORE_SUCCESS;
-fail_built:
+}
+
+/* A failed build: leaves the sequence as before it, freeing what was
+ * allocated. */
+static void unbuild(tecore_seq_t *s) {
   s->built = 0;
-fail:
-  /* leave the sequence as before build: free what was allocated */
   free_state(s);
   for (size_t i = 0; i < s->nallocs; i++) (void)tecore_mem_free(s->allocs[i].p);
   s->nallocs = 0;
   s->bytes_total = s->bytes_param = 0;
-  for (size_t i = 0; i < n; i++) {
+  for (size_t i = 0; i < s->nops; i++) {
     struct te_op *o = &s->ops[i];
     memset(o->param, 0, sizeof o->param);
     memset(o->grad, 0, sizeof o->grad);
@@ -518,6 +508,28 @@ fail:
   te_plan_free(&s->plan);
   free(s->bnd);
   s->bnd = NULL;
+}
+
+TE_EXPORT tecore_result_t tecore_seq_build(tecore_seq_t *s, tecore_stream_t stream) {
+  static const char fn[] = "tecore_seq_build";
+  TE_ARG(s, "%s: seq is NULL", fn);
+  TE_ARG(!s->built, "%s: the sequence is already built", fn);
+  TE_ARG(s->nops >= 1, "%s: the sequence has no operations (tecore_seq_add)", fn);
+  TE_CHECK(layout_boundaries(s, fn));
+  tecore_result_t res = TECORE_SUCCESS;
+  uint64_t rng = s->cfg.seed;
+  size_t max_rows = 0;
+  for (size_t i = 0; i < s->nops; i++) TE_CHECK_GOTO(init_params(s, i, &rng, stream), res, fail);
+  TE_CHECK_GOTO(alloc_activations(s, &max_rows), res, fail);
+  TE_CHECK_GOTO(alloc_grads(s, stream), res, fail);
+  TE_CHECK_GOTO(alloc_scratch(s, max_rows, stream), res, fail);
+  TE_CHECK_GOTO(alloc_workspaces(s, fn), res, fail);
+  s->built = 1;
+  TE_CHECK_GOTO(te_seq_prepare_fp8(s, stream), res, fail);
+  TE_CHECK_GOTO(tecore_stream_synchronize(stream), res, fail);
+  return TECORE_SUCCESS;
+fail:
+  unbuild(s);
   return res;
 }
 
@@ -526,7 +538,7 @@ fail:
 static tecore_result_t check_fp8_shapes(const tecore_seq_t *s, const char *fn) {
   for (size_t i = 0; i < s->nops; i++) {
     const struct te_op *o = &s->ops[i];
-    if (o->d.kind != TECORE_OP_LINEAR) continue;
+    if (!(o->fp8 & TE_KIND_GEMM)) continue;
     if (o->in_cols % 16 || o->out_cols % 16 || o->in_rows % 16)
       return TE_ERR(TECORE_ERR_INVALID, "%s: op %zu (linear [%zu][%zu] -> [%zu][%zu]): FP8 GEMMs "
                     "need in_features, out_features and rows (tokens, the k of the weight "
@@ -562,8 +574,8 @@ tecore_result_t te_seq_prepare_fp8(tecore_seq_t *s, tecore_stream_t stream) {
   if (s->fp8) {
     TE_CHECK(check_fp8_shapes(s, "tecore_seq_build"));
     for (size_t b = 0; b <= n; b++) {
-      int need = (b < n && s->ops[b].d.kind == TECORE_OP_LINEAR) ||
-                 (b >= 1 && s->ops[b - 1].d.kind == TECORE_OP_QUANTIZE);
+      int need = (b < n && (s->ops[b].fp8 & TE_KIND_GEMM)) ||
+                 (b >= 1 && (s->ops[b - 1].fp8 & TE_KIND_FP8_COPY));
       if (!need) continue;
       struct te_bnd *bd = &s->bnd[b];
       bd->f8 = (int)s->nf8++;
@@ -574,7 +586,7 @@ tecore_result_t te_seq_prepare_fp8(tecore_seq_t *s, tecore_stream_t stream) {
     }
     for (size_t i = 0; i < n; i++) {
       struct te_op *o = &s->ops[i];
-      if (o->d.kind != TECORE_OP_LINEAR || o->w8_row) continue;
+      if (!(o->fp8 & TE_KIND_GEMM) || o->w8_row) continue;
       TE_CHECK(te_seq_alloc(s, o->plen[0], 0, &o->w8_row));
       TE_CHECK(te_seq_alloc(s, o->plen[0], 0, &o->w8_col));
     }
@@ -589,7 +601,7 @@ tecore_result_t te_seq_prepare_fp8(tecore_seq_t *s, tecore_stream_t stream) {
   } else if (dt == TECORE_DTYPE_F32) {
     for (size_t i = 0; i < n; i++) {
       struct te_op *o = &s->ops[i];
-      if (o->d.kind != TECORE_OP_LINEAR || o->w16) continue;
+      if (!(o->fp8 & TE_KIND_GEMM) || o->w16) continue;
       TE_CHECK(te_seq_alloc(s, o->plen[0] * 2, 0, &o->w16));
       TE_CHECK(te_seq_alloc(s, o->in_rows * o->in_cols * 2, 0, &o->x16));
     }
@@ -668,19 +680,9 @@ TE_EXPORT tecore_result_t tecore_seq_update_scales(tecore_seq_t *s, tecore_strea
 
 /* ---- accessors ----------------------------------------------------------------------------------- */
 
-static const char *param_name(int kind, size_t p) {
-  if (kind == TECORE_OP_LINEAR) return p == 0 ? "weight" : "bias";
-  if (kind == TECORE_OP_BIAS) return "bias";
-  return p == 0 ? "gamma" : "beta";
-}
-
 static void param_tensors(const tecore_seq_t *s, const struct te_op *o, size_t p,
                           struct tecore_tensor *v, struct tecore_tensor *g) {
-  size_t r = 1, c = o->plen[p];
-  if (o->d.kind == TECORE_OP_LINEAR && p == 0) {
-    r = o->out_cols;
-    c = o->in_cols;
-  }
+  size_t r = o->pdef[p].rows, c = o->pdef[p].cols;
   if (v) {
     te_t2d(v, s->cfg.dtype, r, c, o->param[p]);
     if (r == 1) {
@@ -712,7 +714,7 @@ TE_EXPORT tecore_result_t tecore_seq_params(const tecore_seq_t *s, struct tecore
     for (size_t p = 0; p < o->nparams; p++, k++) {
       if (k >= max) continue;
       params[k].op = i;
-      params[k].name = param_name(o->d.kind, p);
+      params[k].name = o->pdef[p].name;
       param_tensors(s, o, p, &params[k].value, &params[k].grad);
     }
   }
@@ -730,7 +732,7 @@ TE_EXPORT tecore_result_t tecore_seq_op(const tecore_seq_t *s, size_t index,
   const struct te_op *o = &s->ops[index];
   memset(info, 0, sizeof *info);
   info->desc = o->d;
-  info->name = te_kind_is_builtin(o->d.kind) ? tecore_op_kind_name(o->d.kind) : o->reg.name;
+  info->name = o->def.name;
   info->in_rows = o->in_rows;
   info->in_features = o->in_cols;
   info->out_rows = o->out_rows;
@@ -746,6 +748,10 @@ TE_EXPORT tecore_result_t tecore_seq_op(const tecore_seq_t *s, size_t index,
         info->saved[k].shape[0] = o->in_rows;
         info->saved[k].shape[1] = 0;
       }
+    if (o->pair >= 0) {
+      te_t2d(&info->extra_value, s->cfg.dtype, o->in_rows, o->in_cols, te_slot_value(s, o->pair));
+      te_t2d(&info->extra_grad, s->cfg.dtype, o->in_rows, o->in_cols, te_slot_grad(s, o->pair));
+    }
   }
   return TECORE_SUCCESS;
 }

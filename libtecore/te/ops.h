@@ -81,7 +81,8 @@ extern "C" {
 
 typedef struct tecore_seq tecore_seq_t;
 
-/* Operation kinds.  Kinds below TECORE_OP_BUILTIN_COUNT_ are libtecore's;
+/* Operation kinds.  Kinds below TECORE_OP_BUILTIN_COUNT_ are libtecore's,
+ * each defined by a struct tecore_op_kind_def as registered kinds are;
  * the communication kinds have no implementation until an upper layer
  * registers one (tecore_ops_register_kind); TECORE_OP_USER_FIRST ..
  * TECORE_OP_KIND_MAX - 1 are free for new kinds. */
@@ -128,7 +129,8 @@ typedef enum tecore_op_kind {
  *                     A slot added but never made is an extra input the
  *                     caller writes; one made but never added is an extra
  *                     output the caller reads (tecore_seq_extra).
- *   registered kinds  features (passed to the kind's shape function) and ctx
+ *   registered kinds  the fields their definition lists
+ *                     (tecore_op_kind_def.fields), ctx among them
  * Fields a kind does not read must be 0. */
 struct tecore_op_desc {
   int kind;             /* tecore_op_kind_t or a registered kind */
@@ -247,6 +249,10 @@ struct tecore_op_info {
                                           norms gamma, beta */
   struct tecore_tensor grad[2];        /* F32 */
   struct tecore_tensor saved[2];       /* norms: rsigma, and mu (LayerNorm), F32 [rows] */
+  /* after build, an operation with a slot role (MAKE_EXTRA_OUTPUT,
+   * ADD_EXTRA_INPUT, ...): its use of the slot, value and gradient
+   * [in_rows][in_features] of the sequence's dtype; else zeroed */
+  struct tecore_tensor extra_value, extra_grad;
 };
 tecore_result_t tecore_seq_op(const tecore_seq_t *seq, size_t index, struct tecore_op_info *info);
 
@@ -288,16 +294,81 @@ struct tecore_seq_exec {
   const struct tecore_recipe *recipe;   /* NULL: no FP8 */
   tecore_stream_t stream;
   void *ctx;                            /* the registration's ctx */
+  tecore_devptr_t workspace;            /* backward scratch (tecore_op_kind_def.workspace) */
+  size_t workspace_bytes;
 };
 typedef tecore_result_t (*tecore_seq_exec_fn)(const struct tecore_seq_exec *x);
 
-/* An operation kind's implementation. */
+/* tecore_op_kind_def.fields: the tecore_op_desc fields a kind reads (the
+ * others must be 0 in every desc of the kind). */
+#define TECORE_OP_FIELD_FEATURES 0x01u
+#define TECORE_OP_FIELD_BIAS 0x02u
+#define TECORE_OP_FIELD_EPSILON 0x04u   /* epsilon and norm_flags */
+#define TECORE_OP_FIELD_SCALE 0x08u
+#define TECORE_OP_FIELD_SLOT 0x10u      /* given with a slot role (below) */
+#define TECORE_OP_FIELD_CTX 0x20u
+
+/* tecore_op_kind_def.flags.  Aliasing: the output shares the input's
+ * storage (same number of elements), or the input's gradient the output's
+ * gradient, so the pass moves no bytes; except at the sequence's ends (the
+ * caller's tensors), where the executor must copy: it compares the data
+ * pointers it is given.  A slot role (at most one, with
+ * TECORE_OP_FIELD_SLOT): the operation forks its input into residual slot
+ * desc->slot (make) or adds that slot (add), with the pairing rules of
+ * TECORE_OP_MAKE_EXTRA_OUTPUT and TECORE_OP_ADD_EXTRA_INPUT; its executors
+ * find the slot's tensors in tecore_op_info.extra_value / extra_grad. */
+#define TECORE_OP_ALIAS_FORWARD 0x1u
+#define TECORE_OP_ALIAS_BACKWARD 0x2u
+#define TECORE_OP_SLOT_MAKE 0x4u
+#define TECORE_OP_SLOT_ADD 0x8u
+
+/* How tecore_seq_build fills a parameter: zeros, ones, or uniform in
+ * [-bound, bound] from the sequence's seed (one draw per element, in
+ * operation and parameter order). */
+typedef enum tecore_op_init {
+  TECORE_OP_INIT_ZERO = 0,
+  TECORE_OP_INIT_ONE = 1,
+  TECORE_OP_INIT_UNIFORM = 2
+} tecore_op_init_t;
+
+#define TECORE_OP_MAX_PARAMS 2
+#define TECORE_OP_MAX_SAVED 2
+
+/* An operation's shape, as its kind's shape function fills it in: the
+ * input's shape is given, the output's is preset to it; parameters
+ * (value of the sequence's dtype and F32 gradient, rows 1: a vector) and
+ * saved vectors (F32 [in_rows] each, written by forward for backward) are
+ * preset to none.  tecore_seq_build allocates what it says, and
+ * tecore_seq_op / tecore_seq_params show it. */
+struct tecore_op_param_def {
+  const char *name;            /* static string: "weight", "gamma", ... */
+  size_t rows, cols;
+  tecore_op_init_t init;
+  double bound;                /* TECORE_OP_INIT_UNIFORM */
+};
+struct tecore_op_shape {
+  size_t in_rows, in_features;
+  size_t out_rows, out_features;
+  size_t nparams;              /* 0 .. TECORE_OP_MAX_PARAMS */
+  struct tecore_op_param_def param[TECORE_OP_MAX_PARAMS];
+  size_t nsaved;               /* 0 .. TECORE_OP_MAX_SAVED */
+};
+
+/* An operation kind: libtecore's own kinds are defined by entries of this
+ * form too, so a registered kind is run exactly as a built-in one. */
 struct tecore_op_kind_def {
   const char *name;            /* static string, e.g. "allreduce" */
-  /* output shape from the input's (NULL: the same shape) */
-  tecore_result_t (*shape)(const struct tecore_op_desc *desc, size_t in_rows,
-                           size_t in_features, size_t *out_rows, size_t *out_features,
+  unsigned fields;             /* TECORE_OP_FIELD_* */
+  unsigned flags;              /* TECORE_OP_ALIAS_*, TECORE_OP_SLOT_* */
+  /* checks desc against the input's shape and fills in the rest of *shape
+   * (NULL: the same shape, no parameters); an error names the argument */
+  tecore_result_t (*shape)(const struct tecore_op_desc *desc, struct tecore_op_shape *shape,
                            void *ctx);
+  /* bytes of device workspace backward needs (NULL: none); the sequence
+   * allocates the largest of its operations' and gives it to every
+   * executor (tecore_seq_exec.workspace) */
+  tecore_result_t (*workspace)(const struct tecore_op_desc *desc, size_t in_rows,
+                               size_t in_features, size_t *bytes, void *ctx);
   tecore_seq_exec_fn forward;  /* required */
   tecore_seq_exec_fn backward; /* required */
   void *ctx;
