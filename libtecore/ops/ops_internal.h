@@ -158,7 +158,7 @@ struct tecore_seq {
   tecore_devptr_t gemm_ws;
   size_t gemm_ws_bytes;
   tecore_devptr_t g0;              /* dx when the caller wants none */
-  tecore_devptr_t garena;          /* the shared activation gradients (te_grad_layout) */
+  tecore_devptr_t garena;          /* the shared activation gradients (laid out by the backward plan) */
   size_t garena_bytes;
 
   /* the current call's caller tensors */
@@ -181,8 +181,6 @@ void te_t2d(struct tecore_tensor *t, tecore_dtype_t dt, size_t rows, size_t cols
 /* The value and gradient storage of pair p (te_op.pair). */
 tecore_devptr_t te_slot_value(const tecore_seq_t *s, int p);
 tecore_devptr_t te_slot_grad(const tecore_seq_t *s, int p);
-/* Allocates what the recipe needs (FP8 copies, scaling state) and plans. */
-tecore_result_t te_seq_prepare_fp8(tecore_seq_t *s, tecore_stream_t stream);
 
 /* ---- ops_registry.c ------------------------------------------------------------------ */
 /* Copies kind's definition (built in or registered) into *k; 0 if kind
@@ -192,10 +190,10 @@ int te_kind_lookup(int kind, struct te_kind *k);
 tecore_result_t te_fusions_snapshot(struct te_fusion **out, size_t *n);
 
 /* ---- ops_plan.c --------------------------------------------------------------------- */
+/* Plans both passes, records what the forward groups leave at the
+ * boundaries, and lays the shared activation gradients (te_bnd.gshared)
+ * out in the arena by the backward plan's lifetimes. */
 tecore_result_t te_plan_build(tecore_seq_t *s);
-/* Lays the shared activation gradients (te_bnd.gshared) out in the arena
- * by the backward plan's lifetimes, growing the arena when needed. */
-tecore_result_t te_grad_layout(tecore_seq_t *s);
 void te_plan_free(struct te_plan *p);
 
 /* ---- ops_fusions.c: built-in patterns ----------------------------------------------- */

@@ -22,6 +22,8 @@ TE_PARAM_INT(ops_fusion, "TE_OPS_FUSION", 1, 0, 1,
              "1: the operation fuser uses fusion patterns; 0: every operation runs by itself "
              "(as TECORE_SEQ_NO_FUSION)")
 
+static tecore_result_t grad_layout(tecore_seq_t *s);
+
 void te_plan_free(struct te_plan *p) {
   free(p->fusions);
   free(p->groups[0]);
@@ -138,7 +140,7 @@ tecore_result_t te_plan_build(tecore_seq_t *s) {
     }
   }
   s->have_forward = 0;
-  return te_grad_layout(s);
+  return grad_layout(s);
 }
 
 /* ---- shared activation gradients ------------------------------------------------------ */
@@ -156,7 +158,7 @@ static size_t grad_owner(const tecore_seq_t *s, size_t b) {
  * storage: owners sorted by lo go to the first buffer whose members all
  * ended before (interval partitioning: as few buffers as the most
  * gradients alive at once); a buffer is as large as its largest member. */
-tecore_result_t te_grad_layout(tecore_seq_t *s) {
+static tecore_result_t grad_layout(tecore_seq_t *s) {
   size_t n = s->nops, ng = s->plan.ngroups[TECORE_SEQ_BACKWARD];
   const struct te_group *grp = s->plan.groups[TECORE_SEQ_BACKWARD];
   size_t es = tecore_dtype_size(s->cfg.dtype);

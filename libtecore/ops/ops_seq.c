@@ -363,6 +363,8 @@ static tecore_result_t init_params(tecore_seq_t *s, size_t i, uint64_t *rng,
   return TECORE_SUCCESS;
 }
 
+static tecore_result_t prepare_fp8(tecore_seq_t *s, tecore_stream_t stream);
+
 /* The boundaries' shapes and aliases (host memory only). */
 static tecore_result_t layout_boundaries(tecore_seq_t *s, const char *fn) {
   size_t n = s->nops;
@@ -525,7 +527,7 @@ TE_EXPORT tecore_result_t tecore_seq_build(tecore_seq_t *s, tecore_stream_t stre
   TE_CHECK_GOTO(alloc_scratch(s, max_rows, stream), res, fail);
   TE_CHECK_GOTO(alloc_workspaces(s, fn), res, fail);
   s->built = 1;
-  TE_CHECK_GOTO(te_seq_prepare_fp8(s, stream), res, fail);
+  TE_CHECK_GOTO(prepare_fp8(s, stream), res, fail);
   TE_CHECK_GOTO(tecore_stream_synchronize(stream), res, fail);
   return TECORE_SUCCESS;
 fail:
@@ -565,7 +567,8 @@ static tecore_result_t make_state(tecore_seq_t *s, tecore_fp8_role_t role, size_
   return TECORE_SUCCESS;
 }
 
-tecore_result_t te_seq_prepare_fp8(tecore_seq_t *s, tecore_stream_t stream) {
+/* Allocates what the recipe needs (FP8 copies, scaling state) and plans. */
+static tecore_result_t prepare_fp8(tecore_seq_t *s, tecore_stream_t stream) {
   size_t n = s->nops;
   tecore_dtype_t dt = s->cfg.dtype;
   free_state(s);
@@ -631,7 +634,7 @@ TE_EXPORT tecore_result_t tecore_seq_set_recipe(tecore_seq_t *s, const struct te
   if (r) s->recipe = *r;
   if (!s->built) return TECORE_SUCCESS;
   tecore_result_t res = tecore_stream_synchronize(stream);
-  if (res == TECORE_SUCCESS) res = te_seq_prepare_fp8(s, stream);
+  if (res == TECORE_SUCCESS) res = prepare_fp8(s, stream);
   if (res == TECORE_SUCCESS) res = tecore_stream_synchronize(stream);
   if (res != TECORE_SUCCESS) {
     te_error_hop(fn, __FILE__, __LINE__);
@@ -640,7 +643,7 @@ TE_EXPORT tecore_result_t tecore_seq_set_recipe(tecore_seq_t *s, const struct te
     /* best effort back to the old plan; the first error is what we return */
     char keep[512];
     snprintf(keep, sizeof keep, "%s", tecore_last_error());
-    (void)te_seq_prepare_fp8(s, stream);
+    (void)prepare_fp8(s, stream);
     tecore_set_error("%s", keep);
   }
   return res;
