@@ -55,7 +55,12 @@ static tecore_result_t run_group(tecore_seq_t *s, const struct te_group *gr, tec
       .workspace_bytes = s->ws_bytes};
   tecore_seq_exec_fn fn = NULL;
   group_fn(s, gr, dir, &fn, &x.ctx);
-  tecore_result_t r = fn(&x);
+  tecore_result_t r = TECORE_SUCCESS;
+  /* the pass hooks (te/ops.h): an offload schedule's hand-offs */
+  if (s->hooks.before) r = s->hooks.before(s->hooks.ctx, s, dir, gr->first, gr->count, stream);
+  if (r == TECORE_SUCCESS) r = fn(&x);
+  if (r == TECORE_SUCCESS && s->hooks.after)
+    r = s->hooks.after(s->hooks.ctx, s, dir, gr->first, gr->count, stream);
   if (r != TECORE_SUCCESS) {
     char keep[768];
     snprintf(keep, sizeof keep, "%s", tecore_last_error());

@@ -78,6 +78,7 @@ struct te_op {
   tecore_devptr_t w8_row, w8_col;  /* FP8: the quantized weight, both copies */
   /* a slot role (MakeExtraOutput / AddExtraInput) */
   int pair;                        /* its use of the slot: an index into tecore_seq.pairs, or -1 */
+  unsigned ext;                    /* TE_EXT_X16: x16 is the caller's (tecore_seq_set_saved) */
 };
 
 struct te_bnd {
@@ -93,7 +94,12 @@ struct te_bnd {
   int f8_ready;                    /* its producer writes the FP8 copy */
   int f8_rowonly;                  /* ... rowwise only (the columnwise copy is made in backward) */
   int hp_valid;                    /* the high-precision data is written */
+  unsigned ext;                    /* storage the caller gave (tecore_seq_set_saved): TE_EXT_* */
 };
+#define TE_EXT_HP 0x1u
+#define TE_EXT_F8_ROW 0x2u
+#define TE_EXT_F8_COL 0x4u
+#define TE_EXT_X16 0x8u
 
 /* One use of a residual slot: made (forked) and/or added.  A slot is used
  * again once its pair is complete (made, then added). */
@@ -165,6 +171,8 @@ struct tecore_seq {
   tecore_devptr_t run_in, run_out, run_dy, run_dx;
   int have_forward;                /* a forward ran since build / the last recipe change */
 
+  struct tecore_seq_hooks hooks;   /* tecore_seq_set_hooks; all NULL: none */
+
   struct te_alloc *allocs;
   size_t nallocs, cap_allocs;
   size_t bytes_total, bytes_param;
@@ -172,6 +180,8 @@ struct tecore_seq {
 
 /* ---- ops_seq.c -------------------------------------------------------------------- */
 tecore_result_t te_seq_alloc(tecore_seq_t *s, size_t bytes, int param, tecore_devptr_t *p);
+/* Frees an allocation of te_seq_alloc (ops_saved.c). */
+tecore_result_t te_seq_release(tecore_seq_t *s, tecore_devptr_t p);
 /* The storage boundary b resolves to (following aliases). */
 tecore_devptr_t te_bnd_hp(const tecore_seq_t *s, size_t b);
 tecore_devptr_t te_bnd_grad(const tecore_seq_t *s, size_t b);

@@ -20,6 +20,7 @@
 #include <te/transpose.h>
 #include <te/optim.h>
 #include <te/ops.h>
+#include <te/svc.h>
 
 #ifdef __cplusplus
 extern "C" {

@@ -272,6 +272,62 @@ tecore_result_t tecore_seq_extra(const tecore_seq_t *seq, int slot, struct tecor
 tecore_result_t tecore_seq_memory(const tecore_seq_t *seq, size_t *param_bytes,
                                   size_t *total_bytes);
 
+/* ---- saved tensors and pass hooks (activation offload) -------------------
+ * What a forward leaves for its backward, so that an upper layer
+ * (libtegraph's te/offload.h) can move it off the device between the
+ * passes: the activations at the boundaries between operations, their FP8
+ * copies and F32 sequences' bf16 copies of a Linear's input.  The caller's
+ * input and output (boundaries 0 and n), storage an earlier boundary's
+ * alias shares, norms' statistics and the parameters are not listed. */
+
+typedef enum tecore_seq_saved_part {
+  TECORE_SEQ_SAVED_DATA = 0,     /* the activation, the sequence's dtype [rows][cols] */
+  TECORE_SEQ_SAVED_FP8_ROW = 1,  /* its FP8 copy, rowwise, 1 byte [rows][cols] */
+  TECORE_SEQ_SAVED_FP8_COL = 2,  /* its FP8 copy, columnwise, 1 byte [cols][rows] */
+  TECORE_SEQ_SAVED_BF16 = 3      /* F32 sequences: Linear op's bf16 copy of its input */
+} tecore_seq_saved_part_t;
+
+struct tecore_seq_saved {
+  size_t bnd;            /* the boundary (input of op bnd), or for BF16 the Linear's index */
+  tecore_seq_saved_part_t part;
+  size_t op_first;       /* the first operation whose forward writes it */
+  size_t op_last;        /* the last operation that reads it (forward or backward) */
+  tecore_dtype_t dtype;  /* the sequence's dtype, BF16, or an FP8 format's byte (U8) */
+  size_t rows, cols;     /* as stored (FP8_COL: [cols][rows] of the boundary) */
+  size_t bytes;
+  tecore_devptr_t ptr;   /* where it is stored now */
+  int external;          /* 1: storage given by tecore_seq_set_saved */
+  int written;           /* 1: the current plan's forward writes it */
+  int read_back;         /* 1: the current plan's backward may read what forward wrote */
+};
+/* Lists the saved tensors of a built sequence (in boundary order): up to
+ * max in saved[] (may be NULL with max 0), the total in *count.  The list
+ * follows the current plan: list again after tecore_seq_set_recipe. */
+tecore_result_t tecore_seq_saved(const tecore_seq_t *seq, struct tecore_seq_saved *saved,
+                                 size_t max, size_t *count);
+/* Gives saved tensor index (as listed) the storage ptr (device memory of
+ * at least its bytes, 256-byte aligned, the caller's), and frees the
+ * sequence's own; ptr 0 gives it storage of the sequence's own again
+ * (allocated now).  Several tensors may share storage when the caller
+ * orders their lives (that is how offload saves memory).  No work of the
+ * sequence may be queued or captured; the plan's graphs captured before
+ * keep the old address. */
+tecore_result_t tecore_seq_set_saved(tecore_seq_t *seq, size_t index, tecore_devptr_t ptr);
+
+/* Called around each group of each pass (first, count: the group's
+ * operations) on the pass's stream, from tecore_seq_forward and
+ * tecore_seq_backward; a failure fails the pass with the hook's error.
+ * Hooks only queue work (the passes may be captured). */
+struct tecore_seq_hooks {
+  tecore_result_t (*before)(void *ctx, tecore_seq_t *seq, tecore_seq_dir_t dir, size_t first,
+                            size_t count, tecore_stream_t stream);
+  tecore_result_t (*after)(void *ctx, tecore_seq_t *seq, tecore_seq_dir_t dir, size_t first,
+                           size_t count, tecore_stream_t stream);
+  void *ctx;
+};
+/* Installs hooks (copied; NULL removes them).  One set per sequence. */
+tecore_result_t tecore_seq_set_hooks(tecore_seq_t *seq, const struct tecore_seq_hooks *hooks);
+
 /* ---- registration: new kinds and fusion patterns ------------------------- */
 
 /* What an executor (an operation's own forward or backward, or a fusion)

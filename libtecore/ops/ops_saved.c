@@ -1,0 +1,215 @@
+/* ops_saved.c -- what a sequence's forward leaves for its backward (the
+ * saved tensors: boundary activations, their FP8 copies, F32 sequences'
+ * bf16 Linear inputs), listed for an upper layer and re-pointed at storage
+ * the caller gives, and the pass hooks.  This is all activation offload
+ * (libtegraph's te/offload.h) needs from the fuser: it lays the saved
+ * tensors of several blocks over the same device memory and moves them to
+ * the host and back between the passes through the hooks.
+ *
+ * Which tensors backward reads (read_back) follows the executors: Linear
+ * reads its input (16-bit, or its FP8 copies, or the bf16 copy of an F32
+ * sequence), activations and norms read their input, registered kinds are
+ * assumed to read theirs; Bias, Identity, Reshape, Quantize, ConstantScale
+ * and the slot operations read nothing of the forward's. */
+#include "ops/ops_internal.h"
+
+#include <string.h>
+
+tecore_result_t te_seq_release(tecore_seq_t *s, tecore_devptr_t p) {
+  for (size_t i = 0; i < s->nallocs; i++) {
+    if (s->allocs[i].p != p) continue;
+    TE_CHECK(tecore_mem_free(p));
+    s->bytes_total -= s->allocs[i].bytes;
+    if (s->allocs[i].param) s->bytes_param -= s->allocs[i].bytes;
+    s->allocs[i] = s->allocs[--s->nallocs];
+    return TECORE_SUCCESS;
+  }
+  return TE_ERR(TECORE_ERR_INTERNAL, "tecore_seq: 0x%llx is not an allocation of the sequence",
+                (unsigned long long)p);
+}
+
+/* The boundary whose storage boundary b uses. */
+static size_t owner(const tecore_seq_t *s, size_t b) {
+  while (s->bnd[b].alias >= 0) b = (size_t)s->bnd[b].alias;
+  return b;
+}
+
+/* Does op c's backward read its input (the forward's values)? */
+static int bwd_reads_input_hp(const tecore_seq_t *s, size_t c) {
+  const struct te_op *o = &s->ops[c];
+  int k = o->d.kind;
+  if (o->fp8 & TE_KIND_GEMM) return !s->fp8 && s->cfg.dtype != TECORE_DTYPE_F32;
+  if (k >= TECORE_OP_GELU && k <= TECORE_OP_RMSNORM) return 1;   /* activations, norms */
+  return k >= TECORE_OP_ALLREDUCE;   /* communication and registered kinds: assume so */
+}
+
+/* One saved tensor and where its pointer lives. */
+struct saved_ref {
+  struct tecore_seq_saved info;
+  tecore_devptr_t *field;
+  unsigned *ext;
+  unsigned bit;
+};
+
+/* Calls visit for each saved tensor in order; stops at a nonzero return. */
+static int walk(const tecore_seq_t *cs, int (*visit)(struct saved_ref *r, void *arg), void *arg) {
+  tecore_seq_t *s = (tecore_seq_t *)cs;   /* the refs may be written through by set_saved */
+  size_t n = s->nops;
+  size_t es = tecore_dtype_size(s->cfg.dtype);
+  for (size_t b = 0; b <= n; b++) {
+    struct te_bnd *bd = &s->bnd[b];
+    /* the operations that read boundary b's storage in forward: consumers
+     * of every boundary aliasing it, and slot adders of a fork of it */
+    size_t last = b, first = b > 0 ? b - 1 : 0;
+    int hp_back = 0, lin = 0;
+    for (size_t c = b; c < n; c++) {
+      if (owner(s, c) != b) continue;
+      last = c;
+      if (bwd_reads_input_hp(s, c)) hp_back = 1;
+      if ((s->ops[c].fp8 & TE_KIND_GEMM) && c == b) lin = 1;
+    }
+    for (size_t p = 0; p < s->npairs; p++) {
+      const struct te_slot *sl = &s->pairs[p];
+      if (sl->maker >= 0 && sl->adder >= 0 && owner(s, (size_t)sl->maker) == b &&
+          (size_t)sl->adder > last)
+        last = (size_t)sl->adder;
+    }
+    struct saved_ref r;
+    memset(&r, 0, sizeof r);
+    r.info.bnd = b;
+    r.info.op_first = first;
+    r.info.op_last = last;
+    r.info.rows = bd->rows;
+    r.info.cols = bd->cols;
+    r.ext = &bd->ext;
+    if (b > 0 && b < n && bd->alias < 0 && bd->hp) {
+      r.info.part = TECORE_SEQ_SAVED_DATA;
+      r.info.dtype = s->cfg.dtype;
+      r.info.bytes = bd->rows * bd->cols * es;
+      r.field = &bd->hp;
+      r.bit = TE_EXT_HP;
+      r.info.written = bd->hp_valid;
+      r.info.read_back = bd->hp_valid && hp_back;
+      if (visit(&r, arg)) return 1;
+    }
+    if (s->fp8 && bd->f8 >= 0 && bd->f8_row) {
+      struct tecore_tensor t;
+      tecore_dtype_t f8 = TECORE_DTYPE_E4M3;
+      if (te_bnd_f8_tensor(s, b, &t) == TECORE_SUCCESS) f8 = t.dtype;
+      r.info.dtype = f8;
+      r.info.bytes = bd->rows * bd->cols;
+      r.info.part = TECORE_SEQ_SAVED_FP8_ROW;
+      r.field = &bd->f8_row;
+      r.bit = TE_EXT_F8_ROW;
+      r.info.written = bd->f8_ready || lin;
+      r.info.read_back = r.info.written && lin;
+      if (visit(&r, arg)) return 1;
+      r.info.part = TECORE_SEQ_SAVED_FP8_COL;
+      r.info.rows = bd->cols;
+      r.info.cols = bd->rows;
+      r.field = &bd->f8_col;
+      r.bit = TE_EXT_F8_COL;
+      /* a norm+quantize writes the rowwise copy only; backward makes this one */
+      r.info.written = lin && !bd->f8_rowonly;
+      r.info.read_back = r.info.written;
+      if (visit(&r, arg)) return 1;
+    }
+  }
+  for (size_t i = 0; i < n; i++) {
+    struct te_op *o = &s->ops[i];
+    if (!(o->fp8 & TE_KIND_GEMM) || !o->x16) continue;
+    struct saved_ref r;
+    memset(&r, 0, sizeof r);
+    r.info.bnd = i;
+    r.info.part = TECORE_SEQ_SAVED_BF16;
+    r.info.op_first = r.info.op_last = i;
+    r.info.dtype = TECORE_DTYPE_BF16;
+    r.info.rows = o->in_rows;
+    r.info.cols = o->in_cols;
+    r.info.bytes = o->in_rows * o->in_cols * 2;
+    r.field = &o->x16;
+    r.ext = &o->ext;
+    r.bit = TE_EXT_X16;
+    r.info.written = r.info.read_back = !s->fp8 && s->cfg.dtype == TECORE_DTYPE_F32;
+    if (visit(&r, arg)) return 1;
+  }
+  return 0;
+}
+
+struct list_arg {
+  struct tecore_seq_saved *out;
+  size_t max, k;
+};
+
+static int list_visit(struct saved_ref *r, void *arg) {
+  struct list_arg *a = arg;
+  if (a->k < a->max) {
+    a->out[a->k] = r->info;
+    a->out[a->k].ptr = *r->field;
+    a->out[a->k].external = (*r->ext & r->bit) != 0;
+  }
+  a->k++;
+  return 0;
+}
+
+TE_EXPORT tecore_result_t tecore_seq_saved(const tecore_seq_t *s, struct tecore_seq_saved *saved,
+                                           size_t max, size_t *count) {
+  static const char fn[] = "tecore_seq_saved";
+  TE_ARG(s, "%s: seq is NULL", fn);
+  TE_ARG(count, "%s: count is NULL", fn);
+  TE_ARG(saved || max == 0, "%s: saved is NULL but max is %zu", fn, max);
+  TE_ARG(s->built, "%s: the sequence is not built (tecore_seq_build)", fn);
+  struct list_arg a = {.out = saved, .max = max};
+  walk(s, list_visit, &a);
+  *count = a.k;
+  return TECORE_SUCCESS;
+}
+
+struct find_arg {
+  size_t want, k;
+  struct saved_ref found;
+  int hit;
+};
+
+static int find_visit(struct saved_ref *r, void *arg) {
+  struct find_arg *a = arg;
+  if (a->k++ != a->want) return 0;
+  a->found = *r;
+  a->hit = 1;
+  return 1;
+}
+
+TE_EXPORT tecore_result_t tecore_seq_set_saved(tecore_seq_t *s, size_t index, tecore_devptr_t ptr) {
+  static const char fn[] = "tecore_seq_set_saved";
+  TE_ARG(s, "%s: seq is NULL", fn);
+  TE_ARG(s->built, "%s: the sequence is not built (tecore_seq_build)", fn);
+  TE_ARG(ptr % 256 == 0, "%s: ptr 0x%llx is not 256-byte aligned", fn, (unsigned long long)ptr);
+  struct find_arg a = {.want = index};
+  walk(s, find_visit, &a);
+  TE_ARG(a.hit, "%s: index %zu is out of range (the sequence saves %zu tensors)", fn, index, a.k);
+  struct saved_ref *r = &a.found;
+  int ext = (*r->ext & r->bit) != 0;
+  if (ptr) {
+    if (!ext) TE_CHECK(te_seq_release(s, *r->field));
+    *r->field = ptr;
+    *r->ext |= r->bit;
+    return TECORE_SUCCESS;
+  }
+  if (!ext) return TECORE_SUCCESS;   /* already the sequence's own */
+  tecore_devptr_t own = 0;
+  TE_CHECK(te_seq_alloc(s, r->info.bytes, 0, &own));
+  *r->field = own;
+  *r->ext &= ~r->bit;
+  return TECORE_SUCCESS;
+}
+
+TE_EXPORT tecore_result_t tecore_seq_set_hooks(tecore_seq_t *s, const struct tecore_seq_hooks *h) {
+  TE_ARG(s, "tecore_seq_set_hooks: seq is NULL");
+  if (h) {
+    TE_ARG(h->before || h->after, "tecore_seq_set_hooks: hooks has neither before nor after");
+    s->hooks = *h;
+  } else {
+    memset(&s->hooks, 0, sizeof s->hooks);
+  }
+  return TECORE_SUCCESS;
+}
