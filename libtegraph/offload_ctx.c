@@ -1,0 +1,265 @@
+/* offload_ctx.c -- an activation-offload context's life (te/offload.h):
+ * the configuration and its tunables, the pinned pool (allocated once,
+ * staging buffers carved from its top), the copy streams, the spill files
+ * (io_uring probed first; O_DIRECT where the file system takes it; the
+ * pool registered with the service engine), failure reporting and the
+ * statistics. */
+#define _GNU_SOURCE 1   /* O_DIRECT */
+#include "offload_internal.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define TG_TUNABLE(var, envname, def, lo, hi, helptext)                        \
+  static struct tecore_tunable var = {                                         \
+      .name = #var, .env = envname, .type = TECORE_TUNABLE_INT,                \
+      .def_int = (def), .min = (lo), .max = (hi), .help = helptext};           \
+  __attribute__((constructor)) static void var##_register(void) {              \
+    (void)tecore_tunable_register(&var);                                       \
+  }
+
+TG_TUNABLE(tg_offload_host_mb, "TEGRAPH_OFFLOAD_HOST_MB", 1024, 1, 1 << 24,
+           "libtegraph: MiB of pinned host memory an offload context holds when its "
+           "configuration's host_budget is 0 (past it, tensors spill to files)")
+TG_TUNABLE(tg_offload_min_elems, "TEGRAPH_OFFLOAD_MIN_ELEMS", 262144, 1, (int64_t)1 << 40,
+           "libtegraph: tensors with fewer elements stay on the device when the offload "
+           "configuration's min_elems is 0 (TE's threshold: 256K)")
+TG_TUNABLE(tg_offload_staging_mb, "TEGRAPH_OFFLOAD_STAGING_MB", 8, 1, 4096,
+           "libtegraph: MiB of each of an offload context's four spill staging buffers when "
+           "the configuration's staging_bytes is 0")
+TG_TUNABLE(tg_offload_no_uring, "TEGRAPH_OFFLOAD_NO_URING", 0, 0, 1,
+           "libtegraph: 1 = act as if io_uring were missing (offload keeps everything in host "
+           "memory and says why): a test of the fallback")
+
+static tegraph_result_t close_files(tegraph_offload_t *c) {
+  for (size_t i = 0; i < c->nfiles; i++) {
+    if (c->fds && c->fds[i] >= 0) close(c->fds[i]);
+    if (c->paths && c->paths[i]) {
+      unlink(c->paths[i]);
+      free(c->paths[i]);
+    }
+  }
+  free(c->fds);
+  free(c->paths);
+  c->fds = NULL;
+  c->paths = NULL;
+  c->nfiles = 0;
+  return TEGRAPH_SUCCESS;
+}
+
+/* Opens the stripe files; c->spill = 1 on success, else why says why. */
+static tegraph_result_t open_files(tegraph_offload_t *c, const char *fn) {
+  const struct tegraph_offload_config *g = &c->cfg;
+  int per = g->files_per_dir > 0 ? g->files_per_dir : 1;
+  size_t n = g->ndirs * (size_t)per;
+  c->fds = calloc(n, sizeof *c->fds);
+  c->paths = calloc(n, sizeof *c->paths);
+  if (!c->fds || !c->paths) return TG_ERR(TEGRAPH_ERR_NOMEM, "%s: out of host memory", fn);
+  static unsigned serial;
+  unsigned me = __atomic_add_fetch(&serial, 1, __ATOMIC_RELAXED);
+  int direct = !(g->flags & TEGRAPH_OFFLOAD_NO_DIRECT), direct_refused = 0;
+  for (size_t d = 0; d < g->ndirs; d++) {
+    for (int k = 0; k < per; k++) {
+      size_t i = c->nfiles;
+      c->fds[i] = -1;
+      char path[4096];
+      int len = snprintf(path, sizeof path, "%s/te-offload.%d.%u.%d", g->dirs[d], (int)getpid(),
+                         me, k);
+      if (len < 0 || (size_t)len >= sizeof path)
+        return TG_ERR(TEGRAPH_ERR_INVALID, "%s: cfg->dirs[%zu]: the path is too long", fn, d);
+      c->paths[i] = strdup(path);
+      if (!c->paths[i]) return TG_ERR(TEGRAPH_ERR_NOMEM, "%s: out of host memory", fn);
+      int flags = O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC;
+      int fd = direct ? open(path, flags | O_DIRECT, 0600) : -1;
+      if (fd < 0 && direct && errno == EINVAL) {   /* tmpfs and others: no O_DIRECT */
+        direct_refused = 1;
+        fd = open(path, flags, 0600);
+      } else if (fd < 0 && !direct) {
+        fd = open(path, flags, 0600);
+      }
+      c->nfiles++;
+      if (fd < 0)
+        return TG_ERR(TEGRAPH_ERR_IO, "%s: cannot create the spill file %s: %s", fn, path,
+                      strerror(errno));
+      c->fds[i] = fd;
+    }
+  }
+  c->spill = 1;
+  struct tecore_svc_stats ss;
+  int fixed = tecore_svc_stats(&ss) == TECORE_SUCCESS && ss.fixed_buffers;
+  snprintf(c->why, sizeof c->why, "spill to %zu file%s in %zu director%s, %s, stripes of %zu "
+           "KiB, staging 4 x %zu KiB%s", c->nfiles, c->nfiles == 1 ? "" : "s", g->ndirs,
+           g->ndirs == 1 ? "y" : "ies", direct && !direct_refused ? "O_DIRECT" :
+           direct_refused ? "buffered (the file system refused O_DIRECT)" : "buffered",
+           c->stripe >> 10, c->stage_bytes >> 10, fixed ? ", fixed buffers" : "");
+  return TEGRAPH_SUCCESS;
+}
+
+TE_EXPORT tegraph_result_t tegraph_offload_create(const struct tegraph_offload_config *cfg,
+                                                  tegraph_offload_t **out) {
+  static const char fn[] = "tegraph_offload_create";
+  TG_ARG(out, "%s: ctx is NULL", fn);
+  *out = NULL;
+  TG_ARG(cfg, "%s: cfg is NULL", fn);
+  TG_ARG(cfg->prefetch >= 0 && cfg->prefetch <= 64, "%s: cfg->prefetch %d is not in 0..64", fn,
+         cfg->prefetch);
+  TG_ARG(cfg->ndirs == 0 || cfg->dirs, "%s: cfg->dirs is NULL but ndirs is %zu", fn, cfg->ndirs);
+  TG_ARG(cfg->ndirs <= 64, "%s: cfg->ndirs %zu is more than 64", fn, cfg->ndirs);
+  for (size_t d = 0; d < cfg->ndirs; d++)
+    TG_ARG(cfg->dirs[d] && cfg->dirs[d][0], "%s: cfg->dirs[%zu] is NULL or empty", fn, d);
+  TG_ARG(cfg->files_per_dir >= 0 && cfg->files_per_dir <= 64,
+         "%s: cfg->files_per_dir %d is not in 0..64", fn, cfg->files_per_dir);
+  TG_ARG(cfg->stripe_bytes % 4096 == 0, "%s: cfg->stripe_bytes %zu is not a multiple of 4096",
+         fn, cfg->stripe_bytes);
+  TG_ARG(!(cfg->flags & ~TEGRAPH_OFFLOAD_NO_DIRECT), "%s: cfg->flags 0x%x has unknown bits", fn,
+         cfg->flags);
+  tegraph_offload_t *c = calloc(1, sizeof *c);
+  if (!c) return TG_ERR(TEGRAPH_ERR_NOMEM, "%s: out of host memory", fn);
+  c->cfg = *cfg;
+  c->cfg.dirs = NULL;   /* not kept: the files are opened now */
+  c->buf_index = -1;
+  c->min_elems = cfg->min_elems ? cfg->min_elems
+                                : (size_t)tecore_tunable_int(&tg_offload_min_elems);
+  c->prefetch = cfg->prefetch ? cfg->prefetch : 1;
+  c->pool_bytes = cfg->host_budget ? cfg->host_budget
+                                   : (size_t)tecore_tunable_int(&tg_offload_host_mb) << 20;
+  c->pool_bytes = (c->pool_bytes + 4095) & ~(size_t)4095;
+  c->stripe = cfg->stripe_bytes ? cfg->stripe_bytes : (size_t)1 << 20;
+  tegraph_result_t res = TEGRAPH_SUCCESS;
+  tecore_result_t r;
+
+  /* spill: io_uring first */
+  int want_spill = cfg->ndirs > 0, uring = 0;
+  if (want_spill) {
+    const char *why = NULL;
+    TG_CHECK(tegraph_uring_probe(&uring, &why));
+    if (tecore_tunable_int(&tg_offload_no_uring)) {
+      uring = 0;
+      why = "TEGRAPH_OFFLOAD_NO_URING=1";
+    }
+    if (!uring) {
+      want_spill = 0;
+      snprintf(c->why, sizeof c->why, "no spill: %s; tensors past the host budget stay on the "
+               "device", why);
+      tecore_log(TECORE_LOG_WARN, TECORE_SUBSYS_OFFLOAD, __FILE__, __LINE__, "%s: %s", fn,
+                 c->why);
+    }
+  } else {
+    snprintf(c->why, sizeof c->why, "no spill directory: tensors past the host budget stay on "
+             "the device");
+  }
+  if (want_spill) {
+    size_t st = cfg->staging_bytes ? cfg->staging_bytes
+                                   : (size_t)tecore_tunable_int(&tg_offload_staging_mb) << 20;
+    if (st % c->stripe) st = (st / c->stripe + 1) * c->stripe;
+    /* the staging buffers come out of the budget; keep at least half for tensors */
+    while (4 * st > c->pool_bytes / 2 && st > c->stripe) st = st / 2 / c->stripe * c->stripe;
+    if (st < c->stripe) st = c->stripe;
+    if (4 * st > c->pool_bytes) {
+      res = TG_ERR(TEGRAPH_ERR_INVALID, "%s: a host budget of %zu bytes cannot hold 4 staging "
+                   "buffers of a stripe (%zu bytes) for spilling", fn, c->pool_bytes, c->stripe);
+      goto fail;
+    }
+    c->stage_bytes = st;
+  }
+  r = tecore_mem_alloc_host(c->pool_bytes, (void **)&c->pool);
+  if (r != TECORE_SUCCESS) {
+    res = tg_core(r, "tegraph_offload_create: the pinned pool");
+    goto fail;
+  }
+  r = tecore_mem_host_device_ptr(c->pool, &c->pool_d);
+  if (r != TECORE_SUCCESS) {
+    res = tg_core(r, fn);
+    goto fail;
+  }
+  c->host_cap = c->pool_bytes - 4 * c->stage_bytes;
+  for (int k = 0; k < 4 && c->stage_bytes; k++)
+    c->stage[k] = c->pool + c->host_cap + (size_t)k * c->stage_bytes;
+  if (want_spill) {
+    r = tecore_svc_register_buffer(c->pool, c->pool_bytes, &c->buf_index);
+    if (r != TECORE_SUCCESS) {
+      res = tg_core(r, fn);
+      goto fail;
+    }
+    c->cfg.dirs = cfg->dirs;
+    res = open_files(c, fn);
+    c->cfg.dirs = NULL;
+    if (res != TEGRAPH_SUCCESS) goto fail;
+  }
+  r = tecore_stream_create(TECORE_STREAM_NON_BLOCKING, 0, &c->d2h);
+  if (r == TECORE_SUCCESS) r = tecore_stream_create(TECORE_STREAM_NON_BLOCKING, 0, &c->h2d);
+  if (r == TECORE_SUCCESS) r = tecore_event_create(TECORE_EVENT_DISABLE_TIMING, &c->tail);
+  if (r != TECORE_SUCCESS) {
+    res = tg_core(r, fn);
+    goto fail;
+  }
+  *out = c;
+  return TEGRAPH_SUCCESS;
+fail:
+  close_files(c);
+  if (c->buf_index >= 0) (void)tecore_svc_unregister_buffer(c->buf_index);
+  if (c->tail) (void)tecore_event_destroy(c->tail);
+  if (c->d2h) (void)tecore_stream_destroy(c->d2h);
+  if (c->h2d) (void)tecore_stream_destroy(c->h2d);
+  if (c->pool) (void)tecore_mem_free_host(c->pool);
+  free(c);
+  return res;
+}
+
+TE_EXPORT tegraph_result_t tegraph_offload_destroy(tegraph_offload_t *c) {
+  static const char fn[] = "tegraph_offload_destroy";
+  TG_ARG(c, "%s: ctx is NULL", fn);
+  if (c->sq) TG_CHECK(tegraph_offload_detach(c));
+  TG_CORE(tecore_stream_synchronize(c->d2h), fn);
+  TG_CORE(tecore_stream_synchronize(c->h2d), fn);
+  TG_CHECK(tegraph_offload_reset(c));
+  free(c->saves);
+  close_files(c);
+  if (c->buf_index >= 0) (void)tecore_svc_unregister_buffer(c->buf_index);
+  (void)tecore_event_destroy(c->tail);
+  (void)tecore_stream_destroy(c->d2h);
+  (void)tecore_stream_destroy(c->h2d);
+  (void)tecore_mem_free_host(c->pool);
+  free(c);
+  return TEGRAPH_SUCCESS;
+}
+
+TE_EXPORT tegraph_result_t tegraph_offload_check(tegraph_offload_t *c) {
+  TG_ARG(c, "tegraph_offload_check: ctx is NULL");
+  if (c->failed == TEGRAPH_SUCCESS) {
+    for (size_t i = 0; i < c->nsaves && c->failed == TEGRAPH_SUCCESS; i++)
+      (void)ol_xfer_check(c, &c->saves[i].x);
+    if (c->failed == TEGRAPH_SUCCESS) (void)ol_seq_check(c);
+  }
+  if (c->failed != TEGRAPH_SUCCESS)
+    return TG_ERR(c->failed, "tegraph_offload_check: %s", c->failmsg);
+  return TEGRAPH_SUCCESS;
+}
+
+TE_EXPORT tegraph_result_t tegraph_offload_stats(tegraph_offload_t *c,
+                                                 struct tegraph_offload_stats *st) {
+  TG_ARG(c, "tegraph_offload_stats: ctx is NULL");
+  TG_ARG(st, "tegraph_offload_stats: st is NULL");
+  memset(st, 0, sizeof *st);
+  st->spill = c->spill;
+  snprintf(st->why, sizeof st->why, "%s", c->why);
+  st->pool_bytes = c->pool_bytes;
+  st->host_bytes = c->host_used;
+  st->file_bytes = (size_t)c->file_used;
+  st->saves_to_host = c->saves_host;
+  st->saves_to_files = c->saves_files;
+  if (c->sq) {
+    st->ring_bytes = (size_t)c->sq->K * c->sq->slot_bytes;
+    st->seq_bytes_before = c->sq->before;
+    st->seq_bytes_after = c->sq->after;
+    st->offloaded = c->sq->offloaded;
+    st->kept = c->sq->kept;
+    st->pass_to_host = c->sq->pass_host;
+    st->pass_to_files = c->sq->pass_files;
+  }
+  return TEGRAPH_SUCCESS;
+}
