@@ -1520,6 +1520,155 @@ START_TEST(test_register_kind_def) {
 }
 END_TEST
 
+/* libtecomm's fused allreduce + residual add + RMSNorm, as a pattern over
+ * [allreduce, add_extra_input, make_extra_output, rmsnorm] registered from
+ * outside libtecore (one rank: the allreduce is a copy): it reads the
+ * residual and the fork's gradient (tecore_op_info.extra_value /
+ * extra_grad), the norm's gamma, rsigma and gradient, and asks for
+ * workspace of its own (dgamma scratch + the norm's). */
+static size_t arn_asked;
+static tecore_result_t copy_t(const struct tecore_tensor *dst, const struct tecore_tensor *src,
+                              tecore_stream_t st) {
+  if (dst->data == src->data) return TECORE_SUCCESS;
+  return tecore_memcpy_async(dst->data, src->data,
+                             tecore_tensor_numel(src) * tecore_dtype_size(src->dtype), st);
+}
+static tecore_result_t ar1_fwd(const struct tecore_seq_exec *x) {
+  return copy_t(&x->act[1], &x->act[0], x->stream);
+}
+static tecore_result_t ar1_bwd(const struct tecore_seq_exec *x) {
+  return copy_t(&x->grad[0], &x->grad[1], x->stream);
+}
+static size_t arn_dg_bytes(size_t cols) { return (cols * 4 + 255) & ~(size_t)255; }
+static tecore_result_t arn_ws(const tecore_seq_t *s, size_t first, size_t *bytes, void *ctx) {
+  (void)ctx;
+  struct tecore_op_info rms;
+  tecore_result_t r = tecore_seq_op(s, first + 3, &rms);
+  if (r != TECORE_SUCCESS) return r;
+  size_t w = 0;
+  r = tecore_norm_bwd_workspace_size(TECORE_NORM_RMSNORM, rms.in_rows, rms.in_features, &w);
+  *bytes = arn_dg_bytes(rms.in_features) + w + 4096;   /* more than any kind asks */
+  arn_asked = *bytes;
+  return r;
+}
+static tecore_result_t arn_fwd(const struct tecore_seq_exec *x) {
+  struct tecore_op_info add, rms;
+  tecore_result_t r = tecore_seq_op(x->seq, x->first + 1, &add);
+  if (r == TECORE_SUCCESS) r = tecore_seq_op(x->seq, x->first + 3, &rms);
+  if (r == TECORE_SUCCESS) r = copy_t(&x->act[1], &x->act[0], x->stream);
+  if (r == TECORE_SUCCESS)
+    r = tecore_scale_add(x->act[2].data, x->act[1].data, 1.0f, add.extra_value.data, 1.0f,
+                         x->act[1].dtype, tecore_tensor_numel(&x->act[1]), x->stream);
+  if (r == TECORE_SUCCESS) r = copy_t(&x->act[3], &x->act[2], x->stream);
+  struct tecore_tensor y = x->act[4];
+  if (r == TECORE_SUCCESS)
+    r = tecore_rmsnorm_fwd(&x->act[3], &rms.param[0], rms.desc.epsilon, rms.desc.norm_flags, &y,
+                           rms.saved[0].data, x->stream);
+  return r;
+}
+static tecore_result_t arn_bwd(const struct tecore_seq_exec *x) {
+  struct tecore_op_info fork, rms;
+  tecore_result_t r = tecore_seq_op(x->seq, x->first + 2, &fork);
+  if (r == TECORE_SUCCESS) r = tecore_seq_op(x->seq, x->first + 3, &rms);
+  if (r != TECORE_SUCCESS) return r;
+  size_t cols = rms.in_features, off = arn_dg_bytes(cols);
+  if (x->workspace_bytes < arn_asked) {
+    tecore_set_error("workspace %zu bytes, the pattern asked for %zu", x->workspace_bytes,
+                     arn_asked);
+    return TECORE_ERR_INTERNAL;
+  }
+  struct tecore_tensor dg, dx = x->grad[2];
+  size_t sh[1] = {cols};
+  r = tecore_tensor_init(&dg, TECORE_DTYPE_F32, 1, sh, x->workspace);
+  if (r == TECORE_SUCCESS)
+    r = tecore_rmsnorm_bwd_add(&x->grad[4], &x->act[3], rms.saved[0].data, &rms.param[0],
+                               &fork.extra_grad, rms.desc.norm_flags, &dx, &dg,
+                               x->workspace + off, x->workspace_bytes - off, x->stream);
+  if (r == TECORE_SUCCESS)   /* parameter gradients are added to */
+    r = tecore_scale_add(rms.grad[0].data, rms.grad[0].data, 1.0f, dg.data, 1.0f,
+                         TECORE_DTYPE_F32, cols, x->stream);
+  if (r == TECORE_SUCCESS) r = copy_t(&x->grad[1], &x->grad[2], x->stream);
+  if (r == TECORE_SUCCESS) r = copy_t(&x->grad[0], &x->grad[1], x->stream);
+  return r;
+}
+
+START_TEST(test_register_allreduce_add_rmsnorm) {
+  const struct tecore_op_kind_def ar = {.name = "allreduce(1 rank)", .forward = ar1_fwd,
+                                        .backward = ar1_bwd};
+  TE_OK(tecore_ops_register_kind(TECORE_OP_ALLREDUCE, &ar));
+  const int kinds[4] = {TECORE_OP_ALLREDUCE, TECORE_OP_ADD_EXTRA_INPUT,
+                        TECORE_OP_MAKE_EXTRA_OUTPUT, TECORE_OP_RMSNORM};
+  for (int dir = 0; dir < 2; dir++) {
+    struct tecore_fusion_def fd = {.name = dir ? "allreduce+add+rmsnorm_bwd" :
+                                               "allreduce+add+rmsnorm",
+                                   .dir = dir ? TECORE_SEQ_BACKWARD : TECORE_SEQ_FORWARD,
+                                   .nops = 4, .run = dir ? arn_bwd : arn_fwd, .priority = 50,
+                                   .workspace = arn_ws};
+    memcpy(fd.kinds, kinds, sizeof kinds);
+    TE_OK(tecore_ops_register_fusion(&fd));
+  }
+  /* [fork x into slot 0, 0.5 x, allreduce, + slot 0, fork into slot 1, rmsnorm] */
+  const size_t rows = 8, cols = 32, n = rows * cols;
+  struct tecore_op_desc d[6] = {op_slot(TECORE_OP_MAKE_EXTRA_OUTPUT, 0), op_scale(0.5f),
+                                op_kind(TECORE_OP_ALLREDUCE),
+                                op_slot(TECORE_OP_ADD_EXTRA_INPUT, 0),
+                                op_slot(TECORE_OP_MAKE_EXTRA_OUTPUT, 1),
+                                op_norm(TECORE_OP_RMSNORM, 1e-5f, 0)};
+  tecore_seq_t *f = make_seq(d, 6, rows, cols, TECORE_DTYPE_F32, 0, NULL);
+  tecore_seq_t *u = make_seq(d, 6, rows, cols, TECORE_DTYPE_F32, TECORE_SEQ_NO_FUSION, NULL);
+  expect_plan(f, TECORE_SEQ_FORWARD,
+              "forward: make_extra_output[0] | constant_scale[1] | allreduce+add+rmsnorm[2-5]");
+  expect_plan(f, TECORE_SEQ_BACKWARD, "backward: make_extra_output[0] | constant_scale[1] | "
+              "allreduce+add+rmsnorm_bwd[2-5]");
+  struct dt2 x = dalloc2(TECORE_DTYPE_F32, rows, cols), dy = dalloc2(TECORE_DTYPE_F32, rows, cols);
+  struct dt2 y[2] = {dalloc2(TECORE_DTYPE_F32, rows, cols), dalloc2(TECORE_DTYPE_F32, rows, cols)};
+  struct dt2 dx[2] = {dalloc2(TECORE_DTYPE_F32, rows, cols), dalloc2(TECORE_DTYPE_F32, rows, cols)};
+  float hx[256], hdy[256], hg1[256], a[256], b[256];
+  rand_fill(hx, n, -1, 1, 0, 0);
+  rand_fill(hdy, n, -1, 1, 0, 0);
+  rand_fill(hg1, n, -1, 1, 0, 0);
+  to_dev(x.t.data, hx, n, TECORE_DTYPE_F32);
+  to_dev(dy.t.data, hdy, n, TECORE_DTYPE_F32);
+  tecore_seq_t *seqs[2] = {f, u};
+  for (int k = 0; k < 2; k++) {
+    struct tecore_tensor g1;
+    TE_OK(tecore_seq_extra(seqs[k], 1, NULL, &g1));   /* the extra output's gradient */
+    to_dev(g1.data, hg1, n, TECORE_DTYPE_F32);
+    te_poison_dev(y[k].t.data, n * 4);
+    te_poison_dev(dx[k].t.data, n * 4);
+    TE_OK(tecore_seq_forward(seqs[k], &x.t, &y[k].t, 0, S()));
+    TE_OK(tecore_seq_backward(seqs[k], &dy.t, &dx[k].t, S()));
+  }
+  TE_OK(tecore_stream_synchronize(S()));
+  /* the same kernels forward: the same bits; backward rmsnorm_bwd_add
+   * against rmsnorm_bwd + the fork's add: float sums in another order */
+  from_dev(a, y[0].t.data, n, TECORE_DTYPE_F32);
+  from_dev(b, y[1].t.data, n, TECORE_DTYPE_F32);
+  te_expect_f32_bits(a, b, n, "registered allreduce+add+rmsnorm: y");
+  from_dev(a, dx[0].t.data, n, TECORE_DTYPE_F32);
+  from_dev(b, dx[1].t.data, n, TECORE_DTYPE_F32);
+  te_expect_f32_near(a, b, n, 1e-6, 1e-5, "registered allreduce+add+rmsnorm: dx");
+  struct tecore_seq_param pf[1], pu[1];
+  size_t np = 0;
+  TE_OK(tecore_seq_params(f, pf, 1, &np));
+  TE_OK(tecore_seq_params(u, pu, 1, &np));
+  from_dev(a, pf[0].grad.data, cols, TECORE_DTYPE_F32);
+  from_dev(b, pu[0].grad.data, cols, TECORE_DTYPE_F32);
+  te_expect_f32_near(a, b, cols, 1e-6, 1e-5, "registered allreduce+add+rmsnorm: dgamma");
+  TE_OK(tecore_seq_destroy(f));
+  TE_OK(tecore_seq_destroy(u));
+  TE_OK(tecore_ops_unregister_fusion("allreduce+add+rmsnorm"));
+  TE_OK(tecore_ops_unregister_fusion("allreduce+add+rmsnorm_bwd"));
+  TE_OK(tecore_ops_register_kind(TECORE_OP_ALLREDUCE, NULL));
+  dfree2(&x);
+  dfree2(&dy);
+  for (int k = 0; k < 2; k++) {
+    dfree2(&y[k]);
+    dfree2(&dx[k]);
+  }
+}
+END_TEST
+
 /* ---- argument checks ----------------------------------------------------------------------- */
 
 START_TEST(test_args) {
@@ -1658,6 +1807,7 @@ static Suite *ops_suite(void) {
   tc = te_tcase(s, "api", 1);
   tcase_add_test(tc, test_register);
   tcase_add_test(tc, test_register_kind_def);
+  tcase_add_test(tc, test_register_allreduce_add_rmsnorm);
   tcase_add_test(tc, test_args);
   return s;
 }

@@ -94,6 +94,31 @@ static tecore_result_t plan_pass(tecore_seq_t *s, tecore_seq_dir_t dir, int fuse
   return TECORE_SUCCESS;
 }
 
+/* Grows the workspace to what the planned patterns ask for; the old one
+ * stays allocated (a graph captured before may use it). */
+static tecore_result_t fit_workspace(tecore_seq_t *s) {
+  size_t need = s->ws_bytes;
+  for (int dir = 0; dir < 2; dir++)
+    for (size_t k = 0; k < s->plan.ngroups[dir]; k++) {
+      const struct te_group *gr = &s->plan.groups[dir][k];
+      if (!gr->f || !gr->f->def.workspace) continue;
+      size_t w = 0;
+      tecore_result_t r = gr->f->def.workspace(s, gr->first, &w, gr->f->def.ctx);
+      if (r != TECORE_SUCCESS) {
+        te_error_hop(__func__, __FILE__, __LINE__);
+        return r;
+      }
+      if (w > need) need = w;
+    }
+  if (need > s->ws_bytes) {
+    tecore_devptr_t ws = 0;
+    TE_CHECK(te_seq_alloc(s, need, 0, &ws));
+    s->ws = ws;
+    s->ws_bytes = need;
+  }
+  return TECORE_SUCCESS;
+}
+
 tecore_result_t te_plan_build(tecore_seq_t *s) {
   te_plan_free(&s->plan);
   int fuse = !(s->cfg.flags & TECORE_SEQ_NO_FUSION) && tecore_tunable_int(&ops_fusion) != 0;
@@ -115,6 +140,11 @@ tecore_result_t te_plan_build(tecore_seq_t *s) {
   free(reg);
   tecore_result_t r = plan_pass(s, TECORE_SEQ_FORWARD, fuse);
   if (r == TECORE_SUCCESS) r = plan_pass(s, TECORE_SEQ_BACKWARD, fuse);
+  if (r != TECORE_SUCCESS) {
+    te_plan_free(&s->plan);
+    return r;
+  }
+  r = fit_workspace(s);
   if (r != TECORE_SUCCESS) {
     te_plan_free(&s->plan);
     return r;

@@ -453,6 +453,10 @@ struct tecore_fusion_def {
   tecore_seq_exec_fn run;      /* required */
   void *ctx;
   int priority;                /* 0 .. 100; higher wins ties */
+  /* bytes of device workspace run needs at this place (NULL: what the
+   * kinds of its operations ask for); a plan that takes the pattern grows
+   * the sequence's workspace to it (tecore_seq_exec.workspace) */
+  tecore_result_t (*workspace)(const tecore_seq_t *seq, size_t first, size_t *bytes, void *ctx);
 };
 /* Adds a pattern (def is copied) for sequences planned from now on. */
 tecore_result_t tecore_ops_register_fusion(const struct tecore_fusion_def *def);
