@@ -156,8 +156,10 @@ TE_EXPORT tegraph_result_t tegraph_offload_create(const struct tegraph_offload_c
     size_t st = cfg->staging_bytes ? cfg->staging_bytes
                                    : (size_t)tecore_tunable_int(&tg_offload_staging_mb) << 20;
     if (st % c->stripe) st = (st / c->stripe + 1) * c->stripe;
-    /* the staging buffers come out of the budget; keep at least half for tensors */
-    while (4 * st > c->pool_bytes / 2 && st > c->stripe) st = st / 2 / c->stripe * c->stripe;
+    /* the staging buffers come out of the budget; a default size leaves at
+     * least half of it for tensors */
+    while (!cfg->staging_bytes && 4 * st > c->pool_bytes / 2 && st > c->stripe)
+      st = st / 2 / c->stripe * c->stripe;
     if (st < c->stripe) st = c->stripe;
     if (4 * st > c->pool_bytes) {
       res = TG_ERR(TEGRAPH_ERR_INVALID, "%s: a host budget of %zu bytes cannot hold 4 staging "

@@ -18,6 +18,12 @@
  * fraction of the first BF16 loss, at any step), so the demo is also a
  * check.
  *
+ * --offload: the FP8 run again with activation offload (te/offload.h) on
+ * the model's blocks -- copied to pinned host memory during forward (and
+ * to files past --host-budget, in --offload-dir) and back ahead of
+ * backward -- whose losses must be the same bits as the run without it;
+ * prints the device memory saved, the step-time ratio and the bytes moved.
+ *
  * Shapes: activations [tokens][hidden], the MLP's inner width ffn
  * (4 * hidden by default); weights [ffn][hidden] and [hidden][ffn]. */
 #include <getopt.h>
@@ -29,6 +35,7 @@
 #include <te/core.h>
 #include <te/graph.h>
 #include "mlp_block.h"
+#include "demo_offload.h"
 
 #define CHECK(call)                                                                   \
   do {                                                                                \
@@ -60,6 +67,7 @@ struct opts {
   int layers, steps, microbatches, graphs, bf16, quiet;   /* graphs: enum graph_mode */
   double lr, tolerance;
   unsigned long long seed;
+  struct demo_offload_opts off;
 };
 
 static double now_s(void) {
@@ -138,11 +146,14 @@ struct run {
   double mem_model, mem_optim;     /* MiB */
   size_t dev_used, dev_total;      /* device memory in use after setup, and all of it */
   char plan_fwd[1024], plan_bwd[1024];
+  int offload;                     /* this run offloads activations */
+  struct demo_offload dof;
 };
 
 struct model {
   tecore_seq_t *seq;
   tegraph_callable_t *callable;
+  struct demo_offload *off;        /* NULL: no offload */
 };
 
 /* What one training step touches: the model, the optimizer's tensors and
@@ -202,11 +213,20 @@ static void queue_step(const struct stepper *st, tecore_stream_t s) {
 }
 
 static tecore_result_t fwd_cb(void *user, tecore_stream_t s, const struct tegraph_io *io) {
-  return tecore_seq_forward((tecore_seq_t *)user, &io->inputs[0], &io->outputs[0],
+  return tecore_seq_forward(((struct model *)user)->seq, &io->inputs[0], &io->outputs[0],
                             io->noop_flag, s);
 }
 static tecore_result_t bwd_cb(void *user, tecore_stream_t s, const struct tegraph_io *io) {
-  return tecore_seq_backward((tecore_seq_t *)user, &io->grad_outputs[0], NULL, s);
+  return tecore_seq_backward(((struct model *)user)->seq, &io->grad_outputs[0], NULL, s);
+}
+/* warmup runs without offload; the capture after it records the schedule */
+static tecore_result_t pre_warmup_cb(void *user) {
+  struct model *m = user;
+  return m->off ? tegraph_offload_hook_off(m->off->ctx) : TECORE_SUCCESS;
+}
+static tecore_result_t post_warmup_cb(void *user) {
+  struct model *m = user;
+  return m->off ? tegraph_offload_hook_on(m->off->ctx) : TECORE_SUCCESS;
 }
 
 static void train(const struct opts *o, const struct data *dd, const struct tecore_recipe *recipe,
@@ -215,6 +235,10 @@ static void train(const struct opts *o, const struct data *dd, const struct teco
   size_t free0 = 0, total = 0;
   CHECK(tecore_mem_info(&free0, &total));
   struct model m = {.seq = make_model(o, o->seed, recipe, s)};
+  if (R->offload) {
+    demo_offload_attach(&R->dof, &o->off, m.seq, o->layers, o->quiet);
+    m.off = &R->dof;
+  }
   CHECK(tecore_seq_describe(m.seq, TECORE_SEQ_FORWARD, R->plan_fwd, sizeof R->plan_fwd, NULL));
   CHECK(tecore_seq_describe(m.seq, TECORE_SEQ_BACKWARD, R->plan_bwd, sizeof R->plan_bwd, NULL));
 
@@ -287,9 +311,10 @@ static void train(const struct opts *o, const struct data *dd, const struct teco
     struct tecore_tensor outd = tensor2(TECORE_DTYPE_BF16, o->tokens, o->hidden, 0);
     unsigned char needs = 0;
     struct tegraph_callable_desc cd = {
-        .forward = fwd_cb, .backward = bwd_cb, .user = m.seq, .sample_inputs = &sample,
+        .forward = fwd_cb, .backward = bwd_cb, .user = &m, .sample_inputs = &sample,
         .ninputs = 1, .outputs = &outd, .noutputs = 1, .input_needs_grad = &needs,
-        .num_warmup = 1, .capture_mode = TECORE_CAPTURE_THREAD_LOCAL};
+        .num_warmup = 1, .pre_warmup = pre_warmup_cb, .post_warmup = post_warmup_cb,
+        .capture_mode = TECORE_CAPTURE_THREAD_LOCAL};
     GCHECK(tegraph_callable_create(&cd, NULL, &m.callable));
   }
   CHECK(tecore_seq_zero_grad(m.seq, s));   /* warmup's gradients */
@@ -322,12 +347,15 @@ static void train(const struct opts *o, const struct data *dd, const struct teco
   double tokens = (double)o->tokens * o->microbatches;
   for (int step = 1; step <= o->steps; step++) {
     double t0 = now_s();
-    if (step_graph)
+    if (step_graph) {
       GCHECK(tegraph_graph_launch(step_graph, s));
-    else
+      if (m.off) CHECK(tecore_svc_kick());   /* spill hand-offs: no sleeping engine */
+    } else {
       queue_step(&stp, s);
+    }
     double t1 = now_s();
     CHECK(tecore_stream_synchronize(s));
+    demo_offload_check(&R->dof, step);
     double dt = now_s() - t0;
     double loss = 0;
     for (int mb = 0; mb < o->microbatches; mb++) loss += (double)norms[mb] * norms[mb];
@@ -367,6 +395,7 @@ static void train(const struct opts *o, const struct data *dd, const struct teco
   CHECK(tecore_mem_free(ws));
   CHECK(tecore_mem_free(y_eager));
   CHECK(tecore_mem_free_host(norms));
+  demo_offload_destroy(&R->dof);
   CHECK(tecore_seq_destroy(m.seq));
   free(p);
   free(ot);
@@ -398,6 +427,11 @@ static void usage(FILE *f) {
           "  --no-graphs        eager launches instead of graphed callables\n"
           "  --step-graph       the whole step (loss, scale update, AdamW) as one graph\n"
           "  --no-bf16          skip the BF16 run (and the comparison)\n"
+          "  --offload          also run FP8 with activation offload: same losses, memory saved\n"
+          "  --offload-dir D[,D...]  spill past the host budget to files in these directories\n"
+          "  --host-budget MB   pinned host memory for offload (default: what it needs)\n"
+          "  --offload-layers N offload the first N blocks (all)\n"
+          "  --offload-min-elems N  smaller saved tensors stay (vdev: 1024, cuda: 262144)\n"
           "  --quiet            summary only\n"
           "  --help             this text\n"
           "FP8 needs hidden, ffn and tokens to be multiples of 16.\n");
@@ -420,7 +454,8 @@ int main(int argc, char **argv) {
   size_t hidden = 0, ffn = 0, tokens = 0, layers = 0, steps = 0, mbs = 0;
   double lr = 0;
   enum { O_HIDDEN = 1000, O_FFN, O_LAYERS, O_TOKENS, O_STEPS, O_MB, O_LR, O_TOL, O_SEED,
-         O_NOGRAPH, O_STEPGRAPH, O_NOBF16, O_QUIET };
+         O_NOGRAPH, O_STEPGRAPH, O_NOBF16, O_QUIET, O_OFFLOAD, O_ODIR, O_BUDGET, O_OLAYERS,
+         O_OMIN };
   static const struct option longs[] = {
       {"hidden", required_argument, 0, O_HIDDEN}, {"ffn", required_argument, 0, O_FFN},
       {"layers", required_argument, 0, O_LAYERS}, {"tokens", required_argument, 0, O_TOKENS},
@@ -429,6 +464,10 @@ int main(int argc, char **argv) {
       {"seed", required_argument, 0, O_SEED}, {"no-graphs", no_argument, 0, O_NOGRAPH},
       {"step-graph", no_argument, 0, O_STEPGRAPH},
       {"no-bf16", no_argument, 0, O_NOBF16}, {"quiet", no_argument, 0, O_QUIET},
+      {"offload", no_argument, 0, O_OFFLOAD}, {"offload-dir", required_argument, 0, O_ODIR},
+      {"host-budget", required_argument, 0, O_BUDGET},
+      {"offload-layers", required_argument, 0, O_OLAYERS},
+      {"offload-min-elems", required_argument, 0, O_OMIN},
       {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
   int opt;
   size_t seedv;
@@ -445,16 +484,29 @@ int main(int argc, char **argv) {
       bad = parse_size(optarg, "--seed", &seedv);
       o.seed = seedv;
       break;
+    case O_OFFLOAD: o.off.on = 1; break;
+    case O_ODIR: o.off.dirs = optarg; break;
+    case O_OLAYERS: {
+      size_t v = 0;
+      bad = parse_size(optarg, "--offload-layers", &v);
+      o.off.layers = v > 1000 ? 1000 : (int)v;
+      break;
+    }
+    case O_OMIN: bad = parse_size(optarg, "--offload-min-elems", &o.off.min_elems); break;
+    case O_BUDGET:
     case O_LR:
     case O_TOL: {
       char *end = NULL;
       double v = strtod(optarg, &end);
       if (!end || *end || !(v > 0) || !isfinite(v)) {
         fprintf(stderr, "te-demo: %s %s: expected a positive number\n",
-                opt == O_LR ? "--lr" : "--tolerance", optarg);
+                opt == O_LR ? "--lr" : opt == O_BUDGET ? "--host-budget" : "--tolerance",
+                optarg);
         bad = 1;
       }
-      if (opt == O_LR) lr = v; else o.tolerance = v;
+      if (opt == O_LR) lr = v;
+      else if (opt == O_BUDGET) o.off.host_budget_mb = v;
+      else o.tolerance = v;
       break;
     }
     case O_NOGRAPH: o.graphs = MODE_EAGER; break;
@@ -487,6 +539,11 @@ int main(int argc, char **argv) {
   /* at hidden 4096 a first Adam step of 3e-4 moves every output by about
    * lr * fan_in, which diverged on an H100; 2e-5 keeps it near 0.1 */
   o.lr = lr ? lr : gpu ? 2e-5 : 3e-3;
+  if (o.off.on && !o.off.min_elems) o.off.min_elems = gpu ? 262144 : 1024;
+  if (!o.off.on && (o.off.dirs || o.off.host_budget_mb > 0 || o.off.layers)) {
+    fprintf(stderr, "te-demo: --offload-dir, --host-budget and --offload-layers need --offload\n");
+    return 2;
+  }
   if (o.hidden % 16 || o.ffn % 16 || o.tokens % 16) {
     fprintf(stderr, "te-demo: FP8 GEMMs need --hidden (%zu), --ffn (%zu) and --tokens (%zu) to "
             "be multiples of 16\n", o.hidden, o.ffn, o.tokens);
@@ -526,15 +583,17 @@ int main(int argc, char **argv) {
 
   struct tecore_recipe recipe;
   CHECK(tecore_recipe_init(&recipe, TECORE_RECIPE_DELAYED));   /* HYBRID, history 1024, max */
-  struct run runs[2] = {{.name = "fp8"}, {.name = "bf16"}};
-  int nrun = o.bf16 ? 2 : 1;
+  struct run runs[3] = {{.name = "fp8"}, {.name = "fp8+offload", .offload = 1}, {.name = "bf16"}};
+  int iof = o.off.on ? 1 : -1, ibf = o.bf16 ? (o.off.on ? 2 : 1) : -1;
+  if (!o.off.on) runs[1] = runs[2];
+  int nrun = 1 + o.off.on + o.bf16;
   for (int r = 0; r < nrun; r++) {
     runs[r].loss = calloc((size_t)o.steps, sizeof(double));
     runs[r].ms = calloc((size_t)o.steps, sizeof(double));
     runs[r].host_us = calloc((size_t)o.steps, sizeof(double));
     printf("te-demo: %s run%s\n", runs[r].name,
            r == 0 ? " (delayed scaling, HYBRID: E4M3 forward, E5M2 gradients)" : "");
-    train(&o, &dd, r == 0 ? &recipe : NULL, s, &runs[r]);
+    train(&o, &dd, r != ibf ? &recipe : NULL, s, &runs[r]);
     printf("  plan %s\n  plan %s\n", runs[r].plan_fwd, runs[r].plan_bwd);
     printf("  memory: model %.1f MiB (the sequence's parameters, gradients, activations, "
            "FP8 copies), optimizer %.1f MiB; %s %.0f of %.0f MiB in use\n", runs[r].mem_model,
@@ -546,7 +605,7 @@ int main(int argc, char **argv) {
   int fail = 0;
   double flops = 3.0 * 2.0 * (double)o.tokens * (double)o.hidden * (double)o.ffn * 2.0 *
                  o.layers * o.microbatches;
-  double avg[2] = {0, 0};
+  double avg[3] = {0, 0, 0};
   for (int r = 0; r < nrun; r++) {
     /* the first step pays one-time costs; average the others */
     int from = o.steps > 1 ? 1 : 0;
@@ -556,7 +615,7 @@ int main(int argc, char **argv) {
     qsort(runs[r].host_us + from, (size_t)(o.steps - from), sizeof(double), cmp_double);
     double host = runs[r].host_us[from + (o.steps - from) / 2];
     double first = runs[r].loss[0], last = runs[r].loss[o.steps - 1];
-    printf("te-demo: %-4s loss %.6f -> %.6f, %.3f ms/step (median host time %.1f us to queue it), "
+    printf("te-demo: %-11s loss %.6f -> %.6f, %.3f ms/step (median host time %.1f us to queue it), "
            "%.0f tokens/s, %.3f TFLOP/s\n", runs[r].name, first, last, avg[r], host,
            (double)o.tokens * o.microbatches / (avg[r] * 1e-3), flops / (avg[r] * 1e-3) / 1e12);
     if (!(last < first) || !isfinite(last)) {
@@ -565,23 +624,48 @@ int main(int argc, char **argv) {
       fail = 1;
     }
   }
-  if (nrun == 2) {
+  if (iof > 0) {
+    /* offload moves bits, it must not change one */
+    int same = memcmp(runs[0].loss, runs[iof].loss, (size_t)o.steps * sizeof(double)) == 0;
+    const struct demo_offload *d = &runs[iof].dof;
+    size_t saved = d->st.seq_bytes_before - d->st.seq_bytes_after - d->st.ring_bytes;
+    printf("te-demo: offload: losses %s the run without offload (%d steps)\n",
+           same ? "bit-identical to" : "DIFFER from", o.steps);
+    printf("te-demo: offload: device memory of the model %.1f -> %.1f MiB (+ ring %.1f MiB): "
+           "saved %.1f MiB, %.0f%% of the %.1f MiB the offloaded blocks' activations take\n",
+           d->st.seq_bytes_before / 1048576.0, d->st.seq_bytes_after / 1048576.0,
+           d->st.ring_bytes / 1048576.0, saved / 1048576.0,
+           d->theory_bytes ? 100.0 * (double)saved / (double)d->theory_bytes : 0.0,
+           d->theory_bytes / 1048576.0);
+    printf("te-demo: offload: step time %.3f ms vs %.3f ms without: %.3fx; per step %.3f MiB "
+           "to host and %.3f MiB to files (and back)\n", avg[iof], avg[0], avg[iof] / avg[0],
+           (double)d->st.pass_to_host * o.microbatches / 1048576.0,
+           (double)d->st.pass_to_files * o.microbatches / 1048576.0);
+    if (!same) {
+      for (int k = 0; k < o.steps; k++)
+        if (runs[0].loss[k] != runs[iof].loss[k])
+          fprintf(stderr, "te-demo: FAIL: step %d: loss %.9g with offload, %.9g without\n",
+                  k + 1, runs[iof].loss[k], runs[0].loss[k]);
+      fail = 1;
+    }
+  }
+  if (ibf > 0) {
     /* the curves' distance at each step, in units of BF16's first loss
      * (relative to the current loss it would grow without bound as the
      * loss nears FP8's noise floor) */
     double worst = 0, worst_cur = 0;
     int at = 0;
     for (int k = 0; k < o.steps; k++) {
-      double d = fabs(runs[0].loss[k] - runs[1].loss[k]);
-      if (!(d / runs[1].loss[0] <= worst)) {
-        worst = d / runs[1].loss[0];
+      double d = fabs(runs[0].loss[k] - runs[ibf].loss[k]);
+      if (!(d / runs[ibf].loss[0] <= worst)) {
+        worst = d / runs[ibf].loss[0];
         at = k + 1;
       }
-      worst_cur = fmax(worst_cur, d / runs[1].loss[k]);
+      worst_cur = fmax(worst_cur, d / runs[ibf].loss[k]);
     }
     printf("te-demo: fp8 vs bf16: loss curves differ by at most %.4f of the first loss (step %d; "
            "tolerance %.4f), %.4f of the step's loss; fp8 step %.2fx the speed of bf16\n", worst,
-           at, o.tolerance, worst_cur, avg[1] / avg[0]);
+           at, o.tolerance, worst_cur, avg[ibf] / avg[0]);
     if (!(worst <= o.tolerance)) {
       fprintf(stderr, "te-demo: FAIL: the FP8 loss left the BF16 loss by %.4f of the first loss "
               "at step %d (tolerance %.4f)\n", worst, at, o.tolerance);

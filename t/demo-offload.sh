@@ -1,0 +1,80 @@
+#!/bin/sh
+# demo-offload.sh -- te-demo --offload: the FP8 model trained again with
+# its activations offloaded (pinned host memory; past a tiny host budget,
+# spill files through io_uring) prints the same losses, to the last bit,
+# as without offload -- te-demo itself compares the two runs and fails on
+# any difference -- eagerly, as graphed callables (offload off during
+# warmup, captured after) and as one graph per step.  A reload that brings
+# back the wrong block, a copy that races the slot's next writer, or a
+# captured schedule that replays stale state shows up as a different loss.
+# te-offload-bench is run small, as a smoke test of the tool.
+# Random seed each run (TE_TEST_SEED to repeat).
+# Exit 0: all equal; 77: skip (TE_DEVICE=cuda without a GPU); 1: a failure.
+# Environment (from t/Makefile.inc): top_builddir.
+
+demo="${top_builddir:-.}/tools/te-demo"
+if test ! -x "$demo"; then
+  echo "FAIL: $demo not built"
+  exit 1
+fi
+if test "x$TE_DEVICE" = xcuda && ! "${top_builddir:-.}/tools/te-info" > /dev/null 2>&1; then
+  echo "SKIP: TE_DEVICE=cuda but no GPU can be used (te-info fails)"
+  exit 77
+fi
+seed=${TE_TEST_SEED:-$(od -An -N2 -tu2 /dev/urandom | tr -d ' ')}
+seed=$((seed % 100000 + 1))
+echo "# seed $seed (TE_TEST_SEED=$seed reproduces this run)"
+tmp=${TMPDIR:-/tmp}/te-demo-offload.$$
+mkdir -p "$tmp.dir" || exit 1
+trap 'rm -rf "$tmp".*' EXIT
+status=0
+# 4 blocks of 64 tokens: 2 leave the device (2 ring slots stay)
+base="--seed $seed --steps 3 --microbatches 2 --layers 4 --tokens 64 --no-bf16"
+for mode in eager callables step eager-spill callables-spill step-spill; do
+  case $mode in
+    eager*) flag=--no-graphs ;;
+    callables*) flag= ;;
+    step*) flag=--step-graph ;;
+  esac
+  case $mode in
+    *-spill) off="--offload --offload-dir $tmp.dir --host-budget 0.3" ;;
+    *) off=--offload ;;
+  esac
+  if ! "$demo" $flag $base $off > "$tmp.$mode" 2>&1; then
+    echo "FAIL: te-demo $flag $base $off:"
+    cat "$tmp.$mode"
+    status=1
+    continue
+  fi
+  if ! grep -q "offload: losses bit-identical" "$tmp.$mode"; then
+    echo "FAIL: te-demo $flag $off did not report identical losses:"
+    cat "$tmp.$mode"
+    status=1
+    continue
+  fi
+  case $mode in
+    *-spill)
+      files=$(sed -n 's/.*MiB to host and \([0-9.]*\) MiB to files.*/\1/p' "$tmp.$mode")
+      if ! awk "BEGIN { exit !(${files:-0} > 0) }"; then
+        echo "FAIL: te-demo $flag $off spilled nothing to files:"
+        cat "$tmp.$mode"
+        status=1
+      fi ;;
+  esac
+  grep "te-demo: offload:" "$tmp.$mode" | sed "s/^/# $mode: /"
+done
+# te-offload-bench runs its figures (small) without failing
+bench="${top_builddir:-.}/tools/te-offload-bench"
+if ! "$bench" --mb 1 --iters 1 --dir "$tmp.dir" --layers 4 > "$tmp.bench" 2>&1; then
+  echo "FAIL: te-offload-bench:"
+  cat "$tmp.bench"
+  status=1
+else
+  sed 's/^/# /' "$tmp.bench"
+fi
+if ls "$tmp.dir"/te-offload.* > /dev/null 2>&1; then
+  echo "FAIL: spill files left behind in $tmp.dir"
+  status=1
+fi
+test $status -eq 0 && echo "ok: te-demo --offload losses equal to the run without, eager, graphed and spilled"
+exit $status

@@ -1,0 +1,35 @@
+/* demo_offload.h -- te-demo's activation offload (--offload): a context
+ * sized for the model's offloaded blocks, attached to the model's
+ * sequence, the warmup switches, the per-step check and the figures the
+ * demo prints (tools/demo_offload.c). */
+#ifndef TE_TOOLS_DEMO_OFFLOAD_H
+#define TE_TOOLS_DEMO_OFFLOAD_H
+
+#include <stddef.h>
+#include <te/core.h>
+#include <te/graph.h>
+#include <te/offload.h>
+
+struct demo_offload_opts {
+  int on;
+  const char *dirs;          /* comma-separated spill directories, or NULL */
+  double host_budget_mb;     /* 0: what the offloaded blocks need, plus staging */
+  int layers;                /* blocks attached (the first ones); 0: all */
+  size_t min_elems;          /* 0: the library's default (TE's 256K) */
+};
+
+struct demo_offload {
+  tegraph_offload_t *ctx;
+  struct tegraph_offload_stats st;
+  size_t theory_bytes;       /* the copied blocks' saved tensors: the most offload can save */
+};
+
+/* Attaches offload to seq, built of `layers` MLP blocks of 6 ops each.
+ * Prints what it set up; exits the program on failure (as te-demo does). */
+void demo_offload_attach(struct demo_offload *d, const struct demo_offload_opts *o,
+                         tecore_seq_t *seq, int layers, int quiet);
+/* After a step's synchronize: exits with the cause when a spill failed. */
+void demo_offload_check(struct demo_offload *d, int step);
+void demo_offload_destroy(struct demo_offload *d);
+
+#endif

@@ -1,0 +1,412 @@
+/* te-offload-bench -- activation offload's figures, each beside its peer
+ * measured in the same run:
+ *   pool D2H and H2D (tegraph_offload_save / _restore of one tensor)
+ *       vs a raw tecore_memcpy_async between device and pinned memory of
+ *       the same size;
+ *   spill write and read (the same calls with a budget that holds only
+ *       the staging buffers, so the tensor goes to files in --dir)
+ *       vs a raw io_uring O_DIRECT loop (the same queue depth and chunk)
+ *       writing and reading a file in the same directory;
+ *   the step (forward + backward of an FP8 stack of MLP blocks) with and
+ *       without offload;
+ *   the service engine's CPU time per second, idle and handing off.
+ * Sizes default to the GPU's (256 MiB tensors, the te-demo model) or,
+ * on vdev, to small ones. */
+#define _GNU_SOURCE 1   /* O_DIRECT */
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <liburing.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+#include <te/core.h>
+#include <te/graph.h>
+#include <te/offload.h>
+#include "mlp_block.h"
+
+#define CK(call)                                                                         \
+  do {                                                                                   \
+    tecore_result_t r_ = (call);                                                         \
+    if (r_ != TECORE_SUCCESS) {                                                          \
+      fprintf(stderr, "te-offload-bench: %s: %s (%s)\n", #call, tecore_strerror(r_),     \
+              tecore_last_error());                                                      \
+      exit(2);                                                                           \
+    }                                                                                    \
+  } while (0)
+#define GK(call)                                                                         \
+  do {                                                                                   \
+    tegraph_result_t r_ = (call);                                                        \
+    if (r_ != TEGRAPH_SUCCESS) {                                                         \
+      fprintf(stderr, "te-offload-bench: %s: %s (%s)\n", #call, tegraph_strerror(r_),    \
+              tegraph_last_error());                                                     \
+      exit(2);                                                                           \
+    }                                                                                    \
+  } while (0)
+
+static double now_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static tecore_stream_t S;
+static tecore_event_t E0, E1;
+
+static double elapsed_ms(void) {
+  CK(tecore_event_synchronize(E1));
+  float ms = 0;
+  CK(tecore_event_elapsed(&ms, E0, E1));
+  return ms;
+}
+
+static void line(const char *what, double bytes, double ms, const char *peer, double peer_ms,
+                 double target) {
+  double gbs = bytes / (ms * 1e-3) / 1e9, pgbs = bytes / (peer_ms * 1e-3) / 1e9;
+  printf("%-22s %9.3f ms %8.2f GB/s   %-24s %9.3f ms %8.2f GB/s   %5.1f%%", what, ms, gbs, peer,
+         peer_ms, pgbs, 100.0 * gbs / pgbs);
+  if (target > 0) printf("  target %.0f%% %s", target, gbs / pgbs * 100.0 >= target ? "PASS" : "MISS");
+  printf("\n");
+  fflush(stdout);
+}
+
+/* ---- pool and spill vs their peers ------------------------------------------------ */
+
+static tegraph_offload_t *make_ctx(size_t budget, const char *dir, size_t chunk) {
+  const char *dirs[1] = {dir};
+  struct tegraph_offload_config cfg = {.host_budget = budget, .min_elems = 1,
+                                       .dirs = dir ? dirs : NULL, .ndirs = dir ? 1 : 0,
+                                       .files_per_dir = 1, .stripe_bytes = chunk,
+                                       .staging_bytes = chunk * 8};
+  tegraph_offload_t *c = NULL;
+  GK(tegraph_offload_create(&cfg, &c));
+  return c;
+}
+
+/* Times iters save+save_done (out) and restore (in) of t through c. */
+static void time_ctx(tegraph_offload_t *c, const struct tecore_tensor *t, int iters, double *out_ms,
+                     double *in_ms) {
+  *out_ms = *in_ms = 0;
+  for (int i = -1; i < iters; i++) {   /* i = -1: warm-up */
+    int id = 0;
+    struct tecore_tensor back;
+    CK(tecore_event_record(E0, S));
+    GK(tegraph_offload_save(c, t, 0, S, &id));
+    GK(tegraph_offload_save_done(c, id, S));
+    CK(tecore_event_record(E1, S));
+    double o = elapsed_ms();
+    CK(tecore_event_record(E0, S));
+    GK(tegraph_offload_restore(c, id, S, &back));
+    CK(tecore_event_record(E1, S));
+    double n = elapsed_ms();
+    CK(tecore_stream_synchronize(S));
+    GK(tegraph_offload_check(c));
+    GK(tegraph_offload_reset(c));
+    if (i >= 0) {
+      *out_ms += o / iters;
+      *in_ms += n / iters;
+    }
+  }
+}
+
+static void bench_pool(size_t bytes, int iters) {
+  tecore_devptr_t d = 0;
+  void *h = NULL;
+  CK(tecore_mem_alloc(bytes, &d));
+  CK(tecore_mem_alloc_host(bytes, &h));
+  CK(tecore_memset_d8_async(d, 0x5a, bytes, S));
+  double raw_out = 0, raw_in = 0;
+  for (int i = -1; i < iters; i++) {
+    CK(tecore_event_record(E0, S));
+    CK(tecore_memcpy_async((tecore_devptr_t)(uintptr_t)h, d, bytes, S));
+    CK(tecore_event_record(E1, S));
+    double o = elapsed_ms();
+    CK(tecore_event_record(E0, S));
+    CK(tecore_memcpy_async(d, (tecore_devptr_t)(uintptr_t)h, bytes, S));
+    CK(tecore_event_record(E1, S));
+    double n = elapsed_ms();
+    if (i >= 0) {
+      raw_out += o / iters;
+      raw_in += n / iters;
+    }
+  }
+  tegraph_offload_t *c = make_ctx(bytes + (1 << 20), NULL, 1 << 20);
+  struct tecore_tensor t;
+  size_t sh[1] = {bytes};
+  CK(tecore_tensor_init(&t, TECORE_DTYPE_U8, 1, sh, d));
+  double out = 0, in = 0;
+  time_ctx(c, &t, iters, &out, &in);
+  char what[64];
+  snprintf(what, sizeof what, "pool D2H %zu MiB", bytes >> 20);
+  line(what, (double)bytes, out, "raw pinned memcpy D2H", raw_out, 90);
+  snprintf(what, sizeof what, "pool H2D %zu MiB", bytes >> 20);
+  line(what, (double)bytes, in, "raw pinned memcpy H2D", raw_in, 90);
+  GK(tegraph_offload_destroy(c));
+  CK(tecore_mem_free(d));
+  CK(tecore_mem_free_host(h));
+}
+
+/* A raw io_uring loop: bytes of buf to (or from) a fresh O_DIRECT file in
+ * dir, chunk bytes a request, qd in flight; seconds, or -1. */
+static double raw_uring(const char *dir, void *buf, size_t bytes, size_t chunk, unsigned qd,
+                        int rd) {
+  char path[4096];
+  snprintf(path, sizeof path, "%s/te-offload-bench.raw.%d", dir, (int)getpid());
+  int fd = open(path, O_RDWR | O_CREAT | (rd ? 0 : O_TRUNC) | O_DIRECT, 0600);
+  if (fd < 0 && errno == EINVAL) fd = open(path, O_RDWR | O_CREAT | (rd ? 0 : O_TRUNC), 0600);
+  if (fd < 0) {
+    fprintf(stderr, "te-offload-bench: %s: %s\n", path, strerror(errno));
+    return -1;
+  }
+  struct io_uring ring;
+  if (io_uring_queue_init(qd, &ring, 0) != 0) {
+    close(fd);
+    return -1;
+  }
+  double t0 = now_s();
+  size_t next = 0, done = 0;
+  unsigned inflight = 0;
+  int err = 0;
+  while (done < bytes && !err) {
+    while (inflight < qd && next < bytes) {
+      struct io_uring_sqe *sqe = io_uring_get_sqe(&ring);
+      if (!sqe) break;
+      size_t len = bytes - next < chunk ? bytes - next : chunk;
+      if (rd)
+        io_uring_prep_read(sqe, fd, (char *)buf + next, (unsigned)len, next);
+      else
+        io_uring_prep_write(sqe, fd, (char *)buf + next, (unsigned)len, next);
+      next += len;
+      inflight++;
+    }
+    io_uring_submit(&ring);
+    struct io_uring_cqe *cqe;
+    if (io_uring_wait_cqe(&ring, &cqe) != 0) break;
+    if (cqe->res < 0) err = -cqe->res;
+    else done += (size_t)cqe->res;
+    io_uring_cqe_seen(&ring, cqe);
+    inflight--;
+  }
+  double t = now_s() - t0;
+  io_uring_queue_exit(&ring);
+  close(fd);
+  if (rd) unlink(path);
+  if (err) {
+    fprintf(stderr, "te-offload-bench: raw io_uring %s: %s\n", rd ? "read" : "write",
+            strerror(err));
+    return -1;
+  }
+  return t;
+}
+
+static void bench_spill(const char *dir, size_t bytes, int iters) {
+  int ok = 0;
+  const char *why = "";
+  GK(tegraph_uring_probe(&ok, &why));
+  if (!ok) {
+    printf("spill: skipped: %s\n", why);
+    return;
+  }
+  size_t chunk = 1 << 20;
+  unsigned qd = 16;   /* the staging buffer's stripes: 8 a chunk, two chunks in flight */
+  void *h = NULL;
+  CK(tecore_mem_alloc_host(bytes, &h));
+  memset(h, 0x3c, bytes);
+  double w = 0, r = 0;
+  for (int i = 0; i < iters; i++) {
+    double a = raw_uring(dir, h, bytes, chunk, qd, 0);
+    double b = raw_uring(dir, h, bytes, chunk, qd, 1);
+    if (a < 0 || b < 0) {
+      CK(tecore_mem_free_host(h));
+      return;
+    }
+    w += a * 1e3 / iters;
+    r += b * 1e3 / iters;
+  }
+  tecore_devptr_t d = 0;
+  CK(tecore_mem_alloc(bytes, &d));
+  CK(tecore_memset_d8_async(d, 0x5a, bytes, S));
+  /* a budget of the staging buffers plus a page: the tensor goes to files */
+  tegraph_offload_t *c = make_ctx(4 * 8 * chunk + 4096, dir, chunk);
+  struct tegraph_offload_stats st;
+  GK(tegraph_offload_stats(c, &st));
+  struct tecore_tensor t;
+  size_t sh[1] = {bytes};
+  CK(tecore_tensor_init(&t, TECORE_DTYPE_U8, 1, sh, d));
+  double out = 0, in = 0;
+  time_ctx(c, &t, iters, &out, &in);
+  printf("spill: %s\n", st.why);
+  char what[64];
+  snprintf(what, sizeof what, "spill write %zu MiB", bytes >> 20);
+  line(what, (double)bytes, out, "raw io_uring write", w, 90);
+  snprintf(what, sizeof what, "spill read %zu MiB", bytes >> 20);
+  line(what, (double)bytes, in, "raw io_uring read", r, 90);
+  GK(tegraph_offload_destroy(c));
+  CK(tecore_mem_free(d));
+  CK(tecore_mem_free_host(h));
+}
+
+/* ---- the step with and without offload ---------------------------------------------- */
+
+static void bench_step(size_t tokens, size_t hidden, int layers, int iters) {
+  struct tecore_seq_config cfg = {.rows = tokens, .features = hidden, .dtype = TECORE_DTYPE_BF16,
+                                  .seed = 5};
+  tecore_seq_t *q = NULL;
+  CK(tecore_seq_create(&cfg, &q));
+  for (int l = 0; l < layers; l++) CK(te_tools_add_mlp_block(q, l, hidden, 4 * hidden));
+  struct tecore_recipe rc;
+  CK(tecore_recipe_init(&rc, TECORE_RECIPE_DELAYED));
+  CK(tecore_seq_set_recipe(q, &rc, S));
+  CK(tecore_seq_build(q, S));
+  size_t n = tokens * hidden;
+  tecore_devptr_t x, y, dy;
+  CK(tecore_mem_alloc(n * 2, &x));
+  CK(tecore_mem_alloc(n * 2, &y));
+  CK(tecore_mem_alloc(n * 2, &dy));
+  CK(tecore_memset_d16_async(x, 0x3c00, n, S));    /* bf16 1.0 */
+  CK(tecore_memset_d16_async(dy, 0x3a00, n, S));   /* bf16 ~0.0005 */
+  size_t sh[2] = {tokens, hidden};
+  struct tecore_tensor tx, ty, tdy;
+  CK(tecore_tensor_init(&tx, TECORE_DTYPE_BF16, 2, sh, x));
+  CK(tecore_tensor_init(&ty, TECORE_DTYPE_BF16, 2, sh, y));
+  CK(tecore_tensor_init(&tdy, TECORE_DTYPE_BF16, 2, sh, dy));
+  double ms[2] = {0, 0};
+  size_t before = 0, after = 0, ring = 0, moved = 0;
+  for (int pass = 0; pass < 2; pass++) {
+    tegraph_offload_t *c = NULL;
+    if (pass == 1) {
+      /* a pool that holds what the backward reads back */
+      size_t ns = 0, need = 1 << 20;
+      CK(tecore_seq_saved(q, NULL, 0, &ns));
+      struct tecore_seq_saved *sv = calloc(ns, sizeof *sv);
+      CK(tecore_seq_saved(q, sv, ns, &ns));
+      for (size_t i = 0; i < ns; i++)
+        if (sv[i].read_back) need += (sv[i].bytes + 255) & ~(size_t)255;
+      free(sv);
+      c = make_ctx(need, NULL, 1 << 20);
+      struct tegraph_offload_block *b = calloc((size_t)layers, sizeof *b);
+      for (int l = 0; l < layers; l++) b[l] = (struct tegraph_offload_block){6 * (size_t)l, 6};
+      struct tegraph_offload_seq_desc d = {.seq = q, .blocks = b, .nblocks = (size_t)layers};
+      GK(tegraph_offload_attach(c, &d));
+      free(b);
+      struct tegraph_offload_stats st;
+      GK(tegraph_offload_stats(c, &st));
+      before = st.seq_bytes_before;
+      after = st.seq_bytes_after;
+      ring = st.ring_bytes;
+      moved = st.pass_to_host;
+    }
+    for (int i = -1; i < iters; i++) {
+      CK(tecore_event_record(E0, S));
+      CK(tecore_seq_forward(q, &tx, &ty, 0, S));
+      CK(tecore_seq_backward(q, &tdy, NULL, S));
+      CK(tecore_event_record(E1, S));
+      double t = elapsed_ms();
+      if (i >= 0) ms[pass] += t / iters;
+    }
+    if (c) GK(tegraph_offload_destroy(c));
+  }
+  printf("step %d blocks [%zu][%zu]  %9.3f ms with offload vs %9.3f ms without: %.3fx  target "
+         "1.05x %s\n", layers, tokens, hidden, ms[1], ms[0], ms[1] / ms[0],
+         ms[1] / ms[0] <= 1.05 ? "PASS" : "MISS");
+  printf("step memory: sequence %.1f MiB -> %.1f MiB + ring %.1f MiB; %.1f MiB each way a step\n",
+         before / 1048576.0, after / 1048576.0, ring / 1048576.0, moved / 1048576.0);
+  CK(tecore_mem_free(x));
+  CK(tecore_mem_free(y));
+  CK(tecore_mem_free(dy));
+  CK(tecore_seq_destroy(q));
+}
+
+/* ---- the engine's cost ------------------------------------------------------------------ */
+
+static tecore_result_t nothing(void *arg) {
+  (void)arg;
+  return TECORE_SUCCESS;
+}
+
+static void bench_engine(int handoffs) {
+  struct tecore_svc_op op = {.kind = TECORE_SVC_CALL, .fn = nothing};
+  tecore_svc_job_t *j = NULL;
+  CK(tecore_svc_job_create(&op, 1, &j));
+  struct tecore_svc_stats a, b, c;
+  CK(tecore_svc_stats(&a));
+  double t0 = now_s();
+  for (int i = 0; i < handoffs; i++) CK(tecore_svc_job_enqueue(j, S));
+  CK(tecore_stream_synchronize(S));
+  double t = now_s() - t0;
+  CK(tecore_svc_stats(&b));
+  usleep(1000000);
+  CK(tecore_svc_stats(&c));
+  printf("engine: %d hand-offs in %.3f s (%.1f us each), CPU %.3f s/s while handing off; idle "
+         "CPU %.4f s/s, %.0f wake-ups/s  (%s)\n", handoffs, t, t / handoffs * 1e6,
+         (b.cpu_s - a.cpu_s) / (b.up_s - a.up_s), (c.cpu_s - b.cpu_s) / (c.up_s - b.up_s),
+         (double)(c.wakeups - b.wakeups) / (c.up_s - b.up_s), c.why);
+  CK(tecore_svc_job_destroy(j));
+}
+
+static void usage(FILE *f) {
+  fprintf(f, "usage: te-offload-bench [--mb N] [--dir DIR] [--iters N] [--tokens N] [--hidden N]\n"
+             "                        [--layers N] [--skip pool,spill,step,engine]\n"
+             "  --mb N       tensor size for the pool and spill figures (cuda: 256, vdev: 8)\n"
+             "  --dir DIR    file system for the spill figures ($TMPDIR or /tmp)\n"
+             "  --iters N    timed repetitions (cuda: 10, vdev: 3)\n"
+             "  --tokens N --hidden N --layers N   the step's model (cuda: 8192 4096 8;\n"
+             "               vdev: 64 64 5)\n");
+}
+
+int main(int argc, char **argv) {
+  size_t mb = 0, tokens = 0, hidden = 0;
+  int iters = 0, layers = 0;
+  const char *dir = getenv("TMPDIR");
+  const char *skip = "";
+  static const struct option longs[] = {
+      {"mb", required_argument, 0, 'm'},     {"dir", required_argument, 0, 'd'},
+      {"iters", required_argument, 0, 'i'},  {"tokens", required_argument, 0, 't'},
+      {"hidden", required_argument, 0, 'H'}, {"layers", required_argument, 0, 'l'},
+      {"skip", required_argument, 0, 's'},   {"help", no_argument, 0, 'h'},
+      {0, 0, 0, 0}};
+  int opt;
+  while ((opt = getopt_long(argc, argv, "h", longs, NULL)) != -1) {
+    switch (opt) {
+    case 'm': mb = strtoull(optarg, NULL, 0); break;
+    case 'd': dir = optarg; break;
+    case 'i': iters = atoi(optarg); break;
+    case 't': tokens = strtoull(optarg, NULL, 0); break;
+    case 'H': hidden = strtoull(optarg, NULL, 0); break;
+    case 'l': layers = atoi(optarg); break;
+    case 's': skip = optarg; break;
+    case 'h': usage(stdout); return 0;
+    default: usage(stderr); return 2;
+    }
+  }
+  if (!dir || !*dir) dir = "/tmp";
+  CK(tecore_init());
+  tecore_ctx_t ctx;
+  CK(tecore_ctx_create(0, &ctx));
+  tecore_backend_t be;
+  CK(tecore_backend(&be));
+  struct tecore_device_props props;
+  CK(tecore_device_props(0, &props));
+  int gpu = be == TECORE_BACKEND_CUDA;
+  mb = mb ? mb : gpu ? 256 : 8;
+  iters = iters > 0 ? iters : gpu ? 10 : 3;
+  tokens = tokens ? tokens : gpu ? 8192 : 64;
+  hidden = hidden ? hidden : gpu ? 4096 : 64;
+  layers = layers > 0 ? layers : gpu ? 8 : 5;
+  CK(tecore_stream_create(TECORE_STREAM_NON_BLOCKING, 0, &S));
+  CK(tecore_event_create(TECORE_EVENT_DEFAULT, &E0));
+  CK(tecore_event_create(TECORE_EVENT_DEFAULT, &E1));
+  printf("te-offload-bench: backend %s, device %s, %d iterations\n", tecore_backend_name(be),
+         props.name, iters);
+  if (!strstr(skip, "pool")) bench_pool(mb << 20, iters);
+  if (!strstr(skip, "spill")) bench_spill(dir, mb << 20, iters);
+  if (!strstr(skip, "step")) bench_step(tokens, hidden, layers, iters);
+  if (!strstr(skip, "engine")) bench_engine(gpu ? 10000 : 200);
+  CK(tecore_event_destroy(E0));
+  CK(tecore_event_destroy(E1));
+  CK(tecore_stream_destroy(S));
+  CK(tecore_ctx_destroy(ctx));
+  return 0;
+}
