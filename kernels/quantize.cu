@@ -1,15 +1,14 @@
-// quantize.cu -- FP8 quantize, dequantize, amax and scale kernels for Hopper.
+// quantize.cu -- FP8 quantize, dequantize and amax kernels for Hopper.
 // Element math: kernels/common/fp8.h and quantize.h (shared with the vdev
 // implementations in libtecore/fp8/quantize.c, which give the same bytes).
 //
-// Kernels and the shapes they handle:
+// (The amax reset and the scale from an amax, which every family writing
+// FP8 needs, are kernels/fp8_scale.cu.)  Kernels and the shapes they handle:
 //   te_fp8_quantize_pt     per-tensor, rowwise: n elements of f32/f16/bf16 ->
 //                          e4m3/e5m2, any n; 16 elements (one 16-byte store)
 //                          per thread per step when both pointers are 16-byte
 //                          aligned, else one element per step; grid-stride.
 //   te_fp8_amax            max |x| over n elements, same loop shape.
-//   te_fp8_amax_init       *amax = 0 (one thread).
-//   te_fp8_compute_scale   scale and scale_inv from *amax (one thread).
 //   te_fp8_quantize_mx_*   MXFP8 (one kernel per input type: f32, bf16, f16),
 //                          rows x cols, any shape: one 32x128 tile per warp,
 //                          128-thread blocks, 16 columns per thread; rowwise
@@ -205,24 +204,6 @@ extern "C" __global__ void __launch_bounds__(QT)
 te_fp8_amax(const void *in, unsigned long long n, int dt, unsigned *amax, const int *noop) {
   if (noop_set(noop)) return;
   block_amax(amax_any(in, n, dt, blockIdx.x, gridDim.x), amax);
-}
-
-extern "C" __global__ void te_fp8_amax_init(unsigned *amax, const int *noop) {
-  if (noop_set(noop)) return;
-  if (blockIdx.x == 0 && threadIdx.x == 0) *amax = 0u;
-}
-
-extern "C" __global__ void te_fp8_compute_scale(const unsigned *amax, float *scale,
-                                                float *scale_inv, float *scale_inv_col,
-                                                float eps, float fp8_max, int pow2,
-                                                const int *noop) {
-  if (noop_set(noop)) return;
-  if (blockIdx.x != 0 || threadIdx.x != 0) return;
-  float s = te_fp8_current_scale(__uint_as_float(*amax), eps, fp8_max, pow2);
-  *scale = s;
-  float si = te_fp8_scale_inv(s);
-  if (scale_inv) *scale_inv = si;
-  if (scale_inv_col) *scale_inv_col = si;
 }
 
 // ---- multi-tensor -------------------------------------------------------------

@@ -34,15 +34,6 @@ static void vdev_scale_add(const struct tecore_launch_cfg *cfg, void *const *arg
 
 /* ---- the table --------------------------------------------------------- */
 
-#ifdef TE_HAVE_CUDA
-extern const unsigned char te_fatbin_elementwise[], te_fatbin_elementwise_end[];
-#define EW_FATBIN te_fatbin_elementwise
-#define EW_FATBIN_BYTES ((size_t)(te_fatbin_elementwise_end - te_fatbin_elementwise))
-#else
-#define EW_FATBIN NULL
-#define EW_FATBIN_BYTES 0
-#endif
-
 enum { K_FILL, K_SCALE_ADD };
 static const struct tecore_kernel_def ew_kernels[] = {
     [K_FILL] = {.name = "te_fill", .vdev = vdev_fill, .nparams = 4,
@@ -51,7 +42,7 @@ static const struct tecore_kernel_def ew_kernels[] = {
                      .param_size = {8, 8, 4, 8, 4, 4, 8}, .param_is_ptr = {1, 1, 0, 1, 0, 0, 0}},
 };
 
-TE_KERNEL_TABLE(ew_first_id, "libtecore/elementwise", ew_kernels, EW_FATBIN, EW_FATBIN_BYTES)
+TE_KERNEL_TABLE_FATBIN(ew_first_id, "libtecore/elementwise", ew_kernels, elementwise)
 
 /* 1-D grid: enough blocks to fill the device, capped; grid-stride inside. */
 static void ew_shape(size_t count, struct tecore_launch_cfg *cfg) {

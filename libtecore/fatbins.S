@@ -1,7 +1,7 @@
 /* fatbins.S -- embeds libtecore's kernel fatbins (built by nvcc from
  * kernels/*.cu) in the library's read-only data, one line per kernel file.
  * Each gets a start and an end symbol, both hidden; the kernel tables
- * (TE_KERNEL_TABLE) point at them.  The assembler finds the files through
+ * (TE_KERNEL_TABLE_FATBIN) point at them.  The assembler finds the files through
  * -I (AM_CCASFLAGS). */
 #define TE_FATBIN(sym, file)      \
   .balign 64;                     \
@@ -15,6 +15,7 @@
 
   .section .rodata.te_fatbins, "a", @progbits
 TE_FATBIN(te_fatbin_elementwise, "elementwise.fatbin")
+TE_FATBIN(te_fatbin_fp8_scale, "fp8_scale.fatbin")
 TE_FATBIN(te_fatbin_quantize, "quantize.fatbin")
 TE_FATBIN(te_fatbin_fp8_recipe, "fp8_recipe.fatbin")
 TE_FATBIN(te_fatbin_transpose, "transpose.fatbin")

@@ -104,6 +104,24 @@ void te_error_hop(const char *func, const char *file, int line);
   }                                                                            \
   __attribute__((constructor)) static void fn##_at_load_(void) { (void)fn(); }
 
+/* TE_KERNEL_TABLE_FATBIN(fn, "libtecore/x", defs, x): the same for a family
+ * whose CUDA code is kernels/x.cu, embedded by fatbins.S as te_fatbin_x
+ * (declared here, so no family repeats the block; NULL in a build without
+ * CUDA, where the table is vdev-only). */
+#ifdef TE_HAVE_CUDA
+#define TE_FATBIN_DECL_(stem) \
+  extern const unsigned char te_fatbin_##stem[], te_fatbin_##stem##_end[];
+#define TE_FATBIN_PTR_(stem) te_fatbin_##stem
+#define TE_FATBIN_BYTES_(stem) ((size_t)(te_fatbin_##stem##_end - te_fatbin_##stem))
+#else
+#define TE_FATBIN_DECL_(stem)
+#define TE_FATBIN_PTR_(stem) NULL
+#define TE_FATBIN_BYTES_(stem) 0
+#endif
+#define TE_KERNEL_TABLE_FATBIN(fn, modname, defs, stem) \
+  TE_FATBIN_DECL_(stem)                                 \
+  TE_KERNEL_TABLE(fn, modname, defs, TE_FATBIN_PTR_(stem), TE_FATBIN_BYTES_(stem))
+
 /* ---- misc ------------------------------------------------------------------ */
 /* Monotonic nanoseconds. */
 uint64_t te_now_ns(void);

@@ -2,49 +2,10 @@
  * implementations of kernels/act.cu, the kernel table, and the public
  * entry points that validate, choose the vector or element path, and
  * launch.  The element math is kernels/common/act.h on both backends. */
-#include "act/act_internal.h"
+#include "ksupport/ksupport.h"
 #include <te/activation.h>
 #include "common/act.h"
 #include "common/ldst.h"
-
-/* ---- argument checks shared with the norms ---------------------------------- */
-
-tecore_result_t te_act_check_in(const struct tecore_tensor *t, const char *fn, const char *arg) {
-  TE_CHECK(te_tensor_check(t, TECORE_TENSOR_ROWWISE, fn, arg));
-  if (t->scaling != TECORE_SCALING_NONE || !te_dtype_is_hp(t->dtype))
-    return TE_ERR(TECORE_ERR_INVALID, "%s: %s: dtype %s (scaling %s) is not f32, f16 or bf16",
-                  fn, arg, tecore_dtype_name(t->dtype), tecore_scaling_name(t->scaling));
-  return TECORE_SUCCESS;
-}
-
-tecore_result_t te_act_check_out(const struct tecore_tensor *t, const char *fn, const char *arg) {
-  if (!t) return TE_ERR(TECORE_ERR_INVALID, "%s: %s is NULL", fn, arg);
-  if (t->scaling == TECORE_SCALING_NONE) {
-    TE_CHECK(te_tensor_check(t, TECORE_TENSOR_ROWWISE, fn, arg));
-    if (!te_dtype_is_hp(t->dtype))
-      return TE_ERR(TECORE_ERR_INVALID,
-                    "%s: %s: dtype %s with scaling none is not f32, f16 or bf16 (FP8 outputs "
-                    "need delayed scaling)",
-                    fn, arg, tecore_dtype_name(t->dtype));
-  } else if (t->scaling == TECORE_SCALING_DELAYED) {
-    TE_CHECK(te_tensor_check(t, TECORE_TENSOR_ROWWISE | TECORE_TENSOR_NEED_SCALE, fn, arg));
-  } else if (t->scaling == TECORE_SCALING_CURRENT) {
-    TE_CHECK(te_tensor_check(
-        t, TECORE_TENSOR_ROWWISE | TECORE_TENSOR_NEED_SCALE | TECORE_TENSOR_NEED_AMAX, fn, arg));
-  } else {
-    TE_CHECK(te_tensor_check(t, 0, fn, arg));
-    return TE_ERR(TECORE_ERR_INVALID,
-                  "%s: %s: scaling mode %s is not fused here (none, delayed or current only); "
-                  "write a high-precision output and quantize it with tecore_quantize",
-                  fn, arg, tecore_scaling_name(t->scaling));
-  }
-  if (t->columnwise_data)
-    return TE_ERR(TECORE_ERR_INVALID,
-                  "%s: %s: columnwise_data is set, but only rowwise output is written (use the "
-                  "cast-transpose kernels for a transpose)",
-                  fn, arg);
-  return TECORE_SUCCESS;
-}
 
 /* ---- vdev implementations ------------------------------------------------------
  * Parameters as in kernels/act.cu:
@@ -141,14 +102,6 @@ ACT_VDEV(reglu, TE_ACT_REGLU)
 
 /* ---- the table ------------------------------------------------------------------ */
 
-#ifdef TE_HAVE_CUDA
-#define ACT_FATBIN te_fatbin_act
-#define ACT_FATBIN_BYTES ((size_t)(te_fatbin_act_end - te_fatbin_act))
-#else
-#define ACT_FATBIN NULL
-#define ACT_FATBIN_BYTES 0
-#endif
-
 /* Kernel 2*kind is kind's forward, 2*kind+1 its backward. */
 #define ACT_DEFS(kn)                                                                        \
   {.name = "te_act_fwd_" #kn, .vdev = vdev_act_fwd_##kn, .nparams = 10,                   \
@@ -160,7 +113,7 @@ static const struct tecore_kernel_def act_kernels[] = {
     ACT_DEFS(swiglu), ACT_DEFS(geglu), ACT_DEFS(reglu),
 };
 
-TE_KERNEL_TABLE(act_first_id, "libtecore/act", act_kernels, ACT_FATBIN, ACT_FATBIN_BYTES)
+TE_KERNEL_TABLE_FATBIN(act_first_id, "libtecore/act", act_kernels, act)
 
 /* ---- public entry points ---------------------------------------------------------- */
 
@@ -221,34 +174,13 @@ static tecore_result_t act_shapes(tecore_activation_t act, const struct tecore_t
   return TECORE_SUCCESS;
 }
 
-tecore_result_t te_qout_begin(const struct tecore_tensor *t, int pass, tecore_devptr_t noop,
-                              tecore_stream_t stream, struct te_qout *q) {
-  void *scale = (void *)(uintptr_t)t->scale, *amax = (void *)(uintptr_t)t->amax,
-       *scale_inv = (void *)(uintptr_t)t->scale_inv;
-  q->scale = q->scale_inv = NULL;
-  q->amax = amax;
-  if (t->scaling == TECORE_SCALING_DELAYED) {
-    q->scale = scale;
-    q->scale_inv = scale_inv;
-  } else if (t->scaling == TECORE_SCALING_CURRENT) {
-    if (pass == 0) {
-      TE_CHECK(te_fp8_amax_zero(t->amax, noop, stream));
-    } else {
-      TE_CHECK(te_fp8_scale_from_amax(t, noop, stream));
-      q->scale = scale;
-      q->amax = NULL;
-    }
-  }
-  return TECORE_SUCCESS;
-}
-
 TE_EXPORT tecore_result_t tecore_act_fwd(tecore_activation_t act, const struct tecore_tensor *in,
                                          struct tecore_tensor *out, tecore_devptr_t noop_flag,
                                          tecore_stream_t stream) {
   TE_ARG((unsigned)act < TECORE_ACT_COUNT_, "%s: act %d is not a tecore_activation_t", __func__,
          (int)act);
-  TE_CHECK(te_act_check_in(in, __func__, "in"));
-  TE_CHECK(te_act_check_out(out, __func__, "out"));
+  TE_CHECK(te_check_hp_input(in, __func__, "in"));
+  TE_CHECK(te_check_fused_output(out, __func__, "out"));
   TE_ARG(noop_flag % 4 == 0, "%s: noop_flag (0x%llx) is not aligned to 4 bytes", __func__,
          (unsigned long long)noop_flag);
   uint64_t rows, cols;
@@ -279,9 +211,9 @@ TE_EXPORT tecore_result_t tecore_act_bwd(tecore_activation_t act, const struct t
                                          tecore_stream_t stream) {
   TE_ARG((unsigned)act < TECORE_ACT_COUNT_, "%s: act %d is not a tecore_activation_t", __func__,
          (int)act);
-  TE_CHECK(te_act_check_in(dy, __func__, "dy"));
-  TE_CHECK(te_act_check_in(x, __func__, "x"));
-  TE_CHECK(te_act_check_out(dx, __func__, "dx"));
+  TE_CHECK(te_check_hp_input(dy, __func__, "dy"));
+  TE_CHECK(te_check_hp_input(x, __func__, "x"));
+  TE_CHECK(te_check_fused_output(dx, __func__, "dx"));
   uint64_t rows, cols;
   TE_CHECK(act_shapes(act, dy, "dy", x, "x", __func__, &rows, &cols));
   if (tecore_tensor_numel(dx) != tecore_tensor_numel(x))

@@ -17,13 +17,6 @@
 
 #define ARG(T, i) (*(T const *)args[i])
 
-static void vdev_atomic_max(unsigned *p, uint32_t v) {
-  unsigned cur = __atomic_load_n(p, __ATOMIC_RELAXED);
-  while (v > cur && !__atomic_compare_exchange_n(p, &cur, v, 1, __ATOMIC_RELAXED,
-                                                 __ATOMIC_RELAXED)) {
-  }
-}
-
 static int vdev_noop(const int *noop) { return noop && *noop; }
 
 /* One per-tensor quantization (flat kernel and multi-tensor entries). */
@@ -41,7 +34,7 @@ static void vdev_quant_pt(const void *in, uint8_t *out, uint64_t n, int in_dt, i
     m = te_max_u32(m, te_abs_bits(x));
     out[i] = te_f32_to_fp8(x * s, out_dt);
   }
-  if (!current && amax) vdev_atomic_max(amax, m);
+  if (!current && amax) te_vdev_amax_update(amax, m);
 }
 
 static void vdev_quantize_pt(const struct tecore_launch_cfg *cfg, void *const *args) {
@@ -61,25 +54,8 @@ static uint32_t vdev_amax_of(const void *in, uint64_t n, int dt) {
 static void vdev_amax(const struct tecore_launch_cfg *cfg, void *const *args) {
   (void)cfg;
   if (vdev_noop(ARG(const int *, 4))) return;
-  vdev_atomic_max(ARG(unsigned *, 3),
+  te_vdev_amax_update(ARG(unsigned *, 3),
                   vdev_amax_of(ARG(const void *, 0), ARG(unsigned long long, 1), ARG(int, 2)));
-}
-
-static void vdev_amax_init(const struct tecore_launch_cfg *cfg, void *const *args) {
-  (void)cfg;
-  if (vdev_noop(ARG(const int *, 1))) return;
-  __atomic_store_n(ARG(unsigned *, 0), 0u, __ATOMIC_RELAXED);
-}
-
-static void vdev_compute_scale(const struct tecore_launch_cfg *cfg, void *const *args) {
-  (void)cfg;
-  if (vdev_noop(ARG(const int *, 7))) return;
-  float s = te_fp8_current_scale(te_bits_f32(*ARG(const unsigned *, 0)), ARG(float, 4),
-                                 ARG(float, 5), ARG(int, 6));
-  float si = te_fp8_scale_inv(s);
-  *ARG(float *, 1) = s;
-  if (ARG(float *, 2)) *ARG(float *, 2) = si;
-  if (ARG(float *, 3)) *ARG(float *, 3) = si;
 }
 
 static void vdev_quantize_multi(const struct tecore_launch_cfg *cfg, void *const *args) {
@@ -98,7 +74,7 @@ static void vdev_amax_multi(const struct tecore_launch_cfg *cfg, void *const *ar
   (void)cfg;
   if (vdev_noop(p->noop)) return;
   for (int t = 0; t < p->count; t++)
-    vdev_atomic_max(p->e[t].amax, vdev_amax_of(p->e[t].in, p->e[t].n, p->e[t].in_dt));
+    te_vdev_amax_update(p->e[t].amax, vdev_amax_of(p->e[t].in, p->e[t].n, p->e[t].in_dt));
 }
 
 static void vdev_amax_init_multi(const struct tecore_launch_cfg *cfg, void *const *args) {
@@ -148,7 +124,7 @@ static void vdev_quantize_mx(const struct tecore_launch_cfg *cfg, void *const *a
           out_col[r * cols + c] = te_f32_to_fp8(te_q_load(in, r * cols + c, in_dt) * mult, out_dt);
       }
     }
-  if (amax) vdev_atomic_max(amax, m_all);
+  if (amax) te_vdev_amax_update(amax, m_all);
 }
 
 /* Block scaling (1x128, 128x128) and per-tensor with transposed output. */
@@ -221,7 +197,7 @@ static void vdev_quantize_blk(const struct tecore_launch_cfg *cfg, void *const *
       }
   }
 #undef X
-  if (amax) vdev_atomic_max(amax, m_all);
+  if (amax) te_vdev_amax_update(amax, m_all);
 }
 
 static void vdev_dequantize(const struct tecore_launch_cfg *cfg, void *const *args) {
@@ -241,17 +217,8 @@ static void vdev_dequantize(const struct tecore_launch_cfg *cfg, void *const *ar
 
 /* ---- the table ------------------------------------------------------------------ */
 
-#ifdef TE_HAVE_CUDA
-extern const unsigned char te_fatbin_quantize[], te_fatbin_quantize_end[];
-#define Q_FATBIN te_fatbin_quantize
-#define Q_FATBIN_BYTES ((size_t)(te_fatbin_quantize_end - te_fatbin_quantize))
-#else
-#define Q_FATBIN NULL
-#define Q_FATBIN_BYTES 0
-#endif
-
 enum {
-  K_QPT, K_AMAX, K_AMAX_INIT, K_SCALE, K_MX_F32, K_MX_F16, K_MX_BF16, K_BLK, K_DEQ, K_QMULTI,
+  K_QPT, K_AMAX, K_MX_F32, K_MX_F16, K_MX_BF16, K_BLK, K_DEQ, K_QMULTI,
   K_AMAX_MULTI, K_INIT_MULTI
 };
 #define MP ((uint16_t)sizeof(struct te_qmulti_params))
@@ -261,10 +228,6 @@ static const struct tecore_kernel_def q_kernels[] = {
                .param_is_ptr = {1, 1, 0, 0, 0, 1, 1, 1, 1, 1, 0, 0, 0}},
     [K_AMAX] = {.name = "te_fp8_amax", .vdev = vdev_amax, .nparams = 5,
                 .param_size = {8, 8, 4, 8, 8}, .param_is_ptr = {1, 0, 0, 1, 1}},
-    [K_AMAX_INIT] = {.name = "te_fp8_amax_init", .vdev = vdev_amax_init, .nparams = 2,
-                     .param_size = {8, 8}, .param_is_ptr = {1, 1}},
-    [K_SCALE] = {.name = "te_fp8_compute_scale", .vdev = vdev_compute_scale, .nparams = 8,
-                 .param_size = {8, 8, 8, 8, 4, 4, 4, 8}, .param_is_ptr = {1, 1, 1, 1, 0, 0, 0, 1}},
 #define MX_DEF(sym)                                                                   \
   {.name = sym, .vdev = vdev_quantize_mx, .nparams = 11,                              \
    .param_size = {8, 4, 8, 8, 8, 8, 8, 8, 4, 8, 8},                                   \
@@ -286,7 +249,7 @@ static const struct tecore_kernel_def q_kernels[] = {
                       .nparams = 1, .param_size = {MP}, .param_is_ptr = {0}},
 };
 
-TE_KERNEL_TABLE(q_first_id, "libtecore/quantize", q_kernels, Q_FATBIN, Q_FATBIN_BYTES)
+TE_KERNEL_TABLE_FATBIN(q_first_id, "libtecore/quantize", q_kernels, quantize)
 
 /* ---- launch shapes ------------------------------------------------------------------ */
 
@@ -332,29 +295,6 @@ static tecore_result_t launch_amax(tecore_devptr_t in, tecore_dtype_t dt, uint64
   void *args[] = {&pin, &nn, &idt, &a, &nf};
   TE_CHECK(q_launch(K_AMAX, q_cfg((n + 16 * QT - 1) / (16 * QT), 8), args, stream));
   return TECORE_SUCCESS;
-}
-
-static tecore_result_t launch_scale(const struct tecore_tensor *t, tecore_devptr_t noop,
-                                    tecore_stream_t stream) {
-  void *a = P(t->amax), *s = P(t->scale), *si = P(t->scale_inv), *sc = P(t->columnwise_scale_inv);
-  void *nf = P(noop);
-  float eps = t->amax_epsilon, fmax = te_fp8_max((int)t->dtype);
-  int pow2 = (t->flags & TECORE_TENSOR_POW2_SCALES) ? 1 : 0;
-  void *args[] = {&a, &s, &si, &sc, &eps, &fmax, &pow2, &nf};
-  TE_CHECK(q_launch(K_SCALE, q_cfg(1, 1), args, stream));
-  return TECORE_SUCCESS;
-}
-
-tecore_result_t te_fp8_amax_zero(tecore_devptr_t amax, tecore_devptr_t noop,
-                                 tecore_stream_t stream) {
-  void *a = P(amax), *nf = P(noop);
-  void *args[] = {&a, &nf};
-  return q_launch(K_AMAX_INIT, q_cfg(1, 1), args, stream);
-}
-
-tecore_result_t te_fp8_scale_from_amax(const struct tecore_tensor *t, tecore_devptr_t noop,
-                                     tecore_stream_t stream) {
-  return launch_scale(t, noop, stream);
 }
 
 /* ---- public entry points --------------------------------------------------------- */
@@ -421,7 +361,7 @@ static tecore_result_t quantize_one(const struct tecore_tensor *in, const struct
                                                             : TE_BLK_TENSOR;
   if (is_current) {
     TE_CHECK(launch_amax(in->data, in->dtype, n, out->amax, 1, noop, stream));
-    TE_CHECK(launch_scale(out, noop, stream));
+    TE_CHECK(te_fp8_scale_from_amax(out, noop, stream));
     pa = NULL;   /* the amax is already exact */
   }
   uint64_t tiles = ((rows + TE_BLK_TILE - 1) / TE_BLK_TILE) * ((cols + TE_BLK_TILE - 1) / TE_BLK_TILE);
@@ -592,6 +532,6 @@ TE_EXPORT tecore_result_t tecore_compute_scale(const struct tecore_tensor *t,
          tecore_scaling_name(t->scaling));
   TE_ARG(noop_flag % 4 == 0, "tecore_compute_scale: noop_flag (0x%llx) is not aligned to 4 bytes",
          (unsigned long long)noop_flag);
-  TE_CHECK(launch_scale(t, noop_flag, stream));
+  TE_CHECK(te_fp8_scale_from_amax(t, noop_flag, stream));
   return TECORE_SUCCESS;
 }

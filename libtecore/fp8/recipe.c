@@ -129,22 +129,13 @@ static void vdev_delayed_update(const struct tecore_launch_cfg *cfg, void *const
   }
 }
 
-#ifdef TE_HAVE_CUDA
-extern const unsigned char te_fatbin_fp8_recipe[], te_fatbin_fp8_recipe_end[];
-#define R_FATBIN te_fatbin_fp8_recipe
-#define R_FATBIN_BYTES ((size_t)(te_fatbin_fp8_recipe_end - te_fatbin_fp8_recipe))
-#else
-#define R_FATBIN NULL
-#define R_FATBIN_BYTES 0
-#endif
-
 static const struct tecore_kernel_def r_kernels[] = {
     {.name = "te_fp8_delayed_update", .vdev = vdev_delayed_update, .nparams = 11,
      .param_size = {8, 8, 8, 8, 8, 4, 4, 4, 4, 4, 8},
      .param_is_ptr = {1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 1}},
 };
 
-TE_KERNEL_TABLE(r_first_id, "libtecore/fp8_recipe", r_kernels, R_FATBIN, R_FATBIN_BYTES)
+TE_KERNEL_TABLE_FATBIN(r_first_id, "libtecore/fp8_recipe", r_kernels, fp8_recipe)
 
 /* ---- delayed-scaling state ----------------------------------------------------- */
 

@@ -1,218 +1,12 @@
 /* norm.c -- LayerNorm and RMSNorm forward and backward (te/norm.h): the
- * vdev implementations of kernels/norm.cu, which follow the GPU's thread
- * layout and summation order (kernels/common/norm.h) so both backends give
- * the same bits, the kernel table, and the public entry points. */
-#include "act/act_internal.h"
+ * kernel table of kernels/norm.cu and its vdev implementation
+ * (norm_vdev.c), argument checks, and the public entry points that pick
+ * the plan, the kernel and the grid, and launch. */
+#include "norm/norm_internal.h"
 #include <math.h>
-#include <stdlib.h>
 #include <te/norm.h>
-#include "common/ldst.h"
-#include "common/norm.h"
-
-#define PTR(i) (*(void *const *)args[i])
-#define U64(i) (*(const unsigned long long *)args[i])
-#define U32(i) (*(const unsigned *)args[i])
-#define I32(i) (*(const int *)args[i])
-#define F32(i) (*(const float *)args[i])
-
-/* ---- vdev: forward ---------------------------------------------------------------
- * Parameters: x, gamma, beta, y, mu, rsigma, scale, amax, scale_inv, rows,
- * hidden, eps, flags, dtypes, tpr, nv.  The block layout only decides the
- * order of the row sums, reproduced here thread by thread. */
-
-/* Each row sum is taken as the GPU's T threads take it: thread t adds its
- * elements in order into part[t], then te_norm_tree_sum. */
-static void norm_vdev_fwd(int vec, void *const *args) {
-  const void *x = PTR(0), *gamma = PTR(1), *beta = PTR(2);
-  void *y = PTR(3);
-  float *mu = PTR(4), *rsigma = PTR(5);
-  const float *scale = PTR(6);
-  unsigned *amax = PTR(7);
-  float *scale_inv = PTR(8);
-  unsigned long long rows = U64(9);
-  unsigned hidden = U32(10);
-  float eps = F32(11);
-  int flags = I32(12), dtypes = I32(13), tpr = I32(14), nv = I32(15);
-  int dx = TE_NORM_DT(dtypes, 0), dw = TE_NORM_DT(dtypes, 1), dy = TE_NORM_DT(dtypes, 2);
-  int ln = flags & TE_NORM_LAYERNORM;
-  float sc = (te_dt_is_fp8(dy) && scale) ? *scale : 1.0f, zc = te_norm_zc(flags);
-  if (scale_inv && scale) *scale_inv = te_fp8_scale_inv(*scale);
-  unsigned nvec = vec == 8 ? hidden / 8 : hidden;
-  float h = (float)hidden;
-  float part[1024];
-  float am = 0.0f;
-  for (unsigned long long row = 0; row < rows; row++) {
-    const unsigned long long base = row * hidden;
-    for (int t = 0; t < tpr; t++) {
-      float s = 0.0f;
-      for (int j = 0; j < nv; j++) {
-        unsigned vi = (unsigned)j * (unsigned)tpr + (unsigned)t;
-        if (vi >= nvec) continue;
-        for (int k = 0; k < vec; k++) {
-          float v = te_ld(x, base + (unsigned long long)vi * vec + k, dx);
-          s = ln ? te_add_rn(s, v) : te_fma_rn(v, v, s);
-        }
-      }
-      part[t] = s;
-    }
-    float total = te_norm_tree_sum(part, tpr);
-    float mean = 0.0f, rs;
-    if (ln) {
-      mean = te_norm_mean(total, h);
-      for (int t = 0; t < tpr; t++) {
-        float q = 0.0f;
-        for (int j = 0; j < nv; j++) {
-          unsigned vi = (unsigned)j * (unsigned)tpr + (unsigned)t;
-          if (vi >= nvec) continue;
-          for (int k = 0; k < vec; k++) {
-            float d = te_sub_rn(te_ld(x, base + (unsigned long long)vi * vec + k, dx), mean);
-            q = te_fma_rn(d, d, q);
-          }
-        }
-        part[t] = q;
-      }
-      rs = te_norm_rsigma(te_norm_mean(te_norm_tree_sum(part, tpr), h), eps);
-    } else {
-      rs = te_norm_rsigma(te_norm_mean(total, h), eps);
-    }
-    if (mu) mu[row] = mean;
-    if (rsigma) rsigma[row] = rs;
-    for (unsigned c = 0; c < hidden; c++) {
-      float v = te_ld(x, base + c, dx);
-      float g = te_norm_gamma(te_ld(gamma, c, dw), zc);
-      float o = ln ? te_ln_out(te_sub_rn(v, mean), rs, g, te_ld(beta, c, dw))
-                   : te_rms_out(v, rs, g);
-      am = te_amax_f32(am, o);
-      te_st(y, base + c, dy, te_mul_rn(o, sc));
-    }
-  }
-  if (amax && te_abs_bits(am)) te_vdev_amax_update(amax, te_abs_bits(am));
-}
-
-/* ---- vdev: backward ----------------------------------------------------------------
- * Parameters: dy, x, mu, rsigma, gamma, extra, dx, ws, rows, hidden, flags,
- * dtypes, tpr, nv, parts; the block is tpr * R threads (R row slots), the
- * grid parts blocks. */
-
-static void norm_vdev_bwd(int vec, const struct tecore_launch_cfg *cfg, void *const *args) {
-  const void *dy = PTR(0), *x = PTR(1), *gamma = PTR(4), *extra = PTR(5);
-  const float *mu = PTR(2), *rsigma = PTR(3);
-  void *dx = PTR(6);
-  float *ws = PTR(7);
-  unsigned long long rows = U64(8);
-  unsigned hidden = U32(9);
-  int flags = I32(10), dtypes = I32(11), tpr = I32(12), nv = I32(13);
-  unsigned parts = U32(14);
-  int dtx = TE_NORM_DT(dtypes, 0), dtdy = TE_NORM_DT(dtypes, 1), dtw = TE_NORM_DT(dtypes, 2),
-      dtdx = TE_NORM_DT(dtypes, 3), dte = TE_NORM_DT(dtypes, 4);
-  int ln = flags & TE_NORM_LAYERNORM, add = flags & TE_NORM_EXTRA_GRAD;
-  float zc = te_norm_zc(flags);
-  unsigned R = cfg->block[0] / (unsigned)tpr;
-  unsigned nvec = vec == 8 ? hidden / 8 : hidden;
-  float h = (float)hidden;
-  float part1[1024], part2[1024];
-  /* per-slot column sums, added into the block's partial row in slot order */
-  float *accg = malloc(2 * (size_t)hidden * sizeof(float));
-  if (!accg) {
-    TE_LOG_ERROR(TECORE_SUBSYS_KERNEL, "vdev norm backward: out of memory (%u columns)", hidden);
-    return;
-  }
-  float *accb = accg + hidden;
-  for (unsigned b = 0; b < parts; b++) {
-    float *wsg = ws + (unsigned long long)b * hidden;
-    float *wsb = ws + ((unsigned long long)parts + b) * hidden;
-    for (unsigned s = 0; s < R; s++) {
-      for (unsigned c = 0; c < hidden; c++) accg[c] = accb[c] = 0.0f;
-      for (unsigned long long grp = b; grp * R < rows; grp += parts) {
-        unsigned long long row = grp * R + s;
-        if (row >= rows) continue;
-        unsigned long long base = row * hidden;
-        float rs = rsigma[row], m = ln ? mu[row] : 0.0f;
-        for (int t = 0; t < tpr; t++) {
-          float s1 = 0.0f, s2 = 0.0f;
-          for (int j = 0; j < nv; j++) {
-            unsigned vi = (unsigned)j * (unsigned)tpr + (unsigned)t;
-            if (vi >= nvec) continue;
-            for (int k = 0; k < vec; k++) {
-              unsigned c = vi * (unsigned)vec + (unsigned)k;
-              float xv = te_ld(x, base + c, dtx);
-              float xh = ln ? te_mul_rn(te_sub_rn(xv, m), rs) : te_mul_rn(xv, rs);
-              float dyg = te_mul_rn(te_ld(dy, base + c, dtdy), te_norm_gamma(te_ld(gamma, c, dtw), zc));
-              if (ln) s1 = te_add_rn(s1, dyg);
-              s2 = te_fma_rn(dyg, xh, s2);
-            }
-          }
-          part1[t] = s1;
-          part2[t] = s2;
-        }
-        float m1 = te_norm_mean(te_norm_tree_sum(part1, tpr), h);
-        float m2 = te_norm_mean(te_norm_tree_sum(part2, tpr), h);
-        for (unsigned c = 0; c < hidden; c++) {
-          float xv = te_ld(x, base + c, dtx), g = te_ld(dy, base + c, dtdy);
-          float xh = ln ? te_mul_rn(te_sub_rn(xv, m), rs) : te_mul_rn(xv, rs);
-          float dyg = te_mul_rn(g, te_norm_gamma(te_ld(gamma, c, dtw), zc));
-          float d = ln ? te_ln_dx(rs, dyg, xh, m1, m2) : te_rms_dx(rs, dyg, xh, m2);
-          if (add) d = te_add_rn(d, te_ld(extra, base + c, dte));
-          te_st(dx, base + c, dtdx, d);
-          accg[c] = te_fma_rn(g, xh, accg[c]);
-          if (ln) accb[c] = te_add_rn(accb[c], g);
-        }
-      }
-      for (unsigned c = 0; c < hidden; c++) {
-        wsg[c] = s == 0 ? accg[c] : te_add_rn(wsg[c], accg[c]);
-        if (ln) wsb[c] = s == 0 ? accb[c] : te_add_rn(wsb[c], accb[c]);
-      }
-    }
-  }
-  free(accg);
-}
-
-/* Parameters: ws, out0, out1, parts, hidden, dtypes. */
-static void vdev_norm_bwd_reduce(const struct tecore_launch_cfg *cfg, void *const *args) {
-  const float *ws = PTR(0);
-  void *out[2] = {PTR(1), PTR(2)};
-  unsigned parts = U32(3), hidden = U32(4);
-  int dtypes = I32(5);
-  (void)cfg;
-  for (int which = 0; which < (out[1] ? 2 : 1); which++) {
-    const float *w = ws + (unsigned long long)which * parts * hidden;
-    for (unsigned c = 0; c < hidden; c++) {
-      float g[TE_NORM_REDUCE_GROUPS];
-      for (unsigned grp = 0; grp < TE_NORM_REDUCE_GROUPS; grp++) {
-        float acc = 0.0f;
-        for (unsigned p = grp; p < parts; p += TE_NORM_REDUCE_GROUPS)
-          acc = te_add_rn(acc, w[(unsigned long long)p * hidden + c]);
-        g[grp] = acc;
-      }
-      te_st(out[which], c, TE_NORM_DT(dtypes, which), te_norm_tree_sum(g, TE_NORM_REDUCE_GROUPS));
-    }
-  }
-}
-
-static void vdev_norm_fwd_v8(const struct tecore_launch_cfg *cfg, void *const *args) {
-  (void)cfg;
-  norm_vdev_fwd(8, args);
-}
-static void vdev_norm_fwd_v1(const struct tecore_launch_cfg *cfg, void *const *args) {
-  (void)cfg;
-  norm_vdev_fwd(1, args);
-}
-static void vdev_norm_bwd_v8(const struct tecore_launch_cfg *cfg, void *const *args) {
-  norm_vdev_bwd(8, cfg, args);
-}
-static void vdev_norm_bwd_v1(const struct tecore_launch_cfg *cfg, void *const *args) {
-  norm_vdev_bwd(1, cfg, args);
-}
 
 /* ---- the table ---------------------------------------------------------------------- */
-
-#ifdef TE_HAVE_CUDA
-#define NORM_FATBIN te_fatbin_norm
-#define NORM_FATBIN_BYTES ((size_t)(te_fatbin_norm_end - te_fatbin_norm))
-#else
-#define NORM_FATBIN NULL
-#define NORM_FATBIN_BYTES 0
-#endif
 
 enum { K_FWD_V8, K_FWD_V1, K_FWD_STREAM_V8, K_FWD_STREAM_V1,
        K_BWD_V8, K_BWD_V1, K_BWD_STREAM_V8, K_BWD_STREAM_V1, K_BWD_REDUCE,
@@ -227,21 +21,21 @@ enum { K_FWD_V8, K_FWD_V1, K_FWD_STREAM_V8, K_FWD_STREAM_V1,
    .param_size = {8, 8, 8, 8, 8, 8, 8, 8, 8, 4, 4, 4, 4, 4, 4},                            \
    .param_is_ptr = {1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0}}
 static const struct tecore_kernel_def norm_kernels[] = {
-    [K_FWD_V8] = NORM_FWD_DEF("te_norm_fwd_v8", vdev_norm_fwd_v8),
-    [K_FWD_V1] = NORM_FWD_DEF("te_norm_fwd_v1", vdev_norm_fwd_v1),
-    [K_FWD_STREAM_V8] = NORM_FWD_DEF("te_norm_fwd_stream_v8", vdev_norm_fwd_v8),
-    [K_FWD_STREAM_V1] = NORM_FWD_DEF("te_norm_fwd_stream_v1", vdev_norm_fwd_v1),
-    [K_BWD_V8] = NORM_BWD_DEF("te_norm_bwd_v8", vdev_norm_bwd_v8),
-    [K_BWD_V1] = NORM_BWD_DEF("te_norm_bwd_v1", vdev_norm_bwd_v1),
-    [K_BWD_STREAM_V8] = NORM_BWD_DEF("te_norm_bwd_stream_v8", vdev_norm_bwd_v8),
-    [K_BWD_STREAM_V1] = NORM_BWD_DEF("te_norm_bwd_stream_v1", vdev_norm_bwd_v1),
-    [K_BWD_REDUCE] = {.name = "te_norm_bwd_reduce", .vdev = vdev_norm_bwd_reduce, .nparams = 6,
+    [K_FWD_V8] = NORM_FWD_DEF("te_norm_fwd_v8", te_norm_vdev_fwd_v8),
+    [K_FWD_V1] = NORM_FWD_DEF("te_norm_fwd_v1", te_norm_vdev_fwd_v1),
+    [K_FWD_STREAM_V8] = NORM_FWD_DEF("te_norm_fwd_stream_v8", te_norm_vdev_fwd_v8),
+    [K_FWD_STREAM_V1] = NORM_FWD_DEF("te_norm_fwd_stream_v1", te_norm_vdev_fwd_v1),
+    [K_BWD_V8] = NORM_BWD_DEF("te_norm_bwd_v8", te_norm_vdev_bwd_v8),
+    [K_BWD_V1] = NORM_BWD_DEF("te_norm_bwd_v1", te_norm_vdev_bwd_v1),
+    [K_BWD_STREAM_V8] = NORM_BWD_DEF("te_norm_bwd_stream_v8", te_norm_vdev_bwd_v8),
+    [K_BWD_STREAM_V1] = NORM_BWD_DEF("te_norm_bwd_stream_v1", te_norm_vdev_bwd_v1),
+    [K_BWD_REDUCE] = {.name = "te_norm_bwd_reduce", .vdev = te_norm_vdev_bwd_reduce, .nparams = 6,
                       .param_size = {8, 8, 8, 4, 4, 4}, .param_is_ptr = {1, 1, 1, 0, 0, 0}},
-    [K_FWD_FAST] = NORM_FWD_DEF("te_norm_fwd_fast", vdev_norm_fwd_v8),
-    [K_BWD_FAST] = NORM_BWD_DEF("te_norm_bwd_fast", vdev_norm_bwd_v8),
+    [K_FWD_FAST] = NORM_FWD_DEF("te_norm_fwd_fast", te_norm_vdev_fwd_v8),
+    [K_BWD_FAST] = NORM_BWD_DEF("te_norm_bwd_fast", te_norm_vdev_bwd_v8),
 };
 
-TE_KERNEL_TABLE(norm_first_id, "libtecore/norm", norm_kernels, NORM_FATBIN, NORM_FATBIN_BYTES)
+TE_KERNEL_TABLE_FATBIN(norm_first_id, "libtecore/norm", norm_kernels, norm)
 
 /* ---- argument checks ---------------------------------------------------------------- */
 
@@ -284,7 +78,7 @@ static tecore_result_t norm_check_rowvec(tecore_devptr_t p, int required, const 
 
 static tecore_result_t norm_check_x(const struct tecore_tensor *x, const char *fn, size_t *rows,
                                     size_t *hidden) {
-  TE_CHECK(te_act_check_in(x, fn, "x"));
+  TE_CHECK(te_check_hp_input(x, fn, "x"));
   te_tensor_view(x, rows, hidden);
   TE_ARG(*hidden <= NORM_MAX_HIDDEN, "%s: x: hidden %zu exceeds %llu", fn, *hidden, NORM_MAX_HIDDEN);
   TE_ARG(*rows <= NORM_MAX_ROWS, "%s: x: %zu rows exceed %llu", fn, *rows, NORM_MAX_ROWS);
@@ -300,15 +94,15 @@ static tecore_result_t norm_fwd(int ln, const struct tecore_tensor *x,
                                 tecore_stream_t stream, const char *fn) {
   size_t rows, hidden;
   TE_CHECK(norm_check_x(x, fn, &rows, &hidden));
-  TE_CHECK(te_act_check_in(gamma, fn, "gamma"));
+  TE_CHECK(te_check_hp_input(gamma, fn, "gamma"));
   TE_CHECK(norm_check_vector(gamma, hidden, fn, "gamma"));
   if (ln) {
-    TE_CHECK(te_act_check_in(beta, fn, "beta"));
+    TE_CHECK(te_check_hp_input(beta, fn, "beta"));
     TE_CHECK(norm_check_vector(beta, hidden, fn, "beta"));
     TE_ARG(beta->dtype == gamma->dtype, "%s: beta is %s, gamma %s: they must match", fn,
            tecore_dtype_name(beta->dtype), tecore_dtype_name(gamma->dtype));
   }
-  TE_CHECK(te_act_check_out(y, fn, "y"));
+  TE_CHECK(te_check_fused_output(y, fn, "y"));
   TE_CHECK(norm_check_like(y, rows, hidden, fn, "y"));
   TE_ARG(isfinite(eps) && eps >= 0.0f, "%s: epsilon %g is not a finite value >= 0", fn, (double)eps);
   TE_CHECK(norm_check_flags(flags, fn));
@@ -387,7 +181,7 @@ TE_EXPORT tecore_result_t tecore_norm_bwd_workspace_size(tecore_norm_t kind, siz
 
 static tecore_result_t norm_check_grad_out(const struct tecore_tensor *t, const char *fn,
                                            const char *arg) {
-  TE_CHECK(te_act_check_out(t, fn, arg));
+  TE_CHECK(te_check_fused_output(t, fn, arg));
   TE_ARG(t->scaling == TECORE_SCALING_NONE, "%s: %s: scaling %s: gradients are written in f32, f16 or bf16",
          fn, arg, tecore_scaling_name(t->scaling));
   return TECORE_SUCCESS;
@@ -402,12 +196,12 @@ static tecore_result_t norm_bwd(int ln, const struct tecore_tensor *dy,
                                 size_t workspace_bytes, tecore_stream_t stream, const char *fn) {
   size_t rows, hidden;
   TE_CHECK(norm_check_x(x, fn, &rows, &hidden));
-  TE_CHECK(te_act_check_in(dy, fn, "dy"));
+  TE_CHECK(te_check_hp_input(dy, fn, "dy"));
   TE_CHECK(norm_check_like(dy, rows, hidden, fn, "dy"));
-  TE_CHECK(te_act_check_in(gamma, fn, "gamma"));
+  TE_CHECK(te_check_hp_input(gamma, fn, "gamma"));
   TE_CHECK(norm_check_vector(gamma, hidden, fn, "gamma"));
   if (extra) {
-    TE_CHECK(te_act_check_in(extra, fn, "extra_grad"));
+    TE_CHECK(te_check_hp_input(extra, fn, "extra_grad"));
     TE_CHECK(norm_check_like(extra, rows, hidden, fn, "extra_grad"));
   }
   TE_CHECK(norm_check_grad_out(dx, fn, "dx"));

@@ -21,15 +21,6 @@ _Static_assert(sizeof(struct te_optim_state) == sizeof(struct tecore_optim_state
 
 /* ---- the table ------------------------------------------------------------ */
 
-#ifdef TE_HAVE_CUDA
-extern const unsigned char te_fatbin_optim[], te_fatbin_optim_end[];
-#define OPTIM_FATBIN te_fatbin_optim
-#define OPTIM_FATBIN_BYTES ((size_t)(te_fatbin_optim_end - te_fatbin_optim))
-#else
-#define OPTIM_FATBIN NULL
-#define OPTIM_FATBIN_BYTES 0
-#endif
-
 #define OP ((uint16_t)sizeof(struct te_optim_params))
 #define L2P ((uint16_t)sizeof(struct te_l2_params))
 #define USP ((uint16_t)sizeof(struct te_unscale_params))
@@ -50,7 +41,7 @@ static const struct tecore_kernel_def optim_kernels[] = {
 };
 _Static_assert(TE_ARRAY_SIZE(optim_kernels) == TE_OPTIM_K_COUNT_, "optim kernel table");
 
-TE_KERNEL_TABLE(optim_first_id, "libtecore/optim", optim_kernels, OPTIM_FATBIN, OPTIM_FATBIN_BYTES)
+TE_KERNEL_TABLE_FATBIN(optim_first_id, "libtecore/optim", optim_kernels, optim)
 
 tecore_result_t te_optim_launch(int k, unsigned blocks, void **args, tecore_stream_t stream) {
   int optim_id = optim_first_id();

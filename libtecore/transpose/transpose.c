@@ -4,23 +4,13 @@
  * paths and the grid, and launch (two passes for current scaling, a
  * second kernel for dbias). */
 #include "transpose/transpose_internal.h"
-#include "act/act_internal.h"
 #include <te/transpose.h>
-#include <te/fp8.h>
 #include "common/transpose.h"
 
 /* ---- the table -------------------------------------------------------------
  * Kernel index: db * 30 + mx * 15 + (act + 1) * 3 + input dtype (F32 0,
  * F16 1, BF16 2, the tecore_dtype_t values), db = 1 for the _db variants
  * that make dbias partial sums; then the dbias reduction. */
-
-#ifdef TE_HAVE_CUDA
-#define CT_FATBIN te_fatbin_transpose
-#define CT_FATBIN_BYTES ((size_t)(te_fatbin_transpose_end - te_fatbin_transpose))
-#else
-#define CT_FATBIN NULL
-#define CT_FATBIN_BYTES 0
-#endif
 
 #define CT_NACT 5   /* none, gelu, relu, silu, qgelu */
 #define CT_NDT 3
@@ -54,17 +44,9 @@ _Static_assert(TE_ACT_GELU == 0 && TE_ACT_RELU == 1 && TE_ACT_SILU == 2 && TE_AC
 _Static_assert(TECORE_DTYPE_F32 == 0 && TECORE_DTYPE_F16 == 1 && TECORE_DTYPE_BF16 == 2,
                "kernel table order follows the input dtypes");
 
-TE_KERNEL_TABLE(ct_first_id, "libtecore/transpose", ct_kernels, CT_FATBIN, CT_FATBIN_BYTES)
+TE_KERNEL_TABLE_FATBIN(ct_first_id, "libtecore/transpose", ct_kernels, transpose)
 
 /* ---- checks ------------------------------------------------------------------ */
-
-static int ct_al16(tecore_devptr_t p) { return (p & 15u) == 0; }
-
-/* [a, a+an) and [b, b+bn) share a byte (empty or absent ranges share none). */
-static int ct_overlap(tecore_devptr_t a, size_t an, tecore_devptr_t b, size_t bn) {
-  if (!a || !b || !an || !bn) return 0;
-  return a < b + bn && b < a + an;
-}
 
 /* The output: an FP8 tensor this family writes, with in's 2-D view. */
 static tecore_result_t ct_check_out(const struct tecore_tensor *out, size_t rows, size_t cols,
@@ -108,7 +90,7 @@ static tecore_result_t ct_check_out(const struct tecore_tensor *out, size_t rows
 
 static tecore_result_t ct_check_dbias(const struct tecore_tensor *dbias, size_t cols,
                                       const char *fn) {
-  TE_CHECK(te_act_check_in(dbias, fn, "dbias"));
+  TE_CHECK(te_check_hp_input(dbias, fn, "dbias"));
   size_t n = tecore_tensor_numel(dbias);
   if (n != cols)
     return TE_ERR(TECORE_ERR_INVALID, "%s: dbias: has %zu elements, the input has %zu columns",
@@ -122,11 +104,7 @@ static tecore_result_t ct_check_alias(const struct tecore_tensor *in, const stru
                                       const struct tecore_tensor *dbias, tecore_devptr_t ws,
                                       size_t ws_bytes, size_t rows, size_t cols, const char *fn) {
   const size_t n = rows * cols;
-  struct {
-    const char *name;
-    tecore_devptr_t p;
-    size_t bytes;
-  } o[] = {
+  const struct te_span o[] = {
       {"out->data", out->data, n},
       {"out->columnwise_data", out->columnwise_data, n},
       {"dbias->data", dbias ? dbias->data : 0, dbias ? cols * tecore_dtype_size(dbias->dtype) : 0},
@@ -135,15 +113,7 @@ static tecore_result_t ct_check_alias(const struct tecore_tensor *in, const stru
       {"the input", in->data, n * tecore_dtype_size(in->dtype)},
       {"x", x ? x->data : 0, x ? n * tecore_dtype_size(x->dtype) : 0},
   };
-  for (size_t a = 0; a < TE_ARRAY_SIZE(o); a++) {
-    for (size_t b = 0; b < TE_ARRAY_SIZE(i); b++)
-      if (ct_overlap(o[a].p, o[a].bytes, i[b].p, i[b].bytes))
-        return TE_ERR(TECORE_ERR_INVALID, "%s: %s overlaps %s", fn, o[a].name, i[b].name);
-    for (size_t b = a + 1; b < TE_ARRAY_SIZE(o); b++)
-      if (ct_overlap(o[a].p, o[a].bytes, o[b].p, o[b].bytes))
-        return TE_ERR(TECORE_ERR_INVALID, "%s: %s overlaps %s", fn, o[a].name, o[b].name);
-  }
-  return TECORE_SUCCESS;
+  return te_check_alias(o, TE_ARRAY_SIZE(o), i, TE_ARRAY_SIZE(i), TE_ALIAS_FORBID, fn);
 }
 
 static size_t ct_ws_bytes(size_t rows, size_t cols) {
@@ -172,10 +142,10 @@ static tecore_result_t ct_launch_main(const struct ct_call *k, size_t rows, size
   unsigned flags = TE_CT_F_IN(in->dtype) | TE_CT_F_OUT(out->dtype) | TE_CT_F_ACT(k->act) |
                    extra_flags;
   if (mx) flags |= TE_CT_F_MX;
-  if (ct_al16(in->data) && (!k->x || ct_al16(k->x->data)) && (cols * isz) % 16 == 0)
+  if (te_al16(in->data) && (!k->x || te_al16(k->x->data)) && (cols * isz) % 16 == 0)
     flags |= TE_CT_F_VEC_IN;
-  if (ct_al16(out->data) && cols % 16 == 0) flags |= TE_CT_F_VEC_ROW;
-  if (ct_al16(out->columnwise_data) && (mx ? cols : rows) % 16 == 0) flags |= TE_CT_F_VEC_COL;
+  if (te_al16(out->data) && cols % 16 == 0) flags |= TE_CT_F_VEC_ROW;
+  if (te_al16(out->columnwise_data) && (mx ? cols : rows) % 16 == 0) flags |= TE_CT_F_VEC_COL;
 
   struct te_ct_shape sh = te_ct_shape_of(rows, cols);
   struct tecore_launch_cfg cfg = {.grid = {sh.grid_x, sh.grid_y, 1},
@@ -235,7 +205,7 @@ static tecore_result_t ct_run(const struct ct_call *k, tecore_stream_t stream) {
   const int current = out->scaling == TECORE_SCALING_CURRENT;
   if (current) TE_CHECK(tecore_memset_d32_async(out->amax, 0, 1, stream));
   if (rows == 0 || cols == 0) {
-    if (current) TE_CHECK(tecore_compute_scale(out, 0, stream));
+    if (current) TE_CHECK(te_fp8_scale_from_amax(out, 0, stream));
     if (k->dbias && cols) {
       if (tecore_dtype_size(k->dbias->dtype) == 4)
         TE_CHECK(tecore_memset_d32_async(k->dbias->data, 0, cols, stream));
@@ -246,7 +216,7 @@ static tecore_result_t ct_run(const struct ct_call *k, tecore_stream_t stream) {
   }
   if (current) {
     TE_CHECK(ct_launch_main(k, rows, cols, TE_CT_F_AMAX_ONLY, out->amax, 0, stream));
-    TE_CHECK(tecore_compute_scale(out, 0, stream));
+    TE_CHECK(te_fp8_scale_from_amax(out, 0, stream));
   }
   /* current scaling has its amax already: the main pass leaves it alone */
   TE_CHECK(ct_launch_main(k, rows, cols, 0, current ? 0 : out->amax,
@@ -259,10 +229,10 @@ static tecore_result_t ct_run(const struct ct_call *k, tecore_stream_t stream) {
 static tecore_result_t ct_check(const struct ct_call *k, size_t ws_bytes, const char *fn,
                                 const char *in_name) {
   size_t rows, cols;
-  TE_CHECK(te_act_check_in(k->in, fn, in_name));
+  TE_CHECK(te_check_hp_input(k->in, fn, in_name));
   te_tensor_view(k->in, &rows, &cols);
   if (k->x) {
-    TE_CHECK(te_act_check_in(k->x, fn, "x"));
+    TE_CHECK(te_check_hp_input(k->x, fn, "x"));
     size_t xr, xc;
     te_tensor_view(k->x, &xr, &xc);
     if (xr != rows || xc != cols)

@@ -8,10 +8,6 @@
 
 #include "fp8/fp8_internal.h"
 
-#ifdef TE_HAVE_CUDA
-extern const unsigned char te_fatbin_transpose[], te_fatbin_transpose_end[];
-#endif
-
 /* Parameters of every te_ct_* kernel (kernels/transpose.cu, CT_PARAMS). */
 enum {
   TE_CT_P_IN,      /* const void *: input, or dy */

@@ -5,7 +5,6 @@
  * GPU's order) are bit for bit those of the GPU kernels.  Runs the whole
  * grid on the stream's worker thread. */
 #include "transpose/transpose_internal.h"
-#include "act/act_internal.h"
 #include "common/transpose.h"
 #include "common/ldst.h"
 #include <string.h>

@@ -1,0 +1,143 @@
+/* ksupport.h -- the kernel-support layer: what every kernel family of
+ * libtecore (elementwise, quantize, cast-transpose, activations, norms,
+ * optimizers, GEMM) needs and none of them owns.  It sits below the
+ * families and above the device layer; the families include this header
+ * and depend only downward (no file of ksupport calls into a family).
+ *
+ *   tensor checks   te_tensor_check, te_tensor_view      (tensor_check.c)
+ *   dtype rules     te_dtype_is_fp8, te_dtype_is_hp, ...  (below, inline)
+ *   I/O checks      te_check_hp_input, te_check_fused_output (io_check.c)
+ *   FP8 outputs     te_qout_passes, te_qout_begin, te_fp8_amax_zero,
+ *                   te_fp8_scale_from_amax                (fp8_out.c)
+ *   aliasing        te_span_overlap, te_check_alias       (alias.c)
+ *   vdev helpers    te_vdev_amax_update                   (below, inline)
+ *
+ * Every check returns TECORE_ERR_INVALID (or NOT_SUPPORTED where said)
+ * with a detail that reads "<fn>: <arg>: <what is wrong>", fn and arg
+ * being the public function and argument the caller names. */
+#ifndef TECORE_KSUPPORT_H
+#define TECORE_KSUPPORT_H
+
+#include "internal.h"
+
+/* ---- tensor checks and the 2-D view ---------------------------------------- */
+
+/* tecore_tensor_validate's checks (flags TECORE_TENSOR_*) with a detail
+ * naming fn and arg. */
+tecore_result_t te_tensor_check(const struct tecore_tensor *t, unsigned flags, const char *fn,
+                                const char *arg);
+
+/* The 2-D view of a tensor already checked: rows = the product of all
+ * dimensions but the last, cols = the last (1 x 1 for ndim 0). */
+void te_tensor_view(const struct tecore_tensor *t, size_t *rows, size_t *cols);
+
+/* The product of t's shape (t's ndim already in range), or SIZE_MAX when
+ * it overflows size_t. */
+size_t te_tensor_count(const struct tecore_tensor *t);
+
+/* ---- dtype and scaling predicates -------------------------------------------- */
+
+/* 1 for the two per-tensor modes. */
+static inline int te_scaling_per_tensor(tecore_scaling_mode_t m) {
+  return m == TECORE_SCALING_DELAYED || m == TECORE_SCALING_CURRENT;
+}
+static inline int te_dtype_is_fp8(tecore_dtype_t d) {
+  return d == TECORE_DTYPE_E4M3 || d == TECORE_DTYPE_E5M2;
+}
+/* The high-precision types every kernel family reads (and writes unscaled). */
+static inline int te_dtype_is_hp(tecore_dtype_t d) {
+  return d == TECORE_DTYPE_F32 || d == TECORE_DTYPE_F16 || d == TECORE_DTYPE_BF16;
+}
+static inline size_t te_cdiv(size_t a, size_t b) { return (a + b - 1) / b; }
+/* 1 when p is 16-byte aligned (0 counts as aligned: absent). */
+static inline int te_al16(tecore_devptr_t p) { return (p & 15u) == 0; }
+
+/* ---- input and output checks of the element-wise families ------------------- */
+
+/* An input: rowwise data of F32, F16 or BF16, scaling NONE. */
+tecore_result_t te_check_hp_input(const struct tecore_tensor *t, const char *fn, const char *arg);
+
+/* An output a fused kernel writes rowwise (activations, norms):
+ * F32/F16/BF16 with scaling NONE, or E4M3/E5M2 with DELAYED scaling
+ * (scale and scale_inv set) or CURRENT scaling (scale, scale_inv and amax
+ * set); no columnwise data.  Other modes: TECORE_ERR_INVALID pointing at
+ * tecore_quantize. */
+tecore_result_t te_check_fused_output(const struct tecore_tensor *t, const char *fn,
+                                      const char *arg);
+
+/* ---- the FP8 output-pass protocol ------------------------------------------------
+ * A kernel that writes an FP8 output t with a per-tensor scale takes, for
+ * each launch, the pointers scale, amax and scale_inv of struct te_qout:
+ *   NONE, DELAYED: one launch (pass 0) with t's scale, amax and scale_inv;
+ *   CURRENT: two launches over the same input.  Pass 0 (after *amax = 0)
+ *     finds the amax of the unscaled output, with scale and scale_inv NULL
+ *     (the kernel then scales by 1; its bytes are overwritten).  Then the
+ *     scale kernel sets scale and scale_inv from that amax.  Pass 1 writes
+ *     the bytes with that scale, amax and scale_inv NULL (both final).
+ * The loop of a launching family:
+ *   for (int pass = 0; pass < te_qout_passes(t); pass++) {
+ *     struct te_qout q;
+ *     TE_CHECK(te_qout_begin(t, pass, noop, stream, &q));
+ *     ... launch with q.scale, q.amax, q.scale_inv ...
+ *   }
+ * te_qout_begin queues the small kernels that come before launch `pass`
+ * (the amax reset, the scale) and fills q. */
+struct te_qout {
+  void *scale, *amax, *scale_inv;
+};
+static inline int te_qout_passes(const struct tecore_tensor *t) {
+  return t->scaling == TECORE_SCALING_CURRENT ? 2 : 1;
+}
+tecore_result_t te_qout_begin(const struct tecore_tensor *t, int pass, tecore_devptr_t noop,
+                              tecore_stream_t stream, struct te_qout *q);
+
+/* Current scaling's two small steps, also for the families that run their
+ * own amax pass: *amax = 0, and scale / scale_inv (and columnwise_scale_inv
+ * when set) from t's amax, amax_epsilon and TECORE_TENSOR_POW2_SCALES.
+ * Both skip when noop points at a nonzero int (noop may be 0).  t is
+ * already checked. */
+tecore_result_t te_fp8_amax_zero(tecore_devptr_t amax, tecore_devptr_t noop,
+                                 tecore_stream_t stream);
+tecore_result_t te_fp8_scale_from_amax(const struct tecore_tensor *t, tecore_devptr_t noop,
+                                       tecore_stream_t stream);
+
+/* ---- aliasing -----------------------------------------------------------------------
+ * A span is a named byte range of device memory an operation reads or
+ * writes; p == 0 or bytes == 0 is an absent span, which overlaps nothing. */
+struct te_span {
+  const char *name;   /* as the error detail names it: "out->data", "x" */
+  tecore_devptr_t p;
+  size_t bytes;
+};
+
+/* 1 when [a.p, a.p + a.bytes) and [b.p, b.p + b.bytes) share a byte. */
+static inline int te_span_overlap(struct te_span a, struct te_span b) {
+  if (!a.p || !b.p || !a.bytes || !b.bytes) return 0;
+  return a.p < b.p + b.bytes && b.p < a.p + a.bytes;
+}
+
+/* What te_check_alias lets an output share with an input. */
+enum te_alias_rule {
+  TE_ALIAS_FORBID,     /* nothing: any overlap is an error */
+  TE_ALIAS_EXACT_OK,   /* exactly the same range (same p, same bytes): in place */
+};
+
+/* Checks nout outputs against nin inputs under rule, and the outputs
+ * against each other (outputs never share a byte).  The first overlap
+ * found fails with TECORE_ERR_INVALID: "<fn>: <out> overlaps <in>". */
+tecore_result_t te_check_alias(const struct te_span *out, size_t nout, const struct te_span *in,
+                               size_t nin, enum te_alias_rule rule, const char *fn);
+
+/* ---- vdev helpers ------------------------------------------------------------------- */
+
+/* *amax = max(*amax, v) for amax bits (te_abs_bits of kernels/common/fp8.h),
+ * atomically: the vdev counterpart of the kernels' atomicMax (several
+ * streams' workers may update one amax). */
+static inline void te_vdev_amax_update(unsigned *amax, uint32_t v) {
+  unsigned cur = __atomic_load_n(amax, __ATOMIC_RELAXED);
+  while (v > cur &&
+         !__atomic_compare_exchange_n(amax, &cur, v, 1, __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {
+  }
+}
+
+#endif

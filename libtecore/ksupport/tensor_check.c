@@ -1,0 +1,113 @@
+/* tensor_check.c -- the tensor descriptor's checks for every kernel
+ * family (ksupport.h): shape, dtype, scaling mode, pointer alignment and
+ * the buffers a use needs, with details naming the caller's function and
+ * argument; the 2-D view; and the scaling-mode names the details use. */
+#include "ksupport/ksupport.h"
+
+TE_EXPORT const char *tecore_scaling_name(tecore_scaling_mode_t mode) {
+  static const char *const names[TECORE_SCALING_COUNT_] = {
+      [TECORE_SCALING_NONE] = "none",         [TECORE_SCALING_DELAYED] = "delayed",
+      [TECORE_SCALING_CURRENT] = "current",   [TECORE_SCALING_MXFP8] = "mxfp8",
+      [TECORE_SCALING_BLOCK_1X128] = "block1x128",
+      [TECORE_SCALING_BLOCK_128X128] = "block128x128"};
+  return (unsigned)mode < TECORE_SCALING_COUNT_ ? names[mode] : "?";
+}
+
+size_t te_tensor_count(const struct tecore_tensor *t) {
+  size_t n = 1;
+  for (int i = 0; i < t->ndim; i++) {
+    if (t->shape[i] == 0) return 0;
+    if (n > SIZE_MAX / t->shape[i]) return SIZE_MAX;
+    n *= t->shape[i];
+  }
+  return n;
+}
+
+void te_tensor_view(const struct tecore_tensor *t, size_t *rows, size_t *cols) {
+  size_t r = 1;
+  for (int i = 0; i + 1 < t->ndim; i++) r *= t->shape[i];
+  *rows = r;
+  *cols = t->ndim > 0 ? t->shape[t->ndim - 1] : 1;
+}
+
+#define TENSOR_FLAGS_ALL                                                              \
+  (TECORE_TENSOR_ROWWISE | TECORE_TENSOR_COLUMNWISE | TECORE_TENSOR_NEED_SCALE |      \
+   TECORE_TENSOR_NEED_AMAX | TECORE_TENSOR_ALIGN16)
+
+static tecore_result_t check_ptr(tecore_devptr_t p, size_t align, const char *fn,
+                                 const char *arg, const char *field) {
+  if (p % align)
+    return TE_ERR(TECORE_ERR_INVALID, "%s: %s: %s (0x%llx) is not aligned to %zu bytes", fn,
+                  arg, field, (unsigned long long)p, align);
+  return TECORE_SUCCESS;
+}
+
+tecore_result_t te_tensor_check(const struct tecore_tensor *t, unsigned flags, const char *fn,
+                                const char *arg) {
+  if (!t) return TE_ERR(TECORE_ERR_INVALID, "%s: %s is NULL", fn, arg);
+  if (flags & ~TENSOR_FLAGS_ALL)
+    return TE_ERR(TECORE_ERR_INVALID, "%s: flags 0x%x has unknown bits", fn, flags);
+  if ((unsigned)t->dtype >= TECORE_DTYPE_COUNT_)
+    return TE_ERR(TECORE_ERR_INVALID, "%s: %s: dtype %d is not a dtype", fn, arg, (int)t->dtype);
+  if (t->ndim < 0 || t->ndim > TECORE_TENSOR_MAX_DIMS)
+    return TE_ERR(TECORE_ERR_INVALID, "%s: %s: ndim %d is outside 0..%d", fn, arg, t->ndim,
+                  TECORE_TENSOR_MAX_DIMS);
+  size_t numel = te_tensor_count(t);
+  if (numel == SIZE_MAX)
+    return TE_ERR(TECORE_ERR_INVALID, "%s: %s: the shape's element count overflows", fn, arg);
+  if ((unsigned)t->scaling >= TECORE_SCALING_COUNT_)
+    return TE_ERR(TECORE_ERR_INVALID, "%s: %s: scaling mode %d is not a mode", fn, arg,
+                  (int)t->scaling);
+  if (t->flags & ~TECORE_TENSOR_POW2_SCALES)
+    return TE_ERR(TECORE_ERR_INVALID, "%s: %s: flags 0x%x has unknown bits", fn, arg, t->flags);
+  if (!(t->amax_epsilon >= 0.0f) || t->amax_epsilon > 3.4e38f)
+    return TE_ERR(TECORE_ERR_INVALID, "%s: %s: amax_epsilon %g is not a finite value >= 0", fn,
+                  arg, (double)t->amax_epsilon);
+  int scaled = t->scaling != TECORE_SCALING_NONE;
+  if (scaled && !te_dtype_is_fp8(t->dtype))
+    return TE_ERR(TECORE_ERR_INVALID, "%s: %s: scaling mode %s needs dtype e4m3 or e5m2, not %s",
+                  fn, arg, tecore_scaling_name(t->scaling), tecore_dtype_name(t->dtype));
+
+  size_t esize = tecore_dtype_size(t->dtype);
+  size_t dalign = (flags & TECORE_TENSOR_ALIGN16) ? 16 : esize;
+  TE_CHECK(check_ptr(t->data, dalign, fn, arg, "data"));
+  TE_CHECK(check_ptr(t->columnwise_data, dalign, fn, arg, "columnwise_data"));
+  TE_CHECK(check_ptr(t->amax, 4, fn, arg, "amax"));
+  TE_CHECK(check_ptr(t->scale, 4, fn, arg, "scale"));
+  size_t salign = t->scaling == TECORE_SCALING_MXFP8 ? 1 : 4;
+  TE_CHECK(check_ptr(t->scale_inv, salign, fn, arg, "scale_inv"));
+  TE_CHECK(check_ptr(t->columnwise_scale_inv, salign, fn, arg, "columnwise_scale_inv"));
+
+  if (flags & TECORE_TENSOR_NEED_AMAX && !t->amax)
+    return TE_ERR(TECORE_ERR_INVALID, "%s: %s: amax is 0 (an amax buffer is required)", fn, arg);
+  if (flags & TECORE_TENSOR_NEED_SCALE && te_scaling_per_tensor(t->scaling) && !t->scale)
+    return TE_ERR(TECORE_ERR_INVALID, "%s: %s: scale is 0 (%s scaling reads or writes *scale)",
+                  fn, arg, tecore_scaling_name(t->scaling));
+  if (numel == 0) return TECORE_SUCCESS;   /* an empty tensor needs no data */
+  if (flags & TECORE_TENSOR_ROWWISE) {
+    if (!t->data)
+      return TE_ERR(TECORE_ERR_INVALID, "%s: %s: data is 0 (rowwise data is required)", fn, arg);
+    if (scaled && !t->scale_inv)
+      return TE_ERR(TECORE_ERR_INVALID, "%s: %s: scale_inv is 0 (%s scaling needs it)", fn, arg,
+                    tecore_scaling_name(t->scaling));
+  }
+  if (flags & TECORE_TENSOR_COLUMNWISE) {
+    if (!scaled)
+      return TE_ERR(TECORE_ERR_INVALID,
+                    "%s: %s: columnwise data asked of a tensor with scaling mode none", fn, arg);
+    if (!t->columnwise_data)
+      return TE_ERR(TECORE_ERR_INVALID,
+                    "%s: %s: columnwise_data is 0 (columnwise output is required)", fn, arg);
+    if (te_scaling_per_tensor(t->scaling)) {
+      if (!t->scale_inv && !t->columnwise_scale_inv)
+        return TE_ERR(TECORE_ERR_INVALID,
+                      "%s: %s: scale_inv and columnwise_scale_inv are both 0", fn, arg);
+    } else if (!t->columnwise_scale_inv) {
+      return TE_ERR(TECORE_ERR_INVALID,
+                    "%s: %s: columnwise_scale_inv is 0 (%s columnwise output needs it)", fn, arg,
+                    tecore_scaling_name(t->scaling));
+    }
+  }
+  return TECORE_SUCCESS;
+}
+
