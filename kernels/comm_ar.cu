@@ -1,0 +1,697 @@
+// comm_ar.cu -- libtecomm's allreduce protocols on the GPU: IPC one-shot,
+// two-shot and Lamport one-shot, plain and with the residual-add + RMSNorm
+// (+ FP8) epilogue fused in.  The workspace layout, parameter block, work
+// split, element math and sentinel rules are kernels/common/comm_ar.h,
+// shared with the vdev implementations (libtecomm/ar_vdev.c); the norm's
+// summation order is kernels/common/norm.h's, so the fused results are the
+// bits tecore_rmsnorm_fwd gives on the unfused path.
+//
+// Memory: inputs of peers (in[s]) are peer mappings over NVLink, read with
+// ld.global.cg (L2, never a stale L1 line); flags are 64-bit words written
+// with st.release.sys and polled with ld.acquire.sys; Lamport granules are
+// written with st.volatile.v4 into the peers' buffers and polled with
+// ld.volatile.v4 locally.  Flags live in lines of their own (comm_ar.h).
+//
+// Every wait is bounded: %globaltimer against the call's timeout; on expiry
+// the waiter writes the error word (first failure wins) and the block
+// leaves; the abort word and an earlier failure make every waiter leave.
+//
+// Launch: 1-D grids of at most TE_AR_MAX_BLOCKS blocks (co-resident on
+// Hopper), 512 threads for the plain kernels, the RMSNorm plan's block
+// (tpr x rows-per-block threads) for the fused ones.
+#include "common/comm_ar.h"
+#include "common/norm.h"
+#include "ldst.cuh"
+
+#define FULL_MASK 0xffffffffu
+#define F32 TE_FP8_DT_F32
+#define F16 TE_FP8_DT_F16
+#define BF16 TE_FP8_DT_BF16
+
+// ---- memory operations -------------------------------------------------------
+
+__device__ __forceinline__ uint64_t ar_gtimer() {
+  uint64_t t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  return t;
+}
+__device__ __forceinline__ uint64_t ar_ld_acquire(const uint64_t *p) {
+  uint64_t v;
+  asm volatile("ld.acquire.sys.global.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
+  return v;
+}
+__device__ __forceinline__ void ar_st_release(uint64_t *p, uint64_t v) {
+  asm volatile("st.release.sys.global.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
+}
+__device__ __forceinline__ uint32_t ar_ld_volatile32(const uint32_t *p) {
+  uint32_t v;
+  asm volatile("ld.volatile.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+  return v;
+}
+__device__ __forceinline__ uint4 ar_ld_volatile16(const void *p) {
+  uint4 v;
+  asm volatile("ld.volatile.global.v4.u32 {%0, %1, %2, %3}, [%4];"
+               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+               : "l"(p)
+               : "memory");
+  return v;
+}
+__device__ __forceinline__ void ar_st_volatile16(void *p, uint4 v) {
+  asm volatile("st.volatile.global.v4.u32 [%0], {%1, %2, %3, %4};" ::"l"(p), "r"(v.x), "r"(v.y),
+               "r"(v.z), "r"(v.w)
+               : "memory");
+}
+template <typename T>
+__device__ __forceinline__ T *ar_ptr(uint64_t a) {
+  return reinterpret_cast<T *>(a);
+}
+
+// ---- waits -------------------------------------------------------------------------
+
+struct ar_block {
+  uint64_t deadline;  // 0: none
+  uint32_t *err, *abort_word;
+};
+
+__device__ __forceinline__ void ar_fail(const ar_block &c, uint32_t code, int peer) {
+  atomicCAS(c.err, 0u, TE_AR_ERRWORD(code, peer));
+}
+
+// Between polls: true to poll again, false to give up (checked every 32
+// polls: the local words and the timer are cheap, not free).
+__device__ __forceinline__ bool ar_poll_again(const ar_block &c, int peer, unsigned &it) {
+  if ((++it & 31u) != 0) return true;
+  if (ar_ld_volatile32(c.abort_word)) {
+    ar_fail(c, TE_AR_ABORTED, peer);
+    return false;
+  }
+  if (ar_ld_volatile32(c.err)) return false;
+  if (c.deadline && ar_gtimer() > c.deadline) {
+    ar_fail(c, TE_AR_TIMEOUT, peer);
+    return false;
+  }
+  return true;
+}
+
+// Block set-up: the deadline, the error and abort words, and nphases
+// phases of this block's barrier counter (returned: the base).  Returns
+// false in every thread when this rank already failed.
+__device__ __forceinline__ bool ar_begin(const te_ar_params &p, int nphases, ar_block &c,
+                                         uint64_t &base) {
+  __shared__ uint64_t s_base, s_deadline;
+  __shared__ int s_failed;
+  uint64_t ws = p.ws[p.rank];
+  c.err = ar_ptr<uint32_t>(ws + TE_AR_OFF_ERR);
+  c.abort_word = ar_ptr<uint32_t>(ws + TE_AR_OFF_ABORT);
+  if (threadIdx.x == 0) {
+    s_failed = ar_ld_volatile32(c.err) != 0 || ar_ld_volatile32(c.abort_word) != 0;
+    s_deadline = p.timeout_ns ? ar_gtimer() + p.timeout_ns : 0;
+    uint64_t *e = ar_ptr<uint64_t>(ws + TE_AR_OFF_EPOCH + 8u * blockIdx.x);
+    s_base = *e;
+    if (nphases) *e = s_base + (uint64_t)nphases;
+  }
+  __syncthreads();
+  c.deadline = s_deadline;
+  base = s_base;
+  return !s_failed;
+}
+
+// Block blockIdx.x's barrier at phase (comm_ar.h); false: leave.
+__device__ __forceinline__ bool ar_barrier(const te_ar_params &p, const ar_block &c,
+                                           uint64_t phase) {
+  __shared__ int s_quit;
+  if (threadIdx.x == 0) s_quit = 0;
+  __syncthreads();
+  if ((int)threadIdx.x < p.nranks) {
+    int s = threadIdx.x;
+    ar_st_release(ar_ptr<uint64_t>(te_ar_flag_addr(p.ws[s], blockIdx.x, p.rank)), phase);
+    const uint64_t *f = ar_ptr<const uint64_t>(te_ar_flag_addr(p.ws[p.rank], blockIdx.x, s));
+    unsigned it = 0;
+    while (ar_ld_acquire(f) < phase)
+      if (!ar_poll_again(c, s, it)) {
+        s_quit = 1;
+        break;
+      }
+  }
+  __syncthreads();
+  return !s_quit;
+}
+
+// ---- granules: EPG elements of dtype DT (16 bytes, or one element) ---------
+
+template <int DT, int EPG>
+__device__ __forceinline__ void ar_ld(uint64_t base, uint64_t g, float *v) {
+  if constexpr (EPG == 1) {
+    if constexpr (DT == F32) v[0] = __ldcg(ar_ptr<const float>(base) + g);
+    else {
+      uint16_t h = __ldcg(ar_ptr<const unsigned short>(base) + g);
+      v[0] = DT == BF16 ? te_bf16_to_f32(h) : te_f16_to_f32(h);
+    }
+  } else {
+    uint4 u = __ldcg(ar_ptr<const uint4>(base) + g);
+    uint32_t w[4] = {u.x, u.y, u.z, u.w};
+#pragma unroll
+    for (int k = 0; k < 4; k++) {
+      if constexpr (DT == F32) v[k] = __uint_as_float(w[k]);
+      else if constexpr (DT == BF16) {
+        v[2 * k] = __uint_as_float(w[k] << 16);
+        v[2 * k + 1] = __uint_as_float(w[k] & 0xffff0000u);
+      } else {
+        v[2 * k] = te_dev_h2f(w[k] & 0xffffu);
+        v[2 * k + 1] = te_dev_h2f(w[k] >> 16);
+      }
+    }
+  }
+}
+
+template <int DT, int EPG>
+__device__ __forceinline__ void ar_st(uint64_t base, uint64_t g, const float *v) {
+  if constexpr (EPG == 1) {
+    if constexpr (DT == F32) ar_ptr<float>(base)[g] = v[0];
+    else ar_ptr<uint16_t>(base)[g] = DT == BF16 ? te_f32_to_bf16(v[0]) : te_f32_to_f16(v[0]);
+  } else {
+    uint4 u;
+    if constexpr (DT == F32) {
+      u = make_uint4(__float_as_uint(v[0]), __float_as_uint(v[1]), __float_as_uint(v[2]),
+                     __float_as_uint(v[3]));
+    } else if constexpr (DT == BF16) {
+      u = make_uint4(te_dev_bf16x2(v[0], v[1]), te_dev_bf16x2(v[2], v[3]),
+                     te_dev_bf16x2(v[4], v[5]), te_dev_bf16x2(v[6], v[7]));
+    } else {
+      u = make_uint4(te_dev_f16x2(v[0], v[1]), te_dev_f16x2(v[2], v[3]), te_dev_f16x2(v[4], v[5]),
+                     te_dev_f16x2(v[6], v[7]));
+    }
+    ar_ptr<uint4>(base)[g] = u;
+  }
+}
+
+// Granule g reduced over the ranks in rank order: all loads issued first.
+template <int DT, int EPG>
+__device__ __forceinline__ void ar_reduce(const te_ar_params &p, uint64_t g, float *acc) {
+  float v[TE_AR_MAX_RANKS][EPG];
+#pragma unroll
+  for (int s = 0; s < TE_AR_MAX_RANKS; s++)
+    if (s < p.nranks) ar_ld<DT, EPG>(p.in[s], g, v[s]);
+#pragma unroll
+  for (int k = 0; k < EPG; k++) acc[k] = v[0][k];
+#pragma unroll
+  for (int s = 1; s < TE_AR_MAX_RANKS; s++)
+    if (s < p.nranks)
+#pragma unroll
+      for (int k = 0; k < EPG; k++) acc[k] = te_ar_op(acc[k], v[s][k], p.op);
+}
+
+// One element of the tail (past the last full granule), scalar.
+template <int DT>
+__device__ __forceinline__ float ar_reduce_elem(const te_ar_params &p, uint64_t e) {
+  float a;
+  ar_ld<DT, 1>(p.in[0], e, &a);
+  for (int s = 1; s < p.nranks; s++) {
+    float b;
+    ar_ld<DT, 1>(p.in[s], e, &b);
+    a = te_ar_op(a, b, p.op);
+  }
+  return a;
+}
+
+// ---- one-shot -------------------------------------------------------------------------
+// Block b owns granules [lo, hi) (te_ar_split); per round every thread keeps
+// up to TE_AR_UNROLL reduced granules in registers: barrier (inputs ready,
+// or the previous round read everywhere), reduce, barrier (read
+// everywhere), store.  Stores never precede the peers' reads, so out may
+// be in[rank], and no exit barrier is needed: after the last one no peer
+// reads this rank's input again.  Block 0 also reduces the tail.
+
+template <int DT, int EPG>
+__device__ void ar_oneshot(const te_ar_params &p) {
+  const uint64_t ngran = p.count / EPG;
+  uint64_t lo, hi;
+  te_ar_split(ngran, gridDim.x, blockIdx.x, &lo, &hi);
+  const uint64_t per_round = (uint64_t)blockDim.x * TE_AR_UNROLL;
+  uint64_t rounds = (hi - lo + per_round - 1) / per_round;
+  if (rounds == 0) rounds = 1;
+  ar_block c;
+  uint64_t base;
+  if (!ar_begin(p, (int)rounds + 1, c, base)) return;
+  if (!ar_barrier(p, c, base + 1)) return;
+  const uint64_t t0 = ngran * EPG;
+  const bool tail = blockIdx.x == 0 && t0 + threadIdx.x < p.count;
+  float tv = 0.0f;
+  if (tail) tv = ar_reduce_elem<DT>(p, t0 + threadIdx.x);
+  for (uint64_t r = 0; r < rounds; r++) {
+    float acc[TE_AR_UNROLL][EPG];
+    uint64_t g0 = lo + r * per_round + threadIdx.x;
+#pragma unroll
+    for (int u = 0; u < TE_AR_UNROLL; u++) {
+      uint64_t g = g0 + (uint64_t)u * blockDim.x;
+      if (g < hi) ar_reduce<DT, EPG>(p, g, acc[u]);
+    }
+    if (!ar_barrier(p, c, base + 2 + r)) return;
+#pragma unroll
+    for (int u = 0; u < TE_AR_UNROLL; u++) {
+      uint64_t g = g0 + (uint64_t)u * blockDim.x;
+      if (g < hi) ar_st<DT, EPG>(p.out, g, acc[u]);
+    }
+    if (r == 0 && tail) ar_st<DT, 1>(p.out, t0 + threadIdx.x, &tv);
+  }
+}
+
+// ---- two-shot ---------------------------------------------------------------------------
+// Barrier; block b reduces its part of chunk `rank` into in[rank] (no peer
+// reads that chunk of this input); barrier; it copies its part of every
+// chunk q from in[q] into out; barrier (the inputs stay untouched until
+// every peer has read them).  The tail: reduced by block 0 before the
+// second barrier, stored after it.
+
+template <int DT, int EPG>
+__device__ void ar_twoshot(const te_ar_params &p) {
+  const uint64_t ngran = p.count / EPG;
+  ar_block c;
+  uint64_t base;
+  if (!ar_begin(p, 3, c, base)) return;
+  if (!ar_barrier(p, c, base + 1)) return;
+  uint64_t clo, chi, lo, hi;
+  te_ar_chunk(ngran, p.nranks, p.rank, &clo, &chi);
+  te_ar_split(chi - clo, gridDim.x, blockIdx.x, &lo, &hi);
+  const uint64_t mine = p.in[p.rank];
+  for (uint64_t g = clo + lo + threadIdx.x; g < clo + hi; g += (uint64_t)blockDim.x * 2) {
+    float a[EPG], b[EPG];
+    uint64_t g2 = g + blockDim.x;
+    ar_reduce<DT, EPG>(p, g, a);
+    if (g2 < clo + hi) ar_reduce<DT, EPG>(p, g2, b);
+    ar_st<DT, EPG>(mine, g, a);
+    if (g2 < clo + hi) ar_st<DT, EPG>(mine, g2, b);
+  }
+  const uint64_t t0 = ngran * EPG;
+  const bool tail = blockIdx.x == 0 && t0 + threadIdx.x < p.count;
+  float tv = 0.0f;
+  if (tail) tv = ar_reduce_elem<DT>(p, t0 + threadIdx.x);
+  if (!ar_barrier(p, c, base + 2)) return;
+  for (int q = 0; q < p.nranks; q++) {
+    if (q == p.rank && p.out == mine) continue;
+    te_ar_chunk(ngran, p.nranks, q, &clo, &chi);
+    te_ar_split(chi - clo, gridDim.x, blockIdx.x, &lo, &hi);
+    const uint64_t src = p.in[q];
+    if constexpr (EPG == 1) {
+      for (uint64_t g = clo + lo + threadIdx.x; g < clo + hi; g += blockDim.x) {
+        float v;
+        ar_ld<DT, 1>(src, g, &v);
+        ar_st<DT, 1>(p.out, g, &v);
+      }
+    } else {
+      const uint4 *s4 = ar_ptr<const uint4>(src);
+      uint4 *d4 = ar_ptr<uint4>(p.out);
+      const uint64_t step = (uint64_t)blockDim.x * 4;
+      for (uint64_t g = clo + lo + threadIdx.x; g < clo + hi; g += step) {
+        uint4 v[4];
+#pragma unroll
+        for (int u = 0; u < 4; u++)
+          if (g + (uint64_t)u * blockDim.x < clo + hi) v[u] = __ldcg(s4 + g + (uint64_t)u * blockDim.x);
+#pragma unroll
+        for (int u = 0; u < 4; u++)
+          if (g + (uint64_t)u * blockDim.x < clo + hi) d4[g + (uint64_t)u * blockDim.x] = v[u];
+      }
+    }
+  }
+  if (tail) ar_st<DT, 1>(p.out, t0 + threadIdx.x, &tv);
+  ar_barrier(p, c, base + 3);
+}
+
+// ---- Lamport ------------------------------------------------------------------------------
+// Call k uses buffer k % 3; see ar_vdev.c for why re-arming the previous
+// call's buffer is safe.  A thread writes granule g of this rank's input
+// into slot `rank` of every rank's buffer, then polls granule g of every
+// slot of its own buffer: a block only waits for granules that the same
+// block of each peer writes before it waits itself.
+
+struct ar_lam {
+  uint64_t k;
+  int bi, bj;
+  uint64_t used_j;
+};
+
+__device__ __forceinline__ void ar_lam_begin(const te_ar_params &p, ar_lam &l) {
+  __shared__ uint64_t s_k, s_used;
+  char *lam = ar_ptr<char>(p.ws[p.rank] + TE_AR_OFF_LAM);
+  if (threadIdx.x == 0) {
+    s_k = *(volatile uint64_t *)(lam + TE_AR_LAM_COUNTER);
+    s_used = ((volatile uint64_t *)(lam + TE_AR_LAM_USED))[(s_k + 2) % 3];
+  }
+  __syncthreads();
+  l.k = s_k;
+  l.bi = (int)(l.k % 3);
+  l.bj = (int)((l.k + 2) % 3);
+  l.used_j = s_used;
+}
+
+// Granule g (16 bytes) of this rank's input, sentinels fixed, bytes past
+// the input zero; into slot `rank` of buffer bi of every rank.
+__device__ __forceinline__ void ar_lam_put(const te_ar_params &p, const ar_lam &l, uint64_t g,
+                                           uint64_t nbytes, bool aligned) {
+  uint4 w;
+  uint64_t off = g * 16;
+  if (aligned && off + 16 <= nbytes) {
+    w = *ar_ptr<const uint4>(p.in[p.rank] + off);
+  } else {
+    uint32_t b[4] = {0, 0, 0, 0};
+    const unsigned char *src = ar_ptr<const unsigned char>(p.in[p.rank] + off);
+    for (int i = 0; i < 16 && off + (uint64_t)i < nbytes; i++)
+      b[i / 4] |= (uint32_t)src[i] << (8 * (i % 4));
+    w = make_uint4(b[0], b[1], b[2], b[3]);
+  }
+  w.x = te_ar_lam_fix(w.x, p.dtype);
+  w.y = te_ar_lam_fix(w.y, p.dtype);
+  w.z = te_ar_lam_fix(w.z, p.dtype);
+  w.w = te_ar_lam_fix(w.w, p.dtype);
+#pragma unroll
+  for (int s = 0; s < TE_AR_MAX_RANKS; s++)
+    if (s < p.nranks)
+      ar_st_volatile16(ar_ptr<void>(te_ar_lam_addr(p.ws[s], p.lam_slot, p.nranks, l.bi, p.rank) + off), w);
+}
+
+__device__ __forceinline__ bool ar_lam_ready(uint4 v, int dt) {
+  return te_ar_lam_ready(v.x, dt) && te_ar_lam_ready(v.y, dt) && te_ar_lam_ready(v.z, dt) &&
+         te_ar_lam_ready(v.w, dt);
+}
+
+// Waits for granule g of every slot; v[s] its words.  False: give up.
+__device__ __forceinline__ bool ar_lam_get(const te_ar_params &p, const ar_lam &l,
+                                           const ar_block &c, uint64_t g, uint4 *v) {
+  bool ok = true;
+#pragma unroll
+  for (int s = 0; s < TE_AR_MAX_RANKS; s++)
+    if (s < p.nranks) {
+      const void *a = ar_ptr<const void>(te_ar_lam_addr(p.ws[p.rank], p.lam_slot, p.nranks, l.bi, s) + g * 16);
+      v[s] = ar_ld_volatile16(a);
+      unsigned it = 0;
+      while (ok && !ar_lam_ready(v[s], p.dtype)) {
+        if (!ar_poll_again(c, s, it)) ok = false;
+        else v[s] = ar_ld_volatile16(a);
+      }
+    }
+  return ok;
+}
+
+// 16 bytes of dtype DT to floats (EPG = 16 / element size).
+template <int DT>
+__device__ __forceinline__ void ar_unpack(uint4 u, float *v) {
+  uint32_t w[4] = {u.x, u.y, u.z, u.w};
+#pragma unroll
+  for (int k = 0; k < 4; k++) {
+    if constexpr (DT == F32) v[k] = __uint_as_float(w[k]);
+    else if constexpr (DT == BF16) {
+      v[2 * k] = __uint_as_float(w[k] << 16);
+      v[2 * k + 1] = __uint_as_float(w[k] & 0xffff0000u);
+    } else {
+      v[2 * k] = te_dev_h2f(w[k] & 0xffffu);
+      v[2 * k + 1] = te_dev_h2f(w[k] >> 16);
+    }
+  }
+}
+
+// Re-arms this block's part of buffer bj, then the last block to finish
+// records the bytes this call used and advances the counter.
+__device__ __forceinline__ void ar_lam_end(const te_ar_params &p, const ar_lam &l,
+                                           uint64_t used_bytes) {
+  uint64_t lo, hi;
+  te_ar_split(l.used_j / 16, gridDim.x, blockIdx.x, &lo, &hi);
+  const uint4 arm = make_uint4(TE_AR_LAM_ARM, TE_AR_LAM_ARM, TE_AR_LAM_ARM, TE_AR_LAM_ARM);
+  for (int s = 0; s < p.nranks; s++) {
+    uint4 *d = ar_ptr<uint4>(te_ar_lam_addr(p.ws[p.rank], p.lam_slot, p.nranks, l.bj, s));
+    for (uint64_t i = lo + threadIdx.x; i < hi; i += blockDim.x) d[i] = arm;
+  }
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    char *lam = ar_ptr<char>(p.ws[p.rank] + TE_AR_OFF_LAM);
+    unsigned *done = (unsigned *)(lam + TE_AR_LAM_DONE);
+    __threadfence();
+    if (atomicAdd(done, 1u) == gridDim.x - 1) {
+      *(volatile unsigned *)done = 0;
+      ((volatile uint64_t *)(lam + TE_AR_LAM_USED))[l.bi] = used_bytes;
+      __threadfence();
+      *(volatile uint64_t *)(lam + TE_AR_LAM_COUNTER) = l.k + 1;
+    }
+  }
+}
+
+template <int DT>
+__device__ void ar_lamport(const te_ar_params &p) {
+  constexpr int EPG = DT == F32 ? 4 : 8;
+  ar_block c;
+  uint64_t base;
+  if (!ar_begin(p, 0, c, base)) return;
+  ar_lam l;
+  ar_lam_begin(p, l);
+  const uint64_t nbytes = p.count * (DT == F32 ? 4u : 2u), ngr = (nbytes + 15) / 16;
+  const bool aligned = p.vec > 1;
+  uint64_t lo, hi;
+  te_ar_split(ngr, gridDim.x, blockIdx.x, &lo, &hi);
+  for (uint64_t g = lo + threadIdx.x; g < hi; g += blockDim.x) ar_lam_put(p, l, g, nbytes, aligned);
+  bool ok = true;
+  for (uint64_t g = lo + threadIdx.x; ok && g < hi; g += blockDim.x) {
+    uint4 v[TE_AR_MAX_RANKS];
+    if (!ar_lam_get(p, l, c, g, v)) {
+      ok = false;
+      break;
+    }
+    float acc[EPG], b[EPG];
+    ar_unpack<DT>(v[0], acc);
+#pragma unroll
+    for (int s = 1; s < TE_AR_MAX_RANKS; s++)
+      if (s < p.nranks) {
+        ar_unpack<DT>(v[s], b);
+#pragma unroll
+        for (int k = 0; k < EPG; k++) acc[k] = te_ar_op(acc[k], b[k], p.op);
+      }
+    if (aligned && (g + 1) * EPG <= p.count) {
+      ar_st<DT, EPG>(p.out, g, acc);
+    } else {
+      for (int k = 0; k < EPG && g * EPG + k < p.count; k++) ar_st<DT, 1>(p.out, g * EPG + k, &acc[k]);
+    }
+  }
+  // a block that gave up leaves the counter alone: the rank has failed
+  if (__syncthreads_or(!ok)) return;
+  ar_lam_end(p, l, ngr * 16);
+}
+
+// ---- the fused epilogue ---------------------------------------------------------------
+// Row layout of tecore_rmsnorm_fwd (norm.h): tpr threads a row, rpb rows a
+// block, thread t owns norm vectors t, t + tpr, ... of nvec elements.
+// Pass 1 makes residual_out = round(ar + residual_in) and adds its squares
+// in the thread's order; the row sum follows norm.h's tree; pass 2 rereads
+// residual_out (this thread's own stores) and writes out and/or the FP8
+// copy.  The allreduced values come from SRC: one-shot (reduce the peers'
+// inputs), Lamport (the polled buffer), or in[rank] (two-shot's result).
+
+enum { SRC_ONESHOT, SRC_LAMPORT, SRC_LOCAL };
+
+// Sums a value over the tpr threads of each row: norm.cu's row_reduce (the
+// order norm.h defines), one value.  All threads of the block call it.
+__device__ __forceinline__ float ar_row_sum(float v, int T, float (*red)[32], int buf) {
+#pragma unroll
+  for (int off = 16; off >= 1; off >>= 1) v = te_add_rn(v, __shfl_xor_sync(FULL_MASK, v, off));
+  if (T > 32) {
+    const int W = T >> 5, warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    const int first = warp - warp % W;
+    if (lane == 0) red[buf][warp] = v;
+    __syncthreads();
+    v = lane < W ? red[buf][first + lane] : 0.0f;
+#pragma unroll
+    for (int off = 16; off >= 1; off >>= 1) v = te_add_rn(v, __shfl_xor_sync(FULL_MASK, v, off));
+  }
+  return v;
+}
+
+// NV elements (8 or 1) at element e of p, runtime dtype.
+template <int NV>
+__device__ __forceinline__ void ar_ldn(uint64_t p, uint64_t e, int dt, float *v) {
+  if constexpr (NV == 8) te_dev_ld8(ar_ptr<const void>(p), e, dt, v);
+  else v[0] = te_ld(ar_ptr<const void>(p), e, dt);
+}
+template <int NV>
+__device__ __forceinline__ void ar_stn(uint64_t p, uint64_t e, int dt, const float *v) {
+  if constexpr (NV == 8) te_dev_st8(ar_ptr<void>(p), e, dt, v);
+  else te_st(ar_ptr<void>(p), e, dt, v[0]);
+}
+// NV elements of every rank's input, reduced in rank order (16-byte loads
+// when every input allows them: p.vec == 8).
+template <int DT>
+__device__ __forceinline__ void ar_reduce_8(const te_ar_params &p, uint64_t e, float *acc) {
+  if (p.vec == 8) {
+    if constexpr (DT == F32) {
+      ar_reduce<F32, 4>(p, e / 4, acc);
+      ar_reduce<F32, 4>(p, e / 4 + 1, acc + 4);
+    } else {
+      ar_reduce<DT, 8>(p, e / 8, acc);
+    }
+  } else {
+#pragma unroll
+    for (int k = 0; k < 8; k++) ar_reduce<DT, 1>(p, e + k, acc + k);
+  }
+}
+template <int NV>
+__device__ __forceinline__ void ar_reduce_n(const te_ar_params &p, uint64_t e, float *acc) {
+  if constexpr (NV == 8) {
+    if (p.dtype == F32) ar_reduce_8<F32>(p, e, acc);
+    else if (p.dtype == BF16) ar_reduce_8<BF16>(p, e, acc);
+    else ar_reduce_8<F16>(p, e, acc);
+  } else {
+    if (p.dtype == F32) ar_reduce<F32, 1>(p, e, acc);
+    else if (p.dtype == BF16) ar_reduce<BF16, 1>(p, e, acc);
+    else ar_reduce<F16, 1>(p, e, acc);
+  }
+}
+
+// Lamport, NV == 8: the granules of elements e .. e+7 (one, or two for f32).
+__device__ __forceinline__ bool ar_lam_row_get(const te_ar_params &p, const ar_lam &l,
+                                               const ar_block &c, uint64_t e, float *acc) {
+  const int ng = p.dtype == F32 ? 2 : 1;
+  for (int h = 0; h < ng; h++) {
+    uint64_t g = e * (uint64_t)te_ar_esize(p.dtype) / 16 + (uint64_t)h;
+    uint4 v[TE_AR_MAX_RANKS];
+    if (!ar_lam_get(p, l, c, g, v)) return false;
+    float a[8], b[8];
+    const int epg = p.dtype == F32 ? 4 : 8;
+    if (p.dtype == F32) ar_unpack<F32>(v[0], a);
+    else if (p.dtype == BF16) ar_unpack<BF16>(v[0], a);
+    else ar_unpack<F16>(v[0], a);
+    for (int s = 1; s < p.nranks; s++) {
+      if (p.dtype == F32) ar_unpack<F32>(v[s], b);
+      else if (p.dtype == BF16) ar_unpack<BF16>(v[s], b);
+      else ar_unpack<F16>(v[s], b);
+      for (int k = 0; k < epg; k++) a[k] = te_ar_op(a[k], b[k], p.op);
+    }
+    for (int k = 0; k < epg; k++) acc[h * 4 + k] = a[k];
+  }
+  return true;
+}
+
+template <int SRC, int NV>
+__device__ void ar_fused(const te_ar_params &p) {
+  __shared__ float red[2][32];
+  ar_block c;
+  uint64_t base;
+  if (!ar_begin(p, SRC == SRC_ONESHOT ? 2 : 0, c, base)) return;
+  if (SRC == SRC_ONESHOT && !ar_barrier(p, c, base + 1)) return;
+  ar_lam l;
+  if (SRC == SRC_LAMPORT) ar_lam_begin(p, l);
+  const int dt = p.dtype, T = p.tpr;
+  const unsigned H = p.hidden;
+  const unsigned nvecs = NV == 8 ? H / 8 : H;
+  const uint64_t groups = (p.rows + (uint64_t)p.rpb - 1) / (uint64_t)p.rpb;
+  const int t = threadIdx.x % T;
+  const float sc = (p.fflags & TE_AR_F_Q) ? *ar_ptr<const float>(p.q_scale) : 1.0f;
+  if ((p.fflags & TE_AR_F_Q) && p.q_scale_inv && blockIdx.x == 0 && threadIdx.x == 0)
+    *ar_ptr<float>(p.q_scale_inv) = te_fp8_scale_inv(sc);
+  float am = 0.0f;
+  bool ok = true;
+  int buf = 0;
+  // Lamport: every granule of the block's rows goes out before any wait
+  if (SRC == SRC_LAMPORT) {
+    for (uint64_t rg = blockIdx.x; rg < groups; rg += gridDim.x) {
+      const uint64_t row = rg * (uint64_t)p.rpb + threadIdx.x / T;
+      if (row >= p.rows) continue;
+      for (int j = 0; j < p.nv; j++) {
+        unsigned vi = (unsigned)j * (unsigned)T + (unsigned)t;
+        if (vi >= nvecs) continue;
+        uint64_t e = row * H + (uint64_t)vi * 8;
+        uint64_t g = e * (uint64_t)te_ar_esize(dt) / 16;
+        ar_lam_put(p, l, g, p.count * (uint64_t)te_ar_esize(dt), true);
+        if (dt == F32) ar_lam_put(p, l, g + 1, p.count * 4u, true);
+      }
+    }
+  }
+  for (uint64_t rg = blockIdx.x; rg < groups; rg += gridDim.x) {
+    const uint64_t row = rg * (uint64_t)p.rpb + threadIdx.x / T;
+    const bool valid = row < p.rows;
+    float s = 0.0f;
+    for (int j = 0; j < p.nv; j++) {
+      unsigned vi = (unsigned)j * (unsigned)T + (unsigned)t;
+      if (!valid || vi >= nvecs || !ok) continue;
+      uint64_t e = row * H + (uint64_t)vi * NV;
+      float a[NV], r[NV];
+      if constexpr (SRC == SRC_ONESHOT) ar_reduce_n<NV>(p, e, a);
+      else if constexpr (SRC == SRC_LAMPORT) {
+        if (!ar_lam_row_get(p, l, c, e, a)) {
+          ok = false;
+          continue;
+        }
+      } else if (NV == 8 && p.vec != 8) {
+#pragma unroll
+        for (int k = 0; k < NV; k++) a[k] = te_ld(ar_ptr<const void>(p.in[p.rank]), e + k, dt);
+      } else {
+        ar_ldn<NV>(p.in[p.rank], e, dt, a);
+      }
+      ar_ldn<NV>(p.res_in, e, dt, r);
+#pragma unroll
+      for (int k = 0; k < NV; k++) {
+        r[k] = te_ar_residual(te_ar_round(a[k], dt), r[k], dt);
+        s = te_fma_rn(r[k], r[k], s);
+      }
+      ar_stn<NV>(p.res_out, e, dt, r);
+    }
+    float total = ar_row_sum(s, T, red, buf);
+    buf ^= 1;
+    float rs = te_norm_rsigma(te_norm_mean(total, (float)H), p.eps);
+    for (int j = 0; j < p.nv; j++) {
+      unsigned vi = (unsigned)j * (unsigned)T + (unsigned)t;
+      if (!valid || vi >= nvecs || !ok) continue;
+      uint64_t e = row * H + (uint64_t)vi * NV;
+      float x[NV], g[NV], o[NV];
+      ar_ldn<NV>(p.res_out, e, dt, x);
+      ar_ldn<NV>(p.gamma, (uint64_t)vi * NV, dt, g);
+#pragma unroll
+      for (int k = 0; k < NV; k++) {
+        o[k] = te_rms_out(x[k], rs, te_norm_gamma(g[k], 0.0f));
+        am = te_amax_f32(am, o[k]);
+      }
+      if (p.fflags & TE_AR_F_OUT) ar_stn<NV>(p.fout, e, dt, o);
+      if (p.fflags & TE_AR_F_Q) {
+#pragma unroll
+        for (int k = 0; k < NV; k++) o[k] = te_mul_rn(o[k], sc);
+        ar_stn<NV>(p.q_data, e, p.q_dtype, o);
+      }
+    }
+  }
+  if (p.fflags & TE_AR_F_AMAX) te_dev_block_amax_f(ar_ptr<unsigned>(p.q_amax), am);
+  if (SRC == SRC_ONESHOT) {
+    ar_barrier(p, c, base + 2);
+  } else if (SRC == SRC_LAMPORT) {
+    if (__syncthreads_or(!ok)) return;
+    ar_lam_end(p, l, (p.count * (uint64_t)te_ar_esize(dt) + 15) / 16 * 16);
+  }
+}
+
+// ---- entry points ----------------------------------------------------------------------
+
+#define AR_DISPATCH(body)                                       \
+  if (p.dtype == F32) {                                         \
+    if (p.vec > 1) body<F32, 4>(p); else body<F32, 1>(p);       \
+  } else if (p.dtype == BF16) {                                 \
+    if (p.vec > 1) body<BF16, 8>(p); else body<BF16, 1>(p);     \
+  } else {                                                      \
+    if (p.vec > 1) body<F16, 8>(p); else body<F16, 1>(p);       \
+  }
+
+extern "C" __global__ void __launch_bounds__(TE_AR_THREADS) te_comm_ar_oneshot(const te_ar_params p) {
+  AR_DISPATCH(ar_oneshot)
+}
+extern "C" __global__ void __launch_bounds__(TE_AR_THREADS) te_comm_ar_twoshot(const te_ar_params p) {
+  AR_DISPATCH(ar_twoshot)
+}
+extern "C" __global__ void __launch_bounds__(TE_AR_THREADS) te_comm_ar_lamport(const te_ar_params p) {
+  if (p.dtype == F32) ar_lamport<F32>(p);
+  else if (p.dtype == BF16) ar_lamport<BF16>(p);
+  else ar_lamport<F16>(p);
+}
+extern "C" __global__ void __launch_bounds__(1024) te_comm_ar_oneshot_fused(const te_ar_params p) {
+  if (p.nvec == 8) ar_fused<SRC_ONESHOT, 8>(p);
+  else ar_fused<SRC_ONESHOT, 1>(p);
+}
+extern "C" __global__ void __launch_bounds__(1024) te_comm_ar_lamport_fused(const te_ar_params p) {
+  ar_fused<SRC_LAMPORT, 8>(p);
+}
+extern "C" __global__ void __launch_bounds__(1024) te_comm_ar_addnorm(const te_ar_params p) {
+  if (p.nvec == 8) ar_fused<SRC_LOCAL, 8>(p);
+  else ar_fused<SRC_LOCAL, 1>(p);
+}

@@ -1,0 +1,178 @@
+/* comm_ar.h -- the allreduce protocols' shared definitions, for
+ * kernels/comm_ar.cu (the GPU) and libtecomm/ar_vdev.c (vdev, the same
+ * protocol in C on shared memfd memory): the workspace layout, the kernel
+ * parameter block, how work is cut between blocks, the element math of a
+ * reduction and the Lamport sentinel rules.  Both sides include this file
+ * so they agree on every offset and every rounding.
+ *
+ * Workspace (one per rank, at the same offset of every rank's pool; all
+ * offsets from its base, lines of TE_AR_LINE bytes so that words written by
+ * peers never share a line with words polled locally):
+ *   TE_AR_OFF_ERR      u32 error word: code | (peer + 1) << 16 (0: none)
+ *   TE_AR_OFF_ABORT    u32 abort word: non-zero makes every waiter quit
+ *   TE_AR_OFF_LAM      u64 Lamport call counter, u64 bytes armed-and-used
+ *                      per buffer [3], u32 blocks done in this call
+ *   TE_AR_OFF_EPOCH    u64 [TE_AR_MAX_BLOCKS]: barrier phases block b has
+ *                      passed (only block b of this rank reads or writes it)
+ *   TE_AR_OFF_FLAGS    u64 flag of (block b, source rank s), one per
+ *                      TE_AR_FLAG_STRIDE: written by rank s's block b with
+ *                      the phase it reached, polled by this rank's block b
+ *   TE_AR_OFF_LAMBUF   Lamport buffers [3][nranks][slot bytes]; slot s of
+ *                      buffer i holds rank s's input of a call using i
+ *
+ * Barrier (one-shot, two-shot): block b of every rank counts phases in
+ * epoch[b]; at a barrier it writes the new phase into flag (b, self) of
+ * every rank's workspace (release) and waits until flag (b, s) of its own
+ * workspace reaches that phase for every s (acquire).  Values only grow
+ * and no rank can get two phases ahead of another, so "flag >= phase" is
+ * the test.  The phase lives in device memory, so a captured graph
+ * replays with fresh phases.  Every rank launches the same grid for the
+ * same call, so block b's counter moves in step on every rank.
+ *
+ * Lamport: see TE_AR_LAM_* below. */
+#ifndef TE_KERNELS_COMM_AR_H
+#define TE_KERNELS_COMM_AR_H
+
+#include "ldst.h"
+#include "fmath.h"
+
+#define TE_AR_MAX_RANKS 8
+#define TE_AR_MAX_BLOCKS 128
+#define TE_AR_LINE 128
+#define TE_AR_FLAG_STRIDE 64
+
+#define TE_AR_OFF_ERR 0u
+#define TE_AR_OFF_ABORT 128u
+#define TE_AR_OFF_LAM 256u
+#define TE_AR_OFF_EPOCH 512u
+#define TE_AR_OFF_FLAGS 2048u
+#define TE_AR_OFF_LAMBUF \
+  (TE_AR_OFF_FLAGS + TE_AR_MAX_BLOCKS * TE_AR_MAX_RANKS * TE_AR_FLAG_STRIDE)
+/* the Lamport state words inside TE_AR_OFF_LAM */
+#define TE_AR_LAM_COUNTER 0u  /* u64 */
+#define TE_AR_LAM_USED 8u     /* u64 [3] */
+#define TE_AR_LAM_DONE 32u    /* u32 */
+
+/* error codes in the error word (same values as TECOMM_AR_*) */
+#define TE_AR_OK 0u
+#define TE_AR_TIMEOUT 1u
+#define TE_AR_ABORTED 2u
+#define TE_AR_ERRWORD(code, peer) ((uint32_t)(code) | ((uint32_t)((peer) + 1) << 16))
+
+/* algorithms (tecomm_ar_algo_t) and ops */
+#define TE_AR_ONESHOT 0
+#define TE_AR_TWOSHOT 1
+#define TE_AR_LAMPORT 2
+#define TE_AR_SUM 0
+#define TE_AR_MAX 1
+
+/* fused-epilogue flags (params.fflags) */
+#define TE_AR_F_FUSED 0x1     /* residual add + RMSNorm */
+#define TE_AR_F_OUT 0x2       /* write out (allreduce dtype) */
+#define TE_AR_F_Q 0x4         /* write the FP8 copy (q_data with *q_scale) */
+#define TE_AR_F_AMAX 0x8      /* max |norm output| into *q_amax (atomic, bits) */
+
+/* Threads per block of the unfused kernels. */
+#define TE_AR_THREADS 512
+/* Granules (16-byte vectors, or elements when vec == 1) a GPU thread keeps
+ * in registers per round of the one-shot kernel. */
+#define TE_AR_UNROLL 4
+
+/* The one kernel parameter, passed by value (the same bytes on both
+ * sides: fixed-width fields, 8-byte ones first). */
+struct te_ar_params {
+  uint64_t ws[TE_AR_MAX_RANKS];   /* workspaces (device addresses) */
+  uint64_t in[TE_AR_MAX_RANKS];   /* inputs (Lamport: only in[rank] is read) */
+  uint64_t out;
+  uint64_t count;                 /* elements */
+  uint64_t timeout_ns;            /* 0: wait forever */
+  uint64_t lam_slot;              /* bytes of one Lamport slot */
+  /* fused epilogue */
+  uint64_t res_in, res_out, gamma, fout;
+  uint64_t q_data, q_scale, q_amax, q_scale_inv;
+  uint64_t rows;
+  uint32_t hidden;
+  float eps;
+  int32_t rank, nranks, dtype, op;
+  int32_t vec;                    /* elements per granule: 16 / element size, or 1 */
+  int32_t fflags;                 /* TE_AR_F_* */
+  int32_t tpr, nv, rpb;           /* the RMSNorm row plan (norm.h): threads per row,
+                                     vectors per thread, rows per block */
+  int32_t nvec;                   /* norm vector length: 8 or 1 */
+  int32_t q_dtype;                /* E4M3 / E5M2 */
+  int32_t pad_;
+};
+
+/* ---- element math ------------------------------------------------------- */
+
+TE_HD int te_ar_esize(int dtype) { return dtype == TE_FP8_DT_F32 ? 4 : 2; }
+
+/* The reduction of two floats: SUM one IEEE add; MAX where a NaN wins
+ * (te_fmax_nan).  Every rank folds ranks 0 .. n-1 in that order starting
+ * from rank 0's value, so every rank gets the same bits. */
+TE_HD float te_ar_op(float a, float b, int op) {
+  return op == TE_AR_SUM ? te_add_rn(a, b) : te_fmax_nan(a, b);
+}
+
+/* v rounded to dtype and back (the value a store then a load gives). */
+TE_HD float te_ar_round(float v, int dtype) {
+  if (dtype == TE_FP8_DT_F32) return v;
+  if (dtype == TE_FP8_DT_BF16) return te_bf16_to_f32(te_f32_to_bf16(v));
+  return te_f16_to_f32(te_f32_to_f16(v));
+}
+
+/* The fused epilogue of one element: residual_out = round(ar + res) in the
+ * allreduce dtype (what tecore_scale_add(1, ar, 1, res) gives). */
+TE_HD float te_ar_residual(float ar, float res, int dtype) {
+  return te_ar_round(te_add_rn(ar, res), dtype);
+}
+
+/* ---- Lamport sentinels ---------------------------------------------------
+ * An armed buffer holds 0x8000 in every 16-bit half: -0.0 in bf16 and f16.
+ * Writers never write that: a 16-bit -0.0 input is written as +0.0 (which
+ * can only flip the sign of a zero result), and for f32 the armed word
+ * 0x80008000 (the negative subnormal -4.6e-41) is written as -0.0 (a
+ * difference below any f32 sum's rounding but that of all-tiny inputs).
+ * The pattern does not depend on the dtype, so a buffer armed after an f32
+ * call serves a bf16 one.  A reader waits on a 16-byte granule until none
+ * of its 32-bit words is still armed (a 16-byte store may land in pieces;
+ * each word is whole). */
+#define TE_AR_LAM_ARM 0x80008000u
+
+TE_HD uint32_t te_ar_lam_fix(uint32_t w, int dtype) {
+  if (dtype == TE_FP8_DT_F32) return w == TE_AR_LAM_ARM ? 0x80000000u : w;
+  if ((w & 0xffffu) == 0x8000u) w &= 0xffff0000u;
+  if ((w >> 16) == 0x8000u) w &= 0x0000ffffu;
+  return w;
+}
+/* 1 when a word a writer wrote is there (no half still armed). */
+TE_HD int te_ar_lam_ready(uint32_t w, int dtype) {
+  if (dtype == TE_FP8_DT_F32) return w != TE_AR_LAM_ARM;
+  return (w & 0xffffu) != 0x8000u && (w >> 16) != 0x8000u;
+}
+
+/* ---- work split ----------------------------------------------------------
+ * n items over g blocks: block b gets [*lo, *hi), contiguous ranges, the
+ * first ones one item longer.  The same function on every rank and both
+ * backends, so block b of every rank touches the same items. */
+TE_HD void te_ar_split(uint64_t n, uint32_t g, uint32_t b, uint64_t *lo, uint64_t *hi) {
+  uint64_t q = n / g, r = n % g;
+  *lo = (uint64_t)b * q + (b < r ? b : r);
+  *hi = *lo + q + (b < r ? 1 : 0);
+}
+
+/* Two-shot: chunk c of ngran granules (c = 0 .. n-1), c's owner reduces it. */
+TE_HD void te_ar_chunk(uint64_t ngran, int n, int c, uint64_t *lo, uint64_t *hi) {
+  te_ar_split(ngran, (uint32_t)n, (uint32_t)c, lo, hi);
+}
+
+/* Addresses in a workspace. */
+TE_HD uint64_t te_ar_flag_addr(uint64_t ws, int block, int src) {
+  return ws + TE_AR_OFF_FLAGS +
+         ((uint64_t)block * TE_AR_MAX_RANKS + (uint64_t)src) * TE_AR_FLAG_STRIDE;
+}
+TE_HD uint64_t te_ar_lam_addr(uint64_t ws, uint64_t slot_bytes, int nranks, int buf, int src) {
+  return ws + TE_AR_OFF_LAMBUF + ((uint64_t)buf * (uint64_t)nranks + (uint64_t)src) * slot_bytes;
+}
+
+#endif

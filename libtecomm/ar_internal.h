@@ -1,0 +1,47 @@
+/* ar_internal.h -- what the allreduce kernel files of libtecomm share
+ * privately: the vdev implementations (ar_vdev.c), the kernel table and
+ * launches (ar_kernels.c), error helpers in libtecore's style, and the
+ * embedded fatbin (libtecomm/fatbins.S). */
+#ifndef TECOMM_AR_INTERNAL_H
+#define TECOMM_AR_INTERNAL_H
+
+#include "config.h"
+#include <te/core.h>
+#include <te/kernel.h>
+#include "ar_kernels.h"
+#include "common/comm_ar.h"
+
+#ifdef TE_HAVE_CUDA
+extern const unsigned char te_fatbin_comm_ar[], te_fatbin_comm_ar_end[];
+#endif
+
+/* Kernels of the table, in table order. */
+enum {
+  TE_AR_K_ONESHOT,
+  TE_AR_K_TWOSHOT,
+  TE_AR_K_LAMPORT,
+  TE_AR_K_ONESHOT_FUSED,
+  TE_AR_K_LAMPORT_FUSED,
+  TE_AR_K_ADDNORM, /* the fused epilogue alone (two-shot's, and current scaling's 2nd pass) */
+  TE_AR_K_COUNT_
+};
+
+/* vdev implementations (ar_vdev.c); args[0] points to a struct te_ar_params. */
+void te_ar_vdev_oneshot(const struct tecore_launch_cfg *cfg, void *const *args);
+void te_ar_vdev_twoshot(const struct tecore_launch_cfg *cfg, void *const *args);
+void te_ar_vdev_lamport(const struct tecore_launch_cfg *cfg, void *const *args);
+void te_ar_vdev_addnorm(const struct tecore_launch_cfg *cfg, void *const *args);
+
+/* Sets the thread's detail and returns code (libtecore's TE_ERR for libtecomm). */
+#define TC_ERR(code, ...) (tecore_set_error(__VA_ARGS__), (code))
+#define TC_ARG(cond, ...)                                              \
+  do {                                                                 \
+    if (!(cond)) return TC_ERR(TECORE_ERR_INVALID, __VA_ARGS__);       \
+  } while (0)
+#define TC_CHECK(call)                                                 \
+  do {                                                                 \
+    tecore_result_t tc_r_ = (call);                                    \
+    if (tc_r_ != TECORE_SUCCESS) return tc_r_;                         \
+  } while (0)
+
+#endif

@@ -1,0 +1,357 @@
+/* ar_kernels.c -- the allreduce kernels' table (kernels/comm_ar.cu on
+ * cuda, ar_vdev.c on vdev) and the host side of ar_kernels.h: workspace
+ * sizes and initialisation, argument checks, launch shapes (every rank
+ * derives the same grid from the same call, which keeps the per-block
+ * barrier counters in step), the fused epilogue's plan, and the host's
+ * reads and writes of the error and abort words. */
+#include "ar_internal.h"
+#include <limits.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <string.h>
+#include <te/fp8.h>
+#include <te/norm.h>
+#include "common/norm.h"
+
+
+#ifdef TE_HAVE_CUDA
+#define AR_FATBIN te_fatbin_comm_ar
+#define AR_FATBIN_BYTES ((size_t)(te_fatbin_comm_ar_end - te_fatbin_comm_ar))
+#else
+#define AR_FATBIN NULL
+#define AR_FATBIN_BYTES 0
+#endif
+
+/* One parameter: struct te_ar_params by value (its pointers are not
+ * launch-checked one by one: they point into peers' mappings). */
+#define AR_DEF(sym, fn) \
+  {.name = sym, .vdev = fn, .nparams = 1, .param_size = {sizeof(struct te_ar_params)}, .param_is_ptr = {0}}
+static const struct tecore_kernel_def ar_defs[TE_AR_K_COUNT_] = {
+    [TE_AR_K_ONESHOT] = AR_DEF("te_comm_ar_oneshot", te_ar_vdev_oneshot),
+    [TE_AR_K_TWOSHOT] = AR_DEF("te_comm_ar_twoshot", te_ar_vdev_twoshot),
+    [TE_AR_K_LAMPORT] = AR_DEF("te_comm_ar_lamport", te_ar_vdev_lamport),
+    [TE_AR_K_ONESHOT_FUSED] = AR_DEF("te_comm_ar_oneshot_fused", te_ar_vdev_oneshot),
+    [TE_AR_K_LAMPORT_FUSED] = AR_DEF("te_comm_ar_lamport_fused", te_ar_vdev_lamport),
+    [TE_AR_K_ADDNORM] = AR_DEF("te_comm_ar_addnorm", te_ar_vdev_addnorm),
+};
+
+static struct tecore_kernel_table ar_table = {
+    .module = "libtecomm/allreduce", .count = TE_AR_K_COUNT_, .kernels = ar_defs};
+static int ar_first_id = -1;
+static tecore_result_t ar_reg_result = TECORE_ERR_INTERNAL;
+static pthread_once_t ar_once = PTHREAD_ONCE_INIT;
+
+static void ar_register_once(void) {
+  ar_table.fatbin = AR_FATBIN;
+  ar_table.fatbin_bytes = AR_FATBIN_BYTES;
+  ar_reg_result = tecore_kernel_table_register(&ar_table, &ar_first_id);
+}
+
+tecore_result_t tecomm_ar_kernels_register(void) {
+  pthread_once(&ar_once, ar_register_once);
+  if (ar_reg_result != TECORE_SUCCESS)
+    return TC_ERR(ar_reg_result, "tecomm_ar_kernels_register: the allreduce kernel table did not register");
+  return TECORE_SUCCESS;
+}
+
+/* Registered when the library loads, so the cuda backend loads the code
+ * at init and no launch has to (a module load inside a stream's wait would
+ * deadlock: libtecore's TE_KERNEL_TABLE says why). */
+__attribute__((constructor)) static void ar_at_load(void) { (void)tecomm_ar_kernels_register(); }
+
+/* ---- workspace ------------------------------------------------------------------ */
+
+static size_t ar_slot_bytes(size_t max_bytes) {
+  size_t s = max_bytes < 16 ? 16 : max_bytes;
+  return (s + TE_AR_LINE - 1) / TE_AR_LINE * TE_AR_LINE;
+}
+
+size_t tecomm_ar_workspace_bytes(int nranks, size_t max_bytes) {
+  if (nranks < 1 || nranks > TECOMM_AR_MAX_RANKS) return 0;
+  if (max_bytes > (SIZE_MAX - TE_AR_OFF_LAMBUF) / 3 / (size_t)nranks - TE_AR_LINE) return 0;
+  return TE_AR_OFF_LAMBUF + 3u * (size_t)nranks * ar_slot_bytes(max_bytes);
+}
+
+tecore_result_t tecomm_ar_workspace_init(tecore_devptr_t ws, int nranks, size_t max_bytes,
+                                         tecore_stream_t stream) {
+  static const char fn[] = "tecomm_ar_workspace_init";
+  TC_ARG(ws, "%s: ws is 0", fn);
+  TC_ARG(ws % 16 == 0, "%s: ws (0x%llx) is not aligned to 16 bytes", fn, (unsigned long long)ws);
+  TC_ARG(nranks >= 1 && nranks <= TECOMM_AR_MAX_RANKS, "%s: nranks %d outside [1, %d]", fn, nranks,
+         TECOMM_AR_MAX_RANKS);
+  TC_ARG(tecomm_ar_workspace_bytes(nranks, max_bytes) > 0, "%s: max_bytes %zu is too large", fn,
+         max_bytes);
+  TC_CHECK(tecomm_ar_kernels_register());
+  TC_CHECK(tecore_memset_d8_async(ws, 0, TE_AR_OFF_LAMBUF, stream));
+  size_t lam = 3u * (size_t)nranks * ar_slot_bytes(max_bytes);
+  TC_CHECK(tecore_memset_d32_async(ws + TE_AR_OFF_LAMBUF, TE_AR_LAM_ARM, lam / 4, stream));
+  return TECORE_SUCCESS;
+}
+
+size_t tecomm_ar_max_bytes(tecomm_ar_algo_t algo, int nranks, size_t ws_max_bytes) {
+  if (nranks < 1 || nranks > TECOMM_AR_MAX_RANKS) return 0;
+  if (algo == TECOMM_AR_LAMPORT) return ws_max_bytes;
+  if (algo == TECOMM_AR_ONESHOT || algo == TECOMM_AR_TWOSHOT) return SIZE_MAX;
+  return 0;
+}
+
+int tecomm_ar_clobbers_input(tecomm_ar_algo_t algo) { return algo == TECOMM_AR_TWOSHOT; }
+
+/* ---- launch --------------------------------------------------------------------- */
+
+static const char *algo_name(int a) {
+  return a == TECOMM_AR_ONESHOT ? "one-shot" : a == TECOMM_AR_TWOSHOT ? "two-shot" : "Lamport";
+}
+
+/* The most blocks a call uses: co-resident on an H100/H200 (132 SMs), so
+ * block b's peers run when it waits for them.  vdev runs blocks one after
+ * another; a few keep its per-block protocol honest without making every
+ * call a long series of barriers between processes. */
+static uint32_t ar_max_blocks(void) {
+  tecore_backend_t b = TECORE_BACKEND_NONE;
+  if (tecore_backend(&b) == TECORE_SUCCESS && b == TECORE_BACKEND_CUDA) return TE_AR_MAX_BLOCKS;
+  return 3;
+}
+
+static uint32_t ar_blocks(uint64_t work, uint64_t per_block) {
+  uint64_t g = (work + per_block - 1) / per_block;
+  uint32_t m = ar_max_blocks();
+  if (g < 1) g = 1;
+  return g > m ? m : (uint32_t)g;
+}
+
+static int al16(uint64_t p) { return (p & 15u) == 0; }
+
+static tecore_result_t ar_check_fused(const struct tecomm_ar_call *c, const char *fn) {
+  const struct tecomm_ar_fused *f = c->fused;
+  TC_ARG(f->hidden > 0, "%s: fused->hidden is 0", fn);
+  TC_ARG(f->hidden <= 0x7fffffffu, "%s: fused->hidden %zu is too large", fn, f->hidden);
+  TC_ARG(c->count % f->hidden == 0, "%s: count %zu is not a multiple of fused->hidden %zu", fn,
+         c->count, f->hidden);
+  TC_ARG(f->eps >= 0.0f && f->eps <= 1e30f, "%s: fused->eps %g is not a finite value >= 0", fn,
+         (double)f->eps);
+  TC_ARG(f->residual_in, "%s: fused->residual_in is 0", fn);
+  TC_ARG(f->residual_out, "%s: fused->residual_out is 0", fn);
+  TC_ARG(f->gamma, "%s: fused->gamma is 0", fn);
+  TC_ARG(f->out || f->fp8_out, "%s: fused: neither out nor fp8_out is set", fn);
+  if (f->fp8_out) {
+    const struct tecore_tensor *q = f->fp8_out;
+    TC_ARG(q->dtype == TECORE_DTYPE_E4M3 || q->dtype == TECORE_DTYPE_E5M2,
+           "%s: fused->fp8_out: dtype %s is not E4M3 or E5M2", fn, tecore_dtype_name(q->dtype));
+    TC_ARG(q->scaling == TECORE_SCALING_DELAYED || q->scaling == TECORE_SCALING_CURRENT,
+           "%s: fused->fp8_out: scaling %s is not delayed or current", fn,
+           tecore_scaling_name(q->scaling));
+    TC_ARG(q->data && q->scale, "%s: fused->fp8_out: data and scale must be set", fn);
+    TC_ARG(q->scaling != TECORE_SCALING_CURRENT || q->amax,
+           "%s: fused->fp8_out: current scaling needs amax", fn);
+    TC_ARG(tecore_tensor_numel(q) == c->count, "%s: fused->fp8_out has %zu elements, count is %zu",
+           fn, tecore_tensor_numel(q), c->count);
+    TC_ARG(!q->columnwise_data, "%s: fused->fp8_out: columnwise_data is not written here", fn);
+  }
+  return TECORE_SUCCESS;
+}
+
+static tecore_result_t ar_check(const struct tecomm_ar_call *c, const char *fn) {
+  TC_ARG(c, "%s: call is NULL", fn);
+  TC_ARG((unsigned)c->algo < TECOMM_AR_ALGO_COUNT_, "%s: algo %d is not a tecomm_ar_algo_t", fn,
+         (int)c->algo);
+  TC_ARG(c->op == TECOMM_AR_SUM || c->op == TECOMM_AR_MAX, "%s: op %d is not SUM or MAX", fn,
+         (int)c->op);
+  TC_ARG(c->dtype == TECORE_DTYPE_F32 || c->dtype == TECORE_DTYPE_BF16 ||
+             c->dtype == TECORE_DTYPE_F16,
+         "%s: dtype %s is not f32, bf16 or f16", fn, tecore_dtype_name(c->dtype));
+  TC_ARG(c->nranks >= 1 && c->nranks <= TECOMM_AR_MAX_RANKS, "%s: nranks %d outside [1, %d]", fn,
+         c->nranks, TECOMM_AR_MAX_RANKS);
+  TC_ARG(c->rank >= 0 && c->rank < c->nranks, "%s: rank %d outside [0, %d)", fn, c->rank,
+         c->nranks);
+  TC_ARG(c->count <= (uint64_t)INT64_MAX / 4, "%s: count %zu is too large", fn, c->count);
+  for (int s = 0; s < c->nranks; s++) {
+    TC_ARG(c->ws[s], "%s: ws[%d] is 0", fn, s);
+    TC_ARG(al16(c->ws[s]), "%s: ws[%d] (0x%llx) is not aligned to 16 bytes", fn, s,
+           (unsigned long long)c->ws[s]);
+    if (c->algo != TECOMM_AR_LAMPORT || s == c->rank)
+      TC_ARG(c->in[s], "%s: in[%d] is 0", fn, s);
+  }
+  size_t bytes = c->count * (size_t)tecore_dtype_size(c->dtype);
+  if (c->algo == TECOMM_AR_LAMPORT) {
+    TC_ARG(c->ws_max_bytes > 0, "%s: Lamport needs ws_max_bytes (the workspaces' max_bytes)", fn);
+    TC_ARG(bytes <= c->ws_max_bytes,
+           "%s: %zu bytes exceed the %zu bytes the Lamport buffers were sized for (tecomm_ar_max_bytes)",
+           fn, bytes, c->ws_max_bytes);
+  }
+  if (c->fused) TC_CHECK(ar_check_fused(c, fn));
+  else TC_ARG(c->out, "%s: out is 0", fn);
+  return TECORE_SUCCESS;
+}
+
+static void ar_params_base(const struct tecomm_ar_call *c, struct te_ar_params *p) {
+  memset(p, 0, sizeof *p);
+  for (int s = 0; s < c->nranks; s++) {
+    p->ws[s] = c->ws[s];
+    p->in[s] = c->in[s];
+  }
+  p->out = c->out;
+  p->count = c->count;
+  p->timeout_ns = c->timeout_ns;
+  p->lam_slot = ar_slot_bytes(c->ws_max_bytes);
+  p->rank = c->rank;
+  p->nranks = c->nranks;
+  p->dtype = (int32_t)c->dtype;
+  p->op = (int32_t)c->op;
+}
+
+static tecore_result_t ar_go(int k, const struct tecore_launch_cfg *cfg, struct te_ar_params *p,
+                             tecore_stream_t stream) {
+  void *args[] = {p};
+  return tecore_kernel_launch(ar_first_id + k, cfg, args, stream);
+}
+
+/* The plain allreduce of p (count elements from in[] to out). */
+static tecore_result_t ar_plain(int algo, struct te_ar_params *p, tecore_stream_t stream) {
+  int n = p->nranks;
+  int vec = 16 / te_ar_esize(p->dtype);
+  for (int s = 0; s < n; s++)
+    if ((algo != TECOMM_AR_LAMPORT || s == p->rank) && !al16(p->in[s])) vec = 1;
+  if (!al16(p->out)) vec = 1;
+  p->vec = vec;
+  uint64_t ngran = p->count / (uint64_t)vec;
+  struct tecore_launch_cfg cfg = {.grid = {1, 1, 1}, .block = {TE_AR_THREADS, 1, 1}};
+  int k;
+  if (algo == TECOMM_AR_ONESHOT) {
+    cfg.grid[0] = ar_blocks(ngran, (uint64_t)TE_AR_THREADS * TE_AR_UNROLL);
+    k = TE_AR_K_ONESHOT;
+  } else if (algo == TECOMM_AR_TWOSHOT) {
+    cfg.grid[0] = ar_blocks((ngran + (uint64_t)n - 1) / (uint64_t)n, TE_AR_THREADS);
+    k = TE_AR_K_TWOSHOT;
+  } else {
+    uint64_t ngr = (p->count * (uint64_t)te_ar_esize(p->dtype) + 15) / 16;
+    cfg.grid[0] = ar_blocks(ngr, TE_AR_THREADS);
+    k = TE_AR_K_LAMPORT;
+  }
+  return ar_go(k, &cfg, p, stream);
+}
+
+/* The fused call: residual add + RMSNorm (+ FP8) after the allreduce. */
+static tecore_result_t ar_fused(const struct tecomm_ar_call *c, struct te_ar_params *p,
+                                tecore_stream_t stream, const char *fn) {
+  const struct tecomm_ar_fused *f = c->fused;
+  const struct tecore_tensor *q = f->fp8_out;
+  int current = q && q->scaling == TECORE_SCALING_CURRENT;
+  p->res_in = f->residual_in;
+  p->res_out = f->residual_out;
+  p->gamma = f->gamma;
+  p->fout = f->out;
+  p->rows = c->count / f->hidden;
+  p->hidden = (uint32_t)f->hidden;
+  p->eps = f->eps;
+  p->fflags = TE_AR_F_FUSED | (f->out ? TE_AR_F_OUT : 0);
+  if (q) {
+    p->q_data = q->data;
+    p->q_scale = q->scale;
+    p->q_amax = q->amax;
+    p->q_scale_inv = q->scale_inv;
+    p->q_dtype = (int32_t)q->dtype;
+    /* current scaling: this pass finds the amax; the bytes come after */
+    p->fflags |= current ? TE_AR_F_AMAX : (TE_AR_F_Q | (q->amax ? TE_AR_F_AMAX : 0));
+  }
+  /* the row plan tecore_rmsnorm_fwd takes for x = residual_out, y = out */
+  int nvec = f->hidden % 8 == 0 && al16(f->residual_out) && al16(f->gamma) && al16(f->out) &&
+                     (!q || al16(q->data))
+                 ? 8
+                 : 1;
+  struct te_norm_plan plan = te_norm_plan_fwd(f->hidden, nvec);
+  p->nvec = nvec;
+  p->tpr = plan.tpr;
+  p->nv = plan.nv;
+  p->rpb = plan.rows_per_block;
+  int vec_in = nvec == 8;
+  for (int s = 0; s < c->nranks; s++)
+    if ((c->algo != TECOMM_AR_LAMPORT || s == c->rank) && !al16(c->in[s])) vec_in = 0;
+  if (current) TC_CHECK(tecore_memset_d32_async(q->amax, 0, 1, stream));
+
+  uint64_t groups = (p->rows + (uint64_t)plan.rows_per_block - 1) / (uint64_t)plan.rows_per_block;
+  struct tecore_launch_cfg rcfg = {.grid = {ar_blocks(groups, 1), 1, 1},
+                                   .block = {plan.threads, 1, 1}};
+  p->vec = vec_in ? 8 : 1;
+  if (c->algo == TECOMM_AR_ONESHOT) {
+    TC_CHECK(ar_go(TE_AR_K_ONESHOT_FUSED, &rcfg, p, stream));
+  } else if (c->algo == TECOMM_AR_LAMPORT) {
+    if (!vec_in)
+      return TC_ERR(TECORE_ERR_NOT_SUPPORTED,
+                    "%s: fused Lamport needs hidden %% 8 == 0 and 16-byte aligned in[rank], "
+                    "residual_out, out, gamma (hidden %zu)",
+                    fn, f->hidden);
+    TC_CHECK(ar_go(TE_AR_K_LAMPORT_FUSED, &rcfg, p, stream));
+  } else {
+    /* two-shot in place into in[rank], then the epilogue from there */
+    struct te_ar_params a = *p;
+    a.fflags = 0;
+    a.out = a.in[a.rank];
+    TC_CHECK(ar_plain(TECOMM_AR_TWOSHOT, &a, stream));
+    struct tecore_launch_cfg ecfg = rcfg;
+    ecfg.grid[0] = (unsigned)(groups < 65535u * 32u ? groups : 65535u * 32u);
+    TC_CHECK(ar_go(TE_AR_K_ADDNORM, &ecfg, p, stream));
+  }
+  if (current) {
+    /* libtecore's current scaling: the scale from the amax, then the bytes */
+    TC_CHECK(tecore_compute_scale(q, 0, stream));
+    struct tecore_tensor x, g, y = *q;
+    size_t shape[2] = {(size_t)p->rows, f->hidden};
+    TC_CHECK(tecore_tensor_init(&x, c->dtype, 2, shape, f->residual_out));
+    TC_CHECK(tecore_tensor_init(&g, c->dtype, 1, &shape[1], f->gamma));
+    y.scaling = TECORE_SCALING_DELAYED;
+    y.amax = 0;
+    TC_CHECK(tecore_rmsnorm_fwd(&x, &g, f->eps, 0, &y, 0, stream));
+  }
+  return TECORE_SUCCESS;
+}
+
+tecore_result_t tecomm_ar_launch(const struct tecomm_ar_call *call, tecore_stream_t stream) {
+  static const char fn[] = "tecomm_ar_launch";
+  TC_CHECK(ar_check(call, fn));
+  TC_CHECK(tecomm_ar_kernels_register());
+  if (call->count == 0) return TECORE_SUCCESS;
+  struct te_ar_params p;
+  ar_params_base(call, &p);
+  tecore_result_t r = call->fused ? ar_fused(call, &p, stream, fn) : ar_plain((int)call->algo, &p, stream);
+  if (r != TECORE_SUCCESS && r != TECORE_ERR_NOT_SUPPORTED && r != TECORE_ERR_INVALID)
+    tecore_set_error("%s: %s allreduce of %zu elements: %s", fn, algo_name((int)call->algo),
+                     call->count, tecore_last_error());
+  return r;
+}
+
+/* ---- error and abort words --------------------------------------------------------
+ * Read and written through a stream of their own, so they do not queue
+ * behind a collective that is waiting on the very words they touch. */
+
+static tecore_result_t ar_word_io(tecore_devptr_t dev, uint32_t *host, int write) {
+  tecore_stream_t s = NULL;
+  TC_CHECK(tecore_stream_create(TECORE_STREAM_NON_BLOCKING, 0, &s));
+  tecore_devptr_t h = (tecore_devptr_t)(uintptr_t)host;
+  tecore_result_t r = write ? tecore_memcpy_async(dev, h, 4, s) : tecore_memcpy_async(h, dev, 4, s);
+  if (r == TECORE_SUCCESS) r = tecore_stream_synchronize(s);
+  tecore_result_t r2 = tecore_stream_destroy(s);
+  return r != TECORE_SUCCESS ? r : r2;
+}
+
+tecore_result_t tecomm_ar_error(tecore_devptr_t ws, int *code, int *peer, int clear) {
+  static const char fn[] = "tecomm_ar_error";
+  TC_ARG(ws, "%s: ws is 0", fn);
+  TC_ARG(code, "%s: code is NULL", fn);
+  TC_ARG(peer, "%s: peer is NULL", fn);
+  uint32_t w = 0;
+  TC_CHECK(ar_word_io(ws + TE_AR_OFF_ERR, &w, 0));
+  *code = (int)(w & 0xffffu);
+  *peer = (int)(w >> 16) - 1;
+  if (clear && w) {
+    uint32_t zero = 0;
+    TC_CHECK(ar_word_io(ws + TE_AR_OFF_ERR, &zero, 1));
+  }
+  return TECORE_SUCCESS;
+}
+
+tecore_result_t tecomm_ar_abort(tecore_devptr_t ws) {
+  TC_ARG(ws, "tecomm_ar_abort: ws is 0");
+  uint32_t one = 1;
+  return ar_word_io(ws + TE_AR_OFF_ABORT, &one, 1);
+}

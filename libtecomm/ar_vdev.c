@@ -1,0 +1,337 @@
+/* ar_vdev.c -- the allreduce protocols of kernels/comm_ar.cu in C, for the
+ * vdev backend.  A vdev kernel runs its whole grid on the stream's worker
+ * thread, block after block; ranks are processes sharing memfd memory, so
+ * these loops run the protocol for real against peers running the same
+ * loops at the same time: flags are C11 atomics with release/acquire
+ * ordering, Lamport words are written and polled atomically, and every
+ * wait is bounded by CLOCK_MONOTONIC against the call's timeout and gives
+ * up on the abort word, exactly where the GPU kernels do.
+ *
+ * Blocks run one after another, in the same order on every rank, so block
+ * b's barriers meet block b's of the peers as on the GPU.  The element
+ * math (kernels/common/comm_ar.h, norm.h) is the GPU's, so both backends
+ * give the same bits. */
+#include "ar_internal.h"
+#include <sched.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include "common/norm.h"
+
+#define VP(a) ((void *)(uintptr_t)(a))
+
+/* One rank's view of a call while it runs. */
+struct vctx {
+  const struct te_ar_params *p;
+  uint64_t deadline; /* CLOCK_MONOTONIC ns; 0: none */
+  uint32_t *err, *abort_word;
+};
+
+static uint64_t vnow(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static void vctx_init(struct vctx *c, const struct te_ar_params *p) {
+  c->p = p;
+  c->deadline = p->timeout_ns ? vnow() + p->timeout_ns : 0;
+  c->err = VP(p->ws[p->rank] + TE_AR_OFF_ERR);
+  c->abort_word = VP(p->ws[p->rank] + TE_AR_OFF_ABORT);
+}
+
+/* The first failure of a call is the one reported. */
+static void vfail(struct vctx *c, uint32_t code, int peer) {
+  uint32_t none = 0;
+  __atomic_compare_exchange_n(c->err, &none, TE_AR_ERRWORD(code, peer), 0, __ATOMIC_SEQ_CST,
+                              __ATOMIC_SEQ_CST);
+}
+
+/* Between two polls: 0 to poll again, -1 to give up (abort, an earlier
+ * failure of this rank, or the deadline; the error word says which).
+ * The worker yields, since ranks may outnumber cores. */
+static int vpoll_again(struct vctx *c, int peer) {
+  if (__atomic_load_n(c->abort_word, __ATOMIC_ACQUIRE)) {
+    vfail(c, TE_AR_ABORTED, peer);
+    return -1;
+  }
+  if (__atomic_load_n(c->err, __ATOMIC_ACQUIRE)) return -1;
+  if (c->deadline && vnow() > c->deadline) {
+    vfail(c, TE_AR_TIMEOUT, peer);
+    return -1;
+  }
+  sched_yield();
+  return 0;
+}
+
+/* Has this rank already failed (an earlier call timed out or was aborted)?
+ * Then the call does nothing: waiting again for a dead peer would only
+ * cost another timeout. */
+static int vfailed(struct vctx *c) {
+  return __atomic_load_n(c->err, __ATOMIC_ACQUIRE) != 0 ||
+         __atomic_load_n(c->abort_word, __ATOMIC_ACQUIRE) != 0;
+}
+
+/* Block b's barrier at phase (comm_ar.h). */
+static int vbarrier(struct vctx *c, int b, uint64_t phase) {
+  const struct te_ar_params *p = c->p;
+  for (int s = 0; s < p->nranks; s++)
+    __atomic_store_n((uint64_t *)VP(te_ar_flag_addr(p->ws[s], b, p->rank)), phase,
+                     __ATOMIC_RELEASE);
+  for (int s = 0; s < p->nranks; s++) {
+    const uint64_t *f = VP(te_ar_flag_addr(p->ws[p->rank], b, s));
+    while (__atomic_load_n(f, __ATOMIC_ACQUIRE) < phase)
+      if (vpoll_again(c, s)) return -1;
+  }
+  return 0;
+}
+
+/* Block b takes nphases phases of its counter; returns the first one's base. */
+static uint64_t vphases(const struct te_ar_params *p, int b, int nphases) {
+  uint64_t *e = VP(p->ws[p->rank] + TE_AR_OFF_EPOCH + 8u * (unsigned)b);
+  uint64_t base = *e;
+  *e = base + (uint64_t)nphases;
+  return base;
+}
+
+/* Element e reduced over the ranks' inputs, in rank order. */
+static float vreduce_elem(const struct te_ar_params *p, uint64_t e) {
+  float acc = te_ld(VP(p->in[0]), e, p->dtype);
+  for (int s = 1; s < p->nranks; s++) acc = te_ar_op(acc, te_ld(VP(p->in[s]), e, p->dtype), p->op);
+  return acc;
+}
+
+/* ---- the fused epilogue -----------------------------------------------------
+ * ar[0 .. count-1]: the allreduced values (already rounded to the dtype).
+ * Per row: residual_out = round(ar + residual_in), then RMSNorm of that row
+ * with norm.h's summation order for the plan (tpr, nv, nvec) the host took
+ * from te_norm_plan_fwd, the output and/or the FP8 copy, and the amax. */
+static void vepilogue(const struct te_ar_params *p, const float *ar) {
+  int dt = p->dtype;
+  unsigned H = p->hidden;
+  float *r = malloc((size_t)H * sizeof(float));
+  float part[1024];
+  if (!r) return; /* cannot happen for sane sizes; the test sees poison */
+  float sc = (p->fflags & TE_AR_F_Q) ? *(const float *)VP(p->q_scale) : 1.0f;
+  if ((p->fflags & TE_AR_F_Q) && p->q_scale_inv) *(float *)VP(p->q_scale_inv) = te_fp8_scale_inv(sc);
+  unsigned nvecs = p->nvec == 8 ? H / 8 : H;
+  float am = 0.0f;
+  for (uint64_t row = 0; row < p->rows; row++) {
+    uint64_t base = row * H;
+    for (unsigned c = 0; c < H; c++) {
+      r[c] = te_ar_residual(ar[base + c], te_ld(VP(p->res_in), base + c, dt), dt);
+      te_st(VP(p->res_out), base + c, dt, r[c]);
+    }
+    for (int t = 0; t < p->tpr; t++) {
+      float s = 0.0f;
+      for (int j = 0; j < p->nv; j++) {
+        unsigned vi = (unsigned)j * (unsigned)p->tpr + (unsigned)t;
+        if (vi >= nvecs) continue;
+        for (int k = 0; k < p->nvec; k++) {
+          float v = r[vi * (unsigned)p->nvec + (unsigned)k];
+          s = te_fma_rn(v, v, s);
+        }
+      }
+      part[t] = s;
+    }
+    float rs = te_norm_rsigma(te_norm_mean(te_norm_tree_sum(part, p->tpr), (float)H), p->eps);
+    for (unsigned c = 0; c < H; c++) {
+      float o = te_rms_out(r[c], rs, te_norm_gamma(te_ld(VP(p->gamma), c, dt), 0.0f));
+      am = te_amax_f32(am, o);
+      if (p->fflags & TE_AR_F_OUT) te_st(VP(p->fout), base + c, dt, o);
+      if (p->fflags & TE_AR_F_Q) te_st(VP(p->q_data), base + c, p->q_dtype, te_mul_rn(o, sc));
+    }
+  }
+  if ((p->fflags & TE_AR_F_AMAX) && te_abs_bits(am)) {
+    unsigned *amax = VP(p->q_amax), v = te_abs_bits(am);
+    unsigned cur = __atomic_load_n(amax, __ATOMIC_RELAXED);
+    while (v > cur &&
+           !__atomic_compare_exchange_n(amax, &cur, v, 1, __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {
+    }
+  }
+  free(r);
+}
+
+/* ---- one-shot ----------------------------------------------------------------
+ * Block b: barrier (every input is ready), reduce its granules of every
+ * input in rank order, barrier (every rank has read them), store.  No
+ * store happens before every peer has read, so out may be in[rank]. */
+void te_ar_vdev_oneshot(const struct tecore_launch_cfg *cfg, void *const *args) {
+  const struct te_ar_params *p = args[0];
+  struct vctx c;
+  vctx_init(&c, p);
+  if (vfailed(&c)) return;
+  uint32_t G = cfg->grid[0];
+  uint64_t vec = (uint64_t)p->vec, ngran = p->count / vec;
+  float *acc = malloc((size_t)p->count * sizeof(float));
+  if (!acc) {
+    vfail(&c, TE_AR_ABORTED, p->rank);
+    return;
+  }
+  for (uint32_t b = 0; b < G; b++) {
+    uint64_t lo, hi;
+    te_ar_split(ngran, G, b, &lo, &hi);
+    uint64_t e0 = lo * vec, e1 = hi * vec;
+    uint64_t t0 = b == 0 ? ngran * vec : p->count; /* block 0 takes the tail */
+    uint64_t base = vphases(p, (int)b, 2);
+    if (vbarrier(&c, (int)b, base + 1)) break;
+    for (uint64_t e = e0; e < e1; e++) acc[e] = vreduce_elem(p, e);
+    for (uint64_t e = t0; e < p->count; e++) acc[e] = vreduce_elem(p, e);
+    if (vbarrier(&c, (int)b, base + 2)) break;
+    if (p->fflags & TE_AR_F_FUSED) continue; /* the epilogue writes, after every block */
+    for (uint64_t e = e0; e < e1; e++) te_st(VP(p->out), e, p->dtype, acc[e]);
+    for (uint64_t e = t0; e < p->count; e++) te_st(VP(p->out), e, p->dtype, acc[e]);
+  }
+  if ((p->fflags & TE_AR_F_FUSED) && !vfailed(&c)) {
+    for (uint64_t e = 0; e < p->count; e++) acc[e] = te_ar_round(acc[e], p->dtype);
+    vepilogue(p, acc);
+  }
+  free(acc);
+}
+
+/* ---- two-shot ------------------------------------------------------------------
+ * Block b: barrier; reduce its part of chunk `rank` and store it into
+ * in[rank] (in place: no peer reads that chunk of this rank's input);
+ * barrier; copy its part of every chunk c from in[c] into out; barrier
+ * (no rank may overwrite its input, e.g. with the next call's copy-in,
+ * while a peer still reads it).  The tail past the last full granule is
+ * reduced like one-shot by block 0 before the second barrier and stored
+ * after it. */
+void te_ar_vdev_twoshot(const struct tecore_launch_cfg *cfg, void *const *args) {
+  const struct te_ar_params *p = args[0];
+  struct vctx c;
+  vctx_init(&c, p);
+  if (vfailed(&c)) return;
+  uint32_t G = cfg->grid[0];
+  int n = p->nranks, r = p->rank, dt = p->dtype;
+  uint64_t vec = (uint64_t)p->vec, ngran = p->count / vec;
+  float tail[16];
+  uint64_t t0 = ngran * vec, ntail = p->count - t0;
+  size_t esz = (size_t)te_ar_esize(dt);
+  for (uint32_t b = 0; b < G; b++) {
+    uint64_t base = vphases(p, (int)b, 3);
+    if (vbarrier(&c, (int)b, base + 1)) return;
+    uint64_t clo, chi, lo, hi;
+    te_ar_chunk(ngran, n, r, &clo, &chi);
+    te_ar_split(chi - clo, G, b, &lo, &hi);
+    for (uint64_t e = (clo + lo) * vec; e < (clo + hi) * vec; e++)
+      te_st(VP(p->in[r]), e, dt, vreduce_elem(p, e));
+    if (b == 0)
+      for (uint64_t i = 0; i < ntail; i++) tail[i] = vreduce_elem(p, t0 + i);
+    if (vbarrier(&c, (int)b, base + 2)) return;
+    for (int q = 0; q < n; q++) {
+      te_ar_chunk(ngran, n, q, &clo, &chi);
+      te_ar_split(chi - clo, G, b, &lo, &hi);
+      if (hi > lo && !(q == r && p->out == p->in[r]))
+        memcpy((char *)VP(p->out) + (clo + lo) * vec * esz,
+               (const char *)VP(p->in[q]) + (clo + lo) * vec * esz, (hi - lo) * vec * esz);
+    }
+    if (b == 0)
+      for (uint64_t i = 0; i < ntail; i++) te_st(VP(p->out), t0 + i, dt, tail[i]);
+    if (vbarrier(&c, (int)b, base + 3)) return;
+  }
+}
+
+/* ---- Lamport one-shot ------------------------------------------------------------
+ * Call k uses buffer i = k % 3 of every workspace.  Block b writes its
+ * 16-byte granules of this rank's input into slot `rank` of buffer i of
+ * every rank (sentinels fixed, the bytes past the input zero), then polls
+ * the same granules of every slot of its own buffer i until no word is
+ * armed, reduces them in rank order and stores.  It then re-arms its part
+ * of buffer (k + 2) % 3, the one the previous call used: this rank read
+ * all of it in that call, so every peer's write has landed, and no peer
+ * writes it again before call k + 2, which it cannot start before it has
+ * this rank's data of call k + 1, written after this kernel ends.  The
+ * last block to finish records the bytes it used (for that re-arm) and
+ * advances the counter, so a replayed graph walks the buffers too. */
+static int vlam_granule_ready(struct vctx *c, const uint32_t *w, int peer) {
+  for (int j = 0; j < 4; j++)
+    while (!te_ar_lam_ready(__atomic_load_n(&w[j], __ATOMIC_ACQUIRE), c->p->dtype))
+      if (vpoll_again(c, peer)) return -1;
+  return 0;
+}
+
+void te_ar_vdev_lamport(const struct tecore_launch_cfg *cfg, void *const *args) {
+  const struct te_ar_params *p = args[0];
+  struct vctx c;
+  vctx_init(&c, p);
+  if (vfailed(&c)) return;
+  uint32_t G = cfg->grid[0];
+  int n = p->nranks, r = p->rank, dt = p->dtype;
+  char *lam = VP(p->ws[r] + TE_AR_OFF_LAM);
+  uint64_t k = __atomic_load_n((uint64_t *)(lam + TE_AR_LAM_COUNTER), __ATOMIC_ACQUIRE);
+  int bi = (int)(k % 3), bj = (int)((k + 2) % 3);
+  uint64_t *used = (uint64_t *)(lam + TE_AR_LAM_USED);
+  uint64_t used_j = __atomic_load_n(&used[bj], __ATOMIC_RELAXED);
+  size_t esz = (size_t)te_ar_esize(dt);
+  uint64_t nbytes = p->count * esz, ngr = (nbytes + 15) / 16;
+  uint64_t epg = 16 / esz; /* elements per granule */
+  float *acc = (p->fflags & TE_AR_F_FUSED) ? malloc((size_t)p->count * sizeof(float)) : NULL;
+  if ((p->fflags & TE_AR_F_FUSED) && !acc) {
+    vfail(&c, TE_AR_ABORTED, r);
+    return;
+  }
+  const char *src = VP(p->in[r]);
+  for (uint32_t b = 0; b < G; b++) {
+    uint64_t lo, hi;
+    te_ar_split(ngr, G, b, &lo, &hi);
+    for (uint64_t g = lo; g < hi; g++) {
+      uint32_t w[4] = {0, 0, 0, 0};
+      uint64_t off = g * 16, len = nbytes - off < 16 ? nbytes - off : 16;
+      memcpy(w, src + off, (size_t)len);
+      for (int j = 0; j < 4; j++) w[j] = te_ar_lam_fix(w[j], dt);
+      for (int s = 0; s < n; s++) {
+        uint32_t *d = VP(te_ar_lam_addr(p->ws[s], p->lam_slot, n, bi, r) + off);
+        for (int j = 0; j < 4; j++) __atomic_store_n(&d[j], w[j], __ATOMIC_RELEASE);
+      }
+    }
+    for (uint64_t g = lo; g < hi; g++) {
+      uint64_t off = g * 16;
+      for (int s = 0; s < n; s++)
+        if (vlam_granule_ready(&c, VP(te_ar_lam_addr(p->ws[r], p->lam_slot, n, bi, s) + off), s)) {
+          free(acc);
+          return;
+        }
+      for (uint64_t e = g * epg; e < (g + 1) * epg && e < p->count; e++) {
+        float a = 0.0f;
+        for (int s = 0; s < n; s++) {
+          const void *slot = VP(te_ar_lam_addr(p->ws[r], p->lam_slot, n, bi, s));
+          float v = te_ld(slot, e, dt);
+          a = s == 0 ? v : te_ar_op(a, v, p->op);
+        }
+        if (acc) acc[e] = te_ar_round(a, dt);
+        else te_st(VP(p->out), e, dt, a);
+      }
+    }
+    /* re-arm this block's part of the previous call's buffer */
+    uint64_t wlo, whi;
+    te_ar_split(used_j / 4, G, b, &wlo, &whi);
+    for (int s = 0; s < n; s++) {
+      uint32_t *d = VP(te_ar_lam_addr(p->ws[r], p->lam_slot, n, bj, s));
+      for (uint64_t i = wlo; i < whi; i++) __atomic_store_n(&d[i], TE_AR_LAM_ARM, __ATOMIC_RELAXED);
+    }
+    uint32_t *done = (uint32_t *)(lam + TE_AR_LAM_DONE);
+    if (__atomic_add_fetch(done, 1, __ATOMIC_ACQ_REL) == G) {
+      __atomic_store_n(done, 0, __ATOMIC_RELAXED);
+      __atomic_store_n(&used[bi], ngr * 16, __ATOMIC_RELAXED);
+      __atomic_store_n((uint64_t *)(lam + TE_AR_LAM_COUNTER), k + 1, __ATOMIC_RELEASE);
+    }
+  }
+  if (acc) {
+    vepilogue(p, acc);
+    free(acc);
+  }
+}
+
+/* ---- the epilogue alone ----------------------------------------------------------
+ * ar = in[rank] (two-shot's reduced values, left there by an in-place
+ * two-shot call before this launch).  No peer is involved. */
+void te_ar_vdev_addnorm(const struct tecore_launch_cfg *cfg, void *const *args) {
+  const struct te_ar_params *p = args[0];
+  (void)cfg;
+  float *ar = malloc((size_t)p->count * sizeof(float));
+  if (!ar) return;
+  for (uint64_t e = 0; e < p->count; e++) ar[e] = te_ld(VP(p->in[p->rank]), e, p->dtype);
+  vepilogue(p, ar);
+  free(ar);
+}

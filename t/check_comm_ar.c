@@ -1,0 +1,1037 @@
+/* check_comm_ar.c -- the allreduce protocols (libtecomm/ar_kernels.h)
+ * without the communicator layer: each test forks N rank processes; each
+ * makes one exportable VMM allocation (its pool: workspace, then input
+ * region), sends its POSIX fd to the test process over a SOCK_SEQPACKET
+ * socketpair (SCM_RIGHTS), gets every rank's fd back and maps the peers'
+ * pools.  On vdev the pools are memfds, so the ranks run the protocols
+ * concurrently on shared memory; with TE_DEVICE=cuda rank r uses GPU r
+ * (a test needing more GPUs than the machine has says so and passes).
+ *
+ * Each rank draws every rank's inputs from the printed seed (so it knows
+ * the whole reduction), poisons its outputs, and checks its result two
+ * ways: bit for bit against the fold over ranks 0 .. n-1 in float rounded
+ * to the dtype (the protocols' promise; Lamport's sentinel substitutions
+ * applied), and against a float64 sum within (n-1) f32 roundings of the
+ * sum of magnitudes plus half an ulp of the dtype.  Each rank sends a hash
+ * of all its outputs; the test asserts every rank's is the same (the same
+ * bits on every rank).  The fused add + RMSNorm (+ FP8) is compared bit for
+ * bit with the unfused path: the plain allreduce, tecore_scale_add and
+ * tecore_rmsnorm_fwd. */
+#include "tests.h"
+#include <poll.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <te/elementwise.h>
+#include <te/norm.h>
+#include "ar_kernels.h"
+#include "common/comm_ar.h"
+
+#define MAXN TECOMM_AR_MAX_RANKS
+#define CALL_TIMEOUT_NS 20000000000ull /* a protocol bug fails, it never hangs */
+
+/* ---- messages between the test process and its ranks ---- */
+
+enum { MSG_FD = 'F', MSG_BARRIER = 'B', MSG_GO = 'G', MSG_DONE = 'D' };
+struct msg {
+  char type;
+  char text[400];
+  uint64_t hash;
+  int64_t t_ns;
+  int code, peer;
+};
+
+static int sendmsg_fds(int sock, const struct msg *m, const int *fds, int nfds) {
+  struct iovec iov = {.iov_base = (void *)m, .iov_len = sizeof *m};
+  union {
+    char buf[CMSG_SPACE(sizeof(int) * MAXN)];
+    struct cmsghdr align;
+  } u;
+  memset(&u, 0, sizeof u);
+  struct msghdr h = {.msg_iov = &iov, .msg_iovlen = 1};
+  if (nfds) {
+    h.msg_control = u.buf;
+    h.msg_controllen = CMSG_SPACE(sizeof(int) * (size_t)nfds);
+    struct cmsghdr *c = CMSG_FIRSTHDR(&h);
+    c->cmsg_level = SOL_SOCKET;
+    c->cmsg_type = SCM_RIGHTS;
+    c->cmsg_len = CMSG_LEN(sizeof(int) * (size_t)nfds);
+    memcpy(CMSG_DATA(c), fds, sizeof(int) * (size_t)nfds);
+  }
+  return sendmsg(sock, &h, MSG_NOSIGNAL) == (ssize_t)sizeof *m ? 0 : -1;
+}
+
+/* Returns the number of fds received (0 .. MAXN), -1 on error or EOF. */
+static int recvmsg_fds(int sock, struct msg *m, int *fds) {
+  struct iovec iov = {.iov_base = m, .iov_len = sizeof *m};
+  union {
+    char buf[CMSG_SPACE(sizeof(int) * MAXN)];
+    struct cmsghdr align;
+  } u;
+  struct msghdr h = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf,
+                     .msg_controllen = sizeof u.buf};
+  if (recvmsg(sock, &h, 0) != (ssize_t)sizeof *m) return -1;
+  int n = 0;
+  for (struct cmsghdr *c = CMSG_FIRSTHDR(&h); c; c = CMSG_NXTHDR(&h, c))
+    if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS) {
+      n = (int)((c->cmsg_len - CMSG_LEN(0)) / sizeof(int));
+      memcpy(fds, CMSG_DATA(c), sizeof(int) * (size_t)n);
+    }
+  return n;
+}
+
+static int64_t mono_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (int64_t)ts.tv_sec * 1000000000ll + ts.tv_nsec;
+}
+
+/* ---- one rank ---- */
+
+struct rank {
+  int r, n, sock;
+  tecore_stream_t s;
+  size_t pool_bytes, ws_bytes, ws_max, in_bytes;
+  tecore_vmm_handle_t h[MAXN];
+  tecore_devptr_t base[MAXN]; /* every rank's pool, mapped here */
+  uint64_t hash;
+  struct msg done; /* what the rank reports (code, peer, t_ns) */
+};
+
+static tecore_devptr_t ws_of(const struct rank *k, int s) { return k->base[s]; }
+static tecore_devptr_t in_of(const struct rank *k, int s) { return k->base[s] + k->ws_bytes; }
+
+static void rank_say(struct rank *k, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void rank_say(struct rank *k, const char *fmt, ...) {
+  struct msg m;
+  memset(&m, 0, sizeof m);
+  m.type = MSG_DONE;
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(m.text, sizeof m.text, fmt, ap);
+  va_end(ap);
+  m.hash = k->hash;
+  m.t_ns = k->done.t_ns;
+  m.code = k->done.code;
+  m.peer = k->done.peer;
+  sendmsg_fds(k->sock, &m, NULL, 0);
+}
+
+/* A failed check in a rank: say what and leave. */
+#define RFAIL(k, ...)          \
+  do {                         \
+    rank_say((k), __VA_ARGS__); \
+    _exit(1);                  \
+  } while (0)
+#define RCHECK(k, cond, ...)                          \
+  do {                                                \
+    if (!(cond)) RFAIL((k), "rank %d: " __VA_ARGS__); \
+  } while (0)
+#define ROK(k, call)                                                                         \
+  do {                                                                                       \
+    tecore_result_t rok_ = (call);                                                           \
+    if (rok_ != TECORE_SUCCESS)                                                              \
+      RFAIL((k), "rank %d: %s: %s: %s", (k)->r, #call, tecore_result_name(rok_),             \
+            tecore_last_error());                                                            \
+  } while (0)
+
+static void rank_barrier(struct rank *k) {
+  struct msg m = {.type = MSG_BARRIER};
+  int fds[MAXN];
+  if (sendmsg_fds(k->sock, &m, NULL, 0) || recvmsg_fds(k->sock, &m, fds) < 0 || m.type != MSG_GO)
+    _exit(3);
+}
+
+static void hash_bytes(struct rank *k, const void *p, size_t n) {
+  const unsigned char *b = p;
+  uint64_t h = k->hash ? k->hash : 1469598103934665603ull;
+  for (size_t i = 0; i < n; i++) h = (h ^ b[i]) * 1099511628211ull;
+  k->hash = h;
+}
+
+static void h2d(struct rank *k, tecore_devptr_t d, const void *h, size_t n) {
+  ROK(k, tecore_memcpy_async(d, te_hptr(h), n, k->s));
+  ROK(k, tecore_stream_synchronize(k->s));
+}
+static void d2h(struct rank *k, void *h, tecore_devptr_t d, size_t n) {
+  ROK(k, tecore_memcpy_async(te_hptr(h), d, n, k->s));
+  ROK(k, tecore_stream_synchronize(k->s));
+}
+
+/* Device set-up, fd exchange, mapping, workspace init, a barrier. */
+static void rank_setup(struct rank *k) {
+  ROK(k, tecore_init());
+  tecore_backend_t be;
+  ROK(k, tecore_backend(&be));
+  int ndev = 0;
+  ROK(k, tecore_device_count(&ndev));
+  int dev = be == TECORE_BACKEND_CUDA ? k->r : 0;
+  RCHECK(k, dev < ndev, "device %d of %d", k->r, dev, ndev);
+  tecore_ctx_t ctx;
+  ROK(k, tecore_ctx_create(dev, &ctx));
+  ROK(k, tecore_stream_create(TECORE_STREAM_NON_BLOCKING, 0, &k->s));
+  size_t g = 0;
+  ROK(k, tecore_vmm_granularity(&g, 0));
+  k->ws_bytes = (tecomm_ar_workspace_bytes(k->n, k->ws_max) + 4095) / 4096 * 4096;
+  k->pool_bytes = (k->ws_bytes + k->in_bytes + g - 1) / g * g;
+  ROK(k, tecore_vmm_create(k->pool_bytes, TECORE_VMM_EXPORT_POSIX_FD, &k->h[k->r]));
+  int fd = -1;
+  ROK(k, tecore_vmm_export_fd(k->h[k->r], &fd));
+  struct msg m = {.type = MSG_FD};
+  if (sendmsg_fds(k->sock, &m, &fd, 1)) _exit(3);
+  close(fd);
+  int fds[MAXN];
+  int got = recvmsg_fds(k->sock, &m, fds);
+  RCHECK(k, got == k->n, "received %d fds, want %d", k->r, got, k->n);
+  for (int s = 0; s < k->n; s++) {
+    if (s != k->r) ROK(k, tecore_vmm_import_fd(fds[s], &k->h[s]));
+    close(fds[s]);
+    ROK(k, tecore_vmm_reserve(k->pool_bytes, 0, &k->base[s]));
+    ROK(k, tecore_vmm_map(k->base[s], k->pool_bytes, k->h[s], 0));
+    ROK(k, tecore_vmm_set_access(k->base[s], k->pool_bytes, dev));
+  }
+  /* the input region starts poisoned: a protocol reading it early shows */
+  ROK(k, tecore_memset_d8_async(in_of(k, k->r), TE_POISON_BYTE, k->in_bytes, k->s));
+  ROK(k, tecomm_ar_workspace_init(ws_of(k, k->r), k->n, k->ws_max, k->s));
+  ROK(k, tecore_stream_synchronize(k->s));
+  rank_barrier(k); /* no peer writes a flag here before it is initialised */
+}
+
+static void rank_teardown(struct rank *k) {
+  ROK(k, tecore_stream_synchronize(k->s));
+  rank_barrier(k); /* no peer still writes into these mappings */
+  for (int s = 0; s < k->n; s++) {
+    ROK(k, tecore_vmm_unmap(k->base[s], k->pool_bytes));
+    ROK(k, tecore_vmm_free_va(k->base[s], k->pool_bytes));
+    ROK(k, tecore_vmm_release(k->h[s]));
+  }
+}
+
+/* ---- the test process's side ---- */
+
+struct job {
+  int n;
+  size_t in_bytes, ws_max;
+  void (*body)(struct rank *k);
+  int victim;          /* kill test: the rank to SIGKILL, else -1 */
+  int kill_after_ms;
+  int64_t t_kill;
+  struct msg done[MAXN];
+  int status[MAXN];
+};
+
+/* The backend and its device count, probed in a child (the test process
+ * itself never touches the device: a cuda context does not survive fork). */
+static int probe_devices(int *is_cuda) {
+  static int cached = -1, cuda = 0;
+  if (cached < 0) {
+    int fds[2];
+    ck_assert_int_eq(pipe(fds), 0);
+    fflush(stdout);
+    pid_t pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0) {
+      int v[2] = {0, 0};
+      tecore_backend_t b = TECORE_BACKEND_NONE;
+      if (tecore_init() == TECORE_SUCCESS && tecore_backend(&b) == TECORE_SUCCESS)
+        tecore_device_count(&v[0]);
+      v[1] = b == TECORE_BACKEND_CUDA;
+      if (write(fds[1], v, sizeof v) != (ssize_t)sizeof v) _exit(1);
+      _exit(0);
+    }
+    close(fds[1]);
+    int v[2] = {0, 0};
+    ssize_t got = read(fds[0], v, sizeof v);
+    close(fds[0]);
+    waitpid(pid, NULL, 0);
+    ck_assert_msg(got == (ssize_t)sizeof v, "the device probe said nothing");
+    cached = v[0];
+    cuda = v[1];
+  }
+  *is_cuda = cuda;
+  return cached;
+}
+
+/* Fewer GPUs than ranks on cuda: the test says so and passes. */
+static int gpus_short(int n) {
+  int cuda = 0, cnt = probe_devices(&cuda);
+  if (!cuda || cnt >= n) return 0;
+  printf("# skip: %d ranks need %d GPUs, this machine has %d\n", n, n, cnt);
+  fflush(stdout);
+  return 1;
+}
+
+static void run_job(struct job *j) {
+  int sv[MAXN][2];
+  pid_t pid[MAXN];
+  fflush(stdout);
+  fflush(stderr);
+  for (int r = 0; r < j->n; r++) {
+    ck_assert_int_eq(socketpair(AF_UNIX, SOCK_SEQPACKET, 0, sv[r]), 0);
+    pid[r] = fork();
+    ck_assert_int_ge(pid[r], 0);
+    if (pid[r] == 0) {
+      for (int q = 0; q <= r; q++) close(sv[q][0]);
+      struct rank k;
+      memset(&k, 0, sizeof k);
+      k.r = r;
+      k.n = j->n;
+      k.sock = sv[r][1];
+      k.in_bytes = j->in_bytes;
+      k.ws_max = j->ws_max;
+      rank_setup(&k);
+      j->body(&k);
+      rank_teardown(&k);
+      rank_say(&k, "ok");
+      _exit(0);
+    }
+    close(sv[r][1]);
+  }
+  /* fds: one from each rank, then all of them to each */
+  int fds[MAXN];
+  for (int r = 0; r < j->n; r++) {
+    struct msg m;
+    int f[MAXN];
+    int got = recvmsg_fds(sv[r][0], &m, f);
+    if (got != 1 || m.type != MSG_FD) {
+      /* a rank failed before its fd: its message says why */
+      for (int q = 0; q < j->n; q++) kill(pid[q], SIGKILL);
+      for (int q = 0; q < j->n; q++) waitpid(pid[q], NULL, 0);
+      ck_abort_msg("rank %d: no fd (%s)", r, got >= 0 ? m.text : "closed");
+    }
+    fds[r] = f[0];
+  }
+  for (int r = 0; r < j->n; r++) {
+    struct msg m = {.type = MSG_FD};
+    ck_assert_int_eq(sendmsg_fds(sv[r][0], &m, fds, j->n), 0);
+  }
+  for (int r = 0; r < j->n; r++) close(fds[r]);
+  /* serve barriers until every rank is done */
+  int alive = j->n, waiting = 0, finished[MAXN] = {0}, at_barrier[MAXN] = {0};
+  int64_t start = mono_ns(), deadline = start + 100ll * 1000000000ll, released = 0;
+  int killed = 0;
+  while (alive > 0) {
+    /* the victim dies kill_after_ms after the set-up barrier let everyone go */
+    if (j->victim >= 0 && !killed && released &&
+        mono_ns() - released > (int64_t)j->kill_after_ms * 1000000) {
+      /* the victim's pending barrier, if any, no longer counts */
+      j->t_kill = mono_ns();
+      kill(pid[j->victim], SIGKILL);
+      killed = 1;
+      if (!finished[j->victim]) {
+        finished[j->victim] = 1;
+        alive--;
+        if (at_barrier[j->victim]) waiting--;
+      }
+    }
+    struct pollfd pf[MAXN];
+    for (int r = 0; r < j->n; r++) {
+      pf[r].fd = finished[r] ? -1 : sv[r][0];
+      pf[r].events = POLLIN;
+      pf[r].revents = 0;
+    }
+    int pr = poll(pf, (nfds_t)j->n, 20);
+    if (mono_ns() > deadline) {
+      for (int q = 0; q < j->n; q++) kill(pid[q], SIGKILL);
+      for (int q = 0; q < j->n; q++) waitpid(pid[q], NULL, 0);
+      ck_abort_msg("ranks did not finish in 100 s (a hang)");
+    }
+    if (pr <= 0) continue;
+    for (int r = 0; r < j->n; r++) {
+      if (finished[r] || !(pf[r].revents & (POLLIN | POLLHUP | POLLERR))) continue;
+      struct msg m;
+      int f[MAXN];
+      if (recvmsg_fds(sv[r][0], &m, f) < 0) {
+        snprintf(j->done[r].text, sizeof j->done[r].text, "rank %d: exited without a report", r);
+        finished[r] = 1;
+        alive--;
+        continue;
+      }
+      if (m.type == MSG_BARRIER) {
+        at_barrier[r] = 1;
+        waiting++;
+      } else if (m.type == MSG_DONE) {
+        j->done[r] = m;
+        finished[r] = 1;
+        alive--;
+      }
+    }
+    if (waiting > 0 && waiting == alive) {
+      for (int r = 0; r < j->n; r++)
+        if (at_barrier[r] && !finished[r]) {
+          struct msg g = {.type = MSG_GO};
+          sendmsg_fds(sv[r][0], &g, NULL, 0);
+          at_barrier[r] = 0;
+        }
+      waiting = 0;
+      if (!released) released = mono_ns();
+    }
+  }
+  for (int r = 0; r < j->n; r++) {
+    waitpid(pid[r], &j->status[r], 0);
+    close(sv[r][0]);
+  }
+}
+
+/* Every rank but the victim reported "ok", with the same hash. */
+static void expect_all_ok(const struct job *j) {
+  for (int r = 0; r < j->n; r++) {
+    if (r == j->victim) continue;
+    ck_assert_msg(strcmp(j->done[r].text, "ok") == 0, "%s", j->done[r].text);
+  }
+  for (int r = 0; r < j->n; r++)
+    if (r != j->victim && j->done[r].hash != j->done[0].hash)
+      ck_abort_msg("rank %d's outputs differ from rank 0's (hash %016llx vs %016llx)", r,
+                   (unsigned long long)j->done[r].hash, (unsigned long long)j->done[0].hash);
+}
+
+/* ---- inputs and references ---- */
+
+static uint64_t mix(uint64_t a, uint64_t b) {
+  uint64_t x = a ^ (b * 0x9e3779b97f4a7c15ull);
+  return te_splitmix64(&x);
+}
+
+static size_t esz(tecore_dtype_t dt) { return dt == TECORE_DTYPE_F32 ? 4 : 2; }
+
+/* Rank s's input of call id: values of magnitude 2^-10 .. 8 rounded to dt, a few exact
+ * -0.0 (Lamport's sentinel value) and, for f32, the armed word itself. */
+static void gen_input(void *dst, tecore_dtype_t dt, size_t count, uint64_t id, int s) {
+  uint64_t st = mix(mix(te_test_seed, id), (uint64_t)s + 1);
+  for (size_t i = 0; i < count; i++) {
+    uint64_t u = te_splitmix64(&st);
+    /* a full 23-bit mantissa and exponents over 2^-10 .. 2^2: sums round,
+     * so the order of a fold shows in its bits */
+    float v = te_bits_f32((uint32_t)((u >> 63) << 31) | ((uint32_t)(117 + (u >> 40) % 13) << 23) |
+                          (uint32_t)((u >> 8) & 0x7fffffu));
+    if ((u & 0xff) == 7) v = -0.0f;
+    if (dt == TECORE_DTYPE_F32) {
+      uint32_t b = te_f32_bits(v);
+      if ((u & 0xff) == 9) b = TE_AR_LAM_ARM;
+      memcpy((char *)dst + 4 * i, &b, 4);
+    } else {
+      te_st(dst, i, (int)dt, v);
+    }
+  }
+}
+
+/* The value a protocol reduces for rank s's stored input element. */
+static float in_value(const void *p, size_t i, tecore_dtype_t dt, int algo) {
+  if (algo == TECOMM_AR_LAMPORT) {
+    if (dt == TECORE_DTYPE_F32) {
+      uint32_t w;
+      memcpy(&w, (const char *)p + 4 * i, 4);
+      return te_bits_f32(te_ar_lam_fix(w, (int)dt));
+    }
+    uint16_t h;
+    memcpy(&h, (const char *)p + 2 * i, 2);
+    if (h == 0x8000u) h = 0;
+    return te_ld(&h, 0, (int)dt);
+  }
+  return te_ld(p, i, (int)dt);
+}
+
+/* Checks got[0 .. count-1] (dtype dt) against the exact fold and float64. */
+static void check_result(struct rank *k, const void *got, void *const *ins, size_t count,
+                         tecore_dtype_t dt, int op, int algo, const char *what) {
+  int n = k->n;
+  double ulp = dt == TECORE_DTYPE_F32 ? 0x1p-24 : dt == TECORE_DTYPE_BF16 ? 0x1p-8 : 0x1p-11;
+  for (size_t i = 0; i < count; i++) {
+    float acc = in_value(ins[0], i, dt, algo);
+    double ref = acc, mag = fabs(acc);
+    for (int s = 1; s < n; s++) {
+      float v = in_value(ins[s], i, dt, algo);
+      acc = te_ar_op(acc, v, op);
+      ref = op == TECOMM_AR_SUM ? ref + v : (v > ref ? v : ref);
+      mag += fabs(v);
+    }
+    unsigned char want[4], have[4];
+    te_st(want, 0, (int)dt, acc);
+    memcpy(have, (const char *)got + i * esz(dt), esz(dt));
+    float g = te_ld(have, 0, (int)dt);
+    RCHECK(k, memcmp(want, have, esz(dt)) == 0,
+           "%s[%zu] of %zu: got %.9g (0x%x), want %.9g (0x%x) (the fold over ranks in order)",
+           k->r, what, i, count, (double)g, dt == TECORE_DTYPE_F32 ? te_f32_bits(g) : (unsigned)*(uint16_t *)have,
+           (double)te_ld(want, 0, (int)dt),
+           dt == TECORE_DTYPE_F32 ? te_f32_bits(te_ld(want, 0, (int)dt)) : (unsigned)*(uint16_t *)want);
+    double tol = (n - 1) * 0x1p-24 * mag + ulp * fabs(ref) + 1e-30;
+    RCHECK(k, fabs((double)g - ref) <= tol, "%s[%zu]: got %.9g, float64 %.12g, tolerance %g",
+           k->r, what, i, (double)g, ref, tol);
+  }
+}
+
+static const char *algo_name(int a) {
+  return a == TECOMM_AR_ONESHOT ? "one-shot" : a == TECOMM_AR_TWOSHOT ? "two-shot" : "Lamport";
+}
+static const char *dt_name(tecore_dtype_t dt) { return tecore_dtype_name(dt); }
+
+static void call_init(struct rank *k, struct tecomm_ar_call *c, int algo, tecore_dtype_t dt, int op,
+                      size_t count, size_t in_off, tecore_devptr_t out) {
+  memset(c, 0, sizeof *c);
+  c->algo = (tecomm_ar_algo_t)algo;
+  c->op = (tecomm_ar_op_t)op;
+  c->dtype = dt;
+  c->count = count;
+  c->rank = k->r;
+  c->nranks = k->n;
+  for (int s = 0; s < k->n; s++) {
+    c->ws[s] = ws_of(k, s);
+    c->in[s] = in_of(k, s) + in_off;
+  }
+  c->out = out;
+  c->timeout_ns = CALL_TIMEOUT_NS;
+  c->ws_max_bytes = k->ws_max;
+}
+
+/* One allreduce: fresh inputs, poisoned output, the call, the checks.
+ * in_off / out_off shift the buffers (by whole elements) to take the
+ * unaligned paths; inplace reduces into in[rank]. */
+static void one_call(struct rank *k, tecore_devptr_t outbuf, void **ins, void *got, int algo,
+                     tecore_dtype_t dt, int op, size_t count, size_t in_off, size_t out_off,
+                     int inplace, uint64_t id) {
+  size_t bytes = count * esz(dt);
+  for (int s = 0; s < k->n; s++) gen_input(ins[s], dt, count, id, s);
+  h2d(k, in_of(k, k->r) + in_off, ins[k->r], bytes);
+  tecore_devptr_t out = inplace ? in_of(k, k->r) + in_off : outbuf + out_off;
+  if (!inplace) ROK(k, tecore_memset_d8_async(out, TE_POISON_BYTE, bytes, k->s));
+  struct tecomm_ar_call c;
+  call_init(k, &c, algo, dt, op, count, in_off, out);
+  ROK(k, tecomm_ar_launch(&c, k->s));
+  memset(got, TE_POISON_BYTE, bytes);
+  d2h(k, got, out, bytes);
+  int code, peer;
+  ROK(k, tecomm_ar_error(ws_of(k, k->r), &code, &peer, 0));
+  RCHECK(k, code == 0, "%s %s %s count %zu: error word %d (peer %d)", k->r, algo_name(algo),
+         dt_name(dt), op ? "max" : "sum", count, code, peer);
+  char what[128];
+  snprintf(what, sizeof what, "%s %s %s count %zu%s%s", algo_name(algo), dt_name(dt),
+           op ? "max" : "sum", count, in_off || out_off ? " unaligned" : "", inplace ? " in place" : "");
+  check_result(k, got, (void *const *)ins, count, dt, op, algo, what);
+  hash_bytes(k, got, bytes);
+}
+
+/* ---- tests ---- */
+
+#define BIG_BYTES (2u << 20)
+
+static void *xmalloc(size_t n) {
+  void *p = malloc(n ? n : 1);
+  ck_assert_ptr_nonnull(p);
+  return p;
+}
+
+/* Every algorithm x dtype x op over sizes from 1 element to BIG_BYTES /
+ * nranks-scaled, back to back (no host barrier between calls). */
+static void body_matrix(struct rank *k) {
+  static const size_t counts[] = {1, 2, 3, 7, 9, 31, 33, 127, 1000, 4097, 65537};
+  static const tecore_dtype_t dts[] = {TECORE_DTYPE_F32, TECORE_DTYPE_BF16, TECORE_DTYPE_F16};
+  size_t big = (k->n <= 4 ? BIG_BYTES : BIG_BYTES / 4);
+  void *ins[MAXN];
+  for (int s = 0; s < k->n; s++) ins[s] = malloc(big + 64);
+  void *got = malloc(big + 64);
+  tecore_devptr_t out;
+  ROK(k, tecore_mem_alloc(big + 64, &out));
+  uint64_t id = 0;
+  for (int algo = 0; algo < TECOMM_AR_ALGO_COUNT_; algo++)
+    for (int d = 0; d < 3; d++)
+      for (int op = 0; op < 2; op++) {
+        tecore_dtype_t dt = dts[d];
+        size_t ncounts = sizeof counts / sizeof counts[0];
+        for (size_t i = 0; i <= ncounts; i++) {
+          size_t count = i < ncounts ? counts[i] : big / esz(dt) - 3; /* odd, not 16-byte sized */
+          if (algo == TECOMM_AR_LAMPORT && count * esz(dt) > k->ws_max) continue;
+          one_call(k, out, ins, got, algo, dt, op, count, 0, 0, 0, id++);
+        }
+        /* unaligned input and output (element paths), and in place */
+        one_call(k, out, ins, got, algo, dt, op, 1001, esz(dt), esz(dt), 0, id++);
+        one_call(k, out, ins, got, algo, dt, op, 333, 0, esz(dt), 0, id++);
+        one_call(k, out, ins, got, algo, dt, op, 5000, 0, 0, 1, id++);
+      }
+  ROK(k, tecore_mem_free(out));
+  for (int s = 0; s < k->n; s++) free(ins[s]);
+  free(got);
+}
+
+static void matrix(int n) {
+  if (gpus_short(n)) return;
+  struct job j = {.n = n, .in_bytes = BIG_BYTES + 4096, .ws_max = 256u << 10, .body = body_matrix,
+                  .victim = -1};
+  run_job(&j);
+  expect_all_ok(&j);
+}
+
+START_TEST(matrix_2) { matrix(2); }
+END_TEST
+START_TEST(matrix_3) { matrix(3); }
+END_TEST
+START_TEST(matrix_4) { matrix(4); }
+END_TEST
+START_TEST(matrix_8) { matrix(8); }
+END_TEST
+
+/* Many calls of changing algorithm, size and dtype: Lamport's buffer
+ * rotation and re-arming after bigger and smaller calls, the barrier
+ * counters of blocks that some calls do not use. */
+static void body_mixed(struct rank *k) {
+  void *ins[MAXN];
+  size_t maxb = 64u << 10;
+  for (int s = 0; s < k->n; s++) ins[s] = malloc(maxb);
+  void *got = malloc(maxb);
+  tecore_devptr_t out;
+  ROK(k, tecore_mem_alloc(maxb, &out));
+  for (uint64_t id = 0; id < 400; id++) {
+    uint64_t st = mix(te_test_seed, 1000000 + id); /* the same draw on every rank */
+    uint64_t u = te_splitmix64(&st);
+    int algo = (int)(u % 3);
+    tecore_dtype_t dt = (tecore_dtype_t)((u >> 8) % 3);
+    int op = (int)((u >> 16) & 1);
+    size_t count = 1 + (size_t)((u >> 20) % (maxb / esz(dt) - 1));
+    if ((u >> 40) % 4 == 0) count = 1 + (size_t)((u >> 44) % 40);
+    one_call(k, out, ins, got, algo, dt, op, count, 0, 0, 0, 2000000 + id);
+  }
+  ROK(k, tecore_mem_free(out));
+  for (int s = 0; s < k->n; s++) free(ins[s]);
+  free(got);
+}
+
+START_TEST(mixed_back_to_back) {
+  int n = 3;
+  if (gpus_short(2)) return;
+  int cuda = 0;
+  if (probe_devices(&cuda) < 3 && cuda) n = 2;
+  struct job j = {.n = n, .in_bytes = 64u << 10, .ws_max = 64u << 10, .body = body_mixed,
+                  .victim = -1};
+  run_job(&j);
+  expect_all_ok(&j);
+}
+END_TEST
+
+/* A graph of the three algorithms (each after a captured copy of new data
+ * into the pool) replayed 1000 times with new data: the epochs and the
+ * Lamport counter come from device memory, so every replay is a new call. */
+#define REPLAYS 1000
+static void body_graph(struct rank *k) {
+  const size_t count = 301;
+  const tecore_dtype_t dt = TECORE_DTYPE_BF16;
+  size_t bytes = count * 2;
+  tecore_devptr_t stage, out[3];
+  ROK(k, tecore_mem_alloc(bytes, &stage));
+  for (int a = 0; a < 3; a++) ROK(k, tecore_mem_alloc(bytes, &out[a]));
+  ROK(k, tecore_stream_begin_capture(k->s, TECORE_CAPTURE_THREAD_LOCAL));
+  for (int a = 0; a < 3; a++) {
+    struct tecomm_ar_call c;
+    call_init(k, &c, a, dt, TECOMM_AR_SUM, count, 4096u * (unsigned)a, out[a]);
+    ROK(k, tecore_memcpy_async(c.in[k->r], stage, bytes, k->s));
+    ROK(k, tecomm_ar_launch(&c, k->s));
+  }
+  tecore_graph_t g;
+  ROK(k, tecore_stream_end_capture(k->s, &g));
+  tecore_graph_exec_t ge;
+  ROK(k, tecore_graph_instantiate(&ge, g));
+  void *ins[MAXN], *got = malloc(bytes);
+  for (int s = 0; s < k->n; s++) ins[s] = malloc(bytes);
+  for (int it = 0; it < REPLAYS; it++) {
+    for (int s = 0; s < k->n; s++) gen_input(ins[s], dt, count, 3000000 + (uint64_t)it, s);
+    h2d(k, stage, ins[k->r], bytes);
+    for (int a = 0; a < 3; a++) ROK(k, tecore_memset_d8_async(out[a], TE_POISON_BYTE, bytes, k->s));
+    ROK(k, tecore_graph_launch(ge, k->s));
+    ROK(k, tecore_stream_synchronize(k->s));
+    for (int a = 0; a < 3; a++) {
+      memset(got, TE_POISON_BYTE, bytes);
+      d2h(k, got, out[a], bytes);
+      char what[64];
+      snprintf(what, sizeof what, "replay %d %s", it, algo_name(a));
+      check_result(k, got, (void *const *)ins, count, dt, TECOMM_AR_SUM, a, what);
+      hash_bytes(k, got, bytes);
+    }
+  }
+  ROK(k, tecore_graph_exec_destroy(ge));
+  ROK(k, tecore_graph_destroy(g));
+  ROK(k, tecore_mem_free(stage));
+  for (int a = 0; a < 3; a++) ROK(k, tecore_mem_free(out[a]));
+  for (int s = 0; s < k->n; s++) free(ins[s]);
+  free(got);
+}
+
+START_TEST(graph_replays_1000) {
+  if (gpus_short(2)) return;
+  struct job j = {.n = 2, .in_bytes = 16384, .ws_max = 4096, .body = body_graph, .victim = -1};
+  run_job(&j);
+  expect_all_ok(&j);
+}
+END_TEST
+
+/* ---- fused residual add + RMSNorm (+ FP8) ---- */
+
+/* rows x hidden of dt, the fused call against the unfused kernels. */
+enum { Q_NONE, Q_DELAYED, Q_CURRENT };
+static void fused_case(struct rank *k, int algo, tecore_dtype_t dt, size_t rows, size_t hidden,
+                       int qmode, int with_out, uint64_t id) {
+  size_t count = rows * hidden, bytes = count * esz(dt);
+  const float eps = 1e-5f;
+  void *ins[MAXN];
+  for (int s = 0; s < k->n; s++) {
+    ins[s] = xmalloc(bytes);
+    gen_input(ins[s], dt, count, id, s);
+  }
+  void *res = xmalloc(bytes), *gam = xmalloc(hidden * esz(dt));
+  gen_input(res, dt, count, id, 100); /* the same residual and gamma on every rank */
+  gen_input(gam, dt, hidden, id, 101);
+  /* device buffers: fused outputs, then the unfused path's */
+  tecore_devptr_t d_res, d_gam, f_res, f_out, f_q, u_ar, u_res, u_out, u_q, d_sc;
+  ROK(k, tecore_mem_alloc(bytes, &d_res));
+  ROK(k, tecore_mem_alloc(hidden * esz(dt), &d_gam));
+  ROK(k, tecore_mem_alloc(bytes, &f_res));
+  ROK(k, tecore_mem_alloc(bytes, &f_out));
+  ROK(k, tecore_mem_alloc(count, &f_q));
+  ROK(k, tecore_mem_alloc(bytes, &u_ar));
+  ROK(k, tecore_mem_alloc(bytes, &u_res));
+  ROK(k, tecore_mem_alloc(bytes, &u_out));
+  ROK(k, tecore_mem_alloc(count, &u_q));
+  ROK(k, tecore_mem_alloc(64, &d_sc)); /* [0..2] fused amax, scale, scale_inv; [4..6] unfused */
+  h2d(k, d_res, res, bytes);
+  h2d(k, d_gam, gam, hidden * esz(dt));
+  float sc[8] = {0.0f, 0.5f, -1.0f, 0.0f, 0.0f, 0.5f, -1.0f, 0.0f};
+  if (qmode == Q_CURRENT) sc[1] = sc[5] = -7.0f; /* written by the call */
+  h2d(k, d_sc, sc, sizeof sc);
+  ROK(k, tecore_memset_d8_async(f_res, TE_POISON_BYTE, bytes, k->s));
+  ROK(k, tecore_memset_d8_async(f_out, TE_POISON_BYTE, bytes, k->s));
+  ROK(k, tecore_memset_d8_async(f_q, TE_POISON_BYTE, count, k->s));
+  ROK(k, tecore_memset_d8_async(u_q, TE_POISON_BYTE, count, k->s));
+
+  struct tecore_tensor q[2];
+  size_t shape[2] = {rows, hidden};
+  for (int w = 0; w < 2; w++) {
+    ROK(k, tecore_tensor_init(&q[w], TECORE_DTYPE_E4M3, 2, shape, w ? u_q : f_q));
+    q[w].scaling = qmode == Q_CURRENT ? TECORE_SCALING_CURRENT : TECORE_SCALING_DELAYED;
+    q[w].amax = d_sc + 16u * (unsigned)w;
+    q[w].scale = d_sc + 16u * (unsigned)w + 4;
+    q[w].scale_inv = d_sc + 16u * (unsigned)w + 8;
+  }
+  /* the fused call */
+  h2d(k, in_of(k, k->r), ins[k->r], bytes);
+  struct tecomm_ar_fused f = {.hidden = hidden, .eps = eps, .residual_in = d_res,
+                              .residual_out = f_res, .gamma = d_gam,
+                              .out = with_out ? f_out : 0,
+                              .fp8_out = qmode != Q_NONE ? &q[0] : NULL};
+  struct tecomm_ar_call c;
+  call_init(k, &c, algo, dt, TECOMM_AR_SUM, count, 0, 0);
+  c.fused = &f;
+  ROK(k, tecomm_ar_launch(&c, k->s));
+  ROK(k, tecore_stream_synchronize(k->s));
+  /* the unfused path: allreduce (a fresh copy of the input: two-shot
+   * consumed it), add, norm */
+  h2d(k, in_of(k, k->r), ins[k->r], bytes);
+  call_init(k, &c, algo, dt, TECOMM_AR_SUM, count, 0, u_ar);
+  ROK(k, tecomm_ar_launch(&c, k->s));
+  ROK(k, tecore_scale_add(u_res, u_ar, 1.0f, d_res, 1.0f, dt, count, k->s));
+  struct tecore_tensor x, g, y;
+  ROK(k, tecore_tensor_init(&x, dt, 2, shape, u_res));
+  ROK(k, tecore_tensor_init(&g, dt, 1, &shape[1], d_gam));
+  ROK(k, tecore_tensor_init(&y, dt, 2, shape, u_out));
+  if (with_out) ROK(k, tecore_rmsnorm_fwd(&x, &g, eps, 0, &y, 0, k->s));
+  if (qmode != Q_NONE) ROK(k, tecore_rmsnorm_fwd(&x, &g, eps, 0, &q[1], 0, k->s));
+  ROK(k, tecore_stream_synchronize(k->s));
+  int code, peer;
+  ROK(k, tecomm_ar_error(ws_of(k, k->r), &code, &peer, 0));
+  RCHECK(k, code == 0, "fused: error word %d (peer %d)", k->r, code, peer);
+
+  char what[160];
+  snprintf(what, sizeof what, "fused %s %s %zu x %zu%s%s", algo_name(algo), dt_name(dt), rows,
+           hidden, qmode == Q_DELAYED ? " fp8 delayed" : qmode == Q_CURRENT ? " fp8 current" : "",
+           with_out ? "" : " (fp8 only)");
+  unsigned char *a = xmalloc(bytes), *b = xmalloc(bytes);
+  d2h(k, a, f_res, bytes);
+  d2h(k, b, u_res, bytes);
+  for (size_t i = 0; i < bytes; i++)
+    RCHECK(k, a[i] == b[i], "%s: residual_out byte %zu of %zu is 0x%02x, unfused 0x%02x", k->r,
+           what, i, bytes, a[i], b[i]);
+  hash_bytes(k, a, bytes);
+  if (with_out) {
+    d2h(k, a, f_out, bytes);
+    d2h(k, b, u_out, bytes);
+    for (size_t i = 0; i < bytes; i++)
+      RCHECK(k, a[i] == b[i], "%s: out byte %zu of %zu is 0x%02x, unfused 0x%02x", k->r, what, i,
+             bytes, a[i], b[i]);
+    hash_bytes(k, a, bytes);
+  }
+  if (qmode != Q_NONE) {
+    d2h(k, a, f_q, count);
+    d2h(k, b, u_q, count);
+    for (size_t i = 0; i < count; i++)
+      RCHECK(k, a[i] == b[i], "%s: fp8 byte %zu of %zu is 0x%02x, unfused 0x%02x", k->r, what, i,
+             count, a[i], b[i]);
+    hash_bytes(k, a, count);
+    float s2[8];
+    d2h(k, s2, d_sc, sizeof s2);
+    RCHECK(k, memcmp(&s2[0], &s2[4], 12) == 0,
+           "%s: amax/scale/scale_inv %g %g %g, unfused %g %g %g", k->r, what, (double)s2[0],
+           (double)s2[1], (double)s2[2], (double)s2[4], (double)s2[5], (double)s2[6]);
+    RCHECK(k, s2[0] > 0.0f, "%s: amax %g not written", k->r, what, (double)s2[0]);
+  }
+  /* the residual against float64: the add of the allreduce, to half an ulp */
+  d2h(k, a, f_res, bytes);
+  for (size_t i = 0; i < count; i += 1 + count / 97) {
+    double ref = te_ld(res, i, (int)dt);
+    double sum = 0.0, mag = 0.0;
+    for (int s = 0; s < k->n; s++) {
+      sum += te_ld(ins[s], i, (int)dt);
+      mag += fabs(te_ld(ins[s], i, (int)dt));
+    }
+    ref += sum;
+    double ulp = dt == TECORE_DTYPE_F32 ? 0x1p-24 : dt == TECORE_DTYPE_BF16 ? 0x1p-8 : 0x1p-11;
+    double tol = 2 * ulp * (fabs(ref) + mag + fabs(te_ld(res, i, (int)dt))) + 1e-6;
+    double got = te_ld(a, i, (int)dt);
+    RCHECK(k, fabs(got - ref) <= tol, "%s: residual_out[%zu] %.9g, float64 %.9g (tolerance %g)",
+           k->r, what, i, got, ref, tol);
+  }
+  free(a);
+  free(b);
+  tecore_devptr_t bufs[] = {d_res, d_gam, f_res, f_out, f_q, u_ar, u_res, u_out, u_q, d_sc};
+  for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) ROK(k, tecore_mem_free(bufs[i]));
+  for (int s = 0; s < k->n; s++) free(ins[s]);
+  free(res);
+  free(gam);
+}
+
+static void body_fused(struct rank *k) {
+  static const tecore_dtype_t dts[] = {TECORE_DTYPE_BF16, TECORE_DTYPE_F16, TECORE_DTYPE_F32};
+  static const size_t shapes[][2] = {{1, 64}, {3, 1024}, {17, 256}, {2, 4096}, {5, 100}, {4, 33}};
+  uint64_t id = 5000000;
+  for (int algo = 0; algo < TECOMM_AR_ALGO_COUNT_; algo++)
+    for (int d = 0; d < 3; d++)
+      for (size_t sh = 0; sh < sizeof shapes / sizeof shapes[0]; sh++) {
+        size_t rows = shapes[sh][0], hidden = shapes[sh][1];
+        if (algo == TECOMM_AR_LAMPORT && hidden % 8) continue; /* refused: below */
+        int qmode = (int)((sh + (size_t)d) % 3);
+        fused_case(k, algo, dts[d], rows, hidden, qmode, 1, id++);
+        if (sh == 1) fused_case(k, algo, dts[d], rows, hidden, Q_DELAYED, 0, id++);
+      }
+  /* Lamport's fused kernel needs 8-element rows: a clear refusal */
+  tecore_devptr_t buf;
+  ROK(k, tecore_mem_alloc(4096, &buf));
+  struct tecomm_ar_fused f = {.hidden = 33, .eps = 1e-5f, .residual_in = buf,
+                              .residual_out = buf + 1024, .gamma = buf + 2048, .out = buf + 3072};
+  struct tecomm_ar_call c;
+  call_init(k, &c, TECOMM_AR_LAMPORT, TECORE_DTYPE_BF16, TECOMM_AR_SUM, 66, 0, 0);
+  c.fused = &f;
+  tecore_result_t r = tecomm_ar_launch(&c, k->s);
+  RCHECK(k, r == TECORE_ERR_NOT_SUPPORTED && strstr(tecore_last_error(), "hidden"),
+         "fused Lamport with hidden 33: %s (%s)", k->r, tecore_result_name(r), tecore_last_error());
+  ROK(k, tecore_mem_free(buf));
+}
+
+static void fused(int n) {
+  if (gpus_short(n)) return;
+  struct job j = {.n = n, .in_bytes = 1u << 20, .ws_max = 256u << 10, .body = body_fused,
+                  .victim = -1};
+  run_job(&j);
+  expect_all_ok(&j);
+}
+
+START_TEST(fused_add_rmsnorm_2) { fused(2); }
+END_TEST
+START_TEST(fused_add_rmsnorm_4) { fused(4); }
+END_TEST
+
+/* ---- a rank killed mid-collective ---- */
+
+#define KILL_TIMEOUT_NS 1000000000ull
+static void body_kill(struct rank *k) {
+  size_t count = 20000;
+  tecore_devptr_t out;
+  ROK(k, tecore_mem_alloc(count * 4, &out));
+  for (uint64_t i = 0;; i++) {
+    struct tecomm_ar_call c;
+    call_init(k, &c, (int)(i % 3), TECORE_DTYPE_F32, TECOMM_AR_SUM, count, 0, out);
+    c.timeout_ns = KILL_TIMEOUT_NS;
+    ROK(k, tecomm_ar_launch(&c, k->s));
+    tecore_result_t r = te_stream_wait(k->s, 30000);
+    RCHECK(k, r == TECORE_SUCCESS, "call %llu: the stream did not finish in 30 s: %s", k->r,
+           (unsigned long long)i, tecore_result_name(r));
+    int code, peer;
+    ROK(k, tecomm_ar_error(ws_of(k, k->r), &code, &peer, 0));
+    if (code) {
+      k->done.t_ns = mono_ns();
+      k->done.code = code;
+      k->done.peer = peer;
+      /* later calls return at once: the rank has failed */
+      int64_t t0 = mono_ns();
+      ROK(k, tecomm_ar_launch(&c, k->s));
+      ROK(k, tecore_stream_synchronize(k->s));
+      RCHECK(k, mono_ns() - t0 < 500000000, "a call after the timeout took %lld ms", k->r,
+             (long long)((mono_ns() - t0) / 1000000));
+      break;
+    }
+  }
+  ROK(k, tecore_mem_free(out));
+  rank_say(k, "ok");
+  _exit(0); /* no teardown barrier: the victim is gone */
+}
+
+START_TEST(killed_rank_times_out) {
+  if (gpus_short(3)) return;
+  struct job j = {.n = 3, .in_bytes = 1u << 20, .ws_max = 256u << 10, .body = body_kill,
+                  .victim = 2, .kill_after_ms = 400};
+  run_job(&j);
+  ck_assert_msg(WIFSIGNALED(j.status[2]) && WTERMSIG(j.status[2]) == SIGKILL,
+                "the victim's status 0x%x", j.status[2]);
+  for (int r = 0; r < 2; r++) {
+    ck_assert_msg(strcmp(j.done[r].text, "ok") == 0, "%s", j.done[r].text);
+    ck_assert_msg(j.done[r].code == TECOMM_AR_ERR_TIMEOUT, "rank %d: error code %d, want timeout",
+                  r, j.done[r].code);
+    ck_assert_msg(j.done[r].peer == 2, "rank %d: the timeout names peer %d, want 2", r,
+                  j.done[r].peer);
+    int64_t late = j.done[r].t_ns - j.t_kill;
+    ck_assert_msg(late <= (int64_t)KILL_TIMEOUT_NS + 1000000000ll,
+                  "rank %d saw the timeout %lld ms after the kill (timeout 1000 ms + 1 s)", r,
+                  (long long)(late / 1000000));
+  }
+}
+END_TEST
+
+/* ---- abort releases waiters (own workspace, and a peer's) ---- */
+
+static void body_abort(struct rank *k) {
+  size_t count = 1000;
+  tecore_devptr_t out;
+  ROK(k, tecore_mem_alloc(count * 2, &out));
+  struct tecomm_ar_call c;
+  call_init(k, &c, TECOMM_AR_ONESHOT, TECORE_DTYPE_BF16, TECOMM_AR_SUM, count, 0, out);
+  c.timeout_ns = 0; /* unbounded: only the abort ends the wait */
+  if (k->r == 0) {
+    /* rank 1 never joins: abort our own waiters */
+    ROK(k, tecomm_ar_launch(&c, k->s));
+    te_sleep_ms(300);
+    int64_t t0 = mono_ns();
+    ROK(k, tecomm_ar_abort(ws_of(k, 0)));
+    tecore_result_t r = te_stream_wait(k->s, 5000);
+    RCHECK(k, r == TECORE_SUCCESS, "abort did not release the waiter in 5 s (%s)", k->r,
+           tecore_result_name(r));
+    RCHECK(k, mono_ns() - t0 < 1000000000, "abort took %lld ms", k->r,
+           (long long)((mono_ns() - t0) / 1000000));
+    int code, peer;
+    ROK(k, tecomm_ar_error(ws_of(k, 0), &code, &peer, 1));
+    RCHECK(k, code == TECOMM_AR_ERR_ABORTED && peer == 1, "error %d peer %d, want aborted, 1",
+           k->r, code, peer);
+    ROK(k, tecomm_ar_error(ws_of(k, 0), &code, &peer, 0));
+    RCHECK(k, code == 0, "the error word was not cleared (%d)", k->r, code);
+  }
+  rank_barrier(k);
+  if (k->r == 1) {
+    /* now rank 1 waits alone, and rank 0 aborts it through the mapping */
+    ROK(k, tecomm_ar_launch(&c, k->s));
+    tecore_result_t r = te_stream_wait(k->s, 5000);
+    RCHECK(k, r == TECORE_SUCCESS, "the peer's abort did not release the waiter (%s)", k->r,
+           tecore_result_name(r));
+    int code, peer;
+    ROK(k, tecomm_ar_error(ws_of(k, 1), &code, &peer, 0));
+    RCHECK(k, code == TECOMM_AR_ERR_ABORTED && peer == 0, "error %d peer %d, want aborted, 0",
+           k->r, code, peer);
+  } else {
+    te_sleep_ms(300);
+    ROK(k, tecomm_ar_abort(ws_of(k, 1)));
+  }
+  ROK(k, tecore_mem_free(out));
+}
+
+START_TEST(abort_releases_waiters) {
+  if (gpus_short(2)) return;
+  struct job j = {.n = 2, .in_bytes = 4096, .ws_max = 4096, .body = body_abort, .victim = -1};
+  run_job(&j);
+  expect_all_ok(&j);
+}
+END_TEST
+
+/* ---- argument checks (one process) ---- */
+
+START_TEST(bad_arguments) {
+  size_t wsb = tecomm_ar_workspace_bytes(2, 4096);
+  ck_assert_uint_gt(wsb, 4096);
+  ck_assert_uint_eq(tecomm_ar_workspace_bytes(0, 4096), 0);
+  ck_assert_uint_eq(tecomm_ar_workspace_bytes(9, 4096), 0);
+  ck_assert_uint_eq(tecomm_ar_max_bytes(TECOMM_AR_LAMPORT, 2, 4096), 4096);
+  ck_assert_int_eq(tecomm_ar_clobbers_input(TECOMM_AR_TWOSHOT), 1);
+  ck_assert_int_eq(tecomm_ar_clobbers_input(TECOMM_AR_ONESHOT), 0);
+  tecore_devptr_t ws = te_dalloc(wsb), buf = te_dalloc(8192);
+  TE_EXPECT_INVALID("ws", tecomm_ar_workspace_init(0, 2, 4096, te_stream));
+  TE_EXPECT_INVALID("aligned", tecomm_ar_workspace_init(ws + 4, 2, 4096, te_stream));
+  TE_EXPECT_INVALID("nranks", tecomm_ar_workspace_init(ws, 0, 4096, te_stream));
+  TE_OK(tecomm_ar_workspace_init(ws, 2, 4096, te_stream));
+  struct tecomm_ar_call c = {.algo = TECOMM_AR_ONESHOT, .op = TECOMM_AR_SUM,
+                             .dtype = TECORE_DTYPE_BF16, .count = 100, .rank = 0, .nranks = 2,
+                             .ws = {ws, ws}, .in = {buf, buf + 1024}, .out = buf + 4096,
+                             .ws_max_bytes = 4096};
+  struct tecomm_ar_call b;
+  TE_EXPECT_INVALID("call", tecomm_ar_launch(NULL, te_stream));
+  b = c; b.algo = (tecomm_ar_algo_t)7;
+  TE_EXPECT_INVALID("algo", tecomm_ar_launch(&b, te_stream));
+  b = c; b.op = (tecomm_ar_op_t)5;
+  TE_EXPECT_INVALID("op", tecomm_ar_launch(&b, te_stream));
+  b = c; b.dtype = TECORE_DTYPE_E4M3;
+  TE_EXPECT_INVALID("dtype", tecomm_ar_launch(&b, te_stream));
+  b = c; b.nranks = 9;
+  TE_EXPECT_INVALID("nranks", tecomm_ar_launch(&b, te_stream));
+  b = c; b.rank = 2;
+  TE_EXPECT_INVALID("rank", tecomm_ar_launch(&b, te_stream));
+  b = c; b.ws[1] = 0;
+  TE_EXPECT_INVALID("ws[1]", tecomm_ar_launch(&b, te_stream));
+  b = c; b.ws[1] = ws + 8;
+  TE_EXPECT_INVALID("ws[1]", tecomm_ar_launch(&b, te_stream));
+  b = c; b.in[1] = 0;
+  TE_EXPECT_INVALID("in[1]", tecomm_ar_launch(&b, te_stream));
+  b = c; b.out = 0;
+  TE_EXPECT_INVALID("out", tecomm_ar_launch(&b, te_stream));
+  b = c; b.algo = TECOMM_AR_LAMPORT; b.count = 4000;
+  TE_EXPECT_INVALID("Lamport", tecomm_ar_launch(&b, te_stream));
+  b = c; b.algo = TECOMM_AR_LAMPORT; b.ws_max_bytes = 0;
+  TE_EXPECT_INVALID("ws_max_bytes", tecomm_ar_launch(&b, te_stream));
+  struct tecomm_ar_fused f = {.hidden = 30, .eps = 1e-5f, .residual_in = buf,
+                              .residual_out = buf + 4096, .gamma = buf + 6000, .out = buf + 7000};
+  b = c; b.fused = &f;
+  TE_EXPECT_INVALID("hidden", tecomm_ar_launch(&b, te_stream));
+  f.hidden = 50; f.gamma = 0;
+  TE_EXPECT_INVALID("gamma", tecomm_ar_launch(&b, te_stream));
+  f.gamma = buf + 6000; f.out = 0;
+  TE_EXPECT_INVALID("fp8_out", tecomm_ar_launch(&b, te_stream));
+  struct tecore_tensor q;
+  size_t shape[2] = {2, 50};
+  TE_OK(tecore_tensor_init(&q, TECORE_DTYPE_BF16, 2, shape, buf));
+  f.fp8_out = &q;
+  TE_EXPECT_INVALID("E4M3", tecomm_ar_launch(&b, te_stream));
+  f.fp8_out = NULL; f.out = buf + 7000; f.eps = -1.0f;
+  TE_EXPECT_INVALID("eps", tecomm_ar_launch(&b, te_stream));
+  int code, peer;
+  TE_EXPECT_INVALID("code", tecomm_ar_error(ws, NULL, &peer, 0));
+  TE_EXPECT_INVALID("ws", tecomm_ar_error(0, &code, &peer, 0));
+  TE_EXPECT_INVALID("ws", tecomm_ar_abort(0));
+  TE_OK(tecomm_ar_error(ws, &code, &peer, 0));
+  ck_assert_int_eq(code, 0);
+  ck_assert_int_eq(peer, -1);
+  /* count 0 is a no-op */
+  b = c; b.count = 0;
+  TE_OK(tecomm_ar_launch(&b, te_stream));
+  TE_OK(tecore_stream_synchronize(te_stream));
+  TE_OK(tecore_mem_free(ws));
+  TE_OK(tecore_mem_free(buf));
+}
+END_TEST
+
+static Suite *make_suite(void) {
+  Suite *s = suite_create("comm_ar");
+  TCase *tc = te_tcase(s, "args", 1);
+  tcase_add_test(tc, bad_arguments);
+  tc = te_tcase(s, "protocols", 0);
+  tcase_add_test(tc, matrix_2);
+  tcase_add_test(tc, matrix_3);
+  tcase_add_test(tc, matrix_4);
+  tcase_add_test(tc, matrix_8);
+  tcase_add_test(tc, mixed_back_to_back);
+  tcase_add_test(tc, graph_replays_1000);
+  tcase_add_test(tc, fused_add_rmsnorm_2);
+  tcase_add_test(tc, fused_add_rmsnorm_4);
+  tcase_add_test(tc, killed_rank_times_out);
+  tcase_add_test(tc, abort_releases_waiters);
+  return s;
+}
+
+TE_TEST_MAIN(make_suite, TE_TEST_DEVICE)
