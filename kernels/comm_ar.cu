@@ -106,9 +106,12 @@ __device__ __forceinline__ bool ar_begin(const te_ar_params &p, int nphases, ar_
   if (threadIdx.x == 0) {
     s_failed = ar_ld_volatile32(c.err) != 0 || ar_ld_volatile32(c.abort_word) != 0;
     s_deadline = p.timeout_ns ? ar_gtimer() + p.timeout_ns : 0;
-    uint64_t *e = ar_ptr<uint64_t>(ws + TE_AR_OFF_EPOCH + 8u * blockIdx.x);
-    s_base = *e;
-    if (nphases) *e = s_base + (uint64_t)nphases;
+    s_base = 0;
+    if (nphases) { /* only barrier kernels, whose grids stay within TE_AR_MAX_BLOCKS */
+      uint64_t *e = ar_ptr<uint64_t>(ws + TE_AR_OFF_EPOCH + 8u * blockIdx.x);
+      s_base = *e;
+      *e = s_base + (uint64_t)nphases;
+    }
   }
   __syncthreads();
   c.deadline = s_deadline;
