@@ -9,7 +9,7 @@
 # with TE_DEVICE=cuda, te-bench --all, and te-demo in its three modes (eager
 # launches, graphed callables, one graph per step) at the launch-bound size
 # of the graph targets (12 blocks, hidden 256, 64 tokens) and at the
-# default realistic size.  Each step runs even when an earlier one failed;
+# default realistic size; te-offload-bench and te-demo --offload.  Each step runs even when an earlier one failed;
 # the summary lists the exit codes.  Never changes clocks, power, MIG or
 # multicast (NCCL_NVLS_ENABLE=0 is left as the machine sets it).
 set -u
@@ -38,4 +38,16 @@ step demo-small-callables $demo
 step demo-small-step $demo --step-graph
 step demo-default tools/te-demo
 step demo-default-step tools/te-demo --step-graph
+# activation offload: pool and spill beside raw copies / raw io_uring (on the
+# local disk), the step with and without offload, the engine's idle CPU;
+# te-demo --offload at the default size (all blocks, and the first 4 only:
+# copying a block out takes longer than its forward at this size)
+mkdir -p "$out/spill"
+step offload-bench tools/te-offload-bench --dir "${SPILL_DIR:-$out/spill}"
+step demo-offload tools/te-demo --offload --no-bf16
+step demo-offload-4 tools/te-demo --offload --offload-layers 4 --no-bf16
+step demo-offload-4-step tools/te-demo --offload --offload-layers 4 --no-bf16 --step-graph
+step demo-offload-spill tools/te-demo --offload --offload-layers 4 --no-bf16 \
+  --offload-dir "${SPILL_DIR:-$out/spill}" --host-budget 256
+rm -rf "$out/spill"
 cat "$summary"

@@ -35,6 +35,17 @@ TG_TUNABLE(tg_offload_no_uring, "TEGRAPH_OFFLOAD_NO_URING", 0, 0, 1,
            "libtegraph: 1 = act as if io_uring were missing (offload keeps everything in host "
            "memory and says why): a test of the fallback")
 
+static void free_pool(tegraph_offload_t *c) {
+  if (!c->pool) return;
+  if (c->pool_registered) {
+    (void)tecore_mem_host_unregister(c->pool);
+    free(c->pool);
+  } else {
+    (void)tecore_mem_free_host(c->pool);
+  }
+  c->pool = NULL;
+}
+
 static tegraph_result_t close_files(tegraph_offload_t *c) {
   for (size_t i = 0; i < c->nfiles; i++) {
     if (c->fds && c->fds[i] >= 0) close(c->fds[i]);
@@ -168,10 +179,25 @@ TE_EXPORT tegraph_result_t tegraph_offload_create(const struct tegraph_offload_c
     }
     c->stage_bytes = st;
   }
-  r = tecore_mem_alloc_host(c->pool_bytes, (void **)&c->pool);
-  if (r != TECORE_SUCCESS) {
-    res = tg_core(r, "tegraph_offload_create: the pinned pool");
-    goto fail;
+  /* ordinary pages, page-locked by the driver: io_uring can register them
+   * and O_DIRECT can pin them (memory the driver maps itself may refuse
+   * both); the driver's own pinned allocation if registration fails */
+  if (posix_memalign((void **)&c->pool, 4096, c->pool_bytes) == 0) {
+    r = tecore_mem_host_register(c->pool, c->pool_bytes, TECORE_HOST_REGISTER_MAPPED);
+    if (r == TECORE_SUCCESS) {
+      c->pool_registered = 1;
+    } else {
+      free(c->pool);
+      c->pool = NULL;
+      tecore_clear_error();
+    }
+  }
+  if (!c->pool) {
+    r = tecore_mem_alloc_host(c->pool_bytes, (void **)&c->pool);
+    if (r != TECORE_SUCCESS) {
+      res = tg_core(r, "tegraph_offload_create: the pinned pool");
+      goto fail;
+    }
   }
   r = tecore_mem_host_device_ptr(c->pool, &c->pool_d);
   if (r != TECORE_SUCCESS) {
@@ -207,7 +233,7 @@ fail:
   if (c->tail) (void)tecore_event_destroy(c->tail);
   if (c->d2h) (void)tecore_stream_destroy(c->d2h);
   if (c->h2d) (void)tecore_stream_destroy(c->h2d);
-  if (c->pool) (void)tecore_mem_free_host(c->pool);
+  free_pool(c);
   free(c);
   return res;
 }
@@ -225,7 +251,7 @@ TE_EXPORT tegraph_result_t tegraph_offload_destroy(tegraph_offload_t *c) {
   (void)tecore_event_destroy(c->tail);
   (void)tecore_stream_destroy(c->d2h);
   (void)tecore_stream_destroy(c->h2d);
-  (void)tecore_mem_free_host(c->pool);
+  free_pool(c);
   free(c);
   return TEGRAPH_SUCCESS;
 }

@@ -73,6 +73,7 @@ struct tegraph_offload {
   int prefetch;
   /* pool */
   unsigned char *pool;
+  int pool_registered;             /* malloc'd and tecore_mem_host_register'ed */
   tecore_devptr_t pool_d;
   size_t pool_bytes, host_cap, host_used;
   unsigned char *stage[4];        /* 0, 1: out (D2H then write); 2, 3: in (read then H2D) */

@@ -3,7 +3,7 @@
  * capturable into the same graphs as the compute.
  *
  * One context owns
- *   - one pinned host pool (tecore_mem_alloc_host), allocated once at
+ *   - one pinned host pool (tecore_mem_host_register), allocated once at
  *     creation, of the host budget's size, sub-allocated for the tensors
  *     it holds;
  *   - a D2H and an H2D copy stream, forked from and joined back to the
