@@ -22,6 +22,7 @@
 #include "common/comm_ar.h"
 #include "common/norm.h"
 #include "ldst.cuh"
+#include <type_traits>
 
 #define FULL_MASK 0xffffffffu
 #define F32 TE_FP8_DT_F32
@@ -140,6 +141,37 @@ __device__ __forceinline__ bool ar_barrier(const te_ar_params &p, const ar_block
   return !s_quit;
 }
 
+// 16 bytes of dtype DT to floats (EPG = 16 / element size).
+template <int DT>
+__device__ __forceinline__ void ar_unpack(uint4 u, float *v) {
+  uint32_t w[4] = {u.x, u.y, u.z, u.w};
+#pragma unroll
+  for (int k = 0; k < 4; k++) {
+    if constexpr (DT == F32) v[k] = __uint_as_float(w[k]);
+    else if constexpr (DT == BF16) {
+      v[2 * k] = __uint_as_float(w[k] << 16);
+      v[2 * k + 1] = __uint_as_float(w[k] & 0xffff0000u);
+    } else {
+      v[2 * k] = te_dev_h2f(w[k] & 0xffffu);
+      v[2 * k + 1] = te_dev_h2f(w[k] >> 16);
+    }
+  }
+}
+
+// Floats to 16 bytes of dtype DT (round to nearest even).
+template <int DT>
+__device__ __forceinline__ uint4 ar_pack(const float *v) {
+  if constexpr (DT == F32)
+    return make_uint4(__float_as_uint(v[0]), __float_as_uint(v[1]), __float_as_uint(v[2]),
+                      __float_as_uint(v[3]));
+  else if constexpr (DT == BF16)
+    return make_uint4(te_dev_bf16x2(v[0], v[1]), te_dev_bf16x2(v[2], v[3]),
+                      te_dev_bf16x2(v[4], v[5]), te_dev_bf16x2(v[6], v[7]));
+  else
+    return make_uint4(te_dev_f16x2(v[0], v[1]), te_dev_f16x2(v[2], v[3]), te_dev_f16x2(v[4], v[5]),
+                      te_dev_f16x2(v[6], v[7]));
+}
+
 // ---- granules: EPG elements of dtype DT (16 bytes, or one element) ---------
 
 template <int DT, int EPG>
@@ -173,35 +205,38 @@ __device__ __forceinline__ void ar_st(uint64_t base, uint64_t g, const float *v)
     if constexpr (DT == F32) ar_ptr<float>(base)[g] = v[0];
     else ar_ptr<uint16_t>(base)[g] = DT == BF16 ? te_f32_to_bf16(v[0]) : te_f32_to_f16(v[0]);
   } else {
-    uint4 u;
-    if constexpr (DT == F32) {
-      u = make_uint4(__float_as_uint(v[0]), __float_as_uint(v[1]), __float_as_uint(v[2]),
-                     __float_as_uint(v[3]));
-    } else if constexpr (DT == BF16) {
-      u = make_uint4(te_dev_bf16x2(v[0], v[1]), te_dev_bf16x2(v[2], v[3]),
-                     te_dev_bf16x2(v[4], v[5]), te_dev_bf16x2(v[6], v[7]));
-    } else {
-      u = make_uint4(te_dev_f16x2(v[0], v[1]), te_dev_f16x2(v[2], v[3]), te_dev_f16x2(v[4], v[5]),
-                     te_dev_f16x2(v[6], v[7]));
-    }
-    ar_ptr<uint4>(base)[g] = u;
+    ar_ptr<uint4>(base)[g] = ar_pack<DT>(v);
   }
 }
 
-// Granule g reduced over the ranks in rank order: all loads issued first.
+// Granule g reduced over the ranks in rank order: all loads issued first
+// (kept as the raw 16 bytes, 4 registers a rank, until folded).
 template <int DT, int EPG>
 __device__ __forceinline__ void ar_reduce(const te_ar_params &p, uint64_t g, float *acc) {
-  float v[TE_AR_MAX_RANKS][EPG];
+  if constexpr (EPG == 1) {
+    float v[TE_AR_MAX_RANKS];
 #pragma unroll
-  for (int s = 0; s < TE_AR_MAX_RANKS; s++)
-    if (s < p.nranks) ar_ld<DT, EPG>(p.in[s], g, v[s]);
+    for (int s = 0; s < TE_AR_MAX_RANKS; s++)
+      if (s < p.nranks) ar_ld<DT, 1>(p.in[s], g, &v[s]);
+    acc[0] = v[0];
 #pragma unroll
-  for (int k = 0; k < EPG; k++) acc[k] = v[0][k];
+    for (int s = 1; s < TE_AR_MAX_RANKS; s++)
+      if (s < p.nranks) acc[0] = te_ar_op(acc[0], v[s], p.op);
+  } else {
+    uint4 raw[TE_AR_MAX_RANKS];
 #pragma unroll
-  for (int s = 1; s < TE_AR_MAX_RANKS; s++)
-    if (s < p.nranks)
+    for (int s = 0; s < TE_AR_MAX_RANKS; s++)
+      if (s < p.nranks) raw[s] = __ldcg(ar_ptr<const uint4>(p.in[s]) + g);
+    ar_unpack<DT>(raw[0], acc);
 #pragma unroll
-      for (int k = 0; k < EPG; k++) acc[k] = te_ar_op(acc[k], v[s][k], p.op);
+    for (int s = 1; s < TE_AR_MAX_RANKS; s++)
+      if (s < p.nranks) {
+        float b[EPG];
+        ar_unpack<DT>(raw[s], b);
+#pragma unroll
+        for (int k = 0; k < EPG; k++) acc[k] = te_ar_op(acc[k], b[k], p.op);
+      }
+  }
 }
 
 // One element of the tail (past the last full granule), scalar.
@@ -242,18 +277,28 @@ __device__ void ar_oneshot(const te_ar_params &p) {
   float tv = 0.0f;
   if (tail) tv = ar_reduce_elem<DT>(p, t0 + threadIdx.x);
   for (uint64_t r = 0; r < rounds; r++) {
-    float acc[TE_AR_UNROLL][EPG];
+    // the reduced granules wait for the barrier packed in the dtype
+    using keep_t = typename std::conditional<EPG == 1, float, uint4>::type;
+    keep_t keep[TE_AR_UNROLL];
     uint64_t g0 = lo + r * per_round + threadIdx.x;
 #pragma unroll
     for (int u = 0; u < TE_AR_UNROLL; u++) {
       uint64_t g = g0 + (uint64_t)u * blockDim.x;
-      if (g < hi) ar_reduce<DT, EPG>(p, g, acc[u]);
+      if (g < hi) {
+        float a[EPG];
+        ar_reduce<DT, EPG>(p, g, a);
+        if constexpr (EPG == 1) keep[u] = a[0];
+        else keep[u] = ar_pack<DT>(a);
+      }
     }
     if (!ar_barrier(p, c, base + 2 + r)) return;
 #pragma unroll
     for (int u = 0; u < TE_AR_UNROLL; u++) {
       uint64_t g = g0 + (uint64_t)u * blockDim.x;
-      if (g < hi) ar_st<DT, EPG>(p.out, g, acc[u]);
+      if (g < hi) {
+        if constexpr (EPG == 1) ar_st<DT, 1>(p.out, g, &keep[u]);
+        else ar_ptr<uint4>(p.out)[g] = keep[u];
+      }
     }
     if (r == 0 && tail) ar_st<DT, 1>(p.out, t0 + threadIdx.x, &tv);
   }
@@ -395,23 +440,6 @@ __device__ __forceinline__ bool ar_lam_get(const te_ar_params &p, const ar_lam &
   return ok;
 }
 
-// 16 bytes of dtype DT to floats (EPG = 16 / element size).
-template <int DT>
-__device__ __forceinline__ void ar_unpack(uint4 u, float *v) {
-  uint32_t w[4] = {u.x, u.y, u.z, u.w};
-#pragma unroll
-  for (int k = 0; k < 4; k++) {
-    if constexpr (DT == F32) v[k] = __uint_as_float(w[k]);
-    else if constexpr (DT == BF16) {
-      v[2 * k] = __uint_as_float(w[k] << 16);
-      v[2 * k + 1] = __uint_as_float(w[k] & 0xffff0000u);
-    } else {
-      v[2 * k] = te_dev_h2f(w[k] & 0xffffu);
-      v[2 * k + 1] = te_dev_h2f(w[k] >> 16);
-    }
-  }
-}
-
 // Re-arms this block's part of buffer bj, then the last block to finish
 // records the bytes this call used and advances the counter.
 __device__ __forceinline__ void ar_lam_end(const te_ar_params &p, const ar_lam &l,
@@ -546,27 +574,33 @@ __device__ __forceinline__ void ar_reduce_n(const te_ar_params &p, uint64_t e, f
 }
 
 // Lamport, NV == 8: the granules of elements e .. e+7 (one, or two for f32).
-__device__ __forceinline__ bool ar_lam_row_get(const te_ar_params &p, const ar_lam &l,
-                                               const ar_block &c, uint64_t e, float *acc) {
-  const int ng = p.dtype == F32 ? 2 : 1;
-  for (int h = 0; h < ng; h++) {
-    uint64_t g = e * (uint64_t)te_ar_esize(p.dtype) / 16 + (uint64_t)h;
+template <int DT>
+__device__ __forceinline__ bool ar_lam_row_get_t(const te_ar_params &p, const ar_lam &l,
+                                                 const ar_block &c, uint64_t e, float *acc) {
+  constexpr int NG = DT == F32 ? 2 : 1, EPG = DT == F32 ? 4 : 8;
+#pragma unroll
+  for (int h = 0; h < NG; h++) {
+    uint64_t g = e * (DT == F32 ? 4u : 2u) / 16 + (uint64_t)h;
     uint4 v[TE_AR_MAX_RANKS];
     if (!ar_lam_get(p, l, c, g, v)) return false;
-    float a[8], b[8];
-    const int epg = p.dtype == F32 ? 4 : 8;
-    if (p.dtype == F32) ar_unpack<F32>(v[0], a);
-    else if (p.dtype == BF16) ar_unpack<BF16>(v[0], a);
-    else ar_unpack<F16>(v[0], a);
-    for (int s = 1; s < p.nranks; s++) {
-      if (p.dtype == F32) ar_unpack<F32>(v[s], b);
-      else if (p.dtype == BF16) ar_unpack<BF16>(v[s], b);
-      else ar_unpack<F16>(v[s], b);
-      for (int k = 0; k < epg; k++) a[k] = te_ar_op(a[k], b[k], p.op);
-    }
-    for (int k = 0; k < epg; k++) acc[h * 4 + k] = a[k];
+    float *a = acc + h * EPG;
+    ar_unpack<DT>(v[0], a);
+#pragma unroll
+    for (int s = 1; s < TE_AR_MAX_RANKS; s++)
+      if (s < p.nranks) {
+        float b[EPG];
+        ar_unpack<DT>(v[s], b);
+#pragma unroll
+        for (int k = 0; k < EPG; k++) a[k] = te_ar_op(a[k], b[k], p.op);
+      }
   }
   return true;
+}
+__device__ __forceinline__ bool ar_lam_row_get(const te_ar_params &p, const ar_lam &l,
+                                               const ar_block &c, uint64_t e, float *acc) {
+  if (p.dtype == F32) return ar_lam_row_get_t<F32>(p, l, c, e, acc);
+  if (p.dtype == BF16) return ar_lam_row_get_t<BF16>(p, l, c, e, acc);
+  return ar_lam_row_get_t<F16>(p, l, c, e, acc);
 }
 
 template <int SRC, int NV>
@@ -687,14 +721,22 @@ extern "C" __global__ void __launch_bounds__(TE_AR_THREADS) te_comm_ar_lamport(c
   else if (p.dtype == BF16) ar_lamport<BF16>(p);
   else ar_lamport<F16>(p);
 }
-extern "C" __global__ void __launch_bounds__(1024) te_comm_ar_oneshot_fused(const te_ar_params p) {
-  if (p.nvec == 8) ar_fused<SRC_ONESHOT, 8>(p);
-  else ar_fused<SRC_ONESHOT, 1>(p);
-}
-extern "C" __global__ void __launch_bounds__(1024) te_comm_ar_lamport_fused(const te_ar_params p) {
-  ar_fused<SRC_LAMPORT, 8>(p);
-}
-extern "C" __global__ void __launch_bounds__(1024) te_comm_ar_addnorm(const te_ar_params p) {
-  if (p.nvec == 8) ar_fused<SRC_LOCAL, 8>(p);
-  else ar_fused<SRC_LOCAL, 1>(p);
-}
+// The fused kernels in two builds: blocks of at most 256 threads (hidden up
+// to 8192 with 8-element vectors: the common shapes, room for registers)
+// and of up to 1024 (wider rows).
+#define AR_FUSED_KERNELS(suffix, bound)                                                          \
+  extern "C" __global__ void __launch_bounds__(bound)                                            \
+      te_comm_ar_oneshot_fused##suffix(const te_ar_params p) {                                   \
+    if (p.nvec == 8) ar_fused<SRC_ONESHOT, 8>(p);                                                \
+    else ar_fused<SRC_ONESHOT, 1>(p);                                                            \
+  }                                                                                              \
+  extern "C" __global__ void __launch_bounds__(bound)                                            \
+      te_comm_ar_lamport_fused##suffix(const te_ar_params p) {                                   \
+    ar_fused<SRC_LAMPORT, 8>(p);                                                                 \
+  }                                                                                              \
+  extern "C" __global__ void __launch_bounds__(bound) te_comm_ar_addnorm##suffix(const te_ar_params p) { \
+    if (p.nvec == 8) ar_fused<SRC_LOCAL, 8>(p);                                                  \
+    else ar_fused<SRC_LOCAL, 1>(p);                                                              \
+  }
+AR_FUSED_KERNELS(, TE_AR_FUSED_NARROW)
+AR_FUSED_KERNELS(_wide, 1024)

@@ -22,7 +22,10 @@ enum {
   TE_AR_K_LAMPORT,
   TE_AR_K_ONESHOT_FUSED,
   TE_AR_K_LAMPORT_FUSED,
-  TE_AR_K_ADDNORM, /* the fused epilogue alone (two-shot's, and current scaling's 2nd pass) */
+  TE_AR_K_ADDNORM, /* the fused epilogue alone (after two-shot) */
+  TE_AR_K_ONESHOT_FUSED_WIDE, /* the fused kernels for blocks of more than */
+  TE_AR_K_LAMPORT_FUSED_WIDE, /* TE_AR_FUSED_NARROW threads */
+  TE_AR_K_ADDNORM_WIDE,
   TE_AR_K_COUNT_
 };
 

@@ -33,6 +33,9 @@ static const struct tecore_kernel_def ar_defs[TE_AR_K_COUNT_] = {
     [TE_AR_K_ONESHOT_FUSED] = AR_DEF("te_comm_ar_oneshot_fused", te_ar_vdev_oneshot),
     [TE_AR_K_LAMPORT_FUSED] = AR_DEF("te_comm_ar_lamport_fused", te_ar_vdev_lamport),
     [TE_AR_K_ADDNORM] = AR_DEF("te_comm_ar_addnorm", te_ar_vdev_addnorm),
+    [TE_AR_K_ONESHOT_FUSED_WIDE] = AR_DEF("te_comm_ar_oneshot_fused_wide", te_ar_vdev_oneshot),
+    [TE_AR_K_LAMPORT_FUSED_WIDE] = AR_DEF("te_comm_ar_lamport_fused_wide", te_ar_vdev_lamport),
+    [TE_AR_K_ADDNORM_WIDE] = AR_DEF("te_comm_ar_addnorm_wide", te_ar_vdev_addnorm),
 };
 
 static struct tecore_kernel_table ar_table = {
@@ -273,15 +276,16 @@ static tecore_result_t ar_fused(const struct tecomm_ar_call *c, struct te_ar_par
   struct tecore_launch_cfg rcfg = {.grid = {ar_blocks(groups, 1), 1, 1},
                                    .block = {plan.threads, 1, 1}};
   p->vec = vec_in ? 8 : 1;
+  int wide = plan.threads > TE_AR_FUSED_NARROW;
   if (c->algo == TECOMM_AR_ONESHOT) {
-    TC_CHECK(ar_go(TE_AR_K_ONESHOT_FUSED, &rcfg, p, stream));
+    TC_CHECK(ar_go(wide ? TE_AR_K_ONESHOT_FUSED_WIDE : TE_AR_K_ONESHOT_FUSED, &rcfg, p, stream));
   } else if (c->algo == TECOMM_AR_LAMPORT) {
     if (!vec_in)
       return TC_ERR(TECORE_ERR_NOT_SUPPORTED,
                     "%s: fused Lamport needs hidden %% 8 == 0 and 16-byte aligned in[rank], "
                     "residual_out, out, gamma (hidden %zu)",
                     fn, f->hidden);
-    TC_CHECK(ar_go(TE_AR_K_LAMPORT_FUSED, &rcfg, p, stream));
+    TC_CHECK(ar_go(wide ? TE_AR_K_LAMPORT_FUSED_WIDE : TE_AR_K_LAMPORT_FUSED, &rcfg, p, stream));
   } else {
     /* two-shot in place into in[rank], then the epilogue from there */
     struct te_ar_params a = *p;
@@ -290,7 +294,7 @@ static tecore_result_t ar_fused(const struct tecomm_ar_call *c, struct te_ar_par
     TC_CHECK(ar_plain(TECOMM_AR_TWOSHOT, &a, stream));
     struct tecore_launch_cfg ecfg = rcfg;
     ecfg.grid[0] = (unsigned)(groups < 65535u * 32u ? groups : 65535u * 32u);
-    TC_CHECK(ar_go(TE_AR_K_ADDNORM, &ecfg, p, stream));
+    TC_CHECK(ar_go(wide ? TE_AR_K_ADDNORM_WIDE : TE_AR_K_ADDNORM, &ecfg, p, stream));
   }
   if (current) {
     /* libtecore's current scaling: the scale from the amax, then the bytes */

@@ -795,7 +795,10 @@ static void fused_case(struct rank *k, int algo, tecore_dtype_t dt, size_t rows,
 
 static void body_fused(struct rank *k) {
   static const tecore_dtype_t dts[] = {TECORE_DTYPE_BF16, TECORE_DTYPE_F16, TECORE_DTYPE_F32};
-  static const size_t shapes[][2] = {{1, 64}, {3, 1024}, {17, 256}, {2, 4096}, {5, 100}, {4, 33}};
+  /* 16384 and 2050 take the kernels built for blocks of more than 256
+   * threads (vectors of 8 and of 1) */
+  static const size_t shapes[][2] = {{1, 64},  {3, 1024}, {17, 256}, {2, 4096},
+                                     {5, 100}, {4, 33},   {1, 16384}, {2, 2050}};
   uint64_t id = 5000000;
   for (int algo = 0; algo < TECOMM_AR_ALGO_COUNT_; algo++)
     for (int d = 0; d < 3; d++)

@@ -74,6 +74,9 @@
 
 /* Threads per block of the unfused kernels. */
 #define TE_AR_THREADS 512
+/* The fused kernels come in two builds: blocks of at most this many
+ * threads (registers for the common row lengths), and of up to 1024. */
+#define TE_AR_FUSED_NARROW 256
 /* Granules (16-byte vectors, or elements when vec == 1) a GPU thread keeps
  * in registers per round of the one-shot kernel. */
 #define TE_AR_UNROLL 4
