@@ -17,7 +17,7 @@
 // Other pairs take a path that switches on the dtype per vector.  The
 // element math is kernels/common/act.h, shared with the vdev
 // implementation (libtecore/act/act.c), except in the opt-in fast-math
-// mode of the forward vector path (TE_ACT_FAST_MATH, below).
+// mode of the forward vector path (TECORE_ACT_FAST_MATH, below).
 #include "common/act.h"
 #include "ldst.cuh"
 
@@ -53,7 +53,7 @@ struct rc_iter {
   }
 };
 
-// ---- fast math (TE_ACT_FAST_MATH=1) -----------------------------------------
+// ---- fast math (TECORE_ACT_FAST_MATH=1) -------------------------------------
 // The sigmoid from the hardware's approximate exp2 and reciprocal (MUFU,
 // about 2 ulp each): some 20 instructions an element fewer than the exact
 // math, which makes the forward kernels memory-bound, at the price of

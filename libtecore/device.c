@@ -758,13 +758,10 @@ TE_EXPORT tecore_result_t tecore_vmm_import_fd(int fd, tecore_vmm_handle_t *hand
 /* ---- multicast ---- */
 
 /* NVLink multicast can take a host's GPUs out of service where the
- * operator has turned it off; the cuda backend also checks this. */
+ * operator has turned it off (multicast_guard.c); the cuda backend also
+ * checks this.  vdev's emulation is always allowed. */
 static tecore_result_t mc_allowed(const struct te_device_ops *o, const char *fn) {
-  if (o->backend == TECORE_BACKEND_CUDA &&
-      (te_env_is_zero("NCCL_NVLS_ENABLE") || te_env_is_zero("TECOMM_NVLS_ENABLE")))
-    return TE_ERR(TECORE_ERR_DISABLED,
-                  "%s: NVLink multicast is disabled by NCCL_NVLS_ENABLE=0 or TECOMM_NVLS_ENABLE=0",
-                  fn);
+  if (o->backend == TECORE_BACKEND_CUDA) TE_CHECK(te_multicast_allowed(fn));
   return TECORE_SUCCESS;
 }
 

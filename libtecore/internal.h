@@ -62,23 +62,17 @@ void te_error_hop(const char *func, const char *file, int line);
 #define TE_TRACE(sub, ...) tecore_log(TECORE_LOG_TRACE, (sub), __FILE__, __LINE__, __VA_ARGS__)
 
 /* ---- tunables --------------------------------------------------------------
- * TE_PARAM_INT(var, "TE_X", def, lo, hi, "help") defines a static tunable
- * registered when the library loads (so te-info -e lists it before use);
- * read it with tecore_tunable_int(&var). */
+ * TE_PARAM_INT(var, "TECORE_X", def, lo, hi, "help") defines a static
+ * tunable registered when the library loads (so te-info -e lists it before
+ * use); read it with tecore_tunable_int(&var).  The public macros of
+ * te/tunable.h under libtecore's names; the _RENAMED forms keep a
+ * deprecated former name readable for one release. */
 #define TE_PARAM_INT(var, envname, def, lo, hi, helptext)                      \
-  static struct tecore_tunable var = {                                         \
-      .name = #var, .env = envname, .type = TECORE_TUNABLE_INT,                \
-      .def_int = (def), .min = (lo), .max = (hi), .help = helptext};           \
-  __attribute__((constructor)) static void var##_register_(void) {             \
-    (void)tecore_tunable_register(&var);                                       \
-  }
+  TECORE_TUNABLE_INT(var, envname, def, lo, hi, helptext)
 #define TE_PARAM_STR(var, envname, def, choicelist, helptext)                  \
-  static struct tecore_tunable var = {                                         \
-      .name = #var, .env = envname, .type = TECORE_TUNABLE_STRING,             \
-      .def_str = (def), .choices = (choicelist), .help = helptext};            \
-  __attribute__((constructor)) static void var##_register_(void) {             \
-    (void)tecore_tunable_register(&var);                                       \
-  }
+  TECORE_TUNABLE_STR(var, envname, def, choicelist, helptext)
+#define TE_PARAM_INT_RENAMED(var, envname, oldname, def, lo, hi, helptext)     \
+  TECORE_TUNABLE_INT_RENAMED(var, envname, oldname, def, lo, hi, helptext)
 
 /* ---- kernel tables -----------------------------------------------------------
  * TE_KERNEL_TABLE(fn, "libtecore/x", defs, fatbin, fatbin_bytes) defines
@@ -125,7 +119,12 @@ void te_error_hop(const char *func, const char *file, int line);
 /* ---- misc ------------------------------------------------------------------ */
 /* Monotonic nanoseconds. */
 uint64_t te_now_ns(void);
-/* 1 when the variable is set to "0" (used for NCCL_NVLS_ENABLE and the like). */
+/* 1 when the variable is set to "0" (for NCCL's NCCL_NVLS_ENABLE, which is
+ * not ours to register). */
 int te_env_is_zero(const char *name);
+/* TECORE_ERR_DISABLED naming the variable (NCCL_NVLS_ENABLE=0 or
+ * TECOMM_NVLS_ENABLE=0) that forbids NVLink multicast, else success
+ * (multicast_guard.c). */
+tecore_result_t te_multicast_allowed(const char *fn);
 
 #endif

@@ -1,6 +1,8 @@
-/* tunable.c -- the registry of environment tunables (TE_PARAM_*).
- * A tunable is read from the environment once, on first use; an invalid
- * value is logged and replaced by the default.  Registration happens in
+/* tunable.c -- the registry of environment tunables (TECORE_TUNABLE_*,
+ * TE_PARAM_*).  A tunable is read from the environment once, on first
+ * use; an invalid value is logged and replaced by the default.  A renamed
+ * tunable's former name (old_env) is read when the new one is unset, with
+ * a deprecation warning, for one release.  Registration happens in
  * library constructors, so the list is complete before main() runs and
  * te-info -e shows every knob of every loaded libte library. */
 #include "internal.h"
@@ -13,6 +15,15 @@
 static pthread_mutex_t tun_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct tecore_tunable *tun_head; /* sorted by env name */
 static int tun_count;
+
+/* 1 when name is the env or the old_env of a registered tunable other
+ * than t (under tun_lock). */
+static int name_taken(const struct tecore_tunable *t, const char *name) {
+  for (const struct tecore_tunable *u = tun_head; u; u = u->next_)
+    if (u != t && (strcmp(u->env, name) == 0 || (u->old_env && strcmp(u->old_env, name) == 0)))
+      return 1;
+  return 0;
+}
 
 TE_EXPORT tecore_result_t tecore_tunable_register(struct tecore_tunable *t) {
   TE_ARG(t, "tecore_tunable_register: t is NULL");
@@ -27,14 +38,21 @@ TE_EXPORT tecore_result_t tecore_tunable_register(struct tecore_tunable *t) {
            (long long)t->def_int, (long long)t->min, (long long)t->max);
   else
     TE_ARG(t->def_str, "tecore_tunable_register: %s has no default string", t->env);
+  TE_ARG(!t->old_env || (t->old_env[0] && strcmp(t->old_env, t->env) != 0),
+         "tecore_tunable_register: %s: old_env is empty or the same name", t->env);
   pthread_mutex_lock(&tun_lock);
+  if (t->old_env && name_taken(t, t->old_env)) {
+    pthread_mutex_unlock(&tun_lock);
+    return TE_ERR(TECORE_ERR_INVALID, "tecore_tunable_register: %s: old_env %s is already "
+                  "registered", t->env, t->old_env);
+  }
   struct tecore_tunable **pp = &tun_head;
   while (*pp && strcmp((*pp)->env, t->env) < 0) pp = &(*pp)->next_;
   if (*pp == t) {
     pthread_mutex_unlock(&tun_lock);
     return TECORE_SUCCESS;
   }
-  if (*pp && strcmp((*pp)->env, t->env) == 0) {
+  if ((*pp && strcmp((*pp)->env, t->env) == 0) || name_taken(t, t->env)) {
     pthread_mutex_unlock(&tun_lock);
     return TE_ERR(TECORE_ERR_INVALID, "tecore_tunable_register: %s is already registered",
                   t->env);
@@ -71,25 +89,45 @@ static const char *match_choice(const char *choices, const char *s) {
   return NULL;
 }
 
+/* The value t reads: its variable, else its deprecated former name (then
+ * *name is that name and *dep says so; also when the old name is set
+ * beside the new one and ignored). */
+static const char *tunable_getenv(const struct tecore_tunable *t, const char **name, char *dep,
+                                  size_t n) {
+  const char *v = getenv(t->env), *old = t->old_env ? getenv(t->old_env) : NULL;
+  *name = t->env;
+  if (!old) return v;
+  if (v) {
+    snprintf(dep, n, "%s is deprecated and ignored: %s is set (the new name)", t->old_env,
+             t->env);
+    return v;
+  }
+  snprintf(dep, n, "%s is deprecated: use %s (the old name works until the next release)",
+           t->old_env, t->env);
+  *name = t->old_env;
+  return old;
+}
+
 /* Reads t once.  Warnings are logged after the lock is dropped (the log
  * reads its own tunables). */
 static void tunable_read(struct tecore_tunable *t) {
-  char warn[512] = "";
+  char warn[512] = "", dep[256] = "";
   int saved = errno;
   pthread_mutex_lock(&tun_lock);
   if (t->state_ == 2) {
     pthread_mutex_unlock(&tun_lock);
     return;
   }
-  const char *v = getenv(t->env);
+  const char *name;
+  const char *v = tunable_getenv(t, &name, dep, sizeof dep);
   if (t->type == TECORE_TUNABLE_INT) {
     int64_t x = t->def_int;
     if (v && *v) {
       if (!parse_int(v, &x))
-        snprintf(warn, sizeof warn, "%s=\"%s\" is not an integer; using %lld", t->env, v,
+        snprintf(warn, sizeof warn, "%s=\"%s\" is not an integer; using %lld", name, v,
                  (long long)(x = t->def_int));
       else if (x < t->min || x > t->max)
-        snprintf(warn, sizeof warn, "%s=%s is outside [%lld, %lld]; using %lld", t->env, v,
+        snprintf(warn, sizeof warn, "%s=%s is outside [%lld, %lld]; using %lld", name, v,
                  (long long)t->min, (long long)t->max, (long long)(x = t->def_int));
     }
     t->int_ = x;
@@ -106,7 +144,7 @@ static void tunable_read(struct tecore_tunable *t) {
           char *copy = strndup(c, len);
           s = copy ? copy : t->def_str;
         } else {
-          snprintf(warn, sizeof warn, "%s=\"%s\" is not one of %s; using \"%s\"", t->env, v,
+          snprintf(warn, sizeof warn, "%s=\"%s\" is not one of %s; using \"%s\"", name, v,
                    t->choices, t->def_str);
         }
       }
@@ -115,6 +153,7 @@ static void tunable_read(struct tecore_tunable *t) {
   }
   __atomic_store_n(&t->state_, 2, __ATOMIC_RELEASE);
   pthread_mutex_unlock(&tun_lock);
+  if (dep[0]) TE_WARN(TECORE_SUBSYS_TUNE, "%s", dep);
   if (warn[0]) TE_WARN(TECORE_SUBSYS_TUNE, "%s", warn);
   errno = saved;
 }
@@ -150,7 +189,8 @@ static void fill_info(struct tecore_tunable *t, struct tecore_tunable_info *info
   info->min = t->min;
   info->max = t->max;
   info->def_str = t->def_str;
-  info->set_in_env = getenv(t->env) != NULL;
+  info->old_env = t->old_env;
+  info->set_in_env = getenv(t->env) != NULL || (t->old_env && getenv(t->old_env) != NULL);
   if (t->type == TECORE_TUNABLE_INT)
     info->value_int = tecore_tunable_int(t);
   else
@@ -173,7 +213,8 @@ TE_EXPORT tecore_result_t tecore_tunable_find(const char *env, struct tecore_tun
   TE_ARG(info, "tecore_tunable_find: info is NULL");
   pthread_mutex_lock(&tun_lock);
   struct tecore_tunable *t = tun_head;
-  while (t && strcmp(t->env, env) != 0) t = t->next_;
+  while (t && strcmp(t->env, env) != 0 && !(t->old_env && strcmp(t->old_env, env) == 0))
+    t = t->next_;
   pthread_mutex_unlock(&tun_lock);
   if (!t) return TE_ERR(TECORE_ERR_INVALID, "tecore_tunable_find: no tunable %s", env);
   fill_info(t, info);

@@ -226,6 +226,99 @@ START_TEST(listing) {
 }
 END_TEST
 
+/* A renamed tunable (old_env): the old name is read when the new one is
+ * unset, with a WARN line saying it is deprecated; the new name wins when
+ * both are set; the listing and tecore_tunable_find know the old name.
+ * (TE_OPS_FUSION and friends were renamed this way.) */
+START_TEST(renamed_old_name_still_read) {
+  char dir[256], path[512];
+  te_tmpdir(dir, sizeof dir);
+  snprintf(path, sizeof path, "%s/log", dir);
+  setenv("TE_DEBUG", "WARN", 1);
+  setenv("TE_DEBUG_FILE", path, 1);
+  unsetenv("TE_DEBUG_SUBSYS");
+  int64_t v_old = (int64_t)te_rand_below(1000) + 1, v_new = v_old + 1 + te_rand_below(1000);
+  char buf[32];
+
+  TUN_INT(old_only, "TE_TEST_RN_NEW1", 0, 0, 5000);
+  old_only.old_env = "TE_TEST_RN_OLD1";
+  unsetenv("TE_TEST_RN_NEW1");
+  snprintf(buf, sizeof buf, "%lld", (long long)v_old);
+  setenv("TE_TEST_RN_OLD1", buf, 1);
+  TE_OK(tecore_tunable_register(&old_only));
+  ck_assert_int_eq(tecore_tunable_int(&old_only), v_old);
+
+  TUN_STR(both, "TE_TEST_RN_NEW2", "d", NULL);
+  both.old_env = "TE_TEST_RN_OLD2";
+  snprintf(buf, sizeof buf, "n%lld", (long long)v_new);
+  setenv("TE_TEST_RN_NEW2", buf, 1);
+  setenv("TE_TEST_RN_OLD2", "o", 1);
+  TE_OK(tecore_tunable_register(&both));
+  ck_assert_str_eq(tecore_tunable_str(&both), buf);
+
+  TUN_INT(neither, "TE_TEST_RN_NEW3", 7, 0, 10);
+  neither.old_env = "TE_TEST_RN_OLD3";
+  unsetenv("TE_TEST_RN_NEW3");
+  unsetenv("TE_TEST_RN_OLD3");
+  TE_OK(tecore_tunable_register(&neither));
+  ck_assert_int_eq(tecore_tunable_int(&neither), 7);
+
+  struct tecore_tunable_info info;
+  TE_OK(tecore_tunable_find("TE_TEST_RN_OLD1", &info));
+  ck_assert_str_eq(info.env, "TE_TEST_RN_NEW1");
+  ck_assert_str_eq(info.old_env, "TE_TEST_RN_OLD1");
+  ck_assert_int_eq(info.set_in_env, 1);
+  ck_assert_int_eq(info.value_int, v_old);
+  TE_OK(tecore_tunable_find("TE_TEST_RN_NEW3", &info));
+  ck_assert_int_eq(info.set_in_env, 0);
+
+  /* a name is one tunable's, whether new or old */
+  TUN_INT(clash_old, "TE_TEST_RN_NEW4", 0, 0, 1);
+  clash_old.old_env = "TE_TEST_RN_NEW1";
+  TE_EXPECT_INVALID("TE_TEST_RN_NEW1", tecore_tunable_register(&clash_old));
+  TUN_INT(clash_new, "TE_TEST_RN_OLD1", 0, 0, 1);
+  TE_EXPECT_INVALID("TE_TEST_RN_OLD1", tecore_tunable_register(&clash_new));
+  TUN_INT(same, "TE_TEST_RN_NEW5", 0, 0, 1);
+  same.old_env = "TE_TEST_RN_NEW5";
+  TE_EXPECT_INVALID("old_env", tecore_tunable_register(&same));
+  TE_EXPECT_FAIL(tecore_tunable_find("TE_TEST_RN_NEW4", &info));
+  TE_EXPECT_FAIL(tecore_tunable_find("TE_TEST_RN_NEW5", &info));
+
+  /* the library's own renamed knobs answer to their old names */
+  TE_OK(tecore_tunable_find("TE_OPS_FUSION", &info));
+  ck_assert_str_eq(info.env, "TECORE_OPS_FUSION");
+  TE_OK(tecore_tunable_find("TE_ACT_FAST_MATH", &info));
+  ck_assert_str_eq(info.env, "TECORE_ACT_FAST_MATH");
+  TE_OK(tecore_tunable_find("TE_OPS_GEMM_WORKSPACE_MB", &info));
+  ck_assert_str_eq(info.env, "TECORE_OPS_GEMM_WORKSPACE_MB");
+  /* the multicast switch is registered (te-info -e lists it), default on */
+  TE_OK(tecore_tunable_find("TECOMM_NVLS_ENABLE", &info));
+  ck_assert_int_eq(info.type, TECORE_TUNABLE_INT);
+  ck_assert_int_eq(info.def_int, 1);
+  ck_assert_int_eq(info.min, 0);
+  ck_assert_int_eq(info.max, 1);
+
+  if (te_test_forking) {
+    FILE *fp = fopen(path, "r");
+    ck_assert_msg(fp != NULL, "no log file %s after a deprecated name", path);
+    char text[8192];
+    size_t n = fread(text, 1, sizeof text - 1, fp);
+    text[n] = '\0';
+    fclose(fp);
+    ck_assert_msg(strstr(text, "TE_TEST_RN_OLD1 is deprecated: use TE_TEST_RN_NEW1"),
+                  "no deprecation line for TE_TEST_RN_OLD1; log:\n%s", text);
+    ck_assert_msg(strstr(text, "TE_TEST_RN_OLD2 is deprecated and ignored"),
+                  "no line saying TE_TEST_RN_OLD2 is ignored; log:\n%s", text);
+    ck_assert_msg(!strstr(text, "TE_TEST_RN_OLD3"), "a warning for an unset old name:\n%s",
+                  text);
+  }
+  unsetenv("TE_TEST_RN_OLD1");
+  unsetenv("TE_TEST_RN_NEW2");
+  unsetenv("TE_TEST_RN_OLD2");
+  te_rmtree(dir);
+}
+END_TEST
+
 static Suite *tunable_suite(void) {
   Suite *s = suite_create("tunable");
   TCase *tc = te_tcase(s, "values", 0);
@@ -236,6 +329,7 @@ static Suite *tunable_suite(void) {
   tc = te_tcase(s, "registry", 0);
   tcase_add_test(tc, register_rules);
   tcase_add_test(tc, listing);
+  tcase_add_test(tc, renamed_old_name_still_read);
   return s;
 }
 

@@ -35,6 +35,8 @@ static int list_tunables(void) {
              t.choices ? ", one of " : "", t.choices ? t.choices : "", t.value_str,
              t.set_in_env ? " (set)" : "");
     printf("    %s\n", t.help);
+    if (t.old_env)
+      printf("    (formerly %s: deprecated, still read for one release)\n", t.old_env);
   }
   return 0;
 }
@@ -58,10 +60,13 @@ static void print_build(void) {
   } else {
     printf("verbs:       not built in\n");
   }
-  const char *nvls = getenv("NCCL_NVLS_ENABLE"), *tnvls = getenv("TECOMM_NVLS_ENABLE");
+  /* NCCL's variable as NCCL reads it; ours through the registry */
+  const char *nvls = getenv("NCCL_NVLS_ENABLE");
+  struct tecore_tunable_info tnvls;
   if (nvls && strcmp(nvls, "0") == 0)
     printf("multicast:   disabled by NCCL_NVLS_ENABLE=0\n");
-  else if (tnvls && strcmp(tnvls, "0") == 0)
+  else if (tecore_tunable_find("TECOMM_NVLS_ENABLE", &tnvls) == TECORE_SUCCESS &&
+           tnvls.value_int == 0)
     printf("multicast:   disabled by TECOMM_NVLS_ENABLE=0\n");
   else
     printf("multicast:   allowed where the device has it\n");

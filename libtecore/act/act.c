@@ -117,10 +117,11 @@ TE_KERNEL_TABLE_FATBIN(act_first_id, "libtecore/act", act_kernels, act)
 
 /* ---- public entry points ---------------------------------------------------------- */
 
-TE_PARAM_INT(act_fast_math, "TE_ACT_FAST_MATH", 0, 0, 1,
-             "1: activation forward kernels on the GPU take the sigmoid from the hardware's "
-             "approximate exp2 and reciprocal (memory-bound instead of instruction-bound; "
-             "results then differ from the vdev backend's in the last bits)")
+TE_PARAM_INT_RENAMED(act_fast_math, "TECORE_ACT_FAST_MATH", "TE_ACT_FAST_MATH", 0, 0, 1,
+                     "1: activation forward kernels on the GPU take the sigmoid from the "
+                     "hardware's approximate exp2 and reciprocal (memory-bound instead of "
+                     "instruction-bound; results then differ from the vdev backend's in the last "
+                     "bits)")
 
 static const char *const act_names[TECORE_ACT_COUNT_] = {"gelu", "relu", "silu", "qgelu",
                                                          "swiglu", "geglu", "reglu"};

@@ -9,14 +9,9 @@
  * answers TECORE_ERR_NOT_SUPPORTED through TE_CU. */
 #include "cuda_backend.h"
 
-/* TECORE_ERR_DISABLED with the variable that forbids multicast, or success. */
-static tecore_result_t mc_allowed(const char *op) {
-  static const char *const vars[] = {"NCCL_NVLS_ENABLE", "TECOMM_NVLS_ENABLE"};
-  for (size_t i = 0; i < TE_ARRAY_SIZE(vars); i++)
-    if (te_env_is_zero(vars[i]))
-      return TE_ERR(TECORE_ERR_DISABLED, "%s: NVLink multicast is disabled by %s=0", op, vars[i]);
-  return TECORE_SUCCESS;
-}
+/* TECORE_ERR_DISABLED with the variable that forbids multicast, or success
+ * (the rule lives in multicast_guard.c). */
+static tecore_result_t mc_allowed(const char *op) { return te_multicast_allowed(op); }
 
 /* Always exportable as a POSIX fd: the creating rank hands the object to
  * its local peers that way (tecore_mc_create takes no flags for it). */

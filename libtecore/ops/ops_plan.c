@@ -18,9 +18,9 @@
 #include <stdint.h>
 #include <string.h>
 
-TE_PARAM_INT(ops_fusion, "TE_OPS_FUSION", 1, 0, 1,
-             "1: the operation fuser uses fusion patterns; 0: every operation runs by itself "
-             "(as TECORE_SEQ_NO_FUSION)")
+TE_PARAM_INT_RENAMED(ops_fusion, "TECORE_OPS_FUSION", "TE_OPS_FUSION", 1, 0, 1,
+                     "1: the operation fuser uses fusion patterns; 0: every operation runs by "
+                     "itself (as TECORE_SEQ_NO_FUSION)")
 
 static tecore_result_t grad_layout(tecore_seq_t *s);
 

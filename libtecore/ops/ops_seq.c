@@ -14,10 +14,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-TE_PARAM_INT(ops_gemm_workspace_mb, "TE_OPS_GEMM_WORKSPACE_MB", 32, 0, 4096,
-             "MiB of GEMM workspace each fuser sequence owns on the cuda backend (so captured "
-             "graphs of a sequence never share the per-stream workspace); 0: the per-stream "
-             "internal one")
+TE_PARAM_INT_RENAMED(ops_gemm_workspace_mb, "TECORE_OPS_GEMM_WORKSPACE_MB",
+                     "TE_OPS_GEMM_WORKSPACE_MB", 32, 0, 4096,
+                     "MiB of GEMM workspace each fuser sequence owns on the cuda backend (so "
+                     "captured graphs of a sequence never share the per-stream workspace); 0: the "
+                     "per-stream internal one")
 
 /* ---- allocation ------------------------------------------------------------------- */
 

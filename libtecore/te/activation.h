@@ -22,7 +22,7 @@
  *
  * Math: float, the same on both backends bit for bit
  * (kernels/common/act.h); rounding to the output dtype is nearest even.
- * TE_ACT_FAST_MATH=1 lets the GPU's forward kernels use the hardware's
+ * TECORE_ACT_FAST_MATH=1 lets the GPU's forward kernels use the hardware's
  * approximate exp2 and reciprocal for the sigmoid (GELU, SiLU, QGELU and
  * their gated forms): faster, about 2 ulp in float, no longer bit-equal
  * to vdev.

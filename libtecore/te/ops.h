@@ -36,7 +36,7 @@
  * epilogue) | linear+bias+add, and backward (FP8) as rmsnorm_bwd_add |
  * dgelu+dbias+cast_transpose | linear.  Plans are recomputed when the
  * recipe changes.  tecore_seq_describe and tecore_seq_groups say what was
- * chosen.  TECORE_SEQ_NO_FUSION (or TE_OPS_FUSION=0) runs every operation
+ * chosen.  TECORE_SEQ_NO_FUSION (or TECORE_OPS_FUSION=0) runs every operation
  * by itself: the reference for the fused plan.
  *
  * Gradients.  tecore_seq_backward ADDS each parameter's gradient into its
