@@ -10,8 +10,10 @@
  *     same bits (output, input gradient, every parameter gradient) as the
  *     same sequence without, BF16, F32 and FP8, prefetch 1 and 2, pool and
  *     spill files, eagerly and as graphed callables (warmup hooks off/on),
- *     over two steps; device memory of the sequence goes down; the
- *     gradient buffers keep their addresses;
+ *     over two steps, replayed on the caller's stream and on a side
+ *     stream; device memory of the sequence goes down; the gradient
+ *     buffers keep their addresses; tensors marked keep stay where they
+ *     are;
  *   - faults: an injected EIO on a spill write and on a read, and a full
  *     file system (RLIMIT_FSIZE): the step's check fails naming the file,
  *     the tensor and the cause, the sequence's next forward fails too, and
@@ -422,6 +424,57 @@ START_TEST(seq_fp8_spill_same_bits) {
 }
 END_TEST
 
+
+/* The do-not-offload mark on the sequence path: the marked tensors keep
+ * the sequence's own storage (never laid over the ring, never copied) and
+ * the step still gives the same bits. */
+START_TEST(seq_keep_mark_honoured) {
+  uint64_t seed = te_rand_u64();
+  tecore_seq_t *a = make_seq(TECORE_DTYPE_BF16, NULL, seed), *b = make_seq(TECORE_DTYPE_BF16, NULL,
+                                                                          seed);
+  size_t ns = 0;
+  TE_OK(tecore_seq_saved(b, NULL, 0, &ns));
+  struct tecore_seq_saved *sv = calloc(ns, sizeof *sv), *sv2 = calloc(ns, sizeof *sv2);
+  TE_OK(tecore_seq_saved(b, sv, ns, &ns));
+  /* mark every saved tensor of blocks 0 and 1, and one at random elsewhere */
+  size_t keep[64], nkeep = 0;
+  for (size_t i = 0; i < ns && nkeep < 63; i++)
+    if (sv[i].op_first < 12) keep[nkeep++] = i;
+  keep[nkeep++] = 12 + (size_t)te_rand_below(ns - 12);   /* ns > 12: 5 blocks */
+  tegraph_offload_t *c = make_ctx(16u << 20, NULL, 1);
+  struct tegraph_offload_block blocks[NB];
+  struct tegraph_offload_seq_desc d = seq_desc(b, blocks);
+  d.keep = keep;
+  d.nkeep = nkeep;
+  TG_OK(tegraph_offload_attach(c, &d));
+  TE_OK(tecore_seq_saved(b, sv2, ns, &ns));
+  for (size_t k = 0; k < nkeep; k++) {
+    size_t i = keep[k];
+    ck_assert_msg(!sv2[i].external && sv2[i].ptr == sv[i].ptr,
+                  "saved tensor %zu is marked keep but was moved", i);
+  }
+  struct tegraph_offload_stats st;
+  TG_OK(tegraph_offload_stats(c, &st));
+  ck_assert_msg(st.offloaded > 0, "nothing offloaded besides the marks");
+  struct step_io ia, ib;
+  io_make(&ia, TECORE_DTYPE_BF16);
+  io_make(&ib, TECORE_DTYPE_BF16);
+  TE_OK(tecore_memcpy_async(ib.x, ia.x, ROWS * HIDDEN * 2, te_stream));
+  TE_OK(tecore_memcpy_async(ib.dy, ia.dy, ROWS * HIDDEN * 2, te_stream));
+  run_step(a, &ia, TECORE_DTYPE_BF16, 0);
+  run_step(b, &ib, TECORE_DTYPE_BF16, 0);
+  ck_assert_int_eq(te_stream_wait(te_stream, WAIT_MS), TECORE_SUCCESS);
+  expect_same(a, &ia, b, &ib, "keep marks");
+  TG_OK(tegraph_offload_destroy(c));
+  io_free(&ia);
+  io_free(&ib);
+  free(sv);
+  free(sv2);
+  TE_OK(tecore_seq_destroy(a));
+  TE_OK(tecore_seq_destroy(b));
+}
+END_TEST
+
 /* ---- graphs ------------------------------------------------------------------------- */
 
 struct gctx {
@@ -447,7 +500,7 @@ static tecore_result_t g_on(void *u) {
   return tegraph_offload_hook_on(((struct gctx *)u)->c);
 }
 
-static void graphed_same_bits(const char *dir, size_t budget, const char *what) {
+static void graphed_same_bits(const char *dir, size_t budget, int side, const char *what) {
   struct tecore_recipe rc;
   TE_OK(tecore_recipe_init(&rc, TECORE_RECIPE_DELAYED));
   uint64_t seed = te_rand_u64();
@@ -483,6 +536,11 @@ static void graphed_same_bits(const char *dir, size_t budget, const char *what) 
   TE_OK(tecore_seq_zero_grad(b, te_stream));
   TE_OK(tecore_stream_synchronize(te_stream));
   struct tegraph_replay_opts ro = {.stream = te_stream, .is_first_microbatch = 1};
+  tecore_stream_t side_stream = NULL;
+  if (side) {   /* the replays run on a side stream, joined back through an event */
+    TE_OK(tecore_stream_create(TECORE_STREAM_NON_BLOCKING, 0, &side_stream));
+    ro.replay_stream = side_stream;
+  }
   for (int step = 0; step < 2; step++) {
     run_step(a, &ia, TECORE_DTYPE_BF16, 1);
     struct tecore_tensor y = so;
@@ -497,6 +555,7 @@ static void graphed_same_bits(const char *dir, size_t budget, const char *what) 
   TG_OK(tegraph_offload_check(g.c));
   expect_same(a, &ia, b, &ib, what);
   TG_OK(tegraph_callable_destroy(cb));
+  if (side_stream) TE_OK(tecore_stream_destroy(side_stream));
   TG_OK(tegraph_offload_destroy(g.c));
   io_free(&ia);
   io_free(&ib);
@@ -504,12 +563,16 @@ static void graphed_same_bits(const char *dir, size_t budget, const char *what) 
   TE_OK(tecore_seq_destroy(b));
 }
 
-START_TEST(graphed_fp8_same_bits) { graphed_same_bits(NULL, 16u << 20, "graphed fp8"); }
+START_TEST(graphed_fp8_same_bits) { graphed_same_bits(NULL, 16u << 20, 0, "graphed fp8"); }
+END_TEST
+START_TEST(graphed_side_stream_replay_same_bits) {
+  graphed_same_bits(NULL, 16u << 20, 1, "graphed fp8, side-stream replay");
+}
 END_TEST
 START_TEST(graphed_fp8_spill_same_bits) {
   char dir[4096];
   te_tmpdir(dir, sizeof dir);
-  graphed_same_bits(dir, 256 * 1024, "graphed fp8, spilled");
+  graphed_same_bits(dir, 256 * 1024, 0, "graphed fp8, spilled");
   te_rmtree(dir);
 }
 END_TEST
@@ -673,8 +736,10 @@ static Suite *offload_suite(void) {
   tcase_add_test(tc, seq_fp8_same_bits);
   tcase_add_test(tc, seq_fp8_prefetch2_same_bits);
   tcase_add_test(tc, seq_fp8_spill_same_bits);
+  tcase_add_test(tc, seq_keep_mark_honoured);
   tc = te_tcase(s, "graphs", 1);
   tcase_add_test(tc, graphed_fp8_same_bits);
+  tcase_add_test(tc, graphed_side_stream_replay_same_bits);
   tcase_add_test(tc, graphed_fp8_spill_same_bits);
   tc = te_tcase(s, "faults", 1);
   tcase_add_test(tc, spill_write_eio_fails_the_step);
