@@ -168,9 +168,12 @@ static void put(char *buf, size_t cap, size_t *len, const char *fmt, ...) {
 
 static const char *nvls_line(void) {
   /* NVLS comes with issue 12; no multicast object is ever created here */
-  const char *v1 = getenv("NCCL_NVLS_ENABLE"), *v2 = getenv("TECOMM_NVLS_ENABLE");
+  /* NCCL's variable as NCCL reads it; ours is libtecore's registered tunable */
+  const char *v1 = getenv("NCCL_NVLS_ENABLE");
+  struct tecore_tunable_info v2;
   if (v1 && strcmp(v1, "0") == 0) return "nvls: refused (NCCL_NVLS_ENABLE=0)";
-  if (v2 && strcmp(v2, "0") == 0) return "nvls: refused (TECOMM_NVLS_ENABLE=0)";
+  if (tecore_tunable_find("TECOMM_NVLS_ENABLE", &v2) == TECORE_SUCCESS && v2.value_int == 0)
+    return "nvls: refused (TECOMM_NVLS_ENABLE=0)";
   return "nvls: not in this release";
 }
 

@@ -12,13 +12,9 @@
 
 #define POOL_ALIGN 256
 
-static struct tecore_tunable tg_pool_chunk_mb = {
-    .name = "pool_chunk_mb", .env = "TEGRAPH_POOL_CHUNK_MB", .type = TECORE_TUNABLE_INT,
-    .def_int = 64, .min = 1, .max = 1 << 20,
-    .help = "libtegraph: least size in MiB of each device reservation of a graph memory pool"};
-__attribute__((constructor)) static void tg_pool_chunk_mb_register(void) {
-  (void)tecore_tunable_register(&tg_pool_chunk_mb);
-}
+TECORE_TUNABLE_INT(tg_pool_chunk_mb, "TEGRAPH_POOL_CHUNK_MB", 64, 1, 1 << 20,
+                   "libtegraph: least size in MiB of each device reservation of a graph "
+                   "memory pool")
 
 struct range {
   size_t off, len;

@@ -14,13 +14,9 @@
 #include <string.h>
 #include <unistd.h>
 
+/* libtegraph's tunables, registered with libtecore's public macro */
 #define TG_TUNABLE(var, envname, def, lo, hi, helptext)                        \
-  static struct tecore_tunable var = {                                         \
-      .name = #var, .env = envname, .type = TECORE_TUNABLE_INT,                \
-      .def_int = (def), .min = (lo), .max = (hi), .help = helptext};           \
-  __attribute__((constructor)) static void var##_register(void) {              \
-    (void)tecore_tunable_register(&var);                                       \
-  }
+  TECORE_TUNABLE_INT(var, envname, def, lo, hi, helptext)
 
 TG_TUNABLE(tg_offload_host_mb, "TEGRAPH_OFFLOAD_HOST_MB", 1024, 1, 1 << 24,
            "libtegraph: MiB of pinned host memory an offload context holds when its "
