@@ -1480,6 +1480,33 @@ START_TEST(test_register_kind_def) {
   te_expect_f32_near(got, want, n, 0, 1e-6, "an aliasing kind last: y");
   TE_OK(tecore_seq_destroy(s));
 
+  /* what backward reads decides what is saved for it (offload): a kind
+   * that says TECORE_OP_BACKWARD_NO_INPUT does not keep its input */
+  for (int noin = 0; noin < 2; noin++) {
+    struct tecore_op_kind_def kd = probe;
+    kd.name = "twice";
+    kd.fields = 0;
+    kd.flags = noin ? TECORE_OP_BACKWARD_NO_INPUT : 0;
+    TE_OK(tecore_ops_register_kind(K_BAD, &kd));
+    struct tecore_op_desc gd[3] = {op_kind(TECORE_OP_GELU), op_kind(K_BAD),
+                                   op_kind(TECORE_OP_GELU)};
+    s = make_seq(gd, 3, rows, cols, TECORE_DTYPE_F32, 0, NULL);
+    struct tecore_seq_saved sv[8];
+    size_t nsv = 0;
+    int found = 0;
+    TE_OK(tecore_seq_saved(s, sv, 8, &nsv));
+    for (size_t i = 0; i < nsv && i < 8; i++)
+      if (sv[i].bnd == 1 && sv[i].part == TECORE_SEQ_SAVED_DATA) {
+        found = 1;
+        ck_assert_msg(sv[i].read_back == !noin, "the input of a kind %s: read_back %d",
+                      noin ? "with TECORE_OP_BACKWARD_NO_INPUT" : "without flags",
+                      sv[i].read_back);
+      }
+    ck_assert_msg(found, "boundary 1 is not among the %zu saved tensors", nsv);
+    TE_OK(tecore_seq_destroy(s));
+    TE_OK(tecore_ops_register_kind(K_BAD, NULL));
+  }
+
   /* definitions and descs the fuser refuses */
   struct tecore_op_kind_def bad = view;
   bad.fields = 0x40u;

@@ -180,8 +180,6 @@ struct tecore_seq {
 
 /* ---- ops_seq.c -------------------------------------------------------------------- */
 tecore_result_t te_seq_alloc(tecore_seq_t *s, size_t bytes, int param, tecore_devptr_t *p);
-/* Frees an allocation of te_seq_alloc (ops_saved.c). */
-tecore_result_t te_seq_release(tecore_seq_t *s, tecore_devptr_t p);
 /* The storage boundary b resolves to (following aliases). */
 tecore_devptr_t te_bnd_hp(const tecore_seq_t *s, size_t b);
 tecore_devptr_t te_bnd_grad(const tecore_seq_t *s, size_t b);

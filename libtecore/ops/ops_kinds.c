@@ -261,6 +261,7 @@ static tecore_result_t add_extra_bwd(const struct tecore_seq_exec *x) {
 #define F_FEAT TECORE_OP_FIELD_FEATURES
 #define AF TECORE_OP_ALIAS_FORWARD
 #define AB TECORE_OP_ALIAS_BACKWARD
+#define NI TECORE_OP_BACKWARD_NO_INPUT
 #define KIND(k, nm, fl, flg, shp, wsf, fw, bw, c, f8)                                         \
   [k] = {.def = {.name = nm, .fields = fl, .flags = flg, .shape = shp, .workspace = wsf,    \
                  .forward = fw, .backward = bw, .ctx = (void *)(uintptr_t)(c)},               \
@@ -269,12 +270,12 @@ static tecore_result_t add_extra_bwd(const struct tecore_seq_exec *x) {
 #define COMM(k, nm) [k] = {.def = {.name = nm}}
 
 const struct te_kind te_builtin_kinds[TECORE_OP_BUILTIN_COUNT_] = {
-    KIND(TECORE_OP_IDENTITY, "identity", 0, AF | AB, NULL, NULL, pass_fwd, pass_bwd, 0, 0),
-    KIND(TECORE_OP_RESHAPE, "reshape", F_FEAT, AF | AB, reshape_shape, NULL, pass_fwd, pass_bwd,
+    KIND(TECORE_OP_IDENTITY, "identity", 0, AF | AB | NI, NULL, NULL, pass_fwd, pass_bwd, 0, 0),
+    KIND(TECORE_OP_RESHAPE, "reshape", F_FEAT, AF | AB | NI, reshape_shape, NULL, pass_fwd, pass_bwd,
          0, 0),
     KIND(TECORE_OP_LINEAR, "linear", F_FEAT | TECORE_OP_FIELD_BIAS, 0, linear_shape, NULL,
          linear_fwd, linear_bwd, 0, TE_KIND_GEMM),
-    KIND(TECORE_OP_BIAS, "bias", 0, AB, bias_shape, NULL, bias_fwd, bias_bwd, 0, 0),
+    KIND(TECORE_OP_BIAS, "bias", 0, AB | NI, bias_shape, NULL, bias_fwd, bias_bwd, 0, 0),
     ACT(TECORE_OP_GELU, "gelu", NULL, TECORE_ACT_GELU),
     ACT(TECORE_OP_RELU, "relu", NULL, TECORE_ACT_RELU),
     ACT(TECORE_OP_SILU, "silu", NULL, TECORE_ACT_SILU),
@@ -286,14 +287,14 @@ const struct te_kind te_builtin_kinds[TECORE_OP_BUILTIN_COUNT_] = {
          layernorm_fwd, layernorm_bwd, 2, 0),
     KIND(TECORE_OP_RMSNORM, "rmsnorm", TECORE_OP_FIELD_EPSILON, 0, norm_shape, rmsnorm_ws,
          rmsnorm_fwd, rmsnorm_bwd, 1, 0),
-    KIND(TECORE_OP_QUANTIZE, "quantize", 0, AF | AB, NULL, NULL, quantize_fwd, pass_bwd, 0,
+    KIND(TECORE_OP_QUANTIZE, "quantize", 0, AF | AB | NI, NULL, NULL, quantize_fwd, pass_bwd, 0,
          TE_KIND_FP8_COPY),
-    KIND(TECORE_OP_CONSTANT_SCALE, "constant_scale", TECORE_OP_FIELD_SCALE, 0, scale_shape, NULL,
+    KIND(TECORE_OP_CONSTANT_SCALE, "constant_scale", TECORE_OP_FIELD_SCALE, NI, scale_shape, NULL,
          scale_fwd, scale_bwd, 0, 0),
     KIND(TECORE_OP_MAKE_EXTRA_OUTPUT, "make_extra_output", TECORE_OP_FIELD_SLOT,
-         AF | TECORE_OP_SLOT_MAKE, NULL, NULL, pass_fwd, make_extra_bwd, 0, 0),
+         AF | NI | TECORE_OP_SLOT_MAKE, NULL, NULL, pass_fwd, make_extra_bwd, 0, 0),
     KIND(TECORE_OP_ADD_EXTRA_INPUT, "add_extra_input", TECORE_OP_FIELD_SLOT,
-         AB | TECORE_OP_SLOT_ADD, NULL, NULL, add_extra_fwd, add_extra_bwd, 0, 0),
+         AB | NI | TECORE_OP_SLOT_ADD, NULL, NULL, add_extra_fwd, add_extra_bwd, 0, 0),
     COMM(TECORE_OP_ALLREDUCE, "allreduce"),
     COMM(TECORE_OP_REDUCE_SCATTER, "reduce_scatter"),
     COMM(TECORE_OP_ALLGATHER, "allgather"),

@@ -15,7 +15,8 @@
 
 #include <string.h>
 
-tecore_result_t te_seq_release(tecore_seq_t *s, tecore_devptr_t p) {
+/* Frees an allocation of te_seq_alloc. */
+static tecore_result_t seq_release(tecore_seq_t *s, tecore_devptr_t p) {
   for (size_t i = 0; i < s->nallocs; i++) {
     if (s->allocs[i].p != p) continue;
     TE_CHECK(tecore_mem_free(p));
@@ -34,13 +35,14 @@ static size_t owner(const tecore_seq_t *s, size_t b) {
   return b;
 }
 
-/* Does op c's backward read its input (the forward's values)? */
+/* Does op c's backward read its input (the forward's values)?  Its kind
+ * says (TECORE_OP_BACKWARD_NO_INPUT; registered kinds are taken to read
+ * it unless they say not); a Linear reads its FP8 or bf16 copy instead
+ * where it has one. */
 static int bwd_reads_input_hp(const tecore_seq_t *s, size_t c) {
   const struct te_op *o = &s->ops[c];
-  int k = o->d.kind;
   if (o->fp8 & TE_KIND_GEMM) return !s->fp8 && s->cfg.dtype != TECORE_DTYPE_F32;
-  if (k >= TECORE_OP_GELU && k <= TECORE_OP_RMSNORM) return 1;   /* activations, norms */
-  return k >= TECORE_OP_ALLREDUCE;   /* communication and registered kinds: assume so */
+  return !(o->def.flags & TECORE_OP_BACKWARD_NO_INPUT);
 }
 
 /* One saved tensor and where its pointer lives. */
@@ -190,7 +192,7 @@ TE_EXPORT tecore_result_t tecore_seq_set_saved(tecore_seq_t *s, size_t index, te
   struct saved_ref *r = &a.found;
   int ext = (*r->ext & r->bit) != 0;
   if (ptr) {
-    if (!ext) TE_CHECK(te_seq_release(s, *r->field));
+    if (!ext) TE_CHECK(seq_release(s, *r->field));
     *r->field = ptr;
     *r->ext |= r->bit;
     return TECORE_SUCCESS;

@@ -377,6 +377,11 @@ typedef tecore_result_t (*tecore_seq_exec_fn)(const struct tecore_seq_exec *x);
 #define TECORE_OP_ALIAS_BACKWARD 0x2u
 #define TECORE_OP_SLOT_MAKE 0x4u
 #define TECORE_OP_SLOT_ADD 0x8u
+/* Backward reads nothing the forward computed (no activation of the
+ * sequence): the input need not be kept for it (what activation offload
+ * saves, tecore_seq_saved).  Without it, backward is taken to read its
+ * input. */
+#define TECORE_OP_BACKWARD_NO_INPUT 0x10u
 
 /* How tecore_seq_build fills a parameter: zeros, ones, or uniform in
  * [-bound, bound] from the sequence's seed (one draw per element, in
