@@ -267,12 +267,6 @@ static tecore_result_t ct_check(const struct ct_call *k, size_t ws_bytes, const 
   return TECORE_SUCCESS;
 }
 
-tecore_result_t te_cast_transpose_launch(const struct tecore_tensor *in,
-                                         const struct tecore_tensor *out, tecore_stream_t stream) {
-  struct ct_call k = {.in = in, .out = out, .act = TE_CT_ACT_NONE};
-  return ct_run(&k, stream);
-}
-
 /* ---- public entry points ----------------------------------------------------- */
 
 TE_EXPORT tecore_result_t tecore_cast_transpose(const struct tecore_tensor *in,

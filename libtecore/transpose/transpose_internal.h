@@ -33,11 +33,4 @@ enum { TE_CTR_P_WS, TE_CTR_P_DBIAS, TE_CTR_P_PARTS, TE_CTR_P_COLS, TE_CTR_P_DTYP
 void te_ct_vdev(const struct tecore_launch_cfg *cfg, void *const *args);
 void te_ct_vdev_dbias_reduce(const struct tecore_launch_cfg *cfg, void *const *args);
 
-/* Cast-transpose of in (F32/F16/BF16, scaling NONE) into out (DELAYED,
- * CURRENT or MXFP8; whichever of data and columnwise_data are set), both
- * already validated by the caller with the same 2-D view; no dbias.
- * For tecore_quantize and friends. */
-tecore_result_t te_cast_transpose_launch(const struct tecore_tensor *in,
-                                         const struct tecore_tensor *out, tecore_stream_t stream);
-
 #endif
