@@ -69,7 +69,5 @@ struct te_gemm_key {
 int te_gemm_cache_get(const struct te_gemm_key *key, void *val);
 /* Stores key -> val (replacing an existing value); 0, or -1 when full. */
 int te_gemm_cache_put(const struct te_gemm_key *key, const void *val);
-/* Number of cached entries (for tests and logs). */
-size_t te_gemm_cache_count(void);
 
 #endif

@@ -84,10 +84,3 @@ out:
   pthread_mutex_unlock(&cache_lock);
   return r;
 }
-
-size_t te_gemm_cache_count(void) {
-  pthread_mutex_lock(&cache_lock);
-  size_t n = cache_used;
-  pthread_mutex_unlock(&cache_lock);
-  return n;
-}
