@@ -99,7 +99,9 @@ static void dev_preload(void) {
   __atomic_store_n(&dev_ready, dev_ops, __ATOMIC_RELEASE);
 }
 
-const struct te_device_ops *te_ops(void) {
+/* The selected backend's table (initializes on demand; NULL + error set
+ * when no backend can start). */
+static const struct te_device_ops *te_ops(void) {
   pthread_once(&dev_once, dev_select);
   if (!dev_ops) {
     TE_ERR(dev_init_result, "%s", dev_init_detail);

@@ -192,10 +192,8 @@ extern const struct te_device_ops te_vdev_ops;
 extern const struct te_device_ops te_cuda_ops;
 #endif
 
-/* The selected backend's table (initializes on demand; NULL + error set
- * when no backend can start). */
-const struct te_device_ops *te_ops(void);
-/* Same, as a result code: TECORE_SUCCESS and *o set, or the init failure. */
+/* The selected backend's table, as a result code: TECORE_SUCCESS and *o
+ * set, or the init failure (initializes on demand). */
 tecore_result_t te_ops_get(const struct te_device_ops **o);
 /* The backend's ops once initialized, else NULL; never initializes. */
 const struct te_device_ops *te_ops_if_ready(void);

@@ -98,8 +98,8 @@ void te_error_hop(const char *func, const char *file, int line);
   }                                                                            \
   __attribute__((constructor)) static void fn##_at_load_(void) { (void)fn(); }
 
-/* TE_KERNEL_TABLE_FATBIN(fn, "libtecore/x", defs, x): the same for a family
- * whose CUDA code is kernels/x.cu, embedded by fatbins.S as te_fatbin_x
+/* TE_KERNEL_TABLE_FATBIN(fn, "libtecore/<x>", defs, x): the same for a
+ * family whose CUDA code is kernels/<x>.cu, embedded by fatbins.S as te_fatbin_x
  * (declared here, so no family repeats the block; NULL in a build without
  * CUDA, where the table is vdev-only). */
 #ifdef TE_HAVE_CUDA
