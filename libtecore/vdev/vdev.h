@@ -80,7 +80,6 @@ struct vdev_obj *te_vdev_obj_get(const void *handle, enum vdev_kind kind);
 int te_vdev_obj_unregister(struct vdev_obj *o);
 void te_vdev_obj_ref(struct vdev_obj *o);
 void te_vdev_obj_unref(struct vdev_obj *o);
-const char *te_vdev_kind_name(enum vdev_kind kind);
 
 /* ---- completion markers (vdev_util.c) ------------------------------------- */
 
@@ -137,7 +136,6 @@ struct vdev_ctx {
   struct vdev_stream **streams;   /* live created streams (not the legacy one) */
   size_t nstreams, cap;
 };
-tecore_result_t te_vdev_ensure_init(void);
 int te_vdev_ndevices(void);
 /* The calling thread's context; device 0's primary one is made current when
  * the thread has none (as the runtime API does).  Never NULL. */
@@ -363,8 +361,6 @@ struct vdev_plan {
   struct vdev_node *nodes;
   size_t *order;
 };
-tecore_result_t te_vdev_plan_build(const struct vdev_node *nodes, size_t count,
-                                   struct vdev_plan **out);
 void te_vdev_plan_ref(struct vdev_plan *p);
 void te_vdev_plan_unref(struct vdev_plan *p);
 tecore_result_t te_vdev_plan_run(struct vdev_stream *s, struct vdev_plan *p);
@@ -404,8 +400,7 @@ int te_vdev_mc_members(tecore_devptr_t mc_va, void **member_ptrs, int max);
  * ops), vdev_kernel.c (kernel_*), vdev_capture.c (capture), vdev_graph.c
  * (a graph's nodes, count, DOT, destroy), vdev_exec.c (instantiate,
  * graph_exec_*, launch, upload), vdev_vmm.c (vmm_*), vdev_mc.c (mc_*),
- * gemm/gemm_vdev.c (gemm: the reference GEMM); vdev_ops.c, beside the
- * table, the one with nothing to do (kernel_prepare). */
+ * gemm/gemm_vdev.c (gemm: the reference GEMM). */
 TE_DEVICE_OPS(TE_DEVICE_OP_PROTO, vdev)
 
 /* waits for every stream of ctx (vdev_stream.c; used by ctx_synchronize) */

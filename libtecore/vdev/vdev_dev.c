@@ -31,7 +31,7 @@ static void vdev_init_once(void) {
           vdev_ndev, VDEV_DRIVER_VERSION);
 }
 
-tecore_result_t te_vdev_ensure_init(void) {
+static tecore_result_t te_vdev_ensure_init(void) {
   pthread_once(&vdev_once, vdev_init_once);
   return TECORE_SUCCESS;
 }

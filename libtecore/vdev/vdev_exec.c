@@ -108,8 +108,8 @@ out:
   return r;
 }
 
-tecore_result_t te_vdev_plan_build(const struct vdev_node *nodes, size_t count,
-                                   struct vdev_plan **out) {
+static tecore_result_t te_vdev_plan_build(const struct vdev_node *nodes, size_t count,
+                                          struct vdev_plan **out) {
   struct vdev_plan *p = calloc(1, sizeof *p);
   if (!p) return TE_ERR(TECORE_ERR_NOMEM, "vdev graph_instantiate: out of host memory");
   atomic_init(&p->refs, 1);

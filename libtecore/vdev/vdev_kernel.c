@@ -18,6 +18,14 @@ size_t te_vdev_arg_offset(const struct tecore_kernel_def *def, unsigned i) {
   return off;
 }
 
+/* The kernels' C implementations are linked in: nothing to resolve per
+ * context. */
+tecore_result_t te_vdev_kernel_prepare(struct te_kernel_entry *k, struct te_kernel_module *mod) {
+  (void)k;
+  (void)mod;
+  return TECORE_SUCCESS;
+}
+
 /* Nothing to load: the implementations are linked in. */
 tecore_result_t te_vdev_kernel_module_load(struct te_kernel_module *mod) {
   mod->backend_handle = NULL;

@@ -161,7 +161,7 @@ void te_vdev_registry_fork(enum vdev_fork_phase phase) {
   }
 }
 
-const char *te_vdev_kind_name(enum vdev_kind kind) {
+static const char *te_vdev_kind_name(enum vdev_kind kind) {
   switch (kind) {
   case VDEV_KIND_STREAM: return "stream";
   case VDEV_KIND_EVENT: return "event";
