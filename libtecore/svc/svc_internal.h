@@ -98,9 +98,6 @@ void te_svc_wake(void);
 void te_svc_job_finish(struct tecore_svc_job *job);   /* engine thread */
 void te_svc_job_fail(struct tecore_svc_job *job, tecore_result_t code, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
-/* Flag words: a pair from the slabs (lock held). */
-tecore_result_t te_svc_words_get(struct tecore_svc_job *job);
-void te_svc_words_put(struct tecore_svc_job *job);
 void te_svc_slabs_free(void);
 /* svc_io.c: engine thread */
 void te_svc_io_start(struct tecore_svc_job *job);              /* calls, then queues I/O */
@@ -108,6 +105,5 @@ int te_svc_io_submit(struct tecore_svc_job **active);          /* submits what f
 int te_svc_io_reap(void);                                      /* completions seen */
 void te_svc_io_wait(long ns);                                  /* sleeps until a completion */
 void te_svc_io_timeouts(struct tecore_svc_job *active);
-int te_svc_inflight(void);
 
 #endif

@@ -19,8 +19,6 @@ TE_PARAM_INT(svc_timeout_ms, "TECORE_SVC_TIMEOUT_MS", 60000, 1, 24 * 3600 * 1000
 
 static int inflight;
 
-int te_svc_inflight(void) { return inflight; }
-
 static const char *kind_word(tecore_svc_op_kind_t k) {
   return k == TECORE_SVC_READ ? "read" : "write";
 }

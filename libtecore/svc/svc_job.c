@@ -17,7 +17,8 @@
 
 /* ---- flag words ------------------------------------------------------------------ */
 
-tecore_result_t te_svc_words_get(struct tecore_svc_job *job) {
+/* Flag words: a pair from the slabs (lock held). */
+static tecore_result_t te_svc_words_get(struct tecore_svc_job *job) {
   size_t base = 0;
   for (struct svc_slab *sl = te_svc.slabs; sl; sl = sl->next, base += SVC_SLAB_PAIRS) {
     for (size_t i = 0; i < SVC_SLAB_PAIRS; i++) {
@@ -51,7 +52,7 @@ tecore_result_t te_svc_words_get(struct tecore_svc_job *job) {
   return te_svc_words_get(job);
 }
 
-void te_svc_words_put(struct tecore_svc_job *job) {
+static void te_svc_words_put(struct tecore_svc_job *job) {
   size_t base = 0;
   for (struct svc_slab *sl = te_svc.slabs; sl; sl = sl->next, base += SVC_SLAB_PAIRS)
     if (job->word >= base && job->word < base + SVC_SLAB_PAIRS) sl->used[job->word - base] = 0;
