@@ -29,8 +29,8 @@ static tecomm_result_t cb_barrier(struct tc_boot *b) {
 
 static void cb_close(struct tc_boot *b) { free(b); }
 
-tecomm_result_t tc_boot_callbacks_open(const struct tecomm_bootstrap *bs, int rank, int nranks,
-                                       struct tc_boot **out) {
+static tecomm_result_t tc_boot_callbacks_open(const struct tecomm_bootstrap *bs, int rank,
+                                              int nranks, struct tc_boot **out) {
   static const char fn[] = "tecomm_comm_init";
   TC_ARG(bs->allgather, "%s: bootstrap->allgather is NULL (TECOMM_BOOTSTRAP_CALLBACKS)", fn);
   TC_ARG(bs->barrier, "%s: bootstrap->barrier is NULL (TECOMM_BOOTSTRAP_CALLBACKS)", fn);
@@ -65,7 +65,12 @@ tecomm_result_t tc_boot_open(const struct tecomm_bootstrap *bs, int *rank, int *
     break;
   case TECOMM_BOOTSTRAP_MPI:
     TC_ARG(bs->mpi_comm, "%s: bootstrap->mpi_comm is NULL (TECOMM_BOOTSTRAP_MPI)", fn);
+#ifdef TE_HAVE_MPI
     r = tc_boot_mpi_open(bs->mpi_comm, rank, nranks, out);
+#else
+    r = TC_ERR(TECOMM_ERR_NOT_SUPPORTED, "tecomm_comm_init: TECOMM_BOOTSTRAP_MPI: libtecomm was "
+               "built without MPI (configure --with-mpi)");
+#endif
     break;
   default:
     return TC_ERR(TECOMM_ERR_INVALID, "%s: bootstrap->kind %d is not a tecomm_bootstrap_kind", fn,
@@ -85,16 +90,3 @@ tecomm_result_t tc_boot_open(const struct tecomm_bootstrap *bs, int *rank, int *
 void tc_boot_close(struct tc_boot *b) {
   if (b && b->close) b->close(b);
 }
-
-#ifndef TE_HAVE_MPI
-tecomm_result_t tc_boot_mpi_open(const void *mpi_comm, int *rank, int *nranks,
-                                 struct tc_boot **out) {
-  (void)mpi_comm;
-  (void)rank;
-  (void)nranks;
-  (void)out;
-  return TC_ERR(TECOMM_ERR_NOT_SUPPORTED,
-                "tecomm_comm_init: TECOMM_BOOTSTRAP_MPI: libtecomm was built without MPI "
-                "(configure --with-mpi)");
-}
-#endif

@@ -3,7 +3,8 @@
  *   boot.c       caller callbacks
  *   boot_tcp.c   the TCP rendezvous from the environment (TECOMM_ROOT)
  *   boot_nccl.c  an existing NCCL communicator (ncclAllGather)
- *   boot_mpi.c   an MPI communicator (--with-mpi)
+ *   (MPI)        an MPI communicator (--with-mpi; without it boot.c
+ *                answers TECOMM_ERR_NOT_SUPPORTED)
  *   mesh.c       a Unix socket mesh among ranks of one host, which also
  *                carries file descriptors (SCM_RIGHTS)
  * Every exchange is bounded by TECOMM_TIMEOUT where the transport lets us
@@ -28,8 +29,6 @@ tecomm_result_t tc_boot_open(const struct tecomm_bootstrap *bs, int *rank, int *
                              struct tc_boot **out);
 void tc_boot_close(struct tc_boot *b);
 
-tecomm_result_t tc_boot_callbacks_open(const struct tecomm_bootstrap *bs, int rank, int nranks,
-                                       struct tc_boot **out);
 tecomm_result_t tc_boot_tcp_open(const char *root, int *rank, int *nranks, struct tc_boot **out);
 tecomm_result_t tc_boot_nccl_open(void *nccl_comm, int *rank, int *nranks, struct tc_boot **out);
 tecomm_result_t tc_boot_mpi_open(const void *mpi_comm, int *rank, int *nranks, struct tc_boot **out);

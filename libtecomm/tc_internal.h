@@ -43,7 +43,7 @@ tecomm_result_t tc_core(tecore_result_t r, const char *what);
 #define TC_INFO(...) tecore_log(TECORE_LOG_INFO, TECORE_SUBSYS_COMM, __FILE__, __LINE__, __VA_ARGS__)
 #define TC_TRACE(...) tecore_log(TECORE_LOG_TRACE, TECORE_SUBSYS_COMM, __FILE__, __LINE__, __VA_ARGS__)
 
-/* ---- tunables (tunables.c registers them when the library loads) -------- */
+/* ---- tunables (util.c registers them when the library loads) ------------ */
 extern struct tecore_tunable tc_tun_timeout_ms;     /* TECOMM_TIMEOUT */
 extern struct tecore_tunable tc_tun_pool_mb;        /* TECOMM_POOL_MB */
 extern struct tecore_tunable tc_tun_max_tokens;     /* TECOMM_MAX_TOKENS */
