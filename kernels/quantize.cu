@@ -71,30 +71,6 @@ static __device__ __forceinline__ void load16(const void *__restrict__ in, uint6
   }
 }
 
-// 8 consecutive elements starting at element e (16-byte aligned for f32,
-// 16-byte aligned for 16-bit types: 8 x 2 bytes).
-template <int IDT>
-static __device__ __forceinline__ void load8(const void *__restrict__ in, uint64_t e, float v[8]) {
-  if (IDT == TE_FP8_DT_F32) {
-    const float4 *p = (const float4 *)((const float *)in + e);
-    float4 a = p[0], b = p[1];
-    v[0] = a.x, v[1] = a.y, v[2] = a.z, v[3] = a.w, v[4] = b.x, v[5] = b.y, v[6] = b.z, v[7] = b.w;
-  } else {
-    uint4 a = *(const uint4 *)((const uint16_t *)in + e);
-    uint32_t w[4] = {a.x, a.y, a.z, a.w};
-#pragma unroll
-    for (int k = 0; k < 4; k++) {
-      if (IDT == TE_FP8_DT_BF16) {
-        v[2 * k] = __uint_as_float(w[k] << 16);
-        v[2 * k + 1] = __uint_as_float(w[k] & 0xffff0000u);
-      } else {
-        v[2 * k] = te_f16_to_f32((uint16_t)(w[k] & 0xffffu));
-        v[2 * k + 1] = te_f16_to_f32((uint16_t)(w[k] >> 16));
-      }
-    }
-  }
-}
-
 // 8 values times s -> 8 FP8 bytes in a 64-bit word (element k in byte k).
 template <int ODT>
 static __device__ __forceinline__ uint2 quant8(const float v[8], float s) {
