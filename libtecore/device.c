@@ -127,6 +127,7 @@ tecore_result_t te_launch_cfg_check(const struct tecore_launch_cfg *cfg, const c
          "%s: %u x %u x %u threads per block exceed 1024", who, cfg->block[0], cfg->block[1],
          cfg->block[2]);
   TE_ARG(cfg->grid[1] <= 65535 && cfg->grid[2] <= 65535, "%s: grid y/z above 65535", who);
+  TE_ARG(cfg->grid[0] <= 0x7fffffffu, "%s: grid x %u above 2^31-1", who, cfg->grid[0]);
   return TECORE_SUCCESS;
 }
 
@@ -268,6 +269,8 @@ TE_EXPORT tecore_result_t tecore_mem_free_host(void *ptr) {
 TE_EXPORT tecore_result_t tecore_mem_host_register(void *ptr, size_t bytes, unsigned flags) {
   TE_ARG(ptr, "tecore_mem_host_register: ptr is NULL");
   TE_ARG(bytes > 0, "tecore_mem_host_register: bytes is 0");
+  TE_ARG(bytes <= UINTPTR_MAX - (uintptr_t)ptr,
+         "tecore_mem_host_register: [%p, +%zu) wraps around the address space", ptr, bytes);
   TE_ARG(!(flags & ~(TECORE_HOST_REGISTER_MAPPED | TECORE_HOST_REGISTER_READONLY)),
          "tecore_mem_host_register: unknown flags 0x%x", flags);
   OPS(o);

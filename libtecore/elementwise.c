@@ -37,7 +37,7 @@ static void vdev_scale_add(const struct tecore_launch_cfg *cfg, void *const *arg
 enum { K_FILL, K_SCALE_ADD };
 static const struct tecore_kernel_def ew_kernels[] = {
     [K_FILL] = {.name = "te_fill", .vdev = vdev_fill, .nparams = 4,
-                .param_size = {8, 4, 8, 4}, .param_is_ptr = {1, 0, 0, 0}},
+                .param_size = {8, 4, 8, 4}, .param_is_ptr = {TECORE_KERNEL_PTR_NONNULL, 0, 0, 0}},
     [K_SCALE_ADD] = {.name = "te_scale_add", .vdev = vdev_scale_add, .nparams = 7,
                      .param_size = {8, 8, 4, 8, 4, 4, 8}, .param_is_ptr = {1, 1, 0, 1, 0, 0, 0}},
 };
@@ -90,6 +90,9 @@ TE_EXPORT tecore_result_t tecore_fill(tecore_devptr_t dst, tecore_dtype_t dtype,
   TE_CHECK(ew_check_dtype(dtype, __func__));
   TE_CHECK(ew_check_ptr(dst, dtype, __func__, "dst"));
   if (count == 0) return TECORE_SUCCESS;
+  TE_ARG(count <= SIZE_MAX / tecore_dtype_size(dtype), "%s: count %zu overflows a byte count",
+         __func__, count);
+  TE_CHECK(te_dev_check_range(dst, count * tecore_dtype_size(dtype), __func__, "dst"));
   int id = ew_first_id();
   if (id < 0) return TECORE_ERR_INTERNAL;
   struct tecore_launch_cfg cfg;

@@ -40,6 +40,7 @@ TE_EXPORT void tecore_clear_error(void) { te_detail[0] = '\0'; }
 tecore_result_t te_error_set(tecore_result_t code, const char *file, int line, const char *fmt,
                              ...) {
   int saved = errno;
+  te_dev_pending_clear(); /* this call fails: a buffer check held for its launch is moot */
   va_list ap;
   va_start(ap, fmt);
   vsnprintf(te_detail, sizeof te_detail, fmt, ap);
@@ -58,6 +59,10 @@ void te_error_hop(const char *func, const char *file, int line) {
  * so one tecore_last_error() call explains any libte failure. */
 TE_EXPORT void tecore_set_error(const char *fmt, ...) {
   int saved = errno;
+  if (!fmt) { /* nothing to format: an empty detail, not a crash */
+    te_detail[0] = '\0';
+    return;
+  }
   va_list ap;
   va_start(ap, fmt);
   vsnprintf(te_detail, sizeof te_detail, fmt, ap);

@@ -116,6 +116,21 @@ void te_error_hop(const char *func, const char *file, int line);
   TE_FATBIN_DECL_(stem)                                 \
   TE_KERNEL_TABLE(fn, modname, defs, TE_FATBIN_PTR_(stem), TE_FATBIN_BYTES_(stem))
 
+/* ---- the vdev memory checker, for the layers above the ops table ----------
+ * te_dev_checks_on: 1 when the backend is vdev with TECORE_VDEV_CHECK on
+ * (one load and compare on the cuda path).  te_dev_check_range: on vdev,
+ * TECORE_ERR_ILLEGAL_ADDRESS naming fn, what and the address when
+ * [p, p+bytes) is not inside one live allocation; else TECORE_SUCCESS. */
+int te_dev_checks_on(void);
+tecore_result_t te_dev_check_range(tecore_devptr_t p, size_t bytes, const char *fn,
+                                   const char *what);
+/* The same, reported later: the thread's next kernel launch fails with it
+ * (after the caller's own argument checks); any error set on the thread
+ * first drops it (te_dev_pending_clear, from te_error_set). */
+void te_dev_check_range_later(tecore_devptr_t p, size_t bytes, const char *fn, const char *what);
+void te_dev_pending_clear(void);
+tecore_result_t te_dev_pending_take(void);
+
 /* ---- misc ------------------------------------------------------------------ */
 /* Monotonic nanoseconds. */
 uint64_t te_now_ns(void);

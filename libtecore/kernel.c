@@ -35,9 +35,25 @@ TE_EXPORT tecore_result_t tecore_kernel_table_register(const struct tecore_kerne
     TE_ARG(d->nparams <= TECORE_KERNEL_MAX_PARAMS,
            "tecore_kernel_table_register: %s has %u parameters (max %d)", d->name, d->nparams,
            TECORE_KERNEL_MAX_PARAMS);
-    for (unsigned p = 0; p < d->nparams; p++)
+    for (unsigned p = 0; p < d->nparams; p++) {
       TE_ARG(d->param_size[p] > 0, "tecore_kernel_table_register: %s parameter %u has size 0",
              d->name, p);
+      TE_ARG(d->param_is_ptr[p] <= TECORE_KERNEL_PTR_NONNULL,
+             "tecore_kernel_table_register: %s parameter %u: param_is_ptr %u is not 0, "
+             "TECORE_KERNEL_PTR or TECORE_KERNEL_PTR_NONNULL",
+             d->name, p, d->param_is_ptr[p]);
+      TE_ARG(!d->param_is_ptr[p] || d->param_size[p] == 8,
+             "tecore_kernel_table_register: %s parameter %u is a pointer of %u bytes (pointers "
+             "are 8 bytes)",
+             d->name, p, d->param_size[p]);
+    }
+    /* a kernel nothing can run is a table bug, not a launch-time surprise */
+    TE_ARG(d->vdev || table->fatbin,
+           "tecore_kernel_table_register: %s kernel %s has neither a vdev function nor a fatbin",
+           table->module, d->name);
+    for (unsigned j = 0; j < i; j++)
+      TE_ARG(strcmp(table->kernels[j].name, d->name) != 0,
+             "tecore_kernel_table_register: %s names kernel %s twice", table->module, d->name);
   }
   pthread_mutex_lock(&reg_lock);
   for (int t = 0; t < reg_ntables; t++) {
@@ -52,6 +68,16 @@ TE_EXPORT tecore_result_t tecore_kernel_table_register(const struct tecore_kerne
       return TECORE_SUCCESS;
     }
   }
+  /* kernels are found by name: a second table may not reuse one */
+  for (int k = 0; k < reg_nkernels; k++)
+    for (unsigned i = 0; i < table->count; i++)
+      if (strcmp(reg_kernels[k].def->name, table->kernels[i].name) == 0) {
+        const char *other = reg_kernels[k].table->module;
+        pthread_mutex_unlock(&reg_lock);
+        return TE_ERR(TECORE_ERR_INVALID,
+                      "tecore_kernel_table_register: %s: kernel %s is already registered by %s",
+                      table->module, table->kernels[i].name, other);
+      }
   if (reg_ntables == TE_MAX_TABLES || reg_nkernels + (int)table->count > TE_MAX_KERNELS) {
     pthread_mutex_unlock(&reg_lock);
     return TE_ERR(TECORE_ERR_NOMEM, "tecore_kernel_table_register: registry full (%d tables, %d kernels)",
@@ -151,6 +177,25 @@ __attribute__((constructor(101))) static void kernel_hook_register(void) {
   te_device_on_ready(kernel_preload);
 }
 
+/* Dynamic shared memory any kernel may ask for without an opt-in (the
+ * driver's 48 KiB); above it the device's per-block limit applies. */
+#define TE_KERNEL_SHARED_FREE (48u * 1024)
+
+/* The per-block shared memory limit of device 0, read once (a launch that
+ * stays under 48 KiB, as nearly all do, never asks). */
+static uint32_t shared_limit(const struct te_device_ops *o) {
+  static uint32_t cached;
+  uint32_t v = __atomic_load_n(&cached, __ATOMIC_RELAXED);
+  if (v) return v;
+  struct tecore_device_props props;
+  memset(&props, 0, sizeof props);
+  v = o->device_props(0, &props) == TECORE_SUCCESS && props.max_shared_per_block > 0
+          ? (uint32_t)props.max_shared_per_block
+          : TE_KERNEL_SHARED_FREE;
+  __atomic_store_n(&cached, v, __ATOMIC_RELAXED);
+  return v;
+}
+
 TE_EXPORT tecore_result_t tecore_kernel_launch(int id, const struct tecore_launch_cfg *cfg,
                                                void *const *args, tecore_stream_t stream) {
   TE_ARG(cfg, "tecore_kernel_launch: cfg is NULL");
@@ -165,6 +210,13 @@ TE_EXPORT tecore_result_t tecore_kernel_launch(int id, const struct tecore_launc
   TE_CHECK(te_launch_cfg_check(cfg, who));
   const struct te_device_ops *o;
   TE_CHECK(te_ops_get(&o));
+  TE_CHECK(te_dev_pending_take()); /* a tensor of this call overruns its buffer (vdev) */
+  if (cfg->shared_bytes > TE_KERNEL_SHARED_FREE) {
+    uint32_t limit = shared_limit(o);
+    TE_ARG(cfg->shared_bytes <= limit,
+           "tecore_kernel_launch: %s: %u bytes of shared memory exceed the device's %u",
+           k->def->name, cfg->shared_bytes, limit);
+  }
   TE_CHECK(module_ready(o, k->table_index));
   return o->kernel_launch(k, &reg_modules[k->table_index], cfg, args, stream);
 }

@@ -123,6 +123,7 @@ TE_EXPORT void tecore_log(tecore_log_level_t level, unsigned subsys, const char 
   int saved = errno;
   char msg[2048];
   va_list ap;
+  if (!fmt) fmt = "(no message)"; /* vsnprintf(NULL) is undefined */
   if (log_in_init) {
     /* a tunable warned while the log itself was being configured */
     va_start(ap, fmt);

@@ -30,7 +30,7 @@ TE_EXPORT tecore_result_t tecore_tensor_2d(const struct tecore_tensor *t, size_t
                                            size_t *cols) {
   TE_ARG(rows, "tecore_tensor_2d: rows is NULL");
   TE_ARG(cols, "tecore_tensor_2d: cols is NULL");
-  TE_CHECK(te_tensor_check(t, 0, __func__, "t"));
+  TE_CHECK(te_tensor_check_desc(t, 0, __func__, "t"));
   te_tensor_view(t, rows, cols);
   return TECORE_SUCCESS;
 }
@@ -73,13 +73,13 @@ TE_EXPORT tecore_result_t tecore_tensor_scale_shape(const struct tecore_tensor *
   TE_ARG(dtype, "tecore_tensor_scale_shape: dtype is NULL");
   TE_ARG(columnwise == 0 || columnwise == 1,
          "tecore_tensor_scale_shape: columnwise is %d, not 0 or 1", columnwise);
-  TE_CHECK(te_tensor_check(t, 0, __func__, "t"));
+  TE_CHECK(te_tensor_check_desc(t, 0, __func__, "t"));
   scale_shape(t, columnwise, srows, scols, dtype);
   return TECORE_SUCCESS;
 }
 
 TE_EXPORT tecore_result_t tecore_tensor_validate(const struct tecore_tensor *t, unsigned flags) {
-  return te_tensor_check(t, flags, __func__, "t");
+  return te_tensor_check_desc(t, flags, __func__, "t");
 }
 
 /* ---- DLPack ----------------------------------------------------------------- */
@@ -124,27 +124,38 @@ TE_EXPORT tecore_result_t tecore_tensor_from_dlpack(const DLTensor *dl, struct t
     TE_ARG(dev == kDLCUDA || dev == kDLCUDAHost || dev == kDLCUDAManaged,
            "tecore_tensor_from_dlpack: dl->device.device_type %d is not CUDA memory", dev);
   }
+  TE_ARG(dev == kDLCPU ? dl->device.device_id == 0 : dl->device.device_id >= 0,
+         "tecore_tensor_from_dlpack: dl->device.device_id %d is not a device ordinal",
+         (int)dl->device.device_id);
   struct tecore_tensor r = {.dtype = dl_types[found].dt, .scaling = TECORE_SCALING_NONE,
                             .ndim = dl->ndim, .device = (int)dl->device.device_id};
   size_t numel = 1;
+  int overflow = 0;
   for (int i = 0; i < dl->ndim; i++) {
     TE_ARG(dl->shape[i] >= 0, "tecore_tensor_from_dlpack: dl->shape[%d] is %lld", i,
            (long long)dl->shape[i]);
     r.shape[i] = (size_t)dl->shape[i];
-    numel *= r.shape[i];
+    overflow |= __builtin_mul_overflow(numel, r.shape[i], &numel);
   }
+  TE_ARG(numel == 0 || !overflow,
+         "tecore_tensor_from_dlpack: dl->shape's element count overflows");
   if (dl->strides && numel > 0) {
+    /* every product checked: shapes near 2^40 overflowed a signed multiply */
     int64_t want = 1;
     for (int i = dl->ndim - 1; i >= 0; i--) {
       TE_ARG(dl->shape[i] == 1 || dl->strides[i] == want,
              "tecore_tensor_from_dlpack: dl->strides[%d] is %lld, not %lld: only compact "
              "row-major tensors are accepted", i, (long long)dl->strides[i], (long long)want);
-      want *= dl->shape[i];
+      TE_ARG(!__builtin_mul_overflow(want, dl->shape[i], &want),
+             "tecore_tensor_from_dlpack: dl->shape's element count overflows");
     }
   }
   TE_ARG(dl->data || numel == 0, "tecore_tensor_from_dlpack: dl->data is NULL");
+  TE_ARG(dl->byte_offset <= UINTPTR_MAX - (uintptr_t)dl->data,
+         "tecore_tensor_from_dlpack: dl->data %p + dl->byte_offset %llu wraps around", dl->data,
+         (unsigned long long)dl->byte_offset);
   r.data = (tecore_devptr_t)(uintptr_t)dl->data + dl->byte_offset;
-  TE_CHECK(te_tensor_check(&r, 0, __func__, "dl"));
+  TE_CHECK(te_tensor_check_desc(&r, 0, __func__, "dl"));
   *t = r;
   return TECORE_SUCCESS;
 }
@@ -157,7 +168,7 @@ TE_EXPORT tecore_result_t tecore_tensor_to_dlpack(const struct tecore_tensor *t,
   TE_ARG(strides, "tecore_tensor_to_dlpack: strides is NULL");
   TE_ARG(columnwise == 0 || columnwise == 1,
          "tecore_tensor_to_dlpack: columnwise is %d, not 0 or 1", columnwise);
-  TE_CHECK(te_tensor_check(t, columnwise ? TECORE_TENSOR_COLUMNWISE : 0, __func__, "t"));
+  TE_CHECK(te_tensor_check_desc(t, columnwise ? TECORE_TENSOR_COLUMNWISE : 0, __func__, "t"));
   int found = -1;
   for (size_t i = 0; i < TE_ARRAY_SIZE(dl_types); i++)
     if (dl_types[i].dt == t->dtype) {
@@ -185,8 +196,11 @@ TE_EXPORT tecore_result_t tecore_tensor_to_dlpack(const struct tecore_tensor *t,
     strides[i] = s;
     s *= shape[i];
   }
+  tecore_devptr_t data = columnwise ? t->columnwise_data : t->data;
+  TE_ARG(data || te_tensor_count(t) == 0, "tecore_tensor_to_dlpack: t: %s is 0",
+         columnwise ? "columnwise_data" : "data");
   memset(dl, 0, sizeof *dl);
-  dl->data = (void *)(uintptr_t)(columnwise ? t->columnwise_data : t->data);
+  dl->data = (void *)(uintptr_t)data;
   dl->device.device_type = b == TECORE_BACKEND_CUDA ? kDLCUDA : kDLCPU;
   dl->device.device_id = b == TECORE_BACKEND_CUDA ? t->device : 0;
   dl->ndim = ndim;

@@ -26,6 +26,12 @@
  * naming fn and arg. */
 tecore_result_t te_tensor_check(const struct tecore_tensor *t, unsigned flags, const char *fn,
                                 const char *arg);
+/* The descriptor's rules alone (no memory is looked at): what
+ * tecore_tensor_validate and the DLPack functions check.  te_tensor_check
+ * adds, on vdev with TECORE_VDEV_CHECK, that each buffer holds the bytes
+ * the shape implies (reported by the next launch). */
+tecore_result_t te_tensor_check_desc(const struct tecore_tensor *t, unsigned flags,
+                                     const char *fn, const char *arg);
 
 /* The 2-D view of a tensor already checked: rows = the product of all
  * dimensions but the last, cols = the last (1 x 1 for ndim 0). */

@@ -3,6 +3,8 @@
  * the buffers a use needs, with details naming the caller's function and
  * argument; the 2-D view; and the scaling-mode names the details use. */
 #include "ksupport/ksupport.h"
+#include <stdio.h>
+#include "device_ops.h"
 
 TE_EXPORT const char *tecore_scaling_name(tecore_scaling_mode_t mode) {
   static const char *const names[TECORE_SCALING_COUNT_] = {
@@ -42,8 +44,20 @@ static tecore_result_t check_ptr(tecore_devptr_t p, size_t align, const char *fn
   return TECORE_SUCCESS;
 }
 
-tecore_result_t te_tensor_check(const struct tecore_tensor *t, unsigned flags, const char *fn,
-                                const char *arg) {
+/* A device ordinal: not negative, and below the device count once a
+ * backend is up (a descriptor may be checked before any device work). */
+static tecore_result_t check_device(int device, const char *fn, const char *arg) {
+  if (device < 0)
+    return TE_ERR(TECORE_ERR_INVALID, "%s: %s: device %d is negative", fn, arg, device);
+  const struct te_device_ops *o = te_ops_if_ready();
+  int n = 0;
+  if (o && o->device_count(&n) == TECORE_SUCCESS && device >= n)
+    return TE_ERR(TECORE_ERR_INVALID, "%s: %s: device %d outside [0, %d)", fn, arg, device, n);
+  return TECORE_SUCCESS;
+}
+
+tecore_result_t te_tensor_check_desc(const struct tecore_tensor *t, unsigned flags,
+                                     const char *fn, const char *arg) {
   if (!t) return TE_ERR(TECORE_ERR_INVALID, "%s: %s is NULL", fn, arg);
   if (flags & ~TENSOR_FLAGS_ALL)
     return TE_ERR(TECORE_ERR_INVALID, "%s: flags 0x%x has unknown bits", fn, flags);
@@ -55,6 +69,7 @@ tecore_result_t te_tensor_check(const struct tecore_tensor *t, unsigned flags, c
   size_t numel = te_tensor_count(t);
   if (numel == SIZE_MAX)
     return TE_ERR(TECORE_ERR_INVALID, "%s: %s: the shape's element count overflows", fn, arg);
+  TE_CHECK(check_device(t->device, fn, arg));
   if ((unsigned)t->scaling >= TECORE_SCALING_COUNT_)
     return TE_ERR(TECORE_ERR_INVALID, "%s: %s: scaling mode %d is not a mode", fn, arg,
                   (int)t->scaling);
@@ -111,3 +126,36 @@ tecore_result_t te_tensor_check(const struct tecore_tensor *t, unsigned flags, c
   return TECORE_SUCCESS;
 }
 
+
+/* On vdev with its checks on: each buffer the descriptor names must lie
+ * inside a live allocation for the bytes its shape implies (a shape larger
+ * than its buffer is caught before a kernel runs past the end; the launch
+ * reports it, after the caller's own argument checks: see
+ * te_dev_check_range_later).  On the cuda path one load and compare. */
+static void tensor_check_memory(const struct tecore_tensor *t, const char *fn, const char *arg) {
+  if (!te_dev_checks_on()) return;
+  size_t numel = te_tensor_count(t), bytes;
+  if (numel == 0 || __builtin_mul_overflow(numel, tecore_dtype_size(t->dtype), &bytes)) return;
+  char what[96];
+  snprintf(what, sizeof what, "%s->data", arg);
+  if (t->data) te_dev_check_range_later(t->data, bytes, fn, what);
+  snprintf(what, sizeof what, "%s->columnwise_data", arg);
+  if (t->columnwise_data) te_dev_check_range_later(t->columnwise_data, bytes, fn, what);
+  snprintf(what, sizeof what, "%s->amax", arg);
+  if (t->amax) te_dev_check_range_later(t->amax, 4, fn, what);
+  snprintf(what, sizeof what, "%s->scale", arg);
+  if (t->scale) te_dev_check_range_later(t->scale, 4, fn, what);
+  size_t sbytes = te_scaling_per_tensor(t->scaling) ? 4 : 1; /* block scales: their start */
+  snprintf(what, sizeof what, "%s->scale_inv", arg);
+  if (t->scale_inv) te_dev_check_range_later(t->scale_inv, sbytes, fn, what);
+  snprintf(what, sizeof what, "%s->columnwise_scale_inv", arg);
+  if (t->columnwise_scale_inv)
+    te_dev_check_range_later(t->columnwise_scale_inv, sbytes, fn, what);
+}
+
+tecore_result_t te_tensor_check(const struct tecore_tensor *t, unsigned flags, const char *fn,
+                                const char *arg) {
+  TE_CHECK(te_tensor_check_desc(t, flags, fn, arg));
+  tensor_check_memory(t, fn, arg);
+  return TECORE_SUCCESS;
+}

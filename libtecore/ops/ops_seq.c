@@ -115,9 +115,20 @@ static void free_state(tecore_seq_t *s) {
 
 TE_EXPORT tecore_result_t tecore_seq_destroy(tecore_seq_t *s) {
   TE_ARG(s, "tecore_seq_destroy: seq is NULL");
-  /* queued work may still use the buffers: wait for it, as freeing device
-   * memory does on the driver (the virtual device frees at once) */
-  tecore_result_t res = s->nallocs ? tecore_ctx_synchronize() : TECORE_SUCCESS;
+  /* Queued work may still use the buffers: tecore_mem_free keeps the
+   * driver's promise on both backends (the memory goes back after that
+   * work).  A free is refused during a capture that forbids it: the first
+   * one is the probe, so a refused destroy leaves the sequence whole. */
+  tecore_devptr_t *probe = NULL;
+  if (s->nallocs) probe = &s->allocs[0].p;
+  else if (s->have_state && s->st_act.base) probe = &s->st_act.base;
+  if (probe && *probe) {
+    tecore_result_t r = tecore_mem_free(*probe);
+    if (r != TECORE_SUCCESS) return r;
+    *probe = 0;
+    if (probe == &s->st_act.base) memset(&s->st_act, 0, sizeof s->st_act);
+  }
+  tecore_result_t res = TECORE_SUCCESS;
   free_state(s);
   for (size_t i = 0; i < s->nallocs; i++) {
     tecore_result_t r = tecore_mem_free(s->allocs[i].p);

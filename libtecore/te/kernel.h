@@ -21,6 +21,13 @@ extern "C" {
 
 #define TECORE_KERNEL_MAX_PARAMS 24
 
+/* param_is_ptr values.  A pointer parameter is 8 bytes.  The vdev backend
+ * checks each one at launch against its allocation registry: it must point
+ * inside a live allocation, or be 0 when the kernel allows that (an
+ * optional output). */
+#define TECORE_KERNEL_PTR 1          /* a device pointer, 0 allowed */
+#define TECORE_KERNEL_PTR_NONNULL 2  /* a device pointer that is never 0 */
+
 /* struct tecore_launch_cfg (grid, block, dynamic shared bytes) is in
  * te/device.h, where graph nodes report it too. */
 
@@ -32,7 +39,7 @@ struct tecore_kernel_def {
   tecore_vdev_kernel_fn vdev;             /* C implementation (NULL: cuda only) */
   unsigned nparams;
   uint16_t param_size[TECORE_KERNEL_MAX_PARAMS];
-  uint8_t param_is_ptr[TECORE_KERNEL_MAX_PARAMS];  /* 1 for device pointers */
+  uint8_t param_is_ptr[TECORE_KERNEL_MAX_PARAMS];  /* TECORE_KERNEL_PTR* or 0 */
 };
 
 struct tecore_kernel_table {

@@ -157,9 +157,10 @@ struct tecore_seq_config {
 
 /* Creates an empty sequence (no device memory yet). */
 tecore_result_t tecore_seq_create(const struct tecore_seq_config *cfg, tecore_seq_t **seq);
-/* Waits for the context's queued work (tecore_ctx_synchronize), then
- * frees the sequence and every buffer it allocated: no graph may use them
- * afterwards.  Not during a capture. */
+/* Frees the sequence and every buffer it allocated (the memory goes back
+ * once the work queued before is done, as tecore_mem_free): no graph may
+ * use them afterwards.  During a capture that forbids frees:
+ * TECORE_ERR_CAPTURE, and the sequence is left as it was. */
 tecore_result_t tecore_seq_destroy(tecore_seq_t *seq);
 /* Appends an operation (before tecore_seq_build); *index (may be NULL)
  * gets its position.  Checks the description and the shapes now; a

@@ -30,7 +30,8 @@ extern "C" {
   X(TECORE_ERR_INTERNAL, 13, "internal error")                                  \
   X(TECORE_ERR_TIMEOUT, 14, "timed out")                                        \
   X(TECORE_ERR_DISABLED, 15, "disabled by the environment")                     \
-  X(TECORE_ERR_NO_LIBRARY, 16, "run-time library not available")
+  X(TECORE_ERR_NO_LIBRARY, 16, "run-time library not available")                \
+  X(TECORE_ERR_ILLEGAL_ADDRESS, 17, "illegal memory access")
 
 typedef enum tecore_result {
 #define TECORE_RESULT_ENUM_(name, value, msg) name = value,

@@ -18,9 +18,11 @@
  *   te_vdev_cap_lock     every capture's state, stream->cap/frontier,
  *                        event->cap/cap_deps
  *   ctx->lock            the context's stream list and legacy stream
+ *   memory registry      (vdev_mem.c; reaping a deferred free reads stream
+ *                        positions under it)
  *   stream->lock         the stream's queue and counters
- *   leaf locks           object registry, memory registry, markers,
- *                        event->lock, exec->lock, VMM table */
+ *   leaf locks           object registry, markers, event->lock,
+ *                        exec->lock, VMM table */
 #ifndef TECORE_VDEV_H
 #define TECORE_VDEV_H
 
@@ -140,6 +142,8 @@ int te_vdev_ndevices(void);
 /* The calling thread's context; device 0's primary one is made current when
  * the thread has none (as the runtime API does).  Never NULL. */
 struct vdev_ctx *te_vdev_ctx_current(void);
+/* Device ordinal's primary context (NULL outside [0, ndevices)). */
+struct vdev_ctx *te_vdev_ctx_at(int ordinal);
 
 /* ---- operations: what a stream runs and a graph node holds (vdev_op.c) ---- */
 
@@ -249,7 +253,7 @@ struct vdev_stream {
   struct vdev_work *head, *tail;
   uint64_t enqueued, completed;   /* positions: ops pushed, ops finished */
   tecore_result_t sticky;         /* first failure of a run op (a timeout) */
-  char sticky_msg[192];
+  char sticky_msg[512];
   int stop;                       /* destroy: drain, then exit */
   pthread_t thread;
   /* capture state, under te_vdev_cap_lock */
@@ -268,6 +272,17 @@ tecore_result_t te_vdev_submit(tecore_stream_t h, struct vdev_op *op, const char
 /* Queues op on s (no capture check), with the legacy stream's implicit
  * synchronization.  Takes ownership of op. */
 tecore_result_t te_vdev_stream_enqueue(struct vdev_stream *s, struct vdev_op *op);
+
+/* Everything queued now, on every stream of every context: a BARRIER op
+ * of (stream, position) pairs (type EMPTY when no stream has pending
+ * work).  What a free must wait for, as cuMemFree does, before memory
+ * that queued work may still touch goes back. */
+tecore_result_t te_vdev_pending_work(struct vdev_op *barrier);
+/* 1 when every stream of a BARRIER op reached its position (or belongs to
+ * a process this one forked from: that work never runs here). */
+int te_vdev_barrier_reached(const struct vdev_op *barrier);
+/* Blocks until te_vdev_barrier_reached (or the process exits). */
+void te_vdev_barrier_wait(const struct vdev_op *barrier);
 
 /* ---- events (vdev_event.c) ------------------------------------------------ */
 
@@ -402,6 +417,37 @@ int te_vdev_mc_members(tecore_devptr_t mc_va, void **member_ptrs, int max);
  * graph_exec_*, launch, upload), vdev_vmm.c (vmm_*), vdev_mc.c (mc_*),
  * gemm/gemm_vdev.c (gemm: the reference GEMM). */
 TE_DEVICE_OPS(TE_DEVICE_OP_PROTO, vdev)
+
+/* vdev_mem.c: the allocation registry */
+enum vdev_alloc_kind {
+  VDEV_ALLOC_DEVICE = 1,
+  VDEV_ALLOC_HOST,                /* tecore_mem_alloc_host */
+  VDEV_ALLOC_HOST_REGISTERED      /* tecore_mem_host_register */
+};
+struct vdev_alloc_info {
+  uintptr_t base;
+  size_t bytes;
+  enum vdev_alloc_kind kind;
+};
+const char *te_vdev_alloc_kind_name(enum vdev_alloc_kind k);
+/* 1 and *info when a live allocation overlaps [p, p+bytes) (the one
+ * containing p when there is one). */
+int te_vdev_mem_lookup(uintptr_t p, size_t bytes, struct vdev_alloc_info *info);
+/* 1 when p is in the device-memory arena (live or not). */
+int te_vdev_mem_in_arena(uintptr_t p);
+/* Releases the deferred frees whose queued work is done. */
+void te_vdev_mem_reap(void);
+/* vdev_vmm.c: 1 when [p, p+bytes) is covered by VMM mappings, -1 when it
+ * touches a reservation without being covered, 0 when it is not VMM. */
+int te_vdev_vmm_check_range(uintptr_t p, size_t bytes);
+/* vdev_check.c: the memory checker (TECORE_VDEV_CHECK) */
+int te_vdev_check_enabled(void);
+/* 0 when [addr, addr+bytes) may be touched by device work (pageable_ok:
+ * plain mapped host memory counts, as for copies); -1 and why otherwise. */
+int te_vdev_check_range(uint64_t addr, size_t bytes, int pageable_ok, char *why, size_t n);
+/* TECORE_SUCCESS, or TECORE_ERR_ILLEGAL_ADDRESS (sticky on s when s is
+ * not NULL) when op would touch memory outside every live allocation. */
+tecore_result_t te_vdev_check_op(struct vdev_stream *s, const struct vdev_op *op, const char *fn);
 
 /* waits for every stream of ctx (vdev_stream.c; used by ctx_synchronize) */
 tecore_result_t te_vdev_ctx_drain(struct vdev_ctx *ctx);

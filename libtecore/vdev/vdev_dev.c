@@ -115,6 +115,11 @@ void te_vdev_ctx_fork(enum vdev_fork_phase phase) {
   }
 }
 
+struct vdev_ctx *te_vdev_ctx_at(int ordinal) {
+  te_vdev_ensure_init();
+  return ordinal >= 0 && ordinal < vdev_ndev ? &vdev_ctxs[ordinal] : NULL;
+}
+
 struct vdev_ctx *te_vdev_ctx_current(void) {
   te_vdev_ensure_init();
   if (!vdev_current) vdev_current = &vdev_ctxs[0];

@@ -281,7 +281,9 @@ tecore_result_t te_vdev_graph_launch(tecore_graph_exec_t h, tecore_stream_t sh) 
       op.u.graph.done = done;
       te_vdev_marker_ref(done);  /* ours, for the failure path */
       pthread_mutex_unlock(&x->lock);
-      r = te_vdev_stream_enqueue(s, &op);
+      r = te_vdev_check_op(s, &op, fn);
+      if (r == TECORE_SUCCESS) r = te_vdev_stream_enqueue(s, &op);
+      else te_vdev_op_release(&op);
       if (r != TECORE_SUCCESS) te_vdev_marker_complete(done); /* later launches must not wait */
       te_vdev_marker_unref(done);
     }

@@ -1,95 +1,286 @@
-/* vdev_mem.c -- vdev memory: device memory and pinned host memory are host
- * memory (device allocations 256-byte aligned, pinned ones page aligned),
- * kept in a registry so freeing an unknown pointer is an error, not a
- * crash; host ranges registered with host_register are tracked too, and
- * their device address is the host address (unified addressing). */
+/* vdev_mem.c -- vdev memory: device memory, pinned host memory and
+ * registered host ranges, kept in one registry of address intervals so
+ * that freeing an unknown pointer is an error, not a crash, and so that
+ * every launch, copy and memset can have its pointers checked
+ * (vdev_check.c).
+ *
+ * Device memory comes from an arena: one large PROT_NONE reservation that
+ * allocations are carved from (page-aligned, a guard page after each) and
+ * never reused while fresh address space is left, so a stale device
+ * pointer never silently points at a newer allocation, and an address in
+ * the arena outside a live allocation is known to be bad.  Pinned host
+ * memory is page-aligned heap memory; registered ranges are the caller's.
+ * With unified addressing a pinned or registered range's device address is
+ * its host address.
+ *
+ * Frees keep the driver's promise: cuMemFree does not return memory to the
+ * system while queued work may still touch it.  Here a free takes the
+ * allocation out of the registry at once (later submissions that name it
+ * fail their check) and releases the memory when every stream has run
+ * what was queued before the free (a deferred-free list, reaped by later
+ * memory calls and synchronizations). */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
 #include "vdev/vdev.h"
 #include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
 #include <sys/sysinfo.h>
 #include <unistd.h>
 
-enum alloc_kind { ALLOC_DEVICE = 1, ALLOC_HOST, ALLOC_HOST_REGISTERED };
-
 struct alloc {
-  enum alloc_kind kind;
-  size_t bytes;
-  struct alloc *next_host;        /* host ranges, for interior-pointer lookups */
   uintptr_t base;
+  size_t bytes;                   /* what the caller asked for */
+  size_t span;                    /* device: arena bytes taken (with the guard) */
+  enum vdev_alloc_kind kind;
+};
+
+/* A free waiting for the work queued before it. */
+struct deferred {
+  struct deferred *next;
+  struct alloc a;
+  struct vdev_op pending;         /* BARRIER (or EMPTY) */
 };
 
 static pthread_mutex_t mem_lock = PTHREAD_MUTEX_INITIALIZER;
-static struct vdev_map mem_allocs;    /* base address -> struct alloc */
-static struct alloc *mem_host_list;   /* ALLOC_HOST and ALLOC_HOST_REGISTERED */
+static struct alloc *allocs;          /* sorted by base, disjoint */
+static size_t nallocs, capallocs;
+static struct deferred *deferred_head;
 
-/* Allocations stay valid in a forked child (its copy of the heap). */
+#define ARENA_MAX ((size_t)1 << 40)   /* 1 TiB of address space, not memory */
+#define ARENA_MIN ((size_t)1 << 32)
+static uintptr_t arena_base, arena_end, arena_next;
+/* spans given back, reused only once the fresh address space is gone */
+static struct alloc *arena_free;
+static size_t narena_free, caparena_free;
+
+/* Allocations stay valid in a forked child (its copy of the address
+ * space); frees deferred for the parent's streams are due there at once. */
 void te_vdev_mem_fork(enum vdev_fork_phase phase) {
   if (phase == VDEV_FORK_PREPARE) pthread_mutex_lock(&mem_lock);
   else pthread_mutex_unlock(&mem_lock);
 }
 
-static const char *kind_name(enum alloc_kind k) {
+const char *te_vdev_alloc_kind_name(enum vdev_alloc_kind k) {
   switch (k) {
-  case ALLOC_DEVICE: return "device memory (tecore_mem_alloc)";
-  case ALLOC_HOST: return "pinned host memory (tecore_mem_alloc_host)";
-  case ALLOC_HOST_REGISTERED: return "registered host memory (tecore_mem_host_register)";
+  case VDEV_ALLOC_DEVICE: return "device memory (tecore_mem_alloc)";
+  case VDEV_ALLOC_HOST: return "pinned host memory (tecore_mem_alloc_host)";
+  case VDEV_ALLOC_HOST_REGISTERED: return "registered host memory (tecore_mem_host_register)";
   }
   return "memory";
 }
 
-static tecore_result_t track(uintptr_t base, size_t bytes, enum alloc_kind kind) {
-  struct alloc *a = malloc(sizeof *a);
-  if (!a) return TE_ERR(TECORE_ERR_NOMEM, "vdev: out of host memory tracking an allocation");
-  *a = (struct alloc){.kind = kind, .bytes = bytes, .base = base};
-  pthread_mutex_lock(&mem_lock);
-  int rc = te_vdev_map_put(&mem_allocs, base, a);
-  if (rc == 0 && kind != ALLOC_DEVICE) {
-    a->next_host = mem_host_list;
-    mem_host_list = a;
-  }
-  pthread_mutex_unlock(&mem_lock);
-  if (rc != 0) {
-    free(a);
-    return TE_ERR(TECORE_ERR_NOMEM, "vdev: out of host memory tracking an allocation");
-  }
-  return TECORE_SUCCESS;
+static size_t page_size(void) {
+  long p = sysconf(_SC_PAGESIZE);
+  return p > 0 ? (size_t)p : 4096;
 }
 
-/* Removes base from the registry if it is of the wanted kind. */
-static tecore_result_t untrack(uintptr_t base, enum alloc_kind kind, const char *fn) {
-  pthread_mutex_lock(&mem_lock);
-  struct alloc *a = te_vdev_map_get(&mem_allocs, base);
-  if (!a || a->kind != kind) {
-    pthread_mutex_unlock(&mem_lock);
-    if (a)
-      return TE_ERR(TECORE_ERR_INVALID, "%s: %p is %s, not %s", fn, (void *)base,
-                    kind_name(a->kind), kind_name(kind));
-    return TE_ERR(TECORE_ERR_INVALID, "%s: %p is not %s (unknown or already freed)", fn,
-                  (void *)base, kind_name(kind));
+/* ---- the interval registry (mem_lock held) --------------------------------- */
+
+/* Index of the last allocation whose base is <= p, or nallocs when none. */
+static size_t find_le(uintptr_t p) {
+  size_t lo = 0, hi = nallocs;
+  while (lo < hi) {
+    size_t mid = lo + (hi - lo) / 2;
+    if (allocs[mid].base <= p) lo = mid + 1;
+    else hi = mid;
   }
-  te_vdev_map_del(&mem_allocs, base);
-  if (kind != ALLOC_DEVICE)
-    for (struct alloc **pp = &mem_host_list; *pp; pp = &(*pp)->next_host)
-      if (*pp == a) {
-        *pp = a->next_host;
-        break;
-      }
-  pthread_mutex_unlock(&mem_lock);
-  free(a);
-  return TECORE_SUCCESS;
+  return lo ? lo - 1 : nallocs;
 }
 
-tecore_result_t te_vdev_mem_alloc(size_t bytes, tecore_devptr_t *dptr) {
-  TE_CHECK(te_vdev_capture_unsafe_call("vdev mem_alloc"));
-  void *p = NULL;
-  size_t rounded = (bytes + 255) & ~(size_t)255;
-  if (rounded < bytes || posix_memalign(&p, 256, rounded) != 0)
-    return TE_ERR(TECORE_ERR_DEVICE_NOMEM, "vdev mem_alloc: cannot allocate %zu bytes", bytes);
-  tecore_result_t r = track((uintptr_t)p, bytes, ALLOC_DEVICE);
+static int insert_locked(const struct alloc *a) {
+  if (nallocs == capallocs) {
+    size_t ncap = capallocs ? capallocs * 2 : 64;
+    struct alloc *n = realloc(allocs, ncap * sizeof *n);
+    if (!n) return -1;
+    allocs = n;
+    capallocs = ncap;
+  }
+  size_t i = find_le(a->base);
+  i = i == nallocs ? 0 : i + 1;
+  memmove(&allocs[i + 1], &allocs[i], (nallocs - i) * sizeof *allocs);
+  allocs[i] = *a;
+  nallocs++;
+  return 0;
+}
+
+/* 1 and the allocation when some live one overlaps [p, p+bytes). */
+static int overlapping_locked(uintptr_t p, size_t bytes, struct alloc *out) {
+  size_t i = find_le(p);
+  if (i != nallocs && p - allocs[i].base < (allocs[i].bytes ? allocs[i].bytes : 1)) {
+    *out = allocs[i];
+    return 1;
+  }
+  size_t next = i == nallocs ? 0 : i + 1;
+  if (next < nallocs && allocs[next].base - p < bytes) {
+    *out = allocs[next];
+    return 1;
+  }
+  return 0;
+}
+
+int te_vdev_mem_lookup(uintptr_t p, size_t bytes, struct vdev_alloc_info *info) {
+  pthread_mutex_lock(&mem_lock);
+  struct alloc a;
+  int found = overlapping_locked(p, bytes ? bytes : 1, &a);
+  pthread_mutex_unlock(&mem_lock);
+  if (found) *info = (struct vdev_alloc_info){.base = a.base, .bytes = a.bytes, .kind = a.kind};
+  return found;
+}
+
+int te_vdev_mem_in_arena(uintptr_t p) {
+  return arena_base && p >= __atomic_load_n(&arena_base, __ATOMIC_ACQUIRE) && p < arena_end;
+}
+
+/* ---- the device arena ----------------------------------------------------------- */
+
+static int arena_init_locked(void) {
+  if (arena_base) return 0;
+  for (size_t sz = ARENA_MAX; sz >= ARENA_MIN; sz /= 2) {
+    void *p = mmap(NULL, sz, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (p == MAP_FAILED) continue;
+    arena_end = (uintptr_t)p + sz;
+    arena_next = (uintptr_t)p;
+    __atomic_store_n(&arena_base, (uintptr_t)p, __ATOMIC_RELEASE);
+    return 0;
+  }
+  return -1;
+}
+
+/* Takes span bytes of address space: fresh first, then a returned span. */
+static uintptr_t arena_take_locked(size_t span) {
+  if (arena_init_locked() != 0) return 0;
+  if (arena_end - arena_next >= span) {
+    uintptr_t p = arena_next;
+    arena_next += span;
+    return p;
+  }
+  for (size_t i = 0; i < narena_free; i++)
+    if (arena_free[i].span >= span) {
+      uintptr_t p = arena_free[i].base;
+      arena_free[i].base += span;
+      arena_free[i].span -= span;
+      if (!arena_free[i].span) arena_free[i] = arena_free[--narena_free];
+      return p;
+    }
+  return 0;
+}
+
+/* Back to reserved, unbacked, inaccessible memory (a stale pointer faults
+ * on the host and fails every check). */
+static void arena_give_back_locked(uintptr_t base, size_t span) {
+  mmap((void *)base, span, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED | MAP_NORESERVE,
+       -1, 0);
+  if (narena_free == caparena_free) {
+    size_t ncap = caparena_free ? caparena_free * 2 : 64;
+    struct alloc *n = realloc(arena_free, ncap * sizeof *n);
+    if (!n) return; /* the address space is lost, the memory is not */
+    arena_free = n;
+    caparena_free = ncap;
+  }
+  arena_free[narena_free++] = (struct alloc){.base = base, .span = span};
+}
+
+/* ---- deferred frees --------------------------------------------------------------- */
+
+static void release_locked(const struct alloc *a) {
+  if (a->kind == VDEV_ALLOC_DEVICE) arena_give_back_locked(a->base, a->span);
+  else if (a->kind == VDEV_ALLOC_HOST) free((void *)a->base);
+}
+
+/* Releases the frees whose work is done. */
+static void reap_locked(void) {
+  for (struct deferred **pp = &deferred_head; *pp;) {
+    struct deferred *d = *pp;
+    if (!te_vdev_barrier_reached(&d->pending)) {
+      pp = &d->next;
+      continue;
+    }
+    *pp = d->next;
+    release_locked(&d->a);
+    te_vdev_op_release(&d->pending);
+    free(d);
+  }
+}
+
+void te_vdev_mem_reap(void) {
+  pthread_mutex_lock(&mem_lock);
+  reap_locked();
+  pthread_mutex_unlock(&mem_lock);
+}
+
+/* Removes the allocation based at p, of the wanted kind, from the registry
+ * and releases it once the work queued now is done. */
+static tecore_result_t free_alloc(uintptr_t p, enum vdev_alloc_kind kind, const char *fn) {
+  struct deferred *d = calloc(1, sizeof *d);
+  if (!d) return TE_ERR(TECORE_ERR_NOMEM, "%s: out of host memory", fn);
+  /* snapshot outside mem_lock: it takes context and stream locks */
+  tecore_result_t r = kind == VDEV_ALLOC_HOST_REGISTERED ? TECORE_SUCCESS
+                                                          : te_vdev_pending_work(&d->pending);
   if (r != TECORE_SUCCESS) {
-    free(p);
+    free(d);
     return r;
   }
-  *dptr = (tecore_devptr_t)(uintptr_t)p;
+  pthread_mutex_lock(&mem_lock);
+  size_t i = find_le(p);
+  if (i == nallocs || allocs[i].base != p || allocs[i].kind != kind) {
+    struct alloc a = {0};
+    int known = i != nallocs && p - allocs[i].base < allocs[i].bytes;
+    if (known) a = allocs[i];
+    pthread_mutex_unlock(&mem_lock);
+    te_vdev_op_release(&d->pending);
+    free(d);
+    if (known && a.base == p)
+      return TE_ERR(TECORE_ERR_INVALID, "%s: %p is %s, not %s", fn, (void *)p,
+                    te_vdev_alloc_kind_name(a.kind), te_vdev_alloc_kind_name(kind));
+    if (known)
+      return TE_ERR(TECORE_ERR_INVALID, "%s: %p is inside %s at %p, not its start", fn,
+                    (void *)p, te_vdev_alloc_kind_name(a.kind), (void *)a.base);
+    return TE_ERR(TECORE_ERR_INVALID, "%s: %p is not %s (unknown or already freed)", fn,
+                  (void *)p, te_vdev_alloc_kind_name(kind));
+  }
+  d->a = allocs[i];
+  memmove(&allocs[i], &allocs[i + 1], (nallocs - i - 1) * sizeof *allocs);
+  nallocs--;
+  if (kind == VDEV_ALLOC_HOST_REGISTERED || te_vdev_barrier_reached(&d->pending)) {
+    release_locked(&d->a);
+    te_vdev_op_release(&d->pending);
+    free(d);
+  } else {
+    d->next = deferred_head;
+    deferred_head = d;
+  }
+  reap_locked();
+  pthread_mutex_unlock(&mem_lock);
+  return TECORE_SUCCESS;
+}
+
+/* ---- the ops ----------------------------------------------------------------------- */
+
+tecore_result_t te_vdev_mem_alloc(size_t bytes, tecore_devptr_t *dptr) {
+  static const char fn[] = "vdev mem_alloc";
+  TE_CHECK(te_vdev_capture_unsafe_call(fn));
+  size_t pg = page_size();
+  struct sysinfo si;
+  size_t total = sysinfo(&si) == 0 ? (size_t)si.totalram * si.mem_unit : (size_t)1 << 40;
+  /* the device's memory is the host's: a request above it fails, as one
+   * above a GPU's memory does */
+  if (bytes > total || bytes > ARENA_MAX / 2)
+    return TE_ERR(TECORE_ERR_DEVICE_NOMEM, "%s: cannot allocate %zu bytes (the device has %zu)",
+                  fn, bytes, total);
+  size_t len = (bytes + pg - 1) & ~(pg - 1);
+  size_t span = len + pg; /* a guard page after each allocation */
+  pthread_mutex_lock(&mem_lock);
+  reap_locked();
+  uintptr_t p = arena_take_locked(span);
+  int ok = p && mprotect((void *)p, len, PROT_READ | PROT_WRITE) == 0;
+  struct alloc a = {.base = p, .bytes = bytes, .span = span, .kind = VDEV_ALLOC_DEVICE};
+  if (ok && insert_locked(&a) != 0) ok = 0;
+  if (!ok && p) arena_give_back_locked(p, span);
+  pthread_mutex_unlock(&mem_lock);
+  if (!ok) return TE_ERR(TECORE_ERR_DEVICE_NOMEM, "%s: cannot allocate %zu bytes", fn, bytes);
+  *dptr = (tecore_devptr_t)p;
   return TECORE_SUCCESS;
 }
 
@@ -97,9 +288,7 @@ tecore_result_t te_vdev_mem_alloc(size_t bytes, tecore_devptr_t *dptr) {
  * calls a capture forbids. */
 tecore_result_t te_vdev_mem_free(tecore_devptr_t dptr) {
   TE_CHECK(te_vdev_capture_unsafe_call("vdev mem_free"));
-  TE_CHECK(untrack((uintptr_t)dptr, ALLOC_DEVICE, "vdev mem_free"));
-  free((void *)(uintptr_t)dptr);
-  return TECORE_SUCCESS;
+  return free_alloc((uintptr_t)dptr, VDEV_ALLOC_DEVICE, "vdev mem_free");
 }
 
 tecore_result_t te_vdev_mem_info(size_t *free_bytes, size_t *total_bytes) {
@@ -112,14 +301,17 @@ tecore_result_t te_vdev_mem_info(size_t *free_bytes, size_t *total_bytes) {
 
 tecore_result_t te_vdev_mem_alloc_host(size_t bytes, void **ptr) {
   TE_CHECK(te_vdev_capture_unsafe_call("vdev mem_alloc_host"));
-  long page = sysconf(_SC_PAGESIZE);
   void *p = NULL;
-  if (posix_memalign(&p, page > 0 ? (size_t)page : 4096, bytes) != 0)
+  if (bytes > SIZE_MAX / 2 || posix_memalign(&p, page_size(), bytes) != 0)
     return TE_ERR(TECORE_ERR_NOMEM, "vdev mem_alloc_host: cannot allocate %zu bytes", bytes);
-  tecore_result_t r = track((uintptr_t)p, bytes, ALLOC_HOST);
-  if (r != TECORE_SUCCESS) {
+  struct alloc a = {.base = (uintptr_t)p, .bytes = bytes, .kind = VDEV_ALLOC_HOST};
+  pthread_mutex_lock(&mem_lock);
+  reap_locked();
+  int rc = insert_locked(&a);
+  pthread_mutex_unlock(&mem_lock);
+  if (rc != 0) {
     free(p);
-    return r;
+    return TE_ERR(TECORE_ERR_NOMEM, "vdev mem_alloc_host: out of host memory tracking it");
   }
   *ptr = p;
   return TECORE_SUCCESS;
@@ -127,41 +319,42 @@ tecore_result_t te_vdev_mem_alloc_host(size_t bytes, void **ptr) {
 
 tecore_result_t te_vdev_mem_free_host(void *ptr) {
   TE_CHECK(te_vdev_capture_unsafe_call("vdev mem_free_host"));
-  TE_CHECK(untrack((uintptr_t)ptr, ALLOC_HOST, "vdev mem_free_host"));
-  free(ptr);
+  return free_alloc((uintptr_t)ptr, VDEV_ALLOC_HOST, "vdev mem_free_host");
+}
+
+/* The range may not wrap, nor overlap any allocation or registered range
+ * (registering a base twice, or inside pinned memory, is refused). */
+tecore_result_t te_vdev_mem_host_register(void *ptr, size_t bytes, unsigned flags) {
+  static const char fn[] = "vdev mem_host_register";
+  (void)flags; /* all host memory is device-visible here; READONLY is not enforced */
+  uintptr_t p = (uintptr_t)ptr;
+  if (bytes > UINTPTR_MAX - p)
+    return TE_ERR(TECORE_ERR_INVALID, "%s: [%p, +%zu) wraps around the address space", fn, ptr,
+                  bytes);
+  if (te_vdev_mem_in_arena(p) || te_vdev_mem_in_arena(p + bytes - 1))
+    return TE_ERR(TECORE_ERR_INVALID, "%s: [%p, +%zu) is device memory", fn, ptr, bytes);
+  struct alloc a = {.base = p, .bytes = bytes, .kind = VDEV_ALLOC_HOST_REGISTERED}, old;
+  pthread_mutex_lock(&mem_lock);
+  int clash = overlapping_locked(p, bytes, &old);
+  int rc = clash ? 0 : insert_locked(&a);
+  pthread_mutex_unlock(&mem_lock);
+  if (clash)
+    return TE_ERR(TECORE_ERR_INVALID, "%s: [%p, +%zu) overlaps %s at %p (already registered)",
+                  fn, ptr, bytes, te_vdev_alloc_kind_name(old.kind), (void *)old.base);
+  if (rc != 0) return TE_ERR(TECORE_ERR_NOMEM, "%s: out of host memory", fn);
   return TECORE_SUCCESS;
 }
 
-/* The host range containing p (mem_lock held), or NULL. */
-static struct alloc *host_range_locked(uintptr_t p, size_t bytes) {
-  for (struct alloc *a = mem_host_list; a; a = a->next_host)
-    if (p < a->base + a->bytes && a->base < p + bytes) return a;
-  return NULL;
-}
-
-tecore_result_t te_vdev_mem_host_register(void *ptr, size_t bytes, unsigned flags) {
-  (void)flags; /* all host memory is device-visible here; READONLY is not enforced */
-  pthread_mutex_lock(&mem_lock);
-  struct alloc *a = host_range_locked((uintptr_t)ptr, bytes);
-  pthread_mutex_unlock(&mem_lock);
-  if (a)
-    return TE_ERR(TECORE_ERR_INVALID,
-                  "vdev mem_host_register: [%p, +%zu) overlaps %s at %p (already registered)",
-                  ptr, bytes, kind_name(a->kind), (void *)a->base);
-  return track((uintptr_t)ptr, bytes, ALLOC_HOST_REGISTERED);
-}
-
 tecore_result_t te_vdev_mem_host_unregister(void *ptr) {
-  return untrack((uintptr_t)ptr, ALLOC_HOST_REGISTERED, "vdev mem_host_unregister");
+  return free_alloc((uintptr_t)ptr, VDEV_ALLOC_HOST_REGISTERED, "vdev mem_host_unregister");
 }
 
 /* Unified addressing: the device address of page-locked host memory is the
  * host address; any pointer inside a pinned or registered range works. */
 tecore_result_t te_vdev_mem_host_device_ptr(void *host, tecore_devptr_t *dptr) {
-  pthread_mutex_lock(&mem_lock);
-  struct alloc *a = host_range_locked((uintptr_t)host, 1);
-  pthread_mutex_unlock(&mem_lock);
-  if (!a)
+  struct vdev_alloc_info a;
+  if (!te_vdev_mem_lookup((uintptr_t)host, 1, &a) || a.kind == VDEV_ALLOC_DEVICE ||
+      (uintptr_t)host - a.base >= a.bytes)
     return TE_ERR(TECORE_ERR_INVALID,
                   "vdev mem_host_device_ptr: %p is not pinned or registered host memory", host);
   *dptr = (tecore_devptr_t)(uintptr_t)host;

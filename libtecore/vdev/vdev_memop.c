@@ -6,7 +6,8 @@
  * A wait never hangs forever: after TECORE_VDEV_WAIT_TIMEOUT seconds it
  * gives up, logs, and leaves the stream a sticky TECORE_ERR_TIMEOUT that
  * every later synchronize/query of that stream returns.  Later work on the
- * stream still runs (so nothing else waits behind it forever). */
+ * stream still runs (so nothing else waits behind it forever).  Destroying
+ * the stream fails its pending wait at once. */
 #include "vdev/vdev.h"
 #include <sched.h>
 #include <stdio.h>
@@ -58,6 +59,17 @@ tecore_result_t te_vdev_wait_value_run(struct vdev_stream *s, const struct vdev_
   for (unsigned polls = 0;; polls++) {
     if (cond_holds(op)) return TECORE_SUCCESS;
     if (atomic_load(&te_vdev_exiting)) return TECORE_ERR_TIMEOUT;
+    if (__atomic_load_n(&s->stop, __ATOMIC_ACQUIRE)) {
+      pthread_mutex_lock(&s->lock);
+      if (s->sticky == TECORE_SUCCESS) {
+        s->sticky = TECORE_ERR_INVALID;
+        snprintf(s->sticky_msg, sizeof s->sticky_msg,
+                 "wait_value%u on 0x%llx failed: the stream was destroyed while it waited",
+                 op->u.mem.width, (unsigned long long)op->u.mem.addr);
+      }
+      pthread_mutex_unlock(&s->lock);
+      return TECORE_ERR_INVALID;
+    }
     if (limit && te_now_ns() - start > limit) break;
     if (polls < 64) {
       sched_yield(); /* a quick handoff costs no sleep */

@@ -106,15 +106,30 @@ static void memset_run(const struct vdev_op *op) {
   }
 }
 
-/* Runs a barrier: each listed stream must reach its position. */
-static void barrier_run(const struct vdev_op *op) {
+/* Runs a barrier: each listed stream must reach its position.  A stream
+ * of a parent process (after fork) never runs here: not waited for. */
+void te_vdev_barrier_wait(const struct vdev_op *op) {
   for (size_t i = 0; i < op->u.barrier.n; i++) {
     struct vdev_stream *t = op->u.barrier.streams[i];
+    if (t->gen != atomic_load(&te_vdev_fork_gen)) continue;
     pthread_mutex_lock(&t->lock);
     while (t->completed < op->u.barrier.pos[i] && !atomic_load(&te_vdev_exiting))
       pthread_cond_wait(&t->done_cv, &t->lock);
     pthread_mutex_unlock(&t->lock);
   }
+}
+
+int te_vdev_barrier_reached(const struct vdev_op *op) {
+  if (op->type != VDEV_OP_BARRIER) return 1;
+  for (size_t i = 0; i < op->u.barrier.n; i++) {
+    struct vdev_stream *t = op->u.barrier.streams[i];
+    if (t->gen != atomic_load(&te_vdev_fork_gen)) continue;
+    pthread_mutex_lock(&t->lock);
+    int reached = t->completed >= op->u.barrier.pos[i];
+    pthread_mutex_unlock(&t->lock);
+    if (!reached) return 0;
+  }
+  return 1;
 }
 
 static void event_record_run(struct vdev_event *e) {
@@ -166,7 +181,7 @@ tecore_result_t te_vdev_op_run(struct vdev_stream *s, struct vdev_op *op) {
     te_vdev_marker_wait(op->u.marker.m);
     return TECORE_SUCCESS;
   case VDEV_OP_BARRIER:
-    barrier_run(op);
+    te_vdev_barrier_wait(op);
     return TECORE_SUCCESS;
   case VDEV_OP_GRAPH_LAUNCH: {
     /* launches of one exec run one after another, as on the driver */

@@ -227,7 +227,9 @@ tecore_result_t te_vdev_submit(tecore_stream_t h, struct vdev_op *op, const char
     return r;
   }
   pthread_mutex_lock(&te_vdev_cap_lock);
-  if (s->legacy) r = te_vdev_capture_legacy_use_locked(s->ctx, fn);
+  /* eager work is checked now; a captured node when its graph launches */
+  if (!s->cap) r = te_vdev_check_op(s, op, fn);
+  if (r == TECORE_SUCCESS && s->legacy) r = te_vdev_capture_legacy_use_locked(s->ctx, fn);
   if (r == TECORE_SUCCESS && s->cap) {
     r = te_vdev_capture_add_locked(s, op, fn);
     pthread_mutex_unlock(&te_vdev_cap_lock);
@@ -239,6 +241,26 @@ tecore_result_t te_vdev_submit(tecore_stream_t h, struct vdev_op *op, const char
   else te_vdev_op_release(op);
   te_vdev_stream_put(s);
   return r;
+}
+
+tecore_result_t te_vdev_pending_work(struct vdev_op *op) {
+  memset(op, 0, sizeof *op);
+  op->type = VDEV_OP_BARRIER;
+  size_t cap = 0;
+  int rc = 0;
+  for (int d = 0; rc == 0 && d < te_vdev_ndevices(); d++) {
+    struct vdev_ctx *ctx = te_vdev_ctx_at(d);
+    pthread_mutex_lock(&ctx->lock);
+    for (size_t i = 0; i < ctx->nstreams && rc == 0; i++) rc = barrier_add(op, &cap, ctx->streams[i]);
+    if (rc == 0 && ctx->legacy) rc = barrier_add(op, &cap, ctx->legacy);
+    pthread_mutex_unlock(&ctx->lock);
+  }
+  if (rc != 0) {
+    te_vdev_op_release(op);
+    return TE_ERR(TECORE_ERR_NOMEM, "vdev: out of host memory");
+  }
+  if (op->u.barrier.n == 0) te_vdev_op_release(op);
+  return TECORE_SUCCESS;
 }
 
 /* ---- public stream ops ------------------------------------------------------ */
@@ -287,7 +309,9 @@ nomem:
 
 /* Waits for the queued work of the stream to finish; unlike the driver,
  * which may return at once and release later, this lets the worker drain
- * the queue (so no work is lost) and joins it. */
+ * the queue (so no work is lost) and joins it.  A wait_value the stream is
+ * blocked in (or reaches later) fails at once instead of holding the
+ * destroy for TECORE_VDEV_WAIT_TIMEOUT: nobody could see it succeed. */
 tecore_result_t te_vdev_stream_destroy(tecore_stream_t h) {
   struct vdev_stream *s = NULL;
   TE_CHECK(te_vdev_stream_get(h, &s, "vdev stream_destroy"));
@@ -311,7 +335,7 @@ tecore_result_t te_vdev_stream_destroy(tecore_stream_t h) {
     }
   pthread_mutex_unlock(&ctx->lock);
   pthread_mutex_lock(&s->lock);
-  s->stop = 1;
+  __atomic_store_n(&s->stop, 1, __ATOMIC_RELEASE); /* a pending wait_value fails now */
   pthread_cond_signal(&s->work_cv);
   pthread_mutex_unlock(&s->lock);
   if (pthread_equal(pthread_self(), s->thread)) pthread_detach(s->thread); /* from its own kernel */
@@ -395,6 +419,7 @@ tecore_result_t te_vdev_stream_synchronize(tecore_stream_t h) {
     r = stream_sticky(s, "vdev stream_synchronize");
   }
   te_vdev_stream_put(s);
+  te_vdev_mem_reap(); /* frees that waited for this work */
   return r;
 }
 
@@ -453,5 +478,6 @@ tecore_result_t te_vdev_ctx_drain(struct vdev_ctx *ctx) {
     te_vdev_stream_put(all[i]);
   }
   free(all);
+  te_vdev_mem_reap(); /* frees that waited for this work */
   return r;
 }

@@ -21,6 +21,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/sysinfo.h>
 #include <unistd.h>
 
 pthread_mutex_t te_vdev_vmm_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -134,6 +135,16 @@ static int fully_mapped(uintptr_t va, size_t bytes) {
   return 1;
 }
 
+int te_vdev_vmm_check_range(uintptr_t p, size_t bytes) {
+  pthread_mutex_lock(&te_vdev_vmm_lock);
+  int r = 0;
+  for (size_t i = 0; i < vmm_nresv && !r; i++)
+    if (overlaps(vmm_resv[i].va, vmm_resv[i].bytes, p, bytes)) r = -1;
+  if (r && fully_mapped(p, bytes)) r = 1;
+  pthread_mutex_unlock(&te_vdev_vmm_lock);
+  return r;
+}
+
 /* ---- the ops ---------------------------------------------------------------------- */
 
 tecore_result_t te_vdev_vmm_granularity(size_t *granularity, int recommended) {
@@ -176,7 +187,8 @@ tecore_result_t te_vdev_vmm_reserve(size_t bytes, size_t align, tecore_devptr_t 
   return TECORE_SUCCESS;
 }
 
-/* Frees a whole reservation; mappings still in it go with it. */
+/* Frees a whole reservation, which must have no mapping left (the driver
+ * refuses to free a mapped range). */
 tecore_result_t te_vdev_vmm_free_va(tecore_devptr_t va, size_t bytes) {
   pthread_mutex_lock(&te_vdev_vmm_lock);
   size_t i;
@@ -188,9 +200,16 @@ tecore_result_t te_vdev_vmm_free_va(tecore_devptr_t va, size_t bytes) {
                   "vdev vmm_free_va: [0x%llx, +%zu) is not a range returned by vmm_reserve",
                   (unsigned long long)va, bytes);
   }
+  for (size_t m = 0; m < vmm_nmaps; m++)
+    if (overlaps(vmm_maps[m].va, vmm_maps[m].bytes, va, bytes)) {
+      pthread_mutex_unlock(&te_vdev_vmm_lock);
+      return TE_ERR(TECORE_ERR_INVALID,
+                    "vdev vmm_free_va: [0x%llx, +%zu) still has a mapping at 0x%llx (+%zu); "
+                    "unmap it first",
+                    (unsigned long long)va, bytes, (unsigned long long)vmm_maps[m].va,
+                    vmm_maps[m].bytes);
+    }
   vmm_resv[i] = vmm_resv[--vmm_nresv];
-  for (size_t m = vmm_nmaps; m-- > 0;)
-    if (overlaps(vmm_maps[m].va, vmm_maps[m].bytes, va, bytes)) drop_mapping(m);
   munmap((void *)(uintptr_t)va, bytes);
   pthread_mutex_unlock(&te_vdev_vmm_lock);
   return TECORE_SUCCESS;
@@ -203,6 +222,12 @@ tecore_result_t te_vdev_vmm_create(size_t bytes, unsigned flags, tecore_vmm_hand
                   fn, bytes, VDEV_GRANULARITY);
   if (flags & ~TECORE_VMM_EXPORT_POSIX_FD)
     return TE_ERR(TECORE_ERR_INVALID, "%s: unknown flags 0x%x", fn, flags);
+  /* the device's memory is the host's: more fails, as on a GPU */
+  struct sysinfo si;
+  size_t total = sysinfo(&si) == 0 ? (size_t)si.totalram * si.mem_unit : (size_t)1 << 40;
+  if (bytes > total)
+    return TE_ERR(TECORE_ERR_DEVICE_NOMEM, "%s: %zu bytes exceed the device's %zu", fn, bytes,
+                  total);
   int fd = memfd_create("te-vdev-vmm", MFD_CLOEXEC);
   if (fd < 0) return TE_ERR(TECORE_ERR_SYSTEM, "%s: memfd_create failed", fn);
   if (ftruncate(fd, (off_t)bytes) != 0) {
@@ -311,6 +336,19 @@ tecore_result_t te_vdev_vmm_unmap(tecore_devptr_t va, size_t bytes) {
     }
   }
   if (!fully_mapped((uintptr_t)va, bytes)) {
+    r = TE_ERR(TECORE_ERR_INVALID, "%s: [0x%llx, +%zu) is not (entirely) mapped", fn,
+               (unsigned long long)va, bytes);
+    goto out;
+  }
+  /* as on the driver, queued work that may touch the range finishes first */
+  pthread_mutex_unlock(&te_vdev_vmm_lock);
+  struct vdev_op pending;
+  r = te_vdev_pending_work(&pending);
+  if (r != TECORE_SUCCESS) return r;
+  te_vdev_barrier_wait(&pending);
+  te_vdev_op_release(&pending);
+  pthread_mutex_lock(&te_vdev_vmm_lock);
+  if (!fully_mapped((uintptr_t)va, bytes)) { /* another thread unmapped it meanwhile */
     r = TE_ERR(TECORE_ERR_INVALID, "%s: [0x%llx, +%zu) is not (entirely) mapped", fn,
                (unsigned long long)va, bytes);
     goto out;

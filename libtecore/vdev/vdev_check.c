@@ -1,0 +1,231 @@
+/* vdev_check.c -- vdev as a memory checker (what compute-sanitizer is to
+ * a GPU): before a kernel launch, copy, memset, stream memory op or graph
+ * launch is queued, each address it will touch is checked against the
+ * allocation registry (vdev_mem.c) and the VMM mappings (vdev_vmm.c).
+ *
+ *   copies, memsets    the whole range [p, p+bytes) must lie inside one
+ *                      live allocation or mapping; a copy endpoint that is
+ *                      no allocation at all is pageable host memory (legal
+ *                      with unified addressing) and must be mapped
+ *   memory ops         the word must be in device-accessible memory
+ *   kernels            every pointer parameter (the kernel table's
+ *                      param_is_ptr) must point inside a live allocation;
+ *                      0 is allowed unless the parameter is
+ *                      TECORE_KERNEL_PTR_NONNULL.  The range a kernel
+ *                      touches is its own business; its start is checked.
+ *   graph launches     every node of the plan, recursively
+ *
+ * A failure becomes the stream's sticky TECORE_ERR_ILLEGAL_ADDRESS (every
+ * later synchronize or query of that stream returns it, as the driver's
+ * illegal-address error does) with a detail naming the operation, the
+ * kernel parameter and the address; the operation is not run, so the
+ * process never faults on a worker thread.  The call that queued it
+ * returns the error at once (the driver would report it later: vdev is
+ * stricter).  TECORE_VDEV_CHECK=0 turns the checks off. */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+#include "vdev/vdev.h"
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+TE_PARAM_INT(vdev_check, "TECORE_VDEV_CHECK", 1, 0, 1,
+             "1: vdev checks every launch, copy and memset against its allocation registry "
+             "and fails bad addresses with TECORE_ERR_ILLEGAL_ADDRESS; 0: no checks (faster)")
+
+int te_vdev_check_enabled(void) { return tecore_tunable_int(&vdev_check) != 0; }
+
+/* 1 when every page of [p, p+bytes) is mapped in this process. */
+static int host_mapped(uintptr_t p, size_t bytes) {
+  static const size_t chunk = 4096; /* pages per mincore call */
+  unsigned char vec[4096];
+  long pg = sysconf(_SC_PAGESIZE);
+  uintptr_t page = pg > 0 ? (uintptr_t)pg : 4096;
+  uintptr_t lo = p & ~(page - 1), hi = p + bytes;
+  while (lo < hi) {
+    size_t n = (size_t)((hi - lo + page - 1) / page);
+    if (n > chunk) n = chunk;
+    if (mincore((void *)lo, n * page, vec) != 0) return 0;
+    lo += n * page;
+  }
+  return 1;
+}
+
+int te_vdev_check_range(uint64_t addr, size_t bytes, int pageable_ok, char *why, size_t n) {
+  uintptr_t p = (uintptr_t)addr;
+  if (bytes == 0) bytes = 1;
+  if (p == 0) {
+    snprintf(why, n, "address 0 (NULL)");
+    return -1;
+  }
+  if (bytes - 1 > UINTPTR_MAX - p) {
+    snprintf(why, n, "[0x%" PRIxPTR ", +%zu) wraps around the address space", p, bytes);
+    return -1;
+  }
+  struct vdev_alloc_info a;
+  if (te_vdev_mem_lookup(p, bytes, &a)) {
+    if (p < a.base) {
+      snprintf(why, n, "[0x%" PRIxPTR ", +%zu) starts %zu bytes before %s at 0x%" PRIxPTR, p,
+               bytes, (size_t)(a.base - p), te_vdev_alloc_kind_name(a.kind), a.base);
+      return -1;
+    }
+    if (bytes > a.bytes - (p - a.base)) {
+      snprintf(why, n,
+               "[0x%" PRIxPTR ", +%zu) ends %zu bytes past the end of %s [0x%" PRIxPTR ", +%zu)",
+               p, bytes, (size_t)(p - a.base + bytes - a.bytes), te_vdev_alloc_kind_name(a.kind),
+               a.base, a.bytes);
+      return -1;
+    }
+    return 0;
+  }
+  int v = te_vdev_vmm_check_range(p, bytes);
+  if (v > 0) return 0;
+  if (v < 0) {
+    snprintf(why, n, "[0x%" PRIxPTR ", +%zu) is in a VMM reservation but not (entirely) mapped",
+             p, bytes);
+    return -1;
+  }
+  if (te_vdev_mem_in_arena(p)) {
+    snprintf(why, n, "0x%" PRIxPTR " is device memory that is not allocated (freed?)", p);
+    return -1;
+  }
+  if (!pageable_ok) {
+    snprintf(why, n, "0x%" PRIxPTR " is inside no live allocation", p);
+    return -1;
+  }
+  if (!host_mapped(p, bytes)) {
+    snprintf(why, n, "[0x%" PRIxPTR ", +%zu) is neither allocated nor mapped host memory", p,
+             bytes);
+    return -1;
+  }
+  return 0;
+}
+
+/* The reason op may not run, in why; 0 when it may. */
+static int op_bad(const struct vdev_op *op, char *why, size_t n) {
+  char r[160];
+  switch (op->type) {
+  case VDEV_OP_KERNEL: {
+    const struct tecore_kernel_def *def = op->u.kernel.def;
+    for (unsigned i = 0; i < def->nparams; i++) {
+      if (!def->param_is_ptr[i] || def->param_size[i] != 8) continue;
+      uint64_t v;
+      memcpy(&v, op->u.kernel.args + te_vdev_arg_offset(def, i), 8);
+      if (v == 0 && def->param_is_ptr[i] != TECORE_KERNEL_PTR_NONNULL) continue;
+      if (te_vdev_check_range(v, 1, 0, r, sizeof r) != 0) {
+        snprintf(why, n, "kernel %s, parameter %u, address 0x%" PRIx64 ": %s", def->name, i, v,
+                 r);
+        return 1;
+      }
+    }
+    return 0;
+  }
+  case VDEV_OP_MEMCPY:
+    if (te_vdev_check_range(op->u.copy.dst, op->u.copy.bytes, 1, r, sizeof r) != 0) {
+      snprintf(why, n, "memcpy of %zu bytes, destination 0x%" PRIx64 ": %s", op->u.copy.bytes,
+               op->u.copy.dst, r);
+      return 1;
+    }
+    if (te_vdev_check_range(op->u.copy.src, op->u.copy.bytes, 1, r, sizeof r) != 0) {
+      snprintf(why, n, "memcpy of %zu bytes, source 0x%" PRIx64 ": %s", op->u.copy.bytes,
+               op->u.copy.src, r);
+      return 1;
+    }
+    return 0;
+  case VDEV_OP_MEMSET: {
+    size_t bytes = op->u.set.count * op->u.set.elem;
+    if (op->u.set.count > SIZE_MAX / op->u.set.elem) {
+      snprintf(why, n, "memset of %zu x %u bytes at 0x%" PRIx64 ": the size overflows",
+               op->u.set.count, op->u.set.elem, op->u.set.dst);
+      return 1;
+    }
+    if (te_vdev_check_range(op->u.set.dst, bytes, 1, r, sizeof r) != 0) {
+      snprintf(why, n, "memset of %zu bytes, destination 0x%" PRIx64 ": %s", bytes,
+               op->u.set.dst, r);
+      return 1;
+    }
+    return 0;
+  }
+  case VDEV_OP_WRITE_VALUE:
+  case VDEV_OP_WAIT_VALUE:
+    if (te_vdev_check_range(op->u.mem.addr, op->u.mem.width / 8, 1, r, sizeof r) != 0) {
+      snprintf(why, n, "%s%u at 0x%" PRIx64 ": %s", te_vdev_op_name(op->type), op->u.mem.width,
+               op->u.mem.addr, r);
+      return 1;
+    }
+    return 0;
+  case VDEV_OP_CHILD_GRAPH:
+  case VDEV_OP_GRAPH_LAUNCH: {
+    const struct vdev_plan *p = op->u.graph.plan;
+    for (size_t i = 0; p && i < p->count; i++) {
+      char inner[sizeof r + 96];
+      if (op_bad(&p->nodes[i].op, inner, sizeof inner)) {
+        snprintf(why, n, "graph node %zu: %s", i, inner);
+        return 1;
+      }
+    }
+    return 0;
+  }
+  default:
+    return 0;
+  }
+}
+
+tecore_result_t te_vdev_check_op(struct vdev_stream *s, const struct vdev_op *op,
+                                 const char *fn) {
+  if (!te_vdev_check_enabled()) return TECORE_SUCCESS;
+  char why[400];
+  if (!op_bad(op, why, sizeof why)) return TECORE_SUCCESS;
+  if (s) {
+    pthread_mutex_lock(&s->lock);
+    if (s->sticky == TECORE_SUCCESS) {
+      s->sticky = TECORE_ERR_ILLEGAL_ADDRESS;
+      snprintf(s->sticky_msg, sizeof s->sticky_msg, "illegal address: %s", why);
+    }
+    pthread_mutex_unlock(&s->lock);
+  }
+  TE_LOG_ERROR(TECORE_SUBSYS_DEVICE, "vdev: %s: illegal address: %s", fn, why);
+  return TE_ERR(TECORE_ERR_ILLEGAL_ADDRESS, "%s: illegal address: %s", fn, why);
+}
+
+int te_dev_checks_on(void) {
+  return te_ops_if_ready() == &te_vdev_ops && te_vdev_check_enabled();
+}
+
+tecore_result_t te_dev_check_range(tecore_devptr_t p, size_t bytes, const char *fn,
+                                   const char *what) {
+  if (!te_dev_checks_on()) return TECORE_SUCCESS;
+  char why[200];
+  if (te_vdev_check_range(p, bytes, 0, why, sizeof why) == 0) return TECORE_SUCCESS;
+  return TE_ERR(TECORE_ERR_ILLEGAL_ADDRESS, "%s: illegal address: %s (0x%llx, %zu bytes): %s", fn,
+                what, (unsigned long long)p, bytes, why);
+}
+
+/* A tensor's buffer found too small is reported by the launch that would
+ * run past it, not by the descriptor check: the public function's own
+ * argument errors (a wrong dtype, a bad shape) come first, as they would
+ * without the checker.  Any error set on the thread drops it. */
+static __thread int pending_bad;
+static __thread char pending_msg[600];
+
+void te_dev_pending_clear(void) { pending_bad = 0; }
+
+void te_dev_check_range_later(tecore_devptr_t p, size_t bytes, const char *fn, const char *what) {
+  if (pending_bad || !te_dev_checks_on()) return;
+  char why[200];
+  if (te_vdev_check_range(p, bytes, 0, why, sizeof why) == 0) return;
+  snprintf(pending_msg, sizeof pending_msg, "%s: illegal address: %s (0x%llx, %zu bytes): %s",
+           fn, what, (unsigned long long)p, bytes, why);
+  pending_bad = 1;
+}
+
+tecore_result_t te_dev_pending_take(void) {
+  if (!pending_bad) return TECORE_SUCCESS;
+  char msg[sizeof pending_msg];
+  memcpy(msg, pending_msg, sizeof msg);
+  pending_bad = 0;
+  return TE_ERR(TECORE_ERR_ILLEGAL_ADDRESS, "%s", msg);
+}

@@ -1,0 +1,511 @@
+/* check_vdev_check.c -- the driver's promises and the memory checker
+ * (issue 9).  Frees do not release memory that queued work still uses
+ * (mem_free, mem_free_host, vmm_unmap, delayed_state_free; these run on
+ * both backends); destroying a stream blocked in a wait does not hang; on
+ * vdev every launch, copy, memset and graph launch has its addresses
+ * checked, and a bad one is a sticky TECORE_ERR_ILLEGAL_ADDRESS naming the
+ * kernel, parameter and address, never a crash (TECORE_VDEV_CHECK=0 turns
+ * it off); the device layer refuses what the driver refuses (grid x above
+ * 2^31-1, shared memory above the device's limit, vmm_create above the
+ * device's memory, free_va of a mapped range, bad kernel tables, wrapping
+ * host registrations).  Each test is named after what broke. */
+#include "tests.h"
+#include <pthread.h>
+#include <te/recipe.h>
+
+/* ---- a stream held in a wait the host releases -------------------------------- */
+
+struct gate {
+  uint32_t *flag;                 /* pinned host word the stream waits on */
+  int delay_ms;
+  pthread_t thread;
+};
+
+static void *gate_opener(void *arg) {
+  struct gate *g = arg;
+  te_sleep_ms(g->delay_ms);
+  __atomic_store_n(g->flag, 1u, __ATOMIC_RELEASE);
+  return NULL;
+}
+
+/* Makes stream wait until the gate opens, delay_ms from now (a thread
+ * opens it, so a free that blocks as cuMemFree does cannot deadlock). */
+static void gate_close(struct gate *g, tecore_stream_t stream, int delay_ms) {
+  void *h = NULL;
+  TE_OK(tecore_mem_alloc_host(64, &h));
+  g->flag = h;
+  *g->flag = 0;
+  g->delay_ms = delay_ms;
+  TE_OK(tecore_stream_wait_value32(stream, te_hptr(g->flag), 1, TECORE_WAIT_GEQ));
+  ck_assert_int_eq(pthread_create(&g->thread, NULL, gate_opener, g), 0);
+}
+
+static void gate_done(struct gate *g) {
+  pthread_join(g->thread, NULL);
+  TE_OK(tecore_mem_free_host(g->flag));
+}
+
+/* ---- (a) frees wait for the queued work ------------------------------------------ */
+
+/* 64 MiB memset queued behind a closed gate, a copy of its tail queued
+ * after it, then the free: the memset and the copy must still run on live
+ * memory (the free returned at once and the worker wrote freed memory). */
+START_TEST(test_vdev_free_waits_for_queued_memset) {
+  size_t bytes = (size_t)64 << 20, tail = 4096;
+  uint8_t v = (uint8_t)(1 + te_rand_below(254));
+  tecore_devptr_t p = te_dalloc(bytes), q = te_dalloc(tail);
+  te_poison_dev(q, tail);
+  struct gate g;
+  gate_close(&g, te_stream, 200);
+  TE_OK(tecore_memset_d8_async(p, v, bytes, te_stream));
+  TE_OK(tecore_memcpy_async(q, p + bytes - tail, tail, te_stream));
+  TE_OK(tecore_mem_free(p));
+  TE_OK(tecore_stream_synchronize(te_stream));
+  gate_done(&g);
+  unsigned char got[4096];
+  te_d2h(got, q, tail);
+  te_expect_bytes_eq(got, v, tail, "tail of the freed buffer copied after its memset");
+  TE_OK(tecore_mem_free(q));
+}
+END_TEST
+
+/* Pinned host memory copied to the device by queued work, freed before
+ * the copy ran. */
+START_TEST(test_vdev_free_host_waits_for_queued_copy) {
+  size_t bytes = (size_t)8 << 20;
+  void *h = NULL;
+  TE_OK(tecore_mem_alloc_host(bytes, &h));
+  unsigned char *want = malloc(bytes), *got = malloc(bytes);
+  ck_assert_ptr_nonnull(want);
+  ck_assert_ptr_nonnull(got);
+  te_rand_bytes(want, bytes);
+  memcpy(h, want, bytes);
+  tecore_devptr_t d = te_dalloc(bytes);
+  te_poison_dev(d, bytes);
+  struct gate g;
+  gate_close(&g, te_stream, 200);
+  TE_OK(tecore_memcpy_async(d, te_hptr(h), bytes, te_stream));
+  TE_OK(tecore_mem_free_host(h));
+  TE_OK(tecore_stream_synchronize(te_stream));
+  gate_done(&g);
+  te_d2h(got, d, bytes);
+  te_expect_mem_eq(got, want, bytes, "device copy of pinned memory freed while queued");
+  TE_OK(tecore_mem_free(d));
+  free(want);
+  free(got);
+}
+END_TEST
+
+/* vmm_unmap of a range a queued memset writes: the unmap waits for it. */
+START_TEST(test_vdev_vmm_unmap_waits_for_queued_memset) {
+  if (!te_props.vmm_supported) return;
+  size_t g = 0;
+  TE_OK(tecore_vmm_granularity(&g, 0));
+  tecore_devptr_t va = 0, q = te_dalloc(4096);
+  tecore_vmm_handle_t h = 0;
+  TE_OK(tecore_vmm_reserve(g, 0, &va));
+  TE_OK(tecore_vmm_create(g, 0, &h));
+  TE_OK(tecore_vmm_map(va, g, h, 0));
+  TE_OK(tecore_vmm_set_access(va, g, 0));
+  uint32_t v = te_rand_u32() | 1u;
+  te_poison_dev(q, 4096);
+  struct gate gt;
+  gate_close(&gt, te_stream, 200);
+  TE_OK(tecore_memset_d32_async(va, v, g / 4, te_stream));
+  TE_OK(tecore_memcpy_async(q, va + g - 4096, 4096, te_stream));
+  TE_OK(tecore_vmm_unmap(va, g));
+  TE_OK(tecore_stream_synchronize(te_stream));
+  gate_done(&gt);
+  uint32_t got[1024];
+  te_d2h(got, q, sizeof got);
+  for (int i = 0; i < 1024; i++)
+    ck_assert_msg(got[i] == v, "word %d of the unmapped range's tail is 0x%08x, want 0x%08x", i,
+                  got[i], v);
+  TE_OK(tecore_vmm_release(h));
+  TE_OK(tecore_vmm_free_va(va, g));
+  TE_OK(tecore_mem_free(q));
+}
+END_TEST
+
+/* tecore_delayed_state_free promises "after the work using it is done". */
+START_TEST(test_delayed_state_free_waits_for_queued_work) {
+  struct tecore_recipe r;
+  TE_OK(tecore_recipe_init(&r, TECORE_RECIPE_DELAYED));
+  struct tecore_delayed_state st;
+  size_t count = 4096;
+  TE_OK(tecore_delayed_state_create(&r, TECORE_FP8_ACTIVATION, count, te_stream, &st));
+  tecore_devptr_t q = te_dalloc(count * 4);
+  te_poison_dev(q, count * 4);
+  uint32_t v = te_rand_u32() | 1u;
+  struct gate g;
+  gate_close(&g, te_stream, 200);
+  TE_OK(tecore_memset_d32_async(st.amax, v, count, te_stream));
+  TE_OK(tecore_memcpy_async(q, st.amax, count * 4, te_stream));
+  TE_OK(tecore_delayed_state_free(&st));
+  ck_assert_uint_eq(st.base, 0);
+  TE_OK(tecore_stream_synchronize(te_stream));
+  gate_done(&g);
+  uint32_t *got = malloc(count * 4);
+  ck_assert_ptr_nonnull(got);
+  te_d2h(got, q, count * 4);
+  for (size_t i = 0; i < count; i++)
+    ck_assert_msg(got[i] == v, "amax word %zu is 0x%08x, want 0x%08x", i, got[i], v);
+  free(got);
+  TE_OK(tecore_mem_free(q));
+}
+END_TEST
+
+/* Destroying a stream blocked in a wait that nobody will release returned
+ * only after TECORE_VDEV_WAIT_TIMEOUT (60 s; forever with 0). */
+START_TEST(test_stream_destroy_fails_pending_wait) {
+  if (te_backend_kind != TECORE_BACKEND_VDEV) return; /* a GPU's wait stays on the device */
+  tecore_stream_t s = NULL;
+  TE_OK(tecore_stream_create(TECORE_STREAM_NON_BLOCKING, 0, &s));
+  void *h = NULL;
+  TE_OK(tecore_mem_alloc_host(64, &h));
+  *(uint32_t *)h = 0;
+  TE_OK(tecore_stream_wait_value32(s, te_hptr(h), 1, TECORE_WAIT_EQ));
+  te_sleep_ms(50); /* the worker is in the wait */
+  uint64_t t0 = 0, t1 = 0;
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  t0 = (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+  TE_OK(tecore_stream_destroy(s));
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  t1 = (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+  ck_assert_msg(t1 - t0 < 5000, "stream_destroy took %llu ms", (unsigned long long)(t1 - t0));
+  TE_EXPECT_INVALID(NULL, tecore_stream_synchronize(s)); /* the handle is gone */
+  TE_OK(tecore_mem_free_host(h));
+}
+END_TEST
+
+/* ---- (b) vdev checks every address ---------------------------------------------- */
+
+static int vdev_only(void) { return te_backend_kind == TECORE_BACKEND_VDEV; }
+
+/* A stream of the test's own: the error is sticky, and the fixture's
+ * stream must stay clean for its teardown. */
+static tecore_stream_t own_stream(void) {
+  tecore_stream_t s = NULL;
+  TE_OK(tecore_stream_create(TECORE_STREAM_NON_BLOCKING, 0, &s));
+  return s;
+}
+
+/* The stream keeps the error: a later synchronize reports it too; then
+ * it is destroyed (when it is not the legacy one). */
+static void expect_sticky(tecore_stream_t s, const char *what) {
+  TE_EXPECT_ERR(TECORE_ERR_ILLEGAL_ADDRESS, what, tecore_stream_synchronize(s));
+  TE_EXPECT_ERR(TECORE_ERR_ILLEGAL_ADDRESS, what, tecore_stream_query(s));
+  if (s) TE_OK(tecore_stream_destroy(s));
+}
+
+START_TEST(test_vdev_launch_null_pointer_param_is_illegal_address) {
+  if (!vdev_only()) return;
+  tecore_stream_t s = own_stream();
+  int id = -1;
+  TE_OK(tecore_kernel_find("te_fill", &id));
+  void *dst = NULL;
+  int dt = TECORE_DTYPE_F32;
+  unsigned long long n = 1024;
+  float v = 1.0f;
+  void *args[] = {&dst, &dt, &n, &v};
+  struct tecore_launch_cfg cfg = {.grid = {4, 1, 1}, .block = {256, 1, 1}};
+  TE_EXPECT_ERR(TECORE_ERR_ILLEGAL_ADDRESS, "te_fill, parameter 0, address 0x0",
+                tecore_kernel_launch(id, &cfg, args, s));
+  expect_sticky(s, "te_fill");
+  /* a pointer inside no allocation, in a parameter that may be 0 elsewhere */
+  tecore_stream_t s2 = NULL;
+  TE_OK(tecore_stream_create(TECORE_STREAM_NON_BLOCKING, 0, &s2));
+  tecore_devptr_t p = te_dalloc(4096);
+  TE_OK(tecore_mem_free(p));
+  dst = (void *)(uintptr_t)p;
+  TE_EXPECT_ERR(TECORE_ERR_ILLEGAL_ADDRESS, "not allocated",
+                tecore_kernel_launch(id, &cfg, args, s2));
+  TE_OK(tecore_stream_destroy(s2));
+}
+END_TEST
+
+START_TEST(test_vdev_memcpy_past_end_is_illegal_address) {
+  if (!vdev_only()) return;
+  tecore_stream_t s = own_stream();
+  size_t n = 1000 + te_rand_below(4000);
+  tecore_devptr_t a = te_dalloc(n), b = te_dalloc(2 * n);
+  TE_EXPECT_ERR(TECORE_ERR_ILLEGAL_ADDRESS, "past the end", tecore_memcpy(b, a, n + 1));
+  TE_EXPECT_ERR(TECORE_ERR_ILLEGAL_ADDRESS, "destination", tecore_memcpy(a + 1, b, n));
+  /* the legacy stream keeps it */
+  expect_sticky(NULL, "past the end");
+  TE_OK(tecore_stream_destroy(s));
+}
+END_TEST
+
+START_TEST(test_vdev_memcpy_from_freed_buffer_is_illegal_address) {
+  if (!vdev_only()) return;
+  tecore_stream_t s = own_stream();
+  tecore_devptr_t a = te_dalloc(256), b = te_dalloc(256);
+  TE_OK(tecore_mem_free(a));
+  TE_EXPECT_ERR(TECORE_ERR_ILLEGAL_ADDRESS, "source",
+                tecore_memcpy_async(b, a, 256, s));
+  expect_sticky(s, "not allocated");
+}
+END_TEST
+
+START_TEST(test_vdev_memcpy_from_unallocated_address_is_illegal_address) {
+  if (!vdev_only()) return;
+  tecore_stream_t s = own_stream();
+  tecore_devptr_t b = te_dalloc(256);
+  /* the first page is never mapped */
+  TE_EXPECT_ERR(TECORE_ERR_ILLEGAL_ADDRESS, "neither allocated nor mapped",
+                tecore_memcpy_async(b, (tecore_devptr_t)0x40, 64, s));
+  expect_sticky(s, "0x40");
+}
+END_TEST
+
+START_TEST(test_vdev_memset_size_max_is_illegal_address) {
+  if (!vdev_only()) return;
+  tecore_stream_t s = own_stream();
+  tecore_devptr_t p = te_dalloc(4096);
+  TE_EXPECT_ERR(TECORE_ERR_ILLEGAL_ADDRESS, "memset",
+                tecore_memset_d8_async(p, 0, SIZE_MAX, s));
+  tecore_stream_t s2 = NULL;
+  TE_OK(tecore_stream_create(TECORE_STREAM_NON_BLOCKING, 0, &s2));
+  TE_EXPECT_ERR(TECORE_ERR_ILLEGAL_ADDRESS, "memset",
+                tecore_memset_d32_async(p, 0, SIZE_MAX / 4, s2));
+  TE_OK(tecore_stream_destroy(s2));
+}
+END_TEST
+
+START_TEST(test_vdev_fill_larger_than_buffer_is_illegal_address) {
+  if (!vdev_only()) return;
+  tecore_stream_t s = own_stream();
+  size_t n = 100 + te_rand_below(1000);
+  tecore_devptr_t p = te_dalloc(n * 4);
+  TE_OK(tecore_fill(p, TECORE_DTYPE_F32, n, 1.5, s));
+  TE_EXPECT_ERR(TECORE_ERR_ILLEGAL_ADDRESS, "dst",
+                tecore_fill(p, TECORE_DTYPE_F32, n + 1, 1.5, s));
+  TE_OK(tecore_stream_synchronize(s));
+  float *got = malloc(n * 4);
+  te_d2h(got, p, n * 4);
+  for (size_t i = 0; i < n; i++) ck_assert_msg(got[i] == 1.5f, "element %zu is %g", i, got[i]);
+  free(got);
+  TE_OK(tecore_stream_destroy(s));
+}
+END_TEST
+
+START_TEST(test_vdev_quantize_shape_larger_than_buffer_is_illegal_address) {
+  if (!vdev_only()) return;
+  tecore_stream_t s = own_stream();
+  size_t rows = 16, cols = 64, shape[2] = {rows, cols};
+  tecore_devptr_t in = te_dalloc(rows * cols * 4), q = te_dalloc(rows * cols),
+                  scales = te_dalloc(16);
+  te_poison_dev(in, rows * cols * 4);
+  TE_OK(tecore_fill(in, TECORE_DTYPE_F32, rows * cols, 0.25, s));
+  float one = 1.0f;
+  te_h2d(scales, &one, 4);
+  te_h2d(scales + 4, &one, 4);
+  struct tecore_tensor ti, to;
+  TE_OK(tecore_tensor_init(&ti, TECORE_DTYPE_F32, 2, shape, in));
+  TE_OK(tecore_tensor_init(&to, TECORE_DTYPE_E4M3, 2, shape, q));
+  to.scaling = TECORE_SCALING_DELAYED;
+  to.scale = scales;
+  to.scale_inv = scales + 4;
+  TE_OK(tecore_quantize(&ti, &to, 0, s));
+  TE_OK(tecore_stream_synchronize(s));
+  size_t big[2] = {rows * 2, cols};
+  TE_OK(tecore_tensor_init(&ti, TECORE_DTYPE_F32, 2, big, in));
+  TE_OK(tecore_tensor_init(&to, TECORE_DTYPE_E4M3, 2, big, q));
+  to.scaling = TECORE_SCALING_DELAYED;
+  to.scale = scales;
+  to.scale_inv = scales + 4;
+  TE_EXPECT_ERR(TECORE_ERR_ILLEGAL_ADDRESS, "past the end",
+                tecore_quantize(&ti, &to, 0, s));
+  /* a later launch on the thread is not blamed for it */
+  TE_OK(tecore_fill(in, TECORE_DTYPE_F32, rows * cols, 0.5, s));
+  TE_OK(tecore_stream_synchronize(s));
+  TE_OK(tecore_stream_destroy(s));
+}
+END_TEST
+
+/* A captured memset whose buffer is freed before the graph launches. */
+START_TEST(test_vdev_graph_node_at_freed_buffer_fails_launch) {
+  if (!vdev_only()) return;
+  tecore_stream_t s = own_stream();
+  tecore_devptr_t b = te_dalloc(1 << 16);
+  tecore_graph_t graph = NULL;
+  tecore_graph_exec_t exec = NULL;
+  TE_OK(tecore_stream_begin_capture(s, TECORE_CAPTURE_THREAD_LOCAL));
+  TE_OK(tecore_memset_d8_async(b, 7, 1 << 16, s));
+  TE_OK(tecore_stream_end_capture(s, &graph));
+  TE_OK(tecore_graph_instantiate(&exec, graph));
+  TE_OK(tecore_graph_launch(exec, s));
+  TE_OK(tecore_stream_synchronize(s));
+  TE_OK(tecore_mem_free(b));
+  TE_EXPECT_ERR(TECORE_ERR_ILLEGAL_ADDRESS, "graph node 0",
+                tecore_graph_launch(exec, s));
+  expect_sticky(s, "memset");
+  TE_OK(tecore_graph_exec_destroy(exec));
+  TE_OK(tecore_graph_destroy(graph));
+}
+END_TEST
+
+/* TECORE_VDEV_CHECK=0: no checks (a copy one byte past the end of an
+ * allocation, inside its page, runs). */
+START_TEST(test_vdev_check_off_tunable_skips_checks) {
+  setenv("TECORE_VDEV_CHECK", "0", 1);
+  te_dev_setup();
+  if (vdev_only()) {
+    tecore_devptr_t a = te_dalloc(100), b = te_dalloc(200);
+    TE_OK(tecore_memcpy(b, a, 101));
+    TE_OK(tecore_stream_synchronize(NULL));
+  }
+  te_dev_teardown();
+}
+END_TEST
+
+/* ---- (b) the device layer refuses what the driver refuses ----------------------- */
+
+static void nop_kernel(const struct tecore_launch_cfg *cfg, void *const *args) {
+  (void)cfg;
+  (void)args;
+}
+
+START_TEST(test_kernel_register_rejects_duplicate_name) {
+  static const struct tecore_kernel_def twice[] = {
+      {.name = "te_test_twice", .vdev = nop_kernel},
+      {.name = "te_test_twice", .vdev = nop_kernel}};
+  static const struct tecore_kernel_table t1 = {.module = "t/twice", .count = 2, .kernels = twice};
+  int id = -1;
+  TE_EXPECT_INVALID("te_test_twice", tecore_kernel_table_register(&t1, &id));
+  static const struct tecore_kernel_def fill[] = {{.name = "te_fill", .vdev = nop_kernel}};
+  static const struct tecore_kernel_table t2 = {.module = "t/fill_again", .count = 1,
+                                                .kernels = fill};
+  TE_OK(tecore_init());
+  TE_EXPECT_INVALID("already registered", tecore_kernel_table_register(&t2, &id));
+}
+END_TEST
+
+START_TEST(test_kernel_register_rejects_4_byte_pointer) {
+  static const struct tecore_kernel_def d[] = {
+      {.name = "te_test_ptr4", .vdev = nop_kernel, .nparams = 1, .param_size = {4},
+       .param_is_ptr = {1}}};
+  static const struct tecore_kernel_table t = {.module = "t/ptr4", .count = 1, .kernels = d};
+  int id = -1;
+  TE_EXPECT_INVALID("pointer of 4 bytes", tecore_kernel_table_register(&t, &id));
+}
+END_TEST
+
+START_TEST(test_kernel_register_rejects_kernel_without_code) {
+  static const struct tecore_kernel_def d[] = {{.name = "te_test_nocode"}};
+  static const struct tecore_kernel_table t = {.module = "t/nocode", .count = 1, .kernels = d};
+  int id = -1;
+  TE_EXPECT_INVALID("neither a vdev function nor a fatbin",
+                    tecore_kernel_table_register(&t, &id));
+}
+END_TEST
+
+START_TEST(test_launch_rejects_what_the_driver_rejects) {
+  static const struct tecore_kernel_def d[] = {{.name = "te_test_limits", .vdev = nop_kernel}};
+  static const struct tecore_kernel_table t = {.module = "t/limits", .count = 1, .kernels = d};
+  int id = -1;
+  TE_OK(tecore_kernel_table_register(&t, &id));
+  struct tecore_launch_cfg cfg = {.grid = {0xffffffffu, 1, 1}, .block = {1, 1, 1}};
+  TE_EXPECT_INVALID("grid x", tecore_kernel_launch(id, &cfg, NULL, te_stream));
+  cfg.grid[0] = 1;
+  cfg.shared_bytes = 1u << 30;
+  TE_EXPECT_INVALID("shared memory", tecore_kernel_launch(id, &cfg, NULL, te_stream));
+  cfg.shared_bytes = (unsigned)te_props.max_shared_per_block;
+  if (vdev_only()) TE_OK(tecore_kernel_launch(id, &cfg, NULL, te_stream));
+  TE_OK(tecore_stream_synchronize(te_stream));
+}
+END_TEST
+
+START_TEST(test_vmm_create_above_device_memory_fails) {
+  if (!te_props.vmm_supported) return;
+  tecore_vmm_handle_t h = 0;
+  TE_EXPECT_FAIL(tecore_vmm_create((size_t)1 << 50, 0, &h));
+  ck_assert_uint_eq(h, 0);
+}
+END_TEST
+
+START_TEST(test_vmm_free_va_of_mapped_range_fails) {
+  if (!te_props.vmm_supported) return;
+  size_t g = 0;
+  TE_OK(tecore_vmm_granularity(&g, 0));
+  tecore_devptr_t va = 0;
+  tecore_vmm_handle_t h = 0;
+  TE_OK(tecore_vmm_reserve(2 * g, 0, &va));
+  TE_OK(tecore_vmm_create(g, 0, &h));
+  TE_OK(tecore_vmm_map(va + g, g, h, 0));
+  TE_OK(tecore_vmm_set_access(va + g, g, 0));
+  TE_EXPECT_FAIL(tecore_vmm_free_va(va, 2 * g));
+  /* the mapping is intact */
+  uint32_t v = te_rand_u32(), back = 0;
+  te_h2d(va + g, &v, 4);
+  te_d2h(&back, va + g, 4);
+  ck_assert_uint_eq(back, v);
+  TE_OK(tecore_vmm_unmap(va + g, g));
+  TE_OK(tecore_vmm_release(h));
+  TE_OK(tecore_vmm_free_va(va, 2 * g));
+}
+END_TEST
+
+START_TEST(test_host_register_rejects_wrapping_and_twice) {
+  size_t bytes = 3 * 4096;
+  void *buf = NULL;
+  ck_assert_int_eq(posix_memalign(&buf, 4096, bytes), 0);
+  TE_EXPECT_FAIL(tecore_mem_host_register(buf, SIZE_MAX, 0));
+  TE_EXPECT_FAIL(tecore_mem_host_register((void *)(UINTPTR_MAX - 4095), 8192, 0));
+  TE_OK(tecore_mem_host_register(buf, bytes, 0));
+  TE_EXPECT_FAIL(tecore_mem_host_register(buf, bytes, 0));
+  TE_EXPECT_FAIL(tecore_mem_host_register((char *)buf + 4096, 4096, 0));
+  tecore_devptr_t d = 0;
+  TE_OK(tecore_mem_host_device_ptr((char *)buf + 5, &d));
+  TE_OK(tecore_mem_host_unregister(buf));
+  TE_EXPECT_FAIL(tecore_mem_host_unregister(buf));
+  free(buf);
+}
+END_TEST
+
+/* ---- errors and logs take no NULL format ------------------------------------------ */
+
+START_TEST(test_set_error_and_log_with_null_format) {
+  tecore_set_error("x %d", 1);
+  ck_assert_str_eq(tecore_last_error(), "x 1");
+  tecore_set_error(NULL);
+  ck_assert_str_eq(tecore_last_error(), "");
+  tecore_log(TECORE_LOG_ERROR, TECORE_SUBSYS_INIT, __FILE__, __LINE__, NULL);
+}
+END_TEST
+
+static Suite *vdev_check_suite(void) {
+  Suite *s = suite_create("vdev_check");
+  TCase *tc = te_tcase(s, "frees", 1);
+  tcase_add_test(tc, test_vdev_free_waits_for_queued_memset);
+  tcase_add_test(tc, test_vdev_free_host_waits_for_queued_copy);
+  tcase_add_test(tc, test_vdev_vmm_unmap_waits_for_queued_memset);
+  tcase_add_test(tc, test_delayed_state_free_waits_for_queued_work);
+  tcase_add_test(tc, test_stream_destroy_fails_pending_wait);
+  tc = te_tcase(s, "checks", 1);
+  tcase_add_test(tc, test_vdev_launch_null_pointer_param_is_illegal_address);
+  tcase_add_test(tc, test_vdev_memcpy_past_end_is_illegal_address);
+  tcase_add_test(tc, test_vdev_memcpy_from_freed_buffer_is_illegal_address);
+  tcase_add_test(tc, test_vdev_memcpy_from_unallocated_address_is_illegal_address);
+  tcase_add_test(tc, test_vdev_memset_size_max_is_illegal_address);
+  tcase_add_test(tc, test_vdev_fill_larger_than_buffer_is_illegal_address);
+  tcase_add_test(tc, test_vdev_quantize_shape_larger_than_buffer_is_illegal_address);
+  tcase_add_test(tc, test_vdev_graph_node_at_freed_buffer_fails_launch);
+  tc = te_tcase(s, "check_off", 0);
+  tcase_add_test(tc, test_vdev_check_off_tunable_skips_checks);
+  tc = te_tcase(s, "driver_limits", 1);
+  tcase_add_test(tc, test_kernel_register_rejects_duplicate_name);
+  tcase_add_test(tc, test_kernel_register_rejects_4_byte_pointer);
+  tcase_add_test(tc, test_kernel_register_rejects_kernel_without_code);
+  tcase_add_test(tc, test_launch_rejects_what_the_driver_rejects);
+  tcase_add_test(tc, test_vmm_create_above_device_memory_fails);
+  tcase_add_test(tc, test_vmm_free_va_of_mapped_range_fails);
+  tcase_add_test(tc, test_host_register_rejects_wrapping_and_twice);
+  tc = te_tcase(s, "messages", 0);
+  tcase_add_test(tc, test_set_error_and_log_with_null_format);
+  return s;
+}
+
+TE_TEST_MAIN(vdev_check_suite, TE_TEST_DEVICE)
