@@ -131,6 +131,13 @@ void te_dev_check_range_later(tecore_devptr_t p, size_t bytes, const char *fn, c
 void te_dev_pending_clear(void);
 tecore_result_t te_dev_pending_take(void);
 
+/* ---- live handles of heap objects (handles.c) ------------------------------
+ * add: 0, or -1 out of memory; del: 1 when p was live; live: 1 when p is a
+ * registered object (only the pointer value is compared). */
+int te_handle_add(const void *p);
+int te_handle_del(const void *p);
+int te_handle_live(const void *p);
+
 /* ---- misc ------------------------------------------------------------------ */
 /* Monotonic nanoseconds. */
 uint64_t te_now_ns(void);

@@ -54,6 +54,15 @@ static tegraph_result_t check_plain(const struct tecore_tensor *t, const char *f
          what, t->ndim, TECORE_TENSOR_MAX_DIMS);
   TG_ARG(!t->columnwise_data, "%s: %s: columnwise_data is set; only rowwise data is captured",
          fn, what);
+  /* the slot's bytes: a product that wrapped gave a tiny pool buffer that
+   * the forward then wrote past */
+  size_t bytes = tecore_dtype_size(t->dtype);
+  for (int d = 0; d < t->ndim; d++)
+    TG_ARG(!__builtin_mul_overflow(bytes, t->shape[d], &bytes) && bytes <= SIZE_MAX / 2,
+           "%s: %s: the shape's byte count overflows", fn, what);
+  TG_ARG(t->data % tecore_dtype_size(t->dtype) == 0,
+         "%s: %s: data 0x%llx is not aligned to its %zu-byte elements", fn, what,
+         (unsigned long long)t->data, tecore_dtype_size(t->dtype));
   return TEGRAPH_SUCCESS;
 }
 
@@ -186,6 +195,7 @@ static void callable_free(struct tegraph_callable *c) {
   if (c->ev_done) (void)tecore_event_destroy(c->ev_done);
   if (c->stream) (void)tecore_stream_destroy(c->stream);
   if (c->pool) tg_mempool_use(c->pool, -1); /* the last user frees a pool of its own */
+  tg_handle_del(c);
   free(c);
 }
 
@@ -542,12 +552,11 @@ static tegraph_result_t run_hooks(struct tegraph_callable **cs, size_t n, int po
   return TEGRAPH_SUCCESS;
 }
 
-TE_EXPORT tegraph_result_t tegraph_callables_create(const struct tegraph_callable_desc *descs,
-                                                    size_t n,
-                                                    const struct tegraph_schedule_entry *order,
-                                                    size_t norder, tegraph_mempool_t *pool,
-                                                    tegraph_callable_t **out) {
-  static const char fn[] = "tegraph_callables_create";
+/* Both public entry points, fn naming the one the caller called. */
+static tegraph_result_t callables_create(const struct tegraph_callable_desc *descs, size_t n,
+                                         const struct tegraph_schedule_entry *order, size_t norder,
+                                         tegraph_mempool_t *pool, tegraph_callable_t **out,
+                                         const char *fn) {
   TG_ARG(descs, "%s: descs is NULL", fn);
   TG_ARG(n > 0, "%s: n is 0", fn);
   TG_ARG(out, "%s: out is NULL", fn);
@@ -645,11 +654,24 @@ out:
     if (own_pool && pool) (void)tegraph_mempool_destroy(pool); /* no callable took it */
     tecore_set_error("%s", saved);
   } else {
-    for (size_t i = 0; i < n; i++) out[i] = cs[i];
+    for (size_t i = 0; i < n && res == TEGRAPH_SUCCESS; i++)
+      if (tg_handle_add(cs[i]) != 0) res = TG_ERR(TEGRAPH_ERR_NOMEM, "%s: out of host memory", fn);
+    if (res != TEGRAPH_SUCCESS)
+      for (size_t i = 0; i < n; i++) callable_free(cs[i]);
+    else
+      for (size_t i = 0; i < n; i++) out[i] = cs[i];
   }
   free(cs);
   free(dflt);
   return res;
+}
+
+TE_EXPORT tegraph_result_t tegraph_callables_create(const struct tegraph_callable_desc *descs,
+                                                    size_t n,
+                                                    const struct tegraph_schedule_entry *order,
+                                                    size_t norder, tegraph_mempool_t *pool,
+                                                    tegraph_callable_t **out) {
+  return callables_create(descs, n, order, norder, pool, out, "tegraph_callables_create");
 }
 
 TE_EXPORT tegraph_result_t tegraph_callable_create(const struct tegraph_callable_desc *desc,
@@ -657,7 +679,7 @@ TE_EXPORT tegraph_result_t tegraph_callable_create(const struct tegraph_callable
                                                    tegraph_callable_t **out) {
   TG_ARG(desc, "tegraph_callable_create: desc is NULL");
   TG_ARG(out, "tegraph_callable_create: out is NULL");
-  return tegraph_callables_create(desc, 1, NULL, 0, pool, out);
+  return callables_create(desc, 1, NULL, 0, pool, out, "tegraph_callable_create");
 }
 
 /* Waits for the last replay of c. */
@@ -669,6 +691,7 @@ static tegraph_result_t wait_replays(struct tegraph_callable *c, const char *fn)
 TE_EXPORT tegraph_result_t tegraph_callable_destroy(tegraph_callable_t *c) {
   static const char fn[] = "tegraph_callable_destroy";
   TG_ARG(c, "%s: c is NULL", fn);
+  TG_ARG(tg_handle_live(c), "%s: c %p is not a live callable (destroyed?)", fn, (void *)c);
   TG_CHECK(tg_callable_usable(c, fn));
   tegraph_result_t res = wait_replays(c, fn);
   void (*user_free)(void *) = c->user_free;
@@ -681,6 +704,7 @@ TE_EXPORT tegraph_result_t tegraph_callable_destroy(tegraph_callable_t *c) {
 TE_EXPORT tegraph_result_t tegraph_callable_reset(tegraph_callable_t *c, unsigned flags) {
   static const char fn[] = "tegraph_callable_reset";
   TG_ARG(c, "%s: c is NULL", fn);
+  TG_ARG(tg_handle_live(c), "%s: c %p is not a live callable (destroyed?)", fn, (void *)c);
   TG_ARG(!(flags & ~TEGRAPH_RESET_RECAPTURE), "%s: unknown flags 0x%x", fn,
          flags & ~TEGRAPH_RESET_RECAPTURE);
   TG_CHECK(tg_callable_usable(c, fn));
@@ -736,6 +760,7 @@ TE_EXPORT tegraph_result_t tegraph_callable_slot(tegraph_callable_t *c, tegraph_
                                                  struct tegraph_slot_info *info) {
   static const char fn[] = "tegraph_callable_slot";
   TG_ARG(c, "%s: c is NULL", fn);
+  TG_ARG(tg_handle_live(c), "%s: c %p is not a live callable (destroyed?)", fn, (void *)c);
   TG_ARG(info, "%s: info is NULL", fn);
   TG_ARG(kind >= TEGRAPH_SLOT_INPUT && kind <= TEGRAPH_SLOT_GRAD_INPUT, "%s: unknown kind %d", fn,
          (int)kind);
@@ -762,6 +787,7 @@ TE_EXPORT tegraph_result_t tegraph_callable_dot(tegraph_callable_t *c, tegraph_p
                                                 const char *path) {
   static const char fn[] = "tegraph_callable_dot";
   TG_ARG(c, "%s: c is NULL", fn);
+  TG_ARG(tg_handle_live(c), "%s: c %p is not a live callable (destroyed?)", fn, (void *)c);
   TG_ARG(path && path[0], "%s: path is NULL or empty", fn);
   TG_ARG((int)pass >= 0 && (int)pass < TG_NPASS, "%s: unknown pass %d", fn, (int)pass);
   TG_ARG(c->pass[pass].present, "%s: the callable has no %s graph", fn, pass_name((int)pass));

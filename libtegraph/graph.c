@@ -305,5 +305,21 @@ TE_EXPORT tegraph_result_t tegraph_graph_set_kernel_arg(tegraph_graph_t *g, size
   TG_CHECK(need_exec(g, NULL, fn));
   TG_CHECK(need_nodes(g, fn));
   TG_CHECK(check_arg(g, k, param, bytes, fn));
-  return tg_knode_set(g->exec, &g->nodes->k[k], param, value, fn);
+  struct tg_knode *kn = &g->nodes->k[k];
+  if (kn->def->param_is_ptr[param] && bytes == 8) {
+    /* a kernel reads through it at once: 0 or an address less aligned than
+     * the one captured (what the kernel was written for) would fault */
+    uint64_t nv, ov;
+    memcpy(&nv, value, 8);
+    memcpy(&ov, kn->vals + kn->off[param], 8);
+    uint64_t align = ov ? (ov & (~ov + 1)) : 16;
+    if (align > 16) align = 16;
+    TG_ARG(nv != 0, "%s: kernel %s parameter %u is a device pointer; the new value is 0", fn,
+           kn->def->name, param);
+    TG_ARG(nv % align == 0,
+           "%s: kernel %s parameter %u: the new pointer 0x%llx is not %llu-byte aligned as the "
+           "captured one was",
+           fn, kn->def->name, param, (unsigned long long)nv, (unsigned long long)align);
+  }
+  return tg_knode_set(g->exec, kn, param, value, fn);
 }

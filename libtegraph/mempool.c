@@ -11,6 +11,8 @@
 #include <string.h>
 
 #define POOL_ALIGN 256
+/* no device has 256 TiB: a larger chunk is a mistake (or SIZE_MAX) */
+#define TG_POOL_CHUNK_MAX ((size_t)1 << 48)
 
 TECORE_TUNABLE_INT(tg_pool_chunk_mb, "TEGRAPH_POOL_CHUNK_MB", 64, 1, 1 << 20,
                    "libtegraph: least size in MiB of each device reservation of a graph "
@@ -58,11 +60,20 @@ static int grow(void **arr, size_t *cap, size_t need, size_t elem) {
 TE_EXPORT tegraph_result_t tegraph_mempool_create(size_t chunk_bytes, tegraph_mempool_t **pool) {
   TG_ARG(pool, "tegraph_mempool_create: pool is NULL");
   *pool = NULL;
+  /* rounding SIZE_MAX up to the alignment gave a chunk of 0 bytes */
+  TG_ARG(chunk_bytes <= TG_POOL_CHUNK_MAX,
+         "tegraph_mempool_create: chunk_bytes %zu is above the largest chunk, %zu", chunk_bytes,
+         (size_t)TG_POOL_CHUNK_MAX);
   struct tegraph_mempool *p = calloc(1, sizeof *p);
   if (!p) return TG_ERR(TEGRAPH_ERR_NOMEM, "tegraph_mempool_create: out of host memory");
   pthread_mutex_init(&p->lock, NULL);
   p->chunk_bytes = chunk_bytes ? chunk_bytes : (size_t)tecore_tunable_int(&tg_pool_chunk_mb) << 20;
   p->chunk_bytes = (p->chunk_bytes + POOL_ALIGN - 1) & ~(size_t)(POOL_ALIGN - 1);
+  if (tg_handle_add(p) != 0) {
+    pthread_mutex_destroy(&p->lock);
+    free(p);
+    return TG_ERR(TEGRAPH_ERR_NOMEM, "tegraph_mempool_create: out of host memory");
+  }
   *pool = p;
   return TEGRAPH_SUCCESS;
 }
@@ -116,6 +127,7 @@ TE_EXPORT tegraph_result_t tegraph_mempool_alloc(tegraph_mempool_t *p, size_t by
                                                  tecore_devptr_t *ptr) {
   static const char fn[] = "tegraph_mempool_alloc";
   TG_ARG(p, "%s: pool is NULL", fn);
+  TG_ARG(tg_handle_live(p), "%s: pool %p is not a live pool (destroyed?)", fn, (void *)p);
   TG_ARG(ptr, "%s: ptr is NULL", fn);
   TG_ARG(bytes > 0, "%s: bytes is 0", fn);
   TG_ARG(bytes <= SIZE_MAX - POOL_ALIGN, "%s: bytes %zu is too large", fn, bytes);
@@ -147,6 +159,7 @@ out:
 TE_EXPORT tegraph_result_t tegraph_mempool_free(tegraph_mempool_t *p, tecore_devptr_t ptr) {
   static const char fn[] = "tegraph_mempool_free";
   TG_ARG(p, "%s: pool is NULL", fn);
+  TG_ARG(tg_handle_live(p), "%s: pool %p is not a live pool (destroyed?)", fn, (void *)p);
   TG_ARG(ptr, "%s: ptr is 0", fn);
   tegraph_result_t res = TEGRAPH_SUCCESS;
   pthread_mutex_lock(&p->lock);
@@ -196,6 +209,7 @@ out:
 TE_EXPORT tegraph_result_t tegraph_mempool_reserve(tegraph_mempool_t *p, size_t bytes) {
   static const char fn[] = "tegraph_mempool_reserve";
   TG_ARG(p, "%s: pool is NULL", fn);
+  TG_ARG(tg_handle_live(p), "%s: pool %p is not a live pool (destroyed?)", fn, (void *)p);
   TG_ARG(bytes > 0, "%s: bytes is 0", fn);
   TG_ARG(bytes <= SIZE_MAX - POOL_ALIGN, "%s: bytes %zu is too large", fn, bytes);
   size_t size = (bytes + POOL_ALIGN - 1) & ~(size_t)(POOL_ALIGN - 1), ci, ri;
@@ -209,6 +223,8 @@ TE_EXPORT tegraph_result_t tegraph_mempool_reserve(tegraph_mempool_t *p, size_t 
 TE_EXPORT tegraph_result_t tegraph_mempool_usage(tegraph_mempool_t *p, size_t *used,
                                                  size_t *reserved, int *users) {
   TG_ARG(p, "tegraph_mempool_usage: pool is NULL");
+  TG_ARG(tg_handle_live(p), "tegraph_mempool_usage: pool %p is not a live pool (destroyed?)",
+         (void *)p);
   pthread_mutex_lock(&p->lock);
   if (used) *used = p->used;
   if (reserved) *reserved = p->reserved;
@@ -236,6 +252,7 @@ void tg_mempool_use(tegraph_mempool_t *p, int delta) {
 TE_EXPORT tegraph_result_t tegraph_mempool_destroy(tegraph_mempool_t *p) {
   static const char fn[] = "tegraph_mempool_destroy";
   TG_ARG(p, "%s: pool is NULL", fn);
+  TG_ARG(tg_handle_live(p), "%s: pool %p is not a live pool (destroyed?)", fn, (void *)p);
   pthread_mutex_lock(&p->lock);
   int users = p->users, autofree = p->autofree;
   pthread_mutex_unlock(&p->lock);
@@ -258,6 +275,7 @@ static tegraph_result_t pool_free(struct tegraph_mempool *p, const char *fn) {
   free(p->chunks);
   free(p->blocks);
   pthread_mutex_destroy(&p->lock);
+  tg_handle_del(p);
   free(p);
   return res;
 }

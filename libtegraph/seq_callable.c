@@ -6,7 +6,9 @@
  * stay in the sequence.  Checks the description against the sequence
  * before creating anything, clears the gradients warmup accumulated, and
  * hands the small context it allocates to the callable, which frees it at
- * tegraph_callable_destroy. */
+ * tegraph_callable_destroy.  The sequence is held (tecore_seq_hold) for
+ * the callable's life: it cannot be destroyed under it, nor given to a
+ * second callable. */
 #include "tg_internal.h"
 #include <stdio.h>
 #include <stdlib.h>
@@ -17,6 +19,13 @@ struct seq_ctx {
   tecore_seq_t *seq;
   int need_dx;
 };
+
+/* The callable's end: the sequence may be destroyed again. */
+static void seq_ctx_free(void *user) {
+  struct seq_ctx *x = user;
+  (void)tecore_seq_hold(x->seq, 0);
+  free(x);
+}
 
 static tecore_result_t seq_forward(void *user, tecore_stream_t stream,
                                    const struct tegraph_io *io) {
@@ -162,6 +171,13 @@ TE_EXPORT tegraph_result_t tegraph_callable_from_seq(const struct tegraph_seq_ca
 
   struct seq_ctx *x = calloc(1, sizeof *x);
   if (!x) return TG_ERR(TEGRAPH_ERR_NOMEM, "%s: out of host memory", fn);
+  /* the callable replays the sequence: it may not be destroyed first, and
+   * two callables would share (and clobber) its saved activations */
+  tecore_result_t hr = tecore_seq_hold(d->seq, 1);
+  if (hr != TECORE_SUCCESS) {
+    free(x);
+    return tg_core(hr, fn);
+  }
   x->seq = d->seq;
   x->need_dx = d->need_dx != 0;
   unsigned char needs_grad = (unsigned char)x->need_dx;
@@ -170,8 +186,8 @@ TE_EXPORT tegraph_result_t tegraph_callable_from_seq(const struct tegraph_seq_ca
       .sample_inputs = d->sample_input, .ninputs = 1, .outputs = &output, .noutputs = 1,
       .input_needs_grad = &needs_grad, .num_warmup = d->num_warmup,
       .post_warmup = seq_post_warmup, .capture_mode = d->capture_mode,
-      .instantiate_flags = d->instantiate_flags, .flags = d->flags, .user_free = free};
+      .instantiate_flags = d->instantiate_flags, .flags = d->flags, .user_free = seq_ctx_free};
   tegraph_result_t res = tegraph_callable_create(&cd, pool, out);
-  if (res != TEGRAPH_SUCCESS) free(x); /* a failed creation leaves user to us */
+  if (res != TEGRAPH_SUCCESS) seq_ctx_free(x); /* a failed creation leaves user to us */
   return res;
 }

@@ -95,6 +95,13 @@ void tg_mempool_autofree(tegraph_mempool_t *pool);
 /* ---- misc ------------------------------------------------------------------ */
 /* Bytes of a plain tensor's data (numel * element size). */
 size_t tg_tensor_bytes(const struct tecore_tensor *t);
+
+/* Live pools and callables (handles.c): add 0 or -1 (out of memory); del
+ * 1 when p was live; live 1 when p is a registered object (the pointer
+ * alone is compared: a destroyed object is never read). */
+int tg_handle_add(const void *p);
+int tg_handle_del(const void *p);
+int tg_handle_live(const void *p);
 /* "[4, 8]" into buf. */
 const char *tg_shape_str(const struct tecore_tensor *t, char *buf, size_t n);
 

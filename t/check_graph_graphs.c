@@ -369,6 +369,37 @@ START_TEST(update_equals_reinstantiation) {
 }
 END_TEST
 
+/* A pointer parameter set to 0 or to an address less aligned than the
+ * captured one was accepted, and the next launch crashed (issue 9). */
+START_TEST(test_set_kernel_arg_rejects_null_and_misaligned_pointer) {
+  struct work w;
+  work_new(&w, rand_n());
+  tegraph_graph_t *g = NULL;
+  TG_OK(tegraph_graph_create(0, &g));
+  tg_capture(g, &w, 0, NULL);
+  uint64_t p = 0;
+  TG_EXPECT(TEGRAPH_ERR_INVALID, "is 0", tegraph_graph_set_kernel_arg(g, 0, 0, &p, 8));
+  p = (uint64_t)w.e + 2;
+  TG_EXPECT(TEGRAPH_ERR_INVALID, "aligned", tegraph_graph_set_kernel_arg(g, 0, 0, &p, 8));
+  /* the executable still runs the captured values */
+  work_poison(&w);
+  tg_launch_sync(g);
+  work_check(&w, "after refused updates");
+  /* an aligned pointer to another buffer is taken: te_fill then writes e */
+  p = (uint64_t)w.e;
+  TG_OK(tegraph_graph_set_kernel_arg(g, 0, 0, &p, 8));
+  te_poison_dev_nan(w.e, w.n);
+  tg_launch_sync(g);
+  float *e = tgt_get(w.e, w.n);
+  for (size_t i = 0; i < w.n; i++)
+    ck_assert_msg(e[i] == w.va, "e[%zu] = %g, want the fill value %g", i, (double)e[i],
+                  (double)w.va);
+  free(e);
+  TG_OK(tegraph_graph_destroy(g));
+  work_free(&w);
+}
+END_TEST
+
 /* A per-node kernel argument update equals a re-capture with that value. */
 START_TEST(set_kernel_arg_equals_recapture) {
   struct work w;
@@ -600,6 +631,7 @@ static Suite *make_suite(void) {
   tc = tgt_tcase(s, "tegraph_graph");
   tcase_add_test(tc, update_equals_reinstantiation);
   tcase_add_test(tc, set_kernel_arg_equals_recapture);
+  tcase_add_test(tc, test_set_kernel_arg_rejects_null_and_misaligned_pointer);
   tcase_add_test(tc, kernel_arg_after_whole_graph_update);
   tcase_add_test(tc, append_and_dot);
   tcase_add_test(tc, graph_misuse);

@@ -3,7 +3,7 @@
  * descriptors that overflow or wrap are refused, destroyed handles are
  * recognized, tunables and debug settings parse as documented.  Each test
  * is named after what broke (a crash, a leak, a silent acceptance). */
-#include "tests.h"
+#include "check_graph_common.h"
 #include <te/ops.h>
 
 /* ---- sequences ------------------------------------------------------------------- */
@@ -37,10 +37,160 @@ START_TEST(test_seq_destroy_during_capture_leaves_seq_intact) {
 }
 END_TEST
 
+/* A sequence used after destroy was read from freed memory. */
+START_TEST(test_seq_use_after_destroy_is_invalid) {
+  tecore_seq_t *s = small_seq();
+  TE_OK(tecore_seq_destroy(s));
+  size_t tb = 0;
+  TE_EXPECT_INVALID("not a live sequence", tecore_seq_memory(s, NULL, &tb));
+  TE_EXPECT_INVALID("not a live sequence", tecore_seq_zero_grad(s, te_stream));
+  TE_EXPECT_INVALID("not a live sequence", tecore_seq_destroy(s));
+  tecore_seq_t *fake = (tecore_seq_t *)&tb;
+  TE_EXPECT_INVALID("not a live sequence", tecore_seq_build(fake, te_stream));
+}
+END_TEST
+
+/* ---- memory pools and callables ----------------------------------------------------- */
+
+START_TEST(test_mempool_use_after_destroy_is_invalid) {
+  tegraph_mempool_t *p = NULL;
+  TG_OK(tegraph_mempool_create(1 << 20, &p));
+  tecore_devptr_t d = 0;
+  TG_OK(tegraph_mempool_alloc(p, 4096, &d));
+  TG_OK(tegraph_mempool_free(p, d));
+  TG_OK(tegraph_mempool_destroy(p));
+  TG_EXPECT(TEGRAPH_ERR_INVALID, "not a live pool", tegraph_mempool_alloc(p, 64, &d));
+  TG_EXPECT(TEGRAPH_ERR_INVALID, "not a live pool", tegraph_mempool_destroy(p));
+  size_t used = 0, reserved = 0;
+  TG_EXPECT(TEGRAPH_ERR_INVALID, "not a live pool", tegraph_mempool_usage(p, &used, &reserved, NULL));
+}
+END_TEST
+
+/* chunk_bytes SIZE_MAX was rounded up to a chunk of 0 bytes. */
+START_TEST(test_mempool_create_size_max_is_refused) {
+  tegraph_mempool_t *p = (tegraph_mempool_t *)&p;
+  TG_EXPECT(TEGRAPH_ERR_INVALID, "chunk_bytes", tegraph_mempool_create(SIZE_MAX, &p));
+  ck_assert_ptr_null(p);
+}
+END_TEST
+
+/* forward: out = in (f32) */
+static tecore_result_t copy_fwd(void *user, tecore_stream_t stream, const struct tegraph_io *io) {
+  (void)user;
+  return tecore_memcpy_async(io->outputs[0].data, io->inputs[0].data,
+                             tecore_tensor_numel(&io->inputs[0]) * 4, stream);
+}
+
+static struct tecore_tensor f32_1d(size_t n, tecore_devptr_t data) {
+  struct tecore_tensor t;
+  TE_OK(tecore_tensor_init(&t, TECORE_DTYPE_F32, 1, &n, data));
+  return t;
+}
+
+static struct tegraph_callable_desc copy_desc(const struct tecore_tensor *in,
+                                              const struct tecore_tensor *out) {
+  return (struct tegraph_callable_desc){.forward = copy_fwd, .sample_inputs = in, .ninputs = 1,
+                                        .outputs = out, .noutputs = 1,
+                                        .capture_mode = TECORE_CAPTURE_THREAD_LOCAL};
+}
+
+START_TEST(test_callable_use_after_destroy_is_invalid) {
+  size_t n = 64 + te_rand_below(64);
+  tecore_devptr_t x = te_dalloc(n * 4), y = te_dalloc(n * 4);
+  TE_OK(tecore_fill(x, TECORE_DTYPE_F32, n, 2.0, te_stream));
+  struct tecore_tensor in = f32_1d(n, x), out = f32_1d(n, 0);
+  struct tegraph_callable_desc d = copy_desc(&in, &out);
+  tegraph_callable_t *c = NULL;
+  TG_OK(tegraph_callable_create(&d, NULL, &c));
+  struct tecore_tensor yo = f32_1d(n, y);
+  struct tegraph_replay_opts o = {.stream = te_stream};
+  TG_OK(tegraph_callable_forward(c, &in, 1, NULL, NULL, 0, &yo, 1, &o));
+  TE_OK(tecore_stream_synchronize(te_stream));
+  float *got = malloc(n * 4);
+  te_d2h(got, y, n * 4);
+  for (size_t i = 0; i < n; i++) ck_assert_msg(got[i] == 2.0f, "y[%zu] = %g", i, got[i]);
+  free(got);
+  TG_OK(tegraph_callable_destroy(c));
+  TG_EXPECT(TEGRAPH_ERR_INVALID, "not a live callable",
+            tegraph_callable_forward(c, &in, 1, NULL, NULL, 0, &yo, 1, &o));
+  TG_EXPECT(TEGRAPH_ERR_INVALID, "not a live callable", tegraph_callable_destroy(c));
+  TG_EXPECT(TEGRAPH_ERR_INVALID, "not a live callable", tegraph_callable_reset(c, 0));
+}
+END_TEST
+
+/* A sample of f32 [2^62 + 1]: its byte count wrapped, and the callable got
+ * a 1.5 KiB buffer its forward wrote past. */
+START_TEST(test_callable_create_rejects_wrapping_sample_bytes) {
+  struct tecore_tensor in = f32_1d(1, 0), out = f32_1d(16, 0);
+  in.shape[0] = ((size_t)1 << 62) + 1;
+  struct tegraph_callable_desc d = copy_desc(&in, &out);
+  tegraph_callable_t *c = NULL;
+  TG_EXPECT(TEGRAPH_ERR_INVALID, "overflows", tegraph_callable_create(&d, NULL, &c));
+  ck_assert_ptr_null(c);
+  in = f32_1d(16, 0);
+  out.ndim = 2;
+  out.shape[0] = out.shape[1] = (size_t)1 << 32;
+  TG_EXPECT(TEGRAPH_ERR_INVALID, "outputs[0]", tegraph_callable_create(&d, NULL, &c));
+}
+END_TEST
+
+/* Misaligned sample data was accepted (and replay refused it later). */
+START_TEST(test_callable_create_rejects_misaligned_sample_data) {
+  tecore_devptr_t x = te_dalloc(4096);
+  struct tecore_tensor in = f32_1d(16, x + 2), out = f32_1d(16, 0);
+  struct tegraph_callable_desc d = copy_desc(&in, &out);
+  tegraph_callable_t *c = NULL;
+  TG_EXPECT(TEGRAPH_ERR_INVALID, "aligned", tegraph_callable_create(&d, NULL, &c));
+}
+END_TEST
+
+/* tegraph_callable_create's errors named tegraph_callables_create. */
+START_TEST(test_callable_create_errors_name_callable_create) {
+  struct tecore_tensor in = f32_1d(16, 0), out = f32_1d(16, 0);
+  struct tegraph_callable_desc d = copy_desc(&in, &out);
+  d.forward = NULL;
+  tegraph_callable_t *c = NULL;
+  TG_EXPECT(TEGRAPH_ERR_INVALID, "tegraph_callable_create: ",
+            tegraph_callable_create(&d, NULL, &c));
+  ck_assert_msg(!strstr(tegraph_last_error(), "callables_create"), "detail: %s",
+                tegraph_last_error());
+}
+END_TEST
+
+/* The sequence of a from_seq callable could be destroyed under it (the
+ * next replay read freed memory), and a second callable could share it. */
+START_TEST(test_callable_from_seq_holds_its_sequence) {
+  tecore_seq_t *s = small_seq();
+  tecore_devptr_t x = te_dalloc(8 * 16 * 4);
+  TE_OK(tecore_fill(x, TECORE_DTYPE_F32, 8 * 16, 0.5, te_stream));
+  size_t shape[2] = {8, 16};
+  struct tecore_tensor sample;
+  TE_OK(tecore_tensor_init(&sample, TECORE_DTYPE_F32, 2, shape, x));
+  struct tegraph_seq_callable_desc d = {.seq = s, .sample_input = &sample,
+                                        .capture_mode = TECORE_CAPTURE_THREAD_LOCAL};
+  tegraph_callable_t *c = NULL, *c2 = NULL;
+  TG_OK(tegraph_callable_from_seq(&d, NULL, &c));
+  TE_EXPECT_INVALID("held", tecore_seq_destroy(s));
+  TG_EXPECT(TEGRAPH_ERR_INVALID, "held", tegraph_callable_from_seq(&d, NULL, &c2));
+  ck_assert_ptr_null(c2);
+  TG_OK(tegraph_callable_destroy(c));
+  TE_OK(tecore_seq_destroy(s));
+}
+END_TEST
+
 static Suite *hardening_suite(void) {
   Suite *s = suite_create("hardening");
   TCase *tc = te_tcase(s, "seq", 1);
   tcase_add_test(tc, test_seq_destroy_during_capture_leaves_seq_intact);
+  tcase_add_test(tc, test_seq_use_after_destroy_is_invalid);
+  tc = te_tcase(s, "tegraph", 1);
+  tcase_add_test(tc, test_mempool_use_after_destroy_is_invalid);
+  tcase_add_test(tc, test_mempool_create_size_max_is_refused);
+  tcase_add_test(tc, test_callable_use_after_destroy_is_invalid);
+  tcase_add_test(tc, test_callable_create_rejects_wrapping_sample_bytes);
+  tcase_add_test(tc, test_callable_create_rejects_misaligned_sample_data);
+  tcase_add_test(tc, test_callable_create_errors_name_callable_create);
+  tcase_add_test(tc, test_callable_from_seq_holds_its_sequence);
   return s;
 }
 

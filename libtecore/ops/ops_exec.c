@@ -80,6 +80,7 @@ TE_EXPORT tecore_result_t tecore_seq_forward(tecore_seq_t *s, const struct tecor
                                              tecore_devptr_t noop_flag, tecore_stream_t stream) {
   static const char fn[] = "tecore_seq_forward";
   TE_ARG(s, "%s: seq is NULL", fn);
+  TE_ARG(te_handle_live(s), "%s: seq %p is not a live sequence (destroyed?)", fn, (const void *)s);
   TE_ARG(s->built, "%s: the sequence is not built (tecore_seq_build)", fn);
   TE_CHECK(check_act(s, in, fn, "in", 0));
   TE_CHECK(check_act(s, out, fn, "out", s->nops));
@@ -104,6 +105,7 @@ TE_EXPORT tecore_result_t tecore_seq_backward(tecore_seq_t *s, const struct teco
                                               tecore_stream_t stream) {
   static const char fn[] = "tecore_seq_backward";
   TE_ARG(s, "%s: seq is NULL", fn);
+  TE_ARG(te_handle_live(s), "%s: seq %p is not a live sequence (destroyed?)", fn, (const void *)s);
   TE_ARG(s->built, "%s: the sequence is not built (tecore_seq_build)", fn);
   TE_ARG(s->have_forward, "%s: no forward ran since the sequence was built or its recipe "
          "changed (tecore_seq_forward first)", fn);

@@ -130,6 +130,7 @@ struct te_alloc {
 
 struct tecore_seq {
   struct tecore_seq_config cfg;
+  int held;                        /* tecore_seq_hold: another object uses it */
   struct te_op *ops;
   size_t nops, cap;
   struct te_bnd *bnd;              /* nops + 1, after build */

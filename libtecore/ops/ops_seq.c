@@ -101,6 +101,10 @@ TE_EXPORT tecore_result_t tecore_seq_create(const struct tecore_seq_config *cfg,
   if (!s) return TE_ERR(TECORE_ERR_NOMEM, "%s: out of host memory", fn);
   s->cfg = *cfg;
   for (int i = 0; i < TECORE_SEQ_MAX_SLOTS; i++) s->slot_last[i] = -1;
+  if (te_handle_add(s) != 0) {
+    free(s);
+    return TE_ERR(TECORE_ERR_NOMEM, "%s: out of host memory", fn);
+  }
   *seq = s;
   return TECORE_SUCCESS;
 }
@@ -113,8 +117,26 @@ static void free_state(tecore_seq_t *s) {
   s->have_state = 0;
 }
 
+TE_EXPORT tecore_result_t tecore_seq_hold(tecore_seq_t *s, int hold) {
+  static const char fn[] = "tecore_seq_hold";
+  TE_ARG(s, "%s: seq is NULL", fn);
+  TE_ARG(te_handle_live(s), "%s: seq %p is not a live sequence (destroyed?)", fn,
+         (const void *)s);
+  TE_ARG(hold == 0 || hold == 1, "%s: hold is %d, not 0 or 1", fn, hold);
+  TE_ARG(!hold || !s->held, "%s: seq %p is already held (by a graphed callable?)", fn,
+         (const void *)s);
+  TE_ARG(hold || s->held, "%s: seq %p is not held", fn, (const void *)s);
+  s->held = hold;
+  return TECORE_SUCCESS;
+}
+
 TE_EXPORT tecore_result_t tecore_seq_destroy(tecore_seq_t *s) {
   TE_ARG(s, "tecore_seq_destroy: seq is NULL");
+  TE_ARG(te_handle_live(s), "tecore_seq_destroy: seq %p is not a live sequence (destroyed?)",
+         (const void *)s);
+  TE_ARG(!s->held,
+         "tecore_seq_destroy: seq %p is held (a graphed callable replays it: destroy that first)",
+         (const void *)s);
   /* Queued work may still use the buffers: tecore_mem_free keeps the
    * driver's promise on both backends (the memory goes back after that
    * work).  A free is refused during a capture that forbids it: the first
@@ -134,6 +156,7 @@ TE_EXPORT tecore_result_t tecore_seq_destroy(tecore_seq_t *s) {
     tecore_result_t r = tecore_mem_free(s->allocs[i].p);
     if (r != TECORE_SUCCESS && res == TECORE_SUCCESS) res = r;
   }
+  te_handle_del(s);
   te_plan_free(&s->plan);
   free(s->allocs);
   free(s->bnd);
@@ -288,6 +311,7 @@ TE_EXPORT tecore_result_t tecore_seq_add(tecore_seq_t *s, const struct tecore_op
                                          size_t *index) {
   static const char fn[] = "tecore_seq_add";
   TE_ARG(s, "%s: seq is NULL", fn);
+  TE_ARG(te_handle_live(s), "%s: seq %p is not a live sequence (destroyed?)", fn, (const void *)s);
   TE_ARG(d, "%s: desc is NULL", fn);
   TE_ARG(!s->built, "%s: the sequence is built; operations are added before tecore_seq_build",
          fn);
@@ -527,6 +551,8 @@ static void unbuild(tecore_seq_t *s) {
 TE_EXPORT tecore_result_t tecore_seq_build(tecore_seq_t *s, tecore_stream_t stream) {
   static const char fn[] = "tecore_seq_build";
   TE_ARG(s, "%s: seq is NULL", fn);
+  TE_ARG(te_handle_live(s), "%s: seq %p is not a live sequence (destroyed?)", fn,
+         (const void *)s);
   TE_ARG(!s->built, "%s: the sequence is already built", fn);
   TE_ARG(s->nops >= 1, "%s: the sequence has no operations (tecore_seq_add)", fn);
   TE_CHECK(layout_boundaries(s, fn));
@@ -629,6 +655,7 @@ TE_EXPORT tecore_result_t tecore_seq_set_recipe(tecore_seq_t *s, const struct te
                                                 tecore_stream_t stream) {
   static const char fn[] = "tecore_seq_set_recipe";
   TE_ARG(s, "%s: seq is NULL", fn);
+  TE_ARG(te_handle_live(s), "%s: seq %p is not a live sequence (destroyed?)", fn, (const void *)s);
   if (r) {
     TE_CHECK(tecore_recipe_validate(r));
     if (r->kind != TECORE_RECIPE_DELAYED && r->kind != TECORE_RECIPE_CURRENT)
@@ -665,6 +692,7 @@ TE_EXPORT tecore_result_t tecore_seq_set_recipe(tecore_seq_t *s, const struct te
 
 TE_EXPORT tecore_result_t tecore_seq_zero_grad(tecore_seq_t *s, tecore_stream_t stream) {
   TE_ARG(s, "tecore_seq_zero_grad: seq is NULL");
+  TE_ARG(te_handle_live(s), "tecore_seq_zero_grad: seq %p is not a live sequence (destroyed?)", (const void *)s);
   TE_ARG(s->built, "tecore_seq_zero_grad: the sequence is not built (tecore_seq_build)");
   for (size_t i = 0; i < s->nops; i++) {
     const struct te_op *o = &s->ops[i];
@@ -685,6 +713,7 @@ TE_EXPORT tecore_result_t tecore_seq_zero_grad(tecore_seq_t *s, tecore_stream_t 
 
 TE_EXPORT tecore_result_t tecore_seq_update_scales(tecore_seq_t *s, tecore_stream_t stream) {
   TE_ARG(s, "tecore_seq_update_scales: seq is NULL");
+  TE_ARG(te_handle_live(s), "tecore_seq_update_scales: seq %p is not a live sequence (destroyed?)", (const void *)s);
   TE_ARG(s->built, "tecore_seq_update_scales: the sequence is not built (tecore_seq_build)");
   if (!s->fp8 || s->recipe.kind != TECORE_RECIPE_DELAYED || !s->have_state) return TECORE_SUCCESS;
   if (s->st_act.base) TE_CHECK(tecore_delayed_update(&s->recipe, &s->st_act, stream));
@@ -720,6 +749,7 @@ TE_EXPORT tecore_result_t tecore_seq_params(const tecore_seq_t *s, struct tecore
                                             size_t max, size_t *count) {
   static const char fn[] = "tecore_seq_params";
   TE_ARG(s, "%s: seq is NULL", fn);
+  TE_ARG(te_handle_live(s), "%s: seq %p is not a live sequence (destroyed?)", fn, (const void *)s);
   TE_ARG(count, "%s: count is NULL", fn);
   TE_ARG(params || max == 0, "%s: params is NULL but max is %zu", fn, max);
   TE_ARG(s->built, "%s: the sequence is not built (tecore_seq_build)", fn);
@@ -741,6 +771,7 @@ TE_EXPORT tecore_result_t tecore_seq_op(const tecore_seq_t *s, size_t index,
                                         struct tecore_op_info *info) {
   static const char fn[] = "tecore_seq_op";
   TE_ARG(s, "%s: seq is NULL", fn);
+  TE_ARG(te_handle_live(s), "%s: seq %p is not a live sequence (destroyed?)", fn, (const void *)s);
   TE_ARG(info, "%s: info is NULL", fn);
   TE_ARG(index < s->nops, "%s: index %zu is out of range (the sequence has %zu operations)", fn,
          index, s->nops);
@@ -776,6 +807,7 @@ TE_EXPORT tecore_result_t tecore_seq_extra(const tecore_seq_t *s, int slot,
                                            struct tecore_tensor *grad) {
   static const char fn[] = "tecore_seq_extra";
   TE_ARG(s, "%s: seq is NULL", fn);
+  TE_ARG(te_handle_live(s), "%s: seq %p is not a live sequence (destroyed?)", fn, (const void *)s);
   TE_ARG(slot >= 0 && slot < TECORE_SEQ_MAX_SLOTS, "%s: slot %d is not in 0..%d", fn, slot,
          TECORE_SEQ_MAX_SLOTS - 1);
   int p = s->slot_last[slot];   /* a slot used again: its latest use */
@@ -791,6 +823,7 @@ TE_EXPORT tecore_result_t tecore_seq_extra(const tecore_seq_t *s, int slot,
 TE_EXPORT tecore_result_t tecore_seq_memory(const tecore_seq_t *s, size_t *param_bytes,
                                             size_t *total_bytes) {
   TE_ARG(s, "tecore_seq_memory: seq is NULL");
+  TE_ARG(te_handle_live(s), "tecore_seq_memory: seq %p is not a live sequence (destroyed?)", (const void *)s);
   if (param_bytes) *param_bytes = s->bytes_param;
   if (total_bytes) *total_bytes = s->bytes_total;
   return TECORE_SUCCESS;

@@ -162,6 +162,11 @@ tecore_result_t tecore_seq_create(const struct tecore_seq_config *cfg, tecore_se
  * use them afterwards.  During a capture that forbids frees:
  * TECORE_ERR_CAPTURE, and the sequence is left as it was. */
 tecore_result_t tecore_seq_destroy(tecore_seq_t *seq);
+/* Marks the sequence as used by another object (hold 1), or no longer
+ * (hold 0).  While held, tecore_seq_destroy fails with TECORE_ERR_INVALID
+ * and a second hold is refused: libtegraph's tegraph_callable_from_seq
+ * holds its sequence for the callable's life. */
+tecore_result_t tecore_seq_hold(tecore_seq_t *seq, int hold);
 /* Appends an operation (before tecore_seq_build); *index (may be NULL)
  * gets its position.  Checks the description and the shapes now; a
  * communication kind with no registered implementation returns

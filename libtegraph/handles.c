@@ -1,0 +1,67 @@
+/* handles.c -- libtegraph's live heap objects (memory pools, callables):
+ * registered at creation, removed at destruction, so a destroyed or
+ * foreign pointer given to a public call is answered with
+ * TEGRAPH_ERR_INVALID instead of a read of freed memory. */
+#include "tg_internal.h"
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* A sorted array of live pointers under one lock.  Lookups compare the
+ * pointer value only: a destroyed object is never read. */
+static pthread_mutex_t live_lock = PTHREAD_MUTEX_INITIALIZER;
+static const void **live;
+static size_t nlive, caplive;
+
+/* Index of the first entry >= p. */
+static size_t live_lower(const void *p) {
+  size_t lo = 0, hi = nlive;
+  while (lo < hi) {
+    size_t mid = lo + (hi - lo) / 2;
+    if ((uintptr_t)live[mid] < (uintptr_t)p) lo = mid + 1;
+    else hi = mid;
+  }
+  return lo;
+}
+
+int tg_handle_add(const void *p) {
+  pthread_mutex_lock(&live_lock);
+  int rc = 0;
+  if (nlive == caplive) {
+    size_t ncap = caplive ? caplive * 2 : 32;
+    const void **n = realloc(live, ncap * sizeof *n);
+    if (!n) rc = -1;
+    else {
+      live = n;
+      caplive = ncap;
+    }
+  }
+  if (rc == 0) {
+    size_t i = live_lower(p);
+    memmove(&live[i + 1], &live[i], (nlive - i) * sizeof *live);
+    live[i] = p;
+    nlive++;
+  }
+  pthread_mutex_unlock(&live_lock);
+  return rc;
+}
+
+int tg_handle_del(const void *p) {
+  pthread_mutex_lock(&live_lock);
+  size_t i = live_lower(p);
+  int was = i < nlive && live[i] == p;
+  if (was) {
+    memmove(&live[i], &live[i + 1], (nlive - i - 1) * sizeof *live);
+    nlive--;
+  }
+  pthread_mutex_unlock(&live_lock);
+  return was;
+}
+
+int tg_handle_live(const void *p) {
+  pthread_mutex_lock(&live_lock);
+  size_t i = live_lower(p);
+  int has = i < nlive && live[i] == p;
+  pthread_mutex_unlock(&live_lock);
+  return has;
+}
