@@ -235,8 +235,11 @@ TE_EXPORT tecore_result_t tecore_mem_alloc(size_t bytes, tecore_devptr_t *dptr) 
   TE_ARG(dptr, "tecore_mem_alloc: dptr is NULL");
   TE_ARG(bytes > 0, "tecore_mem_alloc: bytes is 0");
   OPS(o);
-  *dptr = 0;
-  return o->mem_alloc(bytes, dptr);
+  /* a failure leaves *dptr as the caller had it */
+  __typeof__(*dptr) out_ = 0;
+  TE_CHECK(o->mem_alloc(bytes, &out_));
+  *dptr = out_;
+  return TECORE_SUCCESS;
 }
 
 TE_EXPORT tecore_result_t tecore_mem_free(tecore_devptr_t dptr) {
@@ -256,8 +259,11 @@ TE_EXPORT tecore_result_t tecore_mem_alloc_host(size_t bytes, void **ptr) {
   TE_ARG(ptr, "tecore_mem_alloc_host: ptr is NULL");
   TE_ARG(bytes > 0, "tecore_mem_alloc_host: bytes is 0");
   OPS(o);
-  *ptr = NULL;
-  return o->mem_alloc_host(bytes, ptr);
+  /* a failure leaves *ptr as the caller had it */
+  __typeof__(*ptr) out_ = NULL;
+  TE_CHECK(o->mem_alloc_host(bytes, &out_));
+  *ptr = out_;
+  return TECORE_SUCCESS;
 }
 
 TE_EXPORT tecore_result_t tecore_mem_free_host(void *ptr) {
@@ -348,8 +354,11 @@ TE_EXPORT tecore_result_t tecore_stream_create(unsigned flags, int priority,
   TE_CHECK(o->stream_priority_range(&least, &greatest));
   TE_ARG(priority >= greatest && priority <= least,
          "tecore_stream_create: priority %d outside [%d, %d]", priority, greatest, least);
-  *stream = NULL;
-  return o->stream_create(flags, priority, stream);
+  /* a failure leaves *stream as the caller had it */
+  __typeof__(*stream) out_ = NULL;
+  TE_CHECK(o->stream_create(flags, priority, &out_));
+  *stream = out_;
+  return TECORE_SUCCESS;
 }
 
 TE_EXPORT tecore_result_t tecore_stream_destroy(tecore_stream_t stream) {
@@ -387,8 +396,11 @@ TE_EXPORT tecore_result_t tecore_event_create(unsigned flags, tecore_event_t *ev
   TE_ARG(!(flags & ~(TECORE_EVENT_BLOCKING_SYNC | TECORE_EVENT_DISABLE_TIMING)),
          "tecore_event_create: unknown flags 0x%x", flags);
   OPS(o);
-  *event = NULL;
-  return o->event_create(flags, event);
+  /* a failure leaves *event as the caller had it */
+  __typeof__(*event) out_ = NULL;
+  TE_CHECK(o->event_create(flags, &out_));
+  *event = out_;
+  return TECORE_SUCCESS;
 }
 
 TE_EXPORT tecore_result_t tecore_event_destroy(tecore_event_t event) {
@@ -479,6 +491,8 @@ TE_EXPORT tecore_result_t tecore_stream_end_capture(tecore_stream_t stream,
   TE_ARG(stream, "tecore_stream_end_capture: stream is NULL");
   TE_ARG(graph, "tecore_stream_end_capture: graph is NULL");
   OPS(o);
+  /* as the driver's: an ended (even invalidated) capture leaves no graph
+   * behind, and the man page says *graph is NULL on failure */
   *graph = NULL;
   return o->stream_end_capture(stream, graph);
 }
@@ -515,8 +529,11 @@ TE_EXPORT tecore_result_t tecore_graph_instantiate(tecore_graph_exec_t *exec,
   TE_ARG(exec, "tecore_graph_instantiate: exec is NULL");
   TE_ARG(graph, "tecore_graph_instantiate: graph is NULL");
   OPS(o);
-  *exec = NULL;
-  return o->graph_instantiate(exec, graph);
+  /* a failure leaves *exec as the caller had it */
+  __typeof__(*exec) out_ = NULL;
+  TE_CHECK(o->graph_instantiate(&out_, graph));
+  *exec = out_;
+  return TECORE_SUCCESS;
 }
 
 TE_EXPORT tecore_result_t tecore_graph_exec_destroy(tecore_graph_exec_t exec) {
@@ -605,8 +622,11 @@ TE_EXPORT tecore_result_t tecore_graph_instantiate_with_flags(tecore_graph_exec_
   TE_ARG(!(flags & ~GRAPH_INSTANTIATE_FLAGS),
          "tecore_graph_instantiate_with_flags: unknown flags 0x%x", flags & ~GRAPH_INSTANTIATE_FLAGS);
   OPS(o);
-  *exec = NULL;
-  return o->graph_instantiate_flags(exec, graph, flags, upload_stream);
+  /* a failure leaves *exec as the caller had it */
+  __typeof__(*exec) out_ = NULL;
+  TE_CHECK(o->graph_instantiate_flags(&out_, graph, flags, upload_stream));
+  *exec = out_;
+  return TECORE_SUCCESS;
 }
 
 TE_EXPORT tecore_result_t tecore_graph_nodes(tecore_graph_t graph,
@@ -616,9 +636,12 @@ TE_EXPORT tecore_result_t tecore_graph_nodes(tecore_graph_t graph,
   TE_ARG(count, "tecore_graph_nodes: count is NULL");
   TE_ARG(nodes || max == 0, "tecore_graph_nodes: nodes is NULL but max is %zu", max);
   OPS(o);
-  if (nodes) memset(nodes, 0, max * sizeof *nodes);
-  *count = 0;
-  return o->graph_nodes(graph, nodes, max, count);
+  /* entries past the graph's nodes stay as they were (max may exceed
+   * what nodes really holds); a failure leaves *count */
+  size_t n = 0;
+  TE_CHECK(o->graph_nodes(graph, nodes, max, &n));
+  *count = n;
+  return TECORE_SUCCESS;
 }
 
 TE_EXPORT tecore_result_t tecore_graph_kernel_node_args(tecore_graph_t graph,
@@ -689,8 +712,11 @@ TE_EXPORT tecore_result_t tecore_vmm_reserve(size_t bytes, size_t align, tecore_
          align);
   OPS(o);
   TE_CHECK(vmm_check_size(o, bytes, __func__, "bytes"));
-  *va = 0;
-  return o->vmm_reserve(bytes, align, va);
+  /* a failure leaves *va as the caller had it */
+  __typeof__(*va) out_ = 0;
+  TE_CHECK(o->vmm_reserve(bytes, align, &out_));
+  *va = out_;
+  return TECORE_SUCCESS;
 }
 
 TE_EXPORT tecore_result_t tecore_vmm_free_va(tecore_devptr_t va, size_t bytes) {
@@ -706,8 +732,11 @@ TE_EXPORT tecore_result_t tecore_vmm_create(size_t bytes, unsigned flags,
   TE_ARG(!(flags & ~TECORE_VMM_EXPORT_POSIX_FD), "tecore_vmm_create: unknown flags 0x%x", flags);
   OPS(o);
   TE_CHECK(vmm_check_size(o, bytes, __func__, "bytes"));
-  *handle = 0;
-  return o->vmm_create(bytes, flags, handle);
+  /* a failure leaves *handle as the caller had it */
+  __typeof__(*handle) out_ = 0;
+  TE_CHECK(o->vmm_create(bytes, flags, &out_));
+  *handle = out_;
+  return TECORE_SUCCESS;
 }
 
 TE_EXPORT tecore_result_t tecore_vmm_release(tecore_vmm_handle_t handle) {
@@ -748,16 +777,22 @@ TE_EXPORT tecore_result_t tecore_vmm_export_fd(tecore_vmm_handle_t handle, int *
   TE_ARG(handle, "tecore_vmm_export_fd: handle is 0");
   TE_ARG(fd, "tecore_vmm_export_fd: fd is NULL");
   OPS(o);
-  *fd = -1;
-  return o->vmm_export_fd(handle, fd);
+  /* a failure leaves *fd as the caller had it */
+  __typeof__(*fd) out_ = -1;
+  TE_CHECK(o->vmm_export_fd(handle, &out_));
+  *fd = out_;
+  return TECORE_SUCCESS;
 }
 
 TE_EXPORT tecore_result_t tecore_vmm_import_fd(int fd, tecore_vmm_handle_t *handle) {
   TE_ARG(fd >= 0, "tecore_vmm_import_fd: fd %d is negative", fd);
   TE_ARG(handle, "tecore_vmm_import_fd: handle is NULL");
   OPS(o);
-  *handle = 0;
-  return o->vmm_import_fd(fd, handle);
+  /* a failure leaves *handle as the caller had it */
+  __typeof__(*handle) out_ = 0;
+  TE_CHECK(o->vmm_import_fd(fd, &out_));
+  *handle = out_;
+  return TECORE_SUCCESS;
 }
 
 /* ---- multicast ---- */
@@ -787,8 +822,11 @@ TE_EXPORT tecore_result_t tecore_mc_create(size_t bytes, int ndevices, unsigned 
   TE_ARG(flags == 0, "tecore_mc_create: flags must be 0 (got 0x%x)", flags);
   OPS(o);
   TE_CHECK(mc_allowed(o, __func__));
-  *mc = 0;
-  return o->mc_create(bytes, ndevices, flags, mc);
+  /* a failure leaves *mc as the caller had it */
+  __typeof__(*mc) out_ = 0;
+  TE_CHECK(o->mc_create(bytes, ndevices, flags, &out_));
+  *mc = out_;
+  return TECORE_SUCCESS;
 }
 
 TE_EXPORT tecore_result_t tecore_mc_add_device(tecore_mc_handle_t mc, int ordinal) {
@@ -827,14 +865,20 @@ TE_EXPORT tecore_result_t tecore_mc_export_fd(tecore_mc_handle_t mc, int *fd) {
   TE_ARG(mc, "tecore_mc_export_fd: mc is 0");
   TE_ARG(fd, "tecore_mc_export_fd: fd is NULL");
   OPS(o);
-  *fd = -1;
-  return o->mc_export_fd(mc, fd);
+  /* a failure leaves *fd as the caller had it */
+  __typeof__(*fd) out_ = -1;
+  TE_CHECK(o->mc_export_fd(mc, &out_));
+  *fd = out_;
+  return TECORE_SUCCESS;
 }
 
 TE_EXPORT tecore_result_t tecore_mc_import_fd(int fd, tecore_mc_handle_t *mc) {
   TE_ARG(fd >= 0, "tecore_mc_import_fd: fd %d is negative", fd);
   TE_ARG(mc, "tecore_mc_import_fd: mc is NULL");
   OPS(o);
-  *mc = 0;
-  return o->mc_import_fd(fd, mc);
+  /* a failure leaves *mc as the caller had it */
+  __typeof__(*mc) out_ = 0;
+  TE_CHECK(o->mc_import_fd(fd, &out_));
+  *mc = out_;
+  return TECORE_SUCCESS;
 }

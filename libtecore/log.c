@@ -38,15 +38,29 @@ static const struct {
                     {"COMM", TECORE_SUBSYS_COMM},     {"OFFLOAD", TECORE_SUBSYS_OFFLOAD},
                     {"ALL", TECORE_SUBSYS_ALL}};
 
-static unsigned parse_subsys(const char *s) {
+/* The mask a TE_DEBUG_SUBSYS list names.  Unknown names go to bad (the
+ * first one) to be reported; a list naming nothing known keeps every
+ * subsystem on (garbage must not silently turn logging off). */
+static unsigned parse_subsys(const char *s, char *bad, size_t badn) {
   int exclude = (*s == '^');
   unsigned mask = 0;
+  int known = 0;
   char buf[256];
+  bad[0] = '\0';
   snprintf(buf, sizeof buf, "%s", s + exclude);
   char *save = NULL;
-  for (char *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save))
-    for (size_t i = 0; i < TE_ARRAY_SIZE(subsys_names); i++)
-      if (strcasecmp(tok, subsys_names[i].name) == 0) mask |= subsys_names[i].bit;
+  for (char *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+    size_t i;
+    for (i = 0; i < TE_ARRAY_SIZE(subsys_names); i++)
+      if (strcasecmp(tok, subsys_names[i].name) == 0) break;
+    if (i < TE_ARRAY_SIZE(subsys_names)) {
+      mask |= subsys_names[i].bit;
+      known = 1;
+    } else if (!bad[0]) {
+      snprintf(bad, badn, "%s", tok);
+    }
+  }
+  if (!known) return TECORE_SUBSYS_ALL;
   return exclude ? (TECORE_SUBSYS_ALL & ~mask) : mask;
 }
 
@@ -77,7 +91,9 @@ static void log_init(void) {
   static const char *levels[] = {"NONE", "ERROR", "WARN", "INFO", "TRACE"};
   for (int i = 0; i < 5; i++)
     if (strcasecmp(lv, levels[i]) == 0) log_level = (tecore_log_level_t)i;
-  log_mask = parse_subsys(tecore_tunable_str(&te_log_subsys_param));
+  char bad[64];
+  const char *subsys = tecore_tunable_str(&te_log_subsys_param);
+  log_mask = parse_subsys(subsys, bad, sizeof bad);
   const char *file = tecore_tunable_str(&te_log_file_param);
   log_fp = stderr;
   if (file[0]) {
@@ -92,6 +108,12 @@ static void log_init(void) {
               log_host, (long)getpid(), path, strerror(errno));
     }
   }
+  if (bad[0])
+    fprintf(log_fp,
+            "%s:%ld libte WARN TE_DEBUG_SUBSYS=%s: unknown subsystem '%s' ignored (known: "
+            "INIT,DEVICE,KERNEL,GRAPH,TUNE,FP8,COMM,OFFLOAD,ALL)%s\n",
+            log_host, (long)getpid(), subsys, bad,
+            log_mask == TECORE_SUBSYS_ALL ? "; logging every subsystem" : "");
   log_in_init = 0;
 }
 

@@ -24,6 +24,7 @@ static int name_taken(const struct tecore_tunable *t, const char *name) {
       return 1;
   return 0;
 }
+static const char *match_choice(const char *choices, const char *s);
 
 TE_EXPORT tecore_result_t tecore_tunable_register(struct tecore_tunable *t) {
   TE_ARG(t, "tecore_tunable_register: t is NULL");
@@ -40,6 +41,9 @@ TE_EXPORT tecore_result_t tecore_tunable_register(struct tecore_tunable *t) {
     TE_ARG(t->def_str, "tecore_tunable_register: %s has no default string", t->env);
   TE_ARG(!t->old_env || (t->old_env[0] && strcmp(t->old_env, t->env) != 0),
          "tecore_tunable_register: %s: old_env is empty or the same name", t->env);
+  TE_ARG(t->type != TECORE_TUNABLE_STRING || !t->choices || match_choice(t->choices, t->def_str),
+         "tecore_tunable_register: %s default \"%s\" is not one of %s", t->env, t->def_str,
+         t->choices);
   pthread_mutex_lock(&tun_lock);
   if (t->old_env && name_taken(t, t->old_env)) {
     pthread_mutex_unlock(&tun_lock);
@@ -68,7 +72,13 @@ TE_EXPORT tecore_result_t tecore_tunable_register(struct tecore_tunable *t) {
 static int parse_int(const char *s, int64_t *out) {
   char *end = NULL;
   errno = 0;
-  long long v = strtoll(s, &end, 0);
+  /* base 0 would read 010 as octal 8 and refuse 08: the help says
+   * decimal or 0x-hex, so a leading 0 is just a digit */
+  const char *d = s;
+  while (*d == ' ' || *d == '\t') d++;
+  if (*d == '+' || *d == '-') d++;
+  int hex = d[0] == '0' && (d[1] == 'x' || d[1] == 'X');
+  long long v = strtoll(s, &end, hex ? 16 : 10);
   if (errno || end == s) return 0;
   while (*end == ' ' || *end == '\t') end++;
   if (*end) return 0;

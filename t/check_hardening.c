@@ -5,6 +5,7 @@
  * is named after what broke (a crash, a leak, a silent acceptance). */
 #include "check_graph_common.h"
 #include <te/ops.h>
+#include <te/recipe.h>
 
 /* ---- sequences ------------------------------------------------------------------- */
 
@@ -178,6 +179,165 @@ START_TEST(test_callable_from_seq_holds_its_sequence) {
 }
 END_TEST
 
+/* ---- tensors and DLPack ------------------------------------------------------------ */
+
+static DLTensor dl_f32(void *data, int ndim, int64_t *shape, int64_t *strides) {
+  DLTensor dl;
+  memset(&dl, 0, sizeof dl);
+  dl.data = data;
+  dl.device.device_type = kDLCUDA;
+  dl.ndim = ndim;
+  dl.dtype.code = kDLFloat;
+  dl.dtype.bits = 32;
+  dl.dtype.lanes = 1;
+  dl.shape = shape;
+  dl.strides = strides;
+  return dl;
+}
+
+/* Shape {2^40, 2^40+1, 1}, strides {2^40+1, 1, 1}: a signed overflow in the
+ * stride check (UBSan abort). */
+START_TEST(test_from_dlpack_stride_overflow_is_refused) {
+  tecore_devptr_t p = te_dalloc(256);
+  int64_t shape[3] = {(int64_t)1 << 40, ((int64_t)1 << 40) + 1, 1};
+  int64_t strides[3] = {((int64_t)1 << 40) + 1, 1, 1};
+  DLTensor dl = dl_f32((void *)(uintptr_t)p, 3, shape, strides);
+  struct tecore_tensor t, before;
+  te_poison_host(&t, sizeof t);
+  before = t;
+  TE_EXPECT_INVALID("overflows", tecore_tensor_from_dlpack(&dl, &t));
+  ck_assert_msg(memcmp(&t, &before, sizeof t) == 0, "a refused import changed *t");
+  /* the same with the overflow in the strides only */
+  int64_t shape2[2] = {(int64_t)1 << 32, (int64_t)1 << 31};
+  int64_t strides2[2] = {(int64_t)1 << 31, 1};
+  dl = dl_f32((void *)(uintptr_t)p, 2, shape2, strides2);
+  TE_EXPECT_FAIL(tecore_tensor_from_dlpack(&dl, &t));
+}
+END_TEST
+
+START_TEST(test_from_dlpack_rejects_bad_device_ids) {
+  tecore_devptr_t p = te_dalloc(256);
+  int64_t shape[1] = {16};
+  DLTensor dl = dl_f32((void *)(uintptr_t)p, 1, shape, NULL);
+  struct tecore_tensor t;
+  TE_OK(tecore_tensor_from_dlpack(&dl, &t));
+  ck_assert_int_eq(t.device, 0);
+  dl.device.device_id = -3;
+  TE_EXPECT_INVALID("device_id", tecore_tensor_from_dlpack(&dl, &t));
+  dl.device.device_id = 77;
+  TE_EXPECT_INVALID("device 77", tecore_tensor_from_dlpack(&dl, &t));
+}
+END_TEST
+
+START_TEST(test_from_dlpack_rejects_wrapping_data_offset) {
+  int64_t shape[1] = {16};
+  DLTensor dl = dl_f32((void *)(uintptr_t)0x10000, 1, shape, NULL);
+  dl.byte_offset = UINT64_MAX - 0x100;
+  struct tecore_tensor t;
+  TE_EXPECT_INVALID("wraps", tecore_tensor_from_dlpack(&dl, &t));
+}
+END_TEST
+
+START_TEST(test_to_dlpack_rejects_data_0) {
+  size_t n = 8;
+  struct tecore_tensor t;
+  TE_OK(tecore_tensor_init(&t, TECORE_DTYPE_F32, 1, &n, 0));
+  DLTensor dl;
+  int64_t shape[8], strides[8];
+  TE_EXPECT_INVALID("data is 0", tecore_tensor_to_dlpack(&t, 0, &dl, shape, strides));
+  t.data = te_dalloc(64);
+  TE_OK(tecore_tensor_to_dlpack(&t, 0, &dl, shape, strides));
+  ck_assert_ptr_eq(dl.data, (void *)(uintptr_t)t.data);
+}
+END_TEST
+
+START_TEST(test_tensor_validate_checks_device) {
+  size_t n = 8;
+  struct tecore_tensor t;
+  TE_OK(tecore_tensor_init(&t, TECORE_DTYPE_F32, 1, &n, te_dalloc(64)));
+  TE_OK(tecore_tensor_validate(&t, TECORE_TENSOR_ROWWISE));
+  t.device = -1;
+  TE_EXPECT_INVALID("device -1", tecore_tensor_validate(&t, TECORE_TENSOR_ROWWISE));
+  int count = 0;
+  TE_OK(tecore_device_count(&count));
+  t.device = count;
+  TE_EXPECT_INVALID("device", tecore_tensor_validate(&t, TECORE_TENSOR_ROWWISE));
+}
+END_TEST
+
+/* st.amax += 1 made the update kernel read floats at an odd address. */
+START_TEST(test_delayed_update_rejects_misaligned_state) {
+  struct tecore_recipe r;
+  TE_OK(tecore_recipe_init(&r, TECORE_RECIPE_DELAYED));
+  struct tecore_delayed_state st, bad;
+  TE_OK(tecore_delayed_state_create(&r, TECORE_FP8_ACTIVATION, 4, te_stream, &st));
+  TE_OK(tecore_delayed_update(&r, &st, te_stream));
+  bad = st;
+  bad.amax += 1;
+  TE_EXPECT_INVALID("amax", tecore_delayed_update(&r, &bad, te_stream));
+  bad = st;
+  bad.scale_inv += 2;
+  TE_EXPECT_INVALID("scale_inv", tecore_delayed_update(&r, &bad, te_stream));
+  bad = st;
+  bad.history = 0;
+  TE_EXPECT_INVALID("history", tecore_delayed_update(&r, &bad, te_stream));
+  TE_OK(tecore_stream_synchronize(te_stream));
+  TE_OK(tecore_delayed_state_free(&st));
+}
+END_TEST
+
+/* ---- out-parameters of failed calls ----------------------------------------------- */
+
+/* A failed instantiate set *exec to NULL, losing the caller's handle. */
+START_TEST(test_graph_instantiate_failure_keeps_exec) {
+  tecore_devptr_t b = te_dalloc(256);
+  tecore_graph_t g = NULL;
+  tecore_graph_exec_t x = NULL;
+  TE_OK(tecore_stream_begin_capture(te_stream, TECORE_CAPTURE_THREAD_LOCAL));
+  TE_OK(tecore_memset_d8_async(b, 1, 256, te_stream));
+  TE_OK(tecore_stream_end_capture(te_stream, &g));
+  TE_OK(tecore_graph_instantiate(&x, g));
+  tecore_graph_exec_t keep = x;
+  TE_OK(tecore_graph_destroy(g));
+  TE_EXPECT_FAIL(tecore_graph_instantiate(&x, g)); /* a destroyed graph */
+  ck_assert_ptr_eq(x, keep);
+  TE_EXPECT_FAIL(tecore_graph_instantiate_with_flags(&x, g, 0, NULL));
+  ck_assert_ptr_eq(x, keep);
+  TE_OK(tecore_graph_launch(x, te_stream));
+  TE_OK(tecore_stream_synchronize(te_stream));
+  TE_OK(tecore_graph_exec_destroy(x));
+  tecore_stream_t s = (tecore_stream_t)&keep;
+  TE_EXPECT_FAIL(tecore_stream_create(0, 99, &s));
+  ck_assert_ptr_eq(s, (tecore_stream_t)&keep);
+}
+END_TEST
+
+/* tecore_graph_nodes zeroed all max entries (max * sizeof could overflow,
+ * and a max larger than the array was a buffer overrun). */
+START_TEST(test_graph_nodes_touches_only_described_entries) {
+  tecore_devptr_t b = te_dalloc(256);
+  tecore_graph_t g = NULL;
+  TE_OK(tecore_stream_begin_capture(te_stream, TECORE_CAPTURE_THREAD_LOCAL));
+  TE_OK(tecore_memset_d8_async(b, 1, 256, te_stream));
+  TE_OK(tecore_memset_d8_async(b, 2, 128, te_stream));
+  TE_OK(tecore_stream_end_capture(te_stream, &g));
+  struct tecore_graph_node_desc nodes[4], want;
+  te_poison_host(nodes, sizeof nodes);
+  te_poison_host(&want, sizeof want);
+  size_t count = 0;
+  TE_OK(tecore_graph_nodes(g, nodes, SIZE_MAX / 2, &count));
+  ck_assert_uint_eq(count, 2);
+  ck_assert_int_eq(nodes[0].type, TECORE_GRAPH_NODE_MEMSET);
+  ck_assert_int_eq(nodes[1].type, TECORE_GRAPH_NODE_MEMSET);
+  te_expect_mem_eq(&nodes[2], &want, sizeof want, "nodes[2], past the count");
+  te_expect_mem_eq(&nodes[3], &want, sizeof want, "nodes[3], past the count");
+  TE_OK(tecore_graph_destroy(g));
+  count = 77;
+  TE_EXPECT_FAIL(tecore_graph_nodes(g, nodes, 4, &count));
+  ck_assert_uint_eq(count, 77);
+}
+END_TEST
+
 static Suite *hardening_suite(void) {
   Suite *s = suite_create("hardening");
   TCase *tc = te_tcase(s, "seq", 1);
@@ -191,6 +351,16 @@ static Suite *hardening_suite(void) {
   tcase_add_test(tc, test_callable_create_rejects_misaligned_sample_data);
   tcase_add_test(tc, test_callable_create_errors_name_callable_create);
   tcase_add_test(tc, test_callable_from_seq_holds_its_sequence);
+  tc = te_tcase(s, "tensors", 1);
+  tcase_add_test(tc, test_from_dlpack_stride_overflow_is_refused);
+  tcase_add_test(tc, test_from_dlpack_rejects_bad_device_ids);
+  tcase_add_test(tc, test_from_dlpack_rejects_wrapping_data_offset);
+  tcase_add_test(tc, test_to_dlpack_rejects_data_0);
+  tcase_add_test(tc, test_tensor_validate_checks_device);
+  tcase_add_test(tc, test_delayed_update_rejects_misaligned_state);
+  tc = te_tcase(s, "out_params", 1);
+  tcase_add_test(tc, test_graph_instantiate_failure_keeps_exec);
+  tcase_add_test(tc, test_graph_nodes_touches_only_described_entries);
   return s;
 }
 

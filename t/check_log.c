@@ -201,6 +201,26 @@ static void subsys_case(const char *filter, int want_init, int want_device, int 
   te_rmtree(dir);
 }
 
+/* Garbage in TE_DEBUG_SUBSYS silently turned all logging off; now it is
+ * reported in the log and ignored. */
+START_TEST(test_debug_subsys_garbage_is_reported) {
+  subsys_case("garbage", 1, 1, 1);
+  subsys_case("INIT,bogus", 1, 0, 0);
+  char dir[256], path[512], text[16384];
+  te_tmpdir(dir, sizeof dir);
+  snprintf(path, sizeof path, "%s/bad.log", dir);
+  struct report *rep = shared_report();
+  snprintf(rep->token, sizeof rep->token, "%08x", te_rand_u32());
+  struct log_env env = {.level = "WARN", .subsys = "n0such,INIT", .file = path};
+  run_child(&env, body_subsys, rep);
+  slurp(path, text, sizeof text);
+  ck_assert_msg(strstr(text, "unknown subsystem 'n0such'"), "no report of the bad name:\n%s",
+                text);
+  munmap(rep, sizeof *rep);
+  te_rmtree(dir);
+}
+END_TEST
+
 START_TEST(subsystem_filter) {
   subsys_case("INIT,GRAPH", 1, 0, 1);
   subsys_case("^INIT", 0, 1, 1);
@@ -300,6 +320,7 @@ static Suite *log_suite(void) {
   TCase *tc = te_tcase(s, "log", 0);
   tcase_add_test(tc, file_pattern_and_prefix);
   tcase_add_test(tc, subsystem_filter);
+  tcase_add_test(tc, test_debug_subsys_garbage_is_reported);
   tcase_add_test(tc, levels);
   tcase_add_test(tc, errno_is_preserved);
   return s;

@@ -135,6 +135,36 @@ START_TEST(read_once) {
 }
 END_TEST
 
+/* 010 was read as octal 8 and 08 refused, though the help says decimal or
+ * 0x-hex. */
+START_TEST(test_int_tunable_leading_zero_is_decimal) {
+  int64_t v = 10 + (int64_t)te_rand_below(80);
+  char buf[32];
+  TUN_INT(a, "TE_TEST_INT_LEAD0", 7, -1000, 1000);
+  snprintf(buf, sizeof buf, "0%lld", (long long)v);
+  ck_assert_int_eq(read_int(&a, buf), v);
+  TUN_INT(b, "TE_TEST_INT_08", 7, 0, 100);
+  ck_assert_int_eq(read_int(&b, "08"), 8);
+  TUN_INT(c, "TE_TEST_INT_NEG0", 7, -100, 100);
+  ck_assert_int_eq(read_int(&c, "-010"), -10);
+  TUN_INT(d, "TE_TEST_INT_0X", 7, 0, 1000);
+  ck_assert_int_eq(read_int(&d, "0X1F"), 31);
+  TUN_INT(e, "TE_TEST_INT_0B", 7, 0, 1000);
+  ck_assert_int_eq(read_int(&e, "0b11"), 7); /* not a format: the default */
+}
+END_TEST
+
+/* A string tunable could be registered with a default outside its choices. */
+START_TEST(test_tunable_default_outside_choices_is_refused) {
+  TUN_STR(a, "TE_TEST_STR_BADDEF", "maybe", "yes|no");
+  TE_EXPECT_INVALID("TE_TEST_STR_BADDEF", tecore_tunable_register(&a));
+  struct tecore_tunable_info info;
+  TE_EXPECT_FAIL(tecore_tunable_find("TE_TEST_STR_BADDEF", &info));
+  TUN_STR(b, "TE_TEST_STR_GOODDEF", "NO", "yes|no");
+  TE_OK(tecore_tunable_register(&b));
+}
+END_TEST
+
 START_TEST(register_rules) {
   TUN_INT(a, "TE_TEST_DUP", 1, 0, 10);
   TUN_INT(b, "TE_TEST_DUP", 2, 0, 10);
@@ -328,6 +358,8 @@ static Suite *tunable_suite(void) {
   tcase_add_test(tc, read_once);
   tc = te_tcase(s, "registry", 0);
   tcase_add_test(tc, register_rules);
+  tcase_add_test(tc, test_int_tunable_leading_zero_is_decimal);
+  tcase_add_test(tc, test_tunable_default_outside_choices_is_refused);
   tcase_add_test(tc, listing);
   tcase_add_test(tc, renamed_old_name_still_read);
   return s;

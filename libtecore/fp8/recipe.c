@@ -183,6 +183,17 @@ static tecore_result_t state_check(const struct tecore_delayed_state *st, const 
   if (!st) return TE_ERR(TECORE_ERR_INVALID, "%s: st is NULL", fn);
   if (!st->base || !st->count || st->history_len < 1 || !te_dtype_is_fp8(st->dtype))
     return TE_ERR(TECORE_ERR_INVALID, "%s: st is not a created delayed-scaling state", fn);
+  /* the kernel reads floats through each: a changed pointer must stay
+   * float-aligned (a misaligned one was a misaligned load on the device) */
+  const struct {
+    const char *name;
+    tecore_devptr_t p;
+  } f[] = {{"amax", st->amax}, {"history", st->history}, {"scale", st->scale},
+           {"scale_inv", st->scale_inv}};
+  for (size_t i = 0; i < TE_ARRAY_SIZE(f); i++)
+    if (!f[i].p || f[i].p % sizeof(float))
+      return TE_ERR(TECORE_ERR_INVALID, "%s: st->%s (0x%llx) is 0 or not 4-byte aligned", fn,
+                    f[i].name, (unsigned long long)f[i].p);
   return TECORE_SUCCESS;
 }
 
