@@ -334,6 +334,27 @@ static tegraph_result_t call_pass(struct tegraph_callable *c, int pass, tegraph_
 }
 
 /* Captures pass of c into a new graph. */
+/* 1 when g has a node that computes or moves data (not only the library's
+ * own: event and empty nodes, the memset of the no-op flag); 1 too when it
+ * cannot be told. */
+static int does_work(tecore_graph_t g, tecore_devptr_t noop) {
+  size_t n = 0;
+  if (tecore_graph_node_count(g, &n) != TECORE_SUCCESS || n == 0) return n != 0;
+  struct tecore_graph_node_desc *d = malloc(n * sizeof *d);
+  if (!d) return 1;
+  size_t got = 0;
+  int work = 1;
+  if (tecore_graph_nodes(g, d, n, &got) == TECORE_SUCCESS) {
+    work = 0;
+    for (size_t i = 0; i < got && !work; i++)
+      work = d[i].type != TECORE_GRAPH_NODE_EMPTY && d[i].type != TECORE_GRAPH_NODE_WAIT_EVENT &&
+             d[i].type != TECORE_GRAPH_NODE_EVENT_RECORD &&
+             !(d[i].type == TECORE_GRAPH_NODE_MEMSET && d[i].dst == noop);
+  }
+  free(d);
+  return work;
+}
+
 static tegraph_result_t capture_pass(struct tegraph_callable *c, int pass, tecore_graph_t *graph,
                                      const char *fn) {
   *graph = NULL;
@@ -357,6 +378,17 @@ static tegraph_result_t capture_pass(struct tegraph_callable *c, int pass, tecor
     snprintf(what, sizeof what, "%s: capturing callable %zu's %s", fn, c->index, pass_name(pass));
     (void)tg_core(r, what);
     return TEGRAPH_ERR_CAPTURE;
+  }
+  /* A forward produces its outputs: a forward graph with no node means the
+   * work went to a stream that was not capturing (it ran eagerly, now, and
+   * replays would do nothing). */
+  if (pass == TEGRAPH_PASS_FORWARD && !does_work(g, c->noop)) {
+    (void)tecore_graph_destroy(g);
+    return TG_ERR(TEGRAPH_ERR_CAPTURE,
+                  "%s: callable %zu's forward captured nothing: it must enqueue its work on the "
+                  "stream it is given (or on streams forked from it through events and joined "
+                  "back); work on another stream ran eagerly instead of being captured",
+                  fn, c->index);
   }
   *graph = g;
   return TEGRAPH_SUCCESS;

@@ -51,6 +51,36 @@ START_TEST(test_seq_use_after_destroy_is_invalid) {
 }
 END_TEST
 
+/* A registered kind whose shape function gave [2^40][2^40] was accepted. */
+static tecore_result_t huge_shape(const struct tecore_op_desc *desc, struct tecore_op_shape *sh,
+                                  void *ctx) {
+  (void)desc;
+  (void)ctx;
+  sh->out_rows = (size_t)1 << 40;
+  sh->out_features = (size_t)1 << 40;
+  return TECORE_SUCCESS;
+}
+
+static tecore_result_t nop_exec(const struct tecore_seq_exec *x) {
+  (void)x;
+  return TECORE_SUCCESS;
+}
+
+START_TEST(test_op_kind_shape_overflow_is_refused) {
+  struct tecore_op_kind_def def = {.name = "huge", .shape = huge_shape, .forward = nop_exec,
+                                   .backward = nop_exec};
+  int kind = TECORE_OP_USER_FIRST + (int)te_rand_below(8);
+  TE_OK(tecore_ops_register_kind(kind, &def));
+  struct tecore_seq_config cfg = {.rows = 4, .features = 8, .dtype = TECORE_DTYPE_F32};
+  tecore_seq_t *s = NULL;
+  TE_OK(tecore_seq_create(&cfg, &s));
+  struct tecore_op_desc d = {.kind = kind};
+  TE_EXPECT_INVALID("too large", tecore_seq_add(s, &d, NULL));
+  TE_OK(tecore_seq_destroy(s));
+  TE_OK(tecore_ops_register_kind(kind, NULL));
+}
+END_TEST
+
 /* ---- memory pools and callables ----------------------------------------------------- */
 
 START_TEST(test_mempool_use_after_destroy_is_invalid) {
@@ -94,6 +124,33 @@ static struct tegraph_callable_desc copy_desc(const struct tecore_tensor *in,
                                         .outputs = out, .noutputs = 1,
                                         .capture_mode = TECORE_CAPTURE_THREAD_LOCAL};
 }
+
+/* forward on a stream of its own, not the one it is given */
+static tecore_stream_t stray_stream;
+static tecore_result_t stray_fwd(void *user, tecore_stream_t stream, const struct tegraph_io *io) {
+  (void)user;
+  (void)stream;
+  return tecore_memcpy_async(io->outputs[0].data, io->inputs[0].data,
+                             tecore_tensor_numel(&io->inputs[0]) * 4, stray_stream);
+}
+
+/* A forward that enqueued on an unrelated stream gave an empty graph while
+ * its work ran eagerly during capture. */
+START_TEST(test_callable_forward_on_unrelated_stream_is_refused) {
+  TE_OK(tecore_stream_create(TECORE_STREAM_NON_BLOCKING, 0, &stray_stream));
+  size_t n = 32;
+  tecore_devptr_t x = te_dalloc(n * 4);
+  TE_OK(tecore_fill(x, TECORE_DTYPE_F32, n, 1.0, te_stream));
+  struct tecore_tensor in = f32_1d(n, x), out = f32_1d(n, 0);
+  struct tegraph_callable_desc d = copy_desc(&in, &out);
+  d.forward = stray_fwd;
+  tegraph_callable_t *c = NULL;
+  TG_EXPECT(TEGRAPH_ERR_CAPTURE, "captured nothing", tegraph_callable_create(&d, NULL, &c));
+  ck_assert_ptr_null(c);
+  TE_OK(tecore_stream_synchronize(stray_stream));
+  TE_OK(tecore_stream_destroy(stray_stream));
+}
+END_TEST
 
 START_TEST(test_callable_use_after_destroy_is_invalid) {
   size_t n = 64 + te_rand_below(64);
@@ -343,6 +400,7 @@ static Suite *hardening_suite(void) {
   TCase *tc = te_tcase(s, "seq", 1);
   tcase_add_test(tc, test_seq_destroy_during_capture_leaves_seq_intact);
   tcase_add_test(tc, test_seq_use_after_destroy_is_invalid);
+  tcase_add_test(tc, test_op_kind_shape_overflow_is_refused);
   tc = te_tcase(s, "tegraph", 1);
   tcase_add_test(tc, test_mempool_use_after_destroy_is_invalid);
   tcase_add_test(tc, test_mempool_create_size_max_is_refused);
@@ -351,6 +409,7 @@ static Suite *hardening_suite(void) {
   tcase_add_test(tc, test_callable_create_rejects_misaligned_sample_data);
   tcase_add_test(tc, test_callable_create_errors_name_callable_create);
   tcase_add_test(tc, test_callable_from_seq_holds_its_sequence);
+  tcase_add_test(tc, test_callable_forward_on_unrelated_stream_is_refused);
   tc = te_tcase(s, "tensors", 1);
   tcase_add_test(tc, test_from_dlpack_stride_overflow_is_refused);
   tcase_add_test(tc, test_from_dlpack_rejects_bad_device_ids);
