@@ -395,6 +395,63 @@ START_TEST(test_graph_nodes_touches_only_described_entries) {
 }
 END_TEST
 
+/* ---- aliasing ----------------------------------------------------------------------- */
+
+/* An FP8 output [rows][cols] with delayed scaling over fresh buffers. */
+static struct tecore_tensor fp8_out(size_t rows, size_t cols) {
+  size_t shape[2] = {rows, cols};
+  struct tecore_tensor t;
+  TE_OK(tecore_tensor_init(&t, TECORE_DTYPE_E4M3, 2, shape, te_dalloc(rows * cols)));
+  tecore_devptr_t sc = te_dalloc(16);
+  float one = 1.0f;
+  te_h2d(sc, &one, 4);
+  t.scaling = TECORE_SCALING_DELAYED;
+  t.scale = sc;
+  t.scale_inv = sc + 4;
+  t.amax = sc + 8;
+  return t;
+}
+
+/* Quantize and dequantize with in/out overlapping, amax inside the input,
+ * scale == scale_inv, and quantize_multi outputs in one buffer were
+ * accepted. */
+START_TEST(test_quantize_aliasing_is_refused) {
+  size_t rows = 8, cols = 64, shape[2] = {rows, cols};
+  tecore_devptr_t x = te_dalloc(rows * cols * 4);
+  TE_OK(tecore_fill(x, TECORE_DTYPE_F32, rows * cols, 0.5, te_stream));
+  struct tecore_tensor in, out = fp8_out(rows, cols), bad;
+  TE_OK(tecore_tensor_init(&in, TECORE_DTYPE_F32, 2, shape, x));
+  TE_OK(tecore_quantize(&in, &out, 0, te_stream));
+  bad = out;
+  bad.data = x + 64; /* the output inside the input */
+  TE_EXPECT_INVALID("out->data overlaps in->data", tecore_quantize(&in, &bad, 0, te_stream));
+  bad = out;
+  bad.amax = x + 4 * (te_rand_below(rows * cols));
+  TE_EXPECT_INVALID("out->amax overlaps in->data", tecore_quantize(&in, &bad, 0, te_stream));
+  bad = out;
+  bad.scale_inv = bad.scale;
+  TE_EXPECT_INVALID("out->scale_inv overlaps out->scale", tecore_quantize(&in, &bad, 0, te_stream));
+  tecore_devptr_t amax = te_dalloc(4);
+  TE_OK(tecore_amax(&in, amax, 0, 0, te_stream));
+  TE_EXPECT_INVALID("amax overlaps in->data", tecore_amax(&in, x + 8, 0, 0, te_stream));
+  /* dequantize into the FP8 input's own bytes */
+  struct tecore_tensor back;
+  TE_OK(tecore_tensor_init(&back, TECORE_DTYPE_F32, 2, shape, te_dalloc(rows * cols * 4)));
+  TE_OK(tecore_dequantize(&out, &back, te_stream));
+  struct tecore_tensor back_bad = back;
+  back_bad.data = out.scale_inv; /* written over the scale inverse it reads */
+  TE_EXPECT_INVALID("out->data overlaps in->scale_inv",
+                    tecore_dequantize(&out, &back_bad, te_stream));
+  /* quantize_multi: two outputs' data in one buffer */
+  struct tecore_tensor ins[2] = {in, in}, outs[2] = {out, fp8_out(rows, cols)};
+  TE_OK(tecore_quantize_multi(ins, outs, 2, 0, te_stream));
+  outs[1].data = outs[0].data + 16;
+  TE_EXPECT_INVALID("out[1]->data overlaps out[0]->data",
+                    tecore_quantize_multi(ins, outs, 2, 0, te_stream));
+  TE_OK(tecore_stream_synchronize(te_stream));
+}
+END_TEST
+
 static Suite *hardening_suite(void) {
   Suite *s = suite_create("hardening");
   TCase *tc = te_tcase(s, "seq", 1);
@@ -417,6 +474,8 @@ static Suite *hardening_suite(void) {
   tcase_add_test(tc, test_to_dlpack_rejects_data_0);
   tcase_add_test(tc, test_tensor_validate_checks_device);
   tcase_add_test(tc, test_delayed_update_rejects_misaligned_state);
+  tc = te_tcase(s, "aliasing", 1);
+  tcase_add_test(tc, test_quantize_aliasing_is_refused);
   tc = te_tcase(s, "out_params", 1);
   tcase_add_test(tc, test_graph_instantiate_failure_keeps_exec);
   tcase_add_test(tc, test_graph_nodes_touches_only_described_entries);

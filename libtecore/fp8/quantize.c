@@ -377,6 +377,21 @@ static tecore_result_t check_pair(const struct tecore_tensor *in, const struct t
   return TECORE_SUCCESS;
 }
 
+/* What a quantize writes (out's data, columnwise data, amax and scale
+ * inverses) shares no byte with what it reads (in's data, out's scale, the
+ * no-op flag) nor with itself: scale == scale_inv, amax inside the input or
+ * an output over the input were accepted and gave garbage. */
+static tecore_result_t q_alias(const struct tecore_tensor *in, const char *ain,
+                               const struct tecore_tensor *out, const char *aout,
+                               tecore_devptr_t noop_flag, const char *fn) {
+  struct te_tensor_spans w = {0}, r = {0};
+  te_tensor_spans(out, aout, TE_SPAN_WRITTEN, &w);
+  te_tensor_spans(in, ain, TE_SPAN_DATA, &r);
+  te_tensor_spans(out, aout, TE_SPAN_SCALE, &r);
+  te_span_add(&r, "noop_flag", noop_flag, 4);
+  return te_check_alias(w.span, w.n, r.span, r.n, TE_ALIAS_FORBID, fn);
+}
+
 TE_EXPORT tecore_result_t tecore_quantize(const struct tecore_tensor *in, struct tecore_tensor *out,
                                           tecore_devptr_t noop_flag, tecore_stream_t stream) {
   unsigned flags;
@@ -385,6 +400,7 @@ TE_EXPORT tecore_result_t tecore_quantize(const struct tecore_tensor *in, struct
   TE_CHECK(check_pair(in, out, __func__, "in", "out"));
   TE_ARG(noop_flag % 4 == 0, "tecore_quantize: noop_flag (0x%llx) is not aligned to 4 bytes",
          (unsigned long long)noop_flag);
+  TE_CHECK(q_alias(in, "in", out, "out", noop_flag, __func__));
   if (tecore_tensor_numel(out) == 0) return TECORE_SUCCESS;
   /* A columnwise output in the modes the cast-transpose family shares with
    * this one (same semantics, same bytes: te/transpose.h) goes through its
@@ -411,6 +427,12 @@ TE_EXPORT tecore_result_t tecore_dequantize(const struct tecore_tensor *in, stru
   int use_col = !in->data && in->scaling == TECORE_SCALING_MXFP8 && in->columnwise_data;
   TE_CHECK(te_tensor_check(in, use_col ? TECORE_TENSOR_COLUMNWISE : TECORE_TENSOR_ROWWISE,
                            __func__, "in"));
+  {
+    struct te_tensor_spans w = {0}, r = {0};
+    te_tensor_spans(out, "out", TE_SPAN_DATA, &w);
+    te_tensor_spans(in, "in", TE_SPAN_DATA | TE_SPAN_SCALE_INV, &r);
+    TE_CHECK(te_check_alias(w.span, w.n, r.span, r.n, TE_ALIAS_FORBID, __func__));
+  }
   size_t rows, cols;
   te_tensor_view(in, &rows, &cols);
   if (rows * cols == 0) return TECORE_SUCCESS;
@@ -487,6 +509,18 @@ TE_EXPORT tecore_result_t tecore_quantize_multi(const struct tecore_tensor *in,
     TE_CHECK(check_hp_input(&in[i], __func__, ain));
     TE_CHECK(check_fp8_output(&out[i], __func__, aout, &flags));
     TE_CHECK(check_pair(&in[i], &out[i], __func__, ain, aout));
+    TE_CHECK(q_alias(&in[i], ain, &out[i], aout, noop_flag, __func__));
+    /* two outputs' data in one buffer: the later write wins (outputs may
+     * share an amax or scale: those are reductions and reads) */
+    struct te_tensor_spans w = {0};
+    te_tensor_spans(&out[i], aout, TE_SPAN_DATA, &w);
+    for (size_t j = 0; j < i; j++) {
+      char aj[32];
+      struct te_tensor_spans o = {0};
+      snprintf(aj, sizeof aj, "out[%zu]", j);
+      te_tensor_spans(&out[j], aj, TE_SPAN_DATA, &o);
+      TE_CHECK(te_check_alias(w.span, w.n, o.span, o.n, TE_ALIAS_FORBID, __func__));
+    }
   }
   const struct tecore_tensor *bin[2][TE_QMULTI_MAX], *bout[2][TE_QMULTI_MAX];
   int nb[2] = {0, 0};
@@ -519,6 +553,13 @@ TE_EXPORT tecore_result_t tecore_amax(const struct tecore_tensor *in, tecore_dev
   TE_ARG(!(flags & ~TECORE_AMAX_ACCUMULATE), "tecore_amax: flags 0x%x has unknown bits", flags);
   TE_ARG(noop_flag % 4 == 0, "tecore_amax: noop_flag (0x%llx) is not aligned to 4 bytes",
          (unsigned long long)noop_flag);
+  {
+    struct te_tensor_spans w = {0}, r = {0};
+    te_span_add(&w, "amax", amax, 4);
+    te_tensor_spans(in, "in", TE_SPAN_DATA, &r);
+    te_span_add(&r, "noop_flag", noop_flag, 4);
+    TE_CHECK(te_check_alias(w.span, w.n, r.span, r.n, TE_ALIAS_FORBID, __func__));
+  }
   TE_CHECK(launch_amax(in->data, in->dtype, tecore_tensor_numel(in), amax,
                        !(flags & TECORE_AMAX_ACCUMULATE), noop_flag, stream));
   return TECORE_SUCCESS;

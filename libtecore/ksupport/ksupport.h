@@ -134,6 +134,30 @@ enum te_alias_rule {
 tecore_result_t te_check_alias(const struct te_span *out, size_t nout, const struct te_span *in,
                                size_t nin, enum te_alias_rule rule, const char *fn);
 
+/* The spans of the buffers a tensor names (alias_tensor.c), named
+ * "<arg>-><field>": data and columnwise_data (the shape's bytes), amax and
+ * scale (a float), scale_inv and columnwise_scale_inv (a float per tensor;
+ * the first byte of block scales).  which: TE_SPAN_* bits.  Appends to s
+ * (zero it first); absent buffers are skipped. */
+#define TE_TENSOR_SPANS_MAX 48
+#define TE_SPAN_DATA 0x1u
+#define TE_SPAN_AMAX 0x2u
+#define TE_SPAN_SCALE 0x4u
+#define TE_SPAN_SCALE_INV 0x8u
+#define TE_SPAN_ALL 0xfu
+/* What a kernel writes through an FP8 output (its scale is read, for
+ * delayed scaling, or written by a separate kernel: an input either way). */
+#define TE_SPAN_WRITTEN (TE_SPAN_DATA | TE_SPAN_AMAX | TE_SPAN_SCALE_INV)
+struct te_tensor_spans {
+  size_t n;
+  struct te_span span[TE_TENSOR_SPANS_MAX];
+  char names[TE_TENSOR_SPANS_MAX][64];
+};
+void te_tensor_spans(const struct tecore_tensor *t, const char *arg, unsigned which,
+                     struct te_tensor_spans *s);
+/* Appends one named span (a workspace, a vector). */
+void te_span_add(struct te_tensor_spans *s, const char *name, tecore_devptr_t p, size_t bytes);
+
 /* ---- vdev helpers ------------------------------------------------------------------- */
 
 /* *amax = max(*amax, v) for amax bits (te_abs_bits of kernels/common/fp8.h),
