@@ -441,10 +441,6 @@ void te_vdev_mem_reap(void);
  * touches a reservation without being covered, 0 when it is not VMM. */
 int te_vdev_vmm_check_range(uintptr_t p, size_t bytes);
 /* vdev_check.c: the memory checker (TECORE_VDEV_CHECK) */
-int te_vdev_check_enabled(void);
-/* 0 when [addr, addr+bytes) may be touched by device work (pageable_ok:
- * plain mapped host memory counts, as for copies); -1 and why otherwise. */
-int te_vdev_check_range(uint64_t addr, size_t bytes, int pageable_ok, char *why, size_t n);
 /* TECORE_SUCCESS, or TECORE_ERR_ILLEGAL_ADDRESS (sticky on s when s is
  * not NULL) when op would touch memory outside every live allocation. */
 tecore_result_t te_vdev_check_op(struct vdev_stream *s, const struct vdev_op *op, const char *fn);

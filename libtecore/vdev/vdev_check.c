@@ -36,7 +36,7 @@ TE_PARAM_INT(vdev_check, "TECORE_VDEV_CHECK", 1, 0, 1,
              "1: vdev checks every launch, copy and memset against its allocation registry "
              "and fails bad addresses with TECORE_ERR_ILLEGAL_ADDRESS; 0: no checks (faster)")
 
-int te_vdev_check_enabled(void) { return tecore_tunable_int(&vdev_check) != 0; }
+static int te_vdev_check_enabled(void) { return tecore_tunable_int(&vdev_check) != 0; }
 
 /* 1 when every page of [p, p+bytes) is mapped in this process. */
 static int host_mapped(uintptr_t p, size_t bytes) {
@@ -54,7 +54,8 @@ static int host_mapped(uintptr_t p, size_t bytes) {
   return 1;
 }
 
-int te_vdev_check_range(uint64_t addr, size_t bytes, int pageable_ok, char *why, size_t n) {
+static int te_vdev_check_range(uint64_t addr, size_t bytes, int pageable_ok, char *why,
+                               size_t n) {
   uintptr_t p = (uintptr_t)addr;
   if (bytes == 0) bytes = 1;
   if (p == 0) {
