@@ -11,4 +11,5 @@ export DEBIAN_FRONTEND=noninteractive
 apt-get update -q
 apt-get install -y -q --no-install-recommends \
   build-essential autoconf automake libtool pkg-config \
-  liburing-dev check libsubunit-dev libibverbs-dev mandoc
+  liburing-dev check libsubunit-dev libibverbs-dev mandoc \
+  mpich libmpich-dev

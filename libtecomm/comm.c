@@ -51,8 +51,15 @@ static void host_identity(struct tc_caps *k) {
 
 tecomm_result_t tc_comm_ready(struct tecomm_comm *c, const char *fn, int check_device) {
   if (c->aborted) return TC_ERR(TECOMM_ERR_ABORTED, "%s: the communicator was aborted", fn);
+  /* the error word is read through a stream of its own and waited for:
+   * tens of microseconds on a GPU, so a collective reads it at most every
+   * 10 ms (a timeout takes TECOMM_TIMEOUT to happen anyway); status
+   * always reads it */
+  int64_t now = check_device == 1 ? tc_now_ms() : 0;
+  if (check_device == 1 && now - c->last_check_ms < 10) check_device = 0;
   if (check_device && c->sticky == TECOMM_SUCCESS && c->ws) {
     int code = TECOMM_AR_OK, peer = -1;
+    c->last_check_ms = now;
     tecore_result_t r = tecomm_ar_error(c->ws, &code, &peer, 0);
     if (r != TECORE_SUCCESS) return tc_core(r, fn);
     if (code != TECOMM_AR_OK) {
@@ -451,7 +458,7 @@ TE_EXPORT tecomm_result_t tecomm_comm_abort(tecomm_comm_t comm) {
 TE_EXPORT tecomm_result_t tecomm_comm_status(tecomm_comm_t comm, int *peer) {
   TC_ARG(comm, "tecomm_comm_status: comm is NULL");
   if (peer) *peer = -1;
-  tecomm_result_t r = tc_comm_ready(comm, "tecomm_comm_status", 1);
+  tecomm_result_t r = tc_comm_ready(comm, "tecomm_comm_status", 2);
   if (r == TECOMM_SUCCESS && comm->nccl) {
     int ar = 0;
     const struct tc_nccl *n = tc_nccl_get(NULL);

@@ -88,6 +88,7 @@ struct tecomm_comm {
   int aborted;
   tecomm_result_t sticky;    /* first failure seen (a timeout) */
   int sticky_peer;
+  int64_t last_check_ms;     /* when a collective last read the error word */
 };
 
 /* ---- pool.c ----------------------------------------------------------------- */
@@ -124,7 +125,8 @@ const char *tc_level_name(tc_level_t l);
 
 /* ---- comm.c ----------------------------------------------------------------- */
 /* Fails with the communicator's state (aborted, a sticky or new device
- * error) before a collective; check_device reads the error word. */
+ * error) before a collective; check_device 1 reads the error word when it
+ * was not read in the last 10 ms, 2 always, 0 never. */
 tecomm_result_t tc_comm_ready(struct tecomm_comm *c, const char *fn, int check_device);
 
 #endif

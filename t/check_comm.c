@@ -12,6 +12,7 @@
  *   - split into tensor-parallel groups (color, key; TECOMM_SPLIT_NONE);
  *   - abort, status, the NVLS line, and bad arguments with their errors. */
 #include "comm_ranks.h"
+#include "config.h" /* TE_HAVE_MPI */
 #include <netinet/in.h>
 #include <sys/socket.h>
 
@@ -405,12 +406,14 @@ static void rank_bad(int rank, int n, void *arg) {
   RK_EXPECT(TECOMM_ERR_INVALID, "len", tecomm_comm_describe(c, 0, (char *)&p, 0));
   /* every rank gets the bad size error, none waits for a peer */
   RK_EXPECT(TECOMM_ERR_INVALID, "same calls", tecomm_mem_alloc(c, rank == 0 ? 512 : 1024, &p));
-  /* MPI without --with-mpi, NCCL bootstrap without NCCL */
-#ifndef TE_T_HAVE_MPI
+  /* MPI: refused without --with-mpi; with it, refused before MPI_Init */
   bad = b;
   bad.kind = TECOMM_BOOTSTRAP_MPI;
   bad.mpi_comm = &bad;
   tecomm_comm_t c2 = NULL;
+#ifdef TE_HAVE_MPI
+  RK_EXPECT(TECOMM_ERR_INVALID, "MPI_Init", tecomm_comm_init(rank, n, rank, &bad, &c2));
+#else
   RK_EXPECT(TECOMM_ERR_NOT_SUPPORTED, "--with-mpi", tecomm_comm_init(rank, n, rank, &bad, &c2));
 #endif
   RK_CORE(tecore_mem_free(buf));

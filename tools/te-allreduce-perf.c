@@ -1,0 +1,506 @@
+/* te-allreduce-perf.c -- allreduce bandwidth and latency, in the form of
+ * nccl-tests' all_reduce_perf: a sweep of sizes (-b/-e/-f), one dtype (-d),
+ * one algorithm (-a, default the table), eager or N operations captured in
+ * one graph (-G N: time per operation), the fused allreduce + residual add
+ * + RMSNorm (--fused H), and, in the same run, NCCL's time for the same
+ * size and the ratio.  Columns: size, count, dtype, algo, time (us), algbw,
+ * busbw (GB/s), #wrong, NCCL time (us), ratio; --csv for a machine.
+ *
+ * Ranks: -n N forks N processes (one per GPU on cuda, vdev ranks on a
+ * machine with no GPU) that meet over shared memory; without -n, a process
+ * started by a launcher takes its rank from TECOMM_RANK/NRANKS/ROOT (the
+ * TCP bootstrap) or, under mpirun in a --with-mpi build, from MPI.
+ *
+ * Times are the largest over the ranks (each rank's mean over the timed
+ * iterations, reduced with a MAX allreduce).  #wrong: elements that differ
+ * from the exact result (the inputs are small integers times 1/4, whose
+ * sums are exact in every dtype), counted after a separate checked call;
+ * with --fused, elements beyond the tolerance of a float64 reference. */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+#include "config.h"
+#include <errno.h>
+#include <getopt.h>
+#include <math.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+#include <te/comm.h>
+#include "common/convert.h"
+#ifdef TE_HAVE_MPI
+#include <mpi.h>
+#endif
+
+struct opts {
+  int nranks;            /* -n; 0: from the launcher */
+  size_t minb, maxb;
+  double factor;
+  tecore_dtype_t dtype;
+  tecomm_algo_t algo;
+  int graph_ops;         /* -G */
+  int warmup, iters;
+  size_t fused_hidden;   /* --fused */
+  int csv;
+  int check;
+  int nccl;              /* compare with NCCL when present */
+};
+
+/* ---- the fork bootstrap: shared memory allgather + barrier --------------- */
+struct shm {
+  atomic_int arrived, sense;
+  int n;
+  unsigned char slot[64][4096];
+};
+static struct shm *g_shm;
+static int g_rank;
+
+static int shm_barrier(void *ctx) {
+  struct shm *s = ctx;
+  int my = !atomic_load(&s->sense);
+  if (atomic_fetch_add(&s->arrived, 1) == s->n - 1) {
+    atomic_store(&s->arrived, 0);
+    atomic_store(&s->sense, my);
+    return 0;
+  }
+  time_t t0 = time(NULL);
+  while (atomic_load(&s->sense) != my) {
+    if (time(NULL) - t0 > 60) return -1;
+    usleep(20);
+  }
+  return 0;
+}
+
+static int shm_allgather(const void *send, void *recv, size_t bytes, void *ctx) {
+  struct shm *s = ctx;
+  if (bytes > sizeof s->slot[0] || shm_barrier(s)) return -1;
+  memcpy(s->slot[g_rank], send, bytes);
+  if (shm_barrier(s)) return -1;
+  for (int r = 0; r < s->n; r++) memcpy((char *)recv + (size_t)r * bytes, s->slot[r], bytes);
+  return 0;
+}
+
+#ifdef TE_HAVE_MPI
+static int under_mpi(void) {
+  return getenv("OMPI_COMM_WORLD_RANK") || getenv("PMI_RANK") || getenv("PMIX_RANK");
+}
+#endif
+
+/* ---- data ---------------------------------------------------------------------- */
+
+static float input_value(size_t i, int rank) {
+  return (float)((int)((i * 7 + (size_t)rank * 3) % 16) - 8) * 0.25f;
+}
+
+static void store(void *p, size_t i, tecore_dtype_t dt, float v) {
+  if (dt == TECORE_DTYPE_F32) ((float *)p)[i] = v;
+  else ((uint16_t *)p)[i] = dt == TECORE_DTYPE_BF16 ? te_f32_to_bf16(v) : te_f32_to_f16(v);
+}
+static float load(const void *p, size_t i, tecore_dtype_t dt) {
+  if (dt == TECORE_DTYPE_F32) return ((const float *)p)[i];
+  uint16_t h = ((const uint16_t *)p)[i];
+  return dt == TECORE_DTYPE_BF16 ? te_bf16_to_f32(h) : te_f16_to_f32(h);
+}
+
+#define DIE(...)                                                               \
+  do {                                                                         \
+    fprintf(stderr, "te-allreduce-perf: rank %d: ", g_rank);                   \
+    fprintf(stderr, __VA_ARGS__);                                              \
+    fprintf(stderr, "\n");                                                     \
+    exit(1);                                                                   \
+  } while (0)
+#define CORE(call)                                                             \
+  do {                                                                         \
+    tecore_result_t r_ = (call);                                               \
+    if (r_ != TECORE_SUCCESS)                                                  \
+      DIE("%s: %s: %s", #call, tecore_result_name(r_), tecore_last_error());   \
+  } while (0)
+#define COMM(call)                                                             \
+  do {                                                                         \
+    tecomm_result_t r_ = (call);                                               \
+    if (r_ != TECOMM_SUCCESS)                                                  \
+      DIE("%s: %s: %s", #call, tecomm_result_name(r_), tecomm_last_error());   \
+  } while (0)
+
+/* Everything one rank measures with. */
+struct bench {
+  const struct opts *o;
+  tecomm_comm_t comm;
+  int rank, n;
+  tecore_stream_t s;
+  tecore_event_t e0, e1;
+  tecore_devptr_t x, out, resid, gamma, tbuf; /* tbuf: one float for the MAX of times */
+  size_t cap;                                  /* bytes of x */
+};
+
+/* One operation of the benchmark on algo. */
+static tecomm_result_t op_once(struct bench *b, size_t count, tecomm_algo_t algo) {
+  const struct opts *o = b->o;
+  if (o->fused_hidden) {
+    struct tecomm_add_rmsnorm a = {.x = b->x, .rows = count / o->fused_hidden,
+                                   .hidden = o->fused_hidden, .dtype = o->dtype,
+                                   .residual_in = b->resid, .residual_out = b->resid,
+                                   .gamma = b->gamma, .eps = 1e-5f, .out = b->out, .algo = algo};
+    return tecomm_allreduce_add_rmsnorm(b->comm, &a, b->s);
+  }
+  return tecomm_allreduce_algo(b->comm, b->x, b->x, count, o->dtype, TECOMM_SUM, algo, b->s);
+}
+
+/* Host barrier through the communicator: a one-float allreduce, waited for. */
+static void barrier(struct bench *b) {
+  COMM(tecomm_allreduce(b->comm, b->tbuf, b->tbuf, 1, TECORE_DTYPE_F32, TECOMM_MAX, b->s));
+  CORE(tecore_stream_synchronize(b->s));
+}
+
+/* Mean microseconds per operation on this rank, then the max over ranks;
+ * -1 when the algorithm cannot run the size. */
+static double measure(struct bench *b, size_t count, tecomm_algo_t algo) {
+  const struct opts *o = b->o;
+  tecomm_result_t r = op_once(b, count, algo); /* also the first warmup */
+  int ok = r == TECOMM_SUCCESS;
+  if (!ok && r != TECOMM_ERR_NOT_SUPPORTED && r != TECOMM_ERR_NOMEM)
+    DIE("%s: %s", tecomm_result_name(r), tecomm_last_error());
+  /* every rank fails alike (the decision is collective), so no one waits */
+  if (!ok) return -1.0;
+  for (int i = 1; i < o->warmup; i++) COMM(op_once(b, count, algo));
+  tecore_graph_exec_t exec = NULL;
+  if (o->graph_ops > 0) {
+    tecore_graph_t g;
+    CORE(tecore_stream_begin_capture(b->s, TECORE_CAPTURE_THREAD_LOCAL));
+    for (int i = 0; i < o->graph_ops; i++) COMM(op_once(b, count, algo));
+    CORE(tecore_stream_end_capture(b->s, &g));
+    CORE(tecore_graph_instantiate(&exec, g));
+    CORE(tecore_graph_destroy(g));
+    CORE(tecore_graph_launch(exec, b->s)); /* warm the graph */
+  }
+  barrier(b);
+  CORE(tecore_event_record(b->e0, b->s));
+  for (int i = 0; i < o->iters; i++) {
+    if (exec) CORE(tecore_graph_launch(exec, b->s));
+    else COMM(op_once(b, count, algo));
+  }
+  CORE(tecore_event_record(b->e1, b->s));
+  CORE(tecore_stream_synchronize(b->s));
+  float ms = 0;
+  CORE(tecore_event_elapsed(&ms, b->e0, b->e1));
+  if (exec) CORE(tecore_graph_exec_destroy(exec));
+  COMM(tecomm_comm_status(b->comm, NULL));
+  float us = ms * 1000.0f / (float)(o->iters * (o->graph_ops > 0 ? o->graph_ops : 1));
+  CORE(tecore_memcpy(b->tbuf, (tecore_devptr_t)(uintptr_t)&us, sizeof us));
+  COMM(tecomm_allreduce(b->comm, b->tbuf, b->tbuf, 1, TECORE_DTYPE_F32, TECOMM_MAX, b->s));
+  CORE(tecore_stream_synchronize(b->s));
+  CORE(tecore_memcpy((tecore_devptr_t)(uintptr_t)&us, b->tbuf, sizeof us));
+  return us;
+}
+
+/* Fresh inputs, one checked call; the elements that are wrong. */
+static long check_once(struct bench *b, size_t count, tecomm_algo_t algo) {
+  const struct opts *o = b->o;
+  size_t esz = tecore_dtype_size(o->dtype), bytes = count * esz;
+  unsigned char *h = malloc(bytes), *got = malloc(bytes);
+  unsigned char *res = NULL, *gam = NULL;
+  if (!h || !got) DIE("out of host memory");
+  for (size_t i = 0; i < count; i++) store(h, i, o->dtype, input_value(i, b->rank));
+  CORE(tecore_memcpy(b->x, (tecore_devptr_t)(uintptr_t)h, bytes));
+  size_t H = o->fused_hidden;
+  if (H) {
+    res = malloc(bytes);
+    gam = malloc(H * esz);
+    if (!res || !gam) DIE("out of host memory");
+    for (size_t i = 0; i < count; i++) store(res, i, o->dtype, input_value(i + 5, 99));
+    for (size_t i = 0; i < H; i++) store(gam, i, o->dtype, 1.0f + 0.125f * (float)(i % 5));
+    CORE(tecore_memcpy(b->resid, (tecore_devptr_t)(uintptr_t)res, bytes));
+    CORE(tecore_memcpy(b->gamma, (tecore_devptr_t)(uintptr_t)gam, H * esz));
+  }
+  COMM(op_once(b, count, algo));
+  CORE(tecore_stream_synchronize(b->s));
+  CORE(tecore_memcpy((tecore_devptr_t)(uintptr_t)got, H ? b->out : b->x, bytes));
+  long wrong = 0;
+  if (!H) {
+    for (size_t i = 0; i < count; i++) {
+      float want = 0;
+      for (int r = 0; r < b->n; r++) want += input_value(i, r);
+      if (load(got, i, o->dtype) != want) wrong++;
+    }
+  } else {
+    double tol = o->dtype == TECORE_DTYPE_F32 ? 1e-5 : o->dtype == TECORE_DTYPE_BF16 ? 2e-2 : 3e-3;
+    for (size_t row = 0; row < count / H; row++) {
+      double ss = 0, *v = malloc(H * sizeof *v);
+      if (!v) DIE("out of host memory");
+      for (size_t j = 0; j < H; j++) {
+        size_t i = row * H + j;
+        double sum = 0;
+        for (int r = 0; r < b->n; r++) sum += input_value(i, r);
+        v[j] = sum + load(res, i, o->dtype);
+        ss += v[j] * v[j];
+      }
+      double rs = 1.0 / sqrt(ss / (double)H + 1e-5);
+      for (size_t j = 0; j < H; j++) {
+        double want = v[j] * rs * load(gam, j, o->dtype);
+        if (fabs(load(got, row * H + j, o->dtype) - want) > tol * (fabs(want) + 1.0)) wrong++;
+      }
+      free(v);
+    }
+  }
+  free(h);
+  free(got);
+  free(res);
+  free(gam);
+  return wrong;
+}
+
+static const char *dtype_str(tecore_dtype_t d) {
+  return d == TECORE_DTYPE_F32 ? "float" : d == TECORE_DTYPE_BF16 ? "bf16" : "half";
+}
+
+static void header(struct bench *b) {
+  const struct opts *o = b->o;
+  char host[128] = "?";
+  gethostname(host, sizeof host - 1);
+  tecore_backend_t be = TECORE_BACKEND_NONE;
+  tecore_backend(&be);
+  int dev = 0;
+  tecomm_comm_rank(b->comm, NULL, NULL, &dev);
+  struct tecore_device_props p;
+  memset(&p, 0, sizeof p);
+  tecore_device_props(dev, &p);
+  int nv = 0;
+  char nccl[64] = "none";
+  if (tecomm_nccl_version(&nv) == TECOMM_SUCCESS)
+    snprintf(nccl, sizeof nccl, "%d.%d.%d", nv / 10000, (nv / 100) % 100, nv % 100);
+  const char *c = "# ";
+  printf("%ste-allreduce-perf: machine %s, %d ranks, backend %s, GPUs %d x %s (sm_%d%d), NCCL %s\n",
+         c, host, b->n, tecore_backend_name(be), b->n, p.name, p.cc_major, p.cc_minor, nccl);
+  printf("%sminBytes %zu maxBytes %zu step: %g(factor) warmup iters: %d iters: %d graph: %d "
+         "dtype: %s algo: %s fused: %zu\n",
+         c, o->minb, o->maxb, o->factor, o->warmup, o->iters, o->graph_ops, dtype_str(o->dtype),
+         tecomm_algo_name(o->algo), o->fused_hidden);
+  char d[2048];
+  if (tecomm_comm_describe(b->comm, 0, d, sizeof d) == TECOMM_SUCCESS)
+    for (char *l = strtok(d, "\n"); l; l = strtok(NULL, "\n")) printf("%s%s\n", c, l);
+  if (o->csv)
+    printf("size,count,dtype,algo,time_us,algbw_gbs,busbw_gbs,wrong,nccl_us,ratio\n");
+  else
+    printf("#%12s %12s %6s %8s %10s %8s %8s %7s %10s %7s\n", "size", "count", "type", "algo",
+           "time(us)", "algbw", "busbw", "#wrong", "nccl(us)", "ratio");
+  fflush(stdout);
+}
+
+static int run_rank(const struct opts *o, int rank, int n, int device,
+                    const struct tecomm_bootstrap *bs) {
+  struct bench b = {.o = o, .rank = rank, .n = n};
+  g_rank = rank;
+  COMM(tecomm_comm_init(rank, n, device, bs, &b.comm));
+  COMM(tecomm_comm_rank(b.comm, &b.rank, &b.n, NULL));
+  g_rank = b.rank;
+  CORE(tecore_stream_create(TECORE_STREAM_NON_BLOCKING, 0, &b.s));
+  CORE(tecore_event_create(TECORE_EVENT_DEFAULT, &b.e0));
+  CORE(tecore_event_create(TECORE_EVENT_DEFAULT, &b.e1));
+  size_t esz = tecore_dtype_size(o->dtype);
+  b.cap = o->maxb < esz ? esz : o->maxb;
+  if (o->fused_hidden && b.cap < o->fused_hidden * esz) b.cap = o->fused_hidden * esz;
+  /* the input is symmetric memory, as a GEMM writing into it would make
+   * it: the allreduce reads it in place */
+  COMM(tecomm_mem_alloc(b.comm, b.cap, &b.x));
+  CORE(tecore_mem_alloc(sizeof(float) * 4, &b.tbuf));
+  CORE(tecore_memset_d8_async(b.tbuf, 0, sizeof(float) * 4, b.s));
+  if (o->fused_hidden) {
+    CORE(tecore_mem_alloc(b.cap, &b.out));
+    CORE(tecore_mem_alloc(b.cap, &b.resid));
+    CORE(tecore_mem_alloc(o->fused_hidden * esz, &b.gamma));
+  }
+  if (b.rank == 0) header(&b);
+  int nccl_ok = 0;
+  if (o->nccl) {
+    int v;
+    nccl_ok = tecomm_nccl_version(&v) == TECOMM_SUCCESS;
+  }
+  for (double sz = (double)o->minb; sz <= (double)o->maxb * 1.0000001;
+       sz = o->factor > 1 ? sz * o->factor : sz + (double)o->minb) {
+    size_t bytes = (size_t)sz, count = bytes / esz;
+    if (o->fused_hidden) count = count / o->fused_hidden * o->fused_hidden;
+    if (count == 0) continue;
+    bytes = count * esz;
+    tecomm_algo_t algo = o->algo;
+    if (algo == TECOMM_ALGO_AUTO &&
+        tecomm_comm_choose(b.comm, count, o->dtype, o->fused_hidden != 0, &algo) != TECOMM_SUCCESS)
+      algo = TECOMM_ALGO_AUTO;
+    long wrong = -1;
+    double us = measure(&b, count, o->algo);
+    if (us >= 0 && o->check) {
+      long w = check_once(&b, count, o->algo);
+      CORE(tecore_memcpy(b.tbuf, (tecore_devptr_t)(uintptr_t)&(float){(float)w}, sizeof(float)));
+      COMM(tecomm_allreduce(b.comm, b.tbuf, b.tbuf, 1, TECORE_DTYPE_F32, TECOMM_SUM, b.s));
+      CORE(tecore_stream_synchronize(b.s));
+      float fw = 0;
+      CORE(tecore_memcpy((tecore_devptr_t)(uintptr_t)&fw, b.tbuf, sizeof fw));
+      wrong = (long)fw;
+    }
+    double nus = nccl_ok && algo != TECOMM_ALGO_NCCL ? measure(&b, count, TECOMM_ALGO_NCCL) : -1.0;
+    if (b.rank == 0) {
+      double algbw = us > 0 ? (double)bytes / us * 1e-3 : 0;
+      double busbw = algbw * 2.0 * (b.n - 1) / b.n;
+      char t[32], nt[32], ratio[32], w[32];
+      snprintf(t, sizeof t, us >= 0 ? "%.2f" : "n/a", us);
+      snprintf(nt, sizeof nt, nus >= 0 ? "%.2f" : "-", nus);
+      snprintf(ratio, sizeof ratio, us > 0 && nus > 0 ? "%.2f" : "-", us / nus);
+      snprintf(w, sizeof w, wrong >= 0 ? "%ld" : "-", wrong);
+      if (o->csv)
+        printf("%zu,%zu,%s,%s,%s,%.2f,%.2f,%s,%s,%s\n", bytes, count, dtype_str(o->dtype),
+               tecomm_algo_name(algo), t, algbw, busbw, w, nt, ratio);
+      else
+        printf(" %12zu %12zu %6s %8s %10s %8.2f %8.2f %7s %10s %7s\n", bytes, count,
+               dtype_str(o->dtype), tecomm_algo_name(algo), t, algbw, busbw, w, nt, ratio);
+      fflush(stdout);
+    }
+  }
+  COMM(tecomm_mem_free(b.comm, b.x));
+  if (o->fused_hidden) {
+    CORE(tecore_mem_free(b.out));
+    CORE(tecore_mem_free(b.resid));
+    CORE(tecore_mem_free(b.gamma));
+  }
+  CORE(tecore_mem_free(b.tbuf));
+  CORE(tecore_event_destroy(b.e0));
+  CORE(tecore_event_destroy(b.e1));
+  CORE(tecore_stream_destroy(b.s));
+  COMM(tecomm_comm_destroy(b.comm));
+  return 0;
+}
+
+static size_t parse_size(const char *s) {
+  char *end;
+  double v = strtod(s, &end);
+  if (end == s || v < 0) {
+    fprintf(stderr, "te-allreduce-perf: bad size \"%s\"\n", s);
+    exit(2);
+  }
+  switch (*end) {
+  case 'k': case 'K': v *= 1024; break;
+  case 'm': case 'M': v *= 1024 * 1024; break;
+  case 'g': case 'G': v *= 1024.0 * 1024 * 1024; break;
+  case '\0': break;
+  default:
+    fprintf(stderr, "te-allreduce-perf: bad size \"%s\"\n", s);
+    exit(2);
+  }
+  return (size_t)v;
+}
+
+static void usage(FILE *f) {
+  fprintf(f,
+          "usage: te-allreduce-perf [-n ranks] [-b minbytes] [-e maxbytes] [-f factor]\n"
+          "         [-d float|bf16|half] [-a auto|oneshot|twoshot|lamport|nccl] [-G ops]\n"
+          "         [-w warmup] [-i iters] [--fused hidden] [-c 0|1] [--no-nccl] [--csv]\n"
+          "  -n N     fork N ranks (one per GPU, or vdev ranks); without it, ranks come from\n"
+          "           TECOMM_RANK/NRANKS/ROOT (or mpirun in an MPI build)\n"
+          "  -G N     capture N operations in one graph and time its replays (per op)\n"
+          "  --fused H  allreduce + residual add + RMSNorm over rows of H elements\n"
+          "see te-allreduce-perf(1)\n");
+}
+
+int main(int argc, char **argv) {
+  struct opts o = {.nranks = 0, .minb = 8, .maxb = 64u << 20, .factor = 2, .dtype = TECORE_DTYPE_BF16,
+                   .algo = TECOMM_ALGO_AUTO, .graph_ops = 0, .warmup = 5, .iters = 20,
+                   .check = 1, .nccl = 1};
+  static const struct option lo[] = {{"fused", required_argument, 0, 'F'},
+                                     {"csv", no_argument, 0, 'C'},
+                                     {"no-nccl", no_argument, 0, 'N'},
+                                     {"help", no_argument, 0, 'h'},
+                                     {0, 0, 0, 0}};
+  int ch;
+  while ((ch = getopt_long(argc, argv, "n:b:e:f:d:a:G:w:i:c:h", lo, NULL)) != -1) {
+    switch (ch) {
+    case 'n': o.nranks = atoi(optarg); break;
+    case 'b': o.minb = parse_size(optarg); break;
+    case 'e': o.maxb = parse_size(optarg); break;
+    case 'f': o.factor = atof(optarg); break;
+    case 'd':
+      if (!strcmp(optarg, "float") || !strcmp(optarg, "f32") || !strcmp(optarg, "fp32"))
+        o.dtype = TECORE_DTYPE_F32;
+      else if (!strcmp(optarg, "bf16") || !strcmp(optarg, "bfloat16"))
+        o.dtype = TECORE_DTYPE_BF16;
+      else if (!strcmp(optarg, "half") || !strcmp(optarg, "f16") || !strcmp(optarg, "fp16"))
+        o.dtype = TECORE_DTYPE_F16;
+      else {
+        fprintf(stderr, "te-allreduce-perf: -d %s: not float, bf16 or half\n", optarg);
+        return 2;
+      }
+      break;
+    case 'a':
+      if (tecomm_algo_parse(optarg, &o.algo) != TECOMM_SUCCESS) {
+        fprintf(stderr, "te-allreduce-perf: -a %s: %s\n", optarg, tecomm_last_error());
+        return 2;
+      }
+      break;
+    case 'G': o.graph_ops = atoi(optarg); break;
+    case 'w': o.warmup = atoi(optarg); break;
+    case 'i': o.iters = atoi(optarg); break;
+    case 'c': o.check = atoi(optarg); break;
+    case 'F': o.fused_hidden = parse_size(optarg); break;
+    case 'C': o.csv = 1; break;
+    case 'N': o.nccl = 0; break;
+    case 'h': usage(stdout); return 0;
+    default: usage(stderr); return 2;
+    }
+  }
+  if (optind < argc || o.nranks < 0 || o.nranks > 64 || o.minb == 0 || o.maxb < o.minb ||
+      o.factor < 1 || o.graph_ops < 0 || o.warmup < 1 || o.iters < 1) {
+    usage(stderr);
+    return 2;
+  }
+  setvbuf(stdout, NULL, _IOLBF, 0);
+  if (o.nranks == 0) {
+#ifdef TE_HAVE_MPI
+    if (!getenv("TECOMM_RANK") && under_mpi()) {
+      MPI_Init(&argc, &argv);
+      MPI_Comm world = MPI_COMM_WORLD;
+      struct tecomm_bootstrap bs = {.kind = TECOMM_BOOTSTRAP_MPI, .mpi_comm = &world};
+      int rc = run_rank(&o, -1, -1, -1, &bs);
+      MPI_Finalize();
+      return rc;
+    }
+#endif
+    return run_rank(&o, -1, -1, -1, NULL); /* TECOMM_RANK / NRANKS / ROOT */
+  }
+  /* -n: fork the ranks before anything touches the device (a CUDA context
+   * does not survive fork); rank r uses device r on cuda */
+  g_shm = mmap(NULL, sizeof *g_shm, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  if (g_shm == MAP_FAILED) {
+    perror("te-allreduce-perf: mmap");
+    return 1;
+  }
+  memset(g_shm, 0, sizeof *g_shm);
+  g_shm->n = o.nranks;
+  pid_t *pids = calloc((size_t)o.nranks, sizeof *pids);
+  fflush(stdout);
+  for (int r = 0; r < o.nranks; r++) {
+    pids[r] = fork();
+    if (pids[r] < 0) {
+      perror("te-allreduce-perf: fork");
+      return 1;
+    }
+    if (pids[r] == 0) {
+      g_rank = r;
+      struct tecomm_bootstrap bs = {.kind = TECOMM_BOOTSTRAP_CALLBACKS,
+                                    .allgather = shm_allgather, .barrier = shm_barrier,
+                                    .ctx = g_shm};
+      /* device -1: the rank's index on its host modulo the device count,
+       * so rank r drives GPU r */
+      _exit(run_rank(&o, r, o.nranks, -1, &bs));
+    }
+  }
+  int rc = 0;
+  for (int r = 0; r < o.nranks; r++) {
+    int st = 0;
+    waitpid(pids[r], &st, 0);
+    if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) rc = 1;
+  }
+  free(pids);
+  return rc;
+}
