@@ -9,7 +9,9 @@
 # with TE_DEVICE=cuda, te-bench --all, and te-demo in its three modes (eager
 # launches, graphed callables, one graph per step) at the launch-bound size
 # of the graph targets (12 blocks, hidden 256, 64 tokens) and at the
-# default realistic size; te-offload-bench and te-demo --offload.  Each step runs even when an earlier one failed;
+# default realistic size; te-offload-bench and te-demo --offload; and
+# te-allreduce-perf on 2 and 4 GPUs when the machine has them.  Each step
+# runs even when an earlier one failed;
 # the summary lists the exit codes.  Never changes clocks, power, MIG or
 # multicast (NCCL_NVLS_ENABLE=0 is left as the machine sets it).
 set -u
@@ -50,4 +52,14 @@ step demo-offload-4-step tools/te-demo --offload --offload-layers 4 --no-bf16 --
 step demo-offload-spill tools/te-demo --offload --offload-layers 4 --no-bf16 \
   --offload-dir "${SPILL_DIR:-$out/spill}" --host-budget 256
 rm -rf "$out/spill"
+# allreduce beside NCCL on 2 and 4 GPUs (where the machine has them):
+# graph-captured BF16 over the sweep, then the fused add + RMSNorm for
+# hidden 4096 and 8192 from 1 to 256 tokens
+ngpu=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')
+for n in 2 4; do
+  [ "$ngpu" -ge "$n" ] || continue
+  step allreduce-$n tools/te-allreduce-perf -n $n -G 20 -b 8 -e 256M -f 4 -d bf16
+  step allreduce-fused4096-$n tools/te-allreduce-perf -n $n -G 20 -b 8K -e 2M -f 2 -d bf16 --fused 4096
+  step allreduce-fused8192-$n tools/te-allreduce-perf -n $n -G 20 -b 16K -e 4M -f 2 -d bf16 --fused 8192
+done
 cat "$summary"

@@ -1,0 +1,26 @@
+#!/bin/sh
+# allreduce-perf.sh -- te-allreduce-perf as a newcomer first runs it, on a
+# machine with no GPU: vdev ranks forked by -n, eager and graph-captured,
+# plain and fused.  Every size must have run (a time, not n/a) with no
+# wrong element.
+set -u
+tool=${top_builddir:-.}/tools/te-allreduce-perf
+fail=0
+run() {
+  out=$(TE_DEVICE=vdev "$tool" "$@" -w 2 -i 3 --csv 2>&1)
+  rc=$?
+  rows=$(printf '%s\n' "$out" | grep -v '^#' | grep -v '^size,' )
+  if [ $rc -ne 0 ] || [ -z "$rows" ]; then
+    echo "FAIL: te-allreduce-perf $* exited $rc"; printf '%s\n' "$out"; fail=1; return
+  fi
+  bad=$(printf '%s\n' "$rows" | awk -F, '$5 == "n/a" || $8 != "0"')
+  if [ -n "$bad" ]; then
+    echo "FAIL: te-allreduce-perf $*: rows not run or wrong:"; printf '%s\n' "$bad"; fail=1
+  fi
+  printf '%s\n' "$out" | head -3
+}
+run -n 2 -b 8 -e 1M -f 16 -d bf16
+run -n 3 -b 4 -e 64K -f 8 -d float -G 4
+run -n 4 -b 1K -e 64K -f 8 -d half -a twoshot
+run -n 2 -b 8K -e 32K -f 2 -d bf16 --fused 1024 -G 2
+exit $fail

@@ -1,0 +1,500 @@
+/* check_comm_allreduce.c -- tecomm_allreduce and its fused form through the
+ * communicator, ranks as forked processes (t/comm_ranks.h), 2, 3, 4 and 8
+ * ranks:
+ *   - every algorithm (one-shot, two-shot, Lamport, the table) x F32, BF16,
+ *     F16 x SUM, MAX x counts of 1, odd counts, sizes that are not a
+ *     multiple of 16 bytes, with inputs that are plain device memory or
+ *     symmetric memory, in place or not, against a float64 reference
+ *     (SUM: within the float roundings of n-1 adds plus half an ulp of the
+ *     dtype; MAX: exact), the same bits on every rank; 64 MB on 2 ranks;
+ *   - the fused residual add + RMSNorm (+ FP8 delayed and current) against
+ *     libtecore's unfused kernels run on the allreduced values (1 rank: the
+ *     composite path NCCL uses; NCCL itself where it is, on cuda);
+ *   - 1000 graph replays with new inputs each time, every result checked;
+ *   - a rank SIGKILLed mid-collective: the others get TECOMM_ERR_TIMEOUT
+ *     naming it within TECOMM_TIMEOUT + 1 s, and nothing hangs;
+ *   - MAX over F32 as the delayed-scaling recipe's amax_reduce. */
+#include "comm_ranks.h"
+#include <float.h>
+#include "common/convert.h"
+#include "common/fp8.h"
+
+static const tecomm_algo_t algos[] = {TECOMM_ALGO_ONESHOT, TECOMM_ALGO_TWOSHOT,
+                                      TECOMM_ALGO_LAMPORT, TECOMM_ALGO_AUTO};
+static const tecore_dtype_t dtypes[] = {TECORE_DTYPE_F32, TECORE_DTYPE_BF16, TECORE_DTYPE_F16};
+
+static double from_dt(const void *p, size_t i, tecore_dtype_t dt) {
+  if (dt == TECORE_DTYPE_F32) return ((const float *)p)[i];
+  uint16_t h = ((const uint16_t *)p)[i];
+  return dt == TECORE_DTYPE_BF16 ? te_bf16_to_f32(h) : te_f16_to_f32(h);
+}
+static void to_dt(void *p, size_t i, tecore_dtype_t dt, float v) {
+  if (dt == TECORE_DTYPE_F32) ((float *)p)[i] = v;
+  else ((uint16_t *)p)[i] = dt == TECORE_DTYPE_BF16 ? te_f32_to_bf16(v) : te_f32_to_f16(v);
+}
+
+/* Rank r's input for one case: random in [-2, 2), in dtype; the same on
+ * every rank that regenerates it. */
+static void make_input(void *p, size_t count, tecore_dtype_t dt, int r, uint64_t salt) {
+  uint64_t x = te_test_seed ^ ((uint64_t)(r + 1) << 40) ^ (salt * 0x9e3779b97f4a7c15ull);
+  for (size_t i = 0; i < count; i++) {
+    uint64_t u = te_splitmix64(&x);
+    float v = (float)((double)(u >> 11) / 9007199254740992.0 * 4.0 - 2.0);
+    if (v == 0.0f) v = 0.5f; /* never exact zeros (and so no -0.0: Lamport's sentinel) */
+    to_dt(p, i, dt, v);
+  }
+}
+
+/* Checks got (count of dt) against the float64 reduction of every rank's
+ * input for salt. */
+static void check_result(const void *got, size_t count, tecore_dtype_t dt, tecomm_op_t op, int n,
+                         uint64_t salt, const char *what) {
+  size_t esz = tecore_dtype_size(dt);
+  unsigned char *in = malloc(count * esz);
+  double *ref = malloc(count * sizeof *ref), *mag = calloc(count, sizeof *mag);
+  RK_ASSERT(in && ref && mag, "malloc");
+  for (int r = 0; r < n; r++) {
+    make_input(in, count, dt, r, salt);
+    for (size_t i = 0; i < count; i++) {
+      double v = from_dt(in, i, dt);
+      if (r == 0) ref[i] = v;
+      else ref[i] = op == TECOMM_SUM ? ref[i] + v : (v > ref[i] ? v : ref[i]);
+      mag[i] += fabs(v);
+    }
+  }
+  double half_ulp = dt == TECORE_DTYPE_F32 ? 0x1p-24 : dt == TECORE_DTYPE_BF16 ? 0x1p-8 : 0x1p-11;
+  for (size_t i = 0; i < count; i++) {
+    double g = from_dt(got, i, dt);
+    double tol = op == TECOMM_MAX ? 0.0 : (n - 1) * 0x1p-24 * mag[i] + half_ulp * fabs(ref[i]) * 1.0001;
+    RK_ASSERT(fabs(g - ref[i]) <= tol,
+              "%s: element %zu of %zu: got %.9g, want %.9g (float64), tolerance %.3g", what, i,
+              count, g, ref[i], tol);
+  }
+  free(in);
+  free(ref);
+  free(mag);
+}
+
+struct ar_case {
+  tecomm_algo_t algo;
+  tecore_dtype_t dt;
+  tecomm_op_t op;
+  size_t count;
+  int kind; /* 0 plain out of place, 1 plain in place, 2 symmetric out of place, 3 symmetric in place */
+};
+
+/* Runs one case on this rank and checks it. */
+static void run_case(tecomm_comm_t c, tecore_stream_t s, int rank, int n, const struct ar_case *k,
+                     uint64_t salt) {
+  size_t esz = tecore_dtype_size(k->dt), bytes = k->count * esz;
+  unsigned char *h = malloc(bytes), *got = malloc(bytes);
+  RK_ASSERT(h && got, "malloc");
+  make_input(h, k->count, k->dt, rank, salt);
+  tecore_devptr_t send = 0, recv = 0;
+  int sym = k->kind >= 2, inplace = k->kind & 1;
+  if (sym) RK_OK(tecomm_mem_alloc(c, bytes, &send));
+  else RK_CORE(tecore_mem_alloc(bytes, &send));
+  if (inplace) recv = send;
+  else RK_CORE(tecore_mem_alloc(bytes, &recv));
+  RK_CORE(tecore_memcpy_async(send, te_hptr(h), bytes, s));
+  if (!inplace) RK_CORE(tecore_memset_d8_async(recv, 0xA5, bytes, s));
+  char what[200];
+  snprintf(what, sizeof what, "%d ranks, %s, %s, %s, count %zu, %s%s", n, tecomm_algo_name(k->algo),
+           tecore_dtype_name(k->dt), k->op == TECOMM_SUM ? "sum" : "max", k->count,
+           sym ? "symmetric" : "plain", inplace ? " in place" : "");
+  tecomm_result_t r = tecomm_allreduce_algo(c, send, recv, k->count, k->dt, k->op, k->algo, s);
+  RK_ASSERT(r == TECOMM_SUCCESS, "%s: %s: %s", what, tecomm_result_name(r), tecomm_last_error());
+  RK_CORE(tecore_memcpy_async(te_hptr(got), recv, bytes, s));
+  RK_CORE(tecore_stream_synchronize(s));
+  RK_OK(tecomm_comm_status(c, NULL));
+  check_result(got, k->count, k->dt, k->op, n, salt, what);
+  tc_rank_digest(got, bytes);
+  if (sym) RK_OK(tecomm_mem_free(c, send));
+  else RK_CORE(tecore_mem_free(send));
+  if (!inplace) RK_CORE(tecore_mem_free(recv));
+  free(h);
+  free(got);
+}
+
+static void rank_matrix(int rank, int n, void *arg) {
+  (void)arg;
+  tecomm_comm_t c = tc_rank_comm(rank, n);
+  tecore_stream_t s;
+  RK_CORE(tecore_stream_create(TECORE_STREAM_NON_BLOCKING, 0, &s));
+  static const size_t counts[] = {1, 3, 1001, 65537};
+  uint64_t salt = 1;
+  /* NCCL too where it is (cuda); vdev has none */
+  int v, na = (int)(sizeof algos / sizeof algos[0]) + (tecomm_nccl_version(&v) == TECOMM_SUCCESS);
+  for (int a = 0; a < na; a++)
+    for (size_t d = 0; d < sizeof dtypes / sizeof dtypes[0]; d++)
+      for (int op = 0; op < 2; op++)
+        for (size_t k = 0; k < sizeof counts / sizeof counts[0]; k++, salt++) {
+          tecomm_algo_t al = a < 4 ? algos[a] : TECOMM_ALGO_NCCL;
+          struct ar_case cs = {al, dtypes[d], (tecomm_op_t)op, counts[k], (int)(salt % 4)};
+          run_case(c, s, rank, n, &cs, salt);
+        }
+  RK_CORE(tecore_stream_destroy(s));
+  RK_OK(tecomm_comm_destroy(c));
+}
+
+START_TEST(every_algo_dtype_op_size) {
+  static const int ranks[] = {2, 3, 4, 8};
+  int n = ranks[_i];
+  tc_run_ranks(n, rank_matrix, NULL, 110);
+  tc_expect_same_digest(n, "allreduce results");
+  tc_shm_release();
+}
+END_TEST
+
+/* 64 MB (plus an odd tail) through the staging copy, and 8 MB symmetric. */
+static void rank_large(int rank, int n, void *arg) {
+  (void)arg;
+  tecomm_comm_t c = tc_rank_comm(rank, n);
+  tecore_stream_t s;
+  RK_CORE(tecore_stream_create(TECORE_STREAM_NON_BLOCKING, 0, &s));
+  struct ar_case big = {TECOMM_ALGO_AUTO, TECORE_DTYPE_F32, TECOMM_SUM, (16u << 20) + 3, 0};
+  run_case(c, s, rank, n, &big, 1001);
+  struct ar_case mid = {TECOMM_ALGO_ONESHOT, TECORE_DTYPE_BF16, TECOMM_SUM, (4u << 20) + 1, 3};
+  run_case(c, s, rank, n, &mid, 1002);
+  RK_CORE(tecore_stream_destroy(s));
+  RK_OK(tecomm_comm_destroy(c));
+}
+
+START_TEST(large_64mb) {
+  tc_run_ranks(2, rank_large, NULL, 110);
+  tc_expect_same_digest(2, "64 MB allreduce");
+  tc_shm_release();
+}
+END_TEST
+
+/* ---- fused add + RMSNorm ---------------------------------------------------------- */
+
+struct fused_case {
+  tecomm_algo_t algo;
+  tecore_dtype_t dt;
+  size_t rows, hidden;
+  int fp8;          /* 0 none, 1 delayed, 2 current */
+  int same_resid;   /* residual_out == residual_in */
+  int no_out;       /* out = 0: only the FP8 copy (the NCCL path needs a scratch buffer) */
+};
+
+static void rank_fused_case(tecomm_comm_t c, tecore_stream_t s, int rank, int n,
+                            const struct fused_case *k, uint64_t salt) {
+  size_t count = k->rows * k->hidden, esz = tecore_dtype_size(k->dt), bytes = count * esz;
+  unsigned char *hx = malloc(bytes), *hr = malloc(bytes), *hg = malloc(k->hidden * esz);
+  unsigned char *o1 = malloc(bytes), *o2 = malloc(bytes), *r1 = malloc(bytes), *r2 = malloc(bytes);
+  uint8_t *q1 = malloc(count), *q2 = malloc(count);
+  RK_ASSERT(hx && hr && hg && o1 && o2 && r1 && r2 && q1 && q2, "malloc");
+  make_input(hx, count, k->dt, rank, salt);
+  make_input(hr, count, k->dt, 100, salt); /* the residual: the same on every rank */
+  make_input(hg, k->hidden, k->dt, 101, salt);
+  tecore_devptr_t x, rin, rout, g, out, tmp, rout2, out2, q, q2d, sc;
+  RK_CORE(tecore_mem_alloc(bytes, &x));
+  RK_CORE(tecore_mem_alloc(bytes, &rin));
+  RK_CORE(tecore_mem_alloc(bytes, &rout));
+  RK_CORE(tecore_mem_alloc(k->hidden * esz, &g));
+  RK_CORE(tecore_mem_alloc(bytes, &out));
+  RK_CORE(tecore_mem_alloc(bytes, &tmp));
+  RK_CORE(tecore_mem_alloc(bytes, &rout2));
+  RK_CORE(tecore_mem_alloc(bytes, &out2));
+  RK_CORE(tecore_mem_alloc(count + 16, &q));
+  RK_CORE(tecore_mem_alloc(count + 16, &q2d));
+  RK_CORE(tecore_mem_alloc(64, &sc)); /* scale, scale_inv, amax for each of the two */
+  RK_CORE(tecore_memcpy_async(x, te_hptr(hx), bytes, s));
+  RK_CORE(tecore_memcpy_async(rin, te_hptr(hr), bytes, s));
+  RK_CORE(tecore_memcpy_async(g, te_hptr(hg), k->hidden * esz, s));
+  RK_CORE(tecore_memset_d8_async(out, 0xA5, bytes, s));
+  RK_CORE(tecore_memset_d8_async(rout, 0xA5, bytes, s));
+  float scales[16] = {0};
+  scales[0] = scales[8] = 3.5f;         /* scale */
+  scales[1] = scales[9] = 1.0f / 3.5f;  /* scale_inv */
+  RK_CORE(tecore_memcpy_async(sc, te_hptr(scales), sizeof scales, s));
+  size_t shape[2] = {k->rows, k->hidden};
+  struct tecore_tensor t8a, t8b;
+  if (k->fp8) {
+    RK_CORE(tecore_tensor_init(&t8a, TECORE_DTYPE_E4M3, 2, shape, q));
+    t8a.scaling = k->fp8 == 1 ? TECORE_SCALING_DELAYED : TECORE_SCALING_CURRENT;
+    t8a.scale = sc;
+    t8a.scale_inv = sc + 4;
+    t8a.amax = sc + 8;
+    t8b = t8a;
+    t8b.data = q2d;
+    t8b.scale = sc + 32;
+    t8b.scale_inv = sc + 36;
+    t8b.amax = sc + 40;
+  }
+  if (k->same_resid) RK_CORE(tecore_memcpy_async(rout, rin, bytes, s));
+  struct tecomm_add_rmsnorm a = {.x = x, .rows = k->rows, .hidden = k->hidden, .dtype = k->dt,
+                                 .residual_in = k->same_resid ? rout : rin, .residual_out = rout,
+                                 .gamma = g, .eps = 1e-5f, .out = k->no_out ? 0 : out,
+                                 .fp8_out = k->fp8 ? &t8a : NULL, .algo = k->algo};
+  tecomm_result_t r = tecomm_allreduce_add_rmsnorm(c, &a, s);
+  RK_ASSERT(r == TECOMM_SUCCESS, "fused %s %s rows %zu hidden %zu: %s: %s",
+            tecomm_algo_name(k->algo), tecore_dtype_name(k->dt), k->rows, k->hidden,
+            tecomm_result_name(r), tecomm_last_error());
+  /* the unfused path: the plain allreduce (checked by the matrix) then
+   * libtecore's add and RMSNorm */
+  RK_OK(tecomm_allreduce(c, x, tmp, count, k->dt, TECOMM_SUM, s));
+  RK_CORE(tecore_scale_add(rout2, tmp, 1.0f, rin, 1.0f, k->dt, count, s));
+  struct tecore_tensor tx, tg, ty;
+  RK_CORE(tecore_tensor_init(&tx, k->dt, 2, shape, rout2));
+  RK_CORE(tecore_tensor_init(&tg, k->dt, 1, &k->hidden, g));
+  RK_CORE(tecore_tensor_init(&ty, k->dt, 2, shape, out2));
+  RK_CORE(tecore_rmsnorm_fwd(&tx, &tg, 1e-5f, 0, &ty, 0, s));
+  if (k->fp8) RK_CORE(tecore_rmsnorm_fwd(&tx, &tg, 1e-5f, 0, &t8b, 0, s));
+  RK_CORE(tecore_memcpy_async(te_hptr(o1), out, bytes, s));
+  RK_CORE(tecore_memcpy_async(te_hptr(o2), out2, bytes, s));
+  RK_CORE(tecore_memcpy_async(te_hptr(r1), rout, bytes, s));
+  RK_CORE(tecore_memcpy_async(te_hptr(r2), rout2, bytes, s));
+  if (k->fp8) {
+    RK_CORE(tecore_memcpy_async(te_hptr(q1), q, count, s));
+    RK_CORE(tecore_memcpy_async(te_hptr(q2), q2d, count, s));
+    RK_CORE(tecore_memcpy_async(te_hptr(scales), sc, sizeof scales, s));
+  }
+  RK_CORE(tecore_stream_synchronize(s));
+  RK_OK(tecomm_comm_status(c, NULL));
+  /* one rounding of the dtype apart at most (the fused kernel may add the
+   * residual before rounding the sum); the norm follows within 2 ulps */
+  double ulp = k->dt == TECORE_DTYPE_F32 ? 0x1p-22 : k->dt == TECORE_DTYPE_BF16 ? 0x1p-7 : 0x1p-10;
+  for (size_t i = 0; i < count; i++) {
+    double a1 = from_dt(r1, i, k->dt), a2 = from_dt(r2, i, k->dt);
+    RK_ASSERT(fabs(a1 - a2) <= ulp * (fabs(a2) + 1.0), "residual_out[%zu]: fused %.9g, unfused %.9g",
+              i, a1, a2);
+    double b1 = from_dt(o1, i, k->dt), b2 = from_dt(o2, i, k->dt);
+    if (k->no_out) /* out was not to be written: still the poison */
+      RK_ASSERT(memcmp(o1 + i * esz, "\xa5\xa5\xa5\xa5", esz) == 0, "out[%zu] written with out = 0", i);
+    else
+      RK_ASSERT(fabs(b1 - b2) <= 2 * ulp * (fabs(b2) + 1.0), "out[%zu]: fused %.9g, unfused %.9g", i,
+                b1, b2);
+    if (k->fp8) {
+      double f1 = te_e4m3_to_f32(q1[i]), f2 = te_e4m3_to_f32(q2[i]);
+      RK_ASSERT(fabs(f1 - f2) <= 0.07 * fabs(f2) + 0x1p-9 + 2 * ulp * 3.5 * (fabs(b2) + 1.0),
+                "fp8_out[%zu]: fused %g (0x%02x), unfused %g (0x%02x)", i, f1, q1[i], f2, q2[i]);
+    }
+  }
+  if (k->fp8) { /* amax at float 2 (fused) and 10 (unfused); scales at 0 and 8 */
+    RK_ASSERT(fabs(scales[2] - scales[10]) <= 1e-2 * fabs(scales[10]) + 1e-6,
+              "fp8 amax: fused %g, unfused %g", (double)scales[2], (double)scales[10]);
+    RK_ASSERT(scales[2] > 0, "fp8 amax not written");
+    RK_ASSERT(fabs(scales[0] - scales[8]) <= 1e-2 * fabs(scales[8]),
+              "fp8 scale: fused %g, unfused %g", (double)scales[0], (double)scales[8]);
+  }
+  tc_rank_digest(o1, bytes);
+  tc_rank_digest(r1, bytes);
+  if (k->fp8) tc_rank_digest(q1, count);
+  tecore_devptr_t all[] = {x, rin, rout, g, out, tmp, rout2, out2, q, q2d, sc};
+  for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) RK_CORE(tecore_mem_free(all[i]));
+  free(hx), free(hr), free(hg), free(o1), free(o2), free(r1), free(r2), free(q1), free(q2);
+}
+
+static void rank_fused(int rank, int n, void *arg) {
+  (void)arg;
+  tecomm_comm_t c = tc_rank_comm(rank, n);
+  tecore_stream_t s;
+  RK_CORE(tecore_stream_create(TECORE_STREAM_NON_BLOCKING, 0, &s));
+  static const struct fused_case cases[] = {
+      {TECOMM_ALGO_AUTO, TECORE_DTYPE_BF16, 1, 4096, 0, 0, 0},
+      {TECOMM_ALGO_LAMPORT, TECORE_DTYPE_BF16, 3, 256, 1, 0, 0},
+      {TECOMM_ALGO_ONESHOT, TECORE_DTYPE_F32, 5, 100, 0, 1, 0},
+      {TECOMM_ALGO_TWOSHOT, TECORE_DTYPE_F16, 7, 64, 2, 0, 0},
+      {TECOMM_ALGO_ONESHOT, TECORE_DTYPE_BF16, 16, 8192, 1, 1, 0},
+      {TECOMM_ALGO_AUTO, TECORE_DTYPE_F32, 2, 33, 2, 1, 0},
+      {TECOMM_ALGO_AUTO, TECORE_DTYPE_BF16, 4, 128, 1, 1, 1},
+  };
+  int v, nccl = tecomm_nccl_version(&v) == TECOMM_SUCCESS;
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    struct fused_case k = cases[i];
+    if (n == 1) k.algo = TECOMM_ALGO_AUTO; /* one rank: the unfused path itself */
+    rank_fused_case(c, s, rank, n, &k, 5000 + i);
+    if (nccl) {
+      k.algo = TECOMM_ALGO_NCCL;
+      rank_fused_case(c, s, rank, n, &k, 6000 + i);
+    }
+  }
+  RK_CORE(tecore_stream_destroy(s));
+  RK_OK(tecomm_comm_destroy(c));
+}
+
+START_TEST(fused_add_rmsnorm_vs_unfused) {
+  static const int ranks[] = {1, 2, 4}; /* 1: the NCCL path's composite, on vdev too */
+  tc_run_ranks(ranks[_i], rank_fused, NULL, 110);
+  tc_expect_same_digest(ranks[_i], "fused outputs");
+  tc_shm_release();
+}
+END_TEST
+
+/* ---- graphs ---------------------------------------------------------------------- */
+
+/* One graph holds three allreduces (Lamport, one-shot, two-shot on their
+ * own buffers); 1000 replays, new inputs before each, every output checked. */
+static void rank_graph(int rank, int n, void *arg) {
+  (void)arg;
+  tecomm_comm_t c = tc_rank_comm(rank, n);
+  tecore_stream_t s;
+  RK_CORE(tecore_stream_create(TECORE_STREAM_NON_BLOCKING, 0, &s));
+  enum { K = 3, COUNT = 301, REPLAYS = 1000 };
+  static const tecomm_algo_t ga[K] = {TECOMM_ALGO_LAMPORT, TECOMM_ALGO_ONESHOT, TECOMM_ALGO_TWOSHOT};
+  const tecore_dtype_t dt = TECORE_DTYPE_BF16;
+  size_t bytes = COUNT * 2;
+  tecore_devptr_t in[K], out[K];
+  for (int k = 0; k < K; k++) {
+    RK_CORE(tecore_mem_alloc(bytes, &in[k]));
+    RK_CORE(tecore_mem_alloc(bytes, &out[k]));
+    RK_CORE(tecore_memset_d8_async(in[k], 0, bytes, s));
+  }
+  RK_CORE(tecore_stream_synchronize(s));
+  tecore_graph_t g;
+  tecore_graph_exec_t e;
+  RK_CORE(tecore_stream_begin_capture(s, TECORE_CAPTURE_GLOBAL));
+  for (int k = 0; k < K; k++)
+    RK_OK(tecomm_allreduce_algo(c, in[k], out[k], COUNT, dt, TECOMM_SUM, ga[k], s));
+  RK_CORE(tecore_stream_end_capture(s, &g));
+  RK_CORE(tecore_graph_instantiate(&e, g));
+  /* one host buffer per input: an async copy from pageable memory may
+   * read it when the stream gets there (vdev does), so none is reused
+   * before the stream is synchronized */
+  uint16_t h[K][COUNT], got[COUNT];
+  for (int it = 0; it < REPLAYS; it++) {
+    for (int k = 0; k < K; k++) {
+      make_input(h[k], COUNT, dt, rank, (uint64_t)it * K + k + 100000);
+      RK_CORE(tecore_memcpy_async(in[k], te_hptr(h[k]), bytes, s));
+      RK_CORE(tecore_memset_d8_async(out[k], 0xA5, bytes, s));
+    }
+    RK_CORE(tecore_graph_launch(e, s));
+    for (int k = 0; k < K; k++) {
+      RK_CORE(tecore_memcpy_async(te_hptr(got), out[k], bytes, s));
+      RK_CORE(tecore_stream_synchronize(s));
+      char what[96];
+      snprintf(what, sizeof what, "replay %d of %d, %s", it, REPLAYS, tecomm_algo_name(ga[k]));
+      check_result(got, COUNT, dt, TECOMM_SUM, n, (uint64_t)it * K + k + 100000, what);
+      tc_rank_digest(got, bytes);
+    }
+  }
+  RK_OK(tecomm_comm_status(c, NULL));
+  RK_CORE(tecore_graph_exec_destroy(e));
+  RK_CORE(tecore_graph_destroy(g));
+  for (int k = 0; k < K; k++) {
+    RK_CORE(tecore_mem_free(in[k]));
+    RK_CORE(tecore_mem_free(out[k]));
+  }
+  RK_CORE(tecore_stream_destroy(s));
+  RK_OK(tecomm_comm_destroy(c));
+}
+
+START_TEST(graph_1000_replays_new_data) {
+  tc_run_ranks(3, rank_graph, NULL, 110);
+  tc_expect_same_digest(3, "graph replays");
+  tc_shm_release();
+}
+END_TEST
+
+/* ---- a killed rank -------------------------------------------------------------- */
+
+static void rank_killed(int rank, int n, void *arg) {
+  tecomm_algo_t algo = *(const tecomm_algo_t *)arg;
+  setenv("TECOMM_TIMEOUT", "1000", 1);
+  tecomm_comm_t c = tc_rank_comm(rank, n);
+  tecore_stream_t s;
+  RK_CORE(tecore_stream_create(TECORE_STREAM_NON_BLOCKING, 0, &s));
+  tecore_devptr_t buf;
+  RK_CORE(tecore_mem_alloc(4096, &buf));
+  RK_CORE(tecore_memset_d8_async(buf, 0x3c, 4096, s));
+  RK_OK(tecomm_allreduce_algo(c, buf, buf, 1000, TECORE_DTYPE_F32, TECOMM_SUM, algo, s));
+  RK_CORE(tecore_stream_synchronize(s));
+  RK_ASSERT(tc_shm_barrier(tc_shm) == 0, "barrier");
+  if (rank == n - 1) raise(SIGKILL); /* dies between collectives: the peers wait in the next */
+  struct timespec t0, t1;
+  clock_gettime(CLOCK_MONOTONIC, &t0);
+  RK_OK(tecomm_allreduce_algo(c, buf, buf, 1000, TECORE_DTYPE_F32, TECOMM_SUM, algo, s));
+  tecore_result_t w = te_stream_wait(s, 5000);
+  RK_ASSERT(w == TECORE_SUCCESS, "the stream did not come back within 5 s: %s",
+            tecore_result_name(w));
+  int peer = -2;
+  tecomm_result_t st = tecomm_comm_status(c, &peer);
+  clock_gettime(CLOCK_MONOTONIC, &t1);
+  double secs = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) * 1e-9;
+  RK_ASSERT(st == TECOMM_ERR_TIMEOUT, "status after a peer died: %s (%s)", tecomm_result_name(st),
+            tecomm_last_error());
+  RK_ASSERT(peer == n - 1, "status names peer %d, want %d", peer, n - 1);
+  RK_ASSERT(strstr(tecomm_last_error(), "rank 2"), "detail does not name the peer: %s",
+            tecomm_last_error());
+  RK_ASSERT(secs <= 2.0, "TIMEOUT after %.2f s, want <= TECOMM_TIMEOUT + 1 s = 2 s", secs);
+  RK_EXPECT(TECOMM_ERR_TIMEOUT, "rank 2",
+            tecomm_allreduce_algo(c, buf, buf, 1000, TECORE_DTYPE_F32, TECOMM_SUM, algo, s));
+  RK_CORE(tecore_mem_free(buf));
+  RK_CORE(tecore_stream_destroy(s));
+  RK_OK(tecomm_comm_destroy(c));
+}
+
+START_TEST(killed_rank_timeout) {
+  static const tecomm_algo_t which[] = {TECOMM_ALGO_ONESHOT, TECOMM_ALGO_LAMPORT,
+                                        TECOMM_ALGO_TWOSHOT};
+  tecomm_algo_t a = which[_i];
+  tc_run_ranks_ex(3, rank_killed, &a, 30, 2);
+  tc_shm_release();
+}
+END_TEST
+
+/* ---- amax reduction of delayed scaling -------------------------------------------- */
+
+static void rank_amax(int rank, int n, void *arg) {
+  (void)arg;
+  tecomm_comm_t c = tc_rank_comm(rank, n);
+  tecore_stream_t s;
+  RK_CORE(tecore_stream_create(TECORE_STREAM_NON_BLOCKING, 0, &s));
+  struct tecore_recipe r;
+  RK_CORE(tecore_recipe_init(&r, TECORE_RECIPE_DELAYED));
+  r.format = TECORE_FP8_E4M3;
+  r.history_len = 1;
+  r.amax_algo = TECORE_AMAX_MOST_RECENT;
+  r.amax_reduce = tecomm_amax_reduce;
+  r.amax_reduce_ctx = c;
+  struct tecore_delayed_state st;
+  enum { CNT = 5 };
+  RK_CORE(tecore_delayed_state_create(&r, TECORE_FP8_ACTIVATION, CNT, s, &st));
+  float am[CNT], all[TC_MAX_RANKS][CNT], scale[CNT];
+  for (int p = 0; p < n; p++) {
+    tc_rank_seed(p, 77);
+    for (int i = 0; i < CNT; i++) all[p][i] = te_rand_float(0.5f, 100.0f);
+  }
+  memcpy(am, all[rank], sizeof am);
+  RK_CORE(tecore_memcpy_async(st.amax, te_hptr(am), sizeof am, s));
+  RK_CORE(tecore_delayed_update(&r, &st, s));
+  RK_CORE(tecore_memcpy_async(te_hptr(scale), st.scale, sizeof scale, s));
+  RK_CORE(tecore_stream_synchronize(s));
+  for (int i = 0; i < CNT; i++) {
+    float m = 0;
+    for (int p = 0; p < n; p++) m = all[p][i] > m ? all[p][i] : m;
+    float want = 448.0f / m;
+    RK_ASSERT(fabsf(scale[i] - want) <= 1e-6f * want, "scale[%d] %.9g, want 448 / %.9g = %.9g", i,
+              (double)scale[i], (double)m, (double)want);
+  }
+  RK_CORE(tecore_delayed_state_free(&st));
+  RK_CORE(tecore_stream_destroy(s));
+  RK_OK(tecomm_comm_destroy(c));
+}
+
+START_TEST(amax_reduce_recipe) {
+  tc_run_ranks(4, rank_amax, NULL, 60);
+  tc_shm_release();
+}
+END_TEST
+
+static Suite *allreduce_suite(void) {
+  setenv("TECORE_VDEV_DEVICES", "8", 0);
+  Suite *s = suite_create("comm_allreduce");
+  TCase *tc = te_tcase(s, "matrix", 0);
+  tcase_add_loop_test(tc, every_algo_dtype_op_size, 0, 4);
+  tcase_add_test(tc, large_64mb);
+  tc = te_tcase(s, "fused", 0);
+  tcase_add_loop_test(tc, fused_add_rmsnorm_vs_unfused, 0, 3);
+  tc = te_tcase(s, "graph", 0);
+  tcase_add_test(tc, graph_1000_replays_new_data);
+  tc = te_tcase(s, "timeout", 0);
+  tcase_add_loop_test(tc, killed_rank_timeout, 0, 3);
+  tc = te_tcase(s, "amax", 0);
+  tcase_add_test(tc, amax_reduce_recipe);
+  return s;
+}
+
+TE_TEST_MAIN(allreduce_suite, TE_TEST_DEVICE)
