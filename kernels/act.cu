@@ -19,6 +19,7 @@
 // implementation (libtecore/act/act.c), except in the opt-in fast-math
 // mode of the forward vector path (TECORE_ACT_FAST_MATH, below).
 #include "common/act.h"
+#include "common/act_params.h"
 #include "ldst.cuh"
 
 #define ACT_BLOCK 256
@@ -391,16 +392,12 @@ __device__ __forceinline__ void act_bwd(const void *dy, const void *x, void *dx,
 // elementwise kinds; the gated kinds keep more live values and would spill).
 #define TE_ACT_KERNELS(name, KIND, MINB)                                                      \
   extern "C" __global__ void __launch_bounds__(ACT_BLOCK, MINB)                               \
-      te_act_fwd_##name(const void *in, void *out, const float *scale, unsigned *amax,        \
-                        float *scale_inv, const int *noop, unsigned long long rows,           \
-                        unsigned long long cols, int dtypes, int vec) {                       \
-    act_fwd<KIND>(in, out, scale, amax, scale_inv, noop, rows, cols, dtypes, vec);            \
+      te_act_fwd_##name(TE_KSIG(TE_ACT_FWD_PARAMS)) {                                         \
+    act_fwd<KIND>(TE_KNAMES(TE_ACT_FWD_PARAMS));                                              \
   }                                                                                           \
   extern "C" __global__ void __launch_bounds__(ACT_BLOCK, MINB)                               \
-      te_act_bwd_##name(const void *dy, const void *x, void *dx, const float *scale,          \
-                        unsigned *amax, float *scale_inv, unsigned long long rows,            \
-                        unsigned long long cols, int dtypes, int vec) {                       \
-    act_bwd<KIND>(dy, x, dx, scale, amax, scale_inv, rows, cols, dtypes, vec);                \
+      te_act_bwd_##name(TE_KSIG(TE_ACT_BWD_PARAMS)) {                                         \
+    act_bwd<KIND>(TE_KNAMES(TE_ACT_BWD_PARAMS));                                              \
   }
 
 TE_ACT_KERNELS(gelu, TE_ACT_GELU, 8)

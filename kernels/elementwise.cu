@@ -4,8 +4,9 @@
 // element loop for the tail and for unaligned pointers.  The element math
 // is kernels/common/elementwise.h, shared with the vdev implementation.
 #include "common/elementwise.h"
+#include "common/elementwise_params.h"
 
-extern "C" __global__ void te_fill(void *dst, int dtype, unsigned long long n, float value) {
+extern "C" __global__ void te_fill(TE_KSIG(TE_FILL_PARAMS)) {
   unsigned long long stride = (unsigned long long)gridDim.x * blockDim.x;
   for (unsigned long long i = (unsigned long long)blockIdx.x * blockDim.x + threadIdx.x; i < n;
        i += stride)
@@ -24,8 +25,7 @@ __device__ __forceinline__ uint4 scale_add_vec(uint4 va, uint4 vb, float alpha, 
   return vd;
 }
 
-extern "C" __global__ void te_scale_add(void *dst, const void *a, float alpha, const void *b,
-                                        float beta, int dtype, unsigned long long n) {
+extern "C" __global__ void te_scale_add(TE_KSIG(TE_SCALE_ADD_PARAMS)) {
   unsigned long long stride = (unsigned long long)gridDim.x * blockDim.x;
   unsigned long long tid = (unsigned long long)blockIdx.x * blockDim.x + threadIdx.x;
   unsigned long long done = 0;

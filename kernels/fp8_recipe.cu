@@ -6,11 +6,10 @@
 // libtecore/fp8/recipe.c; the window max is an integer max of the float
 // bits (amaxes are >= 0; a NaN wins and keeps the old scale).
 #include "common/fp8.h"
+#include "common/fp8_recipe_params.h"
 
 extern "C" __global__ void __launch_bounds__(256)
-te_fp8_delayed_update(float *amax, float *history, float *scale, float *scale_inv,
-                      unsigned long long count, int len, int most_recent, float fp8_max,
-                      float margin_mult, int pow2, const int *noop) {
+te_fp8_delayed_update(TE_KSIG(TE_FP8_DELAYED_UPDATE_PARAMS)) {
   if (noop && *noop) return;
   const unsigned long long i = (unsigned long long)blockIdx.x * blockDim.x + threadIdx.x;
   if (i >= count) return;

@@ -1,6 +1,7 @@
 // ldst.cuh -- device-side loads and stores of 8 elements (one 16-byte
 // vector of a 16-bit type, two of F32, 8 bytes of FP8) of a runtime dtype,
-// converting to and from float.  Used by act.cu and norm.cu.
+// converting to and from float.  Used by act.cu, norm.cu, transpose.cu and
+// optim.cu.
 //
 // The conversions use the hardware's cvt instructions, which round to
 // nearest even and saturate like kernels/common/convert.h and fp8.h and so

@@ -25,6 +25,7 @@
 // dgamma (dbeta) partials per block into the workspace, te_norm_bwd_reduce
 // adds the partials per column.
 #include "common/norm.h"
+#include "common/norm_params.h"
 #include "ldst.cuh"
 
 #define FULL_MASK 0xffffffffu
@@ -101,17 +102,9 @@ __device__ __forceinline__ void row_reduce(float *v, int T, int buf, float (*red
 
 // ---- forward -----------------------------------------------------------------
 
+// The kernel's parameters, gathered (kernels/common/norm_params.h).
 struct fwd_args {
-  const void *x, *gamma, *beta;
-  void *y;
-  float *mu, *rsigma;
-  const float *scale;
-  unsigned *amax;
-  float *scale_inv;
-  unsigned long long rows;
-  unsigned hidden;
-  float eps;
-  int flags, dtypes, tpr, nv;
+  TE_KMEMBERS(TE_NORM_FWD_PARAMS)
 };
 
 template <int VEC, bool STREAM, int DX, int DW, int DY, int LNC>
@@ -262,12 +255,8 @@ __device__ __forceinline__ void norm_fwd_prologue(const fwd_args &a) {
 // (and rows of at most TE_NORM_FAST_TMAX threads); a separate kernel so
 // that the generic code's register needs do not lower its occupancy.
 extern "C" __global__ void __launch_bounds__(TE_NORM_FAST_TMAX, 2)
-    te_norm_fwd_fast(const void *x, const void *gamma, const void *beta, void *y, float *mu,
-                     float *rsigma, const float *scale, unsigned *amax, float *scale_inv,
-                     unsigned long long rows, unsigned hidden, float eps, int flags, int dtypes,
-                     int tpr, int nv) {
-  const fwd_args a = {x, gamma, beta, y, mu, rsigma, scale, amax, scale_inv,
-                      rows, hidden, eps, flags, dtypes, tpr, nv};
+    te_norm_fwd_fast(TE_KSIG(TE_NORM_FWD_PARAMS)) {
+  const fwd_args a = {TE_KNAMES(TE_NORM_FWD_PARAMS)};
   norm_fwd_prologue(a);
   const int ln = (flags & TE_NORM_LAYERNORM) != 0;
   const int dx = TE_NORM_DT(dtypes, 0), dy = TE_NORM_DT(dtypes, 2);
@@ -287,12 +276,8 @@ extern "C" __global__ void __launch_bounds__(TE_NORM_FAST_TMAX, 2)
 
 #define TE_NORM_FWD_KERNEL(name, VEC, STREAM)                                                 \
   extern "C" __global__ void __launch_bounds__(1024)                                          \
-      name(const void *x, const void *gamma, const void *beta, void *y, float *mu,            \
-           float *rsigma, const float *scale, unsigned *amax, float *scale_inv,               \
-           unsigned long long rows, unsigned hidden, float eps, int flags, int dtypes,        \
-           int tpr, int nv) {                                                                 \
-    const fwd_args a = {x,     gamma, beta, y,    mu,    rsigma, scale, amax, scale_inv,     \
-                        rows,  hidden, eps, flags, dtypes, tpr,   nv};                        \
+      name(TE_KSIG(TE_NORM_FWD_PARAMS)) {                                                     \
+    const fwd_args a = {TE_KNAMES(TE_NORM_FWD_PARAMS)};                                       \
     norm_fwd_prologue(a);                                                                     \
     norm_fwd<VEC, STREAM, -1, -1, -1, -1>(a);                                                 \
   }
@@ -304,15 +289,7 @@ TE_NORM_FWD_KERNEL(te_norm_fwd_stream_v1, 1, true)
 // ---- backward ----------------------------------------------------------------
 
 struct bwd_args {
-  const void *dy, *x;
-  const float *mu, *rsigma;
-  const void *gamma, *extra;
-  void *dx;
-  float *ws;
-  unsigned long long rows;
-  unsigned hidden;
-  int flags, dtypes, tpr, nv;
-  unsigned parts;
+  TE_KMEMBERS(TE_NORM_BWD_PARAMS)
 };
 
 // DT: one compile-time dtype for x, dy, gamma, dx and extra_grad (or -1).
@@ -499,11 +476,8 @@ __device__ __forceinline__ void norm_bwd(const bwd_args &a) {
 // registers), a kernel of their own as te_norm_fwd_fast, held to 80
 // registers (3 blocks of 256 threads an SM; a few bytes spill to L1).
 extern "C" __global__ void __maxnreg__(80)
-    te_norm_bwd_fast(const void *dy, const void *x, const float *mu, const float *rsigma,
-                     const void *gamma, const void *extra, void *dx, float *ws,
-                     unsigned long long rows, unsigned hidden, int flags, int dtypes, int tpr,
-                     int nv, unsigned parts) {
-  const bwd_args a = {dy, x, mu, rsigma, gamma, extra, dx, ws, rows, hidden, flags, dtypes, tpr, nv, parts};
+    te_norm_bwd_fast(TE_KSIG(TE_NORM_BWD_PARAMS)) {
+  const bwd_args a = {TE_KNAMES(TE_NORM_BWD_PARAMS)};
   const int d = TE_NORM_DT(dtypes, 0);
   const int ln = (flags & TE_NORM_LAYERNORM) != 0, add = (flags & TE_NORM_EXTRA_GRAD) != 0;
   switch (d * 4 + ln * 2 + add) {
@@ -518,12 +492,8 @@ extern "C" __global__ void __maxnreg__(80)
 
 #define TE_NORM_BWD_KERNEL(name, VEC, STREAM)                                                 \
   extern "C" __global__ void __launch_bounds__(TE_NORM_BWD_TMAX)                              \
-      name(const void *dy, const void *x, const float *mu, const float *rsigma,               \
-           const void *gamma, const void *extra, void *dx, float *ws,                         \
-           unsigned long long rows, unsigned hidden, int flags, int dtypes, int tpr, int nv,  \
-           unsigned parts) {                                                                  \
-    const bwd_args a = {dy,   x,      mu,    rsigma, gamma, extra, dx,   ws,                  \
-                        rows, hidden, flags, dtypes, tpr,   nv,    parts};                    \
+      name(TE_KSIG(TE_NORM_BWD_PARAMS)) {                                                     \
+    const bwd_args a = {TE_KNAMES(TE_NORM_BWD_PARAMS)};                                       \
     norm_bwd<VEC, STREAM, -1, -1, -1>(a);                                                     \
   }
 TE_NORM_BWD_KERNEL(te_norm_bwd_v8, 8, false)
@@ -536,8 +506,7 @@ TE_NORM_BWD_KERNEL(te_norm_bwd_stream_v1, 1, true)
 // column are butterflied by one warp.  ws holds nsum arrays [parts][hidden]
 // (dgamma, then dbeta); out0/out1 get them in dtypes' slots 0 and 1.
 extern "C" __global__ void __launch_bounds__(1024)
-    te_norm_bwd_reduce(const float *ws, void *out0, void *out1, unsigned parts, unsigned hidden,
-                       int dtypes) {
+    te_norm_bwd_reduce(TE_KSIG(TE_NORM_REDUCE_PARAMS)) {
   __shared__ float s[TE_NORM_REDUCE_GROUPS][TE_NORM_REDUCE_COLS + 1];
   const unsigned c = blockIdx.x * TE_NORM_REDUCE_COLS + threadIdx.x;
   const unsigned g = threadIdx.y;

@@ -28,6 +28,7 @@
 // Built without fast math and without flush-to-zero: the element math must
 // round like the host's.
 #include "common/optim.h"
+#include "common/optim_params.h"
 #include "ldst.cuh"
 
 #define OT TE_OPTIM_THREADS
@@ -179,16 +180,16 @@ static __device__ __forceinline__ void step(const te_optim_params &p) {
   }
 }
 
-extern "C" __global__ void __launch_bounds__(OT) te_optim_adam(const __grid_constant__ te_optim_params p) {
+extern "C" __global__ void __launch_bounds__(OT) te_optim_adam(TE_KSIG(TE_OPTIM_STEP_PARAMS)) {
   step<false>(p);
 }
-extern "C" __global__ void __launch_bounds__(OT) te_optim_sgd(const __grid_constant__ te_optim_params p) {
+extern "C" __global__ void __launch_bounds__(OT) te_optim_sgd(TE_KSIG(TE_OPTIM_STEP_PARAMS)) {
   step<true>(p);
 }
 
 // After every launch of a step that read its values from state: the step
 // counts, unless found_inf skipped it.  One thread.
-extern "C" __global__ void te_optim_commit(te_optim_state *state, const int *found_inf) {
+extern "C" __global__ void te_optim_commit(TE_KSIG(TE_OPTIM_COMMIT_PARAMS)) {
   if (threadIdx.x == 0 && !(found_inf && *found_inf)) state->step += 1;
 }
 
@@ -237,7 +238,7 @@ static __device__ __forceinline__ double l2_chunk(const te_l2_entry &e, uint64_t
   return acc;
 }
 
-extern "C" __global__ void __launch_bounds__(OT) te_optim_l2_partial(const __grid_constant__ te_l2_params p) {
+extern "C" __global__ void __launch_bounds__(OT) te_optim_l2_partial(TE_KSIG(TE_OPTIM_L2_PARTIAL_PARAMS)) {
   const te_l2_entry &e = p.e[find_entry(p)];
   const uint64_t start = (uint64_t)(blockIdx.x - e.block0) * TE_RED_CHUNK;
   const uint64_t end = e.n - start < TE_RED_CHUNK ? e.n : start + TE_RED_CHUNK;
@@ -251,8 +252,7 @@ extern "C" __global__ void __launch_bounds__(OT) te_optim_l2_partial(const __gri
   if (threadIdx.x == 0) p.partial[p.base + blockIdx.x] = s;
 }
 
-extern "C" __global__ void __launch_bounds__(OT) te_optim_l2_final(const double *partial, unsigned nparts,
-                                                                   float *norm, int *found_inf) {
+extern "C" __global__ void __launch_bounds__(OT) te_optim_l2_final(TE_KSIG(TE_OPTIM_L2_FINAL_PARAMS)) {
   double acc = 0.0;
   for (unsigned i = threadIdx.x; i < nparts; i += OT) acc = acc + partial[i];
   double s = block_sum(acc);
@@ -310,7 +310,7 @@ static __device__ __forceinline__ int unscale_o(const te_unscale_entry &e, float
   }
 }
 
-extern "C" __global__ void __launch_bounds__(OT) te_optim_unscale(const __grid_constant__ te_unscale_params p) {
+extern "C" __global__ void __launch_bounds__(OT) te_optim_unscale(TE_KSIG(TE_OPTIM_UNSCALE_PARAMS)) {
   const te_unscale_entry &e = p.e[find_entry(p)];
   const float s = *p.scale;
   int bad;

@@ -25,6 +25,7 @@
 // Built without fast math and without flush-to-zero (the rounding of
 // x * scale must be the host's).
 #include "common/quantize.h"
+#include "common/quantize_params.h"
 
 #define QT 256   // threads per block of every kernel here
 
@@ -141,9 +142,7 @@ static __device__ void quant_pt(const void *in, void *out, uint64_t n, float *sc
   } while (0)
 
 extern "C" __global__ void __launch_bounds__(QT)
-te_fp8_quantize_pt(const void *in, void *out, unsigned long long n, int in_dt, int out_dt,
-                   float *scale, float *scale_inv, float *scale_inv_col, unsigned *amax,
-                   const int *noop, int current, float eps, int pow2) {
+te_fp8_quantize_pt(TE_KSIG(TE_FP8_QUANTIZE_PT_PARAMS)) {
   if (noop_set(noop)) return;
   DISPATCH_IO(in_dt, out_dt, quant_pt, in, out, n, scale, scale_inv, scale_inv_col, amax, current,
               eps, pow2, blockIdx.x, gridDim.x);
@@ -177,7 +176,7 @@ static __device__ __forceinline__ uint32_t amax_any(const void *in, uint64_t n, 
 }
 
 extern "C" __global__ void __launch_bounds__(QT)
-te_fp8_amax(const void *in, unsigned long long n, int dt, unsigned *amax, const int *noop) {
+te_fp8_amax(TE_KSIG(TE_FP8_AMAX_PARAMS)) {
   if (noop_set(noop)) return;
   block_amax(amax_any(in, n, dt, blockIdx.x, gridDim.x), amax);
 }
@@ -191,20 +190,20 @@ static __device__ __forceinline__ int multi_entry(const te_qmulti_params &p) {
   return t;
 }
 
-extern "C" __global__ void __launch_bounds__(QT) te_fp8_quantize_multi(const te_qmulti_params p) {
+extern "C" __global__ void __launch_bounds__(QT) te_fp8_quantize_multi(TE_KSIG(TE_FP8_QMULTI_PARAMS)) {
   if (noop_set(p.noop)) return;
   const te_qmulti_entry &e = p.e[multi_entry(p)];
   DISPATCH_IO(e.in_dt, e.out_dt, quant_pt, e.in, e.out, e.n, e.scale, e.scale_inv,
               e.scale_inv_col, e.amax, p.current, e.eps, e.pow2, blockIdx.x - e.block0, e.nblocks);
 }
 
-extern "C" __global__ void __launch_bounds__(QT) te_fp8_amax_multi(const te_qmulti_params p) {
+extern "C" __global__ void __launch_bounds__(QT) te_fp8_amax_multi(TE_KSIG(TE_FP8_QMULTI_PARAMS)) {
   if (noop_set(p.noop)) return;
   const te_qmulti_entry &e = p.e[multi_entry(p)];
   block_amax(amax_any(e.in, e.n, e.in_dt, blockIdx.x - e.block0, e.nblocks), e.amax);
 }
 
-extern "C" __global__ void te_fp8_amax_init_multi(const te_qmulti_params p) {
+extern "C" __global__ void te_fp8_amax_init_multi(TE_KSIG(TE_FP8_QMULTI_PARAMS)) {
   if (noop_set(p.noop)) return;
   if (blockIdx.x == 0 && (int)threadIdx.x < p.count) *p.e[threadIdx.x].amax = 0u;
 }
@@ -413,9 +412,7 @@ static __device__ void quant_mx(const void *__restrict__ in, uint64_t rows, uint
 // list (and one vdev function).
 #define MX_KERNEL(suffix, IDT)                                                              \
   extern "C" __global__ void __launch_bounds__(MX_THREADS, 6) te_fp8_quantize_mx_##suffix(  \
-      const void *in, int in_dt, unsigned long long rows, unsigned long long cols,          \
-      void *out_row, void *out_col, void *s_row, void *s_col, int out_dt, unsigned *amax,   \
-      const int *noop) {                                                                    \
+      TE_KSIG(TE_FP8_QUANTIZE_MX_PARAMS)) {                                                 \
     __shared__ mx_stage stage;                                                              \
     (void)in_dt;                                                                            \
     if (noop_set(noop)) return;                                                             \
@@ -567,9 +564,7 @@ static __device__ void quant_blk(const void *__restrict__ in, uint64_t rows, uin
 }
 
 extern "C" __global__ void __launch_bounds__(QT)
-te_fp8_quantize_blk(const void *in, int in_dt, unsigned long long rows, unsigned long long cols,
-                    void *out_row, void *out_col, float *s_row, float *s_col, int out_dt, int mode,
-                    const float *scale, float eps, int pow2, unsigned *amax, const int *noop) {
+te_fp8_quantize_blk(TE_KSIG(TE_FP8_QUANTIZE_BLK_PARAMS)) {
   __shared__ blk_smem sh;
   if (noop_set(noop)) return;
   DISPATCH_IO(in_dt, out_dt, quant_blk, in, rows, cols, (uint8_t *)out_row, (uint8_t *)out_col,
@@ -580,8 +575,7 @@ te_fp8_quantize_blk(const void *in, int in_dt, unsigned long long rows, unsigned
 // Thread-steps of 8 columns of one row, grid-stride.
 
 extern "C" __global__ void __launch_bounds__(QT)
-te_fp8_dequantize(const void *in, int in_dt, void *out, int out_dt, unsigned long long rows,
-                  unsigned long long cols, int mode, const void *scale_inv) {
+te_fp8_dequantize(TE_KSIG(TE_FP8_DEQUANTIZE_PARAMS)) {
   const uint8_t *q = (const uint8_t *)in;
   const uint64_t segs = (cols + 7) / 8, total = rows * segs;
   for (uint64_t u = (uint64_t)blockIdx.x * QT + threadIdx.x; u < total;

@@ -24,6 +24,7 @@
 // vector-path bits.  te_ct_dbias_reduce
 // is the second stage of dbias.
 #include "common/transpose.h"
+#include "common/transpose_params.h"
 #include "ldst.cuh"
 
 #define CT_T TE_CT_TILE
@@ -109,12 +110,10 @@ struct ct_max {
   __device__ uint32_t operator()(uint32_t a, uint32_t b) const { return te_max_u32(a, b); }
 };
 
-#define CT_PARAMS                                                                         \
-  const void *__restrict__ in, const void *__restrict__ x, uint8_t *__restrict__ orow,    \
-      uint8_t *__restrict__ ocol, const float *__restrict__ scale, unsigned *amax,        \
-      void *__restrict__ sinv, void *__restrict__ csinv, float *__restrict__ ws,          \
-      unsigned long long rows, unsigned long long cols, unsigned tpb, unsigned flags
-#define CT_ARGS in, x, orow, ocol, scale, amax, sinv, csinv, ws, rows, cols, tpb, flags
+// The kernels' parameters (kernels/common/transpose_params.h), which the
+// body takes too.
+#define CT_PARAMS TE_KSIG(TE_CT_PARAMS)
+#define CT_ARGS TE_KNAMES(TE_CT_PARAMS)
 
 template <int IN, int ACT, bool MX, bool DB>
 __device__ __forceinline__ void ct_body(CT_PARAMS) {
@@ -320,8 +319,7 @@ CT_KERNELS_MODE(mx, true)
 // parts partial sums; each thread adds its chunk, thread (c, 0) the chunk
 // sums, and rounds to dtype (F32, F16, BF16).
 extern "C" __global__ void __launch_bounds__(TE_CT_RED_COLS * TE_CT_RED_CHUNKS)
-    te_ct_dbias_reduce(const float *__restrict__ ws, void *__restrict__ dbias, unsigned parts,
-                       unsigned long long cols, int dtype) {
+    te_ct_dbias_reduce(TE_KSIG(TE_CTR_PARAMS)) {
   __shared__ float sums[TE_CT_RED_CHUNKS][TE_CT_RED_COLS];
   __shared__ int used[TE_CT_RED_CHUNKS];
   const int tc = threadIdx.x % TE_CT_RED_COLS, j = threadIdx.x / TE_CT_RED_COLS;

@@ -2,44 +2,40 @@
  * kernel table, and the pattern every kernel family follows:
  *   1. kernels/<family>.cu   the CUDA kernels (extern "C" symbols)
  *   2. the vdev C functions below, built from the same kernels/common math
- *   3. a static tecore_kernel_table naming both, registered once
+ *   3. a static tecore_kernel_table naming both, registered once, its
+ *      entries and the vdev argument structs generated from the parameter
+ *      lists of kernels/common/elementwise_params.h (kparams.h)
  *   4. public entry points that validate, pick a launch shape and launch. */
-#include "internal.h"
+#include "ksupport/ksupport.h"
 #include "common/elementwise.h"
+#include "common/elementwise_params.h"
+
+TE_KARGS(te_fill_args, TE_FILL_PARAMS)
+TE_KARGS(te_scale_add_args, TE_SCALE_ADD_PARAMS)
 
 /* ---- vdev implementations (run the whole grid on the stream's worker) ---- */
 
 static void vdev_fill(const struct tecore_launch_cfg *cfg, void *const *args) {
-  void *dst = *(void *const *)args[0];
-  int dtype = *(const int *)args[1];
-  unsigned long long n = *(const unsigned long long *)args[2];
-  float value = *(const float *)args[3];
+  const struct te_fill_args a = te_fill_args_of(args);
   (void)cfg;
-  for (unsigned long long i = 0; i < n; i++) te_ew_store(dst, i, dtype, value);
+  for (unsigned long long i = 0; i < a.n; i++) te_ew_store(a.dst, i, a.dtype, a.value);
 }
 
 static void vdev_scale_add(const struct tecore_launch_cfg *cfg, void *const *args) {
-  void *dst = *(void *const *)args[0];
-  const void *a = *(void *const *)args[1];
-  float alpha = *(const float *)args[2];
-  const void *b = *(void *const *)args[3];
-  float beta = *(const float *)args[4];
-  int dtype = *(const int *)args[5];
-  unsigned long long n = *(const unsigned long long *)args[6];
+  const struct te_scale_add_args k = te_scale_add_args_of(args);
   (void)cfg;
-  for (unsigned long long i = 0; i < n; i++)
-    te_ew_store(dst, i, dtype,
-                te_ew_scale_add(te_ew_load(a, i, dtype), alpha, te_ew_load(b, i, dtype), beta));
+  for (unsigned long long i = 0; i < k.n; i++)
+    te_ew_store(k.dst, i, k.dtype,
+                te_ew_scale_add(te_ew_load(k.a, i, k.dtype), k.alpha, te_ew_load(k.b, i, k.dtype),
+                                k.beta));
 }
 
 /* ---- the table --------------------------------------------------------- */
 
 enum { K_FILL, K_SCALE_ADD };
 static const struct tecore_kernel_def ew_kernels[] = {
-    [K_FILL] = {.name = "te_fill", .vdev = vdev_fill, .nparams = 4,
-                .param_size = {8, 4, 8, 4}, .param_is_ptr = {TECORE_KERNEL_PTR_NONNULL, 0, 0, 0}},
-    [K_SCALE_ADD] = {.name = "te_scale_add", .vdev = vdev_scale_add, .nparams = 7,
-                     .param_size = {8, 8, 4, 8, 4, 4, 8}, .param_is_ptr = {1, 1, 0, 1, 0, 0, 0}},
+    [K_FILL] = TE_KDEF("te_fill", vdev_fill, TE_FILL_PARAMS),
+    [K_SCALE_ADD] = TE_KDEF("te_scale_add", vdev_scale_add, TE_SCALE_ADD_PARAMS),
 };
 
 TE_KERNEL_TABLE_FATBIN(ew_first_id, "libtecore/elementwise", ew_kernels, elementwise)
@@ -97,11 +93,10 @@ TE_EXPORT tecore_result_t tecore_fill(tecore_devptr_t dst, tecore_dtype_t dtype,
   if (id < 0) return TECORE_ERR_INTERNAL;
   struct tecore_launch_cfg cfg;
   ew_shape(count, &cfg);
-  void *d = (void *)(uintptr_t)dst;
-  int dt = (int)dtype;
-  unsigned long long n = count;
-  float v = fill_value(value, dtype);
-  void *args[] = {&d, &dt, &n, &v};
+  struct te_fill_args k = {.dst = TE_DPTR(dst), .dtype = (int)dtype, .n = count,
+                          .value = fill_value(value, dtype)};
+  void *args[TE_KNPARAMS(TE_FILL_PARAMS)];
+  te_fill_args_ptrs(&k, args);
   TE_CHECK(tecore_kernel_launch(id + K_FILL, &cfg, args, stream));
   return TECORE_SUCCESS;
 }
@@ -118,10 +113,10 @@ TE_EXPORT tecore_result_t tecore_scale_add(tecore_devptr_t dst, tecore_devptr_t 
   if (id < 0) return TECORE_ERR_INTERNAL;
   struct tecore_launch_cfg cfg;
   ew_shape(count, &cfg);
-  void *d = (void *)(uintptr_t)dst, *pa = (void *)(uintptr_t)a, *pb = (void *)(uintptr_t)b;
-  int dt = (int)dtype;
-  unsigned long long n = count;
-  void *args[] = {&d, &pa, &alpha, &pb, &beta, &dt, &n};
+  struct te_scale_add_args k = {.dst = TE_DPTR(dst), .a = TE_DPTR(a), .alpha = alpha,
+                               .b = TE_DPTR(b), .beta = beta, .dtype = (int)dtype, .n = count};
+  void *args[TE_KNPARAMS(TE_SCALE_ADD_PARAMS)];
+  te_scale_add_args_ptrs(&k, args);
   TE_CHECK(tecore_kernel_launch(id + K_SCALE_ADD, &cfg, args, stream));
   return TECORE_SUCCESS;
 }

@@ -6,16 +6,14 @@
 #include <te/activation.h>
 #include "common/act.h"
 #include "common/ldst.h"
+#include "common/act_params.h"
+
+TE_KARGS(te_act_fwd_args, TE_ACT_FWD_PARAMS)
+TE_KARGS(te_act_bwd_args, TE_ACT_BWD_PARAMS)
 
 /* ---- vdev implementations ------------------------------------------------------
- * Parameters as in kernels/act.cu:
- *   fwd: in, out, scale, amax, scale_inv, noop, rows, cols, dtypes, vec
- *   bwd: dy, x, dx, scale, amax, scale_inv, rows, cols, dtypes, vec
- * vec only picks the GPU's access width: the values are the same. */
-
-#define PTR(i) (*(void *const *)args[i])
-#define U64(i) (*(const unsigned long long *)args[i])
-#define I32(i) (*(const int *)args[i])
+ * Parameters: kernels/common/act_params.h.  vec only picks the GPU's access
+ * width: the values are the same. */
 
 /* scale is 1 unless the output is FP8 (y * 1 is y: the GPU's loops have
  * no branch there either). */
@@ -32,15 +30,15 @@ static void act_vput(struct act_vout *o, uint64_t i, float y) {
 }
 
 static void act_vdev_fwd(int kind, void *const *args) {
-  const void *in = PTR(0);
-  const float *scale = PTR(2);
-  unsigned *amax = PTR(3);
-  float *scale_inv = PTR(4);
-  const int *noop = PTR(5);
-  unsigned long long rows = U64(6), cols = U64(7);
-  int dtypes = I32(8), din = dtypes & 0xf;
-  if (noop && *noop != 0) return;
-  struct act_vout o = {PTR(1), (dtypes >> 4) & 0xf, 1.0f, 0.0f};
+  const struct te_act_fwd_args a = te_act_fwd_args_of(args);
+  const void *in = a.in;
+  const float *scale = a.scale;
+  unsigned *amax = a.amax;
+  float *scale_inv = a.scale_inv;
+  unsigned long long rows = a.rows, cols = a.cols;
+  int dtypes = a.dtypes, din = dtypes & 0xf;
+  if (a.noop && *a.noop != 0) return;
+  struct act_vout o = {a.out, (dtypes >> 4) & 0xf, 1.0f, 0.0f};
   if (te_dt_is_fp8(o.dtype) && scale) o.scale = *scale;
   if (scale_inv && scale) *scale_inv = te_fp8_scale_inv(*scale);
   if (!te_act_is_gated(kind)) {
@@ -57,13 +55,14 @@ static void act_vdev_fwd(int kind, void *const *args) {
 }
 
 static void act_vdev_bwd(int kind, void *const *args) {
-  const void *dy = PTR(0), *x = PTR(1);
-  const float *scale = PTR(3);
-  unsigned *amax = PTR(4);
-  float *scale_inv = PTR(5);
-  unsigned long long rows = U64(6), cols = U64(7);
-  int dtypes = I32(8), ddy = dtypes & 0xf, dxin = (dtypes >> 4) & 0xf;
-  struct act_vout o = {PTR(2), (dtypes >> 8) & 0xf, 1.0f, 0.0f};
+  const struct te_act_bwd_args a = te_act_bwd_args_of(args);
+  const void *dy = a.dy, *x = a.x;
+  const float *scale = a.scale;
+  unsigned *amax = a.amax;
+  float *scale_inv = a.scale_inv;
+  unsigned long long rows = a.rows, cols = a.cols;
+  int dtypes = a.dtypes, ddy = dtypes & 0xf, dxin = (dtypes >> 4) & 0xf;
+  struct act_vout o = {a.dx, (dtypes >> 8) & 0xf, 1.0f, 0.0f};
   if (te_dt_is_fp8(o.dtype) && scale) o.scale = *scale;
   if (scale_inv && scale) *scale_inv = te_fp8_scale_inv(*scale);
   if (!te_act_is_gated(kind)) {
@@ -103,11 +102,9 @@ ACT_VDEV(reglu, TE_ACT_REGLU)
 /* ---- the table ------------------------------------------------------------------ */
 
 /* Kernel 2*kind is kind's forward, 2*kind+1 its backward. */
-#define ACT_DEFS(kn)                                                                        \
-  {.name = "te_act_fwd_" #kn, .vdev = vdev_act_fwd_##kn, .nparams = 10,                   \
-   .param_size = {8, 8, 8, 8, 8, 8, 8, 8, 4, 4}, .param_is_ptr = {1, 1, 1, 1, 1, 1, 0, 0, 0, 0}}, \
-  {.name = "te_act_bwd_" #kn, .vdev = vdev_act_bwd_##kn, .nparams = 10,                   \
-   .param_size = {8, 8, 8, 8, 8, 8, 8, 8, 4, 4}, .param_is_ptr = {1, 1, 1, 1, 1, 1, 0, 0, 0, 0}}
+#define ACT_DEFS(kn)                                                        \
+  TE_KDEF("te_act_fwd_" #kn, vdev_act_fwd_##kn, TE_ACT_FWD_PARAMS),         \
+  TE_KDEF("te_act_bwd_" #kn, vdev_act_bwd_##kn, TE_ACT_BWD_PARAMS)
 static const struct tecore_kernel_def act_kernels[] = {
     ACT_DEFS(gelu), ACT_DEFS(relu), ACT_DEFS(silu), ACT_DEFS(qgelu),
     ACT_DEFS(swiglu), ACT_DEFS(geglu), ACT_DEFS(reglu),
@@ -193,15 +190,18 @@ TE_EXPORT tecore_result_t tecore_act_fwd(tecore_activation_t act, const struct t
             (!te_act_is_gated((int)act) || cols % 8 == 0);
   struct tecore_launch_cfg cfg;
   act_shape(vec ? rows * cols / 8 : rows * cols, &cfg);
-  void *pin = (void *)(uintptr_t)in->data, *pout = (void *)(uintptr_t)out->data;
-  void *noop = (void *)(uintptr_t)noop_flag;
-  unsigned long long r = rows, c = cols;
-  int dtypes = (int)in->dtype | ((int)out->dtype << 4);
-  if (tecore_tunable_int(&act_fast_math)) dtypes |= 1 << 12;
+  struct te_act_fwd_args a = {.in = TE_DPTR(in->data), .out = TE_DPTR(out->data),
+                              .noop = TE_DPTR(noop_flag), .rows = rows, .cols = cols,
+                              .dtypes = (int)in->dtype | ((int)out->dtype << 4), .vec = vec};
+  if (tecore_tunable_int(&act_fast_math)) a.dtypes |= 1 << 12;
   for (int pass = 0; pass < te_qout_passes(out); pass++) {
     struct te_qout q;
     TE_CHECK(te_qout_begin(out, pass, noop_flag, stream, &q));
-    void *args[] = {&pin, &pout, &q.scale, &q.amax, &q.scale_inv, &noop, &r, &c, &dtypes, &vec};
+    a.scale = q.scale;
+    a.amax = q.amax;
+    a.scale_inv = q.scale_inv;
+    void *args[TE_KNPARAMS(TE_ACT_FWD_PARAMS)];
+    te_act_fwd_args_ptrs(&a, args);
     TE_CHECK(tecore_kernel_launch(id + 2 * (int)act, &cfg, args, stream));
   }
   return TECORE_SUCCESS;
@@ -227,14 +227,18 @@ TE_EXPORT tecore_result_t tecore_act_bwd(tecore_activation_t act, const struct t
             (!te_act_is_gated((int)act) || cols % 8 == 0);
   struct tecore_launch_cfg cfg;
   act_shape(vec ? rows * cols / 8 : rows * cols, &cfg);
-  void *pdy = (void *)(uintptr_t)dy->data, *px = (void *)(uintptr_t)x->data,
-       *pdx = (void *)(uintptr_t)dx->data;
-  unsigned long long r = rows, c = cols;
-  int dtypes = (int)dy->dtype | ((int)x->dtype << 4) | ((int)dx->dtype << 8);
+  struct te_act_bwd_args a = {
+      .dy = TE_DPTR(dy->data), .x = TE_DPTR(x->data), .dx = TE_DPTR(dx->data), .rows = rows,
+      .cols = cols, .dtypes = (int)dy->dtype | ((int)x->dtype << 4) | ((int)dx->dtype << 8),
+      .vec = vec};
   for (int pass = 0; pass < te_qout_passes(dx); pass++) {
     struct te_qout q;
     TE_CHECK(te_qout_begin(dx, pass, 0, stream, &q));
-    void *args[] = {&pdy, &px, &pdx, &q.scale, &q.amax, &q.scale_inv, &r, &c, &dtypes, &vec};
+    a.scale = q.scale;
+    a.amax = q.amax;
+    a.scale_inv = q.scale_inv;
+    void *args[TE_KNPARAMS(TE_ACT_BWD_PARAMS)];
+    te_act_bwd_args_ptrs(&a, args);
     TE_CHECK(tecore_kernel_launch(id + 2 * (int)act + 1, &cfg, args, stream));
   }
   return TECORE_SUCCESS;

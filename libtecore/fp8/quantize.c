@@ -12,10 +12,16 @@
 #include <string.h>
 #include "fp8/fp8_internal.h"
 #include "common/quantize.h"
+#include "common/quantize_params.h"
+
+TE_KARGS(te_quantize_pt_args, TE_FP8_QUANTIZE_PT_PARAMS)
+TE_KARGS(te_amax_args, TE_FP8_AMAX_PARAMS)
+TE_KARGS(te_quantize_mx_args, TE_FP8_QUANTIZE_MX_PARAMS)
+TE_KARGS(te_quantize_blk_args, TE_FP8_QUANTIZE_BLK_PARAMS)
+TE_KARGS(te_dequantize_args, TE_FP8_DEQUANTIZE_PARAMS)
+TE_KARGS(te_qmulti_args, TE_FP8_QMULTI_PARAMS)
 
 /* ---- vdev kernels ------------------------------------------------------------ */
-
-#define ARG(T, i) (*(T const *)args[i])
 
 static int vdev_noop(const int *noop) { return noop && *noop; }
 
@@ -38,11 +44,11 @@ static void vdev_quant_pt(const void *in, uint8_t *out, uint64_t n, int in_dt, i
 }
 
 static void vdev_quantize_pt(const struct tecore_launch_cfg *cfg, void *const *args) {
+  const struct te_quantize_pt_args a = te_quantize_pt_args_of(args);
   (void)cfg;
-  if (vdev_noop(ARG(const int *, 9))) return;
-  vdev_quant_pt(ARG(const void *, 0), ARG(uint8_t *, 1), ARG(unsigned long long, 2), ARG(int, 3),
-                ARG(int, 4), ARG(float *, 5), ARG(float *, 6), ARG(float *, 7), ARG(unsigned *, 8),
-                ARG(int, 10), ARG(float, 11), ARG(int, 12));
+  if (vdev_noop(a.noop)) return;
+  vdev_quant_pt(a.in, a.out, a.n, a.in_dt, a.out_dt, a.scale, a.scale_inv, a.scale_inv_col, a.amax,
+                a.current, a.eps, a.pow2);
 }
 
 static uint32_t vdev_amax_of(const void *in, uint64_t n, int dt) {
@@ -52,14 +58,14 @@ static uint32_t vdev_amax_of(const void *in, uint64_t n, int dt) {
 }
 
 static void vdev_amax(const struct tecore_launch_cfg *cfg, void *const *args) {
+  const struct te_amax_args a = te_amax_args_of(args);
   (void)cfg;
-  if (vdev_noop(ARG(const int *, 4))) return;
-  te_vdev_amax_update(ARG(unsigned *, 3),
-                  vdev_amax_of(ARG(const void *, 0), ARG(unsigned long long, 1), ARG(int, 2)));
+  if (vdev_noop(a.noop)) return;
+  te_vdev_amax_update(a.amax, vdev_amax_of(a.in, a.n, a.dt));
 }
 
 static void vdev_quantize_multi(const struct tecore_launch_cfg *cfg, void *const *args) {
-  const struct te_qmulti_params *p = args[0];
+  const struct te_qmulti_params *p = te_qmulti_args_of(args).p;
   (void)cfg;
   if (vdev_noop(p->noop)) return;
   for (int t = 0; t < p->count; t++) {
@@ -70,7 +76,7 @@ static void vdev_quantize_multi(const struct tecore_launch_cfg *cfg, void *const
 }
 
 static void vdev_amax_multi(const struct tecore_launch_cfg *cfg, void *const *args) {
-  const struct te_qmulti_params *p = args[0];
+  const struct te_qmulti_params *p = te_qmulti_args_of(args).p;
   (void)cfg;
   if (vdev_noop(p->noop)) return;
   for (int t = 0; t < p->count; t++)
@@ -78,7 +84,7 @@ static void vdev_amax_multi(const struct tecore_launch_cfg *cfg, void *const *ar
 }
 
 static void vdev_amax_init_multi(const struct tecore_launch_cfg *cfg, void *const *args) {
-  const struct te_qmulti_params *p = args[0];
+  const struct te_qmulti_params *p = te_qmulti_args_of(args).p;
   (void)cfg;
   if (vdev_noop(p->noop)) return;
   for (int t = 0; t < p->count; t++) __atomic_store_n(p->e[t].amax, 0u, __ATOMIC_RELAXED);
@@ -87,15 +93,16 @@ static void vdev_amax_init_multi(const struct tecore_launch_cfg *cfg, void *cons
 /* MXFP8: rowwise blocks of 32 along each row, columnwise blocks of 32 down
  * each column; both outputs [rows][cols]. */
 static void vdev_quantize_mx(const struct tecore_launch_cfg *cfg, void *const *args) {
-  const void *in = ARG(const void *, 0);
-  int in_dt = ARG(int, 1);
-  uint64_t rows = ARG(unsigned long long, 2), cols = ARG(unsigned long long, 3);
-  uint8_t *out_row = ARG(uint8_t *, 4), *out_col = ARG(uint8_t *, 5);
-  uint8_t *s_row = ARG(uint8_t *, 6), *s_col = ARG(uint8_t *, 7);
-  int out_dt = ARG(int, 8);
-  unsigned *amax = ARG(unsigned *, 9);
+  const struct te_quantize_mx_args a = te_quantize_mx_args_of(args);
+  const void *in = a.in;
+  int in_dt = a.in_dt;
+  uint64_t rows = a.rows, cols = a.cols;
+  uint8_t *out_row = a.out_row, *out_col = a.out_col;
+  uint8_t *s_row = a.s_row, *s_col = a.s_col;
+  int out_dt = a.out_dt;
+  unsigned *amax = a.amax;
   (void)cfg;
-  if (vdev_noop(ARG(const int *, 10))) return;
+  if (vdev_noop(a.noop)) return;
   const uint64_t nrb = (cols + 31) / 32;
   uint32_t m_all = 0;
   for (uint64_t r = 0; r < rows; r++)
@@ -129,18 +136,19 @@ static void vdev_quantize_mx(const struct tecore_launch_cfg *cfg, void *const *a
 
 /* Block scaling (1x128, 128x128) and per-tensor with transposed output. */
 static void vdev_quantize_blk(const struct tecore_launch_cfg *cfg, void *const *args) {
-  const void *in = ARG(const void *, 0);
-  int in_dt = ARG(int, 1);
-  uint64_t rows = ARG(unsigned long long, 2), cols = ARG(unsigned long long, 3);
-  uint8_t *out_row = ARG(uint8_t *, 4), *out_col = ARG(uint8_t *, 5);
-  float *s_row = ARG(float *, 6), *s_col = ARG(float *, 7);
-  int out_dt = ARG(int, 8), mode = ARG(int, 9);
-  const float *scale = ARG(const float *, 10);
-  float eps = ARG(float, 11);
-  int pow2 = ARG(int, 12);
-  unsigned *amax = ARG(unsigned *, 13);
+  const struct te_quantize_blk_args a = te_quantize_blk_args_of(args);
+  const void *in = a.in;
+  int in_dt = a.in_dt;
+  uint64_t rows = a.rows, cols = a.cols;
+  uint8_t *out_row = a.out_row, *out_col = a.out_col;
+  float *s_row = a.s_row, *s_col = a.s_col;
+  int out_dt = a.out_dt, mode = a.mode;
+  const float *scale = a.scale;
+  float eps = a.eps;
+  int pow2 = a.pow2;
+  unsigned *amax = a.amax;
   (void)cfg;
-  if (vdev_noop(ARG(const int *, 14))) return;
+  if (vdev_noop(a.noop)) return;
   const float fmax = te_fp8_max(out_dt);
   const uint64_t T = TE_BLK_TILE, ntr = (rows + T - 1) / T, ntc = (cols + T - 1) / T;
 #define X(r, c) te_q_load(in, (r) * cols + (c), in_dt)
@@ -201,18 +209,15 @@ static void vdev_quantize_blk(const struct tecore_launch_cfg *cfg, void *const *
 }
 
 static void vdev_dequantize(const struct tecore_launch_cfg *cfg, void *const *args) {
-  const uint8_t *q = ARG(const uint8_t *, 0);
-  int in_dt = ARG(int, 1);
-  void *out = ARG(void *, 2);
-  int out_dt = ARG(int, 3);
-  uint64_t rows = ARG(unsigned long long, 4), cols = ARG(unsigned long long, 5);
-  int mode = ARG(int, 6);
-  const void *s = ARG(const void *, 7);
+  const struct te_dequantize_args a = te_dequantize_args_of(args);
+  const uint8_t *q = a.in;
+  const uint64_t rows = a.rows, cols = a.cols;
   (void)cfg;
   for (uint64_t r = 0; r < rows; r++)
     for (uint64_t c = 0; c < cols; c++)
-      te_q_store(out, r * cols + c, out_dt,
-                 te_fp8_to_f32(q[r * cols + c], in_dt) * te_dq_scale(mode, s, r, c, rows, cols));
+      te_q_store(a.out, r * cols + c, a.out_dt,
+                 te_fp8_to_f32(q[r * cols + c], a.in_dt) *
+                     te_dq_scale(a.mode, a.scale_inv, r, c, rows, cols));
 }
 
 /* ---- the table ------------------------------------------------------------------ */
@@ -221,32 +226,18 @@ enum {
   K_QPT, K_AMAX, K_MX_F32, K_MX_F16, K_MX_BF16, K_BLK, K_DEQ, K_QMULTI,
   K_AMAX_MULTI, K_INIT_MULTI
 };
-#define MP ((uint16_t)sizeof(struct te_qmulti_params))
 static const struct tecore_kernel_def q_kernels[] = {
-    [K_QPT] = {.name = "te_fp8_quantize_pt", .vdev = vdev_quantize_pt, .nparams = 13,
-               .param_size = {8, 8, 8, 4, 4, 8, 8, 8, 8, 8, 4, 4, 4},
-               .param_is_ptr = {1, 1, 0, 0, 0, 1, 1, 1, 1, 1, 0, 0, 0}},
-    [K_AMAX] = {.name = "te_fp8_amax", .vdev = vdev_amax, .nparams = 5,
-                .param_size = {8, 8, 4, 8, 8}, .param_is_ptr = {1, 0, 0, 1, 1}},
-#define MX_DEF(sym)                                                                   \
-  {.name = sym, .vdev = vdev_quantize_mx, .nparams = 11,                              \
-   .param_size = {8, 4, 8, 8, 8, 8, 8, 8, 4, 8, 8},                                   \
-   .param_is_ptr = {1, 0, 0, 0, 1, 1, 1, 1, 0, 1, 1}}
+    [K_QPT] = TE_KDEF("te_fp8_quantize_pt", vdev_quantize_pt, TE_FP8_QUANTIZE_PT_PARAMS),
+    [K_AMAX] = TE_KDEF("te_fp8_amax", vdev_amax, TE_FP8_AMAX_PARAMS),
     /* one CUDA kernel per input type (registers), one vdev function */
-    [K_MX_F32] = MX_DEF("te_fp8_quantize_mx_f32"),
-    [K_MX_F16] = MX_DEF("te_fp8_quantize_mx_f16"),
-    [K_MX_BF16] = MX_DEF("te_fp8_quantize_mx_bf16"),
-    [K_BLK] = {.name = "te_fp8_quantize_blk", .vdev = vdev_quantize_blk, .nparams = 15,
-               .param_size = {8, 4, 8, 8, 8, 8, 8, 8, 4, 4, 8, 4, 4, 8, 8},
-               .param_is_ptr = {1, 0, 0, 0, 1, 1, 1, 1, 0, 0, 1, 0, 0, 1, 1}},
-    [K_DEQ] = {.name = "te_fp8_dequantize", .vdev = vdev_dequantize, .nparams = 8,
-               .param_size = {8, 4, 8, 4, 8, 8, 4, 8}, .param_is_ptr = {1, 0, 1, 0, 0, 0, 0, 1}},
-    [K_QMULTI] = {.name = "te_fp8_quantize_multi", .vdev = vdev_quantize_multi, .nparams = 1,
-                  .param_size = {MP}, .param_is_ptr = {0}},
-    [K_AMAX_MULTI] = {.name = "te_fp8_amax_multi", .vdev = vdev_amax_multi, .nparams = 1,
-                      .param_size = {MP}, .param_is_ptr = {0}},
-    [K_INIT_MULTI] = {.name = "te_fp8_amax_init_multi", .vdev = vdev_amax_init_multi,
-                      .nparams = 1, .param_size = {MP}, .param_is_ptr = {0}},
+    [K_MX_F32] = TE_KDEF("te_fp8_quantize_mx_f32", vdev_quantize_mx, TE_FP8_QUANTIZE_MX_PARAMS),
+    [K_MX_F16] = TE_KDEF("te_fp8_quantize_mx_f16", vdev_quantize_mx, TE_FP8_QUANTIZE_MX_PARAMS),
+    [K_MX_BF16] = TE_KDEF("te_fp8_quantize_mx_bf16", vdev_quantize_mx, TE_FP8_QUANTIZE_MX_PARAMS),
+    [K_BLK] = TE_KDEF("te_fp8_quantize_blk", vdev_quantize_blk, TE_FP8_QUANTIZE_BLK_PARAMS),
+    [K_DEQ] = TE_KDEF("te_fp8_dequantize", vdev_dequantize, TE_FP8_DEQUANTIZE_PARAMS),
+    [K_QMULTI] = TE_KDEF("te_fp8_quantize_multi", vdev_quantize_multi, TE_FP8_QMULTI_PARAMS),
+    [K_AMAX_MULTI] = TE_KDEF("te_fp8_amax_multi", vdev_amax_multi, TE_FP8_QMULTI_PARAMS),
+    [K_INIT_MULTI] = TE_KDEF("te_fp8_amax_init_multi", vdev_amax_init_multi, TE_FP8_QMULTI_PARAMS),
 };
 
 TE_KERNEL_TABLE_FATBIN(q_first_id, "libtecore/quantize", q_kernels, quantize)
@@ -283,16 +274,14 @@ static tecore_result_t q_launch(int k, struct tecore_launch_cfg cfg, void **args
   return TECORE_SUCCESS;
 }
 
-#define P(x) ((void *)(uintptr_t)(x))
 
 static tecore_result_t launch_amax(tecore_devptr_t in, tecore_dtype_t dt, uint64_t n,
                                    tecore_devptr_t amax, int init, tecore_devptr_t noop,
                                    tecore_stream_t stream) {
-  void *a = P(amax), *nf = P(noop), *pin = P(in);
   if (init) TE_CHECK(te_fp8_amax_zero(amax, noop, stream));
-  int idt = (int)dt;
-  unsigned long long nn = n;
-  void *args[] = {&pin, &nn, &idt, &a, &nf};
+  struct te_amax_args a = {.in = TE_DPTR(in), .n = n, .dt = (int)dt, .amax = TE_DPTR(amax), .noop = TE_DPTR(noop)};
+  void *args[TE_KNPARAMS(TE_FP8_AMAX_PARAMS)];
+  te_amax_args_ptrs(&a, args);
   TE_CHECK(q_launch(K_AMAX, q_cfg((n + 16 * QT - 1) / (16 * QT), 8), args, stream));
   return TECORE_SUCCESS;
 }
@@ -325,48 +314,75 @@ static tecore_result_t check_fp8_output(const struct tecore_tensor *out, const c
   return TECORE_SUCCESS;
 }
 
+/* Per-tensor, rowwise only (current scaling: the amax pass first). */
+static tecore_result_t quantize_pt(const struct tecore_tensor *in, const struct tecore_tensor *out,
+                                   uint64_t n, tecore_devptr_t noop, tecore_stream_t stream) {
+  const int is_current = out->scaling == TECORE_SCALING_CURRENT;
+  if (is_current) TE_CHECK(launch_amax(in->data, in->dtype, n, out->amax, 1, noop, stream));
+  struct te_quantize_pt_args a = {
+      .in = TE_DPTR(in->data), .out = TE_DPTR(out->data), .n = n, .in_dt = (int)in->dtype,
+      .out_dt = (int)out->dtype, .scale = TE_DPTR(out->scale), .scale_inv = TE_DPTR(out->scale_inv),
+      .scale_inv_col = TE_DPTR(out->columnwise_scale_inv), .amax = TE_DPTR(out->amax), .noop = TE_DPTR(noop),
+      .current = is_current, .eps = out->amax_epsilon,
+      .pow2 = (out->flags & TECORE_TENSOR_POW2_SCALES) ? 1 : 0};
+  void *args[TE_KNPARAMS(TE_FP8_QUANTIZE_PT_PARAMS)];
+  te_quantize_pt_args_ptrs(&a, args);
+  return q_launch(K_QPT, q_cfg((n + 16 * QT - 1) / (16 * QT), 8), args, stream);
+}
+
+/* MXFP8, rowwise and / or columnwise. */
+static tecore_result_t quantize_mx(const struct tecore_tensor *in, const struct tecore_tensor *out,
+                                   size_t rows, size_t cols, tecore_devptr_t noop,
+                                   tecore_stream_t stream) {
+  uint64_t tiles = ((rows + TE_MX_TILE_R - 1) / TE_MX_TILE_R) * ((cols + TE_MX_TILE_C - 1) / TE_MX_TILE_C);
+  struct te_quantize_mx_args a = {
+      .in = TE_DPTR(in->data), .in_dt = (int)in->dtype, .rows = rows, .cols = cols,
+      .out_row = TE_DPTR(out->data), .out_col = TE_DPTR(out->columnwise_data), .s_row = TE_DPTR(out->scale_inv),
+      .s_col = TE_DPTR(out->columnwise_scale_inv), .out_dt = (int)out->dtype, .amax = TE_DPTR(out->amax),
+      .noop = TE_DPTR(noop)};
+  void *args[TE_KNPARAMS(TE_FP8_QUANTIZE_MX_PARAMS)];
+  te_quantize_mx_args_ptrs(&a, args);
+  /* a tile per warp, 4 warps a block; 6 blocks per SM are resident
+   * (__launch_bounds__(128, 6), 32 KB of shared memory each): one wave */
+  struct tecore_launch_cfg cfg = q_cfg((tiles + 3) / 4, 6);
+  cfg.block[0] = 128;
+  return q_launch(K_MX_F32 + a.in_dt, cfg, args, stream);   /* f32 0, f16 1, bf16 2 */
+}
+
+/* Block modes, and per-tensor with a transposed output. */
+static tecore_result_t quantize_blk(const struct tecore_tensor *in, const struct tecore_tensor *out,
+                                    size_t rows, size_t cols, tecore_devptr_t noop,
+                                    tecore_stream_t stream) {
+  struct te_quantize_blk_args a = {
+      .in = TE_DPTR(in->data), .in_dt = (int)in->dtype, .rows = rows, .cols = cols,
+      .out_row = TE_DPTR(out->data), .out_col = TE_DPTR(out->columnwise_data), .s_row = TE_DPTR(out->scale_inv),
+      .s_col = TE_DPTR(out->columnwise_scale_inv), .out_dt = (int)out->dtype,
+      .mode = out->scaling == TECORE_SCALING_BLOCK_1X128     ? TE_BLK_1X128
+              : out->scaling == TECORE_SCALING_BLOCK_128X128 ? TE_BLK_128X128
+                                                             : TE_BLK_TENSOR,
+      .scale = TE_DPTR(out->scale), .eps = out->amax_epsilon,
+      .pow2 = (out->flags & TECORE_TENSOR_POW2_SCALES) ? 1 : 0, .amax = TE_DPTR(out->amax),
+      .noop = TE_DPTR(noop)};
+  if (out->scaling == TECORE_SCALING_CURRENT) {
+    TE_CHECK(launch_amax(in->data, in->dtype, (uint64_t)rows * cols, out->amax, 1, noop, stream));
+    TE_CHECK(te_fp8_scale_from_amax(out, noop, stream));
+    a.amax = NULL;   /* the amax is already exact */
+  }
+  uint64_t tiles = ((rows + TE_BLK_TILE - 1) / TE_BLK_TILE) * ((cols + TE_BLK_TILE - 1) / TE_BLK_TILE);
+  void *args[TE_KNPARAMS(TE_FP8_QUANTIZE_BLK_PARAMS)];
+  te_quantize_blk_args_ptrs(&a, args);
+  return q_launch(K_BLK, q_cfg(tiles, 4), args, stream);
+}
+
 /* One quantization, arguments already checked. */
 static tecore_result_t quantize_one(const struct tecore_tensor *in, const struct tecore_tensor *out,
                                     tecore_devptr_t noop, tecore_stream_t stream) {
   size_t rows, cols;
   te_tensor_view(out, &rows, &cols);
-  uint64_t n = (uint64_t)rows * cols;
-  int idt = (int)in->dtype, odt = (int)out->dtype;
-  int pow2 = (out->flags & TECORE_TENSOR_POW2_SCALES) ? 1 : 0;
-  float eps = out->amax_epsilon;
-  unsigned long long R = rows, C = cols;
-  void *pin = P(in->data), *pout = P(out->data), *pcol = P(out->columnwise_data);
-  void *ps = P(out->scale), *psi = P(out->scale_inv), *psc = P(out->columnwise_scale_inv);
-  void *pa = P(out->amax), *nf = P(noop);
-  int is_current = out->scaling == TECORE_SCALING_CURRENT;
-
-  if (te_scaling_per_tensor(out->scaling) && !out->columnwise_data) {
-    if (is_current) TE_CHECK(launch_amax(in->data, in->dtype, n, out->amax, 1, noop, stream));
-    unsigned long long nn = n;
-    void *args[] = {&pin, &pout, &nn, &idt, &odt, &ps, &psi, &psc, &pa, &nf, &is_current, &eps, &pow2};
-    return q_launch(K_QPT, q_cfg((n + 16 * QT - 1) / (16 * QT), 8), args, stream);
-  }
-  if (out->scaling == TECORE_SCALING_MXFP8) {
-    uint64_t tiles = ((rows + TE_MX_TILE_R - 1) / TE_MX_TILE_R) * ((cols + TE_MX_TILE_C - 1) / TE_MX_TILE_C);
-    void *args[] = {&pin, &idt, &R, &C, &pout, &pcol, &psi, &psc, &odt, &pa, &nf};
-    /* a tile per warp, 4 warps a block; 6 blocks per SM are resident
-     * (__launch_bounds__(128, 6), 32 KB of shared memory each): one wave */
-    struct tecore_launch_cfg cfg = q_cfg((tiles + 3) / 4, 6);
-    cfg.block[0] = 128;
-    return q_launch(K_MX_F32 + idt, cfg, args, stream);   /* f32 0, f16 1, bf16 2 */
-  }
-  /* block modes, and per-tensor with a transposed output */
-  int mode = out->scaling == TECORE_SCALING_BLOCK_1X128     ? TE_BLK_1X128
-             : out->scaling == TECORE_SCALING_BLOCK_128X128 ? TE_BLK_128X128
-                                                            : TE_BLK_TENSOR;
-  if (is_current) {
-    TE_CHECK(launch_amax(in->data, in->dtype, n, out->amax, 1, noop, stream));
-    TE_CHECK(te_fp8_scale_from_amax(out, noop, stream));
-    pa = NULL;   /* the amax is already exact */
-  }
-  uint64_t tiles = ((rows + TE_BLK_TILE - 1) / TE_BLK_TILE) * ((cols + TE_BLK_TILE - 1) / TE_BLK_TILE);
-  void *args[] = {&pin, &idt, &R, &C, &pout, &pcol, &psi, &psc, &odt, &mode, &ps, &eps, &pow2, &pa, &nf};
-  return q_launch(K_BLK, q_cfg(tiles, 4), args, stream);
+  if (te_scaling_per_tensor(out->scaling) && !out->columnwise_data)
+    return quantize_pt(in, out, (uint64_t)rows * cols, noop, stream);
+  if (out->scaling == TECORE_SCALING_MXFP8) return quantize_mx(in, out, rows, cols, noop, stream);
+  return quantize_blk(in, out, rows, cols, noop, stream);
 }
 
 static tecore_result_t check_pair(const struct tecore_tensor *in, const struct tecore_tensor *out,
@@ -443,11 +459,12 @@ TE_EXPORT tecore_result_t tecore_dequantize(const struct tecore_tensor *in, stru
   case TECORE_SCALING_BLOCK_128X128: mode = TE_DQ_128X128; break;
   default: mode = TE_DQ_TENSOR; break;
   }
-  void *pin = P(use_col ? in->columnwise_data : in->data), *pout = P(out->data);
-  void *ps = P(use_col ? in->columnwise_scale_inv : in->scale_inv);
-  int idt = (int)in->dtype, odt = (int)out->dtype;
-  unsigned long long R = rows, C = cols;
-  void *args[] = {&pin, &idt, &pout, &odt, &R, &C, &mode, &ps};
+  struct te_dequantize_args a = {
+      .in = TE_DPTR(use_col ? in->columnwise_data : in->data), .in_dt = (int)in->dtype,
+      .out = TE_DPTR(out->data), .out_dt = (int)out->dtype, .rows = rows, .cols = cols, .mode = mode,
+      .scale_inv = TE_DPTR(use_col ? in->columnwise_scale_inv : in->scale_inv)};
+  void *args[TE_KNPARAMS(TE_FP8_DEQUANTIZE_PARAMS)];
+  te_dequantize_args_ptrs(&a, args);
   TE_CHECK(q_launch(K_DEQ, q_cfg((rows * ((cols + 7) / 8) + QT - 1) / QT, 8), args, stream));
   return TECORE_SUCCESS;
 }
@@ -458,7 +475,7 @@ static tecore_result_t quantize_batch(const struct tecore_tensor *const *in,
                                       int current, tecore_devptr_t noop, tecore_stream_t stream) {
   struct te_qmulti_params p;
   memset(&p, 0, sizeof p);
-  p.noop = (const int *)P(noop);
+  p.noop = (const int *)TE_DPTR(noop);
   p.count = count;
   p.current = current;
   uint64_t cap = (uint64_t)q_sm_count() * 8, total = 0;
@@ -468,12 +485,12 @@ static tecore_result_t quantize_batch(const struct tecore_tensor *const *in,
     uint64_t nb = (n + 16 * QT * 4 - 1) / (16 * QT * 4);   /* ~4 steps per thread */
     if (nb > cap) nb = cap;
     if (nb == 0) nb = 1;
-    e->in = P(in[t]->data);
-    e->out = P(out[t]->data);
-    e->scale = (float *)P(out[t]->scale);
-    e->scale_inv = (float *)P(out[t]->scale_inv);
-    e->scale_inv_col = (float *)P(out[t]->columnwise_scale_inv);
-    e->amax = (unsigned *)P(out[t]->amax);
+    e->in = TE_DPTR(in[t]->data);
+    e->out = TE_DPTR(out[t]->data);
+    e->scale = (float *)TE_DPTR(out[t]->scale);
+    e->scale_inv = (float *)TE_DPTR(out[t]->scale_inv);
+    e->scale_inv_col = (float *)TE_DPTR(out[t]->columnwise_scale_inv);
+    e->amax = (unsigned *)TE_DPTR(out[t]->amax);
     e->n = n;
     e->block0 = (unsigned)total;
     e->nblocks = (unsigned)nb;
@@ -483,7 +500,9 @@ static tecore_result_t quantize_batch(const struct tecore_tensor *const *in,
     e->pow2 = (out[t]->flags & TECORE_TENSOR_POW2_SCALES) ? 1 : 0;
     total += nb;
   }
-  void *args[] = {&p};
+  struct te_qmulti_args a = {.p = &p};
+  void *args[TE_KNPARAMS(TE_FP8_QMULTI_PARAMS)];
+  te_qmulti_args_ptrs(&a, args);
   struct tecore_launch_cfg cfg = {.grid = {(unsigned)total, 1, 1}, .block = {QT, 1, 1}};
   if (current) {
     struct tecore_launch_cfg one = {.grid = {1, 1, 1}, .block = {QT, 1, 1}};

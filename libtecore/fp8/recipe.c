@@ -7,6 +7,9 @@
 #include <string.h>
 #include "fp8/fp8_internal.h"
 #include "common/fp8.h"
+#include "common/fp8_recipe_params.h"
+
+TE_KARGS(te_delayed_update_args, TE_FP8_DELAYED_UPDATE_PARAMS)
 
 /* ---- recipes ----------------------------------------------------------------- */
 
@@ -103,26 +106,23 @@ TE_EXPORT tecore_result_t tecore_recipe_apply(const struct tecore_recipe *r, tec
 /* ---- the delayed-scaling update kernel ----------------------------------------- */
 
 static void vdev_delayed_update(const struct tecore_launch_cfg *cfg, void *const *args) {
-  float *amax = *(float *const *)args[0], *hist = *(float *const *)args[1];
-  float *scale = *(float *const *)args[2], *scale_inv = *(float *const *)args[3];
-  uint64_t count = *(const unsigned long long *)args[4];
-  int len = *(const int *)args[5], most_recent = *(const int *)args[6];
-  float fmax = *(const float *)args[7], mm = *(const float *)args[8];
-  int pow2 = *(const int *)args[9];
-  const int *noop = *(const int *const *)args[10];
+  const struct te_delayed_update_args a = te_delayed_update_args_of(args);
+  float *amax = a.amax, *hist = a.history, *scale = a.scale, *scale_inv = a.scale_inv;
+  uint64_t count = a.count;
+  int len = a.len;
   (void)cfg;
-  if (noop && *noop) return;
+  if (a.noop && *a.noop) return;
   for (uint64_t i = 0; i < count; i++) {
-    float a = amax[i];
-    uint32_t win = te_abs_bits(a);
+    float v = amax[i];
+    uint32_t win = te_abs_bits(v);
     for (int k = len - 1; k >= 1; k--) {
       float h = hist[(uint64_t)(k - 1) * count + i];
       hist[(uint64_t)k * count + i] = h;
       win = te_max_u32(win, te_abs_bits(h));
     }
-    hist[i] = a;
-    float s = te_fp8_delayed_scale(te_bits_f32(most_recent ? te_abs_bits(a) : win), scale[i], fmax,
-                                   mm, pow2);
+    hist[i] = v;
+    float s = te_fp8_delayed_scale(te_bits_f32(a.most_recent ? te_abs_bits(v) : win), scale[i],
+                                   a.fp8_max, a.margin_mult, a.pow2);
     scale[i] = s;
     scale_inv[i] = te_fp8_scale_inv(s);
     amax[i] = 0.0f;
@@ -130,9 +130,7 @@ static void vdev_delayed_update(const struct tecore_launch_cfg *cfg, void *const
 }
 
 static const struct tecore_kernel_def r_kernels[] = {
-    {.name = "te_fp8_delayed_update", .vdev = vdev_delayed_update, .nparams = 11,
-     .param_size = {8, 8, 8, 8, 8, 4, 4, 4, 4, 4, 8},
-     .param_is_ptr = {1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 1}},
+    TE_KDEF("te_fp8_delayed_update", vdev_delayed_update, TE_FP8_DELAYED_UPDATE_PARAMS),
 };
 
 TE_KERNEL_TABLE_FATBIN(r_first_id, "libtecore/fp8_recipe", r_kernels, fp8_recipe)
@@ -229,15 +227,15 @@ TE_EXPORT tecore_result_t tecore_delayed_update(const struct tecore_recipe *r,
   }
   int id = r_first_id();
   if (id < 0) return TE_ERR(TECORE_ERR_INTERNAL, "FP8 recipe kernel table could not be registered");
-  void *pa = (void *)(uintptr_t)st->amax, *ph = (void *)(uintptr_t)st->history;
-  void *ps = (void *)(uintptr_t)st->scale, *psi = (void *)(uintptr_t)st->scale_inv;
-  void *noop = NULL;
-  unsigned long long count = st->count;
-  int len = st->history_len, most_recent = r->amax_algo == TECORE_AMAX_MOST_RECENT;
-  float fmax = te_fp8_max((int)st->dtype), mm = ldexpf(1.0f, -r->margin);
-  int pow2 = (r->flags & TECORE_RECIPE_POW2_SCALES) ? 1 : 0;
-  void *args[] = {&pa, &ph, &ps, &psi, &count, &len, &most_recent, &fmax, &mm, &pow2, &noop};
-  struct tecore_launch_cfg cfg = {.grid = {(unsigned)((count + 255) / 256), 1, 1},
+  struct te_delayed_update_args a = {
+      .amax = TE_DPTR(st->amax), .history = TE_DPTR(st->history), .scale = TE_DPTR(st->scale),
+      .scale_inv = TE_DPTR(st->scale_inv), .count = st->count, .len = st->history_len,
+      .most_recent = r->amax_algo == TECORE_AMAX_MOST_RECENT,
+      .fp8_max = te_fp8_max((int)st->dtype), .margin_mult = ldexpf(1.0f, -r->margin),
+      .pow2 = (r->flags & TECORE_RECIPE_POW2_SCALES) ? 1 : 0, .noop = NULL};
+  void *args[TE_KNPARAMS(TE_FP8_DELAYED_UPDATE_PARAMS)];
+  te_delayed_update_args_ptrs(&a, args);
+  struct tecore_launch_cfg cfg = {.grid = {(unsigned)((a.count + 255) / 256), 1, 1},
                                   .block = {256, 1, 1}};
   TE_CHECK(tecore_kernel_launch(id, &cfg, args, stream));
   return TECORE_SUCCESS;

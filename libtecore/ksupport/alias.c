@@ -12,7 +12,9 @@ tecore_result_t te_check_alias(const struct te_span *out, size_t nout, const str
   for (size_t a = 0; a < nout; a++) {
     for (size_t b = 0; b < nin; b++)
       if (te_span_overlap(out[a], in[b]) && !(rule == TE_ALIAS_EXACT_OK && span_same(out[a], in[b])))
-        return TE_ERR(TECORE_ERR_INVALID, "%s: %s overlaps %s", fn, out[a].name, in[b].name);
+        return TE_ERR(TECORE_ERR_INVALID, "%s: %s overlaps %s%s", fn, out[a].name, in[b].name,
+                      rule == TE_ALIAS_EXACT_OK ? " other than as the very same range (in place)"
+                                                : "");
     for (size_t b = a + 1; b < nout; b++)
       if (te_span_overlap(out[a], out[b]))
         return TE_ERR(TECORE_ERR_INVALID, "%s: %s overlaps %s", fn, out[a].name, out[b].name);

@@ -6,38 +6,37 @@
  * live below all four. */
 #include "ksupport/ksupport.h"
 #include "common/fp8.h"
+#include "common/fp8_scale_params.h"
+
+TE_KARGS(te_amax_init_args, TE_FP8_AMAX_INIT_PARAMS)
+TE_KARGS(te_compute_scale_args, TE_FP8_COMPUTE_SCALE_PARAMS)
 
 /* ---- vdev kernels ------------------------------------------------------------ */
 
-#define ARG(T, i) (*(T const *)args[i])
-
-static int vdev_noop(const int *noop) { return noop && *noop; }
-
 static void vdev_amax_init(const struct tecore_launch_cfg *cfg, void *const *args) {
+  const struct te_amax_init_args a = te_amax_init_args_of(args);
   (void)cfg;
-  if (vdev_noop(ARG(const int *, 1))) return;
-  __atomic_store_n(ARG(unsigned *, 0), 0u, __ATOMIC_RELAXED);
+  if (a.noop && *a.noop) return;
+  __atomic_store_n(a.amax, 0u, __ATOMIC_RELAXED);
 }
 
 static void vdev_compute_scale(const struct tecore_launch_cfg *cfg, void *const *args) {
+  const struct te_compute_scale_args a = te_compute_scale_args_of(args);
   (void)cfg;
-  if (vdev_noop(ARG(const int *, 7))) return;
-  float s = te_fp8_current_scale(te_bits_f32(*ARG(const unsigned *, 0)), ARG(float, 4),
-                                 ARG(float, 5), ARG(int, 6));
+  if (a.noop && *a.noop) return;
+  float s = te_fp8_current_scale(te_bits_f32(*a.amax), a.eps, a.fp8_max, a.pow2);
   float si = te_fp8_scale_inv(s);
-  *ARG(float *, 1) = s;
-  if (ARG(float *, 2)) *ARG(float *, 2) = si;
-  if (ARG(float *, 3)) *ARG(float *, 3) = si;
+  *a.scale = s;
+  if (a.scale_inv) *a.scale_inv = si;
+  if (a.scale_inv_col) *a.scale_inv_col = si;
 }
 
 /* ---- the table ------------------------------------------------------------------ */
 
 enum { K_AMAX_INIT, K_SCALE };
 static const struct tecore_kernel_def fs_kernels[] = {
-    [K_AMAX_INIT] = {.name = "te_fp8_amax_init", .vdev = vdev_amax_init, .nparams = 2,
-                     .param_size = {8, 8}, .param_is_ptr = {1, 1}},
-    [K_SCALE] = {.name = "te_fp8_compute_scale", .vdev = vdev_compute_scale, .nparams = 8,
-                 .param_size = {8, 8, 8, 8, 4, 4, 4, 8}, .param_is_ptr = {1, 1, 1, 1, 0, 0, 0, 1}},
+    [K_AMAX_INIT] = TE_KDEF("te_fp8_amax_init", vdev_amax_init, TE_FP8_AMAX_INIT_PARAMS),
+    [K_SCALE] = TE_KDEF("te_fp8_compute_scale", vdev_compute_scale, TE_FP8_COMPUTE_SCALE_PARAMS),
 };
 
 TE_KERNEL_TABLE_FATBIN(fs_first_id, "libtecore/fp8_scale", fs_kernels, fp8_scale)
@@ -52,22 +51,23 @@ static tecore_result_t fs_launch(int k, void **args, tecore_stream_t stream) {
   return TECORE_SUCCESS;
 }
 
-#define P(x) ((void *)(uintptr_t)(x))
-
 tecore_result_t te_fp8_amax_zero(tecore_devptr_t amax, tecore_devptr_t noop,
                                  tecore_stream_t stream) {
-  void *a = P(amax), *nf = P(noop);
-  void *args[] = {&a, &nf};
+  struct te_amax_init_args a = {.amax = TE_DPTR(amax), .noop = TE_DPTR(noop)};
+  void *args[TE_KNPARAMS(TE_FP8_AMAX_INIT_PARAMS)];
+  te_amax_init_args_ptrs(&a, args);
   return fs_launch(K_AMAX_INIT, args, stream);
 }
 
 tecore_result_t te_fp8_scale_from_amax(const struct tecore_tensor *t, tecore_devptr_t noop,
                                        tecore_stream_t stream) {
-  void *a = P(t->amax), *s = P(t->scale), *si = P(t->scale_inv), *sc = P(t->columnwise_scale_inv);
-  void *nf = P(noop);
-  float eps = t->amax_epsilon, fmax = te_fp8_max((int)t->dtype);
-  int pow2 = (t->flags & TECORE_TENSOR_POW2_SCALES) ? 1 : 0;
-  void *args[] = {&a, &s, &si, &sc, &eps, &fmax, &pow2, &nf};
+  struct te_compute_scale_args a = {
+      .amax = TE_DPTR(t->amax), .scale = TE_DPTR(t->scale), .scale_inv = TE_DPTR(t->scale_inv),
+      .scale_inv_col = TE_DPTR(t->columnwise_scale_inv), .eps = t->amax_epsilon,
+      .fp8_max = te_fp8_max((int)t->dtype),
+      .pow2 = (t->flags & TECORE_TENSOR_POW2_SCALES) ? 1 : 0, .noop = TE_DPTR(noop)};
+  void *args[TE_KNPARAMS(TE_FP8_COMPUTE_SCALE_PARAMS)];
+  te_compute_scale_args_ptrs(&a, args);
   return fs_launch(K_SCALE, args, stream);
 }
 
@@ -76,16 +76,16 @@ tecore_result_t te_fp8_scale_from_amax(const struct tecore_tensor *t, tecore_dev
 tecore_result_t te_qout_begin(const struct tecore_tensor *t, int pass, tecore_devptr_t noop,
                               tecore_stream_t stream, struct te_qout *q) {
   q->scale = q->scale_inv = NULL;
-  q->amax = P(t->amax);
+  q->amax = TE_DPTR(t->amax);
   if (t->scaling == TECORE_SCALING_DELAYED) {
-    q->scale = P(t->scale);
-    q->scale_inv = P(t->scale_inv);
+    q->scale = TE_DPTR(t->scale);
+    q->scale_inv = TE_DPTR(t->scale_inv);
   } else if (t->scaling == TECORE_SCALING_CURRENT) {
     if (pass == 0) {
       TE_CHECK(te_fp8_amax_zero(t->amax, noop, stream));
     } else {
       TE_CHECK(te_fp8_scale_from_amax(t, noop, stream));
-      q->scale = P(t->scale);
+      q->scale = TE_DPTR(t->scale);
       q->amax = NULL;
     }
   }

@@ -11,6 +11,9 @@
  *                   te_fp8_scale_from_amax                (fp8_out.c)
  *   aliasing        te_span_overlap, te_check_alias       (alias.c)
  *   vdev helpers    te_vdev_amax_update                   (below, inline)
+ *   kernel codes    TE_FP8_DT_* ... are the public values (kcodes.h)
+ *   kernel params   TE_KDEF, TE_KARGS (kernels/common/kparams.h: each
+ *                   kernel's parameters declared once, for nvcc and C)
  *
  * Every check returns TECORE_ERR_INVALID (or NOT_SUPPORTED where said)
  * with a detail that reads "<fn>: <arg>: <what is wrong>", fn and arg
@@ -19,6 +22,7 @@
 #define TECORE_KSUPPORT_H
 
 #include "internal.h"
+#include "ksupport/kcodes.h"
 
 /* ---- tensor checks and the 2-D view ---------------------------------------- */
 
@@ -40,6 +44,9 @@ void te_tensor_view(const struct tecore_tensor *t, size_t *rows, size_t *cols);
 /* The product of t's shape (t's ndim already in range), or SIZE_MAX when
  * it overflows size_t. */
 size_t te_tensor_count(const struct tecore_tensor *t);
+
+/* A device address as the pointer a kernel parameter holds. */
+#define TE_DPTR(x) ((void *)(uintptr_t)(x))
 
 /* ---- dtype and scaling predicates -------------------------------------------- */
 
@@ -130,7 +137,12 @@ enum te_alias_rule {
 
 /* Checks nout outputs against nin inputs under rule, and the outputs
  * against each other (outputs never share a byte).  The first overlap
- * found fails with TECORE_ERR_INVALID: "<fn>: <out> overlaps <in>". */
+ * found fails with TECORE_ERR_INVALID: "<fn>: <out> overlaps <in>" (and,
+ * under TE_ALIAS_EXACT_OK, " other than as the very same range").  Spans
+ * are given in bytes; the caller names them as its documentation does:
+ *   const struct te_span o[] = {{"out->data", out->data, n * osize}},
+ *                        i[] = {{"in->data", in->data, n * isize}};
+ *   TE_CHECK(te_check_alias(o, 1, i, 1, TE_ALIAS_EXACT_OK, __func__)); */
 tecore_result_t te_check_alias(const struct te_span *out, size_t nout, const struct te_span *in,
                                size_t nin, enum te_alias_rule rule, const char *fn);
 

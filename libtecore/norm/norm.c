@@ -12,14 +12,8 @@ enum { K_FWD_V8, K_FWD_V1, K_FWD_STREAM_V8, K_FWD_STREAM_V1,
        K_BWD_V8, K_BWD_V1, K_BWD_STREAM_V8, K_BWD_STREAM_V1, K_BWD_REDUCE,
        K_FWD_FAST, K_BWD_FAST };
 
-#define NORM_FWD_DEF(sym, fn)                                                               \
-  {.name = sym, .vdev = fn, .nparams = 16,                                                  \
-   .param_size = {8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 4, 4, 4, 4, 4, 4},                         \
-   .param_is_ptr = {1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0}}
-#define NORM_BWD_DEF(sym, fn)                                                               \
-  {.name = sym, .vdev = fn, .nparams = 15,                                                  \
-   .param_size = {8, 8, 8, 8, 8, 8, 8, 8, 8, 4, 4, 4, 4, 4, 4},                            \
-   .param_is_ptr = {1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0}}
+#define NORM_FWD_DEF(sym, fn) TE_KDEF(sym, fn, TE_NORM_FWD_PARAMS)
+#define NORM_BWD_DEF(sym, fn) TE_KDEF(sym, fn, TE_NORM_BWD_PARAMS)
 static const struct tecore_kernel_def norm_kernels[] = {
     [K_FWD_V8] = NORM_FWD_DEF("te_norm_fwd_v8", te_norm_vdev_fwd_v8),
     [K_FWD_V1] = NORM_FWD_DEF("te_norm_fwd_v1", te_norm_vdev_fwd_v1),
@@ -29,8 +23,7 @@ static const struct tecore_kernel_def norm_kernels[] = {
     [K_BWD_V1] = NORM_BWD_DEF("te_norm_bwd_v1", te_norm_vdev_bwd_v1),
     [K_BWD_STREAM_V8] = NORM_BWD_DEF("te_norm_bwd_stream_v8", te_norm_vdev_bwd_v8),
     [K_BWD_STREAM_V1] = NORM_BWD_DEF("te_norm_bwd_stream_v1", te_norm_vdev_bwd_v1),
-    [K_BWD_REDUCE] = {.name = "te_norm_bwd_reduce", .vdev = te_norm_vdev_bwd_reduce, .nparams = 6,
-                      .param_size = {8, 8, 8, 4, 4, 4}, .param_is_ptr = {1, 1, 1, 0, 0, 0}},
+    [K_BWD_REDUCE] = TE_KDEF("te_norm_bwd_reduce", te_norm_vdev_bwd_reduce, TE_NORM_REDUCE_PARAMS),
     [K_FWD_FAST] = NORM_FWD_DEF("te_norm_fwd_fast", te_norm_vdev_fwd_v8),
     [K_BWD_FAST] = NORM_BWD_DEF("te_norm_bwd_fast", te_norm_vdev_bwd_v8),
 };
@@ -124,21 +117,24 @@ static tecore_result_t norm_fwd(int ln, const struct tecore_tensor *x,
   unsigned long long blocks = (rows + (unsigned)p.rows_per_block - 1) / (unsigned)p.rows_per_block;
   struct tecore_launch_cfg cfg = {.grid = {(unsigned)blocks, 1, 1}, .block = {p.threads, 1, 1}};
 
-  void *px = (void *)(uintptr_t)x->data, *pg = (void *)(uintptr_t)gamma->data,
-       *pb = ln ? (void *)(uintptr_t)beta->data : NULL, *py = (void *)(uintptr_t)y->data,
-       *pmu = ln ? (void *)(uintptr_t)mu : NULL, *prs = (void *)(uintptr_t)rsigma;
-  unsigned long long r = rows;
-  unsigned hid = (unsigned)hidden;
-  int kflags = (ln ? TE_NORM_LAYERNORM : 0) |
-               ((flags & TECORE_NORM_ZERO_CENTERED_GAMMA) ? TE_NORM_ZERO_CENTERED : 0);
-  int dtypes = TE_NORM_DT_PACK((int)x->dtype, (int)gamma->dtype, (int)y->dtype, 0, 0);
-  int tpr = p.tpr, nv = p.nv;
+  struct te_norm_fwd_args a = {
+      .x = TE_DPTR(x->data), .gamma = TE_DPTR(gamma->data),
+      .beta = ln ? TE_DPTR(beta->data) : NULL, .y = TE_DPTR(y->data),
+      .mu = ln ? TE_DPTR(mu) : NULL, .rsigma = TE_DPTR(rsigma), .rows = rows,
+      .hidden = (unsigned)hidden, .eps = eps,
+      .flags = (ln ? TE_NORM_LAYERNORM : 0) |
+               ((flags & TECORE_NORM_ZERO_CENTERED_GAMMA) ? TE_NORM_ZERO_CENTERED : 0),
+      .dtypes = TE_NORM_DT_PACK((int)x->dtype, (int)gamma->dtype, (int)y->dtype, 0, 0),
+      .tpr = p.tpr, .nv = p.nv};
   /* current scaling: a pass for the amax, then one with the scale */
   for (int pass = 0; pass < te_qout_passes(y); pass++) {
     struct te_qout q;
     TE_CHECK(te_qout_begin(y, pass, 0, stream, &q));
-    void *args[] = {&px, &pg, &pb, &py, &pmu, &prs, &q.scale, &q.amax, &q.scale_inv, &r, &hid,
-                    &eps, &kflags, &dtypes, &tpr, &nv};
+    a.scale = q.scale;
+    a.amax = q.amax;
+    a.scale_inv = q.scale_inv;
+    void *args[TE_KNPARAMS(TE_NORM_FWD_PARAMS)];
+    te_norm_fwd_args_ptrs(&a, args);
     TE_CHECK(tecore_kernel_launch(id + k, &cfg, args, stream));
   }
   return TECORE_SUCCESS;
@@ -253,29 +249,30 @@ static tecore_result_t norm_bwd(int ln, const struct tecore_tensor *dy,
   }
   struct tecore_launch_cfg cfg = {.grid = {parts, 1, 1}, .block = {p.threads, 1, 1},
                                   .shared_bytes = comb};
-  void *pdy = (void *)(uintptr_t)dy->data, *px = (void *)(uintptr_t)x->data,
-       *pmu = ln ? (void *)(uintptr_t)mu : NULL, *prs = (void *)(uintptr_t)rsigma,
-       *pg = (void *)(uintptr_t)gamma->data,
-       *pe = extra ? (void *)(uintptr_t)extra->data : NULL, *pdx = (void *)(uintptr_t)dx->data,
-       *pws = (void *)(uintptr_t)workspace;
-  unsigned long long r = rows;
-  unsigned hid = (unsigned)hidden;
-  int kflags = (ln ? TE_NORM_LAYERNORM : 0) | (extra ? TE_NORM_EXTRA_GRAD : 0) |
+  struct te_norm_bwd_args a = {
+      .dy = TE_DPTR(dy->data), .x = TE_DPTR(x->data), .mu = ln ? TE_DPTR(mu) : NULL,
+      .rsigma = TE_DPTR(rsigma), .gamma = TE_DPTR(gamma->data),
+      .extra = extra ? TE_DPTR(extra->data) : NULL, .dx = TE_DPTR(dx->data),
+      .ws = TE_DPTR(workspace), .rows = rows, .hidden = (unsigned)hidden,
+      .flags = (ln ? TE_NORM_LAYERNORM : 0) | (extra ? TE_NORM_EXTRA_GRAD : 0) |
                ((flags & TECORE_NORM_ZERO_CENTERED_GAMMA) ? TE_NORM_ZERO_CENTERED : 0) |
-               smem_partials;
-  int dtypes = TE_NORM_DT_PACK((int)x->dtype, (int)dy->dtype, (int)gamma->dtype, (int)dx->dtype,
-                               extra ? (int)extra->dtype : 0);
-  int tpr = p.tpr, nv = p.nv;
-  void *args[] = {&pdy, &px, &pmu, &prs, &pg, &pe, &pdx, &pws, &r, &hid, &kflags, &dtypes,
-                  &tpr, &nv, &parts};
+               smem_partials,
+      .dtypes = TE_NORM_DT_PACK((int)x->dtype, (int)dy->dtype, (int)gamma->dtype, (int)dx->dtype,
+                                extra ? (int)extra->dtype : 0),
+      .tpr = p.tpr, .nv = p.nv, .parts = parts};
+  void *args[TE_KNPARAMS(TE_NORM_BWD_PARAMS)];
+  te_norm_bwd_args_ptrs(&a, args);
   TE_CHECK(tecore_kernel_launch(id + k, &cfg, args, stream));
 
   struct tecore_launch_cfg rcfg = {
       .grid = {(unsigned)((hidden + TE_NORM_REDUCE_COLS - 1) / TE_NORM_REDUCE_COLS), 1, 1},
       .block = {TE_NORM_REDUCE_COLS, TE_NORM_REDUCE_GROUPS, 1}};
-  void *pdg = (void *)(uintptr_t)dgamma->data, *pdb = ln ? (void *)(uintptr_t)dbeta->data : NULL;
-  int rdtypes = TE_NORM_DT_PACK((int)dgamma->dtype, ln ? (int)dbeta->dtype : 0, 0, 0, 0);
-  void *rargs[] = {&pws, &pdg, &pdb, &parts, &hid, &rdtypes};
+  struct te_norm_reduce_args ra = {
+      .ws = a.ws, .out0 = TE_DPTR(dgamma->data), .out1 = ln ? TE_DPTR(dbeta->data) : NULL,
+      .parts = parts, .hidden = (unsigned)hidden,
+      .dtypes = TE_NORM_DT_PACK((int)dgamma->dtype, ln ? (int)dbeta->dtype : 0, 0, 0, 0)};
+  void *rargs[TE_KNPARAMS(TE_NORM_REDUCE_PARAMS)];
+  te_norm_reduce_args_ptrs(&ra, rargs);
   TE_CHECK(tecore_kernel_launch(id + K_BWD_REDUCE, &rcfg, rargs, stream));
   return TECORE_SUCCESS;
 }

@@ -1,11 +1,18 @@
 /* norm_internal.h -- private interface of the norm family (libtecore/norm):
- * the vdev implementations (norm_vdev.c) that the kernel table (norm.c)
- * names, over the kernel-support layer and the shared element math. */
+ * the kernels' argument structs and the vdev implementations (norm_vdev.c)
+ * that the kernel table (norm.c) names, over the kernel-support layer and
+ * the shared element math. */
 #ifndef TECORE_NORM_INTERNAL_H
 #define TECORE_NORM_INTERNAL_H
 
 #include "ksupport/ksupport.h"
 #include "common/norm.h"
+#include "common/norm_params.h"
+
+/* The kernels' arguments (kernels/common/norm_params.h). */
+TE_KARGS(te_norm_fwd_args, TE_NORM_FWD_PARAMS)
+TE_KARGS(te_norm_bwd_args, TE_NORM_BWD_PARAMS)
+TE_KARGS(te_norm_reduce_args, TE_NORM_REDUCE_PARAMS)
 
 /* Forward, 8-element vectors or elements (the _stream and _fast kernels
  * share them: the layout changes the GPU's speed, not its sums). */

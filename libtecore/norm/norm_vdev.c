@@ -6,30 +6,25 @@
 #include <stdlib.h>
 #include "common/ldst.h"
 
-#define PTR(i) (*(void *const *)args[i])
-#define U64(i) (*(const unsigned long long *)args[i])
-#define U32(i) (*(const unsigned *)args[i])
-#define I32(i) (*(const int *)args[i])
-#define F32(i) (*(const float *)args[i])
-
 /* ---- vdev: forward ---------------------------------------------------------------
- * Parameters: x, gamma, beta, y, mu, rsigma, scale, amax, scale_inv, rows,
- * hidden, eps, flags, dtypes, tpr, nv.  The block layout only decides the
- * order of the row sums, reproduced here thread by thread. */
+ * Parameters: TE_NORM_FWD_PARAMS (kernels/common/norm_params.h).  The block
+ * layout only decides the order of the row sums, reproduced here thread by
+ * thread. */
 
 /* Each row sum is taken as the GPU's T threads take it: thread t adds its
  * elements in order into part[t], then te_norm_tree_sum. */
 static void norm_vdev_fwd(int vec, void *const *args) {
-  const void *x = PTR(0), *gamma = PTR(1), *beta = PTR(2);
-  void *y = PTR(3);
-  float *mu = PTR(4), *rsigma = PTR(5);
-  const float *scale = PTR(6);
-  unsigned *amax = PTR(7);
-  float *scale_inv = PTR(8);
-  unsigned long long rows = U64(9);
-  unsigned hidden = U32(10);
-  float eps = F32(11);
-  int flags = I32(12), dtypes = I32(13), tpr = I32(14), nv = I32(15);
+  const struct te_norm_fwd_args a = te_norm_fwd_args_of(args);
+  const void *x = a.x, *gamma = a.gamma, *beta = a.beta;
+  void *y = a.y;
+  float *mu = a.mu, *rsigma = a.rsigma;
+  const float *scale = a.scale;
+  unsigned *amax = a.amax;
+  float *scale_inv = a.scale_inv;
+  unsigned long long rows = a.rows;
+  unsigned hidden = a.hidden;
+  float eps = a.eps;
+  int flags = a.flags, dtypes = a.dtypes, tpr = a.tpr, nv = a.nv;
   int dx = TE_NORM_DT(dtypes, 0), dw = TE_NORM_DT(dtypes, 1), dy = TE_NORM_DT(dtypes, 2);
   int ln = flags & TE_NORM_LAYERNORM;
   float sc = (te_dt_is_fp8(dy) && scale) ? *scale : 1.0f, zc = te_norm_zc(flags);
@@ -92,14 +87,15 @@ static void norm_vdev_fwd(int vec, void *const *args) {
  * grid parts blocks. */
 
 static void norm_vdev_bwd(int vec, const struct tecore_launch_cfg *cfg, void *const *args) {
-  const void *dy = PTR(0), *x = PTR(1), *gamma = PTR(4), *extra = PTR(5);
-  const float *mu = PTR(2), *rsigma = PTR(3);
-  void *dx = PTR(6);
-  float *ws = PTR(7);
-  unsigned long long rows = U64(8);
-  unsigned hidden = U32(9);
-  int flags = I32(10), dtypes = I32(11), tpr = I32(12), nv = I32(13);
-  unsigned parts = U32(14);
+  const struct te_norm_bwd_args a = te_norm_bwd_args_of(args);
+  const void *dy = a.dy, *x = a.x, *gamma = a.gamma, *extra = a.extra;
+  const float *mu = a.mu, *rsigma = a.rsigma;
+  void *dx = a.dx;
+  float *ws = a.ws;
+  unsigned long long rows = a.rows;
+  unsigned hidden = a.hidden;
+  int flags = a.flags, dtypes = a.dtypes, tpr = a.tpr, nv = a.nv;
+  unsigned parts = a.parts;
   int dtx = TE_NORM_DT(dtypes, 0), dtdy = TE_NORM_DT(dtypes, 1), dtw = TE_NORM_DT(dtypes, 2),
       dtdx = TE_NORM_DT(dtypes, 3), dte = TE_NORM_DT(dtypes, 4);
   int ln = flags & TE_NORM_LAYERNORM, add = flags & TE_NORM_EXTRA_GRAD;
@@ -166,10 +162,11 @@ static void norm_vdev_bwd(int vec, const struct tecore_launch_cfg *cfg, void *co
 
 /* Parameters: ws, out0, out1, parts, hidden, dtypes. */
 void te_norm_vdev_bwd_reduce(const struct tecore_launch_cfg *cfg, void *const *args) {
-  const float *ws = PTR(0);
-  void *out[2] = {PTR(1), PTR(2)};
-  unsigned parts = U32(3), hidden = U32(4);
-  int dtypes = I32(5);
+  const struct te_norm_reduce_args a = te_norm_reduce_args_of(args);
+  const float *ws = a.ws;
+  void *out[2] = {a.out0, a.out1};
+  unsigned parts = a.parts, hidden = a.hidden;
+  int dtypes = a.dtypes;
   (void)cfg;
   for (int which = 0; which < (out[1] ? 2 : 1); which++) {
     const float *w = ws + (unsigned long long)which * parts * hidden;

@@ -14,30 +14,22 @@
 _Static_assert(sizeof(struct te_optim_params) <= 4096, "te_optim_params over 4 KiB");
 _Static_assert(sizeof(struct te_l2_params) <= 4096, "te_l2_params over 4 KiB");
 _Static_assert(sizeof(struct te_unscale_params) <= 4096, "te_unscale_params over 4 KiB");
-_Static_assert(TE_OPTIM_MAX == TECORE_OPTIM_BATCH, "TECORE_OPTIM_BATCH differs from the kernels'");
 _Static_assert(sizeof(struct te_optim_state) == sizeof(struct tecore_optim_state) &&
                    offsetof(struct te_optim_state, lr) == offsetof(struct tecore_optim_state, lr),
                "struct tecore_optim_state differs from the kernels' te_optim_state");
 
 /* ---- the table ------------------------------------------------------------ */
 
-#define OP ((uint16_t)sizeof(struct te_optim_params))
-#define L2P ((uint16_t)sizeof(struct te_l2_params))
-#define USP ((uint16_t)sizeof(struct te_unscale_params))
 static const struct tecore_kernel_def optim_kernels[] = {
-    [TE_OPTIM_K_ADAM] = {.name = "te_optim_adam", .vdev = te_optim_vdev_adam, .nparams = 1,
-                         .param_size = {OP}, .param_is_ptr = {0}},
-    [TE_OPTIM_K_SGD] = {.name = "te_optim_sgd", .vdev = te_optim_vdev_sgd, .nparams = 1,
-                        .param_size = {OP}, .param_is_ptr = {0}},
-    [TE_OPTIM_K_L2_PARTIAL] = {.name = "te_optim_l2_partial", .vdev = te_optim_vdev_l2_partial,
-                               .nparams = 1, .param_size = {L2P}, .param_is_ptr = {0}},
-    [TE_OPTIM_K_L2_FINAL] = {.name = "te_optim_l2_final", .vdev = te_optim_vdev_l2_final,
-                             .nparams = 4, .param_size = {8, 4, 8, 8},
-                             .param_is_ptr = {1, 0, 1, 1}},
-    [TE_OPTIM_K_UNSCALE] = {.name = "te_optim_unscale", .vdev = te_optim_vdev_unscale,
-                            .nparams = 1, .param_size = {USP}, .param_is_ptr = {0}},
-    [TE_OPTIM_K_COMMIT] = {.name = "te_optim_commit", .vdev = te_optim_vdev_commit,
-                           .nparams = 2, .param_size = {8, 8}, .param_is_ptr = {1, 1}},
+    [TE_OPTIM_K_ADAM] = TE_KDEF("te_optim_adam", te_optim_vdev_adam, TE_OPTIM_STEP_PARAMS),
+    [TE_OPTIM_K_SGD] = TE_KDEF("te_optim_sgd", te_optim_vdev_sgd, TE_OPTIM_STEP_PARAMS),
+    [TE_OPTIM_K_L2_PARTIAL] =
+        TE_KDEF("te_optim_l2_partial", te_optim_vdev_l2_partial, TE_OPTIM_L2_PARTIAL_PARAMS),
+    [TE_OPTIM_K_L2_FINAL] =
+        TE_KDEF("te_optim_l2_final", te_optim_vdev_l2_final, TE_OPTIM_L2_FINAL_PARAMS),
+    [TE_OPTIM_K_UNSCALE] =
+        TE_KDEF("te_optim_unscale", te_optim_vdev_unscale, TE_OPTIM_UNSCALE_PARAMS),
+    [TE_OPTIM_K_COMMIT] = TE_KDEF("te_optim_commit", te_optim_vdev_commit, TE_OPTIM_COMMIT_PARAMS),
 };
 _Static_assert(TE_ARRAY_SIZE(optim_kernels) == TE_OPTIM_K_COUNT_, "optim kernel table");
 
@@ -55,7 +47,6 @@ tecore_result_t te_optim_launch(int k, unsigned blocks, void **args, tecore_stre
 
 /* ---- argument checks ---------------------------------------------------------- */
 
-#define P(x) ((void *)(uintptr_t)(x))
 
 /* A device address of tensors[i]: set when required, aligned when set. */
 static tecore_result_t check_addr(tecore_devptr_t a, size_t align, int required, const char *fn,
@@ -70,14 +61,10 @@ static tecore_result_t check_addr(tecore_devptr_t a, size_t align, int required,
   return TECORE_SUCCESS;
 }
 
-static int is_grad_dtype(tecore_dtype_t d) {
-  return d == TECORE_DTYPE_F32 || d == TECORE_DTYPE_BF16 || d == TECORE_DTYPE_F16;
-}
 static int is_model_dtype(tecore_dtype_t d) {
   return d == TECORE_DTYPE_BF16 || d == TECORE_DTYPE_F16 || d == TECORE_DTYPE_E4M3 ||
          d == TECORE_DTYPE_E5M2;
 }
-static int is_fp8(tecore_dtype_t d) { return d == TECORE_DTYPE_E4M3 || d == TECORE_DTYPE_E5M2; }
 
 /* Checks tensors[i]; need_m / need_v: exp_avg / exp_avg_sq are used. */
 static tecore_result_t check_tensor(const struct tecore_optim_tensor *t, size_t i, int need_m,
@@ -86,7 +73,7 @@ static tecore_result_t check_tensor(const struct tecore_optim_tensor *t, size_t 
   TE_ARG(te_optim_blocks(t->numel) <= TE_OPTIM_MAX_BLOCKS,
          "%s: tensors[%zu].numel %zu is too large (at most %llu)", fn, i, t->numel,
          TE_OPTIM_MAX_BLOCKS * TE_OPTIM_CHUNK);
-  TE_ARG(is_grad_dtype(t->grad_dtype), "%s: tensors[%zu].grad_dtype %s is not f32, bf16 or f16",
+  TE_ARG(te_dtype_is_hp(t->grad_dtype), "%s: tensors[%zu].grad_dtype %s is not f32, bf16 or f16",
          fn, i, tecore_dtype_name(t->grad_dtype));
   TE_CHECK(check_addr(t->param, 4, 1, fn, i, "param"));
   TE_CHECK(check_addr(t->grad, tecore_dtype_size(t->grad_dtype), 1, fn, i, "grad"));
@@ -102,7 +89,7 @@ static tecore_result_t check_tensor(const struct tecore_optim_tensor *t, size_t 
          "%s: tensors[%zu].model_dtype %s is not bf16, f16, e4m3 or e5m2", fn, i,
          tecore_dtype_name(t->model_dtype));
   TE_CHECK(check_addr(t->model, tecore_dtype_size(t->model_dtype), 1, fn, i, "model"));
-  if (is_fp8(t->model_dtype)) {
+  if (te_dtype_is_fp8(t->model_dtype)) {
     TE_CHECK(check_addr(t->model_scale, 4, 1, fn, i, "model_scale"));
     TE_CHECK(check_addr(t->model_scale_inv, 4, 0, fn, i, "model_scale_inv"));
     TE_CHECK(check_addr(t->model_amax, 4, 0, fn, i, "model_amax"));
@@ -140,9 +127,9 @@ static tecore_result_t step_launch(int k, const struct tecore_optim_tensor *tens
                                    tecore_stream_t stream) {
   struct te_optim_params p;
   memset(&p, 0, sizeof p);
-  p.found_inf = (const int *)P(found_inf);
-  p.gsi = (const float *)P(gsi);
-  p.state = (const struct te_optim_state *)P(state);
+  p.found_inf = (const int *)TE_DPTR(found_inf);
+  p.gsi = (const float *)TE_DPTR(gsi);
+  p.state = (const struct te_optim_state *)TE_DPTR(state);
   p.dhp = *dhp;
   p.hp = *hp;
   uint64_t blocks = 0;
@@ -160,15 +147,15 @@ static tecore_result_t step_launch(int k, const struct tecore_optim_tensor *tens
     size_t gsz = tecore_dtype_size(t->grad_dtype);
     size_t wsz = t->model ? tecore_dtype_size(t->model_dtype) : 1;
     memset(e, 0, sizeof *e);
-    e->p = P(t->param);
-    e->g = P(t->grad);
-    e->m = need_m ? P(t->exp_avg) : NULL;
-    e->v = need_v ? P(t->exp_avg_sq) : NULL;
-    e->w = P(t->model);
+    e->p = TE_DPTR(t->param);
+    e->g = TE_DPTR(t->grad);
+    e->m = need_m ? TE_DPTR(t->exp_avg) : NULL;
+    e->v = need_v ? TE_DPTR(t->exp_avg_sq) : NULL;
+    e->w = TE_DPTR(t->model);
     e->w_dt = t->model ? (int)t->model_dtype : TE_OPTIM_W_NONE;
-    e->w_scale = P(t->model ? t->model_scale : 0);
-    e->w_scale_inv = P(t->model ? t->model_scale_inv : 0);
-    e->w_amax = P(t->model ? t->model_amax : 0);
+    e->w_scale = TE_DPTR(t->model ? t->model_scale : 0);
+    e->w_scale_inv = TE_DPTR(t->model ? t->model_scale_inv : 0);
+    e->w_amax = TE_DPTR(t->model ? t->model_amax : 0);
     e->n = t->numel;
     e->block0 = (unsigned)blocks;
     e->nblocks = (unsigned)nb;
@@ -185,8 +172,9 @@ static tecore_result_t step_launch(int k, const struct tecore_optim_tensor *tens
     TE_CHECK(te_optim_launch(k, (unsigned)blocks, args, stream));
   }
   if (state) {   /* after every batch has read the step number */
-    void *st = P(state), *fi = P(found_inf);
-    void *args[] = {&st, &fi};
+    struct te_optim_commit_args a = {.state = TE_DPTR(state), .found_inf = TE_DPTR(found_inf)};
+    void *args[TE_KNPARAMS(TE_OPTIM_COMMIT_PARAMS)];
+    te_optim_commit_args_ptrs(&a, args);
     TE_CHECK(te_optim_launch(TE_OPTIM_K_COMMIT, 1, args, stream));
   }
   return TECORE_SUCCESS;

@@ -1,13 +1,22 @@
 /* optim_internal.h -- private to libtecore/optim: the optimizer kernel
- * table (ids by kernel), the vdev implementations it names, and the launch
+ * table (ids by kernel), the kernels' argument structs, the vdev
+ * implementations the table names, and the launch
  * helper shared by the step entry points (optim.c) and the norm / unscale
  * entry points (optim_reduce.c). */
 #ifndef TECORE_OPTIM_INTERNAL_H
 #define TECORE_OPTIM_INTERNAL_H
 
-#include "internal.h"
+#include "ksupport/ksupport.h"
 #include <te/optim.h>
 #include "common/optim.h"
+#include "common/optim_params.h"
+
+/* The kernels' arguments (kernels/common/optim_params.h). */
+TE_KARGS(te_optim_step_args, TE_OPTIM_STEP_PARAMS)
+TE_KARGS(te_optim_l2_partial_args, TE_OPTIM_L2_PARTIAL_PARAMS)
+TE_KARGS(te_optim_unscale_args, TE_OPTIM_UNSCALE_PARAMS)
+TE_KARGS(te_optim_commit_args, TE_OPTIM_COMMIT_PARAMS)
+TE_KARGS(te_optim_l2_final_args, TE_OPTIM_L2_FINAL_PARAMS)
 
 /* Kernel ids relative to the table's first id. */
 enum { TE_OPTIM_K_ADAM, TE_OPTIM_K_SGD, TE_OPTIM_K_L2_PARTIAL, TE_OPTIM_K_L2_FINAL,

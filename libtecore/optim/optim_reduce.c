@@ -5,11 +5,9 @@
  * TE_UNSCALE_MAX a launch); every argument is checked before the first
  * launch. */
 #include "optim/optim_internal.h"
-#include "fp8/fp8_internal.h"
 #include <stdio.h>
 #include <string.h>
 
-#define P(x) ((void *)(uintptr_t)(x))
 
 /* A plain F32 / F16 / BF16 tensor with its data set (or empty). */
 static tecore_result_t check_plain(const struct tecore_tensor *t, const char *fn,
@@ -74,7 +72,7 @@ TE_EXPORT tecore_result_t tecore_l2norm_multi(const struct tecore_tensor *tensor
   /* stage 1: partial sums, TE_L2_MAX tensors a launch */
   struct te_l2_params p;
   memset(&p, 0, sizeof p);
-  p.partial = P(workspace);
+  p.partial = TE_DPTR(workspace);
   unsigned blocks = 0;
   for (size_t i = 0; i < count; i++) {
     uint64_t n = tecore_tensor_numel(&tensors[i]);
@@ -88,7 +86,7 @@ TE_EXPORT tecore_result_t tecore_l2norm_multi(const struct tecore_tensor *tensor
     }
     struct te_l2_entry *e = &p.e[p.count++];
     size_t esz = tecore_dtype_size(tensors[i].dtype);
-    e->x = P(tensors[i].data);
+    e->x = TE_DPTR(tensors[i].data);
     e->n = n;
     e->block0 = blocks;
     e->nblocks = (unsigned)te_red_blocks(n);
@@ -102,9 +100,10 @@ TE_EXPORT tecore_result_t tecore_l2norm_multi(const struct tecore_tensor *tensor
   }
 
   /* stage 2: one block adds the partials in index order */
-  void *ws = P(workspace), *pn = P(norm), *pf = P(found_inf);
-  unsigned np = (unsigned)nparts;
-  void *args[] = {&ws, &np, &pn, &pf};
+  struct te_optim_l2_final_args a = {.partial = TE_DPTR(workspace), .nparts = (unsigned)nparts,
+                                     .norm = TE_DPTR(norm), .found_inf = TE_DPTR(found_inf)};
+  void *args[TE_KNPARAMS(TE_OPTIM_L2_FINAL_PARAMS)];
+  te_optim_l2_final_args_ptrs(&a, args);
   TE_CHECK(te_optim_launch(TE_OPTIM_K_L2_FINAL, 1, args, stream));
   return TECORE_SUCCESS;
 }
@@ -134,17 +133,15 @@ TE_EXPORT tecore_result_t tecore_unscale_multi(const struct tecore_tensor *in,
            ain, n);
     /* in place is one thread reading then writing its own elements: only
      * exactly the same buffer with the same element size is safe */
-    uint64_t ib = in[i].data, ie = ib + n * tecore_dtype_size(in[i].dtype);
-    uint64_t ob = out[i].data, oe = ob + n * tecore_dtype_size(out[i].dtype);
-    TE_ARG(n == 0 || oe <= ib || ie <= ob || (ib == ob && ie == oe),
-           "%s: %s overlaps %s other than as the same buffer with the same element size", fn,
-           aout, ain);
+    const struct te_span o = {aout, out[i].data, n * tecore_dtype_size(out[i].dtype)},
+                         ii = {ain, in[i].data, n * tecore_dtype_size(in[i].dtype)};
+    TE_CHECK(te_check_alias(&o, 1, &ii, 1, TE_ALIAS_EXACT_OK, fn));
   }
 
   struct te_unscale_params p;
   memset(&p, 0, sizeof p);
-  p.scale = P(scale);
-  p.found_inf = P(found_inf);
+  p.scale = TE_DPTR(scale);
+  p.found_inf = TE_DPTR(found_inf);
   uint64_t blocks = 0;
   for (size_t i = 0; i < count; i++) {
     uint64_t n = tecore_tensor_numel(&in[i]);
@@ -158,8 +155,8 @@ TE_EXPORT tecore_result_t tecore_unscale_multi(const struct tecore_tensor *in,
     }
     struct te_unscale_entry *e = &p.e[p.count++];
     memset(e, 0, sizeof *e);
-    e->in = P(in[i].data);
-    e->out = P(out[i].data);
+    e->in = TE_DPTR(in[i].data);
+    e->out = TE_DPTR(out[i].data);
     e->n = n;
     e->block0 = (unsigned)blocks;
     e->nblocks = (unsigned)nb;

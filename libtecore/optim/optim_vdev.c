@@ -39,7 +39,7 @@ static void step_entry(const struct te_optim_entry *e, const struct te_optim_hp 
 }
 
 static void step_all(void *const *args, int sgd) {
-  const struct te_optim_params *p = args[0];
+  const struct te_optim_params *p = te_optim_step_args_of(args).p;
   if (p->found_inf && *p->found_inf) return;
   struct te_optim_hp h = p->hp;
   if (p->state) te_optim_hp_from_state(&h, p->state, &p->dhp);
@@ -57,10 +57,9 @@ void te_optim_vdev_sgd(const struct tecore_launch_cfg *cfg, void *const *args) {
 }
 
 void te_optim_vdev_commit(const struct tecore_launch_cfg *cfg, void *const *args) {
-  struct te_optim_state *st = *(void *const *)args[0];
-  const int *found_inf = *(void *const *)args[1];
+  const struct te_optim_commit_args a = te_optim_commit_args_of(args);
   (void)cfg;
-  if (!(found_inf && *found_inf)) st->step += 1;
+  if (!(a.found_inf && *a.found_inf)) a.state->step += 1;
 }
 
 /* ---- L2 norm ------------------------------------------------------------------- */
@@ -83,7 +82,7 @@ static double l2_block(const struct te_l2_entry *e, unsigned c) {
 }
 
 void te_optim_vdev_l2_partial(const struct tecore_launch_cfg *cfg, void *const *args) {
-  const struct te_l2_params *p = args[0];
+  const struct te_l2_params *p = te_optim_l2_partial_args_of(args).p;
   (void)cfg;
   for (int t = 0; t < p->count; t++) {
     const struct te_l2_entry *e = &p->e[t];
@@ -93,10 +92,9 @@ void te_optim_vdev_l2_partial(const struct tecore_launch_cfg *cfg, void *const *
 }
 
 void te_optim_vdev_l2_final(const struct tecore_launch_cfg *cfg, void *const *args) {
-  const double *partial = *(void *const *)args[0];
-  unsigned nparts = *(const unsigned *)args[1];
-  float *norm = *(void *const *)args[2];
-  int *found_inf = *(void *const *)args[3];
+  const struct te_optim_l2_final_args f = te_optim_l2_final_args_of(args);
+  const double *partial = f.partial;
+  const unsigned nparts = f.nparts;
   double a[TE_OPTIM_THREADS];
   (void)cfg;
   for (unsigned k = 0; k < TE_OPTIM_THREADS; k++) {
@@ -105,14 +103,14 @@ void te_optim_vdev_l2_final(const struct tecore_launch_cfg *cfg, void *const *ar
     a[k] = acc;
   }
   double s = te_l2_tree256(a);
-  *norm = (float)sqrt(s);
-  if (found_inf && !te_l2_finite(s)) *found_inf = 1;
+  *f.norm = (float)sqrt(s);
+  if (f.found_inf && !te_l2_finite(s)) *f.found_inf = 1;
 }
 
 /* ---- unscale ----------------------------------------------------------------------- */
 
 void te_optim_vdev_unscale(const struct tecore_launch_cfg *cfg, void *const *args) {
-  const struct te_unscale_params *p = args[0];
+  const struct te_unscale_params *p = te_optim_unscale_args_of(args).p;
   const float s = *p->scale;
   int bad = 0;
   (void)cfg;

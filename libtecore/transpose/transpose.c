@@ -17,10 +17,7 @@
 #define CT_NVAR (2 * CT_NACT * CT_NDT)   /* per dbias choice */
 #define CT_K_REDUCE (2 * CT_NVAR)
 
-#define CT_DEF(nm)                                                                         \
-  {.name = nm, .vdev = te_ct_vdev, .nparams = TE_CT_NPARAMS,                               \
-   .param_size = {8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 4, 4},                                 \
-   .param_is_ptr = {1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0}}
+#define CT_DEF(nm) TE_KDEF(nm, te_ct_vdev, TE_CT_PARAMS)
 #define CT_DEFS_ACT(mode, act, sfx)                                                        \
   CT_DEF("te_ct_" #mode "_" #act "_f32" sfx), CT_DEF("te_ct_" #mode "_" #act "_f16" sfx), \
       CT_DEF("te_ct_" #mode "_" #act "_bf16" sfx)
@@ -33,9 +30,7 @@ static const struct tecore_kernel_def ct_kernels[] = {
     CT_DEFS_MODE(mx, ""),
     CT_DEFS_MODE(pt, "_db"),
     CT_DEFS_MODE(mx, "_db"),
-    [CT_K_REDUCE] = {.name = "te_ct_dbias_reduce", .vdev = te_ct_vdev_dbias_reduce,
-                     .nparams = TE_CTR_NPARAMS, .param_size = {8, 8, 4, 8, 4},
-                     .param_is_ptr = {1, 1, 0, 0, 0}},
+    [CT_K_REDUCE] = TE_KDEF("te_ct_dbias_reduce", te_ct_vdev_dbias_reduce, TE_CTR_PARAMS),
 };
 
 /* The act kinds of kernels/common/act.h in table order (after "none"). */
@@ -152,23 +147,14 @@ static tecore_result_t ct_launch_main(const struct ct_call *k, size_t rows, size
                                   .block = {TE_CT_THREADS, 1, 1}};
   const int kidx = (ws ? CT_NVAR : 0) + mx * CT_NACT * CT_NDT + (k->act + 1) * CT_NDT +
                    (int)in->dtype;
-  void *p_in = (void *)(uintptr_t)in->data;
-  void *p_x = k->x ? (void *)(uintptr_t)k->x->data : NULL;
-  void *p_orow = (void *)(uintptr_t)out->data;
-  void *p_ocol = (void *)(uintptr_t)out->columnwise_data;
-  void *p_scale = mx ? NULL : (void *)(uintptr_t)out->scale;
-  void *p_amax = (void *)(uintptr_t)amax;
-  void *p_sinv = (void *)(uintptr_t)out->scale_inv;
-  void *p_csinv = (void *)(uintptr_t)out->columnwise_scale_inv;
-  void *p_ws = (void *)(uintptr_t)ws;
-  unsigned long long r = rows, c = cols;
-  unsigned tpb = sh.tpb;
-  void *args[TE_CT_NPARAMS] = {
-      [TE_CT_P_IN] = &p_in,       [TE_CT_P_X] = &p_x,         [TE_CT_P_OROW] = &p_orow,
-      [TE_CT_P_OCOL] = &p_ocol,   [TE_CT_P_SCALE] = &p_scale, [TE_CT_P_AMAX] = &p_amax,
-      [TE_CT_P_SINV] = &p_sinv,   [TE_CT_P_CSINV] = &p_csinv, [TE_CT_P_WS] = &p_ws,
-      [TE_CT_P_ROWS] = &r,        [TE_CT_P_COLS] = &c,        [TE_CT_P_TPB] = &tpb,
-      [TE_CT_P_FLAGS] = &flags};
+  struct te_ct_args a = {
+      .in = TE_DPTR(in->data), .x = k->x ? TE_DPTR(k->x->data) : NULL,
+      .orow = TE_DPTR(out->data), .ocol = TE_DPTR(out->columnwise_data),
+      .scale = mx ? NULL : TE_DPTR(out->scale), .amax = TE_DPTR(amax),
+      .sinv = TE_DPTR(out->scale_inv), .csinv = TE_DPTR(out->columnwise_scale_inv),
+      .ws = TE_DPTR(ws), .rows = rows, .cols = cols, .tpb = sh.tpb, .flags = flags};
+  void *args[TE_KNPARAMS(TE_CT_PARAMS)];
+  te_ct_args_ptrs(&a, args);
   TE_CHECK(tecore_kernel_launch(id + kidx, &cfg, args, stream));
   return TECORE_SUCCESS;
 }
@@ -184,13 +170,10 @@ static tecore_result_t ct_launch_reduce(tecore_devptr_t ws, const struct tecore_
     return TE_ERR(TECORE_ERR_INVALID, "dbias: %zu columns are too many for one launch", cols);
   struct tecore_launch_cfg cfg = {.grid = {(unsigned)blocks, 1, 1},
                                   .block = {TE_CT_RED_COLS * TE_CT_RED_CHUNKS, 1, 1}};
-  void *p_ws = (void *)(uintptr_t)ws, *p_db = (void *)(uintptr_t)dbias->data;
-  unsigned parts = sh.grid_y;
-  unsigned long long c = cols;
-  int dt = (int)dbias->dtype;
-  void *args[TE_CTR_NPARAMS] = {[TE_CTR_P_WS] = &p_ws, [TE_CTR_P_DBIAS] = &p_db,
-                                [TE_CTR_P_PARTS] = &parts, [TE_CTR_P_COLS] = &c,
-                                [TE_CTR_P_DTYPE] = &dt};
+  struct te_ctr_args a = {.ws = TE_DPTR(ws), .dbias = TE_DPTR(dbias->data), .parts = sh.grid_y,
+                          .cols = cols, .dtype = (int)dbias->dtype};
+  void *args[TE_KNPARAMS(TE_CTR_PARAMS)];
+  te_ctr_args_ptrs(&a, args);
   TE_CHECK(tecore_kernel_launch(id + CT_K_REDUCE, &cfg, args, stream));
   return TECORE_SUCCESS;
 }

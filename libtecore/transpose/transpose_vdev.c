@@ -12,11 +12,6 @@
 #define T TE_CT_TILE
 #define MXB TE_CT_MX_BLOCK
 
-#define PTR(i) (*(void *const *)args[i])
-#define U64(i) (*(const unsigned long long *)args[i])
-#define U32(i) (*(const unsigned *)args[i])
-#define I32(i) (*(const int *)args[i])
-
 struct ct_job {
   const void *in, *x;
   uint8_t *orow, *ocol;
@@ -103,18 +98,19 @@ static float ct_vdev_warp_tree(float v[T][T], int w, int cc) {
 }
 
 void te_ct_vdev(const struct tecore_launch_cfg *cfg, void *const *args) {
-  const unsigned flags = U32(TE_CT_P_FLAGS);
+  const struct te_ct_args a = te_ct_args_of(args);
+  const unsigned flags = a.flags;
   const int mx = (flags & TE_CT_F_MX) != 0, amax_only = (flags & TE_CT_F_AMAX_ONLY) != 0;
-  const float *scale = PTR(TE_CT_P_SCALE);
-  unsigned *amax = PTR(TE_CT_P_AMAX);
-  void *sinv = PTR(TE_CT_P_SINV), *csinv = PTR(TE_CT_P_CSINV);
-  float *ws = amax_only ? NULL : PTR(TE_CT_P_WS);
-  const unsigned tpb = U32(TE_CT_P_TPB);
+  const float *scale = a.scale;
+  unsigned *amax = a.amax;
+  void *sinv = a.sinv, *csinv = a.csinv;
+  float *ws = amax_only ? NULL : a.ws;
+  const unsigned tpb = a.tpb;
   struct ct_job j = {
-      .in = PTR(TE_CT_P_IN), .x = PTR(TE_CT_P_X),
-      .orow = amax_only ? NULL : PTR(TE_CT_P_OROW), .ocol = amax_only ? NULL : PTR(TE_CT_P_OCOL),
+      .in = a.in, .x = a.x,
+      .orow = amax_only ? NULL : a.orow, .ocol = amax_only ? NULL : a.ocol,
       .sinv_mx = mx ? sinv : NULL, .csinv_mx = mx ? csinv : NULL,
-      .rows = U64(TE_CT_P_ROWS), .cols = U64(TE_CT_P_COLS),
+      .rows = a.rows, .cols = a.cols,
       .in_dt = TE_CT_IN_OF(flags), .out_dt = TE_CT_OUT_OF(flags), .act = TE_CT_ACT_OF(flags),
       .mult = 1.0f};
   if (!mx && !amax_only) {
@@ -160,11 +156,12 @@ void te_ct_vdev(const struct tecore_launch_cfg *cfg, void *const *args) {
 }
 
 void te_ct_vdev_dbias_reduce(const struct tecore_launch_cfg *cfg, void *const *args) {
-  const float *ws = PTR(TE_CTR_P_WS);
-  void *dbias = PTR(TE_CTR_P_DBIAS);
-  const unsigned parts = U32(TE_CTR_P_PARTS);
-  const unsigned long long cols = U64(TE_CTR_P_COLS);
-  const int dtype = I32(TE_CTR_P_DTYPE);
+  const struct te_ctr_args a = te_ctr_args_of(args);
+  const float *ws = a.ws;
+  void *dbias = a.dbias;
+  const unsigned parts = a.parts;
+  const unsigned long long cols = a.cols;
+  const int dtype = a.dtype;
   (void)cfg;
   const unsigned chunk = te_ct_red_chunk(parts);
   for (uint64_t c = 0; c < cols; c++) {

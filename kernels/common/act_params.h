@@ -1,0 +1,37 @@
+/* act_params.h -- the parameters of kernels/act.cu, declared once
+ * (kparams.h).  dtypes packs the TE_FP8_DT_* codes 4 bits each (fwd: in,
+ * out; bwd: dy, x, dx; bit 12: fast math); vec picks the GPU's access
+ * width only.  scale, amax and scale_inv follow the FP8 output-pass
+ * protocol (libtecore/ksupport/ksupport.h). */
+#ifndef TE_KERNELS_ACT_PARAMS_H
+#define TE_KERNELS_ACT_PARAMS_H
+
+#include "kparams.h"
+
+/* te_act_fwd_<kind> */
+#define TE_ACT_FWD_PARAMS(P)         \
+  P(const void *, in, ptr)           \
+  P(void *, out, ptr)                \
+  P(const float *, scale, ptr)       \
+  P(unsigned *, amax, ptr)           \
+  P(float *, scale_inv, ptr)         \
+  P(const int *, noop, ptr)          \
+  P(unsigned long long, rows, val)   \
+  P(unsigned long long, cols, val)   \
+  P(int, dtypes, val)                \
+  P(int, vec, val)
+
+/* te_act_bwd_<kind> */
+#define TE_ACT_BWD_PARAMS(P)         \
+  P(const void *, dy, ptr)           \
+  P(const void *, x, ptr)            \
+  P(void *, dx, ptr)                 \
+  P(const float *, scale, ptr)       \
+  P(unsigned *, amax, ptr)           \
+  P(float *, scale_inv, ptr)         \
+  P(unsigned long long, rows, val)   \
+  P(unsigned long long, cols, val)   \
+  P(int, dtypes, val)                \
+  P(int, vec, val)
+
+#endif

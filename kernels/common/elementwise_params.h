@@ -1,0 +1,26 @@
+/* elementwise_params.h -- the parameters of kernels/elementwise.cu, declared
+ * once (kparams.h): the kernels' signatures, their table entries and the
+ * vdev argument structs come from these lists. */
+#ifndef TE_KERNELS_ELEMENTWISE_PARAMS_H
+#define TE_KERNELS_ELEMENTWISE_PARAMS_H
+
+#include "kparams.h"
+
+/* te_fill: dst[0, n) = value, dtype F32/F16/BF16 (TE_EW_*). */
+#define TE_FILL_PARAMS(P)   \
+  P(void *, dst, nnptr)     \
+  P(int, dtype, val)        \
+  P(unsigned long long, n, val) \
+  P(float, value, val)
+
+/* te_scale_add: dst = alpha * a + beta * b over n elements of dtype. */
+#define TE_SCALE_ADD_PARAMS(P) \
+  P(void *, dst, ptr)          \
+  P(const void *, a, ptr)      \
+  P(float, alpha, val)         \
+  P(const void *, b, ptr)      \
+  P(float, beta, val)          \
+  P(int, dtype, val)           \
+  P(unsigned long long, n, val)
+
+#endif

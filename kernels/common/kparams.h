@@ -1,0 +1,137 @@
+/* kparams.h -- a kernel's parameters declared once, for nvcc and for C.
+ *
+ * A kernel's parameter list is an X-macro in kernels/common/, one entry a
+ * parameter, in order:
+ *
+ *   #define TE_FILL_PARAMS(P)                 \
+ *     P(void *, dst, ptr)                     \
+ *     P(int, dtype, val)                      \
+ *     P(unsigned long long, n, val)           \
+ *     P(float, value, val)
+ *
+ * P(type, name, kind); kind says how the parameter travels:
+ *   ptr    a device pointer                     (param_is_ptr 1)
+ *   nnptr  a device pointer never 0: vdev checks a 0 as an error
+ *          (param_is_ptr TECORE_KERNEL_PTR_NONNULL, 2)
+ *   rptr   a device pointer, __restrict__ in the kernel (param_is_ptr 1)
+ *   val    a scalar by value                    (param_is_ptr 0)
+ *   blk    a parameter block (struct) by value, const in the kernel
+ *   gcblk  the same, __grid_constant__ in the kernel (no copy to local
+ *          memory); a block's type is written `struct name`.
+ * The list generates everything that used to be copied by hand:
+ *
+ *   nvcc (the kernel's .cu file):
+ *     extern "C" __global__ void te_fill(TE_KSIG(TE_FILL_PARAMS)) { ... }
+ *     body(TE_KNAMES(TE_FILL_PARAMS));        -- forwards the parameters
+ *     struct s { TE_KMEMBERS(TE_FILL_PARAMS) }; -- gathers them
+ *   C (the library's table and vdev code):
+ *     TE_KARGS(te_fill_args, TE_FILL_PARAMS)
+ *       struct te_fill_args { void *dst; int dtype; ... };  one member a
+ *       parameter (a block's member points to it); te_fill_args_of(args)
+ *       reads a launch's void *args[] into it (vdev); te_fill_args_ptrs(&a,
+ *       args) fills void *args[] from it (launch).
+ *     TE_KDEF("te_fill", vdev_fill, TE_FILL_PARAMS)
+ *       a struct tecore_kernel_def initializer: name, vdev function,
+ *       nparams, param_size[] and param_is_ptr[] from the list.
+ *
+ * So the .cu signature, the size/pointer tables and the vdev reader cannot
+ * disagree.  Any library's kernels may use it: libtecore's do, and
+ * libtecomm's and libtegraph's tables (registered through te/kernel.h's
+ * tecore_kernel_table_register) can, by including this header. */
+#ifndef TE_KERNELS_KPARAMS_H
+#define TE_KERNELS_KPARAMS_H
+
+/* ---- the kernel's signature and forwarding (nvcc) --------------------------- */
+
+#define TE_KP_SIG_ptr(t, n) t n
+#define TE_KP_SIG_nnptr(t, n) t n
+#define TE_KP_SIG_rptr(t, n) t __restrict__ n
+#define TE_KP_SIG_val(t, n) t n
+#define TE_KP_SIG_blk(t, n) const t n
+#define TE_KP_SIG_gcblk(t, n) const __grid_constant__ t n
+#define TE_KP_SIG_(t, n, k) , TE_KP_SIG_##k(t, n)
+#define TE_KP_NAME_(t, n, k) , n
+/* Drops the leading comma every entry above writes. */
+#define TE_KP_TAIL_(first, ...) __VA_ARGS__
+#define TE_KP_TAIL(...) TE_KP_TAIL_(__VA_ARGS__)
+
+/* The parameter declarations of a kernel definition. */
+#define TE_KSIG(LIST) TE_KP_TAIL(LIST(TE_KP_SIG_))
+/* The parameter names, comma-separated (to forward them to a body). */
+#define TE_KNAMES(LIST) TE_KP_TAIL(LIST(TE_KP_NAME_))
+
+/* Members: a pointer or scalar as itself, a block as a pointer to it. */
+#define TE_KP_MEMBER_ptr(t, n) t n;
+#define TE_KP_MEMBER_nnptr(t, n) t n;
+#define TE_KP_MEMBER_rptr(t, n) t n;
+#define TE_KP_MEMBER_val(t, n) t n;
+#define TE_KP_MEMBER_blk(t, n) const t *n;
+#define TE_KP_MEMBER_gcblk(t, n) const t *n;
+#define TE_KP_MEMBER_(t, n, k) TE_KP_MEMBER_##k(t, n)
+/* One member a parameter, in order: struct x { TE_KMEMBERS(LIST) }; (a
+ * kernel may gather its parameters so, initialized with TE_KNAMES). */
+#define TE_KMEMBERS(LIST) LIST(TE_KP_MEMBER_)
+
+/* ---- the table entry and the typed arguments (C) ------------------------------ */
+#ifndef __CUDACC__
+#include <stdint.h>
+
+#define TE_KP_ISPTR_ptr 1
+#define TE_KP_ISPTR_nnptr 2
+#define TE_KP_ISPTR_rptr 1
+#define TE_KP_ISPTR_val 0
+#define TE_KP_ISPTR_blk 0
+#define TE_KP_ISPTR_gcblk 0
+#define TE_KP_COUNT_(t, n, k) +1
+#define TE_KP_SIZE_(t, n, k) (uint16_t)sizeof(t),
+#define TE_KP_PTRFLAG_(t, n, k) TE_KP_ISPTR_##k,
+
+/* The number of parameters of LIST (a constant expression). */
+#define TE_KNPARAMS(LIST) (0 LIST(TE_KP_COUNT_))
+
+/* A struct tecore_kernel_def initializer (te/kernel.h). */
+#define TE_KDEF(sym, vdev_fn, LIST)                                                \
+  {                                                                                \
+    .name = (sym), .vdev = (vdev_fn), .nparams = TE_KNPARAMS(LIST),                \
+    .param_size = {LIST(TE_KP_SIZE_)}, .param_is_ptr = { LIST(TE_KP_PTRFLAG_) }    \
+  }
+
+/* args[i] points to parameter i's value (te/kernel.h). */
+#define TE_KP_READ_ptr(t, n) a.n = *(t const *)args[i++];
+#define TE_KP_READ_nnptr(t, n) a.n = *(t const *)args[i++];
+#define TE_KP_READ_rptr(t, n) a.n = *(t const *)args[i++];
+#define TE_KP_READ_val(t, n) a.n = *(t const *)args[i++];
+#define TE_KP_READ_blk(t, n) a.n = (const t *)args[i++];
+#define TE_KP_READ_gcblk(t, n) a.n = (const t *)args[i++];
+#define TE_KP_READ_(t, n, k) TE_KP_READ_##k(t, n)
+#define TE_KP_WRITE_ptr(n) args[i++] = (void *)&a->n;
+#define TE_KP_WRITE_nnptr(n) args[i++] = (void *)&a->n;
+#define TE_KP_WRITE_rptr(n) args[i++] = (void *)&a->n;
+#define TE_KP_WRITE_val(n) args[i++] = (void *)&a->n;
+#define TE_KP_WRITE_blk(n) args[i++] = (void *)a->n;
+#define TE_KP_WRITE_gcblk(n) args[i++] = (void *)a->n;
+#define TE_KP_WRITE_(t, n, k) TE_KP_WRITE_##k(n)
+
+/* struct tag, tag_of (void *const *args -> struct tag: the vdev side) and
+ * tag_ptrs (struct tag * -> void *args[TE_KNPARAMS(LIST)]: the launch
+ * side; the args point into the struct, which must outlive the launch
+ * call). */
+#define TE_KARGS(tag, LIST)                                                        \
+  struct tag {                                                                     \
+    TE_KMEMBERS(LIST)                                                              \
+  };                                                                               \
+  static inline struct tag tag##_of(void *const *args) {                           \
+    struct tag a;                                                                  \
+    unsigned i = 0;                                                                \
+    LIST(TE_KP_READ_)                                                              \
+    (void)i;                                                                       \
+    return a;                                                                      \
+  }                                                                                \
+  static inline void tag##_ptrs(struct tag *a, void **args) {                      \
+    unsigned i = 0;                                                                \
+    LIST(TE_KP_WRITE_)                                                             \
+    (void)i;                                                                       \
+  }
+
+#endif /* !__CUDACC__ */
+#endif

@@ -1,0 +1,56 @@
+/* norm_params.h -- the parameters of kernels/norm.cu, declared once
+ * (kparams.h).  dtypes packs TE_FP8_DT_* codes (TE_NORM_DT_PACK); flags
+ * are TE_NORM_*; tpr and nv come from the plan (te_norm_plan_*). */
+#ifndef TE_KERNELS_NORM_PARAMS_H
+#define TE_KERNELS_NORM_PARAMS_H
+
+#include "kparams.h"
+
+/* te_norm_fwd_v8 / _v1 / _stream_v8 / _stream_v1 / _fast */
+#define TE_NORM_FWD_PARAMS(P)        \
+  P(const void *, x, ptr)            \
+  P(const void *, gamma, ptr)        \
+  P(const void *, beta, ptr)         \
+  P(void *, y, ptr)                  \
+  P(float *, mu, ptr)                \
+  P(float *, rsigma, ptr)            \
+  P(const float *, scale, ptr)       \
+  P(unsigned *, amax, ptr)           \
+  P(float *, scale_inv, ptr)         \
+  P(unsigned long long, rows, val)   \
+  P(unsigned, hidden, val)           \
+  P(float, eps, val)                 \
+  P(int, flags, val)                 \
+  P(int, dtypes, val)                \
+  P(int, tpr, val)                   \
+  P(int, nv, val)
+
+/* te_norm_bwd_v8 / _v1 / _stream_v8 / _stream_v1 / _fast */
+#define TE_NORM_BWD_PARAMS(P)        \
+  P(const void *, dy, ptr)           \
+  P(const void *, x, ptr)            \
+  P(const float *, mu, ptr)          \
+  P(const float *, rsigma, ptr)      \
+  P(const void *, gamma, ptr)        \
+  P(const void *, extra, ptr)        \
+  P(void *, dx, ptr)                 \
+  P(float *, ws, ptr)                \
+  P(unsigned long long, rows, val)   \
+  P(unsigned, hidden, val)           \
+  P(int, flags, val)                 \
+  P(int, dtypes, val)                \
+  P(int, tpr, val)                   \
+  P(int, nv, val)                    \
+  P(unsigned, parts, val)
+
+/* te_norm_bwd_reduce: column sums of ws [which][parts][hidden] into out0
+ * (and out1 when set), dtypes slots 0 and 1. */
+#define TE_NORM_REDUCE_PARAMS(P)     \
+  P(const float *, ws, ptr)          \
+  P(void *, out0, ptr)               \
+  P(void *, out1, ptr)               \
+  P(unsigned, parts, val)            \
+  P(unsigned, hidden, val)           \
+  P(int, dtypes, val)
+
+#endif
