@@ -72,6 +72,13 @@ tecore_result_t te_cuda_vmm_map(tecore_devptr_t va, size_t bytes, tecore_vmm_han
 
 tecore_result_t te_cuda_vmm_unmap(tecore_devptr_t va, size_t bytes) {
   TE_CHECK(te_cuda_need_ctx());
+  /* cuMemUnmap does not wait for queued work that still reads or writes
+   * the range (seen on an H100: a queued memset then faulted with
+   * CUDA_ERROR_ILLEGAL_ADDRESS); tecore_vmm_unmap promises, as
+   * tecore_mem_free does, that the range outlives the work queued before
+   * it, so the context drains first.  Unmapping is rare; the cost is one
+   * synchronize. */
+  TE_CHECK(te_cuda_ctx_synchronize());
   TE_CHECK(TE_CU(cuMemUnmap, (CUdeviceptr)va, bytes));
   return TECORE_SUCCESS;
 }
