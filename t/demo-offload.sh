@@ -28,17 +28,19 @@ tmp=${TMPDIR:-/tmp}/te-demo-offload.$$
 mkdir -p "$tmp.dir" || exit 1
 trap 'rm -rf "$tmp".*' EXIT
 status=0
-# 4 blocks of 64 tokens: 2 leave the device (2 ring slots stay)
+# 4 blocks of 64 tokens: 2 leave the device (2 ring slots stay, prefetch
+# 1), or as many as the automatic prefetch's model lets leave (mode auto)
 base="--seed $seed --steps 3 --microbatches 2 --layers 4 --tokens 64 --no-bf16"
-for mode in eager callables step eager-spill callables-spill step-spill; do
+for mode in eager callables step eager-spill callables-spill step-spill auto; do
   case $mode in
     eager*) flag=--no-graphs ;;
     callables*) flag= ;;
     step*) flag=--step-graph ;;
   esac
   case $mode in
-    *-spill) off="--offload --offload-dir $tmp.dir --host-budget 0.3" ;;
-    *) off=--offload ;;
+    *-spill) off="--offload --offload-prefetch 1 --offload-dir $tmp.dir --host-budget 0.3" ;;
+    auto) off=--offload; flag=--no-graphs ;;
+    *) off="--offload --offload-prefetch 1" ;;
   esac
   if ! "$demo" $flag $base $off > "$tmp.$mode" 2>&1; then
     echo "FAIL: te-demo $flag $base $off:"
@@ -53,6 +55,12 @@ for mode in eager callables step eager-spill callables-spill step-spill; do
     continue
   fi
   case $mode in
+    auto)
+      if ! grep -q "offload: prefetch [0-9]* chosen: copies at" "$tmp.$mode"; then
+        echo "FAIL: te-demo $off did not report the prefetch it chose:"
+        cat "$tmp.$mode"
+        status=1
+      fi ;;
     *-spill)
       files=$(sed -n 's/.*MiB to host and \([0-9.]*\) MiB to files.*/\1/p' "$tmp.$mode")
       if ! awk "BEGIN { exit !(${files:-0} > 0) }"; then

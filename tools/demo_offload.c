@@ -11,6 +11,104 @@
 #include <string.h>
 
 #define OPS_PER_BLOCK 6   /* mlp_block.h */
+#define STALL_BUDGET 0.03 /* the automatic prefetch accepts a modelled 3% step overhead */
+
+/* ---- the automatic prefetch ----------------------------------------------------------
+ * With K = prefetch + 1 ring slots, the first nb - K attached blocks leave
+ * the device and block j's forward waits for block j - K's copy out (the
+ * slot's reader); block j's backward waits for its reload, which starts
+ * when block j + K's backward has freed the slot.  Copies in one direction
+ * run one after another on their stream.  When a block's copy is longer
+ * than its forward, a small K makes the forward wait on the link: the
+ * model below replays that schedule with the plain run's per-block times
+ * (forward a third of fwd+bwd) and the measured copy bandwidth, and picks
+ * the smallest K, the most memory saved, whose modelled overhead is within
+ * STALL_BUDGET. */
+
+/* One microbatch's modelled stall (ms) with K slots; f: a block's forward
+ * (backward 2f); d[j]: block j's copy (ms); layers - nb blocks follow
+ * unattached. */
+static double model_stall(int nb, int layers, int K, double f, const double *d) {
+  int c = nb - K;   /* blocks copied */
+  if (c <= 0) return 0;
+  double out[1024], in[1024];
+  double t = 0, link = 0;
+  for (int j = 0; j < nb; j++) {
+    if (j >= K && j - K < c && out[j - K] > t) t = out[j - K];
+    t += f;
+    if (j < c) {
+      out[j] = (link > t ? link : t) + d[j];
+      link = out[j];
+    }
+  }
+  t += (layers - nb) * f;
+  if (link > t) t = link;   /* the forward's last group joins the copy stream */
+  t += (layers - nb) * 2 * f;
+  link = t;
+  for (int j = nb - 1; j >= 0; j--) {
+    if (j < c && in[j] > t) t = in[j];
+    t += 2 * f;
+    if (j >= K && j - K < c) {
+      in[j - K] = (link > t ? link : t) + d[j - K];
+      link = in[j - K];
+    }
+  }
+  return t - 3.0 * f * layers;
+}
+
+/* Pinned D2H bandwidth (bytes/ms): the best of three 64 MiB copies. */
+static double measure_d2h(void) {
+  size_t bytes = (size_t)64 << 20;
+  tecore_devptr_t dv = 0;
+  void *h = NULL;
+  tecore_stream_t s = NULL;
+  tecore_event_t e0 = NULL, e1 = NULL;
+  double best = 0;
+  if (tecore_mem_alloc(bytes, &dv) == TECORE_SUCCESS &&
+      tecore_mem_alloc_host(bytes, &h) == TECORE_SUCCESS &&
+      tecore_stream_create(TECORE_STREAM_NON_BLOCKING, 0, &s) == TECORE_SUCCESS &&
+      tecore_event_create(TECORE_EVENT_DEFAULT, &e0) == TECORE_SUCCESS &&
+      tecore_event_create(TECORE_EVENT_DEFAULT, &e1) == TECORE_SUCCESS) {
+    for (int i = 0; i < 3; i++) {
+      float ms = 0;
+      if (tecore_event_record(e0, s) != TECORE_SUCCESS ||
+          tecore_memcpy_async((tecore_devptr_t)(uintptr_t)h, dv, bytes, s) != TECORE_SUCCESS ||
+          tecore_event_record(e1, s) != TECORE_SUCCESS ||
+          tecore_event_synchronize(e1) != TECORE_SUCCESS ||
+          tecore_event_elapsed(&ms, e0, e1) != TECORE_SUCCESS || ms <= 0)
+        break;
+      if ((double)bytes / ms > best) best = (double)bytes / ms;
+    }
+  }
+  if (e1) (void)tecore_event_destroy(e1);
+  if (e0) (void)tecore_event_destroy(e0);
+  if (s) (void)tecore_stream_destroy(s);
+  if (h) (void)tecore_mem_free_host(h);
+  if (dv) (void)tecore_mem_free(dv);
+  return best;
+}
+
+/* The prefetch for nb attached blocks of block_bytes[] each; sets
+ * *predicted to the modelled step ratio. */
+static int auto_prefetch(const struct demo_offload_opts *o, int nb, int layers,
+                         const size_t *block_bytes, double *predicted, double *bw_out,
+                         double *f_out) {
+  *predicted = 0;
+  if (o->plain_step_ms <= 0 || o->microbatches <= 0 || nb < 3 || nb > 1024) return 1;
+  double bw = measure_d2h();
+  if (bw <= 0) return 1;
+  double f = o->plain_step_ms / (3.0 * o->microbatches * layers);
+  double d[1024];
+  for (int j = 0; j < nb; j++) d[j] = (double)block_bytes[j] / bw;
+  *bw_out = bw;
+  *f_out = f;
+  int K = 2;
+  for (; K < nb - 1; K++)
+    if (model_stall(nb, layers, K, f, d) * o->microbatches <= STALL_BUDGET * o->plain_step_ms)
+      break;
+  *predicted = 1 + model_stall(nb, layers, K, f, d) * o->microbatches / o->plain_step_ms;
+  return K - 1;
+}
 
 static void die(const char *what, tegraph_result_t r) {
   fprintf(stderr, "te-demo: %s failed: %s (%s)\n", what, tegraph_strerror(r),
@@ -34,8 +132,25 @@ void demo_offload_attach(struct demo_offload *d, const struct demo_offload_opts 
     exit(2);
   }
   size_t min_elems = o->min_elems ? o->min_elems : 262144;
+  /* the bytes each attached block copies out: the model's input */
+  size_t *bb = calloc((size_t)nb, sizeof *bb);
+  if (!bb) {
+    fprintf(stderr, "te-demo: out of memory\n");
+    exit(2);
+  }
+  for (size_t i = 0; i < ns; i++) {
+    size_t blk = sv[i].op_first / OPS_PER_BLOCK;
+    if ((int)blk >= nb || sv[i].op_last / OPS_PER_BLOCK != blk) continue;
+    if (sv[i].rows * sv[i].cols < min_elems || !sv[i].read_back) continue;
+    bb[blk] += (sv[i].bytes + 255) & ~(size_t)255;
+  }
+  double bw = 0, f = 0;
+  d->prefetch = o->prefetch > 0 ? o->prefetch
+                                : auto_prefetch(o, nb, layers, bb, &d->predicted, &bw, &f);
+  free(bb);
+  if (d->prefetch > 999) d->prefetch = 999;
   size_t need = 0;
-  int copied = nb - 2;   /* prefetch 1: two slots stay */
+  int copied = nb - (d->prefetch + 1);   /* the last prefetch + 1 slots stay */
   for (size_t i = 0; i < ns; i++) {
     size_t blk = sv[i].op_first / OPS_PER_BLOCK;
     if ((int)blk >= copied || sv[i].op_last / OPS_PER_BLOCK != blk) continue;
@@ -51,7 +166,7 @@ void demo_offload_attach(struct demo_offload *d, const struct demo_offload_opts 
   for (char *tok = dirbuf ? strtok(dirbuf, ",") : NULL; tok && ndirs < 16;
        tok = strtok(NULL, ","))
     if (*tok) dirs[ndirs++] = tok;
-  struct tegraph_offload_config cfg = {.min_elems = o->min_elems, .prefetch = 1,
+  struct tegraph_offload_config cfg = {.min_elems = o->min_elems, .prefetch = d->prefetch,
                                        .dirs = ndirs ? dirs : NULL, .ndirs = ndirs,
                                        .files_per_dir = ndirs ? 2 : 0};
   if (o->host_budget_mb > 0) {
@@ -78,6 +193,13 @@ void demo_offload_attach(struct demo_offload *d, const struct demo_offload_opts 
     printf("  offload: %d of %d blocks attached (%d leave the device), %zu saved tensors "
            "offloaded, %zu kept; pool %.1f MiB; %s\n", nb, layers, copied > 0 ? copied : 0,
            d->st.offloaded, d->st.kept, d->st.pool_bytes / 1048576.0, d->st.why);
+  if (!quiet && o->prefetch <= 0 && d->predicted > 0)
+    printf("  offload: prefetch %d chosen: copies at %.1f GB/s, a block's forward %.3f ms; "
+           "modelled step %.3fx (budget %.2fx)\n", d->prefetch, bw * 1e-6, f, d->predicted,
+           1 + STALL_BUDGET);
+  else if (!quiet)
+    printf("  offload: prefetch %d%s\n", d->prefetch,
+           o->prefetch > 0 ? " (--offload-prefetch)" : " (no model: too few blocks)");
 }
 
 void demo_offload_check(struct demo_offload *d, int step) {

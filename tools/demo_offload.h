@@ -16,12 +16,17 @@ struct demo_offload_opts {
   double host_budget_mb;     /* 0: what the offloaded blocks need, plus staging */
   int layers;                /* blocks attached (the first ones); 0: all */
   size_t min_elems;          /* 0: the library's default (TE's 256K) */
+  int prefetch;              /* >= 1; 0: chosen from the model below */
+  double plain_step_ms;      /* the run without offload: its mean step (the model's input) */
+  int microbatches;          /* forward/backward passes a step */
 };
 
 struct demo_offload {
   tegraph_offload_t *ctx;
   struct tegraph_offload_stats st;
   size_t theory_bytes;       /* the copied blocks' saved tensors: the most offload can save */
+  int prefetch;              /* what the context was given */
+  double predicted;          /* the model's step-time ratio for that prefetch (0: not modelled) */
 };
 
 /* Attaches offload to seq, built of `layers` MLP blocks of 6 ops each.
