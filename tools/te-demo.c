@@ -70,6 +70,13 @@ struct opts {
   struct demo_offload_opts off;
 };
 
+/* The sizes given on the command line; 0: not given, the backend's
+ * default (resolve_opts). */
+struct given {
+  size_t hidden, ffn, tokens, layers, steps, mbs;
+  double lr;
+};
+
 static double now_s(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -156,14 +163,17 @@ struct model {
   struct demo_offload *off;        /* NULL: no offload */
 };
 
-/* What one training step touches: the model, the optimizer's tensors and
- * its device state, the loss buffers. */
+/* What one training run owns: the model, the optimizer's tensors and
+ * its device state, the loss buffers.  A step (queue_step) touches all of
+ * it; setup fills it in the order below and stepper_free releases it. */
 struct stepper {
   const struct opts *o;
   const struct data *dd;
   struct model *m;
+  struct tecore_seq_param *p;      /* the sequence's parameters, [np] */
   struct tecore_optim_tensor *ot;
   size_t np;
+  tecore_devptr_t one;             /* f32 1.0: the unscale factor */
   tecore_devptr_t optim_state;     /* struct tecore_optim_state: step count and lr */
   tecore_devptr_t diff, dy, norm, noop, ws, y_eager;
   size_t wsb;
@@ -229,26 +239,17 @@ static tecore_result_t post_warmup_cb(void *user) {
   return m->off ? tegraph_offload_hook_on(m->off->ctx) : TECORE_SUCCESS;
 }
 
-static void train(const struct opts *o, const struct data *dd, const struct tecore_recipe *recipe,
-                  tecore_stream_t s, struct run *R) {
-  size_t n = o->tokens * o->hidden;
-  size_t free0 = 0, total = 0;
-  CHECK(tecore_mem_info(&free0, &total));
-  struct model m = {.seq = make_model(o, o->seed, recipe, s)};
-  if (R->offload) {
-    demo_offload_attach(&R->dof, &o->off, m.seq, o->layers, o->quiet);
-    m.off = &R->dof;
-  }
-  CHECK(tecore_seq_describe(m.seq, TECORE_SEQ_FORWARD, R->plan_fwd, sizeof R->plan_fwd, NULL));
-  CHECK(tecore_seq_describe(m.seq, TECORE_SEQ_BACKWARD, R->plan_bwd, sizeof R->plan_bwd, NULL));
-
-  /* optimizer state: F32 master weights (from the model's bf16 ones),
-   * Adam moments; the model's bf16 weights are the refreshed copy */
+/* Optimizer state: F32 master weights (from the model's bf16 ones), Adam
+ * moments; the model's bf16 weights are the refreshed copy.  Then AdamW's
+ * step count and learning rate, on the device.  Fills st's p, ot, np, one
+ * and optim_state; returns the bytes the master weights and moments take. */
+static size_t optim_setup(struct stepper *st, tecore_stream_t s) {
+  tecore_seq_t *seq = st->m->seq;
   size_t np = 0;
-  CHECK(tecore_seq_params(m.seq, NULL, 0, &np));
+  CHECK(tecore_seq_params(seq, NULL, 0, &np));
   struct tecore_seq_param *p = calloc(np, sizeof *p);
   struct tecore_optim_tensor *ot = calloc(np, sizeof *ot);
-  CHECK(tecore_seq_params(m.seq, p, np, &np));
+  CHECK(tecore_seq_params(seq, p, np, &np));
   tecore_devptr_t one = dalloc(4);
   CHECK(tecore_memset_d32_async(one, 0x3f800000u, 1, s));
   size_t optim_bytes = 0;
@@ -269,96 +270,117 @@ static void train(const struct opts *o, const struct data *dd, const struct teco
     CHECK(tecore_memset_d32_async(ot[i].exp_avg, 0, k, s));
     CHECK(tecore_memset_d32_async(ot[i].exp_avg_sq, 0, k, s));
   }
-  size_t seq_param = 0, seq_total = 0;
-  CHECK(tecore_seq_memory(m.seq, &seq_param, &seq_total));
-  R->mem_model = seq_total / 1048576.0;
-  R->mem_optim = optim_bytes / 1048576.0;
+  st->p = p;
+  st->ot = ot;
+  st->np = np;
+  st->one = one;
+  return optim_bytes;
+}
 
-  /* AdamW's step count and learning rate, on the device */
-  struct tecore_optim_state ost = {.step = 0, .lr = o->lr};
-  tecore_devptr_t optim_state = dalloc(sizeof ost);
-  CHECK(tecore_memcpy_async(optim_state, (tecore_devptr_t)(uintptr_t)&ost, sizeof ost, s));
+/* AdamW's step count and learning rate, on the device. */
+static void optim_state_setup(struct stepper *st, tecore_stream_t s) {
+  struct tecore_optim_state ost = {.step = 0, .lr = st->o->lr};
+  st->optim_state = dalloc(sizeof ost);
+  CHECK(tecore_memcpy_async(st->optim_state, (tecore_devptr_t)(uintptr_t)&ost, sizeof ost, s));
   CHECK(tecore_stream_synchronize(s));
+}
 
-  /* loss buffers: diff, dy, the norm and its workspace */
-  tecore_devptr_t diff = dalloc(n * 2), dy = dalloc(n * 2), norm = dalloc(4), noop = dalloc(4);
-  struct tecore_tensor diff_t = tensor2(TECORE_DTYPE_BF16, o->tokens, o->hidden, diff);
-  struct tecore_tensor dy_t = tensor2(TECORE_DTYPE_BF16, o->tokens, o->hidden, dy);
-  size_t wsb = 0;
-  CHECK(tecore_l2norm_multi_workspace_size(&diff_t, 1, &wsb));
-  tecore_devptr_t ws = dalloc(wsb ? wsb : 16);
-  tecore_devptr_t y_eager = dalloc(n * 2);
-  float *norms = NULL;
-  CHECK(tecore_mem_alloc_host((size_t)o->microbatches * sizeof(float), (void **)&norms));
+/* Loss buffers: diff, dy, the norm and its workspace, the eager output,
+ * the pinned per-microbatch norms. */
+static void loss_buffers_setup(struct stepper *st) {
+  const struct opts *o = st->o;
+  size_t n = o->tokens * o->hidden;
+  st->diff = dalloc(n * 2);
+  st->dy = dalloc(n * 2);
+  st->norm = dalloc(4);
+  st->noop = dalloc(4);
+  struct tecore_tensor diff_t = tensor2(TECORE_DTYPE_BF16, o->tokens, o->hidden, st->diff);
+  st->wsb = 0;
+  CHECK(tecore_l2norm_multi_workspace_size(&diff_t, 1, &st->wsb));
+  st->ws = dalloc(st->wsb ? st->wsb : 16);
+  st->y_eager = dalloc(n * 2);
+  st->norms = NULL;
+  CHECK(tecore_mem_alloc_host((size_t)o->microbatches * sizeof(float), (void **)&st->norms));
+}
 
-  /* One forward and backward whose gradients are thrown away: the FP8
-   * calibration (the first step's scales come from real amaxes; delayed
-   * scaling otherwise starts from scale 1, where small gradients underflow
-   * E5M2), and in every mode the warmup that a capture needs (lazy
-   * allocations and algorithm choices happen outside it). */
-  {
-    struct tecore_tensor xin = tensor2(TECORE_DTYPE_BF16, o->tokens, o->hidden, dd->x[0]);
-    struct tecore_tensor yo = tensor2(TECORE_DTYPE_BF16, o->tokens, o->hidden, y_eager);
-    CHECK(tecore_memset_d32_async(noop, 0, 1, s));
-    CHECK(tecore_seq_forward(m.seq, &xin, &yo, noop, s));
-    float inv = 2.0f / (float)n;
-    CHECK(tecore_scale_add(dy, y_eager, inv, dd->t[0], -inv, TECORE_DTYPE_BF16, n, s));
-    CHECK(tecore_seq_backward(m.seq, &dy_t, NULL, s));
-    if (recipe) CHECK(tecore_seq_update_scales(m.seq, s));
-  }
-  if (o->graphs == MODE_CALLABLES) {
-    struct tecore_tensor sample = tensor2(TECORE_DTYPE_BF16, o->tokens, o->hidden, dd->x[0]);
-    struct tecore_tensor outd = tensor2(TECORE_DTYPE_BF16, o->tokens, o->hidden, 0);
-    unsigned char needs = 0;
-    struct tegraph_callable_desc cd = {
-        .forward = fwd_cb, .backward = bwd_cb, .user = &m, .sample_inputs = &sample,
-        .ninputs = 1, .outputs = &outd, .noutputs = 1, .input_needs_grad = &needs,
-        .num_warmup = 1, .pre_warmup = pre_warmup_cb, .post_warmup = post_warmup_cb,
-        .capture_mode = TECORE_CAPTURE_THREAD_LOCAL};
-    GCHECK(tegraph_callable_create(&cd, NULL, &m.callable));
-  }
-  CHECK(tecore_seq_zero_grad(m.seq, s));   /* warmup's gradients */
+/* One forward and backward whose gradients are thrown away: the FP8
+ * calibration (the first step's scales come from real amaxes; delayed
+ * scaling otherwise starts from scale 1, where small gradients underflow
+ * E5M2), and in every mode the warmup that a capture needs (lazy
+ * allocations and algorithm choices happen outside it). */
+static void calibrate(const struct stepper *st, const struct tecore_recipe *recipe,
+                      tecore_stream_t s) {
+  const struct opts *o = st->o;
+  size_t n = o->tokens * o->hidden;
+  struct tecore_tensor dy_t = tensor2(TECORE_DTYPE_BF16, o->tokens, o->hidden, st->dy);
+  struct tecore_tensor xin = tensor2(TECORE_DTYPE_BF16, o->tokens, o->hidden, st->dd->x[0]);
+  struct tecore_tensor yo = tensor2(TECORE_DTYPE_BF16, o->tokens, o->hidden, st->y_eager);
+  CHECK(tecore_memset_d32_async(st->noop, 0, 1, s));
+  CHECK(tecore_seq_forward(st->m->seq, &xin, &yo, st->noop, s));
+  float inv = 2.0f / (float)n;
+  CHECK(tecore_scale_add(st->dy, st->y_eager, inv, st->dd->t[0], -inv, TECORE_DTYPE_BF16, n, s));
+  CHECK(tecore_seq_backward(st->m->seq, &dy_t, NULL, s));
+  if (recipe) CHECK(tecore_seq_update_scales(st->m->seq, s));
+}
+
+/* The model's forward and backward as one graphed callable (warmup with
+ * offload off, then the capture). */
+static void callable_setup(const struct opts *o, const struct data *dd, struct model *m) {
+  struct tecore_tensor sample = tensor2(TECORE_DTYPE_BF16, o->tokens, o->hidden, dd->x[0]);
+  struct tecore_tensor outd = tensor2(TECORE_DTYPE_BF16, o->tokens, o->hidden, 0);
+  unsigned char needs = 0;
+  struct tegraph_callable_desc cd = {
+      .forward = fwd_cb, .backward = bwd_cb, .user = m, .sample_inputs = &sample,
+      .ninputs = 1, .outputs = &outd, .noutputs = 1, .input_needs_grad = &needs,
+      .num_warmup = 1, .pre_warmup = pre_warmup_cb, .post_warmup = post_warmup_cb,
+      .capture_mode = TECORE_CAPTURE_THREAD_LOCAL};
+  GCHECK(tegraph_callable_create(&cd, NULL, &m->callable));
+}
+
+/* The whole step, captured once; replays read lr and step on the device. */
+static tegraph_graph_t *capture_step(const struct stepper *st, tecore_stream_t s) {
+  tegraph_graph_t *g = NULL;
+  size_t nodes = 0;
+  GCHECK(tegraph_graph_create(TEGRAPH_INSTANTIATE_UPLOAD, &g));
+  GCHECK(tegraph_graph_begin_capture(g, s, TECORE_CAPTURE_THREAD_LOCAL, 0));
+  queue_step(st, s);
+  GCHECK(tegraph_graph_end_capture(g, NULL));
+  GCHECK(tegraph_graph_instantiate(g, s));
+  GCHECK(tegraph_graph_node_count(g, &nodes));
   CHECK(tecore_stream_synchronize(s));
+  if (!st->o->quiet) printf("  step graph: %zu nodes\n", nodes);
+  return g;
+}
 
-  struct stepper stp = {.o = o, .dd = dd, .m = &m, .ot = ot, .np = np,
-                        .optim_state = optim_state, .diff = diff, .dy = dy, .norm = norm,
-                        .noop = noop, .ws = ws, .y_eager = y_eager, .wsb = wsb, .norms = norms};
-  tegraph_graph_t *step_graph = NULL;
-  if (o->graphs == MODE_STEP) {
-    /* the whole step, captured once; replays read lr and step on the device */
-    size_t nodes = 0;
-    GCHECK(tegraph_graph_create(TEGRAPH_INSTANTIATE_UPLOAD, &step_graph));
-    GCHECK(tegraph_graph_begin_capture(step_graph, s, TECORE_CAPTURE_THREAD_LOCAL, 0));
-    queue_step(&stp, s);
-    GCHECK(tegraph_graph_end_capture(step_graph, NULL));
-    GCHECK(tegraph_graph_instantiate(step_graph, s));
-    GCHECK(tegraph_graph_node_count(step_graph, &nodes));
-    CHECK(tecore_stream_synchronize(s));
-    if (!o->quiet) printf("  step graph: %zu nodes\n", nodes);
-  }
-  size_t free1 = 0;
-  CHECK(tecore_mem_info(&free1, &total));
-  R->dev_used = total - free1;
-  R->dev_total = total;
-  (void)free0;
+/* The GEMM flops of one step: three GEMMs (forward, dgrad, wgrad) of two
+ * linears per block and microbatch. */
+static double step_flops(const struct opts *o) {
+  return 3.0 * 2.0 * (double)o->tokens * (double)o->hidden * (double)o->ffn * 2.0 * o->layers *
+         o->microbatches;
+}
 
-  double flops = 3.0 * 2.0 * (double)o->tokens * (double)o->hidden * (double)o->ffn * 2.0 *
-                 o->layers * o->microbatches;
+/* Runs o->steps steps (replaying step_graph when there is one), recording
+ * each step's loss and times in R and printing them. */
+static void run_steps(const struct stepper *st, tegraph_graph_t *step_graph, struct run *R,
+                      tecore_stream_t s) {
+  const struct opts *o = st->o;
+  size_t n = o->tokens * o->hidden;
+  double flops = step_flops(o);
   double tokens = (double)o->tokens * o->microbatches;
   for (int step = 1; step <= o->steps; step++) {
     double t0 = now_s();
     if (step_graph) {
       GCHECK(tegraph_graph_launch(step_graph, s));
-      if (m.off) CHECK(tecore_svc_kick());   /* spill hand-offs: no sleeping engine */
+      if (st->m->off) CHECK(tecore_svc_kick());   /* spill hand-offs: no sleeping engine */
     } else {
-      queue_step(&stp, s);
+      queue_step(st, s);
     }
     double t1 = now_s();
     CHECK(tecore_stream_synchronize(s));
     demo_offload_check(&R->dof, step);
     double dt = now_s() - t0;
     double loss = 0;
-    for (int mb = 0; mb < o->microbatches; mb++) loss += (double)norms[mb] * norms[mb];
+    for (int mb = 0; mb < o->microbatches; mb++) loss += (double)st->norms[mb] * st->norms[mb];
     loss /= (double)n * o->microbatches;
     R->loss[step - 1] = loss;
     R->ms[step - 1] = dt * 1e3;
@@ -369,36 +391,116 @@ static void train(const struct opts *o, const struct data *dd, const struct teco
              tokens / dt, flops / dt / 1e12);
     fflush(stdout);
   }
-  /* the device counted every step */
-  CHECK(tecore_memcpy_async((tecore_devptr_t)(uintptr_t)&ost, optim_state, sizeof ost, s));
+}
+
+/* The device counted every step: exits 2 when AdamW's step count is not
+ * the number of steps run. */
+static void check_device_steps(const struct stepper *st, tecore_stream_t s) {
+  struct tecore_optim_state ost;
+  CHECK(tecore_memcpy_async((tecore_devptr_t)(uintptr_t)&ost, st->optim_state, sizeof ost, s));
   CHECK(tecore_stream_synchronize(s));
-  if (ost.step != o->steps) {
+  if (ost.step != st->o->steps) {
     fprintf(stderr, "te-demo: AdamW's device step count is %lld after %d steps\n",
-            (long long)ost.step, o->steps);
+            (long long)ost.step, st->o->steps);
     exit(2);
   }
+}
+
+/* Frees what optim_setup, optim_state_setup and loss_buffers_setup made. */
+static void stepper_free(struct stepper *st) {
+  for (size_t i = 0; i < st->np; i++) {
+    CHECK(tecore_mem_free(st->ot[i].param));
+    CHECK(tecore_mem_free(st->ot[i].exp_avg));
+    CHECK(tecore_mem_free(st->ot[i].exp_avg_sq));
+  }
+  CHECK(tecore_mem_free(st->one));
+  CHECK(tecore_mem_free(st->diff));
+  CHECK(tecore_mem_free(st->dy));
+  CHECK(tecore_mem_free(st->norm));
+  CHECK(tecore_mem_free(st->noop));
+  CHECK(tecore_mem_free(st->optim_state));
+  CHECK(tecore_mem_free(st->ws));
+  CHECK(tecore_mem_free(st->y_eager));
+  CHECK(tecore_mem_free_host(st->norms));
+  free(st->p);
+  free(st->ot);
+}
+
+/* One training run: the model (with offload when R->offload), the
+ * optimizer, the calibration step, the graphs of the chosen mode, then
+ * o->steps steps; fills R. */
+static void train(const struct opts *o, const struct data *dd, const struct tecore_recipe *recipe,
+                  tecore_stream_t s, struct run *R) {
+  size_t total = 0;
+  struct model m = {.seq = make_model(o, o->seed, recipe, s)};
+  if (R->offload) {
+    demo_offload_attach(&R->dof, &o->off, m.seq, o->layers, o->quiet);
+    m.off = &R->dof;
+  }
+  CHECK(tecore_seq_describe(m.seq, TECORE_SEQ_FORWARD, R->plan_fwd, sizeof R->plan_fwd, NULL));
+  CHECK(tecore_seq_describe(m.seq, TECORE_SEQ_BACKWARD, R->plan_bwd, sizeof R->plan_bwd, NULL));
+
+  struct stepper stp = {.o = o, .dd = dd, .m = &m};
+  size_t optim_bytes = optim_setup(&stp, s);
+  size_t seq_param = 0, seq_total = 0;
+  CHECK(tecore_seq_memory(m.seq, &seq_param, &seq_total));
+  R->mem_model = seq_total / 1048576.0;
+  R->mem_optim = optim_bytes / 1048576.0;
+  optim_state_setup(&stp, s);
+  loss_buffers_setup(&stp);
+
+  calibrate(&stp, recipe, s);
+  if (o->graphs == MODE_CALLABLES) callable_setup(o, dd, &m);
+  CHECK(tecore_seq_zero_grad(m.seq, s));   /* warmup's gradients */
+  CHECK(tecore_stream_synchronize(s));
+
+  tegraph_graph_t *step_graph = o->graphs == MODE_STEP ? capture_step(&stp, s) : NULL;
+  size_t free1 = 0;
+  CHECK(tecore_mem_info(&free1, &total));
+  R->dev_used = total - free1;
+  R->dev_total = total;
+
+  run_steps(&stp, step_graph, R, s);
+  check_device_steps(&stp, s);
 
   if (step_graph) GCHECK(tegraph_graph_destroy(step_graph));
   if (m.callable) GCHECK(tegraph_callable_destroy(m.callable));
   CHECK(tecore_stream_synchronize(s));
-  for (size_t i = 0; i < np; i++) {
-    CHECK(tecore_mem_free(ot[i].param));
-    CHECK(tecore_mem_free(ot[i].exp_avg));
-    CHECK(tecore_mem_free(ot[i].exp_avg_sq));
-  }
-  CHECK(tecore_mem_free(one));
-  CHECK(tecore_mem_free(diff));
-  CHECK(tecore_mem_free(dy));
-  CHECK(tecore_mem_free(norm));
-  CHECK(tecore_mem_free(noop));
-  CHECK(tecore_mem_free(optim_state));
-  CHECK(tecore_mem_free(ws));
-  CHECK(tecore_mem_free(y_eager));
-  CHECK(tecore_mem_free_host(norms));
+  stepper_free(&stp);
   demo_offload_destroy(&R->dof);
   CHECK(tecore_seq_destroy(m.seq));
-  free(p);
-  free(ot);
+}
+/* The backend, the device and the model's shape and mode. */
+static void print_setup(const struct opts *o, tecore_backend_t be,
+                        const struct tecore_device_props *props) {
+  printf("te-demo: backend %s, device %s\n", tecore_backend_name(be), props->name);
+  printf("te-demo: %d MLP blocks, hidden %zu, ffn %zu, %zu tokens x %d microbatches, %d steps, "
+         "AdamW lr %g, seed %llu, %s\n", o->layers, o->hidden, o->ffn, o->tokens, o->microbatches,
+         o->steps, o->lr, o->seed, mode_text[o->graphs]);
+}
+
+static void run_free(struct run *R) {
+  free(R->loss);
+  free(R->ms);
+  free(R->host_us);
+}
+
+/* One run (R->name) with its per-step arrays, then its fusion plans and
+ * memory; first: the first run, which names the FP8 recipe. */
+static void train_and_print(const struct opts *o, const struct data *dd,
+                            const struct tecore_recipe *recipe, tecore_stream_t s, int gpu,
+                            int first, struct run *R) {
+  R->loss = calloc((size_t)o->steps, sizeof(double));
+  R->ms = calloc((size_t)o->steps, sizeof(double));
+  R->host_us = calloc((size_t)o->steps, sizeof(double));
+  printf("te-demo: %s run%s\n", R->name,
+         first ? " (delayed scaling, HYBRID: E4M3 forward, E5M2 gradients)" : "");
+  train(o, dd, recipe, s, R);
+  printf("  plan %s\n  plan %s\n", R->plan_fwd, R->plan_bwd);
+  printf("  memory: model %.1f MiB (the sequence's parameters, gradients, activations, "
+         "FP8 copies), optimizer %.1f MiB; %s %.0f of %.0f MiB in use\n", R->mem_model,
+         R->mem_optim, gpu ? "device" : "host (vdev's device memory)", R->dev_used / 1048576.0,
+         R->dev_total / 1048576.0);
 }
 
 static int cmp_double(const void *a, const void *b) {
@@ -406,6 +508,149 @@ static int cmp_double(const void *a, const void *b) {
   return (x > y) - (x < y);
 }
 
+/* Fills o's sizes from the options given (0: not given) and the backend's
+ * defaults (gpu: the cuda backend), then checks them; returns 0, or 2
+ * (te-demo's exit status for bad usage) after saying why. */
+static int resolve_opts(struct opts *o, int gpu, const struct given *g) {
+  o->hidden = g->hidden ? g->hidden : gpu ? 4096 : 64;
+  o->ffn = g->ffn ? g->ffn : 4 * o->hidden;
+  o->layers = g->layers ? (int)g->layers : gpu ? 8 : 2;
+  o->tokens = g->tokens ? g->tokens : gpu ? 8192 : 16;
+  o->steps = g->steps ? (int)g->steps : gpu ? 20 : 8;
+  o->microbatches = g->mbs ? (int)g->mbs : 2;
+  /* at hidden 4096 a first Adam step of 3e-4 moves every output by about
+   * lr * fan_in, which diverged on an H100; 2e-5 keeps it near 0.1 */
+  o->lr = g->lr ? g->lr : gpu ? 2e-5 : 3e-3;
+  if (o->off.on && !o->off.min_elems) o->off.min_elems = gpu ? 262144 : 1024;
+  if (!o->off.on &&
+      (o->off.dirs || o->off.host_budget_mb > 0 || o->off.layers || o->off.prefetch)) {
+    fprintf(stderr, "te-demo: --offload-dir, --host-budget, --offload-layers and "
+            "--offload-prefetch need --offload\n");
+    return 2;
+  }
+  if (o->hidden % 16 || o->ffn % 16 || o->tokens % 16) {
+    fprintf(stderr, "te-demo: FP8 GEMMs need --hidden (%zu), --ffn (%zu) and --tokens (%zu) to "
+            "be multiples of 16\n", o->hidden, o->ffn, o->tokens);
+    return 2;
+  }
+  if (o->layers > 1000 || o->steps > 1000000 || o->microbatches > 1024) {
+    fprintf(stderr, "te-demo: --layers (<= 1000), --steps or --microbatches (<= 1024) too large\n");
+    return 2;
+  }
+  return 0;
+}
+
+/* The data: inputs from the seed, targets from the teacher (BF16, its own
+ * seed); ready when this returns. */
+static void make_data(const struct opts *o, tecore_devptr_t one, tecore_stream_t s,
+                      struct data *dd) {
+  size_t n = o->tokens * o->hidden;
+  dd->mb = o->microbatches;
+  dd->x = calloc((size_t)o->microbatches, sizeof *dd->x);
+  dd->t = calloc((size_t)o->microbatches, sizeof *dd->t);
+  tecore_seq_t *teacher = make_model(o, o->seed * 7919 + 17, NULL, s);
+  for (int mb = 0; mb < o->microbatches; mb++) {
+    dd->x[mb] = dalloc(n * 2);
+    dd->t[mb] = dalloc(n * 2);
+    fill_random(dd->x[mb], n, o->seed * 1000003ull + (uint64_t)mb, one, s);
+    struct tecore_tensor xi = tensor2(TECORE_DTYPE_BF16, o->tokens, o->hidden, dd->x[mb]);
+    struct tecore_tensor ti = tensor2(TECORE_DTYPE_BF16, o->tokens, o->hidden, dd->t[mb]);
+    CHECK(tecore_seq_forward(teacher, &xi, &ti, 0, s));
+  }
+  CHECK(tecore_stream_synchronize(s));
+  CHECK(tecore_seq_destroy(teacher));
+}
+
+static void data_free(const struct opts *o, struct data *dd) {
+  for (int mb = 0; mb < o->microbatches; mb++) {
+    CHECK(tecore_mem_free(dd->x[mb]));
+    CHECK(tecore_mem_free(dd->t[mb]));
+  }
+  free(dd->x);
+  free(dd->t);
+}
+
+/* A run's average step time in ms, the first step (which pays one-time
+ * costs) left out. */
+static double mean_step_ms(const struct opts *o, const struct run *R) {
+  int from = o->steps > 1 ? 1 : 0;
+  double sum = 0;
+  for (int k = from; k < o->steps; k++) sum += R->ms[k];
+  return sum / (o->steps - from);
+}
+
+/* Prints one run's summary line; returns its average step time in ms
+ * (the first step, which pays one-time costs, left out) and 1 in *fail
+ * when its loss did not go down.  Sorts R->host_us past the first step. */
+static double summarize_run(const struct opts *o, struct run *R, int *fail) {
+  double avg = mean_step_ms(o, R);
+  int from = o->steps > 1 ? 1 : 0;
+  /* host time: the median (one preempted step would dominate a mean) */
+  qsort(R->host_us + from, (size_t)(o->steps - from), sizeof(double), cmp_double);
+  double host = R->host_us[from + (o->steps - from) / 2];
+  double first = R->loss[0], last = R->loss[o->steps - 1];
+  printf("te-demo: %-11s loss %.6f -> %.6f, %.3f ms/step (median host time %.1f us to queue it), "
+         "%.0f tokens/s, %.3f TFLOP/s\n", R->name, first, last, avg, host,
+         (double)o->tokens * o->microbatches / (avg * 1e-3), step_flops(o) / (avg * 1e-3) / 1e12);
+  if (!(last < first) || !isfinite(last)) {
+    fprintf(stderr, "te-demo: FAIL: the %s loss did not go down (%.6f -> %.6f)\n", R->name,
+            first, last);
+    *fail = 1;
+  }
+  return avg;
+}
+
+/* Offload moves bits, it must not change one: compares the offload run's
+ * losses with the plain FP8 run's and prints the memory saved and the
+ * bytes moved; returns 1 when a loss differs. */
+static int check_offload(const struct opts *o, const struct run *base, const struct run *off,
+                         double avg_base, double avg_off) {
+  int same = memcmp(base->loss, off->loss, (size_t)o->steps * sizeof(double)) == 0;
+  const struct demo_offload *d = &off->dof;
+  size_t saved = d->st.seq_bytes_before - d->st.seq_bytes_after - d->st.ring_bytes;
+  printf("te-demo: offload: losses %s the run without offload (%d steps)\n",
+         same ? "bit-identical to" : "DIFFER from", o->steps);
+  printf("te-demo: offload: device memory of the model %.1f -> %.1f MiB (+ ring %.1f MiB): "
+         "saved %.1f MiB, %.0f%% of the %.1f MiB the offloaded blocks' activations take\n",
+         d->st.seq_bytes_before / 1048576.0, d->st.seq_bytes_after / 1048576.0,
+         d->st.ring_bytes / 1048576.0, saved / 1048576.0,
+         d->theory_bytes ? 100.0 * (double)saved / (double)d->theory_bytes : 0.0,
+         d->theory_bytes / 1048576.0);
+  printf("te-demo: offload: step time %.3f ms vs %.3f ms without: %.3fx; per step %.3f MiB "
+         "to host and %.3f MiB to files (and back)\n", avg_off, avg_base, avg_off / avg_base,
+         (double)d->st.pass_to_host * o->microbatches / 1048576.0,
+         (double)d->st.pass_to_files * o->microbatches / 1048576.0);
+  if (same) return 0;
+  for (int k = 0; k < o->steps; k++)
+    if (base->loss[k] != off->loss[k])
+      fprintf(stderr, "te-demo: FAIL: step %d: loss %.9g with offload, %.9g without\n", k + 1,
+              off->loss[k], base->loss[k]);
+  return 1;
+}
+
+/* The FP8 and BF16 curves' distance at each step, in units of BF16's
+ * first loss (relative to the current loss it would grow without bound as
+ * the loss nears FP8's noise floor); returns 1 past o->tolerance. */
+static int check_fp8_vs_bf16(const struct opts *o, const struct run *fp8, const struct run *bf16,
+                             double avg_fp8, double avg_bf16) {
+  double worst = 0, worst_cur = 0;
+  int at = 0;
+  for (int k = 0; k < o->steps; k++) {
+    double d = fabs(fp8->loss[k] - bf16->loss[k]);
+    if (!(d / bf16->loss[0] <= worst)) {
+      worst = d / bf16->loss[0];
+      at = k + 1;
+    }
+    worst_cur = fmax(worst_cur, d / bf16->loss[k]);
+  }
+  printf("te-demo: fp8 vs bf16: loss curves differ by at most %.4f of the first loss (step %d; "
+         "tolerance %.4f), %.4f of the step's loss; fp8 step %.2fx the speed of bf16\n", worst,
+         at, o->tolerance, worst_cur, avg_bf16 / avg_fp8);
+  if (worst <= o->tolerance) return 0;
+  fprintf(stderr, "te-demo: FAIL: the FP8 loss left the BF16 loss by %.4f of the first loss "
+          "at step %d (tolerance %.4f)\n", worst, at, o->tolerance);
+  return 1;
+}
 /* ---- main --------------------------------------------------------------------------- */
 
 static void usage(FILE *f) {
@@ -451,11 +696,9 @@ static int parse_size(const char *arg, const char *name, size_t *out) {
   return 0;
 }
 
-int main(int argc, char **argv) {
-  struct opts o = {.microbatches = 2, .graphs = MODE_CALLABLES, .bf16 = 1, .tolerance = 0.05,
-                   .seed = 1};
-  size_t hidden = 0, ffn = 0, tokens = 0, layers = 0, steps = 0, mbs = 0;
-  double lr = 0;
+/* Parses the command line into o and g; returns -1 to go on, else the
+ * exit status (0 after --help, 2 for bad usage, said on stderr). */
+static int parse_opts(int argc, char **argv, struct opts *o, struct given *g) {
   enum { O_HIDDEN = 1000, O_FFN, O_LAYERS, O_TOKENS, O_STEPS, O_MB, O_LR, O_TOL, O_SEED,
          O_NOGRAPH, O_STEPGRAPH, O_NOBF16, O_QUIET, O_OFFLOAD, O_ODIR, O_BUDGET, O_OLAYERS,
          O_OMIN, O_OPREFETCH };
@@ -478,25 +721,25 @@ int main(int argc, char **argv) {
   while ((opt = getopt_long(argc, argv, "h", longs, NULL)) != -1) {
     int bad = 0;
     switch (opt) {
-    case O_HIDDEN: bad = parse_size(optarg, "--hidden", &hidden); break;
-    case O_FFN: bad = parse_size(optarg, "--ffn", &ffn); break;
-    case O_LAYERS: bad = parse_size(optarg, "--layers", &layers); break;
-    case O_TOKENS: bad = parse_size(optarg, "--tokens", &tokens); break;
-    case O_STEPS: bad = parse_size(optarg, "--steps", &steps); break;
-    case O_MB: bad = parse_size(optarg, "--microbatches", &mbs); break;
+    case O_HIDDEN: bad = parse_size(optarg, "--hidden", &g->hidden); break;
+    case O_FFN: bad = parse_size(optarg, "--ffn", &g->ffn); break;
+    case O_LAYERS: bad = parse_size(optarg, "--layers", &g->layers); break;
+    case O_TOKENS: bad = parse_size(optarg, "--tokens", &g->tokens); break;
+    case O_STEPS: bad = parse_size(optarg, "--steps", &g->steps); break;
+    case O_MB: bad = parse_size(optarg, "--microbatches", &g->mbs); break;
     case O_SEED:
       bad = parse_size(optarg, "--seed", &seedv);
-      o.seed = seedv;
+      o->seed = seedv;
       break;
-    case O_OFFLOAD: o.off.on = 1; break;
-    case O_ODIR: o.off.dirs = optarg; break;
+    case O_OFFLOAD: o->off.on = 1; break;
+    case O_ODIR: o->off.dirs = optarg; break;
     case O_OLAYERS: {
       size_t v = 0;
       bad = parse_size(optarg, "--offload-layers", &v);
-      o.off.layers = v > 1000 ? 1000 : (int)v;
+      o->off.layers = v > 1000 ? 1000 : (int)v;
       break;
     }
-    case O_OMIN: bad = parse_size(optarg, "--offload-min-elems", &o.off.min_elems); break;
+    case O_OMIN: bad = parse_size(optarg, "--offload-min-elems", &o->off.min_elems); break;
     case O_OPREFETCH: {
       size_t v = 0;
       bad = parse_size(optarg, "--offload-prefetch", &v);
@@ -504,7 +747,7 @@ int main(int argc, char **argv) {
         fprintf(stderr, "te-demo: --offload-prefetch: %zu is not in 1..999\n", v);
         bad = 1;
       }
-      o.off.prefetch = (int)v;
+      o->off.prefetch = (int)v;
       break;
     }
     case O_BUDGET:
@@ -518,15 +761,15 @@ int main(int argc, char **argv) {
                 optarg);
         bad = 1;
       }
-      if (opt == O_LR) lr = v;
-      else if (opt == O_BUDGET) o.off.host_budget_mb = v;
-      else o.tolerance = v;
+      if (opt == O_LR) g->lr = v;
+      else if (opt == O_BUDGET) o->off.host_budget_mb = v;
+      else o->tolerance = v;
       break;
     }
-    case O_NOGRAPH: o.graphs = MODE_EAGER; break;
-    case O_STEPGRAPH: o.graphs = MODE_STEP; break;
-    case O_NOBF16: o.bf16 = 0; break;
-    case O_QUIET: o.quiet = 1; break;
+    case O_NOGRAPH: o->graphs = MODE_EAGER; break;
+    case O_STEPGRAPH: o->graphs = MODE_STEP; break;
+    case O_NOBF16: o->bf16 = 0; break;
+    case O_QUIET: o->quiet = 1; break;
     case 'h': usage(stdout); return 0;
     default: usage(stderr); return 2;
     }
@@ -537,6 +780,15 @@ int main(int argc, char **argv) {
     usage(stderr);
     return 2;
   }
+  return -1;
+}
+
+int main(int argc, char **argv) {
+  struct opts o = {.microbatches = 2, .graphs = MODE_CALLABLES, .bf16 = 1, .tolerance = 0.05,
+                   .seed = 1};
+  struct given g = {0};
+  int rc = parse_opts(argc, argv, &o, &g);
+  if (rc >= 0) return rc;
 
   CHECK(tecore_init());
   tecore_backend_t be;
@@ -544,56 +796,16 @@ int main(int argc, char **argv) {
   struct tecore_device_props props;
   CHECK(tecore_device_props(0, &props));
   int gpu = be == TECORE_BACKEND_CUDA;
-  o.hidden = hidden ? hidden : gpu ? 4096 : 64;
-  o.ffn = ffn ? ffn : 4 * o.hidden;
-  o.layers = layers ? (int)layers : gpu ? 8 : 2;
-  o.tokens = tokens ? tokens : gpu ? 8192 : 16;
-  o.steps = steps ? (int)steps : gpu ? 20 : 8;
-  o.microbatches = mbs ? (int)mbs : 2;
-  /* at hidden 4096 a first Adam step of 3e-4 moves every output by about
-   * lr * fan_in, which diverged on an H100; 2e-5 keeps it near 0.1 */
-  o.lr = lr ? lr : gpu ? 2e-5 : 3e-3;
-  if (o.off.on && !o.off.min_elems) o.off.min_elems = gpu ? 262144 : 1024;
-  if (!o.off.on && (o.off.dirs || o.off.host_budget_mb > 0 || o.off.layers || o.off.prefetch)) {
-    fprintf(stderr, "te-demo: --offload-dir, --host-budget, --offload-layers and --offload-prefetch need --offload\n");
-    return 2;
-  }
-  if (o.hidden % 16 || o.ffn % 16 || o.tokens % 16) {
-    fprintf(stderr, "te-demo: FP8 GEMMs need --hidden (%zu), --ffn (%zu) and --tokens (%zu) to "
-            "be multiples of 16\n", o.hidden, o.ffn, o.tokens);
-    return 2;
-  }
-  if (o.layers > 1000 || o.steps > 1000000 || o.microbatches > 1024) {
-    fprintf(stderr, "te-demo: --layers (<= 1000), --steps or --microbatches (<= 1024) too large\n");
-    return 2;
-  }
+  if (resolve_opts(&o, gpu, &g)) return 2;
 
-  printf("te-demo: backend %s, device %s\n", tecore_backend_name(be), props.name);
-  printf("te-demo: %d MLP blocks, hidden %zu, ffn %zu, %zu tokens x %d microbatches, %d steps, "
-         "AdamW lr %g, seed %llu, %s\n", o.layers, o.hidden, o.ffn, o.tokens, o.microbatches,
-         o.steps, o.lr, o.seed, mode_text[o.graphs]);
+  print_setup(&o, be, &props);
 
   tecore_stream_t s;
   CHECK(tecore_stream_create(TECORE_STREAM_NON_BLOCKING, 0, &s));
   tecore_devptr_t one = dalloc(4);
   CHECK(tecore_memset_d32_async(one, 0x3f800000u, 1, s));
-
-  /* data: inputs from the seed, targets from the teacher (BF16, its own seed) */
-  size_t n = o.tokens * o.hidden;
-  struct data dd = {.mb = o.microbatches};
-  dd.x = calloc((size_t)o.microbatches, sizeof *dd.x);
-  dd.t = calloc((size_t)o.microbatches, sizeof *dd.t);
-  tecore_seq_t *teacher = make_model(&o, o.seed * 7919 + 17, NULL, s);
-  for (int mb = 0; mb < o.microbatches; mb++) {
-    dd.x[mb] = dalloc(n * 2);
-    dd.t[mb] = dalloc(n * 2);
-    fill_random(dd.x[mb], n, o.seed * 1000003ull + (uint64_t)mb, one, s);
-    struct tecore_tensor xi = tensor2(TECORE_DTYPE_BF16, o.tokens, o.hidden, dd.x[mb]);
-    struct tecore_tensor ti = tensor2(TECORE_DTYPE_BF16, o.tokens, o.hidden, dd.t[mb]);
-    CHECK(tecore_seq_forward(teacher, &xi, &ti, 0, s));
-  }
-  CHECK(tecore_stream_synchronize(s));
-  CHECK(tecore_seq_destroy(teacher));
+  struct data dd;
+  make_data(&o, one, s, &dd);
 
   struct tecore_recipe recipe;
   CHECK(tecore_recipe_init(&recipe, TECORE_RECIPE_DELAYED));   /* HYBRID, history 1024, max */
@@ -602,108 +814,21 @@ int main(int argc, char **argv) {
   if (!o.off.on) runs[1] = runs[2];
   int nrun = 1 + o.off.on + o.bf16;
   for (int r = 0; r < nrun; r++) {
-    runs[r].loss = calloc((size_t)o.steps, sizeof(double));
-    runs[r].ms = calloc((size_t)o.steps, sizeof(double));
-    runs[r].host_us = calloc((size_t)o.steps, sizeof(double));
-    printf("te-demo: %s run%s\n", runs[r].name,
-           r == 0 ? " (delayed scaling, HYBRID: E4M3 forward, E5M2 gradients)" : "");
     if (r == iof) {   /* the automatic prefetch models the plain run's step */
-      int from = o.steps > 1 ? 1 : 0;
-      double sum = 0;
-      for (int k = from; k < o.steps; k++) sum += runs[0].ms[k];
-      o.off.plain_step_ms = sum / (o.steps - from);
+      o.off.plain_step_ms = mean_step_ms(&o, &runs[0]);
       o.off.microbatches = o.microbatches;
     }
-    train(&o, &dd, r != ibf ? &recipe : NULL, s, &runs[r]);
-    printf("  plan %s\n  plan %s\n", runs[r].plan_fwd, runs[r].plan_bwd);
-    printf("  memory: model %.1f MiB (the sequence's parameters, gradients, activations, "
-           "FP8 copies), optimizer %.1f MiB; %s %.0f of %.0f MiB in use\n", runs[r].mem_model,
-           runs[r].mem_optim, gpu ? "device" : "host (vdev's device memory)",
-           runs[r].dev_used / 1048576.0, runs[r].dev_total / 1048576.0);
+    train_and_print(&o, &dd, r != ibf ? &recipe : NULL, s, gpu, r == 0, &runs[r]);
   }
 
   /* summary and checks */
   int fail = 0;
-  double flops = 3.0 * 2.0 * (double)o.tokens * (double)o.hidden * (double)o.ffn * 2.0 *
-                 o.layers * o.microbatches;
   double avg[3] = {0, 0, 0};
-  for (int r = 0; r < nrun; r++) {
-    /* the first step pays one-time costs; average the others */
-    int from = o.steps > 1 ? 1 : 0;
-    for (int k = from; k < o.steps; k++) avg[r] += runs[r].ms[k];
-    avg[r] /= (o.steps - from);
-    /* host time: the median (one preempted step would dominate a mean) */
-    qsort(runs[r].host_us + from, (size_t)(o.steps - from), sizeof(double), cmp_double);
-    double host = runs[r].host_us[from + (o.steps - from) / 2];
-    double first = runs[r].loss[0], last = runs[r].loss[o.steps - 1];
-    printf("te-demo: %-11s loss %.6f -> %.6f, %.3f ms/step (median host time %.1f us to queue it), "
-           "%.0f tokens/s, %.3f TFLOP/s\n", runs[r].name, first, last, avg[r], host,
-           (double)o.tokens * o.microbatches / (avg[r] * 1e-3), flops / (avg[r] * 1e-3) / 1e12);
-    if (!(last < first) || !isfinite(last)) {
-      fprintf(stderr, "te-demo: FAIL: the %s loss did not go down (%.6f -> %.6f)\n",
-              runs[r].name, first, last);
-      fail = 1;
-    }
-  }
-  if (iof > 0) {
-    /* offload moves bits, it must not change one */
-    int same = memcmp(runs[0].loss, runs[iof].loss, (size_t)o.steps * sizeof(double)) == 0;
-    const struct demo_offload *d = &runs[iof].dof;
-    size_t saved = d->st.seq_bytes_before - d->st.seq_bytes_after - d->st.ring_bytes;
-    printf("te-demo: offload: losses %s the run without offload (%d steps)\n",
-           same ? "bit-identical to" : "DIFFER from", o.steps);
-    printf("te-demo: offload: device memory of the model %.1f -> %.1f MiB (+ ring %.1f MiB): "
-           "saved %.1f MiB, %.0f%% of the %.1f MiB the offloaded blocks' activations take\n",
-           d->st.seq_bytes_before / 1048576.0, d->st.seq_bytes_after / 1048576.0,
-           d->st.ring_bytes / 1048576.0, saved / 1048576.0,
-           d->theory_bytes ? 100.0 * (double)saved / (double)d->theory_bytes : 0.0,
-           d->theory_bytes / 1048576.0);
-    printf("te-demo: offload: step time %.3f ms vs %.3f ms without: %.3fx; per step %.3f MiB "
-           "to host and %.3f MiB to files (and back)\n", avg[iof], avg[0], avg[iof] / avg[0],
-           (double)d->st.pass_to_host * o.microbatches / 1048576.0,
-           (double)d->st.pass_to_files * o.microbatches / 1048576.0);
-    if (!same) {
-      for (int k = 0; k < o.steps; k++)
-        if (runs[0].loss[k] != runs[iof].loss[k])
-          fprintf(stderr, "te-demo: FAIL: step %d: loss %.9g with offload, %.9g without\n",
-                  k + 1, runs[iof].loss[k], runs[0].loss[k]);
-      fail = 1;
-    }
-  }
-  if (ibf > 0) {
-    /* the curves' distance at each step, in units of BF16's first loss
-     * (relative to the current loss it would grow without bound as the
-     * loss nears FP8's noise floor) */
-    double worst = 0, worst_cur = 0;
-    int at = 0;
-    for (int k = 0; k < o.steps; k++) {
-      double d = fabs(runs[0].loss[k] - runs[ibf].loss[k]);
-      if (!(d / runs[ibf].loss[0] <= worst)) {
-        worst = d / runs[ibf].loss[0];
-        at = k + 1;
-      }
-      worst_cur = fmax(worst_cur, d / runs[ibf].loss[k]);
-    }
-    printf("te-demo: fp8 vs bf16: loss curves differ by at most %.4f of the first loss (step %d; "
-           "tolerance %.4f), %.4f of the step's loss; fp8 step %.2fx the speed of bf16\n", worst,
-           at, o.tolerance, worst_cur, avg[ibf] / avg[0]);
-    if (!(worst <= o.tolerance)) {
-      fprintf(stderr, "te-demo: FAIL: the FP8 loss left the BF16 loss by %.4f of the first loss "
-              "at step %d (tolerance %.4f)\n", worst, at, o.tolerance);
-      fail = 1;
-    }
-  }
-  for (int mb = 0; mb < o.microbatches; mb++) {
-    CHECK(tecore_mem_free(dd.x[mb]));
-    CHECK(tecore_mem_free(dd.t[mb]));
-  }
-  for (int r = 0; r < nrun; r++) {
-    free(runs[r].loss);
-    free(runs[r].ms);
-    free(runs[r].host_us);
-  }
-  free(dd.x);
-  free(dd.t);
+  for (int r = 0; r < nrun; r++) avg[r] = summarize_run(&o, &runs[r], &fail);
+  if (iof > 0 && check_offload(&o, &runs[0], &runs[iof], avg[0], avg[iof])) fail = 1;
+  if (ibf > 0 && check_fp8_vs_bf16(&o, &runs[0], &runs[ibf], avg[0], avg[ibf])) fail = 1;
+  data_free(&o, &dd);
+  for (int r = 0; r < nrun; r++) run_free(&runs[r]);
   CHECK(tecore_mem_free(one));
   CHECK(tecore_stream_destroy(s));
   printf("te-demo: %s\n", fail ? "FAILED" : "ok");
