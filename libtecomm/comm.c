@@ -248,7 +248,7 @@ out:
 static void my_caps(struct tecomm_comm *c, struct tc_caps *k) {
   struct tecore_device_props pr;
   memset(&pr, 0, sizeof pr);
-  (void)tecore_device_props(c->device, &pr);
+  (void)tecore_device_get_props(c->device, &pr);
   k->device = c->device;
   k->vmm_fd = pr.vmm_supported && pr.posix_fd_handles;
   k->nccl = tc_nccl_get(NULL) != NULL;

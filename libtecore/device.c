@@ -176,8 +176,8 @@ static tecore_result_t check_ordinal(const struct te_device_ops *o, int ordinal,
   return TECORE_SUCCESS;
 }
 
-TE_EXPORT tecore_result_t tecore_device_props(int ordinal, struct tecore_device_props *props) {
-  TE_ARG(props, "tecore_device_props: props is NULL");
+TE_EXPORT tecore_result_t tecore_device_get_props(int ordinal, struct tecore_device_props *props) {
+  TE_ARG(props, "tecore_device_get_props: props is NULL");
   OPS(o);
   TE_CHECK(check_ordinal(o, ordinal, __func__));
   memset(props, 0, sizeof *props);

@@ -121,10 +121,10 @@ TE_EXPORT tecore_result_t tecore_kernel_find(const char *name, int *id) {
   return TE_ERR(TECORE_ERR_INVALID, "tecore_kernel_find: no kernel named %s", name);
 }
 
-TE_EXPORT tecore_result_t tecore_kernel_def(int id, const struct tecore_kernel_def **def) {
-  TE_ARG(def, "tecore_kernel_def: def is NULL");
+TE_EXPORT tecore_result_t tecore_kernel_get_def(int id, const struct tecore_kernel_def **def) {
+  TE_ARG(def, "tecore_kernel_get_def: def is NULL");
   int n = __atomic_load_n(&reg_nkernels, __ATOMIC_ACQUIRE);
-  TE_ARG(id >= 0 && id < n, "tecore_kernel_def: id %d outside [0, %d)", id, n);
+  TE_ARG(id >= 0 && id < n, "tecore_kernel_get_def: id %d outside [0, %d)", id, n);
   *def = reg_kernels[id].def;
   return TECORE_SUCCESS;
 }

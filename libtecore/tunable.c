@@ -207,13 +207,13 @@ static void fill_info(struct tecore_tunable *t, struct tecore_tunable_info *info
     info->value_str = tecore_tunable_str(t);
 }
 
-TE_EXPORT tecore_result_t tecore_tunable_info(int index, struct tecore_tunable_info *info) {
-  TE_ARG(info, "tecore_tunable_info: info is NULL");
+TE_EXPORT tecore_result_t tecore_tunable_get_info(int index, struct tecore_tunable_info *info) {
+  TE_ARG(info, "tecore_tunable_get_info: info is NULL");
   pthread_mutex_lock(&tun_lock);
   struct tecore_tunable *t = tun_head;
   for (int i = 0; t && i < index; i++) t = t->next_;
   pthread_mutex_unlock(&tun_lock);
-  TE_ARG(index >= 0 && t, "tecore_tunable_info: index %d outside [0, %d)", index, tun_count);
+  TE_ARG(index >= 0 && t, "tecore_tunable_get_info: index %d outside [0, %d)", index, tun_count);
   fill_info(t, info);
   return TECORE_SUCCESS;
 }

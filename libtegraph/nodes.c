@@ -97,7 +97,7 @@ tegraph_result_t tg_nodes_load(tecore_graph_t graph, struct tg_nodes **out, cons
     k->handle = d->node;
     k->kernel_id = d->kernel_id;
     k->cfg = d->cfg;
-    r = tecore_kernel_def(d->kernel_id, &k->def);
+    r = tecore_kernel_get_def(d->kernel_id, &k->def);
     if (r != TECORE_SUCCESS) {
       res = tg_core(r, what);
       goto fail;

@@ -97,7 +97,7 @@ static tegraph_result_t open_files(tegraph_offload_t *c, const char *fn) {
   }
   c->spill = 1;
   struct tecore_svc_stats ss;
-  int fixed = tecore_svc_stats(&ss) == TECORE_SUCCESS && ss.fixed_buffers;
+  int fixed = tecore_svc_get_stats(&ss) == TECORE_SUCCESS && ss.fixed_buffers;
   snprintf(c->why, sizeof c->why, "spill to %zu file%s in %zu director%s, %s, stripes of %zu "
            "KiB, staging 4 x %zu KiB%s", c->nfiles, c->nfiles == 1 ? "" : "s", g->ndirs,
            g->ndirs == 1 ? "y" : "ies", direct && !direct_refused ? "O_DIRECT" :
@@ -264,10 +264,10 @@ TE_EXPORT tegraph_result_t tegraph_offload_check(tegraph_offload_t *c) {
   return TEGRAPH_SUCCESS;
 }
 
-TE_EXPORT tegraph_result_t tegraph_offload_stats(tegraph_offload_t *c,
-                                                 struct tegraph_offload_stats *st) {
-  TG_ARG(c, "tegraph_offload_stats: ctx is NULL");
-  TG_ARG(st, "tegraph_offload_stats: st is NULL");
+TE_EXPORT tegraph_result_t tegraph_offload_get_stats(tegraph_offload_t *c,
+                                                     struct tegraph_offload_stats *st) {
+  TG_ARG(c, "tegraph_offload_get_stats: ctx is NULL");
+  TG_ARG(st, "tegraph_offload_get_stats: st is NULL");
   memset(st, 0, sizeof *st);
   st->spill = c->spill;
   snprintf(st->why, sizeof st->why, "%s", c->why);

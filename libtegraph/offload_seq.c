@@ -203,7 +203,7 @@ TE_EXPORT tegraph_result_t tegraph_offload_attach(tegraph_offload_t *c,
            "%s: d->blocks[%zu] overlaps or precedes d->blocks[%zu]", fn, j, j - 1);
   }
   size_t ns = 0;
-  TG_CORE(tecore_seq_saved(d->seq, NULL, 0, &ns), fn);
+  TG_CORE(tecore_seq_get_saved(d->seq, NULL, 0, &ns), fn);
   struct tecore_seq_saved *sv = calloc(ns ? ns : 1, sizeof *sv);
   struct ol_seq *q = calloc(1, sizeof *q);
   if (q) {
@@ -224,7 +224,7 @@ TE_EXPORT tegraph_result_t tegraph_offload_attach(tegraph_offload_t *c,
                    "sequence saves %zu)", fn, i, d->keep[i], ns);
       goto out;
     }
-  tecore_result_t r = tecore_seq_saved(d->seq, sv, ns, &ns);
+  tecore_result_t r = tecore_seq_get_saved(d->seq, sv, ns, &ns);
   if (r != TECORE_SUCCESS) {
     res = tg_core(r, fn);
     goto out;

@@ -18,7 +18,7 @@ START_TEST(device_identity) {
   for (int d = 0; d < count; d++) {
     struct tecore_device_props p;
     memset(&p, 0x5a, sizeof p);
-    TE_OK(tecore_device_props(d, &p));
+    TE_OK(tecore_device_get_props(d, &p));
     ck_assert_int_eq(p.ordinal, d);
     ck_assert_msg(memchr(p.name, 0, sizeof p.name) && p.name[0], "device %d has no name", d);
     ck_assert_int_gt(p.sm_count, 0);
@@ -77,9 +77,9 @@ START_TEST(bad_device_args) {
   TE_EXPECT_INVALID("backend", tecore_backend(NULL));
   TE_EXPECT_INVALID("version", tecore_driver_version(NULL));
   TE_EXPECT_INVALID("count", tecore_device_count(NULL));
-  TE_EXPECT_INVALID("props", tecore_device_props(0, NULL));
-  TE_EXPECT_INVALID("ordinal", tecore_device_props(-1, &p));
-  TE_EXPECT_INVALID("ordinal", tecore_device_props(n, &p));
+  TE_EXPECT_INVALID("props", tecore_device_get_props(0, NULL));
+  TE_EXPECT_INVALID("ordinal", tecore_device_get_props(-1, &p));
+  TE_EXPECT_INVALID("ordinal", tecore_device_get_props(n, &p));
   TE_EXPECT_INVALID("can", tecore_device_peer(0, 0, NULL, &link));
   TE_EXPECT_INVALID("link", tecore_device_peer(0, 0, &can, NULL));
   TE_EXPECT_INVALID("ordinal", tecore_device_peer(-1, 0, &can, &link));
@@ -366,15 +366,15 @@ START_TEST(bad_kernel_args) {
   TE_OK(tecore_kernel_find("te_test_args_nop", &found));
   ck_assert_int_eq(found, id);
   const struct tecore_kernel_def *def = NULL;
-  TE_OK(tecore_kernel_def(id, &def));
+  TE_OK(tecore_kernel_get_def(id, &def));
   ck_assert_ptr_eq(def, &test_defs[0]);
 
   TE_EXPECT_INVALID("name", tecore_kernel_find(NULL, &found));
   TE_EXPECT_INVALID("id", tecore_kernel_find("te_test_args_nop", NULL));
   TE_EXPECT_INVALID("te_test_no_such_kernel", tecore_kernel_find("te_test_no_such_kernel", &found));
-  TE_EXPECT_INVALID("def", tecore_kernel_def(id, NULL));
-  TE_EXPECT_INVALID("id", tecore_kernel_def(-1, &def));
-  TE_EXPECT_INVALID("id", tecore_kernel_def(1 << 20, &def));
+  TE_EXPECT_INVALID("def", tecore_kernel_get_def(id, NULL));
+  TE_EXPECT_INVALID("id", tecore_kernel_get_def(-1, &def));
+  TE_EXPECT_INVALID("id", tecore_kernel_get_def(1 << 20, &def));
 
   tecore_devptr_t d = te_dalloc(64);
   void *p = (void *)(uintptr_t)d;

@@ -193,7 +193,7 @@ static void tensors_round_trip(const char *dir, size_t budget) {
     }
   }
   struct tegraph_offload_stats st;
-  TG_OK(tegraph_offload_stats(c, &st));
+  TG_OK(tegraph_offload_get_stats(c, &st));
   if (dir) {
     ck_assert_msg(st.saves_to_files > 0, "nothing went to the files (%s)", st.why);
     printf("# %s; %llu bytes to host, %llu to files\n", st.why,
@@ -242,7 +242,7 @@ START_TEST(keep_mark_and_threshold_copy_nothing) {
   te_expect_bytes_eq(x, TE_POISON_BYTE, big.bytes[0], "a kept tensor");
   free(x);
   struct tegraph_offload_stats st;
-  TG_OK(tegraph_offload_stats(c, &st));
+  TG_OK(tegraph_offload_get_stats(c, &st));
   ck_assert_uint_eq(st.saves_to_host + st.saves_to_files, 0);
   TG_OK(tegraph_offload_destroy(c));
   held_free(&big);
@@ -370,7 +370,7 @@ static void seq_same_bits(tecore_dtype_t dt, int fp8, int prefetch, const char *
   struct tegraph_offload_seq_desc d = seq_desc(b, blocks);
   TG_OK(tegraph_offload_attach(c, &d));
   struct tegraph_offload_stats st;
-  TG_OK(tegraph_offload_stats(c, &st));
+  TG_OK(tegraph_offload_get_stats(c, &st));
   printf("# %s: %zu saved tensors offloaded, %zu kept; sequence %zu -> %zu bytes + ring %zu; "
          "a pass moves %zu bytes to host, %zu to files\n", what, st.offloaded, st.kept,
          st.seq_bytes_before, st.seq_bytes_after, st.ring_bytes, st.pass_to_host,
@@ -433,9 +433,9 @@ START_TEST(seq_keep_mark_honoured) {
   tecore_seq_t *a = make_seq(TECORE_DTYPE_BF16, NULL, seed), *b = make_seq(TECORE_DTYPE_BF16, NULL,
                                                                           seed);
   size_t ns = 0;
-  TE_OK(tecore_seq_saved(b, NULL, 0, &ns));
+  TE_OK(tecore_seq_get_saved(b, NULL, 0, &ns));
   struct tecore_seq_saved *sv = calloc(ns, sizeof *sv), *sv2 = calloc(ns, sizeof *sv2);
-  TE_OK(tecore_seq_saved(b, sv, ns, &ns));
+  TE_OK(tecore_seq_get_saved(b, sv, ns, &ns));
   /* mark every saved tensor of blocks 0 and 1, and one at random elsewhere */
   size_t keep[64], nkeep = 0;
   for (size_t i = 0; i < ns && nkeep < 63; i++)
@@ -447,14 +447,14 @@ START_TEST(seq_keep_mark_honoured) {
   d.keep = keep;
   d.nkeep = nkeep;
   TG_OK(tegraph_offload_attach(c, &d));
-  TE_OK(tecore_seq_saved(b, sv2, ns, &ns));
+  TE_OK(tecore_seq_get_saved(b, sv2, ns, &ns));
   for (size_t k = 0; k < nkeep; k++) {
     size_t i = keep[k];
     ck_assert_msg(!sv2[i].external && sv2[i].ptr == sv[i].ptr,
                   "saved tensor %zu is marked keep but was moved", i);
   }
   struct tegraph_offload_stats st;
-  TG_OK(tegraph_offload_stats(c, &st));
+  TG_OK(tegraph_offload_get_stats(c, &st));
   ck_assert_msg(st.offloaded > 0, "nothing offloaded besides the marks");
   struct step_io ia, ib;
   io_make(&ia, TECORE_DTYPE_BF16);
@@ -644,7 +644,7 @@ START_TEST(no_uring_stays_in_host_memory) {
   te_tmpdir(dir, sizeof dir);
   tegraph_offload_t *c = make_ctx(256 * 1024, dir, 1);
   struct tegraph_offload_stats st;
-  TG_OK(tegraph_offload_stats(c, &st));
+  TG_OK(tegraph_offload_get_stats(c, &st));
   ck_assert_int_eq(st.spill, 0);
   ck_assert_msg(strstr(st.why, "TEGRAPH_OFFLOAD_NO_URING"), "why: %s", st.why);
   /* what fits the pool is offloaded; the rest stays on the device */
@@ -652,7 +652,7 @@ START_TEST(no_uring_stays_in_host_memory) {
   struct tegraph_offload_block blocks[NB];
   struct tegraph_offload_seq_desc d = seq_desc(b, blocks);
   TG_OK(tegraph_offload_attach(c, &d));
-  TG_OK(tegraph_offload_stats(c, &st));
+  TG_OK(tegraph_offload_get_stats(c, &st));
   ck_assert_uint_eq(st.pass_to_files, 0);
   ck_assert_uint_le(st.pass_to_host, st.pool_bytes);
   struct step_io ia, ib;
@@ -716,7 +716,7 @@ START_TEST(bad_arguments) {
   struct tegraph_offload_block blk = {28, 6};
   d = (struct tegraph_offload_seq_desc){.seq = q, .blocks = &blk, .nblocks = 1};
   TG_EXPECT(TEGRAPH_ERR_INVALID, "blocks[0]", tegraph_offload_attach(c, &d));
-  TG_EXPECT(TEGRAPH_ERR_INVALID, "st", tegraph_offload_stats(c, NULL));
+  TG_EXPECT(TEGRAPH_ERR_INVALID, "st", tegraph_offload_get_stats(c, NULL));
   TG_OK(tegraph_offload_destroy(c));
   TE_OK(tecore_seq_destroy(q));
   TG_EXPECT(TEGRAPH_ERR_INVALID, "ctx", tegraph_offload_destroy(NULL));

@@ -1494,7 +1494,7 @@ START_TEST(test_register_kind_def) {
     struct tecore_seq_saved sv[8];
     size_t nsv = 0;
     int found = 0;
-    TE_OK(tecore_seq_saved(s, sv, 8, &nsv));
+    TE_OK(tecore_seq_get_saved(s, sv, 8, &nsv));
     for (size_t i = 0; i < nsv && i < 8; i++)
       if (sv[i].bnd == 1 && sv[i].part == TECORE_SEQ_SAVED_DATA) {
         found = 1;

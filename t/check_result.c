@@ -62,9 +62,9 @@ START_TEST(detail_names_the_argument) {
   tecore_clear_error();
   ck_assert_str_eq(tecore_last_error(), "");
   TE_EXPECT_INVALID("count", tecore_tunable_count(NULL));
-  TE_EXPECT_INVALID("info", tecore_tunable_info(0, NULL));
+  TE_EXPECT_INVALID("info", tecore_tunable_get_info(0, NULL));
   TE_EXPECT_INVALID("env", tecore_tunable_find(NULL, &info));
-  TE_EXPECT_INVALID("index", tecore_tunable_info(-1, &info));
+  TE_EXPECT_INVALID("index", tecore_tunable_get_info(-1, &info));
   /* the detail names the function too */
   TE_EXPECT_INVALID("tecore_tunable_count", tecore_tunable_count(NULL));
   tecore_clear_error();
@@ -98,7 +98,7 @@ struct thread_view {
 static void *other_thread(void *arg) {
   struct thread_view *v = arg;
   snprintf(v->seen_at_start, sizeof v->seen_at_start, "%s", tecore_last_error());
-  (void)tecore_tunable_info(0, NULL); /* the thread's own failure */
+  (void)tecore_tunable_get_info(0, NULL); /* the thread's own failure */
   snprintf(v->own, sizeof v->own, "%s", tecore_last_error());
   pthread_barrier_wait(v->go);   /* main checks its detail is still its own */
   pthread_barrier_wait(v->done);

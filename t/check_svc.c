@@ -69,7 +69,7 @@ START_TEST(write_then_read_in_stream_order) {
   TE_OK(tecore_svc_job_status(jw, &runs));
   ck_assert_uint_eq(runs, 1);
   struct tecore_svc_stats st;
-  TE_OK(tecore_svc_stats(&st));
+  TE_OK(tecore_svc_get_stats(&st));
   ck_assert_int_eq(st.running, 1);
   ck_assert_uint_ge(st.bytes_written, bytes);
   ck_assert_uint_ge(st.bytes_read, bytes);
@@ -77,7 +77,7 @@ START_TEST(write_then_read_in_stream_order) {
   TE_OK(tecore_svc_job_destroy(jw));
   TE_OK(tecore_svc_job_destroy(jr));
   TE_OK(tecore_svc_unregister_buffer(idx));
-  TE_OK(tecore_svc_stats(&st));
+  TE_OK(tecore_svc_get_stats(&st));
   ck_assert_int_eq(st.running, 0);   /* the last user gone: the engine stopped */
   TE_OK(tecore_mem_free(src));
   TE_OK(tecore_mem_free(dst));
@@ -308,15 +308,15 @@ START_TEST(idle_engine_burns_no_core) {
   /* busy: many hand-offs back to back */
   int n = 200;
   struct tecore_svc_stats s0, s1, s2;
-  TE_OK(tecore_svc_stats(&s0));
+  TE_OK(tecore_svc_get_stats(&s0));
   for (int k = 0; k < n; k++) TE_OK(tecore_svc_job_enqueue(j, te_stream));
   ck_assert_int_eq(te_stream_wait(te_stream, WAIT_MS), TECORE_SUCCESS);
-  TE_OK(tecore_svc_stats(&s1));
+  TE_OK(tecore_svc_get_stats(&s1));
   ck_assert_int_eq(count, n);
   double busy_cpu = (s1.cpu_s - s0.cpu_s) / (s1.up_s - s0.up_s);
   /* idle: a second with nothing to do */
   te_sleep_ms(1000);
-  TE_OK(tecore_svc_stats(&s2));
+  TE_OK(tecore_svc_get_stats(&s2));
   double idle_cpu = (s2.cpu_s - s1.cpu_s) / (s2.up_s - s1.up_s);
   printf("# engine: %d hand-offs in %.3f s, CPU %.3f s/s busy; idle CPU %.4f s/s, %.0f "
          "wake-ups/s\n", n, s1.up_s - s0.up_s, busy_cpu, idle_cpu,
@@ -350,7 +350,7 @@ START_TEST(bad_arguments) {
   TE_EXPECT_INVALID("job", tecore_svc_job_launch(NULL, te_stream));
   TE_EXPECT_INVALID("job", tecore_svc_job_wait(NULL, te_stream));
   TE_EXPECT_INVALID("job", tecore_svc_job_status(NULL, NULL));
-  TE_EXPECT_INVALID("st", tecore_svc_stats(NULL));
+  TE_EXPECT_INVALID("st", tecore_svc_get_stats(NULL));
   int idx;
   TE_EXPECT_INVALID("buf", tecore_svc_register_buffer(NULL, 1, &idx));
   TE_EXPECT_INVALID("index", tecore_svc_register_buffer(&idx, 1, NULL));

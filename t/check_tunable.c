@@ -213,7 +213,7 @@ START_TEST(listing) {
   char prev[256] = "";
   for (int i = 0; i < after; i++) {
     struct tecore_tunable_info info;
-    TE_OK(tecore_tunable_info(i, &info));
+    TE_OK(tecore_tunable_get_info(i, &info));
     ck_assert_ptr_nonnull(info.env);
     ck_assert_ptr_nonnull(info.name);
     ck_assert_msg(info.help && info.help[0], "%s has no help", info.env);
@@ -248,8 +248,8 @@ START_TEST(listing) {
   ck_assert_msg(info.help && info.help[0], "TE_DEVICE has no help");
   TE_OK(tecore_tunable_find("TE_DEBUG", &info));
   TE_EXPECT_FAIL(tecore_tunable_find("TE_TEST_NO_SUCH_KNOB", &info));
-  TE_EXPECT_INVALID("index", tecore_tunable_info(after, &info));
-  TE_EXPECT_INVALID("index", tecore_tunable_info(-1, &info));
+  TE_EXPECT_INVALID("index", tecore_tunable_get_info(after, &info));
+  TE_EXPECT_INVALID("index", tecore_tunable_get_info(-1, &info));
   TE_EXPECT_INVALID("info", tecore_tunable_find("TE_DEVICE", NULL));
   TE_EXPECT_INVALID("env", tecore_tunable_find(NULL, &info));
   TE_EXPECT_INVALID("count", tecore_tunable_count(NULL));

@@ -253,7 +253,7 @@ static TE_T_UNUSED void te_dev_setup(void) {
   TE_OK(tecore_init());
   TE_OK(tecore_backend(&te_backend_kind));
   TE_OK(tecore_ctx_create(0, &te_ctx));
-  TE_OK(tecore_device_props(0, &te_props));
+  TE_OK(tecore_device_get_props(0, &te_props));
   TE_OK(tecore_stream_create(TECORE_STREAM_NON_BLOCKING, 0, &te_stream));
 }
 

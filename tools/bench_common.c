@@ -78,7 +78,7 @@ tecore_devptr_t tb_alloc_random(struct tb_ctx *c, size_t count, tecore_dtype_t d
 
 int tb_setup(struct tb_ctx *c) {
   struct tecore_device_props p;
-  if (tecore_init() || tecore_backend(&c->backend) || tecore_device_props(0, &p) ||
+  if (tecore_init() || tecore_backend(&c->backend) || tecore_device_get_props(0, &p) ||
       tecore_stream_create(TECORE_STREAM_NON_BLOCKING, 0, &c->s) ||
       tecore_event_create(0, &c->e0) || tecore_event_create(0, &c->e1)) {
     fprintf(stderr, "te-bench: set-up failed: %s\n", tecore_last_error());

@@ -122,13 +122,13 @@ void demo_offload_attach(struct demo_offload *d, const struct demo_offload_opts 
   int nb = o->layers > 0 && o->layers < layers ? o->layers : layers;
   /* what the blocks that leave the device save: sizes the default budget */
   size_t ns = 0;
-  if (tecore_seq_saved(seq, NULL, 0, &ns) != TECORE_SUCCESS) {
-    fprintf(stderr, "te-demo: tecore_seq_saved: %s\n", tecore_last_error());
+  if (tecore_seq_get_saved(seq, NULL, 0, &ns) != TECORE_SUCCESS) {
+    fprintf(stderr, "te-demo: tecore_seq_get_saved: %s\n", tecore_last_error());
     exit(2);
   }
   struct tecore_seq_saved *sv = calloc(ns ? ns : 1, sizeof *sv);
-  if (!sv || tecore_seq_saved(seq, sv, ns, &ns) != TECORE_SUCCESS) {
-    fprintf(stderr, "te-demo: tecore_seq_saved: %s\n", tecore_last_error());
+  if (!sv || tecore_seq_get_saved(seq, sv, ns, &ns) != TECORE_SUCCESS) {
+    fprintf(stderr, "te-demo: tecore_seq_get_saved: %s\n", tecore_last_error());
     exit(2);
   }
   size_t min_elems = o->min_elems ? o->min_elems : 262144;
@@ -188,7 +188,7 @@ void demo_offload_attach(struct demo_offload *d, const struct demo_offload_opts 
   r = tegraph_offload_attach(d->ctx, &sd);
   free(b);
   if (r != TEGRAPH_SUCCESS) die("tegraph_offload_attach", r);
-  tegraph_offload_stats(d->ctx, &d->st);
+  tegraph_offload_get_stats(d->ctx, &d->st);
   if (!quiet)
     printf("  offload: %d of %d blocks attached (%d leave the device), %zu saved tensors "
            "offloaded, %zu kept; pool %.1f MiB; %s\n", nb, layers, copied > 0 ? copied : 0,
@@ -212,7 +212,7 @@ void demo_offload_check(struct demo_offload *d, int step) {
 
 void demo_offload_destroy(struct demo_offload *d) {
   if (!d->ctx) return;
-  tegraph_offload_stats(d->ctx, &d->st);
+  tegraph_offload_get_stats(d->ctx, &d->st);
   tegraph_result_t r = tegraph_offload_destroy(d->ctx);
   if (r != TEGRAPH_SUCCESS) die("tegraph_offload_destroy", r);
   d->ctx = NULL;

@@ -268,7 +268,7 @@ static void header(struct bench *b) {
   tecomm_comm_rank(b->comm, NULL, NULL, &dev);
   struct tecore_device_props p;
   memset(&p, 0, sizeof p);
-  tecore_device_props(dev, &p);
+  tecore_device_get_props(dev, &p);
   int nv = 0;
   char nccl[64] = "none";
   if (tecomm_nccl_version(&nv) == TECOMM_SUCCESS)

@@ -794,7 +794,7 @@ int main(int argc, char **argv) {
   tecore_backend_t be;
   CHECK(tecore_backend(&be));
   struct tecore_device_props props;
-  CHECK(tecore_device_props(0, &props));
+  CHECK(tecore_device_get_props(0, &props));
   int gpu = be == TECORE_BACKEND_CUDA;
   if (resolve_opts(&o, gpu, &g)) return 2;
 

@@ -25,7 +25,7 @@ static int list_tunables(void) {
   printf("%d tunables (set them in the environment; read once per process)\n\n", n);
   for (int i = 0; i < n; i++) {
     struct tecore_tunable_info t;
-    if (tecore_tunable_info(i, &t) != TECORE_SUCCESS) return 1;
+    if (tecore_tunable_get_info(i, &t) != TECORE_SUCCESS) return 1;
     if (t.type == TECORE_TUNABLE_INT)
       printf("%-28s default %lld, range [%lld, %lld], now %lld%s\n", t.env, (long long)t.def_int,
              (long long)t.min, (long long)t.max, (long long)t.value_int,
@@ -90,7 +90,7 @@ static int print_devices(void) {
   printf("devices:     %d\n", n);
   for (int i = 0; i < n; i++) {
     struct tecore_device_props p;
-    if (tecore_device_props(i, &p) != TECORE_SUCCESS) {
+    if (tecore_device_get_props(i, &p) != TECORE_SUCCESS) {
       printf("  [%d] error: %s\n", i, tecore_last_error());
       continue;
     }

@@ -241,7 +241,7 @@ static void bench_spill(const char *dir, size_t bytes, int iters) {
   /* a budget of the staging buffers plus a page: the tensor goes to files */
   tegraph_offload_t *c = make_ctx(4 * 8 * chunk + 4096, dir, chunk);
   struct tegraph_offload_stats st;
-  GK(tegraph_offload_stats(c, &st));
+  GK(tegraph_offload_get_stats(c, &st));
   struct tecore_tensor t;
   size_t sh[1] = {bytes};
   CK(tecore_tensor_init(&t, TECORE_DTYPE_U8, 1, sh, d));
@@ -289,9 +289,9 @@ static void bench_step(size_t tokens, size_t hidden, int layers, int iters) {
     if (pass == 1) {
       /* a pool that holds what the backward reads back */
       size_t ns = 0, need = 1 << 20;
-      CK(tecore_seq_saved(q, NULL, 0, &ns));
+      CK(tecore_seq_get_saved(q, NULL, 0, &ns));
       struct tecore_seq_saved *sv = calloc(ns, sizeof *sv);
-      CK(tecore_seq_saved(q, sv, ns, &ns));
+      CK(tecore_seq_get_saved(q, sv, ns, &ns));
       for (size_t i = 0; i < ns; i++)
         if (sv[i].read_back) need += (sv[i].bytes + 255) & ~(size_t)255;
       free(sv);
@@ -302,7 +302,7 @@ static void bench_step(size_t tokens, size_t hidden, int layers, int iters) {
       GK(tegraph_offload_attach(c, &d));
       free(b);
       struct tegraph_offload_stats st;
-      GK(tegraph_offload_stats(c, &st));
+      GK(tegraph_offload_get_stats(c, &st));
       before = st.seq_bytes_before;
       after = st.seq_bytes_after;
       ring = st.ring_bytes;
@@ -341,14 +341,14 @@ static void bench_engine(int handoffs) {
   tecore_svc_job_t *j = NULL;
   CK(tecore_svc_job_create(&op, 1, &j));
   struct tecore_svc_stats a, b, c;
-  CK(tecore_svc_stats(&a));
+  CK(tecore_svc_get_stats(&a));
   double t0 = now_s();
   for (int i = 0; i < handoffs; i++) CK(tecore_svc_job_enqueue(j, S));
   CK(tecore_stream_synchronize(S));
   double t = now_s() - t0;
-  CK(tecore_svc_stats(&b));
+  CK(tecore_svc_get_stats(&b));
   usleep(1000000);
-  CK(tecore_svc_stats(&c));
+  CK(tecore_svc_get_stats(&c));
   printf("engine: %d hand-offs in %.3f s (%.1f us each), CPU %.3f s/s while handing off; idle "
          "CPU %.4f s/s, %.0f wake-ups/s  (%s)\n", handoffs, t, t / handoffs * 1e6,
          (b.cpu_s - a.cpu_s) / (b.up_s - a.up_s), (c.cpu_s - b.cpu_s) / (c.up_s - b.up_s),
@@ -398,7 +398,7 @@ int main(int argc, char **argv) {
   tecore_backend_t be;
   CK(tecore_backend(&be));
   struct tecore_device_props props;
-  CK(tecore_device_props(0, &props));
+  CK(tecore_device_get_props(0, &props));
   int gpu = be == TECORE_BACKEND_CUDA;
   mb = mb ? mb : gpu ? 256 : 8;
   iters = iters > 0 ? iters : gpu ? 10 : 3;

@@ -252,7 +252,7 @@ static unsigned q_sm_count(void) {
   int v = __atomic_load_n(&cached, __ATOMIC_RELAXED);
   if (v > 0) return (unsigned)v;
   struct tecore_device_props p;
-  v = (tecore_device_props(0, &p) == TECORE_SUCCESS && p.sm_count > 0) ? p.sm_count : 132;
+  v = (tecore_device_get_props(0, &p) == TECORE_SUCCESS && p.sm_count > 0) ? p.sm_count : 132;
   __atomic_store_n(&cached, v, __ATOMIC_RELAXED);
   return (unsigned)v;
 }

@@ -154,9 +154,10 @@ static int list_visit(struct saved_ref *r, void *arg) {
   return 0;
 }
 
-TE_EXPORT tecore_result_t tecore_seq_saved(const tecore_seq_t *s, struct tecore_seq_saved *saved,
-                                           size_t max, size_t *count) {
-  static const char fn[] = "tecore_seq_saved";
+TE_EXPORT tecore_result_t tecore_seq_get_saved(const tecore_seq_t *s,
+                                               struct tecore_seq_saved *saved, size_t max,
+                                               size_t *count) {
+  static const char fn[] = "tecore_seq_get_saved";
   TE_ARG(s, "%s: seq is NULL", fn);
   TE_ARG(te_handle_live(s), "%s: seq %p is not a live sequence (destroyed?)", fn,
          (const void *)s);

@@ -251,8 +251,8 @@ TE_EXPORT tecore_result_t tecore_svc_kick(void) {
   return TECORE_SUCCESS;
 }
 
-TE_EXPORT tecore_result_t tecore_svc_stats(struct tecore_svc_stats *st) {
-  TE_ARG(st, "tecore_svc_stats: st is NULL");
+TE_EXPORT tecore_result_t tecore_svc_get_stats(struct tecore_svc_stats *st) {
+  TE_ARG(st, "tecore_svc_get_stats: st is NULL");
   memset(st, 0, sizeof *st);
   pthread_mutex_lock(&te_svc.life);
   if (te_svc.running) {

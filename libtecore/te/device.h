@@ -18,6 +18,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <te/result.h>
+#include <te/deprecated.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -80,7 +81,12 @@ struct tecore_device_props {
   int multicast_supported;         /* 1 if the device reports multicast */
   int stream_mem_ops;              /* 1 if 64-bit stream memory ops work */
 };
-tecore_result_t tecore_device_props(int ordinal, struct tecore_device_props *props);
+tecore_result_t tecore_device_get_props(int ordinal, struct tecore_device_props *props);
+#if TE_DEPRECATED_NAMES_VISIBLE
+/* Deprecated former name of tecore_device_get_props (te/deprecated.h). */
+tecore_result_t tecore_device_props(int ordinal, struct tecore_device_props *props)
+    TE_DEPRECATED("use tecore_device_get_props");
+#endif
 /* 1 in *can if device a can map device b's memory; *link gets the NVLink
  * count between them (0 = PCIe or none; -1 if unknown). */
 tecore_result_t tecore_device_peer(int a, int b, int *can, int *link);

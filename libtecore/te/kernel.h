@@ -14,6 +14,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <te/device.h>
+#include <te/deprecated.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -58,7 +59,12 @@ tecore_result_t tecore_kernel_table_register(const struct tecore_kernel_table *t
 /* The id of a kernel by symbol name. */
 tecore_result_t tecore_kernel_find(const char *name, int *id);
 /* The definition behind an id (for parameter layouts). */
-tecore_result_t tecore_kernel_def(int id, const struct tecore_kernel_def **def);
+tecore_result_t tecore_kernel_get_def(int id, const struct tecore_kernel_def **def);
+#if TE_DEPRECATED_NAMES_VISIBLE
+/* Deprecated former name of tecore_kernel_get_def (te/deprecated.h). */
+tecore_result_t tecore_kernel_def(int id, const struct tecore_kernel_def **def)
+    TE_DEPRECATED("use tecore_kernel_get_def");
+#endif
 /* Launches kernel id on stream (captured when the stream captures).
  * args[i] points to a value of param_size[i] bytes. */
 tecore_result_t tecore_kernel_launch(int id, const struct tecore_launch_cfg *cfg,

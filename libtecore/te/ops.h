@@ -74,6 +74,7 @@
 #include <te/device.h>
 #include <te/tensor.h>
 #include <te/recipe.h>
+#include <te/deprecated.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -309,8 +310,14 @@ struct tecore_seq_saved {
 /* Lists the saved tensors of a built sequence (in boundary order): up to
  * max in saved[] (may be NULL with max 0), the total in *count.  The list
  * follows the current plan: list again after tecore_seq_set_recipe. */
+tecore_result_t tecore_seq_get_saved(const tecore_seq_t *seq, struct tecore_seq_saved *saved,
+                                     size_t max, size_t *count);
+#if TE_DEPRECATED_NAMES_VISIBLE
+/* Deprecated former name of tecore_seq_get_saved (te/deprecated.h). */
 tecore_result_t tecore_seq_saved(const tecore_seq_t *seq, struct tecore_seq_saved *saved,
-                                 size_t max, size_t *count);
+                                 size_t max, size_t *count)
+    TE_DEPRECATED("use tecore_seq_get_saved");
+#endif
 /* Gives saved tensor index (as listed) the storage ptr (device memory of
  * at least its bytes, 256-byte aligned, the caller's), and frees the
  * sequence's own; ptr 0 gives it storage of the sequence's own again
@@ -385,7 +392,7 @@ typedef tecore_result_t (*tecore_seq_exec_fn)(const struct tecore_seq_exec *x);
 #define TECORE_OP_SLOT_ADD 0x8u
 /* Backward reads nothing the forward computed (no activation of the
  * sequence): the input need not be kept for it (what activation offload
- * saves, tecore_seq_saved).  Without it, backward is taken to read its
+ * saves, tecore_seq_get_saved).  Without it, backward is taken to read its
  * input. */
 #define TECORE_OP_BACKWARD_NO_INPUT 0x10u
 

@@ -34,7 +34,7 @@
  * launched from the host or tecore_svc_kick is called).  It starts with
  * the first job or registered buffer and stops when the last is gone.
  * Without io_uring (an old kernel, seccomp, io_uring_disabled) reads and
- * writes run with pread/pwrite on the engine thread; tecore_svc_stats
+ * writes run with pread/pwrite on the engine thread; tecore_svc_get_stats
  * says which and why.
  *
  * Threads: the functions are thread-safe; one job is launched on one
@@ -47,6 +47,7 @@
 #include <stdint.h>
 #include <te/result.h>
 #include <te/device.h>
+#include <te/deprecated.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -100,7 +101,7 @@ tecore_result_t tecore_svc_job_status(tecore_svc_job_t *job, uint64_t *runs);
 /* Registers host memory (page-locked: tecore_mem_alloc_host) with the
  * engine's io_uring as a fixed buffer; *index (>= 0) is the registration.
  * READ/WRITE operations naming it move data without pinning pages per
- * call, where the ring has fixed buffers (tecore_svc_stats.fixed_buffers,
+ * call, where the ring has fixed buffers (tecore_svc_get_stats: fixed_buffers,
  * and the registration did not exceed RLIMIT_MEMLOCK; else they are plain
  * reads and writes, logged once).  Starts the engine if needed; the
  * engine lives while a registration does. */
@@ -123,7 +124,12 @@ struct tecore_svc_stats {
   double cpu_s;               /* CPU seconds the engine thread used */
 };
 /* What the engine did since it started (zeros when it is not running). */
-tecore_result_t tecore_svc_stats(struct tecore_svc_stats *st);
+tecore_result_t tecore_svc_get_stats(struct tecore_svc_stats *st);
+#if TE_DEPRECATED_NAMES_VISIBLE
+/* Deprecated former name of tecore_svc_get_stats (te/deprecated.h). */
+tecore_result_t tecore_svc_stats(struct tecore_svc_stats *st)
+    TE_DEPRECATED("use tecore_svc_get_stats");
+#endif
 
 /* Debug: the nth (1 = next) READ or WRITE operation to start from now
  * fails with -err (e.g. EIO) without touching the file; nth 0 cancels.

@@ -17,6 +17,7 @@
 
 #include <stdint.h>
 #include <te/result.h>
+#include <te/deprecated.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -67,7 +68,12 @@ struct tecore_tunable_info {
 /* Number of registered tunables. */
 tecore_result_t tecore_tunable_count(int *count);
 /* Fills *info for tunable index (0..count-1, sorted by env name). */
-tecore_result_t tecore_tunable_info(int index, struct tecore_tunable_info *info);
+tecore_result_t tecore_tunable_get_info(int index, struct tecore_tunable_info *info);
+#if TE_DEPRECATED_NAMES_VISIBLE
+/* Deprecated former name of tecore_tunable_get_info (te/deprecated.h). */
+tecore_result_t tecore_tunable_info(int index, struct tecore_tunable_info *info)
+    TE_DEPRECATED("use tecore_tunable_get_info");
+#endif
 /* Looks a tunable up by its environment variable name (or its deprecated
  * former name). */
 tecore_result_t tecore_tunable_find(const char *env, struct tecore_tunable_info *info);

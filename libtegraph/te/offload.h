@@ -14,7 +14,7 @@
  *     registered as a fixed buffer, two staging buffers a direction so
  *     copies and file I/O overlap, stripes spread over several files.
  *     Without io_uring (tegraph_uring_probe) the context keeps everything
- *     in host memory and says why (tegraph_offload_stats).
+ *     in host memory and says why (tegraph_offload_get_stats).
  *
  * Two ways to use it.
  *
@@ -27,7 +27,7 @@
  * A fuser sequence (tegraph_offload_attach): offload is a property of the
  * sequence.  The caller names the blocks (consecutive operations, e.g.
  * one transformer layer each); the saved tensors of each block
- * (tecore_seq_saved: those the backward reads, at least min_elems
+ * (tecore_seq_get_saved: those the backward reads, at least min_elems
  * elements, not marked keep) are laid over a ring of prefetch + 1 device
  * slots, block j in slot j mod (prefetch + 1).  During forward, block j's
  * tensors start copying out as soon as its last group has run (an event on
@@ -56,6 +56,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <te/graph.h>
+#include <te/deprecated.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -127,7 +128,7 @@ struct tegraph_offload_seq_desc {
   tecore_seq_t *seq;                         /* built, recipe set */
   const struct tegraph_offload_block *blocks;/* in order, disjoint, >= 1 */
   size_t nblocks;
-  const size_t *keep;                        /* saved-tensor indices (tecore_seq_saved)
+  const size_t *keep;                        /* saved-tensor indices (tecore_seq_get_saved)
                                                 never offloaded; may be NULL */
   size_t nkeep;
 };
@@ -171,7 +172,12 @@ struct tegraph_offload_stats {
   size_t pass_to_files;       /*   back), and to the files */
   uint64_t saves_to_host, saves_to_files;  /* tensor API: bytes saved so far */
 };
-tegraph_result_t tegraph_offload_stats(tegraph_offload_t *ctx, struct tegraph_offload_stats *st);
+tegraph_result_t tegraph_offload_get_stats(tegraph_offload_t *ctx, struct tegraph_offload_stats *st);
+#if TE_DEPRECATED_NAMES_VISIBLE
+/* Deprecated former name of tegraph_offload_get_stats (te/deprecated.h). */
+tegraph_result_t tegraph_offload_stats(tegraph_offload_t *ctx, struct tegraph_offload_stats *st)
+    TE_DEPRECATED("use tegraph_offload_get_stats");
+#endif
 
 #ifdef __cplusplus
 }

@@ -355,7 +355,7 @@ int main(int argc, char **argv) {
   CK(tecore_ctx_create(0, &ctx));
   CK(tecore_stream_create(TECORE_STREAM_NON_BLOCKING, 0, &st));
   struct tecore_device_props p;
-  CK(tecore_device_props(0, &p));
+  CK(tecore_device_get_props(0, &p));
   int drv = 0;
   CK(tecore_driver_version(&drv));
   printf("# backend %s, device %s (%d SMs), driver %d, libtecore %s\n", tecore_backend_name(be),

@@ -53,7 +53,7 @@ int main(int argc, char **argv) {
   CHECK(tecore_event_create(TECORE_EVENT_DEFAULT, &e0));
   CHECK(tecore_event_create(TECORE_EVENT_DEFAULT, &e1));
   struct tecore_device_props p;
-  CHECK(tecore_device_props(0, &p));
+  CHECK(tecore_device_get_props(0, &p));
   printf("# %s, %d SMs, %zu x %zu elements (%.1f MB of bf16)\n", p.name, p.sm_count, rows, cols,
          n * 2 / 1e6);
 
