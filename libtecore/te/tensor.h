@@ -69,6 +69,7 @@
 #include <te/result.h>
 #include <te/dtype.h>
 #include <te/device.h>
+#include <te/dlpack.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -141,46 +142,9 @@ tecore_result_t tecore_tensor_validate(const struct tecore_tensor *t, unsigned f
 const char *tecore_scaling_name(tecore_scaling_mode_t mode);
 
 /* ---- DLPack ----------------------------------------------------------------
- * Layout-compatible declarations of DLPack's plain tensor (DLPack 1.x ABI).
- * Include your <dlpack/dlpack.h> BEFORE this header to use its types
- * instead; including it after is a redefinition. */
-#if !defined(DLPACK_DLPACK_H_) && !defined(TE_DLPACK_DECLARED_)
-#define TE_DLPACK_DECLARED_ 1
-typedef enum {
-  kDLCPU = 1,
-  kDLCUDA = 2,
-  kDLCUDAHost = 3,
-  kDLCUDAManaged = 13
-} DLDeviceType;
-typedef struct {
-  DLDeviceType device_type;
-  int32_t device_id;
-} DLDevice;
-typedef enum {
-  kDLInt = 0,
-  kDLUInt = 1,
-  kDLFloat = 2,
-  kDLBfloat = 4,
-  kDLBool = 6,
-  kDLFloat8_e4m3fn = 10,
-  kDLFloat8_e5m2 = 12,
-  kDLFloat8_e8m0fnu = 14
-} DLDataTypeCode;
-typedef struct {
-  uint8_t code;   /* DLDataTypeCode */
-  uint8_t bits;
-  uint16_t lanes;
-} DLDataType;
-typedef struct {
-  void *data;
-  DLDevice device;
-  int32_t ndim;
-  DLDataType dtype;
-  int64_t *shape;
-  int64_t *strides;      /* in elements; NULL means compact row-major */
-  uint64_t byte_offset;
-} DLTensor;
-#endif
+ * DLTensor and its parts come from te/dlpack.h, which steps aside for a
+ * framework's own dlpack.h included first and makes one included later a
+ * no-op (the standard DLPACK_DLPACK_H_ guard), so either order compiles. */
 
 /* Describes a DLTensor as a plain tensor (TECORE_SCALING_NONE) over the
  * same memory, no copy: data = dl->data + byte_offset.  Accepted: device
