@@ -21,6 +21,7 @@
 #include <te/optim.h>
 #include <te/ops.h>
 #include <te/svc.h>
+#include <te/convert.h>
 
 #ifdef __cplusplus
 extern "C" {
