@@ -1,9 +1,9 @@
 #!/bin/bash
 # bench/gpu-run.sh -- every GPU figure and check this project records, in
-# one command on the GPU machine (inside the build tree that
-# ../shared/device/README.md's `.devdeps/run` makes):
+# one command on a GPU machine, from the top of a configured and built tree
+# (README.md, "Testing on a GPU machine"):
 #
-#     bash .devdeps/run 'bash bench/gpu-run.sh'
+#     OUT=gpu-out bash bench/gpu-run.sh
 #
 # Writes under $OUT (or ./gpu-out): the machine's description, the suite
 # with TE_DEVICE=cuda, te-bench --all, and te-demo in its three modes (eager
