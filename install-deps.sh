@@ -2,7 +2,8 @@
 # install-deps.sh -- installs what building and testing libte needs on
 # Debian or Ubuntu (run as root, or through sudo).  The CUDA toolkit is not
 # installed here: configure finds /usr/local/cuda when present and builds
-# the vdev-only libraries without it.
+# the vdev-only libraries without it.  cmake is for make installcheck's
+# CMake consumer.
 set -eu
 if [ "$(id -u)" != 0 ]; then
   exec sudo "$0" "$@"
@@ -12,4 +13,5 @@ apt-get update -q
 apt-get install -y -q --no-install-recommends \
   build-essential autoconf automake libtool pkg-config \
   liburing-dev check libsubunit-dev libibverbs-dev mandoc \
-  mpich libmpich-dev
+  mpich libmpich-dev \
+  cmake
