@@ -1,11 +1,13 @@
 /* uring.c -- whether io_uring works on this system.  A kernel may have it
  * compiled out, disabled (kernel.io_uring_disabled) or blocked by a
- * seccomp filter (containers); the offload spill path asks first and
- * falls back to host memory only, with a clear reason, when it cannot. */
+ * seccomp filter (containers), and liburing.so.2 (loaded at run time by
+ * libtecore) may be missing; the offload spill path asks first and falls
+ * back to host memory only, with a clear reason, when it cannot.  The
+ * service engine that does the I/O is libtecore's, so libtecore answers
+ * (tecore_svc_uring_probe). */
 #include "config.h"
-#include <errno.h>
-#include <liburing.h>
 #include <te/graph.h>
+#include <te/svc.h>
 
 #define TE_EXPORT __attribute__((visibility("default")))
 
@@ -14,26 +16,9 @@ TE_EXPORT tegraph_result_t tegraph_uring_probe(int *supported, const char **why)
     tecore_set_error("tegraph_uring_probe: supported is NULL");
     return TEGRAPH_ERR_INVALID;
   }
-  struct io_uring ring;
-  int rc = io_uring_queue_init(4, &ring, 0);
-  const char *reason = "io_uring works";
-  if (rc == 0) {
-    struct io_uring_probe *p = io_uring_get_probe_ring(&ring);
-    int ok = p && io_uring_opcode_supported(p, IORING_OP_READ) &&
-             io_uring_opcode_supported(p, IORING_OP_WRITE);
-    if (p) io_uring_free_probe(p);
-    io_uring_queue_exit(&ring);
-    *supported = ok;
-    if (!ok) reason = "io_uring lacks IORING_OP_READ/WRITE (kernel older than 5.6)";
-  } else {
+  if (tecore_svc_uring_probe(supported, why) != TECORE_SUCCESS) {
     *supported = 0;
-    switch (-rc) {
-    case ENOSYS: reason = "io_uring is not in this kernel"; break;
-    case EPERM: reason = "io_uring is disabled (kernel.io_uring_disabled or seccomp)"; break;
-    case ENOMEM: reason = "io_uring: locked-memory limit too low"; break;
-    default: reason = "io_uring_queue_init failed"; break;
-    }
+    if (why) *why = "the io_uring probe failed";
   }
-  if (why) *why = reason;
   return TEGRAPH_SUCCESS;
 }

@@ -326,6 +326,27 @@ START_TEST(idle_engine_burns_no_core) {
 }
 END_TEST
 
+/* The probe (liburing is loaded at run time) and the engine agree on
+ * whether there is an io_uring; a "no" comes with a reason. */
+START_TEST(uring_probe_agrees_with_the_engine) {
+  int ok = -1;
+  const char *why = NULL;
+  ck_assert_int_eq(tecore_svc_uring_probe(&ok, &why), TECORE_SUCCESS);
+  ck_assert(ok == 0 || ok == 1);
+  ck_assert_ptr_nonnull(why);
+  ck_assert_msg(strlen(why) > 0, "the probe gives no reason");
+  tecore_svc_job_t *j = NULL;
+  int n = 0;
+  struct tecore_svc_op op = {.kind = TECORE_SVC_CALL, .fn = count_cb, .arg = &n, .buf_index = -1};
+  ck_assert_int_eq(tecore_svc_job_create(&op, 1, &j), TECORE_SUCCESS);
+  struct tecore_svc_stats st;
+  ck_assert_int_eq(tecore_svc_get_stats(&st), TECORE_SUCCESS);
+  ck_assert_int_eq(st.running, 1);
+  ck_assert_msg(st.uring == ok, "probe says %d (%s), the engine %d (%s)", ok, why, st.uring, st.why);
+  ck_assert_int_eq(tecore_svc_job_destroy(j), TECORE_SUCCESS);
+}
+END_TEST
+
 START_TEST(bad_arguments) {
   tecore_svc_job_t *j = NULL;
   struct tecore_svc_op op = {.kind = TECORE_SVC_READ, .fd = -1, .buf = &op, .bytes = 1,
@@ -357,6 +378,7 @@ START_TEST(bad_arguments) {
   TE_EXPECT_INVALID("index", tecore_svc_unregister_buffer(5));
   TE_EXPECT_INVALID("kind", tecore_svc_inject_fault(TECORE_SVC_CALL, 1, EIO));
   TE_EXPECT_INVALID("err", tecore_svc_inject_fault(TECORE_SVC_READ, 1, 0));
+  TE_EXPECT_INVALID("supported", tecore_svc_uring_probe(NULL, NULL));
 }
 END_TEST
 
@@ -374,6 +396,7 @@ static Suite *svc_suite(void) {
   tcase_add_test(tc, wait_without_launch_is_bounded_by_the_backend);
   tcase_add_test(tc, destroy_with_a_run_queued_is_refused);
   tcase_add_test(tc, bad_arguments);
+  tcase_add_test(tc, uring_probe_agrees_with_the_engine);
   tc = te_tcase(s, "cost", 1);
   tcase_add_test(tc, idle_engine_burns_no_core);
   return s;

@@ -53,12 +53,15 @@ static void print_build(void) {
   int nv = 0;
   char names[8][64];
   tecomm_result_t cr = tecomm_verbs_devices(&nv, names, 8);
-  if (cr == TECOMM_SUCCESS) {
-    printf("verbs:       built in; %d device%s", nv, nv == 1 ? "" : "s");
+  if (cr == TECOMM_SUCCESS && nv > 0) {
+    printf("verbs:       %d device%s", nv, nv == 1 ? "" : "s");
     for (int i = 0; i < nv && i < 8; i++) printf("%s%s", i ? ", " : ": ", names[i]);
-    printf("\n");
+    printf("%s\n", nv > 8 ? ", ..." : "");
+  } else if (cr == TECOMM_SUCCESS) {
+    printf("verbs:       no devices (libibverbs loaded; no RDMA device or rdma subsystem "
+           "on this node)\n");
   } else {
-    printf("verbs:       not built in\n");
+    printf("verbs:       unavailable: %s\n", tecore_last_error());
   }
   /* NCCL's variable as NCCL reads it; ours through the registry */
   const char *nvls = getenv("NCCL_NVLS_ENABLE");

@@ -171,6 +171,10 @@ tecore_result_t te_svc_start_locked(void) {
     else
       snprintf(te_svc.why, sizeof te_svc.why, "io_uring, queue depth %d; no fixed buffers "
                "(register_buffers_sparse: %s)", te_svc.qd, strerror(-fr));
+  } else if (rc == -ELIBACC && !te_uring_loaded()) {
+    snprintf(te_svc.why, sizeof te_svc.why, "no io_uring (%s): reads and writes use "
+             "pread/pwrite on the engine thread", te_uring_why());
+    TE_INFO(TECORE_SUBSYS_OFFLOAD, "service engine: %s", te_svc.why);
   } else {
     snprintf(te_svc.why, sizeof te_svc.why, "no io_uring (io_uring_queue_init: %s): reads and "
              "writes use pread/pwrite on the engine thread", strerror(-rc));

@@ -10,7 +10,7 @@
 #define TECORE_SVC_INTERNAL_H
 
 #include "internal.h"
-#include <liburing.h>
+#include "te_uring.h"   /* liburing, loaded at run time */
 #include <stdatomic.h>
 #include <te/svc.h>
 

@@ -131,6 +131,13 @@ tecore_result_t tecore_svc_stats(struct tecore_svc_stats *st)
     TE_DEPRECATED("use tecore_svc_get_stats");
 #endif
 
+/* Whether the engine can use io_uring here: *supported 1, or 0 with the
+ * reason in *why (a static string; may be NULL): liburing.so.2 missing
+ * (it is loaded at run time), no io_uring in the kernel, disabled by
+ * kernel.io_uring_disabled or seccomp.  Sets up and tears down a small
+ * ring; an answer of 0 is not an error. */
+tecore_result_t tecore_svc_uring_probe(int *supported, const char **why);
+
 /* Debug: the nth (1 = next) READ or WRITE operation to start from now
  * fails with -err (e.g. EIO) without touching the file; nth 0 cancels.
  * TECORE_SVC_FAULT ("read:N:ERRNO" or "write:N:ERRNO") sets one at
