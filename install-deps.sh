@@ -14,4 +14,4 @@ apt-get install -y -q --no-install-recommends \
   build-essential autoconf automake libtool pkg-config \
   liburing-dev check libsubunit-dev libibverbs-dev mandoc \
   mpich libmpich-dev \
-  cmake
+  cmake gfortran

@@ -1,0 +1,42 @@
+dnl SPDX-License-Identifier: Apache-2.0
+dnl te_fortran.m4 -- TE_CHECK_FORTRAN: whether the Fortran modules can be
+dnl built (the compiler AC_PROG_FC found compiles a module that uses
+dnl iso_c_binding's c_sizeof and bind(C) types, Fortran 2008) and how to
+dnl place and find .mod files.  Sets have_fortran, FC_MODOUT, FC_MODINC and
+dnl the HAVE_FORTRAN conditional.  --with-fortran=yes makes a failure fatal.
+AC_DEFUN([TE_CHECK_FORTRAN], [
+  have_fortran=no
+  AS_IF([test "x$with_fortran" != xno && test -n "$FC"], [
+    AC_LANG_PUSH([Fortran])
+    AC_FC_SRCEXT([f90], [
+      AC_MSG_CHECKING([whether $FC compiles bind(C) modules (Fortran 2008)])
+      AC_COMPILE_IFELSE([AC_LANG_SOURCE([[
+module te_conftest
+  use, intrinsic :: iso_c_binding
+  implicit none
+  type, bind(C) :: pair
+    integer(c_int) :: a
+    real(c_double) :: b
+  end type pair
+contains
+  integer(c_size_t) function pair_bytes()
+    type(pair) :: p
+    pair_bytes = c_sizeof(p)
+  end function pair_bytes
+end module te_conftest
+]])], [have_fortran=yes])
+      AC_MSG_RESULT([$have_fortran])
+      rm -f te_conftest.mod
+    ])
+    AS_IF([test "x$have_fortran" = xyes], [
+      AC_FC_MODULE_OUTPUT_FLAG([], [have_fortran=no])
+      AC_FC_MODULE_FLAG([], [have_fortran=no])
+    ])
+    AC_LANG_POP([Fortran])
+  ])
+  AS_IF([test "x$with_fortran" = xyes && test "x$have_fortran" != xyes],
+    [AC_MSG_ERROR([--with-fortran: no Fortran 2008 compiler with module flags found (FC=$FC)])])
+  AC_SUBST([FC_MODOUT])
+  AC_SUBST([FC_MODINC])
+  AM_CONDITIONAL([HAVE_FORTRAN], [test "x$have_fortran" = xyes])
+])
