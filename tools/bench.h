@@ -1,10 +1,14 @@
 /* bench.h -- te-bench's shared timing harness.  A figure is always printed
- * beside its floor: bytes / copy bandwidth measured in the same run. */
+ * beside its floor: bytes / copy bandwidth measured in the same run.
+ * Every figure is one row (struct tb_row) through tb_row, which prints it
+ * as a table, CSV or JSON (tools/bench_out.c). */
 #ifndef TE_BENCH_H
 #define TE_BENCH_H
 
 #include <stddef.h>
 #include <te/core.h>
+
+enum tb_format { TB_TEXT, TB_CSV, TB_JSON };
 
 struct tb_ctx {
   int mb, iters, failed;
@@ -13,7 +17,37 @@ struct tb_ctx {
   double copy_gbs;            /* device-to-device copy, read + write bytes per second / 1e9 */
   tecore_backend_t backend;
   char device[256];
+  enum tb_format format;
+  int quiet;                  /* --quiet: rows only, no explanations */
+  int speed;                  /* 1: a GPU (targets judged); 0: vdev, figures are not speed */
+  const char *section;        /* the section the rows belong to ("fp8", "graph", ...) */
+  int nrows;
+  char host[128], driver[32], toolkit[32];
 };
+
+/* One measurement.  ratio = peer_time / time is printed when peer is set
+ * (> 1: faster than the peer; for copy-bound kernels, the fraction of copy
+ * bandwidth reached).  target is judged (met) only on a GPU. */
+struct tb_row {
+  const char *name, *shape;
+  double time;                /* <= 0: nothing measured, no row */
+  const char *unit;           /* "ms" (default) or "us" */
+  double rate;
+  const char *rate_unit;      /* "GB/s", "TFLOP/s", or NULL: no rate */
+  const char *peer;           /* what the figure is set against, or NULL */
+  double peer_time;           /* in unit */
+  const char *target;         /* e.g. ">= 90% of copy", or NULL */
+  int met;
+  const char *note;
+};
+
+/* The header (host, GPU, driver, toolkit, backend) and, for tables and
+ * CSV, the column names; tb_end closes a JSON document. */
+void tb_begin(struct tb_ctx *c);
+void tb_end(struct tb_ctx *c);
+void tb_row(struct tb_ctx *c, const struct tb_row *r);
+/* An explanatory line ("# ..."): tables only, not under --quiet. */
+void tb_info(struct tb_ctx *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 /* One timed body: runs the kernel(s) once on c->s. */
 typedef tecore_result_t (*tb_body)(struct tb_ctx *c, void *arg);

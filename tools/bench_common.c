@@ -38,14 +38,14 @@ double tb_time(struct tb_ctx *c, tb_body body, void *arg) {
 void tb_report(struct tb_ctx *c, const char *name, const char *shape, double ms, double bytes,
                double target_pct) {
   if (ms <= 0) return;
-  double gbs = bytes / (ms * 1e-3) / 1e9;
-  double floor_ms = bytes / (c->copy_gbs * 1e9) * 1e3;
-  double pct = 100.0 * gbs / c->copy_gbs;
-  printf("%-38s %-12s %9.3f ms %8.1f GB/s  floor %8.3f ms  %5.1f%% of copy", name, shape, ms, gbs,
-         floor_ms, pct);
-  if (target_pct > 0) printf("  target %.0f%% %s", target_pct, pct >= target_pct ? "PASS" : "MISS");
-  printf("\n");
-  fflush(stdout);
+  char target[32];
+  snprintf(target, sizeof target, ">= %.0f%% of copy", target_pct);
+  struct tb_row r = {.name = name, .shape = shape, .time = ms, .unit = "ms",
+                     .rate = bytes / (ms * 1e-3) / 1e9, .rate_unit = "GB/s",
+                     .peer = "copy floor", .peer_time = bytes / (c->copy_gbs * 1e9) * 1e3,
+                     .target = target_pct > 0 ? target : NULL};
+  r.met = 100.0 * r.peer_time / ms >= target_pct;
+  tb_row(c, &r);
 }
 
 tecore_devptr_t tb_alloc_random(struct tb_ctx *c, size_t count, tecore_dtype_t dtype) {
@@ -77,19 +77,13 @@ tecore_devptr_t tb_alloc_random(struct tb_ctx *c, size_t count, tecore_dtype_t d
 }
 
 int tb_setup(struct tb_ctx *c) {
-  struct tecore_device_props p;
-  if (tecore_init() || tecore_backend(&c->backend) || tecore_device_get_props(0, &p) ||
+  if (tecore_init() || tecore_backend(&c->backend) ||
       tecore_stream_create(TECORE_STREAM_NON_BLOCKING, 0, &c->s) ||
       tecore_event_create(0, &c->e0) || tecore_event_create(0, &c->e1)) {
     fprintf(stderr, "te-bench: set-up failed: %s\n", tecore_last_error());
     return 1;
   }
-  snprintf(c->device, sizeof c->device, "%s", p.name);
-  int drv = 0;
-  tecore_driver_version(&drv);
-  printf("te-bench: libte %s, backend %s, device %s, driver API %d, %s\n",
-         tecore_version_string(), tecore_backend_name(c->backend), c->device, drv,
-         tecore_build_config());
+  tb_begin(c);
   /* the floor: a large device-to-device copy (reads + writes counted) */
   struct copy_arg a = {.bytes = (size_t)c->mb << 20};
   if (tecore_mem_alloc(a.bytes, &a.src) || tecore_mem_alloc(a.bytes, &a.dst) ||
@@ -102,8 +96,13 @@ int tb_setup(struct tb_ctx *c) {
   tecore_mem_free(a.dst);
   if (ms <= 0) return 1;
   c->copy_gbs = 2.0 * a.bytes / (ms * 1e-3) / 1e9;
-  printf("%-38s %-12s %9.3f ms %8.1f GB/s  (the floor for every line below)\n", "copy d2d",
-         "", ms, c->copy_gbs);
+  char shape[32];
+  snprintf(shape, sizeof shape, "%d MiB", c->mb);
+  c->section = "copy";
+  struct tb_row r = {.name = "copy d2d", .shape = shape, .time = ms, .unit = "ms",
+                     .rate = c->copy_gbs, .rate_unit = "GB/s",
+                     .note = "the floor of the copy-bound rows below"};
+  tb_row(c, &r);
   return 0;
 }
 
@@ -131,6 +130,7 @@ static tecore_result_t scale_add_body(struct tb_ctx *c, void *arg) {
 }
 
 void tb_elementwise(struct tb_ctx *c) {
+  c->section = "elementwise";
   tecore_dtype_t dts[] = {TECORE_DTYPE_F32, TECORE_DTYPE_BF16};
   for (size_t k = 0; k < 2; k++) {
     struct ew_arg a = {.dt = dts[k]};

@@ -147,7 +147,8 @@ void tb_fp8(struct tb_ctx *c) {
   size_t R = 8192 / div, C = 8192 / div;                  /* 64M elements on a GPU */
   size_t NR = 16384 / div, NC = 4096 / div;
   double target = c->backend == TECORE_BACKEND_CUDA ? 90 : 0;
-  printf("-- fp8 kernels (BF16 in, E4M3 out; bytes/element counted: read + write) --\n");
+  c->section = "fp8";
+  tb_info(c, "fp8 kernels: BF16 in, E4M3 out; bytes/element counted: read + write");
   run_one(c, "quantize delayed (3 B/el)", R, C, TECORE_SCALING_DELAYED, 0, quantize_body, 3,
           target, 0);
   /* current scaling: amax pass (2 B/el) + quantize pass (3 B/el); target

@@ -198,19 +198,22 @@ static void prob_free(struct gemm_prob *p) {
   tecore_mem_free(p->sb);
 }
 
-static void report_flops(const char *name, const char *shape, double ms, double flops,
-                         const char *extra) {
-  if (ms <= 0) return;
-  printf("%-34s %-18s %9.3f ms %8.1f TFLOP/s%s\n", name, shape, ms, flops / (ms * 1e-3) / 1e12,
-         extra ? extra : "");
-  fflush(stdout);
+/* One GEMM row: TFLOP/s beside a peer (cuBLASLt called directly, or the
+ * unfused pair); target judged on a GPU only (tb_row). */
+static void report_flops(struct tb_ctx *c, const char *name, const char *shape, double ms,
+                         double flops, const char *peer, double peer_ms, const char *target,
+                         int met, const char *note) {
+  struct tb_row r = {.name = name, .shape = shape, .time = ms, .unit = "ms",
+                     .rate = flops / (ms * 1e-3) / 1e12, .rate_unit = "TFLOP/s", .peer = peer,
+                     .peer_time = peer_ms, .target = target, .met = met, .note = note};
+  tb_row(c, &r);
 }
 
 static void bench_pair(struct tb_ctx *c, struct lt_fns *lt, tecore_devptr_t ws, size_t ws_bytes,
                        tecore_dtype_t in, size_t sz, int fast) {
   struct gemm_prob p = {.m = sz, .n = sz, .k = sz, .in = in, .fast = fast, .ws = ws,
                         .ws_bytes = ws_bytes, .lt = lt};
-  char shape[48], name[64], extra[96];
+  char shape[48], name[64];
   snprintf(shape, sizeof shape, "%zux%zux%zu", sz, sz, sz);
   if (prob_alloc(c, &p) || direct_setup(&p)) {
     fprintf(stderr, "te-bench: gemm %s %zu: set-up failed: %s\n", tecore_dtype_name(in), sz,
@@ -225,13 +228,11 @@ static void bench_pair(struct tb_ctx *c, struct lt_fns *lt, tecore_devptr_t ws, 
     if (t_te2 > 0 && t_te2 < t_te) t_te = t_te2;
     const char *kind = in == TECORE_DTYPE_E4M3 ? (fast ? "e4m3 fast-acc" : "e4m3") : "bf16";
     snprintf(name, sizeof name, "gemm %s cuBLASLt direct", kind);
-    report_flops(name, shape, t_lt, flops, NULL);
+    report_flops(c, name, shape, t_lt, flops, NULL, 0, NULL, 0, NULL);
     if (t_lt > 0 && t_te > 0) {
-      double pct = 100.0 * t_lt / t_te;
-      snprintf(extra, sizeof extra, "  %5.1f%% of cuBLASLt  target 97%% %s", pct,
-               pct >= 97.0 ? "PASS" : "MISS");
       snprintf(name, sizeof name, "gemm %s libte", kind);
-      report_flops(name, shape, t_te, flops, extra);
+      report_flops(c, name, shape, t_te, flops, "cuBLASLt direct", t_lt, ">= 97% of cuBLASLt",
+                   100.0 * t_lt / t_te >= 97.0, NULL);
     }
   }
   direct_free(&p);
@@ -288,21 +289,24 @@ static void bench_mlp(struct tb_ctx *c, tecore_devptr_t ws, size_t ws_bytes) {
   a.biased = (struct tecore_gemm_opts){.epilogue = TECORE_GEMM_EPI_BIAS, .bias = &a.bias,
                                        .fast_accum = 1, .workspace = ws,
                                        .workspace_bytes = ws_bytes};
-  char shape[48], extra[160];
+  char shape[48], note[160];
   snprintf(shape, sizeof shape, "%zux%zux%zu", m, n, k);
   double flops = 2.0 * m * n * k;
   double tf = tb_time(c, mlp_fused, &a), tu = tb_time(c, mlp_unfused, &a);
   double tf2 = tb_time(c, mlp_fused, &a), tu2 = tb_time(c, mlp_unfused, &a);
   if (tf2 > 0 && tf2 < tf) tf = tf2;
   if (tu2 > 0 && tu2 < tu) tu = tu2;
-  report_flops("linear+bias+gelu unfused (gemm+bias,", shape, tu, flops,
-               "  then tecore_act_fwd gelu: no bias+gelu kernel exists)");
+  report_flops(c, "linear+bias+gelu unfused", shape, tu, flops, NULL, 0, NULL, 0,
+               "gemm+bias then tecore_act_fwd gelu: no bias+gelu kernel exists");
   if (tf > 0 && tu > 0) {
     double saved_bytes = 2.0 * (double)m * n;   /* the GELU kernel's read of pre (bf16) */
     double floor_ms = saved_bytes / (c->copy_gbs * 1e9) * 1e3;
-    snprintf(extra, sizeof extra, "  saves %.3f ms, floor %.3f ms (%.0f MB over copy bw) %s",
-             tu - tf, floor_ms, saved_bytes / 1e6, tu - tf >= floor_ms ? "PASS" : "MISS");
-    report_flops("linear+bias+gelu fused epilogue", shape, tf, flops, extra);
+    char target[64];
+    snprintf(target, sizeof target, "saves >= %.3f ms", floor_ms);
+    snprintf(note, sizeof note, "saves %.3f ms; floor: %.0f MB over copy bandwidth", tu - tf,
+             saved_bytes / 1e6);
+    report_flops(c, "linear+bias+gelu fused epilogue", shape, tf, flops, "unfused", tu, target,
+                 tu - tf >= floor_ms, note);
   }
 out:
   tecore_mem_free(x);
@@ -315,24 +319,25 @@ out:
 #endif /* TE_HAVE_CUDA */
 
 void tb_gemm(struct tb_ctx *c) {
+  c->section = "gemm";
   if (c->backend != TECORE_BACKEND_CUDA) {
-    printf("gemm: the GEMM section needs the cuda backend (backend is %s); skipped\n",
-           tecore_backend_name(c->backend));
+    tb_info(c, "gemm: the GEMM section needs the cuda backend (backend is %s); skipped",
+            tecore_backend_name(c->backend));
     return;
   }
 #ifndef TE_HAVE_CUDA
-  printf("gemm: built without CUDA; skipped\n");
+  tb_info(c, "gemm: built without CUDA; skipped");
 #else
   struct lt_fns lt;
   memset(&lt, 0, sizeof lt);
   if (lt_open(&lt)) {
-    printf("gemm: cuBLASLt cannot be loaded for the direct calls; skipped\n");
+    fprintf(stderr, "te-bench: gemm: cuBLASLt cannot be loaded for the direct calls; skipped\n");
     c->failed = 1;
     return;
   }
   size_t v = lt.version();
-  printf("gemm: cuBLASLt %zu.%zu.%zu (direct calls and libte share descriptors, heuristic "
-         "algorithm and a 32 MiB workspace)\n", v / 10000, v / 100 % 100, v % 100);
+  tb_info(c, "gemm: cuBLASLt %zu.%zu.%zu (direct calls and libte share descriptors, heuristic "
+          "algorithm and a 32 MiB workspace)", v / 10000, v / 100 % 100, v % 100);
   const size_t ws_bytes = (size_t)32 << 20;
   tecore_devptr_t ws = 0;
   if (tecore_mem_alloc(ws_bytes, &ws)) {

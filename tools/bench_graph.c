@@ -117,15 +117,22 @@ static int bench_update(struct tb_ctx *c) {
   }
   double mc = tb_median(cap, reps), mi = tb_median(inst, reps), mu = tb_median(upd, reps);
   double mn = tb_median(node, reps);
-  printf("%-34s %-18s %9.1f us  peer: re-capture %.1f + instantiate %.1f = %.1f us  %.1fx  "
-         "target 3x %s\n",
-         "graph whole-graph update", "1000 kernels", mu, mc, mi, mc + mi, (mc + mi) / mu,
-         (mc + mi) / mu >= 3.0 ? "PASS" : "MISS");
-  printf("%-34s %-18s %9.1f us  peer: re-capture + instantiate %.1f us  %.1fx\n",
-         "graph re-capture + update", "1000 kernels", mc + mu, mc + mi, (mc + mi) / (mc + mu));
-  printf("%-34s %-18s %9.1f us  peer: whole-graph update %.1f us (read args + set, per node "
-         "%.2f us)\n",
-         "graph per-node update, all nodes", "1000 kernels", mn, mu, mn / CHAIN);
+  char note[96];
+  snprintf(note, sizeof note, "re-capture %.1f us + instantiate %.1f us", mc, mi);
+  struct tb_row r1 = {.name = "graph whole-graph update", .shape = "1000 kernels", .time = mu,
+                      .unit = "us", .peer = "re-capture + instantiate", .peer_time = mc + mi,
+                      .target = ">= 3x", .met = (mc + mi) / mu >= 3.0, .note = note};
+  tb_row(c, &r1);
+  struct tb_row r2 = {.name = "graph re-capture + update", .shape = "1000 kernels",
+                      .time = mc + mu, .unit = "us", .peer = "re-capture + instantiate",
+                      .peer_time = mc + mi};
+  tb_row(c, &r2);
+  char note3[64];
+  snprintf(note3, sizeof note3, "read args + set; per node %.2f us", mn / CHAIN);
+  struct tb_row r3 = {.name = "graph per-node update, all nodes", .shape = "1000 kernels",
+                      .time = mn, .unit = "us", .peer = "whole-graph update", .peer_time = mu,
+                      .note = note3};
+  tb_row(c, &r3);
   rc = 0;
 out:
   if (x) tecore_graph_exec_destroy(x);
@@ -238,16 +245,22 @@ static int bench_replay(struct tb_ctx *c) {
     goto fail;
   double mhs = tb_median(hs, reps), mhr = tb_median(hr, reps), mhe = tb_median(he, reps);
   double mhl = tb_median(hl, reps);
-  printf("%-34s %-18s %9.2f us  peer: bare graph launch %.2f us, eager launches %.2f us  "
-         "target 10 us %s\n",
-         "callable replay host time", "12 kernels x 4096", mhs, mhl, mhe,
-         mhs <= 10.0 ? "PASS" : "MISS");
-  printf("%-34s %-18s %9.2f us  peer: same input %.2f us\n", "callable replay host, rebinding",
-         "12 kernels x 4096", mhr, mhs);
-  printf("%-34s %-18s %9.2f us  peer: eager step %.2f us  %.1fx  target 2x %s (bare graph "
-         "launch %.2f us)\n",
-         "callable replay device time", "12 kernels x 4096", 1e3 * ms_g / per, 1e3 * ms_e / per,
-         ms_e / ms_g, ms_e / ms_g >= 2.0 ? "PASS" : "MISS", 1e3 * ms_l / per);
+  char note[64];
+  snprintf(note, sizeof note, "bare graph launch %.2f us", mhl);
+  struct tb_row r1 = {.name = "callable replay host time", .shape = "12 kernels x 4096",
+                      .time = mhs, .unit = "us", .peer = "eager launches", .peer_time = mhe,
+                      .target = "<= 10 us", .met = mhs <= 10.0, .note = note};
+  tb_row(c, &r1);
+  struct tb_row r2 = {.name = "callable replay host, rebinding", .shape = "12 kernels x 4096",
+                      .time = mhr, .unit = "us", .peer = "same input", .peer_time = mhs};
+  tb_row(c, &r2);
+  char note3[64];
+  snprintf(note3, sizeof note3, "bare graph launch %.2f us", 1e3 * ms_l / per);
+  struct tb_row r3 = {.name = "callable replay device time", .shape = "12 kernels x 4096",
+                      .time = 1e3 * ms_g / per, .unit = "us", .peer = "eager step",
+                      .peer_time = 1e3 * ms_e / per, .target = ">= 2x",
+                      .met = ms_e / ms_g >= 2.0, .note = note3};
+  tb_row(c, &r3);
   rc = 0;
   goto out;
 fail:
@@ -326,10 +339,13 @@ static int bench_rebind(struct tb_ctx *c) {
   double floor_ms = 2.0 * n * 4 / (c->copy_gbs * 1e9) * 1e3;
   char shape[32];
   snprintf(shape, sizeof shape, "%d MB", c->mb);
-  printf("%-34s %-18s %9.3f ms  peer: copy-in %.3f ms (copy floor %.3f ms)  %.2f%% of copy  "
-         "target 5%% %s (%s; host %.1f us vs %.1f us)\n",
-         "callable input rebinding", shape, ms_r, ms_c, floor_ms, 100.0 * ms_r / ms_c,
-         100.0 * ms_r / ms_c < 5.0 ? "PASS" : "MISS", path, host_r, host_c);
+  char note[128];
+  snprintf(note, sizeof note, "%s; %.2f%% of copy-in; copy floor %.3f ms; host %.1f us vs %.1f us",
+           path, 100.0 * ms_r / ms_c, floor_ms, host_r, host_c);
+  struct tb_row r = {.name = "callable input rebinding", .shape = shape, .time = ms_r,
+                     .unit = "ms", .peer = "copy-in", .peer_time = ms_c,
+                     .target = "<= 5% of copy-in", .met = 100.0 * ms_r / ms_c < 5.0, .note = note};
+  tb_row(c, &r);
   rc = 0;
   goto out;
 fail:
@@ -344,8 +360,9 @@ out:
 }
 
 void tb_graph(struct tb_ctx *c) {
-  printf("# graph: host times are medians of %d runs; device times from events\n",
-         c->iters < 5 ? 5 : c->iters);
+  c->section = "graph";
+  tb_info(c, "graph: host times are medians of %d runs; device times from events",
+          c->iters < 5 ? 5 : c->iters);
   bench_update(c);
   bench_replay(c);
   bench_rebind(c);

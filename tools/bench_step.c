@@ -176,10 +176,16 @@ int tb_graph_step(struct tb_ctx *c) {
   char shape[64];
   snprintf(shape, sizeof shape, "%dx(%d,%d) t%d", STEP_LAYERS, STEP_HIDDEN, STEP_FFN,
            STEP_TOKENS);
-  printf("%-34s %-18s %9.2f us  peer: eager launches %.2f us  (%zu nodes)  target 10 us %s\n",
-         "FP8 train step graph, host", shape, hg, he, nodes, hg <= 10.0 ? "PASS" : "MISS");
-  printf("%-34s %-18s %9.3f ms  peer: eager step %.3f ms  %.2fx  target 2x %s\n",
-         "FP8 train step graph, device", shape, dg, de, de / dg, de / dg >= 2.0 ? "PASS" : "MISS");
+  char note[32];
+  snprintf(note, sizeof note, "%zu nodes", nodes);
+  struct tb_row r1 = {.name = "FP8 train step graph, host", .shape = shape, .time = hg,
+                      .unit = "us", .peer = "eager launches", .peer_time = he,
+                      .target = "<= 10 us", .met = hg <= 10.0, .note = note};
+  tb_row(c, &r1);
+  struct tb_row r2 = {.name = "FP8 train step graph, device", .shape = shape, .time = dg,
+                      .unit = "ms", .peer = "eager step", .peer_time = de, .target = ">= 2x",
+                      .met = de / dg >= 2.0};
+  tb_row(c, &r2);
   fflush(stdout);
   rc = 0;
   goto out;

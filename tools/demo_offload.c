@@ -113,7 +113,7 @@ static int auto_prefetch(const struct demo_offload_opts *o, int nb, int layers,
 static void die(const char *what, tegraph_result_t r) {
   fprintf(stderr, "te-demo: %s failed: %s (%s)\n", what, tegraph_strerror(r),
           tegraph_last_error());
-  exit(2);
+  exit(1); /* failures exit 1 here; 2 is a wrong command line (tools/cli.h) */
 }
 
 void demo_offload_attach(struct demo_offload *d, const struct demo_offload_opts *o,
@@ -124,19 +124,19 @@ void demo_offload_attach(struct demo_offload *d, const struct demo_offload_opts 
   size_t ns = 0;
   if (tecore_seq_get_saved(seq, NULL, 0, &ns) != TECORE_SUCCESS) {
     fprintf(stderr, "te-demo: tecore_seq_get_saved: %s\n", tecore_last_error());
-    exit(2);
+    exit(1);
   }
   struct tecore_seq_saved *sv = calloc(ns ? ns : 1, sizeof *sv);
   if (!sv || tecore_seq_get_saved(seq, sv, ns, &ns) != TECORE_SUCCESS) {
     fprintf(stderr, "te-demo: tecore_seq_get_saved: %s\n", tecore_last_error());
-    exit(2);
+    exit(1);
   }
   size_t min_elems = o->min_elems ? o->min_elems : 262144;
   /* the bytes each attached block copies out: the model's input */
   size_t *bb = calloc((size_t)nb, sizeof *bb);
   if (!bb) {
     fprintf(stderr, "te-demo: out of memory\n");
-    exit(2);
+    exit(1);
   }
   for (size_t i = 0; i < ns; i++) {
     size_t blk = sv[i].op_first / OPS_PER_BLOCK;
@@ -207,7 +207,7 @@ void demo_offload_check(struct demo_offload *d, int step) {
   tegraph_result_t r = tegraph_offload_check(d->ctx);
   if (r == TEGRAPH_SUCCESS) return;
   fprintf(stderr, "te-demo: step %d failed: %s\n", step, tegraph_last_error());
-  exit(2);
+  exit(1);
 }
 
 void demo_offload_destroy(struct demo_offload *d) {

@@ -21,7 +21,6 @@
 #endif
 #include "config.h"
 #include <errno.h>
-#include <getopt.h>
 #include <math.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -32,6 +31,7 @@
 #include <time.h>
 #include <unistd.h>
 #include <te/comm.h>
+#include "cli.h"
 #include "common/convert.h"
 #ifdef TE_HAVE_MPI
 #include <mpi.h>
@@ -49,6 +49,7 @@ struct opts {
   int csv;
   int check;
   int nccl;              /* compare with NCCL when present */
+  int quiet;             /* --quiet: the column names and the rows only */
 };
 
 /* ---- the fork bootstrap: shared memory allgather + barrier --------------- */
@@ -274,6 +275,7 @@ static void header(struct bench *b) {
   if (tecomm_nccl_version(&nv) == TECOMM_SUCCESS)
     snprintf(nccl, sizeof nccl, "%d.%d.%d", nv / 10000, (nv / 100) % 100, nv % 100);
   const char *c = "# ";
+  if (!o->quiet) {
   printf("%ste-allreduce-perf: machine %s, %d ranks, backend %s, GPUs %d x %s (sm_%d%d), NCCL %s\n",
          c, host, b->n, tecore_backend_name(be), b->n, p.name, p.cc_major, p.cc_minor, nccl);
   printf("%sminBytes %zu maxBytes %zu step: %g(factor) warmup iters: %d iters: %d graph: %d "
@@ -283,6 +285,7 @@ static void header(struct bench *b) {
   char d[2048];
   if (tecomm_comm_describe(b->comm, 0, d, sizeof d) == TECOMM_SUCCESS)
     for (char *l = strtok(d, "\n"); l; l = strtok(NULL, "\n")) printf("%s%s\n", c, l);
+  }
   if (o->csv)
     printf("size,count,dtype,algo,time_us,algbw_gbs,busbw_gbs,wrong,nccl_us,ratio\n");
   else
@@ -373,37 +376,18 @@ static int run_rank(const struct opts *o, int rank, int n, int device,
   return 0;
 }
 
-static size_t parse_size(const char *s) {
-  char *end;
-  double v = strtod(s, &end);
-  if (end == s || v < 0) {
-    fprintf(stderr, "te-allreduce-perf: bad size \"%s\"\n", s);
-    exit(2);
-  }
-  switch (*end) {
-  case 'k': case 'K': v *= 1024; break;
-  case 'm': case 'M': v *= 1024 * 1024; break;
-  case 'g': case 'G': v *= 1024.0 * 1024 * 1024; break;
-  case '\0': break;
-  default:
-    fprintf(stderr, "te-allreduce-perf: bad size \"%s\"\n", s);
-    exit(2);
-  }
-  return (size_t)v;
-}
-
-static void usage(FILE *f) {
-  fprintf(f,
-          "usage: te-allreduce-perf [-n ranks] [-b minbytes] [-e maxbytes] [-f factor]\n"
-          "         [-d float|bf16|half] [-a auto|oneshot|twoshot|lamport|nccl] [-G ops]\n"
-          "         [-w warmup] [-i iters] [--fused hidden] [-c 0|1] [--no-nccl] [--csv]\n"
-          "  -n N     fork N ranks (one per GPU, or vdev ranks); without it, ranks come from\n"
-          "           TECOMM_RANK/NRANKS/ROOT (or mpirun in an MPI build)\n"
-          "  -G N     capture N operations in one graph and time its replays (per op)\n"
-          "  --fused H  allreduce + residual add + RMSNorm over rows of H elements\n"
-          "see te-allreduce-perf(1)\n");
-}
-
+static const char usage_text[] =
+    "usage: te-allreduce-perf [-n ranks] [-b minbytes] [-e maxbytes] [-f factor]\n"
+    "         [-d float|bf16|half] [-a auto|oneshot|twoshot|lamport|nccl] [-G ops]\n"
+    "         [-w warmup] [-i iters] [--fused hidden] [-c 0|1] [--no-nccl] [--csv]\n"
+    "         [-q] [-h] [--version]\n"
+    "  -n N     fork N ranks (one per GPU, or vdev ranks); without it, ranks come from\n"
+    "           TECOMM_RANK/NRANKS/ROOT (or mpirun in an MPI build)\n"
+    "  -b, -e   the smallest and largest size in bytes (K, M or G may follow)\n"
+    "  -G N     capture N operations in one graph and time its replays (per op)\n"
+    "  --fused H  allreduce + residual add + RMSNorm over rows of H elements\n"
+    "  -q, --quiet  the column names and the rows only\n"
+    "see te-allreduce-perf(1)\n";
 int main(int argc, char **argv) {
   struct opts o = {.nranks = 0, .minb = 8, .maxb = 64u << 20, .factor = 2, .dtype = TECORE_DTYPE_BF16,
                    .algo = TECOMM_ALGO_AUTO, .graph_ops = 0, .warmup = 5, .iters = 20,
@@ -411,15 +395,29 @@ int main(int argc, char **argv) {
   static const struct option lo[] = {{"fused", required_argument, 0, 'F'},
                                      {"csv", no_argument, 0, 'C'},
                                      {"no-nccl", no_argument, 0, 'N'},
-                                     {"help", no_argument, 0, 'h'},
+                                     TE_CLI_LONGS,
                                      {0, 0, 0, 0}};
+  struct te_cli cli = {.prog = "te-allreduce-perf", .usage = usage_text,
+                       .shorts = "n:b:e:f:d:a:G:w:i:c:qh", .longs = lo};
+  long long v;
   int ch;
-  while ((ch = getopt_long(argc, argv, "n:b:e:f:d:a:G:w:i:c:h", lo, NULL)) != -1) {
+  while ((ch = te_cli_next(&cli, argc, argv)) != -1) {
     switch (ch) {
-    case 'n': o.nranks = atoi(optarg); break;
-    case 'b': o.minb = parse_size(optarg); break;
-    case 'e': o.maxb = parse_size(optarg); break;
-    case 'f': o.factor = atof(optarg); break;
+    case TE_CLI_EXIT: return cli.status;
+    case 'n':
+      if (te_cli_int(&cli, "-n", optarg, 1, 64, &o.nranks)) return cli.status;
+      break;
+    case 'b':
+      if (te_cli_long(&cli, "-b", optarg, 1, 1ll << 40, 1, &v)) return cli.status;
+      o.minb = (size_t)v;
+      break;
+    case 'e':
+      if (te_cli_long(&cli, "-e", optarg, 1, 1ll << 40, 1, &v)) return cli.status;
+      o.maxb = (size_t)v;
+      break;
+    case 'f':
+      if (te_cli_double(&cli, "-f", optarg, 1.0, 1e6, &o.factor)) return cli.status;
+      break;
     case 'd':
       if (!strcmp(optarg, "float") || !strcmp(optarg, "f32") || !strcmp(optarg, "fp32"))
         o.dtype = TECORE_DTYPE_F32;
@@ -427,33 +425,36 @@ int main(int argc, char **argv) {
         o.dtype = TECORE_DTYPE_BF16;
       else if (!strcmp(optarg, "half") || !strcmp(optarg, "f16") || !strcmp(optarg, "fp16"))
         o.dtype = TECORE_DTYPE_F16;
-      else {
-        fprintf(stderr, "te-allreduce-perf: -d %s: not float, bf16 or half\n", optarg);
-        return 2;
-      }
+      else
+        return te_cli_error(&cli, "-d %s: not float, bf16 or half", optarg);
       break;
     case 'a':
-      if (tecomm_algo_parse(optarg, &o.algo) != TECOMM_SUCCESS) {
-        fprintf(stderr, "te-allreduce-perf: -a %s: %s\n", optarg, tecomm_last_error());
-        return 2;
-      }
+      if (tecomm_algo_parse(optarg, &o.algo) != TECOMM_SUCCESS)
+        return te_cli_error(&cli, "-a %s: %s", optarg, tecomm_last_error());
       break;
-    case 'G': o.graph_ops = atoi(optarg); break;
-    case 'w': o.warmup = atoi(optarg); break;
-    case 'i': o.iters = atoi(optarg); break;
-    case 'c': o.check = atoi(optarg); break;
-    case 'F': o.fused_hidden = parse_size(optarg); break;
+    case 'G':
+      if (te_cli_int(&cli, "-G", optarg, 0, 1 << 20, &o.graph_ops)) return cli.status;
+      break;
+    case 'w':
+      if (te_cli_int(&cli, "-w", optarg, 1, 1 << 20, &o.warmup)) return cli.status;
+      break;
+    case 'i':
+      if (te_cli_int(&cli, "-i", optarg, 1, 1 << 24, &o.iters)) return cli.status;
+      break;
+    case 'c':
+      if (te_cli_int(&cli, "-c", optarg, 0, 1, &o.check)) return cli.status;
+      break;
+    case 'F':
+      if (te_cli_long(&cli, "--fused", optarg, 1, 1 << 24, 1, &v)) return cli.status;
+      o.fused_hidden = (size_t)v;
+      break;
     case 'C': o.csv = 1; break;
     case 'N': o.nccl = 0; break;
-    case 'h': usage(stdout); return 0;
-    default: usage(stderr); return 2;
     }
   }
-  if (optind < argc || o.nranks < 0 || o.nranks > 64 || o.minb == 0 || o.maxb < o.minb ||
-      o.factor < 1 || o.graph_ops < 0 || o.warmup < 1 || o.iters < 1) {
-    usage(stderr);
-    return 2;
-  }
+  if (te_cli_end(&cli, argc, argv)) return cli.status;
+  if (o.maxb < o.minb) return te_cli_error(&cli, "-e %zu is below -b %zu", o.maxb, o.minb);
+  o.quiet = cli.quiet;
   setvbuf(stdout, NULL, _IOLBF, 0);
   if (o.nranks == 0) {
 #ifdef TE_HAVE_MPI

@@ -26,7 +26,6 @@
  *
  * Shapes: activations [tokens][hidden], the MLP's inner width ffn
  * (4 * hidden by default); weights [ffn][hidden] and [hidden][ffn]. */
-#include <getopt.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -34,6 +33,7 @@
 #include <time.h>
 #include <te/core.h>
 #include <te/graph.h>
+#include "cli.h"
 #include "mlp_block.h"
 #include "demo_offload.h"
 
@@ -43,7 +43,7 @@
     if (r_ != TECORE_SUCCESS) {                                                       \
       fprintf(stderr, "te-demo: %s failed: %s (%s)\n", #call, tecore_strerror(r_),    \
               tecore_last_error());                                                   \
-      exit(2);                                                                        \
+      exit(TE_EXIT_FAIL);                                                             \
     }                                                                                 \
   } while (0)
 #define GCHECK(call)                                                                  \
@@ -52,7 +52,7 @@
     if (r_ != TEGRAPH_SUCCESS) {                                                      \
       fprintf(stderr, "te-demo: %s failed: %s (%s)\n", #call, tegraph_strerror(r_),   \
               tegraph_last_error());                                                  \
-      exit(2);                                                                        \
+      exit(TE_EXIT_FAIL);                                                             \
     }                                                                                 \
   } while (0)
 
@@ -112,7 +112,7 @@ static void fill_random(tecore_devptr_t dst, size_t n, uint64_t seed, tecore_dev
   float *h = malloc(n * sizeof *h);
   if (!h) {
     fprintf(stderr, "te-demo: out of host memory\n");
-    exit(2);
+    exit(TE_EXIT_FAIL);
   }
   for (size_t i = 0; i < n; i++)
     h[i] = (float)(1.7320508 * (2.0 * (double)(splitmix(&seed) >> 11) / 9007199254740992.0 - 1.0));
@@ -402,7 +402,7 @@ static void check_device_steps(const struct stepper *st, tecore_stream_t s) {
   if (ost.step != st->o->steps) {
     fprintf(stderr, "te-demo: AdamW's device step count is %lld after %d steps\n",
             (long long)ost.step, st->o->steps);
-    exit(2);
+    exit(TE_EXIT_FAIL);
   }
 }
 
@@ -473,6 +473,7 @@ static void train(const struct opts *o, const struct data *dd, const struct teco
 /* The backend, the device and the model's shape and mode. */
 static void print_setup(const struct opts *o, tecore_backend_t be,
                         const struct tecore_device_props *props) {
+  if (o->quiet) return;
   printf("te-demo: backend %s, device %s\n", tecore_backend_name(be), props->name);
   printf("te-demo: %d MLP blocks, hidden %zu, ffn %zu, %zu tokens x %d microbatches, %d steps, "
          "AdamW lr %g, seed %llu, %s\n", o->layers, o->hidden, o->ffn, o->tokens, o->microbatches,
@@ -493,9 +494,11 @@ static void train_and_print(const struct opts *o, const struct data *dd,
   R->loss = calloc((size_t)o->steps, sizeof(double));
   R->ms = calloc((size_t)o->steps, sizeof(double));
   R->host_us = calloc((size_t)o->steps, sizeof(double));
-  printf("te-demo: %s run%s\n", R->name,
-         first ? " (delayed scaling, HYBRID: E4M3 forward, E5M2 gradients)" : "");
+  if (!o->quiet)
+    printf("te-demo: %s run%s\n", R->name,
+           first ? " (delayed scaling, HYBRID: E4M3 forward, E5M2 gradients)" : "");
   train(o, dd, recipe, s, R);
+  if (o->quiet) return;
   printf("  plan %s\n  plan %s\n", R->plan_fwd, R->plan_bwd);
   printf("  memory: model %.1f MiB (the sequence's parameters, gradients, activations, "
          "FP8 copies), optimizer %.1f MiB; %s %.0f of %.0f MiB in use\n", R->mem_model,
@@ -508,6 +511,17 @@ static int cmp_double(const void *a, const void *b) {
   return (x > y) - (x < y);
 }
 
+/* The default AdamW learning rate for a model of width hidden.  A first
+ * Adam step moves every output by about lr * fan_in, so the rate must
+ * fall as the width grows: 3e-3 trains hidden 64 (vdev's default), 3e-4
+ * diverged at hidden 4096 on an H100 where 2e-5 keeps the move near 0.1.
+ * 3e-3 * (64 / hidden)^1.2 passes through both (2.0e-5 at 4096) and gives
+ * 5.7e-4 at 256, where 3e-3 made the loss jump (te-demo --hidden 256
+ * --layers 4 --tokens 256 --steps 3 failed its FP8/BF16 check). */
+static double default_lr(size_t hidden) {
+  return 3e-3 * pow(64.0 / (double)hidden, 1.2);
+}
+
 /* Fills o's sizes from the options given (0: not given) and the backend's
  * defaults (gpu: the cuda backend), then checks them; returns 0, or 2
  * (te-demo's exit status for bad usage) after saying why. */
@@ -518,9 +532,7 @@ static int resolve_opts(struct opts *o, int gpu, const struct given *g) {
   o->tokens = g->tokens ? g->tokens : gpu ? 8192 : 16;
   o->steps = g->steps ? (int)g->steps : gpu ? 20 : 8;
   o->microbatches = g->mbs ? (int)g->mbs : 2;
-  /* at hidden 4096 a first Adam step of 3e-4 moves every output by about
-   * lr * fan_in, which diverged on an H100; 2e-5 keeps it near 0.1 */
-  o->lr = g->lr ? g->lr : gpu ? 2e-5 : 3e-3;
+  o->lr = g->lr ? g->lr : default_lr(o->hidden);
   if (o->off.on && !o->off.min_elems) o->off.min_elems = gpu ? 262144 : 1024;
   if (!o->off.on &&
       (o->off.dirs || o->off.host_budget_mb > 0 || o->off.layers || o->off.prefetch)) {
@@ -579,6 +591,28 @@ static double mean_step_ms(const struct opts *o, const struct run *R) {
   return sum / (o->steps - from);
 }
 
+/* After a failed check: which flag to turn.  A loss that rises from one
+ * step to the next means the learning rate is too large for the model
+ * (the curves of two precisions then part by chance, not by FP8 error). */
+static void print_unstable_hint(const struct opts *o, const struct run *a, const struct run *b) {
+  static int said; /* once a run of te-demo, however many checks failed */
+  if (said++) return;
+  int rose = 0;
+  const struct run *R = a;
+  for (int r = 0; r < 2 && !rose; r++) {
+    R = r ? b : a;
+    for (int k = 1; R && k < o->steps && !rose; k++)
+      if (!(R->loss[k] <= R->loss[k - 1] * 1.05)) rose = k + 1;
+  }
+  if (rose)
+    fprintf(stderr, "te-demo: hint: the %s loss rose at step %d: the run is unstable at --lr %g; "
+            "try --lr %g (the default for --hidden %zu is %g)\n", R->name, rose, o->lr,
+            o->lr / 4, o->hidden, default_lr(o->hidden));
+  else
+    fprintf(stderr, "te-demo: hint: a smaller --lr (now %g) steadies the run; --tolerance "
+            "(now %g) sets the gap accepted\n", o->lr, o->tolerance);
+}
+
 /* Prints one run's summary line; returns its average step time in ms
  * (the first step, which pays one-time costs, left out) and 1 in *fail
  * when its loss did not go down.  Sorts R->host_us past the first step. */
@@ -595,6 +629,7 @@ static double summarize_run(const struct opts *o, struct run *R, int *fail) {
   if (!(last < first) || !isfinite(last)) {
     fprintf(stderr, "te-demo: FAIL: the %s loss did not go down (%.6f -> %.6f)\n", R->name,
             first, last);
+    print_unstable_hint(o, R, NULL);
     *fail = 1;
   }
   return avg;
@@ -649,58 +684,58 @@ static int check_fp8_vs_bf16(const struct opts *o, const struct run *fp8, const 
   if (worst <= o->tolerance) return 0;
   fprintf(stderr, "te-demo: FAIL: the FP8 loss left the BF16 loss by %.4f of the first loss "
           "at step %d (tolerance %.4f)\n", worst, at, o->tolerance);
+  print_unstable_hint(o, fp8, bf16);
   return 1;
 }
 /* ---- main --------------------------------------------------------------------------- */
 
-static void usage(FILE *f) {
-  fprintf(f,
-          "usage: te-demo [options]\n"
-          "  trains MLP blocks (x + Linear(GELU(Linear(RMSNorm(x))))) with delayed-scaling FP8\n"
-          "  and then in BF16 from the same seed; prints loss, step time, throughput, memory;\n"
-          "  exits 1 if a loss does not go down or FP8 leaves BF16 by more than the tolerance\n"
-          "  --hidden N         model width (vdev: 64, cuda: 4096)\n"
-          "  --ffn N            inner width of each MLP (4 * hidden)\n"
-          "  --layers N         MLP blocks (vdev: 2, cuda: 8)\n"
-          "  --tokens N         tokens per microbatch (vdev: 16, cuda: 8192)\n"
-          "  --steps N          optimizer steps (vdev: 8, cuda: 20)\n"
-          "  --microbatches N   microbatches per step, FP8 weights cached after the first (2)\n"
-          "  --lr X             AdamW learning rate (vdev: 0.003, cuda: 0.00002)\n"
-          "  --tolerance X      largest FP8 - BF16 loss difference at any step, as a fraction\n"
-          "                     of the first BF16 loss (0.05)\n"
-          "  --seed N           data, teacher and initialization seed (1)\n"
-          "  --no-graphs        eager launches instead of graphed callables\n"
-          "  --step-graph       the whole step (loss, scale update, AdamW) as one graph\n"
-          "  --no-bf16          skip the BF16 run (and the comparison)\n"
-          "  --offload          also run FP8 with activation offload: same losses, memory saved\n"
-          "  --offload-dir D[,D...]  spill past the host budget to files in these directories\n"
-          "  --host-budget MB   pinned host memory for offload (default: what it needs)\n"
-          "  --offload-layers N offload the first N blocks (all)\n"
-          "  --offload-prefetch P  blocks reloaded ahead of backward; the last P + 1 attached\n"
-          "                     blocks stay on the device (default: the most blocks whose copies\n"
-          "                     the measured copy bandwidth hides behind compute)\n"
-          "  --offload-min-elems N  smaller saved tensors stay (vdev: 1024, cuda: 262144)\n"
-          "  --quiet            summary only\n"
-          "  --help             this text\n"
-          "FP8 needs hidden, ffn and tokens to be multiples of 16.\n");
-}
+static const char usage_text[] =
+    "usage: te-demo [options]   (te-demo -h | --help | --version)\n"
+    "  trains MLP blocks (x + Linear(GELU(Linear(RMSNorm(x))))) with delayed-scaling FP8\n"
+    "  and then in BF16 from the same seed; prints loss, step time, throughput, memory;\n"
+    "  exits 1 if a loss does not go down or FP8 leaves BF16 by more than the tolerance\n"
+    "  --hidden N         model width (vdev: 64, cuda: 4096)\n"
+    "  --ffn N            inner width of each MLP (4 * hidden)\n"
+    "  --layers N         MLP blocks (vdev: 2, cuda: 8)\n"
+    "  --tokens N         tokens per microbatch (vdev: 16, cuda: 8192)\n"
+    "  --steps N          optimizer steps (vdev: 8, cuda: 20)\n"
+    "  --microbatches N   microbatches per step, FP8 weights cached after the first (2)\n"
+    "  --lr X             AdamW learning rate (3e-3 * (64 / hidden)^1.2: 0.003 at 64,\n"
+    "                     0.00057 at 256, 0.00002 at 4096)\n"
+    "  --tolerance X      largest FP8 - BF16 loss difference at any step, as a fraction\n"
+    "                     of the first BF16 loss (0.05)\n"
+    "  --seed N           data, teacher and initialization seed (1)\n"
+    "  --no-graphs        eager launches instead of graphed callables\n"
+    "  --step-graph       the whole step (loss, scale update, AdamW) as one graph\n"
+    "  --no-bf16          skip the BF16 run (and the comparison)\n"
+    "  --offload          also run FP8 with activation offload: same losses, memory saved\n"
+    "  --offload-dir D[,D...]  spill past the host budget to files in these directories\n"
+    "  --host-budget MB   pinned host memory for offload (default: what it needs)\n"
+    "  --offload-layers N offload the first N blocks (all)\n"
+    "  --offload-prefetch P  blocks reloaded ahead of backward; the last P + 1 attached\n"
+    "                     blocks stay on the device (default: the most blocks whose copies\n"
+    "                     the measured copy bandwidth hides behind compute)\n"
+    "  --offload-min-elems N  smaller saved tensors stay (vdev: 1024, cuda: 262144)\n"
+    "  -q, --quiet        the summary only\n"
+    "  -h, --help         this text\n"
+    "  --version          te-demo (libte) VERSION\n"
+    "FP8 needs hidden, ffn and tokens to be multiples of 16.\n"
+    "exit status: 0 ok, 1 a check or a library call failed, 2 a wrong command line\n";
 
-static int parse_size(const char *arg, const char *name, size_t *out) {
-  char *end = NULL;
-  unsigned long long v = strtoull(arg, &end, 0);
-  if (!end || *end || v == 0 || arg[0] == '-') {
-    fprintf(stderr, "te-demo: %s %s: expected a positive integer\n", name, arg);
-    return -1;
-  }
+/* A positive whole number (size_t), or the error reported through cli. */
+static int parse_size(struct te_cli *cli, const char *arg, const char *name, size_t *out) {
+  long long v;
+  if (te_cli_long(cli, name, arg, 1, (long long)1 << 40, 0, &v)) return -1;
   *out = (size_t)v;
   return 0;
 }
 
 /* Parses the command line into o and g; returns -1 to go on, else the
- * exit status (0 after --help, 2 for bad usage, said on stderr). */
+ * exit status (0 after --help or --version, 2 for bad usage, said on
+ * stderr by the shared option layer, tools/cli.h). */
 static int parse_opts(int argc, char **argv, struct opts *o, struct given *g) {
   enum { O_HIDDEN = 1000, O_FFN, O_LAYERS, O_TOKENS, O_STEPS, O_MB, O_LR, O_TOL, O_SEED,
-         O_NOGRAPH, O_STEPGRAPH, O_NOBF16, O_QUIET, O_OFFLOAD, O_ODIR, O_BUDGET, O_OLAYERS,
+         O_NOGRAPH, O_STEPGRAPH, O_NOBF16, O_OFFLOAD, O_ODIR, O_BUDGET, O_OLAYERS,
          O_OMIN, O_OPREFETCH };
   static const struct option longs[] = {
       {"hidden", required_argument, 0, O_HIDDEN}, {"ffn", required_argument, 0, O_FFN},
@@ -709,58 +744,49 @@ static int parse_opts(int argc, char **argv, struct opts *o, struct given *g) {
       {"lr", required_argument, 0, O_LR}, {"tolerance", required_argument, 0, O_TOL},
       {"seed", required_argument, 0, O_SEED}, {"no-graphs", no_argument, 0, O_NOGRAPH},
       {"step-graph", no_argument, 0, O_STEPGRAPH},
-      {"no-bf16", no_argument, 0, O_NOBF16}, {"quiet", no_argument, 0, O_QUIET},
+      {"no-bf16", no_argument, 0, O_NOBF16},
       {"offload", no_argument, 0, O_OFFLOAD}, {"offload-dir", required_argument, 0, O_ODIR},
       {"host-budget", required_argument, 0, O_BUDGET},
       {"offload-layers", required_argument, 0, O_OLAYERS},
       {"offload-min-elems", required_argument, 0, O_OMIN},
       {"offload-prefetch", required_argument, 0, O_OPREFETCH},
-      {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
+      TE_CLI_LONGS, {0, 0, 0, 0}};
+  struct te_cli cli = {.prog = "te-demo", .usage = usage_text, .shorts = "qh", .longs = longs};
   int opt;
   size_t seedv;
-  while ((opt = getopt_long(argc, argv, "h", longs, NULL)) != -1) {
+  while ((opt = te_cli_next(&cli, argc, argv)) != -1) {
     int bad = 0;
     switch (opt) {
-    case O_HIDDEN: bad = parse_size(optarg, "--hidden", &g->hidden); break;
-    case O_FFN: bad = parse_size(optarg, "--ffn", &g->ffn); break;
-    case O_LAYERS: bad = parse_size(optarg, "--layers", &g->layers); break;
-    case O_TOKENS: bad = parse_size(optarg, "--tokens", &g->tokens); break;
-    case O_STEPS: bad = parse_size(optarg, "--steps", &g->steps); break;
-    case O_MB: bad = parse_size(optarg, "--microbatches", &g->mbs); break;
+    case TE_CLI_EXIT: return cli.status;
+    case O_HIDDEN: bad = parse_size(&cli, optarg, "--hidden", &g->hidden); break;
+    case O_FFN: bad = parse_size(&cli, optarg, "--ffn", &g->ffn); break;
+    case O_LAYERS: bad = parse_size(&cli, optarg, "--layers", &g->layers); break;
+    case O_TOKENS: bad = parse_size(&cli, optarg, "--tokens", &g->tokens); break;
+    case O_STEPS: bad = parse_size(&cli, optarg, "--steps", &g->steps); break;
+    case O_MB: bad = parse_size(&cli, optarg, "--microbatches", &g->mbs); break;
     case O_SEED:
-      bad = parse_size(optarg, "--seed", &seedv);
+      bad = parse_size(&cli, optarg, "--seed", &seedv);
       o->seed = seedv;
       break;
     case O_OFFLOAD: o->off.on = 1; break;
     case O_ODIR: o->off.dirs = optarg; break;
     case O_OLAYERS: {
       size_t v = 0;
-      bad = parse_size(optarg, "--offload-layers", &v);
+      bad = parse_size(&cli, optarg, "--offload-layers", &v);
       o->off.layers = v > 1000 ? 1000 : (int)v;
       break;
     }
-    case O_OMIN: bad = parse_size(optarg, "--offload-min-elems", &o->off.min_elems); break;
-    case O_OPREFETCH: {
-      size_t v = 0;
-      bad = parse_size(optarg, "--offload-prefetch", &v);
-      if (!bad && (v < 1 || v > 999)) {
-        fprintf(stderr, "te-demo: --offload-prefetch: %zu is not in 1..999\n", v);
-        bad = 1;
-      }
-      o->off.prefetch = (int)v;
+    case O_OMIN: bad = parse_size(&cli, optarg, "--offload-min-elems", &o->off.min_elems); break;
+    case O_OPREFETCH:
+      bad = te_cli_int(&cli, "--offload-prefetch", optarg, 1, 999, &o->off.prefetch) ? -1 : 0;
       break;
-    }
     case O_BUDGET:
     case O_LR:
     case O_TOL: {
-      char *end = NULL;
-      double v = strtod(optarg, &end);
-      if (!end || *end || !(v > 0) || !isfinite(v)) {
-        fprintf(stderr, "te-demo: %s %s: expected a positive number\n",
-                opt == O_LR ? "--lr" : opt == O_BUDGET ? "--host-budget" : "--tolerance",
-                optarg);
-        bad = 1;
-      }
+      double v = 0;
+      bad = te_cli_double(&cli, opt == O_LR ? "--lr" : opt == O_BUDGET ? "--host-budget"
+                                                                       : "--tolerance",
+                          optarg, 1e-300, 1e300, &v) ? -1 : 0;
       if (opt == O_LR) g->lr = v;
       else if (opt == O_BUDGET) o->off.host_budget_mb = v;
       else o->tolerance = v;
@@ -769,17 +795,11 @@ static int parse_opts(int argc, char **argv, struct opts *o, struct given *g) {
     case O_NOGRAPH: o->graphs = MODE_EAGER; break;
     case O_STEPGRAPH: o->graphs = MODE_STEP; break;
     case O_NOBF16: o->bf16 = 0; break;
-    case O_QUIET: o->quiet = 1; break;
-    case 'h': usage(stdout); return 0;
-    default: usage(stderr); return 2;
     }
-    if (bad) return 2;
+    if (bad) return TE_EXIT_USAGE;
   }
-  if (optind < argc) {
-    fprintf(stderr, "te-demo: unexpected argument %s\n", argv[optind]);
-    usage(stderr);
-    return 2;
-  }
+  if (te_cli_end(&cli, argc, argv)) return cli.status;
+  o->quiet = cli.quiet;
   return -1;
 }
 

@@ -5,19 +5,20 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 #include <te/comm.h>
 #include <te/core.h>
 #include <te/graph.h>
+#include "cli.h"
 
-static void usage(FILE *fp) {
-  fprintf(fp,
-          "usage: te-info [-e] [-v] [-h]\n"
-          "  (none)  version, build configuration, backend and devices\n"
-          "  -e      list every tunable: variable, default, current value, help\n"
-          "  -v      print the version only\n"
-          "  -h      this help\n");
-}
+static const char usage_text[] =
+    "usage: te-info [-e] [-v] [-q] [-h] [--version]\n"
+    "  (none)          version, build configuration, backend and devices\n"
+    "  -e, --tunables  list every tunable: variable, default, current value, help\n"
+    "  -v              print the version number only\n"
+    "  --version       print \"te-info (libte) VERSION\"\n"
+    "  -q, --quiet     print nothing: the exit status says whether a backend works\n"
+    "  -h, --help      this help\n"
+    "exit status: 0 ok, 1 no usable backend (or a failure), 2 a wrong command line\n";
 
 static int list_tunables(void) {
   int n = 0;
@@ -135,20 +136,19 @@ static int print_devices(void) {
 }
 
 int main(int argc, char **argv) {
+  static const struct option longs[] = {{"tunables", no_argument, 0, 'e'}, TE_CLI_LONGS, {0, 0, 0, 0}};
+  struct te_cli cli = {.prog = "te-info", .usage = usage_text, .shorts = "evqh", .longs = longs};
   int opt, tunables = 0;
-  while ((opt = getopt(argc, argv, "evh")) != -1) {
+  while ((opt = te_cli_next(&cli, argc, argv)) != -1) {
     switch (opt) {
+    case TE_CLI_EXIT: return cli.status;
     case 'e': tunables = 1; break;
-    case 'v': printf("%s\n", tecore_version_string()); return 0;
-    case 'h': usage(stdout); return 0;
-    default: usage(stderr); return 1;
+    case 'v': printf("%s\n", tecore_version_string()); return TE_EXIT_OK; /* the number alone */
     }
   }
-  if (optind < argc) {
-    usage(stderr);
-    return 1;
-  }
-  if (tunables) return list_tunables();
+  if (te_cli_end(&cli, argc, argv)) return cli.status;
+  if (cli.quiet) return tecore_init() == TECORE_SUCCESS ? TE_EXIT_OK : TE_EXIT_FAIL;
+  if (tunables) return list_tunables() ? TE_EXIT_FAIL : TE_EXIT_OK;
   print_build();
-  return print_devices();
+  return print_devices() ? TE_EXIT_FAIL : TE_EXIT_OK;
 }
