@@ -26,7 +26,8 @@ not hand-written bindings: 250 functions and 40 structs would drift.
 What cannot be read from a C prototype is said here, in ARRAY_PARAMS: which
 pointer parameters are arrays (a C `struct tecore_tensor *` is one tensor
 or a run of them; only the documentation says which).  A name listed there
-that no header has is an error, so a rename is noticed.
+that no header has is an error, so a rename is noticed.  Needing no entry:
+`const T *` of a number, and a pointer followed by its count (COUNT_NAMES).
 """
 import argparse
 import os
@@ -56,13 +57,16 @@ ARRAY_PARAMS = {
     "tecore_seq_groups": {"groups"},
     "tecore_seq_params": {"params"},
     "tecore_seq_get_saved": {"saved"},
-    "tecore_seq_saved": {"saved"},
     "tecore_svc_job_create": {"ops"},
     "tegraph_graph_kernel_nodes": {"nodes"},
     "tegraph_callables_create": {"descs", "order", "out"},
     "tegraph_callable_forward": {"inputs", "kw", "outputs"},
     "tegraph_callable_backward": {"grad_outputs", "grad_inputs"},
 }
+
+# A pointer parameter followed by an integer of one of these names is an
+# array of that many elements (tecore_cvt_f32_to_bf16(in, out, n)).
+COUNT_NAMES = {"n", "count", "max", "nelems"}
 
 # Variadic functions: Fortran cannot call `...`, so each is reached through
 # a fixed-argument C function of fortran/te_fortran.c that passes the
@@ -436,7 +440,13 @@ class Param:
 def map_param(api, fname, d, params):
     n = d.name
     where = "%s(%s)" % (fname, n)
-    arrays = ARRAY_PARAMS.get(fname, set())
+    arrays = set(ARRAY_PARAMS.get(fname, set()))
+    # a pointer followed by its element count (T *out, size_t n) is an array
+    i = params.index(d)
+    if i + 1 < len(params):
+        nxt = params[i + 1]
+        if nxt.stars == 0 and nxt.base in INT_KINDS and nxt.name in COUNT_NAMES:
+            arrays.add(n)
     if d.funptr:
         return Param(d, "type(c_funptr), value :: %s" % n)
     if d.ptr_to_array:
@@ -561,7 +571,7 @@ def gen_module(api, mod, lib, prefix, uses):
         w()
         names.append(sname)
     # functions
-    raw, wrappers, skipped = [], [], []
+    raw, wrappers = [], []
     struct_lc = {s.lower() for s in api.struct_names}
     for hdr, ret, params, variadic, dep in api.funcs:
         if not hdrs(hdr):
@@ -571,8 +581,8 @@ def gen_module(api, mod, lib, prefix, uses):
             continue  # former names: Fortran code starts with the new ones
         if fname.lower() in struct_lc:
             # Fortran has one name space for types and procedures
-            skipped.append(fname)
-            continue
+            die("%s() has the name of a struct: rename the function (the old name "
+                "TE_DEPRECATED, as te/deprecated.h says)" % fname)
         if variadic:
             if fname not in VARIADIC:
                 die("%s is variadic: add it to VARIADIC and fortran/te_fortran.c" % fname)
@@ -599,8 +609,6 @@ def gen_module(api, mod, lib, prefix, uses):
     if mod == "te_core":
         names += re.findall(r"^  (?:function|subroutine) (\w+)", HELPERS, re.M)
     fortran_names_check(names, "module " + mod)
-    for fname in skipped:
-        w("  ! not bound: %s(), which has the name of a struct (a Fortran type)" % fname)
     if raw:
         w("  interface")
         for rawname, cname, ps, rt, fname in raw:

@@ -90,6 +90,40 @@ module te_core
   integer(c_int), parameter :: TECORE_GRAPH_NODE_BATCH_MEM_OP = 12
   integer(c_int), parameter :: TECORE_GRAPH_NODE_CONDITIONAL = 13
   integer(c_int), parameter :: TECORE_GRAPH_NODE_OTHER = 255
+  ! from libtecore/te/dlpack.h
+  integer(c_int), parameter :: kDLCPU = 1
+  integer(c_int), parameter :: kDLCUDA = 2
+  integer(c_int), parameter :: kDLCUDAHost = 3
+  integer(c_int), parameter :: kDLOpenCL = 4
+  integer(c_int), parameter :: kDLVulkan = 7
+  integer(c_int), parameter :: kDLMetal = 8
+  integer(c_int), parameter :: kDLVPI = 9
+  integer(c_int), parameter :: kDLROCM = 10
+  integer(c_int), parameter :: kDLROCMHost = 11
+  integer(c_int), parameter :: kDLExtDev = 12
+  integer(c_int), parameter :: kDLCUDAManaged = 13
+  integer(c_int), parameter :: kDLOneAPI = 14
+  integer(c_int), parameter :: kDLWebGPU = 15
+  integer(c_int), parameter :: kDLHexagon = 16
+  integer(c_int), parameter :: kDLMAIA = 17
+  integer(c_int), parameter :: kDLInt = 0
+  integer(c_int), parameter :: kDLUInt = 1
+  integer(c_int), parameter :: kDLFloat = 2
+  integer(c_int), parameter :: kDLOpaqueHandle = 3
+  integer(c_int), parameter :: kDLBfloat = 4
+  integer(c_int), parameter :: kDLComplex = 5
+  integer(c_int), parameter :: kDLBool = 6
+  integer(c_int), parameter :: kDLFloat8_e3m4 = 7
+  integer(c_int), parameter :: kDLFloat8_e4m3 = 8
+  integer(c_int), parameter :: kDLFloat8_e4m3b11fnuz = 9
+  integer(c_int), parameter :: kDLFloat8_e4m3fn = 10
+  integer(c_int), parameter :: kDLFloat8_e4m3fnuz = 11
+  integer(c_int), parameter :: kDLFloat8_e5m2 = 12
+  integer(c_int), parameter :: kDLFloat8_e5m2fnuz = 13
+  integer(c_int), parameter :: kDLFloat8_e8m0fnu = 14
+  integer(c_int), parameter :: kDLFloat6_e2m3fn = 15
+  integer(c_int), parameter :: kDLFloat6_e3m2fn = 16
+  integer(c_int), parameter :: kDLFloat4_e2m1fn = 17
   ! from libtecore/te/tensor.h
   integer(c_int), parameter :: TECORE_SCALING_NONE = 0
   integer(c_int), parameter :: TECORE_SCALING_DELAYED = 1
@@ -97,18 +131,6 @@ module te_core
   integer(c_int), parameter :: TECORE_SCALING_MXFP8 = 3
   integer(c_int), parameter :: TECORE_SCALING_BLOCK_1X128 = 4
   integer(c_int), parameter :: TECORE_SCALING_BLOCK_128X128 = 5
-  integer(c_int), parameter :: kDLCPU = 1
-  integer(c_int), parameter :: kDLCUDA = 2
-  integer(c_int), parameter :: kDLCUDAHost = 3
-  integer(c_int), parameter :: kDLCUDAManaged = 13
-  integer(c_int), parameter :: kDLInt = 0
-  integer(c_int), parameter :: kDLUInt = 1
-  integer(c_int), parameter :: kDLFloat = 2
-  integer(c_int), parameter :: kDLBfloat = 4
-  integer(c_int), parameter :: kDLBool = 6
-  integer(c_int), parameter :: kDLFloat8_e4m3fn = 10
-  integer(c_int), parameter :: kDLFloat8_e5m2 = 12
-  integer(c_int), parameter :: kDLFloat8_e8m0fnu = 14
   ! from libtecore/te/recipe.h
   integer(c_int), parameter :: TECORE_FP8_E4M3 = 0
   integer(c_int), parameter :: TECORE_FP8_E5M2 = 1
@@ -343,6 +365,52 @@ module te_core
     type(c_ptr) :: kernels
   end type tecore_kernel_table
 
+  ! struct DLPackVersion (libtecore/te/dlpack.h)
+  type, bind(C) :: DLPackVersion
+    integer(c_int32_t) :: major
+    integer(c_int32_t) :: minor
+  end type DLPackVersion
+
+  ! struct DLDevice (libtecore/te/dlpack.h)
+  type, bind(C) :: DLDevice
+    integer(c_int) :: device_type
+    integer(c_int32_t) :: device_id
+  end type DLDevice
+
+  ! struct DLDataType (libtecore/te/dlpack.h)
+  type, bind(C) :: DLDataType
+    integer(c_int8_t) :: code
+    integer(c_int8_t) :: bits
+    integer(c_int16_t) :: lanes
+  end type DLDataType
+
+  ! struct DLTensor (libtecore/te/dlpack.h)
+  type, bind(C) :: DLTensor
+    type(c_ptr) :: data
+    type(DLDevice) :: device
+    integer(c_int32_t) :: ndim
+    type(DLDataType) :: dtype
+    type(c_ptr) :: shape
+    type(c_ptr) :: strides
+    integer(c_int64_t) :: byte_offset
+  end type DLTensor
+
+  ! struct DLManagedTensor (libtecore/te/dlpack.h)
+  type, bind(C) :: DLManagedTensor
+    type(DLTensor) :: dl_tensor
+    type(c_ptr) :: manager_ctx
+    type(c_funptr) :: deleter
+  end type DLManagedTensor
+
+  ! struct DLManagedTensorVersioned (libtecore/te/dlpack.h)
+  type, bind(C) :: DLManagedTensorVersioned
+    type(DLPackVersion) :: version
+    type(c_ptr) :: manager_ctx
+    type(c_funptr) :: deleter
+    integer(c_int64_t) :: flags
+    type(DLTensor) :: dl_tensor
+  end type DLManagedTensorVersioned
+
   ! struct tecore_tensor (libtecore/te/tensor.h)
   type, bind(C) :: tecore_tensor
     integer(c_int) :: dtype
@@ -359,30 +427,6 @@ module te_core
     integer(c_int) :: flags
     integer(c_int) :: device
   end type tecore_tensor
-
-  ! struct DLDevice (libtecore/te/tensor.h)
-  type, bind(C) :: DLDevice
-    integer(c_int) :: device_type
-    integer(c_int32_t) :: device_id
-  end type DLDevice
-
-  ! struct DLDataType (libtecore/te/tensor.h)
-  type, bind(C) :: DLDataType
-    integer(c_int8_t) :: code
-    integer(c_int8_t) :: bits
-    integer(c_int16_t) :: lanes
-  end type DLDataType
-
-  ! struct DLTensor (libtecore/te/tensor.h)
-  type, bind(C) :: DLTensor
-    type(c_ptr) :: data
-    type(DLDevice) :: device
-    integer(c_int32_t) :: ndim
-    type(DLDataType) :: dtype
-    type(c_ptr) :: shape
-    type(c_ptr) :: strides
-    integer(c_int64_t) :: byte_offset
-  end type DLTensor
 
   ! struct tecore_recipe (libtecore/te/recipe.h)
   type, bind(C) :: tecore_recipe
@@ -630,11 +674,6 @@ module te_core
     real(c_double) :: cpu_s
   end type tecore_svc_stats
 
-  ! not bound: tecore_tunable_info(), which has the name of a struct (a Fortran type)
-  ! not bound: tecore_device_props(), which has the name of a struct (a Fortran type)
-  ! not bound: tecore_kernel_def(), which has the name of a struct (a Fortran type)
-  ! not bound: tecore_seq_saved(), which has the name of a struct (a Fortran type)
-  ! not bound: tecore_svc_stats(), which has the name of a struct (a Fortran type)
   interface
     function tecore_strerror_c(r) bind(C, name="tecore_strerror")
       import
@@ -700,6 +739,13 @@ module te_core
       integer(c_int) :: count
       integer(c_int) :: tecore_tunable_count
     end function tecore_tunable_count
+    function tecore_tunable_get_info(index, info) bind(C, name="tecore_tunable_get_info")
+      import
+      implicit none
+      integer(c_int), value :: index
+      type(tecore_tunable_info) :: info
+      integer(c_int) :: tecore_tunable_get_info
+    end function tecore_tunable_get_info
     function tecore_tunable_find_c(env, info) bind(C, name="tecore_tunable_find")
       import
       implicit none
@@ -748,6 +794,13 @@ module te_core
       integer(c_int) :: count
       integer(c_int) :: tecore_device_count
     end function tecore_device_count
+    function tecore_device_get_props(ordinal, props) bind(C, name="tecore_device_get_props")
+      import
+      implicit none
+      integer(c_int), value :: ordinal
+      type(tecore_device_props) :: props
+      integer(c_int) :: tecore_device_get_props
+    end function tecore_device_get_props
     function tecore_device_peer(a, b, can, link) bind(C, name="tecore_device_peer")
       import
       implicit none
@@ -1327,6 +1380,13 @@ module te_core
       integer(c_int) :: id
       integer(c_int) :: tecore_kernel_find_c
     end function tecore_kernel_find_c
+    function tecore_kernel_get_def(id, def) bind(C, name="tecore_kernel_get_def")
+      import
+      implicit none
+      integer(c_int), value :: id
+      type(c_ptr) :: def
+      integer(c_int) :: tecore_kernel_get_def
+    end function tecore_kernel_get_def
     function tecore_kernel_launch(id, cfg, args, stream) bind(C, name="tecore_kernel_launch")
       import
       implicit none
@@ -1906,6 +1966,15 @@ module te_core
       integer(c_size_t) :: total_bytes
       integer(c_int) :: tecore_seq_memory
     end function tecore_seq_memory
+    function tecore_seq_get_saved(seq, saved, max, count) bind(C, name="tecore_seq_get_saved")
+      import
+      implicit none
+      type(c_ptr), value :: seq
+      type(tecore_seq_saved) :: saved(*)
+      integer(c_size_t), value :: max
+      integer(c_size_t) :: count
+      integer(c_int) :: tecore_seq_get_saved
+    end function tecore_seq_get_saved
     function tecore_seq_set_saved(seq, index, ptr) bind(C, name="tecore_seq_set_saved")
       import
       implicit none
@@ -2008,6 +2077,12 @@ module te_core
       implicit none
       integer(c_int) :: tecore_svc_kick
     end function tecore_svc_kick
+    function tecore_svc_get_stats(st) bind(C, name="tecore_svc_get_stats")
+      import
+      implicit none
+      type(tecore_svc_stats) :: st
+      integer(c_int) :: tecore_svc_get_stats
+    end function tecore_svc_get_stats
     function tecore_svc_inject_fault(kind, nth, err) bind(C, name="tecore_svc_inject_fault")
       import
       implicit none

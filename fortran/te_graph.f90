@@ -180,7 +180,6 @@ module te_graph
     integer(c_int64_t) :: saves_to_files
   end type tegraph_offload_stats
 
-  ! not bound: tegraph_offload_stats(), which has the name of a struct (a Fortran type)
   interface
     function tegraph_strerror_c(r) bind(C, name="tegraph_strerror")
       import
@@ -541,6 +540,13 @@ module te_graph
       type(c_ptr), value :: ctx
       integer(c_int) :: tegraph_offload_check
     end function tegraph_offload_check
+    function tegraph_offload_get_stats(ctx, st) bind(C, name="tegraph_offload_get_stats")
+      import
+      implicit none
+      type(c_ptr), value :: ctx
+      type(tegraph_offload_stats) :: st
+      integer(c_int) :: tegraph_offload_get_stats
+    end function tegraph_offload_get_stats
   end interface
 
 contains
