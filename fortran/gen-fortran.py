@@ -484,7 +484,9 @@ def map_param(api, fname, d, params):
     if opaque:
         return Param(d, "type(c_ptr), value :: %s" % n)
     t = ftype(api, d.base, where)
-    intent = ", intent(in)" if d.const_target else ""
+    # optional: an absent argument is passed as NULL (Fortran 2018, and
+    # gfortran since 4.9), for the pointers C lets the caller leave out
+    intent = (", intent(in)" if d.const_target else "") + ", optional"
     if n in arrays or (d.const_target and not t.startswith("type(")):
         return Param(d, "%s%s :: %s(*)" % (t, intent, n))
     return Param(d, "%s%s :: %s" % (t, intent, n))

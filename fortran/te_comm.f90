@@ -79,14 +79,14 @@ module te_comm
     subroutine tecomm_version(major, minor, patch) bind(C, name="tecomm_version")
       import
       implicit none
-      integer(c_int) :: major
-      integer(c_int) :: minor
-      integer(c_int) :: patch
+      integer(c_int), optional :: major
+      integer(c_int), optional :: minor
+      integer(c_int), optional :: patch
     end subroutine tecomm_version
     function tecomm_verbs_devices(count, names, max) bind(C, name="tecomm_verbs_devices")
       import
       implicit none
-      integer(c_int) :: count
+      integer(c_int), optional :: count
       character(kind=c_char) :: names(64,*)
       integer(c_int), value :: max
       integer(c_int) :: tecomm_verbs_devices
@@ -98,8 +98,8 @@ module te_comm
       integer(c_int), value :: rank
       integer(c_int), value :: nranks
       integer(c_int), value :: device
-      type(tecomm_bootstrap), intent(in) :: bootstrap
-      type(c_ptr) :: comm
+      type(tecomm_bootstrap), intent(in), optional :: bootstrap
+      type(c_ptr), optional :: comm
       integer(c_int) :: tecomm_comm_init
     end function tecomm_comm_init
     function tecomm_comm_split(comm, color, key, newcomm) bind(C, name="tecomm_comm_split")
@@ -108,7 +108,7 @@ module te_comm
       type(c_ptr), value :: comm
       integer(c_int), value :: color
       integer(c_int), value :: key
-      type(c_ptr) :: newcomm
+      type(c_ptr), optional :: newcomm
       integer(c_int) :: tecomm_comm_split
     end function tecomm_comm_split
     function tecomm_comm_destroy(comm) bind(C, name="tecomm_comm_destroy")
@@ -127,16 +127,16 @@ module te_comm
       import
       implicit none
       type(c_ptr), value :: comm
-      integer(c_int) :: peer
+      integer(c_int), optional :: peer
       integer(c_int) :: tecomm_comm_status
     end function tecomm_comm_status
     function tecomm_comm_rank(comm, rank, nranks, device) bind(C, name="tecomm_comm_rank")
       import
       implicit none
       type(c_ptr), value :: comm
-      integer(c_int) :: rank
-      integer(c_int) :: nranks
-      integer(c_int) :: device
+      integer(c_int), optional :: rank
+      integer(c_int), optional :: nranks
+      integer(c_int), optional :: device
       integer(c_int) :: tecomm_comm_rank
     end function tecomm_comm_rank
     function tecomm_mem_alloc(comm, bytes, ptr) bind(C, name="tecomm_mem_alloc")
@@ -144,7 +144,7 @@ module te_comm
       implicit none
       type(c_ptr), value :: comm
       integer(c_size_t), value :: bytes
-      integer(tecore_devptr_t) :: ptr
+      integer(tecore_devptr_t), optional :: ptr
       integer(c_int) :: tecomm_mem_alloc
     end function tecomm_mem_alloc
     function tecomm_mem_free(comm, ptr) bind(C, name="tecomm_mem_free")
@@ -160,7 +160,7 @@ module te_comm
       type(c_ptr), value :: comm
       integer(tecore_devptr_t), value :: ptr
       integer(c_int), value :: peer
-      integer(tecore_devptr_t) :: peer_ptr
+      integer(tecore_devptr_t), optional :: peer_ptr
       integer(c_int) :: tecomm_mem_peer_ptr
     end function tecomm_mem_peer_ptr
     function tecomm_algo_name_c(algo) bind(C, name="tecomm_algo_name")
@@ -173,7 +173,7 @@ module te_comm
       import
       implicit none
       type(c_ptr), value :: name
-      integer(c_int) :: algo
+      integer(c_int), optional :: algo
       integer(c_int) :: tecomm_algo_parse_c
     end function tecomm_algo_parse_c
     function tecomm_allreduce(comm, send, recv, count, dtype, op, stream) bind(C, &
@@ -208,7 +208,7 @@ module te_comm
       import
       implicit none
       type(c_ptr), value :: comm
-      type(tecomm_add_rmsnorm), intent(in) :: args
+      type(tecomm_add_rmsnorm), intent(in), optional :: args
       type(c_ptr), value :: stream
       integer(c_int) :: tecomm_allreduce_add_rmsnorm
     end function tecomm_allreduce_add_rmsnorm
@@ -228,7 +228,7 @@ module te_comm
       integer(c_size_t), value :: count
       integer(c_int), value :: dtype
       integer(c_int), value :: fused
-      integer(c_int) :: algo
+      integer(c_int), optional :: algo
       integer(c_int) :: tecomm_comm_choose
     end function tecomm_comm_choose
     function tecomm_comm_describe_c(comm, bytes, buf, len) bind(C, name="tecomm_comm_describe")
@@ -243,7 +243,7 @@ module te_comm
     function tecomm_nccl_version(version) bind(C, name="tecomm_nccl_version")
       import
       implicit none
-      integer(c_int) :: version
+      integer(c_int), optional :: version
       integer(c_int) :: tecomm_nccl_version
     end function tecomm_nccl_version
   end interface
@@ -283,7 +283,7 @@ contains
 
   function tecomm_algo_parse(name, algo) result(te_res)
     character(len=*), intent(in), optional :: name
-    integer(c_int) :: algo
+    integer(c_int), optional :: algo
     integer(c_int) :: te_res
     character(kind=c_char), allocatable, target :: name_z(:)
     call tecore_f_cstring(name, name_z)

@@ -718,39 +718,39 @@ module te_core
     function tecore_tunable_register(t) bind(C, name="tecore_tunable_register")
       import
       implicit none
-      type(tecore_tunable) :: t
+      type(tecore_tunable), optional :: t
       integer(c_int) :: tecore_tunable_register
     end function tecore_tunable_register
     function tecore_tunable_int(t) bind(C, name="tecore_tunable_int")
       import
       implicit none
-      type(tecore_tunable) :: t
+      type(tecore_tunable), optional :: t
       integer(c_int64_t) :: tecore_tunable_int
     end function tecore_tunable_int
     function tecore_tunable_str_c(t) bind(C, name="tecore_tunable_str")
       import
       implicit none
-      type(tecore_tunable) :: t
+      type(tecore_tunable), optional :: t
       type(c_ptr) :: tecore_tunable_str_c
     end function tecore_tunable_str_c
     function tecore_tunable_count(count) bind(C, name="tecore_tunable_count")
       import
       implicit none
-      integer(c_int) :: count
+      integer(c_int), optional :: count
       integer(c_int) :: tecore_tunable_count
     end function tecore_tunable_count
     function tecore_tunable_get_info(index, info) bind(C, name="tecore_tunable_get_info")
       import
       implicit none
       integer(c_int), value :: index
-      type(tecore_tunable_info) :: info
+      type(tecore_tunable_info), optional :: info
       integer(c_int) :: tecore_tunable_get_info
     end function tecore_tunable_get_info
     function tecore_tunable_find_c(env, info) bind(C, name="tecore_tunable_find")
       import
       implicit none
       type(c_ptr), value :: env
-      type(tecore_tunable_info) :: info
+      type(tecore_tunable_info), optional :: info
       integer(c_int) :: tecore_tunable_find_c
     end function tecore_tunable_find_c
     function tecore_dtype_size(t) bind(C, name="tecore_dtype_size")
@@ -773,7 +773,7 @@ module te_core
     function tecore_backend(backend) bind(C, name="tecore_backend")
       import
       implicit none
-      integer(c_int) :: backend
+      integer(c_int), optional :: backend
       integer(c_int) :: tecore_backend
     end function tecore_backend
     function tecore_backend_name_c(backend) bind(C, name="tecore_backend_name")
@@ -785,20 +785,20 @@ module te_core
     function tecore_driver_version(version) bind(C, name="tecore_driver_version")
       import
       implicit none
-      integer(c_int) :: version
+      integer(c_int), optional :: version
       integer(c_int) :: tecore_driver_version
     end function tecore_driver_version
     function tecore_device_count(count) bind(C, name="tecore_device_count")
       import
       implicit none
-      integer(c_int) :: count
+      integer(c_int), optional :: count
       integer(c_int) :: tecore_device_count
     end function tecore_device_count
     function tecore_device_get_props(ordinal, props) bind(C, name="tecore_device_get_props")
       import
       implicit none
       integer(c_int), value :: ordinal
-      type(tecore_device_props) :: props
+      type(tecore_device_props), optional :: props
       integer(c_int) :: tecore_device_get_props
     end function tecore_device_get_props
     function tecore_device_peer(a, b, can, link) bind(C, name="tecore_device_peer")
@@ -806,15 +806,15 @@ module te_core
       implicit none
       integer(c_int), value :: a
       integer(c_int), value :: b
-      integer(c_int) :: can
-      integer(c_int) :: link
+      integer(c_int), optional :: can
+      integer(c_int), optional :: link
       integer(c_int) :: tecore_device_peer
     end function tecore_device_peer
     function tecore_ctx_create(ordinal, ctx) bind(C, name="tecore_ctx_create")
       import
       implicit none
       integer(c_int), value :: ordinal
-      type(c_ptr) :: ctx
+      type(c_ptr), optional :: ctx
       integer(c_int) :: tecore_ctx_create
     end function tecore_ctx_create
     function tecore_ctx_destroy(ctx) bind(C, name="tecore_ctx_destroy")
@@ -832,7 +832,7 @@ module te_core
     function tecore_ctx_get_current(ctx) bind(C, name="tecore_ctx_get_current")
       import
       implicit none
-      type(c_ptr) :: ctx
+      type(c_ptr), optional :: ctx
       integer(c_int) :: tecore_ctx_get_current
     end function tecore_ctx_get_current
     function tecore_ctx_synchronize() bind(C, name="tecore_ctx_synchronize")
@@ -844,7 +844,7 @@ module te_core
       import
       implicit none
       integer(c_size_t), value :: bytes
-      integer(tecore_devptr_t) :: dptr
+      integer(tecore_devptr_t), optional :: dptr
       integer(c_int) :: tecore_mem_alloc
     end function tecore_mem_alloc
     function tecore_mem_free(dptr) bind(C, name="tecore_mem_free")
@@ -856,8 +856,8 @@ module te_core
     function tecore_mem_info(free_bytes, total_bytes) bind(C, name="tecore_mem_info")
       import
       implicit none
-      integer(c_size_t) :: free_bytes
-      integer(c_size_t) :: total_bytes
+      integer(c_size_t), optional :: free_bytes
+      integer(c_size_t), optional :: total_bytes
       integer(c_int) :: tecore_mem_info
     end function tecore_mem_info
     function tecore_mem_alloc_host(bytes, ptr) bind(C, name="tecore_mem_alloc_host")
@@ -891,7 +891,7 @@ module te_core
       import
       implicit none
       type(c_ptr), value :: host
-      integer(tecore_devptr_t) :: dptr
+      integer(tecore_devptr_t), optional :: dptr
       integer(c_int) :: tecore_mem_host_device_ptr
     end function tecore_mem_host_device_ptr
     function tecore_memcpy_async(dst, src, bytes, stream) bind(C, name="tecore_memcpy_async")
@@ -945,8 +945,8 @@ module te_core
         & name="tecore_stream_priority_range")
       import
       implicit none
-      integer(c_int) :: least
-      integer(c_int) :: greatest
+      integer(c_int), optional :: least
+      integer(c_int), optional :: greatest
       integer(c_int) :: tecore_stream_priority_range
     end function tecore_stream_priority_range
     function tecore_stream_create(flags, priority, stream) bind(C, name="tecore_stream_create")
@@ -954,7 +954,7 @@ module te_core
       implicit none
       integer(c_int), value :: flags
       integer(c_int), value :: priority
-      type(c_ptr) :: stream
+      type(c_ptr), optional :: stream
       integer(c_int) :: tecore_stream_create
     end function tecore_stream_create
     function tecore_stream_destroy(stream) bind(C, name="tecore_stream_destroy")
@@ -986,14 +986,14 @@ module te_core
       import
       implicit none
       type(c_ptr), value :: stream
-      integer(c_int) :: priority
+      integer(c_int), optional :: priority
       integer(c_int) :: tecore_stream_get_priority
     end function tecore_stream_get_priority
     function tecore_event_create(flags, event) bind(C, name="tecore_event_create")
       import
       implicit none
       integer(c_int), value :: flags
-      type(c_ptr) :: event
+      type(c_ptr), optional :: event
       integer(c_int) :: tecore_event_create
     end function tecore_event_create
     function tecore_event_destroy(event) bind(C, name="tecore_event_destroy")
@@ -1024,7 +1024,7 @@ module te_core
     function tecore_event_elapsed(ms, start, end) bind(C, name="tecore_event_elapsed")
       import
       implicit none
-      real(c_float) :: ms
+      real(c_float), optional :: ms
       type(c_ptr), value :: start
       type(c_ptr), value :: end
       integer(c_int) :: tecore_event_elapsed
@@ -1078,7 +1078,7 @@ module te_core
       import
       implicit none
       type(c_ptr), value :: stream
-      type(c_ptr) :: graph
+      type(c_ptr), optional :: graph
       integer(c_int) :: tecore_stream_end_capture
     end function tecore_stream_end_capture
     function tecore_stream_capture_status(stream, status) bind(C, &
@@ -1086,7 +1086,7 @@ module te_core
       import
       implicit none
       type(c_ptr), value :: stream
-      integer(c_int) :: status
+      integer(c_int), optional :: status
       integer(c_int) :: tecore_stream_capture_status
     end function tecore_stream_capture_status
     function tecore_graph_destroy(graph) bind(C, name="tecore_graph_destroy")
@@ -1099,7 +1099,7 @@ module te_core
       import
       implicit none
       type(c_ptr), value :: graph
-      integer(c_size_t) :: count
+      integer(c_size_t), optional :: count
       integer(c_int) :: tecore_graph_node_count
     end function tecore_graph_node_count
     function tecore_graph_dot_c(graph, path) bind(C, name="tecore_graph_dot")
@@ -1112,7 +1112,7 @@ module te_core
     function tecore_graph_instantiate(exec, graph) bind(C, name="tecore_graph_instantiate")
       import
       implicit none
-      type(c_ptr) :: exec
+      type(c_ptr), optional :: exec
       type(c_ptr), value :: graph
       integer(c_int) :: tecore_graph_instantiate
     end function tecore_graph_instantiate
@@ -1141,16 +1141,16 @@ module te_core
       implicit none
       type(c_ptr), value :: exec
       type(c_ptr), value :: graph
-      integer(c_int) :: why
+      integer(c_int), optional :: why
       integer(c_int) :: tecore_graph_exec_update
     end function tecore_graph_exec_update
     function tecore_graph_exec_update_or_instantiate(exec, graph, reinstantiated) bind(C, &
         & name="tecore_graph_exec_update_or_instantiate")
       import
       implicit none
-      type(c_ptr) :: exec
+      type(c_ptr), optional :: exec
       type(c_ptr), value :: graph
-      integer(c_int) :: reinstantiated
+      integer(c_int), optional :: reinstantiated
       integer(c_int) :: tecore_graph_exec_update_or_instantiate
     end function tecore_graph_exec_update_or_instantiate
     function tecore_graph_update_result_name_c(r) bind(C, name="tecore_graph_update_result_name")
@@ -1172,7 +1172,7 @@ module te_core
         & name="tecore_graph_instantiate_with_flags")
       import
       implicit none
-      type(c_ptr) :: exec
+      type(c_ptr), optional :: exec
       type(c_ptr), value :: graph
       integer(c_int), value :: flags
       type(c_ptr), value :: upload_stream
@@ -1182,9 +1182,9 @@ module te_core
       import
       implicit none
       type(c_ptr), value :: graph
-      type(tecore_graph_node_desc) :: nodes(*)
+      type(tecore_graph_node_desc), optional :: nodes(*)
       integer(c_size_t), value :: max
-      integer(c_size_t) :: count
+      integer(c_size_t), optional :: count
       integer(c_int) :: tecore_graph_nodes
     end function tecore_graph_nodes
     function tecore_graph_kernel_node_args(graph, node, args) bind(C, &
@@ -1202,7 +1202,7 @@ module te_core
       implicit none
       type(c_ptr), value :: exec
       type(c_ptr), value :: node
-      type(tecore_launch_cfg), intent(in) :: cfg
+      type(tecore_launch_cfg), intent(in), optional :: cfg
       type(c_ptr), intent(in) :: args(*)
       integer(c_int) :: tecore_graph_exec_kernel_node_set
     end function tecore_graph_exec_kernel_node_set
@@ -1229,7 +1229,7 @@ module te_core
     function tecore_vmm_granularity(granularity, recommended) bind(C, name="tecore_vmm_granularity")
       import
       implicit none
-      integer(c_size_t) :: granularity
+      integer(c_size_t), optional :: granularity
       integer(c_int), value :: recommended
       integer(c_int) :: tecore_vmm_granularity
     end function tecore_vmm_granularity
@@ -1238,7 +1238,7 @@ module te_core
       implicit none
       integer(c_size_t), value :: bytes
       integer(c_size_t), value :: align
-      integer(tecore_devptr_t) :: va
+      integer(tecore_devptr_t), optional :: va
       integer(c_int) :: tecore_vmm_reserve
     end function tecore_vmm_reserve
     function tecore_vmm_free_va(va, bytes) bind(C, name="tecore_vmm_free_va")
@@ -1253,7 +1253,7 @@ module te_core
       implicit none
       integer(c_size_t), value :: bytes
       integer(c_int), value :: flags
-      integer(tecore_vmm_handle_t) :: handle
+      integer(tecore_vmm_handle_t), optional :: handle
       integer(c_int) :: tecore_vmm_create
     end function tecore_vmm_create
     function tecore_vmm_release(handle) bind(C, name="tecore_vmm_release")
@@ -1290,14 +1290,14 @@ module te_core
       import
       implicit none
       integer(tecore_vmm_handle_t), value :: handle
-      integer(c_int) :: fd
+      integer(c_int), optional :: fd
       integer(c_int) :: tecore_vmm_export_fd
     end function tecore_vmm_export_fd
     function tecore_vmm_import_fd(fd, handle) bind(C, name="tecore_vmm_import_fd")
       import
       implicit none
       integer(c_int), value :: fd
-      integer(tecore_vmm_handle_t) :: handle
+      integer(tecore_vmm_handle_t), optional :: handle
       integer(c_int) :: tecore_vmm_import_fd
     end function tecore_vmm_import_fd
     function tecore_mc_granularity(bytes, ndevices, granularity) bind(C, &
@@ -1306,7 +1306,7 @@ module te_core
       implicit none
       integer(c_size_t), value :: bytes
       integer(c_int), value :: ndevices
-      integer(c_size_t) :: granularity
+      integer(c_size_t), optional :: granularity
       integer(c_int) :: tecore_mc_granularity
     end function tecore_mc_granularity
     function tecore_mc_create(bytes, ndevices, flags, mc) bind(C, name="tecore_mc_create")
@@ -1315,7 +1315,7 @@ module te_core
       integer(c_size_t), value :: bytes
       integer(c_int), value :: ndevices
       integer(c_int), value :: flags
-      integer(tecore_mc_handle_t) :: mc
+      integer(tecore_mc_handle_t), optional :: mc
       integer(c_int) :: tecore_mc_create
     end function tecore_mc_create
     function tecore_mc_add_device(mc, ordinal) bind(C, name="tecore_mc_add_device")
@@ -1355,29 +1355,29 @@ module te_core
       import
       implicit none
       integer(tecore_mc_handle_t), value :: mc
-      integer(c_int) :: fd
+      integer(c_int), optional :: fd
       integer(c_int) :: tecore_mc_export_fd
     end function tecore_mc_export_fd
     function tecore_mc_import_fd(fd, mc) bind(C, name="tecore_mc_import_fd")
       import
       implicit none
       integer(c_int), value :: fd
-      integer(tecore_mc_handle_t) :: mc
+      integer(tecore_mc_handle_t), optional :: mc
       integer(c_int) :: tecore_mc_import_fd
     end function tecore_mc_import_fd
     function tecore_kernel_table_register(table, first_id) bind(C, &
         & name="tecore_kernel_table_register")
       import
       implicit none
-      type(tecore_kernel_table), intent(in) :: table
-      integer(c_int) :: first_id
+      type(tecore_kernel_table), intent(in), optional :: table
+      integer(c_int), optional :: first_id
       integer(c_int) :: tecore_kernel_table_register
     end function tecore_kernel_table_register
     function tecore_kernel_find_c(name, id) bind(C, name="tecore_kernel_find")
       import
       implicit none
       type(c_ptr), value :: name
-      integer(c_int) :: id
+      integer(c_int), optional :: id
       integer(c_int) :: tecore_kernel_find_c
     end function tecore_kernel_find_c
     function tecore_kernel_get_def(id, def) bind(C, name="tecore_kernel_get_def")
@@ -1391,7 +1391,7 @@ module te_core
       import
       implicit none
       integer(c_int), value :: id
-      type(tecore_launch_cfg), intent(in) :: cfg
+      type(tecore_launch_cfg), intent(in), optional :: cfg
       type(c_ptr), intent(in) :: args(*)
       type(c_ptr), value :: stream
       integer(c_int) :: tecore_kernel_launch
@@ -1423,42 +1423,42 @@ module te_core
     function tecore_tensor_init(t, dtype, ndim, shape, data) bind(C, name="tecore_tensor_init")
       import
       implicit none
-      type(tecore_tensor) :: t
+      type(tecore_tensor), optional :: t
       integer(c_int), value :: dtype
       integer(c_int), value :: ndim
-      integer(c_size_t), intent(in) :: shape(*)
+      integer(c_size_t), intent(in), optional :: shape(*)
       integer(tecore_devptr_t), value :: data
       integer(c_int) :: tecore_tensor_init
     end function tecore_tensor_init
     function tecore_tensor_numel(t) bind(C, name="tecore_tensor_numel")
       import
       implicit none
-      type(tecore_tensor), intent(in) :: t
+      type(tecore_tensor), intent(in), optional :: t
       integer(c_size_t) :: tecore_tensor_numel
     end function tecore_tensor_numel
     function tecore_tensor_2d(t, rows, cols) bind(C, name="tecore_tensor_2d")
       import
       implicit none
-      type(tecore_tensor), intent(in) :: t
-      integer(c_size_t) :: rows
-      integer(c_size_t) :: cols
+      type(tecore_tensor), intent(in), optional :: t
+      integer(c_size_t), optional :: rows
+      integer(c_size_t), optional :: cols
       integer(c_int) :: tecore_tensor_2d
     end function tecore_tensor_2d
     function tecore_tensor_scale_shape(t, columnwise, srows, scols, dtype) bind(C, &
         & name="tecore_tensor_scale_shape")
       import
       implicit none
-      type(tecore_tensor), intent(in) :: t
+      type(tecore_tensor), intent(in), optional :: t
       integer(c_int), value :: columnwise
-      integer(c_size_t) :: srows
-      integer(c_size_t) :: scols
-      integer(c_int) :: dtype
+      integer(c_size_t), optional :: srows
+      integer(c_size_t), optional :: scols
+      integer(c_int), optional :: dtype
       integer(c_int) :: tecore_tensor_scale_shape
     end function tecore_tensor_scale_shape
     function tecore_tensor_validate(t, flags) bind(C, name="tecore_tensor_validate")
       import
       implicit none
-      type(tecore_tensor), intent(in) :: t
+      type(tecore_tensor), intent(in), optional :: t
       integer(c_int), value :: flags
       integer(c_int) :: tecore_tensor_validate
     end function tecore_tensor_validate
@@ -1471,88 +1471,88 @@ module te_core
     function tecore_tensor_from_dlpack(dl, t) bind(C, name="tecore_tensor_from_dlpack")
       import
       implicit none
-      type(DLTensor), intent(in) :: dl
-      type(tecore_tensor) :: t
+      type(DLTensor), intent(in), optional :: dl
+      type(tecore_tensor), optional :: t
       integer(c_int) :: tecore_tensor_from_dlpack
     end function tecore_tensor_from_dlpack
     function tecore_tensor_to_dlpack(t, columnwise, dl, shape, strides) bind(C, &
         & name="tecore_tensor_to_dlpack")
       import
       implicit none
-      type(tecore_tensor), intent(in) :: t
+      type(tecore_tensor), intent(in), optional :: t
       integer(c_int), value :: columnwise
-      type(DLTensor) :: dl
-      integer(c_int64_t) :: shape(*)
-      integer(c_int64_t) :: strides(*)
+      type(DLTensor), optional :: dl
+      integer(c_int64_t), optional :: shape(*)
+      integer(c_int64_t), optional :: strides(*)
       integer(c_int) :: tecore_tensor_to_dlpack
     end function tecore_tensor_to_dlpack
     function tecore_recipe_init(r, kind) bind(C, name="tecore_recipe_init")
       import
       implicit none
-      type(tecore_recipe) :: r
+      type(tecore_recipe), optional :: r
       integer(c_int), value :: kind
       integer(c_int) :: tecore_recipe_init
     end function tecore_recipe_init
     function tecore_recipe_validate(r) bind(C, name="tecore_recipe_validate")
       import
       implicit none
-      type(tecore_recipe), intent(in) :: r
+      type(tecore_recipe), intent(in), optional :: r
       integer(c_int) :: tecore_recipe_validate
     end function tecore_recipe_validate
     function tecore_recipe_dtype(r, role, dtype) bind(C, name="tecore_recipe_dtype")
       import
       implicit none
-      type(tecore_recipe), intent(in) :: r
+      type(tecore_recipe), intent(in), optional :: r
       integer(c_int), value :: role
-      integer(c_int) :: dtype
+      integer(c_int), optional :: dtype
       integer(c_int) :: tecore_recipe_dtype
     end function tecore_recipe_dtype
     function tecore_recipe_apply(r, role, t) bind(C, name="tecore_recipe_apply")
       import
       implicit none
-      type(tecore_recipe), intent(in) :: r
+      type(tecore_recipe), intent(in), optional :: r
       integer(c_int), value :: role
-      type(tecore_tensor) :: t
+      type(tecore_tensor), optional :: t
       integer(c_int) :: tecore_recipe_apply
     end function tecore_recipe_apply
     function tecore_delayed_state_create(r, role, count, stream, st) bind(C, &
         & name="tecore_delayed_state_create")
       import
       implicit none
-      type(tecore_recipe), intent(in) :: r
+      type(tecore_recipe), intent(in), optional :: r
       integer(c_int), value :: role
       integer(c_size_t), value :: count
       type(c_ptr), value :: stream
-      type(tecore_delayed_state) :: st
+      type(tecore_delayed_state), optional :: st
       integer(c_int) :: tecore_delayed_state_create
     end function tecore_delayed_state_create
     function tecore_delayed_state_free(st) bind(C, name="tecore_delayed_state_free")
       import
       implicit none
-      type(tecore_delayed_state) :: st
+      type(tecore_delayed_state), optional :: st
       integer(c_int) :: tecore_delayed_state_free
     end function tecore_delayed_state_free
     function tecore_delayed_state_tensor(st, index, t) bind(C, name="tecore_delayed_state_tensor")
       import
       implicit none
-      type(tecore_delayed_state), intent(in) :: st
+      type(tecore_delayed_state), intent(in), optional :: st
       integer(c_size_t), value :: index
-      type(tecore_tensor) :: t
+      type(tecore_tensor), optional :: t
       integer(c_int) :: tecore_delayed_state_tensor
     end function tecore_delayed_state_tensor
     function tecore_delayed_update(r, st, stream) bind(C, name="tecore_delayed_update")
       import
       implicit none
-      type(tecore_recipe), intent(in) :: r
-      type(tecore_delayed_state), intent(in) :: st
+      type(tecore_recipe), intent(in), optional :: r
+      type(tecore_delayed_state), intent(in), optional :: st
       type(c_ptr), value :: stream
       integer(c_int) :: tecore_delayed_update
     end function tecore_delayed_update
     function tecore_quantize(in, out, noop_flag, stream) bind(C, name="tecore_quantize")
       import
       implicit none
-      type(tecore_tensor), intent(in) :: in
-      type(tecore_tensor) :: out
+      type(tecore_tensor), intent(in), optional :: in
+      type(tecore_tensor), optional :: out
       integer(tecore_devptr_t), value :: noop_flag
       type(c_ptr), value :: stream
       integer(c_int) :: tecore_quantize
@@ -1560,8 +1560,8 @@ module te_core
     function tecore_dequantize(in, out, stream) bind(C, name="tecore_dequantize")
       import
       implicit none
-      type(tecore_tensor), intent(in) :: in
-      type(tecore_tensor) :: out
+      type(tecore_tensor), intent(in), optional :: in
+      type(tecore_tensor), optional :: out
       type(c_ptr), value :: stream
       integer(c_int) :: tecore_dequantize
     end function tecore_dequantize
@@ -1569,8 +1569,8 @@ module te_core
         & name="tecore_quantize_multi")
       import
       implicit none
-      type(tecore_tensor), intent(in) :: in(*)
-      type(tecore_tensor) :: out(*)
+      type(tecore_tensor), intent(in), optional :: in(*)
+      type(tecore_tensor), optional :: out(*)
       integer(c_size_t), value :: count
       integer(tecore_devptr_t), value :: noop_flag
       type(c_ptr), value :: stream
@@ -1579,7 +1579,7 @@ module te_core
     function tecore_amax(in, amax, flags, noop_flag, stream) bind(C, name="tecore_amax")
       import
       implicit none
-      type(tecore_tensor), intent(in) :: in
+      type(tecore_tensor), intent(in), optional :: in
       integer(tecore_devptr_t), value :: amax
       integer(c_int), value :: flags
       integer(tecore_devptr_t), value :: noop_flag
@@ -1589,7 +1589,7 @@ module te_core
     function tecore_compute_scale(t, noop_flag, stream) bind(C, name="tecore_compute_scale")
       import
       implicit none
-      type(tecore_tensor), intent(in) :: t
+      type(tecore_tensor), intent(in), optional :: t
       integer(tecore_devptr_t), value :: noop_flag
       type(c_ptr), value :: stream
       integer(c_int) :: tecore_compute_scale
@@ -1598,14 +1598,14 @@ module te_core
         & name="tecore_gemm")
       import
       implicit none
-      type(tecore_tensor), intent(in) :: A
+      type(tecore_tensor), intent(in), optional :: A
       integer(c_int), value :: transa
-      type(tecore_tensor), intent(in) :: B
+      type(tecore_tensor), intent(in), optional :: B
       integer(c_int), value :: transb
-      type(tecore_tensor), intent(in) :: D
+      type(tecore_tensor), intent(in), optional :: D
       real(c_float), value :: alpha
       real(c_float), value :: beta
-      type(tecore_gemm_opts), intent(in) :: opts
+      type(tecore_gemm_opts), intent(in), optional :: opts
       type(c_ptr), value :: stream
       integer(c_int) :: tecore_gemm
     end function tecore_gemm
@@ -1631,8 +1631,8 @@ module te_core
       import
       implicit none
       integer(c_int), value :: act
-      type(tecore_tensor), intent(in) :: in
-      type(tecore_tensor) :: out
+      type(tecore_tensor), intent(in), optional :: in
+      type(tecore_tensor), optional :: out
       integer(tecore_devptr_t), value :: noop_flag
       type(c_ptr), value :: stream
       integer(c_int) :: tecore_act_fwd
@@ -1641,9 +1641,9 @@ module te_core
       import
       implicit none
       integer(c_int), value :: act
-      type(tecore_tensor), intent(in) :: dy
-      type(tecore_tensor), intent(in) :: x
-      type(tecore_tensor) :: dx
+      type(tecore_tensor), intent(in), optional :: dy
+      type(tecore_tensor), intent(in), optional :: x
+      type(tecore_tensor), optional :: dx
       type(c_ptr), value :: stream
       integer(c_int) :: tecore_act_bwd
     end function tecore_act_bwd
@@ -1651,12 +1651,12 @@ module te_core
         & name="tecore_layernorm_fwd")
       import
       implicit none
-      type(tecore_tensor), intent(in) :: x
-      type(tecore_tensor), intent(in) :: gamma
-      type(tecore_tensor), intent(in) :: beta
+      type(tecore_tensor), intent(in), optional :: x
+      type(tecore_tensor), intent(in), optional :: gamma
+      type(tecore_tensor), intent(in), optional :: beta
       real(c_float), value :: epsilon
       integer(c_int), value :: flags
-      type(tecore_tensor) :: y
+      type(tecore_tensor), optional :: y
       integer(tecore_devptr_t), value :: mu
       integer(tecore_devptr_t), value :: rsigma
       type(c_ptr), value :: stream
@@ -1666,11 +1666,11 @@ module te_core
         & name="tecore_rmsnorm_fwd")
       import
       implicit none
-      type(tecore_tensor), intent(in) :: x
-      type(tecore_tensor), intent(in) :: gamma
+      type(tecore_tensor), intent(in), optional :: x
+      type(tecore_tensor), intent(in), optional :: gamma
       real(c_float), value :: epsilon
       integer(c_int), value :: flags
-      type(tecore_tensor) :: y
+      type(tecore_tensor), optional :: y
       integer(tecore_devptr_t), value :: rsigma
       type(c_ptr), value :: stream
       integer(c_int) :: tecore_rmsnorm_fwd
@@ -1682,22 +1682,22 @@ module te_core
       integer(c_int), value :: kind
       integer(c_size_t), value :: rows
       integer(c_size_t), value :: hidden
-      integer(c_size_t) :: bytes
+      integer(c_size_t), optional :: bytes
       integer(c_int) :: tecore_norm_bwd_workspace_size
     end function tecore_norm_bwd_workspace_size
     function tecore_layernorm_bwd(dy, x, mu, rsigma, gamma, flags, dx, dgamma, dbeta, workspace, &
         & workspace_bytes, stream) bind(C, name="tecore_layernorm_bwd")
       import
       implicit none
-      type(tecore_tensor), intent(in) :: dy
-      type(tecore_tensor), intent(in) :: x
+      type(tecore_tensor), intent(in), optional :: dy
+      type(tecore_tensor), intent(in), optional :: x
       integer(tecore_devptr_t), value :: mu
       integer(tecore_devptr_t), value :: rsigma
-      type(tecore_tensor), intent(in) :: gamma
+      type(tecore_tensor), intent(in), optional :: gamma
       integer(c_int), value :: flags
-      type(tecore_tensor) :: dx
-      type(tecore_tensor) :: dgamma
-      type(tecore_tensor) :: dbeta
+      type(tecore_tensor), optional :: dx
+      type(tecore_tensor), optional :: dgamma
+      type(tecore_tensor), optional :: dbeta
       integer(tecore_devptr_t), value :: workspace
       integer(c_size_t), value :: workspace_bytes
       type(c_ptr), value :: stream
@@ -1707,13 +1707,13 @@ module te_core
         & workspace_bytes, stream) bind(C, name="tecore_rmsnorm_bwd")
       import
       implicit none
-      type(tecore_tensor), intent(in) :: dy
-      type(tecore_tensor), intent(in) :: x
+      type(tecore_tensor), intent(in), optional :: dy
+      type(tecore_tensor), intent(in), optional :: x
       integer(tecore_devptr_t), value :: rsigma
-      type(tecore_tensor), intent(in) :: gamma
+      type(tecore_tensor), intent(in), optional :: gamma
       integer(c_int), value :: flags
-      type(tecore_tensor) :: dx
-      type(tecore_tensor) :: dgamma
+      type(tecore_tensor), optional :: dx
+      type(tecore_tensor), optional :: dgamma
       integer(tecore_devptr_t), value :: workspace
       integer(c_size_t), value :: workspace_bytes
       type(c_ptr), value :: stream
@@ -1723,14 +1723,14 @@ module te_core
         & workspace, workspace_bytes, stream) bind(C, name="tecore_rmsnorm_bwd_add")
       import
       implicit none
-      type(tecore_tensor), intent(in) :: dy
-      type(tecore_tensor), intent(in) :: x
+      type(tecore_tensor), intent(in), optional :: dy
+      type(tecore_tensor), intent(in), optional :: x
       integer(tecore_devptr_t), value :: rsigma
-      type(tecore_tensor), intent(in) :: gamma
-      type(tecore_tensor), intent(in) :: extra_grad
+      type(tecore_tensor), intent(in), optional :: gamma
+      type(tecore_tensor), intent(in), optional :: extra_grad
       integer(c_int), value :: flags
-      type(tecore_tensor) :: dx
-      type(tecore_tensor) :: dgamma
+      type(tecore_tensor), optional :: dx
+      type(tecore_tensor), optional :: dgamma
       integer(tecore_devptr_t), value :: workspace
       integer(c_size_t), value :: workspace_bytes
       type(c_ptr), value :: stream
@@ -1739,8 +1739,8 @@ module te_core
     function tecore_cast_transpose(in, out, stream) bind(C, name="tecore_cast_transpose")
       import
       implicit none
-      type(tecore_tensor), intent(in) :: in
-      type(tecore_tensor) :: out
+      type(tecore_tensor), intent(in), optional :: in
+      type(tecore_tensor), optional :: out
       type(c_ptr), value :: stream
       integer(c_int) :: tecore_cast_transpose
     end function tecore_cast_transpose
@@ -1748,17 +1748,17 @@ module te_core
         & name="tecore_cast_transpose_dbias_workspace_size")
       import
       implicit none
-      type(tecore_tensor), intent(in) :: in
-      integer(c_size_t) :: bytes
+      type(tecore_tensor), intent(in), optional :: in
+      integer(c_size_t), optional :: bytes
       integer(c_int) :: tecore_cast_transpose_dbias_workspace_size
     end function tecore_cast_transpose_dbias_workspace_size
     function tecore_cast_transpose_dbias(in, out, dbias, workspace, workspace_bytes, &
         & stream) bind(C, name="tecore_cast_transpose_dbias")
       import
       implicit none
-      type(tecore_tensor), intent(in) :: in
-      type(tecore_tensor) :: out
-      type(tecore_tensor) :: dbias
+      type(tecore_tensor), intent(in), optional :: in
+      type(tecore_tensor), optional :: out
+      type(tecore_tensor), optional :: dbias
       integer(tecore_devptr_t), value :: workspace
       integer(c_size_t), value :: workspace_bytes
       type(c_ptr), value :: stream
@@ -1769,10 +1769,10 @@ module te_core
       import
       implicit none
       integer(c_int), value :: act
-      type(tecore_tensor), intent(in) :: dy
-      type(tecore_tensor), intent(in) :: x
-      type(tecore_tensor) :: out
-      type(tecore_tensor) :: dbias
+      type(tecore_tensor), intent(in), optional :: dy
+      type(tecore_tensor), intent(in), optional :: x
+      type(tecore_tensor), optional :: out
+      type(tecore_tensor), optional :: dbias
       integer(tecore_devptr_t), value :: workspace
       integer(c_size_t), value :: workspace_bytes
       type(c_ptr), value :: stream
@@ -1782,9 +1782,9 @@ module te_core
         & name="tecore_adam_step")
       import
       implicit none
-      type(tecore_optim_tensor), intent(in) :: tensors(*)
+      type(tecore_optim_tensor), intent(in), optional :: tensors(*)
       integer(c_size_t), value :: count
-      type(tecore_adam_config), intent(in) :: cfg
+      type(tecore_adam_config), intent(in), optional :: cfg
       integer(tecore_devptr_t), value :: grad_scale_inv
       integer(tecore_devptr_t), value :: found_inf
       type(c_ptr), value :: stream
@@ -1794,9 +1794,9 @@ module te_core
         & name="tecore_sgd_step")
       import
       implicit none
-      type(tecore_optim_tensor), intent(in) :: tensors(*)
+      type(tecore_optim_tensor), intent(in), optional :: tensors(*)
       integer(c_size_t), value :: count
-      type(tecore_sgd_config), intent(in) :: cfg
+      type(tecore_sgd_config), intent(in), optional :: cfg
       integer(tecore_devptr_t), value :: grad_scale_inv
       integer(tecore_devptr_t), value :: found_inf
       type(c_ptr), value :: stream
@@ -1806,16 +1806,16 @@ module te_core
         & name="tecore_l2norm_multi_workspace_size")
       import
       implicit none
-      type(tecore_tensor), intent(in) :: tensors(*)
+      type(tecore_tensor), intent(in), optional :: tensors(*)
       integer(c_size_t), value :: count
-      integer(c_size_t) :: bytes
+      integer(c_size_t), optional :: bytes
       integer(c_int) :: tecore_l2norm_multi_workspace_size
     end function tecore_l2norm_multi_workspace_size
     function tecore_l2norm_multi(tensors, count, workspace, workspace_bytes, norm, found_inf, &
         & stream) bind(C, name="tecore_l2norm_multi")
       import
       implicit none
-      type(tecore_tensor), intent(in) :: tensors(*)
+      type(tecore_tensor), intent(in), optional :: tensors(*)
       integer(c_size_t), value :: count
       integer(tecore_devptr_t), value :: workspace
       integer(c_size_t), value :: workspace_bytes
@@ -1828,8 +1828,8 @@ module te_core
         & name="tecore_unscale_multi")
       import
       implicit none
-      type(tecore_tensor), intent(in) :: in(*)
-      type(tecore_tensor), intent(in) :: out(*)
+      type(tecore_tensor), intent(in), optional :: in(*)
+      type(tecore_tensor), intent(in), optional :: out(*)
       integer(c_size_t), value :: count
       integer(tecore_devptr_t), value :: scale
       integer(tecore_devptr_t), value :: found_inf
@@ -1839,7 +1839,7 @@ module te_core
     function tecore_seq_create(cfg, seq) bind(C, name="tecore_seq_create")
       import
       implicit none
-      type(tecore_seq_config), intent(in) :: cfg
+      type(tecore_seq_config), intent(in), optional :: cfg
       type(c_ptr) :: seq
       integer(c_int) :: tecore_seq_create
     end function tecore_seq_create
@@ -1860,15 +1860,15 @@ module te_core
       import
       implicit none
       type(c_ptr), value :: seq
-      type(tecore_op_desc), intent(in) :: desc
-      integer(c_size_t) :: index
+      type(tecore_op_desc), intent(in), optional :: desc
+      integer(c_size_t), optional :: index
       integer(c_int) :: tecore_seq_add
     end function tecore_seq_add
     function tecore_seq_set_recipe(seq, recipe, stream) bind(C, name="tecore_seq_set_recipe")
       import
       implicit none
       type(c_ptr), value :: seq
-      type(tecore_recipe), intent(in) :: recipe
+      type(tecore_recipe), intent(in), optional :: recipe
       type(c_ptr), value :: stream
       integer(c_int) :: tecore_seq_set_recipe
     end function tecore_seq_set_recipe
@@ -1883,8 +1883,8 @@ module te_core
       import
       implicit none
       type(c_ptr), value :: seq
-      type(tecore_tensor), intent(in) :: in
-      type(tecore_tensor), intent(in) :: out
+      type(tecore_tensor), intent(in), optional :: in
+      type(tecore_tensor), intent(in), optional :: out
       integer(tecore_devptr_t), value :: noop_flag
       type(c_ptr), value :: stream
       integer(c_int) :: tecore_seq_forward
@@ -1893,8 +1893,8 @@ module te_core
       import
       implicit none
       type(c_ptr), value :: seq
-      type(tecore_tensor), intent(in) :: dy
-      type(tecore_tensor), intent(in) :: dx
+      type(tecore_tensor), intent(in), optional :: dy
+      type(tecore_tensor), intent(in), optional :: dx
       type(c_ptr), value :: stream
       integer(c_int) :: tecore_seq_backward
     end function tecore_seq_backward
@@ -1917,9 +1917,9 @@ module te_core
       implicit none
       type(c_ptr), value :: seq
       integer(c_int), value :: dir
-      type(tecore_seq_group) :: groups(*)
+      type(tecore_seq_group), optional :: groups(*)
       integer(c_size_t), value :: max
-      integer(c_size_t) :: count
+      integer(c_size_t), optional :: count
       integer(c_int) :: tecore_seq_groups
     end function tecore_seq_groups
     function tecore_seq_describe_c(seq, dir, buf, len, needed) bind(C, name="tecore_seq_describe")
@@ -1929,16 +1929,16 @@ module te_core
       integer(c_int), value :: dir
       character(kind=c_char) :: buf(*)
       integer(c_size_t), value :: len
-      integer(c_size_t) :: needed
+      integer(c_size_t), optional :: needed
       integer(c_int) :: tecore_seq_describe_c
     end function tecore_seq_describe_c
     function tecore_seq_params(seq, params, max, count) bind(C, name="tecore_seq_params")
       import
       implicit none
       type(c_ptr), value :: seq
-      type(tecore_seq_param) :: params(*)
+      type(tecore_seq_param), optional :: params(*)
       integer(c_size_t), value :: max
-      integer(c_size_t) :: count
+      integer(c_size_t), optional :: count
       integer(c_int) :: tecore_seq_params
     end function tecore_seq_params
     function tecore_seq_op(seq, index, info) bind(C, name="tecore_seq_op")
@@ -1946,7 +1946,7 @@ module te_core
       implicit none
       type(c_ptr), value :: seq
       integer(c_size_t), value :: index
-      type(tecore_op_info) :: info
+      type(tecore_op_info), optional :: info
       integer(c_int) :: tecore_seq_op
     end function tecore_seq_op
     function tecore_seq_extra(seq, slot, value, grad) bind(C, name="tecore_seq_extra")
@@ -1954,25 +1954,25 @@ module te_core
       implicit none
       type(c_ptr), value :: seq
       integer(c_int), value :: slot
-      type(tecore_tensor) :: value
-      type(tecore_tensor) :: grad
+      type(tecore_tensor), optional :: value
+      type(tecore_tensor), optional :: grad
       integer(c_int) :: tecore_seq_extra
     end function tecore_seq_extra
     function tecore_seq_memory(seq, param_bytes, total_bytes) bind(C, name="tecore_seq_memory")
       import
       implicit none
       type(c_ptr), value :: seq
-      integer(c_size_t) :: param_bytes
-      integer(c_size_t) :: total_bytes
+      integer(c_size_t), optional :: param_bytes
+      integer(c_size_t), optional :: total_bytes
       integer(c_int) :: tecore_seq_memory
     end function tecore_seq_memory
     function tecore_seq_get_saved(seq, saved, max, count) bind(C, name="tecore_seq_get_saved")
       import
       implicit none
       type(c_ptr), value :: seq
-      type(tecore_seq_saved) :: saved(*)
+      type(tecore_seq_saved), optional :: saved(*)
       integer(c_size_t), value :: max
-      integer(c_size_t) :: count
+      integer(c_size_t), optional :: count
       integer(c_int) :: tecore_seq_get_saved
     end function tecore_seq_get_saved
     function tecore_seq_set_saved(seq, index, ptr) bind(C, name="tecore_seq_set_saved")
@@ -1987,20 +1987,20 @@ module te_core
       import
       implicit none
       type(c_ptr), value :: seq
-      type(tecore_seq_hooks), intent(in) :: hooks
+      type(tecore_seq_hooks), intent(in), optional :: hooks
       integer(c_int) :: tecore_seq_set_hooks
     end function tecore_seq_set_hooks
     function tecore_ops_register_kind(kind, def) bind(C, name="tecore_ops_register_kind")
       import
       implicit none
       integer(c_int), value :: kind
-      type(tecore_op_kind_def), intent(in) :: def
+      type(tecore_op_kind_def), intent(in), optional :: def
       integer(c_int) :: tecore_ops_register_kind
     end function tecore_ops_register_kind
     function tecore_ops_register_fusion(def) bind(C, name="tecore_ops_register_fusion")
       import
       implicit none
-      type(tecore_fusion_def), intent(in) :: def
+      type(tecore_fusion_def), intent(in), optional :: def
       integer(c_int) :: tecore_ops_register_fusion
     end function tecore_ops_register_fusion
     function tecore_ops_unregister_fusion_c(name) bind(C, name="tecore_ops_unregister_fusion")
@@ -2018,7 +2018,7 @@ module te_core
     function tecore_svc_job_create(ops, nops, job) bind(C, name="tecore_svc_job_create")
       import
       implicit none
-      type(tecore_svc_op), intent(in) :: ops(*)
+      type(tecore_svc_op), intent(in), optional :: ops(*)
       integer(c_size_t), value :: nops
       type(c_ptr) :: job
       integer(c_int) :: tecore_svc_job_create
@@ -2054,7 +2054,7 @@ module te_core
       import
       implicit none
       type(c_ptr), value :: job
-      integer(c_int64_t) :: runs
+      integer(c_int64_t), optional :: runs
       integer(c_int) :: tecore_svc_job_status
     end function tecore_svc_job_status
     function tecore_svc_register_buffer(buf, bytes, index) bind(C, &
@@ -2063,7 +2063,7 @@ module te_core
       implicit none
       type(c_ptr), value :: buf
       integer(c_size_t), value :: bytes
-      integer(c_int) :: index
+      integer(c_int), optional :: index
       integer(c_int) :: tecore_svc_register_buffer
     end function tecore_svc_register_buffer
     function tecore_svc_unregister_buffer(index) bind(C, name="tecore_svc_unregister_buffer")
@@ -2080,7 +2080,7 @@ module te_core
     function tecore_svc_get_stats(st) bind(C, name="tecore_svc_get_stats")
       import
       implicit none
-      type(tecore_svc_stats) :: st
+      type(tecore_svc_stats), optional :: st
       integer(c_int) :: tecore_svc_get_stats
     end function tecore_svc_get_stats
     function tecore_svc_inject_fault(kind, nth, err) bind(C, name="tecore_svc_inject_fault")
@@ -2091,12 +2091,124 @@ module te_core
       integer(c_int), value :: err
       integer(c_int) :: tecore_svc_inject_fault
     end function tecore_svc_inject_fault
+    function tecore_f32_to_bf16(x) bind(C, name="tecore_f32_to_bf16")
+      import
+      implicit none
+      real(c_float), value :: x
+      integer(c_int16_t) :: tecore_f32_to_bf16
+    end function tecore_f32_to_bf16
+    function tecore_bf16_to_f32(h) bind(C, name="tecore_bf16_to_f32")
+      import
+      implicit none
+      integer(c_int16_t), value :: h
+      real(c_float) :: tecore_bf16_to_f32
+    end function tecore_bf16_to_f32
+    function tecore_f32_to_f16(x) bind(C, name="tecore_f32_to_f16")
+      import
+      implicit none
+      real(c_float), value :: x
+      integer(c_int16_t) :: tecore_f32_to_f16
+    end function tecore_f32_to_f16
+    function tecore_f16_to_f32(h) bind(C, name="tecore_f16_to_f32")
+      import
+      implicit none
+      integer(c_int16_t), value :: h
+      real(c_float) :: tecore_f16_to_f32
+    end function tecore_f16_to_f32
+    function tecore_f32_to_e4m3(x) bind(C, name="tecore_f32_to_e4m3")
+      import
+      implicit none
+      real(c_float), value :: x
+      integer(c_int8_t) :: tecore_f32_to_e4m3
+    end function tecore_f32_to_e4m3
+    function tecore_e4m3_to_f32(c) bind(C, name="tecore_e4m3_to_f32")
+      import
+      implicit none
+      integer(c_int8_t), value :: c
+      real(c_float) :: tecore_e4m3_to_f32
+    end function tecore_e4m3_to_f32
+    function tecore_f32_to_e5m2(x) bind(C, name="tecore_f32_to_e5m2")
+      import
+      implicit none
+      real(c_float), value :: x
+      integer(c_int8_t) :: tecore_f32_to_e5m2
+    end function tecore_f32_to_e5m2
+    function tecore_e5m2_to_f32(c) bind(C, name="tecore_e5m2_to_f32")
+      import
+      implicit none
+      integer(c_int8_t), value :: c
+      real(c_float) :: tecore_e5m2_to_f32
+    end function tecore_e5m2_to_f32
+    function tecore_cvt_f32_to_bf16(in, out, n) bind(C, name="tecore_cvt_f32_to_bf16")
+      import
+      implicit none
+      real(c_float), intent(in), optional :: in(*)
+      integer(c_int16_t), optional :: out(*)
+      integer(c_size_t), value :: n
+      integer(c_int) :: tecore_cvt_f32_to_bf16
+    end function tecore_cvt_f32_to_bf16
+    function tecore_cvt_bf16_to_f32(in, out, n) bind(C, name="tecore_cvt_bf16_to_f32")
+      import
+      implicit none
+      integer(c_int16_t), intent(in), optional :: in(*)
+      real(c_float), optional :: out(*)
+      integer(c_size_t), value :: n
+      integer(c_int) :: tecore_cvt_bf16_to_f32
+    end function tecore_cvt_bf16_to_f32
+    function tecore_cvt_f32_to_f16(in, out, n) bind(C, name="tecore_cvt_f32_to_f16")
+      import
+      implicit none
+      real(c_float), intent(in), optional :: in(*)
+      integer(c_int16_t), optional :: out(*)
+      integer(c_size_t), value :: n
+      integer(c_int) :: tecore_cvt_f32_to_f16
+    end function tecore_cvt_f32_to_f16
+    function tecore_cvt_f16_to_f32(in, out, n) bind(C, name="tecore_cvt_f16_to_f32")
+      import
+      implicit none
+      integer(c_int16_t), intent(in), optional :: in(*)
+      real(c_float), optional :: out(*)
+      integer(c_size_t), value :: n
+      integer(c_int) :: tecore_cvt_f16_to_f32
+    end function tecore_cvt_f16_to_f32
+    function tecore_cvt_f32_to_e4m3(in, out, n) bind(C, name="tecore_cvt_f32_to_e4m3")
+      import
+      implicit none
+      real(c_float), intent(in), optional :: in(*)
+      integer(c_int8_t), optional :: out(*)
+      integer(c_size_t), value :: n
+      integer(c_int) :: tecore_cvt_f32_to_e4m3
+    end function tecore_cvt_f32_to_e4m3
+    function tecore_cvt_e4m3_to_f32(in, out, n) bind(C, name="tecore_cvt_e4m3_to_f32")
+      import
+      implicit none
+      integer(c_int8_t), intent(in), optional :: in(*)
+      real(c_float), optional :: out(*)
+      integer(c_size_t), value :: n
+      integer(c_int) :: tecore_cvt_e4m3_to_f32
+    end function tecore_cvt_e4m3_to_f32
+    function tecore_cvt_f32_to_e5m2(in, out, n) bind(C, name="tecore_cvt_f32_to_e5m2")
+      import
+      implicit none
+      real(c_float), intent(in), optional :: in(*)
+      integer(c_int8_t), optional :: out(*)
+      integer(c_size_t), value :: n
+      integer(c_int) :: tecore_cvt_f32_to_e5m2
+    end function tecore_cvt_f32_to_e5m2
+    function tecore_cvt_e5m2_to_f32(in, out, n) bind(C, name="tecore_cvt_e5m2_to_f32")
+      import
+      implicit none
+      integer(c_int8_t), intent(in), optional :: in(*)
+      real(c_float), optional :: out(*)
+      integer(c_size_t), value :: n
+      integer(c_int) :: tecore_cvt_e5m2_to_f32
+    end function tecore_cvt_e5m2_to_f32
     subroutine tecore_version(major, minor, patch) bind(C, name="tecore_version")
       import
       implicit none
-      integer(c_int) :: major
-      integer(c_int) :: minor
-      integer(c_int) :: patch
+      integer(c_int), optional :: major
+      integer(c_int), optional :: minor
+      integer(c_int), optional :: patch
     end subroutine tecore_version
     function tecore_version_string_c() bind(C, name="tecore_version_string")
       import
@@ -2226,7 +2338,7 @@ contains
   end subroutine tecore_log
 
   function tecore_tunable_str(t) result(te_res)
-    type(tecore_tunable) :: t
+    type(tecore_tunable), optional :: t
     character(len=:), allocatable :: te_res
     type(c_ptr) :: te_rp
     te_rp = tecore_tunable_str_c(t)
@@ -2235,7 +2347,7 @@ contains
 
   function tecore_tunable_find(env, info) result(te_res)
     character(len=*), intent(in), optional :: env
-    type(tecore_tunable_info) :: info
+    type(tecore_tunable_info), optional :: info
     integer(c_int) :: te_res
     character(kind=c_char), allocatable, target :: env_z(:)
     call tecore_f_cstring(env, env_z)
@@ -2277,7 +2389,7 @@ contains
 
   function tecore_kernel_find(name, id) result(te_res)
     character(len=*), intent(in), optional :: name
-    integer(c_int) :: id
+    integer(c_int), optional :: id
     integer(c_int) :: te_res
     character(kind=c_char), allocatable, target :: name_z(:)
     call tecore_f_cstring(name, name_z)

@@ -201,14 +201,14 @@ module te_graph
     subroutine tegraph_version(major, minor, patch) bind(C, name="tegraph_version")
       import
       implicit none
-      integer(c_int) :: major
-      integer(c_int) :: minor
-      integer(c_int) :: patch
+      integer(c_int), optional :: major
+      integer(c_int), optional :: minor
+      integer(c_int), optional :: patch
     end subroutine tegraph_version
     function tegraph_uring_probe_c(supported, why) bind(C, name="tegraph_uring_probe")
       import
       implicit none
-      integer(c_int) :: supported
+      integer(c_int), optional :: supported
       type(c_ptr) :: why
       integer(c_int) :: tegraph_uring_probe_c
     end function tegraph_uring_probe_c
@@ -224,7 +224,7 @@ module te_graph
       implicit none
       type(c_ptr), value :: pool
       integer(c_size_t), value :: bytes
-      integer(tecore_devptr_t) :: ptr
+      integer(tecore_devptr_t), optional :: ptr
       integer(c_int) :: tegraph_mempool_alloc
     end function tegraph_mempool_alloc
     function tegraph_mempool_free(pool, ptr) bind(C, name="tegraph_mempool_free")
@@ -246,9 +246,9 @@ module te_graph
       import
       implicit none
       type(c_ptr), value :: pool
-      integer(c_size_t) :: used
-      integer(c_size_t) :: reserved
-      integer(c_int) :: users
+      integer(c_size_t), optional :: used
+      integer(c_size_t), optional :: reserved
+      integer(c_int), optional :: users
       integer(c_int) :: tegraph_mempool_usage
     end function tegraph_mempool_usage
     function tegraph_mempool_destroy(pool) bind(C, name="tegraph_mempool_destroy")
@@ -284,7 +284,7 @@ module te_graph
       import
       implicit none
       type(c_ptr), value :: g
-      type(tegraph_update_info) :: info
+      type(tegraph_update_info), optional :: info
       integer(c_int) :: tegraph_graph_end_capture
     end function tegraph_graph_end_capture
     function tegraph_graph_instantiate(g, upload_stream) bind(C, name="tegraph_graph_instantiate")
@@ -312,7 +312,7 @@ module te_graph
       import
       implicit none
       type(c_ptr), value :: g
-      integer(c_size_t) :: count
+      integer(c_size_t), optional :: count
       integer(c_int) :: tegraph_graph_node_count
     end function tegraph_graph_node_count
     function tegraph_graph_dot_c(g, path) bind(C, name="tegraph_graph_dot")
@@ -326,8 +326,8 @@ module te_graph
       import
       implicit none
       type(c_ptr), value :: g
-      type(c_ptr) :: graph
-      type(c_ptr) :: exec
+      type(c_ptr), optional :: graph
+      type(c_ptr), optional :: exec
       integer(c_int) :: tegraph_graph_handles
     end function tegraph_graph_handles
     function tegraph_graph_kernel_nodes(g, nodes, max, count) bind(C, &
@@ -335,9 +335,9 @@ module te_graph
       import
       implicit none
       type(c_ptr), value :: g
-      type(tegraph_kernel_node) :: nodes(*)
+      type(tegraph_kernel_node), optional :: nodes(*)
       integer(c_size_t), value :: max
-      integer(c_size_t) :: count
+      integer(c_size_t), optional :: count
       integer(c_int) :: tegraph_graph_kernel_nodes
     end function tegraph_graph_kernel_nodes
     function tegraph_graph_kernel_arg(g, k, param, value, bytes) bind(C, &
@@ -365,7 +365,7 @@ module te_graph
     function tegraph_callable_create(desc, pool, out) bind(C, name="tegraph_callable_create")
       import
       implicit none
-      type(tegraph_callable_desc), intent(in) :: desc
+      type(tegraph_callable_desc), intent(in), optional :: desc
       type(c_ptr), value :: pool
       type(c_ptr) :: out
       integer(c_int) :: tegraph_callable_create
@@ -374,9 +374,9 @@ module te_graph
         & name="tegraph_callables_create")
       import
       implicit none
-      type(tegraph_callable_desc), intent(in) :: descs(*)
+      type(tegraph_callable_desc), intent(in), optional :: descs(*)
       integer(c_size_t), value :: n
-      type(tegraph_schedule_entry), intent(in) :: order(*)
+      type(tegraph_schedule_entry), intent(in), optional :: order(*)
       integer(c_size_t), value :: norder
       type(c_ptr), value :: pool
       type(c_ptr) :: out(*)
@@ -393,14 +393,14 @@ module te_graph
       import
       implicit none
       type(c_ptr), value :: c
-      type(tecore_tensor), intent(in) :: inputs(*)
+      type(tecore_tensor), intent(in), optional :: inputs(*)
       integer(c_size_t), value :: ninputs
       type(c_ptr), intent(in) :: kw_names(*)
-      type(tecore_tensor), intent(in) :: kw(*)
+      type(tecore_tensor), intent(in), optional :: kw(*)
       integer(c_size_t), value :: nkw
-      type(tecore_tensor) :: outputs(*)
+      type(tecore_tensor), optional :: outputs(*)
       integer(c_size_t), value :: noutputs
-      type(tegraph_replay_opts), intent(in) :: opts
+      type(tegraph_replay_opts), intent(in), optional :: opts
       integer(c_int) :: tegraph_callable_forward
     end function tegraph_callable_forward
     function tegraph_callable_backward(c, grad_outputs, noutputs, grad_inputs, ninputs, &
@@ -408,18 +408,18 @@ module te_graph
       import
       implicit none
       type(c_ptr), value :: c
-      type(tecore_tensor), intent(in) :: grad_outputs(*)
+      type(tecore_tensor), intent(in), optional :: grad_outputs(*)
       integer(c_size_t), value :: noutputs
-      type(tecore_tensor) :: grad_inputs(*)
+      type(tecore_tensor), optional :: grad_inputs(*)
       integer(c_size_t), value :: ninputs
-      type(tegraph_replay_opts), intent(in) :: opts
+      type(tegraph_replay_opts), intent(in), optional :: opts
       integer(c_int) :: tegraph_callable_backward
     end function tegraph_callable_backward
     function tegraph_callable_backward_dw(c, opts) bind(C, name="tegraph_callable_backward_dw")
       import
       implicit none
       type(c_ptr), value :: c
-      type(tegraph_replay_opts), intent(in) :: opts
+      type(tegraph_replay_opts), intent(in), optional :: opts
       integer(c_int) :: tegraph_callable_backward_dw
     end function tegraph_callable_backward_dw
     function tegraph_callable_reset(c, flags) bind(C, name="tegraph_callable_reset")
@@ -437,7 +437,7 @@ module te_graph
       integer(c_int), value :: kind
       integer(c_size_t), value :: index
       type(c_ptr), value :: name
-      type(tegraph_slot_info) :: info
+      type(tegraph_slot_info), optional :: info
       integer(c_int) :: tegraph_callable_slot_c
     end function tegraph_callable_slot_c
     function tegraph_callable_dot_c(c, pass, path) bind(C, name="tegraph_callable_dot")
@@ -451,7 +451,7 @@ module te_graph
     function tegraph_callable_from_seq(d, pool, out) bind(C, name="tegraph_callable_from_seq")
       import
       implicit none
-      type(tegraph_seq_callable_desc), intent(in) :: d
+      type(tegraph_seq_callable_desc), intent(in), optional :: d
       type(c_ptr), value :: pool
       type(c_ptr) :: out
       integer(c_int) :: tegraph_callable_from_seq
@@ -459,7 +459,7 @@ module te_graph
     function tegraph_offload_create(cfg, ctx) bind(C, name="tegraph_offload_create")
       import
       implicit none
-      type(tegraph_offload_config), intent(in) :: cfg
+      type(tegraph_offload_config), intent(in), optional :: cfg
       type(c_ptr) :: ctx
       integer(c_int) :: tegraph_offload_create
     end function tegraph_offload_create
@@ -473,10 +473,10 @@ module te_graph
       import
       implicit none
       type(c_ptr), value :: ctx
-      type(tecore_tensor), intent(in) :: t
+      type(tecore_tensor), intent(in), optional :: t
       integer(c_int), value :: flags
       type(c_ptr), value :: stream
-      integer(c_int) :: id
+      integer(c_int), optional :: id
       integer(c_int) :: tegraph_offload_save
     end function tegraph_offload_save
     function tegraph_offload_save_done(ctx, id, stream) bind(C, name="tegraph_offload_save_done")
@@ -493,7 +493,7 @@ module te_graph
       type(c_ptr), value :: ctx
       integer(c_int), value :: id
       type(c_ptr), value :: stream
-      type(tecore_tensor) :: t
+      type(tecore_tensor), optional :: t
       integer(c_int) :: tegraph_offload_restore
     end function tegraph_offload_restore
     function tegraph_offload_reset(ctx) bind(C, name="tegraph_offload_reset")
@@ -506,7 +506,7 @@ module te_graph
       import
       implicit none
       type(c_ptr), value :: ctx
-      type(tegraph_offload_seq_desc), intent(in) :: d
+      type(tegraph_offload_seq_desc), intent(in), optional :: d
       integer(c_int) :: tegraph_offload_attach
     end function tegraph_offload_attach
     function tegraph_offload_detach(ctx) bind(C, name="tegraph_offload_detach")
@@ -544,7 +544,7 @@ module te_graph
       import
       implicit none
       type(c_ptr), value :: ctx
-      type(tegraph_offload_stats) :: st
+      type(tegraph_offload_stats), optional :: st
       integer(c_int) :: tegraph_offload_get_stats
     end function tegraph_offload_get_stats
   end interface
@@ -575,7 +575,7 @@ contains
   end function tegraph_last_error
 
   function tegraph_uring_probe(supported, why) result(te_res)
-    integer(c_int) :: supported
+    integer(c_int), optional :: supported
     character(len=:), allocatable, intent(out) :: why
     integer(c_int) :: te_res
     type(c_ptr) :: why_p
@@ -597,7 +597,7 @@ contains
     integer(c_int), value :: kind
     integer(c_size_t), value :: index
     character(len=*), intent(in), optional :: name
-    type(tegraph_slot_info) :: info
+    type(tegraph_slot_info), optional :: info
     integer(c_int) :: te_res
     character(kind=c_char), allocatable, target :: name_z(:)
     call tecore_f_cstring(name, name_z)

@@ -1,15 +1,16 @@
 dnl SPDX-License-Identifier: Apache-2.0
 dnl te_fortran.m4 -- TE_CHECK_FORTRAN: whether the Fortran modules can be
 dnl built (the compiler AC_PROG_FC found compiles a module that uses
-dnl iso_c_binding's c_sizeof and bind(C) types, Fortran 2008) and how to
-dnl place and find .mod files.  Sets have_fortran, FC_MODOUT, FC_MODINC and
+dnl iso_c_binding's c_sizeof, bind(C) types and optional arguments of bind(C)
+dnl interfaces, NULL when absent: Fortran 2018's C interoperability, in
+dnl gfortran since 4.9) and how to place and find .mod files.  Sets have_fortran, FC_MODOUT, FC_MODINC and
 dnl the HAVE_FORTRAN conditional.  --with-fortran=yes makes a failure fatal.
 AC_DEFUN([TE_CHECK_FORTRAN], [
   have_fortran=no
   AS_IF([test "x$with_fortran" != xno && test -n "$FC"], [
     AC_LANG_PUSH([Fortran])
     AC_FC_SRCEXT([f90], [
-      AC_MSG_CHECKING([whether $FC compiles bind(C) modules (Fortran 2008)])
+      AC_MSG_CHECKING([whether $FC compiles bind(C) modules with optional arguments])
       AC_COMPILE_IFELSE([AC_LANG_SOURCE([[
 module te_conftest
   use, intrinsic :: iso_c_binding
@@ -18,6 +19,12 @@ module te_conftest
     integer(c_int) :: a
     real(c_double) :: b
   end type pair
+  interface
+    integer(c_int) function takes_null(p) bind(C, name="takes_null")
+      import :: c_int
+      integer(c_int), optional :: p
+    end function takes_null
+  end interface
 contains
   integer(c_size_t) function pair_bytes()
     type(pair) :: p
@@ -35,7 +42,7 @@ end module te_conftest
     AC_LANG_POP([Fortran])
   ])
   AS_IF([test "x$with_fortran" = xyes && test "x$have_fortran" != xyes],
-    [AC_MSG_ERROR([--with-fortran: no Fortran 2008 compiler with module flags found (FC=$FC)])])
+    [AC_MSG_ERROR([--with-fortran: no Fortran compiler with Fortran 2018 C interoperability and module flags found (FC=$FC)])])
   AC_SUBST([FC_MODOUT])
   AC_SUBST([FC_MODINC])
   AM_CONDITIONAL([HAVE_FORTRAN], [test "x$have_fortran" = xyes])
