@@ -2083,6 +2083,13 @@ module te_core
       type(tecore_svc_stats), optional :: st
       integer(c_int) :: tecore_svc_get_stats
     end function tecore_svc_get_stats
+    function tecore_svc_uring_probe_c(supported, why) bind(C, name="tecore_svc_uring_probe")
+      import
+      implicit none
+      integer(c_int), optional :: supported
+      type(c_ptr) :: why
+      integer(c_int) :: tecore_svc_uring_probe_c
+    end function tecore_svc_uring_probe_c
     function tecore_svc_inject_fault(kind, nth, err) bind(C, name="tecore_svc_inject_fault")
       import
       implicit none
@@ -2455,6 +2462,15 @@ contains
     te_rp = tecore_op_kind_name_c(kind)
     te_res = tecore_f_string(te_rp)
   end function tecore_op_kind_name
+
+  function tecore_svc_uring_probe(supported, why) result(te_res)
+    integer(c_int), optional :: supported
+    character(len=:), allocatable, intent(out) :: why
+    integer(c_int) :: te_res
+    type(c_ptr) :: why_p
+    te_res = tecore_svc_uring_probe_c(supported, why_p)
+    why = tecore_f_string(why_p)
+  end function tecore_svc_uring_probe
 
   function tecore_version_string() result(te_res)
     character(len=:), allocatable :: te_res
