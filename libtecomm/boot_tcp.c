@@ -20,6 +20,14 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+/* The environment bootstrap's tunables (read by tc_boot_tcp_open). */
+TECORE_TUNABLE_INT(tc_tun_rank, "TECOMM_RANK", -1, -1, 1048575,
+                   "this process's rank, for the environment (TCP) bootstrap")
+TECORE_TUNABLE_INT(tc_tun_nranks, "TECOMM_NRANKS", -1, -1, 1048576,
+                   "the number of ranks, for the environment (TCP) bootstrap")
+TECORE_TUNABLE_STR(tc_tun_root, "TECOMM_ROOT", "", NULL,
+                   "host:port where rank 0 listens for the environment (TCP) bootstrap")
+
 struct tcp_boot {
   struct tc_boot b;
   int *fd;   /* rank 0: by rank (fd[0] = -1); others: fd[0] is rank 0 */

@@ -17,6 +17,16 @@
 #include <time.h>
 #include <unistd.h>
 
+/* The sizes of a communicator's pool and Lamport buffers. */
+TECORE_TUNABLE_INT(tc_tun_pool_mb, "TECOMM_POOL_MB", 256, 0, 16777216,
+                   "MiB of each rank's symmetric pool for tecomm_mem_alloc and staged allreduce "
+                   "inputs (the kernels' workspace comes on top); 0: no pool")
+TECORE_TUNABLE_INT(tc_tun_max_tokens, "TECOMM_MAX_TOKENS", 64, 1, 1048576,
+                   "tokens (rows) the Lamport buffers are sized for: Lamport runs up to "
+                   "TECOMM_MAX_TOKENS x TECOMM_MAX_HIDDEN elements of 4 bytes")
+TECORE_TUNABLE_INT(tc_tun_max_hidden, "TECOMM_MAX_HIDDEN", 8192, 1, 1048576,
+                   "hidden size the Lamport buffers are sized for (with TECOMM_MAX_TOKENS)")
+
 static uint64_t hash64(const void *p, size_t n, uint64_t h) {
   const unsigned char *b = p;
   for (size_t i = 0; i < n; i++) h = (h ^ b[i]) * 0x100000001b3ull; /* FNV-1a */

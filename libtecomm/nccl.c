@@ -6,6 +6,9 @@
 #include <pthread.h>
 #include <stdio.h>
 
+TECORE_TUNABLE_INT(tc_tun_nccl, "TECOMM_NCCL", 1, 0, 1,
+                   "0: never load libnccl.so.2 (no NCCL backend, no NCCL fallback)")
+
 static struct tc_nccl nccl;
 static const struct tc_nccl *nccl_ok;
 static char nccl_why[256] = "not loaded";
@@ -42,7 +45,7 @@ static void nccl_load(void) {
       {"ncclAllReduce", (void **)&nccl.AllReduce},
       {"ncclAllGather", (void **)&nccl.AllGather},
   };
-  for (size_t i = 0; i < TC_ARRAY_SIZE(syms); i++) {
+  for (size_t i = 0; i < TE_ARRAY_SIZE(syms); i++) {
     *syms[i].slot = dlsym(lib, syms[i].name);
     if (!*syms[i].slot) {
       snprintf(nccl_why, sizeof nccl_why, "libnccl.so.2 lacks %s", syms[i].name);

@@ -22,6 +22,14 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* The table's edges and the algorithm forced for auto. */
+TECORE_TUNABLE_STR(tc_tun_algo, "TECOMM_ALGO", "auto", "auto|oneshot|twoshot|lamport|nccl",
+                   "allreduce algorithm for every call that asks for auto (the selection table)")
+TECORE_TUNABLE_INT(tc_tun_oneshot_max_kb, "TECOMM_ONESHOT_MAX_KB", 0, 0, 1048576,
+                   "largest payload (KiB) the table gives to one-shot; 0: the built-in table")
+TECORE_TUNABLE_INT(tc_tun_lamport_max_kb, "TECOMM_LAMPORT_MAX_KB", 0, 0, 1048576,
+                   "largest payload (KiB) the table gives to Lamport; 0: the built-in table")
+
 static const char *const algo_names[TECOMM_ALGO_COUNT_] = {"auto", "oneshot", "twoshot", "lamport",
                                                            "nccl"};
 

@@ -23,7 +23,8 @@
  * failing path reads:  return TE_ERR(TECORE_ERR_INVALID, "bytes is 0");  */
 tecore_result_t te_error_set(tecore_result_t code, const char *file, int line,
                              const char *fmt, ...) __attribute__((format(printf, 4, 5)));
-/* Prefixes the existing detail with "where: " (used by TE_CHECK on each hop). */
+/* Logs a failure's hop "<- func" at TRACE (used by TE_CHECK on each hop;
+ * the detail is left as the failing call set it). */
 void te_error_hop(const char *func, const char *file, int line);
 
 #define TE_ERR(code, ...) te_error_set((code), __FILE__, __LINE__, __VA_ARGS__)
@@ -131,12 +132,11 @@ void te_dev_check_range_later(tecore_devptr_t p, size_t bytes, const char *fn, c
 void te_dev_pending_clear(void);
 tecore_result_t te_dev_pending_take(void);
 
-/* ---- live handles of heap objects (handles.c) ------------------------------
- * add: 0, or -1 out of memory; del: 1 when p was live; live: 1 when p is a
- * registered object (only the pointer value is compared). */
-int te_handle_add(const void *p);
-int te_handle_del(const void *p);
-int te_handle_live(const void *p);
+/* ---- live handles of heap objects ---------------------------------------------
+ * te_handle_add, te_handle_del, te_handle_live: the registry that
+ * libtegraph uses too (common/te_handles.h, common/handles.c), libtecore's
+ * own instance. */
+#include "te_handles.h"
 
 /* ---- misc ------------------------------------------------------------------ */
 /* Monotonic nanoseconds. */

@@ -195,7 +195,7 @@ static void callable_free(struct tegraph_callable *c) {
   if (c->ev_done) (void)tecore_event_destroy(c->ev_done);
   if (c->stream) (void)tecore_stream_destroy(c->stream);
   if (c->pool) tg_mempool_use(c->pool, -1); /* the last user frees a pool of its own */
-  tg_handle_del(c);
+  te_handle_del(c);
   free(c);
 }
 
@@ -687,7 +687,7 @@ out:
     tecore_set_error("%s", saved);
   } else {
     for (size_t i = 0; i < n && res == TEGRAPH_SUCCESS; i++)
-      if (tg_handle_add(cs[i]) != 0) res = TG_ERR(TEGRAPH_ERR_NOMEM, "%s: out of host memory", fn);
+      if (te_handle_add(cs[i]) != 0) res = TG_ERR(TEGRAPH_ERR_NOMEM, "%s: out of host memory", fn);
     if (res != TEGRAPH_SUCCESS)
       for (size_t i = 0; i < n; i++) callable_free(cs[i]);
     else
@@ -723,7 +723,7 @@ static tegraph_result_t wait_replays(struct tegraph_callable *c, const char *fn)
 TE_EXPORT tegraph_result_t tegraph_callable_destroy(tegraph_callable_t *c) {
   static const char fn[] = "tegraph_callable_destroy";
   TG_ARG(c, "%s: c is NULL", fn);
-  TG_ARG(tg_handle_live(c), "%s: c %p is not a live callable (destroyed?)", fn, (void *)c);
+  TG_ARG(te_handle_live(c), "%s: c %p is not a live callable (destroyed?)", fn, (void *)c);
   TG_CHECK(tg_callable_usable(c, fn));
   tegraph_result_t res = wait_replays(c, fn);
   void (*user_free)(void *) = c->user_free;
@@ -736,7 +736,7 @@ TE_EXPORT tegraph_result_t tegraph_callable_destroy(tegraph_callable_t *c) {
 TE_EXPORT tegraph_result_t tegraph_callable_reset(tegraph_callable_t *c, unsigned flags) {
   static const char fn[] = "tegraph_callable_reset";
   TG_ARG(c, "%s: c is NULL", fn);
-  TG_ARG(tg_handle_live(c), "%s: c %p is not a live callable (destroyed?)", fn, (void *)c);
+  TG_ARG(te_handle_live(c), "%s: c %p is not a live callable (destroyed?)", fn, (void *)c);
   TG_ARG(!(flags & ~TEGRAPH_RESET_RECAPTURE), "%s: unknown flags 0x%x", fn,
          flags & ~TEGRAPH_RESET_RECAPTURE);
   TG_CHECK(tg_callable_usable(c, fn));
@@ -792,7 +792,7 @@ TE_EXPORT tegraph_result_t tegraph_callable_slot(tegraph_callable_t *c, tegraph_
                                                  struct tegraph_slot_info *info) {
   static const char fn[] = "tegraph_callable_slot";
   TG_ARG(c, "%s: c is NULL", fn);
-  TG_ARG(tg_handle_live(c), "%s: c %p is not a live callable (destroyed?)", fn, (void *)c);
+  TG_ARG(te_handle_live(c), "%s: c %p is not a live callable (destroyed?)", fn, (void *)c);
   TG_ARG(info, "%s: info is NULL", fn);
   TG_ARG(kind >= TEGRAPH_SLOT_INPUT && kind <= TEGRAPH_SLOT_GRAD_INPUT, "%s: unknown kind %d", fn,
          (int)kind);
@@ -819,7 +819,7 @@ TE_EXPORT tegraph_result_t tegraph_callable_dot(tegraph_callable_t *c, tegraph_p
                                                 const char *path) {
   static const char fn[] = "tegraph_callable_dot";
   TG_ARG(c, "%s: c is NULL", fn);
-  TG_ARG(tg_handle_live(c), "%s: c %p is not a live callable (destroyed?)", fn, (void *)c);
+  TG_ARG(te_handle_live(c), "%s: c %p is not a live callable (destroyed?)", fn, (void *)c);
   TG_ARG(path && path[0], "%s: path is NULL or empty", fn);
   TG_ARG((int)pass >= 0 && (int)pass < TG_NPASS, "%s: unknown pass %d", fn, (int)pass);
   TG_ARG(c->pass[pass].present, "%s: the callable has no %s graph", fn, pass_name((int)pass));

@@ -69,7 +69,7 @@ TE_EXPORT tegraph_result_t tegraph_mempool_create(size_t chunk_bytes, tegraph_me
   pthread_mutex_init(&p->lock, NULL);
   p->chunk_bytes = chunk_bytes ? chunk_bytes : (size_t)tecore_tunable_int(&tg_pool_chunk_mb) << 20;
   p->chunk_bytes = (p->chunk_bytes + POOL_ALIGN - 1) & ~(size_t)(POOL_ALIGN - 1);
-  if (tg_handle_add(p) != 0) {
+  if (te_handle_add(p) != 0) {
     pthread_mutex_destroy(&p->lock);
     free(p);
     return TG_ERR(TEGRAPH_ERR_NOMEM, "tegraph_mempool_create: out of host memory");
@@ -127,7 +127,7 @@ TE_EXPORT tegraph_result_t tegraph_mempool_alloc(tegraph_mempool_t *p, size_t by
                                                  tecore_devptr_t *ptr) {
   static const char fn[] = "tegraph_mempool_alloc";
   TG_ARG(p, "%s: pool is NULL", fn);
-  TG_ARG(tg_handle_live(p), "%s: pool %p is not a live pool (destroyed?)", fn, (void *)p);
+  TG_ARG(te_handle_live(p), "%s: pool %p is not a live pool (destroyed?)", fn, (void *)p);
   TG_ARG(ptr, "%s: ptr is NULL", fn);
   TG_ARG(bytes > 0, "%s: bytes is 0", fn);
   TG_ARG(bytes <= SIZE_MAX - POOL_ALIGN, "%s: bytes %zu is too large", fn, bytes);
@@ -159,7 +159,7 @@ out:
 TE_EXPORT tegraph_result_t tegraph_mempool_free(tegraph_mempool_t *p, tecore_devptr_t ptr) {
   static const char fn[] = "tegraph_mempool_free";
   TG_ARG(p, "%s: pool is NULL", fn);
-  TG_ARG(tg_handle_live(p), "%s: pool %p is not a live pool (destroyed?)", fn, (void *)p);
+  TG_ARG(te_handle_live(p), "%s: pool %p is not a live pool (destroyed?)", fn, (void *)p);
   TG_ARG(ptr, "%s: ptr is 0", fn);
   tegraph_result_t res = TEGRAPH_SUCCESS;
   pthread_mutex_lock(&p->lock);
@@ -209,7 +209,7 @@ out:
 TE_EXPORT tegraph_result_t tegraph_mempool_reserve(tegraph_mempool_t *p, size_t bytes) {
   static const char fn[] = "tegraph_mempool_reserve";
   TG_ARG(p, "%s: pool is NULL", fn);
-  TG_ARG(tg_handle_live(p), "%s: pool %p is not a live pool (destroyed?)", fn, (void *)p);
+  TG_ARG(te_handle_live(p), "%s: pool %p is not a live pool (destroyed?)", fn, (void *)p);
   TG_ARG(bytes > 0, "%s: bytes is 0", fn);
   TG_ARG(bytes <= SIZE_MAX - POOL_ALIGN, "%s: bytes %zu is too large", fn, bytes);
   size_t size = (bytes + POOL_ALIGN - 1) & ~(size_t)(POOL_ALIGN - 1), ci, ri;
@@ -223,7 +223,7 @@ TE_EXPORT tegraph_result_t tegraph_mempool_reserve(tegraph_mempool_t *p, size_t 
 TE_EXPORT tegraph_result_t tegraph_mempool_usage(tegraph_mempool_t *p, size_t *used,
                                                  size_t *reserved, int *users) {
   TG_ARG(p, "tegraph_mempool_usage: pool is NULL");
-  TG_ARG(tg_handle_live(p), "tegraph_mempool_usage: pool %p is not a live pool (destroyed?)",
+  TG_ARG(te_handle_live(p), "tegraph_mempool_usage: pool %p is not a live pool (destroyed?)",
          (void *)p);
   pthread_mutex_lock(&p->lock);
   if (used) *used = p->used;
@@ -252,7 +252,7 @@ void tg_mempool_use(tegraph_mempool_t *p, int delta) {
 TE_EXPORT tegraph_result_t tegraph_mempool_destroy(tegraph_mempool_t *p) {
   static const char fn[] = "tegraph_mempool_destroy";
   TG_ARG(p, "%s: pool is NULL", fn);
-  TG_ARG(tg_handle_live(p), "%s: pool %p is not a live pool (destroyed?)", fn, (void *)p);
+  TG_ARG(te_handle_live(p), "%s: pool %p is not a live pool (destroyed?)", fn, (void *)p);
   pthread_mutex_lock(&p->lock);
   int users = p->users, autofree = p->autofree;
   pthread_mutex_unlock(&p->lock);
@@ -275,7 +275,7 @@ static tegraph_result_t pool_free(struct tegraph_mempool *p, const char *fn) {
   free(p->chunks);
   free(p->blocks);
   pthread_mutex_destroy(&p->lock);
-  tg_handle_del(p);
+  te_handle_del(p);
   free(p);
   return res;
 }

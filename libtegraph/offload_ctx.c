@@ -14,22 +14,21 @@
 #include <string.h>
 #include <unistd.h>
 
-/* libtegraph's tunables, registered with libtecore's public macro */
-#define TG_TUNABLE(var, envname, def, lo, hi, helptext)                        \
-  TECORE_TUNABLE_INT(var, envname, def, lo, hi, helptext)
-
-TG_TUNABLE(tg_offload_host_mb, "TEGRAPH_OFFLOAD_HOST_MB", 1024, 1, 1 << 24,
-           "libtegraph: MiB of pinned host memory an offload context holds when its "
-           "configuration's host_budget is 0 (past it, tensors spill to files)")
-TG_TUNABLE(tg_offload_min_elems, "TEGRAPH_OFFLOAD_MIN_ELEMS", 262144, 1, (int64_t)1 << 40,
-           "libtegraph: tensors with fewer elements stay on the device when the offload "
-           "configuration's min_elems is 0 (TE's threshold: 256K)")
-TG_TUNABLE(tg_offload_staging_mb, "TEGRAPH_OFFLOAD_STAGING_MB", 8, 1, 4096,
-           "libtegraph: MiB of each of an offload context's four spill staging buffers when "
-           "the configuration's staging_bytes is 0")
-TG_TUNABLE(tg_offload_no_uring, "TEGRAPH_OFFLOAD_NO_URING", 0, 0, 1,
-           "libtegraph: 1 = act as if io_uring were missing (offload keeps everything in host "
-           "memory and says why): a test of the fallback")
+/* The offload tunables (te/tunable.h's public macro, as every libte
+ * tunable is registered) */
+TECORE_TUNABLE_INT(tg_offload_host_mb, "TEGRAPH_OFFLOAD_HOST_MB", 1024, 1, 1 << 24,
+                   "libtegraph: MiB of pinned host memory an offload context holds when its "
+                   "configuration's host_budget is 0 (past it, tensors spill to files)")
+TECORE_TUNABLE_INT(tg_offload_min_elems, "TEGRAPH_OFFLOAD_MIN_ELEMS", 262144, 1,
+                   (int64_t)1 << 40,
+                   "libtegraph: tensors with fewer elements stay on the device when the "
+                   "offload configuration's min_elems is 0 (TE's threshold: 256K)")
+TECORE_TUNABLE_INT(tg_offload_staging_mb, "TEGRAPH_OFFLOAD_STAGING_MB", 8, 1, 4096,
+                   "libtegraph: MiB of each of an offload context's four spill staging "
+                   "buffers when the configuration's staging_bytes is 0")
+TECORE_TUNABLE_INT(tg_offload_no_uring, "TEGRAPH_OFFLOAD_NO_URING", 0, 0, 1,
+                   "libtegraph: 1 = act as if io_uring were missing (offload keeps "
+                   "everything in host memory and says why): a test of the fallback")
 
 static void free_pool(tegraph_offload_t *c) {
   if (!c->pool) return;

@@ -166,7 +166,7 @@ TE_EXPORT tegraph_result_t tegraph_callable_forward(tegraph_callable_t *c,
   static const char fn[] = "tegraph_callable_forward";
   char what[96];
   TG_ARG(c, "%s: c is NULL", fn);
-  TG_ARG(tg_handle_live(c), "%s: c %p is not a live callable (destroyed?)", fn, (void *)c);
+  TG_ARG(te_handle_live(c), "%s: c %p is not a live callable (destroyed?)", fn, (void *)c);
   TG_CHECK(tg_callable_usable(c, fn));
   TG_ARG(ninputs == c->nin, "%s: ninputs is %zu; the callable was captured with %zu", fn, ninputs,
          c->nin);
@@ -241,7 +241,7 @@ TE_EXPORT tegraph_result_t tegraph_callable_backward(tegraph_callable_t *c,
   static const char fn[] = "tegraph_callable_backward";
   char what[96];
   TG_ARG(c, "%s: c is NULL", fn);
-  TG_ARG(tg_handle_live(c), "%s: c %p is not a live callable (destroyed?)", fn, (void *)c);
+  TG_ARG(te_handle_live(c), "%s: c %p is not a live callable (destroyed?)", fn, (void *)c);
   TG_CHECK(tg_callable_usable(c, fn));
   if (!c->pass[TEGRAPH_PASS_BACKWARD].present)
     return TG_ERR(TEGRAPH_ERR_STATE, "%s: callable %zu has no backward function", fn, c->index);
@@ -293,7 +293,7 @@ TE_EXPORT tegraph_result_t tegraph_callable_backward_dw(tegraph_callable_t *c,
                                                         const struct tegraph_replay_opts *opts) {
   static const char fn[] = "tegraph_callable_backward_dw";
   TG_ARG(c, "%s: c is NULL", fn);
-  TG_ARG(tg_handle_live(c), "%s: c %p is not a live callable (destroyed?)", fn, (void *)c);
+  TG_ARG(te_handle_live(c), "%s: c %p is not a live callable (destroyed?)", fn, (void *)c);
   TG_CHECK(tg_callable_usable(c, fn));
   if (!c->pass[TEGRAPH_PASS_BACKWARD_DW].present)
     return TG_ERR(TEGRAPH_ERR_STATE, "%s: callable %zu has no backward_dw function", fn, c->index);

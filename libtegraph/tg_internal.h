@@ -1,8 +1,10 @@
-/* tg_internal.h -- libtegraph's private helpers: the export marker, errors
- * that name the function and argument (in the per-thread detail shared
- * with libtecore), the mapping of libtecore results, the node table that
- * graphs and callables read and rewrite nodes through, and the pool's
- * user count.  libtegraph sees libtecore through its public API only. */
+/* tg_internal.h -- libtegraph's private helpers: the upper libraries'
+ * conventions (common/te_upper.h: export marker, errors in the per-thread
+ * detail shared with libtecore, checks that log each hop, libtecore
+ * results mapped, the live-handle registry) bound to libtegraph's result
+ * type and log subsystem; the node table that graphs and callables read
+ * and rewrite nodes through, and the pool's user count.  libtegraph sees
+ * libtecore through its public API only. */
 #ifndef TEGRAPH_INTERNAL_H
 #define TEGRAPH_INTERNAL_H
 
@@ -10,8 +12,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <te/graph.h>
-
-#define TE_EXPORT __attribute__((visibility("default")))
+#include "te_upper.h"
 
 /* ---- errors ----------------------------------------------------------------
  * tg_err sets the detail (printf format), logs it at INFO (GRAPH) and
@@ -23,12 +24,8 @@ tegraph_result_t tg_err(tegraph_result_t code, const char *file, int line, const
   do {                                                                         \
     if (!(cond)) return tg_err(TEGRAPH_ERR_INVALID, __FILE__, __LINE__, __VA_ARGS__); \
   } while (0)
-/* Propagates a libtegraph failure. */
-#define TG_CHECK(call)                                                         \
-  do {                                                                         \
-    tegraph_result_t tg_r_ = (call);                                           \
-    if (tg_r_ != TEGRAPH_SUCCESS) return tg_r_;                                \
-  } while (0)
+/* Propagates a libtegraph failure, logging the hop at TRACE (te_upper_hop). */
+#define TG_CHECK(call) TE_UPPER_CHECK(tegraph_result_t, TEGRAPH_SUCCESS, TECORE_SUBSYS_GRAPH, call)
 
 /* The libtegraph code for a libtecore failure (INVALID, NOMEM, CAPTURE and
  * NOT_SUPPORTED keep their meaning; the rest is TEGRAPH_ERR_DEVICE), with
@@ -96,12 +93,8 @@ void tg_mempool_autofree(tegraph_mempool_t *pool);
 /* Bytes of a plain tensor's data (numel * element size). */
 size_t tg_tensor_bytes(const struct tecore_tensor *t);
 
-/* Live pools and callables (handles.c): add 0 or -1 (out of memory); del
- * 1 when p was live; live 1 when p is a registered object (the pointer
- * alone is compared: a destroyed object is never read). */
-int tg_handle_add(const void *p);
-int tg_handle_del(const void *p);
-int tg_handle_live(const void *p);
+/* Live pools and callables: te_handle_add, te_handle_del, te_handle_live
+ * (te_handles.h), libtegraph's own registry. */
 /* "[4, 8]" into buf. */
 const char *tg_shape_str(const struct tecore_tensor *t, char *buf, size_t n);
 

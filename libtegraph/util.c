@@ -6,21 +6,15 @@
 #include <string.h>
 
 tegraph_result_t tg_err(tegraph_result_t code, const char *file, int line, const char *fmt, ...) {
-  char msg[512];
   va_list ap;
   va_start(ap, fmt);
-  vsnprintf(msg, sizeof msg, fmt, ap);
+  te_upper_verr(TECORE_SUBSYS_GRAPH, tegraph_result_name(code), file, line, fmt, ap);
   va_end(ap);
-  tecore_set_error("%s", msg);
-  tecore_log(TECORE_LOG_INFO, TECORE_SUBSYS_GRAPH, file, line, "%s: %s", tegraph_result_name(code),
-             msg);
   return code;
 }
 
 tegraph_result_t tg_core(tecore_result_t r, const char *what) {
-  char prev[400];
-  snprintf(prev, sizeof prev, "%s", tecore_last_error());
-  tecore_set_error("%s: %s", what, prev[0] ? prev : tecore_strerror(r));
+  te_upper_core_detail(r, what);
   switch (r) {
   case TECORE_SUCCESS: return TEGRAPH_SUCCESS;
   case TECORE_ERR_INVALID: return TEGRAPH_ERR_INVALID;

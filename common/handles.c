@@ -1,10 +1,12 @@
-/* handles.c -- the live heap objects handed out as opaque pointers
- * (sequences): a pointer is registered when its object is created and
- * removed when it is destroyed, so a public call given a destroyed or
- * foreign pointer answers TECORE_ERR_INVALID instead of reading freed
- * memory (streams, events and graphs have the same through the device
- * backends). */
-#include "internal.h"
+/* SPDX-License-Identifier: Apache-2.0
+ * handles.c -- the live-handle registry of te_handles.h: a sorted array
+ * of the pointers a library handed out and has not destroyed.  Compiled
+ * into libtecore and into libtegraph, each with a registry of its own
+ * (the symbols are hidden, -fvisibility=hidden). */
+#include "config.h"
+#include "te_handles.h"
+#include <pthread.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
