@@ -107,6 +107,15 @@ struct fwd_args {
   TE_KMEMBERS(TE_NORM_FWD_PARAMS)
 };
 
+// One function on purpose (about 135 lines, past the project's 120): the
+// row lives in registers (v[] or the packed xr[], NVR * VEC values a
+// thread) from the sum pass through the variance pass into the output
+// pass, with the running amax beside it.  Helpers would take those arrays
+// by reference; nvcc keeps them in registers only if every helper is
+// inlined and every index stays a compile-time constant, which has to be
+// shown instruction for instruction (cuobjdump -sass, every instantiation)
+// before and after.  Until that is done the passes stay in one body,
+// marked "pass 1", "output pass".
 template <int VEC, bool STREAM, int DX, int DW, int DY, int LNC>
 __device__ __forceinline__ void norm_fwd(const fwd_args &a) {
   __shared__ float red[2][1][32];
@@ -293,6 +302,14 @@ struct bwd_args {
 };
 
 // DT: one compile-time dtype for x, dy, gamma, dx and extra_grad (or -1).
+// One function on purpose (about 175 lines, past the project's 120): a
+// thread's rows of x and dy (packed when RAW) and its column partials of
+// dgamma and dbeta (accg[], accb[], NVR * VEC each) stay in registers
+// across both passes of every row and the block's final reduction.  Split
+// into helpers taking those arrays by reference, the code is only as fast
+// if nvcc inlines them all and keeps every index constant, which has to be
+// shown on the SASS (cuobjdump -sass, every instantiation) before and
+// after; until then the phases stay in one body.
 template <int VEC, bool STREAM, int DT, int LNC, int ADDC>
 __device__ __forceinline__ void norm_bwd(const bwd_args &a) {
   extern __shared__ float comb[];

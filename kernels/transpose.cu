@@ -115,6 +115,14 @@ struct ct_max {
 #define CT_PARAMS TE_KSIG(TE_CT_PARAMS)
 #define CT_ARGS TE_KNAMES(TE_CT_PARAMS)
 
+// One function on purpose (about 165 lines, past the project's 120): the
+// tile loop carries the thread's running amax, its two dbias column sums
+// and the shared tiles' double-buffer index in registers from the load
+// and activation through the rowwise cast into the transposed store.
+// Helpers would take that state by reference; whether nvcc then emits the
+// same code for every <IN, ACT, MX, DB> instantiation has to be shown on
+// the SASS (cuobjdump -sass before and after), and until it is the phases
+// stay in one body.
 template <int IN, int ACT, bool MX, bool DB>
 __device__ __forceinline__ void ct_body(CT_PARAMS) {
   // per-tensor: FP8 tiles for the transpose, two so one barrier per tile

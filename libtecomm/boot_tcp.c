@@ -98,6 +98,110 @@ static int split_hostport(const char *root, char *host, size_t hn, char *port, s
   return 0;
 }
 
+/* Rank 0's listening socket on port, on every address (the root name may
+ * resolve differently here): IPv6, or IPv4 only where there is no IPv6.
+ * Returns the socket, or -1 with the error in *res. */
+static int root_listen(const char *port, int n, const char *fn, tecomm_result_t *res) {
+  struct addrinfo hints = {.ai_socktype = SOCK_STREAM, .ai_flags = AI_PASSIVE,
+                           .ai_family = AF_INET6}, *ai = NULL;
+  int lfd = -1;
+  int e = getaddrinfo(NULL, port, &hints, &ai);
+  if (e == 0) lfd = socket(ai->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (lfd < 0) { /* no IPv6: IPv4 only */
+    if (ai) freeaddrinfo(ai);
+    ai = NULL;
+    hints.ai_family = AF_INET;
+    e = getaddrinfo(NULL, port, &hints, &ai);
+    if (e == 0) lfd = socket(ai->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  }
+  int one = 1;
+  if (lfd < 0 || setsockopt(lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) != 0 ||
+      bind(lfd, ai->ai_addr, ai->ai_addrlen) != 0 || listen(lfd, n) != 0) {
+    *res = TC_ERR(TECOMM_ERR_SYSTEM, "%s: rank 0 cannot listen on port %s: %s", fn, port,
+                  strerror(errno));
+    if (lfd >= 0) close(lfd);
+    lfd = -1;
+  }
+  if (ai) freeaddrinfo(ai);
+  return lfd;
+}
+
+/* Rank 0 takes one connection from each other rank by the deadline; each
+ * says its rank first, and its socket goes to t->fd[rank]. */
+static tecomm_result_t root_accept(struct tcp_boot *t, int lfd, int64_t deadline,
+                                   const char *root, const char *fn) {
+  int n = t->b.nranks, one = 1;
+  for (int k = 1; k < n; k++) {
+    struct pollfd p = {.fd = lfd, .events = POLLIN};
+    int64_t left = deadline - tc_now_ms();
+    int pr = left > 0 ? poll(&p, 1, (int)left) : 0;
+    if (pr <= 0) {
+      if (pr < 0 && errno == EINTR) {
+        k--;
+        continue;
+      }
+      return TC_ERR(TECOMM_ERR_TIMEOUT, "%s: %d rank(s) did not connect to %s within TECOMM_TIMEOUT",
+                    fn, n - k, root);
+    }
+    int s = accept4(lfd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
+    if (s < 0) {
+      k--;
+      continue;
+    }
+    int32_t who = -1;
+    void *rb[1] = {&who};
+    int fds[1] = {s};
+    if (tc_sock_exchange(fds, 1, NULL, 0, rb, sizeof who, deadline - tc_now_ms(),
+                         "tcp bootstrap hello") != TECOMM_SUCCESS ||
+        who <= 0 || who >= n || t->fd[who] >= 0) {
+      close(s);
+      return TC_ERR(TECOMM_ERR_BOOTSTRAP, "%s: a connection to %s did not name a new rank (%d)",
+                    fn, root, (int)who);
+    }
+    (void)setsockopt(s, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    t->fd[who] = s;
+  }
+  return TECOMM_SUCCESS;
+}
+
+/* A rank other than 0 connects to host:port (retrying until rank 0
+ * listens, by the deadline) and says its rank. */
+static tecomm_result_t peer_connect(struct tcp_boot *t, const char *host, const char *port,
+                                    int64_t deadline, const char *root, const char *fn) {
+  struct addrinfo hints = {.ai_socktype = SOCK_STREAM, .ai_family = AF_UNSPEC}, *ai = NULL;
+  int e = getaddrinfo(host, port, &hints, &ai);
+  if (e != 0)
+    return TC_ERR(TECOMM_ERR_BOOTSTRAP, "%s: cannot resolve %s: %s", fn, host, gai_strerror(e));
+  for (;;) {
+    int s = -1;
+    for (struct addrinfo *a = ai; a; a = a->ai_next) {
+      s = socket(a->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+      if (s >= 0 && connect(s, a->ai_addr, a->ai_addrlen) == 0) break;
+      if (s >= 0) close(s);
+      s = -1;
+    }
+    if (s >= 0) {
+      int one = 1;
+      (void)setsockopt(s, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+      int fl = fcntl(s, F_GETFL);
+      (void)fcntl(s, F_SETFL, fl | O_NONBLOCK);
+      t->fd[0] = s;
+      break;
+    }
+    if (tc_now_ms() > deadline) {
+      freeaddrinfo(ai);
+      return TC_ERR(TECOMM_ERR_TIMEOUT, "%s: rank 0 did not listen on %s within TECOMM_TIMEOUT",
+                    fn, root);
+    }
+    usleep(10000);
+  }
+  freeaddrinfo(ai);
+  int32_t who = t->b.rank;
+  const void *sb[1] = {&who};
+  return tc_sock_exchange(t->fd, 1, sb, sizeof who, NULL, 0, deadline - tc_now_ms(),
+                          "tcp bootstrap hello");
+}
+
 tecomm_result_t tc_boot_tcp_open(const char *root, int *rank, int *nranks, struct tc_boot **out) {
   static const char fn[] = "tecomm_comm_init (TCP bootstrap)";
   if (*rank < 0) *rank = (int)tecore_tunable_int(&tc_tun_rank);
@@ -112,9 +216,8 @@ tecomm_result_t tc_boot_tcp_open(const char *root, int *rank, int *nranks, struc
            "%s: TECOMM_ROOT \"%s\" is not host:port", fn, root ? root : "");
   struct tcp_boot *t = calloc(1, sizeof *t);
   int n = *nranks;
-  t->fd = malloc((size_t)n * sizeof *t->fd);
+  if (t) t->fd = malloc((size_t)n * sizeof *t->fd);
   if (!t || !t->fd) {
-    if (t) free(t->fd);
     free(t);
     return TC_ERR(TECOMM_ERR_NOMEM, "%s: out of host memory", fn);
   }
@@ -123,105 +226,19 @@ tecomm_result_t tc_boot_tcp_open(const char *root, int *rank, int *nranks, struc
                           .barrier = tcp_barrier, .close = tcp_close};
   tecomm_result_t res = TECOMM_SUCCESS;
   int64_t deadline = tc_now_ms() + tc_timeout_ms();
-  struct addrinfo hints = {.ai_socktype = SOCK_STREAM}, *ai = NULL;
-  int lfd = -1;
-  if (n == 1) goto done;
-  if (*rank == 0) {
-    hints.ai_flags = AI_PASSIVE;
-    hints.ai_family = AF_INET6;
-    /* listen on every address: the root name may resolve differently here */
-    int e = getaddrinfo(NULL, port, &hints, &ai);
-    if (e == 0) lfd = socket(ai->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (lfd < 0) { /* no IPv6: IPv4 only */
-      if (ai) freeaddrinfo(ai);
-      ai = NULL;
-      hints.ai_family = AF_INET;
-      e = getaddrinfo(NULL, port, &hints, &ai);
-      if (e == 0) lfd = socket(ai->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (n > 1 && *rank == 0) {
+    int lfd = root_listen(port, n, fn, &res);
+    if (lfd >= 0) {
+      res = root_accept(t, lfd, deadline, root, fn);
+      close(lfd);
     }
-    int one = 1;
-    if (lfd < 0 || setsockopt(lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) != 0 ||
-        bind(lfd, ai->ai_addr, ai->ai_addrlen) != 0 || listen(lfd, n) != 0) {
-      res = TC_ERR(TECOMM_ERR_SYSTEM, "%s: rank 0 cannot listen on port %s: %s", fn, port,
-                   strerror(errno));
-      goto fail;
-    }
-    for (int k = 1; k < n; k++) {
-      struct pollfd p = {.fd = lfd, .events = POLLIN};
-      int64_t left = deadline - tc_now_ms();
-      int pr = left > 0 ? poll(&p, 1, (int)left) : 0;
-      if (pr <= 0) {
-        if (pr < 0 && errno == EINTR) {
-          k--;
-          continue;
-        }
-        res = TC_ERR(TECOMM_ERR_TIMEOUT, "%s: %d rank(s) did not connect to %s within TECOMM_TIMEOUT",
-                     fn, n - k, root);
-        goto fail;
-      }
-      int s = accept4(lfd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
-      if (s < 0) {
-        k--;
-        continue;
-      }
-      int32_t who = -1;
-      void *rb[1] = {&who};
-      int fds[1] = {s};
-      if (tc_sock_exchange(fds, 1, NULL, 0, rb, sizeof who, deadline - tc_now_ms(),
-                           "tcp bootstrap hello") != TECOMM_SUCCESS ||
-          who <= 0 || who >= n || t->fd[who] >= 0) {
-        close(s);
-        res = TC_ERR(TECOMM_ERR_BOOTSTRAP, "%s: a connection to %s did not name a new rank (%d)", fn,
-                     root, (int)who);
-        goto fail;
-      }
-      (void)setsockopt(s, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-      t->fd[who] = s;
-    }
-  } else {
-    hints.ai_family = AF_UNSPEC;
-    int e = getaddrinfo(host, port, &hints, &ai);
-    if (e != 0) {
-      res = TC_ERR(TECOMM_ERR_BOOTSTRAP, "%s: cannot resolve %s: %s", fn, host, gai_strerror(e));
-      goto fail;
-    }
-    for (;;) {
-      int s = -1;
-      for (struct addrinfo *a = ai; a; a = a->ai_next) {
-        s = socket(a->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
-        if (s >= 0 && connect(s, a->ai_addr, a->ai_addrlen) == 0) break;
-        if (s >= 0) close(s);
-        s = -1;
-      }
-      if (s >= 0) {
-        int one = 1;
-        (void)setsockopt(s, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-        int fl = fcntl(s, F_GETFL);
-        (void)fcntl(s, F_SETFL, fl | O_NONBLOCK);
-        t->fd[0] = s;
-        break;
-      }
-      if (tc_now_ms() > deadline) {
-        res = TC_ERR(TECOMM_ERR_TIMEOUT, "%s: rank 0 did not listen on %s within TECOMM_TIMEOUT", fn,
-                     root);
-        goto fail;
-      }
-      usleep(10000);
-    }
-    int32_t who = *rank;
-    const void *sb[1] = {&who};
-    res = tc_sock_exchange(t->fd, 1, sb, sizeof who, NULL, 0, deadline - tc_now_ms(),
-                           "tcp bootstrap hello");
-    if (res != TECOMM_SUCCESS) goto fail;
+  } else if (n > 1) {
+    res = peer_connect(t, host, port, deadline, root, fn);
   }
-done:
-  if (lfd >= 0) close(lfd);
-  if (ai) freeaddrinfo(ai);
+  if (res != TECOMM_SUCCESS) {
+    tcp_close(&t->b);
+    return res;
+  }
   *out = &t->b;
   return TECOMM_SUCCESS;
-fail:
-  if (lfd >= 0) close(lfd);
-  if (ai) freeaddrinfo(ai);
-  tcp_close(&t->b);
-  return res;
 }

@@ -105,12 +105,8 @@ static tegraph_result_t open_files(tegraph_offload_t *c, const char *fn) {
   return TEGRAPH_SUCCESS;
 }
 
-TE_EXPORT tegraph_result_t tegraph_offload_create(const struct tegraph_offload_config *cfg,
-                                                  tegraph_offload_t **out) {
-  static const char fn[] = "tegraph_offload_create";
-  TG_ARG(out, "%s: ctx is NULL", fn);
-  *out = NULL;
-  TG_ARG(cfg, "%s: cfg is NULL", fn);
+/* The checks of a configuration (out and cfg themselves aside). */
+static tegraph_result_t check_config(const struct tegraph_offload_config *cfg, const char *fn) {
   TG_ARG(cfg->prefetch >= 0 && cfg->prefetch <= 64, "%s: cfg->prefetch %d is not in 0..64", fn,
          cfg->prefetch);
   TG_ARG(cfg->ndirs == 0 || cfg->dirs, "%s: cfg->dirs is NULL but ndirs is %zu", fn, cfg->ndirs);
@@ -123,24 +119,17 @@ TE_EXPORT tegraph_result_t tegraph_offload_create(const struct tegraph_offload_c
          fn, cfg->stripe_bytes);
   TG_ARG(!(cfg->flags & ~TEGRAPH_OFFLOAD_NO_DIRECT), "%s: cfg->flags 0x%x has unknown bits", fn,
          cfg->flags);
-  tegraph_offload_t *c = calloc(1, sizeof *c);
-  if (!c) return TG_ERR(TEGRAPH_ERR_NOMEM, "%s: out of host memory", fn);
-  c->cfg = *cfg;
-  c->cfg.dirs = NULL;   /* not kept: the files are opened now */
-  c->buf_index = -1;
-  c->min_elems = cfg->min_elems ? cfg->min_elems
-                                : (size_t)tecore_tunable_int(&tg_offload_min_elems);
-  c->prefetch = cfg->prefetch ? cfg->prefetch : 1;
-  c->pool_bytes = cfg->host_budget ? cfg->host_budget
-                                   : (size_t)tecore_tunable_int(&tg_offload_host_mb) << 20;
-  c->pool_bytes = (c->pool_bytes + 4095) & ~(size_t)4095;
-  c->stripe = cfg->stripe_bytes ? cfg->stripe_bytes : (size_t)1 << 20;
-  tegraph_result_t res = TEGRAPH_SUCCESS;
-  tecore_result_t r;
+  return TEGRAPH_SUCCESS;
+}
 
-  /* spill: io_uring first */
-  int want_spill = cfg->ndirs > 0, uring = 0;
-  if (want_spill) {
+/* Whether c spills (*want_spill: spill directories given and io_uring
+ * usable; else c->why says why not) and, when it does, the size of its
+ * four staging buffers, which come out of the host budget. */
+static tegraph_result_t plan_spill(tegraph_offload_t *c, const struct tegraph_offload_config *cfg,
+                                   int *want_spill, const char *fn) {
+  int uring = 0;
+  *want_spill = cfg->ndirs > 0;
+  if (*want_spill) {
     const char *why = NULL;
     TG_CHECK(tegraph_uring_probe(&uring, &why));
     if (tecore_tunable_int(&tg_offload_no_uring)) {
@@ -148,7 +137,7 @@ TE_EXPORT tegraph_result_t tegraph_offload_create(const struct tegraph_offload_c
       why = "TEGRAPH_OFFLOAD_NO_URING=1";
     }
     if (!uring) {
-      want_spill = 0;
+      *want_spill = 0;
       snprintf(c->why, sizeof c->why, "no spill: %s; tensors past the host budget stay on the "
                "device", why);
       tecore_log(TECORE_LOG_WARN, TECORE_SUBSYS_OFFLOAD, __FILE__, __LINE__, "%s: %s", fn,
@@ -158,25 +147,29 @@ TE_EXPORT tegraph_result_t tegraph_offload_create(const struct tegraph_offload_c
     snprintf(c->why, sizeof c->why, "no spill directory: tensors past the host budget stay on "
              "the device");
   }
-  if (want_spill) {
-    size_t st = cfg->staging_bytes ? cfg->staging_bytes
-                                   : (size_t)tecore_tunable_int(&tg_offload_staging_mb) << 20;
-    if (st % c->stripe) st = (st / c->stripe + 1) * c->stripe;
-    /* the staging buffers come out of the budget; a default size leaves at
-     * least half of it for tensors */
-    while (!cfg->staging_bytes && 4 * st > c->pool_bytes / 2 && st > c->stripe)
-      st = st / 2 / c->stripe * c->stripe;
-    if (st < c->stripe) st = c->stripe;
-    if (4 * st > c->pool_bytes) {
-      res = TG_ERR(TEGRAPH_ERR_INVALID, "%s: a host budget of %zu bytes cannot hold 4 staging "
-                   "buffers of a stripe (%zu bytes) for spilling", fn, c->pool_bytes, c->stripe);
-      goto fail;
-    }
-    c->stage_bytes = st;
-  }
-  /* ordinary pages, page-locked by the driver: io_uring can register them
-   * and O_DIRECT can pin them (memory the driver maps itself may refuse
-   * both); the driver's own pinned allocation if registration fails */
+  if (!*want_spill) return TEGRAPH_SUCCESS;
+  size_t st = cfg->staging_bytes ? cfg->staging_bytes
+                                 : (size_t)tecore_tunable_int(&tg_offload_staging_mb) << 20;
+  if (st % c->stripe) st = (st / c->stripe + 1) * c->stripe;
+  /* the staging buffers come out of the budget; a default size leaves at
+   * least half of it for tensors */
+  while (!cfg->staging_bytes && 4 * st > c->pool_bytes / 2 && st > c->stripe)
+    st = st / 2 / c->stripe * c->stripe;
+  if (st < c->stripe) st = c->stripe;
+  if (4 * st > c->pool_bytes)
+    return TG_ERR(TEGRAPH_ERR_INVALID, "%s: a host budget of %zu bytes cannot hold 4 staging "
+                  "buffers of a stripe (%zu bytes) for spilling", fn, c->pool_bytes, c->stripe);
+  c->stage_bytes = st;
+  return TEGRAPH_SUCCESS;
+}
+
+/* The pinned pool of c->pool_bytes, its device address, and the staging
+ * buffers at its end.  Ordinary pages, page-locked by the driver: io_uring
+ * can register them and O_DIRECT can pin them (memory the driver maps
+ * itself may refuse both); the driver's own pinned allocation if
+ * registration fails. */
+static tegraph_result_t alloc_pool(tegraph_offload_t *c, const char *fn) {
+  tecore_result_t r;
   if (posix_memalign((void **)&c->pool, 4096, c->pool_bytes) == 0) {
     r = tecore_mem_host_register(c->pool, c->pool_bytes, TECORE_HOST_REGISTER_MAPPED);
     if (r == TECORE_SUCCESS) {
@@ -189,31 +182,51 @@ TE_EXPORT tegraph_result_t tegraph_offload_create(const struct tegraph_offload_c
   }
   if (!c->pool) {
     r = tecore_mem_alloc_host(c->pool_bytes, (void **)&c->pool);
-    if (r != TECORE_SUCCESS) {
-      res = tg_core(r, "tegraph_offload_create: the pinned pool");
-      goto fail;
-    }
+    if (r != TECORE_SUCCESS) return tg_core(r, "tegraph_offload_create: the pinned pool");
   }
-  r = tecore_mem_host_device_ptr(c->pool, &c->pool_d);
-  if (r != TECORE_SUCCESS) {
-    res = tg_core(r, fn);
-    goto fail;
-  }
+  TG_CORE(tecore_mem_host_device_ptr(c->pool, &c->pool_d), fn);
   c->host_cap = c->pool_bytes - 4 * c->stage_bytes;
   for (int k = 0; k < 4 && c->stage_bytes; k++)
     c->stage[k] = c->pool + c->host_cap + (size_t)k * c->stage_bytes;
-  if (want_spill) {
-    r = tecore_svc_register_buffer(c->pool, c->pool_bytes, &c->buf_index);
-    if (r != TECORE_SUCCESS) {
-      res = tg_core(r, fn);
-      goto fail;
-    }
-    c->cfg.dirs = cfg->dirs;
-    res = open_files(c, fn);
-    c->cfg.dirs = NULL;
-    if (res != TEGRAPH_SUCCESS) goto fail;
-  }
-  r = tecore_stream_create(TECORE_STREAM_NON_BLOCKING, 0, &c->d2h);
+  return TEGRAPH_SUCCESS;
+}
+
+/* The pool registered with the service engine and the spill files open
+ * (cfg->dirs read now, not kept). */
+static tegraph_result_t open_spill(tegraph_offload_t *c, const struct tegraph_offload_config *cfg,
+                                   const char *fn) {
+  TG_CORE(tecore_svc_register_buffer(c->pool, c->pool_bytes, &c->buf_index), fn);
+  c->cfg.dirs = cfg->dirs;
+  tegraph_result_t res = open_files(c, fn);
+  c->cfg.dirs = NULL;
+  return res;
+}
+
+TE_EXPORT tegraph_result_t tegraph_offload_create(const struct tegraph_offload_config *cfg,
+                                                  tegraph_offload_t **out) {
+  static const char fn[] = "tegraph_offload_create";
+  TG_ARG(out, "%s: ctx is NULL", fn);
+  *out = NULL;
+  TG_ARG(cfg, "%s: cfg is NULL", fn);
+  TG_CHECK(check_config(cfg, fn));
+  tegraph_offload_t *c = calloc(1, sizeof *c);
+  if (!c) return TG_ERR(TEGRAPH_ERR_NOMEM, "%s: out of host memory", fn);
+  c->cfg = *cfg;
+  c->cfg.dirs = NULL;   /* not kept: the files are opened now */
+  c->buf_index = -1;
+  c->min_elems = cfg->min_elems ? cfg->min_elems
+                                : (size_t)tecore_tunable_int(&tg_offload_min_elems);
+  c->prefetch = cfg->prefetch ? cfg->prefetch : 1;
+  c->pool_bytes = cfg->host_budget ? cfg->host_budget
+                                   : (size_t)tecore_tunable_int(&tg_offload_host_mb) << 20;
+  c->pool_bytes = (c->pool_bytes + 4095) & ~(size_t)4095;
+  c->stripe = cfg->stripe_bytes ? cfg->stripe_bytes : (size_t)1 << 20;
+  int want_spill = 0;
+  tegraph_result_t res = plan_spill(c, cfg, &want_spill, fn);
+  if (res == TEGRAPH_SUCCESS) res = alloc_pool(c, fn);
+  if (res == TEGRAPH_SUCCESS && want_spill) res = open_spill(c, cfg, fn);
+  if (res != TEGRAPH_SUCCESS) goto fail;
+  tecore_result_t r = tecore_stream_create(TECORE_STREAM_NON_BLOCKING, 0, &c->d2h);
   if (r == TECORE_SUCCESS) r = tecore_stream_create(TECORE_STREAM_NON_BLOCKING, 0, &c->h2d);
   if (r == TECORE_SUCCESS) r = tecore_event_create(TECORE_EVENT_DISABLE_TIMING, &c->tail);
   if (r != TECORE_SUCCESS) {

@@ -174,9 +174,10 @@ static tegraph_result_t set_storage(tegraph_offload_t *c, int on, const char *fn
   return TEGRAPH_SUCCESS;
 }
 
-TE_EXPORT tegraph_result_t tegraph_offload_attach(tegraph_offload_t *c,
-                                                  const struct tegraph_offload_seq_desc *d) {
-  static const char fn[] = "tegraph_offload_attach";
+/* The sequence's op count, after the checks of c and d that need no
+ * allocation (the blocks in order, inside the sequence). */
+static tegraph_result_t attach_check(tegraph_offload_t *c, const struct tegraph_offload_seq_desc *d,
+                                     size_t *nops_out, const char *fn) {
   TG_ARG(c, "%s: ctx is NULL", fn);
   TG_ARG(d, "%s: d is NULL", fn);
   TG_ARG(d->seq, "%s: d->seq is NULL", fn);
@@ -202,55 +203,32 @@ TE_EXPORT tegraph_result_t tegraph_offload_attach(tegraph_offload_t *c,
     TG_ARG(j == 0 || b->first >= d->blocks[j - 1].first + d->blocks[j - 1].count,
            "%s: d->blocks[%zu] overlaps or precedes d->blocks[%zu]", fn, j, j - 1);
   }
-  size_t ns = 0;
-  TG_CORE(tecore_seq_get_saved(d->seq, NULL, 0, &ns), fn);
-  struct tecore_seq_saved *sv = calloc(ns ? ns : 1, sizeof *sv);
-  struct ol_seq *q = calloc(1, sizeof *q);
-  if (q) {
-    q->b = calloc(d->nblocks, sizeof *q->b);
-    q->ring_idx = calloc(ns ? ns : 1, sizeof *q->ring_idx);
-    q->ring_ptr = calloc(ns ? ns : 1, sizeof *q->ring_ptr);
-  }
-  size_t *off = calloc(ns ? ns : 1, sizeof *off);
-  int *blk = calloc(ns ? ns : 1, sizeof *blk);
-  tegraph_result_t res = TEGRAPH_SUCCESS;
-  if (!sv || !q || !q->b || !q->ring_idx || !q->ring_ptr || !off || !blk) {
-    res = TG_ERR(TEGRAPH_ERR_NOMEM, "%s: out of host memory", fn);
-    goto out;
-  }
-  for (size_t i = 0; i < d->nkeep; i++)
-    if (d->keep[i] >= ns) {
-      res = TG_ERR(TEGRAPH_ERR_INVALID, "%s: d->keep[%zu] = %zu is not a saved tensor (the "
-                   "sequence saves %zu)", fn, i, d->keep[i], ns);
-      goto out;
-    }
-  tecore_result_t r = tecore_seq_get_saved(d->seq, sv, ns, &ns);
-  if (r != TECORE_SUCCESS) {
-    res = tg_core(r, fn);
-    goto out;
-  }
-  q->seq = d->seq;
-  q->nops = nops;
-  q->nb = d->nblocks;
-  q->K = c->prefetch + 1;
-  size_t host0 = c->host_used;
-  uint64_t file0 = c->file_used;
-  TG_CORE(tecore_seq_memory(d->seq, NULL, &q->before), fn);
-  for (size_t j = 0; j < q->nb; j++) {
-    q->b[j].first = d->blocks[j].first;
-    q->b[j].end = d->blocks[j].first + d->blocks[j].count;
-    q->b[j].copied = j + (size_t)q->K < q->nb;
-  }
-  /* the ring: each block's tensors at offsets of its own, the slot as big
-   * as the biggest block */
+  *nops_out = nops;
+  return TEGRAPH_SUCCESS;
+}
+
+/* What attach works from: the sequence's saved tensors and, per saved
+ * tensor, its block in the ring (-1: not in the ring) and its offset in
+ * the block's slot. */
+struct attach_work {
+  size_t ns;
+  struct tecore_seq_saved *sv;
+  size_t *off;
+  int *blk;
+};
+
+/* Lays the blocks' saved tensors over the ring: each block's tensors at
+ * offsets of its own, the slot as big as the biggest block.  What is kept,
+ * too small, read outside its block, external, or (without spill files)
+ * past the host pool stays where the sequence puts it. */
+static tegraph_result_t plan_ring(tegraph_offload_t *c, const struct tegraph_offload_seq_desc *d,
+                                  struct ol_seq *q, struct attach_work *w, const char *fn) {
+  const struct tecore_seq_saved *sv = w->sv;
   size_t *bsize = calloc(q->nb, sizeof *bsize);
-  if (!bsize) {
-    res = TG_ERR(TEGRAPH_ERR_NOMEM, "%s: out of host memory", fn);
-    goto out;
-  }
+  if (!bsize) return TG_ERR(TEGRAPH_ERR_NOMEM, "%s: out of host memory", fn);
   size_t host_sim = c->host_used;
-  for (size_t i = 0; i < ns; i++) {
-    blk[i] = -1;
+  for (size_t i = 0; i < w->ns; i++) {
+    w->blk[i] = -1;
     int jb = block_of(q, sv[i].op_first);
     int kept = 0;
     for (size_t k = 0; k < d->nkeep; k++) kept |= d->keep[k] == i;
@@ -267,8 +245,8 @@ TE_EXPORT tegraph_result_t tegraph_offload_attach(tegraph_offload_t *c,
       if (sv[i].read_back) q->kept++;
       continue;
     }
-    blk[i] = jb;
-    off[i] = bsize[jb];
+    w->blk[i] = jb;
+    w->off[i] = bsize[jb];
     bsize[jb] += round256(sv[i].bytes);
     q->ring_idx[q->nring] = i;
     q->nring++;
@@ -276,35 +254,36 @@ TE_EXPORT tegraph_result_t tegraph_offload_attach(tegraph_offload_t *c,
   for (size_t j = 0; j < q->nb; j++)
     if (bsize[j] > q->slot_bytes) q->slot_bytes = bsize[j];
   free(bsize);
-  if (q->nring == 0) {
-    res = TG_ERR(TEGRAPH_ERR_INVALID, "%s: no saved tensor of the blocks can be offloaded "
-                 "(each has fewer than min_elems = %zu elements, is marked keep, or is read "
-                 "outside its block)", fn, c->min_elems);
-    goto out;
-  }
-  r = tecore_mem_alloc((size_t)q->K * q->slot_bytes, &q->ring);
-  if (r != TECORE_SUCCESS) {
-    res = tg_core(r, "tegraph_offload_attach: the ring");
-    goto out;
-  }
+  if (q->nring == 0)
+    return TG_ERR(TEGRAPH_ERR_INVALID, "%s: no saved tensor of the blocks can be offloaded "
+                  "(each has fewer than min_elems = %zu elements, is marked keep, or is read "
+                  "outside its block)", fn, c->min_elems);
+  tecore_result_t r = tecore_mem_alloc((size_t)q->K * q->slot_bytes, &q->ring);
+  if (r != TECORE_SUCCESS) return tg_core(r, "tegraph_offload_attach: the ring");
   for (size_t n = 0; n < q->nring; n++) {
     size_t i = q->ring_idx[n];
-    q->ring_ptr[n] = q->ring + (size_t)(blk[i] % q->K) * q->slot_bytes + off[i];
+    q->ring_ptr[n] = q->ring + (size_t)(w->blk[i] % q->K) * q->slot_bytes + w->off[i];
   }
-  /* host copies, block by block (the copied blocks' tensors backward reads) */
+  return TEGRAPH_SUCCESS;
+}
+
+/* Block by block: the schedule's events and the host copies of the
+ * copied blocks' tensors that backward reads (a block not copied keeps
+ * them in its slot until its backward). */
+static tegraph_result_t plan_copies(tegraph_offload_t *c, struct ol_seq *q,
+                                    const struct attach_work *w, const char *fn) {
+  const struct tecore_seq_saved *sv = w->sv;
+  tegraph_result_t res = TEGRAPH_SUCCESS;
   for (size_t j = 0; j < q->nb && res == TEGRAPH_SUCCESS; j++) {
     struct ol_block *b = &q->b[j];
-    r = tecore_event_create(TECORE_EVENT_DISABLE_TIMING, &b->ev_fwd);
+    tecore_result_t r = tecore_event_create(TECORE_EVENT_DISABLE_TIMING, &b->ev_fwd);
     if (r == TECORE_SUCCESS) r = tecore_event_create(TECORE_EVENT_DISABLE_TIMING, &b->out_done);
     if (r == TECORE_SUCCESS) r = tecore_event_create(TECORE_EVENT_DISABLE_TIMING, &b->ev_bwd);
     if (r == TECORE_SUCCESS) r = tecore_event_create(TECORE_EVENT_DISABLE_TIMING, &b->in_done);
-    if (r != TECORE_SUCCESS) {
-      res = tg_core(r, fn);
-      break;
-    }
+    if (r != TECORE_SUCCESS) return tg_core(r, fn);
     for (size_t n = 0; n < q->nring && res == TEGRAPH_SUCCESS; n++) {
       size_t i = q->ring_idx[n];
-      if (blk[i] != (int)j || !sv[i].read_back) continue;
+      if (w->blk[i] != (int)j || !sv[i].read_back) continue;
       if (!b->copied) {
         q->kept++;   /* stays in its slot until its backward */
         continue;
@@ -319,33 +298,92 @@ TE_EXPORT tegraph_result_t tegraph_offload_attach(tegraph_offload_t *c,
     q->pass_host += ol_xfer_bytes(&b->x, OL_HOST);
     q->pass_files += ol_xfer_bytes(&b->x, OL_FILE);
   }
-  if (res != TEGRAPH_SUCCESS) {
-    c->host_used = host0;
-    c->file_used = file0;
-    goto out;
-  }
-  q->host_end = c->host_used;
-  q->file_end = c->file_used;
+  return res;
+}
+
+/* Makes q the context's plan: the sequence's hooks, its saved tensors
+ * pointed into the ring.  On failure both are undone and c has no plan. */
+static tegraph_result_t install(tegraph_offload_t *c, tecore_seq_t *seq, struct ol_seq *q,
+                                const char *fn) {
   c->sq = q;
   struct tecore_seq_hooks h = {.before = hook_before, .after = hook_after, .ctx = c};
-  r = tecore_seq_set_hooks(d->seq, &h);
+  tegraph_result_t res = TEGRAPH_SUCCESS;
+  tecore_result_t r = tecore_seq_set_hooks(seq, &h);
   if (r != TECORE_SUCCESS) res = tg_core(r, fn);
   if (res == TEGRAPH_SUCCESS) res = set_storage(c, 1, fn);
-  if (res == TEGRAPH_SUCCESS) {
-    TG_CORE(tecore_seq_memory(d->seq, NULL, &q->after), fn);
-    q = NULL;   /* the context's now */
-  } else {
+  if (res != TEGRAPH_SUCCESS) {
     (void)set_storage(c, 0, fn);
-    (void)tecore_seq_set_hooks(d->seq, NULL);
+    (void)tecore_seq_set_hooks(seq, NULL);
     c->sq = NULL;
+  }
+  return res;
+}
+
+TE_EXPORT tegraph_result_t tegraph_offload_attach(tegraph_offload_t *c,
+                                                  const struct tegraph_offload_seq_desc *d) {
+  static const char fn[] = "tegraph_offload_attach";
+  size_t nops = 0;
+  TG_CHECK(attach_check(c, d, &nops, fn));
+  size_t ns = 0;
+  TG_CORE(tecore_seq_get_saved(d->seq, NULL, 0, &ns), fn);
+  struct attach_work w = {.ns = ns};
+  w.sv = calloc(ns ? ns : 1, sizeof *w.sv);
+  struct ol_seq *q = calloc(1, sizeof *q);
+  if (q) {
+    q->b = calloc(d->nblocks, sizeof *q->b);
+    q->ring_idx = calloc(ns ? ns : 1, sizeof *q->ring_idx);
+    q->ring_ptr = calloc(ns ? ns : 1, sizeof *q->ring_ptr);
+  }
+  w.off = calloc(ns ? ns : 1, sizeof *w.off);
+  w.blk = calloc(ns ? ns : 1, sizeof *w.blk);
+  tegraph_result_t res = TEGRAPH_SUCCESS;
+  size_t host0 = c->host_used;
+  uint64_t file0 = c->file_used;
+  if (!w.sv || !q || !q->b || !q->ring_idx || !q->ring_ptr || !w.off || !w.blk) {
+    res = TG_ERR(TEGRAPH_ERR_NOMEM, "%s: out of host memory", fn);
+    goto out;
+  }
+  for (size_t i = 0; i < d->nkeep; i++)
+    if (d->keep[i] >= ns) {
+      res = TG_ERR(TEGRAPH_ERR_INVALID, "%s: d->keep[%zu] = %zu is not a saved tensor (the "
+                   "sequence saves %zu)", fn, i, d->keep[i], ns);
+      goto out;
+    }
+  tecore_result_t r = tecore_seq_get_saved(d->seq, w.sv, ns, &w.ns);
+  if (r == TECORE_SUCCESS) r = tecore_seq_memory(d->seq, NULL, &q->before);
+  if (r != TECORE_SUCCESS) {
+    res = tg_core(r, fn);
+    goto out;
+  }
+  q->seq = d->seq;
+  q->nops = nops;
+  q->nb = d->nblocks;
+  q->K = c->prefetch + 1;
+  for (size_t j = 0; j < q->nb; j++) {
+    q->b[j].first = d->blocks[j].first;
+    q->b[j].end = d->blocks[j].first + d->blocks[j].count;
+    q->b[j].copied = j + (size_t)q->K < q->nb;
+  }
+  res = plan_ring(c, d, q, &w, fn);
+  if (res == TEGRAPH_SUCCESS) res = plan_copies(c, q, &w, fn);
+  if (res == TEGRAPH_SUCCESS) {
+    q->host_end = c->host_used;
+    q->file_end = c->file_used;
+    res = install(c, d->seq, q, fn);
+  }
+  if (res == TEGRAPH_SUCCESS) {
+    r = tecore_seq_memory(d->seq, NULL, &q->after);
+    q = NULL;   /* the context's now */
+    if (r != TECORE_SUCCESS) res = tg_core(r, fn);
+  } else {
     c->host_used = host0;
     c->file_used = file0;
   }
 out:
   seq_free(q);
-  free(sv);
-  free(off);
-  free(blk);
+  free(w.sv);
+  free(w.off);
+  free(w.blk);
   return res;
 }
 
