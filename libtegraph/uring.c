@@ -5,11 +5,8 @@
  * back to host memory only, with a clear reason, when it cannot.  The
  * service engine that does the I/O is libtecore's, so libtecore answers
  * (tecore_svc_uring_probe). */
-#include "config.h"
-#include <te/graph.h>
+#include "tg_internal.h"
 #include <te/svc.h>
-
-#define TE_EXPORT __attribute__((visibility("default")))
 
 TE_EXPORT tegraph_result_t tegraph_uring_probe(int *supported, const char **why) {
   if (!supported) {
