@@ -57,16 +57,6 @@ static pid_t run_child(const struct log_env *env, void (*body)(struct report *),
   return pid;
 }
 
-/* Reads a whole small file into buf ("" when it does not exist). */
-static void slurp(const char *path, char *buf, size_t n) {
-  buf[0] = '\0';
-  FILE *fp = fopen(path, "r");
-  if (!fp) return;
-  size_t k = fread(buf, 1, n - 1, fp);
-  buf[k] = '\0';
-  fclose(fp);
-}
-
 /* The line of text that contains needle, copied to line ("" if none). */
 static int find_line(const char *text, const char *needle, char *line, size_t n) {
   const char *hit = strstr(text, needle);
@@ -146,7 +136,7 @@ START_TEST(file_pattern_and_prefix) {
   closedir(d);
   ck_assert_int_eq(nfiles, 1);
 
-  slurp(path, text, sizeof text);
+  te_read_text(path, text, sizeof text);
   char line[2048], needle[64], prefix[512];
   snprintf(needle, sizeof needle, "warn-%s", rep->token);
   ck_assert_msg(find_line(text, needle, line, sizeof line), "no WARN line in:\n%s", text);
@@ -189,7 +179,7 @@ static void subsys_case(const char *filter, int want_init, int want_device, int 
   snprintf(rep->token, sizeof rep->token, "%08x", te_rand_u32());
   struct log_env env = {.level = "WARN", .subsys = filter, .file = path};
   run_child(&env, body_subsys, rep);
-  slurp(path, text, sizeof text);
+  te_read_text(path, text, sizeof text);
   const char *names[] = {"init", "device", "graph"};
   int want[] = {want_init, want_device, want_graph};
   for (int i = 0; i < 3; i++) {
@@ -213,7 +203,7 @@ START_TEST(test_debug_subsys_garbage_is_reported) {
   snprintf(rep->token, sizeof rep->token, "%08x", te_rand_u32());
   struct log_env env = {.level = "WARN", .subsys = "n0such,INIT", .file = path};
   run_child(&env, body_subsys, rep);
-  slurp(path, text, sizeof text);
+  te_read_text(path, text, sizeof text);
   ck_assert_msg(strstr(text, "unknown subsystem 'n0such'"), "no report of the bad name:\n%s",
                 text);
   munmap(rep, sizeof *rep);
@@ -246,7 +236,7 @@ static void level_case(const char *level, int want_level, int want_error, int wa
   run_child(&env, body_levels, rep);
   ck_assert_msg(rep->level == want_level, "TE_DEBUG=%s: tecore_log_level() = %d, want %d",
                 level ? level : "(unset)", rep->level, want_level);
-  slurp(path, text, sizeof text);
+  te_read_text(path, text, sizeof text);
   snprintf(needle, sizeof needle, "error-%s", rep->token);
   ck_assert_msg(!!strstr(text, needle) == want_error, "TE_DEBUG=%s: ERROR line %s",
                 level ? level : "(unset)", want_error ? "missing" : "present");
@@ -299,7 +289,7 @@ START_TEST(errno_is_preserved) {
   struct log_env env = {.level = "WARN", .subsys = NULL, .file = path};
   run_child(&env, body_errno, rep);
   ck_assert_msg(rep->errno_ok, "errno changed by the call before line %d", rep->errno_fail_line);
-  slurp(path, text, sizeof text);
+  te_read_text(path, text, sizeof text);
   snprintf(needle, sizeof needle, "second %s", rep->token);
   ck_assert_msg(strstr(text, needle), "ERROR line missing:\n%s", text);
 

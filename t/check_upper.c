@@ -23,16 +23,6 @@ struct hop_report {
   char detail[1024];
 };
 
-/* Reads a whole small file into buf ("" when it does not exist). */
-static void slurp(const char *path, char *buf, size_t n) {
-  buf[0] = '\0';
-  FILE *fp = fopen(path, "r");
-  if (!fp) return;
-  size_t k = fread(buf, 1, n - 1, fp);
-  buf[k] = '\0';
-  fclose(fp);
-}
-
 static tecore_result_t noop_fwd(void *user, tecore_stream_t s, const struct tegraph_io *io) {
   (void)user, (void)s, (void)io;
   return TECORE_SUCCESS;
@@ -92,7 +82,7 @@ START_TEST(hop_log_names_each_hop) {
            "tegraph_callable_create: descs[0].sample_inputs[0]: unknown dtype %d", bad_dtype);
   ck_assert_str_eq(rep->detail, want);
 
-  slurp(path, text, sizeof text);
+  te_read_text(path, text, sizeof text);
   /* the line that set the detail, then one TRACE line per hop, innermost
    * first: the description's check, then the creation */
   const char *set = strstr(text, want);

@@ -321,6 +321,16 @@ static TE_T_UNUSED void te_poison_dev_nan(tecore_devptr_t dst, size_t n) {
   TE_OK(tecore_stream_synchronize(te_stream));
 }
 
+/* Reads a whole small file into buf ("" when it does not exist). */
+static TE_T_UNUSED void te_read_text(const char *path, char *buf, size_t n) {
+  buf[0] = '\0';
+  FILE *fp = fopen(path, "r");
+  if (!fp) return;
+  size_t k = fread(buf, 1, n - 1, fp);
+  buf[k] = '\0';
+  fclose(fp);
+}
+
 /* A fresh private folder for files a test writes (removed by te_rmtree). */
 static TE_T_UNUSED void te_tmpdir(char *out, size_t n) {
   const char *base = getenv("TMPDIR");
