@@ -6,15 +6,14 @@
 # The file list and the comment syntax per type are t/spdx-files.sh's,
 # shared with t/spdx-add.sh, which inserts the line where it is missing.
 #
-#   t/spdx-lint.sh [--man]    from the top of the tree or as a make check
-#                             test (srcdir/top_srcdir); --man also checks
+#   t/spdx-lint.sh [--man]    from anywhere, or as a make check test (it
+#                             checks the tree it lies in); --man also checks
 #                             the full man pages (link pages are exempt)
 #
 # Exit 0: every file has it; 1: the files without it are listed.
 set -u
 here=$(cd "$(dirname "$0")" && pwd) || exit 1
-top=${top_srcdir:-${srcdir:-$here/..}}
-cd "$top" || exit 1
+cd "$here/.." || exit 1
 . "$here/spdx-files.sh"
 
 man=
