@@ -3,7 +3,9 @@
 # Debian or Ubuntu (run as root, or through sudo).  The CUDA toolkit is not
 # installed here: configure finds /usr/local/cuda when present and builds
 # the vdev-only libraries without it.  cmake is for make installcheck's
-# CMake consumer.
+# CMake consumer.  qemu, busybox, rdma-core's rxe provider and iproute2's
+# rdma tool are for the test VM (t/vm/run-vm.sh), whose guest kernel
+# .ci/run fetches.
 set -eu
 if [ "$(id -u)" != 0 ]; then
   exec sudo "$0" "$@"
@@ -14,4 +16,5 @@ apt-get install -y -q --no-install-recommends \
   build-essential autoconf automake libtool pkg-config \
   liburing-dev check libsubunit-dev libibverbs-dev mandoc \
   mpich libmpich-dev \
+  qemu-system-x86 busybox-static rdma-core ibverbs-providers iproute2 \
   cmake gfortran

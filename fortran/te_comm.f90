@@ -30,6 +30,7 @@ module te_comm
   integer(c_int), parameter :: TECOMM_ALGO_TWOSHOT = 2
   integer(c_int), parameter :: TECOMM_ALGO_LAMPORT = 3
   integer(c_int), parameter :: TECOMM_ALGO_NCCL = 4
+  integer(c_int), parameter :: TECOMM_ALGO_VERBS = 5
   integer(c_int), parameter :: TECOMM_SPLIT_NONE = -1
 
   ! struct tecomm_bootstrap (libtecomm/te/comm.h)

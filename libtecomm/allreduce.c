@@ -45,7 +45,8 @@ static int capturing(tecore_stream_t stream) {
   return st != TECORE_CAPTURE_NONE;
 }
 
-/* recv = allreduce(send) on the NCCL communicator, or a copy on one rank. */
+/* recv = allreduce(send) on the NCCL communicator or over verbs (the level
+ * says which), or a copy on one rank. */
 static tecomm_result_t plain_allreduce(struct tecomm_comm *c, tecore_devptr_t send,
                                        tecore_devptr_t recv, size_t count, tecore_dtype_t dtype,
                                        tecomm_op_t op, tecore_stream_t stream, const char *fn) {
@@ -54,6 +55,8 @@ static tecomm_result_t plain_allreduce(struct tecomm_comm *c, tecore_devptr_t se
       TC_CORE(tecore_memcpy_async(recv, send, count * tecore_dtype_size(dtype), stream), fn);
     return TECOMM_SUCCESS;
   }
+  if (c->level == TC_LEVEL_VERBS)
+    return tc_verbs_allreduce(c, send, recv, count, dtype, op, stream, fn);
   const struct tc_nccl *n = tc_nccl_get(NULL);
   int r = n->AllReduce((const void *)(uintptr_t)send, (void *)(uintptr_t)recv, count,
                        nccl_dtype(dtype), op == TECOMM_MAX ? TC_NCCL_MAX : TC_NCCL_SUM, c->nccl,
@@ -132,7 +135,7 @@ static tecomm_result_t run(struct tecomm_comm *c, tecore_devptr_t send, tecore_d
     lam_ok = fa->hidden % 8 == 0 && (fa->residual_out | fa->out | d8 | fa->gamma) % 16 == 0;
   }
   TC_CHECK(tc_select(c, asked, bytes, zero_copy, in_place, lam_ok, &algo));
-  if (algo == TECOMM_ALGO_NCCL)
+  if (algo == TECOMM_ALGO_NCCL || algo == TECOMM_ALGO_VERBS)
     return fa ? composite(c, fa, stream, fn)
               : plain_allreduce(c, send, recv, count, dtype, op, stream, fn);
 

@@ -10,6 +10,7 @@
 #define _GNU_SOURCE
 #endif
 #include "comm_priv.h"
+#include "verbs_priv.h"
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -77,6 +78,7 @@ tecomm_result_t tc_comm_ready(struct tecomm_comm *c, const char *fn, int check_d
       c->sticky_peer = peer;
     }
   }
+  if (c->vb) TC_CHECK(tc_vb_status(c->vb, fn));
   if (c->sticky == TECOMM_ERR_TIMEOUT)
     return TC_ERR(TECOMM_ERR_TIMEOUT,
                   "%s: rank %d of %d: a device-side wait for rank %d expired (TECOMM_TIMEOUT %lld ms)",
@@ -188,6 +190,7 @@ static void comm_free(struct tecomm_comm *c) {
     else (void)n->CommDestroy(c->nccl);
   }
   if (c->scratch) (void)tecore_mem_free(c->scratch);
+  tc_verbs_comm_close(c);
   while (c->segs) tc_seg_destroy(c, c->segs);
   tc_boot_close(c->mesh);
   tc_boot_close(c->world);
@@ -246,6 +249,18 @@ static tecomm_result_t comm_start(struct tecomm_comm *c, const struct tc_caps *a
   r = setup_nccl(c);
   if (r != TECOMM_SUCCESS) goto out;
   if (c->level == TC_LEVEL_NONE && c->n_nccl == c->nranks) c->level = TC_LEVEL_NCCL;
+  if (c->level == TC_LEVEL_NONE) {
+    /* the last link of the chain: verbs (every rank gets the same answer) */
+    r = tc_verbs_comm_open(c);
+    if (r != TECOMM_SUCCESS) goto out;
+    if (c->vb) {
+      c->level = TC_LEVEL_VERBS;
+      snprintf(c->level_why, sizeof c->level_why, "%.250s", c->verbs_why);
+    } else if (c->nranks > 1 && c->verbs_why[0]) {
+      size_t l = strlen(c->level_why);
+      snprintf(c->level_why + l, sizeof c->level_why - l, "; no verbs: %.200s", c->verbs_why);
+    }
+  }
   tc_level_log(c);
 out:
   if (st) {
@@ -476,6 +491,8 @@ TE_EXPORT tecomm_result_t tecomm_comm_status(tecomm_comm_t comm, int *peer) {
       r = tc_nccl_err(ar, "tecomm_comm_status: NCCL");
   }
   if (peer && r == TECOMM_ERR_TIMEOUT) *peer = comm->sticky_peer;
+  if (peer && r != TECOMM_SUCCESS && comm->vb && tc_vb_failed_peer(comm->vb) >= 0)
+    *peer = tc_vb_failed_peer(comm->vb);
   return r;
 }
 

@@ -15,7 +15,8 @@ typedef enum tc_level {
   TC_LEVEL_POOL = 0,     /* symmetric pool on every rank: IPC kernels, inputs staged in */
   TC_LEVEL_INPLACE = 1,  /* no pool: IPC in place on registered (tecomm_mem_alloc) inputs */
   TC_LEVEL_NCCL = 2,     /* ncclAllReduce */
-  TC_LEVEL_NONE = 3      /* nothing can run (no IPC, no NCCL): calls fail clearly */
+  TC_LEVEL_VERBS = 3,    /* host-staged allreduce over InfiniBand/RoCE verbs (verbs_comm.c) */
+  TC_LEVEL_NONE = 4      /* nothing can run (no IPC, NCCL or verbs): calls fail clearly */
 } tc_level_t;
 
 /* What one rank reports at init (allgathered; plain data, same layout on
@@ -84,6 +85,12 @@ struct tecomm_comm {
   tecore_devptr_t scratch;   /* NCCL fused path: a temporary when residual_out == residual_in */
   size_t scratch_bytes;
 
+  /* verbs (verbs_comm.c) */
+  struct tc_vb *vb;          /* the endpoint, or NULL (verbs_why says why) */
+  char verbs_why[320];
+  struct tc_vjob *vjobs;     /* service-engine jobs, one per shape */
+  struct tc_vhost *vhosts;   /* page-locked staging, newest first */
+
   /* errors */
   int aborted;
   tecomm_result_t sticky;    /* first failure seen (a timeout) */
@@ -122,6 +129,16 @@ tecomm_result_t tc_select(struct tecomm_comm *c, tecomm_algo_t asked, size_t byt
 /* Decides the level from the counts (every rank computes the same). */
 void tc_level_log(struct tecomm_comm *c);
 const char *tc_level_name(tc_level_t l);
+
+/* ---- verbs_comm.c ------------------------------------------------------------ */
+/* Collective: opens the verbs endpoint over xchg; TECOMM_SUCCESS also when
+ * verbs cannot be had (c->vb NULL, c->verbs_why says why). */
+tecomm_result_t tc_verbs_comm_open(struct tecomm_comm *c);
+void tc_verbs_comm_close(struct tecomm_comm *c);
+/* recv = allreduce(send) over verbs, in stream order. */
+tecomm_result_t tc_verbs_allreduce(struct tecomm_comm *c, tecore_devptr_t send,
+                                   tecore_devptr_t recv, size_t count, tecore_dtype_t dtype,
+                                   tecomm_op_t op, tecore_stream_t stream, const char *fn);
 
 /* ---- comm.c ----------------------------------------------------------------- */
 /* Fails with the communicator's state (aborted, a sticky or new device

@@ -31,7 +31,7 @@ TECORE_TUNABLE_INT(tc_tun_lamport_max_kb, "TECOMM_LAMPORT_MAX_KB", 0, 0, 1048576
                    "largest payload (KiB) the table gives to Lamport; 0: the built-in table")
 
 static const char *const algo_names[TECOMM_ALGO_COUNT_] = {"auto", "oneshot", "twoshot", "lamport",
-                                                           "nccl"};
+                                                           "nccl", "verbs"};
 
 TE_EXPORT const char *tecomm_algo_name(tecomm_algo_t algo) {
   return (unsigned)algo < TECOMM_ALGO_COUNT_ ? algo_names[algo] : "unknown";
@@ -46,7 +46,8 @@ TE_EXPORT tecomm_result_t tecomm_algo_parse(const char *name, tecomm_algo_t *alg
       return TECOMM_SUCCESS;
     }
   return TC_ERR(TECOMM_ERR_INVALID,
-                "tecomm_algo_parse: name \"%s\" is not auto, oneshot, twoshot, lamport or nccl",
+                "tecomm_algo_parse: name \"%s\" is not auto, oneshot, twoshot, lamport, nccl "
+                "or verbs",
                 name);
 }
 
@@ -58,6 +59,8 @@ const char *tc_level_name(tc_level_t l) {
     return "registered in-place";
   case TC_LEVEL_NCCL:
     return "nccl";
+  case TC_LEVEL_VERBS:
+    return "verbs";
   default:
     return "none";
   }
@@ -125,9 +128,18 @@ tecomm_result_t tc_select(struct tecomm_comm *c, tecomm_algo_t asked, size_t byt
   /* IPC runs on the pool (any input: staged) or in place on registered
    * inputs; everything else is NCCL's */
   int ipc_ok = c->level == TC_LEVEL_POOL || (c->level == TC_LEVEL_INPLACE && symmetric);
+  if (a == TECOMM_ALGO_VERBS) {
+    if (c->level != TC_LEVEL_VERBS)
+      return TC_ERR(TECOMM_ERR_NOT_SUPPORTED, "algorithm verbs: level %s (%s)%s%s",
+                    tc_level_name(c->level), c->level_why, c->verbs_why[0] ? "; verbs: " : "",
+                    c->verbs_why);
+    *algo = a;
+    return TECOMM_SUCCESS;
+  }
   if (a == TECOMM_ALGO_AUTO) {
     a = ipc_ok ? table_ipc(c, &f) : TECOMM_ALGO_AUTO;
     if (a == TECOMM_ALGO_AUTO && c->nccl) a = TECOMM_ALGO_NCCL;
+    if (a == TECOMM_ALGO_AUTO && c->level == TC_LEVEL_VERBS) a = TECOMM_ALGO_VERBS;
     if (a == TECOMM_ALGO_AUTO)
       return TC_ERR(TECOMM_ERR_NOT_SUPPORTED,
                     "no algorithm for %zu bytes: level %s (%s)%s; NCCL: %s", bytes,
@@ -193,7 +205,7 @@ static void describe(struct tecomm_comm *c, size_t bytes, char *buf, size_t cap)
   buf[0] = '\0';
   put(buf, cap, &len, "tecomm: %d ranks%s, backend %s\n", c->nranks,
       c->all_local ? " on one host" : " on several hosts", tecore_backend_name(c->backend));
-  put(buf, cap, &len, "chain: pool -> registered in-place -> nccl\n");
+  put(buf, cap, &len, "chain: pool -> registered in-place -> nccl -> verbs\n");
   put(buf, cap, &len,
       "capabilities: p2p %d/%d, vmm posix-fd %d/%d, ipc kernels %d/%d, nccl %d/%d, pool %d/%d\n",
       c->n_p2p, c->nranks, c->n_vmm_fd, c->nranks, c->n_kernels, c->nranks, c->n_nccl, c->nranks,
@@ -210,6 +222,8 @@ static void describe(struct tecomm_comm *c, size_t bytes, char *buf, size_t cap)
         c->level == TC_LEVEL_INPLACE ? " (registered inputs only; others nccl)" : "");
   } else if (c->level == TC_LEVEL_NCCL) {
     put(buf, cap, &len, "table: nccl at every size\n");
+  } else if (c->level == TC_LEVEL_VERBS) {
+    put(buf, cap, &len, "table: verbs at every size (recursive doubling when small, else ring)\n");
   }
   if (bytes) {
     tecomm_algo_t a = TECOMM_ALGO_AUTO;

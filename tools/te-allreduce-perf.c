@@ -137,6 +137,7 @@ struct bench {
   tecore_event_t e0, e1;
   tecore_devptr_t x, out, resid, gamma, tbuf; /* tbuf: one float for the MAX of times */
   size_t cap;                                  /* bytes of x */
+  int x_plain;                                 /* x is tecore memory (no symmetric memory) */
 };
 
 /* One operation of the benchmark on algo. */
@@ -309,7 +310,14 @@ static int run_rank(const struct opts *o, int rank, int n, int device,
   if (o->fused_hidden && b.cap < o->fused_hidden * esz) b.cap = o->fused_hidden * esz;
   /* the input is symmetric memory, as a GEMM writing into it would make
    * it: the allreduce reads it in place */
-  COMM(tecomm_mem_alloc(b.comm, b.cap, &b.x));
+  tecomm_result_t mr = tecomm_mem_alloc(b.comm, b.cap, &b.x);
+  if (mr == TECOMM_ERR_NOT_SUPPORTED) {
+    /* across nodes (NCCL, verbs) there is no symmetric memory: plain memory */
+    CORE(tecore_mem_alloc(b.cap, &b.x));
+    b.x_plain = 1;
+  } else {
+    COMM(mr);
+  }
   CORE(tecore_mem_alloc(sizeof(float) * 4, &b.tbuf));
   CORE(tecore_memset_d8_async(b.tbuf, 0, sizeof(float) * 4, b.s));
   if (o->fused_hidden) {
@@ -362,7 +370,10 @@ static int run_rank(const struct opts *o, int rank, int n, int device,
       fflush(stdout);
     }
   }
-  COMM(tecomm_mem_free(b.comm, b.x));
+  if (b.x_plain)
+    CORE(tecore_mem_free(b.x));
+  else
+    COMM(tecomm_mem_free(b.comm, b.x));
   if (o->fused_hidden) {
     CORE(tecore_mem_free(b.out));
     CORE(tecore_mem_free(b.resid));
@@ -378,7 +389,8 @@ static int run_rank(const struct opts *o, int rank, int n, int device,
 
 static const char usage_text[] =
     "usage: te-allreduce-perf [-n ranks] [-b minbytes] [-e maxbytes] [-f factor]\n"
-    "         [-d float|bf16|half] [-a auto|oneshot|twoshot|lamport|nccl] [-G ops]\n"
+    "         [-d float|bf16|half] [-a auto|oneshot|twoshot|lamport|nccl|verbs]\n"
+    "         [-G ops]\n"
     "         [-w warmup] [-i iters] [--fused hidden] [-c 0|1] [--no-nccl] [--csv]\n"
     "         [-q] [-h] [--version]\n"
     "  -n N     fork N ranks (one per GPU, or vdev ranks); without it, ranks come from\n"

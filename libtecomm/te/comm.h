@@ -150,6 +150,7 @@ typedef enum tecomm_algo {
   TECOMM_ALGO_TWOSHOT = 2,  /* IPC: reduce-scatter then all-gather */
   TECOMM_ALGO_LAMPORT = 3,  /* IPC: one-shot without a barrier (-0.0 sentinels) */
   TECOMM_ALGO_NCCL = 4,     /* ncclAllReduce (libnccl.so.2) */
+  TECOMM_ALGO_VERBS = 5,    /* host-staged, over InfiniBand/RoCE verbs (across nodes) */
   TECOMM_ALGO_COUNT_
 } tecomm_algo_t;
 

@@ -1,0 +1,55 @@
+#!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
+# guest-tests.sh -- what each test VM guest runs (started by init.sh with
+# TE_VM_NODE=0 or 1): two ranks of a 2-node x 2-rank communicator per
+# guest (processes on vdev; node 0 holds ranks 0-1 and the bootstrap
+# root), through every test in turn, each on a bootstrap port of its own
+# so the guests stay in step.  Every result is a "TE-VM-TEST name ..."
+# line on the console; the host (t/vm/run-vm.sh) checks them all.
+node=${TE_VM_NODE:-0}
+seed=${TE_VM_SEED:-1}
+root=192.168.77.1
+export TE_DEVICE=vdev TECOMM_NRANKS=4
+# a peer waits at most 8 s; the queue pairs give up after 7 x 67 ms
+export TECOMM_TIMEOUT=8000 TECOMM_VERBS_TIMEOUT=14 TECOMM_VERBS_RETRY=7
+# 64 KiB chunks keep rxe's work small (about 25 Mbit/s between the guests)
+export TECOMM_VERBS_CHUNK_KB=64
+
+# te-info sees the rxe device
+out=$(/te/bin/te-info 2>&1 | grep '^verbs:')
+case $out in
+  *rxe0*) echo "TE-VM-TEST devices rank=node$node PASS: $out" ;;
+  *) echo "TE-VM-TEST devices rank=node$node FAIL: $out" ;;
+esac
+
+# both ranks of this node; $1: port, the rest: the program's arguments
+# (its status: 0 when both ranks exited 0)
+ranks() {
+  port=$1
+  shift
+  pids=
+  for r in $((2 * node)) $((2 * node + 1)); do
+    TECOMM_RANK=$r TECOMM_ROOT=$root:$port "$@" &
+    pids="$pids $!"
+  done
+  st=0
+  for p in $pids; do wait "$p" || st=1; done
+  return $st
+}
+
+ranks 29501 /te/bin/vm_allreduce check "$seed"
+TECOMM_VERBS_FAULT=mr:1 ranks 29502 /te/bin/vm_allreduce nomr
+# te-allreduce-perf over verbs, for correctness only (its #wrong column)
+# (rank 0 prints the table; every rank's exit status counts)
+if ranks 29503 /te/bin/te-allreduce-perf -a verbs -b 8 -e 65536 -f 16 -w 1 -i 2 --csv \
+     > /tmp/perf 2>&1 &&
+   { [ "$node" = 1 ] || awk -F, '/^[0-9]/ && $4 == "verbs" && $8 == "0" {ok++} /^[0-9]/ && $8 != "0" {bad++}
+                                 END {exit !(ok >= 4 && !bad)}' /tmp/perf; }; then
+  echo "TE-VM-TEST perf rank=node$node PASS: both ranks exited 0$([ "$node" = 0 ] && echo "; $(grep -c ',verbs,' /tmp/perf) sizes over verbs, none wrong")"
+else
+  echo "TE-VM-TEST perf rank=node$node FAIL:"; cat /tmp/perf
+fi
+ranks 29504 /te/bin/vm_allreduce exit 3
+# the link cut mid-transfer: node 1 takes its NIC down while the ranks loop
+if [ "$node" = 1 ]; then (sleep 6; ip link set eth0 down; echo "TE-VM: eth0 down") & fi
+ranks 29505 /te/bin/vm_allreduce cut

@@ -1,0 +1,122 @@
+#!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
+# run-vm.sh -- the test VM: two QEMU guests (TCG: no KVM needed) with
+# soft-RoCE, joined by a virtual link, run libtecomm's inter-node tests
+# (t/vm/guest-tests.sh: the verbs devices, a 2-node x 2-rank allreduce on
+# vdev, te-allreduce-perf -a verbs, a failed memory registration, a peer
+# that exits, the link cut mid-transfer).  Each guest boots Debian's own
+# kernel (a linux-image package unpacked, not installed) with an
+# initramfs made here (t/vm/mkinitrd.sh); results come back as
+# "TE-VM-TEST name rank=R PASS|FAIL" lines on the serial consoles.
+#
+# Exit 0: every expected result passed; 1: one failed or is missing (the
+# consoles are printed); 77: skip -- no qemu-system-x86_64, no kernel
+# package, busybox or rdma-core's rxe provider missing, TE_VM=0, or a
+# sanitizer build (the VM runs the plain build's programs).
+#
+# Environment: top_builddir, TE_T_SANITIZERS (t/Makefile.inc);
+#   TE_VM_KERNEL  an unpacked linux-image package (dpkg-deb -x), or
+#   TE_VM_CACHE   a directory holding linux-image-*-amd64*.deb (unpacked
+#                 into it on first use; .ci/run fetches one there);
+#                 default $HOME/.cache/libte-vm
+#   TE_VM_TIMEOUT seconds the whole VM run may take (default 280)
+#   TE_TEST_SEED  the allreduce inputs' seed (default: random, printed)
+set -u
+b=${top_builddir:-.}
+b=$(cd "$b" && pwd) || exit 1
+here=$(cd "$(dirname "$0")" && pwd) || exit 1
+skip() { echo "SKIP: $*"; exit 77; }
+
+[ "${TE_VM:-1}" = 0 ] && skip "TE_VM=0"
+[ -n "${TE_T_SANITIZERS:-}" ] && skip "sanitizer build: the VM runs the plain build's programs"
+qemu=$(command -v qemu-system-x86_64) || skip "no qemu-system-x86_64 (apt-get install qemu-system-x86)"
+command -v busybox > /dev/null || skip "no busybox (apt-get install busybox-static)"
+
+kroot=${TE_VM_KERNEL:-}
+if [ -z "$kroot" ]; then
+  cache=${TE_VM_CACHE:-${HOME:-/tmp}/.cache/libte-vm}
+  deb=$(ls "$cache"/linux-image-*-amd64*.deb 2>/dev/null | grep -v -- -dbg | head -n 1)
+  [ -n "$deb" ] || skip "no kernel package in $cache (apt-get download linux-image-<version>-amd64 there)"
+  kroot=$cache/root.$(basename "$deb" .deb)
+  if [ ! -d "$kroot/boot" ]; then
+    command -v dpkg-deb > /dev/null || skip "no dpkg-deb to unpack $deb"
+    rm -rf "$kroot.tmp" && mkdir -p "$kroot.tmp" && dpkg-deb -x "$deb" "$kroot.tmp" &&
+      mv "$kroot.tmp" "$kroot" || { echo "FAIL: cannot unpack $deb"; exit 1; }
+  fi
+fi
+kernel=$(ls "$kroot"/boot/vmlinuz-* 2>/dev/null | head -n 1)
+[ -n "$kernel" ] || skip "no boot/vmlinuz-* in $kroot"
+
+prog() {   # the ELF behind a libtool wrapper
+  for p in "$b/$1/.libs/$2" "$b/$1/.libs/lt-$2" "$b/$1/$2"; do
+    [ -f "$p" ] && head -c 4 "$p" | grep -q ELF && { echo "$p"; return 0; }
+  done
+  return 1
+}
+vmar=$(prog t/vm vm_allreduce) || { echo "FAIL: t/vm/vm_allreduce not built"; exit 1; }
+info=$(prog tools te-info) || { echo "FAIL: tools/te-info not built"; exit 1; }
+perf=$(prog tools te-allreduce-perf) || { echo "FAIL: tools/te-allreduce-perf not built"; exit 1; }
+
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/te-vm.XXXXXX") || exit 1
+pids=
+cleanup() {
+  for p in $pids; do kill "$p" 2> /dev/null; done
+  rm -rf "$tmp"
+}
+trap cleanup EXIT
+trap 'exit 1' INT TERM
+start=$(date +%s)
+cp "$here/guest-tests.sh" "$tmp/guest-tests.sh"
+sh "$here/mkinitrd.sh" "$kroot" "$tmp/initrd.cpio" "$here/init.sh" \
+   "$b/libtecore/.libs:$b/libtegraph/.libs:$b/libtecomm/.libs" \
+   "$vmar" "$info" "$perf" "$tmp/guest-tests.sh"
+rc=$?
+[ $rc = 77 ] && skip "the initramfs cannot be made (see above)"
+[ $rc = 0 ] || { echo "FAIL: mkinitrd.sh failed ($rc)"; exit 1; }
+echo "# initramfs: $(($(wc -c < "$tmp/initrd.cpio") / 1048576)) MiB in $(($(date +%s) - start)) s; kernel $kernel"
+
+seed=${TE_TEST_SEED:-$(od -An -N4 -tu4 /dev/urandom | tr -d ' ')}
+echo "# seed $seed (TE_TEST_SEED=$seed reproduces the inputs)"
+limit=${TE_VM_TIMEOUT:-280}
+port=$((20000 + $(od -An -N2 -tu2 /dev/urandom | tr -d ' ') % 30000))
+guest() {   # node, netdev mode (listen or connect)
+  timeout -k 5 "$limit" "$qemu" -nodefaults -no-user-config -machine pc -accel tcg -m 1024 -smp 1 \
+    -display none -monitor none -serial "file:$tmp/console.$1" -no-reboot \
+    -kernel "$kernel" -initrd "$tmp/initrd.cpio" \
+    -append "console=ttyS0 panic=-1 no_timer_check quiet te.node=$1 te.seed=$seed" \
+    -netdev "socket,id=n0,$2=127.0.0.1:$port" -device "e1000,netdev=n0,mac=52:54:00:77:00:0$1" \
+    > "$tmp/qemu.$1" 2>&1
+}
+guest 0 listen &
+pids="$!"
+sleep 1
+guest 1 connect &
+pids="$pids $!"
+wait $pids
+pids=
+secs=$(($(date +%s) - start))
+
+# every test, and the ranks (or nodes) that must report it
+expect="devices:node0,node1 check:0,1,2,3 nomr:0,1,2,3 perf:node0,node1 exit:0,1,2,3 cut:0,1,2,3"
+status=0
+cat "$tmp/console.0" "$tmp/console.1" 2> /dev/null | grep '^TE-VM-TEST ' > "$tmp/results"
+for e in $expect; do
+  t=${e%%:*}
+  for r in $(echo "${e#*:}" | tr , ' '); do
+    line=$(grep "^TE-VM-TEST $t rank=$r " "$tmp/results" | head -n 1)
+    case $line in
+      *" PASS"*) echo "ok: $line" ;;
+      "") echo "FAIL: no result from test $t, rank $r"; status=1 ;;
+      *) echo "FAIL: $line"; status=1 ;;
+    esac
+  done
+done
+echo "# the VM run took $secs s (limit $limit s)"
+if [ $status != 0 ]; then
+  for n in 0 1; do
+    echo "---- guest $n console ----"
+    cat "$tmp/console.$n" 2> /dev/null
+    cat "$tmp/qemu.$n" 2> /dev/null
+  done
+fi
+exit $status
