@@ -1,14 +1,16 @@
 #!/bin/sh
 # SPDX-License-Identifier: Apache-2.0
 # t/spdx-lint.sh -- checks that every source file (C, CUDA, assembler,
-# shell, automake, autoconf, m4, linker maps, .in templates, Fortran)
-# carries `SPDX-License-Identifier: Apache-2.0` in its first few lines.
+# shell, automake, autoconf, m4, linker maps, .in templates, Fortran,
+# Python) carries `SPDX-License-Identifier: Apache-2.0` in its first lines.
 # The file list and the comment syntax per type are t/spdx-files.sh's,
 # shared with t/spdx-add.sh, which inserts the line where it is missing.
 #
 #   t/spdx-lint.sh [--man]    from anywhere, or as a make check test (it
 #                             checks the tree it lies in); --man also checks
-#                             the full man pages (link pages are exempt)
+#                             the full man pages (link pages are exempt;
+#                             SPDX_LINT_MAN=1 in the environment does the
+#                             same, for make check)
 #
 # Exit 0: every file has it; 1: the files without it are listed.
 set -u
@@ -18,6 +20,8 @@ cd "$here/.." || exit 1
 
 man=
 [ "${1:-}" = --man ] && man=--man
+# as a make check test it takes no arguments: SPDX_LINT_MAN=1 means --man
+[ "${SPDX_LINT_MAN:-0}" = 1 ] && man=--man
 missing=0
 total=0
 for f in $(spdx_files $man); do
