@@ -109,6 +109,12 @@ TE_EXPORT tecore_result_t tecore_scale_add(tecore_devptr_t dst, tecore_devptr_t 
   TE_CHECK(ew_check_ptr(a, dtype, __func__, "a"));
   TE_CHECK(ew_check_ptr(b, dtype, __func__, "b"));
   if (count == 0) return TECORE_SUCCESS;
+  TE_ARG(count <= SIZE_MAX / tecore_dtype_size(dtype), "%s: count %zu overflows a byte count",
+         __func__, count);
+  size_t bytes = count * tecore_dtype_size(dtype);
+  TE_CHECK(te_dev_check_range(dst, bytes, __func__, "dst"));
+  TE_CHECK(te_dev_check_range(a, bytes, __func__, "a"));
+  TE_CHECK(te_dev_check_range(b, bytes, __func__, "b"));
   int id = ew_first_id();
   if (id < 0) return TECORE_ERR_INTERNAL;
   struct tecore_launch_cfg cfg;

@@ -308,6 +308,38 @@ START_TEST(test_to_dlpack_rejects_data_0) {
 }
 END_TEST
 
+/* Found by fuzz-parse: an empty tensor may have any other extents, and
+ * tecore_tensor_to_dlpack multiplied them into int64 strides (a signed
+ * overflow, UBSan abort). */
+START_TEST(test_to_dlpack_stride_overflow_is_refused) {
+  size_t shape[3] = {0, (size_t)1 << 31, ((size_t)1 << 60) + te_rand_below(1000)};
+  struct tecore_tensor t;
+  TE_OK(tecore_tensor_init(&t, TECORE_DTYPE_F32, 3, shape, 0));
+  TE_OK(tecore_tensor_validate(&t, 0)); /* empty: a legal descriptor */
+  DLTensor dl;
+  int64_t sh[8], st[8], sh0[8], st0[8];
+  te_poison_host(sh, sizeof sh);
+  te_poison_host(st, sizeof st);
+  memcpy(sh0, sh, sizeof sh);
+  memcpy(st0, st, sizeof st);
+  TE_EXPECT_INVALID("overflows int64", tecore_tensor_to_dlpack(&t, 0, &dl, sh, st));
+  ck_assert_msg(!memcmp(sh, sh0, sizeof sh) && !memcmp(st, st0, sizeof st),
+                "a refused export wrote into shape or strides");
+  shape[2] = (size_t)INT64_MAX + 1;
+  TE_OK(tecore_tensor_init(&t, TECORE_DTYPE_F32, 3, shape, 0));
+  TE_EXPECT_INVALID("does not fit", tecore_tensor_to_dlpack(&t, 0, &dl, sh, st));
+  /* the largest that fits is exported with its strides */
+  size_t fit[3] = {0, (size_t)1 << 31, (size_t)1 << 31};
+  TE_OK(tecore_tensor_init(&t, TECORE_DTYPE_F32, 3, fit, 0));
+  TE_OK(tecore_tensor_to_dlpack(&t, 0, &dl, sh, st));
+  ck_assert_int_eq(dl.ndim, 3);
+  ck_assert_int_eq(st[2], 1);
+  ck_assert_int_eq(st[1], (int64_t)1 << 31);
+  ck_assert_int_eq(st[0], (int64_t)1 << 62);
+  ck_assert_int_eq(sh[1], (int64_t)1 << 31);
+}
+END_TEST
+
 START_TEST(test_tensor_validate_checks_device) {
   size_t n = 8;
   struct tecore_tensor t;
@@ -472,6 +504,7 @@ static Suite *hardening_suite(void) {
   tcase_add_test(tc, test_from_dlpack_rejects_bad_device_ids);
   tcase_add_test(tc, test_from_dlpack_rejects_wrapping_data_offset);
   tcase_add_test(tc, test_to_dlpack_rejects_data_0);
+  tcase_add_test(tc, test_to_dlpack_stride_overflow_is_refused);
   tcase_add_test(tc, test_tensor_validate_checks_device);
   tcase_add_test(tc, test_delayed_update_rejects_misaligned_state);
   tc = te_tcase(s, "aliasing", 1);

@@ -325,6 +325,80 @@ START_TEST(test_vdev_quantize_shape_larger_than_buffer_is_illegal_address) {
 }
 END_TEST
 
+/* Found by fuzz-api: tecore_scale_add checked its pointers' alignment
+ * but not their extent, and the worker read past the end of a and b. */
+START_TEST(test_vdev_scale_add_larger_than_buffer_is_illegal_address) {
+  if (!vdev_only()) return;
+  tecore_stream_t s = own_stream();
+  size_t n = 100 + te_rand_below(1000);
+  tecore_devptr_t d = te_dalloc(4 * n), a = te_dalloc(4 * n), b = te_dalloc(4 * n);
+  float *x = malloc(4 * n), *got = malloc(4 * n);
+  ck_assert_ptr_nonnull(x);
+  ck_assert_ptr_nonnull(got);
+  te_rand_floats(x, n, -2.0f, 2.0f);
+  te_h2d(a, x, 4 * n);
+  te_h2d(b, x, 4 * n);
+  te_poison_dev(d, 4 * n);
+  tecore_devptr_t big = te_dalloc(4 * (2 * n + 1));
+  TE_EXPECT_ERR(TECORE_ERR_ILLEGAL_ADDRESS, "a (0x",
+                tecore_scale_add(big, a, 1.0f, b, 1.0f, TECORE_DTYPE_F32, 2 * n + 1, s));
+  TE_EXPECT_ERR(TECORE_ERR_ILLEGAL_ADDRESS, "dst",
+                tecore_scale_add(d + 4, a, 1.0f, b, 1.0f, TECORE_DTYPE_F32, n, s));
+  /* refused before queuing: the stream is clean, the right size works */
+  TE_OK(tecore_scale_add(d, a, 0.5f, b, 1.5f, TECORE_DTYPE_F32, n, s));
+  TE_OK(tecore_stream_synchronize(s));
+  te_d2h(got, d, 4 * n);
+  for (size_t i = 0; i < n; i++)
+    ck_assert_msg(got[i] == 0.5f * x[i] + 1.5f * x[i], "element %zu is %g, want %g", i,
+                  (double)got[i], (double)(0.5f * x[i] + 1.5f * x[i]));
+  free(x);
+  free(got);
+  TE_OK(tecore_stream_destroy(s));
+}
+END_TEST
+
+/* Found by fuzz-api: pinned host memory was heap memory, still mapped
+ * after tecore_mem_free_host, so a copy through the stale pointer passed
+ * the checks as pageable memory and wrote freed heap (ASan: use after
+ * free on a stream worker). */
+START_TEST(test_vdev_memcpy_to_freed_pinned_buffer_is_illegal_address) {
+  if (!vdev_only()) return;
+  tecore_stream_t s = own_stream();
+  void *h = NULL;
+  TE_OK(tecore_mem_alloc_host(4096, &h));
+  tecore_devptr_t d = te_dalloc(64);
+  TE_OK(tecore_memcpy_async(te_hptr(h), d, 64, s)); /* live: fine */
+  TE_OK(tecore_stream_synchronize(s));
+  TE_OK(tecore_mem_free_host(h));
+  TE_EXPECT_ERR(TECORE_ERR_ILLEGAL_ADDRESS, "not allocated",
+                tecore_memcpy_async(te_hptr(h) + 1280, d, 8, s));
+  expect_sticky(s, "destination");
+}
+END_TEST
+
+/* Found by fuzz-api: a delayed-scaling state is plain data; with its count
+ * raised after creation, tecore_delayed_update sent the kernel past the
+ * allocation (a segfault on the stream worker). */
+START_TEST(test_delayed_update_past_its_state_is_illegal_address) {
+  if (!vdev_only()) return;
+  struct tecore_recipe r;
+  TE_OK(tecore_recipe_init(&r, TECORE_RECIPE_DELAYED));
+  r.history_len = 1 + (int)te_rand_below(8);
+  struct tecore_delayed_state st, bad;
+  size_t count = 1 + te_rand_below(300);
+  TE_OK(tecore_delayed_state_create(&r, TECORE_FP8_ACTIVATION, count, te_stream, &st));
+  bad = st;
+  bad.count = count * 4096;
+  TE_EXPECT_ERR(TECORE_ERR_ILLEGAL_ADDRESS, "st->", tecore_delayed_update(&r, &bad, te_stream));
+  bad = st;
+  bad.count = SIZE_MAX / 2;
+  TE_EXPECT_INVALID("count", tecore_delayed_update(&r, &bad, te_stream));
+  TE_OK(tecore_delayed_update(&r, &st, te_stream));
+  TE_OK(tecore_stream_synchronize(te_stream));
+  TE_OK(tecore_delayed_state_free(&st));
+}
+END_TEST
+
 /* A captured memset whose buffer is freed before the graph launches. */
 START_TEST(test_vdev_graph_node_at_freed_buffer_fails_launch) {
   if (!vdev_only()) return;
@@ -493,6 +567,9 @@ static Suite *vdev_check_suite(void) {
   tcase_add_test(tc, test_vdev_fill_larger_than_buffer_is_illegal_address);
   tcase_add_test(tc, test_vdev_quantize_shape_larger_than_buffer_is_illegal_address);
   tcase_add_test(tc, test_vdev_graph_node_at_freed_buffer_fails_launch);
+  tcase_add_test(tc, test_vdev_scale_add_larger_than_buffer_is_illegal_address);
+  tcase_add_test(tc, test_vdev_memcpy_to_freed_pinned_buffer_is_illegal_address);
+  tcase_add_test(tc, test_delayed_update_past_its_state_is_illegal_address);
   tc = te_tcase(s, "check_off", 0);
   tcase_add_test(tc, test_vdev_check_off_tunable_skips_checks);
   tc = te_tcase(s, "driver_limits", 1);

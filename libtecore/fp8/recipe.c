@@ -219,6 +219,20 @@ TE_EXPORT tecore_result_t tecore_delayed_update(const struct tecore_recipe *r,
   TE_ARG(r->history_len == st->history_len,
          "tecore_delayed_update: r->history_len %d differs from the state's %d (set at creation)",
          r->history_len, st->history_len);
+  /* st is the caller's plain data: a count or pointer changed since
+   * creation must not send the kernel past the allocation (vdev's checks;
+   * one compare on the cuda path) */
+  TE_ARG(st->count <= ((size_t)1 << 32), "tecore_delayed_update: st->count %zu is above 2^32",
+         st->count);
+  size_t vec = st->count * sizeof(float);
+  TE_ARG((size_t)st->history_len <= SIZE_MAX / vec,
+         "tecore_delayed_update: st->count %zu x history_len %d overflows", st->count,
+         st->history_len);
+  TE_CHECK(te_dev_check_range(st->amax, vec, __func__, "st->amax"));
+  TE_CHECK(te_dev_check_range(st->history, vec * (size_t)st->history_len, __func__,
+                              "st->history"));
+  TE_CHECK(te_dev_check_range(st->scale, vec, __func__, "st->scale"));
+  TE_CHECK(te_dev_check_range(st->scale_inv, vec, __func__, "st->scale_inv"));
   if (r->amax_reduce) {
     tecore_result_t rr = r->amax_reduce(st->amax, st->count, stream, r->amax_reduce_ctx);
     if (rr != TECORE_SUCCESS)

@@ -181,24 +181,38 @@ TE_EXPORT tecore_result_t tecore_tensor_to_dlpack(const struct tecore_tensor *t,
   tecore_backend_t b;
   TE_CHECK(tecore_backend(&b));
 
+  /* Shape and strides are built here and copied out only on success.  An
+   * empty tensor passes the descriptor check with any other extents, so
+   * a dimension may not fit DLPack's int64, nor a stride (the product of
+   * the dimensions after it). */
   int ndim = t->ndim;
+  size_t dims[TECORE_TENSOR_MAX_DIMS];
   if (columnwise && t->scaling != TECORE_SCALING_MXFP8) {
-    size_t rows, cols;
-    te_tensor_view(t, &rows, &cols);   /* the transpose of the 2-D view */
+    size_t rows = 1, cols = t->ndim > 0 ? t->shape[t->ndim - 1] : 1;
+    for (int i = 0; i + 1 < t->ndim; i++)
+      TE_ARG(!__builtin_mul_overflow(rows, t->shape[i], &rows),
+             "tecore_tensor_to_dlpack: t: the rows of its 2-D view overflow");
     ndim = 2;
-    shape[0] = (int64_t)cols;
-    shape[1] = (int64_t)rows;
+    dims[0] = cols;   /* the transpose of the 2-D view */
+    dims[1] = rows;
   } else {
-    for (int i = 0; i < ndim; i++) shape[i] = (int64_t)t->shape[i];
+    for (int i = 0; i < ndim; i++) dims[i] = t->shape[i];
   }
-  int64_t s = 1;
+  int64_t sh[TECORE_TENSOR_MAX_DIMS], st[TECORE_TENSOR_MAX_DIMS], s = 1;
   for (int i = ndim - 1; i >= 0; i--) {
-    strides[i] = s;
-    s *= shape[i];
+    TE_ARG(dims[i] <= (size_t)INT64_MAX,
+           "tecore_tensor_to_dlpack: t: dimension %d (%zu) does not fit DLPack's int64", i,
+           dims[i]);
+    sh[i] = (int64_t)dims[i];
+    st[i] = s;
+    TE_ARG(i == 0 || !__builtin_mul_overflow(s, sh[i], &s),
+           "tecore_tensor_to_dlpack: t: the stride of dimension %d overflows int64", i - 1);
   }
   tecore_devptr_t data = columnwise ? t->columnwise_data : t->data;
   TE_ARG(data || te_tensor_count(t) == 0, "tecore_tensor_to_dlpack: t: %s is 0",
          columnwise ? "columnwise_data" : "data");
+  memcpy(shape, sh, (size_t)ndim * sizeof *sh);
+  memcpy(strides, st, (size_t)ndim * sizeof *st);
   memset(dl, 0, sizeof *dl);
   dl->data = (void *)(uintptr_t)data;
   dl->device.device_type = b == TECORE_BACKEND_CUDA ? kDLCUDA : kDLCPU;

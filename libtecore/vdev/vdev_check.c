@@ -90,7 +90,8 @@ static int te_vdev_check_range(uint64_t addr, size_t bytes, int pageable_ok, cha
     return -1;
   }
   if (te_vdev_mem_in_arena(p)) {
-    snprintf(why, n, "0x%" PRIxPTR " is device memory that is not allocated (freed?)", p);
+    snprintf(why, n, "0x%" PRIxPTR " is device or pinned memory that is not allocated (freed?)",
+             p);
     return -1;
   }
   if (!pageable_ok) {

@@ -9,7 +9,10 @@
  * never reused while fresh address space is left, so a stale device
  * pointer never silently points at a newer allocation, and an address in
  * the arena outside a live allocation is known to be bad.  Pinned host
- * memory is page-aligned heap memory; registered ranges are the caller's.
+ * memory comes from the same arena, for the same reason: as heap memory a
+ * freed pinned buffer stayed mapped, so a copy through a stale pinned
+ * pointer passed the checks as pageable memory and wrote freed heap.
+ * Registered ranges are the caller's.
  * With unified addressing a pinned or registered range's device address is
  * its host address.
  *
@@ -185,8 +188,8 @@ static void arena_give_back_locked(uintptr_t base, size_t span) {
 /* ---- deferred frees --------------------------------------------------------------- */
 
 static void release_locked(const struct alloc *a) {
-  if (a->kind == VDEV_ALLOC_DEVICE) arena_give_back_locked(a->base, a->span);
-  else if (a->kind == VDEV_ALLOC_HOST) free((void *)a->base);
+  if (a->kind == VDEV_ALLOC_DEVICE || a->kind == VDEV_ALLOC_HOST)
+    arena_give_back_locked(a->base, a->span);
 }
 
 /* Releases the frees whose work is done. */
@@ -258,28 +261,38 @@ static tecore_result_t free_alloc(uintptr_t p, enum vdev_alloc_kind kind, const 
 
 /* ---- the ops ----------------------------------------------------------------------- */
 
-tecore_result_t te_vdev_mem_alloc(size_t bytes, tecore_devptr_t *dptr) {
-  static const char fn[] = "vdev mem_alloc";
-  TE_CHECK(te_vdev_capture_unsafe_call(fn));
+/* bytes of kind from the arena, registered; 0 when there is no room. */
+static uintptr_t arena_alloc(size_t bytes, enum vdev_alloc_kind kind) {
   size_t pg = page_size();
-  struct sysinfo si;
-  size_t total = sysinfo(&si) == 0 ? (size_t)si.totalram * si.mem_unit : (size_t)1 << 40;
-  /* the device's memory is the host's: a request above it fails, as one
-   * above a GPU's memory does */
-  if (bytes > total || bytes > ARENA_MAX / 2)
-    return TE_ERR(TECORE_ERR_DEVICE_NOMEM, "%s: cannot allocate %zu bytes (the device has %zu)",
-                  fn, bytes, total);
   size_t len = (bytes + pg - 1) & ~(pg - 1);
   size_t span = len + pg; /* a guard page after each allocation */
   pthread_mutex_lock(&mem_lock);
   reap_locked();
   uintptr_t p = arena_take_locked(span);
   int ok = p && mprotect((void *)p, len, PROT_READ | PROT_WRITE) == 0;
-  struct alloc a = {.base = p, .bytes = bytes, .span = span, .kind = VDEV_ALLOC_DEVICE};
+  struct alloc a = {.base = p, .bytes = bytes, .span = span, .kind = kind};
   if (ok && insert_locked(&a) != 0) ok = 0;
   if (!ok && p) arena_give_back_locked(p, span);
   pthread_mutex_unlock(&mem_lock);
-  if (!ok) return TE_ERR(TECORE_ERR_DEVICE_NOMEM, "%s: cannot allocate %zu bytes", fn, bytes);
+  return ok ? p : 0;
+}
+
+/* The device's memory is the host's: a request above it fails, as one
+ * above a GPU's memory does. */
+static size_t host_total(void) {
+  struct sysinfo si;
+  return sysinfo(&si) == 0 ? (size_t)si.totalram * si.mem_unit : (size_t)1 << 40;
+}
+
+tecore_result_t te_vdev_mem_alloc(size_t bytes, tecore_devptr_t *dptr) {
+  static const char fn[] = "vdev mem_alloc";
+  TE_CHECK(te_vdev_capture_unsafe_call(fn));
+  size_t total = host_total();
+  if (bytes > total || bytes > ARENA_MAX / 2)
+    return TE_ERR(TECORE_ERR_DEVICE_NOMEM, "%s: cannot allocate %zu bytes (the device has %zu)",
+                  fn, bytes, total);
+  uintptr_t p = arena_alloc(bytes, VDEV_ALLOC_DEVICE);
+  if (!p) return TE_ERR(TECORE_ERR_DEVICE_NOMEM, "%s: cannot allocate %zu bytes", fn, bytes);
   *dptr = (tecore_devptr_t)p;
   return TECORE_SUCCESS;
 }
@@ -301,19 +314,11 @@ tecore_result_t te_vdev_mem_info(size_t *free_bytes, size_t *total_bytes) {
 
 tecore_result_t te_vdev_mem_alloc_host(size_t bytes, void **ptr) {
   TE_CHECK(te_vdev_capture_unsafe_call("vdev mem_alloc_host"));
-  void *p = NULL;
-  if (bytes > SIZE_MAX / 2 || posix_memalign(&p, page_size(), bytes) != 0)
+  uintptr_t p = 0;
+  if (bytes <= host_total() && bytes <= ARENA_MAX / 2) p = arena_alloc(bytes, VDEV_ALLOC_HOST);
+  if (!p)
     return TE_ERR(TECORE_ERR_NOMEM, "vdev mem_alloc_host: cannot allocate %zu bytes", bytes);
-  struct alloc a = {.base = (uintptr_t)p, .bytes = bytes, .kind = VDEV_ALLOC_HOST};
-  pthread_mutex_lock(&mem_lock);
-  reap_locked();
-  int rc = insert_locked(&a);
-  pthread_mutex_unlock(&mem_lock);
-  if (rc != 0) {
-    free(p);
-    return TE_ERR(TECORE_ERR_NOMEM, "vdev mem_alloc_host: out of host memory tracking it");
-  }
-  *ptr = p;
+  *ptr = (void *)p;
   return TECORE_SUCCESS;
 }
 
@@ -332,7 +337,8 @@ tecore_result_t te_vdev_mem_host_register(void *ptr, size_t bytes, unsigned flag
     return TE_ERR(TECORE_ERR_INVALID, "%s: [%p, +%zu) wraps around the address space", fn, ptr,
                   bytes);
   if (te_vdev_mem_in_arena(p) || te_vdev_mem_in_arena(p + bytes - 1))
-    return TE_ERR(TECORE_ERR_INVALID, "%s: [%p, +%zu) is device memory", fn, ptr, bytes);
+    return TE_ERR(TECORE_ERR_INVALID, "%s: [%p, +%zu) is device or pinned memory", fn, ptr,
+                  bytes);
   struct alloc a = {.base = p, .bytes = bytes, .kind = VDEV_ALLOC_HOST_REGISTERED}, old;
   pthread_mutex_lock(&mem_lock);
   int clash = overlapping_locked(p, bytes, &old);
