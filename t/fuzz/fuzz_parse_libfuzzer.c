@@ -1,0 +1,26 @@
+/* SPDX-License-Identifier: Apache-2.0
+ *
+ * fuzz_parse_libfuzzer.c -- the libFuzzer entry point of the parser fuzzer
+ * (optional: the build does not need it).  With clang, from a build tree
+ * configured with --without-cuda:
+ *   clang -g -fsanitize=fuzzer,address,undefined -I../libtecore -Ilibtecore \
+ *     ../t/fuzz/fuzz_parse_libfuzzer.c ../t/fuzz/fuzz_parse_one.c \
+ *     libtecore/.libs/libtecore.so -Wl,-rpath,$PWD/libtecore/.libs -o fuzz-parse-lf
+ *   TE_DEVICE=vdev TE_DEBUG_FILE=/dev/null ./fuzz-parse-lf -max_total_time=60
+ * (the tunable and log targets see one process for all inputs, so they
+ * exercise less there than under the plain driver). */
+#include "fuzz_parse.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+
+void fz_parse_finding(const char *msg) {
+  fprintf(stderr, "FINDING: %s\n", msg);
+  abort();
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+  fz_parse_one(data, size);
+  return 0;
+}
