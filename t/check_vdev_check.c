@@ -357,6 +357,72 @@ START_TEST(test_vdev_scale_add_larger_than_buffer_is_illegal_address) {
 }
 END_TEST
 
+/* Found by fuzz-api: a tensor whose byte count overflows (f32 [2^62][2])
+ * skipped the extent check, and tecore_act_bwd queued a kernel that wrote
+ * past its buffer (SEGV on the worker). */
+START_TEST(test_vdev_tensor_with_overflowing_bytes_is_illegal_address) {
+  if (!vdev_only()) return;
+  tecore_stream_t s = own_stream();
+  size_t shape[2] = {((size_t)1 << 62) + te_rand_below(16), 2};
+  tecore_devptr_t a = te_dalloc(4096), b = te_dalloc(4096), c = te_dalloc(4096);
+  struct tecore_tensor dy, x, dx;
+  TE_OK(tecore_tensor_init(&dy, TECORE_DTYPE_F32, 2, shape, a));
+  TE_OK(tecore_tensor_init(&x, TECORE_DTYPE_F32, 2, shape, b));
+  TE_OK(tecore_tensor_init(&dx, TECORE_DTYPE_F32, 2, shape, c));
+  TE_EXPECT_ERR(TECORE_ERR_ILLEGAL_ADDRESS, "dy->data",
+                tecore_act_bwd(TECORE_ACT_SILU, &dy, &x, &dx, s));
+  TE_EXPECT_ERR(TECORE_ERR_ILLEGAL_ADDRESS, "in->data",
+                tecore_act_fwd(TECORE_ACT_GELU, &x, &dx, 0, s));
+  TE_OK(tecore_stream_synchronize(s));
+  TE_OK(tecore_stream_destroy(s));
+}
+END_TEST
+
+/* Found by fuzz-api: block and MXFP8 scale arrays had only their first
+ * byte checked, so a scale_inv buffer too small for [rows][cdiv(cols,32)]
+ * was written past. */
+START_TEST(test_vdev_mxfp8_scale_inv_too_small_is_illegal_address) {
+  if (!vdev_only()) return;
+  tecore_stream_t s = own_stream();
+  size_t rows = 64, cols = 64, shape[2] = {rows, cols};
+  tecore_devptr_t in = te_dalloc(rows * cols * 4), q = te_dalloc(rows * cols),
+                  sc = te_dalloc(4096);
+  TE_OK(tecore_fill(in, TECORE_DTYPE_F32, rows * cols, 0.75, s));
+  struct tecore_tensor ti, to;
+  TE_OK(tecore_tensor_init(&ti, TECORE_DTYPE_F32, 2, shape, in));
+  TE_OK(tecore_tensor_init(&to, TECORE_DTYPE_E4M3, 2, shape, q));
+  to.scaling = TECORE_SCALING_MXFP8;
+  to.scale_inv = sc + 4096 - rows * (cols / 32) + 1; /* one byte short */
+  TE_EXPECT_ERR(TECORE_ERR_ILLEGAL_ADDRESS, "out->scale_inv", tecore_quantize(&ti, &to, 0, s));
+  to.scale_inv = sc + 4096 - rows * (cols / 32); /* just fits */
+  TE_OK(tecore_quantize(&ti, &to, 0, s));
+  TE_OK(tecore_stream_synchronize(s));
+  uint8_t e[128];
+  te_d2h(e, to.scale_inv, sizeof e);
+  for (size_t i = 0; i < sizeof e; i++) /* 0.75 in blocks of 32: amax 0.75, E8M0 2^-8 (120) */
+    ck_assert_msg(e[i] == e[0] && e[0] != 0, "scale %zu is %u, scale 0 is %u", i, e[i], e[0]);
+  TE_OK(tecore_stream_destroy(s));
+}
+END_TEST
+
+/* Found by fuzz-api: a range ending exactly at 2^64 has an end of 0, and
+ * the pageable-memory check took it for mapped without looking; the
+ * worker's memset then ran at 0xfffffffffffff000. */
+START_TEST(test_vdev_memset_ending_at_2_64_is_illegal_address) {
+  if (!vdev_only()) return;
+  tecore_stream_t s = own_stream();
+  size_t n = 1 + te_rand_below(4096);
+  tecore_devptr_t top = (tecore_devptr_t)0 - n;
+  TE_EXPECT_ERR(TECORE_ERR_ILLEGAL_ADDRESS, "neither allocated nor mapped",
+                tecore_memset_d8_async(top, 0x5a, n, s));
+  expect_sticky(s, "memset");
+  s = own_stream();
+  tecore_devptr_t d = te_dalloc(n);
+  TE_EXPECT_ERR(TECORE_ERR_ILLEGAL_ADDRESS, "source", tecore_memcpy_async(d, top, n, s));
+  expect_sticky(s, "memcpy");
+}
+END_TEST
+
 /* Found by fuzz-api: pinned host memory was heap memory, still mapped
  * after tecore_mem_free_host, so a copy through the stale pointer passed
  * the checks as pageable memory and wrote freed heap (ASan: use after
@@ -569,6 +635,9 @@ static Suite *vdev_check_suite(void) {
   tcase_add_test(tc, test_vdev_graph_node_at_freed_buffer_fails_launch);
   tcase_add_test(tc, test_vdev_scale_add_larger_than_buffer_is_illegal_address);
   tcase_add_test(tc, test_vdev_memcpy_to_freed_pinned_buffer_is_illegal_address);
+  tcase_add_test(tc, test_vdev_memset_ending_at_2_64_is_illegal_address);
+  tcase_add_test(tc, test_vdev_tensor_with_overflowing_bytes_is_illegal_address);
+  tcase_add_test(tc, test_vdev_mxfp8_scale_inv_too_small_is_illegal_address);
   tcase_add_test(tc, test_delayed_update_past_its_state_is_illegal_address);
   tc = te_tcase(s, "check_off", 0);
   tcase_add_test(tc, test_vdev_check_off_tunable_skips_checks);

@@ -135,7 +135,10 @@ tecore_result_t te_tensor_check_desc(const struct tecore_tensor *t, unsigned fla
 static void tensor_check_memory(const struct tecore_tensor *t, const char *fn, const char *arg) {
   if (!te_dev_checks_on()) return;
   size_t numel = te_tensor_count(t), bytes;
-  if (numel == 0 || __builtin_mul_overflow(numel, tecore_dtype_size(t->dtype), &bytes)) return;
+  if (numel == 0) return;
+  /* bytes that overflow fit no buffer (they were let through unchecked,
+   * and a kernel ran 2^63 elements past its buffer: found by fuzz-api) */
+  if (__builtin_mul_overflow(numel, tecore_dtype_size(t->dtype), &bytes)) bytes = SIZE_MAX;
   char what[96];
   snprintf(what, sizeof what, "%s->data", arg);
   if (t->data) te_dev_check_range_later(t->data, bytes, fn, what);
@@ -145,12 +148,22 @@ static void tensor_check_memory(const struct tecore_tensor *t, const char *fn, c
   if (t->amax) te_dev_check_range_later(t->amax, 4, fn, what);
   snprintf(what, sizeof what, "%s->scale", arg);
   if (t->scale) te_dev_check_range_later(t->scale, 4, fn, what);
-  size_t sbytes = te_scaling_per_tensor(t->scaling) ? 4 : 1; /* block scales: their start */
-  snprintf(what, sizeof what, "%s->scale_inv", arg);
-  if (t->scale_inv) te_dev_check_range_later(t->scale_inv, sbytes, fn, what);
-  snprintf(what, sizeof what, "%s->columnwise_scale_inv", arg);
-  if (t->columnwise_scale_inv)
-    te_dev_check_range_later(t->columnwise_scale_inv, sbytes, fn, what);
+  /* per-tensor: one float; block modes: the whole scale array the kernels
+   * write (a buffer too small for it was written past: found by fuzz-api) */
+  for (int c = 0; c < 2; c++) {
+    tecore_devptr_t p = c ? t->columnwise_scale_inv : t->scale_inv;
+    if (!p) continue;
+    size_t sbytes = 4, sr = 0, sc = 0;
+    tecore_dtype_t sdt = TECORE_DTYPE_F32;
+    if (!te_scaling_per_tensor(t->scaling) &&
+        (tecore_tensor_scale_shape(t, c, &sr, &sc, &sdt) != TECORE_SUCCESS ||
+         __builtin_mul_overflow(sr, sc, &sbytes) ||
+         __builtin_mul_overflow(sbytes, tecore_dtype_size(sdt), &sbytes)))
+      sbytes = SIZE_MAX;
+    if (sbytes == 0) continue;
+    snprintf(what, sizeof what, "%s->%s", arg, c ? "columnwise_scale_inv" : "scale_inv");
+    te_dev_check_range_later(p, sbytes, fn, what);
+  }
 }
 
 tecore_result_t te_tensor_check(const struct tecore_tensor *t, unsigned flags, const char *fn,

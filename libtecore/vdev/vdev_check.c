@@ -38,20 +38,23 @@ TE_PARAM_INT(vdev_check, "TECORE_VDEV_CHECK", 1, 0, 1,
 
 static int te_vdev_check_enabled(void) { return tecore_tunable_int(&vdev_check) != 0; }
 
-/* 1 when every page of [p, p+bytes) is mapped in this process. */
+/* 1 when every page of [p, p+bytes) is mapped in this process (bytes >= 1,
+ * and the range does not wrap: the caller checked).  The range's last byte,
+ * not its end, bounds the walk: a range that ends at 2^64 has an end of 0,
+ * and was taken for mapped without a look (found by fuzz-api). */
 static int host_mapped(uintptr_t p, size_t bytes) {
   static const size_t chunk = 4096; /* pages per mincore call */
   unsigned char vec[4096];
   long pg = sysconf(_SC_PAGESIZE);
   uintptr_t page = pg > 0 ? (uintptr_t)pg : 4096;
-  uintptr_t lo = p & ~(page - 1), hi = p + bytes;
-  while (lo < hi) {
-    size_t n = (size_t)((hi - lo + page - 1) / page);
-    if (n > chunk) n = chunk;
+  uintptr_t lo = p & ~(page - 1), last = p + (bytes - 1);
+  for (;;) {
+    uintptr_t left = (last - lo) / page + 1; /* pages from lo to the last byte's */
+    size_t n = left > chunk ? chunk : (size_t)left;
     if (mincore((void *)lo, n * page, vec) != 0) return 0;
+    if (n == left) return 1;
     lo += n * page;
   }
-  return 1;
 }
 
 static int te_vdev_check_range(uint64_t addr, size_t bytes, int pageable_ok, char *why,
