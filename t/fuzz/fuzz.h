@@ -98,6 +98,7 @@ struct fz_opts {
   uint64_t iters; /* most calls in all (0: no limit) */
   long run;       /* >= 0: only this run, in this process */
   int trace;      /* print every call */
+  int stats;      /* print how often each operation's calls succeeded */
   int verbose;    /* keep libte's log (TE_DEBUG) as the environment sets it */
   int nreplay;    /* files after --replay */
   char **replay;
@@ -108,13 +109,14 @@ struct fz_opts {
 static FZ_UNUSED void fz_usage(const char *prog) {
   fprintf(stderr,
           "usage: %s [--seed N] [--seconds S] [--iters N] [--run K] [--per-run N]\n"
-          "          [--watchdog S] [--trace] [--verbose] [--replay FILE...]\n"
+          "          [--watchdog S] [--trace] [--stats] [--verbose] [--replay FILE...]\n"
           "  --seed N      PRNG seed (default: drawn from the clock; printed first)\n"
           "  --seconds S   fuzz for S seconds (default 10)\n"
           "  --iters N     stop after N calls (default: no limit)\n"
           "  --run K       execute run K of the seed in this process (no fork)\n"
           "  --per-run N   calls per run (each run is a fresh process)\n"
           "  --trace       print every call (with --run or --replay)\n"
+          "  --stats       print how many calls of each operation succeeded\n"
           "  --replay F..  execute these corpus files instead of fuzzing\n",
           prog);
 }
@@ -148,6 +150,8 @@ static FZ_UNUSED int fz_parse_opts(int argc, char **argv, struct fz_opts *o, uns
       o->watchdog = (unsigned)strtoul(v, NULL, 0), i++;
     else if (!strcmp(a, "--trace"))
       o->trace = 1;
+    else if (!strcmp(a, "--stats"))
+      o->stats = 1;
     else if (!strcmp(a, "--verbose"))
       o->verbose = 1;
     else if (!strcmp(a, "--replay")) {
@@ -165,7 +169,9 @@ static FZ_UNUSED int fz_parse_opts(int argc, char **argv, struct fz_opts *o, uns
 
 /* ---- what a child tells its parent ----------------------------------------- */
 
+#define FZ_MAX_OPS 128
 struct fz_shared {
+  uint64_t op_ok[FZ_MAX_OPS], op_err[FZ_MAX_OPS]; /* --stats: results by operation */
   uint64_t calls;     /* calls made by all runs */
   char current[512];  /* the call in progress (for a crash report) */
   char finding[1024]; /* a wrong answer the child found (it then exits 3) */

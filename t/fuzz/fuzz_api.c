@@ -143,9 +143,17 @@ static struct {
 
 /* ---- checking results ------------------------------------------------------ */
 
+static size_t cur_op = FZ_MAX_OPS; /* the operation running, for --stats */
+
 static void count_call(const char *fn) {
   (void)fn;
   fz_sh->calls++;
+}
+
+static void count_result(int ok) {
+  if (cur_op >= FZ_MAX_OPS) return;
+  if (ok) fz_sh->op_ok[cur_op]++;
+  else fz_sh->op_err[cur_op]++;
 }
 
 /* The codes a libtecore call may return on vdev.  Not INTERNAL, DRIVER,
@@ -185,6 +193,7 @@ static tecore_result_t check_core(tecore_result_t r, const char *fn) {
             tecore_last_error());
   if (r != TECORE_SUCCESS && r != TECORE_ERR_NOT_READY && !tecore_last_error()[0])
     fz_fail("%s returned %s with an empty tecore_last_error()", fn, tecore_result_name(r));
+  count_result(r == TECORE_SUCCESS);
   if (F.trace && r != TECORE_SUCCESS && r != TECORE_ERR_NOT_READY)
     printf("    -> %s: %s\n", tecore_result_name(r), tecore_last_error());
   return r;
@@ -196,6 +205,7 @@ static tegraph_result_t check_graph(tegraph_result_t r, const char *fn) {
             tegraph_last_error());
   if (r != TEGRAPH_SUCCESS && !tegraph_last_error()[0])
     fz_fail("%s returned %s with an empty tegraph_last_error()", fn, tegraph_result_name(r));
+  count_result(r == TEGRAPH_SUCCESS);
   if (F.trace && r != TEGRAPH_SUCCESS)
     printf("    -> %s: %s\n", tegraph_result_name(r), tegraph_last_error());
   return r;
@@ -930,6 +940,251 @@ static void op_launch_fill(const int64_t *a) {
   after(C(tecore_kernel_launch(id, &cfg, args, stream_of(a[5]))));
 }
 
+/* -- kernels on tensors that fit ------------------------------------------------ *
+ * Random tensors rarely make a valid call; these operations build tensors
+ * whose shapes, dtypes and buffers agree (each in a buffer of its own that
+ * is large enough), so the kernels really run, and then, one time in
+ * four, break one thing about one of them (the argument `mut`). */
+
+static unsigned fit_used; /* buffers taken by the call being built */
+
+/* A live buffer of at least bytes not yet taken, searched from slot hint;
+ * the hint's own buffer (too small, or freed) when there is none. */
+static tecore_devptr_t pick_buf(size_t bytes, int64_t hint) {
+  for (size_t k = 0; k < NB; k++) {
+    size_t i = (ix(hint, NB) + k) % NB;
+    if (F.b[i].live && F.b[i].bytes >= bytes && !(fit_used & (1u << i))) {
+      fit_used |= 1u << i;
+      return F.b[i].p;
+    }
+  }
+  return F.b[ix(hint, NB)].p;
+}
+
+/* Tensor slot ti as a [rows][cols] tensor of dt and scaling sc; which: 1
+ * rowwise, 2 columnwise, 3 both.  Per-tensor columnwise data is the
+ * transpose (same bytes). */
+static struct tecore_tensor *fit(size_t ti, tecore_dtype_t dt, tecore_scaling_mode_t sc,
+                                 size_t rows, size_t cols, int which, int64_t hint) {
+  struct tecore_tensor *t = &F.t[ti % NT];
+  size_t shape[2] = {rows, cols};
+  tecore_tensor_init(t, dt, 2, shape, 0);
+  size_t es = tecore_dtype_size(dt), bytes = rows * cols * (es ? es : 1);
+  t->scaling = sc;
+  if (which & 1) t->data = pick_buf(bytes, hint);
+  if (which & 2) t->columnwise_data = pick_buf(bytes, hint + 3);
+  if (sc != TECORE_SCALING_NONE) {
+    tecore_devptr_t base = F.scales + (ti % NT) * SCALE_STRIDE;
+    t->scale = base;
+    t->amax = base + 4;
+    t->scale_inv = base + 64;
+    if (which & 2) t->columnwise_scale_inv = base + SCALE_STRIDE / 2;
+  }
+  return t;
+}
+
+/* Breaks one thing about t when mut says so (mut % 4 == 0). */
+static void mutate(struct tecore_tensor *t, int64_t mut) {
+  if (ix(mut, 4) != 0) return;
+  switch (ix(mut / 4, 10)) {
+  case 0: t->data += 1; break;
+  case 1: t->shape[0] = t->shape[0] * 4096 + 1; break;
+  case 2: t->dtype = (tecore_dtype_t)ix(t->dtype + 1, TECORE_DTYPE_COUNT_); break;
+  case 3: t->scale_inv = 0; break;
+  case 4: t->data = 0; break;
+  case 5: t->columnwise_data = t->data; break;
+  case 6: { /* a freed buffer's address */
+    for (size_t i = 0; i < NB; i++)
+      if (!F.b[i].live && F.b[i].p) t->data = F.b[i].p;
+    break;
+  }
+  case 7: t->scale = t->scale_inv; break;
+  case 8: t->ndim = 3, t->shape[2] = 2; break;
+  default: t->amax = t->data; break;
+  }
+}
+
+/* A dimension of real work: small (the kernels run on the CPU under the
+ * sanitizers), the odd huge one kept. */
+static size_t fit_dim(int64_t a) {
+  uint64_t v = (uint64_t)a;
+  if (v >= ((uint64_t)1 << 40)) return (size_t)v;
+  return v > 256 ? 256 : (size_t)v;
+}
+
+static const tecore_dtype_t hp[] = {TECORE_DTYPE_F32, TECORE_DTYPE_BF16, TECORE_DTYPE_F16};
+
+/* k_quantize rows cols in_dt scaling which mut stream: quantize, then
+ * dequantize the result back */
+static void op_k_quantize(const int64_t *a) {
+  size_t rows = fit_dim(a[0]), cols = fit_dim(a[1]);
+  fit_used = 0;
+  struct tecore_tensor *in = fit(0, hp[ix(a[2], 3)], TECORE_SCALING_NONE, rows, cols, 1, a[5]);
+  tecore_scaling_mode_t sc = (tecore_scaling_mode_t)(1 + ix(a[3], 5));
+  tecore_dtype_t q = ix(a[3], 10) < 5 ? TECORE_DTYPE_E4M3 : TECORE_DTYPE_E5M2;
+  struct tecore_tensor *out = fit(1, q, sc, rows, cols, 1 + (int)ix(a[4], 3), a[5] + 1);
+  mutate(ix(a[5] / 40, 2) ? out : in, a[5]);
+  tecore_result_t r = C(tecore_quantize(in, out, 0, stream_of(a[6])));
+  after(r);
+  if (r != TECORE_SUCCESS) return;
+  struct tecore_tensor *back = fit(2, hp[ix(a[2] + 1, 3)], TECORE_SCALING_NONE, rows, cols, 1, a[5] + 2);
+  after(C(tecore_dequantize(out, back, stream_of(a[6]))));
+}
+
+/* k_act act rows cols in_dt out_kind mut stream: forward and backward */
+static void op_k_act(const int64_t *a) {
+  tecore_activation_t act = (tecore_activation_t)ix(a[0], TECORE_ACT_COUNT_);
+  size_t rows = fit_dim(a[1]), cols = fit_dim(a[2]);
+  size_t icols = tecore_activation_is_gated(act) ? 2 * cols : cols;
+  fit_used = 0;
+  tecore_dtype_t dt = hp[ix(a[3], 3)];
+  struct tecore_tensor *in = fit(0, dt, TECORE_SCALING_NONE, rows, icols, 1, a[5]);
+  uint64_t ok = ix(a[4], 4);
+  struct tecore_tensor *out =
+      ok < 2 ? fit(1, hp[ok], TECORE_SCALING_NONE, rows, cols, 1, a[5] + 1)
+             : fit(1, TECORE_DTYPE_E4M3, ok == 2 ? TECORE_SCALING_DELAYED : TECORE_SCALING_CURRENT,
+                   rows, cols, 1, a[5] + 1);
+  mutate(ix(a[5] / 40, 2) ? out : in, a[5]);
+  after(C(tecore_act_fwd(act, in, out, 0, stream_of(a[6]))));
+  struct tecore_tensor *dy = fit(2, dt, TECORE_SCALING_NONE, rows, cols, 1, a[5] + 2);
+  struct tecore_tensor *dx = fit(3, dt, TECORE_SCALING_NONE, rows, icols, 1, a[5] + 3);
+  after(C(tecore_act_bwd(act, dy, in, dx, stream_of(a[6]))));
+}
+
+/* k_norm kind rows hidden dt out_kind mut stream: forward and backward */
+static void op_k_norm(const int64_t *a) {
+  int ln = (int)ix(a[0], 2);
+  size_t rows = fit_dim(a[1]), hidden = fit_dim(a[2]);
+  fit_used = 0;
+  tecore_dtype_t dt = hp[ix(a[3], 3)];
+  struct tecore_tensor *x = fit(0, dt, TECORE_SCALING_NONE, rows, hidden, 1, a[5]);
+  struct tecore_tensor *g = fit(1, hp[ix(a[3] + 1, 3)], TECORE_SCALING_NONE, 1, hidden, 1, a[5] + 1);
+  struct tecore_tensor *b = fit(4, g->dtype, TECORE_SCALING_NONE, 1, hidden, 1, a[5] + 4);
+  struct tecore_tensor *y =
+      ix(a[4], 3) ? fit(2, dt, TECORE_SCALING_NONE, rows, hidden, 1, a[5] + 2)
+                  : fit(2, TECORE_DTYPE_E4M3, TECORE_SCALING_DELAYED, rows, hidden, 1, a[5] + 2);
+  tecore_devptr_t stats = pick_buf(rows * 8, a[5] + 5), mu = stats, rs = stats + rows * 4;
+  mutate(ix(a[5] / 40, 2) ? y : x, a[5]);
+  unsigned flags = (unsigned)ix(a[4] / 3, 2);
+  tecore_result_t r =
+      ln ? C(tecore_layernorm_fwd(x, g, b, 1e-5f, flags, y, mu, rs, stream_of(a[6])))
+         : C(tecore_rmsnorm_fwd(x, g, 1e-5f, flags, y, rs, stream_of(a[6])));
+  after(r);
+  if (r != TECORE_SUCCESS) return;
+  size_t ws = 0;
+  C(tecore_norm_bwd_workspace_size(ln ? TECORE_NORM_LAYERNORM : TECORE_NORM_RMSNORM, rows, hidden,
+                                   &ws));
+  tecore_devptr_t w = pick_buf(ws, a[5] + 6);
+  struct tecore_tensor *dy = fit(3, dt, TECORE_SCALING_NONE, rows, hidden, 1, a[5] + 3);
+  struct tecore_tensor *dx = fit(5, dt, TECORE_SCALING_NONE, rows, hidden, 1, a[5] + 7);
+  struct tecore_tensor dg = *g, db = *b;
+  size_t one[1] = {hidden};
+  tecore_tensor_init(&dg, TECORE_DTYPE_F32, 1, one, pick_buf(hidden * 4, a[5] + 8));
+  tecore_tensor_init(&db, TECORE_DTYPE_F32, 1, one, pick_buf(hidden * 4, a[5] + 9));
+  if (ln)
+    after(C(tecore_layernorm_bwd(dy, x, mu, rs, g, flags, dx, &dg, &db, w, ws, stream_of(a[6]))));
+  else
+    after(C(tecore_rmsnorm_bwd(dy, x, rs, g, flags, dx, &dg, w, ws, stream_of(a[6]))));
+}
+
+/* k_ct rows cols in_dt mode mut stream: cast-transpose, with dbias */
+static void op_k_ct(const int64_t *a) {
+  size_t rows = fit_dim(a[0]), cols = fit_dim(a[1]);
+  fit_used = 0;
+  tecore_dtype_t dt = hp[ix(a[2], 3)];
+  struct tecore_tensor *in = fit(0, dt, TECORE_SCALING_NONE, rows, cols, 1, a[4]);
+  static const tecore_scaling_mode_t modes[] = {TECORE_SCALING_DELAYED, TECORE_SCALING_CURRENT,
+                                                TECORE_SCALING_MXFP8, TECORE_SCALING_BLOCK_1X128};
+  struct tecore_tensor *out =
+      fit(1, TECORE_DTYPE_E4M3, modes[ix(a[3], 4)], rows, cols, 1 + (int)ix(a[3] / 4, 3), a[4] + 1);
+  mutate(ix(a[4] / 40, 2) ? out : in, a[4]);
+  if (ix(a[3] / 12, 2) == 0) {
+    after(C(tecore_cast_transpose(in, out, stream_of(a[5]))));
+    return;
+  }
+  size_t ws = 0, one[1] = {cols};
+  C(tecore_cast_transpose_dbias_workspace_size(in, &ws));
+  struct tecore_tensor *db = &F.t[2];
+  tecore_tensor_init(db, dt, 1, one, pick_buf(cols * 4, a[4] + 2));
+  after(C(tecore_cast_transpose_dbias(in, out, db, pick_buf(ws, a[4] + 3), ws, stream_of(a[5]))));
+}
+
+/* k_gemm m n k type transa transb epi+mut stream */
+static void op_k_gemm(const int64_t *a) {
+  size_t m = fit_dim(a[0]) % 129, n = fit_dim(a[1]) % 129, k = fit_dim(a[2]) % 129;
+  uint64_t type = ix(a[3], 4);
+  int ta = (int)ix(a[4], 2), tb = (int)ix(a[5], 2);
+  fit_used = 0;
+  struct tecore_tensor *A, *B, *D;
+  tecore_dtype_t ddt;
+  if (type < 2) { /* BF16 or F16, any layout */
+    tecore_dtype_t dt = type ? TECORE_DTYPE_F16 : TECORE_DTYPE_BF16;
+    A = ta ? fit(0, dt, TECORE_SCALING_NONE, k, m, 1, a[6]) : fit(0, dt, TECORE_SCALING_NONE, m, k, 1, a[6]);
+    B = tb ? fit(1, dt, TECORE_SCALING_NONE, n, k, 1, a[6] + 1)
+           : fit(1, dt, TECORE_SCALING_NONE, k, n, 1, a[6] + 1);
+    ddt = ix(a[6] / 4, 2) ? TECORE_DTYPE_F32 : dt;
+  } else { /* FP8, TN, k a multiple of 16 and n of 16 */
+    tecore_scaling_mode_t sc = type == 2 ? TECORE_SCALING_DELAYED : TECORE_SCALING_MXFP8;
+    k = (k + 31) / 32 * 32;
+    n = (n + 15) / 16 * 16;
+    A = fit(0, TECORE_DTYPE_E4M3, sc, m, k, 1, a[6]);
+    B = fit(1, TECORE_DTYPE_E4M3, sc, n, k, 1, a[6] + 1);
+    ta = 0;
+    tb = 1;
+    ddt = TECORE_DTYPE_BF16;
+  }
+  D = fit(2, ddt, TECORE_SCALING_NONE, m, n, 1, a[6] + 2);
+  mutate(ix(a[6] / 40, 3) == 0 ? A : ix(a[6] / 40, 3) == 1 ? B : D, a[6]);
+  struct tecore_gemm_opts o;
+  memset(&o, 0, sizeof o);
+  o.epilogue = (tecore_gemm_epilogue_t)ix(a[6] / 8, 4); /* none, bias, gelu_aux, bias_gelu_aux */
+  size_t one[1] = {n};
+  struct tecore_tensor bias, aux;
+  tecore_dtype_t comp = ddt == TECORE_DTYPE_F32 ? TECORE_DTYPE_BF16 : ddt;
+  tecore_tensor_init(&bias, comp, 1, one, pick_buf(n * 4, a[6] + 3));
+  size_t mn[2] = {m, n};
+  tecore_tensor_init(&aux, comp, 2, mn, pick_buf(m * n * 4, a[6] + 4));
+  if (o.epilogue == TECORE_GEMM_EPI_BIAS || o.epilogue == TECORE_GEMM_EPI_BIAS_GELU_AUX) o.bias = &bias;
+  if (o.epilogue >= TECORE_GEMM_EPI_GELU_AUX) o.aux = &aux;
+  after(C(tecore_gemm(A, (tecore_gemm_op_t)ta, B, (tecore_gemm_op_t)tb, D, 1.0f, 0.0f,
+                      o.epilogue ? &o : NULL, stream_of(a[7]))));
+}
+
+/* capture_full stream mode graph exec: a capture of real work (a fill and
+ * a copy between live buffers), instantiated and launched */
+static void op_capture_full(const int64_t *a) {
+  size_t si = ix(a[0], NS) ? ix(a[0], NS) : 1;
+  struct strm *st = &F.s[si];
+  if (!st->live || st->capture) return;
+  fit_used = 0;
+  tecore_devptr_t x = pick_buf(4096, a[2]), y = pick_buf(4096, a[2] + 1);
+  tecore_capture_mode_t mode = ix(a[1], 3) ? TECORE_CAPTURE_THREAD_LOCAL : TECORE_CAPTURE_RELAXED;
+  if (C(tecore_stream_begin_capture(st->s, mode)) != TECORE_SUCCESS) return;
+  st->capture = 1;
+  C(tecore_fill(x, TECORE_DTYPE_F32, 1024, 0.25 * (double)ix(a[1], 8), st->s));
+  C(tecore_memcpy_async(y, x, 4096, st->s));
+  C(tecore_memset_d32_async(x, (uint32_t)a[1], 16, st->s));
+  tecore_graph_t g = NULL;
+  tecore_result_t r = C(tecore_stream_end_capture(st->s, &g));
+  st->capture = 0;
+  if (r != TECORE_SUCCESS || !g) return;
+  put_graph(ix(a[2], NG), g);
+  size_t xi = ix(a[3], NX);
+  tecore_graph_exec_t ex = NULL;
+  if (F.x_live[xi] && ix(a[1], 2)) { /* update the exec there, else replace it */
+    tecore_graph_update_result_t why;
+    if (C(tecore_graph_exec_update(F.x[xi], g, &why)) == TECORE_SUCCESS) {
+      after(C(tecore_graph_launch(F.x[xi], st->s)));
+      return;
+    }
+  }
+  if (C(tecore_graph_instantiate(&ex, g)) != TECORE_SUCCESS) return;
+  if (F.x_live[xi]) C(tecore_graph_exec_destroy(F.x[xi]));
+  F.x[xi] = ex;
+  F.x_live[xi] = F.x_ever[xi] = 1;
+  after(C(tecore_graph_launch(ex, st->s)));
+}
+
 /* -- delayed scaling state -- */
 
 static void op_dstate_create(const int64_t *a) {
@@ -1223,6 +1478,30 @@ static void op_seq_destroy(const int64_t *a) {
     q->built = 0;
     seq_free_io(q);
   }
+}
+
+/* seq_full seq rows features recipe stream: a small valid sequence, built */
+static void op_seq_full(const int64_t *a) {
+  struct seq *q = &F.q[ix(a[0], NQ)];
+  if (q->live) return;
+  size_t rows = 1 + ix(a[1], 32), feat = 8 * (1 + ix(a[2], 8));
+  int64_t c[6] = {a[0], (int64_t)rows, (int64_t)feat, 0, 0, (int64_t)a[3]};
+  op_seq_create(c);
+  if (!q->live) return;
+  const int64_t plan[][5] = {{0, 6, 0, 0, 1},   /* rmsnorm */
+                             {0, 0, (int64_t)(2 * feat), 1, 1}, /* linear 2f */
+                             {0, 2 + ix(a[3], 3), 0, 0, 1},    /* gelu, relu or silu */
+                             {0, 0, (int64_t)feat, 1, 1}};      /* linear f */
+  for (size_t i = 0; i < 4; i++) {
+    int64_t d[5] = {a[0], plan[i][1], plan[i][2], plan[i][3], plan[i][4]};
+    op_seq_add(d);
+  }
+  if (ix(a[3], 3) == 0) {
+    int64_t r[4] = {a[0], (int64_t)ix(a[3] / 3, 2), 2, a[4]};
+    op_seq_recipe(r);
+  }
+  int64_t b[2] = {a[0], a[4]};
+  op_seq_build(b);
 }
 
 /* -- libtegraph: pools -- */
@@ -1572,6 +1851,13 @@ static const struct op ops[] = {
     {"fill", "Pkzvs", 4, op_fill},
     {"scale_add", "PPkzs", 2, op_scale_add},
     {"launch_fill", "Pkks", 2, op_launch_fill},
+    {"k_quantize", "nnkkkms", 6, op_k_quantize},
+    {"k_act", "knnkkms", 4, op_k_act},
+    {"k_norm", "knnkkms", 3, op_k_norm},
+    {"k_ct", "nnkkms", 3, op_k_ct},
+    {"k_gemm", "nnnkkkms", 3, op_k_gemm},
+    {"capture_full", "skgx", 3, op_capture_full},
+    {"seq_full", "qkkks", 2, op_seq_full},
     {"dstate_create", "dzkkks", 1, op_dstate_create},
     {"dstate_update", "dkkzs", 1, op_dstate_update},
     {"dstate_tensor", "dzt", 1, op_dstate_tensor},
@@ -1691,12 +1977,18 @@ static void setup(void) {
   for (int i = 1; i < NS - 1; i++)
     if (C(tecore_stream_create(TECORE_STREAM_NON_BLOCKING, 0, &F.s[i].s)) == TECORE_SUCCESS)
       F.s[i].live = F.s[i].ever = 1;
-  for (int i = 0; i < 4; i++) {
-    if (C(tecore_mem_alloc((size_t)4096 << i, &F.b[i].p)) == TECORE_SUCCESS) {
-      F.b[i].bytes = (size_t)4096 << i;
+  /* buffers of 4, 8, 16, 32 KiB, 256 KiB twice and 1 MiB twice: room for
+   * the kernels' tensors (the fit ops), slots 8 and 9 empty */
+  static const size_t sizes[] = {4096, 8192, 16384, 32768, 262144, 262144, 1 << 20, 1 << 20};
+  for (int i = 0; i < 8; i++) {
+    if (C(tecore_mem_alloc(sizes[i], &F.b[i].p)) == TECORE_SUCCESS) {
+      F.b[i].bytes = sizes[i];
       F.b[i].live = 1;
     }
   }
+  for (int i = 0; i < 2; i++)
+    if (C(tecore_event_create(TECORE_EVENT_DEFAULT, &F.e[i])) == TECORE_SUCCESS)
+      F.e_live[i] = F.e_ever[i] = 1;
 }
 
 /* Ends every capture and frees everything the run holds (LeakSanitizer
@@ -1765,7 +2057,9 @@ static void exec_line(const struct op *o, const int64_t *a, unsigned n) {
     printf("%s\n", fz_sh->current);
     fflush(stdout);
   }
+  cur_op = (size_t)(o - ops);
   o->run(a);
+  cur_op = FZ_MAX_OPS;
 }
 
 static unsigned total_weight(void) {
@@ -1867,5 +2161,11 @@ int main(int argc, char **argv) {
     printf("fuzz-api: %" PRIu64 " calls, %d file(s), no finding\n", fz_sh->calls, o.nreplay);
     return 0;
   }
-  return fz_drive("fuzz-api", &o, one_run);
+  int rc = fz_drive("fuzz-api", &o, one_run);
+  if (o.stats) {
+    printf("%-20s %10s %10s\n", "operation", "succeeded", "failed");
+    for (size_t i = 0; i < NOPS && i < FZ_MAX_OPS; i++)
+      printf("%-20s %10" PRIu64 " %10" PRIu64 "\n", ops[i].name, fz_sh->op_ok[i], fz_sh->op_err[i]);
+  }
+  return rc;
 }
