@@ -342,6 +342,23 @@ static tecore_devptr_t ptr_of(const int64_t *a, size_t *valid_bytes) {
 
 static int is_scratch(const int64_t *a) { return ix(a[0], 8) == 7; }
 
+/* A pointer for a raw kernel argument (a graph node's parameter): NULL, a
+ * wild or a freed address, or the base of a live buffer of at least 4 KiB
+ * (the captured kernels touch up to 4 KiB: how far a kernel reads past its
+ * pointer's start is the kernel's business, on a GPU as on vdev).
+ * misalign: also base + 1 when the argument says so. */
+static tecore_devptr_t raw_ptr(const int64_t *a, int misalign) {
+  uint64_t kind = ix(a[0], 8);
+  if (kind == 2 || kind == 3) return ptr_of(a, NULL);
+  struct buf *b = &F.b[ix(a[1], NB)];
+  if (kind == 1 && !b->live) return b->p; /* freed (or 0) */
+  for (size_t k = 0; k < NB; k++) {
+    struct buf *c = &F.b[(ix(a[1], NB) + k) % NB];
+    if (c->live && c->bytes >= 4096) return c->p + (misalign && ix(a[2], 4) == 1 ? 1 : 0);
+  }
+  return 0;
+}
+
 /* ---- the operations --------------------------------------------------------- *
  * Argument types (gen_args draws each):
  *   b buffer  h host buffer  s stream  e event  g graph  x exec  t tensor
@@ -723,7 +740,7 @@ static void op_graph_nodes(const int64_t *a) {
       unsigned k = (unsigned)ix(a[2], def->nparams ? def->nparams : 1);
       if (def->nparams && def->param_is_ptr[k]) {
         int64_t pa[3] = {a[3], a[4], a[5]};
-        tecore_devptr_t p = ptr_of(pa, NULL);
+        tecore_devptr_t p = raw_ptr(pa, 0);
         memcpy(args[k], &p, 8);
       }
       after(C(tecore_graph_exec_kernel_node_set(F.x[ix(a[6], NX)], nd[i].node, NULL, args)));
@@ -1609,14 +1626,41 @@ static void op_tg_run(const int64_t *a) {
 static void op_tg_set_arg(const int64_t *a) {
   size_t i = ix(a[0], NTG);
   if (!F.tg[i]) return;
-  tecore_devptr_t p = ptr_of(a + 3, NULL);
+  tecore_devptr_t p = raw_ptr(a + 3, 1);
   size_t bytes = ix(a[6], 4) == 0 ? (size_t)ix(a[6], 17) : 8;
   unsigned char val[16] = {0};
   memcpy(val, &p, 8);
+  size_t k = ix(a[1], 8) < 6 ? ix(a[1], 3) : (size_t)a[1]; /* nodes 0..2, sometimes past them */
+  unsigned prm = ix(a[2], 8) < 6 ? (unsigned)ix(a[2], 5) : (unsigned)a[2];
   if (ix(a[7], 2))
-    G(tegraph_graph_set_kernel_arg(F.tg[i], (size_t)a[1], (unsigned)a[2], val, bytes));
+    afterg(G(tegraph_graph_set_kernel_arg(F.tg[i], k, prm, val, bytes)));
   else
-    G(tegraph_graph_kernel_arg(F.tg[i], (size_t)a[1], (unsigned)a[2], val, bytes));
+    G(tegraph_graph_kernel_arg(F.tg[i], k, prm, val, bytes));
+}
+
+/* tg_full graph stream mode: a capture of real work into a libtegraph
+ * graph (APPEND sometimes), then a launch */
+static void op_tg_full(const int64_t *a) {
+  size_t i = ix(a[0], NTG);
+  struct strm *st = &F.s[ix(a[1], NS) ? ix(a[1], NS) : 1];
+  if (!st->live || st->capture) return;
+  if (!F.tg_live[i]) {
+    tegraph_graph_t *g = NULL;
+    if (G(tegraph_graph_create(0, &g)) != TEGRAPH_SUCCESS) return;
+    F.tg[i] = g;
+    F.tg_live[i] = 1;
+  }
+  if (F.tg_capture[i]) return;
+  fit_used = 0;
+  tecore_devptr_t x = pick_buf(4096, a[2]), y = pick_buf(4096, a[2] + 1);
+  tecore_capture_mode_t mode = ix(a[2], 3) ? TECORE_CAPTURE_THREAD_LOCAL : TECORE_CAPTURE_RELAXED;
+  unsigned flags = ix(a[2], 5) == 0 ? TEGRAPH_CAPTURE_APPEND : 0;
+  if (G(tegraph_graph_begin_capture(F.tg[i], st->s, mode, flags)) != TEGRAPH_SUCCESS) return;
+  C(tecore_fill(x, TECORE_DTYPE_F32, 1024, 1.0, st->s));
+  C(tecore_scale_add(y, x, 2.0f, x, 1.0f, TECORE_DTYPE_F32, 1024, st->s));
+  struct tegraph_update_info info;
+  if (G(tegraph_graph_end_capture(F.tg[i], &info)) != TEGRAPH_SUCCESS) return;
+  afterg(G(tegraph_graph_launch(F.tg[i], st->s)));
 }
 
 static void op_tg_destroy(const int64_t *a) {
@@ -1887,6 +1931,7 @@ static const struct op ops[] = {
     {"tg_run", "Gks", 2, op_tg_run},
     {"tg_set_arg", "GkkPkk", 2, op_tg_set_arg},
     {"tg_destroy", "G", 1, op_tg_destroy},
+    {"tg_full", "Gsk", 3, op_tg_full},
     {"callable_create", "cnbkkkkkkkp", 2, op_callable_create},
     {"callable_from_seq", "cqkkkkk", 1, op_callable_from_seq},
     {"callable_run", "ckbksskk", 4, op_callable_run},
