@@ -43,6 +43,7 @@
 #include <unistd.h>
 
 #include <te/core.h>
+#include "rng.h"
 
 #define TE_T_UNUSED __attribute__((unused))
 
@@ -55,34 +56,7 @@
  * xoshiro256** seeded through splitmix64.  main() seeds it once; under fork
  * mode each test starts from that state, so a failing test reproduces with
  * TE_TEST_SEED alone (CK_RUN_CASE / CK_RUN_SUITE select it). */
-static uint64_t te_rng_s[4];
 static uint64_t te_test_seed;
-
-static TE_T_UNUSED uint64_t te_splitmix64(uint64_t *x) {
-  uint64_t z = (*x += 0x9e3779b97f4a7c15ull);
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-  return z ^ (z >> 31);
-}
-
-static TE_T_UNUSED void te_rng_seed(uint64_t seed) {
-  uint64_t x = seed;
-  for (int i = 0; i < 4; i++) te_rng_s[i] = te_splitmix64(&x);
-}
-
-static TE_T_UNUSED uint64_t te_rand_u64(void) {
-  uint64_t *s = te_rng_s;
-  uint64_t r = s[1] * 5;
-  r = ((r << 7) | (r >> 57)) * 9;
-  uint64_t t = s[1] << 17;
-  s[2] ^= s[0];
-  s[3] ^= s[1];
-  s[1] ^= s[2];
-  s[0] ^= s[3];
-  s[2] ^= t;
-  s[3] = (s[3] << 45) | (s[3] >> 19);
-  return r;
-}
 
 static TE_T_UNUSED uint32_t te_rand_u32(void) { return (uint32_t)(te_rand_u64() >> 32); }
 

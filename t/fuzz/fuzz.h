@@ -38,6 +38,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "../rng.h"
+
 #define FZ_UNUSED __attribute__((unused))
 
 /* Under AddressSanitizer: a huge allocation the fuzzer asks for on
@@ -48,35 +50,11 @@ __attribute__((visibility("default"), used)) const char *__asan_default_options(
   return "allocator_may_return_null=1";
 }
 
-/* ---- PRNG: xoshiro256** seeded through splitmix64 ----------------------- */
+/* ---- PRNG: t/rng.h's xoshiro256** --------------------------------------- */
 
-static uint64_t fz_rng[4];
-
-static FZ_UNUSED uint64_t fz_splitmix(uint64_t *x) {
-  uint64_t z = (*x += 0x9e3779b97f4a7c15ull);
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-  return z ^ (z >> 31);
-}
-
-static FZ_UNUSED void fz_seed_rng(uint64_t seed) {
-  uint64_t x = seed;
-  for (int i = 0; i < 4; i++) fz_rng[i] = fz_splitmix(&x);
-}
-
-static FZ_UNUSED uint64_t fz_u64(void) {
-  uint64_t *s = fz_rng;
-  uint64_t r = s[1] * 5;
-  r = ((r << 7) | (r >> 57)) * 9;
-  uint64_t t = s[1] << 17;
-  s[2] ^= s[0];
-  s[3] ^= s[1];
-  s[1] ^= s[2];
-  s[0] ^= s[3];
-  s[2] ^= t;
-  s[3] = (s[3] << 45) | (s[3] >> 19);
-  return r;
-}
+static FZ_UNUSED uint64_t fz_splitmix(uint64_t *x) { return te_splitmix64(x); }
+static FZ_UNUSED void fz_seed_rng(uint64_t seed) { te_rng_seed(seed); }
+static FZ_UNUSED uint64_t fz_u64(void) { return te_rand_u64(); }
 
 /* Uniform in [0, n) (0 when n is 0). */
 static FZ_UNUSED uint64_t fz_below(uint64_t n) { return n ? fz_u64() % n : 0; }
@@ -298,6 +276,44 @@ static FZ_UNUSED int fz_drive(const char *name, const struct fz_opts *o, fz_run_
   printf("%s: %" PRIu64 " calls in %.1f s, %" PRIu64 " runs, %s\n", name, fz_sh->calls,
          fz_now() - t0, run, status ? "1 finding" : "no finding");
   return status;
+}
+
+/* Runs fn(o, file) for each --replay file, each in a child; fn returns
+ * the child's exit status (0: the file ran to its end, 2: it could not be
+ * read).  Prints the count of calls last.  Returns the exit status. */
+typedef int (*fz_file_fn)(const struct fz_opts *o, const char *path);
+
+static FZ_UNUSED int fz_replay(const char *name, const struct fz_opts *o, fz_file_fn fn) {
+  printf("%s: replaying %d file(s)\n", name, o->nreplay);
+  for (int i = 0; i < o->nreplay; i++) {
+    snprintf(fz_sh->current, sizeof fz_sh->current, "%s", o->replay[i]);
+    fflush(NULL);
+    pid_t pid = fork();
+    if (pid < 0) {
+      perror("fork");
+      return 1;
+    }
+    if (pid == 0) {
+      alarm(o->watchdog);
+      int rc = fn(o, o->replay[i]);
+      fflush(NULL);
+      exit(rc);
+    }
+    int ws = 0;
+    while (waitpid(pid, &ws, 0) < 0 && errno == EINTR) {
+    }
+    if (WIFEXITED(ws) && WEXITSTATUS(ws) == 2) return 2;
+    if (!WIFEXITED(ws) || WEXITSTATUS(ws) != 0) {
+      printf("%s: FINDING: %s %s (status 0x%x)\n", name, o->replay[i],
+             WIFSIGNALED(ws) ? strsignal(WTERMSIG(ws)) : "failed", ws);
+      if (fz_sh->finding[0]) printf("%s:   %s\n", name, fz_sh->finding);
+      printf("%s:   last call: %s\n", name, fz_sh->current);
+      printf("%s:   reproduce: t/fuzz/%s --trace --replay %s\n", name, name, o->replay[i]);
+      return 1;
+    }
+  }
+  printf("%s: %" PRIu64 " calls, %d file(s), no finding\n", name, fz_sh->calls, o->nreplay);
+  return 0;
 }
 
 #endif

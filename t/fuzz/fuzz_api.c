@@ -2139,7 +2139,8 @@ static void one_run(const struct fz_opts *o, uint64_t run, uint64_t max_calls) {
 }
 
 /* Executes a corpus file (lines of "name args..."). */
-static int replay_file(const char *path, int trace) {
+static int replay_file(const struct fz_opts *o, const char *path) {
+  int trace = o->trace;
   FILE *f = fopen(path, "r");
   if (!f) {
     fprintf(stderr, "fuzz-api: %s: %s\n", path, strerror(errno));
@@ -2182,30 +2183,7 @@ int main(int argc, char **argv) {
   setenv("NCCL_NVLS_ENABLE", "0", 0);
   if (!o.verbose) setenv("TE_DEBUG", "NONE", 1);
   fz_shared_init();
-  if (o.nreplay) {
-    printf("fuzz-api: replaying %d file(s)\n", o.nreplay);
-    fflush(stdout);
-    for (int i = 0; i < o.nreplay; i++) {
-      fflush(NULL);
-      pid_t pid = fork();
-      if (pid == 0) {
-        alarm(o.watchdog);
-        exit(replay_file(o.replay[i], o.trace));
-      }
-      int ws = 0;
-      waitpid(pid, &ws, 0);
-      if (!WIFEXITED(ws) || WEXITSTATUS(ws) != 0) {
-        printf("fuzz-api: FINDING: %s %s (status 0x%x)\n", o.replay[i],
-               WIFSIGNALED(ws) ? strsignal(WTERMSIG(ws)) : "failed", ws);
-        if (fz_sh->finding[0]) printf("fuzz-api:   %s\n", fz_sh->finding);
-        printf("fuzz-api:   last call: %s\n", fz_sh->current);
-        printf("fuzz-api:   reproduce: t/fuzz/fuzz-api --trace --replay %s\n", o.replay[i]);
-        return 1;
-      }
-    }
-    printf("fuzz-api: %" PRIu64 " calls, %d file(s), no finding\n", fz_sh->calls, o.nreplay);
-    return 0;
-  }
+  if (o.nreplay) return fz_replay("fuzz-api", &o, replay_file);
   int rc = fz_drive("fuzz-api", &o, one_run);
   if (o.stats) {
     printf("%-20s %10s %10s\n", "operation", "succeeded", "failed");

@@ -82,45 +82,28 @@ static int read_hex(const char *path, uint8_t *buf, size_t cap, size_t *len) {
   return 0;
 }
 
+/* One corpus file, in the child fz_replay made. */
+static int replay_file(const struct fz_opts *o, const char *path) {
+  static uint8_t buf[65536];
+  size_t len = 0;
+  if (read_hex(path, buf, sizeof buf, &len)) {
+    fprintf(stderr, "fuzz-parse: %s: %s\n", path, strerror(errno));
+    return 2;
+  }
+  if (!o->verbose) setenv("TE_DEBUG_FILE", "/dev/null", 1);
+  fz_parse_trace = o->trace;
+  uint64_t before = fz_parse_calls;
+  fz_parse_one(buf, len);
+  fz_sh->calls += fz_parse_calls - before;
+  return 0;
+}
+
 int main(int argc, char **argv) {
   struct fz_opts o;
   if (fz_parse_opts(argc, argv, &o, 500)) return 2;
   setenv("TE_DEVICE", "vdev", 1);
   setenv("TECORE_VDEV_CHECK", "1", 1);
   fz_shared_init();
-  if (o.nreplay) {
-    printf("fuzz-parse: replaying %d file(s)\n", o.nreplay);
-    for (int i = 0; i < o.nreplay; i++) {
-      uint8_t buf[65536];
-      size_t len = 0;
-      if (read_hex(o.replay[i], buf, sizeof buf, &len)) {
-        fprintf(stderr, "fuzz-parse: %s: %s\n", o.replay[i], strerror(errno));
-        return 2;
-      }
-      snprintf(fz_sh->current, sizeof fz_sh->current, "%s (%zu bytes)", o.replay[i], len);
-      fflush(NULL);
-      pid_t pid = fork();
-      if (pid == 0) {
-        alarm(o.watchdog);
-        if (!o.verbose) setenv("TE_DEBUG_FILE", "/dev/null", 1);
-        fz_parse_trace = o.trace;
-        uint64_t before = fz_parse_calls;
-        fz_parse_one(buf, len);
-        fz_sh->calls += fz_parse_calls - before;
-        exit(0);
-      }
-      int ws = 0;
-      waitpid(pid, &ws, 0);
-      if (!WIFEXITED(ws) || WEXITSTATUS(ws) != 0) {
-        printf("fuzz-parse: FINDING: %s %s (status 0x%x)\n", o.replay[i],
-               WIFSIGNALED(ws) ? strsignal(WTERMSIG(ws)) : "failed", ws);
-        if (fz_sh->finding[0]) printf("fuzz-parse:   %s\n", fz_sh->finding);
-        printf("fuzz-parse:   reproduce: t/fuzz/fuzz-parse --trace --replay %s\n", o.replay[i]);
-        return 1;
-      }
-    }
-    printf("fuzz-parse: %" PRIu64 " calls, %d file(s), no finding\n", fz_sh->calls, o.nreplay);
-    return 0;
-  }
+  if (o.nreplay) return fz_replay("fuzz-parse", &o, replay_file);
   return fz_drive("fuzz-parse", &o, one_run);
 }
