@@ -405,6 +405,46 @@ START_TEST(test_vdev_mxfp8_scale_inv_too_small_is_illegal_address) {
 }
 END_TEST
 
+/* Found by fuzz-api: the norms' workspace, mu and rsigma were raw
+ * pointers whose extent nothing checked; a short workspace was written
+ * past by the backward's partial sums (SEGV on the worker). */
+START_TEST(test_vdev_norm_short_workspace_is_illegal_address) {
+  if (!vdev_only()) return;
+  tecore_stream_t s = own_stream();
+  size_t rows = 64 + te_rand_below(64), hidden = 32, shape[2] = {rows, hidden}, h1[1] = {hidden};
+  size_t ws = 0;
+  TE_OK(tecore_norm_bwd_workspace_size(TECORE_NORM_LAYERNORM, rows, hidden, &ws));
+  tecore_devptr_t x = te_dalloc(rows * hidden * 4), y = te_dalloc(rows * hidden * 4),
+                  g = te_dalloc(hidden * 4), b = te_dalloc(hidden * 4), dg = te_dalloc(hidden * 4),
+                  db = te_dalloc(hidden * 4), mu = te_dalloc(rows * 4), rs = te_dalloc(rows * 4),
+                  w = te_dalloc(ws), small = te_dalloc(ws / 2 + 16),
+                  dx = te_dalloc(rows * hidden * 4);
+  TE_OK(tecore_fill(x, TECORE_DTYPE_F32, rows * hidden, 0.5, s));
+  TE_OK(tecore_fill(g, TECORE_DTYPE_F32, hidden, 1.0, s));
+  TE_OK(tecore_fill(b, TECORE_DTYPE_F32, hidden, 0.0, s));
+  struct tecore_tensor tx, ty, tg, tb, tdg, tdb, tdx;
+  TE_OK(tecore_tensor_init(&tdx, TECORE_DTYPE_F32, 2, shape, dx));
+  TE_OK(tecore_tensor_init(&tx, TECORE_DTYPE_F32, 2, shape, x));
+  TE_OK(tecore_tensor_init(&ty, TECORE_DTYPE_F32, 2, shape, y));
+  TE_OK(tecore_tensor_init(&tg, TECORE_DTYPE_F32, 1, h1, g));
+  TE_OK(tecore_tensor_init(&tb, TECORE_DTYPE_F32, 1, h1, b));
+  TE_OK(tecore_tensor_init(&tdg, TECORE_DTYPE_F32, 1, h1, dg));
+  TE_OK(tecore_tensor_init(&tdb, TECORE_DTYPE_F32, 1, h1, db));
+  /* mu one float short */
+  TE_EXPECT_ERR(TECORE_ERR_ILLEGAL_ADDRESS, "mu",
+                tecore_layernorm_fwd(&tx, &tg, &tb, 1e-5f, 0, &ty, mu + 4, rs, s));
+  TE_OK(tecore_layernorm_fwd(&tx, &tg, &tb, 1e-5f, 0, &ty, mu, rs, s));
+  /* dy = y */
+  TE_EXPECT_ERR(TECORE_ERR_ILLEGAL_ADDRESS, "workspace",
+                tecore_layernorm_bwd(&ty, &tx, mu, rs, &tg, 0, &tdx, &tdg, &tdb, small, ws, s));
+  TE_EXPECT_ERR(TECORE_ERR_ILLEGAL_ADDRESS, "rsigma",
+                tecore_rmsnorm_bwd(&ty, &tx, rs + 8, &tg, 0, &tdx, &tdg, w, ws, s));
+  TE_OK(tecore_layernorm_bwd(&ty, &tx, mu, rs, &tg, 0, &tdx, &tdg, &tdb, w, ws, s));
+  TE_OK(tecore_stream_synchronize(s)); /* nothing refused was queued: the stream is clean */
+  TE_OK(tecore_stream_destroy(s));
+}
+END_TEST
+
 /* Found by fuzz-api: a range ending exactly at 2^64 has an end of 0, and
  * the pageable-memory check took it for mapped without looking; the
  * worker's memset then ran at 0xfffffffffffff000. */
@@ -638,6 +678,7 @@ static Suite *vdev_check_suite(void) {
   tcase_add_test(tc, test_vdev_memset_ending_at_2_64_is_illegal_address);
   tcase_add_test(tc, test_vdev_tensor_with_overflowing_bytes_is_illegal_address);
   tcase_add_test(tc, test_vdev_mxfp8_scale_inv_too_small_is_illegal_address);
+  tcase_add_test(tc, test_vdev_norm_short_workspace_is_illegal_address);
   tcase_add_test(tc, test_delayed_update_past_its_state_is_illegal_address);
   tc = te_tcase(s, "check_off", 0);
   tcase_add_test(tc, test_vdev_check_off_tunable_skips_checks);

@@ -69,6 +69,17 @@ static tecore_result_t norm_check_rowvec(tecore_devptr_t p, int required, const 
   return TECORE_SUCCESS;
 }
 
+/* On vdev, after every argument check: mu and rsigma hold rows floats, the
+ * workspace the bytes the backward writes, inside live allocations (short
+ * ones were written past: found by fuzz-api). */
+static tecore_result_t norm_check_memory(tecore_devptr_t mu, tecore_devptr_t rsigma, size_t rows,
+                                         tecore_devptr_t ws, size_t ws_bytes, const char *fn) {
+  if (mu) TE_CHECK(te_dev_check_range(mu, rows * sizeof(float), fn, "mu"));
+  if (rsigma) TE_CHECK(te_dev_check_range(rsigma, rows * sizeof(float), fn, "rsigma"));
+  if (ws_bytes) TE_CHECK(te_dev_check_range(ws, ws_bytes, fn, "workspace"));
+  return TECORE_SUCCESS;
+}
+
 static tecore_result_t norm_check_x(const struct tecore_tensor *x, const char *fn, size_t *rows,
                                     size_t *hidden) {
   TE_CHECK(te_check_hp_input(x, fn, "x"));
@@ -102,6 +113,7 @@ static tecore_result_t norm_fwd(int ln, const struct tecore_tensor *x,
   if (ln) TE_CHECK(norm_check_rowvec(mu, 0, fn, "mu"));
   TE_CHECK(norm_check_rowvec(rsigma, 0, fn, "rsigma"));
   if (rows == 0 || hidden == 0) return TECORE_SUCCESS;
+  TE_CHECK(norm_check_memory(ln ? mu : 0, rsigma, rows, 0, 0, fn));
   int id = norm_first_id();
   if (id < 0) return TE_ERR(TECORE_ERR_INTERNAL, "%s: the norm kernels did not register", fn);
 
@@ -219,6 +231,7 @@ static tecore_result_t norm_bwd(int ln, const struct tecore_tensor *dy,
   TE_ARG(workspace % 16 == 0, "%s: workspace (0x%llx) is not aligned to 16 bytes", fn,
          (unsigned long long)workspace);
   if (hidden == 0) return TECORE_SUCCESS;
+  if (rows) TE_CHECK(norm_check_memory(ln ? mu : 0, rsigma, rows, workspace, need, fn));
   int id = norm_first_id();
   if (id < 0) return TE_ERR(TECORE_ERR_INTERNAL, "%s: the norm kernels did not register", fn);
   if (rows == 0) {

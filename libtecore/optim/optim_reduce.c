@@ -67,7 +67,11 @@ TE_EXPORT tecore_result_t tecore_l2norm_multi(const struct tecore_tensor *tensor
            "%s: workspace_bytes %zu is too small (%llu are needed; see "
            "tecore_l2norm_multi_workspace_size)", fn, workspace_bytes,
            (unsigned long long)(nparts * sizeof(double)));
+    /* vdev: the bytes the kernels write, inside an allocation */
+    TE_CHECK(te_dev_check_range(workspace, (size_t)nparts * sizeof(double), fn, "workspace"));
   }
+  TE_CHECK(te_dev_check_range(norm, sizeof(float), fn, "norm"));
+  if (found_inf) TE_CHECK(te_dev_check_range(found_inf, sizeof(int32_t), fn, "found_inf"));
 
   /* stage 1: partial sums, TE_L2_MAX tensors a launch */
   struct te_l2_params p;

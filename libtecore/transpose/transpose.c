@@ -247,6 +247,10 @@ static tecore_result_t ct_check(const struct ct_call *k, size_t ws_bytes, const 
   }
   TE_CHECK(ct_check_alias(k->in, k->x, k->out, k->dbias, k->dbias ? k->ws : 0,
                           k->dbias ? ws_bytes : 0, rows, cols, fn));
+  /* vdev: the workspace's bytes inside an allocation (a short one was
+   * written past: the same hole fuzz-api found in the norms) */
+  size_t need = k->dbias ? ct_ws_bytes(rows, cols) : 0;
+  if (need) TE_CHECK(te_dev_check_range(k->ws, need, fn, "workspace"));
   return TECORE_SUCCESS;
 }
 

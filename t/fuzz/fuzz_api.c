@@ -897,8 +897,8 @@ static void op_rmsnorm_bwd(const int64_t *a) {
   tecore_devptr_t rs = ptr_of(a + 3, NULL);
   tecore_devptr_t w = F.b[ix(a[6], NB)].p;
   if (ix(a[7], 4) == 0) ws = (size_t)a[7];
-  after(C(tecore_rmsnorm_bwd(dy, x, rs, &F.t[ix(a[2], NT)], 0, &F.t[ix(a[0] + 1, NT)],
-                             &F.t[ix(a[2] + 1, NT)], w, ws, stream_of(a[8]))));
+  after(C(tecore_rmsnorm_bwd(dy, x, rs, &F.t[ix(a[2], NT)], 0, &F.t[ix(a[0] + 3, NT)],
+                             &F.t[ix(a[2] + 3, NT)], w, ws, stream_of(a[8]))));
 }
 
 static void op_gemm(const int64_t *a) {
