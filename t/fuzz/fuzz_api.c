@@ -727,7 +727,7 @@ static void op_graph_nodes(const int64_t *a) {
     for (size_t i = 0; i < n && i < 2; i++) {
       if (nd[i].type != TECORE_GRAPH_NODE_KERNEL || nd[i].kernel_id < 0) continue;
       const struct tecore_kernel_def *def = NULL;
-      if (C(tecore_kernel_def(nd[i].kernel_id, &def)) != TECORE_SUCCESS) continue;
+      if (C(tecore_kernel_get_def(nd[i].kernel_id, &def)) != TECORE_SUCCESS) continue;
       static uint64_t store[TECORE_KERNEL_MAX_PARAMS * 8192 / 8];
       void *args[TECORE_KERNEL_MAX_PARAMS];
       size_t off = 0;
@@ -1823,7 +1823,7 @@ static void op_misc(const int64_t *a) {
   size_t fr = 0, tot = 0;
   int n = 0;
   switch (ix(a[0], 6)) {
-    case 0: C(tecore_device_props((int)a[1], ix(a[2], 4) ? &pr : NULL)); break;
+    case 0: C(tecore_device_get_props((int)a[1], ix(a[2], 4) ? &pr : NULL)); break;
     case 1: C(tecore_mem_info(&fr, &tot)); break;
     case 2:
       tecore_set_error(NULL);

@@ -471,7 +471,7 @@ static void t_env(struct rd *r) {
   K(tecore_tunable_count(&count));
   int idx = (int)(int32_t)rd_bytes(r, 4);
   if (m & 8) idx = count ? (int)((unsigned)idx % (unsigned)count) : 0;
-  if (K(tecore_tunable_info(idx, &info)) == TECORE_SUCCESS)
+  if (K(tecore_tunable_get_info(idx, &info)) == TECORE_SUCCESS)
     fail_if(!info.env || !info.name || !info.help, "tecore_tunable_info has a NULL name%s%s", NULL,
             NULL);
   int x = (int)(int32_t)rd_bytes(r, 4);
