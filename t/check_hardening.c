@@ -272,6 +272,26 @@ START_TEST(test_from_dlpack_stride_overflow_is_refused) {
 }
 END_TEST
 
+/* Found by fuzz-parse: f32 [2^61][16] has an element count that fits in
+ * size_t and a byte count that does not; it was accepted. */
+START_TEST(test_from_dlpack_byte_count_overflow_is_refused) {
+  tecore_devptr_t p = te_dalloc(256);
+  int64_t shape[2] = {((int64_t)1 << 61) + (int64_t)te_rand_below(1000), 16};
+  DLTensor dl = dl_f32((void *)(uintptr_t)p, 2, shape, NULL);
+  struct tecore_tensor t, before;
+  te_poison_host(&t, sizeof t);
+  before = t;
+  TE_EXPECT_INVALID("byte count overflows", tecore_tensor_from_dlpack(&dl, &t));
+  ck_assert_msg(memcmp(&t, &before, sizeof t) == 0, "a refused import changed *t");
+  size_t s2[2] = {(size_t)shape[0], 16};
+  TE_OK(tecore_tensor_init(&t, TECORE_DTYPE_F32, 2, s2, p));
+  TE_EXPECT_INVALID("byte count overflows", tecore_tensor_validate(&t, 0));
+  /* one byte per element fits */
+  TE_OK(tecore_tensor_init(&t, TECORE_DTYPE_U8, 2, s2, p));
+  TE_OK(tecore_tensor_validate(&t, 0));
+}
+END_TEST
+
 START_TEST(test_from_dlpack_rejects_bad_device_ids) {
   tecore_devptr_t p = te_dalloc(256);
   int64_t shape[1] = {16};
@@ -501,6 +521,7 @@ static Suite *hardening_suite(void) {
   tcase_add_test(tc, test_callable_forward_on_unrelated_stream_is_refused);
   tc = te_tcase(s, "tensors", 1);
   tcase_add_test(tc, test_from_dlpack_stride_overflow_is_refused);
+  tcase_add_test(tc, test_from_dlpack_byte_count_overflow_is_refused);
   tcase_add_test(tc, test_from_dlpack_rejects_bad_device_ids);
   tcase_add_test(tc, test_from_dlpack_rejects_wrapping_data_offset);
   tcase_add_test(tc, test_to_dlpack_rejects_data_0);

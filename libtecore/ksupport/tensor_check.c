@@ -66,9 +66,13 @@ tecore_result_t te_tensor_check_desc(const struct tecore_tensor *t, unsigned fla
   if (t->ndim < 0 || t->ndim > TECORE_TENSOR_MAX_DIMS)
     return TE_ERR(TECORE_ERR_INVALID, "%s: %s: ndim %d is outside 0..%d", fn, arg, t->ndim,
                   TECORE_TENSOR_MAX_DIMS);
-  size_t numel = te_tensor_count(t);
+  size_t numel = te_tensor_count(t), nbytes;
   if (numel == SIZE_MAX)
     return TE_ERR(TECORE_ERR_INVALID, "%s: %s: the shape's element count overflows", fn, arg);
+  /* no memory holds more than SIZE_MAX bytes (fuzz-parse: from_dlpack took
+   * f32 [2^61][16], whose count fits but whose bytes do not) */
+  if (__builtin_mul_overflow(numel, tecore_dtype_size(t->dtype), &nbytes))
+    return TE_ERR(TECORE_ERR_INVALID, "%s: %s: the shape's byte count overflows", fn, arg);
   TE_CHECK(check_device(t->device, fn, arg));
   if ((unsigned)t->scaling >= TECORE_SCALING_COUNT_)
     return TE_ERR(TECORE_ERR_INVALID, "%s: %s: scaling mode %d is not a mode", fn, arg,
