@@ -1,11 +1,13 @@
 /* SPDX-License-Identifier: Apache-2.0
  *
  * fuzz_parse_libfuzzer.c -- the libFuzzer entry point of the parser fuzzer
- * (optional: the build does not need it).  With clang, in a build tree
- * configured with --without-cuda, where SRC is the source tree:
- *   clang -g -fsanitize=fuzzer,address,undefined -I$SRC/libtecore -Ilibtecore \
- *     $SRC/t/fuzz/fuzz_parse_libfuzzer.c $SRC/t/fuzz/fuzz_parse_one.c \
- *     libtecore/.libs/libtecore.so -Wl,-rpath,$PWD/libtecore/.libs -o fuzz-parse-lf
+ * (optional: the build does not need it).  With clang, from the top of
+ * the source tree, against a library built in build/ (configured with
+ * --without-cuda):
+ *   clang -g -fsanitize=fuzzer,address,undefined -Ilibtecore -Ibuild/libtecore \
+ *     t/fuzz/fuzz_parse_libfuzzer.c t/fuzz/fuzz_parse_one.c \
+ *     build/libtecore/.libs/libtecore.so -Wl,-rpath,$PWD/build/libtecore/.libs \
+ *     -o fuzz-parse-lf
  *   TE_DEVICE=vdev TE_DEBUG_FILE=/dev/null ./fuzz-parse-lf -max_total_time=60
  * (the tunable and log targets see one process for all inputs, so they
  * exercise less there than under the plain driver). */
