@@ -9,6 +9,10 @@
  *     build/libtecore/.libs/libtecore.so -Wl,-rpath,$PWD/build/libtecore/.libs \
  *     -o fuzz-parse-lf
  *   TE_DEVICE=vdev TE_DEBUG_FILE=/dev/null ./fuzz-parse-lf -max_total_time=60
+ * For coverage feedback from inside the library, configure build/ with
+ * CC=clang CFLAGS='-g -fsanitize=fuzzer-no-link,address'; against a plain
+ * build libFuzzer sees only this file's and fuzz_parse_one.c's branches
+ * (the command above was tried that way: it builds and runs).
  * (the tunable and log targets see one process for all inputs, so they
  * exercise less there than under the plain driver). */
 #include "fuzz_parse.h"
