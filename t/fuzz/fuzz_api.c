@@ -487,6 +487,11 @@ static void op_copy_check(const int64_t *a) {
   if (!x->live || !y->live || x == y || x->bytes < n || y->bytes < n || any_capture() ||
       !stream_clean(a[3]))
     return;
+  /* other streams' queued work may write these buffers: let it finish
+   * (a race between streams is the caller's to order, not a finding) */
+  tecore_result_t r0 = C(tecore_ctx_synchronize());
+  after(r0);
+  if (r0 != TECORE_SUCCESS || F.stop || !stream_clean(a[3])) return;
   unsigned char *want = malloc(n), *got = malloc(n);
   if (!want || !got) goto out;
   for (size_t i = 0; i < n; i++) want[i] = (unsigned char)fz_u64();
