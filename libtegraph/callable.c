@@ -593,6 +593,10 @@ static tegraph_result_t callables_create(const struct tegraph_callable_desc *des
   TG_ARG(n > 0, "%s: n is 0", fn);
   TG_ARG(out, "%s: out is NULL", fn);
   TG_ARG(order || norder == 0, "%s: order is NULL but norder is %zu", fn, norder);
+  /* a destroyed pool is not read (fuzz-api: its lock was taken in freed
+   * memory, and the call hung) */
+  TG_ARG(!pool || te_handle_live(pool), "%s: pool %p is not a live pool (destroyed?)", fn,
+         (void *)pool);
   if (tg_thread_capturing)
     return TG_ERR(TEGRAPH_ERR_STATE, "%s: illegal during the capture of a callable (called from "
                   "one of its functions?)", fn);

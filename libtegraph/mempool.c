@@ -267,8 +267,17 @@ TE_EXPORT tegraph_result_t tegraph_mempool_destroy(tegraph_mempool_t *p) {
 
 static tegraph_result_t pool_free(struct tegraph_mempool *p, const char *fn) {
   tegraph_result_t res = TEGRAPH_SUCCESS;
+  /* A free refused (during a capture that forbids frees) leaves the pool
+   * as it was: the first chunk's answer stands for all (the capture state
+   * does not change within this call).  It freed the pool anyway, so the
+   * caller's retry or next use read freed memory (found by fuzz-api). */
+  if (p->nchunks) {
+    tecore_result_t r = tecore_mem_free(p->chunks[0].base);
+    if (r != TECORE_SUCCESS) return tg_core(r, fn);
+    p->chunks[0].base = 0;
+  }
   for (size_t i = 0; i < p->nchunks; i++) {
-    tecore_result_t r = tecore_mem_free(p->chunks[i].base);
+    tecore_result_t r = p->chunks[i].base ? tecore_mem_free(p->chunks[i].base) : TECORE_SUCCESS;
     if (r != TECORE_SUCCESS && res == TEGRAPH_SUCCESS) res = tg_core(r, fn);
     free(p->chunks[i].free);
   }

@@ -98,6 +98,37 @@ START_TEST(test_mempool_use_after_destroy_is_invalid) {
 END_TEST
 
 /* chunk_bytes SIZE_MAX was rounded up to a chunk of 0 bytes. */
+/* Found by fuzz-api: a destroy refused during a global capture (its
+ * chunks cannot be freed then) freed the pool anyway; the next callable
+ * that was given the pool locked a mutex in freed memory and hung. */
+START_TEST(test_mempool_destroy_during_capture_leaves_pool_intact) {
+  tegraph_mempool_t *p = NULL;
+  TG_OK(tegraph_mempool_create(1 << 20, &p));
+  tecore_devptr_t d = 0;
+  size_t n = 64 + te_rand_below(4096);
+  TG_OK(tegraph_mempool_alloc(p, n, &d));
+  TE_OK(tecore_stream_begin_capture(te_stream, TECORE_CAPTURE_GLOBAL));
+  TG_EXPECT(TEGRAPH_ERR_CAPTURE, "tegraph_mempool_destroy", tegraph_mempool_destroy(p));
+  tecore_graph_t g = NULL;
+  TE_EXPECT_FAIL(tecore_stream_end_capture(te_stream, &g)); /* the capture was invalidated */
+  size_t used = 0, reserved = 0;
+  TG_OK(tegraph_mempool_usage(p, &used, &reserved, NULL));
+  ck_assert_uint_ge(used, n);
+  ck_assert_uint_ge(reserved, (size_t)1 << 20);
+  uint8_t v = (uint8_t)(1 + te_rand_below(255)), back[64];
+  TE_OK(tecore_memset_d8_async(d, v, 64, te_stream)); /* the block is still memory */
+  te_d2h(back, d, 64);
+  te_expect_bytes_eq(back, v, 64, "a block of the pool a refused destroy left");
+  TG_OK(tegraph_mempool_free(p, d));
+  TG_OK(tegraph_mempool_destroy(p));
+  /* and a destroyed pool given to a callable is refused, not read */
+  struct tegraph_callable_desc desc;
+  memset(&desc, 0, sizeof desc);
+  tegraph_callable_t *c = NULL;
+  TG_EXPECT(TEGRAPH_ERR_INVALID, "not a live pool", tegraph_callable_create(&desc, p, &c));
+}
+END_TEST
+
 START_TEST(test_mempool_create_size_max_is_refused) {
   tegraph_mempool_t *p = (tegraph_mempool_t *)&p;
   TG_EXPECT(TEGRAPH_ERR_INVALID, "chunk_bytes", tegraph_mempool_create(SIZE_MAX, &p));
@@ -513,6 +544,7 @@ static Suite *hardening_suite(void) {
   tc = te_tcase(s, "tegraph", 1);
   tcase_add_test(tc, test_mempool_use_after_destroy_is_invalid);
   tcase_add_test(tc, test_mempool_create_size_max_is_refused);
+  tcase_add_test(tc, test_mempool_destroy_during_capture_leaves_pool_intact);
   tcase_add_test(tc, test_callable_use_after_destroy_is_invalid);
   tcase_add_test(tc, test_callable_create_rejects_wrapping_sample_bytes);
   tcase_add_test(tc, test_callable_create_rejects_misaligned_sample_data);

@@ -21,7 +21,7 @@
  *
  * Pointer arguments are three integers: kind slot offset, with kinds
  *   0 inside a device buffer (offset modulo its size; the stale base when
- *     it was freed)   1 a buffer's base + offset, unchecked
+ *     it was freed)   1 a buffer's base + offset (up to 1 MiB past its end)
  *   2 NULL            3 a wild address (offset picks one never mapped)
  *   4 inside a pinned host buffer    5 one past a buffer's end
  *   6 a VMM range + offset           7 pageable host scratch (copies only;
@@ -122,6 +122,10 @@ static struct {
   int g_live[NG];
   tecore_graph_exec_t x[NX];
   int x_live[NX], x_ever[NX];
+  /* the graph (slot, generation) each exec was instantiated from or last
+   * updated to: a node of that graph is one the exec knows */
+  size_t x_from[NX];
+  unsigned x_from_gen[NX], g_gen[NG];
   struct tecore_tensor t[NT];
   struct tecore_delayed_state d[ND];
   int d_live[ND];
@@ -224,6 +228,21 @@ static void expect_ok(tecore_result_t r, const char *what) {
             tecore_last_error());
 }
 
+/* A destroy of a stale handle that succeeded is a finding, unless a newer
+ * object of the same kind got the same address (the allocator reused it:
+ * as on the driver, no library can tell the two apart).  Then the newer
+ * object is the one destroyed, and its slot is marked so (REUSED). */
+#define REUSED(n, cond_live, same_handle, kill)       \
+  ({                                                  \
+    int reused_ = 0;                                  \
+    for (size_t k_ = 0; k_ < (n); k_++)               \
+      if (k_ != self_ && (cond_live) && (same_handle)) { \
+        kill;                                         \
+        reused_ = 1;                                  \
+      }                                               \
+    reused_;                                          \
+  })
+
 /* ---- handles from arguments --------------------------------------------------- */
 
 static uint64_t ix(int64_t a, uint64_t n) { return (uint64_t)a % n; }
@@ -298,7 +317,12 @@ static tecore_devptr_t ptr_of(const int64_t *a, size_t *valid_bytes) {
       break;
     }
     case 1: {
+      /* past the end, into the guard page or the arena beyond, never far:
+       * a far address may be some mapped host memory of the process,
+       * which a copy may legally write (unified addressing), as a GPU
+       * with HMM would */
       struct buf *b = &F.b[ix(a[1], NB)];
+      off = b->p ? off % (b->bytes + ((uint64_t)1 << 20)) : off % 4096;
       p = b->p + off;
       if (b->live && b->p && off < b->bytes) vb = b->bytes - off;
       break;
@@ -594,7 +618,9 @@ static void op_stream_destroy(const int64_t *a) {
   if (s->capture) return; /* its capture ends first (cleanup) */
   tecore_result_t r = C(tecore_stream_destroy(s->s));
   if (r == TECORE_SUCCESS) {
-    if (!s->live) fz_fail("tecore_stream_destroy of a destroyed stream succeeded");
+    size_t self_ = i;
+    if (!s->live && !REUSED(NS, F.s[k_].live, F.s[k_].s == s->s, F.s[k_].live = 0))
+      fz_fail("tecore_stream_destroy of a destroyed stream succeeded");
     s->live = 0;
   }
 }
@@ -623,7 +649,9 @@ static void op_event_destroy(const int64_t *a) {
   if (!F.e_ever[i]) return;
   tecore_result_t r = C(tecore_event_destroy(F.e[i]));
   if (r == TECORE_SUCCESS) {
-    if (!F.e_live[i]) fz_fail("tecore_event_destroy of a destroyed event succeeded");
+    size_t self_ = i;
+    if (!F.e_live[i] && !REUSED(NE, F.e_live[k_], F.e[k_] == F.e[i], F.e_live[k_] = 0))
+      fz_fail("tecore_event_destroy of a destroyed event succeeded");
     F.e_live[i] = 0;
   }
 }
@@ -655,6 +683,16 @@ static void put_graph(size_t gi, tecore_graph_t g) {
   if (F.g_live[gi]) C(tecore_graph_destroy(F.g[gi]));
   F.g[gi] = g;
   F.g_live[gi] = 1;
+  F.g_gen[gi]++;
+}
+
+static void exec_from(size_t xi, size_t gi) {
+  F.x_from[xi] = gi;
+  F.x_from_gen[xi] = F.g_gen[gi];
+}
+
+static int exec_knows(size_t xi, size_t gi) {
+  return F.x_live[xi] && F.g_live[gi] && F.x_from[xi] == gi && F.x_from_gen[xi] == F.g_gen[gi];
 }
 
 static void op_end_capture(const int64_t *a) {
@@ -682,6 +720,7 @@ static void op_instantiate(const int64_t *a) {
   if (F.x_live[xi]) C(tecore_graph_exec_destroy(F.x[xi]));
   F.x[xi] = x;
   F.x_live[xi] = F.x_ever[xi] = 1;
+  exec_from(xi, gi);
 }
 
 static void op_graph_launch(const int64_t *a) {
@@ -693,7 +732,9 @@ static void op_graph_upload(const int64_t *a) {
 
 static void op_exec_update(const int64_t *a) {
   tecore_graph_update_result_t why = TECORE_GRAPH_UPDATE_SUCCESS;
-  C(tecore_graph_exec_update(F.x[ix(a[0], NX)], F.g[ix(a[1], NG)], &why));
+  if (C(tecore_graph_exec_update(F.x[ix(a[0], NX)], F.g[ix(a[1], NG)], &why)) == TECORE_SUCCESS &&
+      F.x_live[ix(a[0], NX)] && F.g_live[ix(a[1], NG)])
+    exec_from(ix(a[0], NX), ix(a[1], NG));
 }
 
 static void op_graph_destroy(const int64_t *a) {
@@ -701,7 +742,9 @@ static void op_graph_destroy(const int64_t *a) {
   if (!F.g[gi]) return;
   tecore_result_t r = C(tecore_graph_destroy(F.g[gi]));
   if (r == TECORE_SUCCESS) {
-    if (!F.g_live[gi]) fz_fail("tecore_graph_destroy of a destroyed graph succeeded");
+    size_t self_ = gi;
+    if (!F.g_live[gi] && !REUSED(NG, F.g_live[k_], F.g[k_] == F.g[gi], F.g_live[k_] = 0))
+      fz_fail("tecore_graph_destroy of a destroyed graph succeeded");
     F.g_live[gi] = 0;
   }
 }
@@ -711,7 +754,9 @@ static void op_exec_destroy(const int64_t *a) {
   if (!F.x_ever[xi]) return;
   tecore_result_t r = C(tecore_graph_exec_destroy(F.x[xi]));
   if (r == TECORE_SUCCESS) {
-    if (!F.x_live[xi]) fz_fail("tecore_graph_exec_destroy of a destroyed exec succeeded");
+    size_t self_ = xi;
+    if (!F.x_live[xi] && !REUSED(NX, F.x_live[k_], F.x[k_] == F.x[xi], F.x_live[k_] = 0))
+      fz_fail("tecore_graph_exec_destroy of a destroyed exec succeeded");
     F.x_live[xi] = 0;
   }
 }
@@ -748,7 +793,10 @@ static void op_graph_nodes(const int64_t *a) {
         tecore_devptr_t p = raw_ptr(pa, 0);
         memcpy(args[k], &p, 8);
       }
-      after(C(tecore_graph_exec_kernel_node_set(F.x[ix(a[6], NX)], nd[i].node, NULL, args)));
+      /* a node of another graph than the exec's would be a caller's bug
+       * vdev cannot see (a node is its graph position there): not fuzzed */
+      if (exec_knows(ix(a[6], NX), ix(a[0], NG)))
+        after(C(tecore_graph_exec_kernel_node_set(F.x[ix(a[6], NX)], nd[i].node, NULL, args)));
     }
   }
 }
@@ -1196,6 +1244,7 @@ static void op_capture_full(const int64_t *a) {
   if (F.x_live[xi] && ix(a[1], 2)) { /* update the exec there, else replace it */
     tecore_graph_update_result_t why;
     if (C(tecore_graph_exec_update(F.x[xi], g, &why)) == TECORE_SUCCESS) {
+      exec_from(xi, ix(a[2], NG));
       after(C(tecore_graph_launch(F.x[xi], st->s)));
       return;
     }
@@ -1204,6 +1253,7 @@ static void op_capture_full(const int64_t *a) {
   if (F.x_live[xi]) C(tecore_graph_exec_destroy(F.x[xi]));
   F.x[xi] = ex;
   F.x_live[xi] = F.x_ever[xi] = 1;
+  exec_from(xi, ix(a[2], NG));
   after(C(tecore_graph_launch(ex, st->s)));
 }
 
@@ -1495,7 +1545,9 @@ static void op_seq_destroy(const int64_t *a) {
   if (!q->q) return;
   tecore_result_t r = C(tecore_seq_destroy(q->q));
   if (r == TECORE_SUCCESS) {
-    if (!q->live) fz_fail("tecore_seq_destroy of a destroyed sequence succeeded");
+    size_t self_ = (size_t)(q - F.q);
+    if (!q->live && !REUSED(NQ, F.q[k_].live, F.q[k_].q == q->q, F.q[k_].live = F.q[k_].built = 0))
+      fz_fail("tecore_seq_destroy of a destroyed sequence succeeded");
     q->live = 0;
     q->built = 0;
     seq_free_io(q);
@@ -1572,7 +1624,9 @@ static void op_pool_destroy(const int64_t *a) {
   if (!p->p) return;
   tegraph_result_t r = G(tegraph_mempool_destroy(p->p));
   if (r == TEGRAPH_SUCCESS) {
-    if (!p->live) fz_fail("tegraph_mempool_destroy of a destroyed pool succeeded");
+    size_t self_ = (size_t)(p - F.p);
+    if (!p->live && !REUSED(NP, F.p[k_].live, F.p[k_].p == p->p, F.p[k_].live = 0))
+      fz_fail("tegraph_mempool_destroy of a destroyed pool succeeded");
     p->live = 0;
   }
 }
@@ -1637,6 +1691,16 @@ static void op_tg_set_arg(const int64_t *a) {
   memcpy(val, &p, 8);
   size_t k = ix(a[1], 8) < 6 ? ix(a[1], 3) : (size_t)a[1]; /* nodes 0..2, sometimes past them */
   unsigned prm = ix(a[2], 8) < 6 ? (unsigned)ix(a[2], 5) : (unsigned)a[2];
+  /* a pointer value goes into pointer parameters only (or with a wrong
+   * size, to be refused): a count set to an address makes the kernel run
+   * wild, as it would on a GPU -- the caller's business, not a finding */
+  struct tegraph_kernel_node kn[8];
+  size_t nk = 0;
+  const struct tecore_kernel_def *def = NULL;
+  if (tegraph_graph_kernel_nodes(F.tg[i], kn, 8, &nk) == TEGRAPH_SUCCESS && k < nk && k < 8 &&
+      tecore_kernel_get_def(kn[k].kernel_id, &def) == TECORE_SUCCESS && prm < def->nparams &&
+      !def->param_is_ptr[prm] && bytes == def->param_size[prm])
+    return;
   if (ix(a[7], 2))
     afterg(G(tegraph_graph_set_kernel_arg(F.tg[i], k, prm, val, bytes)));
   else
@@ -1837,7 +1901,9 @@ static void op_callable_destroy(const int64_t *a) {
   if (!c->c) return;
   tegraph_result_t r = G(tegraph_callable_destroy(c->c));
   if (r == TEGRAPH_SUCCESS) {
-    if (!c->live) fz_fail("tegraph_callable_destroy of a destroyed callable succeeded");
+    size_t self_ = (size_t)(c - F.c);
+    if (!c->live && !REUSED(NC, F.c[k_].live, F.c[k_].c == c->c, F.c[k_].live = 0))
+      fz_fail("tegraph_callable_destroy of a destroyed callable succeeded");
     c->live = 0;
     c->user = NULL;
   }
