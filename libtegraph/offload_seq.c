@@ -37,6 +37,14 @@ static int block_of(const struct ol_seq *q, size_t op) {
 
 /* ---- the hooks -------------------------------------------------------------------- */
 
+/* Whether this pass queued a copy out (reload 0) or a reload (1): only
+ * then is the side stream forked from the compute stream, and joined. */
+static int any_issued(const struct ol_seq *q, int reload) {
+  for (size_t j = 0; j < q->nb; j++)
+    if (reload ? q->b[j].reload_issued : q->b[j].out_issued) return 1;
+  return 0;
+}
+
 static tecore_result_t fail_core(tegraph_offload_t *c, const char *what) {
   tecore_set_error("activation offload: %s: %s", what, c->failmsg);
   return TECORE_ERR_SYSTEM;
@@ -108,7 +116,10 @@ static tecore_result_t hook_after(void *ctx, tecore_seq_t *seq, tecore_seq_dir_t
       r = tecore_event_record(b->out_done, c->d2h);
       b->out_issued = 1;
     }
-    if (r == TECORE_SUCCESS && first + count == q->nops) {   /* join the D2H stream */
+    /* join the D2H stream, when this pass forked it (with no block copied
+     * it never waited on s: a join would make a capture wait on work
+     * recorded outside it) */
+    if (r == TECORE_SUCCESS && first + count == q->nops && any_issued(q, 0)) {
       r = tecore_event_record(c->tail, c->d2h);
       if (r == TECORE_SUCCESS) r = tecore_stream_wait_event(s, c->tail);
     }
@@ -123,7 +134,7 @@ static tecore_result_t hook_after(void *ctx, tecore_seq_t *seq, tecore_seq_dir_t
       if (o->copied && !o->reload_issued) r = reload(c, o, s, b->ev_bwd);
     }
   }
-  if (r == TECORE_SUCCESS && first == 0) {   /* join the H2D stream */
+  if (r == TECORE_SUCCESS && first == 0 && any_issued(q, 1)) {   /* join the H2D stream */
     r = tecore_event_record(c->tail, c->h2d);
     if (r == TECORE_SUCCESS) r = tecore_stream_wait_event(s, c->tail);
   }

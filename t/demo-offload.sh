@@ -31,7 +31,9 @@ status=0
 # 4 blocks of 64 tokens: 2 leave the device (2 ring slots stay, prefetch
 # 1), or as many as the automatic prefetch's model lets leave (mode auto)
 base="--seed $seed --steps 3 --microbatches 2 --layers 4 --tokens 64 --no-bf16"
-for mode in eager callables step eager-spill callables-spill step-spill auto; do
+# (mode nocopy: prefetch 3 keeps all 4 blocks on the device; the captured
+# passes then must not join copy streams they never forked)
+for mode in eager callables step eager-spill callables-spill step-spill auto nocopy; do
   case $mode in
     eager*) flag=--no-graphs ;;
     callables*) flag= ;;
@@ -40,6 +42,7 @@ for mode in eager callables step eager-spill callables-spill step-spill auto; do
   case $mode in
     *-spill) off="--offload --offload-prefetch 1 --offload-dir $tmp.dir --host-budget 0.3" ;;
     auto) off=--offload; flag=--no-graphs ;;
+    nocopy) off="--offload --offload-prefetch 3"; flag= ;;
     *) off="--offload --offload-prefetch 1" ;;
   esac
   if ! "$demo" $flag $base $off > "$tmp.$mode" 2>&1; then
