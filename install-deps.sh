@@ -17,4 +17,4 @@ apt-get install -y -q --no-install-recommends \
   liburing-dev check libsubunit-dev libibverbs-dev mandoc \
   mpich libmpich-dev \
   qemu-system-x86 busybox-static rdma-core ibverbs-providers iproute2 \
-  cmake gfortran
+  cmake gfortran python3
