@@ -193,10 +193,11 @@ static double measure(struct bench *b, size_t count, tecomm_algo_t algo) {
   if (exec) CORE(tecore_graph_exec_destroy(exec));
   COMM(tecomm_comm_status(b->comm, NULL));
   float us = ms * 1000.0f / (float)(o->iters * (o->graph_ops > 0 ? o->graph_ops : 1));
-  CORE(tecore_memcpy(b->tbuf, (tecore_devptr_t)(uintptr_t)&us, sizeof us));
+  CORE(tecore_memcpy_async(b->tbuf, (tecore_devptr_t)(uintptr_t)&us, sizeof us, b->s));
   COMM(tecomm_allreduce(b->comm, b->tbuf, b->tbuf, 1, TECORE_DTYPE_F32, TECOMM_MAX, b->s));
   CORE(tecore_stream_synchronize(b->s));
-  CORE(tecore_memcpy((tecore_devptr_t)(uintptr_t)&us, b->tbuf, sizeof us));
+  CORE(tecore_memcpy_async((tecore_devptr_t)(uintptr_t)&us, b->tbuf, sizeof us, b->s));
+  CORE(tecore_stream_synchronize(b->s));
   return us;
 }
 
@@ -208,7 +209,11 @@ static long check_once(struct bench *b, size_t count, tecomm_algo_t algo) {
   unsigned char *res = NULL, *gam = NULL;
   if (!h || !got) DIE("out of host memory");
   for (size_t i = 0; i < count; i++) store(h, i, o->dtype, input_value(i, b->rank));
-  CORE(tecore_memcpy(b->x, (tecore_devptr_t)(uintptr_t)h, bytes));
+  /* every copy goes through the benchmark's stream: a synchronous copy
+   * from pageable memory may return before its DMA lands, and nothing
+   * orders that DMA with a non-blocking stream (2026-11-22: Lamport, which
+   * reads its input at once, saw the previous sweep's bytes) */
+  CORE(tecore_memcpy_async(b->x, (tecore_devptr_t)(uintptr_t)h, bytes, b->s));
   size_t H = o->fused_hidden;
   if (H) {
     res = malloc(bytes);
@@ -216,12 +221,12 @@ static long check_once(struct bench *b, size_t count, tecomm_algo_t algo) {
     if (!res || !gam) DIE("out of host memory");
     for (size_t i = 0; i < count; i++) store(res, i, o->dtype, input_value(i + 5, 99));
     for (size_t i = 0; i < H; i++) store(gam, i, o->dtype, 1.0f + 0.125f * (float)(i % 5));
-    CORE(tecore_memcpy(b->resid, (tecore_devptr_t)(uintptr_t)res, bytes));
-    CORE(tecore_memcpy(b->gamma, (tecore_devptr_t)(uintptr_t)gam, H * esz));
+    CORE(tecore_memcpy_async(b->resid, (tecore_devptr_t)(uintptr_t)res, bytes, b->s));
+    CORE(tecore_memcpy_async(b->gamma, (tecore_devptr_t)(uintptr_t)gam, H * esz, b->s));
   }
   COMM(op_once(b, count, algo));
+  CORE(tecore_memcpy_async((tecore_devptr_t)(uintptr_t)got, H ? b->out : b->x, bytes, b->s));
   CORE(tecore_stream_synchronize(b->s));
-  CORE(tecore_memcpy((tecore_devptr_t)(uintptr_t)got, H ? b->out : b->x, bytes));
   long wrong = 0;
   if (!H) {
     for (size_t i = 0; i < count; i++) {
@@ -345,11 +350,13 @@ static int run_rank(const struct opts *o, int rank, int n, int device,
     double us = measure(&b, count, o->algo);
     if (us >= 0 && o->check) {
       long w = check_once(&b, count, o->algo);
-      CORE(tecore_memcpy(b.tbuf, (tecore_devptr_t)(uintptr_t)&(float){(float)w}, sizeof(float)));
+      float wf = (float)w;
+      CORE(tecore_memcpy_async(b.tbuf, (tecore_devptr_t)(uintptr_t)&wf, sizeof wf, b.s));
       COMM(tecomm_allreduce(b.comm, b.tbuf, b.tbuf, 1, TECORE_DTYPE_F32, TECOMM_SUM, b.s));
       CORE(tecore_stream_synchronize(b.s));
       float fw = 0;
-      CORE(tecore_memcpy((tecore_devptr_t)(uintptr_t)&fw, b.tbuf, sizeof fw));
+      CORE(tecore_memcpy_async((tecore_devptr_t)(uintptr_t)&fw, b.tbuf, sizeof fw, b.s));
+      CORE(tecore_stream_synchronize(b.s));
       wrong = (long)fw;
     }
     double nus = nccl_ok && algo != TECOMM_ALGO_NCCL ? measure(&b, count, TECOMM_ALGO_NCCL) : -1.0;

@@ -73,6 +73,12 @@ tecore_result_t te_cuda_memcpy_async(tecore_devptr_t dst, tecore_devptr_t src, s
 tecore_result_t te_cuda_memcpy_sync(tecore_devptr_t dst, tecore_devptr_t src, size_t bytes) {
   TE_CHECK(te_cuda_need_ctx());
   TE_CHECK(TE_CU(cuMemcpy, (CUdeviceptr)dst, (CUdeviceptr)src, bytes));
+  /* cuMemcpy from pageable host memory returns once the bytes are staged,
+   * and a device-to-device one returns at once: the DMA may still be
+   * running, unordered with non-blocking streams and with peers reading
+   * the memory.  tecore_memcpy promises a finished copy, so wait for the
+   * legacy stream the copy went to. */
+  TE_CHECK(TE_CU(cuStreamSynchronize, CU_STREAM_LEGACY));
   return TECORE_SUCCESS;
 }
 
