@@ -10,7 +10,13 @@
 // ld.global.cg (L2, never a stale L1 line); flags are 64-bit words written
 // with st.release.sys and polled with ld.acquire.sys; Lamport granules are
 // written with st.volatile.v4 into the peers' buffers and polled with
-// ld.volatile.v4 locally.  Flags live in lines of their own (comm_ar.h).
+// ld.volatile.v4 locally (ld.volatile is a relaxed .sys load: it never
+// hits L1, and the peers' stores land in this GPU's L2).  Flags live in
+// lines of their own (comm_ar.h).
+//
+// Latency: a small call is a chain of waits, so no thread waits on one
+// load before issuing the next independent one (set-up words together,
+// polls of every slot together, the fused kernels' rows in one batch).
 //
 // Every wait is bounded: %globaltimer against the call's timeout; on expiry
 // the waiter writes the error word (first failure wins) and the block
@@ -105,14 +111,15 @@ __device__ __forceinline__ bool ar_begin(const te_ar_params &p, int nphases, ar_
   c.err = ar_ptr<uint32_t>(ws + TE_AR_OFF_ERR);
   c.abort_word = ar_ptr<uint32_t>(ws + TE_AR_OFF_ABORT);
   if (threadIdx.x == 0) {
-    s_failed = ar_ld_volatile32(c.err) != 0 || ar_ld_volatile32(c.abort_word) != 0;
+    /* three independent loads in flight together (one trip to L2) */
+    uint64_t *e = ar_ptr<uint64_t>(ws + TE_AR_OFF_EPOCH + 8u * blockIdx.x);
+    uint64_t eb = nphases ? *(volatile uint64_t *)e : 0;
+    uint32_t er = ar_ld_volatile32(c.err), ab = ar_ld_volatile32(c.abort_word);
+    s_failed = (er | ab) != 0;
     s_deadline = p.timeout_ns ? ar_gtimer() + p.timeout_ns : 0;
-    s_base = 0;
-    if (nphases) { /* only barrier kernels, whose grids stay within TE_AR_MAX_BLOCKS */
-      uint64_t *e = ar_ptr<uint64_t>(ws + TE_AR_OFF_EPOCH + 8u * blockIdx.x);
-      s_base = *e;
-      *e = s_base + (uint64_t)nphases;
-    }
+    s_base = eb;
+    /* only barrier kernels, whose grids stay within TE_AR_MAX_BLOCKS */
+    if (nphases) *e = eb + (uint64_t)nphases;
   }
   __syncthreads();
   c.deadline = s_deadline;
@@ -371,6 +378,13 @@ __device__ void ar_twoshot(const te_ar_params &p) {
 // into slot `rank` of every rank's buffer, then polls granule g of every
 // slot of its own buffer: a block only waits for granules that the same
 // block of each peer writes before it waits itself.
+//
+// Latency, not bandwidth, is what a small call costs: every load a thread
+// waits for before it can issue the next one adds a trip to L2 (about half
+// a microsecond for these .sys loads).  So the set-up reads its five words
+// at once, the input is loaded while they are on their way, and a thread
+// issues its polls of every slot (and, in the fused kernel, of every
+// granule it owns) before it looks at any of them.
 
 struct ar_lam {
   uint64_t k;
@@ -378,35 +392,73 @@ struct ar_lam {
   uint64_t used_j;
 };
 
-__device__ __forceinline__ void ar_lam_begin(const te_ar_params &p, ar_lam &l) {
-  __shared__ uint64_t s_k, s_used;
-  char *lam = ar_ptr<char>(p.ws[p.rank] + TE_AR_OFF_LAM);
+__device__ __forceinline__ uint64_t ar_ld_volatile64(const void *p) {
+  uint64_t v;
+  asm volatile("ld.volatile.global.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
+  return v;
+}
+
+// Block set-up of a Lamport kernel: the deadline, the error and abort
+// words, the call counter k and the bytes buffer (k + 2) % 3 holds, read
+// by thread 0 in one round of loads.  Returns false in every thread when
+// this rank already failed.  Otherwise the last block to have read the
+// counter records used_bytes for buffer k % 3 and advances the counter
+// (so a replayed graph walks the buffers); the next call reads them only
+// after this kernel has ended.  One block: no count needed.
+__device__ __forceinline__ bool ar_lam_start(const te_ar_params &p, uint64_t used_bytes,
+                                             ar_block &c, ar_lam &l) {
+  __shared__ uint64_t s_k, s_used, s_deadline;
+  __shared__ int s_failed;
+  uint64_t ws = p.ws[p.rank];
+  char *lam = ar_ptr<char>(ws + TE_AR_OFF_LAM);
+  c.err = ar_ptr<uint32_t>(ws + TE_AR_OFF_ERR);
+  c.abort_word = ar_ptr<uint32_t>(ws + TE_AR_OFF_ABORT);
   if (threadIdx.x == 0) {
-    s_k = *(volatile uint64_t *)(lam + TE_AR_LAM_COUNTER);
-    s_used = ((volatile uint64_t *)(lam + TE_AR_LAM_USED))[(s_k + 2) % 3];
+    uint32_t e = ar_ld_volatile32(c.err), a = ar_ld_volatile32(c.abort_word);
+    uint64_t k = ar_ld_volatile64(lam + TE_AR_LAM_COUNTER);
+    uint64_t u0 = ar_ld_volatile64(lam + TE_AR_LAM_USED);
+    uint64_t u1 = ar_ld_volatile64(lam + TE_AR_LAM_USED + 8);
+    uint64_t u2 = ar_ld_volatile64(lam + TE_AR_LAM_USED + 16);
+    s_deadline = p.timeout_ns ? ar_gtimer() + p.timeout_ns : 0;
+    s_failed = (e | a) != 0;
+    int j = (int)((k + 2) % 3);
+    s_k = k;
+    s_used = j == 0 ? u0 : j == 1 ? u1 : u2;
   }
   __syncthreads();
+  c.deadline = s_deadline;
   l.k = s_k;
   l.bi = (int)(l.k % 3);
   l.bj = (int)((l.k + 2) % 3);
   l.used_j = s_used;
+  if (s_failed) return false;
+  if (threadIdx.x == 0) {
+    unsigned *arrived = (unsigned *)(lam + TE_AR_LAM_DONE);
+    if (gridDim.x == 1 || atomicAdd(arrived, 1u) == gridDim.x - 1) {
+      if (gridDim.x > 1) *(volatile unsigned *)arrived = 0;
+      ((volatile uint64_t *)(lam + TE_AR_LAM_USED))[l.bi] = used_bytes;
+      *(volatile uint64_t *)(lam + TE_AR_LAM_COUNTER) = l.k + 1;
+    }
+  }
+  return true;
 }
 
-// Granule g (16 bytes) of this rank's input, sentinels fixed, bytes past
-// the input zero; into slot `rank` of buffer bi of every rank.
-__device__ __forceinline__ void ar_lam_put(const te_ar_params &p, const ar_lam &l, uint64_t g,
-                                           uint64_t nbytes, bool aligned) {
-  uint4 w;
+// Granule g (16 bytes) of this rank's input, bytes past the input zero.
+__device__ __forceinline__ uint4 ar_lam_load(const te_ar_params &p, uint64_t g, uint64_t nbytes,
+                                             bool aligned) {
   uint64_t off = g * 16;
-  if (aligned && off + 16 <= nbytes) {
-    w = *ar_ptr<const uint4>(p.in[p.rank] + off);
-  } else {
-    uint32_t b[4] = {0, 0, 0, 0};
-    const unsigned char *src = ar_ptr<const unsigned char>(p.in[p.rank] + off);
-    for (int i = 0; i < 16 && off + (uint64_t)i < nbytes; i++)
-      b[i / 4] |= (uint32_t)src[i] << (8 * (i % 4));
-    w = make_uint4(b[0], b[1], b[2], b[3]);
-  }
+  if (aligned && off + 16 <= nbytes) return *ar_ptr<const uint4>(p.in[p.rank] + off);
+  uint32_t b[4] = {0, 0, 0, 0};
+  const unsigned char *src = ar_ptr<const unsigned char>(p.in[p.rank] + off);
+  for (int i = 0; i < 16 && off + (uint64_t)i < nbytes; i++)
+    b[i / 4] |= (uint32_t)src[i] << (8 * (i % 4));
+  return make_uint4(b[0], b[1], b[2], b[3]);
+}
+
+// Granule g's words w, sentinels fixed, into slot `rank` of buffer bi of
+// every rank.
+__device__ __forceinline__ void ar_lam_store(const te_ar_params &p, const ar_lam &l, uint64_t g,
+                                             uint4 w) {
   w.x = te_ar_lam_fix(w.x, p.dtype);
   w.y = te_ar_lam_fix(w.y, p.dtype);
   w.z = te_ar_lam_fix(w.z, p.dtype);
@@ -414,7 +466,8 @@ __device__ __forceinline__ void ar_lam_put(const te_ar_params &p, const ar_lam &
 #pragma unroll
   for (int s = 0; s < TE_AR_MAX_RANKS; s++)
     if (s < p.nranks)
-      ar_st_volatile16(ar_ptr<void>(te_ar_lam_addr(p.ws[s], p.lam_slot, p.nranks, l.bi, p.rank) + off), w);
+      ar_st_volatile16(
+          ar_ptr<void>(te_ar_lam_addr(p.ws[s], p.lam_slot, p.nranks, l.bi, p.rank) + g * 16), w);
 }
 
 __device__ __forceinline__ bool ar_lam_ready(uint4 v, int dt) {
@@ -422,28 +475,57 @@ __device__ __forceinline__ bool ar_lam_ready(uint4 v, int dt) {
          te_ar_lam_ready(v.w, dt);
 }
 
-// Waits for granule g of every slot; v[s] its words.  False: give up.
-__device__ __forceinline__ bool ar_lam_get(const te_ar_params &p, const ar_lam &l,
-                                           const ar_block &c, uint64_t g, uint4 *v) {
-  bool ok = true;
+// Waits for granules g[0 .. J-1] (those with gv[j]) of every slot of this
+// rank's buffer bi; raw[j][s] their words.  Every load is issued before
+// any is looked at; later rounds reload only what is still armed.  False:
+// give up (timeout, abort, an earlier failure).
+template <int J, int MR = TE_AR_MAX_RANKS>
+__device__ __forceinline__ bool ar_lam_wait(const te_ar_params &p, const ar_lam &l,
+                                            const ar_block &c, const uint64_t *g, const bool *gv,
+                                            uint4 (*raw)[MR]) {
+  const uint64_t b0 = te_ar_lam_addr(p.ws[p.rank], p.lam_slot, p.nranks, l.bi, 0);
 #pragma unroll
-  for (int s = 0; s < TE_AR_MAX_RANKS; s++)
-    if (s < p.nranks) {
-      const void *a = ar_ptr<const void>(te_ar_lam_addr(p.ws[p.rank], p.lam_slot, p.nranks, l.bi, s) + g * 16);
-      v[s] = ar_ld_volatile16(a);
-      unsigned it = 0;
-      while (ok && !ar_lam_ready(v[s], p.dtype)) {
-        if (!ar_poll_again(c, s, it)) ok = false;
-        else v[s] = ar_ld_volatile16(a);
-      }
-    }
-  return ok;
+  for (int j = 0; j < J; j++)
+#pragma unroll
+    for (int s = 0; s < MR; s++)
+      if (gv[j] && s < p.nranks)
+        raw[j][s] = ar_ld_volatile16(ar_ptr<const void>(b0 + (uint64_t)s * p.lam_slot + g[j] * 16));
+  unsigned it = 0;
+  for (;;) {
+    int waiting = -1;
+#pragma unroll
+    for (int j = 0; j < J; j++)
+#pragma unroll
+      for (int s = 0; s < MR; s++)
+        if (gv[j] && s < p.nranks && waiting < 0 && !ar_lam_ready(raw[j][s], p.dtype)) waiting = s;
+    if (waiting < 0) return true;
+    if (!ar_poll_again(c, waiting, it)) return false;
+#pragma unroll
+    for (int j = 0; j < J; j++)
+#pragma unroll
+      for (int s = 0; s < MR; s++)
+        if (gv[j] && s < p.nranks && !ar_lam_ready(raw[j][s], p.dtype))
+          raw[j][s] = ar_ld_volatile16(ar_ptr<const void>(b0 + (uint64_t)s * p.lam_slot + g[j] * 16));
+  }
 }
 
-// Re-arms this block's part of buffer bj, then the last block to finish
-// records the bytes this call used and advances the counter.
-__device__ __forceinline__ void ar_lam_end(const te_ar_params &p, const ar_lam &l,
-                                           uint64_t used_bytes) {
+// raw[0 .. nranks-1] folded in rank order into EPG floats (MR >= nranks).
+template <int DT, int MR = TE_AR_MAX_RANKS>
+__device__ __forceinline__ void ar_fold(const te_ar_params &p, const uint4 *raw, float *acc) {
+  constexpr int EPG = DT == F32 ? 4 : 8;
+  ar_unpack<DT>(raw[0], acc);
+#pragma unroll
+  for (int s = 1; s < MR; s++)
+    if (s < p.nranks) {
+      float b[EPG];
+      ar_unpack<DT>(raw[s], b);
+#pragma unroll
+      for (int k = 0; k < EPG; k++) acc[k] = te_ar_op(acc[k], b[k], p.op);
+    }
+}
+
+// Re-arms this block's part of buffer bj, the one the previous call used.
+__device__ __forceinline__ void ar_lam_rearm(const te_ar_params &p, const ar_lam &l) {
   uint64_t lo, hi;
   te_ar_split(l.used_j / 16, gridDim.x, blockIdx.x, &lo, &hi);
   const uint4 arm = make_uint4(TE_AR_LAM_ARM, TE_AR_LAM_ARM, TE_AR_LAM_ARM, TE_AR_LAM_ARM);
@@ -451,58 +533,43 @@ __device__ __forceinline__ void ar_lam_end(const te_ar_params &p, const ar_lam &
     uint4 *d = ar_ptr<uint4>(te_ar_lam_addr(p.ws[p.rank], p.lam_slot, p.nranks, l.bj, s));
     for (uint64_t i = lo + threadIdx.x; i < hi; i += blockDim.x) d[i] = arm;
   }
-  __syncthreads();
-  if (threadIdx.x == 0) {
-    char *lam = ar_ptr<char>(p.ws[p.rank] + TE_AR_OFF_LAM);
-    unsigned *done = (unsigned *)(lam + TE_AR_LAM_DONE);
-    __threadfence();
-    if (atomicAdd(done, 1u) == gridDim.x - 1) {
-      *(volatile unsigned *)done = 0;
-      ((volatile uint64_t *)(lam + TE_AR_LAM_USED))[l.bi] = used_bytes;
-      __threadfence();
-      *(volatile uint64_t *)(lam + TE_AR_LAM_COUNTER) = l.k + 1;
-    }
-  }
 }
 
 template <int DT>
 __device__ void ar_lamport(const te_ar_params &p) {
   constexpr int EPG = DT == F32 ? 4 : 8;
-  ar_block c;
-  uint64_t base;
-  if (!ar_begin(p, 0, c, base)) return;
-  ar_lam l;
-  ar_lam_begin(p, l);
   const uint64_t nbytes = p.count * (DT == F32 ? 4u : 2u), ngr = (nbytes + 15) / 16;
   const bool aligned = p.vec > 1;
   uint64_t lo, hi;
   te_ar_split(ngr, gridDim.x, blockIdx.x, &lo, &hi);
-  for (uint64_t g = lo + threadIdx.x; g < hi; g += blockDim.x) ar_lam_put(p, l, g, nbytes, aligned);
+  const uint64_t g0 = lo + threadIdx.x;
+  uint4 w0 = make_uint4(0, 0, 0, 0);
+  if (g0 < hi) w0 = ar_lam_load(p, g0, nbytes, aligned); /* on its way during the set-up */
+  ar_block c;
+  ar_lam l;
+  if (!ar_lam_start(p, ngr * 16, c, l)) return;
+  for (uint64_t g = g0; g < hi; g += blockDim.x)
+    ar_lam_store(p, l, g, g == g0 ? w0 : ar_lam_load(p, g, nbytes, aligned));
   bool ok = true;
-  for (uint64_t g = lo + threadIdx.x; ok && g < hi; g += blockDim.x) {
-    uint4 v[TE_AR_MAX_RANKS];
-    if (!ar_lam_get(p, l, c, g, v)) {
+  for (uint64_t g = g0; ok && g < hi; g += blockDim.x) {
+    uint4 raw[1][TE_AR_MAX_RANKS];
+    const uint64_t gg[1] = {g};
+    const bool gv[1] = {true};
+    if (!ar_lam_wait<1>(p, l, c, gg, gv, raw)) {
       ok = false;
       break;
     }
-    float acc[EPG], b[EPG];
-    ar_unpack<DT>(v[0], acc);
-#pragma unroll
-    for (int s = 1; s < TE_AR_MAX_RANKS; s++)
-      if (s < p.nranks) {
-        ar_unpack<DT>(v[s], b);
-#pragma unroll
-        for (int k = 0; k < EPG; k++) acc[k] = te_ar_op(acc[k], b[k], p.op);
-      }
+    float acc[EPG];
+    ar_fold<DT>(p, raw[0], acc);
     if (aligned && (g + 1) * EPG <= p.count) {
       ar_st<DT, EPG>(p.out, g, acc);
     } else {
       for (int k = 0; k < EPG && g * EPG + k < p.count; k++) ar_st<DT, 1>(p.out, g * EPG + k, &acc[k]);
     }
   }
-  // a block that gave up leaves the counter alone: the rank has failed
+  // a block that gave up leaves the buffers alone: the rank has failed
   if (__syncthreads_or(!ok)) return;
-  ar_lam_end(p, l, ngr * 16);
+  ar_lam_rearm(p, l);
 }
 
 // ---- the fused epilogue ---------------------------------------------------------------
@@ -580,19 +647,11 @@ __device__ __forceinline__ bool ar_lam_row_get_t(const te_ar_params &p, const ar
   constexpr int NG = DT == F32 ? 2 : 1, EPG = DT == F32 ? 4 : 8;
 #pragma unroll
   for (int h = 0; h < NG; h++) {
-    uint64_t g = e * (DT == F32 ? 4u : 2u) / 16 + (uint64_t)h;
-    uint4 v[TE_AR_MAX_RANKS];
-    if (!ar_lam_get(p, l, c, g, v)) return false;
-    float *a = acc + h * EPG;
-    ar_unpack<DT>(v[0], a);
-#pragma unroll
-    for (int s = 1; s < TE_AR_MAX_RANKS; s++)
-      if (s < p.nranks) {
-        float b[EPG];
-        ar_unpack<DT>(v[s], b);
-#pragma unroll
-        for (int k = 0; k < EPG; k++) a[k] = te_ar_op(a[k], b[k], p.op);
-      }
+    uint4 raw[1][TE_AR_MAX_RANKS];
+    const uint64_t g[1] = {e * (DT == F32 ? 4u : 2u) / 16 + (uint64_t)h};
+    const bool gv[1] = {true};
+    if (!ar_lam_wait<1>(p, l, c, g, gv, raw)) return false;
+    ar_fold<DT>(p, raw[0], acc + h * EPG);
   }
   return true;
 }
@@ -607,11 +666,14 @@ template <int SRC, int NV>
 __device__ void ar_fused(const te_ar_params &p) {
   __shared__ float red[2][32];
   ar_block c;
-  uint64_t base;
-  if (!ar_begin(p, SRC == SRC_ONESHOT ? 2 : 0, c, base)) return;
-  if (SRC == SRC_ONESHOT && !ar_barrier(p, c, base + 1)) return;
+  uint64_t base = 0;
   ar_lam l;
-  if (SRC == SRC_LAMPORT) ar_lam_begin(p, l);
+  if (SRC == SRC_LAMPORT) {
+    if (!ar_lam_start(p, (p.count * (uint64_t)te_ar_esize(p.dtype) + 15) / 16 * 16, c, l)) return;
+  } else {
+    if (!ar_begin(p, SRC == SRC_ONESHOT ? 2 : 0, c, base)) return;
+    if (SRC == SRC_ONESHOT && !ar_barrier(p, c, base + 1)) return;
+  }
   const int dt = p.dtype, T = p.tpr;
   const unsigned H = p.hidden;
   const unsigned nvecs = NV == 8 ? H / 8 : H;
@@ -632,9 +694,11 @@ __device__ void ar_fused(const te_ar_params &p) {
         unsigned vi = (unsigned)j * (unsigned)T + (unsigned)t;
         if (vi >= nvecs) continue;
         uint64_t e = row * H + (uint64_t)vi * 8;
-        uint64_t g = e * (uint64_t)te_ar_esize(dt) / 16;
-        ar_lam_put(p, l, g, p.count * (uint64_t)te_ar_esize(dt), true);
-        if (dt == F32) ar_lam_put(p, l, g + 1, p.count * 4u, true);
+        uint64_t g = e * (uint64_t)te_ar_esize(dt) / 16, nb = p.count * (uint64_t)te_ar_esize(dt);
+        uint4 w0 = ar_lam_load(p, g, nb, true), w1 = make_uint4(0, 0, 0, 0);
+        if (dt == F32) w1 = ar_lam_load(p, g + 1, nb, true);
+        ar_lam_store(p, l, g, w0);
+        if (dt == F32) ar_lam_store(p, l, g + 1, w1);
       }
     }
   }
@@ -695,8 +759,172 @@ __device__ void ar_fused(const te_ar_params &p) {
     ar_barrier(p, c, base + 2);
   } else if (SRC == SRC_LAMPORT) {
     if (__syncthreads_or(!ok)) return;
-    ar_lam_end(p, l, (p.count * (uint64_t)te_ar_esize(dt) + 15) / 16 * 16);
+    ar_lam_rearm(p, l);
   }
+}
+
+// The fused kernel for the common shapes: 16-bit dtypes, 8-element norm
+// vectors, at most TE_NORM_FWD_NV_MAX of them a thread (hidden up to 32768),
+// and inputs the kernel may read 16 bytes at a time.  The same results as
+// ar_fused (the same sums in the same order), with the loads of a row
+// batched: a thread issues the loads of all its vectors (residual_in, then
+// every slot's granules, then gamma) before it waits for any, and keeps
+// residual_out in registers for the second pass.  ar_fused loops vector
+// by vector, each waiting on its own loads: on 2x H200 that chain cost
+// about 12 us a call, more than the allreduce itself.
+template <int DT, int SRC, int MR>
+__device__ void ar_fused_fast(const te_ar_params &p) {
+  constexpr int NVM = TE_NORM_FWD_NV_MAX;
+  __shared__ float red[2][32];
+  const unsigned H = p.hidden, nvecs = H / 8;
+  const int T = p.tpr, t = threadIdx.x % T, nv = p.nv;
+  const uint64_t groups = (p.rows + (uint64_t)p.rpb - 1) / (uint64_t)p.rpb;
+  const uint64_t nbytes = p.count * 2u;
+  ar_block c;
+  uint64_t base = 0;
+  ar_lam l;
+  if constexpr (SRC == SRC_LAMPORT) {
+    // the first row group's input is on its way during the set-up
+    uint4 pre[NVM];
+    const uint64_t row0 = (uint64_t)blockIdx.x * (uint64_t)p.rpb + threadIdx.x / T;
+#pragma unroll
+    for (int j = 0; j < NVM; j++) {
+      unsigned vi = (unsigned)j * (unsigned)T + (unsigned)t;
+      if (j < nv && vi < nvecs && row0 < p.rows)
+        pre[j] = ar_lam_load(p, (row0 * H + (uint64_t)vi * 8) / 8, nbytes, true);
+    }
+    if (!ar_lam_start(p, (nbytes + 15) / 16 * 16, c, l)) return;
+    for (uint64_t rg = blockIdx.x; rg < groups; rg += gridDim.x) {
+      const uint64_t row = rg * (uint64_t)p.rpb + threadIdx.x / T;
+      if (row >= p.rows) continue;
+      uint4 w[NVM];
+#pragma unroll
+      for (int j = 0; j < NVM; j++) {
+        unsigned vi = (unsigned)j * (unsigned)T + (unsigned)t;
+        if (j < nv && vi < nvecs)
+          w[j] = rg == blockIdx.x ? pre[j] : ar_lam_load(p, (row * H + (uint64_t)vi * 8) / 8, nbytes, true);
+      }
+#pragma unroll
+      for (int j = 0; j < NVM; j++) {
+        unsigned vi = (unsigned)j * (unsigned)T + (unsigned)t;
+        if (j < nv && vi < nvecs) ar_lam_store(p, l, (row * H + (uint64_t)vi * 8) / 8, w[j]);
+      }
+    }
+  } else {
+    if (!ar_begin(p, SRC == SRC_ONESHOT ? 2 : 0, c, base)) return;
+    if (SRC == SRC_ONESHOT && !ar_barrier(p, c, base + 1)) return;
+  }
+  const float sc = (p.fflags & TE_AR_F_Q) ? *ar_ptr<const float>(p.q_scale) : 1.0f;
+  if ((p.fflags & TE_AR_F_Q) && p.q_scale_inv && blockIdx.x == 0 && threadIdx.x == 0)
+    *ar_ptr<float>(p.q_scale_inv) = te_fp8_scale_inv(sc);
+  float am = 0.0f;
+  bool ok = true;
+  int buf = 0;
+  for (uint64_t rg = blockIdx.x; rg < groups; rg += gridDim.x) {
+    const uint64_t row = rg * (uint64_t)p.rpb + threadIdx.x / T;
+    const bool valid = row < p.rows && ok;
+    bool jv[NVM];
+    uint64_t gi[NVM];  // granule (= vector) index of vector j of this thread
+#pragma unroll
+    for (int j = 0; j < NVM; j++) {
+      unsigned vi = (unsigned)j * (unsigned)T + (unsigned)t;
+      jv[j] = valid && j < nv && vi < nvecs;
+      gi[j] = (row * H + (uint64_t)vi * 8) / 8;
+    }
+    float x[NVM][8];
+    float s = 0.0f;
+    {
+      float r[NVM][8];
+#pragma unroll
+      for (int j = 0; j < NVM; j++)
+        if (jv[j]) te_dev_ld8t<DT>(ar_ptr<const void>(p.res_in), gi[j] * 8, r[j]);
+      // JB vectors a round: all of them, but for 8 ranks (registers)
+      constexpr int JB = MR > 4 ? 2 : NVM;
+#pragma unroll
+      for (int j0 = 0; j0 < NVM; j0 += JB) {
+        uint4 raw[JB][MR];
+        if constexpr (SRC == SRC_LAMPORT) {
+          if (valid && ok && !ar_lam_wait<JB, MR>(p, l, c, gi + j0, jv + j0, raw)) ok = false;
+        } else if constexpr (SRC == SRC_ONESHOT) {
+#pragma unroll
+          for (int j = 0; j < JB; j++)
+#pragma unroll
+            for (int q = 0; q < MR; q++)
+              if (jv[j0 + j] && q < p.nranks)
+                raw[j][q] = __ldcg(ar_ptr<const uint4>(p.in[q]) + gi[j0 + j]);
+        } else {
+#pragma unroll
+          for (int j = 0; j < JB; j++)
+            if (jv[j0 + j]) raw[j][0] = __ldcg(ar_ptr<const uint4>(p.in[p.rank]) + gi[j0 + j]);
+        }
+#pragma unroll
+        for (int jj = 0; jj < JB; jj++) {
+          const int j = j0 + jj;
+          if (!jv[j] || !ok) continue;
+          float a[8];
+          if constexpr (SRC == SRC_LOCAL) ar_unpack<DT>(raw[jj][0], a);
+          else ar_fold<DT, MR>(p, raw[jj], a);
+#pragma unroll
+          for (int k = 0; k < 8; k++) {
+            x[j][k] = te_ar_residual(te_ar_round(a[k], DT), r[j][k], DT);
+            s = te_fma_rn(x[j][k], x[j][k], s);
+          }
+          ar_st<DT, 8>(p.res_out, gi[j], x[j]);
+        }
+      }
+    }
+    float total = ar_row_sum(s, T, red, buf);
+    buf ^= 1;
+    float rs = te_norm_rsigma(te_norm_mean(total, (float)H), p.eps);
+    float gm[NVM][8];
+#pragma unroll
+    for (int j = 0; j < NVM; j++)
+      if (jv[j] && ok) te_dev_ld8t<DT>(ar_ptr<const void>(p.gamma), (gi[j] - row * (H / 8)) * 8, gm[j]);
+#pragma unroll
+    for (int j = 0; j < NVM; j++) {
+      if (!jv[j] || !ok) continue;
+      float o[8];
+#pragma unroll
+      for (int k = 0; k < 8; k++) {
+        o[k] = te_rms_out(x[j][k], rs, te_norm_gamma(gm[j][k], 0.0f));
+        am = te_amax_f32(am, o[k]);
+      }
+      if (p.fflags & TE_AR_F_OUT) ar_st<DT, 8>(p.fout, gi[j], o);
+      if (p.fflags & TE_AR_F_Q) {
+#pragma unroll
+        for (int k = 0; k < 8; k++) o[k] = te_mul_rn(o[k], sc);
+        te_dev_st8(ar_ptr<void>(p.q_data), gi[j] * 8, p.q_dtype, o);
+      }
+    }
+  }
+  if (p.fflags & TE_AR_F_AMAX) te_dev_block_amax_f(ar_ptr<unsigned>(p.q_amax), am);
+  if constexpr (SRC == SRC_ONESHOT) {
+    ar_barrier(p, c, base + 2);
+  } else if constexpr (SRC == SRC_LAMPORT) {
+    if (__syncthreads_or(!ok)) return;
+    ar_lam_rearm(p, l);
+  }
+}
+
+// ar_fused_fast for ranks up to MR (a power of two: registers for them).
+template <int DT, int SRC>
+__device__ __forceinline__ void ar_fused_fast_n(const te_ar_params &p) {
+  if (SRC == SRC_LOCAL || p.nranks <= 2) ar_fused_fast<DT, SRC, 2>(p);
+  else if (p.nranks <= 4) ar_fused_fast<DT, SRC, 4>(p);
+  else ar_fused_fast<DT, SRC, TE_AR_MAX_RANKS>(p);
+}
+
+// The fused kernel a call takes: ar_fused_fast where its shape allows and
+// the build has the registers for it (FAST: the narrow build).
+template <int SRC, bool FAST>
+__device__ __forceinline__ void ar_fused_entry(const te_ar_params &p) {
+  const bool fast = FAST && p.nvec == 8 && p.nv <= TE_NORM_FWD_NV_MAX &&
+                    (SRC == SRC_LAMPORT || p.vec == 8);
+  if (fast && p.dtype == BF16) ar_fused_fast_n<BF16, SRC>(p);
+  else if (fast && p.dtype == F16) ar_fused_fast_n<F16, SRC>(p);
+  else if (SRC == SRC_LAMPORT) ar_fused<SRC_LAMPORT, 8>(p);
+  else if (p.nvec == 8) ar_fused<SRC, 8>(p);
+  else ar_fused<SRC, 1>(p);
 }
 
 // ---- entry points ----------------------------------------------------------------------
@@ -724,19 +952,17 @@ extern "C" __global__ void __launch_bounds__(TE_AR_THREADS) te_comm_ar_lamport(c
 // The fused kernels in two builds: blocks of at most 256 threads (hidden up
 // to 8192 with 8-element vectors: the common shapes, room for registers)
 // and of up to 1024 (wider rows).
-#define AR_FUSED_KERNELS(suffix, bound)                                                          \
+#define AR_FUSED_KERNELS(suffix, bound, fast)                                                          \
   extern "C" __global__ void __launch_bounds__(bound)                                            \
       te_comm_ar_oneshot_fused##suffix(const te_ar_params p) {                                   \
-    if (p.nvec == 8) ar_fused<SRC_ONESHOT, 8>(p);                                                \
-    else ar_fused<SRC_ONESHOT, 1>(p);                                                            \
+    ar_fused_entry<SRC_ONESHOT, fast>(p);                                                              \
   }                                                                                              \
   extern "C" __global__ void __launch_bounds__(bound)                                            \
       te_comm_ar_lamport_fused##suffix(const te_ar_params p) {                                   \
-    ar_fused<SRC_LAMPORT, 8>(p);                                                                 \
+    ar_fused_entry<SRC_LAMPORT, fast>(p);                                                              \
   }                                                                                              \
   extern "C" __global__ void __launch_bounds__(bound) te_comm_ar_addnorm##suffix(const te_ar_params p) { \
-    if (p.nvec == 8) ar_fused<SRC_LOCAL, 8>(p);                                                  \
-    else ar_fused<SRC_LOCAL, 1>(p);                                                              \
+    ar_fused_entry<SRC_LOCAL, fast>(p);                                                                \
   }
-AR_FUSED_KERNELS(, TE_AR_FUSED_NARROW)
-AR_FUSED_KERNELS(_wide, 1024)
+AR_FUSED_KERNELS(, TE_AR_FUSED_NARROW, true)
+AR_FUSED_KERNELS(_wide, 1024, false)

@@ -241,9 +241,19 @@ void te_ar_vdev_twoshot(const struct tecore_launch_cfg *cfg, void *const *args) 
  * of buffer (k + 2) % 3, the one the previous call used: this rank read
  * all of it in that call, so every peer's write has landed, and no peer
  * writes it again before call k + 2, which it cannot start before it has
- * this rank's data of call k + 1, written after this kernel ends.  The
- * last block to finish records the bytes it used (for that re-arm) and
- * advances the counter, so a replayed graph walks the buffers too. */
+ * this rank's data of call k + 1, written after this kernel ends.  Once
+ * every block has read the counter (here: at once, the blocks share one
+ * read; on the GPU the last block to arrive) it records the bytes this
+ * call uses (for the next call's re-arm) and advances the counter, so a
+ * replayed graph walks the buffers too; the next call reads both only
+ * after this one has ended.
+ *
+ * What keeps a fast peer from overwriting data not yet read: a rank ends
+ * call k only with every peer's call-k data in hand, so no rank is ever
+ * more than one call ahead of another, and the buffer a call writes into
+ * is never the one a slower peer still reads (k - 1) or re-arms (k - 2).
+ * A granule is taken only when none of its 16-bit halves (32-bit words
+ * for f32) is still armed: a 16-byte store may land in pieces. */
 static int vlam_granule_ready(struct vctx *c, const uint32_t *w, int peer) {
   for (int j = 0; j < 4; j++)
     while (!te_ar_lam_ready(__atomic_load_n(&w[j], __ATOMIC_ACQUIRE), c->p->dtype))
@@ -265,6 +275,9 @@ void te_ar_vdev_lamport(const struct tecore_launch_cfg *cfg, void *const *args) 
   uint64_t used_j = __atomic_load_n(&used[bj], __ATOMIC_RELAXED);
   size_t esz = (size_t)te_ar_esize(dt);
   uint64_t nbytes = p->count * esz, ngr = (nbytes + 15) / 16;
+  /* every block has the counter: record this call's bytes, advance */
+  __atomic_store_n(&used[bi], ngr * 16, __ATOMIC_RELAXED);
+  __atomic_store_n((uint64_t *)(lam + TE_AR_LAM_COUNTER), k + 1, __ATOMIC_RELEASE);
   uint64_t epg = 16 / esz; /* elements per granule */
   float *acc = (p->fflags & TE_AR_F_FUSED) ? malloc((size_t)p->count * sizeof(float)) : NULL;
   if ((p->fflags & TE_AR_F_FUSED) && !acc) {
@@ -282,7 +295,13 @@ void te_ar_vdev_lamport(const struct tecore_launch_cfg *cfg, void *const *args) 
       for (int j = 0; j < 4; j++) w[j] = te_ar_lam_fix(w[j], dt);
       for (int s = 0; s < n; s++) {
         uint32_t *d = VP(te_ar_lam_addr(p->ws[s], p->lam_slot, n, bi, r) + off);
-        for (int j = 0; j < 4; j++) __atomic_store_n(&d[j], w[j], __ATOMIC_RELEASE);
+        for (int j = 0; j < 4; j++) {
+          /* a GPU's 16-byte store may land in pieces: now and then this
+           * one does too, a pause between its halves, so a reader that
+           * takes a granule before every word is there gets caught */
+          if (j == 2 && g % 61 == 7) sched_yield();
+          __atomic_store_n(&d[j], w[j], __ATOMIC_RELEASE);
+        }
       }
     }
     for (uint64_t g = lo; g < hi; g++) {
@@ -309,12 +328,6 @@ void te_ar_vdev_lamport(const struct tecore_launch_cfg *cfg, void *const *args) 
     for (int s = 0; s < n; s++) {
       uint32_t *d = VP(te_ar_lam_addr(p->ws[r], p->lam_slot, n, bj, s));
       for (uint64_t i = wlo; i < whi; i++) __atomic_store_n(&d[i], TE_AR_LAM_ARM, __ATOMIC_RELAXED);
-    }
-    uint32_t *done = (uint32_t *)(lam + TE_AR_LAM_DONE);
-    if (__atomic_add_fetch(done, 1, __ATOMIC_ACQ_REL) == G) {
-      __atomic_store_n(done, 0, __ATOMIC_RELAXED);
-      __atomic_store_n(&used[bi], ngr * 16, __ATOMIC_RELAXED);
-      __atomic_store_n((uint64_t *)(lam + TE_AR_LAM_COUNTER), k + 1, __ATOMIC_RELEASE);
     }
   }
   if (acc) {

@@ -11,7 +11,7 @@
  *   TE_AR_OFF_ERR      u32 error word: code | (peer + 1) << 16 (0: none)
  *   TE_AR_OFF_ABORT    u32 abort word: non-zero makes every waiter quit
  *   TE_AR_OFF_LAM      u64 Lamport call counter, u64 bytes armed-and-used
- *                      per buffer [3], u32 blocks done in this call
+ *                      per buffer [3], u32 blocks of this call that have read the counter
  *   TE_AR_OFF_EPOCH    u64 [TE_AR_MAX_BLOCKS]: barrier phases block b has
  *                      passed (only block b of this rank reads or writes it)
  *   TE_AR_OFF_FLAGS    u64 flag of (block b, source rank s), one per
@@ -51,7 +51,7 @@
 /* the Lamport state words inside TE_AR_OFF_LAM */
 #define TE_AR_LAM_COUNTER 0u  /* u64 */
 #define TE_AR_LAM_USED 8u     /* u64 [3] */
-#define TE_AR_LAM_DONE 32u    /* u32 */
+#define TE_AR_LAM_DONE 32u    /* u32: blocks that have read the counter */
 
 /* error codes in the error word (same values as TECOMM_AR_*) */
 #define TE_AR_OK 0u
