@@ -16,7 +16,9 @@
  * of all its outputs; the test asserts every rank's is the same (the same
  * bits on every rank).  The fused add + RMSNorm (+ FP8) is compared bit for
  * bit with the unfused path: the plain allreduce, tecore_scale_add and
- * tecore_rmsnorm_fwd. */
+ * tecore_rmsnorm_fwd.  lamport_stress_skewed_ranks_* runs batches of
+ * Lamport calls back to back, with new data and changing sizes, on ranks
+ * of deliberately different speeds (the races of the buffer rotation). */
 #include "tests.h"
 #include <poll.h>
 #include <signal.h>
@@ -605,6 +607,87 @@ START_TEST(mixed_back_to_back) {
 }
 END_TEST
 
+/* Lamport under stress, the shape of the 2026-11-22 GPU failure and of the
+ * races a three-buffer rotation invites: batches of back-to-back calls with
+ * no host wait between them, each with new data in an input and an output
+ * of its own; sizes that change from call to call (one element to several
+ * blocks' worth, so the buffer a call re-arms is sometimes larger and
+ * sometimes smaller than the next call's); and ranks of deliberately
+ * different speeds (each batch, one drawn rank sleeps up to 300 us before
+ * each enqueue, the others up to 20 us), so fast ranks run a call ahead of
+ * slow ones, the window where a stale, half-written or re-armed granule
+ * would be taken.  Every result is checked bit for bit. */
+#define STRESS_BATCH 16
+#define STRESS_BATCHES 12
+#define STRESS_SLOT (16u << 10)
+static void body_lamport_stress(struct rank *k) {
+  static const tecore_dtype_t dts[] = {TECORE_DTYPE_BF16, TECORE_DTYPE_F16, TECORE_DTYPE_F32};
+  void *ins[STRESS_BATCH][MAXN], *got = malloc(STRESS_SLOT);
+  RCHECK(k, got, "malloc");
+  for (int b = 0; b < STRESS_BATCH; b++)
+    for (int s = 0; s < k->n; s++) RCHECK(k, (ins[b][s] = malloc(STRESS_SLOT)) != NULL, "malloc");
+  tecore_devptr_t out;
+  ROK(k, tecore_mem_alloc((size_t)STRESS_BATCH * STRESS_SLOT, &out));
+  size_t count[STRESS_BATCH];
+  tecore_dtype_t dt[STRESS_BATCH];
+  for (uint64_t round = 0; round < STRESS_BATCHES; round++) {
+    uint64_t st = mix(te_test_seed, 7000000 + round); /* the same draws on every rank */
+    int slow = (int)(te_splitmix64(&st) % (uint64_t)k->n);
+    uint64_t mine = mix(te_test_seed ^ 0x5157u, round * MAXN + (uint64_t)k->r);
+    for (int b = 0; b < STRESS_BATCH; b++) {
+      uint64_t u = te_splitmix64(&st), id = 7100000 + round * STRESS_BATCH + (uint64_t)b;
+      dt[b] = dts[u % 3];
+      size_t maxc = STRESS_SLOT / esz(dt[b]);
+      count[b] = (u >> 8) % 4 == 0 ? 1 + (size_t)((u >> 12) % 40) : 1 + (size_t)((u >> 12) % maxc);
+      for (int s = 0; s < k->n; s++) gen_input(ins[b][s], dt[b], count[b], id, s);
+      size_t bytes = count[b] * esz(dt[b]), off = (size_t)b * STRESS_SLOT;
+      /* no waits: the copy, the poison and the call queue behind the
+       * previous calls (the host buffer lives until the batch is checked) */
+      ROK(k, tecore_memcpy_async(in_of(k, k->r) + off, te_hptr(ins[b][k->r]), bytes, k->s));
+      ROK(k, tecore_memset_d8_async(out + off, TE_POISON_BYTE, bytes, k->s));
+      struct tecomm_ar_call c;
+      call_init(k, &c, TECOMM_AR_LAMPORT, dt[b], TECOMM_AR_SUM, count[b], off, out + off);
+      ROK(k, tecomm_ar_launch(&c, k->s));
+      unsigned most = k->r == slow ? 300 : 20;
+      usleep((useconds_t)(te_splitmix64(&mine) % (most + 1)));
+    }
+    ROK(k, tecore_stream_synchronize(k->s));
+    int code, peer;
+    ROK(k, tecomm_ar_error(ws_of(k, k->r), &code, &peer, 0));
+    RCHECK(k, code == 0, "stress batch %llu: error word %d (peer %d)", k->r, (unsigned long long)round,
+           code, peer);
+    for (int b = 0; b < STRESS_BATCH; b++) {
+      size_t bytes = count[b] * esz(dt[b]);
+      memset(got, TE_POISON_BYTE, bytes);
+      d2h(k, got, out + (size_t)b * STRESS_SLOT, bytes);
+      char what[96];
+      snprintf(what, sizeof what, "stress batch %llu call %d (%s, count %zu, slow rank %d)",
+               (unsigned long long)round, b, dt_name(dt[b]), count[b], slow);
+      check_result(k, got, (void *const *)ins[b], count[b], dt[b], TECOMM_AR_SUM,
+                   TECOMM_AR_LAMPORT, what);
+      hash_bytes(k, got, bytes);
+    }
+  }
+  ROK(k, tecore_mem_free(out));
+  for (int b = 0; b < STRESS_BATCH; b++)
+    for (int s = 0; s < k->n; s++) free(ins[b][s]);
+  free(got);
+}
+
+static void lamport_stress(int n) {
+  if (gpus_short(n)) return;
+  struct job j = {.n = n, .in_bytes = (size_t)STRESS_BATCH * STRESS_SLOT, .ws_max = STRESS_SLOT,
+                  .body = body_lamport_stress, .victim = -1};
+  run_job(&j);
+  expect_all_ok(&j);
+}
+START_TEST(lamport_stress_skewed_ranks_2) { lamport_stress(2); }
+END_TEST
+START_TEST(lamport_stress_skewed_ranks_3) { lamport_stress(3); }
+END_TEST
+START_TEST(lamport_stress_skewed_ranks_8) { lamport_stress(8); }
+END_TEST
+
 /* A graph of the three algorithms (each after a captured copy of new data
  * into the pool) replayed 1000 times with new data: the epochs and the
  * Lamport counter come from device memory, so every replay is a new call. */
@@ -1030,8 +1113,14 @@ static Suite *make_suite(void) {
   tcase_add_test(tc, matrix_8);
   tcase_add_test(tc, mixed_back_to_back);
   tcase_add_test(tc, graph_replays_1000);
+  tc = te_tcase(s, "stress", 0); /* CK_RUN_CASE=stress runs these alone */
+  tcase_add_test(tc, lamport_stress_skewed_ranks_2);
+  tcase_add_test(tc, lamport_stress_skewed_ranks_3);
+  tcase_add_test(tc, lamport_stress_skewed_ranks_8);
+  tc = te_tcase(s, "fused", 0);
   tcase_add_test(tc, fused_add_rmsnorm_2);
   tcase_add_test(tc, fused_add_rmsnorm_4);
+  tc = te_tcase(s, "failures", 0);
   tcase_add_test(tc, killed_rank_times_out);
   tcase_add_test(tc, abort_releases_waiters);
   return s;
