@@ -619,15 +619,18 @@ END_TEST
  * would be taken.  Every result is checked bit for bit. */
 #define STRESS_BATCH 16
 #define STRESS_BATCHES 12
-#define STRESS_SLOT (16u << 10)
+/* bytes of a call at most: 16 KiB on vdev (three blocks' worth there), 512
+ * KiB on a GPU (64 blocks of 512 threads, the size that failed) */
+static size_t stress_slot;
 static void body_lamport_stress(struct rank *k) {
+  const size_t slot = stress_slot;
   static const tecore_dtype_t dts[] = {TECORE_DTYPE_BF16, TECORE_DTYPE_F16, TECORE_DTYPE_F32};
-  void *ins[STRESS_BATCH][MAXN], *got = malloc(STRESS_SLOT);
+  void *ins[STRESS_BATCH][MAXN], *got = malloc(slot);
   RCHECK(k, got, "malloc");
   for (int b = 0; b < STRESS_BATCH; b++)
-    for (int s = 0; s < k->n; s++) RCHECK(k, (ins[b][s] = malloc(STRESS_SLOT)) != NULL, "malloc");
+    for (int s = 0; s < k->n; s++) RCHECK(k, (ins[b][s] = malloc(slot)) != NULL, "malloc");
   tecore_devptr_t out;
-  ROK(k, tecore_mem_alloc((size_t)STRESS_BATCH * STRESS_SLOT, &out));
+  ROK(k, tecore_mem_alloc((size_t)STRESS_BATCH * slot, &out));
   size_t count[STRESS_BATCH];
   tecore_dtype_t dt[STRESS_BATCH];
   for (uint64_t round = 0; round < STRESS_BATCHES; round++) {
@@ -637,10 +640,10 @@ static void body_lamport_stress(struct rank *k) {
     for (int b = 0; b < STRESS_BATCH; b++) {
       uint64_t u = te_splitmix64(&st), id = 7100000 + round * STRESS_BATCH + (uint64_t)b;
       dt[b] = dts[u % 3];
-      size_t maxc = STRESS_SLOT / esz(dt[b]);
+      size_t maxc = slot / esz(dt[b]);
       count[b] = (u >> 8) % 4 == 0 ? 1 + (size_t)((u >> 12) % 40) : 1 + (size_t)((u >> 12) % maxc);
       for (int s = 0; s < k->n; s++) gen_input(ins[b][s], dt[b], count[b], id, s);
-      size_t bytes = count[b] * esz(dt[b]), off = (size_t)b * STRESS_SLOT;
+      size_t bytes = count[b] * esz(dt[b]), off = (size_t)b * slot;
       /* no waits: the copy, the poison and the call queue behind the
        * previous calls (the host buffer lives until the batch is checked) */
       ROK(k, tecore_memcpy_async(in_of(k, k->r) + off, te_hptr(ins[b][k->r]), bytes, k->s));
@@ -659,7 +662,7 @@ static void body_lamport_stress(struct rank *k) {
     for (int b = 0; b < STRESS_BATCH; b++) {
       size_t bytes = count[b] * esz(dt[b]);
       memset(got, TE_POISON_BYTE, bytes);
-      d2h(k, got, out + (size_t)b * STRESS_SLOT, bytes);
+      d2h(k, got, out + (size_t)b * slot, bytes);
       char what[96];
       snprintf(what, sizeof what, "stress batch %llu call %d (%s, count %zu, slow rank %d)",
                (unsigned long long)round, b, dt_name(dt[b]), count[b], slow);
@@ -676,7 +679,10 @@ static void body_lamport_stress(struct rank *k) {
 
 static void lamport_stress(int n) {
   if (gpus_short(n)) return;
-  struct job j = {.n = n, .in_bytes = (size_t)STRESS_BATCH * STRESS_SLOT, .ws_max = STRESS_SLOT,
+  int cuda = 0;
+  probe_devices(&cuda);
+  stress_slot = cuda ? 512u << 10 : 16u << 10;
+  struct job j = {.n = n, .in_bytes = (size_t)STRESS_BATCH * stress_slot, .ws_max = stress_slot,
                   .body = body_lamport_stress, .victim = -1};
   run_job(&j);
   expect_all_ok(&j);
