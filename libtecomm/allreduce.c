@@ -132,7 +132,8 @@ static tecomm_result_t run(struct tecomm_comm *c, tecore_devptr_t send, tecore_d
   int lam_ok = 1;
   if (fa) {
     tecore_devptr_t d8 = fa->fp8_out ? fa->fp8_out->data : 0;
-    lam_ok = fa->hidden % 8 == 0 && (fa->residual_out | fa->out | d8 | fa->gamma) % 16 == 0;
+    lam_ok = fa->hidden % 8 == 0 &&
+             (fa->residual_in | fa->residual_out | fa->out | d8 | fa->gamma) % 16 == 0;
   }
   TC_CHECK(tc_select(c, asked, bytes, zero_copy, in_place, lam_ok, &algo));
   if (algo == TECOMM_ALGO_NCCL || algo == TECOMM_ALGO_VERBS)

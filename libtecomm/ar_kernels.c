@@ -258,8 +258,8 @@ static tecore_result_t ar_fused(const struct tecomm_ar_call *c, struct te_ar_par
     p->fflags |= current ? TE_AR_F_AMAX : (TE_AR_F_Q | (q->amax ? TE_AR_F_AMAX : 0));
   }
   /* the row plan tecore_rmsnorm_fwd takes for x = residual_out, y = out */
-  int nvec = f->hidden % 8 == 0 && al16(f->residual_out) && al16(f->gamma) && al16(f->out) &&
-                     (!q || al16(q->data))
+  int nvec = f->hidden % 8 == 0 && al16(f->residual_in) && al16(f->residual_out) &&
+                     al16(f->gamma) && al16(f->out) && (!q || al16(q->data))
                  ? 8
                  : 1;
   struct te_norm_plan plan = te_norm_plan_fwd(f->hidden, nvec);
@@ -283,7 +283,7 @@ static tecore_result_t ar_fused(const struct tecomm_ar_call *c, struct te_ar_par
     if (!vec_in)
       return TC_ERR(TECORE_ERR_NOT_SUPPORTED,
                     "%s: fused Lamport needs hidden %% 8 == 0 and 16-byte aligned in[rank], "
-                    "residual_out, out, gamma (hidden %zu)",
+                    "residual_in, residual_out, out, gamma (hidden %zu)",
                     fn, f->hidden);
     TC_CHECK(ar_go(wide ? TE_AR_K_LAMPORT_FUSED_WIDE : TE_AR_K_LAMPORT_FUSED, &rcfg, p, stream));
   } else {

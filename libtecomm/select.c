@@ -175,7 +175,8 @@ tecomm_result_t tc_select(struct tecomm_comm *c, tecomm_algo_t asked, size_t byt
                       ? "; without a pool it runs only in place"
                       : "",
                   a == TECOMM_ALGO_LAMPORT && !fused_lamport_ok
-                      ? "; fused Lamport needs hidden % 8 == 0 and 16-byte aligned outputs"
+                      ? "; fused Lamport needs hidden % 8 == 0 and 16-byte aligned "
+                        "residuals, gamma and outputs"
                       : "");
   *algo = a;
   return TECOMM_SUCCESS;
