@@ -37,10 +37,36 @@ TE_EXPORT const char *tecore_last_error(void) { return te_detail; }
 
 TE_EXPORT void tecore_clear_error(void) { te_detail[0] = '\0'; }
 
+/* An error found early but reported by a later call of the thread (the
+ * vdev checker's buffer overrun, reported by the launch after the
+ * caller's own argument checks): held here, below the layers that set
+ * and take it, and dropped when any error is set first. */
+static __thread int deferred_code;
+static __thread char deferred_msg[600];
+
+void te_error_defer(tecore_result_t code, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(deferred_msg, sizeof deferred_msg, fmt, ap);
+  va_end(ap);
+  deferred_code = (int)code;
+}
+
+int te_error_deferred(void) { return deferred_code != 0; }
+
+tecore_result_t te_error_deferred_take(void) {
+  if (!deferred_code) return TECORE_SUCCESS;
+  tecore_result_t code = (tecore_result_t)deferred_code;
+  char msg[sizeof deferred_msg];
+  memcpy(msg, deferred_msg, sizeof msg);
+  deferred_code = 0;
+  return TE_ERR(code, "%s", msg);
+}
+
 tecore_result_t te_error_set(tecore_result_t code, const char *file, int line, const char *fmt,
                              ...) {
   int saved = errno;
-  te_dev_pending_clear(); /* this call fails: a buffer check held for its launch is moot */
+  deferred_code = 0; /* this call fails: an error held for a later launch is moot */
   va_list ap;
   va_start(ap, fmt);
   vsnprintf(te_detail, sizeof te_detail, fmt, ap);

@@ -26,6 +26,12 @@ tecore_result_t te_error_set(tecore_result_t code, const char *file, int line,
 /* Logs a failure's hop "<- func" at TRACE (used by TE_CHECK on each hop;
  * the detail is left as the failing call set it). */
 void te_error_hop(const char *func, const char *file, int line);
+/* A deferred error: held for the thread's next te_error_deferred_take
+ * (which sets and returns it), dropped by any te_error_set before. */
+void te_error_defer(tecore_result_t code, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+int te_error_deferred(void);
+tecore_result_t te_error_deferred_take(void);
 
 #define TE_ERR(code, ...) te_error_set((code), __FILE__, __LINE__, __VA_ARGS__)
 
@@ -126,11 +132,9 @@ int te_dev_checks_on(void);
 tecore_result_t te_dev_check_range(tecore_devptr_t p, size_t bytes, const char *fn,
                                    const char *what);
 /* The same, reported later: the thread's next kernel launch fails with it
- * (after the caller's own argument checks); any error set on the thread
- * first drops it (te_dev_pending_clear, from te_error_set). */
+ * (after the caller's own argument checks), through te_error_defer; any
+ * error set on the thread first drops it. */
 void te_dev_check_range_later(tecore_devptr_t p, size_t bytes, const char *fn, const char *what);
-void te_dev_pending_clear(void);
-tecore_result_t te_dev_pending_take(void);
 
 /* ---- live handles of heap objects ---------------------------------------------
  * te_handle_add, te_handle_del, te_handle_live: the registry that

@@ -210,7 +210,7 @@ TE_EXPORT tecore_result_t tecore_kernel_launch(int id, const struct tecore_launc
   TE_CHECK(te_launch_cfg_check(cfg, who));
   const struct te_device_ops *o;
   TE_CHECK(te_ops_get(&o));
-  TE_CHECK(te_dev_pending_take()); /* a tensor of this call overruns its buffer (vdev) */
+  TE_CHECK(te_error_deferred_take()); /* a tensor of this call overruns its buffer (vdev) */
   if (cfg->shared_bytes > TE_KERNEL_SHARED_FREE) {
     uint32_t limit = shared_limit(o);
     TE_ARG(cfg->shared_bytes <= limit,

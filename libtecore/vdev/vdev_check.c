@@ -212,25 +212,13 @@ tecore_result_t te_dev_check_range(tecore_devptr_t p, size_t bytes, const char *
 /* A tensor's buffer found too small is reported by the launch that would
  * run past it, not by the descriptor check: the public function's own
  * argument errors (a wrong dtype, a bad shape) come first, as they would
- * without the checker.  Any error set on the thread drops it. */
-static __thread int pending_bad;
-static __thread char pending_msg[600];
-
-void te_dev_pending_clear(void) { pending_bad = 0; }
-
+ * without the checker.  The deferred error lives with the thread's error
+ * state (error.c), which drops it when any error is set. */
 void te_dev_check_range_later(tecore_devptr_t p, size_t bytes, const char *fn, const char *what) {
-  if (pending_bad || !te_dev_checks_on()) return;
+  if (te_error_deferred() || !te_dev_checks_on()) return;
   char why[200];
   if (te_vdev_check_range(p, bytes, 0, why, sizeof why) == 0) return;
-  snprintf(pending_msg, sizeof pending_msg, "%s: illegal address: %s (0x%llx, %zu bytes): %s",
-           fn, what, (unsigned long long)p, bytes, why);
-  pending_bad = 1;
+  te_error_defer(TECORE_ERR_ILLEGAL_ADDRESS, "%s: illegal address: %s (0x%llx, %zu bytes): %s",
+                 fn, what, (unsigned long long)p, bytes, why);
 }
 
-tecore_result_t te_dev_pending_take(void) {
-  if (!pending_bad) return TECORE_SUCCESS;
-  char msg[sizeof pending_msg];
-  memcpy(msg, pending_msg, sizeof msg);
-  pending_bad = 0;
-  return TE_ERR(TECORE_ERR_ILLEGAL_ADDRESS, "%s", msg);
-}
