@@ -1,23 +1,28 @@
-/* alias.c -- the aliasing check of ksupport.h: no output of an operation
- * may share a byte with another output, nor with an input unless the rule
- * lets it be the very same range (an in-place update). */
+/* alias.c -- the aliasing checks of ksupport.h: a call's spans against
+ * libte's one rule (span.h), reported as a libtecore error. */
 #include "ksupport/ksupport.h"
+#include <stdlib.h>
 
-static int span_same(struct te_span a, struct te_span b) {
-  return a.p == b.p && a.bytes == b.bytes;
+tecore_result_t te_check_spans(const struct te_span *s, size_t n, const char *fn) {
+  char msg[256];
+  if (n < 2) return TECORE_SUCCESS;
+  if (te_span_conflict(s, n, msg, sizeof msg))
+    return TE_ERR(TECORE_ERR_INVALID, "%s: %s", fn, msg);
+  return TECORE_SUCCESS;
 }
 
 tecore_result_t te_check_alias(const struct te_span *out, size_t nout, const struct te_span *in,
                                size_t nin, enum te_alias_rule rule, const char *fn) {
-  for (size_t a = 0; a < nout; a++) {
-    for (size_t b = 0; b < nin; b++)
-      if (te_span_overlap(out[a], in[b]) && !(rule == TE_ALIAS_EXACT_OK && span_same(out[a], in[b])))
-        return TE_ERR(TECORE_ERR_INVALID, "%s: %s overlaps %s%s", fn, out[a].name, in[b].name,
-                      rule == TE_ALIAS_EXACT_OK ? " other than as the very same range (in place)"
-                                                : "");
-    for (size_t b = a + 1; b < nout; b++)
-      if (te_span_overlap(out[a], out[b]))
-        return TE_ERR(TECORE_ERR_INVALID, "%s: %s overlaps %s", fn, out[a].name, out[b].name);
+  struct te_span small[64], *all = small;
+  size_t n = nout + nin;
+  if (n > TE_ARRAY_SIZE(small) && !(all = malloc(n * sizeof *all)))
+    return TE_ERR(TECORE_ERR_NOMEM, "%s: no host memory to check %zu buffers", fn, n);
+  for (size_t i = 0; i < n; i++) {
+    all[i] = i < nout ? out[i] : in[i - nout];
+    all[i].access = i < nout ? TE_ACCESS_WRITE : TE_ACCESS_READ;
+    all[i].pair = rule == TE_ALIAS_EXACT_OK ? 1u : 0u;
   }
-  return TECORE_SUCCESS;
+  tecore_result_t r = te_check_spans(all, n, fn);
+  if (all != small) free(all);
+  return r;
 }

@@ -15,7 +15,7 @@ static void add(struct te_tensor_spans *s, const char *arg, const char *field,
                 tecore_devptr_t p, size_t bytes) {
   if (!p || !bytes || s->n == TE_TENSOR_SPANS_MAX) return;
   snprintf(s->names[s->n], sizeof s->names[s->n], "%s->%s", arg, field);
-  s->span[s->n] = (struct te_span){s->names[s->n], p, bytes};
+  s->span[s->n] = (struct te_span){s->names[s->n], p, bytes, s->access, s->pair, NULL, 0};
   s->n++;
 }
 
@@ -39,6 +39,6 @@ void te_tensor_spans(const struct tecore_tensor *t, const char *arg, unsigned wh
 void te_span_add(struct te_tensor_spans *s, const char *name, tecore_devptr_t p, size_t bytes) {
   if (!p || !bytes || s->n == TE_TENSOR_SPANS_MAX) return;
   snprintf(s->names[s->n], sizeof s->names[s->n], "%s", name);
-  s->span[s->n] = (struct te_span){s->names[s->n], p, bytes};
+  s->span[s->n] = (struct te_span){s->names[s->n], p, bytes, s->access, s->pair, NULL, 0};
   s->n++;
 }

@@ -9,7 +9,8 @@
  *   I/O checks      te_check_hp_input, te_check_fused_output (io_check.c)
  *   FP8 outputs     te_qout_passes, te_qout_begin, te_fp8_amax_zero,
  *                   te_fp8_scale_from_amax                (fp8_out.c)
- *   aliasing        te_span_overlap, te_check_alias       (alias.c)
+ *   aliasing        te_check_spans, te_check_alias        (alias.c; the
+ *                   rule itself: span.h, span.c)
  *   vdev helpers    te_vdev_amax_update                   (below, inline)
  *   kernel codes    TE_FP8_DT_* ... are the public values (kcodes.h)
  *   kernel params   TE_KDEF, TE_KARGS (kernels/common/kparams.h: each
@@ -115,19 +116,22 @@ tecore_result_t te_fp8_scale_from_amax(const struct tecore_tensor *t, tecore_dev
                                        tecore_stream_t stream);
 
 /* ---- aliasing -----------------------------------------------------------------------
- * A span is a named byte range of device memory an operation reads or
- * writes; p == 0 or bytes == 0 is an absent span, which overlaps nothing. */
-struct te_span {
-  const char *name;   /* as the error detail names it: "out->data", "x" */
-  tecore_devptr_t p;
-  size_t bytes;
-};
+ * The rule and the span type are span.h's (shared with libtegraph): a
+ * span is a named byte range of device memory an operation reads or
+ * writes; p == 0 or bytes == 0 is an absent span, which overlaps nothing.
+ * Every family checks its call's spans before any launch, so a refused
+ * call queues nothing and leaves its outputs as they were. */
+#include "ksupport/span.h"
 
-/* 1 when [a.p, a.p + a.bytes) and [b.p, b.p + b.bytes) share a byte. */
-static inline int te_span_overlap(struct te_span a, struct te_span b) {
-  if (!a.p || !b.p || !a.bytes || !b.bytes) return 0;
-  return a.p < b.p + b.bytes && b.p < a.p + a.bytes;
-}
+/* Checks one call's spans (each with its access and in-place pair, span.h):
+ * the first conflict fails with TECORE_ERR_INVALID and the detail
+ * "<fn>: <written> overlaps <other>", both named as the caller names them:
+ *   struct te_tensor_spans l = {.access = TE_ACCESS_WRITE};
+ *   te_tensor_spans(out, "out", TE_SPAN_WRITTEN, &l);
+ *   l.access = TE_ACCESS_READ;
+ *   te_tensor_spans(in, "in", TE_SPAN_DATA, &l);
+ *   TE_CHECK(te_check_spans(l.span, l.n, __func__)); */
+tecore_result_t te_check_spans(const struct te_span *s, size_t n, const char *fn);
 
 /* What te_check_alias lets an output share with an input. */
 enum te_alias_rule {
@@ -135,14 +139,9 @@ enum te_alias_rule {
   TE_ALIAS_EXACT_OK,   /* exactly the same range (same p, same bytes): in place */
 };
 
-/* Checks nout outputs against nin inputs under rule, and the outputs
- * against each other (outputs never share a byte).  The first overlap
- * found fails with TECORE_ERR_INVALID: "<fn>: <out> overlaps <in>" (and,
- * under TE_ALIAS_EXACT_OK, " other than as the very same range").  Spans
- * are given in bytes; the caller names them as its documentation does:
- *   const struct te_span o[] = {{"out->data", out->data, n * osize}},
- *                        i[] = {{"in->data", in->data, n * isize}};
- *   TE_CHECK(te_check_alias(o, 1, i, 1, TE_ALIAS_EXACT_OK, __func__)); */
+/* te_check_spans of nout outputs (written) and nin inputs (read), with
+ * every output allowed to be exactly any input under TE_ALIAS_EXACT_OK
+ * (outputs never share a byte). */
 tecore_result_t te_check_alias(const struct te_span *out, size_t nout, const struct te_span *in,
                                size_t nin, enum te_alias_rule rule, const char *fn);
 
@@ -150,7 +149,7 @@ tecore_result_t te_check_alias(const struct te_span *out, size_t nout, const str
  * "<arg>-><field>": data and columnwise_data (the shape's bytes), amax and
  * scale (a float), scale_inv and columnwise_scale_inv (a float per tensor;
  * the first byte of block scales).  which: TE_SPAN_* bits.  Appends to s
- * (zero it first); absent buffers are skipped. */
+ * (zero it first) with s->access and s->pair; absent buffers are skipped. */
 #define TE_TENSOR_SPANS_MAX 48
 #define TE_SPAN_DATA 0x1u
 #define TE_SPAN_AMAX 0x2u
@@ -161,6 +160,7 @@ tecore_result_t te_check_alias(const struct te_span *out, size_t nout, const str
  * delayed scaling, or written by a separate kernel: an input either way). */
 #define TE_SPAN_WRITTEN (TE_SPAN_DATA | TE_SPAN_AMAX | TE_SPAN_SCALE_INV)
 struct te_tensor_spans {
+  unsigned access, pair;   /* given to the spans appended next (span.h) */
   size_t n;
   struct te_span span[TE_TENSOR_SPANS_MAX];
   char names[TE_TENSOR_SPANS_MAX][64];

@@ -100,13 +100,14 @@ static tecore_result_t ct_check_alias(const struct tecore_tensor *in, const stru
                                       size_t ws_bytes, size_t rows, size_t cols, const char *fn) {
   const size_t n = rows * cols;
   const struct te_span o[] = {
-      {"out->data", out->data, n},
-      {"out->columnwise_data", out->columnwise_data, n},
-      {"dbias->data", dbias ? dbias->data : 0, dbias ? cols * tecore_dtype_size(dbias->dtype) : 0},
-      {"workspace", ws, ws_bytes},
+      {.name = "out->data", .p = out->data, .bytes = n},
+      {.name = "out->columnwise_data", .p = out->columnwise_data, .bytes = n},
+      {.name = "dbias->data", .p = dbias ? dbias->data : 0,
+       .bytes = dbias ? cols * tecore_dtype_size(dbias->dtype) : 0},
+      {.name = "workspace", .p = ws, .bytes = ws_bytes},
   }, i[] = {
-      {"the input", in->data, n * tecore_dtype_size(in->dtype)},
-      {"x", x ? x->data : 0, x ? n * tecore_dtype_size(x->dtype) : 0},
+      {.name = "the input", .p = in->data, .bytes = n * tecore_dtype_size(in->dtype)},
+      {.name = "x", .p = x ? x->data : 0, .bytes = x ? n * tecore_dtype_size(x->dtype) : 0},
   };
   return te_check_alias(o, TE_ARRAY_SIZE(o), i, TE_ARRAY_SIZE(i), TE_ALIAS_FORBID, fn);
 }
