@@ -4,6 +4,7 @@
  * place, or copy), the no-op flag of FP8 weight caching, the side-stream
  * fork and join, and the order-of-use rules. */
 #include "callable.h"
+#include "ksupport/span.h"
 #include <stdio.h>
 #include <string.h>
 
@@ -95,6 +96,57 @@ static tegraph_result_t bind_all(struct tegraph_callable *c, struct bind *b, siz
       tecore_log(TECORE_LOG_TRACE, TECORE_SUBSYS_GRAPH, __FILE__, __LINE__,
                  "%s: callable %zu slot %d/%zu: %s", fn, c->index, (int)b[i].s->kind,
                  b[i].s->index, path_name(b[i].s->last));
+  return TEGRAPH_SUCCESS;
+}
+
+/* libte's aliasing rule (libtecore/ksupport/span.h) on the caller's
+ * tensors of one replay: b[0 .. nread) are read (forward: inputs and
+ * keyword tensors; backward: grad_outputs), the rest written (outputs,
+ * grad_inputs); a backward also reads the inputs that the last forward
+ * rebound (the graphs read them in place).  Nothing written may share a
+ * byte with anything else: an output over an input, copied out after the
+ * graph or written by it in place, destroys what the backward reads. */
+static const char *slot_word(tegraph_slot_kind_t k) {
+  switch (k) {
+  case TEGRAPH_SLOT_INPUT: return "inputs";
+  case TEGRAPH_SLOT_OUTPUT: return "outputs";
+  case TEGRAPH_SLOT_GRAD_OUTPUT: return "grad_outputs";
+  case TEGRAPH_SLOT_GRAD_INPUT: return "grad_inputs";
+  default: return "keyword tensor";
+  }
+}
+
+static tegraph_result_t replay_alias(struct tegraph_callable *c, const struct bind *b, size_t nb,
+                                     size_t nread, int backward, const char *fn) {
+  size_t n = 0, cap = nb + (backward ? c->nslots : 0);
+  struct te_span sp[cap ? cap : 1];
+  char kwname[cap ? cap : 1][96];
+  for (size_t i = 0; i < nb; i++) {
+    const struct tg_slot *s = b[i].s;
+    unsigned acc = i < nread ? TE_ACCESS_READ : TE_ACCESS_WRITE;
+    if (s->kind == TEGRAPH_SLOT_KEYWORD) {
+      snprintf(kwname[n], sizeof kwname[n], "keyword tensor '%s'", s->name);
+      sp[n++] = (struct te_span){kwname[n], b[i].user, s->bytes, acc, 0, NULL, 0};
+    } else {
+      sp[n++] = (struct te_span){slot_word(s->kind), b[i].user, s->bytes, acc, 0, "", s->index};
+    }
+  }
+  for (size_t i = 0; backward && i < c->nslots; i++) {
+    const struct tg_slot *s = &c->slots[i];
+    if ((s->kind != TEGRAPH_SLOT_INPUT && s->kind != TEGRAPH_SLOT_KEYWORD) || !s->t->data ||
+        s->bound == s->t->data)
+      continue;
+    if (s->kind == TEGRAPH_SLOT_KEYWORD)
+      snprintf(kwname[n], sizeof kwname[n], "keyword tensor '%s' (rebound: the backward reads "
+               "it in place)", s->name);
+    else
+      snprintf(kwname[n], sizeof kwname[n], "inputs[%zu] (rebound: the backward reads it in "
+               "place)", s->index);
+    sp[n++] = (struct te_span){kwname[n], s->bound, s->bytes, TE_ACCESS_READ, 0, NULL, 0};
+  }
+  char msg[256];
+  if (te_span_conflict(sp, n, msg, sizeof msg))
+    return TG_ERR(TEGRAPH_ERR_INVALID, "%s: %s", fn, msg);
   return TEGRAPH_SUCCESS;
 }
 
@@ -213,6 +265,7 @@ TE_EXPORT tegraph_result_t tegraph_callable_forward(tegraph_callable_t *c,
   if (c->need_dw)
     return TG_ERR(TEGRAPH_ERR_STATE, "%s: callable %zu: backward_dw of the previous microbatch "
                   "has not been replayed (its buffers would be overwritten)", fn, c->index);
+  TG_CHECK(replay_alias(c, b, nb, nin_b, 0, fn));
 
   TG_CHECK(bind_all(c, b, nb, fn));
   struct tg_pass *p = &c->pass[TEGRAPH_PASS_FORWARD];
@@ -275,6 +328,7 @@ TE_EXPORT tegraph_result_t tegraph_callable_backward(tegraph_callable_t *c,
   if (!c->fwd_done)
     return TG_ERR(TEGRAPH_ERR_STATE, "%s: callable %zu: no forward since the last backward", fn,
                   c->index);
+  TG_CHECK(replay_alias(c, b, nb, nin_b, 1, fn));
 
   TG_CHECK(bind_all(c, b, nb, fn));
   tecore_stream_t run;

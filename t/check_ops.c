@@ -1776,8 +1776,12 @@ START_TEST(test_args) {
   TE_OK(tecore_seq_forward(s, &x.t, &y.t, 0, S()));
   TE_EXPECT_INVALID("dy", tecore_seq_backward(s, &yw.t, NULL, S()));
   TE_EXPECT_INVALID("dx", tecore_seq_backward(s, &y.t, &y.t, S()));
-  TE_OK(tecore_seq_backward(s, &y.t, &x.t, S()));
+  /* dx into the forward's input, which this backward still reads */
+  TE_EXPECT_INVALID("forward's in", tecore_seq_backward(s, &y.t, &x.t, S()));
+  struct dt2 dx = dalloc2(TECORE_DTYPE_BF16, 16, 32);
+  TE_OK(tecore_seq_backward(s, &y.t, &dx.t, S()));
   TE_OK(tecore_stream_synchronize(S()));
+  dfree2(&dx);
   TE_EXPECT_INVALID("seq", tecore_seq_forward(NULL, &x.t, &y.t, 0, S()));
   TE_EXPECT_INVALID("seq", tecore_seq_backward(NULL, &y.t, NULL, S()));
   TE_EXPECT_INVALID("seq", tecore_seq_zero_grad(NULL, S()));

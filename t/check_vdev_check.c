@@ -416,8 +416,8 @@ START_TEST(test_vdev_norm_short_workspace_is_illegal_address) {
   tecore_devptr_t x = te_dalloc(rows * hidden * 4), y = te_dalloc(rows * hidden * 4),
                   g = te_dalloc(hidden * 4), b = te_dalloc(hidden * 4), dg = te_dalloc(hidden * 4),
                   db = te_dalloc(hidden * 4), mu = te_dalloc(rows * 4), rs = te_dalloc(rows * 4),
-                  w = te_dalloc(ws), small = te_dalloc(ws / 2 + 16),
-                  dx = te_dalloc(rows * hidden * 4);
+                  w = te_dalloc(ws), dx = te_dalloc(rows * hidden * 4),
+                  small = te_dalloc(ws / 2 + 16); /* last: its declared size overlaps no buffer */
   TE_OK(tecore_fill(x, TECORE_DTYPE_F32, rows * hidden, 0.5, s));
   TE_OK(tecore_fill(g, TECORE_DTYPE_F32, hidden, 1.0, s));
   TE_OK(tecore_fill(b, TECORE_DTYPE_F32, hidden, 0.0, s));

@@ -172,6 +172,32 @@ static tecore_result_t act_shapes(tecore_activation_t act, const struct tecore_t
   return TECORE_SUCCESS;
 }
 
+/* te/activation.h's rule: what a call writes (out's data, amax and
+ * scale_inv) shares no byte with what it reads nor with itself, except
+ * that the output's data may be exactly an input's (same address, same
+ * bytes, same element size): in place, each element is read and then
+ * written by one thread.  in2 (backward's x) may be NULL. */
+static tecore_result_t act_alias(const struct tecore_tensor *out, const char *aout,
+                                 const struct tecore_tensor *in, const char *ain,
+                                 const struct tecore_tensor *in2, const char *ain2,
+                                 tecore_devptr_t noop_flag, const char *fn) {
+  struct te_tensor_spans l = {.access = TE_ACCESS_WRITE, .pair = 1};
+  te_tensor_spans(out, aout, TE_SPAN_DATA, &l);
+  l.pair = 0;
+  te_tensor_spans(out, aout, TE_SPAN_AMAX | TE_SPAN_SCALE_INV, &l);
+  l.access = TE_ACCESS_READ;
+  te_tensor_spans(out, aout, TE_SPAN_SCALE, &l);
+  te_span_add(&l, "noop_flag", noop_flag, 4);
+  size_t osz = tecore_dtype_size(out->dtype);
+  l.pair = tecore_dtype_size(in->dtype) == osz;
+  te_tensor_spans(in, ain, TE_SPAN_DATA, &l);
+  if (in2) {
+    l.pair = tecore_dtype_size(in2->dtype) == osz;
+    te_tensor_spans(in2, ain2, TE_SPAN_DATA, &l);
+  }
+  return te_check_spans(l.span, l.n, fn);
+}
+
 TE_EXPORT tecore_result_t tecore_act_fwd(tecore_activation_t act, const struct tecore_tensor *in,
                                          struct tecore_tensor *out, tecore_devptr_t noop_flag,
                                          tecore_stream_t stream) {
@@ -183,6 +209,7 @@ TE_EXPORT tecore_result_t tecore_act_fwd(tecore_activation_t act, const struct t
          (unsigned long long)noop_flag);
   uint64_t rows, cols;
   TE_CHECK(act_shapes(act, out, "out", in, "in", __func__, &rows, &cols));
+  TE_CHECK(act_alias(out, "out", in, "in", NULL, NULL, noop_flag, __func__));
   if (rows * cols == 0) return TECORE_SUCCESS;
   int id = act_first_id();
   if (id < 0) return TE_ERR(TECORE_ERR_INTERNAL, "%s: the activation kernels did not register", __func__);
@@ -220,6 +247,7 @@ TE_EXPORT tecore_result_t tecore_act_bwd(tecore_activation_t act, const struct t
   if (tecore_tensor_numel(dx) != tecore_tensor_numel(x))
     return TE_ERR(TECORE_ERR_INVALID, "%s: dx has %zu elements, x %zu", __func__,
                   tecore_tensor_numel(dx), tecore_tensor_numel(x));
+  TE_CHECK(act_alias(dx, "dx", dy, "dy", x, "x", 0, __func__));
   if (rows * cols == 0) return TECORE_SUCCESS;
   int id = act_first_id();
   if (id < 0) return TE_ERR(TECORE_ERR_INTERNAL, "%s: the activation kernels did not register", __func__);

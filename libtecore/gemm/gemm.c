@@ -14,6 +14,7 @@
 #include "fp8/fp8_internal.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <string.h>
 
 static const char fn[] = "tecore_gemm";
@@ -408,6 +409,59 @@ static tecore_result_t check_fp8_layout(const struct tecore_tensor *D,
   return TECORE_SUCCESS;
 }
 
+/* The bytes of an operand's copy that the GEMM reads (the copy select_operand
+ * chose: rows_eff x k elements) and of its scale inverses. */
+static void operand_spans(const struct tecore_tensor *t, const char *arg,
+                          const struct te_gemm_operand *o, size_t rows_eff, size_t k,
+                          struct te_tensor_spans *l) {
+  char name[32];
+  snprintf(name, sizeof name, "%s->%s", arg, o->columnwise ? "columnwise_data" : "data");
+  te_span_add(l, name, o->data, rows_eff * k * tecore_dtype_size(t->dtype));
+  if (o->scale_kind == TE_GEMM_SCALE_NONE) return;
+  snprintf(name, sizeof name, "%s->%s", arg,
+           o->scale_inv == t->columnwise_scale_inv ? "columnwise_scale_inv" : "scale_inv");
+  te_span_add(l, name, o->scale_inv,
+              o->scale_kind == TE_GEMM_SCALE_MX ? rows_eff * te_cdiv(k, 32) : sizeof(float));
+}
+
+/* te/gemm.h's aliasing rule: what the GEMM writes (D, its amax and the
+ * scale_inv that goes with its scale, aux and the bias of the gradient
+ * epilogues, the caller's workspace) shares no byte with anything else it
+ * touches, except that D may be exactly C (accumulation in place). */
+static tecore_result_t check_alias(const struct tecore_tensor *A, const struct tecore_tensor *B,
+                                   const struct tecore_tensor *D,
+                                   const struct tecore_gemm_opts *opts,
+                                   const struct te_gemm_problem *p) {
+  const struct tecore_tensor *C = opts->C, *bias = opts->bias, *aux = opts->aux;
+  tecore_gemm_epilogue_t e = p->epilogue;
+  size_t mn = p->m * p->n;
+  struct te_tensor_spans l = {.access = TE_ACCESS_WRITE, .pair = 1};
+  te_span_add(&l, "D->data", D->data, mn * tecore_dtype_size(D->dtype));
+  l.pair = 0;
+  if (te_dtype_is_fp8(D->dtype)) te_tensor_spans(D, "D", TE_SPAN_AMAX | TE_SPAN_SCALE_INV, &l);
+  if (te_gemm_epi_has_aux_out(e))
+    te_span_add(&l, "opts->aux->data", aux->data, mn * tecore_dtype_size(aux->dtype));
+  if (te_gemm_epi_has_bias_out(e))
+    te_span_add(&l, "opts->bias->data", bias->data,
+                tecore_tensor_numel(bias) * tecore_dtype_size(bias->dtype));
+  te_span_add(&l, "opts->workspace", opts->workspace, opts->workspace_bytes);
+  l.access = TE_ACCESS_READ;
+  operand_spans(A, "A", &p->a, p->m, p->k, &l);
+  operand_spans(B, "B", &p->b, p->n, p->k, &l);
+  if (te_dtype_is_fp8(D->dtype)) te_tensor_spans(D, "D", TE_SPAN_SCALE, &l);
+  if (C && p->beta != 0.0f) {
+    l.pair = 1;
+    te_span_add(&l, "opts->C->data", C->data, mn * tecore_dtype_size(C->dtype));
+    l.pair = 0;
+  }
+  if (te_gemm_epi_has_aux_in(e))
+    te_span_add(&l, "opts->aux->data", aux->data, mn * tecore_dtype_size(aux->dtype));
+  if (te_gemm_epi_has_bias_in(e))
+    te_span_add(&l, "opts->bias->data", bias->data,
+                tecore_tensor_numel(bias) * tecore_dtype_size(bias->dtype));
+  return te_check_spans(l.span, l.n, fn);
+}
+
 /* The checks run in this order (the first failure is the one reported),
  * fill one problem, and hand it to the backend's gemm op. */
 TE_EXPORT tecore_result_t tecore_gemm(const struct tecore_tensor *A, tecore_gemm_op_t transa,
@@ -438,6 +492,7 @@ TE_EXPORT tecore_result_t tecore_gemm(const struct tecore_tensor *A, tecore_gemm
   TE_CHECK(select_operand(B, "B", transb == TECORE_GEMM_N ? "transb = N" : "transb = T",
                           transb == TECORE_GEMM_T, p->n, p->k, &p->b));
   if (p->fp8) TE_CHECK(check_fp8_layout(D, opts->C, p));
+  TE_CHECK(check_alias(A, B, D, opts, p));
   p->d = D->data;
   if (g.d_fp8) {
     p->d_scale = D->scale;

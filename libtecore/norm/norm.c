@@ -89,6 +89,62 @@ static tecore_result_t norm_check_x(const struct tecore_tensor *x, const char *f
   return TECORE_SUCCESS;
 }
 
+/* ---- aliasing ------------------------------------------------------------------------ */
+
+/* te/norm.h's rule: what a call writes (y, its amax and scale_inv, mu,
+ * rsigma; dx, dgamma, dbeta, the workspace) shares no byte with anything
+ * else the call touches, except that rmsnorm_bwd_add's dx may be exactly
+ * extra_grad (each element read, then written, by one thread).  Absent
+ * buffers are skipped. */
+static void rowvec_span(struct te_tensor_spans *l, const char *name, tecore_devptr_t p,
+                        size_t rows) {
+  te_span_add(l, name, p, rows * sizeof(float));
+}
+
+static tecore_result_t norm_fwd_alias(const struct tecore_tensor *x,
+                                      const struct tecore_tensor *gamma,
+                                      const struct tecore_tensor *beta,
+                                      const struct tecore_tensor *y, tecore_devptr_t mu,
+                                      tecore_devptr_t rsigma, size_t rows, const char *fn) {
+  struct te_tensor_spans l = {.access = TE_ACCESS_WRITE};
+  te_tensor_spans(y, "y", TE_SPAN_WRITTEN, &l);
+  rowvec_span(&l, "mu", mu, rows);
+  rowvec_span(&l, "rsigma", rsigma, rows);
+  l.access = TE_ACCESS_READ;
+  te_tensor_spans(y, "y", TE_SPAN_SCALE, &l);
+  te_tensor_spans(x, "x", TE_SPAN_DATA, &l);
+  te_tensor_spans(gamma, "gamma", TE_SPAN_DATA, &l);
+  if (beta) te_tensor_spans(beta, "beta", TE_SPAN_DATA, &l);
+  return te_check_spans(l.span, l.n, fn);
+}
+
+static tecore_result_t norm_bwd_alias(const struct tecore_tensor *dy,
+                                      const struct tecore_tensor *x, tecore_devptr_t mu,
+                                      tecore_devptr_t rsigma, const struct tecore_tensor *gamma,
+                                      const struct tecore_tensor *extra,
+                                      const struct tecore_tensor *dx,
+                                      const struct tecore_tensor *dgamma,
+                                      const struct tecore_tensor *dbeta, tecore_devptr_t ws,
+                                      size_t ws_used, size_t rows, const char *fn) {
+  struct te_tensor_spans l = {.access = TE_ACCESS_WRITE, .pair = 1};
+  te_tensor_spans(dx, "dx", TE_SPAN_DATA, &l);
+  l.pair = 0;
+  te_tensor_spans(dgamma, "dgamma", TE_SPAN_DATA, &l);
+  if (dbeta) te_tensor_spans(dbeta, "dbeta", TE_SPAN_DATA, &l);
+  te_span_add(&l, "workspace", ws, ws_used);
+  l.access = TE_ACCESS_READ;
+  te_tensor_spans(dy, "dy", TE_SPAN_DATA, &l);
+  te_tensor_spans(x, "x", TE_SPAN_DATA, &l);
+  rowvec_span(&l, "mu", mu, rows);
+  rowvec_span(&l, "rsigma", rsigma, rows);
+  te_tensor_spans(gamma, "gamma", TE_SPAN_DATA, &l);
+  if (extra) {
+    l.pair = tecore_dtype_size(extra->dtype) == tecore_dtype_size(dx->dtype);
+    te_tensor_spans(extra, "extra_grad", TE_SPAN_DATA, &l);
+  }
+  return te_check_spans(l.span, l.n, fn);
+}
+
 /* ---- forward -------------------------------------------------------------------------- */
 
 static tecore_result_t norm_fwd(int ln, const struct tecore_tensor *x,
@@ -112,6 +168,7 @@ static tecore_result_t norm_fwd(int ln, const struct tecore_tensor *x,
   TE_CHECK(norm_check_flags(flags, fn));
   if (ln) TE_CHECK(norm_check_rowvec(mu, 0, fn, "mu"));
   TE_CHECK(norm_check_rowvec(rsigma, 0, fn, "rsigma"));
+  TE_CHECK(norm_fwd_alias(x, gamma, ln ? beta : NULL, y, ln ? mu : 0, rsigma, rows, fn));
   if (rows == 0 || hidden == 0) return TECORE_SUCCESS;
   TE_CHECK(norm_check_memory(ln ? mu : 0, rsigma, rows, 0, 0, fn));
   int id = norm_first_id();
@@ -230,6 +287,8 @@ static tecore_result_t norm_bwd(int ln, const struct tecore_tensor *dy,
   TE_ARG(workspace || need == 0, "%s: workspace is 0", fn);
   TE_ARG(workspace % 16 == 0, "%s: workspace (0x%llx) is not aligned to 16 bytes", fn,
          (unsigned long long)workspace);
+  TE_CHECK(norm_bwd_alias(dy, x, ln ? mu : 0, rsigma, gamma, extra, dx, dgamma,
+                          ln ? dbeta : NULL, workspace, need, rows, fn));
   if (hidden == 0) return TECORE_SUCCESS;
   if (rows) TE_CHECK(norm_check_memory(ln ? mu : 0, rsigma, rows, workspace, need, fn));
   int id = norm_first_id();

@@ -5,6 +5,7 @@
  * operation's kind's (ops_kinds.c for libtecore's own, or registered). */
 #include "ops/ops_internal.h"
 #include "fp8/fp8_internal.h"
+#include "ksupport/ksupport.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -23,6 +24,27 @@ static tecore_result_t check_act(const tecore_seq_t *s, const struct tecore_tens
          "%s: %s: its 2-D view is [%zu][%zu], the sequence's %s is [%zu][%zu]", fn, arg, r, c,
          b == 0 ? "input" : "output", s->bnd[b].rows, s->bnd[b].cols);
   return TECORE_SUCCESS;
+}
+
+/* te/ops.h's rule, on the caller's tensors (the sequence's own buffers are
+ * apart by construction): forward's out shares no byte with in; backward's
+ * dx none with dy, nor with the last forward's input, which that
+ * backward still reads (a Linear's weight gradient) and which the caller
+ * keeps unchanged until the backward ran. */
+static size_t bnd_bytes(const tecore_seq_t *s, size_t b) {
+  return s->bnd[b].rows * s->bnd[b].cols * tecore_dtype_size(s->cfg.dtype);
+}
+
+static tecore_result_t seq_alias(const tecore_seq_t *s, const char *wname, tecore_devptr_t w,
+                                 size_t wb, const char *rname, tecore_devptr_t r, size_t rb,
+                                 tecore_devptr_t fwd_in, const char *fn) {
+  const struct te_span sp[] = {
+      {wname, w, bnd_bytes(s, wb), TE_ACCESS_WRITE, 0, NULL, 0},
+      {rname, r, bnd_bytes(s, rb), TE_ACCESS_READ, 0, NULL, 0},
+      {"the last forward's in (this backward reads it)", fwd_in, bnd_bytes(s, 0), TE_ACCESS_READ,
+       0, NULL, 0},
+  };
+  return te_check_spans(sp, fwd_in ? 3 : 2, fn);
 }
 
 /* The executor and context of group gr in pass dir: the fusion's, or the
@@ -86,7 +108,7 @@ TE_EXPORT tecore_result_t tecore_seq_forward(tecore_seq_t *s, const struct tecor
   TE_CHECK(check_act(s, out, fn, "out", s->nops));
   TE_ARG(noop_flag % 4 == 0, "%s: noop_flag 0x%llx is not 4-byte aligned", fn,
          (unsigned long long)noop_flag);
-  TE_ARG(in->data != out->data, "%s: in and out are the same memory", fn);
+  TE_CHECK(seq_alias(s, "out", out->data, s->nops, "in", in->data, 0, 0, fn));
   s->run_in = in->data;
   s->run_out = out->data;
   s->have_forward = 0;
@@ -111,7 +133,7 @@ TE_EXPORT tecore_result_t tecore_seq_backward(tecore_seq_t *s, const struct teco
          "changed (tecore_seq_forward first)", fn);
   TE_CHECK(check_act(s, dy, fn, "dy", s->nops));
   if (dx) TE_CHECK(check_act(s, dx, fn, "dx", 0));
-  TE_ARG(!dx || dx->data != dy->data, "%s: dx and dy are the same memory", fn);
+  if (dx) TE_CHECK(seq_alias(s, "dx", dx->data, 0, "dy", dy->data, s->nops, s->run_in, fn));
   s->run_dy = dy->data;
   s->run_dx = dx ? dx->data : s->g0;
   const struct te_plan *p = &s->plan;

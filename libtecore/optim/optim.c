@@ -6,6 +6,7 @@
 #include "optim/optim_internal.h"
 #include <math.h>
 #include <stddef.h>
+#include <stdlib.h>
 #include <pthread.h>
 #include <string.h>
 
@@ -115,6 +116,46 @@ static tecore_result_t check_common(const struct tecore_optim_tensor *tensors, s
 
 /* A double hyperparameter that the kernels get as a float: finite in both. */
 static int finite_f(double x) { return isfinite(x) && isfinite((float)x); }
+
+/* ---- aliasing ------------------------------------------------------------------- */
+
+/* te/optim.h's rule for a step: what it writes (param, the moments, the
+ * model copy, its scale_inv and amax, the step state) shares no byte with
+ * anything else of the call, except that tensors may max-accumulate into
+ * one model_amax.  Checked over all tensors before the first launch; the
+ * spans are named "tensors[i].field" without formatting each name. */
+static tecore_result_t check_step_alias(const struct tecore_optim_tensor *tensors, size_t count,
+                                        tecore_devptr_t gsi, tecore_devptr_t found_inf,
+                                        tecore_devptr_t state, int need_m, int need_v,
+                                        const char *fn) {
+  enum { PER = 8 };
+  struct te_span small[3 + 4 * PER], *s = small;
+  if (count > 4 && !(s = malloc((3 + count * PER) * sizeof *s)))
+    return TE_ERR(TECORE_ERR_NOMEM, "%s: no host memory to check %zu tensors", fn, count);
+  size_t n = 0;
+  s[n++] = (struct te_span){"grad_scale_inv", gsi, 4, TE_ACCESS_READ, 0, NULL, 0};
+  s[n++] = (struct te_span){"found_inf", found_inf, 4, TE_ACCESS_READ, 0, NULL, 0};
+  s[n++] = (struct te_span){"cfg->state", state, sizeof(struct tecore_optim_state),
+                            TE_ACCESS_WRITE, 0, NULL, 0};
+  for (size_t i = 0; i < count; i++) {
+    const struct tecore_optim_tensor *t = &tensors[i];
+    if (!t->numel) continue;
+    size_t nb = t->numel * 4, wsz = t->model ? tecore_dtype_size(t->model_dtype) : 0;
+#define OPT_SPAN(f, bytes, acc) s[n++] = (struct te_span){"tensors", t->f, bytes, acc, 0, "." #f, i}
+    OPT_SPAN(param, nb, TE_ACCESS_WRITE);
+    OPT_SPAN(grad, t->numel * tecore_dtype_size(t->grad_dtype), TE_ACCESS_READ);
+    if (need_m) OPT_SPAN(exp_avg, nb, TE_ACCESS_WRITE);
+    if (need_v) OPT_SPAN(exp_avg_sq, nb, TE_ACCESS_WRITE);
+    OPT_SPAN(model, t->numel * wsz, TE_ACCESS_WRITE);
+    OPT_SPAN(model_scale, t->model ? 4 : 0, TE_ACCESS_READ);
+    OPT_SPAN(model_scale_inv, t->model ? 4 : 0, TE_ACCESS_WRITE);
+    OPT_SPAN(model_amax, t->model ? 4 : 0, TE_ACCESS_REDUCE);
+#undef OPT_SPAN
+  }
+  tecore_result_t r = te_check_spans(s, n, fn);
+  if (s != small) free(s);
+  return r;
+}
 
 /* ---- batching ------------------------------------------------------------------- */
 
@@ -238,6 +279,7 @@ TE_EXPORT tecore_result_t tecore_adam_step(const struct tecore_optim_tensor *ten
 
   for (size_t i = 0; i < count; i++)   /* everything checked before any launch */
     TE_CHECK(check_tensor(&tensors[i], i, 1, 1, fn));
+  TE_CHECK(check_step_alias(tensors, count, grad_scale_inv, found_inf, cfg->state, 1, 1, fn));
   TE_CHECK(step_launch(TE_OPTIM_K_ADAM, tensors, count, &hp, cfg->state, &dhp, grad_scale_inv,
                        found_inf, 1, 1, stream));
   return TECORE_SUCCESS;
@@ -281,6 +323,7 @@ TE_EXPORT tecore_result_t tecore_sgd_step(const struct tecore_optim_tensor *tens
   int need_m = hp.momentum != 0.0f;
 
   for (size_t i = 0; i < count; i++) TE_CHECK(check_tensor(&tensors[i], i, need_m, 0, fn));
+  TE_CHECK(check_step_alias(tensors, count, grad_scale_inv, found_inf, cfg->state, need_m, 0, fn));
   TE_CHECK(step_launch(TE_OPTIM_K_SGD, tensors, count, &hp, cfg->state, &dhp, grad_scale_inv,
                        found_inf, need_m, 0, stream));
   return TECORE_SUCCESS;

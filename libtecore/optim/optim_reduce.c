@@ -6,6 +6,7 @@
  * launch. */
 #include "optim/optim_internal.h"
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 
@@ -34,6 +35,28 @@ static tecore_result_t l2_check(const struct tecore_tensor *tensors, size_t coun
   }
   *nparts = total;
   return TECORE_SUCCESS;
+}
+
+/* te/optim.h's rule: the partial sums (the used part of workspace), norm
+ * and found_inf are written, the tensors read; none shares a byte with
+ * another. */
+static tecore_result_t l2_alias(const struct tecore_tensor *tensors, size_t count,
+                                tecore_devptr_t ws, size_t ws_used, tecore_devptr_t norm,
+                                tecore_devptr_t found_inf, const char *fn) {
+  struct te_span small[8], *s = small;
+  if (count + 3 > TE_ARRAY_SIZE(small) && !(s = malloc((count + 3) * sizeof *s)))
+    return TE_ERR(TECORE_ERR_NOMEM, "%s: no host memory to check %zu tensors", fn, count);
+  size_t n = 0;
+  s[n++] = (struct te_span){"workspace", ws, ws_used, TE_ACCESS_WRITE, 0, NULL, 0};
+  s[n++] = (struct te_span){"norm", norm, 4, TE_ACCESS_WRITE, 0, NULL, 0};
+  s[n++] = (struct te_span){"found_inf", found_inf, 4, TE_ACCESS_WRITE, 0, NULL, 0};
+  for (size_t i = 0; i < count; i++) {
+    size_t bytes = tecore_tensor_numel(&tensors[i]) * tecore_dtype_size(tensors[i].dtype);
+    s[n++] = (struct te_span){"tensors", tensors[i].data, bytes, TE_ACCESS_READ, 0, "", i};
+  }
+  tecore_result_t r = te_check_spans(s, n, fn);
+  if (s != small) free(s);
+  return r;
 }
 
 TE_EXPORT tecore_result_t tecore_l2norm_multi_workspace_size(const struct tecore_tensor *tensors,
@@ -72,6 +95,8 @@ TE_EXPORT tecore_result_t tecore_l2norm_multi(const struct tecore_tensor *tensor
   }
   TE_CHECK(te_dev_check_range(norm, sizeof(float), fn, "norm"));
   if (found_inf) TE_CHECK(te_dev_check_range(found_inf, sizeof(int32_t), fn, "found_inf"));
+  TE_CHECK(l2_alias(tensors, count, workspace, (size_t)nparts * sizeof(double), norm, found_inf,
+                    fn));
 
   /* stage 1: partial sums, TE_L2_MAX tensors a launch */
   struct te_l2_params p;
@@ -112,6 +137,33 @@ TE_EXPORT tecore_result_t tecore_l2norm_multi(const struct tecore_tensor *tensor
   return TECORE_SUCCESS;
 }
 
+/* te/optim.h's rule: out[i] may be in[i] itself (in place is one thread
+ * reading then writing its own elements: only exactly the same buffer with
+ * the same element size is safe); nothing written may share a byte with
+ * anything else of the call, across all pairs. */
+static tecore_result_t unscale_alias(const struct tecore_tensor *in,
+                                     const struct tecore_tensor *out, size_t count,
+                                     tecore_devptr_t scale, tecore_devptr_t found_inf,
+                                     const char *fn) {
+  struct te_span small[10], *s = small;
+  if (2 * count + 2 > TE_ARRAY_SIZE(small) && !(s = malloc((2 * count + 2) * sizeof *s)))
+    return TE_ERR(TECORE_ERR_NOMEM, "%s: no host memory to check %zu tensors", fn, count);
+  size_t n = 0;
+  s[n++] = (struct te_span){"scale", scale, 4, TE_ACCESS_READ, 0, NULL, 0};
+  s[n++] = (struct te_span){"found_inf", found_inf, 4, TE_ACCESS_WRITE, 0, NULL, 0};
+  for (size_t i = 0; i < count; i++) {
+    size_t e = tecore_tensor_numel(&in[i]);
+    unsigned pair = (unsigned)i + 1u;
+    s[n++] = (struct te_span){"out", out[i].data, e * tecore_dtype_size(out[i].dtype),
+                              TE_ACCESS_WRITE, pair, "", i};
+    s[n++] = (struct te_span){"in", in[i].data, e * tecore_dtype_size(in[i].dtype),
+                              TE_ACCESS_READ, pair, "", i};
+  }
+  tecore_result_t r = te_check_spans(s, n, fn);
+  if (s != small) free(s);
+  return r;
+}
+
 TE_EXPORT tecore_result_t tecore_unscale_multi(const struct tecore_tensor *in,
                                                const struct tecore_tensor *out, size_t count,
                                                tecore_devptr_t scale, tecore_devptr_t found_inf,
@@ -135,12 +187,8 @@ TE_EXPORT tecore_result_t tecore_unscale_multi(const struct tecore_tensor *in,
            tecore_tensor_numel(&out[i]), ain, n);
     TE_ARG(te_optim_blocks(n) <= TE_OPTIM_MAX_BLOCKS, "%s: %s is too large (%zu elements)", fn,
            ain, n);
-    /* in place is one thread reading then writing its own elements: only
-     * exactly the same buffer with the same element size is safe */
-    const struct te_span o = {aout, out[i].data, n * tecore_dtype_size(out[i].dtype)},
-                         ii = {ain, in[i].data, n * tecore_dtype_size(in[i].dtype)};
-    TE_CHECK(te_check_alias(&o, 1, &ii, 1, TE_ALIAS_EXACT_OK, fn));
   }
+  TE_CHECK(unscale_alias(in, out, count, scale, found_inf, fn));
 
   struct te_unscale_params p;
   memset(&p, 0, sizeof p);

@@ -26,6 +26,12 @@
  * approximate exp2 and reciprocal for the sigmoid (GELU, SiLU, QGELU and
  * their gated forms): faster, about 2 ulp in float, no longer bit-equal
  * to vdev.
+ * Aliasing: what a call writes (the output's data, amax and scale_inv)
+ * shares no byte with anything else it touches (the output's scale
+ * included), except that the output's data may be exactly an input's
+ * (out == in; dx == dy or dx == x): the same address, bytes and element
+ * size, in place, each element read before it is written.  Otherwise
+ * TECORE_ERR_INVALID names both buffers, and nothing is queued.
  * Everything runs in stream order on stream and is graph-capturable;
  * nothing here allocates. */
 #ifndef TE_ACTIVATION_H

@@ -9,7 +9,15 @@
  * The no-op flag.  noop_flag is 0 or the device address of an int32; when
  * the int32 is nonzero at run time the kernels return at once and write
  * nothing (no data, scale, scale_inv or amax), so a captured graph can skip
- * re-quantizing a cached weight by setting the flag instead of re-capturing. */
+ * re-quantizing a cached weight by setting the flag instead of re-capturing.
+ *
+ * Aliasing: what a call writes (an output's data, columnwise data, amax
+ * and scale inverses; tecore_amax's amax) shares no byte with what it
+ * reads (the input's data and scale inverses, the output's scale, the
+ * no-op flag) nor with another output's data (quantize_multi's outputs may
+ * share an amax or a scale).  So scale == scale_inv, an amax inside the
+ * input, or an output over its input is refused: TECORE_ERR_INVALID names
+ * both buffers, and nothing is queued. */
 #ifndef TE_FP8_H
 #define TE_FP8_H
 

@@ -100,6 +100,12 @@
  * captured into a graph when stream captures.  The 1x128 and 128x128
  * block modes are not supported yet (TECORE_ERR_NOT_SUPPORTED).
  *
+ * Aliasing: what the GEMM writes (D, an FP8 D's amax and scale_inv, an
+ * output aux or bias, opts->workspace) shares no byte with anything else
+ * the call reads or writes, except that D may be exactly C (the same
+ * address and bytes: accumulation in place).  Otherwise
+ * TECORE_ERR_INVALID names both buffers, and nothing is queued.
+ *
  * Descriptors are read during the call only; the buffers they point to
  * must stay valid until the GEMM has run on stream. */
 #ifndef TE_GEMM_H
@@ -145,7 +151,7 @@ struct tecore_gemm_opts {
 /* D = epilogue(alpha * op(A) op(B) + beta * C), queued on stream (see the
  * header comment for shapes, types, data selection and layout rules).
  * D, aux and an output bias are written by the GEMM; everything else is
- * read.  D must not overlap A, B, bias or aux (it may be C). */
+ * read.  Aliasing: see above (D may be C, nothing else may overlap). */
 tecore_result_t tecore_gemm(const struct tecore_tensor *A, tecore_gemm_op_t transa,
                             const struct tecore_tensor *B, tecore_gemm_op_t transb,
                             const struct tecore_tensor *D, float alpha, float beta,

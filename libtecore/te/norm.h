@@ -19,6 +19,12 @@
  * dx, dgamma, dbeta F32/F16/BF16.  All arithmetic is float, in an order
  * both backends share, so cuda and vdev give the same bits.
  *
+ * Aliasing: what a call writes (y with its amax and scale_inv, mu,
+ * rsigma; dx, dgamma, dbeta, the workspace) shares no byte with anything
+ * else it touches (so mu != rsigma, dgamma != dbeta, y's scale !=
+ * scale_inv), except that rmsnorm_bwd_add's dx may be exactly extra_grad.
+ * Otherwise TECORE_ERR_INVALID names both buffers, and nothing is queued.
+ *
  * Everything runs in stream order on stream and is graph-capturable;
  * nothing here allocates: the backward's workspace is the caller's
  * (tecore_norm_bwd_workspace_size). */
@@ -83,7 +89,7 @@ tecore_result_t tecore_rmsnorm_bwd(const struct tecore_tensor *dy, const struct 
 
 /* RMSNorm backward fused with the residual branch's gradient:
  * dx = rmsnorm_dx + extra_grad (extra_grad [rows][hidden], F32/F16/BF16;
- * it may be the same memory as dx). */
+ * it may be exactly dx: the same address and element size, in place). */
 tecore_result_t tecore_rmsnorm_bwd_add(const struct tecore_tensor *dy,
                                        const struct tecore_tensor *x, tecore_devptr_t rsigma,
                                        const struct tecore_tensor *gamma,

@@ -62,6 +62,10 @@
  * gradients of backward are the caller's; forward keeps a reference to its
  * input (it is the first Linear's saved activation, or a residual), so the
  * input must stay unchanged until the backward of that microbatch ran.
+ * Aliasing: forward's out shares no byte with in; backward's dx none with
+ * dy, nor with the last forward's input (that backward still reads it).
+ * Otherwise TECORE_ERR_INVALID names both, and nothing is queued.
+ *
  * Objects are not locked: one thread at a time per sequence.  The
  * registration tables are locked. */
 #ifndef TE_OPS_H

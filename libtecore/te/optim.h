@@ -40,6 +40,15 @@
  * in double, beta^t by repeated squaring, so they may differ from the
  * host's pow() in the last bit of the float step size.
  *
+ * Aliasing: what a call writes (param, exp_avg, exp_avg_sq, model,
+ * model_scale_inv, model_amax, cfg->state; the L2 norm's workspace, norm
+ * and found_inf; unscale's out and found_inf) shares no byte with anything
+ * else of the call, across all its tensors, except that tensors may share
+ * one model_amax (a max reduction) and unscale's out[i] may be exactly
+ * in[i] (same address, same element size: in place).  Otherwise
+ * TECORE_ERR_INVALID names both buffers ("tensors[2].param overlaps
+ * tensors[1].exp_avg"), and nothing is queued.
+ *
  * Results are ready on stream when the call's work completes there. */
 #ifndef TE_OPTIM_H
 #define TE_OPTIM_H
@@ -122,7 +131,8 @@ struct tecore_sgd_config {
  * set, |param| max-accumulated into *model_amax when set: the delayed
  * recipe resets it).  param, grad, exp_avg and exp_avg_sq must be set.
  * grad_scale_inv: 0 or a device float.  found_inf: see above.
- * Tensors of the same call must not overlap.  Empty calls succeed. */
+ * Tensors of the same call must not overlap (Aliasing, above).  Empty
+ * calls succeed. */
 tecore_result_t tecore_adam_step(const struct tecore_optim_tensor *tensors, size_t count,
                                  const struct tecore_adam_config *cfg,
                                  tecore_devptr_t grad_scale_inv, tecore_devptr_t found_inf,

@@ -45,6 +45,10 @@
  * stream, is graph-capturable, and is complete when stream's work up to
  * this call is.
  *
+ * Aliasing: what a call writes (out's data and columnwise data, dbias, the
+ * workspace) shares no byte with the input, x, or another output;
+ * otherwise TECORE_ERR_INVALID names both buffers, and nothing is queued.
+ *
  * Speed.  Tiles of 64x64 through shared memory; 16-byte loads and stores
  * where a row's bytes are a multiple of 16 and the pointer is 16-byte
  * aligned (data: cols; per-tensor columnwise_data: rows), element access

@@ -217,6 +217,12 @@ tegraph_result_t tegraph_graph_set_kernel_arg(tegraph_graph_t *g, size_t k, unsi
  * so later microbatches reuse the FP8 weights cached by the first one.
  * Warmup and capture run with the flag 0.
  *
+ * Aliasing: what a replay writes (outputs, grad_inputs given with data)
+ * shares no byte with anything else the replay is given (inputs, keyword
+ * tensors, grad_outputs, each other) nor, in backward, with an input the
+ * last forward rebound (the graphs read it in place).  Otherwise
+ * TEGRAPH_ERR_INVALID names both, and the callable is left as it was.
+ *
  * Order of use: backward needs a forward before it; when a backward_dw
  * function exists, backward_dw must follow each backward before the next
  * forward (the static buffers hold one microbatch).  Out-of-order calls
