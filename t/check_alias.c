@@ -517,6 +517,52 @@ START_TEST(test_act_fwd_rejects_scale_equal_scale_inv) {
 }
 END_TEST
 
+/* e4m3 byte to its value (finite codes). */
+static double e4m3_value(unsigned char b) {
+  int e = (b >> 3) & 15, m = b & 7;
+  double v = e ? ldexp(1.0 + m / 8.0, e - 7) : ldexp(m / 8.0, -6);
+  return (b & 0x80) ? -v : v;
+}
+
+/* A cast-transpose whose output's scale and scale_inv were one float:
+ * the kernel wrote 1/scale where it read the scale. */
+START_TEST(test_cast_transpose_rejects_scale_equal_scale_inv) {
+  size_t rows = 16 + 16 * te_rand_below(3), cols = 32, n = rows * cols;
+  tecore_devptr_t x = te_dalloc(n * 4), q = te_dalloc(2 * n + 16);
+  float *hx = malloc(n * 4), one = 1.0f;
+  for (size_t i = 0; i < n; i++) hx[i] = (float)((int)te_rand_below(33) - 16) / 8.0f; /* exact in e4m3 */
+  te_h2d(x, hx, n * 4);
+  te_poison_dev(q, 2 * n + 16);
+  te_h2d(q + 2 * n, &one, 4);
+  struct tecore_tensor in = t2(TECORE_DTYPE_F32, rows, cols, x);
+  struct tecore_tensor out = t2(TECORE_DTYPE_E4M3, rows, cols, q);
+  out.columnwise_data = q + n;
+  out.scaling = TECORE_SCALING_DELAYED;
+  out.scale = out.scale_inv = q + 2 * n;
+  struct snap s = snap_take(q, 2 * n + 16);
+  EXPECT_ALIAS("out->scale_inv", "out->scale", tecore_cast_transpose(&in, &out, te_stream));
+  snap_expect(&s, "the poisoned copies and the scale after the refused call");
+  out.scale_inv = q + 2 * n + 4; /* the neighbour */
+  TE_OK(tecore_cast_transpose(&in, &out, te_stream));
+  unsigned char *b = malloc(2 * n);
+  float inv = 0;
+  te_d2h(b, q, 2 * n);
+  te_d2h(&inv, out.scale_inv, 4);
+  ck_assert_msg(inv == 1.0f, "out->scale_inv is %g, want 1 (exact)", (double)inv);
+  for (size_t r = 0; r < rows; r++)
+    for (size_t c = 0; c < cols; c++) {
+      double want = hx[r * cols + c];
+      ck_assert_msg(e4m3_value(b[r * cols + c]) == want && e4m3_value(b[n + c * rows + r]) == want,
+                    "[%zu][%zu]: rowwise %g, columnwise %g, want %g (exact)", r, c,
+                    e4m3_value(b[r * cols + c]), e4m3_value(b[n + c * rows + r]), want);
+    }
+  free(b);
+  free(hx);
+  TE_OK(tecore_mem_free(x));
+  TE_OK(tecore_mem_free(q));
+}
+END_TEST
+
 /* ---- norms ----------------------------------------------------------------------------- */
 
 struct nref {
@@ -1073,6 +1119,7 @@ static Suite *alias_suite(void) {
   tcase_add_test(tc, test_act_fwd_rejects_out_partly_over_in);
   tcase_add_test(tc, test_act_bwd_rejects_dx_partly_over_dy);
   tcase_add_test(tc, test_act_fwd_rejects_scale_equal_scale_inv);
+  tcase_add_test(tc, test_cast_transpose_rejects_scale_equal_scale_inv);
   tc = te_tcase(s, "norm", 1);
   tcase_add_test(tc, test_layernorm_rejects_mu_equal_rsigma);
   tcase_add_test(tc, test_rmsnorm_rejects_rsigma_over_y);

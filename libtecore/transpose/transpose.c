@@ -93,23 +93,25 @@ static tecore_result_t ct_check_dbias(const struct tecore_tensor *dbias, size_t 
   return TECORE_SUCCESS;
 }
 
-/* No output may overlap an input or another output. */
+/* No output may overlap an input or another output: out's copies, amax
+ * and scale inverses, dbias and the workspace are written; the input, x
+ * and out's scale are read (scale == scale_inv was accepted). */
 static tecore_result_t ct_check_alias(const struct tecore_tensor *in, const struct tecore_tensor *x,
                                       const struct tecore_tensor *out,
                                       const struct tecore_tensor *dbias, tecore_devptr_t ws,
                                       size_t ws_bytes, size_t rows, size_t cols, const char *fn) {
   const size_t n = rows * cols;
-  const struct te_span o[] = {
-      {.name = "out->data", .p = out->data, .bytes = n},
-      {.name = "out->columnwise_data", .p = out->columnwise_data, .bytes = n},
-      {.name = "dbias->data", .p = dbias ? dbias->data : 0,
-       .bytes = dbias ? cols * tecore_dtype_size(dbias->dtype) : 0},
-      {.name = "workspace", .p = ws, .bytes = ws_bytes},
-  }, i[] = {
-      {.name = "the input", .p = in->data, .bytes = n * tecore_dtype_size(in->dtype)},
-      {.name = "x", .p = x ? x->data : 0, .bytes = x ? n * tecore_dtype_size(x->dtype) : 0},
-  };
-  return te_check_alias(o, TE_ARRAY_SIZE(o), i, TE_ARRAY_SIZE(i), TE_ALIAS_FORBID, fn);
+  struct te_tensor_spans l = {.access = TE_ACCESS_WRITE};
+  te_span_add(&l, "out->data", out->data, n);
+  te_span_add(&l, "out->columnwise_data", out->columnwise_data, n);
+  te_tensor_spans(out, "out", TE_SPAN_AMAX | TE_SPAN_SCALE_INV, &l);
+  if (dbias) te_span_add(&l, "dbias->data", dbias->data, cols * tecore_dtype_size(dbias->dtype));
+  te_span_add(&l, "workspace", ws, ws_bytes);
+  l.access = TE_ACCESS_READ;
+  te_tensor_spans(out, "out", TE_SPAN_SCALE, &l);
+  te_span_add(&l, "the input", in->data, n * tecore_dtype_size(in->dtype));
+  if (x) te_span_add(&l, "x", x->data, n * tecore_dtype_size(x->dtype));
+  return te_check_spans(l.span, l.n, fn);
 }
 
 static size_t ct_ws_bytes(size_t rows, size_t cols) {
