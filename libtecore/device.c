@@ -2,6 +2,7 @@
  * argument checks every call makes before it reaches the backend's ops.
  * Backends may assume what is checked here (see device_ops.h). */
 #include "device_ops.h"
+#include "profile_hook.h"
 #include <pthread.h>
 #include <stdio.h>
 #include <string.h>
@@ -302,7 +303,11 @@ TE_EXPORT tecore_result_t tecore_memcpy_async(tecore_devptr_t dst, tecore_devptr
   TE_ARG(dst, "tecore_memcpy_async: dst is NULL");
   TE_ARG(src, "tecore_memcpy_async: src is NULL");
   OPS(o);
-  return o->memcpy_async(dst, src, bytes, stream);
+  struct te_prof_mark pm;
+  te_prof_begin(&pm, stream);
+  tecore_result_t r = o->memcpy_async(dst, src, bytes, stream);
+  te_prof_end(&pm, "memcpy_async", NULL, r);
+  return r;
 }
 
 TE_EXPORT tecore_result_t tecore_memcpy(tecore_devptr_t dst, tecore_devptr_t src, size_t bytes) {
@@ -319,7 +324,11 @@ static tecore_result_t memset_common(tecore_devptr_t dst, uint32_t value, unsign
   TE_ARG(dst, "%s: dst is NULL", fn);
   TE_ARG(dst % es == 0, "%s: dst 0x%llx is not %u-byte aligned", fn, (unsigned long long)dst, es);
   OPS(o);
-  return o->memset_async(dst, value, es, count, stream);
+  struct te_prof_mark pm;
+  te_prof_begin(&pm, stream);
+  tecore_result_t r = o->memset_async(dst, value, es, count, stream);
+  te_prof_end(&pm, "memset_async", NULL, r);
+  return r;
 }
 
 TE_EXPORT tecore_result_t tecore_memset_d8_async(tecore_devptr_t dst, uint8_t value, size_t count,

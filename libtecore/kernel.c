@@ -3,6 +3,7 @@
  * Ids are dense: a table's kernels get consecutive ids in registration
  * order.  Entries are never removed, so a pointer to one stays valid. */
 #include "device_ops.h"
+#include "profile_hook.h"
 #include <pthread.h>
 #include <stdio.h>
 #include <string.h>
@@ -218,5 +219,9 @@ TE_EXPORT tecore_result_t tecore_kernel_launch(int id, const struct tecore_launc
            k->def->name, cfg->shared_bytes, limit);
   }
   TE_CHECK(module_ready(o, k->table_index));
-  return o->kernel_launch(k, &reg_modules[k->table_index], cfg, args, stream);
+  struct te_prof_mark pm;
+  te_prof_begin(&pm, stream);
+  tecore_result_t r = o->kernel_launch(k, &reg_modules[k->table_index], cfg, args, stream);
+  te_prof_end(&pm, k->def->name, NULL, r);
+  return r;
 }

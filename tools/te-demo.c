@@ -65,6 +65,7 @@ static const char *const mode_text[] = {
 struct opts {
   size_t hidden, ffn, tokens;
   int layers, steps, microbatches, graphs, bf16, quiet;   /* graphs: enum graph_mode */
+  int profile;                                          /* --profile: time step 1's kernels */
   double lr, tolerance;
   unsigned long long seed;
   struct demo_offload_opts off;
@@ -359,6 +360,15 @@ static double step_flops(const struct opts *o) {
          o->microbatches;
 }
 
+/* --profile: step 1's launches, kernel by kernel (te/profile.h). */
+static void print_profile(const char *name, int mode) {
+  CHECK(tecore_profile_stop());
+  printf("  %s step 1, device time per kernel (%s%s):\n", name, mode_text[mode],
+         mode == MODE_EAGER ? "" : "; graph replays are not timed, only the launches around them");
+  double total = 0;
+  CHECK(tecore_profile_report(stdout, &total));
+}
+
 /* Runs o->steps steps (replaying step_graph when there is one), recording
  * each step's loss and times in R and printing them. */
 static void run_steps(const struct stepper *st, tegraph_graph_t *step_graph, struct run *R,
@@ -368,6 +378,8 @@ static void run_steps(const struct stepper *st, tegraph_graph_t *step_graph, str
   double flops = step_flops(o);
   double tokens = (double)o->tokens * o->microbatches;
   for (int step = 1; step <= o->steps; step++) {
+    int prof = o->profile && step == 1; /* step 1 is left out of the mean step time */
+    if (prof) CHECK(tecore_profile_start());
     double t0 = now_s();
     if (step_graph) {
       GCHECK(tegraph_graph_launch(step_graph, s));
@@ -385,6 +397,7 @@ static void run_steps(const struct stepper *st, tegraph_graph_t *step_graph, str
     R->loss[step - 1] = loss;
     R->ms[step - 1] = dt * 1e3;
     R->host_us[step - 1] = (t1 - t0) * 1e6;
+    if (prof) print_profile(R->name, o->graphs);
     if (!o->quiet)
       printf("  %-4s step %3d/%d  loss %.6f  %9.3f ms  (host %8.1f us)  %12.0f tokens/s  "
              "%8.3f TFLOP/s\n", R->name, step, o->steps, loss, dt * 1e3, (t1 - t0) * 1e6,
@@ -716,6 +729,7 @@ static const char usage_text[] =
     "                     blocks stay on the device (default: the most blocks whose copies\n"
     "                     the measured copy bandwidth hides behind compute)\n"
     "  --offload-min-elems N  smaller saved tensors stay (vdev: 1024, cuda: 262144)\n"
+    "  --profile          print step 1's device time per kernel (use with --no-graphs)\n"
     "  -q, --quiet        the summary only\n"
     "  -h, --help         this text\n"
     "  --version          te-demo (libte) VERSION\n"
@@ -736,7 +750,7 @@ static int parse_size(struct te_cli *cli, const char *arg, const char *name, siz
 static int parse_opts(int argc, char **argv, struct opts *o, struct given *g) {
   enum { O_HIDDEN = 1000, O_FFN, O_LAYERS, O_TOKENS, O_STEPS, O_MB, O_LR, O_TOL, O_SEED,
          O_NOGRAPH, O_STEPGRAPH, O_NOBF16, O_OFFLOAD, O_ODIR, O_BUDGET, O_OLAYERS,
-         O_OMIN, O_OPREFETCH };
+         O_OMIN, O_OPREFETCH, O_PROFILE };
   static const struct option longs[] = {
       {"hidden", required_argument, 0, O_HIDDEN}, {"ffn", required_argument, 0, O_FFN},
       {"layers", required_argument, 0, O_LAYERS}, {"tokens", required_argument, 0, O_TOKENS},
@@ -750,6 +764,7 @@ static int parse_opts(int argc, char **argv, struct opts *o, struct given *g) {
       {"offload-layers", required_argument, 0, O_OLAYERS},
       {"offload-min-elems", required_argument, 0, O_OMIN},
       {"offload-prefetch", required_argument, 0, O_OPREFETCH},
+      {"profile", no_argument, 0, O_PROFILE},
       TE_CLI_LONGS, {0, 0, 0, 0}};
   struct te_cli cli = {.prog = "te-demo", .usage = usage_text, .shorts = "qh", .longs = longs};
   int opt;
@@ -795,6 +810,7 @@ static int parse_opts(int argc, char **argv, struct opts *o, struct given *g) {
     case O_NOGRAPH: o->graphs = MODE_EAGER; break;
     case O_STEPGRAPH: o->graphs = MODE_STEP; break;
     case O_NOBF16: o->bf16 = 0; break;
+    case O_PROFILE: o->profile = 1; break;
     }
     if (bad) return TE_EXIT_USAGE;
   }

@@ -11,6 +11,7 @@
  * for the rules themselves. */
 #include "gemm/gemm_problem.h"
 #include "device_ops.h"
+#include "profile_hook.h"
 #include "fp8/fp8_internal.h"
 
 #include <math.h>
@@ -501,5 +502,15 @@ TE_EXPORT tecore_result_t tecore_gemm(const struct tecore_tensor *A, tecore_gemm
 
   const struct te_device_ops *o;
   TE_CHECK(te_ops_get(&o));
-  return o->gemm(p, stream);
+  struct te_prof_mark pm;
+  te_prof_begin(&pm, stream);
+  tecore_result_t r = o->gemm(p, stream);
+  if (pm.on) {
+    char label[48];
+    snprintf(label, sizeof label, "%s %zux%zux%zu", tecore_dtype_name(A->dtype), p->m, p->n, p->k);
+    te_prof_end(&pm, "gemm", label, r);
+  } else {
+    te_prof_end(&pm, "gemm", NULL, r);
+  }
+  return r;
 }

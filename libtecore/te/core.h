@@ -22,6 +22,7 @@
 #include <te/ops.h>
 #include <te/svc.h>
 #include <te/convert.h>
+#include <te/profile.h>
 
 #ifdef __cplusplus
 extern "C" {
