@@ -2210,6 +2210,23 @@ module te_core
       integer(c_size_t), value :: n
       integer(c_int) :: tecore_cvt_e5m2_to_f32
     end function tecore_cvt_e5m2_to_f32
+    function tecore_profile_start() bind(C, name="tecore_profile_start")
+      import
+      implicit none
+      integer(c_int) :: tecore_profile_start
+    end function tecore_profile_start
+    function tecore_profile_stop() bind(C, name="tecore_profile_stop")
+      import
+      implicit none
+      integer(c_int) :: tecore_profile_stop
+    end function tecore_profile_stop
+    function tecore_profile_report(fd, total_us) bind(C, name="tecore_profile_report")
+      import
+      implicit none
+      integer(c_int), value :: fd
+      real(c_double), optional :: total_us
+      integer(c_int) :: tecore_profile_report
+    end function tecore_profile_report
     subroutine tecore_version(major, minor, patch) bind(C, name="tecore_version")
       import
       implicit none

@@ -5,6 +5,7 @@
  * under a lock until tecore_profile_report turns them into a table; the
  * events are created per record and destroyed by the report, so nothing
  * outlives it. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <pthread.h>
@@ -115,20 +116,21 @@ static struct prof_row *row_find(struct prof_row *rows, size_t *nrows, const str
   return n;
 }
 
-static void print_rows(FILE *out, const struct prof_row *rows, size_t nrows, double total,
+static void print_rows(int out, const struct prof_row *rows, size_t nrows, double total,
                        size_t nrec, size_t ndropped) {
-  fprintf(out, "%-34s %-26s %8s %12s %10s %6s\n", "kernel", "shape", "calls", "total us",
+  dprintf(out, "%-34s %-26s %8s %12s %10s %6s\n", "kernel", "shape", "calls", "total us",
           "mean us", "share");
   for (size_t i = 0; i < nrows; i++)
-    fprintf(out, "%-34s %-26s %8zu %12.1f %10.2f %5.1f%%\n", rows[i].name, rows[i].label,
+    dprintf(out, "%-34s %-26s %8zu %12.1f %10.2f %5.1f%%\n", rows[i].name, rows[i].label,
             rows[i].calls, rows[i].us, rows[i].us / (double)rows[i].calls,
             total > 0 ? 100.0 * rows[i].us / total : 0.0);
-  fprintf(out, "%-34s %-26s %8zu %12.1f\n", "all", "", nrec, total);
-  if (ndropped) fprintf(out, "(%zu launches past %u records were not timed)\n", ndropped,
+  dprintf(out, "%-34s %-26s %8zu %12.1f\n", "all", "", nrec, total);
+  if (ndropped)
+    dprintf(out, "(%zu launches past %u records were not timed)\n", ndropped,
                         PROF_MAX_RECORDS);
 }
 
-TE_EXPORT tecore_result_t tecore_profile_report(FILE *out, double *total_us) {
+TE_EXPORT tecore_result_t tecore_profile_report(int fd, double *total_us) {
   pthread_mutex_lock(&prof_lock);
   struct prof_rec *r = recs;
   size_t n = nrecs, nd = dropped;
@@ -153,9 +155,9 @@ TE_EXPORT tecore_result_t tecore_profile_report(FILE *out, double *total_us) {
       total += 1000.0 * (double)ms;
     }
   }
-  if (res == TECORE_SUCCESS && out) {
+  if (res == TECORE_SUCCESS && fd >= 0) {
     qsort(rows, nrows, sizeof *rows, row_cmp);
-    print_rows(out, rows, nrows, total, n, nd);
+    print_rows(fd, rows, nrows, total, n, nd);
   }
   for (size_t i = 0; i < n; i++) {
     tecore_event_destroy(r[i].e0);

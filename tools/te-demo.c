@@ -365,8 +365,8 @@ static void print_profile(const char *name, int mode) {
   CHECK(tecore_profile_stop());
   printf("  %s step 1, device time per kernel (%s%s):\n", name, mode_text[mode],
          mode == MODE_EAGER ? "" : "; graph replays are not timed, only the launches around them");
-  double total = 0;
-  CHECK(tecore_profile_report(stdout, &total));
+  fflush(stdout);
+  CHECK(tecore_profile_report(1, NULL));
 }
 
 /* Runs o->steps steps (replaying step_graph when there is one), recording

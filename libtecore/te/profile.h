@@ -16,7 +16,6 @@
 #ifndef TE_PROFILE_H
 #define TE_PROFILE_H
 
-#include <stdio.h>
 #include <te/result.h>
 
 #ifdef __cplusplus
@@ -29,10 +28,11 @@ tecore_result_t tecore_profile_start(void);
  * TECORE_ERR_INVALID when not recording. */
 tecore_result_t tecore_profile_stop(void);
 /* Synchronizes the context, prints one line per kernel name (calls, total
- * and mean microseconds, share of the total) to out (NULL: print nothing),
+ * and mean microseconds, share of the total) to the file descriptor fd
+ * (1: standard output; -1: print nothing),
  * stores the sum of all recorded times in *total_us (NULL: not stored),
  * and forgets the records.  Recording goes on if it was on. */
-tecore_result_t tecore_profile_report(FILE *out, double *total_us);
+tecore_result_t tecore_profile_report(int fd, double *total_us);
 
 #ifdef __cplusplus
 }
