@@ -249,8 +249,9 @@ TE_EXPORT tecore_result_t tecore_delayed_update(const struct tecore_recipe *r,
       .pow2 = (r->flags & TECORE_RECIPE_POW2_SCALES) ? 1 : 0, .noop = NULL};
   void *args[TE_KNPARAMS(TE_FP8_DELAYED_UPDATE_PARAMS)];
   te_delayed_update_args_ptrs(&a, args);
-  struct tecore_launch_cfg cfg = {.grid = {(unsigned)((a.count + 255) / 256), 1, 1},
-                                  .block = {256, 1, 1}};
+  /* 32 tensors a block, 32 threads on each tensor's history (kernels/fp8_recipe.cu) */
+  struct tecore_launch_cfg cfg = {.grid = {(unsigned)((a.count + 31) / 32), 1, 1},
+                                  .block = {32, 32, 1}};
   TE_CHECK(tecore_kernel_launch(id, &cfg, args, stream));
   return TECORE_SUCCESS;
 }
