@@ -14,7 +14,7 @@ export DEBIAN_FRONTEND=noninteractive
 apt-get update -q
 apt-get install -y -q --no-install-recommends \
   build-essential autoconf automake libtool pkg-config \
-  liburing-dev check libsubunit-dev libibverbs-dev mandoc \
+  liburing-dev check libsubunit-dev libibverbs-dev mandoc valgrind \
   mpich libmpich-dev \
   qemu-system-x86 busybox-static rdma-core ibverbs-providers iproute2 \
   cmake gfortran python3

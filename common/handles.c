@@ -68,3 +68,12 @@ int te_handle_live(const void *p) {
   pthread_mutex_unlock(&live_lock);
   return has;
 }
+
+/* tecore_fini: the table goes (objects still live are the caller's). */
+void te_handles_fini(void) {
+  pthread_mutex_lock(&live_lock);
+  free(live);
+  live = NULL;
+  nlive = caplive = 0;
+  pthread_mutex_unlock(&live_lock);
+}

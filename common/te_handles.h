@@ -16,5 +16,8 @@
 int te_handle_add(const void *p);
 int te_handle_del(const void *p);
 int te_handle_live(const void *p);
+/* tecore_fini: frees the library's table (objects still live are the
+ * program's); libtecore calls its own, libtegraph's fini hook its own. */
+void te_handles_fini(void);
 
 #endif

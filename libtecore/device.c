@@ -103,6 +103,11 @@ static void dev_preload(void) {
 /* The selected backend's table (initializes on demand; NULL + error set
  * when no backend can start). */
 static const struct te_device_ops *te_ops(void) {
+  if (te_finished()) {
+    TE_ERR(TECORE_ERR_NOT_INITIALIZED,
+           "libtecore was shut down by tecore_fini(); it does not start again in this process");
+    return NULL;
+  }
   pthread_once(&dev_once, dev_select);
   if (!dev_ops) {
     TE_ERR(dev_init_result, "%s", dev_init_detail);
@@ -114,6 +119,17 @@ static const struct te_device_ops *te_ops(void) {
 
 const struct te_device_ops *te_ops_if_ready(void) {
   return __atomic_load_n(&dev_ready, __ATOMIC_ACQUIRE);
+}
+
+/* tecore_fini, after the hooks and the service engine: the backend stops
+ * (vdev: streams drained and joined, bookkeeping freed; cuda: the driver's
+ * objects are left to process exit) and no call reaches it again. */
+void te_device_fini(void) {
+  const struct te_device_ops *o = __atomic_load_n(&dev_ops, __ATOMIC_ACQUIRE);
+  if (o == &te_vdev_ops) te_vdev_fini();
+  __atomic_store_n(&dev_ready, NULL, __ATOMIC_RELEASE);
+  dev_ops = NULL;
+  dev_init_result = TECORE_ERR_NOT_INITIALIZED;
 }
 
 tecore_result_t te_ops_get(const struct te_device_ops **o) {

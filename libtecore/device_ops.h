@@ -188,6 +188,8 @@ int te_kernel_count(void);
 struct te_kernel_entry *te_kernel_entry_at(int id);
 
 extern const struct te_device_ops te_vdev_ops;
+/* tecore_fini: every vdev stream stopped and joined, the registries freed. */
+void te_vdev_fini(void);
 #ifdef TE_HAVE_CUDA
 extern const struct te_device_ops te_cuda_ops;
 #endif

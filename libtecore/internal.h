@@ -142,6 +142,16 @@ void te_dev_check_range_later(tecore_devptr_t p, size_t bytes, const char *fn, c
  * own instance. */
 #include "te_handles.h"
 
+/* ---- tecore_fini (fini.c) ----------------------------------------------------
+ * te_finished: 1 once tecore_fini has begun stopping the backend (calls
+ * that would start a thread or reach the device then fail with
+ * TECORE_ERR_NOT_INITIALIZED).  The *_fini functions free one part's
+ * process-wide state; fini.c calls them in order, once. */
+int te_finished(void);
+void te_device_fini(void);      /* device.c: the backend */
+void te_tunables_fini(void);    /* tunable.c: strings read from the environment */
+void te_log_fini(void);         /* log.c: closes TE_DEBUG_FILE */
+
 /* ---- misc ------------------------------------------------------------------ */
 /* Monotonic nanoseconds. */
 uint64_t te_now_ns(void);

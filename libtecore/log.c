@@ -171,3 +171,13 @@ TE_EXPORT void tecore_log(tecore_log_level_t level, unsigned subsys, const char 
   pthread_mutex_unlock(&log_lock);
   errno = saved;
 }
+
+/* tecore_fini: a TE_DEBUG_FILE is closed; later lines go to stderr. */
+void te_log_fini(void) {
+  pthread_mutex_lock(&log_lock);
+  if (log_fp && log_fp != stderr) {
+    fclose(log_fp);
+    log_fp = stderr;
+  }
+  pthread_mutex_unlock(&log_lock);
+}

@@ -230,3 +230,17 @@ TE_EXPORT tecore_result_t tecore_tunable_find(const char *env, struct tecore_tun
   fill_info(t, info);
   return TECORE_SUCCESS;
 }
+
+/* tecore_fini: the strings read from the environment are freed and their
+ * tunables marked unread (a later read reads the environment again). */
+void te_tunables_fini(void) {
+  pthread_mutex_lock(&tun_lock);
+  for (struct tecore_tunable *t = tun_head; t; t = t->next_) {
+    if (t->type != TECORE_TUNABLE_STRING || __atomic_load_n(&t->state_, __ATOMIC_ACQUIRE) != 2)
+      continue;
+    if (t->str_ && t->str_ != t->def_str) free((char *)t->str_);
+    t->str_ = NULL;
+    __atomic_store_n(&t->state_, 0, __ATOMIC_RELEASE);
+  }
+  pthread_mutex_unlock(&tun_lock);
+}

@@ -156,6 +156,8 @@ static void parse_fault(void) {
 
 tecore_result_t te_svc_start_locked(void) {
   if (te_svc.running) return TECORE_SUCCESS;
+  if (te_finished())
+    return TE_ERR(TECORE_ERR_NOT_INITIALIZED, "service engine: tecore_fini() already ran");
   te_svc.efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
   if (te_svc.efd < 0)
     return TE_ERR(TECORE_ERR_SYSTEM, "service engine: eventfd: %s", strerror(errno));
@@ -208,8 +210,8 @@ tecore_result_t te_svc_start_locked(void) {
   return TECORE_SUCCESS;
 }
 
-void te_svc_stop_if_unused_locked(void) {
-  if (!te_svc.running || te_svc.njobs > 0 || te_svc.nbuffers > 0) return;
+/* Joins the engine thread and frees its ring, eventfd and slabs. */
+static void svc_stop_locked(void) {
   atomic_store(&te_svc.stop, 1);
   te_svc_wake();
   pthread_join(te_svc.thread, NULL);
@@ -219,6 +221,21 @@ void te_svc_stop_if_unused_locked(void) {
   close(te_svc.efd);
   te_svc.efd = -1;
   te_svc_slabs_free();
+}
+
+void te_svc_stop_if_unused_locked(void) {
+  if (!te_svc.running || te_svc.njobs > 0 || te_svc.nbuffers > 0) return;
+  svc_stop_locked();
+}
+
+/* tecore_fini: the engine stops whatever it still holds (jobs and buffers
+ * the caller did not release die with the library), before the backend
+ * that its pinned slabs come from. */
+void te_svc_fini(void) {
+  pthread_mutex_lock(&te_svc.life);
+  if (te_svc.running) svc_stop_locked();
+  else te_svc_slabs_free();
+  pthread_mutex_unlock(&te_svc.life);
 }
 
 /* fork(): the child has no engine thread; start it afresh if asked.  The

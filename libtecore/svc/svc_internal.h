@@ -99,6 +99,8 @@ void te_svc_job_finish(struct tecore_svc_job *job);   /* engine thread */
 void te_svc_job_fail(struct tecore_svc_job *job, tecore_result_t code, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 void te_svc_slabs_free(void);
+/* tecore_fini: stops the engine even with jobs or buffers left. */
+void te_svc_fini(void);
 /* svc_io.c: engine thread */
 void te_svc_io_start(struct tecore_svc_job *job);              /* calls, then queues I/O */
 int te_svc_io_submit(struct tecore_svc_job **active);          /* submits what fits; 1 if any */

@@ -52,6 +52,19 @@ typedef enum tecore_backend {
  * the first call decides.  Every other device call initializes on demand,
  * so calling this is optional, but it is where a missing driver shows. */
 tecore_result_t tecore_init(void);
+/* Ends libtecore in the process: runs the hooks of tecore_fini_register
+ * (last registered first), stops the service engine and the backend (vdev:
+ * every stream drains and its worker is joined, the never-destroyed ones
+ * and the legacy default streams included) and frees libtecore's
+ * process-wide state.  Afterwards device calls, tecore_init included,
+ * return TECORE_ERR_NOT_INITIALIZED (the first initialization decides for
+ * the life of the process); host-only calls keep working.  A second call
+ * does nothing.  No other thread may be in a libte call meanwhile. */
+tecore_result_t tecore_fini(void);
+/* Adds fn(arg) to the hooks tecore_fini runs first, while the device still
+ * works (libtegraph frees its tables this way).  The same fn and arg twice
+ * is one hook; 16 at most (TECORE_ERR_NOMEM past that). */
+tecore_result_t tecore_fini_register(void (*fn)(void *arg), void *arg);
 /* The backend in use (initializes on demand). */
 tecore_result_t tecore_backend(tecore_backend_t *backend);
 /* "cuda", "vdev" or "none". */

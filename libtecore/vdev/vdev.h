@@ -339,6 +339,13 @@ tecore_result_t te_vdev_capture_join_locked(struct vdev_capture *c, struct vdev_
                                             const struct vdev_deps *deps, const char *fn);
 /* s is being destroyed: leaves its capture (ending it when s is the origin). */
 void te_vdev_capture_stream_gone(struct vdev_stream *s);
+/* tecore_fini (vdev_dev.c's te_vdev_fini calls these in this order): every
+ * stream of every context, the legacy ones included, drained, its worker
+ * joined and freed; the deferred frees released and the memory registry
+ * and arena freed; the object registry's table freed. */
+void te_vdev_streams_fini(void);
+void te_vdev_mem_fini(void);
+void te_vdev_registry_fini(void);
 /* 1 when s is a blocking (not NON_BLOCKING), non-legacy stream. */
 int te_vdev_stream_is_blocking(const struct vdev_stream *s);
 

@@ -43,6 +43,14 @@ int te_vdev_ndevices(void) {
 
 tecore_result_t te_vdev_init(void) { return te_vdev_ensure_init(); }
 
+/* tecore_fini: streams first (their workers run what is queued and are
+ * joined), then the deferred frees they were holding, then the tables. */
+void te_vdev_fini(void) {
+  te_vdev_streams_fini();
+  te_vdev_mem_fini();
+  te_vdev_registry_fini();
+}
+
 tecore_result_t te_vdev_driver_version(int *version) {
   *version = VDEV_DRIVER_VERSION;
   return TECORE_SUCCESS;

@@ -207,6 +207,31 @@ static void reap_locked(void) {
   }
 }
 
+/* tecore_fini, after the streams stopped: every deferred free is due.  The
+ * registry and the arena's bookkeeping go and the arena is unmapped
+ * (device memory never freed goes with it; pinned host memory never freed
+ * stays the caller's). */
+void te_vdev_mem_fini(void) {
+  pthread_mutex_lock(&mem_lock);
+  while (deferred_head) {
+    struct deferred *d = deferred_head;
+    deferred_head = d->next;
+    release_locked(&d->a);
+    te_vdev_op_release(&d->pending);
+    free(d);
+  }
+  free(allocs);
+  allocs = NULL;
+  nallocs = capallocs = 0;
+  free(arena_free);
+  arena_free = NULL;
+  narena_free = caparena_free = 0;
+  if (arena_base) munmap((void *)arena_base, arena_end - arena_base);
+  __atomic_store_n(&arena_base, 0, __ATOMIC_RELEASE);
+  arena_end = arena_next = 0;
+  pthread_mutex_unlock(&mem_lock);
+}
+
 void te_vdev_mem_reap(void) {
   pthread_mutex_lock(&mem_lock);
   reap_locked();

@@ -345,6 +345,37 @@ tecore_result_t te_vdev_stream_destroy(tecore_stream_t h) {
   return TECORE_SUCCESS;
 }
 
+/* tecore_fini: stops s after its queued work (a pending stream wait fails),
+ * joins its worker and drops the reference its owner held (the creator's,
+ * or the context's for a legacy stream); registered: s is a public handle
+ * to take out of the registry first. */
+static void stream_shutdown(struct vdev_stream *s, int registered) {
+  if (registered && !te_vdev_obj_unregister(&s->obj)) return;
+  te_vdev_capture_stream_gone(s);
+  pthread_mutex_lock(&s->lock);
+  __atomic_store_n(&s->stop, 1, __ATOMIC_RELEASE);
+  pthread_cond_signal(&s->work_cv);
+  pthread_mutex_unlock(&s->lock);
+  pthread_join(s->thread, NULL);
+  te_vdev_obj_unref(&s->obj);
+}
+
+void te_vdev_streams_fini(void) {
+  for (int d = 0; d < te_vdev_ndevices(); d++) {
+    struct vdev_ctx *ctx = te_vdev_ctx_at(d);
+    pthread_mutex_lock(&ctx->lock);
+    struct vdev_stream **list = ctx->streams, *legacy = ctx->legacy;
+    size_t n = ctx->nstreams;
+    ctx->streams = NULL;
+    ctx->nstreams = ctx->cap = 0;
+    ctx->legacy = NULL;
+    pthread_mutex_unlock(&ctx->lock);
+    for (size_t i = 0; i < n; i++) stream_shutdown(list[i], 1);
+    if (legacy) stream_shutdown(legacy, 0);
+    free(list);
+  }
+}
+
 /* Waits until s has run everything queued before the call. */
 static void stream_wait_drained(struct vdev_stream *s) {
   pthread_mutex_lock(&s->lock);

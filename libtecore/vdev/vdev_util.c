@@ -205,6 +205,16 @@ int te_vdev_obj_unregister(struct vdev_obj *o) {
   return was;
 }
 
+/* tecore_fini: the table goes (objects still registered are the caller's:
+ * events, graphs and executables never destroyed). */
+void te_vdev_registry_fini(void) {
+  pthread_mutex_lock(&reg_lock);
+  free(reg_objs.keys);
+  free(reg_objs.vals);
+  memset(&reg_objs, 0, sizeof reg_objs);
+  pthread_mutex_unlock(&reg_lock);
+}
+
 void te_vdev_obj_ref(struct vdev_obj *o) { atomic_fetch_add(&o->refs, 1); }
 
 void te_vdev_obj_unref(struct vdev_obj *o) {
