@@ -10,7 +10,10 @@
  *
  * tecore_fini ends libtecore for the whole process, so every test runs
  * in a child of its own (Check's fork mode, the default); under CK_FORK=no
- * the tests say so and do nothing. */
+ * the tests say so and do nothing.  Under cuda the streams are the
+ * driver's and the driver keeps threads of its own, so the stream test
+ * checks the queued work only, and the engine test counts from after
+ * tecore_init. */
 #include "tests.h"
 #include <dirent.h>
 #include <te/graph.h>
@@ -34,10 +37,17 @@ static int thread_count(void) {
     }                                                                          \
   } while (0)
 
+static int on_vdev(void) {
+  tecore_backend_t b = TECORE_BACKEND_NONE;
+  TE_OK(tecore_backend(&b));
+  return b == TECORE_BACKEND_VDEV;
+}
+
 START_TEST(fini_joins_stream_workers_left_running) {
   NEED_FORK();
   int base = thread_count();
   TE_OK(tecore_init());
+  int vdev = on_vdev();
   tecore_stream_t s[3];
   for (int i = 0; i < 3; i++) TE_OK(tecore_stream_create(TECORE_STREAM_NON_BLOCKING, 0, &s[i]));
   /* work still queued on a stream nobody destroys: a fill, then a copy back */
@@ -55,9 +65,10 @@ START_TEST(fini_joins_stream_workers_left_running) {
   TE_OK(tecore_memset_d8_async(d2, 0, 4096, NULL));   /* the legacy stream's worker */
   TE_OK(tecore_stream_destroy(s[0]));
   int during = thread_count();
-  ck_assert_msg(during > base, "no worker threads seen (%d before, %d after)", base, during);
+  ck_assert_msg(!vdev || during > base, "no worker threads seen (%d before, %d after)", base,
+                during);
   TE_OK(tecore_fini());
-  ck_assert_int_eq(thread_count(), base);
+  if (vdev) ck_assert_int_eq(thread_count(), base);
   for (size_t i = 0; i < n; i++)   /* queued work ran before the join */
     ck_assert_msg(h[i] == v, "h[%zu] = %g, want %g: fini dropped queued work", i, (double)h[i],
                   (double)v);
@@ -72,11 +83,11 @@ static tecore_result_t nothing(void *arg) {
 
 START_TEST(fini_joins_the_service_engine) {
   NEED_FORK();
-  int base = thread_count();
   struct tecore_svc_stats st;
   struct tecore_svc_op op = {.kind = TECORE_SVC_CALL, .fn = nothing, .name = "nothing"};
   tecore_svc_job_t *job = NULL;
   TE_OK(tecore_init());
+  int base = thread_count();
   tecore_result_t r = tecore_svc_job_create(&op, 1, &job);
   if (r != TECORE_SUCCESS) {
     printf("# no service engine here (%s): %s\n", tecore_result_name(r), tecore_last_error());
@@ -142,7 +153,7 @@ START_TEST(fini_before_any_init) {
   int base = thread_count();
   TE_OK(tecore_fini());
   TE_EXPECT_ERR(TECORE_ERR_NOT_INITIALIZED, "tecore_fini", tecore_init());
-  ck_assert_int_eq(thread_count(), base);
+  ck_assert_int_eq(thread_count(), base);   /* nothing was started */
 }
 END_TEST
 
