@@ -770,6 +770,18 @@ module te_core
       implicit none
       integer(c_int) :: tecore_init
     end function tecore_init
+    function tecore_fini() bind(C, name="tecore_fini")
+      import
+      implicit none
+      integer(c_int) :: tecore_fini
+    end function tecore_fini
+    function tecore_fini_register(fn, arg) bind(C, name="tecore_fini_register")
+      import
+      implicit none
+      type(c_funptr), value :: fn
+      type(c_ptr), value :: arg
+      integer(c_int) :: tecore_fini_register
+    end function tecore_fini_register
     function tecore_backend(backend) bind(C, name="tecore_backend")
       import
       implicit none
