@@ -6,7 +6,8 @@
  * tecore_fini_register last registered first (libtegraph's among them)
  * while the device still works; afterwards device calls return
  * TECORE_ERR_NOT_INITIALIZED and start nothing, host-only calls still
- * work, and a second tecore_fini is harmless.
+ * work, pinned host memory the program did not free stays its own, and a
+ * second tecore_fini is harmless.
  *
  * tecore_fini ends libtecore for the whole process, so every test runs
  * in a child of its own (Check's fork mode, the default); under CK_FORK=no
@@ -72,7 +73,44 @@ START_TEST(fini_joins_stream_workers_left_running) {
   for (size_t i = 0; i < n; i++)   /* queued work ran before the join */
     ck_assert_msg(h[i] == v, "h[%zu] = %g, want %g: fini dropped queued work", i, (double)h[i],
                   (double)v);
-  free(h);
+  /* h stays mapped and the program's (tecore_fini(3)): tecore_mem_free_host
+   * no longer works and free(3) is not for it; the child exits with it. */
+}
+END_TEST
+
+/* vdev's tecore_fini unmapped its whole arena, pinned host memory with it,
+ * so reading what the last copies wrote there crashed.  Pinned buffers
+ * between device ones (whose pages go), one freed before: the live ones
+ * keep the bytes the queued copies wrote and stay writable. */
+START_TEST(pinned_host_memory_survives_fini) {
+  NEED_FORK();
+  TE_OK(tecore_init());
+  tecore_stream_t s;
+  TE_OK(tecore_stream_create(TECORE_STREAM_NON_BLOCKING, 0, &s));
+  enum { NB = 4 };
+  size_t n = 3000 + te_rand_u32() % 5000;   /* not a whole number of pages */
+  float *h[NB], *gone = NULL, src[NB];
+  tecore_devptr_t d[NB];
+  for (int b = 0; b < NB; b++) {
+    TE_OK(tecore_mem_alloc(n * 4, &d[b]));
+    TE_OK(tecore_mem_alloc_host(n * 4, (void **)&h[b]));
+    if (b == 1) {
+      gone = h[b];
+      TE_OK(tecore_mem_alloc_host(n * 4, (void **)&h[b]));
+    }
+    te_poison_host_nan(h[b], n);
+    src[b] = te_rand_float(-4.0f, 4.0f);
+    TE_OK(tecore_fill(d[b], TECORE_DTYPE_F32, n, src[b], s));
+    TE_OK(tecore_memcpy_async(te_hptr(h[b]), d[b], n * 4, s));
+  }
+  TE_OK(tecore_mem_free_host(gone));
+  TE_OK(tecore_fini());
+  for (int b = 0; b < NB; b++)
+    for (size_t i = 0; i < n; i++) {
+      ck_assert_msg(h[b][i] == src[b], "buffer %d: h[%zu] = %g, want %g", b, i, (double)h[b][i],
+                    (double)src[b]);
+      h[b][i] = -src[b];   /* still writable */
+    }
 }
 END_TEST
 
@@ -221,6 +259,7 @@ static Suite *make_suite(void) {
   Suite *s = suite_create("fini");
   TCase *tc = te_tcase(s, "fini", 0);
   tcase_add_test(tc, fini_joins_stream_workers_left_running);
+  tcase_add_test(tc, pinned_host_memory_survives_fini);
   tcase_add_test(tc, fini_joins_the_service_engine);
   tcase_add_test(tc, after_fini_device_calls_fail_and_host_calls_work);
   tcase_add_test(tc, fini_before_any_init);

@@ -207,10 +207,26 @@ static void reap_locked(void) {
   }
 }
 
+/* Unmaps the arena except the pages of pinned host allocations still
+ * live: tecore_fini(3) leaves those to the program, which may still read
+ * what its last queued copies wrote there (the bytes the worker threads
+ * wrote before they were joined). */
+static void arena_unmap_locked(void) {
+  size_t pg = page_size();
+  uintptr_t from = arena_base;
+  for (size_t i = 0; i < nallocs; i++) {
+    const struct alloc *a = &allocs[i];
+    if (a->kind != VDEV_ALLOC_HOST) continue;
+    if (a->base > from) munmap((void *)from, a->base - from);
+    from = a->base + ((a->bytes + pg - 1) & ~(pg - 1));
+  }
+  if (arena_end > from) munmap((void *)from, arena_end - from);
+}
+
 /* tecore_fini, after the streams stopped: every deferred free is due.  The
  * registry and the arena's bookkeeping go and the arena is unmapped
  * (device memory never freed goes with it; pinned host memory never freed
- * stays the caller's). */
+ * stays mapped, the caller's). */
 void te_vdev_mem_fini(void) {
   pthread_mutex_lock(&mem_lock);
   while (deferred_head) {
@@ -220,13 +236,13 @@ void te_vdev_mem_fini(void) {
     te_vdev_op_release(&d->pending);
     free(d);
   }
+  if (arena_base) arena_unmap_locked();
   free(allocs);
   allocs = NULL;
   nallocs = capallocs = 0;
   free(arena_free);
   arena_free = NULL;
   narena_free = caparena_free = 0;
-  if (arena_base) munmap((void *)arena_base, arena_end - arena_base);
   __atomic_store_n(&arena_base, 0, __ATOMIC_RELEASE);
   arena_end = arena_next = 0;
   pthread_mutex_unlock(&mem_lock);
