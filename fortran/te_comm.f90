@@ -32,6 +32,7 @@ module te_comm
   integer(c_int), parameter :: TECOMM_ALGO_NCCL = 4
   integer(c_int), parameter :: TECOMM_ALGO_VERBS = 5
   integer(c_int), parameter :: TECOMM_SPLIT_NONE = -1
+  integer(c_int), parameter :: TECOMM_OP_NO_FUSION = 1
 
   ! struct tecomm_bootstrap (libtecomm/te/comm.h)
   type, bind(C) :: tecomm_bootstrap
@@ -58,6 +59,13 @@ module te_comm
     type(c_ptr) :: fp8_out
     integer(c_int) :: algo
   end type tecomm_add_rmsnorm
+
+  ! struct tecomm_op_params (libtecomm/te/comm.h)
+  type, bind(C) :: tecomm_op_params
+    type(c_ptr) :: comm
+    integer(c_int) :: algo
+    integer(c_int) :: flags
+  end type tecomm_op_params
 
   interface
     function tecomm_strerror_c(r) bind(C, name="tecomm_strerror")
@@ -222,6 +230,16 @@ module te_comm
       type(c_ptr), value :: ctx
       integer(c_int) :: tecomm_amax_reduce
     end function tecomm_amax_reduce
+    function tecomm_ops_register() bind(C, name="tecomm_ops_register")
+      import
+      implicit none
+      integer(c_int) :: tecomm_ops_register
+    end function tecomm_ops_register
+    function tecomm_ops_unregister() bind(C, name="tecomm_ops_unregister")
+      import
+      implicit none
+      integer(c_int) :: tecomm_ops_unregister
+    end function tecomm_ops_unregister
     function tecomm_comm_choose(comm, count, dtype, fused, algo) bind(C, name="tecomm_comm_choose")
       import
       implicit none

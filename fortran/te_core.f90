@@ -186,6 +186,8 @@ module te_core
   integer(c_int), parameter :: TECORE_OP_ALLREDUCE = 17
   integer(c_int), parameter :: TECORE_OP_REDUCE_SCATTER = 18
   integer(c_int), parameter :: TECORE_OP_ALLGATHER = 19
+  integer(c_int), parameter :: TECORE_OP_TP_COPY = 20
+  integer(c_int), parameter :: TECORE_OP_TP_REDUCE = 21
   integer(c_int), parameter :: TECORE_OP_USER_FIRST = 64
   integer(c_int), parameter :: TECORE_OP_KIND_MAX = 128
   integer(c_int), parameter :: TECORE_SEQ_FORWARD_VALUE = 0

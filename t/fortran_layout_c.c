@@ -434,5 +434,9 @@ int main(void) {
   printf("tecomm_add_rmsnorm.out %zu\n", offsetof(struct tecomm_add_rmsnorm, out));
   printf("tecomm_add_rmsnorm.fp8_out %zu\n", offsetof(struct tecomm_add_rmsnorm, fp8_out));
   printf("tecomm_add_rmsnorm.algo %zu\n", offsetof(struct tecomm_add_rmsnorm, algo));
+  printf("tecomm_op_params size %zu\n", sizeof(struct tecomm_op_params));
+  printf("tecomm_op_params.comm %zu\n", offsetof(struct tecomm_op_params, comm));
+  printf("tecomm_op_params.algo %zu\n", offsetof(struct tecomm_op_params, algo));
+  printf("tecomm_op_params.flags %zu\n", offsetof(struct tecomm_op_params, flags));
   return 0;
 }

@@ -56,6 +56,7 @@ program fortran_layout
   type(tegraph_offload_stats), target :: v46
   type(tecomm_bootstrap), target :: v47
   type(tecomm_add_rmsnorm), target :: v48
+  type(tecomm_op_params), target :: v49
   print '(a,1x,i0)', 'tecore_tunable size', c_sizeof(v0)
   print '(a,1x,i0)', 'tecore_tunable.name', off(c_loc(v0), c_loc(v0%name))
   print '(a,1x,i0)', 'tecore_tunable.env', off(c_loc(v0), c_loc(v0%env))
@@ -502,6 +503,10 @@ program fortran_layout
   print '(a,1x,i0)', 'tecomm_add_rmsnorm.out', off(c_loc(v48), c_loc(v48%out))
   print '(a,1x,i0)', 'tecomm_add_rmsnorm.fp8_out', off(c_loc(v48), c_loc(v48%fp8_out))
   print '(a,1x,i0)', 'tecomm_add_rmsnorm.algo', off(c_loc(v48), c_loc(v48%algo))
+  print '(a,1x,i0)', 'tecomm_op_params size', c_sizeof(v49)
+  print '(a,1x,i0)', 'tecomm_op_params.comm', off(c_loc(v49), c_loc(v49%comm))
+  print '(a,1x,i0)', 'tecomm_op_params.algo', off(c_loc(v49), c_loc(v49%algo))
+  print '(a,1x,i0)', 'tecomm_op_params.flags', off(c_loc(v49), c_loc(v49%flags))
 contains
   integer(c_intptr_t) function off(a, b)
     type(c_ptr), intent(in) :: a, b

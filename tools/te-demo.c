@@ -36,6 +36,7 @@
 #include "cli.h"
 #include "mlp_block.h"
 #include "demo_offload.h"
+#include "demo_tp.h"
 
 #define CHECK(call)                                                                   \
   do {                                                                                \
@@ -69,7 +70,13 @@ struct opts {
   double lr, tolerance;
   unsigned long long seed;
   struct demo_offload_opts off;
+  int tp;                  /* --tp N: ranks (0: one process, no communication) */
+  int tp_comm;             /* --tp-comm: the baseline's allreduce (TP_COMM_*) */
+  struct demo_tp *tpc;     /* in a rank of a --tp run: its communicator and variant */
 };
+
+/* --tp-comm: the unfused baseline's allreduce */
+enum { TP_COMM_DEFAULT = 0, TP_COMM_NCCL, TP_COMM_TECOMM };
 
 /* The sizes given on the command line; 0: not given, the backend's
  * default (resolve_opts). */
@@ -128,16 +135,26 @@ static void fill_random(tecore_devptr_t dst, size_t n, uint64_t seed, tecore_dev
   free(h);
 }
 
-/* The MLP stack as a fuser sequence. */
+/* The MLP stack as a fuser sequence: the whole model (full), or in a rank
+ * of a --tp run this rank's part of it, its weights sliced from the whole
+ * model of the same seed (demo_tp.h). */
 static tecore_seq_t *make_model(const struct opts *o, uint64_t seed,
-                                const struct tecore_recipe *recipe, tecore_stream_t s) {
+                                const struct tecore_recipe *recipe, tecore_stream_t s, int full) {
   struct tecore_seq_config cfg = {.rows = o->tokens, .features = o->hidden,
                                   .dtype = TECORE_DTYPE_BF16, .seed = seed};
+  int tp = o->tpc && !full;
   tecore_seq_t *q;
   CHECK(tecore_seq_create(&cfg, &q));
-  for (int l = 0; l < o->layers; l++) CHECK(te_tools_add_mlp_block(q, l, o->hidden, o->ffn));
+  for (int l = 0; l < o->layers; l++)
+    CHECK(tp ? demo_tp_add_block(q, o->tpc, l, o->hidden, o->ffn)
+             : te_tools_add_mlp_block(q, l, o->hidden, o->ffn));
   if (recipe) CHECK(tecore_seq_set_recipe(q, recipe, s));
   CHECK(tecore_seq_build(q, s));
+  if (tp) {
+    tecore_seq_t *whole = make_model(o, seed, NULL, s, 1);
+    CHECK(demo_tp_load_slices(q, whole, o->tpc, o->layers, o->hidden, o->ffn, s));
+    CHECK(tecore_seq_destroy(whole));
+  }
   return q;
 }
 
@@ -155,6 +172,7 @@ struct run {
   size_t dev_used, dev_total;      /* device memory in use after setup, and all of it */
   char plan_fwd[1024], plan_bwd[1024];
   int offload;                     /* this run offloads activations */
+  double fwd_ms;                   /* --tp: one microbatch's forward alone (inference) */
   struct demo_offload dof;
 };
 
@@ -406,6 +424,38 @@ static void run_steps(const struct stepper *st, tegraph_graph_t *step_graph, str
   }
 }
 
+/* --tp: one microbatch's forward alone, as inference runs it (the FP8
+ * weights reused): a graph of it replayed (eager launches with
+ * --no-graphs), the mean of 20 after 3 unmeasured ones, in ms.  Every rank
+ * runs the same passes (their allreduces pair up). */
+static double time_forward(const struct stepper *st, tecore_stream_t s) {
+  const struct opts *o = st->o;
+  struct tecore_tensor xin = tensor2(TECORE_DTYPE_BF16, o->tokens, o->hidden, st->dd->x[0]);
+  struct tecore_tensor y = tensor2(TECORE_DTYPE_BF16, o->tokens, o->hidden, st->y_eager);
+  CHECK(tecore_memset_d32_async(st->noop, 1u, 1, s));
+  tegraph_graph_t *g = NULL;
+  if (o->graphs != MODE_EAGER) {
+    GCHECK(tegraph_graph_create(TEGRAPH_INSTANTIATE_UPLOAD, &g));
+    GCHECK(tegraph_graph_begin_capture(g, s, TECORE_CAPTURE_THREAD_LOCAL, 0));
+    CHECK(tecore_seq_forward(st->m->seq, &xin, &y, st->noop, s));
+    GCHECK(tegraph_graph_end_capture(g, NULL));
+    GCHECK(tegraph_graph_instantiate(g, s));
+  }
+  double t0 = 0;
+  for (int k = 0; k < 23; k++) {
+    if (k == 3) {
+      CHECK(tecore_stream_synchronize(s));
+      t0 = now_s();
+    }
+    if (g) GCHECK(tegraph_graph_launch(g, s));
+    else CHECK(tecore_seq_forward(st->m->seq, &xin, &y, st->noop, s));
+  }
+  CHECK(tecore_stream_synchronize(s));
+  double ms = (now_s() - t0) * 1e3 / 20;
+  if (g) GCHECK(tegraph_graph_destroy(g));
+  return ms;
+}
+
 /* The device counted every step: exits 2 when AdamW's step count is not
  * the number of steps run. */
 static void check_device_steps(const struct stepper *st, tecore_stream_t s) {
@@ -445,7 +495,7 @@ static void stepper_free(struct stepper *st) {
 static void train(const struct opts *o, const struct data *dd, const struct tecore_recipe *recipe,
                   tecore_stream_t s, struct run *R) {
   size_t total = 0;
-  struct model m = {.seq = make_model(o, o->seed, recipe, s)};
+  struct model m = {.seq = make_model(o, o->seed, recipe, s, 0)};
   if (R->offload) {
     demo_offload_attach(&R->dof, &o->off, m.seq, o->layers, o->quiet);
     m.off = &R->dof;
@@ -475,6 +525,7 @@ static void train(const struct opts *o, const struct data *dd, const struct teco
 
   run_steps(&stp, step_graph, R, s);
   check_device_steps(&stp, s);
+  if (o->tpc) R->fwd_ms = time_forward(&stp, s);
 
   if (step_graph) GCHECK(tegraph_graph_destroy(step_graph));
   if (m.callable) GCHECK(tegraph_callable_destroy(m.callable));
@@ -558,6 +609,23 @@ static int resolve_opts(struct opts *o, int gpu, const struct given *g) {
             "be multiples of 16\n", o->hidden, o->ffn, o->tokens);
     return 2;
   }
+  if (o->tp) {
+    if (!o->tp_comm) o->tp_comm = gpu ? TP_COMM_NCCL : TP_COMM_TECOMM;
+    if (o->tp_comm == TP_COMM_NCCL && !gpu) {
+      fprintf(stderr, "te-demo: --tp-comm nccl: vdev has no NCCL; its baseline is the unfused "
+              "libtecomm allreduce (--tp-comm tecomm, the default there)\n");
+      return 2;
+    }
+    if (o->ffn % (16 * (size_t)o->tp)) {
+      fprintf(stderr, "te-demo: --tp %d splits --ffn (%zu) across the ranks: it must be a "
+              "multiple of 16 * %d (FP8 GEMMs take multiples of 16)\n", o->tp, o->ffn, o->tp);
+      return 2;
+    }
+    if (o->off.on) {
+      fprintf(stderr, "te-demo: --offload and --tp do not go together (yet)\n");
+      return 2;
+    }
+  }
   if (o->layers > 1000 || o->steps > 1000000 || o->microbatches > 1024) {
     fprintf(stderr, "te-demo: --layers (<= 1000), --steps or --microbatches (<= 1024) too large\n");
     return 2;
@@ -573,7 +641,7 @@ static void make_data(const struct opts *o, tecore_devptr_t one, tecore_stream_t
   dd->mb = o->microbatches;
   dd->x = calloc((size_t)o->microbatches, sizeof *dd->x);
   dd->t = calloc((size_t)o->microbatches, sizeof *dd->t);
-  tecore_seq_t *teacher = make_model(o, o->seed * 7919 + 17, NULL, s);
+  tecore_seq_t *teacher = make_model(o, o->seed * 7919 + 17, NULL, s, 1);
   for (int mb = 0; mb < o->microbatches; mb++) {
     dd->x[mb] = dalloc(n * 2);
     dd->t[mb] = dalloc(n * 2);
@@ -730,6 +798,12 @@ static const char usage_text[] =
     "                     the measured copy bandwidth hides behind compute)\n"
     "  --offload-min-elems N  smaller saved tensors stay (vdev: 1024, cuda: 262144)\n"
     "  --profile          print step 1's device time per kernel (use with --no-graphs)\n"
+    "  --tp N             tensor parallel over N ranks (1..8; processes, one a GPU): fc1\n"
+    "                     column-parallel, fc2 row-parallel, its sum fused with the residual\n"
+    "                     add and the next RMSNorm; each run against the one-process run,\n"
+    "                     and the fused step and forward times next to the baseline's\n"
+    "  --tp-comm C        the unfused baseline's allreduce: nccl (cuda's default) or\n"
+    "                     tecomm (libtecomm's; vdev's default: vdev has no NCCL)\n"
     "  -q, --quiet        the summary only\n"
     "  -h, --help         this text\n"
     "  --version          te-demo (libte) VERSION\n"
@@ -750,7 +824,7 @@ static int parse_size(struct te_cli *cli, const char *arg, const char *name, siz
 static int parse_opts(int argc, char **argv, struct opts *o, struct given *g) {
   enum { O_HIDDEN = 1000, O_FFN, O_LAYERS, O_TOKENS, O_STEPS, O_MB, O_LR, O_TOL, O_SEED,
          O_NOGRAPH, O_STEPGRAPH, O_NOBF16, O_OFFLOAD, O_ODIR, O_BUDGET, O_OLAYERS,
-         O_OMIN, O_OPREFETCH, O_PROFILE };
+         O_OMIN, O_OPREFETCH, O_PROFILE, O_TP, O_TPCOMM };
   static const struct option longs[] = {
       {"hidden", required_argument, 0, O_HIDDEN}, {"ffn", required_argument, 0, O_FFN},
       {"layers", required_argument, 0, O_LAYERS}, {"tokens", required_argument, 0, O_TOKENS},
@@ -765,6 +839,7 @@ static int parse_opts(int argc, char **argv, struct opts *o, struct given *g) {
       {"offload-min-elems", required_argument, 0, O_OMIN},
       {"offload-prefetch", required_argument, 0, O_OPREFETCH},
       {"profile", no_argument, 0, O_PROFILE},
+      {"tp", required_argument, 0, O_TP}, {"tp-comm", required_argument, 0, O_TPCOMM},
       TE_CLI_LONGS, {0, 0, 0, 0}};
   struct te_cli cli = {.prog = "te-demo", .usage = usage_text, .shorts = "qh", .longs = longs};
   int opt;
@@ -807,6 +882,18 @@ static int parse_opts(int argc, char **argv, struct opts *o, struct given *g) {
       else o->tolerance = v;
       break;
     }
+    case O_TP:
+      bad = te_cli_int(&cli, "--tp", optarg, 1, DEMO_TP_MAX, &o->tp) ? -1 : 0;
+      break;
+    case O_TPCOMM:
+      if (!strcmp(optarg, "nccl")) {
+        o->tp_comm = TP_COMM_NCCL;
+      } else if (!strcmp(optarg, "tecomm")) {
+        o->tp_comm = TP_COMM_TECOMM;
+      } else {
+        bad = te_cli_error(&cli, "--tp-comm %s: not nccl or tecomm", optarg) ? -1 : 0;
+      }
+      break;
     case O_NOGRAPH: o->graphs = MODE_EAGER; break;
     case O_STEPGRAPH: o->graphs = MODE_STEP; break;
     case O_NOBF16: o->bf16 = 0; break;
@@ -815,8 +902,204 @@ static int parse_opts(int argc, char **argv, struct opts *o, struct given *g) {
     if (bad) return TE_EXIT_USAGE;
   }
   if (te_cli_end(&cli, argc, argv)) return cli.status;
+  if (o->tp_comm && !o->tp) return te_cli_error(&cli, "--tp-comm needs --tp");
   o->quiet = cli.quiet;
   return -1;
+}
+
+/* One process: the FP8 run (with offload, when asked), the BF16 run, the
+ * checks.  page (a --tp run's reference): the losses go there, and the
+ * verdict line is left to the parent.  Returns te-demo's exit status. */
+static int single_main(struct opts *o, const struct given *g, struct demo_tp_page *page) {
+  CHECK(tecore_init());
+  tecore_backend_t be;
+  CHECK(tecore_backend(&be));
+  struct tecore_device_props props;
+  CHECK(tecore_device_get_props(0, &props));
+  int gpu = be == TECORE_BACKEND_CUDA;
+  if (resolve_opts(o, gpu, g)) return 2;
+
+  print_setup(o, be, &props);
+
+  tecore_stream_t s;
+  CHECK(tecore_stream_create(TECORE_STREAM_NON_BLOCKING, 0, &s));
+  tecore_devptr_t one = dalloc(4);
+  CHECK(tecore_memset_d32_async(one, 0x3f800000u, 1, s));
+  struct data dd;
+  make_data(o, one, s, &dd);
+
+  struct tecore_recipe recipe;
+  CHECK(tecore_recipe_init(&recipe, TECORE_RECIPE_DELAYED));   /* HYBRID, history 1024, max */
+  struct run runs[3] = {{.name = "fp8"}, {.name = "fp8+offload", .offload = 1}, {.name = "bf16"}};
+  int iof = o->off.on ? 1 : -1, ibf = o->bf16 ? (o->off.on ? 2 : 1) : -1;
+  if (!o->off.on) runs[1] = runs[2];
+  int nrun = 1 + o->off.on + o->bf16;
+  for (int r = 0; r < nrun; r++) {
+    if (r == iof) {   /* the automatic prefetch models the plain run's step */
+      o->off.plain_step_ms = mean_step_ms(o, &runs[0]);
+      o->off.microbatches = o->microbatches;
+    }
+    train_and_print(o, &dd, r != ibf ? &recipe : NULL, s, gpu, r == 0, &runs[r]);
+  }
+
+  /* summary and checks */
+  int fail = 0;
+  double avg[3] = {0, 0, 0};
+  for (int r = 0; r < nrun; r++) avg[r] = summarize_run(o, &runs[r], &fail);
+  if (iof > 0 && check_offload(o, &runs[0], &runs[iof], avg[0], avg[iof])) fail = 1;
+  if (ibf > 0 && check_fp8_vs_bf16(o, &runs[0], &runs[ibf], avg[0], avg[ibf])) fail = 1;
+  if (page) {
+    memcpy(demo_tp_ref_loss(page, 0), runs[0].loss, (size_t)o->steps * sizeof(double));
+    if (ibf > 0)
+      memcpy(demo_tp_ref_loss(page, 1), runs[ibf].loss, (size_t)o->steps * sizeof(double));
+  }
+  data_free(o, &dd);
+  for (int r = 0; r < nrun; r++) run_free(&runs[r]);
+  CHECK(tecore_mem_free(one));
+  CHECK(tecore_stream_destroy(s));
+  if (!page) printf("te-demo: %s\n", fail ? "FAILED" : "ok");
+  return fail;
+}
+
+/* ---- --tp N: tensor-parallel runs ------------------------------------------------------ */
+
+struct tp_args {
+  const struct opts *o;
+  const struct given *g;
+  struct demo_tp_page *page;
+};
+
+/* The single-process run of the same model and data: the reference the
+ * tensor-parallel losses must stay near. */
+static int tp_reference(void *arg, int rank) {
+  (void)rank;
+  const struct tp_args *a = arg;
+  struct opts o = *a->o;
+  if (!o.quiet) printf("te-demo: --tp %d: first the model in one process, the reference\n", o.tp);
+  return single_main(&o, a->g, a->page);
+}
+
+/* Rank 0, after every rank trained: each variant's losses are the same
+ * bits on every rank and stay within the tolerance of the reference's;
+ * the step and forward times side by side.  Returns 1 on a failed check. */
+static int tp_report(const struct opts *o, struct demo_tp_page *pg, const char *base_name) {
+  int fail = 0;
+  static const char *const vname[DEMO_TP_NVARIANTS] = {"fused", "baseline"};
+  for (int prec = 0; prec < 1 + o->bf16; prec++) {
+    const char *pn = prec ? "bf16" : "fp8";
+    const double *ref = demo_tp_ref_loss(pg, prec);
+    for (int v = 0; v < DEMO_TP_NVARIANTS; v++) {
+      const double *l0 = demo_tp_loss(pg, prec, v, 0);
+      for (int r = 1; r < o->tp; r++)
+        if (memcmp(demo_tp_loss(pg, prec, v, r), l0, (size_t)o->steps * sizeof(double))) {
+          fprintf(stderr, "te-demo: FAIL: %s %s: rank %d's losses differ from rank 0's\n", pn,
+                  vname[v], r);
+          fail = 1;
+        }
+      double worst = 0;
+      int at = 0;
+      for (int k = 0; k < o->steps; k++) {
+        double d = fabs(l0[k] - ref[k]) / ref[0];
+        if (!(d <= worst)) worst = d, at = k + 1;
+      }
+      printf("te-demo: tp %d %s %s%s: losses the same bits on all %d ranks; at most %.5f of the "
+             "first loss from the one-process run (step %d; tolerance %.4f)\n", o->tp, pn,
+             vname[v], v ? base_name : "", o->tp, worst, at, o->tolerance);
+      if (!(worst <= o->tolerance)) {
+        fprintf(stderr, "te-demo: FAIL: tp %d %s %s: the loss left the one-process run's by "
+                "%.5f of the first loss at step %d (tolerance %.4f)\n", o->tp, pn, vname[v],
+                worst, at, o->tolerance);
+        fail = 1;
+      }
+    }
+    const double *tf = demo_tp_times(pg, prec, DEMO_TP_FUSED);
+    const double *tb = demo_tp_times(pg, prec, DEMO_TP_BASE);
+    printf("te-demo: tp %d %s step time: fused %.3f ms, baseline%s %.3f ms: %.3fx; forward "
+           "alone: fused %.3f ms, baseline %.3f ms: %.3fx\n", o->tp, pn, tf[0], base_name,
+           tb[0], tb[0] / tf[0], tf[1], tb[1], tb[1] / tf[1]);
+  }
+  return fail;
+}
+
+/* One rank of a --tp run: the communicator, the data, then per precision
+ * the fused and the baseline variant; rank 0 checks and reports. */
+static int tp_rank(void *arg, int rank) {
+  const struct tp_args *a = arg;
+  struct opts o = *a->o;
+  CHECK(tecore_init());
+  tecore_backend_t be;
+  CHECK(tecore_backend(&be));
+  int gpu = be == TECORE_BACKEND_CUDA;
+  if (resolve_opts(&o, gpu, a->g)) return 2;   /* the reference said why */
+  struct demo_tp t;
+  if (demo_tp_init(&t, a->page, o.tp, rank, o.tp_comm == TP_COMM_NCCL)) return 1;
+  o.tpc = &t;
+  if (rank) o.quiet = 1;
+  const char *base_name = o.tp_comm == TP_COMM_NCCL ? " (nccl, unfused)"
+                                                     : " (libtecomm, unfused)";
+  if (!o.quiet)
+    printf("te-demo: --tp %d: %d ranks, fc1 column-parallel, fc2 row-parallel; fused: "
+           "the row-parallel sum + residual add + next RMSNorm in one libtecomm call; "
+           "baseline%s%s\n", o.tp, o.tp, base_name,
+           gpu ? "" : " (vdev has no NCCL: the unfused libtecomm allreduce is the baseline)");
+
+  tecore_stream_t s;
+  CHECK(tecore_stream_create(TECORE_STREAM_NON_BLOCKING, 0, &s));
+  tecore_devptr_t one = dalloc(4);
+  CHECK(tecore_memset_d32_async(one, 0x3f800000u, 1, s));
+  struct data dd;
+  make_data(&o, one, s, &dd);
+  /* delayed scaling across the ranks: every amax is the MAX over them
+   * (inside the step graph too), so the scales are the one-process run's */
+  struct tecore_recipe recipe;
+  CHECK(tecore_recipe_init(&recipe, TECORE_RECIPE_DELAYED));
+  recipe.amax_reduce = tecomm_amax_reduce;
+  recipe.amax_reduce_ctx = t.comm;
+
+  static const char *const names[2][DEMO_TP_NVARIANTS] = {{"fp8/fused", "fp8/baseline"},
+                                                          {"bf16/fused", "bf16/baseline"}};
+  int fail = 0;
+  for (int prec = 0; prec < 1 + o.bf16; prec++)
+    for (int v = 0; v < DEMO_TP_NVARIANTS; v++) {
+      struct run R = {.name = names[prec][v]};
+      t.variant = v;
+      train_and_print(&o, &dd, prec ? NULL : &recipe, s, gpu, 0, &R);
+      memcpy(demo_tp_loss(a->page, prec, v, rank), R.loss, (size_t)o.steps * sizeof(double));
+      double *tm = demo_tp_times(a->page, prec, v);
+      if (rank == 0) {
+        tm[0] = summarize_run(&o, &R, &fail);
+        tm[1] = R.fwd_ms;
+      }
+      run_free(&R);
+    }
+  if (demo_tp_barrier(a->page)) {
+    fprintf(stderr, "te-demo: rank %d: the other ranks did not finish (a rank died?)\n", rank);
+    fail = 1;
+  } else if (rank == 0 && tp_report(&o, a->page, base_name)) {
+    fail = 1;
+  }
+  data_free(&o, &dd);
+  CHECK(tecore_mem_free(one));
+  CHECK(tecore_stream_destroy(s));
+  demo_tp_fini(&t);
+  return fail;
+}
+
+/* The parent of a --tp run touches no device (a cuda context does not
+ * survive fork): it forks the reference, then the ranks. */
+static int tp_main(const struct opts *o, const struct given *g) {
+  if (g->steps > 1000000) {
+    fprintf(stderr, "te-demo: --steps (<= 1000000) too large\n");
+    return 2;
+  }
+  struct demo_tp_page *page = demo_tp_page_create(o->tp, g->steps ? (int)g->steps : 20);
+  if (!page) return 1;
+  struct tp_args a = {.o = o, .g = g, .page = page};
+  int rc = demo_tp_fork(1, tp_reference, &a);
+  if (rc == 0) rc = demo_tp_fork(o->tp, tp_rank, &a);
+  demo_tp_page_free(page);
+  printf("te-demo: %s\n", rc ? "FAILED" : "ok");
+  return rc;
 }
 
 int main(int argc, char **argv) {
@@ -825,48 +1108,5 @@ int main(int argc, char **argv) {
   struct given g = {0};
   int rc = parse_opts(argc, argv, &o, &g);
   if (rc >= 0) return rc;
-
-  CHECK(tecore_init());
-  tecore_backend_t be;
-  CHECK(tecore_backend(&be));
-  struct tecore_device_props props;
-  CHECK(tecore_device_get_props(0, &props));
-  int gpu = be == TECORE_BACKEND_CUDA;
-  if (resolve_opts(&o, gpu, &g)) return 2;
-
-  print_setup(&o, be, &props);
-
-  tecore_stream_t s;
-  CHECK(tecore_stream_create(TECORE_STREAM_NON_BLOCKING, 0, &s));
-  tecore_devptr_t one = dalloc(4);
-  CHECK(tecore_memset_d32_async(one, 0x3f800000u, 1, s));
-  struct data dd;
-  make_data(&o, one, s, &dd);
-
-  struct tecore_recipe recipe;
-  CHECK(tecore_recipe_init(&recipe, TECORE_RECIPE_DELAYED));   /* HYBRID, history 1024, max */
-  struct run runs[3] = {{.name = "fp8"}, {.name = "fp8+offload", .offload = 1}, {.name = "bf16"}};
-  int iof = o.off.on ? 1 : -1, ibf = o.bf16 ? (o.off.on ? 2 : 1) : -1;
-  if (!o.off.on) runs[1] = runs[2];
-  int nrun = 1 + o.off.on + o.bf16;
-  for (int r = 0; r < nrun; r++) {
-    if (r == iof) {   /* the automatic prefetch models the plain run's step */
-      o.off.plain_step_ms = mean_step_ms(&o, &runs[0]);
-      o.off.microbatches = o.microbatches;
-    }
-    train_and_print(&o, &dd, r != ibf ? &recipe : NULL, s, gpu, r == 0, &runs[r]);
-  }
-
-  /* summary and checks */
-  int fail = 0;
-  double avg[3] = {0, 0, 0};
-  for (int r = 0; r < nrun; r++) avg[r] = summarize_run(&o, &runs[r], &fail);
-  if (iof > 0 && check_offload(&o, &runs[0], &runs[iof], avg[0], avg[iof])) fail = 1;
-  if (ibf > 0 && check_fp8_vs_bf16(&o, &runs[0], &runs[ibf], avg[0], avg[ibf])) fail = 1;
-  data_free(&o, &dd);
-  for (int r = 0; r < nrun; r++) run_free(&runs[r]);
-  CHECK(tecore_mem_free(one));
-  CHECK(tecore_stream_destroy(s));
-  printf("te-demo: %s\n", fail ? "FAILED" : "ok");
-  return fail;
+  return o.tp ? tp_main(&o, &g) : single_main(&o, &g, NULL);
 }

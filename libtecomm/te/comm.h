@@ -205,6 +205,51 @@ tecomm_result_t tecomm_allreduce_add_rmsnorm(tecomm_comm_t comm,
 tecore_result_t tecomm_amax_reduce(tecore_devptr_t amax, size_t count, tecore_stream_t stream,
                                    void *ctx);
 
+/* ---- the allreduce as fuser operations (te/ops.h) ---------------------------
+ * tecomm_ops_register fills libtecore's communication slots and adds a
+ * forward fusion pattern, so that a tecore_seq carries its tensor-parallel
+ * communication like any other operation:
+ *   TECORE_OP_ALLREDUCE  "allreduce": y = sum over the ranks of x;
+ *                        backward dx = sum over the ranks of dy (each
+ *                        rank's copy of y feeds a loss term of its own)
+ *   TECORE_OP_TP_COPY    "tp_copy": y = x; backward dx = sum of dy (before
+ *                        a column-parallel Linear: its input is replicated,
+ *                        its dgrad a partial sum)
+ *   TECORE_OP_TP_REDUCE  "tp_reduce": y = sum of x; backward dx = dy (after
+ *                        a row-parallel Linear: the loss is replicated)
+ * Each operation's desc.ctx points to a struct tecomm_op_params (the
+ * caller's; it and its communicator must outlive the sequence).  The sums
+ * are tecomm_allreduce_algo calls on the pass's stream (captured when it
+ * captures); every rank builds the same sequence and runs the same passes.
+ * The sequence's dtype (F32, BF16, F16) is the allreduce's.
+ *
+ * Forward fusion "allreduce+add+rmsnorm" (and "tp_reduce+add+rmsnorm"):
+ *   [ALLREDUCE | TP_REDUCE, ADD_EXTRA_INPUT, MAKE_EXTRA_OUTPUT, RMSNORM]
+ * -- the row-parallel output's sum, the residual add, the fork of the new
+ * residual and the next block's RMSNorm -- run as one
+ * tecomm_allreduce_add_rmsnorm call (one kernel on the IPC paths), then a
+ * statistics pass over the new residual for the RMSNorm's rsigma (the
+ * fused call does not write it; the backward needs it).  Applies when the
+ * operation's flags lack TECOMM_OP_NO_FUSION and the RMSNorm's norm_flags
+ * are 0.  The backward plan is the fuser's own, chosen independently
+ * (rmsnorm_bwd_add, then the pair's allreduce or identity).
+ * tecore_seq_describe shows the groups. */
+#define TECOMM_OP_NO_FUSION 0x1u   /* this operation always runs by itself */
+
+struct tecomm_op_params {
+  tecomm_comm_t comm;     /* the tensor-parallel group */
+  tecomm_algo_t algo;     /* TECOMM_ALGO_AUTO: the selection table */
+  unsigned flags;         /* TECOMM_OP_* */
+};
+
+/* Registers the three kinds and the fusion patterns with libtecore's
+ * tables (process-wide; idempotent and thread-safe: later calls return
+ * TECOMM_SUCCESS and change nothing).  Sequences add the kinds after it. */
+tecomm_result_t tecomm_ops_register(void);
+/* Removes what tecomm_ops_register registered (sequences built before
+ * keep their copies).  Nothing registered: TECOMM_SUCCESS. */
+tecomm_result_t tecomm_ops_unregister(void);
+
 /* The algorithm tecomm_allreduce would run for count elements of dtype
  * (fused != 0: tecomm_allreduce_add_rmsnorm). */
 tecomm_result_t tecomm_comm_choose(tecomm_comm_t comm, size_t count, tecore_dtype_t dtype,

@@ -298,4 +298,6 @@ const struct te_kind te_builtin_kinds[TECORE_OP_BUILTIN_COUNT_] = {
     COMM(TECORE_OP_ALLREDUCE, "allreduce"),
     COMM(TECORE_OP_REDUCE_SCATTER, "reduce_scatter"),
     COMM(TECORE_OP_ALLGATHER, "allgather"),
+    COMM(TECORE_OP_TP_COPY, "tp_copy"),
+    COMM(TECORE_OP_TP_REDUCE, "tp_reduce"),
 };

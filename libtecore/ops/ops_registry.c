@@ -85,7 +85,8 @@ TE_EXPORT tecore_result_t tecore_ops_register_kind(int kind, const struct tecore
   static const char fn[] = "tecore_ops_register_kind";
   TE_ARG(is_comm_kind(kind) || (kind >= TECORE_OP_USER_FIRST && kind < TECORE_OP_KIND_MAX),
          "%s: kind %d is neither a communication slot (TECORE_OP_ALLREDUCE, "
-         "TECORE_OP_REDUCE_SCATTER, TECORE_OP_ALLGATHER) nor in [TECORE_OP_USER_FIRST = %d, "
+         "TECORE_OP_REDUCE_SCATTER, TECORE_OP_ALLGATHER, TECORE_OP_TP_COPY, TECORE_OP_TP_REDUCE) "
+         "nor in [TECORE_OP_USER_FIRST = %d, "
          "TECORE_OP_KIND_MAX = %d)", fn, kind, TECORE_OP_USER_FIRST, TECORE_OP_KIND_MAX);
   if (def) TE_CHECK(check_def(def, fn));
   pthread_mutex_lock(&reg_lock);

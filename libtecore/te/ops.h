@@ -112,7 +112,10 @@ typedef enum tecore_op_kind {
   TECORE_OP_ALLREDUCE = 17,        /* registered by libtecomm */
   TECORE_OP_REDUCE_SCATTER = 18,   /* registered by libtecomm */
   TECORE_OP_ALLGATHER = 19,        /* registered by libtecomm */
-  TECORE_OP_BUILTIN_COUNT_ = 20,
+  /* the tensor-parallel pair (registered by libtecomm, te/comm.h): */
+  TECORE_OP_TP_COPY = 20,          /* y = x; backward: allreduce of dy */
+  TECORE_OP_TP_REDUCE = 21,        /* y = allreduce of x; backward: dx = dy */
+  TECORE_OP_BUILTIN_COUNT_ = 22,
   TECORE_OP_USER_FIRST = 64,
   TECORE_OP_KIND_MAX = 128
 } tecore_op_kind_t;
@@ -452,7 +455,8 @@ struct tecore_op_kind_def {
   void *ctx;
 };
 /* Registers the implementation of kind: TECORE_OP_ALLREDUCE,
- * TECORE_OP_REDUCE_SCATTER, TECORE_OP_ALLGATHER or a kind in
+ * TECORE_OP_REDUCE_SCATTER, TECORE_OP_ALLGATHER, TECORE_OP_TP_COPY,
+ * TECORE_OP_TP_REDUCE or a kind in
  * [TECORE_OP_USER_FIRST, TECORE_OP_KIND_MAX).  def is copied; def NULL
  * removes the registration.  A kind already registered is refused
  * (remove it first).  Sequences built before keep the old one. */

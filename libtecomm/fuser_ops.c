@@ -1,0 +1,229 @@
+/* SPDX-License-Identifier: Apache-2.0
+ * fuser_ops.c -- libtecomm's operations in libtecore's fuser (te/ops.h):
+ * the allreduce and the tensor-parallel pair as operation kinds, and the
+ * forward fusion allreduce -> residual add -> RMSNorm as one
+ * tecomm_allreduce_add_rmsnorm call (te/comm.h, "the allreduce as fuser
+ * operations", says what each one computes).
+ *
+ * libtecore names the kinds and runs them; this file gives them shapes and
+ * executors through the registration tables (tecore_ops_register_kind,
+ * tecore_ops_register_fusion), as a libibverbs provider fills its ops.
+ * Executors reach the sequence only through libtecore's public API
+ * (tecore_seq_op for gamma, rsigma and the residual slot).
+ *
+ * Shapes: activations [rows][features] of the sequence's dtype; the sums
+ * are over rows * features elements; rsigma F32 [rows]. */
+#include "tc_internal.h"
+
+#include <pthread.h>
+#include <string.h>
+
+/* libtecore's result for a libtecomm failure (the detail is already set). */
+static tecore_result_t core_of(tecomm_result_t r) {
+  static const tecore_result_t map[TECOMM_RESULT_COUNT_] = {
+      [TECOMM_SUCCESS] = TECORE_SUCCESS,
+      [TECOMM_ERR_INVALID] = TECORE_ERR_INVALID,
+      [TECOMM_ERR_NOMEM] = TECORE_ERR_DEVICE_NOMEM,
+      [TECOMM_ERR_DEVICE] = TECORE_ERR_INTERNAL,
+      [TECOMM_ERR_TIMEOUT] = TECORE_ERR_TIMEOUT,
+      [TECOMM_ERR_BOOTSTRAP] = TECORE_ERR_INTERNAL,
+      [TECOMM_ERR_NOT_SUPPORTED] = TECORE_ERR_NOT_SUPPORTED,
+      [TECOMM_ERR_SYSTEM] = TECORE_ERR_SYSTEM,
+      [TECOMM_ERR_ABORTED] = TECORE_ERR_INTERNAL};
+  return (unsigned)r < TECOMM_RESULT_COUNT_ ? map[r] : TECORE_ERR_INTERNAL;
+}
+
+/* Propagates a libtecore failure from an executor (libtecore's result). */
+#define CORE_CHECK(call)                                                       \
+  do {                                                                         \
+    tecore_result_t cc_r_ = (call);                                            \
+    if (cc_r_ != TECORE_SUCCESS) return cc_r_;                                 \
+  } while (0)
+
+static const char add_fn[] = "tecore_seq_add";
+
+/* ---- the kinds ------------------------------------------------------------------------ */
+
+/* desc->ctx must be a usable struct tecomm_op_params. */
+static tecore_result_t comm_shape(const struct tecore_op_desc *d, struct tecore_op_shape *sh,
+                                  void *ctx) {
+  (void)sh;
+  const char *kn = tecore_op_kind_name((int)(uintptr_t)ctx);
+  const struct tecomm_op_params *p = d->ctx;
+  if (!p)
+    return core_of(TC_ERR(TECOMM_ERR_INVALID, "%s: %s: desc->ctx is NULL (a struct "
+                          "tecomm_op_params, te/comm.h)", add_fn, kn));
+  if (!p->comm)
+    return core_of(TC_ERR(TECOMM_ERR_INVALID, "%s: %s: desc->ctx->comm is NULL", add_fn, kn));
+  if ((unsigned)p->algo >= TECOMM_ALGO_COUNT_)
+    return core_of(TC_ERR(TECOMM_ERR_INVALID, "%s: %s: desc->ctx->algo %d is not a tecomm_algo",
+                          add_fn, kn, (int)p->algo));
+  if (p->flags & ~TECOMM_OP_NO_FUSION)
+    return core_of(TC_ERR(TECOMM_ERR_INVALID, "%s: %s: desc->ctx->flags 0x%x has bits other "
+                          "than TECOMM_OP_NO_FUSION", add_fn, kn, p->flags));
+  return TECORE_SUCCESS;
+}
+
+static size_t numel(const struct tecore_tensor *t) { return t->shape[0] * t->shape[1]; }
+
+static const struct tecomm_op_params *params_of(const struct tecore_seq_exec *x, size_t op) {
+  struct tecore_op_info info;
+  if (tecore_seq_op(x->seq, op, &info) != TECORE_SUCCESS) return NULL;
+  return info.desc.ctx;
+}
+
+/* dst = sum over the ranks of src (out of place). */
+static tecore_result_t sum(const struct tecore_seq_exec *x, const struct tecore_tensor *src,
+                           const struct tecore_tensor *dst) {
+  const struct tecomm_op_params *p = params_of(x, x->first);
+  if (!p) return TECORE_ERR_INVALID;
+  return core_of(tecomm_allreduce_algo(p->comm, src->data, dst->data, numel(src), src->dtype,
+                                       TECOMM_SUM, p->algo, x->stream));
+}
+
+/* dst = src, unless the fuser aliased them (it does but at the ends). */
+static tecore_result_t pass(const struct tecore_seq_exec *x, const struct tecore_tensor *src,
+                            const struct tecore_tensor *dst) {
+  if (src->data == dst->data) return TECORE_SUCCESS;
+  return tecore_memcpy_async(dst->data, src->data, numel(src) * tecore_dtype_size(src->dtype),
+                             x->stream);
+}
+
+static tecore_result_t sum_fwd(const struct tecore_seq_exec *x) { return sum(x, &x->act[0], &x->act[1]); }
+static tecore_result_t sum_bwd(const struct tecore_seq_exec *x) { return sum(x, &x->grad[1], &x->grad[0]); }
+static tecore_result_t pass_fwd(const struct tecore_seq_exec *x) { return pass(x, &x->act[0], &x->act[1]); }
+static tecore_result_t pass_bwd(const struct tecore_seq_exec *x) { return pass(x, &x->grad[1], &x->grad[0]); }
+
+/* None of the three reads an activation in backward.  The pair's identity
+ * side aliases (no bytes move); the sums do not: an allreduce in place
+ * would leave the boundary before it holding the sum, not what the
+ * operation before wrote. */
+static const struct {
+  int kind;
+  struct tecore_op_kind_def def;
+} kinds[] = {
+    {TECORE_OP_ALLREDUCE, {.name = "allreduce", .fields = TECORE_OP_FIELD_CTX,
+                           .flags = TECORE_OP_BACKWARD_NO_INPUT, .shape = comm_shape,
+                           .forward = sum_fwd, .backward = sum_bwd,
+                           .ctx = (void *)(uintptr_t)TECORE_OP_ALLREDUCE}},
+    {TECORE_OP_TP_COPY, {.name = "tp_copy", .fields = TECORE_OP_FIELD_CTX,
+                         .flags = TECORE_OP_BACKWARD_NO_INPUT | TECORE_OP_ALIAS_FORWARD,
+                         .shape = comm_shape, .forward = pass_fwd, .backward = sum_bwd,
+                         .ctx = (void *)(uintptr_t)TECORE_OP_TP_COPY}},
+    {TECORE_OP_TP_REDUCE, {.name = "tp_reduce", .fields = TECORE_OP_FIELD_CTX,
+                           .flags = TECORE_OP_BACKWARD_NO_INPUT | TECORE_OP_ALIAS_BACKWARD,
+                           .shape = comm_shape, .forward = sum_fwd, .backward = pass_bwd,
+                           .ctx = (void *)(uintptr_t)TECORE_OP_TP_REDUCE}},
+};
+
+/* ---- the fusion: [sum, add_extra_input, make_extra_output, rmsnorm] ---------------------- */
+
+enum { F_SUM = 0, F_ADD = 1, F_MAKE = 2, F_NORM = 3, F_NOPS = 4 };
+
+static int fuse_applies(const tecore_seq_t *seq, size_t first, const struct tecore_recipe *r,
+                        void *ctx) {
+  (void)r, (void)ctx;
+  struct tecore_op_info sum_op, norm;
+  if (tecore_seq_op(seq, first + F_SUM, &sum_op) != TECORE_SUCCESS ||
+      tecore_seq_op(seq, first + F_NORM, &norm) != TECORE_SUCCESS)
+    return 0;
+  const struct tecomm_op_params *p = sum_op.desc.ctx;
+  /* the fused call has no zero-centered gamma */
+  return p && !(p->flags & TECOMM_OP_NO_FUSION) && norm.desc.norm_flags == 0;
+}
+
+/* The scratch the statistics pass writes its (unused) normalized rows to. */
+static tecore_result_t fuse_workspace(const tecore_seq_t *seq, size_t first, size_t *bytes,
+                                      void *ctx) {
+  (void)ctx;
+  struct tecore_op_info norm;
+  CORE_CHECK(tecore_seq_op(seq, first + F_NORM, &norm));
+  *bytes = norm.in_rows * norm.in_features * tecore_dtype_size(norm.param[0].dtype);
+  return TECORE_SUCCESS;
+}
+
+static tecore_result_t fuse_run(const struct tecore_seq_exec *x) {
+  struct tecore_op_info sum_op, add, norm;
+  CORE_CHECK(tecore_seq_op(x->seq, x->first + F_SUM, &sum_op));
+  CORE_CHECK(tecore_seq_op(x->seq, x->first + F_ADD, &add));
+  CORE_CHECK(tecore_seq_op(x->seq, x->first + F_NORM, &norm));
+  const struct tecomm_op_params *p = sum_op.desc.ctx;
+  const struct tecore_tensor *res = &x->act[F_ADD + 1];   /* = act[F_MAKE + 1]: an alias */
+  struct tecomm_add_rmsnorm a = {
+      .x = x->act[F_SUM].data, .rows = norm.in_rows, .hidden = norm.in_features,
+      .dtype = x->act[F_SUM].dtype, .residual_in = add.extra_value.data,
+      .residual_out = res->data, .gamma = norm.param[0].data, .eps = norm.desc.epsilon,
+      .out = x->act[F_NOPS].data, .algo = p->algo};
+  tecomm_result_t r = tecomm_allreduce_add_rmsnorm(p->comm, &a, x->stream);
+  if (r != TECOMM_SUCCESS) return core_of(r);
+  /* rsigma for the RMSNorm's backward: the fused call does not write it,
+   * so libtecore's norm runs again over the new residual, its rows going to
+   * scratch (rsigma then has the bits the unfused RMSNorm gives for this
+   * residual).  Boundary F_SUM + 1, the bare sum, is not written: nothing
+   * reads it (the add's and the sum's backward read no activation). */
+  struct tecore_tensor scratch = *res;
+  scratch.data = x->workspace;
+  return tecore_rmsnorm_fwd(res, &norm.param[0], norm.desc.epsilon, 0, &scratch,
+                            norm.saved[0].data, x->stream);
+}
+
+static const struct tecore_fusion_def fusions[] = {
+    {.name = "allreduce+add+rmsnorm", .dir = TECORE_SEQ_FORWARD, .nops = F_NOPS,
+     .kinds = {TECORE_OP_ALLREDUCE, TECORE_OP_ADD_EXTRA_INPUT, TECORE_OP_MAKE_EXTRA_OUTPUT,
+               TECORE_OP_RMSNORM},
+     .applies = fuse_applies, .run = fuse_run, .priority = 50, .workspace = fuse_workspace},
+    {.name = "tp_reduce+add+rmsnorm", .dir = TECORE_SEQ_FORWARD, .nops = F_NOPS,
+     .kinds = {TECORE_OP_TP_REDUCE, TECORE_OP_ADD_EXTRA_INPUT, TECORE_OP_MAKE_EXTRA_OUTPUT,
+               TECORE_OP_RMSNORM},
+     .applies = fuse_applies, .run = fuse_run, .priority = 50, .workspace = fuse_workspace},
+};
+
+/* ---- registration ---------------------------------------------------------------------- */
+
+static pthread_mutex_t reg_lock = PTHREAD_MUTEX_INITIALIZER;
+static int registered;
+
+/* Removes the first nk kinds and nf fusions (a failed or undone register). */
+static void undo(size_t nk, size_t nf) {
+  for (size_t i = 0; i < nf; i++) (void)tecore_ops_unregister_fusion(fusions[i].name);
+  for (size_t i = 0; i < nk; i++) (void)tecore_ops_register_kind(kinds[i].kind, NULL);
+}
+
+TE_EXPORT tecomm_result_t tecomm_ops_register(void) {
+  static const char fn[] = "tecomm_ops_register";
+  pthread_mutex_lock(&reg_lock);
+  tecomm_result_t res = TECOMM_SUCCESS;
+  size_t nk = 0, nf = 0;
+  if (registered) goto out;
+  for (; nk < TE_ARRAY_SIZE(kinds); nk++) {
+    tecore_result_t r = tecore_ops_register_kind(kinds[nk].kind, &kinds[nk].def);
+    if (r != TECORE_SUCCESS) {
+      res = tc_core(r, fn);
+      goto fail;
+    }
+  }
+  for (; nf < TE_ARRAY_SIZE(fusions); nf++) {
+    tecore_result_t r = tecore_ops_register_fusion(&fusions[nf]);
+    if (r != TECORE_SUCCESS) {
+      res = tc_core(r, fn);
+      goto fail;
+    }
+  }
+  registered = 1;
+  TC_INFO("%s: kinds allreduce, tp_copy, tp_reduce and the forward fusions "
+          "allreduce+add+rmsnorm, tp_reduce+add+rmsnorm registered", fn);
+  goto out;
+fail:
+  undo(nk, nf);
+out:
+  pthread_mutex_unlock(&reg_lock);
+  return res;
+}
+
+TE_EXPORT tecomm_result_t tecomm_ops_unregister(void) {
+  pthread_mutex_lock(&reg_lock);
+  if (registered) undo(TE_ARRAY_SIZE(kinds), TE_ARRAY_SIZE(fusions));
+  registered = 0;
+  pthread_mutex_unlock(&reg_lock);
+  return TECOMM_SUCCESS;
+}

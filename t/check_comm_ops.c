@@ -1,0 +1,438 @@
+/* SPDX-License-Identifier: Apache-2.0
+ * check_comm_ops.c -- libtecomm's operations in libtecore's fuser
+ * (tecomm_ops_register, te/comm.h), ranks as forked processes
+ * (t/comm_ranks.h), 2 and 4 ranks:
+ *   - the tensor-parallel pair and the allreduce, forward and backward,
+ *     against float64 sums of every rank's inputs (each rank scales by its
+ *     own factor, so a sum that misses a rank or counts one twice shows);
+ *   - the forward pattern tp_reduce/allreduce -> add -> make -> rmsnorm:
+ *     the plan text names the fused group, and the fused sequence's
+ *     output, new residual, input gradient and parameter gradients match
+ *     the same sequence run unfused (TECOMM_OP_NO_FUSION), fresh random
+ *     inputs, outputs poisoned first; the same bits on every rank;
+ *   - the delayed-scaling amax reduction (MAX over the ranks) inside a
+ *     captured graph replayed with new amaxes each time;
+ *   - argument errors of the kinds and the registration's idempotence. */
+#include "comm_ranks.h"
+#include <math.h>
+#include "common/convert.h"
+
+static const tecore_dtype_t dtypes[] = {TECORE_DTYPE_F32, TECORE_DTYPE_BF16};
+
+static double from_dt(const void *p, size_t i, tecore_dtype_t dt) {
+  if (dt == TECORE_DTYPE_F32) return ((const float *)p)[i];
+  return te_bf16_to_f32(((const uint16_t *)p)[i]);
+}
+static void to_dt(void *p, size_t i, tecore_dtype_t dt, float v) {
+  if (dt == TECORE_DTYPE_F32) ((float *)p)[i] = v;
+  else ((uint16_t *)p)[i] = te_f32_to_bf16(v);
+}
+
+/* Rank r's values for salt: uniform in [-2, 2) without zeros; any rank
+ * regenerates any peer's. */
+static void make_vals(void *p, size_t n, tecore_dtype_t dt, int r, uint64_t salt) {
+  uint64_t x = te_test_seed ^ ((uint64_t)(r + 1) << 40) ^ (salt * 0x9e3779b97f4a7c15ull);
+  for (size_t i = 0; i < n; i++) {
+    float v = (float)((double)(te_splitmix64(&x) >> 11) / 9007199254740992.0 * 4.0 - 2.0);
+    to_dt(p, i, dt, v == 0.0f ? 0.5f : v);
+  }
+}
+
+static tecore_devptr_t dev_alloc(size_t bytes) {
+  tecore_devptr_t p = 0;
+  RK_CORE(tecore_mem_alloc(bytes, &p));
+  return p;
+}
+
+static void put(tecore_devptr_t d, const void *h, size_t bytes, tecore_stream_t s) {
+  RK_CORE(tecore_memcpy_async(d, te_hptr(h), bytes, s));
+  RK_CORE(tecore_stream_synchronize(s));
+}
+static void get(void *h, tecore_devptr_t d, size_t bytes, tecore_stream_t s) {
+  RK_CORE(tecore_memcpy_async(te_hptr(h), d, bytes, s));
+  RK_CORE(tecore_stream_synchronize(s));
+}
+
+static struct tecore_tensor t2(tecore_dtype_t dt, size_t r, size_t c, tecore_devptr_t p) {
+  struct tecore_tensor t;
+  size_t sh[2] = {r, c};
+  RK_CORE(tecore_tensor_init(&t, dt, 2, sh, p));
+  return t;
+}
+
+/* The rank's communicator with the kinds registered. */
+static tecomm_comm_t rank_setup(int rank, int n, tecore_stream_t *s) {
+  tecomm_comm_t c = tc_rank_comm(rank, n);
+  RK_OK(tecomm_ops_register());
+  RK_OK(tecomm_ops_register());   /* idempotent */
+  RK_CORE(tecore_stream_create(TECORE_STREAM_NON_BLOCKING, 0, s));
+  return c;
+}
+
+/* ---- the pair and the allreduce ---------------------------------------------------- */
+
+enum { PR = 16, PC = 24 };
+
+/* Case k: the kind under test, before or after a CONSTANT_SCALE by
+ * rank + 1.  Forward y and backward dx against float64 from every rank's
+ * x and dy. */
+static void rank_pair(int rank, int n, void *arg) {
+  int k = *(const int *)arg;
+  static const int kinds[] = {TECORE_OP_TP_COPY, TECORE_OP_TP_REDUCE, TECORE_OP_ALLREDUCE};
+  int kind = kinds[k];
+  tecore_stream_t s;
+  tecomm_comm_t c = rank_setup(rank, n, &s);
+  struct tecomm_op_params prm = {.comm = c};
+  struct tecore_seq_config cfg = {.rows = PR, .features = PC, .dtype = TECORE_DTYPE_F32,
+                                  .seed = 1};
+  tecore_seq_t *q;
+  RK_CORE(tecore_seq_create(&cfg, &q));
+  struct tecore_op_desc scale = {.kind = TECORE_OP_CONSTANT_SCALE, .scale = (float)(rank + 1)};
+  struct tecore_op_desc comm = {.kind = kind, .ctx = &prm};
+  /* tp_copy first (its sum is backward's), the sums last */
+  RK_CORE(tecore_seq_add(q, kind == TECORE_OP_TP_COPY ? &comm : &scale, NULL));
+  RK_CORE(tecore_seq_add(q, kind == TECORE_OP_TP_COPY ? &scale : &comm, NULL));
+  RK_CORE(tecore_seq_build(q, s));
+  enum { N = PR * PC };
+  static float xs[TC_MAX_RANKS][N], dys[TC_MAX_RANKS][N], y[N], dx[N];
+  for (int p = 0; p < n; p++) {
+    make_vals(xs[p], N, TECORE_DTYPE_F32, p, 11);
+    make_vals(dys[p], N, TECORE_DTYPE_F32, p, 12);
+  }
+  tecore_devptr_t dX = dev_alloc(N * 4), dY = dev_alloc(N * 4), dDY = dev_alloc(N * 4),
+                  dDX = dev_alloc(N * 4);
+  put(dX, xs[rank], N * 4, s);
+  put(dDY, dys[rank], N * 4, s);
+  RK_CORE(tecore_memset_d32_async(dY, 0x7fc00000u, N, s));    /* NaN: poison */
+  RK_CORE(tecore_memset_d32_async(dDX, 0x7fc00000u, N, s));
+  struct tecore_tensor X = t2(TECORE_DTYPE_F32, PR, PC, dX), Y = t2(TECORE_DTYPE_F32, PR, PC, dY),
+                       DY = t2(TECORE_DTYPE_F32, PR, PC, dDY), DX = t2(TECORE_DTYPE_F32, PR, PC, dDX);
+  RK_CORE(tecore_seq_forward(q, &X, &Y, 0, s));
+  RK_CORE(tecore_seq_backward(q, &DY, &DX, s));
+  get(y, dY, sizeof y, s);
+  get(dx, dDX, sizeof dx, s);
+  for (size_t i = 0; i < N; i++) {
+    /* forward: tp_copy y = (r+1) x; the sums y = sum_p (p+1) x_p
+     * backward: tp_copy dx = sum_p (p+1) dy_p; tp_reduce dx = (r+1) dy;
+     * allreduce dx = (r+1) sum_p dy_p */
+    double fy = 0, fdx = 0, sdy = 0;
+    for (int p = 0; p < n; p++) {
+      fy += (p + 1) * (double)xs[p][i];
+      fdx += (p + 1) * (double)dys[p][i];
+      sdy += dys[p][i];
+    }
+    double wy = kind == TECORE_OP_TP_COPY ? (rank + 1) * (double)xs[rank][i] : fy;
+    double wdx = kind == TECORE_OP_TP_COPY    ? fdx
+                 : kind == TECORE_OP_TP_REDUCE ? (rank + 1) * (double)dys[rank][i]
+                                               : (rank + 1) * sdy;
+    /* f32: sums of <= 4 terms of magnitude <= 8 (and one product), a few
+     * roundings of values below 64: 1e-5 absolute is ~ 80 ulps of 2^-24 * 64 */
+    RK_ASSERT(fabs(y[i] - wy) <= 1e-5, "%s: y[%zu] = %.9g, want %.9g (nan: still the poison)",
+              tecore_op_kind_name(kind), i, (double)y[i], wy);
+    RK_ASSERT(fabs(dx[i] - wdx) <= 1e-5, "%s: dx[%zu] = %.9g, want %.9g (nan: still the poison)",
+              tecore_op_kind_name(kind), i, (double)dx[i], wdx);
+  }
+  RK_CORE(tecore_seq_destroy(q));
+  RK_CORE(tecore_mem_free(dX));
+  RK_CORE(tecore_mem_free(dY));
+  RK_CORE(tecore_mem_free(dDY));
+  RK_CORE(tecore_mem_free(dDX));
+  RK_CORE(tecore_stream_destroy(s));
+  RK_OK(tecomm_comm_destroy(c));
+}
+
+START_TEST(tp_pair_forward_backward) {
+  int k = _i % 3, n = _i < 3 ? 2 : 4;
+  tc_run_ranks(n, rank_pair, &k, 60);
+  tc_shm_release();
+}
+END_TEST
+
+/* ---- the forward fusion ------------------------------------------------------------ */
+
+enum { FR = 16, FH = 64, FF = 32 };
+
+struct fuse_case {
+  int kind;              /* TECORE_OP_TP_REDUCE or TECORE_OP_ALLREDUCE */
+  tecore_dtype_t dt;
+};
+
+/* linear | sum | add_extra_input(0) | make_extra_output(1) | rmsnorm | linear+bias */
+static tecore_seq_t *fuse_seq(const struct fuse_case *fc, struct tecomm_op_params *prm,
+                              tecore_stream_t s) {
+  struct tecore_seq_config cfg = {.rows = FR, .features = FH, .dtype = fc->dt, .seed = 5};
+  tecore_seq_t *q;
+  RK_CORE(tecore_seq_create(&cfg, &q));
+  const struct tecore_op_desc d[] = {
+      {.kind = TECORE_OP_LINEAR, .features = FH},
+      {.kind = fc->kind, .ctx = prm},
+      {.kind = TECORE_OP_ADD_EXTRA_INPUT, .slot = 0},
+      {.kind = TECORE_OP_MAKE_EXTRA_OUTPUT, .slot = 1},
+      {.kind = TECORE_OP_RMSNORM, .epsilon = 1e-5f},
+      {.kind = TECORE_OP_LINEAR, .features = FF, .bias = 1},
+  };
+  for (size_t k = 0; k < sizeof d / sizeof d[0]; k++) RK_CORE(tecore_seq_add(q, &d[k], NULL));
+  RK_CORE(tecore_seq_build(q, s));
+  /* gamma random (the same in both sequences), so the norm's weight counts */
+  struct tecore_op_info info;
+  RK_CORE(tecore_seq_op(q, 4, &info));
+  uint16_t g[FH * 2];
+  make_vals(g, FH, fc->dt, 0, 21);
+  put(info.param[0].data, g, FH * tecore_dtype_size(fc->dt), s);
+  return q;
+}
+
+/* What one run leaves: out, the new residual; dx, the residual input's
+ * gradient, every parameter gradient (F32), in host floats. */
+struct fuse_out {
+  double v[6][FH * FH];
+  size_t n[6];
+};
+
+static void fetch(struct fuse_out *o, int k, tecore_devptr_t p, size_t n, tecore_dtype_t dt,
+                  tecore_stream_t s) {
+  static unsigned char h[FH * FH * 4];
+  get(h, p, n * tecore_dtype_size(dt), s);
+  for (size_t i = 0; i < n; i++) o->v[k][i] = from_dt(h, i, dt);
+  o->n[k] = n;
+}
+
+static void fuse_run(tecore_seq_t *q, const struct fuse_case *fc, int rank, struct fuse_out *o,
+                     tecore_stream_t s) {
+  tecore_dtype_t dt = fc->dt;
+  size_t es = tecore_dtype_size(dt);
+  static unsigned char hx[FR * FH * 4], hr[FR * FH * 4], hdy[FR * FF * 4], hdr[FR * FH * 4];
+  make_vals(hx, FR * FH, dt, rank, 31);      /* this rank's partial input */
+  make_vals(hr, FR * FH, dt, 0, 32);         /* the residual: replicated */
+  make_vals(hdy, FR * FF, dt, 0, 33);
+  make_vals(hdr, FR * FH, dt, 0, 34);        /* the new residual's gradient */
+  tecore_devptr_t x = dev_alloc(FR * FH * es), y = dev_alloc(FR * FF * es),
+                  dy = dev_alloc(FR * FF * es), dx = dev_alloc(FR * FH * es);
+  put(x, hx, FR * FH * es, s);
+  put(dy, hdy, FR * FF * es, s);
+  struct tecore_tensor r_in, r_in_g, r_out, r_out_g;
+  RK_CORE(tecore_seq_extra(q, 0, &r_in, &r_in_g));
+  RK_CORE(tecore_seq_extra(q, 1, &r_out, &r_out_g));
+  put(r_in.data, hr, FR * FH * es, s);
+  put(r_out_g.data, hdr, FR * FH * es, s);
+  /* poison what the passes write */
+  RK_CORE(tecore_memset_d8_async(y, 0xff, FR * FF * es, s));
+  RK_CORE(tecore_memset_d8_async(dx, 0xff, FR * FH * es, s));
+  RK_CORE(tecore_memset_d8_async(r_out.data, 0xff, FR * FH * es, s));
+  RK_CORE(tecore_memset_d8_async(r_in_g.data, 0xff, FR * FH * es, s));
+  RK_CORE(tecore_seq_zero_grad(q, s));
+  put(r_out_g.data, hdr, FR * FH * es, s);   /* zero_grad cleared the extra output's */
+  struct tecore_tensor X = t2(dt, FR, FH, x), Y = t2(dt, FR, FF, y), DY = t2(dt, FR, FF, dy),
+                       DX = t2(dt, FR, FH, dx);
+  RK_CORE(tecore_seq_forward(q, &X, &Y, 0, s));
+  fetch(o, 0, y, FR * FF, dt, s);
+  fetch(o, 1, r_out.data, FR * FH, dt, s);
+  RK_CORE(tecore_seq_backward(q, &DY, &DX, s));
+  fetch(o, 2, dx, FR * FH, dt, s);
+  fetch(o, 3, r_in_g.data, FR * FH, dt, s);
+  struct tecore_seq_param p[8];
+  size_t np = 0;
+  RK_CORE(tecore_seq_params(q, p, 8, &np));
+  RK_ASSERT(np == 4, "%zu parameters, want 4 (two weights, gamma, a bias)", np);
+  /* first linear's weight, gamma */
+  fetch(o, 4, p[0].grad.data, tecore_tensor_numel(&p[0].grad), TECORE_DTYPE_F32, s);
+  fetch(o, 5, p[1].grad.data, tecore_tensor_numel(&p[1].grad), TECORE_DTYPE_F32, s);
+  RK_CORE(tecore_mem_free(x));
+  RK_CORE(tecore_mem_free(y));
+  RK_CORE(tecore_mem_free(dy));
+  RK_CORE(tecore_mem_free(dx));
+}
+
+static void rank_fuse(int rank, int n, void *arg) {
+  const struct fuse_case *fc = arg;
+  tecore_stream_t s;
+  tecomm_comm_t c = rank_setup(rank, n, &s);
+  struct tecomm_op_params fused = {.comm = c};
+  struct tecomm_op_params plain = {.comm = c, .flags = TECOMM_OP_NO_FUSION};
+  tecore_seq_t *qf = fuse_seq(fc, &fused, s), *qu = fuse_seq(fc, &plain, s);
+  /* the plans */
+  const char *kn = tecore_op_kind_name(fc->kind);
+  char plan[512], want[128];
+  RK_CORE(tecore_seq_describe(qf, TECORE_SEQ_FORWARD, plan, sizeof plan, NULL));
+  snprintf(want, sizeof want, " %s+add+rmsnorm[1-4] |", kn);
+  RK_ASSERT(strstr(plan, want), "fused plan \"%s\" lacks \"%s\"", plan, want);
+  RK_CORE(tecore_seq_describe(qu, TECORE_SEQ_FORWARD, plan, sizeof plan, NULL));
+  snprintf(want, sizeof want, " %s[1] |", kn);
+  RK_ASSERT(strstr(plan, want) && !strstr(plan, "+add+rmsnorm"),
+            "unfused plan \"%s\": want \"%s\" and no fusion", plan, want);
+  /* backward: planned alone, the same either way */
+  char bf[512], bu[512];
+  RK_CORE(tecore_seq_describe(qf, TECORE_SEQ_BACKWARD, bf, sizeof bf, NULL));
+  RK_CORE(tecore_seq_describe(qu, TECORE_SEQ_BACKWARD, bu, sizeof bu, NULL));
+  RK_ASSERT(!strcmp(bf, bu), "backward plans differ: \"%s\" vs \"%s\"", bf, bu);
+  RK_ASSERT(strstr(bf, "rmsnorm_bwd_add[3-4]"), "backward plan \"%s\" lacks rmsnorm_bwd_add", bf);
+
+  static struct fuse_out of, ou;
+  fuse_run(qf, fc, rank, &of, s);
+  fuse_run(qu, fc, rank, &ou, s);
+  /* The fused kernel adds the ranks and normalizes in the order libtecore's
+   * unfused kernels use (libtecomm's promise, bit for bit on vdev), but the
+   * table may pick another algorithm for the fused call than for the plain
+   * sum, which adds the ranks in another order: F32 within 1e-5 of (1 +
+   * the largest magnitude), BF16 within 1e-2 of it (an ulp of the norm's
+   * output, 2^-8 relative, carried through one GEMM of 64 terms). */
+  double tol = fc->dt == TECORE_DTYPE_F32 ? 1e-5 : 1e-2;
+  static const char *const what[6] = {"out", "new residual", "dx", "residual gradient",
+                                      "first linear's weight gradient", "gamma gradient"};
+  for (int k = 0; k < 6; k++) {
+    double scale = 0;
+    for (size_t i = 0; i < ou.n[k]; i++) scale = fmax(scale, fabs(ou.v[k][i]));
+    for (size_t i = 0; i < ou.n[k]; i++)
+      RK_ASSERT(fabs(of.v[k][i] - ou.v[k][i]) <= tol * (1.0 + scale),
+                "%s %s: %s[%zu] fused %.9g, unfused %.9g (tolerance %g of %g)", kn,
+                tecore_dtype_name(fc->dt), what[k], i, of.v[k][i], ou.v[k][i], tol, 1.0 + scale);
+  }
+  tc_rank_digest(of.v[0], sizeof of.v[0][0] * of.n[0]);
+  tc_rank_digest(of.v[1], sizeof of.v[1][0] * of.n[1]);
+  RK_CORE(tecore_seq_destroy(qf));
+  RK_CORE(tecore_seq_destroy(qu));
+  RK_CORE(tecore_stream_destroy(s));
+  RK_OK(tecomm_comm_destroy(c));
+}
+
+START_TEST(fused_pattern_vs_unfused) {
+  static const int kinds[] = {TECORE_OP_TP_REDUCE, TECORE_OP_ALLREDUCE};
+  struct fuse_case fc = {.kind = kinds[_i & 1], .dt = dtypes[(_i >> 1) & 1]};
+  int n = _i < 4 ? 2 : 4;
+  tc_run_ranks(n, rank_fuse, &fc, 60);
+  tc_expect_same_digest(n, "the fused output and new residual");
+  tc_shm_release();
+}
+END_TEST
+
+/* ---- delayed scaling's amax reduction inside a graph --------------------------------- */
+
+/* tecore_delayed_update with recipe.amax_reduce = tecomm_amax_reduce,
+ * captured once, replayed with new amaxes: each replay's scales are
+ * 448 / (the MAX over the ranks of that replay's amaxes). */
+static void rank_amax_graph(int rank, int n, void *arg) {
+  (void)arg;
+  tecore_stream_t s;
+  tecomm_comm_t c = rank_setup(rank, n, &s);
+  struct tecore_recipe r;
+  RK_CORE(tecore_recipe_init(&r, TECORE_RECIPE_DELAYED));
+  r.format = TECORE_FP8_E4M3;
+  r.history_len = 1;
+  r.amax_algo = TECORE_AMAX_MOST_RECENT;
+  r.amax_reduce = tecomm_amax_reduce;
+  r.amax_reduce_ctx = c;
+  enum { CNT = 7, REPLAYS = 5 };
+  struct tecore_delayed_state st;
+  RK_CORE(tecore_delayed_state_create(&r, TECORE_FP8_ACTIVATION, CNT, s, &st));
+  /* one eager update first: the allreduce's lazy set-up happens outside
+   * the capture */
+  RK_CORE(tecore_delayed_update(&r, &st, s));
+  RK_CORE(tecore_stream_synchronize(s));
+  tecore_graph_t g;
+  tecore_graph_exec_t ge;
+  RK_CORE(tecore_stream_begin_capture(s, TECORE_CAPTURE_THREAD_LOCAL));
+  RK_CORE(tecore_delayed_update(&r, &st, s));
+  RK_CORE(tecore_stream_end_capture(s, &g));
+  RK_CORE(tecore_graph_instantiate(&ge, g));
+  for (int rep = 0; rep < REPLAYS; rep++) {
+    float all[TC_MAX_RANKS][CNT], scale[CNT];
+    for (int p = 0; p < n; p++) {
+      tc_rank_seed(p, 100 + (uint64_t)rep);
+      for (int i = 0; i < CNT; i++) all[p][i] = te_rand_float(0.5f, 100.0f);
+    }
+    RK_CORE(tecore_memcpy_async(st.amax, te_hptr(all[rank]), sizeof all[rank], s));
+    RK_CORE(tecore_memset_d32_async(st.scale, 0x7fc00000u, CNT, s));   /* poison */
+    RK_CORE(tecore_graph_launch(ge, s));
+    RK_CORE(tecore_memcpy_async(te_hptr(scale), st.scale, sizeof scale, s));
+    RK_CORE(tecore_stream_synchronize(s));
+    for (int i = 0; i < CNT; i++) {
+      float m = 0;
+      for (int p = 0; p < n; p++) m = all[p][i] > m ? all[p][i] : m;
+      float want = 448.0f / m;
+      RK_ASSERT(fabsf(scale[i] - want) <= 1e-6f * want,
+                "replay %d: scale[%d] %.9g, want 448 / max %.9g = %.9g", rep, i,
+                (double)scale[i], (double)m, (double)want);
+    }
+  }
+  RK_CORE(tecore_graph_exec_destroy(ge));
+  RK_CORE(tecore_graph_destroy(g));
+  RK_CORE(tecore_delayed_state_free(&st));
+  RK_CORE(tecore_stream_destroy(s));
+  RK_OK(tecomm_comm_destroy(c));
+}
+
+START_TEST(amax_max_across_ranks_in_graph) {
+  tc_run_ranks(_i ? 4 : 2, rank_amax_graph, NULL, 60);
+  tc_shm_release();
+}
+END_TEST
+
+/* ---- misuse ------------------------------------------------------------------------- */
+
+/* Expects tecore_seq_add to refuse d with code and a detail naming what. */
+static void expect_add(tecore_seq_t *q, const struct tecore_op_desc *d, tecore_result_t code,
+                       const char *what) {
+  tecore_clear_error();
+  tecore_result_t r = tecore_seq_add(q, d, NULL);
+  RK_ASSERT(r == code && strstr(tecore_last_error(), what),
+            "tecore_seq_add(%s): %s \"%s\", want %s naming \"%s\"", tecore_op_kind_name(d->kind),
+            tecore_result_name(r), tecore_last_error(), tecore_result_name(code), what);
+}
+
+static void rank_misuse(int rank, int n, void *arg) {
+  (void)arg;
+  tecore_stream_t s;
+  tecomm_comm_t c = rank_setup(rank, n, &s);
+  struct tecore_seq_config cfg = {.rows = 16, .features = 16, .dtype = TECORE_DTYPE_F32,
+                                  .seed = 1};
+  tecore_seq_t *q;
+  RK_CORE(tecore_seq_create(&cfg, &q));
+  struct tecomm_op_params p = {.comm = c};
+  struct tecore_op_desc d = {.kind = TECORE_OP_TP_COPY};
+  expect_add(q, &d, TECORE_ERR_INVALID, "desc->ctx is NULL");
+  p.comm = NULL;
+  d.ctx = &p;
+  expect_add(q, &d, TECORE_ERR_INVALID, "desc->ctx->comm is NULL");
+  p.comm = c;
+  p.algo = TECOMM_ALGO_COUNT_;
+  d.kind = TECORE_OP_TP_REDUCE;
+  expect_add(q, &d, TECORE_ERR_INVALID, "desc->ctx->algo");
+  p.algo = TECOMM_ALGO_AUTO;
+  p.flags = 0x80;
+  d.kind = TECORE_OP_ALLREDUCE;
+  expect_add(q, &d, TECORE_ERR_INVALID, "desc->ctx->flags");
+  p.flags = 0;
+  d.features = 3;
+  expect_add(q, &d, TECORE_ERR_INVALID, "desc->features");
+  /* unregistered, the slots are empty again; registered, they work */
+  RK_OK(tecomm_ops_unregister());
+  d.features = 0;
+  expect_add(q, &d, TECORE_ERR_NOT_SUPPORTED, "no implementation is registered");
+  RK_OK(tecomm_ops_register());
+  RK_CORE(tecore_seq_add(q, &d, NULL));
+  RK_CORE(tecore_seq_destroy(q));
+  RK_CORE(tecore_stream_destroy(s));
+  RK_OK(tecomm_comm_destroy(c));
+}
+
+START_TEST(kinds_refuse_bad_params) {
+  tc_run_ranks(2, rank_misuse, NULL, 60);
+  tc_shm_release();
+}
+END_TEST
+
+static Suite *ops_suite(void) {
+  setenv("TECORE_VDEV_DEVICES", "8", 0);
+  Suite *s = suite_create("comm_ops");
+  TCase *tc = te_tcase(s, "pair", 0);
+  tcase_add_loop_test(tc, tp_pair_forward_backward, 0, 6);
+  tc = te_tcase(s, "fusion", 0);
+  tcase_add_loop_test(tc, fused_pattern_vs_unfused, 0, 8);
+  tc = te_tcase(s, "amax", 0);
+  tcase_add_loop_test(tc, amax_max_across_ranks_in_graph, 0, 2);
+  tc = te_tcase(s, "misuse", 0);
+  tcase_add_test(tc, kinds_refuse_bad_params);
+  return s;
+}
+
+TE_TEST_MAIN(ops_suite, TE_TEST_DEVICE)

@@ -1,0 +1,75 @@
+/* SPDX-License-Identifier: Apache-2.0
+ * demo_tp.h -- te-demo's tensor-parallel runs (--tp N): N ranks as forked
+ * processes (one per GPU on cuda, device = rank; vdev ranks need none),
+ * bootstrapped through a shared page (libtecomm's caller-callbacks
+ * bootstrap: an allgather and a barrier, both bounded), the MLP blocks
+ * split Megatron-style, and the page where ranks leave their losses and
+ * times for rank 0 to check and print.
+ *
+ * A block on rank r of N (ffn_local = ffn / N):
+ *   make_extra_output | rmsnorm | tp_copy | linear [ffn_local] + bias |
+ *   gelu | linear [hidden] (+ bias on rank 0 only, so it is added once) |
+ *   tp_reduce | add_extra_input
+ * fc1 is column-parallel (rows r * ffn_local .. of the full weight), fc2
+ * row-parallel (those columns); the weights are sliced from the full
+ * model of the same seed, so the N ranks compute the single-process model.
+ * tp_reduce -> add -> the next block's make_extra_output -> rmsnorm is the
+ * fuser pattern libtecomm registers (one tecomm_allreduce_add_rmsnorm). */
+#ifndef TE_TOOLS_DEMO_TP_H
+#define TE_TOOLS_DEMO_TP_H
+
+#include <stdint.h>
+#include <sys/types.h>
+#include <te/core.h>
+#include <te/comm.h>
+
+#define DEMO_TP_MAX 8
+
+/* The variants a rank trains, in this order. */
+enum { DEMO_TP_FUSED = 0, DEMO_TP_BASE = 1, DEMO_TP_NVARIANTS = 2 };
+
+struct demo_tp_page;   /* shared by the parent and every rank (MAP_SHARED) */
+
+struct demo_tp {
+  int n, rank;
+  int nccl;                           /* the baseline's allreduce is NCCL's */
+  tecomm_comm_t comm;
+  struct tecomm_op_params params[DEMO_TP_NVARIANTS];   /* fused, baseline */
+  int variant;                        /* the model make_model builds now */
+  struct demo_tp_page *page;
+};
+
+/* The shared page for n ranks, steps steps; NULL after saying why. */
+struct demo_tp_page *demo_tp_page_create(int n, int steps);
+void demo_tp_page_free(struct demo_tp_page *p);
+
+/* Forks fn(arg, rank) in `count` processes (rank 0 .. count - 1), waits
+ * for them and returns the largest exit status (1 for a rank killed by a
+ * signal, named on stderr). */
+int demo_tp_fork(int count, int (*fn)(void *arg, int rank), void *arg);
+
+/* In rank `rank`: the communicator on device rank (cuda) through the
+ * page's bootstrap; fills t (params: fused, and the baseline unfused with
+ * NCCL when nccl).  Returns 0, or 1 after saying why. */
+int demo_tp_init(struct demo_tp *t, struct demo_tp_page *page, int n, int rank, int nccl);
+void demo_tp_fini(struct demo_tp *t);
+/* Every rank waits for all (bounded: 1 hour, a dead rank fails the rest). */
+int demo_tp_barrier(struct demo_tp_page *p);
+
+/* Appends block `layer` for rank t->rank with t->params[t->variant]. */
+tecore_result_t demo_tp_add_block(tecore_seq_t *q, const struct demo_tp *t, int layer,
+                                  size_t hidden, size_t ffn);
+/* Overwrites the parameters of tp (the sequence of this rank's blocks)
+ * with this rank's slices of full's (the single-process model); both
+ * BF16.  Synchronous. */
+tecore_result_t demo_tp_load_slices(tecore_seq_t *tp, tecore_seq_t *full, const struct demo_tp *t,
+                                    int layers, size_t hidden, size_t ffn, tecore_stream_t s);
+
+/* The page's result slots: losses of the single-process reference
+ * (prec 0 fp8, 1 bf16), and per precision, variant and rank the losses,
+ * the mean step time and the forward time (ms). */
+double *demo_tp_ref_loss(struct demo_tp_page *p, int prec);
+double *demo_tp_loss(struct demo_tp_page *p, int prec, int variant, int rank);
+double *demo_tp_times(struct demo_tp_page *p, int prec, int variant);   /* [2]: step, forward */
+
+#endif
