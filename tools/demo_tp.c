@@ -80,17 +80,31 @@ int demo_tp_fork(int count, int (*fn)(void *arg, int rank), void *arg) {
       _exit(rc);
     }
   }
-  /* a rank that could not start leaves the others waiting in the
-   * bootstrap until its bound: end them now */
+  /* a rank that could not start, or that failed, leaves the others
+   * waiting on it (in the bootstrap, a collective or the last barrier)
+   * until their bounds: end them now */
   if (started < count)
     for (int r = 0; r < started; r++) kill(pid[r], SIGTERM);
-  for (int r = 0; r < started; r++) {
+  int left = started, done[DEMO_TP_MAX] = {0};
+  while (left > 0) {
     int st = 0;
-    while (waitpid(pid[r], &st, 0) < 0 && errno == EINTR) continue;
+    pid_t w = waitpid(-1, &st, 0);
+    if (w < 0) {
+      if (errno == EINTR) continue;
+      break;
+    }
+    int r = 0;
+    while (r < started && pid[r] != w) r++;
+    if (r == started || done[r]) continue;
+    done[r] = 1;
+    left--;
     int rc = WIFEXITED(st) ? WEXITSTATUS(st) : 1;
     if (WIFSIGNALED(st))
       fprintf(stderr, "te-demo: --tp: rank %d died of signal %d\n", r, WTERMSIG(st));
     if (rc > worst) worst = rc;
+    if (rc != 0)
+      for (int k = 0; k < started; k++)
+        if (!done[k]) kill(pid[k], SIGTERM);
   }
   return worst;
 }
@@ -136,11 +150,10 @@ static int boot_allgather(const void *send, void *recv, size_t bytes, void *ctx)
 
 static int boot_barrier(void *ctx) { return page_barrier(((struct boot_ctx *)ctx)->page, 120); }
 
-int demo_tp_init(struct demo_tp *t, struct demo_tp_page *page, int n, int rank, int nccl) {
+int demo_tp_init(struct demo_tp *t, struct demo_tp_page *page, int n, int rank) {
   memset(t, 0, sizeof *t);
   t->n = n;
   t->rank = rank;
-  t->nccl = nccl;
   t->page = page;
   boot.page = page;
   boot.rank = rank;
@@ -157,13 +170,19 @@ int demo_tp_init(struct demo_tp *t, struct demo_tp_page *page, int n, int rank, 
     return 1;
   }
   t->params[DEMO_TP_FUSED] = (struct tecomm_op_params){.comm = t->comm};
-  t->params[DEMO_TP_BASE] = (struct tecomm_op_params){
-      .comm = t->comm, .algo = nccl ? TECOMM_ALGO_NCCL : TECOMM_ALGO_AUTO,
-      .flags = TECOMM_OP_NO_FUSION};
+  demo_tp_baseline(t, 0);
   return 0;
 }
 
+void demo_tp_baseline(struct demo_tp *t, int nccl) {
+  t->nccl = nccl;
+  t->params[DEMO_TP_BASE] = (struct tecomm_op_params){
+      .comm = t->comm, .algo = nccl ? TECOMM_ALGO_NCCL : TECOMM_ALGO_AUTO,
+      .flags = TECOMM_OP_NO_FUSION};
+}
+
 void demo_tp_fini(struct demo_tp *t) {
+  demo_tp_release(t);
   if (t->comm) (void)tecomm_comm_destroy(t->comm);
   t->comm = NULL;
 }
@@ -249,4 +268,43 @@ tecore_result_t demo_tp_load_slices(tecore_seq_t *tp, tecore_seq_t *full, const 
   free(src);
   free(dst);
   return r;
+}
+
+/* ---- symmetric inputs of the sums ------------------------------------------------- */
+
+tecore_result_t demo_tp_symmetric(tecore_seq_t *q, struct demo_tp *t) {
+  size_t ns = 0;
+  tecore_result_t r = tecore_seq_get_saved(q, NULL, 0, &ns);
+  struct tecore_seq_saved *sv = calloc(ns ? ns : 1, sizeof *sv);
+  tecore_devptr_t *sym = realloc(t->sym, (t->nsym + ns + 1) * sizeof *sym);
+  if (!sv || !sym) {
+    free(sv);
+    tecore_set_error("demo_tp_symmetric: out of host memory");
+    return TECORE_ERR_NOMEM;
+  }
+  t->sym = sym;
+  if (r == TECORE_SUCCESS) r = tecore_seq_get_saved(q, sv, ns, &ns);
+  for (size_t i = 0; r == TECORE_SUCCESS && i < ns; i++) {
+    struct tecore_op_info info;
+    if (sv[i].part != TECORE_SEQ_SAVED_DATA) continue;
+    r = tecore_seq_op(q, sv[i].bnd, &info);
+    if (r != TECORE_SUCCESS || info.desc.kind != TECORE_OP_TP_REDUCE) continue;
+    tecore_devptr_t p = 0;
+    tecomm_result_t cr = tecomm_mem_alloc(t->comm, sv[i].bytes, &p);
+    if (cr != TECOMM_SUCCESS) {
+      r = TECORE_ERR_DEVICE_NOMEM;   /* the detail is tecomm_mem_alloc's */
+      break;
+    }
+    t->sym[t->nsym++] = p;
+    r = tecore_seq_set_saved(q, i, p);
+  }
+  free(sv);
+  return r;
+}
+
+void demo_tp_release(struct demo_tp *t) {
+  for (size_t i = 0; i < t->nsym; i++) (void)tecomm_mem_free(t->comm, t->sym[i]);
+  free(t->sym);
+  t->sym = NULL;
+  t->nsym = 0;
 }

@@ -37,6 +37,8 @@ struct demo_tp {
   struct tecomm_op_params params[DEMO_TP_NVARIANTS];   /* fused, baseline */
   int variant;                        /* the model make_model builds now */
   struct demo_tp_page *page;
+  tecore_devptr_t *sym;               /* demo_tp_symmetric's allocations */
+  size_t nsym;
 };
 
 /* The shared page for n ranks, steps steps; NULL after saying why. */
@@ -48,10 +50,13 @@ void demo_tp_page_free(struct demo_tp_page *p);
  * signal, named on stderr). */
 int demo_tp_fork(int count, int (*fn)(void *arg, int rank), void *arg);
 
-/* In rank `rank`: the communicator on device rank (cuda) through the
- * page's bootstrap; fills t (params: fused, and the baseline unfused with
- * NCCL when nccl).  Returns 0, or 1 after saying why. */
-int demo_tp_init(struct demo_tp *t, struct demo_tp_page *page, int n, int rank, int nccl);
+/* In rank `rank`: libtecomm's operations registered and the communicator
+ * on device rank (cuda; made current) through the page's bootstrap; fills
+ * t (params: fused, and the baseline unfused, libtecomm's).  Returns 0,
+ * or 1 after saying why. */
+int demo_tp_init(struct demo_tp *t, struct demo_tp_page *page, int n, int rank);
+/* The baseline's sums: NCCL's (nccl) or libtecomm's table. */
+void demo_tp_baseline(struct demo_tp *t, int nccl);
 void demo_tp_fini(struct demo_tp *t);
 /* Every rank waits for all (bounded: 1 hour, a dead rank fails the rest). */
 int demo_tp_barrier(struct demo_tp_page *p);
@@ -64,6 +69,14 @@ tecore_result_t demo_tp_add_block(tecore_seq_t *q, const struct demo_tp *t, int 
  * BF16.  Synchronous. */
 tecore_result_t demo_tp_load_slices(tecore_seq_t *tp, tecore_seq_t *full, const struct demo_tp *t,
                                     int layers, size_t hidden, size_t ffn, tecore_stream_t s);
+
+/* Moves the input of every tp_reduce of q (the row-parallel partial sums)
+ * into symmetric memory (tecomm_mem_alloc), so the one-shot and Lamport
+ * kernels read the peers' partial sums where fc2 wrote them instead of a
+ * staged copy.  Collective; before any capture of q.  demo_tp_release
+ * frees them after q is destroyed. */
+tecore_result_t demo_tp_symmetric(tecore_seq_t *q, struct demo_tp *t);
+void demo_tp_release(struct demo_tp *t);
 
 /* The page's result slots: losses of the single-process reference
  * (prec 0 fp8, 1 bf16), and per precision, variant and rank the losses,

@@ -154,6 +154,7 @@ static tecore_seq_t *make_model(const struct opts *o, uint64_t seed,
     tecore_seq_t *whole = make_model(o, seed, NULL, s, 1);
     CHECK(demo_tp_load_slices(q, whole, o->tpc, o->layers, o->hidden, o->ffn, s));
     CHECK(tecore_seq_destroy(whole));
+    CHECK(demo_tp_symmetric(q, o->tpc));
   }
   return q;
 }
@@ -533,6 +534,7 @@ static void train(const struct opts *o, const struct data *dd, const struct teco
   stepper_free(&stp);
   demo_offload_destroy(&R->dof);
   CHECK(tecore_seq_destroy(m.seq));
+  if (o->tpc) demo_tp_release(o->tpc);   /* after the sequence that used them */
 }
 /* The backend, the device and the model's shape and mode. */
 static void print_setup(const struct opts *o, tecore_backend_t be,
@@ -1026,13 +1028,15 @@ static int tp_report(const struct opts *o, struct demo_tp_page *pg, const char *
 static int tp_rank(void *arg, int rank) {
   const struct tp_args *a = arg;
   struct opts o = *a->o;
-  CHECK(tecore_init());
+  /* the communicator first: it makes this rank's device current (cuda:
+   * GPU rank) before libtecore's first use */
+  struct demo_tp t;
+  if (demo_tp_init(&t, a->page, o.tp, rank)) return 1;
   tecore_backend_t be;
   CHECK(tecore_backend(&be));
   int gpu = be == TECORE_BACKEND_CUDA;
   if (resolve_opts(&o, gpu, a->g)) return 2;   /* the reference said why */
-  struct demo_tp t;
-  if (demo_tp_init(&t, a->page, o.tp, rank, o.tp_comm == TP_COMM_NCCL)) return 1;
+  demo_tp_baseline(&t, o.tp_comm == TP_COMM_NCCL);
   o.tpc = &t;
   if (rank) o.quiet = 1;
   const char *base_name = o.tp_comm == TP_COMM_NCCL ? " (nccl, unfused)"
