@@ -2,7 +2,7 @@
 # SPDX-License-Identifier: Apache-2.0
 """gen-fortran.py -- writes libte's Fortran modules from its C headers.
 
-    fortran/gen-fortran.py [--srcdir DIR] [--outdir DIR] [--cc CC]
+    fortran/gen-fortran.py [--srcdir DIR] [--outdir DIR] [--cc CC] [--symbols]
 
 reads libtecore/te/*.h, libtegraph/te/*.h and libtecomm/te/*.h through the
 C preprocessor and writes
@@ -17,6 +17,10 @@ C preprocessor and writes
         two programs that print sizeof/offsetof of every struct and field,
         one from C, one from the Fortran types: t/fortran-layout.sh diffs
         them, so a type whose layout drifts from its struct fails make check.
+
+--symbols writes nothing and prints the names gfortran gives what the
+modules define (module procedures, the types' helpers): the names that
+fortran/libtefortran.map exports (t/fortran-map.sh compares them).
 
 The output is committed (building needs no Python); t/fortran-gen.sh runs
 this script again in make check and fails when the committed files differ,
@@ -515,7 +519,10 @@ def fortran_names_check(names, what):
             die("%s: %s is longer than Fortran's 63 characters" % (what, n))
 
 
-def gen_module(api, mod, lib, prefix, uses):
+def gen_module(api, mod, lib, prefix, uses, syms=None):
+    """The module's text; syms (a list), when given, gets the names of
+    what the module defines in the library: its types and its procedures
+    (the bind(C) interfaces define nothing, the C library does)."""
     hdrs = lambda h: h is not None and h.startswith(lib + "/")
     w = Writer()
     w("! SPDX-License-Identifier: Apache-2.0")
@@ -608,9 +615,13 @@ def gen_module(api, mod, lib, prefix, uses):
         names.append(fname)
         if needs_wrap:
             names.append(rawname)
-    if mod == "te_core":
-        names += re.findall(r"^  (?:function|subroutine) (\w+)", HELPERS, re.M)
+    helpers = re.findall(r"^  (?:function|subroutine) (\w+)", HELPERS, re.M) \
+        if mod == "te_core" else []
+    names += helpers
     fortran_names_check(names, "module " + mod)
+    if syms is not None:
+        syms += [("type", mod, sname) for hdr, sname, _ in api.structs if hdrs(hdr)]
+        syms += [("proc", mod, n) for n in helpers + [wr[0] for wr in wrappers]]
     if raw:
         w("  interface")
         for rawname, cname, ps, rt, fname in raw:
@@ -845,12 +856,32 @@ def gen_layout(api):
     return c.text(), f.text()
 
 
+def gfortran_symbols(syms):
+    """The ELF names gfortran gives what the modules define, sorted: a module
+    procedure p of module m is __m_MOD_p, and each derived type T gets a
+    copy routine, a default-initialization object and a vtab (for class(*)
+    and intrinsic assignment in the caller's code) named after the module
+    and T with its first letter capitalized.  fortran/libtefortran.map must
+    list exactly these and the C doors of te_fortran.c (t/fortran-map.sh)."""
+    out = []
+    for kind, mod, name in syms:
+        name = name.lower()
+        if kind == "proc":
+            out.append("__%s_MOD_%s" % (mod, name))
+        else:
+            t = "%s_%s" % (mod, name[:1].upper() + name[1:])
+            out += ["__%s_MOD___%s_%s" % (mod, what, t) for what in ("copy", "def_init", "vtab")]
+    return sorted(out)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     here = os.path.dirname(os.path.abspath(__file__))
     ap.add_argument("--srcdir", default=os.path.dirname(here))
     ap.add_argument("--outdir", default=None, help="where to write (default: srcdir)")
     ap.add_argument("--cc", default=os.environ.get("CC", "cc"))
+    ap.add_argument("--symbols", action="store_true",
+                    help="print the gfortran symbol names of the modules, write nothing")
     a = ap.parse_args()
     outdir = a.outdir or a.srcdir
     api = read_api(a.srcdir, a.cc)
@@ -859,9 +890,12 @@ def main():
         missing = ARRAY_PARAMS[name] - {p.name for p in found}
         if found and missing:
             die("ARRAY_PARAMS: %s has no parameter %s" % (name, ", ".join(sorted(missing))))
-    out = {}
+    out, syms = {}, []
     for mod, lib, prefix, uses in LIBS:
-        out[os.path.join("fortran", mod + ".f90")] = gen_module(api, mod, lib, prefix, uses)
+        out[os.path.join("fortran", mod + ".f90")] = gen_module(api, mod, lib, prefix, uses, syms)
+    if a.symbols:
+        sys.stdout.write("".join(n + "\n" for n in gfortran_symbols(syms)))
+        return
     lc, lf = gen_layout(api)
     out[os.path.join("t", "fortran_layout_c.c")] = lc
     out[os.path.join("t", "fortran_layout_f.f90")] = lf
