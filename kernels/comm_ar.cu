@@ -312,18 +312,23 @@ __device__ void ar_oneshot(const te_ar_params &p) {
 }
 
 // ---- two-shot ---------------------------------------------------------------------------
-// Barrier; block b reduces its part of chunk `rank` into in[rank] (no peer
-// reads that chunk of this input); barrier; it copies its part of every
-// chunk q from in[q] into out; barrier (the inputs stay untouched until
-// every peer has read them).  The tail: reduced by block 0 before the
-// second barrier, stored after it.
+// Barrier; block b reduces its part of chunk `rank` (only this rank reads
+// that chunk of the inputs) and stores the result into chunk `rank` of
+// every rank's input, its own included: NVLink carries posted stores
+// instead of a second round of remote loads.  Barrier: every chunk of
+// in[rank] now holds the sum; copy it into out unless out is in[rank].
+// After the second barrier no rank touches a peer's input, and a peer
+// writes into this rank's input again only in a later call, after that
+// call's first barrier, which this rank reaches only when this kernel has
+// ended.  The tail: reduced by block 0 before the second barrier, stored
+// after it.
 
 template <int DT, int EPG>
 __device__ void ar_twoshot(const te_ar_params &p) {
   const uint64_t ngran = p.count / EPG;
   ar_block c;
   uint64_t base;
-  if (!ar_begin(p, 3, c, base)) return;
+  if (!ar_begin(p, 2, c, base)) return;
   if (!ar_barrier(p, c, base + 1)) return;
   uint64_t clo, chi, lo, hi;
   te_ar_chunk(ngran, p.nranks, p.rank, &clo, &chi);
@@ -332,44 +337,48 @@ __device__ void ar_twoshot(const te_ar_params &p) {
   for (uint64_t g = clo + lo + threadIdx.x; g < clo + hi; g += (uint64_t)blockDim.x * 2) {
     float a[EPG], b[EPG];
     uint64_t g2 = g + blockDim.x;
+    const bool two = g2 < clo + hi;
     ar_reduce<DT, EPG>(p, g, a);
-    if (g2 < clo + hi) ar_reduce<DT, EPG>(p, g2, b);
-    ar_st<DT, EPG>(mine, g, a);
-    if (g2 < clo + hi) ar_st<DT, EPG>(mine, g2, b);
+    if (two) ar_reduce<DT, EPG>(p, g2, b);
+#pragma unroll
+    for (int s = 0; s < TE_AR_MAX_RANKS; s++)
+      if (s < p.nranks) {
+        ar_st<DT, EPG>(p.in[s], g, a);
+        if (two) ar_st<DT, EPG>(p.in[s], g2, b);
+      }
   }
   const uint64_t t0 = ngran * EPG;
   const bool tail = blockIdx.x == 0 && t0 + threadIdx.x < p.count;
   float tv = 0.0f;
   if (tail) tv = ar_reduce_elem<DT>(p, t0 + threadIdx.x);
   if (!ar_barrier(p, c, base + 2)) return;
-  for (int q = 0; q < p.nranks; q++) {
-    if (q == p.rank && p.out == mine) continue;
-    te_ar_chunk(ngran, p.nranks, q, &clo, &chi);
-    te_ar_split(chi - clo, gridDim.x, blockIdx.x, &lo, &hi);
-    const uint64_t src = p.in[q];
-    if constexpr (EPG == 1) {
-      for (uint64_t g = clo + lo + threadIdx.x; g < clo + hi; g += blockDim.x) {
-        float v;
-        ar_ld<DT, 1>(src, g, &v);
-        ar_st<DT, 1>(p.out, g, &v);
-      }
-    } else {
-      const uint4 *s4 = ar_ptr<const uint4>(src);
-      uint4 *d4 = ar_ptr<uint4>(p.out);
-      const uint64_t step = (uint64_t)blockDim.x * 4;
-      for (uint64_t g = clo + lo + threadIdx.x; g < clo + hi; g += step) {
-        uint4 v[4];
+  if (p.out != mine) {
+    for (int q = 0; q < p.nranks; q++) {
+      te_ar_chunk(ngran, p.nranks, q, &clo, &chi);
+      te_ar_split(chi - clo, gridDim.x, blockIdx.x, &lo, &hi);
+      if constexpr (EPG == 1) {
+        for (uint64_t g = clo + lo + threadIdx.x; g < clo + hi; g += blockDim.x) {
+          float v;
+          ar_ld<DT, 1>(mine, g, &v);
+          ar_st<DT, 1>(p.out, g, &v);
+        }
+      } else {
+        const uint4 *s4 = ar_ptr<const uint4>(mine);
+        uint4 *d4 = ar_ptr<uint4>(p.out);
+        const uint64_t step = (uint64_t)blockDim.x * 4;
+        for (uint64_t g = clo + lo + threadIdx.x; g < clo + hi; g += step) {
+          uint4 v[4];
 #pragma unroll
-        for (int u = 0; u < 4; u++)
-          if (g + (uint64_t)u * blockDim.x < clo + hi) v[u] = __ldcg(s4 + g + (uint64_t)u * blockDim.x);
+          for (int u = 0; u < 4; u++)
+            if (g + (uint64_t)u * blockDim.x < clo + hi) v[u] = __ldcg(s4 + g + (uint64_t)u * blockDim.x);
 #pragma unroll
-        for (int u = 0; u < 4; u++)
-          if (g + (uint64_t)u * blockDim.x < clo + hi) d4[g + (uint64_t)u * blockDim.x] = v[u];
+          for (int u = 0; u < 4; u++)
+            if (g + (uint64_t)u * blockDim.x < clo + hi) d4[g + (uint64_t)u * blockDim.x] = v[u];
+        }
       }
     }
   }
   if (tail) ar_st<DT, 1>(p.out, t0 + threadIdx.x, &tv);
-  ar_barrier(p, c, base + 3);
 }
 
 // ---- Lamport ------------------------------------------------------------------------------

@@ -190,13 +190,14 @@ void te_ar_vdev_oneshot(const struct tecore_launch_cfg *cfg, void *const *args) 
 }
 
 /* ---- two-shot ------------------------------------------------------------------
- * Block b: barrier; reduce its part of chunk `rank` and store it into
- * in[rank] (in place: no peer reads that chunk of this rank's input);
- * barrier; copy its part of every chunk c from in[c] into out; barrier
- * (no rank may overwrite its input, e.g. with the next call's copy-in,
- * while a peer still reads it).  The tail past the last full granule is
+ * Block b: barrier; reduce its part of chunk `rank` (no other rank reads
+ * that chunk of any input) and store the sum into chunk `rank` of every
+ * rank's input; barrier; copy its part of every chunk of in[rank] into out
+ * unless out is in[rank].  No third barrier: after the second no rank
+ * touches a peer's input, and a peer writes into this one again only after
+ * the next call's first barrier.  The tail past the last full granule is
  * reduced like one-shot by block 0 before the second barrier and stored
- * after it. */
+ * after it.  kernels/comm_ar.cu does the same. */
 void te_ar_vdev_twoshot(const struct tecore_launch_cfg *cfg, void *const *args) {
   const struct te_ar_params *p = args[0];
   struct vctx c;
@@ -209,26 +210,28 @@ void te_ar_vdev_twoshot(const struct tecore_launch_cfg *cfg, void *const *args) 
   uint64_t t0 = ngran * vec, ntail = p->count - t0;
   size_t esz = (size_t)te_ar_esize(dt);
   for (uint32_t b = 0; b < G; b++) {
-    uint64_t base = vphases(p, (int)b, 3);
+    uint64_t base = vphases(p, (int)b, 2);
     if (vbarrier(&c, (int)b, base + 1)) return;
     uint64_t clo, chi, lo, hi;
     te_ar_chunk(ngran, n, r, &clo, &chi);
     te_ar_split(chi - clo, G, b, &lo, &hi);
-    for (uint64_t e = (clo + lo) * vec; e < (clo + hi) * vec; e++)
-      te_st(VP(p->in[r]), e, dt, vreduce_elem(p, e));
+    /* the sum of chunk `rank`, pushed into every rank's input */
+    for (uint64_t e = (clo + lo) * vec; e < (clo + hi) * vec; e++) {
+      float v = vreduce_elem(p, e);
+      for (int q = 0; q < n; q++) te_st(VP(p->in[q]), e, dt, v);
+    }
     if (b == 0)
       for (uint64_t i = 0; i < ntail; i++) tail[i] = vreduce_elem(p, t0 + i);
     if (vbarrier(&c, (int)b, base + 2)) return;
-    for (int q = 0; q < n; q++) {
+    for (int q = 0; q < n && p->out != p->in[r]; q++) {
       te_ar_chunk(ngran, n, q, &clo, &chi);
       te_ar_split(chi - clo, G, b, &lo, &hi);
-      if (hi > lo && !(q == r && p->out == p->in[r]))
+      if (hi > lo)
         memcpy((char *)VP(p->out) + (clo + lo) * vec * esz,
-               (const char *)VP(p->in[q]) + (clo + lo) * vec * esz, (hi - lo) * vec * esz);
+               (const char *)VP(p->in[r]) + (clo + lo) * vec * esz, (hi - lo) * vec * esz);
     }
     if (b == 0)
       for (uint64_t i = 0; i < ntail; i++) te_st(VP(p->out), t0 + i, dt, tail[i]);
-    if (vbarrier(&c, (int)b, base + 3)) return;
   }
 }
 
