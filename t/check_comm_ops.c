@@ -6,7 +6,9 @@
  *     against float64 sums of every rank's inputs (each rank scales by its
  *     own factor, so a sum that misses a rank or counts one twice shows);
  *   - the forward pattern tp_reduce/allreduce -> add -> make -> rmsnorm:
- *     the plan text names the fused group, and the fused sequence's
+ *     the plan text names the fused group (and the backward group that
+ *     recomputes the norm's rsigma; without it, the forward writes
+ *     rsigma itself), and the fused sequence's
  *     output, new residual, input gradient and parameter gradients match
  *     the same sequence run unfused (TECOMM_OP_NO_FUSION), fresh random
  *     inputs, outputs poisoned first; the same bits on every rank;
@@ -155,6 +157,7 @@ enum { FR = 16, FH = 64, FF = 32 };
 struct fuse_case {
   int kind;              /* TECORE_OP_TP_REDUCE or TECORE_OP_ALLREDUCE */
   tecore_dtype_t dt;
+  int no_recompute;      /* the backward pattern that recomputes rsigma removed */
 };
 
 /* linear | sum | add_extra_input(0) | make_extra_output(1) | rmsnorm | linear+bias */
@@ -249,6 +252,7 @@ static void rank_fuse(int rank, int n, void *arg) {
   tecomm_comm_t c = rank_setup(rank, n, &s);
   struct tecomm_op_params fused = {.comm = c};
   struct tecomm_op_params plain = {.comm = c, .flags = TECOMM_OP_NO_FUSION};
+  if (fc->no_recompute) RK_CORE(tecore_ops_unregister_fusion("rsigma+rmsnorm_bwd_add"));
   tecore_seq_t *qf = fuse_seq(fc, &fused, s), *qu = fuse_seq(fc, &plain, s);
   /* the plans */
   const char *kn = tecore_op_kind_name(fc->kind);
@@ -260,13 +264,15 @@ static void rank_fuse(int rank, int n, void *arg) {
   snprintf(want, sizeof want, " %s[1] |", kn);
   RK_ASSERT(strstr(plan, want) && !strstr(plan, "+add+rmsnorm"),
             "unfused plan \"%s\": want \"%s\" and no fusion", plan, want);
-  /* backward: planned alone, the same either way */
+  /* backward: planned by itself; after the fused forward its norm group
+   * recomputes rsigma (the fused call does not write it), unless that
+   * pattern is gone, when the forward writes rsigma itself */
   char bf[512], bu[512];
   RK_CORE(tecore_seq_describe(qf, TECORE_SEQ_BACKWARD, bf, sizeof bf, NULL));
   RK_CORE(tecore_seq_describe(qu, TECORE_SEQ_BACKWARD, bu, sizeof bu, NULL));
-  RK_ASSERT(!strcmp(bf, bu), "backward plans differ: \"%s\" vs \"%s\"", bf, bu);
-  RK_ASSERT(strstr(bf, "rmsnorm_bwd_add[3-4]"), "backward plan \"%s\" lacks rmsnorm_bwd_add", bf);
-
+  const char *wb = fc->no_recompute ? "| rmsnorm_bwd_add[3-4]" : "| rsigma+rmsnorm_bwd_add[3-4]";
+  RK_ASSERT(strstr(bf, wb), "fused backward plan \"%s\" lacks \"%s\"", bf, wb);
+  RK_ASSERT(strstr(bu, "| rmsnorm_bwd_add[3-4]"), "unfused backward plan \"%s\"", bu);
   static struct fuse_out of, ou;
   fuse_run(qf, fc, rank, &of, s);
   fuse_run(qu, fc, rank, &ou, s);
@@ -295,10 +301,13 @@ static void rank_fuse(int rank, int n, void *arg) {
   RK_OK(tecomm_comm_destroy(c));
 }
 
+/* _i: bit 0 the sum's kind, bit 1 the dtype, bit 2 four ranks (else
+ * two), bit 3 the backward's rsigma recomputation removed */
 START_TEST(fused_pattern_vs_unfused) {
   static const int kinds[] = {TECORE_OP_TP_REDUCE, TECORE_OP_ALLREDUCE};
-  struct fuse_case fc = {.kind = kinds[_i & 1], .dt = dtypes[(_i >> 1) & 1]};
-  int n = _i < 4 ? 2 : 4;
+  struct fuse_case fc = {.kind = kinds[_i & 1], .dt = dtypes[(_i >> 1) & 1],
+                         .no_recompute = (_i >> 3) & 1};
+  int n = _i & 4 ? 4 : 2;
   tc_run_ranks(n, rank_fuse, &fc, 60);
   tc_expect_same_digest(n, "the fused output and new residual");
   tc_shm_release();
@@ -427,7 +436,7 @@ static Suite *ops_suite(void) {
   TCase *tc = te_tcase(s, "pair", 0);
   tcase_add_loop_test(tc, tp_pair_forward_backward, 0, 6);
   tc = te_tcase(s, "fusion", 0);
-  tcase_add_loop_test(tc, fused_pattern_vs_unfused, 0, 8);
+  tcase_add_loop_test(tc, fused_pattern_vs_unfused, 0, 16);
   tc = te_tcase(s, "amax", 0);
   tcase_add_loop_test(tc, amax_max_across_ranks_in_graph, 0, 2);
   tc = te_tcase(s, "misuse", 0);

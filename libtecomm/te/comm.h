@@ -227,13 +227,16 @@ tecore_result_t tecomm_amax_reduce(tecore_devptr_t amax, size_t count, tecore_st
  *   [ALLREDUCE | TP_REDUCE, ADD_EXTRA_INPUT, MAKE_EXTRA_OUTPUT, RMSNORM]
  * -- the row-parallel output's sum, the residual add, the fork of the new
  * residual and the next block's RMSNorm -- run as one
- * tecomm_allreduce_add_rmsnorm call (one kernel on the IPC paths), then a
- * statistics pass over the new residual for the RMSNorm's rsigma (the
- * fused call does not write it; the backward needs it).  Applies when the
- * operation's flags lack TECOMM_OP_NO_FUSION and the RMSNorm's norm_flags
- * are 0.  The backward plan is the fuser's own, chosen independently
- * (rmsnorm_bwd_add, then the pair's allreduce or identity).
- * tecore_seq_describe shows the groups. */
+ * tecomm_allreduce_add_rmsnorm call (one kernel on the IPC paths).
+ * Applies when the operation's flags lack TECOMM_OP_NO_FUSION and the
+ * RMSNorm's norm_flags are 0.  The fused call does not write the norm's
+ * rsigma, which its backward needs: the backward pattern
+ * "rsigma+rmsnorm_bwd_add" ([MAKE_EXTRA_OUTPUT, RMSNORM] after such a
+ * group) recomputes it from the saved residual before libtecore's
+ * rmsnorm_bwd_add, so a forward alone (inference) pays nothing for it;
+ * where the backward plan lacks that pattern, the fused forward writes
+ * rsigma itself with a second pass.  The backward is planned by the fuser
+ * independently of the forward.  tecore_seq_describe shows the groups. */
 #define TECOMM_OP_NO_FUSION 0x1u   /* this operation always runs by itself */
 
 struct tecomm_op_params {
