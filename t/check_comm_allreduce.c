@@ -14,8 +14,9 @@
  *     cuda);
  *   - 1000 graph replays with new inputs each time, every result checked;
  *   - a rank SIGKILLed mid-collective: the others get TECOMM_ERR_TIMEOUT
- *     naming it within TECOMM_TIMEOUT + 1 s, and nothing hangs;
- *   - MAX over F32 as the delayed-scaling recipe's amax_reduce. */
+ *     naming it within TECOMM_TIMEOUT + 1 s, and nothing hangs.
+ * MAX over F32 as the delayed-scaling recipe's amax_reduce, eager and in a
+ * replayed graph: t/check_comm_ops. */
 #include "comm_ranks.h"
 #include <float.h>
 #include "common/convert.h"
@@ -494,51 +495,6 @@ START_TEST(killed_rank_timeout) {
 }
 END_TEST
 
-/* ---- amax reduction of delayed scaling -------------------------------------------- */
-
-static void rank_amax(int rank, int n, void *arg) {
-  (void)arg;
-  tecomm_comm_t c = tc_rank_comm(rank, n);
-  tecore_stream_t s;
-  RK_CORE(tecore_stream_create(TECORE_STREAM_NON_BLOCKING, 0, &s));
-  struct tecore_recipe r;
-  RK_CORE(tecore_recipe_init(&r, TECORE_RECIPE_DELAYED));
-  r.format = TECORE_FP8_E4M3;
-  r.history_len = 1;
-  r.amax_algo = TECORE_AMAX_MOST_RECENT;
-  r.amax_reduce = tecomm_amax_reduce;
-  r.amax_reduce_ctx = c;
-  struct tecore_delayed_state st;
-  enum { CNT = 5 };
-  RK_CORE(tecore_delayed_state_create(&r, TECORE_FP8_ACTIVATION, CNT, s, &st));
-  float am[CNT], all[TC_MAX_RANKS][CNT], scale[CNT];
-  for (int p = 0; p < n; p++) {
-    tc_rank_seed(p, 77);
-    for (int i = 0; i < CNT; i++) all[p][i] = te_rand_float(0.5f, 100.0f);
-  }
-  memcpy(am, all[rank], sizeof am);
-  RK_CORE(tecore_memcpy_async(st.amax, te_hptr(am), sizeof am, s));
-  RK_CORE(tecore_delayed_update(&r, &st, s));
-  RK_CORE(tecore_memcpy_async(te_hptr(scale), st.scale, sizeof scale, s));
-  RK_CORE(tecore_stream_synchronize(s));
-  for (int i = 0; i < CNT; i++) {
-    float m = 0;
-    for (int p = 0; p < n; p++) m = all[p][i] > m ? all[p][i] : m;
-    float want = 448.0f / m;
-    RK_ASSERT(fabsf(scale[i] - want) <= 1e-6f * want, "scale[%d] %.9g, want 448 / %.9g = %.9g", i,
-              (double)scale[i], (double)m, (double)want);
-  }
-  RK_CORE(tecore_delayed_state_free(&st));
-  RK_CORE(tecore_stream_destroy(s));
-  RK_OK(tecomm_comm_destroy(c));
-}
-
-START_TEST(amax_reduce_recipe) {
-  tc_run_ranks(4, rank_amax, NULL, 60);
-  tc_shm_release();
-}
-END_TEST
-
 static Suite *allreduce_suite(void) {
   setenv("TECORE_VDEV_DEVICES", "8", 0);
   Suite *s = suite_create("comm_allreduce");
@@ -551,8 +507,6 @@ static Suite *allreduce_suite(void) {
   tcase_add_test(tc, graph_1000_replays_new_data);
   tc = te_tcase(s, "timeout", 0);
   tcase_add_loop_test(tc, killed_rank_timeout, 0, 3);
-  tc = te_tcase(s, "amax", 0);
-  tcase_add_test(tc, amax_reduce_recipe);
   return s;
 }
 

@@ -12,8 +12,8 @@
  *     output, new residual, input gradient and parameter gradients match
  *     the same sequence run unfused (TECOMM_OP_NO_FUSION), fresh random
  *     inputs, outputs poisoned first; the same bits on every rank;
- *   - the delayed-scaling amax reduction (MAX over the ranks) inside a
- *     captured graph replayed with new amaxes each time;
+ *   - the delayed-scaling amax reduction (MAX over the ranks), eager and
+ *     inside a captured graph replayed with new amaxes each time;
  *   - argument errors of the kinds and the registration's idempotence. */
 #include "comm_ranks.h"
 #include <math.h>
@@ -316,9 +316,12 @@ END_TEST
 
 /* ---- delayed scaling's amax reduction inside a graph --------------------------------- */
 
-/* tecore_delayed_update with recipe.amax_reduce = tecomm_amax_reduce,
- * captured once, replayed with new amaxes: each replay's scales are
- * 448 / (the MAX over the ranks of that replay's amaxes). */
+/* tecore_delayed_update with recipe.amax_reduce = tecomm_amax_reduce:
+ * the first update eager (it also does the allreduce's lazy set-up outside
+ * the capture), then captured once and replayed with new amaxes; after
+ * each, the scales are 448 / (the MAX over the ranks of that round's
+ * amaxes).  (It moved here from t/check_comm_allreduce, which checked the
+ * eager update only.) */
 static void rank_amax_graph(int rank, int n, void *arg) {
   (void)arg;
   tecore_stream_t s;
@@ -330,20 +333,12 @@ static void rank_amax_graph(int rank, int n, void *arg) {
   r.amax_algo = TECORE_AMAX_MOST_RECENT;
   r.amax_reduce = tecomm_amax_reduce;
   r.amax_reduce_ctx = c;
-  enum { CNT = 7, REPLAYS = 5 };
+  enum { CNT = 7, ROUNDS = 6 };
   struct tecore_delayed_state st;
   RK_CORE(tecore_delayed_state_create(&r, TECORE_FP8_ACTIVATION, CNT, s, &st));
-  /* one eager update first: the allreduce's lazy set-up happens outside
-   * the capture */
-  RK_CORE(tecore_delayed_update(&r, &st, s));
-  RK_CORE(tecore_stream_synchronize(s));
-  tecore_graph_t g;
-  tecore_graph_exec_t ge;
-  RK_CORE(tecore_stream_begin_capture(s, TECORE_CAPTURE_THREAD_LOCAL));
-  RK_CORE(tecore_delayed_update(&r, &st, s));
-  RK_CORE(tecore_stream_end_capture(s, &g));
-  RK_CORE(tecore_graph_instantiate(&ge, g));
-  for (int rep = 0; rep < REPLAYS; rep++) {
+  tecore_graph_t g = NULL;
+  tecore_graph_exec_t ge = NULL;
+  for (int rep = 0; rep < ROUNDS; rep++) {
     float all[TC_MAX_RANKS][CNT], scale[CNT];
     for (int p = 0; p < n; p++) {
       tc_rank_seed(p, 100 + (uint64_t)rep);
@@ -351,7 +346,16 @@ static void rank_amax_graph(int rank, int n, void *arg) {
     }
     RK_CORE(tecore_memcpy_async(st.amax, te_hptr(all[rank]), sizeof all[rank], s));
     RK_CORE(tecore_memset_d32_async(st.scale, 0x7fc00000u, CNT, s));   /* poison */
-    RK_CORE(tecore_graph_launch(ge, s));
+    if (rep == 0) {
+      RK_CORE(tecore_delayed_update(&r, &st, s));
+      RK_CORE(tecore_stream_synchronize(s));
+      RK_CORE(tecore_stream_begin_capture(s, TECORE_CAPTURE_THREAD_LOCAL));
+      RK_CORE(tecore_delayed_update(&r, &st, s));
+      RK_CORE(tecore_stream_end_capture(s, &g));
+      RK_CORE(tecore_graph_instantiate(&ge, g));
+    } else {
+      RK_CORE(tecore_graph_launch(ge, s));
+    }
     RK_CORE(tecore_memcpy_async(te_hptr(scale), st.scale, sizeof scale, s));
     RK_CORE(tecore_stream_synchronize(s));
     for (int i = 0; i < CNT; i++) {
@@ -359,8 +363,9 @@ static void rank_amax_graph(int rank, int n, void *arg) {
       for (int p = 0; p < n; p++) m = all[p][i] > m ? all[p][i] : m;
       float want = 448.0f / m;
       RK_ASSERT(fabsf(scale[i] - want) <= 1e-6f * want,
-                "replay %d: scale[%d] %.9g, want 448 / max %.9g = %.9g", rep, i,
-                (double)scale[i], (double)m, (double)want);
+                "%s %d: scale[%d] %.9g, want 448 / max %.9g = %.9g",
+                rep ? "replay" : "eager update", rep, i, (double)scale[i], (double)m,
+                (double)want);
     }
   }
   RK_CORE(tecore_graph_exec_destroy(ge));

@@ -24,6 +24,13 @@
  * backward -- whose losses must be the same bits as the run without it;
  * prints the device memory saved, the step-time ratio and the bytes moved.
  *
+ * --tp N: the same model tensor-parallel over N forked ranks (demo_tp.h),
+ * after the one-process run that is its reference: per precision a fused
+ * variant (libtecomm's allreduce + residual add + RMSNorm in one call, a
+ * fuser pattern) and an unfused baseline (NCCL's allreduce on cuda,
+ * libtecomm's on vdev); rank 0 checks every curve against the reference
+ * and prints the step and forward-alone times side by side.
+ *
  * Shapes: activations [tokens][hidden], the MLP's inner width ffn
  * (4 * hidden by default); weights [ffn][hidden] and [hidden][ffn]. */
 #include <math.h>
