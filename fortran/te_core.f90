@@ -203,6 +203,7 @@ module te_core
   integer(c_int), parameter :: TECORE_SVC_READ = 1
   integer(c_int), parameter :: TECORE_SVC_WRITE = 2
   integer(c_int), parameter :: TECORE_SVC_CALL = 3
+  integer(c_int), parameter :: TECORE_SVC_POLL = 4
   ! from libtecore/te/device.h
   integer(c_int), parameter :: TECORE_HOST_REGISTER_MAPPED = 2
   integer(c_int), parameter :: TECORE_HOST_REGISTER_READONLY = 8
@@ -326,6 +327,7 @@ module te_core
     integer(c_int) :: posix_fd_handles
     integer(c_int) :: multicast_supported
     integer(c_int) :: stream_mem_ops
+    integer(c_int) :: dma_buf
   end type tecore_device_props
 
   ! struct tecore_launch_cfg (libtecore/te/device.h)

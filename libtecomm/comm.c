@@ -79,6 +79,7 @@ tecomm_result_t tc_comm_ready(struct tecomm_comm *c, const char *fn, int check_d
     }
   }
   if (c->vb) TC_CHECK(tc_vb_status(c->vb, fn));
+  if (c->local) TC_CHECK(tc_hier_ready(c, fn, check_device));
   if (c->sticky == TECOMM_ERR_TIMEOUT)
     return TC_ERR(TECOMM_ERR_TIMEOUT,
                   "%s: rank %d of %d: a device-side wait for rank %d expired (TECOMM_TIMEOUT %lld ms)",
@@ -191,6 +192,8 @@ static void comm_free(struct tecomm_comm *c) {
   }
   if (c->scratch) (void)tecore_mem_free(c->scratch);
   tc_verbs_comm_close(c);
+  if (c->local) comm_free(c->local);   /* a hierarchical one's node-local group */
+  free(c->node_of);
   while (c->segs) tc_seg_destroy(c, c->segs);
   tc_boot_close(c->mesh);
   tc_boot_close(c->world);
@@ -208,6 +211,7 @@ static tecomm_result_t comm_start(struct tecomm_comm *c, const struct tc_caps *a
     c->n_kernels += all[i].kernels != 0;
   }
   c->level = TC_LEVEL_NONE;
+  c->leader = -1;   /* not hierarchical (verbs_hier.c) */
   snprintf(c->level_why, sizeof c->level_why, "no IPC and no NCCL");
   /* the pool does not need the kernels (tecomm_mem_alloc works without
    * them); the table skips algorithms the kernels do not offer */
@@ -253,7 +257,7 @@ static tecomm_result_t comm_start(struct tecomm_comm *c, const struct tc_caps *a
     /* the last link of the chain: verbs (every rank gets the same answer) */
     r = tc_verbs_comm_open(c);
     if (r != TECOMM_SUCCESS) goto out;
-    if (c->vb) {
+    if (c->vb || c->leader >= 0) {   /* a node's non-leader has no endpoint */
       c->level = TC_LEVEL_VERBS;
       snprintf(c->level_why, sizeof c->level_why, "%.250s", c->verbs_why);
     } else if (c->nranks > 1 && c->verbs_why[0]) {
@@ -313,6 +317,7 @@ TE_EXPORT tecomm_result_t tecomm_comm_init(int rank, int nranks, int device,
   struct tc_caps k;
   memset(&k, 0, sizeof k);
   host_identity(&k);
+  tc_hier_identity(k.host, sizeof k.host, &k.boot_id, rank);   /* TECOMM_NODE_MAP */
   k.nonce = random_nonce();
   if ((r = c->world->allgather(c->world, &k, all, sizeof k)) != TECOMM_SUCCESS) goto fail;
   int local_rank = 0;
@@ -323,6 +328,7 @@ TE_EXPORT tecomm_result_t tecomm_comm_init(int rank, int nranks, int device,
     if (all[i].boot_id != all[0].boot_id || strcmp(all[i].host, all[0].host) != 0) c->all_local = 0;
   }
   c->tag = all[0].nonce;
+  if ((r = tc_hier_nodes(c, all)) != TECOMM_SUCCESS) goto fail;
   if (device < 0) {
     int count = 0;
     if (tecore_device_count(&count) != TECORE_SUCCESS || count < 1) count = 1;
@@ -364,6 +370,45 @@ fail:
   comm_free(c);
   if (ctx) (void)tecore_ctx_destroy(ctx);
   return r;
+}
+
+void tc_comm_child_free(struct tecomm_comm *c) { comm_free(c); }
+
+tecomm_result_t tc_comm_child(struct tecomm_comm *parent, uint64_t tag, int me, int n,
+                              int no_verbs, struct tecomm_comm **out) {
+  *out = NULL;
+  struct tecomm_comm *c = calloc(1, sizeof *c);
+  struct tc_caps *caps = calloc((size_t)n, sizeof *caps);
+  if (!c || !caps) {
+    free(c);
+    free(caps);
+    return TC_ERR(TECOMM_ERR_NOMEM, "tecomm_comm_init: out of host memory");
+  }
+  c->sticky_peer = -1;
+  c->rank = me;
+  c->nranks = n;
+  c->device = parent->device;
+  c->backend = parent->backend;
+  c->all_local = 1;
+  c->no_verbs = no_verbs;
+  c->ctx = NULL; /* the parent's context; it stays the parent's */
+  c->tag = tag;
+  tecomm_result_t r = tc_mesh_open(c->tag, me, n, &c->mesh);
+  if (r == TECOMM_SUCCESS) {
+    c->xchg = c->mesh;
+    struct tc_caps k;
+    memset(&k, 0, sizeof k);
+    my_caps(c, &k);
+    r = c->mesh->allgather(c->mesh, &k, caps, sizeof k);
+  }
+  if (r == TECOMM_SUCCESS) r = comm_start(c, caps);
+  free(caps);
+  if (r != TECOMM_SUCCESS) {
+    comm_free(c);
+    return r;
+  }
+  *out = c;
+  return TECOMM_SUCCESS;
 }
 
 TE_EXPORT tecomm_result_t tecomm_comm_split(tecomm_comm_t comm, int color, int key,
@@ -409,40 +454,12 @@ TE_EXPORT tecomm_result_t tecomm_comm_split(tecomm_comm_t comm, int color, int k
     }
   for (int i = 0; i < n; i++)
     if (g[i].rank == comm->rank) me = i;
-  struct tecomm_comm *c = calloc(1, sizeof *c);
-  struct tc_caps *caps = calloc((size_t)n, sizeof *caps);
-  if (!c || !caps) {
-    free(c);
-    free(caps);
-    free(g);
-    free(all);
-    return TC_ERR(TECOMM_ERR_NOMEM, "%s: out of host memory", fn);
-  }
-  c->sticky_peer = -1;
-  c->rank = me;
-  c->nranks = n;
-  c->device = comm->device;
-  c->backend = comm->backend;
-  c->all_local = 1;
-  c->ctx = NULL; /* the parent's context; it stays the parent's */
   uint64_t mix[3] = {comm->tag, seq, (uint64_t)color};
-  c->tag = hash64(mix, sizeof mix, 0xcbf29ce484222325ull);
   free(all);
   free(g);
-  r = tc_mesh_open(c->tag, me, n, &c->mesh);
-  if (r == TECOMM_SUCCESS) {
-    c->xchg = c->mesh;
-    struct tc_caps k;
-    memset(&k, 0, sizeof k);
-    my_caps(c, &k);
-    r = c->mesh->allgather(c->mesh, &k, caps, sizeof k);
-  }
-  if (r == TECOMM_SUCCESS) r = comm_start(c, caps);
-  free(caps);
-  if (r != TECOMM_SUCCESS) {
-    comm_free(c);
-    return r;
-  }
+  struct tecomm_comm *c = NULL;
+  r = tc_comm_child(comm, hash64(mix, sizeof mix, 0xcbf29ce484222325ull), me, n, 0, &c);
+  if (r != TECOMM_SUCCESS) return r;
   *newcomm = c;
   return TECOMM_SUCCESS;
 }
@@ -476,6 +493,7 @@ TE_EXPORT tecomm_result_t tecomm_comm_abort(tecomm_comm_t comm) {
     (void)n->CommAbort(comm->nccl);
     comm->nccl = NULL;
   }
+  if (comm->local) (void)tecomm_comm_abort(comm->local);
   TC_INFO("tecomm: rank %d of %d aborted", comm->rank, comm->nranks);
   return r;
 }
@@ -493,6 +511,8 @@ TE_EXPORT tecomm_result_t tecomm_comm_status(tecomm_comm_t comm, int *peer) {
   if (peer && r == TECOMM_ERR_TIMEOUT) *peer = comm->sticky_peer;
   if (peer && r != TECOMM_SUCCESS && comm->vb && tc_vb_failed_peer(comm->vb) >= 0)
     *peer = tc_vb_failed_peer(comm->vb);
+  else if (peer && r != TECOMM_SUCCESS && comm->local)
+    *peer = tc_hier_failed_peer(comm);
   return r;
 }
 

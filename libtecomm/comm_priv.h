@@ -91,6 +91,15 @@ struct tecomm_comm {
   struct tc_vjob *vjobs;     /* service-engine jobs, one per shape */
   struct tc_vhost *vhosts;   /* page-locked staging, newest first */
 
+  /* nodes, and the hierarchical verbs path (verbs_hier.c) */
+  int *node_of;              /* every rank's node (its host, or TECOMM_NODE_MAP) */
+  int nnodes, node;
+  int no_verbs;              /* a hierarchical communicator's node-local group */
+  struct tecomm_comm *local; /* hierarchical: this node's ranks, or NULL (flat) */
+  int leader;                /* hierarchical: the node's leader (local rank 0) */
+  int gdr;                   /* GPUDirect RDMA could be used (it is not yet: staging) */
+  char gdr_why[160];
+
   /* errors */
   int aborted;
   tecomm_result_t sticky;    /* first failure seen (a timeout) */
@@ -140,7 +149,48 @@ tecomm_result_t tc_verbs_allreduce(struct tecomm_comm *c, tecore_devptr_t send,
                                    tecore_devptr_t recv, size_t count, tecore_dtype_t dtype,
                                    tecomm_op_t op, tecore_stream_t stream, const char *fn);
 
+/* ---- verbs_hier.c ------------------------------------------------------------ */
+/* TECOMM_NODE_MAP: this rank's host identity becomes its node's, so that
+ * ranks of one host act as ranks of several nodes (tests). */
+void tc_hier_identity(char *host, size_t hl, uint64_t *boot_id, int rank);
+/* The node of every rank, from the allgathered identities (all). */
+tecomm_result_t tc_hier_nodes(struct tecomm_comm *c, const struct tc_caps *all);
+/* Collective over c->xchg: the node-local group and whether every node
+ * can take part; sets c->local (NULL: flat verbs over every rank) and
+ * *member (this rank opens verbs: a node leader, or every rank when
+ * flat). */
+tecomm_result_t tc_hier_open(struct tecomm_comm *c, int *member);
+/* The node-local group's health, named as the hierarchy's. */
+tecomm_result_t tc_hier_ready(struct tecomm_comm *c, const char *fn, int check_device);
+int tc_hier_failed_peer(struct tecomm_comm *c);
+/* The leader, before its verbs step: TECOMM_SUCCESS, or (the node's group
+ * failed: its error word is set) the endpoint made failed. */
+tecomm_result_t tc_hier_node_ok(struct tecomm_comm *c);
+/* recv = allreduce(send): reduce in the node, leaders over verbs, broadcast. */
+tecomm_result_t tc_hier_allreduce(struct tecomm_comm *c, tecore_devptr_t send,
+                                  tecore_devptr_t recv, size_t count, tecore_dtype_t dtype,
+                                  tecomm_op_t op, tecore_stream_t stream, const char *fn);
+/* Stops the node's ranks after the leader's inter-node step failed (the
+ * engine thread calls it): their waits give up. */
+void tc_hier_stop_node(struct tecomm_comm *c);
+/* One line for tecomm_comm_describe at the verbs level. */
+void tc_verbs_describe(struct tecomm_comm *c, char *line, size_t n);
+/* GPUDirect RDMA: whether the device memory could be registered (sets
+ * c->gdr and c->gdr_why). */
+void tc_gdr_detect(struct tecomm_comm *c);
+/* The verbs allreduce of recv in place on this rank's endpoint (staged). */
+tecomm_result_t tc_verbs_staged(struct tecomm_comm *c, tecore_devptr_t send, tecore_devptr_t recv,
+                                size_t count, tecore_dtype_t dtype, tecomm_op_t op,
+                                tecore_stream_t stream, const char *fn);
+
 /* ---- comm.c ----------------------------------------------------------------- */
+/* A communicator over members of parent on this host (tecomm_comm_split's
+ * groups, the hierarchical path's node): its own mesh (named by tag), the
+ * parent's device and context, its own place in the chain (no_verbs: it
+ * does not open verbs). */
+tecomm_result_t tc_comm_child(struct tecomm_comm *parent, uint64_t tag, int me, int n,
+                              int no_verbs, struct tecomm_comm **out);
+void tc_comm_child_free(struct tecomm_comm *c);
 /* Fails with the communicator's state (aborted, a sticky or new device
  * error) before a collective; check_device 1 reads the error word when it
  * was not read in the last 10 ms, 2 always, 0 never. */

@@ -228,7 +228,10 @@ static void describe(struct tecomm_comm *c, size_t bytes, char *buf, size_t cap)
   } else if (c->level == TC_LEVEL_NCCL) {
     put(buf, cap, &len, "table: nccl at every size\n");
   } else if (c->level == TC_LEVEL_VERBS) {
+    char vl[512];
+    tc_verbs_describe(c, vl, sizeof vl);
     put(buf, cap, &len, "table: verbs at every size (recursive doubling when small, else ring)\n");
+    put(buf, cap, &len, "%s\n", vl);
   }
   if (bytes) {
     tecomm_algo_t a = TECOMM_ALGO_AUTO;

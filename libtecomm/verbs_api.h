@@ -48,6 +48,9 @@ struct te_ibv_api {
 #undef TE_IBV_FIELD_
 };
 extern struct te_ibv_api te_ibv;
+/* "soft": the loopback device for tests (verbs_soft.c), which
+ * TECOMM_VERBS_LIB=soft puts in te_ibv's place. */
+extern const struct te_ibv_api tc_vb_soft_api;
 #endif
 
 /* Loads libibverbs.so.1 once.  TECOMM_SUCCESS, or TECOMM_ERR_NOT_SUPPORTED

@@ -6,7 +6,9 @@
  * then all-gather: 2(N-1) exchanges of 1/N of it).  Both leave every rank
  * with the same bits: recursive doubling adds the same two partial sums
  * on both partners (IEEE addition commutes), the ring reduces each
- * segment once and passes the result on.  BF16 and F16 are reduced in
+ * segment once and passes the result on.  Each is a list of exchanges run
+ * as a state machine (tc_vb_ar_poll), so that the service engine can poll
+ * it between its other jobs.  BF16 and F16 are reduced in
  * float and rounded back after each step, as a device kernel would. */
 #include "verbs_priv.h"
 #include "common/convert.h"   /* the kernels' bf16/f16 rounding, bit for bit */
@@ -47,54 +49,91 @@ static void segment(size_t count, int n, int i, size_t *first, size_t *len) {
   *len = base + ((size_t)i < extra);
 }
 
-static tecomm_result_t ring(tc_vb_t *vb, int me, int n, char *buf, size_t count, size_t es,
-                            tecore_dtype_t dtype, tecomm_op_t op, char *tmp) {
-  int next = (me + 1) % n, prev = (me + n - 1) % n;
-  for (int s = 0; s < n - 1; s++) {   /* reduce-scatter */
-    size_t so, sl, ro, rl;
-    segment(count, n, ((me - s) % n + n) % n, &so, &sl);
-    segment(count, n, ((me - s - 1) % n + n) % n, &ro, &rl);
-    TC_CHECK(tc_vb_sendrecv(vb, next, buf + so * es, sl * es, prev, tmp, rl * es));
-    tc_vb_reduce(buf + ro * es, tmp, rl, dtype, op);
-  }
-  for (int s = 0; s < n - 1; s++) {   /* all-gather */
-    size_t so, sl, ro, rl;
-    segment(count, n, ((me + 1 - s) % n + n) % n, &so, &sl);
-    segment(count, n, ((me - s) % n + n) % n, &ro, &rl);
-    TC_CHECK(tc_vb_sendrecv(vb, next, buf + so * es, sl * es, prev, buf + ro * es, rl * es));
-  }
-  return TECOMM_SUCCESS;
-}
-
-static tecomm_result_t doubling(tc_vb_t *vb, int me, int n, char *buf, size_t count, size_t es,
-                                tecore_dtype_t dtype, tecomm_op_t op, char *tmp) {
-  for (int mask = 1; mask < n; mask <<= 1) {
-    int partner = me ^ mask;
-    TC_CHECK(tc_vb_sendrecv(vb, partner, buf, count * es, partner, tmp, count * es));
-    tc_vb_reduce(buf, tmp, count, dtype, op);
-  }
-  return TECOMM_SUCCESS;
-}
-
-tecomm_result_t tc_vb_allreduce(tc_vb_t *vb, void *buf, size_t count, tecore_dtype_t dtype,
-                                tecomm_op_t op) {
-  size_t es = tecore_dtype_size(dtype), bytes = count * es;
+/* Starts exchange number a->step: its sends and receives. */
+static void step_start(tc_vb_t *vb, struct tc_vb_ar *a) {
   int me = 0, n = 1;
   tc_vb_ranks(vb, &me, &n);
-  tecomm_result_t r = tc_vb_status(vb, "verbs allreduce");
-  if (r == TECOMM_SUCCESS && n > 1 && count > 0) {
-    int pow2 = (n & (n - 1)) == 0;
-    int rd = pow2 && bytes <= (size_t)tecore_tunable_int(&tc_tun_verbs_rd_max_kb) * 1024;
-    size_t tb = rd ? bytes : (count / (size_t)n + 1) * es;
-    char *tmp = malloc(tb ? tb : 1);
-    if (!tmp)
-      r = TC_ERR(TECOMM_ERR_NOMEM, "verbs allreduce: out of host memory (%zu bytes)", tb);
-    else if (rd)
-      r = doubling(vb, me, n, buf, count, es, dtype, op, tmp);
-    else
-      r = ring(vb, me, n, buf, count, es, dtype, op, tmp);
-    free(tmp);
+  char *buf = a->buf;
+  size_t es = a->es;
+  if (a->rd) {
+    int partner = me ^ (1 << a->step);
+    tc_vb_xfer_start(vb, &a->x, partner, buf, a->count * es, partner, a->tmp, a->count * es);
+    return;
   }
-  if (r != TECOMM_SUCCESS) memset(buf, 0xff, bytes);   /* NaN, never partial sums */
-  return r;
+  size_t so, sl, ro, rl;
+  if (a->step < n - 1) {   /* reduce-scatter: the peer's partial sum into tmp */
+    int s = a->step;
+    segment(a->count, n, ((me - s) % n + n) % n, &so, &sl);
+    segment(a->count, n, ((me - s - 1) % n + n) % n, &ro, &rl);
+    tc_vb_xfer_start(vb, &a->x, (me + 1) % n, buf + so * es, sl * es, (me + n - 1) % n, a->tmp,
+                     rl * es);
+  } else {                 /* all-gather: finished segments straight into buf */
+    int s = a->step - (n - 1);
+    segment(a->count, n, ((me + 1 - s) % n + n) % n, &so, &sl);
+    segment(a->count, n, ((me - s) % n + n) % n, &ro, &rl);
+    tc_vb_xfer_start(vb, &a->x, (me + 1) % n, buf + so * es, sl * es, (me + n - 1) % n,
+                     buf + ro * es, rl * es);
+  }
+}
+
+/* What follows exchange a->step once it is complete: the reduction. */
+static void step_finish(tc_vb_t *vb, struct tc_vb_ar *a) {
+  int me = 0, n = 1;
+  tc_vb_ranks(vb, &me, &n);
+  if (a->rd) {
+    tc_vb_reduce(a->buf, a->tmp, a->count, a->dtype, a->op);
+  } else if (a->step < n - 1) {
+    size_t ro, rl;
+    segment(a->count, n, ((me - a->step - 1) % n + n) % n, &ro, &rl);
+    tc_vb_reduce((char *)a->buf + ro * a->es, a->tmp, rl, a->dtype, a->op);
+  }
+}
+
+tecomm_result_t tc_vb_ar_start(tc_vb_t *vb, struct tc_vb_ar *a, void *buf, size_t count,
+                               tecore_dtype_t dtype, tecomm_op_t op) {
+  int me = 0, n = 1;
+  tc_vb_ranks(vb, &me, &n);
+  size_t es = tecore_dtype_size(dtype), bytes = count * es;
+  int pow2 = (n & (n - 1)) == 0;
+  int rd = pow2 && bytes <= (size_t)tecore_tunable_int(&tc_tun_verbs_rd_max_kb) * 1024;
+  size_t tb = rd ? bytes : (count / (size_t)n + 1) * es;
+  if (tb > a->tmp_bytes) {
+    char *t = realloc(a->tmp, tb);
+    if (!t) return TC_ERR(TECOMM_ERR_NOMEM, "verbs allreduce: out of host memory (%zu bytes)", tb);
+    a->tmp = t;
+    a->tmp_bytes = tb;
+  }
+  a->buf = buf;
+  a->count = count;
+  a->es = es;
+  a->dtype = dtype;
+  a->op = op;
+  a->rd = rd;
+  a->step = 0;
+  a->nsteps = 0;
+  if (n > 1 && count > 0)
+    for (int m = 1; rd && m < n; m <<= 1) a->nsteps++;
+  if (n > 1 && count > 0 && !rd) a->nsteps = 2 * (n - 1);
+  if (a->nsteps) step_start(vb, a);
+  return TECOMM_SUCCESS;
+}
+
+int tc_vb_ar_poll(tc_vb_t *vb, struct tc_vb_ar *a) {
+  for (;;) {
+    if (a->step == a->nsteps) return 1;
+    int st = tc_vb_xfer_poll(vb, &a->x);
+    if (st == 0) return 0;
+    if (st < 0) {
+      memset(a->buf, 0xff, a->count * a->es);   /* NaN, never partial sums */
+      return -1;
+    }
+    step_finish(vb, a);
+    if (++a->step < a->nsteps) step_start(vb, a);
+  }
+}
+
+void tc_vb_ar_fini(struct tc_vb_ar *a) {
+  free(a->tmp);
+  a->tmp = NULL;
+  a->tmp_bytes = 0;
 }

@@ -5,14 +5,14 @@
  *
  * On a stream an allreduce is three steps, all legal in a capture:
  *   a copy of the input into page-locked host staging (tecore_memcpy_async),
- *   a service-engine job (te/svc.h) whose call runs the host allreduce
- *     over verbs in the staging buffer -- the stream waits for it through
- *     stream memory operations, the engine thread drives the completion
- *     queue --,
+ *   a service-engine job (te/svc.h) whose call starts the host allreduce
+ *     over verbs in the staging buffer and whose poll drives it -- the
+ *     stream waits for it through stream memory operations; the engine
+ *     polls the completion queue once a pass of its loop, between its
+ *     other jobs (offload's reads and writes go on meanwhile) --,
  *   a copy of the result back to recv.
- * The engine runs one job at a time, so the verbs path wants one rank per
- * process (ranks that are threads of one process would wait for each
- * other on the one engine thread).  A failure (a dead peer, an error
+ * Ranks spanning nodes go hierarchical where they can (verbs_hier.c):
+ * only the node leaders run this.  A failure (a dead peer, an error
  * completion) leaves the staging buffer NaN, so recv is never partial
  * sums, and makes the endpoint's sticky error the next call's answer. */
 #include "comm_priv.h"
@@ -26,7 +26,8 @@
 TECORE_TUNABLE_INT(tc_tun_verbs, "TECOMM_VERBS", 1, 0, 1,
                    "0: never open the verbs path (the fallback after NCCL across nodes)")
 
-/* One service-engine job: the allreduce of one shape on one staging buffer. */
+/* One service-engine job: the allreduce of one shape on one staging
+ * buffer, a call that starts it and a poll that drives it. */
 struct tc_vjob {
   struct tc_vjob *next;
   tecore_svc_job_t *job;
@@ -35,6 +36,8 @@ struct tc_vjob {
   size_t count;
   tecore_dtype_t dtype;
   tecomm_op_t op;
+  struct tc_vb_ar ar;        /* the allreduce under way (engine thread) */
+  int failed;                /* the start failed: the poll reports it */
 };
 
 /* Older staging buffers stay until the communicator goes: captured graphs
@@ -46,20 +49,54 @@ struct tc_vhost {
 };
 
 tecomm_result_t tc_verbs_comm_open(struct tecomm_comm *c) {
+  c->leader = -1;
   if (c->nranks < 2) return TECOMM_SUCCESS;
+  if (c->no_verbs) {
+    snprintf(c->verbs_why, sizeof c->verbs_why, "a node's group of a hierarchical communicator "
+             "(its leader runs verbs)");
+    return TECOMM_SUCCESS;
+  }
   if (!tecore_tunable_int(&tc_tun_verbs)) {
     snprintf(c->verbs_why, sizeof c->verbs_why, "TECOMM_VERBS=0");
     return TECOMM_SUCCESS;
   }
-  tecomm_result_t r = tc_vb_open(c->xchg, &c->vb);
+  /* across nodes: the node-local groups first, then verbs among their
+   * leaders (or among every rank, flat, when a node cannot reduce) */
+  int member = 1;
+  TC_CHECK(tc_hier_open(c, &member));
+  tecomm_result_t r = tc_vb_open(c->xchg, member, &c->vb);
+  if (r != TECOMM_SUCCESS) {
+    if (c->local) tc_comm_child_free(c->local);
+    c->local = NULL;
+    c->leader = -1;
+  }
   if (r == TECOMM_ERR_NOT_SUPPORTED) {
     /* every rank got the same answer: the chain goes on without verbs */
     snprintf(c->verbs_why, sizeof c->verbs_why, "%s", tecore_last_error());
     return TECOMM_SUCCESS;
   }
   if (r != TECOMM_SUCCESS) return r;
-  snprintf(c->verbs_why, sizeof c->verbs_why, "verbs on %s", tc_vb_name(c->vb));
+  tc_gdr_detect(c);
+  if (c->leader >= 0)
+    snprintf(c->verbs_why, sizeof c->verbs_why, "hierarchical: %d nodes, node leaders over verbs",
+             c->nnodes);
+  else
+    snprintf(c->verbs_why, sizeof c->verbs_why, "verbs on %s", tc_vb_name(c->vb));
   return TECOMM_SUCCESS;
+}
+
+void tc_verbs_describe(struct tecomm_comm *c, char *line, size_t n) {
+  char dev[160] = "";
+  if (c->vb)
+    snprintf(dev, sizeof dev, " on %s, %u B inline (the device's)", tc_vb_name(c->vb),
+             tc_vb_inline(c->vb));
+  if (c->leader >= 0)
+    snprintf(line, n, "verbs: hierarchical over %d nodes: reduce in the node (%s, %d ranks), "
+             "allreduce among node leaders%s, broadcast in the node; gpudirect: %s",
+             c->nnodes, c->local ? tc_level_name(c->local->level) : "one rank",
+             c->local ? c->local->nranks : 1, dev, c->gdr_why);
+  else
+    snprintf(line, n, "verbs: flat over %d ranks%s; gpudirect: %s", c->nranks, dev, c->gdr_why);
 }
 
 void tc_verbs_comm_close(struct tecomm_comm *c) {
@@ -67,6 +104,7 @@ void tc_verbs_comm_close(struct tecomm_comm *c) {
     struct tc_vjob *j = c->vjobs;
     c->vjobs = j->next;
     (void)tecore_svc_job_destroy(j->job);
+    tc_vb_ar_fini(&j->ar);
     free(j);
   }
   while (c->vhosts) {
@@ -79,11 +117,34 @@ void tc_verbs_comm_close(struct tecomm_comm *c) {
   c->vb = NULL;
 }
 
-static tecore_result_t vjob_run(void *arg) {
-  struct tc_vjob *j = arg;
-  tecomm_result_t r = tc_vb_allreduce(j->c->vb, j->host, j->count, j->dtype, j->op);
-  if (r == TECOMM_SUCCESS) return TECORE_SUCCESS;
+/* A failed run: the node's other ranks must not wait for this leader,
+ * and the job's error is the endpoint's (it names the peer). */
+static tecore_result_t vjob_failed(struct tc_vjob *j) {
+  memset(j->host, 0xff, j->count * tecore_dtype_size(j->dtype));   /* NaN, never partial sums */
+  if (j->c->leader == 1 && j->c->local) tc_hier_stop_node(j->c);
+  tecomm_result_t r = tc_vb_status(j->c->vb, "verbs allreduce");
   return r == TECOMM_ERR_TIMEOUT ? TECORE_ERR_TIMEOUT : TECORE_ERR_SYSTEM;
+}
+
+/* The job's call: starts the run (on the engine thread). */
+static tecore_result_t vjob_start(void *arg) {
+  struct tc_vjob *j = arg;
+  tecomm_result_t r = tc_vb_status(j->c->vb, "verbs allreduce");
+  if (r == TECOMM_SUCCESS && j->c->local) r = tc_hier_node_ok(j->c);
+  if (r == TECOMM_SUCCESS) r = tc_vb_ar_start(j->c->vb, &j->ar, j->host, j->count, j->dtype, j->op);
+  j->failed = r != TECOMM_SUCCESS;
+  return TECORE_SUCCESS;   /* the poll reports it */
+}
+
+/* The job's poll: one pass over the completion queue and the exchanges,
+ * never blocking, so that the engine's other jobs go on meanwhile. */
+static tecore_result_t vjob_poll(void *arg) {
+  struct tc_vjob *j = arg;
+  if (j->failed) return vjob_failed(j);
+  int st = tc_vb_ar_poll(j->c->vb, &j->ar);
+  if (st == 0) return TECORE_ERR_NOT_READY;
+  if (st > 0) return TECORE_SUCCESS;
+  return vjob_failed(j);
 }
 
 static int capturing(tecore_stream_t stream) {
@@ -132,9 +193,10 @@ static tecomm_result_t vjob_get(struct tecomm_comm *c, void *host, size_t count,
   char name[96];
   snprintf(name, sizeof name, "verbs allreduce of %zu %s on rank %d", count,
            tecore_dtype_name(dtype), c->rank);
-  struct tecore_svc_op sop = {.kind = TECORE_SVC_CALL, .fn = vjob_run, .arg = j, .name = name,
-                              .buf_index = -1};
-  tecore_result_t cr = tecore_svc_job_create(&sop, 1, &j->job);
+  struct tecore_svc_op sop[2] = {
+      {.kind = TECORE_SVC_CALL, .fn = vjob_start, .arg = j, .name = name, .buf_index = -1},
+      {.kind = TECORE_SVC_POLL, .fn = vjob_poll, .arg = j, .name = name, .buf_index = -1}};
+  tecore_result_t cr = tecore_svc_job_create(sop, 2, &j->job);
   if (cr != TECORE_SUCCESS) {
     free(j);
     return tc_core(cr, fn);
@@ -148,6 +210,13 @@ static tecomm_result_t vjob_get(struct tecomm_comm *c, void *host, size_t count,
 tecomm_result_t tc_verbs_allreduce(struct tecomm_comm *c, tecore_devptr_t send,
                                    tecore_devptr_t recv, size_t count, tecore_dtype_t dtype,
                                    tecomm_op_t op, tecore_stream_t stream, const char *fn) {
+  if (c->leader >= 0) return tc_hier_allreduce(c, send, recv, count, dtype, op, stream, fn);
+  return tc_verbs_staged(c, send, recv, count, dtype, op, stream, fn);
+}
+
+tecomm_result_t tc_verbs_staged(struct tecomm_comm *c, tecore_devptr_t send, tecore_devptr_t recv,
+                                size_t count, tecore_dtype_t dtype, tecomm_op_t op,
+                                tecore_stream_t stream, const char *fn) {
   if (!c->vb)
     return TC_ERR(TECOMM_ERR_NOT_SUPPORTED, "%s: no verbs path (%s)", fn, c->verbs_why);
   TC_CHECK(tc_vb_status(c->vb, fn));

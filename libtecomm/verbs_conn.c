@@ -32,7 +32,9 @@ TECORE_TUNABLE_INT(tc_tun_verbs_chunk_kb, "TECOMM_VERBS_CHUNK_KB", 256, 4, 8192,
                    "rxe's largest message")
 TECORE_TUNABLE_STR(tc_tun_verbs_fault, "TECOMM_VERBS_FAULT", "", NULL,
                    "debug: \"mr\" makes every rank's memory registration fail, \"mr:R\" rank "
-                   "R's only (the verbs path then reports it and is not used)")
+                   "R's only (the verbs path then reports it and is not used); \"wc:N\" makes "
+                   "the Nth work completion every rank polls report an error, \"wc:N:R\" rank "
+                   "R's only")
 
 #ifdef TE_HAVE_VERBS
 
@@ -42,9 +44,20 @@ tecomm_result_t tc_vb_fail(tc_vb_t *vb, tecomm_result_t code, int peer, const ch
     va_start(ap, fmt);
     vsnprintf(vb->errmsg, sizeof vb->errmsg, fmt, ap);
     va_end(ap);
-    vb->err_peer = peer;
+    vb->err_peer = peer >= 0 && peer < vb->nranks ? vb->world_of[peer] : -1;
     __atomic_store_n(&vb->err, (int)code, __ATOMIC_RELEASE);   /* after the detail */
     TC_WARN("verbs: %s", vb->errmsg);
+    /* a failed endpoint stops: its queue pairs go to the error state, so
+     * that its peers learn of it at once (their writes fail, rxe and real
+     * NICs after their retries, soft at once) instead of after
+     * TECOMM_TIMEOUT */
+    for (int p = 0; vb->connected && p < vb->nranks; p++) {
+      if (!vb->peer[p].qp) continue;
+      struct ibv_qp_attr a;
+      memset(&a, 0, sizeof a);
+      a.qp_state = IBV_QPS_ERR;
+      (void)te_ibv.modify_qp(vb->peer[p].qp, &a, IBV_QP_STATE);
+    }
   }
   return tc_vb_status(vb, "verbs");
 }
@@ -61,6 +74,8 @@ int tc_vb_failed_peer(tc_vb_t *vb) {
 
 const char *tc_vb_name(const tc_vb_t *vb) { return vb->name; }
 
+unsigned tc_vb_inline(const tc_vb_t *vb) { return vb->max_inline; }
+
 void tc_vb_ranks(const tc_vb_t *vb, int *rank, int *nranks) {
   *rank = vb->rank;
   *nranks = vb->nranks;
@@ -75,15 +90,16 @@ tecomm_result_t tc_vb_post_recvs(tc_vb_t *vb, int peer, int n) {
     int rc = ibv_post_recv(vb->peer[peer].qp, &wr, &bad);
     if (rc)
       return tc_vb_fail(vb, TECOMM_ERR_SYSTEM, peer, "rank %d -> rank %d: ibv_post_recv: %s",
-                        vb->rank, peer, strerror(rc));
+                        vb->wrank, vb->world_of[peer], strerror(rc));
   }
   return TECOMM_SUCCESS;
 }
 
 /* What one rank tells the others (allgathered): whether its endpoint
- * opened, and how to reach it; qpn[p] is its queue pair for peer p. */
+ * opened, and how to reach it; qpn[p] is its queue pair for member p.
+ * A rank that is not a member says ok and nothing else. */
 struct vb_card {
-  int32_t ok;
+  int32_t ok, member;
   char why[200];
   uint8_t gid[16];
   uint32_t lid, mtu, psn, rkey, link_layer;
@@ -100,6 +116,17 @@ static int fault_here(int rank) {
   if (!f || strncmp(f, "mr", 2) != 0) return 0;
   if (f[2] == '\0') return 1;
   return f[2] == ':' && atoi(f + 3) == rank;
+}
+
+/* TECOMM_VERBS_FAULT=wc:N[:R]: N when this rank's Nth completion is to
+ * fail, else 0. */
+static unsigned long fault_wc(int rank) {
+  const char *f = tecore_tunable_str(&tc_tun_verbs_fault);
+  unsigned long n = 0;
+  int r = -1;
+  if (!f || strncmp(f, "wc:", 3) != 0) return 0;
+  if (sscanf(f + 3, "%lu:%d", &n, &r) < 1) return 0;
+  return r < 0 || r == rank ? n : 0;
 }
 
 /* 1 for an IPv4-mapped GID, ::ffff: and the address (RoCE v2 over IPv4). */
@@ -201,7 +228,7 @@ static int open_local(tc_vb_t *vb, struct vb_card *card, char *why, size_t wl) {
   }
   memset(vb->rbuf, 0, bytes);
   memset(vb->sbuf, 0, bytes);
-  if (fault_here(vb->rank)) {
+  if (fault_here(vb->wrank)) {
     snprintf(why, wl, "%s: memory registration failed (injected by TECOMM_VERBS_FAULT)",
              vb->name);
     return -1;
@@ -221,24 +248,31 @@ static int open_local(tc_vb_t *vb, struct vb_card *card, char *why, size_t wl) {
     snprintf(why, wl, "%s: ibv_create_cq(%d) failed", vb->name, cqe);
     return -1;
   }
-  vb->max_inline = 256;   /* rxe takes up to 400 B inline; others report what they take */
+  /* inline data: ask, and take what the device grants.  No attribute
+   * says how much a device takes (rxe 400 B, mlx5 about 900), so the
+   * first queue pair asks for 1 KiB and halves until the device accepts;
+   * the provider then reports what it gave (at least what was asked). */
+  uint32_t want_inline = 1024;
+  vb->max_inline = UINT32_MAX;
   for (int p = 0; p < vb->nranks; p++) {
     if (p == vb->rank) continue;
     struct ibv_qp_init_attr ia;
-    memset(&ia, 0, sizeof ia);
-    ia.send_cq = ia.recv_cq = vb->cq;
-    ia.qp_type = IBV_QPT_RC;
-    ia.cap.max_send_wr = (uint32_t)vb->sq_depth;
-    ia.cap.max_recv_wr = (uint32_t)vb->rq_depth;
-    ia.cap.max_send_sge = ia.cap.max_recv_sge = 1;
-    ia.cap.max_inline_data = vb->max_inline;
-    struct ibv_qp *qp = te_ibv.create_qp(vb->pd, &ia);
-    if (!qp) {
-      ia.cap.max_inline_data = 0;
+    struct ibv_qp *qp = NULL;
+    for (;;) {
+      memset(&ia, 0, sizeof ia);
+      ia.send_cq = ia.recv_cq = vb->cq;
+      ia.qp_type = IBV_QPT_RC;
+      ia.cap.max_send_wr = (uint32_t)vb->sq_depth;
+      ia.cap.max_recv_wr = (uint32_t)vb->rq_depth;
+      ia.cap.max_send_sge = ia.cap.max_recv_sge = 1;
+      ia.cap.max_inline_data = want_inline;
       qp = te_ibv.create_qp(vb->pd, &ia);
+      if (qp || want_inline == 0) break;
+      want_inline /= 2;
+      if (want_inline < 16) want_inline = 0;
     }
     if (!qp) {
-      snprintf(why, wl, "%s: ibv_create_qp (RC) for rank %d failed", vb->name, p);
+      snprintf(why, wl, "%s: ibv_create_qp (RC) for rank %d failed", vb->name, vb->world_of[p]);
       return -1;
     }
     if (ia.cap.max_inline_data < vb->max_inline) vb->max_inline = ia.cap.max_inline_data;
@@ -251,7 +285,7 @@ static int open_local(tc_vb_t *vb, struct vb_card *card, char *why, size_t wl) {
     a.qp_access_flags = IBV_ACCESS_REMOTE_WRITE;
     if (te_ibv.modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT |
                                      IBV_QP_ACCESS_FLAGS)) {
-      snprintf(why, wl, "%s: queue pair for rank %d: INIT failed", vb->name, p);
+      snprintf(why, wl, "%s: queue pair for rank %d: INIT failed", vb->name, vb->world_of[p]);
       return -1;
     }
     card->qpn[p] = qp->qp_num;
@@ -290,7 +324,8 @@ static int connect_peer(tc_vb_t *vb, int p, const struct vb_card *me, const stru
   if (te_ibv.modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
                                    IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC |
                                    IBV_QP_MIN_RNR_TIMER)) {
-    snprintf(why, wl, "%s: queue pair to rank %d: RTR failed (%s)", vb->name, p, strerror(errno));
+    snprintf(why, wl, "%s: queue pair to rank %d: RTR failed (%s)", vb->name, vb->world_of[p],
+             strerror(errno));
     return -1;
   }
   memset(&a, 0, sizeof a);
@@ -302,7 +337,8 @@ static int connect_peer(tc_vb_t *vb, int p, const struct vb_card *me, const stru
   a.max_rd_atomic = 1;
   if (te_ibv.modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT |
                                    IBV_QP_RNR_RETRY | IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC)) {
-    snprintf(why, wl, "%s: queue pair to rank %d: RTS failed (%s)", vb->name, p, strerror(errno));
+    snprintf(why, wl, "%s: queue pair to rank %d: RTS failed (%s)", vb->name, vb->world_of[p],
+             strerror(errno));
     return -1;
   }
   vb->peer[p].raddr = pc->raddr + (uint64_t)vb->rank * TC_VB_SLOTS * vb->slot_bytes;
@@ -325,32 +361,62 @@ static tecomm_result_t agree(struct tc_boot *b, struct vb_card *mine, char *all,
   return TECOMM_SUCCESS;
 }
 
-tecomm_result_t tc_vb_open(struct tc_boot *b, tc_vb_t **out) {
+/* Who the members are: allgathered flags, so every rank has the same
+ * list.  *me is this rank's member index (-1: not a member). */
+static tecomm_result_t members(struct tc_boot *b, int member, int **world_of, int *n, int *me) {
+  int32_t mine = member != 0, *all = calloc((size_t)b->nranks, sizeof *all);
+  int *w = calloc((size_t)b->nranks, sizeof *w);
+  if (!all || !w) {
+    free(all), free(w);
+    return TC_ERR(TECOMM_ERR_NOMEM, "verbs: out of host memory");
+  }
+  tecomm_result_t r = b->allgather(b, &mine, all, sizeof mine);
+  *n = 0;
+  *me = -1;
+  for (int i = 0; r == TECOMM_SUCCESS && i < b->nranks; i++)
+    if (all[i]) {
+      if (i == b->rank) *me = *n;
+      w[(*n)++] = i;
+    }
+  free(all);
+  if (r != TECOMM_SUCCESS) free(w), w = NULL;
+  *world_of = w;
+  return r;
+}
+
+tecomm_result_t tc_vb_open(struct tc_boot *b, int member, tc_vb_t **out) {
   *out = NULL;
+  int nm = 0, me = -1, *world_of = NULL;
+  TC_CHECK(members(b, member, &world_of, &nm, &me));
   size_t cb = card_bytes(b->nranks);
   tc_vb_t *vb = calloc(1, sizeof *vb);
   struct vb_card *mine = calloc(1, cb);
   char *all = calloc((size_t)b->nranks, cb);
-  struct tc_vb_peer *peers = calloc((size_t)b->nranks, sizeof *peers);
+  struct tc_vb_peer *peers = calloc((size_t)nm + 1, sizeof *peers);
   if (!vb || !mine || !all || !peers) {
-    free(vb), free(mine), free(all), free(peers);
+    free(vb), free(mine), free(all), free(peers), free(world_of);
     return TC_ERR(TECOMM_ERR_NOMEM, "verbs: out of host memory");
   }
-  vb->rank = b->rank;
-  vb->nranks = b->nranks;
+  vb->rank = me;
+  vb->nranks = nm;
+  vb->wrank = b->rank;
+  vb->world_of = world_of;
   vb->peer = peers;
   vb->timeout = (int)tecore_tunable_int(&tc_tun_verbs_timeout);
   vb->retry = (int)tecore_tunable_int(&tc_tun_verbs_retry);
+  vb->fault_wc = fault_wc(b->rank);
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
   srand((unsigned)(ts.tv_nsec ^ (long)getpid() * 2654435761u));
   mine->psn = (uint32_t)rand() & 0xffffffu;
-  mine->ok = open_local(vb, mine, mine->why, sizeof mine->why) == 0;
+  mine->member = me >= 0;
+  mine->ok = me < 0 || open_local(vb, mine, mine->why, sizeof mine->why) == 0;
   tecomm_result_t r = agree(b, mine, all, cb, "cannot open verbs");
   if (r == TECOMM_SUCCESS) {
-    for (int p = 0; p < b->nranks && mine->ok; p++) {
-      if (p == b->rank) continue;
-      const struct vb_card *pc = (const struct vb_card *)(const void *)(all + (size_t)p * cb);
+    for (int p = 0; me >= 0 && p < nm && mine->ok; p++) {
+      if (p == me) continue;
+      const struct vb_card *pc =
+          (const struct vb_card *)(const void *)(all + (size_t)world_of[p] * cb);
       if (connect_peer(vb, p, mine, pc, mine->why, sizeof mine->why) != 0 ||
           tc_vb_post_recvs(vb, p, vb->rq_depth) != TECOMM_SUCCESS) {
         if (vb->err != TECOMM_SUCCESS) snprintf(mine->why, sizeof mine->why, "%.190s", vb->errmsg);
@@ -364,13 +430,15 @@ tecomm_result_t tc_vb_open(struct tc_boot *b, tc_vb_t **out) {
   }
   free(mine);
   free(all);
-  if (r != TECOMM_SUCCESS) {
+  if (r != TECOMM_SUCCESS || me < 0) {
     tc_vb_close(vb);
     return r;
   }
-  TC_INFO("verbs: rank %d of %d: %s, GID index %d, chunks of %zu KiB, %u B inline, QP timeout %d "
-          "retry %d", vb->rank, vb->nranks, vb->name, vb->gid_index, vb->slot_bytes >> 10,
-          vb->max_inline, vb->timeout, vb->retry);
+  vb->connected = 1;
+  if (vb->max_inline == UINT32_MAX) vb->max_inline = 0;
+  TC_INFO("verbs: rank %d (member %d of %d): %s, GID index %d, chunks of %zu KiB, %u B inline "
+          "(the device's), QP timeout %d retry %d", vb->wrank, vb->rank, vb->nranks, vb->name,
+          vb->gid_index, vb->slot_bytes >> 10, vb->max_inline, vb->timeout, vb->retry);
   *out = vb;
   return TECOMM_SUCCESS;
 }
@@ -387,16 +455,18 @@ void tc_vb_close(tc_vb_t *vb) {
   free(vb->rbuf);
   free(vb->sbuf);
   free(vb->peer);
+  free(vb->world_of);
   free(vb);
 }
 
 #else /* !TE_HAVE_VERBS */
 
-tecomm_result_t tc_vb_open(struct tc_boot *b, tc_vb_t **out) {
-  (void)b;
+tecomm_result_t tc_vb_open(struct tc_boot *b, int member, tc_vb_t **out) {
+  (void)b, (void)member;
   *out = NULL;
   return tc_verbs_load("verbs");
 }
+unsigned tc_vb_inline(const tc_vb_t *vb) { (void)vb; return 0; }
 void tc_vb_close(tc_vb_t *vb) { (void)vb; }
 const char *tc_vb_name(const tc_vb_t *vb) { (void)vb; return "none"; }
 int tc_vb_failed_peer(tc_vb_t *vb) { (void)vb; return -1; }

@@ -30,7 +30,9 @@ struct tc_vb_peer {
 };
 
 struct tc_vb {
-  int rank, nranks;
+  int rank, nranks;            /* among the endpoint's members */
+  int wrank;                   /* this rank in the communicator */
+  int *world_of;               /* member index -> communicator rank */
   struct ibv_context *ctx;
   struct ibv_pd *pd;
   struct ibv_cq *cq;
@@ -43,6 +45,9 @@ struct tc_vb {
   struct ibv_mr *rmr, *smr;
   struct tc_vb_peer *peer;
   int timeout, retry;          /* TECOMM_VERBS_TIMEOUT, TECOMM_VERBS_RETRY */
+  unsigned long fault_wc;      /* TECOMM_VERBS_FAULT=wc:N: the Nth completion fails (0: none) */
+  unsigned long nwc;           /* completions polled */
+  int connected;               /* queue pairs up: a failure also moves them to ERR */
   int err;                     /* sticky tecomm_result_t (atomic: the engine thread sets it) */
   int err_peer;
   char errmsg[384];

@@ -34,41 +34,71 @@
 
 typedef struct tc_vb tc_vb_t;
 
-/* Opens the verbs endpoint of every rank of b (collective: every rank
- * calls it, and every rank gets the same answer): the device
+/* Opens the verbs endpoint of the ranks of b that pass member != 0
+ * (collective: every rank of b calls it, and every rank gets the same
+ * answer; a non-member gets *out NULL): the device
  * (TECOMM_VERBS_DEVICE, or the first with an active port), a queue pair
  * to each peer, staging buffers for chunks of slot_bytes, and the
  * exchange of connection data over b.  TECOMM_ERR_NOT_SUPPORTED naming
  * the first rank that could not, and why, when any rank cannot. */
-tecomm_result_t tc_vb_open(struct tc_boot *b, tc_vb_t **out);
+tecomm_result_t tc_vb_open(struct tc_boot *b, int member, tc_vb_t **out);
 void tc_vb_close(tc_vb_t *vb);
 
-/* This rank and the number of ranks of the endpoint. */
+/* This rank and the number of ranks (members) of the endpoint. */
 void tc_vb_ranks(const tc_vb_t *vb, int *rank, int *nranks);
 
 /* The device and port in use ("rxe0:1"), for descriptions. */
 const char *tc_vb_name(const tc_vb_t *vb);
+/* Bytes the queue pairs carry inline (what the device granted). */
+unsigned tc_vb_inline(const tc_vb_t *vb);
 
-/* Sends sbytes of sbuf to rank to and receives rbytes from rank from into
- * rbuf, at once (either may be -1 or 0 bytes): the exchange one step of a
- * ring or of recursive doubling needs, free of deadlock however large.
- * Bounded by TECOMM_TIMEOUT; failures are sticky (above). */
-tecomm_result_t tc_vb_sendrecv(tc_vb_t *vb, int to, const void *sbuf, size_t sbytes, int from,
-                               void *rbuf, size_t rbytes);
+/* Sends sbytes of sbuf to member to and receives rbytes from member from
+ * into rbuf, at once (either may be -1 or 0 bytes): the exchange one step
+ * of a ring or of recursive doubling needs, free of deadlock however
+ * large.  Start it, then poll until it says 1 (done) or -1 (the endpoint
+ * failed: tc_vb_status says why); 0: not yet.  Each poll drives the
+ * completion queue once and never blocks; no progress for TECOMM_TIMEOUT
+ * fails the endpoint, naming the peer. */
+struct tc_vb_xfer {
+  int to, from;
+  const char *sbuf;
+  char *rbuf;
+  size_t sbytes, rbytes, sent, got;
+  int64_t last;                /* when it last moved (TECOMM_TIMEOUT counts from there) */
+};
+void tc_vb_xfer_start(tc_vb_t *vb, struct tc_vb_xfer *x, int to, const void *sbuf, size_t sbytes,
+                      int from, void *rbuf, size_t rbytes);
+int tc_vb_xfer_poll(tc_vb_t *vb, struct tc_vb_xfer *x);
 
 /* The endpoint's sticky failure (TECOMM_SUCCESS while healthy); the
  * detail is copied into the thread's last error when it failed. */
 tecomm_result_t tc_vb_status(tc_vb_t *vb, const char *fn);
 
-/* The rank the sticky failure concerns, or -1. */
+/* The communicator rank the sticky failure concerns, or -1. */
 int tc_vb_failed_peer(tc_vb_t *vb);
 
 /* In-place allreduce of count elements of dtype (F32, BF16, F16) at buf
- * in host memory over every rank of the endpoint: recursive doubling up
- * to TECOMM_VERBS_RD_MAX_KB when the rank count is a power of two, a ring
- * (reduce-scatter then all-gather) otherwise.  On failure buf is filled
- * with 0xff bytes (NaN in every float format), never partial sums. */
-tecomm_result_t tc_vb_allreduce(tc_vb_t *vb, void *buf, size_t count, tecore_dtype_t dtype,
-                                tecomm_op_t op);
+ * in host memory over every member of the endpoint: recursive doubling
+ * up to TECOMM_VERBS_RD_MAX_KB when the member count is a power of two, a
+ * ring (reduce-scatter then all-gather) otherwise; a state machine for
+ * the service engine to poll: tc_vb_ar_start, then tc_vb_ar_poll until 1
+ * (done) or -1 (failed: buf filled with 0xff bytes, NaN in every float
+ * format, never partial sums; tc_vb_status says why); 0: not yet.  The
+ * state owns a scratch buffer until tc_vb_ar_fini. */
+struct tc_vb_ar {
+  void *buf;
+  size_t count, es;
+  tecore_dtype_t dtype;
+  tecomm_op_t op;
+  int rd;                      /* recursive doubling (else the ring) */
+  int step, nsteps;            /* the exchange under way */
+  char *tmp;
+  size_t tmp_bytes;
+  struct tc_vb_xfer x;
+};
+tecomm_result_t tc_vb_ar_start(tc_vb_t *vb, struct tc_vb_ar *a, void *buf, size_t count,
+                               tecore_dtype_t dtype, tecomm_op_t op);
+int tc_vb_ar_poll(tc_vb_t *vb, struct tc_vb_ar *a);
+void tc_vb_ar_fini(struct tc_vb_ar *a);
 
 #endif

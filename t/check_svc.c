@@ -4,6 +4,8 @@
  *   - a callback runs after the stream's earlier work and before its later
  *     work (values copied through it, bit for bit);
  *   - a captured graph hands the engine the job at every replay;
+ *   - a poll that says "not yet" does not hold the engine: another job
+ *     runs meanwhile (and releases it); a failing poll fails its job;
  *   - failures come back through the next call, the stream never hangs:
  *     an injected EIO on a write and on a read (read buffer left 0xff, not
  *     stale), a short read, a read that never completes (a pipe) failing
@@ -140,6 +142,73 @@ static tecore_result_t count_cb(void *p) {
   (*(int *)p)++;
   return TECORE_SUCCESS;
 }
+
+/* A poll that is done only once another job has run: the engine must
+ * keep turning while a poll says "not yet" (a verbs transfer waiting for
+ * its peer), or the other job never runs. */
+struct poll_arg {
+  int release, polls, fail_after;
+  int released_before_done;
+};
+static tecore_result_t wait_poll(void *p) {
+  struct poll_arg *a = p;
+  a->polls++;
+  if (a->fail_after && a->polls >= a->fail_after) {
+    tecore_set_error("the transfer broke (test)");
+    return TECORE_ERR_SYSTEM;
+  }
+  if (!__atomic_load_n(&a->release, __ATOMIC_ACQUIRE)) return TECORE_ERR_NOT_READY;
+  a->released_before_done = 1;
+  return TECORE_SUCCESS;
+}
+static tecore_result_t release_cb(void *p) {
+  __atomic_store_n(&((struct poll_arg *)p)->release, 1, __ATOMIC_RELEASE);
+  return TECORE_SUCCESS;
+}
+
+START_TEST(poll_op_lets_other_jobs_run) {
+  struct poll_arg pa = {0};
+  struct tecore_svc_op pop = {.kind = TECORE_SVC_POLL, .fn = wait_poll, .arg = &pa,
+                              .name = "poll", .buf_index = -1};
+  struct tecore_svc_op rop = {.kind = TECORE_SVC_CALL, .fn = release_cb, .arg = &pa,
+                              .name = "release", .buf_index = -1};
+  tecore_svc_job_t *jp = NULL, *jr = NULL;
+  TE_OK(tecore_svc_job_create(&pop, 1, &jp));
+  TE_OK(tecore_svc_job_create(&rop, 1, &jr));
+  tecore_stream_t s2 = NULL;
+  TE_OK(tecore_stream_create(TECORE_STREAM_NON_BLOCKING, 0, &s2));
+  TE_OK(tecore_svc_job_enqueue(jp, te_stream));
+  TE_OK(tecore_svc_kick());
+  usleep(20000);   /* the engine is polling jp now */
+  ck_assert_msg(__atomic_load_n(&pa.polls, __ATOMIC_ACQUIRE) > 0, "the poll was never called");
+  TE_OK(tecore_svc_job_enqueue(jr, s2));
+  TE_OK(tecore_svc_kick());
+  ck_assert_int_eq(te_stream_wait(s2, WAIT_MS), TECORE_SUCCESS);
+  ck_assert_int_eq(te_stream_wait(te_stream, WAIT_MS), TECORE_SUCCESS);
+  ck_assert_msg(pa.released_before_done && pa.polls > 1, "polls %d", pa.polls);
+  uint64_t runs = 0;
+  TE_OK(tecore_svc_job_status(jp, &runs));
+  ck_assert_int_eq(runs, 1);
+  /* a poll that fails: the job's sticky error names it, the stream goes on */
+  struct poll_arg pf = {.fail_after = 3};
+  struct tecore_svc_op fop = {.kind = TECORE_SVC_POLL, .fn = wait_poll, .arg = &pf,
+                              .name = "broken transfer", .buf_index = -1};
+  tecore_svc_job_t *jf = NULL;
+  TE_OK(tecore_svc_job_create(&fop, 1, &jf));
+  TE_OK(tecore_svc_job_enqueue(jf, te_stream));
+  TE_OK(tecore_svc_kick());
+  ck_assert_int_eq(te_stream_wait(te_stream, WAIT_MS), TECORE_SUCCESS);
+  tecore_result_t r = tecore_svc_job_status(jf, NULL);
+  ck_assert_msg(r == TECORE_ERR_SYSTEM && strstr(tecore_last_error(), "broken transfer") &&
+                    strstr(tecore_last_error(), "broke (test)"),
+                "status %s: %s", tecore_result_name(r), tecore_last_error());
+  ck_assert_int_eq(pf.polls, 3);
+  TE_OK(tecore_svc_job_destroy(jf));
+  TE_OK(tecore_svc_job_destroy(jp));
+  TE_OK(tecore_svc_job_destroy(jr));
+  TE_OK(tecore_stream_destroy(s2));
+}
+END_TEST
 
 START_TEST(graph_replays_hand_off_each_time) {
   int count = 0;
@@ -364,6 +433,8 @@ START_TEST(bad_arguments) {
   op.kind = TECORE_SVC_CALL;
   op.fn = NULL;
   TE_EXPECT_INVALID("fn", tecore_svc_job_create(&op, 1, &j));
+  op.kind = TECORE_SVC_POLL;
+  TE_EXPECT_INVALID("TECORE_SVC_POLL", tecore_svc_job_create(&op, 1, &j));
   op.kind = (tecore_svc_op_kind_t)42;
   TE_EXPECT_INVALID("kind", tecore_svc_job_create(&op, 1, &j));
   ck_assert_ptr_null(j);
@@ -388,6 +459,7 @@ static Suite *svc_suite(void) {
   tcase_add_test(tc, write_then_read_in_stream_order);
   tcase_add_test(tc, callback_between_stream_work);
   tcase_add_test(tc, graph_replays_hand_off_each_time);
+  tcase_add_test(tc, poll_op_lets_other_jobs_run);
   tc = te_tcase(s, "errors", 1);
   tcase_add_test(tc, injected_eio_on_write);
   tcase_add_test(tc, injected_eio_on_read);

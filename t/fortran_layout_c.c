@@ -61,6 +61,7 @@ int main(void) {
   printf("tecore_device_props.posix_fd_handles %zu\n", offsetof(struct tecore_device_props, posix_fd_handles));
   printf("tecore_device_props.multicast_supported %zu\n", offsetof(struct tecore_device_props, multicast_supported));
   printf("tecore_device_props.stream_mem_ops %zu\n", offsetof(struct tecore_device_props, stream_mem_ops));
+  printf("tecore_device_props.dma_buf %zu\n", offsetof(struct tecore_device_props, dma_buf));
   printf("tecore_launch_cfg size %zu\n", sizeof(struct tecore_launch_cfg));
   printf("tecore_launch_cfg.grid %zu\n", offsetof(struct tecore_launch_cfg, grid));
   printf("tecore_launch_cfg.block %zu\n", offsetof(struct tecore_launch_cfg, block));

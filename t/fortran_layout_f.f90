@@ -113,6 +113,7 @@ program fortran_layout
   print '(a,1x,i0)', 'tecore_device_props.multicast_supported', off(c_loc(v2), &
       & c_loc(v2%multicast_supported))
   print '(a,1x,i0)', 'tecore_device_props.stream_mem_ops', off(c_loc(v2), c_loc(v2%stream_mem_ops))
+  print '(a,1x,i0)', 'tecore_device_props.dma_buf', off(c_loc(v2), c_loc(v2%dma_buf))
   print '(a,1x,i0)', 'tecore_launch_cfg size', c_sizeof(v3)
   print '(a,1x,i0)', 'tecore_launch_cfg.grid', off(c_loc(v3), c_loc(v3%grid))
   print '(a,1x,i0)', 'tecore_launch_cfg.block', off(c_loc(v3), c_loc(v3%block))

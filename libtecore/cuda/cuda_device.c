@@ -66,6 +66,9 @@ tecore_result_t te_cuda_device_props(int ordinal, struct tecore_device_props *p)
     p->stream_mem_ops = attr_or_zero(dev, CU_DEVICE_ATTRIBUTE_CAN_USE_64_BIT_STREAM_MEM_OPS_V1);
   p->stream_mem_ops = p->stream_mem_ops && te_cu.p_cuStreamWriteValue64 != NULL &&
                       te_cu.p_cuStreamWaitValue64 != NULL;
+  /* dma-buf export (cuMemGetHandleForAddressRange): GPUDirect RDMA
+   * without the nvidia-peermem module */
+  p->dma_buf = attr_or_zero(dev, CU_DEVICE_ATTRIBUTE_DMA_BUF_SUPPORTED);
   return TECORE_SUCCESS;
 }
 

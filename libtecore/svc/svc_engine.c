@@ -3,8 +3,9 @@
  * back-off, kicks, statistics and the injected-fault setting.
  *
  * The loop.  Each pass takes the jobs whose go word holds their ticket
- * (clearing it), starts them, submits their I/O, reaps completions and
- * checks timeouts.  While I/O is in flight it sleeps in the ring (a
+ * (clearing it), starts them, submits their I/O, reaps completions, calls
+ * the polls of running jobs once each (a verbs transfer progresses there,
+ * so it never holds up the other jobs) and checks timeouts.  While I/O is in flight it sleeps in the ring (a
  * completion wakes it) for at most one poll interval, so new hand-offs
  * are still seen.  Idle, it polls for TECORE_SVC_SPIN_US after the last
  * work or kick, then sleeps on the eventfd with intervals that double from
@@ -85,6 +86,7 @@ static void *engine_main(void *unused) {
       te_svc_io_start(j);   /* the newest are at the head */
     int did = te_svc_io_submit(&active);
     did |= te_svc_io_reap();
+    did |= te_svc_poll(active);
     te_svc_io_timeouts(active);
     /* drop the finished jobs from the running list */
     for (struct tecore_svc_job **pp = &active; *pp;) {
@@ -106,8 +108,9 @@ static void *engine_main(void *unused) {
     uint64_t t1 = te_now_ns();
     if (active || did) atomic_fetch_add(&te_svc.busy_ns, t1 - t0);
     if (active) {
-      /* I/O in flight: sleep in the ring until a completion or a poll interval */
-      if (!did) te_svc_io_wait(50000);
+      /* I/O in flight: sleep in the ring until a completion or a poll
+       * interval; polls alone: a short nap (a kick ends it) */
+      if (!did && !te_svc_io_wait(50000)) sleep_on_eventfd(20000);
       last_work = te_now_ns();
       sleep_ns = 1000;
       continue;

@@ -21,6 +21,7 @@ struct svc_opst {
   struct tecore_svc_job *job;
   size_t index;
   int inflight;          /* submitted, completion not seen */
+  int polling;           /* a POLL op not done yet */
 };
 
 enum svc_job_state { SVC_IDLE = 0, SVC_RUNNING = 1 };
@@ -105,7 +106,8 @@ void te_svc_fini(void);
 void te_svc_io_start(struct tecore_svc_job *job);              /* calls, then queues I/O */
 int te_svc_io_submit(struct tecore_svc_job **active);          /* submits what fits; 1 if any */
 int te_svc_io_reap(void);                                      /* completions seen */
-void te_svc_io_wait(long ns);                                  /* sleeps until a completion */
+int te_svc_io_wait(long ns);     /* sleeps until a completion; 0: no I/O in flight */
 void te_svc_io_timeouts(struct tecore_svc_job *active);
+int te_svc_poll(struct tecore_svc_job *active);                 /* polls; 1 if one finished */
 
 #endif

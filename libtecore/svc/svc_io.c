@@ -3,7 +3,8 @@
  * where registered, at most the queue depth in flight), or pread/pwrite
  * without a ring; completions (errors, short transfers), timeouts
  * (cancel, and the job completed after a second timeout even if the
- * kernel never answers) and injected faults.
+ * kernel never answers), injected faults, and the polls (work that
+ * progresses by itself, called once a pass).
  *
  * A read that fails leaves its buffer filled with 0xff bytes, so whatever
  * reads it afterwards sees NaNs, never the previous tensor's data. */
@@ -84,6 +85,11 @@ void te_svc_io_start(struct tecore_svc_job *j) {
   j->pending = 0;
   for (size_t i = 0; i < j->nops; i++) {
     const struct tecore_svc_op *op = &j->ops[i];
+    if (op->kind == TECORE_SVC_POLL) {
+      j->pending++;
+      j->st[i].polling = 1;
+      continue;
+    }
     if (op->kind != TECORE_SVC_CALL) {
       j->pending++;
       continue;
@@ -98,8 +104,30 @@ void te_svc_io_start(struct tecore_svc_job *j) {
 
 /* The next read or write of j that has not started, or nops. */
 static size_t next_io(struct tecore_svc_job *j) {
-  while (j->next_io < j->nops && j->ops[j->next_io].kind == TECORE_SVC_CALL) j->next_io++;
+  while (j->next_io < j->nops && (j->ops[j->next_io].kind == TECORE_SVC_CALL ||
+                                  j->ops[j->next_io].kind == TECORE_SVC_POLL))
+    j->next_io++;
   return j->next_io;
+}
+
+int te_svc_poll(struct tecore_svc_job *active) {
+  int any = 0;
+  for (struct tecore_svc_job *j = active; j; j = j->active_next) {
+    for (size_t i = 0; i < j->nops; i++) {
+      if (!j->st[i].polling) continue;
+      const struct tecore_svc_op *op = &j->ops[i];
+      tecore_result_t r = op->fn(op->arg);
+      if (r == TECORE_ERR_NOT_READY) continue;
+      j->st[i].polling = 0;
+      j->pending--;
+      atomic_fetch_add(&te_svc.ops, 1);
+      any = 1;
+      if (r != TECORE_SUCCESS)
+        te_svc_job_fail(j, r, "%s: the poll failed: %s (%s)", op->name, tecore_strerror(r),
+                        tecore_last_error());
+    }
+  }
+  return any;
 }
 
 int te_svc_io_submit(struct tecore_svc_job **active) {
@@ -169,11 +197,12 @@ int te_svc_io_reap(void) {
   return n;
 }
 
-void te_svc_io_wait(long ns) {
-  if (!te_svc.have_ring || inflight == 0) return;
+int te_svc_io_wait(long ns) {
+  if (!te_svc.have_ring || inflight == 0) return 0;
   struct __kernel_timespec ts = {.tv_sec = ns / 1000000000L, .tv_nsec = ns % 1000000000L};
   struct io_uring_cqe *cqe;
   if (io_uring_wait_cqe_timeout(&te_svc.ring, &cqe, &ts) == 0) reap_one(cqe);
+  return 1;
 }
 
 void te_svc_io_timeouts(struct tecore_svc_job *active) {
@@ -186,7 +215,12 @@ void te_svc_io_timeouts(struct tecore_svc_job *active) {
       te_svc_job_fail(j, TECORE_ERR_TIMEOUT, "%s: the job did not finish within %llu ms "
                       "(TECORE_SVC_TIMEOUT_MS); its I/O is cancelled",
                       j->ops[0].name, (unsigned long long)(limit / 1000000ull));
-      /* the ops not started never will be */
+      /* the polls are called no more; the ops not started never will be */
+      for (size_t k = 0; k < j->nops; k++)
+        if (j->st[k].polling) {
+          j->st[k].polling = 0;
+          j->pending--;
+        }
       size_t i;
       while ((i = next_io(j)) < j->nops) {
         j->next_io++;

@@ -110,11 +110,13 @@ static tecore_result_t check_op(const struct tecore_svc_op *op, size_t i, const 
            "%s: ops[%zu].buf_index %d is not -1 or a registered buffer", fn, i, op->buf_index);
     return TECORE_SUCCESS;
   case TECORE_SVC_CALL:
-    TE_ARG(op->fn, "%s: ops[%zu].fn is NULL for TECORE_SVC_CALL", fn, i);
+  case TECORE_SVC_POLL:
+    TE_ARG(op->fn, "%s: ops[%zu].fn is NULL for TECORE_SVC_%s", fn, i,
+           op->kind == TECORE_SVC_CALL ? "CALL" : "POLL");
     return TECORE_SUCCESS;
   }
-  return TE_ERR(TECORE_ERR_INVALID, "%s: ops[%zu].kind %d is not TECORE_SVC_READ, _WRITE or "
-                "_CALL", fn, i, (int)op->kind);
+  return TE_ERR(TECORE_ERR_INVALID, "%s: ops[%zu].kind %d is not TECORE_SVC_READ, _WRITE, "
+                "_CALL or _POLL", fn, i, (int)op->kind);
 }
 
 static void job_free(struct tecore_svc_job *j) {

@@ -93,6 +93,8 @@ struct tecore_device_props {
   int posix_fd_handles;            /* 1 if VMM handles export as POSIX fds */
   int multicast_supported;         /* 1 if the device reports multicast */
   int stream_mem_ops;              /* 1 if 64-bit stream memory ops work */
+  int dma_buf;                     /* 1 if device memory exports as dma-buf (an RDMA
+                                      NIC may then register it: GPUDirect RDMA) */
 };
 tecore_result_t tecore_device_get_props(int ordinal, struct tecore_device_props *props);
 #if TE_DEPRECATED_NAMES_VISIBLE

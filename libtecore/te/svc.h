@@ -58,13 +58,19 @@ typedef struct tecore_svc_job tecore_svc_job_t;
 typedef enum tecore_svc_op_kind {
   TECORE_SVC_READ = 1,    /* read bytes at offset of fd into buf */
   TECORE_SVC_WRITE = 2,   /* write bytes of buf to fd at offset */
-  TECORE_SVC_CALL = 3     /* fn(arg) on the engine thread */
+  TECORE_SVC_CALL = 3,    /* fn(arg) on the engine thread */
+  TECORE_SVC_POLL = 4     /* fn(arg) on the engine thread at every pass of its loop
+                             until it returns other than TECORE_ERR_NOT_READY */
 } tecore_svc_op_kind_t;
 
 /* One operation of a job.  A job's reads and writes run concurrently (up
  * to TECORE_SVC_QUEUE_DEPTH in flight); its calls run first, in order,
  * when the job starts.  A call must not wait for a stream that waits for
- * this job. */
+ * this job.  A poll is work that progresses by itself (a network
+ * transfer): the engine calls it once per pass of its loop, between its
+ * other jobs, and the op is done when it returns TECORE_SUCCESS (or an
+ * error, which fails the job); TECORE_ERR_NOT_READY means "call again".
+ * A poll must return at once: a call that blocks holds up every job. */
 struct tecore_svc_op {
   tecore_svc_op_kind_t kind;
   int fd;                              /* READ/WRITE: open file (O_DIRECT allowed) */
@@ -72,7 +78,7 @@ struct tecore_svc_op {
   size_t bytes;                        /* READ/WRITE: > 0 */
   uint64_t offset;
   int buf_index;                       /* a registered buffer holding buf .. buf + bytes, or -1 */
-  tecore_result_t (*fn)(void *arg);    /* CALL */
+  tecore_result_t (*fn)(void *arg);    /* CALL, POLL */
   void *arg;
   const char *name;                    /* what the op moves, for errors (copied; may be NULL) */
 };

@@ -3,7 +3,8 @@
 # guest-tests.sh -- what each test VM guest runs (started by init.sh with
 # TE_VM_NODE=0 or 1): two ranks of a 2-node x 2-rank communicator per
 # guest (processes on vdev; node 0 holds ranks 0-1 and the bootstrap
-# root), through every test in turn, each on a bootstrap port of its own
+# root: the hierarchical path, IPC in each guest and verbs between the
+# two leaders), through every test in turn, each on a bootstrap port of its own
 # so the guests stay in step.  Every result is a "TE-VM-TEST name ..."
 # line on the console; the host (t/vm/run-vm.sh) checks them all.
 node=${TE_VM_NODE:-0}
@@ -38,7 +39,8 @@ ranks() {
 }
 
 ranks 29501 /te/bin/vm_allreduce check "$seed"
-TECOMM_VERBS_FAULT=mr:1 ranks 29502 /te/bin/vm_allreduce nomr
+# rank 2: node 1's leader (the other ranks of a node open no endpoint)
+TECOMM_VERBS_FAULT=mr:2 ranks 29502 /te/bin/vm_allreduce nomr
 # te-allreduce-perf over verbs, for correctness only (its #wrong column)
 # (rank 0 prints the table; every rank's exit status counts)
 if ranks 29503 /te/bin/te-allreduce-perf -a verbs -b 8 -e 65536 -f 16 -w 1 -i 2 --csv \
@@ -50,6 +52,8 @@ else
   echo "TE-VM-TEST perf rank=node$node FAIL:"; cat /tmp/perf
 fi
 ranks 29504 /te/bin/vm_allreduce exit 3
+# an injected error completion at node 0's leader (its 40th: a few calls in)
+TECOMM_VERBS_FAULT=wc:40:0 ranks 29506 /te/bin/vm_allreduce wcfault
 # the link cut mid-transfer: node 1 takes its NIC down while the ranks loop
 if [ "$node" = 1 ]; then (sleep 6; ip link set eth0 down; echo "TE-VM: eth0 down") & fi
 ranks 29505 /te/bin/vm_allreduce cut

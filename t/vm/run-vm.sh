@@ -2,9 +2,10 @@
 # SPDX-License-Identifier: Apache-2.0
 # run-vm.sh -- the test VM: two QEMU guests (TCG: no KVM needed) with
 # soft-RoCE, joined by a virtual link, run libtecomm's inter-node tests
-# (t/vm/guest-tests.sh: the verbs devices, a 2-node x 2-rank allreduce on
-# vdev, te-allreduce-perf -a verbs, a failed memory registration, a peer
-# that exits, the link cut mid-transfer).  Each guest boots Debian's own
+# (t/vm/guest-tests.sh: the verbs devices, a 2-node x 2-rank hierarchical
+# allreduce on vdev, the same bits on every rank, te-allreduce-perf -a
+# verbs, a failed memory registration, a peer that exits, an injected
+# error completion, the link cut mid-transfer).  Each guest boots Debian's own
 # kernel (a linux-image package unpacked, not installed) with an
 # initramfs made here (t/vm/mkinitrd.sh); results come back as
 # "TE-VM-TEST name rank=R PASS|FAIL" lines on the serial consoles.
@@ -97,7 +98,7 @@ pids=
 secs=$(($(date +%s) - start))
 
 # every test, and the ranks (or nodes) that must report it
-expect="devices:node0,node1 check:0,1,2,3 nomr:0,1,2,3 perf:node0,node1 exit:0,1,2,3 cut:0,1,2,3"
+expect="devices:node0,node1 check:0,1,2,3 nomr:0,1,2,3 perf:node0,node1 exit:0,1,2,3 wcfault:0,1,2,3 cut:0,1,2,3"
 status=0
 cat "$tmp/console.0" "$tmp/console.1" 2> /dev/null | grep '^TE-VM-TEST ' > "$tmp/results"
 for e in $expect; do
@@ -111,6 +112,12 @@ for e in $expect; do
     esac
   done
 done
+# the same bits on every rank of both nodes
+digests=$(grep '^TE-VM-TEST check rank=[0-3] PASS' "$tmp/results" | sed -n 's/.*digest \([0-9a-f]*\).*/\1/p' | sort -u)
+case $(echo "$digests" | grep -c .) in
+  1) echo "ok: the check results are the same bits on every rank (digest $digests)" ;;
+  *) echo "FAIL: the ranks' check results differ: $(echo $digests)"; status=1 ;;
+esac
 echo "# the VM run took $secs s (limit $limit s)"
 if [ $status != 0 ]; then
   for n in 0 1; do

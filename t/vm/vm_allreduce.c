@@ -4,7 +4,8 @@
  * TECOMM_ROOT, and run on vdev).
  * SPDX-License-Identifier: Apache-2.0
  *
- *   vm_allreduce check SEED     the communicator stands at the verbs level;
+ *   vm_allreduce check SEED     the communicator stands at the verbs level,
+ *       hierarchical (or flat with TECOMM_VERBS_HIER=0);
  *       allreduce (auto and TECOMM_ALGO_VERBS, eager and captured in a
  *       graph) of fresh random inputs (every rank derives every rank's
  *       inputs from SEED) in F32/BF16/F16, SUM and MAX, sizes on both sides
@@ -17,6 +18,9 @@
  *       next calls fail within the bound with an error naming a rank
  *   vm_allreduce cut            calls in a loop while the guest script takes
  *       a NIC down: every rank stops with an error within the bound
+ *   vm_allreduce wcfault        TECOMM_VERBS_FAULT=wc:N:0 makes a work
+ *       completion of rank 0 (node 0's leader) an error: every rank of both
+ *       nodes stops with an error within the bound, rank 0's saying so
  * Prints "TE-VM-TEST <name> rank=R PASS" or "... FAIL: why"; exit 0 / 1. */
 #include <math.h>
 #include <stdarg.h>
@@ -32,6 +36,7 @@
 
 static int g_rank = -1;
 static const char *g_test = "?";
+static uint64_t g_digest = 0xcbf29ce484222325ull;   /* FNV-1a of every result */
 
 static void verdict(int ok, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static void verdict(int ok, const char *fmt, ...) {
@@ -141,6 +146,8 @@ static size_t one_case(tecomm_comm_t c, int nranks, uint64_t seed, int k, size_t
       bad++;
     }
   }
+  for (size_t i = 0; i < bytes; i++)   /* every rank must end with the same bits */
+    g_digest = (g_digest ^ ((const unsigned char *)o)[i]) * 0x100000001b3ull;
   CK(tecore_mem_free(send));
   CK(tecore_mem_free(recv));
   free(h);
@@ -155,6 +162,10 @@ static void test_check(uint64_t seed) {
   char d[2048];
   CK(tecomm_comm_describe(c, 0, d, sizeof d));
   if (!strstr(d, "level: verbs")) verdict(0, "not at the verbs level:\n%s", d);
+  /* two ranks on each guest: the hierarchical path (unless asked flat) */
+  const char *kind = getenv("TECOMM_VERBS_HIER") && atoi(getenv("TECOMM_VERBS_HIER")) == 0
+                         ? "verbs: flat over 4 ranks" : "verbs: hierarchical over 2 nodes";
+  if (!strstr(d, kind)) verdict(0, "describe lacks \"%s\":\n%s", kind, d);
   if (g_rank == 0) printf("# seed %llu\n%s", (unsigned long long)seed, d);
   tecore_stream_t st = NULL;
   CK(tecore_stream_create(TECORE_STREAM_NON_BLOCKING, 0, &st));
@@ -177,7 +188,8 @@ static void test_check(uint64_t seed) {
   bad += one_case(c, n, seed, k++, 3000, TECORE_DTYPE_F32, TECOMM_SUM, TECOMM_ALGO_AUTO, 1, st);
   CK(tecore_stream_destroy(st));
   CK(tecomm_comm_destroy(c));
-  verdict(bad == 0, bad ? "%zu elements out of tolerance" : "", bad);
+  verdict(bad == 0, "%zu elements out of tolerance; digest %016llx", bad,
+          (unsigned long long)g_digest);
 }
 
 static void test_nomr(void) {
@@ -191,7 +203,7 @@ static void test_nomr(void) {
                                             TECOMM_ALGO_VERBS, NULL);
   const char *why = tecore_last_error();
   int ok = r == TECOMM_ERR_NOT_SUPPORTED && strstr(why, "memory registration failed") &&
-           strstr(why, "rank 1");
+           strstr(why, "rank 2");
   CK(tecore_mem_free(p));
   CK(tecomm_comm_destroy(c));
   verdict(ok, "%s (%s)", tecomm_result_name(r), why);
@@ -222,12 +234,12 @@ static tecomm_result_t until_error(tecomm_comm_t c, size_t count, int max_calls,
   return r;
 }
 
-static void test_dead(int victim, int cut) {
+static void test_dead(int victim, int cut, int fault) {
   tecomm_comm_t c = open_comm();
   double bound = 3.0 * (double)atoi(getenv("TECOMM_TIMEOUT") ? getenv("TECOMM_TIMEOUT") : "30000") / 1000.0 + 5.0;
   char why[600];
   double secs = 0;
-  if (!cut) {
+  if (!cut && !fault) {
     tecomm_result_t r = until_error(c, 1024, 1, &secs, why, sizeof why);
     if (r != TECOMM_SUCCESS) verdict(0, "the first call failed: %s", why);
     if (g_rank == victim) {
@@ -239,12 +251,15 @@ static void test_dead(int victim, int cut) {
   }
   /* cut: 64 KiB calls until the link goes; exit: calls until the dead
    * peer is noticed */
-  tecomm_result_t r = until_error(c, 16384, cut ? 100000 : 3, &secs, why, sizeof why);
+  tecomm_result_t r = until_error(c, 16384, cut ? 100000 : fault ? 50 : 3, &secs, why, sizeof why);
   int peer = -1;
   (void)tecomm_comm_status(c, &peer);
   int named = strstr(why, "rank ") != NULL;
-  int ok = r != TECOMM_SUCCESS && (r == TECOMM_ERR_TIMEOUT || r == TECOMM_ERR_SYSTEM) && named &&
+  /* a node's other rank is stopped by its leader: ABORTED, naming it */
+  int ok = r != TECOMM_SUCCESS &&
+           (r == TECOMM_ERR_TIMEOUT || r == TECOMM_ERR_SYSTEM || r == TECOMM_ERR_ABORTED) && named &&
            secs <= bound;
+  if (fault && g_rank == 0) ok = ok && strstr(why, "injected") != NULL;
   /* no destroy after a failure would hang: destroy must return too */
   double t1 = now_s();
   (void)tecomm_comm_destroy(c);
@@ -257,14 +272,15 @@ int main(int argc, char **argv) {
   const char *rk = getenv("TECOMM_RANK");
   g_rank = rk ? atoi(rk) : -1;
   if (argc < 2) {
-    fprintf(stderr, "usage: vm_allreduce check SEED | nomr | exit VICTIM | cut\n");
+    fprintf(stderr, "usage: vm_allreduce check SEED | nomr | exit VICTIM | cut | wcfault\n");
     return 2;
   }
   g_test = argv[1];
   if (strcmp(argv[1], "check") == 0 && argc > 2) test_check(strtoull(argv[2], NULL, 10));
   if (strcmp(argv[1], "nomr") == 0) test_nomr();
-  if (strcmp(argv[1], "exit") == 0 && argc > 2) test_dead(atoi(argv[2]), 0);
-  if (strcmp(argv[1], "cut") == 0) test_dead(-1, 1);
+  if (strcmp(argv[1], "exit") == 0 && argc > 2) test_dead(atoi(argv[2]), 0, 0);
+  if (strcmp(argv[1], "cut") == 0) test_dead(-1, 1, 0);
+  if (strcmp(argv[1], "wcfault") == 0) test_dead(-1, 0, 1);
   fprintf(stderr, "vm_allreduce: unknown test %s\n", argv[1]);
   return 2;
 }

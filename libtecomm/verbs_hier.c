@@ -1,0 +1,239 @@
+/* verbs_hier.c -- the hierarchical allreduce across nodes: reduce inside
+ * each node over IPC, allreduce among the node leaders over verbs,
+ * broadcast inside each node; which ranks share a node; and GPUDirect
+ * RDMA detection for the description.
+ * SPDX-License-Identifier: Apache-2.0
+ *
+ * Why: a flat verbs allreduce moves every rank's data through host
+ * staging and the network; inside a node the IPC kernels are far faster,
+ * so only one rank per node (its leader, local rank 0) needs to talk to
+ * the other nodes.  On a stream, every rank of a node runs
+ *   1. an allreduce of send into recv over the node's group (the IPC
+ *      kernels of a child communicator, c->local, made at init);
+ *   2. the leader only: the staged verbs allreduce of recv among the
+ *      leaders (verbs_comm.c: host copy, service-engine job, copy back);
+ *   3. a broadcast of the leader's recv over the node's group: an
+ *      allreduce in which the other ranks contribute the operation's
+ *      identity (0 for SUM, -inf for MAX), so the leader's bits arrive
+ *      unchanged (x + 0 = x; a -0.0 comes back +0.0, the same on every
+ *      rank) and the IPC kernels' own flags order it after step 2 --
+ *      their waits are bounded by TECOMM_TIMEOUT like every other.
+ * Every rank ends with the same bits.  The path is chosen at init when
+ * the ranks span nodes, no NCCL runs on all of them and verbs opens among
+ * the leaders, and every node's group reached the pool level (or NCCL);
+ * otherwise verbs runs flat over every rank.  Every rank agrees
+ * (allgathered facts).
+ *
+ * Failure.  When the leader's verbs step fails (an error completion, a
+ * dead peer), its engine job aborts the node group's workspaces, so the
+ * node's other ranks stop in step 3 instead of waiting for TECOMM_TIMEOUT;
+ * their next call or tecomm_comm_status says so and names the leader,
+ * while the leader's names the verbs peer.  Step 3 then broadcasts
+ * nothing: recv keeps step 1's node sum on those ranks and NaN on the
+ * leader, and the error is what the caller sees.  The other way round,
+ * a leader whose node group failed (a node rank died: the IPC wait timed
+ * out) does not send its partial sum on: its job sees the group's error
+ * word and fails the endpoint, whose queue pairs in the error state stop
+ * the other leaders, and they their nodes. */
+#include "comm_priv.h"
+#include "verbs_ep.h"   /* tc_vb_fail */
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+TECORE_TUNABLE_STR(tc_tun_node_map, "TECOMM_NODE_MAP", "", NULL,
+                   "debug: the node of every rank, comma-separated (e.g. 0,0,1,1): ranks of one "
+                   "host then act as ranks of several nodes (tests of the inter-node paths); "
+                   "empty: each rank's host")
+TECORE_TUNABLE_INT(tc_tun_verbs_hier, "TECOMM_VERBS_HIER", 1, 0, 1,
+                   "across nodes, 1: reduce in each node over IPC and run verbs among the node "
+                   "leaders only (hierarchical); 0: verbs among every rank (flat)")
+
+static uint64_t fnv(const void *p, size_t n, uint64_t h) {
+  const unsigned char *b = p;
+  for (size_t i = 0; i < n; i++) h = (h ^ b[i]) * 0x100000001b3ull;
+  return h;
+}
+
+void tc_hier_identity(char *host, size_t hl, uint64_t *boot_id, int rank) {
+  const char *m = tecore_tunable_str(&tc_tun_node_map);
+  if (!m || !*m || rank < 0) return;
+  const char *p = m;
+  for (int i = 0; i < rank && p; i++) {
+    p = strchr(p, ',');
+    if (p) p++;
+  }
+  if (!p || *p < '0' || *p > '9') {
+    TC_WARN("TECOMM_NODE_MAP=\"%s\" has no node for rank %d: it stays on its host", m, rank);
+    return;
+  }
+  int node = atoi(p);
+  char h[64];
+  snprintf(h, sizeof h, "%s", host);
+  snprintf(host, hl, "%.40s#node%d", h, node);
+  *boot_id = fnv(&node, sizeof node, *boot_id);
+}
+
+tecomm_result_t tc_hier_nodes(struct tecomm_comm *c, const struct tc_caps *all) {
+  c->node_of = calloc((size_t)c->nranks, sizeof *c->node_of);
+  if (!c->node_of) return TC_ERR(TECOMM_ERR_NOMEM, "tecomm_comm_init: out of host memory");
+  c->nnodes = 0;
+  for (int i = 0; i < c->nranks; i++) {
+    int j = 0;
+    while (j < i && (all[j].boot_id != all[i].boot_id || strcmp(all[j].host, all[i].host) != 0))
+      j++;
+    c->node_of[i] = j < i ? c->node_of[j] : c->nnodes++;
+  }
+  c->node = c->node_of[c->rank];
+  return TECOMM_SUCCESS;
+}
+
+/* The communicator rank of the leader of node. */
+static int leader_of(const struct tecomm_comm *c, int node) {
+  for (int i = 0; i < c->nranks; i++)
+    if (c->node_of[i] == node) return i;
+  return -1;
+}
+
+tecomm_result_t tc_hier_open(struct tecomm_comm *c, int *member) {
+  *member = 1;
+  c->leader = -1;
+  c->local = NULL;
+  if (c->all_local || !c->node_of || c->nnodes < 2 || !tecore_tunable_int(&tc_tun_verbs_hier))
+    return TECOMM_SUCCESS;
+  int me = 0, n = 0;
+  for (int i = 0; i < c->nranks; i++)
+    if (c->node_of[i] == c->node) {
+      if (i == c->rank) me = n;
+      n++;
+    }
+  /* this node's group: its own mesh and place in the chain; a failure
+   * here is told to every rank below, and all go flat */
+  struct tecomm_comm *lc = NULL;
+  struct {
+    int32_t ok, n;
+  } mine = {1, n}, *all = calloc((size_t)c->nranks, sizeof mine);
+  if (!all) return TC_ERR(TECOMM_ERR_NOMEM, "tecomm_comm_init: out of host memory");
+  if (n > 1) {
+    uint64_t mix[3] = {c->tag, 0x68696572u, (uint64_t)c->node};
+    tecomm_result_t r = tc_comm_child(c, fnv(mix, sizeof mix, 0xcbf29ce484222325ull), me, n, 1, &lc);
+    if (r != TECOMM_SUCCESS) {
+      TC_WARN("tecomm: rank %d: node %d's group: %s: verbs goes flat", c->rank, c->node,
+              tecore_last_error());
+      lc = NULL;
+      mine.ok = 0;
+    } else if (lc->level != TC_LEVEL_POOL && lc->level != TC_LEVEL_NCCL) {
+      TC_INFO("tecomm: node %d's group stands at %s (%s): verbs goes flat", c->node,
+              tc_level_name(lc->level), lc->level_why);
+      mine.ok = 0;
+    }
+  }
+  tecomm_result_t r = c->xchg->allgather(c->xchg, &mine, all, sizeof mine);
+  int ok = r == TECOMM_SUCCESS, several = 0;
+  for (int i = 0; ok && i < c->nranks; i++) {
+    ok = ok && all[i].ok;
+    several = several || all[i].n > 1;
+  }
+  free(all);
+  if (!ok || !several) {   /* flat: also when every node has one rank (the same thing) */
+    if (lc) tc_comm_child_free(lc);
+    return r;
+  }
+  c->local = lc;
+  c->leader = me == 0;
+  *member = me == 0;
+  return TECOMM_SUCCESS;
+}
+
+tecomm_result_t tc_hier_ready(struct tecomm_comm *c, const char *fn, int check_device) {
+  tecomm_result_t r = tc_comm_ready(c->local, fn, check_device);
+  if (r == TECOMM_SUCCESS) return r;
+  char d[400];
+  snprintf(d, sizeof d, "%s", tecore_last_error());
+  return TC_ERR(r, "%s: rank %d: node %d's ranks stopped: the inter-node allreduce failed at the "
+                "node's leader, rank %d (its error names the verbs peer), or the node's group "
+                "failed (%s)", fn, c->rank, c->node, leader_of(c, c->node), d);
+}
+
+int tc_hier_failed_peer(struct tecomm_comm *c) { return leader_of(c, c->node); }
+
+tecomm_result_t tc_hier_node_ok(struct tecomm_comm *c) {
+  struct tecomm_comm *lc = c->local;
+  int code = TECOMM_AR_OK, peer = -1;
+  if (!lc || !lc->ws || tecomm_ar_error(lc->ws, &code, &peer, 0) != TECORE_SUCCESS ||
+      code == TECOMM_AR_OK)
+    return TECOMM_SUCCESS;
+  /* the node's sum is not there: sending it on would hand the other nodes
+   * garbage without an error, so the leader's endpoint fails instead, and
+   * its queue pairs in the error state tell the other leaders */
+  int bad = peer >= 0 ? peer : 0, world = -1;
+  for (int i = 0, k = 0; i < c->nranks; i++)
+    if (c->node_of[i] == c->node && k++ == bad) world = i;
+#ifdef TE_HAVE_VERBS
+  return tc_vb_fail(c->vb, TECOMM_ERR_TIMEOUT, -1, "rank %d: node %d's group failed before the "
+                    "inter-node step (%s, waiting for rank %d): its leader stops", c->rank,
+                    c->node, code == TECOMM_AR_ERR_ABORTED ? "aborted" : "a device-side wait "
+                    "expired (TECOMM_TIMEOUT)", world);
+#else
+  return TC_ERR(TECOMM_ERR_TIMEOUT, "rank %d: node %d's group failed (rank %d)", c->rank, c->node,
+                world);
+#endif
+}
+
+void tc_hier_stop_node(struct tecomm_comm *c) {
+  struct tecomm_comm *lc = c->local;
+  if (!lc || !lc->ws) return;   /* an NCCL group: its ranks wait out TECOMM_TIMEOUT */
+  for (int r = 0; r < lc->nranks; r++)
+    if (lc->ws_peer[r] && tecomm_ar_abort(lc->ws_peer[r]) != TECORE_SUCCESS)
+      TC_WARN("tecomm: rank %d: could not stop node rank %d: %s", c->rank, r, tecore_last_error());
+}
+
+tecomm_result_t tc_hier_allreduce(struct tecomm_comm *c, tecore_devptr_t send,
+                                  tecore_devptr_t recv, size_t count, tecore_dtype_t dtype,
+                                  tecomm_op_t op, tecore_stream_t stream, const char *fn) {
+  struct tecomm_comm *lc = c->local;
+  size_t bytes = count * tecore_dtype_size(dtype);
+  /* 1: the node's sum */
+  if (lc)
+    TC_CHECK(tecomm_allreduce_algo(lc, send, recv, count, dtype, op, TECOMM_ALGO_AUTO, stream));
+  else if (send != recv)
+    TC_CORE(tecore_memcpy_async(recv, send, bytes, stream), fn);
+  /* 2: the nodes' sum, among the leaders */
+  if (c->leader == 1) TC_CHECK(tc_verbs_staged(c, recv, recv, count, dtype, op, stream, fn));
+  if (!lc) return TECOMM_SUCCESS;
+  /* 3: the leader's result to the node: the others bring the identity */
+  if (c->leader == 0) {
+    if (op == TECOMM_SUM)
+      TC_CORE(tecore_memset_d8_async(recv, 0, bytes, stream), fn);
+    else if (dtype == TECORE_DTYPE_F32)
+      TC_CORE(tecore_memset_d32_async(recv, 0xff800000u, count, stream), fn);
+    else
+      TC_CORE(tecore_memset_d16_async(recv, dtype == TECORE_DTYPE_BF16 ? 0xff80u : 0xfc00u, count,
+                                      stream), fn);
+  }
+  return tecomm_allreduce_algo(lc, recv, recv, count, dtype, op, TECOMM_ALGO_AUTO, stream);
+}
+
+void tc_gdr_detect(struct tecomm_comm *c) {
+  c->gdr = 0;
+  if (c->backend != TECORE_BACKEND_CUDA) {
+    snprintf(c->gdr_why, sizeof c->gdr_why, "no: %s device memory is host memory (host staging)",
+             tecore_backend_name(c->backend));
+    return;
+  }
+  struct tecore_device_props pr;
+  memset(&pr, 0, sizeof pr);
+  (void)tecore_device_get_props(c->device, &pr);
+  int peermem = access("/sys/module/nvidia_peermem", F_OK) == 0;
+  if (peermem || pr.dma_buf) {
+    c->gdr = 1;
+    snprintf(c->gdr_why, sizeof c->gdr_why,
+             "possible (%s%s%s), not used yet: host staging", peermem ? "nvidia-peermem loaded" : "",
+             peermem && pr.dma_buf ? ", " : "", pr.dma_buf ? "dma-buf export" : "");
+  } else {
+    snprintf(c->gdr_why, sizeof c->gdr_why, "no (neither nvidia-peermem nor dma-buf export of "
+             "device memory): host staging");
+  }
+}
