@@ -37,6 +37,7 @@
  * the other leaders, and they their nodes. */
 #include "comm_priv.h"
 #include "verbs_ep.h"   /* tc_vb_fail */
+#include "common/comm_ar.h"   /* TE_AR_OFF_ABORT */
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -147,8 +148,29 @@ tecomm_result_t tc_hier_open(struct tecomm_comm *c, int *member) {
   return TECOMM_SUCCESS;
 }
 
+/* 1 when the node group's abort word is set on this rank: the leader
+ * stopped the node (tc_hier_stop_node).  The kernels report an abort in
+ * the error word only when it ends a wait; a call that starts after it
+ * returns at once and reports nothing, so the word itself is read (on a
+ * stream of its own, as the kernels' error word is). */
+static int node_stopped(struct tecomm_comm *c) {
+  uint32_t w = 0;
+  tecore_stream_t s = NULL;
+  if (tecore_stream_create(TECORE_STREAM_NON_BLOCKING, 0, &s) != TECORE_SUCCESS) return 0;
+  tecore_result_t r = tecore_memcpy_async((tecore_devptr_t)(uintptr_t)&w,
+                                          c->local->ws + TE_AR_OFF_ABORT, sizeof w, s);
+  if (r == TECORE_SUCCESS) r = tecore_stream_synchronize(s);
+  (void)tecore_stream_destroy(s);
+  return r == TECORE_SUCCESS && w != 0;
+}
+
 tecomm_result_t tc_hier_ready(struct tecomm_comm *c, const char *fn, int check_device) {
   tecomm_result_t r = tc_comm_ready(c->local, fn, check_device);
+  if (r == TECOMM_SUCCESS && check_device && c->leader == 0 && c->local->ws &&
+      c->local->sticky == TECOMM_SUCCESS && node_stopped(c)) {
+    c->local->sticky = TECOMM_ERR_ABORTED;
+    r = TC_ERR(TECOMM_ERR_ABORTED, "%s: the node's leader stopped the group", fn);
+  }
   if (r == TECOMM_SUCCESS) return r;
   char d[400];
   snprintf(d, sizeof d, "%s", tecore_last_error());

@@ -26,28 +26,6 @@ static const tecomm_algo_t algos[] = {TECOMM_ALGO_ONESHOT, TECOMM_ALGO_TWOSHOT,
                                       TECOMM_ALGO_LAMPORT, TECOMM_ALGO_AUTO};
 static const tecore_dtype_t dtypes[] = {TECORE_DTYPE_F32, TECORE_DTYPE_BF16, TECORE_DTYPE_F16};
 
-static double from_dt(const void *p, size_t i, tecore_dtype_t dt) {
-  if (dt == TECORE_DTYPE_F32) return ((const float *)p)[i];
-  uint16_t h = ((const uint16_t *)p)[i];
-  return dt == TECORE_DTYPE_BF16 ? te_bf16_to_f32(h) : te_f16_to_f32(h);
-}
-static void to_dt(void *p, size_t i, tecore_dtype_t dt, float v) {
-  if (dt == TECORE_DTYPE_F32) ((float *)p)[i] = v;
-  else ((uint16_t *)p)[i] = dt == TECORE_DTYPE_BF16 ? te_f32_to_bf16(v) : te_f32_to_f16(v);
-}
-
-/* Rank r's input for one case: random in [-2, 2), in dtype; the same on
- * every rank that regenerates it. */
-static void make_input(void *p, size_t count, tecore_dtype_t dt, int r, uint64_t salt) {
-  uint64_t x = te_test_seed ^ ((uint64_t)(r + 1) << 40) ^ (salt * 0x9e3779b97f4a7c15ull);
-  for (size_t i = 0; i < count; i++) {
-    uint64_t u = te_splitmix64(&x);
-    float v = (float)((double)(u >> 11) / 9007199254740992.0 * 4.0 - 2.0);
-    if (v == 0.0f) v = 0.5f; /* never exact zeros (and so no -0.0: Lamport's sentinel) */
-    to_dt(p, i, dt, v);
-  }
-}
-
 /* Half an ulp of dt, relative to a value's magnitude. */
 static double half_ulp(tecore_dtype_t dt) {
   return dt == TECORE_DTYPE_F32 ? 0x1p-24 : dt == TECORE_DTYPE_BF16 ? 0x1p-8 : 0x1p-11;

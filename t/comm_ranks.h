@@ -15,7 +15,8 @@
  * TECORE_VDEV_DEVICES; on cuda with fewer GPUs than ranks every rank
  * skips, and the test says so on its TAP output).
  * Every rank draws from its own stream seeded by (seed, rank), and can
- * regenerate any peer's inputs from (seed, peer) for the reference. */
+ * regenerate any peer's inputs from (seed, peer) for the reference
+ * (make_input: rank r's elements of one case, in F32, BF16 or F16). */
 #ifndef TE_T_COMM_RANKS_H
 #define TE_T_COMM_RANKS_H
 
@@ -24,6 +25,7 @@
 #include <stdatomic.h>
 #include <sys/mman.h>
 #include <te/comm.h>
+#include "common/convert.h"
 
 #define TC_MAX_RANKS 8
 #define TC_SLOT 4096
@@ -130,6 +132,30 @@ static TE_T_UNUSED void tc_rank_digest(const void *p, size_t n) {
   tc_shm->digest[tc_my_rank] = h;
 }
 
+/* ---- inputs ------------------------------------------------------------------------ */
+/* Elements of F32, BF16 or F16 buffers as numbers. */
+static TE_T_UNUSED double from_dt(const void *p, size_t i, tecore_dtype_t dt) {
+  if (dt == TECORE_DTYPE_F32) return ((const float *)p)[i];
+  uint16_t h = ((const uint16_t *)p)[i];
+  return dt == TECORE_DTYPE_BF16 ? te_bf16_to_f32(h) : te_f16_to_f32(h);
+}
+static TE_T_UNUSED void to_dt(void *p, size_t i, tecore_dtype_t dt, float v) {
+  if (dt == TECORE_DTYPE_F32) ((float *)p)[i] = v;
+  else ((uint16_t *)p)[i] = dt == TECORE_DTYPE_BF16 ? te_f32_to_bf16(v) : te_f32_to_f16(v);
+}
+
+/* Rank r's input for one case: random in [-2, 2), in dtype; the same on
+ * every rank that regenerates it. */
+static TE_T_UNUSED void make_input(void *p, size_t count, tecore_dtype_t dt, int r, uint64_t salt) {
+  uint64_t x = te_test_seed ^ ((uint64_t)(r + 1) << 40) ^ (salt * 0x9e3779b97f4a7c15ull);
+  for (size_t i = 0; i < count; i++) {
+    uint64_t u = te_splitmix64(&x);
+    float v = (float)((double)(u >> 11) / 9007199254740992.0 * 4.0 - 2.0);
+    if (v == 0.0f) v = 0.5f; /* never exact zeros (and so no -0.0: Lamport's sentinel) */
+    to_dt(p, i, dt, v);
+  }
+}
+
 /* ---- running ranks ------------------------------------------------------------ */
 typedef void (*tc_rank_fn)(int rank, int nranks, void *arg);
 
@@ -202,6 +228,13 @@ static TE_T_UNUSED void tc_run_ranks_ex(int n, tc_rank_fn fn, void *arg, int tim
   int skipped = 0;
   for (int r = 0; r < n; r++) skipped |= tc_shm->skipped[r];
   if (skipped) printf("# %d ranks need %d devices: not run here\n", n, n);
+  /* every failed rank says why (a rank that fails first can make the
+   * others fail later, waiting for it: the first message is not always
+   * the cause) */
+  for (int r = 0; r < n; r++)
+    if (r != kill_rank && !(WIFEXITED(status[r]) && WEXITSTATUS(status[r]) == 0))
+      printf("# rank %d failed (status 0x%x): %s\n", r, status[r],
+             tc_shm->msg[r][0] ? tc_shm->msg[r] : "(no message: crashed?)");
   for (int r = 0; r < n; r++) {
     if (r == kill_rank && !skipped) { /* a skipped run kills no one */
       ck_assert_msg(WIFSIGNALED(status[r]) && WTERMSIG(status[r]) == SIGKILL,

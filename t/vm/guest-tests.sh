@@ -38,6 +38,13 @@ ranks() {
   return $st
 }
 
+# the guests boot at their own pace (tens of seconds apart on a loaded
+# machine): wait for the other one, so that the tests start in step
+peer=192.168.77.$((2 - node))
+i=0
+until ping -c 1 -W 1 "$peer" > /dev/null 2>&1 || [ $i -ge 120 ]; do i=$((i + 1)); done
+echo "TE-VM: node $node sees node $((1 - node)) after $i tries"
+
 ranks 29501 /te/bin/vm_allreduce check "$seed"
 # rank 2: node 1's leader (the other ranks of a node open no endpoint)
 TECOMM_VERBS_FAULT=mr:2 ranks 29502 /te/bin/vm_allreduce nomr
