@@ -64,16 +64,16 @@ static void check_result(const void *got, size_t count, tecore_dtype_t dt, tecom
   double *ref = malloc(count * sizeof *ref), *mag = calloc(count, sizeof *mag);
   RK_ASSERT(in && ref && mag, "malloc");
   for (int r = 0; r < n; r++) {
-    make_input(in, count, dt, r, salt);
+    tc_make_input(in, count, dt, r, salt);
     for (size_t i = 0; i < count; i++) {
-      double v = from_dt(in, i, dt);
+      double v = tc_from_dt(in, i, dt);
       if (r == 0) ref[i] = v;
       else ref[i] = op == TECOMM_SUM ? ref[i] + v : (v > ref[i] ? v : ref[i]);
       mag[i] += fabs(v);
     }
   }
   for (size_t i = 0; i < count; i++) {
-    double g = from_dt(got, i, dt);
+    double g = tc_from_dt(got, i, dt);
     double tol = op == TECOMM_MAX ? 0.0 : sum_tol(n, dt, nccl, mag[i], ref[i]);
     RK_ASSERT(fabs(g - ref[i]) <= tol,
               "%s: element %zu of %zu: got %.9g, want %.9g (float64), tolerance %.3g", what, i,
@@ -98,7 +98,7 @@ static void run_case(tecomm_comm_t c, tecore_stream_t s, int rank, int n, const 
   size_t esz = tecore_dtype_size(k->dt), bytes = k->count * esz;
   unsigned char *h = malloc(bytes), *got = malloc(bytes);
   RK_ASSERT(h && got, "malloc");
-  make_input(h, k->count, k->dt, rank, salt);
+  tc_make_input(h, k->count, k->dt, rank, salt);
   tecore_devptr_t send = 0, recv = 0;
   int sym = k->kind >= 2, inplace = k->kind & 1;
   if (sym) RK_OK(tecomm_mem_alloc(c, bytes, &send));
@@ -195,9 +195,9 @@ static void rank_fused_case(tecomm_comm_t c, tecore_stream_t s, int rank, int n,
   unsigned char *o1 = malloc(bytes), *o2 = malloc(bytes), *r1 = malloc(bytes), *r2 = malloc(bytes);
   uint8_t *q1 = malloc(count), *q2 = malloc(count);
   RK_ASSERT(hx && hr && hg && o1 && o2 && r1 && r2 && q1 && q2, "malloc");
-  make_input(hx, count, k->dt, rank, salt);
-  make_input(hr, count, k->dt, 100, salt); /* the residual: the same on every rank */
-  make_input(hg, k->hidden, k->dt, 101, salt);
+  tc_make_input(hx, count, k->dt, rank, salt);
+  tc_make_input(hr, count, k->dt, 100, salt); /* the residual: the same on every rank */
+  tc_make_input(hg, k->hidden, k->dt, 101, salt);
   tecore_devptr_t x, rin, rout, g, out, tmp, rout2, out2, q, q2d, sc;
   RK_CORE(tecore_mem_alloc(bytes, &x));
   RK_CORE(tecore_mem_alloc(bytes, &rin));
@@ -280,22 +280,22 @@ static void rank_fused_case(tecomm_comm_t c, tecore_stream_t s, int rank, int n,
   double *sum = calloc(count, sizeof *sum), *mag = calloc(count, sizeof *mag);
   RK_ASSERT(xr && sum && mag, "malloc");
   for (int p = 0; p < n; p++) {
-    make_input(xr, count, k->dt, p, salt);
+    tc_make_input(xr, count, k->dt, p, salt);
     for (size_t i = 0; i < count; i++) {
-      sum[i] += from_dt(xr, i, k->dt);
-      mag[i] += fabs(from_dt(xr, i, k->dt));
+      sum[i] += tc_from_dt(xr, i, k->dt);
+      mag[i] += fabs(tc_from_dt(xr, i, k->dt));
     }
   }
   const char *how = nccl ? "nccl" : "ipc";
   for (size_t i = 0; i < count; i++) {
-    double a1 = from_dt(r1, i, k->dt), a2 = from_dt(r2, i, k->dt);
+    double a1 = tc_from_dt(r1, i, k->dt), a2 = tc_from_dt(r2, i, k->dt);
     RK_ASSERT(memcmp(r1 + i * esz, r2 + i * esz, esz) == 0,
               "residual_out[%zu] (%s): fused %.9g, unfused %.9g: not the same bits", i, how, a1, a2);
-    double ref = sum[i] + from_dt(hr, i, k->dt);
+    double ref = sum[i] + tc_from_dt(hr, i, k->dt);
     double tol = sum_tol(n, k->dt, nccl, mag[i], sum[i]) + half_ulp(k->dt) * fabs(ref) * 1.0001;
     RK_ASSERT(fabs(a1 - ref) <= tol, "residual_out[%zu] (%s): %.9g, float64 %.12g, tolerance %.3g",
               i, how, a1, ref, tol);
-    double b1 = from_dt(o1, i, k->dt), b2 = from_dt(o2, i, k->dt);
+    double b1 = tc_from_dt(o1, i, k->dt), b2 = tc_from_dt(o2, i, k->dt);
     if (k->no_out) /* out was not to be written: still the poison */
       RK_ASSERT(memcmp(o1 + i * esz, "\xa5\xa5\xa5\xa5", esz) == 0, "out[%zu] written with out = 0", i);
     else
@@ -394,7 +394,7 @@ static void rank_graph(int rank, int n, void *arg) {
   uint16_t h[K][COUNT], got[COUNT];
   for (int it = 0; it < REPLAYS; it++) {
     for (int k = 0; k < K; k++) {
-      make_input(h[k], COUNT, dt, rank, (uint64_t)it * K + k + 100000);
+      tc_make_input(h[k], COUNT, dt, rank, (uint64_t)it * K + k + 100000);
       RK_CORE(tecore_memcpy_async(in[k], te_hptr(h[k]), bytes, s));
       RK_CORE(tecore_memset_d8_async(out[k], 0xA5, bytes, s));
     }

@@ -68,12 +68,12 @@ static void one_case(tecomm_comm_t c, int rank, int n, int nnodes, size_t count,
   void *in = malloc(bytes), *peer = malloc(bytes), *out = malloc(bytes);
   double *ref = malloc(count * sizeof *ref), *mag = calloc(count, sizeof *mag);
   RK_ASSERT(in && peer && out && ref && mag, "out of host memory");
-  make_input(in, count, dt, rank, salt);
+  tc_make_input(in, count, dt, rank, salt);
   for (size_t i = 0; i < count; i++) ref[i] = op == TECOMM_SUM ? 0.0 : -INFINITY;
   for (int r = 0; r < n; r++) {
-    make_input(peer, count, dt, r, salt);
+    tc_make_input(peer, count, dt, r, salt);
     for (size_t i = 0; i < count; i++) {
-      double v = from_dt(peer, i, dt);
+      double v = tc_from_dt(peer, i, dt);
       ref[i] = op == TECOMM_SUM ? ref[i] + v : fmax(ref[i], v);
       mag[i] += fabs(v);
     }
@@ -100,7 +100,7 @@ static void one_case(tecomm_comm_t c, int rank, int n, int nnodes, size_t count,
   RK_OK(tecomm_comm_status(c, NULL));
   RK_CORE(tecore_memcpy((tecore_devptr_t)(uintptr_t)out, recv, bytes));
   for (size_t i = 0; i < count; i++) {
-    double got = from_dt(out, i, dt);
+    double got = tc_from_dt(out, i, dt);
     double tol = op == TECOMM_SUM ? sum_tol(n, nnodes, dt, mag[i]) : 0.0;
     RK_ASSERT(fabs(got - ref[i]) <= tol,
               "%s %s, %zu elements%s: element %zu is %.9g, expected %.9g (tolerance %.3g)",

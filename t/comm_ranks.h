@@ -16,7 +16,7 @@
  * skips, and the test says so on its TAP output).
  * Every rank draws from its own stream seeded by (seed, rank), and can
  * regenerate any peer's inputs from (seed, peer) for the reference
- * (make_input: rank r's elements of one case, in F32, BF16 or F16). */
+ * (tc_make_input: rank r's elements of one case, in F32, BF16 or F16). */
 #ifndef TE_T_COMM_RANKS_H
 #define TE_T_COMM_RANKS_H
 
@@ -134,25 +134,25 @@ static TE_T_UNUSED void tc_rank_digest(const void *p, size_t n) {
 
 /* ---- inputs ------------------------------------------------------------------------ */
 /* Elements of F32, BF16 or F16 buffers as numbers. */
-static TE_T_UNUSED double from_dt(const void *p, size_t i, tecore_dtype_t dt) {
+static TE_T_UNUSED double tc_from_dt(const void *p, size_t i, tecore_dtype_t dt) {
   if (dt == TECORE_DTYPE_F32) return ((const float *)p)[i];
   uint16_t h = ((const uint16_t *)p)[i];
   return dt == TECORE_DTYPE_BF16 ? te_bf16_to_f32(h) : te_f16_to_f32(h);
 }
-static TE_T_UNUSED void to_dt(void *p, size_t i, tecore_dtype_t dt, float v) {
+static TE_T_UNUSED void tc_to_dt(void *p, size_t i, tecore_dtype_t dt, float v) {
   if (dt == TECORE_DTYPE_F32) ((float *)p)[i] = v;
   else ((uint16_t *)p)[i] = dt == TECORE_DTYPE_BF16 ? te_f32_to_bf16(v) : te_f32_to_f16(v);
 }
 
 /* Rank r's input for one case: random in [-2, 2), in dtype; the same on
  * every rank that regenerates it. */
-static TE_T_UNUSED void make_input(void *p, size_t count, tecore_dtype_t dt, int r, uint64_t salt) {
+static TE_T_UNUSED void tc_make_input(void *p, size_t count, tecore_dtype_t dt, int r, uint64_t salt) {
   uint64_t x = te_test_seed ^ ((uint64_t)(r + 1) << 40) ^ (salt * 0x9e3779b97f4a7c15ull);
   for (size_t i = 0; i < count; i++) {
     uint64_t u = te_splitmix64(&x);
     float v = (float)((double)(u >> 11) / 9007199254740992.0 * 4.0 - 2.0);
     if (v == 0.0f) v = 0.5f; /* never exact zeros (and so no -0.0: Lamport's sentinel) */
-    to_dt(p, i, dt, v);
+    tc_to_dt(p, i, dt, v);
   }
 }
 
