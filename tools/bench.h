@@ -73,6 +73,8 @@ void tb_gemm(struct tb_ctx *c);
 double tb_now_us(void);
 double tb_median(double *v, int n);
 void tb_graph(struct tb_ctx *c);  /* tools/bench_graph.c (links libtegraph) */
+/* tools/bench_launch.c: graph launch cost by node count and kind (part of tb_graph) */
+void tb_graph_launch(struct tb_ctx *c);
 /* tools/bench_step.c: the FP8 training step, graph vs eager (part of tb_graph) */
 int tb_graph_step(struct tb_ctx *c);
 

@@ -9,6 +9,9 @@
  *   - replaying a callable with a new --mb MB input each time: rebinding
  *     the pointer in place, beside copying the input in (and the copy
  *     floor);
+ *   - host time per launch of lines of 100, 400 and 1000 kernel nodes, and
+ *     of 400 nodes with memsets, copies to host or fork/join mixed in
+ *     (bench_launch.c);
  *   - a whole FP8 training step of 12 MLP blocks as one graph, beside the
  *     eager step (bench_step.c).
  * Host times are medians of --iters runs (at least 5) measured with
@@ -366,6 +369,7 @@ void tb_graph(struct tb_ctx *c) {
   bench_update(c);
   bench_replay(c);
   bench_rebind(c);
+  tb_graph_launch(c);
   tb_graph_step(c);
   fflush(stdout);
 }

@@ -690,6 +690,18 @@ TE_EXPORT tecore_result_t tecore_seq_set_recipe(tecore_seq_t *s, const struct te
 
 /* ---- gradients and scales --------------------------------------------------------------------- */
 
+/* Zeros count elements of dtype at p with the fill kernel, not a memset:
+ * captured into a step graph, a memset is a memset node, which keeps the
+ * graph's launch off the driver's path for a straight line of kernel nodes
+ * (te-bench --graph measures both).  +0.0 is all zero bits, as the memset
+ * wrote. */
+static tecore_result_t zero_kernel(tecore_devptr_t p, tecore_dtype_t dtype, size_t count,
+                                   tecore_stream_t stream) {
+  if (dtype == TECORE_DTYPE_F32 || dtype == TECORE_DTYPE_BF16 || dtype == TECORE_DTYPE_F16)
+    return tecore_fill(p, dtype, count, 0.0, stream);
+  return tecore_memset_d8_async(p, 0, count * tecore_dtype_size(dtype), stream);
+}
+
 TE_EXPORT tecore_result_t tecore_seq_zero_grad(tecore_seq_t *s, tecore_stream_t stream) {
   TE_ARG(s, "tecore_seq_zero_grad: seq is NULL");
   TE_ARG(te_handle_live(s), "tecore_seq_zero_grad: seq %p is not a live sequence (destroyed?)", (const void *)s);
@@ -697,15 +709,13 @@ TE_EXPORT tecore_result_t tecore_seq_zero_grad(tecore_seq_t *s, tecore_stream_t 
   for (size_t i = 0; i < s->nops; i++) {
     const struct te_op *o = &s->ops[i];
     for (size_t p = 0; p < o->nparams; p++)
-      TE_CHECK(tecore_memset_d32_async(o->grad[p], 0, o->plen[p], stream));
+      TE_CHECK(zero_kernel(o->grad[p], TECORE_DTYPE_F32, o->plen[p], stream));
   }
   for (size_t i = 0; i < s->npairs; i++) {
     const struct te_slot *sl = &s->pairs[i];
     if (sl->maker >= 0 && sl->adder < 0) {
       const struct te_op *o = &s->ops[sl->maker];
-      TE_CHECK(tecore_memset_d8_async(sl->grad, 0,
-                                      o->in_rows * o->in_cols * tecore_dtype_size(s->cfg.dtype),
-                                      stream));
+      TE_CHECK(zero_kernel(sl->grad, s->cfg.dtype, o->in_rows * o->in_cols, stream));
     }
   }
   return TECORE_SUCCESS;

@@ -1,0 +1,183 @@
+/* SPDX-License-Identifier: Apache-2.0
+ * bench_launch.c -- te-bench's graph launch costs (part of --graph): what
+ * makes a graph's host launch time grow with its nodes.
+ *
+ *   - a straight line of 100, 400 and 1000 small kernels (dependent
+ *     scale_adds over 256 floats), captured and instantiated: host time
+ *     per launch (median of --iters launches, each followed by a
+ *     synchronize, CLOCK_MONOTONIC), and device time per launch (events
+ *     around --iters back-to-back launches) beside its floor, the sum of
+ *     the same kernels' own times run eagerly (te/profile.h);
+ *   - 400 nodes again where every 10th kernel is replaced by another kind
+ *     of node -- a memset, a 4-byte copy to pinned host memory -- or runs
+ *     on a second stream (a fork and a join each time): host time per
+ *     launch beside the 400-kernel line's, so each kind's cost shows.
+ * The target is the issue's: a step graph launches in <= 10 us. */
+#include "bench.h"
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define LN_ELEMS 256
+#define LN_EVERY 10
+
+enum variant { V_KERNELS, V_MEMSET, V_D2H, V_FORK, V_COUNT };
+static const char *const v_name[V_COUNT] = {"kernels only", "every 10th a memset",
+                                            "every 10th a copy to pinned host",
+                                            "every 10th on a side stream (fork/join)"};
+
+struct launch_bufs {
+  tecore_devptr_t a, b, scratch;
+  float *host;               /* pinned, one word */
+  tecore_stream_t side;
+  tecore_event_t fork, join;
+};
+
+/* Node i of the line on stream s (or its variant's replacement). */
+static tecore_result_t line_node(struct tb_ctx *c, const struct launch_bufs *lb, int i,
+                                 enum variant v) {
+  tecore_devptr_t dst = i & 1 ? lb->a : lb->b, src = i & 1 ? lb->b : lb->a;
+  int odd = i % LN_EVERY == LN_EVERY - 1;
+  if (odd && v == V_MEMSET) return tecore_memset_d32_async(lb->scratch, (uint32_t)i, LN_ELEMS, c->s);
+  if (odd && v == V_D2H)
+    return tecore_memcpy_async((tecore_devptr_t)(uintptr_t)lb->host, src, 4, c->s);
+  float alpha = 1.0f + 1e-4f * (float)(i % 7);
+  if (odd && v == V_FORK) {
+    TB_CHECK(tecore_event_record(lb->fork, c->s));
+    TB_CHECK(tecore_stream_wait_event(lb->side, lb->fork));
+    TB_CHECK(tecore_scale_add(lb->scratch, src, alpha, src, 0.0f, TECORE_DTYPE_F32, LN_ELEMS,
+                              lb->side));
+    TB_CHECK(tecore_event_record(lb->join, lb->side));
+    return tecore_stream_wait_event(c->s, lb->join);
+  }
+  return tecore_scale_add(dst, src, alpha, src, 0.0f, TECORE_DTYPE_F32, LN_ELEMS, c->s);
+}
+
+static tecore_result_t line_queue(struct tb_ctx *c, const struct launch_bufs *lb, int n,
+                                  enum variant v) {
+  for (int i = 0; i < n; i++) TB_CHECK(line_node(c, lb, i, v));
+  return TECORE_SUCCESS;
+}
+
+/* Captures and instantiates the line (uploaded, as libtegraph does). */
+static tecore_result_t line_graph(struct tb_ctx *c, const struct launch_bufs *lb, int n,
+                                  enum variant v, tecore_graph_exec_t *x) {
+  tecore_graph_t g = NULL;
+  TB_CHECK(tecore_stream_begin_capture(c->s, TECORE_CAPTURE_THREAD_LOCAL));
+  tecore_result_t r = line_queue(c, lb, n, v), r2 = tecore_stream_end_capture(c->s, &g);
+  if (r == TECORE_SUCCESS) r = r2;
+  if (r == TECORE_SUCCESS) r = tecore_graph_instantiate(x, g);
+  if (g) tecore_graph_destroy(g);
+  if (r == TECORE_SUCCESS) r = tecore_graph_upload(*x, c->s);
+  if (r == TECORE_SUCCESS) r = tecore_stream_synchronize(c->s);
+  return r;
+}
+
+/* Median host microseconds of one launch; device milliseconds per launch. */
+static tecore_result_t line_times(struct tb_ctx *c, tecore_graph_exec_t x, double *v, int reps,
+                                  double *host_us, double *dev_ms) {
+  for (int i = 0; i < 3; i++) TB_CHECK(tecore_graph_launch(x, c->s));
+  TB_CHECK(tecore_stream_synchronize(c->s));
+  for (int i = 0; i < reps; i++) {
+    double t0 = tb_now_us();
+    tecore_result_t r = tecore_graph_launch(x, c->s);
+    v[i] = tb_now_us() - t0;
+    TB_CHECK(r);
+    TB_CHECK(tecore_stream_synchronize(c->s));
+  }
+  *host_us = tb_median(v, reps);
+  TB_CHECK(tecore_event_record(c->e0, c->s));
+  for (int i = 0; i < reps; i++) TB_CHECK(tecore_graph_launch(x, c->s));
+  TB_CHECK(tecore_event_record(c->e1, c->s));
+  TB_CHECK(tecore_event_synchronize(c->e1));
+  float ms = 0;
+  TB_CHECK(tecore_event_elapsed(&ms, c->e0, c->e1));
+  *dev_ms = ms / reps;
+  return TECORE_SUCCESS;
+}
+
+/* The floor: the line's kernels run eagerly, each one's own time summed. */
+static tecore_result_t line_floor(struct tb_ctx *c, const struct launch_bufs *lb, int n,
+                                  double *us) {
+  TB_CHECK(tecore_stream_synchronize(c->s));
+  TB_CHECK(tecore_profile_start());
+  tecore_result_t r = line_queue(c, lb, n, V_KERNELS);
+  tecore_profile_stop();
+  TB_CHECK(tecore_profile_report(-1, us));
+  return r;
+}
+
+static tecore_result_t launch_run(struct tb_ctx *c, struct launch_bufs *lb, double *v, int reps) {
+  static const int sizes[] = {100, 400, 1000};
+  double host400 = 0;
+  char shape[48], note[128];
+  for (size_t k = 0; k < sizeof sizes / sizeof sizes[0]; k++) {
+    int n = sizes[k];
+    tecore_graph_exec_t x = NULL;
+    double host = 0, dev = 0, floor_us = 0;
+    tecore_result_t r = line_graph(c, lb, n, V_KERNELS, &x);
+    if (r == TECORE_SUCCESS) r = line_times(c, x, v, reps, &host, &dev);
+    if (x) tecore_graph_exec_destroy(x);
+    TB_CHECK(r);
+    TB_CHECK(line_floor(c, lb, n, &floor_us));
+    if (n == 400) host400 = host;
+    snprintf(shape, sizeof shape, "%d kernel nodes", n);
+    snprintf(note, sizeof note, "%.3f us a node", host / n);
+    struct tb_row h = {.name = "graph launch host, kernel line", .shape = shape, .time = host,
+                       .unit = "us", .target = "<= 10 us", .met = host <= 10.0, .note = note};
+    tb_row(c, &h);
+    struct tb_row d = {.name = "graph device/floor, kernel line", .shape = shape,
+                       .time = dev * 1e3, .unit = "us", .peer = "kernel sum",
+                       .peer_time = floor_us,
+                       .note = "floor: the same kernels' own times, run eagerly"};
+    tb_row(c, &d);
+  }
+  for (int v0 = V_MEMSET; v0 < V_COUNT; v0++) {
+    tecore_graph_exec_t x = NULL;
+    double host = 0, dev = 0;
+    tecore_result_t r = line_graph(c, lb, 400, (enum variant)v0, &x);
+    if (r == TECORE_SUCCESS) r = line_times(c, x, v, reps, &host, &dev);
+    if (x) tecore_graph_exec_destroy(x);
+    TB_CHECK(r);
+    snprintf(shape, sizeof shape, "400 nodes");
+    struct tb_row h = {.name = "graph launch host, mixed", .shape = shape, .time = host,
+                       .unit = "us", .peer = "400 kernels", .peer_time = host400,
+                       .target = "<= 10 us", .met = host <= 10.0, .note = v_name[v0]};
+    tb_row(c, &h);
+  }
+  return TECORE_SUCCESS;
+}
+
+void tb_graph_launch(struct tb_ctx *c) {
+  int reps = c->iters < 5 ? 5 : c->iters;
+  double *v = calloc((size_t)reps, sizeof *v);
+  struct launch_bufs lb;
+  memset(&lb, 0, sizeof lb);
+  tecore_result_t r = v ? TECORE_SUCCESS : TECORE_ERR_NOMEM;
+  if (r == TECORE_SUCCESS) r = tecore_mem_alloc(LN_ELEMS * 4, &lb.a);
+  if (r == TECORE_SUCCESS) r = tecore_mem_alloc(LN_ELEMS * 4, &lb.b);
+  if (r == TECORE_SUCCESS) r = tecore_mem_alloc(LN_ELEMS * 4, &lb.scratch);
+  if (r == TECORE_SUCCESS) r = tecore_mem_alloc_host(4, (void **)&lb.host);
+  if (r == TECORE_SUCCESS) r = tecore_stream_create(TECORE_STREAM_NON_BLOCKING, 0, &lb.side);
+  if (r == TECORE_SUCCESS) r = tecore_event_create(TECORE_EVENT_DISABLE_TIMING, &lb.fork);
+  if (r == TECORE_SUCCESS) r = tecore_event_create(TECORE_EVENT_DISABLE_TIMING, &lb.join);
+  if (r == TECORE_SUCCESS) r = tecore_fill(lb.a, TECORE_DTYPE_F32, LN_ELEMS, 1.0, c->s);
+  if (r == TECORE_SUCCESS) r = tecore_fill(lb.b, TECORE_DTYPE_F32, LN_ELEMS, 1.0, c->s);
+  if (r == TECORE_SUCCESS) {
+    tb_info(c, "graph launch: a line of small kernels, then 400 nodes with other kinds mixed in");
+    r = launch_run(c, &lb, v, reps);
+  }
+  if (r != TECORE_SUCCESS) {
+    fprintf(stderr, "te-bench: graph: launch costs failed: %s\n", tecore_last_error());
+    c->failed = 1;
+  }
+  tecore_stream_synchronize(c->s);
+  if (lb.side) tecore_stream_synchronize(lb.side), tecore_stream_destroy(lb.side);
+  if (lb.fork) tecore_event_destroy(lb.fork);
+  if (lb.join) tecore_event_destroy(lb.join);
+  if (lb.host) tecore_mem_free_host(lb.host);
+  if (lb.a) tecore_mem_free(lb.a);
+  if (lb.b) tecore_mem_free(lb.b);
+  if (lb.scratch) tecore_mem_free(lb.scratch);
+  free(v);
+}
