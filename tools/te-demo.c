@@ -202,14 +202,17 @@ struct stepper {
   size_t np;
   tecore_devptr_t one;             /* f32 1.0: the unscale factor */
   tecore_devptr_t optim_state;     /* struct tecore_optim_state: step count and lr */
-  tecore_devptr_t diff, dy, norm, noop, ws, y_eager;
+  tecore_devptr_t diff, dy, noop, ws, y_eager;
+  tecore_devptr_t mbflags;         /* int32 {0, 1}: the noop flag of microbatch 0, of the rest */
   size_t wsb;
   float *norms;                    /* pinned: each microbatch's |y - t| */
 };
 
 /* Queues one step on s: zeroed gradients, forward and backward of every
- * microbatch (with the loss norm copied to pinned memory), the FP8 scale
- * update and AdamW.  Nothing here waits, so a capture can record it. */
+ * microbatch (the norm kernel writes the loss norm straight into pinned
+ * memory), the FP8 scale update and AdamW.  Nothing here waits, so a
+ * capture can record it; and no memset or copy either, so the step graph
+ * is a line of kernel nodes, the kind the driver launches fastest. */
 static void queue_step(const struct stepper *st, tecore_stream_t s) {
   const struct opts *o = st->o;
   size_t n = o->tokens * o->hidden;
@@ -225,14 +228,14 @@ static void queue_step(const struct stepper *st, tecore_stream_t s) {
       GCHECK(tegraph_callable_forward(st->m->callable, &xin, 1, NULL, NULL, 0, &y, 1, &ro));
     } else {
       /* the FP8 weights are quantized on the first microbatch only */
-      CHECK(tecore_memset_d32_async(st->noop, mb == 0 ? 0u : 1u, 1, s));
-      CHECK(tecore_seq_forward(st->m->seq, &xin, &y, st->noop, s));
+      CHECK(tecore_seq_forward(st->m->seq, &xin, &y, st->mbflags + (mb == 0 ? 0 : 4), s));
     }
     /* MSE over the step's tokens: loss = sum (y - t)^2 / (n * mb) */
     CHECK(tecore_scale_add(st->diff, y.data, 1.0f, st->dd->t[mb], -1.0f, TECORE_DTYPE_BF16, n,
                            s));
-    CHECK(tecore_l2norm_multi(&diff_t, 1, st->ws, st->wsb, st->norm, 0, s));
-    CHECK(tecore_memcpy_async((tecore_devptr_t)(uintptr_t)&st->norms[mb], st->norm, 4, s));
+    /* pinned memory's device address is its host address */
+    CHECK(tecore_l2norm_multi(&diff_t, 1, st->ws, st->wsb,
+                              (tecore_devptr_t)(uintptr_t)&st->norms[mb], 0, s));
     float g = 2.0f / ((float)n * (float)o->microbatches);
     CHECK(tecore_scale_add(st->dy, st->diff, g, st->diff, 0.0f, TECORE_DTYPE_BF16, n, s));
     if (o->graphs == MODE_CALLABLES)
@@ -312,15 +315,17 @@ static void optim_state_setup(struct stepper *st, tecore_stream_t s) {
   CHECK(tecore_stream_synchronize(s));
 }
 
-/* Loss buffers: diff, dy, the norm and its workspace, the eager output,
- * the pinned per-microbatch norms. */
+/* Loss buffers: diff, dy, the norm's workspace, the eager output, the
+ * pinned per-microbatch norms; the microbatch noop flags. */
 static void loss_buffers_setup(struct stepper *st) {
   const struct opts *o = st->o;
   size_t n = o->tokens * o->hidden;
   st->diff = dalloc(n * 2);
   st->dy = dalloc(n * 2);
-  st->norm = dalloc(4);
   st->noop = dalloc(4);
+  static const int32_t first_rest[2] = {0, 1};
+  st->mbflags = dalloc(sizeof first_rest);
+  CHECK(tecore_memcpy(st->mbflags, (tecore_devptr_t)(uintptr_t)first_rest, sizeof first_rest));
   struct tecore_tensor diff_t = tensor2(TECORE_DTYPE_BF16, o->tokens, o->hidden, st->diff);
   st->wsb = 0;
   CHECK(tecore_l2norm_multi_workspace_size(&diff_t, 1, &st->wsb));
@@ -487,7 +492,7 @@ static void stepper_free(struct stepper *st) {
   CHECK(tecore_mem_free(st->one));
   CHECK(tecore_mem_free(st->diff));
   CHECK(tecore_mem_free(st->dy));
-  CHECK(tecore_mem_free(st->norm));
+  CHECK(tecore_mem_free(st->mbflags));
   CHECK(tecore_mem_free(st->noop));
   CHECK(tecore_mem_free(st->optim_state));
   CHECK(tecore_mem_free(st->ws));
