@@ -959,6 +959,86 @@ START_TEST(test_fp8_near_bf16) {
 }
 END_TEST
 
+/* TECORE_OPS_FP8_MIN_MNK: Linears whose m*n*k is below it run in the
+ * sequence's dtype.  Set before the test's first build (a tunable is read
+ * once per process; every test runs in its own). */
+static void set_min_mnk(const char *v) { ck_assert_int_eq(setenv("TECORE_OPS_FP8_MIN_MNK", v, 1), 0); }
+
+static char *describe(tecore_seq_t *s, tecore_seq_dir_t dir) {
+  static char buf[2][4096];
+  TE_OK(tecore_seq_describe(s, dir, buf[dir], sizeof buf[dir], NULL));
+  return buf[dir];
+}
+
+/* Every Linear under the threshold: the FP8 sequence computes the BF16
+ * sequence's bits, and its plan says (bf16) and quantizes nothing. */
+START_TEST(test_fp8_small_linears_run_in_bf16) {
+  set_min_mnk("4611686018427387904");
+  struct tecore_op_desc d[12];
+  size_t n = block_ops(d, 2, 64, 128), rows = 32, cols = 64;
+  struct tecore_recipe r;
+  TE_OK(tecore_recipe_init(&r, TECORE_RECIPE_DELAYED));
+  tecore_seq_t *a = make_seq(d, n, rows, cols, TECORE_DTYPE_BF16, 0, &r);
+  tecore_seq_t *b = make_seq(d, n, rows, cols, TECORE_DTYPE_BF16, 0, NULL);
+  const char *fw = describe(a, TECORE_SEQ_FORWARD), *bw = describe(a, TECORE_SEQ_BACKWARD);
+  ck_assert_msg(strstr(fw, "(bf16)") && !strstr(fw, "quantize"), "forward plan: %s", fw);
+  ck_assert_msg(!strstr(bw, "cast_transpose"), "backward plan: %s", bw);
+  set_params(a, 0);
+  copy_params(a, b);
+  struct dt2 x[2], dy[2];
+  make_mbs(TECORE_DTYPE_BF16, rows, cols, x, dy);
+  struct run_out ra, rb;
+  run_mb(a, x, dy, 2, &ra);
+  run_mb(b, x, dy, 2, &rb);
+  expect_same_run(&ra, &rb, "fp8 sequence with every Linear in bf16 vs the bf16 sequence");
+  free_run(&ra);
+  free_run(&rb);
+  free_mbs(x, dy);
+  TE_OK(tecore_seq_destroy(a));
+  TE_OK(tecore_seq_destroy(b));
+}
+END_TEST
+
+/* Three Linears, m*n*k 32*128*64, 32*128*128, 32*64*128; the threshold
+ * between them: the middle one alone in FP8 (its plan entries unmarked,
+ * the dgelu+dbias+cast_transpose feeding its gradient), the values FP8's
+ * distance from BF16 and not BF16's bits. */
+START_TEST(test_fp8_mixed_per_linear) {
+  set_min_mnk("400000");
+  struct tecore_op_desc d[5] = {op_linear(128, 1), op_kind(TECORE_OP_GELU), op_linear(128, 1),
+                                op_kind(TECORE_OP_GELU), op_linear(64, 1)};
+  size_t rows = 32, cols = 64;
+  struct tecore_recipe r;
+  TE_OK(tecore_recipe_init(&r, TECORE_RECIPE_DELAYED));
+  tecore_seq_t *a = make_seq(d, 5, rows, cols, TECORE_DTYPE_BF16, 0, &r);
+  tecore_seq_t *b = make_seq(d, 5, rows, cols, TECORE_DTYPE_BF16, 0, NULL);
+  const char *fw = describe(a, TECORE_SEQ_FORWARD), *bw = describe(a, TECORE_SEQ_BACKWARD);
+  ck_assert_msg(strstr(fw, "(bf16)[0-1]") && strstr(fw, "gelu[2-3]") && strstr(fw, "(bf16)[4]"),
+                "forward plan: %s", fw);
+  ck_assert_msg(strstr(bw, "cast_transpose[2-3]") && !strstr(bw, "dgrad+dgelu"),
+                "backward plan: %s", bw);
+  set_params(a, 0);
+  copy_params(a, b);
+  struct dt2 x[2], dy[2];
+  make_mbs(TECORE_DTYPE_BF16, rows, cols, x, dy);
+  struct run_out ra, rb;
+  run_mb(a, x, dy, 2, &ra);
+  run_mb(b, x, dy, 2, &rb);
+  double ey = rel_err(ra.y, rb.y, ra.ny), ex = rel_err(ra.dx, rb.dx, ra.nx), eg = 0;
+  for (size_t i = 0; i < ra.ng; i++) eg = fmax(eg, rel_err(ra.g[i], rb.g[i], ra.gsz[i]));
+  printf("# one Linear of three in fp8 vs bf16: y %.3g, dx %.3g, worst gradient %.3g\n", ey, ex,
+         eg);
+  ck_assert_msg(ey > 0 && ey <= 0.1 && ex <= 0.25 && eg <= 0.25,
+                "mixed vs bf16: y %.3g (in (0, 0.1]), dx %.3g, gradients %.3g (<= 0.25)", ey, ex,
+                eg);
+  free_run(&ra);
+  free_run(&rb);
+  free_mbs(x, dy);
+  TE_OK(tecore_seq_destroy(a));
+  TE_OK(tecore_seq_destroy(b));
+}
+END_TEST
+
 /* ---- gradient accumulation --------------------------------------------------------------- */
 
 START_TEST(test_grad_accumulation) {
@@ -1830,6 +1910,8 @@ static Suite *ops_suite(void) {
   tcase_add_test(tc, test_grad_sharing);
   tcase_add_test(tc, test_slot_reuse);
   tcase_add_test(tc, test_fp8_near_bf16);
+  tcase_add_test(tc, test_fp8_small_linears_run_in_bf16);
+  tcase_add_test(tc, test_fp8_mixed_per_linear);
   tc = te_tcase(s, "state", 1);
   tcase_add_test(tc, test_grad_accumulation);
   tcase_add_test(tc, test_extra_slots);

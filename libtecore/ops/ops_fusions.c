@@ -42,7 +42,7 @@ static int fp8_delayed(const tecore_seq_t *s, const struct tecore_recipe *r) {
 
 static int p_norm_q(const tecore_seq_t *s, size_t i, const struct tecore_recipe *r, void *ctx) {
   size_t lin = i + 1 + ((uintptr_t)ctx & NQ_QUANTIZE);
-  return fp8_delayed(s, r) && lin < s->nops && (op_at(s, lin)->fp8 & TE_KIND_GEMM);
+  return fp8_delayed(s, r) && lin < s->nops && te_op_fp8(s, lin);
 }
 
 /* ctx bits of the Linear patterns */
@@ -70,7 +70,7 @@ static int p_dact(const tecore_seq_t *s, size_t i, const struct tecore_recipe *r
   const struct te_op *l = op_at(s, i);
   if ((f & L_OWN_BIAS) && !l->d.bias) return 0;
   if ((f & L_NO_BIAS) && l->d.bias) return 0;
-  return s->fp8;
+  return te_op_fp8(s, i);
 }
 
 static int p_dgrad_dgelu(const tecore_seq_t *s, size_t i, const struct tecore_recipe *r,
@@ -80,7 +80,11 @@ static int p_dgrad_dgelu(const tecore_seq_t *s, size_t i, const struct tecore_re
   const struct te_op *l = op_at(s, i);
   if ((f & L_OWN_BIAS) && !l->d.bias) return 0;
   if ((f & L_NO_BIAS) && l->d.bias) return 0;
-  return !s->fp8 && l->out_cols % 8 == 0;
+  if (te_op_fp8(s, i) || l->out_cols % 8) return 0;
+  /* the second Linear's dgrad GEMM takes the dGELU epilogue: not in FP8 either */
+  for (size_t k = i + 1; k < s->nops && k <= i + 3; k++)
+    if (op_at(s, k)->fp8 & TE_KIND_GEMM) return !te_op_fp8(s, k);
+  return 1;
 }
 
 /* ---- forward executors ------------------------------------------------------------------- */

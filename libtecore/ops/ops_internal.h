@@ -74,6 +74,8 @@ struct te_op {
   tecore_devptr_t saved[TECORE_OP_MAX_SAVED];   /* norms: rsigma, mu */
   /* Linear */
   size_t lin;                      /* index among the Linears (scaling state entries) */
+  int hp;                          /* an FP8 sequence runs this Linear in its own dtype
+                                      (TECORE_OPS_FP8_MIN_MNK: too small to gain) */
   tecore_devptr_t w16, x16;        /* F32 sequences: bf16 copies of W and of the input */
   tecore_devptr_t w8_row, w8_col;  /* FP8: the quantized weight, both copies */
   /* a slot role (MakeExtraOutput / AddExtraInput) */
@@ -230,6 +232,11 @@ tecore_result_t te_bias_grad(tecore_seq_t *s, const struct tecore_tensor *dy,
 
 /* The GEMM type the bias / aux of a Linear's GEMM must have. */
 tecore_dtype_t te_linear_companion(const tecore_seq_t *s);
+/* Does op i (a Linear) run its GEMMs in FP8?  The sequence has a recipe
+ * and the op is not one left in the sequence's dtype (te_op.hp). */
+static inline int te_op_fp8(const tecore_seq_t *s, size_t i) {
+  return s->fp8 && (s->ops[i].fp8 & TE_KIND_GEMM) && !s->ops[i].hp;
+}
 
 struct te_lin_fwd {
   size_t op;                        /* the Linear */

@@ -12,7 +12,8 @@
  *                with both copies (rowwise for forward, columnwise for
  *                dgrad), x and dy too (the wgrad GEMM reads their
  *                columnwise copies: the TN layout Hopper needs);
- *   BF16/F16     the tensors themselves;
+ *   BF16/F16     the tensors themselves (also a Linear of an FP8 sequence
+ *                too small for FP8 to gain: te_op.hp);
  *   F32          bf16 copies of x, W and dy (the GEMM takes 16-bit or FP8
  *                operands), written to F32 outputs. */
 #include "ops/ops_internal.h"
@@ -58,7 +59,8 @@ tecore_result_t te_linear_fwd(tecore_seq_t *s, const struct te_lin_fwd *a) {
   tecore_stream_t st = a->stream;
   struct tecore_tensor A, B, W;
   te_t2d(&W, dt, o->out_cols, o->in_cols, o->param[0]);
-  if (s->fp8) {
+  const int f8 = te_op_fp8(s, a->op);
+  if (f8) {
     TE_CHECK(te_bnd_f8_tensor(s, a->op, &A));
     if (!s->bnd[a->op].f8_ready) TE_CHECK(tecore_quantize(a->x, &A, 0, st));
     if (s->bnd[a->op].f8_rowonly) A.columnwise_data = 0;
@@ -78,7 +80,7 @@ tecore_result_t te_linear_fwd(tecore_seq_t *s, const struct te_lin_fwd *a) {
   int fuse_bias = a->bias && te_linear_companion(s) == dt;
   struct tecore_tensor bias;
   te_vec(&bias, dt, o->out_cols, a->bias);
-  struct tecore_gemm_opts opts = {.C = a->C, .aux = a->aux, .fast_accum = s->fp8,
+  struct tecore_gemm_opts opts = {.C = a->C, .aux = a->aux, .fast_accum = f8,
                                   .workspace = s->gemm_ws, .workspace_bytes = s->gemm_ws_bytes};
   if (fuse_bias) opts.bias = &bias;
   if (a->aux)
@@ -120,7 +122,8 @@ tecore_result_t te_linear_bwd(tecore_seq_t *s, const struct te_lin_bwd *a) {
   size_t rows = o->in_rows, in = o->in_cols, out = o->out_cols;
   struct tecore_tensor DY, X, W;
   int bias_done = 0;
-  if (s->fp8) {
+  const int f8 = te_op_fp8(s, a->op);
+  if (f8) {
     TE_CHECK(te_dy8_tensor(s, a->op, &DY));
     if (!a->dy8_ready) {
       if (a->bias_grad) {
@@ -155,7 +158,7 @@ tecore_result_t te_linear_bwd(tecore_seq_t *s, const struct te_lin_bwd *a) {
   struct tecore_tensor gW, db;
   te_t2d(&gW, TECORE_DTYPE_F32, out, in, o->grad[0]);
   struct tecore_gemm_opts wo = {.workspace = s->gemm_ws, .workspace_bytes = s->gemm_ws_bytes};
-  int bgrad = !s->fp8 && a->bias_grad && !bias_done;
+  int bgrad = !f8 && a->bias_grad && !bias_done;
   if (bgrad) {
     te_vec(&db, TECORE_DTYPE_F32, out, s->dvec);
     wo.epilogue = TECORE_GEMM_EPI_BGRAD;
@@ -166,7 +169,7 @@ tecore_result_t te_linear_bwd(tecore_seq_t *s, const struct te_lin_bwd *a) {
 
   /* dgrad */
   struct tecore_tensor dgb;
-  tecore_dtype_t comp = s->fp8 ? te_linear_companion(s) : dt;
+  tecore_dtype_t comp = f8 ? te_linear_companion(s) : dt;
   te_vec(&dgb, comp, in, s->dvec16);
   struct tecore_gemm_opts dopt = {.C = a->C, .aux = a->aux, .workspace = s->gemm_ws,
                                   .workspace_bytes = s->gemm_ws_bytes};

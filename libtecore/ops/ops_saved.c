@@ -41,7 +41,7 @@ static size_t owner(const tecore_seq_t *s, size_t b) {
  * where it has one. */
 static int bwd_reads_input_hp(const tecore_seq_t *s, size_t c) {
   const struct te_op *o = &s->ops[c];
-  if (o->fp8 & TE_KIND_GEMM) return !s->fp8 && s->cfg.dtype != TECORE_DTYPE_F32;
+  if (o->fp8 & TE_KIND_GEMM) return !te_op_fp8(s, c) && s->cfg.dtype != TECORE_DTYPE_F32;
   return !(o->def.flags & TECORE_OP_BACKWARD_NO_INPUT);
 }
 
@@ -68,7 +68,7 @@ static int walk(const tecore_seq_t *cs, int (*visit)(struct saved_ref *r, void *
       if (owner(s, c) != b) continue;
       last = c;
       if (bwd_reads_input_hp(s, c)) hp_back = 1;
-      if ((s->ops[c].fp8 & TE_KIND_GEMM) && c == b) lin = 1;
+      if (c == b && te_op_fp8(s, c)) lin = 1;
     }
     for (size_t p = 0; p < s->npairs; p++) {
       const struct te_slot *sl = &s->pairs[p];
