@@ -930,32 +930,49 @@ START_TEST(test_slot_reuse) {
 }
 END_TEST
 
-/* FP8 against the same model without FP8: the recipe changes values only
- * by the FP8 rounding (a loose check that FP8 is wired right). */
-START_TEST(test_fp8_near_bf16) {
-  struct tecore_op_desc d[12];
-  size_t n = block_ops(d, 1, 64, 128), rows = 32, cols = 64;
+/* The same ops built twice, with the delayed recipe (a) and without (b),
+ * the same parameters, two steps of two microbatches each on both (the
+ * second step uses calibrated scales).  Returns the relative errors of a
+ * against b (y, dx, the worst parameter gradient) in e[3]; same: a's
+ * results must be b's bits.  fw / bw (may be NULL) get a's plans. */
+static void fp8_vs_bf16(const struct tecore_op_desc *d, size_t n, size_t rows, size_t cols,
+                        int same, double e[3], char *fw, char *bw, size_t len) {
   struct tecore_recipe r;
   TE_OK(tecore_recipe_init(&r, TECORE_RECIPE_DELAYED));
   tecore_seq_t *a = make_seq(d, n, rows, cols, TECORE_DTYPE_BF16, 0, &r);
   tecore_seq_t *b = make_seq(d, n, rows, cols, TECORE_DTYPE_BF16, 0, NULL);
+  if (fw) TE_OK(tecore_seq_describe(a, TECORE_SEQ_FORWARD, fw, len, NULL));
+  if (bw) TE_OK(tecore_seq_describe(a, TECORE_SEQ_BACKWARD, bw, len, NULL));
   set_params(a, 0);
   copy_params(a, b);
   struct dt2 x[2], dy[2];
   make_mbs(TECORE_DTYPE_BF16, rows, cols, x, dy);
   struct run_out ra, rb;
-  run_mb(a, x, dy, 2, &ra);   /* two steps: the second uses calibrated scales */
+  run_mb(a, x, dy, 2, &ra);
   run_mb(b, x, dy, 2, &rb);
-  double ey = rel_err(ra.y, rb.y, ra.ny), ex = rel_err(ra.dx, rb.dx, ra.nx), eg = 0;
-  for (size_t i = 0; i < ra.ng; i++) eg = fmax(eg, rel_err(ra.g[i], rb.g[i], ra.gsz[i]));
-  printf("# fp8 vs bf16: y %.3g, dx %.3g, worst parameter gradient %.3g\n", ey, ex, eg);
-  ck_assert_msg(ey <= 0.1 && ex <= 0.25 && eg <= 0.25,
-                "fp8 vs bf16: y %.3g (<= 0.1), dx %.3g, gradients %.3g (<= 0.25)", ey, ex, eg);
+  if (same) expect_same_run(&ra, &rb, "fp8 sequence with every Linear in bf16 vs bf16");
+  e[0] = rel_err(ra.y, rb.y, ra.ny);
+  e[1] = rel_err(ra.dx, rb.dx, ra.nx);
+  e[2] = 0;
+  for (size_t i = 0; i < ra.ng; i++) e[2] = fmax(e[2], rel_err(ra.g[i], rb.g[i], ra.gsz[i]));
   free_run(&ra);
   free_run(&rb);
   free_mbs(x, dy);
   TE_OK(tecore_seq_destroy(a));
   TE_OK(tecore_seq_destroy(b));
+}
+
+/* FP8 against the same model without FP8: the recipe changes values only
+ * by the FP8 rounding (a loose check that FP8 is wired right). */
+START_TEST(test_fp8_near_bf16) {
+  struct tecore_op_desc d[12];
+  size_t n = block_ops(d, 1, 64, 128);
+  double e[3];
+  fp8_vs_bf16(d, n, 32, 64, 0, e, NULL, NULL, 0);
+  printf("# fp8 vs bf16: y %.3g, dx %.3g, worst parameter gradient %.3g\n", e[0], e[1], e[2]);
+  ck_assert_msg(e[0] <= 0.1 && e[1] <= 0.25 && e[2] <= 0.25,
+                "fp8 vs bf16: y %.3g (<= 0.1), dx %.3g, gradients %.3g (<= 0.25)", e[0], e[1],
+                e[2]);
 }
 END_TEST
 
@@ -964,38 +981,17 @@ END_TEST
  * once per process; every test runs in its own). */
 static void set_min_mnk(const char *v) { ck_assert_int_eq(setenv("TECORE_OPS_FP8_MIN_MNK", v, 1), 0); }
 
-static char *describe(tecore_seq_t *s, tecore_seq_dir_t dir) {
-  static char buf[2][4096];
-  TE_OK(tecore_seq_describe(s, dir, buf[dir], sizeof buf[dir], NULL));
-  return buf[dir];
-}
-
 /* Every Linear under the threshold: the FP8 sequence computes the BF16
  * sequence's bits, and its plan says (bf16) and quantizes nothing. */
 START_TEST(test_fp8_small_linears_run_in_bf16) {
   set_min_mnk("4611686018427387904");
   struct tecore_op_desc d[12];
-  size_t n = block_ops(d, 2, 64, 128), rows = 32, cols = 64;
-  struct tecore_recipe r;
-  TE_OK(tecore_recipe_init(&r, TECORE_RECIPE_DELAYED));
-  tecore_seq_t *a = make_seq(d, n, rows, cols, TECORE_DTYPE_BF16, 0, &r);
-  tecore_seq_t *b = make_seq(d, n, rows, cols, TECORE_DTYPE_BF16, 0, NULL);
-  const char *fw = describe(a, TECORE_SEQ_FORWARD), *bw = describe(a, TECORE_SEQ_BACKWARD);
+  size_t n = block_ops(d, 2, 64, 128);
+  char fw[4096], bw[4096];
+  double e[3];
+  fp8_vs_bf16(d, n, 32, 64, 1, e, fw, bw, sizeof fw);
   ck_assert_msg(strstr(fw, "(bf16)") && !strstr(fw, "quantize"), "forward plan: %s", fw);
   ck_assert_msg(!strstr(bw, "cast_transpose"), "backward plan: %s", bw);
-  set_params(a, 0);
-  copy_params(a, b);
-  struct dt2 x[2], dy[2];
-  make_mbs(TECORE_DTYPE_BF16, rows, cols, x, dy);
-  struct run_out ra, rb;
-  run_mb(a, x, dy, 2, &ra);
-  run_mb(b, x, dy, 2, &rb);
-  expect_same_run(&ra, &rb, "fp8 sequence with every Linear in bf16 vs the bf16 sequence");
-  free_run(&ra);
-  free_run(&rb);
-  free_mbs(x, dy);
-  TE_OK(tecore_seq_destroy(a));
-  TE_OK(tecore_seq_destroy(b));
 }
 END_TEST
 
@@ -1007,35 +1003,18 @@ START_TEST(test_fp8_mixed_per_linear) {
   set_min_mnk("400000");
   struct tecore_op_desc d[5] = {op_linear(128, 1), op_kind(TECORE_OP_GELU), op_linear(128, 1),
                                 op_kind(TECORE_OP_GELU), op_linear(64, 1)};
-  size_t rows = 32, cols = 64;
-  struct tecore_recipe r;
-  TE_OK(tecore_recipe_init(&r, TECORE_RECIPE_DELAYED));
-  tecore_seq_t *a = make_seq(d, 5, rows, cols, TECORE_DTYPE_BF16, 0, &r);
-  tecore_seq_t *b = make_seq(d, 5, rows, cols, TECORE_DTYPE_BF16, 0, NULL);
-  const char *fw = describe(a, TECORE_SEQ_FORWARD), *bw = describe(a, TECORE_SEQ_BACKWARD);
+  char fw[4096], bw[4096];
+  double e[3];
+  fp8_vs_bf16(d, 5, 32, 64, 0, e, fw, bw, sizeof fw);
   ck_assert_msg(strstr(fw, "(bf16)[0-1]") && strstr(fw, "gelu[2-3]") && strstr(fw, "(bf16)[4]"),
                 "forward plan: %s", fw);
   ck_assert_msg(strstr(bw, "cast_transpose[2-3]") && !strstr(bw, "dgrad+dgelu"),
                 "backward plan: %s", bw);
-  set_params(a, 0);
-  copy_params(a, b);
-  struct dt2 x[2], dy[2];
-  make_mbs(TECORE_DTYPE_BF16, rows, cols, x, dy);
-  struct run_out ra, rb;
-  run_mb(a, x, dy, 2, &ra);
-  run_mb(b, x, dy, 2, &rb);
-  double ey = rel_err(ra.y, rb.y, ra.ny), ex = rel_err(ra.dx, rb.dx, ra.nx), eg = 0;
-  for (size_t i = 0; i < ra.ng; i++) eg = fmax(eg, rel_err(ra.g[i], rb.g[i], ra.gsz[i]));
-  printf("# one Linear of three in fp8 vs bf16: y %.3g, dx %.3g, worst gradient %.3g\n", ey, ex,
-         eg);
-  ck_assert_msg(ey > 0 && ey <= 0.1 && ex <= 0.25 && eg <= 0.25,
-                "mixed vs bf16: y %.3g (in (0, 0.1]), dx %.3g, gradients %.3g (<= 0.25)", ey, ex,
-                eg);
-  free_run(&ra);
-  free_run(&rb);
-  free_mbs(x, dy);
-  TE_OK(tecore_seq_destroy(a));
-  TE_OK(tecore_seq_destroy(b));
+  printf("# one Linear of three in fp8 vs bf16: y %.3g, dx %.3g, worst gradient %.3g\n", e[0],
+         e[1], e[2]);
+  ck_assert_msg(e[0] > 0 && e[0] <= 0.1 && e[1] <= 0.25 && e[2] <= 0.25,
+                "mixed vs bf16: y %.3g (in (0, 0.1]), dx %.3g, gradients %.3g (<= 0.25)", e[0],
+                e[1], e[2]);
 }
 END_TEST
 
