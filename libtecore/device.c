@@ -754,7 +754,8 @@ TE_EXPORT tecore_result_t tecore_vmm_free_va(tecore_devptr_t va, size_t bytes) {
 TE_EXPORT tecore_result_t tecore_vmm_create(size_t bytes, unsigned flags,
                                             tecore_vmm_handle_t *handle) {
   TE_ARG(handle, "tecore_vmm_create: handle is NULL");
-  TE_ARG(!(flags & ~TECORE_VMM_EXPORT_POSIX_FD), "tecore_vmm_create: unknown flags 0x%x", flags);
+  TE_ARG(!(flags & ~(TECORE_VMM_EXPORT_POSIX_FD | TECORE_VMM_EXPORT_FABRIC)),
+         "tecore_vmm_create: unknown flags 0x%x", flags);
   OPS(o);
   TE_CHECK(vmm_check_size(o, bytes, __func__, "bytes"));
   /* a failure leaves *handle as the caller had it */
@@ -820,6 +821,30 @@ TE_EXPORT tecore_result_t tecore_vmm_import_fd(int fd, tecore_vmm_handle_t *hand
   return TECORE_SUCCESS;
 }
 
+TE_EXPORT tecore_result_t tecore_vmm_export_fabric(tecore_vmm_handle_t handle,
+                                                   struct tecore_fabric_handle *fabric) {
+  TE_ARG(handle, "tecore_vmm_export_fabric: handle is 0");
+  TE_ARG(fabric, "tecore_vmm_export_fabric: fabric is NULL");
+  OPS(o);
+  /* a failure leaves *fabric as the caller had it */
+  struct tecore_fabric_handle out_;
+  memset(&out_, 0, sizeof out_);
+  TE_CHECK(o->vmm_export_fabric(handle, &out_));
+  *fabric = out_;
+  return TECORE_SUCCESS;
+}
+
+TE_EXPORT tecore_result_t tecore_vmm_import_fabric(const struct tecore_fabric_handle *fabric,
+                                                   tecore_vmm_handle_t *handle) {
+  TE_ARG(fabric, "tecore_vmm_import_fabric: fabric is NULL");
+  TE_ARG(handle, "tecore_vmm_import_fabric: handle is NULL");
+  OPS(o);
+  __typeof__(*handle) out_ = 0;
+  TE_CHECK(o->vmm_import_fabric(fabric, &out_));
+  *handle = out_;
+  return TECORE_SUCCESS;
+}
+
 /* ---- multicast ---- */
 
 /* NVLink multicast can take a host's GPUs out of service where the
@@ -828,6 +853,10 @@ TE_EXPORT tecore_result_t tecore_vmm_import_fd(int fd, tecore_vmm_handle_t *hand
 static tecore_result_t mc_allowed(const struct te_device_ops *o, const char *fn) {
   if (o->backend == TECORE_BACKEND_CUDA) TE_CHECK(te_multicast_allowed(fn));
   return TECORE_SUCCESS;
+}
+
+TE_EXPORT tecore_result_t tecore_mc_allowed(void) {
+  return te_multicast_allowed("tecore_mc_allowed");
 }
 
 TE_EXPORT tecore_result_t tecore_mc_granularity(size_t bytes, int ndevices, size_t *granularity) {
@@ -851,6 +880,9 @@ TE_EXPORT tecore_result_t tecore_mc_create(size_t bytes, int ndevices, unsigned 
   __typeof__(*mc) out_ = 0;
   TE_CHECK(o->mc_create(bytes, ndevices, flags, &out_));
   *mc = out_;
+  /* the line a run log is searched for to show whether multicast was used */
+  TE_INFO(TECORE_SUBSYS_DEVICE, "tecore_mc_create: multicast object of %zu bytes for %d devices "
+          "created (%s)", bytes, ndevices, o->name);
   return TECORE_SUCCESS;
 }
 
@@ -906,4 +938,14 @@ TE_EXPORT tecore_result_t tecore_mc_import_fd(int fd, tecore_mc_handle_t *mc) {
   TE_CHECK(o->mc_import_fd(fd, &out_));
   *mc = out_;
   return TECORE_SUCCESS;
+}
+
+TE_EXPORT tecore_result_t tecore_mc_members(tecore_devptr_t mc_va, tecore_devptr_t *members,
+                                            int max, int *count) {
+  TE_ARG(mc_va, "tecore_mc_members: mc_va is 0");
+  TE_ARG(count, "tecore_mc_members: count is NULL");
+  TE_ARG(max >= 0, "tecore_mc_members: max %d is negative", max);
+  TE_ARG(members || max == 0, "tecore_mc_members: members is NULL and max is %d", max);
+  OPS(o);
+  return o->mc_members(mc_va, members, max, count);
 }

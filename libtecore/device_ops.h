@@ -149,6 +149,9 @@ struct te_kernel_module {
   X(pfx, vmm_set_access, (tecore_devptr_t va, size_t bytes, int ordinal))                         \
   X(pfx, vmm_export_fd, (tecore_vmm_handle_t handle, int *fd))                                    \
   X(pfx, vmm_import_fd, (int fd, tecore_vmm_handle_t *handle))                                    \
+  X(pfx, vmm_export_fabric, (tecore_vmm_handle_t handle, struct tecore_fabric_handle *fabric))      \
+  X(pfx, vmm_import_fabric, (const struct tecore_fabric_handle *fabric,                            \
+                             tecore_vmm_handle_t *handle))                                        \
                                                                                                   \
   X(pfx, mc_granularity, (size_t bytes, int ndevices, size_t *granularity))                       \
   X(pfx, mc_create, (size_t bytes, int ndevices, unsigned flags, tecore_mc_handle_t *mc))         \
@@ -158,7 +161,8 @@ struct te_kernel_module {
   X(pfx, mc_unbind, (tecore_mc_handle_t mc, int ordinal, size_t mc_offset, size_t bytes))         \
   X(pfx, mc_release, (tecore_mc_handle_t mc))                                                     \
   X(pfx, mc_export_fd, (tecore_mc_handle_t mc, int *fd))                                          \
-  X(pfx, mc_import_fd, (int fd, tecore_mc_handle_t *mc))                                        \
+  X(pfx, mc_import_fd, (int fd, tecore_mc_handle_t *mc))                                          \
+  X(pfx, mc_members, (tecore_devptr_t mc_va, tecore_devptr_t *members, int max, int *count))     \
                                                                                                   \
   /* One GEMM (gemm/gemm_problem.h: checked and reduced by gemm.c) on                             \
    * stream: cuBLASLt on cuda, the reference GEMM on vdev. */                                     \

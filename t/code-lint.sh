@@ -76,9 +76,7 @@ for lib in $libs; do
   # shellcheck disable=SC2046
   $NM -u $(cat "$tmp/objs") | awk 'NF { print $NF }' | sort -u > "$tmp/ref"
   $NM -D --defined-only "$so" | awk '{ sub(/@.*/, "", $NF); print $NF }' | sort -u > "$tmp/exp"
-  # kept on purpose: te_vdev_mc_members resolves a vdev multicast address
-  # to its members for the vdev NVLS kernels (libtecomm's, not written yet)
-  { cat "$tmp/ref" "$tmp/exp"; echo te_vdev_mc_members; } | sort -u > "$tmp/known"
+  { cat "$tmp/ref" "$tmp/exp"; } | sort -u > "$tmp/known"
   awk 'NR == FNR { seen[$1] = 1; next } !($1 in seen)' "$tmp/known" "$tmp/def" > "$tmp/dead"
   while read -r sym obj; do
     echo "FAIL: $lib: $sym (in $obj) is neither exported nor called from another file" \

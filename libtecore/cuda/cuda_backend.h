@@ -151,6 +151,11 @@ tecore_result_t te_cuda_current_device(CUdevice *dev);
 /* ordinal -> CUdevice with a message naming the ordinal. */
 tecore_result_t te_cuda_device(int ordinal, CUdevice *dev);
 
+/* TECORE_SUCCESS when dev can create and export fabric handles
+ * (CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_FABRIC_SUPPORTED), else
+ * TECORE_ERR_NOT_SUPPORTED saying so (cuda_fabric.c). */
+tecore_result_t te_cuda_fabric_supported(CUdevice dev);
+
 /* NVLink links from device a (PCI bus id string) to the GPU at
  * domain:bus:device, or -1 when NVML is unavailable (cuda_nvml.c). */
 int te_cuda_nvlink_count(const char *pci_bus_id_a, int domain_b, int bus_b, int device_b);
@@ -161,7 +166,8 @@ int te_cuda_nvlink_count(const char *pci_bus_id_a, int domain_b, int bus_b, int 
  * cuda_memory.c (mem_*, memcpy_*, memset_async), cuda_stream.c (stream_*,
  * event_*, stream memory ops), cuda_kernel.c (kernel_*), cuda_graph.c
  * (capture, graph_* of whole graphs), cuda_graph_node.c (capture to a
- * graph, graph nodes), cuda_vmm.c (vmm_*), cuda_multicast.c (mc_*),
+ * graph, graph nodes), cuda_vmm.c (vmm_*), cuda_fabric.c (vmm_*_fabric),
+ * cuda_multicast.c (mc_*),
  * cuda_gemm.c (gemm: cuBLASLt, loaded by cuda_gemm_load.c). */
 TE_DEVICE_OPS(TE_DEVICE_OP_PROTO, cuda)
 

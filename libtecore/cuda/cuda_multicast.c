@@ -99,3 +99,13 @@ tecore_result_t te_cuda_mc_import_fd(int fd, tecore_mc_handle_t *mc) {
   *mc = (tecore_mc_handle_t)h;
   return TECORE_SUCCESS;
 }
+
+tecore_result_t te_cuda_mc_members(tecore_devptr_t mc_va, tecore_devptr_t *members, int max,
+                                   int *count) {
+  (void)mc_va;
+  (void)members;
+  (void)max;
+  (void)count;
+  return TE_ERR(TECORE_ERR_NOT_SUPPORTED,
+                "tecore_mc_members: on cuda multimem instructions resolve multicast addresses");
+}

@@ -6,13 +6,14 @@
 #include "cuda_backend.h"
 
 /* The allocation properties for physical memory on dev. */
-static void vmm_prop(CUmemAllocationProp *prop, CUdevice dev, int posix_fd) {
+static void vmm_prop(CUmemAllocationProp *prop, CUdevice dev, int posix_fd, int fabric) {
   *prop = (CUmemAllocationProp){0};
   prop->type = CU_MEM_ALLOCATION_TYPE_PINNED;
   prop->location.type = CU_MEM_LOCATION_TYPE_DEVICE;
   prop->location.id = (int)dev;
-  prop->requestedHandleTypes =
-      posix_fd ? CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR : CU_MEM_HANDLE_TYPE_NONE;
+  prop->requestedHandleTypes = (CUmemAllocationHandleType)(
+      (posix_fd ? CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR : 0) |
+      (fabric ? CU_MEM_HANDLE_TYPE_FABRIC : 0));
 }
 
 tecore_result_t te_cuda_vmm_granularity(size_t *granularity, int recommended) {
@@ -24,7 +25,7 @@ tecore_result_t te_cuda_vmm_granularity(size_t *granularity, int recommended) {
    * answer holds for allocations created with TECORE_VMM_EXPORT_POSIX_FD. */
   TE_CHECK(TE_CU(cuDeviceGetAttribute, &posix_fd,
                  CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED, dev));
-  vmm_prop(&prop, dev, posix_fd);
+  vmm_prop(&prop, dev, posix_fd, 0);
   TE_CHECK(TE_CU(cuMemGetAllocationGranularity, granularity, &prop,
                  recommended ? CU_MEM_ALLOC_GRANULARITY_RECOMMENDED
                              : CU_MEM_ALLOC_GRANULARITY_MINIMUM));
@@ -50,7 +51,9 @@ tecore_result_t te_cuda_vmm_create(size_t bytes, unsigned flags, tecore_vmm_hand
   CUmemAllocationProp prop;
   CUmemGenericAllocationHandle h = 0;
   TE_CHECK(te_cuda_current_device(&dev));
-  vmm_prop(&prop, dev, (flags & TECORE_VMM_EXPORT_POSIX_FD) != 0);
+  if (flags & TECORE_VMM_EXPORT_FABRIC) TE_CHECK(te_cuda_fabric_supported(dev));
+  vmm_prop(&prop, dev, (flags & TECORE_VMM_EXPORT_POSIX_FD) != 0,
+           (flags & TECORE_VMM_EXPORT_FABRIC) != 0);
   TE_CHECK(TE_CU(cuMemCreate, &h, bytes, &prop, 0));
   *handle = (tecore_vmm_handle_t)h;
   return TECORE_SUCCESS;

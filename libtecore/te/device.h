@@ -359,6 +359,9 @@ tecore_result_t tecore_graph_exec_memset_node_set(tecore_graph_exec_t exec, teco
 /* ---- virtual memory management ----------------------------------------- */
 
 #define TECORE_VMM_EXPORT_POSIX_FD 0x1u
+/* Exportable as a fabric handle (multi-node NVLink; cuda: needs the
+ * device's fabric handle support and an IMEX channel). */
+#define TECORE_VMM_EXPORT_FABRIC 0x2u
 /* Allocation granularity for physical memory on the current device
  * (recommended when recommended != 0, else minimum). */
 tecore_result_t tecore_vmm_granularity(size_t *granularity, int recommended);
@@ -377,10 +380,31 @@ tecore_result_t tecore_vmm_export_fd(tecore_vmm_handle_t handle, int *fd);
 /* Imports an exported allocation (fd stays the caller's). */
 tecore_result_t tecore_vmm_import_fd(int fd, tecore_vmm_handle_t *handle);
 
+/* A fabric handle: 64 opaque bytes naming an allocation to processes on
+ * other nodes of one NVLink domain (cuda: CUmemFabricHandle).  Plain data:
+ * it travels through any byte exchange (libtecomm's bootstrap allgather). */
+struct tecore_fabric_handle {
+  unsigned char data[64];
+};
+/* The fabric handle of an allocation made with TECORE_VMM_EXPORT_FABRIC.
+ * TECORE_ERR_NOT_SUPPORTED where the system cannot export one (cuda: no
+ * fabric support, or no IMEX channel for this process). */
+tecore_result_t tecore_vmm_export_fabric(tecore_vmm_handle_t handle,
+                                         struct tecore_fabric_handle *fabric);
+/* Imports an allocation from its fabric handle (release the result with
+ * tecore_vmm_release).  On vdev the exporting process must still hold the
+ * allocation; vdev emulates the fabric across its "nodes" (processes). */
+tecore_result_t tecore_vmm_import_fabric(const struct tecore_fabric_handle *fabric,
+                                         tecore_vmm_handle_t *handle);
+
 /* ---- multicast objects (NVLink SHARP) ---------------------------------- *
  * The cuda backend refuses to create one (TECORE_ERR_DISABLED) when
  * NCCL_NVLS_ENABLE=0 or TECOMM_NVLS_ENABLE=0 is set.  The vdev backend
  * emulates them over the bound unicast memory. */
+/* The operator's rule alone, on every backend and without any driver
+ * call: TECORE_SUCCESS, or TECORE_ERR_DISABLED with the variable that
+ * forbids multicast named in the detail.  Ask it before anything else. */
+tecore_result_t tecore_mc_allowed(void);
 tecore_result_t tecore_mc_granularity(size_t bytes, int ndevices, size_t *granularity);
 tecore_result_t tecore_mc_create(size_t bytes, int ndevices, unsigned flags,
                                  tecore_mc_handle_t *mc);
@@ -392,6 +416,14 @@ tecore_result_t tecore_mc_unbind(tecore_mc_handle_t mc, int ordinal, size_t mc_o
 tecore_result_t tecore_mc_release(tecore_mc_handle_t mc);
 tecore_result_t tecore_mc_export_fd(tecore_mc_handle_t mc, int *fd);
 tecore_result_t tecore_mc_import_fd(int fd, tecore_mc_handle_t *mc);
+/* vdev: the unicast addresses in this process behind mc_va, an address in
+ * a mapping of a multicast handle (tecore_vmm_map): members[0 ..
+ * min(*count, max)) ordered by (device ordinal, binding order), the same
+ * order in every process; *count: the members bound there.  This is how a
+ * vdev kernel emulates a multimem load-reduce or store.  cuda:
+ * TECORE_ERR_NOT_SUPPORTED (the hardware resolves multimem addresses). */
+tecore_result_t tecore_mc_members(tecore_devptr_t mc_va, tecore_devptr_t *members, int max,
+                                  int *count);
 
 #ifdef __cplusplus
 }

@@ -3,8 +3,8 @@
  * Device memory is host memory; each stream is a worker thread that runs a
  * FIFO of operations; events are completion markers; capture records the
  * same operations into graphs; VMM and multicast are memfd mappings.
- * This header is shared by the vdev .c files only (plus
- * te_vdev_mc_members, which vdev comm kernels call).
+ * This header is shared by the vdev .c files only (vdev comm kernels of
+ * the upper libraries reach multicast members through tecore_mc_members).
  *
  * Object model.  Streams, events, graphs and graph execs are refcounted
  * objects (struct vdev_obj) kept in a registry of live pointers: a public
@@ -401,18 +401,17 @@ void *te_vdev_handle_get_locked(uint64_t handle, uint64_t tag);
 void *te_vdev_handle_del_locked(uint64_t handle, uint64_t tag);
 /* A physical allocation's memfd (not duplicated) and size. */
 tecore_result_t te_vdev_phys_fd_locked(uint64_t handle, int *fd, size_t *bytes, const char *fn);
+/* Wraps fd (owned from then on, closed on failure) of bytes as a new
+ * physical allocation handle with flags (TECORE_VMM_EXPORT_*). */
+tecore_result_t te_vdev_phys_adopt(int fd, size_t bytes, unsigned flags, uint64_t *handle,
+                                   const char *fn);
+/* A physical allocation's TECORE_VMM_EXPORT_* flags (0 if unknown). */
+unsigned te_vdev_phys_flags_locked(uint64_t handle);
 /* A multicast object's size, for vmm_map (TECORE_ERR_INVALID if unknown). */
 tecore_result_t te_vdev_mc_size_locked(uint64_t handle, size_t *bytes, const char *fn);
 /* The multicast mapping containing va: its object and the offset in it. */
 int te_vdev_mc_mapping_locked(uint64_t va, uint64_t *mc, size_t *mc_offset);
 
-/* For vdev comm kernels: the unicast addresses, in this process, behind a
- * multicast address (a va mapped from a multicast handle with vmm_map).
- * Fills member_ptrs[0 .. min(n, max)) ordered by (device ordinal, binding
- * order), mapping members bound in other processes as needed, and returns
- * n, the number of members bound at that offset; -1 when mc_va is not in a
- * multicast mapping. */
-int te_vdev_mc_members(tecore_devptr_t mc_va, void **member_ptrs, int max);
 
 /* ---- the ops ------------------------------------------------------------
  * te_vdev_<op> for every op of TE_DEVICE_OPS (device_ops.h), by file:
@@ -421,7 +420,8 @@ int te_vdev_mc_members(tecore_devptr_t mc_va, void **member_ptrs, int max);
  * vdev_event.c (event_*, stream_wait_event), vdev_memop.c (stream memory
  * ops), vdev_kernel.c (kernel_*), vdev_capture.c (capture), vdev_graph.c
  * (a graph's nodes, count, DOT, destroy), vdev_exec.c (instantiate,
- * graph_exec_*, launch, upload), vdev_vmm.c (vmm_*), vdev_mc.c (mc_*),
+ * graph_exec_*, launch, upload), vdev_vmm.c (vmm_*), vdev_fabric.c
+ * (vmm_export_fabric, vmm_import_fabric), vdev_mc.c (mc_*),
  * gemm/gemm_vdev.c (gemm: the reference GEMM). */
 TE_DEVICE_OPS(TE_DEVICE_OP_PROTO, vdev)
 

@@ -10,7 +10,8 @@
  * process can open the member through /proc/<pid>/fd/<fd> and map it.
  * Mapping a multicast handle with vmm_map reserves an address range; a
  * vdev comm kernel turns an address in it into the member addresses with
- * te_vdev_mc_members, the way a multimem instruction reaches every member.
+ * tecore_mc_members (te_vdev_mc_members), the way a multimem instruction
+ * reaches every member.
  *
  * All local state is under te_vdev_vmm_lock; the shared description has its
  * own spinlock (processes share it). */
@@ -375,7 +376,8 @@ static void *map_member(struct mc *m, int slot, const struct mc_bind *b) {
   return p;
 }
 
-TE_EXPORT int te_vdev_mc_members(tecore_devptr_t mc_va, void **member_ptrs, int max) {
+tecore_result_t te_vdev_mc_members(tecore_devptr_t mc_va, tecore_devptr_t *members, int max,
+                                   int *count) {
   uint64_t h;
   size_t off;
   int n = 0;
@@ -384,7 +386,9 @@ TE_EXPORT int te_vdev_mc_members(tecore_devptr_t mc_va, void **member_ptrs, int 
   if (te_vdev_mc_mapping_locked(mc_va, &h, &off)) m = te_vdev_handle_get_locked(h, VDEV_HANDLE_MC);
   if (!m) {
     pthread_mutex_unlock(&te_vdev_vmm_lock);
-    return -1;
+    return TE_ERR(TECORE_ERR_INVALID,
+                  "tecore_mc_members: 0x%llx is not in a mapping of a multicast handle",
+                  (unsigned long long)mc_va);
   }
   /* snapshot the live bindings covering off, ordered by (ordinal, slot):
    * the same order in every process, so every rank reduces alike */
@@ -408,10 +412,11 @@ TE_EXPORT int te_vdev_mc_members(tecore_devptr_t mc_va, void **member_ptrs, int 
   for (int k = 0; k < ns; k++) {
     unsigned char *base = map_member(m, slots[k], &snap[k]);
     if (!base) continue;
-    if (n < max && member_ptrs)
-      member_ptrs[n] = base + snap[k].mem_offset + (off - snap[k].mc_offset);
+    if (n < max)
+      members[n] = (tecore_devptr_t)(uintptr_t)(base + snap[k].mem_offset + (off - snap[k].mc_offset));
     n++;
   }
   pthread_mutex_unlock(&te_vdev_vmm_lock);
-  return n;
+  *count = n;
+  return TECORE_SUCCESS;
 }

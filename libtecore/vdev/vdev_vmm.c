@@ -31,7 +31,7 @@ static uint64_t vmm_next_id = 1;
 struct phys {
   int fd;
   size_t bytes;
-  unsigned flags;                 /* TECORE_VMM_EXPORT_POSIX_FD */
+  unsigned flags;                 /* TECORE_VMM_EXPORT_POSIX_FD, _FABRIC */
 };
 
 struct range {
@@ -220,7 +220,7 @@ tecore_result_t te_vdev_vmm_create(size_t bytes, unsigned flags, tecore_vmm_hand
   if (!bytes || bytes % VDEV_GRANULARITY)
     return TE_ERR(TECORE_ERR_INVALID, "%s: bytes %zu is not a multiple of the granularity %zu",
                   fn, bytes, VDEV_GRANULARITY);
-  if (flags & ~TECORE_VMM_EXPORT_POSIX_FD)
+  if (flags & ~(TECORE_VMM_EXPORT_POSIX_FD | TECORE_VMM_EXPORT_FABRIC))
     return TE_ERR(TECORE_ERR_INVALID, "%s: unknown flags 0x%x", fn, flags);
   /* the device's memory is the host's: more fails, as on a GPU */
   struct sysinfo si;
@@ -413,21 +413,15 @@ tecore_result_t te_vdev_vmm_export_fd(tecore_vmm_handle_t handle, int *fd) {
   return r;
 }
 
-tecore_result_t te_vdev_vmm_import_fd(int fd, tecore_vmm_handle_t *handle) {
-  static const char fn[] = "vdev vmm_import_fd";
-  struct stat st;
-  if (fstat(fd, &st) != 0) return TE_ERR(TECORE_ERR_INVALID, "%s: fd %d is not open", fn, fd);
-  if (!S_ISREG(st.st_mode) || st.st_size <= 0 || (size_t)st.st_size % VDEV_GRANULARITY)
-    return TE_ERR(TECORE_ERR_INVALID, "%s: fd %d is not an exported vdev VMM allocation", fn, fd);
+/* Wraps fd (now owned here) of bytes as a physical allocation handle. */
+tecore_result_t te_vdev_phys_adopt(int fd, size_t bytes, unsigned flags, uint64_t *handle,
+                                   const char *fn) {
   struct phys *p = malloc(sizeof *p);
-  if (!p) return TE_ERR(TECORE_ERR_NOMEM, "%s: out of host memory", fn);
-  p->fd = fcntl(fd, F_DUPFD_CLOEXEC, 0);
-  if (p->fd < 0) {
-    free(p);
-    return TE_ERR(TECORE_ERR_SYSTEM, "%s: dup of fd %d failed", fn, fd);
+  if (!p) {
+    close(fd);
+    return TE_ERR(TECORE_ERR_NOMEM, "%s: out of host memory", fn);
   }
-  p->bytes = (size_t)st.st_size;
-  p->flags = TECORE_VMM_EXPORT_POSIX_FD; /* it came through an fd: it may go on */
+  *p = (struct phys){.fd = fd, .bytes = bytes, .flags = flags};
   pthread_mutex_lock(&te_vdev_vmm_lock);
   uint64_t h = te_vdev_handle_new_locked(VDEV_HANDLE_PHYS, p);
   pthread_mutex_unlock(&te_vdev_vmm_lock);
@@ -438,4 +432,21 @@ tecore_result_t te_vdev_vmm_import_fd(int fd, tecore_vmm_handle_t *handle) {
   }
   *handle = h;
   return TECORE_SUCCESS;
+}
+
+unsigned te_vdev_phys_flags_locked(uint64_t handle) {
+  struct phys *p = te_vdev_handle_get_locked(handle, VDEV_HANDLE_PHYS);
+  return p ? p->flags : 0u;
+}
+
+tecore_result_t te_vdev_vmm_import_fd(int fd, tecore_vmm_handle_t *handle) {
+  static const char fn[] = "vdev vmm_import_fd";
+  struct stat st;
+  if (fstat(fd, &st) != 0) return TE_ERR(TECORE_ERR_INVALID, "%s: fd %d is not open", fn, fd);
+  if (!S_ISREG(st.st_mode) || st.st_size <= 0 || (size_t)st.st_size % VDEV_GRANULARITY)
+    return TE_ERR(TECORE_ERR_INVALID, "%s: fd %d is not an exported vdev VMM allocation", fn, fd);
+  int own = fcntl(fd, F_DUPFD_CLOEXEC, 0);
+  if (own < 0) return TE_ERR(TECORE_ERR_SYSTEM, "%s: dup of fd %d failed", fn, fd);
+  /* it came through an fd: it may go on */
+  return te_vdev_phys_adopt(own, (size_t)st.st_size, TECORE_VMM_EXPORT_POSIX_FD, handle, fn);
 }
