@@ -1,6 +1,7 @@
 // comm_ar.cu -- libtecomm's allreduce protocols on the GPU: IPC one-shot,
-// two-shot and Lamport one-shot, plain and with the residual-add + RMSNorm
-// (+ FP8) epilogue fused in.  The workspace layout, parameter block, work
+// two-shot and Lamport one-shot, NVLS simple (multimem load-reduce and
+// store) and NVLS Lamport (multimem store), plain and with the
+// residual-add + RMSNorm (+ FP8) epilogue fused in.  The workspace layout, parameter block, work
 // split, element math and sentinel rules are kernels/common/comm_ar.h,
 // shared with the vdev implementations (libtecomm/ar_vdev.c); the norm's
 // summation order is kernels/common/norm.h's, so the fused results are the
@@ -419,7 +420,7 @@ __device__ __forceinline__ bool ar_lam_start(const te_ar_params &p, uint64_t use
   __shared__ uint64_t s_k, s_used, s_deadline;
   __shared__ int s_failed;
   uint64_t ws = p.ws[p.rank];
-  char *lam = ar_ptr<char>(ws + TE_AR_OFF_LAM);
+  char *lam = ar_ptr<char>(te_ar_lam_ws(&p) + TE_AR_OFF_LAM);
   c.err = ar_ptr<uint32_t>(ws + TE_AR_OFF_ERR);
   c.abort_word = ar_ptr<uint32_t>(ws + TE_AR_OFF_ABORT);
   if (threadIdx.x == 0) {
@@ -464,14 +465,38 @@ __device__ __forceinline__ uint4 ar_lam_load(const te_ar_params &p, uint64_t g, 
   return make_uint4(b[0], b[1], b[2], b[3]);
 }
 
+// 16 bytes through a multicast address: every member gets them (sm_90).
+__device__ __forceinline__ void ar_mc_st16(uint64_t a, uint4 v) {
+#if __CUDA_ARCH__ >= 900
+  asm volatile("multimem.st.relaxed.sys.global.v4.f32 [%0], {%1, %2, %3, %4};" ::"l"(a),
+               "r"(v.x), "r"(v.y), "r"(v.z), "r"(v.w)
+               : "memory");
+#else
+  (void)a;
+  (void)v;
+  __trap(); /* the communicator never picks NVLS below sm_90 */
+#endif
+}
+// Orders this thread's accesses through the multicast and the unicast
+// addresses of the same memory (two virtual aliases of it).
+__device__ __forceinline__ void ar_mc_fence() {
+#if __CUDA_ARCH__ >= 900
+  asm volatile("fence.proxy.alias;" ::: "memory");
+#endif
+}
+
 // Granule g's words w, sentinels fixed, into slot `rank` of buffer bi of
-// every rank.
+// every rank (NVLS: one store through the multicast address).
 __device__ __forceinline__ void ar_lam_store(const te_ar_params &p, const ar_lam &l, uint64_t g,
                                              uint4 w) {
   w.x = te_ar_lam_fix(w.x, p.dtype);
   w.y = te_ar_lam_fix(w.y, p.dtype);
   w.z = te_ar_lam_fix(w.z, p.dtype);
   w.w = te_ar_lam_fix(w.w, p.dtype);
+  if (p.mc) {
+    ar_mc_st16(te_ar_lam_addr(p.mc, p.lam_slot, p.nranks, l.bi, p.rank) + g * 16, w);
+    return;
+  }
 #pragma unroll
   for (int s = 0; s < TE_AR_MAX_RANKS; s++)
     if (s < p.nranks)
@@ -492,7 +517,7 @@ template <int J, int MR = TE_AR_MAX_RANKS>
 __device__ __forceinline__ bool ar_lam_wait(const te_ar_params &p, const ar_lam &l,
                                             const ar_block &c, const uint64_t *g, const bool *gv,
                                             uint4 (*raw)[MR]) {
-  const uint64_t b0 = te_ar_lam_addr(p.ws[p.rank], p.lam_slot, p.nranks, l.bi, 0);
+  const uint64_t b0 = te_ar_lam_addr(te_ar_lam_ws(&p), p.lam_slot, p.nranks, l.bi, 0);
 #pragma unroll
   for (int j = 0; j < J; j++)
 #pragma unroll
@@ -539,7 +564,7 @@ __device__ __forceinline__ void ar_lam_rearm(const te_ar_params &p, const ar_lam
   te_ar_split(l.used_j / 16, gridDim.x, blockIdx.x, &lo, &hi);
   const uint4 arm = make_uint4(TE_AR_LAM_ARM, TE_AR_LAM_ARM, TE_AR_LAM_ARM, TE_AR_LAM_ARM);
   for (int s = 0; s < p.nranks; s++) {
-    uint4 *d = ar_ptr<uint4>(te_ar_lam_addr(p.ws[p.rank], p.lam_slot, p.nranks, l.bj, s));
+    uint4 *d = ar_ptr<uint4>(te_ar_lam_addr(te_ar_lam_ws(&p), p.lam_slot, p.nranks, l.bj, s));
     for (uint64_t i = lo + threadIdx.x; i < hi; i += blockDim.x) d[i] = arm;
   }
 }
@@ -579,6 +604,86 @@ __device__ void ar_lamport(const te_ar_params &p) {
   // a block that gave up leaves the buffers alone: the rank has failed
   if (__syncthreads_or(!ok)) return;
   ar_lam_rearm(p, l);
+}
+
+// ---- NVLS simple -----------------------------------------------------------------------
+// comm_ar.h's NVLS simple protocol.  Granules are 16 bytes; the input's
+// last one is padded with zeros in the member (the padding is reduced and
+// never written out).  Block b handles part b (te_ar_split) of every
+// rank's chunk (te_ar_chunk) in each phase, so the barrier of block b
+// covers exactly what block b of every rank wrote.  16-bit types reduce
+// with an f32 accumulator (.acc::f32): one rounding to the dtype, as the
+// IPC kernels.
+
+template <int DT>
+__device__ __forceinline__ uint4 ar_mc_ld_reduce16(uint64_t a) {
+  uint4 v = make_uint4(0, 0, 0, 0);
+#if __CUDA_ARCH__ >= 900
+  if constexpr (DT == F32)
+    asm volatile("multimem.ld_reduce.relaxed.sys.global.add.v4.f32 {%0, %1, %2, %3}, [%4];"
+                 : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+                 : "l"(a)
+                 : "memory");
+  else if constexpr (DT == BF16)
+    asm volatile("multimem.ld_reduce.relaxed.sys.global.add.acc::f32.v4.bf16x2 {%0, %1, %2, %3}, [%4];"
+                 : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+                 : "l"(a)
+                 : "memory");
+  else
+    asm volatile("multimem.ld_reduce.relaxed.sys.global.add.acc::f32.v4.f16x2 {%0, %1, %2, %3}, [%4];"
+                 : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+                 : "l"(a)
+                 : "memory");
+#else
+  (void)a;
+  __trap();
+#endif
+  return v;
+}
+
+template <int DT>
+__device__ void ar_nvls(const te_ar_params &p) {
+  constexpr int EPG = DT == F32 ? 4 : 8;
+  const uint64_t nbytes = p.count * (DT == F32 ? 4u : 2u), ngr = (nbytes + 15) / 16;
+  const uint64_t uc = te_ar_lam_ws(&p) + p.nv_data, mc = p.mc + p.nv_data;
+  const bool aligned = p.vec > 1;
+  ar_block c;
+  uint64_t base;
+  if (!ar_begin(p, 2, c, base)) return;
+  for (int q = 0; q < p.nranks; q++) {
+    uint64_t clo, chi, lo, hi;
+    te_ar_chunk(ngr, p.nranks, q, &clo, &chi);
+    te_ar_split(chi - clo, gridDim.x, blockIdx.x, &lo, &hi);
+    for (uint64_t g = clo + lo + threadIdx.x; g < clo + hi; g += blockDim.x)
+      ar_ptr<uint4>(uc)[g] = ar_lam_load(p, g, nbytes, aligned);
+  }
+  ar_mc_fence();
+  if (!ar_barrier(p, c, base + 1)) return;
+  {
+    uint64_t clo, chi, lo, hi;
+    te_ar_chunk(ngr, p.nranks, p.rank, &clo, &chi);
+    te_ar_split(chi - clo, gridDim.x, blockIdx.x, &lo, &hi);
+    for (uint64_t g = clo + lo + threadIdx.x; g < clo + hi; g += blockDim.x)
+      ar_mc_st16(mc + g * 16, ar_mc_ld_reduce16<DT>(mc + g * 16));
+  }
+  ar_mc_fence();
+  if (!ar_barrier(p, c, base + 2)) return;
+  if (!p.out) return; /* fused: the epilogue kernel reads the member */
+  for (int q = 0; q < p.nranks; q++) {
+    uint64_t clo, chi, lo, hi;
+    te_ar_chunk(ngr, p.nranks, q, &clo, &chi);
+    te_ar_split(chi - clo, gridDim.x, blockIdx.x, &lo, &hi);
+    for (uint64_t g = clo + lo + threadIdx.x; g < clo + hi; g += blockDim.x) {
+      uint4 w = __ldcg(ar_ptr<const uint4>(uc) + g);
+      if (aligned && (g + 1) * EPG <= p.count) {
+        ar_ptr<uint4>(p.out)[g] = w;
+      } else {
+        float v[EPG];
+        ar_unpack<DT>(w, v);
+        for (int k = 0; k < EPG && g * EPG + k < p.count; k++) ar_st<DT, 1>(p.out, g * EPG + k, &v[k]);
+      }
+    }
+  }
 }
 
 // ---- the fused epilogue ---------------------------------------------------------------
@@ -957,6 +1062,11 @@ extern "C" __global__ void __launch_bounds__(TE_AR_THREADS) te_comm_ar_lamport(c
   if (p.dtype == F32) ar_lamport<F32>(p);
   else if (p.dtype == BF16) ar_lamport<BF16>(p);
   else ar_lamport<F16>(p);
+}
+extern "C" __global__ void __launch_bounds__(TE_AR_THREADS) te_comm_ar_nvls(const te_ar_params p) {
+  if (p.dtype == F32) ar_nvls<F32>(p);
+  else if (p.dtype == BF16) ar_nvls<BF16>(p);
+  else ar_nvls<F16>(p);
 }
 // The fused kernels in two builds: blocks of at most 256 threads (hidden up
 // to 8192 with 8-element vectors: the common shapes, room for registers)

@@ -2,7 +2,8 @@
  * amax reduction for delayed scaling: argument checks, the communicator's
  * state (a device-side timeout surfaces here, on the next call), the
  * algorithm, staging of inputs that are not symmetric memory (a copy into
- * the pool on the same stream), then the IPC kernel or NCCL.
+ * the pool on the same stream), then the NVLS, IPC or MNNVL kernel (MNNVL:
+ * the Lamport kernel over the fabric-imported workspaces), or NCCL.
  *
  * The NCCL path of the fused call (and the one-rank case) is the
  * allreduce followed by libtecore's own kernels: tecore_scale_add for the
@@ -135,16 +136,25 @@ static tecomm_result_t run(struct tecomm_comm *c, tecore_devptr_t send, tecore_d
     lam_ok = fa->hidden % 8 == 0 &&
              (fa->residual_in | fa->residual_out | fa->out | d8 | fa->gamma) % 16 == 0;
   }
-  TC_CHECK(tc_select(c, asked, bytes, zero_copy, in_place, lam_ok, &algo));
+  TC_CHECK(tc_select(c, asked, bytes, zero_copy, in_place, lam_ok, op == TECOMM_SUM, &algo));
   if (algo == TECOMM_ALGO_NCCL || algo == TECOMM_ALGO_VERBS)
     return fa ? composite(c, fa, stream, fn)
               : plain_allreduce(c, send, recv, count, dtype, op, stream, fn);
 
   struct tecomm_ar_call call;
   memset(&call, 0, sizeof call);
-  call.algo = algo == TECOMM_ALGO_TWOSHOT ? TECOMM_AR_TWOSHOT
-              : algo == TECOMM_ALGO_LAMPORT ? TECOMM_AR_LAMPORT
-                                            : TECOMM_AR_ONESHOT;
+  call.algo = algo == TECOMM_ALGO_TWOSHOT                                     ? TECOMM_AR_TWOSHOT
+              : algo == TECOMM_ALGO_NVLS                                      ? TECOMM_AR_NVLS
+              : algo == TECOMM_ALGO_LAMPORT || algo == TECOMM_ALGO_NVLS_LAMPORT ||
+                      algo == TECOMM_ALGO_MNNVL                               ? TECOMM_AR_LAMPORT
+                                                                              : TECOMM_AR_ONESHOT;
+  if (algo == TECOMM_ALGO_NVLS || algo == TECOMM_ALGO_NVLS_LAMPORT) {
+    /* the multicast region; the IPC workspaces keep the barriers */
+    call.nvls_uc = c->nvls->uc;
+    call.nvls_mc = c->nvls->mcva;
+    call.nvls_data_bytes = c->nvls->data_bytes;
+    seg = NULL; /* both read only in[rank], wherever it is */
+  }
   call.op = op == TECOMM_MAX ? TECOMM_AR_MAX : TECOMM_AR_SUM;
   call.dtype = dtype;
   call.count = count;
@@ -157,8 +167,8 @@ static tecomm_result_t run(struct tecomm_comm *c, tecore_devptr_t send, tecore_d
   for (int r = 0; r < c->nranks; r++) call.ws[r] = c->ws_peer[r];
   if (seg) {
     for (int r = 0; r < c->nranks; r++) call.in[r] = tc_seg_addr(seg, r, off);
-  } else if (call.algo == TECOMM_AR_LAMPORT) {
-    call.in[c->rank] = send; /* Lamport pushes its own input; peers' in[] unused */
+  } else if (call.algo == TECOMM_AR_LAMPORT || call.algo == TECOMM_AR_NVLS) {
+    call.in[c->rank] = send; /* they push their own input; peers' in[] unused */
   } else {
     TC_CHECK(stage_get(c, bytes, fn));
     for (int r = 0; r < c->nranks; r++) call.in[r] = tc_seg_addr(c->pool, r, c->stage);

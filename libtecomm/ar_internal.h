@@ -26,6 +26,7 @@ enum {
   TE_AR_K_ONESHOT_FUSED_WIDE, /* the fused kernels for blocks of more than */
   TE_AR_K_LAMPORT_FUSED_WIDE, /* TE_AR_FUSED_NARROW threads */
   TE_AR_K_ADDNORM_WIDE,
+  TE_AR_K_NVLS, /* NVLS simple (the NVLS Lamport is TE_AR_K_LAMPORT* with mc set) */
   TE_AR_K_COUNT_
 };
 
@@ -34,6 +35,7 @@ void te_ar_vdev_oneshot(const struct tecore_launch_cfg *cfg, void *const *args);
 void te_ar_vdev_twoshot(const struct tecore_launch_cfg *cfg, void *const *args);
 void te_ar_vdev_lamport(const struct tecore_launch_cfg *cfg, void *const *args);
 void te_ar_vdev_addnorm(const struct tecore_launch_cfg *cfg, void *const *args);
+void te_ar_vdev_nvls(const struct tecore_launch_cfg *cfg, void *const *args);
 
 /* Sets the thread's detail and returns code (libtecore's TE_ERR for libtecomm). */
 #define TC_ERR(code, ...) (tecore_set_error(__VA_ARGS__), (code))

@@ -36,6 +36,7 @@ static const struct tecore_kernel_def ar_defs[TE_AR_K_COUNT_] = {
     [TE_AR_K_ONESHOT_FUSED_WIDE] = AR_DEF("te_comm_ar_oneshot_fused_wide", te_ar_vdev_oneshot),
     [TE_AR_K_LAMPORT_FUSED_WIDE] = AR_DEF("te_comm_ar_lamport_fused_wide", te_ar_vdev_lamport),
     [TE_AR_K_ADDNORM_WIDE] = AR_DEF("te_comm_ar_addnorm_wide", te_ar_vdev_addnorm),
+    [TE_AR_K_NVLS] = AR_DEF("te_comm_ar_nvls", te_ar_vdev_nvls),
 };
 
 static struct tecore_kernel_table ar_table = {
@@ -91,6 +92,18 @@ tecore_result_t tecomm_ar_workspace_init(tecore_devptr_t ws, int nranks, size_t 
   return TECORE_SUCCESS;
 }
 
+size_t tecomm_ar_nvls_bytes(int nranks, size_t lamport_max_bytes, size_t data_bytes) {
+  size_t lam = tecomm_ar_workspace_bytes(nranks, lamport_max_bytes);
+  if (lam == 0 || data_bytes > SIZE_MAX / 2 - lam) return 0;
+  return lam + (data_bytes + 15) / 16 * 16;
+}
+
+tecore_result_t tecomm_ar_nvls_init(tecore_devptr_t uc, int nranks, size_t lamport_max_bytes,
+                                    tecore_stream_t stream) {
+  /* the same words as a workspace: zero state, armed Lamport buffers */
+  return tecomm_ar_workspace_init(uc, nranks, lamport_max_bytes, stream);
+}
+
 size_t tecomm_ar_max_bytes(tecomm_ar_algo_t algo, int nranks, size_t ws_max_bytes) {
   if (nranks < 1 || nranks > TECOMM_AR_MAX_RANKS) return 0;
   if (algo == TECOMM_AR_LAMPORT) return ws_max_bytes;
@@ -103,7 +116,10 @@ int tecomm_ar_clobbers_input(tecomm_ar_algo_t algo) { return algo == TECOMM_AR_T
 /* ---- launch --------------------------------------------------------------------- */
 
 static const char *algo_name(int a) {
-  return a == TECOMM_AR_ONESHOT ? "one-shot" : a == TECOMM_AR_TWOSHOT ? "two-shot" : "Lamport";
+  return a == TECOMM_AR_ONESHOT   ? "one-shot"
+         : a == TECOMM_AR_TWOSHOT ? "two-shot"
+         : a == TECOMM_AR_NVLS    ? "NVLS"
+                                  : "Lamport";
 }
 
 /* The most blocks a call uses: co-resident on an H100/H200 (132 SMs), so
@@ -172,7 +188,7 @@ static tecore_result_t ar_check(const struct tecomm_ar_call *c, const char *fn) 
     TC_ARG(c->ws[s], "%s: ws[%d] is 0", fn, s);
     TC_ARG(al16(c->ws[s]), "%s: ws[%d] (0x%llx) is not aligned to 16 bytes", fn, s,
            (unsigned long long)c->ws[s]);
-    if (c->algo != TECOMM_AR_LAMPORT || s == c->rank)
+    if ((c->algo != TECOMM_AR_LAMPORT && c->algo != TECOMM_AR_NVLS) || s == c->rank)
       TC_ARG(c->in[s], "%s: in[%d] is 0", fn, s);
   }
   size_t bytes = c->count * (size_t)tecore_dtype_size(c->dtype);
@@ -181,6 +197,19 @@ static tecore_result_t ar_check(const struct tecomm_ar_call *c, const char *fn) 
     TC_ARG(bytes <= c->ws_max_bytes,
            "%s: %zu bytes exceed the %zu bytes the Lamport buffers were sized for (tecomm_ar_max_bytes)",
            fn, bytes, c->ws_max_bytes);
+  }
+  TC_ARG(!c->nvls_uc == !c->nvls_mc, "%s: nvls_uc and nvls_mc go together", fn);
+  TC_ARG(c->algo != TECOMM_AR_NVLS || c->nvls_mc,
+         "%s: NVLS needs the multicast region (nvls_uc, nvls_mc)", fn);
+  TC_ARG(!c->nvls_mc || c->algo == TECOMM_AR_NVLS || c->algo == TECOMM_AR_LAMPORT,
+         "%s: a multicast region goes with NVLS or Lamport only", fn);
+  TC_ARG(!c->nvls_mc || (al16(c->nvls_uc) && al16(c->nvls_mc)),
+         "%s: nvls_uc and nvls_mc must be aligned to 16 bytes", fn);
+  if (c->algo == TECOMM_AR_NVLS) {
+    TC_ARG(c->op == TECOMM_AR_SUM, "%s: NVLS reduces with SUM only", fn);
+    TC_ARG(bytes <= c->nvls_data_bytes,
+           "%s: %zu bytes exceed the NVLS data buffer's %zu", fn, bytes, c->nvls_data_bytes);
+    TC_ARG(c->ws_max_bytes > 0, "%s: NVLS needs ws_max_bytes (the region's Lamport size)", fn);
   }
   if (c->fused) TC_CHECK(ar_check_fused(c, fn));
   else TC_ARG(c->out, "%s: out is 0", fn);
@@ -201,6 +230,11 @@ static void ar_params_base(const struct tecomm_ar_call *c, struct te_ar_params *
   p->nranks = c->nranks;
   p->dtype = (int32_t)c->dtype;
   p->op = (int32_t)c->op;
+  if (c->nvls_mc) {
+    p->lam_ws = c->nvls_uc;
+    p->mc = c->nvls_mc;
+    p->nv_data = te_ar_nvls_data_off(c->nranks, p->lam_slot);
+  }
 }
 
 static tecore_result_t ar_go(int k, const struct tecore_launch_cfg *cfg, struct te_ar_params *p,
@@ -226,6 +260,10 @@ static tecore_result_t ar_plain(int algo, struct te_ar_params *p, tecore_stream_
   } else if (algo == TECOMM_AR_TWOSHOT) {
     cfg.grid[0] = ar_blocks((ngran + (uint64_t)n - 1) / (uint64_t)n, TE_AR_THREADS);
     k = TE_AR_K_TWOSHOT;
+  } else if (algo == TECOMM_AR_NVLS) {
+    uint64_t ngr = (p->count * (uint64_t)te_ar_esize(p->dtype) + 15) / 16;
+    cfg.grid[0] = ar_blocks((ngr + (uint64_t)n - 1) / (uint64_t)n, TE_AR_THREADS);
+    k = TE_AR_K_NVLS;
   } else {
     uint64_t ngr = (p->count * (uint64_t)te_ar_esize(p->dtype) + 15) / 16;
     cfg.grid[0] = ar_blocks(ngr, TE_AR_THREADS);
@@ -286,6 +324,19 @@ static tecore_result_t ar_fused(const struct tecomm_ar_call *c, struct te_ar_par
                     "residual_in, residual_out, out, gamma (hidden %zu)",
                     fn, f->hidden);
     TC_CHECK(ar_go(wide ? TE_AR_K_LAMPORT_FUSED_WIDE : TE_AR_K_LAMPORT_FUSED, &rcfg, p, stream));
+  } else if (c->algo == TECOMM_AR_NVLS) {
+    /* NVLS simple into this rank's member (out 0: no copy-out), then the
+     * epilogue from there */
+    struct te_ar_params a = *p;
+    a.fflags = 0;
+    a.out = 0;
+    TC_CHECK(ar_plain(TECOMM_AR_NVLS, &a, stream));
+    struct te_ar_params e = *p;
+    e.in[e.rank] = c->nvls_uc + p->nv_data;
+    e.vec = nvec == 8 ? 8 : 1;
+    struct tecore_launch_cfg ecfg = rcfg;
+    ecfg.grid[0] = (unsigned)(groups < 65535u * 32u ? groups : 65535u * 32u);
+    TC_CHECK(ar_go(wide ? TE_AR_K_ADDNORM_WIDE : TE_AR_K_ADDNORM, &ecfg, &e, stream));
   } else {
     /* two-shot in place into in[rank], then the epilogue from there */
     struct te_ar_params a = *p;

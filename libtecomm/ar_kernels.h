@@ -48,6 +48,7 @@ typedef enum tecomm_ar_algo {
   TECOMM_AR_ONESHOT = 0, /* flag barrier; every rank reads all peers, fixed rank order */
   TECOMM_AR_TWOSHOT = 1, /* reduce-scatter then all-gather through the pool */
   TECOMM_AR_LAMPORT = 2, /* -0.0 sentinels, 3 rotating buffers, no barrier */
+  TECOMM_AR_NVLS = 3,    /* NVLink multicast: load-reduce and store through mc (SUM only) */
   TECOMM_AR_ALGO_COUNT_
 } tecomm_ar_algo_t;
 
@@ -81,6 +82,14 @@ struct tecomm_ar_call {
   size_t ws_max_bytes;            /* the max_bytes the workspaces were sized and
                                      initialised for (Lamport needs it: its slot
                                      size; the others ignore it) */
+  /* NVLS (kernels/common/comm_ar.h): this rank's member of the multicast
+   * region (nvls_uc, unicast) and the region's multicast address
+   * (nvls_mc).  TECOMM_AR_NVLS needs both; TECOMM_AR_LAMPORT with both set
+   * is the NVLS Lamport (its state and buffers in the region, the input
+   * stored once through nvls_mc).  nvls_data_bytes: what the simple
+   * protocol's data buffer holds. */
+  tecore_devptr_t nvls_uc, nvls_mc;
+  size_t nvls_data_bytes;
 };
 
 /* Device error word contents. */
@@ -92,6 +101,12 @@ tecore_result_t tecomm_ar_kernels_register(void);
 /* Bytes of workspace per rank for calls up to max_bytes of payload with
  * nranks ranks (flags, counters, error word, Lamport's three buffers). */
 size_t tecomm_ar_workspace_bytes(int nranks, size_t max_bytes);
+/* Bytes of a rank's NVLS region (its multicast member): Lamport state and
+ * buffers for lamport_max_bytes, then data_bytes for the simple protocol. */
+size_t tecomm_ar_nvls_bytes(int nranks, size_t lamport_max_bytes, size_t data_bytes);
+/* Initialises this rank's NVLS region (through its unicast address). */
+tecore_result_t tecomm_ar_nvls_init(tecore_devptr_t uc, int nranks, size_t lamport_max_bytes,
+                                    tecore_stream_t stream);
 /* Initialises this rank's workspace (sentinels, zero flags) on stream. */
 tecore_result_t tecomm_ar_workspace_init(tecore_devptr_t ws, int nranks, size_t max_bytes,
                                          tecore_stream_t stream);

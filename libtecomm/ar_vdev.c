@@ -152,6 +152,22 @@ static void vepilogue(const struct te_ar_params *p, const float *ar) {
   free(r);
 }
 
+/* ---- multicast (NVLS) ----------------------------------------------------------
+ * The members behind a multicast address, as the device layer's emulation
+ * resolves them (the order is the same in every process).  One per rank is
+ * expected; anything else is a broken object: the call fails (error word)
+ * instead of reducing over the wrong members. */
+static int vmc_members(struct vctx *c, tecore_devptr_t mc_va, tecore_devptr_t *members, int *n) {
+  int got = 0;
+  if (tecore_mc_members(mc_va, members, TE_AR_MAX_RANKS, &got) != TECORE_SUCCESS ||
+      got != c->p->nranks) {
+    vfail(c, TE_AR_ABORTED, c->p->rank);
+    return -1;
+  }
+  *n = got;
+  return 0;
+}
+
 /* ---- one-shot ----------------------------------------------------------------
  * Block b: barrier (every input is ready), reduce its granules of every
  * input in rank order, barrier (every rank has read them), store.  No
@@ -271,7 +287,8 @@ void te_ar_vdev_lamport(const struct tecore_launch_cfg *cfg, void *const *args) 
   if (vfailed(&c)) return;
   uint32_t G = cfg->grid[0];
   int n = p->nranks, r = p->rank, dt = p->dtype;
-  char *lam = VP(p->ws[r] + TE_AR_OFF_LAM);
+  uint64_t lws = te_ar_lam_ws(p);
+  char *lam = VP(lws + TE_AR_OFF_LAM);
   uint64_t k = __atomic_load_n((uint64_t *)(lam + TE_AR_LAM_COUNTER), __ATOMIC_ACQUIRE);
   int bi = (int)(k % 3), bj = (int)((k + 2) % 3);
   uint64_t *used = (uint64_t *)(lam + TE_AR_LAM_USED);
@@ -288,6 +305,19 @@ void te_ar_vdev_lamport(const struct tecore_launch_cfg *cfg, void *const *args) 
     return;
   }
   const char *src = VP(p->in[r]);
+  /* where this rank's slot of buffer bi is, in every rank: the peers'
+   * workspaces, or (NVLS) the members behind the multicast address, as a
+   * multimem store reaches them */
+  tecore_devptr_t dst[TE_AR_MAX_RANKS];
+  int ndst = n;
+  if (p->mc) {
+    if (vmc_members(&c, te_ar_lam_addr(p->mc, p->lam_slot, n, bi, r), dst, &ndst)) {
+      free(acc);
+      return;
+    }
+  } else {
+    for (int s = 0; s < n; s++) dst[s] = te_ar_lam_addr(p->ws[s], p->lam_slot, n, bi, r);
+  }
   for (uint32_t b = 0; b < G; b++) {
     uint64_t lo, hi;
     te_ar_split(ngr, G, b, &lo, &hi);
@@ -296,8 +326,8 @@ void te_ar_vdev_lamport(const struct tecore_launch_cfg *cfg, void *const *args) 
       uint64_t off = g * 16, len = nbytes - off < 16 ? nbytes - off : 16;
       memcpy(w, src + off, (size_t)len);
       for (int j = 0; j < 4; j++) w[j] = te_ar_lam_fix(w[j], dt);
-      for (int s = 0; s < n; s++) {
-        uint32_t *d = VP(te_ar_lam_addr(p->ws[s], p->lam_slot, n, bi, r) + off);
+      for (int s = 0; s < ndst; s++) {
+        uint32_t *d = VP(dst[s] + off);
         for (int j = 0; j < 4; j++) {
           /* a GPU's 16-byte store may land in pieces: now and then this
            * one does too, a pause between its halves, so a reader that
@@ -310,14 +340,14 @@ void te_ar_vdev_lamport(const struct tecore_launch_cfg *cfg, void *const *args) 
     for (uint64_t g = lo; g < hi; g++) {
       uint64_t off = g * 16;
       for (int s = 0; s < n; s++)
-        if (vlam_granule_ready(&c, VP(te_ar_lam_addr(p->ws[r], p->lam_slot, n, bi, s) + off), s)) {
+        if (vlam_granule_ready(&c, VP(te_ar_lam_addr(lws, p->lam_slot, n, bi, s) + off), s)) {
           free(acc);
           return;
         }
       for (uint64_t e = g * epg; e < (g + 1) * epg && e < p->count; e++) {
         float a = 0.0f;
         for (int s = 0; s < n; s++) {
-          const void *slot = VP(te_ar_lam_addr(p->ws[r], p->lam_slot, n, bi, s));
+          const void *slot = VP(te_ar_lam_addr(lws, p->lam_slot, n, bi, s));
           float v = te_ld(slot, e, dt);
           a = s == 0 ? v : te_ar_op(a, v, p->op);
         }
@@ -329,7 +359,7 @@ void te_ar_vdev_lamport(const struct tecore_launch_cfg *cfg, void *const *args) 
     uint64_t wlo, whi;
     te_ar_split(used_j / 4, G, b, &wlo, &whi);
     for (int s = 0; s < n; s++) {
-      uint32_t *d = VP(te_ar_lam_addr(p->ws[r], p->lam_slot, n, bj, s));
+      uint32_t *d = VP(te_ar_lam_addr(lws, p->lam_slot, n, bj, s));
       for (uint64_t i = wlo; i < whi; i++) __atomic_store_n(&d[i], TE_AR_LAM_ARM, __ATOMIC_RELAXED);
     }
   }
@@ -350,4 +380,56 @@ void te_ar_vdev_addnorm(const struct tecore_launch_cfg *cfg, void *const *args) 
   for (uint64_t e = 0; e < p->count; e++) ar[e] = te_ld(VP(p->in[p->rank]), e, p->dtype);
   vepilogue(p, ar);
   free(ar);
+}
+
+/* ---- NVLS simple ------------------------------------------------------------------
+ * comm_ar.h's NVLS simple protocol on the emulated multicast object: the
+ * load-reduce through mc reads every member behind the address (in the
+ * device layer's member order) and folds them in float, the store through
+ * mc writes every member.  Block b handles part b of every chunk in each
+ * phase, as on the GPU.  The last granule is padded with zeros in the
+ * member. */
+void te_ar_vdev_nvls(const struct tecore_launch_cfg *cfg, void *const *args) {
+  const struct te_ar_params *p = args[0];
+  struct vctx c;
+  vctx_init(&c, p);
+  if (vfailed(&c)) return;
+  uint32_t G = cfg->grid[0];
+  int n = p->nranks, r = p->rank, dt = p->dtype;
+  size_t esz = (size_t)te_ar_esize(dt);
+  uint64_t nbytes = p->count * esz, ngr = (nbytes + 15) / 16, epg = 16 / esz;
+  char *uc = VP(te_ar_lam_ws(p) + p->nv_data);
+  tecore_devptr_t mem[TE_AR_MAX_RANKS];
+  int nmem = 0;
+  if (vmc_members(&c, p->mc + p->nv_data, mem, &nmem)) return;
+  const char *src = VP(p->in[r]);
+  for (uint32_t b = 0; b < G; b++) {
+    uint64_t base = vphases(p, (int)b, 2), clo, chi, lo, hi;
+    for (int q = 0; q < n; q++) {
+      te_ar_chunk(ngr, n, q, &clo, &chi);
+      te_ar_split(chi - clo, G, b, &lo, &hi);
+      for (uint64_t g = clo + lo; g < clo + hi; g++) {
+        uint64_t off = g * 16, len = nbytes - off < 16 ? nbytes - off : 16;
+        memset(uc + off, 0, 16);
+        memcpy(uc + off, src + off, (size_t)len);
+      }
+    }
+    if (vbarrier(&c, (int)b, base + 1)) return;
+    te_ar_chunk(ngr, n, r, &clo, &chi);
+    te_ar_split(chi - clo, G, b, &lo, &hi);
+    for (uint64_t e = (clo + lo) * epg; e < (clo + hi) * epg; e++) {
+      float a = te_ld(VP(mem[0]), e, dt);
+      for (int s = 1; s < nmem; s++) a = te_add_rn(a, te_ld(VP(mem[s]), e, dt));
+      for (int s = 0; s < nmem; s++) te_st(VP(mem[s]), e, dt, a);
+    }
+    if (vbarrier(&c, (int)b, base + 2)) return;
+    if (!p->out) continue; /* fused: the epilogue kernel reads the member */
+    for (int q = 0; q < n; q++) {
+      te_ar_chunk(ngr, n, q, &clo, &chi);
+      te_ar_split(chi - clo, G, b, &lo, &hi);
+      uint64_t e0 = (clo + lo) * epg, e1 = (clo + hi) * epg;
+      if (e1 > p->count) e1 = p->count;
+      if (e1 > e0) memcpy((char *)VP(p->out) + e0 * esz, uc + e0 * esz, (size_t)(e1 - e0) * esz);
+    }
+  }
 }

@@ -27,6 +27,11 @@ TECORE_TUNABLE_INT(tc_tun_max_tokens, "TECOMM_MAX_TOKENS", 64, 1, 1048576,
                    "TECOMM_MAX_TOKENS x TECOMM_MAX_HIDDEN elements of 4 bytes")
 TECORE_TUNABLE_INT(tc_tun_max_hidden, "TECOMM_MAX_HIDDEN", 8192, 1, 1048576,
                    "hidden size the Lamport buffers are sized for (with TECOMM_MAX_TOKENS)")
+/* vdev plays several nodes on one machine (the MNNVL path in CI). */
+TECORE_TUNABLE_INT(tc_tun_vdev_node, "TECOMM_VDEV_NODE", -1, -1, 1048576,
+                   "vdev only: this process's node id; ranks with different ids act as ranks on "
+                   "different hosts of one NVLink domain (no local mesh, MNNVL across them); "
+                   "-1: the real host")
 
 static uint64_t hash64(const void *p, size_t n, uint64_t h) {
   const unsigned char *b = p;
@@ -48,8 +53,17 @@ static uint64_t random_nonce(void) {
   return x;
 }
 
-static void host_identity(struct tc_caps *k) {
+int64_t tc_vdev_node(void) { return tecore_tunable_int(&tc_tun_vdev_node); }
+
+static void host_identity(struct tc_caps *k, tecore_backend_t backend) {
   if (gethostname(k->host, sizeof k->host - 1) != 0) snprintf(k->host, sizeof k->host, "?");
+  int64_t node = tecore_tunable_int(&tc_tun_vdev_node);
+  if (node >= 0 && backend == TECORE_BACKEND_VDEV) {
+    size_t l = strnlen(k->host, 40);
+    snprintf(k->host + l, sizeof k->host - l, "/vdev-node-%lld", (long long)node);
+  } else if (node >= 0) {
+    TC_WARN("tecomm: TECOMM_VDEV_NODE=%lld ignored: the backend is not vdev", (long long)node);
+  }
   char id[64] = "";
   int fd = open("/proc/sys/kernel/random/boot_id", O_RDONLY | O_CLOEXEC);
   if (fd >= 0) {
@@ -112,8 +126,11 @@ static tecomm_result_t setup_nccl(struct tecomm_comm *c) {
   tecomm_result_t r = c->xchg->allgather(c->xchg, &id, all, sizeof id);
   if (r == TECOMM_SUCCESS) r = count_all(c->xchg, ok, &c->n_nccl);
   if (r == TECOMM_SUCCESS && c->n_nccl == c->nranks) {
-    int nr = n->CommInitRank(&c->nccl, c->nranks, all[0], c->rank);
-    if (nr != 0) {
+    int nr = tc_test_fail("nccl", c->rank) ? -1 : n->CommInitRank(&c->nccl, c->nranks, all[0], c->rank);
+    if (nr == -1) {
+      TC_WARN("tecomm_comm_init: ncclCommInitRank on rank %d: TECOMM_TEST_FAIL", c->rank);
+      c->nccl = NULL;
+    } else if (nr != 0) {
       TC_WARN("tecomm_comm_init: ncclCommInitRank on rank %d: %d (%s)", c->rank, nr,
               n->GetErrorString(nr));
       c->nccl = NULL;
@@ -194,6 +211,8 @@ static void comm_free(struct tecomm_comm *c) {
   tc_verbs_comm_close(c);
   if (c->local) comm_free(c->local);   /* a hierarchical one's node-local group */
   free(c->node_of);
+  tc_nvls_close(c);
+  tc_mnnvl_close(c);
   while (c->segs) tc_seg_destroy(c, c->segs);
   tc_boot_close(c->mesh);
   tc_boot_close(c->world);
@@ -229,6 +248,8 @@ static tecomm_result_t comm_start(struct tecomm_comm *c, const struct tc_caps *a
     ipc = ipc && c->n_p2p == c->nranks;
   }
   TC_CORE(tecore_stream_create(TECORE_STREAM_NON_BLOCKING, 0, &st), "tecomm_comm_init: stream");
+  c->ws_max_bytes = (size_t)tecore_tunable_int(&tc_tun_max_tokens) *
+                    (size_t)tecore_tunable_int(&tc_tun_max_hidden) * 4;
   if (ipc) {
     size_t g = 0;
     r = tc_core(tecore_vmm_granularity(&g, 1), "tecomm_comm_init: granularity");
@@ -249,6 +270,19 @@ static tecomm_result_t comm_start(struct tecomm_comm *c, const struct tc_caps *a
     snprintf(c->level_why, sizeof c->level_why,
              "IPC needs every rank: p2p %d/%d, vmm posix-fd %d/%d", c->n_p2p, c->nranks,
              c->n_vmm_fd, c->nranks);
+  }
+  /* above IPC: NVLS on one host, MNNVL across nodes (both all or none) */
+  if (c->all_local && c->mesh) {
+    r = tc_nvls_open(c, st);
+    if (r != TECOMM_SUCCESS) goto out;
+  } else {
+    snprintf(c->nvls_why, sizeof c->nvls_why, "off (the ranks are not on one host)");
+  }
+  if (!c->all_local) {
+    r = tc_mnnvl_open(c, st);
+    if (r != TECOMM_SUCCESS) goto out;
+  } else {
+    snprintf(c->mnnvl_why, sizeof c->mnnvl_why, "off (one host: IPC)");
   }
   r = setup_nccl(c);
   if (r != TECOMM_SUCCESS) goto out;
@@ -316,7 +350,7 @@ TE_EXPORT tecomm_result_t tecomm_comm_init(int rank, int nranks, int device,
   /* round 1: where each rank lives, so device -1 can become the local rank */
   struct tc_caps k;
   memset(&k, 0, sizeof k);
-  host_identity(&k);
+  host_identity(&k, c->backend);
   tc_hier_identity(k.host, sizeof k.host, &k.boot_id, rank);   /* TECOMM_NODE_MAP */
   k.nonce = random_nonce();
   if ((r = c->world->allgather(c->world, &k, all, sizeof k)) != TECOMM_SUCCESS) goto fail;

@@ -85,6 +85,14 @@ struct tecomm_comm {
   tecore_devptr_t scratch;   /* NCCL fused path: a temporary when residual_out == residual_in */
   size_t scratch_bytes;
 
+  /* NVLS (nvls.c): above the IPC level, same host; NULL: off (nvls_why) */
+  struct tc_nvls *nvls;
+  char nvls_why[320];
+  /* MNNVL (mnnvl.c): ranks on several nodes of one NVLink domain, the
+   * workspaces imported from fabric handles into ws / ws_peer; NULL: off */
+  struct tc_mnnvl *mnnvl;
+  char mnnvl_why[320];
+
   /* verbs (verbs_comm.c) */
   struct tc_vb *vb;          /* the endpoint, or NULL (verbs_why says why) */
   char verbs_why[320];
@@ -131,13 +139,54 @@ static inline tecore_devptr_t tc_seg_addr(const struct tc_seg *s, int r, size_t 
  * in_place: a plain call with send == recv (an algorithm that writes its
  * input may then use a symmetric input directly; otherwise that needs the
  * pool to stage it); fused_lamport_ok: 0 for a fused call that Lamport's
- * fused kernel cannot take (hidden % 8, alignment).  TECOMM_ERR_NOT_SUPPORTED
- * with a reason when nothing can run. */
+ * fused kernel cannot take (hidden % 8, alignment); sum: the op is SUM
+ * (NVLS reduces nothing else).  TECOMM_ERR_NOT_SUPPORTED with a reason
+ * when nothing can run. */
 tecomm_result_t tc_select(struct tecomm_comm *c, tecomm_algo_t asked, size_t bytes, int symmetric,
-                          int in_place, int fused_lamport_ok, tecomm_algo_t *algo);
+                          int in_place, int fused_lamport_ok, int sum, tecomm_algo_t *algo);
 /* Decides the level from the counts (every rank computes the same). */
 void tc_level_log(struct tecomm_comm *c);
 const char *tc_level_name(tc_level_t l);
+
+/* ---- nvls.c ------------------------------------------------------------------- */
+/* What an NVLS call needs of the communicator's multicast region. */
+struct tc_nvls {
+  tecore_mc_handle_t mc;
+  tecore_vmm_handle_t mem;   /* this rank's member */
+  tecore_devptr_t uc, mcva;  /* its unicast mapping; the multicast mapping */
+  size_t bytes;              /* of the region (each mapping) */
+  size_t data_bytes;         /* the simple protocol's buffer: its size bound */
+  int bound;
+};
+/* Collective over the mesh, after the IPC level is set: makes the
+ * multicast object and every rank's member, or leaves c->nvls NULL with
+ * c->nvls_why saying why (the same text on every rank).  Refuses before
+ * any driver call where NCCL_NVLS_ENABLE=0 or TECOMM_NVLS_ENABLE=0 is set
+ * on any rank.  An error return is a broken exchange, not "no NVLS". */
+tecomm_result_t tc_nvls_open(struct tecomm_comm *c, tecore_stream_t st);
+void tc_nvls_close(struct tecomm_comm *c);
+
+/* ---- mnnvl.c ------------------------------------------------------------------ */
+/* TECOMM_VDEV_NODE (comm.c): the vdev node this process plays, or -1. */
+int64_t tc_vdev_node(void);
+/* Collective over the caller's bootstrap when the ranks span nodes: every
+ * rank's workspace exported as a fabric handle, the handles allgathered,
+ * imported and mapped within TECOMM_MNNVL_TIMEOUT; c->mnnvl NULL with
+ * c->mnnvl_why when any rank cannot (all fall back together). */
+tecomm_result_t tc_mnnvl_open(struct tecomm_comm *c, tecore_stream_t st);
+void tc_mnnvl_close(struct tecomm_comm *c);
+
+/* ---- testfail.c --------------------------------------------------------------- */
+/* 1 when TECOMM_TEST_FAIL names link for this rank (tests force each link
+ * of the fallback chain to fail on one rank; libtecomm(7)). */
+int tc_test_fail(const char *link, int rank);
+
+/* ---- vote (nvls.c) ------------------------------------------------------------- */
+/* Allgathers (ok, why) over b; *all_ok 1 when every rank is ok, else out
+ * gets "rank R: why" of the first rank that is not (the same on every
+ * rank). */
+tecomm_result_t tc_vote(struct tc_boot *b, int ok, const char *why, int *all_ok, char *out,
+                        size_t outlen);
 
 /* ---- verbs_comm.c ------------------------------------------------------------ */
 /* Collective: opens the verbs endpoint over xchg; TECOMM_SUCCESS also when

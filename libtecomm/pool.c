@@ -65,6 +65,9 @@ tecomm_result_t tc_seg_create(struct tecomm_comm *c, size_t bytes, struct tc_seg
       /* the driver would overcommit or fail late; refuse up front */
       snprintf(why, sizeof why, "%zu bytes exceed the device's %zu", bytes, total_b);
       ok = 0;
+    } else if (tc_test_fail("ipc", me)) {
+      snprintf(why, sizeof why, "TECOMM_TEST_FAIL");
+      ok = 0;
     } else if (tecore_vmm_create(bytes, TECORE_VMM_EXPORT_POSIX_FD, &s->h[me]) != TECORE_SUCCESS) {
       snprintf(why, sizeof why, "%s", tecore_last_error());
       s->h[me] = 0;

@@ -19,7 +19,13 @@
  * Lamport is also bounded by the buffers TECOMM_MAX_TOKENS x
  * TECOMM_MAX_HIDDEN sized; an algorithm the kernels do not offer is
  * skipped (the next one in the row runs).  Below the pool level: in place
- * on registered inputs only, NCCL for the rest. */
+ * on registered inputs only, NCCL for the rest.
+ *
+ * Above the table (SUM only): NVLS Lamport up to the Lamport edge (and the
+ * Lamport buffers), NVLS simple up to its buffer (TECOMM_NVLS_MB), when
+ * the communicator has a multicast object (nvls.c).  Across nodes: MNNVL
+ * (Lamport over fabric mappings, SUM or MAX) up to the Lamport buffers,
+ * then NCCL (mnnvl.c). */
 #include "comm_priv.h"
 #include <stdarg.h>
 #include <stdio.h>
@@ -27,15 +33,16 @@
 #include <string.h>
 
 /* The table's edges and the algorithm forced for auto. */
-TECORE_TUNABLE_STR(tc_tun_algo, "TECOMM_ALGO", "auto", "auto|oneshot|twoshot|lamport|nccl",
+TECORE_TUNABLE_STR(tc_tun_algo, "TECOMM_ALGO", "auto",
+                   "auto|oneshot|twoshot|lamport|nccl|verbs|nvls|nvls-lamport|mnnvl",
                    "allreduce algorithm for every call that asks for auto (the selection table)")
 TECORE_TUNABLE_INT(tc_tun_oneshot_max_kb, "TECOMM_ONESHOT_MAX_KB", 0, 0, 1048576,
                    "largest payload (KiB) the table gives to one-shot; 0: the built-in table")
 TECORE_TUNABLE_INT(tc_tun_lamport_max_kb, "TECOMM_LAMPORT_MAX_KB", 0, 0, 1048576,
                    "largest payload (KiB) the table gives to Lamport; 0: the built-in table")
 
-static const char *const algo_names[TECOMM_ALGO_COUNT_] = {"auto", "oneshot", "twoshot", "lamport",
-                                                           "nccl", "verbs"};
+static const char *const algo_names[TECOMM_ALGO_COUNT_] = {
+    "auto", "oneshot", "twoshot", "lamport", "nccl", "verbs", "nvls", "nvls-lamport", "mnnvl"};
 
 TE_EXPORT const char *tecomm_algo_name(tecomm_algo_t algo) {
   return (unsigned)algo < TECOMM_ALGO_COUNT_ ? algo_names[algo] : "unknown";
@@ -50,8 +57,8 @@ TE_EXPORT tecomm_result_t tecomm_algo_parse(const char *name, tecomm_algo_t *alg
       return TECOMM_SUCCESS;
     }
   return TC_ERR(TECOMM_ERR_INVALID,
-                "tecomm_algo_parse: name \"%s\" is not auto, oneshot, twoshot, lamport, nccl "
-                "or verbs",
+                "tecomm_algo_parse: name \"%s\" is not auto, oneshot, twoshot, lamport, nccl, "
+                "verbs, nvls, nvls-lamport or mnnvl",
                 name);
 }
 
@@ -92,7 +99,39 @@ struct call_facts {
   size_t bytes;
   int symmetric, in_place;
   int fused_lamport_ok; /* 0: a fused call Lamport's fused kernel cannot take */
+  int sum;              /* the op is SUM */
 };
+
+/* Why the NVLS or MNNVL algorithm a cannot run the call ("" when it can). */
+static const char *above_ipc_cannot(struct tecomm_comm *c, tecomm_algo_t a,
+                                    const struct call_facts *f) {
+  if (a == TECOMM_ALGO_MNNVL) {
+    if (!c->mnnvl) return "MNNVL is off";
+    if (f->bytes > c->ws_max_bytes) return "larger than the Lamport buffers";
+    if (!f->fused_lamport_ok) return "fused Lamport needs hidden % 8 == 0 and 16-byte alignment";
+    return "";
+  }
+  if (!c->nvls) return "NVLS is off";
+  if (!f->sum) return "NVLS reduces with SUM only";
+  if (a == TECOMM_ALGO_NVLS) return f->bytes > c->nvls->data_bytes ? "larger than TECOMM_NVLS_MB" : "";
+  if (f->bytes > c->ws_max_bytes) return "larger than the Lamport buffers";
+  if (!f->fused_lamport_ok) return "fused Lamport needs hidden % 8 == 0 and 16-byte alignment";
+  return "";
+}
+
+/* The NVLS or MNNVL choice of the table (TECOMM_ALGO_AUTO when none):
+ * Lamport up to the table's Lamport edge, NVLS simple up to its buffer. */
+static tecomm_algo_t table_above_ipc(struct tecomm_comm *c, const struct call_facts *f) {
+  size_t lam, one;
+  table_edges(c->nranks, &lam, &one);
+  if (c->mnnvl)
+    return !*above_ipc_cannot(c, TECOMM_ALGO_MNNVL, f) ? TECOMM_ALGO_MNNVL : TECOMM_ALGO_AUTO;
+  if (!c->nvls) return TECOMM_ALGO_AUTO;
+  if (f->bytes <= lam && !*above_ipc_cannot(c, TECOMM_ALGO_NVLS_LAMPORT, f))
+    return TECOMM_ALGO_NVLS_LAMPORT;
+  if (!*above_ipc_cannot(c, TECOMM_ALGO_NVLS, f)) return TECOMM_ALGO_NVLS;
+  return TECOMM_ALGO_AUTO;
+}
 
 /* 1 when the kernels run algo for the call with this communicator's
  * workspace, and its input can be had where the algorithm wants it:
@@ -119,8 +158,8 @@ static tecomm_algo_t table_ipc(struct tecomm_comm *c, const struct call_facts *f
 }
 
 tecomm_result_t tc_select(struct tecomm_comm *c, tecomm_algo_t asked, size_t bytes, int symmetric,
-                          int in_place, int fused_lamport_ok, tecomm_algo_t *algo) {
-  struct call_facts f = {bytes, symmetric, in_place, fused_lamport_ok};
+                          int in_place, int fused_lamport_ok, int sum, tecomm_algo_t *algo) {
+  struct call_facts f = {bytes, symmetric, in_place, fused_lamport_ok, sum};
   tecomm_algo_t a = asked;
   if (a == TECOMM_ALGO_AUTO) {
     const char *env = tecore_tunable_str(&tc_tun_algo);
@@ -140,8 +179,26 @@ tecomm_result_t tc_select(struct tecomm_comm *c, tecomm_algo_t asked, size_t byt
     *algo = a;
     return TECOMM_SUCCESS;
   }
+  if (a == TECOMM_ALGO_NVLS || a == TECOMM_ALGO_NVLS_LAMPORT || a == TECOMM_ALGO_MNNVL) {
+    const char *why = above_ipc_cannot(c, a, &f);
+    if (*why)
+      return TC_ERR(TECOMM_ERR_NOT_SUPPORTED, "algorithm %s cannot run %zu bytes: %s (%s)",
+                    algo_names[a], bytes, why, a == TECOMM_ALGO_MNNVL ? c->mnnvl_why : c->nvls_why);
+    *algo = a;
+    return TECOMM_SUCCESS;
+  }
+  /* Lamport on ranks across nodes is the MNNVL Lamport */
+  if (a == TECOMM_ALGO_LAMPORT && c->mnnvl) {
+    const char *why = above_ipc_cannot(c, TECOMM_ALGO_MNNVL, &f);
+    if (*why)
+      return TC_ERR(TECOMM_ERR_NOT_SUPPORTED, "algorithm lamport across nodes cannot run %zu "
+                    "bytes: %s", bytes, why);
+    *algo = TECOMM_ALGO_MNNVL;
+    return TECOMM_SUCCESS;
+  }
   if (a == TECOMM_ALGO_AUTO) {
-    a = ipc_ok ? table_ipc(c, &f) : TECOMM_ALGO_AUTO;
+    a = table_above_ipc(c, &f);
+    if (a == TECOMM_ALGO_AUTO && ipc_ok) a = table_ipc(c, &f);
     if (a == TECOMM_ALGO_AUTO && c->nccl) a = TECOMM_ALGO_NCCL;
     if (a == TECOMM_ALGO_AUTO && c->level == TC_LEVEL_VERBS) a = TECOMM_ALGO_VERBS;
     if (a == TECOMM_ALGO_AUTO)
@@ -194,29 +251,33 @@ static void put(char *buf, size_t cap, size_t *len, const char *fmt, ...) {
   if (n > 0) *len = *len + (size_t)n < cap ? *len + (size_t)n : cap - 1;
 }
 
-static const char *nvls_line(void) {
-  /* NVLS comes with issue 12; no multicast object is ever created here */
-  /* NCCL's variable as NCCL reads it; ours is libtecore's registered tunable */
-  const char *v1 = getenv("NCCL_NVLS_ENABLE");
-  struct tecore_tunable_info v2;
-  if (v1 && strcmp(v1, "0") == 0) return "nvls: refused (NCCL_NVLS_ENABLE=0)";
-  if (tecore_tunable_find("TECOMM_NVLS_ENABLE", &v2) == TECORE_SUCCESS && v2.value_int == 0)
-    return "nvls: refused (TECOMM_NVLS_ENABLE=0)";
-  return "nvls: not in this release";
-}
-
 static void describe(struct tecomm_comm *c, size_t bytes, char *buf, size_t cap) {
   size_t len = 0;
   buf[0] = '\0';
   put(buf, cap, &len, "tecomm: %d ranks%s, backend %s\n", c->nranks,
       c->all_local ? " on one host" : " on several hosts", tecore_backend_name(c->backend));
-  put(buf, cap, &len, "chain: pool -> registered in-place -> nccl -> verbs\n");
+  put(buf, cap, &len, "chain: %s\n",
+      c->all_local ? "nvls (lamport, simple) -> ipc pool (lamport, oneshot, twoshot by size) -> "
+                     "ipc registered in-place -> nccl -> verbs"
+                   : "mnnvl (lamport) -> nccl -> verbs");
   put(buf, cap, &len,
       "capabilities: p2p %d/%d, vmm posix-fd %d/%d, ipc kernels %d/%d, nccl %d/%d, pool %d/%d\n",
       c->n_p2p, c->nranks, c->n_vmm_fd, c->nranks, c->n_kernels, c->nranks, c->n_nccl, c->nranks,
       c->n_pool, c->nranks);
   put(buf, cap, &len, "level: %s (%s)\n", tc_level_name(c->level), c->level_why);
-  put(buf, cap, &len, "%s\n", nvls_line());
+  put(buf, cap, &len, "nvls: %s\n", c->nvls_why[0] ? c->nvls_why : "off");
+  if (!c->all_local) put(buf, cap, &len, "mnnvl: %s\n", c->mnnvl_why[0] ? c->mnnvl_why : "off");
+  if (c->nvls) {
+    size_t lam, one;
+    table_edges(c->nranks, &lam, &one);
+    if (c->ws_max_bytes < lam) lam = c->ws_max_bytes;
+    put(buf, cap, &len,
+        "table above ipc (SUM): nvls-lamport <= %zu KiB, nvls <= %zu KiB, then the ipc table\n",
+        lam / 1024, c->nvls->data_bytes / 1024);
+  } else if (c->mnnvl) {
+    put(buf, cap, &len, "table above the level (SUM and MAX): mnnvl <= %zu KiB\n",
+        c->ws_max_bytes / 1024);
+  }
   if (c->level <= TC_LEVEL_INPLACE) {
     size_t lam, one;
     table_edges(c->nranks, &lam, &one);
@@ -237,7 +298,7 @@ static void describe(struct tecomm_comm *c, size_t bytes, char *buf, size_t cap)
     tecomm_algo_t a = TECOMM_ALGO_AUTO;
     char detail[512];
     snprintf(detail, sizeof detail, "%s", tecore_last_error());
-    if (tc_select(c, TECOMM_ALGO_AUTO, bytes, c->level == TC_LEVEL_INPLACE, 1, 1, &a) ==
+    if (tc_select(c, TECOMM_ALGO_AUTO, bytes, c->level == TC_LEVEL_INPLACE, 1, 1, 1, &a) ==
         TECOMM_SUCCESS)
       put(buf, cap, &len, "choice for %zu bytes: %s\n", bytes, algo_names[a]);
     else
@@ -247,8 +308,8 @@ static void describe(struct tecomm_comm *c, size_t bytes, char *buf, size_t cap)
 }
 
 void tc_level_log(struct tecomm_comm *c) {
-  TC_INFO("tecomm: rank %d of %d: level %s (%s); %s", c->rank, c->nranks, tc_level_name(c->level),
-          c->level_why, nvls_line());
+  TC_INFO("tecomm: rank %d of %d: level %s (%s); nvls: %s", c->rank, c->nranks,
+          tc_level_name(c->level), c->level_why, c->nvls_why);
   if (tecore_log_level() >= TECORE_LOG_INFO && c->rank == 0) {
     char buf[2048];
     describe(c, 0, buf, sizeof buf);
@@ -272,5 +333,5 @@ TE_EXPORT tecomm_result_t tecomm_comm_choose(tecomm_comm_t comm, size_t count, t
   TC_ARG(dtype == TECORE_DTYPE_F32 || dtype == TECORE_DTYPE_BF16 || dtype == TECORE_DTYPE_F16,
          "tecomm_comm_choose: dtype %d is not F32, BF16 or F16", (int)dtype);
   return tc_select(comm, TECOMM_ALGO_AUTO, count * tecore_dtype_size(dtype),
-                   comm->level == TC_LEVEL_INPLACE, !fused, 1, algo);
+                   comm->level == TC_LEVEL_INPLACE, !fused, 1, 1, algo);
 }

@@ -62,7 +62,9 @@ static void rank_init(int rank, int n, void *arg) {
             dev, rank, n, rank);
   char d[4096];
   RK_OK(tecomm_comm_describe(c, 4096, d, sizeof d));
-  RK_ASSERT(strstr(d, "chain: pool -> registered in-place -> nccl"), "describe: %s", d);
+  RK_ASSERT(strstr(d, "-> ipc pool (lamport, oneshot, twoshot by size) -> ipc registered in-place "
+                       "-> nccl -> verbs"),
+            "describe: %s", d);
   tecore_backend_t be;
   RK_CORE(tecore_backend(&be));
   if (be == TECORE_BACKEND_VDEV) RK_ASSERT(strstr(d, "level: pool ("), "describe: %s", d);

@@ -29,7 +29,27 @@
  * replays with fresh phases.  Every rank launches the same grid for the
  * same call, so block b's counter moves in step on every rank.
  *
- * Lamport: see TE_AR_LAM_* below. */
+ * Lamport: see TE_AR_LAM_* below.
+ *
+ * NVLS (NVLink multicast).  Each rank owns one more allocation, its
+ * member of a multicast object, laid out like a workspace from
+ * TE_AR_OFF_LAM on (the Lamport state words and buffers), followed by the
+ * data buffer of the simple protocol at nv_data.  lam_ws is this rank's
+ * (unicast) address of it, mc the multicast address of the same offsets:
+ * a store through mc lands in every member, a load-reduce through mc
+ * reads every member and returns the reduction.  Barriers, the error and
+ * abort words stay in the unicast workspaces (ws[]).
+ *   simple: block b copies its part of every rank's chunk of this rank's
+ *     input into the data buffer of its member; barrier; it load-reduces
+ *     its part of chunk `rank` through mc and stores the result through
+ *     mc (every member gets it); barrier; it copies its part of every
+ *     chunk from its member to out (or the fused epilogue reads it there).
+ *     One rank reduces each element, so every rank gets the same bits.
+ *   Lamport: as the IPC Lamport, but a rank's input goes out with one
+ *     store through mc instead of one per peer; polling, folding in rank
+ *     order and re-arming stay local.
+ * MNNVL (multi-node NVLink) is the IPC Lamport protocol itself, with ws[]
+ * the peers' workspaces imported from fabric handles. */
 #ifndef TE_KERNELS_COMM_AR_H
 #define TE_KERNELS_COMM_AR_H
 
@@ -63,6 +83,7 @@
 #define TE_AR_ONESHOT 0
 #define TE_AR_TWOSHOT 1
 #define TE_AR_LAMPORT 2
+#define TE_AR_NVLS 3
 #define TE_AR_SUM 0
 #define TE_AR_MAX 1
 
@@ -93,6 +114,8 @@ struct te_ar_params {
   /* fused epilogue */
   uint64_t res_in, res_out, gamma, fout;
   uint64_t q_data, q_scale, q_amax, q_scale_inv;
+  /* NVLS (see above); lam_ws 0: the Lamport state is in ws[rank] */
+  uint64_t lam_ws, mc, nv_data;
   uint64_t rows;
   uint32_t hidden;
   float eps;
@@ -176,6 +199,14 @@ TE_HD uint64_t te_ar_flag_addr(uint64_t ws, int block, int src) {
 }
 TE_HD uint64_t te_ar_lam_addr(uint64_t ws, uint64_t slot_bytes, int nranks, int buf, int src) {
   return ws + TE_AR_OFF_LAMBUF + ((uint64_t)buf * (uint64_t)nranks + (uint64_t)src) * slot_bytes;
+}
+/* Where a call's Lamport state and buffers live on this rank. */
+TE_HD uint64_t te_ar_lam_ws(const struct te_ar_params *p) {
+  return p->lam_ws ? p->lam_ws : p->ws[p->rank];
+}
+/* The NVLS simple protocol's data buffer: offset in the region. */
+TE_HD uint64_t te_ar_nvls_data_off(int nranks, uint64_t slot_bytes) {
+  return TE_AR_OFF_LAMBUF + 3u * (uint64_t)nranks * slot_bytes;
 }
 
 #endif

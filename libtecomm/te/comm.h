@@ -1,6 +1,7 @@
 /* te/comm.h -- libtecomm: communicators, a symmetric memory pool and
- * allreduce (IPC one-shot, two-shot and Lamport kernels over the pool,
- * NCCL as the fallback) with residual-add + RMSNorm fused in.
+ * allreduce (NVLS over NVLink multicast, IPC one-shot, two-shot and
+ * Lamport kernels over the pool, MNNVL across nodes, NCCL and verbs as
+ * the fallbacks) with residual-add + RMSNorm fused in.
  * Link with `pkg-config --libs te-comm`.  libtecomm(7) is the overview:
  * algorithms, the selection table, the fallback chain, every variable.
  *
@@ -151,10 +152,14 @@ typedef enum tecomm_algo {
   TECOMM_ALGO_LAMPORT = 3,  /* IPC: one-shot without a barrier (-0.0 sentinels) */
   TECOMM_ALGO_NCCL = 4,     /* ncclAllReduce (libnccl.so.2) */
   TECOMM_ALGO_VERBS = 5,    /* host-staged, over InfiniBand/RoCE verbs (across nodes) */
+  TECOMM_ALGO_NVLS = 6,     /* NVLink multicast: multimem load-reduce + store (SUM) */
+  TECOMM_ALGO_NVLS_LAMPORT = 7, /* NVLink multicast store, local poll on -0.0 sentinels (SUM) */
+  TECOMM_ALGO_MNNVL = 8,    /* multi-node NVLink: Lamport over fabric-handle mappings */
   TECOMM_ALGO_COUNT_
 } tecomm_algo_t;
 
-/* "auto", "oneshot", "twoshot", "lamport", "nccl". */
+/* "auto", "oneshot", "twoshot", "lamport", "nccl", "verbs", "nvls",
+ * "nvls-lamport", "mnnvl". */
 const char *tecomm_algo_name(tecomm_algo_t algo);
 /* The algorithm named name (as tecomm_algo_name writes it). */
 tecomm_result_t tecomm_algo_parse(const char *name, tecomm_algo_t *algo);
