@@ -32,28 +32,9 @@
 
 static const tecore_dtype_t dtypes[] = {TECORE_DTYPE_F32, TECORE_DTYPE_BF16, TECORE_DTYPE_F16};
 
-static double from_dt(const void *p, size_t i, tecore_dtype_t dt) {
-  if (dt == TECORE_DTYPE_F32) return ((const float *)p)[i];
-  uint16_t h = ((const uint16_t *)p)[i];
-  return dt == TECORE_DTYPE_BF16 ? te_bf16_to_f32(h) : te_f16_to_f32(h);
-}
-static void to_dt(void *p, size_t i, tecore_dtype_t dt, float v) {
-  if (dt == TECORE_DTYPE_F32) ((float *)p)[i] = v;
-  else ((uint16_t *)p)[i] = dt == TECORE_DTYPE_BF16 ? te_f32_to_bf16(v) : te_f32_to_f16(v);
-}
+/* Half an ulp of dt, relative to a value's magnitude. */
 static double half_ulp(tecore_dtype_t dt) {
   return dt == TECORE_DTYPE_F32 ? 0x1p-24 : dt == TECORE_DTYPE_BF16 ? 0x1p-8 : 0x1p-11;
-}
-
-/* Rank r's input for salt: random in [-2, 2), never zero (Lamport's
- * sentinel is -0.0). */
-static void make_input(void *p, size_t count, tecore_dtype_t dt, int r, uint64_t salt) {
-  uint64_t x = te_test_seed ^ ((uint64_t)(r + 1) << 40) ^ (salt * 0x9e3779b97f4a7c15ull);
-  for (size_t i = 0; i < count; i++) {
-    uint64_t u = te_splitmix64(&x);
-    float v = (float)((double)(u >> 11) / 9007199254740992.0 * 4.0 - 2.0);
-    to_dt(p, i, dt, v == 0.0f ? 0.5f : v);
-  }
 }
 
 /* The float64 reduction of every rank's input and the sum of magnitudes. */
@@ -62,9 +43,9 @@ static void reference(double *ref, double *mag, size_t count, tecore_dtype_t dt,
   unsigned char *in = malloc(count * tecore_dtype_size(dt));
   RK_ASSERT(in, "malloc");
   for (int r = 0; r < n; r++) {
-    make_input(in, count, dt, r, salt);
+    tc_make_input(in, count, dt, r, salt);
     for (size_t i = 0; i < count; i++) {
-      double v = from_dt(in, i, dt);
+      double v = tc_from_dt(in, i, dt);
       if (r == 0) ref[i] = v, mag[i] = fabs(v);
       else ref[i] = op == TECOMM_SUM ? ref[i] + v : (v > ref[i] ? v : ref[i]), mag[i] += fabs(v);
     }
@@ -112,7 +93,7 @@ static void plain_case(tecomm_comm_t c, tecore_stream_t s, int rank, int n, teco
   unsigned char *h = malloc(bytes), *got = malloc(bytes);
   double *ref = malloc(count * sizeof *ref), *mag = malloc(count * sizeof *mag);
   RK_ASSERT(h && got && ref && mag, "malloc");
-  make_input(h, count, dt, rank, salt);
+  tc_make_input(h, count, dt, rank, salt);
   tecore_devptr_t send = 0, recv = 0;
   RK_CORE(tecore_mem_alloc(bytes, &send));
   RK_CORE(tecore_mem_alloc(bytes, &recv));
@@ -126,7 +107,7 @@ static void plain_case(tecomm_comm_t c, tecore_stream_t s, int rank, int n, teco
   RK_OK(tecomm_comm_status(c, NULL));
   reference(ref, mag, count, dt, op, n, salt);
   for (size_t i = 0; i < count; i++) {
-    double g = from_dt(got, i, dt), tol = op == TECOMM_MAX ? 0.0 : sum_tol(n, dt, mag[i], ref[i]);
+    double g = tc_from_dt(got, i, dt), tol = op == TECOMM_MAX ? 0.0 : sum_tol(n, dt, mag[i], ref[i]);
     RK_ASSERT(fabs(g - ref[i]) <= tol,
               "%d ranks, %s, %s, %s, count %zu: element %zu: got %.9g, want %.9g (float64), "
               "tolerance %.3g", n, tecomm_algo_name(algo), tecore_dtype_name(dt),
@@ -150,9 +131,9 @@ static void fused_case(tecomm_comm_t c, tecore_stream_t s, int rank, int n, teco
   unsigned char *ro = malloc(bytes), *out = malloc(bytes), *q = malloc(count);
   double *ref = malloc(count * sizeof *ref), *mag = malloc(count * sizeof *mag);
   RK_ASSERT(hx && hres && hg && ro && out && q && ref && mag, "malloc");
-  make_input(hx, count, dt, rank, salt);
-  make_input(hres, count, dt, 1000, salt); /* the same residual on every rank */
-  make_input(hg, hidden, dt, 1001, salt);
+  tc_make_input(hx, count, dt, rank, salt);
+  tc_make_input(hres, count, dt, 1000, salt); /* the same residual on every rank */
+  tc_make_input(hg, hidden, dt, 1001, salt);
   tecore_devptr_t x, res, rout, g, o, q8, scale, sinv;
   RK_CORE(tecore_mem_alloc(bytes, &x));
   RK_CORE(tecore_mem_alloc(bytes, &res));
@@ -193,7 +174,7 @@ static void fused_case(tecomm_comm_t c, tecore_stream_t s, int rank, int n, teco
     double ss = 0.0;
     for (size_t k = 0; k < hidden; k++) {
       size_t i = row * hidden + k;
-      double want = ref[i] + from_dt(hres, i, dt), got = from_dt(ro, i, dt);
+      double want = ref[i] + tc_from_dt(hres, i, dt), got = tc_from_dt(ro, i, dt);
       double tol = sum_tol(n, dt, mag[i], ref[i]) + half_ulp(dt) * (fabs(want) + fabs(ref[i])) * 1.0001;
       RK_ASSERT(fabs(got - want) <= tol,
                 "fused %s %s: residual_out[%zu][%zu] = %.9g, want %.9g (float64), tolerance %.3g",
@@ -203,7 +184,7 @@ static void fused_case(tecomm_comm_t c, tecore_stream_t s, int rank, int n, teco
     double rs = 1.0 / sqrt(ss / (double)hidden + eps);
     for (size_t k = 0; k < hidden; k++) {
       size_t i = row * hidden + k;
-      double want = from_dt(ro, i, dt) * rs * from_dt(hg, k, dt), got = from_dt(out, i, dt);
+      double want = tc_from_dt(ro, i, dt) * rs * tc_from_dt(hg, k, dt), got = tc_from_dt(out, i, dt);
       double tol = 4 * half_ulp(dt) * fabs(want) + 1e-6;
       RK_ASSERT(fabs(got - want) <= tol, "fused %s %s: out[%zu][%zu] = %.9g, want %.9g, tolerance %.3g",
                 tecomm_algo_name(algo), tecore_dtype_name(dt), row, k, got, want, tol);
