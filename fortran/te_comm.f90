@@ -31,6 +31,9 @@ module te_comm
   integer(c_int), parameter :: TECOMM_ALGO_LAMPORT = 3
   integer(c_int), parameter :: TECOMM_ALGO_NCCL = 4
   integer(c_int), parameter :: TECOMM_ALGO_VERBS = 5
+  integer(c_int), parameter :: TECOMM_ALGO_NVLS = 6
+  integer(c_int), parameter :: TECOMM_ALGO_NVLS_LAMPORT = 7
+  integer(c_int), parameter :: TECOMM_ALGO_MNNVL = 8
   integer(c_int), parameter :: TECOMM_SPLIT_NONE = -1
   integer(c_int), parameter :: TECOMM_OP_NO_FUSION = 1
 

@@ -216,6 +216,7 @@ module te_core
   integer(c_int), parameter :: TECORE_GRAPH_INSTANTIATE_UPLOAD = 2
   integer(c_int), parameter :: TECORE_GRAPH_INSTANTIATE_USE_NODE_PRIORITY = 8
   integer(c_int), parameter :: TECORE_VMM_EXPORT_POSIX_FD = 1
+  integer(c_int), parameter :: TECORE_VMM_EXPORT_FABRIC_VALUE = 2
   ! from libtecore/te/fp8.h
   integer(c_int), parameter :: TECORE_QUANTIZE_MULTI_BATCH = 32
   integer(c_int), parameter :: TECORE_AMAX_ACCUMULATE = 1
@@ -350,6 +351,11 @@ module te_core
     integer(c_int) :: elem_size
     integer(c_size_t) :: count
   end type tecore_graph_node_desc
+
+  ! struct tecore_fabric_handle (libtecore/te/device.h)
+  type, bind(C) :: tecore_fabric_handle
+    integer(c_int8_t) :: data(64)
+  end type tecore_fabric_handle
 
   ! struct tecore_kernel_def (libtecore/te/kernel.h)
   type, bind(C) :: tecore_kernel_def
@@ -1316,6 +1322,25 @@ module te_core
       integer(tecore_vmm_handle_t), optional :: handle
       integer(c_int) :: tecore_vmm_import_fd
     end function tecore_vmm_import_fd
+    function tecore_vmm_export_fabric(handle, fabric) bind(C, name="tecore_vmm_export_fabric")
+      import
+      implicit none
+      integer(tecore_vmm_handle_t), value :: handle
+      type(tecore_fabric_handle), optional :: fabric
+      integer(c_int) :: tecore_vmm_export_fabric
+    end function tecore_vmm_export_fabric
+    function tecore_vmm_import_fabric(fabric, handle) bind(C, name="tecore_vmm_import_fabric")
+      import
+      implicit none
+      type(tecore_fabric_handle), intent(in), optional :: fabric
+      integer(tecore_vmm_handle_t), optional :: handle
+      integer(c_int) :: tecore_vmm_import_fabric
+    end function tecore_vmm_import_fabric
+    function tecore_mc_allowed() bind(C, name="tecore_mc_allowed")
+      import
+      implicit none
+      integer(c_int) :: tecore_mc_allowed
+    end function tecore_mc_allowed
     function tecore_mc_granularity(bytes, ndevices, granularity) bind(C, &
         & name="tecore_mc_granularity")
       import
@@ -1381,6 +1406,15 @@ module te_core
       integer(tecore_mc_handle_t), optional :: mc
       integer(c_int) :: tecore_mc_import_fd
     end function tecore_mc_import_fd
+    function tecore_mc_members(mc_va, members, max, count) bind(C, name="tecore_mc_members")
+      import
+      implicit none
+      integer(tecore_devptr_t), value :: mc_va
+      integer(tecore_devptr_t), optional :: members(*)
+      integer(c_int), value :: max
+      integer(c_int), optional :: count
+      integer(c_int) :: tecore_mc_members
+    end function tecore_mc_members
     function tecore_kernel_table_register(table, first_id) bind(C, &
         & name="tecore_kernel_table_register")
       import

@@ -77,6 +77,8 @@ int main(void) {
   printf("tecore_graph_node_desc.value %zu\n", offsetof(struct tecore_graph_node_desc, value));
   printf("tecore_graph_node_desc.elem_size %zu\n", offsetof(struct tecore_graph_node_desc, elem_size));
   printf("tecore_graph_node_desc.count %zu\n", offsetof(struct tecore_graph_node_desc, count));
+  printf("tecore_fabric_handle size %zu\n", sizeof(struct tecore_fabric_handle));
+  printf("tecore_fabric_handle.data %zu\n", offsetof(struct tecore_fabric_handle, data));
   printf("tecore_kernel_def size %zu\n", sizeof(struct tecore_kernel_def));
   printf("tecore_kernel_def.name %zu\n", offsetof(struct tecore_kernel_def, name));
   printf("tecore_kernel_def.vdev %zu\n", offsetof(struct tecore_kernel_def, vdev));
