@@ -916,6 +916,14 @@ module te_core
       integer(tecore_devptr_t), optional :: dptr
       integer(c_int) :: tecore_mem_host_device_ptr
     end function tecore_mem_host_device_ptr
+    function tecore_mem_range(ptr, base, bytes) bind(C, name="tecore_mem_range")
+      import
+      implicit none
+      integer(tecore_devptr_t), value :: ptr
+      integer(tecore_devptr_t), optional :: base
+      integer(c_size_t), optional :: bytes
+      integer(c_int) :: tecore_mem_range
+    end function tecore_mem_range
     function tecore_memcpy_async(dst, src, bytes, stream) bind(C, name="tecore_memcpy_async")
       import
       implicit none

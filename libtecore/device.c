@@ -2,6 +2,7 @@
  * argument checks every call makes before it reaches the backend's ops.
  * Backends may assume what is checked here (see device_ops.h). */
 #include "device_ops.h"
+#include "graph_owner.h"
 #include "profile_hook.h"
 #include <pthread.h>
 #include <stdio.h>
@@ -127,6 +128,7 @@ const struct te_device_ops *te_ops_if_ready(void) {
 void te_device_fini(void) {
   const struct te_device_ops *o = __atomic_load_n(&dev_ops, __ATOMIC_ACQUIRE);
   if (o == &te_vdev_ops) te_vdev_fini();
+  te_graph_owner_fini();
   __atomic_store_n(&dev_ready, NULL, __ATOMIC_RELEASE);
   dev_ops = NULL;
   dev_init_result = TECORE_ERR_NOT_INITIALIZED;
@@ -304,6 +306,26 @@ TE_EXPORT tecore_result_t tecore_mem_host_unregister(void *ptr) {
   TE_ARG(ptr, "tecore_mem_host_unregister: ptr is NULL");
   OPS(o);
   return o->mem_host_unregister(ptr);
+}
+
+TE_EXPORT tecore_result_t tecore_mem_range(tecore_devptr_t ptr, tecore_devptr_t *base,
+                                           size_t *bytes) {
+  TE_ARG(ptr, "tecore_mem_range: ptr is 0");
+  TE_ARG(base, "tecore_mem_range: base is NULL");
+  TE_ARG(bytes, "tecore_mem_range: bytes is NULL");
+  OPS(o);
+  tecore_devptr_t b = 0;
+  size_t n = 0;
+  TE_CHECK(o->mem_range(ptr, &b, &n));
+  /* a failed call leaves the out-parameters as they were */
+  if (!n)
+    return TE_ERR(TECORE_ERR_INVALID,
+                  "tecore_mem_range: 0x%llx is in no allocation the %s backend knows (pageable "
+                  "host memory, freed, or not an address)",
+                  (unsigned long long)ptr, o->name);
+  *base = b;
+  *bytes = n;
+  return TECORE_SUCCESS;
 }
 
 TE_EXPORT tecore_result_t tecore_mem_host_device_ptr(void *host, tecore_devptr_t *dptr) {
@@ -532,7 +554,9 @@ TE_EXPORT tecore_result_t tecore_stream_capture_status(tecore_stream_t stream,
 TE_EXPORT tecore_result_t tecore_graph_destroy(tecore_graph_t graph) {
   TE_ARG(graph, "tecore_graph_destroy: graph is NULL");
   OPS(o);
-  return o->graph_destroy(graph);
+  TE_CHECK(o->graph_destroy(graph));
+  te_graph_owner_forget(graph, 0);
+  return TECORE_SUCCESS;
 }
 
 TE_EXPORT tecore_result_t tecore_graph_node_count(tecore_graph_t graph, size_t *count) {
@@ -557,6 +581,7 @@ TE_EXPORT tecore_result_t tecore_graph_instantiate(tecore_graph_exec_t *exec,
   /* a failure leaves *exec as the caller had it */
   __typeof__(*exec) out_ = NULL;
   TE_CHECK(o->graph_instantiate(&out_, graph));
+  te_graph_owner_exec_add(o, out_, graph);
   *exec = out_;
   return TECORE_SUCCESS;
 }
@@ -564,7 +589,9 @@ TE_EXPORT tecore_result_t tecore_graph_instantiate(tecore_graph_exec_t *exec,
 TE_EXPORT tecore_result_t tecore_graph_exec_destroy(tecore_graph_exec_t exec) {
   TE_ARG(exec, "tecore_graph_exec_destroy: exec is NULL");
   OPS(o);
-  return o->graph_exec_destroy(exec);
+  TE_CHECK(o->graph_exec_destroy(exec));
+  te_graph_owner_forget(exec, 1);
+  return TECORE_SUCCESS;
 }
 
 TE_EXPORT tecore_result_t tecore_graph_launch(tecore_graph_exec_t exec, tecore_stream_t stream) {
@@ -606,7 +633,8 @@ TE_EXPORT tecore_result_t tecore_graph_exec_update_or_instantiate(tecore_graph_e
       TE_INFO(TECORE_SUBSYS_GRAPH, "graph update refused (%s); instantiating anew",
               tecore_graph_update_result_name(why));
     TE_CHECK(o->graph_instantiate(&fresh, graph));
-    if (*exec) (void)o->graph_exec_destroy(*exec);
+    te_graph_owner_exec_add(o, fresh, graph);
+    if (*exec && o->graph_exec_destroy(*exec) == TECORE_SUCCESS) te_graph_owner_forget(*exec, 1);
     *exec = fresh;
     re = 1;
     r = TECORE_SUCCESS;
@@ -650,6 +678,7 @@ TE_EXPORT tecore_result_t tecore_graph_instantiate_with_flags(tecore_graph_exec_
   /* a failure leaves *exec as the caller had it */
   __typeof__(*exec) out_ = NULL;
   TE_CHECK(o->graph_instantiate_flags(&out_, graph, flags, upload_stream));
+  te_graph_owner_exec_add(o, out_, graph);
   *exec = out_;
   return TECORE_SUCCESS;
 }
@@ -676,6 +705,7 @@ TE_EXPORT tecore_result_t tecore_graph_kernel_node_args(tecore_graph_t graph,
   TE_ARG(node, "tecore_graph_kernel_node_args: node is NULL");
   TE_ARG(args, "tecore_graph_kernel_node_args: args is NULL");
   OPS(o);
+  TE_CHECK(te_graph_owner_check_graph(o, graph, node, "tecore_graph_kernel_node_args"));
   return o->graph_kernel_node_args(graph, node, args);
 }
 
@@ -688,6 +718,12 @@ TE_EXPORT tecore_result_t tecore_graph_exec_kernel_node_set(tecore_graph_exec_t 
   TE_ARG(args, "tecore_graph_exec_kernel_node_set: args is NULL");
   if (cfg) TE_CHECK(te_launch_cfg_check(cfg, "tecore_graph_exec_kernel_node_set: cfg"));
   OPS(o);
+  TE_CHECK(te_graph_owner_check_exec(exec, node, "tecore_graph_exec_kernel_node_set"));
+  /* the new pointers as aligned as the node's kernel needs (kernel.c), on
+   * both backends: a misaligned one faulted at the next launch */
+  int id = -1;
+  if (te_graph_owner_exec_kernel_id(o, exec, node, &id) != TECORE_SUCCESS) tecore_clear_error();
+  else if (id >= 0) TE_CHECK(te_kernel_check_align(id, args, "tecore_graph_exec_kernel_node_set"));
   return o->graph_exec_kernel_node_set(exec, node, cfg, args);
 }
 
@@ -700,6 +736,7 @@ TE_EXPORT tecore_result_t tecore_graph_exec_memcpy_node_set(tecore_graph_exec_t 
   TE_ARG(dst, "tecore_graph_exec_memcpy_node_set: dst is NULL");
   TE_ARG(src, "tecore_graph_exec_memcpy_node_set: src is NULL");
   OPS(o);
+  TE_CHECK(te_graph_owner_check_exec(exec, node, "tecore_graph_exec_memcpy_node_set"));
   return o->graph_exec_memcpy_node_set(exec, node, dst, src);
 }
 
@@ -710,6 +747,7 @@ TE_EXPORT tecore_result_t tecore_graph_exec_memset_node_set(tecore_graph_exec_t 
   TE_ARG(node, "tecore_graph_exec_memset_node_set: node is NULL");
   TE_ARG(dst, "tecore_graph_exec_memset_node_set: dst is NULL");
   OPS(o);
+  TE_CHECK(te_graph_owner_check_exec(exec, node, "tecore_graph_exec_memset_node_set"));
   return o->graph_exec_memset_node_set(exec, node, dst, value);
 }
 

@@ -65,6 +65,10 @@ struct te_kernel_module {
   X(pfx, mem_host_register, (void *ptr, size_t bytes, unsigned flags))                            \
   X(pfx, mem_host_unregister, (void *ptr))                                                        \
   X(pfx, mem_host_device_ptr, (void *host, tecore_devptr_t *dptr))                                \
+  /* The live allocation holding ptr as the backend knows it; *bytes 0 (and                       \
+   * TECORE_SUCCESS, no detail set) when it knows none: callers on hot                            \
+   * paths treat that as a foreign pointer. */                                                    \
+  X(pfx, mem_range, (tecore_devptr_t ptr, tecore_devptr_t *base, size_t *bytes))                  \
                                                                                                   \
   X(pfx, memcpy_async, (tecore_devptr_t dst, tecore_devptr_t src, size_t bytes,                   \
                         tecore_stream_t stream))                                                  \
@@ -128,9 +132,16 @@ struct te_kernel_module {
   /* Up to max descriptions (nodes may be NULL when max is 0), *count all. */                     \
   X(pfx, graph_nodes, (tecore_graph_t graph, struct tecore_graph_node_desc *nodes, size_t max,    \
                        size_t *count))                                                            \
+  /* The node handles only (cheap: no node is described), up to max, *count all. */              \
+  X(pfx, graph_node_handles, (tecore_graph_t graph, tecore_graph_node_t *nodes, size_t max,       \
+                              size_t *count))                                                     \
   /* args[i]: param_size[i] bytes of caller storage each */                                       \
   X(pfx, graph_kernel_node_args, (tecore_graph_t graph, tecore_graph_node_t node,                 \
                                   void *const *args))                                             \
+  /* The registry id of the kernel of exec's node (node from the graph exec                      \
+   * was instantiated from), -1 when it is no registered kernel's node. */                        \
+  X(pfx, graph_exec_node_kernel_id, (tecore_graph_exec_t exec, tecore_graph_node_t node,          \
+                                     int *id))                                                    \
   /* cfg NULL: the node's shape in its graph */                                                   \
   X(pfx, graph_exec_kernel_node_set, (tecore_graph_exec_t exec, tecore_graph_node_t node,         \
                                       const struct tecore_launch_cfg *cfg, void *const *args))    \

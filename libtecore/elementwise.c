@@ -38,7 +38,13 @@ static const struct tecore_kernel_def ew_kernels[] = {
     [K_SCALE_ADD] = TE_KDEF("te_scale_add", vdev_scale_add, TE_SCALE_ADD_PARAMS),
 };
 
-TE_KERNEL_TABLE_FATBIN(ew_first_id, "libtecore/elementwise", ew_kernels, elementwise)
+static const struct te_kalign ew_align[] = {
+    [K_FILL] = TE_KALIGN(TE_FILL_PARAMS),
+    [K_SCALE_ADD] = TE_KALIGN(TE_SCALE_ADD_PARAMS),
+};
+
+TE_KERNEL_TABLE_FATBIN_ALIGNED(ew_first_id, "libtecore/elementwise", ew_kernels, ew_align,
+                               elementwise)
 
 /* 1-D grid: enough blocks to fill the device, capped; grid-stride inside. */
 static void ew_shape(size_t count, struct tecore_launch_cfg *cfg) {

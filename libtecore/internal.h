@@ -89,6 +89,11 @@ tecore_result_t te_error_deferred_take(void);
  * waits for streams blocked on a stream memory op and would deadlock there
  * (kernel.c's backend-ready hook).  fatbin may be NULL (vdev-only table). */
 #define TE_KERNEL_TABLE(fn, modname, defs, fatbin_ptr, fatbin_size)            \
+  TE_KERNEL_TABLE_ALIGNED(fn, modname, defs, NULL, fatbin_ptr, fatbin_size)
+/* The same with aligns: a struct te_kalign for each entry of defs (TE_KALIGN
+ * of the same parameter list, kernels/common/kparams.h), NULL for none; its
+ * length is checked against defs' at compile time. */
+#define TE_KERNEL_TABLE_ALIGNED(fn, modname, defs, aligns, fatbin_ptr, fatbin_size) \
   static struct tecore_kernel_table fn##_table_ = {                            \
       .module = modname, .count = TE_ARRAY_SIZE(defs), .kernels = defs};       \
   static int fn##_id_ = -1;                                                    \
@@ -98,6 +103,8 @@ tecore_result_t te_error_deferred_take(void);
     fn##_table_.fatbin_bytes = (fatbin_size);                                  \
     if (tecore_kernel_table_register(&fn##_table_, &fn##_id_) != TECORE_SUCCESS) \
       fn##_id_ = -1;                                                           \
+    else                                                                       \
+      te_kernel_table_set_align(fn##_id_, fn##_table_.count, (aligns));        \
   }                                                                            \
   static int fn(void) {                                                        \
     pthread_once(&fn##_once_, fn##_register_);                                 \
@@ -122,6 +129,24 @@ tecore_result_t te_error_deferred_take(void);
 #define TE_KERNEL_TABLE_FATBIN(fn, modname, defs, stem) \
   TE_FATBIN_DECL_(stem)                                 \
   TE_KERNEL_TABLE(fn, modname, defs, TE_FATBIN_PTR_(stem), TE_FATBIN_BYTES_(stem))
+#define TE_KERNEL_TABLE_FATBIN_ALIGNED(fn, modname, defs, aligns, stem)                    \
+  TE_FATBIN_DECL_(stem)                                                                   \
+  _Static_assert(TE_ARRAY_SIZE(aligns) == TE_ARRAY_SIZE(defs), #aligns " and " #defs     \
+                 " differ in length");                                                    \
+  TE_KERNEL_TABLE_ALIGNED(fn, modname, defs, aligns, TE_FATBIN_PTR_(stem),                \
+                          TE_FATBIN_BYTES_(stem))
+
+/* Kernel ids first .. first+count-1 need the pointer alignments in
+ * aligns[0 .. count) (kernel.c; aligns has static storage; NULL: none). */
+struct te_kalign;
+void te_kernel_table_set_align(int first, unsigned count, const struct te_kalign *aligns);
+/* The alignment pointer parameter p of kernel id needs with the argument
+ * values args (1 when it needs none). */
+size_t te_kernel_param_align(int id, unsigned p, void *const *args);
+/* TECORE_ERR_INVALID naming who, the kernel, the parameter and the
+ * alignment when a nonzero pointer argument is less aligned than its
+ * kernel needs. */
+tecore_result_t te_kernel_check_align(int id, void *const *args, const char *who);
 
 /* ---- the vdev memory checker, for the layers above the ops table ----------
  * te_dev_checks_on: 1 when the backend is vdev with TECORE_VDEV_CHECK on

@@ -1,6 +1,7 @@
 /* replay.c -- replaying a graphed callable: argument checks (everything is
  * checked before anything is queued or rewritten, so a refused call leaves
- * the callable as it was), the binding of each buffer (nothing, rebind in
+ * the callable as it was; each caller's buffer must hold its captured
+ * tensor), the binding of each buffer (nothing, rebind in
  * place, or copy), the no-op flag of FP8 weight caching, the side-stream
  * fork and join, and the order-of-use rules. */
 #include "callable.h"
@@ -24,6 +25,29 @@ static const char *path_name(tegraph_bind_path_t p) {
   }
 }
 
+/* The caller's buffer at data must hold the captured tensor's bytes: the
+ * graphs read or write all of them, in place when the slot is rebound and
+ * through a copy otherwise, and a short buffer is overrun on the device.
+ * The device layer's allocation registry (tecore_mem_range) says where
+ * data's allocation ends.  An address it does not know (pageable host
+ * memory reached through unified addressing, or a pointer the backend
+ * cannot see) is accepted unchecked: the launch's own checks apply. */
+static tegraph_result_t check_fits(tecore_devptr_t data, size_t need, const char *fn,
+                                   const char *what) {
+  tecore_devptr_t base = 0;
+  size_t bytes = 0;
+  if (tecore_mem_range(data, &base, &bytes) != TECORE_SUCCESS) {
+    tecore_clear_error();
+    return TEGRAPH_SUCCESS;
+  }
+  size_t left = bytes - (size_t)(data - base);
+  TG_ARG(need <= left,
+         "%s: %s: data 0x%llx has %zu bytes left in its allocation [0x%llx, +%zu); the "
+         "captured tensor needs %zu",
+         fn, what, (unsigned long long)data, left, (unsigned long long)base, bytes, need);
+  return TEGRAPH_SUCCESS;
+}
+
 /* t must describe the same dtype and shape as the slot's static tensor. */
 static tegraph_result_t check_match(const struct tecore_tensor *t, const struct tecore_tensor *st,
                                     int need_data, const char *fn, const char *what) {
@@ -42,6 +66,11 @@ static tegraph_result_t check_match(const struct tecore_tensor *t, const struct 
   TG_ARG(!t->data || t->data % tecore_dtype_size(t->dtype) == 0,
          "%s: %s: data 0x%llx is not aligned to its %zu-byte elements", fn, what,
          (unsigned long long)t->data, tecore_dtype_size(t->dtype));
+  /* the callable's own static buffer fits by construction: no lookup (a
+   * driver query under cuda) on the replay path that passes it back */
+  if (t->data && t->data != st->data)
+    TG_CHECK(check_fits(t->data, tecore_tensor_numel(st) * tecore_dtype_size(st->dtype), fn,
+                        what));
   return TEGRAPH_SUCCESS;
 }
 

@@ -10,8 +10,8 @@
 
 /* te_act_fwd_<kind> */
 #define TE_ACT_FWD_PARAMS(P)         \
-  P(const void *, in, ptr)           \
-  P(void *, out, ptr)                \
+  P(const void *, in, eptr(8, 0))    \
+  P(void *, out, eptr(8, 1))         \
   P(const float *, scale, ptr)       \
   P(unsigned *, amax, ptr)           \
   P(float *, scale_inv, ptr)         \
@@ -23,9 +23,9 @@
 
 /* te_act_bwd_<kind> */
 #define TE_ACT_BWD_PARAMS(P)         \
-  P(const void *, dy, ptr)           \
-  P(const void *, x, ptr)            \
-  P(void *, dx, ptr)                 \
+  P(const void *, dy, eptr(8, 0))    \
+  P(const void *, x, eptr(8, 1))     \
+  P(void *, dx, eptr(8, 2))          \
   P(const float *, scale, ptr)       \
   P(unsigned *, amax, ptr)           \
   P(float *, scale_inv, ptr)         \

@@ -8,17 +8,17 @@
 
 /* te_fill: dst[0, n) = value, dtype F32/F16/BF16 (TE_EW_*). */
 #define TE_FILL_PARAMS(P)   \
-  P(void *, dst, nnptr)     \
+  P(void *, dst, nneptr(1, TE_KP_WHOLE)) \
   P(int, dtype, val)        \
   P(unsigned long long, n, val) \
   P(float, value, val)
 
 /* te_scale_add: dst = alpha * a + beta * b over n elements of dtype. */
 #define TE_SCALE_ADD_PARAMS(P) \
-  P(void *, dst, ptr)          \
-  P(const void *, a, ptr)      \
+  P(void *, dst, eptr(5, TE_KP_WHOLE))   \
+  P(const void *, a, eptr(5, TE_KP_WHOLE)) \
   P(float, alpha, val)         \
-  P(const void *, b, ptr)      \
+  P(const void *, b, eptr(5, TE_KP_WHOLE)) \
   P(float, beta, val)          \
   P(int, dtype, val)           \
   P(unsigned long long, n, val)

@@ -15,6 +15,11 @@
  *          (param_is_ptr TECORE_KERNEL_PTR_NONNULL, 2)
  *   rptr   a device pointer, __restrict__ in the kernel (param_is_ptr 1)
  *   val    a scalar by value                    (param_is_ptr 0)
+ *   eptr(j, s), nneptr(j, s), reptr(j, s)
+ *          ptr, nnptr and rptr for elements whose type is chosen at run
+ *          time: a tecore_dtype_t code in 4-bit field s of int parameter
+ *          j, or the whole int when s is TE_KP_WHOLE.  The pointer must be
+ *          aligned to that element's size (see alignment below).
  *   blk    a parameter block (struct) by value, const in the kernel
  *   gcblk  the same, __grid_constant__ in the kernel (no copy to local
  *          memory); a block's type is written `struct name`.
@@ -34,6 +39,16 @@
  *       a struct tecore_kernel_def initializer: name, vdev function,
  *       nparams, param_size[] and param_is_ptr[] from the list.
  *
+ *     TE_KALIGN(LIST)
+ *       a struct te_kalign initializer: the alignment each pointer
+ *       parameter needs, libtecore's own record next to the public table
+ *       (TE_KERNEL_TABLE_ALIGNED): the pointee's alignment for a typed
+ *       pointer (float * 4, const int * 4, struct x * its own), 1 for
+ *       void *, or the run-time element size for the e*ptr kinds.  A launch
+ *       whose pointer is less aligned is refused (kernel.c): the C kernels
+ *       would make a misaligned access (undefined behaviour, a UBSan
+ *       abort), a GPU would raise a misaligned-address error.
+ *
  * So the .cu signature, the size/pointer tables and the vdev reader cannot
  * disagree.  Any library's kernels may use it: libtecore's do, and
  * libtecomm's and libtegraph's tables (registered through te/kernel.h's
@@ -49,6 +64,11 @@
 #define TE_KP_SIG_val(t, n) t n
 #define TE_KP_SIG_blk(t, n) const t n
 #define TE_KP_SIG_gcblk(t, n) const __grid_constant__ t n
+/* The e*ptr kinds are function-like: TE_KP_SIG_eptr(j, s) leaves the name
+ * of the plain kind's macro, which the (t, n) that follows then calls. */
+#define TE_KP_SIG_eptr(j, s) TE_KP_SIG_ptr
+#define TE_KP_SIG_nneptr(j, s) TE_KP_SIG_nnptr
+#define TE_KP_SIG_reptr(j, s) TE_KP_SIG_rptr
 #define TE_KP_SIG_(t, n, k) , TE_KP_SIG_##k(t, n)
 #define TE_KP_NAME_(t, n, k) , n
 /* Drops the leading comma every entry above writes. */
@@ -67,6 +87,9 @@
 #define TE_KP_MEMBER_val(t, n) t n;
 #define TE_KP_MEMBER_blk(t, n) const t *n;
 #define TE_KP_MEMBER_gcblk(t, n) const t *n;
+#define TE_KP_MEMBER_eptr(j, s) TE_KP_MEMBER_ptr
+#define TE_KP_MEMBER_nneptr(j, s) TE_KP_MEMBER_nnptr
+#define TE_KP_MEMBER_reptr(j, s) TE_KP_MEMBER_rptr
 #define TE_KP_MEMBER_(t, n, k) TE_KP_MEMBER_##k(t, n)
 /* One member a parameter, in order: struct x { TE_KMEMBERS(LIST) }; (a
  * kernel may gather its parameters so, initialized with TE_KNAMES). */
@@ -82,6 +105,9 @@
 #define TE_KP_ISPTR_val 0
 #define TE_KP_ISPTR_blk 0
 #define TE_KP_ISPTR_gcblk 0
+#define TE_KP_ISPTR_eptr(j, s) 1
+#define TE_KP_ISPTR_nneptr(j, s) 2
+#define TE_KP_ISPTR_reptr(j, s) 1
 #define TE_KP_COUNT_(t, n, k) +1
 #define TE_KP_SIZE_(t, n, k) (uint16_t)sizeof(t),
 #define TE_KP_PTRFLAG_(t, n, k) TE_KP_ISPTR_##k,
@@ -96,6 +122,44 @@
     .param_size = {LIST(TE_KP_SIZE_)}, .param_is_ptr = { LIST(TE_KP_PTRFLAG_) }    \
   }
 
+/* What each parameter needs of its pointer's alignment: align bytes, or,
+ * when dt_param is not TE_KP_NO_DT, the size of the element whose dtype
+ * code is 4-bit field dt_slot of int parameter dt_param (the whole int
+ * when dt_slot is TE_KP_WHOLE).  Values and
+ * blocks need nothing (align 0). */
+#define TE_KP_NO_DT 0xff
+#define TE_KP_WHOLE 0xff /* dt_slot: the whole int is the dtype code */
+struct te_kparam_align {
+  uint8_t align;
+  uint8_t dt_param;
+  uint8_t dt_slot;
+};
+struct te_kalign {
+  struct te_kparam_align p[24]; /* TECORE_KERNEL_MAX_PARAMS (checked in kernel.c) */
+};
+#define TE_KP_EAT_(...)
+/* the pointee's alignment; void pointers 1 (through char, since
+ * __alignof__ of void is an extension) */
+#define TE_KP_PTR_ALIGN_(t) \
+  {(uint8_t)__alignof__(*_Generic((t)0, void *: (char *)0, const void *: (const char *)0, \
+                                  default: (t)0)), TE_KP_NO_DT, 0}
+#define TE_KP_ALIGN_ptr(t) TE_KP_PTR_ALIGN_(t)
+#define TE_KP_ALIGN_nnptr(t) TE_KP_PTR_ALIGN_(t)
+#define TE_KP_ALIGN_rptr(t) TE_KP_PTR_ALIGN_(t)
+#define TE_KP_ALIGN_val(t) {0, TE_KP_NO_DT, 0}
+#define TE_KP_ALIGN_blk(t) {0, TE_KP_NO_DT, 0}
+#define TE_KP_ALIGN_gcblk(t) {0, TE_KP_NO_DT, 0}
+#define TE_KP_ALIGN_eptr(j, s) {1, (j), (s)} TE_KP_EAT_
+#define TE_KP_ALIGN_nneptr(j, s) {1, (j), (s)} TE_KP_EAT_
+#define TE_KP_ALIGN_reptr(j, s) {1, (j), (s)} TE_KP_EAT_
+#define TE_KP_ALIGN_(t, n, k) TE_KP_ALIGN_##k(t),
+
+/* The struct te_kalign initializer of LIST (see the top of the file). */
+#define TE_KALIGN(LIST) \
+  {                     \
+    { LIST(TE_KP_ALIGN_) } \
+  }
+
 /* args[i] points to parameter i's value (te/kernel.h). */
 #define TE_KP_READ_ptr(t, n) a.n = *(t const *)args[i++];
 #define TE_KP_READ_nnptr(t, n) a.n = *(t const *)args[i++];
@@ -103,6 +167,9 @@
 #define TE_KP_READ_val(t, n) a.n = *(t const *)args[i++];
 #define TE_KP_READ_blk(t, n) a.n = (const t *)args[i++];
 #define TE_KP_READ_gcblk(t, n) a.n = (const t *)args[i++];
+#define TE_KP_READ_eptr(j, s) TE_KP_READ_ptr
+#define TE_KP_READ_nneptr(j, s) TE_KP_READ_nnptr
+#define TE_KP_READ_reptr(j, s) TE_KP_READ_rptr
 #define TE_KP_READ_(t, n, k) TE_KP_READ_##k(t, n)
 #define TE_KP_WRITE_ptr(n) args[i++] = (void *)&a->n;
 #define TE_KP_WRITE_nnptr(n) args[i++] = (void *)&a->n;
@@ -110,6 +177,9 @@
 #define TE_KP_WRITE_val(n) args[i++] = (void *)&a->n;
 #define TE_KP_WRITE_blk(n) args[i++] = (void *)a->n;
 #define TE_KP_WRITE_gcblk(n) args[i++] = (void *)a->n;
+#define TE_KP_WRITE_eptr(j, s) TE_KP_WRITE_ptr
+#define TE_KP_WRITE_nneptr(j, s) TE_KP_WRITE_nnptr
+#define TE_KP_WRITE_reptr(j, s) TE_KP_WRITE_rptr
 #define TE_KP_WRITE_(t, n, k) TE_KP_WRITE_##k(n)
 
 /* struct tag, tag_of (void *const *args -> struct tag: the vdev side) and

@@ -8,10 +8,10 @@
 
 /* te_norm_fwd_v8 / _v1 / _stream_v8 / _stream_v1 / _fast */
 #define TE_NORM_FWD_PARAMS(P)        \
-  P(const void *, x, ptr)            \
-  P(const void *, gamma, ptr)        \
-  P(const void *, beta, ptr)         \
-  P(void *, y, ptr)                  \
+  P(const void *, x, eptr(13, 0))    \
+  P(const void *, gamma, eptr(13, 1)) \
+  P(const void *, beta, eptr(13, 1)) \
+  P(void *, y, eptr(13, 2))          \
   P(float *, mu, ptr)                \
   P(float *, rsigma, ptr)            \
   P(const float *, scale, ptr)       \
@@ -27,13 +27,13 @@
 
 /* te_norm_bwd_v8 / _v1 / _stream_v8 / _stream_v1 / _fast */
 #define TE_NORM_BWD_PARAMS(P)        \
-  P(const void *, dy, ptr)           \
-  P(const void *, x, ptr)            \
+  P(const void *, dy, eptr(11, 1))   \
+  P(const void *, x, eptr(11, 0))    \
   P(const float *, mu, ptr)          \
   P(const float *, rsigma, ptr)      \
-  P(const void *, gamma, ptr)        \
-  P(const void *, extra, ptr)        \
-  P(void *, dx, ptr)                 \
+  P(const void *, gamma, eptr(11, 2)) \
+  P(const void *, extra, eptr(11, 4)) \
+  P(void *, dx, eptr(11, 3))         \
   P(float *, ws, ptr)                \
   P(unsigned long long, rows, val)   \
   P(unsigned, hidden, val)           \
@@ -47,8 +47,8 @@
  * (and out1 when set), dtypes slots 0 and 1. */
 #define TE_NORM_REDUCE_PARAMS(P)     \
   P(const float *, ws, ptr)          \
-  P(void *, out0, ptr)               \
-  P(void *, out1, ptr)               \
+  P(void *, out0, eptr(5, 0))        \
+  P(void *, out1, eptr(5, 1))        \
   P(unsigned, parts, val)            \
   P(unsigned, hidden, val)           \
   P(int, dtypes, val)

@@ -9,8 +9,8 @@
 
 /* te_fp8_quantize_pt: per-tensor, rowwise, n elements. */
 #define TE_FP8_QUANTIZE_PT_PARAMS(P) \
-  P(const void *, in, ptr)           \
-  P(void *, out, ptr)                \
+  P(const void *, in, eptr(3, TE_KP_WHOLE))    \
+  P(void *, out, eptr(4, TE_KP_WHOLE))         \
   P(unsigned long long, n, val)      \
   P(int, in_dt, val)                 \
   P(int, out_dt, val)                \
@@ -25,7 +25,7 @@
 
 /* te_fp8_amax: max-accumulates the amax bits of n elements into *amax. */
 #define TE_FP8_AMAX_PARAMS(P)   \
-  P(const void *, in, ptr)      \
+  P(const void *, in, eptr(2, TE_KP_WHOLE)) \
   P(unsigned long long, n, val) \
   P(int, dt, val)               \
   P(unsigned *, amax, ptr)      \
@@ -33,12 +33,12 @@
 
 /* te_fp8_quantize_mx_f32 / _f16 / _bf16: MXFP8, rows x cols. */
 #define TE_FP8_QUANTIZE_MX_PARAMS(P) \
-  P(const void *, in, ptr)           \
+  P(const void *, in, eptr(1, TE_KP_WHOLE))    \
   P(int, in_dt, val)                 \
   P(unsigned long long, rows, val)   \
   P(unsigned long long, cols, val)   \
-  P(void *, out_row, ptr)            \
-  P(void *, out_col, ptr)            \
+  P(void *, out_row, eptr(8, TE_KP_WHOLE))     \
+  P(void *, out_col, eptr(8, TE_KP_WHOLE))     \
   P(void *, s_row, ptr)              \
   P(void *, s_col, ptr)              \
   P(int, out_dt, val)                \
@@ -47,12 +47,12 @@
 
 /* te_fp8_quantize_blk: 1x128, 128x128 or per-tensor (mode TE_BLK_*). */
 #define TE_FP8_QUANTIZE_BLK_PARAMS(P) \
-  P(const void *, in, ptr)            \
+  P(const void *, in, eptr(1, TE_KP_WHOLE))     \
   P(int, in_dt, val)                  \
   P(unsigned long long, rows, val)    \
   P(unsigned long long, cols, val)    \
-  P(void *, out_row, ptr)             \
-  P(void *, out_col, ptr)             \
+  P(void *, out_row, eptr(8, TE_KP_WHOLE))      \
+  P(void *, out_col, eptr(8, TE_KP_WHOLE))      \
   P(float *, s_row, ptr)              \
   P(float *, s_col, ptr)              \
   P(int, out_dt, val)                 \
@@ -65,9 +65,9 @@
 
 /* te_fp8_dequantize: FP8 rows x cols to out_dt, scales by mode (TE_DQ_*). */
 #define TE_FP8_DEQUANTIZE_PARAMS(P)  \
-  P(const void *, in, ptr)           \
+  P(const void *, in, eptr(1, TE_KP_WHOLE))    \
   P(int, in_dt, val)                 \
-  P(void *, out, ptr)                \
+  P(void *, out, eptr(3, TE_KP_WHOLE))         \
   P(int, out_dt, val)                \
   P(unsigned long long, rows, val)   \
   P(unsigned long long, cols, val)   \

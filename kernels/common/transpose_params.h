@@ -7,8 +7,8 @@
 #include "kparams.h"
 
 #define TE_CT_PARAMS(P)                                                           \
-  P(const void *, in, rptr)         /* input, or dy */                           \
-  P(const void *, x, rptr)          /* x of the activation, or NULL */           \
+  P(const void *, in, reptr(12, 0)) /* input, or dy (dtype: flags' TE_CT_F_IN) */ \
+  P(const void *, x, reptr(12, 0))  /* x of the activation, or NULL */           \
   P(uint8_t *, orow, rptr)          /* rowwise FP8 output, or NULL */            \
   P(uint8_t *, ocol, rptr)          /* columnwise FP8 output, or NULL */         \
   P(const float *, scale, rptr)     /* per-tensor scale (NULL for MXFP8) */      \
@@ -25,7 +25,7 @@
  * partial rows of ws. */
 #define TE_CTR_PARAMS(P)                \
   P(const float *, ws, rptr)            \
-  P(void *, dbias, rptr)                \
+  P(void *, dbias, reptr(4, TE_KP_WHOLE))         \
   P(unsigned, parts, val)               \
   P(unsigned long long, cols, val)      \
   P(int, dtype, val)

@@ -110,7 +110,12 @@ static const struct tecore_kernel_def act_kernels[] = {
     ACT_DEFS(swiglu), ACT_DEFS(geglu), ACT_DEFS(reglu),
 };
 
-TE_KERNEL_TABLE_FATBIN(act_first_id, "libtecore/act", act_kernels, act)
+#define ACT_ALIGNS TE_KALIGN(TE_ACT_FWD_PARAMS), TE_KALIGN(TE_ACT_BWD_PARAMS)
+static const struct te_kalign act_align[] = {
+    ACT_ALIGNS, ACT_ALIGNS, ACT_ALIGNS, ACT_ALIGNS, ACT_ALIGNS, ACT_ALIGNS, ACT_ALIGNS,
+};
+
+TE_KERNEL_TABLE_FATBIN_ALIGNED(act_first_id, "libtecore/act", act_kernels, act_align, act)
 
 /* ---- public entry points ---------------------------------------------------------- */
 
@@ -210,6 +215,7 @@ TE_EXPORT tecore_result_t tecore_act_fwd(tecore_activation_t act, const struct t
   uint64_t rows, cols;
   TE_CHECK(act_shapes(act, out, "out", in, "in", __func__, &rows, &cols));
   TE_CHECK(act_alias(out, "out", in, "in", NULL, NULL, noop_flag, __func__));
+  if (noop_flag) TE_CHECK(te_dev_check_range(noop_flag, 4, __func__, "noop_flag"));
   if (rows * cols == 0) return TECORE_SUCCESS;
   int id = act_first_id();
   if (id < 0) return TE_ERR(TECORE_ERR_INTERNAL, "%s: the activation kernels did not register", __func__);

@@ -49,6 +49,7 @@
   X(cuMemHostRegister, 6050, 1)                                                \
   X(cuMemHostUnregister, 4000, 1)                                              \
   X(cuMemHostGetDevicePointer, 3020, 1)                                        \
+  X(cuPointerGetAttributes, 7000, 0)                                           \
   X(cuMemcpy, 4000, 1)                                                         \
   X(cuMemcpyAsync, 4000, 1)                                                    \
   X(cuMemsetD8Async, 3020, 1)                                                  \

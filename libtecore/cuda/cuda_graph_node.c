@@ -185,6 +185,34 @@ out:
   return res;
 }
 
+/* The driver names an executable's node by its source graph's node: the
+ * node's own parameters say which kernel it launches. */
+tecore_result_t te_cuda_graph_exec_node_kernel_id(tecore_graph_exec_t exec,
+                                                  tecore_graph_node_t node, int *id) {
+  struct tecore_graph_node_desc d;
+  (void)exec;
+  TE_CHECK(te_cuda_need_ctx());
+  TE_CHECK(describe((CUgraphNode)node, &d));
+  *id = d.type == TECORE_GRAPH_NODE_KERNEL ? d.kernel_id : -1;
+  return TECORE_SUCCESS;
+}
+
+tecore_result_t te_cuda_graph_node_handles(tecore_graph_t graph, tecore_graph_node_t *nodes,
+                                           size_t max, size_t *count) {
+  size_t n = 0;
+  TE_CHECK(te_cuda_need_ctx());
+  TE_CHECK(TE_CU(cuGraphGetNodes, graph, NULL, &n));
+  *count = n;
+  if (!max || !n) return TECORE_SUCCESS;
+  if (max >= n) return TE_CU(cuGraphGetNodes, graph, (CUgraphNode *)nodes, count);
+  CUgraphNode *all = malloc(n * sizeof *all);
+  if (!all) return TE_ERR(TECORE_ERR_NOMEM, "graph node handles: out of host memory");
+  tecore_result_t res = TE_CU(cuGraphGetNodes, graph, all, &n);
+  if (res == TECORE_SUCCESS) memcpy(nodes, all, max * sizeof *all);
+  free(all);
+  return res;
+}
+
 tecore_result_t te_cuda_graph_kernel_node_args(tecore_graph_t graph, tecore_graph_node_t node,
                                                void *const *args) {
   static const char fn[] = "graph kernel node args";

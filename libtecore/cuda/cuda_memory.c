@@ -24,6 +24,28 @@ tecore_result_t te_cuda_mem_info(size_t *free_bytes, size_t *total_bytes) {
   return TECORE_SUCCESS;
 }
 
+/* The driver's address range of ptr (one call for both attributes).
+ * cuPointerGetAttributes answers an address it does not know with the
+ * attributes' null values, not an error: a range of 0 bytes.  For VMM
+ * memory the range is the reservation (cuMemAddressReserve), which may be
+ * larger than what is mapped; the range only ever errs on the side of
+ * accepting. */
+tecore_result_t te_cuda_mem_range(tecore_devptr_t ptr, tecore_devptr_t *base, size_t *bytes) {
+  CUpointer_attribute attrs[2] = {CU_POINTER_ATTRIBUTE_RANGE_START_ADDR,
+                                  CU_POINTER_ATTRIBUTE_RANGE_SIZE};
+  CUdeviceptr b = 0;
+  size_t n = 0;
+  void *data[2] = {&b, &n};
+  TE_CHECK(te_cuda_need_ctx());
+  if (!te_cu.p_cuPointerGetAttributes ||
+      te_cu.p_cuPointerGetAttributes(2, attrs, data, (CUdeviceptr)ptr) != CUDA_SUCCESS || !b ||
+      (tecore_devptr_t)b > ptr || ptr - (tecore_devptr_t)b >= n)
+    b = 0, n = 0;
+  *base = (tecore_devptr_t)b;
+  *bytes = n;
+  return TECORE_SUCCESS;
+}
+
 tecore_result_t te_cuda_mem_alloc_host(size_t bytes, void **ptr) {
   void *p = NULL;
   TE_CHECK(te_cuda_need_ctx());

@@ -240,7 +240,20 @@ static const struct tecore_kernel_def q_kernels[] = {
     [K_INIT_MULTI] = TE_KDEF("te_fp8_amax_init_multi", vdev_amax_init_multi, TE_FP8_QMULTI_PARAMS),
 };
 
-TE_KERNEL_TABLE_FATBIN(q_first_id, "libtecore/quantize", q_kernels, quantize)
+static const struct te_kalign q_align[] = {
+    [K_QPT] = TE_KALIGN(TE_FP8_QUANTIZE_PT_PARAMS),
+    [K_AMAX] = TE_KALIGN(TE_FP8_AMAX_PARAMS),
+    [K_MX_F32] = TE_KALIGN(TE_FP8_QUANTIZE_MX_PARAMS),
+    [K_MX_F16] = TE_KALIGN(TE_FP8_QUANTIZE_MX_PARAMS),
+    [K_MX_BF16] = TE_KALIGN(TE_FP8_QUANTIZE_MX_PARAMS),
+    [K_BLK] = TE_KALIGN(TE_FP8_QUANTIZE_BLK_PARAMS),
+    [K_DEQ] = TE_KALIGN(TE_FP8_DEQUANTIZE_PARAMS),
+    [K_QMULTI] = TE_KALIGN(TE_FP8_QMULTI_PARAMS),
+    [K_AMAX_MULTI] = TE_KALIGN(TE_FP8_QMULTI_PARAMS),
+    [K_INIT_MULTI] = TE_KALIGN(TE_FP8_QMULTI_PARAMS),
+};
+
+TE_KERNEL_TABLE_FATBIN_ALIGNED(q_first_id, "libtecore/quantize", q_kernels, q_align, quantize)
 
 /* ---- launch shapes ------------------------------------------------------------------ */
 
@@ -417,6 +430,7 @@ TE_EXPORT tecore_result_t tecore_quantize(const struct tecore_tensor *in, struct
   TE_ARG(noop_flag % 4 == 0, "tecore_quantize: noop_flag (0x%llx) is not aligned to 4 bytes",
          (unsigned long long)noop_flag);
   TE_CHECK(q_alias(in, "in", out, "out", noop_flag, __func__));
+  if (noop_flag) TE_CHECK(te_dev_check_range(noop_flag, 4, __func__, "noop_flag"));
   if (tecore_tensor_numel(out) == 0) return TECORE_SUCCESS;
   /* A columnwise output in the modes the cast-transpose family shares with
    * this one (same semantics, same bytes: te/transpose.h) goes through its
@@ -541,6 +555,7 @@ TE_EXPORT tecore_result_t tecore_quantize_multi(const struct tecore_tensor *in,
       TE_CHECK(te_check_alias(w.span, w.n, o.span, o.n, TE_ALIAS_FORBID, __func__));
     }
   }
+  if (noop_flag) TE_CHECK(te_dev_check_range(noop_flag, 4, __func__, "noop_flag"));
   const struct tecore_tensor *bin[2][TE_QMULTI_MAX], *bout[2][TE_QMULTI_MAX];
   int nb[2] = {0, 0};
   for (size_t i = 0; i < count; i++) {
@@ -579,6 +594,10 @@ TE_EXPORT tecore_result_t tecore_amax(const struct tecore_tensor *in, tecore_dev
     te_span_add(&r, "noop_flag", noop_flag, 4);
     TE_CHECK(te_check_alias(w.span, w.n, r.span, r.n, TE_ALIAS_FORBID, __func__));
   }
+  /* the whole word, not its first byte: an amax in a buffer's last 3
+   * bytes passed the launch's start-of-buffer check */
+  TE_CHECK(te_dev_check_range(amax, 4, __func__, "amax"));
+  if (noop_flag) TE_CHECK(te_dev_check_range(noop_flag, 4, __func__, "noop_flag"));
   TE_CHECK(launch_amax(in->data, in->dtype, tecore_tensor_numel(in), amax,
                        !(flags & TECORE_AMAX_ACCUMULATE), noop_flag, stream));
   return TECORE_SUCCESS;
@@ -592,6 +611,7 @@ TE_EXPORT tecore_result_t tecore_compute_scale(const struct tecore_tensor *t,
          tecore_scaling_name(t->scaling));
   TE_ARG(noop_flag % 4 == 0, "tecore_compute_scale: noop_flag (0x%llx) is not aligned to 4 bytes",
          (unsigned long long)noop_flag);
+  if (noop_flag) TE_CHECK(te_dev_check_range(noop_flag, 4, __func__, "noop_flag"));
   TE_CHECK(te_fp8_scale_from_amax(t, noop_flag, stream));
   return TECORE_SUCCESS;
 }

@@ -133,7 +133,10 @@ static const struct tecore_kernel_def r_kernels[] = {
     TE_KDEF("te_fp8_delayed_update", vdev_delayed_update, TE_FP8_DELAYED_UPDATE_PARAMS),
 };
 
-TE_KERNEL_TABLE_FATBIN(r_first_id, "libtecore/fp8_recipe", r_kernels, fp8_recipe)
+static const struct te_kalign r_align[] = {TE_KALIGN(TE_FP8_DELAYED_UPDATE_PARAMS)};
+
+TE_KERNEL_TABLE_FATBIN_ALIGNED(r_first_id, "libtecore/fp8_recipe", r_kernels, r_align,
+                               fp8_recipe)
 
 /* ---- delayed-scaling state ----------------------------------------------------- */
 

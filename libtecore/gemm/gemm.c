@@ -494,6 +494,11 @@ TE_EXPORT tecore_result_t tecore_gemm(const struct tecore_tensor *A, tecore_gemm
                           transb == TECORE_GEMM_T, p->n, p->k, &p->b));
   if (p->fp8) TE_CHECK(check_fp8_layout(D, opts->C, p));
   TE_CHECK(check_alias(A, B, D, opts, p));
+  /* a tensor found too small by the descriptor checks (deferred), then the
+   * caller's workspace: cuBLASLt writes all of it */
+  TE_CHECK(te_error_deferred_take());
+  if (opts->workspace)
+    TE_CHECK(te_dev_check_range(opts->workspace, opts->workspace_bytes, fn, "opts->workspace"));
   p->d = D->data;
   if (g.d_fp8) {
     p->d_scale = D->scale;

@@ -39,7 +39,13 @@ static const struct tecore_kernel_def fs_kernels[] = {
     [K_SCALE] = TE_KDEF("te_fp8_compute_scale", vdev_compute_scale, TE_FP8_COMPUTE_SCALE_PARAMS),
 };
 
-TE_KERNEL_TABLE_FATBIN(fs_first_id, "libtecore/fp8_scale", fs_kernels, fp8_scale)
+static const struct te_kalign fs_align[] = {
+    [K_AMAX_INIT] = TE_KALIGN(TE_FP8_AMAX_INIT_PARAMS),
+    [K_SCALE] = TE_KALIGN(TE_FP8_COMPUTE_SCALE_PARAMS),
+};
+
+TE_KERNEL_TABLE_FATBIN_ALIGNED(fs_first_id, "libtecore/fp8_scale", fs_kernels, fs_align,
+                               fp8_scale)
 
 /* One thread's work, launched as one block of 256 threads (the shape the
  * quantize kernels have always had: graphs captured before compare equal). */

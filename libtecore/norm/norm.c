@@ -28,7 +28,18 @@ static const struct tecore_kernel_def norm_kernels[] = {
     [K_BWD_FAST] = NORM_BWD_DEF("te_norm_bwd_fast", te_norm_vdev_bwd_v8),
 };
 
-TE_KERNEL_TABLE_FATBIN(norm_first_id, "libtecore/norm", norm_kernels, norm)
+#define NORM_FWD_ALIGN TE_KALIGN(TE_NORM_FWD_PARAMS)
+#define NORM_BWD_ALIGN TE_KALIGN(TE_NORM_BWD_PARAMS)
+static const struct te_kalign norm_align[] = {
+    [K_FWD_V8] = NORM_FWD_ALIGN,        [K_FWD_V1] = NORM_FWD_ALIGN,
+    [K_FWD_STREAM_V8] = NORM_FWD_ALIGN, [K_FWD_STREAM_V1] = NORM_FWD_ALIGN,
+    [K_BWD_V8] = NORM_BWD_ALIGN,        [K_BWD_V1] = NORM_BWD_ALIGN,
+    [K_BWD_STREAM_V8] = NORM_BWD_ALIGN, [K_BWD_STREAM_V1] = NORM_BWD_ALIGN,
+    [K_BWD_REDUCE] = TE_KALIGN(TE_NORM_REDUCE_PARAMS),
+    [K_FWD_FAST] = NORM_FWD_ALIGN,      [K_BWD_FAST] = NORM_BWD_ALIGN,
+};
+
+TE_KERNEL_TABLE_FATBIN_ALIGNED(norm_first_id, "libtecore/norm", norm_kernels, norm_align, norm)
 
 /* ---- argument checks ---------------------------------------------------------------- */
 

@@ -6,6 +6,7 @@
 #include "optim/optim_internal.h"
 #include <math.h>
 #include <stddef.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <pthread.h>
 #include <string.h>
@@ -34,7 +35,17 @@ static const struct tecore_kernel_def optim_kernels[] = {
 };
 _Static_assert(TE_ARRAY_SIZE(optim_kernels) == TE_OPTIM_K_COUNT_, "optim kernel table");
 
-TE_KERNEL_TABLE_FATBIN(optim_first_id, "libtecore/optim", optim_kernels, optim)
+static const struct te_kalign optim_align[] = {
+    [TE_OPTIM_K_ADAM] = TE_KALIGN(TE_OPTIM_STEP_PARAMS),
+    [TE_OPTIM_K_SGD] = TE_KALIGN(TE_OPTIM_STEP_PARAMS),
+    [TE_OPTIM_K_L2_PARTIAL] = TE_KALIGN(TE_OPTIM_L2_PARTIAL_PARAMS),
+    [TE_OPTIM_K_L2_FINAL] = TE_KALIGN(TE_OPTIM_L2_FINAL_PARAMS),
+    [TE_OPTIM_K_UNSCALE] = TE_KALIGN(TE_OPTIM_UNSCALE_PARAMS),
+    [TE_OPTIM_K_COMMIT] = TE_KALIGN(TE_OPTIM_COMMIT_PARAMS),
+};
+
+TE_KERNEL_TABLE_FATBIN_ALIGNED(optim_first_id, "libtecore/optim", optim_kernels, optim_align,
+                               optim)
 
 tecore_result_t te_optim_launch(int k, unsigned blocks, void **args, tecore_stream_t stream) {
   int optim_id = optim_first_id();
@@ -62,6 +73,22 @@ static tecore_result_t check_addr(tecore_devptr_t a, size_t align, int required,
   return TECORE_SUCCESS;
 }
 
+/* On vdev with its checks on: n elements of esize bytes at a lie inside
+ * one live allocation.  The optimizer's pointers travel in a parameter
+ * block, which the launch-time checker cannot see into, so this is their
+ * only check; a kernel ran past a short buffer on the worker before.
+ * (cuda: nothing; the driver reports a fault when the GPU makes one.) */
+static tecore_result_t check_extent(tecore_devptr_t a, size_t n, size_t esize, const char *fn,
+                                    size_t i, const char *field) {
+  if (!a || !te_dev_checks_on()) return TECORE_SUCCESS;
+  char what[64];
+  if (i == (size_t)-1) snprintf(what, sizeof what, "%s", field);
+  else snprintf(what, sizeof what, "tensors[%zu].%s", i, field);
+  size_t bytes;
+  if (__builtin_mul_overflow(n, esize, &bytes)) bytes = SIZE_MAX;
+  return te_dev_check_range(a, bytes, fn, what);
+}
+
 static int is_model_dtype(tecore_dtype_t d) {
   return d == TECORE_DTYPE_BF16 || d == TECORE_DTYPE_F16 || d == TECORE_DTYPE_E4M3 ||
          d == TECORE_DTYPE_E5M2;
@@ -80,6 +107,10 @@ static tecore_result_t check_tensor(const struct tecore_optim_tensor *t, size_t 
   TE_CHECK(check_addr(t->grad, tecore_dtype_size(t->grad_dtype), 1, fn, i, "grad"));
   TE_CHECK(check_addr(t->exp_avg, 4, need_m, fn, i, "exp_avg"));
   TE_CHECK(check_addr(t->exp_avg_sq, 4, need_v, fn, i, "exp_avg_sq"));
+  TE_CHECK(check_extent(t->param, t->numel, 4, fn, i, "param"));
+  TE_CHECK(check_extent(t->grad, t->numel, tecore_dtype_size(t->grad_dtype), fn, i, "grad"));
+  if (need_m) TE_CHECK(check_extent(t->exp_avg, t->numel, 4, fn, i, "exp_avg"));
+  if (need_v) TE_CHECK(check_extent(t->exp_avg_sq, t->numel, 4, fn, i, "exp_avg_sq"));
   if (!t->model) {
     TE_ARG(!t->model_scale && !t->model_scale_inv && !t->model_amax,
            "%s: tensors[%zu].model is 0 but model_scale, model_scale_inv or model_amax is set",
@@ -90,10 +121,14 @@ static tecore_result_t check_tensor(const struct tecore_optim_tensor *t, size_t 
          "%s: tensors[%zu].model_dtype %s is not bf16, f16, e4m3 or e5m2", fn, i,
          tecore_dtype_name(t->model_dtype));
   TE_CHECK(check_addr(t->model, tecore_dtype_size(t->model_dtype), 1, fn, i, "model"));
+  TE_CHECK(check_extent(t->model, t->numel, tecore_dtype_size(t->model_dtype), fn, i, "model"));
   if (te_dtype_is_fp8(t->model_dtype)) {
     TE_CHECK(check_addr(t->model_scale, 4, 1, fn, i, "model_scale"));
     TE_CHECK(check_addr(t->model_scale_inv, 4, 0, fn, i, "model_scale_inv"));
     TE_CHECK(check_addr(t->model_amax, 4, 0, fn, i, "model_amax"));
+    TE_CHECK(check_extent(t->model_scale, 1, 4, fn, i, "model_scale"));
+    TE_CHECK(check_extent(t->model_scale_inv, 1, 4, fn, i, "model_scale_inv"));
+    TE_CHECK(check_extent(t->model_amax, 1, 4, fn, i, "model_amax"));
   } else {
     TE_ARG(!t->model_scale && !t->model_scale_inv && !t->model_amax,
            "%s: tensors[%zu]: model_scale, model_scale_inv and model_amax are for FP8 "
@@ -111,6 +146,8 @@ static tecore_result_t check_common(const struct tecore_optim_tensor *tensors, s
          (unsigned long long)gsi);
   TE_ARG(found_inf % 4 == 0, "%s: found_inf (0x%llx) is not aligned to 4 bytes", fn,
          (unsigned long long)found_inf);
+  TE_CHECK(check_extent(gsi, 1, 4, fn, (size_t)-1, "grad_scale_inv"));
+  TE_CHECK(check_extent(found_inf, 1, 4, fn, (size_t)-1, "found_inf"));
   return TECORE_SUCCESS;
 }
 
@@ -225,6 +262,8 @@ static tecore_result_t step_launch(int k, const struct tecore_optim_tensor *tens
 static tecore_result_t check_state(tecore_devptr_t state, const char *fn) {
   TE_ARG(state % 8 == 0, "%s: cfg->state (0x%llx) is not aligned to 8 bytes", fn,
          (unsigned long long)state);
+  TE_CHECK(check_extent(state, 1, sizeof(struct tecore_optim_state), fn, (size_t)-1,
+                        "cfg->state"));
   return TECORE_SUCCESS;
 }
 

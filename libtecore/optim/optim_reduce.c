@@ -189,6 +189,9 @@ TE_EXPORT tecore_result_t tecore_unscale_multi(const struct tecore_tensor *in,
            ain, n);
   }
   TE_CHECK(unscale_alias(in, out, count, scale, found_inf, fn));
+  /* in the parameter block: the launch-time checker cannot see them */
+  TE_CHECK(te_dev_check_range(scale, sizeof(float), fn, "scale"));
+  if (found_inf) TE_CHECK(te_dev_check_range(found_inf, sizeof(int32_t), fn, "found_inf"));
 
   struct te_unscale_params p;
   memset(&p, 0, sizeof p);

@@ -133,6 +133,12 @@ tecore_result_t tecore_mem_host_register(void *ptr, size_t bytes, unsigned flags
 tecore_result_t tecore_mem_host_unregister(void *ptr);
 /* The device address of page-locked host memory. */
 tecore_result_t tecore_mem_host_device_ptr(void *host, tecore_devptr_t *dptr);
+/* The live allocation that holds ptr: its first address in *base and its
+ * size in *bytes (device memory, pinned or registered host memory, VMM
+ * mappings).  TECORE_ERR_INVALID when the backend knows no allocation
+ * there (pageable host memory, a freed pointer); out-parameters are then
+ * left as they were.  Under cuda, VMM memory reports its reservation. */
+tecore_result_t tecore_mem_range(tecore_devptr_t ptr, tecore_devptr_t *base, size_t *bytes);
 
 /* Copies bytes in stream order; src and dst may be device or host. */
 tecore_result_t tecore_memcpy_async(tecore_devptr_t dst, tecore_devptr_t src, size_t bytes,
@@ -285,8 +291,10 @@ struct tecore_launch_cfg {
   unsigned shared_bytes;   /* dynamic shared memory */
 };
 
-/* A node of a graph.  Under cuda a CUgraphNode; under vdev the node's
- * position plus one.  Valid while its graph lives and is not captured into. */
+/* A node of a graph.  Under cuda a CUgraphNode; under vdev the graph's
+ * serial number and the node's position.  Valid while its graph lives and
+ * is not captured into.  The calls that take a graph (or an executable)
+ * and a node refuse a node of another graph with TECORE_ERR_INVALID. */
 struct CUgraphNode_st;
 typedef struct CUgraphNode_st *tecore_graph_node_t;
 

@@ -39,7 +39,16 @@ _Static_assert(TE_ACT_GELU == 0 && TE_ACT_RELU == 1 && TE_ACT_SILU == 2 && TE_AC
 _Static_assert(TECORE_DTYPE_F32 == 0 && TECORE_DTYPE_F16 == 1 && TECORE_DTYPE_BF16 == 2,
                "kernel table order follows the input dtypes");
 
-TE_KERNEL_TABLE_FATBIN(ct_first_id, "libtecore/transpose", ct_kernels, transpose)
+#define CT_ALIGN TE_KALIGN(TE_CT_PARAMS)
+#define CT_ALIGN_MODE CT_ALIGN, CT_ALIGN, CT_ALIGN, CT_ALIGN, CT_ALIGN, CT_ALIGN, CT_ALIGN, \
+                      CT_ALIGN, CT_ALIGN, CT_ALIGN, CT_ALIGN, CT_ALIGN, CT_ALIGN, CT_ALIGN, CT_ALIGN
+static const struct te_kalign ct_align[] = {
+    CT_ALIGN_MODE, CT_ALIGN_MODE, CT_ALIGN_MODE, CT_ALIGN_MODE,
+    [CT_K_REDUCE] = TE_KALIGN(TE_CTR_PARAMS),
+};
+
+TE_KERNEL_TABLE_FATBIN_ALIGNED(ct_first_id, "libtecore/transpose", ct_kernels, ct_align,
+                               transpose)
 
 /* ---- checks ------------------------------------------------------------------ */
 

@@ -361,6 +361,7 @@ struct vdev_graph {
   struct vdev_node *nodes;
   size_t count, cap;
   int capturing;                  /* a capture appends to it (te_vdev_cap_lock) */
+  uint32_t serial;                /* in its node handles: unique among graphs */
 };
 struct vdev_graph *te_vdev_graph_new(void);
 /* Appends a node (takes ownership of op, copies deps). */
@@ -370,9 +371,13 @@ tecore_result_t te_vdev_graph_add(struct vdev_graph *g, struct vdev_op *op,
 void te_vdev_graph_free(struct vdev_graph *g);
 /* Drops nodes from count on (a failed capture into an existing graph). */
 void te_vdev_graph_truncate(struct vdev_graph *g, size_t count);
-/* Public node handles are positions plus one. */
-#define VDEV_NODE_HANDLE(i) ((tecore_graph_node_t)(uintptr_t)((i) + 1))
-#define VDEV_NODE_INDEX(h) ((size_t)(uintptr_t)(h) - 1)
+/* Public node handles are the graph's serial (high 32 bits) and the
+ * position plus one (low 32 bits): a node of one graph is never a valid
+ * handle of another (graph_owner.c checks it above the backends). */
+#define VDEV_NODE_HANDLE(serial, i) \
+  ((tecore_graph_node_t)(uintptr_t)(((uint64_t)(serial) << 32) | (uint64_t)((i) + 1)))
+#define VDEV_NODE_INDEX(h) ((size_t)((uint64_t)(uintptr_t)(h) & 0xffffffffu) - 1)
+#define VDEV_NODE_SERIAL(h) ((uint32_t)((uint64_t)(uintptr_t)(h) >> 32))
 
 /* An instantiated graph: an immutable copy of the nodes plus a
  * topological order.  An exec points at its current plan; each launch holds
@@ -447,6 +452,9 @@ void te_vdev_mem_reap(void);
 /* vdev_vmm.c: 1 when [p, p+bytes) is covered by VMM mappings, -1 when it
  * touches a reservation without being covered, 0 when it is not VMM. */
 int te_vdev_vmm_check_range(uintptr_t p, size_t bytes);
+/* 1 and the gapless run of VMM mappings around p in [*base, *base+*bytes),
+ * or 0 when no mapping holds p. */
+int te_vdev_vmm_range(uintptr_t p, uintptr_t *base, size_t *bytes);
 /* vdev_check.c: the memory checker (TECORE_VDEV_CHECK) */
 /* TECORE_SUCCESS, or TECORE_ERR_ILLEGAL_ADDRESS (sticky on s when s is
  * not NULL) when op would touch memory outside every live allocation. */

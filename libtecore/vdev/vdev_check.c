@@ -11,8 +11,11 @@
  *   kernels            every pointer parameter (the kernel table's
  *                      param_is_ptr) must point inside a live allocation;
  *                      0 is allowed unless the parameter is
- *                      TECORE_KERNEL_PTR_NONNULL.  The range a kernel
- *                      touches is its own business; its start is checked.
+ *                      TECORE_KERNEL_PTR_NONNULL, and be as aligned as the
+ *                      kernel's elements need (kernel.c's alignment
+ *                      record).  The range a kernel touches is checked by
+ *                      the public function that launches it; here its
+ *                      start is.
  *   graph launches     every node of the plan, recursively
  *
  * A failure becomes the stream's sticky TECORE_ERR_ILLEGAL_ADDRESS (every
@@ -115,14 +118,26 @@ static int op_bad(const struct vdev_op *op, char *why, size_t n) {
   switch (op->type) {
   case VDEV_OP_KERNEL: {
     const struct tecore_kernel_def *def = op->u.kernel.def;
+    void *argv[TECORE_KERNEL_MAX_PARAMS];
+    for (unsigned i = 0; i < def->nparams && i < TECORE_KERNEL_MAX_PARAMS; i++)
+      argv[i] = op->u.kernel.args + te_vdev_arg_offset(def, i);
     for (unsigned i = 0; i < def->nparams; i++) {
       if (!def->param_is_ptr[i] || def->param_size[i] != 8) continue;
       uint64_t v;
-      memcpy(&v, op->u.kernel.args + te_vdev_arg_offset(def, i), 8);
+      memcpy(&v, argv[i], 8);
       if (v == 0 && def->param_is_ptr[i] != TECORE_KERNEL_PTR_NONNULL) continue;
       if (te_vdev_check_range(v, 1, 0, r, sizeof r) != 0) {
         snprintf(why, n, "kernel %s, parameter %u, address 0x%" PRIx64 ": %s", def->name, i, v,
                  r);
+        return 1;
+      }
+      /* a graph node's pointer set after capture is checked here too: the
+       * C kernel's access through it would be misaligned (a GPU's
+       * misaligned-address error) */
+      size_t align = te_kernel_param_align(op->u.kernel.id, i, argv);
+      if (align > 1 && v % align) {
+        snprintf(why, n, "kernel %s, parameter %u, address 0x%" PRIx64
+                 ": misaligned (its elements need %zu-byte alignment)", def->name, i, v, align);
         return 1;
       }
     }

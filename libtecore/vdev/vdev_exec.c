@@ -26,6 +26,7 @@ struct vdev_exec {
   pthread_mutex_t lock;           /* plan, last */
   struct vdev_plan *plan;
   struct vdev_marker *last;       /* the latest launch's completion, or NULL */
+  uint32_t serial;                /* the graph's it was instantiated from (node handles) */
 };
 
 /* ---- plans ----------------------------------------------------------------- */
@@ -205,6 +206,7 @@ static tecore_result_t instantiate(tecore_graph_exec_t *exec, tecore_graph_t gh,
   }
   struct vdev_plan *p = NULL;
   tecore_result_t r = te_vdev_plan_build(g->nodes, g->count, &p);
+  uint32_t serial = g->serial;
   te_vdev_obj_unref(&g->obj);
   if (r != TECORE_SUCCESS) return r;
   struct vdev_exec *x = calloc(1, sizeof *x);
@@ -215,6 +217,7 @@ static tecore_result_t instantiate(tecore_graph_exec_t *exec, tecore_graph_t gh,
   te_vdev_obj_init(&x->obj, VDEV_KIND_EXEC, exec_free);
   pthread_mutex_init(&x->lock, NULL);
   x->plan = p;
+  x->serial = serial;
   r = te_vdev_obj_register(&x->obj);
   if (r != TECORE_SUCCESS) {
     exec_free(&x->obj);
@@ -413,6 +416,25 @@ tecore_result_t te_vdev_graph_exec_update(tecore_graph_exec_t h, tecore_graph_t 
 
 /* ---- per-node updates ------------------------------------------------------- */
 
+tecore_result_t te_vdev_graph_exec_node_kernel_id(tecore_graph_exec_t h, tecore_graph_node_t node,
+                                                  int *id) {
+  static const char fn[] = "vdev graph_exec_node_kernel_id";
+  struct vdev_exec *x = NULL;
+  TE_CHECK(exec_get(h, &x, fn));
+  size_t i = VDEV_NODE_INDEX(node);
+  tecore_result_t r = TECORE_SUCCESS;
+  pthread_mutex_lock(&x->lock);
+  const struct vdev_plan *p = x->plan;
+  if (i >= p->count || VDEV_NODE_SERIAL(node) != x->serial)
+    r = TE_ERR(TECORE_ERR_INVALID, "%s: node %p is not a node of exec %p's graph", fn,
+               (void *)node, (void *)h);
+  else
+    *id = p->nodes[i].op.type == VDEV_OP_KERNEL ? p->nodes[i].op.u.kernel.id : -1;
+  pthread_mutex_unlock(&x->lock);
+  te_vdev_obj_unref(&x->obj);
+  return r;
+}
+
 /* What one per-node update does to the node (in a plan only the exec sees). */
 typedef tecore_result_t (*node_edit_fn)(struct vdev_op *op, const void *arg, const char *fn);
 
@@ -429,7 +451,7 @@ static tecore_result_t exec_node_edit(tecore_graph_exec_t h, tecore_graph_node_t
   tecore_result_t r = TECORE_SUCCESS;
   pthread_mutex_lock(&x->lock);
   struct vdev_plan *p = x->plan;
-  if (i >= p->count) {
+  if (i >= p->count || VDEV_NODE_SERIAL(node) != x->serial) {
     r = TE_ERR(TECORE_ERR_INVALID, "%s: node %p is not a node of exec %p's graph (%zu nodes)", fn,
                (void *)node, (void *)h, p->count);
   } else if (p->nodes[i].op.type != type) {

@@ -19,8 +19,12 @@ static void graph_obj_free(struct vdev_obj *o) {
 }
 
 struct vdev_graph *te_vdev_graph_new(void) {
+  static uint32_t next_serial;
   struct vdev_graph *g = calloc(1, sizeof *g);
-  if (g) te_vdev_obj_init(&g->obj, VDEV_KIND_GRAPH, graph_obj_free);
+  if (!g) return NULL;
+  te_vdev_obj_init(&g->obj, VDEV_KIND_GRAPH, graph_obj_free);
+  do g->serial = __atomic_add_fetch(&next_serial, 1, __ATOMIC_RELAXED);
+  while (!g->serial); /* 0 after 2^32 graphs: handles must differ from positions alone */
   return g;
 }
 
@@ -120,7 +124,7 @@ tecore_result_t te_vdev_graph_nodes(tecore_graph_t h, struct tecore_graph_node_d
     const struct vdev_op *op = &g->nodes[i].op;
     struct tecore_graph_node_desc *d = &nodes[i];
     memset(d, 0, sizeof *d);
-    d->node = VDEV_NODE_HANDLE(i);
+    d->node = VDEV_NODE_HANDLE(g->serial, i);
     d->type = node_type(op->type);
     d->kernel_id = -1;
     switch (op->type) {
@@ -148,6 +152,16 @@ tecore_result_t te_vdev_graph_nodes(tecore_graph_t h, struct tecore_graph_node_d
   return TECORE_SUCCESS;
 }
 
+tecore_result_t te_vdev_graph_node_handles(tecore_graph_t h, tecore_graph_node_t *nodes,
+                                           size_t max, size_t *count) {
+  struct vdev_graph *g = NULL;
+  TE_CHECK(graph_get(h, &g, "vdev graph_node_handles"));
+  for (size_t i = 0; i < g->count && i < max; i++) nodes[i] = VDEV_NODE_HANDLE(g->serial, i);
+  *count = g->count;
+  te_vdev_obj_unref(&g->obj);
+  return TECORE_SUCCESS;
+}
+
 tecore_result_t te_vdev_graph_kernel_node_args(tecore_graph_t h, tecore_graph_node_t node,
                                                void *const *args) {
   static const char fn[] = "vdev graph_kernel_node_args";
@@ -155,7 +169,7 @@ tecore_result_t te_vdev_graph_kernel_node_args(tecore_graph_t h, tecore_graph_no
   TE_CHECK(graph_get(h, &g, fn));
   size_t i = VDEV_NODE_INDEX(node);
   tecore_result_t r = TECORE_SUCCESS;
-  if (i >= g->count) {
+  if (i >= g->count || VDEV_NODE_SERIAL(node) != g->serial) {
     r = TE_ERR(TECORE_ERR_INVALID, "%s: node %p is not a node of graph %p (%zu nodes)", fn,
                (void *)node, (void *)h, g->count);
   } else if (g->nodes[i].op.type != VDEV_OP_KERNEL) {

@@ -353,6 +353,24 @@ tecore_result_t te_vdev_mem_info(size_t *free_bytes, size_t *total_bytes) {
   return TECORE_SUCCESS;
 }
 
+/* The allocation (or VMM mapping) holding ptr; bytes 0 when the registry
+ * knows no such thing (pageable host memory, a freed pointer, garbage). */
+tecore_result_t te_vdev_mem_range(tecore_devptr_t ptr, tecore_devptr_t *base, size_t *bytes) {
+  uintptr_t p = (uintptr_t)ptr, b = 0;
+  size_t n = 0;
+  struct vdev_alloc_info a;
+  if (te_vdev_mem_lookup(p, 1, &a) && p >= a.base && p - a.base < a.bytes) {
+    b = a.base;
+    n = a.bytes;
+  } else if (!te_vdev_vmm_range(p, &b, &n)) {
+    b = 0;
+    n = 0;
+  }
+  *base = (tecore_devptr_t)b;
+  *bytes = n;
+  return TECORE_SUCCESS;
+}
+
 tecore_result_t te_vdev_mem_alloc_host(size_t bytes, void **ptr) {
   TE_CHECK(te_vdev_capture_unsafe_call("vdev mem_alloc_host"));
   uintptr_t p = 0;

@@ -145,6 +145,31 @@ int te_vdev_vmm_check_range(uintptr_t p, size_t bytes) {
   return r;
 }
 
+/* The mapping holding p, grown over the mappings that abut it on either
+ * side: what one access starting at p may legally reach. */
+int te_vdev_vmm_range(uintptr_t p, uintptr_t *base, size_t *bytes) {
+  pthread_mutex_lock(&te_vdev_vmm_lock);
+  size_t i;
+  for (i = 0; i < vmm_nmaps; i++)
+    if (p >= vmm_maps[i].va && p - vmm_maps[i].va < vmm_maps[i].bytes) break;
+  int found = i < vmm_nmaps;
+  if (found) {
+    uintptr_t lo = vmm_maps[i].va, hi = lo + vmm_maps[i].bytes;
+    for (int grew = 1; grew;) {
+      grew = 0;
+      for (size_t j = 0; j < vmm_nmaps; j++) {
+        uintptr_t a = vmm_maps[j].va, b = a + vmm_maps[j].bytes;
+        if (b == lo) lo = a, grew = 1;
+        else if (a == hi) hi = b, grew = 1;
+      }
+    }
+    *base = lo;
+    *bytes = hi - lo;
+  }
+  pthread_mutex_unlock(&te_vdev_vmm_lock);
+  return found;
+}
+
 /* ---- the ops ---------------------------------------------------------------------- */
 
 tecore_result_t te_vdev_vmm_granularity(size_t *granularity, int recommended) {
