@@ -40,26 +40,6 @@ static float *rand_at(tecore_devptr_t d, size_t n, float lo, float hi) {
   return h;
 }
 
-/* A host copy of a device range, to show later that nothing wrote it. */
-struct snap {
-  tecore_devptr_t p;
-  size_t bytes;
-  unsigned char *h;
-};
-static struct snap snap_take(tecore_devptr_t p, size_t bytes) {
-  struct snap s = {p, bytes, malloc(bytes)};
-  te_d2h(s.h, p, bytes);
-  return s;
-}
-static void snap_expect(struct snap *s, const char *what) {
-  unsigned char *now = malloc(s->bytes);
-  TE_OK(tecore_stream_synchronize(te_stream));
-  te_d2h(now, s->p, s->bytes);
-  te_expect_mem_eq(now, s->h, s->bytes, what);
-  free(now);
-  free(s->h);
-}
-
 static float *get_f32(tecore_devptr_t d, size_t n) {
   float *h = malloc(n * 4);
   te_d2h(h, d, n * 4);
@@ -995,45 +975,6 @@ START_TEST(test_seq_forward_rejects_out_partly_over_in) {
 END_TEST
 
 /* ---- graphed callables -------------------------------------------------------------------- */
-
-/* y = 2x forward, dx = 3dy backward (library kernels: both backends). */
-static tecore_result_t dbl_fwd(void *u, tecore_stream_t s, const struct tegraph_io *io) {
-  size_t n = *(size_t *)u;
-  return tecore_scale_add(io->outputs[0].data, io->inputs[0].data, 2.0f, io->inputs[0].data, 0.0f,
-                          TECORE_DTYPE_F32, n, s);
-}
-static tecore_result_t dbl_bwd(void *u, tecore_stream_t s, const struct tegraph_io *io) {
-  size_t n = *(size_t *)u;
-  return tecore_scale_add(io->grad_inputs[0].data, io->grad_outputs[0].data, 3.0f,
-                          io->grad_outputs[0].data, 0.0f, TECORE_DTYPE_F32, n, s);
-}
-
-static tegraph_callable_t *dbl_callable(size_t *n, struct tecore_tensor *sample) {
-  tecore_devptr_t sx = tgt_rand_dev(*n, -1, 1);
-  *sample = tgt_vec(sx, *n);
-  static struct tecore_tensor y;
-  y = tgt_vec(0, *n);
-  struct tegraph_callable_desc d = {.forward = dbl_fwd,
-                                    .backward = dbl_bwd,
-                                    .user = n,
-                                    .sample_inputs = sample,
-                                    .ninputs = 1,
-                                    .outputs = &y,
-                                    .noutputs = 1,
-                                    .capture_mode = TECORE_CAPTURE_GLOBAL};
-  tegraph_callable_t *c = NULL;
-  TG_OK(tegraph_callable_create(&d, NULL, &c));
-  return c;
-}
-
-static void expect_scaled(tecore_devptr_t got, const float *x, float k, size_t n,
-                          const char *what) {
-  float *g = get_f32(got, n), *w = malloc(n * 4);
-  for (size_t i = 0; i < n; i++) w[i] = k * x[i];
-  te_expect_f32_near(g, w, n, 0, 0, what); /* one float product: exact */
-  free(g);
-  free(w);
-}
 
 /* A replay whose output started inside its input was accepted: the copy
  * out (or the rebound graph) overwrote the input the backward reads. */

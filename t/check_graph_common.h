@@ -217,4 +217,74 @@ static TE_T_UNUSED void tgt_expect_same(tecore_devptr_t got, tecore_devptr_t wan
   free(w);
 }
 
+/* ---- snapshots, and a callable of library kernels ------------------------------ */
+
+/* A host copy of a device range, to show later that nothing wrote it
+ * (taken after the test's stream has run what was queued). */
+struct snap {
+  tecore_devptr_t p;
+  size_t bytes;
+  unsigned char *h;
+};
+static TE_T_UNUSED struct snap snap_take(tecore_devptr_t p, size_t bytes) {
+  struct snap s = {p, bytes, malloc(bytes)};
+  TE_OK(tecore_stream_synchronize(te_stream));
+  te_d2h(s.h, p, bytes);
+  return s;
+}
+/* The range holds what it held at snap_take, byte for byte (after every
+ * stream of the context has run what was queued). */
+static TE_T_UNUSED void snap_expect(struct snap *s, const char *what) {
+  unsigned char *now = malloc(s->bytes);
+  TE_OK(tecore_ctx_synchronize());
+  te_d2h(now, s->p, s->bytes);
+  te_expect_mem_eq(now, s->h, s->bytes, what);
+  free(now);
+  free(s->h);
+}
+
+/* y = 2x forward, dx = 3dy backward (library kernels: both backends). */
+static TE_T_UNUSED tecore_result_t dbl_fwd(void *u, tecore_stream_t s,
+                                           const struct tegraph_io *io) {
+  size_t n = *(size_t *)u;
+  return tecore_scale_add(io->outputs[0].data, io->inputs[0].data, 2.0f, io->inputs[0].data, 0.0f,
+                          TECORE_DTYPE_F32, n, s);
+}
+static TE_T_UNUSED tecore_result_t dbl_bwd(void *u, tecore_stream_t s,
+                                           const struct tegraph_io *io) {
+  size_t n = *(size_t *)u;
+  return tecore_scale_add(io->grad_inputs[0].data, io->grad_outputs[0].data, 3.0f,
+                          io->grad_outputs[0].data, 0.0f, TECORE_DTYPE_F32, n, s);
+}
+
+/* The callable of dbl_fwd/dbl_bwd over *n floats; *sample gets its sample
+ * input (random, in a buffer the caller frees). */
+static TE_T_UNUSED tegraph_callable_t *dbl_callable(size_t *n, struct tecore_tensor *sample) {
+  tecore_devptr_t sx = tgt_rand_dev(*n, -1, 1);
+  *sample = tgt_vec(sx, *n);
+  static struct tecore_tensor y;
+  y = tgt_vec(0, *n);
+  struct tegraph_callable_desc d = {.forward = dbl_fwd,
+                                    .backward = dbl_bwd,
+                                    .user = n,
+                                    .sample_inputs = sample,
+                                    .ninputs = 1,
+                                    .outputs = &y,
+                                    .noutputs = 1,
+                                    .capture_mode = TECORE_CAPTURE_GLOBAL};
+  tegraph_callable_t *c = NULL;
+  TG_OK(tegraph_callable_create(&d, NULL, &c));
+  return c;
+}
+
+/* got holds k * x[i] exactly (one float product). */
+static TE_T_UNUSED void expect_scaled(tecore_devptr_t got, const float *x, float k, size_t n,
+                                      const char *what) {
+  float *g = tgt_get(got, n), *w = malloc(n * 4);
+  for (size_t i = 0; i < n; i++) w[i] = k * x[i];
+  te_expect_f32_near(g, w, n, 0, 0, what);
+  free(g);
+  free(w);
+}
+
 #endif

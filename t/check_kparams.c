@@ -66,6 +66,56 @@ START_TEST(kdef_matches_the_list) {
 }
 END_TEST
 
+/* The e*ptr kinds (a pointer whose element type is a run-time dtype
+ * code) generate the same signature pieces as their plain kinds, and
+ * TE_KALIGN records each pointer's alignment: the pointee's for typed
+ * pointers, 1 for void *, the dtype link for e*ptr, nothing for values
+ * and blocks.  (Without this, a raw launch with a misaligned pointer
+ * reached the C kernel: a UBSan abort.) */
+#define KP_ELEM_PARAMS(P)              \
+  P(const void *, in, eptr(3, TE_KP_WHOLE)) \
+  P(void *, out, nneptr(4, 1))         \
+  P(float *, sc, reptr(3, 2))          \
+  P(int, dt, val)                      \
+  P(int, dts, val)                     \
+  P(const double *, part, ptr)         \
+  P(struct kp_block *, blk, rptr)      \
+  P(const void *, raw, ptr)            \
+  P(struct kp_block, byval, blk)
+TE_KARGS(kp_elem_args, KP_ELEM_PARAMS)
+
+START_TEST(kalign_matches_the_list) {
+  static const struct tecore_kernel_def d = TE_KDEF("te_test_kparams_elem", NULL, KP_ELEM_PARAMS);
+  static const struct te_kalign al = TE_KALIGN(KP_ELEM_PARAMS);
+  const unsigned ptrs[] = {1, 2, 1, 0, 0, 1, 1, 1, 0};
+  const struct te_kparam_align want[] = {
+      {1, 3, TE_KP_WHOLE}, {1, 4, 1}, {1, 3, 2}, {0, TE_KP_NO_DT, 0}, {0, TE_KP_NO_DT, 0},
+      {(uint8_t)_Alignof(double), TE_KP_NO_DT, 0}, {(uint8_t)_Alignof(struct kp_block), TE_KP_NO_DT, 0},
+      {1, TE_KP_NO_DT, 0}, {0, TE_KP_NO_DT, 0}};
+  ck_assert_uint_eq(d.nparams, 9);
+  for (unsigned p = 0; p < 9; p++) {
+    ck_assert_msg(d.param_is_ptr[p] == ptrs[p], "param_is_ptr[%u] is %u, not %u", p,
+                  (unsigned)d.param_is_ptr[p], ptrs[p]);
+    ck_assert_msg(al.p[p].align == want[p].align && al.p[p].dt_param == want[p].dt_param &&
+                      al.p[p].dt_slot == want[p].dt_slot,
+                  "param %u: align %u dt_param %u dt_slot %u, want %u %u %u", p, al.p[p].align,
+                  al.p[p].dt_param, al.p[p].dt_slot, want[p].align, want[p].dt_param,
+                  want[p].dt_slot);
+  }
+  /* and the typed struct carries them like the plain kinds */
+  float f = te_rand_float(-1, 1);
+  struct kp_elem_args a = {.in = &f, .out = &f, .sc = &f, .dt = (int)te_rand_below(5)};
+  void *args[TE_KNPARAMS(KP_ELEM_PARAMS)];
+  memset(args, 0, sizeof args);
+  kp_elem_args_ptrs(&a, args);
+  struct kp_elem_args b = kp_elem_args_of(args);
+  ck_assert_ptr_eq(b.in, &f);
+  ck_assert_ptr_eq(b.out, &f);
+  ck_assert_ptr_eq(b.sc, &f);
+  ck_assert_int_eq(b.dt, a.dt);
+}
+END_TEST
+
 START_TEST(kargs_round_trip) {
   float xs[4], ys[4];
   int noop = 0;
@@ -154,6 +204,7 @@ static Suite *kparams_suite(void) {
   TCase *tc = te_tcase(s, "generate", 0);
   tcase_add_test(tc, kdef_matches_the_list);
   tcase_add_test(tc, kargs_round_trip);
+  tcase_add_test(tc, kalign_matches_the_list);
   tc = te_tcase(s, "launch", 1);
   tcase_add_test(tc, table_launch_captures_by_value);
   return s;

@@ -793,9 +793,8 @@ static void op_graph_nodes(const int64_t *a) {
         tecore_devptr_t p = raw_ptr(pa, 0);
         memcpy(args[k], &p, 8);
       }
-      /* a node of another graph than the exec's would be a caller's bug
-       * vdev cannot see (a node is its graph position there): not fuzzed */
-      if (exec_knows(ix(a[6], NX), ix(a[0], NG)))
+      /* any live exec: a node of another graph than the exec's is refused */
+      if (F.x_live[ix(a[6], NX)])
         after(C(tecore_graph_exec_kernel_node_set(F.x[ix(a[6], NX)], nd[i].node, NULL, args)));
     }
   }
@@ -984,22 +983,18 @@ static void op_scale_add(const int64_t *a) {
 }
 
 /* A raw launch of libtecore's te_fill: pointer parameters are checked at
- * launch; the count is kept inside the buffer (what a kernel touches past
- * its pointer's start is the kernel's business, as on a GPU), and the
- * pointer aligned to its float (the kernel table does not say what a
- * pointer parameter's alignment is, so vdev cannot check it: a misaligned
- * one is a misaligned store in the C kernel, a UBSan abort). */
+ * launch, their alignment too (the element size of the dtype argument,
+ * which is drawn: f32, f16, bf16 or a code no dtype has); the count is
+ * kept inside the buffer (what a kernel touches past its pointer's start
+ * is the kernel's business, as on a GPU). */
 static void op_launch_fill(const int64_t *a) {
   int id = -1;
   if (C(tecore_kernel_find("te_fill", &id)) != TECORE_SUCCESS) return;
   size_t vb = 0;
   tecore_devptr_t p = ptr_of(a, &vb);
-  if (p % 4) {
-    vb = vb > 4 - p % 4 ? vb - (4 - p % 4) : 0;
-    p += 4 - p % 4;
-  }
   void *dst = (void *)(uintptr_t)p;
-  int dt = TECORE_DTYPE_F32;
+  static const int dts[] = {TECORE_DTYPE_F32, TECORE_DTYPE_F16, TECORE_DTYPE_BF16, 13};
+  int dt = dts[ix(a[6], 4)];
   unsigned long long n = vb / 4;
   if (n > 4096) n = 4096;
   float v = 1.5f;
@@ -1842,16 +1837,14 @@ static void op_callable_from_seq(const int64_t *a) {
   afterg(r);
 }
 
-/* 1 when [p, p+bytes) lies inside a live device or pinned buffer of ours. */
-static int in_live_buf(tecore_devptr_t p, size_t bytes) {
+/* 1 when p points into a device or pinned buffer of ours (live or freed):
+ * memory the allocation registry knows, whatever the size. */
+static int in_our_buf(tecore_devptr_t p) {
   for (size_t i = 0; i < NB; i++)
-    if (F.b[i].live && p >= F.b[i].p && p - F.b[i].p <= F.b[i].bytes &&
-        bytes <= F.b[i].bytes - (p - F.b[i].p))
-      return 1;
+    if (F.b[i].p && p >= F.b[i].p && p - F.b[i].p < F.b[i].bytes) return 1;
   for (size_t i = 0; i < NH; i++) {
     tecore_devptr_t h = (tecore_devptr_t)(uintptr_t)F.h[i].p;
-    if (F.h[i].live && p >= h && p - h <= F.h[i].bytes && bytes <= F.h[i].bytes - (p - h))
-      return 1;
+    if (h && p >= h && p - h < F.h[i].bytes) return 1;
   }
   return 0;
 }
@@ -1873,14 +1866,12 @@ static void op_callable_run(const int64_t *a) {
     in.dtype = out.dtype = c->in.dtype;
   }
   if (ix(a[3], 5) == 0) in = F.t[ix(a[2], NT)];
-  /* Known hole, not fuzzed: a replay rebinds the graphs to the caller's
-   * tensors without checking that their buffers hold them (libtegraph
-   * has no public call that gives an allocation's extent), and a short
-   * one is read or written past on the worker.  Tensors here fit. */
-  if (in.data && !in_live_buf(in.data, tecore_tensor_numel(&in) * tecore_dtype_size(in.dtype)))
-    in.data = 0;
-  if (out.data && !in_live_buf(out.data, tecore_tensor_numel(&out) * tecore_dtype_size(out.dtype)))
-    out.data = 0;
+  /* Buffers of any size, freed ones too: a replay checks that each holds
+   * its captured tensor (tecore_mem_range).  Only the registry's memory:
+   * a pageable pointer is accepted unchecked (it cannot be known), and a
+   * copy from a short malloc'ed block would be the fuzzer's own bug. */
+  if (in.data && !in_our_buf(in.data)) in.data = 0;
+  if (out.data && !in_our_buf(out.data)) out.data = 0;
   struct tegraph_replay_opts o = {.stream = stream_of(a[4]),
                                   .replay_stream = ix(a[5], 3) == 0 ? stream_of(a[5] + 1) : NULL,
                                   .is_first_microbatch = (int)ix(a[6], 2)};
@@ -1987,7 +1978,7 @@ static const struct op ops[] = {
     {"gemm", "tktktkkms", 3, op_gemm},
     {"fill", "Pkzvs", 4, op_fill},
     {"scale_add", "PPkzs", 2, op_scale_add},
-    {"launch_fill", "Pkks", 2, op_launch_fill},
+    {"launch_fill", "Pkksk", 2, op_launch_fill},
     {"k_quantize", "nnkkkms", 6, op_k_quantize},
     {"k_act", "knnkkms", 4, op_k_act},
     {"k_norm", "knnkkms", 3, op_k_norm},
