@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0
  * cli.h -- the option layer every te-* tool shares, so that they answer
  * alike: --help (usage on stdout, exit 0), --version ("te-x (libte)
- * 0.1.0", exit 0), --quiet accepted everywhere, an unknown flag or a
+ * 0.2.0", exit 0), --quiet accepted everywhere, an unknown flag or a
  * stray word named on stderr with a pointer to --help (exit 2), a value
  * that is not a number in range named the same way.  Exit codes:
  * TE_EXIT_OK 0, TE_EXIT_FAIL 1 (the work failed), TE_EXIT_USAGE 2 (the
