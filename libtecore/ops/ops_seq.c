@@ -611,20 +611,21 @@ static tecore_result_t make_state(tecore_seq_t *s, tecore_fp8_role_t role, size_
  * update): a few microseconds each, whatever the size.  Below some GEMM
  * size m * n * k those cost more than the faster FP8 GEMM saves: on an
  * H100, te-demo at hidden 256, 64 tokens ran its FP8 step at 0.41x the
- * speed of BF16, while at hidden 1024, 8192 tokens FP8 wins.  -1: the
- * backend's default, 2^31 on a GPU (a GEMM of about 2 GFLOP, tens of
- * microseconds in BF16) and 0 on vdev, which has no speed to gain or
- * lose, so its tests keep every Linear in FP8. */
+ * speed of BF16; on an H200, te-demo --tp 2 at hidden 4096, 128 tokens
+ * (m*n*k 8.6e9) ran FP8 at 0.93x, at 8192 tokens at 1.63x.  -1: the
+ * backend's default, 2^34 on a GPU (a GEMM of 34 GFLOP, about 50 us in
+ * BF16) and 0 on vdev, which has no speed to gain or lose, so its tests
+ * keep every Linear in FP8. */
 TE_PARAM_INT(ops_fp8_min_mnk, "TECORE_OPS_FP8_MIN_MNK", -1, -1, INT64_MAX,
              "an FP8 sequence runs a Linear whose forward GEMM has m*n*k below this in the "
              "sequence's own dtype (the FP8 bookkeeping kernels cost more than the GEMM "
-             "saves); 0: every Linear in FP8; -1: 2^31 on cuda, 0 on vdev")
+             "saves); 0: every Linear in FP8; -1: 2^34 on cuda, 0 on vdev")
 
 static void choose_hp(tecore_seq_t *s) {
   int64_t min = tecore_tunable_int(&ops_fp8_min_mnk);
   if (min < 0) {
     tecore_backend_t be = TECORE_BACKEND_NONE;
-    min = tecore_backend(&be) == TECORE_SUCCESS && be == TECORE_BACKEND_CUDA ? (int64_t)1 << 31 : 0;
+    min = tecore_backend(&be) == TECORE_SUCCESS && be == TECORE_BACKEND_CUDA ? (int64_t)1 << 34 : 0;
   }
   for (size_t i = 0; i < s->nops; i++) {
     struct te_op *o = &s->ops[i];
