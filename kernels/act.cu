@@ -16,8 +16,7 @@
 // bound by instruction issue, not memory, for the transcendental kinds.
 // Other pairs take a path that switches on the dtype per vector.  The
 // element math is kernels/common/act.h, shared with the vdev
-// implementation (libtecore/act/act.c), except in the opt-in fast-math
-// mode of the forward vector path (TECORE_ACT_FAST_MATH, below).
+// implementation (libtecore/act/act.c): the same bits on both backends.
 #include "common/act.h"
 #include "common/act_params.h"
 #include "ldst.cuh"
@@ -54,44 +53,10 @@ struct rc_iter {
   }
 };
 
-// ---- fast math (TECORE_ACT_FAST_MATH=1) -------------------------------------
-// The sigmoid from the hardware's approximate exp2 and reciprocal (MUFU,
-// about 2 ulp each): some 20 instructions an element fewer than the exact
-// math, which makes the forward kernels memory-bound, at the price of
-// results that differ from the vdev implementation's (and the exact
-// math's) in the last bits of the float value before the output rounding.
-__device__ __forceinline__ float act_sigmoid_fast(float z) {
-  float e, s;
-  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(e) : "f"(z * -1.44269504089f));
-  asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(s) : "f"(1.0f + e));
-  return s;
-}
-template <int KIND>
-__device__ __forceinline__ float act_fwd_fast(float x) {
-  constexpr int B = KIND == TE_ACT_SWIGLU ? TE_ACT_SILU
-                    : KIND == TE_ACT_GEGLU ? TE_ACT_GELU
-                    : KIND == TE_ACT_REGLU ? TE_ACT_RELU
-                                           : KIND;
-  if constexpr (B == TE_ACT_GELU) return x * act_sigmoid_fast(te_act_gelu_z(x));
-  else if constexpr (B == TE_ACT_SILU) return x * act_sigmoid_fast(x);
-  else if constexpr (B == TE_ACT_QGELU) return x * act_sigmoid_fast(TE_ACT_QGELU_K * x);
-  else return te_act_relu(x);
-}
-template <int KIND, bool FAST>
-__device__ __forceinline__ float act_y(float x) {
-  if constexpr (FAST) return act_fwd_fast<KIND>(x);
-  else return te_act_fwd(KIND, x);
-}
-template <int KIND, bool FAST>
-__device__ __forceinline__ float act_y_gated(float a, float b) {
-  if constexpr (FAST) return te_mul_rn(act_fwd_fast<KIND>(a), b);
-  else return te_act_gated_fwd(KIND, a, b);
-}
-
 // ---- forward -----------------------------------------------------------------
 
 // Vector path with compile-time dtypes.
-template <int KIND, int DIN, int DOUT, bool FAST>
+template <int KIND, int DIN, int DOUT>
 __device__ __forceinline__ float act_fwd_vec(const act_args &a) {
   const unsigned long long tid = (unsigned long long)blockIdx.x * blockDim.x + threadIdx.x;
   const unsigned long long nthr = (unsigned long long)gridDim.x * blockDim.x;
@@ -103,7 +68,7 @@ __device__ __forceinline__ float act_fwd_vec(const act_args &a) {
       te_dev_ld8t<DIN>(a.in, v * 8, x);
 #pragma unroll
       for (int k = 0; k < 8; k++) {
-        float y = act_y<KIND, FAST>(x[k]);
+        float y = te_act_fwd(KIND, x[k]);
         am = te_amax_f32(am, y);
         x[k] = te_mul_rn(y, a.scale);
       }
@@ -119,7 +84,7 @@ __device__ __forceinline__ float act_fwd_vec(const act_args &a) {
       te_dev_ld8t<DIN>(a.in, ia + a.cols, b);
 #pragma unroll
       for (int k = 0; k < 8; k++) {
-        float y = act_y_gated<KIND, FAST>(x[k], b[k]);
+        float y = te_act_gated_fwd(KIND, x[k], b[k]);
         am = te_amax_f32(am, y);
         x[k] = te_mul_rn(y, a.scale);
       }
@@ -216,24 +181,18 @@ __device__ __forceinline__ void act_fwd(const void *in, void *out, const float *
   if (scale_inv && scale && blockIdx.x == 0 && threadIdx.x == 0) *scale_inv = te_fp8_scale_inv(*scale);
   float am;
   const int pair = a.d0 * 8 + a.dout;
-  // bit 12 of dtypes: fast math (exact math for RELU, REGLU: nothing to gain)
-  const bool fast = ((dtypes >> 12) & 1) && te_act_base(KIND) != TE_ACT_RELU;
   if (!vec) {
     am = act_fwd_any<KIND>(a, 0);
   } else {
-    switch (pair + (fast ? 64 : 0)) {
-#define ACT_FWD_CASE(I, O, F)                                                               \
-  case I * 8 + O + (F ? 64 : 0):                                                            \
-    am = act_fwd_vec<KIND, I, O, F>(a);                                                     \
+    switch (pair) {
+#define ACT_FWD_CASE(I, O)                                                                  \
+  case I * 8 + O:                                                                           \
+    am = act_fwd_vec<KIND, I, O>(a);                                                        \
     am = te_amax_f32(am, act_fwd_tail<KIND>(a));                                            \
     break;
-#define ACT_FWD_CASES(F)                                                                    \
-  ACT_FWD_CASE(F32, F32, F) ACT_FWD_CASE(F32, E4M3, F) ACT_FWD_CASE(F32, E5M2, F)           \
-  ACT_FWD_CASE(BF16, BF16, F) ACT_FWD_CASE(BF16, E4M3, F) ACT_FWD_CASE(BF16, E5M2, F)       \
-  ACT_FWD_CASE(F16, F16, F) ACT_FWD_CASE(F16, E4M3, F) ACT_FWD_CASE(F16, E5M2, F)
-      ACT_FWD_CASES(false)
-      ACT_FWD_CASES(true)
-#undef ACT_FWD_CASES
+      ACT_FWD_CASE(F32, F32) ACT_FWD_CASE(F32, E4M3) ACT_FWD_CASE(F32, E5M2)
+      ACT_FWD_CASE(BF16, BF16) ACT_FWD_CASE(BF16, E4M3) ACT_FWD_CASE(BF16, E5M2)
+      ACT_FWD_CASE(F16, F16) ACT_FWD_CASE(F16, E4M3) ACT_FWD_CASE(F16, E5M2)
 #undef ACT_FWD_CASE
       default: am = act_fwd_any<KIND>(a, 1); break;
     }

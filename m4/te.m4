@@ -1,8 +1,11 @@
 dnl te.m4 -- libte's own configure checks: warnings, CUDA toolkit, options.
 
-dnl TE_CC_WARNINGS: the warnings every file builds with.
+dnl TE_CC_WARNINGS: the warnings (and code-generation rules) every file
+dnl builds with.  -ffp-contract=off: no multiply fused into a following add
+dnl behind the code's back, so the element math of kernels/common gives the
+dnl GPU's bits on any host (gnu11 would allow fusing on FMA targets).
 AC_DEFUN([TE_CC_WARNINGS], [
-  TE_CFLAGS="-std=gnu11 -Wall -Wextra -Wshadow -Wstrict-prototypes -Wmissing-prototypes -Wno-unused-parameter -fvisibility=hidden"
+  TE_CFLAGS="-std=gnu11 -ffp-contract=off -Wall -Wextra -Wshadow -Wstrict-prototypes -Wmissing-prototypes -Wno-unused-parameter -fvisibility=hidden"
   AC_SUBST([TE_CFLAGS])
 ])
 

@@ -317,8 +317,6 @@ START_TEST(renamed_old_name_still_read) {
   /* the library's own renamed knobs answer to their old names */
   TE_OK(tecore_tunable_find("TE_OPS_FUSION", &info));
   ck_assert_str_eq(info.env, "TECORE_OPS_FUSION");
-  TE_OK(tecore_tunable_find("TE_ACT_FAST_MATH", &info));
-  ck_assert_str_eq(info.env, "TECORE_ACT_FAST_MATH");
   TE_OK(tecore_tunable_find("TE_OPS_GEMM_WORKSPACE_MB", &info));
   ck_assert_str_eq(info.env, "TECORE_OPS_GEMM_WORKSPACE_MB");
   /* the multicast switch is registered (te-info -e lists it), default on */

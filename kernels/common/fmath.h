@@ -4,7 +4,8 @@
  * multiply into a following add (nvcc contracts by default; gcc does too
  * when the target has FMA), and exp is computed here from those
  * operations instead of by the device's approximate instructions or the
- * host's libm, which disagree in the last bits.
+ * host's libm, which disagree in the last bits (act.h builds exp2 that
+ * way).  The vdev C code also builds with -ffp-contract=off.
  *
  * Used by kernels/common/act.h, norm.h and optim.h.  Values
  * only: no memory access, no launch shapes. */
@@ -133,38 +134,51 @@ TE_HD float te_amax_f32(float a, float v) {
 #endif
 }
 
-/* e^x in float, within 1.1 ulp for normal results (0.34 ulp from the
- * polynomial plus the roundings of its evaluation), the same bits on both
- * sides.  Cody-Waite reduction x = n*ln2 + r with |r| <= ln2/2, a degree-6
- * polynomial for e^r interpolating it at the Chebyshev nodes of that
- * interval (relative error 2e-8), and a scale by 2^n split in two factors
- * so subnormal results round once and large ones overflow to infinity.
- * x is first clamped to [-104, 89] (beyond: 0 and infinity) with
- * fminf/fmaxf, so a NaN argument gives a finite value: the activations
- * that call this carry a NaN input through their other factor (x * s). */
-TE_HD float te_exp_f32(float x) {
-  x = fminf(fmaxf(x, -104.0f), 89.0f);
-  /* n = rint(x * log2(e)): the product is added to 1.5*2^23, where the
-   * float spacing is 1, in one rounding; the low bits of t are then n. */
-  const float shifter = 12582912.0f;
-  float t = te_fma_rn(x, 1.44269502163f, shifter);
-  float n = te_sub_rn(t, shifter);
-  int ni = (int)(te_f32_bits(t) - 0x4b400000u);
-  float r = te_fma_rn(n, -0.693145751953125f, x);   /* ln2 high part: 16 bits */
-  r = te_fma_rn(n, -1.42860676533e-06f, r);          /* ln2 low part */
-  float p = 1.394110848e-03f;
-  p = te_fma_rn(p, r, 8.375125937e-03f);
-  p = te_fma_rn(p, r, 4.166635126e-02f);
-  p = te_fma_rn(p, r, 1.666641533e-01f);
-  p = te_fma_rn(p, r, 0.5f);
-  p = te_fma_rn(p, r, 1.0f);
-  p = te_fma_rn(p, r, 1.0f);
-  /* 2^n as 2^a * 2^b, a = floor(n/2): both factors are normal floats for
-   * n in [-150, 128]; p * 2^a is exact, the second product rounds once. */
-  int a = ni >> 1, b = ni - a;
-  float sa = te_bits_f32((uint32_t)(a + 127) << 23);
-  float sb = te_bits_f32((uint32_t)(b + 127) << 23);
-  return te_mul_rn(te_mul_rn(p, sa), sb);
+/* max and min where a NaN operand wins (clamps that must carry a NaN
+ * argument through).  One max.NaN / min.NaN instruction on the GPU; the
+ * two sides differ only in NaN payloads and in which zero max(-0, +0)
+ * returns, which no caller asks. */
+TE_HD float te_fmax_nan2(float a, float b) {
+#ifdef __CUDA_ARCH__
+  float r;
+  asm("max.NaN.f32 %0, %1, %2;" : "=f"(r) : "f"(a), "f"(b));
+  return r;
+#else
+  return (a != a || a > b) ? a : b;
+#endif
+}
+TE_HD float te_fmin_nan2(float a, float b) {
+#ifdef __CUDA_ARCH__
+  float r;
+  asm("min.NaN.f32 %0, %1, %2;" : "=f"(r) : "f"(a), "f"(b));
+  return r;
+#else
+  return (a != a || a < b) ? a : b;
+#endif
+}
+/* x limited to [lo, hi] (lo < 0 < hi); a NaN x stays NaN. */
+TE_HD float te_clamp_nan(float x, float lo, float hi) {
+  return te_fmin_nan2(te_fmax_nan2(x, lo), hi);
+}
+
+/* 1/d correctly rounded, for d in [1, 2^126) only (the sigmoids' 1 + e).
+ * On the GPU: the hardware reciprocal (MUFU.RCP, within 1 ulp) and one
+ * Newton step with fma, which is what rcp.rn compiles to once its check
+ * for operands whose reciprocal is subnormal, zero or infinite has
+ * passed; here the range makes the check and its branch unneeded, and
+ * the result is the correctly rounded 1/d, as the host's division gives.
+ * Outside the range the GPU's result may differ from the host's (the
+ * callers only get there with a NaN argument, whose result is NaN). */
+TE_HD float te_rcp_rn_1_2p126(float d) {
+#ifdef __CUDA_ARCH__
+  float r0, e, r;
+  asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(r0) : "f"(d));
+  e = __fmaf_rn(-d, r0, 1.0f);
+  r = __fmaf_rn(r0, e, r0);
+  return r;
+#else
+  return 1.0f / d;
+#endif
 }
 
 #endif

@@ -119,12 +119,6 @@ TE_KERNEL_TABLE_FATBIN_ALIGNED(act_first_id, "libtecore/act", act_kernels, act_a
 
 /* ---- public entry points ---------------------------------------------------------- */
 
-TE_PARAM_INT_RENAMED(act_fast_math, "TECORE_ACT_FAST_MATH", "TE_ACT_FAST_MATH", 0, 0, 1,
-                     "1: activation forward kernels on the GPU take the sigmoid from the "
-                     "hardware's approximate exp2 and reciprocal (memory-bound instead of "
-                     "instruction-bound; results then differ from the vdev backend's in the last "
-                     "bits)")
-
 static const char *const act_names[TECORE_ACT_COUNT_] = {"gelu", "relu", "silu", "qgelu",
                                                          "swiglu", "geglu", "reglu"};
 
@@ -226,7 +220,6 @@ TE_EXPORT tecore_result_t tecore_act_fwd(tecore_activation_t act, const struct t
   struct te_act_fwd_args a = {.in = TE_DPTR(in->data), .out = TE_DPTR(out->data),
                               .noop = TE_DPTR(noop_flag), .rows = rows, .cols = cols,
                               .dtypes = (int)in->dtype | ((int)out->dtype << 4), .vec = vec};
-  if (tecore_tunable_int(&act_fast_math)) a.dtypes |= 1 << 12;
   for (int pass = 0; pass < te_qout_passes(out); pass++) {
     struct te_qout q;
     TE_CHECK(te_qout_begin(out, pass, noop_flag, stream, &q));

@@ -21,11 +21,8 @@
  * not produced (see the cast-transpose family).
  *
  * Math: float, the same on both backends bit for bit
- * (kernels/common/act.h); rounding to the output dtype is nearest even.
- * TECORE_ACT_FAST_MATH=1 lets the GPU's forward kernels use the hardware's
- * approximate exp2 and reciprocal for the sigmoid (GELU, SiLU, QGELU and
- * their gated forms): faster, about 2 ulp in float, no longer bit-equal
- * to vdev.
+ * (kernels/common/act.h, which states the error bounds against float64);
+ * rounding to the output dtype is nearest even.
  * Aliasing: what a call writes (the output's data, amax and scale_inv)
  * shares no byte with anything else it touches (the output's scale
  * included), except that the output's data may be exactly an input's
