@@ -200,6 +200,31 @@ static TE_T_UNUSED void ref_check_fp8(const uint8_t *got, tecore_dtype_t dt, con
 }
 
 /* Device buffer helpers. */
+/* The sigmoid activations (base kinds GELU, SILU, QGELU; numbers as in
+ * te/activation.h) in float64, in the stable forms so the reference does
+ * not cancel: act(x), act'(x), |z| (the sigmoid's argument) and the
+ * magnitude |s| + |x s (1-s) z'| of act'(x)'s terms. */
+static TE_T_UNUSED void ref_act_sig(int base, double x, double *y, double *d, double *az,
+                                    double *dsum) {
+  const double k = sqrt(2.0 / M_PI);
+  double z, dz;
+  if (base == TECORE_ACT_GELU) {
+    z = 2.0 * k * (x + 0.044715 * x * x * x);
+    dz = 2.0 * k * (1.0 + 3.0 * 0.044715 * x * x);
+  } else if (base == TECORE_ACT_SILU) {
+    z = x;
+    dz = 1.0;
+  } else {
+    z = 1.702 * x;
+    dz = 1.702;
+  }
+  double s = 1.0 / (1.0 + exp(-z)), oms = 1.0 / (1.0 + exp(z));
+  *y = x * s;
+  *d = s + x * s * oms * dz;
+  *az = fabs(z);
+  *dsum = fabs(s) + fabs(x * s * oms * dz);
+}
+
 static TE_T_UNUSED struct tecore_tensor ref_tensor2(tecore_dtype_t dt, size_t rows, size_t cols,
                                                     tecore_devptr_t data) {
   struct tecore_tensor t;

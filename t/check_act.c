@@ -28,23 +28,10 @@ static void ref_act(int base, double x, double *y, double *d, double *ym, double
     *dm = fabs(*d);
     return;
   }
-  const double k = sqrt(2.0 / M_PI);
-  double z, dz;
-  if (base == TECORE_ACT_GELU) {
-    z = 2.0 * k * (x + 0.044715 * x * x * x);
-    dz = 2.0 * k * (1.0 + 3.0 * 0.044715 * x * x);
-  } else if (base == TECORE_ACT_SILU) {
-    z = x;
-    dz = 1.0;
-  } else {
-    z = 1.702 * x;
-    dz = 1.702;
-  }
-  double s = 1.0 / (1.0 + exp(-z)), oms = 1.0 / (1.0 + exp(z));
-  *y = x * s;
-  *d = s + x * s * oms * dz;
-  *ym = fabs(*y) * (1.0 + fabs(z));
-  *dm = (fabs(s) + fabs(x * s * oms * dz)) * (1.0 + fabs(z));
+  double az, dsum;
+  ref_act_sig(base, x, y, d, &az, &dsum);
+  *ym = fabs(*y) * (1.0 + az);
+  *dm = dsum * (1.0 + az);
 }
 
 static int act_base(int kind) {

@@ -15,6 +15,7 @@
  * plumbing; on cuda it is the proof that the GPU computes vdev's bits.
  * NaN results only have to be NaN on both (payloads may differ). */
 #include "tests.h"
+#include "act_ref.h"
 #include "common/act.h"
 #include "common/convert.h"
 #include "common/fp8.h"
@@ -24,28 +25,6 @@
 #define COLS 256u
 
 static const double u24 = 1.0 / 16777216.0; /* 2^-24 */
-
-/* act, act', |z| and the derivative's magnitude, in float64, in the stable
- * forms (no cancellation in the reference itself). */
-static void ref_act(int base, double x, double *y, double *d, double *az, double *dm) {
-  const double k = sqrt(2.0 / M_PI);
-  double z, dz;
-  if (base == TE_ACT_GELU) {
-    z = 2.0 * k * (x + 0.044715 * x * x * x);
-    dz = 2.0 * k * (1.0 + 3.0 * 0.044715 * x * x);
-  } else if (base == TE_ACT_SILU) {
-    z = x;
-    dz = 1.0;
-  } else {
-    z = 1.702 * x;
-    dz = 1.702;
-  }
-  double s = 1.0 / (1.0 + exp(-z)), oms = 1.0 / (1.0 + exp(z));
-  *y = x * s;
-  *d = s + x * s * oms * dz;
-  *az = fabs(z);
-  *dm = fabs(s) + fabs(x * s * oms * dz);
-}
 
 static double clamp_of(int base) {
   return base == TE_ACT_GELU ? TE_ACT_GELU_C : base == TE_ACT_SILU ? TE_ACT_SILU_C : TE_ACT_QGELU_C;
@@ -67,7 +46,7 @@ START_TEST(test_act_exact_bounds) {
                   "kind %d x=%a: fwd_dact (%a, %a) differs from fwd/dact (%a, %a)", base,
                   (double)x, (double)y2, (double)d2, (double)y, (double)d);
     double ry, rd, az, dm;
-    ref_act(base, x, &ry, &rd, &az, &dm);
+    ref_act_sig(base, x, &ry, &rd, &az, &dm);
     if (x < -C) {
       ck_assert_msg(y == 0.0f && fabs(d) <= tiny && fabs(y - ry) <= tiny &&
                         fabs(d - rd) <= tiny,
@@ -159,14 +138,6 @@ static uint16_t *make_x(int gated, int finite_only) {
   return x;
 }
 
-static struct tecore_tensor tensor2(tecore_dtype_t dt, size_t rows, size_t cols,
-                                    tecore_devptr_t p) {
-  struct tecore_tensor t;
-  size_t shape[2] = {rows, cols};
-  TE_OK(tecore_tensor_init(&t, dt, 2, shape, p));
-  return t;
-}
-
 /* Forward of kind over all BF16 inputs into out_dt; returns the device
  * bytes (caller frees) and fills host[] with the host's floats. */
 static void *fwd_dev(int kind, const uint16_t *x, tecore_dtype_t out_dt, float scale, float *host,
@@ -180,8 +151,8 @@ static void *fwd_dev(int kind, const uint16_t *x, tecore_dtype_t out_dt, float s
   float zero = 0.0f;
   te_h2d(dsc, &scale, 4);
   te_h2d(dam, &zero, 4);
-  struct tecore_tensor ti = tensor2(TECORE_DTYPE_BF16, ROWS, icols, din);
-  struct tecore_tensor to = tensor2(out_dt, ROWS, COLS, dout);
+  struct tecore_tensor ti = ref_tensor2(TECORE_DTYPE_BF16, ROWS, icols, din);
+  struct tecore_tensor to = ref_tensor2(out_dt, ROWS, COLS, dout);
   to.amax = dam;
   if (out_dt == TECORE_DTYPE_E4M3) {
     to.scaling = TECORE_SCALING_DELAYED;
@@ -269,14 +240,14 @@ START_TEST(test_act_exact_bwd_bits) {
     }
   tecore_devptr_t dx = te_dalloc(nx * 2), ddy = te_dalloc(ny * 4), dout = te_dalloc(nx * 4);
   te_h2d(dx, x, nx * 2);
-  struct tecore_tensor tx = tensor2(TECORE_DTYPE_BF16, ROWS, xcols, dx);
+  struct tecore_tensor tx = ref_tensor2(TECORE_DTYPE_BF16, ROWS, xcols, dx);
   char what[96];
   for (int pass = 0; pass < 2; pass++) {
     tecore_dtype_t dt = pass == 0 ? TECORE_DTYPE_F32 : TECORE_DTYPE_BF16;
     te_h2d(ddy, pass == 0 ? (const void *)dy32 : (const void *)dy16, ny * (pass == 0 ? 4 : 2));
     te_poison_dev(dout, nx * 4);
-    struct tecore_tensor tdy = tensor2(dt, ROWS, COLS, ddy);
-    struct tecore_tensor to = tensor2(dt, ROWS, xcols, dout);
+    struct tecore_tensor tdy = ref_tensor2(dt, ROWS, COLS, ddy);
+    struct tecore_tensor to = ref_tensor2(dt, ROWS, xcols, dout);
     TE_OK(tecore_act_bwd(kind, &tdy, &tx, &to, te_stream));
     TE_OK(tecore_stream_synchronize(te_stream));
     snprintf(what, sizeof what, "%s bwd x bf16, dy/dx %s", tecore_activation_name(kind),
