@@ -857,7 +857,7 @@ __device__ void ar_fused(const te_ar_params &p) {
       ar_ldn<NV>(p.gamma, (uint64_t)vi * NV, dt, g);
 #pragma unroll
       for (int k = 0; k < NV; k++) {
-        o[k] = te_rms_out(x[k], rs, te_norm_gamma(g[k], 0.0f));
+        o[k] = te_rms_out(x[k], rs, te_norm_gamma(g[k], te_norm_zc(0)));
         am = te_amax_f32(am, o[k]);
       }
       if (p.fflags & TE_AR_F_OUT) ar_stn<NV>(p.fout, e, dt, o);
@@ -1000,7 +1000,7 @@ __device__ void ar_fused_fast(const te_ar_params &p) {
       float o[8];
 #pragma unroll
       for (int k = 0; k < 8; k++) {
-        o[k] = te_rms_out(x[j][k], rs, te_norm_gamma(gm[j][k], 0.0f));
+        o[k] = te_rms_out(x[j][k], rs, te_norm_gamma(gm[j][k], te_norm_zc(0)));
         am = te_amax_f32(am, o[k]);
       }
       if (p.fflags & TE_AR_F_OUT) ar_st<DT, 8>(p.fout, gi[j], o);

@@ -116,7 +116,9 @@ struct fwd_args {
 // shown instruction for instruction (cuobjdump -sass, every instantiation)
 // before and after.  Until that is done the passes stay in one body,
 // marked "pass 1", "output pass".
-template <int VEC, bool STREAM, int DX, int DW, int DY, int LNC>
+// ZCC: zero-centered gamma known at compile time (0, 1), or -1: read the
+// flag (g + zc, te_norm_gamma).
+template <int VEC, bool STREAM, int DX, int DW, int DY, int LNC, int ZCC>
 __device__ __forceinline__ void norm_fwd(const fwd_args &a) {
   __shared__ float red[2][1][32];
   const int T = a.tpr, t = threadIdx.x & (T - 1), R = blockDim.x / T, nv = a.nv;
@@ -126,7 +128,7 @@ __device__ __forceinline__ void norm_fwd(const fwd_args &a) {
   const float sc = (te_dt_is_fp8(DY >= 0 ? DY : dy) && a.scale) ? *a.scale : 1.0f;
   const unsigned hidden = a.hidden;
   const unsigned nvec = VEC == 8 ? hidden / 8 : hidden;
-  const float h = (float)hidden;
+  const float h = (float)hidden, hinv = te_norm_inv_pow2(h);
   constexpr int NVR = STREAM ? 1 : TE_NORM_FWD_NV_MAX;
   // RAW: a 16-bit row kept packed (16 registers for 4 vectors, not 32) and
   // widened in each pass, for occupancy (measured: LayerNorm keeping
@@ -184,7 +186,7 @@ __device__ __forceinline__ void norm_fwd(const fwd_args &a) {
     buf ^= 1;
     float mean = 0.0f, rs;
     if (ln) {
-      mean = te_norm_mean(s[0], h);
+      mean = te_norm_mean_inv(s[0], h, hinv);
       float q[1] = {0.0f};
       if (!STREAM) {
 #pragma unroll
@@ -216,9 +218,9 @@ __device__ __forceinline__ void norm_fwd(const fwd_args &a) {
       }
       row_reduce<1>(q, T, buf, red);
       buf ^= 1;
-      rs = te_norm_rsigma(te_norm_mean(q[0], h), a.eps);
+      rs = te_norm_rsigma(te_norm_mean_inv(q[0], h, hinv), a.eps);
     } else {
-      rs = te_norm_rsigma(te_norm_mean(s[0], h), a.eps);
+      rs = te_norm_rsigma(te_norm_mean_inv(s[0], h, hinv), a.eps);
     }
     if (valid && t == 0) {
       if (a.mu) a.mu[row] = mean;
@@ -242,7 +244,7 @@ __device__ __forceinline__ void norm_fwd(const fwd_args &a) {
         if (ln) nv_ld_ro<VEC, DW>(a.beta, (unsigned long long)vi * VEC, dw, b);
 #pragma unroll
         for (int k = 0; k < VEC; k++) {
-          const float gk = te_norm_gamma(g[k], zc);
+          const float gk = ZCC == 0 ? g[k] : ZCC == 1 ? te_add_rn(g[k], 1.0f) : te_norm_gamma(g[k], zc);
           float o = ln ? te_ln_out(e[k], rs, gk, b[k]) : te_rms_out(e[k], rs, gk);
           am = te_amax_f32(am, o);
           e[k] = te_mul_rn(o, sc);
@@ -269,9 +271,13 @@ extern "C" __global__ void __launch_bounds__(TE_NORM_FAST_TMAX, 2)
   norm_fwd_prologue(a);
   const int ln = (flags & TE_NORM_LAYERNORM) != 0;
   const int dx = TE_NORM_DT(dtypes, 0), dy = TE_NORM_DT(dtypes, 2);
+  const bool zcf = (flags & TE_NORM_ZERO_CENTERED) != 0;
   switch (ln * 64 + dx * 8 + dy) {
-#define NORM_FWD_CASE(L, I, O) \
-  case L * 64 + I * 8 + O: norm_fwd<8, false, I, I, O, L>(a); return;
+#define NORM_FWD_CASE(L, I, O)                                   \
+  case L * 64 + I * 8 + O:                                       \
+    if (zcf) norm_fwd<8, false, I, I, O, L, 1>(a);               \
+    else norm_fwd<8, false, I, I, O, L, 0>(a);                   \
+    return;
     NORM_FWD_CASE(0, BF16, BF16) NORM_FWD_CASE(0, BF16, E4M3) NORM_FWD_CASE(0, BF16, E5M2)
     NORM_FWD_CASE(0, F16, F16) NORM_FWD_CASE(0, F16, E4M3) NORM_FWD_CASE(0, F16, E5M2)
     NORM_FWD_CASE(0, F32, F32) NORM_FWD_CASE(0, F32, E4M3) NORM_FWD_CASE(0, F32, E5M2)
@@ -288,7 +294,7 @@ extern "C" __global__ void __launch_bounds__(TE_NORM_FAST_TMAX, 2)
       name(TE_KSIG(TE_NORM_FWD_PARAMS)) {                                                     \
     const fwd_args a = {TE_KNAMES(TE_NORM_FWD_PARAMS)};                                       \
     norm_fwd_prologue(a);                                                                     \
-    norm_fwd<VEC, STREAM, -1, -1, -1, -1>(a);                                                 \
+    norm_fwd<VEC, STREAM, -1, -1, -1, -1, -1>(a);                                             \
   }
 TE_NORM_FWD_KERNEL(te_norm_fwd_v8, 8, false)
 TE_NORM_FWD_KERNEL(te_norm_fwd_v1, 1, false)
@@ -324,7 +330,7 @@ __device__ __forceinline__ void norm_bwd(const bwd_args &a) {
   const float zc = te_norm_zc(a.flags);
   const unsigned hidden = a.hidden;
   const unsigned nvec = VEC == 8 ? hidden / 8 : hidden;
-  const float h = (float)hidden;
+  const float h = (float)hidden, hinv = te_norm_inv_pow2(h);
   constexpr int NVR = STREAM ? 1 : TE_NORM_BWD_NV_MAX;
   float *wsg = a.ws + (unsigned long long)blockIdx.x * hidden;
   float *wsb = a.ws + ((unsigned long long)a.parts + blockIdx.x) * hidden;
@@ -393,7 +399,7 @@ __device__ __forceinline__ void norm_bwd(const bwd_args &a) {
     }
     row_reduce<2>(s, T, buf, red);
     buf ^= 1;
-    const float m1 = te_norm_mean(s[0], h), m2 = te_norm_mean(s[1], h);
+    const float m1 = te_norm_mean_inv(s[0], h, hinv), m2 = te_norm_mean_inv(s[1], h, hinv);
 #pragma unroll
     for (int j = 0; j < (STREAM ? nv : NVR); j++) {
       const unsigned vi = (unsigned)j * T + t;

@@ -136,7 +136,7 @@ static void vepilogue(const struct te_ar_params *p, const float *ar) {
     }
     float rs = te_norm_rsigma(te_norm_mean(te_norm_tree_sum(part, p->tpr), (float)H), p->eps);
     for (unsigned c = 0; c < H; c++) {
-      float o = te_rms_out(r[c], rs, te_norm_gamma(te_ld(VP(p->gamma), c, dt), 0.0f));
+      float o = te_rms_out(r[c], rs, te_norm_gamma(te_ld(VP(p->gamma), c, dt), te_norm_zc(0)));
       am = te_amax_f32(am, o);
       if (p->fflags & TE_AR_F_OUT) te_st(VP(p->fout), base + c, dt, o);
       if (p->fflags & TE_AR_F_Q) te_st(VP(p->q_data), base + c, p->q_dtype, te_mul_rn(o, sc));

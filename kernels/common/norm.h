@@ -22,7 +22,7 @@
  *   LN:  mean = S(x) / H;  d = x - mean;  var = S(d*d) / H  (fma into the sum);
  *        rs = 1 / sqrt(var + eps);  y = fma(d*rs, g, beta)
  *   RMS: ms = S(x*x) / H (fma);  rs = 1 / sqrt(ms + eps);  y = (x*rs)*g
- *   g = gamma + zc (zc = 1 with zero-centered gamma, else 0).
+ *   g = gamma + zc (zc = 1 with zero-centered gamma, else -0: g = gamma).
  *   Output: y * scale, scale = 1 unless the output is FP8, q = fp8(y *
  *   scale); amax = max |y| (before the scale; te_amax_f32).
  *
@@ -133,15 +133,26 @@ TE_HD unsigned te_norm_bwd_parts(unsigned long long rows, int rows_per_block) {
 /* ---- per-element formulas ------------------------------------------------ */
 
 /* The weight applied to a normalized element: g + zc, zc = 1 with
- * zero-centered gamma, else 0 (te_norm_zc).  An add rather than a branch
- * keeps the kernels' element loops free of selects; the one difference
- * from using gamma itself is that gamma = -0 acts as +0. */
-TE_HD float te_norm_zc(int flags) { return (flags & TE_NORM_ZERO_CENTERED) ? 1.0f : 0.0f; }
+ * zero-centered gamma, else -0 (te_norm_zc).  An add rather than a branch
+ * keeps the element loops of kernels that read the flag at run time free
+ * of selects; g + (-0) is g bit for bit (a -0 gamma included), so a kernel
+ * that knows the flag at compile time uses g itself, one operation fewer,
+ * and gives the same bits. */
+TE_HD float te_norm_zc(int flags) { return (flags & TE_NORM_ZERO_CENTERED) ? 1.0f : -0.0f; }
 TE_HD float te_norm_gamma(float g, float zc) { return te_add_rn(g, zc); }
 /* rs = 1 / sqrt(v + eps), v the variance or the mean square. */
 TE_HD float te_norm_rsigma(float v, float eps) { return te_rcp_rn(te_sqrt_rn(te_add_rn(v, eps))); }
 /* The mean of a sum over a row of h elements. */
 TE_HD float te_norm_mean(float sum, float h) { return te_div_rn(sum, h); }
+/* 1/h where h is a power of two (exact), else 0: then sum * (1/h) is
+ * te_norm_mean's correctly rounded sum / h, bit for bit, for a multiply
+ * instead of a division (with its range check and slow path) per row. */
+TE_HD float te_norm_inv_pow2(float h) {
+  return (te_f32_bits(h) & 0x7fffffu) == 0 ? te_div_rn(1.0f, h) : 0.0f;
+}
+TE_HD float te_norm_mean_inv(float sum, float h, float inv) {
+  return inv != 0.0f ? te_mul_rn(sum, inv) : te_div_rn(sum, h);
+}
 TE_HD float te_ln_out(float d, float rs, float g, float b) { return te_fma_rn(te_mul_rn(d, rs), g, b); }
 TE_HD float te_rms_out(float x, float rs, float g) { return te_mul_rn(te_mul_rn(x, rs), g); }
 TE_HD float te_ln_dx(float rs, float dyg, float xhat, float m1, float m2) {
