@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # install-deps.sh -- installs what building and testing libte needs on
 # Debian or Ubuntu (run as root, or through sudo).  The CUDA toolkit is not
 # installed here: configure finds /usr/local/cuda when present and builds

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # bench/gpu-run.sh -- every GPU figure and check this project records, in
 # one command on a GPU machine, from the top of a configured and built tree
 # (README.md, "Testing on a GPU machine"):

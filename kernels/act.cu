@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // act.cu -- activations forward and backward, optionally quantizing the
 // output to FP8 with a per-tensor scale.
 //

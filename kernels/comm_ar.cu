@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // comm_ar.cu -- libtecomm's allreduce protocols on the GPU: IPC one-shot,
 // two-shot and Lamport one-shot, NVLS simple (multimem load-reduce and
 // store) and NVLS Lamport (multimem store), plain and with the

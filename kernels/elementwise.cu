@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // elementwise.cu -- fill and scale-and-add over n elements of f32/f16/bf16.
 // Grid-stride loops.  scale_add moves 16 bytes per load and store where all
 // three pointers are 16-byte aligned (8 16-bit or 4 f32 elements), with an

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // fp8_recipe.cu -- the delayed-scaling update for a group of tensors in one
 // launch.  history is [len][count] floats, row 0 the most recent; the
 // update moves every row down one (dropping the oldest), puts the new amax

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // fp8_scale.cu -- the two one-thread kernels of current scaling's FP8
 // output protocol (libtecore/ksupport/fp8_out.c): reset an amax, and set a
 // scale and its inverse from an amax.  Every family that writes FP8 with a

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // ldst.cuh -- device-side loads and stores of 8 elements (one 16-byte
 // vector of a 16-bit type, two of F32, 8 bytes of FP8) of a runtime dtype,
 // converting to and from float.  Used by act.cu, norm.cu, transpose.cu and

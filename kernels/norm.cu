@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // norm.cu -- LayerNorm and RMSNorm, forward and backward.
 //
 // Shapes: x, y, dy, dx, extra_grad [rows][hidden]; gamma, beta [hidden];

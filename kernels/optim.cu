@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // optim.cu -- optimizer kernels for Hopper: multi-tensor Adam / AdamW and
 // SGD (momentum, Nesterov) on FP32 master weights with a refreshed
 // BF16 / F16 / FP8 model copy, the two-stage L2 norm of many tensors, and

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // quantize.cu -- FP8 quantize, dequantize and amax kernels for Hopper.
 // Element math: kernels/common/fp8.h and quantize.h (shared with the vdev
 // implementations in libtecore/fp8/quantize.c, which give the same bytes).

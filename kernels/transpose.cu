@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // transpose.cu -- the cast-transpose family: one pass over an input
 // [rows][cols] (F32, F16 or BF16) that writes its FP8 (E4M3/E5M2) rowwise
 // copy [rows][cols] and columnwise copy, optionally the column sums of the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* allreduce.c -- tecomm_allreduce, tecomm_allreduce_add_rmsnorm and the
  * amax reduction for delayed scaling: argument checks, the communicator's
  * state (a device-side timeout surfaces here, on the next call), the

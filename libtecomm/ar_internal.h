@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* ar_internal.h -- what the allreduce kernel files of libtecomm share
  * privately: the vdev implementations (ar_vdev.c), the kernel table and
  * launches (ar_kernels.c), error helpers in libtecore's style, and the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* ar_kernels.c -- the allreduce kernels' table (kernels/comm_ar.cu on
  * cuda, ar_vdev.c on vdev) and the host side of ar_kernels.h: workspace
  * sizes and initialisation, argument checks, launch shapes (every rank

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* ar_kernels.h -- the contract between libtecomm's communicator layer
  * (comm.c, pool.c, select.c: who owns memory, who is a peer, which
  * algorithm runs) and its allreduce kernels (ar_*.c, kernels/comm_*.cu:

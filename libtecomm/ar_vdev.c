@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* ar_vdev.c -- the allreduce protocols of kernels/comm_ar.cu in C, for the
  * vdev backend.  A vdev kernel runs its whole grid on the stream's worker
  * thread, block after block; ranks are processes sharing memfd memory, so

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* boot.c -- picks the bootstrap a tecomm_bootstrap describes, and the
  * caller-callbacks bootstrap (allgather + barrier + ctx). */
 #include "boot.h"

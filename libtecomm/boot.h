@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* boot.h -- the host exchanges of a communicator: one interface
  * (allgather + barrier over the ranks) with five implementations:
  *   boot.c       caller callbacks

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* boot_mpi.c -- the bootstrap over a caller's MPI communicator (configure
  * --with-mpi): rank and size from it, MPI_Allgather of bytes, MPI_Barrier.
  * MPI's calls block without a bound of ours: a dead peer is MPI's to

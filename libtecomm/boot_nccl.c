@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* boot_nccl.c -- the bootstrap over a caller's NCCL communicator: rank
  * and size from it, allgather through ncclAllGather on a private stream
  * (host blocks staged through one device buffer), barrier as a one-byte

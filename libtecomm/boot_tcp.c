@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* boot_tcp.c -- the built-in rendezvous, so tools and plain C codes need
  * no MPI: TECOMM_RANK, TECOMM_NRANKS and TECOMM_ROOT=host:port.  Rank 0
  * listens on the port; the others connect (retrying until it listens,

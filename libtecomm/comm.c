@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* comm.c -- communicators: init (bootstrap, capabilities allgathered, the
  * local mesh, NCCL, the pool, one place in the fallback chain for every
  * rank), split, destroy, abort, status.

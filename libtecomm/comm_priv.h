@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* comm_priv.h -- what a communicator is: its ranks and host transport,
  * the capabilities every rank reported, the place in the fallback chain
  * they all took, its symmetric segments, its NCCL communicator and its

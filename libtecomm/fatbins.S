@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* fatbins.S -- embeds libtecomm's kernel fatbin (kernels/comm_ar.cu, the
  * allreduce protocols) in the library's read-only data, with hidden start
  * and end symbols for its kernel table (ar_kernels.c).  The assembler

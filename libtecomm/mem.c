@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* mem.c -- tecomm_mem_alloc / tecomm_mem_free / tecomm_mem_peer_ptr:
  * symmetric memory for callers.  In the pool (first fit, the same offset
  * on every rank because every rank makes the same calls in the same

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* mesh.c -- ranks of one host connected pairwise over Unix stream sockets
  * in the abstract namespace (no files to clean up, nothing a crashed rank
  * leaves behind).  The mesh is a communicator's host transport once it is

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* nccl.c -- loads libnccl.so.2 once (dlopen + dlsym; the ABI is nccl.h's,
  * copied as numbers into nccl.h here), for the NCCL backend of allreduce
  * and the bootstrap adapter over an existing NCCL communicator. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* nccl.h -- libnccl.so.2, dlopen'ed once (nothing links -lnccl, so the
  * library loads and runs without NCCL): the entry points libtecomm uses,
  * with NCCL's ABI written out here (types by value, enum numbers), so no

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* pool.c -- symmetric memory: segments (one VMM allocation per rank,
  * exported as a POSIX fd, passed to every local peer over the mesh with
  * SCM_RIGHTS, imported and mapped by all of them side by side in one

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* select.c -- which algorithm runs: the fallback chain (where a
  * communicator stands is decided at init, the same on every rank), the
  * selection table by payload size and rank count, TECOMM_ALGO and the

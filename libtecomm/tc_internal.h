@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* tc_internal.h -- libtecomm's private helpers: the upper libraries'
  * conventions (common/te_upper.h: export marker, errors in libtecore's
  * per-thread detail, checks that log each hop, libtecore results mapped)

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* util.c -- libtecomm's errors (detail string, log line, libtecore result
  * mapping; common/te_upper.h does the work), its timeout and the clock. */
 #include "tc_internal.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* verbs.c -- the InfiniBand/RoCE devices libtecomm's inter-node fallback
  * can use, through libibverbs loaded at run time (verbs_api.h); or
  * TECOMM_ERR_NOT_SUPPORTED saying why there can be none (built without

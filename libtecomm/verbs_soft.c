@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* verbs_soft.c -- "soft", a loopback RDMA device for tests: the libibverbs
  * calls libtecomm makes (the te_ibv table, verbs_api.h, and the three
  * data-path calls the header inlines through the context's ops:

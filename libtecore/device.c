@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* device.c -- the public device API: backend selection (TE_DEVICE) and the
  * argument checks every call makes before it reaches the backend's ops.
  * Backends may assume what is checked here (see device_ops.h). */

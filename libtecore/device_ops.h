@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* device_ops.h -- the private device ops table: every device operation the
  * libraries need, implemented twice (cuda/: the CUDA Driver API; vdev/:
  * the test VM's virtual GPU).

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* dtype.c -- element type sizes and names. */
 #include "internal.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* elementwise.c -- tecore_fill and tecore_scale_add: libtecore's first
  * kernel table, and the pattern every kernel family follows:
  *   1. kernels/<family>.cu   the CUDA kernels (extern "C" symbols)

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* error.c -- result strings and the per-thread last-error detail.
  * The detail buffer is thread-local and fixed-size, so setting it never
  * allocates (it works when malloc has just failed). */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* fatbins.S -- embeds libtecore's kernel fatbins (built by nvcc from
  * kernels/*.cu) in the library's read-only data, one line per kernel file.
  * Each gets a start and an end symbol, both hidden; the kernel tables

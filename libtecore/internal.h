@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* internal.h -- libtecore's private helpers: export marker, error setting,
  * checks that log each hop, log macros and tunable declarations.
  * Included by every libtecore source; libtegraph and libtecomm use the

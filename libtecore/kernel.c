@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* kernel.c -- the kernel registry: tables of kernels registered by
  * libtecore and the libraries above it, ids, and validated launches.
  * Ids are dense: a table's kernels get consecutive ids in registration

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* log.c -- libte's log: level, subsystem filter and destination read once
  * from TE_DEBUG, TE_DEBUG_SUBSYS and TE_DEBUG_FILE.  Every line names
  * host:pid:tid so logs of many ranks can be merged.  errno is preserved

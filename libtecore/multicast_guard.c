@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* multicast_guard.c -- the one rule for NVLink multicast: where the
  * operator turned it off (NCCL_NVLS_ENABLE=0, NCCL's own switch, or
  * TECOMM_NVLS_ENABLE=0, ours), no multicast object is created or

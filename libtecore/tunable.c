@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* tunable.c -- the registry of environment tunables (TECORE_TUNABLE_*,
  * TE_PARAM_*).  A tunable is read from the environment once, on first
  * use; an invalid value is logged and replaced by the default.  A renamed

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* util.c -- small helpers every libtecore file uses. */
 #include "internal.h"
 #include <stdlib.h>

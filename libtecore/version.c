@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* version.c -- run-time version and build configuration. */
 #include "internal.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* callable.c -- graphed callables: creation (static buffers from the pool,
  * warmup between the hooks, capture of every pass in the schedule's order,
  * instantiation), the analysis that decides which buffers can be rebound

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* callable.h -- private to libtegraph: the graphed callable's state, shared
  * by callable.c (create, capture, analysis, reset, destroy, queries) and
  * replay.c (forward, backward, backward_dw, rebinding and copies).

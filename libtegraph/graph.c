@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* graph.c -- tegraph_graph: one graph and its executable over the device
  * layer.  A capture replaces the graph (or appends to it); an existing
  * executable is then updated as a whole (tecore_graph_exec_update), and

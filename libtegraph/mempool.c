@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* mempool.c -- the graph memory pool: a device-memory arena that hands out
  * 256-byte aligned blocks, first fit, from chunks reserved with
  * tecore_mem_alloc and kept until the pool is destroyed (so an address a

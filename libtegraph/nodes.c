@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* nodes.c -- the node table: a graph's nodes (tecore_graph_nodes), the
  * argument values of each registered kernel's node, and which nodes are
  * opaque (their memory use cannot be seen: a kernel that is not

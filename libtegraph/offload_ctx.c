@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* offload_ctx.c -- an activation-offload context's life (te/offload.h):
  * the configuration and its tunables, the pinned pool (allocated once,
  * staging buffers carved from its top), the copy streams, the spill files

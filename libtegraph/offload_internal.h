@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* offload_internal.h -- activation offload's private state (te/offload.h):
  * the context (pool, staging buffers, copy streams, spill files), a part
  * (one contiguous device range and where its copy lives: the pool or the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* offload_seq.c -- offload as a property of a fuser sequence
  * (te/offload.h): the ring that the blocks' saved tensors share, the host
  * copies' placement, and the schedule the sequence's pass hooks queue.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* offload_tensor.c -- offloading single tensors (te/offload.h): a tensor
  * travels whole, every buffer its scaling mode has (data, columnwise
  * data, amax, scale, scale_inv, columnwise scale_inv), each as one part,

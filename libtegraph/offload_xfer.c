@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* offload_xfer.c -- moving parts (contiguous device ranges) out and back:
  * placing each part's copy in the pinned pool or, past the budget, in the
  * spill space; the service-engine jobs that write and read each chunk of a

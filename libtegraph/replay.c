@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* replay.c -- replaying a graphed callable: argument checks (everything is
  * checked before anything is queued or rewritten, so a refused call leaves
  * the callable as it was; each caller's buffer must hold its captured

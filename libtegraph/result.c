@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* result.c -- libtegraph's result strings, version and last error,
  * generated from TEGRAPH_RESULT_LIST (te/graph.h) by common/te_upper.h. */
 #include "tg_internal.h"

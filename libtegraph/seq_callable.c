@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* seq_callable.c -- tegraph_callable_from_seq: a graphed callable whose
  * forward and backward functions run a built operation-fuser sequence
  * (te/ops.h).  The sequence's input is the callable's one input, its

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* tg_internal.h -- libtegraph's private helpers: the upper libraries'
  * conventions (common/te_upper.h: export marker, errors in the per-thread
  * detail shared with libtecore, checks that log each hop, libtecore

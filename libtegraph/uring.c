@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* uring.c -- whether io_uring works on this system.  A kernel may have it
  * compiled out, disabled (kernel.io_uring_disabled) or blocked by a
  * seccomp filter (containers), and liburing.so.2 (loaded at run time by

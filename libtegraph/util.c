@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* util.c -- libtegraph's error helpers (the detail string shared with
  * libtecore, mapped libtecore results) and small tensor helpers. */
 #include "tg_internal.h"

@@ -1,3 +1,4 @@
+dnl SPDX-License-Identifier: Apache-2.0
 dnl te.m4 -- libte's own configure checks: warnings, CUDA toolkit, options.
 
 dnl TE_CC_WARNINGS: the warnings (and code-generation rules) every file

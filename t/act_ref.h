@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* act_ref.h -- what t/check_act.c and t/check_norm.c share: element types
  * on the host written independently of the library (rounding a double to
  * bf16, f16, e4m3 or e5m2 to nearest even, with saturation for FP8), and

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # allreduce-perf.sh -- te-allreduce-perf as a newcomer first runs it, on a
 # machine with no GPU: vdev ranks forked by -n, eager and graph-captured,
 # plain and fused.  Every size must have run (a time, not n/a) with no

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* check_act.c -- tecore_act_fwd / tecore_act_bwd (te/activation.h) against
  * a float64 reference computed here: every kind, input dtypes f32/bf16/f16,
  * outputs f32/bf16/f16/e4m3/e5m2, odd shapes (1 element, 7, 33, 1000, 8191,

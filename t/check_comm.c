@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* check_comm.c -- libtecomm's communicators and symmetric memory, ranks as
  * forked processes (t/comm_ranks.h):
  *   - init over caller callbacks with 2, 3, 4 and 8 ranks: ranks, devices,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* check_comm_allreduce.c -- tecomm_allreduce and its fused form through the
  * communicator, ranks as forked processes (t/comm_ranks.h), 2, 3, 4 and 8
  * ranks:

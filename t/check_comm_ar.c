@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* check_comm_ar.c -- the allreduce protocols (libtecomm/ar_kernels.h)
  * without the communicator layer: each test forks N rank processes; each
  * makes one exportable VMM allocation (its pool: workspace, then input

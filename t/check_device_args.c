@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* check_device_args.c -- argument validation of every public function of
  * te/device.h, te/kernel.h and te/elementwise.h: each bad argument (NULL
  * out-pointer, zero size, NULL or misaligned address, unknown flags, enum

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* check_fp8_convert.c -- the FP8 element math of kernels/common/fp8.h (the
  * oracle of every FP8 kernel, shared with the CUDA kernels) against an
  * independent float64 reference written here: float -> E4M3/E5M2 for all

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* check_gemm.c -- tecore_gemm (te/gemm.h) against a float64 reference
  * written here, on either backend (vdev in CI; TE_DEVICE=cuda runs the
  * same cases through cuBLASLt).

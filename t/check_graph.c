@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* check_graph.c -- stream capture and graphs (te/device.h):
  *   - capture of a memset, kernels and a copy on one stream plus a second
  *     stream forked and joined by events; instantiate, launch (and upload):

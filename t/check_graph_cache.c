@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* check_graph_cache.c -- FP8 weight caching in graphed callables: the
  * replay's is_first_microbatch sets the forward graph's no-op flag, and the
  * captured weight-quantize kernels that read it

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* check_graph_callable.c -- graphed callables (te/graph.h):
  *   - graphed and eager runs give identical outputs, input gradients and
  *     accumulated parameter gradients over several steps of several

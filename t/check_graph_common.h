@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* check_graph_common.h -- what the libtegraph suites (t/check_graph_*.c)
  * share: result checks for tegraph_result_t, small test kernels registered
  * through tecore_kernel_table_register with vdev C implementations only

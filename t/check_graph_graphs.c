@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* check_graph_graphs.c -- libtegraph's graph layer and the device-layer
  * calls it stands on:
  *   - tecore_graph_nodes lists kernels by registry id with their launch

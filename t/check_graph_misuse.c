@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* check_graph_misuse.c -- graphed callables refuse misuse with a clear error
  * and stay usable:
  *   - creation: NULL and missing arguments, no outputs, backward_dw without

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* check_graph_seq.c -- tegraph_callable_from_seq: a graphed callable made
  * from an operation-fuser sequence against the same sequence run eagerly.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* check_hardening.c -- the public API's answers to bad input (issue 9):
  * calls that fail leave their objects and out-parameters as they were,
  * descriptors that overflow or wrap are refused, destroyed handles are

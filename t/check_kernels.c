@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* check_kernels.c -- tecore_fill and tecore_scale_add (te/elementwise.h)
  * against a host reference:
  *   - f32 bit for bit; f16 and bf16 bit for bit against the rounding this

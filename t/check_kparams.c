@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* check_kparams.c -- kernels/common/kparams.h, the parameter lists every
  * libtecore kernel is declared with (and libtecomm's and libtegraph's may
  * be): TE_KDEF's table entry (nparams, param_size, param_is_ptr) must be

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* check_log.c -- libte's log (te/log.h): TE_DEBUG level, TE_DEBUG_SUBSYS
  * filter, TE_DEBUG_FILE with %h and %p, the "host:pid:tid" line prefix, and
  * errno preservation.

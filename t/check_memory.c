@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* check_memory.c -- device and pinned host memory (te/device.h): alloc and
  * free, page-locked host allocation and registration with their device
  * addresses, copies host->device->device->host of random data at odd sizes

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* check_norm.c -- LayerNorm and RMSNorm (te/norm.h) against a float64
  * reference computed here: forward (y in f32/bf16/f16/e4m3/e5m2, mu,
  * rsigma, amax, scale_inv, zero-centered gamma), backward (dx, dgamma,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* check_offload.c -- activation offload (te/offload.h):
  *   - tensors travel whole and come back bit for bit, with their dtype,
  *     shape and layout: BF16, F32, FP8 per-tensor (rowwise + columnwise +

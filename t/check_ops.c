@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* check_ops.c -- the operation fuser (te/ops.h): which groups the planner
  * picks in each pass and how a recipe change moves them; fused and unfused
  * sequences against each other (F32, BF16, FP8 delayed and current);

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* check_optim.c -- tecore_adam_step, tecore_sgd_step, tecore_l2norm_multi
  * (and its workspace size) and tecore_unscale_multi on the selected backend.
  *

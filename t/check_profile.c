@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* check_profile.c -- the kernel profile (te/profile.h):
  *   - every eager launch is counted once under its kernel's name, launches
  *     into a capturing stream and after stop are not, and the work itself

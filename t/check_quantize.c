@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* check_quantize.c -- tecore_quantize / tecore_dequantize /
  * tecore_quantize_multi / tecore_amax / tecore_compute_scale and the tensor
  * descriptor (te/tensor.h, DLPack) on the selected backend.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* check_recipe.c -- FP8 scaling recipes (te/recipe.h) on the selected
  * backend: recipe defaults and checks, formats per role (HYBRID), the
  * delayed-scaling state and its one-launch update (history rotation, max

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* check_result.c -- result codes, their names and messages, and the
  * per-thread last-error detail (te/result.h).  Needs no device: failing
  * calls come from the tunable registry, which validates like every other

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* check_stream.c -- streams, events and stream memory operations
  * (te/device.h):
  *   - work in one stream runs in order (a chain of dependent copies, memsets

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* check_svc.c -- the service engine (te/svc.h):
  *   - a write then a read of a file handed over in stream order (random
  *     bytes, the read buffer poisoned first), through a fixed buffer;

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* check_transpose.c -- the cast-transpose family (te/transpose.h) against
  * a float64 reference, independent of kernels/common:
  *   - FP8 bytes bit for bit: the reference takes the exact product

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* check_tunable.c -- the tunable registry (te/tunable.h): parsing of INT
  * (decimal, 0x hex, range) and STRING (free text, choices) values, defaults
  * on bad input (with a WARN log line), read-once semantics, duplicate

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* check_vdev_check.c -- the driver's promises and the memory checker
  * (issue 9).  Frees do not release memory that queued work still uses
  * (mem_free, mem_free_host, vmm_unmap, delayed_state_free; these run on

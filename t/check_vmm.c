@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* check_vmm.c -- virtual memory management and multicast (te/device.h):
  *   - granularity; reserve / create / map / set_access / unmap / release /
  *     free_va with data through the mappings (two handles side by side, one

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # code-lint.sh -- make check's lint of the sources for two kinds of rot:
 #  1. dead or misplaced functions: a non-static function of a library
 #     (libtecore, libtegraph, libtecomm) that the library does not export

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # comm-mpi.sh -- libtecomm's MPI bootstrap under mpirun (3 ranks on vdev):
 # t/comm_mpi checks rank and size, symmetric memory across the ranks, an
 # allreduce and a split.  Skipped (77) in a build without MPI.

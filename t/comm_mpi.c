@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* comm_mpi.c -- one rank of the MPI bootstrap test (t/comm-mpi.sh starts
  * it under mpirun): a communicator through TECOMM_BOOTSTRAP_MPI with rank
  * and size from MPI_COMM_WORLD, symmetric memory written by every rank and

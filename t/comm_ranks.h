@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* comm_ranks.h -- ranks as forked processes for the libtecomm suites.
  *
  * A test calls tc_run_ranks(n, fn, arg): the test's process (which never

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # demo-modes.sh -- te-demo's three ways of running a step (eager launches,
 # graphed callables, one graph per step with AdamW's step and learning rate
 # on the device) take the same steps: every printed loss, FP8 and BF16, is

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # demo-offload.sh -- te-demo --offload: the FP8 model trained again with
 # its activations offloaded (pinned host memory; past a tiny host budget,
 # spill files through io_uring) prints the same losses, to the last bit,

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # fatbin-arch.sh -- every kernels/*.fatbin the build made holds SASS for
 # sm_90 and sm_90a (Hopper, the tuned target), read with cuobjdump --list-elf,
 # or, where the toolkit has no cuobjdump, from the fatbin's own entry headers

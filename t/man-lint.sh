@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # man-lint.sh -- make check's test of the man pages under man/:
 #  1. every full page passes `mandoc -T lint -W warning` with no output;
 #  2. every link page is exactly one `.so manN/page.N` line naming an existing

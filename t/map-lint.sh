@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # map-lint.sh -- every public function is in its library's symbol map, and
 # the map lists nothing else.  The .map files name each symbol explicitly
 # (one node per release, as liburing's do): a function declared in a

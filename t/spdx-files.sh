@@ -28,7 +28,7 @@ spdx_files() {
     case $f in
       # what autotools and configure write (in a tarball or an in-tree
       # build; a clone's git ls-files has none of them)
-      config/*|build*/*|autom4te.cache/*|*/.libs/*|*/.deps/*|.devdeps/*) continue ;;
+      config/*|build*/*|_build/*|autom4te.cache/*|*/.libs/*|*/.deps/*|.devdeps/*) continue ;;
       configure|aclocal.m4|config.h.in|config.h|config.status|libtool|Makefile) continue ;;
       Makefile.in|*/Makefile.in|m4/libtool.m4|m4/lt*.m4|libte-*/*) continue ;;
       *.c|*.h|*.cu|*.cuh|*.S|*.sh|*.am|*.ac|*.in|*.f90|*.F90|*.inc|*.map|*.m4|*.py)

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* tests.h -- the harness every t/check_*.c suite shares: TAP main, backend
  * skip, device fixture, seeded random inputs, poison fills and compares
  * that say where and by how much a result is wrong.

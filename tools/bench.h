@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* bench.h -- te-bench's shared timing harness.  A figure is always printed
  * beside its floor: bytes / copy bandwidth measured in the same run.
  * Every figure is one row (struct tb_row) through tb_row, which prints it

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* bench_common.c -- te-bench's harness: set-up, the copy-bandwidth floor,
  * event timing, random inputs and the report line. */
 #include "bench.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* bench_fp8.c -- te-bench's FP8 section: the memory-bound kernels of
  * issue 3 at the sizes of its targets (H100), each beside the copy floor.
  * Bytes counted are the minimum each kernel must move (inputs read once,

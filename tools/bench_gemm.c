@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* bench_gemm.c -- te-bench's GEMM section (--gemm): libte's tecore_gemm
  * beside cuBLASLt called directly, in the same run, on the same buffers,
  * with the same descriptors (so the same heuristic algorithm) and the same

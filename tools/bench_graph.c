@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* bench_graph.c -- te-bench's graph section (--graph): libtegraph's costs,
  * each printed beside its peer measured in the same run:
  *   - a whole-graph update of a 1000-kernel graph (tecore_graph_exec_update

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* bench_step.c -- te-bench's training-step measure (part of --graph): a
  * te-demo-style FP8 step of 12 MLP blocks at a small size, where launches
  * dominate, queued eagerly and replayed as one captured graph.

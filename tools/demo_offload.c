@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* demo_offload.c -- te-demo --offload: an offload context sized for the
  * model's offloaded blocks (their saved tensors that the backward reads,
  * plus four staging buffers when spilling), attached to the model's

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* demo_offload.h -- te-demo's activation offload (--offload): a context
  * sized for the model's offloaded blocks, attached to the model's
  * sequence, the warmup switches, the per-step check and the figures the

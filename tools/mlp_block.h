@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* mlp_block.h -- the transformer-style MLP block that te-demo trains and
  * te-bench times, as fuser operations (te/ops.h):
  *   x + Linear2(GELU(Linear1(RMSNorm(x)))), both Linears with a bias,

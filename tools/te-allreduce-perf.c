@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* te-allreduce-perf.c -- allreduce bandwidth and latency, in the form of
  * nccl-tests' all_reduce_perf: a sweep of sizes (-b/-e/-f), one dtype (-d),
  * one algorithm (-a, default the table), eager or N operations captured in

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* te-bench -- libte's benchmarks.  Each memory-bound kernel is timed at a
  * large size beside the floor measured in the same run: the minimum bytes
  * it must move over the device-to-device copy bandwidth (cuMemcpyAsync of

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* te-demo -- libte's main job: train a stack of transformer-style MLP
  * blocks (x + Linear(GELU(Linear(RMSNorm(x)))) per layer) built with the
  * operation fuser (te/ops.h), with delayed-scaling FP8 (HYBRID: E4M3

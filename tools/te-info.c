@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* te-info -- what libte was built with and what it sees: version, build
  * configuration, optional parts, the backend and each device with its
  * properties, the peer/NVLink matrix for several GPUs; -e lists every

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* te-offload-bench -- activation offload's figures, each beside its peer
  * measured in the same run:
  *   pool D2H and H2D (tegraph_offload_save / _restore of one tensor)

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* act.h -- activation functions and their derivatives, in float, shared
  * by the activation kernels (kernels/act.cu), the cast-transpose family's
  * dact kernels and the vdev implementations, so they agree bit for bit.

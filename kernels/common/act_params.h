@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* act_params.h -- the parameters of kernels/act.cu, declared once
  * (kparams.h).  dtypes packs the TE_FP8_DT_* codes 4 bits each (fwd: in,
  * out; bwd: dy, x, dx; bit 12: fast math); vec picks the GPU's access

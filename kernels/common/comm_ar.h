@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* comm_ar.h -- the allreduce protocols' shared definitions, for
  * kernels/comm_ar.cu (the GPU) and libtecomm/ar_vdev.c (vdev, the same
  * protocol in C on shared memfd memory): the workspace layout, the kernel

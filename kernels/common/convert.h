@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* convert.h -- float <-> bf16 / f16 conversions, round to nearest even,
  * done in integer arithmetic so the GPU kernel and the vdev reference
  * produce the same bits (no reliance on the host's or device's

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* elementwise.h -- element math of the fill and scale-and-add kernels,
  * shared by kernels/elementwise.cu and the vdev implementations.
  * Element types are coded as tecore_dtype_t values (0 f32, 1 f16, 2 bf16). */

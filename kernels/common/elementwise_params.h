@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* elementwise_params.h -- the parameters of kernels/elementwise.cu, declared
  * once (kparams.h): the kernels' signatures, their table entries and the
  * vdev argument structs come from these lists. */

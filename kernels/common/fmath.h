@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* fmath.h -- float (and double) arithmetic that gives the same bits on the GPU and in
  * the vdev C implementations: every operation is one IEEE operation with
  * round-to-nearest-even, written out so that neither compiler fuses a

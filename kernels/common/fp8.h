@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* fp8.h -- FP8 element math shared byte for byte by the CUDA kernels
  * (kernels/quantize.cu, cast-transpose, activations, norms) and the vdev C
  * implementations: float <-> E4M3 / E5M2, E8M0 block scales (MXFP8), the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* fp8_recipe_params.h -- the parameters of kernels/fp8_recipe.cu, declared
  * once (kparams.h). */
 #ifndef TE_KERNELS_FP8_RECIPE_PARAMS_H

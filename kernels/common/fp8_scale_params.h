@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* fp8_scale_params.h -- the parameters of kernels/fp8_scale.cu, declared
  * once (kparams.h). */
 #ifndef TE_KERNELS_FP8_SCALE_PARAMS_H

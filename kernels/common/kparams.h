@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* kparams.h -- a kernel's parameters declared once, for nvcc and for C.
  *
  * A kernel's parameter list is an X-macro in kernels/common/, one entry a

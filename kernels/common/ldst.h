@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* ldst.h -- one element of a runtime dtype to and from float, for the
  * activation and norm kernels' element paths and their vdev
  * implementations.  dtype is a tecore_dtype_t value: loads take F32, F16,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* norm.h -- LayerNorm and RMSNorm math shared by kernels/norm.cu and the
  * vdev implementations (libtecore/norm/), so both give the same bits:
  * the launch plan (which thread owns which elements of a row), the order

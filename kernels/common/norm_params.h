@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* norm_params.h -- the parameters of kernels/norm.cu, declared once
  * (kparams.h).  dtypes packs TE_FP8_DT_* codes (TE_NORM_DT_PACK); flags
  * are TE_NORM_*; tpr and nv come from the plan (te_norm_plan_*). */

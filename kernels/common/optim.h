@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* optim.h -- the element math and launch geometry of the optimizer kernels
  * (kernels/optim.cu) and their vdev implementations (libtecore/optim):
  * Adam / AdamW and SGD with momentum on FP32 master weights with a refreshed

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* optim_params.h -- the parameters of kernels/optim.cu, declared once
  * (kparams.h).  The step, L2 and unscale kernels take one parameter block
  * each (kernels/common/optim.h), __grid_constant__ on the GPU. */

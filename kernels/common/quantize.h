@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* quantize.h -- what kernels/quantize.cu and the vdev implementations in
  * libtecore/fp8/quantize.c share besides the element math of fp8.h: the
  * element loads and stores of the high-precision types, the per-tensor

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* quantize_params.h -- the parameters of kernels/quantize.cu, declared once
  * (kparams.h).  Dtypes are TE_FP8_DT_* codes; noop, when set, points at an
  * int that makes the kernel return at once when nonzero. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* te_hd.h -- what lets one header of element math serve both the CUDA
  * kernels (nvcc) and the vdev C implementations (a C99 compiler).
  * TE_HD marks a function __host__ __device__ under nvcc and nothing in C. */

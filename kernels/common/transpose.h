@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* transpose.h -- what the cast-transpose kernels (kernels/transpose.cu) and
  * their vdev implementation (libtecore/transpose/transpose_vdev.c) must
  * agree on: the tile geometry and launch shape, the packed flags word, the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* transpose_params.h -- the parameters of kernels/transpose.cu, declared
  * once (kparams.h).  Every te_ct_* kernel takes TE_CT_PARAMS (the flags
  * word names the variant, kernels/common/transpose.h). */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* te/comm.h -- libtecomm: communicators, a symmetric memory pool and
  * allreduce (NVLS over NVLink multicast, IPC one-shot, two-shot and
  * Lamport kernels over the pool, MNNVL across nodes, NCCL and verbs as

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* act.c -- activations forward and backward (te/activation.h): the vdev
  * implementations of kernels/act.cu, the kernel table, and the public
  * entry points that validate, choose the vector or element path, and

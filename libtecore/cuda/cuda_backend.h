@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* cuda_backend.h -- private to libtecore/cuda: the driver entry points the
  * backend uses, each fetched once through cuGetProcAddress at a pinned
  * version, the one macro every driver call goes through, and the ops the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* cuda_device.c -- the cuda backend's devices and contexts: count,
  * properties (cuDeviceGetAttribute), peer access and NVLink count, and
  * primary-context retain/release/current.

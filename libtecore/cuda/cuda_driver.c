@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* cuda_driver.c -- loads the CUDA driver for the cuda backend: dlopen of
  * libcuda.so.1 once (pthread_once), every entry point fetched through
  * cuGetProcAddress_v2 at the version pinned in cuda_backend.h, cuInit;

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* cuda_gemm.c -- the cuda backend's gemm op (te_cuda_gemm): one
  * cublasLtMatmul on the caller's stream (captured into the graph when the
  * stream captures).

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* cuda_gemm.h -- private to the cuda backend's GEMM (cuda_gemm*.c): the
  * cuBLASLt entry points (dlopen'ed by cuda_gemm_load.c, typed from the
  * build toolkit's <cublasLt.h>), the process's one handle, the status

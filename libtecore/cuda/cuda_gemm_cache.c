@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* cuda_gemm_cache.c -- the cuda GEMM's algorithm cache: cuBLASLt's
  * heuristic is asked once per distinct problem (shape, types, layouts,
  * epilogue, pointer alignments, workspace size, device) and its answer

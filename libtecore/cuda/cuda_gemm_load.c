@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* cuda_gemm_load.c -- loads cuBLASLt for the cuda backend's GEMMs: dlopen
  * once (pthread_once) on the first GEMM -- TECORE_CUBLASLT_LIB when set,
  * else libcublasLt.so.13 then libcublasLt.so.12 (the loader's search path,

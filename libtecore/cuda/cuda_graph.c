@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* cuda_graph.c -- the cuda backend's stream capture and CUDA graphs:
  * begin/end capture, capture status, node count, DOT dump, instantiate,
  * launch, upload and in-place update (cuGraphExecUpdate, CUDA 12 form).

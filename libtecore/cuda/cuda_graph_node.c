@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* cuda_graph_node.c -- the cuda backend's single-node graph operations:
  * capture appended to an existing graph (cuStreamBeginCaptureToGraph), the
  * node list with each kernel node mapped back to its registry id, a kernel

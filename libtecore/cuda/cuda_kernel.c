@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* cuda_kernel.c -- the cuda backend's kernels: a registered table's
  * embedded fatbin becomes a context-independent CUlibrary
  * (cuLibraryLoadData), each kernel a CUkernel looked up on its first

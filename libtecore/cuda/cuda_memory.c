@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* cuda_memory.c -- the cuda backend's memory: device allocations, pinned
  * host memory (allocated or registered, always mapped and portable),
  * copies (unified addressing: host pointers pass as device addresses)

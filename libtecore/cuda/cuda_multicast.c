@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* cuda_multicast.c -- the cuda backend's NVLink multicast objects (the
  * NVLS allreduce path): granularity, create, add device, bind/unbind
  * memory, release, POSIX-fd export/import.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* cuda_nvml.c -- NVLink link counts for tecore_device_peer, from NVML
  * loaded with dlopen("libnvidia-ml.so.1") once.  NVML is optional: without
  * it (or when it fails) the count is -1, "unknown".

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* cuda_stream.c -- the cuda backend's streams, events and stream memory
  * operations (cuStreamWriteValue32/64, cuStreamWaitValue32/64: the v2
  * entry points, legal inside captured graphs, which the service engine

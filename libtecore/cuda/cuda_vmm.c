@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* cuda_vmm.c -- the cuda backend's virtual memory management: physical
  * allocations on the current device (cuMemCreate, pinned, optionally
  * exportable as a POSIX fd), address reservations, map/unmap, access for a

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* fp8_internal.h -- private header of libtecore's FP8 code (tensors,
  * quantize, recipes).  What the FP8 family shares with the other kernel
  * families -- tensor checks, the 2-D view, dtype predicates, the FP8

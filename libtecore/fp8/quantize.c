@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* quantize.c -- tecore_quantize, tecore_dequantize, tecore_quantize_multi,
  * tecore_amax and tecore_compute_scale (te/fp8.h): the vdev C kernels, the
  * kernel table naming them and their CUDA twins in kernels/quantize.cu, and

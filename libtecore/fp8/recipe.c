@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* recipe.c -- FP8 scaling recipes (te/recipe.h): recipe defaults and
  * checks, the format and scaling mode a tensor of a role gets, and the
  * delayed-scaling state of a group of tensors with its one-launch update

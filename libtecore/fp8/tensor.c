@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* tensor.c -- the tensor descriptor (te/tensor.h): init, numel, 2-D view,
  * scale-buffer shapes per scaling mode, validation, and DLPack import and
  * export, over the checks of the kernel-support layer

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* gemm.c -- tecore_gemm's public entry: every argument validated (shapes,
  * types per operand, scales, which copy of each FP8 operand is read,
  * cuBLASLt's layout and alignment rules, the epilogue's buffers), reduced

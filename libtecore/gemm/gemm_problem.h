@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* gemm_problem.h -- a GEMM after validation, reduced to what a backend
  * needs (addresses, types, element strides, epilogue): what gemm.c fills
  * and the device ops table's gemm entry takes (cuda/cuda_gemm.c: cuBLASLt;

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* gemm_vdev.c -- the reference GEMM: the vdev backend's gemm op
  * (te_vdev_gemm, what tecore_gemm runs on vdev), and the oracle the GPU results are held to.
  *

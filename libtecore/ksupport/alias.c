@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* alias.c -- the aliasing checks of ksupport.h: a call's spans against
  * libte's one rule (span.h), reported as a libtecore error. */
 #include "ksupport/ksupport.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* alias_tensor.c -- the byte ranges a tensor descriptor names, as te_span
  * lists for te_check_alias (ksupport.h): what a kernel writes through an
  * output tensor and what it reads through an input, so every family

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* fp8_out.c -- the FP8 output-pass protocol of ksupport.h (amax pass,
  * scale, bytes pass) and the two small kernels it queues: the amax reset
  * and the scale from an amax (kernels/fp8_scale.cu on cuda, the vdev

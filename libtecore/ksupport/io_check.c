@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* io_check.c -- the input and output checks shared by the element-wise
  * kernel families (activations, norms, cast-transpose): a high-precision
  * input, and an output a fused kernel writes rowwise, high precision or

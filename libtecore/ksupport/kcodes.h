@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* kcodes.h -- the codes the kernels use are the public enums' values.
  * Kernels (the headers of kernels/common, shared with nvcc) cannot include
  * the public headers, so they carry their own numbers for dtypes,

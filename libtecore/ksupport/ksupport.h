@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* ksupport.h -- the kernel-support layer: what every kernel family of
  * libtecore (elementwise, quantize, cast-transpose, activations, norms,
  * optimizers, GEMM) needs and none of them owns.  It sits below the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* tensor_check.c -- the tensor descriptor's checks for every kernel
  * family (ksupport.h): shape, dtype, scaling mode, pointer alignment and
  * the buffers a use needs, with details naming the caller's function and

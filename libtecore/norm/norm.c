@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* norm.c -- LayerNorm and RMSNorm forward and backward (te/norm.h): the
  * kernel table of kernels/norm.cu and its vdev implementation
  * (norm_vdev.c), argument checks, and the public entry points that pick

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* norm_internal.h -- private interface of the norm family (libtecore/norm):
  * the kernels' argument structs and the vdev implementations (norm_vdev.c)
  * that the kernel table (norm.c) names, over the kernel-support layer and

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* norm_vdev.c -- the vdev implementations of kernels/norm.cu, which
  * follow the GPU's thread layout and summation order
  * (kernels/common/norm.h), so both backends give the same bits.  Each runs

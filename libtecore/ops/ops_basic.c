@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* ops_basic.c -- the small helpers the executors (ops_kinds.c,
  * ops_linear.c, ops_fusions.c) share: 1-D tensors, casts, gradient
  * accumulation into F32, bias add and bias gradient.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* ops_exec.c -- tecore_seq_forward and tecore_seq_backward: check the
  * caller's tensors, bind them to the sequence's first and last boundaries,
  * then run the planned groups of the pass (forward in order, backward in

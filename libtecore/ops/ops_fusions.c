@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* ops_fusions.c -- libtecore's built-in fusion patterns: the table the
  * planner reads (name, pass, kinds, predicate, executor) and the executors.
  *

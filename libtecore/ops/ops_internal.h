@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* ops_internal.h -- the operation fuser's private structures: a sequence's
  * operations, the activation boundaries between them (storage, aliases,
  * FP8 copies), residual slots, the fusion plan of each pass, scratch, and

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* ops_kinds.c -- libtecore's own operation kinds, each defined the way an
  * upper layer registers one (struct tecore_op_kind_def): the desc fields
  * it reads, whether it aliases storage or uses a residual slot, its shape

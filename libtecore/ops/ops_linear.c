@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* ops_linear.c -- the Linear operation y = x W^T (+ b), forward and
  * backward, with the options fused groups use: a bias, GELU or residual
  * epilogue on the forward GEMM; a prepared FP8 gradient, a residual

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* ops_plan.c -- the fusion planner: covers each pass (forward, backward)
  * of a sequence with groups, each one operation by itself or a fusion
  * pattern that matches there, and records what the forward groups do to

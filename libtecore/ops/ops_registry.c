@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* ops_registry.c -- the fuser's registration tables: implementations of
  * operation kinds that upper layers provide (libtecomm's AllReduce,
  * ReduceScatter, AllGather, or new kinds), and fusion patterns they add;

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* ops_saved.c -- what a sequence's forward leaves for its backward (the
  * saved tensors: boundary activations, their FP8 copies, F32 sequences'
  * bf16 Linear inputs), listed for an upper layer and re-pointed at storage

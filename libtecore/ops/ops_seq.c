@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* ops_seq.c -- a fuser sequence's life: create, add operations (shape
  * inference and checks), build (every device buffer, parameter
  * initialization), recipe changes, zero_grad, scale updates, destroy, and

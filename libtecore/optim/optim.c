@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* optim.c -- tecore_adam_step and tecore_sgd_step, and the optimizer kernel
  * table (kernels/optim.cu on cuda, optim_vdev.c on vdev) with its launch
  * helper.  The tensors go to the kernels by value, TE_OPTIM_MAX a launch,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* optim_internal.h -- private to libtecore/optim: the optimizer kernel
  * table (ids by kernel), the kernels' argument structs, the vdev
  * implementations the table names, and the launch

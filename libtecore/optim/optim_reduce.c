@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* optim_reduce.c -- tecore_l2norm_multi (with its workspace size) and
  * tecore_unscale_multi: the loss-scaling and gradient-norm helpers of an
  * optimizer step, over lists of plain F32 / F16 / BF16 tensors read as flat

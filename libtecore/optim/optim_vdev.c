@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* optim_vdev.c -- the vdev (C) implementations of kernels/optim.cu: the
  * same element math (kernels/common/optim.h) over the same parameter
  * blocks, so the two backends agree bit for bit.  Each function runs the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* svc_engine.c -- the service engine's thread (te/svc.h): starting and
  * stopping it with its io_uring and eventfd, the polling loop with its
  * back-off, kicks, statistics and the injected-fault setting.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* svc_internal.h -- the service engine's private state (te/svc.h): the one
  * engine of the process (its thread, io_uring, wake-up eventfd, jobs,
  * flag-word slabs, statistics, injected faults) and a job's run state.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* svc_io.c -- the service engine's operations, on its thread: a job's
  * calls, then its reads and writes through the io_uring (fixed buffers
  * where registered, at most the queue depth in flight), or pread/pwrite

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* svc_job.c -- service-engine jobs (te/svc.h): making and freeing them,
  * their flag words in pinned pages, the stream side of a hand-off
  * (launch: write go; wait: wait for done, reset it), the engine's side of

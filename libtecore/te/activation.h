@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* te/activation.h -- activation functions forward and backward: GELU (tanh
  * form), ReLU, SiLU, QGELU and the gated SwiGLU, GeGLU, ReGLU, each with an
  * optional fused quantize of its output to FP8 (per-tensor scaling).

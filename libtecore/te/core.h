@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* te/core.h -- libtecore: the device layer, tensors, FP8 kernels, errors,
  * logging and tunables.  Link with `pkg-config --libs te-core`. */
 #ifndef TE_CORE_H

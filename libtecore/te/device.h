@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* te/device.h -- libtecore's device layer: one API over two backends.
  *
  * The backend is the CUDA Driver API ("cuda") or the test VM's virtual GPU

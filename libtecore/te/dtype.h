@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* te/dtype.h -- element types. */
 #ifndef TE_DTYPE_H
 #define TE_DTYPE_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* te/elementwise.h -- small elementwise kernels (fill, scale-and-add).
  * Both run on either backend from the same kernels/common math. */
 #ifndef TE_ELEMENTWISE_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* te/fp8.h -- FP8 kernels: quantize (every scaling mode), dequantize,
  * multi-tensor quantize, amax, and scale computation.
  *

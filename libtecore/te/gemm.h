@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* te/gemm.h -- matrix multiplication on tensor descriptors (te/tensor.h):
  * FP8 (per-tensor or MXFP8 scales) and BF16/FP16 GEMMs with fused
  * epilogues, through cuBLASLt on the cuda backend and a reference GEMM

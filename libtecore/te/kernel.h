@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* te/kernel.h -- kernels by id, and the table through which libraries add theirs.
  *
  * A kernel exists twice: in a fatbin (the cuda backend loads it with

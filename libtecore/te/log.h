@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* te/log.h -- libte's log, for callers that want to know where it goes.
  * TE_DEBUG=NONE|ERROR|WARN|INFO|TRACE sets the level (default: WARN),
  * TE_DEBUG_SUBSYS=INIT,DEVICE,... (or ^INIT to exclude) the subsystems,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* te/norm.h -- LayerNorm and RMSNorm: forward (optionally quantizing the
  * output to FP8), backward with dgamma/dbeta reduced across rows, and
  * RMSNorm backward fused with the add of an extra gradient.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* te/ops.h -- the operation fuser: a sequence of basic operations (Linear,
  * Bias, activations, norms, Quantize, ConstantScale, residual fork and add,
  * Identity/Reshape, and communication slots that upper layers fill) run

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* te/optim.h -- optimizer kernels: multi-tensor Adam / AdamW and SGD with
  * momentum (and Nesterov) on FP32 master weights, with a BF16, F16 or FP8
  * model-weight copy refreshed in the same pass; the L2 norm of many

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* te/recipe.h -- FP8 scaling recipes: which format each tensor gets and how
  * its scales are chosen.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* te/result.h -- libtecore's result codes, errors and last-error detail.
  *
  * Every libtecore function returns a tecore_result_t.  The enum, its names

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* te/svc.h -- the service engine: host work that device streams wait for.
  *
  * One thread per process, with one io_uring, runs jobs that streams hand

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* te/tensor.h -- the tensor descriptor every libtecore kernel takes: element
  * type, shape, rowwise and columnwise data, and the scale buffers of its
  * scaling mode; validation; required scale-buffer shapes; DLPack import

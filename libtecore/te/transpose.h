@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* te/transpose.h -- the cast-transpose family: one pass over a
  * high-precision tensor that writes its FP8 rowwise copy and its FP8
  * columnwise copy (the transpose, for per-tensor scaling), optionally

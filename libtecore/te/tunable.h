@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* te/tunable.h -- the registry of environment tunables.
  *
  * Every knob libte reads from the environment is registered once with a

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* transpose.c -- the cast-transpose family (te/transpose.h): the kernel
  * table of kernels/transpose.cu and its vdev implementation, argument
  * checks, and the public entry points that pick the variant, the vector

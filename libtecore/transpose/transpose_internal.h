@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* transpose_internal.h -- private interface of the cast-transpose family
  * (libtecore/transpose): the kernels' argument structs shared by the
  * launch code and the vdev implementation, the vdev functions, and an

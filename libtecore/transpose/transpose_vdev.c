@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* transpose_vdev.c -- the vdev implementation of kernels/transpose.cu: the
  * same grid of blocks, each over its column tile and its row tiles, with
  * the same element math (kernels/common/transpose.h, act.h, fp8.h), so the

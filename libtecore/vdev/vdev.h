@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* vdev.h -- private header of the vdev backend: the test VM's virtual GPU.
  *
  * Device memory is host memory; each stream is a worker thread that runs a

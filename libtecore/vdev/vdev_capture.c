@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* vdev_capture.c -- stream capture on vdev: begin / end / status, the
  * recording of ops as graph nodes, cross-stream forks and joins through
  * events, and the driver's rules on what a capture forbids.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* vdev_check.c -- vdev as a memory checker (what compute-sanitizer is to
  * a GPU): before a kernel launch, copy, memset, stream memory op or graph
  * launch is queued, each address it will touch is checked against the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* vdev_copy.c -- copies and memsets on vdev: async ones are stream ops (or
  * captured nodes); the synchronous copy runs on the calling thread.  With
  * unified addressing any host or device address is accepted. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* vdev_dev.c -- the virtual devices: their count (TECORE_VDEV_DEVICES),
  * properties, peer access, and one primary context per device with the
  * calling thread's current context. */

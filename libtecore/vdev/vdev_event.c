@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* vdev_event.c -- vdev events: record (a completion marker queued on the
  * stream, or, in a capturing stream, the stream's capture frontier),
  * stream_wait_event (a wait on that marker, or joining the capture),

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* vdev_exec.c -- executable graphs on vdev: instantiate (a plan: a private
  * copy of the nodes in topological order), launch (the whole plan as one
  * stream op), upload, update in place, destroy.

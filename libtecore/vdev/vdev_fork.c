@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* vdev_fork.c -- fork safety for the vdev backend.  A forked child has
  * only the forking thread: the stream workers of its parent are gone.  So
  * that a child (a Check test, a rank started with fork) can use the device

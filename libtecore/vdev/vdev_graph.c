@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* vdev_graph.c -- vdev graphs: a list of nodes (an op and the indices of
  * the earlier nodes it depends on), built by capture and changed after
  * that only by a capture into the graph (which appends); destroy, node

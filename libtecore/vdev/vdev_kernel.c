@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* vdev_kernel.c -- kernel launch on vdev: the parameter values are copied
  * when the launch is submitted (so the caller's argument storage may die at
  * once, and a captured node owns its values), then the kernel's C

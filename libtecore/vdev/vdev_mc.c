@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* vdev_mc.c -- multicast objects (NVLink SHARP) emulated on vdev over the
  * bound unicast memory.  No hardware is involved, so creating one is
  * allowed whatever NCCL_NVLS_ENABLE says.

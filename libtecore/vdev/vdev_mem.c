@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* vdev_mem.c -- vdev memory: device memory, pinned host memory and
  * registered host ranges, kept in one registry of address intervals so
  * that freeing an unknown pointer is an error, not a crash, and so that

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* vdev_memop.c -- stream memory operations on vdev: write a 32/64-bit
  * word after the stream's prior work (release store), and block the
  * stream until a word satisfies a condition (acquire loads, polled with a

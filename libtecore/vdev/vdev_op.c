@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* vdev_op.c -- the unit of vdev work: one operation, as a stream queues it
  * and as a graph node holds it.  Release, deep copy, run, and names and
  * labels for logs and DOT files. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* vdev_stream.c -- vdev streams: one worker thread per stream running its
  * queue in order, the legacy default stream of each context with the
  * driver's implicit synchronization, and create / destroy / synchronize /

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* vdev_util.c -- the vdev backend's plumbing: a u64 hash map, sorted index
  * sets, the registry of live refcounted objects, completion markers, and
  * the exit flag that keeps process exit from waiting on streams. */

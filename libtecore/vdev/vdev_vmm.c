@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* vdev_vmm.c -- virtual memory management on vdev, through memfd so that
  * processes share physical memory for real:
  *   reserve     mmap PROT_NONE (aligned), a range mappings go into

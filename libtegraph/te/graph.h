@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* te/graph.h -- libtegraph: CUDA graph capture and update, a device-memory
  * pool for graphs, and graphed forward/backward callables.  Link with
  * `pkg-config --libs te-graph`.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* te/offload.h -- activation offload: saved activations leave the device
  * during forward and come back ahead of backward, stream-ordered and
  * capturable into the same graphs as the compute.

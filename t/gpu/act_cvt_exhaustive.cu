@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // act_cvt_exhaustive.cu -- proof, over all 2^32 float bit patterns, that the
 // hardware conversions the activation and norm kernels store through
 // (kernels/ldst.cuh: te_dev_fp8x2, te_dev_bf16x2, te_dev_f16x2) give the

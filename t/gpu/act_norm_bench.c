@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* act_norm_bench.c -- the activation and norm kernels on a GPU: times them
  * next to the device-to-device copy bandwidth measured in the same run, and
  * dumps their outputs on fixed inputs so two backends can be compared byte

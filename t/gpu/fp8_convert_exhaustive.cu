@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // fp8_convert_exhaustive.cu -- proof, over all 2^32 float bit patterns, that
 // kernels/common/fp8.h gives the same FP8 bytes on the GPU as on the host,
 // and how the hardware conversion (cvt.rn.satfinite.{e4m3,e5m2}x2.f32)

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* fp8_quantize_speed.c -- a quick throughput check of the FP8 kernels
  * against the device-to-device copy bandwidth measured in the same run
  * (te-bench is the full tool; this is the kernel author's check).

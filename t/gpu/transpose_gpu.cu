@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // transpose_gpu.cu -- the cast-transpose kernels (kernels/transpose.cu) on a
 // GPU against their vdev implementation (libtecore/transpose/transpose_vdev.c,
 // itself checked against float64 by t/check_transpose.c), and their speed
