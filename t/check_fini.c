@@ -135,10 +135,11 @@ START_TEST(fini_joins_the_service_engine) {
   }
   TE_OK(tecore_svc_get_stats(&st));
   ck_assert_int_eq(st.running, 1);
-  TE_OK(tecore_fini());   /* the job is still there: the engine stops anyway */
   /* on cuda the driver starts threads of its own (host callbacks), which
-   * are not libte's to join: the count is checked on vdev */
+   * are not libte's to join: the count is checked on vdev (asked before
+   * fini: after it tecore_backend says NOT_INITIALIZED) */
   int vdev = on_vdev();
+  TE_OK(tecore_fini());   /* the job is still there: the engine stops anyway */
   if (vdev) ck_assert_int_eq(thread_count(), base);
   TE_OK(tecore_svc_get_stats(&st));
   ck_assert_int_eq(st.running, 0);
