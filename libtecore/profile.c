@@ -156,7 +156,7 @@ TE_EXPORT tecore_result_t tecore_profile_report(int fd, double *total_us) {
     }
   }
   if (res == TECORE_SUCCESS && fd >= 0) {
-    qsort(rows, nrows, sizeof *rows, row_cmp);
+    if (nrows) qsort(rows, nrows, sizeof *rows, row_cmp);
     print_rows(fd, rows, nrows, total, n, nd);
   }
   for (size_t i = 0; i < n; i++) {
