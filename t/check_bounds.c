@@ -16,6 +16,7 @@
  * graph, and raw pointers whose whole extent must lie in one allocation
  * (the last checked on vdev only: see libte(7), TECORE_VDEV_CHECK). */
 #include "check_graph_common.h"
+#include <sys/mman.h>
 
 /* ---- helpers ------------------------------------------------------------------------- */
 
@@ -105,6 +106,42 @@ START_TEST(test_mem_range_gives_vmm_mapping_extent) {
   TE_OK(tecore_vmm_release(h1));
   TE_OK(tecore_vmm_release(h2));
   TE_OK(tecore_vmm_free_va(va, 3 * g));
+}
+END_TEST
+
+/* A range given back by tecore_vmm_free_va was plain address space again:
+ * the host could map memory of its own there, the enqueue check took that
+ * for pageable host memory, and a memset queued behind other work wrote
+ * it after the host had unmapped it (fuzz-api: SIGSEGV in a stream
+ * worker).  On vdev a freed range stays the device's: the host cannot
+ * map it, and every call refuses it as freed device memory.  (On cuda a
+ * VMM address is never host memory; the driver reports a freed one.) */
+START_TEST(test_freed_vmm_range_stays_refused_and_unmappable) {
+  if (!on_vdev()) return;
+  size_t g = 0;
+  TE_OK(tecore_vmm_granularity(&g, 0));
+  tecore_devptr_t va = 0;
+  size_t k = 1 + te_rand_below(3);
+  TE_OK(tecore_vmm_reserve(k * g, 0, &va));
+  TE_OK(tecore_vmm_free_va(va, k * g));
+  void *want = (void *)(uintptr_t)va;
+  void *h = mmap(want, g, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE,
+                 -1, 0);
+  int took = h == want;
+  if (h != MAP_FAILED) munmap(h, g);
+  ck_assert_msg(!took, "the host mapped its own memory at the freed range 0x%llx",
+                (unsigned long long)va);
+  tecore_devptr_t base = 0;
+  size_t bytes = 0;
+  TE_EXPECT_INVALID("in no allocation", tecore_mem_range(va, &base, &bytes));
+  ck_assert_msg(base == 0 && bytes == 0, "outputs written by a refused call");
+  tecore_stream_t s = NULL;
+  TE_OK(tecore_stream_create(TECORE_STREAM_NON_BLOCKING, 0, &s));
+  size_t n = 1 + te_rand_below(g);
+  TE_EXPECT_ERR(TECORE_ERR_ILLEGAL_ADDRESS, "not allocated",
+                tecore_memset_d8_async(va + te_rand_below(k * g - n + 1), 0xAB, n, s));
+  tecore_stream_synchronize(s); /* the stream keeps the illegal address */
+  TE_OK(tecore_stream_destroy(s));
 }
 END_TEST
 
@@ -619,6 +656,7 @@ static Suite *bounds_suite(void) {
   TCase *tc = te_tcase(s, "mem_range", 1);
   tcase_add_test(tc, test_mem_range_gives_each_allocations_extent);
   tcase_add_test(tc, test_mem_range_gives_vmm_mapping_extent);
+  tcase_add_test(tc, test_freed_vmm_range_stays_refused_and_unmappable);
   tcase_add_test(tc, test_mem_range_refuses_unknown_addresses_and_keeps_outputs);
   tc = tgt_tcase(s, "callable");
   tcase_add_test(tc, test_callable_forward_refuses_input_buffer_too_small);

@@ -450,6 +450,15 @@ int te_vdev_mem_lookup(uintptr_t p, size_t bytes, struct vdev_alloc_info *info);
 int te_vdev_mem_in_arena(uintptr_t p);
 /* Releases the deferred frees whose queued work is done. */
 void te_vdev_mem_reap(void);
+/* Address space for a VMM reservation, inside the arena so that a range
+ * freed later stays refused by every check (it never becomes host memory
+ * that someone else mapped): bytes at align (a power of two) from a span
+ * of *span bytes at *span_base, reserved and inaccessible; 0 when the
+ * arena has no room.  te_vdev_arena_unreserve gives the span back. */
+uintptr_t te_vdev_arena_reserve(size_t bytes, size_t align, uintptr_t *span_base, size_t *span);
+void te_vdev_arena_unreserve(uintptr_t span_base, size_t span);
+/* tecore_fini: the reservations and mappings go with the arena. */
+void te_vdev_vmm_fini(void);
 /* vdev_vmm.c: 1 when [p, p+bytes) is covered by VMM mappings, -1 when it
  * touches a reservation without being covered, 0 when it is not VMM. */
 int te_vdev_vmm_check_range(uintptr_t p, size_t bytes);

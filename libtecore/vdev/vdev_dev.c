@@ -48,6 +48,7 @@ tecore_result_t te_vdev_init(void) { return te_vdev_ensure_init(); }
  * joined), then the deferred frees they were holding, then the tables. */
 void te_vdev_fini(void) {
   te_vdev_streams_fini();
+  te_vdev_vmm_fini();
   te_vdev_mem_fini();
   te_vdev_registry_fini();
 }

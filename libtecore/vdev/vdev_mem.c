@@ -301,6 +301,24 @@ static tecore_result_t free_alloc(uintptr_t p, enum vdev_alloc_kind kind, const 
   return TECORE_SUCCESS;
 }
 
+uintptr_t te_vdev_arena_reserve(size_t bytes, size_t align, uintptr_t *span_base, size_t *span) {
+  if (bytes > ARENA_MAX || align > ARENA_MAX) return 0;
+  size_t sp = bytes + align;
+  pthread_mutex_lock(&mem_lock);
+  uintptr_t p = arena_take_locked(sp);
+  pthread_mutex_unlock(&mem_lock);
+  if (!p) return 0;
+  *span_base = p;
+  *span = sp;
+  return (p + align - 1) & ~(uintptr_t)(align - 1);
+}
+
+void te_vdev_arena_unreserve(uintptr_t span_base, size_t span) {
+  pthread_mutex_lock(&mem_lock);
+  if (te_vdev_mem_in_arena(span_base)) arena_give_back_locked(span_base, span);
+  pthread_mutex_unlock(&mem_lock);
+}
+
 /* ---- the ops ----------------------------------------------------------------------- */
 
 /* bytes of kind from the arena, registered; 0 when there is no room. */

@@ -38,6 +38,8 @@ struct phys {
 struct range {
   uintptr_t va;
   size_t bytes;
+  uintptr_t span_base; /* the arena span holding it (0: an mmap of its own) */
+  size_t span;
 };
 
 struct mapping {
@@ -179,6 +181,28 @@ tecore_result_t te_vdev_vmm_granularity(size_t *granularity, int recommended) {
   return TECORE_SUCCESS;
 }
 
+/* A reservation's address space back to the arena (inaccessible, and
+ * refused as freed device memory) or to the system. */
+static void resv_give_back(const struct range *rg) {
+  if (rg->span_base) te_vdev_arena_unreserve(rg->span_base, rg->span);
+  else munmap((void *)rg->va, rg->bytes);
+}
+
+/* tecore_fini: the arena (with every reservation in it) is unmapped next;
+ * the ones of their own go now. */
+void te_vdev_vmm_fini(void) {
+  pthread_mutex_lock(&te_vdev_vmm_lock);
+  for (size_t i = 0; i < vmm_nresv; i++)
+    if (!vmm_resv[i].span_base) munmap((void *)vmm_resv[i].va, vmm_resv[i].bytes);
+  free(vmm_resv);
+  vmm_resv = NULL;
+  vmm_nresv = vmm_capresv = 0;
+  free(vmm_maps);
+  vmm_maps = NULL;
+  vmm_nmaps = vmm_capmaps = 0;
+  pthread_mutex_unlock(&te_vdev_vmm_lock);
+}
+
 tecore_result_t te_vdev_vmm_reserve(size_t bytes, size_t align, tecore_devptr_t *va) {
   static const char fn[] = "vdev vmm_reserve";
   if (!bytes || bytes % VDEV_GRANULARITY)
@@ -187,27 +211,36 @@ tecore_result_t te_vdev_vmm_reserve(size_t bytes, size_t align, tecore_devptr_t 
   if (align & (align - 1))
     return TE_ERR(TECORE_ERR_INVALID, "%s: align %zu is not a power of 2", fn, align);
   if (align < VDEV_GRANULARITY) align = VDEV_GRANULARITY;
-  size_t total = bytes + align;
-  if (total < bytes) return TE_ERR(TECORE_ERR_INVALID, "%s: bytes %zu is too large", fn, bytes);
-  char *p = mmap(NULL, total, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-  if (p == MAP_FAILED)
-    return TE_ERR(TECORE_ERR_DEVICE_NOMEM, "%s: cannot reserve %zu bytes of address space", fn,
-                  bytes);
-  uintptr_t base = ((uintptr_t)p + align - 1) & ~(uintptr_t)(align - 1);
-  if (base > (uintptr_t)p) munmap(p, base - (uintptr_t)p);
-  uintptr_t end = (uintptr_t)p + total;
-  if (end > base + bytes) munmap((void *)(base + bytes), end - (base + bytes));
+  if (bytes + align < bytes)
+    return TE_ERR(TECORE_ERR_INVALID, "%s: bytes %zu is too large", fn, bytes);
+  struct range rg = {0};
+  uintptr_t base = te_vdev_arena_reserve(bytes, align, &rg.span_base, &rg.span);
+  if (!base) {
+    /* the arena is full (or small): address space of its own, which a
+     * stale pointer may later find reused */
+    size_t total = bytes + align;
+    char *p = mmap(NULL, total, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (p == MAP_FAILED)
+      return TE_ERR(TECORE_ERR_DEVICE_NOMEM, "%s: cannot reserve %zu bytes of address space", fn,
+                    bytes);
+    base = ((uintptr_t)p + align - 1) & ~(uintptr_t)(align - 1);
+    if (base > (uintptr_t)p) munmap(p, base - (uintptr_t)p);
+    uintptr_t end = (uintptr_t)p + total;
+    if (end > base + bytes) munmap((void *)(base + bytes), end - (base + bytes));
+  }
+  rg.va = base;
+  rg.bytes = bytes;
   pthread_mutex_lock(&te_vdev_vmm_lock);
   if (vmm_nresv == vmm_capresv) {
     struct range *n = grow(vmm_resv, &vmm_capresv, sizeof *n);
     if (!n) {
       pthread_mutex_unlock(&te_vdev_vmm_lock);
-      munmap((void *)base, bytes);
+      resv_give_back(&rg);
       return TE_ERR(TECORE_ERR_NOMEM, "%s: out of host memory", fn);
     }
     vmm_resv = n;
   }
-  vmm_resv[vmm_nresv++] = (struct range){.va = base, .bytes = bytes};
+  vmm_resv[vmm_nresv++] = rg;
   pthread_mutex_unlock(&te_vdev_vmm_lock);
   *va = (tecore_devptr_t)base;
   return TECORE_SUCCESS;
@@ -235,8 +268,9 @@ tecore_result_t te_vdev_vmm_free_va(tecore_devptr_t va, size_t bytes) {
                     (unsigned long long)va, bytes, (unsigned long long)vmm_maps[m].va,
                     vmm_maps[m].bytes);
     }
+  struct range rg = vmm_resv[i];
   vmm_resv[i] = vmm_resv[--vmm_nresv];
-  munmap((void *)(uintptr_t)va, bytes);
+  resv_give_back(&rg);
   pthread_mutex_unlock(&te_vdev_vmm_lock);
   return TECORE_SUCCESS;
 }
