@@ -150,10 +150,11 @@ size_t te_kernel_param_align(int id, unsigned p, void *const *args);
 tecore_result_t te_kernel_check_align(int id, void *const *args, const char *who);
 
 /* ---- the vdev memory checker, for the layers above the ops table ----------
- * te_dev_checks_on: 1 when the backend is vdev with TECORE_VDEV_CHECK on
- * (one load and compare on the cuda path).  te_dev_check_range: on vdev,
- * TECORE_ERR_ILLEGAL_ADDRESS naming fn, what and the address when
- * [p, p+bytes) is not inside one live allocation; else TECORE_SUCCESS. */
+ * te_dev_checks_on: 1 when the backend is vdev with TECORE_VDEV_CHECK on,
+ * or cuda with TECORE_CUDA_CHECK=1 (dev_check.c).  te_dev_check_range:
+ * then TECORE_ERR_ILLEGAL_ADDRESS naming fn, what and the address when
+ * [p, p+bytes) is not inside one live allocation (the driver's address
+ * range on cuda); else TECORE_SUCCESS. */
 int te_dev_checks_on(void);
 tecore_result_t te_dev_check_range(tecore_devptr_t p, size_t bytes, const char *fn,
                                    const char *what);

@@ -40,7 +40,7 @@ TE_PARAM_INT(vdev_check, "TECORE_VDEV_CHECK", 1, 0, 1,
              "1: vdev checks every launch, copy and memset against its allocation registry "
              "and fails bad addresses with TECORE_ERR_ILLEGAL_ADDRESS; 0: no checks (faster)")
 
-static int te_vdev_check_enabled(void) { return tecore_tunable_int(&vdev_check) != 0; }
+int te_vdev_check_enabled(void) { return tecore_tunable_int(&vdev_check) != 0; }
 
 /* 1 when every page of [p, p+bytes) is mapped in this process (bytes >= 1,
  * and the range does not wrap: the caller checked).  The range's last byte,
@@ -61,8 +61,7 @@ static int host_mapped(uintptr_t p, size_t bytes) {
   }
 }
 
-static int te_vdev_check_range(uint64_t addr, size_t bytes, int pageable_ok, char *why,
-                               size_t n) {
+int te_vdev_check_range(uint64_t addr, size_t bytes, int pageable_ok, char *why, size_t n) {
   uintptr_t p = (uintptr_t)addr;
   if (bytes == 0) bytes = 1;
   if (p == 0) {
@@ -212,29 +211,4 @@ tecore_result_t te_vdev_check_op(struct vdev_stream *s, const struct vdev_op *op
   return TE_ERR(TECORE_ERR_ILLEGAL_ADDRESS, "%s: illegal address: %s", fn, why);
 }
 
-int te_dev_checks_on(void) {
-  return te_ops_if_ready() == &te_vdev_ops && te_vdev_check_enabled();
-}
-
-tecore_result_t te_dev_check_range(tecore_devptr_t p, size_t bytes, const char *fn,
-                                   const char *what) {
-  if (!te_dev_checks_on()) return TECORE_SUCCESS;
-  char why[200];
-  if (te_vdev_check_range(p, bytes, 0, why, sizeof why) == 0) return TECORE_SUCCESS;
-  return TE_ERR(TECORE_ERR_ILLEGAL_ADDRESS, "%s: illegal address: %s (0x%llx, %zu bytes): %s", fn,
-                what, (unsigned long long)p, bytes, why);
-}
-
-/* A tensor's buffer found too small is reported by the launch that would
- * run past it, not by the descriptor check: the public function's own
- * argument errors (a wrong dtype, a bad shape) come first, as they would
- * without the checker.  The deferred error lives with the thread's error
- * state (error.c), which drops it when any error is set. */
-void te_dev_check_range_later(tecore_devptr_t p, size_t bytes, const char *fn, const char *what) {
-  if (te_error_deferred() || !te_dev_checks_on()) return;
-  char why[200];
-  if (te_vdev_check_range(p, bytes, 0, why, sizeof why) == 0) return;
-  te_error_defer(TECORE_ERR_ILLEGAL_ADDRESS, "%s: illegal address: %s (0x%llx, %zu bytes): %s",
-                 fn, what, (unsigned long long)p, bytes, why);
-}
 
