@@ -36,7 +36,9 @@
 /* The table's edges and the algorithm forced for auto. */
 TECORE_TUNABLE_STR(tc_tun_algo, "TECOMM_ALGO", "auto",
                    "auto|oneshot|twoshot|lamport|nccl|verbs|nvls|nvls-lamport|mnnvl",
-                   "allreduce algorithm for every call that asks for auto (the selection table)")
+                   "allreduce algorithm for every call that asks for auto (the selection "
+                   "table) on the caller's communicators; a hierarchical allreduce's node "
+                   "groups keep theirs")
 TECORE_TUNABLE_INT(tc_tun_oneshot_max_kb, "TECOMM_ONESHOT_MAX_KB", 0, 0, 1048576,
                    "largest payload (KiB) the table gives to one-shot; 0: the built-in table")
 TECORE_TUNABLE_INT(tc_tun_lamport_max_kb, "TECOMM_LAMPORT_MAX_KB", 0, 0, 1048576,
@@ -162,7 +164,11 @@ tecomm_result_t tc_select(struct tecomm_comm *c, tecomm_algo_t asked, size_t byt
                           int in_place, int fused_lamport_ok, int sum, tecomm_algo_t *algo) {
   struct call_facts f = {bytes, symmetric, in_place, fused_lamport_ok, sum};
   tecomm_algo_t a = asked;
-  if (a == TECOMM_ALGO_AUTO) {
+  /* TECOMM_ALGO is for the caller's communicators.  A hierarchical
+   * communicator's node group (no_verbs) runs steps of its parent's verbs
+   * allreduce, on its own table: TECOMM_ALGO=verbs forced on it would
+   * refuse every hierarchical call (the group stands at the pool level) */
+  if (a == TECOMM_ALGO_AUTO && !c->no_verbs) {
     const char *env = tecore_tunable_str(&tc_tun_algo);
     tecomm_algo_t e = TECOMM_ALGO_AUTO;
     for (int i = 0; i < TECOMM_ALGO_COUNT_; i++)

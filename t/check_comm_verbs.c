@@ -9,7 +9,10 @@
  *     chunks, the leaders' ring and recursive doubling), eager and
  *     replayed from a graph, into poisoned outputs, against a float64
  *     reference (tolerance below), the same bits on every rank;
- *   - flat verbs (one rank a node), the same checks;
+ *   - flat verbs (one rank a node; 2 ranks: what two GPUs run), the same
+ *     checks;
+ *   - every test forces the verbs path (set_common_env) and proves on
+ *     every rank that it is the one that runs (verbs_comm);
  *   - the device's inline size is what the device granted (soft: 400 B,
  *     asked 1 KiB and refused, as rxe does), not a constant;
  *   - the service engine polls the completion queue: another engine job
@@ -18,6 +21,8 @@
  *     of both nodes gets a clear error naming a rank within the bound,
  *     nothing hangs, destroy returns, and no file descriptor is left open
  *     (nor memory, under ASan: LeakSanitizer checks the rank);
+ *   - TECOMM_ALGO=verbs runs hierarchical calls (the node groups keep
+ *     their own table) and the caller's communicator still refuses IPC;
  *   - describe says hierarchical or flat and how GPUDirect stands.
  * Skipped when libtecomm was built without verbs. */
 #include "comm_ranks.h"
@@ -52,11 +57,35 @@ struct vcase {
   const char *kind;       /* what describe must say: "hierarchical" or "flat" */
 };
 
+/* The verbs path, forced.  Verbs is the last link of the chain (MNNVL ->
+ * NCCL -> verbs across nodes): on a cuda host with libnccl.so.2 the ranks
+ * of TECOMM_NODE_MAP's "nodes" stand at the NCCL level, verbs never
+ * opens, and an allreduce runs NCCL (where an injected verbs fault is
+ * never reached: the 2026-11-22 2x H200 run), so the links ahead of it go
+ * off, and TECOMM_ALGO=verbs makes every call run verbs or fail.
+ * verbs_comm then proves it on every rank (the level, the choice). */
 static void set_common_env(const char *map) {
   setenv("TECOMM_VERBS_LIB", "soft", 1);
   setenv("TECOMM_NODE_MAP", map, 1);
   setenv("TECOMM_VERBS_CHUNK_KB", "64", 1);   /* 70000 F32 elements: several chunks */
   setenv("TECOMM_POOL_MB", "16", 1);
+  setenv("TECOMM_NCCL", "0", 1);
+  setenv("TECOMM_MNNVL_ENABLE", "0", 1);
+  setenv("TECOMM_ALGO", "verbs", 1);
+}
+
+/* The rank's communicator, asserted to stand at the verbs level and to
+ * run verbs for count F32 elements (what tecomm_allreduce would run). */
+static tecomm_comm_t verbs_comm(int rank, int n, size_t count) {
+  tecomm_comm_t c = tc_rank_comm(rank, n);
+  char d[4096];
+  RK_OK(tecomm_comm_describe(c, count * 4, d, sizeof d));
+  RK_ASSERT(strstr(d, "level: verbs"), "the communicator is not at the verbs level:\n%s", d);
+  tecomm_algo_t a = TECOMM_ALGO_AUTO;
+  RK_OK(tecomm_comm_choose(c, count, TECORE_DTYPE_F32, 0, &a));
+  RK_ASSERT(a == TECOMM_ALGO_VERBS, "%zu F32 elements would run %s, not verbs:\n%s", count,
+            tecomm_algo_name(a), d);
+  return c;
 }
 
 /* One allreduce of count elements into a poisoned recv, checked on this
@@ -116,10 +145,10 @@ static void one_case(tecomm_comm_t c, int rank, int n, int nnodes, size_t count,
 static void rank_allreduce(int rank, int n, void *arg) {
   const struct vcase *vc = arg;
   set_common_env(vc->map);
-  tecomm_comm_t c = tc_rank_comm(rank, n);
+  tecomm_comm_t c = verbs_comm(rank, n, 70000);
   char d[4096];
   RK_OK(tecomm_comm_describe(c, 0, d, sizeof d));
-  RK_ASSERT(strstr(d, "level: verbs") && strstr(d, vc->kind), "describe:\n%s", d);
+  RK_ASSERT(strstr(d, vc->kind), "describe:\n%s", d);
   RK_ASSERT(strstr(d, "gpudirect: "), "describe says nothing of GPUDirect:\n%s", d);
   /* the inline size is the device's: soft refuses 1 KiB and 512 B, takes
    * 256 B and grants its 400 (only ranks with an endpoint say it) */
@@ -159,6 +188,7 @@ static const struct vcase cases[] = {
     {"0,0,1,1", 2, "verbs: hierarchical over 2 nodes"},
     {"0,0,1,2,2", 3, "verbs: hierarchical over 3 nodes"},
     {"0,1,2", 3, "verbs: flat over 3 ranks"},
+    {"0,1", 2, "verbs: flat over 2 ranks"},   /* the case two GPUs run */
 };
 
 START_TEST(hier_allreduce_matches_float64) {
@@ -168,6 +198,39 @@ START_TEST(hier_allreduce_matches_float64) {
   for (const char *p = vc->map; *p; p++) n += *p == ',';
   tc_run_ranks(n, rank_allreduce, (void *)vc, 100);
   tc_expect_same_digest(n, vc->map);
+  tc_shm_release();
+}
+END_TEST
+
+/* ---- TECOMM_ALGO=verbs and the node groups --------------------------------------- */
+
+/* TECOMM_ALGO=verbs once reached the node groups of a hierarchical
+ * communicator too, which stand at the pool level: every hierarchical
+ * call failed with "algorithm verbs: level pool".  The variable is the
+ * caller's: the hierarchical allreduce runs (checked against float64),
+ * and the caller's communicator still refuses an IPC algorithm by name. */
+static void rank_algo_env(int rank, int n, void *arg) {
+  (void)arg;
+  set_common_env("0,0,1,1");
+  tecomm_comm_t c = verbs_comm(rank, n, 1000);
+  tecore_stream_t st = NULL;
+  RK_CORE(tecore_stream_create(TECORE_STREAM_NON_BLOCKING, 0, &st));
+  one_case(c, rank, n, 2, 1000, TECORE_DTYPE_F32, TECOMM_SUM, 0, 7, st);
+  tecore_devptr_t buf = 0;
+  RK_CORE(tecore_mem_alloc(4096, &buf));
+  RK_EXPECT(TECOMM_ERR_NOT_SUPPORTED, "level verbs",
+            tecomm_allreduce_algo(c, buf, buf, 1024, TECORE_DTYPE_F32, TECOMM_SUM,
+                                  TECOMM_ALGO_ONESHOT, st));
+  RK_OK(tecomm_comm_status(c, NULL));   /* a refused call fails nothing */
+  RK_CORE(tecore_mem_free(buf));
+  RK_CORE(tecore_stream_destroy(st));
+  RK_OK(tecomm_comm_destroy(c));
+}
+
+START_TEST(algo_verbs_env_runs_hierarchical_calls) {
+  if (!have_verbs()) return;
+  tc_run_ranks(4, rank_algo_env, NULL, 60);
+  tc_expect_same_digest(4, "TECOMM_ALGO=verbs, 0,0,1,1");
   tc_shm_release();
 }
 END_TEST
@@ -188,8 +251,8 @@ static double now_s(void) {
 static void rank_engine(int rank, int n, void *arg) {
   (void)arg;
   set_common_env("0,1");
-  tecomm_comm_t c = tc_rank_comm(rank, n);
   size_t count = 4096;
+  tecomm_comm_t c = verbs_comm(rank, n, count);
   tecore_devptr_t buf = 0;
   RK_CORE(tecore_mem_alloc(count * 4, &buf));
   RK_CORE(tecore_memset_d32_async(buf, 0x3f800000u, count, NULL));   /* 1.0f */
@@ -269,8 +332,8 @@ static void rank_fault(int rank, int n, void *arg) {
    * first, so that the count after destroy compares like with like */
   RK_CORE(tecore_init());
   int fds0 = open_fds();
-  tecomm_comm_t c = tc_rank_comm(rank, n);
   size_t count = 20000;
+  tecomm_comm_t c = verbs_comm(rank, n, count);
   tecore_devptr_t buf = 0;
   tecore_stream_t st = NULL;
   RK_CORE(tecore_stream_create(TECORE_STREAM_NON_BLOCKING, 0, &st));
@@ -346,6 +409,7 @@ static Suite *verbs_suite(void) {
   TCase *tc = te_tcase(s, "allreduce", 0);
   tcase_add_loop_test(tc, hier_allreduce_matches_float64, 0,
                       (int)(sizeof cases / sizeof cases[0]));
+  tcase_add_test(tc, algo_verbs_env_runs_hierarchical_calls);
   tc = te_tcase(s, "engine", 0);
   tcase_add_test(tc, engine_job_runs_while_verbs_waits);
   tc = te_tcase(s, "faults", 0);
