@@ -103,6 +103,15 @@ module te_comm
       integer(c_int), value :: max
       integer(c_int) :: tecomm_verbs_devices
     end function tecomm_verbs_devices
+    function tecomm_gpudirect_c(device, possible, why, len) bind(C, name="tecomm_gpudirect")
+      import
+      implicit none
+      integer(c_int), value :: device
+      integer(c_int), optional :: possible
+      character(kind=c_char) :: why(*)
+      integer(c_size_t), value :: len
+      integer(c_int) :: tecomm_gpudirect_c
+    end function tecomm_gpudirect_c
     function tecomm_comm_init(rank, nranks, device, bootstrap, comm) bind(C, &
         & name="tecomm_comm_init")
       import
@@ -294,6 +303,17 @@ contains
     te_rp = tecomm_last_error_c()
     te_res = tecore_f_string(te_rp)
   end function tecomm_last_error
+
+  function tecomm_gpudirect(device, possible, why) result(te_res)
+    integer(c_int), value :: device
+    integer(c_int), optional :: possible
+    character(len=:), allocatable, intent(out) :: why
+    integer(c_int) :: te_res
+    character(kind=c_char), allocatable :: why_b(:)
+    allocate(why_b(65536))
+    te_res = tecomm_gpudirect_c(device, possible, why_b, size(why_b, kind=c_size_t))
+    why = tecore_f_string_buffer(why_b)
+  end function tecomm_gpudirect
 
   function tecomm_algo_name(algo) result(te_res)
     integer(c_int), value :: algo

@@ -77,6 +77,8 @@ tecomm_result_t tc_verbs_comm_open(struct tecomm_comm *c) {
   }
   if (r != TECOMM_SUCCESS) return r;
   tc_gdr_detect(c);
+  if (c->vb)
+    TC_INFO("verbs: rank %d on device %d: gpudirect: %s", c->rank, c->device, c->gdr_why);
   if (c->leader >= 0)
     snprintf(c->verbs_why, sizeof c->verbs_why, "hierarchical: %d nodes, node leaders over verbs",
              c->nnodes);

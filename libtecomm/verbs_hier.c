@@ -1,7 +1,7 @@
 /* verbs_hier.c -- the hierarchical allreduce across nodes: reduce inside
  * each node over IPC, allreduce among the node leaders over verbs,
  * broadcast inside each node; which ranks share a node; and GPUDirect
- * RDMA detection for the description.
+ * RDMA for the description (gpudirect.c detects it).
  * SPDX-License-Identifier: Apache-2.0
  *
  * Why: a flat verbs allreduce moves every rank's data through host
@@ -239,23 +239,9 @@ tecomm_result_t tc_hier_allreduce(struct tecomm_comm *c, tecore_devptr_t send,
 }
 
 void tc_gdr_detect(struct tecomm_comm *c) {
-  c->gdr = 0;
-  if (c->backend != TECORE_BACKEND_CUDA) {
-    snprintf(c->gdr_why, sizeof c->gdr_why, "no: %s device memory is host memory (host staging)",
-             tecore_backend_name(c->backend));
-    return;
-  }
-  struct tecore_device_props pr;
-  memset(&pr, 0, sizeof pr);
-  (void)tecore_device_get_props(c->device, &pr);
-  int peermem = access("/sys/module/nvidia_peermem", F_OK) == 0;
-  if (peermem || pr.dma_buf) {
-    c->gdr = 1;
-    snprintf(c->gdr_why, sizeof c->gdr_why,
-             "possible (%s%s%s), not used yet: host staging", peermem ? "nvidia-peermem loaded" : "",
-             peermem && pr.dma_buf ? ", " : "", pr.dma_buf ? "dma-buf export" : "");
-  } else {
-    snprintf(c->gdr_why, sizeof c->gdr_why, "no (neither nvidia-peermem nor dma-buf export of "
-             "device memory): host staging");
+  if (tecomm_gpudirect(c->device, &c->gdr, c->gdr_why, sizeof c->gdr_why) != TECOMM_SUCCESS) {
+    c->gdr = 0;
+    snprintf(c->gdr_why, sizeof c->gdr_why, "unknown (%.120s): host staging",
+             tecore_last_error());
   }
 }

@@ -23,7 +23,8 @@
  *     (nor memory, under ASan: LeakSanitizer checks the rank);
  *   - TECOMM_ALGO=verbs runs hierarchical calls (the node groups keep
  *     their own table) and the caller's communicator still refuses IPC;
- *   - describe says hierarchical or flat and how GPUDirect stands.
+ *   - describe says hierarchical or flat and how GPUDirect stands;
+ *     tecomm_gpudirect says it for every device (never yes on vdev).
  * Skipped when libtecomm was built without verbs. */
 #include "comm_ranks.h"
 #include <dirent.h>
@@ -442,6 +443,70 @@ START_TEST(tunables_listed) {
 }
 END_TEST
 
+/* ---- GPUDirect RDMA: detected, never required -------------------------------------- */
+
+/* Asserts a tecomm call fails with code and a detail naming what. */
+#define GDR_EXPECT(code, what, call)                                           \
+  do {                                                                         \
+    tecore_clear_error();                                                      \
+    tecomm_result_t g_r_ = (call);                                             \
+    ck_assert_msg(g_r_ == (code), "%s returned %s, expected %s (%s)", #call,   \
+                  tecomm_result_name(g_r_), tecomm_result_name(code),          \
+                  tecomm_last_error());                                        \
+    ck_assert_msg(strstr(tecomm_last_error(), (what)), "%s: detail \"%s\" lacks \"%s\"", \
+                  #call, tecomm_last_error(), (what));                         \
+  } while (0)
+
+/* tecomm_gpudirect on every device: a yes or no that its line agrees with
+ * (never yes on vdev), into poisoned outputs, truncated safely; bad
+ * arguments refused naming them, with the outputs cleared.  Last in the
+ * suite: it starts the backend in the test's process (CK_FORK=no). */
+START_TEST(gpudirect_query_says_why_and_refuses_bad_args) {
+  int ndev = 0;
+  ck_assert_int_eq(tecore_device_count(&ndev), TECORE_SUCCESS);
+  tecore_backend_t be = TECORE_BACKEND_NONE;
+  ck_assert_int_eq(tecore_backend(&be), TECORE_SUCCESS);
+  char why[160], small[8], again[160];
+  for (int d = 0; d < ndev; d++) {
+    int p = 7;
+    memset(why, 'x', sizeof why);
+    ck_assert_msg(tecomm_gpudirect(d, &p, why, sizeof why) == TECOMM_SUCCESS, "device %d: %s", d,
+                  tecomm_last_error());
+    ck_assert_msg(memchr(why, '\0', sizeof why), "device %d: why is not terminated", d);
+    printf("# device %d: gpudirect %d: %s\n", d, p, why);
+    ck_assert_msg(p == 0 || p == 1, "device %d: possible is %d", d, p);
+    ck_assert_msg(p == (strncmp(why, "possible (", 10) == 0), "device %d: %d but \"%s\"", d, p, why);
+    ck_assert_msg(strstr(why, "host staging"), "device %d: \"%s\" says nothing of staging", d, why);
+    if (be != TECORE_BACKEND_CUDA)
+      ck_assert_msg(p == 0 && strstr(why, "host memory"), "device %d on %s: %d, \"%s\"", d,
+                    tecore_backend_name(be), p, why);
+    /* truncated: the first 7 bytes, terminated */
+    memset(small, 'x', sizeof small);
+    int p2 = 7;
+    ck_assert_int_eq(tecomm_gpudirect(d, &p2, small, sizeof small), TECOMM_SUCCESS);
+    ck_assert_msg(p2 == p && strlen(small) == 7 && strncmp(small, why, 7) == 0,
+                  "truncated to 8 bytes: \"%.8s\" (%d), expected \"%.7s\" (%d)", small, p2, why, p);
+    /* no line wanted */
+    p2 = 7;
+    ck_assert_int_eq(tecomm_gpudirect(d, &p2, NULL, 0), TECOMM_SUCCESS);
+    ck_assert_int_eq(p2, p);
+    ck_assert_int_eq(tecomm_gpudirect(d, &p2, again, sizeof again), TECOMM_SUCCESS);
+    ck_assert_str_eq(again, why);
+  }
+  int p = 7;
+  GDR_EXPECT(TECOMM_ERR_INVALID, "possible", tecomm_gpudirect(0, NULL, why, sizeof why));
+  GDR_EXPECT(TECOMM_ERR_INVALID, "why", tecomm_gpudirect(0, &p, NULL, 5));
+  ck_assert_int_eq(p, 0);
+  char num[48];
+  snprintf(num, sizeof num, "device %d", ndev);
+  p = 7;
+  memset(why, 'x', sizeof why);
+  GDR_EXPECT(TECOMM_ERR_INVALID, num, tecomm_gpudirect(ndev, &p, why, sizeof why));
+  ck_assert_msg(p == 0 && why[0] == '\0', "a refused call left %d, \"%.20s\"", p, why);
+  GDR_EXPECT(TECOMM_ERR_INVALID, "device -1", tecomm_gpudirect(-1, &p, why, sizeof why));
+}
+END_TEST
+
 static Suite *verbs_suite(void) {
   setenv("TECORE_VDEV_DEVICES", "8", 0);
   Suite *s = suite_create("comm_verbs");
@@ -454,6 +519,8 @@ static Suite *verbs_suite(void) {
   tc = te_tcase(s, "faults", 0);
   tcase_add_loop_test(tc, injected_error_completion_fails_every_rank, 0, 2);
   tcase_add_test(tc, tunables_listed);
+  tc = te_tcase(s, "gpudirect", 0);
+  tcase_add_test(tc, gpudirect_query_says_why_and_refuses_bad_args);
   return s;
 }
 

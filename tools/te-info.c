@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* te-info -- what libte was built with and what it sees: version, build
  * configuration, optional parts, the backend and each device with its
- * properties, the peer/NVLink matrix for several GPUs; -e lists every
+ * properties (GPUDirect RDMA among them: whether an RDMA NIC could reach
+ * its memory), the peer/NVLink matrix for several GPUs; -e lists every
  * tunable with its default, current value and help. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -112,6 +113,12 @@ static int print_devices(void) {
            p.pci_domain, p.pci_bus, p.pci_device, p.unified_addressing ? "yes" : "no",
            p.vmm_supported ? "yes" : "no", p.posix_fd_handles ? "yes" : "no",
            p.multicast_supported ? "yes" : "no", p.stream_mem_ops ? "yes" : "no");
+    int gdr = 0;
+    char why[160];
+    if (tecomm_gpudirect(i, &gdr, why, sizeof why) == TECOMM_SUCCESS)
+      printf("      GPUDirect RDMA: %s\n", why);
+    else
+      printf("      GPUDirect RDMA: unknown (%s)\n", tecomm_last_error());
   }
   if (n > 1) {
     printf("peer access (NVLink links; '-' no access, 'P' PCIe):\n      ");

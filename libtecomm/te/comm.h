@@ -52,6 +52,12 @@ void tecomm_version(int *major, int *minor, int *patch);
  * names[0..min(count,max)-1] copied into caller-owned buffers of 64 bytes.
  * Built without verbs: TECOMM_ERR_NOT_SUPPORTED. */
 tecomm_result_t tecomm_verbs_devices(int *count, char (*names)[64], int max);
+/* Whether an RDMA NIC could read and write device's memory directly
+ * (GPUDirect RDMA: the nvidia-peermem module loaded, or dma-buf export):
+ * *possible 1 or 0, and why (len bytes, NUL-terminated; NULL with len 0)
+ * says which, or why not.  Detected only: the verbs path stages through
+ * host memory either way. */
+tecomm_result_t tecomm_gpudirect(int device, int *possible, char *why, size_t len);
 
 /* ---- bootstrap -------------------------------------------------------------
  * How the ranks find each other at tecomm_comm_init.  It is used during
