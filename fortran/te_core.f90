@@ -1217,6 +1217,14 @@ module te_core
       integer(c_size_t), optional :: count
       integer(c_int) :: tecore_graph_nodes
     end function tecore_graph_nodes
+    function tecore_graph_memsets_to_kernels(graph, replaced) bind(C, &
+        & name="tecore_graph_memsets_to_kernels")
+      import
+      implicit none
+      type(c_ptr), value :: graph
+      integer(c_size_t), optional :: replaced
+      integer(c_int) :: tecore_graph_memsets_to_kernels
+    end function tecore_graph_memsets_to_kernels
     function tecore_graph_kernel_node_args(graph, node, args) bind(C, &
         & name="tecore_graph_kernel_node_args")
       import

@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
-// elementwise.cu -- fill and scale-and-add over n elements of f32/f16/bf16.
+// elementwise.cu -- fill and scale-and-add over n elements of f32/f16/bf16,
+// and memset (1-, 2- or 4-byte elements) as a kernel.
 // Grid-stride loops.  scale_add moves 16 bytes per load and store where all
 // three pointers are 16-byte aligned (8 16-bit or 4 f32 elements), with an
 // element loop for the tail and for unaligned pointers.  The element math
@@ -12,6 +13,29 @@ extern "C" __global__ void te_fill(TE_KSIG(TE_FILL_PARAMS)) {
   for (unsigned long long i = (unsigned long long)blockIdx.x * blockDim.x + threadIdx.x; i < n;
        i += stride)
     te_ew_store(dst, i, dtype, value);
+}
+
+// A memset as a kernel: 16-byte stores of the repeated pattern where dst
+// is 16-byte aligned, element stores for the head-less tail and otherwise.
+// The pattern of a 1- or 2-byte value repeats exactly in 4 bytes.
+extern "C" __global__ void te_memset(TE_KSIG(TE_MEMSET_PARAMS)) {
+  unsigned long long stride = (unsigned long long)gridDim.x * blockDim.x;
+  unsigned long long tid = (unsigned long long)blockIdx.x * blockDim.x + threadIdx.x;
+  unsigned word = elem_size == 1 ? (value & 0xffu) * 0x01010101u
+                  : elem_size == 2 ? (value & 0xffffu) * 0x00010001u
+                                   : value;
+  unsigned long long done = 0;
+  if (((unsigned long long)dst & 15) == 0) {
+    unsigned long long nv = n * (unsigned long long)elem_size / 16;
+    uint4 v = make_uint4(word, word, word, word);
+    for (unsigned long long i = tid; i < nv; i += stride) ((uint4 *)dst)[i] = v;
+    done = nv * 16 / (unsigned long long)elem_size;
+  }
+  for (unsigned long long i = done + tid; i < n; i += stride) {
+    if (elem_size == 1) ((unsigned char *)dst)[i] = (unsigned char)value;
+    else if (elem_size == 2) ((unsigned short *)dst)[i] = (unsigned short)value;
+    else ((unsigned *)dst)[i] = value;
+  }
 }
 
 // One 16-byte vector of VEC elements of dtype: loads, computes, stores.

@@ -139,6 +139,14 @@ struct te_kernel_module {
   /* args[i]: param_size[i] bytes of caller storage each */                                       \
   X(pfx, graph_kernel_node_args, (tecore_graph_t graph, tecore_graph_node_t node,                 \
                                   void *const *args))                                             \
+  /* Puts a node of kernel k (launch shape cfg, arguments args, copied) in                        \
+   * node's place in graph: the same dependencies and dependents, node                            \
+   * destroyed; *out is the new node's handle.  libtecore uses it for                             \
+   * memset nodes only (graph_memset.c), and the backends refuse others. */                       \
+  X(pfx, graph_memset_to_kernel, (tecore_graph_t graph, tecore_graph_node_t node,                 \
+                                  struct te_kernel_entry *k, struct te_kernel_module *mod,        \
+                                  const struct tecore_launch_cfg *cfg, void *const *args,         \
+                                  tecore_graph_node_t *out))                                      \
   /* The registry id of the kernel of exec's node (node from the graph exec                      \
    * was instantiated from), -1 when it is no registered kernel's node. */                        \
   X(pfx, graph_exec_node_kernel_id, (tecore_graph_exec_t exec, tecore_graph_node_t node,          \

@@ -13,6 +13,7 @@
 
 TE_KARGS(te_fill_args, TE_FILL_PARAMS)
 TE_KARGS(te_scale_add_args, TE_SCALE_ADD_PARAMS)
+TE_KARGS(te_memset_args, TE_MEMSET_PARAMS)
 
 /* ---- vdev implementations (run the whole grid on the stream's worker) ---- */
 
@@ -31,17 +32,29 @@ static void vdev_scale_add(const struct tecore_launch_cfg *cfg, void *const *arg
                                 k.beta));
 }
 
+static void vdev_memset(const struct tecore_launch_cfg *cfg, void *const *args) {
+  const struct te_memset_args a = te_memset_args_of(args);
+  (void)cfg;
+  for (unsigned long long i = 0; i < a.n; i++) {
+    if (a.elem_size == 1) ((uint8_t *)a.dst)[i] = (uint8_t)a.value;
+    else if (a.elem_size == 2) ((uint16_t *)a.dst)[i] = (uint16_t)a.value;
+    else ((uint32_t *)a.dst)[i] = a.value;
+  }
+}
+
 /* ---- the table --------------------------------------------------------- */
 
-enum { K_FILL, K_SCALE_ADD };
+enum { K_FILL, K_SCALE_ADD, K_MEMSET };
 static const struct tecore_kernel_def ew_kernels[] = {
     [K_FILL] = TE_KDEF("te_fill", vdev_fill, TE_FILL_PARAMS),
     [K_SCALE_ADD] = TE_KDEF("te_scale_add", vdev_scale_add, TE_SCALE_ADD_PARAMS),
+    [K_MEMSET] = TE_KDEF("te_memset", vdev_memset, TE_MEMSET_PARAMS),
 };
 
 static const struct te_kalign ew_align[] = {
     [K_FILL] = TE_KALIGN(TE_FILL_PARAMS),
     [K_SCALE_ADD] = TE_KALIGN(TE_SCALE_ADD_PARAMS),
+    [K_MEMSET] = TE_KALIGN(TE_MEMSET_PARAMS),
 };
 
 TE_KERNEL_TABLE_FATBIN_ALIGNED(ew_first_id, "libtecore/elementwise", ew_kernels, ew_align,
@@ -53,6 +66,13 @@ static void ew_shape(size_t count, struct tecore_launch_cfg *cfg) {
   if (blocks > 132u * 16u) blocks = 132u * 16u;
   if (blocks == 0) blocks = 1;
   *cfg = (struct tecore_launch_cfg){.grid = {(unsigned)blocks, 1, 1}, .block = {256, 1, 1}};
+}
+
+/* te_memset's registry id (graph_memset.c puts it where a captured
+ * memset was), -1 when the table did not register. */
+int te_memset_kernel_id(void) {
+  int first = ew_first_id();
+  return first < 0 ? -1 : first + K_MEMSET;
 }
 
 static tecore_result_t ew_check_dtype(tecore_dtype_t dtype, const char *fn) {

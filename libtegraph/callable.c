@@ -391,6 +391,12 @@ static tegraph_result_t capture_pass(struct tegraph_callable *c, int pass, tecor
                   "back); work on another stream ran eagerly instead of being captured",
                   fn, c->index);
   }
+  /* after the check above, which tells the no-op flag's memset from work */
+  tegraph_result_t mres = tg_graph_memsets_to_kernels(g, fn);
+  if (mres != TEGRAPH_SUCCESS) {
+    (void)tecore_graph_destroy(g);
+    return mres;
+  }
   *graph = g;
   return TEGRAPH_SUCCESS;
 }
@@ -507,11 +513,31 @@ static tegraph_result_t analyze(struct tegraph_callable *c, const char *fn) {
   while (i < f->count && !(f->desc[i].type == TECORE_GRAPH_NODE_MEMSET &&
                            f->desc[i].dst == c->noop && f->desc[i].count == 1))
     i++;
-  if (i == f->count)
-    return TG_ERR(TEGRAPH_ERR_DEVICE, "%s: callable %zu: the forward graph has no memset node for "
-                  "the no-op flag", fn, c->index);
-  c->noop_node = i;
-  c->noop_value = f->desc[i].value;
+  c->noop_knode = -1;
+  if (i < f->count) {
+    c->noop_node = i;
+    c->noop_value = f->desc[i].value;
+  } else {
+    /* the memset became a te_memset kernel node: dst, value, elem_size, n
+     * (kernels/common/elementwise_params.h) */
+    int id = -1;
+    (void)tecore_kernel_find("te_memset", &id);
+    for (size_t k = 0; k < f->nk && c->noop_knode < 0; k++) {
+      const struct tg_knode *kn = &f->k[k];
+      tecore_devptr_t dst;
+      unsigned long long cnt;
+      if (kn->kernel_id != id || kn->def->nparams != 4) continue;
+      memcpy(&dst, kn->vals + kn->off[0], sizeof dst);
+      memcpy(&cnt, kn->vals + kn->off[3], sizeof cnt);
+      if (dst != c->noop || cnt != 1) continue;
+      c->noop_knode = (long)k;
+      c->noop_node = kn->node;
+      memcpy(&c->noop_value, kn->vals + kn->off[1], sizeof c->noop_value);
+    }
+    if (c->noop_knode < 0)
+      return TG_ERR(TEGRAPH_ERR_DEVICE, "%s: callable %zu: the forward graph has no memset (or "
+                    "te_memset kernel) node for the no-op flag", fn, c->index);
+  }
   for (size_t s = 0; s < c->nslots; s++) TG_CHECK(analyze_slot(c, &c->slots[s], fn));
   return TEGRAPH_SUCCESS;
 }

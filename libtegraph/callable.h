@@ -80,6 +80,9 @@ struct tegraph_callable {
   struct tg_slot *slots;          /* in, kw, out, gout, gin (gout/gin only with backward) */
   tecore_devptr_t noop;           /* int32 flag */
   size_t noop_node;               /* memset node of the forward graph that sets it */
+  long noop_knode;                /* or, when it became a te_memset kernel node
+                                     (TEGRAPH_MEMSET_KERNELS), its entry in the forward
+                                     node table's kernels; -1: a memset node */
   uint32_t noop_value;            /* what that node writes now */
 
   struct tg_pass pass[TG_NPASS];

@@ -6,7 +6,9 @@
  * and set per node through the node table (nodes.c), loaded on first use
  * and dropped whenever the graph or the executable is replaced.  After a
  * whole-graph update the executable's nodes are still named by the graph
- * it was instantiated from, which is kept (inst) as long as it is. */
+ * it was instantiated from, which is kept (inst) as long as it is.  A
+ * captured graph's memset nodes become kernel nodes before anything else
+ * sees it (TEGRAPH_MEMSET_KERNELS). */
 #include "tg_internal.h"
 #include <stdio.h>
 #include <stdlib.h>
@@ -23,6 +25,27 @@ struct tegraph_graph {
   int cap_append;
   struct tg_nodes *nodes;         /* NULL until needed */
 };
+
+TECORE_TUNABLE_INT(tg_memset_kernels, "TEGRAPH_MEMSET_KERNELS", 1, 0, 1,
+                   "libtegraph: 1 = a captured graph's memset nodes (a library's, such as "
+                   "cuBLASLt's split-K counter clears, or the caller's) become te_memset kernel "
+                   "nodes, so the graph is kernel nodes only and launches on the driver's fast "
+                   "path; 0 = keep them")
+
+tegraph_result_t tg_graph_memsets_to_kernels(tecore_graph_t graph, const char *fn) {
+  if (!tecore_tunable_int(&tg_memset_kernels)) return TEGRAPH_SUCCESS;
+  size_t done = 0;
+  tecore_result_t r = tecore_graph_memsets_to_kernels(graph, &done);
+  if (r != TECORE_SUCCESS) {
+    char what[128];
+    snprintf(what, sizeof what, "%s: replacing the captured graph's memset nodes", fn);
+    return tg_core(r, what);
+  }
+  if (done)
+    tecore_log(TECORE_LOG_TRACE, TECORE_SUBSYS_GRAPH, __FILE__, __LINE__,
+               "%s: %zu memset nodes of the captured graph are kernel nodes now", fn, done);
+  return TEGRAPH_SUCCESS;
+}
 
 #define INST_FLAGS                                                                   \
   (TEGRAPH_INSTANTIATE_AUTO_FREE_ON_LAUNCH | TEGRAPH_INSTANTIATE_UPLOAD |            \
@@ -160,6 +183,11 @@ TE_EXPORT tegraph_result_t tegraph_graph_end_capture(tegraph_graph_t *g,
     return res == TEGRAPH_ERR_INVALID ? TEGRAPH_ERR_CAPTURE : res;
   }
   drop_nodes(g);
+  tegraph_result_t mres = tg_graph_memsets_to_kernels(ng, fn);
+  if (mres != TEGRAPH_SUCCESS) {
+    if (ng != g->graph) (void)tecore_graph_destroy(ng);
+    return mres;
+  }
   tecore_graph_t old = NULL;
   if (!g->cap_append) {
     old = g->graph;

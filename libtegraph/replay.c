@@ -301,7 +301,10 @@ TE_EXPORT tegraph_result_t tegraph_callable_forward(tegraph_callable_t *c,
   struct tg_pass *p = &c->pass[TEGRAPH_PASS_FORWARD];
   uint32_t noop = opts && !opts->is_first_microbatch ? 1u : 0u;
   if (noop != c->noop_value) {
-    TG_CHECK(tg_memset_set(p->exec, p->nodes, c->noop_node, c->noop, noop, fn));
+    if (c->noop_knode >= 0) /* a te_memset node: its value, parameter 1 */
+      TG_CHECK(tg_knode_set(p->exec, &p->nodes->k[c->noop_knode], 1, &noop, fn));
+    else
+      TG_CHECK(tg_memset_set(p->exec, p->nodes, c->noop_node, c->noop, noop, fn));
     c->noop_value = noop;
   }
   tecore_stream_t run;

@@ -24,4 +24,13 @@
   P(int, dtype, val)           \
   P(unsigned long long, n, val)
 
+/* te_memset: n elements of elem_size bytes (1, 2 or 4) at dst set to the
+ * low elem_size bytes of value: what a memset node does, as a kernel
+ * (tecore_graph_memsets_to_kernels puts it where a captured memset was). */
+#define TE_MEMSET_PARAMS(P)          \
+  P(void *, dst, nnptr)              \
+  P(unsigned, value, val)            \
+  P(int, elem_size, val)             \
+  P(unsigned long long, n, val)
+
 #endif

@@ -101,6 +101,11 @@
   X(cuGraphExecKernelNodeSetParams, 12000, 0)                                  \
   X(cuGraphExecMemcpyNodeSetParams, 10020, 0)                                  \
   X(cuGraphExecMemsetNodeSetParams, 10020, 0)                                  \
+  /* a memset node replaced by a kernel node (graph_memset.c) */              \
+  X(cuGraphNodeGetDependencies, 12030, 0)                                      \
+  X(cuGraphAddKernelNode, 12000, 0)                                            \
+  X(cuGraphAddDependencies, 12030, 0)                                          \
+  X(cuGraphDestroyNode, 10000, 0)                                              \
   X(cuKernelGetFunction, 12000, 0)                                             \
   /* virtual memory management */                                             \
   X(cuMemGetAllocationGranularity, 10020, 0)                                   \
@@ -150,6 +155,10 @@ tecore_result_t te_cuda_missing(const char *fn, const char *file, int line);
 tecore_result_t te_cuda_need_ctx(void);
 /* The current context's device (after te_cuda_need_ctx). */
 tecore_result_t te_cuda_current_device(CUdevice *dev);
+/* The CUkernel of registered kernel k in module library lib, looked up
+ * once (cuda_kernel.c). */
+struct te_kernel_entry;
+tecore_result_t te_cuda_kernel_handle(struct te_kernel_entry *k, CUlibrary lib, CUkernel *out);
 /* ordinal -> CUdevice with a message naming the ordinal. */
 tecore_result_t te_cuda_device(int ordinal, CUdevice *dev);
 

@@ -2,7 +2,8 @@
 /* cuda_graph_node.c -- the cuda backend's single-node graph operations:
  * capture appended to an existing graph (cuStreamBeginCaptureToGraph), the
  * node list with each kernel node mapped back to its registry id, a kernel
- * node's argument values, and per-node updates of an executable graph
+ * node's argument values, a memset node replaced by a kernel node, and
+ * per-node updates of an executable graph
  * (cuGraphExec{Kernel,Memcpy,Memset}NodeSetParams).
  *
  * Kernel ids.  A registered kernel is launched as a CUkernel (cuda_kernel.c
@@ -234,6 +235,84 @@ tecore_result_t te_cuda_graph_kernel_node_args(tecore_graph_t graph, tecore_grap
   for (unsigned i = 0; i < e->def->nparams; i++)
     memcpy(args[i], p.kernelParams[i], e->def->param_size[i]);
   return TECORE_SUCCESS;
+}
+
+/* ---- a memset node replaced by a kernel node --------------------------------------- */
+
+/* A node's edges on one side (dependencies when in, else dependents), with
+ * their edge data; *nodes and *data are malloc'd (NULL when *n is 0). */
+static tecore_result_t node_edges(CUgraphNode node, int in, CUgraphNode **nodes,
+                                  CUgraphEdgeData **data, size_t *n) {
+  *nodes = NULL;
+  *data = NULL;
+  *n = 0;
+  if (in) TE_CHECK(TE_CU(cuGraphNodeGetDependencies, node, NULL, NULL, n));
+  else TE_CHECK(TE_CU(cuGraphNodeGetDependentNodes, node, NULL, NULL, n));
+  if (*n == 0) return TECORE_SUCCESS;
+  *nodes = malloc(*n * sizeof **nodes);
+  *data = calloc(*n, sizeof **data);
+  if (!*nodes || !*data) return TE_ERR(TECORE_ERR_NOMEM, "graph node edges: out of host memory");
+  if (in) TE_CHECK(TE_CU(cuGraphNodeGetDependencies, node, *nodes, *data, n));
+  else TE_CHECK(TE_CU(cuGraphNodeGetDependentNodes, node, *nodes, *data, n));
+  return TECORE_SUCCESS;
+}
+
+/* The kernel node is added without edges, then given the memset node's
+ * incoming and outgoing edges (with their edge data), then the memset node
+ * is destroyed (which removes its edges).  On a failure the kernel node is
+ * destroyed again and the graph is as it was. */
+tecore_result_t te_cuda_graph_memset_to_kernel(tecore_graph_t graph, tecore_graph_node_t node,
+                                               struct te_kernel_entry *k,
+                                               struct te_kernel_module *mod,
+                                               const struct tecore_launch_cfg *cfg,
+                                               void *const *args, tecore_graph_node_t *out) {
+  static const char fn[] = "graph memset to kernel";
+  CUgraphNode old = (CUgraphNode)node, kn = NULL;
+  CUgraphNode *in = NULL, *outn = NULL, *rep = NULL;
+  CUgraphEdgeData *in_d = NULL, *out_d = NULL;
+  size_t nin = 0, nout = 0;
+  CUgraphNodeType t;
+  CUkernel kern = NULL;
+  tecore_result_t res = TECORE_SUCCESS;
+  TE_CHECK(te_cuda_need_ctx());
+  TE_CHECK(node_type(old, &t));
+  if (t != CU_GRAPH_NODE_TYPE_MEMSET)
+    return TE_ERR(TECORE_ERR_INVALID, "%s: node %p is not a memset node (type %d)", fn,
+                  (void *)node, (int)t);
+  if (!mod->backend_handle)
+    return TE_ERR(TECORE_ERR_INTERNAL, "%s: kernel %s's module is not loaded", fn, k->def->name);
+  TE_CHECK(te_cuda_kernel_handle(k, (CUlibrary)mod->backend_handle, &kern));
+  TE_CHECK_GOTO(node_edges(old, 1, &in, &in_d, &nin), res, out);
+  TE_CHECK_GOTO(node_edges(old, 0, &outn, &out_d, &nout), res, out);
+  size_t nrep = nin > nout ? nin : nout;
+  if (nrep && !(rep = malloc(nrep * sizeof *rep))) {
+    res = TE_ERR(TECORE_ERR_NOMEM, "%s: out of host memory", fn);
+    goto out;
+  }
+  CUDA_KERNEL_NODE_PARAMS p;
+  memset(&p, 0, sizeof p);
+  p.kern = kern; /* with func NULL and ctx NULL: the current context's */
+  p.gridDimX = cfg->grid[0], p.gridDimY = cfg->grid[1], p.gridDimZ = cfg->grid[2];
+  p.blockDimX = cfg->block[0], p.blockDimY = cfg->block[1], p.blockDimZ = cfg->block[2];
+  p.sharedMemBytes = cfg->shared_bytes;
+  p.kernelParams = (void **)args; /* the driver copies the values */
+  TE_CHECK_GOTO(TE_CU(cuGraphAddKernelNode, &kn, (CUgraph)graph, NULL, 0, &p), res, out);
+  for (size_t i = 0; i < nin; i++) rep[i] = kn;
+  if (nin) TE_CHECK_GOTO(TE_CU(cuGraphAddDependencies, (CUgraph)graph, in, rep, in_d, nin), res, out);
+  for (size_t i = 0; i < nout; i++) rep[i] = kn;
+  if (nout)
+    TE_CHECK_GOTO(TE_CU(cuGraphAddDependencies, (CUgraph)graph, rep, outn, out_d, nout), res, out);
+  TE_CHECK_GOTO(TE_CU(cuGraphDestroyNode, old), res, out);
+  *out = (tecore_graph_node_t)kn;
+  kn = NULL;
+out:
+  if (kn && te_cu.p_cuGraphDestroyNode) (void)te_cu.p_cuGraphDestroyNode(kn);
+  free(in);
+  free(in_d);
+  free(outn);
+  free(out_d);
+  free(rep);
+  return res;
 }
 
 /* ---- per-node updates of an exec ---------------------------------------------------- */

@@ -37,7 +37,7 @@ static tecore_result_t kernel_fail(tecore_result_t res, const struct te_kernel_e
 
 /* The CUkernel for k, looked up once.  Two threads racing here both get
  * the same handle from the driver, so a plain atomic publish suffices. */
-static tecore_result_t kernel_handle(struct te_kernel_entry *k, CUlibrary lib, CUkernel *out) {
+tecore_result_t te_cuda_kernel_handle(struct te_kernel_entry *k, CUlibrary lib, CUkernel *out) {
   CUkernel kern = (CUkernel)__atomic_load_n(&k->backend_handle, __ATOMIC_ACQUIRE);
   if (!kern) {
     TE_CHECK(TE_CU(cuLibraryGetKernel, &kern, lib, k->def->name));
@@ -59,7 +59,7 @@ tecore_result_t te_cuda_kernel_prepare(struct te_kernel_entry *k, struct te_kern
     return TE_ERR(TECORE_ERR_INTERNAL, "kernel %s: module %s is not loaded", k->def->name,
                   mod->table && mod->table->module ? mod->table->module : "?");
   TE_CHECK(te_cuda_need_ctx());
-  TE_CHECK(kernel_handle(k, lib, &kern));
+  TE_CHECK(te_cuda_kernel_handle(k, lib, &kern));
   TE_CHECK(TE_CU(cuKernelGetFunction, &fn, kern));
   return TECORE_SUCCESS;
 }
@@ -74,7 +74,7 @@ tecore_result_t te_cuda_kernel_launch(struct te_kernel_entry *k, struct te_kerne
     return TE_ERR(TECORE_ERR_INTERNAL, "kernel %s: module %s is not loaded", k->def->name,
                   mod->table && mod->table->module ? mod->table->module : "?");
   TE_CHECK_GOTO(te_cuda_need_ctx(), res, fail);
-  TE_CHECK_GOTO(kernel_handle(k, lib, &kern), res, fail);
+  TE_CHECK_GOTO(te_cuda_kernel_handle(k, lib, &kern), res, fail);
 
   if (cfg->shared_bytes > TE_CUDA_DEFAULT_SHARED_MAX) {
     /* Per device: the attribute is set for the current context's device.

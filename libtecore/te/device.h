@@ -342,6 +342,15 @@ struct tecore_graph_node_desc {
  * in *count. */
 tecore_result_t tecore_graph_nodes(tecore_graph_t graph, struct tecore_graph_node_desc *nodes,
                                    size_t max, size_t *count);
+/* Replaces every 1-D memset node of graph by a node of libtecore's
+ * te_memset kernel that writes the same bytes, with the same dependencies
+ * and dependents: a graph of kernel nodes only launches several times
+ * faster on cuda than one with memset nodes mixed in (te-bench --graph).
+ * *replaced (may be NULL): how many were replaced.  2-D memsets stay.
+ * Node handles of replaced nodes become invalid on cuda (vdev keeps
+ * them); the graph's executables are not changed (instantiate or update
+ * them after).  A failure leaves the nodes not yet replaced as they were. */
+tecore_result_t tecore_graph_memsets_to_kernels(tecore_graph_t graph, size_t *replaced);
 /* Copies the argument values of a registered kernel's node: args[i] points
  * to caller storage of the kernel's param_size[i] bytes (as for
  * tecore_kernel_launch).  TECORE_ERR_NOT_SUPPORTED for a kernel that is

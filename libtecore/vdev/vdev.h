@@ -226,6 +226,10 @@ void te_vdev_op_label(const struct vdev_op *op, char *buf, size_t n);
 
 /* vdev_kernel.c, vdev_memop.c: the op bodies that need more than a line */
 tecore_result_t te_vdev_kernel_run(const struct vdev_op *op);
+/* A kernel op of k (its argument values copied); fn names errors. */
+tecore_result_t te_vdev_kernel_op(const struct te_kernel_entry *k,
+                                  const struct tecore_launch_cfg *cfg, void *const *args,
+                                  struct vdev_op *op, const char *fn);
 /* Where parameter i of def sits in a kernel op's packed argument copy
  * (i == nparams: the copy's size). */
 size_t te_vdev_arg_offset(const struct tecore_kernel_def *def, unsigned i);

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* vdev_graph.c -- vdev graphs: a list of nodes (an op and the indices of
  * the earlier nodes it depends on), built by capture and changed after
- * that only by a capture into the graph (which appends); destroy, node
+ * that only by a capture into the graph (which appends) and by a memset
+ * node turned into a kernel node in place; destroy, node
  * count, the node list and a kernel node's arguments, and the Graphviz
  * DOT dump. */
 #include "vdev/vdev.h"
@@ -184,6 +185,35 @@ tecore_result_t te_vdev_graph_kernel_node_args(tecore_graph_t h, tecore_graph_no
         r = TE_ERR(TECORE_ERR_INVALID, "%s: kernel %s: args[%u] is NULL", fn, def->name, p);
     for (unsigned p = 0; p < def->nparams && r == TECORE_SUCCESS; p++)
       memcpy(args[p], op->u.kernel.args + te_vdev_arg_offset(def, p), def->param_size[p]);
+  }
+  te_vdev_obj_unref(&g->obj);
+  return r;
+}
+
+/* In place: the node keeps its position, so its dependencies, its
+ * dependents (which name it by position) and its handle stay. */
+tecore_result_t te_vdev_graph_memset_to_kernel(tecore_graph_t h, tecore_graph_node_t node,
+                                               struct te_kernel_entry *k,
+                                               struct te_kernel_module *mod,
+                                               const struct tecore_launch_cfg *cfg,
+                                               void *const *args, tecore_graph_node_t *out) {
+  static const char fn[] = "vdev graph_memset_to_kernel";
+  struct vdev_graph *g = NULL;
+  (void)mod;
+  TE_CHECK(graph_get(h, &g, fn));
+  size_t i = VDEV_NODE_INDEX(node);
+  tecore_result_t r = TECORE_SUCCESS;
+  struct vdev_op op;
+  if (i >= g->count || VDEV_NODE_SERIAL(node) != g->serial) {
+    r = TE_ERR(TECORE_ERR_INVALID, "%s: node %p is not a node of graph %p (%zu nodes)", fn,
+               (void *)node, (void *)h, g->count);
+  } else if (g->nodes[i].op.type != VDEV_OP_MEMSET) {
+    r = TE_ERR(TECORE_ERR_INVALID, "%s: node %zu is a %s node, not a memset node", fn, i,
+               te_vdev_op_name(g->nodes[i].op.type));
+  } else if ((r = te_vdev_kernel_op(k, cfg, args, &op, fn)) == TECORE_SUCCESS) {
+    te_vdev_op_release(&g->nodes[i].op);
+    g->nodes[i].op = op;
+    *out = node;
   }
   te_vdev_obj_unref(&g->obj);
   return r;

@@ -33,11 +33,9 @@ tecore_result_t te_vdev_kernel_module_load(struct te_kernel_module *mod) {
   return TECORE_SUCCESS;
 }
 
-tecore_result_t te_vdev_kernel_launch(struct te_kernel_entry *k, struct te_kernel_module *mod,
-                                      const struct tecore_launch_cfg *cfg, void *const *args,
-                                      tecore_stream_t stream) {
-  static const char fn[] = "vdev kernel_launch";
-  (void)mod;
+tecore_result_t te_vdev_kernel_op(const struct te_kernel_entry *k,
+                                  const struct tecore_launch_cfg *cfg, void *const *args,
+                                  struct vdev_op *op, const char *fn) {
   const struct tecore_kernel_def *def = k->def;
   if (!def->vdev)
     return TE_ERR(TECORE_ERR_NOT_SUPPORTED, "%s: kernel %s has no vdev implementation", fn,
@@ -47,22 +45,33 @@ tecore_result_t te_vdev_kernel_launch(struct te_kernel_entry *k, struct te_kerne
                   def->nparams);
   if (def->nparams && !args)
     return TE_ERR(TECORE_ERR_INVALID, "%s: kernel %s: args is NULL", fn, def->name);
-  struct vdev_op op = {.type = VDEV_OP_KERNEL,
-                       .u.kernel = {.def = def, .id = k->id, .cfg = *cfg}};
+  *op = (struct vdev_op){.type = VDEV_OP_KERNEL,
+                         .u.kernel = {.def = def, .id = k->id, .cfg = *cfg}};
   size_t bytes = te_vdev_arg_offset(def, def->nparams);
   if (bytes) {
-    op.u.kernel.args = malloc(bytes);
-    if (!op.u.kernel.args) return TE_ERR(TECORE_ERR_NOMEM, "%s: out of host memory", fn);
-    memset(op.u.kernel.args, 0, bytes);
+    op->u.kernel.args = malloc(bytes);
+    if (!op->u.kernel.args) return TE_ERR(TECORE_ERR_NOMEM, "%s: out of host memory", fn);
+    memset(op->u.kernel.args, 0, bytes);
     for (unsigned i = 0; i < def->nparams; i++) {
       if (!args[i]) {
-        free(op.u.kernel.args);
+        free(op->u.kernel.args);
+        op->u.kernel.args = NULL;
         return TE_ERR(TECORE_ERR_INVALID, "%s: kernel %s: args[%u] is NULL", fn, def->name, i);
       }
-      memcpy(op.u.kernel.args + te_vdev_arg_offset(def, i), args[i], def->param_size[i]);
+      memcpy(op->u.kernel.args + te_vdev_arg_offset(def, i), args[i], def->param_size[i]);
     }
   }
-  op.u.kernel.args_bytes = bytes;
+  op->u.kernel.args_bytes = bytes;
+  return TECORE_SUCCESS;
+}
+
+tecore_result_t te_vdev_kernel_launch(struct te_kernel_entry *k, struct te_kernel_module *mod,
+                                      const struct tecore_launch_cfg *cfg, void *const *args,
+                                      tecore_stream_t stream) {
+  static const char fn[] = "vdev kernel_launch";
+  (void)mod;
+  struct vdev_op op;
+  TE_CHECK(te_vdev_kernel_op(k, cfg, args, &op, fn));
   return te_vdev_submit(stream, &op, fn);
 }
 
