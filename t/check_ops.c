@@ -1003,6 +1003,102 @@ START_TEST(test_fp8_small_linears_run_in_bf16) {
 }
 END_TEST
 
+static int cmp_str(const void *a, const void *b) {
+  return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* The kernels and copies one step of s launches, from the profile's
+ * report (te/profile.h): its rows without their times, "name shape calls"
+ * one a line, sorted (the report orders rows by time). */
+static char *step_launches(tecore_seq_t *s, struct dt2 *x, struct dt2 *dy, struct dt2 *y,
+                           struct dt2 *dx) {
+  TE_OK(tecore_stream_synchronize(S()));
+  TE_OK(tecore_profile_start());
+  TE_OK(tecore_seq_zero_grad(s, S()));
+  for (int mb = 0; mb < 2; mb++) {
+    TE_OK(tecore_seq_forward(s, &x[mb].t, &y->t, 0, S()));
+    TE_OK(tecore_seq_backward(s, &dy[mb].t, &dx->t, S()));
+  }
+  TE_OK(tecore_seq_update_scales(s, S()));
+  TE_OK(tecore_profile_stop());
+  FILE *f = tmpfile();
+  ck_assert_ptr_nonnull(f);
+  double total = -1;
+  TE_OK(tecore_profile_report(fileno(f), &total));
+  rewind(f);
+  char line[512], *rows[256];
+  size_t nr = 0, len = 1;
+  while (fgets(line, sizeof line, f) && nr < 256) {
+    /* "name [shape words] calls total mean share": up to the calls, the
+     * first token of digits only */
+    char *r = calloc(512, 1), *save = NULL;
+    int calls = 0;
+    for (char *t = strtok_r(line, " \t\n", &save); t && !calls; t = strtok_r(NULL, " \t\n", &save)) {
+      if (r[0]) strcat(r, " ");
+      strncat(r, t, 100);
+      calls = r[0] && strchr(r, ' ') && strspn(t, "0123456789") == strlen(t);
+    }
+    if (!calls || strncmp(r, "kernel ", 7) == 0 || strncmp(r, "all ", 4) == 0) {
+      free(r);
+      continue;
+    }
+    rows[nr++] = r;
+    len += strlen(r) + 1;
+  }
+  fclose(f);
+  qsort(rows, nr, sizeof *rows, cmp_str);
+  char *out = calloc(len, 1);
+  for (size_t i = 0; i < nr; i++) {
+    strcat(out, rows[i]);
+    strcat(out, "\n");
+    free(rows[i]);
+  }
+  ck_assert_msg(nr > 0 && total > 0, "no launches recorded");
+  return out;
+}
+
+/* Every Linear in bf16: the FP8 sequence launches exactly the BF16
+ * sequence's kernels (no amax reductions, no delayed scale update, no FP8
+ * copies nothing reads) and computes its bits; a Linear in FP8 brings the
+ * bookkeeping back. */
+START_TEST(test_fp8_all_bf16_launches_like_bf16) {
+  set_min_mnk("4611686018427387904");
+  struct tecore_op_desc d[12];
+  size_t n = block_ops(d, 2, 64, 128), rows = 32, cols = 64;
+  struct tecore_recipe r;
+  TE_OK(tecore_recipe_init(&r, TECORE_RECIPE_DELAYED));
+  tecore_seq_t *a = make_seq(d, n, rows, cols, TECORE_DTYPE_BF16, 0, &r);
+  tecore_seq_t *b = make_seq(d, n, rows, cols, TECORE_DTYPE_BF16, 0, NULL);
+  set_params(a, 0);
+  copy_params(a, b);
+  struct dt2 x[2], dy[2];
+  make_mbs(TECORE_DTYPE_BF16, rows, cols, x, dy);
+  struct dt2 ya = dalloc2(TECORE_DTYPE_BF16, rows, cols), yb = dalloc2(TECORE_DTYPE_BF16, rows, cols);
+  struct dt2 dxa = dalloc2(TECORE_DTYPE_BF16, rows, cols), dxb = dalloc2(TECORE_DTYPE_BF16, rows, cols);
+  te_poison_dev(ya.t.data, rows * cols * 2);
+  te_poison_dev(dxa.t.data, rows * cols * 2);
+  char *la = step_launches(a, x, dy, &ya, &dxa), *lb = step_launches(b, x, dy, &yb, &dxb);
+  ck_assert_msg(strcmp(la, lb) == 0, "fp8 sequence with every Linear in bf16 launches\n%s"
+                "the bf16 sequence\n%s", la, lb);
+  printf("# every Linear in bf16: the fp8 sequence's step launches what bf16's does:\n%s", la);
+  free(la);
+  free(lb);
+  struct run_out ra, rb;
+  run_mb(a, x, dy, 2, &ra);
+  run_mb(b, x, dy, 2, &rb);
+  expect_same_run(&ra, &rb, "fp8 sequence with every Linear in bf16 vs bf16");
+  free_run(&ra);
+  free_run(&rb);
+  free_mbs(x, dy);
+  dfree2(&ya);
+  dfree2(&yb);
+  dfree2(&dxa);
+  dfree2(&dxb);
+  TE_OK(tecore_seq_destroy(a));
+  TE_OK(tecore_seq_destroy(b));
+}
+END_TEST
+
 /* Three Linears, m*n*k 32*128*64, 32*128*128, 32*64*128; the threshold
  * between them: the middle one alone in FP8 (its plan entries unmarked,
  * the dgelu+dbias+cast_transpose feeding its gradient), the values FP8's
@@ -1898,6 +1994,7 @@ static Suite *ops_suite(void) {
   tcase_add_test(tc, test_slot_reuse);
   tcase_add_test(tc, test_fp8_near_bf16);
   tcase_add_test(tc, test_fp8_small_linears_run_in_bf16);
+  tcase_add_test(tc, test_fp8_all_bf16_launches_like_bf16);
   tcase_add_test(tc, test_fp8_mixed_per_linear);
   tc = te_tcase(s, "state", 1);
   tcase_add_test(tc, test_grad_accumulation);

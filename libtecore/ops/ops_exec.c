@@ -74,7 +74,7 @@ static tecore_result_t run_group(tecore_seq_t *s, const struct te_group *gr, tec
   struct tecore_seq_exec x = {
       .seq = s, .dir = dir, .first = gr->first, .count = gr->count, .act = act,
       .grad = dir == TECORE_SEQ_BACKWARD ? grad : NULL, .noop_flag = noop,
-      .recipe = s->fp8 ? &s->recipe : NULL, .stream = stream, .workspace = s->ws,
+      .recipe = s->fp8_run ? &s->recipe : NULL, .stream = stream, .workspace = s->ws,
       .workspace_bytes = s->ws_bytes};
   tecore_seq_exec_fn fn = NULL;
   group_fn(s, gr, dir, &fn, &x.ctx);

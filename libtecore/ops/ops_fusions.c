@@ -34,7 +34,7 @@ static const struct te_op *op_at(const tecore_seq_t *s, size_t i) { return &s->o
 /* ---- predicates ------------------------------------------------------------------------ */
 
 static int fp8_delayed(const tecore_seq_t *s, const struct tecore_recipe *r) {
-  return s->fp8 && r && r->kind == TECORE_RECIPE_DELAYED;
+  return s->fp8_run && r && r->kind == TECORE_RECIPE_DELAYED;
 }
 
 /* ctx bits of the norm+quantize patterns */

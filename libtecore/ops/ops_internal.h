@@ -144,6 +144,10 @@ struct tecore_seq {
   int built;
 
   int fp8;                         /* a recipe is set */
+  int fp8_run;                     /* FP8 in effect: a recipe is set and at least one Linear
+                                      runs in FP8; with every Linear left in the dtype
+                                      (te_op.hp) the sequence plans and runs as without a
+                                      recipe: no FP8 copies, amaxes or scale updates */
   struct tecore_recipe recipe;
   int have_state;
   struct tecore_delayed_state st_act, st_w, st_g;

@@ -43,7 +43,7 @@ static int pattern_matches(const tecore_seq_t *s, const struct te_fusion *f, siz
 
 static tecore_result_t plan_pass(tecore_seq_t *s, tecore_seq_dir_t dir, int fuse) {
   size_t n = s->nops;
-  const struct tecore_recipe *rc = s->fp8 ? &s->recipe : NULL;
+  const struct tecore_recipe *rc = s->fp8_run ? &s->recipe : NULL;
   size_t *ngr = calloc(n + 1, sizeof *ngr);
   long *prio = calloc(n + 1, sizeof *prio);
   long *pick = calloc(n + 1, sizeof *pick);
@@ -166,7 +166,7 @@ tecore_result_t te_plan_build(tecore_seq_t *s) {
       bd->f8_ready = bd->f8_rowonly = 1;
       bd->hp_valid = 0;
       s->bnd[gr->first + 1].hp_valid = 0;
-    } else if (!gr->f && s->fp8 && (s->ops[gr->first].fp8 & TE_KIND_FP8_COPY)) {
+    } else if (!gr->f && s->fp8_run && (s->ops[gr->first].fp8 & TE_KIND_FP8_COPY)) {
       s->bnd[gr->first + 1].f8_ready = 1;
     }
   }

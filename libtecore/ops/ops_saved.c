@@ -95,7 +95,7 @@ static int walk(const tecore_seq_t *cs, int (*visit)(struct saved_ref *r, void *
       r.info.read_back = bd->hp_valid && hp_back;
       if (visit(&r, arg)) return 1;
     }
-    if (s->fp8 && bd->f8 >= 0 && bd->f8_row) {
+    if (s->fp8_run && bd->f8 >= 0 && bd->f8_row) {
       struct tecore_tensor t;
       tecore_dtype_t f8 = TECORE_DTYPE_E4M3;
       if (te_bnd_f8_tensor(s, b, &t) == TECORE_SUCCESS) f8 = t.dtype;
@@ -133,7 +133,7 @@ static int walk(const tecore_seq_t *cs, int (*visit)(struct saved_ref *r, void *
     r.field = &o->x16;
     r.ext = &o->ext;
     r.bit = TE_EXT_X16;
-    r.info.written = r.info.read_back = !s->fp8 && s->cfg.dtype == TECORE_DTYPE_F32;
+    r.info.written = r.info.read_back = !s->fp8_run && s->cfg.dtype == TECORE_DTYPE_F32;
     if (visit(&r, arg)) return 1;
   }
   return 0;

@@ -635,6 +635,14 @@ static void choose_hp(tecore_seq_t *s) {
     double mnk = (double)o->in_rows * (double)o->out_cols * (double)o->in_cols;
     o->hp = mnk < (double)min;
   }
+  /* Linears, none in FP8: nothing would read an FP8 copy, an amax or a
+   * scale, so none is made (the BF16 plan's kernels, launch for launch) */
+  size_t f8 = 0, gemms = 0;
+  for (size_t i = 0; i < s->nops; i++) {
+    gemms += (s->ops[i].fp8 & TE_KIND_GEMM) != 0;
+    f8 += te_op_fp8(s, i) != 0;
+  }
+  s->fp8_run = s->fp8 && (f8 > 0 || gemms == 0);
 }
 
 /* Allocates what the recipe needs (FP8 copies, scaling state) and plans. */
@@ -645,8 +653,8 @@ static tecore_result_t prepare_fp8(tecore_seq_t *s, tecore_stream_t stream) {
   choose_hp(s);
   for (size_t b = 0; b <= n; b++) s->bnd[b].f8 = -1;
   s->nf8 = 0;
-  if (s->fp8) {
-    TE_CHECK(check_fp8_shapes(s, "tecore_seq_build"));
+  if (s->fp8) TE_CHECK(check_fp8_shapes(s, "tecore_seq_build"));
+  if (s->fp8_run) {
     for (size_t b = 0; b <= n; b++) {
       int need = (b < n && (s->ops[b].fp8 & TE_KIND_GEMM)) ||
                  (b >= 1 && (s->ops[b - 1].fp8 & TE_KIND_FP8_COPY));
@@ -758,7 +766,8 @@ TE_EXPORT tecore_result_t tecore_seq_update_scales(tecore_seq_t *s, tecore_strea
   TE_ARG(s, "tecore_seq_update_scales: seq is NULL");
   TE_ARG(te_handle_live(s), "tecore_seq_update_scales: seq %p is not a live sequence (destroyed?)", (const void *)s);
   TE_ARG(s->built, "tecore_seq_update_scales: the sequence is not built (tecore_seq_build)");
-  if (!s->fp8 || s->recipe.kind != TECORE_RECIPE_DELAYED || !s->have_state) return TECORE_SUCCESS;
+  if (!s->fp8_run || s->recipe.kind != TECORE_RECIPE_DELAYED || !s->have_state)
+    return TECORE_SUCCESS;
   if (s->st_act.base) TE_CHECK(tecore_delayed_update(&s->recipe, &s->st_act, stream));
   if (s->st_w.base) TE_CHECK(tecore_delayed_update(&s->recipe, &s->st_w, stream));
   if (s->st_g.base) TE_CHECK(tecore_delayed_update(&s->recipe, &s->st_g, stream));
