@@ -381,7 +381,25 @@ static tegraph_graph_t *capture_step(const struct stepper *st, tecore_stream_t s
   GCHECK(tegraph_graph_instantiate(g, s));
   GCHECK(tegraph_graph_node_count(g, &nodes));
   CHECK(tecore_stream_synchronize(s));
-  if (!st->o->quiet) printf("  step graph: %zu nodes\n", nodes);
+  if (!st->o->quiet) {
+    /* kernel nodes only launch fastest; say what else the graph holds */
+    tecore_graph_t tg = NULL;
+    size_t n = 0, kernels = 0, memsets = 0;
+    GCHECK(tegraph_graph_handles(g, &tg, NULL));
+    struct tecore_graph_node_desc *d = calloc(nodes ? nodes : 1, sizeof *d);
+    if (!d) {
+      fprintf(stderr, "te-demo: out of host memory\n");
+      exit(TE_EXIT_FAIL);
+    }
+    CHECK(tecore_graph_nodes(tg, d, nodes, &n));
+    for (size_t i = 0; i < n && i < nodes; i++) {
+      kernels += d[i].type == TECORE_GRAPH_NODE_KERNEL;
+      memsets += d[i].type == TECORE_GRAPH_NODE_MEMSET;
+    }
+    free(d);
+    printf("  step graph: %zu nodes (%zu kernel, %zu memset, %zu other)\n", nodes, kernels,
+           memsets, nodes - kernels - memsets);
+  }
   return g;
 }
 
