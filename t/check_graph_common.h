@@ -20,6 +20,7 @@
 #define TE_CHECK_GRAPH_COMMON_H
 
 #include "tests.h"
+#include "common/convert.h"
 #include <pthread.h>
 #include <te/graph.h>
 
@@ -184,6 +185,23 @@ static TE_T_UNUSED TCase *tgt_tcase(Suite *s, const char *name) {
 }
 
 /* ---- buffers and tensors ------------------------------------------------------- */
+
+/* A BF16 [rows][cols] device tensor (the test frees data). */
+static TE_T_UNUSED struct tecore_tensor tgt_bf16_tensor(size_t rows, size_t cols) {
+  struct tecore_tensor t;
+  size_t sh[2] = {rows, cols};
+  TE_OK(tecore_tensor_init(&t, TECORE_DTYPE_BF16, 2, sh, te_dalloc(rows * cols * 2)));
+  return t;
+}
+
+/* Fresh random BF16 values in [lo, hi) into t. */
+static TE_T_UNUSED void tgt_rand_bf16(const struct tecore_tensor *t, float lo, float hi) {
+  size_t n = tecore_tensor_numel(t);
+  uint16_t *h = malloc(n * 2);
+  for (size_t i = 0; i < n; i++) h[i] = te_f32_to_bf16(te_rand_float(lo, hi));
+  te_h2d(t->data, h, n * 2);
+  free(h);
+}
 
 /* n device floats holding fresh random values in [lo, hi). */
 static TE_T_UNUSED tecore_devptr_t tgt_rand_dev(size_t n, float lo, float hi) {

@@ -28,6 +28,7 @@
  * Misuse: a NULL graph is refused with a detail naming it. */
 #include "check_graph_common.h"
 #include "common/convert.h"
+#include "../tools/mlp_block.h"
 
 /* ---- node census ------------------------------------------------------------------ */
 
@@ -239,42 +240,12 @@ struct model {
   struct tecore_tensor x, y, dy, dx;
 };
 
-static struct tecore_tensor bf16_tensor(size_t rows, size_t cols) {
-  struct tecore_tensor t;
-  size_t sh[2] = {rows, cols};
-  TE_OK(tecore_tensor_init(&t, TECORE_DTYPE_BF16, 2, sh, te_dalloc(rows * cols * 2)));
-  return t;
-}
-
-static void rand_bf16(const struct tecore_tensor *t, float lo, float hi) {
-  size_t n = tecore_tensor_numel(t);
-  uint16_t *h = malloc(n * 2);
-  for (size_t i = 0; i < n; i++) h[i] = te_f32_to_bf16(te_rand_float(lo, hi));
-  te_h2d(t->data, h, n * 2);
-  free(h);
-}
-
 static void model_new(struct model *m, const struct tecore_recipe *recipe) {
   memset(m, 0, sizeof *m);
   struct tecore_seq_config cfg = {.rows = ROWS, .features = HIDDEN, .dtype = TECORE_DTYPE_BF16,
                                   .seed = SEQ_SEED};
   TE_OK(tecore_seq_create(&cfg, &m->seq));
-  for (int b = 0; b < BLOCKS; b++) {
-    struct tecore_op_desc d[6];
-    memset(d, 0, sizeof d);
-    d[0].kind = TECORE_OP_MAKE_EXTRA_OUTPUT;
-    d[1].kind = TECORE_OP_RMSNORM;
-    d[1].epsilon = 1e-5f;
-    d[2].kind = TECORE_OP_LINEAR;
-    d[2].features = FFN;
-    d[2].bias = 1;
-    d[3].kind = TECORE_OP_GELU;
-    d[4].kind = TECORE_OP_LINEAR;
-    d[4].features = HIDDEN;
-    d[4].bias = 1;
-    d[5].kind = TECORE_OP_ADD_EXTRA_INPUT;
-    for (int k = 0; k < 6; k++) TE_OK(tecore_seq_add(m->seq, &d[k], NULL));
-  }
+  for (int b = 0; b < BLOCKS; b++) TE_OK(te_tools_add_mlp_block(m->seq, b, HIDDEN, FFN));
   if (recipe) TE_OK(tecore_seq_set_recipe(m->seq, recipe, te_stream));
   TE_OK(tecore_seq_build(m->seq, te_stream));
   TE_OK(tecore_seq_params(m->seq, m->p, MAXP, &m->np));
@@ -306,10 +277,10 @@ static void model_new(struct model *m, const struct tecore_recipe *recipe) {
   m->state = te_dalloc(sizeof s0);
   te_h2d(m->state, &s0, sizeof s0);
   m->flag = te_dalloc(4);
-  m->x = bf16_tensor(ROWS, HIDDEN);
-  m->y = bf16_tensor(ROWS, HIDDEN);
-  m->dy = bf16_tensor(ROWS, HIDDEN);
-  m->dx = bf16_tensor(ROWS, HIDDEN);
+  m->x = tgt_bf16_tensor(ROWS, HIDDEN);
+  m->y = tgt_bf16_tensor(ROWS, HIDDEN);
+  m->dy = tgt_bf16_tensor(ROWS, HIDDEN);
+  m->dx = tgt_bf16_tensor(ROWS, HIDDEN);
 }
 
 static void model_free(struct model *m) {
@@ -365,8 +336,8 @@ static void step_graph_vs_eager(const struct tecore_recipe *recipe, const char *
   /* the same warmup step on both, eagerly (lazy buffers and choices
    * happen outside the capture) */
   struct model *both[2] = {&a, &b};
-  rand_bf16(&a.x, -1.5f, 1.5f);
-  rand_bf16(&a.dy, -0.1f, 0.1f);
+  tgt_rand_bf16(&a.x, -1.5f, 1.5f);
+  tgt_rand_bf16(&a.dy, -0.1f, 0.1f);
   TE_OK(tecore_memcpy_async(b.x.data, a.x.data, ROWS * HIDDEN * 2, te_stream));
   TE_OK(tecore_memcpy_async(b.dy.data, a.dy.data, ROWS * HIDDEN * 2, te_stream));
   for (int k = 0; k < 2; k++) queue_step(both[k], te_stream);
@@ -387,8 +358,8 @@ static void step_graph_vs_eager(const struct tecore_recipe *recipe, const char *
 
   size_t n = ROWS * HIDDEN;
   for (int st = 0; st < 2; st++) {
-    rand_bf16(&a.x, -1.5f, 1.5f);
-    rand_bf16(&a.dy, -0.1f, 0.1f);
+    tgt_rand_bf16(&a.x, -1.5f, 1.5f);
+    tgt_rand_bf16(&a.dy, -0.1f, 0.1f);
     TE_OK(tecore_memcpy_async(b.x.data, a.x.data, n * 2, te_stream));
     TE_OK(tecore_memcpy_async(b.dy.data, a.dy.data, n * 2, te_stream));
     for (int k = 0; k < 2; k++) {

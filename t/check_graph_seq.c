@@ -33,23 +33,6 @@ static tecore_stream_t S(void) { return te_stream; }
 
 /* ---- helpers -------------------------------------------------------------------- */
 
-/* A BF16 [rows][cols] device tensor (the test frees data). */
-static struct tecore_tensor bf16_tensor(size_t rows, size_t cols) {
-  struct tecore_tensor t;
-  size_t sh[2] = {rows, cols};
-  TE_OK(tecore_tensor_init(&t, TECORE_DTYPE_BF16, 2, sh, te_dalloc(rows * cols * 2)));
-  return t;
-}
-
-/* Fresh random BF16 values in [lo, hi) into t. */
-static void rand_bf16(const struct tecore_tensor *t, float lo, float hi) {
-  size_t n = tecore_tensor_numel(t);
-  uint16_t *h = malloc(n * 2);
-  for (size_t i = 0; i < n; i++) h[i] = te_f32_to_bf16(te_rand_float(lo, hi));
-  te_h2d(t->data, h, n * 2);
-  free(h);
-}
-
 /* got and want, BF16 tensors of n elements, bit for bit. */
 static void expect_bf16_same(tecore_devptr_t got, tecore_devptr_t want, size_t n,
                              const char *what) {
@@ -106,7 +89,7 @@ static void new_weights(tecore_seq_t *a, tecore_seq_t *b) {
   for (size_t i = 0; i < n; i++) {
     if (strcmp(pa[i].name, "weight") != 0) continue;
     float w = 1.0f / sqrtf((float)pa[i].value.shape[1]);
-    rand_bf16(&pa[i].value, -w, w);
+    tgt_rand_bf16(&pa[i].value, -w, w);
     TE_OK(tecore_memcpy_async(pb[i].value.data, pa[i].value.data,
                               tecore_tensor_numel(&pa[i].value) * 2, S()));
   }
@@ -159,8 +142,8 @@ static void expect_grads_zero(tecore_seq_t *q) {
  * backward of a zero output gradient, then the gradients cleared. */
 static void eager_warmup(tecore_seq_t *q, const struct tecore_tensor *sample, int num_warmup,
                          tecore_devptr_t flag) {
-  struct tecore_tensor y = bf16_tensor(ROWS, HIDDEN), dy = bf16_tensor(ROWS, HIDDEN),
-                       dx = bf16_tensor(ROWS, HIDDEN);
+  struct tecore_tensor y = tgt_bf16_tensor(ROWS, HIDDEN), dy = tgt_bf16_tensor(ROWS, HIDDEN),
+                       dx = tgt_bf16_tensor(ROWS, HIDDEN);
   TE_OK(tecore_memset_d8_async(dy.data, 0, ROWS * HIDDEN * 2, S()));
   TE_OK(tecore_memset_d32_async(flag, 0, 1, S()));
   for (int w = 0; w < num_warmup; w++) {
@@ -186,8 +169,8 @@ static void graphed_vs_eager(const struct tecore_recipe *recipe, const char *nam
     expect_bf16_same(pa[i].value.data, pb[i].value.data, tecore_tensor_numel(&pa[i].value),
                      "parameters of two sequences built from one seed");
 
-  struct tecore_tensor sample = bf16_tensor(ROWS, HIDDEN);
-  rand_bf16(&sample, -1.5f, 1.5f);
+  struct tecore_tensor sample = tgt_bf16_tensor(ROWS, HIDDEN);
+  tgt_rand_bf16(&sample, -1.5f, 1.5f);
   poison_grads(a);
   const int num_warmup = 2;
   struct tegraph_seq_callable_desc d = {.seq = a, .sample_input = &sample, .need_dx = 1,
@@ -201,19 +184,19 @@ static void graphed_vs_eager(const struct tecore_recipe *recipe, const char *nam
 
   struct tecore_tensor x[NMB], dy[NMB];
   for (int mb = 0; mb < NMB; mb++) {
-    x[mb] = bf16_tensor(ROWS, HIDDEN);
-    dy[mb] = bf16_tensor(ROWS, HIDDEN);
+    x[mb] = tgt_bf16_tensor(ROWS, HIDDEN);
+    dy[mb] = tgt_bf16_tensor(ROWS, HIDDEN);
   }
-  struct tecore_tensor ya = bf16_tensor(ROWS, HIDDEN), yb = bf16_tensor(ROWS, HIDDEN);
-  struct tecore_tensor dxa = bf16_tensor(ROWS, HIDDEN), dxb = bf16_tensor(ROWS, HIDDEN);
+  struct tecore_tensor ya = tgt_bf16_tensor(ROWS, HIDDEN), yb = tgt_bf16_tensor(ROWS, HIDDEN);
+  struct tecore_tensor dxa = tgt_bf16_tensor(ROWS, HIDDEN), dxb = tgt_bf16_tensor(ROWS, HIDDEN);
   size_t n = ROWS * HIDDEN;
   for (int st = 0; st < NSTEPS; st++) {
     TE_OK(tecore_seq_zero_grad(a, S()));
     TE_OK(tecore_seq_zero_grad(b, S()));
     for (int mb = 0; mb < NMB; mb++) {
       char what[128];
-      rand_bf16(&x[mb], -1.5f, 1.5f);
-      rand_bf16(&dy[mb], -0.1f, 0.1f);
+      tgt_rand_bf16(&x[mb], -1.5f, 1.5f);
+      tgt_rand_bf16(&dy[mb], -0.1f, 0.1f);
       new_weights(a, b);
       te_poison_dev(ya.data, n * 2);
       te_poison_dev(yb.data, n * 2);
@@ -267,8 +250,8 @@ END_TEST
 
 START_TEST(test_seq_misuse) {
   tecore_seq_t *a = make_seq(NULL), *b = make_seq(NULL);
-  struct tecore_tensor sample = bf16_tensor(ROWS, HIDDEN);
-  rand_bf16(&sample, -1.5f, 1.5f);
+  struct tecore_tensor sample = tgt_bf16_tensor(ROWS, HIDDEN);
+  tgt_rand_bf16(&sample, -1.5f, 1.5f);
   struct tegraph_seq_callable_desc d = {.seq = a, .sample_input = &sample,
                                         .num_warmup = 1,
                                         .capture_mode = TECORE_CAPTURE_THREAD_LOCAL};
@@ -338,10 +321,10 @@ START_TEST(test_seq_misuse) {
   TG_OK(tegraph_callable_from_seq(&d, NULL, &c));
   tecore_devptr_t flag = te_dalloc(4);
   eager_warmup(b, &sample, 1, flag);
-  struct tecore_tensor x = bf16_tensor(ROWS, HIDDEN), dy = bf16_tensor(ROWS, HIDDEN);
-  struct tecore_tensor ya = bf16_tensor(ROWS, HIDDEN), yb = bf16_tensor(ROWS, HIDDEN);
-  rand_bf16(&x, -1.5f, 1.5f);
-  rand_bf16(&dy, -0.1f, 0.1f);
+  struct tecore_tensor x = tgt_bf16_tensor(ROWS, HIDDEN), dy = tgt_bf16_tensor(ROWS, HIDDEN);
+  struct tecore_tensor ya = tgt_bf16_tensor(ROWS, HIDDEN), yb = tgt_bf16_tensor(ROWS, HIDDEN);
+  tgt_rand_bf16(&x, -1.5f, 1.5f);
+  tgt_rand_bf16(&dy, -0.1f, 0.1f);
   te_poison_dev(ya.data, ROWS * HIDDEN * 2);
   te_poison_dev(yb.data, ROWS * HIDDEN * 2);
   struct tegraph_replay_opts ro = {.stream = S(), .is_first_microbatch = 1};
