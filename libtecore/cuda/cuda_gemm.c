@@ -24,6 +24,7 @@
  * looks at; the workspace is the caller's or the (context, stream)'s
  * internal buffer. */
 #include "cuda/cuda_gemm.h"
+#include "cuda/cuda_gemm_algo.h"
 
 #include <pthread.h>
 #include <stdio.h>
@@ -391,11 +392,16 @@ static tecore_result_t find_algo(cublasLtHandle_t handle, struct lt_call *c,
   }
   *algo = res.algo;
   te_gemm_cache_put(&c->key, algo);
-  TE_TRACE(TECORE_SUBSYS_TUNE, "gemm: heuristic for m=%zu n=%zu k=%zu (%s x %s -> %s): "
-           "workspace %zu of %zu bytes, waves %.2f", p->m, p->n, p->k,
-           tecore_dtype_name(p->a.dtype), tecore_dtype_name(p->b.dtype),
-           tecore_dtype_name(p->d_dtype), res.workspaceSize, c->ws_bytes,
-           (double)res.wavesCount);
+  /* once per problem (then cached): which kernel runs, so a benchmark
+   * record can show that libte and a direct cuBLASLt call with the same
+   * descriptors (te-bench --gemm) run the same one */
+  char cfg[160];
+  te_lt_algo_describe(te_lt.p_cublasLtMatmulAlgoConfigGetAttribute, algo, cfg, sizeof cfg);
+  TE_INFO(TECORE_SUBSYS_TUNE, "gemm: heuristic for m=%zu n=%zu k=%zu (%s x %s -> %s): %s; "
+          "workspace %zu of %zu bytes, waves %.2f", p->m, p->n, p->k,
+          tecore_dtype_name(p->a.dtype), tecore_dtype_name(p->b.dtype),
+          tecore_dtype_name(p->d_dtype), cfg, res.workspaceSize, c->ws_bytes,
+          (double)res.wavesCount);
   return TECORE_SUCCESS;
 }
 

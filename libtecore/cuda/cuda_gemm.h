@@ -34,6 +34,7 @@
   X(cublasLtMatmulAlgoGetHeuristic, 1)                                         \
   X(cublasLtMatmul, 1)                                                         \
   X(cublasLtGetStatusName, 0)                                                  \
+  X(cublasLtMatmulAlgoConfigGetAttribute, 0)                                   \
   X(cublasLtGetStatusString, 0)
 
 struct te_lt_api {
