@@ -293,35 +293,44 @@ __device__ __forceinline__ void ct_body(CT_PARAMS) {
   }
 }
 
-// Blocks per SM the compiler must leave room for: the dact kernels are
-// limited by their arithmetic (kernels/common/act.h), and 4 blocks of 64
-// registers (a few bytes of spill) beat 3 blocks of 71 (dgelu 8192^2 on an
-// H100: 256 us against 288 us).
+// Blocks per SM the compiler must leave room for, for the dact kernels.
+// A block casts one 64x64 tile at 8192^2 (TE_CT_TARGET_BLOCKS), so it has
+// nothing to load while it computes, converts and waits at its barrier:
+// only other resident blocks keep the memory busy.  Since the FMA-only
+// activations (kernels/common/act.h) the per-tensor kernels with bf16 or
+// f32 input fit in 48 registers without spilling (ptxas, sm_90a: stack
+// 0; te_ct_pt_gelu_bf16_db took 64 at 4 blocks, and at 6 blocks, 40
+// registers, it spills 24 bytes, 15 local loads and stores a tile), so
+// 5 blocks (40 warps) fit, not 4 (32).  f16 input (its conversions) and
+// MXFP8 (its scale tiles) would spill 8 to 40 bytes at 48 and keep 4.
+// (Before those activations 4 blocks of 64 registers, a few bytes of
+// spill, beat 3 blocks of 71: dgelu 8192^2 on an H100, 256 against 288 us.)
 #ifndef CT_MINB_ACT
-#define CT_MINB_ACT 4
+#define CT_MINB_ACT 5
 #endif
-// (__launch_bounds__(256, 1) is not the same as __launch_bounds__(256):
-// the cast kernels get 48 registers from the second, 64 from the first.)
+#ifndef CT_MINB_ACT_SPILLS
+#define CT_MINB_ACT_SPILLS 4
+#endif
 #define CT_KERNEL_(bounds, name, MXV, ACTV, DTV, DBV)                             \
   extern "C" __global__ void bounds name(CT_PARAMS) { ct_body<DTV, ACTV, MXV, DBV>(CT_ARGS); }
 #define CT_BOUNDS_CAST __launch_bounds__(TE_CT_THREADS)
-#define CT_BOUNDS_ACT __launch_bounds__(TE_CT_THREADS, CT_MINB_ACT)
+#define CT_BOUNDS_ACT(minb) __launch_bounds__(TE_CT_THREADS, minb)
 #define CT_KERNELS_ACT(bounds, mode, act, dt, MXV, ACTV, DTV)                     \
   CT_KERNEL_(bounds, te_ct_##mode##_##act##_##dt, MXV, ACTV, DTV, false)          \
   CT_KERNEL_(bounds, te_ct_##mode##_##act##_##dt##_db, MXV, ACTV, DTV, true)
-#define CT_KERNELS_DT(mode, MXV, dt, DTV)                                         \
+#define CT_KERNELS_DT(mode, MXV, dt, DTV, MINB)                                   \
   CT_KERNELS_ACT(CT_BOUNDS_CAST, mode, none, dt, MXV, TE_CT_ACT_NONE, DTV)        \
-  CT_KERNELS_ACT(CT_BOUNDS_ACT, mode, gelu, dt, MXV, TE_ACT_GELU, DTV)            \
-  CT_KERNELS_ACT(CT_BOUNDS_ACT, mode, relu, dt, MXV, TE_ACT_RELU, DTV)            \
-  CT_KERNELS_ACT(CT_BOUNDS_ACT, mode, silu, dt, MXV, TE_ACT_SILU, DTV)            \
-  CT_KERNELS_ACT(CT_BOUNDS_ACT, mode, qgelu, dt, MXV, TE_ACT_QGELU, DTV)
-#define CT_KERNELS_MODE(mode, MXV)                      \
-  CT_KERNELS_DT(mode, MXV, f32, TE_FP8_DT_F32)          \
-  CT_KERNELS_DT(mode, MXV, f16, TE_FP8_DT_F16)          \
-  CT_KERNELS_DT(mode, MXV, bf16, TE_FP8_DT_BF16)
+  CT_KERNELS_ACT(CT_BOUNDS_ACT(MINB), mode, gelu, dt, MXV, TE_ACT_GELU, DTV)      \
+  CT_KERNELS_ACT(CT_BOUNDS_ACT(MINB), mode, relu, dt, MXV, TE_ACT_RELU, DTV)      \
+  CT_KERNELS_ACT(CT_BOUNDS_ACT(MINB), mode, silu, dt, MXV, TE_ACT_SILU, DTV)      \
+  CT_KERNELS_ACT(CT_BOUNDS_ACT(MINB), mode, qgelu, dt, MXV, TE_ACT_QGELU, DTV)
 
-CT_KERNELS_MODE(pt, false)
-CT_KERNELS_MODE(mx, true)
+CT_KERNELS_DT(pt, false, f32, TE_FP8_DT_F32, CT_MINB_ACT)
+CT_KERNELS_DT(pt, false, f16, TE_FP8_DT_F16, CT_MINB_ACT_SPILLS)
+CT_KERNELS_DT(pt, false, bf16, TE_FP8_DT_BF16, CT_MINB_ACT)
+CT_KERNELS_DT(mx, true, f32, TE_FP8_DT_F32, CT_MINB_ACT_SPILLS)
+CT_KERNELS_DT(mx, true, f16, TE_FP8_DT_F16, CT_MINB_ACT_SPILLS)
+CT_KERNELS_DT(mx, true, bf16, TE_FP8_DT_BF16, CT_MINB_ACT_SPILLS)
 
 // dbias, second stage (the order of kernels/common/transpose.h): block of
 // 256 threads = TE_CT_RED_COLS columns x TE_CT_RED_CHUNKS chunks of the

@@ -11,7 +11,7 @@
 
 enum { K_FWD_V8, K_FWD_V1, K_FWD_STREAM_V8, K_FWD_STREAM_V1,
        K_BWD_V8, K_BWD_V1, K_BWD_STREAM_V8, K_BWD_STREAM_V1, K_BWD_REDUCE,
-       K_FWD_FAST, K_BWD_FAST };
+       K_FWD_FAST, K_BWD_FAST, K_FWD_FAST16 };
 
 #define NORM_FWD_DEF(sym, fn) TE_KDEF(sym, fn, TE_NORM_FWD_PARAMS)
 #define NORM_BWD_DEF(sym, fn) TE_KDEF(sym, fn, TE_NORM_BWD_PARAMS)
@@ -27,6 +27,7 @@ static const struct tecore_kernel_def norm_kernels[] = {
     [K_BWD_REDUCE] = TE_KDEF("te_norm_bwd_reduce", te_norm_vdev_bwd_reduce, TE_NORM_REDUCE_PARAMS),
     [K_FWD_FAST] = NORM_FWD_DEF("te_norm_fwd_fast", te_norm_vdev_fwd_v8),
     [K_BWD_FAST] = NORM_BWD_DEF("te_norm_bwd_fast", te_norm_vdev_bwd_v8),
+    [K_FWD_FAST16] = NORM_FWD_DEF("te_norm_fwd_fast16", te_norm_vdev_fwd_v8),
 };
 
 #define NORM_FWD_ALIGN TE_KALIGN(TE_NORM_FWD_PARAMS)
@@ -38,6 +39,7 @@ static const struct te_kalign norm_align[] = {
     [K_BWD_STREAM_V8] = NORM_BWD_ALIGN, [K_BWD_STREAM_V1] = NORM_BWD_ALIGN,
     [K_BWD_REDUCE] = TE_KALIGN(TE_NORM_REDUCE_PARAMS),
     [K_FWD_FAST] = NORM_FWD_ALIGN,      [K_BWD_FAST] = NORM_BWD_ALIGN,
+    [K_FWD_FAST16] = NORM_FWD_ALIGN,
 };
 
 TE_KERNEL_TABLE_FATBIN_ALIGNED(norm_first_id, "libtecore/norm", norm_kernels, norm_align, norm)
@@ -190,11 +192,11 @@ static tecore_result_t norm_fwd(int ln, const struct tecore_tensor *x,
             (!ln || te_al16(beta->data)) ? 8 : 1;
   struct te_norm_plan p = te_norm_plan_fwd(hidden, vec);
   int k = vec == 8 ? (p.stream ? K_FWD_STREAM_V8 : K_FWD_V8) : (p.stream ? K_FWD_STREAM_V1 : K_FWD_V1);
-  /* te_norm_fwd_fast: one dtype for x and the weights, the output that
-   * dtype or FP8 */
+  /* te_norm_fwd_fast16 (16-bit x) or te_norm_fwd_fast (f32 x): one dtype
+   * for x and the weights, the output that dtype or FP8 */
   if (k == K_FWD_V8 && p.tpr <= TE_NORM_FAST_TMAX && gamma->dtype == x->dtype &&
       (y->dtype == x->dtype || te_dtype_is_fp8(y->dtype)))
-    k = K_FWD_FAST;
+    k = x->dtype == TECORE_DTYPE_F32 ? K_FWD_FAST : K_FWD_FAST16;
   unsigned long long blocks = (rows + (unsigned)p.rows_per_block - 1) / (unsigned)p.rows_per_block;
   struct tecore_launch_cfg cfg = {.grid = {(unsigned)blocks, 1, 1}, .block = {p.threads, 1, 1}};
 
