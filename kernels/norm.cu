@@ -79,7 +79,18 @@ __device__ __forceinline__ void nv_st(void *p, unsigned long long i, int dt, con
 // Sums NVAL values over the T threads of each row (norm.h's order); every
 // thread of the row gets the sums.  buf alternates between calls so a call
 // needs one barrier only.  All threads of the block must call it.
-template <int NVAL>
+//
+// The second stage, W = T/32 warp sums w[0..W-1] in lanes below W and +0
+// above, butterflied over 32 lanes, is for W <= 8 computed by every lane
+// from shared memory instead, to the same bits: the levels 16 .. W add a
+// +0 to each w (w + 0 is w, but -0 becomes +0, so one add of +0 stands
+// for them all), then level h = W/2 .. 1 adds w[i] and w[i + h] (IEEE
+// addition commutes, so every lane's butterfly value is lane 0's).  A few
+// shared loads and log2(W) dependent adds in place of five shuffle-and-add
+// steps: LayerNorm's rows at hidden 4096 (W = 4) take this path twice.
+// Only where SMEM2 asks (te_norm_fwd_fast16): in the generic kernels the
+// unrolled w[] took registers (te_norm_fwd_v1: 32 -> 60).
+template <int NVAL, bool SMEM2 = false>
 __device__ __forceinline__ void row_reduce(float *v, int T, int buf, float (*red)[NVAL][32]) {
 #pragma unroll
   for (int off = 16; off >= 1; off >>= 1)
@@ -92,6 +103,21 @@ __device__ __forceinline__ void row_reduce(float *v, int T, int buf, float (*red
 #pragma unroll
       for (int k = 0; k < NVAL; k++) red[buf][k][warp] = v[k];
     __syncthreads();
+    if (SMEM2 && W <= 8) {
+#pragma unroll
+      for (int k = 0; k < NVAL; k++) {
+        float w[8];
+#pragma unroll
+        for (int i = 0; i < 8; i++) w[i] = i < W ? te_add_rn(red[buf][k][first + i], 0.0f) : 0.0f;
+#pragma unroll
+        for (int h = 4; h >= 1; h >>= 1)
+          if (h < W)
+#pragma unroll
+            for (int i = 0; i < h; i++) w[i] = te_add_rn(w[i], w[i + h]);
+        v[k] = w[0];
+      }
+      return;
+    }
 #pragma unroll
     for (int k = 0; k < NVAL; k++) v[k] = lane < W ? red[buf][k][first + lane] : 0.0f;
 #pragma unroll
@@ -183,7 +209,7 @@ __device__ __forceinline__ void norm_fwd(const fwd_args &a) {
         }
       }
     }
-    row_reduce<1>(s, T, buf, red);
+    row_reduce<1, RAW>(s, T, buf, red);
     buf ^= 1;
     float mean = 0.0f, rs;
     if (ln) {
@@ -217,7 +243,7 @@ __device__ __forceinline__ void norm_fwd(const fwd_args &a) {
           }
         }
       }
-      row_reduce<1>(q, T, buf, red);
+      row_reduce<1, RAW>(q, T, buf, red);
       buf ^= 1;
       rs = te_norm_rsigma(te_norm_mean_inv(q[0], h, hinv), a.eps);
     } else {
