@@ -151,8 +151,19 @@ __device__ __forceinline__ void ct_body(CT_PARAMS) {
   const unsigned long long c = col0 + (unsigned long long)tj * TE_CT_CHUNK;
   const int ncol = c < cols ? (int)min(cols - c, (unsigned long long)TE_CT_CHUNK) : 0;
 
+  // The per-tensor scale.  In the dact kernels thread 0 reads it once the
+  // first tile's loads are out and hands it over through shared memory at
+  // a barrier that every thread reaches with its own loads in flight, and
+  // 1/scale is written at the end: a block casts one tile at 8192^2, and
+  // with the scale read first (ptxas takes it into a uniform register at
+  // once, R2UR, which waits for the load) every block waited one L2
+  // latency before loading its tile.  The cast kernels read it first: the
+  // late read costs them 8 registers (32 -> 40, 8 -> 6 blocks an SM).
+  __shared__ float smult;
+  const bool pt_scale = !MX && !amax_only;
+  constexpr bool LATE_SCALE = ACT != TE_CT_ACT_NONE;
   float mult = 1.0f;
-  if (!MX && !amax_only) {
+  if (pt_scale && !LATE_SCALE) {
     mult = *scale;
     if (blockIdx.x == 0 && blockIdx.y == 0 && t == 0) {
       float si = te_fp8_scale_inv(mult);
@@ -179,6 +190,11 @@ __device__ __forceinline__ void ct_body(CT_PARAMS) {
     if (ACT != TE_CT_ACT_NONE) {
       float xv[TE_CT_CHUNK];
       ct_ld16<IN>(x, idx, n, vin, xv);
+      if (LATE_SCALE && pt_scale && rt == rt0) {
+        if (t == 0) smult = *scale;
+        __syncthreads();
+        mult = smult;
+      }
 #pragma unroll
       for (int k = 0; k < TE_CT_CHUNK; k++) v[k] = te_ct_value(ACT, v[k], xv[k]);
     }
@@ -277,6 +293,11 @@ __device__ __forceinline__ void ct_body(CT_PARAMS) {
     }
   }
 
+  if (LATE_SCALE && pt_scale && blockIdx.x == 0 && blockIdx.y == 0 && t == 0) {
+    float si = te_fp8_scale_inv(*scale);
+    if (sinv) *(float *)sinv = si;
+    if (csinv) *(float *)csinv = si;
+  }
   if (amax) te_dev_block_amax(amax, am);
 
   if (dbias) {
