@@ -88,85 +88,29 @@ static __device__ __forceinline__ uint2 quant8(const float v[8], float s) {
 
 // ---- per-tensor, flat -------------------------------------------------------
 
-// Two bf16 chunks, loaded but not yet widened (8 words each).
-struct bf16x2chunks {
-  uint4 a0, a1, b0, b1;
-};
-static __device__ __forceinline__ void load_bf16x2(const void *__restrict__ in, uint64_t c0,
-                                                   uint64_t c1, bf16x2chunks &r) {
-  const uint4 *p = (const uint4 *)in;
-  r.a0 = p[c0 * 2], r.a1 = p[c0 * 2 + 1], r.b0 = p[c1 * 2], r.b1 = p[c1 * 2 + 1];
-}
-static __device__ __forceinline__ void widen_bf16(uint4 a, uint4 b, float v[16]) {
-  uint32_t w[8] = {a.x, a.y, a.z, a.w, b.x, b.y, b.z, b.w};
-#pragma unroll
-  for (int k = 0; k < 8; k++) {
-    v[2 * k] = __uint_as_float(w[k] << 16);
-    v[2 * k + 1] = __uint_as_float(w[k] & 0xffff0000u);
-  }
-}
-
-// One chunk c of 16 values: its amax into m, its FP8 bytes to out.
-template <int ODT>
-static __device__ __forceinline__ void quant_chunk(const float v[16], float s, uint8_t *out,
-                                                   uint64_t c, uint32_t &m) {
-#pragma unroll
-  for (int k = 0; k < 16; k++) m = te_max_u32(m, te_abs_bits(v[k]));
-  uint2 a = quant8<ODT>(v, s), b = quant8<ODT>(v + 8, s);
-  ((uint4 *)out)[c] = make_uint4(a.x, a.y, b.x, b.y);
-}
-
-// Quantizes in[0..n) with the tensor's scale (te_q_tensor_scale of the
-// arguments; returned in *s_out), using blocks blk .. of nblk (grid-stride
+// Quantizes in[0..n) with scale s, using blocks blk .. of nblk (grid-stride
 // within the tensor's own blocks); returns this thread's max |x| bits.
-// bf16 inputs go two chunks a step, their four 16-byte loads issued before
-// either is used, so a thread has 64 bytes in flight, not 32, in the 32
-// registers that keep 8 blocks resident (f32 chunks are 64 bytes already,
-// and f16's conversions would spill).  The first step is peeled so that
-// its loads go out before the scale is read: with the scale first, every
-// thread waited for it (one DRAM latency) before loading anything.
-// ptxas (sm_90a, te_fp8_quantize_pt): 32 registers; the loop spills
-// nothing, the peeled step parks 3 words in local memory once.
 template <int IDT, int ODT>
 static __device__ __forceinline__ uint32_t quant_flat(const void *__restrict__ in,
                                                       uint8_t *__restrict__ out, uint64_t n,
-                                                      int current, const float *scale,
-                                                      const unsigned *amax, float eps, int pow2,
-                                                      uint64_t blk, uint64_t nblk, float *s_out) {
+                                                      float s, uint64_t blk, uint64_t nblk) {
   uint32_t m = 0;
   const bool vec = (((uintptr_t)in | (uintptr_t)out) & 15u) == 0;
   const uint64_t nchunks = vec ? n / 16 : 0;
   const uint64_t stride = nblk * QT;
-  uint64_t c = blk * QT + threadIdx.x;
-  float s;
-  if (IDT == TE_FP8_DT_BF16 && c + stride < nchunks) {
-    bf16x2chunks r;
-    load_bf16x2(in, c, c + stride, r);
-    s = te_q_tensor_scale(current, scale, amax, eps, ODT, pow2);
-    for (;;) {
-      float v[16];
-      widen_bf16(r.a0, r.a1, v);
-      quant_chunk<ODT>(v, s, out, c, m);
-      widen_bf16(r.b0, r.b1, v);
-      quant_chunk<ODT>(v, s, out, c + stride, m);
-      c += 2 * stride;
-      if (c + stride >= nchunks) break;
-      load_bf16x2(in, c, c + stride, r);
-    }
-  } else {
-    s = te_q_tensor_scale(current, scale, amax, eps, ODT, pow2);
-  }
-  for (; c < nchunks; c += stride) {
+  for (uint64_t c = blk * QT + threadIdx.x; c < nchunks; c += stride) {
     float v[16];
     load16<IDT>(in, c, v);
-    quant_chunk<ODT>(v, s, out, c, m);
+#pragma unroll
+    for (int k = 0; k < 16; k++) m = te_max_u32(m, te_abs_bits(v[k]));
+    uint2 a = quant8<ODT>(v, s), b = quant8<ODT>(v + 8, s);
+    ((uint4 *)out)[c] = make_uint4(a.x, a.y, b.x, b.y);
   }
   for (uint64_t i = nchunks * 16 + blk * QT + threadIdx.x; i < n; i += stride) {
     float x = te_q_load(in, i, IDT);
     m = te_max_u32(m, te_abs_bits(x));
     out[i] = te_f32_to_fp8(x * s, ODT);
   }
-  *s_out = s;
   return m;
 }
 
@@ -174,17 +118,14 @@ template <int IDT, int ODT>
 static __device__ void quant_pt(const void *in, void *out, uint64_t n, float *scale,
                                 float *scale_inv, float *scale_inv_col, unsigned *amax,
                                 int current, float eps, int pow2, uint64_t blk, uint64_t nblk) {
-  float s;
-  uint32_t m = quant_flat<IDT, ODT>(in, (uint8_t *)out, n, current, scale, amax, eps, pow2, blk,
-                                    nblk, &s);
-  // after the loop, for the same reason: a store before it would also
-  // keep the first loads from being issued early (they might alias)
+  float s = te_q_tensor_scale(current, scale, amax, eps, ODT, pow2);
   if (blk == 0 && threadIdx.x == 0) {
     float si = te_fp8_scale_inv(s);
     if (current) *scale = s;
     if (scale_inv) *scale_inv = si;
     if (scale_inv_col) *scale_inv_col = si;
   }
+  uint32_t m = quant_flat<IDT, ODT>(in, (uint8_t *)out, n, s, blk, nblk);
   if (!current && amax) block_amax(m, amax);
 }
 
@@ -201,7 +142,7 @@ static __device__ void quant_pt(const void *in, void *out, uint64_t n, float *sc
     }                                                                                   \
   } while (0)
 
-extern "C" __global__ void __launch_bounds__(QT, 8)
+extern "C" __global__ void __launch_bounds__(QT)
 te_fp8_quantize_pt(TE_KSIG(TE_FP8_QUANTIZE_PT_PARAMS)) {
   if (noop_set(noop)) return;
   DISPATCH_IO(in_dt, out_dt, quant_pt, in, out, n, scale, scale_inv, scale_inv_col, amax, current,
