@@ -3,7 +3,8 @@
  * amax reduction for delayed scaling: argument checks, the communicator's
  * state (a device-side timeout surfaces here, on the next call), the
  * algorithm, staging of inputs that are not symmetric memory (a copy into
- * the pool on the same stream), then the NVLS, IPC or MNNVL kernel (MNNVL:
+ * the pool, or past it into a segment every rank makes together, on the
+ * same stream), then the NVLS, IPC or MNNVL kernel (MNNVL:
  * the Lamport kernel over the fabric-imported workspaces), or NCCL.
  *
  * The NCCL path of the fused call (and the one-rank case) is the
@@ -22,21 +23,85 @@ static int nccl_dtype(tecore_dtype_t d) {
                                                                           : TC_NCCL_BFLOAT16;
 }
 
-/* The staging buffer for bytes of input: grows in powers of two; older
- * ones stay allocated (captured graphs may still name them). */
-static tecomm_result_t stage_get(struct tecomm_comm *c, size_t bytes, const char *fn) {
-  if (c->stage_bytes >= bytes) return TECOMM_SUCCESS;
+/* How far staging may go past the pool. */
+TECORE_TUNABLE_INT(tc_tun_stage_mb, "TECOMM_STAGE_MB", 4096, 0, 16777216,
+                   "MiB of symmetric segments of its own (made collectively past the pool) the "
+                   "staging copy of allreduce inputs that are not symmetric memory may take in "
+                   "all; 0: staging in the pool only")
+
+/* The staging buffer for bytes of input (not symmetric memory), in the
+ * pool while it fits there, else a segment of its own; sizes grow in
+ * powers of two from 64 KiB, and an outgrown buffer stays allocated
+ * (captured graphs may still name it).
+ *
+ * Every rank takes the same decision.  Whether to grow follows from the
+ * calls (every rank makes the same ones; stage_bytes is the same
+ * everywhere); where the new buffer goes is decided from one allgather
+ * of (bytes, pool offset, limit, capturing): the pool when every rank
+ * got the same offset, else a segment made by tc_seg_create, which every
+ * rank gets or none (TECOMM_ERR_NOMEM naming the rank that could not).
+ * Bounded: the segments together stay within TECOMM_STAGE_MB (the least
+ * any rank allows).  A segment is not made during a capture (device
+ * memory is not allocated then): an eager call of the size must come
+ * first, as a graph's warm-up does. */
+static tecomm_result_t stage_get(struct tecomm_comm *c, size_t bytes, int cap, const char *fn) {
+  if (c->stage_seg && c->stage_bytes >= bytes) return TECOMM_SUCCESS;
+  if (!c->pool)
+    return TC_ERR(TECOMM_ERR_NOT_SUPPORTED, "%s: no pool to stage an input in (level %s)", fn,
+                  tc_level_name(c->level));
   size_t want = 64 * 1024;
   while (want < bytes) want *= 2;
-  size_t off = tc_pool_take(c->pool, want);
-  if (off == (size_t)-1) off = tc_pool_take(c->pool, bytes), want = bytes;
-  if (off == (size_t)-1)
+  size_t got = want, off = tc_pool_take(c->pool, want);
+  if (off == (size_t)-1) off = tc_pool_take(c->pool, bytes), got = bytes;
+  size_t limit = (size_t)tecore_tunable_int(&tc_tun_stage_mb) << 20;
+  uint64_t mine[4] = {bytes, off, limit, (uint64_t)cap}, all[4 * TECOMM_AR_MAX_RANKS];
+  tecomm_result_t r = c->mesh->allgather(c->mesh, mine, all, sizeof mine);
+  int same_off = 1, anycap = 0, diverged = -1;
+  for (int p = 0; r == TECOMM_SUCCESS && p < c->nranks; p++) {
+    if (all[4 * p] != bytes && diverged < 0) diverged = p;
+    same_off = same_off && all[4 * p + 1] == off;
+    if (all[4 * p + 2] < limit) limit = (size_t)all[4 * p + 2];
+    anycap = anycap || all[4 * p + 3];
+  }
+  if (r == TECOMM_SUCCESS && diverged < 0 && same_off && off != (size_t)-1) {
+    c->stage_seg = c->pool;
+    c->stage = off;
+    c->stage_bytes = got;
+    return TECOMM_SUCCESS;
+  }
+  if (off != (size_t)-1) (void)tc_pool_give(c->pool, off);
+  if (r != TECOMM_SUCCESS) return r;
+  if (diverged >= 0)
+    return TC_ERR(TECOMM_ERR_INVALID,
+                  "%s: rank %d stages %llu bytes, this rank %zu: every rank must make the same "
+                  "calls",
+                  fn, diverged, (unsigned long long)all[4 * diverged], bytes);
+  /* past the pool: a segment of its own, within what is left of the limit */
+  size_t left = limit > c->stage_seg_total ? limit - c->stage_seg_total : 0;
+  if (want > left) want = bytes;
+  if (bytes > left)
     return TC_ERR(TECOMM_ERR_NOMEM,
-                  "%s: an input of %zu bytes that is not symmetric memory does not fit the pool "
-                  "(TECOMM_POOL_MB=%zu): raise it, or allocate the input with tecomm_mem_alloc",
-                  fn, bytes, c->pool_req_mb);
-  c->stage = off;
-  c->stage_bytes = want;
+                  "%s: an input of %zu bytes that is not symmetric memory fits neither the pool "
+                  "(TECOMM_POOL_MB=%zu) nor what TECOMM_STAGE_MB=%zu leaves for staging segments "
+                  "(%zu bytes): raise one, or allocate the input with tecomm_mem_alloc",
+                  fn, bytes, c->pool_req_mb, limit >> 20, left);
+  if (anycap)
+    return TC_ERR(TECOMM_ERR_NOT_SUPPORTED,
+                  "%s: an input of %zu bytes that is not symmetric memory needs a staging segment "
+                  "past the pool, which is not made during a capture: make one eager call of "
+                  "this size before capturing (or allocate the input with tecomm_mem_alloc)",
+                  fn, bytes);
+  struct tc_seg *seg = NULL;
+  int bad = -1;
+  TC_CHECK(tc_seg_create(c, want, "stage", &seg, &bad));
+  seg->internal = 1;
+  c->stage_seg = seg;
+  c->stage = 0;
+  c->stage_bytes = seg->bytes;
+  c->stage_seg_total += seg->bytes;
+  TC_INFO("%s: staging past the pool: a segment of %zu bytes on every rank (%zu of "
+          "TECOMM_STAGE_MB's %zu MiB taken)",
+          fn, seg->bytes, c->stage_seg_total, limit >> 20);
   return TECOMM_SUCCESS;
 }
 
@@ -171,8 +236,8 @@ static tecomm_result_t run(struct tecomm_comm *c, tecore_devptr_t send, tecore_d
   } else if (call.algo == TECOMM_AR_LAMPORT || call.algo == TECOMM_AR_NVLS) {
     call.in[c->rank] = send; /* they push their own input; peers' in[] unused */
   } else {
-    TC_CHECK(stage_get(c, bytes, fn));
-    for (int r = 0; r < c->nranks; r++) call.in[r] = tc_seg_addr(c->pool, r, c->stage);
+    TC_CHECK(stage_get(c, bytes, cap, fn));
+    for (int r = 0; r < c->nranks; r++) call.in[r] = tc_seg_addr(c->stage_seg, r, c->stage);
     TC_CORE(tecore_memcpy_async(call.in[c->rank], send, bytes, stream), fn);
   }
   struct tecomm_ar_fused f;

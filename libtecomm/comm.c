@@ -159,7 +159,7 @@ static tecomm_result_t setup_ipc(struct tecomm_comm *c, tecore_stream_t st) {
   int bad = -1;
   tecomm_result_t r;
   if (pool_mb > 0) {
-    r = tc_seg_create(c, ws_bytes + pool_mb * 1024 * 1024, &seg, &bad);
+    r = tc_seg_create(c, ws_bytes + pool_mb * 1024 * 1024, "ipc", &seg, &bad);
     if (r == TECOMM_SUCCESS) {
       c->pool = seg;
       tc_pool_reset(seg);
@@ -181,7 +181,7 @@ static tecomm_result_t setup_ipc(struct tecomm_comm *c, tecore_stream_t st) {
     snprintf(c->level_why, sizeof c->level_why, "TECOMM_POOL_MB=0 (no pool)");
   }
   if (!seg) {
-    r = tc_seg_create(c, ws_bytes, &seg, &bad);
+    r = tc_seg_create(c, ws_bytes, "ipc", &seg, &bad);
     if (r == TECOMM_ERR_NOMEM) {
       size_t l = strlen(c->level_why);
       snprintf(c->level_why + l, sizeof c->level_why - l,

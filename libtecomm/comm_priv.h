@@ -46,6 +46,7 @@ struct tc_seg {
   struct tc_seg *next;
   /* the pool's sub-allocator (only for the pool segment) */
   struct tc_block *free_list, *used_list;
+  int internal;                          /* libtecomm's own (staging): not the caller's to free */
 };
 
 struct tc_block {
@@ -78,8 +79,11 @@ struct tecomm_comm {
   tecore_devptr_t ws_peer[TECOMM_AR_MAX_RANKS];
   size_t ws_max_bytes;       /* payload the workspace was sized for */
   size_t pool_req_mb;
-  tecore_devptr_t stage;     /* staging for inputs not in the pool (pool offset) */
-  size_t stage_bytes;
+  /* staging for inputs that are not symmetric memory (allreduce.c):
+   * stage_bytes at offset stage of stage_seg (the pool, or past it a
+   * segment of its own); stage_seg_total: bytes of those segments */
+  struct tc_seg *stage_seg;
+  size_t stage, stage_bytes, stage_seg_total;
 
   /* NCCL */
   tc_nccl_comm_t nccl;
@@ -119,9 +123,11 @@ struct tecomm_comm {
 /* ---- pool.c ----------------------------------------------------------------- */
 /* Collective over the mesh: makes a segment of bytes per rank (rounded to
  * the granularity); every rank gets the same answer: TECOMM_SUCCESS, or
- * TECOMM_ERR_NOMEM naming the first rank that could not (*failed_rank). */
-tecomm_result_t tc_seg_create(struct tecomm_comm *c, size_t bytes, struct tc_seg **seg,
-                              int *failed_rank);
+ * TECOMM_ERR_NOMEM naming the first rank that could not (*failed_rank).
+ * fail_link: the TECOMM_TEST_FAIL link that fails it here (testfail.c),
+ * or NULL. */
+tecomm_result_t tc_seg_create(struct tecomm_comm *c, size_t bytes, const char *fail_link,
+                              struct tc_seg **seg, int *failed_rank);
 void tc_seg_destroy(struct tecomm_comm *c, struct tc_seg *seg);
 /* The segment holding ptr in this rank's slot, and ptr's offset in it. */
 struct tc_seg *tc_seg_find(struct tecomm_comm *c, tecore_devptr_t ptr, size_t bytes, size_t *off);

@@ -36,7 +36,7 @@ TE_EXPORT tecomm_result_t tecomm_mem_alloc(tecomm_comm_t comm, size_t bytes, tec
   /* the pool is full (or absent): a segment of its own, on every rank */
   struct tc_seg *seg = NULL;
   int bad = -1;
-  TC_CHECK(tc_seg_create(comm, bytes, &seg, &bad));
+  TC_CHECK(tc_seg_create(comm, bytes, "ipc", &seg, &bad));
   TC_TRACE("%s: %zu bytes past the pool: a registered segment", fn, bytes);
   *ptr = tc_seg_addr(seg, comm->rank, 0);
   return TECOMM_SUCCESS;
@@ -49,7 +49,7 @@ TE_EXPORT tecomm_result_t tecomm_mem_free(tecomm_comm_t comm, tecore_devptr_t pt
   size_t off = 0;
   struct tc_seg *s = tc_seg_find(comm, ptr, 1, &off);
   int is_ws = comm->ws && ptr == comm->ws;
-  int is_stage = comm->pool && s == comm->pool && comm->stage_bytes && off == comm->stage;
+  int is_stage = s && (s->internal || (s == comm->stage_seg && off == comm->stage));
   if (!s || is_ws || is_stage || (s != comm->pool && off != 0) ||
       (s == comm->pool && tc_pool_give(comm->pool, off) != 0))
     return TC_ERR(TECOMM_ERR_INVALID, "%s: ptr 0x%llx is not an allocation of tecomm_mem_alloc",

@@ -49,8 +49,8 @@ static void seg_free_parts(int n, struct tc_seg *s) {
   free(s);
 }
 
-tecomm_result_t tc_seg_create(struct tecomm_comm *c, size_t bytes, struct tc_seg **out,
-                              int *failed_rank) {
+tecomm_result_t tc_seg_create(struct tecomm_comm *c, size_t bytes, const char *fail_link,
+                              struct tc_seg **out, int *failed_rank) {
   static const char fn[] = "symmetric segment";
   int n = c->nranks, me = c->rank, bad = -1;
   *failed_rank = -1;
@@ -66,7 +66,7 @@ tecomm_result_t tc_seg_create(struct tecomm_comm *c, size_t bytes, struct tc_seg
       /* the driver would overcommit or fail late; refuse up front */
       snprintf(why, sizeof why, "%zu bytes exceed the device's %zu", bytes, total_b);
       ok = 0;
-    } else if (tc_test_fail("ipc", me)) {
+    } else if (fail_link && tc_test_fail(fail_link, me)) {
       snprintf(why, sizeof why, "TECOMM_TEST_FAIL");
       ok = 0;
     } else if (tecore_vmm_create(bytes, TECORE_VMM_EXPORT_POSIX_FD, &s->h[me]) != TECORE_SUCCESS) {

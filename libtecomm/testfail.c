@@ -8,7 +8,8 @@
  * made.  Links: nvls (the availability check), nvls-bind (binding the
  * member, after the multicast object exists), mnnvl (the fabric export),
  * mnnvl-hang (the fabric import stalls past TECOMM_MNNVL_TIMEOUT), ipc (the
- * pool and workspace allocations), nccl (ncclCommInitRank). */
+ * pool and workspace allocations), stage (a staging segment past the pool,
+ * allreduce.c), nccl (ncclCommInitRank). */
 #include "comm_priv.h"
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,7 +17,7 @@
 
 TECORE_TUNABLE_STR(tc_tun_test_fail, "TECOMM_TEST_FAIL", "", NULL,
                    "tests only: link:rank[,link:rank...] makes that link of the fallback chain "
-                   "fail on that rank (links: nvls, nvls-bind, mnnvl, mnnvl-hang, ipc, nccl)")
+                   "fail on that rank (links: nvls, nvls-bind, mnnvl, mnnvl-hang, ipc, stage, nccl)")
 
 int tc_test_fail(const char *link, int rank) {
   const char *v = tecore_tunable_str(&tc_tun_test_fail);

@@ -362,6 +362,134 @@ START_TEST(fused_add_rmsnorm_vs_unfused) {
 }
 END_TEST
 
+/* ---- staging past the pool -----------------------------------------------------------
+ * An input that is not symmetric memory and does not fit the pool (here
+ * TECOMM_POOL_MB=1) is staged in a segment every rank makes together
+ * (it was TECOMM_ERR_NOMEM "raise TECOMM_POOL_MB" before, the failure of
+ * te-demo --tp 2 at 8192 tokens). */
+
+/* The plain allreduce of a graph-captured call, count elements of F32,
+ * checked against float64; the capture must succeed (the staging buffer
+ * is already big enough). */
+static void captured_case(tecomm_comm_t c, tecore_stream_t s, int rank, int n, size_t count,
+                          uint64_t salt) {
+  size_t bytes = count * 4;
+  float *h = malloc(bytes), *got = malloc(bytes);
+  RK_ASSERT(h && got, "malloc");
+  tecore_devptr_t in, out;
+  RK_CORE(tecore_mem_alloc(bytes, &in));
+  RK_CORE(tecore_mem_alloc(bytes, &out));
+  tecore_graph_t g;
+  tecore_graph_exec_t e;
+  RK_CORE(tecore_stream_begin_capture(s, TECORE_CAPTURE_GLOBAL));
+  tecomm_result_t r = tecomm_allreduce(c, in, out, count, TECORE_DTYPE_F32, TECOMM_SUM, s);
+  RK_CORE(tecore_stream_end_capture(s, &g));
+  RK_ASSERT(r == TECOMM_SUCCESS, "captured allreduce of %zu bytes: %s", bytes, tecomm_last_error());
+  RK_CORE(tecore_graph_instantiate(&e, g));
+  for (int it = 0; it < 2; it++) {
+    tc_make_input(h, count, TECORE_DTYPE_F32, rank, salt + (uint64_t)it);
+    RK_CORE(tecore_memcpy_async(in, te_hptr(h), bytes, s));
+    RK_CORE(tecore_memset_d8_async(out, 0xA5, bytes, s));
+    RK_CORE(tecore_graph_launch(e, s));
+    RK_CORE(tecore_memcpy_async(te_hptr(got), out, bytes, s));
+    RK_CORE(tecore_stream_synchronize(s));
+    check_result(got, count, TECORE_DTYPE_F32, TECOMM_SUM, n, 0, salt + (uint64_t)it,
+                 "graph replay staged past the pool");
+    tc_rank_digest(got, bytes);
+  }
+  RK_CORE(tecore_graph_exec_destroy(e));
+  RK_CORE(tecore_graph_destroy(g));
+  RK_CORE(tecore_mem_free(in));
+  RK_CORE(tecore_mem_free(out));
+  free(h);
+  free(got);
+}
+
+/* 1 MiB pool: 3 MiB plain allreduce, a 2.4 MiB fused call (two-shot
+ * stages its input), then 5 MiB: refused inside a capture (a new segment
+ * is not made there) on every rank alike, run eagerly, then captured and
+ * replayed. */
+static void rank_stage_grows(int rank, int n, void *arg) {
+  (void)arg;
+  setenv("TECOMM_POOL_MB", "1", 1);
+  tecomm_comm_t c = tc_rank_comm(rank, n);
+  tecore_stream_t s;
+  RK_CORE(tecore_stream_create(TECORE_STREAM_NON_BLOCKING, 0, &s));
+  struct ar_case big = {TECOMM_ALGO_AUTO, TECORE_DTYPE_F32, TECOMM_SUM, (768u << 10) + 5, 0};
+  run_case(c, s, rank, n, &big, 7001);
+  struct fused_case fk = {TECOMM_ALGO_TWOSHOT, TECORE_DTYPE_BF16, 600, 2048, 1, 0, 0};
+  rank_fused_case(c, s, rank, n, &fk, 7002);
+  size_t count5 = (5u << 18) + 3; /* 5 MiB of F32 and a tail */
+  tecore_devptr_t in, out;
+  RK_CORE(tecore_mem_alloc(count5 * 4, &in));
+  RK_CORE(tecore_mem_alloc(count5 * 4, &out));
+  tecore_graph_t g;
+  RK_CORE(tecore_stream_begin_capture(s, TECORE_CAPTURE_GLOBAL));
+  tecore_clear_error();
+  tecomm_result_t r = tecomm_allreduce(c, in, out, count5, TECORE_DTYPE_F32, TECOMM_SUM, s);
+  char detail[512];
+  snprintf(detail, sizeof detail, "%s", tecomm_last_error());
+  RK_CORE(tecore_stream_end_capture(s, &g));
+  RK_CORE(tecore_graph_destroy(g));
+  RK_ASSERT(r == TECOMM_ERR_NOT_SUPPORTED && strstr(detail, "eager call"),
+            "a new staging segment inside a capture: %s (%s), want NOT_SUPPORTED naming the "
+            "eager call", tecomm_result_name(r), detail);
+  RK_CORE(tecore_mem_free(in));
+  RK_CORE(tecore_mem_free(out));
+  struct ar_case five = {TECOMM_ALGO_AUTO, TECORE_DTYPE_F32, TECOMM_SUM, count5, 0};
+  run_case(c, s, rank, n, &five, 7003);
+  captured_case(c, s, rank, n, count5, 7004);
+  RK_OK(tecomm_comm_status(c, NULL));
+  RK_CORE(tecore_stream_destroy(s));
+  RK_OK(tecomm_comm_destroy(c));
+}
+
+START_TEST(staging_past_the_pool_grows_on_every_rank) {
+  static const int ranks[] = {2, 3};
+  tc_run_ranks(ranks[_i], rank_stage_grows, NULL, 110);
+  tc_expect_same_digest(ranks[_i], "staged results");
+  tc_shm_release();
+}
+END_TEST
+
+/* The staging segment fails on rank 1 alone (TECOMM_TEST_FAIL=stage:1), or
+ * TECOMM_STAGE_MB=4 bounds the segments: every rank returns the same
+ * TECOMM_ERR_NOMEM, and the communicator still works for inputs that fit. */
+static void rank_stage_refused(int rank, int n, void *arg) {
+  int which = *(const int *)arg;
+  setenv("TECOMM_POOL_MB", "1", 1);
+  if (which == 0) setenv("TECOMM_TEST_FAIL", "stage:1", 1);
+  else setenv("TECOMM_STAGE_MB", "4", 1);
+  tecomm_comm_t c = tc_rank_comm(rank, n);
+  tecore_stream_t s;
+  RK_CORE(tecore_stream_create(TECORE_STREAM_NON_BLOCKING, 0, &s));
+  if (which == 1) { /* 3 MiB: a 4 MiB segment, all the bound allows */
+    struct ar_case big = {TECOMM_ALGO_AUTO, TECORE_DTYPE_F32, TECOMM_SUM, (768u << 10) + 5, 0};
+    run_case(c, s, rank, n, &big, 7101);
+  }
+  size_t count = which == 0 ? (768u << 10) + 5 : (5u << 18);
+  tecore_devptr_t in, out;
+  RK_CORE(tecore_mem_alloc(count * 4, &in));
+  RK_CORE(tecore_mem_alloc(count * 4, &out));
+  RK_EXPECT(TECOMM_ERR_NOMEM, which == 0 ? "rank 1 could not allocate" : "TECOMM_STAGE_MB=4",
+            tecomm_allreduce(c, in, out, count, TECORE_DTYPE_F32, TECOMM_SUM, s));
+  RK_CORE(tecore_mem_free(in));
+  RK_CORE(tecore_mem_free(out));
+  struct ar_case fits = {TECOMM_ALGO_TWOSHOT, TECORE_DTYPE_BF16, TECOMM_SUM, (128u << 10) + 1, 0};
+  run_case(c, s, rank, n, &fits, 7102);
+  RK_OK(tecomm_comm_status(c, NULL));
+  RK_CORE(tecore_stream_destroy(s));
+  RK_OK(tecomm_comm_destroy(c));
+}
+
+START_TEST(staging_refused_on_one_rank_fails_every_rank) {
+  int which = _i;
+  tc_run_ranks(3, rank_stage_refused, &which, 110);
+  tc_expect_same_digest(3, "results after a refused staging");
+  tc_shm_release();
+}
+END_TEST
+
 /* ---- graphs ---------------------------------------------------------------------- */
 
 /* One graph holds three allreduces (Lamport, one-shot, two-shot on their
@@ -482,6 +610,9 @@ static Suite *allreduce_suite(void) {
   tcase_add_test(tc, large_64mb);
   tc = te_tcase(s, "fused", 0);
   tcase_add_loop_test(tc, fused_add_rmsnorm_vs_unfused, 0, 3);
+  tc = te_tcase(s, "staging", 0);
+  tcase_add_loop_test(tc, staging_past_the_pool_grows_on_every_rank, 0, 2);
+  tcase_add_loop_test(tc, staging_refused_on_one_rank_fails_every_rank, 0, 2);
   tc = te_tcase(s, "graph", 0);
   tcase_add_test(tc, graph_1000_replays_new_data);
   tc = te_tcase(s, "timeout", 0);
