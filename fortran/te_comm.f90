@@ -61,6 +61,7 @@ module te_comm
     integer(tecore_devptr_t) :: out
     type(c_ptr) :: fp8_out
     integer(c_int) :: algo
+    integer(tecore_devptr_t) :: rsigma
   end type tecomm_add_rmsnorm
 
   ! struct tecomm_op_params (libtecomm/te/comm.h)

@@ -849,6 +849,8 @@ __device__ void ar_fused(const te_ar_params &p) {
     float total = ar_row_sum(s, T, red, buf);
     buf ^= 1;
     float rs = te_norm_rsigma(te_norm_mean(total, (float)H), p.eps);
+    // the row's statistic for the backward, once per row (its first thread)
+    if (p.rsigma && valid && ok && t == 0) ar_ptr<float>(p.rsigma)[row] = rs;
     for (int j = 0; j < p.nv; j++) {
       unsigned vi = (unsigned)j * (unsigned)T + (unsigned)t;
       if (!valid || vi >= nvecs || !ok) continue;
@@ -991,6 +993,7 @@ __device__ void ar_fused_fast(const te_ar_params &p) {
     float total = ar_row_sum(s, T, red, buf);
     buf ^= 1;
     float rs = te_norm_rsigma(te_norm_mean(total, (float)H), p.eps);
+    if (p.rsigma && valid && ok && t == 0) ar_ptr<float>(p.rsigma)[row] = rs;
     float gm[NVM][8];
 #pragma unroll
     for (int j = 0; j < NVM; j++)

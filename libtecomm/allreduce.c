@@ -165,11 +165,11 @@ static tecomm_result_t composite(struct tecomm_comm *c, const struct tecomm_add_
   TC_CORE(tecore_tensor_init(&g, a->dtype, 1, &a->hidden, a->gamma), fn);
   if (a->out) {
     TC_CORE(tecore_tensor_init(&y, a->dtype, 2, shape, a->out), fn);
-    TC_CORE(tecore_rmsnorm_fwd(&x, &g, a->eps, 0, &y, 0, stream), fn);
+    TC_CORE(tecore_rmsnorm_fwd(&x, &g, a->eps, 0, &y, a->rsigma, stream), fn);
   }
   if (a->fp8_out) {
     y = *a->fp8_out;
-    TC_CORE(tecore_rmsnorm_fwd(&x, &g, a->eps, 0, &y, 0, stream), fn);
+    TC_CORE(tecore_rmsnorm_fwd(&x, &g, a->eps, 0, &y, a->out ? 0 : a->rsigma, stream), fn);
   }
   return TECOMM_SUCCESS;
 }
@@ -244,7 +244,8 @@ static tecomm_result_t run(struct tecomm_comm *c, tecore_devptr_t send, tecore_d
   if (fa) {
     f = (struct tecomm_ar_fused){.hidden = fa->hidden, .eps = fa->eps,
                                  .residual_in = fa->residual_in, .residual_out = fa->residual_out,
-                                 .gamma = fa->gamma, .out = fa->out, .fp8_out = fa->fp8_out};
+                                 .gamma = fa->gamma, .out = fa->out, .fp8_out = fa->fp8_out,
+                                 .rsigma = fa->rsigma};
     call.fused = &f;
     call.out = 0;
   }
@@ -320,6 +321,10 @@ TE_EXPORT tecomm_result_t tecomm_allreduce_add_rmsnorm(tecomm_comm_t comm,
   size_t b8 = a->rows * a->hidden;
   TC_ARG(!a->fp8_out || a->x + bytes <= a->fp8_out->data || a->fp8_out->data + b8 <= a->x,
          "%s: args->x overlaps args->fp8_out", fn);
+  TC_ARG(a->rsigma % 4 == 0, "%s: args->rsigma (0x%llx) is not aligned to 4 bytes", fn,
+         (unsigned long long)a->rsigma);
+  TC_ARG(!a->rsigma || a->x + bytes <= a->rsigma || a->rsigma + a->rows * 4 <= a->x,
+         "%s: args->x overlaps args->rsigma", fn);
   return run(comm, a->x, 0, a->rows * a->hidden, a->dtype, TECOMM_SUM, a->algo, a, stream, fn);
 }
 

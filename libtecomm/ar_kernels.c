@@ -154,6 +154,8 @@ static tecore_result_t ar_check_fused(const struct tecomm_ar_call *c, const char
   TC_ARG(f->residual_out, "%s: fused->residual_out is 0", fn);
   TC_ARG(f->gamma, "%s: fused->gamma is 0", fn);
   TC_ARG(f->out || f->fp8_out, "%s: fused: neither out nor fp8_out is set", fn);
+  TC_ARG(f->rsigma % 4 == 0, "%s: fused->rsigma (0x%llx) is not aligned to 4 bytes", fn,
+         (unsigned long long)f->rsigma);
   if (f->fp8_out) {
     const struct tecore_tensor *q = f->fp8_out;
     TC_ARG(q->dtype == TECORE_DTYPE_E4M3 || q->dtype == TECORE_DTYPE_E5M2,
@@ -283,6 +285,7 @@ static tecore_result_t ar_fused(const struct tecomm_ar_call *c, struct te_ar_par
   p->res_out = f->residual_out;
   p->gamma = f->gamma;
   p->fout = f->out;
+  p->rsigma = f->rsigma;
   p->rows = c->count / f->hidden;
   p->hidden = (uint32_t)f->hidden;
   p->eps = f->eps;

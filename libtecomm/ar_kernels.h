@@ -58,7 +58,8 @@ typedef enum tecomm_ar_op { TECOMM_AR_SUM = 0, TECOMM_AR_MAX = 1 } tecomm_ar_op_
 /* Optional fused epilogue: residual_out = allreduce(x) + residual_in;
  * out = rmsnorm(residual_out) * gamma over rows of `hidden` elements
  * (count = rows * hidden); optional FP8 copy of out (delayed or current
- * scaling, libtecore's tensor conventions). */
+ * scaling, libtecore's tensor conventions); optional rsigma, each row's
+ * 1/rms in F32 (the value tecore_rmsnorm_fwd saves). */
 struct tecomm_ar_fused {
   size_t hidden;
   float eps;
@@ -67,6 +68,7 @@ struct tecomm_ar_fused {
   tecore_devptr_t gamma;        /* hidden elements of the allreduce dtype */
   tecore_devptr_t out;          /* count elements (may be 0 when only fp8_out is wanted) */
   const struct tecore_tensor *fp8_out; /* NULL: none */
+  tecore_devptr_t rsigma;       /* rows F32, 4-byte aligned, or 0 */
 };
 
 struct tecomm_ar_call {

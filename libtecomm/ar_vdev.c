@@ -106,7 +106,9 @@ static float vreduce_elem(const struct te_ar_params *p, uint64_t e) {
  * ar[0 .. count-1]: the allreduced values (already rounded to the dtype).
  * Per row: residual_out = round(ar + residual_in), then RMSNorm of that row
  * with norm.h's summation order for the plan (tpr, nv, nvec) the host took
- * from te_norm_plan_fwd, the output and/or the FP8 copy, and the amax. */
+ * from te_norm_plan_fwd, the output and/or the FP8 copy, the amax, and
+ * the row's rsigma (the statistic tecore_rmsnorm_fwd saves, the same
+ * bits). */
 static void vepilogue(const struct te_ar_params *p, const float *ar) {
   int dt = p->dtype;
   unsigned H = p->hidden;
@@ -136,6 +138,7 @@ static void vepilogue(const struct te_ar_params *p, const float *ar) {
       part[t] = s;
     }
     float rs = te_norm_rsigma(te_norm_mean(te_norm_tree_sum(part, p->tpr), (float)H), p->eps);
+    if (p->rsigma) ((float *)VP(p->rsigma))[row] = rs;
     for (unsigned c = 0; c < H; c++) {
       float o = te_rms_out(r[c], rs, te_norm_gamma(te_ld(VP(p->gamma), c, dt), te_norm_zc(0)));
       am = te_amax_f32(am, o);

@@ -1,10 +1,10 @@
 /* SPDX-License-Identifier: Apache-2.0
  * fuser_ops.c -- libtecomm's operations in libtecore's fuser (te/ops.h):
- * the allreduce and the tensor-parallel pair as operation kinds, the
+ * the allreduce and the tensor-parallel pair as operation kinds, and the
  * forward fusion allreduce -> residual add -> RMSNorm as one
- * tecomm_allreduce_add_rmsnorm call, and its backward companion, which
- * recomputes the rsigma that call does not write (te/comm.h, "the
- * allreduce as fuser operations", says what each one computes).
+ * tecomm_allreduce_add_rmsnorm call, which also writes the norm's rsigma
+ * for libtecore's own backward (te/comm.h, "the allreduce as fuser
+ * operations", says what each one computes).
  *
  * libtecore names the kinds and runs them; this file gives them shapes and
  * executors through the registration tables (tecore_ops_register_kind,
@@ -134,36 +134,6 @@ static int fuse_applies(const tecore_seq_t *seq, size_t first, const struct teco
   return p && !(p->flags & TECOMM_OP_NO_FUSION) && norm.desc.norm_flags == 0;
 }
 
-/* The scratch the statistics pass writes its (unused) normalized rows to. */
-static tecore_result_t fuse_workspace(const tecore_seq_t *seq, size_t first, size_t *bytes,
-                                      void *ctx) {
-  (void)ctx;
-  struct tecore_op_info norm;
-  CORE_CHECK(tecore_seq_op(seq, first + F_NORM, &norm));
-  *bytes = norm.in_rows * norm.in_features * tecore_dtype_size(norm.param[0].dtype);
-  return TECORE_SUCCESS;
-}
-
-/* The backward pattern that recomputes the norm's rsigma (below) and its
- * name, which the forward looks for in the backward plan. */
-static const char bwd_name[] = "rsigma+rmsnorm_bwd_add";
-
-/* 1 when the backward plan runs the RMSNorm at op norm_op (with the fork
- * before it) through bwd_name, which recomputes rsigma: the forward then
- * need not write it.  Host work only (the plan is fixed while the passes
- * run). */
-static int bwd_recomputes(tecore_seq_t *seq, size_t norm_op) {
-  size_t n = 0;
-  if (tecore_seq_groups(seq, TECORE_SEQ_BACKWARD, NULL, 0, &n) != TECORE_SUCCESS || !n) return 0;
-  struct tecore_seq_group *g = malloc(n * sizeof *g);
-  int yes = 0;
-  if (g && tecore_seq_groups(seq, TECORE_SEQ_BACKWARD, g, n, &n) == TECORE_SUCCESS)
-    for (size_t k = 0; k < n && !yes; k++)
-      yes = g[k].first + 1 == norm_op && g[k].count == 2 && !strcmp(g[k].name, bwd_name);
-  free(g);
-  return yes;
-}
-
 static tecore_result_t fuse_run(const struct tecore_seq_exec *x) {
   struct tecore_op_info sum_op, add, norm;
   CORE_CHECK(tecore_seq_op(x->seq, x->first + F_SUM, &sum_op));
@@ -171,97 +141,28 @@ static tecore_result_t fuse_run(const struct tecore_seq_exec *x) {
   CORE_CHECK(tecore_seq_op(x->seq, x->first + F_NORM, &norm));
   const struct tecomm_op_params *p = sum_op.desc.ctx;
   const struct tecore_tensor *res = &x->act[F_ADD + 1];   /* = act[F_MAKE + 1]: an alias */
+  /* Boundary F_SUM + 1, the bare sum, is not written: nothing reads it
+   * (the add's and the sum's backward read no activation).  The kernel
+   * writes the norm's rsigma (the bits tecore_rmsnorm_fwd gives), which
+   * libtecore's rmsnorm_bwd_add reads in the backward: nothing recomputes
+   * it. */
   struct tecomm_add_rmsnorm a = {
       .x = x->act[F_SUM].data, .rows = norm.in_rows, .hidden = norm.in_features,
       .dtype = x->act[F_SUM].dtype, .residual_in = add.extra_value.data,
       .residual_out = res->data, .gamma = norm.param[0].data, .eps = norm.desc.epsilon,
-      .out = x->act[F_NOPS].data, .algo = p->algo};
-  tecomm_result_t r = tecomm_allreduce_add_rmsnorm(p->comm, &a, x->stream);
-  if (r != TECOMM_SUCCESS) return core_of(r);
-  /* Boundary F_SUM + 1, the bare sum, is not written: nothing reads it
-   * (the add's and the sum's backward read no activation).  The fused
-   * call does not write the norm's rsigma either.  The backward plan
-   * normally recomputes it (bwd_name: no launch here, which is what a
-   * forward alone -- inference -- wants); where it does not, libtecore's
-   * norm runs again now over the new residual, its rows going to scratch
-   * (rsigma then has the bits the unfused RMSNorm gives). */
-  if (bwd_recomputes(x->seq, x->first + F_NORM)) return TECORE_SUCCESS;
-  struct tecore_tensor scratch = *res;
-  scratch.data = x->workspace;
-  return tecore_rmsnorm_fwd(res, &norm.param[0], norm.desc.epsilon, 0, &scratch,
-                            norm.saved[0].data, x->stream);
-}
-
-/* ---- the paired backward: [make_extra_output, rmsnorm] after a fused forward -------------- */
-
-/* Where the forward pattern applies at first - 2 (its sum, add, make, norm). */
-static int bwd_applies(const tecore_seq_t *seq, size_t first, const struct tecore_recipe *r,
-                       void *ctx) {
-  struct tecore_op_info sum_op, add;
-  if (first < 2 || tecore_seq_op(seq, first - 2, &sum_op) != TECORE_SUCCESS ||
-      tecore_seq_op(seq, first - 1, &add) != TECORE_SUCCESS)
-    return 0;
-  int k = sum_op.desc.kind;
-  return (k == TECORE_OP_TP_REDUCE || k == TECORE_OP_ALLREDUCE) &&
-         add.desc.kind == TECORE_OP_ADD_EXTRA_INPUT && fuse_applies(seq, first - 2, r, ctx);
-}
-
-/* Workspace: the rsigma pass's rows, then (256-byte aligned) dgamma F32
- * [hidden]; the norm backward's workspace reuses the first part. */
-static size_t bwd_ws_split(const struct tecore_op_info *norm, size_t *nws) {
-  size_t rows_bytes = norm->in_rows * norm->in_features * tecore_dtype_size(norm->param[0].dtype);
-  *nws = 0;
-  (void)tecore_norm_bwd_workspace_size(TECORE_NORM_RMSNORM, norm->in_rows, norm->in_features, nws);
-  size_t a = rows_bytes > *nws ? rows_bytes : *nws;
-  return (a + 255) & ~(size_t)255;
-}
-
-static tecore_result_t bwd_workspace(const tecore_seq_t *seq, size_t first, size_t *bytes,
-                                     void *ctx) {
-  (void)ctx;
-  struct tecore_op_info norm;
-  CORE_CHECK(tecore_seq_op(seq, first + 1, &norm));
-  size_t nws;
-  *bytes = bwd_ws_split(&norm, &nws) + norm.in_features * 4;
-  return TECORE_SUCCESS;
-}
-
-/* rsigma from the new residual (the fused forward did not write it), then
- * what libtecore's rmsnorm_bwd_add does: dx = the norm's dx + the fork's
- * gradient, dgamma added into gamma's gradient. */
-static tecore_result_t bwd_run(const struct tecore_seq_exec *x) {
-  struct tecore_op_info make, norm;
-  CORE_CHECK(tecore_seq_op(x->seq, x->first, &make));
-  CORE_CHECK(tecore_seq_op(x->seq, x->first + 1, &norm));
-  size_t h = norm.in_features, nws;
-  size_t off = bwd_ws_split(&norm, &nws);
-  unsigned fl = norm.desc.norm_flags;
-  tecore_devptr_t rsigma = norm.saved[0].data;
-  struct tecore_tensor scratch = x->act[1];
-  scratch.data = x->workspace;
-  CORE_CHECK(tecore_rmsnorm_fwd(&x->act[1], &norm.param[0], norm.desc.epsilon, fl, &scratch,
-                                rsigma, x->stream));
-  struct tecore_tensor dg = norm.grad[0], dx = x->grad[0];
-  dg.data = x->workspace + off;
-  CORE_CHECK(tecore_rmsnorm_bwd_add(&x->grad[2], &x->act[1], rsigma, &norm.param[0],
-                                    &make.extra_grad, fl, &dx, &dg, x->workspace, off,
-                                    x->stream));
-  return tecore_scale_add(norm.grad[0].data, norm.grad[0].data, 1.0f, dg.data, 1.0f,
-                          TECORE_DTYPE_F32, h, x->stream);
+      .out = x->act[F_NOPS].data, .algo = p->algo, .rsigma = norm.saved[0].data};
+  return core_of(tecomm_allreduce_add_rmsnorm(p->comm, &a, x->stream));
 }
 
 static const struct tecore_fusion_def fusions[] = {
     {.name = "allreduce+add+rmsnorm", .dir = TECORE_SEQ_FORWARD, .nops = F_NOPS,
      .kinds = {TECORE_OP_ALLREDUCE, TECORE_OP_ADD_EXTRA_INPUT, TECORE_OP_MAKE_EXTRA_OUTPUT,
                TECORE_OP_RMSNORM},
-     .applies = fuse_applies, .run = fuse_run, .priority = 50, .workspace = fuse_workspace},
+     .applies = fuse_applies, .run = fuse_run, .priority = 50},
     {.name = "tp_reduce+add+rmsnorm", .dir = TECORE_SEQ_FORWARD, .nops = F_NOPS,
      .kinds = {TECORE_OP_TP_REDUCE, TECORE_OP_ADD_EXTRA_INPUT, TECORE_OP_MAKE_EXTRA_OUTPUT,
                TECORE_OP_RMSNORM},
-     .applies = fuse_applies, .run = fuse_run, .priority = 50, .workspace = fuse_workspace},
-    {.name = bwd_name, .dir = TECORE_SEQ_BACKWARD, .nops = 2,
-     .kinds = {TECORE_OP_MAKE_EXTRA_OUTPUT, TECORE_OP_RMSNORM},
-     .applies = bwd_applies, .run = bwd_run, .priority = 60, .workspace = bwd_workspace},
+     .applies = fuse_applies, .run = fuse_run, .priority = 50},
 };
 
 /* ---- registration ---------------------------------------------------------------------- */
@@ -297,7 +198,7 @@ TE_EXPORT tecomm_result_t tecomm_ops_register(void) {
   }
   registered = 1;
   TC_INFO("%s: kinds allreduce, tp_copy, tp_reduce and the fusions allreduce+add+rmsnorm, "
-          "tp_reduce+add+rmsnorm (forward) and %s (backward) registered", fn, bwd_name);
+          "tp_reduce+add+rmsnorm (forward) registered", fn);
   goto out;
 fail:
   undo(nk, nf);

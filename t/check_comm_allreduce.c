@@ -10,9 +10,13 @@
  *     exact), the same bits on every rank; 64 MB on 2 ranks;
  *   - the fused residual add + RMSNorm (+ FP8 delayed and current) against
  *     libtecore's unfused kernels run on an allreduce of the same order
- *     (bit for bit: residual_out and out) and residual_out against float64
+ *     (bit for bit: residual_out, out and rsigma) and residual_out and
+ *     rsigma against float64
  *     (1 rank: the composite path NCCL uses; NCCL itself where it is, on
  *     cuda);
+ *   - inputs that are not symmetric memory past the pool: staged in
+ *     segments every rank makes together (or none does, with the same
+ *     error), bounded by TECOMM_STAGE_MB, not grown inside a capture;
  *   - 1000 graph replays with new inputs each time, every result checked;
  *   - a rank SIGKILLed mid-collective: the others get TECOMM_ERR_TIMEOUT
  *     naming it within TECOMM_TIMEOUT + 1 s, and nothing hangs.
@@ -92,6 +96,16 @@ struct ar_case {
   size_t count;
   int kind; /* 0 plain out of place, 1 plain in place, 2 symmetric out of place, 3 symmetric in place */
 };
+
+/* Half the spacing of E4M3 values at |v| (round to nearest): 3 mantissa
+ * bits, normal from 2^-6, subnormal spacing 2^-9; saturating at 448. */
+static double e4m3_half_ulp(double v) {
+  double a = fabs(v);
+  if (a < 0x1p-6) return 0x1p-10;
+  int e;
+  frexp(a, &e); /* a = m * 2^e, m in [0.5, 1) */
+  return ldexp(1.0, e - 1 - 3) / 2;
+}
 
 /* Runs one case on this rank and checks it. */
 static void run_case(tecomm_comm_t c, tecore_stream_t s, int rank, int n, const struct ar_case *k,
@@ -195,11 +209,12 @@ static void rank_fused_case(tecomm_comm_t c, tecore_stream_t s, int rank, int n,
   unsigned char *hx = malloc(bytes), *hr = malloc(bytes), *hg = malloc(k->hidden * esz);
   unsigned char *o1 = malloc(bytes), *o2 = malloc(bytes), *r1 = malloc(bytes), *r2 = malloc(bytes);
   uint8_t *q1 = malloc(count), *q2 = malloc(count);
-  RK_ASSERT(hx && hr && hg && o1 && o2 && r1 && r2 && q1 && q2, "malloc");
+  float *s1 = malloc(k->rows * 4), *s2 = malloc(k->rows * 4);
+  RK_ASSERT(hx && hr && hg && o1 && o2 && r1 && r2 && q1 && q2 && s1 && s2, "malloc");
   tc_make_input(hx, count, k->dt, rank, salt);
   tc_make_input(hr, count, k->dt, 100, salt); /* the residual: the same on every rank */
   tc_make_input(hg, k->hidden, k->dt, 101, salt);
-  tecore_devptr_t x, rin, rout, g, out, tmp, rout2, out2, q, q2d, sc;
+  tecore_devptr_t x, rin, rout, g, out, tmp, rout2, out2, q, q2d, sc, rs1, rs2;
   RK_CORE(tecore_mem_alloc(bytes, &x));
   RK_CORE(tecore_mem_alloc(bytes, &rin));
   RK_CORE(tecore_mem_alloc(bytes, &rout));
@@ -211,6 +226,9 @@ static void rank_fused_case(tecomm_comm_t c, tecore_stream_t s, int rank, int n,
   RK_CORE(tecore_mem_alloc(count + 16, &q));
   RK_CORE(tecore_mem_alloc(count + 16, &q2d));
   RK_CORE(tecore_mem_alloc(64, &sc)); /* scale, scale_inv, amax for each of the two */
+  RK_CORE(tecore_mem_alloc(k->rows * 4, &rs1));
+  RK_CORE(tecore_mem_alloc(k->rows * 4, &rs2));
+  RK_CORE(tecore_memset_d8_async(rs1, 0xA5, k->rows * 4, s));
   RK_CORE(tecore_memcpy_async(x, te_hptr(hx), bytes, s));
   RK_CORE(tecore_memcpy_async(rin, te_hptr(hr), bytes, s));
   RK_CORE(tecore_memcpy_async(g, te_hptr(hg), k->hidden * esz, s));
@@ -238,7 +256,8 @@ static void rank_fused_case(tecomm_comm_t c, tecore_stream_t s, int rank, int n,
   struct tecomm_add_rmsnorm a = {.x = x, .rows = k->rows, .hidden = k->hidden, .dtype = k->dt,
                                  .residual_in = k->same_resid ? rout : rin, .residual_out = rout,
                                  .gamma = g, .eps = 1e-5f, .out = k->no_out ? 0 : out,
-                                 .fp8_out = k->fp8 ? &t8a : NULL, .algo = k->algo};
+                                 .fp8_out = k->fp8 ? &t8a : NULL, .algo = k->algo,
+                                 .rsigma = rs1};
   tecomm_result_t r = tecomm_allreduce_add_rmsnorm(c, &a, s);
   RK_ASSERT(r == TECOMM_SUCCESS, "fused %s %s rows %zu hidden %zu: %s: %s",
             tecomm_algo_name(k->algo), tecore_dtype_name(k->dt), k->rows, k->hidden,
@@ -259,12 +278,14 @@ static void rank_fused_case(tecomm_comm_t c, tecore_stream_t s, int rank, int n,
   RK_CORE(tecore_tensor_init(&tx, k->dt, 2, shape, rout2));
   RK_CORE(tecore_tensor_init(&tg, k->dt, 1, &k->hidden, g));
   RK_CORE(tecore_tensor_init(&ty, k->dt, 2, shape, out2));
-  RK_CORE(tecore_rmsnorm_fwd(&tx, &tg, 1e-5f, 0, &ty, 0, s));
+  RK_CORE(tecore_rmsnorm_fwd(&tx, &tg, 1e-5f, 0, &ty, rs2, s));
   if (k->fp8) RK_CORE(tecore_rmsnorm_fwd(&tx, &tg, 1e-5f, 0, &t8b, 0, s));
   RK_CORE(tecore_memcpy_async(te_hptr(o1), out, bytes, s));
   RK_CORE(tecore_memcpy_async(te_hptr(o2), out2, bytes, s));
   RK_CORE(tecore_memcpy_async(te_hptr(r1), rout, bytes, s));
   RK_CORE(tecore_memcpy_async(te_hptr(r2), rout2, bytes, s));
+  RK_CORE(tecore_memcpy_async(te_hptr(s1), rs1, k->rows * 4, s));
+  RK_CORE(tecore_memcpy_async(te_hptr(s2), rs2, k->rows * 4, s));
   if (k->fp8) {
     RK_CORE(tecore_memcpy_async(te_hptr(q1), q, count, s));
     RK_CORE(tecore_memcpy_async(te_hptr(q2), q2d, count, s));
@@ -308,6 +329,49 @@ static void rank_fused_case(tecomm_comm_t c, tecore_stream_t s, int rank, int n,
                 "fp8_out[%zu]: fused %g (0x%02x), unfused %g (0x%02x)", i, f1, q1[i], f2, q2[i]);
     }
   }
+  /* rsigma: the fused kernel's statistic is tecore_rmsnorm_fwd's, bit for
+   * bit, and within the float32 error of a sum of hidden squares (half of
+   * it, through the square root: hidden / 2 units of 2^-24, plus 4 for the
+   * mean and the reciprocal square root) of 1 / sqrt(mean(r^2) + eps) in
+   * float64 over the fused residual_out r */
+  for (size_t row = 0; row < k->rows; row++) {
+    uint32_t b1, b2;
+    memcpy(&b1, &s1[row], 4);
+    memcpy(&b2, &s2[row], 4);
+    RK_ASSERT(b1 == b2, "rsigma[%zu] (%s): fused %.9g (0x%08x), tecore_rmsnorm_fwd %.9g (0x%08x)",
+              row, how, (double)s1[row], b1, (double)s2[row], b2);
+    double ss = 0;
+    for (size_t col = 0; col < k->hidden; col++) {
+      double v = tc_from_dt(r1, row * k->hidden + col, k->dt);
+      ss += v * v;
+    }
+    double ref = 1.0 / sqrt(ss / (double)k->hidden + 1e-5);
+    double tol = ref * (4.0 + 0.5 * (double)k->hidden) * 0x1p-24;
+    RK_ASSERT(fabs(s1[row] - ref) <= tol, "rsigma[%zu] (%s): %.9g, float64 %.12g, tolerance %.3g",
+              row, how, (double)s1[row], ref, tol);
+  }
+  /* The FP8 copy against float64: q = E4M3(residual_out * rsigma * gamma *
+   * scale), round to nearest; the kernel's three float products add at
+   * most 2^-21 of the value before that rounding, which is then at most
+   * half an E4M3 ulp.  amax = max |residual_out * rsigma * gamma| (before
+   * the scale) within 2^-21.  The scale is the one the call used (delayed:
+   * the tensor's 3.5; current: written from the amax). */
+  if (k->fp8) {
+    double sc8 = scales[0], am = 0;
+    for (size_t i = 0; i < count; i++) {
+      size_t row = i / k->hidden, col = i % k->hidden;
+      double o = tc_from_dt(r1, i, k->dt) * (double)s1[row] * tc_from_dt(hg, col, k->dt);
+      am = fmax(am, fabs(o));
+      double ref = o * sc8, got8 = te_e4m3_to_f32(q1[i]);
+      double tol = e4m3_half_ulp(ref) + 0x1p-21 * fabs(ref);
+      RK_ASSERT(fabs(got8 - ref) <= tol,
+                "fp8_out[%zu] (%s, %s scaling): %g (0x%02x), float64 %.9g (scale %g), "
+                "tolerance %.3g (half an E4M3 ulp)",
+                i, how, k->fp8 == 1 ? "delayed" : "current", got8, q1[i], ref, sc8, tol);
+    }
+    RK_ASSERT(fabs(scales[2] - am) <= 0x1p-21 * am, "fp8 amax %.9g, float64 %.12g",
+              (double)scales[2], am);
+  }
   if (k->fp8) { /* amax at float 2 (fused) and 10 (unfused); scales at 0 and 8 */
     RK_ASSERT(fabs(scales[2] - scales[10]) <= 1e-2 * fabs(scales[10]) + 1e-6,
               "fp8 amax: fused %g, unfused %g", (double)scales[2], (double)scales[10]);
@@ -320,10 +384,12 @@ static void rank_fused_case(tecomm_comm_t c, tecore_stream_t s, int rank, int n,
   free(mag);
   tc_rank_digest(o1, bytes);
   tc_rank_digest(r1, bytes);
+  tc_rank_digest(s1, k->rows * 4);
   if (k->fp8) tc_rank_digest(q1, count);
-  tecore_devptr_t all[] = {x, rin, rout, g, out, tmp, rout2, out2, q, q2d, sc};
+  tecore_devptr_t all[] = {x, rin, rout, g, out, tmp, rout2, out2, q, q2d, sc, rs1, rs2};
   for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) RK_CORE(tecore_mem_free(all[i]));
   free(hx), free(hr), free(hg), free(o1), free(o2), free(r1), free(r2), free(q1), free(q2);
+  free(s1), free(s2);
 }
 
 static void rank_fused(int rank, int n, void *arg) {

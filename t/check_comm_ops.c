@@ -6,10 +6,10 @@
  *     against float64 sums of every rank's inputs (each rank scales by its
  *     own factor, so a sum that misses a rank or counts one twice shows);
  *   - the forward pattern tp_reduce/allreduce -> add -> make -> rmsnorm:
- *     the plan text names the fused group (and the backward group that
- *     recomputes the norm's rsigma; without it, the forward writes
- *     rsigma itself), and the fused sequence's
- *     output, new residual, input gradient and parameter gradients match
+ *     the plan text names the fused group (and libtecore's own
+ *     rmsnorm_bwd_add in the backward: the fused kernel writes the norm's
+ *     rsigma, nothing recomputes it), and the fused sequence's
+ *     output, new residual, rsigma, input gradient and parameter gradients match
  *     the same sequence run unfused (TECOMM_OP_NO_FUSION), fresh random
  *     inputs, outputs poisoned first; the same bits on every rank;
  *   - the delayed-scaling amax reduction (MAX over the ranks), eager and
@@ -157,7 +157,6 @@ enum { FR = 16, FH = 64, FF = 32 };
 struct fuse_case {
   int kind;              /* TECORE_OP_TP_REDUCE or TECORE_OP_ALLREDUCE */
   tecore_dtype_t dt;
-  int no_recompute;      /* the backward pattern that recomputes rsigma removed */
 };
 
 /* linear | sum | add_extra_input(0) | make_extra_output(1) | rmsnorm | linear+bias */
@@ -188,8 +187,8 @@ static tecore_seq_t *fuse_seq(const struct fuse_case *fc, struct tecomm_op_param
 /* What one run leaves: out, the new residual; dx, the residual input's
  * gradient, every parameter gradient (F32), in host floats. */
 struct fuse_out {
-  double v[6][FH * FH];
-  size_t n[6];
+  double v[7][FH * FH];
+  size_t n[7];
 };
 
 static void fetch(struct fuse_out *o, int k, tecore_devptr_t p, size_t n, tecore_dtype_t dt,
@@ -223,6 +222,10 @@ static void fuse_run(tecore_seq_t *q, const struct fuse_case *fc, int rank, stru
   RK_CORE(tecore_memset_d8_async(dx, 0xff, FR * FH * es, s));
   RK_CORE(tecore_memset_d8_async(r_out.data, 0xff, FR * FH * es, s));
   RK_CORE(tecore_memset_d8_async(r_in_g.data, 0xff, FR * FH * es, s));
+  struct tecore_op_info norm;
+  RK_CORE(tecore_seq_op(q, 4, &norm));
+  RK_ASSERT(norm.saved[0].data, "the RMSNorm has no rsigma buffer");
+  RK_CORE(tecore_memset_d8_async(norm.saved[0].data, 0xff, FR * 4, s));
   RK_CORE(tecore_seq_zero_grad(q, s));
   put(r_out_g.data, hdr, FR * FH * es, s);   /* zero_grad cleared the extra output's */
   struct tecore_tensor X = t2(dt, FR, FH, x), Y = t2(dt, FR, FF, y), DY = t2(dt, FR, FF, dy),
@@ -230,6 +233,7 @@ static void fuse_run(tecore_seq_t *q, const struct fuse_case *fc, int rank, stru
   RK_CORE(tecore_seq_forward(q, &X, &Y, 0, s));
   fetch(o, 0, y, FR * FF, dt, s);
   fetch(o, 1, r_out.data, FR * FH, dt, s);
+  fetch(o, 6, norm.saved[0].data, FR, TECORE_DTYPE_F32, s); /* rsigma, before backward reads it */
   RK_CORE(tecore_seq_backward(q, &DY, &DX, s));
   fetch(o, 2, dx, FR * FH, dt, s);
   fetch(o, 3, r_in_g.data, FR * FH, dt, s);
@@ -252,7 +256,6 @@ static void rank_fuse(int rank, int n, void *arg) {
   tecomm_comm_t c = rank_setup(rank, n, &s);
   struct tecomm_op_params fused = {.comm = c};
   struct tecomm_op_params plain = {.comm = c, .flags = TECOMM_OP_NO_FUSION};
-  if (fc->no_recompute) RK_CORE(tecore_ops_unregister_fusion("rsigma+rmsnorm_bwd_add"));
   tecore_seq_t *qf = fuse_seq(fc, &fused, s), *qu = fuse_seq(fc, &plain, s);
   /* the plans */
   const char *kn = tecore_op_kind_name(fc->kind);
@@ -264,14 +267,13 @@ static void rank_fuse(int rank, int n, void *arg) {
   snprintf(want, sizeof want, " %s[1] |", kn);
   RK_ASSERT(strstr(plan, want) && !strstr(plan, "+add+rmsnorm"),
             "unfused plan \"%s\": want \"%s\" and no fusion", plan, want);
-  /* backward: planned by itself; after the fused forward its norm group
-   * recomputes rsigma (the fused call does not write it), unless that
-   * pattern is gone, when the forward writes rsigma itself */
+  /* backward: planned by itself; libtecore's rmsnorm_bwd_add reads the
+   * rsigma the fused kernel wrote (no pass recomputes it) */
   char bf[512], bu[512];
   RK_CORE(tecore_seq_describe(qf, TECORE_SEQ_BACKWARD, bf, sizeof bf, NULL));
   RK_CORE(tecore_seq_describe(qu, TECORE_SEQ_BACKWARD, bu, sizeof bu, NULL));
-  const char *wb = fc->no_recompute ? "| rmsnorm_bwd_add[3-4]" : "| rsigma+rmsnorm_bwd_add[3-4]";
-  RK_ASSERT(strstr(bf, wb), "fused backward plan \"%s\" lacks \"%s\"", bf, wb);
+  RK_ASSERT(strstr(bf, "| rmsnorm_bwd_add[3-4]") && !strstr(bf, "rsigma+"),
+            "fused backward plan \"%s\": want libtecore's rmsnorm_bwd_add[3-4]", bf);
   RK_ASSERT(strstr(bu, "| rmsnorm_bwd_add[3-4]"), "unfused backward plan \"%s\"", bu);
   static struct fuse_out of, ou;
   fuse_run(qf, fc, rank, &of, s);
@@ -283,9 +285,10 @@ static void rank_fuse(int rank, int n, void *arg) {
    * the largest magnitude), BF16 within 1e-2 of it (an ulp of the norm's
    * output, 2^-8 relative, carried through one GEMM of 64 terms). */
   double tol = fc->dt == TECORE_DTYPE_F32 ? 1e-5 : 1e-2;
-  static const char *const what[6] = {"out", "new residual", "dx", "residual gradient",
-                                      "first linear's weight gradient", "gamma gradient"};
-  for (int k = 0; k < 6; k++) {
+  static const char *const what[7] = {"out", "new residual", "dx", "residual gradient",
+                                      "first linear's weight gradient", "gamma gradient",
+                                      "rsigma"};
+  for (int k = 0; k < 7; k++) {
     double scale = 0;
     for (size_t i = 0; i < ou.n[k]; i++) scale = fmax(scale, fabs(ou.v[k][i]));
     for (size_t i = 0; i < ou.n[k]; i++)
@@ -295,6 +298,7 @@ static void rank_fuse(int rank, int n, void *arg) {
   }
   tc_rank_digest(of.v[0], sizeof of.v[0][0] * of.n[0]);
   tc_rank_digest(of.v[1], sizeof of.v[1][0] * of.n[1]);
+  tc_rank_digest(of.v[6], sizeof of.v[6][0] * of.n[6]);
   RK_CORE(tecore_seq_destroy(qf));
   RK_CORE(tecore_seq_destroy(qu));
   RK_CORE(tecore_stream_destroy(s));
@@ -302,11 +306,10 @@ static void rank_fuse(int rank, int n, void *arg) {
 }
 
 /* _i: bit 0 the sum's kind, bit 1 the dtype, bit 2 four ranks (else
- * two), bit 3 the backward's rsigma recomputation removed */
+ * two) */
 START_TEST(fused_pattern_vs_unfused) {
   static const int kinds[] = {TECORE_OP_TP_REDUCE, TECORE_OP_ALLREDUCE};
-  struct fuse_case fc = {.kind = kinds[_i & 1], .dt = dtypes[(_i >> 1) & 1],
-                         .no_recompute = (_i >> 3) & 1};
+  struct fuse_case fc = {.kind = kinds[_i & 1], .dt = dtypes[(_i >> 1) & 1]};
   int n = _i & 4 ? 4 : 2;
   tc_run_ranks(n, rank_fuse, &fc, 60);
   tc_expect_same_digest(n, "the fused output and new residual");
@@ -441,7 +444,7 @@ static Suite *ops_suite(void) {
   TCase *tc = te_tcase(s, "pair", 0);
   tcase_add_loop_test(tc, tp_pair_forward_backward, 0, 6);
   tc = te_tcase(s, "fusion", 0);
-  tcase_add_loop_test(tc, fused_pattern_vs_unfused, 0, 16);
+  tcase_add_loop_test(tc, fused_pattern_vs_unfused, 0, 8);
   tc = te_tcase(s, "amax", 0);
   tcase_add_loop_test(tc, amax_max_across_ranks_in_graph, 0, 2);
   tc = te_tcase(s, "misuse", 0);

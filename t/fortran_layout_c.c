@@ -437,6 +437,7 @@ int main(void) {
   printf("tecomm_add_rmsnorm.out %zu\n", offsetof(struct tecomm_add_rmsnorm, out));
   printf("tecomm_add_rmsnorm.fp8_out %zu\n", offsetof(struct tecomm_add_rmsnorm, fp8_out));
   printf("tecomm_add_rmsnorm.algo %zu\n", offsetof(struct tecomm_add_rmsnorm, algo));
+  printf("tecomm_add_rmsnorm.rsigma %zu\n", offsetof(struct tecomm_add_rmsnorm, rsigma));
   printf("tecomm_op_params size %zu\n", sizeof(struct tecomm_op_params));
   printf("tecomm_op_params.comm %zu\n", offsetof(struct tecomm_op_params, comm));
   printf("tecomm_op_params.algo %zu\n", offsetof(struct tecomm_op_params, algo));

@@ -507,6 +507,7 @@ program fortran_layout
   print '(a,1x,i0)', 'tecomm_add_rmsnorm.out', off(c_loc(v49), c_loc(v49%out))
   print '(a,1x,i0)', 'tecomm_add_rmsnorm.fp8_out', off(c_loc(v49), c_loc(v49%fp8_out))
   print '(a,1x,i0)', 'tecomm_add_rmsnorm.algo', off(c_loc(v49), c_loc(v49%algo))
+  print '(a,1x,i0)', 'tecomm_add_rmsnorm.rsigma', off(c_loc(v49), c_loc(v49%rsigma))
   print '(a,1x,i0)', 'tecomm_op_params size', c_sizeof(v50)
   print '(a,1x,i0)', 'tecomm_op_params.comm', off(c_loc(v50), c_loc(v50%comm))
   print '(a,1x,i0)', 'tecomm_op_params.algo', off(c_loc(v50), c_loc(v50%algo))

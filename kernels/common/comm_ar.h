@@ -115,6 +115,7 @@ struct te_ar_params {
   /* fused epilogue */
   uint64_t res_in, res_out, gamma, fout;
   uint64_t q_data, q_scale, q_amax, q_scale_inv;
+  uint64_t rsigma;                /* F32 [rows]: each row's 1/rms, or 0 */
   /* NVLS (see above); lam_ws 0: the Lamport state is in ws[rank] */
   uint64_t lam_ws, mc, nv_data;
   uint64_t rows;

@@ -193,6 +193,8 @@ tecomm_result_t tecomm_allreduce_algo(tecomm_comm_t comm, tecore_devptr_t send,
  * over rows of hidden elements, all of dtype (F32, BF16, F16).  out may be
  * 0 when only fp8_out is wanted; fp8_out (may be NULL) gets an FP8 copy of
  * out with its tensor's scaling (delayed or current, te/tensor.h).
+ * rsigma (may be 0) gets each row's 1 / sqrt(mean(residual_out^2) + eps)
+ * in F32, what tecore_rmsnorm_fwd saves for tecore_rmsnorm_bwd.
  * residual_out may equal residual_in.  One kernel on the IPC paths; on the
  * NCCL path ncclAllReduce then libtecore's add and tecore_rmsnorm_fwd. */
 struct tecomm_add_rmsnorm {
@@ -206,6 +208,7 @@ struct tecomm_add_rmsnorm {
   tecore_devptr_t out;           /* rows * hidden, or 0 */
   const struct tecore_tensor *fp8_out; /* [rows][hidden] E4M3/E5M2, or NULL */
   tecomm_algo_t algo;            /* TECOMM_ALGO_AUTO: the table */
+  tecore_devptr_t rsigma;        /* rows F32 (4-byte aligned), or 0 */
 };
 tecomm_result_t tecomm_allreduce_add_rmsnorm(tecomm_comm_t comm,
                                              const struct tecomm_add_rmsnorm *args,
@@ -241,13 +244,9 @@ tecore_result_t tecomm_amax_reduce(tecore_devptr_t amax, size_t count, tecore_st
  * residual and the next block's RMSNorm -- run as one
  * tecomm_allreduce_add_rmsnorm call (one kernel on the IPC paths).
  * Applies when the operation's flags lack TECOMM_OP_NO_FUSION and the
- * RMSNorm's norm_flags are 0.  The fused call does not write the norm's
- * rsigma, which its backward needs: the backward pattern
- * "rsigma+rmsnorm_bwd_add" ([MAKE_EXTRA_OUTPUT, RMSNORM] after such a
- * group) recomputes it from the saved residual before libtecore's
- * rmsnorm_bwd_add, so a forward alone (inference) pays nothing for it;
- * where the backward plan lacks that pattern, the fused forward writes
- * rsigma itself with a second pass.  The backward is planned by the fuser
+ * RMSNorm's norm_flags are 0.  The fused call also writes the norm's
+ * rsigma (args.rsigma), which libtecore's rmsnorm_bwd_add reads in the
+ * backward: nothing recomputes it.  The backward is planned by the fuser
  * independently of the forward.  tecore_seq_describe shows the groups. */
 #define TECOMM_OP_NO_FUSION 0x1u   /* this operation always runs by itself */
 
