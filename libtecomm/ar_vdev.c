@@ -73,6 +73,37 @@ static int vfailed(struct vctx *c) {
          __atomic_load_n(c->abort_word, __ATOMIC_ACQUIRE) != 0;
 }
 
+/* A kernel's start: its parameters with c set up, or NULL when this rank
+ * already failed (vfailed). */
+static const struct te_ar_params *vbegin(void *const *args, struct vctx *c) {
+  const struct te_ar_params *p = args[0];
+  vctx_init(c, p);
+  return vfailed(c) ? NULL : p;
+}
+
+/* Block b's part (of G) of chunk q (of n) of ngran items, [*lo, *hi):
+ * comm_ar.h's split for two-shot and NVLS, the same on every rank. */
+static void vpart(uint64_t ngran, int n, int q, uint32_t G, uint32_t b, uint64_t *lo,
+                  uint64_t *hi) {
+  uint64_t clo, chi, l, h;
+  te_ar_chunk(ngran, n, q, &clo, &chi);
+  te_ar_split(chi - clo, G, b, &l, &h);
+  *lo = clo + l;
+  *hi = clo + h;
+}
+
+/* The all-gather's copy-out: block b's part of every chunk from src to
+ * dst, items of per elements of esz bytes, clipped at count elements. */
+static void vcopy_parts(char *dst, const char *src, uint64_t ngran, uint64_t per, uint64_t count,
+                        size_t esz, int n, uint32_t G, uint32_t b) {
+  for (int q = 0; q < n; q++) {
+    uint64_t lo, hi;
+    vpart(ngran, n, q, G, b, &lo, &hi);
+    uint64_t e0 = lo * per, e1 = hi * per < count ? hi * per : count;
+    if (e1 > e0) memcpy(dst + e0 * esz, src + e0 * esz, (size_t)(e1 - e0) * esz);
+  }
+}
+
 /* Block b's barrier at phase (comm_ar.h). */
 static int vbarrier(struct vctx *c, int b, uint64_t phase) {
   const struct te_ar_params *p = c->p;
@@ -177,10 +208,9 @@ static int vmc_members(struct vctx *c, tecore_devptr_t mc_va, tecore_devptr_t *m
  * input in rank order, barrier (every rank has read them), store.  No
  * store happens before every peer has read, so out may be in[rank]. */
 void te_ar_vdev_oneshot(const struct tecore_launch_cfg *cfg, void *const *args) {
-  const struct te_ar_params *p = args[0];
   struct vctx c;
-  vctx_init(&c, p);
-  if (vfailed(&c)) return;
+  const struct te_ar_params *p = vbegin(args, &c);
+  if (!p) return;
   uint32_t G = cfg->grid[0];
   uint64_t vec = (uint64_t)p->vec, ngran = p->count / vec;
   float *acc = malloc((size_t)p->count * sizeof(float));
@@ -219,10 +249,9 @@ void te_ar_vdev_oneshot(const struct tecore_launch_cfg *cfg, void *const *args) 
  * reduced like one-shot by block 0 before the second barrier and stored
  * after it.  kernels/comm_ar.cu does the same. */
 void te_ar_vdev_twoshot(const struct tecore_launch_cfg *cfg, void *const *args) {
-  const struct te_ar_params *p = args[0];
   struct vctx c;
-  vctx_init(&c, p);
-  if (vfailed(&c)) return;
+  const struct te_ar_params *p = vbegin(args, &c);
+  if (!p) return;
   uint32_t G = cfg->grid[0];
   int n = p->nranks, r = p->rank, dt = p->dtype;
   uint64_t vec = (uint64_t)p->vec, ngran = p->count / vec;
@@ -230,26 +259,19 @@ void te_ar_vdev_twoshot(const struct tecore_launch_cfg *cfg, void *const *args) 
   uint64_t t0 = ngran * vec, ntail = p->count - t0;
   size_t esz = (size_t)te_ar_esize(dt);
   for (uint32_t b = 0; b < G; b++) {
-    uint64_t base = vphases(p, (int)b, 2);
+    uint64_t base = vphases(p, (int)b, 2), lo, hi;
     if (vbarrier(&c, (int)b, base + 1)) return;
-    uint64_t clo, chi, lo, hi;
-    te_ar_chunk(ngran, n, r, &clo, &chi);
-    te_ar_split(chi - clo, G, b, &lo, &hi);
+    vpart(ngran, n, r, G, b, &lo, &hi);
     /* the sum of chunk `rank`, pushed into every rank's input */
-    for (uint64_t e = (clo + lo) * vec; e < (clo + hi) * vec; e++) {
+    for (uint64_t e = lo * vec; e < hi * vec; e++) {
       float v = vreduce_elem(p, e);
       for (int q = 0; q < n; q++) te_st(VP(p->in[q]), e, dt, v);
     }
     if (b == 0)
       for (uint64_t i = 0; i < ntail; i++) tail[i] = vreduce_elem(p, t0 + i);
     if (vbarrier(&c, (int)b, base + 2)) return;
-    for (int q = 0; q < n && p->out != p->in[r]; q++) {
-      te_ar_chunk(ngran, n, q, &clo, &chi);
-      te_ar_split(chi - clo, G, b, &lo, &hi);
-      if (hi > lo)
-        memcpy((char *)VP(p->out) + (clo + lo) * vec * esz,
-               (const char *)VP(p->in[r]) + (clo + lo) * vec * esz, (hi - lo) * vec * esz);
-    }
+    if (p->out != p->in[r])
+      vcopy_parts(VP(p->out), VP(p->in[r]), ngran, vec, p->count, esz, n, G, b);
     if (b == 0)
       for (uint64_t i = 0; i < ntail; i++) te_st(VP(p->out), t0 + i, dt, tail[i]);
   }
@@ -285,10 +307,9 @@ static int vlam_granule_ready(struct vctx *c, const uint32_t *w, int peer) {
 }
 
 void te_ar_vdev_lamport(const struct tecore_launch_cfg *cfg, void *const *args) {
-  const struct te_ar_params *p = args[0];
   struct vctx c;
-  vctx_init(&c, p);
-  if (vfailed(&c)) return;
+  const struct te_ar_params *p = vbegin(args, &c);
+  if (!p) return;
   uint32_t G = cfg->grid[0];
   int n = p->nranks, r = p->rank, dt = p->dtype;
   uint64_t lws = te_ar_lam_ws(p);
@@ -394,10 +415,9 @@ void te_ar_vdev_addnorm(const struct tecore_launch_cfg *cfg, void *const *args) 
  * phase, as on the GPU.  The last granule is padded with zeros in the
  * member. */
 void te_ar_vdev_nvls(const struct tecore_launch_cfg *cfg, void *const *args) {
-  const struct te_ar_params *p = args[0];
   struct vctx c;
-  vctx_init(&c, p);
-  if (vfailed(&c)) return;
+  const struct te_ar_params *p = vbegin(args, &c);
+  if (!p) return;
   uint32_t G = cfg->grid[0];
   int n = p->nranks, r = p->rank, dt = p->dtype;
   size_t esz = (size_t)te_ar_esize(dt);
@@ -408,32 +428,24 @@ void te_ar_vdev_nvls(const struct tecore_launch_cfg *cfg, void *const *args) {
   if (vmc_members(&c, p->mc + p->nv_data, mem, &nmem)) return;
   const char *src = VP(p->in[r]);
   for (uint32_t b = 0; b < G; b++) {
-    uint64_t base = vphases(p, (int)b, 2), clo, chi, lo, hi;
+    uint64_t base = vphases(p, (int)b, 2), lo, hi;
     for (int q = 0; q < n; q++) {
-      te_ar_chunk(ngr, n, q, &clo, &chi);
-      te_ar_split(chi - clo, G, b, &lo, &hi);
-      for (uint64_t g = clo + lo; g < clo + hi; g++) {
+      vpart(ngr, n, q, G, b, &lo, &hi);
+      for (uint64_t g = lo; g < hi; g++) {
         uint64_t off = g * 16, len = nbytes - off < 16 ? nbytes - off : 16;
         memset(uc + off, 0, 16);
         memcpy(uc + off, src + off, (size_t)len);
       }
     }
     if (vbarrier(&c, (int)b, base + 1)) return;
-    te_ar_chunk(ngr, n, r, &clo, &chi);
-    te_ar_split(chi - clo, G, b, &lo, &hi);
-    for (uint64_t e = (clo + lo) * epg; e < (clo + hi) * epg; e++) {
+    vpart(ngr, n, r, G, b, &lo, &hi);
+    for (uint64_t e = lo * epg; e < hi * epg; e++) {
       float a = te_ld(VP(mem[0]), e, dt);
       for (int s = 1; s < nmem; s++) a = te_add_rn(a, te_ld(VP(mem[s]), e, dt));
       for (int s = 0; s < nmem; s++) te_st(VP(mem[s]), e, dt, a);
     }
     if (vbarrier(&c, (int)b, base + 2)) return;
     if (!p->out) continue; /* fused: the epilogue kernel reads the member */
-    for (int q = 0; q < n; q++) {
-      te_ar_chunk(ngr, n, q, &clo, &chi);
-      te_ar_split(chi - clo, G, b, &lo, &hi);
-      uint64_t e0 = (clo + lo) * epg, e1 = (clo + hi) * epg;
-      if (e1 > p->count) e1 = p->count;
-      if (e1 > e0) memcpy((char *)VP(p->out) + e0 * esz, uc + e0 * esz, (size_t)(e1 - e0) * esz);
-    }
+    vcopy_parts(VP(p->out), uc, ngr, epg, p->count, esz, n, G, b);
   }
 }
