@@ -254,6 +254,7 @@ module te_core
   integer(c_int), parameter :: TECORE_OP_MAX_PARAMS = 2
   integer(c_int), parameter :: TECORE_OP_MAX_SAVED = 2
   integer(c_int), parameter :: TECORE_FUSION_MAX_OPS = 8
+  integer(c_int), parameter :: TECORE_FUSION_WRITES_FP8 = 1
   ! from libtecore/te/optim.h
   integer(c_int), parameter :: TECORE_OPTIM_BATCH = 40
   integer(c_int), parameter :: TECORE_ADAM_W = 1
@@ -652,6 +653,7 @@ module te_core
     type(c_ptr) :: ctx
     integer(c_int) :: priority
     type(c_funptr) :: workspace
+    integer(c_int) :: flags
   end type tecore_fusion_def
 
   ! struct tecore_svc_op (libtecore/te/svc.h)
@@ -2015,6 +2017,14 @@ module te_core
       type(tecore_op_info), optional :: info
       integer(c_int) :: tecore_seq_op
     end function tecore_seq_op
+    function tecore_seq_fp8_input(seq, index, t) bind(C, name="tecore_seq_fp8_input")
+      import
+      implicit none
+      type(c_ptr), value :: seq
+      integer(c_size_t), value :: index
+      type(tecore_tensor), optional :: t
+      integer(c_int) :: tecore_seq_fp8_input
+    end function tecore_seq_fp8_input
     function tecore_seq_extra(seq, slot, value, grad) bind(C, name="tecore_seq_extra")
       import
       implicit none

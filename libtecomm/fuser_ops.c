@@ -3,8 +3,9 @@
  * the allreduce and the tensor-parallel pair as operation kinds, and the
  * forward fusion allreduce -> residual add -> RMSNorm as one
  * tecomm_allreduce_add_rmsnorm call, which also writes the norm's rsigma
- * for libtecore's own backward (te/comm.h, "the allreduce as fuser
- * operations", says what each one computes).
+ * for libtecore's own backward and, before an FP8 Linear, that Linear's
+ * FP8 input (te/comm.h, "the allreduce as fuser operations", says what
+ * each one computes).
  *
  * libtecore names the kinds and runs them; this file gives them shapes and
  * executors through the registration tables (tecore_ops_register_kind,
@@ -134,6 +135,28 @@ static int fuse_applies(const tecore_seq_t *seq, size_t first, const struct teco
   return p && !(p->flags & TECOMM_OP_NO_FUSION) && norm.desc.norm_flags == 0;
 }
 
+/* The FP8 variants (TECORE_FUSION_WRITES_FP8): the group [sum, add, make,
+ * norm] or [sum, add, make, norm, quantize | tp_copy] (ctx: its length)
+ * right before a Linear that runs in FP8 under delayed scaling.  The
+ * kernel writes that Linear's FP8 input (rowwise, the recipe's scale,
+ * amax max-accumulated) instead of the norm's output in the sequence's
+ * dtype, which nothing reads then (the quantize and tp_copy alias it and
+ * read nothing in backward; the Linear's backward makes its columnwise
+ * copy from the rowwise one).  Not under current scaling: the scale
+ * would need the amax of the whole output first, a second pass over it
+ * (libtecore's rmsnorm+quantize declines it for the same reason). */
+static int fuse8_applies(const tecore_seq_t *seq, size_t first, const struct tecore_recipe *r,
+                         void *ctx) {
+  size_t nops = (size_t)(uintptr_t)ctx;
+  struct tecore_op_info lin;
+  struct tecore_tensor t;
+  if (!r || r->kind != TECORE_RECIPE_DELAYED || !fuse_applies(seq, first, r, NULL) ||
+      tecore_seq_op(seq, first + nops, &lin) != TECORE_SUCCESS ||
+      lin.desc.kind != TECORE_OP_LINEAR)
+    return 0;
+  return tecore_seq_fp8_input(seq, first + nops, &t) == TECORE_SUCCESS;
+}
+
 static tecore_result_t fuse_run(const struct tecore_seq_exec *x) {
   struct tecore_op_info sum_op, add, norm;
   CORE_CHECK(tecore_seq_op(x->seq, x->first + F_SUM, &sum_op));
@@ -151,10 +174,31 @@ static tecore_result_t fuse_run(const struct tecore_seq_exec *x) {
       .dtype = x->act[F_SUM].dtype, .residual_in = add.extra_value.data,
       .residual_out = res->data, .gamma = norm.param[0].data, .eps = norm.desc.epsilon,
       .out = x->act[F_NOPS].data, .algo = p->algo, .rsigma = norm.saved[0].data};
+  struct tecore_tensor q;
+  if ((uintptr_t)x->ctx) { /* an FP8 variant: the next Linear's input instead of out */
+    CORE_CHECK(tecore_seq_fp8_input(x->seq, x->first + x->count, &q));
+    q.columnwise_data = 0;
+    a.fp8_out = &q;
+    a.out = 0;
+  }
   return core_of(tecomm_allreduce_add_rmsnorm(p->comm, &a, x->stream));
 }
 
+#define FUSE8(nm, sumk, k5, n)                                                               \
+  {.name = nm, .dir = TECORE_SEQ_FORWARD, .nops = n,                                         \
+   .kinds = {sumk, TECORE_OP_ADD_EXTRA_INPUT, TECORE_OP_MAKE_EXTRA_OUTPUT, TECORE_OP_RMSNORM, k5}, \
+   .applies = fuse8_applies, .run = fuse_run, .ctx = (void *)(uintptr_t)(n), .priority = 55,  \
+   .flags = TECORE_FUSION_WRITES_FP8}
+
 static const struct tecore_fusion_def fusions[] = {
+    FUSE8("allreduce+add+rmsnorm+fp8", TECORE_OP_ALLREDUCE, 0, F_NOPS),
+    FUSE8("tp_reduce+add+rmsnorm+fp8", TECORE_OP_TP_REDUCE, 0, F_NOPS),
+    FUSE8("allreduce+add+rmsnorm+quantize", TECORE_OP_ALLREDUCE, TECORE_OP_QUANTIZE, F_NOPS + 1),
+    FUSE8("tp_reduce+add+rmsnorm+quantize", TECORE_OP_TP_REDUCE, TECORE_OP_QUANTIZE, F_NOPS + 1),
+    FUSE8("allreduce+add+rmsnorm+tp_copy+fp8", TECORE_OP_ALLREDUCE, TECORE_OP_TP_COPY,
+          F_NOPS + 1),
+    FUSE8("tp_reduce+add+rmsnorm+tp_copy+fp8", TECORE_OP_TP_REDUCE, TECORE_OP_TP_COPY,
+          F_NOPS + 1),
     {.name = "allreduce+add+rmsnorm", .dir = TECORE_SEQ_FORWARD, .nops = F_NOPS,
      .kinds = {TECORE_OP_ALLREDUCE, TECORE_OP_ADD_EXTRA_INPUT, TECORE_OP_MAKE_EXTRA_OUTPUT,
                TECORE_OP_RMSNORM},
@@ -197,8 +241,8 @@ TE_EXPORT tecomm_result_t tecomm_ops_register(void) {
     }
   }
   registered = 1;
-  TC_INFO("%s: kinds allreduce, tp_copy, tp_reduce and the fusions allreduce+add+rmsnorm, "
-          "tp_reduce+add+rmsnorm (forward) registered", fn);
+  TC_INFO("%s: kinds allreduce, tp_copy, tp_reduce and the forward fusions "
+          "allreduce+add+rmsnorm, tp_reduce+add+rmsnorm and their FP8 variants registered", fn);
   goto out;
 fail:
   undo(nk, nf);

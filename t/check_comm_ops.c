@@ -18,6 +18,7 @@
 #include "comm_ranks.h"
 #include <math.h>
 #include "common/convert.h"
+#include "common/fp8.h"
 
 static const tecore_dtype_t dtypes[] = {TECORE_DTYPE_F32, TECORE_DTYPE_BF16};
 
@@ -157,9 +158,12 @@ enum { FR = 16, FH = 64, FF = 32 };
 struct fuse_case {
   int kind;              /* TECORE_OP_TP_REDUCE or TECORE_OP_ALLREDUCE */
   tecore_dtype_t dt;
+  int fp8;               /* a delayed-scaling FP8 recipe (the Linears in FP8) */
+  int quant;             /* a Quantize op between the norm and the last Linear */
 };
 
-/* linear | sum | add_extra_input(0) | make_extra_output(1) | rmsnorm | linear+bias */
+/* linear | sum | add_extra_input(0) | make_extra_output(1) | rmsnorm |
+ * (quantize |) linear+bias, with an FP8 recipe (delayed, E4M3) or none */
 static tecore_seq_t *fuse_seq(const struct fuse_case *fc, struct tecomm_op_params *prm,
                               tecore_stream_t s) {
   struct tecore_seq_config cfg = {.rows = FR, .features = FH, .dtype = fc->dt, .seed = 5};
@@ -171,9 +175,17 @@ static tecore_seq_t *fuse_seq(const struct fuse_case *fc, struct tecomm_op_param
       {.kind = TECORE_OP_ADD_EXTRA_INPUT, .slot = 0},
       {.kind = TECORE_OP_MAKE_EXTRA_OUTPUT, .slot = 1},
       {.kind = TECORE_OP_RMSNORM, .epsilon = 1e-5f},
+      {.kind = TECORE_OP_QUANTIZE},
       {.kind = TECORE_OP_LINEAR, .features = FF, .bias = 1},
   };
-  for (size_t k = 0; k < sizeof d / sizeof d[0]; k++) RK_CORE(tecore_seq_add(q, &d[k], NULL));
+  for (size_t k = 0; k < sizeof d / sizeof d[0]; k++)
+    if (k != 5 || fc->quant) RK_CORE(tecore_seq_add(q, &d[k], NULL));
+  if (fc->fp8) {
+    struct tecore_recipe r;
+    RK_CORE(tecore_recipe_init(&r, TECORE_RECIPE_DELAYED));
+    r.format = TECORE_FP8_HYBRID;
+    RK_CORE(tecore_seq_set_recipe(q, &r, s));
+  }
   RK_CORE(tecore_seq_build(q, s));
   /* gamma random (the same in both sequences), so the norm's weight counts */
   struct tecore_op_info info;
@@ -250,6 +262,31 @@ static void fuse_run(tecore_seq_t *q, const struct fuse_case *fc, int rank, stru
   RK_CORE(tecore_mem_free(dx));
 }
 
+/* Every value of the fused run within tol * (1 + the largest magnitude of
+ * that quantity) of the unfused run's. */
+static void compare_runs(const struct fuse_out *of, const struct fuse_out *ou, double tol,
+                         const char *label) {
+  static const char *const what[7] = {"out", "new residual", "dx", "residual gradient",
+                                      "first linear's weight gradient", "gamma gradient",
+                                      "rsigma"};
+  for (int k = 0; k < 7; k++) {
+    double scale = 0;
+    for (size_t i = 0; i < ou->n[k]; i++) scale = fmax(scale, fabs(ou->v[k][i]));
+    for (size_t i = 0; i < ou->n[k]; i++)
+      RK_ASSERT(fabs(of->v[k][i] - ou->v[k][i]) <= tol * (1.0 + scale),
+                "%s: %s[%zu] fused %.9g, unfused %.9g (tolerance %g of %g)", label, what[k], i,
+                of->v[k][i], ou->v[k][i], tol, 1.0 + scale);
+  }
+}
+
+static void fuse_teardown(tecore_seq_t *qf, tecore_seq_t *qu, tecore_stream_t s,
+                          tecomm_comm_t c) {
+  RK_CORE(tecore_seq_destroy(qf));
+  RK_CORE(tecore_seq_destroy(qu));
+  RK_CORE(tecore_stream_destroy(s));
+  RK_OK(tecomm_comm_destroy(c));
+}
+
 static void rank_fuse(int rank, int n, void *arg) {
   const struct fuse_case *fc = arg;
   tecore_stream_t s;
@@ -285,24 +322,13 @@ static void rank_fuse(int rank, int n, void *arg) {
    * the largest magnitude), BF16 within 1e-2 of it (an ulp of the norm's
    * output, 2^-8 relative, carried through one GEMM of 64 terms). */
   double tol = fc->dt == TECORE_DTYPE_F32 ? 1e-5 : 1e-2;
-  static const char *const what[7] = {"out", "new residual", "dx", "residual gradient",
-                                      "first linear's weight gradient", "gamma gradient",
-                                      "rsigma"};
-  for (int k = 0; k < 7; k++) {
-    double scale = 0;
-    for (size_t i = 0; i < ou.n[k]; i++) scale = fmax(scale, fabs(ou.v[k][i]));
-    for (size_t i = 0; i < ou.n[k]; i++)
-      RK_ASSERT(fabs(of.v[k][i] - ou.v[k][i]) <= tol * (1.0 + scale),
-                "%s %s: %s[%zu] fused %.9g, unfused %.9g (tolerance %g of %g)", kn,
-                tecore_dtype_name(fc->dt), what[k], i, of.v[k][i], ou.v[k][i], tol, 1.0 + scale);
-  }
+  char label[64];
+  snprintf(label, sizeof label, "%s %s", kn, tecore_dtype_name(fc->dt));
+  compare_runs(&of, &ou, tol, label);
   tc_rank_digest(of.v[0], sizeof of.v[0][0] * of.n[0]);
   tc_rank_digest(of.v[1], sizeof of.v[1][0] * of.n[1]);
   tc_rank_digest(of.v[6], sizeof of.v[6][0] * of.n[6]);
-  RK_CORE(tecore_seq_destroy(qf));
-  RK_CORE(tecore_seq_destroy(qu));
-  RK_CORE(tecore_stream_destroy(s));
-  RK_OK(tecomm_comm_destroy(c));
+  fuse_teardown(qf, qu, s, c);
 }
 
 /* _i: bit 0 the sum's kind, bit 1 the dtype, bit 2 four ranks (else
@@ -313,6 +339,93 @@ START_TEST(fused_pattern_vs_unfused) {
   int n = _i & 4 ? 4 : 2;
   tc_run_ranks(n, rank_fuse, &fc, 60);
   tc_expect_same_digest(n, "the fused output and new residual");
+  tc_shm_release();
+}
+END_TEST
+
+/* Half the spacing of E4M3 values at |v| (round to nearest): 3 mantissa
+ * bits, normal from 2^-6, subnormal spacing 2^-9. */
+static double e4m3_half_ulp(double v) {
+  double a = fabs(v);
+  if (a < 0x1p-6) return 0x1p-10;
+  int e;
+  frexp(a, &e);
+  return ldexp(1.0, e - 4) / 2;
+}
+
+/* The FP8 forward fusion: [sum, add, make, rmsnorm (, quantize)] before an
+ * FP8 Linear under delayed scaling runs as one tecomm_allreduce_add_rmsnorm
+ * call that writes the Linear's FP8 input (the plan names
+ * *+add+rmsnorm+quantize or +fp8, and the Linear does not quantize again).
+ * Checked: those FP8 codes against float64 (residual_out * rsigma * gamma *
+ * scale, within half an E4M3 ulp plus 2^-21 for the kernel's float
+ * products) and against the unfused sequence's (libtecore's
+ * rmsnorm+quantize: within one E4M3 ulp, as the sums may be added in
+ * another order); the output, new residual, rsigma and every gradient
+ * against the unfused sequence within 5e-2 of (1 + the largest magnitude)
+ * (a code one E4M3 ulp, 2^-3 relative, apart in a 64-term FP8 GEMM).
+ * _i: bit 0 the explicit Quantize op, bit 1 the sum's kind, bit 2 four
+ * ranks (else two). */
+static void rank_fuse8(int rank, int n, void *arg) {
+  const struct fuse_case *fc = arg;
+  setenv("TECORE_OPS_FP8_MIN_MNK", "0", 1); /* these small Linears in FP8 too */
+  tecore_stream_t s;
+  tecomm_comm_t c = rank_setup(rank, n, &s);
+  struct tecomm_op_params fused = {.comm = c};
+  struct tecomm_op_params plain = {.comm = c, .flags = TECOMM_OP_NO_FUSION};
+  tecore_seq_t *qf = fuse_seq(fc, &fused, s), *qu = fuse_seq(fc, &plain, s);
+  const char *kn = tecore_op_kind_name(fc->kind);
+  size_t lin = fc->quant ? 6 : 5;
+  char plan[512], want[128];
+  RK_CORE(tecore_seq_describe(qf, TECORE_SEQ_FORWARD, plan, sizeof plan, NULL));
+  snprintf(want, sizeof want, " %s+add+rmsnorm+%s[1-%zu] |", kn, fc->quant ? "quantize" : "fp8",
+           lin - 1);
+  RK_ASSERT(strstr(plan, want), "fused FP8 plan \"%s\" lacks \"%s\"", plan, want);
+  RK_CORE(tecore_seq_describe(qu, TECORE_SEQ_FORWARD, plan, sizeof plan, NULL));
+  RK_ASSERT(strstr(plan, "rmsnorm+quantize[4") && !strstr(plan, "+add+rmsnorm"),
+            "unfused FP8 plan \"%s\": want libtecore's rmsnorm+quantize and no comm fusion", plan);
+  static struct fuse_out of, ou;
+  static uint8_t c8f[FR * FH], c8u[FR * FH];
+  struct tecore_tensor tf, tu;
+  float scf = 0, scu = 0;
+  fuse_run(qf, fc, rank, &of, s);
+  RK_CORE(tecore_seq_fp8_input(qf, lin, &tf));
+  get(c8f, tf.data, sizeof c8f, s);
+  get(&scf, tf.scale, 4, s);
+  fuse_run(qu, fc, rank, &ou, s);
+  RK_CORE(tecore_seq_fp8_input(qu, lin, &tu));
+  get(c8u, tu.data, sizeof c8u, s);
+  get(&scu, tu.scale, 4, s);
+  RK_ASSERT(scf == scu && scf > 0, "FP8 scales: fused %g, unfused %g", (double)scf, (double)scu);
+  uint16_t g[FH * 2];
+  make_vals(g, FH, fc->dt, 0, 21);
+  for (size_t i = 0; i < (size_t)FR * FH; i++) {
+    size_t row = i / FH, col = i % FH;
+    double ref = of.v[1][i] * of.v[6][row] * from_dt(g, col, fc->dt) * scf;
+    double gf = te_e4m3_to_f32(c8f[i]), gu = te_e4m3_to_f32(c8u[i]);
+    double tol = e4m3_half_ulp(ref) + 0x1p-21 * fabs(ref);
+    RK_ASSERT(fabs(gf - ref) <= tol,
+              "%s: FP8 input[%zu] %g (0x%02x), float64 %.9g, tolerance %.3g (half an E4M3 ulp)",
+              kn, i, gf, c8f[i], ref, tol);
+    RK_ASSERT(fabs(gf - gu) <= 2 * e4m3_half_ulp(gu) * 1.0001,
+              "%s: FP8 input[%zu] fused %g (0x%02x), unfused %g (0x%02x): more than an E4M3 ulp",
+              kn, i, gf, c8f[i], gu, c8u[i]);
+  }
+  char label[64];
+  snprintf(label, sizeof label, "%s FP8", kn);
+  compare_runs(&of, &ou, 5e-2, label);
+  tc_rank_digest(c8f, sizeof c8f);
+  tc_rank_digest(of.v[0], sizeof of.v[0][0] * of.n[0]);
+  fuse_teardown(qf, qu, s, c);
+}
+
+START_TEST(fused_fp8_pattern_quantizes_for_the_linear) {
+  static const int kinds[] = {TECORE_OP_TP_REDUCE, TECORE_OP_ALLREDUCE};
+  struct fuse_case fc = {.kind = kinds[(_i >> 1) & 1], .dt = TECORE_DTYPE_BF16, .fp8 = 1,
+                         .quant = _i & 1};
+  int n = _i & 4 ? 4 : 2;
+  tc_run_ranks(n, rank_fuse8, &fc, 60);
+  tc_expect_same_digest(n, "the FP8 input and output");
   tc_shm_release();
 }
 END_TEST
@@ -445,6 +558,7 @@ static Suite *ops_suite(void) {
   tcase_add_loop_test(tc, tp_pair_forward_backward, 0, 6);
   tc = te_tcase(s, "fusion", 0);
   tcase_add_loop_test(tc, fused_pattern_vs_unfused, 0, 8);
+  tcase_add_loop_test(tc, fused_fp8_pattern_quantizes_for_the_linear, 0, 8);
   tc = te_tcase(s, "amax", 0);
   tcase_add_loop_test(tc, amax_max_across_ranks_in_graph, 0, 2);
   tc = te_tcase(s, "misuse", 0);

@@ -77,7 +77,8 @@ for n in 2 4; do
     cat "$tmp.$n"
     status=1
   fi
-  if ! grep -q 'plan forward:.*tp_reduce+add+rmsnorm\[' "$tmp.$n"; then
+  # (FP8: the variant that writes the next Linear's FP8 input)
+  if ! grep -q 'plan forward:.*tp_reduce+add+rmsnorm\(+tp_copy+fp8\)\{0,1\}\[' "$tmp.$n"; then
     echo "FAIL: --tp $n: no fused tp_reduce+add+rmsnorm group in the printed plans:"
     grep 'plan' "$tmp.$n"
     status=1

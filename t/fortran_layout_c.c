@@ -292,6 +292,7 @@ int main(void) {
   printf("tecore_fusion_def.ctx %zu\n", offsetof(struct tecore_fusion_def, ctx));
   printf("tecore_fusion_def.priority %zu\n", offsetof(struct tecore_fusion_def, priority));
   printf("tecore_fusion_def.workspace %zu\n", offsetof(struct tecore_fusion_def, workspace));
+  printf("tecore_fusion_def.flags %zu\n", offsetof(struct tecore_fusion_def, flags));
   printf("tecore_svc_op size %zu\n", sizeof(struct tecore_svc_op));
   printf("tecore_svc_op.kind %zu\n", offsetof(struct tecore_svc_op, kind));
   printf("tecore_svc_op.fd %zu\n", offsetof(struct tecore_svc_op, fd));

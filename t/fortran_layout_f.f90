@@ -347,6 +347,7 @@ program fortran_layout
   print '(a,1x,i0)', 'tecore_fusion_def.ctx', off(c_loc(v33), c_loc(v33%ctx))
   print '(a,1x,i0)', 'tecore_fusion_def.priority', off(c_loc(v33), c_loc(v33%priority))
   print '(a,1x,i0)', 'tecore_fusion_def.workspace', off(c_loc(v33), c_loc(v33%workspace))
+  print '(a,1x,i0)', 'tecore_fusion_def.flags', off(c_loc(v33), c_loc(v33%flags))
   print '(a,1x,i0)', 'tecore_svc_op size', c_sizeof(v34)
   print '(a,1x,i0)', 'tecore_svc_op.kind', off(c_loc(v34), c_loc(v34%kind))
   print '(a,1x,i0)', 'tecore_svc_op.fd', off(c_loc(v34), c_loc(v34%fd))

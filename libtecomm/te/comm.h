@@ -247,7 +247,13 @@ tecore_result_t tecomm_amax_reduce(tecore_devptr_t amax, size_t count, tecore_st
  * RMSNorm's norm_flags are 0.  The fused call also writes the norm's
  * rsigma (args.rsigma), which libtecore's rmsnorm_bwd_add reads in the
  * backward: nothing recomputes it.  The backward is planned by the fuser
- * independently of the forward.  tecore_seq_describe shows the groups. */
+ * independently of the forward.  tecore_seq_describe shows the groups.
+ * FP8 variants (TECORE_FUSION_WRITES_FP8): "allreduce+add+rmsnorm+fp8",
+ * "+quantize" ([..., RMSNORM, QUANTIZE]) and "+tp_copy+fp8" ([...,
+ * RMSNORM, TP_COPY]), and the same for tp_reduce, where the next operation
+ * is a Linear that runs in FP8 under delayed scaling: the one call writes
+ * that Linear's FP8 input (tecore_seq_fp8_input) instead of the norm's
+ * output, so the Linear consumes FP8 directly. */
 #define TECOMM_OP_NO_FUSION 0x1u   /* this operation always runs by itself */
 
 struct tecomm_op_params {

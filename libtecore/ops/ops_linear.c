@@ -40,6 +40,22 @@ tecore_result_t te_bnd_f8_tensor(const tecore_seq_t *s, size_t b, struct tecore_
   return fp8_entry(s, &s->st_act, (size_t)bd->f8, t);
 }
 
+TE_EXPORT tecore_result_t tecore_seq_fp8_input(const tecore_seq_t *s, size_t index,
+                                               struct tecore_tensor *t) {
+  static const char fn[] = "tecore_seq_fp8_input";
+  TE_ARG(s, "%s: seq is NULL", fn);
+  TE_ARG(te_handle_live(s), "%s: seq %p is not a live sequence (destroyed?)", fn, (const void *)s);
+  TE_ARG(t, "%s: t is NULL", fn);
+  TE_ARG(index < s->nops, "%s: index %zu is out of range (the sequence has %zu operations)", fn,
+         index, s->nops);
+  if (!s->bnd || !te_op_fp8(s, index) || s->bnd[index].f8 < 0)
+    return TE_ERR(TECORE_ERR_NOT_SUPPORTED,
+                  "%s: operation %zu (%s) does not run in FP8 (no recipe, not built, not a "
+                  "Linear, or a high-precision plan for a small GEMM)",
+                  fn, index, s->ops[index].def.name);
+  return te_bnd_f8_tensor(s, index, t);
+}
+
 static tecore_result_t w8_tensor(const tecore_seq_t *s, const struct te_op *o,
                                  struct tecore_tensor *t) {
   te_t2d(t, TECORE_DTYPE_E4M3, o->out_cols, o->in_cols, o->w8_row);

@@ -166,6 +166,15 @@ tecore_result_t te_plan_build(tecore_seq_t *s) {
       bd->f8_ready = bd->f8_rowonly = 1;
       bd->hp_valid = 0;
       s->bnd[gr->first + 1].hp_valid = 0;
+    } else if (gr->f && gr->f->builtin_id < 0 && (gr->f->def.flags & TECORE_FUSION_WRITES_FP8) &&
+               s->fp8_run && gr->first + gr->count < s->nops &&
+               s->bnd[gr->first + gr->count].f8 >= 0) {
+      /* a registered pattern writes the next Linear's FP8 input (rowwise)
+       * instead of its output, and so of every boundary aliasing that */
+      size_t b = gr->first + gr->count;
+      s->bnd[b].f8_ready = s->bnd[b].f8_rowonly = 1;
+      s->bnd[b].hp_valid = 0;
+      while (b > gr->first + 1 && s->bnd[b].alias == (int)(b - 1)) s->bnd[--b].hp_valid = 0;
     } else if (!gr->f && s->fp8_run && (s->ops[gr->first].fp8 & TE_KIND_FP8_COPY)) {
       s->bnd[gr->first + 1].f8_ready = 1;
     }

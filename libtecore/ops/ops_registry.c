@@ -134,6 +134,12 @@ TE_EXPORT tecore_result_t tecore_ops_register_fusion(const struct tecore_fusion_
            "%s: def->kinds[%zu] is %d, not an operation kind (pattern %s)", fn, i, def->kinds[i],
            def->name);
   TE_ARG(def->run, "%s: def->run is NULL (pattern %s)", fn, def->name);
+  TE_ARG(!(def->flags & ~TECORE_FUSION_WRITES_FP8),
+         "%s: def->flags 0x%x has bits other than TECORE_FUSION_WRITES_FP8 (pattern %s)", fn,
+         def->flags, def->name);
+  TE_ARG(!(def->flags & TECORE_FUSION_WRITES_FP8) || def->dir == TECORE_SEQ_FORWARD,
+         "%s: def->flags TECORE_FUSION_WRITES_FP8 is for forward patterns (pattern %s)", fn,
+         def->name);
   TE_ARG(def->priority >= 0 && def->priority <= 100,
          "%s: def->priority is %d, not in 0..100 (pattern %s)", fn, def->priority, def->name);
   TE_ARG(!builtin_fusion_named(def->name),

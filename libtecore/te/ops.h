@@ -271,6 +271,18 @@ struct tecore_op_info {
 };
 tecore_result_t tecore_seq_op(const tecore_seq_t *seq, size_t index, struct tecore_op_info *info);
 
+/* The FP8 copy that the Linear at operation index reads as its input, for
+ * a fusion pattern that writes it (TECORE_FUSION_WRITES_FP8): E4M3,
+ * [in_rows][in_features], its rowwise data and the recipe's scaling state
+ * (scale, scale_inv, amax of the activation's slot; scaling delayed or
+ * current); columnwise_data is the sequence's (backward fills it).
+ * TECORE_ERR_NOT_SUPPORTED when that Linear does not run in FP8: no
+ * recipe, not built yet, or a high-precision plan for a small GEMM
+ * (TECORE_OPS_FP8_MIN_MNK).  Valid from tecore_seq_build (pattern
+ * predicates, which planning calls, may use it) until the recipe changes. */
+tecore_result_t tecore_seq_fp8_input(const tecore_seq_t *seq, size_t index,
+                                     struct tecore_tensor *t);
+
 /* The residual slot's value and gradient, [rows][features] of the
  * sequence's dtype.  An extra input (added, never made): write value
  * before forward; its gradient is written by backward.  An extra output
@@ -484,7 +496,16 @@ struct tecore_fusion_def {
    * kinds of its operations ask for); a plan that takes the pattern grows
    * the sequence's workspace to it (tecore_seq_exec.workspace) */
   tecore_result_t (*workspace)(const tecore_seq_t *seq, size_t first, size_t *bytes, void *ctx);
+  unsigned flags;              /* TECORE_FUSION_* */
 };
+/* tecore_fusion_def.flags.  WRITES_FP8 (forward): run writes the rowwise
+ * FP8 input of the Linear right after the group (tecore_seq_fp8_input(seq,
+ * first + nops)), which then does not quantize it, instead of the group's
+ * output in the sequence's dtype (left unwritten, with the boundaries
+ * that alias it: nothing may read them, as after libtecore's
+ * rmsnorm+quantize).  applies must check that this Linear runs in FP8
+ * (tecore_seq_fp8_input succeeds) under the recipe. */
+#define TECORE_FUSION_WRITES_FP8 0x1u
 /* Adds a pattern (def is copied) for sequences planned from now on. */
 tecore_result_t tecore_ops_register_fusion(const struct tecore_fusion_def *def);
 /* Removes the registered pattern called name. */
