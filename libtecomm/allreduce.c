@@ -174,11 +174,14 @@ static tecomm_result_t composite(struct tecomm_comm *c, const struct tecomm_add_
   return TECOMM_SUCCESS;
 }
 
-/* Common path.  fused: NULL for a plain allreduce. */
+/* Common path.  fused: NULL for a plain allreduce.  scratch: the caller
+ * reads send no more after this call (tc_allreduce_scratch), so an
+ * algorithm that reduce-scatters into its input may use symmetric send
+ * where it lies instead of a staged copy. */
 static tecomm_result_t run(struct tecomm_comm *c, tecore_devptr_t send, tecore_devptr_t recv,
                            size_t count, tecore_dtype_t dtype, tecomm_op_t op, tecomm_algo_t asked,
-                           const struct tecomm_add_rmsnorm *fa, tecore_stream_t stream,
-                           const char *fn) {
+                           const struct tecomm_add_rmsnorm *fa, int scratch,
+                           tecore_stream_t stream, const char *fn) {
   int cap = capturing(stream);
   TC_CHECK(tc_comm_ready(c, fn, !cap));
   size_t bytes = count * tecore_dtype_size(dtype);
@@ -194,8 +197,9 @@ static tecomm_result_t run(struct tecomm_comm *c, tecore_devptr_t send, tecore_d
   }
   /* in place on symmetric memory when the algorithm allows; two-shot
    * reduce-scatters into its input, so a symmetric input is used directly
-   * only when the caller reduces it in place (plain send == recv) */
-  int zero_copy = seg != NULL, in_place = !fa && send == recv;
+   * only when the caller reduces it in place (plain send == recv) or
+   * gives it up (scratch): else it would hold partial sums afterwards */
+  int zero_copy = seg != NULL, in_place = (!fa && send == recv) || scratch;
   int lam_ok = 1;
   if (fa) {
     tecore_devptr_t d8 = fa->fp8_out ? fa->fp8_out->data : 0;
@@ -279,7 +283,7 @@ TE_EXPORT tecomm_result_t tecomm_allreduce_algo(tecomm_comm_t comm, tecore_devpt
   size_t bytes = count * esz;
   TC_ARG(send == recv || send + bytes <= recv || recv + bytes <= send,
          "%s: send and recv overlap without being equal", fn);
-  return run(comm, send, recv, count, dtype, op, algo, NULL, stream, fn);
+  return run(comm, send, recv, count, dtype, op, algo, NULL, 0, stream, fn);
 }
 
 TE_EXPORT tecomm_result_t tecomm_allreduce(tecomm_comm_t comm, tecore_devptr_t send,
@@ -288,9 +292,9 @@ TE_EXPORT tecomm_result_t tecomm_allreduce(tecomm_comm_t comm, tecore_devptr_t s
   return tecomm_allreduce_algo(comm, send, recv, count, dtype, op, TECOMM_ALGO_AUTO, stream);
 }
 
-TE_EXPORT tecomm_result_t tecomm_allreduce_add_rmsnorm(tecomm_comm_t comm,
-                                                       const struct tecomm_add_rmsnorm *a,
-                                                       tecore_stream_t stream) {
+/* tecomm_allreduce_add_rmsnorm; scratch: as run's. */
+static tecomm_result_t add_rmsnorm(tecomm_comm_t comm, const struct tecomm_add_rmsnorm *a,
+                                   int scratch, tecore_stream_t stream) {
   static const char fn[] = "tecomm_allreduce_add_rmsnorm";
   TC_ARG(comm, "%s: comm is NULL", fn);
   TC_ARG(a, "%s: args is NULL", fn);
@@ -325,7 +329,33 @@ TE_EXPORT tecomm_result_t tecomm_allreduce_add_rmsnorm(tecomm_comm_t comm,
          (unsigned long long)a->rsigma);
   TC_ARG(!a->rsigma || a->x + bytes <= a->rsigma || a->rsigma + a->rows * 4 <= a->x,
          "%s: args->x overlaps args->rsigma", fn);
-  return run(comm, a->x, 0, a->rows * a->hidden, a->dtype, TECOMM_SUM, a->algo, a, stream, fn);
+  return run(comm, a->x, 0, a->rows * a->hidden, a->dtype, TECOMM_SUM, a->algo, a, scratch, stream,
+             fn);
+}
+
+TE_EXPORT tecomm_result_t tecomm_allreduce_add_rmsnorm(tecomm_comm_t comm,
+                                                       const struct tecomm_add_rmsnorm *a,
+                                                       tecore_stream_t stream) {
+  return add_rmsnorm(comm, a, 0, stream);
+}
+
+/* The fuser's sums (fuser_ops.c): the input is a dead intermediate. */
+tecomm_result_t tc_allreduce_scratch(tecomm_comm_t comm, tecore_devptr_t send, tecore_devptr_t recv,
+                                     size_t count, tecore_dtype_t dtype, tecomm_algo_t algo,
+                                     tecore_stream_t stream) {
+  static const char fn[] = "tecomm_allreduce";
+  TC_CHECK(check_common(comm, count, dtype, algo, fn));
+  TC_ARG(send && recv, "%s: send or recv is 0", fn);
+  size_t bytes = count * tecore_dtype_size(dtype);
+  TC_ARG(send == recv || send + bytes <= recv || recv + bytes <= send,
+         "%s: send and recv overlap without being equal", fn);
+  return run(comm, send, recv, count, dtype, TECOMM_SUM, algo, NULL, 1, stream, fn);
+}
+
+tecomm_result_t tc_allreduce_add_rmsnorm_scratch(tecomm_comm_t comm,
+                                                 const struct tecomm_add_rmsnorm *a,
+                                                 tecore_stream_t stream) {
+  return add_rmsnorm(comm, a, 1, stream);
 }
 
 TE_EXPORT tecore_result_t tecomm_amax_reduce(tecore_devptr_t amax, size_t count,

@@ -75,11 +75,28 @@ static const struct tecomm_op_params *params_of(const struct tecore_seq_exec *x,
   return info.desc.ctx;
 }
 
-/* dst = sum over the ranks of src (out of place). */
+/* 1 when the forward input of the group x (boundary x->first) is dead
+ * once the group has read it: a Linear wrote it (inside the sequence, not
+ * the caller's input), and a Linear's backward reads its input, not its
+ * output; the group's own ops (sums, add, norm) read no input in backward
+ * either.  Then the sum may reduce-scatter into it (tc_allreduce_scratch):
+ * a symmetric output of a row-parallel Linear (demo_tp_symmetric in
+ * te-demo) is summed where it lies, with no staged copy. */
+static int input_dead(const struct tecore_seq_exec *x) {
+  struct tecore_op_info before;
+  return x->first > 0 && tecore_seq_op(x->seq, x->first - 1, &before) == TECORE_SUCCESS &&
+         before.desc.kind == TECORE_OP_LINEAR;
+}
+
+/* dst = sum over the ranks of src (out of place); scratch: src is dead
+ * afterwards (input_dead). */
 static tecore_result_t sum(const struct tecore_seq_exec *x, const struct tecore_tensor *src,
-                           const struct tecore_tensor *dst) {
+                           const struct tecore_tensor *dst, int scratch) {
   const struct tecomm_op_params *p = params_of(x, x->first);
   if (!p) return TECORE_ERR_INVALID;
+  if (scratch)
+    return core_of(tc_allreduce_scratch(p->comm, src->data, dst->data, numel(src), src->dtype,
+                                        p->algo, x->stream));
   return core_of(tecomm_allreduce_algo(p->comm, src->data, dst->data, numel(src), src->dtype,
                                        TECOMM_SUM, p->algo, x->stream));
 }
@@ -92,8 +109,12 @@ static tecore_result_t pass(const struct tecore_seq_exec *x, const struct tecore
                              x->stream);
 }
 
-static tecore_result_t sum_fwd(const struct tecore_seq_exec *x) { return sum(x, &x->act[0], &x->act[1]); }
-static tecore_result_t sum_bwd(const struct tecore_seq_exec *x) { return sum(x, &x->grad[1], &x->grad[0]); }
+static tecore_result_t sum_fwd(const struct tecore_seq_exec *x) {
+  return sum(x, &x->act[0], &x->act[1], input_dead(x));
+}
+static tecore_result_t sum_bwd(const struct tecore_seq_exec *x) {
+  return sum(x, &x->grad[1], &x->grad[0], 0);
+}
 static tecore_result_t pass_fwd(const struct tecore_seq_exec *x) { return pass(x, &x->act[0], &x->act[1]); }
 static tecore_result_t pass_bwd(const struct tecore_seq_exec *x) { return pass(x, &x->grad[1], &x->grad[0]); }
 
@@ -181,6 +202,9 @@ static tecore_result_t fuse_run(const struct tecore_seq_exec *x) {
     a.fp8_out = &q;
     a.out = 0;
   }
+  /* the row-parallel partial sums are dead after the call (input_dead):
+   * two-shot may reduce-scatter into them, where they lie */
+  if (input_dead(x)) return core_of(tc_allreduce_add_rmsnorm_scratch(p->comm, &a, x->stream));
   return core_of(tecomm_allreduce_add_rmsnorm(p->comm, &a, x->stream));
 }
 

@@ -49,4 +49,17 @@ int64_t tc_timeout_ms(void);
 /* Monotonic milliseconds. */
 int64_t tc_now_ms(void);
 
+/* ---- the fuser's sums (allreduce.c, for fuser_ops.c) -------------------------
+ * tecomm_allreduce_algo (SUM) and tecomm_allreduce_add_rmsnorm for a send
+ * / args->x that the caller reads no more afterwards: an algorithm that
+ * reduce-scatters into its input (two-shot) then runs on a symmetric input
+ * where it lies, without the staged copy the public calls make to keep
+ * the caller's input intact. */
+tecomm_result_t tc_allreduce_scratch(tecomm_comm_t comm, tecore_devptr_t send, tecore_devptr_t recv,
+                                     size_t count, tecore_dtype_t dtype, tecomm_algo_t algo,
+                                     tecore_stream_t stream);
+tecomm_result_t tc_allreduce_add_rmsnorm_scratch(tecomm_comm_t comm,
+                                                 const struct tecomm_add_rmsnorm *a,
+                                                 tecore_stream_t stream);
+
 #endif

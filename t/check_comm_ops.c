@@ -12,6 +12,8 @@
  *     output, new residual, rsigma, input gradient and parameter gradients match
  *     the same sequence run unfused (TECOMM_OP_NO_FUSION), fresh random
  *     inputs, outputs poisoned first; the same bits on every rank;
+ *   - two-shot sums a symmetric row-parallel Linear output where it lies
+ *     (no staged copy), fused and unfused, against one-shot;
  *   - the delayed-scaling amax reduction (MAX over the ranks), eager and
  *     inside a captured graph replayed with new amaxes each time;
  *   - argument errors of the kinds and the registration's idempotence. */
@@ -430,6 +432,81 @@ START_TEST(fused_fp8_pattern_quantizes_for_the_linear) {
 }
 END_TEST
 
+/* ---- two-shot on a symmetric row-parallel output ------------------------------------ */
+
+/* The sum after a Linear reads a dead input: te-demo --tp puts that
+ * Linear's output in symmetric memory (tecore_seq_set_saved with
+ * tecomm_mem_alloc) so that two-shot reduce-scatters into it where it
+ * lies.  It once staged a 64 MiB copy of it per call (two-shot writes its
+ * input, and the fuser's sums kept the input intact as the public calls
+ * must).  Here: the sequence under test (_i bit 0: fused, else unfused)
+ * with two-shot forced and boundary 1 symmetric, against the same model
+ * unfused with one-shot (which reads its input and leaves it); after the
+ * passes, boundary 1 must hold partial sums somewhere (it was the
+ * two-shot's buffer, no staged copy was) and every output, the new
+ * residual, rsigma and every gradient must match the reference within 1e-5
+ * of (1 + the largest magnitude) (F32; the ranks added in another order).
+ * _i bit 1: four ranks (else two). */
+static tecore_devptr_t saved_bnd(tecore_seq_t *q, size_t bnd, size_t *bytes, size_t *index) {
+  struct tecore_seq_saved sv[16];
+  size_t ns = 0;
+  RK_CORE(tecore_seq_get_saved(q, sv, 16, &ns));
+  for (size_t i = 0; i < ns && i < 16; i++)
+    if (sv[i].bnd == bnd && sv[i].part == TECORE_SEQ_SAVED_DATA) {
+      if (bytes) *bytes = sv[i].bytes;
+      if (index) *index = i;
+      return sv[i].ptr;
+    }
+  RK_ASSERT(0, "boundary %zu is not among the %zu saved tensors", bnd, ns);
+  return 0;
+}
+
+static void rank_twoshot_sym(int rank, int n, void *arg) {
+  int fusedv = *(const int *)arg & 1;
+  tecore_stream_t s;
+  tecomm_comm_t c = rank_setup(rank, n, &s);
+  struct tecomm_op_params two = {.comm = c, .algo = TECOMM_ALGO_TWOSHOT,
+                                 .flags = fusedv ? 0 : TECOMM_OP_NO_FUSION};
+  struct tecomm_op_params one = {.comm = c, .algo = TECOMM_ALGO_ONESHOT,
+                                 .flags = TECOMM_OP_NO_FUSION};
+  struct fuse_case fc = {.kind = TECORE_OP_TP_REDUCE, .dt = TECORE_DTYPE_F32};
+  tecore_seq_t *qt = fuse_seq(&fc, &two, s), *qr = fuse_seq(&fc, &one, s);
+  size_t bytes = 0, idx = 0;
+  (void)saved_bnd(qt, 1, &bytes, &idx);
+  tecore_devptr_t sym = 0;
+  RK_OK(tecomm_mem_alloc(c, bytes, &sym));
+  RK_CORE(tecore_seq_set_saved(qt, idx, sym));
+  RK_ASSERT(saved_bnd(qt, 1, NULL, NULL) == sym, "boundary 1 did not move to symmetric memory");
+  static struct fuse_out ot, orf;
+  fuse_run(qt, &fc, rank, &ot, s);
+  fuse_run(qr, &fc, rank, &orf, s);
+  /* the reference's boundary 1 is this rank's Linear output, as it was */
+  enum { NB = FR * FH };
+  static float bt[NB], br[NB];
+  get(bt, sym, sizeof bt, s);
+  get(br, saved_bnd(qr, 1, NULL, NULL), sizeof br, s);
+  size_t changed = 0;
+  for (size_t i = 0; i < NB; i++) changed += bt[i] != br[i];
+  RK_ASSERT(changed > 0, "%s two-shot left its symmetric input as the Linear wrote it: it "
+            "summed a staged copy", fusedv ? "fused" : "unfused");
+  compare_runs(&ot, &orf, 1e-5, fusedv ? "fused two-shot" : "unfused two-shot");
+  tc_rank_digest(ot.v[0], sizeof ot.v[0][0] * ot.n[0]);
+  RK_CORE(tecore_seq_destroy(qt));   /* before the memory it was given */
+  RK_OK(tecomm_mem_free(c, sym));
+  RK_CORE(tecore_seq_destroy(qr));
+  RK_CORE(tecore_stream_destroy(s));
+  RK_OK(tecomm_comm_destroy(c));
+}
+
+START_TEST(twoshot_sums_symmetric_linear_output_unstaged) {
+  int k = _i;
+  int n = _i & 2 ? 4 : 2;
+  tc_run_ranks(n, rank_twoshot_sym, &k, 60);
+  tc_expect_same_digest(n, "the two-shot run's output");
+  tc_shm_release();
+}
+END_TEST
+
 /* ---- delayed scaling's amax reduction inside a graph --------------------------------- */
 
 /* tecore_delayed_update with recipe.amax_reduce = tecomm_amax_reduce:
@@ -559,6 +636,7 @@ static Suite *ops_suite(void) {
   tc = te_tcase(s, "fusion", 0);
   tcase_add_loop_test(tc, fused_pattern_vs_unfused, 0, 8);
   tcase_add_loop_test(tc, fused_fp8_pattern_quantizes_for_the_linear, 0, 8);
+  tcase_add_loop_test(tc, twoshot_sums_symmetric_linear_output_unstaged, 0, 4);
   tc = te_tcase(s, "amax", 0);
   tcase_add_loop_test(tc, amax_max_across_ranks_in_graph, 0, 2);
   tc = te_tcase(s, "misuse", 0);

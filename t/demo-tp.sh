@@ -8,7 +8,14 @@
 # (0.05 of the first loss) of the same model run in one process.  te-demo
 # checks that itself; this script checks it again from the printed losses,
 # so a te-demo whose check broke fails here too, and checks that the
-# plan names the fused group.  Random seed each run (TE_TEST_SEED to repeat).
+# plan names the fused group.  --tp 2 also runs --tp-profile (times mean
+# nothing on vdev, the code path is checked): per precision a table whose
+# collective groups per step are the plan's (fused FP8 forward: the first
+# tp_copy, a fused call per block boundary that takes the next tp_copy in,
+# the last tp_reduce; fused BF16 keeps the tp_copies apart; baseline: a
+# tp_copy and a tp_reduce per block; backward: a sum and an alias per
+# block, both), each part within its phase, the phases adding up to the
+# step, and the Amdahl bounds >= 1.  Random seed each run (TE_TEST_SEED to repeat).
 # Exit 0: ok; 77: skip (TE_DEVICE=cuda with fewer GPUs than ranks);
 # 1: a run failed or a loss left the one-process curve.
 # Environment (from t/Makefile.inc): top_builddir.
@@ -42,9 +49,11 @@ for n in 2 4; do
     continue
   fi
   ran=$((ran + 1))
+  prof=
+  test $n -eq 2 && prof=--tp-profile
   # small on every backend (on cuda too: a check, not a benchmark)
   if ! "$demo" --tp $n --seed "$seed" --steps 5 --layers 3 --hidden 64 --ffn 256 --tokens 16 \
-      > "$tmp.$n" 2>&1; then
+      $prof > "$tmp.$n" 2>&1; then
     echo "FAIL: te-demo --tp $n --seed $seed:"
     cat "$tmp.$n"
     status=1
@@ -84,6 +93,39 @@ for n in 2 4; do
     status=1
   fi
   grep 'step time' "$tmp.$n"
+  test -n "$prof" || continue
+  # 3 layers, 2 microbatches: groups with a collective per step
+  if ! awk '
+    function num(s) { return s + 0 }
+    /profile: eager pass/ { inp = 1; np++; sf = 0; sb = 0; prec = $4; next }
+    inp && /^  (forward|backward|loss|scale update|other)/ {
+      n = NF; f = num($(n - 1)); b = num($n); sf += f; sb += b
+      ph = $1; pf = f; pb = b; next }
+    inp && /in collectives/ {
+      match($0, /\([0-9]+ \/ [0-9]+ groups\)/)
+      split(substr($0, RSTART + 1, RLENGTH - 2), g, /[ \/]+/)
+      # FP8 fuses the next tp_copy into the call too (+tp_copy+fp8)
+      want_f = ph != "forward" ? 12 : prec == "fp8" ? 8 : 12; want_b = 12
+      if (g[1] != want_f || g[2] != want_b) { printf "FAIL: %s: %s / %s groups with a collective, want %d / %d\n", ph, g[1], g[2], want_f, want_b; bad = 1 }
+      cf = num($(NF - 1)); cb = num($NF)
+      if (cf < 0 || cb < 0 || cf > pf * 1.0001 + 0.002 || cb > pb * 1.0001 + 0.002) { printf "FAIL: %s: collectives %g / %g ms outside the phase (%g / %g ms)\n", ph, cf, cb, pf, pb; bad = 1 }
+      next }
+    inp && /^  step / {
+      f = num($(NF - 1)); b = num($NF)
+      if (f - sf > 0.01 + 1e-3 * f || sf - f > 0.01 + 1e-3 * f || b - sb > 0.01 + 1e-3 * b || sb - b > 0.01 + 1e-3 * b) { printf "FAIL: step %g / %g ms, the phases add up to %g / %g\n", f, b, sf, sb; bad = 1 }
+      next }
+    inp && /comm share of the step/ { inp = 0; shares++; next }
+    /with comm at zero cost the step would be at most/ {
+      bounds++
+      s = $0; while (match(s, /[0-9.]+x/)) { v = substr(s, RSTART, RLENGTH - 1) + 0; if (v < 0.9999) { print "FAIL: an Amdahl bound below 1: " $0; bad = 1 } s = substr(s, RSTART + RLENGTH) } }
+    END {
+      if (np != 2 || shares != 2 || bounds != 2) { printf "FAIL: --tp-profile printed %d tables, %d comm shares, %d bounds; want 2 each (fp8, bf16)\n", np, shares, bounds; bad = 1 }
+      if (!bad) print "ok: --tp 2 --tp-profile: collective groups as the plans say, parts within phases, phases adding up to the step"
+      exit bad
+    }' "$tmp.$n"; then
+    sed -n '/profile:/,/forward .*x (baseline)/p' "$tmp.$n"
+    status=1
+  fi
 done
 test $ran -eq 0 && exit 77
 exit $status

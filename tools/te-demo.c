@@ -45,6 +45,7 @@
 #include "mlp_block.h"
 #include "demo_offload.h"
 #include "demo_tp.h"
+#include "demo_tpprof.h"
 
 #define CHECK(call)                                                                   \
   do {                                                                                \
@@ -80,6 +81,7 @@ struct opts {
   struct demo_offload_opts off;
   int tp;                  /* --tp N: ranks (0: one process, no communication) */
   int tp_comm;             /* --tp-comm: the baseline's allreduce (TP_COMM_*) */
+  int tp_profile;          /* --tp-profile: the eager pass timed phase by phase */
   struct demo_tp *tpc;     /* in a rank of a --tp run: its communicator and variant */
 };
 
@@ -182,6 +184,7 @@ struct run {
   char plan_fwd[1024], plan_bwd[1024];
   int offload;                     /* this run offloads activations */
   double fwd_ms;                   /* --tp: one microbatch's forward alone (inference) */
+  struct demo_tpprof_result prof;  /* --tp-profile: the eager pass's phases */
   struct demo_offload dof;
 };
 
@@ -209,22 +212,32 @@ struct stepper {
   float *norms;                    /* pinned: each microbatch's |y - t| */
 };
 
+/* prof (--tp-profile): the phase from here on (demo_tpprof.h). */
+static void phase(struct demo_tpprof *prof, int ph, tecore_stream_t s) {
+  if (prof) CHECK(demo_tpprof_phase(prof, ph, s));
+}
+
 /* Queues one step on s: zeroed gradients, forward and backward of every
  * microbatch (the norm kernel writes the loss norm straight into pinned
  * memory), the FP8 scale update and AdamW.  Nothing here waits, so a
  * capture can record it; and no memset or copy either, so the step graph
- * is a line of kernel nodes, the kind the driver launches fastest. */
-static void queue_step(const struct stepper *st, tecore_stream_t s) {
+ * is a line of kernel nodes, the kind the driver launches fastest.
+ * prof (--tp-profile; NULL: none): eager passes whatever the mode (pass
+ * hooks fire only there), each phase's start marked. */
+static void queue_step(const struct stepper *st, tecore_stream_t s, struct demo_tpprof *prof) {
   const struct opts *o = st->o;
   size_t n = o->tokens * o->hidden;
   struct tecore_tensor diff_t = tensor2(TECORE_DTYPE_BF16, o->tokens, o->hidden, st->diff);
   struct tecore_tensor dy_t = tensor2(TECORE_DTYPE_BF16, o->tokens, o->hidden, st->dy);
+  int callables = o->graphs == MODE_CALLABLES && !prof;
+  phase(prof, TPP_OTHER, s);
   CHECK(tecore_seq_zero_grad(st->m->seq, s));
   for (int mb = 0; mb < o->microbatches; mb++) {
     struct tecore_tensor xin = tensor2(TECORE_DTYPE_BF16, o->tokens, o->hidden, st->dd->x[mb]);
     struct tecore_tensor y = tensor2(TECORE_DTYPE_BF16, o->tokens, o->hidden, st->y_eager);
     struct tegraph_replay_opts ro = {.stream = s, .is_first_microbatch = mb == 0};
-    if (o->graphs == MODE_CALLABLES) {
+    phase(prof, TPP_FWD, s);
+    if (callables) {
       y.data = 0;   /* receives the static output */
       GCHECK(tegraph_callable_forward(st->m->callable, &xin, 1, NULL, NULL, 0, &y, 1, &ro));
     } else {
@@ -232,6 +245,7 @@ static void queue_step(const struct stepper *st, tecore_stream_t s) {
       CHECK(tecore_seq_forward(st->m->seq, &xin, &y, st->mbflags + (mb == 0 ? 0 : 4), s));
     }
     /* MSE over the step's tokens: loss = sum (y - t)^2 / (n * mb) */
+    phase(prof, TPP_LOSS, s);
     CHECK(tecore_scale_add(st->diff, y.data, 1.0f, st->dd->t[mb], -1.0f, TECORE_DTYPE_BF16, n,
                            s));
     /* pinned memory's device address is its host address */
@@ -239,11 +253,13 @@ static void queue_step(const struct stepper *st, tecore_stream_t s) {
                               (tecore_devptr_t)(uintptr_t)&st->norms[mb], 0, s));
     float g = 2.0f / ((float)n * (float)o->microbatches);
     CHECK(tecore_scale_add(st->dy, st->diff, g, st->diff, 0.0f, TECORE_DTYPE_BF16, n, s));
-    if (o->graphs == MODE_CALLABLES)
+    phase(prof, TPP_BWD, s);
+    if (callables)
       GCHECK(tegraph_callable_backward(st->m->callable, &dy_t, 1, NULL, 0, &ro));
     else
       CHECK(tecore_seq_backward(st->m->seq, &dy_t, NULL, s));
   }
+  phase(prof, TPP_OPT, s);
   CHECK(tecore_seq_update_scales(st->m->seq, s));
   /* lr and the step number from device memory: every mode takes the same
    * step, and a graph replays it */
@@ -251,6 +267,7 @@ static void queue_step(const struct stepper *st, tecore_stream_t s) {
                                   .weight_decay = 0.01, .flags = TECORE_ADAM_W,
                                   .state = st->optim_state};
   CHECK(tecore_adam_step(st->ot, st->np, &ac, 0, 0, s));
+  if (prof) CHECK(demo_tpprof_end(prof, s));
 }
 
 static tecore_result_t fwd_cb(void *user, tecore_stream_t s, const struct tegraph_io *io) {
@@ -376,7 +393,7 @@ static tegraph_graph_t *capture_step(const struct stepper *st, tecore_stream_t s
   size_t nodes = 0;
   GCHECK(tegraph_graph_create(TEGRAPH_INSTANTIATE_UPLOAD, &g));
   GCHECK(tegraph_graph_begin_capture(g, s, TECORE_CAPTURE_THREAD_LOCAL, 0));
-  queue_step(st, s);
+  queue_step(st, s, NULL);
   GCHECK(tegraph_graph_end_capture(g, NULL));
   GCHECK(tegraph_graph_instantiate(g, s));
   GCHECK(tegraph_graph_node_count(g, &nodes));
@@ -435,7 +452,7 @@ static void run_steps(const struct stepper *st, tegraph_graph_t *step_graph, str
       GCHECK(tegraph_graph_launch(step_graph, s));
       if (st->m->off) CHECK(tecore_svc_kick());   /* spill hand-offs: no sleeping engine */
     } else {
-      queue_step(st, s);
+      queue_step(st, s, NULL);
     }
     double t1 = now_s();
     CHECK(tecore_stream_synchronize(s));
@@ -454,6 +471,26 @@ static void run_steps(const struct stepper *st, tegraph_graph_t *step_graph, str
              tokens / dt, flops / dt / 1e12);
     fflush(stdout);
   }
+}
+
+/* --tp-profile: one warmup and TP_PROFILE_STEPS measured steps queued
+ * eagerly with device events at each phase and around each group of the
+ * plan that holds a collective (demo_tpprof.h); every rank runs them (the
+ * collectives pair up).  They train on: after the losses were taken. */
+enum { TP_PROFILE_STEPS = 3 };
+static void profile_steps(const struct stepper *st, tecore_stream_t s,
+                          struct demo_tpprof_result *out) {
+  struct demo_tpprof *prof = demo_tpprof_create();
+  if (!prof) exit(TE_EXIT_FAIL);
+  CHECK(demo_tpprof_attach(prof, st->m->seq));
+  for (int k = 0; k <= TP_PROFILE_STEPS; k++) {
+    queue_step(st, s, prof);
+    CHECK(tecore_stream_synchronize(s));
+    CHECK(demo_tpprof_collect(prof, k > 0));
+  }
+  CHECK(tecore_seq_set_hooks(st->m->seq, NULL));
+  demo_tpprof_result(prof, out);
+  demo_tpprof_destroy(prof);
 }
 
 /* --tp: one microbatch's forward alone, as inference runs it (the FP8
@@ -558,6 +595,7 @@ static void train(const struct opts *o, const struct data *dd, const struct teco
   run_steps(&stp, step_graph, R, s);
   check_device_steps(&stp, s);
   if (o->tpc) R->fwd_ms = time_forward(&stp, s);
+  if (o->tpc && o->tp_profile) profile_steps(&stp, s, &R->prof);
 
   if (step_graph) GCHECK(tegraph_graph_destroy(step_graph));
   if (m.callable) GCHECK(tegraph_callable_destroy(m.callable));
@@ -837,6 +875,9 @@ static const char usage_text[] =
     "                     and the fused step and forward times next to the baseline's\n"
     "  --tp-comm C        the unfused baseline's allreduce: nccl (cuda's default) or\n"
     "                     tecomm (libtecomm's; vdev's default: vdev has no NCCL)\n"
+    "  --tp-profile       after each --tp run, an eager pass timed with device events:\n"
+    "                     forward, backward, optimizer, the time in the collectives, the\n"
+    "                     comm share of the step and the bound it sets on the speed-up\n"
     "  -q, --quiet        the summary only\n"
     "  -h, --help         this text\n"
     "  --version          te-demo (libte) VERSION\n"
@@ -857,7 +898,7 @@ static int parse_size(struct te_cli *cli, const char *arg, const char *name, siz
 static int parse_opts(int argc, char **argv, struct opts *o, struct given *g) {
   enum { O_HIDDEN = 1000, O_FFN, O_LAYERS, O_TOKENS, O_STEPS, O_MB, O_LR, O_TOL, O_SEED,
          O_NOGRAPH, O_STEPGRAPH, O_NOBF16, O_OFFLOAD, O_ODIR, O_BUDGET, O_OLAYERS,
-         O_OMIN, O_OPREFETCH, O_PROFILE, O_TP, O_TPCOMM };
+         O_OMIN, O_OPREFETCH, O_PROFILE, O_TP, O_TPCOMM, O_TPPROF };
   static const struct option longs[] = {
       {"hidden", required_argument, 0, O_HIDDEN}, {"ffn", required_argument, 0, O_FFN},
       {"layers", required_argument, 0, O_LAYERS}, {"tokens", required_argument, 0, O_TOKENS},
@@ -873,6 +914,7 @@ static int parse_opts(int argc, char **argv, struct opts *o, struct given *g) {
       {"offload-prefetch", required_argument, 0, O_OPREFETCH},
       {"profile", no_argument, 0, O_PROFILE},
       {"tp", required_argument, 0, O_TP}, {"tp-comm", required_argument, 0, O_TPCOMM},
+      {"tp-profile", no_argument, 0, O_TPPROF},
       TE_CLI_LONGS, {0, 0, 0, 0}};
   struct te_cli cli = {.prog = "te-demo", .usage = usage_text, .shorts = "qh", .longs = longs};
   int opt;
@@ -931,11 +973,13 @@ static int parse_opts(int argc, char **argv, struct opts *o, struct given *g) {
     case O_STEPGRAPH: o->graphs = MODE_STEP; break;
     case O_NOBF16: o->bf16 = 0; break;
     case O_PROFILE: o->profile = 1; break;
+    case O_TPPROF: o->tp_profile = 1; break;
     }
     if (bad) return TE_EXIT_USAGE;
   }
   if (te_cli_end(&cli, argc, argv)) return cli.status;
   if (o->tp_comm && !o->tp) return te_cli_error(&cli, "--tp-comm needs --tp");
+  if (o->tp_profile && !o->tp) return te_cli_error(&cli, "--tp-profile needs --tp");
   o->quiet = cli.quiet;
   return -1;
 }
@@ -1012,10 +1056,58 @@ static int tp_reference(void *arg, int rank) {
   return single_main(&o, a->g, a->page);
 }
 
+/* --tp-profile: prec's phases of both variants side by side (rank 0's
+ * device events; demo_tpprof.h), the comm share of each step and the
+ * Amdahl bounds: how much faster each step (and forward) would be with
+ * its collectives at zero cost, and where the fused variant would then
+ * stand against the baseline as measured. */
+static void tp_print_profile(const struct opts *o, const char *pn,
+                             const struct demo_tpprof_result *pr) {
+  const struct demo_tpprof_result *f = &pr[DEMO_TP_FUSED], *b = &pr[DEMO_TP_BASE];
+  if (!f->steps || !b->steps) return;
+  printf("te-demo: tp %d %s profile: eager pass, rank 0's device events, ms per step (mean of "
+         "%d steps after one warmup; eager launches: not the graphed step's total)\n", o->tp, pn,
+         f->steps);
+  printf("  %-34s %10s %10s\n", "phase", "fused", "baseline");
+  double step[2] = {0, 0}, comm[2] = {0, 0};
+  for (int k = 0; k < TPP_NPHASES; k++) {
+    int ph = k == 0 ? TPP_FWD : k == 1 ? TPP_BWD : k == 2 ? TPP_LOSS : k == 3 ? TPP_OPT
+                                                                              : TPP_OTHER;
+    printf("  %-34s %10.3f %10.3f\n", demo_tpprof_phase_name[ph], f->phase_ms[ph],
+           b->phase_ms[ph]);
+    if (f->comm_calls[ph] > 0 || b->comm_calls[ph] > 0) {
+      char what[64];
+      snprintf(what, sizeof what, "  in collectives (%.0f / %.0f groups)", f->comm_calls[ph],
+               b->comm_calls[ph]);
+      printf("  %-34s %10.3f %10.3f\n", what, f->comm_ms[ph], b->comm_ms[ph]);
+      printf("  %-34s %10.3f %10.3f\n", "  the rest", f->phase_ms[ph] - f->comm_ms[ph],
+             b->phase_ms[ph] - b->comm_ms[ph]);
+    }
+    for (int v = 0; v < 2; v++) {
+      step[v] += pr[v].phase_ms[ph];
+      comm[v] += pr[v].comm_ms[ph];
+    }
+  }
+  printf("  %-34s %10.3f %10.3f\n", "step", step[0], step[1]);
+  printf("  %-34s %9.1f%% %9.1f%%\n", "comm share of the step", 100 * comm[0] / step[0],
+         100 * comm[1] / step[1]);
+  double fr = step[0] - comm[0], ffr = f->phase_ms[TPP_FWD] - f->comm_ms[TPP_FWD];
+  printf("te-demo: tp %d %s: with comm at zero cost the step would be at most %.3fx faster "
+         "(fused), %.3fx (baseline); the forward %.3fx (fused), %.3fx (baseline)\n", o->tp, pn,
+         step[0] / fr, step[1] / (step[1] - comm[1]), f->phase_ms[TPP_FWD] / ffr,
+         b->phase_ms[TPP_FWD] / (b->phase_ms[TPP_FWD] - b->comm_ms[TPP_FWD]));
+  printf("te-demo: tp %d %s: fused with comm at zero cost vs the baseline as measured: step "
+         "%.3fx (target 1.1x), forward %.3fx (target 1.3x); measured: step %.3fx, forward "
+         "%.3fx\n", o->tp, pn, step[1] / fr, b->phase_ms[TPP_FWD] / ffr, step[1] / step[0],
+         b->phase_ms[TPP_FWD] / f->phase_ms[TPP_FWD]);
+}
+
 /* Rank 0, after every rank trained: each variant's losses are the same
  * bits on every rank and stay within the tolerance of the reference's;
- * the step and forward times side by side.  Returns 1 on a failed check. */
-static int tp_report(const struct opts *o, struct demo_tp_page *pg, const char *base_name) {
+ * the step and forward times side by side (and prof's phases, with
+ * --tp-profile).  Returns 1 on a failed check. */
+static int tp_report(const struct opts *o, struct demo_tp_page *pg, const char *base_name,
+                     const struct demo_tpprof_result prof[2][DEMO_TP_NVARIANTS]) {
   int fail = 0;
   static const char *const vname[DEMO_TP_NVARIANTS] = {"fused", "baseline"};
   for (int prec = 0; prec < 1 + o->bf16; prec++) {
@@ -1050,6 +1142,7 @@ static int tp_report(const struct opts *o, struct demo_tp_page *pg, const char *
     printf("te-demo: tp %d %s step time: fused %.3f ms, baseline%s %.3f ms: %.3fx; forward "
            "alone: fused %.3f ms, baseline %.3f ms: %.3fx\n", o->tp, pn, tf[0], base_name,
            tb[0], tb[0] / tf[0], tf[1], tb[1], tb[1] / tf[1]);
+    if (o->tp_profile) tp_print_profile(o, pn, prof[prec]);
   }
   return fail;
 }
@@ -1094,6 +1187,7 @@ static int tp_rank(void *arg, int rank) {
   static const char *const names[2][DEMO_TP_NVARIANTS] = {{"fp8/fused", "fp8/baseline"},
                                                           {"bf16/fused", "bf16/baseline"}};
   int fail = 0;
+  static struct demo_tpprof_result prof[2][DEMO_TP_NVARIANTS];
   for (int prec = 0; prec < 1 + o.bf16; prec++)
     for (int v = 0; v < DEMO_TP_NVARIANTS; v++) {
       struct run R = {.name = names[prec][v]};
@@ -1104,13 +1198,14 @@ static int tp_rank(void *arg, int rank) {
       if (rank == 0) {
         tm[0] = summarize_run(&o, &R, &fail);
         tm[1] = R.fwd_ms;
+        prof[prec][v] = R.prof;
       }
       run_free(&R);
     }
   if (demo_tp_barrier(a->page)) {
     fprintf(stderr, "te-demo: rank %d: the other ranks did not finish (a rank died?)\n", rank);
     fail = 1;
-  } else if (rank == 0 && tp_report(&o, a->page, base_name)) {
+  } else if (rank == 0 && tp_report(&o, a->page, base_name, prof)) {
     fail = 1;
   }
   data_free(&o, &dd);
