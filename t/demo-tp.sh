@@ -15,7 +15,8 @@
 # the last tp_reduce; fused BF16 keeps the tp_copies apart; baseline: a
 # tp_copy and a tp_reduce per block; backward: a sum and an alias per
 # block, both), each part within its phase, the phases adding up to the
-# step, and the Amdahl bounds >= 1.  Random seed each run (TE_TEST_SEED to repeat).
+# step, the group table naming the fused call (4 a step, the fused variant
+# only), and the Amdahl bounds >= 1.  Random seed each run (TE_TEST_SEED to repeat).
 # Exit 0: ok; 77: skip (TE_DEVICE=cuda with fewer GPUs than ranks);
 # 1: a run failed or a loss left the one-process curve.
 # Environment (from t/Makefile.inc): top_builddir.
@@ -115,10 +116,16 @@ for n in 2 4; do
       if (f - sf > 0.01 + 1e-3 * f || sf - f > 0.01 + 1e-3 * f || b - sb > 0.01 + 1e-3 * b || sb - b > 0.01 + 1e-3 * b) { printf "FAIL: step %g / %g ms, the phases add up to %g / %g\n", f, b, sf, sb; bad = 1 }
       next }
     inp && /comm share of the step/ { inp = 0; shares++; next }
+    /^  \* fwd tp_reduce\+add_extra_input\+make_extra_output\+rmsnorm/ {
+      # the fused call: 2 block boundaries x 2 microbatches, the fused variant only
+      fusedrows++
+      if ($(NF - 1) != "4x" || $NF != "-") { print "FAIL: want 4 fused calls a step, none in the baseline: " $0; bad = 1 }
+      next }
     /with comm at zero cost the step would be at most/ {
       bounds++
       s = $0; while (match(s, /[0-9.]+x/)) { v = substr(s, RSTART, RLENGTH - 1) + 0; if (v < 0.9999) { print "FAIL: an Amdahl bound below 1: " $0; bad = 1 } s = substr(s, RSTART + RLENGTH) } }
     END {
+      if (fusedrows != 2) { printf "FAIL: %d group tables name the fused call, want 2\n", fusedrows; bad = 1 }
       if (np != 2 || shares != 2 || bounds != 2) { printf "FAIL: --tp-profile printed %d tables, %d comm shares, %d bounds; want 2 each (fp8, bf16)\n", np, shares, bounds; bad = 1 }
       if (!bad) print "ok: --tp 2 --tp-profile: collective groups as the plans say, parts within phases, phases adding up to the step"
       exit bad

@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0
  * demo_tpprof.c -- te-demo --tp-profile's event timeline (demo_tpprof.h):
  * a list of events recorded on the step's stream -- phase marks from
- * te-demo, collective groups' begin and end from the sequence's pass
- * hooks -- read back after the step.  The events are made once and reused
+ * te-demo, every group's begin and end from the sequence's pass hooks --
+ * read back after the step.  The events are made once and reused
  * step after step, so the measured steps create none. */
 #include "demo_tpprof.h"
 
@@ -13,19 +13,20 @@
 const char *const demo_tpprof_phase_name[TPP_NPHASES] = {
     "other (zero_grad)", "forward", "loss", "backward", "scale update + AdamW"};
 
-enum { MARK_PHASE, MARK_COMM_BEGIN, MARK_COMM_END, MARK_END };
+enum { MARK_PHASE, MARK_GROUP_BEGIN, MARK_GROUP_END, MARK_END };
 
 struct mark {
-  int kind, phase;
+  int kind, phase, group;   /* group: index in the result's groups (-1: past the table) */
 };
 
 struct demo_tpprof {
   tecore_event_t *ev;
   struct mark *mk;
   size_t n, cap;          /* marks this step; events made */
-  int phase, in_comm;
+  int phase, group;         /* the group begun by hook_before */
   int steps;
   double phase_ms[TPP_NPHASES], comm_ms[TPP_NPHASES], comm_calls[TPP_NPHASES];
+  struct demo_tpprof_result sum;   /* groups: names, and sums over the kept steps */
 };
 
 struct demo_tpprof *demo_tpprof_create(void) {
@@ -44,7 +45,7 @@ void demo_tpprof_destroy(struct demo_tpprof *p) {
 
 /* Records mark (kind, the current phase) on s, making an event when the
  * step has more marks than any step before. */
-static tecore_result_t mark(struct demo_tpprof *p, int kind, tecore_stream_t s) {
+static tecore_result_t mark(struct demo_tpprof *p, int kind, int group, tecore_stream_t s) {
   if (p->n == p->cap) {
     size_t cap = p->cap ? 2 * p->cap : 256;
     tecore_event_t *ev = realloc(p->ev, cap * sizeof *ev);
@@ -58,38 +59,52 @@ static tecore_result_t mark(struct demo_tpprof *p, int kind, tecore_stream_t s) 
       if (r != TECORE_SUCCESS) return r;
     }
   }
-  p->mk[p->n] = (struct mark){.kind = kind, .phase = p->phase};
+  p->mk[p->n] = (struct mark){.kind = kind, .phase = p->phase, .group = group};
   tecore_result_t r = tecore_event_record(p->ev[p->n], s);
   if (r == TECORE_SUCCESS) p->n++;
   return r;
 }
 
-/* 1 when ops [first, first + count) of seq hold a collective. */
-static int holds_comm(tecore_seq_t *seq, size_t first, size_t count) {
+/* The index of the group [first, first + count) of seq in p's table by
+ * its name (the pass, then its operations' kinds joined by '+'), added
+ * when new; -1 when the table is full. */
+static int group_of(struct demo_tpprof *p, tecore_seq_t *seq, tecore_seq_dir_t dir, size_t first,
+                    size_t count) {
+  char name[TPP_NAME];
+  int comm = 0;
+  size_t len = (size_t)snprintf(name, sizeof name, "%s ", dir == TECORE_SEQ_FORWARD ? "fwd"
+                                                                                    : "bwd");
   for (size_t i = first; i < first + count; i++) {
     struct tecore_op_info info;
     if (tecore_seq_op(seq, i, &info) != TECORE_SUCCESS) continue;
     int k = info.desc.kind;
-    if (k == TECORE_OP_TP_REDUCE || k == TECORE_OP_TP_COPY || k == TECORE_OP_ALLREDUCE) return 1;
+    comm |= k == TECORE_OP_TP_REDUCE || k == TECORE_OP_TP_COPY || k == TECORE_OP_ALLREDUCE;
+    if (len < sizeof name)
+      len += (size_t)snprintf(name + len, sizeof name - len, "%s%s", i > first ? "+" : "",
+                              tecore_op_kind_name(k));
   }
-  return 0;
+  struct demo_tpprof_result *r = &p->sum;
+  for (size_t g = 0; g < r->ngroups; g++)
+    if (!strcmp(r->group[g].name, name)) return (int)g;
+  if (r->ngroups == TPP_MAX_GROUPS) return -1;
+  struct demo_tpprof_group *g = &r->group[r->ngroups];
+  snprintf(g->name, sizeof g->name, "%s", name);
+  g->comm = comm;
+  return (int)r->ngroups++;
 }
 
 static tecore_result_t hook_before(void *ctx, tecore_seq_t *seq, tecore_seq_dir_t dir,
                                    size_t first, size_t count, tecore_stream_t s) {
-  (void)dir;
   struct demo_tpprof *p = ctx;
-  p->in_comm = holds_comm(seq, first, count);
-  return p->in_comm ? mark(p, MARK_COMM_BEGIN, s) : TECORE_SUCCESS;
+  p->group = group_of(p, seq, dir, first, count);
+  return mark(p, MARK_GROUP_BEGIN, p->group, s);
 }
 
 static tecore_result_t hook_after(void *ctx, tecore_seq_t *seq, tecore_seq_dir_t dir,
                                   size_t first, size_t count, tecore_stream_t s) {
   (void)seq, (void)dir, (void)first, (void)count;
   struct demo_tpprof *p = ctx;
-  if (!p->in_comm) return TECORE_SUCCESS;
-  p->in_comm = 0;
-  return mark(p, MARK_COMM_END, s);
+  return mark(p, MARK_GROUP_END, p->group, s);
 }
 
 tecore_result_t demo_tpprof_attach(struct demo_tpprof *p, tecore_seq_t *seq) {
@@ -99,19 +114,19 @@ tecore_result_t demo_tpprof_attach(struct demo_tpprof *p, tecore_seq_t *seq) {
 
 tecore_result_t demo_tpprof_phase(struct demo_tpprof *p, int phase, tecore_stream_t s) {
   p->phase = phase;
-  return mark(p, MARK_PHASE, s);
+  return mark(p, MARK_PHASE, -1, s);
 }
 
 tecore_result_t demo_tpprof_end(struct demo_tpprof *p, tecore_stream_t s) {
-  return mark(p, MARK_END, s);
+  return mark(p, MARK_END, -1, s);
 }
 
 tecore_result_t demo_tpprof_collect(struct demo_tpprof *p, int keep) {
-  if (!keep) {
+  if (!keep) {   /* the warmup: its groups named, not counted */
     p->n = 0;
     return TECORE_SUCCESS;
   }
-  size_t last_phase = (size_t)-1, comm_at = (size_t)-1;
+  size_t last_phase = (size_t)-1, begun = (size_t)-1;
   for (size_t i = 0; i < p->n; i++) {
     float ms = 0;
     const struct mark *m = &p->mk[i];
@@ -122,14 +137,19 @@ tecore_result_t demo_tpprof_collect(struct demo_tpprof *p, int keep) {
         p->phase_ms[p->mk[last_phase].phase] += ms;
       }
       last_phase = i;
-    } else if (m->kind == MARK_COMM_BEGIN) {
-      comm_at = i;
-    } else if (comm_at != (size_t)-1) {
-      tecore_result_t r = tecore_event_elapsed(&ms, p->ev[comm_at], p->ev[i]);
+    } else if (m->kind == MARK_GROUP_BEGIN) {
+      begun = i;
+    } else if (begun != (size_t)-1) {
+      tecore_result_t r = tecore_event_elapsed(&ms, p->ev[begun], p->ev[i]);
       if (r != TECORE_SUCCESS) return r;
+      begun = (size_t)-1;
+      if (m->group < 0) continue;
+      struct demo_tpprof_group *g = &p->sum.group[m->group];
+      g->ms += ms;
+      g->calls += 1;
+      if (!g->comm) continue;
       p->comm_ms[m->phase] += ms;
       p->comm_calls[m->phase] += 1;
-      comm_at = (size_t)-1;
     }
   }
   p->n = 0;
@@ -141,9 +161,22 @@ void demo_tpprof_result(const struct demo_tpprof *p, struct demo_tpprof_result *
   memset(out, 0, sizeof *out);
   out->steps = p->steps;
   if (!p->steps) return;
+  out->ngroups = p->sum.ngroups;
+  for (size_t g = 0; g < p->sum.ngroups; g++) {
+    out->group[g] = p->sum.group[g];
+    out->group[g].ms /= p->steps;
+    out->group[g].calls /= p->steps;
+  }
   for (int k = 0; k < TPP_NPHASES; k++) {
     out->phase_ms[k] = p->phase_ms[k] / p->steps;
     out->comm_ms[k] = p->comm_ms[k] / p->steps;
     out->comm_calls[k] = p->comm_calls[k] / p->steps;
   }
+}
+
+const struct demo_tpprof_group *demo_tpprof_find(const struct demo_tpprof_result *r,
+                                                 const char *name) {
+  for (size_t g = 0; g < r->ngroups; g++)
+    if (!strcmp(r->group[g].name, name)) return &r->group[g];
+  return NULL;
 }

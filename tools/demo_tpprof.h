@@ -6,7 +6,9 @@
  * groups of the plan that hold a tensor-parallel collective (tp_reduce,
  * tp_copy, allreduce: alone, or fused, as the fused
  * allreduce+add+RMSNorm is counted whole), through the sequence's pass
- * hooks (te/ops.h, tecore_seq_set_hooks).  Graph replays fire no hooks:
+ * hooks (te/ops.h, tecore_seq_set_hooks); and every group of the plan by
+ * the kinds of its operations, so the two variants compare group by
+ * group.  Graph replays fire no hooks:
  * the pass is eager, and its times are for comparing the variants and
  * the phases, not the graphed step's total.
  *
@@ -22,11 +24,25 @@
 
 enum { TPP_OTHER = 0, TPP_FWD, TPP_LOSS, TPP_BWD, TPP_OPT, TPP_NPHASES };
 
+#define TPP_MAX_GROUPS 48
+#define TPP_NAME 80
+
+/* One kind of group of the plan: its pass and its operations' kinds
+ * ("fwd linear+gelu"), its device time and count per step. */
+struct demo_tpprof_group {
+  char name[TPP_NAME];
+  int comm;                        /* holds a collective */
+  double ms, calls;
+};
+
 struct demo_tpprof_result {
   int steps;                       /* steps averaged (0: no profile) */
   double phase_ms[TPP_NPHASES];    /* per step, device time between the phase marks */
   double comm_ms[TPP_NPHASES];     /* of it, in the groups holding a collective */
   double comm_calls[TPP_NPHASES];  /* such groups per step */
+  size_t ngroups;                  /* every group of both passes, by kind (the first
+                                    * TPP_MAX_GROUPS kinds; the rest not listed) */
+  struct demo_tpprof_group group[TPP_MAX_GROUPS];
 };
 
 struct demo_tpprof;
@@ -45,6 +61,10 @@ tecore_result_t demo_tpprof_end(struct demo_tpprof *p, tecore_stream_t s);
 tecore_result_t demo_tpprof_collect(struct demo_tpprof *p, int keep);
 /* The sums so far, averaged per step, into *out. */
 void demo_tpprof_result(const struct demo_tpprof *p, struct demo_tpprof_result *out);
+
+/* The group of r named name, or NULL. */
+const struct demo_tpprof_group *demo_tpprof_find(const struct demo_tpprof_result *r,
+                                                 const char *name);
 
 /* Phase names for printing. */
 extern const char *const demo_tpprof_phase_name[TPP_NPHASES];

@@ -1056,6 +1056,25 @@ static int tp_reference(void *arg, int rank) {
   return single_main(&o, a->g, a->page);
 }
 
+/* --tp-profile: every kind of group of either variant's plans (pass and
+ * operation kinds; '*': it holds a collective), ms and groups per step,
+ * the fused variant's next to the baseline's: where the two part. */
+static void tp_print_groups(const struct demo_tpprof_result *pr) {
+  printf("  %-64s %15s %15s\n", "group of the plan (ms, groups per step)", "fused", "baseline");
+  for (int v = 0; v < DEMO_TP_NVARIANTS; v++)
+    for (size_t g = 0; g < pr[v].ngroups; g++) {
+      const struct demo_tpprof_group *x = &pr[v].group[g];
+      if (v == DEMO_TP_BASE && demo_tpprof_find(&pr[DEMO_TP_FUSED], x->name)) continue;
+      char cell[2][32];
+      for (int w = 0; w < DEMO_TP_NVARIANTS; w++) {
+        const struct demo_tpprof_group *y = demo_tpprof_find(&pr[w], x->name);
+        if (y) snprintf(cell[w], sizeof cell[w], "%8.3f %4.0fx", y->ms, y->calls);
+        else snprintf(cell[w], sizeof cell[w], "-");
+      }
+      printf("  %c %-62s %15s %15s\n", x->comm ? '*' : ' ', x->name, cell[0], cell[1]);
+    }
+}
+
 /* --tp-profile: prec's phases of both variants side by side (rank 0's
  * device events; demo_tpprof.h), the comm share of each step and the
  * Amdahl bounds: how much faster each step (and forward) would be with
@@ -1091,6 +1110,7 @@ static void tp_print_profile(const struct opts *o, const char *pn,
   printf("  %-34s %10.3f %10.3f\n", "step", step[0], step[1]);
   printf("  %-34s %9.1f%% %9.1f%%\n", "comm share of the step", 100 * comm[0] / step[0],
          100 * comm[1] / step[1]);
+  tp_print_groups(pr);
   double fr = step[0] - comm[0], ffr = f->phase_ms[TPP_FWD] - f->comm_ms[TPP_FWD];
   printf("te-demo: tp %d %s: with comm at zero cost the step would be at most %.3fx faster "
          "(fused), %.3fx (baseline); the forward %.3fx (fused), %.3fx (baseline)\n", o->tp, pn,
