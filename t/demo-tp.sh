@@ -43,6 +43,26 @@ gpus=
 if test "x$TE_DEVICE" = xcuda && command -v nvidia-smi > /dev/null 2>&1; then
   gpus=$(nvidia-smi -L 2> /dev/null | grep -c '^GPU')
 fi
+# the --tp options' misuse: refused with status 2 and a reason
+for bad in "--tp-profile" "--tp-bwd-comm nccl" "--tp 2 --tp-bwd-comm sideways"; do
+  rc=0
+  # shellcheck disable=SC2086
+  "$demo" $bad > "$tmp.cli" 2>&1 || rc=$?
+  if test $rc -ne 2 || ! grep -q 'tp' "$tmp.cli"; then
+    echo "FAIL: te-demo $bad: exit $rc (want 2, the option named):"
+    cat "$tmp.cli"
+    status=1
+  fi
+done
+if test "x$TE_DEVICE" != xcuda; then
+  rc=0
+  "$demo" --tp 2 --tp-bwd-comm nccl > "$tmp.cli" 2>&1 || rc=$?
+  if test $rc -ne 2 || ! grep -q 'vdev has no NCCL' "$tmp.cli"; then
+    echo "FAIL: te-demo --tp 2 --tp-bwd-comm nccl on vdev: exit $rc (want 2: no NCCL):"
+    cat "$tmp.cli"
+    status=1
+  fi
+fi
 ran=0
 for n in 2 4; do
   if test -n "$gpus" && test "$gpus" -lt $n; then

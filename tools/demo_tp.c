@@ -171,6 +171,7 @@ int demo_tp_init(struct demo_tp *t, struct demo_tp_page *page, int n, int rank) 
   }
   t->params[DEMO_TP_FUSED] = (struct tecomm_op_params){.comm = t->comm};
   demo_tp_baseline(t, 0);
+  demo_tp_bwd_nccl(t, 0);
   return 0;
 }
 
@@ -179,6 +180,12 @@ void demo_tp_baseline(struct demo_tp *t, int nccl) {
   t->params[DEMO_TP_BASE] = (struct tecomm_op_params){
       .comm = t->comm, .algo = nccl ? TECOMM_ALGO_NCCL : TECOMM_ALGO_AUTO,
       .flags = TECOMM_OP_NO_FUSION};
+  t->copy_params[DEMO_TP_BASE] = t->params[DEMO_TP_BASE];
+}
+
+void demo_tp_bwd_nccl(struct demo_tp *t, int nccl) {
+  t->copy_params[DEMO_TP_FUSED] = t->params[DEMO_TP_FUSED];
+  if (nccl) t->copy_params[DEMO_TP_FUSED].algo = TECOMM_ALGO_NCCL;
 }
 
 void demo_tp_fini(struct demo_tp *t) {
@@ -191,12 +198,12 @@ void demo_tp_fini(struct demo_tp *t) {
 
 tecore_result_t demo_tp_add_block(tecore_seq_t *q, const struct demo_tp *t, int layer,
                                   size_t hidden, size_t ffn) {
-  void *ctx = (void *)&t->params[t->variant];
+  void *ctx = (void *)&t->params[t->variant], *cctx = (void *)&t->copy_params[t->variant];
   int slot = layer % TECORE_SEQ_MAX_SLOTS;
   const struct tecore_op_desc d[] = {
       {.kind = TECORE_OP_MAKE_EXTRA_OUTPUT, .slot = slot},
       {.kind = TECORE_OP_RMSNORM, .epsilon = 1e-5f},
-      {.kind = TECORE_OP_TP_COPY, .ctx = ctx},
+      {.kind = TECORE_OP_TP_COPY, .ctx = cctx},
       {.kind = TECORE_OP_LINEAR, .features = ffn / (size_t)t->n, .bias = 1},
       {.kind = TECORE_OP_GELU},
       {.kind = TECORE_OP_LINEAR, .features = hidden, .bias = t->rank == 0},

@@ -35,6 +35,9 @@ struct demo_tp {
   int nccl;                           /* the baseline's allreduce is NCCL's */
   tecomm_comm_t comm;
   struct tecomm_op_params params[DEMO_TP_NVARIANTS];   /* fused, baseline */
+  /* the tp_copy ops' (their sum is the backward's): params[], or the
+   * fused variant's with NCCL's backward sum (demo_tp_bwd_nccl) */
+  struct tecomm_op_params copy_params[DEMO_TP_NVARIANTS];
   int variant;                        /* the model make_model builds now */
   struct demo_tp_page *page;
   tecore_devptr_t *sym;               /* demo_tp_symmetric's allocations */
@@ -57,6 +60,11 @@ int demo_tp_fork(int count, int (*fn)(void *arg, int rank), void *arg);
 int demo_tp_init(struct demo_tp *t, struct demo_tp_page *page, int n, int rank);
 /* The baseline's sums: NCCL's (nccl) or libtecomm's table. */
 void demo_tp_baseline(struct demo_tp *t, int nccl);
+/* The fused variant's backward sums (tp_copy's: the column-parallel
+ * input gradient, not symmetric memory, so libtecomm stages it) through
+ * NCCL (nccl) or libtecomm's table (0, the default); after
+ * demo_tp_baseline. */
+void demo_tp_bwd_nccl(struct demo_tp *t, int nccl);
 void demo_tp_fini(struct demo_tp *t);
 /* Every rank waits for all (bounded: 1 hour, a dead rank fails the rest). */
 int demo_tp_barrier(struct demo_tp_page *p);

@@ -82,6 +82,7 @@ struct opts {
   int tp;                  /* --tp N: ranks (0: one process, no communication) */
   int tp_comm;             /* --tp-comm: the baseline's allreduce (TP_COMM_*) */
   int tp_profile;          /* --tp-profile: the eager pass timed phase by phase */
+  int tp_bwd_nccl;         /* --tp-bwd-comm nccl: the fused variant's backward sums */
   struct demo_tp *tpc;     /* in a rank of a --tp run: its communicator and variant */
 };
 
@@ -687,6 +688,10 @@ static int resolve_opts(struct opts *o, int gpu, const struct given *g) {
               "libtecomm allreduce (--tp-comm tecomm, the default there)\n");
       return 2;
     }
+    if (o->tp_bwd_nccl && !gpu) {
+      fprintf(stderr, "te-demo: --tp-bwd-comm nccl: vdev has no NCCL\n");
+      return 2;
+    }
     if (o->ffn % (16 * (size_t)o->tp)) {
       fprintf(stderr, "te-demo: --tp %d splits --ffn (%zu) across the ranks: it must be a "
               "multiple of 16 * %d (FP8 GEMMs take multiples of 16)\n", o->tp, o->ffn, o->tp);
@@ -878,6 +883,8 @@ static const char usage_text[] =
     "  --tp-profile       after each --tp run, an eager pass timed with device events:\n"
     "                     forward, backward, optimizer, the time in the collectives, the\n"
     "                     comm share of the step and the bound it sets on the speed-up\n"
+    "  --tp-bwd-comm C    the fused variant's backward sums (the input gradient of fc1):\n"
+    "                     tecomm (libtecomm's table, the default) or nccl\n"
     "  -q, --quiet        the summary only\n"
     "  -h, --help         this text\n"
     "  --version          te-demo (libte) VERSION\n"
@@ -898,7 +905,7 @@ static int parse_size(struct te_cli *cli, const char *arg, const char *name, siz
 static int parse_opts(int argc, char **argv, struct opts *o, struct given *g) {
   enum { O_HIDDEN = 1000, O_FFN, O_LAYERS, O_TOKENS, O_STEPS, O_MB, O_LR, O_TOL, O_SEED,
          O_NOGRAPH, O_STEPGRAPH, O_NOBF16, O_OFFLOAD, O_ODIR, O_BUDGET, O_OLAYERS,
-         O_OMIN, O_OPREFETCH, O_PROFILE, O_TP, O_TPCOMM, O_TPPROF };
+         O_OMIN, O_OPREFETCH, O_PROFILE, O_TP, O_TPCOMM, O_TPPROF, O_TPBWD };
   static const struct option longs[] = {
       {"hidden", required_argument, 0, O_HIDDEN}, {"ffn", required_argument, 0, O_FFN},
       {"layers", required_argument, 0, O_LAYERS}, {"tokens", required_argument, 0, O_TOKENS},
@@ -915,6 +922,7 @@ static int parse_opts(int argc, char **argv, struct opts *o, struct given *g) {
       {"profile", no_argument, 0, O_PROFILE},
       {"tp", required_argument, 0, O_TP}, {"tp-comm", required_argument, 0, O_TPCOMM},
       {"tp-profile", no_argument, 0, O_TPPROF},
+      {"tp-bwd-comm", required_argument, 0, O_TPBWD},
       TE_CLI_LONGS, {0, 0, 0, 0}};
   struct te_cli cli = {.prog = "te-demo", .usage = usage_text, .shorts = "qh", .longs = longs};
   int opt;
@@ -974,12 +982,20 @@ static int parse_opts(int argc, char **argv, struct opts *o, struct given *g) {
     case O_NOBF16: o->bf16 = 0; break;
     case O_PROFILE: o->profile = 1; break;
     case O_TPPROF: o->tp_profile = 1; break;
+    case O_TPBWD:
+      if (!strcmp(optarg, "nccl")) {
+        o->tp_bwd_nccl = 1;
+      } else if (strcmp(optarg, "tecomm")) {
+        bad = te_cli_error(&cli, "--tp-bwd-comm %s: not nccl or tecomm", optarg) ? -1 : 0;
+      }
+      break;
     }
     if (bad) return TE_EXIT_USAGE;
   }
   if (te_cli_end(&cli, argc, argv)) return cli.status;
   if (o->tp_comm && !o->tp) return te_cli_error(&cli, "--tp-comm needs --tp");
   if (o->tp_profile && !o->tp) return te_cli_error(&cli, "--tp-profile needs --tp");
+  if (o->tp_bwd_nccl && !o->tp) return te_cli_error(&cli, "--tp-bwd-comm needs --tp");
   o->quiet = cli.quiet;
   return -1;
 }
@@ -1159,8 +1175,9 @@ static int tp_report(const struct opts *o, struct demo_tp_page *pg, const char *
     }
     const double *tf = demo_tp_times(pg, prec, DEMO_TP_FUSED);
     const double *tb = demo_tp_times(pg, prec, DEMO_TP_BASE);
-    printf("te-demo: tp %d %s step time: fused %.3f ms, baseline%s %.3f ms: %.3fx; forward "
-           "alone: fused %.3f ms, baseline %.3f ms: %.3fx\n", o->tp, pn, tf[0], base_name,
+    printf("te-demo: tp %d %s step time: fused%s %.3f ms, baseline%s %.3f ms: %.3fx; forward "
+           "alone: fused %.3f ms, baseline %.3f ms: %.3fx\n", o->tp, pn,
+           o->tp_bwd_nccl ? " (backward sums: nccl)" : "", tf[0], base_name,
            tb[0], tb[0] / tf[0], tf[1], tb[1], tb[1] / tf[1]);
     if (o->tp_profile) tp_print_profile(o, pn, prof[prec]);
   }
@@ -1181,6 +1198,7 @@ static int tp_rank(void *arg, int rank) {
   int gpu = be == TECORE_BACKEND_CUDA;
   if (resolve_opts(&o, gpu, a->g)) return 2;   /* the reference said why */
   demo_tp_baseline(&t, o.tp_comm == TP_COMM_NCCL);
+  demo_tp_bwd_nccl(&t, o.tp_bwd_nccl);
   o.tpc = &t;
   if (rank) o.quiet = 1;
   const char *base_name = o.tp_comm == TP_COMM_NCCL ? " (nccl, unfused)"
