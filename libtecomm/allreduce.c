@@ -268,10 +268,10 @@ static tecomm_result_t check_common(tecomm_comm_t comm, size_t count, tecore_dty
   return TECOMM_SUCCESS;
 }
 
-TE_EXPORT tecomm_result_t tecomm_allreduce_algo(tecomm_comm_t comm, tecore_devptr_t send,
-                                                tecore_devptr_t recv, size_t count,
-                                                tecore_dtype_t dtype, tecomm_op_t op,
-                                                tecomm_algo_t algo, tecore_stream_t stream) {
+/* tecomm_allreduce_algo; scratch: as run's. */
+static tecomm_result_t allreduce(tecomm_comm_t comm, tecore_devptr_t send, tecore_devptr_t recv,
+                                 size_t count, tecore_dtype_t dtype, tecomm_op_t op,
+                                 tecomm_algo_t algo, int scratch, tecore_stream_t stream) {
   static const char fn[] = "tecomm_allreduce";
   TC_CHECK(check_common(comm, count, dtype, algo, fn));
   TC_ARG(send, "%s: send is 0", fn);
@@ -283,7 +283,14 @@ TE_EXPORT tecomm_result_t tecomm_allreduce_algo(tecomm_comm_t comm, tecore_devpt
   size_t bytes = count * esz;
   TC_ARG(send == recv || send + bytes <= recv || recv + bytes <= send,
          "%s: send and recv overlap without being equal", fn);
-  return run(comm, send, recv, count, dtype, op, algo, NULL, 0, stream, fn);
+  return run(comm, send, recv, count, dtype, op, algo, NULL, scratch, stream, fn);
+}
+
+TE_EXPORT tecomm_result_t tecomm_allreduce_algo(tecomm_comm_t comm, tecore_devptr_t send,
+                                                tecore_devptr_t recv, size_t count,
+                                                tecore_dtype_t dtype, tecomm_op_t op,
+                                                tecomm_algo_t algo, tecore_stream_t stream) {
+  return allreduce(comm, send, recv, count, dtype, op, algo, 0, stream);
 }
 
 TE_EXPORT tecomm_result_t tecomm_allreduce(tecomm_comm_t comm, tecore_devptr_t send,
@@ -343,13 +350,7 @@ TE_EXPORT tecomm_result_t tecomm_allreduce_add_rmsnorm(tecomm_comm_t comm,
 tecomm_result_t tc_allreduce_scratch(tecomm_comm_t comm, tecore_devptr_t send, tecore_devptr_t recv,
                                      size_t count, tecore_dtype_t dtype, tecomm_algo_t algo,
                                      tecore_stream_t stream) {
-  static const char fn[] = "tecomm_allreduce";
-  TC_CHECK(check_common(comm, count, dtype, algo, fn));
-  TC_ARG(send && recv, "%s: send or recv is 0", fn);
-  size_t bytes = count * tecore_dtype_size(dtype);
-  TC_ARG(send == recv || send + bytes <= recv || recv + bytes <= send,
-         "%s: send and recv overlap without being equal", fn);
-  return run(comm, send, recv, count, dtype, TECOMM_SUM, algo, NULL, 1, stream, fn);
+  return allreduce(comm, send, recv, count, dtype, TECOMM_SUM, algo, 1, stream);
 }
 
 tecomm_result_t tc_allreduce_add_rmsnorm_scratch(tecomm_comm_t comm,
