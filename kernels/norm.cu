@@ -89,7 +89,24 @@ __device__ __forceinline__ void nv_st(void *p, unsigned long long i, int dt, con
 // shared loads and log2(W) dependent adds in place of five shuffle-and-add
 // steps: LayerNorm's rows at hidden 4096 (W = 4) take this path twice.
 // Only where SMEM2 asks (te_norm_fwd_fast16): in the generic kernels the
-// unrolled w[] took registers (te_norm_fwd_v1: 32 -> 60).
+// unrolled w[] took registers (te_norm_fwd_v1: 32 -> 60).  W is a run-time
+// value, so the tree is compiled once for each W (2, 4, 8) and the row
+// takes its own: the version with "i < W" tests on every w made all eight
+// loads and adds, predicated, about 45 instructions a sum for W = 4.
+template <int W, int NVAL>
+__device__ __forceinline__ void row_tree_smem(float *v, const float (*red)[32], int first) {
+#pragma unroll
+  for (int k = 0; k < NVAL; k++) {
+    float w[W];
+#pragma unroll
+    for (int i = 0; i < W; i++) w[i] = te_add_rn(red[k][first + i], 0.0f);
+#pragma unroll
+    for (int h = W / 2; h >= 1; h >>= 1)
+#pragma unroll
+      for (int i = 0; i < h; i++) w[i] = te_add_rn(w[i], w[i + h]);
+    v[k] = w[0];
+  }
+}
 template <int NVAL, bool SMEM2 = false>
 __device__ __forceinline__ void row_reduce(float *v, int T, int buf, float (*red)[NVAL][32]) {
 #pragma unroll
@@ -97,25 +114,18 @@ __device__ __forceinline__ void row_reduce(float *v, int T, int buf, float (*red
 #pragma unroll
     for (int k = 0; k < NVAL; k++) v[k] = te_add_rn(v[k], __shfl_xor_sync(FULL_MASK, v[k], off));
   if (T > 32) {
+    // T and W are powers of two: masks, not divisions (a division by a
+    // run-time W cost about 15 instructions a row).
     const int W = T >> 5, warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-    const int first = warp - warp % W;
+    const int first = warp & ~(W - 1);
     if (lane == 0)
 #pragma unroll
       for (int k = 0; k < NVAL; k++) red[buf][k][warp] = v[k];
     __syncthreads();
     if (SMEM2 && W <= 8) {
-#pragma unroll
-      for (int k = 0; k < NVAL; k++) {
-        float w[8];
-#pragma unroll
-        for (int i = 0; i < 8; i++) w[i] = i < W ? te_add_rn(red[buf][k][first + i], 0.0f) : 0.0f;
-#pragma unroll
-        for (int h = 4; h >= 1; h >>= 1)
-          if (h < W)
-#pragma unroll
-            for (int i = 0; i < h; i++) w[i] = te_add_rn(w[i], w[i + h]);
-        v[k] = w[0];
-      }
+      if (W == 2) row_tree_smem<2, NVAL>(v, red[buf], first);
+      else if (W == 4) row_tree_smem<4, NVAL>(v, red[buf], first);
+      else row_tree_smem<8, NVAL>(v, red[buf], first);
       return;
     }
 #pragma unroll
@@ -148,7 +158,9 @@ struct fwd_args {
 template <int VEC, bool STREAM, int DX, int DW, int DY, int LNC, int ZCC>
 __device__ __forceinline__ void norm_fwd(const fwd_args &a) {
   __shared__ float red[2][1][32];
-  const int T = a.tpr, t = threadIdx.x & (T - 1), R = blockDim.x / T, nv = a.nv;
+  // T is a power of two: shifts, not divisions by a run-time value.
+  const int T = a.tpr, lgT = 31 - __clz(T), t = threadIdx.x & (T - 1), nv = a.nv;
+  const int R = blockDim.x >> lgT;
   const int dx = TE_NORM_DT(a.dtypes, 0), dw = TE_NORM_DT(a.dtypes, 1), dy = TE_NORM_DT(a.dtypes, 2);
   const bool ln = LNC >= 0 ? (LNC != 0) : ((a.flags & TE_NORM_LAYERNORM) != 0);
   const float zc = te_norm_zc(a.flags);
@@ -165,7 +177,7 @@ __device__ __forceinline__ void norm_fwd(const fwd_args &a) {
   float am = 0.0f;
   int buf = 0;
   for (unsigned long long grp = blockIdx.x; grp * R < a.rows; grp += gridDim.x) {
-    const unsigned long long row = grp * R + threadIdx.x / T;
+    const unsigned long long row = grp * R + (threadIdx.x >> lgT);
     const bool valid = row < a.rows;
     const unsigned long long base = row * hidden;
     float v[RAW ? VEC : NVR * VEC];
@@ -359,7 +371,8 @@ template <int VEC, bool STREAM, int DT, int LNC, int ADDC>
 __device__ __forceinline__ void norm_bwd(const bwd_args &a) {
   extern __shared__ float comb[];
   __shared__ float red[2][2][32];
-  const int T = a.tpr, t = threadIdx.x & (T - 1), slot = threadIdx.x / T, R = blockDim.x / T;
+  const int T = a.tpr, lgT = 31 - __clz(T), t = threadIdx.x & (T - 1), slot = threadIdx.x >> lgT;
+  const int R = blockDim.x >> lgT;
   const int nv = a.nv;
   const int dtx = TE_NORM_DT(a.dtypes, 0), dtdy = TE_NORM_DT(a.dtypes, 1),
             dtw = TE_NORM_DT(a.dtypes, 2), dtdx = TE_NORM_DT(a.dtypes, 3),

@@ -21,6 +21,7 @@
  * equal the reference's FP8 byte except next to a tie (see act_ref.h). */
 #include "tests.h"
 #include "act_ref.h"
+#include "common/norm.h"
 
 #define C_NORM (1.0 / 131072.0) /* 2^-17 */
 
@@ -493,6 +494,31 @@ START_TEST(test_norm_deterministic) {
 }
 END_TEST
 
+/* te_norm_inv_pow2 builds 1/h from h's exponent bits (no division): for
+ * every power of two a row length can be it must equal the correctly
+ * rounded 1.0f / h, and every other length must give 0 (the kernels then
+ * divide).  Lengths: all powers 2^0 .. 2^32 and 10^5 random others. */
+START_TEST(test_norm_inv_pow2_bits) {
+  for (int k = 0; k <= 32; k++) {
+    float h = ldexpf(1.0f, k);
+    float want = 1.0f / h, got = te_norm_inv_pow2(h);
+    ck_assert_msg(te_f32_bits_of(got) == te_f32_bits_of(want), "1/2^%d: %a, want %a", k,
+                  (double)got, (double)want);
+  }
+  for (int i = 0; i < 100000; i++) {
+    uint32_t n = te_rand_u32() >> (te_rand_u32() & 31); /* lengths of every magnitude */
+    if (n == 0 || (n & (n - 1)) == 0) continue;
+    float h = (float)n;
+    int pow2 = (te_f32_bits_of(h) & 0x7fffffu) == 0;
+    float got = te_norm_inv_pow2(h);
+    if (pow2) /* n rounded up to a power of two as a float */
+      ck_assert_msg(got == 1.0f / h, "n %u: %a", n, (double)got);
+    else
+      ck_assert_msg(got == 0.0f, "n %u (not a power of two): %a, want 0", n, (double)got);
+  }
+}
+END_TEST
+
 static Suite *norm_suite(void) {
   Suite *s = suite_create("norm");
   TCase *tc = te_tcase(s, "fwd", 1);
@@ -502,6 +528,7 @@ static Suite *norm_suite(void) {
   tc = te_tcase(s, "misc", 1);
   tcase_add_test(tc, test_norm_args);
   tcase_add_test(tc, test_norm_deterministic);
+  tcase_add_test(tc, test_norm_inv_pow2_bits);
   return s;
 }
 

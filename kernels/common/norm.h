@@ -147,9 +147,12 @@ TE_HD float te_norm_rsigma(float v, float eps) { return te_rcp_rn(te_sqrt_rn(te_
 TE_HD float te_norm_mean(float sum, float h) { return te_div_rn(sum, h); }
 /* 1/h where h is a power of two (exact), else 0: then sum * (1/h) is
  * te_norm_mean's correctly rounded sum / h, bit for bit, for a multiply
- * instead of a division (with its range check and slow path) per row. */
+ * instead of a division (with its range check and slow path) per row.
+ * h = 2^k (1 <= h <= 2^32, a row length) has 1/h = 2^-k, whose biased
+ * exponent is 254 minus h's: integer arithmetic, no division. */
 TE_HD float te_norm_inv_pow2(float h) {
-  return (te_f32_bits(h) & 0x7fffffu) == 0 ? te_div_rn(1.0f, h) : 0.0f;
+  uint32_t u = te_f32_bits(h);
+  return (u & 0x7fffffu) == 0 ? te_bits_f32(0x7f000000u - (u & 0x7f800000u)) : 0.0f;
 }
 TE_HD float te_norm_mean_inv(float sum, float h, float inv) {
   return inv != 0.0f ? te_mul_rn(sum, inv) : te_div_rn(sum, h);
