@@ -378,6 +378,25 @@ static void sweep(tecore_scaling_mode_t mode, int rowwise, int colwise) {
 
 START_TEST(delayed_rowwise) { sweep(TECORE_SCALING_DELAYED, 1, 0); }
 END_TEST
+
+/* Per-tensor quantize of more elements than the grid's threads take in one
+ * 16-element chunk each (the grid is capped at 8 blocks of 256 threads an
+ * SM: 4.3M elements on 132 SMs), so that on a GPU every thread loops: BF16
+ * takes two chunks a step, then an odd last chunk and the 3-element tail;
+ * F16 and F32 one chunk a step.  16.8M elements, delayed and current. */
+START_TEST(per_tensor_many_chunks_a_thread) {
+  static const tecore_dtype_t dts[] = {TECORE_DTYPE_BF16, TECORE_DTYPE_F16, TECORE_DTYPE_F32};
+  for (int i = 0; i < 3; i++)
+    for (int cur = 0; cur < 2; cur++) {
+      if (i > 0 && cur) continue;   /* the loop shape is the dtype's, not the mode's */
+      struct qcase k = {.rows = 4097, .cols = 4099, .in_dt = dts[i],
+                        .out_dt = (i + cur) % 2 ? TECORE_DTYPE_E5M2 : TECORE_DTYPE_E4M3,
+                        .mode = cur ? TECORE_SCALING_CURRENT : TECORE_SCALING_DELAYED,
+                        .rowwise = 1, .range = te_rand_float(0.5f, 3000.0f)};
+      run_case(&k);
+    }
+}
+END_TEST
 START_TEST(delayed_transposed) {
   sweep(TECORE_SCALING_DELAYED, 1, 1);
   sweep(TECORE_SCALING_DELAYED, 0, 1);
@@ -837,6 +856,7 @@ static Suite *make_suite(void) {
   tcase_add_test(tc, current_rowwise);
   tcase_add_test(tc, current_transposed);
   tcase_add_test(tc, nan_and_inf_inputs);
+  tcase_add_test(tc, per_tensor_many_chunks_a_thread);
   tc = te_tcase(s, "blocks", 1);
   tcase_add_test(tc, mxfp8_both);
   tcase_add_test(tc, mxfp8_one_side);
