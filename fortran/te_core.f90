@@ -224,6 +224,7 @@ module te_core
   integer(c_int), parameter :: TECORE_KERNEL_MAX_PARAMS = 24
   integer(c_int), parameter :: TECORE_KERNEL_PTR = 1
   integer(c_int), parameter :: TECORE_KERNEL_PTR_NONNULL = 2
+  integer(c_int), parameter :: TECORE_LAUNCH_PDL = 1
   ! from libtecore/te/log.h
   integer(c_int), parameter :: TECORE_SUBSYS_INIT = 1
   integer(c_int), parameter :: TECORE_SUBSYS_DEVICE = 2
@@ -1464,6 +1465,17 @@ module te_core
       type(c_ptr), value :: stream
       integer(c_int) :: tecore_kernel_launch
     end function tecore_kernel_launch
+    function tecore_kernel_launch_ex(id, cfg, args, flags, stream) bind(C, &
+        & name="tecore_kernel_launch_ex")
+      import
+      implicit none
+      integer(c_int), value :: id
+      type(tecore_launch_cfg), intent(in), optional :: cfg
+      type(c_ptr), intent(in) :: args(*)
+      integer(c_int), value :: flags
+      type(c_ptr), value :: stream
+      integer(c_int) :: tecore_kernel_launch_ex
+    end function tecore_kernel_launch_ex
     function tecore_fill(dst, dtype, count, value, stream) bind(C, name="tecore_fill")
       import
       implicit none

@@ -1046,6 +1046,44 @@ __device__ __forceinline__ void ar_fused_entry(const te_ar_params &p) {
 }
 
 // ---- entry points ----------------------------------------------------------------------
+//
+// Programmatic dependent launch (libtecomm launches these kernels with
+// TECORE_LAUNCH_PDL unless TECOMM_PDL=0).  A grid launched so may start
+// while the stream's previous kernel still runs, so every entry point
+// first waits (griddepcontrol.wait: the previous grid has completed and
+// its memory is visible) before it reads anything earlier work wrote --
+// the input, residual_in, gamma, the Lamport counter and used words, the
+// barrier epochs and flags, the error and abort words -- and before it
+// writes anything.  Only the kernel parameter (constant bank) and address
+// arithmetic come before it.  Without the launch attribute the wait
+// returns at once.
+//
+// Then it lets the next grid launch (griddepcontrol.launch_dependents),
+// which hides that grid's launch and block set-up behind this grid's
+// waits on its peers.  Why that cannot break the co-residency the
+// protocols rely on (block b of every rank waits for block b of the
+// others, so all blocks of a grid must be resident together):
+//  - the dependent grid launches only when every block of this grid has
+//    run the trigger or ended, i.e. when every block of this grid is
+//    already resident: a dependent can take SMs only from blocks that are
+//    not yet placed, and there are none;
+//  - the trigger comes after this grid's own wait, so at most two grids of
+//    a stream are resident at once: this one, and its dependent parked in
+//    its wait (which cannot trigger the one after it before this grid
+//    ends).  Once this grid ends, the dependent has the GPU to itself, so
+//    its blocks all become resident too (a grid fits: TE_AR_MAX_BLOCKS);
+//  - across ranks, grid k on one rank passes its wait only after grid k-1
+//    on that rank ended, which needed grid k-1 of every peer to have run;
+//    by induction every grid of every rank becomes wholly resident.
+// Memory: the dependent still waits for this grid's completion and
+// memory flush in its own griddepcontrol.wait, so triggering early never
+// lets it see a partial result.
+__device__ __forceinline__ void ar_pdl_enter() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
 
 #define AR_DISPATCH(body)                                       \
   if (p.dtype == F32) {                                         \
@@ -1057,17 +1095,21 @@ __device__ __forceinline__ void ar_fused_entry(const te_ar_params &p) {
   }
 
 extern "C" __global__ void __launch_bounds__(TE_AR_THREADS) te_comm_ar_oneshot(const te_ar_params p) {
+  ar_pdl_enter();
   AR_DISPATCH(ar_oneshot)
 }
 extern "C" __global__ void __launch_bounds__(TE_AR_THREADS) te_comm_ar_twoshot(const te_ar_params p) {
+  ar_pdl_enter();
   AR_DISPATCH(ar_twoshot)
 }
 extern "C" __global__ void __launch_bounds__(TE_AR_THREADS) te_comm_ar_lamport(const te_ar_params p) {
+  ar_pdl_enter();
   if (p.dtype == F32) ar_lamport<F32>(p);
   else if (p.dtype == BF16) ar_lamport<BF16>(p);
   else ar_lamport<F16>(p);
 }
 extern "C" __global__ void __launch_bounds__(TE_AR_THREADS) te_comm_ar_nvls(const te_ar_params p) {
+  ar_pdl_enter();
   if (p.dtype == F32) ar_nvls<F32>(p);
   else if (p.dtype == BF16) ar_nvls<BF16>(p);
   else ar_nvls<F16>(p);
@@ -1078,14 +1120,14 @@ extern "C" __global__ void __launch_bounds__(TE_AR_THREADS) te_comm_ar_nvls(cons
 #define AR_FUSED_KERNELS(suffix, bound, fast)                                                          \
   extern "C" __global__ void __launch_bounds__(bound)                                            \
       te_comm_ar_oneshot_fused##suffix(const te_ar_params p) {                                   \
-    ar_fused_entry<SRC_ONESHOT, fast>(p);                                                              \
+    ar_pdl_enter(); ar_fused_entry<SRC_ONESHOT, fast>(p);                                                           \
   }                                                                                              \
   extern "C" __global__ void __launch_bounds__(bound)                                            \
       te_comm_ar_lamport_fused##suffix(const te_ar_params p) {                                   \
-    ar_fused_entry<SRC_LAMPORT, fast>(p);                                                              \
+    ar_pdl_enter(); ar_fused_entry<SRC_LAMPORT, fast>(p);                                                           \
   }                                                                                              \
   extern "C" __global__ void __launch_bounds__(bound) te_comm_ar_addnorm##suffix(const te_ar_params p) { \
-    ar_fused_entry<SRC_LOCAL, fast>(p);                                                                \
+    ar_pdl_enter(); ar_fused_entry<SRC_LOCAL, fast>(p);                                                           \
   }
 AR_FUSED_KERNELS(, TE_AR_FUSED_NARROW, true)
 AR_FUSED_KERNELS(_wide, 1024, false)

@@ -40,6 +40,14 @@ static const struct tecore_kernel_def ar_defs[TE_AR_K_COUNT_] = {
     [TE_AR_K_NVLS] = AR_DEF("te_comm_ar_nvls", te_ar_vdev_nvls),
 };
 
+/* Programmatic dependent launch of every allreduce kernel: on an sm_90
+ * GPU the next kernel of a stream (or graph) starts while this one ends
+ * (kernels/comm_ar.cu's entry points wait and trigger; the comment there
+ * says why it is safe).  0 turns it off, so one run can compare both. */
+TECORE_TUNABLE_INT(tc_tun_pdl, "TECOMM_PDL", 1, 0, 1,
+                   "1: launch the allreduce kernels with programmatic dependent launch (cuda, "
+                   "sm_90 and newer; vdev ignores it); 0: ordinary launches")
+
 static struct tecore_kernel_table ar_table = {
     .module = "libtecomm/allreduce", .count = TE_AR_K_COUNT_, .kernels = ar_defs};
 static int ar_first_id = -1;
@@ -243,7 +251,8 @@ static void ar_params_base(const struct tecomm_ar_call *c, struct te_ar_params *
 static tecore_result_t ar_go(int k, const struct tecore_launch_cfg *cfg, struct te_ar_params *p,
                              tecore_stream_t stream) {
   void *args[] = {p};
-  return tecore_kernel_launch(ar_first_id + k, cfg, args, stream);
+  unsigned flags = tecore_tunable_int(&tc_tun_pdl) ? TECORE_LAUNCH_PDL : 0;
+  return tecore_kernel_launch_ex(ar_first_id + k, cfg, args, flags, stream);
 }
 
 /* The plain allreduce of p (count elements from in[] to out). */

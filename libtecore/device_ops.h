@@ -106,10 +106,11 @@ struct te_kernel_module {
    * waits for streams blocked on a stream memory op and would deadlock                           \
    * there.  vdev has nothing to prepare. */                                                      \
   X(pfx, kernel_prepare, (struct te_kernel_entry *k, struct te_kernel_module *mod))               \
-  /* Launches (or, in a capturing stream, records) one kernel. */                                 \
+  /* Launches (or, in a capturing stream, records) one kernel; flags are                          \
+   * TECORE_LAUNCH_* (checked by the caller). */                                                  \
   X(pfx, kernel_launch, (struct te_kernel_entry *k, struct te_kernel_module *mod,                 \
                          const struct tecore_launch_cfg *cfg, void *const *args,                  \
-                         tecore_stream_t stream))                                                 \
+                         unsigned flags, tecore_stream_t stream))                                 \
                                                                                                   \
   X(pfx, stream_begin_capture, (tecore_stream_t stream, tecore_capture_mode_t mode))              \
   X(pfx, stream_end_capture, (tecore_stream_t stream, tecore_graph_t *graph))                     \

@@ -274,36 +274,51 @@ static uint32_t shared_limit(const struct te_device_ops *o) {
   return v;
 }
 
-TE_EXPORT tecore_result_t tecore_kernel_launch(int id, const struct tecore_launch_cfg *cfg,
-                                               void *const *args, tecore_stream_t stream) {
-  TE_ARG(cfg, "tecore_kernel_launch: cfg is NULL");
+/* The launch behind tecore_kernel_launch and tecore_kernel_launch_ex;
+ * api names the public call in messages. */
+static tecore_result_t kernel_launch(const char *api, int id, const struct tecore_launch_cfg *cfg,
+                                     void *const *args, unsigned flags, tecore_stream_t stream) {
+  TE_ARG(cfg, "%s: cfg is NULL", api);
   int n = __atomic_load_n(&reg_nkernels, __ATOMIC_ACQUIRE);
-  TE_ARG(id >= 0 && id < n, "tecore_kernel_launch: kernel id %d outside [0, %d)", id, n);
+  TE_ARG(id >= 0 && id < n, "%s: kernel id %d outside [0, %d)", api, id, n);
   struct te_kernel_entry *k = &reg_kernels[id];
-  TE_ARG(args || k->def->nparams == 0, "tecore_kernel_launch: %s: args is NULL", k->def->name);
+  TE_ARG(!(flags & ~TECORE_LAUNCH_FLAGS_ALL_),
+         "%s: %s: flags 0x%x hold bits no TECORE_LAUNCH_* flag has (0x%x)", api, k->def->name,
+         flags, flags & ~TECORE_LAUNCH_FLAGS_ALL_);
+  TE_ARG(args || k->def->nparams == 0, "%s: %s: args is NULL", api, k->def->name);
   for (unsigned p = 0; p < k->def->nparams; p++)
-    TE_ARG(args[p], "tecore_kernel_launch: %s: args[%u] is NULL", k->def->name, p);
+    TE_ARG(args[p], "%s: %s: args[%u] is NULL", api, k->def->name, p);
   char who[160];
-  snprintf(who, sizeof who, "tecore_kernel_launch: %s", k->def->name);
+  snprintf(who, sizeof who, "%s: %s", api, k->def->name);
   TE_CHECK(te_launch_cfg_check(cfg, who));
   /* a pointer less aligned than its kernel reads it: a misaligned access
    * in the C kernel (undefined; a UBSan abort), an error on a GPU */
-  TE_CHECK(te_kernel_check_align(id, args, "tecore_kernel_launch"));
+  TE_CHECK(te_kernel_check_align(id, args, api));
   const struct te_device_ops *o;
   TE_CHECK(te_ops_get(&o));
   TE_CHECK(te_error_deferred_take()); /* a tensor of this call overruns its buffer (vdev) */
   if (cfg->shared_bytes > TE_KERNEL_SHARED_FREE) {
     uint32_t limit = shared_limit(o);
-    TE_ARG(cfg->shared_bytes <= limit,
-           "tecore_kernel_launch: %s: %u bytes of shared memory exceed the device's %u",
-           k->def->name, cfg->shared_bytes, limit);
+    TE_ARG(cfg->shared_bytes <= limit, "%s: %s: %u bytes of shared memory exceed the device's %u",
+           api, k->def->name, cfg->shared_bytes, limit);
   }
   TE_CHECK(module_ready(o, k->table_index));
   struct te_prof_mark pm;
   te_prof_begin(&pm, stream);
-  tecore_result_t r = o->kernel_launch(k, &reg_modules[k->table_index], cfg, args, stream);
+  tecore_result_t r = o->kernel_launch(k, &reg_modules[k->table_index], cfg, args, flags, stream);
   te_prof_end(&pm, k->def->name, NULL, r);
   return r;
+}
+
+TE_EXPORT tecore_result_t tecore_kernel_launch(int id, const struct tecore_launch_cfg *cfg,
+                                               void *const *args, tecore_stream_t stream) {
+  return kernel_launch("tecore_kernel_launch", id, cfg, args, 0, stream);
+}
+
+TE_EXPORT tecore_result_t tecore_kernel_launch_ex(int id, const struct tecore_launch_cfg *cfg,
+                                                  void *const *args, unsigned flags,
+                                                  tecore_stream_t stream) {
+  return kernel_launch("tecore_kernel_launch_ex", id, cfg, args, flags, stream);
 }
 
 tecore_result_t te_kernel_memset_node(int id, tecore_graph_t graph, tecore_graph_node_t node,

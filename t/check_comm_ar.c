@@ -700,6 +700,7 @@ END_TEST
  * into the pool) replayed 1000 times with new data: the epochs and the
  * Lamport counter come from device memory, so every replay is a new call. */
 #define REPLAYS 1000
+static void run_job_pdl(struct job *j, int pdl);
 static void body_graph(struct rank *k) {
   const size_t count = 301;
   const tecore_dtype_t dt = TECORE_DTYPE_BF16;
@@ -746,7 +747,7 @@ static void body_graph(struct rank *k) {
 START_TEST(graph_replays_1000) {
   if (gpus_short(2)) return;
   struct job j = {.n = 2, .in_bytes = 16384, .ws_max = 4096, .body = body_graph, .victim = -1};
-  run_job(&j);
+  run_job_pdl(&j, 1); /* programmatic launches (the default) over 1000 replays */
   expect_all_ok(&j);
 }
 END_TEST
@@ -925,6 +926,208 @@ static void fused(int n) {
 START_TEST(fused_add_rmsnorm_2) { fused(2); }
 END_TEST
 START_TEST(fused_add_rmsnorm_4) { fused(4); }
+END_TEST
+
+/* ---- programmatic dependent launch ---- */
+
+/* A chain of allreduce kernels, each reading what the one before it wrote
+ * (the case programmatic dependent launch changes: on an sm_90 GPU with
+ * TECOMM_PDL=1 each kernel starts while the previous one ends, and only
+ * its griddepcontrol.wait keeps it from reading stale data), captured in
+ * one graph in two parts -- the second appended with
+ * tecore_stream_begin_capture_to_graph and holding a memset node that
+ * tecore_graph_memsets_to_kernels replaces, both of which rebuild edges
+ * next to programmatic ones on cuda -- and replayed with new data:
+ *   copy stage -> R0;  Lamport R0 -> R1;  two-shot R1 -> R2;
+ *   fused Lamport x = R2, residual res -> F1, out -> R3;
+ *   fused one-shot x = R3, residual F1 -> F2, out -> R4;      (part 1)
+ *   memset R6 (poison);  one-shot R4 -> R5;  Lamport R5 -> R6  (part 2)
+ * Every stage is checked bit for bit: the plain ones against the fold over
+ * ranks of the stage before (computed on the host: two-shot clobbers R1),
+ * the fused ones against libtecore's unfused add and RMSNorm of that fold.
+ * Run once with TECOMM_PDL=0 and once with 1: the outputs' hashes must be
+ * the same on every rank and in both runs. */
+#define PDL_ROWS 8
+#define PDL_HIDDEN 1024
+#define PDL_REGIONS 7
+#define PDL_REPLAYS 300
+static int pdl_mode;
+static void fold_ref(void *want, void *const *ins, size_t count, tecore_dtype_t dt, int op,
+                     int algo, int n) {
+  for (size_t i = 0; i < count; i++) {
+    float acc = in_value(ins[0], i, dt, algo);
+    for (int s = 1; s < n; s++) acc = te_ar_op(acc, in_value(ins[s], i, dt, algo), op);
+    te_st(want, i, (int)dt, acc);
+  }
+}
+
+/* The unfused add + RMSNorm of the allreduce result ar (host bytes) and
+ * the residual res (device), compared byte for byte with the fused
+ * kernel's residual_out f_res and out f_out (device). */
+static void pdl_check_fused(struct rank *k, const void *ar, tecore_devptr_t res,
+                            tecore_devptr_t gamma, tecore_devptr_t f_res, tecore_devptr_t f_out,
+                            tecore_devptr_t scratch, const char *what) {
+  const tecore_dtype_t dt = TECORE_DTYPE_BF16;
+  size_t count = (size_t)PDL_ROWS * PDL_HIDDEN, bytes = count * 2;
+  tecore_devptr_t u_ar = scratch, u_res = scratch + bytes, u_out = scratch + 2 * bytes;
+  h2d(k, u_ar, ar, bytes);
+  ROK(k, tecore_scale_add(u_res, u_ar, 1.0f, res, 1.0f, dt, count, k->s));
+  size_t shape[2] = {PDL_ROWS, PDL_HIDDEN};
+  struct tecore_tensor x, g, y;
+  ROK(k, tecore_tensor_init(&x, dt, 2, shape, u_res));
+  ROK(k, tecore_tensor_init(&g, dt, 1, &shape[1], gamma));
+  ROK(k, tecore_tensor_init(&y, dt, 2, shape, u_out));
+  ROK(k, tecore_rmsnorm_fwd(&x, &g, 1e-5f, 0, &y, 0, k->s));
+  unsigned char *a = xmalloc(bytes), *b = xmalloc(bytes);
+  const tecore_devptr_t got[2] = {f_res, f_out}, want[2] = {u_res, u_out};
+  for (int w = 0; w < 2; w++) {
+    d2h(k, a, got[w], bytes);
+    d2h(k, b, want[w], bytes);
+    for (size_t i = 0; i < bytes; i++)
+      RCHECK(k, a[i] == b[i], "%s: %s byte %zu of %zu is 0x%02x, unfused 0x%02x (TECOMM_PDL=%d)",
+             k->r, what, w ? "out" : "residual_out", i, bytes, a[i], b[i], pdl_mode);
+    hash_bytes(k, a, bytes);
+  }
+  free(a);
+  free(b);
+}
+
+static void body_pdl_chain(struct rank *k) {
+  const tecore_dtype_t dt = TECORE_DTYPE_BF16;
+  const size_t count = (size_t)PDL_ROWS * PDL_HIDDEN, bytes = count * 2, slot = 16384;
+  RCHECK(k, bytes <= slot && bytes <= k->ws_max, "chain sizes", k->r);
+  struct tecore_tunable_info ti;
+  ROK(k, tecore_tunable_find("TECOMM_PDL", &ti));
+  RCHECK(k, ti.value_int == pdl_mode && ti.set_in_env, "TECOMM_PDL reads %lld, want %d",
+         k->r, (long long)ti.value_int, pdl_mode);
+  tecore_devptr_t stage, res, gam, f1, f2, scratch;
+  ROK(k, tecore_mem_alloc(bytes, &stage));
+  ROK(k, tecore_mem_alloc(bytes, &res));
+  ROK(k, tecore_mem_alloc(PDL_HIDDEN * 2, &gam));
+  ROK(k, tecore_mem_alloc(bytes, &f1));
+  ROK(k, tecore_mem_alloc(bytes, &f2));
+  ROK(k, tecore_mem_alloc(3 * bytes, &scratch));
+  void *hres = xmalloc(bytes), *hgam = xmalloc(PDL_HIDDEN * 2);
+  gen_input(hres, dt, count, 8100000, 100); /* the same on every rank */
+  gen_input(hgam, dt, PDL_HIDDEN, 8100000, 101);
+  h2d(k, res, hres, bytes);
+  h2d(k, gam, hgam, PDL_HIDDEN * 2);
+#define R(i) (in_of(k, k->r) + (size_t)(i) * slot)
+  struct tecomm_ar_call c;
+  struct tecomm_ar_fused fa = {.hidden = PDL_HIDDEN, .eps = 1e-5f, .residual_in = res,
+                               .residual_out = f1, .gamma = gam, .out = R(3)};
+  struct tecomm_ar_fused fb = {.hidden = PDL_HIDDEN, .eps = 1e-5f, .residual_in = f1,
+                               .residual_out = f2, .gamma = gam, .out = R(4)};
+  tecore_graph_t g = NULL;
+  ROK(k, tecore_stream_begin_capture(k->s, TECORE_CAPTURE_THREAD_LOCAL));
+  ROK(k, tecore_memcpy_async(R(0), stage, bytes, k->s));
+  call_init(k, &c, TECOMM_AR_LAMPORT, dt, TECOMM_AR_SUM, count, 0, R(1));
+  ROK(k, tecomm_ar_launch(&c, k->s));
+  call_init(k, &c, TECOMM_AR_TWOSHOT, dt, TECOMM_AR_SUM, count, slot, R(2));
+  ROK(k, tecomm_ar_launch(&c, k->s));
+  call_init(k, &c, TECOMM_AR_LAMPORT, dt, TECOMM_AR_SUM, count, 2 * slot, 0);
+  c.fused = &fa;
+  ROK(k, tecomm_ar_launch(&c, k->s));
+  call_init(k, &c, TECOMM_AR_ONESHOT, dt, TECOMM_AR_SUM, count, 3 * slot, 0);
+  c.fused = &fb;
+  ROK(k, tecomm_ar_launch(&c, k->s));
+  ROK(k, tecore_stream_end_capture(k->s, &g));
+  ROK(k, tecore_stream_begin_capture_to_graph(k->s, g, TECORE_CAPTURE_THREAD_LOCAL));
+  ROK(k, tecore_memset_d8_async(R(6), TE_POISON_BYTE, bytes, k->s));
+  call_init(k, &c, TECOMM_AR_ONESHOT, dt, TECOMM_AR_SUM, count, 4 * slot, R(5));
+  ROK(k, tecomm_ar_launch(&c, k->s));
+  call_init(k, &c, TECOMM_AR_LAMPORT, dt, TECOMM_AR_SUM, count, 5 * slot, R(6));
+  ROK(k, tecomm_ar_launch(&c, k->s));
+  tecore_graph_t g2 = NULL;
+  ROK(k, tecore_stream_end_capture(k->s, &g2));
+  RCHECK(k, g2 == g, "capture to graph returned another graph", k->r);
+  size_t replaced = 0;
+  ROK(k, tecore_graph_memsets_to_kernels(g, &replaced));
+  RCHECK(k, replaced == 1, "%zu memset nodes replaced, want 1", k->r, replaced);
+  tecore_graph_exec_t ge;
+  ROK(k, tecore_graph_instantiate(&ge, g));
+
+  void *ins[MAXN], *same[MAXN], *e1 = xmalloc(bytes), *want = xmalloc(bytes);
+  void *got[PDL_REGIONS];
+  for (int s = 0; s < k->n; s++) ins[s] = xmalloc(bytes);
+  for (int i = 0; i < PDL_REGIONS; i++) got[i] = xmalloc(bytes);
+  for (int it = 0; it < PDL_REPLAYS; it++) {
+    for (int s = 0; s < k->n; s++) gen_input(ins[s], dt, count, 8200000 + (uint64_t)it, s);
+    h2d(k, stage, ins[k->r], bytes);
+    for (int i = 1; i < PDL_REGIONS; i++)
+      ROK(k, tecore_memset_d8_async(R(i), TE_POISON_BYTE, bytes, k->s));
+    ROK(k, tecore_memset_d8_async(f1, TE_POISON_BYTE, bytes, k->s));
+    ROK(k, tecore_memset_d8_async(f2, TE_POISON_BYTE, bytes, k->s));
+    ROK(k, tecore_graph_launch(ge, k->s));
+    ROK(k, tecore_stream_synchronize(k->s));
+    int code, peer;
+    ROK(k, tecomm_ar_error(ws_of(k, k->r), &code, &peer, 0));
+    RCHECK(k, code == 0, "chain replay %d: error word %d (peer %d)", k->r, it, code, peer);
+    for (int i = 2; i < PDL_REGIONS; i++) d2h(k, got[i], R(i), bytes);
+    char what[96];
+    /* two-shot's input R1 is gone: its expected value is the Lamport fold */
+    fold_ref(e1, (void *const *)ins, count, dt, TECOMM_AR_SUM, TECOMM_AR_LAMPORT, k->n);
+    for (int s = 0; s < k->n; s++) same[s] = e1;
+    snprintf(what, sizeof what, "chain replay %d two-shot R2 (TECOMM_PDL=%d)", it, pdl_mode);
+    check_result(k, got[2], (void *const *)same, count, dt, TECOMM_AR_SUM, TECOMM_AR_TWOSHOT, what);
+    hash_bytes(k, got[2], bytes);
+    for (int s = 0; s < k->n; s++) same[s] = got[2];
+    fold_ref(want, (void *const *)same, count, dt, TECOMM_AR_SUM, TECOMM_AR_LAMPORT, k->n);
+    snprintf(what, sizeof what, "chain replay %d fused Lamport", it);
+    pdl_check_fused(k, want, res, gam, f1, R(3), scratch, what);
+    for (int s = 0; s < k->n; s++) same[s] = got[3];
+    fold_ref(want, (void *const *)same, count, dt, TECOMM_AR_SUM, TECOMM_AR_ONESHOT, k->n);
+    snprintf(what, sizeof what, "chain replay %d fused one-shot", it);
+    pdl_check_fused(k, want, f1, gam, f2, R(4), scratch, what);
+    for (int i = 5; i < PDL_REGIONS; i++) {
+      for (int s = 0; s < k->n; s++) same[s] = got[i - 1];
+      int algo = i == 5 ? TECOMM_AR_ONESHOT : TECOMM_AR_LAMPORT;
+      snprintf(what, sizeof what, "chain replay %d %s R%d (TECOMM_PDL=%d)", it, algo_name(algo), i,
+               pdl_mode);
+      check_result(k, got[i], (void *const *)same, count, dt, TECOMM_AR_SUM, algo, what);
+      hash_bytes(k, got[i], bytes);
+    }
+  }
+#undef R
+  ROK(k, tecore_graph_exec_destroy(ge));
+  ROK(k, tecore_graph_destroy(g));
+  tecore_devptr_t bufs[] = {stage, res, gam, f1, f2, scratch};
+  for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) ROK(k, tecore_mem_free(bufs[i]));
+  for (int s = 0; s < k->n; s++) free(ins[s]);
+  for (int i = 0; i < PDL_REGIONS; i++) free(got[i]);
+  free(e1);
+  free(want);
+  free(hres);
+  free(hgam);
+}
+
+/* job j with TECOMM_PDL=pdl in its ranks (they read it after the fork;
+ * the test process never does) */
+static void run_job_pdl(struct job *j, int pdl) {
+  pdl_mode = pdl;
+  ck_assert_int_eq(setenv("TECOMM_PDL", pdl ? "1" : "0", 1), 0);
+  run_job(j);
+  unsetenv("TECOMM_PDL");
+}
+
+static void pdl_chain(int n) {
+  if (gpus_short(n)) return;
+  uint64_t hash[2];
+  for (int pdl = 0; pdl < 2; pdl++) {
+    struct job j = {.n = n, .in_bytes = PDL_REGIONS * 16384, .ws_max = 16384,
+                    .body = body_pdl_chain, .victim = -1};
+    run_job_pdl(&j, pdl);
+    expect_all_ok(&j);
+    hash[pdl] = j.done[0].hash;
+  }
+  ck_assert_msg(hash[0] == hash[1],
+                "the chain's outputs differ between TECOMM_PDL=0 and 1 (hash %016llx vs %016llx)",
+                (unsigned long long)hash[0], (unsigned long long)hash[1]);
+}
+
+START_TEST(pdl_chain_same_bits_2) { pdl_chain(2); }
+END_TEST
+START_TEST(pdl_chain_same_bits_3) { pdl_chain(3); }
 END_TEST
 
 /* ---- a rank killed mid-collective ---- */
@@ -1128,6 +1331,9 @@ static Suite *make_suite(void) {
   tc = te_tcase(s, "fused", 0);
   tcase_add_test(tc, fused_add_rmsnorm_2);
   tcase_add_test(tc, fused_add_rmsnorm_4);
+  tc = te_tcase(s, "pdl", 0);
+  tcase_add_test(tc, pdl_chain_same_bits_2);
+  tcase_add_test(tc, pdl_chain_same_bits_3);
   tc = te_tcase(s, "failures", 0);
   tcase_add_test(tc, killed_rank_times_out);
   tcase_add_test(tc, abort_releases_waiters);

@@ -401,6 +401,75 @@ START_TEST(bad_kernel_args) {
 }
 END_TEST
 
+/* tecore_kernel_launch_ex checks what tecore_kernel_launch checks, names
+ * itself, and refuses flag bits no TECORE_LAUNCH_* value has. */
+START_TEST(bad_kernel_launch_ex_args) {
+  int id = -1;
+  TE_OK(tecore_kernel_find("te_fill", &id));
+  tecore_devptr_t d = te_dalloc(64);
+  void *p = (void *)(uintptr_t)d;
+  int dt = (int)TECORE_DTYPE_F32;
+  unsigned long long n = 16;
+  float v = 1.5f;
+  void *args[] = {&p, &dt, &n, &v};
+  void *nullarg[] = {&p, &dt, NULL, &v};
+  struct tecore_launch_cfg cfg = {.grid = {1, 1, 1}, .block = {32, 1, 1}};
+  te_poison_dev(d, 64);
+  TE_EXPECT_INVALID("tecore_kernel_launch_ex: kernel id -1",
+                    tecore_kernel_launch_ex(-1, &cfg, args, 0, te_stream));
+  TE_EXPECT_INVALID("id", tecore_kernel_launch_ex(1 << 20, &cfg, args, TECORE_LAUNCH_PDL, te_stream));
+  TE_EXPECT_INVALID("tecore_kernel_launch_ex: cfg is NULL",
+                    tecore_kernel_launch_ex(id, NULL, args, TECORE_LAUNCH_PDL, te_stream));
+  TE_EXPECT_INVALID("args", tecore_kernel_launch_ex(id, &cfg, NULL, 0, te_stream));
+  TE_EXPECT_INVALID("args[2]", tecore_kernel_launch_ex(id, &cfg, nullarg, 0, te_stream));
+  TE_EXPECT_INVALID("flags 0x2", tecore_kernel_launch_ex(id, &cfg, args, 0x2u, te_stream));
+  TE_EXPECT_INVALID("0x80000000",
+                    tecore_kernel_launch_ex(id, &cfg, args, TECORE_LAUNCH_PDL | 0x80000000u,
+                                            te_stream));
+  struct tecore_launch_cfg zero_grid = {.grid = {0, 1, 1}, .block = {32, 1, 1}};
+  TE_EXPECT_INVALID("grid", tecore_kernel_launch_ex(id, &zero_grid, args, TECORE_LAUNCH_PDL,
+                                                    te_stream));
+  /* refused launches queued nothing: the buffer keeps its poison */
+  TE_OK(tecore_stream_synchronize(te_stream));
+  unsigned char got[64];
+  te_d2h(got, d, 64);
+  for (int i = 0; i < 64; i++) ck_assert_int_eq(got[i], TE_POISON_BYTE);
+  TE_OK(tecore_mem_free(d));
+}
+END_TEST
+
+/* A PDL launch with nothing before it on the stream and an ordinary one
+ * (flags 0) do what tecore_kernel_launch does: a fill of random values
+ * over a poisoned buffer, each element checked.  (A kernel that does not
+ * execute griddepcontrol.wait -- te_fill -- may take the flag only where
+ * no kernel precedes it: hence the synchronize.) */
+START_TEST(kernel_launch_ex_runs) {
+  int id = -1;
+  TE_OK(tecore_kernel_find("te_fill", &id));
+  enum { N = 1000 };
+  tecore_devptr_t d = te_dalloc(N * sizeof(float));
+  for (unsigned flags = 0; flags <= TECORE_LAUNCH_PDL; flags++) {
+    te_poison_dev(d, N * sizeof(float));
+    void *p = (void *)(uintptr_t)d;
+    int dt = (int)TECORE_DTYPE_F32;
+    unsigned long long n = N - 3; /* the last three stay poisoned */
+    float v = te_rand_float(-4.0f, 4.0f);
+    void *args[] = {&p, &dt, &n, &v};
+    struct tecore_launch_cfg cfg = {.grid = {4, 1, 1}, .block = {128, 1, 1}};
+    TE_OK(tecore_kernel_launch_ex(id, &cfg, args, flags, te_stream));
+    TE_OK(tecore_stream_synchronize(te_stream));
+    float got[N];
+    te_d2h(got, d, sizeof got);
+    for (int i = 0; i < N - 3; i++)
+      ck_assert_msg(te_f32_bits_of(got[i]) == te_f32_bits_of(v), "flags %u: element %d is %a, want %a",
+                    flags, i, (double)got[i], (double)v);
+    const unsigned char *b = (const unsigned char *)&got[N - 3];
+    for (int i = 0; i < 12; i++) ck_assert_int_eq(b[i], TE_POISON_BYTE);
+  }
+  TE_OK(tecore_mem_free(d));
+}
+END_TEST
+
 START_TEST(bad_elementwise_args) {
   tecore_devptr_t d = te_dalloc(256), a = te_dalloc(256), b = te_dalloc(256);
   te_poison_dev(d, 256);
@@ -443,6 +512,8 @@ static Suite *device_args_suite(void) {
   tcase_add_test(tc, bad_vmm_args);
   tcase_add_test(tc, bad_multicast_args);
   tcase_add_test(tc, bad_kernel_args);
+  tcase_add_test(tc, bad_kernel_launch_ex_args);
+  tcase_add_test(tc, kernel_launch_ex_runs);
   tcase_add_test(tc, bad_elementwise_args);
   return s;
 }

@@ -18,6 +18,49 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* ---- edges ------------------------------------------------------------------------ */
+
+/* A node's edges on one side (dependencies when in, else dependents), with
+ * their edge data; *nodes and *data are malloc'd (NULL when *n is 0).
+ * Always asked with room for edge data: a graph that holds programmatic
+ * edges (kernels launched with TECORE_LAUNCH_PDL) answers a query without
+ * it with CUDA_ERROR_LOSSY_QUERY, and a rebuilt edge must keep its type.
+ * The driver fills at most the room given: grow until it fits. */
+static tecore_result_t node_edges(CUgraphNode node, int in, CUgraphNode **nodes,
+                                  CUgraphEdgeData **data, size_t *n) {
+  *nodes = NULL;
+  *data = NULL;
+  *n = 0;
+  for (size_t cap = 8;; cap *= 2) {
+    CUgraphNode *nn = realloc(*nodes, cap * sizeof *nn);
+    if (nn) *nodes = nn;
+    CUgraphEdgeData *dd = realloc(*data, cap * sizeof *dd);
+    if (dd) *data = dd;
+    if (!nn || !dd) return TE_ERR(TECORE_ERR_NOMEM, "graph node edges: out of host memory");
+    memset(*data, 0, cap * sizeof **data);
+    size_t got = cap;
+    if (in) TE_CHECK(TE_CU(cuGraphNodeGetDependencies, node, *nodes, *data, &got));
+    else TE_CHECK(TE_CU(cuGraphNodeGetDependentNodes, node, *nodes, *data, &got));
+    if (got < cap) {
+      *n = got;
+      return TECORE_SUCCESS;
+    }
+  }
+}
+
+/* 1 when node has no dependents (a leaf of its graph), through node_edges
+ * so that programmatic edges are no lossy query. */
+static tecore_result_t node_is_leaf(CUgraphNode node, int *leaf) {
+  CUgraphNode *nodes = NULL;
+  CUgraphEdgeData *data = NULL;
+  size_t n = 0;
+  tecore_result_t r = node_edges(node, 0, &nodes, &data, &n);
+  free(nodes);
+  free(data);
+  *leaf = n == 0;
+  return r;
+}
+
 /* ---- capture into a graph -------------------------------------------------- */
 
 tecore_result_t te_cuda_stream_begin_capture_to_graph(tecore_stream_t stream,
@@ -42,9 +85,9 @@ tecore_result_t te_cuda_stream_begin_capture_to_graph(tecore_stream_t stream,
   tecore_result_t res = TECORE_SUCCESS;
   if (n) TE_CHECK_GOTO(TE_CU(cuGraphGetNodes, graph, nodes, &n), res, out);
   for (size_t i = 0; i < n; i++) {
-    size_t deps = 0;
-    TE_CHECK_GOTO(TE_CU(cuGraphNodeGetDependentNodes, nodes[i], NULL, NULL, &deps), res, out);
-    if (deps == 0) nodes[nleaves++] = nodes[i];
+    int leaf = 0;
+    TE_CHECK_GOTO(node_is_leaf(nodes[i], &leaf), res, out);
+    if (leaf) nodes[nleaves++] = nodes[i];
   }
   TE_CHECK_GOTO(TE_CU(cuStreamBeginCaptureToGraph, stream, graph, nleaves ? nodes : NULL, NULL,
                       nleaves, cu_mode),
@@ -238,24 +281,6 @@ tecore_result_t te_cuda_graph_kernel_node_args(tecore_graph_t graph, tecore_grap
 }
 
 /* ---- a memset node replaced by a kernel node --------------------------------------- */
-
-/* A node's edges on one side (dependencies when in, else dependents), with
- * their edge data; *nodes and *data are malloc'd (NULL when *n is 0). */
-static tecore_result_t node_edges(CUgraphNode node, int in, CUgraphNode **nodes,
-                                  CUgraphEdgeData **data, size_t *n) {
-  *nodes = NULL;
-  *data = NULL;
-  *n = 0;
-  if (in) TE_CHECK(TE_CU(cuGraphNodeGetDependencies, node, NULL, NULL, n));
-  else TE_CHECK(TE_CU(cuGraphNodeGetDependentNodes, node, NULL, NULL, n));
-  if (*n == 0) return TECORE_SUCCESS;
-  *nodes = malloc(*n * sizeof **nodes);
-  *data = calloc(*n, sizeof **data);
-  if (!*nodes || !*data) return TE_ERR(TECORE_ERR_NOMEM, "graph node edges: out of host memory");
-  if (in) TE_CHECK(TE_CU(cuGraphNodeGetDependencies, node, *nodes, *data, n));
-  else TE_CHECK(TE_CU(cuGraphNodeGetDependentNodes, node, *nodes, *data, n));
-  return TECORE_SUCCESS;
-}
 
 /* The kernel node is added without edges, then given the memset node's
  * incoming and outgoing edges (with their edge data), then the memset node

@@ -7,6 +7,7 @@
 #include "cuda_backend.h"
 
 #include <stdio.h>
+#include <string.h>
 
 /* The static shared memory limit without opting in; above it the kernel's
  * dynamic shared memory maximum must be raised first. */
@@ -64,9 +65,27 @@ tecore_result_t te_cuda_kernel_prepare(struct te_kernel_entry *k, struct te_kern
   return TECORE_SUCCESS;
 }
 
+/* 1 when dev runs programmatic dependent launches (compute capability
+ * 9.0 and newer), read once per device: below that the attribute is left
+ * off and the launch is an ordinary one, which is what the flag allows. */
+#define TE_CUDA_PDL_DEVICES 64
+static int pdl_capable(CUdevice dev) {
+  static int cache[TE_CUDA_PDL_DEVICES]; /* 0 unknown, 1 no, 2 yes */
+  int slot = dev >= 0 && dev < TE_CUDA_PDL_DEVICES ? (int)dev : -1;
+  int v = slot >= 0 ? __atomic_load_n(&cache[slot], __ATOMIC_RELAXED) : 0;
+  if (v) return v == 2;
+  int major = 0;
+  if (TE_CU(cuDeviceGetAttribute, &major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev) !=
+      TECORE_SUCCESS)
+    major = 0;
+  v = major >= 9 ? 2 : 1;
+  if (slot >= 0) __atomic_store_n(&cache[slot], v, __ATOMIC_RELAXED);
+  return v == 2;
+}
+
 tecore_result_t te_cuda_kernel_launch(struct te_kernel_entry *k, struct te_kernel_module *mod,
                                       const struct tecore_launch_cfg *cfg, void *const *args,
-                                      tecore_stream_t stream) {
+                                      unsigned flags, tecore_stream_t stream) {
   tecore_result_t res;
   CUlibrary lib = mod->backend_handle;
   CUkernel kern = NULL;
@@ -90,6 +109,21 @@ tecore_result_t te_cuda_kernel_launch(struct te_kernel_entry *k, struct te_kerne
       .gridDimX = cfg->grid[0], .gridDimY = cfg->grid[1], .gridDimZ = cfg->grid[2],
       .blockDimX = cfg->block[0], .blockDimY = cfg->block[1], .blockDimZ = cfg->block[2],
       .sharedMemBytes = cfg->shared_bytes, .hStream = stream, .attrs = NULL, .numAttrs = 0};
+  CUlaunchAttribute attr[1];
+  if (flags & TECORE_LAUNCH_PDL) {
+    CUdevice dev;
+    TE_CHECK_GOTO(te_cuda_current_device(&dev), res, fail);
+    if (pdl_capable(dev)) {
+      /* The launch may begin once the stream's previous kernel has
+       * triggered (griddepcontrol.launch_dependents) or ended; captured,
+       * the edge from that kernel's node is a programmatic one. */
+      memset(attr, 0, sizeof attr);
+      attr[0].id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
+      attr[0].value.programmaticStreamSerializationAllowed = 1;
+      lc.attrs = attr;
+      lc.numAttrs = 1;
+    }
+  }
   /* A CUkernel passes as a CUfunction: the driver resolves it for the
    * current context.  The driver only reads args. */
   TE_CHECK_GOTO(TE_CU(cuLaunchKernelEx, &lc, (CUfunction)kern, (void **)args, NULL), res, fail);

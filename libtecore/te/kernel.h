@@ -71,6 +71,23 @@ tecore_result_t tecore_kernel_def(int id, const struct tecore_kernel_def **def)
 tecore_result_t tecore_kernel_launch(int id, const struct tecore_launch_cfg *cfg,
                                      void *const *args, tecore_stream_t stream);
 
+/* flags of tecore_kernel_launch_ex.
+ * TECORE_LAUNCH_PDL: programmatic dependent launch (cuda, sm_90 and newer:
+ * CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION).  The kernel may
+ * start while the stream's previous kernel still runs (once every block of
+ * that one has run griddepcontrol.launch_dependents, or ended); it must
+ * execute griddepcontrol.wait before it reads anything earlier work wrote
+ * and before it writes anything earlier work reads.  A kernel that does
+ * not is wrong under this flag.  Captured, the dependency becomes a
+ * programmatic graph edge.  Older GPUs and vdev run an ordinary launch. */
+#define TECORE_LAUNCH_PDL 0x1u
+#define TECORE_LAUNCH_FLAGS_ALL_ 0x1u /* every flag this version knows */
+/* tecore_kernel_launch with flags (TECORE_LAUNCH_*; 0 is
+ * tecore_kernel_launch).  An unknown flag bit is TECORE_ERR_INVALID. */
+tecore_result_t tecore_kernel_launch_ex(int id, const struct tecore_launch_cfg *cfg,
+                                        void *const *args, unsigned flags,
+                                        tecore_stream_t stream);
+
 #ifdef __cplusplus
 }
 #endif

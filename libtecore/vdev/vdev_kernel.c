@@ -67,9 +67,12 @@ tecore_result_t te_vdev_kernel_op(const struct te_kernel_entry *k,
 
 tecore_result_t te_vdev_kernel_launch(struct te_kernel_entry *k, struct te_kernel_module *mod,
                                       const struct tecore_launch_cfg *cfg, void *const *args,
-                                      tecore_stream_t stream) {
+                                      unsigned flags, tecore_stream_t stream) {
   static const char fn[] = "vdev kernel_launch";
   (void)mod;
+  /* TECORE_LAUNCH_PDL: a stream runs its kernels one after another here,
+   * which is what a programmatic launch may always fall back to */
+  (void)flags;
   struct vdev_op op;
   TE_CHECK(te_vdev_kernel_op(k, cfg, args, &op, fn));
   return te_vdev_submit(stream, &op, fn);
