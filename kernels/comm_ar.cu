@@ -487,7 +487,10 @@ __device__ __forceinline__ void ar_mc_fence() {
 }
 
 // Granule g's words w, sentinels fixed, into slot `rank` of buffer bi of
-// every rank (NVLS: one store through the multicast address).
+// every rank (NVLS: one store through the multicast address).  MR bounds
+// nranks: the fused kernels instantiate it small, so the unrolled stores
+// of ranks a call does not have are not in their instruction stream.
+template <int MR = TE_AR_MAX_RANKS>
 __device__ __forceinline__ void ar_lam_store(const te_ar_params &p, const ar_lam &l, uint64_t g,
                                              uint4 w) {
   w.x = te_ar_lam_fix(w.x, p.dtype);
@@ -499,7 +502,7 @@ __device__ __forceinline__ void ar_lam_store(const te_ar_params &p, const ar_lam
     return;
   }
 #pragma unroll
-  for (int s = 0; s < TE_AR_MAX_RANKS; s++)
+  for (int s = 0; s < MR; s++)
     if (s < p.nranks)
       ar_st_volatile16(
           ar_ptr<void>(te_ar_lam_addr(p.ws[s], p.lam_slot, p.nranks, l.bi, p.rank) + g * 16), w);
@@ -884,9 +887,9 @@ __device__ void ar_fused(const te_ar_params &p) {
 // vectors, at most TE_NORM_FWD_NV_MAX of them a thread (hidden up to 32768),
 // and inputs the kernel may read 16 bytes at a time.  The same results as
 // ar_fused (the same sums in the same order), with the loads of a row
-// batched: a thread issues the loads of all its vectors (residual_in, then
-// every slot's granules, then gamma) before it waits for any, and keeps
-// residual_out in registers for the second pass.  ar_fused loops vector
+// batched: a thread issues the loads of all its vectors (gamma and
+// residual_in first, then every slot's granules) before it waits for any,
+// and keeps residual_out in registers for the second pass.  ar_fused loops vector
 // by vector, each waiting on its own loads: on 2x H200 that chain cost
 // about 12 us a call, more than the allreduce itself.
 template <int DT, int SRC, int MR>
@@ -897,13 +900,30 @@ __device__ void ar_fused_fast(const te_ar_params &p) {
   const int T = p.tpr, t = threadIdx.x % T, nv = p.nv;
   const uint64_t groups = (p.rows + (uint64_t)p.rpb - 1) / (uint64_t)p.rpb;
   const uint64_t nbytes = p.count * 2u;
+  const uint64_t row0 = (uint64_t)blockIdx.x * (uint64_t)p.rpb + threadIdx.x / T;
+  // Loads that need nothing from the protocol go out first, together:
+  // gamma (the same columns in every row, so loaded once), the first row
+  // group's residual_in and, for Lamport, its input.  They arrive while
+  // the set-up's words, the barrier or the peers' granules are awaited,
+  // instead of each costing a round trip after the wait (gamma used to be
+  // loaded after the row sum).  Kept as packed 16-bit quads: 4 registers
+  // a vector, widened where used (the same exact conversion as
+  // te_dev_ld8t, so the same bits).
+  uint4 gq[NVM], rq0[NVM];
+#pragma unroll
+  for (int j = 0; j < NVM; j++) {
+    unsigned vi = (unsigned)j * (unsigned)T + (unsigned)t;
+    if (j < nv && vi < nvecs) {
+      gq[j] = *ar_ptr<const uint4>(p.gamma + (uint64_t)vi * 16u);
+      if (row0 < p.rows) rq0[j] = *ar_ptr<const uint4>(p.res_in + (row0 * (H / 8) + vi) * 16u);
+    }
+  }
   ar_block c;
   uint64_t base = 0;
   ar_lam l;
   if constexpr (SRC == SRC_LAMPORT) {
     // the first row group's input is on its way during the set-up
     uint4 pre[NVM];
-    const uint64_t row0 = (uint64_t)blockIdx.x * (uint64_t)p.rpb + threadIdx.x / T;
 #pragma unroll
     for (int j = 0; j < NVM; j++) {
       unsigned vi = (unsigned)j * (unsigned)T + (unsigned)t;
@@ -924,7 +944,7 @@ __device__ void ar_fused_fast(const te_ar_params &p) {
 #pragma unroll
       for (int j = 0; j < NVM; j++) {
         unsigned vi = (unsigned)j * (unsigned)T + (unsigned)t;
-        if (j < nv && vi < nvecs) ar_lam_store(p, l, (row * H + (uint64_t)vi * 8) / 8, w[j]);
+        if (j < nv && vi < nvecs) ar_lam_store<MR>(p, l, (row * H + (uint64_t)vi * 8) / 8, w[j]);
       }
     }
   } else {
@@ -951,10 +971,11 @@ __device__ void ar_fused_fast(const te_ar_params &p) {
     float x[NVM][8];
     float s = 0.0f;
     {
-      float r[NVM][8];
+      uint4 rq[NVM];
+      const bool first = rg == blockIdx.x;
 #pragma unroll
       for (int j = 0; j < NVM; j++)
-        if (jv[j]) te_dev_ld8t<DT>(ar_ptr<const void>(p.res_in), gi[j] * 8, r[j]);
+        if (jv[j]) rq[j] = first ? rq0[j] : *(ar_ptr<const uint4>(p.res_in) + gi[j]);
       // JB vectors a round: all of them, but for 8 ranks (registers)
       constexpr int JB = MR > 4 ? 2 : NVM;
 #pragma unroll
@@ -978,12 +999,13 @@ __device__ void ar_fused_fast(const te_ar_params &p) {
         for (int jj = 0; jj < JB; jj++) {
           const int j = j0 + jj;
           if (!jv[j] || !ok) continue;
-          float a[8];
+          float a[8], r[8];
           if constexpr (SRC == SRC_LOCAL) ar_unpack<DT>(raw[jj][0], a);
           else ar_fold<DT, MR>(p, raw[jj], a);
+          ar_unpack<DT>(rq[j], r);
 #pragma unroll
           for (int k = 0; k < 8; k++) {
-            x[j][k] = te_ar_residual(te_ar_round(a[k], DT), r[j][k], DT);
+            x[j][k] = te_ar_residual(te_ar_round(a[k], DT), r[k], DT);
             s = te_fma_rn(x[j][k], x[j][k], s);
           }
           ar_st<DT, 8>(p.res_out, gi[j], x[j]);
@@ -994,17 +1016,14 @@ __device__ void ar_fused_fast(const te_ar_params &p) {
     buf ^= 1;
     float rs = te_norm_rsigma(te_norm_mean(total, (float)H), p.eps);
     if (p.rsigma && valid && ok && t == 0) ar_ptr<float>(p.rsigma)[row] = rs;
-    float gm[NVM][8];
-#pragma unroll
-    for (int j = 0; j < NVM; j++)
-      if (jv[j] && ok) te_dev_ld8t<DT>(ar_ptr<const void>(p.gamma), (gi[j] - row * (H / 8)) * 8, gm[j]);
 #pragma unroll
     for (int j = 0; j < NVM; j++) {
       if (!jv[j] || !ok) continue;
-      float o[8];
+      float o[8], gm[8];
+      ar_unpack<DT>(gq[j], gm);
 #pragma unroll
       for (int k = 0; k < 8; k++) {
-        o[k] = te_rms_out(x[j][k], rs, te_norm_gamma(gm[j][k], te_norm_zc(0)));
+        o[k] = te_rms_out(x[j][k], rs, te_norm_gamma(gm[k], te_norm_zc(0)));
         am = te_amax_f32(am, o[k]);
       }
       if (p.fflags & TE_AR_F_OUT) ar_st<DT, 8>(p.fout, gi[j], o);
