@@ -26,7 +26,9 @@
 //
 // Launch: 1-D grids of at most TE_AR_MAX_BLOCKS blocks (co-resident on
 // Hopper), 512 threads for the plain kernels, the RMSNorm plan's block
-// (tpr x rows-per-block threads) for the fused ones.
+// (tpr x rows-per-block threads) for the fused ones, 2-4x that for the
+// spread fused Lamport kernels; programmatic dependent launch (see the
+// entry points).
 #include "common/comm_ar.h"
 #include "common/norm.h"
 #include "ldst.cuh"
@@ -1043,6 +1045,150 @@ __device__ void ar_fused_fast(const te_ar_params &p) {
   }
 }
 
+// The fused Lamport kernel with each row spread over more threads.  At a
+// few rows the fast kernel's block is small (hidden 4096: 128 threads,
+// one warp a scheduler) and each thread runs four vectors' loads, folds,
+// roundings and norm math one after another.  Here every thread of the
+// RMSNorm plan (u = 0 .. P-1, P = tpr x rows-per-block) gets S = spread
+// threads (2 or 4; block S x P <= TE_AR_SPREAD_THREADS): thread s of u
+// takes u's vectors j = s, s + S, ...  Each thread loads, stores, waits
+// for and folds its vectors and writes their residual_out; the values go
+// through shared memory to u's first thread, which sums their squares in
+// the plan's order (j, then the 8 elements: the fma chain of ar_fused_fast
+// and of tecore_rmsnorm_fwd), so the row sum, 1/rms and every output are
+// the same bits.  1/rms comes back through shared memory, and each thread
+// writes the outputs of its own vectors.
+// Its shared memory, declared once in the kernel (static shared arrays of
+// a template function would be one set per instantiation).
+struct ar_spread_smem {
+  float red[2][32];
+  float xs[TE_AR_SPREAD_THREADS / 2 * TE_NORM_FWD_NV_MAX * 8];  // [j][u][8], P <= 256
+  float rs[TE_AR_SPREAD_THREADS / 2];
+};
+template <int DT, int MR>
+__device__ void ar_fused_spread(const te_ar_params &p, ar_spread_smem &sm) {
+  constexpr int NVM = TE_NORM_FWD_NV_MAX, JT = NVM / 2;  // S >= 2: at most 2 vectors a thread
+  float(*red)[32] = sm.red;
+  float *xs = sm.xs, *rs_s = sm.rs;
+  const unsigned H = p.hidden, nvecs = H / 8;
+  const int T = p.tpr, nv = p.nv, S = p.spread;
+  const int P = (int)blockDim.x / S, u = (int)threadIdx.x % P, si = (int)threadIdx.x / P;
+  const int t = u % T;
+  const uint64_t groups = (p.rows + (uint64_t)p.rpb - 1) / (uint64_t)p.rpb;
+  const uint64_t nbytes = p.count * 2u;
+  const uint64_t row0 = (uint64_t)blockIdx.x * (uint64_t)p.rpb + (uint64_t)(u / T);
+  // as ar_fused_fast: gamma, the first row group's residual_in and input
+  // go out before the set-up
+  uint4 gq[JT], rq0[JT], pre[JT];
+#pragma unroll
+  for (int m = 0; m < JT; m++) {
+    const int j = si + S * m;
+    const unsigned vi = (unsigned)j * (unsigned)T + (unsigned)t;
+    if (j < nv && vi < nvecs) {
+      gq[m] = *ar_ptr<const uint4>(p.gamma + (uint64_t)vi * 16u);
+      if (row0 < p.rows) {
+        rq0[m] = *ar_ptr<const uint4>(p.res_in + (row0 * (H / 8) + vi) * 16u);
+        pre[m] = ar_lam_load(p, row0 * (H / 8) + vi, nbytes, true);
+      }
+    }
+  }
+  ar_block c;
+  ar_lam l;
+  if (!ar_lam_start(p, (nbytes + 15) / 16 * 16, c, l)) return;
+  for (uint64_t rg = blockIdx.x; rg < groups; rg += gridDim.x) {
+    const uint64_t row = rg * (uint64_t)p.rpb + (uint64_t)(u / T);
+    if (row >= p.rows) continue;
+#pragma unroll
+    for (int m = 0; m < JT; m++) {
+      const int j = si + S * m;
+      const unsigned vi = (unsigned)j * (unsigned)T + (unsigned)t;
+      if (j < nv && vi < nvecs) {
+        const uint64_t g = row * (H / 8) + vi;
+        ar_lam_store<MR>(p, l, g, rg == blockIdx.x ? pre[m] : ar_lam_load(p, g, nbytes, true));
+      }
+    }
+  }
+  const float sc = (p.fflags & TE_AR_F_Q) ? *ar_ptr<const float>(p.q_scale) : 1.0f;
+  if ((p.fflags & TE_AR_F_Q) && p.q_scale_inv && blockIdx.x == 0 && threadIdx.x == 0)
+    *ar_ptr<float>(p.q_scale_inv) = te_fp8_scale_inv(sc);
+  float am = 0.0f;
+  bool ok = true;
+  int buf = 0;
+  for (uint64_t rg = blockIdx.x; rg < groups; rg += gridDim.x) {
+    const uint64_t row = rg * (uint64_t)p.rpb + (uint64_t)(u / T);
+    const bool rv = row < p.rows;
+    bool jv[JT];
+    uint64_t gi[JT];
+#pragma unroll
+    for (int m = 0; m < JT; m++) {
+      const int j = si + S * m;
+      const unsigned vi = (unsigned)j * (unsigned)T + (unsigned)t;
+      jv[m] = rv && ok && j < nv && vi < nvecs;
+      gi[m] = row * (H / 8) + vi;
+    }
+    float x[JT][8];
+    {
+      uint4 rq[JT], raw[JT][MR];
+      const bool first = rg == blockIdx.x;
+#pragma unroll
+      for (int m = 0; m < JT; m++)
+        if (jv[m]) rq[m] = first ? rq0[m] : *(ar_ptr<const uint4>(p.res_in) + gi[m]);
+      if (rv && ok && !ar_lam_wait<JT, MR>(p, l, c, gi, jv, raw)) ok = false;
+#pragma unroll
+      for (int m = 0; m < JT; m++) {
+        if (!jv[m] || !ok) continue;
+        float a[8], r[8];
+        ar_fold<DT, MR>(p, raw[m], a);
+        ar_unpack<DT>(rq[m], r);
+        float *xo = &xs[((si + S * m) * P + u) * 8];
+#pragma unroll
+        for (int k = 0; k < 8; k++) {
+          x[m][k] = te_ar_residual(te_ar_round(a[k], DT), r[k], DT);
+          xo[k] = x[m][k];
+        }
+        ar_st<DT, 8>(p.res_out, gi[m], x[m]);
+      }
+    }
+    __syncthreads();
+    // plan thread u's sum of squares, in its order
+    float sq = 0.0f;
+    if (si == 0 && rv) {
+      for (int j = 0; j < nv; j++) {
+        if ((unsigned)j * (unsigned)T + (unsigned)t >= nvecs) continue;
+        const float *xi = &xs[(j * P + u) * 8];
+#pragma unroll
+        for (int k = 0; k < 8; k++) sq = te_fma_rn(xi[k], xi[k], sq);
+      }
+    }
+    float total = ar_row_sum(sq, T, red, buf);
+    buf ^= 1;
+    if (si == 0) rs_s[u] = te_norm_rsigma(te_norm_mean(total, (float)H), p.eps);
+    __syncthreads();
+    const float rs = rs_s[u];
+    if (p.rsigma && rv && ok && si == 0 && t == 0) ar_ptr<float>(p.rsigma)[row] = rs;
+#pragma unroll
+    for (int m = 0; m < JT; m++) {
+      if (!jv[m] || !ok) continue;
+      float o[8], gm[8];
+      ar_unpack<DT>(gq[m], gm);
+#pragma unroll
+      for (int k = 0; k < 8; k++) {
+        o[k] = te_rms_out(x[m][k], rs, te_norm_gamma(gm[k], te_norm_zc(0)));
+        am = te_amax_f32(am, o[k]);
+      }
+      if (p.fflags & TE_AR_F_OUT) ar_st<DT, 8>(p.fout, gi[m], o);
+      if (p.fflags & TE_AR_F_Q) {
+#pragma unroll
+        for (int k = 0; k < 8; k++) o[k] = te_mul_rn(o[k], sc);
+        te_dev_st8(ar_ptr<void>(p.q_data), gi[m] * 8, p.q_dtype, o);
+      }
+    }
+  }
+  if (p.fflags & TE_AR_F_AMAX) te_dev_block_amax_f(ar_ptr<unsigned>(p.q_amax), am);
+  if (__syncthreads_or(!ok)) return;
+  ar_lam_rearm(p, l);
+}
+
 // ar_fused_fast for ranks up to MR (a power of two: registers for them).
 template <int DT, int SRC>
 __device__ __forceinline__ void ar_fused_fast_n(const te_ar_params &p) {
@@ -1150,3 +1296,16 @@ extern "C" __global__ void __launch_bounds__(TE_AR_THREADS) te_comm_ar_nvls(cons
   }
 AR_FUSED_KERNELS(, TE_AR_FUSED_NARROW, true)
 AR_FUSED_KERNELS(_wide, 1024, false)
+// The spread fused Lamport kernels (block spread x the plan's threads,
+// 16-bit dtypes): one for 2 ranks and one for 3 or 4, each with the
+// registers its ranks' granules need (together they would spill; the host
+// takes the plan's kernel for more ranks).
+#define AR_SPREAD_KERNEL(name, MR)                                                          \
+  extern "C" __global__ void __launch_bounds__(TE_AR_SPREAD_THREADS) name(const te_ar_params p) { \
+    __shared__ ar_spread_smem sm;                                                           \
+    ar_pdl_enter();                                                                         \
+    if (p.dtype == BF16) ar_fused_spread<BF16, MR>(p, sm);                                  \
+    else ar_fused_spread<F16, MR>(p, sm);                                                   \
+  }
+AR_SPREAD_KERNEL(te_comm_ar_lamport_fused_spread, 2)
+AR_SPREAD_KERNEL(te_comm_ar_lamport_fused_spread4, 4)

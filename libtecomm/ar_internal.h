@@ -28,6 +28,8 @@ enum {
   TE_AR_K_LAMPORT_FUSED_WIDE, /* TE_AR_FUSED_NARROW threads */
   TE_AR_K_ADDNORM_WIDE,
   TE_AR_K_NVLS, /* NVLS simple (the NVLS Lamport is TE_AR_K_LAMPORT* with mc set) */
+  TE_AR_K_LAMPORT_FUSED_SPREAD,  /* the fused Lamport kernel over spread x the plan's */
+  TE_AR_K_LAMPORT_FUSED_SPREAD4, /* threads: 2 ranks, 3 or 4 ranks */
   TE_AR_K_COUNT_
 };
 

@@ -38,6 +38,9 @@ static const struct tecore_kernel_def ar_defs[TE_AR_K_COUNT_] = {
     [TE_AR_K_LAMPORT_FUSED_WIDE] = AR_DEF("te_comm_ar_lamport_fused_wide", te_ar_vdev_lamport),
     [TE_AR_K_ADDNORM_WIDE] = AR_DEF("te_comm_ar_addnorm_wide", te_ar_vdev_addnorm),
     [TE_AR_K_NVLS] = AR_DEF("te_comm_ar_nvls", te_ar_vdev_nvls),
+    /* vdev runs a grid's blocks whole, whatever their size: the same C */
+    [TE_AR_K_LAMPORT_FUSED_SPREAD] = AR_DEF("te_comm_ar_lamport_fused_spread", te_ar_vdev_lamport),
+    [TE_AR_K_LAMPORT_FUSED_SPREAD4] = AR_DEF("te_comm_ar_lamport_fused_spread4", te_ar_vdev_lamport),
 };
 
 /* Programmatic dependent launch of every allreduce kernel: on an sm_90
@@ -47,6 +50,14 @@ static const struct tecore_kernel_def ar_defs[TE_AR_K_COUNT_] = {
 TECORE_TUNABLE_INT(tc_tun_pdl, "TECOMM_PDL", 1, 0, 1,
                    "1: launch the allreduce kernels with programmatic dependent launch (cuda, "
                    "sm_90 and newer; vdev ignores it); 0: ordinary launches")
+
+/* The fused Lamport kernel with a row spread over more threads (2 or 4
+ * for each thread of the RMSNorm plan; the same bits).  0 keeps the plan's
+ * block, so one run can compare both. */
+TECORE_TUNABLE_INT(tc_tun_fused_spread, "TECOMM_FUSED_SPREAD", 1, 0, 1,
+                   "1: the fused Lamport allreduce + add + RMSNorm spreads each row over 2-4x "
+                   "the RMSNorm plan's threads (hidden <= 8192, 16-bit dtypes, <= 4 ranks); 0: the plan's "
+                   "block")
 
 static struct tecore_kernel_table ar_table = {
     .module = "libtecomm/allreduce", .count = TE_AR_K_COUNT_, .kernels = ar_defs};
@@ -336,7 +347,23 @@ static tecore_result_t ar_fused(const struct tecomm_ar_call *c, struct te_ar_par
                     "%s: fused Lamport needs hidden %% 8 == 0 and 16-byte aligned in[rank], "
                     "residual_in, residual_out, out, gamma (hidden %zu)",
                     fn, f->hidden);
-    TC_CHECK(ar_go(wide ? TE_AR_K_LAMPORT_FUSED_WIDE : TE_AR_K_LAMPORT_FUSED, &rcfg, p, stream));
+    /* the spread kernel where the fast kernel's shape holds (16-bit,
+     * vectors of 8, at most TE_NORM_FWD_NV_MAX of them a thread), 2 or
+     * more threads can share each plan thread's vectors, and the ranks'
+     * granules fit its registers (up to 4 ranks) */
+    unsigned spread = plan.threads ? TE_AR_SPREAD_THREADS / plan.threads : 0;
+    if (spread > (unsigned)plan.nv) spread = (unsigned)plan.nv;
+    if (!wide && spread >= 2 && plan.nv <= TE_NORM_FWD_NV_MAX && c->dtype != TECORE_DTYPE_F32 &&
+        c->nranks <= 4 && tecore_tunable_int(&tc_tun_fused_spread)) {
+      struct tecore_launch_cfg scfg = rcfg;
+      scfg.block[0] = plan.threads * spread;
+      p->spread = (int32_t)spread;
+      TC_CHECK(ar_go(c->nranks <= 2 ? TE_AR_K_LAMPORT_FUSED_SPREAD : TE_AR_K_LAMPORT_FUSED_SPREAD4,
+                     &scfg, p, stream));
+      p->spread = 0;
+    } else {
+      TC_CHECK(ar_go(wide ? TE_AR_K_LAMPORT_FUSED_WIDE : TE_AR_K_LAMPORT_FUSED, &rcfg, p, stream));
+    }
   } else if (c->algo == TECOMM_AR_NVLS) {
     /* NVLS simple into this rank's member (out 0: no copy-out), then the
      * epilogue from there */

@@ -945,8 +945,8 @@ END_TEST
  * Every stage is checked bit for bit: the plain ones against the fold over
  * ranks of the stage before (computed on the host: two-shot clobbers R1),
  * the fused ones against libtecore's unfused add and RMSNorm of that fold.
- * Run once with TECOMM_PDL=0 and once with 1: the outputs' hashes must be
- * the same on every rank and in both runs. */
+ * Run with TECOMM_PDL=0 and 1 (and the spread fused kernel off and on):
+ * the outputs' hashes must be the same on every rank and in every run. */
 #define PDL_ROWS 8
 #define PDL_HIDDEN 1024
 #define PDL_REGIONS 7
@@ -1110,19 +1110,27 @@ static void run_job_pdl(struct job *j, int pdl) {
   unsetenv("TECOMM_PDL");
 }
 
+/* The chain with TECOMM_PDL and TECOMM_FUSED_SPREAD (the fused Lamport
+ * kernel over 2-4x the plan's threads: hidden 1024 takes it) off, both on,
+ * and PDL alone: the same bits every time. */
 static void pdl_chain(int n) {
   if (gpus_short(n)) return;
-  uint64_t hash[2];
-  for (int pdl = 0; pdl < 2; pdl++) {
+  static const int modes[3][2] = {{0, 0}, {1, 1}, {1, 0}}; /* pdl, spread */
+  uint64_t hash[3];
+  for (int m = 0; m < 3; m++) {
     struct job j = {.n = n, .in_bytes = PDL_REGIONS * 16384, .ws_max = 16384,
                     .body = body_pdl_chain, .victim = -1};
-    run_job_pdl(&j, pdl);
+    ck_assert_int_eq(setenv("TECOMM_FUSED_SPREAD", modes[m][1] ? "1" : "0", 1), 0);
+    run_job_pdl(&j, modes[m][0]);
+    unsetenv("TECOMM_FUSED_SPREAD");
     expect_all_ok(&j);
-    hash[pdl] = j.done[0].hash;
+    hash[m] = j.done[0].hash;
+    ck_assert_msg(hash[m] == hash[0],
+                  "the chain's outputs with TECOMM_PDL=%d TECOMM_FUSED_SPREAD=%d differ from "
+                  "those with both 0 (hash %016llx vs %016llx)",
+                  modes[m][0], modes[m][1], (unsigned long long)hash[m],
+                  (unsigned long long)hash[0]);
   }
-  ck_assert_msg(hash[0] == hash[1],
-                "the chain's outputs differ between TECOMM_PDL=0 and 1 (hash %016llx vs %016llx)",
-                (unsigned long long)hash[0], (unsigned long long)hash[1]);
 }
 
 START_TEST(pdl_chain_same_bits_2) { pdl_chain(2); }

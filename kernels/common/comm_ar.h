@@ -99,6 +99,11 @@
 /* The fused kernels come in two builds: blocks of at most this many
  * threads (registers for the common row lengths), and of up to 1024. */
 #define TE_AR_FUSED_NARROW 256
+/* The spread fused Lamport kernel: the RMSNorm plan's tpr x rows-per-block
+ * threads each get `spread` threads (2 or 4) that share its vectors, so a
+ * row's loads, waits and element math run on up to this many threads
+ * while the sum over the row keeps the plan's order (kernels/comm_ar.cu). */
+#define TE_AR_SPREAD_THREADS 512
 /* Granules (16-byte vectors, or elements when vec == 1) a GPU thread keeps
  * in registers per round of the one-shot kernel. */
 #define TE_AR_UNROLL 4
@@ -128,7 +133,8 @@ struct te_ar_params {
                                      vectors per thread, rows per block */
   int32_t nvec;                   /* norm vector length: 8 or 1 */
   int32_t q_dtype;                /* E4M3 / E5M2 */
-  int32_t pad_;
+  int32_t spread;                 /* the spread fused Lamport kernel: threads per plan
+                                     thread (TE_AR_SPREAD_THREADS below); else 0 */
 };
 
 /* ---- element math ------------------------------------------------------- */
