@@ -782,6 +782,15 @@ __device__ __forceinline__ bool ar_lam_row_get(const te_ar_params &p, const ar_l
   return ar_lam_row_get_t<F16>(p, l, c, e, acc);
 }
 
+// The FP8 copy's scale (1 without one); block 0's thread 0 writes its
+// inverse, as the unfused quantize does.
+__device__ __forceinline__ float ar_fp8_scale(const te_ar_params &p) {
+  const float sc = (p.fflags & TE_AR_F_Q) ? *ar_ptr<const float>(p.q_scale) : 1.0f;
+  if ((p.fflags & TE_AR_F_Q) && p.q_scale_inv && blockIdx.x == 0 && threadIdx.x == 0)
+    *ar_ptr<float>(p.q_scale_inv) = te_fp8_scale_inv(sc);
+  return sc;
+}
+
 template <int SRC, int NV>
 __device__ void ar_fused(const te_ar_params &p) {
   __shared__ float red[2][32];
@@ -799,9 +808,7 @@ __device__ void ar_fused(const te_ar_params &p) {
   const unsigned nvecs = NV == 8 ? H / 8 : H;
   const uint64_t groups = (p.rows + (uint64_t)p.rpb - 1) / (uint64_t)p.rpb;
   const int t = threadIdx.x % T;
-  const float sc = (p.fflags & TE_AR_F_Q) ? *ar_ptr<const float>(p.q_scale) : 1.0f;
-  if ((p.fflags & TE_AR_F_Q) && p.q_scale_inv && blockIdx.x == 0 && threadIdx.x == 0)
-    *ar_ptr<float>(p.q_scale_inv) = te_fp8_scale_inv(sc);
+  const float sc = ar_fp8_scale(p);
   float am = 0.0f;
   bool ok = true;
   int buf = 0;
@@ -885,6 +892,27 @@ __device__ void ar_fused(const te_ar_params &p) {
   }
 }
 
+// The outputs of vector g (8 elements x of residual_out, gamma packed in
+// gq): out = x * rs * gamma and/or its FP8 copy at scale sc; am takes
+// their amax.  The same per-element formula as tecore_rmsnorm_fwd.
+template <int DT>
+__device__ __forceinline__ void ar_norm_out8(const te_ar_params &p, uint64_t g, const float *x,
+                                             uint4 gq, float rs, float sc, float &am) {
+  float o[8], gm[8];
+  ar_unpack<DT>(gq, gm);
+#pragma unroll
+  for (int k = 0; k < 8; k++) {
+    o[k] = te_rms_out(x[k], rs, te_norm_gamma(gm[k], te_norm_zc(0)));
+    am = te_amax_f32(am, o[k]);
+  }
+  if (p.fflags & TE_AR_F_OUT) ar_st<DT, 8>(p.fout, g, o);
+  if (p.fflags & TE_AR_F_Q) {
+#pragma unroll
+    for (int k = 0; k < 8; k++) o[k] = te_mul_rn(o[k], sc);
+    te_dev_st8(ar_ptr<void>(p.q_data), g * 8, p.q_dtype, o);
+  }
+}
+
 // The fused kernel for the common shapes: 16-bit dtypes, 8-element norm
 // vectors, at most TE_NORM_FWD_NV_MAX of them a thread (hidden up to 32768),
 // and inputs the kernel may read 16 bytes at a time.  The same results as
@@ -953,9 +981,7 @@ __device__ void ar_fused_fast(const te_ar_params &p) {
     if (!ar_begin(p, SRC == SRC_ONESHOT ? 2 : 0, c, base)) return;
     if (SRC == SRC_ONESHOT && !ar_barrier(p, c, base + 1)) return;
   }
-  const float sc = (p.fflags & TE_AR_F_Q) ? *ar_ptr<const float>(p.q_scale) : 1.0f;
-  if ((p.fflags & TE_AR_F_Q) && p.q_scale_inv && blockIdx.x == 0 && threadIdx.x == 0)
-    *ar_ptr<float>(p.q_scale_inv) = te_fp8_scale_inv(sc);
+  const float sc = ar_fp8_scale(p);
   float am = 0.0f;
   bool ok = true;
   int buf = 0;
@@ -1019,22 +1045,8 @@ __device__ void ar_fused_fast(const te_ar_params &p) {
     float rs = te_norm_rsigma(te_norm_mean(total, (float)H), p.eps);
     if (p.rsigma && valid && ok && t == 0) ar_ptr<float>(p.rsigma)[row] = rs;
 #pragma unroll
-    for (int j = 0; j < NVM; j++) {
-      if (!jv[j] || !ok) continue;
-      float o[8], gm[8];
-      ar_unpack<DT>(gq[j], gm);
-#pragma unroll
-      for (int k = 0; k < 8; k++) {
-        o[k] = te_rms_out(x[j][k], rs, te_norm_gamma(gm[k], te_norm_zc(0)));
-        am = te_amax_f32(am, o[k]);
-      }
-      if (p.fflags & TE_AR_F_OUT) ar_st<DT, 8>(p.fout, gi[j], o);
-      if (p.fflags & TE_AR_F_Q) {
-#pragma unroll
-        for (int k = 0; k < 8; k++) o[k] = te_mul_rn(o[k], sc);
-        te_dev_st8(ar_ptr<void>(p.q_data), gi[j] * 8, p.q_dtype, o);
-      }
-    }
+    for (int j = 0; j < NVM; j++)
+      if (jv[j] && ok) ar_norm_out8<DT>(p, gi[j], x[j], gq[j], rs, sc, am);
   }
   if (p.fflags & TE_AR_F_AMAX) te_dev_block_amax_f(ar_ptr<unsigned>(p.q_amax), am);
   if constexpr (SRC == SRC_ONESHOT) {
@@ -1108,9 +1120,7 @@ __device__ void ar_fused_spread(const te_ar_params &p, ar_spread_smem &sm) {
       }
     }
   }
-  const float sc = (p.fflags & TE_AR_F_Q) ? *ar_ptr<const float>(p.q_scale) : 1.0f;
-  if ((p.fflags & TE_AR_F_Q) && p.q_scale_inv && blockIdx.x == 0 && threadIdx.x == 0)
-    *ar_ptr<float>(p.q_scale_inv) = te_fp8_scale_inv(sc);
+  const float sc = ar_fp8_scale(p);
   float am = 0.0f;
   bool ok = true;
   int buf = 0;
@@ -1167,22 +1177,8 @@ __device__ void ar_fused_spread(const te_ar_params &p, ar_spread_smem &sm) {
     const float rs = rs_s[u];
     if (p.rsigma && rv && ok && si == 0 && t == 0) ar_ptr<float>(p.rsigma)[row] = rs;
 #pragma unroll
-    for (int m = 0; m < JT; m++) {
-      if (!jv[m] || !ok) continue;
-      float o[8], gm[8];
-      ar_unpack<DT>(gq[m], gm);
-#pragma unroll
-      for (int k = 0; k < 8; k++) {
-        o[k] = te_rms_out(x[m][k], rs, te_norm_gamma(gm[k], te_norm_zc(0)));
-        am = te_amax_f32(am, o[k]);
-      }
-      if (p.fflags & TE_AR_F_OUT) ar_st<DT, 8>(p.fout, gi[m], o);
-      if (p.fflags & TE_AR_F_Q) {
-#pragma unroll
-        for (int k = 0; k < 8; k++) o[k] = te_mul_rn(o[k], sc);
-        te_dev_st8(ar_ptr<void>(p.q_data), gi[m] * 8, p.q_dtype, o);
-      }
-    }
+    for (int m = 0; m < JT; m++)
+      if (jv[m] && ok) ar_norm_out8<DT>(p, gi[m], x[m], gq[m], rs, sc, am);
   }
   if (p.fflags & TE_AR_F_AMAX) te_dev_block_amax_f(ar_ptr<unsigned>(p.q_amax), am);
   if (__syncthreads_or(!ok)) return;
