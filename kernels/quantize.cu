@@ -46,37 +46,6 @@ static __device__ __noinline__ void block_amax(uint32_t m, unsigned *amax) {
   }
 }
 
-// 16 16-bit elements (two 16-byte words, element 0 in a's low half) as floats.
-template <int IDT>
-static __device__ __forceinline__ void unpack16(uint4 a, uint4 b, float v[16]) {
-  uint32_t w[8] = {a.x, a.y, a.z, a.w, b.x, b.y, b.z, b.w};
-#pragma unroll
-  for (int k = 0; k < 8; k++) {
-    if (IDT == TE_FP8_DT_BF16) {
-      v[2 * k] = __uint_as_float(w[k] << 16);
-      v[2 * k + 1] = __uint_as_float(w[k] & 0xffff0000u);
-    } else {
-      v[2 * k] = te_f16_to_f32((uint16_t)(w[k] & 0xffffu));
-      v[2 * k + 1] = te_f16_to_f32((uint16_t)(w[k] >> 16));
-    }
-  }
-}
-
-// Chunks c and c + stride of a 16-bit input, raw (r[0..1] and r[2..3]):
-// the four 16-byte loads are issued together, before any is used.
-static __device__ __forceinline__ void load_2chunks(const void *__restrict__ in, uint64_t c,
-                                                    uint64_t stride, uint4 r[4]) {
-  const uint4 *p0 = (const uint4 *)in + c * 2, *p1 = (const uint4 *)in + (c + stride) * 2;
-  r[0] = p0[0], r[1] = p0[1], r[2] = p1[0], r[3] = p1[1];
-}
-
-// m and the |x| bits of a chunk's 16 values, the largest.
-static __device__ __forceinline__ uint32_t amax16(uint32_t m, const float v[16]) {
-#pragma unroll
-  for (int k = 0; k < 16; k++) m = te_max_u32(m, te_abs_bits(v[k]));
-  return m;
-}
-
 // 16 consecutive elements (chunk c) as floats; needs 16-byte alignment.
 template <int IDT>
 static __device__ __forceinline__ void load16(const void *__restrict__ in, uint64_t c, float v[16]) {
@@ -89,7 +58,18 @@ static __device__ __forceinline__ void load16(const void *__restrict__ in, uint6
     }
   } else {
     const uint4 *p = (const uint4 *)in + c * 2;
-    unpack16<IDT>(p[0], p[1], v);
+    uint4 a = p[0], b = p[1];
+    uint32_t w[8] = {a.x, a.y, a.z, a.w, b.x, b.y, b.z, b.w};
+#pragma unroll
+    for (int k = 0; k < 8; k++) {
+      if (IDT == TE_FP8_DT_BF16) {
+        v[2 * k] = __uint_as_float(w[k] << 16);
+        v[2 * k + 1] = __uint_as_float(w[k] & 0xffff0000u);
+      } else {
+        v[2 * k] = te_f16_to_f32((uint16_t)(w[k] & 0xffffu));
+        v[2 * k + 1] = te_f16_to_f32((uint16_t)(w[k] >> 16));
+      }
+    }
   }
 }
 
@@ -108,43 +88,6 @@ static __device__ __forceinline__ uint2 quant8(const float v[8], float s) {
 
 // ---- per-tensor, flat -------------------------------------------------------
 
-// Calls f(v, c) for this thread's chunks c = blk * QT + threadIdx.x,
-// c + stride, ... below nchunks (stride = nblk * QT), v the chunk's 16
-// values (quantize and the amax pass share it).
-//
-// BF16 inputs: two chunks a step (this thread's c and c + stride), all
-// four 16-byte loads issued before the first is used.  The grid is one
-// wave of persistent blocks, so what keeps DRAM busy is the bytes each
-// thread has in flight: one chunk of 32 bytes a step left the kernel
-// waiting on its loads (88.8% of stalls long-scoreboard, ncu).  The
-// chunks and their elements are the same, so are the bytes out; amax is
-// a max, in any order.  F32 chunks already load 64 bytes a step; F16's
-// integer conversion (convert.h) needs the registers: at the 32 that
-// keep 8 blocks an SM resident, two F16 chunks spilled.
-template <int IDT, typename F>
-static __device__ __forceinline__ void for_chunks(const void *__restrict__ in, uint64_t nchunks,
-                                                  uint64_t blk, uint64_t nblk, F f) {
-  const uint64_t stride = nblk * QT;
-  uint64_t c = blk * QT + threadIdx.x;
-  if (IDT == TE_FP8_DT_BF16) {
-    for (; c + stride < nchunks; c += 2 * stride) {
-      uint4 r[4];
-      load_2chunks(in, c, stride, r);
-#pragma unroll
-      for (int h = 0; h < 2; h++) {
-        float v[16];
-        unpack16<IDT>(r[2 * h], r[2 * h + 1], v);
-        f(v, c + h * stride);
-      }
-    }
-  }
-  for (; c < nchunks; c += stride) {
-    float v[16];
-    load16<IDT>(in, c, v);
-    f(v, c);
-  }
-}
-
 // Quantizes in[0..n) with scale s, using blocks blk .. of nblk (grid-stride
 // within the tensor's own blocks); returns this thread's max |x| bits.
 template <int IDT, int ODT>
@@ -155,11 +98,14 @@ static __device__ __forceinline__ uint32_t quant_flat(const void *__restrict__ i
   const bool vec = (((uintptr_t)in | (uintptr_t)out) & 15u) == 0;
   const uint64_t nchunks = vec ? n / 16 : 0;
   const uint64_t stride = nblk * QT;
-  for_chunks<IDT>(in, nchunks, blk, nblk, [&](const float *v, uint64_t c) {
-    m = amax16(m, v);
+  for (uint64_t c = blk * QT + threadIdx.x; c < nchunks; c += stride) {
+    float v[16];
+    load16<IDT>(in, c, v);
+#pragma unroll
+    for (int k = 0; k < 16; k++) m = te_max_u32(m, te_abs_bits(v[k]));
     uint2 a = quant8<ODT>(v, s), b = quant8<ODT>(v + 8, s);
     ((uint4 *)out)[c] = make_uint4(a.x, a.y, b.x, b.y);
-  });
+  }
   for (uint64_t i = nchunks * 16 + blk * QT + threadIdx.x; i < n; i += stride) {
     float x = te_q_load(in, i, IDT);
     m = te_max_u32(m, te_abs_bits(x));
@@ -196,8 +142,7 @@ static __device__ void quant_pt(const void *in, void *out, uint64_t n, float *sc
     }                                                                                   \
   } while (0)
 
-// 8 blocks an SM (32 registers): the host's grid is 8 blocks an SM, one wave.
-extern "C" __global__ void __launch_bounds__(QT, 8)
+extern "C" __global__ void __launch_bounds__(QT)
 te_fp8_quantize_pt(TE_KSIG(TE_FP8_QUANTIZE_PT_PARAMS)) {
   if (noop_set(noop)) return;
   DISPATCH_IO(in_dt, out_dt, quant_pt, in, out, n, scale, scale_inv, scale_inv_col, amax, current,
@@ -213,7 +158,12 @@ static __device__ __forceinline__ uint32_t amax_flat(const void *__restrict__ in
   const bool vec = ((uintptr_t)in & 15u) == 0;
   const uint64_t nchunks = vec ? n / 16 : 0;
   const uint64_t stride = nblk * QT;
-  for_chunks<IDT>(in, nchunks, blk, nblk, [&](const float *v, uint64_t) { m = amax16(m, v); });
+  for (uint64_t c = blk * QT + threadIdx.x; c < nchunks; c += stride) {
+    float v[16];
+    load16<IDT>(in, c, v);
+#pragma unroll
+    for (int k = 0; k < 16; k++) m = te_max_u32(m, te_abs_bits(v[k]));
+  }
   for (uint64_t i = nchunks * 16 + blk * QT + threadIdx.x; i < n; i += stride)
     m = te_max_u32(m, te_abs_bits(te_q_load(in, i, IDT)));
   return m;
