@@ -181,6 +181,61 @@ static double host_us_per_call(struct tb_ctx *c, tb_body body, struct gemm_prob 
   return (t1 - t0) / c->iters;
 }
 
+static int cmp_double(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return x < y ? -1 : x > y;
+}
+
+/* The two sides call by call: direct, libte, libte, direct, ... (the
+ * order flips every pair, so neither is always first), each call between
+ * two events of its own, 2 * c->iters calls a side after 3 warm-ups each;
+ * the median of each side.  At 8192^3 BF16 an H100 reaches its power
+ * limit within a few rounds and lowers its clock (nvidia-smi: SW power
+ * cap): timed in blocks, the side measured first ran cool and the other
+ * hot (95% and 93% in one run, 99.7% in the next, with the same kernel);
+ * interleaved, both sides see the same clocks. */
+static void interleaved(struct tb_ctx *c, struct gemm_prob *p, double *t_direct, double *t_libte) {
+  const int n = 2 * (c->iters > 0 ? c->iters : 1);
+  tecore_event_t *ev = calloc((size_t)(2 * n + 1), sizeof *ev);
+  double *td = calloc((size_t)n, sizeof *td), *tl = calloc((size_t)n, sizeof *tl);
+  tecore_result_t r = ev && td && tl ? TECORE_SUCCESS : TECORE_ERR_NOMEM;
+  int made = 0;
+  for (; r == TECORE_SUCCESS && made < 2 * n + 1; made++) r = tecore_event_create(0, &ev[made]);
+  for (int i = 0; i < 3 && r == TECORE_SUCCESS; i++) {
+    r = direct_body(c, p);
+    if (r == TECORE_SUCCESS) r = libte_body(c, p);
+  }
+  if (r == TECORE_SUCCESS) r = tecore_event_record(ev[0], c->s);
+  for (int k = 0; k < 2 * n && r == TECORE_SUCCESS; k++) {
+    /* pairs alternate D L, L D: call k is the direct one when k % 4 is 0 or 3 */
+    int direct = (k % 4 == 0) || (k % 4 == 3);
+    r = direct ? direct_body(c, p) : libte_body(c, p);
+    if (r == TECORE_SUCCESS) r = tecore_event_record(ev[k + 1], c->s);
+  }
+  if (r == TECORE_SUCCESS) r = tecore_event_synchronize(ev[2 * n]);
+  int nd = 0, nl = 0;
+  for (int k = 0; k < 2 * n && r == TECORE_SUCCESS; k++) {
+    float ms = 0;
+    r = tecore_event_elapsed(&ms, ev[k], ev[k + 1]);
+    if ((k % 4 == 0) || (k % 4 == 3)) td[nd++] = ms;
+    else tl[nl++] = ms;
+  }
+  if (r == TECORE_SUCCESS && nd > 0 && nl > 0) {
+    qsort(td, (size_t)nd, sizeof *td, cmp_double);
+    qsort(tl, (size_t)nl, sizeof *tl, cmp_double);
+    *t_direct = td[nd / 2];
+    *t_libte = tl[nl / 2];
+  } else {
+    fprintf(stderr, "te-bench: gemm timing failed: %s (%s)\n", tecore_strerror(r),
+            tecore_last_error());
+    c->failed = 1;
+  }
+  for (int k = 0; k < made; k++) tecore_event_destroy(ev[k]);
+  free(ev);
+  free(td);
+  free(tl);
+}
+
 static int prob_alloc(struct tb_ctx *c, struct gemm_prob *p) {
   size_t sa[2] = {p->m, p->k}, sb[2] = {p->n, p->k}, sd[2] = {p->m, p->n};
   float one = 1.0f;
@@ -238,22 +293,8 @@ static void bench_pair(struct tb_ctx *c, struct lt_fns *lt, tecore_devptr_t ws, 
     c->failed = 1;
   } else {
     double flops = 2.0 * (double)sz * (double)sz * (double)sz;
-    /* three rounds in the order D L, L D, D L (the best of each side
-     * kept), so a clock ramp or a power limit that sets in during the
-     * rows hits both sides alike and neither always runs first */
     double t_lt = -1, t_te = -1;
-    for (int round = 0; round < 3; round++) {
-      double a = -1, b = -1;
-      if (round & 1) {
-        b = tb_time(c, libte_body, &p);
-        a = tb_time(c, direct_body, &p);
-      } else {
-        a = tb_time(c, direct_body, &p);
-        b = tb_time(c, libte_body, &p);
-      }
-      if (a > 0 && (t_lt < 0 || a < t_lt)) t_lt = a;
-      if (b > 0 && (t_te < 0 || b < t_te)) t_te = b;
-    }
+    interleaved(c, &p, &t_lt, &t_te);
     const char *kind = in == TECORE_DTYPE_E4M3 ? (fast ? "e4m3 fast-acc" : "e4m3") : "bf16";
     /* the direct call's algorithm; libte logs its own at TE_DEBUG=INFO
      * TE_DEBUG_SUBSYS=TUNE ("gemm: heuristic for ..."): equal lines, the
