@@ -380,3 +380,63 @@ extern "C" __global__ void __launch_bounds__(TE_CT_RED_COLS * TE_CT_RED_CHUNKS)
     te_st(dbias, c, dtype, s);
   }
 }
+
+// Byte transpose (te_ct_byte_transpose): out [cols][rows] = in^T for
+// 1-byte codes, the columnwise copy of an FP8 tensor from its rowwise one
+// with the same per-tensor scale (no conversion, so no math to agree on).
+// 64x64 tiles through shared memory; thread t loads 16 bytes of tile row
+// t/4 (one 16-byte vector where the rows are 16-byte aligned) and stores
+// 16 bytes of transposed row t/4 (input column), gathered from the tile's
+// column; rows padded by 4 bytes so that the gathers of a warp spread
+// over the banks.  Bounds checked for any shape; the blocks stride over
+// the tiles, so any grid covers the tensor.
+extern "C" __global__ void __launch_bounds__(TE_CT_THREADS)
+    te_ct_byte_transpose(TE_KSIG(TE_CTB_PARAMS)) {
+  __shared__ __align__(16) uint8_t tile[CT_T][CT_T + 4];
+  const int t = threadIdx.x, tr = t / 4, tc = (t % 4) * TE_CT_CHUNK;
+  const bool vin = ((unsigned long long)in % 16 == 0) && cols % 16 == 0;
+  const bool vout = ((unsigned long long)out % 16 == 0) && rows % 16 == 0;
+  const unsigned long long rtiles = (rows + CT_T - 1) / CT_T, ctiles = (cols + CT_T - 1) / CT_T;
+  for (unsigned long long ct = blockIdx.x; ct < ctiles; ct += gridDim.x) {
+    const unsigned long long col0 = ct * CT_T;
+    for (unsigned long long rt = blockIdx.y; rt < rtiles; rt += gridDim.y) {
+      const unsigned long long row0 = rt * CT_T;
+      const unsigned long long r = row0 + tr, c = col0 + tc;
+      if (r < rows && c < cols) {
+        const unsigned long long n = cols - c;
+        const uint8_t *p = in + r * cols + c;
+        if (vin && n >= TE_CT_CHUNK) {
+          const uint4 v = *(const uint4 *)p;
+          uint32_t *d = (uint32_t *)&tile[tr][tc];
+          d[0] = v.x;
+          d[1] = v.y;
+          d[2] = v.z;
+          d[3] = v.w;
+        } else {
+#pragma unroll
+          for (int k = 0; k < TE_CT_CHUNK; k++)
+            if (k < n) tile[tr][tc + k] = p[k];
+        }
+      }
+      __syncthreads();
+      // this thread's output row is input column col0 + tr, its 16 bytes
+      // input rows row0 + tc ..
+      const unsigned long long oc = col0 + tr, orow = row0 + tc;
+      if (oc < cols && orow < rows) {
+        const unsigned long long n = rows - orow;
+        uint8_t *q = out + oc * rows + orow;
+        if (vout && n >= TE_CT_CHUNK) {
+          uint32_t w[4] = {0, 0, 0, 0};
+#pragma unroll
+          for (int k = 0; k < TE_CT_CHUNK; k++) w[k >> 2] |= (uint32_t)tile[tc + k][tr] << (8 * (k & 3));
+          *(uint4 *)q = make_uint4(w[0], w[1], w[2], w[3]);
+        } else {
+#pragma unroll
+          for (int k = 0; k < TE_CT_CHUNK; k++)
+            if (k < n) q[k] = tile[tc + k][tr];
+        }
+      }
+      __syncthreads();
+    }
+  }
+}

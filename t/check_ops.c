@@ -1003,6 +1003,84 @@ START_TEST(test_fp8_small_linears_run_in_bf16) {
 }
 END_TEST
 
+/* The columnwise FP8 copy of a Linear input that a fused norm+quantize
+ * wrote rowwise only is made in backward as the transpose of the rowwise
+ * codes (ops_linear.c): after forward and backward, every FP8 Linear
+ * input's columnwise copy must be its rowwise copy transposed, byte for
+ * byte (the forward's cast-transpose gives the same codes both ways with
+ * one per-tensor scale).  The copies are poisoned before the forward; a
+ * rowwise-only input still poisoned after the forward shows the backward
+ * path is the one tested (current scaling has no such fusion: there all
+ * four copies come from the forward). */
+static void rowonly_columnwise_case(const struct tecore_recipe *r, size_t want_rowonly,
+                                    const char *name) {
+  set_min_mnk("0");
+  struct tecore_op_desc d[12];
+  const size_t n = block_ops(d, 2, 64, 128), rows = 96, cols = 64;
+  tecore_seq_t *s = make_seq(d, n, rows, cols, TECORE_DTYPE_BF16, 0, r);
+  set_params(s, 0);
+  struct dt2 x[2], dy[2];
+  make_mbs(TECORE_DTYPE_BF16, rows, cols, x, dy);
+  size_t orows, ocols;
+  out_shape(s, &orows, &ocols);
+  struct dt2 y = dalloc2(TECORE_DTYPE_BF16, orows, ocols), dx = dalloc2(TECORE_DTYPE_BF16, rows, cols);
+  struct tecore_tensor f8[12];
+  size_t idx[12], nf8 = 0, rowonly = 0;
+  for (size_t i = 0; i < n; i++) {
+    if (tecore_seq_fp8_input(s, i, &f8[nf8]) != TECORE_SUCCESS) continue;
+    ck_assert(f8[nf8].data && f8[nf8].columnwise_data);
+    te_poison_dev(f8[nf8].columnwise_data, tecore_tensor_numel(&f8[nf8]));
+    idx[nf8++] = i;
+  }
+  ck_assert_msg(nf8 == 4, "%s: %zu FP8 Linear inputs, want 4", name, nf8);
+  TE_OK(tecore_seq_zero_grad(s, S()));
+  TE_OK(tecore_seq_forward(s, &x[0].t, &y.t, 0, S()));
+  TE_OK(tecore_stream_synchronize(S()));
+  for (size_t k = 0; k < nf8; k++) {
+    size_t m = tecore_tensor_numel(&f8[k]);
+    uint8_t *c = malloc(m);
+    te_d2h(c, f8[k].columnwise_data, m);
+    size_t same = 0;
+    while (same < m && c[same] == TE_POISON_BYTE) same++;
+    rowonly += same == m;
+    free(c);
+  }
+  ck_assert_msg(rowonly == want_rowonly, "%s: %zu Linear inputs left rowwise only by the forward, "
+                "want %zu", name, rowonly, want_rowonly);
+  TE_OK(tecore_seq_backward(s, &dy[0].t, &dx.t, S()));
+  TE_OK(tecore_stream_synchronize(S()));
+  for (size_t k = 0; k < nf8; k++) {
+    const size_t fr = f8[k].shape[0], fc = f8[k].shape[1], m = fr * fc;
+    uint8_t *row = malloc(m), *col = malloc(m);
+    ck_assert(row && col);
+    te_d2h(row, f8[k].data, m);
+    te_d2h(col, f8[k].columnwise_data, m);
+    for (size_t i = 0; i < fr; i++)
+      for (size_t j = 0; j < fc; j++)
+        if (col[j * fr + i] != row[i * fc + j])
+          ck_abort_msg("%s: op %zu: columnwise[%zu][%zu] = 0x%02x, rowwise[%zu][%zu] = 0x%02x",
+                       name, idx[k], j, i, col[j * fr + i], i, j, row[i * fc + j]);
+    free(row);
+    free(col);
+  }
+  printf("# %s: %zu FP8 inputs, %zu rowwise only after forward: columnwise = rowwise^T\n", name,
+         nf8, rowonly);
+  dfree2(&y);
+  dfree2(&dx);
+  free_mbs(x, dy);
+  TE_OK(tecore_seq_destroy(s));
+}
+
+START_TEST(test_fp8_rowonly_columnwise_is_transpose) {
+  struct tecore_recipe r;
+  TE_OK(tecore_recipe_init(&r, TECORE_RECIPE_DELAYED));
+  rowonly_columnwise_case(&r, 2, "delayed (hybrid)");   /* each block's rmsnorm+quantize */
+  TE_OK(tecore_recipe_init(&r, TECORE_RECIPE_CURRENT));
+  r.format = TECORE_FP8_E4M3;
+  rowonly_columnwise_case(&r, 0, "current (e4m3)");   /* no norm+quantize fusion */
+}
+END_TEST
+
 static int cmp_str(const void *a, const void *b) {
   return strcmp(*(char *const *)a, *(char *const *)b);
 }
@@ -1990,6 +2068,7 @@ static Suite *ops_suite(void) {
   tcase_add_test(tc, test_fused_bf16);
   tcase_add_test(tc, test_fused_fp8_delayed);
   tcase_add_test(tc, test_fused_fp8_current);
+  tcase_add_test(tc, test_fp8_rowonly_columnwise_is_transpose);
   tcase_add_test(tc, test_grad_sharing);
   tcase_add_test(tc, test_slot_reuse);
   tcase_add_test(tc, test_fp8_near_bf16);

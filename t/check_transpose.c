@@ -17,6 +17,8 @@
  *     dtype (2^-8 |ref| for bf16, 2^-11 for f16, 0 for f32);
  *   - outputs poisoned first, with poisoned guard bytes around each output
  *     that must stay untouched; fresh random inputs every run;
+ *   - the byte transpose of FP8 codes (te_ct_byte_transpose, through the
+ *     kernel table) byte for byte against the host's transpose;
  *   - shapes 1x1, 1xN, Nx1, 7x33, 129x257, 3x100000, tile multiples,
  *     a tall one with several tiles per block; misaligned pointers
  *     (element paths); every scaling mode this family takes; the argument
@@ -789,6 +791,69 @@ START_TEST(argument_checks) {
 }
 END_TEST
 
+
+/* ---- the byte transpose (te_ct_byte_transpose) -------------------------------
+ * libtecore's internal columnwise copy of a rowwise-only FP8 tensor
+ * (ops_linear.c), launched here through the kernel table: out [cols][rows]
+ * must be in^T byte for byte (codes copied, never converted), for any
+ * shape, 16-byte aligned (vector paths) or not (element paths), whatever
+ * the grid (the blocks stride over the tiles), with the guard bytes
+ * around the output untouched. */
+static void byte_transpose_case(size_t rows, size_t cols, size_t off, unsigned gx, unsigned gy) {
+  const size_t n = rows * cols;
+  int id = -1;
+  TE_OK(tecore_kernel_find("te_ct_byte_transpose", &id));
+  tecore_devptr_t in = te_dalloc(n + 16), out = te_dalloc(n + 2 * GUARD + 16);
+  uint8_t *h = malloc(n), *got = malloc(n + 2 * GUARD);
+  ck_assert(h && got);
+  te_rand_bytes(h, n);
+  te_h2d(in + off, h, n);
+  te_poison_dev(out, n + 2 * GUARD + 16);
+  const tecore_devptr_t o = out + GUARD + off;
+  if (!gx) gx = (unsigned)((cols + 63) / 64);
+  if (!gy) gy = (unsigned)((rows + 63) / 64);
+  struct tecore_launch_cfg cfg = {.grid = {gx, gy, 1}, .block = {256, 1, 1}};
+  const void *pin = (const void *)(uintptr_t)(in + off);
+  void *pout = (void *)(uintptr_t)o;
+  unsigned long long r = rows, c = cols;
+  void *args[] = {&pin, &pout, &r, &c};
+  TE_OK(tecore_kernel_launch(id, &cfg, args, te_stream));
+  TE_OK(tecore_stream_synchronize(te_stream));
+  te_d2h(got, o - GUARD, n + 2 * GUARD);
+  te_expect_bytes_eq(got, TE_POISON_BYTE, GUARD, "byte transpose: guard before out");
+  te_expect_bytes_eq(got + GUARD + n, TE_POISON_BYTE, GUARD, "byte transpose: guard after out");
+  for (size_t i = 0; i < rows; i++)
+    for (size_t j = 0; j < cols; j++)
+      if (got[GUARD + j * rows + i] != h[i * cols + j])
+        ck_abort_msg("byte transpose %zux%zu (offset %zu, grid %ux%u): out[%zu][%zu] = 0x%02x, "
+                     "in[%zu][%zu] = 0x%02x",
+                     rows, cols, off, gx, gy, j, i, got[GUARD + j * rows + i], i, j,
+                     h[i * cols + j]);
+  free(h);
+  free(got);
+  TE_OK(tecore_mem_free(in));
+  TE_OK(tecore_mem_free(out));
+}
+
+START_TEST(byte_transpose_shapes) {
+  static const size_t bt[][2] = {{1, 1},   {1, 4099}, {4099, 1}, {17, 4099}, {4096, 64},
+                                 {64, 64}, {128, 96}, {65, 129}, {16, 48},   {33, 16}};
+  for (size_t s = 0; s < sizeof bt / sizeof bt[0]; s++) {
+    byte_transpose_case(bt[s][0], bt[s][1], 0, 0, 0);
+    byte_transpose_case(bt[s][0], bt[s][1], 1 + s % 15, 0, 0);   /* element paths */
+  }
+}
+END_TEST
+
+START_TEST(byte_transpose_any_grid) {
+  /* fewer blocks than tiles: each block strides over several */
+  byte_transpose_case(200, 330, 0, 1, 1);
+  byte_transpose_case(200, 330, 0, 2, 3);
+  byte_transpose_case(4096, 64, 0, 1, 5);
+  byte_transpose_case(97, 4099, 3, 7, 1);
+}
+END_TEST
+
 static Suite *make_suite(void) {
   Suite *s = suite_create("transpose");
   tcase_add_test(te_tcase(s, "reference", 0), reference_self_check);
@@ -809,6 +874,9 @@ static Suite *make_suite(void) {
   tcase_add_test(tc, dact_current);
   tc = te_tcase(s, "args", 1);
   tcase_add_test(tc, argument_checks);
+  tc = te_tcase(s, "byte_transpose", 1);
+  tcase_add_test(tc, byte_transpose_shapes);
+  tcase_add_test(tc, byte_transpose_any_grid);
   return s;
 }
 

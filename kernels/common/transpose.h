@@ -39,6 +39,9 @@
 #define TE_CT_TARGET_BLOCKS 16384u
 #define TE_CT_MAX_GRID_Y 65535u
 #define TE_CT_MX_BLOCK 32        /* MXFP8 block length */
+/* te_ct_byte_transpose: TE_CT_TILE x TE_CT_TILE byte tiles, TE_CT_THREADS
+ * threads a block; any grid (the blocks stride over the tiles), the launch
+ * code takes one block a tile up to TE_CT_MAX_GRID_Y row tiles. */
 
 /* The flags word (kernel parameter "flags"). */
 #define TE_CT_F_IN(dt) ((unsigned)(dt) & 0xfu)          /* input dtype (te_dtype code) */

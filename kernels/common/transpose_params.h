@@ -31,4 +31,12 @@
   P(unsigned long long, cols, val)      \
   P(int, dtype, val)
 
+/* te_ct_byte_transpose: out [cols][rows] = the transpose of in [rows][cols],
+ * 1-byte elements (FP8 codes, copied, never converted). */
+#define TE_CTB_PARAMS(P)                \
+  P(const uint8_t *, in, rptr)          \
+  P(uint8_t *, out, rptr)               \
+  P(unsigned long long, rows, val)      \
+  P(unsigned long long, cols, val)
+
 #endif

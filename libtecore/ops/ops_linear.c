@@ -18,6 +18,7 @@
  *   F32          bf16 copies of x, W and dy (the GEMM takes 16-bit or FP8
  *                operands), written to F32 outputs. */
 #include "ops/ops_internal.h"
+#include "transpose/transpose_internal.h"
 
 #include <string.h>
 
@@ -114,22 +115,22 @@ tecore_result_t te_linear_fwd(tecore_seq_t *s, const struct te_lin_fwd *a) {
 
 /* The FP8 input of Linear op for its weight gradient: both copies.  When a
  * norm wrote the rowwise copy only (rmsnorm+quantize), the columnwise one
- * is made now: dequantize into the boundary's (unused) high-precision
- * buffer, then cast-transpose with the same scale, which gives back the
- * same codes (the scale and its inverse are the forward's). */
+ * is made now as the byte transpose of the rowwise codes: with a
+ * per-tensor scale the columnwise copy holds the same codes transposed
+ * and shares scale_inv (columnwise_scale_inv stays 0, so the GEMM reads
+ * scale_inv for both), and the amax was counted by the forward.  A
+ * quarter of the bytes of dequantizing and cast-transposing again. */
 static tecore_result_t x8_both(tecore_seq_t *s, size_t op, struct tecore_tensor *X,
                                tecore_stream_t st) {
   TE_CHECK(te_bnd_f8_tensor(s, op, X));
   const struct te_bnd *bd = &s->bnd[op];
   if (!bd->f8_rowonly) return TECORE_SUCCESS;
-  struct tecore_tensor row = *X, hp, col = *X;
-  row.columnwise_data = 0;
-  te_t2d(&hp, s->cfg.dtype, bd->rows, bd->cols, te_bnd_hp(s, op));
-  TE_CHECK(tecore_dequantize(&row, &hp, st));
-  col.data = 0;
-  col.amax = 0;        /* the forward already counted these values */
-  col.scaling = TECORE_SCALING_DELAYED;
-  return tecore_cast_transpose(&hp, &col, st);
+  if (!te_scaling_per_tensor(X->scaling) || X->columnwise_scale_inv)
+    return TE_ERR(TECORE_ERR_INTERNAL,
+                  "fuser: boundary %zu: the columnwise FP8 copy is a transpose only with one "
+                  "per-tensor scale (scaling %s)",
+                  op, tecore_scaling_name(X->scaling));
+  return te_byte_transpose(X->columnwise_data, X->data, bd->rows, bd->cols, st);
 }
 
 tecore_result_t te_linear_bwd(tecore_seq_t *s, const struct te_lin_bwd *a) {

@@ -17,6 +17,7 @@
 #define CT_NDT 3
 #define CT_NVAR (2 * CT_NACT * CT_NDT)   /* per dbias choice */
 #define CT_K_REDUCE (2 * CT_NVAR)
+#define CT_K_BYTE_T (CT_K_REDUCE + 1)
 
 #define CT_DEF(nm) TE_KDEF(nm, te_ct_vdev, TE_CT_PARAMS)
 #define CT_DEFS_ACT(mode, act, sfx)                                                        \
@@ -32,6 +33,7 @@ static const struct tecore_kernel_def ct_kernels[] = {
     CT_DEFS_MODE(pt, "_db"),
     CT_DEFS_MODE(mx, "_db"),
     [CT_K_REDUCE] = TE_KDEF("te_ct_dbias_reduce", te_ct_vdev_dbias_reduce, TE_CTR_PARAMS),
+    [CT_K_BYTE_T] = TE_KDEF("te_ct_byte_transpose", te_ct_vdev_byte_transpose, TE_CTB_PARAMS),
 };
 
 /* The act kinds of kernels/common/act.h in table order (after "none"). */
@@ -46,6 +48,7 @@ _Static_assert(TECORE_DTYPE_F32 == 0 && TECORE_DTYPE_F16 == 1 && TECORE_DTYPE_BF
 static const struct te_kalign ct_align[] = {
     CT_ALIGN_MODE, CT_ALIGN_MODE, CT_ALIGN_MODE, CT_ALIGN_MODE,
     [CT_K_REDUCE] = TE_KALIGN(TE_CTR_PARAMS),
+    [CT_K_BYTE_T] = TE_KALIGN(TE_CTB_PARAMS),
 };
 
 TE_KERNEL_TABLE_FATBIN_ALIGNED(ct_first_id, "libtecore/transpose", ct_kernels, ct_align,
@@ -189,6 +192,26 @@ static tecore_result_t ct_launch_reduce(tecore_devptr_t ws, const struct tecore_
   te_ctr_args_ptrs(&a, args);
   TE_CHECK(tecore_kernel_launch(id + CT_K_REDUCE, &cfg, args, stream));
   return TECORE_SUCCESS;
+}
+
+tecore_result_t te_byte_transpose(tecore_devptr_t out, tecore_devptr_t in, size_t rows,
+                                  size_t cols, tecore_stream_t stream) {
+  int id = ct_first_id();
+  if (id < 0)
+    return TE_ERR(TECORE_ERR_INTERNAL, "the cast-transpose kernel table did not register");
+  if (!rows || !cols) return TECORE_SUCCESS;
+  const size_t ct = te_cdiv(cols, TE_CT_TILE), rt = te_cdiv(rows, TE_CT_TILE);
+  if (ct > 0x7fffffffu)
+    return TE_ERR(TECORE_ERR_INVALID, "byte transpose: %zu columns are too many for one launch",
+                  cols);
+  /* one block a tile; past the grid's y limit the blocks stride */
+  struct tecore_launch_cfg cfg = {
+      .grid = {(unsigned)ct, (unsigned)(rt < TE_CT_MAX_GRID_Y ? rt : TE_CT_MAX_GRID_Y), 1},
+      .block = {TE_CT_THREADS, 1, 1}};
+  struct te_ctb_args a = {.in = TE_DPTR(in), .out = TE_DPTR(out), .rows = rows, .cols = cols};
+  void *args[TE_KNPARAMS(TE_CTB_PARAMS)];
+  te_ctb_args_ptrs(&a, args);
+  return tecore_kernel_launch(id + CT_K_BYTE_T, &cfg, args, stream);
 }
 
 /* Everything after validation: current scaling's first pass and scale,

@@ -176,3 +176,15 @@ void te_ct_vdev_dbias_reduce(const struct tecore_launch_cfg *cfg, void *const *a
     te_st(dbias, c, dtype, s);
   }
 }
+
+/* The byte transpose: the codes copied, tile by tile (cache-friendly on
+ * the host, the result is the same whatever the order). */
+void te_ct_vdev_byte_transpose(const struct tecore_launch_cfg *cfg, void *const *args) {
+  const struct te_ctb_args a = te_ctb_args_of(args);
+  const uint64_t rows = a.rows, cols = a.cols;
+  (void)cfg;
+  for (uint64_t r0 = 0; r0 < rows; r0 += T)
+    for (uint64_t c0 = 0; c0 < cols; c0 += T)
+      for (uint64_t r = r0; r < r0 + T && r < rows; r++)
+        for (uint64_t c = c0; c < c0 + T && c < cols; c++) a.out[c * rows + r] = a.in[r * cols + c];
+}
