@@ -7,12 +7,16 @@
  * The table (payload bytes, per rank count; TECOMM_LAMPORT_MAX_KB and
  * TECOMM_ONESHOT_MAX_KB move its edges):
  *   ranks   Lamport up to   one-shot up to   larger
- *   2       512 KiB         1 MiB            two-shot
+ *   2       1 MiB           128 KiB          two-shot
  *   3-4     512 KiB         512 KiB          two-shot
  *   5-8     128 KiB         256 KiB          two-shot
- * The edges are the 2026-11-22 H200 figures (graph-captured bf16, 512 KiB:
- * Lamport 8.2 us against one-shot 11.3 on 2 GPUs, 13.5 against 14.1 on
- * 4).  The wrong elements Lamport showed there at 512 KiB came from the
+ * The edges are H200 figures (graph-captured bf16).  2 GPUs, each
+ * algorithm forced, twice, with PDL (bench/2026-11-22e): Lamport 5.3,
+ * 6.2, 7.8, 12.1 us at 256 KiB, 512 KiB, 1 MiB, 2 MiB; two-shot 6.6, 7.6,
+ * 9.2, 11.9; one-shot 10.7, 10.8, 11.1, 13.1 (one-shot wins only below
+ * that, 6.2 us against two-shot's 8.7 at 8 KiB in the first record).  4
+ * GPUs, the first record: 512 KiB Lamport 13.5 us against one-shot 14.1.
+ * The wrong elements Lamport showed there at 512 KiB came from the
  * benchmark's check, whose synchronous copy from pageable memory could
  * still be landing when Lamport, which reads its input at once, ran (see
  * te_cuda_memcpy_sync); the protocol itself is tested under stress in
@@ -87,8 +91,8 @@ static tecomm_ar_algo_t to_ar(tecomm_algo_t a) {
 }
 
 static void table_edges(int nranks, size_t *lamport, size_t *oneshot) {
-  size_t kb_l = nranks <= 4 ? 512 : 128;
-  size_t kb_o = nranks <= 2 ? 1024 : nranks <= 4 ? 512 : 256;
+  size_t kb_l = nranks <= 2 ? 1024 : nranks <= 4 ? 512 : 128;
+  size_t kb_o = nranks <= 2 ? 128 : nranks <= 4 ? 512 : 256;
   int64_t ol = tecore_tunable_int(&tc_tun_lamport_max_kb);
   int64_t oo = tecore_tunable_int(&tc_tun_oneshot_max_kb);
   if (ol > 0) kb_l = (size_t)ol;
