@@ -164,20 +164,29 @@ tecore_result_t te_vdev_graph_node_handles(tecore_graph_t h, tecore_graph_node_t
   return TECORE_SUCCESS;
 }
 
+/* TECORE_SUCCESS when node is a node of g (handle h) of the op type
+ * `type` (named `what` in the message). */
+static tecore_result_t node_of_type(const struct vdev_graph *g, tecore_graph_t h,
+                                    tecore_graph_node_t node, int type, const char *what,
+                                    const char *fn) {
+  size_t i = VDEV_NODE_INDEX(node);
+  if (i >= g->count || VDEV_NODE_SERIAL(node) != g->serial)
+    return TE_ERR(TECORE_ERR_INVALID, "%s: node %p is not a node of graph %p (%zu nodes)", fn,
+                  (void *)node, (void *)h, g->count);
+  if ((int)g->nodes[i].op.type != type)
+    return TE_ERR(TECORE_ERR_INVALID, "%s: node %zu is a %s node, not a %s node", fn, i,
+                  te_vdev_op_name(g->nodes[i].op.type), what);
+  return TECORE_SUCCESS;
+}
+
 tecore_result_t te_vdev_graph_kernel_node_args(tecore_graph_t h, tecore_graph_node_t node,
                                                void *const *args) {
   static const char fn[] = "vdev graph_kernel_node_args";
   struct vdev_graph *g = NULL;
   TE_CHECK(graph_get(h, &g, fn));
   size_t i = VDEV_NODE_INDEX(node);
-  tecore_result_t r = TECORE_SUCCESS;
-  if (i >= g->count || VDEV_NODE_SERIAL(node) != g->serial) {
-    r = TE_ERR(TECORE_ERR_INVALID, "%s: node %p is not a node of graph %p (%zu nodes)", fn,
-               (void *)node, (void *)h, g->count);
-  } else if (g->nodes[i].op.type != VDEV_OP_KERNEL) {
-    r = TE_ERR(TECORE_ERR_INVALID, "%s: node %zu is a %s node, not a kernel node", fn, i,
-               te_vdev_op_name(g->nodes[i].op.type));
-  } else {
+  tecore_result_t r = node_of_type(g, h, node, VDEV_OP_KERNEL, "kernel", fn);
+  if (r == TECORE_SUCCESS) {
     const struct vdev_op *op = &g->nodes[i].op;
     const struct tecore_kernel_def *def = op->u.kernel.def;
     for (unsigned p = 0; p < def->nparams && r == TECORE_SUCCESS; p++)
@@ -202,15 +211,9 @@ tecore_result_t te_vdev_graph_memset_to_kernel(tecore_graph_t h, tecore_graph_no
   (void)mod;
   TE_CHECK(graph_get(h, &g, fn));
   size_t i = VDEV_NODE_INDEX(node);
-  tecore_result_t r = TECORE_SUCCESS;
+  tecore_result_t r = node_of_type(g, h, node, VDEV_OP_MEMSET, "memset", fn);
   struct vdev_op op;
-  if (i >= g->count || VDEV_NODE_SERIAL(node) != g->serial) {
-    r = TE_ERR(TECORE_ERR_INVALID, "%s: node %p is not a node of graph %p (%zu nodes)", fn,
-               (void *)node, (void *)h, g->count);
-  } else if (g->nodes[i].op.type != VDEV_OP_MEMSET) {
-    r = TE_ERR(TECORE_ERR_INVALID, "%s: node %zu is a %s node, not a memset node", fn, i,
-               te_vdev_op_name(g->nodes[i].op.type));
-  } else if ((r = te_vdev_kernel_op(k, cfg, args, &op, fn)) == TECORE_SUCCESS) {
+  if (r == TECORE_SUCCESS && (r = te_vdev_kernel_op(k, cfg, args, &op, fn)) == TECORE_SUCCESS) {
     te_vdev_op_release(&g->nodes[i].op);
     g->nodes[i].op = op;
     *out = node;
