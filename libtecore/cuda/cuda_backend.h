@@ -155,6 +155,8 @@ tecore_result_t te_cuda_missing(const char *fn, const char *file, int line);
 tecore_result_t te_cuda_need_ctx(void);
 /* The current context's device (after te_cuda_need_ctx). */
 tecore_result_t te_cuda_current_device(CUdevice *dev);
+/* dev's compute capability as major * 10 + minor, read once per device. */
+tecore_result_t te_cuda_device_cc(CUdevice dev, int *cc);
 /* The CUkernel of registered kernel k in module library lib, looked up
  * once (cuda_kernel.c). */
 struct te_kernel_entry;

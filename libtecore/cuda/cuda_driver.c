@@ -222,6 +222,23 @@ tecore_result_t te_cuda_current_device(CUdevice *dev) {
   return TECORE_SUCCESS;
 }
 
+tecore_result_t te_cuda_device_cc(CUdevice dev, int *cc) {
+  static int cache[64];   /* (major * 10 + minor) + 1; 0 = not read yet */
+  if (dev >= 0 && dev < 64) {
+    int v = __atomic_load_n(&cache[dev], __ATOMIC_RELAXED);
+    if (v) {
+      *cc = v - 1;
+      return TECORE_SUCCESS;
+    }
+  }
+  int major = 0, minor = 0;
+  TE_CHECK(TE_CU(cuDeviceGetAttribute, &major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev));
+  TE_CHECK(TE_CU(cuDeviceGetAttribute, &minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev));
+  *cc = major * 10 + minor;
+  if (dev >= 0 && dev < 64) __atomic_store_n(&cache[dev], *cc + 1, __ATOMIC_RELAXED);
+  return TECORE_SUCCESS;
+}
+
 tecore_result_t te_cuda_device(int ordinal, CUdevice *dev) {
   int count = 0;
   TE_CHECK(TE_CU(cuDeviceGetCount, &count));

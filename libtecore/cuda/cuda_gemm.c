@@ -99,25 +99,6 @@ out:
   return r;
 }
 
-/* ---- device capability --------------------------------------------------- */
-
-static tecore_result_t device_cc(CUdevice dev, int *cc) {
-  static int cache[64];   /* (major * 10 + minor) + 1; 0 = not read yet */
-  if (dev >= 0 && dev < 64) {
-    int v = __atomic_load_n(&cache[dev], __ATOMIC_RELAXED);
-    if (v) {
-      *cc = v - 1;
-      return TECORE_SUCCESS;
-    }
-  }
-  int major = 0, minor = 0;
-  TE_CHECK(TE_CU(cuDeviceGetAttribute, &major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev));
-  TE_CHECK(TE_CU(cuDeviceGetAttribute, &minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev));
-  *cc = major * 10 + minor;
-  if (dev >= 0 && dev < 64) __atomic_store_n(&cache[dev], *cc + 1, __ATOMIC_RELAXED);
-  return TECORE_SUCCESS;
-}
-
 /* ---- descriptors ------------------------------------------------------- */
 
 static cudaDataType_t lt_type(tecore_dtype_t d) {
@@ -412,7 +393,7 @@ tecore_result_t te_cuda_gemm(const struct te_gemm_problem *p, tecore_stream_t st
   CUdevice dev;
   int cc = 0;
   TE_CHECK(te_cuda_current_device(&dev));
-  TE_CHECK(device_cc(dev, &cc));
+  TE_CHECK(te_cuda_device_cc(dev, &cc));
   TE_CHECK(check_arch(p, cc));
 
   /* Hopper FP8 kernels refuse C != D with beta != 0 at cublasLtMatmul

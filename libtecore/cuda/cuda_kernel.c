@@ -66,21 +66,11 @@ tecore_result_t te_cuda_kernel_prepare(struct te_kernel_entry *k, struct te_kern
 }
 
 /* 1 when dev runs programmatic dependent launches (compute capability
- * 9.0 and newer), read once per device: below that the attribute is left
- * off and the launch is an ordinary one, which is what the flag allows. */
-#define TE_CUDA_PDL_DEVICES 64
+ * 9.0 and newer): below that the attribute is left off and the launch is
+ * an ordinary one, which is what the flag allows. */
 static int pdl_capable(CUdevice dev) {
-  static int cache[TE_CUDA_PDL_DEVICES]; /* 0 unknown, 1 no, 2 yes */
-  int slot = dev >= 0 && dev < TE_CUDA_PDL_DEVICES ? (int)dev : -1;
-  int v = slot >= 0 ? __atomic_load_n(&cache[slot], __ATOMIC_RELAXED) : 0;
-  if (v) return v == 2;
-  int major = 0;
-  if (TE_CU(cuDeviceGetAttribute, &major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev) !=
-      TECORE_SUCCESS)
-    major = 0;
-  v = major >= 9 ? 2 : 1;
-  if (slot >= 0) __atomic_store_n(&cache[slot], v, __ATOMIC_RELAXED);
-  return v == 2;
+  int cc = 0;
+  return te_cuda_device_cc(dev, &cc) == TECORE_SUCCESS && cc >= 90;
 }
 
 tecore_result_t te_cuda_kernel_launch(struct te_kernel_entry *k, struct te_kernel_module *mod,
