@@ -241,6 +241,8 @@ module te_core
   integer(c_int), parameter :: TECORE_SEQ_MAX_SLOTS = 16
   integer(c_int), parameter :: TECORE_SEQ_NO_FUSION = 1
   integer(c_int), parameter :: TECORE_SEQ_NO_GRAD_SHARING = 2
+  integer(c_int), parameter :: TECORE_SEQ_NO_OVERLAP = 4
+  integer(c_int), parameter :: TECORE_EXEC_GRAD_DEAD = 1
   integer(c_int), parameter :: TECORE_OP_FIELD_FEATURES = 1
   integer(c_int), parameter :: TECORE_OP_FIELD_BIAS = 2
   integer(c_int), parameter :: TECORE_OP_FIELD_EPSILON = 4
@@ -252,6 +254,7 @@ module te_core
   integer(c_int), parameter :: TECORE_OP_SLOT_MAKE = 4
   integer(c_int), parameter :: TECORE_OP_SLOT_ADD = 8
   integer(c_int), parameter :: TECORE_OP_BACKWARD_NO_INPUT = 16
+  integer(c_int), parameter :: TECORE_OP_BACKWARD_OVERLAP = 32
   integer(c_int), parameter :: TECORE_OP_MAX_PARAMS = 2
   integer(c_int), parameter :: TECORE_OP_MAX_SAVED = 2
   integer(c_int), parameter :: TECORE_FUSION_MAX_OPS = 8
@@ -609,6 +612,7 @@ module te_core
     type(c_ptr) :: ctx
     integer(tecore_devptr_t) :: workspace
     integer(c_size_t) :: workspace_bytes
+    integer(c_int) :: flags
   end type tecore_seq_exec
 
   ! struct tecore_op_param_def (libtecore/te/ops.h)
@@ -2063,6 +2067,14 @@ module te_core
       integer(c_size_t), optional :: count
       integer(c_int) :: tecore_seq_get_saved
     end function tecore_seq_get_saved
+    function tecore_seq_set_grad(seq, bnd, ptr) bind(C, name="tecore_seq_set_grad")
+      import
+      implicit none
+      type(c_ptr), value :: seq
+      integer(c_size_t), value :: bnd
+      integer(tecore_devptr_t), value :: ptr
+      integer(c_int) :: tecore_seq_set_grad
+    end function tecore_seq_set_grad
     function tecore_seq_set_saved(seq, index, ptr) bind(C, name="tecore_seq_set_saved")
       import
       implicit none

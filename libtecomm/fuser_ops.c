@@ -112,8 +112,12 @@ static tecore_result_t pass(const struct tecore_seq_exec *x, const struct tecore
 static tecore_result_t sum_fwd(const struct tecore_seq_exec *x) {
   return sum(x, &x->act[0], &x->act[1], input_dead(x));
 }
+/* The gradient summed is dead after the sum when the fuser says so (the
+ * sequence's own, read by no later group: fc1's input gradient): a
+ * symmetric one (tecore_seq_set_grad, as te-demo --tp does) is then
+ * summed where fc1's dgrad wrote it, with no staged copy. */
 static tecore_result_t sum_bwd(const struct tecore_seq_exec *x) {
-  return sum(x, &x->grad[1], &x->grad[0], 0);
+  return sum(x, &x->grad[1], &x->grad[0], (x->flags & TECORE_EXEC_GRAD_DEAD) != 0);
 }
 static tecore_result_t pass_fwd(const struct tecore_seq_exec *x) { return pass(x, &x->act[0], &x->act[1]); }
 static tecore_result_t pass_bwd(const struct tecore_seq_exec *x) { return pass(x, &x->grad[1], &x->grad[0]); }
@@ -121,17 +125,21 @@ static tecore_result_t pass_bwd(const struct tecore_seq_exec *x) { return pass(x
 /* None of the three reads an activation in backward.  The pair's identity
  * side aliases (no bytes move); the sums do not: an allreduce in place
  * would leave the boundary before it holding the sum, not what the
- * operation before wrote. */
+ * operation before wrote.  The backward sums touch nothing but their
+ * gradients and the communicator, so the fuser may run them on its side
+ * stream, under the weight-gradient GEMM of the Linear before them
+ * (TECORE_OP_BACKWARD_OVERLAP, te/ops.h "Overlap"). */
 static const struct {
   int kind;
   struct tecore_op_kind_def def;
 } kinds[] = {
     {TECORE_OP_ALLREDUCE, {.name = "allreduce", .fields = TECORE_OP_FIELD_CTX,
-                           .flags = TECORE_OP_BACKWARD_NO_INPUT, .shape = comm_shape,
-                           .forward = sum_fwd, .backward = sum_bwd,
+                           .flags = TECORE_OP_BACKWARD_NO_INPUT | TECORE_OP_BACKWARD_OVERLAP,
+                           .shape = comm_shape, .forward = sum_fwd, .backward = sum_bwd,
                            .ctx = (void *)(uintptr_t)TECORE_OP_ALLREDUCE}},
     {TECORE_OP_TP_COPY, {.name = "tp_copy", .fields = TECORE_OP_FIELD_CTX,
-                         .flags = TECORE_OP_BACKWARD_NO_INPUT | TECORE_OP_ALIAS_FORWARD,
+                         .flags = TECORE_OP_BACKWARD_NO_INPUT | TECORE_OP_ALIAS_FORWARD |
+                                  TECORE_OP_BACKWARD_OVERLAP,
                          .shape = comm_shape, .forward = pass_fwd, .backward = sum_bwd,
                          .ctx = (void *)(uintptr_t)TECORE_OP_TP_COPY}},
     {TECORE_OP_TP_REDUCE, {.name = "tp_reduce", .fields = TECORE_OP_FIELD_CTX,

@@ -16,6 +16,11 @@
  *     (no staged copy), fused and unfused, against one-shot;
  *   - the delayed-scaling amax reduction (MAX over the ranks), eager and
  *     inside a captured graph replayed with new amaxes each time;
+ *   - the fuser's backward overlap (tp_copy's sum on the side stream under
+ *     fc1's wgrad GEMM) with fc1's input gradient in symmetric memory
+ *     (tecore_seq_set_grad): the same bits as without overlap, eager and
+ *     as a replayed step graph; a rank killed before the backward gives a
+ *     timeout naming it, not a hang;
  *   - argument errors of the kinds and the registration's idempotence. */
 #include "comm_ranks.h"
 #include <math.h>
@@ -639,6 +644,247 @@ START_TEST(kinds_refuse_bad_params) {
 }
 END_TEST
 
+/* ---- backward overlap and tp_copy's symmetric gradient -------------------------------- */
+
+/* te-demo's tensor-parallel blocks (tools/demo_tp.c), OL of them, on each
+ * rank its own random weights (so a sum that drops or doubles a rank
+ * shows), the fuser's backward overlap (te/ops.h) on or off (flags), and
+ * tp_copy's gradient (fc1's input gradient, boundary 7b + 3) in the
+ * symmetric buffer sym when given (tecore_seq_set_grad): the sum reduces
+ * it where fc1's dgrad wrote it, being dead after. */
+enum { OR = 16, OH = 64, OF = 64, OL = 2, ONOPS = 8 * OL };
+
+static tecore_seq_t *tp_seq(int rank, int n, struct tecomm_op_params *prm, unsigned flags,
+                            int fp8, tecore_devptr_t sym, tecore_stream_t s) {
+  struct tecore_seq_config cfg = {.rows = OR, .features = OH, .dtype = TECORE_DTYPE_BF16,
+                                  .seed = 3, .flags = flags};
+  tecore_seq_t *q;
+  RK_CORE(tecore_seq_create(&cfg, &q));
+  for (int b = 0; b < OL; b++) {
+    const struct tecore_op_desc d[] = {
+        {.kind = TECORE_OP_MAKE_EXTRA_OUTPUT, .slot = b},
+        {.kind = TECORE_OP_RMSNORM, .epsilon = 1e-5f},
+        {.kind = TECORE_OP_TP_COPY, .ctx = prm},
+        {.kind = TECORE_OP_LINEAR, .features = OF / (size_t)n, .bias = 1},
+        {.kind = TECORE_OP_GELU},
+        {.kind = TECORE_OP_LINEAR, .features = OH, .bias = rank == 0},
+        {.kind = TECORE_OP_TP_REDUCE, .ctx = prm},
+        {.kind = TECORE_OP_ADD_EXTRA_INPUT, .slot = b},
+    };
+    for (size_t k = 0; k < sizeof d / sizeof d[0]; k++) RK_CORE(tecore_seq_add(q, &d[k], NULL));
+  }
+  if (fp8) {
+    struct tecore_recipe r;
+    RK_CORE(tecore_recipe_init(&r, TECORE_RECIPE_DELAYED));
+    r.amax_reduce = tecomm_amax_reduce;
+    r.amax_reduce_ctx = prm->comm;
+    RK_CORE(tecore_seq_set_recipe(q, &r, s));
+  }
+  RK_CORE(tecore_seq_build(q, s));
+  struct tecore_seq_param p[8 * OL];
+  size_t np = 0;
+  RK_CORE(tecore_seq_params(q, p, 8 * OL, &np));
+  static uint16_t h[OF * OH];
+  for (size_t i = 0; i < np; i++) {
+    size_t m = tecore_tensor_numel(&p[i].value);
+    /* weights and biases in [-0.25, 0.25), gamma in [0.75, 1.25) and
+     * replicated, as tensor parallelism has it */
+    int gamma = !strcmp(p[i].name, "gamma");
+    uint64_t salt = 40 + 2 * p[i].op + (uint64_t)!strcmp(p[i].name, "bias");
+    make_vals(h, m, TECORE_DTYPE_BF16, gamma ? 0 : rank, salt);
+    for (size_t j = 0; j < m; j++)
+      to_dt(h, j, TECORE_DTYPE_BF16,
+            (float)((gamma ? 1.0 : 0.0) + from_dt(h, j, TECORE_DTYPE_BF16) / 8.0));
+    put(p[i].value.data, h, m * 2, s);
+  }
+  for (int b = 0; sym && b < OL; b++) RK_CORE(tecore_seq_set_grad(q, (size_t)(8 * b + 3), sym));
+  return q;
+}
+
+/* What a step leaves: dx (bf16 as floats) and every parameter gradient. */
+struct tp_out {
+  float v[1 + 8 * OL][OF * OH];
+  size_t n[1 + 8 * OL], np;
+};
+
+/* Queues a step (zero_grad, two microbatches forward and backward) on s;
+ * x, dy: [2] replicated inputs and output gradients; dx the input
+ * gradient. */
+static void tp_queue_step(tecore_seq_t *q, const tecore_devptr_t *x, const tecore_devptr_t *dy,
+                          tecore_devptr_t y, tecore_devptr_t dx, tecore_stream_t s) {
+  RK_CORE(tecore_seq_zero_grad(q, s));
+  for (int mb = 0; mb < 2; mb++) {
+    struct tecore_tensor X = t2(TECORE_DTYPE_BF16, OR, OH, x[mb]),
+                         Y = t2(TECORE_DTYPE_BF16, OR, OH, y),
+                         DY = t2(TECORE_DTYPE_BF16, OR, OH, dy[mb]),
+                         DX = t2(TECORE_DTYPE_BF16, OR, OH, dx);
+    RK_CORE(tecore_seq_forward(q, &X, &Y, 0, s));
+    RK_CORE(tecore_seq_backward(q, &DY, &DX, s));
+  }
+}
+
+static void tp_fetch(tecore_seq_t *q, tecore_devptr_t dx, struct tp_out *o, tecore_stream_t s) {
+  static uint16_t h[OR * OH];
+  get(h, dx, sizeof h, s);
+  for (size_t i = 0; i < OR * OH; i++) o->v[0][i] = (float)from_dt(h, i, TECORE_DTYPE_BF16);
+  o->n[0] = OR * OH;
+  struct tecore_seq_param p[8 * OL];
+  RK_CORE(tecore_seq_params(q, p, 8 * OL, &o->np));
+  for (size_t i = 0; i < o->np; i++) {
+    o->n[i + 1] = tecore_tensor_numel(&p[i].grad);
+    get(o->v[i + 1], p[i].grad.data, o->n[i + 1] * 4, s);
+  }
+}
+
+/* tol < 0: bit for bit; else within tol * (1 + the largest magnitude). */
+static void tp_compare(const struct tp_out *a, const struct tp_out *b, double tol,
+                       const char *what) {
+  RK_ASSERT(a->np == b->np, "%s: %zu parameters vs %zu", what, a->np, b->np);
+  for (size_t k = 0; k <= a->np; k++) {
+    double scale = 0;
+    for (size_t i = 0; i < a->n[k]; i++) {
+      RK_ASSERT(isfinite(a->v[k][i]), "%s: %s %zu [%zu] is %g", what, k ? "gradient" : "dx",
+                k, i, (double)a->v[k][i]);
+      scale = fmax(scale, fabs(b->v[k][i]));
+    }
+    for (size_t i = 0; i < a->n[k]; i++) {
+      int ok = tol < 0 ? memcmp(&a->v[k][i], &b->v[k][i], 4) == 0
+                       : fabs(a->v[k][i] - b->v[k][i]) <= tol * (1 + scale);
+      RK_ASSERT(ok, "%s: %s %zu [%zu]: %.9g vs %.9g (%s)", what, k ? "parameter gradient" : "dx",
+                k, i, (double)a->v[k][i], (double)b->v[k][i],
+                tol < 0 ? "bit for bit" : "tolerance");
+    }
+  }
+}
+
+/* _i bit 0: FP8 (delayed, amaxes reduced across the ranks); bit 1: four
+ * ranks.  Overlap on with tp_copy's gradient symmetric against overlap
+ * off with the same (the same algorithms: bit for bit), eager and as a
+ * replayed graph of the whole step (the side stream forked and joined in
+ * the capture); against overlap off without the symmetric gradient (the
+ * sum staged: maybe another algorithm, another order of the ranks: BF16
+ * dx within 1e-2 of (1 + its largest magnitude), the F32 gradients of
+ * bf16 products the same); dx the same bits on every rank. */
+static void rank_overlap(int rank, int n, void *arg) {
+  int fp8 = *(const int *)arg & 1;
+  tecore_stream_t s;
+  tecomm_comm_t c = rank_setup(rank, n, &s);
+  struct tecomm_op_params prm = {.comm = c};
+  tecore_devptr_t sym = 0;
+  RK_OK(tecomm_mem_alloc(c, OR * OH * 2, &sym));
+  tecore_seq_t *qa = tp_seq(rank, n, &prm, 0, fp8, sym, s);
+  tecore_seq_t *qb = tp_seq(rank, n, &prm, TECORE_SEQ_NO_OVERLAP, fp8, sym, s);
+  tecore_seq_t *qc = tp_seq(rank, n, &prm, TECORE_SEQ_NO_OVERLAP, fp8, 0, s);
+  tecore_devptr_t x[2], dy[2], y = dev_alloc(OR * OH * 2), dx = dev_alloc(OR * OH * 2);
+  static uint16_t h[OR * OH];
+  for (int mb = 0; mb < 2; mb++) {
+    x[mb] = dev_alloc(sizeof h);
+    dy[mb] = dev_alloc(sizeof h);
+    make_vals(h, OR * OH, TECORE_DTYPE_BF16, 0, 50 + mb);   /* replicated: rank 0's */
+    put(x[mb], h, sizeof h, s);
+    make_vals(h, OR * OH, TECORE_DTYPE_BF16, 0, 60 + mb);
+    put(dy[mb], h, sizeof h, s);
+  }
+  static struct tp_out oa, ob, oc, og;
+  tecore_seq_t *qs[3] = {qa, qb, qc};
+  struct tp_out *os[3] = {&oa, &ob, &oc};
+  for (int k = 0; k < 3; k++) {
+    RK_CORE(tecore_memset_d8_async(dx, 0xff, OR * OH * 2, s));   /* poison */
+    tp_queue_step(qs[k], x, dy, y, dx, s);
+    RK_CORE(tecore_stream_synchronize(s));
+    tp_fetch(qs[k], dx, os[k], s);
+  }
+  tp_compare(&oa, &ob, -1, "overlap on vs off (symmetric gradient)");
+  tp_compare(&oa, &oc, 1e-2, "overlap on (symmetric) vs off (staged)");
+  /* the step as a graph, replayed twice */
+  tecore_graph_t g;
+  tecore_graph_exec_t ge;
+  RK_CORE(tecore_stream_begin_capture(s, TECORE_CAPTURE_THREAD_LOCAL));
+  tp_queue_step(qa, x, dy, y, dx, s);
+  RK_CORE(tecore_stream_end_capture(s, &g));
+  RK_CORE(tecore_graph_instantiate(&ge, g));
+  for (int rep = 0; rep < 2; rep++) {
+    RK_CORE(tecore_memset_d8_async(dx, 0xff, OR * OH * 2, s));
+    RK_CORE(tecore_graph_launch(ge, s));
+    RK_CORE(tecore_stream_synchronize(s));
+    tp_fetch(qa, dx, &og, s);
+    tp_compare(&og, &ob, -1, "overlap on, a replayed graph, vs off eager");
+  }
+  tc_rank_digest(oa.v[0], sizeof oa.v[0][0] * oa.n[0]);
+  RK_CORE(tecore_graph_exec_destroy(ge));
+  RK_CORE(tecore_graph_destroy(g));
+  RK_CORE(tecore_seq_destroy(qa));
+  RK_CORE(tecore_seq_destroy(qb));
+  RK_CORE(tecore_seq_destroy(qc));
+  RK_OK(tecomm_mem_free(c, sym));
+  for (int mb = 0; mb < 2; mb++) {
+    RK_CORE(tecore_mem_free(x[mb]));
+    RK_CORE(tecore_mem_free(dy[mb]));
+  }
+  RK_CORE(tecore_mem_free(y));
+  RK_CORE(tecore_mem_free(dx));
+  RK_CORE(tecore_stream_destroy(s));
+  RK_OK(tecomm_comm_destroy(c));
+}
+
+START_TEST(overlap_same_bits_eager_and_graph) {
+  int k = _i;
+  int n = _i & 2 ? 4 : 2;
+  tc_run_ranks(n, rank_overlap, &k, 120);
+  tc_expect_same_digest(n, "dx with overlap");
+  tc_shm_release();
+}
+END_TEST
+
+/* A rank killed between the forward and the backward: the survivors'
+ * backward sum on the side stream times out (TECOMM_TIMEOUT 1 s), the
+ * caller's stream still comes back (the join waits for the side stream,
+ * which ends), and the communicator reports the timeout naming the dead
+ * rank -- an error, not a hang. */
+static void rank_overlap_killed(int rank, int n, void *arg) {
+  (void)arg;
+  setenv("TECOMM_TIMEOUT", "1000", 1);
+  tecore_stream_t s;
+  tecomm_comm_t c = rank_setup(rank, n, &s);
+  struct tecomm_op_params prm = {.comm = c};
+  tecore_devptr_t sym = 0;
+  RK_OK(tecomm_mem_alloc(c, OR * OH * 2, &sym));
+  tecore_seq_t *q = tp_seq(rank, n, &prm, 0, 0, sym, s);
+  tecore_devptr_t x = dev_alloc(OR * OH * 2), y = dev_alloc(OR * OH * 2);
+  static uint16_t h[OR * OH];
+  make_vals(h, OR * OH, TECORE_DTYPE_BF16, 0, 70);
+  put(x, h, sizeof h, s);
+  struct tecore_tensor X = t2(TECORE_DTYPE_BF16, OR, OH, x), Y = t2(TECORE_DTYPE_BF16, OR, OH, y);
+  RK_CORE(tecore_seq_forward(q, &X, &Y, 0, s));
+  RK_CORE(tecore_seq_backward(q, &X, NULL, s));   /* one whole step first: set-up done */
+  RK_CORE(tecore_seq_forward(q, &X, &Y, 0, s));
+  RK_CORE(tecore_stream_synchronize(s));
+  RK_ASSERT(tc_shm_barrier(tc_shm) == 0, "barrier");
+  if (rank == n - 1) raise(SIGKILL);
+  tecore_result_t r = tecore_seq_backward(q, &X, NULL, s);
+  RK_ASSERT(r == TECORE_SUCCESS || r == TECORE_ERR_TIMEOUT || r == TECORE_ERR_INTERNAL,
+            "backward after a peer died: %s (%s)", tecore_result_name(r), tecore_last_error());
+  tecore_result_t w = te_stream_wait(s, 5000);
+  RK_ASSERT(w == TECORE_SUCCESS, "the stream did not come back within 5 s: %s",
+            tecore_result_name(w));
+  int peer = -2;
+  tecomm_result_t st = tecomm_comm_status(c, &peer);
+  RK_ASSERT(st == TECOMM_ERR_TIMEOUT, "status after a peer died: %s (%s)",
+            tecomm_result_name(st), tecomm_last_error());
+  RK_ASSERT(peer == n - 1, "status names peer %d, want %d", peer, n - 1);
+  RK_CORE(tecore_seq_destroy(q));
+  RK_CORE(tecore_mem_free(x));
+  RK_CORE(tecore_mem_free(y));
+  RK_CORE(tecore_stream_destroy(s));
+  (void)tecomm_comm_destroy(c);
+}
+
+START_TEST(overlap_killed_rank_times_out) {
+  tc_run_ranks_ex(2, rank_overlap_killed, NULL, 30, 1);
+  tc_shm_release();
+}
+END_TEST
+
 static Suite *ops_suite(void) {
   setenv("TECORE_VDEV_DEVICES", "8", 0);
   Suite *s = suite_create("comm_ops");
@@ -650,6 +896,9 @@ static Suite *ops_suite(void) {
   tcase_add_loop_test(tc, twoshot_sums_symmetric_linear_output_unstaged, 0, 8);
   tc = te_tcase(s, "amax", 0);
   tcase_add_loop_test(tc, amax_max_across_ranks_in_graph, 0, 2);
+  tc = te_tcase(s, "overlap", 0);
+  tcase_add_loop_test(tc, overlap_same_bits_eager_and_graph, 0, 4);
+  tcase_add_test(tc, overlap_killed_rank_times_out);
   tc = te_tcase(s, "misuse", 0);
   tcase_add_test(tc, kinds_refuse_bad_params);
   return s;

@@ -8,7 +8,10 @@
  * weight caching through the no-op flag; a captured forward+backward
  * replayed against eager runs; registration of kinds (parameters, saved
  * vectors, workspace, aliasing and slot roles from a definition) and
- * patterns; argument checks.
+ * patterns; the backward overlap of a collective with a wgrad GEMM (the
+ * same bits as without, eager and captured, errors on the side stream
+ * surface) and caller storage for a gradient (tecore_seq_set_grad);
+ * argument checks.
  *
  * Tolerances.
  *   Finite differences (F32 sequences, no FP8): the reference is float64,
@@ -2050,6 +2053,345 @@ START_TEST(test_args) {
 }
 END_TEST
 
+/* ---- backward overlap (te/ops.h, "Overlap") and caller gradient storage ------------------- */
+
+/* A user kind in tp_copy's place: y = 2x, dx = 2 dy (so a sequence with
+ * CONSTANT_SCALE 2 there is its reference), declared to overlap
+ * (TECORE_OP_BACKWARD_OVERLAP).  Its backward records the stream it got
+ * and the flags, and, told that dy is dead (TECORE_EXEC_GRAD_DEAD),
+ * poisons it with NaN after reading it, as a collective reducing in place
+ * would leave it garbage: a wrong "dead" shows as NaN downstream. */
+#define OVL_KIND (TECORE_OP_USER_FIRST + 7)
+static struct {
+  int calls, side, dead, fail;
+  tecore_stream_t main;
+} ovl_seen;
+
+static tecore_result_t ovl_fwd(const struct tecore_seq_exec *x) {
+  size_t n = x->act[0].shape[0] * x->act[0].shape[1];
+  return tecore_scale_add(x->act[1].data, x->act[0].data, 2.0f, x->act[0].data, 0.0f,
+                          x->act[0].dtype, n, x->stream);
+}
+static tecore_result_t ovl_bwd(const struct tecore_seq_exec *x) {
+  ovl_seen.calls++;
+  ovl_seen.side += x->stream != ovl_seen.main;
+  size_t n = x->grad[0].shape[0] * x->grad[0].shape[1];
+  tecore_result_t r = tecore_scale_add(x->grad[0].data, x->grad[1].data, 2.0f, x->grad[1].data,
+                                       0.0f, x->grad[0].dtype, n, x->stream);
+  if (r == TECORE_SUCCESS && (x->flags & TECORE_EXEC_GRAD_DEAD)) {
+    ovl_seen.dead++;
+    r = tecore_memset_d8_async(x->grad[1].data, 0xff, n * tecore_dtype_size(x->grad[1].dtype),
+                               x->stream);
+  }
+  if (r == TECORE_SUCCESS && ovl_seen.fail) {
+    tecore_set_error("ovl_bwd: the collective failed (as asked)");
+    return TECORE_ERR_TIMEOUT;
+  }
+  return r;
+}
+
+static void ovl_register(void) {
+  struct tecore_op_kind_def kd = {.name = "ovl_sum", .forward = ovl_fwd, .backward = ovl_bwd,
+                                  .flags = TECORE_OP_BACKWARD_NO_INPUT |
+                                           TECORE_OP_BACKWARD_OVERLAP};
+  TE_OK(tecore_ops_register_kind(OVL_KIND, &kd));
+  memset(&ovl_seen, 0, sizeof ovl_seen);
+  ovl_seen.main = S();
+}
+static void ovl_unregister(void) { TE_OK(tecore_ops_register_kind(OVL_KIND, NULL)); }
+
+/* te-demo's tensor-parallel block with `mid` (OVL_KIND, or the reference's
+ * CONSTANT_SCALE 2) where tp_copy is: make | rmsnorm | mid | linear |
+ * gelu | linear | add; the mid op of block b is op 7b + 2. */
+static size_t ovl_blocks(struct tecore_op_desc *d, int nblocks, size_t hidden, size_t ffn,
+                         int ref) {
+  size_t k = 0;
+  for (int b = 0; b < nblocks; b++) {
+    d[k++] = op_slot(TECORE_OP_MAKE_EXTRA_OUTPUT, b);
+    d[k++] = op_norm(TECORE_OP_RMSNORM, 1e-5f, 0);
+    d[k++] = ref ? op_scale(2.0f) : op_kind(OVL_KIND);
+    d[k++] = op_linear(ffn, 1);
+    d[k++] = op_kind(TECORE_OP_GELU);
+    d[k++] = op_linear(hidden, 1);
+    d[k++] = op_slot(TECORE_OP_ADD_EXTRA_INPUT, b);
+  }
+  return k;
+}
+
+static void expect_finite(const struct run_out *r, const char *what) {
+  for (size_t i = 0; i < r->nx; i++)
+    ck_assert_msg(isfinite(r->dx[i]), "%s: dx[%zu] is %g", what, i, (double)r->dx[i]);
+  for (size_t k = 0; k < r->ng; k++)
+    for (size_t i = 0; i < r->gsz[k]; i++)
+      ck_assert_msg(isfinite(r->g[k][i]), "%s: gradient %zu [%zu] is %g", what, k, i,
+                    (double)r->g[k][i]);
+}
+
+/* The hooks' calls in backward order: 'B'/'A' before/after, the group's
+ * first op, the stream's side ('s': not the caller's). */
+static char hook_log[512];
+static size_t hook_len;
+static tecore_result_t log_hook(char what, tecore_seq_dir_t dir, size_t first,
+                                tecore_stream_t st) {
+  if (dir == TECORE_SEQ_BACKWARD && hook_len + 8 < sizeof hook_log)
+    hook_len += (size_t)snprintf(hook_log + hook_len, sizeof hook_log - hook_len, "%c%zu%s ",
+                                 what, first, st == S() ? "" : "s");
+  return TECORE_SUCCESS;
+}
+static tecore_result_t log_before(void *c, tecore_seq_t *q, tecore_seq_dir_t dir, size_t first,
+                                  size_t count, tecore_stream_t st) {
+  (void)c, (void)q, (void)count;
+  return log_hook('B', dir, first, st);
+}
+static tecore_result_t log_after(void *c, tecore_seq_t *q, tecore_seq_dir_t dir, size_t first,
+                                 size_t count, tecore_stream_t st) {
+  (void)c, (void)q, (void)count;
+  return log_hook('A', dir, first, st);
+}
+
+/* Overlap on against off (TECORE_SEQ_NO_OVERLAP) and against the
+ * reference (CONSTANT_SCALE, which runs on the caller's stream): the same
+ * bits, fused and unfused, BF16, FP8 delayed and F32.  With overlap, every
+ * backward of the overlapping kind ran on the side stream, was told its dy
+ * is dead (fc1's input gradient: nothing reads it after), and its hooks
+ * nest inside the Linear's group, whose after comes last (the wgrad GEMM
+ * queued after the collective); without, none on the side stream. */
+static void overlap_case(tecore_dtype_t dt, const struct tecore_recipe *r, unsigned flags,
+                         const char *name) {
+  struct tecore_op_desc d[14], dr[14];
+  size_t hidden = 32, ffn = 64, rows = 16;
+  size_t n = ovl_blocks(d, 2, hidden, ffn, 0);
+  ovl_blocks(dr, 2, hidden, ffn, 1);
+  tecore_seq_t *a = make_seq(d, n, rows, hidden, dt, flags, r);
+  tecore_seq_t *b = make_seq(d, n, rows, hidden, dt, flags | TECORE_SEQ_NO_OVERLAP, r);
+  tecore_seq_t *c = make_seq(dr, n, rows, hidden, dt, flags | TECORE_SEQ_NO_OVERLAP, r);
+  set_params(a, 0);
+  copy_params(a, b);
+  copy_params(a, c);
+  struct dt2 x[2], dy[2];
+  make_mbs(dt, rows, hidden, x, dy);
+  struct run_out ra, rb, rc;
+  ovl_seen.calls = ovl_seen.side = ovl_seen.dead = 0;
+  run_mb(a, x, dy, 2, &ra);
+  ck_assert_msg(ovl_seen.calls == 8 && ovl_seen.side == 8 && ovl_seen.dead == 8,
+                "%s: overlap on: %d backward calls, %d on the side stream, %d told dy is dead "
+                "(want 8, 8, 8)", name, ovl_seen.calls, ovl_seen.side, ovl_seen.dead);
+  ovl_seen.calls = ovl_seen.side = ovl_seen.dead = 0;
+  run_mb(b, x, dy, 2, &rb);
+  ck_assert_msg(ovl_seen.calls == 8 && ovl_seen.side == 0 && ovl_seen.dead == 8,
+                "%s: overlap off: %d backward calls, %d on the side stream, %d told dy is dead "
+                "(want 8, 0, 8)", name, ovl_seen.calls, ovl_seen.side, ovl_seen.dead);
+  run_mb(c, x, dy, 2, &rc);
+  char what[128];
+  snprintf(what, sizeof what, "%s: overlap on vs off", name);
+  expect_same_run(&ra, &rb, what);
+  snprintf(what, sizeof what, "%s: overlap on vs the reference (constant_scale)", name);
+  expect_same_run(&ra, &rc, what);
+  expect_finite(&ra, name);
+
+  /* the hooks of block 1's backward: Linear group (op 10) around the sum (op 9) */
+  struct tecore_seq_hooks h = {.before = log_before, .after = log_after};
+  TE_OK(tecore_seq_set_hooks(a, &h));
+  struct dt2 y = dalloc2(dt, rows, hidden);
+  hook_len = 0;
+  hook_log[0] = '\0';
+  TE_OK(tecore_seq_forward(a, &x[0].t, &y.t, 0, S()));
+  TE_OK(tecore_seq_backward(a, &dy[0].t, NULL, S()));
+  TE_OK(tecore_stream_synchronize(S()));
+  ck_assert_msg(strstr(hook_log, "B10 B9s A9s A10 ") != NULL,
+                "%s: the backward's hooks %s: the sum (op 9) does not run on the side stream "
+                "inside the Linear's group (op 10)", name, hook_log);
+  TE_OK(tecore_seq_set_hooks(a, NULL));
+  dfree2(&y);
+  printf("# %s: overlap on, off and the reference: the same bits; hooks %.60s...\n", name,
+         hook_log);
+  free_run(&ra);
+  free_run(&rb);
+  free_run(&rc);
+  free_mbs(x, dy);
+  TE_OK(tecore_seq_destroy(a));
+  TE_OK(tecore_seq_destroy(b));
+  TE_OK(tecore_seq_destroy(c));
+}
+
+START_TEST(test_overlap_same_bits) {
+  ovl_register();
+  struct tecore_recipe r;
+  TE_OK(tecore_recipe_init(&r, TECORE_RECIPE_DELAYED));
+  overlap_case(TECORE_DTYPE_BF16, NULL, 0, "bf16");
+  overlap_case(TECORE_DTYPE_BF16, NULL, TECORE_SEQ_NO_FUSION, "bf16 unfused");
+  overlap_case(TECORE_DTYPE_BF16, &r, 0, "fp8 delayed");
+  overlap_case(TECORE_DTYPE_F32, NULL, 0, "f32");
+  ovl_unregister();
+}
+END_TEST
+
+/* A captured forward + backward with overlap (the side stream forked and
+ * joined inside the capture) replays the bits of eager runs without it. */
+START_TEST(test_overlap_capture_replay) {
+  ovl_register();
+  struct tecore_op_desc d[14];
+  size_t hidden = 32, ffn = 64, rows = 16, nel = rows * hidden;
+  size_t n = ovl_blocks(d, 2, hidden, ffn, 0);
+  for (int fp8 = 0; fp8 < 2; fp8++) {
+    struct tecore_recipe r;
+    TE_OK(tecore_recipe_init(&r, TECORE_RECIPE_DELAYED));
+    tecore_seq_t *a = make_seq(d, n, rows, hidden, TECORE_DTYPE_BF16, TECORE_SEQ_NO_OVERLAP,
+                               fp8 ? &r : NULL);
+    tecore_seq_t *b = make_seq(d, n, rows, hidden, TECORE_DTYPE_BF16, 0, fp8 ? &r : NULL);
+    set_params(a, 0);
+    copy_params(a, b);
+    struct dt2 x[2], dy[2];
+    make_mbs(TECORE_DTYPE_BF16, rows, hidden, x, dy);
+    struct dt2 ya = dalloc2(TECORE_DTYPE_BF16, rows, hidden);
+    struct dt2 yb = dalloc2(TECORE_DTYPE_BF16, rows, hidden);
+    /* one eager pass of b first (lazy set-up outside the capture) */
+    TE_OK(tecore_seq_forward(b, &x[0].t, &yb.t, 0, S()));
+    TE_OK(tecore_seq_backward(b, &dy[0].t, NULL, S()));
+    TE_OK(tecore_seq_zero_grad(b, S()));
+    TE_OK(tecore_stream_synchronize(S()));
+    tecore_graph_t g;
+    tecore_graph_exec_t ge;
+    ovl_seen.calls = ovl_seen.side = 0;
+    TE_OK(tecore_stream_begin_capture(S(), TECORE_CAPTURE_THREAD_LOCAL));
+    TE_OK(tecore_seq_forward(b, &x[0].t, &yb.t, 0, S()));
+    TE_OK(tecore_seq_backward(b, &dy[0].t, NULL, S()));
+    TE_OK(tecore_seq_update_scales(b, S()));
+    TE_OK(tecore_stream_end_capture(S(), &g));
+    ck_assert_int_eq(ovl_seen.side, 2);   /* both blocks' sums captured on the side stream */
+    TE_OK(tecore_graph_instantiate(&ge, g));
+    for (int rep = 0; rep < 3; rep++) {
+      TE_OK(tecore_seq_forward(a, &x[0].t, &ya.t, 0, S()));
+      TE_OK(tecore_seq_backward(a, &dy[0].t, NULL, S()));
+      TE_OK(tecore_seq_update_scales(a, S()));
+      TE_OK(tecore_graph_launch(ge, S()));
+    }
+    TE_OK(tecore_stream_synchronize(S()));
+    float *fa = malloc(nel * 4), *fb = malloc(nel * 4);
+    from_dev(fa, ya.t.data, nel, TECORE_DTYPE_BF16);
+    from_dev(fb, yb.t.data, nel, TECORE_DTYPE_BF16);
+    te_expect_f32_bits(fb, fa, nel, "overlap: replayed y");
+    size_t ng, sz[64];
+    float **ga = get_grads(a, &ng, sz), **gb = get_grads(b, &ng, sz);
+    for (size_t i = 0; i < ng; i++) {
+      te_expect_f32_bits(gb[i], ga[i], sz[i], "overlap: replayed gradient");
+      for (size_t j = 0; j < sz[i]; j++) ck_assert(isfinite(gb[i][j]));
+    }
+    free_grads(ga, ng);
+    free_grads(gb, ng);
+    free(fa);
+    free(fb);
+    TE_OK(tecore_graph_exec_destroy(ge));
+    TE_OK(tecore_graph_destroy(g));
+    free_mbs(x, dy);
+    dfree2(&ya);
+    dfree2(&yb);
+    TE_OK(tecore_seq_destroy(a));
+    TE_OK(tecore_seq_destroy(b));
+  }
+  ovl_unregister();
+}
+END_TEST
+
+/* A collective that fails on the side stream fails the backward with its
+ * error and the operation named; the side stream is joined back all the
+ * same: the stream synchronizes (no hang), a capture ends (no unjoined
+ * side stream), and the next backward runs. */
+START_TEST(test_overlap_side_error_surfaces) {
+  ovl_register();
+  struct tecore_op_desc d[14];
+  size_t hidden = 32, ffn = 64, rows = 16;
+  size_t n = ovl_blocks(d, 2, hidden, ffn, 0);
+  tecore_seq_t *a = make_seq(d, n, rows, hidden, TECORE_DTYPE_BF16, 0, NULL);
+  struct dt2 x[2], dy[2];
+  make_mbs(TECORE_DTYPE_BF16, rows, hidden, x, dy);
+  struct dt2 y = dalloc2(TECORE_DTYPE_BF16, rows, hidden);
+  TE_OK(tecore_seq_forward(a, &x[0].t, &y.t, 0, S()));
+  ovl_seen.fail = 1;
+  TE_EXPECT_ERR(TECORE_ERR_TIMEOUT, "op 9 (ovl_sum)", tecore_seq_backward(a, &dy[0].t, NULL, S()));
+  TE_OK(tecore_stream_synchronize(S()));
+  /* under capture */
+  tecore_graph_t g = NULL;
+  TE_OK(tecore_stream_begin_capture(S(), TECORE_CAPTURE_THREAD_LOCAL));
+  TE_OK(tecore_seq_forward(a, &x[0].t, &y.t, 0, S()));
+  TE_EXPECT_ERR(TECORE_ERR_TIMEOUT, "ovl_sum", tecore_seq_backward(a, &dy[0].t, NULL, S()));
+  TE_OK(tecore_stream_end_capture(S(), &g));
+  TE_OK(tecore_graph_destroy(g));
+  ovl_seen.fail = 0;
+  TE_OK(tecore_seq_forward(a, &x[0].t, &y.t, 0, S()));
+  TE_OK(tecore_seq_backward(a, &dy[0].t, NULL, S()));
+  TE_OK(tecore_stream_synchronize(S()));
+  dfree2(&y);
+  free_mbs(x, dy);
+  TE_OK(tecore_seq_destroy(a));
+  ovl_unregister();
+}
+END_TEST
+
+/* tecore_seq_set_grad: the sum's input gradient of both blocks in one
+ * buffer of the caller's (poisoned first) gives the same bits as the
+ * sequence's own storage; the buffer is the one the sum read (it was told
+ * the gradient is dead and left NaN there); ptr 0 goes back; bad
+ * arguments are refused. */
+START_TEST(test_set_grad) {
+  ovl_register();
+  struct tecore_op_desc d[14];
+  size_t hidden = 32, ffn = 64, rows = 16, nel = rows * hidden;
+  size_t n = ovl_blocks(d, 2, hidden, ffn, 0);
+  tecore_seq_t *a = make_seq(d, n, rows, hidden, TECORE_DTYPE_BF16, 0, NULL);
+  tecore_seq_t *b = make_seq(d, n, rows, hidden, TECORE_DTYPE_BF16, 0, NULL);
+  set_params(a, 0);
+  copy_params(a, b);
+  tecore_devptr_t buf = te_dalloc(nel * 2);
+  TE_OK(tecore_memset_d8_async(buf, 0x7f, nel * 2, S()));   /* 0x7f7f: a huge bf16 */
+  TE_OK(tecore_seq_set_grad(a, 3, buf));
+  TE_OK(tecore_seq_set_grad(a, 10, buf));
+  struct dt2 x[2], dy[2];
+  make_mbs(TECORE_DTYPE_BF16, rows, hidden, x, dy);
+  struct run_out ra, rb;
+  run_mb(a, x, dy, 2, &ra);
+  run_mb(b, x, dy, 2, &rb);
+  expect_same_run(&ra, &rb, "set_grad: caller storage vs the sequence's");
+  expect_finite(&ra, "set_grad");
+  uint16_t *h = malloc(nel * 2);
+  TE_OK(tecore_memcpy(te_hptr(h), buf, nel * 2));
+  for (size_t i = 0; i < nel; i++)
+    ck_assert_msg(h[i] == 0xffff, "set_grad: buffer[%zu] = 0x%04x: the sum did not read (and "
+                  "poison) the caller's storage", i, h[i]);
+  free(h);
+  free_run(&ra);
+  TE_OK(tecore_seq_set_grad(a, 3, 0));
+  TE_OK(tecore_seq_set_grad(a, 10, 0));
+  TE_OK(tecore_seq_set_grad(a, 10, 0));   /* already its own */
+  run_mb(a, x, dy, 2, &ra);
+  free_run(&rb);
+  run_mb(b, x, dy, 2, &rb);
+  expect_same_run(&ra, &rb, "set_grad: back to the sequence's storage");
+  free_run(&ra);
+  free_run(&rb);
+  TE_EXPECT_INVALID("seq", tecore_seq_set_grad(NULL, 3, buf));
+  TE_EXPECT_INVALID("bnd 0", tecore_seq_set_grad(a, 0, buf));
+  TE_EXPECT_INVALID("bnd 14", tecore_seq_set_grad(a, n, buf));
+  TE_EXPECT_INVALID("aligned", tecore_seq_set_grad(a, 3, buf + 2));
+  free_mbs(x, dy);
+  TE_OK(tecore_seq_destroy(a));
+  TE_OK(tecore_seq_destroy(b));
+  /* a gradient aliased up to the caller's dy; a sequence not built */
+  struct tecore_op_desc e[2] = {op_linear(16, 0), op_kind(TECORE_OP_IDENTITY)};
+  a = make_seq(e, 2, 4, 16, TECORE_DTYPE_F32, 0, NULL);
+  TE_EXPECT_INVALID("dy", tecore_seq_set_grad(a, 1, buf));
+  TE_OK(tecore_seq_destroy(a));
+  struct tecore_seq_config cfg = {.rows = 4, .features = 16, .dtype = TECORE_DTYPE_F32};
+  TE_OK(tecore_seq_create(&cfg, &a));
+  TE_EXPECT_INVALID("not built", tecore_seq_set_grad(a, 1, buf));
+  TE_OK(tecore_seq_destroy(a));
+  cfg.flags = 0x8;
+  TE_EXPECT_INVALID("flags", tecore_seq_create(&cfg, &a));
+  TE_OK(tecore_mem_free(buf));
+  ovl_unregister();
+}
+END_TEST
+
 static Suite *ops_suite(void) {
   Suite *s = suite_create("ops");
   TCase *tc = te_tcase(s, "plan", 1);
@@ -2080,6 +2422,11 @@ static Suite *ops_suite(void) {
   tcase_add_test(tc, test_extra_slots);
   tcase_add_test(tc, test_fp8_weight_cache);
   tcase_add_test(tc, test_capture_replay);
+  tc = te_tcase(s, "overlap", 1);
+  tcase_add_test(tc, test_overlap_same_bits);
+  tcase_add_test(tc, test_overlap_capture_replay);
+  tcase_add_test(tc, test_overlap_side_error_surfaces);
+  tcase_add_test(tc, test_set_grad);
   tc = te_tcase(s, "api", 1);
   tcase_add_test(tc, test_register);
   tcase_add_test(tc, test_register_kind_def);

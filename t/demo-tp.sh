@@ -16,7 +16,10 @@
 # tp_copy and a tp_reduce per block; backward: a sum and an alias per
 # block, both), each part within its phase, the phases adding up to the
 # step, the group table naming the fused call (4 a step, the fused variant
-# only), and the Amdahl bounds >= 1.  Random seed each run (TE_TEST_SEED to repeat).
+# only), and the Amdahl bounds >= 1.  --tp 4 also runs the third variant,
+# the baseline with the fuser's backward overlap (--tp-base-overlap), whose
+# losses must be within the tolerance too (the fused variant overlaps by
+# default: both overlap paths are checked).  Random seed each run (TE_TEST_SEED to repeat).
 # Exit 0: ok; 77: skip (TE_DEVICE=cuda with fewer GPUs than ranks);
 # 1: a run failed or a loss left the one-process curve.
 # Environment (from t/Makefile.inc): top_builddir.
@@ -44,7 +47,7 @@ if test "x$TE_DEVICE" = xcuda && command -v nvidia-smi > /dev/null 2>&1; then
   gpus=$(nvidia-smi -L 2> /dev/null | grep -c '^GPU')
 fi
 # the --tp options' misuse: refused with status 2 and a reason
-for bad in "--tp-profile" "--tp-bwd-comm nccl" "--tp 2 --tp-bwd-comm sideways"; do
+for bad in "--tp-profile" "--tp-bwd-comm nccl" "--tp 2 --tp-bwd-comm sideways" "--tp-base-overlap"; do
   rc=0
   # shellcheck disable=SC2086
   "$demo" $bad > "$tmp.cli" 2>&1 || rc=$?
@@ -72,6 +75,7 @@ for n in 2 4; do
   ran=$((ran + 1))
   prof=
   test $n -eq 2 && prof=--tp-profile
+  test $n -eq 4 && prof=--tp-base-overlap
   # small on every backend (on cuda too: a check, not a benchmark).  FP8
   # Linears on every backend: cuda's default keeps GEMMs this small in
   # BF16 (TECORE_OPS_FP8_MIN_MNK), and the plan checks below expect the
@@ -85,14 +89,16 @@ for n in 2 4; do
   fi
   # per step: the one-process losses ("fp8 step"), then the ranks' runs
   # ("fp8/fused step", "fp8/baseline step", the same for bf16)
-  sed -n 's/^ *\(fp8\|bf16\)\(\/[a-z]*\)\{0,1\} *step *\([0-9]*\)\/[0-9]* *loss \([0-9.e+-]*\).*/\1\2 \3 \4/p' \
+  sed -n 's/^ *\(fp8\|bf16\)\(\/[a-z+]*\)\{0,1\} *step *\([0-9]*\)\/[0-9]* *loss \([0-9.e+-]*\).*/\1\2 \3 \4/p' \
     "$tmp.$n" > "$tmp.$n.loss"
-  if ! awk -v n=$n '
+  runs="fp8/fused fp8/baseline bf16/fused bf16/baseline"
+  test "$prof" = --tp-base-overlap && runs="$runs fp8/baseline+overlap bf16/baseline+overlap"
+  if ! awk -v n=$n -v runs="$runs" '
     { run[$1] = 1; loss[$1, $2] = $3; if ($2 > steps) steps = $2 }
     END {
       bad = 0; cnt = 0
-      split("fp8/fused fp8/baseline bf16/fused bf16/baseline", rs, " ")
-      for (i = 1; i <= 4; i++) {
+      nr = split(runs, rs, " ")
+      for (i = 1; i <= nr; i++) {
         r = rs[i]; p = r; sub(/\/.*/, "", p)
         if (!(r in run) || !(p in run)) { print "FAIL: --tp " n ": no losses of " r " or " p; bad = 1; continue }
         for (k = 1; k <= steps; k++) {
@@ -104,7 +110,7 @@ for n in 2 4; do
           }
         }
       }
-      if (!bad) printf "ok: --tp %d: %d losses of the fused and baseline runs within 0.05 of the first loss of the one-process run\n", n, cnt
+      if (!bad) printf "ok: --tp %d: %d losses of the %s runs within 0.05 of the first loss of the one-process run\n", n, cnt, runs
       exit bad
     }' "$tmp.$n.loss"; then
     cat "$tmp.$n"
@@ -117,7 +123,7 @@ for n in 2 4; do
     status=1
   fi
   grep 'step time' "$tmp.$n"
-  test -n "$prof" || continue
+  test "$prof" = --tp-profile || continue
   # 3 layers, 2 microbatches: groups with a collective per step
   if ! awk '
     function num(s) { return s + 0 }

@@ -181,6 +181,11 @@ void demo_tp_baseline(struct demo_tp *t, int nccl) {
       .comm = t->comm, .algo = nccl ? TECOMM_ALGO_NCCL : TECOMM_ALGO_AUTO,
       .flags = TECOMM_OP_NO_FUSION};
   t->copy_params[DEMO_TP_BASE] = t->params[DEMO_TP_BASE];
+  t->params[DEMO_TP_BASE_OVL] = t->copy_params[DEMO_TP_BASE_OVL] = t->params[DEMO_TP_BASE];
+}
+
+unsigned demo_tp_seq_flags(const struct demo_tp *t) {
+  return t->variant == DEMO_TP_BASE ? TECORE_SEQ_NO_OVERLAP : 0u;
 }
 
 void demo_tp_bwd_nccl(struct demo_tp *t, int nccl) {
@@ -279,17 +284,62 @@ tecore_result_t demo_tp_load_slices(tecore_seq_t *tp, tecore_seq_t *full, const 
 
 /* ---- symmetric inputs of the sums ------------------------------------------------- */
 
-tecore_result_t demo_tp_symmetric(tecore_seq_t *q, struct demo_tp *t) {
-  size_t ns = 0;
-  tecore_result_t r = tecore_seq_get_saved(q, NULL, 0, &ns);
-  struct tecore_seq_saved *sv = calloc(ns ? ns : 1, sizeof *sv);
-  tecore_devptr_t *sym = realloc(t->sym, (t->nsym + ns + 1) * sizeof *sym);
-  if (!sv || !sym) {
-    free(sv);
+/* One more symmetric buffer of bytes in t->sym (*p), collectively. */
+static tecore_result_t sym_alloc(struct demo_tp *t, size_t bytes, tecore_devptr_t *p) {
+  tecore_devptr_t *sym = realloc(t->sym, (t->nsym + 1) * sizeof *sym);
+  if (!sym) {
     tecore_set_error("demo_tp_symmetric: out of host memory");
     return TECORE_ERR_NOMEM;
   }
   t->sym = sym;
+  if (tecomm_mem_alloc(t->comm, bytes, p) != TECOMM_SUCCESS) {
+    /* the detail is tecomm_mem_alloc's */
+    tecore_set_error("demo_tp_symmetric: tecomm_mem_alloc of %zu bytes: %s", bytes,
+                     tecomm_last_error());
+    return TECORE_ERR_DEVICE_NOMEM;
+  }
+  t->sym[t->nsym++] = *p;
+  return TECORE_SUCCESS;
+}
+
+/* The gradients tp_copy's backward sums: the input gradient of the
+ * Linear after each tp_copy (boundary i + 1), one shared buffer. */
+static tecore_result_t symmetric_grads(tecore_seq_t *q, struct demo_tp *t) {
+  size_t nops = 0, bytes = 0;
+  tecore_result_t r = tecore_seq_groups(q, TECORE_SEQ_FORWARD, NULL, 0, &nops);
+  struct tecore_op_info info;
+  /* the number of operations: the last group's end */
+  struct tecore_seq_group *g = calloc(nops ? nops : 1, sizeof *g);
+  if (!g) return TECORE_ERR_NOMEM;
+  if (r == TECORE_SUCCESS) r = tecore_seq_groups(q, TECORE_SEQ_FORWARD, g, nops, &nops);
+  size_t n = r == TECORE_SUCCESS && nops ? g[nops - 1].first + g[nops - 1].count : 0;
+  free(g);
+  for (size_t i = 0; r == TECORE_SUCCESS && i + 1 < n; i++) {
+    r = tecore_seq_op(q, i, &info);
+    if (r == TECORE_SUCCESS && info.desc.kind == TECORE_OP_TP_COPY) {
+      size_t b = info.out_rows * info.out_features * 2;   /* bf16 */
+      if (b > bytes) bytes = b;
+    }
+  }
+  if (r != TECORE_SUCCESS || bytes == 0) return r;
+  tecore_devptr_t p = 0;
+  r = sym_alloc(t, bytes, &p);
+  for (size_t i = 0; r == TECORE_SUCCESS && i + 1 < n; i++) {
+    r = tecore_seq_op(q, i, &info);
+    if (r == TECORE_SUCCESS && info.desc.kind == TECORE_OP_TP_COPY)
+      r = tecore_seq_set_grad(q, i + 1, p);
+  }
+  return r;
+}
+
+tecore_result_t demo_tp_symmetric(tecore_seq_t *q, struct demo_tp *t) {
+  size_t ns = 0;
+  tecore_result_t r = tecore_seq_get_saved(q, NULL, 0, &ns);
+  struct tecore_seq_saved *sv = calloc(ns ? ns : 1, sizeof *sv);
+  if (!sv) {
+    tecore_set_error("demo_tp_symmetric: out of host memory");
+    return TECORE_ERR_NOMEM;
+  }
   if (r == TECORE_SUCCESS) r = tecore_seq_get_saved(q, sv, ns, &ns);
   for (size_t i = 0; r == TECORE_SUCCESS && i < ns; i++) {
     struct tecore_op_info info;
@@ -297,15 +347,11 @@ tecore_result_t demo_tp_symmetric(tecore_seq_t *q, struct demo_tp *t) {
     r = tecore_seq_op(q, sv[i].bnd, &info);
     if (r != TECORE_SUCCESS || info.desc.kind != TECORE_OP_TP_REDUCE) continue;
     tecore_devptr_t p = 0;
-    tecomm_result_t cr = tecomm_mem_alloc(t->comm, sv[i].bytes, &p);
-    if (cr != TECOMM_SUCCESS) {
-      r = TECORE_ERR_DEVICE_NOMEM;   /* the detail is tecomm_mem_alloc's */
-      break;
-    }
-    t->sym[t->nsym++] = p;
-    r = tecore_seq_set_saved(q, i, p);
+    r = sym_alloc(t, sv[i].bytes, &p);
+    if (r == TECORE_SUCCESS) r = tecore_seq_set_saved(q, i, p);
   }
   free(sv);
+  if (r == TECORE_SUCCESS) r = symmetric_grads(q, t);
   return r;
 }
 

@@ -25,8 +25,12 @@
 
 #define DEMO_TP_MAX 8
 
-/* The variants a rank trains, in this order. */
-enum { DEMO_TP_FUSED = 0, DEMO_TP_BASE = 1, DEMO_TP_NVARIANTS = 2 };
+/* The variants a rank trains, in this order: fused (the backward sums
+ * overlapped with the wgrad GEMMs unless TECORE_OPS_OVERLAP=0), the
+ * unfused baseline without overlap (TECORE_SEQ_NO_OVERLAP: as it ran
+ * before the fuser overlapped), and with --tp-base-overlap the baseline
+ * with overlap. */
+enum { DEMO_TP_FUSED = 0, DEMO_TP_BASE = 1, DEMO_TP_BASE_OVL = 2, DEMO_TP_NVARIANTS = 3 };
 
 struct demo_tp_page;   /* shared by the parent and every rank (MAP_SHARED) */
 
@@ -34,7 +38,7 @@ struct demo_tp {
   int n, rank;
   int nccl;                           /* the baseline's allreduce is NCCL's */
   tecomm_comm_t comm;
-  struct tecomm_op_params params[DEMO_TP_NVARIANTS];   /* fused, baseline */
+  struct tecomm_op_params params[DEMO_TP_NVARIANTS];   /* fused, baseline (twice) */
   /* the tp_copy ops' (their sum is the backward's): params[], or the
    * fused variant's with NCCL's backward sum (demo_tp_bwd_nccl) */
   struct tecomm_op_params copy_params[DEMO_TP_NVARIANTS];
@@ -69,6 +73,9 @@ void demo_tp_fini(struct demo_tp *t);
 /* Every rank waits for all (bounded: 1 hour, a dead rank fails the rest). */
 int demo_tp_barrier(struct demo_tp_page *p);
 
+/* The tecore_seq_config.flags of t->variant's sequence. */
+unsigned demo_tp_seq_flags(const struct demo_tp *t);
+
 /* Appends block `layer` for rank t->rank with t->params[t->variant]. */
 tecore_result_t demo_tp_add_block(tecore_seq_t *q, const struct demo_tp *t, int layer,
                                   size_t hidden, size_t ffn);
@@ -81,8 +88,12 @@ tecore_result_t demo_tp_load_slices(tecore_seq_t *tp, tecore_seq_t *full, const 
 /* Moves the input of every tp_reduce of q (the row-parallel partial sums)
  * into symmetric memory (tecomm_mem_alloc), so the one-shot and Lamport
  * kernels read the peers' partial sums where fc2 wrote them instead of a
- * staged copy.  Collective; before any capture of q.  demo_tp_release
- * frees them after q is destroyed. */
+ * staged copy; and the gradient every tp_copy's backward sums (fc1's
+ * input gradient, tecore_seq_set_grad) into one symmetric buffer that all
+ * blocks share (each lives from fc1's dgrad to the sum, one block at a
+ * time), which the sum, the gradient being dead after it, reduces where
+ * it lies.  Collective; before any capture of q.  demo_tp_release frees
+ * them after q is destroyed. */
 tecore_result_t demo_tp_symmetric(tecore_seq_t *q, struct demo_tp *t);
 void demo_tp_release(struct demo_tp *t);
 

@@ -19,11 +19,17 @@ struct mark {
   int kind, phase, group;   /* group: index in the result's groups (-1: past the table) */
 };
 
+/* Groups nest at most this deep: under the fuser's backward overlap
+ * (te/ops.h) a collective's hooks come between the before and after of
+ * the Linear's group (its events on the side stream). */
+#define NEST 4
+
 struct demo_tpprof {
   tecore_event_t *ev;
   struct mark *mk;
   size_t n, cap;          /* marks this step; events made */
-  int phase, group;         /* the group begun by hook_before */
+  int phase;
+  int group[NEST], depth;   /* the groups begun by hook_before and not yet ended */
   int steps;
   double phase_ms[TPP_NPHASES], comm_ms[TPP_NPHASES], comm_calls[TPP_NPHASES];
   struct demo_tpprof_result sum;   /* groups: names, and sums over the kept steps */
@@ -96,15 +102,18 @@ static int group_of(struct demo_tpprof *p, tecore_seq_t *seq, tecore_seq_dir_t d
 static tecore_result_t hook_before(void *ctx, tecore_seq_t *seq, tecore_seq_dir_t dir,
                                    size_t first, size_t count, tecore_stream_t s) {
   struct demo_tpprof *p = ctx;
-  p->group = group_of(p, seq, dir, first, count);
-  return mark(p, MARK_GROUP_BEGIN, p->group, s);
+  int g = group_of(p, seq, dir, first, count);
+  if (p->depth == NEST) return TECORE_ERR_INTERNAL;
+  p->group[p->depth++] = g;
+  return mark(p, MARK_GROUP_BEGIN, g, s);
 }
 
 static tecore_result_t hook_after(void *ctx, tecore_seq_t *seq, tecore_seq_dir_t dir,
                                   size_t first, size_t count, tecore_stream_t s) {
   (void)seq, (void)dir, (void)first, (void)count;
   struct demo_tpprof *p = ctx;
-  return mark(p, MARK_GROUP_END, p->group, s);
+  if (p->depth == 0) return TECORE_ERR_INTERNAL;
+  return mark(p, MARK_GROUP_END, p->group[--p->depth], s);
 }
 
 tecore_result_t demo_tpprof_attach(struct demo_tpprof *p, tecore_seq_t *seq) {
@@ -126,7 +135,8 @@ tecore_result_t demo_tpprof_collect(struct demo_tpprof *p, int keep) {
     p->n = 0;
     return TECORE_SUCCESS;
   }
-  size_t last_phase = (size_t)-1, begun = (size_t)-1;
+  size_t last_phase = (size_t)-1, begun[NEST];
+  int depth = 0;
   for (size_t i = 0; i < p->n; i++) {
     float ms = 0;
     const struct mark *m = &p->mk[i];
@@ -138,11 +148,12 @@ tecore_result_t demo_tpprof_collect(struct demo_tpprof *p, int keep) {
       }
       last_phase = i;
     } else if (m->kind == MARK_GROUP_BEGIN) {
-      begun = i;
-    } else if (begun != (size_t)-1) {
-      tecore_result_t r = tecore_event_elapsed(&ms, p->ev[begun], p->ev[i]);
+      if (depth < NEST) begun[depth] = i;
+      depth++;
+    } else if (depth > 0) {
+      if (--depth >= NEST) continue;
+      tecore_result_t r = tecore_event_elapsed(&ms, p->ev[begun[depth]], p->ev[i]);
       if (r != TECORE_SUCCESS) return r;
-      begun = (size_t)-1;
       if (m->group < 0) continue;
       struct demo_tpprof_group *g = &p->sum.group[m->group];
       g->ms += ms;

@@ -29,8 +29,11 @@
  * after the one-process run that is its reference: per precision a fused
  * variant (libtecomm's allreduce + residual add + RMSNorm in one call, a
  * fuser pattern) and an unfused baseline (NCCL's allreduce on cuda,
- * libtecomm's on vdev); rank 0 checks every curve against the reference
- * and prints the step and forward-alone times side by side.
+ * libtecomm's on vdev); the fused variant's backward sums overlap the
+ * wgrad GEMMs (te/ops.h, TECORE_OPS_OVERLAP), the baseline's do not, and
+ * --tp-base-overlap adds the baseline with overlap; rank 0 checks every
+ * curve against the reference and prints the step and forward-alone
+ * times side by side.
  *
  * Shapes: activations [tokens][hidden], the MLP's inner width ffn
  * (4 * hidden by default); weights [ffn][hidden] and [hidden][ffn]. */
@@ -83,6 +86,7 @@ struct opts {
   int tp_comm;             /* --tp-comm: the baseline's allreduce (TP_COMM_*) */
   int tp_profile;          /* --tp-profile: the eager pass timed phase by phase */
   int tp_bwd_nccl;         /* --tp-bwd-comm nccl: the fused variant's backward sums */
+  int tp_base_overlap;     /* --tp-base-overlap: the baseline again, with backward overlap */
   struct demo_tp *tpc;     /* in a rank of a --tp run: its communicator and variant */
 };
 
@@ -151,9 +155,10 @@ static void fill_random(tecore_devptr_t dst, size_t n, uint64_t seed, tecore_dev
  * model of the same seed (demo_tp.h). */
 static tecore_seq_t *make_model(const struct opts *o, uint64_t seed,
                                 const struct tecore_recipe *recipe, tecore_stream_t s, int full) {
-  struct tecore_seq_config cfg = {.rows = o->tokens, .features = o->hidden,
-                                  .dtype = TECORE_DTYPE_BF16, .seed = seed};
   int tp = o->tpc && !full;
+  struct tecore_seq_config cfg = {.rows = o->tokens, .features = o->hidden,
+                                  .dtype = TECORE_DTYPE_BF16, .seed = seed,
+                                  .flags = tp ? demo_tp_seq_flags(o->tpc) : 0u};
   tecore_seq_t *q;
   CHECK(tecore_seq_create(&cfg, &q));
   for (int l = 0; l < o->layers; l++)
@@ -885,6 +890,9 @@ static const char usage_text[] =
     "                     comm share of the step and the bound it sets on the speed-up\n"
     "  --tp-bwd-comm C    the fused variant's backward sums (the input gradient of fc1):\n"
     "                     tecomm (libtecomm's table, the default) or nccl\n"
+    "  --tp-base-overlap  a third variant: the baseline with its backward sums overlapped\n"
+    "                     with the wgrad GEMMs, as the fused variant's are (the baseline\n"
+    "                     itself runs without; TECORE_OPS_OVERLAP=0: none overlaps)\n"
     "  -q, --quiet        the summary only\n"
     "  -h, --help         this text\n"
     "  --version          te-demo (libte) VERSION\n"
@@ -905,7 +913,7 @@ static int parse_size(struct te_cli *cli, const char *arg, const char *name, siz
 static int parse_opts(int argc, char **argv, struct opts *o, struct given *g) {
   enum { O_HIDDEN = 1000, O_FFN, O_LAYERS, O_TOKENS, O_STEPS, O_MB, O_LR, O_TOL, O_SEED,
          O_NOGRAPH, O_STEPGRAPH, O_NOBF16, O_OFFLOAD, O_ODIR, O_BUDGET, O_OLAYERS,
-         O_OMIN, O_OPREFETCH, O_PROFILE, O_TP, O_TPCOMM, O_TPPROF, O_TPBWD };
+         O_OMIN, O_OPREFETCH, O_PROFILE, O_TP, O_TPCOMM, O_TPPROF, O_TPBWD, O_TPBOVL };
   static const struct option longs[] = {
       {"hidden", required_argument, 0, O_HIDDEN}, {"ffn", required_argument, 0, O_FFN},
       {"layers", required_argument, 0, O_LAYERS}, {"tokens", required_argument, 0, O_TOKENS},
@@ -923,6 +931,7 @@ static int parse_opts(int argc, char **argv, struct opts *o, struct given *g) {
       {"tp", required_argument, 0, O_TP}, {"tp-comm", required_argument, 0, O_TPCOMM},
       {"tp-profile", no_argument, 0, O_TPPROF},
       {"tp-bwd-comm", required_argument, 0, O_TPBWD},
+      {"tp-base-overlap", no_argument, 0, O_TPBOVL},
       TE_CLI_LONGS, {0, 0, 0, 0}};
   struct te_cli cli = {.prog = "te-demo", .usage = usage_text, .shorts = "qh", .longs = longs};
   int opt;
@@ -982,6 +991,7 @@ static int parse_opts(int argc, char **argv, struct opts *o, struct given *g) {
     case O_NOBF16: o->bf16 = 0; break;
     case O_PROFILE: o->profile = 1; break;
     case O_TPPROF: o->tp_profile = 1; break;
+    case O_TPBOVL: o->tp_base_overlap = 1; break;
     case O_TPBWD:
       if (!strcmp(optarg, "nccl")) {
         o->tp_bwd_nccl = 1;
@@ -996,6 +1006,7 @@ static int parse_opts(int argc, char **argv, struct opts *o, struct given *g) {
   if (o->tp_comm && !o->tp) return te_cli_error(&cli, "--tp-comm needs --tp");
   if (o->tp_profile && !o->tp) return te_cli_error(&cli, "--tp-profile needs --tp");
   if (o->tp_bwd_nccl && !o->tp) return te_cli_error(&cli, "--tp-bwd-comm needs --tp");
+  if (o->tp_base_overlap && !o->tp) return te_cli_error(&cli, "--tp-base-overlap needs --tp");
   o->quiet = cli.quiet;
   return -1;
 }
@@ -1076,13 +1087,14 @@ static int tp_reference(void *arg, int rank) {
  * operation kinds; '*': it holds a collective), ms and groups per step,
  * the fused variant's next to the baseline's: where the two part. */
 static void tp_print_groups(const struct demo_tpprof_result *pr) {
+  enum { NV = 2 };   /* fused and baseline (not the baseline with overlap) */
   printf("  %-64s %15s %15s\n", "group of the plan (ms, groups per step)", "fused", "baseline");
-  for (int v = 0; v < DEMO_TP_NVARIANTS; v++)
+  for (int v = 0; v < NV; v++)
     for (size_t g = 0; g < pr[v].ngroups; g++) {
       const struct demo_tpprof_group *x = &pr[v].group[g];
       if (v == DEMO_TP_BASE && demo_tpprof_find(&pr[DEMO_TP_FUSED], x->name)) continue;
-      char cell[2][32];
-      for (int w = 0; w < DEMO_TP_NVARIANTS; w++) {
+      char cell[NV][32];
+      for (int w = 0; w < NV; w++) {
         const struct demo_tpprof_group *y = demo_tpprof_find(&pr[w], x->name);
         if (y) snprintf(cell[w], sizeof cell[w], "%8.3f %4.0fx", y->ms, y->calls);
         else snprintf(cell[w], sizeof cell[w], "-");
@@ -1145,11 +1157,17 @@ static void tp_print_profile(const struct opts *o, const char *pn,
 static int tp_report(const struct opts *o, struct demo_tp_page *pg, const char *base_name,
                      const struct demo_tpprof_result prof[2][DEMO_TP_NVARIANTS]) {
   int fail = 0;
-  static const char *const vname[DEMO_TP_NVARIANTS] = {"fused", "baseline"};
+  /* the fused variant overlaps its backward sums unless the tunable says not */
+  struct tecore_tunable_info ti;
+  const char *ovl = tecore_tunable_find("TECORE_OPS_OVERLAP", &ti) == TECORE_SUCCESS &&
+                            ti.value_int ? " +overlap" : "";
+  static const char *const vname[DEMO_TP_NVARIANTS] = {"fused", "baseline",
+                                                       "baseline+overlap"};
   for (int prec = 0; prec < 1 + o->bf16; prec++) {
     const char *pn = prec ? "bf16" : "fp8";
     const double *ref = demo_tp_ref_loss(pg, prec);
     for (int v = 0; v < DEMO_TP_NVARIANTS; v++) {
+      if (v == DEMO_TP_BASE_OVL && !o->tp_base_overlap) continue;
       const double *l0 = demo_tp_loss(pg, prec, v, 0);
       for (int r = 1; r < o->tp; r++)
         if (memcmp(demo_tp_loss(pg, prec, v, r), l0, (size_t)o->steps * sizeof(double))) {
@@ -1175,10 +1193,16 @@ static int tp_report(const struct opts *o, struct demo_tp_page *pg, const char *
     }
     const double *tf = demo_tp_times(pg, prec, DEMO_TP_FUSED);
     const double *tb = demo_tp_times(pg, prec, DEMO_TP_BASE);
-    printf("te-demo: tp %d %s step time: fused%s %.3f ms, baseline%s %.3f ms: %.3fx; forward "
+    printf("te-demo: tp %d %s step time: fused%s%s %.3f ms, baseline%s %.3f ms: %.3fx; forward "
            "alone: fused %.3f ms, baseline %.3f ms: %.3fx\n", o->tp, pn,
-           o->tp_bwd_nccl ? " (backward sums: nccl)" : "", tf[0], base_name,
-           tb[0], tb[0] / tf[0], tf[1], tb[1], tb[1] / tf[1]);
+           o->tp_bwd_nccl ? " (backward sums: nccl)" : "", ovl, tf[0],
+           base_name, tb[0], tb[0] / tf[0], tf[1], tb[1], tb[1] / tf[1]);
+    if (o->tp_base_overlap) {
+      const double *to = demo_tp_times(pg, prec, DEMO_TP_BASE_OVL);
+      printf("te-demo: tp %d %s step time: baseline%s +overlap %.3f ms: %.3fx the baseline; "
+             "fused%s vs it: %.3fx\n", o->tp, pn, base_name, to[0], tb[0] / to[0],
+             ovl, to[0] / tf[0]);
+    }
     if (o->tp_profile) tp_print_profile(o, pn, prof[prec]);
   }
   return fail;
@@ -1222,12 +1246,14 @@ static int tp_rank(void *arg, int rank) {
   recipe.amax_reduce = tecomm_amax_reduce;
   recipe.amax_reduce_ctx = t.comm;
 
-  static const char *const names[2][DEMO_TP_NVARIANTS] = {{"fp8/fused", "fp8/baseline"},
-                                                          {"bf16/fused", "bf16/baseline"}};
+  static const char *const names[2][DEMO_TP_NVARIANTS] = {
+      {"fp8/fused", "fp8/baseline", "fp8/baseline+overlap"},
+      {"bf16/fused", "bf16/baseline", "bf16/baseline+overlap"}};
   int fail = 0;
   static struct demo_tpprof_result prof[2][DEMO_TP_NVARIANTS];
   for (int prec = 0; prec < 1 + o.bf16; prec++)
     for (int v = 0; v < DEMO_TP_NVARIANTS; v++) {
+      if (v == DEMO_TP_BASE_OVL && !o.tp_base_overlap) continue;
       struct run R = {.name = names[prec][v]};
       t.variant = v;
       train_and_print(&o, &dd, prec ? NULL : &recipe, s, gpu, 0, &R);

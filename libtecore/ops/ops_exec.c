@@ -62,8 +62,25 @@ static void group_fn(const tecore_seq_t *s, const struct te_group *gr, tecore_se
   *ctx = o->def.ctx;
 }
 
-static tecore_result_t run_group(tecore_seq_t *s, const struct te_group *gr, tecore_seq_dir_t dir,
-                                 tecore_devptr_t noop, tecore_stream_t stream) {
+/* Prefixes the group's place to the last error. */
+static tecore_result_t group_error(const struct te_group *gr, tecore_seq_dir_t dir,
+                                   tecore_result_t r) {
+  if (r == TECORE_SUCCESS) return r;
+  char keep[768];
+  snprintf(keep, sizeof keep, "%s", tecore_last_error());
+  const char *pass = dir == TECORE_SEQ_FORWARD ? "forward" : "backward";
+  if (gr->count == 1)
+    tecore_set_error("%s of op %zu (%s): %s", pass, gr->first, gr->name, keep);
+  else
+    tecore_set_error("%s of ops %zu-%zu (%s): %s", pass, gr->first, gr->first + gr->count - 1,
+                     gr->name, keep);
+  return r;
+}
+
+/* The before hook and the executor of group gr on stream. */
+static tecore_result_t group_begin(tecore_seq_t *s, const struct te_group *gr,
+                                   tecore_seq_dir_t dir, tecore_devptr_t noop,
+                                   tecore_stream_t stream) {
   struct tecore_tensor act[TECORE_FUSION_MAX_OPS + 1], grad[TECORE_FUSION_MAX_OPS + 1];
   for (size_t k = 0; k <= gr->count; k++) {
     const struct te_bnd *bd = &s->bnd[gr->first + k];
@@ -75,27 +92,71 @@ static tecore_result_t run_group(tecore_seq_t *s, const struct te_group *gr, tec
       .seq = s, .dir = dir, .first = gr->first, .count = gr->count, .act = act,
       .grad = dir == TECORE_SEQ_BACKWARD ? grad : NULL, .noop_flag = noop,
       .recipe = s->fp8_run ? &s->recipe : NULL, .stream = stream, .workspace = s->ws,
-      .workspace_bytes = s->ws_bytes};
+      .workspace_bytes = s->ws_bytes,
+      .flags = dir == TECORE_SEQ_BACKWARD && gr->grad_dead ? TECORE_EXEC_GRAD_DEAD : 0u};
   tecore_seq_exec_fn fn = NULL;
   group_fn(s, gr, dir, &fn, &x.ctx);
   tecore_result_t r = TECORE_SUCCESS;
   /* the pass hooks (te/ops.h): an offload schedule's hand-offs */
   if (s->hooks.before) r = s->hooks.before(s->hooks.ctx, s, dir, gr->first, gr->count, stream);
   if (r == TECORE_SUCCESS) r = fn(&x);
-  if (r == TECORE_SUCCESS && s->hooks.after)
-    r = s->hooks.after(s->hooks.ctx, s, dir, gr->first, gr->count, stream);
+  return group_error(gr, dir, r);
+}
+
+/* The after hook of group gr. */
+static tecore_result_t group_end(tecore_seq_t *s, const struct te_group *gr, tecore_seq_dir_t dir,
+                                 tecore_stream_t stream) {
+  if (!s->hooks.after) return TECORE_SUCCESS;
+  return group_error(gr, dir,
+                     s->hooks.after(s->hooks.ctx, s, dir, gr->first, gr->count, stream));
+}
+
+static tecore_result_t run_group(tecore_seq_t *s, const struct te_group *gr, tecore_seq_dir_t dir,
+                                 tecore_devptr_t noop, tecore_stream_t stream) {
+  TE_CHECK(group_begin(s, gr, dir, noop, stream));
+  return group_end(s, gr, dir, stream);
+}
+
+/* Backward groups k (a Linear first) and k - 1 (a collective) overlapped
+ * (te/ops.h, "Overlap"; ops_overlap.c): group k with the Linear's wgrad
+ * held back; fork: the side stream waits for what the caller's stream
+ * queued (the dgrad wrote the collective's input); group k - 1 on the
+ * side stream; the held wgrad on the caller's stream; join: the caller's
+ * stream waits for the side stream, before any later group and before
+ * the pass returns.  Once forked, the join is queued whatever failed, so
+ * a capture is never left with a side stream outside it; the first error
+ * is returned. */
+static tecore_result_t run_overlapped(tecore_seq_t *s, const struct te_group *lin,
+                                      const struct te_group *coll, tecore_stream_t stream) {
+  const tecore_seq_dir_t bwd = TECORE_SEQ_BACKWARD;
+  s->defer_op = lin->first;
+  s->pend.valid = 0;
+  tecore_result_t r = group_begin(s, lin, bwd, 0, stream);
+  s->defer_op = SIZE_MAX;
   if (r != TECORE_SUCCESS) {
-    char keep[768];
-    snprintf(keep, sizeof keep, "%s", tecore_last_error());
-    if (gr->count == 1)
-      tecore_set_error("%s of op %zu (%s): %s", dir == TECORE_SEQ_FORWARD ? "forward" : "backward",
-                       gr->first, gr->name, keep);
-    else
-      tecore_set_error("%s of ops %zu-%zu (%s): %s",
-                       dir == TECORE_SEQ_FORWARD ? "forward" : "backward", gr->first,
-                       gr->first + gr->count - 1, gr->name, keep);
+    s->pend.valid = 0;
+    return r;
   }
-  return r;
+  if (!s->pend.valid) {   /* nothing held back (a plan without te_linear_bwd): in order */
+    TE_CHECK(group_end(s, lin, bwd, stream));
+    return run_group(s, coll, bwd, 0, stream);
+  }
+  r = tecore_event_record(s->ev_fork, stream);
+  if (r == TECORE_SUCCESS) r = tecore_stream_wait_event(s->side, s->ev_fork);
+  if (r != TECORE_SUCCESS) {   /* not forked: everything on the caller's stream */
+    s->pend.valid = 0;
+    return group_error(lin, bwd, r);
+  }
+  r = run_group(s, coll, bwd, 0, s->side);
+  tecore_result_t rj = tecore_event_record(s->ev_join, s->side);
+  tecore_result_t rw = te_linear_wgrad_pending(s, stream);
+  s->pend.valid = 0;
+  if (rw == TECORE_SUCCESS) rw = group_end(s, lin, bwd, stream);
+  else rw = group_error(lin, bwd, rw);
+  if (rj == TECORE_SUCCESS) rj = tecore_stream_wait_event(stream, s->ev_join);
+  if (r != TECORE_SUCCESS) return r;
+  if (rw != TECORE_SUCCESS) return rw;
+  return group_error(coll, bwd, rj);
 }
 
 TE_EXPORT tecore_result_t tecore_seq_forward(tecore_seq_t *s, const struct tecore_tensor *in,
@@ -138,9 +199,15 @@ TE_EXPORT tecore_result_t tecore_seq_backward(tecore_seq_t *s, const struct teco
   s->run_dy = dy->data;
   s->run_dx = dx ? dx->data : s->g0;
   const struct te_plan *p = &s->plan;
+  const struct te_group *g = p->groups[TECORE_SEQ_BACKWARD];
   for (size_t k = p->ngroups[TECORE_SEQ_BACKWARD]; k-- > 0;) {
-    tecore_result_t r = run_group(s, &p->groups[TECORE_SEQ_BACKWARD][k], TECORE_SEQ_BACKWARD, 0,
-                                  stream);
+    tecore_result_t r;
+    if (g[k].overlap && s->side) {
+      r = run_overlapped(s, &g[k], &g[k - 1], stream);
+      k--;   /* the collective ran too */
+    } else {
+      r = run_group(s, &g[k], TECORE_SEQ_BACKWARD, 0, stream);
+    }
     if (r != TECORE_SUCCESS) return r;
   }
   return TECORE_SUCCESS;

@@ -103,6 +103,7 @@ struct te_bnd {
 #define TE_EXT_F8_ROW 0x2u
 #define TE_EXT_F8_COL 0x4u
 #define TE_EXT_X16 0x8u
+#define TE_EXT_GRAD 0x10u                /* the gradient's storage (tecore_seq_set_grad) */
 
 /* One use of a residual slot: made (forked) and/or added.  A slot is used
  * again once its pair is complete (made, then added). */
@@ -116,6 +117,13 @@ struct te_group {
   const struct te_fusion *f;       /* NULL: the op by itself */
   size_t first, count;
   const char *name;
+  /* backward only */
+  int grad_dead;                   /* TECORE_EXEC_GRAD_DEAD: no later group reads the gradient
+                                      of the output, the sequence's storage */
+  int overlap;                     /* the group starts with a Linear whose wgrad GEMM waits for
+                                      the next group (in backward order, one operation of a
+                                      TECORE_OP_BACKWARD_OVERLAP kind) to be queued on the side
+                                      stream (ops_overlap.c) */
 };
 
 struct te_plan {
@@ -181,6 +189,21 @@ struct tecore_seq {
 
   struct tecore_seq_hooks hooks;   /* tecore_seq_set_hooks; all NULL: none */
 
+  /* backward overlap (ops_overlap.c): made by build when the sequence has
+   * a Linear followed by an overlapping kind and overlap is on */
+  int overlap;                     /* on for this sequence (tunable and config) */
+  tecore_stream_t side;            /* highest priority, non-blocking; 0: none */
+  tecore_event_t ev_fork, ev_join;
+  size_t defer_op;                 /* te_linear_bwd of this op records its wgrad in
+                                      `pend` instead of queuing it; SIZE_MAX: none */
+  struct te_wgrad {
+    int valid;
+    size_t op;
+    struct tecore_tensor dy, x;    /* the operands as te_linear_bwd prepared them */
+    int x8_transpose;              /* x's columnwise FP8 copy still to be made (x8_both) */
+    tecore_devptr_t bias_grad;     /* F32 bias gradient the GEMM's BGRAD epilogue adds to, or 0 */
+  } pend;
+
   struct te_alloc *allocs;
   size_t nallocs, cap_allocs;
   size_t bytes_total, bytes_param;
@@ -188,6 +211,8 @@ struct tecore_seq {
 
 /* ---- ops_seq.c -------------------------------------------------------------------- */
 tecore_result_t te_seq_alloc(tecore_seq_t *s, size_t bytes, int param, tecore_devptr_t *p);
+/* Frees an allocation of te_seq_alloc (ops_saved.c). */
+tecore_result_t te_seq_release(tecore_seq_t *s, tecore_devptr_t p);
 /* The storage boundary b resolves to (following aliases). */
 tecore_devptr_t te_bnd_hp(const tecore_seq_t *s, size_t b);
 tecore_devptr_t te_bnd_grad(const tecore_seq_t *s, size_t b);
@@ -268,6 +293,19 @@ struct te_lin_bwd {
   tecore_stream_t stream;
 };
 tecore_result_t te_linear_bwd(tecore_seq_t *s, const struct te_lin_bwd *a);
+
+/* The weight-gradient GEMM that te_linear_bwd recorded in s->pend (on
+ * stream), or nothing when none is pending. */
+tecore_result_t te_linear_wgrad_pending(tecore_seq_t *s, tecore_stream_t stream);
+
+/* ---- ops_overlap.c -------------------------------------------------------------------- */
+/* Build: decides whether the sequence overlaps (tunable, config, a Linear
+ * before an overlapping kind) and makes the side stream and events. */
+tecore_result_t te_overlap_setup(tecore_seq_t *s);
+/* Destroy / unbuild: releases them. */
+void te_overlap_release(tecore_seq_t *s);
+/* Plan: marks the backward groups (te_group.grad_dead, .overlap). */
+void te_overlap_plan(tecore_seq_t *s);
 
 /* An FP8 tensor descriptor of the gradient scratch for Linear lin. */
 tecore_result_t te_dy8_tensor(const tecore_seq_t *s, size_t op, struct tecore_tensor *t);

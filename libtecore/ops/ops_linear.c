@@ -133,13 +133,42 @@ static tecore_result_t x8_both(tecore_seq_t *s, size_t op, struct tecore_tensor 
   return te_byte_transpose(X->columnwise_data, X->data, bd->rows, bd->cols, st);
 }
 
+/* The weight gradient dW += dy^T x (F32, beta = 1) from the prepared
+ * operands; bias_grad: a BGRAD epilogue adds the column sums of dy there
+ * too (through s->dvec).  x8_transpose: x's columnwise FP8 copy is made
+ * first (x8_both), as only this GEMM reads it. */
+static tecore_result_t wgrad(tecore_seq_t *s, size_t op, const struct tecore_tensor *DY,
+                             const struct tecore_tensor *X, int x8_transpose,
+                             tecore_devptr_t bias_grad, tecore_stream_t st) {
+  const struct te_op *o = &s->ops[op];
+  struct tecore_tensor Xc = *X, gW, db;
+  if (x8_transpose) TE_CHECK(x8_both(s, op, &Xc, st));
+  te_t2d(&gW, TECORE_DTYPE_F32, o->out_cols, o->in_cols, o->grad[0]);
+  struct tecore_gemm_opts wo = {.workspace = s->gemm_ws, .workspace_bytes = s->gemm_ws_bytes};
+  if (bias_grad) {
+    te_vec(&db, TECORE_DTYPE_F32, o->out_cols, s->dvec);
+    wo.epilogue = TECORE_GEMM_EPI_BGRAD;
+    wo.bias = &db;
+  }
+  TE_CHECK(tecore_gemm(DY, TECORE_GEMM_T, &Xc, TECORE_GEMM_N, &gW, 1.0f, 1.0f, &wo, st));
+  if (bias_grad) TE_CHECK(te_accum_f32(s, bias_grad, s->dvec, TECORE_DTYPE_F32, o->out_cols, st));
+  return TECORE_SUCCESS;
+}
+
+tecore_result_t te_linear_wgrad_pending(tecore_seq_t *s, tecore_stream_t stream) {
+  struct te_wgrad *p = &s->pend;
+  if (!p->valid) return TECORE_SUCCESS;
+  p->valid = 0;
+  return wgrad(s, p->op, &p->dy, &p->x, p->x8_transpose, p->bias_grad, stream);
+}
+
 tecore_result_t te_linear_bwd(tecore_seq_t *s, const struct te_lin_bwd *a) {
   const struct te_op *o = &s->ops[a->op];
   tecore_dtype_t dt = s->cfg.dtype;
   tecore_stream_t st = a->stream;
   size_t rows = o->in_rows, in = o->in_cols, out = o->out_cols;
   struct tecore_tensor DY, X, W;
-  int bias_done = 0;
+  int bias_done = 0, x8t = 0;
   const int f8 = te_op_fp8(s, a->op);
   if (f8) {
     TE_CHECK(te_dy8_tensor(s, a->op, &DY));
@@ -154,7 +183,9 @@ tecore_result_t te_linear_bwd(tecore_seq_t *s, const struct te_lin_bwd *a) {
         TE_CHECK(tecore_cast_transpose(a->dy, &DY, st));
       }
     }
-    TE_CHECK(x8_both(s, a->op, &X, st));
+    /* x's columnwise copy: made by wgrad (x8_both), the only reader */
+    TE_CHECK(te_bnd_f8_tensor(s, a->op, &X));
+    x8t = 1;
     TE_CHECK(w8_tensor(s, o, &W));
   } else if (dt == TECORE_DTYPE_F32) {
     /* the bias gradient from the F32 gradient itself, not its bf16 copy */
@@ -171,19 +202,19 @@ tecore_result_t te_linear_bwd(tecore_seq_t *s, const struct te_lin_bwd *a) {
     X = *a->x;
     te_t2d(&W, dt, out, in, o->param[0]);
   }
+  tecore_devptr_t bgrad = !f8 && a->bias_grad && !bias_done ? a->bias_grad : 0;
 
-  /* wgrad, accumulated into the F32 gradient */
-  struct tecore_tensor gW, db;
-  te_t2d(&gW, TECORE_DTYPE_F32, out, in, o->grad[0]);
-  struct tecore_gemm_opts wo = {.workspace = s->gemm_ws, .workspace_bytes = s->gemm_ws_bytes};
-  int bgrad = !f8 && a->bias_grad && !bias_done;
-  if (bgrad) {
-    te_vec(&db, TECORE_DTYPE_F32, out, s->dvec);
-    wo.epilogue = TECORE_GEMM_EPI_BGRAD;
-    wo.bias = &db;
+  /* wgrad, accumulated into the F32 gradient: now, or (overlap) after the
+   * next group's collective was queued on the side stream -- its
+   * operands stay as they are until then: dy's FP8 and bf16 copies are
+   * scratch only Linears write, and the gradients it reads are kept
+   * apart from the collective's (ops_overlap.c) */
+  if (s->defer_op == a->op && !s->pend.valid) {
+    s->pend = (struct te_wgrad){.valid = 1, .op = a->op, .dy = DY, .x = X, .x8_transpose = x8t,
+                                .bias_grad = bgrad};
+  } else {
+    TE_CHECK(wgrad(s, a->op, &DY, &X, x8t, bgrad, st));
   }
-  TE_CHECK(tecore_gemm(&DY, TECORE_GEMM_T, &X, TECORE_GEMM_N, &gW, 1.0f, 1.0f, &wo, st));
-  if (bgrad) TE_CHECK(te_accum_f32(s, a->bias_grad, s->dvec, TECORE_DTYPE_F32, out, st));
 
   /* dgrad */
   struct tecore_tensor dgb;

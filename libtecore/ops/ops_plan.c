@@ -150,6 +150,7 @@ tecore_result_t te_plan_build(tecore_seq_t *s) {
     te_plan_free(&s->plan);
     return r;
   }
+  te_overlap_plan(s);
   /* what the forward groups leave at the boundaries */
   for (size_t b = 0; b <= s->nops; b++) {
     s->bnd[b].f8_ready = s->bnd[b].f8_rowonly = 0;
@@ -214,7 +215,10 @@ static tecore_result_t grad_layout(tecore_seq_t *s) {
   for (size_t k = 0; k < ng; k++)
     for (size_t b = grp[k].first; b <= grp[k].first + grp[k].count; b++) {
       size_t o = grad_owner(s, b);
-      if (lo[o] > k) lo[o] = k;
+      /* an overlapped group's gradients (its deferred wgrad GEMM reads
+       * them) live on while the next group runs on the side stream */
+      size_t from = grp[k].overlap ? k - 1 : k;
+      if (lo[o] > from) lo[o] = from;
       if (hi[o] < k) hi[o] = k;
     }
   size_t nown = 0;

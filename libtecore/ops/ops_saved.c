@@ -17,7 +17,7 @@
 #include <string.h>
 
 /* Frees an allocation of te_seq_alloc. */
-static tecore_result_t seq_release(tecore_seq_t *s, tecore_devptr_t p) {
+tecore_result_t te_seq_release(tecore_seq_t *s, tecore_devptr_t p) {
   for (size_t i = 0; i < s->nallocs; i++) {
     if (s->allocs[i].p != p) continue;
     TE_CHECK(tecore_mem_free(p));
@@ -198,7 +198,7 @@ TE_EXPORT tecore_result_t tecore_seq_set_saved(tecore_seq_t *s, size_t index, te
   struct saved_ref *r = &a.found;
   int ext = (*r->ext & r->bit) != 0;
   if (ptr) {
-    if (!ext) TE_CHECK(seq_release(s, *r->field));
+    if (!ext) TE_CHECK(te_seq_release(s, *r->field));
     *r->field = ptr;
     *r->ext |= r->bit;
     return TECORE_SUCCESS;

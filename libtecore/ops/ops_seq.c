@@ -95,12 +95,15 @@ TE_EXPORT tecore_result_t tecore_seq_create(const struct tecore_seq_config *cfg,
          "%s: cfg->rows * cfg->features (%zu x %zu) is too large", fn, cfg->rows, cfg->features);
   TE_ARG(float_dtype(cfg->dtype), "%s: cfg->dtype is %s, not f32, f16 or bf16", fn,
          tecore_dtype_name(cfg->dtype));
-  TE_ARG((cfg->flags & ~(TECORE_SEQ_NO_FUSION | TECORE_SEQ_NO_GRAD_SHARING)) == 0,
-         "%s: cfg->flags 0x%x has unknown bits (TECORE_SEQ_NO_FUSION is 0x%x)", fn, cfg->flags,
-         TECORE_SEQ_NO_FUSION);
+  TE_ARG((cfg->flags & ~(TECORE_SEQ_NO_FUSION | TECORE_SEQ_NO_GRAD_SHARING |
+                         TECORE_SEQ_NO_OVERLAP)) == 0,
+         "%s: cfg->flags 0x%x has unknown bits (TECORE_SEQ_NO_FUSION 0x%x, "
+         "TECORE_SEQ_NO_GRAD_SHARING 0x%x, TECORE_SEQ_NO_OVERLAP 0x%x)", fn, cfg->flags,
+         TECORE_SEQ_NO_FUSION, TECORE_SEQ_NO_GRAD_SHARING, TECORE_SEQ_NO_OVERLAP);
   tecore_seq_t *s = calloc(1, sizeof *s);
   if (!s) return TE_ERR(TECORE_ERR_NOMEM, "%s: out of host memory", fn);
   s->cfg = *cfg;
+  s->defer_op = SIZE_MAX;
   for (int i = 0; i < TECORE_SEQ_MAX_SLOTS; i++) s->slot_last[i] = -1;
   if (te_handle_add(s) != 0) {
     free(s);
@@ -153,6 +156,7 @@ TE_EXPORT tecore_result_t tecore_seq_destroy(tecore_seq_t *s) {
   }
   tecore_result_t res = TECORE_SUCCESS;
   free_state(s);
+  te_overlap_release(s);
   for (size_t i = 0; i < s->nallocs; i++) {
     tecore_result_t r = tecore_mem_free(s->allocs[i].p);
     if (r != TECORE_SUCCESS && res == TECORE_SUCCESS) res = r;
@@ -531,6 +535,7 @@ static tecore_result_t alloc_workspaces(tecore_seq_t *s, const char *fn) {
 static void unbuild(tecore_seq_t *s) {
   s->built = 0;
   free_state(s);
+  te_overlap_release(s);
   for (size_t i = 0; i < s->nallocs; i++) (void)tecore_mem_free(s->allocs[i].p);
   s->nallocs = 0;
   s->bytes_total = s->bytes_param = 0;
@@ -565,6 +570,7 @@ TE_EXPORT tecore_result_t tecore_seq_build(tecore_seq_t *s, tecore_stream_t stre
   TE_CHECK_GOTO(alloc_grads(s, stream), res, fail);
   TE_CHECK_GOTO(alloc_scratch(s, max_rows, stream), res, fail);
   TE_CHECK_GOTO(alloc_workspaces(s, fn), res, fail);
+  TE_CHECK_GOTO(te_overlap_setup(s), res, fail);
   s->built = 1;
   TE_CHECK_GOTO(prepare_fp8(s, stream), res, fail);
   TE_CHECK_GOTO(tecore_stream_synchronize(stream), res, fail);

@@ -67,6 +67,21 @@
  * dy, nor with the last forward's input (that backward still reads it).
  * Otherwise TECORE_ERR_INVALID names both, and nothing is queued.
  *
+ * Overlap.  When a Linear's backward is followed (in backward order) by
+ * an operation whose kind says its backward may overlap
+ * (TECORE_OP_BACKWARD_OVERLAP: libtecomm's sums, tp_copy's and
+ * allreduce's), the backward runs the Linear's dgrad GEMM, then forks a
+ * side stream of the highest priority (an event recorded on the caller's
+ * stream), queues that operation's backward there, queues the Linear's
+ * weight-gradient GEMM on the caller's stream, and joins the side stream
+ * back (an event) before the next group: the collective runs while the
+ * wgrad GEMM does, and is scheduled before the GEMM takes every SM.  The
+ * fork and join are events, so a capture of the pass records both
+ * streams' work in one graph.  The gradients those operations touch get
+ * buffers of their own (not shared with the Linear's), so the results
+ * are the same bits as without overlap.  TECORE_OPS_OVERLAP=0 or
+ * TECORE_SEQ_NO_OVERLAP runs everything on the caller's stream.
+ *
  * Objects are not locked: one thread at a time per sequence.  The
  * registration tables are locked. */
 #ifndef TE_OPS_H
@@ -155,6 +170,7 @@ struct tecore_op_desc {
 /* tecore_seq_config.flags */
 #define TECORE_SEQ_NO_FUSION 0x1u   /* every operation runs by itself */
 #define TECORE_SEQ_NO_GRAD_SHARING 0x2u /* each activation gradient in a buffer of its own */
+#define TECORE_SEQ_NO_OVERLAP 0x4u  /* no backward collective on the side stream (below) */
 
 struct tecore_seq_config {
   size_t rows;            /* tokens per microbatch (>= 1) */
@@ -338,6 +354,20 @@ tecore_result_t tecore_seq_saved(const tecore_seq_t *seq, struct tecore_seq_save
                                  size_t max, size_t *count)
     TE_DEPRECATED("use tecore_seq_get_saved");
 #endif
+/* Gives the gradient of boundary bnd (the gradient of op bnd's input, the
+ * output of op bnd - 1; 1 <= bnd < the number of operations) the storage
+ * ptr: device memory of at least [rows][features] of the sequence's dtype,
+ * 256-byte aligned, the caller's (e.g. symmetric memory a collective reads
+ * where it lies).  A boundary whose gradient is a later one's (an
+ * operation that aliases its gradient, te/ops.h) gives that one's.  ptr 0
+ * gives it storage of the sequence's own again (allocated now).  Several
+ * boundaries, of one sequence or several, may share storage when the
+ * caller orders their lives: in a backward pass a gradient lives from the
+ * group that writes it to the group that reads it.  No work of the
+ * sequence may be queued or captured; graphs captured before keep the old
+ * address. */
+tecore_result_t tecore_seq_set_grad(tecore_seq_t *seq, size_t bnd, tecore_devptr_t ptr);
+
 /* Gives saved tensor index (as listed) the storage ptr (device memory of
  * at least its bytes, 256-byte aligned, the caller's), and frees the
  * sequence's own; ptr 0 gives it storage of the sequence's own again
@@ -350,7 +380,10 @@ tecore_result_t tecore_seq_set_saved(tecore_seq_t *seq, size_t index, tecore_dev
 /* Called around each group of each pass (first, count: the group's
  * operations) on the pass's stream, from tecore_seq_forward and
  * tecore_seq_backward; a failure fails the pass with the hook's error.
- * Hooks only queue work (the passes may be captured). */
+ * Hooks only queue work (the passes may be captured).  Under overlap
+ * (above) an overlapped operation's hooks get the side stream and are
+ * called between the before and after of the Linear's group, whose after
+ * comes once its weight-gradient GEMM is queued: the calls nest. */
 struct tecore_seq_hooks {
   tecore_result_t (*before)(void *ctx, tecore_seq_t *seq, tecore_seq_dir_t dir, size_t first,
                             size_t count, tecore_stream_t stream);
@@ -385,7 +418,14 @@ struct tecore_seq_exec {
   void *ctx;                            /* the registration's ctx */
   tecore_devptr_t workspace;            /* backward scratch (tecore_op_kind_def.workspace) */
   size_t workspace_bytes;
+  unsigned flags;                       /* TECORE_EXEC_* */
 };
+/* tecore_seq_exec.flags.  GRAD_DEAD (backward): grad[count], the gradient
+ * of the group's output, is the sequence's storage (its own, or given by
+ * tecore_seq_set_grad), not the caller's dy, and no later group reads it:
+ * the executor may overwrite it (a collective may reduce in it, where it
+ * lies, instead of a copy). */
+#define TECORE_EXEC_GRAD_DEAD 0x1u
 typedef tecore_result_t (*tecore_seq_exec_fn)(const struct tecore_seq_exec *x);
 
 /* tecore_op_kind_def.fields: the tecore_op_desc fields a kind reads (the
@@ -415,6 +455,13 @@ typedef tecore_result_t (*tecore_seq_exec_fn)(const struct tecore_seq_exec *x);
  * saves, tecore_seq_get_saved).  Without it, backward is taken to read its
  * input. */
 #define TECORE_OP_BACKWARD_NO_INPUT 0x10u
+/* Its backward may run on the sequence's side stream, concurrently with
+ * the weight-gradient GEMM of the Linear before it (te/ops.h, "Overlap"):
+ * it reads only grad[1], writes only grad[0] (and grad[1] under
+ * TECORE_EXEC_GRAD_DEAD), and uses neither the workspace nor anything
+ * else of the sequence; it queues its work on the stream it is given
+ * (x->stream), as ever. */
+#define TECORE_OP_BACKWARD_OVERLAP 0x20u
 
 /* How tecore_seq_build fills a parameter: zeros, ones, or uniform in
  * [-bound, bound] from the sequence's seed (one draw per element, in

@@ -1,0 +1,42 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* ops_grad.c -- tecore_seq_set_grad: an activation gradient of a sequence
+ * in storage the caller gives.  What it is for: a collective that reads
+ * its input where it lies (libtecomm's symmetric memory) sums the
+ * gradient a Linear's dgrad wrote there with no staging copy -- tp_copy's
+ * backward sum of a column-parallel fc1's input gradient (te-demo --tp).
+ *
+ * The boundary's gradient leaves the shared arena (te_bnd.gshared, laid
+ * out by the backward plan) or, when it had a buffer of its own, frees
+ * it; later plans leave it where the caller put it (TE_EXT_GRAD). */
+#include "ops/ops_internal.h"
+
+TE_EXPORT tecore_result_t tecore_seq_set_grad(tecore_seq_t *s, size_t bnd, tecore_devptr_t ptr) {
+  static const char fn[] = "tecore_seq_set_grad";
+  TE_ARG(s, "%s: seq is NULL", fn);
+  TE_ARG(te_handle_live(s), "%s: seq %p is not a live sequence (destroyed?)", fn,
+         (const void *)s);
+  TE_ARG(s->built, "%s: the sequence is not built (tecore_seq_build)", fn);
+  TE_ARG(bnd >= 1 && bnd < s->nops,
+         "%s: bnd %zu is not an inner boundary (1 .. %zu: the input of an operation but the "
+         "first; the ends are the caller's dx and dy)", fn, bnd, s->nops - 1);
+  TE_ARG(ptr % 256 == 0, "%s: ptr 0x%llx is not 256-byte aligned", fn, (unsigned long long)ptr);
+  size_t o = bnd;
+  while (s->bnd[o].galias >= 0) o = (size_t)s->bnd[o].galias;
+  TE_ARG(o < s->nops, "%s: the gradient of boundary %zu is the caller's dy (the operations "
+         "after it alias their gradients up to the sequence's output)", fn, bnd);
+  struct te_bnd *bd = &s->bnd[o];
+  int ext = (bd->ext & TE_EXT_GRAD) != 0;
+  if (ptr) {
+    if (!ext && !bd->gshared) TE_CHECK(te_seq_release(s, bd->g));
+    bd->g = ptr;
+    bd->gshared = 0;
+    bd->ext |= TE_EXT_GRAD;
+    return TECORE_SUCCESS;
+  }
+  if (!ext) return TECORE_SUCCESS;   /* already the sequence's own */
+  tecore_devptr_t own = 0;
+  TE_CHECK(te_seq_alloc(s, bd->rows * bd->cols * tecore_dtype_size(s->cfg.dtype), 0, &own));
+  bd->g = own;
+  bd->ext &= ~TE_EXT_GRAD;
+  return TECORE_SUCCESS;
+}
