@@ -2188,6 +2188,13 @@ static void overlap_case(tecore_dtype_t dt, const struct tecore_recipe *r, unsig
   snprintf(what, sizeof what, "%s: overlap on vs the reference (constant_scale)", name);
   expect_same_run(&ra, &rc, what);
   expect_finite(&ra, name);
+  char plan[1024];
+  TE_OK(tecore_seq_describe(a, TECORE_SEQ_BACKWARD, plan, sizeof plan, NULL));
+  ck_assert_msg(strstr(plan, " ovl_sum(side)[2] |") && strstr(plan, " ovl_sum(side)[9] |"),
+                "%s: backward plan \"%s\" does not mark both sums (side)", name, plan);
+  TE_OK(tecore_seq_describe(b, TECORE_SEQ_BACKWARD, plan, sizeof plan, NULL));
+  ck_assert_msg(!strstr(plan, "(side)"), "%s: no overlap, but the plan says \"%s\"", name,
+                plan);
 
   /* the hooks of block 1's backward: Linear group (op 10) around the sum (op 9) */
   struct tecore_seq_hooks h = {.before = log_before, .after = log_after};

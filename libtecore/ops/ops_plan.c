@@ -318,10 +318,15 @@ TE_EXPORT tecore_result_t tecore_seq_describe(const tecore_seq_t *s, tecore_seq_
     if (k > 0) {
       if (k > s->plan.ngroups[dir]) break;
       const struct te_group *gr = &s->plan.groups[dir][k - 1];
-      /* a Linear an FP8 sequence runs in its own dtype says so */
+      /* a Linear an FP8 sequence runs in its own dtype says so; so does
+       * a collective the backward runs on the side stream (the group
+       * after it in forward order overlaps it) */
       const char *hp = "";
       for (size_t i = gr->first; i < gr->first + gr->count; i++)
         if (s->fp8 && s->ops[i].hp) hp = s->cfg.dtype == TECORE_DTYPE_F16 ? "(f16)" : "(bf16)";
+      if (dir == TECORE_SEQ_BACKWARD && k < s->plan.ngroups[dir] &&
+          s->plan.groups[dir][k].overlap)
+        hp = "(side)";
       if (gr->count == 1)
         k0 = snprintf(item, sizeof item, "%s %s%s[%zu]", k > 1 ? " |" : "", gr->name, hp,
                       gr->first);

@@ -253,6 +253,8 @@ tecore_result_t tecore_seq_groups(const tecore_seq_t *seq, tecore_seq_dir_t dir,
                                   struct tecore_seq_group *groups, size_t max, size_t *count);
 /* Writes the plan of dir as one line of text, e.g.
  *   "forward: make_extra_output[0] | rmsnorm+quantize[1] | linear+bias+gelu[2-3]"
+ * (a Linear an FP8 sequence runs in its dtype: "linear(bf16)[4]"; a
+ * backward collective on the side stream, "Overlap": "tp_copy(side)[2]")
  * into buf (len bytes, NUL-terminated, truncated to fit); *needed (may be
  * NULL) gets the length without the NUL.  buf may be NULL with len 0. */
 tecore_result_t tecore_seq_describe(const tecore_seq_t *seq, tecore_seq_dir_t dir, char *buf,
