@@ -565,6 +565,11 @@ __device__ __forceinline__ void ar_fold(const te_ar_params &p, const uint4 *raw,
 }
 
 // Re-arms this block's part of buffer bj, the one the previous call used.
+// The kernels do it once their own bytes are out and before they wait for
+// the peers' (te_ar_vdev_lamport in libtecomm/ar_vdev.c says why that is
+// safe), so the stores are off the call's critical path; a block that
+// then gives up has re-armed a buffer no one writes before call k + 2,
+// which a failed rank never reaches (its error word stays set).
 __device__ __forceinline__ void ar_lam_rearm(const te_ar_params &p, const ar_lam &l) {
   uint64_t lo, hi;
   te_ar_split(l.used_j / 16, gridDim.x, blockIdx.x, &lo, &hi);
@@ -590,6 +595,7 @@ __device__ void ar_lamport(const te_ar_params &p) {
   if (!ar_lam_start(p, ngr * 16, c, l)) return;
   for (uint64_t g = g0; g < hi; g += blockDim.x)
     ar_lam_store(p, l, g, g == g0 ? w0 : ar_lam_load(p, g, nbytes, aligned));
+  ar_lam_rearm(p, l); /* off the critical path: while the peers' bytes travel */
   bool ok = true;
   for (uint64_t g = g0; ok && g < hi; g += blockDim.x) {
     uint4 raw[1][TE_AR_MAX_RANKS];
@@ -607,9 +613,6 @@ __device__ void ar_lamport(const te_ar_params &p) {
       for (int k = 0; k < EPG && g * EPG + k < p.count; k++) ar_st<DT, 1>(p.out, g * EPG + k, &acc[k]);
     }
   }
-  // a block that gave up leaves the buffers alone: the rank has failed
-  if (__syncthreads_or(!ok)) return;
-  ar_lam_rearm(p, l);
 }
 
 // ---- NVLS simple -----------------------------------------------------------------------
@@ -828,6 +831,7 @@ __device__ void ar_fused(const te_ar_params &p) {
         if (dt == F32) ar_lam_store(p, l, g + 1, w1);
       }
     }
+    ar_lam_rearm(p, l); /* while the peers' bytes travel */
   }
   for (uint64_t rg = blockIdx.x; rg < groups; rg += gridDim.x) {
     const uint64_t row = rg * (uint64_t)p.rpb + threadIdx.x / T;
@@ -886,9 +890,6 @@ __device__ void ar_fused(const te_ar_params &p) {
   if (p.fflags & TE_AR_F_AMAX) te_dev_block_amax_f(ar_ptr<unsigned>(p.q_amax), am);
   if (SRC == SRC_ONESHOT) {
     ar_barrier(p, c, base + 2);
-  } else if (SRC == SRC_LAMPORT) {
-    if (__syncthreads_or(!ok)) return;
-    ar_lam_rearm(p, l);
   }
 }
 
@@ -977,6 +978,7 @@ __device__ void ar_fused_fast(const te_ar_params &p) {
         if (j < nv && vi < nvecs) ar_lam_store<MR>(p, l, (row * H + (uint64_t)vi * 8) / 8, w[j]);
       }
     }
+    ar_lam_rearm(p, l); /* while the peers' bytes travel */
   } else {
     if (!ar_begin(p, SRC == SRC_ONESHOT ? 2 : 0, c, base)) return;
     if (SRC == SRC_ONESHOT && !ar_barrier(p, c, base + 1)) return;
@@ -1049,12 +1051,7 @@ __device__ void ar_fused_fast(const te_ar_params &p) {
       if (jv[j] && ok) ar_norm_out8<DT>(p, gi[j], x[j], gq[j], rs, sc, am);
   }
   if (p.fflags & TE_AR_F_AMAX) te_dev_block_amax_f(ar_ptr<unsigned>(p.q_amax), am);
-  if constexpr (SRC == SRC_ONESHOT) {
-    ar_barrier(p, c, base + 2);
-  } else if constexpr (SRC == SRC_LAMPORT) {
-    if (__syncthreads_or(!ok)) return;
-    ar_lam_rearm(p, l);
-  }
+  if constexpr (SRC == SRC_ONESHOT) ar_barrier(p, c, base + 2);
 }
 
 // The fused Lamport kernel with each row spread over more threads.  At a
@@ -1120,6 +1117,7 @@ __device__ void ar_fused_spread(const te_ar_params &p, ar_spread_smem &sm) {
       }
     }
   }
+  ar_lam_rearm(p, l); /* while the peers' bytes travel */
   const float sc = ar_fp8_scale(p);
   float am = 0.0f;
   bool ok = true;
@@ -1181,8 +1179,6 @@ __device__ void ar_fused_spread(const te_ar_params &p, ar_spread_smem &sm) {
       if (jv[m] && ok) ar_norm_out8<DT>(p, gi[m], x[m], gq[m], rs, sc, am);
   }
   if (p.fflags & TE_AR_F_AMAX) te_dev_block_amax_f(ar_ptr<unsigned>(p.q_amax), am);
-  if (__syncthreads_or(!ok)) return;
-  ar_lam_rearm(p, l);
 }
 
 // ar_fused_fast for ranks up to MR (a power of two: registers for them).

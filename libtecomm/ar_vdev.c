@@ -282,11 +282,12 @@ void te_ar_vdev_twoshot(const struct tecore_launch_cfg *cfg, void *const *args) 
  * 16-byte granules of this rank's input into slot `rank` of buffer i of
  * every rank (sentinels fixed, the bytes past the input zero), then polls
  * the same granules of every slot of its own buffer i until no word is
- * armed, reduces them in rank order and stores.  It then re-arms its part
- * of buffer (k + 2) % 3, the one the previous call used: this rank read
- * all of it in that call, so every peer's write has landed, and no peer
- * writes it again before call k + 2, which it cannot start before it has
- * this rank's data of call k + 1, written after this kernel ends.  Once
+ * armed, reduces them in rank order and stores.  Between the two (its
+ * bytes out, the peers' on their way) it re-arms its part of buffer
+ * (k + 2) % 3, the one the previous call used: this rank read all of it
+ * in that call, so every peer's write has landed, and no peer writes it
+ * again before call k + 2, which it cannot start before it has this
+ * rank's data of call k + 1, written after this kernel ends.  Once
  * every block has read the counter (here: at once, the blocks share one
  * read; on the GPU the last block to arrive) it records the bytes this
  * call uses (for the next call's re-arm) and advances the counter, so a
@@ -362,6 +363,13 @@ void te_ar_vdev_lamport(const struct tecore_launch_cfg *cfg, void *const *args) 
         }
       }
     }
+    /* re-arm this block's part of the previous call's buffer */
+    uint64_t wlo, whi;
+    te_ar_split(used_j / 4, G, b, &wlo, &whi);
+    for (int s = 0; s < n; s++) {
+      uint32_t *d = VP(te_ar_lam_addr(lws, p->lam_slot, n, bj, s));
+      for (uint64_t i = wlo; i < whi; i++) __atomic_store_n(&d[i], TE_AR_LAM_ARM, __ATOMIC_RELAXED);
+    }
     for (uint64_t g = lo; g < hi; g++) {
       uint64_t off = g * 16;
       for (int s = 0; s < n; s++)
@@ -379,13 +387,6 @@ void te_ar_vdev_lamport(const struct tecore_launch_cfg *cfg, void *const *args) 
         if (acc) acc[e] = te_ar_round(a, dt);
         else te_st(VP(p->out), e, dt, a);
       }
-    }
-    /* re-arm this block's part of the previous call's buffer */
-    uint64_t wlo, whi;
-    te_ar_split(used_j / 4, G, b, &wlo, &whi);
-    for (int s = 0; s < n; s++) {
-      uint32_t *d = VP(te_ar_lam_addr(lws, p->lam_slot, n, bj, s));
-      for (uint64_t i = wlo; i < whi; i++) __atomic_store_n(&d[i], TE_AR_LAM_ARM, __ATOMIC_RELAXED);
     }
   }
   if (acc) {
