@@ -1265,6 +1265,40 @@ extern "C" __global__ void __launch_bounds__(TE_AR_THREADS) te_comm_ar_lamport(c
   else if (p.dtype == BF16) ar_lamport<BF16>(p);
   else ar_lamport<F16>(p);
 }
+// The latency probe (tecomm_probe), one warp.  probe_launch does what
+// every allreduce kernel does at its start and nothing else: the cost of
+// a kernel node.  probe_exchange is the least any protocol that hears
+// from every peer costs: thread 0 reads its call counter, writes the next
+// call number into its word of every rank's probe line, and waits until
+// every rank's word has reached it.  No rank can be two calls ahead of
+// another (it would need this rank's word of the call between), so
+// ">= k" is the test.  No data travels with the word: relaxed (volatile)
+// accesses suffice.
+extern "C" __global__ void __launch_bounds__(32) te_comm_ar_probe_launch(const te_ar_params p) {
+  ar_pdl_enter();
+  (void)p;
+}
+extern "C" __global__ void __launch_bounds__(32) te_comm_ar_probe_exchange(const te_ar_params p) {
+  ar_pdl_enter();
+  if (threadIdx.x != 0) return;
+  const uint64_t ws = p.ws[p.rank];
+  ar_block c;
+  c.err = ar_ptr<uint32_t>(ws + TE_AR_OFF_ERR);
+  c.abort_word = ar_ptr<uint32_t>(ws + TE_AR_OFF_ABORT);
+  uint64_t *ctr = ar_ptr<uint64_t>(ws + TE_AR_OFF_PROBE);
+  const uint64_t k = ar_ld_volatile64(ctr) + 1;
+  if (ar_ld_volatile32(c.err) | ar_ld_volatile32(c.abort_word)) return;
+  c.deadline = p.timeout_ns ? ar_gtimer() + p.timeout_ns : 0;
+  for (int s = 0; s < p.nranks; s++)
+    *(volatile uint64_t *)ar_ptr<uint64_t>(te_ar_probe_addr(p.ws[s], p.rank)) = k;
+  for (int s = 0; s < p.nranks; s++) {
+    const void *w = ar_ptr<const void>(te_ar_probe_addr(ws, s));
+    unsigned it = 0;
+    while (ar_ld_volatile64(w) < k)
+      if (!ar_poll_again(c, s, it)) return;
+  }
+  *(volatile uint64_t *)ctr = k;
+}
 extern "C" __global__ void __launch_bounds__(TE_AR_THREADS) te_comm_ar_nvls(const te_ar_params p) {
   ar_pdl_enter();
   if (p.dtype == F32) ar_nvls<F32>(p);

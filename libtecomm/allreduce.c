@@ -105,12 +105,6 @@ static tecomm_result_t stage_get(struct tecomm_comm *c, size_t bytes, int cap, c
   return TECOMM_SUCCESS;
 }
 
-/* 1 when stream is capturing (no host reads of device memory then). */
-static int capturing(tecore_stream_t stream) {
-  tecore_capture_status_t st = TECORE_CAPTURE_NONE;
-  if (tecore_stream_capture_status(stream, &st) != TECORE_SUCCESS) return 0;
-  return st != TECORE_CAPTURE_NONE;
-}
 
 /* recv = allreduce(send) on the NCCL communicator or over verbs (the level
  * says which), or a copy on one rank. */
@@ -142,7 +136,7 @@ static tecomm_result_t composite(struct tecomm_comm *c, const struct tecomm_add_
       t = a->out; /* written last anyway */
     } else {
       if (c->scratch_bytes < bytes) {
-        if (capturing(stream))
+        if (tc_capturing(stream))
           return TC_ERR(TECOMM_ERR_NOT_SUPPORTED,
                         "%s: residual_out == residual_in and out == 0 need a scratch buffer; "
                         "make one eager call of this size before capturing",
@@ -182,7 +176,7 @@ static tecomm_result_t run(struct tecomm_comm *c, tecore_devptr_t send, tecore_d
                            size_t count, tecore_dtype_t dtype, tecomm_op_t op, tecomm_algo_t asked,
                            const struct tecomm_add_rmsnorm *fa, int scratch,
                            tecore_stream_t stream, const char *fn) {
-  int cap = capturing(stream);
+  int cap = tc_capturing(stream);
   TC_CHECK(tc_comm_ready(c, fn, !cap));
   size_t bytes = count * tecore_dtype_size(dtype);
   size_t off = 0;

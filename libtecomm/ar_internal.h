@@ -30,6 +30,8 @@ enum {
   TE_AR_K_NVLS, /* NVLS simple (the NVLS Lamport is TE_AR_K_LAMPORT* with mc set) */
   TE_AR_K_LAMPORT_FUSED_SPREAD,  /* the fused Lamport kernel over spread x the plan's */
   TE_AR_K_LAMPORT_FUSED_SPREAD4, /* threads: 2 ranks, 3 or 4 ranks */
+  TE_AR_K_PROBE_LAUNCH,   /* tecomm_probe: an empty kernel, */
+  TE_AR_K_PROBE_EXCHANGE, /* one word to and from every peer */
   TE_AR_K_COUNT_
 };
 
@@ -39,6 +41,8 @@ void te_ar_vdev_twoshot(const struct tecore_launch_cfg *cfg, void *const *args);
 void te_ar_vdev_lamport(const struct tecore_launch_cfg *cfg, void *const *args);
 void te_ar_vdev_addnorm(const struct tecore_launch_cfg *cfg, void *const *args);
 void te_ar_vdev_nvls(const struct tecore_launch_cfg *cfg, void *const *args);
+void te_ar_vdev_probe_launch(const struct tecore_launch_cfg *cfg, void *const *args);
+void te_ar_vdev_probe_exchange(const struct tecore_launch_cfg *cfg, void *const *args);
 
 /* Sets the thread's detail and returns code (libtecore's TE_ERR for libtecomm). */
 #define TC_ERR(code, ...) (tecore_set_error(__VA_ARGS__), (code))

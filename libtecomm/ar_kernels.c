@@ -41,6 +41,8 @@ static const struct tecore_kernel_def ar_defs[TE_AR_K_COUNT_] = {
     /* vdev runs a grid's blocks whole, whatever their size: the same C */
     [TE_AR_K_LAMPORT_FUSED_SPREAD] = AR_DEF("te_comm_ar_lamport_fused_spread", te_ar_vdev_lamport),
     [TE_AR_K_LAMPORT_FUSED_SPREAD4] = AR_DEF("te_comm_ar_lamport_fused_spread4", te_ar_vdev_lamport),
+    [TE_AR_K_PROBE_LAUNCH] = AR_DEF("te_comm_ar_probe_launch", te_ar_vdev_probe_launch),
+    [TE_AR_K_PROBE_EXCHANGE] = AR_DEF("te_comm_ar_probe_exchange", te_ar_vdev_probe_exchange),
 };
 
 /* Programmatic dependent launch of every allreduce kernel: on an sm_90
@@ -399,6 +401,22 @@ static tecore_result_t ar_fused(const struct tecomm_ar_call *c, struct te_ar_par
     TC_CHECK(tecore_rmsnorm_fwd(&x, &g, f->eps, 0, &y, 0, stream));
   }
   return TECORE_SUCCESS;
+}
+
+tecore_result_t tecomm_ar_probe(const struct tecomm_ar_call *call, int exchange,
+                                tecore_stream_t stream) {
+  static const char fn[] = "tecomm_ar_probe";
+  TC_ARG(call, "%s: call is NULL", fn);
+  TC_ARG(call->nranks >= 1 && call->nranks <= TECOMM_AR_MAX_RANKS, "%s: nranks %d outside [1, %d]",
+         fn, call->nranks, TECOMM_AR_MAX_RANKS);
+  TC_ARG(call->rank >= 0 && call->rank < call->nranks, "%s: rank %d outside [0, %d)", fn,
+         call->rank, call->nranks);
+  for (int s = 0; s < call->nranks; s++) TC_ARG(call->ws[s], "%s: ws[%d] is 0", fn, s);
+  TC_CHECK(tecomm_ar_kernels_register());
+  struct te_ar_params p;
+  ar_params_base(call, &p);
+  struct tecore_launch_cfg cfg = {.grid = {1, 1, 1}, .block = {32, 1, 1}};
+  return ar_go(exchange ? TE_AR_K_PROBE_EXCHANGE : TE_AR_K_PROBE_LAUNCH, &cfg, &p, stream);
 }
 
 tecore_result_t tecomm_ar_launch(const struct tecomm_ar_call *call, tecore_stream_t stream) {

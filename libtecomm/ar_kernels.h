@@ -136,6 +136,15 @@ int tecomm_ar_clobbers_input(tecomm_ar_algo_t algo);
  * into fp8_out with that scale, libtecore's own second pass. */
 tecore_result_t tecomm_ar_launch(const struct tecomm_ar_call *call, tecore_stream_t stream);
 
+/* Enqueues one latency probe over call's workspaces (only rank, nranks,
+ * ws[] and timeout_ns are read): an empty kernel, or (exchange) one word
+ * written to every rank's workspace and every rank's waited for
+ * (kernels/comm_ar.cu).  Collective like an allreduce: every rank makes
+ * the same probes in the same order; a timeout or abort sets the error
+ * word as an allreduce's does. */
+tecore_result_t tecomm_ar_probe(const struct tecomm_ar_call *call, int exchange,
+                                tecore_stream_t stream);
+
 /* Reads this rank's error word (synchronous; host may call between
  * collectives): *code TECOMM_AR_OK / _ERR_TIMEOUT / _ERR_ABORTED and the
  * peer waited for (-1 if none).  Clears it when clear != 0. */

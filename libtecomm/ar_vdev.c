@@ -450,3 +450,26 @@ void te_ar_vdev_nvls(const struct tecore_launch_cfg *cfg, void *const *args) {
     vcopy_parts(VP(p->out), uc, ngr, epg, p->count, esz, n, G, b);
   }
 }
+
+/* ---- the latency probe (kernels/comm_ar.cu says what each measures) -------------- */
+void te_ar_vdev_probe_launch(const struct tecore_launch_cfg *cfg, void *const *args) {
+  (void)cfg;
+  (void)args;
+}
+
+void te_ar_vdev_probe_exchange(const struct tecore_launch_cfg *cfg, void *const *args) {
+  (void)cfg;
+  struct vctx c;
+  const struct te_ar_params *p = vbegin(args, &c);
+  if (!p) return;
+  uint64_t *ctr = VP(p->ws[p->rank] + TE_AR_OFF_PROBE);
+  uint64_t k = __atomic_load_n(ctr, __ATOMIC_RELAXED) + 1;
+  for (int s = 0; s < p->nranks; s++)
+    __atomic_store_n((uint64_t *)VP(te_ar_probe_addr(p->ws[s], p->rank)), k, __ATOMIC_RELAXED);
+  for (int s = 0; s < p->nranks; s++) {
+    const uint64_t *w = VP(te_ar_probe_addr(p->ws[p->rank], s));
+    while (__atomic_load_n(w, __ATOMIC_RELAXED) < k)
+      if (vpoll_again(&c, s)) return;
+  }
+  __atomic_store_n(ctr, k, __ATOMIC_RELAXED);
+}

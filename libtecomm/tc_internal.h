@@ -48,6 +48,8 @@ int64_t tc_timeout_ms(void);
 
 /* Monotonic milliseconds. */
 int64_t tc_now_ms(void);
+/* 1 when stream is capturing (no host reads of device memory then). */
+int tc_capturing(tecore_stream_t stream);
 
 /* ---- the fuser's sums (allreduce.c, for fuser_ops.c) -------------------------
  * tecomm_allreduce_algo (SUM) and tecomm_allreduce_add_rmsnorm for a send

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* util.c -- libtecomm's errors (detail string, log line, libtecore result
- * mapping; common/te_upper.h does the work), its timeout and the clock. */
+ * mapping; common/te_upper.h does the work), its timeout, the clock, and
+ * whether a stream captures. */
 #include "tc_internal.h"
 #include <stdarg.h>
 #include <stdio.h>
@@ -47,3 +48,9 @@ TECORE_TUNABLE_INT(tc_tun_timeout_ms, "TECOMM_TIMEOUT", 30000, 1, 86400000,
                    "before the call fails with TECOMM_ERR_TIMEOUT naming it")
 
 int64_t tc_timeout_ms(void) { return tecore_tunable_int(&tc_tun_timeout_ms); }
+
+int tc_capturing(tecore_stream_t stream) {
+  tecore_capture_status_t st = TECORE_CAPTURE_NONE;
+  if (tecore_stream_capture_status(stream, &st) != TECORE_SUCCESS) return 0;
+  return st != TECORE_CAPTURE_NONE;
+}

@@ -149,11 +149,6 @@ static tecore_result_t vjob_poll(void *arg) {
   return vjob_failed(j);
 }
 
-static int capturing(tecore_stream_t stream) {
-  tecore_capture_status_t st = TECORE_CAPTURE_NONE;
-  if (tecore_stream_capture_status(stream, &st) != TECORE_SUCCESS) return 0;
-  return st != TECORE_CAPTURE_NONE;
-}
 
 /* The staging buffer for bytes (grown outside captures only). */
 static tecomm_result_t staging(struct tecomm_comm *c, size_t bytes, tecore_stream_t stream,
@@ -162,7 +157,7 @@ static tecomm_result_t staging(struct tecomm_comm *c, size_t bytes, tecore_strea
     *out = c->vhosts->ptr;
     return TECOMM_SUCCESS;
   }
-  if (capturing(stream))
+  if (tc_capturing(stream))
     return TC_ERR(TECOMM_ERR_NOT_SUPPORTED, "%s: the verbs path needs %zu bytes of staging; make "
                   "one eager call of this size before capturing", fn, bytes);
   size_t want = 64 * 1024;
@@ -235,6 +230,6 @@ tecomm_result_t tc_verbs_staged(struct tecomm_comm *c, tecore_devptr_t send, tec
     return tc_core(cr, fn);
   }
   TC_CORE(tecore_memcpy_async(recv, (tecore_devptr_t)(uintptr_t)host, bytes, stream), fn);
-  if (!capturing(stream)) (void)tecore_svc_kick();
+  if (!tc_capturing(stream)) (void)tecore_svc_kick();
   return TECOMM_SUCCESS;
 }

@@ -3,7 +3,7 @@
 # allreduce-perf.sh -- te-allreduce-perf as a newcomer first runs it, on a
 # machine with no GPU: vdev ranks forked by -n, eager and graph-captured,
 # plain and fused.  Every size must have run (a time, not n/a) with no
-# wrong element.
+# wrong element, and the header must give the latency floor.
 set -u
 tool=${top_builddir:-.}/tools/te-allreduce-perf
 fail=0
@@ -13,6 +13,10 @@ run() {
   rows=$(printf '%s\n' "$out" | grep -v '^#' | grep -v '^size,' )
   if [ $rc -ne 0 ] || [ -z "$rows" ]; then
     echo "FAIL: te-allreduce-perf $* exited $rc"; printf '%s\n' "$out"; fail=1; return
+  fi
+  # the floor beside the figures: two positive times (tecomm_probe)
+  if ! printf '%s\n' "$out" | grep -Eq '^# floor .*empty kernel [0-9.]*[1-9][0-9.]*, one word to and from every peer [0-9.]*[1-9]'; then
+    echo "FAIL: te-allreduce-perf $*: no floor line with two positive times"; printf '%s\n' "$out"; fail=1
   fi
   bad=$(printf '%s\n' "$rows" | awk -F, '$5 == "n/a" || $8 != "0"')
   if [ -n "$bad" ]; then

@@ -11,6 +11,8 @@
  *     documented fallback (registered in-place) and says so identically;
  *   - the TCP rendezvous from the environment, and its bounded connect;
  *   - split into tensor-parallel groups (color, key; TECOMM_SPLIT_NONE);
+ *   - the latency probe: eager and graph-replayed, waiting for a late
+ *     rank, and timing out on a killed one;
  *   - abort, status, the NVLS line, and bad arguments with their errors. */
 #include "comm_ranks.h"
 #include "config.h" /* TE_HAVE_MPI */
@@ -318,6 +320,79 @@ START_TEST(abort_fails_later_calls) {
 }
 END_TEST
 
+/* ---- the latency probe ------------------------------------------------------------------ */
+
+static double since(const struct timespec *t0) {
+  struct timespec t1;
+  clock_gettime(CLOCK_MONOTONIC, &t1);
+  return (double)(t1.tv_sec - t0->tv_sec) + (double)(t1.tv_nsec - t0->tv_nsec) * 1e-9;
+}
+
+/* Exchanges eager and replayed from a graph all come back; an exchange
+ * waits for a late rank (it cannot return before that rank's word
+ * arrives); a killed rank fails the others' next exchange with a
+ * timeout naming it, within TECOMM_TIMEOUT + 1 s. */
+static void rank_probe(int rank, int n, void *arg) {
+  (void)arg;
+  setenv("TECOMM_TIMEOUT", "1000", 1);
+  tecomm_comm_t c = tc_rank_comm(rank, n);
+  tecore_stream_t s;
+  RK_CORE(tecore_stream_create(TECORE_STREAM_NON_BLOCKING, 0, &s));
+  for (int i = 0; i < 30; i++) {
+    RK_OK(tecomm_probe(c, TECOMM_PROBE_EXCHANGE, s));
+    RK_OK(tecomm_probe(c, TECOMM_PROBE_LAUNCH, s));
+  }
+  tecore_graph_t g;
+  tecore_graph_exec_t e;
+  RK_CORE(tecore_stream_begin_capture(s, TECORE_CAPTURE_THREAD_LOCAL));
+  for (int i = 0; i < 4; i++) {
+    RK_OK(tecomm_probe(c, TECOMM_PROBE_EXCHANGE, s));
+    RK_OK(tecomm_probe(c, TECOMM_PROBE_LAUNCH, s));
+  }
+  RK_CORE(tecore_stream_end_capture(s, &g));
+  RK_CORE(tecore_graph_instantiate(&e, g));
+  for (int i = 0; i < 25; i++) RK_CORE(tecore_graph_launch(e, s));
+  RK_ASSERT(te_stream_wait(s, 20000) == TECORE_SUCCESS, "the probes did not come back in 20 s");
+  RK_OK(tecomm_comm_status(c, NULL));
+  RK_CORE(tecore_graph_exec_destroy(e));
+  RK_CORE(tecore_graph_destroy(g));
+
+  /* the last rank comes 300 ms late: the others' exchange waits for it */
+  RK_ASSERT(tc_shm_barrier(tc_shm) == 0, "barrier");
+  struct timespec t0;
+  clock_gettime(CLOCK_MONOTONIC, &t0);
+  if (rank == n - 1) usleep(300 * 1000);
+  RK_OK(tecomm_probe(c, TECOMM_PROBE_EXCHANGE, s));
+  RK_ASSERT(te_stream_wait(s, 5000) == TECORE_SUCCESS, "the late exchange did not come back");
+  double late = since(&t0);
+  RK_ASSERT(late >= 0.25, "rank %d's exchange returned after %.3f s, before the late rank came "
+            "(300 ms)", rank, late);
+  RK_OK(tecomm_comm_status(c, NULL));
+
+  /* the last rank dies between exchanges */
+  RK_ASSERT(tc_shm_barrier(tc_shm) == 0, "barrier");
+  if (rank == n - 1) raise(SIGKILL);
+  clock_gettime(CLOCK_MONOTONIC, &t0);
+  RK_OK(tecomm_probe(c, TECOMM_PROBE_EXCHANGE, s));
+  RK_ASSERT(te_stream_wait(s, 5000) == TECORE_SUCCESS, "the stream did not come back within 5 s");
+  int peer = -2;
+  tecomm_result_t st = tecomm_comm_status(c, &peer);
+  double secs = since(&t0);
+  RK_ASSERT(st == TECOMM_ERR_TIMEOUT, "status after a peer died: %s (%s)", tecomm_result_name(st),
+            tecomm_last_error());
+  RK_ASSERT(peer == n - 1, "status names peer %d, want %d", peer, n - 1);
+  RK_ASSERT(secs <= 2.0, "TIMEOUT after %.2f s, want <= TECOMM_TIMEOUT + 1 s = 2 s", secs);
+  RK_EXPECT(TECOMM_ERR_TIMEOUT, "rank 2", tecomm_probe(c, TECOMM_PROBE_EXCHANGE, s));
+  RK_CORE(tecore_stream_destroy(s));
+  RK_OK(tecomm_comm_destroy(c));
+}
+
+START_TEST(probe_waits_for_every_peer) {
+  tc_run_ranks_ex(3, rank_probe, NULL, 60, 2);
+  tc_shm_release();
+}
+END_TEST
+
 /* ---- bad arguments ------------------------------------------------------------------- */
 
 static int cb_fail(const void *s, void *r, size_t b, void *ctx) {
@@ -356,6 +431,7 @@ static void rank_bad(int rank, int n, void *arg) {
             tecomm_allreduce(NULL, 64, 64, 1, TECORE_DTYPE_F32, TECOMM_SUM, NULL));
   RK_EXPECT(TECOMM_ERR_INVALID, "comm", tecomm_comm_status(NULL, NULL));
   RK_EXPECT(TECOMM_ERR_INVALID, "comm", tecomm_mem_alloc(NULL, 64, NULL));
+  RK_EXPECT(TECOMM_ERR_INVALID, "comm", tecomm_probe(NULL, TECOMM_PROBE_LAUNCH, NULL));
   tecomm_algo_t a;
   RK_EXPECT(TECOMM_ERR_INVALID, "name", tecomm_algo_parse("fastest", &a));
   RK_OK(tecomm_algo_parse("twoshot", &a));
@@ -407,6 +483,7 @@ static void rank_bad(int rank, int n, void *arg) {
   RK_EXPECT(TECOMM_ERR_INVALID, "symmetric", tecomm_mem_peer_ptr(c, buf, 0, &p));
   RK_EXPECT(TECOMM_ERR_INVALID, "color", tecomm_comm_split(c, -5, 0, &c));
   RK_EXPECT(TECOMM_ERR_INVALID, "len", tecomm_comm_describe(c, 0, (char *)&p, 0));
+  RK_EXPECT(TECOMM_ERR_INVALID, "what", tecomm_probe(c, (tecomm_probe_t)9, s));
   /* every rank gets the bad size error, none waits for a peer */
   RK_EXPECT(TECOMM_ERR_INVALID, "same calls", tecomm_mem_alloc(c, rank == 0 ? 512 : 1024, &p));
   /* MPI: refused without --with-mpi; with it, refused before MPI_Init */
@@ -458,6 +535,8 @@ static Suite *comm_suite(void) {
   tcase_add_test(tc, tcp_connect_bounded);
   tc = te_tcase(s, "split", 0);
   tcase_add_test(tc, split_tensor_parallel_groups);
+  tc = te_tcase(s, "probe", 0);
+  tcase_add_test(tc, probe_waits_for_every_peer);
   tc = te_tcase(s, "errors", 0);
   tcase_add_test(tc, abort_fails_later_calls);
   tcase_add_test(tc, bad_arguments);

@@ -5,7 +5,9 @@
  * one graph (-G N: time per operation), the fused allreduce + residual add
  * + RMSNorm (--fused H), and, in the same run, NCCL's time for the same
  * size and the ratio.  Columns: size, count, dtype, algo, time (us), algbw,
- * busbw (GB/s), #wrong, NCCL time (us), ratio; --csv for a machine.
+ * busbw (GB/s), #wrong, NCCL time (us), ratio; --csv for a machine.  The
+ * header gives the latency floor measured the same way (tecomm_probe: an
+ * empty kernel, and one word to and from every peer).
  *
  * Ranks: -n N forks N processes (one per GPU on cuda, vdev ranks on a
  * machine with no GPU) that meet over shared memory; without -n, a process
@@ -139,11 +141,14 @@ struct bench {
   tecore_devptr_t x, out, resid, gamma, tbuf; /* tbuf: one float for the MAX of times */
   size_t cap;                                  /* bytes of x */
   int x_plain;                                 /* x is tecore memory (no symmetric memory) */
+  int probe;                                   /* >= 0: op_once is tecomm_probe(probe) */
+  double floor_us[2];                          /* the probes' times (-1: none) */
 };
 
 /* One operation of the benchmark on algo. */
 static tecomm_result_t op_once(struct bench *b, size_t count, tecomm_algo_t algo) {
   const struct opts *o = b->o;
+  if (b->probe >= 0) return tecomm_probe(b->comm, (tecomm_probe_t)b->probe, b->s);
   if (o->fused_hidden) {
     struct tecomm_add_rmsnorm a = {.x = b->x, .rows = count / o->fused_hidden,
                                    .hidden = o->fused_hidden, .dtype = o->dtype,
@@ -293,6 +298,13 @@ static void header(struct bench *b) {
   if (tecomm_comm_describe(b->comm, 0, d, sizeof d) == TECOMM_SUCCESS)
     for (char *l = strtok(d, "\n"); l; l = strtok(NULL, "\n")) printf("%s%s\n", c, l);
   }
+  /* the floor beside the figures, even with -q */
+  if (b->floor_us[0] >= 0)
+    printf("%sfloor (us per op, %s): an empty kernel %.2f, one word to and from every peer "
+           "%.2f (tecomm_probe)\n",
+           c, o->graph_ops > 0 ? "graph-captured" : "eager", b->floor_us[0], b->floor_us[1]);
+  else
+    printf("%sfloor: none (no IPC workspaces at this level)\n", c);
   if (o->csv)
     printf("size,count,dtype,algo,time_us,algbw_gbs,busbw_gbs,wrong,nccl_us,ratio\n");
   else
@@ -303,7 +315,7 @@ static void header(struct bench *b) {
 
 static int run_rank(const struct opts *o, int rank, int n, int device,
                     const struct tecomm_bootstrap *bs) {
-  struct bench b = {.o = o, .rank = rank, .n = n};
+  struct bench b = {.o = o, .rank = rank, .n = n, .probe = -1};
   g_rank = rank;
   COMM(tecomm_comm_init(rank, n, device, bs, &b.comm));
   COMM(tecomm_comm_rank(b.comm, &b.rank, &b.n, NULL));
@@ -331,6 +343,12 @@ static int run_rank(const struct opts *o, int rank, int n, int device,
     CORE(tecore_mem_alloc(b.cap, &b.resid));
     CORE(tecore_mem_alloc(o->fused_hidden * esz, &b.gamma));
   }
+  /* the latency floors (tecomm_probe), measured as the sizes are */
+  b.probe = TECOMM_PROBE_LAUNCH;
+  b.floor_us[0] = measure(&b, 1, TECOMM_ALGO_AUTO);
+  b.probe = TECOMM_PROBE_EXCHANGE;
+  b.floor_us[1] = b.floor_us[0] >= 0 ? measure(&b, 1, TECOMM_ALGO_AUTO) : -1.0;
+  b.probe = -1;
   if (b.rank == 0) header(&b);
   int nccl_ok = 0;
   if (o->nccl) {

@@ -15,6 +15,9 @@
  *                      per buffer [3], u32 blocks of this call that have read the counter
  *   TE_AR_OFF_EPOCH    u64 [TE_AR_MAX_BLOCKS]: barrier phases block b has
  *                      passed (only block b of this rank reads or writes it)
+ *   TE_AR_OFF_PROBE    the latency probe (tecomm_probe): u64 call counter
+ *                      (this rank's own), then, a line on, u64 word s for
+ *                      each rank s, written by rank s with its call number
  *   TE_AR_OFF_FLAGS    u64 flag of (block b, source rank s), one per
  *                      TE_AR_FLAG_STRIDE: written by rank s's block b with
  *                      the phase it reached, polled by this rank's block b
@@ -66,6 +69,7 @@
 #define TE_AR_OFF_ABORT 128u
 #define TE_AR_OFF_LAM 256u
 #define TE_AR_OFF_EPOCH 512u
+#define TE_AR_OFF_PROBE 1536u /* after the epochs (512 + 8 * TE_AR_MAX_BLOCKS) */
 #define TE_AR_OFF_FLAGS 2048u
 #define TE_AR_OFF_LAMBUF \
   (TE_AR_OFF_FLAGS + TE_AR_MAX_BLOCKS * TE_AR_MAX_RANKS * TE_AR_FLAG_STRIDE)
@@ -207,6 +211,10 @@ TE_HD uint64_t te_ar_flag_addr(uint64_t ws, int block, int src) {
 }
 TE_HD uint64_t te_ar_lam_addr(uint64_t ws, uint64_t slot_bytes, int nranks, int buf, int src) {
   return ws + TE_AR_OFF_LAMBUF + ((uint64_t)buf * (uint64_t)nranks + (uint64_t)src) * slot_bytes;
+}
+/* Rank src's word of the probe line in workspace ws. */
+TE_HD uint64_t te_ar_probe_addr(uint64_t ws, int src) {
+  return ws + TE_AR_OFF_PROBE + TE_AR_LINE + 8u * (uint64_t)src;
 }
 /* Where a call's Lamport state and buffers live on this rank. */
 TE_HD uint64_t te_ar_lam_ws(const struct te_ar_params *p) {

@@ -280,6 +280,20 @@ tecomm_result_t tecomm_comm_choose(tecomm_comm_t comm, size_t count, tecore_dtyp
  * rank. */
 tecomm_result_t tecomm_comm_describe(tecomm_comm_t comm, size_t bytes, char *buf, size_t len);
 
+/* The latency floors an allreduce is measured against (te-allreduce-perf
+ * prints them beside its figures): one kernel launched as the allreduce
+ * kernels are, doing nothing (TECOMM_PROBE_LAUNCH), or one word sent to
+ * every peer over the IPC mappings and every peer's waited for, with no
+ * data (TECOMM_PROBE_EXCHANGE).  Collective like an allreduce (every rank
+ * makes the same probes in the same order; capturable; a missing peer
+ * fails it with TECOMM_ERR_TIMEOUT).  Needs the IPC workspaces:
+ * TECOMM_ERR_NOT_SUPPORTED at the NCCL and verbs levels. */
+typedef enum tecomm_probe {
+  TECOMM_PROBE_LAUNCH = 0,
+  TECOMM_PROBE_EXCHANGE = 1
+} tecomm_probe_t;
+tecomm_result_t tecomm_probe(tecomm_comm_t comm, tecomm_probe_t what, tecore_stream_t stream);
+
 /* The NCCL library's version (e.g. 22803) when libnccl.so.2 loads. */
 tecomm_result_t tecomm_nccl_version(int *version);
 

@@ -1,0 +1,33 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* probe.c -- tecomm_probe: the latency floors of the IPC allreduce, one
+ * kernel each (kernels/comm_ar.cu's te_comm_ar_probe_*), over the same
+ * workspaces, the same launch (programmatic dependent launch when
+ * TECOMM_PDL allows) and the same bounded wait as the allreduce kernels,
+ * so te-allreduce-perf can print what no allreduce could beat beside what
+ * it measures. */
+#include "comm_priv.h"
+#include <string.h>
+
+TE_EXPORT tecomm_result_t tecomm_probe(tecomm_comm_t comm, tecomm_probe_t what,
+                                       tecore_stream_t stream) {
+  static const char fn[] = "tecomm_probe";
+  TC_ARG(comm, "%s: comm is NULL", fn);
+  TC_ARG(what == TECOMM_PROBE_LAUNCH || what == TECOMM_PROBE_EXCHANGE,
+         "%s: what %d is not TECOMM_PROBE_LAUNCH or TECOMM_PROBE_EXCHANGE", fn, (int)what);
+  struct tecomm_comm *c = comm;
+  TC_CHECK(tc_comm_ready(c, fn, !tc_capturing(stream)));
+  if (!c->ws)
+    return TC_ERR(TECOMM_ERR_NOT_SUPPORTED,
+                  "%s: no IPC workspaces at level %s: the probes run over the IPC kernels' "
+                  "mappings",
+                  fn, tc_level_name(c->level));
+  struct tecomm_ar_call call;
+  memset(&call, 0, sizeof call);
+  call.rank = c->rank;
+  call.nranks = c->nranks;
+  call.timeout_ns = (uint64_t)tc_timeout_ms() * 1000000ull;
+  call.ws_max_bytes = c->ws_max_bytes;
+  for (int r = 0; r < c->nranks; r++) call.ws[r] = c->ws_peer[r];
+  TC_CORE(tecomm_ar_probe(&call, what == TECOMM_PROBE_EXCHANGE, stream), fn);
+  return TECOMM_SUCCESS;
+}
