@@ -34,6 +34,8 @@ module te_comm
   integer(c_int), parameter :: TECOMM_ALGO_NVLS = 6
   integer(c_int), parameter :: TECOMM_ALGO_NVLS_LAMPORT = 7
   integer(c_int), parameter :: TECOMM_ALGO_MNNVL = 8
+  integer(c_int), parameter :: TECOMM_PROBE_LAUNCH = 0
+  integer(c_int), parameter :: TECOMM_PROBE_EXCHANGE = 1
   integer(c_int), parameter :: TECOMM_SPLIT_NONE = -1
   integer(c_int), parameter :: TECOMM_OP_NO_FUSION = 1
 
@@ -272,6 +274,14 @@ module te_comm
       integer(c_size_t), value :: len
       integer(c_int) :: tecomm_comm_describe_c
     end function tecomm_comm_describe_c
+    function tecomm_probe(comm, what, stream) bind(C, name="tecomm_probe")
+      import
+      implicit none
+      type(c_ptr), value :: comm
+      integer(c_int), value :: what
+      type(c_ptr), value :: stream
+      integer(c_int) :: tecomm_probe
+    end function tecomm_probe
     function tecomm_nccl_version(version) bind(C, name="tecomm_nccl_version")
       import
       implicit none
