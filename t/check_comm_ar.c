@@ -628,9 +628,9 @@ static void body_lamport_stress(struct rank *k) {
   const size_t slot = stress_slot;
   static const tecore_dtype_t dts[] = {TECORE_DTYPE_BF16, TECORE_DTYPE_F16, TECORE_DTYPE_F32};
   void *ins[STRESS_BATCH][MAXN], *got = malloc(slot);
-  RCHECK(k, got, "malloc");
+  RCHECK(k, got, "malloc", k->r);
   for (int b = 0; b < STRESS_BATCH; b++)
-    for (int s = 0; s < k->n; s++) RCHECK(k, (ins[b][s] = malloc(slot)) != NULL, "malloc");
+    for (int s = 0; s < k->n; s++) RCHECK(k, (ins[b][s] = malloc(slot)) != NULL, "malloc", k->r);
   tecore_devptr_t out;
   ROK(k, tecore_mem_alloc((size_t)STRESS_BATCH * slot, &out));
   size_t count[STRESS_BATCH];
