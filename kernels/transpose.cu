@@ -18,6 +18,9 @@
 // 16-byte loads and stores where rows are 16-byte aligned, element paths
 // for tails and unaligned tensors.
 //
+// The per-tensor dact kernels with BF16 or F16 input run ct_body_pt2
+// instead of ct_body: 128 threads of two tile rows each, the same bytes.
+//
 // Kernel names: te_ct_{pt,mx}_{none,gelu,relu,silu,qgelu}_{f32,f16,bf16},
 // and the same with _db for the variants that also make dbias partial sums
 // (the others ignore ws); the parameters are the same for all (see
@@ -314,6 +317,214 @@ __device__ __forceinline__ void ct_body(CT_PARAMS) {
   }
 }
 
+// ---- the per-tensor dact kernels: two rows a thread ------------------------
+//
+// TE_CT_THREADS_PT2 threads; thread t holds tile rows 2p and 2p+1 (p =
+// t/4) and the 16 columns 16*(t%4) ..: two chunks, so what a thread pays
+// once a tile (indices, the scale, the loop, the dbias and amax epilogue)
+// is spread over twice the elements, and a warp has twice the loads in
+// flight.  The bytes are the ones ct_body (and vdev) gives: the same
+// element math and the same dbias order, since the 8 rows of a dbias group
+// (kernels/common/transpose.h) are now 4 lanes' row pairs, and
+// ((a0+a1)+(a2+a3))+((a4+a5)+(a6+a7)) adds each pair in the thread before
+// two shuffle levels add the pairs.
+//
+// The transposed copy goes through a tile in shared memory whose row r
+// sits at slot te_ct_pt2_slot(r) (bits 0 and 1 of r swapped) so that the
+// 8 lanes of a quarter-warp store rows 4q, 4q+2 (and 4q+1, 4q+3) into the
+// two halves of the 128-byte bank line: no bank conflict; the 16-byte
+// chunks are swizzled by row/16 as in ct_body.  It is read two columns at
+// a time (16-bit loads, then byte permutes).
+__device__ __forceinline__ int ct_pt2_slot(int r) {
+  return (r & ~3) | ((r & 1) << 1) | ((r >> 1) & 1);
+}
+
+// Reduce-scatter over the 4 lanes (lane bits 2 and 3) that hold the same
+// 16 columns of one dbias group: in s[16], this lane's row-pair sums of
+// columns 16*tj + k; out r[4], the group sums of columns 16*tj +
+// ct_pt2_col(lane) + i.
+__device__ __forceinline__ void ct_pt2_rs(const float *s, float *r, int lane) {
+  const bool h1 = lane & 4, h2 = lane & 8;
+  float a[8];
+#pragma unroll
+  for (int i = 0; i < 8; i++) {
+    float send = h1 ? s[i] : s[i + 8], keep = h1 ? s[i + 8] : s[i];
+    a[i] = __fadd_rn(keep, __shfl_xor_sync(0xffffffffu, send, 4));
+  }
+#pragma unroll
+  for (int i = 0; i < 4; i++) {
+    float send = h2 ? a[i] : a[i + 4], keep = h2 ? a[i + 4] : a[i];
+    r[i] = __fadd_rn(keep, __shfl_xor_sync(0xffffffffu, send, 8));
+  }
+}
+__device__ __forceinline__ int ct_pt2_col(int lane) { return ((lane & 4) ? 8 : 0) + ((lane & 8) ? 4 : 0); }
+
+// 16 elements of a 16-bit (BF16, F16) row-major p from element index idx,
+// packed two a register (element 2k in the low half of u[k]): n valid, the
+// rest 0; vec: two 16-byte vectors.
+__device__ __forceinline__ void ct_ld16h(const void *p, unsigned long long idx, int n, bool vec,
+                                         uint32_t *u) {
+  const uint16_t *q = (const uint16_t *)p + idx;
+  if (vec && n == TE_CT_CHUNK) {
+    const uint4 a = ((const uint4 *)q)[0], b = ((const uint4 *)q)[1];
+    u[0] = a.x; u[1] = a.y; u[2] = a.z; u[3] = a.w;
+    u[4] = b.x; u[5] = b.y; u[6] = b.z; u[7] = b.w;
+  } else {
+#pragma unroll
+    for (int k = 0; k < TE_CT_CHUNK / 2; k++)
+      u[k] = (2 * k < n ? (uint32_t)q[2 * k] : 0u) | (2 * k + 1 < n ? (uint32_t)q[2 * k + 1] << 16 : 0u);
+  }
+}
+// Element i of a packed pair as float (exact: BF16 and F16 widen exactly).
+template <int IN>
+__device__ __forceinline__ float ct_h2f(uint32_t u, int i) {
+  if (IN == TE_FP8_DT_BF16) return __uint_as_float(i ? u & 0xffff0000u : u << 16);
+  return te_dev_h2f(i ? u >> 16 : u & 0xffffu);
+}
+
+// One row chunk of ct_body_pt2: v = dy * act'(x) from the packed inputs;
+// the amax; s = v (first row) or s + v (second, when sum); w = the FP8
+// codes of v * mult.
+template <int IN, int ACT>
+__device__ __forceinline__ void ct_pt2_row(const uint32_t *d, const uint32_t *xs, float mult,
+                                           int out_dt, bool want_amax, uint32_t *am, float *s,
+                                           bool sum, uint32_t *w) {
+  float v[TE_CT_CHUNK];
+#pragma unroll
+  for (int k = 0; k < TE_CT_CHUNK; k++)
+    v[k] = te_ct_value(ACT, ct_h2f<IN>(d[k >> 1], k & 1), ct_h2f<IN>(xs[k >> 1], k & 1));
+  if (want_amax) {
+    uint32_t m = *am;
+#pragma unroll
+    for (int k = 0; k < TE_CT_CHUNK; k++) m = te_max_u32(m, te_abs_bits(v[k]));
+    *am = m;
+  }
+#pragma unroll
+  for (int k = 0; k < TE_CT_CHUNK; k++) s[k] = sum ? __fadd_rn(s[k], v[k]) : v[k];
+#pragma unroll
+  for (int i = 0; i < 4; i++)
+    w[i] = ct_fp8x4(te_mul_rn(v[4 * i], mult), te_mul_rn(v[4 * i + 1], mult),
+                    te_mul_rn(v[4 * i + 2], mult), te_mul_rn(v[4 * i + 3], mult), out_dt);
+}
+
+template <int IN, int ACT, bool DB>
+__device__ __forceinline__ void ct_body_pt2(CT_PARAMS) {
+  __shared__ __align__(16) uint8_t tbuf[2][CT_T * CT_T];
+  __shared__ __align__(16) float part[CT_T / 8][CT_T];   // dbias: per-group column sums
+  __shared__ float smult;
+
+  const int out_dt = TE_CT_OUT_OF(flags);
+  const bool amax_only = (flags & TE_CT_F_AMAX_ONLY) != 0;
+  const bool vin = (flags & TE_CT_F_VEC_IN) != 0;
+  const bool vrow = (flags & TE_CT_F_VEC_ROW) != 0;
+  const bool vcol = (flags & TE_CT_F_VEC_COL) != 0;
+  const bool dbias = DB && ws != nullptr && !amax_only;
+  const bool wrow = orow != nullptr && !amax_only;
+  const bool wcol = ocol != nullptr && !amax_only;
+
+  const int t = threadIdx.x, lane = t & 31, warp = t >> 5;
+  const int p = t >> 2, tj = t & 3;
+  const unsigned long long col0 = (unsigned long long)blockIdx.x * CT_T;
+  const unsigned long long c = col0 + (unsigned long long)tj * TE_CT_CHUNK;
+  const int ncol = c < cols ? (int)min(cols - c, (unsigned long long)TE_CT_CHUNK) : 0;
+  // shared-tile offsets of this thread's two rows (store) and of its two
+  // columns' 16-row block (load)
+  const int swz = (tj ^ ((p >> 3) & 3)) << 4;
+  const int st0 = ct_pt2_slot(2 * p) * CT_T + swz, st1 = ct_pt2_slot(2 * p + 1) * CT_T + swz;
+  const int c2 = lane & 7, rb = lane >> 3, tc = warp * 16 + 2 * c2;
+  const int ld0 = rb * 16 * CT_T + ((warp ^ rb) << 4) + 2 * c2;
+
+  float mult = 1.0f;
+  uint32_t am = 0;
+  float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+
+  const unsigned long long rtiles = (rows + CT_T - 1) / CT_T;
+  const unsigned long long rt0 = (unsigned long long)blockIdx.y * tpb;
+  const unsigned long long rt1 = min(rt0 + tpb, rtiles);
+  int buf = 0;
+  for (unsigned long long rt = rt0; rt < rt1; rt++) {
+    const unsigned long long row0 = rt * CT_T, r = row0 + 2 * p;
+    const int n0 = r < rows ? ncol : 0, n1 = r + 1 < rows ? ncol : 0;
+    const unsigned long long idx = r * cols + c;
+    // the inputs stay packed (two 16-bit values a register) until used
+    uint32_t d0[TE_CT_CHUNK / 2], d1[TE_CT_CHUNK / 2], x0[TE_CT_CHUNK / 2], x1[TE_CT_CHUNK / 2];
+    ct_ld16h(in, idx, n0, vin, d0);
+    ct_ld16h(in, idx + cols, n1, vin, d1);
+    ct_ld16h(x, idx, n0, vin, x0);
+    ct_ld16h(x, idx + cols, n1, vin, x1);
+    // the scale, read once the first tile's loads are out (ct_body says why)
+    if (!amax_only && rt == rt0) {
+      if (t == 0) smult = *scale;
+      __syncthreads();
+      mult = smult;
+    }
+    // row 2p, then row 2p+1 (s: the row-pair sums for dbias), so that one
+    // row's floats are live at a time
+    float s[TE_CT_CHUNK];
+    uint32_t w0[4], w1[4];
+    ct_pt2_row<IN, ACT>(d0, x0, mult, out_dt, amax != nullptr, &am, s, false, w0);
+    ct_pt2_row<IN, ACT>(d1, x1, mult, out_dt, amax != nullptr, &am, s, dbias, w1);
+    if (dbias) {
+      float r4[4];
+      ct_pt2_rs(s, r4, lane);
+#pragma unroll
+      for (int i = 0; i < 4; i++) acc[i] = __fadd_rn(acc[i], r4[i]);
+    }
+    if (amax_only) continue;
+    if (wrow) {
+      if (n0) ct_st16(orow, idx, n0, vrow, w0);
+      if (n1) ct_st16(orow, idx + cols, n1, vrow, w1);
+    }
+    if (wcol) {
+      uint8_t *tb = tbuf[buf];
+      *(uint4 *)(tb + st0) = make_uint4(w0[0], w0[1], w0[2], w0[3]);
+      *(uint4 *)(tb + st1) = make_uint4(w1[0], w1[1], w1[2], w1[3]);
+      __syncthreads();
+      // output rows (input columns) tc and tc+1, input rows rb*16 .. +15
+      const unsigned long long oc = col0 + tc, orow0 = row0 + rb * 16;
+      if (oc < cols && orow0 < rows) {
+        const uint8_t *src = tb + ld0;
+        uint32_t h[TE_CT_CHUNK];
+#pragma unroll
+        for (int k = 0; k < TE_CT_CHUNK; k++) h[k] = *(const uint16_t *)(src + ct_pt2_slot(k) * CT_T);
+        // h[k] = column tc in byte 0, tc+1 in byte 1, of input row k
+        uint32_t o0[4], o1[4];
+#pragma unroll
+        for (int i = 0; i < 4; i++) {
+          const uint32_t lo = __byte_perm(h[4 * i], h[4 * i + 1], 0x5140);
+          const uint32_t hi = __byte_perm(h[4 * i + 2], h[4 * i + 3], 0x5140);
+          o0[i] = __byte_perm(lo, hi, 0x5410);
+          o1[i] = __byte_perm(lo, hi, 0x7632);
+        }
+        const int nr = (int)min(rows - orow0, (unsigned long long)16);
+        ct_st16(ocol, oc * rows + orow0, nr, vcol, o0);
+        if (oc + 1 < cols) ct_st16(ocol, (oc + 1) * rows + orow0, nr, vcol, o1);
+      }
+      buf ^= 1;
+    }
+  }
+
+  if (!amax_only && blockIdx.x == 0 && blockIdx.y == 0 && t == 0) {
+    float si = te_fp8_scale_inv(*scale);
+    if (sinv) *(float *)sinv = si;
+    if (csinv) *(float *)csinv = si;
+  }
+  if (amax) te_dev_block_amax(amax, am);
+
+  if (dbias) {
+    // the 8 groups in order
+    *(float4 *)&part[p >> 2][tj * TE_CT_CHUNK + ct_pt2_col(lane)] =
+        make_float4(acc[0], acc[1], acc[2], acc[3]);
+    __syncthreads();
+    if (t < CT_T && col0 + t < cols) {
+      float s = part[0][t];
+#pragma unroll
+      for (int g = 1; g < CT_T / 8; g++) s = __fadd_rn(s, part[g][t]);
+      ws[(unsigned long long)blockIdx.y * cols + col0 + t] = s;
+    }
+  }
+}
+
 // Blocks per SM the compiler must leave room for, for the dact kernels.
 // A block casts one 64x64 tile at 8192^2 (TE_CT_TARGET_BLOCKS), so it has
 // nothing to load while it computes, converts and waits at its barrier:
@@ -328,6 +539,13 @@ __device__ __forceinline__ void ct_body(CT_PARAMS) {
 // spill, beat 3 blocks of 71: dgelu 8192^2 on an H100, 256 against 288 us.)
 #ifndef CT_MINB_ACT
 #define CT_MINB_ACT 5
+#endif
+// ct_body_pt2: 8 blocks of 128 threads (32 warps, 64 registers).  ptxas
+// (CUDA 13.0, sm_90a) spills 24 bytes of the _db kernels there (the dbias
+// accumulators: 4 local loads and 2 stores a tile, against ~1400
+// instructions); 7 blocks (72 registers) spilled more in the first version.
+#ifndef CT_MINB_PT2
+#define CT_MINB_PT2 8
 #endif
 #ifndef CT_MINB_ACT_SPILLS
 #define CT_MINB_ACT_SPILLS 4
@@ -345,10 +563,23 @@ __device__ __forceinline__ void ct_body(CT_PARAMS) {
   CT_KERNELS_ACT(CT_BOUNDS_ACT(MINB), mode, relu, dt, MXV, TE_ACT_RELU, DTV)      \
   CT_KERNELS_ACT(CT_BOUNDS_ACT(MINB), mode, silu, dt, MXV, TE_ACT_SILU, DTV)      \
   CT_KERNELS_ACT(CT_BOUNDS_ACT(MINB), mode, qgelu, dt, MXV, TE_ACT_QGELU, DTV)
+// The per-tensor dact kernels: ct_body_pt2, TE_CT_THREADS_PT2 threads.
+#define CT_KERNEL_PT2_(name, ACTV, DTV, DBV, MINB)                                \
+  extern "C" __global__ void __launch_bounds__(TE_CT_THREADS_PT2, MINB)           \
+      name(CT_PARAMS) { ct_body_pt2<DTV, ACTV, DBV>(CT_ARGS); }
+#define CT_KERNELS_PT2_ACT(act, dt, ACTV, DTV, MINB)                             \
+  CT_KERNEL_PT2_(te_ct_pt_##act##_##dt, ACTV, DTV, false, MINB)                   \
+  CT_KERNEL_PT2_(te_ct_pt_##act##_##dt##_db, ACTV, DTV, true, MINB)
+#define CT_KERNELS_PT(dt, DTV, MINB)                                              \
+  CT_KERNELS_ACT(CT_BOUNDS_CAST, pt, none, dt, false, TE_CT_ACT_NONE, DTV)        \
+  CT_KERNELS_PT2_ACT(gelu, dt, TE_ACT_GELU, DTV, MINB)                            \
+  CT_KERNELS_PT2_ACT(relu, dt, TE_ACT_RELU, DTV, MINB)                            \
+  CT_KERNELS_PT2_ACT(silu, dt, TE_ACT_SILU, DTV, MINB)                            \
+  CT_KERNELS_PT2_ACT(qgelu, dt, TE_ACT_QGELU, DTV, MINB)
 
 CT_KERNELS_DT(pt, false, f32, TE_FP8_DT_F32, CT_MINB_ACT)
-CT_KERNELS_DT(pt, false, f16, TE_FP8_DT_F16, CT_MINB_ACT_SPILLS)
-CT_KERNELS_DT(pt, false, bf16, TE_FP8_DT_BF16, CT_MINB_ACT)
+CT_KERNELS_PT(f16, TE_FP8_DT_F16, CT_MINB_PT2)
+CT_KERNELS_PT(bf16, TE_FP8_DT_BF16, CT_MINB_PT2)
 CT_KERNELS_DT(mx, true, f32, TE_FP8_DT_F32, CT_MINB_ACT_SPILLS)
 CT_KERNELS_DT(mx, true, f16, TE_FP8_DT_F16, CT_MINB_ACT_SPILLS)
 CT_KERNELS_DT(mx, true, bf16, TE_FP8_DT_BF16, CT_MINB_ACT_SPILLS)

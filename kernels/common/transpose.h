@@ -9,7 +9,9 @@
  * TE_CT_TILE x TE_CT_TILE elements.  Block (bx, by) of the grid owns column
  * tile bx and the row tiles by*tpb .. by*tpb+tpb-1 (tpb "tiles per block"),
  * visited top to bottom.  Inside a tile, thread t (of TE_CT_THREADS) holds
- * row t/4 and the 16 columns 16*(t%4) .. 16*(t%4)+15.
+ * row t/4 and the 16 columns 16*(t%4) .. 16*(t%4)+15 (the per-tensor dact
+ * kernels with 16-bit input: rows 2(t/4) and 2(t/4)+1 of TE_CT_THREADS_PT2
+ * threads).
  *
  * dbias order.  In each tile, the 8 values of a column in a warp's 8 rows
  * r0..r0+7 are combined as ((a0+a1)+(a2+a3))+((a4+a5)+(a6+a7)) (a
@@ -29,6 +31,11 @@
 #define TE_CT_THREADS 256
 #define TE_CT_CHUNK 16           /* elements a thread holds of one tile row */
 #define TE_CT_WARPS (TE_CT_THREADS / 32)
+/* The per-tensor dact kernels with 16-bit input
+ * (te_ct_pt_{gelu,relu,silu,qgelu}_{f16,bf16}*): half the threads, thread
+ * t with tile rows 2(t/4) and 2(t/4)+1 (kernels/transpose.cu,
+ * ct_body_pt2); the dbias order below is the same. */
+#define TE_CT_THREADS_PT2 128
 /* The grid aims at about this many blocks: more tiles per block only when
  * there are more tiles.  Many short blocks keep the last, partial wave
  * short (16384 blocks are ~25 waves of 660 resident blocks on an H100;
@@ -58,6 +65,13 @@
 #define TE_CT_ACT_OF(f) ((int)(((f) >> 8) & 0xfu) - 1)   /* -1: no activation */
 
 #define TE_CT_ACT_NONE (-1)
+
+/* Threads a block for the kernel that the flags word names. */
+TE_HD unsigned te_ct_threads(unsigned flags) {
+  const int pt2 = !(flags & TE_CT_F_MX) && TE_CT_ACT_OF(flags) >= 0 &&
+                  TE_CT_IN_OF(flags) != TE_FP8_DT_F32;
+  return pt2 ? TE_CT_THREADS_PT2 : TE_CT_THREADS;
+}
 
 /* Launch shape for a [rows][cols] input (rows, cols > 0). */
 struct te_ct_shape {

@@ -160,7 +160,7 @@ static tecore_result_t ct_launch_main(const struct ct_call *k, size_t rows, size
 
   struct te_ct_shape sh = te_ct_shape_of(rows, cols);
   struct tecore_launch_cfg cfg = {.grid = {sh.grid_x, sh.grid_y, 1},
-                                  .block = {TE_CT_THREADS, 1, 1}};
+                                  .block = {te_ct_threads(flags), 1, 1}};
   const int kidx = (ws ? CT_NVAR : 0) + mx * CT_NACT * CT_NDT + (k->act + 1) * CT_NDT +
                    (int)in->dtype;
   struct te_ct_args a = {

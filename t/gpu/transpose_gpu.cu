@@ -6,10 +6,10 @@
 // A standalone program (CUDA runtime, no libte build needed), from the
 // source root, with BUILD a configured build folder (for config.h and
 // te/version.h):
-//   gcc -O2 -std=gnu11 -c -Ilibtecore -I$BUILD -I$BUILD/libtecore -Ikernels \
+//   gcc -O2 -std=gnu11 -c -Ilibtecore -Icommon -I$BUILD -I$BUILD/libtecore -Ikernels \
 //       libtecore/transpose/transpose_vdev.c -o ct_vdev.o
 //   nvcc -O3 -std=c++17 -gencode=arch=compute_90a,code=sm_90a -Ikernels \
-//       -Ilibtecore -I$BUILD/libtecore -o ctg t/gpu/transpose_gpu.cu ct_vdev.o
+//       -Ilibtecore -Icommon -I$BUILD/libtecore -o ctg t/gpu/transpose_gpu.cu ct_vdev.o
 //   ./ctg [seed [speed]]      (speed: part 2 only)
 // Part 1 runs many shapes, dtypes, modes and activations on both and
 // requires identical bytes in every output (FP8 data, E8M0 and float
@@ -200,10 +200,10 @@ static void run_case(const ccase &c) {
     void *p[9] = {P(in), P(x), P(orow), P(ocol), P(scale), P(amax), P(sinv), P(csinv), P(ws)};
     void *args[13] = {&p[0], &p[1], &p[2], &p[3], &p[4], &p[5], &p[6], &p[7], &p[8],
                       &rows, &cols, &tpb, &flags};
-    struct tecore_launch_cfg cfg = {{sh.grid_x, sh.grid_y, 1}, {TE_CT_THREADS, 1, 1}, 0};
+    struct tecore_launch_cfg cfg = {{sh.grid_x, sh.grid_y, 1}, {te_ct_threads(flags), 1, 1}, 0};
     if (side == 0) {
       CK(cudaLaunchKernel((const void *)kfns[kidx(c.dbias_dt >= 0, c.mx, c.act, c.in_dt)],
-                          dim3(sh.grid_x, sh.grid_y), dim3(TE_CT_THREADS), args, 0, 0));
+                          dim3(sh.grid_x, sh.grid_y), dim3(te_ct_threads(flags)), args, 0, 0));
       CK(cudaGetLastError());
       CK(cudaDeviceSynchronize());
     } else {
@@ -336,7 +336,8 @@ static void speed() {
     const void *fn = (const void *)kfns[kidx(s.dbias, s.mx, s.act, s.in_dt)];
     double us = median_us(
         [&] {
-          CK(cudaLaunchKernel(fn, dim3(sh.grid_x, sh.grid_y), dim3(TE_CT_THREADS), args, 0, 0));
+          CK(cudaLaunchKernel(fn, dim3(sh.grid_x, sh.grid_y), dim3(te_ct_threads(flags)), args, 0,
+                              0));
           if (s.dbias)
             CK(cudaLaunchKernel((const void *)te_ct_dbias_reduce, dim3(C / TE_CT_RED_COLS),
                                 dim3(TE_CT_RED_COLS * TE_CT_RED_CHUNKS), rargs, 0, 0));
@@ -377,6 +378,17 @@ int main(int argc, char **argv) {
           run_case(c);
           ncase++;
         }
+  // more than TE_CT_TARGET_BLOCKS tiles: blocks of two row tiles (tpb 2),
+  // the double-buffered shared tile and the dbias accumulators across tiles
+  static const ccase big[] = {
+      {8256, 8200, 2, 3, 0, TE_ACT_GELU, 2, 1, 1, 0, 0, 0},
+      {8256, 8200, 1, 4, 0, TE_ACT_SILU, 0, 1, 1, 0, 0, 0},
+      {8256, 8200, 2, 3, 0, -1, 2, 1, 1, 0, 0, 0},
+  };
+  for (auto &c : big) {
+    run_case(c);
+    ncase++;
+  }
   printf("# part 1: %d cases, %d mismatches\n", ncase, failures);
   speed();
   return failures ? 1 : 0;
