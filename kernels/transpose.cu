@@ -382,22 +382,41 @@ __device__ __forceinline__ float ct_h2f(uint32_t u, int i) {
   return te_dev_h2f(i ? u >> 16 : u & 0xffffu);
 }
 
+// The running amax of ct_body_pt2 as two maxima of the values' bits, one
+// signed and one unsigned, so that an element costs one operand of a
+// three-way max (VIMNMX3) in each, not an AND and half a max: the signed
+// maximum is the largest |v| of the values with the sign bit clear (the
+// others are negative as int32), the unsigned one the largest |v| of
+// those with it set when there is one; max(|v|) as bits, te_abs_bits'
+// order (NaN above infinity), is the larger of the two with the sign bit
+// cleared.
+struct ct_amax2 {
+  int s;
+  uint32_t u;
+};
+__device__ __forceinline__ void ct_amax2_add(ct_amax2 *m, float a, float b) {
+  const uint32_t ua = __float_as_uint(a), ub = __float_as_uint(b);
+  m->s = max(m->s, max((int)ua, (int)ub));
+  m->u = max(m->u, max(ua, ub));
+}
+__device__ __forceinline__ uint32_t ct_amax2_bits(const ct_amax2 *m) {
+  return te_max_u32((uint32_t)m->s & 0x7fffffffu, m->u & 0x7fffffffu);
+}
+
 // One row chunk of ct_body_pt2: v = dy * act'(x) from the packed inputs;
 // the amax; s = v (first row) or s + v (second, when sum); w = the FP8
 // codes of v * mult.
 template <int IN, int ACT>
 __device__ __forceinline__ void ct_pt2_row(const uint32_t *d, const uint32_t *xs, float mult,
-                                           int out_dt, bool want_amax, uint32_t *am, float *s,
+                                           int out_dt, bool want_amax, ct_amax2 *am, float *s,
                                            bool sum, uint32_t *w) {
   float v[TE_CT_CHUNK];
 #pragma unroll
   for (int k = 0; k < TE_CT_CHUNK; k++)
     v[k] = te_ct_value(ACT, ct_h2f<IN>(d[k >> 1], k & 1), ct_h2f<IN>(xs[k >> 1], k & 1));
   if (want_amax) {
-    uint32_t m = *am;
 #pragma unroll
-    for (int k = 0; k < TE_CT_CHUNK; k++) m = te_max_u32(m, te_abs_bits(v[k]));
-    *am = m;
+    for (int k = 0; k < TE_CT_CHUNK; k += 2) ct_amax2_add(am, v[k], v[k + 1]);
   }
 #pragma unroll
   for (int k = 0; k < TE_CT_CHUNK; k++) s[k] = sum ? __fadd_rn(s[k], v[k]) : v[k];
@@ -435,7 +454,7 @@ __device__ __forceinline__ void ct_body_pt2(CT_PARAMS) {
   const int ld0 = rb * 16 * CT_T + ((warp ^ rb) << 4) + 2 * c2;
 
   float mult = 1.0f;
-  uint32_t am = 0;
+  ct_amax2 am = {0, 0u};
   float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
 
   const unsigned long long rtiles = (rows + CT_T - 1) / CT_T;
@@ -463,7 +482,7 @@ __device__ __forceinline__ void ct_body_pt2(CT_PARAMS) {
     float s[TE_CT_CHUNK];
     uint32_t w0[4], w1[4];
     ct_pt2_row<IN, ACT>(d0, x0, mult, out_dt, amax != nullptr, &am, s, false, w0);
-    ct_pt2_row<IN, ACT>(d1, x1, mult, out_dt, amax != nullptr, &am, s, dbias, w1);
+    ct_pt2_row<IN, ACT>(d1, x1, mult, out_dt, amax != nullptr, &am, s, DB, w1);
     if (dbias) {
       float r4[4];
       ct_pt2_rs(s, r4, lane);
@@ -509,7 +528,7 @@ __device__ __forceinline__ void ct_body_pt2(CT_PARAMS) {
     if (sinv) *(float *)sinv = si;
     if (csinv) *(float *)csinv = si;
   }
-  if (amax) te_dev_block_amax(amax, am);
+  if (amax) te_dev_block_amax(amax, ct_amax2_bits(&am));
 
   if (dbias) {
     // the 8 groups in order
@@ -540,10 +559,11 @@ __device__ __forceinline__ void ct_body_pt2(CT_PARAMS) {
 #ifndef CT_MINB_ACT
 #define CT_MINB_ACT 5
 #endif
-// ct_body_pt2: 8 blocks of 128 threads (32 warps, 64 registers).  ptxas
-// (CUDA 13.0, sm_90a) spills 24 bytes of the _db kernels there (the dbias
-// accumulators: 4 local loads and 2 stores a tile, against ~1400
-// instructions); 7 blocks (72 registers) spilled more in the first version.
+// ct_body_pt2: 8 blocks of 128 threads (32 warps, 64 registers), no spill
+// (ptxas, CUDA 13.0, sm_90a) once a row's floats are live one row at a
+// time (ct_pt2_row) and the dbias row-pair sum has no run-time branch; the
+// first version, all 64 values unpacked at once, spilled 100-200 bytes
+// even at 72 or 80 registers.
 #ifndef CT_MINB_PT2
 #define CT_MINB_PT2 8
 #endif
