@@ -430,6 +430,7 @@ template <int IN, int ACT, bool DB>
 __device__ __forceinline__ void ct_body_pt2(CT_PARAMS) {
   __shared__ __align__(16) uint8_t tbuf[2][CT_T * CT_T];
   __shared__ __align__(16) float part[CT_T / 8][CT_T];   // dbias: per-group column sums
+  __shared__ uint32_t wmax[TE_CT_THREADS_PT2 / 32];      // amax: per-warp maxima
   __shared__ float smult;
 
   const int out_dt = TE_CT_OUT_OF(flags);
@@ -528,13 +529,25 @@ __device__ __forceinline__ void ct_body_pt2(CT_PARAMS) {
     if (sinv) *(float *)sinv = si;
     if (csinv) *(float *)csinv = si;
   }
-  if (amax) te_dev_block_amax(amax, ct_amax2_bits(&am));
-
-  if (dbias) {
-    // the 8 groups in order
+  // amax and dbias share one barrier (te_dev_block_amax has two of its
+  // own): each warp's amax and the group sums go to shared memory, then
+  // thread 0 max-accumulates the block's amax (the atomic only where it
+  // raises the value) and threads 0..63 add the 8 groups in order.
+  if (amax) {
+    const uint32_t m = __reduce_max_sync(0xffffffffu, ct_amax2_bits(&am));
+    if (lane == 0) wmax[warp] = m;
+  }
+  if (dbias)
     *(float4 *)&part[p >> 2][tj * TE_CT_CHUNK + ct_pt2_col(lane)] =
         make_float4(acc[0], acc[1], acc[2], acc[3]);
-    __syncthreads();
+  if (amax || dbias) __syncthreads();
+  if (amax && t == 0) {
+    uint32_t m = wmax[0];
+#pragma unroll
+    for (int w = 1; w < TE_CT_THREADS_PT2 / 32; w++) m = te_max_u32(m, wmax[w]);
+    if (m > *(volatile unsigned *)amax) atomicMax(amax, m);
+  }
+  if (dbias) {
     if (t < CT_T && col0 + t < cols) {
       float s = part[0][t];
 #pragma unroll
