@@ -84,25 +84,23 @@ __device__ __forceinline__ void ct_st16(uint8_t *p, unsigned long long idx, int 
 // full butterfly's 48.  Every output is op applied as the tree
 // ((a0 op a1) op (a2 op a3)) op ((a4 op a5) op (a6 op a7)) of the rows
 // (op commutative), the order kernels/common/transpose.h documents.
+// One level of it: in[2n] -> out[n], exchanging with the lane `mask` away;
+// the lane with that bit set keeps the upper half.
+template <int N, typename T, typename OP>
+__device__ __forceinline__ void ct_rs_step(const T *in, T *out, int lane, int mask, OP op) {
+  const bool hi = lane & mask;
+#pragma unroll
+  for (int i = 0; i < N; i++) {
+    T send = hi ? in[i] : in[i + N], keep = hi ? in[i + N] : in[i];
+    out[i] = op(keep, __shfl_xor_sync(0xffffffffu, send, mask));
+  }
+}
 template <typename T, typename OP>
 __device__ __forceinline__ void ct_rs16(const T *v, T *r, int lane, OP op) {
-  const bool h1 = lane & 4, h2 = lane & 8, h3 = lane & 16;
   T a[8], b[4];
-#pragma unroll
-  for (int i = 0; i < 8; i++) {
-    T send = h1 ? v[i] : v[i + 8], keep = h1 ? v[i + 8] : v[i];
-    a[i] = op(keep, __shfl_xor_sync(0xffffffffu, send, 4));
-  }
-#pragma unroll
-  for (int i = 0; i < 4; i++) {
-    T send = h2 ? a[i] : a[i + 4], keep = h2 ? a[i + 4] : a[i];
-    b[i] = op(keep, __shfl_xor_sync(0xffffffffu, send, 8));
-  }
-#pragma unroll
-  for (int i = 0; i < 2; i++) {
-    T send = h3 ? b[i] : b[i + 2], keep = h3 ? b[i + 2] : b[i];
-    r[i] = op(keep, __shfl_xor_sync(0xffffffffu, send, 16));
-  }
+  ct_rs_step<8>(v, a, lane, 4, op);
+  ct_rs_step<4>(a, b, lane, 8, op);
+  ct_rs_step<2>(b, r, lane, 16, op);
 }
 __device__ __forceinline__ int ct_rs_col(int lane) {
   return ((lane & 4) ? 8 : 0) + ((lane & 8) ? 4 : 0) + ((lane & 16) ? 2 : 0);
@@ -113,6 +111,32 @@ struct ct_add {
 struct ct_max {
   __device__ uint32_t operator()(uint32_t a, uint32_t b) const { return te_max_u32(a, b); }
 };
+
+// What a call of the family asks (the flags word, the outputs given) and
+// where this thread's 16 columns start, for ct_body and ct_body_pt2.
+struct ct_what {
+  int out_dt;
+  bool amax_only, vin, vrow, vcol, dbias, wrow, wcol;
+  unsigned long long col0, c;   // the block's first column; this thread's
+  int ncol;                     // columns of the 16 inside the tensor
+};
+__device__ __forceinline__ ct_what ct_what_of(bool db, unsigned flags, const void *orow,
+                                              const void *ocol, const float *ws,
+                                              unsigned long long cols, int tj) {
+  ct_what w;
+  w.out_dt = TE_CT_OUT_OF(flags);
+  w.amax_only = (flags & TE_CT_F_AMAX_ONLY) != 0;
+  w.vin = (flags & TE_CT_F_VEC_IN) != 0;
+  w.vrow = (flags & TE_CT_F_VEC_ROW) != 0;
+  w.vcol = (flags & TE_CT_F_VEC_COL) != 0;
+  w.dbias = db && ws != nullptr && !w.amax_only;
+  w.wrow = orow != nullptr && !w.amax_only;
+  w.wcol = ocol != nullptr && !w.amax_only;
+  w.col0 = (unsigned long long)blockIdx.x * CT_T;
+  w.c = w.col0 + (unsigned long long)tj * TE_CT_CHUNK;
+  w.ncol = w.c < cols ? (int)min(cols - w.c, (unsigned long long)TE_CT_CHUNK) : 0;
+  return w;
+}
 
 // The kernels' parameters (kernels/common/transpose_params.h), which the
 // body takes too.
@@ -137,22 +161,15 @@ __device__ __forceinline__ void ct_body(CT_PARAMS) {
   __shared__ float cmult[CT_T / TE_CT_MX_BLOCK][CT_T];
   __shared__ float part[TE_CT_WARPS][CT_T];      // dbias: per-warp column sums
 
-  const int out_dt = TE_CT_OUT_OF(flags);
-  const bool amax_only = (flags & TE_CT_F_AMAX_ONLY) != 0;
-  const bool vin = (flags & TE_CT_F_VEC_IN) != 0;
-  const bool vrow = (flags & TE_CT_F_VEC_ROW) != 0;
-  const bool vcol = (flags & TE_CT_F_VEC_COL) != 0;
-  // dbias is a template parameter: without it the kernels need fewer
-  // registers (the cast kernels 32 instead of 40-48)
-  const bool dbias = DB && ws != nullptr && !amax_only;
-  const bool wrow = orow != nullptr && !amax_only;
-  const bool wcol = ocol != nullptr && !amax_only;
-
   const int t = threadIdx.x, lane = t & 31, warp = t >> 5;
   const int tr = t >> 2, tj = t & 3;
-  const unsigned long long col0 = (unsigned long long)blockIdx.x * CT_T;
-  const unsigned long long c = col0 + (unsigned long long)tj * TE_CT_CHUNK;
-  const int ncol = c < cols ? (int)min(cols - c, (unsigned long long)TE_CT_CHUNK) : 0;
+  // dbias is a template parameter: without it the kernels need fewer
+  // registers (the cast kernels 32 instead of 40-48)
+  const ct_what cw = ct_what_of(DB, flags, orow, ocol, ws, cols, tj);
+  const int out_dt = cw.out_dt, ncol = cw.ncol;
+  const bool amax_only = cw.amax_only, vin = cw.vin, vrow = cw.vrow, vcol = cw.vcol;
+  const bool dbias = cw.dbias, wrow = cw.wrow, wcol = cw.wcol;
+  const unsigned long long col0 = cw.col0, c = cw.c;
 
   // The per-tensor scale.  In the dact kernels thread 0 reads it once the
   // first tile's loads are out and hands it over through shared memory at
@@ -344,18 +361,9 @@ __device__ __forceinline__ int ct_pt2_slot(int r) {
 // columns 16*tj + k; out r[4], the group sums of columns 16*tj +
 // ct_pt2_col(lane) + i.
 __device__ __forceinline__ void ct_pt2_rs(const float *s, float *r, int lane) {
-  const bool h1 = lane & 4, h2 = lane & 8;
   float a[8];
-#pragma unroll
-  for (int i = 0; i < 8; i++) {
-    float send = h1 ? s[i] : s[i + 8], keep = h1 ? s[i + 8] : s[i];
-    a[i] = __fadd_rn(keep, __shfl_xor_sync(0xffffffffu, send, 4));
-  }
-#pragma unroll
-  for (int i = 0; i < 4; i++) {
-    float send = h2 ? a[i] : a[i + 4], keep = h2 ? a[i + 4] : a[i];
-    r[i] = __fadd_rn(keep, __shfl_xor_sync(0xffffffffu, send, 8));
-  }
+  ct_rs_step<8>(s, a, lane, 4, ct_add());
+  ct_rs_step<4>(a, r, lane, 8, ct_add());
 }
 __device__ __forceinline__ int ct_pt2_col(int lane) { return ((lane & 4) ? 8 : 0) + ((lane & 8) ? 4 : 0); }
 
@@ -433,20 +441,10 @@ __device__ __forceinline__ void ct_body_pt2(CT_PARAMS) {
   __shared__ uint32_t wmax[TE_CT_THREADS_PT2 / 32];      // amax: per-warp maxima
   __shared__ float smult;
 
-  const int out_dt = TE_CT_OUT_OF(flags);
-  const bool amax_only = (flags & TE_CT_F_AMAX_ONLY) != 0;
-  const bool vin = (flags & TE_CT_F_VEC_IN) != 0;
-  const bool vrow = (flags & TE_CT_F_VEC_ROW) != 0;
-  const bool vcol = (flags & TE_CT_F_VEC_COL) != 0;
-  const bool dbias = DB && ws != nullptr && !amax_only;
-  const bool wrow = orow != nullptr && !amax_only;
-  const bool wcol = ocol != nullptr && !amax_only;
-
   const int t = threadIdx.x, lane = t & 31, warp = t >> 5;
   const int p = t >> 2, tj = t & 3;
-  const unsigned long long col0 = (unsigned long long)blockIdx.x * CT_T;
-  const unsigned long long c = col0 + (unsigned long long)tj * TE_CT_CHUNK;
-  const int ncol = c < cols ? (int)min(cols - c, (unsigned long long)TE_CT_CHUNK) : 0;
+  const ct_what cw = ct_what_of(DB, flags, orow, ocol, ws, cols, tj);
+  const bool amax_only = cw.amax_only, dbias = cw.dbias;
   // shared-tile offsets of this thread's two rows (store) and of its two
   // columns' 16-row block (load)
   const int swz = (tj ^ ((p >> 3) & 3)) << 4;
@@ -464,14 +462,14 @@ __device__ __forceinline__ void ct_body_pt2(CT_PARAMS) {
   int buf = 0;
   for (unsigned long long rt = rt0; rt < rt1; rt++) {
     const unsigned long long row0 = rt * CT_T, r = row0 + 2 * p;
-    const int n0 = r < rows ? ncol : 0, n1 = r + 1 < rows ? ncol : 0;
-    const unsigned long long idx = r * cols + c;
+    const int n0 = r < rows ? cw.ncol : 0, n1 = r + 1 < rows ? cw.ncol : 0;
+    const unsigned long long idx = r * cols + cw.c;
     // the inputs stay packed (two 16-bit values a register) until used
     uint32_t d0[TE_CT_CHUNK / 2], d1[TE_CT_CHUNK / 2], x0[TE_CT_CHUNK / 2], x1[TE_CT_CHUNK / 2];
-    ct_ld16h(in, idx, n0, vin, d0);
-    ct_ld16h(in, idx + cols, n1, vin, d1);
-    ct_ld16h(x, idx, n0, vin, x0);
-    ct_ld16h(x, idx + cols, n1, vin, x1);
+    ct_ld16h(in, idx, n0, cw.vin, d0);
+    ct_ld16h(in, idx + cols, n1, cw.vin, d1);
+    ct_ld16h(x, idx, n0, cw.vin, x0);
+    ct_ld16h(x, idx + cols, n1, cw.vin, x1);
     // the scale, read once the first tile's loads are out (ct_body says why)
     if (!amax_only && rt == rt0) {
       if (t == 0) smult = *scale;
@@ -482,8 +480,8 @@ __device__ __forceinline__ void ct_body_pt2(CT_PARAMS) {
     // row's floats are live at a time
     float s[TE_CT_CHUNK];
     uint32_t w0[4], w1[4];
-    ct_pt2_row<IN, ACT>(d0, x0, mult, out_dt, amax != nullptr, &am, s, false, w0);
-    ct_pt2_row<IN, ACT>(d1, x1, mult, out_dt, amax != nullptr, &am, s, DB, w1);
+    ct_pt2_row<IN, ACT>(d0, x0, mult, cw.out_dt, amax != nullptr, &am, s, false, w0);
+    ct_pt2_row<IN, ACT>(d1, x1, mult, cw.out_dt, amax != nullptr, &am, s, DB, w1);
     if (dbias) {
       float r4[4];
       ct_pt2_rs(s, r4, lane);
@@ -491,17 +489,17 @@ __device__ __forceinline__ void ct_body_pt2(CT_PARAMS) {
       for (int i = 0; i < 4; i++) acc[i] = __fadd_rn(acc[i], r4[i]);
     }
     if (amax_only) continue;
-    if (wrow) {
-      if (n0) ct_st16(orow, idx, n0, vrow, w0);
-      if (n1) ct_st16(orow, idx + cols, n1, vrow, w1);
+    if (cw.wrow) {
+      if (n0) ct_st16(orow, idx, n0, cw.vrow, w0);
+      if (n1) ct_st16(orow, idx + cols, n1, cw.vrow, w1);
     }
-    if (wcol) {
+    if (cw.wcol) {
       uint8_t *tb = tbuf[buf];
       *(uint4 *)(tb + st0) = make_uint4(w0[0], w0[1], w0[2], w0[3]);
       *(uint4 *)(tb + st1) = make_uint4(w1[0], w1[1], w1[2], w1[3]);
       __syncthreads();
       // output rows (input columns) tc and tc+1, input rows rb*16 .. +15
-      const unsigned long long oc = col0 + tc, orow0 = row0 + rb * 16;
+      const unsigned long long oc = cw.col0 + tc, orow0 = row0 + rb * 16;
       if (oc < cols && orow0 < rows) {
         const uint8_t *src = tb + ld0;
         uint32_t h[TE_CT_CHUNK];
@@ -517,8 +515,8 @@ __device__ __forceinline__ void ct_body_pt2(CT_PARAMS) {
           o1[i] = __byte_perm(lo, hi, 0x7632);
         }
         const int nr = (int)min(rows - orow0, (unsigned long long)16);
-        ct_st16(ocol, oc * rows + orow0, nr, vcol, o0);
-        if (oc + 1 < cols) ct_st16(ocol, (oc + 1) * rows + orow0, nr, vcol, o1);
+        ct_st16(ocol, oc * rows + orow0, nr, cw.vcol, o0);
+        if (oc + 1 < cols) ct_st16(ocol, (oc + 1) * rows + orow0, nr, cw.vcol, o1);
       }
       buf ^= 1;
     }
@@ -548,11 +546,11 @@ __device__ __forceinline__ void ct_body_pt2(CT_PARAMS) {
     if (m > *(volatile unsigned *)amax) atomicMax(amax, m);
   }
   if (dbias) {
-    if (t < CT_T && col0 + t < cols) {
+    if (t < CT_T && cw.col0 + t < cols) {
       float s = part[0][t];
 #pragma unroll
       for (int g = 1; g < CT_T / 8; g++) s = __fadd_rn(s, part[g][t]);
-      ws[(unsigned long long)blockIdx.y * cols + col0 + t] = s;
+      ws[(unsigned long long)blockIdx.y * cols + cw.col0 + t] = s;
     }
   }
 }
