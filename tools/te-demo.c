@@ -379,6 +379,14 @@ static void calibrate(const struct stepper *st, const struct tecore_recipe *reci
   if (recipe) CHECK(tecore_seq_update_scales(st->m->seq, s));
 }
 
+/* How te-demo instantiates its graphs: uploaded, and with the priorities
+ * of the streams they were captured from.  CUDA ignores those unless asked
+ * (CUDA_GRAPH_INSTANTIATE_FLAG_USE_NODE_PRIORITY); without them the fuser's
+ * backward sum on its high-priority side stream (tecore_seq_backward(3),
+ * "Overlap") competes as an equal with the weight-gradient GEMM it is
+ * meant to hide behind, and the GEMM's CTAs can take every SM first. */
+#define DEMO_GRAPH_FLAGS (TEGRAPH_INSTANTIATE_UPLOAD | TEGRAPH_INSTANTIATE_USE_NODE_PRIORITY)
+
 /* The model's forward and backward as one graphed callable (warmup with
  * offload off, then the capture). */
 static void callable_setup(const struct opts *o, const struct data *dd, struct model *m) {
@@ -389,7 +397,7 @@ static void callable_setup(const struct opts *o, const struct data *dd, struct m
       .forward = fwd_cb, .backward = bwd_cb, .user = m, .sample_inputs = &sample,
       .ninputs = 1, .outputs = &outd, .noutputs = 1, .input_needs_grad = &needs,
       .num_warmup = 1, .pre_warmup = pre_warmup_cb, .post_warmup = post_warmup_cb,
-      .capture_mode = TECORE_CAPTURE_THREAD_LOCAL};
+      .capture_mode = TECORE_CAPTURE_THREAD_LOCAL, .instantiate_flags = DEMO_GRAPH_FLAGS};
   GCHECK(tegraph_callable_create(&cd, NULL, &m->callable));
 }
 
@@ -397,7 +405,7 @@ static void callable_setup(const struct opts *o, const struct data *dd, struct m
 static tegraph_graph_t *capture_step(const struct stepper *st, tecore_stream_t s) {
   tegraph_graph_t *g = NULL;
   size_t nodes = 0;
-  GCHECK(tegraph_graph_create(TEGRAPH_INSTANTIATE_UPLOAD, &g));
+  GCHECK(tegraph_graph_create(DEMO_GRAPH_FLAGS, &g));
   GCHECK(tegraph_graph_begin_capture(g, s, TECORE_CAPTURE_THREAD_LOCAL, 0));
   queue_step(st, s, NULL);
   GCHECK(tegraph_graph_end_capture(g, NULL));
@@ -510,7 +518,7 @@ static double time_forward(const struct stepper *st, tecore_stream_t s) {
   CHECK(tecore_memset_d32_async(st->noop, 1u, 1, s));
   tegraph_graph_t *g = NULL;
   if (o->graphs != MODE_EAGER) {
-    GCHECK(tegraph_graph_create(TEGRAPH_INSTANTIATE_UPLOAD, &g));
+    GCHECK(tegraph_graph_create(DEMO_GRAPH_FLAGS, &g));
     GCHECK(tegraph_graph_begin_capture(g, s, TECORE_CAPTURE_THREAD_LOCAL, 0));
     CHECK(tecore_seq_forward(st->m->seq, &xin, &y, st->noop, s));
     GCHECK(tegraph_graph_end_capture(g, NULL));
