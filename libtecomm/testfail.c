@@ -9,7 +9,8 @@
  * member, after the multicast object exists), mnnvl (the fabric export),
  * mnnvl-hang (the fabric import stalls past TECOMM_MNNVL_TIMEOUT), ipc (the
  * pool and workspace allocations), stage (a staging segment past the pool,
- * allreduce.c), nccl (ncclCommInitRank). */
+ * allreduce.c), nccl (the rank reports NCCL unusable in the capability
+ * exchange, as when libnccl.so.2 does not load there). */
 #include "comm_priv.h"
 #include <stdio.h>
 #include <stdlib.h>
