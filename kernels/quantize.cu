@@ -9,6 +9,9 @@
 //                          e4m3/e5m2, any n; 16 elements (one 16-byte store)
 //                          per thread per step when both pointers are 16-byte
 //                          aligned, else one element per step; grid-stride.
+//   te_fp8_quantize_pt_w, _ws  the same, each load of a warp 512 contiguous
+//                          bytes (_ws: with cache hints); the host picks
+//                          one of the three (TECORE_QUANTIZE_LOOP).
 //   te_fp8_amax            max |x| over n elements, same loop shape.
 //   te_fp8_quantize_mx_*   MXFP8 (one kernel per input type: f32, bf16, f16),
 //                          rows x cols, any shape: one 32x128 tile per warp,
@@ -114,7 +117,110 @@ static __device__ __forceinline__ uint32_t quant_flat(const void *__restrict__ i
   return m;
 }
 
-template <int IDT, int ODT>
+// ---- per-tensor, flat, warp-contiguous (te_fp8_quantize_pt_w, _ws) ----------
+// The same chunks as quant_flat, one warp's 32 chunks (512 elements) a
+// step, but each load instruction of the warp reads 512 contiguous bytes:
+// lane l takes the 16-byte vectors l, l + 32, ... of the warp's span.  In
+// quant_flat a lane's 32-byte chunk is two 16-byte loads, so each load
+// instruction touches 32 sectors for half their bytes and L1 sees every
+// sector twice; here every instruction is 16 full sectors.  HINT (the _ws
+// kernel) also skips L1 (every byte is read once), asks L2 to fetch 256
+// bytes a miss, and stores with the streaming (evict-first) policy.
+
+// 16 bytes at p.
+template <bool HINT>
+static __device__ __forceinline__ uint4 ld_vec(const void *p) {
+  if (!HINT) return *(const uint4 *)p;
+  uint4 r;
+  asm("ld.global.nc.L1::no_allocate.L2::256B.v4.u32 {%0, %1, %2, %3}, [%4];"
+      : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w)
+      : "l"(p));
+  return r;
+}
+// 8 / 4 FP8 bytes at p (8- / 4-byte aligned).
+template <bool HINT>
+static __device__ __forceinline__ void st_q8(void *p, uint2 q) {
+  if (!HINT) *(uint2 *)p = q;
+  else asm volatile("st.global.cs.v2.u32 [%0], {%1, %2};" ::"l"(p), "r"(q.x), "r"(q.y) : "memory");
+}
+template <bool HINT>
+static __device__ __forceinline__ void st_q4(void *p, uint32_t q) {
+  if (!HINT) *(uint32_t *)p = q;
+  else asm volatile("st.global.cs.u32 [%0], %1;" ::"l"(p), "r"(q) : "memory");
+}
+
+template <int IDT, int ODT, bool HINT>
+static __device__ __forceinline__ uint32_t quant_flat_w(const void *__restrict__ in,
+                                                        uint8_t *__restrict__ out, uint64_t n,
+                                                        float s, uint64_t blk, uint64_t nblk) {
+  constexpr int V = IDT == TE_FP8_DT_F32 ? 4 : 8;   // elements of a 16-byte vector
+  constexpr int K = 16 / V;                          // vectors a lane a step (16 elements)
+  constexpr int ES = IDT == TE_FP8_DT_F32 ? 4 : 2;   // input element size
+  uint32_t m = 0;
+  const bool vec = (((uintptr_t)in | (uintptr_t)out) & 15u) == 0;
+  const uint64_t nchunks = vec ? n / 16 : 0;
+  const uint64_t stride = nblk * QT;
+  const unsigned lane = threadIdx.x & 31u;
+  uint64_t c = blk * QT + threadIdx.x;
+  // whole warp spans (c - lane is the warp's first chunk: QT and stride are
+  // multiples of 32); the one partial span, if any, takes the loop below
+  for (; c - lane + 32 <= nchunks; c += stride) {
+    const uint64_t e0 = (c - lane) * 16;
+    uint4 r[K];
+#pragma unroll
+    for (int k = 0; k < K; k++)
+      r[k] = ld_vec<HINT>((const char *)in + (e0 + (uint64_t)(k * 32 + lane) * V) * ES);
+#pragma unroll
+    for (int k = 0; k < K; k++) {
+      float v[V];
+      const uint32_t w[4] = {r[k].x, r[k].y, r[k].z, r[k].w};
+#pragma unroll
+      for (int i = 0; i < 4; i++) {
+        if (IDT == TE_FP8_DT_F32) {
+          v[i] = __uint_as_float(w[i]);
+        } else if (IDT == TE_FP8_DT_BF16) {
+          v[2 * i] = __uint_as_float(w[i] << 16);
+          v[2 * i + 1] = __uint_as_float(w[i] & 0xffff0000u);
+        } else {
+          v[2 * i] = te_f16_to_f32((uint16_t)(w[i] & 0xffffu));
+          v[2 * i + 1] = te_f16_to_f32((uint16_t)(w[i] >> 16));
+        }
+      }
+#pragma unroll
+      for (int i = 0; i < V; i++) m = te_max_u32(m, te_abs_bits(v[i]));
+      uint8_t *o = out + e0 + (uint64_t)(k * 32 + lane) * V;
+      if (V == 8) {
+        st_q8<HINT>(o, quant8<ODT>(v, s));
+      } else {
+        const uint32_t lo = te_f32x2_to_fp8x2(v[0] * s, v[1 % V] * s, ODT);
+        const uint32_t hi = te_f32x2_to_fp8x2(v[2 % V] * s, v[3 % V] * s, ODT);
+        st_q4<HINT>(o, lo | (hi << 16));
+      }
+    }
+  }
+  for (; c < nchunks; c += stride) {
+    float v[16];
+    load16<IDT>(in, c, v);
+#pragma unroll
+    for (int k = 0; k < 16; k++) m = te_max_u32(m, te_abs_bits(v[k]));
+    uint2 a = quant8<ODT>(v, s), b = quant8<ODT>(v + 8, s);
+    ((uint4 *)out)[c] = make_uint4(a.x, a.y, b.x, b.y);
+  }
+  for (uint64_t i = nchunks * 16 + blk * QT + threadIdx.x; i < n; i += stride) {
+    float x = te_q_load(in, i, IDT);
+    m = te_max_u32(m, te_abs_bits(x));
+    out[i] = te_f32_to_fp8(x * s, ODT);
+  }
+  return m;
+}
+
+#define QPT_ARGS_DECL                                                                        \
+  const void *in, void *out, uint64_t n, float *scale, float *scale_inv, float *scale_inv_col, \
+      unsigned *amax, int current, float eps, int pow2, uint64_t blk, uint64_t nblk
+#define QPT_ARGS_USE in, out, n, scale, scale_inv, scale_inv_col, amax, current, eps, pow2, blk, nblk
+
+// LOOP: 0 quant_flat, 1 quant_flat_w, 2 quant_flat_w with the cache hints.
+template <int IDT, int ODT, int LOOP = 0>
 static __device__ void quant_pt(const void *in, void *out, uint64_t n, float *scale,
                                 float *scale_inv, float *scale_inv_col, unsigned *amax,
                                 int current, float eps, int pow2, uint64_t blk, uint64_t nblk) {
@@ -125,8 +231,15 @@ static __device__ void quant_pt(const void *in, void *out, uint64_t n, float *sc
     if (scale_inv) *scale_inv = si;
     if (scale_inv_col) *scale_inv_col = si;
   }
-  uint32_t m = quant_flat<IDT, ODT>(in, (uint8_t *)out, n, s, blk, nblk);
+  uint32_t m = LOOP == 0 ? quant_flat<IDT, ODT>(in, (uint8_t *)out, n, s, blk, nblk)
+                         : quant_flat_w<IDT, ODT, LOOP == 2>(in, (uint8_t *)out, n, s, blk, nblk);
   if (!current && amax) block_amax(m, amax);
+}
+template <int IDT, int ODT> static __device__ void quant_pt_w(QPT_ARGS_DECL) {
+  quant_pt<IDT, ODT, 1>(QPT_ARGS_USE);
+}
+template <int IDT, int ODT> static __device__ void quant_pt_ws(QPT_ARGS_DECL) {
+  quant_pt<IDT, ODT, 2>(QPT_ARGS_USE);
 }
 
 #define DISPATCH_IO(in_dt, out_dt, FN, ...)                                              \
@@ -142,12 +255,19 @@ static __device__ void quant_pt(const void *in, void *out, uint64_t n, float *sc
     }                                                                                   \
   } while (0)
 
-extern "C" __global__ void __launch_bounds__(QT)
-te_fp8_quantize_pt(TE_KSIG(TE_FP8_QUANTIZE_PT_PARAMS)) {
-  if (noop_set(noop)) return;
-  DISPATCH_IO(in_dt, out_dt, quant_pt, in, out, n, scale, scale_inv, scale_inv_col, amax, current,
-              eps, pow2, blockIdx.x, gridDim.x);
-}
+// Three kernels with one parameter list (and one vdev function), the
+// host picks one (TECORE_QUANTIZE_LOOP): te_fp8_quantize_pt (quant_flat),
+// _w (warp-contiguous loads), _ws (the same with cache hints).
+#define QPT_KERNEL(name, FN)                                                                 \
+  extern "C" __global__ void __launch_bounds__(QT) name(TE_KSIG(TE_FP8_QUANTIZE_PT_PARAMS)) { \
+    if (noop_set(noop)) return;                                                              \
+    DISPATCH_IO(in_dt, out_dt, FN, in, out, n, scale, scale_inv, scale_inv_col, amax,        \
+                current, eps, pow2, blockIdx.x, gridDim.x);                                  \
+  }
+QPT_KERNEL(te_fp8_quantize_pt, quant_pt)
+QPT_KERNEL(te_fp8_quantize_pt_w, quant_pt_w)
+QPT_KERNEL(te_fp8_quantize_pt_ws, quant_pt_ws)
+#undef QPT_KERNEL
 
 // ---- amax -------------------------------------------------------------------
 

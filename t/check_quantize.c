@@ -381,9 +381,8 @@ END_TEST
 
 /* Per-tensor quantize of more elements than the grid's threads take in one
  * 16-element chunk each (the grid is capped at 8 blocks of 256 threads an
- * SM: 4.3M elements on 132 SMs), so that on a GPU every thread loops: BF16
- * takes two chunks a step, then an odd last chunk and the 3-element tail;
- * F16 and F32 one chunk a step.  16.8M elements, delayed and current. */
+ * SM: 4.3M elements on 132 SMs), so that on a GPU every thread loops,
+ * then the 3-element tail.  16.8M elements, delayed and current. */
 START_TEST(per_tensor_many_chunks_a_thread) {
   static const tecore_dtype_t dts[] = {TECORE_DTYPE_BF16, TECORE_DTYPE_F16, TECORE_DTYPE_F32};
   for (int i = 0; i < 3; i++)
@@ -397,6 +396,47 @@ START_TEST(per_tensor_many_chunks_a_thread) {
     }
 }
 END_TEST
+/* The per-tensor kernel's three loops (TECORE_QUANTIZE_LOOP 0, 1, 2), each
+ * with another grid (TECORE_QUANTIZE_BLOCKS_PER_SM 0: a block per 4096
+ * elements; 8: one wave; 3: a grid-stride loop of many steps): the same
+ * bytes as the reference.  4.55M elements, a count that leaves a partial
+ * last warp span (the warp-contiguous loops' fallback) and a 3-element
+ * tail.  The tunables are read once a process: set here, before this
+ * test's first quantize (Check forks a process a test); under CK_FORK=no
+ * an earlier test has read them and the case says it runs the loop read. */
+static void run_loop(int loop, int per_sm) {
+  char v[16];
+  snprintf(v, sizeof v, "%d", loop);
+  ck_assert_int_eq(setenv("TECORE_QUANTIZE_LOOP", v, 1), 0);
+  snprintf(v, sizeof v, "%d", per_sm);
+  ck_assert_int_eq(setenv("TECORE_QUANTIZE_BLOCKS_PER_SM", v, 1), 0);
+  struct tecore_tunable_info li, bi;
+  TE_OK(tecore_tunable_find("TECORE_QUANTIZE_LOOP", &li));
+  TE_OK(tecore_tunable_find("TECORE_QUANTIZE_BLOCKS_PER_SM", &bi));
+  if (li.value_int != loop || bi.value_int != per_sm)
+    fprintf(stderr, "# per_tensor_loop: tunables read earlier in this process: loop %lld, "
+            "%lld blocks an SM\n", (long long)li.value_int, (long long)bi.value_int);
+  static const tecore_dtype_t dts[] = {TECORE_DTYPE_BF16, TECORE_DTYPE_F16, TECORE_DTYPE_F32};
+  for (int i = 0; i < 3; i++) {
+    struct qcase k = {.rows = 1111, .cols = 4099, .in_dt = dts[i],
+                      .out_dt = (i + loop) % 2 ? TECORE_DTYPE_E5M2 : TECORE_DTYPE_E4M3,
+                      .mode = i == 0 ? TECORE_SCALING_CURRENT : TECORE_SCALING_DELAYED,
+                      .rowwise = 1, .range = te_rand_float(0.5f, 3000.0f)};
+    run_case(&k);
+  }
+  /* a short one whose only warp span is partial */
+  struct qcase k = {.rows = 3, .cols = 100, .in_dt = TECORE_DTYPE_BF16,
+                    .out_dt = TECORE_DTYPE_E4M3, .mode = TECORE_SCALING_DELAYED, .rowwise = 1,
+                    .range = 100.0f};
+  run_case(&k);
+}
+START_TEST(per_tensor_loop_0) { run_loop(0, 0); }
+END_TEST
+START_TEST(per_tensor_loop_1) { run_loop(1, 8); }
+END_TEST
+START_TEST(per_tensor_loop_2) { run_loop(2, 3); }
+END_TEST
+
 START_TEST(delayed_transposed) {
   sweep(TECORE_SCALING_DELAYED, 1, 1);
   sweep(TECORE_SCALING_DELAYED, 0, 1);
@@ -857,6 +897,9 @@ static Suite *make_suite(void) {
   tcase_add_test(tc, current_transposed);
   tcase_add_test(tc, nan_and_inf_inputs);
   tcase_add_test(tc, per_tensor_many_chunks_a_thread);
+  tcase_add_test(tc, per_tensor_loop_0);
+  tcase_add_test(tc, per_tensor_loop_1);
+  tcase_add_test(tc, per_tensor_loop_2);
   tc = te_tcase(s, "blocks", 1);
   tcase_add_test(tc, mxfp8_both);
   tcase_add_test(tc, mxfp8_one_side);

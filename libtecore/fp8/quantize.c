@@ -225,7 +225,7 @@ static void vdev_dequantize(const struct tecore_launch_cfg *cfg, void *const *ar
 
 enum {
   K_QPT, K_AMAX, K_MX_F32, K_MX_F16, K_MX_BF16, K_BLK, K_DEQ, K_QMULTI,
-  K_AMAX_MULTI, K_INIT_MULTI
+  K_AMAX_MULTI, K_INIT_MULTI, K_QPT_W, K_QPT_WS
 };
 static const struct tecore_kernel_def q_kernels[] = {
     [K_QPT] = TE_KDEF("te_fp8_quantize_pt", vdev_quantize_pt, TE_FP8_QUANTIZE_PT_PARAMS),
@@ -239,6 +239,10 @@ static const struct tecore_kernel_def q_kernels[] = {
     [K_QMULTI] = TE_KDEF("te_fp8_quantize_multi", vdev_quantize_multi, TE_FP8_QMULTI_PARAMS),
     [K_AMAX_MULTI] = TE_KDEF("te_fp8_amax_multi", vdev_amax_multi, TE_FP8_QMULTI_PARAMS),
     [K_INIT_MULTI] = TE_KDEF("te_fp8_amax_init_multi", vdev_amax_init_multi, TE_FP8_QMULTI_PARAMS),
+    /* the per-tensor kernel's other loops (TECORE_QUANTIZE_LOOP): same
+     * parameters, same bytes, one vdev function */
+    [K_QPT_W] = TE_KDEF("te_fp8_quantize_pt_w", vdev_quantize_pt, TE_FP8_QUANTIZE_PT_PARAMS),
+    [K_QPT_WS] = TE_KDEF("te_fp8_quantize_pt_ws", vdev_quantize_pt, TE_FP8_QUANTIZE_PT_PARAMS),
 };
 
 static const struct te_kalign q_align[] = {
@@ -252,6 +256,8 @@ static const struct te_kalign q_align[] = {
     [K_QMULTI] = TE_KALIGN(TE_FP8_QMULTI_PARAMS),
     [K_AMAX_MULTI] = TE_KALIGN(TE_FP8_QMULTI_PARAMS),
     [K_INIT_MULTI] = TE_KALIGN(TE_FP8_QMULTI_PARAMS),
+    [K_QPT_W] = TE_KALIGN(TE_FP8_QUANTIZE_PT_PARAMS),
+    [K_QPT_WS] = TE_KALIGN(TE_FP8_QUANTIZE_PT_PARAMS),
 };
 
 TE_KERNEL_TABLE_FATBIN_ALIGNED(q_first_id, "libtecore/quantize", q_kernels, q_align, quantize)
@@ -328,6 +334,17 @@ static tecore_result_t check_fp8_output(const struct tecore_tensor *out, const c
   return TECORE_SUCCESS;
 }
 
+/* The per-tensor kernel's loop and grid: the delayed-scaling quantize is
+ * bound by DRAM, and which access pattern and grid get closest to the copy
+ * rate is a measurement on each GPU, so both are tunables (the defaults
+ * are the H100's best known).  Same bytes out whatever the choice. */
+TE_PARAM_INT(quantize_loop, "TECORE_QUANTIZE_LOOP", 1, 0, 2,
+             "per-tensor quantize kernel loop: 0 a 32-byte chunk a lane (two 16-byte loads), "
+             "1 warp-contiguous 16-byte loads, 2 the same skipping L1 with streaming stores");
+TE_PARAM_INT(quantize_blocks_per_sm, "TECORE_QUANTIZE_BLOCKS_PER_SM", 8, 0, 64,
+             "per-tensor quantize grid: at most this many 256-thread blocks per SM "
+             "(8: one resident wave, a grid-stride loop), 0 for one 16-element chunk a thread");
+
 /* Per-tensor, rowwise only (current scaling: the amax pass first). */
 static tecore_result_t quantize_pt(const struct tecore_tensor *in, const struct tecore_tensor *out,
                                    uint64_t n, tecore_devptr_t noop, tecore_stream_t stream) {
@@ -341,7 +358,13 @@ static tecore_result_t quantize_pt(const struct tecore_tensor *in, const struct 
       .pow2 = (out->flags & TECORE_TENSOR_POW2_SCALES) ? 1 : 0};
   void *args[TE_KNPARAMS(TE_FP8_QUANTIZE_PT_PARAMS)];
   te_quantize_pt_args_ptrs(&a, args);
-  return q_launch(K_QPT, q_cfg((n + 16 * QT - 1) / (16 * QT), 8), args, stream);
+  static const int loop_kernel[] = {K_QPT, K_QPT_W, K_QPT_WS};
+  const int64_t loop = tecore_tunable_int(&quantize_loop);
+  const int64_t per_sm = tecore_tunable_int(&quantize_blocks_per_sm);
+  const uint64_t want = (n + 16 * QT - 1) / (16 * QT);
+  struct tecore_launch_cfg cfg = q_cfg(want, per_sm > 0 ? (unsigned)per_sm : 1);
+  if (per_sm == 0 && want > 0 && want <= 0x7fffffffu) cfg.grid[0] = (unsigned)want;
+  return q_launch(loop_kernel[loop >= 0 && loop <= 2 ? loop : 1], cfg, args, stream);
 }
 
 /* MXFP8, rowwise and / or columnwise. */
