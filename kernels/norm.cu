@@ -16,6 +16,11 @@
 // same bits.  Forward blocks loop over row groups when the grid is smaller
 // than the rows need; a block whose amax adds nothing skips its atomic.
 //
+// te_norm_fwd_full16 takes the BF16 rows that fill 4 vectors of every
+// thread (hidden 4096, 8192) with their width a compile-time constant: no
+// per-vector tests, constant address offsets (about 570 instructions a row
+// of 32 elements a thread where te_norm_fwd_fast16 takes about 800).
+//
 // The element loops are instruction-bound unless every branch is gone, so
 // the common cases (one dtype for x, gamma (and dy, dx, extra_grad), the
 // output that dtype or FP8; LayerNorm or RMSNorm) are compiled with those
@@ -74,6 +79,26 @@ __device__ __forceinline__ void nv_st(void *p, unsigned long long i, int dt, con
   if constexpr (VEC == 8 && DT >= 0) te_dev_st8t<DT>(p, i, v);
   else if constexpr (VEC == 8) te_dev_st8(p, i, dt, v);
   else te_st(p, i, DT >= 0 ? DT : dt, v[0]);
+}
+
+// The later passes' widening of a packed BF16 row (RAW, FULL): the same
+// floats as te_dev_unpack8t, by byte permutes instead of shifts and masks,
+// so that the compiler does not keep the first pass's 32 floats live to
+// reuse them (under te_norm_fwd_fast16's 48 registers they spilled; an
+// empty asm between the passes did not stop ptxas).  F16 goes through
+// te_dev_unpack8t.
+template <int DT>
+__device__ __forceinline__ void unpack8_again(uint4 u, float *v) {
+  if constexpr (DT == BF16) {
+    const uint32_t w[4] = {u.x, u.y, u.z, u.w};
+#pragma unroll
+    for (int k = 0; k < 4; k++) {
+      v[2 * k] = __uint_as_float(__byte_perm(w[k], 0u, 0x1044));       // bytes 1,0 on top
+      v[2 * k + 1] = __uint_as_float(__byte_perm(w[k], 0u, 0x3244));   // bytes 3,2 on top
+    }
+  } else {
+    te_dev_unpack8t<DT>(u, v);
+  }
 }
 
 // Sums NVAL values over the T threads of each row (norm.h's order); every
@@ -155,17 +180,28 @@ struct fwd_args {
 // marked "pass 1", "output pass".
 // ZCC: zero-centered gamma known at compile time (0, 1), or -1: read the
 // flag (g + zc, te_norm_gamma).
-template <int VEC, bool STREAM, int DX, int DW, int DY, int LNC, int ZCC>
+// FT: 0, or the threads of a row known at compile time when every thread
+// holds exactly NVR vectors of its row (nv == NVR, hidden == NVR * FT *
+// VEC: FT 128 is hidden 4096, 256 is 8192; te_norm_fwd_fast16 checks and
+// takes that instantiation).  Then no per-vector tests, and every address
+// is a row base plus constant offsets (te_norm_fwd_fast16's LayerNorm is
+// bound by instruction issue: these were about 70 of its 900 instructions
+// a row, ncu).  A row slot past the last row (FT < the block, R > 1) loads
+// the last row instead, so that passes 1 and 2 need no test (their sums
+// are never used), and skips the output pass.
+template <int VEC, bool STREAM, int DX, int DW, int DY, int LNC, int ZCC, int FT = 0>
 __device__ __forceinline__ void norm_fwd(const fwd_args &a) {
   __shared__ float red[2][1][32];
+  constexpr bool FULL = FT > 0;
   // T is a power of two: shifts, not divisions by a run-time value.
-  const int T = a.tpr, lgT = 31 - __clz(T), t = threadIdx.x & (T - 1), nv = a.nv;
-  const int R = blockDim.x >> lgT;
+  const int T = FULL ? FT : a.tpr, lgT = 31 - __clz(T), t = threadIdx.x & (T - 1);
+  const int nv = FULL ? TE_NORM_FWD_NV_MAX : a.nv;
+  const int R = FULL && FT >= TE_NORM_FWD_BLOCK ? 1 : blockDim.x >> lgT;
   const int dx = TE_NORM_DT(a.dtypes, 0), dw = TE_NORM_DT(a.dtypes, 1), dy = TE_NORM_DT(a.dtypes, 2);
   const bool ln = LNC >= 0 ? (LNC != 0) : ((a.flags & TE_NORM_LAYERNORM) != 0);
   const float zc = te_norm_zc(a.flags);
   const float sc = (te_dt_is_fp8(DY >= 0 ? DY : dy) && a.scale) ? *a.scale : 1.0f;
-  const unsigned hidden = a.hidden;
+  const unsigned hidden = FULL ? (unsigned)(TE_NORM_FWD_NV_MAX * FT * VEC) : a.hidden;
   const unsigned nvec = VEC == 8 ? hidden / 8 : hidden;
   const float h = (float)hidden, hinv = te_norm_inv_pow2(h);
   constexpr int NVR = STREAM ? 1 : TE_NORM_FWD_NV_MAX;
@@ -178,8 +214,8 @@ __device__ __forceinline__ void norm_fwd(const fwd_args &a) {
   int buf = 0;
   for (unsigned long long grp = blockIdx.x; grp * R < a.rows; grp += gridDim.x) {
     const unsigned long long row = grp * R + (threadIdx.x >> lgT);
-    const bool valid = row < a.rows;
-    const unsigned long long base = row * hidden;
+    const bool valid = (FULL && R == 1) || row < a.rows;
+    const unsigned long long base = (FULL && !valid ? a.rows - 1 : row) * hidden;
     float v[RAW ? VEC : NVR * VEC];
     uint4 xr[RAW ? NVR : 1];
     float s[1] = {0.0f};
@@ -189,12 +225,13 @@ __device__ __forceinline__ void norm_fwd(const fwd_args &a) {
 #pragma unroll
       for (int j = 0; j < NVR; j++) {
         const unsigned vi = (unsigned)j * T + t;
-        if (j < nv && valid && vi < nvec) xr[j] = te_dev_ld8raw<DX>(a.x, base + (unsigned long long)vi * VEC);
+        if (FULL || (j < nv && valid && vi < nvec))
+          xr[j] = te_dev_ld8raw<DX>(a.x, base + (unsigned long long)vi * VEC);
       }
 #pragma unroll
       for (int j = 0; j < NVR; j++) {
         const unsigned vi = (unsigned)j * T + t;
-        if (j < nv && valid && vi < nvec) {
+        if (FULL || (j < nv && valid && vi < nvec)) {
           te_dev_unpack8t<DX>(xr[j], v);
 #pragma unroll
           for (int k = 0; k < VEC; k++) s[0] = ln ? te_add_rn(s[0], v[k]) : te_fma_rn(v[k], v[k], s[0]);
@@ -231,12 +268,18 @@ __device__ __forceinline__ void norm_fwd(const fwd_args &a) {
 #pragma unroll
         for (int j = 0; j < NVR; j++) {
           const unsigned vi = (unsigned)j * T + t;
-          if (j < nv && valid && vi < nvec) {
+          if (FULL || (j < nv && valid && vi < nvec)) {
             float *e = RAW ? v : &v[j * VEC];
-            if (RAW) te_dev_unpack8t<DX>(xr[j], v);
+            if (RAW && FULL) unpack8_again<DX>(xr[j], v);
+            else if (RAW) te_dev_unpack8t<DX>(xr[j], v);
 #pragma unroll
             for (int k = 0; k < VEC; k++) {
-              float d = te_sub_rn(e[k], mean);
+              // RAW recomputes x - mean in the output pass; with FULL written
+              // here as fma(x, 1, -mean), the same bits (x * 1 is exact, so
+              // one rounding of x + (-mean); zeros: x - x is +0 either way),
+              // so that the compiler does not keep the 32 differences live
+              // from here to there (it did, and spilled)
+              float d = RAW && FULL ? te_fma_rn(e[k], 1.0f, -mean) : te_sub_rn(e[k], mean);
               if (!RAW) e[k] = d;
               q[0] = te_fma_rn(d, d, q[0]);
             }
@@ -267,14 +310,16 @@ __device__ __forceinline__ void norm_fwd(const fwd_args &a) {
     }
 
     // output pass
+    if (FULL && !valid) continue;
 #pragma unroll
     for (int j = 0; j < (STREAM ? 1 : NVR); j++) {
       for (int js = j; js < (STREAM ? nv : j + 1); js++) {
         const unsigned vi = (unsigned)js * T + t;
-        if (!(js < nv && valid && vi < nvec)) continue;
+        if (!FULL && !(js < nv && valid && vi < nvec)) continue;
         float *e = (RAW || STREAM) ? v : &v[j * VEC];
         if (STREAM) nv_ld<VEC, DX>(a.x, base + (unsigned long long)vi * VEC, dx, e);
-        if (RAW) te_dev_unpack8t<DX>(xr[j], e);
+        if (RAW && FULL) unpack8_again<DX>(xr[j], e);
+        else if (RAW) te_dev_unpack8t<DX>(xr[j], e);
         if (ln && (STREAM || RAW))
 #pragma unroll
           for (int k = 0; k < VEC; k++) e[k] = te_sub_rn(e[k], mean);
@@ -339,6 +384,30 @@ NORM_FWD_FAST(te_norm_fwd_fast, __launch_bounds__(TE_NORM_FAST_TMAX, 2),
     NORM_FWD_CASE(1, F32, F32) NORM_FWD_CASE(1, F32, E4M3) NORM_FWD_CASE(1, F32, E5M2))
 #undef NORM_FWD_FAST
 #undef NORM_FWD_CASE
+
+// te_norm_fwd_full16: te_norm_fwd_fast16's BF16 cases whose rows are
+// whole (norm_fwd's FT: 4 vectors a thread, 128 or 256 threads a row,
+// hidden 4096 or 8192; gamma not zero-centered), a kernel of their own so
+// that their register allocation is their own (inside te_norm_fwd_fast16
+// they spilled).  F16 rows stay in te_norm_fwd_fast16: their later passes
+// widen with the same instruction as the first, the compiler keeps the
+// first pass's floats and spills.
+#define NORM_FULL_CASE(L, O)                                          \
+  case L * 64 + O:                                                    \
+    if (tpr == 128) norm_fwd<8, false, BF16, BF16, O, L, 0, 128>(a);  \
+    else norm_fwd<8, false, BF16, BF16, O, L, 0, 256>(a);             \
+    return;
+extern "C" __global__ void __maxnreg__(48) te_norm_fwd_full16(TE_KSIG(TE_NORM_FWD_PARAMS)) {
+  const fwd_args a = {TE_KNAMES(TE_NORM_FWD_PARAMS)};
+  norm_fwd_prologue(a);
+  const int ln = (flags & TE_NORM_LAYERNORM) != 0, dy = TE_NORM_DT(dtypes, 2);
+  switch (ln * 64 + dy) {
+    NORM_FULL_CASE(0, BF16) NORM_FULL_CASE(0, E4M3) NORM_FULL_CASE(0, E5M2)
+    NORM_FULL_CASE(1, BF16) NORM_FULL_CASE(1, E4M3) NORM_FULL_CASE(1, E5M2)
+    default: break;
+  }
+}
+#undef NORM_FULL_CASE
 
 #define TE_NORM_FWD_KERNEL(name, VEC, STREAM)                                                 \
   extern "C" __global__ void __launch_bounds__(1024)                                          \

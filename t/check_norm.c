@@ -225,6 +225,27 @@ START_TEST(test_norm_fwd) {
 }
 END_TEST
 
+/* BF16 rows that fill 4 vectors of every thread (hidden 4096: 128 threads a
+ * row, 8192: 256), gamma as stored: the kernel without per-vector tests
+ * (te_norm_fwd_full16 on a GPU), LayerNorm and RMSNorm, BF16 and FP8
+ * outputs, delayed and current scaling; and more rows than its grid of one
+ * wave of resident blocks (132 SMs x 10 blocks of 128 threads, x 5 of
+ * 256), so each block loops over rows.  Zero-centered gamma at the same
+ * shape takes the other kernel (te_norm_fwd_fast16). */
+START_TEST(test_norm_fwd_whole_rows) {
+  static const size_t hid[2] = {4096, 8192}, many[2] = {1400, 700};
+  const tecore_dtype_t bf = TECORE_DTYPE_BF16;
+  for (int i = 0; i < 2; i++) {
+    run_fwd(1, 37, hid[i], bf, bf, TECORE_DTYPE_BF16, 0);
+    run_fwd(0, 37, hid[i], bf, bf, TECORE_DTYPE_E5M2, 0);
+    run_fwd_mode(1, 37, hid[i], bf, bf, TECORE_DTYPE_E4M3, 0, 1, i);
+    run_fwd_mode(0, 37, hid[i], bf, bf, TECORE_DTYPE_E4M3, 0, 1, 1 - i);
+    run_fwd(1, many[i], hid[i], bf, bf, TECORE_DTYPE_E4M3, 0);
+    run_fwd(i, 37, hid[i], bf, bf, TECORE_DTYPE_E4M3, TECORE_NORM_ZERO_CENTERED_GAMMA);
+  }
+}
+END_TEST
+
 /* ---- backward ---------------------------------------------------------------------- */
 
 /* mode: 0 LayerNorm, 1 RMSNorm, 2 rmsnorm_bwd_add, 3 rmsnorm_bwd_add with
@@ -523,6 +544,7 @@ static Suite *norm_suite(void) {
   Suite *s = suite_create("norm");
   TCase *tc = te_tcase(s, "fwd", 1);
   tcase_add_loop_test(tc, test_norm_fwd, 0, (int)TE_ARRAY_N(nshapes));
+  tcase_add_test(tc, test_norm_fwd_whole_rows);
   tc = te_tcase(s, "bwd", 1);
   tcase_add_loop_test(tc, test_norm_bwd, 0, (int)TE_ARRAY_N(nshapes));
   tc = te_tcase(s, "misc", 1);

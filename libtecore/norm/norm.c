@@ -11,7 +11,7 @@
 
 enum { K_FWD_V8, K_FWD_V1, K_FWD_STREAM_V8, K_FWD_STREAM_V1,
        K_BWD_V8, K_BWD_V1, K_BWD_STREAM_V8, K_BWD_STREAM_V1, K_BWD_REDUCE,
-       K_FWD_FAST, K_BWD_FAST, K_FWD_FAST16 };
+       K_FWD_FAST, K_BWD_FAST, K_FWD_FAST16, K_FWD_FULL16 };
 
 #define NORM_FWD_DEF(sym, fn) TE_KDEF(sym, fn, TE_NORM_FWD_PARAMS)
 #define NORM_BWD_DEF(sym, fn) TE_KDEF(sym, fn, TE_NORM_BWD_PARAMS)
@@ -28,6 +28,7 @@ static const struct tecore_kernel_def norm_kernels[] = {
     [K_FWD_FAST] = NORM_FWD_DEF("te_norm_fwd_fast", te_norm_vdev_fwd_v8),
     [K_BWD_FAST] = NORM_BWD_DEF("te_norm_bwd_fast", te_norm_vdev_bwd_v8),
     [K_FWD_FAST16] = NORM_FWD_DEF("te_norm_fwd_fast16", te_norm_vdev_fwd_v8),
+    [K_FWD_FULL16] = NORM_FWD_DEF("te_norm_fwd_full16", te_norm_vdev_fwd_v8),
 };
 
 #define NORM_FWD_ALIGN TE_KALIGN(TE_NORM_FWD_PARAMS)
@@ -39,7 +40,7 @@ static const struct te_kalign norm_align[] = {
     [K_BWD_STREAM_V8] = NORM_BWD_ALIGN, [K_BWD_STREAM_V1] = NORM_BWD_ALIGN,
     [K_BWD_REDUCE] = TE_KALIGN(TE_NORM_REDUCE_PARAMS),
     [K_FWD_FAST] = NORM_FWD_ALIGN,      [K_BWD_FAST] = NORM_BWD_ALIGN,
-    [K_FWD_FAST16] = NORM_FWD_ALIGN,
+    [K_FWD_FAST16] = NORM_FWD_ALIGN,   [K_FWD_FULL16] = NORM_FWD_ALIGN,
 };
 
 TE_KERNEL_TABLE_FATBIN_ALIGNED(norm_first_id, "libtecore/norm", norm_kernels, norm_align, norm)
@@ -161,6 +162,34 @@ static tecore_result_t norm_bwd_alias(const struct tecore_tensor *dy,
 
 /* ---- forward -------------------------------------------------------------------------- */
 
+/* te_norm_fwd_fast16 and _full16 blocks, each a row group, spend about 100
+ * of their instructions on set-up and the block's amax, against 600-800 a
+ * row, and these kernels are bound by instruction issue: so their grid is
+ * capped at this many waves of resident blocks, which loop over the row
+ * groups (the bytes out do not depend on the grid). */
+TE_PARAM_INT(norm_fwd_waves, "TECORE_NORM_FWD_WAVES", 1, 0, 1024,
+             "grid of the 16-bit LayerNorm/RMSNorm forward kernels: at most this many waves "
+             "of resident blocks, looping over the rows (0: a block per row group)");
+
+/* Multiprocessors of device 0 (132 on an H100 SXM), read once. */
+static unsigned norm_sm_count(void) {
+  static int cached;
+  int v = __atomic_load_n(&cached, __ATOMIC_RELAXED);
+  if (v > 0) return (unsigned)v;
+  struct tecore_device_props p;
+  v = (tecore_device_get_props(0, &p) == TECORE_SUCCESS && p.sm_count > 0) ? p.sm_count : 132;
+  __atomic_store_n(&cached, v, __ATOMIC_RELAXED);
+  return (unsigned)v;
+}
+
+/* Blocks of `threads` resident on one multiprocessor for a kernel held to
+ * 48 registers (__maxnreg__(48)): 64K registers, 2048 threads, 32 blocks. */
+static unsigned norm_resident_48(unsigned threads) {
+  unsigned by_regs = 65536u / (48u * threads), by_threads = 2048u / threads;
+  unsigned r = by_regs < by_threads ? by_regs : by_threads;
+  return r < 1 ? 1 : r > 32 ? 32 : r;
+}
+
 static tecore_result_t norm_fwd(int ln, const struct tecore_tensor *x,
                                 const struct tecore_tensor *gamma, const struct tecore_tensor *beta,
                                 float eps, unsigned flags, struct tecore_tensor *y,
@@ -197,7 +226,19 @@ static tecore_result_t norm_fwd(int ln, const struct tecore_tensor *x,
   if (k == K_FWD_V8 && p.tpr <= TE_NORM_FAST_TMAX && gamma->dtype == x->dtype &&
       (y->dtype == x->dtype || te_dtype_is_fp8(y->dtype)))
     k = x->dtype == TECORE_DTYPE_F32 ? K_FWD_FAST : K_FWD_FAST16;
+  /* te_norm_fwd_full16: BF16 rows that fill 4 vectors of each of 128 or
+   * 256 threads (hidden 4096, 8192), gamma as stored */
+  if (k == K_FWD_FAST16 && x->dtype == TECORE_DTYPE_BF16 && p.nv == TE_NORM_FWD_NV_MAX &&
+      (p.tpr == 128 || p.tpr == 256) && hidden == (size_t)TE_NORM_FWD_NV_MAX * 8 * p.tpr &&
+      !(flags & TECORE_NORM_ZERO_CENTERED_GAMMA))
+    k = K_FWD_FULL16;
   unsigned long long blocks = (rows + (unsigned)p.rows_per_block - 1) / (unsigned)p.rows_per_block;
+  const int64_t waves = tecore_tunable_int(&norm_fwd_waves);
+  if ((k == K_FWD_FAST16 || k == K_FWD_FULL16) && waves > 0) {
+    unsigned long long cap =
+        (unsigned long long)norm_sm_count() * norm_resident_48(p.threads) * (unsigned long long)waves;
+    if (blocks > cap) blocks = cap;
+  }
   struct tecore_launch_cfg cfg = {.grid = {(unsigned)blocks, 1, 1}, .block = {p.threads, 1, 1}};
 
   struct te_norm_fwd_args a = {

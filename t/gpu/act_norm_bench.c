@@ -279,6 +279,34 @@ static void dump(const char *path) {
   const tecore_dtype_t outs[] = {TECORE_DTYPE_E4M3, TECORE_DTYPE_F32, TECORE_DTYPE_BF16,
                                  TECORE_DTYPE_E5M2, TECORE_DTYPE_F16};
   size_t count = 0;
+  /* BF16 rows of 4096 and 8192 with gamma as stored (te_norm_fwd_full16),
+   * more rows than its one wave of blocks */
+  static const size_t whole[][2] = {{1400, 4096}, {700, 8192}};
+  for (size_t s = 0; s < 2; s++)
+    for (int k = 0; k < 4; k++) {
+      size_t rows = whole[s][0], h = whole[s][1], n = rows * h;
+      const tecore_dtype_t bf = TECORE_DTYPE_BF16;
+      tecore_dtype_t dout = k < 2 ? TECORE_DTYPE_E4M3 : k == 2 ? bf : TECORE_DTYPE_E5M2;
+      struct tecore_tensor x = t2(bf, rows, h, rand_dev(n, bf, -2, 3));
+      struct tecore_tensor g = t1(bf, h, rand_dev(h, bf, -0.5f, 1.5f));
+      struct tecore_tensor b = t1(bf, h, rand_dev(h, bf, -1, 1));
+      struct tecore_tensor y = t2(dout, rows, h, zdev(n * 4));
+      if (dout != bf) fp8_out(&y, 37.3f);
+      tecore_devptr_t mu = zdev(rows * 4), rs = zdev(rows * 4);
+      snprintf(label, sizeof label, "%s:%zux%zu:bf16->%s", k & 1 ? "rms" : "ln", rows, h,
+               tecore_dtype_name(dout));
+      if (k & 1) CK(tecore_rmsnorm_fwd(&x, &g, 1e-6f, 0, &y, rs, st));
+      else CK(tecore_layernorm_fwd(&x, &g, &b, 1e-5f, 0, &y, mu, rs, st));
+      dump_dev(y.data, n * tecore_dtype_size(dout));
+      dump_dev(mu, rows * 4);
+      dump_dev(rs, rows * 4);
+      if (y.amax) dump_dev(y.amax, 4);
+      count++;
+      CK(tecore_ctx_synchronize());
+      tecore_devptr_t ps[] = {x.data, g.data, b.data, y.data, mu, rs};
+      for (size_t i = 0; i < sizeof ps / sizeof ps[0]; i++) CK(tecore_mem_free(ps[i]));
+      if (y.scale) CK(tecore_mem_free(y.scale));
+    }
   for (size_t s = 0; s < sizeof shp / sizeof shp[0]; s++)
     for (int k = 0; k < 3; k++) {
       size_t rows = shp[s][0], h = shp[s][1], n = rows * h;
