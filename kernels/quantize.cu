@@ -9,9 +9,11 @@
 //                          e4m3/e5m2, any n; 16 elements (one 16-byte store)
 //                          per thread per step when both pointers are 16-byte
 //                          aligned, else one element per step; grid-stride.
-//   te_fp8_quantize_pt_w, _ws  the same, each load of a warp 512 contiguous
-//                          bytes (_ws: with cache hints); the host picks
-//                          one of the three (TECORE_QUANTIZE_LOOP).
+//   te_fp8_quantize_pt_w, _ws, _w2  the same, each load of a warp 512
+//                          contiguous bytes (_ws: with cache hints, _w2: two
+//                          tiles a step); the host picks one of the four
+//                          (TECORE_QUANTIZE_LOOP); te_fp8_amax_w, _ws, _w2
+//                          likewise for the amax pass.
 //   te_fp8_amax            max |x| over n elements, same loop shape.
 //   te_fp8_quantize_mx_*   MXFP8 (one kernel per input type: f32, bf16, f16),
 //                          rows x cols, any shape: one 32x128 tile per warp,
@@ -117,15 +119,20 @@ static __device__ __forceinline__ uint32_t quant_flat(const void *__restrict__ i
   return m;
 }
 
-// ---- per-tensor, flat, warp-contiguous (te_fp8_quantize_pt_w, _ws) ----------
-// The same chunks as quant_flat, one warp's 32 chunks (512 elements) a
-// step, but each load instruction of the warp reads 512 contiguous bytes:
-// lane l takes the 16-byte vectors l, l + 32, ... of the warp's span.  In
-// quant_flat a lane's 32-byte chunk is two 16-byte loads, so each load
-// instruction touches 32 sectors for half their bytes and L1 sees every
-// sector twice; here every instruction is 16 full sectors.  HINT (the _ws
-// kernel) also skips L1 (every byte is read once), asks L2 to fetch 256
-// bytes a miss, and stores with the streaming (evict-first) policy.
+// ---- per-tensor, flat, warp-contiguous (te_fp8_quantize_pt_w, _ws, _w2) ----
+// The same elements as quant_flat, cut into tiles of SPANS x 512 elements
+// (SPANS x 32 chunks), a warp a tile a step (tile = the warp's global index
+// + step x the grid's warps); each load instruction of the warp reads 512
+// contiguous bytes: lane l takes the 16-byte vectors l, l + 32, ... of the
+// tile, all loads issued before the first conversion.  In quant_flat a
+// lane's 32-byte chunk is two 16-byte loads, so each load instruction
+// touches 32 sectors for half their bytes and L1 sees every sector twice
+// (ncu: 10.5M theoretical L2 sectors against 6.3M ideal at 8192^2); here
+// every instruction is 16 full sectors.  HINT (_ws) also skips L1 (every
+// byte is read once), asks L2 to fetch 256 bytes a miss, and stores with
+// the streaming (evict-first) policy; SPANS 2 (_w2) has twice the bytes in
+// flight a thread.  The last, partial tile goes chunk by chunk, the
+// elements past the last chunk one by one, as in quant_flat.
 
 // 16 bytes at p.
 template <bool HINT>
@@ -149,46 +156,61 @@ static __device__ __forceinline__ void st_q4(void *p, uint32_t q) {
   else asm volatile("st.global.cs.u32 [%0], %1;" ::"l"(p), "r"(q) : "memory");
 }
 
-template <int IDT, int ODT, bool HINT>
+// A 16-byte vector of IDT as V = 16 / element-size floats.
+template <int IDT>
+static __device__ __forceinline__ void unpack_vec(uint4 r, float *v) {
+  const uint32_t w[4] = {r.x, r.y, r.z, r.w};
+#pragma unroll
+  for (int i = 0; i < 4; i++) {
+    if (IDT == TE_FP8_DT_F32) {
+      v[i] = __uint_as_float(w[i]);
+    } else if (IDT == TE_FP8_DT_BF16) {
+      v[2 * i] = __uint_as_float(w[i] << 16);
+      v[2 * i + 1] = __uint_as_float(w[i] & 0xffff0000u);
+    } else {
+      v[2 * i] = te_f16_to_f32((uint16_t)(w[i] & 0xffffu));
+      v[2 * i + 1] = te_f16_to_f32((uint16_t)(w[i] >> 16));
+    }
+  }
+}
+
+// Quantizes (out != NULL; else only the amax) in[0..n) with scale s; the
+// grid's blocks blk of nblk.  Returns this thread's max |x| bits.
+template <int IDT, int ODT, bool HINT, int SPANS>
 static __device__ __forceinline__ uint32_t quant_flat_w(const void *__restrict__ in,
                                                         uint8_t *__restrict__ out, uint64_t n,
                                                         float s, uint64_t blk, uint64_t nblk) {
   constexpr int V = IDT == TE_FP8_DT_F32 ? 4 : 8;   // elements of a 16-byte vector
-  constexpr int K = 16 / V;                          // vectors a lane a step (16 elements)
+  // two spans for BF16 only: F32 already has 64 bytes a lane in flight
+  // with one (two would take 32 registers of data alone), and F16's
+  // integer widening spilled with two
+  constexpr int SP = IDT == TE_FP8_DT_BF16 ? SPANS : 1;
+  constexpr int NV = SP * 16 / V;                    // vectors a lane a step
   constexpr int ES = IDT == TE_FP8_DT_F32 ? 4 : 2;   // input element size
+  constexpr uint64_t TC = 32 * SP;                   // chunks of a tile
   uint32_t m = 0;
   const bool vec = (((uintptr_t)in | (uintptr_t)out) & 15u) == 0;
-  const uint64_t nchunks = vec ? n / 16 : 0;
-  const uint64_t stride = nblk * QT;
+  const uint64_t nchunks = vec ? n / 16 : 0, ntiles = nchunks / TC;
   const unsigned lane = threadIdx.x & 31u;
-  uint64_t c = blk * QT + threadIdx.x;
-  // whole warp spans (c - lane is the warp's first chunk: QT and stride are
-  // multiples of 32); the one partial span, if any, takes the loop below
-  for (; c - lane + 32 <= nchunks; c += stride) {
-    const uint64_t e0 = (c - lane) * 16;
-    uint4 r[K];
+  const uint64_t warps = nblk * (QT / 32);
+  uint64_t t = (blk * QT + threadIdx.x) / 32;
+  // this lane's first element of the tile, stepped a tile-turn at a time;
+  // the vectors of a step are at constant offsets from it
+  uint64_t e = t * TC * 16 + lane * V;
+  const uint64_t estep = warps * TC * 16;
+  for (; t < ntiles; t += warps, e += estep) {
+    const char *ip = (const char *)in + e * ES;
+    uint4 r[NV];
 #pragma unroll
-    for (int k = 0; k < K; k++)
-      r[k] = ld_vec<HINT>((const char *)in + (e0 + (uint64_t)(k * 32 + lane) * V) * ES);
+    for (int k = 0; k < NV; k++) r[k] = ld_vec<HINT>(ip + k * 32 * V * ES);
 #pragma unroll
-    for (int k = 0; k < K; k++) {
+    for (int k = 0; k < NV; k++) {
       float v[V];
-      const uint32_t w[4] = {r[k].x, r[k].y, r[k].z, r[k].w};
-#pragma unroll
-      for (int i = 0; i < 4; i++) {
-        if (IDT == TE_FP8_DT_F32) {
-          v[i] = __uint_as_float(w[i]);
-        } else if (IDT == TE_FP8_DT_BF16) {
-          v[2 * i] = __uint_as_float(w[i] << 16);
-          v[2 * i + 1] = __uint_as_float(w[i] & 0xffff0000u);
-        } else {
-          v[2 * i] = te_f16_to_f32((uint16_t)(w[i] & 0xffffu));
-          v[2 * i + 1] = te_f16_to_f32((uint16_t)(w[i] >> 16));
-        }
-      }
+      unpack_vec<IDT>(r[k], v);
 #pragma unroll
       for (int i = 0; i < V; i++) m = te_max_u32(m, te_abs_bits(v[i]));
-      uint8_t *o = out + e0 + (uint64_t)(k * 32 + lane) * V;
+      if (!out) continue;
+      uint8_t *o = out + e + k * 32 * V;
       if (V == 8) {
         st_q8<HINT>(o, quant8<ODT>(v, s));
       } else {
@@ -198,18 +220,20 @@ static __device__ __forceinline__ uint32_t quant_flat_w(const void *__restrict__
       }
     }
   }
-  for (; c < nchunks; c += stride) {
-    float v[16];
-    load16<IDT>(in, c, v);
+  if (t == ntiles)   // this warp's turn is the partial tile (if any)
+    for (uint64_t c = ntiles * TC + lane; c < nchunks; c += 32) {
+      float v[16];
+      load16<IDT>(in, c, v);
 #pragma unroll
-    for (int k = 0; k < 16; k++) m = te_max_u32(m, te_abs_bits(v[k]));
-    uint2 a = quant8<ODT>(v, s), b = quant8<ODT>(v + 8, s);
-    ((uint4 *)out)[c] = make_uint4(a.x, a.y, b.x, b.y);
-  }
-  for (uint64_t i = nchunks * 16 + blk * QT + threadIdx.x; i < n; i += stride) {
+      for (int k = 0; k < 16; k++) m = te_max_u32(m, te_abs_bits(v[k]));
+      if (!out) continue;
+      uint2 a = quant8<ODT>(v, s), b = quant8<ODT>(v + 8, s);
+      ((uint4 *)out)[c] = make_uint4(a.x, a.y, b.x, b.y);
+    }
+  for (uint64_t i = nchunks * 16 + blk * QT + threadIdx.x; i < n; i += nblk * QT) {
     float x = te_q_load(in, i, IDT);
     m = te_max_u32(m, te_abs_bits(x));
-    out[i] = te_f32_to_fp8(x * s, ODT);
+    if (out) out[i] = te_f32_to_fp8(x * s, ODT);
   }
   return m;
 }
@@ -219,7 +243,8 @@ static __device__ __forceinline__ uint32_t quant_flat_w(const void *__restrict__
       unsigned *amax, int current, float eps, int pow2, uint64_t blk, uint64_t nblk
 #define QPT_ARGS_USE in, out, n, scale, scale_inv, scale_inv_col, amax, current, eps, pow2, blk, nblk
 
-// LOOP: 0 quant_flat, 1 quant_flat_w, 2 quant_flat_w with the cache hints.
+// LOOP: 0 quant_flat, 1 quant_flat_w, 2 the same with the cache hints, 3
+// with two tiles' bytes in flight.
 template <int IDT, int ODT, int LOOP = 0>
 static __device__ void quant_pt(const void *in, void *out, uint64_t n, float *scale,
                                 float *scale_inv, float *scale_inv_col, unsigned *amax,
@@ -231,8 +256,10 @@ static __device__ void quant_pt(const void *in, void *out, uint64_t n, float *sc
     if (scale_inv) *scale_inv = si;
     if (scale_inv_col) *scale_inv_col = si;
   }
-  uint32_t m = LOOP == 0 ? quant_flat<IDT, ODT>(in, (uint8_t *)out, n, s, blk, nblk)
-                         : quant_flat_w<IDT, ODT, LOOP == 2>(in, (uint8_t *)out, n, s, blk, nblk);
+  uint8_t *o = (uint8_t *)out;
+  uint32_t m = LOOP == 0   ? quant_flat<IDT, ODT>(in, o, n, s, blk, nblk)
+               : LOOP == 3 ? quant_flat_w<IDT, ODT, false, 2>(in, o, n, s, blk, nblk)
+                           : quant_flat_w<IDT, ODT, LOOP == 2, 1>(in, o, n, s, blk, nblk);
   if (!current && amax) block_amax(m, amax);
 }
 template <int IDT, int ODT> static __device__ void quant_pt_w(QPT_ARGS_DECL) {
@@ -240,6 +267,9 @@ template <int IDT, int ODT> static __device__ void quant_pt_w(QPT_ARGS_DECL) {
 }
 template <int IDT, int ODT> static __device__ void quant_pt_ws(QPT_ARGS_DECL) {
   quant_pt<IDT, ODT, 2>(QPT_ARGS_USE);
+}
+template <int IDT, int ODT> static __device__ void quant_pt_w2(QPT_ARGS_DECL) {
+  quant_pt<IDT, ODT, 3>(QPT_ARGS_USE);
 }
 
 #define DISPATCH_IO(in_dt, out_dt, FN, ...)                                              \
@@ -255,11 +285,14 @@ template <int IDT, int ODT> static __device__ void quant_pt_ws(QPT_ARGS_DECL) {
     }                                                                                   \
   } while (0)
 
-// Three kernels with one parameter list (and one vdev function), the
-// host picks one (TECORE_QUANTIZE_LOOP): te_fp8_quantize_pt (quant_flat),
-// _w (warp-contiguous loads), _ws (the same with cache hints).
+// Four kernels with one parameter list (and one vdev function), the host
+// picks one (TECORE_QUANTIZE_LOOP): te_fp8_quantize_pt (quant_flat), _w
+// (warp-contiguous loads), _ws (the same with cache hints), _w2 (two tiles
+// a step).  Held to 32 registers, so that the host's grid of 8 blocks an
+// SM is one resident wave (the _w loops took 40 unbounded: 6 blocks).
 #define QPT_KERNEL(name, FN)                                                                 \
-  extern "C" __global__ void __launch_bounds__(QT) name(TE_KSIG(TE_FP8_QUANTIZE_PT_PARAMS)) { \
+  extern "C" __global__ void __launch_bounds__(QT, 8)                                       \
+      name(TE_KSIG(TE_FP8_QUANTIZE_PT_PARAMS)) {                                             \
     if (noop_set(noop)) return;                                                              \
     DISPATCH_IO(in_dt, out_dt, FN, in, out, n, scale, scale_inv, scale_inv_col, amax,        \
                 current, eps, pow2, blockIdx.x, gridDim.x);                                  \
@@ -267,6 +300,7 @@ template <int IDT, int ODT> static __device__ void quant_pt_ws(QPT_ARGS_DECL) {
 QPT_KERNEL(te_fp8_quantize_pt, quant_pt)
 QPT_KERNEL(te_fp8_quantize_pt_w, quant_pt_w)
 QPT_KERNEL(te_fp8_quantize_pt_ws, quant_pt_ws)
+QPT_KERNEL(te_fp8_quantize_pt_w2, quant_pt_w2)
 #undef QPT_KERNEL
 
 // ---- amax -------------------------------------------------------------------
@@ -301,6 +335,27 @@ te_fp8_amax(TE_KSIG(TE_FP8_AMAX_PARAMS)) {
   if (noop_set(noop)) return;
   block_amax(amax_any(in, n, dt, blockIdx.x, gridDim.x), amax);
 }
+
+// The amax pass with quant_flat_w's loops (no output): te_fp8_amax_w, _ws,
+// _w2, picked with the quantize kernel (TECORE_QUANTIZE_LOOP 1, 2, 3).
+template <bool HINT, int SPANS>
+static __device__ __forceinline__ uint32_t amax_any_w(const void *in, uint64_t n, int dt,
+                                                      uint64_t blk, uint64_t nblk) {
+  if (dt == TE_FP8_DT_F32)
+    return quant_flat_w<TE_FP8_DT_F32, TE_FP8_DT_E4M3, HINT, SPANS>(in, NULL, n, 1.0f, blk, nblk);
+  if (dt == TE_FP8_DT_BF16)
+    return quant_flat_w<TE_FP8_DT_BF16, TE_FP8_DT_E4M3, HINT, SPANS>(in, NULL, n, 1.0f, blk, nblk);
+  return quant_flat_w<TE_FP8_DT_F16, TE_FP8_DT_E4M3, HINT, SPANS>(in, NULL, n, 1.0f, blk, nblk);
+}
+#define AMAX_KERNEL(name, HINT, SPANS)                                                     \
+  extern "C" __global__ void __launch_bounds__(QT, 8) name(TE_KSIG(TE_FP8_AMAX_PARAMS)) {  \
+    if (noop_set(noop)) return;                                                            \
+    block_amax(amax_any_w<HINT, SPANS>(in, n, dt, blockIdx.x, gridDim.x), amax);           \
+  }
+AMAX_KERNEL(te_fp8_amax_w, false, 1)
+AMAX_KERNEL(te_fp8_amax_ws, true, 1)
+AMAX_KERNEL(te_fp8_amax_w2, false, 2)
+#undef AMAX_KERNEL
 
 // ---- multi-tensor -------------------------------------------------------------
 

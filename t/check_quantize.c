@@ -396,11 +396,12 @@ START_TEST(per_tensor_many_chunks_a_thread) {
     }
 }
 END_TEST
-/* The per-tensor kernel's three loops (TECORE_QUANTIZE_LOOP 0, 1, 2), each
- * with another grid (TECORE_QUANTIZE_BLOCKS_PER_SM 0: a block per 4096
- * elements; 8: one wave; 3: a grid-stride loop of many steps): the same
- * bytes as the reference.  4.55M elements, a count that leaves a partial
- * last warp span (the warp-contiguous loops' fallback) and a 3-element
+/* The per-tensor and amax kernels' four loops (TECORE_QUANTIZE_LOOP 0-3),
+ * each with another grid (TECORE_QUANTIZE_BLOCKS_PER_SM 0: a block per
+ * 4096 elements; 8: one wave; 3 and 1: grid-stride loops of many steps):
+ * the same bytes as the reference, delayed and current scaling (whose
+ * amax pass takes the same loop).  4.55M elements, a count that leaves a
+ * partial last tile (the warp-contiguous loops' fallback) and a 3-element
  * tail.  The tunables are read once a process: set here, before this
  * test's first quantize (Check forks a process a test); under CK_FORK=no
  * an earlier test has read them and the case says it runs the loop read. */
@@ -416,15 +417,16 @@ static void run_loop(int loop, int per_sm) {
   if (li.value_int != loop || bi.value_int != per_sm)
     fprintf(stderr, "# per_tensor_loop: tunables read earlier in this process: loop %lld, "
             "%lld blocks an SM\n", (long long)li.value_int, (long long)bi.value_int);
-  static const tecore_dtype_t dts[] = {TECORE_DTYPE_BF16, TECORE_DTYPE_F16, TECORE_DTYPE_F32};
-  for (int i = 0; i < 3; i++) {
+  static const tecore_dtype_t dts[] = {TECORE_DTYPE_BF16, TECORE_DTYPE_BF16, TECORE_DTYPE_F16,
+                                       TECORE_DTYPE_F32};
+  for (int i = 0; i < 4; i++) {
     struct qcase k = {.rows = 1111, .cols = 4099, .in_dt = dts[i],
                       .out_dt = (i + loop) % 2 ? TECORE_DTYPE_E5M2 : TECORE_DTYPE_E4M3,
-                      .mode = i == 0 ? TECORE_SCALING_CURRENT : TECORE_SCALING_DELAYED,
+                      .mode = i % 3 == 0 ? TECORE_SCALING_CURRENT : TECORE_SCALING_DELAYED,
                       .rowwise = 1, .range = te_rand_float(0.5f, 3000.0f)};
     run_case(&k);
   }
-  /* a short one whose only warp span is partial */
+  /* a short one whose only tile is partial */
   struct qcase k = {.rows = 3, .cols = 100, .in_dt = TECORE_DTYPE_BF16,
                     .out_dt = TECORE_DTYPE_E4M3, .mode = TECORE_SCALING_DELAYED, .rowwise = 1,
                     .range = 100.0f};
@@ -435,6 +437,8 @@ END_TEST
 START_TEST(per_tensor_loop_1) { run_loop(1, 8); }
 END_TEST
 START_TEST(per_tensor_loop_2) { run_loop(2, 3); }
+END_TEST
+START_TEST(per_tensor_loop_3) { run_loop(3, 1); }
 END_TEST
 
 START_TEST(delayed_transposed) {
@@ -900,6 +904,7 @@ static Suite *make_suite(void) {
   tcase_add_test(tc, per_tensor_loop_0);
   tcase_add_test(tc, per_tensor_loop_1);
   tcase_add_test(tc, per_tensor_loop_2);
+  tcase_add_test(tc, per_tensor_loop_3);
   tc = te_tcase(s, "blocks", 1);
   tcase_add_test(tc, mxfp8_both);
   tcase_add_test(tc, mxfp8_one_side);

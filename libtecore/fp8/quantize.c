@@ -225,7 +225,7 @@ static void vdev_dequantize(const struct tecore_launch_cfg *cfg, void *const *ar
 
 enum {
   K_QPT, K_AMAX, K_MX_F32, K_MX_F16, K_MX_BF16, K_BLK, K_DEQ, K_QMULTI,
-  K_AMAX_MULTI, K_INIT_MULTI, K_QPT_W, K_QPT_WS
+  K_AMAX_MULTI, K_INIT_MULTI, K_QPT_W, K_QPT_WS, K_QPT_W2, K_AMAX_W, K_AMAX_WS, K_AMAX_W2
 };
 static const struct tecore_kernel_def q_kernels[] = {
     [K_QPT] = TE_KDEF("te_fp8_quantize_pt", vdev_quantize_pt, TE_FP8_QUANTIZE_PT_PARAMS),
@@ -243,6 +243,10 @@ static const struct tecore_kernel_def q_kernels[] = {
      * parameters, same bytes, one vdev function */
     [K_QPT_W] = TE_KDEF("te_fp8_quantize_pt_w", vdev_quantize_pt, TE_FP8_QUANTIZE_PT_PARAMS),
     [K_QPT_WS] = TE_KDEF("te_fp8_quantize_pt_ws", vdev_quantize_pt, TE_FP8_QUANTIZE_PT_PARAMS),
+    [K_QPT_W2] = TE_KDEF("te_fp8_quantize_pt_w2", vdev_quantize_pt, TE_FP8_QUANTIZE_PT_PARAMS),
+    [K_AMAX_W] = TE_KDEF("te_fp8_amax_w", vdev_amax, TE_FP8_AMAX_PARAMS),
+    [K_AMAX_WS] = TE_KDEF("te_fp8_amax_ws", vdev_amax, TE_FP8_AMAX_PARAMS),
+    [K_AMAX_W2] = TE_KDEF("te_fp8_amax_w2", vdev_amax, TE_FP8_AMAX_PARAMS),
 };
 
 static const struct te_kalign q_align[] = {
@@ -258,6 +262,10 @@ static const struct te_kalign q_align[] = {
     [K_INIT_MULTI] = TE_KALIGN(TE_FP8_QMULTI_PARAMS),
     [K_QPT_W] = TE_KALIGN(TE_FP8_QUANTIZE_PT_PARAMS),
     [K_QPT_WS] = TE_KALIGN(TE_FP8_QUANTIZE_PT_PARAMS),
+    [K_QPT_W2] = TE_KALIGN(TE_FP8_QUANTIZE_PT_PARAMS),
+    [K_AMAX_W] = TE_KALIGN(TE_FP8_AMAX_PARAMS),
+    [K_AMAX_WS] = TE_KALIGN(TE_FP8_AMAX_PARAMS),
+    [K_AMAX_W2] = TE_KALIGN(TE_FP8_AMAX_PARAMS),
 };
 
 TE_KERNEL_TABLE_FATBIN_ALIGNED(q_first_id, "libtecore/quantize", q_kernels, q_align, quantize)
@@ -295,6 +303,38 @@ static tecore_result_t q_launch(int k, struct tecore_launch_cfg cfg, void **args
 }
 
 
+/* The per-tensor and amax kernels' loop and grid: the delayed-scaling
+ * quantize is bound by DRAM, and which access pattern and grid get closest
+ * to the copy rate is a measurement on each GPU, so both are tunables (the
+ * defaults: the loop that reads whole sectors, one resident wave).  Same
+ * bytes out whatever the choice. */
+TE_PARAM_INT(quantize_loop, "TECORE_QUANTIZE_LOOP", 1, 0, 3,
+             "per-tensor quantize and amax kernel loop: 0 a 32-byte chunk a lane (two 16-byte "
+             "loads), 1 warp-contiguous 16-byte loads, 2 the same skipping L1 with streaming "
+             "stores, 3 warp-contiguous with two tiles a step (BF16)");
+TE_PARAM_INT(quantize_blocks_per_sm, "TECORE_QUANTIZE_BLOCKS_PER_SM", 8, 0, 64,
+             "per-tensor quantize and amax grid: at most this many 256-thread blocks per SM "
+             "(8: one resident wave, a grid-stride loop), 0 for one 16-element chunk a thread");
+
+/* The kernel of the chosen loop: k0 its loop-0 kernel, then _w, _ws, _w2. */
+static int q_loop_kernel(int k0, int kw, int kws, int kw2) {
+  switch (tecore_tunable_int(&quantize_loop)) {
+  case 0: return k0;
+  case 2: return kws;
+  case 3: return kw2;
+  default: return kw;
+  }
+}
+
+/* The grid of the per-tensor and amax kernels for n elements. */
+static struct tecore_launch_cfg q_pt_cfg(uint64_t n) {
+  const int64_t per_sm = tecore_tunable_int(&quantize_blocks_per_sm);
+  const uint64_t want = (n + 16 * QT - 1) / (16 * QT);
+  struct tecore_launch_cfg cfg = q_cfg(want, per_sm > 0 ? (unsigned)per_sm : 1);
+  if (per_sm == 0 && want > 0 && want <= 0x7fffffffu) cfg.grid[0] = (unsigned)want;
+  return cfg;
+}
+
 static tecore_result_t launch_amax(tecore_devptr_t in, tecore_dtype_t dt, uint64_t n,
                                    tecore_devptr_t amax, int init, tecore_devptr_t noop,
                                    tecore_stream_t stream) {
@@ -302,7 +342,8 @@ static tecore_result_t launch_amax(tecore_devptr_t in, tecore_dtype_t dt, uint64
   struct te_amax_args a = {.in = TE_DPTR(in), .n = n, .dt = (int)dt, .amax = TE_DPTR(amax), .noop = TE_DPTR(noop)};
   void *args[TE_KNPARAMS(TE_FP8_AMAX_PARAMS)];
   te_amax_args_ptrs(&a, args);
-  TE_CHECK(q_launch(K_AMAX, q_cfg((n + 16 * QT - 1) / (16 * QT), 8), args, stream));
+  TE_CHECK(q_launch(q_loop_kernel(K_AMAX, K_AMAX_W, K_AMAX_WS, K_AMAX_W2), q_pt_cfg(n), args,
+                    stream));
   return TECORE_SUCCESS;
 }
 
@@ -334,17 +375,6 @@ static tecore_result_t check_fp8_output(const struct tecore_tensor *out, const c
   return TECORE_SUCCESS;
 }
 
-/* The per-tensor kernel's loop and grid: the delayed-scaling quantize is
- * bound by DRAM, and which access pattern and grid get closest to the copy
- * rate is a measurement on each GPU, so both are tunables (the defaults
- * are the H100's best known).  Same bytes out whatever the choice. */
-TE_PARAM_INT(quantize_loop, "TECORE_QUANTIZE_LOOP", 1, 0, 2,
-             "per-tensor quantize kernel loop: 0 a 32-byte chunk a lane (two 16-byte loads), "
-             "1 warp-contiguous 16-byte loads, 2 the same skipping L1 with streaming stores");
-TE_PARAM_INT(quantize_blocks_per_sm, "TECORE_QUANTIZE_BLOCKS_PER_SM", 8, 0, 64,
-             "per-tensor quantize grid: at most this many 256-thread blocks per SM "
-             "(8: one resident wave, a grid-stride loop), 0 for one 16-element chunk a thread");
-
 /* Per-tensor, rowwise only (current scaling: the amax pass first). */
 static tecore_result_t quantize_pt(const struct tecore_tensor *in, const struct tecore_tensor *out,
                                    uint64_t n, tecore_devptr_t noop, tecore_stream_t stream) {
@@ -358,13 +388,7 @@ static tecore_result_t quantize_pt(const struct tecore_tensor *in, const struct 
       .pow2 = (out->flags & TECORE_TENSOR_POW2_SCALES) ? 1 : 0};
   void *args[TE_KNPARAMS(TE_FP8_QUANTIZE_PT_PARAMS)];
   te_quantize_pt_args_ptrs(&a, args);
-  static const int loop_kernel[] = {K_QPT, K_QPT_W, K_QPT_WS};
-  const int64_t loop = tecore_tunable_int(&quantize_loop);
-  const int64_t per_sm = tecore_tunable_int(&quantize_blocks_per_sm);
-  const uint64_t want = (n + 16 * QT - 1) / (16 * QT);
-  struct tecore_launch_cfg cfg = q_cfg(want, per_sm > 0 ? (unsigned)per_sm : 1);
-  if (per_sm == 0 && want > 0 && want <= 0x7fffffffu) cfg.grid[0] = (unsigned)want;
-  return q_launch(loop_kernel[loop >= 0 && loop <= 2 ? loop : 1], cfg, args, stream);
+  return q_launch(q_loop_kernel(K_QPT, K_QPT_W, K_QPT_WS, K_QPT_W2), q_pt_cfg(n), args, stream);
 }
 
 /* MXFP8, rowwise and / or columnwise. */
