@@ -274,21 +274,10 @@ TE_KERNEL_TABLE_FATBIN_ALIGNED(q_first_id, "libtecore/quantize", q_kernels, q_al
 
 #define QT 256u
 
-/* Streaming multiprocessors of device 0 (132 on an H100 SXM), read once. */
-static unsigned q_sm_count(void) {
-  static int cached;
-  int v = __atomic_load_n(&cached, __ATOMIC_RELAXED);
-  if (v > 0) return (unsigned)v;
-  struct tecore_device_props p;
-  v = (tecore_device_get_props(0, &p) == TECORE_SUCCESS && p.sm_count > 0) ? p.sm_count : 132;
-  __atomic_store_n(&cached, v, __ATOMIC_RELAXED);
-  return (unsigned)v;
-}
-
 /* 1-D grid of `want` blocks (at least 1), capped at per_sm blocks per SM
  * (the kernels loop over the rest). */
 static struct tecore_launch_cfg q_cfg(uint64_t want, unsigned per_sm) {
-  uint64_t cap = (uint64_t)q_sm_count() * per_sm;
+  uint64_t cap = (uint64_t)te_sm_count() * per_sm;
   if (want > cap) want = cap;
   if (want == 0) want = 1;
   return (struct tecore_launch_cfg){.grid = {(unsigned)want, 1, 1}, .block = {QT, 1, 1}};
@@ -540,7 +529,7 @@ static tecore_result_t quantize_batch(const struct tecore_tensor *const *in,
   p.noop = (const int *)TE_DPTR(noop);
   p.count = count;
   p.current = current;
-  uint64_t cap = (uint64_t)q_sm_count() * 8, total = 0;
+  uint64_t cap = (uint64_t)te_sm_count() * 8, total = 0;
   for (int t = 0; t < count; t++) {
     struct te_qmulti_entry *e = &p.e[t];
     uint64_t n = tecore_tensor_numel(out[t]);

@@ -12,6 +12,7 @@
  *                   te_fp8_scale_from_amax                (fp8_out.c)
  *   aliasing        te_check_spans, te_check_alias        (alias.c; the
  *                   rule itself: span.h, span.c)
+ *   grids           te_sm_count                           (grid.c)
  *   vdev helpers    te_vdev_amax_update                   (below, inline)
  *   kernel codes    TE_FP8_DT_* ... are the public values (kcodes.h)
  *   kernel params   TE_KDEF, TE_KARGS (kernels/common/kparams.h: each
@@ -25,6 +26,11 @@
 
 #include "internal.h"
 #include "ksupport/kcodes.h"
+
+/* ---- grids -------------------------------------------------------------------- */
+/* Multiprocessors of device 0 (132 on an H100 SXM; 132 when the device
+ * cannot say), read once. */
+unsigned te_sm_count(void);
 
 /* ---- tensor checks and the 2-D view ---------------------------------------- */
 

@@ -171,17 +171,6 @@ TE_PARAM_INT(norm_fwd_waves, "TECORE_NORM_FWD_WAVES", 1, 0, 1024,
              "grid of the 16-bit LayerNorm/RMSNorm forward kernels: at most this many waves "
              "of resident blocks, looping over the rows (0: a block per row group)");
 
-/* Multiprocessors of device 0 (132 on an H100 SXM), read once. */
-static unsigned norm_sm_count(void) {
-  static int cached;
-  int v = __atomic_load_n(&cached, __ATOMIC_RELAXED);
-  if (v > 0) return (unsigned)v;
-  struct tecore_device_props p;
-  v = (tecore_device_get_props(0, &p) == TECORE_SUCCESS && p.sm_count > 0) ? p.sm_count : 132;
-  __atomic_store_n(&cached, v, __ATOMIC_RELAXED);
-  return (unsigned)v;
-}
-
 /* Blocks of `threads` resident on one multiprocessor for a kernel held to
  * 48 registers (__maxnreg__(48)): 64K registers, 2048 threads, 32 blocks. */
 static unsigned norm_resident_48(unsigned threads) {
@@ -236,7 +225,7 @@ static tecore_result_t norm_fwd(int ln, const struct tecore_tensor *x,
   const int64_t waves = tecore_tunable_int(&norm_fwd_waves);
   if ((k == K_FWD_FAST16 || k == K_FWD_FULL16) && waves > 0) {
     unsigned long long cap =
-        (unsigned long long)norm_sm_count() * norm_resident_48(p.threads) * (unsigned long long)waves;
+        (unsigned long long)te_sm_count() * norm_resident_48(p.threads) * (unsigned long long)waves;
     if (blocks > cap) blocks = cap;
   }
   struct tecore_launch_cfg cfg = {.grid = {(unsigned)blocks, 1, 1}, .block = {p.threads, 1, 1}};
