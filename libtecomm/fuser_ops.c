@@ -193,20 +193,26 @@ static tecore_result_t fuse_run(const struct tecore_seq_exec *x) {
   CORE_CHECK(tecore_seq_op(x->seq, x->first + F_NORM, &norm));
   const struct tecomm_op_params *p = sum_op.desc.ctx;
   const struct tecore_tensor *res = &x->act[F_ADD + 1];   /* = act[F_MAKE + 1]: an alias */
+  /* a block of rows (TECORE_FUSION_ROWS): act[] are cut to it, the rest
+   * is offset here; each row's sum, add and norm are its own */
+  size_t r0 = x->row0, rows = x->act[F_SUM].shape[0], h = norm.in_features;
+  size_t es = tecore_dtype_size(x->act[F_SUM].dtype);
   /* Boundary F_SUM + 1, the bare sum, is not written: nothing reads it
    * (the add's and the sum's backward read no activation).  The kernel
    * writes the norm's rsigma (the bits tecore_rmsnorm_fwd gives), which
    * libtecore's rmsnorm_bwd_add reads in the backward: nothing recomputes
    * it. */
   struct tecomm_add_rmsnorm a = {
-      .x = x->act[F_SUM].data, .rows = norm.in_rows, .hidden = norm.in_features,
-      .dtype = x->act[F_SUM].dtype, .residual_in = add.extra_value.data,
-      .residual_out = res->data, .gamma = norm.param[0].data, .eps = norm.desc.epsilon,
-      .out = x->act[F_NOPS].data, .algo = p->algo, .rsigma = norm.saved[0].data};
+      .x = x->act[F_SUM].data, .rows = rows, .hidden = h, .dtype = x->act[F_SUM].dtype,
+      .residual_in = add.extra_value.data + r0 * h * es, .residual_out = res->data,
+      .gamma = norm.param[0].data, .eps = norm.desc.epsilon, .out = x->act[F_NOPS].data,
+      .algo = p->algo, .rsigma = norm.saved[0].data + r0 * sizeof(float)};
   struct tecore_tensor q;
   if ((uintptr_t)x->ctx) { /* an FP8 variant: the next Linear's input instead of out */
     CORE_CHECK(tecore_seq_fp8_input(x->seq, x->first + x->count, &q));
     q.columnwise_data = 0;
+    q.data += r0 * h;   /* one byte an element; amax max-accumulates over the blocks */
+    q.shape[0] = rows;
     a.fp8_out = &q;
     a.out = 0;
   }
@@ -220,7 +226,7 @@ static tecore_result_t fuse_run(const struct tecore_seq_exec *x) {
   {.name = nm, .dir = TECORE_SEQ_FORWARD, .nops = n,                                         \
    .kinds = {sumk, TECORE_OP_ADD_EXTRA_INPUT, TECORE_OP_MAKE_EXTRA_OUTPUT, TECORE_OP_RMSNORM, k5}, \
    .applies = fuse8_applies, .run = fuse_run, .ctx = (void *)(uintptr_t)(n), .priority = 55,  \
-   .flags = TECORE_FUSION_WRITES_FP8}
+   .flags = TECORE_FUSION_WRITES_FP8 | TECORE_FUSION_ROWS}
 
 static const struct tecore_fusion_def fusions[] = {
     FUSE8("allreduce+add+rmsnorm+fp8", TECORE_OP_ALLREDUCE, 0, F_NOPS),
@@ -234,11 +240,11 @@ static const struct tecore_fusion_def fusions[] = {
     {.name = "allreduce+add+rmsnorm", .dir = TECORE_SEQ_FORWARD, .nops = F_NOPS,
      .kinds = {TECORE_OP_ALLREDUCE, TECORE_OP_ADD_EXTRA_INPUT, TECORE_OP_MAKE_EXTRA_OUTPUT,
                TECORE_OP_RMSNORM},
-     .applies = fuse_applies, .run = fuse_run, .priority = 50},
+     .applies = fuse_applies, .run = fuse_run, .priority = 50, .flags = TECORE_FUSION_ROWS},
     {.name = "tp_reduce+add+rmsnorm", .dir = TECORE_SEQ_FORWARD, .nops = F_NOPS,
      .kinds = {TECORE_OP_TP_REDUCE, TECORE_OP_ADD_EXTRA_INPUT, TECORE_OP_MAKE_EXTRA_OUTPUT,
                TECORE_OP_RMSNORM},
-     .applies = fuse_applies, .run = fuse_run, .priority = 50},
+     .applies = fuse_applies, .run = fuse_run, .priority = 50, .flags = TECORE_FUSION_ROWS},
 };
 
 /* ---- registration ---------------------------------------------------------------------- */

@@ -27,6 +27,13 @@
 #include "common/convert.h"
 #include "common/fp8.h"
 
+/* The forward row blocks (TECORE_OPS_FWD_CHUNKS, te/ops.h "Overlap") at
+ * any size, so the overlap tests' 64-row sequences take them; the other
+ * tests' 16-row ones are too short for 4 blocks of 16. */
+__attribute__((constructor)) static void fwd_blocks_everywhere(void) {
+  setenv("TECORE_OPS_FWD_CHUNK_MIN_KB", "0", 0);
+}
+
 static const tecore_dtype_t dtypes[] = {TECORE_DTYPE_F32, TECORE_DTYPE_BF16};
 
 static double from_dt(const void *p, size_t i, tecore_dtype_t dt) {
@@ -652,7 +659,7 @@ END_TEST
  * tp_copy's gradient (fc1's input gradient, boundary 7b + 3) in the
  * symmetric buffer sym when given (tecore_seq_set_grad): the sum reduces
  * it where fc1's dgrad wrote it, being dead after. */
-enum { OR = 16, OH = 64, OF = 64, OL = 2, ONOPS = 8 * OL };
+enum { OR = 64, OH = 64, OF = 64, OL = 2, ONOPS = 8 * OL };
 
 static tecore_seq_t *tp_seq(int rank, int n, struct tecomm_op_params *prm, unsigned flags,
                             int fp8, tecore_devptr_t sym, tecore_stream_t s) {
@@ -758,7 +765,9 @@ static void tp_compare(const struct tp_out *a, const struct tp_out *b, double to
 }
 
 /* _i bit 0: FP8 (delayed, amaxes reduced across the ranks); bit 1: four
- * ranks.  Overlap on with tp_copy's gradient symmetric against overlap
+ * ranks.  Overlap on (the backward sums on the side stream, and fc2's
+ * GEMM in 4 row blocks with the fused call on each block there) with
+ * tp_copy's gradient symmetric against overlap
  * off with the same (the same algorithms: bit for bit), eager and as a
  * replayed graph of the whole step (the side stream forked and joined in
  * the capture); against overlap off without the symmetric gradient (the
@@ -785,6 +794,18 @@ static void rank_overlap(int rank, int n, void *arg) {
     make_vals(h, OR * OH, TECORE_DTYPE_BF16, 0, 60 + mb);
     put(dy[mb], h, sizeof h, s);
   }
+  /* the plans: overlap runs fc2's GEMM in 4 blocks of 16 rows before the
+   * fused call (the last block's sum is not fused) and both tp_copy sums
+   * on the side stream */
+  char plan[2048];
+  RK_CORE(tecore_seq_describe(qa, TECORE_SEQ_FORWARD, plan, sizeof plan, NULL));
+  RK_ASSERT(strstr(plan, " linear(x4)[5] |") && !strstr(plan, "linear(x4)[13]"),
+            "overlap: forward plan \"%s\": want fc2 of block 0 (op 5) in 4 row blocks", plan);
+  RK_CORE(tecore_seq_describe(qa, TECORE_SEQ_BACKWARD, plan, sizeof plan, NULL));
+  RK_ASSERT(strstr(plan, " tp_copy(side)[2] |") && strstr(plan, " tp_copy(side)[10] |"),
+            "overlap: backward plan \"%s\": want both tp_copy sums on the side stream", plan);
+  RK_CORE(tecore_seq_describe(qb, TECORE_SEQ_FORWARD, plan, sizeof plan, NULL));
+  RK_ASSERT(!strstr(plan, "(x4)"), "no overlap: forward plan \"%s\"", plan);
   static struct tp_out oa, ob, oc, og;
   tecore_seq_t *qs[3] = {qa, qb, qc};
   struct tp_out *os[3] = {&oa, &ob, &oc};

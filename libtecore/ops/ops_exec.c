@@ -77,14 +77,20 @@ static tecore_result_t group_error(const struct te_group *gr, tecore_seq_dir_t d
   return r;
 }
 
-/* The before hook and the executor of group gr on stream. */
-static tecore_result_t group_begin(tecore_seq_t *s, const struct te_group *gr,
-                                   tecore_seq_dir_t dir, tecore_devptr_t noop,
-                                   tecore_stream_t stream) {
+/* The executor of group gr on stream; rows > 0 (forward,
+ * TECORE_FUSION_ROWS): on rows row0 .. row0 + rows of its boundaries. */
+static tecore_result_t group_exec(tecore_seq_t *s, const struct te_group *gr,
+                                  tecore_seq_dir_t dir, tecore_devptr_t noop,
+                                  tecore_stream_t stream, size_t row0, size_t rows) {
   struct tecore_tensor act[TECORE_FUSION_MAX_OPS + 1], grad[TECORE_FUSION_MAX_OPS + 1];
+  size_t es = tecore_dtype_size(s->cfg.dtype);
   for (size_t k = 0; k <= gr->count; k++) {
     const struct te_bnd *bd = &s->bnd[gr->first + k];
-    te_t2d(&act[k], s->cfg.dtype, bd->rows, bd->cols, te_bnd_hp(s, gr->first + k));
+    if (rows)
+      te_t2d(&act[k], s->cfg.dtype, rows, bd->cols,
+             te_bnd_hp(s, gr->first + k) + row0 * bd->cols * es);
+    else
+      te_t2d(&act[k], s->cfg.dtype, bd->rows, bd->cols, te_bnd_hp(s, gr->first + k));
     if (dir == TECORE_SEQ_BACKWARD)
       te_t2d(&grad[k], s->cfg.dtype, bd->rows, bd->cols, te_bnd_grad(s, gr->first + k));
   }
@@ -93,14 +99,28 @@ static tecore_result_t group_begin(tecore_seq_t *s, const struct te_group *gr,
       .grad = dir == TECORE_SEQ_BACKWARD ? grad : NULL, .noop_flag = noop,
       .recipe = s->fp8_run ? &s->recipe : NULL, .stream = stream, .workspace = s->ws,
       .workspace_bytes = s->ws_bytes,
-      .flags = dir == TECORE_SEQ_BACKWARD && gr->grad_dead ? TECORE_EXEC_GRAD_DEAD : 0u};
+      .flags = dir == TECORE_SEQ_BACKWARD && gr->grad_dead ? TECORE_EXEC_GRAD_DEAD : 0u,
+      .row0 = row0};
   tecore_seq_exec_fn fn = NULL;
   group_fn(s, gr, dir, &fn, &x.ctx);
-  tecore_result_t r = TECORE_SUCCESS;
-  /* the pass hooks (te/ops.h): an offload schedule's hand-offs */
-  if (s->hooks.before) r = s->hooks.before(s->hooks.ctx, s, dir, gr->first, gr->count, stream);
-  if (r == TECORE_SUCCESS) r = fn(&x);
-  return group_error(gr, dir, r);
+  return group_error(gr, dir, fn(&x));
+}
+
+/* The before hook of group gr (the pass hooks, te/ops.h: an offload
+ * schedule's hand-offs). */
+static tecore_result_t group_hook_before(tecore_seq_t *s, const struct te_group *gr,
+                                         tecore_seq_dir_t dir, tecore_stream_t stream) {
+  if (!s->hooks.before) return TECORE_SUCCESS;
+  return group_error(gr, dir,
+                     s->hooks.before(s->hooks.ctx, s, dir, gr->first, gr->count, stream));
+}
+
+/* The before hook and the executor of group gr on stream. */
+static tecore_result_t group_begin(tecore_seq_t *s, const struct te_group *gr,
+                                   tecore_seq_dir_t dir, tecore_devptr_t noop,
+                                   tecore_stream_t stream) {
+  TE_CHECK(group_hook_before(s, gr, dir, stream));
+  return group_exec(s, gr, dir, noop, stream, 0, 0);
 }
 
 /* The after hook of group gr. */
@@ -115,6 +135,55 @@ static tecore_result_t run_group(tecore_seq_t *s, const struct te_group *gr, tec
                                  tecore_devptr_t noop, tecore_stream_t stream) {
   TE_CHECK(group_begin(s, gr, dir, noop, stream));
   return group_end(s, gr, dir, stream);
+}
+
+/* A forward Linear in row blocks (te_group.chunks; ops_overlap.c) and the
+ * pattern after it: te_linear_fwd calls chunk_done after each block's
+ * GEMM, which forks the side stream at that point and runs the pattern on
+ * the block there.  The hooks nest: the Linear's before, the pattern's
+ * before and after (side stream), the Linear's after once joined. */
+struct chunk_run {
+  const struct te_group *gr;      /* the pattern */
+  tecore_devptr_t noop;
+  tecore_stream_t stream;         /* the caller's */
+  int forked;
+};
+
+static tecore_result_t chunk_done(tecore_seq_t *s, size_t row0, size_t rows) {
+  struct chunk_run *c = s->chunk_arg;
+  TE_CHECK(tecore_event_record(s->ev_fork, c->stream));
+  TE_CHECK(tecore_stream_wait_event(s->side, s->ev_fork));
+  if (!c->forked) {
+    c->forked = 1;
+    TE_CHECK(group_hook_before(s, c->gr, TECORE_SEQ_FORWARD, s->side));
+  }
+  return group_exec(s, c->gr, TECORE_SEQ_FORWARD, c->noop, s->side, row0, rows);
+}
+
+static tecore_result_t run_chunked(tecore_seq_t *s, const struct te_group *lin,
+                                   const struct te_group *pat, tecore_devptr_t noop,
+                                   tecore_stream_t stream) {
+  const tecore_seq_dir_t fwd = TECORE_SEQ_FORWARD;
+  TE_CHECK(group_hook_before(s, lin, fwd, stream));
+  struct chunk_run c = {.gr = pat, .noop = noop, .stream = stream};
+  s->chunk_op = lin->first;
+  s->chunk_n = lin->chunks;
+  s->chunk_done = chunk_done;
+  s->chunk_arg = &c;
+  tecore_result_t r = group_exec(s, lin, fwd, noop, stream, 0, 0);
+  s->chunk_op = SIZE_MAX;
+  s->chunk_arg = NULL;
+  if (!c.forked) {   /* the GEMM ran whole (an epilogue the blocks do not take): in order */
+    if (r == TECORE_SUCCESS) r = run_group(s, pat, fwd, noop, stream);
+  } else {
+    /* joined whatever failed (no side stream left outside a capture) */
+    if (r == TECORE_SUCCESS) r = group_end(s, pat, fwd, s->side);
+    tecore_result_t rj = tecore_event_record(s->ev_join, s->side);
+    if (rj == TECORE_SUCCESS) rj = tecore_stream_wait_event(stream, s->ev_join);
+    if (r == TECORE_SUCCESS) r = group_error(pat, fwd, rj);
+  }
+  if (r != TECORE_SUCCESS) return r;
+  return group_end(s, lin, fwd, stream);
 }
 
 /* Backward groups k (a Linear first) and k - 1 (a collective) overlapped
@@ -175,9 +244,15 @@ TE_EXPORT tecore_result_t tecore_seq_forward(tecore_seq_t *s, const struct tecor
   s->run_out = out->data;
   s->have_forward = 0;
   const struct te_plan *p = &s->plan;
+  const struct te_group *g = p->groups[TECORE_SEQ_FORWARD];
   for (size_t k = 0; k < p->ngroups[TECORE_SEQ_FORWARD]; k++) {
-    tecore_result_t r = run_group(s, &p->groups[TECORE_SEQ_FORWARD][k], TECORE_SEQ_FORWARD,
-                                  noop_flag, stream);
+    tecore_result_t r;
+    if (g[k].chunks > 1 && s->side) {
+      r = run_chunked(s, &g[k], &g[k + 1], noop_flag, stream);
+      k++;   /* the pattern ran too */
+    } else {
+      r = run_group(s, &g[k], TECORE_SEQ_FORWARD, noop_flag, stream);
+    }
     if (r != TECORE_SUCCESS) return r;
   }
   s->have_forward = 1;

@@ -124,6 +124,10 @@ struct te_group {
                                       the next group (in backward order, one operation of a
                                       TECORE_OP_BACKWARD_OVERLAP kind) to be queued on the side
                                       stream (ops_overlap.c) */
+  /* forward only */
+  size_t chunks;                   /* > 1: a Linear alone whose GEMM runs in this many row
+                                      blocks, the next group (TECORE_FUSION_ROWS) run on each
+                                      on the side stream (ops_overlap.c) */
 };
 
 struct te_plan {
@@ -196,6 +200,10 @@ struct tecore_seq {
   tecore_event_t ev_fork, ev_join;
   size_t defer_op;                 /* te_linear_bwd of this op records its wgrad in
                                       `pend` instead of queuing it; SIZE_MAX: none */
+  size_t chunk_op, chunk_n;        /* te_linear_fwd of chunk_op runs its GEMM in chunk_n row
+                                      blocks, calling chunk_done after each; SIZE_MAX: none */
+  tecore_result_t (*chunk_done)(tecore_seq_t *s, size_t row0, size_t rows);
+  void *chunk_arg;                 /* chunk_done's (ops_exec.c) */
   struct te_wgrad {
     int valid;
     size_t op;

@@ -71,6 +71,29 @@ tecore_result_t te_dy8_tensor(const tecore_seq_t *s, size_t op, struct tecore_te
   return fp8_entry(s, &s->st_g, o->lin, t);
 }
 
+/* The forward GEMM in s->chunk_n blocks of rows (ops_overlap.c: the
+ * pattern after it runs on each block as soon as it is written): x's and
+ * y's rows r0 .. r0 + n are contiguous, so a block is a view at an offset
+ * (the FP8 input's rowwise copy only: the forward GEMM reads no other). */
+static tecore_result_t gemm_rows(tecore_seq_t *s, const struct te_lin_fwd *a,
+                                 const struct tecore_tensor *A, const struct tecore_tensor *B,
+                                 const struct tecore_gemm_opts *opts, int fuse_bias) {
+  size_t rows = a->y->shape[0], n = rows / s->chunk_n;
+  size_t ea = tecore_dtype_size(A->dtype), ey = tecore_dtype_size(a->y->dtype);
+  for (size_t r0 = 0; r0 < rows; r0 += n) {
+    struct tecore_tensor Ab = *A, yb = *a->y;
+    Ab.data += r0 * A->shape[1] * ea;
+    Ab.shape[0] = n;
+    Ab.columnwise_data = 0;
+    yb.data += r0 * a->y->shape[1] * ey;
+    yb.shape[0] = n;
+    TE_CHECK(tecore_gemm(&Ab, TECORE_GEMM_N, B, TECORE_GEMM_T, &yb, 1.0f, 0.0f, opts, a->stream));
+    if (a->bias && !fuse_bias) TE_CHECK(te_bias_add(s, &yb, &yb, a->bias, a->stream));
+    TE_CHECK(s->chunk_done(s, r0, n));
+  }
+  return TECORE_SUCCESS;
+}
+
 tecore_result_t te_linear_fwd(tecore_seq_t *s, const struct te_lin_fwd *a) {
   const struct te_op *o = &s->ops[a->op];
   tecore_dtype_t dt = s->cfg.dtype;
@@ -107,6 +130,7 @@ tecore_result_t te_linear_fwd(tecore_seq_t *s, const struct te_lin_fwd *a) {
     opts.epilogue = fuse_bias ? TECORE_GEMM_EPI_BIAS : TECORE_GEMM_EPI_NONE;
   if (a->aux && a->bias && !fuse_bias)
     return TE_ERR(TECORE_ERR_INTERNAL, "fuser: a GELU epilogue with a bias the GEMM cannot take");
+  if (s->chunk_op == a->op && !a->aux && !a->C) return gemm_rows(s, a, &A, &B, &opts, fuse_bias);
   TE_CHECK(tecore_gemm(&A, TECORE_GEMM_N, &B, TECORE_GEMM_T, a->y, 1.0f, a->C ? 1.0f : 0.0f,
                        &opts, st));
   if (a->bias && !fuse_bias) TE_CHECK(te_bias_add(s, a->y, a->y, a->bias, st));

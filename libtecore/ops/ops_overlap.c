@@ -23,6 +23,16 @@ TE_PARAM_INT(ops_overlap, "TECORE_OPS_OVERLAP", 1, 0, 1,
              "Linear's weight-gradient GEMM; 0: everything on the caller's stream (as "
              "TECORE_SEQ_NO_OVERLAP)")
 
+TE_PARAM_INT(ops_fwd_chunks, "TECORE_OPS_FWD_CHUNKS", 4, 1, 64,
+             "with TECORE_OPS_OVERLAP, a fuser forward runs a Linear's GEMM in this many blocks "
+             "of rows when a pattern that works on row blocks follows it (libtecomm's allreduce "
+             "+ add + RMSNorm), each block's collective on the side stream while the next "
+             "block's GEMM runs; 1: no blocks")
+TE_PARAM_INT(ops_fwd_chunk_min_kb, "TECORE_OPS_FWD_CHUNK_MIN_KB", 2048, 0, INT64_MAX,
+             "the row blocks of TECORE_OPS_FWD_CHUNKS are used only when each holds at least "
+             "this many KiB of the GEMM's output (smaller collectives cost more in latency than "
+             "the overlap hides)")
+
 /* Does op i's backward overlap with the wgrad of the Linear after it? */
 static int pair_at(const tecore_seq_t *s, size_t i) {
   return i + 1 < s->nops && (s->ops[i].def.flags & TECORE_OP_BACKWARD_OVERLAP) &&
@@ -30,7 +40,7 @@ static int pair_at(const tecore_seq_t *s, size_t i) {
 }
 
 tecore_result_t te_overlap_setup(tecore_seq_t *s) {
-  s->defer_op = SIZE_MAX;
+  s->defer_op = s->chunk_op = SIZE_MAX;
   s->pend.valid = 0;
   s->overlap = 0;
   if ((s->cfg.flags & TECORE_SEQ_NO_OVERLAP) || tecore_tunable_int(&ops_overlap) == 0)
@@ -87,7 +97,30 @@ static int grad_dead(const tecore_seq_t *s, size_t k) {
   return 1;
 }
 
+/* Forward group k's GEMM in row blocks: a Linear alone, then a pattern
+ * that works on row blocks over boundaries of the Linear's rows; blocks
+ * of a multiple of 16 rows (FP8 GEMMs; and 16-row offsets keep every
+ * view 16-byte aligned) holding at least the minimum. */
+static size_t fwd_chunks(const tecore_seq_t *s, size_t k) {
+  const struct te_group *grp = s->plan.groups[TECORE_SEQ_FORWARD];
+  if (!s->overlap || k + 1 >= s->plan.ngroups[TECORE_SEQ_FORWARD]) return 1;
+  const struct te_group *lin = &grp[k], *nx = &grp[k + 1];
+  if (lin->f || !(s->ops[lin->first].fp8 & TE_KIND_GEMM) || !nx->f ||
+      !(nx->f->def.flags & TECORE_FUSION_ROWS))
+    return 1;
+  size_t rows = s->ops[lin->first].out_rows, cols = s->ops[lin->first].out_cols;
+  for (size_t b = nx->first; b <= nx->first + nx->count; b++)
+    if (s->bnd[b].rows != rows) return 1;
+  size_t n = (size_t)tecore_tunable_int(&ops_fwd_chunks);
+  int64_t min_kb = tecore_tunable_int(&ops_fwd_chunk_min_kb);
+  if (n < 2 || rows % (16 * n)) return 1;
+  double kb = (double)(rows / n) * (double)cols * (double)tecore_dtype_size(s->cfg.dtype) / 1024;
+  return kb >= (double)min_kb ? n : 1;
+}
+
 void te_overlap_plan(tecore_seq_t *s) {
+  for (size_t k = 0; k < s->plan.ngroups[TECORE_SEQ_FORWARD]; k++)
+    s->plan.groups[TECORE_SEQ_FORWARD][k].chunks = fwd_chunks(s, k);
   size_t ng = s->plan.ngroups[TECORE_SEQ_BACKWARD];
   struct te_group *grp = s->plan.groups[TECORE_SEQ_BACKWARD];
   for (size_t k = 0; k < ng; k++) {

@@ -327,6 +327,13 @@ TE_EXPORT tecore_result_t tecore_seq_describe(const tecore_seq_t *s, tecore_seq_
       if (dir == TECORE_SEQ_BACKWARD && k < s->plan.ngroups[dir] &&
           s->plan.groups[dir][k].overlap)
         hp = "(side)";
+      /* and a forward GEMM in row blocks, the pattern after it on the
+       * side stream */
+      char blocks[32];
+      if (dir == TECORE_SEQ_FORWARD && gr->chunks > 1) {
+        snprintf(blocks, sizeof blocks, "(x%zu)", gr->chunks);
+        hp = blocks;
+      }
       if (gr->count == 1)
         k0 = snprintf(item, sizeof item, "%s %s%s[%zu]", k > 1 ? " |" : "", gr->name, hp,
                       gr->first);

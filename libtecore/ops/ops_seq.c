@@ -103,7 +103,7 @@ TE_EXPORT tecore_result_t tecore_seq_create(const struct tecore_seq_config *cfg,
   tecore_seq_t *s = calloc(1, sizeof *s);
   if (!s) return TE_ERR(TECORE_ERR_NOMEM, "%s: out of host memory", fn);
   s->cfg = *cfg;
-  s->defer_op = SIZE_MAX;
+  s->defer_op = s->chunk_op = SIZE_MAX;
   for (int i = 0; i < TECORE_SEQ_MAX_SLOTS; i++) s->slot_last[i] = -1;
   if (te_handle_add(s) != 0) {
     free(s);

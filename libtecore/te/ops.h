@@ -79,7 +79,13 @@
  * fork and join are events, so a capture of the pass records both
  * streams' work in one graph.  The gradients those operations touch get
  * buffers of their own (not shared with the Linear's), so the results
- * are the same bits as without overlap.  TECORE_OPS_OVERLAP=0 or
+ * are the same bits as without overlap.  Forward, a Linear alone followed
+ * by a pattern that works on row blocks (TECORE_FUSION_ROWS: libtecomm's
+ * allreduce + residual add + RMSNorm) runs its GEMM in
+ * TECORE_OPS_FWD_CHUNKS blocks of rows, each block's pattern on the side
+ * stream while the next block's GEMM runs (when each block holds at least
+ * TECORE_OPS_FWD_CHUNK_MIN_KB of the GEMM's output: below that the calls'
+ * latency costs more than the overlap gains).  TECORE_OPS_OVERLAP=0 or
  * TECORE_SEQ_NO_OVERLAP runs everything on the caller's stream.
  *
  * Objects are not locked: one thread at a time per sequence.  The
@@ -254,7 +260,9 @@ tecore_result_t tecore_seq_groups(const tecore_seq_t *seq, tecore_seq_dir_t dir,
 /* Writes the plan of dir as one line of text, e.g.
  *   "forward: make_extra_output[0] | rmsnorm+quantize[1] | linear+bias+gelu[2-3]"
  * (a Linear an FP8 sequence runs in its dtype: "linear(bf16)[4]"; a
- * backward collective on the side stream, "Overlap": "tp_copy(side)[2]")
+ * backward collective on the side stream, "Overlap": "tp_copy(side)[2]";
+ * a forward GEMM in 4 row blocks, the pattern after it pipelined on the
+ * side stream: "linear(x4)[5]")
  * into buf (len bytes, NUL-terminated, truncated to fit); *needed (may be
  * NULL) gets the length without the NUL.  buf may be NULL with len 0. */
 tecore_result_t tecore_seq_describe(const tecore_seq_t *seq, tecore_seq_dir_t dir, char *buf,
@@ -421,6 +429,7 @@ struct tecore_seq_exec {
   tecore_devptr_t workspace;            /* backward scratch (tecore_op_kind_def.workspace) */
   size_t workspace_bytes;
   unsigned flags;                       /* TECORE_EXEC_* */
+  size_t row0;                          /* forward, TECORE_FUSION_ROWS: the first row */
 };
 /* tecore_seq_exec.flags.  GRAD_DEAD (backward): grad[count], the gradient
  * of the group's output, is the sequence's storage (its own, or given by
@@ -555,6 +564,16 @@ struct tecore_fusion_def {
  * rmsnorm+quantize).  applies must check that this Linear runs in FP8
  * (tecore_seq_fp8_input succeeds) under the recipe. */
 #define TECORE_FUSION_WRITES_FP8 0x1u
+/* ROWS (forward): run may be called on a block of rows: act[] then are
+ * the group's boundaries cut to rows [x->row0, x->row0 + act[0].shape[0])
+ * (views into the full ones), and what run finds by itself (slot values,
+ * saved vectors, tecore_seq_fp8_input's data) it offsets by row0; its
+ * rows are independent (an allreduce, a residual add, a norm per row).
+ * When such a group follows a Linear alone, the fuser may pipeline them
+ * (te/ops.h, "Overlap"): the Linear's GEMM in row blocks on the caller's
+ * stream, run on each block on the side stream as soon as the GEMM wrote
+ * it. */
+#define TECORE_FUSION_ROWS 0x2u
 /* Adds a pattern (def is copied) for sequences planned from now on. */
 tecore_result_t tecore_ops_register_fusion(const struct tecore_fusion_def *def);
 /* Removes the registered pattern called name. */
