@@ -259,6 +259,7 @@ module te_core
   integer(c_int), parameter :: TECORE_OP_MAX_SAVED = 2
   integer(c_int), parameter :: TECORE_FUSION_MAX_OPS = 8
   integer(c_int), parameter :: TECORE_FUSION_WRITES_FP8 = 1
+  integer(c_int), parameter :: TECORE_FUSION_ROWS = 2
   ! from libtecore/te/optim.h
   integer(c_int), parameter :: TECORE_OPTIM_BATCH = 40
   integer(c_int), parameter :: TECORE_ADAM_W = 1
@@ -613,6 +614,7 @@ module te_core
     integer(tecore_devptr_t) :: workspace
     integer(c_size_t) :: workspace_bytes
     integer(c_int) :: flags
+    integer(c_size_t) :: row0
   end type tecore_seq_exec
 
   ! struct tecore_op_param_def (libtecore/te/ops.h)

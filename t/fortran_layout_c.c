@@ -260,6 +260,7 @@ int main(void) {
   printf("tecore_seq_exec.workspace %zu\n", offsetof(struct tecore_seq_exec, workspace));
   printf("tecore_seq_exec.workspace_bytes %zu\n", offsetof(struct tecore_seq_exec, workspace_bytes));
   printf("tecore_seq_exec.flags %zu\n", offsetof(struct tecore_seq_exec, flags));
+  printf("tecore_seq_exec.row0 %zu\n", offsetof(struct tecore_seq_exec, row0));
   printf("tecore_op_param_def size %zu\n", sizeof(struct tecore_op_param_def));
   printf("tecore_op_param_def.name %zu\n", offsetof(struct tecore_op_param_def, name));
   printf("tecore_op_param_def.rows %zu\n", offsetof(struct tecore_op_param_def, rows));

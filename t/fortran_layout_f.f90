@@ -315,6 +315,7 @@ program fortran_layout
   print '(a,1x,i0)', 'tecore_seq_exec.workspace', off(c_loc(v29), c_loc(v29%workspace))
   print '(a,1x,i0)', 'tecore_seq_exec.workspace_bytes', off(c_loc(v29), c_loc(v29%workspace_bytes))
   print '(a,1x,i0)', 'tecore_seq_exec.flags', off(c_loc(v29), c_loc(v29%flags))
+  print '(a,1x,i0)', 'tecore_seq_exec.row0', off(c_loc(v29), c_loc(v29%row0))
   print '(a,1x,i0)', 'tecore_op_param_def size', c_sizeof(v30)
   print '(a,1x,i0)', 'tecore_op_param_def.name', off(c_loc(v30), c_loc(v30%name))
   print '(a,1x,i0)', 'tecore_op_param_def.rows', off(c_loc(v30), c_loc(v30%rows))

@@ -391,9 +391,10 @@ tecore_result_t tecore_seq_set_saved(tecore_seq_t *seq, size_t index, tecore_dev
  * operations) on the pass's stream, from tecore_seq_forward and
  * tecore_seq_backward; a failure fails the pass with the hook's error.
  * Hooks only queue work (the passes may be captured).  Under overlap
- * (above) an overlapped operation's hooks get the side stream and are
- * called between the before and after of the Linear's group, whose after
- * comes once its weight-gradient GEMM is queued: the calls nest. */
+ * (above) an overlapped operation's (or row-block pattern's) hooks get
+ * the side stream and are called between the before and after of the
+ * Linear's group, whose after comes once its weight-gradient GEMM is
+ * queued (forward: once the side stream is joined): the calls nest. */
 struct tecore_seq_hooks {
   tecore_result_t (*before)(void *ctx, tecore_seq_t *seq, tecore_seq_dir_t dir, size_t first,
                             size_t count, tecore_stream_t stream);
