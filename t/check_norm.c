@@ -246,6 +246,20 @@ START_TEST(test_norm_fwd_whole_rows) {
 }
 END_TEST
 
+/* The forward grid capped at one wave (TECORE_NORM_FWD_WAVES=1; the
+ * default gives each row group a block): on a GPU the resident blocks
+ * then loop over more row groups than they are; the same reference holds.
+ * Check forks a process per test, so the tunable is read afresh here. */
+START_TEST(test_norm_fwd_one_wave_loops) {
+  ck_assert_int_eq(setenv("TECORE_NORM_FWD_WAVES", "1", 1), 0);
+  const tecore_dtype_t bf = TECORE_DTYPE_BF16;
+  run_fwd(1, 1400, 4096, bf, bf, TECORE_DTYPE_E4M3, 0);
+  run_fwd(0, 700, 8192, bf, bf, TECORE_DTYPE_E4M3, 0);
+  run_fwd(0, 1500, 1024, bf, bf, TECORE_DTYPE_BF16, 0);
+  ck_assert_int_eq(unsetenv("TECORE_NORM_FWD_WAVES"), 0);
+}
+END_TEST
+
 /* ---- backward ---------------------------------------------------------------------- */
 
 /* mode: 0 LayerNorm, 1 RMSNorm, 2 rmsnorm_bwd_add, 3 rmsnorm_bwd_add with
@@ -545,6 +559,7 @@ static Suite *norm_suite(void) {
   TCase *tc = te_tcase(s, "fwd", 1);
   tcase_add_loop_test(tc, test_norm_fwd, 0, (int)TE_ARRAY_N(nshapes));
   tcase_add_test(tc, test_norm_fwd_whole_rows);
+  tcase_add_test(tc, test_norm_fwd_one_wave_loops);
   tc = te_tcase(s, "bwd", 1);
   tcase_add_loop_test(tc, test_norm_bwd, 0, (int)TE_ARRAY_N(nshapes));
   tc = te_tcase(s, "misc", 1);

@@ -295,15 +295,18 @@ static tecore_result_t q_launch(int k, struct tecore_launch_cfg cfg, void **args
 /* The per-tensor and amax kernels' loop and grid: the delayed-scaling
  * quantize is bound by DRAM, and which access pattern and grid get closest
  * to the copy rate is a measurement on each GPU, so both are tunables (the
- * defaults: the loop that reads whole sectors, one resident wave).  Same
- * bytes out whatever the choice. */
+ * defaults: the loop that reads whole sectors, and a block per 4096
+ * elements, which measured 0.070 ms at 8192^2 on an H100 against 0.072
+ * for one resident wave: bench/2026-11-22f-gpu.md).  Same bytes out
+ * whatever the choice. */
 TE_PARAM_INT(quantize_loop, "TECORE_QUANTIZE_LOOP", 1, 0, 3,
              "per-tensor quantize and amax kernel loop: 0 a 32-byte chunk a lane (two 16-byte "
              "loads), 1 warp-contiguous 16-byte loads, 2 the same skipping L1 with streaming "
              "stores, 3 warp-contiguous with two tiles a step (BF16)");
-TE_PARAM_INT(quantize_blocks_per_sm, "TECORE_QUANTIZE_BLOCKS_PER_SM", 8, 0, 64,
+TE_PARAM_INT(quantize_blocks_per_sm, "TECORE_QUANTIZE_BLOCKS_PER_SM", 0, 0, 64,
              "per-tensor quantize and amax grid: at most this many 256-thread blocks per SM "
-             "(8: one resident wave, a grid-stride loop), 0 for one 16-element chunk a thread");
+             "(8: one resident wave, a grid-stride loop); 0, the default: a block per 4096 "
+             "elements");
 
 /* The kernel of the chosen loop: k0 its loop-0 kernel, then _w, _ws, _w2. */
 static int q_loop_kernel(int k0, int kw, int kws, int kw2) {

@@ -164,12 +164,15 @@ static tecore_result_t norm_bwd_alias(const struct tecore_tensor *dy,
 
 /* te_norm_fwd_fast16 and _full16 blocks, each a row group, spend about 100
  * of their instructions on set-up and the block's amax, against 600-800 a
- * row, and these kernels are bound by instruction issue: so their grid is
- * capped at this many waves of resident blocks, which loop over the row
- * groups (the bytes out do not depend on the grid). */
-TE_PARAM_INT(norm_fwd_waves, "TECORE_NORM_FWD_WAVES", 1, 0, 1024,
+ * row, so their grid may be capped at this many waves of resident blocks,
+ * which then loop over the row groups (the bytes out do not depend on the
+ * grid).  Measured on an H100 (bench/2026-11-22f-gpu.md), LayerNorm +
+ * quantize at 16384x4096 took 0.080 ms with one wave, 0.073 with four and
+ * 0.072 with a block per row group: the default is the last. */
+TE_PARAM_INT(norm_fwd_waves, "TECORE_NORM_FWD_WAVES", 0, 0, 1024,
              "grid of the 16-bit LayerNorm/RMSNorm forward kernels: at most this many waves "
-             "of resident blocks, looping over the rows (0: a block per row group)");
+             "of resident blocks, looping over the rows (0, the default: a block per row "
+             "group)");
 
 /* Blocks of `threads` resident on one multiprocessor for a kernel held to
  * 48 registers (__maxnreg__(48)): 64K registers, 2048 threads, 32 blocks. */
