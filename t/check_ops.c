@@ -2339,7 +2339,7 @@ END_TEST
  * buffer of the caller's (poisoned first) gives the same bits as the
  * sequence's own storage; the buffer is the one the sum read (it was told
  * the gradient is dead and left NaN there); ptr 0 goes back; bad
- * arguments are refused. */
+ * arguments are refused, as is TECORE_FUSION_ROWS on a backward pattern. */
 START_TEST(test_set_grad) {
   ovl_register();
   struct tecore_op_desc d[14];
@@ -2395,6 +2395,14 @@ START_TEST(test_set_grad) {
   cfg.flags = 0x8;
   TE_EXPECT_INVALID("flags", tecore_seq_create(&cfg, &a));
   TE_OK(tecore_mem_free(buf));
+  /* the row-block flag is for forward patterns; no unknown pattern flags */
+  struct tecore_fusion_def fd = {.name = "ovl_rows", .dir = TECORE_SEQ_BACKWARD, .nops = 1,
+                                 .kinds = {OVL_KIND}, .run = ovl_bwd,
+                                 .flags = TECORE_FUSION_ROWS};
+  TE_EXPECT_INVALID("forward patterns", tecore_ops_register_fusion(&fd));
+  fd.dir = TECORE_SEQ_FORWARD;
+  fd.flags = 0x4;
+  TE_EXPECT_INVALID("flags", tecore_ops_register_fusion(&fd));
   ovl_unregister();
 }
 END_TEST
