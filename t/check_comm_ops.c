@@ -27,10 +27,12 @@
 #include "common/convert.h"
 #include "common/fp8.h"
 
-/* The forward row blocks (TECORE_OPS_FWD_CHUNKS, te/ops.h "Overlap") at
- * any size, so the overlap tests' 64-row sequences take them; the other
- * tests' 16-row ones are too short for 4 blocks of 16. */
+/* The forward row blocks (TECORE_OPS_FWD_CHUNKS, te/ops.h "Overlap"; off
+ * by default) in 4 blocks at any size, so the overlap tests' 64-row
+ * sequences take them; the other tests' 16-row ones are too short for 4
+ * blocks of 16. */
 __attribute__((constructor)) static void fwd_blocks_everywhere(void) {
+  setenv("TECORE_OPS_FWD_CHUNKS", "4", 0);
   setenv("TECORE_OPS_FWD_CHUNK_MIN_KB", "0", 0);
 }
 

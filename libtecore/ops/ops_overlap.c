@@ -23,11 +23,12 @@ TE_PARAM_INT(ops_overlap, "TECORE_OPS_OVERLAP", 1, 0, 1,
              "Linear's weight-gradient GEMM; 0: everything on the caller's stream (as "
              "TECORE_SEQ_NO_OVERLAP)")
 
-TE_PARAM_INT(ops_fwd_chunks, "TECORE_OPS_FWD_CHUNKS", 4, 1, 64,
+TE_PARAM_INT(ops_fwd_chunks, "TECORE_OPS_FWD_CHUNKS", 1, 1, 64,
              "with TECORE_OPS_OVERLAP, a fuser forward runs a Linear's GEMM in this many blocks "
              "of rows when a pattern that works on row blocks follows it (libtecomm's allreduce "
              "+ add + RMSNorm), each block's collective on the side stream while the next "
-             "block's GEMM runs; 1: no blocks")
+             "block's GEMM runs; 1 (the default: 4 blocks measured slower on 2x H200): no "
+             "blocks")
 TE_PARAM_INT(ops_fwd_chunk_min_kb, "TECORE_OPS_FWD_CHUNK_MIN_KB", 2048, 0, INT64_MAX,
              "the row blocks of TECORE_OPS_FWD_CHUNKS are used only when each holds at least "
              "this many KiB of the GEMM's output (smaller collectives cost more in latency than "
