@@ -148,9 +148,15 @@ static const char *algo_name(int a) {
  * block b's peers run when it waits for them.  vdev runs blocks one after
  * another; a few keep its per-block protocol honest without making every
  * call a long series of barriers between processes. */
+TECORE_TUNABLE_INT(tc_tun_ar_blocks, "TECOMM_AR_BLOCKS", TE_AR_MAX_BLOCKS, 1, TE_AR_MAX_BLOCKS,
+                   "on a GPU, the most thread blocks an IPC allreduce kernel takes (one-shot, "
+                   "two-shot, Lamport, NVLS); fewer leave SMs to kernels that run beside it, such "
+                   "as an overlapped GEMM.  Every rank must use the same value")
+
 static uint32_t ar_max_blocks(void) {
   tecore_backend_t b = TECORE_BACKEND_NONE;
-  if (tecore_backend(&b) == TECORE_SUCCESS && b == TECORE_BACKEND_CUDA) return TE_AR_MAX_BLOCKS;
+  if (tecore_backend(&b) == TECORE_SUCCESS && b == TECORE_BACKEND_CUDA)
+    return (uint32_t)tecore_tunable_int(&tc_tun_ar_blocks);
   return 3;
 }
 

@@ -512,7 +512,8 @@ START_TEST(tunables_listed) {
   static const char *const vars[] = {"TECOMM_TIMEOUT", "TECOMM_POOL_MB", "TECOMM_MAX_TOKENS",
                                      "TECOMM_MAX_HIDDEN", "TECOMM_ALGO", "TECOMM_NCCL",
                                      "TECOMM_RANK", "TECOMM_NRANKS", "TECOMM_ROOT",
-                                     "TECOMM_ONESHOT_MAX_KB", "TECOMM_LAMPORT_MAX_KB"};
+                                     "TECOMM_ONESHOT_MAX_KB", "TECOMM_LAMPORT_MAX_KB",
+                                     "TECOMM_AR_BLOCKS"};
   for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++) {
     struct tecore_tunable_info info;
     TE_OK(tecore_tunable_find(vars[i], &info));
