@@ -168,14 +168,16 @@ static tecomm_result_t composite(struct tecomm_comm *c, const struct tecomm_add_
   return TECOMM_SUCCESS;
 }
 
-/* Common path.  fused: NULL for a plain allreduce.  scratch: the caller
- * reads send no more after this call (tc_allreduce_scratch), so an
- * algorithm that reduce-scatters into its input may use symmetric send
- * where it lies instead of a staged copy. */
+/* Common path.  fused: NULL for a plain allreduce.  how: TC_AR_SCRATCH,
+ * the caller reads send no more after this call (tc_allreduce_scratch),
+ * so an algorithm that reduce-scatters into its input may use symmetric
+ * send where it lies instead of a staged copy; TC_AR_BESIDE, a narrow
+ * grid (tc_internal.h). */
 static tecomm_result_t run(struct tecomm_comm *c, tecore_devptr_t send, tecore_devptr_t recv,
                            size_t count, tecore_dtype_t dtype, tecomm_op_t op, tecomm_algo_t asked,
-                           const struct tecomm_add_rmsnorm *fa, int scratch,
+                           const struct tecomm_add_rmsnorm *fa, unsigned how,
                            tecore_stream_t stream, const char *fn) {
+  const int scratch = (how & TC_AR_SCRATCH) != 0;
   int cap = tc_capturing(stream);
   TC_CHECK(tc_comm_ready(c, fn, !cap));
   size_t bytes = count * tecore_dtype_size(dtype);
@@ -227,6 +229,7 @@ static tecomm_result_t run(struct tecomm_comm *c, tecore_devptr_t send, tecore_d
   call.out = recv;
   call.timeout_ns = (uint64_t)tc_timeout_ms() * 1000000ull;
   call.ws_max_bytes = c->ws_max_bytes;
+  call.beside = (how & TC_AR_BESIDE) != 0;
   if (seg && tecomm_ar_clobbers_input(call.algo) && !in_place) seg = NULL; /* stage it */
   for (int r = 0; r < c->nranks; r++) call.ws[r] = c->ws_peer[r];
   if (seg) {
@@ -262,10 +265,10 @@ static tecomm_result_t check_common(tecomm_comm_t comm, size_t count, tecore_dty
   return TECOMM_SUCCESS;
 }
 
-/* tecomm_allreduce_algo; scratch: as run's. */
+/* tecomm_allreduce_algo; how: as run's. */
 static tecomm_result_t allreduce(tecomm_comm_t comm, tecore_devptr_t send, tecore_devptr_t recv,
                                  size_t count, tecore_dtype_t dtype, tecomm_op_t op,
-                                 tecomm_algo_t algo, int scratch, tecore_stream_t stream) {
+                                 tecomm_algo_t algo, unsigned how, tecore_stream_t stream) {
   static const char fn[] = "tecomm_allreduce";
   TC_CHECK(check_common(comm, count, dtype, algo, fn));
   TC_ARG(send, "%s: send is 0", fn);
@@ -277,7 +280,7 @@ static tecomm_result_t allreduce(tecomm_comm_t comm, tecore_devptr_t send, tecor
   size_t bytes = count * esz;
   TC_ARG(send == recv || send + bytes <= recv || recv + bytes <= send,
          "%s: send and recv overlap without being equal", fn);
-  return run(comm, send, recv, count, dtype, op, algo, NULL, scratch, stream, fn);
+  return run(comm, send, recv, count, dtype, op, algo, NULL, how, stream, fn);
 }
 
 TE_EXPORT tecomm_result_t tecomm_allreduce_algo(tecomm_comm_t comm, tecore_devptr_t send,
@@ -293,9 +296,9 @@ TE_EXPORT tecomm_result_t tecomm_allreduce(tecomm_comm_t comm, tecore_devptr_t s
   return tecomm_allreduce_algo(comm, send, recv, count, dtype, op, TECOMM_ALGO_AUTO, stream);
 }
 
-/* tecomm_allreduce_add_rmsnorm; scratch: as run's. */
+/* tecomm_allreduce_add_rmsnorm; how: as run's. */
 static tecomm_result_t add_rmsnorm(tecomm_comm_t comm, const struct tecomm_add_rmsnorm *a,
-                                   int scratch, tecore_stream_t stream) {
+                                   unsigned how, tecore_stream_t stream) {
   static const char fn[] = "tecomm_allreduce_add_rmsnorm";
   TC_ARG(comm, "%s: comm is NULL", fn);
   TC_ARG(a, "%s: args is NULL", fn);
@@ -330,7 +333,7 @@ static tecomm_result_t add_rmsnorm(tecomm_comm_t comm, const struct tecomm_add_r
          (unsigned long long)a->rsigma);
   TC_ARG(!a->rsigma || a->x + bytes <= a->rsigma || a->rsigma + a->rows * 4 <= a->x,
          "%s: args->x overlaps args->rsigma", fn);
-  return run(comm, a->x, 0, a->rows * a->hidden, a->dtype, TECOMM_SUM, a->algo, a, scratch, stream,
+  return run(comm, a->x, 0, a->rows * a->hidden, a->dtype, TECOMM_SUM, a->algo, a, how, stream,
              fn);
 }
 
@@ -340,17 +343,18 @@ TE_EXPORT tecomm_result_t tecomm_allreduce_add_rmsnorm(tecomm_comm_t comm,
   return add_rmsnorm(comm, a, 0, stream);
 }
 
-/* The fuser's sums (fuser_ops.c): the input is a dead intermediate. */
+/* The fuser's sums (fuser_ops.c). */
 tecomm_result_t tc_allreduce_scratch(tecomm_comm_t comm, tecore_devptr_t send, tecore_devptr_t recv,
                                      size_t count, tecore_dtype_t dtype, tecomm_algo_t algo,
-                                     tecore_stream_t stream) {
-  return allreduce(comm, send, recv, count, dtype, TECOMM_SUM, algo, 1, stream);
+                                     unsigned how, tecore_stream_t stream) {
+  TC_ARG(!(how & ~(TC_AR_SCRATCH | TC_AR_BESIDE)), "tc_allreduce_scratch: how 0x%x", how);
+  return allreduce(comm, send, recv, count, dtype, TECOMM_SUM, algo, how, stream);
 }
 
 tecomm_result_t tc_allreduce_add_rmsnorm_scratch(tecomm_comm_t comm,
                                                  const struct tecomm_add_rmsnorm *a,
                                                  tecore_stream_t stream) {
-  return add_rmsnorm(comm, a, 1, stream);
+  return add_rmsnorm(comm, a, TC_AR_SCRATCH, stream);
 }
 
 TE_EXPORT tecore_result_t tecomm_amax_reduce(tecore_devptr_t amax, size_t count,

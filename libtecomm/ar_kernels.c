@@ -153,16 +153,27 @@ TECORE_TUNABLE_INT(tc_tun_ar_blocks, "TECOMM_AR_BLOCKS", TE_AR_MAX_BLOCKS, 1, TE
                    "two-shot, Lamport, NVLS); fewer leave SMs to kernels that run beside it, such "
                    "as an overlapped GEMM.  Every rank must use the same value")
 
-static uint32_t ar_max_blocks(void) {
+/* Measured on 2x H200 (bench/2026-11-22f-gpu.md): te-demo --tp 2's step
+ * with its backward sums beside the wgrad GEMM took 65.18 ms at 128
+ * blocks, 64.35 at 32 and 66.80 at 16. */
+TECORE_TUNABLE_INT(tc_tun_ar_overlap_blocks, "TECOMM_AR_OVERLAP_BLOCKS", 32, 1, TE_AR_MAX_BLOCKS,
+                   "on a GPU, the most thread blocks an IPC allreduce kernel takes when it runs "
+                   "beside another kernel (the fuser's backward sums overlapped with a GEMM); "
+                   "at most TECOMM_AR_BLOCKS.  Every rank must use the same value")
+
+static uint32_t ar_max_blocks(int beside) {
   tecore_backend_t b = TECORE_BACKEND_NONE;
-  if (tecore_backend(&b) == TECORE_SUCCESS && b == TECORE_BACKEND_CUDA)
-    return (uint32_t)tecore_tunable_int(&tc_tun_ar_blocks);
+  if (tecore_backend(&b) == TECORE_SUCCESS && b == TECORE_BACKEND_CUDA) {
+    int64_t m = tecore_tunable_int(&tc_tun_ar_blocks);
+    int64_t o = tecore_tunable_int(&tc_tun_ar_overlap_blocks);
+    return (uint32_t)(beside && o < m ? o : m);
+  }
   return 3;
 }
 
-static uint32_t ar_blocks(uint64_t work, uint64_t per_block) {
+static uint32_t ar_blocks(uint64_t work, uint64_t per_block, int beside) {
   uint64_t g = (work + per_block - 1) / per_block;
-  uint32_t m = ar_max_blocks();
+  uint32_t m = ar_max_blocks(beside);
   if (g < 1) g = 1;
   return g > m ? m : (uint32_t)g;
 }
@@ -275,7 +286,8 @@ static tecore_result_t ar_go(int k, const struct tecore_launch_cfg *cfg, struct 
 }
 
 /* The plain allreduce of p (count elements from in[] to out). */
-static tecore_result_t ar_plain(int algo, struct te_ar_params *p, tecore_stream_t stream) {
+static tecore_result_t ar_plain(int algo, struct te_ar_params *p, int beside,
+                                tecore_stream_t stream) {
   int n = p->nranks;
   int vec = 16 / te_ar_esize(p->dtype);
   for (int s = 0; s < n; s++)
@@ -286,18 +298,18 @@ static tecore_result_t ar_plain(int algo, struct te_ar_params *p, tecore_stream_
   struct tecore_launch_cfg cfg = {.grid = {1, 1, 1}, .block = {TE_AR_THREADS, 1, 1}};
   int k;
   if (algo == TECOMM_AR_ONESHOT) {
-    cfg.grid[0] = ar_blocks(ngran, (uint64_t)TE_AR_THREADS * TE_AR_UNROLL);
+    cfg.grid[0] = ar_blocks(ngran, (uint64_t)TE_AR_THREADS * TE_AR_UNROLL, beside);
     k = TE_AR_K_ONESHOT;
   } else if (algo == TECOMM_AR_TWOSHOT) {
-    cfg.grid[0] = ar_blocks((ngran + (uint64_t)n - 1) / (uint64_t)n, TE_AR_THREADS);
+    cfg.grid[0] = ar_blocks((ngran + (uint64_t)n - 1) / (uint64_t)n, TE_AR_THREADS, beside);
     k = TE_AR_K_TWOSHOT;
   } else if (algo == TECOMM_AR_NVLS) {
     uint64_t ngr = (p->count * (uint64_t)te_ar_esize(p->dtype) + 15) / 16;
-    cfg.grid[0] = ar_blocks((ngr + (uint64_t)n - 1) / (uint64_t)n, TE_AR_THREADS);
+    cfg.grid[0] = ar_blocks((ngr + (uint64_t)n - 1) / (uint64_t)n, TE_AR_THREADS, beside);
     k = TE_AR_K_NVLS;
   } else {
     uint64_t ngr = (p->count * (uint64_t)te_ar_esize(p->dtype) + 15) / 16;
-    cfg.grid[0] = ar_blocks(ngr, TE_AR_THREADS);
+    cfg.grid[0] = ar_blocks(ngr, TE_AR_THREADS, beside);
     k = TE_AR_K_LAMPORT;
   }
   return ar_go(k, &cfg, p, stream);
@@ -343,7 +355,7 @@ static tecore_result_t ar_fused(const struct tecomm_ar_call *c, struct te_ar_par
   if (current) TC_CHECK(tecore_memset_d32_async(q->amax, 0, 1, stream));
 
   uint64_t groups = (p->rows + (uint64_t)plan.rows_per_block - 1) / (uint64_t)plan.rows_per_block;
-  struct tecore_launch_cfg rcfg = {.grid = {ar_blocks(groups, 1), 1, 1},
+  struct tecore_launch_cfg rcfg = {.grid = {ar_blocks(groups, 1, c->beside), 1, 1},
                                    .block = {plan.threads, 1, 1}};
   p->vec = vec_in ? 8 : 1;
   int wide = plan.threads > TE_AR_FUSED_NARROW;
@@ -378,7 +390,7 @@ static tecore_result_t ar_fused(const struct tecomm_ar_call *c, struct te_ar_par
     struct te_ar_params a = *p;
     a.fflags = 0;
     a.out = 0;
-    TC_CHECK(ar_plain(TECOMM_AR_NVLS, &a, stream));
+    TC_CHECK(ar_plain(TECOMM_AR_NVLS, &a, c->beside, stream));
     struct te_ar_params e = *p;
     e.in[e.rank] = c->nvls_uc + p->nv_data;
     e.vec = nvec == 8 ? 8 : 1;
@@ -390,7 +402,7 @@ static tecore_result_t ar_fused(const struct tecomm_ar_call *c, struct te_ar_par
     struct te_ar_params a = *p;
     a.fflags = 0;
     a.out = a.in[a.rank];
-    TC_CHECK(ar_plain(TECOMM_AR_TWOSHOT, &a, stream));
+    TC_CHECK(ar_plain(TECOMM_AR_TWOSHOT, &a, c->beside, stream));
     struct tecore_launch_cfg ecfg = rcfg;
     ecfg.grid[0] = (unsigned)(groups < 65535u * 32u ? groups : 65535u * 32u);
     TC_CHECK(ar_go(wide ? TE_AR_K_ADDNORM_WIDE : TE_AR_K_ADDNORM, &ecfg, p, stream));
@@ -432,7 +444,8 @@ tecore_result_t tecomm_ar_launch(const struct tecomm_ar_call *call, tecore_strea
   if (call->count == 0) return TECORE_SUCCESS;
   struct te_ar_params p;
   ar_params_base(call, &p);
-  tecore_result_t r = call->fused ? ar_fused(call, &p, stream, fn) : ar_plain((int)call->algo, &p, stream);
+  tecore_result_t r = call->fused ? ar_fused(call, &p, stream, fn)
+                                   : ar_plain((int)call->algo, &p, call->beside, stream);
   if (r != TECORE_SUCCESS && r != TECORE_ERR_NOT_SUPPORTED && r != TECORE_ERR_INVALID)
     tecore_set_error("%s: %s allreduce of %zu elements: %s", fn, algo_name((int)call->algo),
                      call->count, tecore_last_error());

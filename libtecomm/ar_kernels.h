@@ -93,6 +93,10 @@ struct tecomm_ar_call {
    * protocol's data buffer holds. */
   tecore_devptr_t nvls_uc, nvls_mc;
   size_t nvls_data_bytes;
+  /* 1: the call runs beside another kernel (the fuser's backward overlap
+   * with a GEMM): its grid is capped at TECOMM_AR_OVERLAP_BLOCKS so that
+   * the other kernel keeps most SMs */
+  int beside;
 };
 
 /* Device error word contents. */

@@ -89,16 +89,15 @@ static int input_dead(const struct tecore_seq_exec *x) {
 }
 
 /* dst = sum over the ranks of src (out of place); scratch: src is dead
- * afterwards (input_dead). */
+ * afterwards (input_dead).  On the sequence's side stream beside a GEMM
+ * (TECORE_EXEC_SIDE) the IPC kernels take a narrow grid. */
 static tecore_result_t sum(const struct tecore_seq_exec *x, const struct tecore_tensor *src,
                            const struct tecore_tensor *dst, int scratch) {
   const struct tecomm_op_params *p = params_of(x, x->first);
   if (!p) return TECORE_ERR_INVALID;
-  if (scratch)
-    return core_of(tc_allreduce_scratch(p->comm, src->data, dst->data, numel(src), src->dtype,
-                                        p->algo, x->stream));
-  return core_of(tecomm_allreduce_algo(p->comm, src->data, dst->data, numel(src), src->dtype,
-                                       TECOMM_SUM, p->algo, x->stream));
+  unsigned how = (scratch ? TC_AR_SCRATCH : 0u) | (x->flags & TECORE_EXEC_SIDE ? TC_AR_BESIDE : 0u);
+  return core_of(tc_allreduce_scratch(p->comm, src->data, dst->data, numel(src), src->dtype,
+                                      p->algo, how, x->stream));
 }
 
 /* dst = src, unless the fuser aliased them (it does but at the ends). */

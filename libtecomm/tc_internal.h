@@ -59,7 +59,13 @@ int tc_capturing(tecore_stream_t stream);
  * the caller's input intact. */
 tecomm_result_t tc_allreduce_scratch(tecomm_comm_t comm, tecore_devptr_t send, tecore_devptr_t recv,
                                      size_t count, tecore_dtype_t dtype, tecomm_algo_t algo,
-                                     tecore_stream_t stream);
+                                     unsigned how, tecore_stream_t stream);
+/* how, for tc_allreduce_scratch: SCRATCH, send is dead afterwards (as
+ * above; without it, the call is tecomm_allreduce_algo's SUM); BESIDE, the
+ * call runs beside another kernel (the fuser's overlap): the IPC kernels
+ * take at most TECOMM_AR_OVERLAP_BLOCKS blocks. */
+#define TC_AR_SCRATCH 0x1u
+#define TC_AR_BESIDE 0x2u
 tecomm_result_t tc_allreduce_add_rmsnorm_scratch(tecomm_comm_t comm,
                                                  const struct tecomm_add_rmsnorm *a,
                                                  tecore_stream_t stream);

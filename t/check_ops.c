@@ -2063,7 +2063,7 @@ END_TEST
  * would leave it garbage: a wrong "dead" shows as NaN downstream. */
 #define OVL_KIND (TECORE_OP_USER_FIRST + 7)
 static struct {
-  int calls, side, dead, fail;
+  int calls, side, side_flag, dead, fail;
   tecore_stream_t main;
 } ovl_seen;
 
@@ -2075,6 +2075,7 @@ static tecore_result_t ovl_fwd(const struct tecore_seq_exec *x) {
 static tecore_result_t ovl_bwd(const struct tecore_seq_exec *x) {
   ovl_seen.calls++;
   ovl_seen.side += x->stream != ovl_seen.main;
+  ovl_seen.side_flag += (x->flags & TECORE_EXEC_SIDE) != 0;
   size_t n = x->grad[0].shape[0] * x->grad[0].shape[1];
   tecore_result_t r = tecore_scale_add(x->grad[0].data, x->grad[1].data, 2.0f, x->grad[1].data,
                                        0.0f, x->grad[0].dtype, n, x->stream);
@@ -2171,16 +2172,20 @@ static void overlap_case(tecore_dtype_t dt, const struct tecore_recipe *r, unsig
   struct dt2 x[2], dy[2];
   make_mbs(dt, rows, hidden, x, dy);
   struct run_out ra, rb, rc;
-  ovl_seen.calls = ovl_seen.side = ovl_seen.dead = 0;
+  ovl_seen.calls = ovl_seen.side = ovl_seen.side_flag = ovl_seen.dead = 0;
   run_mb(a, x, dy, 2, &ra);
   ck_assert_msg(ovl_seen.calls == 8 && ovl_seen.side == 8 && ovl_seen.dead == 8,
                 "%s: overlap on: %d backward calls, %d on the side stream, %d told dy is dead "
                 "(want 8, 8, 8)", name, ovl_seen.calls, ovl_seen.side, ovl_seen.dead);
-  ovl_seen.calls = ovl_seen.side = ovl_seen.dead = 0;
+  ck_assert_msg(ovl_seen.side_flag == ovl_seen.side,
+                "%s: TECORE_EXEC_SIDE given %d times for %d side-stream runs", name,
+                ovl_seen.side_flag, ovl_seen.side);
+  ovl_seen.calls = ovl_seen.side = ovl_seen.side_flag = ovl_seen.dead = 0;
   run_mb(b, x, dy, 2, &rb);
   ck_assert_msg(ovl_seen.calls == 8 && ovl_seen.side == 0 && ovl_seen.dead == 8,
                 "%s: overlap off: %d backward calls, %d on the side stream, %d told dy is dead "
                 "(want 8, 0, 8)", name, ovl_seen.calls, ovl_seen.side, ovl_seen.dead);
+  ck_assert_int_eq(ovl_seen.side_flag, 0);
   run_mb(c, x, dy, 2, &rc);
   char what[128];
   snprintf(what, sizeof what, "%s: overlap on vs off", name);

@@ -99,7 +99,8 @@ static tecore_result_t group_exec(tecore_seq_t *s, const struct te_group *gr,
       .grad = dir == TECORE_SEQ_BACKWARD ? grad : NULL, .noop_flag = noop,
       .recipe = s->fp8_run ? &s->recipe : NULL, .stream = stream, .workspace = s->ws,
       .workspace_bytes = s->ws_bytes,
-      .flags = dir == TECORE_SEQ_BACKWARD && gr->grad_dead ? TECORE_EXEC_GRAD_DEAD : 0u,
+      .flags = (dir == TECORE_SEQ_BACKWARD && gr->grad_dead ? TECORE_EXEC_GRAD_DEAD : 0u) |
+               (s->side && stream == s->side ? TECORE_EXEC_SIDE : 0u),
       .row0 = row0};
   tecore_seq_exec_fn fn = NULL;
   group_fn(s, gr, dir, &fn, &x.ctx);

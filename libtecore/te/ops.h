@@ -438,6 +438,10 @@ struct tecore_seq_exec {
  * the executor may overwrite it (a collective may reduce in it, where it
  * lies, instead of a copy). */
 #define TECORE_EXEC_GRAD_DEAD 0x1u
+/* SIDE: the group runs on the sequence's side stream beside a GEMM (the
+ * overlap, tecore_seq_backward(3)): a collective may take fewer SMs so
+ * that the GEMM keeps most of them. */
+#define TECORE_EXEC_SIDE 0x2u
 typedef tecore_result_t (*tecore_seq_exec_fn)(const struct tecore_seq_exec *x);
 
 /* tecore_op_kind_def.fields: the tecore_op_desc fields a kind reads (the
