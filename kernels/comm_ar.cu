@@ -403,6 +403,7 @@ struct ar_lam {
   uint64_t k;
   int bi, bj;
   uint64_t used_j;
+  uint64_t used_i; /* bytes this call arms in buffer bi (ar_lam_rearm records them) */
 };
 
 __device__ __forceinline__ uint64_t ar_ld_volatile64(const void *p) {
@@ -414,10 +415,10 @@ __device__ __forceinline__ uint64_t ar_ld_volatile64(const void *p) {
 // Block set-up of a Lamport kernel: the deadline, the error and abort
 // words, the call counter k and the bytes buffer (k + 2) % 3 holds, read
 // by thread 0 in one round of loads.  Returns false in every thread when
-// this rank already failed.  Otherwise the last block to have read the
-// counter records used_bytes for buffer k % 3 and advances the counter
-// (so a replayed graph walks the buffers); the next call reads them only
-// after this kernel has ended.  One block: no count needed.
+// this rank already failed.  The counter advances later, in ar_lam_rearm,
+// once this block's granules are out: the atomic that finds the last
+// block costs thread 0 a trip to L2, and before the stores it delayed
+// thread 0's granule, which every peer waits for.
 __device__ __forceinline__ bool ar_lam_start(const te_ar_params &p, uint64_t used_bytes,
                                              ar_block &c, ar_lam &l) {
   __shared__ uint64_t s_k, s_used, s_deadline;
@@ -444,16 +445,8 @@ __device__ __forceinline__ bool ar_lam_start(const te_ar_params &p, uint64_t use
   l.bi = (int)(l.k % 3);
   l.bj = (int)((l.k + 2) % 3);
   l.used_j = s_used;
-  if (s_failed) return false;
-  if (threadIdx.x == 0) {
-    unsigned *arrived = (unsigned *)(lam + TE_AR_LAM_DONE);
-    if (gridDim.x == 1 || atomicAdd(arrived, 1u) == gridDim.x - 1) {
-      if (gridDim.x > 1) *(volatile unsigned *)arrived = 0;
-      ((volatile uint64_t *)(lam + TE_AR_LAM_USED))[l.bi] = used_bytes;
-      *(volatile uint64_t *)(lam + TE_AR_LAM_COUNTER) = l.k + 1;
-    }
-  }
-  return true;
+  l.used_i = used_bytes;
+  return !s_failed;
 }
 
 // Granule g (16 bytes) of this rank's input, bytes past the input zero.
@@ -564,13 +557,26 @@ __device__ __forceinline__ void ar_fold(const te_ar_params &p, const uint4 *raw,
     }
 }
 
-// Re-arms this block's part of buffer bj, the one the previous call used.
-// The kernels do it once their own bytes are out and before they wait for
-// the peers' (te_ar_vdev_lamport in libtecomm/ar_vdev.c says why that is
-// safe), so the stores are off the call's critical path; a block that
-// then gives up has re-armed a buffer no one writes before call k + 2,
-// which a failed rank never reaches (its error word stays set).
+// After this block's granules are out: the last block to have read the
+// call counter (ar_lam_start) records used_i for buffer bi and advances
+// the counter, so a replayed graph walks the buffers; the next call reads
+// them only after this kernel has ended.  Then this block's part of
+// buffer bj, the one the previous call used, is re-armed.  The kernels do
+// both before they wait for the peers' bytes (te_ar_vdev_lamport in
+// libtecomm/ar_vdev.c says why re-arming then is safe), so neither is on
+// the call's critical path; a block that then gives up has re-armed a
+// buffer no one writes before call k + 2, which a failed rank never
+// reaches (its error word stays set).
 __device__ __forceinline__ void ar_lam_rearm(const te_ar_params &p, const ar_lam &l) {
+  if (threadIdx.x == 0) {
+    char *lam = ar_ptr<char>(te_ar_lam_ws(&p) + TE_AR_OFF_LAM);
+    unsigned *arrived = (unsigned *)(lam + TE_AR_LAM_DONE);
+    if (gridDim.x == 1 || atomicAdd(arrived, 1u) == gridDim.x - 1) {
+      if (gridDim.x > 1) *(volatile unsigned *)arrived = 0;
+      ((volatile uint64_t *)(lam + TE_AR_LAM_USED))[l.bi] = l.used_i;
+      *(volatile uint64_t *)(lam + TE_AR_LAM_COUNTER) = l.k + 1;
+    }
+  }
   uint64_t lo, hi;
   te_ar_split(l.used_j / 16, gridDim.x, blockIdx.x, &lo, &hi);
   const uint4 arm = make_uint4(TE_AR_LAM_ARM, TE_AR_LAM_ARM, TE_AR_LAM_ARM, TE_AR_LAM_ARM);
