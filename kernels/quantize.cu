@@ -9,11 +9,15 @@
 //                          e4m3/e5m2, any n; 16 elements (one 16-byte store)
 //                          per thread per step when both pointers are 16-byte
 //                          aligned, else one element per step; grid-stride.
-//   te_fp8_quantize_pt_w, _ws, _w2  the same, each load of a warp 512
-//                          contiguous bytes (_ws: with cache hints, _w2: two
-//                          tiles a step); the host picks one of the four
-//                          (TECORE_QUANTIZE_LOOP); te_fp8_amax_w, _ws, _w2
-//                          likewise for the amax pass.
+//   te_fp8_quantize_pt_w   the same, each load of a warp 512 contiguous bytes.
+//   te_fp8_quantize_pt_bulk  the same through shared memory: 1-D bulk
+//                          asynchronous copies (cp.async.bulk, sm_90) of
+//                          8 KB stages, 4 a block, mbarrier-completed.
+//   te_fp8_quantize_pt_deep  warp-contiguous, four 16-byte loads a lane
+//                          issued at once, L1 skipped, streaming stores.
+//                          The host picks one of the four
+//                          (TECORE_QUANTIZE_LOOP); te_fp8_amax_w, _bulk,
+//                          _deep likewise for the amax pass.
 //   te_fp8_amax            max |x| over n elements, same loop shape.
 //   te_fp8_quantize_mx_*   MXFP8 (one kernel per input type: f32, bf16, f16),
 //                          rows x cols, any shape: one 32x128 tile per warp,
@@ -119,20 +123,21 @@ static __device__ __forceinline__ uint32_t quant_flat(const void *__restrict__ i
   return m;
 }
 
-// ---- per-tensor, flat, warp-contiguous (te_fp8_quantize_pt_w, _ws, _w2) ----
-// The same elements as quant_flat, cut into tiles of SPANS x 512 elements
-// (SPANS x 32 chunks), a warp a tile a step (tile = the warp's global index
+// ---- per-tensor, flat, warp-contiguous (te_fp8_quantize_pt_w, _deep) -------
+// The same elements as quant_flat, cut into tiles of NV x 32 16-byte vectors
+// (NV vectors a lane), a warp a tile a step (tile = the warp's global index
 // + step x the grid's warps); each load instruction of the warp reads 512
-// contiguous bytes: lane l takes the 16-byte vectors l, l + 32, ... of the
-// tile, all loads issued before the first conversion.  In quant_flat a
-// lane's 32-byte chunk is two 16-byte loads, so each load instruction
-// touches 32 sectors for half their bytes and L1 sees every sector twice
-// (ncu: 10.5M theoretical L2 sectors against 6.3M ideal at 8192^2); here
-// every instruction is 16 full sectors.  HINT (_ws) also skips L1 (every
-// byte is read once), asks L2 to fetch 256 bytes a miss, and stores with
-// the streaming (evict-first) policy; SPANS 2 (_w2) has twice the bytes in
-// flight a thread.  The last, partial tile goes chunk by chunk, the
-// elements past the last chunk one by one, as in quant_flat.
+// contiguous bytes: lane l takes the vectors l, l + 32, ... of the tile,
+// all loads issued before the first conversion.  In quant_flat a lane's
+// 32-byte chunk is two 16-byte loads, so each load instruction touches 32
+// sectors for half their bytes and L1 sees every sector twice (ncu: 10.5M
+// theoretical L2 sectors against 6.3M ideal at 8192^2); here every
+// instruction is 16 full sectors.  _w: 32 bytes a lane (64 for f32), plain
+// loads and stores.  _deep (HINT, NV 4): 64 bytes a lane in flight for
+// every type, loads that skip L1 (every byte is read once) and ask L2 to
+// fetch 256 bytes a miss, stores with the streaming (evict-first) policy.
+// The last, partial tile goes chunk by chunk, the elements past the last
+// chunk one by one, as in quant_flat.
 
 // 16 bytes at p.
 template <bool HINT>
@@ -175,19 +180,16 @@ static __device__ __forceinline__ void unpack_vec(uint4 r, float *v) {
 }
 
 // Quantizes (out != NULL; else only the amax) in[0..n) with scale s; the
-// grid's blocks blk of nblk.  Returns this thread's max |x| bits.
-template <int IDT, int ODT, bool HINT, int SPANS>
+// grid's blocks blk of nblk; NVEC 16-byte vectors a lane a step (0: 32
+// bytes, 64 for f32, _w's choice).  Returns this thread's max |x| bits.
+template <int IDT, int ODT, bool HINT, int NVEC>
 static __device__ __forceinline__ uint32_t quant_flat_w(const void *__restrict__ in,
                                                         uint8_t *__restrict__ out, uint64_t n,
                                                         float s, uint64_t blk, uint64_t nblk) {
   constexpr int V = IDT == TE_FP8_DT_F32 ? 4 : 8;   // elements of a 16-byte vector
-  // two spans for BF16 only: F32 already has 64 bytes a lane in flight
-  // with one (two would take 32 registers of data alone), and F16's
-  // integer widening spilled with two
-  constexpr int SP = IDT == TE_FP8_DT_BF16 ? SPANS : 1;
-  constexpr int NV = SP * 16 / V;                    // vectors a lane a step
+  constexpr int NV = NVEC ? NVEC : 16 / V;          // vectors a lane a step
   constexpr int ES = IDT == TE_FP8_DT_F32 ? 4 : 2;   // input element size
-  constexpr uint64_t TC = 32 * SP;                   // chunks of a tile
+  constexpr uint64_t TC = 2 * NV * V;                // 16-element chunks of a tile
   uint32_t m = 0;
   const bool vec = (((uintptr_t)in | (uintptr_t)out) & 15u) == 0;
   const uint64_t nchunks = vec ? n / 16 : 0, ntiles = nchunks / TC;
@@ -238,13 +240,140 @@ static __device__ __forceinline__ uint32_t quant_flat_w(const void *__restrict__
   return m;
 }
 
+// ---- per-tensor through shared memory (te_fp8_quantize_pt_bulk) ------------
+// The tensor is cut into stages of QB_BYTES input bytes; a block takes the
+// stages blk, blk + nblk, ... (the host's grid: a few blocks an SM, each
+// looping).  Thread 0 keeps QB_NSTAGE of them in flight as 1-D bulk
+// asynchronous copies global -> shared (the copy engine of the SM moves
+// the bytes, so no thread waits on a load and no register holds one),
+// each completing an mbarrier with its byte count.  All threads wait for
+// the oldest, copy their 16-element chunk of it into registers, meet at a
+// barrier (after which thread 0 refills that buffer with the stage
+// QB_NSTAGE ahead), convert, and store 16 bytes of FP8 each.  Stages past
+// the last whole one, and every element when a pointer is not 16-byte
+// aligned, go through quant_flat_w.  Below sm_90 (no bulk copies) the
+// whole tensor does.
+#define QB_BYTES 8192   // input bytes of a stage: 4096 bf16/f16, 2048 f32
+#define QB_NSTAGE 4     // stages in flight a block (32 KB of shared memory)
+
+struct qb_smem {
+  __align__(128) uint4 buf[QB_NSTAGE][QB_BYTES / 16];
+  uint64_t bar[QB_NSTAGE];   // one mbarrier a buffer
+};
+// At file scope: one allocation in each kernel that uses it, whichever of
+// the six type pairs runs (a __shared__ in quant_bulk took one each).
+__shared__ qb_smem qb_sh;
+
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+static __device__ __forceinline__ uint32_t smem_u32(const void *p) {
+  return (uint32_t)__cvta_generic_to_shared(p);
+}
+// bytes from src (global) into dst (shared), completing the mbarrier bar:
+// the barrier's one arrival announces the bytes, the copy delivers them.
+static __device__ __forceinline__ void bulk_g2s(uint32_t dst, const void *src, uint32_t bytes,
+                                                uint32_t bar) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(bar), "r"(bytes)
+               : "memory");
+  asm volatile(
+      "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(dst),
+      "l"(src), "r"(bytes), "r"(bar)
+      : "memory");
+}
+// Waits for the phase of parity `parity` of bar to complete.
+static __device__ __forceinline__ void mbar_wait(uint32_t bar, uint32_t parity) {
+  uint32_t done;
+  do {
+    asm volatile(
+        "{\n\t.reg .pred p;\n\t"
+        "mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n\t"
+        "selp.u32 %0, 1, 0, p;\n\t}"
+        : "=r"(done)
+        : "r"(bar), "r"(parity)
+        : "memory");
+  } while (!done);
+}
+#endif
+
+template <int IDT, int ODT>
+static __device__ __forceinline__ uint32_t quant_bulk(const void *__restrict__ in,
+                                                      uint8_t *__restrict__ out, uint64_t n,
+                                                      float s, uint64_t blk, uint64_t nblk) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  constexpr int ES = IDT == TE_FP8_DT_F32 ? 4 : 2;
+  constexpr uint64_t SE = QB_BYTES / ES;    // elements of a stage
+  constexpr int VC = 16 * ES / 16;          // 16-byte vectors of a 16-element chunk
+  qb_smem &sh = qb_sh;
+  uint32_t m = 0;
+  const bool vec = (((uintptr_t)in | (uintptr_t)out) & 15u) == 0;
+  const uint64_t nst = vec ? n / SE : 0;   // whole stages of the tensor
+  const uint64_t mine = blk < nst ? (nst - blk + nblk - 1) / nblk : 0;   // this block's
+  if (mine) {   // the same in every thread of the block
+    if (threadIdx.x == 0) {
+      for (int b = 0; b < QB_NSTAGE; b++)
+        asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(smem_u32(&sh.bar[b])) : "memory");
+      // the initialised barriers visible to the copies (the async proxy)
+      asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+      for (uint64_t j = 0; j < QB_NSTAGE && j < mine; j++)
+        bulk_g2s(smem_u32(sh.buf[j]), (const char *)in + (blk + j * nblk) * QB_BYTES, QB_BYTES,
+                 smem_u32(&sh.bar[j]));
+    }
+    __syncthreads();
+    for (uint64_t j = 0; j < mine; j++) {
+      const int b = (int)(j % QB_NSTAGE);
+      const uint64_t g = blk + j * nblk;   // the tensor's stage
+      mbar_wait(smem_u32(&sh.bar[b]), (uint32_t)(j / QB_NSTAGE) & 1u);
+      // thread t's chunk: elements 16t .. 16t + 15 of the stage (f32: the
+      // stage's 128 chunks, threads 128.. idle)
+      const bool act = threadIdx.x < SE / 16;
+      uint4 r[VC];
+#pragma unroll
+      for (int k = 0; k < VC; k++) r[k] = act ? sh.buf[b][threadIdx.x * VC + k] : make_uint4(0, 0, 0, 0);
+      __syncthreads();   // every thread has its bytes: the buffer is free
+      if (threadIdx.x == 0 && j + QB_NSTAGE < mine) {
+        // order the reads above (generic proxy) before the copy's writes
+        asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+        bulk_g2s(smem_u32(sh.buf[b]), (const char *)in + (g + QB_NSTAGE * nblk) * QB_BYTES,
+                 QB_BYTES, smem_u32(&sh.bar[b]));
+      }
+      if (!act) continue;
+      float v[16];
+#pragma unroll
+      for (int k = 0; k < VC; k++) unpack_vec<IDT>(r[k], v + k * (16 / VC));
+#pragma unroll
+      for (int k = 0; k < 16; k++) m = te_max_u32(m, te_abs_bits(v[k]));
+      if (!out) continue;
+      const uint2 a = quant8<ODT>(v, s), c = quant8<ODT>(v + 8, s);
+      *(uint4 *)(out + g * SE + threadIdx.x * 16) = make_uint4(a.x, a.y, c.x, c.y);
+    }
+  }
+  const uint64_t done = nst * SE;   // the rest: a partial stage, or all
+  return te_max_u32(m, quant_flat_w<IDT, ODT, false, 0>((const char *)in + done * ES,
+                                                        out ? out + done : NULL, n - done, s,
+                                                        blk, nblk));
+#else
+  return quant_flat_w<IDT, ODT, false, 0>(in, out, n, s, blk, nblk);
+#endif
+}
+
 #define QPT_ARGS_DECL                                                                        \
   const void *in, void *out, uint64_t n, float *scale, float *scale_inv, float *scale_inv_col, \
       unsigned *amax, int current, float eps, int pow2, uint64_t blk, uint64_t nblk
 #define QPT_ARGS_USE in, out, n, scale, scale_inv, scale_inv_col, amax, current, eps, pow2, blk, nblk
 
-// LOOP: 0 quant_flat, 1 quant_flat_w, 2 the same with the cache hints, 3
-// with two tiles' bytes in flight.
+// The loop of TECORE_QUANTIZE_LOOP (or amax only, out NULL): 0 quant_flat,
+// 1 quant_flat_w, 2 quant_bulk, 3 quant_flat_w with 64 bytes a lane and
+// the cache hints.
+template <int IDT, int ODT, int LOOP>
+static __device__ __forceinline__ uint32_t quant_loop(const void *in, uint8_t *out, uint64_t n,
+                                                      float s, uint64_t blk, uint64_t nblk) {
+  // if constexpr: only the chosen loop is instantiated (quant_bulk's
+  // shared memory stays out of the other kernels)
+  if constexpr (LOOP == 0) return quant_flat<IDT, ODT>(in, out, n, s, blk, nblk);
+  else if constexpr (LOOP == 2) return quant_bulk<IDT, ODT>(in, out, n, s, blk, nblk);
+  else if constexpr (LOOP == 3) return quant_flat_w<IDT, ODT, true, 4>(in, out, n, s, blk, nblk);
+  else return quant_flat_w<IDT, ODT, false, 0>(in, out, n, s, blk, nblk);
+}
+
 template <int IDT, int ODT, int LOOP = 0>
 static __device__ void quant_pt(const void *in, void *out, uint64_t n, float *scale,
                                 float *scale_inv, float *scale_inv_col, unsigned *amax,
@@ -256,19 +385,16 @@ static __device__ void quant_pt(const void *in, void *out, uint64_t n, float *sc
     if (scale_inv) *scale_inv = si;
     if (scale_inv_col) *scale_inv_col = si;
   }
-  uint8_t *o = (uint8_t *)out;
-  uint32_t m = LOOP == 0   ? quant_flat<IDT, ODT>(in, o, n, s, blk, nblk)
-               : LOOP == 3 ? quant_flat_w<IDT, ODT, false, 2>(in, o, n, s, blk, nblk)
-                           : quant_flat_w<IDT, ODT, LOOP == 2, 1>(in, o, n, s, blk, nblk);
+  uint32_t m = quant_loop<IDT, ODT, LOOP>(in, (uint8_t *)out, n, s, blk, nblk);
   if (!current && amax) block_amax(m, amax);
 }
 template <int IDT, int ODT> static __device__ void quant_pt_w(QPT_ARGS_DECL) {
   quant_pt<IDT, ODT, 1>(QPT_ARGS_USE);
 }
-template <int IDT, int ODT> static __device__ void quant_pt_ws(QPT_ARGS_DECL) {
+template <int IDT, int ODT> static __device__ void quant_pt_bulk(QPT_ARGS_DECL) {
   quant_pt<IDT, ODT, 2>(QPT_ARGS_USE);
 }
-template <int IDT, int ODT> static __device__ void quant_pt_w2(QPT_ARGS_DECL) {
+template <int IDT, int ODT> static __device__ void quant_pt_deep(QPT_ARGS_DECL) {
   quant_pt<IDT, ODT, 3>(QPT_ARGS_USE);
 }
 
@@ -287,20 +413,22 @@ template <int IDT, int ODT> static __device__ void quant_pt_w2(QPT_ARGS_DECL) {
 
 // Four kernels with one parameter list (and one vdev function), the host
 // picks one (TECORE_QUANTIZE_LOOP): te_fp8_quantize_pt (quant_flat), _w
-// (warp-contiguous loads), _ws (the same with cache hints), _w2 (two tiles
-// a step).  Held to 32 registers, so that the host's grid of 8 blocks an
-// SM is one resident wave (the _w loops took 40 unbounded: 6 blocks).
-#define QPT_KERNEL(name, FN)                                                                 \
-  extern "C" __global__ void __launch_bounds__(QT, 8)                                       \
+// (warp-contiguous loads), _bulk (bulk copies into shared memory), _deep
+// (64 bytes a lane with cache hints).  _pt and _w are held to 32 registers,
+// so that the grid of 8 blocks an SM is one resident wave (the _w loop took
+// 40 unbounded: 6 blocks); _bulk's grid is 4 blocks an SM (32 KB of shared
+// memory each); _deep, with twice the bytes a lane, gets 40 registers.
+#define QPT_KERNEL(name, FN, MINB)                                                           \
+  extern "C" __global__ void __launch_bounds__(QT, MINB)                                    \
       name(TE_KSIG(TE_FP8_QUANTIZE_PT_PARAMS)) {                                             \
     if (noop_set(noop)) return;                                                              \
     DISPATCH_IO(in_dt, out_dt, FN, in, out, n, scale, scale_inv, scale_inv_col, amax,        \
                 current, eps, pow2, blockIdx.x, gridDim.x);                                  \
   }
-QPT_KERNEL(te_fp8_quantize_pt, quant_pt)
-QPT_KERNEL(te_fp8_quantize_pt_w, quant_pt_w)
-QPT_KERNEL(te_fp8_quantize_pt_ws, quant_pt_ws)
-QPT_KERNEL(te_fp8_quantize_pt_w2, quant_pt_w2)
+QPT_KERNEL(te_fp8_quantize_pt, quant_pt, 8)
+QPT_KERNEL(te_fp8_quantize_pt_w, quant_pt_w, 8)
+QPT_KERNEL(te_fp8_quantize_pt_bulk, quant_pt_bulk, 4)
+QPT_KERNEL(te_fp8_quantize_pt_deep, quant_pt_deep, 6)
 #undef QPT_KERNEL
 
 // ---- amax -------------------------------------------------------------------
@@ -336,25 +464,25 @@ te_fp8_amax(TE_KSIG(TE_FP8_AMAX_PARAMS)) {
   block_amax(amax_any(in, n, dt, blockIdx.x, gridDim.x), amax);
 }
 
-// The amax pass with quant_flat_w's loops (no output): te_fp8_amax_w, _ws,
-// _w2, picked with the quantize kernel (TECORE_QUANTIZE_LOOP 1, 2, 3).
-template <bool HINT, int SPANS>
-static __device__ __forceinline__ uint32_t amax_any_w(const void *in, uint64_t n, int dt,
-                                                      uint64_t blk, uint64_t nblk) {
+// The amax pass with the other loops (no output): te_fp8_amax_w, _bulk,
+// _deep, picked with the quantize kernel (TECORE_QUANTIZE_LOOP 1, 2, 3).
+template <int LOOP>
+static __device__ __forceinline__ uint32_t amax_any_loop(const void *in, uint64_t n, int dt,
+                                                         uint64_t blk, uint64_t nblk) {
   if (dt == TE_FP8_DT_F32)
-    return quant_flat_w<TE_FP8_DT_F32, TE_FP8_DT_E4M3, HINT, SPANS>(in, NULL, n, 1.0f, blk, nblk);
+    return quant_loop<TE_FP8_DT_F32, TE_FP8_DT_E4M3, LOOP>(in, NULL, n, 1.0f, blk, nblk);
   if (dt == TE_FP8_DT_BF16)
-    return quant_flat_w<TE_FP8_DT_BF16, TE_FP8_DT_E4M3, HINT, SPANS>(in, NULL, n, 1.0f, blk, nblk);
-  return quant_flat_w<TE_FP8_DT_F16, TE_FP8_DT_E4M3, HINT, SPANS>(in, NULL, n, 1.0f, blk, nblk);
+    return quant_loop<TE_FP8_DT_BF16, TE_FP8_DT_E4M3, LOOP>(in, NULL, n, 1.0f, blk, nblk);
+  return quant_loop<TE_FP8_DT_F16, TE_FP8_DT_E4M3, LOOP>(in, NULL, n, 1.0f, blk, nblk);
 }
-#define AMAX_KERNEL(name, HINT, SPANS)                                                     \
-  extern "C" __global__ void __launch_bounds__(QT, 8) name(TE_KSIG(TE_FP8_AMAX_PARAMS)) {  \
-    if (noop_set(noop)) return;                                                            \
-    block_amax(amax_any_w<HINT, SPANS>(in, n, dt, blockIdx.x, gridDim.x), amax);           \
+#define AMAX_KERNEL(name, LOOP, MINB)                                                         \
+  extern "C" __global__ void __launch_bounds__(QT, MINB) name(TE_KSIG(TE_FP8_AMAX_PARAMS)) {  \
+    if (noop_set(noop)) return;                                                               \
+    block_amax(amax_any_loop<LOOP>(in, n, dt, blockIdx.x, gridDim.x), amax);                  \
   }
-AMAX_KERNEL(te_fp8_amax_w, false, 1)
-AMAX_KERNEL(te_fp8_amax_ws, true, 1)
-AMAX_KERNEL(te_fp8_amax_w2, false, 2)
+AMAX_KERNEL(te_fp8_amax_w, 1, 8)
+AMAX_KERNEL(te_fp8_amax_bulk, 2, 4)
+AMAX_KERNEL(te_fp8_amax_deep, 3, 6)
 #undef AMAX_KERNEL
 
 // ---- multi-tensor -------------------------------------------------------------

@@ -225,7 +225,7 @@ static void vdev_dequantize(const struct tecore_launch_cfg *cfg, void *const *ar
 
 enum {
   K_QPT, K_AMAX, K_MX_F32, K_MX_F16, K_MX_BF16, K_BLK, K_DEQ, K_QMULTI,
-  K_AMAX_MULTI, K_INIT_MULTI, K_QPT_W, K_QPT_WS, K_QPT_W2, K_AMAX_W, K_AMAX_WS, K_AMAX_W2
+  K_AMAX_MULTI, K_INIT_MULTI, K_QPT_W, K_QPT_BULK, K_QPT_DEEP, K_AMAX_W, K_AMAX_BULK, K_AMAX_DEEP
 };
 static const struct tecore_kernel_def q_kernels[] = {
     [K_QPT] = TE_KDEF("te_fp8_quantize_pt", vdev_quantize_pt, TE_FP8_QUANTIZE_PT_PARAMS),
@@ -242,11 +242,11 @@ static const struct tecore_kernel_def q_kernels[] = {
     /* the per-tensor kernel's other loops (TECORE_QUANTIZE_LOOP): same
      * parameters, same bytes, one vdev function */
     [K_QPT_W] = TE_KDEF("te_fp8_quantize_pt_w", vdev_quantize_pt, TE_FP8_QUANTIZE_PT_PARAMS),
-    [K_QPT_WS] = TE_KDEF("te_fp8_quantize_pt_ws", vdev_quantize_pt, TE_FP8_QUANTIZE_PT_PARAMS),
-    [K_QPT_W2] = TE_KDEF("te_fp8_quantize_pt_w2", vdev_quantize_pt, TE_FP8_QUANTIZE_PT_PARAMS),
+    [K_QPT_BULK] = TE_KDEF("te_fp8_quantize_pt_bulk", vdev_quantize_pt, TE_FP8_QUANTIZE_PT_PARAMS),
+    [K_QPT_DEEP] = TE_KDEF("te_fp8_quantize_pt_deep", vdev_quantize_pt, TE_FP8_QUANTIZE_PT_PARAMS),
     [K_AMAX_W] = TE_KDEF("te_fp8_amax_w", vdev_amax, TE_FP8_AMAX_PARAMS),
-    [K_AMAX_WS] = TE_KDEF("te_fp8_amax_ws", vdev_amax, TE_FP8_AMAX_PARAMS),
-    [K_AMAX_W2] = TE_KDEF("te_fp8_amax_w2", vdev_amax, TE_FP8_AMAX_PARAMS),
+    [K_AMAX_BULK] = TE_KDEF("te_fp8_amax_bulk", vdev_amax, TE_FP8_AMAX_PARAMS),
+    [K_AMAX_DEEP] = TE_KDEF("te_fp8_amax_deep", vdev_amax, TE_FP8_AMAX_PARAMS),
 };
 
 static const struct te_kalign q_align[] = {
@@ -261,11 +261,11 @@ static const struct te_kalign q_align[] = {
     [K_AMAX_MULTI] = TE_KALIGN(TE_FP8_QMULTI_PARAMS),
     [K_INIT_MULTI] = TE_KALIGN(TE_FP8_QMULTI_PARAMS),
     [K_QPT_W] = TE_KALIGN(TE_FP8_QUANTIZE_PT_PARAMS),
-    [K_QPT_WS] = TE_KALIGN(TE_FP8_QUANTIZE_PT_PARAMS),
-    [K_QPT_W2] = TE_KALIGN(TE_FP8_QUANTIZE_PT_PARAMS),
+    [K_QPT_BULK] = TE_KALIGN(TE_FP8_QUANTIZE_PT_PARAMS),
+    [K_QPT_DEEP] = TE_KALIGN(TE_FP8_QUANTIZE_PT_PARAMS),
     [K_AMAX_W] = TE_KALIGN(TE_FP8_AMAX_PARAMS),
-    [K_AMAX_WS] = TE_KALIGN(TE_FP8_AMAX_PARAMS),
-    [K_AMAX_W2] = TE_KALIGN(TE_FP8_AMAX_PARAMS),
+    [K_AMAX_BULK] = TE_KALIGN(TE_FP8_AMAX_PARAMS),
+    [K_AMAX_DEEP] = TE_KALIGN(TE_FP8_AMAX_PARAMS),
 };
 
 TE_KERNEL_TABLE_FATBIN_ALIGNED(q_first_id, "libtecore/quantize", q_kernels, q_align, quantize)
@@ -297,31 +297,42 @@ static tecore_result_t q_launch(int k, struct tecore_launch_cfg cfg, void **args
  * to the copy rate is a measurement on each GPU, so both are tunables (the
  * defaults: the loop that reads whole sectors, and a block per 4096
  * elements, which measured 0.070 ms at 8192^2 on an H100 against 0.072
- * for one resident wave: bench/2026-11-22f-gpu.md).  Same bytes out
- * whatever the choice. */
+ * for one resident wave: bench/2026-11-22f-gpu.md; the loops with cache
+ * hints alone or two tiles a step, 0.071 and 0.076 there, are gone).  Same
+ * bytes out whatever the choice. */
 TE_PARAM_INT(quantize_loop, "TECORE_QUANTIZE_LOOP", 1, 0, 3,
              "per-tensor quantize and amax kernel loop: 0 a 32-byte chunk a lane (two 16-byte "
-             "loads), 1 warp-contiguous 16-byte loads, 2 the same skipping L1 with streaming "
-             "stores, 3 warp-contiguous with two tiles a step (BF16)");
+             "loads), 1 warp-contiguous 16-byte loads, 2 bulk asynchronous copies into shared "
+             "memory (sm_90; 4 stages of 8 KB a block, a persistent grid), 3 warp-contiguous "
+             "with 64 bytes a lane in flight, L1 skipped, streaming stores");
 TE_PARAM_INT(quantize_blocks_per_sm, "TECORE_QUANTIZE_BLOCKS_PER_SM", 0, 0, 64,
              "per-tensor quantize and amax grid: at most this many 256-thread blocks per SM "
              "(8: one resident wave, a grid-stride loop); 0, the default: a block per 4096 "
-             "elements");
+             "elements (loop 3: per 8192 bf16/f16 or 4096 f32; loop 2: 4 blocks an SM)");
 
-/* The kernel of the chosen loop: k0 its loop-0 kernel, then _w, _ws, _w2. */
-static int q_loop_kernel(int k0, int kw, int kws, int kw2) {
+/* The kernel of the chosen loop: k0 its loop-0 kernel, then _w, _bulk,
+ * _deep. */
+static int q_loop_kernel(int k0, int kw, int kbulk, int kdeep) {
   switch (tecore_tunable_int(&quantize_loop)) {
   case 0: return k0;
-  case 2: return kws;
-  case 3: return kw2;
+  case 2: return kbulk;
+  case 3: return kdeep;
   default: return kw;
   }
 }
 
-/* The grid of the per-tensor and amax kernels for n elements. */
-static struct tecore_launch_cfg q_pt_cfg(uint64_t n) {
+/* The grid of the per-tensor and amax kernels for n elements of size es:
+ * a block per step of its 256 threads (loops 0, 1: 16 elements a thread;
+ * 3: 64 bytes a thread), or for loop 2 (which loops over 8 KB stages
+ * itself) one per stage up to 4 an SM, as many as are resident. */
+static struct tecore_launch_cfg q_pt_cfg(uint64_t n, size_t es) {
   const int64_t per_sm = tecore_tunable_int(&quantize_blocks_per_sm);
-  const uint64_t want = (n + 16 * QT - 1) / (16 * QT);
+  const int64_t loop = tecore_tunable_int(&quantize_loop);
+  uint64_t per_block = 16 * QT;
+  if (loop == 3) per_block = 64 * QT / es;
+  if (loop == 2) per_block = 8192 / es;
+  const uint64_t want = (n + per_block - 1) / per_block;
+  if (loop == 2) return q_cfg(want, per_sm > 0 ? (unsigned)per_sm : 4);
   struct tecore_launch_cfg cfg = q_cfg(want, per_sm > 0 ? (unsigned)per_sm : 1);
   if (per_sm == 0 && want > 0 && want <= 0x7fffffffu) cfg.grid[0] = (unsigned)want;
   return cfg;
@@ -334,8 +345,8 @@ static tecore_result_t launch_amax(tecore_devptr_t in, tecore_dtype_t dt, uint64
   struct te_amax_args a = {.in = TE_DPTR(in), .n = n, .dt = (int)dt, .amax = TE_DPTR(amax), .noop = TE_DPTR(noop)};
   void *args[TE_KNPARAMS(TE_FP8_AMAX_PARAMS)];
   te_amax_args_ptrs(&a, args);
-  TE_CHECK(q_launch(q_loop_kernel(K_AMAX, K_AMAX_W, K_AMAX_WS, K_AMAX_W2), q_pt_cfg(n), args,
-                    stream));
+  TE_CHECK(q_launch(q_loop_kernel(K_AMAX, K_AMAX_W, K_AMAX_BULK, K_AMAX_DEEP),
+                    q_pt_cfg(n, tecore_dtype_size(dt)), args, stream));
   return TECORE_SUCCESS;
 }
 
@@ -380,7 +391,8 @@ static tecore_result_t quantize_pt(const struct tecore_tensor *in, const struct 
       .pow2 = (out->flags & TECORE_TENSOR_POW2_SCALES) ? 1 : 0};
   void *args[TE_KNPARAMS(TE_FP8_QUANTIZE_PT_PARAMS)];
   te_quantize_pt_args_ptrs(&a, args);
-  return q_launch(q_loop_kernel(K_QPT, K_QPT_W, K_QPT_WS, K_QPT_W2), q_pt_cfg(n), args, stream);
+  return q_launch(q_loop_kernel(K_QPT, K_QPT_W, K_QPT_BULK, K_QPT_DEEP),
+                  q_pt_cfg(n, tecore_dtype_size(in->dtype)), args, stream);
 }
 
 /* MXFP8, rowwise and / or columnwise. */
