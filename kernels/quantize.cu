@@ -15,7 +15,9 @@
 //                          8 KB stages, 4 a block, mbarrier-completed.
 //   te_fp8_quantize_pt_deep  warp-contiguous, four 16-byte loads a lane
 //                          issued at once, L1 skipped, streaming stores.
-//                          The host picks one of the four
+//   te_fp8_quantize_pt_bulk_st  as _bulk (3 stages), the FP8 bytes staged
+//                          in shared memory and stored with bulk copies.
+//                          The host picks one of the five
 //                          (TECORE_QUANTIZE_LOOP); te_fp8_amax_w, _bulk,
 //                          _deep likewise for the amax pass.
 //   te_fp8_amax            max |x| over n elements, same loop shape.
@@ -240,19 +242,24 @@ static __device__ __forceinline__ uint32_t quant_flat_w(const void *__restrict__
   return m;
 }
 
-// ---- per-tensor through shared memory (te_fp8_quantize_pt_bulk) ------------
+// ---- per-tensor through shared memory (te_fp8_quantize_pt_bulk, _bulk_st) --
 // The tensor is cut into stages of QB_BYTES input bytes; a block takes the
 // stages blk, blk + nblk, ... (the host's grid: a few blocks an SM, each
-// looping).  Thread 0 keeps QB_NSTAGE of them in flight as 1-D bulk
-// asynchronous copies global -> shared (the copy engine of the SM moves
-// the bytes, so no thread waits on a load and no register holds one),
-// each completing an mbarrier with its byte count.  All threads wait for
-// the oldest, copy their 16-element chunk of it into registers, meet at a
-// barrier (after which thread 0 refills that buffer with the stage
-// QB_NSTAGE ahead), convert, and store 16 bytes of FP8 each.  Stages past
-// the last whole one, and every element when a pointer is not 16-byte
-// aligned, go through quant_flat_w.  Below sm_90 (no bulk copies) the
-// whole tensor does.
+// looping).  Thread 0 keeps NS of them in flight as 1-D bulk asynchronous
+// copies global -> shared (the SM's copy engine moves the bytes, so no
+// thread waits on a load and no register holds one), each completing an
+// mbarrier with its byte count.  All threads wait for the oldest and copy
+// their 16-element chunk of it into registers.  _bulk (NS 4): they meet at
+// a barrier, after which thread 0 refills that buffer with the stage NS
+// ahead, then convert and store 16 bytes of FP8 each.  _bulk_st (BST, NS
+// 3, for the shared memory of the outputs): they convert into an output
+// buffer of the stage, meet, and thread 0 refills the input buffer and
+// writes the output with one bulk copy shared -> global (a bulk group;
+// before the barrier that hands out the next output buffer it waits until
+// the copy that last read that buffer has read it).  Stages past the last
+// whole one, and every element when a pointer is not 16-byte aligned, go
+// through quant_flat_w.  Below sm_90 (no bulk copies) the whole tensor
+// does.
 #define QB_BYTES 8192   // input bytes of a stage: 4096 bf16/f16, 2048 f32
 #define QB_NSTAGE 4     // stages in flight a block (32 KB of shared memory)
 
@@ -260,9 +267,14 @@ struct qb_smem {
   __align__(128) uint4 buf[QB_NSTAGE][QB_BYTES / 16];
   uint64_t bar[QB_NSTAGE];   // one mbarrier a buffer
 };
-// At file scope: one allocation in each kernel that uses it, whichever of
-// the six type pairs runs (a __shared__ in quant_bulk took one each).
+// _bulk_st's outputs: a stage's FP8 bytes, at most QB_BYTES / 2.
+struct qb_out_smem {
+  __align__(128) uint4 buf[QB_NSTAGE - 1][QB_BYTES / 32];
+};
+// At file scope: one allocation in each kernel that uses them, whichever
+// of the six type pairs runs (a __shared__ in quant_bulk took one each).
 __shared__ qb_smem qb_sh;
+__shared__ qb_out_smem qb_out;
 
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
 static __device__ __forceinline__ uint32_t smem_u32(const void *p) {
@@ -279,6 +291,17 @@ static __device__ __forceinline__ void bulk_g2s(uint32_t dst, const void *src, u
       "l"(src), "r"(bytes), "r"(bar)
       : "memory");
 }
+// bytes from src (shared) to dst (global), as a bulk group of its own.
+static __device__ __forceinline__ void bulk_s2g(void *dst, uint32_t src, uint32_t bytes) {
+  asm volatile("cp.async.bulk.global.shared::cta.bulk_group [%0], [%1], %2;" ::"l"(dst), "r"(src),
+               "r"(bytes)
+               : "memory");
+  asm volatile("cp.async.bulk.commit_group;" ::: "memory");
+}
+// Waits until all but the newest N bulk groups have read their sources.
+template <int N> static __device__ __forceinline__ void bulk_wait_read() {
+  asm volatile("cp.async.bulk.wait_group.read %0;" ::"n"(N) : "memory");
+}
 // Waits for the phase of parity `parity` of bar to complete.
 static __device__ __forceinline__ void mbar_wait(uint32_t bar, uint32_t parity) {
   uint32_t done;
@@ -292,9 +315,13 @@ static __device__ __forceinline__ void mbar_wait(uint32_t bar, uint32_t parity) 
         : "memory");
   } while (!done);
 }
+// Orders this thread's shared-memory accesses before later bulk copies'.
+static __device__ __forceinline__ void fence_async_smem() {
+  asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+}
 #endif
 
-template <int IDT, int ODT>
+template <int IDT, int ODT, bool BST>
 static __device__ __forceinline__ uint32_t quant_bulk(const void *__restrict__ in,
                                                       uint8_t *__restrict__ out, uint64_t n,
                                                       float s, uint64_t blk, uint64_t nblk) {
@@ -302,6 +329,7 @@ static __device__ __forceinline__ uint32_t quant_bulk(const void *__restrict__ i
   constexpr int ES = IDT == TE_FP8_DT_F32 ? 4 : 2;
   constexpr uint64_t SE = QB_BYTES / ES;    // elements of a stage
   constexpr int VC = 16 * ES / 16;          // 16-byte vectors of a 16-element chunk
+  constexpr int NS = BST ? QB_NSTAGE - 1 : QB_NSTAGE;
   qb_smem &sh = qb_sh;
   uint32_t m = 0;
   const bool vec = (((uintptr_t)in | (uintptr_t)out) & 15u) == 0;
@@ -309,42 +337,65 @@ static __device__ __forceinline__ uint32_t quant_bulk(const void *__restrict__ i
   const uint64_t mine = blk < nst ? (nst - blk + nblk - 1) / nblk : 0;   // this block's
   if (mine) {   // the same in every thread of the block
     if (threadIdx.x == 0) {
-      for (int b = 0; b < QB_NSTAGE; b++)
+      for (int b = 0; b < NS; b++)
         asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(smem_u32(&sh.bar[b])) : "memory");
       // the initialised barriers visible to the copies (the async proxy)
       asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
-      for (uint64_t j = 0; j < QB_NSTAGE && j < mine; j++)
+      for (uint64_t j = 0; j < NS && j < mine; j++)
         bulk_g2s(smem_u32(sh.buf[j]), (const char *)in + (blk + j * nblk) * QB_BYTES, QB_BYTES,
                  smem_u32(&sh.bar[j]));
     }
     __syncthreads();
     for (uint64_t j = 0; j < mine; j++) {
-      const int b = (int)(j % QB_NSTAGE);
+      const int b = (int)(j % NS);
       const uint64_t g = blk + j * nblk;   // the tensor's stage
-      mbar_wait(smem_u32(&sh.bar[b]), (uint32_t)(j / QB_NSTAGE) & 1u);
+      mbar_wait(smem_u32(&sh.bar[b]), (uint32_t)(j / NS) & 1u);
       // thread t's chunk: elements 16t .. 16t + 15 of the stage (f32: the
       // stage's 128 chunks, threads 128.. idle)
       const bool act = threadIdx.x < SE / 16;
       uint4 r[VC];
 #pragma unroll
       for (int k = 0; k < VC; k++) r[k] = act ? sh.buf[b][threadIdx.x * VC + k] : make_uint4(0, 0, 0, 0);
-      __syncthreads();   // every thread has its bytes: the buffer is free
-      if (threadIdx.x == 0 && j + QB_NSTAGE < mine) {
-        // order the reads above (generic proxy) before the copy's writes
-        asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
-        bulk_g2s(smem_u32(sh.buf[b]), (const char *)in + (g + QB_NSTAGE * nblk) * QB_BYTES,
-                 QB_BYTES, smem_u32(&sh.bar[b]));
+      if constexpr (BST) {
+        if (act) {
+          float v[16];
+#pragma unroll
+          for (int k = 0; k < VC; k++) unpack_vec<IDT>(r[k], v + k * (16 / VC));
+#pragma unroll
+          for (int k = 0; k < 16; k++) m = te_max_u32(m, te_abs_bits(v[k]));
+          const uint2 a = quant8<ODT>(v, s), c = quant8<ODT>(v + 8, s);
+          if (out) qb_out.buf[b][threadIdx.x] = make_uint4(a.x, a.y, c.x, c.y);
+        }
+        fence_async_smem();   // this thread's reads of buf[b], writes of qb_out[b]
+        // the output buffer of stage j + 1 was read by the copy NS - 1 groups ago
+        if (threadIdx.x == 0) bulk_wait_read<NS - 2>();
+        __syncthreads();
+        if (threadIdx.x == 0) {
+          if (j + NS < mine)
+            bulk_g2s(smem_u32(sh.buf[b]), (const char *)in + (g + NS * nblk) * QB_BYTES,
+                     QB_BYTES, smem_u32(&sh.bar[b]));
+          if (out) bulk_s2g(out + g * SE, smem_u32(qb_out.buf[b]), (uint32_t)SE);
+        }
+      } else {
+        __syncthreads();   // every thread has its bytes: the buffer is free
+        if (threadIdx.x == 0 && j + NS < mine) {
+          fence_async_smem();   // the reads above before the copy's writes
+          bulk_g2s(smem_u32(sh.buf[b]), (const char *)in + (g + NS * nblk) * QB_BYTES,
+                   QB_BYTES, smem_u32(&sh.bar[b]));
+        }
+        if (!act) continue;
+        float v[16];
+#pragma unroll
+        for (int k = 0; k < VC; k++) unpack_vec<IDT>(r[k], v + k * (16 / VC));
+#pragma unroll
+        for (int k = 0; k < 16; k++) m = te_max_u32(m, te_abs_bits(v[k]));
+        if (!out) continue;
+        const uint2 a = quant8<ODT>(v, s), c = quant8<ODT>(v + 8, s);
+        *(uint4 *)(out + g * SE + threadIdx.x * 16) = make_uint4(a.x, a.y, c.x, c.y);
       }
-      if (!act) continue;
-      float v[16];
-#pragma unroll
-      for (int k = 0; k < VC; k++) unpack_vec<IDT>(r[k], v + k * (16 / VC));
-#pragma unroll
-      for (int k = 0; k < 16; k++) m = te_max_u32(m, te_abs_bits(v[k]));
-      if (!out) continue;
-      const uint2 a = quant8<ODT>(v, s), c = quant8<ODT>(v + 8, s);
-      *(uint4 *)(out + g * SE + threadIdx.x * 16) = make_uint4(a.x, a.y, c.x, c.y);
     }
+    // the bulk stores done with shared memory before the block exits
+    if (BST && threadIdx.x == 0) bulk_wait_read<0>();
   }
   const uint64_t done = nst * SE;   // the rest: a partial stage, or all
   return te_max_u32(m, quant_flat_w<IDT, ODT, false, 0>((const char *)in + done * ES,
@@ -362,14 +413,15 @@ static __device__ __forceinline__ uint32_t quant_bulk(const void *__restrict__ i
 
 // The loop of TECORE_QUANTIZE_LOOP (or amax only, out NULL): 0 quant_flat,
 // 1 quant_flat_w, 2 quant_bulk, 3 quant_flat_w with 64 bytes a lane and
-// the cache hints.
+// the cache hints, 4 quant_bulk with bulk stores (whose amax pass is 2's).
 template <int IDT, int ODT, int LOOP>
 static __device__ __forceinline__ uint32_t quant_loop(const void *in, uint8_t *out, uint64_t n,
                                                       float s, uint64_t blk, uint64_t nblk) {
   // if constexpr: only the chosen loop is instantiated (quant_bulk's
   // shared memory stays out of the other kernels)
   if constexpr (LOOP == 0) return quant_flat<IDT, ODT>(in, out, n, s, blk, nblk);
-  else if constexpr (LOOP == 2) return quant_bulk<IDT, ODT>(in, out, n, s, blk, nblk);
+  else if constexpr (LOOP == 2) return quant_bulk<IDT, ODT, false>(in, out, n, s, blk, nblk);
+  else if constexpr (LOOP == 4) return quant_bulk<IDT, ODT, true>(in, out, n, s, blk, nblk);
   else if constexpr (LOOP == 3) return quant_flat_w<IDT, ODT, true, 4>(in, out, n, s, blk, nblk);
   else return quant_flat_w<IDT, ODT, false, 0>(in, out, n, s, blk, nblk);
 }
@@ -394,6 +446,9 @@ template <int IDT, int ODT> static __device__ void quant_pt_w(QPT_ARGS_DECL) {
 template <int IDT, int ODT> static __device__ void quant_pt_bulk(QPT_ARGS_DECL) {
   quant_pt<IDT, ODT, 2>(QPT_ARGS_USE);
 }
+template <int IDT, int ODT> static __device__ void quant_pt_bulk_st(QPT_ARGS_DECL) {
+  quant_pt<IDT, ODT, 4>(QPT_ARGS_USE);
+}
 template <int IDT, int ODT> static __device__ void quant_pt_deep(QPT_ARGS_DECL) {
   quant_pt<IDT, ODT, 3>(QPT_ARGS_USE);
 }
@@ -411,13 +466,14 @@ template <int IDT, int ODT> static __device__ void quant_pt_deep(QPT_ARGS_DECL) 
     }                                                                                   \
   } while (0)
 
-// Four kernels with one parameter list (and one vdev function), the host
+// Five kernels with one parameter list (and one vdev function), the host
 // picks one (TECORE_QUANTIZE_LOOP): te_fp8_quantize_pt (quant_flat), _w
 // (warp-contiguous loads), _bulk (bulk copies into shared memory), _deep
-// (64 bytes a lane with cache hints).  _pt and _w are held to 32 registers,
-// so that the grid of 8 blocks an SM is one resident wave (the _w loop took
-// 40 unbounded: 6 blocks); _bulk's grid is 4 blocks an SM (32 KB of shared
-// memory each); _deep, with twice the bytes a lane, gets 40 registers.
+// (64 bytes a lane with cache hints), _bulk_st (bulk copies both ways).
+// _pt and _w are held to 32 registers, so that the grid of 8 blocks an SM
+// is one resident wave (the _w loop took 40 unbounded: 6 blocks); the
+// _bulk grids are 4 blocks an SM (32 KB of shared memory each, _bulk_st
+// 44 KB); _deep, with twice the bytes a lane, gets 40 registers.
 #define QPT_KERNEL(name, FN, MINB)                                                           \
   extern "C" __global__ void __launch_bounds__(QT, MINB)                                    \
       name(TE_KSIG(TE_FP8_QUANTIZE_PT_PARAMS)) {                                             \
@@ -429,6 +485,7 @@ QPT_KERNEL(te_fp8_quantize_pt, quant_pt, 8)
 QPT_KERNEL(te_fp8_quantize_pt_w, quant_pt_w, 8)
 QPT_KERNEL(te_fp8_quantize_pt_bulk, quant_pt_bulk, 4)
 QPT_KERNEL(te_fp8_quantize_pt_deep, quant_pt_deep, 6)
+QPT_KERNEL(te_fp8_quantize_pt_bulk_st, quant_pt_bulk_st, 4)
 #undef QPT_KERNEL
 
 // ---- amax -------------------------------------------------------------------

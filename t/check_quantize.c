@@ -396,11 +396,12 @@ START_TEST(per_tensor_many_chunks_a_thread) {
     }
 }
 END_TEST
-/* The per-tensor and amax kernels' four loops (TECORE_QUANTIZE_LOOP 0 a
+/* The per-tensor and amax kernels' five loops (TECORE_QUANTIZE_LOOP 0 a
  * 32-byte chunk a lane, 1 warp-contiguous, 2 bulk copies through shared
- * memory, 3 64 bytes a lane with cache hints), each with another grid
+ * memory, 3 64 bytes a lane with cache hints, 4 bulk copies both ways),
+ * each with another grid
  * (TECORE_QUANTIZE_BLOCKS_PER_SM 0: the loop's own default; 8: one wave; 3
- * and 1: grid-stride loops of many steps, and for loop 2 more stages a
+ * and 1: grid-stride loops of many steps, and for loops 2 and 4 more stages a
  * block than it keeps in flight, so its ring of buffers turns over): the
  * same bytes as the reference, delayed and current scaling (whose amax
  * pass takes the same loop).  4.55M elements, a count that leaves a
@@ -409,7 +410,7 @@ END_TEST
  * 4096k + 7, one stage less or more one element) and input pointers
  * misaligned by an element (every loop's scalar path) or by 16 bytes
  * (aligned enough for the vector and bulk paths, not for a 128-byte
- * line).  On vdev the four values run the same C function; the test
+ * line).  On vdev the five values run the same C function; the test
  * still sets each.  The tunables are read once a process: set here,
  * before this test's first quantize (Check forks a process a test); under
  * CK_FORK=no an earlier test has read them and the case says it runs the
@@ -462,6 +463,10 @@ END_TEST
 START_TEST(per_tensor_loop_2_bulk_copies) { run_loop(2, 0); }
 END_TEST
 START_TEST(per_tensor_loop_2_bulk_ring_turns_over) { run_loop(2, 1); }
+END_TEST
+START_TEST(per_tensor_loop_4_bulk_stores) { run_loop(4, 0); }
+END_TEST
+START_TEST(per_tensor_loop_4_bulk_store_ring_turns_over) { run_loop(4, 1); }
 END_TEST
 START_TEST(per_tensor_loop_3_deep_loads) { run_loop(3, 0); }
 END_TEST
@@ -935,6 +940,8 @@ static Suite *make_suite(void) {
   tcase_add_test(tc, per_tensor_loop_2_bulk_ring_turns_over);
   tcase_add_test(tc, per_tensor_loop_3_deep_loads);
   tcase_add_test(tc, per_tensor_loop_3_deep_loads_grid_stride);
+  tcase_add_test(tc, per_tensor_loop_4_bulk_stores);
+  tcase_add_test(tc, per_tensor_loop_4_bulk_store_ring_turns_over);
   tc = te_tcase(s, "blocks", 1);
   tcase_add_test(tc, mxfp8_both);
   tcase_add_test(tc, mxfp8_one_side);
