@@ -1635,6 +1635,16 @@ module te_core
       type(c_ptr), value :: stream
       integer(c_int) :: tecore_delayed_update
     end function tecore_delayed_update
+    function tecore_delayed_update_multi(r, states, count, stream) bind(C, &
+        & name="tecore_delayed_update_multi")
+      import
+      implicit none
+      type(tecore_recipe), intent(in), optional :: r
+      type(tecore_delayed_state), intent(in), optional :: states(*)
+      integer(c_size_t), value :: count
+      type(c_ptr), value :: stream
+      integer(c_int) :: tecore_delayed_update_multi
+    end function tecore_delayed_update_multi
     function tecore_quantize(in, out, noop_flag, stream) bind(C, name="tecore_quantize")
       import
       implicit none

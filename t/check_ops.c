@@ -1180,6 +1180,40 @@ START_TEST(test_fp8_all_bf16_launches_like_bf16) {
 }
 END_TEST
 
+/* Delayed scaling: a step's scale update is one launch for the three
+ * roles' states (activations, weights, gradients), where it was three
+ * (tecore_delayed_update_multi; its values against one update per state
+ * and a host model: check_recipe's multi tests; the FP8 sequences' values
+ * against BF16: the fp8 tests above). */
+START_TEST(test_fp8_update_scales_is_one_launch) {
+  set_min_mnk("0");
+  struct tecore_op_desc d[12];
+  size_t n = block_ops(d, 2, 64, 128), rows = 32, cols = 64;
+  struct tecore_recipe r;
+  TE_OK(tecore_recipe_init(&r, TECORE_RECIPE_DELAYED));
+  r.history_len = 1 + (int)te_rand_below(64);
+  tecore_seq_t *a = make_seq(d, n, rows, cols, TECORE_DTYPE_BF16, 0, &r);
+  set_params(a, 0);
+  struct dt2 x[2], dy[2];
+  make_mbs(TECORE_DTYPE_BF16, rows, cols, x, dy);
+  struct dt2 y = dalloc2(TECORE_DTYPE_BF16, rows, cols), dx = dalloc2(TECORE_DTYPE_BF16, rows, cols);
+  te_poison_dev(y.t.data, rows * cols * 2);
+  te_poison_dev(dx.t.data, rows * cols * 2);
+  for (int step = 0; step < 2; step++) {
+    char *la = step_launches(a, x, dy, &y, &dx);
+    ck_assert_msg(strstr(la, "te_fp8_delayed_update 1\n") != NULL,
+                  "step %d: the scale update is not one launch:\n%s", step, la);
+    ck_assert_msg(strstr(la, "gemm e4m3") != NULL, "step %d: no FP8 GEMM in the step:\n%s", step,
+                  la);
+    free(la);
+  }
+  free_mbs(x, dy);
+  dfree2(&y);
+  dfree2(&dx);
+  TE_OK(tecore_seq_destroy(a));
+}
+END_TEST
+
 /* Three Linears, m*n*k 32*128*64, 32*128*128, 32*64*128; the threshold
  * between them: the middle one alone in FP8 (its plan entries unmarked,
  * the dgelu+dbias+cast_transpose feeding its gradient), the values FP8's
@@ -2436,6 +2470,7 @@ static Suite *ops_suite(void) {
   tcase_add_test(tc, test_fp8_near_bf16);
   tcase_add_test(tc, test_fp8_small_linears_run_in_bf16);
   tcase_add_test(tc, test_fp8_all_bf16_launches_like_bf16);
+  tcase_add_test(tc, test_fp8_update_scales_is_one_launch);
   tcase_add_test(tc, test_fp8_mixed_per_linear);
   tc = te_tcase(s, "state", 1);
   tcase_add_test(tc, test_grad_accumulation);

@@ -1,16 +1,21 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* recipe.c -- FP8 scaling recipes (te/recipe.h): recipe defaults and
  * checks, the format and scaling mode a tensor of a role gets, and the
- * delayed-scaling state of a group of tensors with its one-launch update
- * (kernels/fp8_recipe.cu on cuda, vdev_delayed_update below on vdev, both
- * from kernels/common/fp8.h). */
+ * delayed-scaling state of a group of tensors, and the update of one or
+ * several such groups in one launch (kernels/fp8_recipe.cu on cuda,
+ * vdev_delayed_update below on vdev, both from kernels/common/fp8.h). */
 #include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include "fp8/fp8_internal.h"
 #include "common/fp8.h"
 #include "common/fp8_recipe_params.h"
 
 TE_KARGS(te_delayed_update_args, TE_FP8_DELAYED_UPDATE_PARAMS)
+
+/* States one tecore_delayed_update_multi call takes (te/recipe.h). */
+#define TE_DELAYED_UPDATE_MAX_STATES ((size_t)1 << 20)
 
 /* ---- recipes ----------------------------------------------------------------- */
 
@@ -106,13 +111,11 @@ TE_EXPORT tecore_result_t tecore_recipe_apply(const struct tecore_recipe *r, tec
 
 /* ---- the delayed-scaling update kernel ----------------------------------------- */
 
-static void vdev_delayed_update(const struct tecore_launch_cfg *cfg, void *const *args) {
-  const struct te_delayed_update_args a = te_delayed_update_args_of(args);
-  float *amax = a.amax, *hist = a.history, *scale = a.scale, *scale_inv = a.scale_inv;
-  uint64_t count = a.count;
-  int len = a.len;
-  (void)cfg;
-  if (a.noop && *a.noop) return;
+/* One group, one tensor at a time: kernels/fp8_recipe.cu's bits. */
+static void vdev_delayed_update_state(const struct te_du_params *p, const struct te_du_state *st) {
+  float *amax = st->amax, *hist = st->history, *scale = st->scale, *scale_inv = st->scale_inv;
+  uint64_t count = st->count;
+  int len = p->len;
   for (uint64_t i = 0; i < count; i++) {
     float v = amax[i];
     uint32_t win = te_abs_bits(v);
@@ -122,12 +125,19 @@ static void vdev_delayed_update(const struct tecore_launch_cfg *cfg, void *const
       win = te_max_u32(win, te_abs_bits(h));
     }
     hist[i] = v;
-    float s = te_fp8_delayed_scale(te_bits_f32(a.most_recent ? te_abs_bits(v) : win), scale[i],
-                                   a.fp8_max, a.margin_mult, a.pow2);
+    float s = te_fp8_delayed_scale(te_bits_f32(p->most_recent ? te_abs_bits(v) : win), scale[i],
+                                   st->fp8_max, p->margin_mult, p->pow2);
     scale[i] = s;
     scale_inv[i] = te_fp8_scale_inv(s);
     amax[i] = 0.0f;
   }
+}
+
+static void vdev_delayed_update(const struct tecore_launch_cfg *cfg, void *const *args) {
+  const struct te_delayed_update_args a = te_delayed_update_args_of(args);
+  (void)cfg;
+  for (int g = 0; g < a.p->nstates && g < TE_DU_MAX; g++)
+    vdev_delayed_update_state(a.p, &a.p->st[g]);
 }
 
 static const struct tecore_kernel_def r_kernels[] = {
@@ -181,10 +191,12 @@ TE_EXPORT tecore_result_t tecore_delayed_state_free(struct tecore_delayed_state 
   return TECORE_SUCCESS;
 }
 
-static tecore_result_t state_check(const struct tecore_delayed_state *st, const char *fn) {
-  if (!st) return TE_ERR(TECORE_ERR_INVALID, "%s: st is NULL", fn);
+/* name: how the caller's argument is called ("st", "states[2]"). */
+static tecore_result_t state_check(const struct tecore_delayed_state *st, const char *name,
+                                   const char *fn) {
+  if (!st) return TE_ERR(TECORE_ERR_INVALID, "%s: %s is NULL", fn, name);
   if (!st->base || !st->count || st->history_len < 1 || !te_dtype_is_fp8(st->dtype))
-    return TE_ERR(TECORE_ERR_INVALID, "%s: st is not a created delayed-scaling state", fn);
+    return TE_ERR(TECORE_ERR_INVALID, "%s: %s is not a created delayed-scaling state", fn, name);
   /* the kernel reads floats through each: a changed pointer must stay
    * float-aligned (a misaligned one was a misaligned load on the device) */
   const struct {
@@ -194,14 +206,14 @@ static tecore_result_t state_check(const struct tecore_delayed_state *st, const 
            {"scale_inv", st->scale_inv}};
   for (size_t i = 0; i < TE_ARRAY_SIZE(f); i++)
     if (!f[i].p || f[i].p % sizeof(float))
-      return TE_ERR(TECORE_ERR_INVALID, "%s: st->%s (0x%llx) is 0 or not 4-byte aligned", fn,
-                    f[i].name, (unsigned long long)f[i].p);
+      return TE_ERR(TECORE_ERR_INVALID, "%s: %s->%s (0x%llx) is 0 or not 4-byte aligned", fn,
+                    name, f[i].name, (unsigned long long)f[i].p);
   return TECORE_SUCCESS;
 }
 
 TE_EXPORT tecore_result_t tecore_delayed_state_tensor(const struct tecore_delayed_state *st,
                                                       size_t index, struct tecore_tensor *t) {
-  TE_CHECK(state_check(st, __func__));
+  TE_CHECK(state_check(st, "st", __func__));
   TE_ARG(t, "tecore_delayed_state_tensor: t is NULL");
   TE_ARG(index < st->count, "tecore_delayed_state_tensor: index %zu is not below count %zu", index,
          st->count);
@@ -213,49 +225,146 @@ TE_EXPORT tecore_result_t tecore_delayed_state_tensor(const struct tecore_delaye
   return TECORE_SUCCESS;
 }
 
+/* A zeroed entry of tecore_delayed_update_multi: a group of no tensors
+ * (what make_state-style callers hold for a role without tensors). */
+static int state_empty(const struct tecore_delayed_state *st) { return !st->base && !st->count; }
+
+/* The checks of one state of an update: created, of r's history length,
+ * its arrays inside live allocations (st is the caller's plain data: a
+ * count or pointer changed since creation must not send the kernel past
+ * the allocation; vdev's checks, one compare on the cuda path).  name: how
+ * the caller's argument is called ("st", "states[2]"). */
+static tecore_result_t update_state_check(const struct tecore_recipe *r,
+                                          const struct tecore_delayed_state *st,
+                                          const char *name, const char *fn) {
+  TE_CHECK(state_check(st, name, fn));
+  TE_ARG(r->history_len == st->history_len,
+         "%s: r->history_len %d differs from %s's %d (set at creation)", fn, r->history_len, name,
+         st->history_len);
+  TE_ARG(st->count <= ((size_t)1 << 32), "%s: %s->count %zu is above 2^32", fn, name, st->count);
+  size_t vec = st->count * sizeof(float);
+  TE_ARG((size_t)st->history_len <= SIZE_MAX / vec, "%s: %s->count %zu x history_len %d overflows",
+         fn, name, st->count, st->history_len);
+  char what[64];
+  const struct {
+    const char *field;
+    tecore_devptr_t p;
+    size_t bytes;
+  } f[] = {{"amax", st->amax, vec},
+           {"history", st->history, vec * (size_t)st->history_len},
+           {"scale", st->scale, vec},
+           {"scale_inv", st->scale_inv, vec}};
+  for (size_t k = 0; k < TE_ARRAY_SIZE(f); k++) {
+    snprintf(what, sizeof what, "%s->%s", name, f[k].field);
+    TE_CHECK(te_dev_check_range(f[k].p, f[k].bytes, fn, what));
+  }
+  return TECORE_SUCCESS;
+}
+
+/* The update writes every array of every state: none may share a byte
+ * with another (two states over one allocation would race in one launch,
+ * and be updated twice).  Spans named "states[i].field". */
+static tecore_result_t update_alias_check(const struct tecore_delayed_state *states, size_t n,
+                                          int one, const char *fn) {
+  struct te_span small[4 * 4], *sp = small;
+  if (n > 4 && !(sp = malloc(4 * n * sizeof *sp)))
+    return TE_ERR(TECORE_ERR_NOMEM, "%s: no host memory to check %zu states", fn, n);
+  size_t m = 0;
+  for (size_t i = 0; i < n; i++) {
+    const struct tecore_delayed_state *st = &states[i];
+    if (state_empty(st)) continue;
+    size_t vec = st->count * sizeof(float);
+#define DU_SPAN(f, bytes)                                                                 \
+  sp[m++] = one ? (struct te_span){"st->" #f, st->f, bytes, TE_ACCESS_WRITE, 0, NULL, 0}  \
+                : (struct te_span){"states", st->f, bytes, TE_ACCESS_WRITE, 0, "." #f, i}
+    DU_SPAN(amax, vec);
+    DU_SPAN(history, vec * (size_t)st->history_len);
+    DU_SPAN(scale, vec);
+    DU_SPAN(scale_inv, vec);
+#undef DU_SPAN
+  }
+  tecore_result_t res = te_check_spans(sp, m, fn);
+  if (sp != small) free(sp);
+  return res;
+}
+
+/* The update of n states (empty ones skipped), checked, then the hooks,
+ * then TE_DU_MAX states a launch.  one: called as tecore_delayed_update
+ * (the argument is named st, and an empty state is an error). */
+static tecore_result_t delayed_update(const struct tecore_recipe *r,
+                                      const struct tecore_delayed_state *states, size_t n, int one,
+                                      tecore_stream_t stream, const char *fn) {
+  TE_CHECK(recipe_check(r, fn));
+  TE_ARG(r->kind == TECORE_RECIPE_DELAYED, "%s: r is not a delayed-scaling recipe (kind %d)", fn,
+         (int)r->kind);
+  TE_ARG(n <= TE_DELAYED_UPDATE_MAX_STATES, "%s: count %zu is above 2^20", fn, n);
+  TE_ARG(states || n == 0, "%s: states is NULL but count is %zu", fn, n);
+  char name[48];
+  for (size_t i = 0; i < n; i++) {
+    if (!one && state_empty(&states[i])) continue;
+    if (one) snprintf(name, sizeof name, "st");
+    else snprintf(name, sizeof name, "states[%zu]", i);
+    TE_CHECK(update_state_check(r, &states[i], name, fn));
+  }
+  TE_CHECK(update_alias_check(states, n, one, fn));
+  if (r->amax_reduce)
+    for (size_t i = 0; i < n; i++) {
+      if (state_empty(&states[i])) continue;
+      tecore_result_t rr = r->amax_reduce(states[i].amax, states[i].count, stream,
+                                          r->amax_reduce_ctx);
+      if (rr != TECORE_SUCCESS)
+        return TE_ERR(rr, "%s: the amax_reduce hook failed: %s (%s)", fn, tecore_result_name(rr),
+                      tecore_last_error());
+    }
+  int id = r_first_id();
+  if (id < 0) return TE_ERR(TECORE_ERR_INTERNAL, "FP8 recipe kernel table could not be registered");
+  struct te_du_params p;
+  memset(&p, 0, sizeof p);
+  p.len = r->history_len;
+  p.most_recent = r->amax_algo == TECORE_AMAX_MOST_RECENT;
+  p.margin_mult = ldexpf(1.0f, -r->margin);
+  p.pow2 = (r->flags & TECORE_RECIPE_POW2_SCALES) ? 1 : 0;
+  /* blockDim.y: enough rows for the whole history in one pass, 4 .. 128 */
+  unsigned ty = TE_DU_MIN_TY;
+  while (ty < TE_DU_MAX_TY && (size_t)ty * TE_DU_ROWS < (size_t)r->history_len - 1) ty *= 2;
+  struct tecore_launch_cfg cfg = {.grid = {0, 1, 1}, .block = {TE_DU_TX, ty, 1}};
+  void *args[TE_KNPARAMS(TE_FP8_DELAYED_UPDATE_PARAMS)];
+  struct te_delayed_update_args a = {.p = &p};
+  te_delayed_update_args_ptrs(&a, args);
+  uint64_t blocks = 0;
+  for (size_t i = 0; i < n; i++) {
+    const struct tecore_delayed_state *st = &states[i];
+    if (state_empty(st)) continue;
+    uint64_t nb = (st->count + TE_DU_TX - 1) / TE_DU_TX;
+    if (p.nstates == TE_DU_MAX || blocks + nb > TE_DU_MAX_BLOCKS) {
+      cfg.grid[0] = (unsigned)blocks;
+      TE_CHECK(tecore_kernel_launch(id, &cfg, args, stream));
+      p.nstates = 0;
+      blocks = 0;
+    }
+    p.st[p.nstates++] = (struct te_du_state){
+        .amax = TE_DPTR(st->amax), .history = TE_DPTR(st->history),
+        .scale = TE_DPTR(st->scale), .scale_inv = TE_DPTR(st->scale_inv), .count = st->count,
+        .fp8_max = te_fp8_max((int)st->dtype), .block0 = (unsigned)blocks};
+    blocks += nb;
+  }
+  if (p.nstates) {
+    cfg.grid[0] = (unsigned)blocks;
+    TE_CHECK(tecore_kernel_launch(id, &cfg, args, stream));
+  }
+  return TECORE_SUCCESS;
+}
+
 TE_EXPORT tecore_result_t tecore_delayed_update(const struct tecore_recipe *r,
                                                 const struct tecore_delayed_state *st,
                                                 tecore_stream_t stream) {
   TE_CHECK(recipe_check(r, __func__));
-  TE_ARG(r->kind == TECORE_RECIPE_DELAYED,
-         "tecore_delayed_update: r is not a delayed-scaling recipe (kind %d)", (int)r->kind);
-  TE_CHECK(state_check(st, __func__));
-  TE_ARG(r->history_len == st->history_len,
-         "tecore_delayed_update: r->history_len %d differs from the state's %d (set at creation)",
-         r->history_len, st->history_len);
-  /* st is the caller's plain data: a count or pointer changed since
-   * creation must not send the kernel past the allocation (vdev's checks;
-   * one compare on the cuda path) */
-  TE_ARG(st->count <= ((size_t)1 << 32), "tecore_delayed_update: st->count %zu is above 2^32",
-         st->count);
-  size_t vec = st->count * sizeof(float);
-  TE_ARG((size_t)st->history_len <= SIZE_MAX / vec,
-         "tecore_delayed_update: st->count %zu x history_len %d overflows", st->count,
-         st->history_len);
-  TE_CHECK(te_dev_check_range(st->amax, vec, __func__, "st->amax"));
-  TE_CHECK(te_dev_check_range(st->history, vec * (size_t)st->history_len, __func__,
-                              "st->history"));
-  TE_CHECK(te_dev_check_range(st->scale, vec, __func__, "st->scale"));
-  TE_CHECK(te_dev_check_range(st->scale_inv, vec, __func__, "st->scale_inv"));
-  if (r->amax_reduce) {
-    tecore_result_t rr = r->amax_reduce(st->amax, st->count, stream, r->amax_reduce_ctx);
-    if (rr != TECORE_SUCCESS)
-      return TE_ERR(rr, "tecore_delayed_update: the amax_reduce hook failed: %s (%s)",
-                    tecore_result_name(rr), tecore_last_error());
-  }
-  int id = r_first_id();
-  if (id < 0) return TE_ERR(TECORE_ERR_INTERNAL, "FP8 recipe kernel table could not be registered");
-  struct te_delayed_update_args a = {
-      .amax = TE_DPTR(st->amax), .history = TE_DPTR(st->history), .scale = TE_DPTR(st->scale),
-      .scale_inv = TE_DPTR(st->scale_inv), .count = st->count, .len = st->history_len,
-      .most_recent = r->amax_algo == TECORE_AMAX_MOST_RECENT,
-      .fp8_max = te_fp8_max((int)st->dtype), .margin_mult = ldexpf(1.0f, -r->margin),
-      .pow2 = (r->flags & TECORE_RECIPE_POW2_SCALES) ? 1 : 0, .noop = NULL};
-  void *args[TE_KNPARAMS(TE_FP8_DELAYED_UPDATE_PARAMS)];
-  te_delayed_update_args_ptrs(&a, args);
-  /* 32 tensors a block, 32 threads on each tensor's history (kernels/fp8_recipe.cu) */
-  struct tecore_launch_cfg cfg = {.grid = {(unsigned)((a.count + 31) / 32), 1, 1},
-                                  .block = {32, 32, 1}};
-  TE_CHECK(tecore_kernel_launch(id, &cfg, args, stream));
-  return TECORE_SUCCESS;
+  TE_CHECK(state_check(st, "st", __func__));
+  return delayed_update(r, st, 1, 1, stream, __func__);
+}
+
+TE_EXPORT tecore_result_t tecore_delayed_update_multi(const struct tecore_recipe *r,
+                                                      const struct tecore_delayed_state *states,
+                                                      size_t count, tecore_stream_t stream) {
+  return delayed_update(r, states, count, 0, stream, __func__);
 }

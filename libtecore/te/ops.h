@@ -234,8 +234,8 @@ tecore_result_t tecore_seq_backward(tecore_seq_t *seq, const struct tecore_tenso
  * stream. */
 tecore_result_t tecore_seq_zero_grad(tecore_seq_t *seq, tecore_stream_t stream);
 /* Delayed scaling: folds the amaxes recorded since the last update into
- * the histories and computes the next scales (tecore_delayed_update for
- * activations, weights and gradients), on stream.  Call once per step,
+ * the histories and computes the next scales (tecore_delayed_update_multi
+ * for activations, weights and gradients: one launch), on stream.  Call once per step,
  * after its last backward.  No-op for other recipes and without one. */
 tecore_result_t tecore_seq_update_scales(tecore_seq_t *seq, tecore_stream_t stream);
 

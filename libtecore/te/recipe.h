@@ -6,7 +6,8 @@
  *             kernel uses this step was computed from earlier steps);
  *             state on the device: this step's amax, the history, scale and
  *             scale_inv for a group of tensors, updated by one kernel for the
- *             whole group after an optional cross-rank MAX reduction.
+ *             whole group (or for several groups) after an optional
+ *             cross-rank MAX reduction.
  *   current   per-tensor scale from this tensor's own amax (two passes).
  *   mxfp8     1x32 blocks with E8M0 scales (OCP MX).
  *   block     1x128 blocks (activations, gradients) and 128x128 blocks
@@ -133,6 +134,15 @@ tecore_result_t tecore_delayed_state_tensor(const struct tecore_delayed_state *s
 tecore_result_t tecore_delayed_update(const struct tecore_recipe *r,
                                       const struct tecore_delayed_state *st,
                                       tecore_stream_t stream);
+/* The same for count states of recipe r (one per role, say), in one
+ * launch for up to 16 states (more: one launch per 16): r->amax_reduce on
+ * each state's amax in order, then the update of all of them.  An entry
+ * that is all zeros (count 0, base 0) is a group of no tensors and is
+ * skipped; count 0 queues nothing.  The states must not share a byte.
+ * count <= 2^20. */
+tecore_result_t tecore_delayed_update_multi(const struct tecore_recipe *r,
+                                            const struct tecore_delayed_state *states,
+                                            size_t count, tecore_stream_t stream);
 
 #ifdef __cplusplus
 }
