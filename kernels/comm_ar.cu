@@ -586,7 +586,12 @@ __device__ __forceinline__ void ar_lam_rearm(const te_ar_params &p, const ar_lam
   }
 }
 
-template <int DT>
+// MR bounds nranks: te_comm_ar_lamport2 and _4 instantiate it small.  A
+// small call is a chain of dependent steps, so the instructions it runs
+// matter: with MR 8 and predicates the 2-rank call ran eight unrolled
+// copies of each per-rank step (the ladder, t/gpu/lamport_ladder.cu, timed
+// the whole kernel 0.65 us above the same protocol written for 2 ranks).
+template <int DT, int MR = TE_AR_MAX_RANKS>
 __device__ void ar_lamport(const te_ar_params &p) {
   constexpr int EPG = DT == F32 ? 4 : 8;
   const uint64_t nbytes = p.count * (DT == F32 ? 4u : 2u), ngr = (nbytes + 15) / 16;
@@ -600,19 +605,19 @@ __device__ void ar_lamport(const te_ar_params &p) {
   ar_lam l;
   if (!ar_lam_start(p, ngr * 16, c, l)) return;
   for (uint64_t g = g0; g < hi; g += blockDim.x)
-    ar_lam_store(p, l, g, g == g0 ? w0 : ar_lam_load(p, g, nbytes, aligned));
+    ar_lam_store<MR>(p, l, g, g == g0 ? w0 : ar_lam_load(p, g, nbytes, aligned));
   ar_lam_rearm(p, l); /* off the critical path: while the peers' bytes travel */
   bool ok = true;
   for (uint64_t g = g0; ok && g < hi; g += blockDim.x) {
-    uint4 raw[1][TE_AR_MAX_RANKS];
+    uint4 raw[1][MR];
     const uint64_t gg[1] = {g};
     const bool gv[1] = {true};
-    if (!ar_lam_wait<1>(p, l, c, gg, gv, raw)) {
+    if (!ar_lam_wait<1, MR>(p, l, c, gg, gv, raw)) {
       ok = false;
       break;
     }
     float acc[EPG];
-    ar_fold<DT>(p, raw[0], acc);
+    ar_fold<DT, MR>(p, raw[0], acc);
     if (aligned && (g + 1) * EPG <= p.count) {
       ar_st<DT, EPG>(p.out, g, acc);
     } else {
@@ -1265,12 +1270,18 @@ extern "C" __global__ void __launch_bounds__(TE_AR_THREADS) te_comm_ar_twoshot(c
   ar_pdl_enter();
   AR_DISPATCH(ar_twoshot)
 }
-extern "C" __global__ void __launch_bounds__(TE_AR_THREADS) te_comm_ar_lamport(const te_ar_params p) {
-  ar_pdl_enter();
-  if (p.dtype == F32) ar_lamport<F32>(p);
-  else if (p.dtype == BF16) ar_lamport<BF16>(p);
-  else ar_lamport<F16>(p);
-}
+// The Lamport kernel for up to 8 ranks, and for up to 2 and 4 (smaller
+// code and registers: see ar_lamport).
+#define AR_LAMPORT_KERNEL(name, MR)                                                        \
+  extern "C" __global__ void __launch_bounds__(TE_AR_THREADS) name(const te_ar_params p) { \
+    ar_pdl_enter();                                                                        \
+    if (p.dtype == F32) ar_lamport<F32, MR>(p);                                            \
+    else if (p.dtype == BF16) ar_lamport<BF16, MR>(p);                                     \
+    else ar_lamport<F16, MR>(p);                                                           \
+  }
+AR_LAMPORT_KERNEL(te_comm_ar_lamport, TE_AR_MAX_RANKS)
+AR_LAMPORT_KERNEL(te_comm_ar_lamport2, 2)
+AR_LAMPORT_KERNEL(te_comm_ar_lamport4, 4)
 // The latency probe (tecomm_probe), one warp.  probe_launch does what
 // every allreduce kernel does at its start and nothing else: the cost of
 // a kernel node.  probe_exchange is the least any protocol that hears

@@ -32,6 +32,8 @@ enum {
   TE_AR_K_LAMPORT_FUSED_SPREAD4, /* threads: 2 ranks, 3 or 4 ranks */
   TE_AR_K_PROBE_LAUNCH,   /* tecomm_probe: an empty kernel, */
   TE_AR_K_PROBE_EXCHANGE, /* one word to and from every peer */
+  TE_AR_K_LAMPORT2, /* TE_AR_K_LAMPORT built for up to 2 ranks, */
+  TE_AR_K_LAMPORT4, /* and for up to 4 */
   TE_AR_K_COUNT_
 };
 

@@ -43,6 +43,8 @@ static const struct tecore_kernel_def ar_defs[TE_AR_K_COUNT_] = {
     [TE_AR_K_LAMPORT_FUSED_SPREAD4] = AR_DEF("te_comm_ar_lamport_fused_spread4", te_ar_vdev_lamport),
     [TE_AR_K_PROBE_LAUNCH] = AR_DEF("te_comm_ar_probe_launch", te_ar_vdev_probe_launch),
     [TE_AR_K_PROBE_EXCHANGE] = AR_DEF("te_comm_ar_probe_exchange", te_ar_vdev_probe_exchange),
+    [TE_AR_K_LAMPORT2] = AR_DEF("te_comm_ar_lamport2", te_ar_vdev_lamport),
+    [TE_AR_K_LAMPORT4] = AR_DEF("te_comm_ar_lamport4", te_ar_vdev_lamport),
 };
 
 /* Programmatic dependent launch of every allreduce kernel: on an sm_90
@@ -310,7 +312,9 @@ static tecore_result_t ar_plain(int algo, struct te_ar_params *p, int beside,
   } else {
     uint64_t ngr = (p->count * (uint64_t)te_ar_esize(p->dtype) + 15) / 16;
     cfg.grid[0] = ar_blocks(ngr, TE_AR_THREADS, beside);
-    k = TE_AR_K_LAMPORT;
+    /* the build for the fewest ranks that holds n: less code on a small
+     * call's critical path (kernels/comm_ar.cu, ar_lamport) */
+    k = n <= 2 ? TE_AR_K_LAMPORT2 : n <= 4 ? TE_AR_K_LAMPORT4 : TE_AR_K_LAMPORT;
   }
   return ar_go(k, &cfg, p, stream);
 }

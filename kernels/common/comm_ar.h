@@ -194,7 +194,17 @@ TE_HD int te_ar_lam_ready(uint32_t w, int dtype) {
  * first ones one item longer.  The same function on every rank and both
  * backends, so block b of every rank touches the same items. */
 TE_HD void te_ar_split(uint64_t n, uint32_t g, uint32_t b, uint64_t *lo, uint64_t *hi) {
-  uint64_t q = n / g, r = n % g;
+  /* a 64-bit division is a long subroutine on the GPU, and a small call
+   * waits for this one before its first load: divide in 32 bits when n
+   * fits (the same quotient) */
+  uint64_t q, r;
+  if (n >> 32 == 0) {
+    q = (uint32_t)n / g;
+    r = (uint32_t)n % g;
+  } else {
+    q = n / g;
+    r = n % g;
+  }
   *lo = (uint64_t)b * q + (b < r ? b : r);
   *hi = *lo + q + (b < r ? 1 : 0);
 }

@@ -7,9 +7,10 @@
 // programmatic dependent launch); the difference between two rungs is the
 // cost of the piece.  The full rung also checks its sums.
 //
-// Build: nvcc -O3 -std=c++17 -arch=sm_90 -o ladder t/gpu/lamport_ladder.cu
+// Build: nvcc -O3 -std=c++17 -arch=sm_90 -Ikernels -o ladder t/gpu/lamport_ladder.cu
 // Run:   ./ladder [ngpus] [bytes ...]   (default: every GPU, 16 B and 8 KB)
 #include <cuda_runtime.h>
+#include "comm_ar.cu" /* the library's kernels: the last rungs run te_comm_ar_lamport itself */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -86,9 +87,26 @@ __device__ __forceinline__ uint32_t tobf(float f) { /* round to nearest even */
 // load, set-up words, granules out, re-arm, poll, fold, output; 4 as 3
 // with only the counter in the set-up; 5 as 3 with no input load (a
 // constant); 6 as 3 with no output store; 7 as 3 with the re-arm after the
-// output instead of before the poll.
+// output instead of before the poll.  Rung 8 is rung 3 with a kernel
+// parameter as large as te_ar_params; rungs 9 and 10 are the library's
+// te_comm_ar_lamport on the same memory (10: no timeout, so no timer);
+// 11 te_comm_ar_lamport2 (or 4), 12 its BF16 body alone (2 ranks).
+struct lp_big {
+  lp p;
+  char pad[sizeof(te_ar_params) - sizeof(lp) > 0 ? sizeof(te_ar_params) - sizeof(lp) : 1];
+};
 template <int R>
-__global__ void __launch_bounds__(512) rung(const lp p) {
+__device__ __forceinline__ void rung_body(const lp &p);
+template <int R>
+__global__ void __launch_bounds__(512) rung(const lp p) { rung_body<R>(p); }
+__global__ void __launch_bounds__(512) rung_big(const lp_big b) { rung_body<3>(b.p); }
+__global__ void __launch_bounds__(512) lam_bf16_2(const te_ar_params p) {
+  ar_pdl_enter();
+  ar_lamport<BF16, 2>(p);
+}
+
+template <int R>
+__device__ __forceinline__ void rung_body(const lp &p) {
   pdl();
   if (R == 0) return;
   if (R <= 2) {
@@ -178,10 +196,13 @@ __global__ void __launch_bounds__(512) rung(const lp p) {
 
 typedef void (*kfn)(const lp);
 static const kfn rungs[] = {rung<0>, rung<1>, rung<2>, rung<3>, rung<4>, rung<5>, rung<6>, rung<7>};
-static const char *names[] = {
+#define NRUNG 13
+static const char *names[NRUNG] = {
     "empty kernel", "probe: one thread", "probe in the block, barrier",
-    "Lamport (all pieces)", "  - set-up reads only the counter", "  - no input load",
-    "  - no output store", "  - re-arm after the output"};
+    "Lamport (all pieces)", "  - set-up reads only the counter", "  - no input load (sums not checked)",
+    "  - no output store (sums not checked)", "  - re-arm after the output", "  + a te_ar_params-sized parameter",
+    "te_comm_ar_lamport (the library's)", "  - no timeout (no timer reads)",
+    "te_comm_ar_lamport2 (up to 2 ranks)", "  ar_lamport<BF16, 2>, no dtype switch"};
 
 int main(int argc, char **argv) {
   int ndev = 0;
@@ -208,7 +229,8 @@ int main(int argc, char **argv) {
       }
   }
   const uint64_t slot = 8192;
-  char *buf[MAXR];
+  char *buf[MAXR], *ws[MAXR]; /* ws: the library's workspace layout (comm_ar.h) */
+  const uint64_t wsbytes = TE_AR_OFF_LAMBUF + 3 * (uint64_t)n * slot;
   uint64_t *probe[MAXR], *state[MAXR];
   uint4 *in[MAXR], *out[MAXR];
   cudaStream_t st[MAXR];
@@ -216,6 +238,7 @@ int main(int argc, char **argv) {
   for (int i = 0; i < n; i++) {
     CK(cudaSetDevice(i));
     CK(cudaMalloc(&buf[i], 3 * n * slot));
+    CK(cudaMalloc(&ws[i], wsbytes));
     CK(cudaMalloc(&probe[i], MAXR * 8));
     CK(cudaMalloc(&state[i], 64));
     CK(cudaMalloc(&in[i], slot));
@@ -240,11 +263,14 @@ int main(int argc, char **argv) {
   for (int z = 0; z < nsz; z++) {
     unsigned bytes = sizes[z], ngr = (bytes + 15) / 16;
     if (ngr > 512 || bytes % 16) { fprintf(stderr, "ladder: sizes are multiples of 16 up to 8192\n"); return 2; }
-    for (int r = 0; r < 8; r++) {
+    for (int r = 0; r < NRUNG; r++) {
+      if (r == 12 && n > 2) continue; /* a 2-rank body */
       cudaGraphExec_t ge[MAXR];
       for (int i = 0; i < n; i++) {
         CK(cudaSetDevice(i));
         CK(cudaMemcpy(buf[i], armed, 3 * n * slot, cudaMemcpyHostToDevice)); /* every half -0.0 */
+        CK(cudaMemset(ws[i], 0, TE_AR_OFF_LAMBUF));
+        CK(cudaMemcpy(ws[i] + TE_AR_OFF_LAMBUF, armed, 3 * n * slot, cudaMemcpyHostToDevice));
         CK(cudaMemset(probe[i], 0, MAXR * 8));
         CK(cudaMemset(state[i], 0, 64));
         uint64_t used[3] = {ngr, ngr, ngr};
@@ -275,7 +301,29 @@ int main(int argc, char **argv) {
         cfg.numAttrs = 1;
         cudaGraph_t gr;
         CK(cudaStreamBeginCapture(st[i], cudaStreamCaptureModeThreadLocal));
-        for (int k = 0; k < OPS; k++) CK(cudaLaunchKernelEx(&cfg, rungs[r], p));
+        te_ar_params a;
+        memset(&a, 0, sizeof a);
+        for (int j = 0; j < n; j++) a.ws[j] = (uint64_t)(uintptr_t)ws[j];
+        a.in[i] = (uint64_t)(uintptr_t)in[i];
+        a.out = (uint64_t)(uintptr_t)out[i];
+        a.count = bytes / 2;
+        a.timeout_ns = r == 10 ? 0 : 1000000000ull;
+        a.lam_slot = slot;
+        a.rank = i;
+        a.nranks = n;
+        a.dtype = TE_FP8_DT_BF16;
+        a.op = TE_AR_SUM;
+        a.vec = 8;
+        lp_big big;
+        memset(&big, 0, sizeof big);
+        big.p = p;
+        for (int k = 0; k < OPS; k++) {
+          if (r < 8) CK(cudaLaunchKernelEx(&cfg, rungs[r], p));
+          else if (r == 8) CK(cudaLaunchKernelEx(&cfg, rung_big, big));
+          else if (r <= 10) CK(cudaLaunchKernelEx(&cfg, te_comm_ar_lamport, a));
+          else if (r == 11) CK(cudaLaunchKernelEx(&cfg, n <= 2 ? te_comm_ar_lamport2 : te_comm_ar_lamport4, a));
+          else if (n <= 2) CK(cudaLaunchKernelEx(&cfg, lam_bf16_2, a));
+        }
         CK(cudaStreamEndCapture(st[i], &gr));
         CK(cudaGraphInstantiate(&ge[i], gr, 0));
         CK(cudaGraphDestroy(gr));
@@ -304,7 +352,10 @@ int main(int argc, char **argv) {
         uint64_t s[6];
         CK(cudaMemcpy(s, state[i], sizeof s, cudaMemcpyDeviceToHost));
         err += s[1] != 0;
-        if (r >= 3 && r != 6) {
+        uint32_t ew = 0;
+        CK(cudaMemcpy(&ew, ws[i] + TE_AR_OFF_ERR, 4, cudaMemcpyDeviceToHost));
+        err += ew != 0;
+        if (r >= 3 && r != 5 && r != 6) {
           uint16_t *h = (uint16_t *)malloc(slot);
           CK(cudaMemcpy(h, out[i], slot, cudaMemcpyDeviceToHost));
           for (unsigned e = 0; e < ngr * 8; e++) {
