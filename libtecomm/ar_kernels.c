@@ -163,6 +163,14 @@ TECORE_TUNABLE_INT(tc_tun_ar_overlap_blocks, "TECOMM_AR_OVERLAP_BLOCKS", 32, 1, 
                    "beside another kernel (the fuser's backward sums overlapped with a GEMM); "
                    "at most TECOMM_AR_BLOCKS.  Every rank must use the same value")
 
+/* Threads a block of the plain Lamport kernel: a call of g granules
+ * takes ceil(g / this) blocks (each thread one granule a round), the
+ * last rounded up to whole warps when the call has only one block. */
+TECORE_TUNABLE_INT(tc_tun_lam_threads, "TECOMM_LAMPORT_THREADS", TE_AR_THREADS, 32, TE_AR_THREADS,
+                   "on a GPU, threads a block of the plain Lamport allreduce kernel (a multiple "
+                   "of 32); fewer spread a small call over more SMs.  Every rank must use the "
+                   "same value")
+
 static uint32_t ar_max_blocks(int beside) {
   tecore_backend_t b = TECORE_BACKEND_NONE;
   if (tecore_backend(&b) == TECORE_SUCCESS && b == TECORE_BACKEND_CUDA) {
@@ -311,7 +319,10 @@ static tecore_result_t ar_plain(int algo, struct te_ar_params *p, int beside,
     k = TE_AR_K_NVLS;
   } else {
     uint64_t ngr = (p->count * (uint64_t)te_ar_esize(p->dtype) + 15) / 16;
-    cfg.grid[0] = ar_blocks(ngr, TE_AR_THREADS, beside);
+    uint32_t t = (uint32_t)tecore_tunable_int(&tc_tun_lam_threads) / 32u * 32u;
+    cfg.grid[0] = ar_blocks(ngr, t, beside);
+    /* one block: no more warps than granules (a 16-byte call is one) */
+    cfg.block[0] = cfg.grid[0] == 1 && ngr < t ? (uint32_t)(ngr + 31) / 32u * 32u : t;
     /* the build for the fewest ranks that holds n: less code on a small
      * call's critical path (kernels/comm_ar.cu, ar_lamport) */
     k = n <= 2 ? TE_AR_K_LAMPORT2 : n <= 4 ? TE_AR_K_LAMPORT4 : TE_AR_K_LAMPORT;

@@ -695,6 +695,16 @@ START_TEST(lamport_stress_skewed_ranks_3) { lamport_stress(3); }
 END_TEST
 START_TEST(lamport_stress_skewed_ranks_8) { lamport_stress(8); }
 END_TEST
+/* The same with 32-thread blocks (TECOMM_LAMPORT_THREADS; the ranks read
+ * it after the fork): more blocks a call, so the last-block counter
+ * advance (ar_lam_rearm) runs on most calls, and the one-block calls get
+ * a single warp. */
+START_TEST(lamport_stress_one_warp_blocks_3) {
+  ck_assert_int_eq(setenv("TECOMM_LAMPORT_THREADS", "32", 1), 0);
+  lamport_stress(3);
+  unsetenv("TECOMM_LAMPORT_THREADS");
+}
+END_TEST
 
 /* A graph of the three algorithms (each after a captured copy of new data
  * into the pool) replayed 1000 times with new data: the epochs and the
@@ -1336,6 +1346,7 @@ static Suite *make_suite(void) {
   tcase_add_test(tc, lamport_stress_skewed_ranks_2);
   tcase_add_test(tc, lamport_stress_skewed_ranks_3);
   tcase_add_test(tc, lamport_stress_skewed_ranks_8);
+  tcase_add_test(tc, lamport_stress_one_warp_blocks_3);
   tc = te_tcase(s, "fused", 0);
   tcase_add_test(tc, fused_add_rmsnorm_2);
   tcase_add_test(tc, fused_add_rmsnorm_4);
