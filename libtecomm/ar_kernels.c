@@ -164,11 +164,17 @@ TECORE_TUNABLE_INT(tc_tun_ar_overlap_blocks, "TECOMM_AR_OVERLAP_BLOCKS", 32, 1, 
                    "at most TECOMM_AR_BLOCKS.  Every rank must use the same value")
 
 /* Threads a block of the plain Lamport kernel: a call of g granules
- * takes ceil(g / this) blocks (each thread one granule a round), the
- * last rounded up to whole warps when the call has only one block. */
-TECORE_TUNABLE_INT(tc_tun_lam_threads, "TECOMM_LAMPORT_THREADS", TE_AR_THREADS, 32, TE_AR_THREADS,
-                   "on a GPU, threads a block of the plain Lamport allreduce kernel (a multiple "
-                   "of 32); fewer spread a small call over more SMs.  Every rank must use the "
+ * takes ceil(g / this) blocks (each thread one granule a round), and a
+ * call that fits one block gets no more warps than it has granules.  0
+ * picks: 256 while the call fits TECOMM_AR_BLOCKS such blocks, else 512.
+ * Measured on 2x H200 (bench/2026-11-23-gpu.md), us per call against
+ * 512-thread blocks: 8 KB 2.99 / 3.40-3.52, 64 KB 3.37 / 3.81, 256 KB
+ * 3.94 / 4.33; at 1 MB, where 256 would need more than 128 blocks,
+ * 6.96 / 6.54. */
+TECORE_TUNABLE_INT(tc_tun_lam_threads, "TECOMM_LAMPORT_THREADS", 0, 0, TE_AR_THREADS,
+                   "on a GPU, threads a block of the plain Lamport allreduce kernel, rounded "
+                   "down to a multiple of 32 (at least 32); 0 (default): 256 while the call "
+                   "fits TECOMM_AR_BLOCKS such blocks, else 512.  Every rank must use the "
                    "same value")
 
 static uint32_t ar_max_blocks(int beside) {
@@ -320,6 +326,10 @@ static tecore_result_t ar_plain(int algo, struct te_ar_params *p, int beside,
   } else {
     uint64_t ngr = (p->count * (uint64_t)te_ar_esize(p->dtype) + 15) / 16;
     uint32_t t = (uint32_t)tecore_tunable_int(&tc_tun_lam_threads) / 32u * 32u;
+    if (tecore_tunable_int(&tc_tun_lam_threads) == 0)
+      t = ngr <= 256u * (uint64_t)ar_max_blocks(beside) ? 256u : TE_AR_THREADS;
+    else if (t < 32u)
+      t = 32u;
     cfg.grid[0] = ar_blocks(ngr, t, beside);
     /* one block: no more warps than granules (a 16-byte call is one) */
     cfg.block[0] = cfg.grid[0] == 1 && ngr < t ? (uint32_t)(ngr + 31) / 32u * 32u : t;
