@@ -5,6 +5,10 @@
  * workspace: the ratio is libte's overhead (target >= 97%).
  *   FP8 E4M3 x E4M3 -> BF16, 4096^3 and 8192^3 (fast accumulation on and off)
  *   BF16 x BF16 -> BF16, 4096^3 and 8192^3
+ *   small m (16, 64, 128 tokens) x 8192 x 4096, FP8 (fast accumulation)
+ *     and BF16: libte measures its algorithm there (cuda_gemm_tune.c), the
+ *     direct call takes the heuristic's first; the floor is the bytes over
+ *     the copy bandwidth
  *   Linear+Bias+GELU forward (FP8, tokens 8192, in 4096, out 16384): the
  *     BIAS_GELU_AUX epilogue against the GEMM with the bias epilogue
  *     followed by a separate GELU kernel (tecore_act_fwd).  libtecore has
@@ -281,18 +285,23 @@ static void report_flops(struct tb_ctx *c, const char *name, const char *shape, 
   tb_row(c, &r);
 }
 
+/* m x n x k (m the tokens): libte beside the direct call with the
+ * heuristic's first algorithm.  At m <= TECORE_GEMM_TUNE_MAX_DIM libte
+ * measures its candidates on the first call (cuda_gemm_tune.c), so the
+ * ratio there is what measuring wins; the note then also gives the floor,
+ * the operands' and D's bytes over the copy bandwidth. */
 static void bench_pair(struct tb_ctx *c, struct lt_fns *lt, tecore_devptr_t ws, size_t ws_bytes,
-                       tecore_dtype_t in, size_t sz, int fast) {
-  struct gemm_prob p = {.m = sz, .n = sz, .k = sz, .in = in, .fast = fast, .ws = ws,
+                       tecore_dtype_t in, size_t m, size_t n, size_t k, int fast) {
+  struct gemm_prob p = {.m = m, .n = n, .k = k, .in = in, .fast = fast, .ws = ws,
                         .ws_bytes = ws_bytes, .lt = lt};
   char shape[48], name[64];
-  snprintf(shape, sizeof shape, "%zux%zux%zu", sz, sz, sz);
+  snprintf(shape, sizeof shape, "%zux%zux%zu", m, n, k);
   if (prob_alloc(c, &p) || direct_setup(&p)) {
-    fprintf(stderr, "te-bench: gemm %s %zu: set-up failed: %s\n", tecore_dtype_name(in), sz,
+    fprintf(stderr, "te-bench: gemm %s %s: set-up failed: %s\n", tecore_dtype_name(in), shape,
             tecore_last_error());
     c->failed = 1;
   } else {
-    double flops = 2.0 * (double)sz * (double)sz * (double)sz;
+    double flops = 2.0 * (double)m * (double)n * (double)k;
     double t_lt = -1, t_te = -1;
     interleaved(c, &p, &t_lt, &t_te);
     const char *kind = in == TECORE_DTYPE_E4M3 ? (fast ? "e4m3 fast-acc" : "e4m3") : "bf16";
@@ -305,8 +314,14 @@ static void bench_pair(struct tb_ctx *c, struct lt_fns *lt, tecore_devptr_t ws, 
     report_flops(c, name, shape, t_lt, flops, NULL, 0, NULL, 0, algo);
     if (t_lt > 0 && t_te > 0) {
       double h_lt = host_us_per_call(c, direct_body, &p), h_te = host_us_per_call(c, libte_body, &p);
-      char note[96];
-      snprintf(note, sizeof note, "host to queue a call: %.1f us libte, %.1f us direct", h_te, h_lt);
+      char note[160];
+      int at = snprintf(note, sizeof note, "host to queue a call: %.1f us libte, %.1f us direct",
+                        h_te, h_lt);
+      if (m < n && m < k && c->copy_gbs > 0) {
+        double bytes = (double)(m + n) * k * tecore_dtype_size(in) + 2.0 * m * n;
+        snprintf(note + at, sizeof note - (size_t)at, "; floor %.1f us (%.1f MB over copy "
+                 "bandwidth)", bytes / (c->copy_gbs * 1e9) * 1e6, bytes / 1e6);
+      }
       snprintf(name, sizeof name, "gemm %s libte", kind);
       report_flops(c, name, shape, t_te, flops, "cuBLASLt direct", t_lt, ">= 97% of cuBLASLt",
                    100.0 * t_lt / t_te >= 97.0, note);
@@ -414,7 +429,8 @@ void tb_gemm(struct tb_ctx *c) {
   }
   size_t v = lt.version();
   tb_info(c, "gemm: cuBLASLt %zu.%zu.%zu (direct calls and libte share descriptors, heuristic "
-          "algorithm and a 32 MiB workspace)", v / 10000, v / 100 % 100, v % 100);
+          "algorithm and a 32 MiB workspace; at a few tokens libte measures its algorithm: "
+          "TECORE_GEMM_TUNE_ALGOS)", v / 10000, v / 100 % 100, v % 100);
   const size_t ws_bytes = (size_t)32 << 20;
   tecore_devptr_t ws = 0;
   if (tecore_mem_alloc(ws_bytes, &ws)) {
@@ -424,9 +440,17 @@ void tb_gemm(struct tb_ctx *c) {
   }
   static const size_t sizes[] = {4096, 8192};
   for (int i = 0; i < 2; i++) {
-    bench_pair(c, &lt, ws, ws_bytes, TECORE_DTYPE_E4M3, sizes[i], 0);
-    bench_pair(c, &lt, ws, ws_bytes, TECORE_DTYPE_E4M3, sizes[i], 1);
-    bench_pair(c, &lt, ws, ws_bytes, TECORE_DTYPE_BF16, sizes[i], 0);
+    size_t z = sizes[i];
+    bench_pair(c, &lt, ws, ws_bytes, TECORE_DTYPE_E4M3, z, z, z, 0);
+    bench_pair(c, &lt, ws, ws_bytes, TECORE_DTYPE_E4M3, z, z, z, 1);
+    bench_pair(c, &lt, ws, ws_bytes, TECORE_DTYPE_BF16, z, z, z, 0);
+  }
+  /* a few tokens through a tensor-parallel rank's FFN weight (hidden
+   * 4096, ffn 16384 over 2 ranks): bound by reading the weight once */
+  static const size_t tokens[] = {16, 64, 128};
+  for (int i = 0; i < 3; i++) {
+    bench_pair(c, &lt, ws, ws_bytes, TECORE_DTYPE_E4M3, tokens[i], 8192, 4096, 1);
+    bench_pair(c, &lt, ws, ws_bytes, TECORE_DTYPE_BF16, tokens[i], 8192, 4096, 0);
   }
   bench_mlp(c, ws, ws_bytes);
   tecore_ctx_synchronize();

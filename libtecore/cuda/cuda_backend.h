@@ -82,6 +82,7 @@
   X(cuStreamBeginCapture, 10010, 0)                                            \
   X(cuStreamEndCapture, 10000, 0)                                              \
   X(cuStreamGetCaptureInfo, 11030, 0)                                          \
+  X(cuThreadExchangeStreamCaptureMode, 10010, 0)                               \
   X(cuGraphDestroy, 10000, 0)                                                  \
   X(cuGraphGetNodes, 10000, 0)                                                 \
   X(cuGraphDebugDotPrint, 11030, 0)                                            \

@@ -347,19 +347,75 @@ static tecore_result_t align_scalars(const struct te_gemm_problem **pp,
   return TECORE_SUCCESS;
 }
 
+/* The scratch layout of a measurement (cuda_gemm_tune.c): D, aux, the
+ * bias gradient and amax at 256-byte offsets. */
+static size_t round256(size_t b) { return (b + 255) & ~(size_t)255; }
+
+/* Times the n candidates on a copy of p whose outputs are scratch, so the
+ * caller's D, C, aux, bias gradient and amax are neither read as outputs
+ * nor written; inputs (A, B, a separate C, a dGELU aux, bias, scales) are
+ * only read.  *pick: the index to use, -1 when none ran (the caller then
+ * takes the first).  TECORE_ERR_NOT_READY: no measurement now (capture,
+ * another thread measuring): take the first, uncached. */
+static tecore_result_t measure(cublasLtHandle_t handle, const struct lt_call *c,
+                               const struct te_gemm_problem *p, int device,
+                               const cublasLtMatmulHeuristicResult_t *cand, int n,
+                               tecore_stream_t stream, int *pick, float *us) {
+  *pick = -1;
+  if (te_gemm_tune_begin(stream) != TECORE_SUCCESS) return TECORE_ERR_NOT_READY;
+  size_t mn = p->m * p->n;
+  size_t d_bytes = round256(mn * tecore_dtype_size(p->d_dtype));
+  size_t x_bytes =
+      te_gemm_epi_has_aux_out(p->epilogue) ? round256(mn * tecore_dtype_size(p->aux_dtype)) : 0;
+  size_t b_bytes = te_gemm_epi_has_bias_out(p->epilogue)
+                       ? round256((p->m > p->n ? p->m : p->n) * tecore_dtype_size(p->bias_dtype))
+                       : 0;
+  tecore_devptr_t s = 0;
+  struct lt_call t;
+  memset(&t, 0, sizeof t);
+  tecore_result_t r = te_gemm_tune_scratch(d_bytes + x_bytes + b_bytes + 256, stream, &s);
+  if (r == TECORE_SUCCESS) {
+    struct te_gemm_problem tp = *p;
+    tp.d = s;
+    if (p->c == p->d) tp.c = s;   /* accumulating in place: in the scratch D */
+    if (x_bytes) tp.aux = s + d_bytes;
+    if (b_bytes) tp.bias = s + d_bytes + x_bytes;
+    if (p->d_amax) tp.d_amax = s + d_bytes + x_bytes + b_bytes;
+    t.ws = c->ws;   /* the stream's workspace: the real call's, in stream order */
+    t.ws_bytes = c->ws_bytes;
+    r = lt_call_build(&tp, device, &t);
+  }
+  if (r == TECORE_SUCCESS) {
+    /* the real call's layouts (equal to t's); t's descriptor and pointers */
+    struct te_lt_matmul mm = {.handle = handle, .op = t.op, .la = c->la, .lb = c->lb,
+                              .lc = c->lc, .ld = c->ld, .pa = t.pa, .pb = t.pb, .pc = t.pc,
+                              .pd = t.pd, .alpha = p->alpha, .beta = p->beta,
+                              .ws = (void *)(uintptr_t)t.ws, .ws_bytes = t.ws_bytes};
+    *pick = te_gemm_tune_time(&mm, cand, n, stream, us);
+  }
+  te_gemm_tune_end();
+  lt_call_free(&t);
+  return r;
+}
+
 /* The algorithm for c: from the cache, else from the heuristic (then
- * cached). */
+ * cached); for a small problem (te_gemm_tune_count) the fastest of the
+ * heuristic's candidates, timed on stream (cuda_gemm_tune.c). */
 static tecore_result_t find_algo(cublasLtHandle_t handle, struct lt_call *c,
-                                 const struct te_gemm_problem *p, int cc,
-                                 cublasLtMatmulAlgo_t *algo) {
+                                 const struct te_gemm_problem *p, int cc, int device,
+                                 tecore_stream_t stream, cublasLtMatmulAlgo_t *algo) {
   _Static_assert(sizeof *algo == TE_GEMM_ALGO_BYTES, "cublasLtMatmulAlgo_t is 64 bytes");
   if (te_gemm_cache_get(&c->key, algo)) return TECORE_SUCCESS;
-  cublasLtMatmulHeuristicResult_t res;
-  int found = 0;
-  memset(&res, 0, sizeof res);
+  cublasLtMatmulHeuristicResult_t res[TE_GEMM_TUNE_MAX_ALGOS];
+  int want = te_gemm_tune_count(p), found = 0;
+  memset(res, 0, sizeof res);
   cublasStatus_t s = te_lt.p_cublasLtMatmulAlgoGetHeuristic(handle, c->op, c->la, c->lb, c->lc,
-                                                            c->ld, c->pref, 1, &res, &found);
-  if (s != CUBLAS_STATUS_SUCCESS || found == 0 || res.state != CUBLAS_STATUS_SUCCESS) {
+                                                            c->ld, c->pref, want, res, &found);
+  /* keep the candidates the heuristic says can run, in its order */
+  int n = 0;
+  for (int i = 0; s == CUBLAS_STATUS_SUCCESS && i < found && i < want; i++)
+    if (res[i].state == CUBLAS_STATUS_SUCCESS) res[n++] = res[i];
+  if (s != CUBLAS_STATUS_SUCCESS || n == 0) {
     char what[256];
     describe(p, what, sizeof what);
     /* the arguments passed gemm.c's checks: a refusal here (including an
@@ -371,18 +427,54 @@ static tecore_result_t find_algo(cublasLtHandle_t handle, struct lt_call *c,
                     "%s on sm_%d", te_lt_version(), what, cc);
     return te_lt_result(s, "cublasLtMatmulAlgoGetHeuristic", what, __FILE__, __LINE__);
   }
-  *algo = res.algo;
+  int pick = 0;
+  float us[TE_GEMM_TUNE_MAX_ALGOS];
+  if (n > 1) {
+    tecore_result_t r = measure(handle, c, p, device, res, n, stream, &pick, us);
+    if (r == TECORE_ERR_NOT_READY) {
+      /* capturing, or another thread measures: the first, and a later
+       * eager call measures */
+      TE_TRACE(TECORE_SUBSYS_TUNE, "gemm: m=%zu n=%zu k=%zu not measured now (stream capturing "
+               "or another thread measuring): the heuristic's first algorithm, uncached",
+               p->m, p->n, p->k);
+      *algo = res[0].algo;
+      return TECORE_SUCCESS;
+    }
+    if (r != TECORE_SUCCESS || pick < 0) {
+      TE_WARN(TECORE_SUBSYS_TUNE, "gemm: timing %d algorithms for m=%zu n=%zu k=%zu failed "
+              "(%s); the heuristic's first is kept", n, p->m, p->n, p->k,
+              r != TECORE_SUCCESS ? tecore_last_error() : "every candidate was refused");
+      pick = 0;
+      n = 1;
+    }
+  }
+  *algo = res[pick].algo;
   te_gemm_cache_put(&c->key, algo);
   /* once per problem (then cached): which kernel runs, so a benchmark
    * record can show that libte and a direct cuBLASLt call with the same
-   * descriptors (te-bench --gemm) run the same one */
+   * descriptors (te-bench --gemm) run the same one, or what measuring won */
   char cfg[160];
   te_lt_algo_describe(te_lt.p_cublasLtMatmulAlgoConfigGetAttribute, algo, cfg, sizeof cfg);
-  TE_INFO(TECORE_SUBSYS_TUNE, "gemm: heuristic for m=%zu n=%zu k=%zu (%s x %s -> %s): %s; "
-          "workspace %zu of %zu bytes, waves %.2f", p->m, p->n, p->k,
+  if (n == 1) {
+    TE_INFO(TECORE_SUBSYS_TUNE, "gemm: heuristic for m=%zu n=%zu k=%zu (%s x %s -> %s): %s; "
+            "workspace %zu of %zu bytes, waves %.2f", p->m, p->n, p->k,
+            tecore_dtype_name(p->a.dtype), tecore_dtype_name(p->b.dtype),
+            tecore_dtype_name(p->d_dtype), cfg, res[0].workspaceSize, c->ws_bytes,
+            (double)res[0].wavesCount);
+    return TECORE_SUCCESS;
+  }
+  char times[TE_GEMM_TUNE_MAX_ALGOS * 12 + 1];
+  size_t at = 0;
+  times[0] = 0;
+  for (int i = 0; i < n && at < sizeof times; i++)
+    at += (size_t)snprintf(times + at, sizeof times - at, us[i] < 0 ? " -" : " %.1f",
+                           (double)us[i]);
+  TE_INFO(TECORE_SUBSYS_TUNE, "gemm: measured %d algorithms for m=%zu n=%zu k=%zu (%s x %s -> "
+          "%s): #%d, %s, %.1f us (heuristic's first %.1f us); workspace %zu of %zu bytes; "
+          "times in the heuristic's order (us):%s", n, p->m, p->n, p->k,
           tecore_dtype_name(p->a.dtype), tecore_dtype_name(p->b.dtype),
-          tecore_dtype_name(p->d_dtype), cfg, res.workspaceSize, c->ws_bytes,
-          (double)res.wavesCount);
+          tecore_dtype_name(p->d_dtype), pick, cfg, (double)us[pick], (double)us[0],
+          res[pick].workspaceSize, c->ws_bytes, times);
   return TECORE_SUCCESS;
 }
 
@@ -423,7 +515,7 @@ tecore_result_t te_cuda_gemm(const struct te_gemm_problem *p, tecore_stream_t st
   tecore_result_t r;
   cublasLtMatmulAlgo_t algo;
   TE_CHECK_GOTO(lt_call_build(p, (int)dev, &c), r, out);
-  TE_CHECK_GOTO(find_algo(handle, &c, p, cc, &algo), r, out);
+  TE_CHECK_GOTO(find_algo(handle, &c, p, cc, (int)dev, stream, &algo), r, out);
 
   float alpha = p->alpha, beta = p->beta;
   cublasStatus_t s = te_lt.p_cublasLtMatmul(handle, c.op, &alpha, c.pa, c.la, c.pb, c.lb, &beta,

@@ -72,4 +72,46 @@ int te_gemm_cache_get(const struct te_gemm_key *key, void *val);
 /* Stores key -> val (replacing an existing value); 0, or -1 when full. */
 int te_gemm_cache_put(const struct te_gemm_key *key, const void *val);
 
+/* Measured choice for small problems (cuda_gemm_tune.c).
+ *
+ * te_gemm_tune_count: how many heuristic candidates to ask for p: 1 (take
+ * the heuristic's first, as always) unless TECORE_GEMM_TUNE_ALGOS >= 2 and
+ * the smallest of m, n, k is at most TECORE_GEMM_TUNE_MAX_DIM. */
+#define TE_GEMM_TUNE_MAX_ALGOS 32
+int te_gemm_tune_count(const struct te_gemm_problem *p);
+
+/* One cublasLtMatmul's arguments but the algorithm: what a timed run
+ * repeats.  Its pointers are private scratch (te_gemm_tune_scratch), never
+ * the caller's outputs. */
+struct te_lt_matmul {
+  cublasLtHandle_t handle;
+  cublasLtMatmulDesc_t op;
+  cublasLtMatrixLayout_t la, lb, lc, ld;
+  const void *pa, *pb, *pc;
+  void *pd;
+  float alpha, beta;
+  void *ws;
+  size_t ws_bytes;
+};
+
+/* Begins a measurement on stream: TECORE_ERR_NOT_READY (and no error
+ * text) when one cannot run now -- another thread is measuring, or the
+ * stream captures or cannot tell -- so the caller takes the heuristic's
+ * first answer without caching it.  On success the tuner's lock is held
+ * and this thread's capture mode relaxed until te_gemm_tune_end. */
+tecore_result_t te_gemm_tune_begin(tecore_stream_t stream);
+void te_gemm_tune_end(void);
+/* Scratch device memory of at least bytes for the current context, zeroed
+ * in stream order when (re)allocated; between begin and end only.  Freed
+ * by tecore_fini. */
+tecore_result_t te_gemm_tune_scratch(size_t bytes, tecore_stream_t stream, tecore_devptr_t *ptr);
+/* Times the n candidates with mm on stream (between begin and end):
+ * us[i] is candidate i's median time in microseconds, or -1 when
+ * cublasLtMatmul refused it or its timing failed.
+ * Returns the index chosen (the fastest, but the heuristic's first
+ * unless another beats it by more than 3%), or -1 when none ran. */
+int te_gemm_tune_time(const struct te_lt_matmul *mm,
+                      const cublasLtMatmulHeuristicResult_t *cand, int n,
+                      tecore_stream_t stream, float *us);
+
 #endif
