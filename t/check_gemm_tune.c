@@ -353,7 +353,7 @@ static void run_three(enum tkind kind, size_t m, size_t n, size_t k) {
     char shape[96];
     snprintf(shape, sizeof shape, "m=%zu n=%zu k=%zu", m, n, k);
     /* measured, or (one candidate only) the heuristic's answer */
-    ck_assert_msg(log_has("measured", shape) || log_has("heuristic for", shape),
+    ck_assert_msg(log_has("gemm: measured", shape) || log_has("heuristic for", shape),
                   "%s: no tuning line for %s in the log:\n%s", kind_name(kind), shape, read_log());
   }
   if (te_backend_kind == TECORE_BACKEND_VDEV)
@@ -397,7 +397,7 @@ START_TEST(tune_first_call_in_capture) {
   eager_call(&p);
   prob_check(&p, "eager call after the capture", &d2);
   if (log_checks())
-    ck_assert_msg(log_has("measured", "m=48 n=128 k=256") ||
+    ck_assert_msg(log_has("gemm: measured", "m=48 n=128 k=256") ||
                   log_has("heuristic for", "m=48 n=128 k=256"),
                   "the eager call after the capture did not measure:\n%s", read_log());
   free(d1);
@@ -419,7 +419,7 @@ START_TEST(tune_off_measures_nothing) {
   if (log_checks()) {
     ck_assert_msg(log_has("heuristic for", "m=16 n=256 k=512"),
                   "no heuristic line with TECORE_GEMM_TUNE_ALGOS=1:\n%s", read_log());
-    ck_assert_msg(!log_has("measured", NULL), "measured with TECORE_GEMM_TUNE_ALGOS=1:\n%s",
+    ck_assert_msg(!log_has("gemm: measured", NULL), "measured with TECORE_GEMM_TUNE_ALGOS=1:\n%s",
                   read_log());
   }
   prob_free(&p);
