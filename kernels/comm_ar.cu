@@ -713,9 +713,11 @@ __device__ void ar_nvls(const te_ar_params &p) {
 // in the thread's order; the row sum follows norm.h's tree; pass 2 rereads
 // residual_out (this thread's own stores) and writes out and/or the FP8
 // copy.  The allreduced values come from SRC: one-shot (reduce the peers'
-// inputs), Lamport (the polled buffer), or in[rank] (two-shot's result).
+// inputs), Lamport (the polled buffer), in[rank] (two-shot's result), or
+// the row's owner's input after the kernel's own reduce-scatter by rows
+// (SRC_RS, the fused two-shot: comm_ar.h).
 
-enum { SRC_ONESHOT, SRC_LAMPORT, SRC_LOCAL };
+enum { SRC_ONESHOT, SRC_LAMPORT, SRC_LOCAL, SRC_RS };
 
 // Sums a value over the tpr threads of each row: norm.cu's row_reduce (the
 // order norm.h defines), one value.  All threads of the block call it.
@@ -805,6 +807,90 @@ __device__ __forceinline__ float ar_fp8_scale(const te_ar_params &p) {
   return sc;
 }
 
+// SRC_RS, phase 1 (comm_ar.h): block b reduces, in rank order, the rows of
+// chunk `rank` that lie in its row groups (b, b + G, ...) and stores them
+// over in[rank], EPG elements a granule (rows are whole granules: the host
+// takes EPG > 1 only when hidden % 8 == 0 and every input is 16-byte
+// aligned).  U granules a thread a round (2, or 1 for more than 4 ranks:
+// registers), the loads of all of them from every rank issued before any
+// is folded; the fold is ar_reduce's (rank order from rank 0's value).
+template <int DT, int EPG, int MR>
+__device__ void ar_rs_reduce(const te_ar_params &p) {
+  constexpr int U = EPG == 1 || MR > 4 ? 1 : 2;
+  uint64_t clo, chi;
+  te_ar_row_chunk(p.rows, p.nranks, p.rank, &clo, &chi);
+  if (clo >= chi) return;
+  const uint64_t R = (uint64_t)p.rpb, G = gridDim.x, gpr = p.hidden / EPG;
+  const uint64_t g0 = clo / R, g1 = (chi - 1) / R, mine = p.in[p.rank];
+  for (uint64_t rg = g0 + ((uint64_t)blockIdx.x + G - g0 % G) % G; rg <= g1; rg += G) {
+    const uint64_t r0 = rg * R > clo ? rg * R : clo, r1 = rg * R + R < chi ? rg * R + R : chi;
+    const uint64_t hi = r1 * gpr;
+    for (uint64_t g = r0 * gpr + threadIdx.x; g < hi; g += (uint64_t)blockDim.x * U) {
+      if constexpr (EPG == 1) {
+        float a;
+        ar_reduce<DT, 1>(p, g, &a);
+        ar_st<DT, 1>(mine, g, &a);
+      } else {
+        uint4 raw[U][MR];
+#pragma unroll
+        for (int u = 0; u < U; u++)
+#pragma unroll
+          for (int q = 0; q < MR; q++)
+            if (g + (uint64_t)u * blockDim.x < hi && q < p.nranks)
+              raw[u][q] = __ldcg(ar_ptr<const uint4>(p.in[q]) + g + (uint64_t)u * blockDim.x);
+#pragma unroll
+        for (int u = 0; u < U; u++)
+          if (g + (uint64_t)u * blockDim.x < hi) {
+            float a[EPG];
+            ar_fold<DT, MR>(p, raw[u], a);
+            ar_st<DT, EPG>(mine, g + (uint64_t)u * blockDim.x, a);
+          }
+      }
+    }
+  }
+}
+
+// Phase 1 with registers for nranks' granules only (MR >= nranks).
+template <int DT, int EPG>
+__device__ __forceinline__ void ar_rs_reduce_n(const te_ar_params &p) {
+  if constexpr (EPG == 1) ar_rs_reduce<DT, 1, 1>(p);
+  else if (p.nranks <= 2) ar_rs_reduce<DT, EPG, 2>(p);
+  else if (p.nranks <= 4) ar_rs_reduce<DT, EPG, 4>(p);
+  else ar_rs_reduce<DT, EPG, TE_AR_MAX_RANKS>(p);
+}
+
+// SRC_RS set-up: three barrier phases (inputs ready, chunks reduced, peers
+// done reading: the kernel's last barrier), the first barrier and phase
+// 1; the caller then waits at base + 2.  DT < 0: the dtype and granule
+// from p.
+template <int DT>
+__device__ __forceinline__ bool ar_rs_begin(const te_ar_params &p, ar_block &c, uint64_t &base) {
+  if (!ar_begin(p, 3, c, base)) return false;
+  if (!ar_barrier(p, c, base + 1)) return false;
+  if constexpr (DT >= 0) {
+    ar_rs_reduce_n<DT, 8>(p);
+  } else if (p.dtype == F32) {
+    if (p.vec == 8) ar_rs_reduce_n<F32, 4>(p);
+    else ar_rs_reduce_n<F32, 1>(p);
+  } else if (p.dtype == BF16) {
+    if (p.vec == 8) ar_rs_reduce_n<BF16, 8>(p);
+    else ar_rs_reduce_n<BF16, 1>(p);
+  } else {
+    if (p.vec == 8) ar_rs_reduce_n<F16, 8>(p);
+    else ar_rs_reduce_n<F16, 1>(p);
+  }
+  return true;
+}
+
+// Where row `row`'s allreduced values are read in the epilogue.
+template <int SRC>
+__device__ __forceinline__ uint64_t ar_epi_src(const te_ar_params &p, uint64_t row) {
+  if constexpr (SRC == SRC_RS)
+    return p.in[row < p.rows ? te_ar_row_owner(p.rows, p.nranks, row) : p.rank];
+  else
+    return p.in[p.rank];
+}
+
 template <int SRC, int NV>
 __device__ void ar_fused(const te_ar_params &p) {
   __shared__ float red[2][32];
@@ -813,6 +899,8 @@ __device__ void ar_fused(const te_ar_params &p) {
   ar_lam l;
   if (SRC == SRC_LAMPORT) {
     if (!ar_lam_start(p, (p.count * (uint64_t)te_ar_esize(p.dtype) + 15) / 16 * 16, c, l)) return;
+  } else if (SRC == SRC_RS) {
+    if (!ar_rs_begin<-1>(p, c, base) || !ar_barrier(p, c, base + 2)) return;
   } else {
     if (!ar_begin(p, SRC == SRC_ONESHOT ? 2 : 0, c, base)) return;
     if (SRC == SRC_ONESHOT && !ar_barrier(p, c, base + 1)) return;
@@ -847,6 +935,7 @@ __device__ void ar_fused(const te_ar_params &p) {
   for (uint64_t rg = blockIdx.x; rg < groups; rg += gridDim.x) {
     const uint64_t row = rg * (uint64_t)p.rpb + threadIdx.x / T;
     const bool valid = row < p.rows;
+    const uint64_t src = ar_epi_src<SRC>(p, row);
     float s = 0.0f;
     for (int j = 0; j < p.nv; j++) {
       unsigned vi = (unsigned)j * (unsigned)T + (unsigned)t;
@@ -861,9 +950,9 @@ __device__ void ar_fused(const te_ar_params &p) {
         }
       } else if (NV == 8 && p.vec != 8) {
 #pragma unroll
-        for (int k = 0; k < NV; k++) a[k] = te_ld(ar_ptr<const void>(p.in[p.rank]), e + k, dt);
+        for (int k = 0; k < NV; k++) a[k] = te_ld(ar_ptr<const void>(src), e + k, dt);
       } else {
-        ar_ldn<NV>(p.in[p.rank], e, dt, a);
+        ar_ldn<NV>(src, e, dt, a);
       }
       ar_ldn<NV>(p.res_in, e, dt, r);
 #pragma unroll
@@ -901,6 +990,8 @@ __device__ void ar_fused(const te_ar_params &p) {
   if (p.fflags & TE_AR_F_AMAX) te_dev_block_amax_f(ar_ptr<unsigned>(p.q_amax), am);
   if (SRC == SRC_ONESHOT) {
     ar_barrier(p, c, base + 2);
+  } else if (SRC == SRC_RS) {
+    ar_barrier(p, c, base + 3); /* the peers have read this rank's rows */
   }
 }
 
@@ -1065,6 +1156,108 @@ __device__ void ar_fused_fast(const te_ar_params &p) {
   if constexpr (SRC == SRC_ONESHOT) ar_barrier(p, c, base + 2);
 }
 
+// The fused two-shot by rows for the common shapes (16-bit dtypes, vectors
+// of 8, at most TE_NORM_FWD_NV_MAX of them a thread, 16-byte aligned
+// inputs): ar_fused's sums in ar_fused_fast's order (vectors j, then their
+// 8 elements), so the same bits, with the registers a block of
+// TE_AR_FUSED_RS_THREADS threads has (128 a thread): residual_out is
+// kept packed in the dtype between the passes (it is rounded to the dtype,
+// so packing is exact), gamma is read again in the second pass (L1 hits:
+// every row reads the same columns), and the next row group's
+// residual_in and owner's values are loaded before this group's math, so
+// a block always has one group's loads in flight.
+template <int DT>
+__device__ void ar_fused_rs_fast(const te_ar_params &p) {
+  constexpr int NVM = TE_NORM_FWD_NV_MAX;
+  __shared__ float red[2][32];
+  const unsigned H = p.hidden, nvecs = H / 8;
+  const int T = p.tpr, t = threadIdx.x % T, nv = p.nv;
+  const uint64_t R = (uint64_t)p.rpb, groups = (p.rows + R - 1) / R;
+  const uint64_t slot = threadIdx.x / T;
+  ar_block c;
+  uint64_t base = 0;
+  if (!ar_rs_begin<DT>(p, c, base)) return;
+  // the first group's residual_in goes out before the barrier
+  uint4 rq[NVM], aq[NVM];
+  {
+    const uint64_t row = (uint64_t)blockIdx.x * R + slot;
+#pragma unroll
+    for (int j = 0; j < NVM; j++) {
+      const unsigned vi = (unsigned)j * (unsigned)T + (unsigned)t;
+      if (row < p.rows && j < nv && vi < nvecs)
+        rq[j] = *(ar_ptr<const uint4>(p.res_in) + row * nvecs + vi);
+    }
+  }
+  if (!ar_barrier(p, c, base + 2)) return; /* every chunk is reduced */
+  {
+    const uint64_t row = (uint64_t)blockIdx.x * R + slot;
+    const uint64_t src = ar_epi_src<SRC_RS>(p, row);
+#pragma unroll
+    for (int j = 0; j < NVM; j++) {
+      const unsigned vi = (unsigned)j * (unsigned)T + (unsigned)t;
+      if (row < p.rows && j < nv && vi < nvecs)
+        aq[j] = __ldcg(ar_ptr<const uint4>(src) + row * nvecs + vi);
+    }
+  }
+  const float sc = ar_fp8_scale(p);
+  float am = 0.0f;
+  int buf = 0;
+  for (uint64_t rg = blockIdx.x; rg < groups; rg += gridDim.x) {
+    const uint64_t row = rg * R + slot;
+    const bool valid = row < p.rows;
+    // the next group's loads, before this group's math
+    uint4 nrq[NVM], naq[NVM];
+    {
+      const uint64_t nrow = (rg + gridDim.x) * R + slot;
+      const uint64_t nsrc = ar_epi_src<SRC_RS>(p, nrow);
+#pragma unroll
+      for (int j = 0; j < NVM; j++) {
+        const unsigned vi = (unsigned)j * (unsigned)T + (unsigned)t;
+        if (nrow < p.rows && j < nv && vi < nvecs) {
+          nrq[j] = *(ar_ptr<const uint4>(p.res_in) + nrow * nvecs + vi);
+          naq[j] = __ldcg(ar_ptr<const uint4>(nsrc) + nrow * nvecs + vi);
+        }
+      }
+    }
+    uint4 xq[NVM];
+    float s = 0.0f;
+#pragma unroll
+    for (int j = 0; j < NVM; j++) {
+      const unsigned vi = (unsigned)j * (unsigned)T + (unsigned)t;
+      if (!valid || j >= nv || vi >= nvecs) continue;
+      float a[8], r[8], x[8];
+      ar_unpack<DT>(aq[j], a);
+      ar_unpack<DT>(rq[j], r);
+#pragma unroll
+      for (int k = 0; k < 8; k++) {
+        x[k] = te_ar_residual(te_ar_round(a[k], DT), r[k], DT);
+        s = te_fma_rn(x[k], x[k], s);
+      }
+      xq[j] = ar_pack<DT>(x);
+      ar_ptr<uint4>(p.res_out)[row * nvecs + vi] = xq[j];
+    }
+    float total = ar_row_sum(s, T, red, buf);
+    buf ^= 1;
+    float rs = te_norm_rsigma(te_norm_mean(total, (float)H), p.eps);
+    if (p.rsigma && valid && t == 0) ar_ptr<float>(p.rsigma)[row] = rs;
+#pragma unroll
+    for (int j = 0; j < NVM; j++) {
+      const unsigned vi = (unsigned)j * (unsigned)T + (unsigned)t;
+      if (!valid || j >= nv || vi >= nvecs) continue;
+      float x[8];
+      ar_unpack<DT>(xq[j], x);
+      ar_norm_out8<DT>(p, row * nvecs + vi, x, __ldg(ar_ptr<const uint4>(p.gamma) + vi), rs, sc, am);
+    }
+#pragma unroll
+    for (int j = 0; j < NVM; j++) {
+      rq[j] = nrq[j];
+      aq[j] = naq[j];
+    }
+  }
+  if (p.fflags & TE_AR_F_AMAX) te_dev_block_amax_f(ar_ptr<unsigned>(p.q_amax), am);
+  ar_barrier(p, c, base + 3); /* the peers have read this rank's rows */
+}
+
 // The fused Lamport kernel with each row spread over more threads.  At a
 // few rows the fast kernel's block is small (hidden 4096: 128 threads,
 // one warp a scheduler) and each thread runs four vectors' loads, folds,
@@ -1200,17 +1393,25 @@ __device__ __forceinline__ void ar_fused_fast_n(const te_ar_params &p) {
   else ar_fused_fast<DT, SRC, TE_AR_MAX_RANKS>(p);
 }
 
-// The fused kernel a call takes: ar_fused_fast where its shape allows and
-// the build has the registers for it (FAST: the narrow build).
+// The fused kernel a call takes: ar_fused_fast (ar_fused_rs_fast for the
+// fused two-shot) where its shape allows and the build has the registers
+// for it (FAST: the narrow build).
 template <int SRC, bool FAST>
 __device__ __forceinline__ void ar_fused_entry(const te_ar_params &p) {
   const bool fast = FAST && p.nvec == 8 && p.nv <= TE_NORM_FWD_NV_MAX &&
                     (SRC == SRC_LAMPORT || p.vec == 8);
-  if (fast && p.dtype == BF16) ar_fused_fast_n<BF16, SRC>(p);
-  else if (fast && p.dtype == F16) ar_fused_fast_n<F16, SRC>(p);
-  else if (SRC == SRC_LAMPORT) ar_fused<SRC_LAMPORT, 8>(p);
-  else if (p.nvec == 8) ar_fused<SRC, 8>(p);
-  else ar_fused<SRC, 1>(p);
+  if constexpr (SRC == SRC_RS) {
+    if (fast && p.dtype == BF16) ar_fused_rs_fast<BF16>(p);
+    else if (fast && p.dtype == F16) ar_fused_rs_fast<F16>(p);
+    else if (p.nvec == 8) ar_fused<SRC, 8>(p);
+    else ar_fused<SRC, 1>(p);
+  } else {
+    if (fast && p.dtype == BF16) ar_fused_fast_n<BF16, SRC>(p);
+    else if (fast && p.dtype == F16) ar_fused_fast_n<F16, SRC>(p);
+    else if (SRC == SRC_LAMPORT) ar_fused<SRC_LAMPORT, 8>(p);
+    else if (p.nvec == 8) ar_fused<SRC, 8>(p);
+    else ar_fused<SRC, 1>(p);
+  }
 }
 
 // ---- entry points ----------------------------------------------------------------------
@@ -1339,6 +1540,18 @@ extern "C" __global__ void __launch_bounds__(TE_AR_THREADS) te_comm_ar_nvls(cons
   }
 AR_FUSED_KERNELS(, TE_AR_FUSED_NARROW, true)
 AR_FUSED_KERNELS(_wide, 1024, false)
+// The fused two-shot by rows (comm_ar.h): one kernel, a persistent grid
+// of at most TE_AR_MAX_BLOCKS blocks of up to TE_AR_FUSED_RS_THREADS
+// threads (the plan's rows stacked), and the wide build for plans of more.
+extern "C" __global__ void __launch_bounds__(TE_AR_FUSED_RS_THREADS)
+    te_comm_ar_twoshot_fused(const te_ar_params p) {
+  ar_pdl_enter();
+  ar_fused_entry<SRC_RS, true>(p);
+}
+extern "C" __global__ void __launch_bounds__(1024) te_comm_ar_twoshot_fused_wide(const te_ar_params p) {
+  ar_pdl_enter();
+  ar_fused_entry<SRC_RS, false>(p);
+}
 // The spread fused Lamport kernels (block spread x the plan's threads,
 // 16-bit dtypes): one for 2 ranks and one for 3 or 4, each with the
 // registers its ranks' granules need (together they would spill; the host

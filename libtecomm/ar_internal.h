@@ -34,6 +34,8 @@ enum {
   TE_AR_K_PROBE_EXCHANGE, /* one word to and from every peer */
   TE_AR_K_LAMPORT2, /* TE_AR_K_LAMPORT built for up to 2 ranks, */
   TE_AR_K_LAMPORT4, /* and for up to 4 */
+  TE_AR_K_TWOSHOT_FUSED,      /* the fused two-shot by rows (one kernel), */
+  TE_AR_K_TWOSHOT_FUSED_WIDE, /* and for plans of more than TE_AR_FUSED_RS_THREADS */
   TE_AR_K_COUNT_
 };
 
@@ -43,6 +45,7 @@ void te_ar_vdev_twoshot(const struct tecore_launch_cfg *cfg, void *const *args);
 void te_ar_vdev_lamport(const struct tecore_launch_cfg *cfg, void *const *args);
 void te_ar_vdev_addnorm(const struct tecore_launch_cfg *cfg, void *const *args);
 void te_ar_vdev_nvls(const struct tecore_launch_cfg *cfg, void *const *args);
+void te_ar_vdev_twoshot_fused(const struct tecore_launch_cfg *cfg, void *const *args);
 void te_ar_vdev_probe_launch(const struct tecore_launch_cfg *cfg, void *const *args);
 void te_ar_vdev_probe_exchange(const struct tecore_launch_cfg *cfg, void *const *args);
 

@@ -45,6 +45,8 @@ static const struct tecore_kernel_def ar_defs[TE_AR_K_COUNT_] = {
     [TE_AR_K_PROBE_EXCHANGE] = AR_DEF("te_comm_ar_probe_exchange", te_ar_vdev_probe_exchange),
     [TE_AR_K_LAMPORT2] = AR_DEF("te_comm_ar_lamport2", te_ar_vdev_lamport),
     [TE_AR_K_LAMPORT4] = AR_DEF("te_comm_ar_lamport4", te_ar_vdev_lamport),
+    [TE_AR_K_TWOSHOT_FUSED] = AR_DEF("te_comm_ar_twoshot_fused", te_ar_vdev_twoshot_fused),
+    [TE_AR_K_TWOSHOT_FUSED_WIDE] = AR_DEF("te_comm_ar_twoshot_fused_wide", te_ar_vdev_twoshot_fused),
 };
 
 /* Programmatic dependent launch of every allreduce kernel: on an sm_90
@@ -62,6 +64,22 @@ TECORE_TUNABLE_INT(tc_tun_fused_spread, "TECOMM_FUSED_SPREAD", 1, 0, 1,
                    "1: the fused Lamport allreduce + add + RMSNorm spreads each row over 2-4x "
                    "the RMSNorm plan's threads (hidden <= 8192, 16-bit dtypes, <= 4 ranks); 0: the plan's "
                    "block")
+
+/* The fused two-shot: one kernel that reduce-scatters by rows and runs
+ * the epilogue from each row's owner (comm_ar.h), or the older two-shot
+ * (reduce-scatter, all-gather into in[rank]) followed by the ADDNORM
+ * kernel.  The same bits; 0 keeps the older path for comparison. */
+TECORE_TUNABLE_INT(tc_tun_fused_twoshot, "TECOMM_FUSED_TWOSHOT", 1, 0, 1,
+                   "1: the fused two-shot allreduce + add + RMSNorm is one kernel that "
+                   "reduce-scatters by rows and normalises each row from its owner's buffer (no "
+                   "all-gather); 0: two-shot then a separate add + RMSNorm kernel.  Every rank "
+                   "must use the same value")
+
+const char *tecomm_ar_fused_twoshot_variant(void) {
+  return tecore_tunable_int(&tc_tun_fused_twoshot)
+             ? "rows (reduce-scatter by rows + add + RMSNorm, one kernel)"
+             : "gather (two-shot, then the add + RMSNorm kernel)";
+}
 
 static struct tecore_kernel_table ar_table = {
     .module = "libtecomm/allreduce", .count = TE_AR_K_COUNT_, .kernels = ar_defs};
@@ -422,6 +440,20 @@ static tecore_result_t ar_fused(const struct tecomm_ar_call *c, struct te_ar_par
     struct tecore_launch_cfg ecfg = rcfg;
     ecfg.grid[0] = (unsigned)(groups < 65535u * 32u ? groups : 65535u * 32u);
     TC_CHECK(ar_go(wide ? TE_AR_K_ADDNORM_WIDE : TE_AR_K_ADDNORM, &ecfg, &e, stream));
+  } else if (tecore_tunable_int(&tc_tun_fused_twoshot)) {
+    /* the fused two-shot by rows, one kernel: the plan's rows stacked up
+     * to TE_AR_FUSED_RS_THREADS threads a block (the row sums keep the
+     * plan's order: they depend on tpr and nv only), a persistent grid */
+    unsigned rpb = (unsigned)plan.rows_per_block;
+    if (plan.threads < TE_AR_FUSED_RS_THREADS) rpb = TE_AR_FUSED_RS_THREADS / (unsigned)plan.tpr;
+    p->rpb = (int32_t)rpb;
+    uint64_t g = (p->rows + rpb - 1) / rpb;
+    unsigned threads = (unsigned)plan.tpr * rpb;
+    struct tecore_launch_cfg fcfg = {.grid = {ar_blocks(g, 1, c->beside), 1, 1},
+                                     .block = {threads, 1, 1}};
+    TC_CHECK(ar_go(threads > TE_AR_FUSED_RS_THREADS ? TE_AR_K_TWOSHOT_FUSED_WIDE
+                                                    : TE_AR_K_TWOSHOT_FUSED,
+                   &fcfg, p, stream));
   } else {
     /* two-shot in place into in[rank], then the epilogue from there */
     struct te_ar_params a = *p;

@@ -133,12 +133,20 @@ int tecomm_ar_clobbers_input(tecomm_ar_algo_t algo);
  * before the next use.
  * The fused epilogue is one kernel for one-shot, and for Lamport when
  * hidden % 8 == 0 and residual_out, out / fp8 data and gamma are 16-byte
- * aligned (TECORE_ERR_NOT_SUPPORTED otherwise); two-shot runs an in-place
- * two-shot into in[rank] then the epilogue kernel.  FP8 with current
+ * aligned (TECORE_ERR_NOT_SUPPORTED otherwise); two-shot is one kernel
+ * that reduce-scatters by rows into in[rank] and reads each row from its
+ * owner (kernels/common/comm_ar.h), or with TECOMM_FUSED_TWOSHOT=0 an
+ * in-place two-shot into in[rank] then the epilogue kernel.  FP8 with current
  * scaling takes two more launches after the fused one (which writes the
  * amax): tecore_compute_scale, then tecore_rmsnorm_fwd of residual_out
  * into fp8_out with that scale, libtecore's own second pass. */
 tecore_result_t tecomm_ar_launch(const struct tecomm_ar_call *call, tecore_stream_t stream);
+
+/* Which fused two-shot a fused TECOMM_AR_TWOSHOT call runs now
+ * (TECOMM_FUSED_TWOSHOT): "rows ..." (one kernel, reduce-scatter by rows)
+ * or "gather ..." (two-shot, then the add + RMSNorm kernel).  A static
+ * string. */
+const char *tecomm_ar_fused_twoshot_variant(void);
 
 /* Enqueues one latency probe over call's workspaces (only rank, nranks,
  * ws[] and timeout_ns are read): an empty kernel, or (exchange) one word

@@ -140,50 +140,66 @@ static float vreduce_elem(const struct te_ar_params *p, uint64_t e) {
  * from te_norm_plan_fwd, the output and/or the FP8 copy, the amax, and
  * the row's rsigma (the statistic tecore_rmsnorm_fwd saves, the same
  * bits). */
-static void vepilogue(const struct te_ar_params *p, const float *ar) {
-  int dt = p->dtype;
-  unsigned H = p->hidden;
-  float *r = malloc((size_t)H * sizeof(float));
-  float part[1024];
-  if (!r) return; /* cannot happen for sane sizes; the test sees poison */
+/* The FP8 copy's scale (1 without one); its inverse is written, as the
+ * unfused quantize does. */
+static float vfp8_scale(const struct te_ar_params *p) {
   float sc = (p->fflags & TE_AR_F_Q) ? *(const float *)VP(p->q_scale) : 1.0f;
   if ((p->fflags & TE_AR_F_Q) && p->q_scale_inv) *(float *)VP(p->q_scale_inv) = te_fp8_scale_inv(sc);
+  return sc;
+}
+
+/* The epilogue of one row: ar[0 .. hidden-1] its allreduced values, r
+ * hidden floats of scratch, sc the FP8 scale; *am takes the amax. */
+static void vepilogue_row(const struct te_ar_params *p, uint64_t row, const float *ar, float *r,
+                          float sc, float *am) {
+  int dt = p->dtype;
+  unsigned H = p->hidden;
+  float part[1024];
   unsigned nvecs = p->nvec == 8 ? H / 8 : H;
-  float am = 0.0f;
-  for (uint64_t row = 0; row < p->rows; row++) {
-    uint64_t base = row * H;
-    for (unsigned c = 0; c < H; c++) {
-      r[c] = te_ar_residual(ar[base + c], te_ld(VP(p->res_in), base + c, dt), dt);
-      te_st(VP(p->res_out), base + c, dt, r[c]);
-    }
-    for (int t = 0; t < p->tpr; t++) {
-      float s = 0.0f;
-      for (int j = 0; j < p->nv; j++) {
-        unsigned vi = (unsigned)j * (unsigned)p->tpr + (unsigned)t;
-        if (vi >= nvecs) continue;
-        for (int k = 0; k < p->nvec; k++) {
-          float v = r[vi * (unsigned)p->nvec + (unsigned)k];
-          s = te_fma_rn(v, v, s);
-        }
+  uint64_t base = row * H;
+  for (unsigned c = 0; c < H; c++) {
+    r[c] = te_ar_residual(ar[c], te_ld(VP(p->res_in), base + c, dt), dt);
+    te_st(VP(p->res_out), base + c, dt, r[c]);
+  }
+  for (int t = 0; t < p->tpr; t++) {
+    float s = 0.0f;
+    for (int j = 0; j < p->nv; j++) {
+      unsigned vi = (unsigned)j * (unsigned)p->tpr + (unsigned)t;
+      if (vi >= nvecs) continue;
+      for (int k = 0; k < p->nvec; k++) {
+        float v = r[vi * (unsigned)p->nvec + (unsigned)k];
+        s = te_fma_rn(v, v, s);
       }
-      part[t] = s;
     }
-    float rs = te_norm_rsigma(te_norm_mean(te_norm_tree_sum(part, p->tpr), (float)H), p->eps);
-    if (p->rsigma) ((float *)VP(p->rsigma))[row] = rs;
-    for (unsigned c = 0; c < H; c++) {
-      float o = te_rms_out(r[c], rs, te_norm_gamma(te_ld(VP(p->gamma), c, dt), te_norm_zc(0)));
-      am = te_amax_f32(am, o);
-      if (p->fflags & TE_AR_F_OUT) te_st(VP(p->fout), base + c, dt, o);
-      if (p->fflags & TE_AR_F_Q) te_st(VP(p->q_data), base + c, p->q_dtype, te_mul_rn(o, sc));
-    }
+    part[t] = s;
   }
-  if ((p->fflags & TE_AR_F_AMAX) && te_abs_bits(am)) {
-    unsigned *amax = VP(p->q_amax), v = te_abs_bits(am);
-    unsigned cur = __atomic_load_n(amax, __ATOMIC_RELAXED);
-    while (v > cur &&
-           !__atomic_compare_exchange_n(amax, &cur, v, 1, __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {
-    }
+  float rs = te_norm_rsigma(te_norm_mean(te_norm_tree_sum(part, p->tpr), (float)H), p->eps);
+  if (p->rsigma) ((float *)VP(p->rsigma))[row] = rs;
+  for (unsigned c = 0; c < H; c++) {
+    float o = te_rms_out(r[c], rs, te_norm_gamma(te_ld(VP(p->gamma), c, dt), te_norm_zc(0)));
+    *am = te_amax_f32(*am, o);
+    if (p->fflags & TE_AR_F_OUT) te_st(VP(p->fout), base + c, dt, o);
+    if (p->fflags & TE_AR_F_Q) te_st(VP(p->q_data), base + c, p->q_dtype, te_mul_rn(o, sc));
   }
+}
+
+/* am into *q_amax (a max over the bits of |x|, as the GPU's atomics). */
+static void vamax_publish(const struct te_ar_params *p, float am) {
+  if (!(p->fflags & TE_AR_F_AMAX) || !te_abs_bits(am)) return;
+  unsigned *amax = VP(p->q_amax), v = te_abs_bits(am);
+  unsigned cur = __atomic_load_n(amax, __ATOMIC_RELAXED);
+  while (v > cur &&
+         !__atomic_compare_exchange_n(amax, &cur, v, 1, __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {
+  }
+}
+
+static void vepilogue(const struct te_ar_params *p, const float *ar) {
+  float *r = malloc((size_t)p->hidden * sizeof(float));
+  if (!r) return; /* cannot happen for sane sizes; the test sees poison */
+  float sc = vfp8_scale(p), am = 0.0f;
+  for (uint64_t row = 0; row < p->rows; row++)
+    vepilogue_row(p, row, ar + row * p->hidden, r, sc, &am);
+  vamax_publish(p, am);
   free(r);
 }
 
@@ -406,6 +422,53 @@ void te_ar_vdev_addnorm(const struct tecore_launch_cfg *cfg, void *const *args) 
   for (uint64_t e = 0; e < p->count; e++) ar[e] = te_ld(VP(p->in[p->rank]), e, p->dtype);
   vepilogue(p, ar);
   free(ar);
+}
+
+/* ---- the fused two-shot by rows ----------------------------------------------------
+ * comm_ar.h's protocol, block by block as on the GPU: block b takes the
+ * row groups b, b + G, ... (groups of rpb rows); barrier; it reduces the
+ * rows of its groups in chunk `rank` (te_ar_row_chunk), in rank order,
+ * over in[rank]; barrier; it runs the epilogue of every row of its
+ * groups from the row's owner's input; barrier (no peer still reads this
+ * rank's input).  The stores round to the dtype and the epilogue reads
+ * them back, so the values are the two-shot + ADDNORM path's. */
+void te_ar_vdev_twoshot_fused(const struct tecore_launch_cfg *cfg, void *const *args) {
+  struct vctx c;
+  const struct te_ar_params *p = vbegin(args, &c);
+  if (!p) return;
+  uint32_t G = cfg->grid[0];
+  int n = p->nranks, dt = p->dtype;
+  uint64_t H = p->hidden, R = (uint64_t)p->rpb, groups = (p->rows + R - 1) / R, clo, chi;
+  te_ar_row_chunk(p->rows, n, p->rank, &clo, &chi);
+  float *ar = malloc((size_t)H * sizeof(float)), *r = malloc((size_t)H * sizeof(float));
+  if (!ar || !r) {
+    vfail(&c, TE_AR_ABORTED, p->rank);
+    free(ar);
+    free(r);
+    return;
+  }
+  float sc = vfp8_scale(p), am = 0.0f;
+  for (uint32_t b = 0; b < G; b++) {
+    uint64_t base = vphases(p, (int)b, 3);
+    if (vbarrier(&c, (int)b, base + 1)) break;
+    for (uint64_t rg = b; rg < groups; rg += G)
+      for (uint64_t row = rg * R; row < rg * R + R && row < p->rows; row++) {
+        if (row < clo || row >= chi) continue;
+        for (uint64_t e = row * H; e < row * H + H; e++)
+          te_st(VP(p->in[p->rank]), e, dt, vreduce_elem(p, e));
+      }
+    if (vbarrier(&c, (int)b, base + 2)) break;
+    for (uint64_t rg = b; rg < groups; rg += G)
+      for (uint64_t row = rg * R; row < rg * R + R && row < p->rows; row++) {
+        const void *src = VP(p->in[te_ar_row_owner(p->rows, n, row)]);
+        for (uint64_t e = 0; e < H; e++) ar[e] = te_ld(src, row * H + e, dt);
+        vepilogue_row(p, row, ar, r, sc, &am);
+      }
+    if (vbarrier(&c, (int)b, base + 3)) break;
+  }
+  vamax_publish(p, am);
+  free(ar);
+  free(r);
 }
 
 /* ---- NVLS simple ------------------------------------------------------------------

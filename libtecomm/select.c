@@ -297,6 +297,8 @@ static void describe(struct tecomm_comm *c, size_t bytes, char *buf, size_t cap)
     put(buf, cap, &len, "table (%d ranks): lamport <= %zu KiB, oneshot <= %zu KiB, twoshot above%s\n",
         c->nranks, lam / 1024, one / 1024,
         c->level == TC_LEVEL_INPLACE ? " (registered inputs only; others nccl)" : "");
+    put(buf, cap, &len, "fused add + rmsnorm on twoshot: %s (TECOMM_FUSED_TWOSHOT)\n",
+        tecomm_ar_fused_twoshot_variant());
   } else if (c->level == TC_LEVEL_NCCL) {
     put(buf, cap, &len, "table: nccl at every size\n");
   } else if (c->level == TC_LEVEL_VERBS) {

@@ -71,6 +71,9 @@ static void rank_init(int rank, int n, void *arg) {
   tecore_backend_t be;
   RK_CORE(tecore_backend(&be));
   if (be == TECORE_BACKEND_VDEV) RK_ASSERT(strstr(d, "level: pool ("), "describe: %s", d);
+  /* the IPC table names the fused two-shot in effect (TECOMM_FUSED_TWOSHOT) */
+  RK_ASSERT(!strstr(d, "twoshot above") || strstr(d, "fused add + rmsnorm on twoshot: rows ("),
+            "describe: %s", d);
   tc_rank_digest(d, strlen(d));
   size_t sizes[] = {1, 1000, 65537};
   for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {

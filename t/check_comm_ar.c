@@ -1204,6 +1204,198 @@ START_TEST(killed_rank_times_out) {
 }
 END_TEST
 
+/* ---- the fused two-shot by rows (TECOMM_FUSED_TWOSHOT) ---- */
+
+/* The fused two-shot (kernels/common/comm_ar.h: reduce-scatter by rows,
+ * the epilogue from each row's owner) on the shapes its row split makes
+ * hard: rows not divisible by the ranks, one row, fewer rows than ranks,
+ * row groups that a chunk boundary cuts (hidden 64: groups of 16 rows, 3
+ * blocks on vdev), hidden not a multiple of 8 (vectors of 1), the fast
+ * kernel's shape (4096), the wide build (2050: 1024 threads a row), f32,
+ * FP8 delayed and current; each bit for bit against the unfused kernels
+ * and the residual against float64 (fused_case).  fused_rows_variant is
+ * the TECOMM_FUSED_TWOSHOT the job runs under. */
+static int fused_rows_variant;
+static void body_fused_rows(struct rank *k) {
+  static const struct {
+    size_t rows, hidden;
+    tecore_dtype_t dt;
+    int q, with_out;
+  } cases[] = {
+      {1, 4096, TECORE_DTYPE_BF16, Q_NONE, 1},    {2, 256, TECORE_DTYPE_F16, Q_DELAYED, 1},
+      {7, 1024, TECORE_DTYPE_BF16, Q_CURRENT, 1}, {100, 64, TECORE_DTYPE_BF16, Q_DELAYED, 1},
+      {37, 64, TECORE_DTYPE_F16, Q_NONE, 1},      {9, 33, TECORE_DTYPE_BF16, Q_CURRENT, 1},
+      {5, 100, TECORE_DTYPE_F32, Q_DELAYED, 1},   {3, 2050, TECORE_DTYPE_F16, Q_NONE, 1},
+      {6, 4096, TECORE_DTYPE_F32, Q_NONE, 1},     {11, 128, TECORE_DTYPE_BF16, Q_DELAYED, 0},
+      {3, 16384, TECORE_DTYPE_BF16, Q_NONE, 1},
+  };
+  const char *v = tecomm_ar_fused_twoshot_variant();
+  RCHECK(k, strncmp(v, fused_rows_variant ? "rows" : "gather", 4) == 0,
+         "TECOMM_FUSED_TWOSHOT=%d runs \"%s\"", k->r, fused_rows_variant, v);
+  uint64_t id = 9100000;
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+    fused_case(k, TECOMM_AR_TWOSHOT, cases[i].dt, cases[i].rows, cases[i].hidden, cases[i].q,
+               cases[i].with_out, id++);
+}
+
+/* Both variants: each against the unfused kernels, every rank the same
+ * bits, and the two variants the same bits. */
+static void fused_rows(int n) {
+  if (gpus_short(n)) return;
+  uint64_t hash[2];
+  for (int v = 0; v < 2; v++) {
+    struct job j = {.n = n, .in_bytes = 1u << 20, .ws_max = 64u << 10, .body = body_fused_rows,
+                    .victim = -1};
+    fused_rows_variant = v;
+    ck_assert_int_eq(setenv("TECOMM_FUSED_TWOSHOT", v ? "1" : "0", 1), 0);
+    run_job(&j);
+    unsetenv("TECOMM_FUSED_TWOSHOT");
+    expect_all_ok(&j);
+    hash[v] = j.done[0].hash;
+  }
+  ck_assert_msg(hash[0] == hash[1],
+                "the fused two-shot's outputs differ between TECOMM_FUSED_TWOSHOT=0 and 1 "
+                "(hash %016llx vs %016llx)",
+                (unsigned long long)hash[0], (unsigned long long)hash[1]);
+}
+
+START_TEST(fused_twoshot_rows_2) { fused_rows(2); }
+END_TEST
+START_TEST(fused_twoshot_rows_3) { fused_rows(3); }
+END_TEST
+START_TEST(fused_twoshot_rows_4) { fused_rows(4); }
+END_TEST
+
+/* The fused two-shot captured once and replayed with new data: the
+ * graph's copy of the input into the symmetric slot, then the kernel
+ * (its three barriers take their phases from device memory, so every
+ * replay runs fresh ones).  Each replay against the unfused kernels. */
+#define ROWS_REPLAYS 40
+static void body_fused_rows_graph(struct rank *k) {
+  const tecore_dtype_t dt = TECORE_DTYPE_BF16;
+  const size_t count = (size_t)PDL_ROWS * PDL_HIDDEN, bytes = count * 2;
+  tecore_devptr_t stage, res, gam, f1, scratch;
+  ROK(k, tecore_mem_alloc(bytes, &stage));
+  ROK(k, tecore_mem_alloc(bytes, &res));
+  ROK(k, tecore_mem_alloc(PDL_HIDDEN * 2, &gam));
+  ROK(k, tecore_mem_alloc(bytes, &f1));
+  ROK(k, tecore_mem_alloc(3 * bytes, &scratch));
+  void *hres = xmalloc(bytes), *hgam = xmalloc(PDL_HIDDEN * 2);
+  gen_input(hres, dt, count, 9300000, 100);
+  gen_input(hgam, dt, PDL_HIDDEN, 9300000, 101);
+  h2d(k, res, hres, bytes);
+  h2d(k, gam, hgam, PDL_HIDDEN * 2);
+  const tecore_devptr_t x = in_of(k, k->r), out = in_of(k, k->r) + bytes;
+  struct tecomm_ar_fused f = {.hidden = PDL_HIDDEN, .eps = 1e-5f, .residual_in = res,
+                              .residual_out = f1, .gamma = gam, .out = out};
+  struct tecomm_ar_call c;
+  call_init(k, &c, TECOMM_AR_TWOSHOT, dt, TECOMM_AR_SUM, count, 0, 0);
+  c.fused = &f;
+  tecore_graph_t g = NULL;
+  tecore_graph_exec_t ge;
+  ROK(k, tecore_stream_begin_capture(k->s, TECORE_CAPTURE_THREAD_LOCAL));
+  ROK(k, tecore_memcpy_async(x, stage, bytes, k->s));
+  ROK(k, tecomm_ar_launch(&c, k->s));
+  ROK(k, tecore_stream_end_capture(k->s, &g));
+  ROK(k, tecore_graph_instantiate(&ge, g));
+  void *ins[MAXN], *want = xmalloc(bytes);
+  for (int s = 0; s < k->n; s++) ins[s] = xmalloc(bytes);
+  for (int it = 0; it < ROWS_REPLAYS; it++) {
+    for (int s = 0; s < k->n; s++) gen_input(ins[s], dt, count, 9400000 + (uint64_t)it, s);
+    h2d(k, stage, ins[k->r], bytes);
+    ROK(k, tecore_memset_d8_async(f1, TE_POISON_BYTE, bytes, k->s));
+    ROK(k, tecore_memset_d8_async(out, TE_POISON_BYTE, bytes, k->s));
+    ROK(k, tecore_graph_launch(ge, k->s));
+    ROK(k, tecore_stream_synchronize(k->s));
+    int code, peer;
+    ROK(k, tecomm_ar_error(ws_of(k, k->r), &code, &peer, 0));
+    RCHECK(k, code == 0, "fused two-shot replay %d: error word %d (peer %d)", k->r, it, code, peer);
+    fold_ref(want, (void *const *)ins, count, dt, TECOMM_AR_SUM, TECOMM_AR_TWOSHOT, k->n);
+    char what[96];
+    snprintf(what, sizeof what, "fused two-shot replay %d", it);
+    pdl_check_fused(k, want, res, gam, f1, out, scratch, what);
+  }
+  ROK(k, tecore_graph_exec_destroy(ge));
+  ROK(k, tecore_graph_destroy(g));
+  tecore_devptr_t bufs[] = {stage, res, gam, f1, scratch};
+  for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) ROK(k, tecore_mem_free(bufs[i]));
+  for (int s = 0; s < k->n; s++) free(ins[s]);
+  free(want);
+  free(hres);
+  free(hgam);
+}
+
+START_TEST(fused_twoshot_graph_replays) {
+  if (gpus_short(3)) return;
+  struct job j = {.n = 3, .in_bytes = 2 * PDL_ROWS * PDL_HIDDEN * 2, .ws_max = 16384,
+                  .body = body_fused_rows_graph, .victim = -1};
+  run_job_pdl(&j, 1);
+  expect_all_ok(&j);
+}
+END_TEST
+
+/* A rank killed while the others run fused two-shot calls: they return
+ * TECOMM_AR_ERR_TIMEOUT naming it within the timeout + 1 s (the kernel's
+ * barriers are bounded like every other protocol's), nothing hangs. */
+static void body_kill_fused(struct rank *k) {
+  const size_t rows = 48, hidden = 256, count = rows * hidden;
+  tecore_devptr_t res, gam, rout, out;
+  ROK(k, tecore_mem_alloc(count * 2, &res));
+  ROK(k, tecore_mem_alloc(hidden * 2, &gam));
+  ROK(k, tecore_mem_alloc(count * 2, &rout));
+  ROK(k, tecore_mem_alloc(count * 2, &out));
+  ROK(k, tecore_memset_d32_async(res, 0x3f803f80u, count / 2, k->s)); /* bf16 1.0 */
+  ROK(k, tecore_memset_d32_async(gam, 0x3f803f80u, hidden / 2, k->s));
+  struct tecomm_ar_fused f = {.hidden = hidden, .eps = 1e-5f, .residual_in = res,
+                              .residual_out = rout, .gamma = gam, .out = out};
+  for (uint64_t i = 0;; i++) {
+    struct tecomm_ar_call c;
+    ROK(k, tecore_memset_d32_async(in_of(k, k->r), 0x3f003f00u, count / 2, k->s)); /* 0.5 */
+    call_init(k, &c, TECOMM_AR_TWOSHOT, TECORE_DTYPE_BF16, TECOMM_AR_SUM, count, 0, 0);
+    c.fused = &f;
+    c.timeout_ns = KILL_TIMEOUT_NS;
+    ROK(k, tecomm_ar_launch(&c, k->s));
+    tecore_result_t r = te_stream_wait(k->s, 30000);
+    RCHECK(k, r == TECORE_SUCCESS, "call %llu: the stream did not finish in 30 s: %s", k->r,
+           (unsigned long long)i, tecore_result_name(r));
+    int code, peer;
+    ROK(k, tecomm_ar_error(ws_of(k, k->r), &code, &peer, 0));
+    if (code) {
+      k->done.t_ns = mono_ns();
+      k->done.code = code;
+      k->done.peer = peer;
+      break;
+    }
+  }
+  tecore_devptr_t bufs[] = {res, gam, rout, out};
+  for (size_t i = 0; i < 4; i++) ROK(k, tecore_mem_free(bufs[i]));
+  rank_say(k, "ok");
+  _exit(0); /* no teardown barrier: the victim is gone */
+}
+
+START_TEST(fused_twoshot_killed_rank_times_out) {
+  if (gpus_short(3)) return;
+  struct job j = {.n = 3, .in_bytes = 1u << 20, .ws_max = 64u << 10, .body = body_kill_fused,
+                  .victim = 2, .kill_after_ms = 400};
+  ck_assert_int_eq(setenv("TECOMM_FUSED_TWOSHOT", "1", 1), 0);
+  run_job(&j);
+  unsetenv("TECOMM_FUSED_TWOSHOT");
+  ck_assert_msg(WIFSIGNALED(j.status[2]) && WTERMSIG(j.status[2]) == SIGKILL,
+                "the victim's status 0x%x", j.status[2]);
+  for (int r = 0; r < 2; r++) {
+    ck_assert_msg(strcmp(j.done[r].text, "ok") == 0, "%s", j.done[r].text);
+    ck_assert_msg(j.done[r].code == TECOMM_AR_ERR_TIMEOUT, "rank %d: error code %d, want timeout",
+                  r, j.done[r].code);
+    ck_assert_msg(j.done[r].peer == 2, "rank %d: the timeout names peer %d, want 2", r,
+                  j.done[r].peer);
+    int64_t late = j.done[r].t_ns - j.t_kill;
+    ck_assert_msg(late <= (int64_t)KILL_TIMEOUT_NS + 1000000000ll,
+                  "rank %d saw the timeout %lld ms after the kill (timeout 1000 ms + 1 s)", r,
+                  (long long)(late / 1000000));
+  }
+}
+END_TEST
+
 /* ---- abort releases waiters (own workspace, and a peer's) ---- */
 
 static void body_abort(struct rank *k) {
@@ -1350,6 +1542,12 @@ static Suite *make_suite(void) {
   tc = te_tcase(s, "fused", 0);
   tcase_add_test(tc, fused_add_rmsnorm_2);
   tcase_add_test(tc, fused_add_rmsnorm_4);
+  tc = te_tcase(s, "fused_twoshot", 0); /* CK_RUN_CASE=fused_twoshot runs these alone */
+  tcase_add_test(tc, fused_twoshot_rows_2);
+  tcase_add_test(tc, fused_twoshot_rows_3);
+  tcase_add_test(tc, fused_twoshot_rows_4);
+  tcase_add_test(tc, fused_twoshot_graph_replays);
+  tcase_add_test(tc, fused_twoshot_killed_rank_times_out);
   tc = te_tcase(s, "pdl", 0);
   tcase_add_test(tc, pdl_chain_same_bits_2);
   tcase_add_test(tc, pdl_chain_same_bits_3);

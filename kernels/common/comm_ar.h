@@ -53,7 +53,27 @@
  *     store through mc instead of one per peer; polling, folding in rank
  *     order and re-arming stay local.
  * MNNVL (multi-node NVLink) is the IPC Lamport protocol itself, with ws[]
- * the peers' workspaces imported from fabric handles. */
+ * the peers' workspaces imported from fabric handles.
+ *
+ * Fused two-shot by rows (residual add + RMSNorm after a reduce-scatter,
+ * one kernel, no all-gather).  The rows are cut into nranks contiguous
+ * chunks (te_ar_row_chunk); rank q owns chunk q.  The rows are also cut
+ * into groups of rpb rows; block b takes the groups g = b, b + G, ...
+ * (G blocks) in both phases, so a block's barrier covers exactly what the
+ * same block of every peer wrote:
+ *   barrier 1 (every input is in place);
+ *   block b reduces, in rank order, the rows of its groups that lie in
+ *     chunk `rank` and stores them, rounded to the dtype, over this rank's
+ *     input in[rank] (no peer reads those rows of in[rank]: each reduces
+ *     its own chunk);
+ *   barrier 2 (every chunk is reduced);
+ *   block b runs the epilogue over every row of its groups, reading the
+ *     row's allreduced values from its owner's input in[owner] (a peer
+ *     mapping, or local);
+ *   barrier 3 (no peer still reads this rank's input: the next call may
+ *     stage its input there).
+ * One rank reduces each row in rank order, so every rank gets the same
+ * bits, and the epilogue sees the values the two-shot + ADDNORM path does. */
 #ifndef TE_KERNELS_COMM_AR_H
 #define TE_KERNELS_COMM_AR_H
 
@@ -108,6 +128,11 @@
  * row's loads, waits and element math run on up to this many threads
  * while the sum over the row keeps the plan's order (kernels/comm_ar.cu). */
 #define TE_AR_SPREAD_THREADS 512
+/* The fused two-shot by rows: threads per block it aims for (rows of the
+ * RMSNorm plan stacked: tpr x rows-per-block, at most this many), so a
+ * grid of at most TE_AR_MAX_BLOCKS co-resident blocks keeps enough loads
+ * in flight; plans of more threads (tpr 1024) take the wide build. */
+#define TE_AR_FUSED_RS_THREADS 512
 /* Granules (16-byte vectors, or elements when vec == 1) a GPU thread keeps
  * in registers per round of the one-shot kernel. */
 #define TE_AR_UNROLL 4
@@ -212,6 +237,17 @@ TE_HD void te_ar_split(uint64_t n, uint32_t g, uint32_t b, uint64_t *lo, uint64_
 /* Two-shot: chunk c of ngran granules (c = 0 .. n-1), c's owner reduces it. */
 TE_HD void te_ar_chunk(uint64_t ngran, int n, int c, uint64_t *lo, uint64_t *hi) {
   te_ar_split(ngran, (uint32_t)n, (uint32_t)c, lo, hi);
+}
+
+/* Fused two-shot by rows: chunk q of rows (rows of rank q), and the
+ * owner of a row (the q whose chunk holds it). */
+TE_HD void te_ar_row_chunk(uint64_t rows, int n, int q, uint64_t *lo, uint64_t *hi) {
+  te_ar_split(rows, (uint32_t)n, (uint32_t)q, lo, hi);
+}
+TE_HD int te_ar_row_owner(uint64_t rows, int n, uint64_t row) {
+  uint64_t q = rows / (uint64_t)n, r = rows % (uint64_t)n, big = r * (q + 1);
+  if (row < big) return (int)(row / (q + 1));
+  return (int)(r + (row - big) / q);
 }
 
 /* Addresses in a workspace. */
