@@ -516,7 +516,8 @@ START_TEST(tunables_listed) {
                                      "TECOMM_MAX_HIDDEN", "TECOMM_ALGO", "TECOMM_NCCL",
                                      "TECOMM_RANK", "TECOMM_NRANKS", "TECOMM_ROOT",
                                      "TECOMM_ONESHOT_MAX_KB", "TECOMM_LAMPORT_MAX_KB",
-                                     "TECOMM_AR_BLOCKS", "TECOMM_AR_OVERLAP_BLOCKS"};
+                                     "TECOMM_AR_BLOCKS", "TECOMM_AR_OVERLAP_BLOCKS",
+                                     "TECOMM_FUSED_TWOSHOT"};
   for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++) {
     struct tecore_tunable_info info;
     TE_OK(tecore_tunable_find(vars[i], &info));
