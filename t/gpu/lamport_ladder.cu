@@ -40,30 +40,8 @@ struct lp {
   uint4 *out;
 };
 
-__device__ __forceinline__ uint64_t ldv64(const void *p) {
-  uint64_t v;
-  asm volatile("ld.volatile.global.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
-  return v;
-}
-__device__ __forceinline__ uint4 ldv16(const void *p) {
-  uint4 v;
-  asm volatile("ld.volatile.global.v4.u32 {%0,%1,%2,%3}, [%4];"
-               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(p) : "memory");
-  return v;
-}
-__device__ __forceinline__ void stv16(void *p, uint4 v) {
-  asm volatile("st.volatile.global.v4.u32 [%0], {%1,%2,%3,%4};" ::"l"(p), "r"(v.x), "r"(v.y),
-               "r"(v.z), "r"(v.w) : "memory");
-}
-__device__ __forceinline__ uint64_t gtimer() {
-  uint64_t t;
-  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
-  return t;
-}
-__device__ __forceinline__ void pdl() {
-  asm volatile("griddepcontrol.wait;" ::: "memory");
-  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
-}
+// The memory operations are comm_ar.cu's (ar_ld_volatile64/16, ar_st_volatile16,
+// ar_gtimer, ar_pdl_enter), so the rungs and the library load and store alike.
 __device__ __forceinline__ uint32_t fix(uint32_t w) { /* -0.0 halves become +0.0 */
   if ((w & 0xffffu) == 0x8000u) w &= 0xffff0000u;
   if ((w >> 16) == 0x8000u) w &= 0x0000ffffu;
@@ -107,17 +85,17 @@ __global__ void __launch_bounds__(512) lam_bf16_2(const te_ar_params p) {
 
 template <int R>
 __device__ __forceinline__ void rung_body(const lp &p) {
-  pdl();
+  ar_pdl_enter();
   if (R == 0) return;
   if (R <= 2) {
     __shared__ uint64_t sk;
     if (threadIdx.x == 0) {
-      uint64_t k = ldv64(p.state) + 1;
+      uint64_t k = ar_ld_volatile64(p.state) + 1;
       for (int s = 0; s < p.nranks; s++) *(volatile uint64_t *)(p.probe[s] + p.rank) = k;
-      uint64_t dl = gtimer() + 1000000000ull;
+      uint64_t dl = ar_gtimer() + 1000000000ull;
       for (int s = 0; s < p.nranks; s++)
-        while (ldv64(p.probe[p.rank] + s) < k)
-          if (gtimer() > dl) { *(volatile uint64_t *)(p.state + 1) = 1; break; }
+        while (ar_ld_volatile64(p.probe[p.rank] + s) < k)
+          if (ar_gtimer() > dl) { *(volatile uint64_t *)(p.state + 1) = 1; break; }
       *(volatile uint64_t *)p.state = k;
       sk = k;
     }
@@ -130,10 +108,10 @@ __device__ __forceinline__ void rung_body(const lp &p) {
   uint4 w = make_uint4(0x3f803f80u, 0x3f803f80u, 0x3f803f80u, 0x3f803f80u);
   if (R != 5 && g < p.ngr) w = p.in[g];
   if (threadIdx.x == 0) {
-    uint64_t k = ldv64(p.state), e = 0, u = 0;
+    uint64_t k = ar_ld_volatile64(p.state), e = 0, u = 0;
     if (R != 4) {
-      e = ldv64(p.state + 1) | ldv64(p.state + 2);
-      uint64_t u0 = ldv64(p.state + 3), u1 = ldv64(p.state + 4), u2 = ldv64(p.state + 5);
+      e = ar_ld_volatile64(p.state + 1) | ar_ld_volatile64(p.state + 2);
+      uint64_t u0 = ar_ld_volatile64(p.state + 3), u1 = ar_ld_volatile64(p.state + 4), u2 = ar_ld_volatile64(p.state + 5);
       int j = (int)((k + 2) % 3);
       u = j == 0 ? u0 : j == 1 ? u1 : u2;
     } else {
@@ -153,7 +131,7 @@ __device__ __forceinline__ void rung_body(const lp &p) {
   if (g < p.ngr) {
     w.x = fix(w.x); w.y = fix(w.y); w.z = fix(w.z); w.w = fix(w.w);
     for (int s = 0; s < p.nranks; s++)
-      stv16(p.buf[s] + ((uint64_t)bi * p.nranks + p.rank) * p.slot + (uint64_t)g * 16, w);
+      ar_st_volatile16(p.buf[s] + ((uint64_t)bi * p.nranks + p.rank) * p.slot + (uint64_t)g * 16, w);
   }
   const uint4 arm = make_uint4(ARM, ARM, ARM, ARM);
   char *mine = p.buf[p.rank];
@@ -164,17 +142,17 @@ __device__ __forceinline__ void rung_body(const lp &p) {
   if (g < p.ngr) {
     uint4 raw[MAXR];
     for (int s = 0; s < p.nranks; s++)
-      raw[s] = ldv16(mine + ((uint64_t)bi * p.nranks + s) * p.slot + (uint64_t)g * 16);
-    uint64_t dl = gtimer() + 1000000000ull;
+      raw[s] = ar_ld_volatile16(mine + ((uint64_t)bi * p.nranks + s) * p.slot + (uint64_t)g * 16);
+    uint64_t dl = ar_gtimer() + 1000000000ull;
     for (;;) {
       bool all = true;
       for (int s = 0; s < p.nranks; s++)
         if (!ready(raw[s])) {
           all = false;
-          raw[s] = ldv16(mine + ((uint64_t)bi * p.nranks + s) * p.slot + (uint64_t)g * 16);
+          raw[s] = ar_ld_volatile16(mine + ((uint64_t)bi * p.nranks + s) * p.slot + (uint64_t)g * 16);
         }
       if (all) break;
-      if (gtimer() > dl) { *(volatile uint64_t *)(p.state + 1) = 1; return; }
+      if (ar_gtimer() > dl) { *(volatile uint64_t *)(p.state + 1) = 1; return; }
     }
     float a[8];
     uint32_t q[4] = {raw[0].x, raw[0].y, raw[0].z, raw[0].w};
