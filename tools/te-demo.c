@@ -510,8 +510,9 @@ static void profile_steps(const struct stepper *st, tecore_stream_t s,
 /* --tp: one microbatch's forward alone, as inference runs it (the FP8
  * weights reused): a graph of it replayed (eager launches with
  * --no-graphs), the mean of 20 after 3 unmeasured ones, in ms.  Every rank
- * runs the same passes (their allreduces pair up). */
-static double time_forward(const struct stepper *st, tecore_stream_t s) {
+ * runs the same passes (their allreduces pair up).  With --tp-profile, one
+ * more eager pass is timed kernel by kernel (te/profile.h). */
+static double time_forward(const struct stepper *st, const char *name, tecore_stream_t s) {
   const struct opts *o = st->o;
   struct tecore_tensor xin = tensor2(TECORE_DTYPE_BF16, o->tokens, o->hidden, st->dd->x[0]);
   struct tecore_tensor y = tensor2(TECORE_DTYPE_BF16, o->tokens, o->hidden, st->y_eager);
@@ -536,6 +537,21 @@ static double time_forward(const struct stepper *st, tecore_stream_t s) {
   CHECK(tecore_stream_synchronize(s));
   double ms = (now_s() - t0) * 1e3 / 20;
   if (g) GCHECK(tegraph_graph_destroy(g));
+  if (o->tp_profile) {
+    /* where that forward's device time goes: one more, eager, kernel by
+     * kernel (every rank runs it, so the collectives pair up; rank 0
+     * prints).  A collective's time includes its wait for the peers. */
+    CHECK(tecore_profile_start());
+    CHECK(tecore_seq_forward(st->m->seq, &xin, &y, st->noop, s));
+    CHECK(tecore_profile_stop());
+    int r0 = o->tpc->rank == 0;
+    if (r0) {
+      printf("  %s forward alone, rank 0's device time per kernel (eager, weights cached):\n",
+             name);
+      fflush(stdout);
+    }
+    CHECK(tecore_profile_report(r0 ? 1 : -1, NULL));
+  }
   return ms;
 }
 
@@ -608,7 +624,7 @@ static void train(const struct opts *o, const struct data *dd, const struct teco
 
   run_steps(&stp, step_graph, R, s);
   check_device_steps(&stp, s);
-  if (o->tpc) R->fwd_ms = time_forward(&stp, s);
+  if (o->tpc) R->fwd_ms = time_forward(&stp, R->name, s);
   if (o->tpc && o->tp_profile) profile_steps(&stp, s, &R->prof);
 
   if (step_graph) GCHECK(tegraph_graph_destroy(step_graph));
@@ -913,7 +929,8 @@ static const char usage_text[] =
     "                     tecomm (libtecomm's; vdev's default: vdev has no NCCL)\n"
     "  --tp-profile       after each --tp run, an eager pass timed with device events:\n"
     "                     forward, backward, optimizer, the time in the collectives, the\n"
-    "                     comm share of the step and the bound it sets on the speed-up\n"
+    "                     comm share of the step and the bound it sets on the speed-up;\n"
+    "                     and the forward alone (weights cached) kernel by kernel\n"
     "  --tp-bwd-comm C    the fused variant's backward sums (the input gradient of fc1):\n"
     "                     tecomm (libtecomm's table, the default) or nccl\n"
     "  --tp-base-overlap  a third variant: the baseline with its backward sums overlapped\n"
