@@ -184,16 +184,18 @@ TECORE_TUNABLE_INT(tc_tun_ar_overlap_blocks, "TECOMM_AR_OVERLAP_BLOCKS", 32, 1, 
 /* Threads a block of the plain Lamport kernel: a call of g granules
  * takes ceil(g / this) blocks (each thread one granule a round), and a
  * call that fits one block gets no more warps than it has granules.  0
- * picks: 256 while the call fits TECOMM_AR_BLOCKS such blocks, else 512.
- * Measured on 2x H200 (bench/2026-11-23-gpu.md), us per call against
- * 512-thread blocks: 8 KB 2.99 / 3.40-3.52, 64 KB 3.37 / 3.81, 256 KB
- * 3.94 / 4.33; at 1 MB, where 256 would need more than 128 blocks,
- * 6.96 / 6.54. */
+ * picks the smallest of 128 and 256 with which the call fits
+ * TECOMM_AR_BLOCKS blocks, else 512: more blocks of fewer warps spread
+ * a call over more SMs, whose stores and polls then run side by side.
+ * Measured on 2x H200 (bench/2026-11-24-gpu.md), us per call with 128 /
+ * 256 / 512 threads: 8 KB 3.03 / 3.18 / 3.42, 64 KB 3.36 / 3.53 / 3.81,
+ * 128 KB 3.56 / 3.64 / 4.03, 256 KB 3.91 / 4.04 / 4.33; at 1 MB, where
+ * 256 would need more than 128 blocks, 512 took 6.54 against 6.96. */
 TECORE_TUNABLE_INT(tc_tun_lam_threads, "TECOMM_LAMPORT_THREADS", 0, 0, TE_AR_THREADS,
                    "on a GPU, threads a block of the plain Lamport allreduce kernel, rounded "
-                   "down to a multiple of 32 (at least 32); 0 (default): 256 while the call "
-                   "fits TECOMM_AR_BLOCKS such blocks, else 512.  Every rank must use the "
-                   "same value")
+                   "down to a multiple of 32 (at least 32); 0 (default): 128 while the call "
+                   "fits TECOMM_AR_BLOCKS such blocks, else 256 while it fits, else 512.  "
+                   "Every rank must use the same value")
 
 static uint32_t ar_max_blocks(int beside) {
   tecore_backend_t b = TECORE_BACKEND_NONE;
@@ -344,8 +346,10 @@ static tecore_result_t ar_plain(int algo, struct te_ar_params *p, int beside,
   } else {
     uint64_t ngr = (p->count * (uint64_t)te_ar_esize(p->dtype) + 15) / 16;
     uint32_t t = (uint32_t)tecore_tunable_int(&tc_tun_lam_threads) / 32u * 32u;
-    if (tecore_tunable_int(&tc_tun_lam_threads) == 0)
-      t = ngr <= 256u * (uint64_t)ar_max_blocks(beside) ? 256u : TE_AR_THREADS;
+    if (tecore_tunable_int(&tc_tun_lam_threads) == 0) {
+      uint64_t mb = ar_max_blocks(beside);
+      t = ngr <= 128u * mb ? 128u : ngr <= 256u * mb ? 256u : TE_AR_THREADS;
+    }
     else if (t < 32u)
       t = 32u;
     cfg.grid[0] = ar_blocks(ngr, t, beside);
