@@ -1214,8 +1214,11 @@ static int tp_report(const struct opts *o, struct demo_tp_page *pg, const char *
       const double *l0 = demo_tp_loss(pg, prec, v, 0);
       for (int r = 1; r < o->tp; r++)
         if (memcmp(demo_tp_loss(pg, prec, v, r), l0, (size_t)o->steps * sizeof(double))) {
-          fprintf(stderr, "te-demo: FAIL: %s %s: rank %d's losses differ from rank 0's\n", pn,
-                  vname[v], r);
+          const double *lr = demo_tp_loss(pg, prec, v, r);
+          int k = 0;
+          while (k + 1 < o->steps && !memcmp(&lr[k], &l0[k], sizeof(double))) k++;
+          fprintf(stderr, "te-demo: FAIL: %s %s: rank %d's losses differ from rank 0's from "
+                  "step %d: %.17g against %.17g\n", pn, vname[v], r, k + 1, lr[k], l0[k]);
           fail = 1;
         }
       double worst = 0;
