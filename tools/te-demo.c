@@ -1285,6 +1285,20 @@ static int tp_rank(void *arg, int rank) {
   CHECK(tecore_memset_d32_async(one, 0x3f800000u, 1, s));
   struct data dd;
   make_data(&o, one, s, &dd);
+  /* Every rank ran the whole teacher, and a GEMM algorithm chosen by
+   * measurement (tecore_gemm(3), TECORE_GEMM_TUNE_ALGOS) may differ from
+   * process to process, with it the targets' last bits and every loss
+   * after: rank 0's targets become every rank's, as a sum with zeros
+   * elsewhere (exact). */
+  for (int mb = 0; mb < dd.mb; mb++) {
+    size_t n = o.tokens * o.hidden;
+    if (rank) CHECK(tecore_memset_d8_async(dd.t[mb], 0, n * 2, s));
+    if (tecomm_allreduce(t.comm, dd.t[mb], dd.t[mb], n, TECORE_DTYPE_BF16, TECOMM_SUM, s)) {
+      fprintf(stderr, "te-demo: rank %d: sharing rank 0's targets failed\n", rank);
+      return 1;
+    }
+  }
+  CHECK(tecore_stream_synchronize(s));
   /* delayed scaling across the ranks: every amax is the MAX over them
    * (inside the step graph too), so the scales are the one-process run's */
   struct tecore_recipe recipe;
