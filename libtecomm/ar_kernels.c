@@ -187,7 +187,7 @@ TECORE_TUNABLE_INT(tc_tun_ar_overlap_blocks, "TECOMM_AR_OVERLAP_BLOCKS", 32, 1, 
  * picks the smallest of 128 and 256 with which the call fits
  * TECOMM_AR_BLOCKS blocks, else 512: more blocks of fewer warps spread
  * a call over more SMs, whose stores and polls then run side by side.
- * Measured on 2x H200 (bench/2026-11-24-gpu.md), us per call with 128 /
+ * Measured on 2x H200 (bench/2026-11-23b-gpu.md), us per call with 128 /
  * 256 / 512 threads: 8 KB 3.03 / 3.18 / 3.42, 64 KB 3.36 / 3.53 / 3.81,
  * 128 KB 3.56 / 3.64 / 4.03, 256 KB 3.91 / 4.04 / 4.33; at 1 MB, where
  * 256 would need more than 128 blocks, 512 took 6.54 against 6.96. */
