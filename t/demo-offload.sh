@@ -25,9 +25,12 @@ fi
 seed=${TE_TEST_SEED:-$(od -An -N2 -tu2 /dev/urandom | tr -d ' ')}
 seed=$((seed % 100000 + 1))
 echo "# seed $seed (TE_TEST_SEED=$seed reproduces this run)"
-tmp=${TMPDIR:-/tmp}/te-demo-offload.$$
-mkdir -p "$tmp.dir" || exit 1
-trap 'rm -rf "$tmp".*' EXIT
+# a directory of its own, new (mktemp): a stale one of an earlier run with
+# the same pid would hold its files and fail the check at the end
+top=$(mktemp -d "${TMPDIR:-/tmp}/te-demo-offload.XXXXXX") || exit 1
+trap 'rm -rf "$top"' EXIT
+tmp=$top/run
+mkdir "$tmp.dir" || exit 1
 status=0
 # 4 blocks of 64 tokens: 2 leave the device (2 ring slots stay, prefetch
 # 1), or as many as the automatic prefetch's model lets leave (mode auto)
