@@ -6,20 +6,10 @@
 // (The amax reset and the scale from an amax, which every family writing
 // FP8 needs, are kernels/fp8_scale.cu.)  Kernels and the shapes they handle:
 //   te_fp8_quantize_pt     per-tensor, rowwise: n elements of f32/f16/bf16 ->
-//                          e4m3/e5m2, any n; 16 elements (one 16-byte store)
-//                          per thread per step when both pointers are 16-byte
-//                          aligned, else one element per step; grid-stride.
-//   te_fp8_quantize_pt_w   the same, each load of a warp 512 contiguous bytes.
-//   te_fp8_quantize_pt_bulk  the same through shared memory: 1-D bulk
-//                          asynchronous copies (cp.async.bulk, sm_90) of
-//                          8 KB stages, 4 a block, mbarrier-completed.
-//   te_fp8_quantize_pt_deep  warp-contiguous, four 16-byte loads a lane
-//                          issued at once, L1 skipped, streaming stores.
-//   te_fp8_quantize_pt_bulk_st  as _bulk (3 stages), the FP8 bytes staged
-//                          in shared memory and stored with bulk copies.
-//                          The host picks one of the five
-//                          (TECORE_QUANTIZE_LOOP); te_fp8_amax_w, _bulk,
-//                          _deep likewise for the amax pass.
+//                          e4m3/e5m2, any n; warp-contiguous: each load of a
+//                          warp reads 512 contiguous bytes (16 bytes a lane)
+//                          when both pointers are 16-byte aligned, else one
+//                          element per step; grid-stride.
 //   te_fp8_amax            max |x| over n elements, same loop shape.
 //   te_fp8_quantize_mx_*   MXFP8 (one kernel per input type: f32, bf16, f16),
 //                          rows x cols, any shape: one 32x128 tile per warp,
@@ -97,7 +87,7 @@ static __device__ __forceinline__ uint2 quant8(const float v[8], float s) {
   return make_uint2(w[0], w[1]);
 }
 
-// ---- per-tensor, flat -------------------------------------------------------
+// ---- per-tensor, flat, a chunk a lane (te_fp8_quantize_multi) --------------
 
 // Quantizes in[0..n) with scale s, using blocks blk .. of nblk (grid-stride
 // within the tensor's own blocks); returns this thread's max |x| bits.
@@ -125,43 +115,22 @@ static __device__ __forceinline__ uint32_t quant_flat(const void *__restrict__ i
   return m;
 }
 
-// ---- per-tensor, flat, warp-contiguous (te_fp8_quantize_pt_w, _deep) -------
+// ---- per-tensor, flat, warp-contiguous (te_fp8_quantize_pt, te_fp8_amax) ---
 // The same elements as quant_flat, cut into tiles of NV x 32 16-byte vectors
-// (NV vectors a lane), a warp a tile a step (tile = the warp's global index
-// + step x the grid's warps); each load instruction of the warp reads 512
-// contiguous bytes: lane l takes the vectors l, l + 32, ... of the tile,
-// all loads issued before the first conversion.  In quant_flat a lane's
-// 32-byte chunk is two 16-byte loads, so each load instruction touches 32
-// sectors for half their bytes and L1 sees every sector twice (ncu: 10.5M
-// theoretical L2 sectors against 6.3M ideal at 8192^2); here every
-// instruction is 16 full sectors.  _w: 32 bytes a lane (64 for f32), plain
-// loads and stores.  _deep (HINT, NV 4): 64 bytes a lane in flight for
-// every type, loads that skip L1 (every byte is read once) and ask L2 to
-// fetch 256 bytes a miss, stores with the streaming (evict-first) policy.
-// The last, partial tile goes chunk by chunk, the elements past the last
-// chunk one by one, as in quant_flat.
-
-// 16 bytes at p.
-template <bool HINT>
-static __device__ __forceinline__ uint4 ld_vec(const void *p) {
-  if (!HINT) return *(const uint4 *)p;
-  uint4 r;
-  asm("ld.global.nc.L1::no_allocate.L2::256B.v4.u32 {%0, %1, %2, %3}, [%4];"
-      : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w)
-      : "l"(p));
-  return r;
-}
-// 8 / 4 FP8 bytes at p (8- / 4-byte aligned).
-template <bool HINT>
-static __device__ __forceinline__ void st_q8(void *p, uint2 q) {
-  if (!HINT) *(uint2 *)p = q;
-  else asm volatile("st.global.cs.v2.u32 [%0], {%1, %2};" ::"l"(p), "r"(q.x), "r"(q.y) : "memory");
-}
-template <bool HINT>
-static __device__ __forceinline__ void st_q4(void *p, uint32_t q) {
-  if (!HINT) *(uint32_t *)p = q;
-  else asm volatile("st.global.cs.u32 [%0], %1;" ::"l"(p), "r"(q) : "memory");
-}
+// (NV vectors a lane: 32 bytes, 64 for f32), a warp a tile a step (tile =
+// the warp's global index + step x the grid's warps); each load instruction
+// of the warp reads 512 contiguous bytes: lane l takes the vectors l, l +
+// 32, ... of the tile, all loads issued before the first conversion.  In
+// quant_flat a lane's 32-byte chunk is two 16-byte loads, so each load
+// instruction touches 32 sectors for half their bytes and L1 sees every
+// sector twice (ncu: 10.5M theoretical L2 sectors against 6.3M ideal at
+// 8192^2); here every instruction is 16 full sectors.  The last, partial
+// tile goes chunk by chunk, the elements past the last chunk one by one,
+// as in quant_flat.  (Measured on an H100 at 8192^2 bf16, delayed: this
+// loop 0.069-0.070 ms, quant_flat 0.070, against a 0.067 ms copy floor;
+// bulk asynchronous copies through shared memory, both ways or inward
+// only, 0.073, and 64 bytes a lane with L1-bypassing loads 0.071:
+// bench/2026-11-23-gpu.md.  Those loops are gone.)
 
 // A 16-byte vector of IDT as V = 16 / element-size floats.
 template <int IDT>
@@ -182,14 +151,13 @@ static __device__ __forceinline__ void unpack_vec(uint4 r, float *v) {
 }
 
 // Quantizes (out != NULL; else only the amax) in[0..n) with scale s; the
-// grid's blocks blk of nblk; NVEC 16-byte vectors a lane a step (0: 32
-// bytes, 64 for f32, _w's choice).  Returns this thread's max |x| bits.
-template <int IDT, int ODT, bool HINT, int NVEC>
+// grid's blocks blk of nblk.  Returns this thread's max |x| bits.
+template <int IDT, int ODT>
 static __device__ __forceinline__ uint32_t quant_flat_w(const void *__restrict__ in,
                                                         uint8_t *__restrict__ out, uint64_t n,
                                                         float s, uint64_t blk, uint64_t nblk) {
   constexpr int V = IDT == TE_FP8_DT_F32 ? 4 : 8;   // elements of a 16-byte vector
-  constexpr int NV = NVEC ? NVEC : 16 / V;          // vectors a lane a step
+  constexpr int NV = 16 / V;                         // vectors a lane a step
   constexpr int ES = IDT == TE_FP8_DT_F32 ? 4 : 2;   // input element size
   constexpr uint64_t TC = 2 * NV * V;                // 16-element chunks of a tile
   uint32_t m = 0;
@@ -206,7 +174,7 @@ static __device__ __forceinline__ uint32_t quant_flat_w(const void *__restrict__
     const char *ip = (const char *)in + e * ES;
     uint4 r[NV];
 #pragma unroll
-    for (int k = 0; k < NV; k++) r[k] = ld_vec<HINT>(ip + k * 32 * V * ES);
+    for (int k = 0; k < NV; k++) r[k] = *(const uint4 *)(ip + k * 32 * V * ES);
 #pragma unroll
     for (int k = 0; k < NV; k++) {
       float v[V];
@@ -216,11 +184,11 @@ static __device__ __forceinline__ uint32_t quant_flat_w(const void *__restrict__
       if (!out) continue;
       uint8_t *o = out + e + k * 32 * V;
       if (V == 8) {
-        st_q8<HINT>(o, quant8<ODT>(v, s));
+        *(uint2 *)o = quant8<ODT>(v, s);
       } else {
         const uint32_t lo = te_f32x2_to_fp8x2(v[0] * s, v[1 % V] * s, ODT);
         const uint32_t hi = te_f32x2_to_fp8x2(v[2 % V] * s, v[3 % V] * s, ODT);
-        st_q4<HINT>(o, lo | (hi << 16));
+        *(uint32_t *)o = lo | (hi << 16);
       }
     }
   }
@@ -242,191 +210,10 @@ static __device__ __forceinline__ uint32_t quant_flat_w(const void *__restrict__
   return m;
 }
 
-// ---- per-tensor through shared memory (te_fp8_quantize_pt_bulk, _bulk_st) --
-// The tensor is cut into stages of QB_BYTES input bytes; a block takes the
-// stages blk, blk + nblk, ... (the host's grid: a few blocks an SM, each
-// looping).  Thread 0 keeps NS of them in flight as 1-D bulk asynchronous
-// copies global -> shared (the SM's copy engine moves the bytes, so no
-// thread waits on a load and no register holds one), each completing an
-// mbarrier with its byte count.  All threads wait for the oldest and copy
-// their 16-element chunk of it into registers.  _bulk (NS 4): they meet at
-// a barrier, after which thread 0 refills that buffer with the stage NS
-// ahead, then convert and store 16 bytes of FP8 each.  _bulk_st (BST, NS
-// 3, for the shared memory of the outputs): they convert into an output
-// buffer of the stage, meet, and thread 0 refills the input buffer and
-// writes the output with one bulk copy shared -> global (a bulk group;
-// before the barrier that hands out the next output buffer it waits until
-// the copy that last read that buffer has read it).  Stages past the last
-// whole one, and every element when a pointer is not 16-byte aligned, go
-// through quant_flat_w.  Below sm_90 (no bulk copies) the whole tensor
-// does.
-#define QB_BYTES 8192   // input bytes of a stage: 4096 bf16/f16, 2048 f32
-#define QB_NSTAGE 4     // stages in flight a block (32 KB of shared memory)
-
-struct qb_smem {
-  __align__(128) uint4 buf[QB_NSTAGE][QB_BYTES / 16];
-  uint64_t bar[QB_NSTAGE];   // one mbarrier a buffer
-};
-// _bulk_st's outputs: a stage's FP8 bytes, at most QB_BYTES / 2.
-struct qb_out_smem {
-  __align__(128) uint4 buf[QB_NSTAGE - 1][QB_BYTES / 32];
-};
-// At file scope: one allocation in each kernel that uses them, whichever
-// of the six type pairs runs (a __shared__ in quant_bulk took one each).
-__shared__ qb_smem qb_sh;
-__shared__ qb_out_smem qb_out;
-
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-static __device__ __forceinline__ uint32_t smem_u32(const void *p) {
-  return (uint32_t)__cvta_generic_to_shared(p);
-}
-// bytes from src (global) into dst (shared), completing the mbarrier bar:
-// the barrier's one arrival announces the bytes, the copy delivers them.
-static __device__ __forceinline__ void bulk_g2s(uint32_t dst, const void *src, uint32_t bytes,
-                                                uint32_t bar) {
-  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(bar), "r"(bytes)
-               : "memory");
-  asm volatile(
-      "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(dst),
-      "l"(src), "r"(bytes), "r"(bar)
-      : "memory");
-}
-// bytes from src (shared) to dst (global), as a bulk group of its own.
-static __device__ __forceinline__ void bulk_s2g(void *dst, uint32_t src, uint32_t bytes) {
-  asm volatile("cp.async.bulk.global.shared::cta.bulk_group [%0], [%1], %2;" ::"l"(dst), "r"(src),
-               "r"(bytes)
-               : "memory");
-  asm volatile("cp.async.bulk.commit_group;" ::: "memory");
-}
-// Waits until all but the newest N bulk groups have read their sources.
-template <int N> static __device__ __forceinline__ void bulk_wait_read() {
-  asm volatile("cp.async.bulk.wait_group.read %0;" ::"n"(N) : "memory");
-}
-// Waits for the phase of parity `parity` of bar to complete.
-static __device__ __forceinline__ void mbar_wait(uint32_t bar, uint32_t parity) {
-  uint32_t done;
-  do {
-    asm volatile(
-        "{\n\t.reg .pred p;\n\t"
-        "mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n\t"
-        "selp.u32 %0, 1, 0, p;\n\t}"
-        : "=r"(done)
-        : "r"(bar), "r"(parity)
-        : "memory");
-  } while (!done);
-}
-// Orders this thread's shared-memory accesses before later bulk copies'.
-static __device__ __forceinline__ void fence_async_smem() {
-  asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
-}
-#endif
-
-template <int IDT, int ODT, bool BST>
-static __device__ __forceinline__ uint32_t quant_bulk(const void *__restrict__ in,
-                                                      uint8_t *__restrict__ out, uint64_t n,
-                                                      float s, uint64_t blk, uint64_t nblk) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  constexpr int ES = IDT == TE_FP8_DT_F32 ? 4 : 2;
-  constexpr uint64_t SE = QB_BYTES / ES;    // elements of a stage
-  constexpr int VC = 16 * ES / 16;          // 16-byte vectors of a 16-element chunk
-  constexpr int NS = BST ? QB_NSTAGE - 1 : QB_NSTAGE;
-  qb_smem &sh = qb_sh;
-  uint32_t m = 0;
-  const bool vec = (((uintptr_t)in | (uintptr_t)out) & 15u) == 0;
-  const uint64_t nst = vec ? n / SE : 0;   // whole stages of the tensor
-  const uint64_t mine = blk < nst ? (nst - blk + nblk - 1) / nblk : 0;   // this block's
-  if (mine) {   // the same in every thread of the block
-    if (threadIdx.x == 0) {
-      for (int b = 0; b < NS; b++)
-        asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(smem_u32(&sh.bar[b])) : "memory");
-      // the initialised barriers visible to the copies (the async proxy)
-      asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
-      for (uint64_t j = 0; j < NS && j < mine; j++)
-        bulk_g2s(smem_u32(sh.buf[j]), (const char *)in + (blk + j * nblk) * QB_BYTES, QB_BYTES,
-                 smem_u32(&sh.bar[j]));
-    }
-    __syncthreads();
-    for (uint64_t j = 0; j < mine; j++) {
-      const int b = (int)(j % NS);
-      const uint64_t g = blk + j * nblk;   // the tensor's stage
-      mbar_wait(smem_u32(&sh.bar[b]), (uint32_t)(j / NS) & 1u);
-      // thread t's chunk: elements 16t .. 16t + 15 of the stage (f32: the
-      // stage's 128 chunks, threads 128.. idle)
-      const bool act = threadIdx.x < SE / 16;
-      uint4 r[VC];
-#pragma unroll
-      for (int k = 0; k < VC; k++) r[k] = act ? sh.buf[b][threadIdx.x * VC + k] : make_uint4(0, 0, 0, 0);
-      if constexpr (BST) {
-        if (act) {
-          float v[16];
-#pragma unroll
-          for (int k = 0; k < VC; k++) unpack_vec<IDT>(r[k], v + k * (16 / VC));
-#pragma unroll
-          for (int k = 0; k < 16; k++) m = te_max_u32(m, te_abs_bits(v[k]));
-          const uint2 a = quant8<ODT>(v, s), c = quant8<ODT>(v + 8, s);
-          if (out) qb_out.buf[b][threadIdx.x] = make_uint4(a.x, a.y, c.x, c.y);
-        }
-        fence_async_smem();   // this thread's reads of buf[b], writes of qb_out[b]
-        // the output buffer of stage j + 1 was read by the copy NS - 1 groups ago
-        if (threadIdx.x == 0) bulk_wait_read<NS - 2>();
-        __syncthreads();
-        if (threadIdx.x == 0) {
-          if (j + NS < mine)
-            bulk_g2s(smem_u32(sh.buf[b]), (const char *)in + (g + NS * nblk) * QB_BYTES,
-                     QB_BYTES, smem_u32(&sh.bar[b]));
-          if (out) bulk_s2g(out + g * SE, smem_u32(qb_out.buf[b]), (uint32_t)SE);
-        }
-      } else {
-        __syncthreads();   // every thread has its bytes: the buffer is free
-        if (threadIdx.x == 0 && j + NS < mine) {
-          fence_async_smem();   // the reads above before the copy's writes
-          bulk_g2s(smem_u32(sh.buf[b]), (const char *)in + (g + NS * nblk) * QB_BYTES,
-                   QB_BYTES, smem_u32(&sh.bar[b]));
-        }
-        if (!act) continue;
-        float v[16];
-#pragma unroll
-        for (int k = 0; k < VC; k++) unpack_vec<IDT>(r[k], v + k * (16 / VC));
-#pragma unroll
-        for (int k = 0; k < 16; k++) m = te_max_u32(m, te_abs_bits(v[k]));
-        if (!out) continue;
-        const uint2 a = quant8<ODT>(v, s), c = quant8<ODT>(v + 8, s);
-        *(uint4 *)(out + g * SE + threadIdx.x * 16) = make_uint4(a.x, a.y, c.x, c.y);
-      }
-    }
-    // the bulk stores done with shared memory before the block exits
-    if (BST && threadIdx.x == 0) bulk_wait_read<0>();
-  }
-  const uint64_t done = nst * SE;   // the rest: a partial stage, or all
-  return te_max_u32(m, quant_flat_w<IDT, ODT, false, 0>((const char *)in + done * ES,
-                                                        out ? out + done : NULL, n - done, s,
-                                                        blk, nblk));
-#else
-  return quant_flat_w<IDT, ODT, false, 0>(in, out, n, s, blk, nblk);
-#endif
-}
-
-#define QPT_ARGS_DECL                                                                        \
-  const void *in, void *out, uint64_t n, float *scale, float *scale_inv, float *scale_inv_col, \
-      unsigned *amax, int current, float eps, int pow2, uint64_t blk, uint64_t nblk
-#define QPT_ARGS_USE in, out, n, scale, scale_inv, scale_inv_col, amax, current, eps, pow2, blk, nblk
-
-// The loop of TECORE_QUANTIZE_LOOP (or amax only, out NULL): 0 quant_flat,
-// 1 quant_flat_w, 2 quant_bulk, 3 quant_flat_w with 64 bytes a lane and
-// the cache hints, 4 quant_bulk with bulk stores (whose amax pass is 2's).
-template <int IDT, int ODT, int LOOP>
-static __device__ __forceinline__ uint32_t quant_loop(const void *in, uint8_t *out, uint64_t n,
-                                                      float s, uint64_t blk, uint64_t nblk) {
-  // if constexpr: only the chosen loop is instantiated (quant_bulk's
-  // shared memory stays out of the other kernels)
-  if constexpr (LOOP == 0) return quant_flat<IDT, ODT>(in, out, n, s, blk, nblk);
-  else if constexpr (LOOP == 2) return quant_bulk<IDT, ODT, false>(in, out, n, s, blk, nblk);
-  else if constexpr (LOOP == 4) return quant_bulk<IDT, ODT, true>(in, out, n, s, blk, nblk);
-  else if constexpr (LOOP == 3) return quant_flat_w<IDT, ODT, true, 4>(in, out, n, s, blk, nblk);
-  else return quant_flat_w<IDT, ODT, false, 0>(in, out, n, s, blk, nblk);
-}
-
-template <int IDT, int ODT, int LOOP = 0>
+// Per-tensor quantize of in[0..n) by the blocks blk of nblk, with the
+// warp-contiguous loop (WARP: te_fp8_quantize_pt) or a chunk a lane
+// (te_fp8_quantize_multi, whose blocks are shared among the tensors).
+template <int IDT, int ODT, bool WARP = false>
 static __device__ void quant_pt(const void *in, void *out, uint64_t n, float *scale,
                                 float *scale_inv, float *scale_inv_col, unsigned *amax,
                                 int current, float eps, int pow2, uint64_t blk, uint64_t nblk) {
@@ -437,20 +224,16 @@ static __device__ void quant_pt(const void *in, void *out, uint64_t n, float *sc
     if (scale_inv) *scale_inv = si;
     if (scale_inv_col) *scale_inv_col = si;
   }
-  uint32_t m = quant_loop<IDT, ODT, LOOP>(in, (uint8_t *)out, n, s, blk, nblk);
+  uint32_t m = WARP ? quant_flat_w<IDT, ODT>(in, (uint8_t *)out, n, s, blk, nblk)
+                    : quant_flat<IDT, ODT>(in, (uint8_t *)out, n, s, blk, nblk);
   if (!current && amax) block_amax(m, amax);
 }
-template <int IDT, int ODT> static __device__ void quant_pt_w(QPT_ARGS_DECL) {
-  quant_pt<IDT, ODT, 1>(QPT_ARGS_USE);
-}
-template <int IDT, int ODT> static __device__ void quant_pt_bulk(QPT_ARGS_DECL) {
-  quant_pt<IDT, ODT, 2>(QPT_ARGS_USE);
-}
-template <int IDT, int ODT> static __device__ void quant_pt_bulk_st(QPT_ARGS_DECL) {
-  quant_pt<IDT, ODT, 4>(QPT_ARGS_USE);
-}
-template <int IDT, int ODT> static __device__ void quant_pt_deep(QPT_ARGS_DECL) {
-  quant_pt<IDT, ODT, 3>(QPT_ARGS_USE);
+template <int IDT, int ODT>
+static __device__ void quant_pt_w(const void *in, void *out, uint64_t n, float *scale,
+                                  float *scale_inv, float *scale_inv_col, unsigned *amax,
+                                  int current, float eps, int pow2, uint64_t blk, uint64_t nblk) {
+  quant_pt<IDT, ODT, true>(in, out, n, scale, scale_inv, scale_inv_col, amax, current, eps, pow2,
+                           blk, nblk);
 }
 
 #define DISPATCH_IO(in_dt, out_dt, FN, ...)                                              \
@@ -466,30 +249,18 @@ template <int IDT, int ODT> static __device__ void quant_pt_deep(QPT_ARGS_DECL) 
     }                                                                                   \
   } while (0)
 
-// Five kernels with one parameter list (and one vdev function), the host
-// picks one (TECORE_QUANTIZE_LOOP): te_fp8_quantize_pt (quant_flat), _w
-// (warp-contiguous loads), _bulk (bulk copies into shared memory), _deep
-// (64 bytes a lane with cache hints), _bulk_st (bulk copies both ways).
-// _pt and _w are held to 32 registers, so that the grid of 8 blocks an SM
-// is one resident wave (the _w loop took 40 unbounded: 6 blocks); the
-// _bulk grids are 4 blocks an SM (32 KB of shared memory each, _bulk_st
-// 44 KB); _deep, with twice the bytes a lane, gets 40 registers.
-#define QPT_KERNEL(name, FN, MINB)                                                           \
-  extern "C" __global__ void __launch_bounds__(QT, MINB)                                    \
-      name(TE_KSIG(TE_FP8_QUANTIZE_PT_PARAMS)) {                                             \
-    if (noop_set(noop)) return;                                                              \
-    DISPATCH_IO(in_dt, out_dt, FN, in, out, n, scale, scale_inv, scale_inv_col, amax,        \
-                current, eps, pow2, blockIdx.x, gridDim.x);                                  \
-  }
-QPT_KERNEL(te_fp8_quantize_pt, quant_pt, 8)
-QPT_KERNEL(te_fp8_quantize_pt_w, quant_pt_w, 8)
-QPT_KERNEL(te_fp8_quantize_pt_bulk, quant_pt_bulk, 4)
-QPT_KERNEL(te_fp8_quantize_pt_deep, quant_pt_deep, 6)
-QPT_KERNEL(te_fp8_quantize_pt_bulk_st, quant_pt_bulk_st, 4)
-#undef QPT_KERNEL
+// Held to 32 registers, so that a grid of 8 blocks an SM is one resident
+// wave (the loop took 40 unbounded: 6 blocks).
+extern "C" __global__ void __launch_bounds__(QT, 8)
+te_fp8_quantize_pt(TE_KSIG(TE_FP8_QUANTIZE_PT_PARAMS)) {
+  if (noop_set(noop)) return;
+  DISPATCH_IO(in_dt, out_dt, quant_pt_w, in, out, n, scale, scale_inv, scale_inv_col, amax,
+              current, eps, pow2, blockIdx.x, gridDim.x);
+}
 
 // ---- amax -------------------------------------------------------------------
 
+// A chunk a lane (te_fp8_amax_multi).
 template <int IDT>
 static __device__ __forceinline__ uint32_t amax_flat(const void *__restrict__ in, uint64_t n,
                                                      uint64_t blk, uint64_t nblk) {
@@ -515,32 +286,21 @@ static __device__ __forceinline__ uint32_t amax_any(const void *in, uint64_t n, 
   return amax_flat<TE_FP8_DT_F16>(in, n, blk, nblk);
 }
 
-extern "C" __global__ void __launch_bounds__(QT)
-te_fp8_amax(TE_KSIG(TE_FP8_AMAX_PARAMS)) {
-  if (noop_set(noop)) return;
-  block_amax(amax_any(in, n, dt, blockIdx.x, gridDim.x), amax);
+// The warp-contiguous loop with no output (te_fp8_amax, the current-scaling
+// quantize's first pass: the same grid as the quantize).
+static __device__ __forceinline__ uint32_t amax_any_w(const void *in, uint64_t n, int dt,
+                                                      uint64_t blk, uint64_t nblk) {
+  if (dt == TE_FP8_DT_F32)
+    return quant_flat_w<TE_FP8_DT_F32, TE_FP8_DT_E4M3>(in, NULL, n, 1.0f, blk, nblk);
+  if (dt == TE_FP8_DT_BF16)
+    return quant_flat_w<TE_FP8_DT_BF16, TE_FP8_DT_E4M3>(in, NULL, n, 1.0f, blk, nblk);
+  return quant_flat_w<TE_FP8_DT_F16, TE_FP8_DT_E4M3>(in, NULL, n, 1.0f, blk, nblk);
 }
 
-// The amax pass with the other loops (no output): te_fp8_amax_w, _bulk,
-// _deep, picked with the quantize kernel (TECORE_QUANTIZE_LOOP 1, 2, 3).
-template <int LOOP>
-static __device__ __forceinline__ uint32_t amax_any_loop(const void *in, uint64_t n, int dt,
-                                                         uint64_t blk, uint64_t nblk) {
-  if (dt == TE_FP8_DT_F32)
-    return quant_loop<TE_FP8_DT_F32, TE_FP8_DT_E4M3, LOOP>(in, NULL, n, 1.0f, blk, nblk);
-  if (dt == TE_FP8_DT_BF16)
-    return quant_loop<TE_FP8_DT_BF16, TE_FP8_DT_E4M3, LOOP>(in, NULL, n, 1.0f, blk, nblk);
-  return quant_loop<TE_FP8_DT_F16, TE_FP8_DT_E4M3, LOOP>(in, NULL, n, 1.0f, blk, nblk);
+extern "C" __global__ void __launch_bounds__(QT, 8) te_fp8_amax(TE_KSIG(TE_FP8_AMAX_PARAMS)) {
+  if (noop_set(noop)) return;
+  block_amax(amax_any_w(in, n, dt, blockIdx.x, gridDim.x), amax);
 }
-#define AMAX_KERNEL(name, LOOP, MINB)                                                         \
-  extern "C" __global__ void __launch_bounds__(QT, MINB) name(TE_KSIG(TE_FP8_AMAX_PARAMS)) {  \
-    if (noop_set(noop)) return;                                                               \
-    block_amax(amax_any_loop<LOOP>(in, n, dt, blockIdx.x, gridDim.x), amax);                  \
-  }
-AMAX_KERNEL(te_fp8_amax_w, 1, 8)
-AMAX_KERNEL(te_fp8_amax_bulk, 2, 4)
-AMAX_KERNEL(te_fp8_amax_deep, 3, 6)
-#undef AMAX_KERNEL
 
 // ---- multi-tensor -------------------------------------------------------------
 

@@ -396,57 +396,49 @@ START_TEST(per_tensor_many_chunks_a_thread) {
     }
 }
 END_TEST
-/* The per-tensor and amax kernels' five loops (TECORE_QUANTIZE_LOOP 0 a
- * 32-byte chunk a lane, 1 warp-contiguous, 2 bulk copies through shared
- * memory, 3 64 bytes a lane with cache hints, 4 bulk copies both ways),
- * each with another grid
- * (TECORE_QUANTIZE_BLOCKS_PER_SM 0: the loop's own default; 8: one wave; 3
- * and 1: grid-stride loops of many steps, and for loops 2 and 4 more stages a
- * block than it keeps in flight, so its ring of buffers turns over): the
- * same bytes as the reference, delayed and current scaling (whose amax
- * pass takes the same loop).  4.55M elements, a count that leaves a
- * partial last tile and stage (the fallbacks) and a 3-element tail; then
- * counts that are no multiple of a chunk, a tile or a stage (1, odd,
- * 4096k + 7, one stage less or more one element) and input pointers
- * misaligned by an element (every loop's scalar path) or by 16 bytes
- * (aligned enough for the vector and bulk paths, not for a 128-byte
- * line).  On vdev the five values run the same C function; the test
- * still sets each.  The tunables are read once a process: set here,
- * before this test's first quantize (Check forks a process a test); under
- * CK_FORK=no an earlier test has read them and the case says it runs the
- * loop read. */
-static void run_loop(int loop, int per_sm) {
+/* The per-tensor and amax kernels (the warp-contiguous loop) with each
+ * grid (TECORE_QUANTIZE_BLOCKS_PER_SM 0: a block per 4096 elements; 8:
+ * one wave; 3 and 1: grid-stride loops of many steps): the same bytes as
+ * the reference, delayed and current scaling (whose amax pass takes the
+ * same loop and grid).  4.55M elements, a count that leaves a partial
+ * last tile (the chunk-by-chunk fallback) and a 3-element tail; then
+ * counts that are no multiple of a chunk, a tile or a block's elements
+ * (1, odd, 4096k + 7, 4096 less or more one) and input pointers misaligned
+ * by an element (the scalar path) or by 16 bytes (aligned enough for the
+ * vector path, not for a 128-byte line).  On vdev every grid runs the
+ * same C function; the test still sets each.  The tunable is read once a
+ * process: set here, before this test's first quantize (Check forks a
+ * process a test); under CK_FORK=no an earlier test has read it and the
+ * case says it runs the grid read. */
+static void run_grid(int per_sm) {
   char v[16];
-  snprintf(v, sizeof v, "%d", loop);
-  ck_assert_int_eq(setenv("TECORE_QUANTIZE_LOOP", v, 1), 0);
   snprintf(v, sizeof v, "%d", per_sm);
   ck_assert_int_eq(setenv("TECORE_QUANTIZE_BLOCKS_PER_SM", v, 1), 0);
-  struct tecore_tunable_info li, bi;
-  TE_OK(tecore_tunable_find("TECORE_QUANTIZE_LOOP", &li));
+  struct tecore_tunable_info bi;
   TE_OK(tecore_tunable_find("TECORE_QUANTIZE_BLOCKS_PER_SM", &bi));
-  if (li.value_int != loop || bi.value_int != per_sm)
-    fprintf(stderr, "# per_tensor_loop: tunables read earlier in this process: loop %lld, "
-            "%lld blocks an SM\n", (long long)li.value_int, (long long)bi.value_int);
+  if (bi.value_int != per_sm)
+    fprintf(stderr, "# per_tensor_grid: tunable read earlier in this process: %lld blocks an "
+            "SM\n", (long long)bi.value_int);
   static const tecore_dtype_t dts[] = {TECORE_DTYPE_BF16, TECORE_DTYPE_BF16, TECORE_DTYPE_F16,
                                        TECORE_DTYPE_F32};
   for (int i = 0; i < 4; i++) {
     struct qcase k = {.rows = 1111, .cols = 4099, .in_dt = dts[i],
-                      .out_dt = (i + loop) % 2 ? TECORE_DTYPE_E5M2 : TECORE_DTYPE_E4M3,
+                      .out_dt = (i + per_sm) % 2 ? TECORE_DTYPE_E5M2 : TECORE_DTYPE_E4M3,
                       .mode = i % 3 == 0 ? TECORE_SCALING_CURRENT : TECORE_SCALING_DELAYED,
                       .rowwise = 1, .range = te_rand_float(0.5f, 3000.0f)};
     run_case(&k);
   }
-  /* rows x cols: 1, odd, 4096k + 7, a bf16 stage (4096) less and more one,
-   * several stages and a partial one, a short one whose only tile is
-   * partial; each in bf16 (delayed), one in f16 and f32, and every
-   * third with the input misaligned by an element (or by 16 bytes) */
+  /* rows x cols: 1, odd, 4096k + 7, 4096 (a block's elements) less and
+   * more one, several blocks' and a partial one, a short one whose only
+   * tile is partial; each in bf16 (delayed), one in f16 and f32, and
+   * every third with the input misaligned by an element (or by 16 bytes) */
   static const size_t odd[][2] = {{1, 1},   {1, 33},     {1, 4095},  {1, 4097},
                                   {3, 100}, {1, 12295},  {7, 4103},  {2, 8192 * 3 + 7},
                                   {5, 999}, {1, 40967}};
   for (size_t j = 0; j < sizeof odd / sizeof odd[0]; j++) {
     struct qcase k = {.rows = odd[j][0], .cols = odd[j][1],
                       .in_dt = j == 6 ? TECORE_DTYPE_F16 : j == 7 ? TECORE_DTYPE_F32 : TECORE_DTYPE_BF16,
-                      .out_dt = (j + loop) % 2 ? TECORE_DTYPE_E5M2 : TECORE_DTYPE_E4M3,
+                      .out_dt = (j + per_sm) % 2 ? TECORE_DTYPE_E5M2 : TECORE_DTYPE_E4M3,
                       .mode = j == 8 ? TECORE_SCALING_CURRENT : TECORE_SCALING_DELAYED,
                       .rowwise = 1, .range = te_rand_float(0.5f, 3000.0f)};
     if (j % 3 == 1) k.in_off = tecore_dtype_size(k.in_dt);
@@ -454,23 +446,13 @@ static void run_loop(int loop, int per_sm) {
     run_case(&k);
   }
 }
-START_TEST(per_tensor_loop_0_chunk_a_lane) { run_loop(0, 0); }
+START_TEST(per_tensor_grid_block_per_4096) { run_grid(0); }
 END_TEST
-START_TEST(per_tensor_loop_1_warp_contiguous) { run_loop(1, 8); }
+START_TEST(per_tensor_grid_one_wave) { run_grid(8); }
 END_TEST
-START_TEST(per_tensor_loop_1_default_grid) { run_loop(1, 0); }
+START_TEST(per_tensor_grid_stride_3_an_sm) { run_grid(3); }
 END_TEST
-START_TEST(per_tensor_loop_2_bulk_copies) { run_loop(2, 0); }
-END_TEST
-START_TEST(per_tensor_loop_2_bulk_ring_turns_over) { run_loop(2, 1); }
-END_TEST
-START_TEST(per_tensor_loop_4_bulk_stores) { run_loop(4, 0); }
-END_TEST
-START_TEST(per_tensor_loop_4_bulk_store_ring_turns_over) { run_loop(4, 1); }
-END_TEST
-START_TEST(per_tensor_loop_3_deep_loads) { run_loop(3, 0); }
-END_TEST
-START_TEST(per_tensor_loop_3_deep_loads_grid_stride) { run_loop(3, 3); }
+START_TEST(per_tensor_grid_stride_1_an_sm) { run_grid(1); }
 END_TEST
 
 START_TEST(delayed_transposed) {
@@ -933,15 +915,10 @@ static Suite *make_suite(void) {
   tcase_add_test(tc, current_transposed);
   tcase_add_test(tc, nan_and_inf_inputs);
   tcase_add_test(tc, per_tensor_many_chunks_a_thread);
-  tcase_add_test(tc, per_tensor_loop_0_chunk_a_lane);
-  tcase_add_test(tc, per_tensor_loop_1_warp_contiguous);
-  tcase_add_test(tc, per_tensor_loop_1_default_grid);
-  tcase_add_test(tc, per_tensor_loop_2_bulk_copies);
-  tcase_add_test(tc, per_tensor_loop_2_bulk_ring_turns_over);
-  tcase_add_test(tc, per_tensor_loop_3_deep_loads);
-  tcase_add_test(tc, per_tensor_loop_3_deep_loads_grid_stride);
-  tcase_add_test(tc, per_tensor_loop_4_bulk_stores);
-  tcase_add_test(tc, per_tensor_loop_4_bulk_store_ring_turns_over);
+  tcase_add_test(tc, per_tensor_grid_block_per_4096);
+  tcase_add_test(tc, per_tensor_grid_one_wave);
+  tcase_add_test(tc, per_tensor_grid_stride_3_an_sm);
+  tcase_add_test(tc, per_tensor_grid_stride_1_an_sm);
   tc = te_tcase(s, "blocks", 1);
   tcase_add_test(tc, mxfp8_both);
   tcase_add_test(tc, mxfp8_one_side);

@@ -225,8 +225,7 @@ static void vdev_dequantize(const struct tecore_launch_cfg *cfg, void *const *ar
 
 enum {
   K_QPT, K_AMAX, K_MX_F32, K_MX_F16, K_MX_BF16, K_BLK, K_DEQ, K_QMULTI,
-  K_AMAX_MULTI, K_INIT_MULTI, K_QPT_W, K_QPT_BULK, K_QPT_DEEP, K_AMAX_W, K_AMAX_BULK, K_AMAX_DEEP,
-  K_QPT_BULK_ST
+  K_AMAX_MULTI, K_INIT_MULTI
 };
 static const struct tecore_kernel_def q_kernels[] = {
     [K_QPT] = TE_KDEF("te_fp8_quantize_pt", vdev_quantize_pt, TE_FP8_QUANTIZE_PT_PARAMS),
@@ -240,15 +239,6 @@ static const struct tecore_kernel_def q_kernels[] = {
     [K_QMULTI] = TE_KDEF("te_fp8_quantize_multi", vdev_quantize_multi, TE_FP8_QMULTI_PARAMS),
     [K_AMAX_MULTI] = TE_KDEF("te_fp8_amax_multi", vdev_amax_multi, TE_FP8_QMULTI_PARAMS),
     [K_INIT_MULTI] = TE_KDEF("te_fp8_amax_init_multi", vdev_amax_init_multi, TE_FP8_QMULTI_PARAMS),
-    /* the per-tensor kernel's other loops (TECORE_QUANTIZE_LOOP): same
-     * parameters, same bytes, one vdev function */
-    [K_QPT_W] = TE_KDEF("te_fp8_quantize_pt_w", vdev_quantize_pt, TE_FP8_QUANTIZE_PT_PARAMS),
-    [K_QPT_BULK] = TE_KDEF("te_fp8_quantize_pt_bulk", vdev_quantize_pt, TE_FP8_QUANTIZE_PT_PARAMS),
-    [K_QPT_DEEP] = TE_KDEF("te_fp8_quantize_pt_deep", vdev_quantize_pt, TE_FP8_QUANTIZE_PT_PARAMS),
-    [K_AMAX_W] = TE_KDEF("te_fp8_amax_w", vdev_amax, TE_FP8_AMAX_PARAMS),
-    [K_AMAX_BULK] = TE_KDEF("te_fp8_amax_bulk", vdev_amax, TE_FP8_AMAX_PARAMS),
-    [K_AMAX_DEEP] = TE_KDEF("te_fp8_amax_deep", vdev_amax, TE_FP8_AMAX_PARAMS),
-    [K_QPT_BULK_ST] = TE_KDEF("te_fp8_quantize_pt_bulk_st", vdev_quantize_pt, TE_FP8_QUANTIZE_PT_PARAMS),
 };
 
 static const struct te_kalign q_align[] = {
@@ -262,13 +252,6 @@ static const struct te_kalign q_align[] = {
     [K_QMULTI] = TE_KALIGN(TE_FP8_QMULTI_PARAMS),
     [K_AMAX_MULTI] = TE_KALIGN(TE_FP8_QMULTI_PARAMS),
     [K_INIT_MULTI] = TE_KALIGN(TE_FP8_QMULTI_PARAMS),
-    [K_QPT_W] = TE_KALIGN(TE_FP8_QUANTIZE_PT_PARAMS),
-    [K_QPT_BULK] = TE_KALIGN(TE_FP8_QUANTIZE_PT_PARAMS),
-    [K_QPT_DEEP] = TE_KALIGN(TE_FP8_QUANTIZE_PT_PARAMS),
-    [K_AMAX_W] = TE_KALIGN(TE_FP8_AMAX_PARAMS),
-    [K_AMAX_BULK] = TE_KALIGN(TE_FP8_AMAX_PARAMS),
-    [K_AMAX_DEEP] = TE_KALIGN(TE_FP8_AMAX_PARAMS),
-    [K_QPT_BULK_ST] = TE_KALIGN(TE_FP8_QUANTIZE_PT_PARAMS),
 };
 
 TE_KERNEL_TABLE_FATBIN_ALIGNED(q_first_id, "libtecore/quantize", q_kernels, q_align, quantize)
@@ -295,50 +278,25 @@ static tecore_result_t q_launch(int k, struct tecore_launch_cfg cfg, void **args
 }
 
 
-/* The per-tensor and amax kernels' loop and grid: the delayed-scaling
- * quantize is bound by DRAM, and which access pattern and grid get closest
- * to the copy rate is a measurement on each GPU, so both are tunables (the
- * defaults: the loop that reads whole sectors, and a block per 4096
- * elements, which measured 0.070 ms at 8192^2 on an H100 against 0.072
- * for one resident wave: bench/2026-11-22f-gpu.md; the loops with cache
- * hints alone or two tiles a step, 0.071 and 0.076 there, are gone).  Same
- * bytes out whatever the choice. */
-TE_PARAM_INT(quantize_loop, "TECORE_QUANTIZE_LOOP", 1, 0, 4,
-             "per-tensor quantize and amax kernel loop: 0 a 32-byte chunk a lane (two 16-byte "
-             "loads), 1 warp-contiguous 16-byte loads, 2 bulk asynchronous copies into shared "
-             "memory (sm_90; 4 stages of 8 KB a block, a persistent grid), 3 warp-contiguous "
-             "with 64 bytes a lane in flight, L1 skipped, streaming stores, 4 as 2 with 3 "
-             "stages and the FP8 bytes written by bulk copies from shared memory");
+/* The per-tensor and amax kernels' grid: the delayed-scaling quantize is
+ * bound by DRAM, and which grid gets closest to the copy rate is a
+ * measurement on each GPU, so it is a tunable (the default, a block per
+ * 4096 elements, measured 0.070 ms at 8192^2 on an H100 against 0.072 for
+ * one resident wave: bench/2026-11-22f-gpu.md).  Same bytes out whatever
+ * the grid.  The kernels' loop is one: the warp-contiguous loads
+ * (kernels/quantize.cu says what the others measured before they went). */
 TE_PARAM_INT(quantize_blocks_per_sm, "TECORE_QUANTIZE_BLOCKS_PER_SM", 0, 0, 64,
              "per-tensor quantize and amax grid: at most this many 256-thread blocks per SM "
              "(8: one resident wave, a grid-stride loop); 0, the default: a block per 4096 "
-             "elements (loop 3: per 8192 bf16/f16 or 4096 f32; loops 2 and 4: 4 blocks an SM)");
+             "elements");
 
-/* The kernel of the chosen loop: k0 its loop-0 kernel, then _w, _bulk,
- * _deep, _bulk_st (the amax pass, with no bytes to store, takes _bulk's). */
-static int q_loop_kernel(int k0, int kw, int kbulk, int kdeep, int kbulk_st) {
-  switch (tecore_tunable_int(&quantize_loop)) {
-  case 0: return k0;
-  case 2: return kbulk;
-  case 3: return kdeep;
-  case 4: return kbulk_st;
-  default: return kw;
-  }
-}
-
-/* The grid of the per-tensor and amax kernels for n elements of size es:
- * a block per step of its 256 threads (loops 0, 1: 16 elements a thread;
- * 3: 64 bytes a thread), or for loops 2 and 4 (which loop over 8 KB
- * stages themselves) one per stage up to 4 an SM, as many as are
- * resident. */
-static struct tecore_launch_cfg q_pt_cfg(uint64_t n, size_t es) {
+/* The grid of the per-tensor and amax kernels for n elements: a block per
+ * step of its 256 threads (16 elements a thread), or at most the tunable's
+ * blocks an SM. */
+static struct tecore_launch_cfg q_pt_cfg(uint64_t n) {
   const int64_t per_sm = tecore_tunable_int(&quantize_blocks_per_sm);
-  const int64_t loop = tecore_tunable_int(&quantize_loop);
-  uint64_t per_block = 16 * QT;
-  if (loop == 3) per_block = 64 * QT / es;
-  if (loop == 2 || loop == 4) per_block = 8192 / es;
+  const uint64_t per_block = 16 * QT;
   const uint64_t want = (n + per_block - 1) / per_block;
-  if (loop == 2 || loop == 4) return q_cfg(want, per_sm > 0 ? (unsigned)per_sm : 4);
   struct tecore_launch_cfg cfg = q_cfg(want, per_sm > 0 ? (unsigned)per_sm : 1);
   if (per_sm == 0 && want > 0 && want <= 0x7fffffffu) cfg.grid[0] = (unsigned)want;
   return cfg;
@@ -351,8 +309,7 @@ static tecore_result_t launch_amax(tecore_devptr_t in, tecore_dtype_t dt, uint64
   struct te_amax_args a = {.in = TE_DPTR(in), .n = n, .dt = (int)dt, .amax = TE_DPTR(amax), .noop = TE_DPTR(noop)};
   void *args[TE_KNPARAMS(TE_FP8_AMAX_PARAMS)];
   te_amax_args_ptrs(&a, args);
-  TE_CHECK(q_launch(q_loop_kernel(K_AMAX, K_AMAX_W, K_AMAX_BULK, K_AMAX_DEEP, K_AMAX_BULK),
-                    q_pt_cfg(n, tecore_dtype_size(dt)), args, stream));
+  TE_CHECK(q_launch(K_AMAX, q_pt_cfg(n), args, stream));
   return TECORE_SUCCESS;
 }
 
@@ -397,8 +354,7 @@ static tecore_result_t quantize_pt(const struct tecore_tensor *in, const struct 
       .pow2 = (out->flags & TECORE_TENSOR_POW2_SCALES) ? 1 : 0};
   void *args[TE_KNPARAMS(TE_FP8_QUANTIZE_PT_PARAMS)];
   te_quantize_pt_args_ptrs(&a, args);
-  return q_launch(q_loop_kernel(K_QPT, K_QPT_W, K_QPT_BULK, K_QPT_DEEP, K_QPT_BULK_ST),
-                  q_pt_cfg(n, tecore_dtype_size(in->dtype)), args, stream);
+  return q_launch(K_QPT, q_pt_cfg(n), args, stream);
 }
 
 /* MXFP8, rowwise and / or columnwise. */
