@@ -11,19 +11,8 @@
 # failed or the losses differ.
 # Environment (from t/Makefile.inc): top_builddir.
 
-demo="${top_builddir:-.}/tools/te-demo"
-if test ! -x "$demo"; then
-  echo "FAIL: $demo not built"
-  exit 1
-fi
-# TE_DEVICE=cuda where no GPU can be used: skip, as the Check suites do
-if test "x$TE_DEVICE" = xcuda && ! "${top_builddir:-.}/tools/te-info" > /dev/null 2>&1; then
-  echo "SKIP: TE_DEVICE=cuda but no GPU can be used (te-info fails)"
-  exit 77
-fi
-seed=${TE_TEST_SEED:-$(od -An -N2 -tu2 /dev/urandom | tr -d ' ')}
-seed=$((seed % 100000 + 1))
-echo "# seed $seed (TE_TEST_SEED=$seed reproduces this run)"
+# $demo, the skip under TE_DEVICE=cuda without a GPU, $seed
+. "$(dirname "$0")/demo-lib.sh"
 tmp=${TMPDIR:-/tmp}/te-demo-modes.$$
 trap 'rm -f "$tmp".*' EXIT
 status=0

@@ -13,18 +13,8 @@
 # Exit 0: all equal; 77: skip (TE_DEVICE=cuda without a GPU); 1: a failure.
 # Environment (from t/Makefile.inc): top_builddir.
 
-demo="${top_builddir:-.}/tools/te-demo"
-if test ! -x "$demo"; then
-  echo "FAIL: $demo not built"
-  exit 1
-fi
-if test "x$TE_DEVICE" = xcuda && ! "${top_builddir:-.}/tools/te-info" > /dev/null 2>&1; then
-  echo "SKIP: TE_DEVICE=cuda but no GPU can be used (te-info fails)"
-  exit 77
-fi
-seed=${TE_TEST_SEED:-$(od -An -N2 -tu2 /dev/urandom | tr -d ' ')}
-seed=$((seed % 100000 + 1))
-echo "# seed $seed (TE_TEST_SEED=$seed reproduces this run)"
+# $demo, the skip under TE_DEVICE=cuda without a GPU, $seed
+. "$(dirname "$0")/demo-lib.sh"
 # a directory of its own, new (mktemp): a stale one of an earlier run with
 # the same pid would hold its files and fail the check at the end
 top=$(mktemp -d "${TMPDIR:-/tmp}/te-demo-offload.XXXXXX") || exit 1

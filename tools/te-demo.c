@@ -10,7 +10,11 @@
  * others (--no-graphs: eager launches; --step-graph: the whole step, the
  * loss, the FP8 scale update and AdamW included, one graph replayed each
  * step, AdamW reading its step number and learning rate from device
- * memory).  Then the same model, the same seed, in BF16, for comparison.
+ * memory).  Then the same model, the same seed, in BF16, for comparison;
+ * then both again in the reversed order (BF16, then FP8), for the step
+ * times alone, so that each precision runs once first and once second and
+ * the FP8/BF16 speed ratio (each precision's median step over both
+ * positions) does not favour the one that runs second (--one-order: not).
  * The three modes compute the same bits.
  *
  * Prints per step the loss, step time, throughput (tokens/s and the
@@ -79,6 +83,7 @@ struct opts {
   size_t hidden, ffn, tokens;
   int layers, steps, microbatches, graphs, bf16, quiet;   /* graphs: enum graph_mode */
   int profile;                                          /* --profile: time step 1's kernels */
+  int one_order;                                        /* --one-order: no reversed pass */
   double lr, tolerance;
   unsigned long long seed;
   struct demo_offload_opts off;
@@ -189,6 +194,7 @@ struct run {
   size_t dev_used, dev_total;      /* device memory in use after setup, and all of it */
   char plan_fwd[1024], plan_bwd[1024];
   int offload;                     /* this run offloads activations */
+  int again;                       /* the reversed-order pass: timed, not checked */
   double fwd_ms;                   /* --tp: one microbatch's forward alone (inference) */
   struct demo_tpprof_result prof;  /* --tp-profile: the eager pass's phases */
   struct demo_offload dof;
@@ -459,7 +465,8 @@ static void run_steps(const struct stepper *st, tegraph_graph_t *step_graph, str
   double flops = step_flops(o);
   double tokens = (double)o->tokens * o->microbatches;
   for (int step = 1; step <= o->steps; step++) {
-    int prof = o->profile && step == 1; /* step 1 is left out of the mean step time */
+    /* step 1 is left out of the mean step time; the reversed pass is not profiled */
+    int prof = o->profile && step == 1 && !R->again;
     if (prof) CHECK(tecore_profile_start());
     double t0 = now_s();
     if (step_graph) {
@@ -659,11 +666,18 @@ static void train_and_print(const struct opts *o, const struct data *dd,
   R->loss = calloc((size_t)o->steps, sizeof(double));
   R->ms = calloc((size_t)o->steps, sizeof(double));
   R->host_us = calloc((size_t)o->steps, sizeof(double));
-  if (!o->quiet)
+  if (!R->loss || !R->ms || !R->host_us) {
+    fprintf(stderr, "te-demo: out of host memory for %d steps' figures\n", o->steps);
+    exit(TE_EXIT_FAIL);
+  }
+  if (!o->quiet && R->again)
+    printf("te-demo: %s run (the reversed order, bf16 then fp8, for the step times alone)\n",
+           R->name);
+  else if (!o->quiet)
     printf("te-demo: %s run%s\n", R->name,
            first ? " (delayed scaling, HYBRID: E4M3 forward, E5M2 gradients)" : "");
   train(o, dd, recipe, s, R);
-  if (o->quiet) return;
+  if (o->quiet || R->again) return;
   printf("  plan %s\n  plan %s\n", R->plan_fwd, R->plan_bwd);
   printf("  memory: model %.1f MiB (the sequence's parameters, gradients, activations, "
          "FP8 copies), optimizer %.1f MiB; %s %.0f of %.0f MiB in use\n", R->mem_model,
@@ -777,21 +791,29 @@ static double mean_step_ms(const struct opts *o, const struct run *R) {
   return sum / (o->steps - from);
 }
 
-/* A run's median step time in ms, the first step left out: beside the
- * mean, so that one slow step (a preempted host thread, a clock change)
- * does not decide a comparison of runs whose steps cost about the same --
- * at small sizes an FP8 sequence may run the BF16 kernels launch for
- * launch (TECORE_OPS_FP8_MIN_MNK). */
-static double median_step_ms(const struct opts *o, const struct run *R) {
+/* The median step time in ms of the runs rs[0..nr) together (their steps
+ * pooled), the first step of each left out: beside the mean, so that one
+ * slow step (a preempted host thread, a clock change) does not decide a
+ * comparison of runs whose steps cost about the same -- at small sizes an
+ * FP8 sequence may run the BF16 kernels launch for launch
+ * (TECORE_OPS_FP8_MIN_MNK). */
+static double median_steps_ms(const struct opts *o, const struct run *const *rs, int nr) {
   int from = o->steps > 1 ? 1 : 0;
-  size_t n = (size_t)(o->steps - from);
+  size_t per = (size_t)(o->steps - from), n = per * (size_t)nr;
   double *v = malloc(n * sizeof *v);
-  if (!v) return mean_step_ms(o, R);
-  memcpy(v, R->ms + from, n * sizeof *v);
+  if (!v) {
+    fprintf(stderr, "te-demo: out of host memory for %zu step times\n", n);
+    exit(TE_EXIT_FAIL);
+  }
+  for (int r = 0; r < nr; r++) memcpy(v + (size_t)r * per, rs[r]->ms + from, per * sizeof *v);
   qsort(v, n, sizeof *v, cmp_double);
   double m = n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
   free(v);
   return m;
+}
+
+static double median_step_ms(const struct opts *o, const struct run *R) {
+  return median_steps_ms(o, &R, 1);
 }
 
 /* After a failed check: which flag to turn.  A loss that rises from one
@@ -866,11 +888,46 @@ static int check_offload(const struct opts *o, const struct run *base, const str
   return 1;
 }
 
+/* The two precisions' step times, fair to the order they ran in. */
+struct speed {
+  double med_fp8, med_bf16;     /* median step, ms, over the positions run */
+  double mean_fp8, mean_bf16;   /* mean step, ms, likewise */
+  int orders;                   /* 2: both orders; 1: FP8 first only */
+};
+
+/* With the reversed pass (fp8b, bf16b: BF16 then FP8 again, after the FP8
+ * then BF16 of the checked runs; ABBA), prints each position's medians and
+ * returns each precision's median and mean over both positions: the first
+ * run of a process pays for warm-up, clocks and the allocator, which at
+ * small sizes moved the ratio by 1-2% when FP8 always ran first.  Without
+ * it (--one-order, a --tp reference; fp8b NULL), the two runs' own. */
+static struct speed fp8_vs_bf16_speed(const struct opts *o, const struct run *fp8,
+                                      const struct run *bf16, const struct run *fp8b,
+                                      const struct run *bf16b) {
+  const struct run *f[2] = {fp8, fp8b}, *b[2] = {bf16, bf16b};
+  struct speed sp = {.orders = fp8b && bf16b ? 2 : 1};
+  if (sp.orders == 2) {
+    const double f1 = median_step_ms(o, fp8), b1 = median_step_ms(o, bf16);
+    const double b2 = median_step_ms(o, bf16b), f2 = median_step_ms(o, fp8b);
+    printf("te-demo: fp8 vs bf16 by run order (median ms of steps %d-%d): fp8 then bf16 %.3f / "
+           "%.3f (fp8 %.2fx the speed of bf16), bf16 then fp8 %.3f / %.3f (fp8 %.2fx)\n",
+           o->steps > 1 ? 2 : 1, o->steps, f1, b1, b1 / f1, b2, f2, b2 / f2);
+  }
+  sp.med_fp8 = median_steps_ms(o, f, sp.orders);
+  sp.med_bf16 = median_steps_ms(o, b, sp.orders);
+  for (int r = 0; r < sp.orders; r++) {
+    sp.mean_fp8 += mean_step_ms(o, f[r]) / sp.orders;
+    sp.mean_bf16 += mean_step_ms(o, b[r]) / sp.orders;
+  }
+  return sp;
+}
+
 /* The FP8 and BF16 curves' distance at each step, in units of BF16's
  * first loss (relative to the current loss it would grow without bound as
- * the loss nears FP8's noise floor); returns 1 past o->tolerance. */
+ * the loss nears FP8's noise floor), and their speed (fp8b, bf16b: the
+ * reversed pass, or NULL); returns 1 past o->tolerance. */
 static int check_fp8_vs_bf16(const struct opts *o, const struct run *fp8, const struct run *bf16,
-                             double avg_fp8, double avg_bf16) {
+                             const struct run *fp8b, const struct run *bf16b) {
   double worst = 0, worst_cur = 0;
   int at = 0;
   for (int k = 0; k < o->steps; k++) {
@@ -881,10 +938,12 @@ static int check_fp8_vs_bf16(const struct opts *o, const struct run *fp8, const 
     }
     worst_cur = fmax(worst_cur, d / bf16->loss[k]);
   }
+  const struct speed sp = fp8_vs_bf16_speed(o, fp8, bf16, fp8b, bf16b);
   printf("te-demo: fp8 vs bf16: loss curves differ by at most %.4f of the first loss (step %d; "
-         "tolerance %.4f), %.4f of the step's loss; fp8 step %.2fx the speed of bf16 (%.2fx by "
-         "the median step)\n", worst, at, o->tolerance, worst_cur, avg_bf16 / avg_fp8,
-         median_step_ms(o, bf16) / median_step_ms(o, fp8));
+         "tolerance %.4f), %.4f of the step's loss; fp8 step %.2fx the speed of bf16 by the "
+         "median step (%.3f vs %.3f ms, %s), %.2fx by the mean\n", worst, at, o->tolerance,
+         worst_cur, sp.med_bf16 / sp.med_fp8, sp.med_fp8, sp.med_bf16,
+         sp.orders == 2 ? "both run orders" : "fp8 ran first", sp.mean_bf16 / sp.mean_fp8);
   if (worst <= o->tolerance) return 0;
   fprintf(stderr, "te-demo: FAIL: the FP8 loss left the BF16 loss by %.4f of the first loss "
           "at step %d (tolerance %.4f)\n", worst, at, o->tolerance);
@@ -912,6 +971,9 @@ static const char usage_text[] =
     "  --no-graphs        eager launches instead of graphed callables\n"
     "  --step-graph       the whole step (loss, scale update, AdamW) as one graph\n"
     "  --no-bf16          skip the BF16 run (and the comparison)\n"
+    "  --one-order        no second pass in the reversed order (BF16, then FP8 again):\n"
+    "                     half the runs, but the FP8/BF16 step ratio then carries\n"
+    "                     the advantage of running second\n"
     "  --offload          also run FP8 with activation offload: same losses, memory saved\n"
     "  --offload-dir D[,D...]  spill past the host budget to files in these directories\n"
     "  --host-budget MB   pinned host memory for offload (default: what it needs)\n"
@@ -956,7 +1018,8 @@ static int parse_size(struct te_cli *cli, const char *arg, const char *name, siz
 static int parse_opts(int argc, char **argv, struct opts *o, struct given *g) {
   enum { O_HIDDEN = 1000, O_FFN, O_LAYERS, O_TOKENS, O_STEPS, O_MB, O_LR, O_TOL, O_SEED,
          O_NOGRAPH, O_STEPGRAPH, O_NOBF16, O_OFFLOAD, O_ODIR, O_BUDGET, O_OLAYERS,
-         O_OMIN, O_OPREFETCH, O_PROFILE, O_TP, O_TPCOMM, O_TPPROF, O_TPBWD, O_TPBOVL };
+         O_OMIN, O_OPREFETCH, O_PROFILE, O_TP, O_TPCOMM, O_TPPROF, O_TPBWD, O_TPBOVL,
+         O_ONEORDER };
   static const struct option longs[] = {
       {"hidden", required_argument, 0, O_HIDDEN}, {"ffn", required_argument, 0, O_FFN},
       {"layers", required_argument, 0, O_LAYERS}, {"tokens", required_argument, 0, O_TOKENS},
@@ -964,7 +1027,7 @@ static int parse_opts(int argc, char **argv, struct opts *o, struct given *g) {
       {"lr", required_argument, 0, O_LR}, {"tolerance", required_argument, 0, O_TOL},
       {"seed", required_argument, 0, O_SEED}, {"no-graphs", no_argument, 0, O_NOGRAPH},
       {"step-graph", no_argument, 0, O_STEPGRAPH},
-      {"no-bf16", no_argument, 0, O_NOBF16},
+      {"no-bf16", no_argument, 0, O_NOBF16}, {"one-order", no_argument, 0, O_ONEORDER},
       {"offload", no_argument, 0, O_OFFLOAD}, {"offload-dir", required_argument, 0, O_ODIR},
       {"host-budget", required_argument, 0, O_BUDGET},
       {"offload-layers", required_argument, 0, O_OLAYERS},
@@ -1032,6 +1095,7 @@ static int parse_opts(int argc, char **argv, struct opts *o, struct given *g) {
     case O_NOGRAPH: o->graphs = MODE_EAGER; break;
     case O_STEPGRAPH: o->graphs = MODE_STEP; break;
     case O_NOBF16: o->bf16 = 0; break;
+    case O_ONEORDER: o->one_order = 1; break;
     case O_PROFILE: o->profile = 1; break;
     case O_TPPROF: o->tp_profile = 1; break;
     case O_TPBOVL: o->tp_base_overlap = 1; break;
@@ -1088,13 +1152,22 @@ static int single_main(struct opts *o, const struct given *g, struct demo_tp_pag
     }
     train_and_print(o, &dd, r != ibf ? &recipe : NULL, s, gpu, r == 0, &runs[r]);
   }
+  /* the reversed order, BF16 then FP8 again, for the step times alone
+   * (ABBA: each precision once first and once second); their losses are
+   * not checked, the first two runs' are */
+  struct run again[2] = {{.name = "bf16(2)", .again = 1}, {.name = "fp8(2)", .again = 1}};
+  const int reverse = ibf > 0 && !o->one_order && !page;
+  for (int r = 0; reverse && r < 2; r++)
+    train_and_print(o, &dd, r ? &recipe : NULL, s, gpu, 0, &again[r]);
 
   /* summary and checks */
   int fail = 0;
   double avg[3] = {0, 0, 0};
   for (int r = 0; r < nrun; r++) avg[r] = summarize_run(o, &runs[r], &fail);
   if (iof > 0 && check_offload(o, &runs[0], &runs[iof], avg[0], avg[iof])) fail = 1;
-  if (ibf > 0 && check_fp8_vs_bf16(o, &runs[0], &runs[ibf], avg[0], avg[ibf])) fail = 1;
+  if (ibf > 0 && check_fp8_vs_bf16(o, &runs[0], &runs[ibf], reverse ? &again[1] : NULL,
+                                   reverse ? &again[0] : NULL))
+    fail = 1;
   if (page) {
     memcpy(demo_tp_ref_loss(page, 0), runs[0].loss, (size_t)o->steps * sizeof(double));
     if (ibf > 0)
@@ -1102,6 +1175,7 @@ static int single_main(struct opts *o, const struct given *g, struct demo_tp_pag
   }
   data_free(o, &dd);
   for (int r = 0; r < nrun; r++) run_free(&runs[r]);
+  for (int r = 0; reverse && r < 2; r++) run_free(&again[r]);
   CHECK(tecore_mem_free(one));
   CHECK(tecore_stream_destroy(s));
   if (!page) printf("te-demo: %s\n", fail ? "FAILED" : "ok");
