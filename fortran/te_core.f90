@@ -242,6 +242,7 @@ module te_core
   integer(c_int), parameter :: TECORE_SEQ_NO_FUSION = 1
   integer(c_int), parameter :: TECORE_SEQ_NO_GRAD_SHARING = 2
   integer(c_int), parameter :: TECORE_SEQ_NO_OVERLAP = 4
+  integer(c_int), parameter :: TECORE_SEQ_INFERENCE = 8
   integer(c_int), parameter :: TECORE_EXEC_GRAD_DEAD = 1
   integer(c_int), parameter :: TECORE_EXEC_SIDE = 2
   integer(c_int), parameter :: TECORE_OP_FIELD_FEATURES = 1
@@ -1995,6 +1996,12 @@ module te_core
       type(c_ptr), value :: stream
       integer(c_int) :: tecore_seq_backward
     end function tecore_seq_backward
+    function tecore_seq_weights_changed(seq) bind(C, name="tecore_seq_weights_changed")
+      import
+      implicit none
+      type(c_ptr), value :: seq
+      integer(c_int) :: tecore_seq_weights_changed
+    end function tecore_seq_weights_changed
     function tecore_seq_zero_grad(seq, stream) bind(C, name="tecore_seq_zero_grad")
       import
       implicit none
@@ -2009,6 +2016,14 @@ module te_core
       type(c_ptr), value :: stream
       integer(c_int) :: tecore_seq_update_scales
     end function tecore_seq_update_scales
+    function tecore_seq_fp8_state(seq, role, st) bind(C, name="tecore_seq_fp8_state")
+      import
+      implicit none
+      type(c_ptr), value :: seq
+      integer(c_int), value :: role
+      type(tecore_delayed_state), optional :: st
+      integer(c_int) :: tecore_seq_fp8_state
+    end function tecore_seq_fp8_state
     function tecore_seq_groups(seq, dir, groups, max, count) bind(C, name="tecore_seq_groups")
       import
       implicit none

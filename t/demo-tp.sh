@@ -8,7 +8,8 @@
 # (0.05 of the first loss) of the same model run in one process.  te-demo
 # checks that itself; this script checks it again from the printed losses,
 # so a te-demo whose check broke fails here too, and checks that the
-# plan names the fused group.  --tp 2 also runs --tp-profile (times mean
+# plan names the fused group and that the forward alone ran on the
+# inference twin, whose output matched the training forward's.  --tp 2 also runs --tp-profile (times mean
 # nothing on vdev, the code path is checked): per precision a table whose
 # collective groups per step are the plan's (fused FP8 forward: the first
 # tp_copy, a fused call per block boundary that takes the next tp_copy in,
@@ -120,6 +121,17 @@ for n in 2 4; do
   if ! grep -q 'plan forward:.*tp_reduce+add+rmsnorm\(+tp_copy+fp8\)\{0,1\}\[' "$tmp.$n"; then
     echo "FAIL: --tp $n: no fused tp_reduce+add+rmsnorm group in the printed plans:"
     grep 'plan' "$tmp.$n"
+    status=1
+  fi
+  # the forward alone is the inference twin's (TECORE_SEQ_INFERENCE), its
+  # output checked against the training forward by te-demo itself: on vdev
+  # the same bits, the scales copied (every variant and precision)
+  want="inference twin (copied scales) vs training forward: same bits"
+  test "x$TE_DEVICE" = xcuda && want="inference twin (copied scales) vs training forward"
+  twins=$(grep -c "$want" "$tmp.$n")
+  if test "$twins" -lt 4; then
+    echo "FAIL: --tp $n: $twins lines \"$want\", want one per variant and precision:"
+    grep 'inference twin' "$tmp.$n"
     status=1
   fi
   grep 'step time' "$tmp.$n"

@@ -37,7 +37,9 @@
  * wgrad GEMMs (te/ops.h, TECORE_OPS_OVERLAP), the baseline's do not, and
  * --tp-base-overlap adds the baseline with overlap; rank 0 checks every
  * curve against the reference and prints the step and forward-alone
- * times side by side.
+ * times side by side (the forward alone: the trained model's inference
+ * twin, TECORE_SEQ_INFERENCE, its output checked against the training
+ * forward's).
  *
  * Shapes: activations [tokens][hidden], the MLP's inner width ffn
  * (4 * hidden by default); weights [ffn][hidden] and [hidden][ffn]. */
@@ -157,13 +159,16 @@ static void fill_random(tecore_devptr_t dst, size_t n, uint64_t seed, tecore_dev
 
 /* The MLP stack as a fuser sequence: the whole model (full), or in a rank
  * of a --tp run this rank's part of it, its weights sliced from the whole
- * model of the same seed (demo_tp.h). */
+ * model of the same seed (demo_tp.h).  flags: more tecore_seq_config
+ * flags (TECORE_SEQ_INFERENCE: a twin whose parameters the caller copies
+ * in, so no slices are loaded). */
 static tecore_seq_t *make_model(const struct opts *o, uint64_t seed,
-                                const struct tecore_recipe *recipe, tecore_stream_t s, int full) {
+                                const struct tecore_recipe *recipe, tecore_stream_t s, int full,
+                                unsigned flags) {
   int tp = o->tpc && !full;
   struct tecore_seq_config cfg = {.rows = o->tokens, .features = o->hidden,
                                   .dtype = TECORE_DTYPE_BF16, .seed = seed,
-                                  .flags = tp ? demo_tp_seq_flags(o->tpc) : 0u};
+                                  .flags = (tp ? demo_tp_seq_flags(o->tpc) : 0u) | flags};
   tecore_seq_t *q;
   CHECK(tecore_seq_create(&cfg, &q));
   for (int l = 0; l < o->layers; l++)
@@ -172,9 +177,11 @@ static tecore_seq_t *make_model(const struct opts *o, uint64_t seed,
   if (recipe) CHECK(tecore_seq_set_recipe(q, recipe, s));
   CHECK(tecore_seq_build(q, s));
   if (tp) {
-    tecore_seq_t *whole = make_model(o, seed, NULL, s, 1);
-    CHECK(demo_tp_load_slices(q, whole, o->tpc, o->layers, o->hidden, o->ffn, s));
-    CHECK(tecore_seq_destroy(whole));
+    if (!(flags & TECORE_SEQ_INFERENCE)) {
+      tecore_seq_t *whole = make_model(o, seed, NULL, s, 1, 0);
+      CHECK(demo_tp_load_slices(q, whole, o->tpc, o->layers, o->hidden, o->ffn, s));
+      CHECK(tecore_seq_destroy(whole));
+    }
     CHECK(demo_tp_symmetric(q, o->tpc));
   }
   return q;
@@ -514,21 +521,131 @@ static void profile_steps(const struct stepper *st, tecore_stream_t s,
   demo_tpprof_destroy(prof);
 }
 
-/* --tp: one microbatch's forward alone, as inference runs it (the FP8
- * weights reused): a graph of it replayed (eager launches with
- * --no-graphs), the mean of 20 after 3 unmeasured ones, in ms.  Every rank
- * runs the same passes (their allreduces pair up).  With --tp-profile, one
- * more eager pass is timed kernel by kernel (te/profile.h). */
-static double time_forward(const struct stepper *st, const char *name, tecore_stream_t s) {
+/* --tp: the trained model's inference twin (TECORE_SEQ_INFERENCE: forward
+ * only, FP8 weights quantized once and cached, activations quantized
+ * rowwise only, every Linear in FP8 under a recipe), built like the model
+ * (the same variant: fused or baseline) with the training sequence's
+ * parameters copied in.  Its FP8 scales: the training sequence's, copied
+ * (tecore_seq_fp8_state), when both have the same scaling state (*copied
+ * = 1); else -- the training plan left its Linears in BF16
+ * (TECORE_OPS_FP8_MIN_MNK) and has none -- measured by one calibration
+ * forward of the twin and a scale update (every rank runs the same
+ * passes: the collectives pair up). */
+static tecore_seq_t *inference_twin(const struct stepper *st, const struct tecore_recipe *recipe,
+                                    tecore_stream_t s, int *copied) {
+  const struct opts *o = st->o;
+  tecore_seq_t *tr = st->m->seq;
+  tecore_seq_t *q = make_model(o, o->seed, recipe, s, 0, TECORE_SEQ_INFERENCE);
+  struct tecore_seq_param *pq = calloc(st->np ? st->np : 1, sizeof *pq);
+  size_t nq = 0;
+  if (!pq) {
+    fprintf(stderr, "te-demo: out of host memory\n");
+    exit(TE_EXIT_FAIL);
+  }
+  CHECK(tecore_seq_params(q, pq, st->np, &nq));
+  if (nq != st->np) {
+    fprintf(stderr, "te-demo: the inference twin has %zu parameters, the model %zu\n", nq,
+            st->np);
+    exit(TE_EXIT_FAIL);
+  }
+  for (size_t i = 0; i < nq; i++)
+    CHECK(tecore_memcpy_async(pq[i].value.data, st->p[i].value.data,
+                              tecore_tensor_numel(&st->p[i].value) * 2, s));
+  free(pq);
+  *copied = 1;
+  struct tecore_delayed_state a[3], b[3];
+  for (int r = 0; r < 3; r++) {
+    CHECK(tecore_seq_fp8_state(tr, (tecore_fp8_role_t)r, &a[r]));
+    CHECK(tecore_seq_fp8_state(q, (tecore_fp8_role_t)r, &b[r]));
+    if (a[r].count != b[r].count || a[r].history_len != b[r].history_len) *copied = 0;
+  }
+  for (int r = 0; r < 3 && *copied; r++)
+    if (a[r].count)
+      CHECK(tecore_memcpy_async(b[r].base, a[r].base,
+                                (3 + (size_t)a[r].history_len) * a[r].count * sizeof(float), s));
+  CHECK(tecore_seq_weights_changed(q));
+  if (!*copied) {
+    struct tecore_tensor xin = tensor2(TECORE_DTYPE_BF16, o->tokens, o->hidden, st->dd->x[0]);
+    struct tecore_tensor y = tensor2(TECORE_DTYPE_BF16, o->tokens, o->hidden, st->y_eager);
+    CHECK(tecore_seq_forward(q, &xin, &y, 0, s));
+    CHECK(tecore_seq_update_scales(q, s));
+  }
+  CHECK(tecore_stream_synchronize(s));
+  return q;
+}
+
+/* The twin's output against the training sequence's forward on the same
+ * input, its weights quantized at the current scales (noop 0: a forward
+ * with the flag set right after the step's scale update would pair the
+ * weight codes of the old scale with the new scale_inv).  Same scales and
+ * every Linear in FP8 in both plans: the same kernels on the same bytes,
+ * so on vdev the same bits (required; on a GPU a GEMM library may pick
+ * other algorithms, and one flipped FP8 code moves a value by 2^-3);
+ * otherwise (calibrated scales, or the training plan's BF16 Linears)
+ * ||y_inf - y_train|| / ||y_train|| <= 0.15.  Exits 2 on a mismatch. */
+static void check_twin(const struct stepper *st, tecore_seq_t *q, int copied,
+                       const char *name, tecore_stream_t s) {
+  const struct opts *o = st->o;
+  size_t n = o->tokens * o->hidden;
+  struct tecore_tensor xin = tensor2(TECORE_DTYPE_BF16, o->tokens, o->hidden, st->dd->x[0]);
+  struct tecore_tensor y = tensor2(TECORE_DTYPE_BF16, o->tokens, o->hidden, st->y_eager);
+  uint16_t *ht = malloc(n * 2), *hi = malloc(n * 2);
+  if (!ht || !hi) {
+    fprintf(stderr, "te-demo: out of host memory\n");
+    exit(TE_EXIT_FAIL);
+  }
+  CHECK(tecore_memset_d32_async(st->noop, 0, 1, s));
+  CHECK(tecore_seq_forward(st->m->seq, &xin, &y, st->noop, s));
+  CHECK(tecore_memcpy_async((tecore_devptr_t)(uintptr_t)ht, y.data, n * 2, s));
+  CHECK(tecore_memset_d8_async(y.data, 0xff, n * 2, s));   /* NaN: poison */
+  CHECK(tecore_seq_forward(q, &xin, &y, 0, s));
+  CHECK(tecore_memcpy_async((tecore_devptr_t)(uintptr_t)hi, y.data, n * 2, s));
+  CHECK(tecore_stream_synchronize(s));
+  double num = 0, den = 0;
+  for (size_t i = 0; i < n; i++) {
+    double a = tecore_bf16_to_f32(hi[i]), b = tecore_bf16_to_f32(ht[i]);
+    num += (a - b) * (a - b);
+    den += b * b;
+  }
+  int same = memcmp(hi, ht, n * 2) == 0;
+  double e = den > 0 ? sqrt(num / den) : INFINITY;
+  tecore_backend_t be = TECORE_BACKEND_NONE;
+  CHECK(tecore_backend(&be));
+  int exact = copied && be == TECORE_BACKEND_VDEV;
+  int ok = exact ? same : (same || e <= 0.15);
+  if (!ok) {
+    fprintf(stderr, "te-demo: rank %d, %s: the inference twin's forward differs from the "
+            "training forward: %s (||a - b|| / ||b|| = %.3g, limit %s)\n", o->tpc->rank, name,
+            same ? "same bits" : "bits differ", e, exact ? "the same bits" : "0.15");
+    exit(TE_EXIT_FAIL);
+  }
+  if (!o->quiet && o->tpc->rank == 0)
+    printf("  %s inference twin (%s scales) vs training forward: %s (||a - b|| / ||b|| "
+           "%.3g)\n", name, copied ? "copied" : "calibrated", same ? "same bits" : "close", e);
+  free(ht);
+  free(hi);
+}
+
+/* --tp: one microbatch's forward alone, as inference runs it: the
+ * inference twin's (inference_twin; its output checked by check_twin),
+ * its FP8 weights quantized once by that check: a graph of it replayed
+ * (eager launches with --no-graphs), the mean of 20 after 3 unmeasured
+ * ones, in ms.  Every rank runs the same passes (their allreduces pair
+ * up).  With --tp-profile, one more eager pass is timed kernel by kernel
+ * (te/profile.h). */
+static double time_forward(const struct stepper *st, const struct tecore_recipe *recipe,
+                           const char *name, tecore_stream_t s) {
   const struct opts *o = st->o;
   struct tecore_tensor xin = tensor2(TECORE_DTYPE_BF16, o->tokens, o->hidden, st->dd->x[0]);
   struct tecore_tensor y = tensor2(TECORE_DTYPE_BF16, o->tokens, o->hidden, st->y_eager);
-  CHECK(tecore_memset_d32_async(st->noop, 1u, 1, s));
+  int copied = 0;
+  tecore_seq_t *q = inference_twin(st, recipe, s, &copied);
+  check_twin(st, q, copied, name, s);
   tegraph_graph_t *g = NULL;
   if (o->graphs != MODE_EAGER) {
     GCHECK(tegraph_graph_create(DEMO_GRAPH_FLAGS, &g));
     GCHECK(tegraph_graph_begin_capture(g, s, TECORE_CAPTURE_THREAD_LOCAL, 0));
-    CHECK(tecore_seq_forward(st->m->seq, &xin, &y, st->noop, s));
+    CHECK(tecore_seq_forward(q, &xin, &y, 0, s));
     GCHECK(tegraph_graph_end_capture(g, NULL));
     GCHECK(tegraph_graph_instantiate(g, s));
   }
@@ -539,7 +656,7 @@ static double time_forward(const struct stepper *st, const char *name, tecore_st
       t0 = now_s();
     }
     if (g) GCHECK(tegraph_graph_launch(g, s));
-    else CHECK(tecore_seq_forward(st->m->seq, &xin, &y, st->noop, s));
+    else CHECK(tecore_seq_forward(q, &xin, &y, 0, s));
   }
   CHECK(tecore_stream_synchronize(s));
   double ms = (now_s() - t0) * 1e3 / 20;
@@ -549,16 +666,18 @@ static double time_forward(const struct stepper *st, const char *name, tecore_st
      * kernel (every rank runs it, so the collectives pair up; rank 0
      * prints).  A collective's time includes its wait for the peers. */
     CHECK(tecore_profile_start());
-    CHECK(tecore_seq_forward(st->m->seq, &xin, &y, st->noop, s));
+    CHECK(tecore_seq_forward(q, &xin, &y, 0, s));
     CHECK(tecore_profile_stop());
     int r0 = o->tpc->rank == 0;
     if (r0) {
-      printf("  %s forward alone, rank 0's device time per kernel (eager, weights cached):\n",
-             name);
+      printf("  %s forward alone (inference twin), rank 0's device time per kernel (eager, "
+             "weights cached):\n", name);
       fflush(stdout);
     }
     CHECK(tecore_profile_report(r0 ? 1 : -1, NULL));
   }
+  CHECK(tecore_stream_synchronize(s));
+  CHECK(tecore_seq_destroy(q));
   return ms;
 }
 
@@ -601,7 +720,7 @@ static void stepper_free(struct stepper *st) {
 static void train(const struct opts *o, const struct data *dd, const struct tecore_recipe *recipe,
                   tecore_stream_t s, struct run *R) {
   size_t total = 0;
-  struct model m = {.seq = make_model(o, o->seed, recipe, s, 0)};
+  struct model m = {.seq = make_model(o, o->seed, recipe, s, 0, 0)};
   if (R->offload) {
     demo_offload_attach(&R->dof, &o->off, m.seq, o->layers, o->quiet);
     m.off = &R->dof;
@@ -631,7 +750,7 @@ static void train(const struct opts *o, const struct data *dd, const struct teco
 
   run_steps(&stp, step_graph, R, s);
   check_device_steps(&stp, s);
-  if (o->tpc) R->fwd_ms = time_forward(&stp, R->name, s);
+  if (o->tpc) R->fwd_ms = time_forward(&stp, recipe, R->name, s);
   if (o->tpc && o->tp_profile) profile_steps(&stp, s, &R->prof);
 
   if (step_graph) GCHECK(tegraph_graph_destroy(step_graph));
@@ -760,7 +879,7 @@ static void make_data(const struct opts *o, tecore_devptr_t one, tecore_stream_t
   dd->mb = o->microbatches;
   dd->x = calloc((size_t)o->microbatches, sizeof *dd->x);
   dd->t = calloc((size_t)o->microbatches, sizeof *dd->t);
-  tecore_seq_t *teacher = make_model(o, o->seed * 7919 + 17, NULL, s, 1);
+  tecore_seq_t *teacher = make_model(o, o->seed * 7919 + 17, NULL, s, 1, 0);
   for (int mb = 0; mb < o->microbatches; mb++) {
     dd->x[mb] = dalloc(n * 2);
     dd->t[mb] = dalloc(n * 2);

@@ -229,6 +229,26 @@ static tecore_result_t run_overlapped(tecore_seq_t *s, const struct te_group *li
   return group_error(coll, bwd, rj);
 }
 
+/* Inference (te/ops.h): a forward that would quantize the weights is not
+ * captured -- the graph would replay the quantize every time, for nothing.
+ * One eager forward first; graphs captured later read the cached copies. */
+static tecore_result_t check_w8_capture(const tecore_seq_t *s, tecore_stream_t stream,
+                                        const char *fn) {
+  if (!te_seq_infer(s) || !s->fp8_run) return TECORE_SUCCESS;
+  size_t stale = SIZE_MAX;
+  for (size_t i = 0; i < s->nops && stale == SIZE_MAX; i++)
+    if (te_op_fp8(s, i) && !s->ops[i].w8_cached) stale = i;
+  if (stale == SIZE_MAX) return TECORE_SUCCESS;
+  tecore_capture_status_t cs = TECORE_CAPTURE_NONE;
+  TE_CHECK(tecore_stream_capture_status(stream, &cs));
+  if (cs == TECORE_CAPTURE_NONE) return TECORE_SUCCESS;
+  return TE_ERR(TECORE_ERR_CAPTURE, "%s: an inference sequence's forward quantizes the FP8 "
+                "weights (op %zu's first) after tecore_seq_build, tecore_seq_set_recipe, "
+                "tecore_seq_update_scales or tecore_seq_weights_changed; a capture would "
+                "replay that quantize every time: run one forward outside the capture first",
+                fn, stale);
+}
+
 TE_EXPORT tecore_result_t tecore_seq_forward(tecore_seq_t *s, const struct tecore_tensor *in,
                                              const struct tecore_tensor *out,
                                              tecore_devptr_t noop_flag, tecore_stream_t stream) {
@@ -241,6 +261,7 @@ TE_EXPORT tecore_result_t tecore_seq_forward(tecore_seq_t *s, const struct tecor
   TE_ARG(noop_flag % 4 == 0, "%s: noop_flag 0x%llx is not 4-byte aligned", fn,
          (unsigned long long)noop_flag);
   TE_CHECK(seq_alias(s, "out", out->data, s->nops, "in", in->data, 0, 0, fn));
+  TE_CHECK(check_w8_capture(s, stream, fn));
   s->run_in = in->data;
   s->run_out = out->data;
   s->have_forward = 0;
@@ -267,6 +288,8 @@ TE_EXPORT tecore_result_t tecore_seq_backward(tecore_seq_t *s, const struct teco
   TE_ARG(s, "%s: seq is NULL", fn);
   TE_ARG(te_handle_live(s), "%s: seq %p is not a live sequence (destroyed?)", fn, (const void *)s);
   TE_ARG(s->built, "%s: the sequence is not built (tecore_seq_build)", fn);
+  TE_ARG(!te_seq_infer(s), "%s: seq %p is an inference sequence (TECORE_SEQ_INFERENCE): it "
+         "runs forward only, and keeps nothing a backward would read", fn, (const void *)s);
   TE_ARG(s->have_forward, "%s: no forward ran since the sequence was built or its recipe "
          "changed (tecore_seq_forward first)", fn);
   TE_CHECK(check_act(s, dy, fn, "dy", s->nops));

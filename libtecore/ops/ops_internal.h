@@ -78,7 +78,10 @@ struct te_op {
   int hp;                          /* an FP8 sequence runs this Linear in its own dtype
                                       (TECORE_OPS_FP8_MIN_MNK: too small to gain) */
   tecore_devptr_t w16, x16;        /* F32 sequences: bf16 copies of W and of the input */
-  tecore_devptr_t w8_row, w8_col;  /* FP8: the quantized weight, both copies */
+  tecore_devptr_t w8_row, w8_col;  /* FP8: the quantized weight, both copies (inference:
+                                      rowwise only, w8_col 0) */
+  int w8_cached;                   /* inference: w8_row holds the weight at the current
+                                      scale; no forward quantizes it again until cleared */
   /* a slot role (MakeExtraOutput / AddExtraInput) */
   int pair;                        /* its use of the slot: an index into tecore_seq.pairs, or -1 */
   unsigned ext;                    /* TE_EXT_X16: x16 is the caller's (tecore_seq_set_saved) */
@@ -270,6 +273,12 @@ tecore_result_t te_bias_grad(tecore_seq_t *s, const struct tecore_tensor *dy,
 
 /* The GEMM type the bias / aux of a Linear's GEMM must have. */
 tecore_dtype_t te_linear_companion(const tecore_seq_t *s);
+/* An inference sequence (TECORE_SEQ_INFERENCE, te/ops.h): forward only,
+ * FP8 weights cached, activations quantized rowwise only. */
+static inline int te_seq_infer(const tecore_seq_t *s) {
+  return (s->cfg.flags & TECORE_SEQ_INFERENCE) != 0;
+}
+
 /* Does op i (a Linear) run its GEMMs in FP8?  The sequence has a recipe
  * and the op is not one left in the sequence's dtype (te_op.hp). */
 static inline int te_op_fp8(const tecore_seq_t *s, size_t i) {

@@ -139,6 +139,7 @@ static tecore_result_t quantize_fwd(const struct tecore_seq_exec *x) {
   if (!x->seq->fp8) return TECORE_SUCCESS;
   struct tecore_tensor q;
   TE_CHECK(te_bnd_f8_tensor(x->seq, x->first + 1, &q));
+  if (te_seq_infer(x->seq)) q.columnwise_data = 0;   /* no backward reads it */
   return tecore_quantize(&x->act[0], &q, 0, x->stream);
 }
 

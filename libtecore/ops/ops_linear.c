@@ -103,11 +103,21 @@ tecore_result_t te_linear_fwd(tecore_seq_t *s, const struct te_lin_fwd *a) {
   const int f8 = te_op_fp8(s, a->op);
   if (f8) {
     TE_CHECK(te_bnd_f8_tensor(s, a->op, &A));
-    if (!s->bnd[a->op].f8_ready) TE_CHECK(tecore_quantize(a->x, &A, 0, st));
+    /* rowwise only: a norm wrote it so (training), or nothing will read a
+     * columnwise copy (inference: a plain quantize, no cast+transpose) */
     if (s->bnd[a->op].f8_rowonly) A.columnwise_data = 0;
+    if (!s->bnd[a->op].f8_ready) TE_CHECK(tecore_quantize(a->x, &A, 0, st));
     TE_CHECK(w8_tensor(s, o, &B));
-    /* the noop flag skips this on later microbatches: the cached copy stays */
-    TE_CHECK(tecore_quantize(&W, &B, a->noop_flag, st));
+    if (!te_seq_infer(s)) {
+      /* the noop flag skips this on later microbatches: the cached copy stays */
+      TE_CHECK(tecore_quantize(&W, &B, a->noop_flag, st));
+    } else if (!o->w8_cached) {
+      /* inference: once, rowwise (the forward GEMM reads no other copy);
+       * later forwards launch nothing for the weight */
+      B.columnwise_data = 0;
+      TE_CHECK(tecore_quantize(&W, &B, 0, st));
+      s->ops[a->op].w8_cached = 1;
+    }
   } else if (dt == TECORE_DTYPE_F32) {
     size_t xr = a->x->shape[0], xc = a->x->shape[1];
     TE_CHECK(te_cast(s, o->x16, TECORE_DTYPE_BF16, a->x->data, dt, xr * xc, st));

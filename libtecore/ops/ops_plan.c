@@ -180,6 +180,10 @@ tecore_result_t te_plan_build(tecore_seq_t *s) {
       s->bnd[gr->first + 1].f8_ready = 1;
     }
   }
+  /* inference: no backward, so no FP8 copy is made columnwise */
+  if (te_seq_infer(s))
+    for (size_t b = 0; b <= s->nops; b++)
+      if (s->bnd[b].f8 >= 0) s->bnd[b].f8_rowonly = 1;
   s->have_forward = 0;
   return grad_layout(s);
 }
@@ -312,10 +316,20 @@ TE_EXPORT tecore_result_t tecore_seq_describe(const tecore_seq_t *s, tecore_seq_
   TE_ARG(buf || len == 0, "%s: buf is NULL but len is %zu", fn, len);
   size_t pos = 0;
   char item[256];
-  int k0 = snprintf(item, sizeof item, "%s:", dir == TECORE_SEQ_FORWARD ? "forward" : "backward");
+  /* an inference sequence says so, and what its forward leaves out */
+  const int infer = te_seq_infer(s);
+  int k0;
+  if (!infer)
+    k0 = snprintf(item, sizeof item, "%s:", dir == TECORE_SEQ_FORWARD ? "forward" : "backward");
+  else if (dir == TECORE_SEQ_BACKWARD)
+    k0 = snprintf(item, sizeof item, "backward: none (inference)");
+  else
+    k0 = snprintf(item, sizeof item, "forward (inference%s):",
+                  s->fp8_run ? ", FP8 weights quantized once, rowwise only" : "");
   size_t total = 0;
   for (size_t k = 0;; k++) {
     if (k > 0) {
+      if (infer && dir == TECORE_SEQ_BACKWARD) break;
       if (k > s->plan.ngroups[dir]) break;
       const struct te_group *gr = &s->plan.groups[dir][k - 1];
       /* a Linear an FP8 sequence runs in its own dtype says so; so does

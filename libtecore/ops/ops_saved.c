@@ -107,6 +107,7 @@ static int walk(const tecore_seq_t *cs, int (*visit)(struct saved_ref *r, void *
       r.info.written = bd->f8_ready || lin;
       r.info.read_back = r.info.written && lin;
       if (visit(&r, arg)) return 1;
+      if (!bd->f8_col) continue;   /* inference: no columnwise copy at all */
       r.info.part = TECORE_SEQ_SAVED_FP8_COL;
       r.info.rows = bd->cols;
       r.info.cols = bd->rows;

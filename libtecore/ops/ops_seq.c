@@ -78,6 +78,12 @@ tecore_devptr_t te_slot_grad(const tecore_seq_t *s, int p) {
   return sl->grad;
 }
 
+/* Inference sequences: every Linear's FP8 weight copy is stale (new
+ * values, new scales, or none), so the next forward quantizes it. */
+static void w8_invalidate(tecore_seq_t *s) {
+  for (size_t i = 0; i < s->nops; i++) s->ops[i].w8_cached = 0;
+}
+
 /* ---- create / destroy ----------------------------------------------------------------- */
 
 static int float_dtype(tecore_dtype_t d) {
@@ -96,10 +102,11 @@ TE_EXPORT tecore_result_t tecore_seq_create(const struct tecore_seq_config *cfg,
   TE_ARG(float_dtype(cfg->dtype), "%s: cfg->dtype is %s, not f32, f16 or bf16", fn,
          tecore_dtype_name(cfg->dtype));
   TE_ARG((cfg->flags & ~(TECORE_SEQ_NO_FUSION | TECORE_SEQ_NO_GRAD_SHARING |
-                         TECORE_SEQ_NO_OVERLAP)) == 0,
+                         TECORE_SEQ_NO_OVERLAP | TECORE_SEQ_INFERENCE)) == 0,
          "%s: cfg->flags 0x%x has unknown bits (TECORE_SEQ_NO_FUSION 0x%x, "
-         "TECORE_SEQ_NO_GRAD_SHARING 0x%x, TECORE_SEQ_NO_OVERLAP 0x%x)", fn, cfg->flags,
-         TECORE_SEQ_NO_FUSION, TECORE_SEQ_NO_GRAD_SHARING, TECORE_SEQ_NO_OVERLAP);
+         "TECORE_SEQ_NO_GRAD_SHARING 0x%x, TECORE_SEQ_NO_OVERLAP 0x%x, "
+         "TECORE_SEQ_INFERENCE 0x%x)", fn, cfg->flags, TECORE_SEQ_NO_FUSION,
+         TECORE_SEQ_NO_GRAD_SHARING, TECORE_SEQ_NO_OVERLAP, TECORE_SEQ_INFERENCE);
   tecore_seq_t *s = calloc(1, sizeof *s);
   if (!s) return TE_ERR(TECORE_ERR_NOMEM, "%s: out of host memory", fn);
   s->cfg = *cfg;
@@ -630,6 +637,9 @@ TE_PARAM_INT(ops_fp8_min_mnk, "TECORE_OPS_FP8_MIN_MNK", -1, -1, INT64_MAX,
 
 static void choose_hp(tecore_seq_t *s) {
   int64_t min = tecore_tunable_int(&ops_fp8_min_mnk);
+  /* inference: the weights' quantize and the transposes are gone, what is
+   * left (the input's quantize) costs less than the FP8 GEMM saves */
+  if (te_seq_infer(s)) min = 0;
   if (min < 0) {
     tecore_backend_t be = TECORE_BACKEND_NONE;
     min = tecore_backend(&be) == TECORE_SUCCESS && be == TECORE_BACKEND_CUDA ? (int64_t)1 << 34 : 0;
@@ -655,8 +665,11 @@ static void choose_hp(tecore_seq_t *s) {
 static tecore_result_t prepare_fp8(tecore_seq_t *s, tecore_stream_t stream) {
   size_t n = s->nops;
   tecore_dtype_t dt = s->cfg.dtype;
+  /* inference: no backward reads a columnwise copy or an FP8 gradient */
+  const int both = !te_seq_infer(s);
   free_state(s);
   choose_hp(s);
+  w8_invalidate(s);   /* new scales (or none): quantize the weights again */
   for (size_t b = 0; b <= n; b++) s->bnd[b].f8 = -1;
   s->nf8 = 0;
   if (s->fp8) TE_CHECK(check_fp8_shapes(s, "tecore_seq_build"));
@@ -669,16 +682,16 @@ static tecore_result_t prepare_fp8(tecore_seq_t *s, tecore_stream_t stream) {
       bd->f8 = (int)s->nf8++;
       if (!bd->f8_row) {
         TE_CHECK(te_seq_alloc(s, bd->rows * bd->cols, 0, &bd->f8_row));
-        TE_CHECK(te_seq_alloc(s, bd->rows * bd->cols, 0, &bd->f8_col));
+        if (both) TE_CHECK(te_seq_alloc(s, bd->rows * bd->cols, 0, &bd->f8_col));
       }
     }
     for (size_t i = 0; i < n; i++) {
       struct te_op *o = &s->ops[i];
       if (!(o->fp8 & TE_KIND_GEMM) || o->w8_row) continue;
       TE_CHECK(te_seq_alloc(s, o->plen[0], 0, &o->w8_row));
-      TE_CHECK(te_seq_alloc(s, o->plen[0], 0, &o->w8_col));
+      if (both) TE_CHECK(te_seq_alloc(s, o->plen[0], 0, &o->w8_col));
     }
-    if (!s->dy8_row && s->nlinear) {
+    if (!s->dy8_row && s->nlinear && both) {
       TE_CHECK(te_seq_alloc(s, s->max_elems, 0, &s->dy8_row));
       TE_CHECK(te_seq_alloc(s, s->max_elems, 0, &s->dy8_col));
     }
@@ -735,6 +748,35 @@ TE_EXPORT tecore_result_t tecore_seq_set_recipe(tecore_seq_t *s, const struct te
   return res;
 }
 
+TE_EXPORT tecore_result_t tecore_seq_weights_changed(tecore_seq_t *s) {
+  static const char fn[] = "tecore_seq_weights_changed";
+  TE_ARG(s, "%s: seq is NULL", fn);
+  TE_ARG(te_handle_live(s), "%s: seq %p is not a live sequence (destroyed?)", fn,
+         (const void *)s);
+  TE_ARG(te_seq_infer(s), "%s: seq %p is a training sequence (its forward quantizes the "
+         "weights unless the noop flag says not to); only TECORE_SEQ_INFERENCE sequences cache "
+         "them", fn, (const void *)s);
+  w8_invalidate(s);
+  return TECORE_SUCCESS;
+}
+
+TE_EXPORT tecore_result_t tecore_seq_fp8_state(const tecore_seq_t *s, tecore_fp8_role_t role,
+                                               struct tecore_delayed_state *st) {
+  static const char fn[] = "tecore_seq_fp8_state";
+  TE_ARG(s, "%s: seq is NULL", fn);
+  TE_ARG(te_handle_live(s), "%s: seq %p is not a live sequence (destroyed?)", fn,
+         (const void *)s);
+  TE_ARG(st, "%s: st is NULL", fn);
+  TE_ARG(role == TECORE_FP8_ACTIVATION || role == TECORE_FP8_WEIGHT ||
+         role == TECORE_FP8_GRADIENT, "%s: role is %d, not TECORE_FP8_ACTIVATION, "
+         "TECORE_FP8_WEIGHT or TECORE_FP8_GRADIENT", fn, (int)role);
+  TE_ARG(s->built, "%s: the sequence is not built (tecore_seq_build)", fn);
+  memset(st, 0, sizeof *st);
+  if (!s->have_state) return TECORE_SUCCESS;
+  *st = role == TECORE_FP8_ACTIVATION ? s->st_act : role == TECORE_FP8_WEIGHT ? s->st_w : s->st_g;
+  return TECORE_SUCCESS;
+}
+
 /* ---- gradients and scales --------------------------------------------------------------------- */
 
 /* Zeros count elements of dtype at p with the fill kernel, not a memset:
@@ -778,7 +820,10 @@ TE_EXPORT tecore_result_t tecore_seq_update_scales(tecore_seq_t *s, tecore_strea
    * zeroed state, which the update skips): one kernel of the step's
    * bookkeeping instead of three, side by side on the device */
   const struct tecore_delayed_state st[3] = {s->st_act, s->st_w, s->st_g};
-  return tecore_delayed_update_multi(&s->recipe, st, 3, stream);
+  TE_CHECK(tecore_delayed_update_multi(&s->recipe, st, 3, stream));
+  /* the cached weight copies were quantized at the old scales */
+  w8_invalidate(s);
+  return TECORE_SUCCESS;
 }
 
 /* ---- accessors ----------------------------------------------------------------------------------- */

@@ -177,6 +177,31 @@ struct tecore_op_desc {
 #define TECORE_SEQ_NO_FUSION 0x1u   /* every operation runs by itself */
 #define TECORE_SEQ_NO_GRAD_SHARING 0x2u /* each activation gradient in a buffer of its own */
 #define TECORE_SEQ_NO_OVERLAP 0x4u  /* no backward collective on the side stream (below) */
+#define TECORE_SEQ_INFERENCE 0x8u   /* forward only, FP8 weights cached (below) */
+
+/* Inference.  A sequence created with TECORE_SEQ_INFERENCE runs forward
+ * only (tecore_seq_backward: TECORE_ERR_INVALID) and plans it for that:
+ *   - the FP8 weight copies are quantized by the first forward after
+ *     tecore_seq_build, after tecore_seq_set_recipe and after
+ *     tecore_seq_weights_changed (and tecore_seq_update_scales, whose new
+ *     weight scales they must follow), and by no other: later forwards
+ *     queue no weight quantize at all (the state is kept on the host, per
+ *     Linear), whatever noop_flag says;
+ *   - activations are quantized rowwise only (no columnwise copy, no
+ *     cast+transpose: that copy is for the weight gradient), and the
+ *     weights too;
+ *   - with a recipe every Linear runs in FP8, whatever its size:
+ *     TECORE_OPS_FP8_MIN_MNK does not apply (the per-step bookkeeping it
+ *     weighs, the weights' quantize and the transposes, is gone).
+ * A forward that would quantize the weights is refused during a stream
+ * capture (TECORE_ERR_CAPTURE): the graph would bake the quantize in and
+ * replay it every time.  Run one forward outside a capture first; graphs
+ * captured after it read the cached copies where they lie, so after
+ * tecore_seq_weights_changed one eager forward refreshes them for every
+ * such graph.  The output of an inference forward has the same bits as a
+ * training sequence's forward of the same operations, parameters and
+ * FP8 scales (tecore_seq_fp8_state) run with the same kernels (the same
+ * TECORE_OPS_FP8_MIN_MNK choices). */
 
 struct tecore_seq_config {
   size_t rows;            /* tokens per microbatch (>= 1) */
@@ -221,23 +246,50 @@ tecore_result_t tecore_seq_build(tecore_seq_t *seq, tecore_stream_t stream);
  * dtype), out [out_rows][out_features].  noop_flag: 0 or the device
  * address of an int32; when nonzero at run time the FP8 weight copies
  * quantized by an earlier forward are reused (later microbatches of a
- * step; te/fp8.h's no-op flag; libtegraph passes it as io->noop_flag). */
+ * step; te/fp8.h's no-op flag; libtegraph passes it as io->noop_flag).
+ * An inference sequence ignores it (its weight copies are cached, see
+ * "Inference" above). */
 tecore_result_t tecore_seq_forward(tecore_seq_t *seq, const struct tecore_tensor *in,
                                    const struct tecore_tensor *out, tecore_devptr_t noop_flag,
                                    tecore_stream_t stream);
 /* Runs the backward pass of the last forward on stream: dy has out's shape
  * and dtype; dx (NULL: not wanted) in's.  Parameter gradients are added
- * into their buffers. */
+ * into their buffers.  An inference sequence has no backward:
+ * TECORE_ERR_INVALID. */
 tecore_result_t tecore_seq_backward(tecore_seq_t *seq, const struct tecore_tensor *dy,
                                     const struct tecore_tensor *dx, tecore_stream_t stream);
+/* Inference sequences (TECORE_SEQ_INFERENCE): the parameters were
+ * changed by the caller (e.g. copied in from a trained model), so the next
+ * forward quantizes the FP8 weight copies again.  Host-side only: it
+ * queues nothing, and may be called before the new values are written as
+ * long as they are written (in stream order) before that forward.  A
+ * training sequence needs no such call (its forward quantizes the weights
+ * unless the noop flag says not to): TECORE_ERR_INVALID. */
+tecore_result_t tecore_seq_weights_changed(tecore_seq_t *seq);
 /* Zeroes every parameter gradient (and the gradients of extra outputs) on
  * stream. */
 tecore_result_t tecore_seq_zero_grad(tecore_seq_t *seq, tecore_stream_t stream);
 /* Delayed scaling: folds the amaxes recorded since the last update into
  * the histories and computes the next scales (tecore_delayed_update_multi
  * for activations, weights and gradients: one launch), on stream.  Call once per step,
- * after its last backward.  No-op for other recipes and without one. */
+ * after its last backward.  No-op for other recipes and without one.  An
+ * inference sequence's next forward quantizes its weights again (their
+ * scales changed). */
 tecore_result_t tecore_seq_update_scales(tecore_seq_t *seq, tecore_stream_t stream);
+
+/* The sequence's FP8 scaling state of role (activations: one entry per
+ * FP8 copy of an activation; weights and gradients: one per Linear, in
+ * operation order), as the delayed layout of te/recipe.h (current scaling
+ * keeps its amax, scale and scale_inv entries there too, history 1).  The
+ * state is the sequence's (do not free it); a sequence with no FP8 state
+ * (no recipe, or every Linear left in its dtype) gives a zeroed *st
+ * (count 0).  Two sequences of the same operations and recipe have the
+ * same layout, so copying one's allocation (base, (3 + history_len) *
+ * count floats) over the other's gives it the same scales: how a trained
+ * model's inference twin (TECORE_SEQ_INFERENCE) gets its scales.  Valid
+ * until the recipe changes. */
+tecore_result_t tecore_seq_fp8_state(const tecore_seq_t *seq, tecore_fp8_role_t role,
+                                     struct tecore_delayed_state *st);
 
 /* ---- what was built and planned ------------------------------------------ */
 
@@ -262,7 +314,9 @@ tecore_result_t tecore_seq_groups(const tecore_seq_t *seq, tecore_seq_dir_t dir,
  * (a Linear an FP8 sequence runs in its dtype: "linear(bf16)[4]"; a
  * backward collective on the side stream, "Overlap": "tp_copy(side)[2]";
  * a forward GEMM in 4 row blocks, the pattern after it pipelined on the
- * side stream: "linear(x4)[5]")
+ * side stream: "linear(x4)[5]"; an inference sequence: "forward (inference,
+ * FP8 weights quantized once, rowwise only): ..." and "backward: none
+ * (inference)")
  * into buf (len bytes, NUL-terminated, truncated to fit); *needed (may be
  * NULL) gets the length without the NUL.  buf may be NULL with len 0. */
 tecore_result_t tecore_seq_describe(const tecore_seq_t *seq, tecore_seq_dir_t dir, char *buf,
