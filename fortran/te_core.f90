@@ -154,6 +154,8 @@ module te_core
   integer(c_int), parameter :: TECORE_GEMM_EPI_DGELU = 4
   integer(c_int), parameter :: TECORE_GEMM_EPI_DGELU_BGRAD = 5
   integer(c_int), parameter :: TECORE_GEMM_EPI_BGRAD = 6
+  integer(c_int), parameter :: TECORE_GEMM_EPI_GELU = 7
+  integer(c_int), parameter :: TECORE_GEMM_EPI_BIAS_GELU = 8
   ! from libtecore/te/activation.h
   integer(c_int), parameter :: TECORE_ACT_GELU = 0
   integer(c_int), parameter :: TECORE_ACT_RELU = 1

@@ -258,7 +258,10 @@ static int run_case(struct gcase *g) {
   size_t m = g->m, n = g->n, k = g->k, mn = m * n;
   int dfp8 = is_fp8(g->dt);
   tecore_gemm_epilogue_t epi = g->epi;
-  int bias_in = epi == TECORE_GEMM_EPI_BIAS || epi == TECORE_GEMM_EPI_BIAS_GELU_AUX;
+  int bias_in = epi == TECORE_GEMM_EPI_BIAS || epi == TECORE_GEMM_EPI_BIAS_GELU_AUX ||
+                epi == TECORE_GEMM_EPI_BIAS_GELU;
+  /* gelu without aux (inference): D as the aux epilogues' */
+  int gelu_only = epi == TECORE_GEMM_EPI_GELU || epi == TECORE_GEMM_EPI_BIAS_GELU;
   int bias_out = epi == TECORE_GEMM_EPI_DGELU_BGRAD || epi == TECORE_GEMM_EPI_BGRAD;
   int aux_out = epi == TECORE_GEMM_EPI_GELU_AUX || epi == TECORE_GEMM_EPI_BIAS_GELU_AUX;
   int aux_in = epi == TECORE_GEMM_EPI_DGELU || epi == TECORE_GEMM_EPI_DGELU_BGRAD;
@@ -329,7 +332,8 @@ static int run_case(struct gcase *g) {
   double tol_acc = g->fast_accum ? 0x1p-8 : is_fp8(g->at) ? 0x1p-11 : 0x1p-14;
   /* cuBLASLt may round alpha*AB to the 16-bit compute type before the
    * epilogue adds bias or beta*C: one ulp of that type, relative to S */
-  double tol_mid = (bias_in || g->beta != 0.0f || aux_out || aux_in) && !is_fp8(g->comp)
+  double tol_mid = (bias_in || g->beta != 0.0f || aux_out || aux_in || gelu_only) &&
+                           !is_fp8(g->comp)
                        ? 2 * rel_ulp(g->comp) : 0;
   double ymax = 0, errmax = 0;
   for (size_t i = 0; i < m; i++)
@@ -349,7 +353,7 @@ static int run_case(struct gcase *g) {
       double e = (tol_acc + tol_mid) * s;
       pre[ij] = p;
       double v = p;
-      if (aux_out) {
+      if (aux_out || gelu_only) {
         v = gelu_ref(p);
         e = e * 1.13 + 0x1p-10 * fabs(p);
       } else if (aux_in) {
@@ -798,6 +802,11 @@ START_TEST(gemm_errors) {
   TE_EXPECT_INVALID("does not use it", GEMM(&f, N, T, &f.D, 1, 0, &o));
   o = (struct tecore_gemm_opts){.epilogue = TECORE_GEMM_EPI_BIAS, .aux = &f.aux, .bias = &f.bias};
   TE_EXPECT_INVALID("opts->aux is set", GEMM(&f, N, T, &f.D, 1, 0, &o));
+  /* gelu without aux takes none; bias_gelu needs its bias */
+  o = (struct tecore_gemm_opts){.epilogue = TECORE_GEMM_EPI_GELU, .aux = &f.aux};
+  TE_EXPECT_INVALID("epilogue gelu does not use it", GEMM(&f, N, T, &f.D, 1, 0, &o));
+  o = (struct tecore_gemm_opts){.epilogue = TECORE_GEMM_EPI_BIAS_GELU};
+  TE_EXPECT_INVALID("epilogue bias_gelu needs a bias", GEMM(&f, N, T, &f.D, 1, 0, &o));
   t = f.bias;
   t.dtype = TECORE_DTYPE_F32;
   o = (struct tecore_gemm_opts){.epilogue = TECORE_GEMM_EPI_BIAS, .bias = &t};
@@ -845,6 +854,8 @@ START_TEST(gemm_errors) {
 
   TE_OK(tecore_stream_synchronize(te_stream));
   ck_assert_str_eq(tecore_gemm_epilogue_name(TECORE_GEMM_EPI_BIAS_GELU_AUX), "bias_gelu_aux");
+  ck_assert_str_eq(tecore_gemm_epilogue_name(TECORE_GEMM_EPI_GELU), "gelu");
+  ck_assert_str_eq(tecore_gemm_epilogue_name(TECORE_GEMM_EPI_BIAS_GELU), "bias_gelu");
   ck_assert_str_eq(tecore_gemm_epilogue_name((tecore_gemm_epilogue_t)42), "?");
   dl_free(&f.l);
 }

@@ -8,7 +8,8 @@
  * update, never in a capture (refused), and graphs captured after the
  * first forward see refreshed weights; its plan says so, keeps every
  * Linear in FP8 whatever TECORE_OPS_FP8_MIN_MNK says, and saves no
- * columnwise copy; backward and bad arguments are refused.
+ * columnwise copy; its Linear+GELU GEMMs write no pre-activation;
+ * backward and bad arguments are refused.
  *
  * Shapes: te-demo's MLP block (residual fork, RMSNorm, Linear+bias, GELU,
  * Linear+bias, residual add), two of them, hidden 64, ffn 128, 32 tokens,
@@ -320,6 +321,55 @@ START_TEST(test_infer_second_forward_launches_no_weight_quantize) {
 }
 END_TEST
 
+/* The Linear+GELU GEMMs write no pre-activation (the GELU epilogue
+ * without aux): its boundary (the GELU's input, ops 3 and 9) keeps the
+ * poison the test put there, while the training twin writes it.  On cuda
+ * a cuBLASLt without that epilogue for these types falls back to the aux
+ * one: then the boundary is written, which the test reports. */
+START_TEST(test_infer_gelu_writes_no_preactivation) {
+  struct tecore_recipe r;
+  TE_OK(tecore_recipe_init(&r, TECORE_RECIPE_DELAYED));
+  for (int infer = 0; infer < 2; infer++) {
+    tecore_seq_t *s = mlp(infer ? TECORE_SEQ_INFERENCE : 0, &r);
+    struct tecore_seq_saved sv[128];
+    size_t ns = 0, pre = 0;
+    TE_OK(tecore_seq_get_saved(s, sv, 128, &ns));
+    struct tecore_tensor x = new_act(), y = new_act();
+    put_bf16(x.data, NY, -1.5f, 1.5f);
+    size_t bytes = (size_t)ROWS * FFN * 2;
+    unsigned char *h = malloc(bytes);
+    for (size_t i = 0; i < ns; i++) {
+      if (sv[i].part != TECORE_SEQ_SAVED_DATA || (sv[i].bnd != 3 && sv[i].bnd != 9)) continue;
+      ck_assert_uint_eq(sv[i].bytes, bytes);
+      te_poison_dev(sv[i].ptr, bytes);
+      pre++;
+    }
+    ck_assert_uint_eq(pre, NBLK);
+    TE_OK(tecore_seq_forward(s, &x, &y, 0, S()));
+    TE_OK(tecore_stream_synchronize(S()));
+    for (size_t i = 0; i < ns; i++) {
+      if (sv[i].part != TECORE_SEQ_SAVED_DATA || (sv[i].bnd != 3 && sv[i].bnd != 9)) continue;
+      te_d2h(h, sv[i].ptr, bytes);
+      size_t kept = 0;
+      for (size_t k = 0; k < bytes; k++) kept += h[k] == TE_POISON_BYTE;
+      if (!infer) {
+        ck_assert_msg(kept < bytes, "training: the pre-activation at boundary %zu is unwritten",
+                      sv[i].bnd);
+      } else if (te_backend_kind == TECORE_BACKEND_VDEV) {
+        te_expect_bytes_eq(h, TE_POISON_BYTE, bytes, "inference: the pre-activation boundary");
+      } else {
+        printf("# cuda: inference GELU GEMM %s the pre-activation (boundary %zu)\n",
+               kept == bytes ? "did not write" : "wrote (the aux epilogue's fallback)", sv[i].bnd);
+      }
+    }
+    free(h);
+    TE_OK(tecore_mem_free(x.data));
+    TE_OK(tecore_mem_free(y.data));
+    TE_OK(tecore_seq_destroy(s));
+  }
+}
+END_TEST
+
 /* ---- weights changed ------------------------------------------------------------------ */
 
 /* New parameters without tecore_seq_weights_changed: the cached FP8
@@ -504,6 +554,7 @@ static Suite *ops_infer_suite(void) {
   tcase_add_test(tc, test_infer_bf16_same_bits);
   tc = te_tcase(s, "cache", 1);
   tcase_add_test(tc, test_infer_second_forward_launches_no_weight_quantize);
+  tcase_add_test(tc, test_infer_gelu_writes_no_preactivation);
   tcase_add_test(tc, test_infer_weights_changed_reaches_output);
   tcase_add_test(tc, test_infer_capture_refuses_weight_quantize);
   tc = te_tcase(s, "api", 1);

@@ -30,6 +30,8 @@ TE_EXPORT const char *tecore_gemm_epilogue_name(tecore_gemm_epilogue_t e) {
   case TECORE_GEMM_EPI_DGELU: return "dgelu";
   case TECORE_GEMM_EPI_DGELU_BGRAD: return "dgelu_bgrad";
   case TECORE_GEMM_EPI_BGRAD: return "bgrad";
+  case TECORE_GEMM_EPI_GELU: return "gelu";
+  case TECORE_GEMM_EPI_BIAS_GELU: return "bias_gelu";
   default: return "?";
   }
 }

@@ -60,13 +60,19 @@ struct te_gemm_problem {
 };
 
 static inline int te_gemm_epi_has_bias_in(tecore_gemm_epilogue_t e) {
-  return e == TECORE_GEMM_EPI_BIAS || e == TECORE_GEMM_EPI_BIAS_GELU_AUX;
+  return e == TECORE_GEMM_EPI_BIAS || e == TECORE_GEMM_EPI_BIAS_GELU_AUX ||
+         e == TECORE_GEMM_EPI_BIAS_GELU;
 }
 static inline int te_gemm_epi_has_bias_out(tecore_gemm_epilogue_t e) {
   return e == TECORE_GEMM_EPI_DGELU_BGRAD || e == TECORE_GEMM_EPI_BGRAD;
 }
 static inline int te_gemm_epi_has_aux_out(tecore_gemm_epilogue_t e) {
   return e == TECORE_GEMM_EPI_GELU_AUX || e == TECORE_GEMM_EPI_BIAS_GELU_AUX;
+}
+/* D = gelu(...): the aux epilogues and the ones without aux */
+static inline int te_gemm_epi_gelu(tecore_gemm_epilogue_t e) {
+  return e == TECORE_GEMM_EPI_GELU_AUX || e == TECORE_GEMM_EPI_BIAS_GELU_AUX ||
+         e == TECORE_GEMM_EPI_GELU || e == TECORE_GEMM_EPI_BIAS_GELU;
 }
 static inline int te_gemm_epi_has_aux_in(tecore_gemm_epilogue_t e) {
   return e == TECORE_GEMM_EPI_DGELU || e == TECORE_GEMM_EPI_DGELU_BGRAD;

@@ -169,14 +169,17 @@ static void vdev_gemm_ref(const struct tecore_launch_cfg *cfg, void *const *args
       double pre = (double)p->alpha * (acc * sab);
       /* C is read before D is written: C may be D itself */
       if (p->beta != 0.0f) pre += (double)p->beta * load_elem(c, p->c_dtype, ij);
-      if (epi == TECORE_GEMM_EPI_BIAS || epi == TECORE_GEMM_EPI_BIAS_GELU_AUX)
+      if (te_gemm_epi_has_bias_in((tecore_gemm_epilogue_t)epi))
         pre += load_elem(bias, p->bias_dtype, j);
       double y;
       switch (epi) {
       case TECORE_GEMM_EPI_GELU_AUX:
-      case TECORE_GEMM_EPI_BIAS_GELU_AUX: {
-        float pre_f = (float)pre;
-        store_elem(aux, p->aux_dtype, ij, pre_f);
+      case TECORE_GEMM_EPI_BIAS_GELU_AUX:
+      case TECORE_GEMM_EPI_GELU:
+      case TECORE_GEMM_EPI_BIAS_GELU: {
+        float pre_f = (float)pre;   /* with aux or not: the same D */
+        if (te_gemm_epi_has_aux_out((tecore_gemm_epilogue_t)epi))
+          store_elem(aux, p->aux_dtype, ij, pre_f);
         y = gelu_d(pre_f);
         break;
       }

@@ -123,6 +123,7 @@ static tecore_result_t x_linear_epi(const struct tecore_seq_exec *x) {
     const struct te_op *e = op_at(s, x->first + k);
     if (f & L_GELU) {
       a.aux = &x->act[k];
+      a.aux_dead = te_seq_infer(s);   /* no backward reads the pre-activation */
     } else {
       te_t2d(&C, s->cfg.dtype, x->act[k].shape[0], x->act[k].shape[1],
              te_slot_value(s, e->pair));

@@ -291,6 +291,8 @@ struct te_lin_fwd {
   const struct tecore_tensor *y;    /* the GEMM's output */
   tecore_devptr_t bias;             /* the bias to add (Linear's or a Bias op's), or 0 */
   const struct tecore_tensor *aux;  /* GELU epilogue: the pre-activation to write; or NULL */
+  int aux_dead;                     /* with aux: nothing reads it (inference): the GELU
+                                       epilogue without aux, where the GEMM library has it */
   const struct tecore_tensor *C;    /* residual to add (beta = 1), or NULL */
   tecore_devptr_t noop_flag;
   tecore_stream_t stream;

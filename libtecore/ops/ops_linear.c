@@ -141,8 +141,23 @@ tecore_result_t te_linear_fwd(tecore_seq_t *s, const struct te_lin_fwd *a) {
   if (a->aux && a->bias && !fuse_bias)
     return TE_ERR(TECORE_ERR_INTERNAL, "fuser: a GELU epilogue with a bias the GEMM cannot take");
   if (s->chunk_op == a->op && !a->aux && !a->C) return gemm_rows(s, a, &A, &B, &opts, fuse_bias);
-  TE_CHECK(tecore_gemm(&A, TECORE_GEMM_N, &B, TECORE_GEMM_T, a->y, 1.0f, a->C ? 1.0f : 0.0f,
-                       &opts, st));
+  const float beta = a->C ? 1.0f : 0.0f;
+  if (a->aux && a->aux_dead) {
+    /* nothing reads the pre-activation: GELU without writing it (the same
+     * D: te/gemm.h); a GEMM library without that epilogue for these
+     * types says NOT_SUPPORTED before queuing anything, and the aux one
+     * runs instead */
+    struct tecore_gemm_opts na = opts;
+    na.aux = NULL;
+    na.epilogue = fuse_bias ? TECORE_GEMM_EPI_BIAS_GELU : TECORE_GEMM_EPI_GELU;
+    tecore_result_t r = tecore_gemm(&A, TECORE_GEMM_N, &B, TECORE_GEMM_T, a->y, 1.0f, beta, &na, st);
+    if (r != TECORE_ERR_NOT_SUPPORTED) {
+      if (r != TECORE_SUCCESS) te_error_hop(__func__, __FILE__, __LINE__);
+      return r;
+    }
+    tecore_clear_error();
+  }
+  TE_CHECK(tecore_gemm(&A, TECORE_GEMM_N, &B, TECORE_GEMM_T, a->y, 1.0f, beta, &opts, st));
   if (a->bias && !fuse_bias) TE_CHECK(te_bias_add(s, a->y, a->y, a->bias, st));
   return TECORE_SUCCESS;
 }

@@ -57,6 +57,8 @@
  *   DGELU          D = pre * gelu'(aux)               (aux input, [m][n])
  *   DGELU_BGRAD    D = pre * gelu'(aux); bias[j] = sum_i D[i][j]  (bias output, [n])
  *   BGRAD          D = pre; bias[i] = sum_k op(A)[i][k]           (bias output, [m])
+ *   GELU           D = gelu(pre)                      (no aux: a forward that no
+ *   BIAS_GELU      D = gelu(pre + bias)                backward follows, inference)
  * GELU is the tanh form.  aux holds the float value rounded to aux's type;
  * gelu and the bias sums use the float value.  BGRAD needs BF16/F16
  * operands and alpha = 1 (in an FP8 backward pass the bias gradient comes
@@ -134,6 +136,8 @@ typedef enum tecore_gemm_epilogue {
   TECORE_GEMM_EPI_DGELU = 4,
   TECORE_GEMM_EPI_DGELU_BGRAD = 5,
   TECORE_GEMM_EPI_BGRAD = 6,
+  TECORE_GEMM_EPI_GELU = 7,
+  TECORE_GEMM_EPI_BIAS_GELU = 8,
   TECORE_GEMM_EPI_COUNT_
 } tecore_gemm_epilogue_t;
 
@@ -159,7 +163,7 @@ tecore_result_t tecore_gemm(const struct tecore_tensor *A, tecore_gemm_op_t tran
                             const struct tecore_gemm_opts *opts, tecore_stream_t stream);
 
 /* "none", "bias", "gelu_aux", "bias_gelu_aux", "dgelu", "dgelu_bgrad",
- * "bgrad"; "?" for other values. */
+ * "bgrad", "gelu", "bias_gelu"; "?" for other values. */
 const char *tecore_gemm_epilogue_name(tecore_gemm_epilogue_t epilogue);
 
 #ifdef __cplusplus

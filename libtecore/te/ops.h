@@ -190,6 +190,9 @@ struct tecore_op_desc {
  *   - activations are quantized rowwise only (no columnwise copy, no
  *     cast+transpose: that copy is for the weight gradient), and the
  *     weights too;
+ *   - a Linear+GELU GEMM writes no pre-activation (te/gemm.h's GELU
+ *     epilogues without aux; the aux one where the GEMM library lacks
+ *     them);
  *   - with a recipe every Linear runs in FP8, whatever its size:
  *     TECORE_OPS_FP8_MIN_MNK does not apply (the per-step bookkeeping it
  *     weighs, the weights' quantize and the transposes, is gone).
