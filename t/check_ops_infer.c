@@ -8,8 +8,8 @@
  * update, never in a capture (refused), and graphs captured after the
  * first forward see refreshed weights; its plan says so, keeps every
  * Linear in FP8 whatever TECORE_OPS_FP8_MIN_MNK says, and saves no
- * columnwise copy; its Linear+GELU GEMMs write no pre-activation;
- * backward and bad arguments are refused.
+ * columnwise copy; its Linear+GELU GEMMs write no pre-activation; it
+ * allocates no gradients; backward and bad arguments are refused.
  *
  * Shapes: te-demo's MLP block (residual fork, RMSNorm, Linear+bias, GELU,
  * Linear+bias, residual add), two of them, hidden 64, ffn 128, 32 tokens,
@@ -503,6 +503,54 @@ START_TEST(test_infer_plan_fp8_whatever_min_mnk) {
 }
 END_TEST
 
+/* ---- memory ------------------------------------------------------------------------------ */
+
+/* An inference sequence allocates no gradient: its parameters' gradient
+ * tensors have data 0, it holds at least their F32 bytes and the FP8
+ * columnwise and gradient copies less than the training twin, zero_grad
+ * succeeds and launches nothing (the profile records no time), set_grad
+ * is refused. */
+START_TEST(test_infer_allocates_no_gradients) {
+  struct tecore_recipe r;
+  TE_OK(tecore_recipe_init(&r, TECORE_RECIPE_DELAYED));
+  tecore_seq_t *inf = mlp(TECORE_SEQ_INFERENCE, &r), *tr = mlp(0, &r);
+  struct tecore_seq_param p[MAXP];
+  size_t n = 0, gbytes = 0, wbytes = 0;
+  TE_OK(tecore_seq_params(inf, p, MAXP, &n));
+  for (size_t i = 0; i < n; i++) {
+    ck_assert_msg(p[i].grad.data == 0, "parameter %zu (%s): a gradient at 0x%llx", i, p[i].name,
+                  (unsigned long long)p[i].grad.data);
+    ck_assert_msg(p[i].value.data != 0, "parameter %zu (%s) has no value", i, p[i].name);
+    gbytes += tecore_tensor_numel(&p[i].value) * 4;
+    if (strcmp(p[i].name, "weight") == 0) wbytes += tecore_tensor_numel(&p[i].value);
+  }
+  size_t ti = 0, tt = 0, pi = 0, pt = 0;
+  TE_OK(tecore_seq_memory(inf, &pi, &ti));
+  TE_OK(tecore_seq_memory(tr, &pt, &tt));
+  printf("# memory: inference %zu bytes (parameters %zu), training %zu (%zu)\n", ti, pi, tt, pt);
+  ck_assert_uint_ge(pt, pi + gbytes);
+  /* parameters' gradients, the weights' columnwise copies, activation
+   * gradients, FP8 gradient and columnwise activation copies */
+  ck_assert_uint_ge(tt, ti + gbytes + wbytes + (size_t)NLIN * ROWS * HID);
+  struct tecore_tensor v, g;
+  TE_OK(tecore_seq_extra(inf, 1, &v, &g));   /* block 1: its fork is stored inside */
+  ck_assert(v.data != 0 && g.data == 0);
+  double us[2] = {-1, -1};
+  for (int k = 0; k < 2; k++) {
+    TE_OK(tecore_stream_synchronize(S()));
+    TE_OK(tecore_profile_start());
+    TE_OK(tecore_seq_zero_grad(k ? tr : inf, S()));
+    TE_OK(tecore_profile_stop());
+    TE_OK(tecore_profile_report(-1, &us[k]));
+  }
+  ck_assert_msg(us[0] == 0 && us[1] > 0, "zero_grad: inference %g us, training %g us", us[0],
+                us[1]);
+  TE_EXPECT_INVALID("no gradients", tecore_seq_set_grad(inf, 2, 0));
+  TE_OK(tecore_seq_destroy(inf));
+  TE_OK(tecore_seq_destroy(tr));
+}
+END_TEST
+
 /* ---- refusals ------------------------------------------------------------------------------- */
 
 START_TEST(test_infer_backward_and_args_refused) {
@@ -559,6 +607,7 @@ static Suite *ops_infer_suite(void) {
   tcase_add_test(tc, test_infer_capture_refuses_weight_quantize);
   tc = te_tcase(s, "api", 1);
   tcase_add_test(tc, test_infer_plan_fp8_whatever_min_mnk);
+  tcase_add_test(tc, test_infer_allocates_no_gradients);
   tcase_add_test(tc, test_infer_backward_and_args_refused);
   return s;
 }

@@ -332,7 +332,7 @@ static tecore_result_t symmetric_grads(tecore_seq_t *q, struct demo_tp *t) {
   return r;
 }
 
-tecore_result_t demo_tp_symmetric(tecore_seq_t *q, struct demo_tp *t) {
+tecore_result_t demo_tp_symmetric(tecore_seq_t *q, struct demo_tp *t, int grads) {
   size_t ns = 0;
   tecore_result_t r = tecore_seq_get_saved(q, NULL, 0, &ns);
   struct tecore_seq_saved *sv = calloc(ns ? ns : 1, sizeof *sv);
@@ -351,7 +351,7 @@ tecore_result_t demo_tp_symmetric(tecore_seq_t *q, struct demo_tp *t) {
     if (r == TECORE_SUCCESS) r = tecore_seq_set_saved(q, i, p);
   }
   free(sv);
-  if (r == TECORE_SUCCESS) r = symmetric_grads(q, t);
+  if (r == TECORE_SUCCESS && grads) r = symmetric_grads(q, t);
   return r;
 }
 

@@ -92,9 +92,10 @@ tecore_result_t demo_tp_load_slices(tecore_seq_t *tp, tecore_seq_t *full, const 
  * input gradient, tecore_seq_set_grad) into one symmetric buffer that all
  * blocks share (each lives from fc1's dgrad to the sum, one block at a
  * time), which the sum, the gradient being dead after it, reduces where
- * it lies.  Collective; before any capture of q.  demo_tp_release frees
- * them after q is destroyed. */
-tecore_result_t demo_tp_symmetric(tecore_seq_t *q, struct demo_tp *t);
+ * it lies (grads 0: not that one; an inference sequence has no
+ * gradients).  Collective; before any capture of q.  demo_tp_release
+ * frees them after q is destroyed. */
+tecore_result_t demo_tp_symmetric(tecore_seq_t *q, struct demo_tp *t, int grads);
 void demo_tp_release(struct demo_tp *t);
 
 /* The page's result slots: losses of the single-process reference

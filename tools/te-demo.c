@@ -182,7 +182,7 @@ static tecore_seq_t *make_model(const struct opts *o, uint64_t seed,
       CHECK(demo_tp_load_slices(q, whole, o->tpc, o->layers, o->hidden, o->ffn, s));
       CHECK(tecore_seq_destroy(whole));
     }
-    CHECK(demo_tp_symmetric(q, o->tpc));
+    CHECK(demo_tp_symmetric(q, o->tpc, !(flags & TECORE_SEQ_INFERENCE)));
   }
   return q;
 }

@@ -16,6 +16,8 @@ TE_EXPORT tecore_result_t tecore_seq_set_grad(tecore_seq_t *s, size_t bnd, tecor
   TE_ARG(te_handle_live(s), "%s: seq %p is not a live sequence (destroyed?)", fn,
          (const void *)s);
   TE_ARG(s->built, "%s: the sequence is not built (tecore_seq_build)", fn);
+  TE_ARG(!te_seq_infer(s), "%s: seq %p is an inference sequence (TECORE_SEQ_INFERENCE): it has "
+         "no gradients", fn, (const void *)s);
   TE_ARG(bnd >= 1 && bnd < s->nops,
          "%s: bnd %zu is not an inner boundary (1 .. %zu: the input of an operation but the "
          "first; the ends are the caller's dx and dy)", fn, bnd, s->nops - 1);

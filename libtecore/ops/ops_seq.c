@@ -389,7 +389,8 @@ static tecore_result_t init_params(tecore_seq_t *s, size_t i, uint64_t *rng,
   for (size_t p = 0; p < op->nparams; p++) {
     size_t n = op->plen[p];
     TE_CHECK(te_seq_alloc(s, n * tecore_dtype_size(dt), 1, &op->param[p]));
-    TE_CHECK(te_seq_alloc(s, n * 4, 1, &op->grad[p]));
+    /* inference: no backward, no gradient (op->grad[p] stays 0) */
+    if (!te_seq_infer(s)) TE_CHECK(te_seq_alloc(s, n * 4, 1, &op->grad[p]));
     float *v = malloc(n * sizeof *v);
     if (!v) return TE_ERR(TECORE_ERR_NOMEM, "tecore_seq_build: out of host memory");
     const struct tecore_op_param_def *pd = &op->pdef[p];
@@ -404,7 +405,7 @@ static tecore_result_t init_params(tecore_seq_t *s, size_t i, uint64_t *rng,
     tecore_result_t r = upload(op->param[p], v, n, dt, stream);
     free(v);
     TE_CHECK(r);
-    TE_CHECK(tecore_memset_d32_async(op->grad[p], 0, n, stream));
+    if (op->grad[p]) TE_CHECK(tecore_memset_d32_async(op->grad[p], 0, n, stream));
   }
   for (size_t k = 0; k < op->nsaved; k++)
     TE_CHECK(te_seq_alloc(s, op->in_rows * 4, 0, &op->saved[k]));
@@ -452,10 +453,12 @@ static tecore_result_t alloc_activations(tecore_seq_t *s, size_t *max_rows) {
 
 /* Activation gradients: the slots' own (read after the backward through
  * tecore_seq_extra), the others shared by lifetime once planned; the
- * unwanted dx; the slots' value and gradient buffers, zeroed. */
+ * unwanted dx; the slots' value and gradient buffers, zeroed.  An
+ * inference sequence gets the extra inputs' values only. */
 static tecore_result_t alloc_grads(tecore_seq_t *s, tecore_stream_t stream) {
   size_t n = s->nops, es = tecore_dtype_size(s->cfg.dtype);
-  for (size_t b = 1; b < n; b++) {
+  const int grads = !te_seq_infer(s);
+  for (size_t b = 1; b < n && grads; b++) {
     struct te_bnd *bd = &s->bnd[b];
     if (bd->galias >= 0) continue;
     int slot_grad = 0;
@@ -471,13 +474,13 @@ static tecore_result_t alloc_grads(tecore_seq_t *s, tecore_stream_t stream) {
     else
       bd->gshared = 1;
   }
-  TE_CHECK(te_seq_alloc(s, s->bnd[0].rows * s->bnd[0].cols * es, 0, &s->g0));
+  if (grads) TE_CHECK(te_seq_alloc(s, s->bnd[0].rows * s->bnd[0].cols * es, 0, &s->g0));
   for (size_t i = 0; i < s->npairs; i++) {
     struct te_slot *sl = &s->pairs[i];
     const struct te_op *o = &s->ops[sl->maker >= 0 ? sl->maker : sl->adder];
     size_t bytes = o->in_rows * o->in_cols * es;
     if (sl->maker < 0) TE_CHECK(te_seq_alloc(s, bytes, 0, &sl->value));
-    if (sl->maker < 0 || sl->adder < 0) {
+    if (grads && (sl->maker < 0 || sl->adder < 0)) {
       TE_CHECK(te_seq_alloc(s, bytes, 0, &sl->grad));
       TE_CHECK(tecore_memset_d8_async(sl->grad, 0, bytes, stream));
     }
@@ -706,7 +709,8 @@ static tecore_result_t prepare_fp8(tecore_seq_t *s, tecore_stream_t stream) {
       TE_CHECK(te_seq_alloc(s, o->plen[0] * 2, 0, &o->w16));
       TE_CHECK(te_seq_alloc(s, o->in_rows * o->in_cols * 2, 0, &o->x16));
     }
-    if (!s->dy16 && s->nlinear) TE_CHECK(te_seq_alloc(s, s->max_elems * 2, 0, &s->dy16));
+    if (!s->dy16 && s->nlinear && both)
+      TE_CHECK(te_seq_alloc(s, s->max_elems * 2, 0, &s->dy16));
   }
   return te_plan_build(s);
 }
@@ -795,6 +799,7 @@ TE_EXPORT tecore_result_t tecore_seq_zero_grad(tecore_seq_t *s, tecore_stream_t 
   TE_ARG(s, "tecore_seq_zero_grad: seq is NULL");
   TE_ARG(te_handle_live(s), "tecore_seq_zero_grad: seq %p is not a live sequence (destroyed?)", (const void *)s);
   TE_ARG(s->built, "tecore_seq_zero_grad: the sequence is not built (tecore_seq_build)");
+  if (te_seq_infer(s)) return TECORE_SUCCESS;   /* no gradients to zero */
   for (size_t i = 0; i < s->nops; i++) {
     const struct te_op *o = &s->ops[i];
     for (size_t p = 0; p < o->nparams; p++)

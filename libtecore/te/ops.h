@@ -195,7 +195,12 @@ struct tecore_op_desc {
  *     them);
  *   - with a recipe every Linear runs in FP8, whatever its size:
  *     TECORE_OPS_FP8_MIN_MNK does not apply (the per-step bookkeeping it
- *     weighs, the weights' quantize and the transposes, is gone).
+ *     weighs, the weights' quantize and the transposes, is gone);
+ *   - no gradients are allocated (a third of a BF16 model's training
+ *     memory, parameters' F32 gradients and activations' alike):
+ *     tecore_seq_params, tecore_seq_op and tecore_seq_extra give gradient
+ *     tensors with data 0, tecore_seq_zero_grad does nothing and
+ *     tecore_seq_set_grad is refused.
  * A forward that would quantize the weights is refused during a stream
  * capture (TECORE_ERR_CAPTURE): the graph would bake the quantize in and
  * replay it every time.  Run one forward outside a capture first; graphs
@@ -330,7 +335,7 @@ struct tecore_seq_param {
   size_t op;                     /* the operation that owns it */
   const char *name;              /* "weight", "bias", "gamma", "beta" */
   struct tecore_tensor value;    /* the sequence's dtype */
-  struct tecore_tensor grad;     /* F32, same shape */
+  struct tecore_tensor grad;     /* F32, same shape (an inference sequence: data 0) */
 };
 /* Lists the parameters in operation order: up to max in params[], the
  * total in *count.  Needs a built sequence. */
