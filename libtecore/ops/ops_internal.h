@@ -82,6 +82,8 @@ struct te_op {
                                       rowwise only, w8_col 0) */
   int w8_cached;                   /* inference: w8_row holds the weight at the current
                                       scale; no forward quantizes it again until cleared */
+  int gelu_aux_only;               /* inference: the GEMM library refused the GELU epilogue
+                                      without aux for this Linear: not asked again */
   /* a slot role (MakeExtraOutput / AddExtraInput) */
   int pair;                        /* its use of the slot: an index into tecore_seq.pairs, or -1 */
   unsigned ext;                    /* TE_EXT_X16: x16 is the caller's (tecore_seq_set_saved) */

@@ -142,7 +142,7 @@ tecore_result_t te_linear_fwd(tecore_seq_t *s, const struct te_lin_fwd *a) {
     return TE_ERR(TECORE_ERR_INTERNAL, "fuser: a GELU epilogue with a bias the GEMM cannot take");
   if (s->chunk_op == a->op && !a->aux && !a->C) return gemm_rows(s, a, &A, &B, &opts, fuse_bias);
   const float beta = a->C ? 1.0f : 0.0f;
-  if (a->aux && a->aux_dead) {
+  if (a->aux && a->aux_dead && !o->gelu_aux_only) {
     /* nothing reads the pre-activation: GELU without writing it (the same
      * D: te/gemm.h); a GEMM library without that epilogue for these
      * types says NOT_SUPPORTED before queuing anything, and the aux one
@@ -155,6 +155,9 @@ tecore_result_t te_linear_fwd(tecore_seq_t *s, const struct te_lin_fwd *a) {
       if (r != TECORE_SUCCESS) te_error_hop(__func__, __FILE__, __LINE__);
       return r;
     }
+    TE_INFO(TECORE_SUBSYS_KERNEL, "fuser: op %zu: %s; the GELU epilogue with aux instead, from "
+            "now on", a->op, tecore_last_error());
+    s->ops[a->op].gelu_aux_only = 1;
     tecore_clear_error();
   }
   TE_CHECK(tecore_gemm(&A, TECORE_GEMM_N, &B, TECORE_GEMM_T, a->y, 1.0f, beta, &opts, st));
