@@ -25,21 +25,9 @@
 # 1: a run failed or a loss left the one-process curve.
 # Environment (from t/Makefile.inc): top_builddir.
 
-demo="${top_builddir:-.}/tools/te-demo"
-info="${top_builddir:-.}/tools/te-info"
-if test ! -x "$demo"; then
-  echo "FAIL: $demo not built"
-  exit 1
-fi
-if test "x$TE_DEVICE" = xcuda && ! "$info" > /dev/null 2>&1; then
-  echo "SKIP: TE_DEVICE=cuda but no GPU can be used (te-info fails)"
-  exit 77
-fi
+. "$(dirname "$0")/demo-lib.sh"
 : "${TECORE_VDEV_DEVICES:=8}"
 export TECORE_VDEV_DEVICES
-seed=${TE_TEST_SEED:-$(od -An -N2 -tu2 /dev/urandom | tr -d ' ')}
-seed=$((seed % 100000 + 1))
-echo "# seed $seed (TE_TEST_SEED=$seed reproduces this run)"
 tmp=${TMPDIR:-/tmp}/te-demo-tp.$$
 trap 'rm -f "$tmp".*' EXIT
 status=0
