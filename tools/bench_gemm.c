@@ -190,15 +190,17 @@ static int cmp_double(const void *a, const void *b) {
   return x < y ? -1 : x > y;
 }
 
-/* The two sides call by call: direct, libte, libte, direct, ... (the
- * order flips every pair, so neither is always first), each call between
- * two events of its own, 2 * c->iters calls a side after 3 warm-ups each;
- * the median of each side.  At 8192^3 BF16 an H100 reaches its power
+/* The two sides call by call: direct (dbody), libte (lbody), libte,
+ * direct, ... (the order flips every pair, so neither is always first),
+ * each call between two events of its own, 2 * c->iters calls a side
+ * after 3 warm-ups each; the median of each side over per (the GEMMs a
+ * call queues: 1, or a graph's).  At 8192^3 BF16 an H100 reaches its power
  * limit within a few rounds and lowers its clock (nvidia-smi: SW power
  * cap): timed in blocks, the side measured first ran cool and the other
  * hot (95% and 93% in one run, 99.7% in the next, with the same kernel);
  * interleaved, both sides see the same clocks. */
-static void interleaved(struct tb_ctx *c, struct gemm_prob *p, double *t_direct, double *t_libte) {
+static void interleaved(struct tb_ctx *c, tb_body dbody, void *darg, tb_body lbody, void *larg,
+                        int per, double *t_direct, double *t_libte) {
   const int n = 2 * (c->iters > 0 ? c->iters : 1);
   tecore_event_t *ev = calloc((size_t)(2 * n + 1), sizeof *ev);
   double *td = calloc((size_t)n, sizeof *td), *tl = calloc((size_t)n, sizeof *tl);
@@ -206,14 +208,14 @@ static void interleaved(struct tb_ctx *c, struct gemm_prob *p, double *t_direct,
   int made = 0;
   for (; r == TECORE_SUCCESS && made < 2 * n + 1; made++) r = tecore_event_create(0, &ev[made]);
   for (int i = 0; i < 3 && r == TECORE_SUCCESS; i++) {
-    r = direct_body(c, p);
-    if (r == TECORE_SUCCESS) r = libte_body(c, p);
+    r = dbody(c, darg);
+    if (r == TECORE_SUCCESS) r = lbody(c, larg);
   }
   if (r == TECORE_SUCCESS) r = tecore_event_record(ev[0], c->s);
   for (int k = 0; k < 2 * n && r == TECORE_SUCCESS; k++) {
     /* pairs alternate D L, L D: call k is the direct one when k % 4 is 0 or 3 */
     int direct = (k % 4 == 0) || (k % 4 == 3);
-    r = direct ? direct_body(c, p) : libte_body(c, p);
+    r = direct ? dbody(c, darg) : lbody(c, larg);
     if (r == TECORE_SUCCESS) r = tecore_event_record(ev[k + 1], c->s);
   }
   if (r == TECORE_SUCCESS) r = tecore_event_synchronize(ev[2 * n]);
@@ -227,8 +229,8 @@ static void interleaved(struct tb_ctx *c, struct gemm_prob *p, double *t_direct,
   if (r == TECORE_SUCCESS && nd > 0 && nl > 0) {
     qsort(td, (size_t)nd, sizeof *td, cmp_double);
     qsort(tl, (size_t)nl, sizeof *tl, cmp_double);
-    *t_direct = td[nd / 2];
-    *t_libte = tl[nl / 2];
+    *t_direct = td[nd / 2] / per;
+    *t_libte = tl[nl / 2] / per;
   } else {
     fprintf(stderr, "te-bench: gemm timing failed: %s (%s)\n", tecore_strerror(r),
             tecore_last_error());
@@ -238,6 +240,57 @@ static void interleaved(struct tb_ctx *c, struct gemm_prob *p, double *t_direct,
   free(ev);
   free(td);
   free(tl);
+}
+
+/* A GEMM of a few tokens takes about as long on the device (about 10 us
+ * on an H100 or H200) as a call takes to queue on the host (8-16 us):
+ * between eager calls the device waits for the host, the events around a
+ * call hold that wait too, and the side with the slower host path looks
+ * slower (libte 0.81x the direct call in one H200 run, 1.00x in the next,
+ * the same algorithm).  Such rows are timed on graphs instead: each
+ * side's calls captured, GRAPH_CALLS to a graph, the two graphs launched
+ * in turn as interleaved() launches calls, per call the launch's time
+ * over GRAPH_CALLS -- device time only.  The calls of a graph read one
+ * weight, which a 50-60 MB L2 holds from call to call: on an H100 the
+ * FP8 16x8192x4096 call took 8 us against the 11.3 us HBM floor the row
+ * notes.  Both sides alike; a decode step's layers each read their own. */
+enum { GRAPH_CALLS = 20 };
+
+static tecore_result_t graph_body(struct tb_ctx *c, void *arg) {
+  return tecore_graph_launch(*(tecore_graph_exec_t *)arg, c->s);
+}
+
+static tecore_result_t capture_calls(struct tb_ctx *c, tb_body body, void *arg,
+                                     tecore_graph_exec_t *x) {
+  tecore_graph_t g = NULL;
+  tecore_result_t r = tecore_stream_begin_capture(c->s, TECORE_CAPTURE_THREAD_LOCAL);
+  if (r != TECORE_SUCCESS) return r;
+  for (int i = 0; i < GRAPH_CALLS && r == TECORE_SUCCESS; i++) r = body(c, arg);
+  tecore_result_t re = tecore_stream_end_capture(c->s, &g);
+  if (r == TECORE_SUCCESS) r = re;
+  if (r == TECORE_SUCCESS) r = tecore_graph_instantiate(x, g);
+  if (g) tecore_graph_destroy(g);
+  return r;
+}
+
+static void interleaved_graphs(struct tb_ctx *c, struct gemm_prob *p, double *t_direct,
+                               double *t_libte) {
+  tecore_graph_exec_t xd = NULL, xl = NULL;
+  /* eager calls first: libte measures its algorithm on the first one,
+   * never during a capture */
+  tecore_result_t r = direct_body(c, p);
+  if (r == TECORE_SUCCESS) r = libte_body(c, p);
+  if (r == TECORE_SUCCESS) r = tecore_stream_synchronize(c->s);
+  if (r == TECORE_SUCCESS) r = capture_calls(c, direct_body, p, &xd);
+  if (r == TECORE_SUCCESS) r = capture_calls(c, libte_body, p, &xl);
+  if (r == TECORE_SUCCESS)
+    interleaved(c, graph_body, &xd, graph_body, &xl, GRAPH_CALLS, t_direct, t_libte);
+  else {
+    fprintf(stderr, "te-bench: gemm graphs: %s (%s)\n", tecore_strerror(r), tecore_last_error());
+    c->failed = 1;
+  }
+  if (xd) tecore_graph_exec_destroy(xd);
+  if (xl) tecore_graph_exec_destroy(xl);
 }
 
 static int prob_alloc(struct tb_ctx *c, struct gemm_prob *p) {
@@ -303,7 +356,10 @@ static void bench_pair(struct tb_ctx *c, struct lt_fns *lt, tecore_devptr_t ws, 
   } else {
     double flops = 2.0 * (double)m * (double)n * (double)k;
     double t_lt = -1, t_te = -1;
-    interleaved(c, &p, &t_lt, &t_te);
+    if (m < n && m < k)   /* a few tokens: device time about the host's */
+      interleaved_graphs(c, &p, &t_lt, &t_te);
+    else
+      interleaved(c, direct_body, &p, libte_body, &p, 1, &t_lt, &t_te);
     const char *kind = in == TECORE_DTYPE_E4M3 ? (fast ? "e4m3 fast-acc" : "e4m3") : "bf16";
     /* the direct call's algorithm; libte logs its own at TE_DEBUG=INFO
      * TE_DEBUG_SUBSYS=TUNE ("gemm: heuristic for ..."): equal lines, the
