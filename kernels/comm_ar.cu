@@ -557,32 +557,35 @@ __device__ __forceinline__ void ar_fold(const te_ar_params &p, const uint4 *raw,
     }
 }
 
-// After this block's granules are out: the last block to have read the
-// call counter (ar_lam_start) records used_i for buffer bi and advances
-// the counter, so a replayed graph walks the buffers; the next call reads
-// them only after this kernel has ended.  Then this block's part of
-// buffer bj, the one the previous call used, is re-armed.  The kernels do
+// After this block's granules are out: this block's part of buffer bj,
+// the one the previous call used, is re-armed, and the last block to have
+// read the call counter (ar_lam_start) records used_i for buffer bi and
+// advances the counter, so a replayed graph walks the buffers; the next
+// call reads them only after this kernel has ended.  The kernels do
 // both before they wait for the peers' bytes (te_ar_vdev_lamport in
 // libtecomm/ar_vdev.c says why re-arming then is safe), so neither is on
 // the call's critical path; a block that then gives up has re-armed a
 // buffer no one writes before call k + 2, which a failed rank never
 // reaches (its error word stays set).
 __device__ __forceinline__ void ar_lam_rearm(const te_ar_params &p, const ar_lam &l) {
-  if (threadIdx.x == 0) {
-    char *lam = ar_ptr<char>(te_ar_lam_ws(&p) + TE_AR_OFF_LAM);
-    unsigned *arrived = (unsigned *)(lam + TE_AR_LAM_DONE);
-    if (gridDim.x == 1 || atomicAdd(arrived, 1u) == gridDim.x - 1) {
-      if (gridDim.x > 1) *(volatile unsigned *)arrived = 0;
-      ((volatile uint64_t *)(lam + TE_AR_LAM_USED))[l.bi] = l.used_i;
-      *(volatile uint64_t *)(lam + TE_AR_LAM_COUNTER) = l.k + 1;
-    }
-  }
+  char *lam = ar_ptr<char>(te_ar_lam_ws(&p) + TE_AR_OFF_LAM);
+  unsigned *arrived = (unsigned *)(lam + TE_AR_LAM_DONE);
+  // thread 0's atomic goes out first and its reply is looked at after the
+  // re-arm's stores: a round trip (0.4 us on an H200) no longer delays
+  // thread 0's wait, which the whole block waits for in the fused kernels
+  unsigned before = 0;
+  if (threadIdx.x == 0 && gridDim.x > 1) before = atomicAdd(arrived, 1u);
   uint64_t lo, hi;
   te_ar_split(l.used_j / 16, gridDim.x, blockIdx.x, &lo, &hi);
   const uint4 arm = make_uint4(TE_AR_LAM_ARM, TE_AR_LAM_ARM, TE_AR_LAM_ARM, TE_AR_LAM_ARM);
   for (int s = 0; s < p.nranks; s++) {
     uint4 *d = ar_ptr<uint4>(te_ar_lam_addr(te_ar_lam_ws(&p), p.lam_slot, p.nranks, l.bj, s));
     for (uint64_t i = lo + threadIdx.x; i < hi; i += blockDim.x) d[i] = arm;
+  }
+  if (threadIdx.x == 0 && (gridDim.x == 1 || before == gridDim.x - 1)) {
+    if (gridDim.x > 1) *(volatile unsigned *)arrived = 0;
+    ((volatile uint64_t *)(lam + TE_AR_LAM_USED))[l.bi] = l.used_i;
+    *(volatile uint64_t *)(lam + TE_AR_LAM_COUNTER) = l.k + 1;
   }
 }
 
@@ -1258,6 +1261,25 @@ __device__ void ar_fused_rs_fast(const te_ar_params &p) {
   ar_barrier(p, c, base + 3); /* the peers have read this rank's rows */
 }
 
+// Phase clocks of block 0's first and last thread, for
+// t/gpu/fused_ladder.cu (which defines TE_AR_TRACE and the array); the
+// library's build compiles them to nothing.
+#ifdef TE_AR_TRACE
+#define AR_TR_DECL long long ar_tr[12] = {0}
+#define AR_TR(i) ar_tr[i] = clock64()
+#define AR_TR_END(k) te_ar_trace_store(k, ar_tr)
+#else
+#define AR_TR_DECL \
+  do {             \
+  } while (0)
+#define AR_TR(i) \
+  do {           \
+  } while (0)
+#define AR_TR_END(k) \
+  do {               \
+  } while (0)
+#endif
+
 // The fused Lamport kernel with each row spread over more threads.  At a
 // few rows the fast kernel's block is small (hidden 4096: 128 threads,
 // one warp a scheduler) and each thread runs four vectors' loads, folds,
@@ -1275,14 +1297,28 @@ __device__ void ar_fused_rs_fast(const te_ar_params &p) {
 // a template function would be one set per instantiation).
 struct ar_spread_smem {
   float red[2][32];
-  float xs[TE_AR_SPREAD_THREADS / 2 * TE_NORM_FWD_NV_MAX * 8];  // [j][u][8], P <= 256
+  float4 xs[TE_AR_SPREAD_THREADS / 2 * TE_NORM_FWD_NV_MAX * 2];  // [j][half][u], P <= 256
   float rs[TE_AR_SPREAD_THREADS / 2];
+  unsigned amax;
 };
-template <int DT, int MR>
+// v[0..7] rounded to DT and back with the conversion instructions (two a
+// cvt), packed in q too.  te_ar_round's bits for every value but a NaN,
+// which comes back canonical: every store of these values converts
+// through the same instructions (ar_pack), and arithmetic on a NaN gives
+// the canonical one, so no output or amax differs.
+template <int DT>
+__device__ __forceinline__ void ar_round8(float *v, uint4 &q) {
+  q = ar_pack<DT>(v);
+  ar_unpack<DT>(q, v);
+}
+// CUT (t/gpu/fused_ladder.cu only; the library's kernels take 0): leave
+// after the wait (1), after residual_out (2), after 1/rms (3).
+template <int DT, int MR, int CUT = 0>
 __device__ void ar_fused_spread(const te_ar_params &p, ar_spread_smem &sm) {
   constexpr int NVM = TE_NORM_FWD_NV_MAX, JT = NVM / 2;  // S >= 2: at most 2 vectors a thread
   float(*red)[32] = sm.red;
-  float *xs = sm.xs, *rs_s = sm.rs;
+  float4 *xs = sm.xs;
+  float *rs_s = sm.rs;
   const unsigned H = p.hidden, nvecs = H / 8;
   const int T = p.tpr, nv = p.nv, S = p.spread;
   const int P = (int)blockDim.x / S, u = (int)threadIdx.x % P, si = (int)threadIdx.x / P;
@@ -1290,6 +1326,8 @@ __device__ void ar_fused_spread(const te_ar_params &p, ar_spread_smem &sm) {
   const uint64_t groups = (p.rows + (uint64_t)p.rpb - 1) / (uint64_t)p.rpb;
   const uint64_t nbytes = p.count * 2u;
   const uint64_t row0 = (uint64_t)blockIdx.x * (uint64_t)p.rpb + (uint64_t)(u / T);
+  AR_TR_DECL;
+  AR_TR(0);
   // as ar_fused_fast: gamma, the first row group's residual_in and input
   // go out before the set-up
   uint4 gq[JT], rq0[JT], pre[JT];
@@ -1305,9 +1343,11 @@ __device__ void ar_fused_spread(const te_ar_params &p, ar_spread_smem &sm) {
       }
     }
   }
+  if (threadIdx.x == 0) sm.amax = 0; /* ar_lam_start's barrier orders it */
   ar_block c;
   ar_lam l;
   if (!ar_lam_start(p, (nbytes + 15) / 16 * 16, c, l)) return;
+  AR_TR(1);
   for (uint64_t rg = blockIdx.x; rg < groups; rg += gridDim.x) {
     const uint64_t row = rg * (uint64_t)p.rpb + (uint64_t)(u / T);
     if (row >= p.rows) continue;
@@ -1321,8 +1361,11 @@ __device__ void ar_fused_spread(const te_ar_params &p, ar_spread_smem &sm) {
       }
     }
   }
+  AR_TR(2);
   ar_lam_rearm(p, l); /* while the peers' bytes travel */
+  AR_TR(3);
   const float sc = ar_fp8_scale(p);
+  const float inv_h = te_norm_inv_pow2((float)H);
   float am = 0.0f;
   bool ok = true;
   int buf = 0;
@@ -1346,43 +1389,82 @@ __device__ void ar_fused_spread(const te_ar_params &p, ar_spread_smem &sm) {
       for (int m = 0; m < JT; m++)
         if (jv[m]) rq[m] = first ? rq0[m] : *(ar_ptr<const uint4>(p.res_in) + gi[m]);
       if (rv && ok && !ar_lam_wait<JT, MR>(p, l, c, gi, jv, raw)) ok = false;
+      AR_TR(4);
+      if constexpr (CUT == 1) {
+        if (ok && rv && jv[0]) ar_ptr<uint4>(p.res_out)[gi[0]] = raw[0][0];
+        continue;
+      }
+      // residual_out = round(round(sum) + residual_in) (te_ar_residual)
 #pragma unroll
       for (int m = 0; m < JT; m++) {
         if (!jv[m] || !ok) continue;
         float a[8], r[8];
+        uint4 q;
         ar_fold<DT, MR>(p, raw[m], a);
+        ar_round8<DT>(a, q);
         ar_unpack<DT>(rq[m], r);
-        float *xo = &xs[((si + S * m) * P + u) * 8];
 #pragma unroll
-        for (int k = 0; k < 8; k++) {
-          x[m][k] = te_ar_residual(te_ar_round(a[k], DT), r[k], DT);
-          xo[k] = x[m][k];
-        }
-        ar_st<DT, 8>(p.res_out, gi[m], x[m]);
+        for (int k = 0; k < 8; k++) x[m][k] = te_add_rn(a[k], r[k]);
+        ar_round8<DT>(x[m], q);
+        const int j = si + S * m;
+        xs[(2 * j) * P + u] = make_float4(x[m][0], x[m][1], x[m][2], x[m][3]);
+        xs[(2 * j + 1) * P + u] = make_float4(x[m][4], x[m][5], x[m][6], x[m][7]);
+        ar_ptr<uint4>(p.res_out)[gi[m]] = q;
       }
     }
+    AR_TR(5);
     __syncthreads();
+    AR_TR(6);
+    if constexpr (CUT == 1 || CUT == 2) continue;
     // plan thread u's sum of squares, in its order
+    // (every vector's loads first, then the fma chain)
     float sq = 0.0f;
     if (si == 0 && rv) {
-      for (int j = 0; j < nv; j++) {
-        if ((unsigned)j * (unsigned)T + (unsigned)t >= nvecs) continue;
-        const float *xi = &xs[(j * P + u) * 8];
+      float4 v[NVM][2];
 #pragma unroll
-        for (int k = 0; k < 8; k++) sq = te_fma_rn(xi[k], xi[k], sq);
-      }
+      for (int j = 0; j < NVM; j++)
+        if (j < nv && (unsigned)j * (unsigned)T + (unsigned)t < nvecs) {
+          v[j][0] = xs[(2 * j) * P + u];
+          v[j][1] = xs[(2 * j + 1) * P + u];
+        }
+#pragma unroll
+      for (int j = 0; j < NVM; j++)
+        if (j < nv && (unsigned)j * (unsigned)T + (unsigned)t < nvecs) {
+          const float e[8] = {v[j][0].x, v[j][0].y, v[j][0].z, v[j][0].w,
+                              v[j][1].x, v[j][1].y, v[j][1].z, v[j][1].w};
+#pragma unroll
+          for (int k = 0; k < 8; k++) sq = te_fma_rn(e[k], e[k], sq);
+        }
     }
+    AR_TR(7);
     float total = ar_row_sum(sq, T, red, buf);
+    AR_TR(8);
     buf ^= 1;
-    if (si == 0) rs_s[u] = te_norm_rsigma(te_norm_mean(total, (float)H), p.eps);
+    if (si == 0) rs_s[u] = te_norm_rsigma(te_norm_mean_inv(total, (float)H, inv_h), p.eps);
     __syncthreads();
     const float rs = rs_s[u];
+    AR_TR(9);
+    if constexpr (CUT == 3) {
+      if (rv && ok && si == 0 && t == 0) ar_ptr<float>(p.res_out)[row] = rs;
+      continue;
+    }
     if (p.rsigma && rv && ok && si == 0 && t == 0) ar_ptr<float>(p.rsigma)[row] = rs;
 #pragma unroll
     for (int m = 0; m < JT; m++)
       if (jv[m] && ok) ar_norm_out8<DT>(p, gi[m], x[m], gq[m], rs, sc, am);
+    AR_TR(10);
   }
-  if (p.fflags & TE_AR_F_AMAX) te_dev_block_amax_f(ar_ptr<unsigned>(p.q_amax), am);
+  if (p.fflags & TE_AR_F_AMAX) {
+    // te_dev_block_amax without its first barrier (sm.amax was zeroed
+    // before the set-up's) and without reading *q_amax before the atomic
+    // (a round trip; at most TE_AR_MAX_BLOCKS blocks contend)
+    const unsigned mw = __reduce_max_sync(FULL_MASK, te_abs_bits(am));
+    if ((threadIdx.x & 31u) == 0 && mw) atomicMax(&sm.amax, mw);
+    __syncthreads();
+    if (threadIdx.x == 0 && sm.amax) atomicMax(ar_ptr<unsigned>(p.q_amax), sm.amax);
+  }
+  AR_TR(11);
+  AR_TR_END(l.k);
 }
 
 // ar_fused_fast for ranks up to MR (a power of two: registers for them).
