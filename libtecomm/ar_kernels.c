@@ -420,6 +420,12 @@ static tecore_result_t ar_fused(const struct tecomm_ar_call *c, struct te_ar_par
      * granules fit its registers (up to 4 ranks) */
     unsigned spread = plan.threads ? TE_AR_SPREAD_THREADS / plan.threads : 0;
     if (spread > (unsigned)plan.nv) spread = (unsigned)plan.nv;
+    /* at a few rows, 2 threads a plan thread rather than 4: half the warps
+     * an SM issue the protocol's set-up, stores and polls.  2x H200, hidden
+     * 4096, us per call after a 32 MB copy (t/gpu/fused_ladder.cu): 1 row
+     * 6.93 against 7.12, 16 rows 7.39-7.46 against 7.57-7.60; 64 rows 9.37
+     * against 9.34, and back to back 7.66 against 6.93 */
+    if (spread > 2 && p->rows <= TE_AR_SPREAD_FEW_ROWS) spread = 2;
     if (!wide && spread >= 2 && plan.nv <= TE_NORM_FWD_NV_MAX && c->dtype != TECORE_DTYPE_F32 &&
         c->nranks <= 4 && tecore_tunable_int(&tc_tun_fused_spread)) {
       struct tecore_launch_cfg scfg = rcfg;

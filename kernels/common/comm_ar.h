@@ -128,6 +128,8 @@
  * row's loads, waits and element math run on up to this many threads
  * while the sum over the row keeps the plan's order (kernels/comm_ar.cu). */
 #define TE_AR_SPREAD_THREADS 512
+/* calls of at most this many rows take a spread of 2 (libtecomm/ar_kernels.c) */
+#define TE_AR_SPREAD_FEW_ROWS 16
 /* The fused two-shot by rows: threads per block it aims for (rows of the
  * RMSNorm plan stacked: tpr x rows-per-block, at most this many), so a
  * grid of at most TE_AR_MAX_BLOCKS co-resident blocks keeps enough loads

@@ -99,7 +99,7 @@ static const char *names[NRUNG] = {
     "spread, fp8 out + amax (te-demo's)", "fused, not spread (TECOMM_FUSED_SPREAD=0)",
     "spread, bf16 out, PDL off", "lamport2, PDL off", "32 MB copy alone",
     "  copy + lamport2, less the copy", "  copy + spread fp8, less the copy",
-    "spread 2 (not 4), fp8 out + amax", "  copy + spread 2 fp8, less the copy",
+    "the other spread, fp8 out + amax", "  copy + the other spread fp8, less the copy",
     "base: lamport2", "base: spread fp8", "  base: copy + lamport2, less the copy",
     "  base: copy + spread fp8, less the copy"};
 
@@ -273,8 +273,12 @@ int main(int argc, char **argv) {
     }
     const uint64_t count = (uint64_t)rows * H, ngr = count * 2 / 16;
     struct te_norm_plan plan = te_norm_plan_fwd(H, 8);
+    /* the library's spread (libtecomm/ar_kernels.c), and the other one */
     unsigned spread = TE_AR_SPREAD_THREADS / plan.threads;
     if (spread > (unsigned)plan.nv) spread = (unsigned)plan.nv;
+    const unsigned spread_max = spread;
+    if (spread > 2 && rows <= TE_AR_SPREAD_FEW_ROWS) spread = 2;
+    const unsigned spread_alt = spread == 2 ? spread_max : 2;
     const uint64_t groups = (rows + plan.rows_per_block - 1) / plan.rows_per_block;
     unsigned fgrid = groups > TE_AR_MAX_BLOCKS ? TE_AR_MAX_BLOCKS : (unsigned)groups;
     unsigned lthreads = 128;
@@ -282,9 +286,9 @@ int main(int argc, char **argv) {
     unsigned lgrid = (unsigned)((ngr + lthreads - 1) / lthreads);
     if (lgrid > TE_AR_MAX_BLOCKS) lgrid = TE_AR_MAX_BLOCKS;
     printf("# rows %u (%llu KB): lamport2 %u x %u threads; spread %u x %u threads (plan tpr %d nv %d "
-           "rpb %d, spread %u)\n",
+           "rpb %d, spread %u; the other %u)\n",
            rows, (unsigned long long)(count * 2 / 1024), lgrid, lthreads, fgrid,
-           plan.threads * spread, plan.tpr, plan.nv, plan.rows_per_block, spread);
+           plan.threads * spread, plan.tpr, plan.nv, plan.rows_per_block, spread, spread_alt);
     for (int r = 0; r < NRUNG; r++) {
       if (r == R_COPY && z > 0) {
         printf("%6u rows  %-44s %7.2f us\n", rows, names[r], copy_us);
@@ -365,10 +369,8 @@ int main(int argc, char **argv) {
                               r == R_COPY_BASE_FUSED_Q;
         cudaLaunchConfig_t sc2 = sc;
         te_ar_params fq2 = fq;
-        if (spread >= 4) {
-          sc2.blockDim = dim3(plan.threads * 2);
-          fq2.spread = 2;
-        }
+        sc2.blockDim = dim3(plan.threads * spread_alt);
+        fq2.spread = (int)spread_alt;
         for (int k = 0; k < OPS; k++) {
           if (with_copy) CK(cudaLaunchKernelEx(&cc, stream_copy, ca[i], cb[i], copy_words));
           switch (r) {
