@@ -221,6 +221,53 @@ static tecore_result_t fuse_run(const struct tecore_seq_exec *x) {
   return core_of(tecomm_allreduce_add_rmsnorm(p->comm, &a, x->stream));
 }
 
+/* ---- the fusion: [norm, tp_copy] before an FP8 Linear ----------------------------------- */
+
+/* A norm that no sum precedes (a model's first block: make_extra_output |
+ * norm | tp_copy | Linear) and a tp_copy between it and a Linear that
+ * runs in FP8 under delayed scaling: the norm writes that Linear's FP8
+ * input (rowwise, the recipe's scale, amax max-accumulated), as
+ * libtecore's rmsnorm+quantize does where no tp_copy stands between.
+ * tp_copy's forward is an alias that moves no bytes and its backward reads
+ * no activation, so leaving its forward out changes nothing but the
+ * quantize launch it saves; the norm's output in the sequence's dtype is
+ * not written (nothing reads it: the Linear's backward makes its
+ * columnwise copy from the rowwise one).  Not when the tp_copy has
+ * TECOMM_OP_NO_FUSION, and not under current scaling (the scale would
+ * need the whole output's amax first). */
+static int norm8_applies(const tecore_seq_t *seq, size_t first, const struct tecore_recipe *r,
+                         void *ctx) {
+  (void)ctx;
+  struct tecore_op_info cp, lin;
+  struct tecore_tensor t;
+  if (!r || r->kind != TECORE_RECIPE_DELAYED ||
+      tecore_seq_op(seq, first + 1, &cp) != TECORE_SUCCESS ||
+      tecore_seq_op(seq, first + 2, &lin) != TECORE_SUCCESS || lin.desc.kind != TECORE_OP_LINEAR)
+    return 0;
+  const struct tecomm_op_params *p = cp.desc.ctx;
+  if (!p || (p->flags & TECOMM_OP_NO_FUSION)) return 0;
+  return tecore_seq_fp8_input(seq, first + 2, &t) == TECORE_SUCCESS;
+}
+
+static tecore_result_t norm8_run(const struct tecore_seq_exec *x) {
+  struct tecore_op_info norm;
+  struct tecore_tensor q;
+  CORE_CHECK(tecore_seq_op(x->seq, x->first, &norm));
+  CORE_CHECK(tecore_seq_fp8_input(x->seq, x->first + 2, &q));
+  q.columnwise_data = 0;
+  if (norm.desc.kind == TECORE_OP_LAYERNORM)
+    return tecore_layernorm_fwd(&x->act[0], &norm.param[0], &norm.param[1], norm.desc.epsilon,
+                                norm.desc.norm_flags, &q, norm.saved[1].data, norm.saved[0].data,
+                                x->stream);
+  return tecore_rmsnorm_fwd(&x->act[0], &norm.param[0], norm.desc.epsilon, norm.desc.norm_flags,
+                            &q, norm.saved[0].data, x->stream);
+}
+
+#define NORM8(nm, normk)                                                                      \
+  {.name = nm, .dir = TECORE_SEQ_FORWARD, .nops = 2, .kinds = {normk, TECORE_OP_TP_COPY},    \
+   .applies = norm8_applies, .run = norm8_run, .priority = 55,                                \
+   .flags = TECORE_FUSION_WRITES_FP8}
+
 #define FUSE8(nm, sumk, k5, n)                                                               \
   {.name = nm, .dir = TECORE_SEQ_FORWARD, .nops = n,                                         \
    .kinds = {sumk, TECORE_OP_ADD_EXTRA_INPUT, TECORE_OP_MAKE_EXTRA_OUTPUT, TECORE_OP_RMSNORM, k5}, \
@@ -236,6 +283,8 @@ static const struct tecore_fusion_def fusions[] = {
           F_NOPS + 1),
     FUSE8("tp_reduce+add+rmsnorm+tp_copy+fp8", TECORE_OP_TP_REDUCE, TECORE_OP_TP_COPY,
           F_NOPS + 1),
+    NORM8("rmsnorm+tp_copy+fp8", TECORE_OP_RMSNORM),
+    NORM8("layernorm+tp_copy+fp8", TECORE_OP_LAYERNORM),
     {.name = "allreduce+add+rmsnorm", .dir = TECORE_SEQ_FORWARD, .nops = F_NOPS,
      .kinds = {TECORE_OP_ALLREDUCE, TECORE_OP_ADD_EXTRA_INPUT, TECORE_OP_MAKE_EXTRA_OUTPUT,
                TECORE_OP_RMSNORM},
@@ -279,7 +328,8 @@ TE_EXPORT tecomm_result_t tecomm_ops_register(void) {
   }
   registered = 1;
   TC_INFO("%s: kinds allreduce, tp_copy, tp_reduce and the forward fusions "
-          "allreduce+add+rmsnorm, tp_reduce+add+rmsnorm and their FP8 variants registered", fn);
+          "allreduce+add+rmsnorm, tp_reduce+add+rmsnorm and their FP8 variants, "
+          "rmsnorm+tp_copy+fp8 and layernorm+tp_copy+fp8 registered", fn);
   goto out;
 fail:
   undo(nk, nf);

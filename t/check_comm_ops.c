@@ -446,6 +446,171 @@ START_TEST(fused_fp8_pattern_quantizes_for_the_linear) {
 }
 END_TEST
 
+/* ---- the first block's norm before tp_copy and an FP8 Linear ------------------------ */
+
+/* [norm, tp_copy, linear+bias] under a delayed FP8 recipe.  With the
+ * tp_copy fusable the plan names norm+tp_copy+fp8[0-1] and the norm writes
+ * the Linear's FP8 input; with TECOMM_OP_NO_FUSION on the tp_copy the norm,
+ * the tp_copy and the Linear's own quantize run apart.  Checked: the fused
+ * FP8 codes against float64 (the norm of x from its own rsigma (and mean),
+ * times gamma (plus beta) and the scale, within half an E4M3 ulp plus 2^-21
+ * relative) and against the unfused run's (within one E4M3 ulp: that path
+ * rounds the norm to bf16 first); rsigma the same bits; y, dx and every
+ * parameter gradient within 5e-2 of (1 + the largest magnitude) of the
+ * unfused run's.  _i bit 0: LayerNorm (else RMSNorm); bit 1: four ranks. */
+static tecore_seq_t *norm8_seq(int ln, struct tecomm_op_params *prm, tecore_stream_t s) {
+  struct tecore_seq_config cfg = {.rows = FR, .features = FH, .dtype = TECORE_DTYPE_BF16,
+                                  .seed = 9};
+  tecore_seq_t *q;
+  RK_CORE(tecore_seq_create(&cfg, &q));
+  const struct tecore_op_desc d[] = {
+      {.kind = ln ? TECORE_OP_LAYERNORM : TECORE_OP_RMSNORM, .epsilon = 1e-5f},
+      {.kind = TECORE_OP_TP_COPY, .ctx = prm},
+      {.kind = TECORE_OP_LINEAR, .features = FF, .bias = 1},
+  };
+  for (size_t k = 0; k < sizeof d / sizeof d[0]; k++) RK_CORE(tecore_seq_add(q, &d[k], NULL));
+  struct tecore_recipe r;
+  RK_CORE(tecore_recipe_init(&r, TECORE_RECIPE_DELAYED));
+  r.format = TECORE_FP8_HYBRID;
+  RK_CORE(tecore_seq_set_recipe(q, &r, s));
+  RK_CORE(tecore_seq_build(q, s));
+  struct tecore_op_info info;
+  RK_CORE(tecore_seq_op(q, 0, &info));
+  uint16_t g[FH];
+  for (size_t k = 0; k < info.nparams; k++) {   /* gamma (and beta): the same in both */
+    make_vals(g, FH, TECORE_DTYPE_BF16, 0, 51 + k);
+    put(info.param[k].data, g, sizeof g, s);
+  }
+  return q;
+}
+
+struct norm8_out {
+  struct fuse_out o;            /* y, dx, rsigma, then the parameter gradients */
+  double mean[FR];              /* LayerNorm */
+  uint8_t c8[FR * FH];          /* the Linear's FP8 input */
+  float scale;
+};
+
+static void norm8_run(tecore_seq_t *q, int rank, struct norm8_out *r, tecore_stream_t s) {
+  const tecore_dtype_t dt = TECORE_DTYPE_BF16;
+  static uint16_t hx[FR * FH], hdy[FR * FF];
+  make_vals(hx, FR * FH, dt, 0, 41);      /* replicated, as tp_copy's input is */
+  make_vals(hdy, FR * FF, dt, rank, 42);  /* each rank's column block's gradient */
+  tecore_devptr_t x = dev_alloc(sizeof hx), y = dev_alloc(FR * FF * 2), dy = dev_alloc(sizeof hdy),
+                  dx = dev_alloc(sizeof hx);
+  put(x, hx, sizeof hx, s);
+  put(dy, hdy, sizeof hdy, s);
+  RK_CORE(tecore_memset_d8_async(y, 0xff, FR * FF * 2, s));
+  RK_CORE(tecore_memset_d8_async(dx, 0xff, sizeof hx, s));
+  struct tecore_op_info norm;
+  struct tecore_tensor t8;
+  RK_CORE(tecore_seq_op(q, 0, &norm));
+  RK_CORE(tecore_memset_d8_async(norm.saved[0].data, 0xff, FR * 4, s));
+  RK_CORE(tecore_seq_fp8_input(q, 2, &t8));
+  RK_CORE(tecore_memset_d8_async(t8.data, 0xff, FR * FH, s));
+  RK_CORE(tecore_seq_zero_grad(q, s));
+  struct tecore_tensor X = t2(dt, FR, FH, x), Y = t2(dt, FR, FF, y), DY = t2(dt, FR, FF, dy),
+                       DX = t2(dt, FR, FH, dx);
+  RK_CORE(tecore_seq_forward(q, &X, &Y, 0, s));
+  fetch(&r->o, 0, y, FR * FF, dt, s);
+  fetch(&r->o, 2, norm.saved[0].data, FR, TECORE_DTYPE_F32, s);
+  if (norm.saved[1].data) {
+    float m[FR];
+    get(m, norm.saved[1].data, sizeof m, s);
+    for (size_t i = 0; i < FR; i++) r->mean[i] = m[i];
+  }
+  get(r->c8, t8.data, sizeof r->c8, s);
+  get(&r->scale, t8.scale, 4, s);
+  RK_CORE(tecore_seq_backward(q, &DY, &DX, s));
+  fetch(&r->o, 1, dx, FR * FH, dt, s);
+  struct tecore_seq_param p[4];
+  size_t np = 0;
+  RK_CORE(tecore_seq_params(q, p, 4, &np));
+  RK_ASSERT(np == 3 + (norm.nparams == 2), "%zu parameters, want %zu", np,
+            (size_t)(3 + (norm.nparams == 2)));
+  for (size_t k = 0; k < np; k++)
+    fetch(&r->o, 3 + (int)k, p[k].grad.data, tecore_tensor_numel(&p[k].grad), TECORE_DTYPE_F32,
+          s);
+  for (int k = 3 + (int)np; k < 7; k++) r->o.n[k] = 0;
+  RK_CORE(tecore_mem_free(x));
+  RK_CORE(tecore_mem_free(y));
+  RK_CORE(tecore_mem_free(dy));
+  RK_CORE(tecore_mem_free(dx));
+}
+
+static void rank_norm8(int rank, int n, void *arg) {
+  const int ln = *(const int *)arg;
+  setenv("TECORE_OPS_FP8_MIN_MNK", "0", 1); /* these small Linears in FP8 too */
+  tecore_stream_t s;
+  tecomm_comm_t c = rank_setup(rank, n, &s);
+  struct tecomm_op_params fused = {.comm = c};
+  struct tecomm_op_params plain = {.comm = c, .flags = TECOMM_OP_NO_FUSION};
+  tecore_seq_t *qf = norm8_seq(ln, &fused, s), *qu = norm8_seq(ln, &plain, s);
+  const char *nm = ln ? "layernorm" : "rmsnorm";
+  char plan[512], want[64];
+  RK_CORE(tecore_seq_describe(qf, TECORE_SEQ_FORWARD, plan, sizeof plan, NULL));
+  snprintf(want, sizeof want, "%s+tp_copy+fp8[0-1]", nm);
+  RK_ASSERT(strstr(plan, want), "fusable plan \"%s\" lacks \"%s\"", plan, want);
+  RK_CORE(tecore_seq_describe(qu, TECORE_SEQ_FORWARD, plan, sizeof plan, NULL));
+  RK_ASSERT(!strstr(plan, "+tp_copy") && strstr(plan, " tp_copy[1]"),
+            "TECOMM_OP_NO_FUSION plan \"%s\": want the tp_copy by itself", plan);
+  static struct norm8_out rf, ru;
+  norm8_run(qf, rank, &rf, s);
+  norm8_run(qu, rank, &ru, s);
+  RK_ASSERT(rf.scale == ru.scale && rf.scale > 0, "FP8 scales: fused %g, unfused %g",
+            (double)rf.scale, (double)ru.scale);
+  for (size_t i = 0; i < FR; i++)
+    RK_ASSERT(rf.o.v[2][i] == ru.o.v[2][i], "rsigma[%zu]: fused %.9g, unfused %.9g", i,
+              rf.o.v[2][i], ru.o.v[2][i]);
+  uint16_t hx[FR * FH], g[FH], b[FH];
+  make_vals(hx, FR * FH, TECORE_DTYPE_BF16, 0, 41);
+  make_vals(g, FH, TECORE_DTYPE_BF16, 0, 51);
+  make_vals(b, FH, TECORE_DTYPE_BF16, 0, 52);
+  for (size_t i = 0; i < (size_t)FR * FH; i++) {
+    size_t row = i / FH, col = i % FH;
+    double xv = from_dt(hx, i, TECORE_DTYPE_BF16);
+    double ref = (ln ? (xv - rf.mean[row]) : xv) * rf.o.v[2][row] *
+                 from_dt(g, col, TECORE_DTYPE_BF16);
+    if (ln) ref += from_dt(b, col, TECORE_DTYPE_BF16);
+    ref *= rf.scale;
+    double gf = te_e4m3_to_f32(rf.c8[i]), gu = te_e4m3_to_f32(ru.c8[i]);
+    double tol = e4m3_half_ulp(ref) + 0x1p-21 * fabs(ref);
+    RK_ASSERT(fabs(gf - ref) <= tol,
+              "%s: FP8 input[%zu] %g (0x%02x), float64 %.9g, tolerance %.3g (half an E4M3 ulp)",
+              nm, i, gf, rf.c8[i], ref, tol);
+    RK_ASSERT(fabs(gf - gu) <= 2 * e4m3_half_ulp(gu) * 1.0001,
+              "%s: FP8 input[%zu] fused %g (0x%02x), unfused %g (0x%02x): more than an E4M3 ulp",
+              nm, i, gf, rf.c8[i], gu, ru.c8[i]);
+  }
+  static const char *const what[7] = {"y", "dx", "rsigma", "parameter 0's gradient",
+                                      "parameter 1's gradient", "parameter 2's gradient",
+                                      "parameter 3's gradient"};
+  for (int k = 0; k < 7; k++) {
+    double scale = 0;
+    RK_ASSERT(rf.o.n[k] == ru.o.n[k], "%s: %zu values fused, %zu unfused", what[k], rf.o.n[k],
+              ru.o.n[k]);
+    for (size_t i = 0; i < ru.o.n[k]; i++) scale = fmax(scale, fabs(ru.o.v[k][i]));
+    for (size_t i = 0; i < ru.o.n[k]; i++)
+      RK_ASSERT(fabs(rf.o.v[k][i] - ru.o.v[k][i]) <= 5e-2 * (1.0 + scale),
+                "%s: %s[%zu] fused %.9g, unfused %.9g (tolerance %g)", nm, what[k], i,
+                rf.o.v[k][i], ru.o.v[k][i], 5e-2 * (1.0 + scale));
+  }
+  tc_rank_digest(rf.c8, sizeof rf.c8);
+  tc_rank_digest(rf.o.v[1], sizeof rf.o.v[1][0] * rf.o.n[1]);
+  RK_CORE(tecore_seq_destroy(qf));
+  RK_CORE(tecore_seq_destroy(qu));
+  RK_CORE(tecore_stream_destroy(s));
+  RK_OK(tecomm_comm_destroy(c));
+}
+
+START_TEST(norm_before_tp_copy_writes_the_fp8_input) {
+  int ln = _i & 1, n = _i & 2 ? 4 : 2;
+  tc_run_ranks(n, rank_norm8, &ln, 60);
+  tc_expect_same_digest(n, "the FP8 input and dx");
+  tc_shm_release();
+}
+END_TEST
+
 /* ---- two-shot on a symmetric row-parallel output ------------------------------------ */
 
 /* The sum after a Linear reads a dead input: te-demo --tp puts that
@@ -916,6 +1081,7 @@ static Suite *ops_suite(void) {
   tc = te_tcase(s, "fusion", 0);
   tcase_add_loop_test(tc, fused_pattern_vs_unfused, 0, 8);
   tcase_add_loop_test(tc, fused_fp8_pattern_quantizes_for_the_linear, 0, 8);
+  tcase_add_loop_test(tc, norm_before_tp_copy_writes_the_fp8_input, 0, 4);
   tcase_add_loop_test(tc, twoshot_sums_symmetric_linear_output_unstaged, 0, 8);
   tc = te_tcase(s, "amax", 0);
   tcase_add_loop_test(tc, amax_max_across_ranks_in_graph, 0, 2);

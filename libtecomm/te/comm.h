@@ -253,7 +253,11 @@ tecore_result_t tecomm_amax_reduce(tecore_devptr_t amax, size_t count, tecore_st
  * RMSNORM, TP_COPY]), and the same for tp_reduce, where the next operation
  * is a Linear that runs in FP8 under delayed scaling: the one call writes
  * that Linear's FP8 input (tecore_seq_fp8_input) instead of the norm's
- * output, so the Linear consumes FP8 directly. */
+ * output, so the Linear consumes FP8 directly.
+ * "rmsnorm+tp_copy+fp8" and "layernorm+tp_copy+fp8": [RMSNORM | LAYERNORM,
+ * TP_COPY] before such a Linear where no sum precedes the norm (a model's
+ * first block): the norm writes the Linear's FP8 input; not when the
+ * tp_copy has TECOMM_OP_NO_FUSION. */
 #define TECOMM_OP_NO_FUSION 0x1u   /* this operation always runs by itself */
 
 struct tecomm_op_params {

@@ -21,6 +21,7 @@
 //     > /tmp/base.cu
 //   nvcc ... -DFLADDER_BASE='"/tmp/base.cu"' -o fladder t/gpu/fused_ladder.cu
 #include <cuda_runtime.h>
+#include "ladder.cuh"
 #include <stdint.h>
 // the spread kernel's phase clocks (comm_ar.cu's AR_TR): block 0's first
 // and last thread, by call number
@@ -67,14 +68,6 @@ namespace base {
 #define H 4096
 #define ARM 0x80008000u
 
-#define CK(x)                                                                                  \
-  do {                                                                                         \
-    cudaError_t e_ = (x);                                                                      \
-    if (e_ != cudaSuccess) {                                                                   \
-      fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_));      \
-      exit(1);                                                                                 \
-    }                                                                                          \
-  } while (0)
 
 template <int CUT>
 __global__ void __launch_bounds__(TE_AR_SPREAD_THREADS) spread_cut(const te_ar_params p) {
@@ -210,11 +203,7 @@ int main(int argc, char **argv) {
     nsz = 0;
     for (int i = 2; i < argc && nsz < 8; i++) rowsv[nsz++] = (unsigned)atoi(argv[i]);
   }
-  for (int i = 0; i < n; i++) {
-    CK(cudaSetDevice(i));
-    for (int j = 0; j < n; j++)
-      if (j != i) CK(cudaDeviceEnablePeerAccess(j, 0));
-  }
+  if (!ladder_peers(n, "fladder")) return 77;
   const uint64_t maxrows = 128, slot = maxrows * H * 2, bytes_max = slot;
   const uint64_t wsbytes = TE_AR_OFF_LAMBUF + 3 * (uint64_t)n * slot;
   const uint64_t copy_words = (32ull << 20) / 16;
@@ -305,19 +294,7 @@ int main(int argc, char **argv) {
         CK(cudaMemset(qa[i], 0, 4));
         static long long zt[64][2][NTR];
         CK(cudaMemcpyToSymbol(te_ar_trace, zt, sizeof zt));
-        te_ar_params a;
-        memset(&a, 0, sizeof a);
-        for (int j = 0; j < n; j++) a.ws[j] = (uint64_t)(uintptr_t)ws[j];
-        a.in[i] = (uint64_t)(uintptr_t)in[i];
-        a.out = (uint64_t)(uintptr_t)out[i];
-        a.count = count;
-        a.timeout_ns = 1000000000ull;
-        a.lam_slot = slot;
-        a.rank = i;
-        a.nranks = n;
-        a.dtype = TE_FP8_DT_BF16;
-        a.op = TE_AR_SUM;
-        a.vec = 8;
+        te_ar_params a = ladder_params(i, n, ws, in[i], out[i], count, slot, 1000000000ull);
         te_ar_params f = a;
         f.out = 0;
         f.res_in = (uint64_t)(uintptr_t)rin[i];
@@ -402,24 +379,7 @@ int main(int argc, char **argv) {
         CK(cudaGraphInstantiate(&ge[i], gr, 0));
         CK(cudaGraphDestroy(gr));
       }
-      double best = 1e30;
-      for (int rep = 0; rep < 6; rep++) {
-        for (int i = 0; i < n; i++) {
-          CK(cudaSetDevice(i));
-          CK(cudaEventRecord(e0[i], st[i]));
-          CK(cudaGraphLaunch(ge[i], st[i]));
-          CK(cudaEventRecord(e1[i], st[i]));
-        }
-        double worst = 0;
-        for (int i = 0; i < n; i++) {
-          CK(cudaSetDevice(i));
-          CK(cudaEventSynchronize(e1[i]));
-          float ms = 0;
-          CK(cudaEventElapsedTime(&ms, e0[i], e1[i]));
-          if (ms > worst) worst = ms;
-        }
-        if (rep > 0 && worst < best) best = worst;
-      }
+      double best = ladder_time(n, ge, st, e0, e1);
       double us = best * 1000.0 / OPS;
       if (r == R_COPY) copy_us = us;
       if (r == R_COPY_LAM || r == R_COPY_FUSED_Q || r == R_COPY_FUSED_Q_S2 || r == R_COPY_BASE_LAM ||

@@ -10,6 +10,7 @@
 // Build: nvcc -O3 -std=c++17 -arch=sm_90 -Ikernels -o ladder t/gpu/lamport_ladder.cu
 // Run:   ./ladder [ngpus] [bytes ...]   (default: every GPU, 16 B and 8 KB)
 #include <cuda_runtime.h>
+#include "ladder.cuh"
 #include "comm_ar.cu" /* the library's kernels: the last rungs run te_comm_ar_lamport itself */
 #include <stdint.h>
 #include <stdio.h>
@@ -20,14 +21,6 @@
 #define OPS 200
 #define ARM 0x80008000u /* two bf16 -0.0: a granule word nobody wrote yet */
 
-#define CK(x)                                                                   \
-  do {                                                                          \
-    cudaError_t e_ = (x);                                                       \
-    if (e_ != cudaSuccess) {                                                    \
-      fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_)); \
-      exit(1);                                                                  \
-    }                                                                           \
-  } while (0)
 
 struct lp {
   int rank, nranks;
@@ -196,16 +189,7 @@ int main(int argc, char **argv) {
     nsz = 0;
     for (int i = 2; i < argc && nsz < 8; i++) sizes[nsz++] = (unsigned)atoi(argv[i]);
   }
-  for (int i = 0; i < n; i++) {
-    CK(cudaSetDevice(i));
-    for (int j = 0; j < n; j++)
-      if (j != i) {
-        int ok = 0;
-        CK(cudaDeviceCanAccessPeer(&ok, i, j));
-        if (!ok) { fprintf(stderr, "ladder: no peer access %d -> %d\n", i, j); return 77; }
-        CK(cudaDeviceEnablePeerAccess(j, 0));
-      }
-  }
+  if (!ladder_peers(n, "ladder")) return 77;
   const uint64_t slot = 8192;
   char *buf[MAXR], *ws[MAXR]; /* ws: the library's workspace layout (comm_ar.h) */
   const uint64_t wsbytes = TE_AR_OFF_LAMBUF + 3 * (uint64_t)n * slot;
@@ -279,19 +263,8 @@ int main(int argc, char **argv) {
         cfg.numAttrs = 1;
         cudaGraph_t gr;
         CK(cudaStreamBeginCapture(st[i], cudaStreamCaptureModeThreadLocal));
-        te_ar_params a;
-        memset(&a, 0, sizeof a);
-        for (int j = 0; j < n; j++) a.ws[j] = (uint64_t)(uintptr_t)ws[j];
-        a.in[i] = (uint64_t)(uintptr_t)in[i];
-        a.out = (uint64_t)(uintptr_t)out[i];
-        a.count = bytes / 2;
-        a.timeout_ns = r == 10 ? 0 : 1000000000ull;
-        a.lam_slot = slot;
-        a.rank = i;
-        a.nranks = n;
-        a.dtype = TE_FP8_DT_BF16;
-        a.op = TE_AR_SUM;
-        a.vec = 8;
+        te_ar_params a =
+            ladder_params(i, n, ws, in[i], out[i], bytes / 2, slot, r == 10 ? 0 : 1000000000ull);
         lp_big big;
         memset(&big, 0, sizeof big);
         big.p = p;
@@ -306,24 +279,7 @@ int main(int argc, char **argv) {
         CK(cudaGraphInstantiate(&ge[i], gr, 0));
         CK(cudaGraphDestroy(gr));
       }
-      double best = 1e30;
-      for (int rep = 0; rep < 6; rep++) {
-        for (int i = 0; i < n; i++) {
-          CK(cudaSetDevice(i));
-          CK(cudaEventRecord(e0[i], st[i]));
-          CK(cudaGraphLaunch(ge[i], st[i]));
-          CK(cudaEventRecord(e1[i], st[i]));
-        }
-        double worst = 0;
-        for (int i = 0; i < n; i++) {
-          CK(cudaSetDevice(i));
-          CK(cudaEventSynchronize(e1[i]));
-          float ms = 0;
-          CK(cudaEventElapsedTime(&ms, e0[i], e1[i]));
-          if (ms > worst) worst = ms;
-        }
-        if (rep > 0 && worst < best) best = worst; /* the first is the warm-up */
-      }
+      double best = ladder_time(n, ge, st, e0, e1);
       long bad = 0, err = 0;
       for (int i = 0; i < n; i++) {
         CK(cudaSetDevice(i));
