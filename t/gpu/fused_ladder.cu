@@ -17,9 +17,9 @@
 // Run:   ./fladder [ngpus] [rows ...]   (hidden 4096 bf16; default rows 1 16 64)
 // Against an earlier comm_ar.cu, in the same run (its kernels renamed and
 // its functions in a namespace; the "base" rungs):
-//   git show REV:kernels/comm_ar.cu | sed -e '/^#include/d' -e 's/te_comm_ar_/base_comm_ar_/g' \
-//     > /tmp/base.cu
-//   nvcc ... -DFLADDER_BASE='"/tmp/base.cu"' -o fladder t/gpu/fused_ladder.cu
+//   B=$(mktemp --suffix=.cu)
+//   git show REV:kernels/comm_ar.cu | sed -e '/^#include/d' -e 's/te_comm_ar_/base_comm_ar_/g' >$B
+//   nvcc ... -DFLADDER_BASE="\"$B\"" -o fladder t/gpu/fused_ladder.cu
 #include <cuda_runtime.h>
 #include "ladder.cuh"
 #include <stdint.h>
