@@ -178,6 +178,14 @@ struct fuse_case {
   int quant;             /* a Quantize op between the norm and the last Linear */
 };
 
+/* A delayed-scaling recipe (HYBRID: E4M3 forward, E5M2 gradients) on q. */
+static void set_delayed_hybrid(tecore_seq_t *q, tecore_stream_t s) {
+  struct tecore_recipe r;
+  RK_CORE(tecore_recipe_init(&r, TECORE_RECIPE_DELAYED));
+  r.format = TECORE_FP8_HYBRID;
+  RK_CORE(tecore_seq_set_recipe(q, &r, s));
+}
+
 /* linear | sum | add_extra_input(0) | make_extra_output(1) | rmsnorm |
  * (quantize |) linear+bias, with an FP8 recipe (delayed, E4M3) or none */
 static tecore_seq_t *fuse_seq(const struct fuse_case *fc, struct tecomm_op_params *prm,
@@ -196,12 +204,7 @@ static tecore_seq_t *fuse_seq(const struct fuse_case *fc, struct tecomm_op_param
   };
   for (size_t k = 0; k < sizeof d / sizeof d[0]; k++)
     if (k != 5 || fc->quant) RK_CORE(tecore_seq_add(q, &d[k], NULL));
-  if (fc->fp8) {
-    struct tecore_recipe r;
-    RK_CORE(tecore_recipe_init(&r, TECORE_RECIPE_DELAYED));
-    r.format = TECORE_FP8_HYBRID;
-    RK_CORE(tecore_seq_set_recipe(q, &r, s));
-  }
+  if (fc->fp8) set_delayed_hybrid(q, s);
   RK_CORE(tecore_seq_build(q, s));
   /* gamma random (the same in both sequences), so the norm's weight counts */
   struct tecore_op_info info;
@@ -382,13 +385,24 @@ static double e4m3_half_ulp(double v) {
  * (a code one E4M3 ulp, 2^-3 relative, apart in a 64-term FP8 GEMM).
  * _i: bit 0 the explicit Quantize op, bit 1 the sum's kind, bit 2 four
  * ranks (else two). */
+/* The FP8 pattern tests' rank set-up: every Linear in FP8 however small,
+ * the communicator, and the op parameters of the fusable and the
+ * TECOMM_OP_NO_FUSION sequence. */
+static tecomm_comm_t fp8_pair_setup(int rank, int n, tecore_stream_t *s,
+                                    struct tecomm_op_params *fused,
+                                    struct tecomm_op_params *plain) {
+  setenv("TECORE_OPS_FP8_MIN_MNK", "0", 1);
+  tecomm_comm_t c = rank_setup(rank, n, s);
+  *fused = (struct tecomm_op_params){.comm = c};
+  *plain = (struct tecomm_op_params){.comm = c, .flags = TECOMM_OP_NO_FUSION};
+  return c;
+}
+
 static void rank_fuse8(int rank, int n, void *arg) {
   const struct fuse_case *fc = arg;
-  setenv("TECORE_OPS_FP8_MIN_MNK", "0", 1); /* these small Linears in FP8 too */
   tecore_stream_t s;
-  tecomm_comm_t c = rank_setup(rank, n, &s);
-  struct tecomm_op_params fused = {.comm = c};
-  struct tecomm_op_params plain = {.comm = c, .flags = TECOMM_OP_NO_FUSION};
+  struct tecomm_op_params fused, plain;
+  tecomm_comm_t c = fp8_pair_setup(rank, n, &s, &fused, &plain);
   tecore_seq_t *qf = fuse_seq(fc, &fused, s), *qu = fuse_seq(fc, &plain, s);
   const char *kn = tecore_op_kind_name(fc->kind);
   size_t lin = fc->quant ? 6 : 5;
@@ -469,10 +483,7 @@ static tecore_seq_t *norm8_seq(int ln, struct tecomm_op_params *prm, tecore_stre
       {.kind = TECORE_OP_LINEAR, .features = FF, .bias = 1},
   };
   for (size_t k = 0; k < sizeof d / sizeof d[0]; k++) RK_CORE(tecore_seq_add(q, &d[k], NULL));
-  struct tecore_recipe r;
-  RK_CORE(tecore_recipe_init(&r, TECORE_RECIPE_DELAYED));
-  r.format = TECORE_FP8_HYBRID;
-  RK_CORE(tecore_seq_set_recipe(q, &r, s));
+  set_delayed_hybrid(q, s);
   RK_CORE(tecore_seq_build(q, s));
   struct tecore_op_info info;
   RK_CORE(tecore_seq_op(q, 0, &info));
@@ -540,11 +551,9 @@ static void norm8_run(tecore_seq_t *q, int rank, struct norm8_out *r, tecore_str
 
 static void rank_norm8(int rank, int n, void *arg) {
   const int ln = *(const int *)arg;
-  setenv("TECORE_OPS_FP8_MIN_MNK", "0", 1); /* these small Linears in FP8 too */
   tecore_stream_t s;
-  tecomm_comm_t c = rank_setup(rank, n, &s);
-  struct tecomm_op_params fused = {.comm = c};
-  struct tecomm_op_params plain = {.comm = c, .flags = TECOMM_OP_NO_FUSION};
+  struct tecomm_op_params fused, plain;
+  tecomm_comm_t c = fp8_pair_setup(rank, n, &s, &fused, &plain);
   tecore_seq_t *qf = norm8_seq(ln, &fused, s), *qu = norm8_seq(ln, &plain, s);
   const char *nm = ln ? "layernorm" : "rmsnorm";
   char plan[512], want[64];
