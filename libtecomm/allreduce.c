@@ -202,7 +202,8 @@ static tecomm_result_t run(struct tecomm_comm *c, tecore_devptr_t send, tecore_d
     lam_ok = fa->hidden % 8 == 0 &&
              (fa->residual_in | fa->residual_out | fa->out | d8 | fa->gamma) % 16 == 0;
   }
-  TC_CHECK(tc_select(c, asked, bytes, zero_copy, in_place, lam_ok, op == TECOMM_SUM, &algo));
+  TC_CHECK(
+      tc_select(c, asked, bytes, zero_copy, in_place, lam_ok, op == TECOMM_SUM, fa != NULL, &algo));
   if (algo == TECOMM_ALGO_NCCL || algo == TECOMM_ALGO_VERBS)
     return fa ? composite(c, fa, stream, fn)
               : plain_allreduce(c, send, recv, count, dtype, op, stream, fn);

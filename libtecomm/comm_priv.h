@@ -147,10 +147,12 @@ static inline tecore_devptr_t tc_seg_addr(const struct tc_seg *s, int r, size_t 
  * input may then use a symmetric input directly; otherwise that needs the
  * pool to stage it); fused_lamport_ok: 0 for a fused call that Lamport's
  * fused kernel cannot take (hidden % 8, alignment); sum: the op is SUM
- * (NVLS reduces nothing else).  TECOMM_ERR_NOT_SUPPORTED with a reason
- * when nothing can run. */
+ * (NVLS reduces nothing else); fused: an allreduce + add + RMSNorm (on 2
+ * ranks one-shot where the table says two-shot).  TECOMM_ERR_NOT_SUPPORTED
+ * with a reason when nothing can run. */
 tecomm_result_t tc_select(struct tecomm_comm *c, tecomm_algo_t asked, size_t bytes, int symmetric,
-                          int in_place, int fused_lamport_ok, int sum, tecomm_algo_t *algo);
+                          int in_place, int fused_lamport_ok, int sum, int fused,
+                          tecomm_algo_t *algo);
 /* Decides the level from the counts (every rank computes the same). */
 void tc_level_log(struct tecomm_comm *c);
 const char *tc_level_name(tc_level_t l);

@@ -107,6 +107,7 @@ struct call_facts {
   int symmetric, in_place;
   int fused_lamport_ok; /* 0: a fused call Lamport's fused kernel cannot take */
   int sum;              /* the op is SUM */
+  int fused;            /* allreduce + add + RMSNorm */
 };
 
 /* Why the NVLS or MNNVL algorithm a cannot run the call ("" when it can). */
@@ -159,14 +160,24 @@ static tecomm_algo_t table_ipc(struct tecomm_comm *c, const struct call_facts *f
   table_edges(c->nranks, &lam, &one);
   if (f->bytes <= lam && ipc_can(c, TECOMM_ALGO_LAMPORT, f)) return TECOMM_ALGO_LAMPORT;
   if (f->bytes <= one && ipc_can(c, TECOMM_ALGO_ONESHOT, f)) return TECOMM_ALGO_ONESHOT;
+  /* The fused call on 2 ranks: one-shot at every size the built-in table
+   * gives to two-shot.  At 2 ranks both move the same bytes over NVLink
+   * (the peer's input, once), one-shot in one phase with one barrier and no
+   * second read of the rows.  2x H200, hidden 4096, te-allreduce-perf
+   * --fused (bench/2026-11-23c-gpu.md): 2 MB 14.7 us against 22.4, 64 MB 214
+   * against 279; the plain call keeps two-shot (64 MB 209 against 251). */
+  if (f->fused && c->nranks == 2 && tecore_tunable_int(&tc_tun_oneshot_max_kb) == 0 &&
+      ipc_can(c, TECOMM_ALGO_ONESHOT, f))
+    return TECOMM_ALGO_ONESHOT;
   if (ipc_can(c, TECOMM_ALGO_TWOSHOT, f)) return TECOMM_ALGO_TWOSHOT;
   if (ipc_can(c, TECOMM_ALGO_ONESHOT, f)) return TECOMM_ALGO_ONESHOT;
   return TECOMM_ALGO_AUTO;
 }
 
 tecomm_result_t tc_select(struct tecomm_comm *c, tecomm_algo_t asked, size_t bytes, int symmetric,
-                          int in_place, int fused_lamport_ok, int sum, tecomm_algo_t *algo) {
-  struct call_facts f = {bytes, symmetric, in_place, fused_lamport_ok, sum};
+                          int in_place, int fused_lamport_ok, int sum, int fused,
+                          tecomm_algo_t *algo) {
+  struct call_facts f = {bytes, symmetric, in_place, fused_lamport_ok, sum, fused};
   tecomm_algo_t a = asked;
   /* TECOMM_ALGO is for the caller's communicators.  A hierarchical
    * communicator's node group (no_verbs) runs steps of its parent's verbs
@@ -299,6 +310,8 @@ static void describe(struct tecomm_comm *c, size_t bytes, char *buf, size_t cap)
         c->level == TC_LEVEL_INPLACE ? " (registered inputs only; others nccl)" : "");
     put(buf, cap, &len, "fused add + rmsnorm on twoshot: %s (TECOMM_FUSED_TWOSHOT)\n",
         tecomm_ar_fused_twoshot_variant());
+    if (c->nranks == 2 && tecore_tunable_int(&tc_tun_oneshot_max_kb) == 0)
+      put(buf, cap, &len, "fused add + rmsnorm (2 ranks): oneshot where the table says twoshot\n");
   } else if (c->level == TC_LEVEL_NCCL) {
     put(buf, cap, &len, "table: nccl at every size\n");
   } else if (c->level == TC_LEVEL_VERBS) {
@@ -311,7 +324,7 @@ static void describe(struct tecomm_comm *c, size_t bytes, char *buf, size_t cap)
     tecomm_algo_t a = TECOMM_ALGO_AUTO;
     char detail[512];
     snprintf(detail, sizeof detail, "%s", tecore_last_error());
-    if (tc_select(c, TECOMM_ALGO_AUTO, bytes, c->level == TC_LEVEL_INPLACE, 1, 1, 1, &a) ==
+    if (tc_select(c, TECOMM_ALGO_AUTO, bytes, c->level == TC_LEVEL_INPLACE, 1, 1, 1, 0, &a) ==
         TECOMM_SUCCESS)
       put(buf, cap, &len, "choice for %zu bytes: %s\n", bytes, algo_names[a]);
     else
@@ -346,5 +359,5 @@ TE_EXPORT tecomm_result_t tecomm_comm_choose(tecomm_comm_t comm, size_t count, t
   TC_ARG(dtype == TECORE_DTYPE_F32 || dtype == TECORE_DTYPE_BF16 || dtype == TECORE_DTYPE_F16,
          "tecomm_comm_choose: dtype %d is not F32, BF16 or F16", (int)dtype);
   return tc_select(comm, TECOMM_ALGO_AUTO, count * tecore_dtype_size(dtype),
-                   comm->level == TC_LEVEL_INPLACE, !fused, 1, 1, algo);
+                   comm->level == TC_LEVEL_INPLACE, !fused, 1, 1, fused != 0, algo);
 }

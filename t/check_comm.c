@@ -74,6 +74,20 @@ static void rank_init(int rank, int n, void *arg) {
   /* the IPC table names the fused two-shot in effect (TECOMM_FUSED_TWOSHOT) */
   RK_ASSERT(!strstr(d, "twoshot above") || strstr(d, "fused add + rmsnorm on twoshot: rows ("),
             "describe: %s", d);
+  /* where the table gives a plain call two-shot, a fused one on 2 ranks
+   * takes one-shot (the same NVLink bytes in one phase), on more two-shot */
+  tecomm_algo_t plain = TECOMM_ALGO_AUTO, fused = TECOMM_ALGO_AUTO;
+  const size_t big = (size_t)1 << 20;   /* 2 MiB of bf16: above every Lamport edge */
+  if (tecomm_comm_choose(c, big, TECORE_DTYPE_BF16, 0, &plain) == TECOMM_SUCCESS &&
+      plain == TECOMM_ALGO_TWOSHOT) {
+    RK_OK(tecomm_comm_choose(c, big, TECORE_DTYPE_BF16, 1, &fused));
+    RK_ASSERT(fused == (n == 2 ? TECOMM_ALGO_ONESHOT : TECOMM_ALGO_TWOSHOT),
+              "%d ranks, 2 MiB fused: %s, want %s", n, tecomm_algo_name(fused),
+              n == 2 ? "oneshot" : "twoshot");
+    RK_ASSERT(!strstr(d, "fused add + rmsnorm (2 ranks): oneshot") == (n != 2), "describe: %s",
+              d);
+  }
+  tecore_clear_error();
   tc_rank_digest(d, strlen(d));
   size_t sizes[] = {1, 1000, 65537};
   for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
