@@ -34,6 +34,7 @@ module te_comm
   integer(c_int), parameter :: TECOMM_ALGO_NVLS = 6
   integer(c_int), parameter :: TECOMM_ALGO_NVLS_LAMPORT = 7
   integer(c_int), parameter :: TECOMM_ALGO_MNNVL = 8
+  integer(c_int), parameter :: TECOMM_ALGO_CE = 9
   integer(c_int), parameter :: TECOMM_PROBE_LAUNCH = 0
   integer(c_int), parameter :: TECOMM_PROBE_EXCHANGE = 1
   integer(c_int), parameter :: TECOMM_SPLIT_NONE = -1

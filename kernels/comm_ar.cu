@@ -385,6 +385,38 @@ __device__ void ar_twoshot(const te_ar_params &p) {
   if (tail) ar_st<DT, 1>(p.out, t0 + threadIdx.x, &tv);
 }
 
+// ---- the copy-engine one-shot's sum ---------------------------------------------------------
+// (kernels/common/comm_ar.h says how the call runs.)  in[] are local here:
+// this rank's input and the scratch copies of the peers'; the fold in rank
+// order goes to out.  No waits: the copies before it are stream-ordered.
+// A rank that already failed does nothing (the error word reports the
+// call).  The tail (count past the last granule) is block 0's, element by
+// element.
+template <int DT, int EPG>
+__device__ void ar_ce_reduce(const te_ar_params &p) {
+  ar_block c;
+  uint64_t base;
+  if (!ar_begin(p, 0, c, base)) return;
+  const uint64_t n = p.count / EPG;
+  const uint64_t stride = (uint64_t)gridDim.x * blockDim.x;
+  for (uint64_t g = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x; g < n; g += 2 * stride) {
+    float a[EPG], b[EPG];
+    const uint64_t g2 = g + stride;
+    const bool two = g2 < n;
+    ar_reduce<DT, EPG>(p, g, a);
+    if (two) ar_reduce<DT, EPG>(p, g2, b);
+    ar_st<DT, EPG>(p.out, g, a);
+    if (two) ar_st<DT, EPG>(p.out, g2, b);
+  }
+  if (EPG > 1 && blockIdx.x == 0) {
+    const uint64_t e = n * EPG + threadIdx.x;
+    if (e < p.count) {
+      float v = ar_reduce_elem<DT>(p, e);
+      ar_st<DT, 1>(p.out, e, &v);
+    }
+  }
+}
+
 // ---- Lamport ------------------------------------------------------------------------------
 // Call k uses buffer k % 3; see ar_vdev.c for why re-arming the previous
 // call's buffer is safe.  A thread writes granule g of this rank's input
@@ -1552,6 +1584,10 @@ extern "C" __global__ void __launch_bounds__(TE_AR_THREADS) te_comm_ar_oneshot(c
 extern "C" __global__ void __launch_bounds__(TE_AR_THREADS) te_comm_ar_twoshot(const te_ar_params p) {
   ar_pdl_enter();
   AR_DISPATCH(ar_twoshot)
+}
+extern "C" __global__ void __launch_bounds__(TE_AR_THREADS) te_comm_ar_ce_reduce(const te_ar_params p) {
+  ar_pdl_enter();
+  AR_DISPATCH(ar_ce_reduce)
 }
 // The Lamport kernel for up to 8 ranks, and for up to 2 and 4 (smaller
 // code and registers: see ar_lamport).

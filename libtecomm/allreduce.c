@@ -106,6 +106,32 @@ static tecomm_result_t stage_get(struct tecomm_comm *c, size_t bytes, int cap, c
 }
 
 
+/* The copy-engine two-shot's scratch (local, this rank's alone), grown on
+ * an eager call in powers of two from 1 MiB; an outgrown buffer stays
+ * allocated (a captured graph may still name it, and eager work may still
+ * use it) until the communicator goes. */
+static tecomm_result_t ce_scratch_get(struct tecomm_comm *c, size_t bytes, int cap,
+                                      const char *fn) {
+  if (c->ce_scratch_bytes >= bytes) return TECOMM_SUCCESS;
+  if (cap)
+    return TC_ERR(TECOMM_ERR_NOT_SUPPORTED,
+                  "%s: the copy-engine two-shot needs %zu bytes of scratch, which is not "
+                  "allocated during a capture: make one eager call of this size first",
+                  fn, bytes);
+  size_t want = (size_t)1 << 20;
+  while (want < bytes) want *= 2;
+  int n_old = c->n_ce_old + (c->ce_scratch != 0);
+  if (n_old > (int)(sizeof c->ce_old / sizeof c->ce_old[0]))
+    return TC_ERR(TECOMM_ERR_NOMEM, "%s: the copy-engine two-shot's scratch grew %d times", fn,
+                  n_old);
+  tecore_devptr_t d = 0;
+  TC_CORE(tecore_mem_alloc(want, &d), fn);
+  if (c->ce_scratch) c->ce_old[c->n_ce_old++] = c->ce_scratch;
+  c->ce_scratch = d;
+  c->ce_scratch_bytes = want;
+  return TECOMM_SUCCESS;
+}
+
 /* recv = allreduce(send) on the NCCL communicator or over verbs (the level
  * says which), or a copy on one rank. */
 static tecomm_result_t plain_allreduce(struct tecomm_comm *c, tecore_devptr_t send,
@@ -203,7 +229,8 @@ static tecomm_result_t run(struct tecomm_comm *c, tecore_devptr_t send, tecore_d
              (fa->residual_in | fa->residual_out | fa->out | d8 | fa->gamma) % 16 == 0;
   }
   TC_CHECK(
-      tc_select(c, asked, bytes, zero_copy, in_place, lam_ok, op == TECOMM_SUM, fa != NULL, &algo));
+      tc_select(c, asked, bytes, zero_copy, in_place, lam_ok, op == TECOMM_SUM, fa != NULL,
+                (how & TC_AR_BESIDE) != 0, &algo));
   if (algo == TECOMM_ALGO_NCCL || algo == TECOMM_ALGO_VERBS)
     return fa ? composite(c, fa, stream, fn)
               : plain_allreduce(c, send, recv, count, dtype, op, stream, fn);
@@ -211,6 +238,7 @@ static tecomm_result_t run(struct tecomm_comm *c, tecore_devptr_t send, tecore_d
   struct tecomm_ar_call call;
   memset(&call, 0, sizeof call);
   call.algo = algo == TECOMM_ALGO_TWOSHOT                                     ? TECOMM_AR_TWOSHOT
+              : algo == TECOMM_ALGO_CE                                        ? TECOMM_AR_CE
               : algo == TECOMM_ALGO_NVLS                                      ? TECOMM_AR_NVLS
               : algo == TECOMM_ALGO_LAMPORT || algo == TECOMM_ALGO_NVLS_LAMPORT ||
                       algo == TECOMM_ALGO_MNNVL                               ? TECOMM_AR_LAMPORT
@@ -231,6 +259,11 @@ static tecomm_result_t run(struct tecomm_comm *c, tecore_devptr_t send, tecore_d
   call.timeout_ns = (uint64_t)tc_timeout_ms() * 1000000ull;
   call.ws_max_bytes = c->ws_max_bytes;
   call.beside = (how & TC_AR_BESIDE) != 0;
+  if (call.algo == TECOMM_AR_CE) {
+    TC_CHECK(ce_scratch_get(c, tecomm_ar_ce_scratch_bytes(c->nranks, count, dtype), cap, fn));
+    call.scratch = c->ce_scratch;
+    call.scratch_bytes = c->ce_scratch_bytes;
+  }
   if (seg && tecomm_ar_clobbers_input(call.algo) && !in_place) seg = NULL; /* stage it */
   for (int r = 0; r < c->nranks; r++) call.ws[r] = c->ws_peer[r];
   if (seg) {
@@ -353,9 +386,11 @@ tecomm_result_t tc_allreduce_scratch(tecomm_comm_t comm, tecore_devptr_t send, t
 }
 
 tecomm_result_t tc_allreduce_add_rmsnorm_scratch(tecomm_comm_t comm,
-                                                 const struct tecomm_add_rmsnorm *a,
+                                                 const struct tecomm_add_rmsnorm *a, unsigned how,
                                                  tecore_stream_t stream) {
-  return add_rmsnorm(comm, a, TC_AR_SCRATCH, stream);
+  TC_ARG(!(how & ~(TC_AR_SCRATCH | TC_AR_BESIDE)), "tc_allreduce_add_rmsnorm_scratch: how 0x%x",
+         how);
+  return add_rmsnorm(comm, a, how, stream);
 }
 
 TE_EXPORT tecore_result_t tecomm_amax_reduce(tecore_devptr_t amax, size_t count,

@@ -47,6 +47,7 @@ static const struct tecore_kernel_def ar_defs[TE_AR_K_COUNT_] = {
     [TE_AR_K_LAMPORT4] = AR_DEF("te_comm_ar_lamport4", te_ar_vdev_lamport),
     [TE_AR_K_TWOSHOT_FUSED] = AR_DEF("te_comm_ar_twoshot_fused", te_ar_vdev_twoshot_fused),
     [TE_AR_K_TWOSHOT_FUSED_WIDE] = AR_DEF("te_comm_ar_twoshot_fused_wide", te_ar_vdev_twoshot_fused),
+    [TE_AR_K_CE_REDUCE] = AR_DEF("te_comm_ar_ce_reduce", te_ar_vdev_ce_reduce),
 };
 
 /* Programmatic dependent launch of every allreduce kernel: on an sm_90
@@ -150,7 +151,18 @@ size_t tecomm_ar_max_bytes(tecomm_ar_algo_t algo, int nranks, size_t ws_max_byte
   if (nranks < 1 || nranks > TECOMM_AR_MAX_RANKS) return 0;
   if (algo == TECOMM_AR_LAMPORT) return ws_max_bytes;
   if (algo == TECOMM_AR_ONESHOT || algo == TECOMM_AR_TWOSHOT) return SIZE_MAX;
+  if (algo == TECOMM_AR_CE) return nranks >= 2 ? SIZE_MAX / 16 : 0;
   return 0;
+}
+
+/* A CE scratch slot: one peer's input, in whole 16-byte lines. */
+static size_t ce_slot_bytes(size_t count, size_t esz) { return (count * esz + 15u) / 16u * 16u; }
+
+size_t tecomm_ar_ce_scratch_bytes(int nranks, size_t count, tecore_dtype_t dtype) {
+  size_t esz = tecore_dtype_size(dtype);
+  if (nranks < 2 || nranks > TECOMM_AR_MAX_RANKS || esz == 0) return 0;
+  if (count > (SIZE_MAX / TECOMM_AR_MAX_RANKS - 16u) / esz) return 0;
+  return (size_t)(nranks - 1) * ce_slot_bytes(count, esz);
 }
 
 int tecomm_ar_clobbers_input(tecomm_ar_algo_t algo) { return algo == TECOMM_AR_TWOSHOT; }
@@ -161,6 +173,7 @@ static const char *algo_name(int a) {
   return a == TECOMM_AR_ONESHOT   ? "one-shot"
          : a == TECOMM_AR_TWOSHOT ? "two-shot"
          : a == TECOMM_AR_NVLS    ? "NVLS"
+         : a == TECOMM_AR_CE      ? "copy-engine two-shot"
                                   : "Lamport";
 }
 
@@ -179,7 +192,8 @@ TECORE_TUNABLE_INT(tc_tun_ar_blocks, "TECOMM_AR_BLOCKS", TE_AR_MAX_BLOCKS, 1, TE
 TECORE_TUNABLE_INT(tc_tun_ar_overlap_blocks, "TECOMM_AR_OVERLAP_BLOCKS", 32, 1, TE_AR_MAX_BLOCKS,
                    "on a GPU, the most thread blocks an IPC allreduce kernel takes when it runs "
                    "beside another kernel (the fuser's backward sums overlapped with a GEMM); "
-                   "at most TECOMM_AR_BLOCKS.  Every rank must use the same value")
+                   "at most TECOMM_AR_BLOCKS; not the copy-engine one-shot's kernels (local "
+                   "reads, the whole grid).  Every rank must use the same value")
 
 /* Threads a block of the plain Lamport kernel: a call of g granules
  * takes ceil(g / this) blocks (each thread one granule a round), and a
@@ -288,6 +302,14 @@ static tecore_result_t ar_check(const struct tecomm_ar_call *c, const char *fn) 
            "%s: %zu bytes exceed the NVLS data buffer's %zu", fn, bytes, c->nvls_data_bytes);
     TC_ARG(c->ws_max_bytes > 0, "%s: NVLS needs ws_max_bytes (the region's Lamport size)", fn);
   }
+  if (c->algo == TECOMM_AR_CE) {
+    TC_ARG(c->nranks >= 2, "%s: the copy-engine one-shot needs 2 or more ranks", fn);
+    size_t need = tecomm_ar_ce_scratch_bytes(c->nranks, c->count, c->dtype);
+    TC_ARG(c->scratch && al16(c->scratch) && c->scratch_bytes >= need,
+           "%s: the copy-engine one-shot needs %zu bytes of 16-byte aligned scratch (scratch "
+           "0x%llx, %zu bytes)",
+           fn, need, (unsigned long long)c->scratch, c->scratch_bytes);
+  }
   if (c->fused) TC_CHECK(ar_check_fused(c, fn));
   else TC_ARG(c->out, "%s: out is 0", fn);
   return TECORE_SUCCESS;
@@ -363,6 +385,9 @@ static tecore_result_t ar_plain(int algo, struct te_ar_params *p, int beside,
 }
 
 /* The fused call: residual add + RMSNorm (+ FP8) after the allreduce. */
+static tecore_result_t ce_pull(const struct tecomm_ar_call *c, struct te_ar_params *p,
+                               tecore_stream_t stream);
+
 static tecore_result_t ar_fused(const struct tecomm_ar_call *c, struct te_ar_params *p,
                                 tecore_stream_t stream, const char *fn) {
   const struct tecomm_ar_fused *f = c->fused;
@@ -399,6 +424,7 @@ static tecore_result_t ar_fused(const struct tecomm_ar_call *c, struct te_ar_par
   int vec_in = nvec == 8;
   for (int s = 0; s < c->nranks; s++)
     if ((c->algo != TECOMM_AR_LAMPORT || s == c->rank) && !al16(c->in[s])) vec_in = 0;
+  if (c->algo == TECOMM_AR_CE && !al16(c->scratch)) vec_in = 0;
   if (current) TC_CHECK(tecore_memset_d32_async(q->amax, 0, 1, stream));
 
   uint64_t groups = (p->rows + (uint64_t)plan.rows_per_block - 1) / (uint64_t)plan.rows_per_block;
@@ -406,8 +432,16 @@ static tecore_result_t ar_fused(const struct tecomm_ar_call *c, struct te_ar_par
                                    .block = {plan.threads, 1, 1}};
   p->vec = vec_in ? 8 : 1;
   int wide = plan.threads > TE_AR_FUSED_NARROW;
-  if (c->algo == TECOMM_AR_ONESHOT) {
-    TC_CHECK(ar_go(wide ? TE_AR_K_ONESHOT_FUSED_WIDE : TE_AR_K_ONESHOT_FUSED, &rcfg, p, stream));
+  if (c->algo == TECOMM_AR_ONESHOT || c->algo == TECOMM_AR_CE) {
+    /* the copy-engine one-shot: the peers' inputs copied here first, then
+     * the one-shot kernel over the local copies (its first barrier: every
+     * rank's copies are done, so the inputs are free again) */
+    struct tecore_launch_cfg ocfg = rcfg;
+    if (c->algo == TECOMM_AR_CE) { /* local reads: the whole grid, as ar_ce's */
+      TC_CHECK(ce_pull(c, p, stream));
+      ocfg.grid[0] = ar_blocks(groups, 1, 0);
+    }
+    TC_CHECK(ar_go(wide ? TE_AR_K_ONESHOT_FUSED_WIDE : TE_AR_K_ONESHOT_FUSED, &ocfg, p, stream));
   } else if (c->algo == TECOMM_AR_LAMPORT) {
     if (!vec_in)
       return TC_ERR(TECORE_ERR_NOT_SUPPORTED,
@@ -504,6 +538,50 @@ tecore_result_t tecomm_ar_probe(const struct tecomm_ar_call *call, int exchange,
   return ar_go(exchange ? TE_AR_K_PROBE_EXCHANGE : TE_AR_K_PROBE_LAUNCH, &cfg, &p, stream);
 }
 
+/* The copy-engine one-shot (kernels/common/comm_ar.h): barrier, copies
+ * of every peer's input into scratch, the local fold into out, barrier;
+ * in place (out == in[rank]) the second barrier comes before the fold,
+ * which may overwrite the input only when no peer still copies it.  The
+ * memcpys are the copy engines' (device to device, from the peers'
+ * mappings); the SMs run a one-warp barrier twice and the sum of local
+ * memory once. */
+/* The copy-engine one-shot's first half, plain or fused: barrier (every
+ * input in place), then every peer's input copied into scratch; p->in[]
+ * then names the local copies. */
+static tecore_result_t ce_pull(const struct tecomm_ar_call *c, struct te_ar_params *p,
+                               tecore_stream_t stream) {
+  const size_t esz = tecore_dtype_size(c->dtype), bytes = c->count * esz;
+  const size_t slot = ce_slot_bytes(c->count, esz);
+  TC_CHECK(tecomm_ar_probe(c, 1, stream));
+  for (int s = 0, k = 0; s < c->nranks; s++) {
+    if (s == c->rank) continue;
+    p->in[s] = c->scratch + (size_t)k++ * slot;
+    TC_CHECK(tecore_memcpy_async(p->in[s], c->in[s], bytes, stream));
+  }
+  return TECORE_SUCCESS;
+}
+
+static tecore_result_t ar_ce(const struct tecomm_ar_call *c, struct te_ar_params *p,
+                             tecore_stream_t stream) {
+  const int r = c->rank;
+  const size_t esz = tecore_dtype_size(c->dtype);
+  int vec = al16(c->out) && al16(c->scratch) ? (int)(16 / esz) : 1;
+  TC_CHECK(ce_pull(c, p, stream));
+  if (!al16(c->in[r])) vec = 1;
+  p->vec = vec;
+  /* the whole grid even beside a GEMM: the sum reads local memory only and
+   * gets its SMs as the GEMM ends (2x H200, te-demo --tp 2 at 8192 tokens,
+   * bench/2026-11-23d-gpu.md: step 62.54 and 62.94 ms with 128 blocks
+   * against 64.10 and 64.22 with TECOMM_AR_OVERLAP_BLOCKS' 32) */
+  struct tecore_launch_cfg cfg = {
+      .grid = {ar_blocks(c->count / (uint64_t)vec, (uint64_t)TE_AR_THREADS * 2, 0), 1, 1},
+      .block = {TE_AR_THREADS, 1, 1}};
+  const int in_place = c->out == c->in[r];
+  if (in_place) TC_CHECK(tecomm_ar_probe(c, 1, stream));
+  TC_CHECK(ar_go(TE_AR_K_CE_REDUCE, &cfg, p, stream));
+  return in_place ? TECORE_SUCCESS : tecomm_ar_probe(c, 1, stream);
+}
+
 tecore_result_t tecomm_ar_launch(const struct tecomm_ar_call *call, tecore_stream_t stream) {
   static const char fn[] = "tecomm_ar_launch";
   TC_CHECK(ar_check(call, fn));
@@ -511,8 +589,9 @@ tecore_result_t tecomm_ar_launch(const struct tecomm_ar_call *call, tecore_strea
   if (call->count == 0) return TECORE_SUCCESS;
   struct te_ar_params p;
   ar_params_base(call, &p);
-  tecore_result_t r = call->fused ? ar_fused(call, &p, stream, fn)
-                                   : ar_plain((int)call->algo, &p, call->beside, stream);
+  tecore_result_t r = call->fused                   ? ar_fused(call, &p, stream, fn)
+                      : call->algo == TECOMM_AR_CE ? ar_ce(call, &p, stream)
+                                                   : ar_plain((int)call->algo, &p, call->beside, stream);
   if (r != TECORE_SUCCESS && r != TECORE_ERR_NOT_SUPPORTED && r != TECORE_ERR_INVALID)
     tecore_set_error("%s: %s allreduce of %zu elements: %s", fn, algo_name((int)call->algo),
                      call->count, tecore_last_error());

@@ -50,6 +50,7 @@ typedef enum tecomm_ar_algo {
   TECOMM_AR_TWOSHOT = 1, /* reduce-scatter then all-gather through the pool */
   TECOMM_AR_LAMPORT = 2, /* -0.0 sentinels, 3 rotating buffers, no barrier */
   TECOMM_AR_NVLS = 3,    /* NVLink multicast: load-reduce and store through mc (SUM only) */
+  TECOMM_AR_CE = 4,      /* one-shot whose bytes the copy engines move; needs scratch */
   TECOMM_AR_ALGO_COUNT_
 } tecomm_ar_algo_t;
 
@@ -97,6 +98,11 @@ struct tecomm_ar_call {
    * with a GEMM): its grid is capped at TECOMM_AR_OVERLAP_BLOCKS so that
    * the other kernel keeps most SMs */
   int beside;
+  /* TECOMM_AR_CE: local device memory for copies of the peers' inputs, at
+   * least tecomm_ar_ce_scratch_bytes() bytes, 16-byte aligned, used by
+   * nothing else until the call has run */
+  tecore_devptr_t scratch;
+  size_t scratch_bytes;
 };
 
 /* Device error word contents. */
@@ -121,6 +127,10 @@ tecore_result_t tecomm_ar_workspace_init(tecore_devptr_t ws, int nranks, size_t 
  * max_bytes (Lamport is bounded by its buffers; the others by the input). */
 size_t tecomm_ar_max_bytes(tecomm_ar_algo_t algo, int nranks, size_t ws_max_bytes);
 
+/* Bytes of scratch a TECOMM_AR_CE call of count elements of dtype needs
+ * on nranks ranks (0 for nranks < 2 or out of range). */
+size_t tecomm_ar_ce_scratch_bytes(int nranks, size_t count, tecore_dtype_t dtype);
+
 /* 1 when algo overwrites in[rank] (two-shot), 0 when it only reads it. */
 int tecomm_ar_clobbers_input(tecomm_ar_algo_t algo);
 
@@ -136,7 +146,11 @@ int tecomm_ar_clobbers_input(tecomm_ar_algo_t algo);
  * aligned (TECORE_ERR_NOT_SUPPORTED otherwise); two-shot is one kernel
  * that reduce-scatters by rows into in[rank] and reads each row from its
  * owner (kernels/common/comm_ar.h), or with TECOMM_FUSED_TWOSHOT=0 an
- * in-place two-shot into in[rank] then the epilogue kernel.  FP8 with current
+ * in-place two-shot into in[rank] then the epilogue kernel.  TECOMM_AR_CE:
+ * a probe exchange as a barrier, stream memcpys from the peers' in[],
+ * then (plain) the local sum kernel and another barrier, or (fused) the
+ * one-shot fused kernel over the local copies (kernels/common/comm_ar.h);
+ * a timeout in a barrier sets the error word like any other wait.  FP8 with current
  * scaling takes two more launches after the fused one (which writes the
  * amax): tecore_compute_scale, then tecore_rmsnorm_fwd of residual_out
  * into fp8_out with that scale, libtecore's own second pass. */

@@ -293,6 +293,20 @@ void te_ar_vdev_twoshot(const struct tecore_launch_cfg *cfg, void *const *args) 
   }
 }
 
+/* ---- the copy-engine one-shot's sum (kernels/common/comm_ar.h) -------------------
+ * in[] are local: this rank's input and the scratch copies of the peers';
+ * element e folded in rank order into out.  No waits. */
+void te_ar_vdev_ce_reduce(const struct tecore_launch_cfg *cfg, void *const *args) {
+  (void)cfg;
+  struct vctx c;
+  const struct te_ar_params *p = vbegin(args, &c);
+  if (!p) return;
+  for (uint64_t e = 0; e < p->count; e++) {
+    float v = vreduce_elem(p, e);
+    te_st(VP(p->out), e, p->dtype, v);
+  }
+}
+
 /* ---- Lamport one-shot ------------------------------------------------------------
  * Call k uses buffer i = k % 3 of every workspace.  Block b writes its
  * 16-byte granules of this rank's input into slot `rank` of buffer i of

@@ -89,6 +89,10 @@ struct tecomm_comm {
   tc_nccl_comm_t nccl;
   tecore_devptr_t scratch;   /* NCCL fused path: a temporary when residual_out == residual_in */
   size_t scratch_bytes;
+  tecore_devptr_t ce_scratch; /* the copy-engine two-shot's peer chunks (local memory) */
+  size_t ce_scratch_bytes;
+  tecore_devptr_t ce_old[24]; /* outgrown ones (a captured graph may name them) */
+  int n_ce_old;
 
   /* NVLS (nvls.c): above the IPC level, same host; NULL: off (nvls_why) */
   struct tc_nvls *nvls;
@@ -148,10 +152,12 @@ static inline tecore_devptr_t tc_seg_addr(const struct tc_seg *s, int r, size_t 
  * pool to stage it); fused_lamport_ok: 0 for a fused call that Lamport's
  * fused kernel cannot take (hidden % 8, alignment); sum: the op is SUM
  * (NVLS reduces nothing else); fused: an allreduce + add + RMSNorm (on 2
- * ranks one-shot where the table says two-shot).  TECOMM_ERR_NOT_SUPPORTED
+ * ranks one-shot where the table says two-shot); beside: the call runs
+ * beside another kernel (the fuser's overlapped backward sums: from
+ * TECOMM_CE_MIN_KB up the copy-engine two-shot).  TECOMM_ERR_NOT_SUPPORTED
  * with a reason when nothing can run. */
 tecomm_result_t tc_select(struct tecomm_comm *c, tecomm_algo_t asked, size_t bytes, int symmetric,
-                          int in_place, int fused_lamport_ok, int sum, int fused,
+                          int in_place, int fused_lamport_ok, int sum, int fused, int beside,
                           tecomm_algo_t *algo);
 /* Decides the level from the counts (every rank computes the same). */
 void tc_level_log(struct tecomm_comm *c);

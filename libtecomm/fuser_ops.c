@@ -216,9 +216,11 @@ static tecore_result_t fuse_run(const struct tecore_seq_exec *x) {
     a.out = 0;
   }
   /* the row-parallel partial sums are dead after the call (input_dead):
-   * two-shot may reduce-scatter into them, where they lie */
-  if (input_dead(x)) return core_of(tc_allreduce_add_rmsnorm_scratch(p->comm, &a, x->stream));
-  return core_of(tecomm_allreduce_add_rmsnorm(p->comm, &a, x->stream));
+   * two-shot may reduce-scatter into them, where they lie; a row block on
+   * the side stream runs beside the next block's GEMM */
+  unsigned how = (input_dead(x) ? TC_AR_SCRATCH : 0u) |
+                 (x->flags & TECORE_EXEC_SIDE ? TC_AR_BESIDE : 0u);
+  return core_of(tc_allreduce_add_rmsnorm_scratch(p->comm, &a, how, x->stream));
 }
 
 /* ---- the fusion: [norm, tp_copy] before an FP8 Linear ----------------------------------- */

@@ -30,7 +30,14 @@
  * Lamport buffers), NVLS simple up to its buffer (TECOMM_NVLS_MB), when
  * the communicator has a multicast object (nvls.c).  Across nodes: MNNVL
  * (Lamport over fabric mappings, SUM or MAX) up to the Lamport buffers,
- * then NCCL (mnnvl.c). */
+ * then NCCL (mnnvl.c).
+ *
+ * Beside another kernel (the fuser's backward sums overlapped with a
+ * weight-gradient GEMM, its forward row blocks), on 2 ranks: calls of
+ * TECOMM_CE_MIN_KB and more, plain or fused, take the copy-engine
+ * one-shot, whose bytes the copy engines move while the GEMM keeps the
+ * SMs (kernels/common/comm_ar.h).  On more ranks it would move n - 1
+ * inputs where two-shot moves 2 (n - 1) / n. */
 #include "comm_priv.h"
 #include <stdarg.h>
 #include <stdio.h>
@@ -39,7 +46,7 @@
 
 /* The table's edges and the algorithm forced for auto. */
 TECORE_TUNABLE_STR(tc_tun_algo, "TECOMM_ALGO", "auto",
-                   "auto|oneshot|twoshot|lamport|nccl|verbs|nvls|nvls-lamport|mnnvl",
+                   "auto|oneshot|twoshot|lamport|nccl|verbs|nvls|nvls-lamport|mnnvl|ce",
                    "allreduce algorithm for every call that asks for auto (the selection "
                    "table) on the caller's communicators; a hierarchical allreduce's node "
                    "groups keep theirs")
@@ -47,9 +54,14 @@ TECORE_TUNABLE_INT(tc_tun_oneshot_max_kb, "TECOMM_ONESHOT_MAX_KB", 0, 0, 1048576
                    "largest payload (KiB) the table gives to one-shot; 0: the built-in table")
 TECORE_TUNABLE_INT(tc_tun_lamport_max_kb, "TECOMM_LAMPORT_MAX_KB", 0, 0, 1048576,
                    "largest payload (KiB) the table gives to Lamport; 0: the built-in table")
+TECORE_TUNABLE_INT(tc_tun_ce_min_kb, "TECOMM_CE_MIN_KB", 1024, 0, 16777216,
+                   "smallest payload (KiB) of an allreduce (plain or fused) on 2 ranks that runs "
+                   "beside another kernel (the fuser's overlapped backward sums, its forward row "
+                   "blocks) for which the table takes the copy-engine one-shot (ce); 0: never.  "
+                   "Every rank must use the same value")
 
 static const char *const algo_names[TECOMM_ALGO_COUNT_] = {
-    "auto", "oneshot", "twoshot", "lamport", "nccl", "verbs", "nvls", "nvls-lamport", "mnnvl"};
+    "auto", "oneshot", "twoshot", "lamport", "nccl", "verbs", "nvls", "nvls-lamport", "mnnvl", "ce"};
 
 TE_EXPORT const char *tecomm_algo_name(tecomm_algo_t algo) {
   return (unsigned)algo < TECOMM_ALGO_COUNT_ ? algo_names[algo] : "unknown";
@@ -65,7 +77,7 @@ TE_EXPORT tecomm_result_t tecomm_algo_parse(const char *name, tecomm_algo_t *alg
     }
   return TC_ERR(TECOMM_ERR_INVALID,
                 "tecomm_algo_parse: name \"%s\" is not auto, oneshot, twoshot, lamport, nccl, "
-                "verbs, nvls, nvls-lamport or mnnvl",
+                "verbs, nvls, nvls-lamport, mnnvl or ce",
                 name);
 }
 
@@ -85,8 +97,9 @@ const char *tc_level_name(tc_level_t l) {
 }
 
 static tecomm_ar_algo_t to_ar(tecomm_algo_t a) {
-  return a == TECOMM_ALGO_TWOSHOT ? TECOMM_AR_TWOSHOT
+  return a == TECOMM_ALGO_TWOSHOT   ? TECOMM_AR_TWOSHOT
          : a == TECOMM_ALGO_LAMPORT ? TECOMM_AR_LAMPORT
+         : a == TECOMM_ALGO_CE      ? TECOMM_AR_CE
                                     : TECOMM_AR_ONESHOT;
 }
 
@@ -108,6 +121,7 @@ struct call_facts {
   int fused_lamport_ok; /* 0: a fused call Lamport's fused kernel cannot take */
   int sum;              /* the op is SUM */
   int fused;            /* allreduce + add + RMSNorm */
+  int beside;           /* runs beside another kernel (TC_AR_BESIDE) */
 };
 
 /* Why the NVLS or MNNVL algorithm a cannot run the call ("" when it can). */
@@ -158,6 +172,12 @@ static int ipc_can(struct tecomm_comm *c, tecomm_algo_t a, const struct call_fac
 static tecomm_algo_t table_ipc(struct tecomm_comm *c, const struct call_facts *f) {
   size_t lam, one;
   table_edges(c->nranks, &lam, &one);
+  /* beside a GEMM, a large sum on 2 ranks moves its bytes with the copy
+   * engines */
+  int64_t ce_kb = tecore_tunable_int(&tc_tun_ce_min_kb);
+  if (f->beside && c->nranks == 2 && ce_kb > 0 && f->bytes >= (size_t)ce_kb * 1024 &&
+      ipc_can(c, TECOMM_ALGO_CE, f))
+    return TECOMM_ALGO_CE;
   if (f->bytes <= lam && ipc_can(c, TECOMM_ALGO_LAMPORT, f)) return TECOMM_ALGO_LAMPORT;
   if (f->bytes <= one && ipc_can(c, TECOMM_ALGO_ONESHOT, f)) return TECOMM_ALGO_ONESHOT;
   /* The fused call on 2 ranks: one-shot at every size the built-in table
@@ -175,9 +195,9 @@ static tecomm_algo_t table_ipc(struct tecomm_comm *c, const struct call_facts *f
 }
 
 tecomm_result_t tc_select(struct tecomm_comm *c, tecomm_algo_t asked, size_t bytes, int symmetric,
-                          int in_place, int fused_lamport_ok, int sum, int fused,
+                          int in_place, int fused_lamport_ok, int sum, int fused, int beside,
                           tecomm_algo_t *algo) {
-  struct call_facts f = {bytes, symmetric, in_place, fused_lamport_ok, sum, fused};
+  struct call_facts f = {bytes, symmetric, in_place, fused_lamport_ok, sum, fused, beside};
   tecomm_algo_t a = asked;
   /* TECOMM_ALGO is for the caller's communicators.  A hierarchical
    * communicator's node group (no_verbs) runs steps of its parent's verbs
@@ -256,7 +276,7 @@ tecomm_result_t tc_select(struct tecomm_comm *c, tecomm_algo_t asked, size_t byt
                   a == TECOMM_ALGO_LAMPORT && !fused_lamport_ok
                       ? "; fused Lamport needs hidden % 8 == 0 and 16-byte aligned "
                         "residuals, gamma and outputs"
-                      : "");
+                                                 : "");
   *algo = a;
   return TECOMM_SUCCESS;
 }
@@ -312,6 +332,9 @@ static void describe(struct tecomm_comm *c, size_t bytes, char *buf, size_t cap)
         tecomm_ar_fused_twoshot_variant());
     if (c->nranks == 2 && tecore_tunable_int(&tc_tun_oneshot_max_kb) == 0)
       put(buf, cap, &len, "fused add + rmsnorm (2 ranks): oneshot where the table says twoshot\n");
+    if (tecore_tunable_int(&tc_tun_ce_min_kb) > 0 && c->nranks == 2)
+      put(buf, cap, &len, "beside another kernel (overlapped sums): ce from %lld KiB "
+          "(TECOMM_CE_MIN_KB)\n", (long long)tecore_tunable_int(&tc_tun_ce_min_kb));
   } else if (c->level == TC_LEVEL_NCCL) {
     put(buf, cap, &len, "table: nccl at every size\n");
   } else if (c->level == TC_LEVEL_VERBS) {
@@ -324,7 +347,7 @@ static void describe(struct tecomm_comm *c, size_t bytes, char *buf, size_t cap)
     tecomm_algo_t a = TECOMM_ALGO_AUTO;
     char detail[512];
     snprintf(detail, sizeof detail, "%s", tecore_last_error());
-    if (tc_select(c, TECOMM_ALGO_AUTO, bytes, c->level == TC_LEVEL_INPLACE, 1, 1, 1, 0, &a) ==
+    if (tc_select(c, TECOMM_ALGO_AUTO, bytes, c->level == TC_LEVEL_INPLACE, 1, 1, 1, 0, 0, &a) ==
         TECOMM_SUCCESS)
       put(buf, cap, &len, "choice for %zu bytes: %s\n", bytes, algo_names[a]);
     else
@@ -359,5 +382,5 @@ TE_EXPORT tecomm_result_t tecomm_comm_choose(tecomm_comm_t comm, size_t count, t
   TC_ARG(dtype == TECORE_DTYPE_F32 || dtype == TECORE_DTYPE_BF16 || dtype == TECORE_DTYPE_F16,
          "tecomm_comm_choose: dtype %d is not F32, BF16 or F16", (int)dtype);
   return tc_select(comm, TECOMM_ALGO_AUTO, count * tecore_dtype_size(dtype),
-                   comm->level == TC_LEVEL_INPLACE, !fused, 1, 1, fused != 0, algo);
+                   comm->level == TC_LEVEL_INPLACE, !fused, 1, 1, fused != 0, 0, algo);
 }

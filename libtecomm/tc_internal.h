@@ -67,7 +67,7 @@ tecomm_result_t tc_allreduce_scratch(tecomm_comm_t comm, tecore_devptr_t send, t
 #define TC_AR_SCRATCH 0x1u
 #define TC_AR_BESIDE 0x2u
 tecomm_result_t tc_allreduce_add_rmsnorm_scratch(tecomm_comm_t comm,
-                                                 const struct tecomm_add_rmsnorm *a,
+                                                 const struct tecomm_add_rmsnorm *a, unsigned how,
                                                  tecore_stream_t stream);
 
 #endif

@@ -2,7 +2,8 @@
 /* check_comm_allreduce.c -- tecomm_allreduce and its fused form through the
  * communicator, ranks as forked processes (t/comm_ranks.h), 2, 3, 4 and 8
  * ranks:
- *   - every algorithm (one-shot, two-shot, Lamport, the table) x F32, BF16,
+ *   - every algorithm (one-shot, two-shot, Lamport, the copy-engine
+ *     one-shot, the table) x F32, BF16,
  *     F16 x SUM, MAX x counts of 1, odd counts, sizes that are not a
  *     multiple of 16 bytes, with inputs that are plain device memory or
  *     symmetric memory, in place or not, against a float64 reference
@@ -17,6 +18,9 @@
  *   - inputs that are not symmetric memory past the pool: staged in
  *     segments every rank makes together (or none does, with the same
  *     error), bounded by TECOMM_STAGE_MB, not grown inside a capture;
+ *   - the copy-engine one-shot against two-shot bit for bit (2 and 4
+ *     ranks, 4 MiB and a tail, aligned and unaligned outputs) and in a
+ *     replayed graph;
  *   - 1000 graph replays with new inputs each time, every result checked;
  *   - a rank SIGKILLed mid-collective: the others get TECOMM_ERR_TIMEOUT
  *     naming it within TECOMM_TIMEOUT + 1 s, and nothing hangs.
@@ -28,7 +32,8 @@
 #include "common/fp8.h"
 
 static const tecomm_algo_t algos[] = {TECOMM_ALGO_ONESHOT, TECOMM_ALGO_TWOSHOT,
-                                      TECOMM_ALGO_LAMPORT, TECOMM_ALGO_AUTO};
+                                      TECOMM_ALGO_LAMPORT, TECOMM_ALGO_CE, TECOMM_ALGO_AUTO};
+enum { N_ALGOS = sizeof algos / sizeof algos[0] };
 static const tecore_dtype_t dtypes[] = {TECORE_DTYPE_F32, TECORE_DTYPE_BF16, TECORE_DTYPE_F16};
 
 /* Half an ulp of dt, relative to a value's magnitude. */
@@ -149,12 +154,12 @@ static void rank_matrix(int rank, int n, void *arg) {
   static const size_t counts[] = {1, 3, 1001, 65537};
   uint64_t salt = 1;
   /* NCCL too where it is (cuda); vdev has none */
-  int v, na = (int)(sizeof algos / sizeof algos[0]) + (tecomm_nccl_version(&v) == TECOMM_SUCCESS);
+  int v, na = N_ALGOS + (tecomm_nccl_version(&v) == TECOMM_SUCCESS);
   for (int a = 0; a < na; a++)
     for (size_t d = 0; d < sizeof dtypes / sizeof dtypes[0]; d++)
       for (int op = 0; op < 2; op++)
         for (size_t k = 0; k < sizeof counts / sizeof counts[0]; k++, salt++) {
-          tecomm_algo_t al = a < 4 ? algos[a] : TECOMM_ALGO_NCCL;
+          tecomm_algo_t al = a < N_ALGOS ? algos[a] : TECOMM_ALGO_NCCL;
           struct ar_case cs = {al, dtypes[d], (tecomm_op_t)op, counts[k], (int)(salt % 4)};
           run_case(c, s, rank, n, &cs, salt);
         }
@@ -188,6 +193,83 @@ static void rank_large(int rank, int n, void *arg) {
 START_TEST(large_64mb) {
   tc_run_ranks(2, rank_large, NULL, 110);
   tc_expect_same_digest(2, "64 MB allreduce");
+  tc_shm_release();
+}
+END_TEST
+
+/* ---- the copy-engine one-shot ------------------------------------------------------
+ * The same bits as two-shot (every sum folds the ranks in rank order with
+ * the same math), whatever the output's alignment; then a graph of it
+ * replayed with new inputs and poisoned outputs, against float64. */
+static void rank_ce(int rank, int n, void *arg) {
+  (void)arg;
+  tecomm_comm_t c = tc_rank_comm(rank, n);
+  tecore_stream_t s;
+  RK_CORE(tecore_stream_create(TECORE_STREAM_NON_BLOCKING, 0, &s));
+  const tecore_dtype_t dt = TECORE_DTYPE_BF16;
+  const size_t count = (2u << 20) + 5, bytes = count * 2;
+  uint16_t *h = malloc(bytes), *ts = malloc(bytes), *ce = malloc(bytes);
+  RK_ASSERT(h && ts && ce, "malloc");
+  tecore_devptr_t in, out, out_odd;
+  RK_CORE(tecore_mem_alloc(bytes, &in));
+  RK_CORE(tecore_mem_alloc(bytes, &out));
+  RK_CORE(tecore_mem_alloc(bytes + 2, &out_odd)); /* out_odd + 2: not 16-byte aligned */
+  for (int odd = 0; odd < 2; odd++) {
+    tecore_devptr_t o = odd ? out_odd + 2 : out;
+    uint64_t salt = 9100u + (uint64_t)odd;
+    tc_make_input(h, count, dt, rank, salt);
+    RK_CORE(tecore_memcpy_async(in, te_hptr(h), bytes, s));
+    RK_CORE(tecore_memset_d8_async(o, 0xA5, bytes, s));
+    RK_OK(tecomm_allreduce_algo(c, in, o, count, dt, TECOMM_SUM, TECOMM_ALGO_TWOSHOT, s));
+    RK_CORE(tecore_memcpy_async(te_hptr(ts), o, bytes, s));
+    RK_CORE(tecore_memset_d8_async(o, 0x5A, bytes, s));
+    RK_OK(tecomm_allreduce_algo(c, in, o, count, dt, TECOMM_SUM, TECOMM_ALGO_CE, s));
+    RK_CORE(tecore_memcpy_async(te_hptr(ce), o, bytes, s));
+    RK_CORE(tecore_stream_synchronize(s));
+    RK_OK(tecomm_comm_status(c, NULL));
+    size_t i = 0;
+    while (i < count && ts[i] == ce[i]) i++;
+    RK_ASSERT(i == count, "%d ranks, %s output: ce and twoshot differ at element %zu of %zu "
+              "(0x%04x against 0x%04x)", n, odd ? "unaligned" : "aligned", i, count, ce[i], ts[i]);
+    check_result(ce, count, dt, TECOMM_SUM, n, 0, salt, "ce against float64");
+    tc_rank_digest(ce, bytes);
+  }
+  tecore_graph_t g;
+  tecore_graph_exec_t e;
+  RK_CORE(tecore_stream_begin_capture(s, TECORE_CAPTURE_GLOBAL));
+  tecomm_result_t r = tecomm_allreduce_algo(c, in, out, count, dt, TECOMM_SUM, TECOMM_ALGO_CE, s);
+  RK_CORE(tecore_stream_end_capture(s, &g));
+  RK_ASSERT(r == TECOMM_SUCCESS, "captured ce: %s", tecomm_last_error());
+  RK_CORE(tecore_graph_instantiate(&e, g));
+  for (int it = 0; it < 3; it++) {
+    uint64_t salt = 9200u + (uint64_t)it;
+    tc_make_input(h, count, dt, rank, salt);
+    RK_CORE(tecore_memcpy_async(in, te_hptr(h), bytes, s));
+    RK_CORE(tecore_memset_d8_async(out, 0xA5, bytes, s));
+    RK_CORE(tecore_graph_launch(e, s));
+    RK_CORE(tecore_memcpy_async(te_hptr(ce), out, bytes, s));
+    RK_CORE(tecore_stream_synchronize(s));
+    check_result(ce, count, dt, TECOMM_SUM, n, 0, salt, "ce graph replay");
+    tc_rank_digest(ce, bytes);
+  }
+  RK_OK(tecomm_comm_status(c, NULL));
+  RK_CORE(tecore_graph_exec_destroy(e));
+  RK_CORE(tecore_graph_destroy(g));
+  RK_CORE(tecore_mem_free(in));
+  RK_CORE(tecore_mem_free(out));
+  RK_CORE(tecore_mem_free(out_odd));
+  free(h);
+  free(ts);
+  free(ce);
+  RK_CORE(tecore_stream_destroy(s));
+  RK_OK(tecomm_comm_destroy(c));
+}
+
+START_TEST(ce_matches_twoshot_bits) {
+  static const int ranks[] = {2, 4};
+  int n = ranks[_i];
+  tc_run_ranks(n, rank_ce, NULL, 110);
+  tc_expect_same_digest(n, "ce results");
   tc_shm_release();
 }
 END_TEST
@@ -405,6 +487,9 @@ static void rank_fused(int rank, int n, void *arg) {
       {TECOMM_ALGO_ONESHOT, TECORE_DTYPE_BF16, 16, 8192, 1, 1, 0},
       {TECOMM_ALGO_AUTO, TECORE_DTYPE_F32, 2, 33, 2, 1, 0},
       {TECOMM_ALGO_AUTO, TECORE_DTYPE_BF16, 4, 128, 1, 1, 1},
+      {TECOMM_ALGO_CE, TECORE_DTYPE_BF16, 16, 8192, 1, 1, 0},
+      {TECOMM_ALGO_CE, TECORE_DTYPE_F32, 5, 100, 2, 0, 0},
+      {TECOMM_ALGO_CE, TECORE_DTYPE_F16, 7, 64, 1, 0, 1},
   };
   int v, nccl = tecomm_nccl_version(&v) == TECOMM_SUCCESS;
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
@@ -661,7 +746,7 @@ static void rank_killed(int rank, int n, void *arg) {
 
 START_TEST(killed_rank_timeout) {
   static const tecomm_algo_t which[] = {TECOMM_ALGO_ONESHOT, TECOMM_ALGO_LAMPORT,
-                                        TECOMM_ALGO_TWOSHOT};
+                                        TECOMM_ALGO_TWOSHOT, TECOMM_ALGO_CE};
   tecomm_algo_t a = which[_i];
   tc_run_ranks_ex(3, rank_killed, &a, 30, 2);
   tc_shm_release();
@@ -674,6 +759,7 @@ static Suite *allreduce_suite(void) {
   TCase *tc = te_tcase(s, "matrix", 0);
   tcase_add_loop_test(tc, every_algo_dtype_op_size, 0, 4);
   tcase_add_test(tc, large_64mb);
+  tcase_add_loop_test(tc, ce_matches_twoshot_bits, 0, 2);
   tc = te_tcase(s, "fused", 0);
   tcase_add_loop_test(tc, fused_add_rmsnorm_vs_unfused, 0, 3);
   tc = te_tcase(s, "staging", 0);
@@ -682,7 +768,7 @@ static Suite *allreduce_suite(void) {
   tc = te_tcase(s, "graph", 0);
   tcase_add_test(tc, graph_1000_replays_new_data);
   tc = te_tcase(s, "timeout", 0);
-  tcase_add_loop_test(tc, killed_rank_timeout, 0, 3);
+  tcase_add_loop_test(tc, killed_rank_timeout, 0, 4);
   return s;
 }
 

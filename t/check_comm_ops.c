@@ -17,13 +17,14 @@
  *   - the delayed-scaling amax reduction (MAX over the ranks), eager and
  *     inside a captured graph replayed with new amaxes each time;
  *   - the fuser's backward overlap (tp_copy's sum on the side stream under
- *     fc1's wgrad GEMM) with fc1's input gradient in symmetric memory
+  *     fc1's wgrad GEMM) with fc1's input gradient in symmetric memory
  *     (tecore_seq_set_grad): the same bits as without overlap, eager and
  *     as a replayed step graph; a rank killed before the backward gives a
  *     timeout naming it, not a hang;
  *   - argument errors of the kinds and the registration's idempotence. */
 #include "comm_ranks.h"
 #include <math.h>
+#include <te/profile.h>
 #include "common/convert.h"
 #include "common/fp8.h"
 
@@ -941,7 +942,10 @@ static void tp_compare(const struct tp_out *a, const struct tp_out *b, double to
 }
 
 /* _i bit 0: FP8 (delayed, amaxes reduced across the ranks); bit 1: four
- * ranks.  Overlap on (the backward sums on the side stream, and fc2's
+ * ranks; bit 2 (2 ranks): TECOMM_CE_MIN_KB=1, so every sum on the side
+ * stream (the backward's plain ones, the forward row blocks' fused ones)
+ * takes the copy-engine one-shot, whose local sum kernel the eager step's
+ * profile must list.  Overlap on (the backward sums on the side stream, and fc2's
  * GEMM in 4 row blocks with the fused call on each block there) with
  * tp_copy's gradient symmetric against overlap
  * off with the same (the same algorithms: bit for bit), eager and as a
@@ -951,7 +955,8 @@ static void tp_compare(const struct tp_out *a, const struct tp_out *b, double to
  * dx within 1e-2 of (1 + its largest magnitude), the F32 gradients of
  * bf16 products the same); dx the same bits on every rank. */
 static void rank_overlap(int rank, int n, void *arg) {
-  int fp8 = *(const int *)arg & 1;
+  int fp8 = *(const int *)arg & 1, ce = *(const int *)arg & 4;
+  if (ce) setenv("TECOMM_CE_MIN_KB", "1", 1);
   tecore_stream_t s;
   tecomm_comm_t c = rank_setup(rank, n, &s);
   struct tecomm_op_params prm = {.comm = c};
@@ -987,8 +992,25 @@ static void rank_overlap(int rank, int n, void *arg) {
   struct tp_out *os[3] = {&oa, &ob, &oc};
   for (int k = 0; k < 3; k++) {
     RK_CORE(tecore_memset_d8_async(dx, 0xff, OR * OH * 2, s));   /* poison */
+    if (k == 0) RK_CORE(tecore_profile_start());
     tp_queue_step(qs[k], x, dy, y, dx, s);
     RK_CORE(tecore_stream_synchronize(s));
+    if (k == 0) {
+      /* which kernels the overlapped step ran: the copy-engine sum's
+       * exactly when TECOMM_CE_MIN_KB puts the side stream's sums there */
+      RK_CORE(tecore_profile_stop());
+      FILE *f = tmpfile();
+      RK_ASSERT(f, "tmpfile");
+      RK_CORE(tecore_profile_report(fileno(f), NULL));
+      static char rep[16384];
+      rewind(f);
+      size_t got = fread(rep, 1, sizeof rep - 1, f);
+      rep[got] = 0;
+      fclose(f);
+      RK_ASSERT(!strstr(rep, "te_comm_ar_ce_reduce") == !ce,
+                "overlap%s: the step's kernels %s te_comm_ar_ce_reduce:\n%s",
+                ce ? " with TECOMM_CE_MIN_KB=1" : "", ce ? "lack" : "include", rep);
+    }
     tp_fetch(qs[k], dx, os[k], s);
   }
   tp_compare(&oa, &ob, -1, "overlap on vs off (symmetric gradient)");
@@ -1026,7 +1048,7 @@ static void rank_overlap(int rank, int n, void *arg) {
 
 START_TEST(overlap_same_bits_eager_and_graph) {
   int k = _i;
-  int n = _i & 2 ? 4 : 2;
+  int n = _i & 2 ? 4 : 2;   /* 4, 5: 2 ranks, ce */
   tc_run_ranks(n, rank_overlap, &k, 120);
   tc_expect_same_digest(n, "dx with overlap");
   tc_shm_release();
@@ -1039,8 +1061,8 @@ END_TEST
  * which ends), and the communicator reports the timeout naming the dead
  * rank -- an error, not a hang. */
 static void rank_overlap_killed(int rank, int n, void *arg) {
-  (void)arg;
   setenv("TECOMM_TIMEOUT", "1000", 1);
+  if (*(const int *)arg) setenv("TECOMM_CE_MIN_KB", "1", 1);   /* the sums on ce */
   tecore_stream_t s;
   tecomm_comm_t c = rank_setup(rank, n, &s);
   struct tecomm_op_params prm = {.comm = c};
@@ -1077,7 +1099,8 @@ static void rank_overlap_killed(int rank, int n, void *arg) {
 }
 
 START_TEST(overlap_killed_rank_times_out) {
-  tc_run_ranks_ex(2, rank_overlap_killed, NULL, 30, 1);
+  int ce = _i;
+  tc_run_ranks_ex(2, rank_overlap_killed, &ce, 30, 1);
   tc_shm_release();
 }
 END_TEST
@@ -1095,8 +1118,8 @@ static Suite *ops_suite(void) {
   tc = te_tcase(s, "amax", 0);
   tcase_add_loop_test(tc, amax_max_across_ranks_in_graph, 0, 2);
   tc = te_tcase(s, "overlap", 0);
-  tcase_add_loop_test(tc, overlap_same_bits_eager_and_graph, 0, 4);
-  tcase_add_test(tc, overlap_killed_rank_times_out);
+  tcase_add_loop_test(tc, overlap_same_bits_eager_and_graph, 0, 6);
+  tcase_add_loop_test(tc, overlap_killed_rank_times_out, 0, 2);
   tc = te_tcase(s, "misuse", 0);
   tcase_add_test(tc, kinds_refuse_bad_params);
   return s;

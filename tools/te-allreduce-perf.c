@@ -416,7 +416,7 @@ static int run_rank(const struct opts *o, int rank, int n, int device,
 static const char usage_text[] =
     "usage: te-allreduce-perf [-n ranks] [-b minbytes] [-e maxbytes] [-f factor]\n"
     "         [-d float|bf16|half]\n"
-    "         [-a auto|oneshot|twoshot|lamport|nccl|verbs|nvls|nvls-lamport|mnnvl]\n"
+    "         [-a auto|oneshot|twoshot|lamport|nccl|verbs|nvls|nvls-lamport|mnnvl|ce]\n"
     "         [-G ops]\n"
     "         [-w warmup] [-i iters] [--fused hidden] [-c 0|1] [--no-nccl] [--csv]\n"
     "         [-q] [-h] [--version]\n"

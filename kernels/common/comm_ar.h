@@ -73,7 +73,25 @@
  *   barrier 3 (no peer still reads this rank's input: the next call may
  *     stage its input there).
  * One rank reduces each row in rank order, so every rank gets the same
- * bits, and the epilogue sees the values the two-shot + ADDNORM path does. */
+ * bits, and the epilogue sees the values the two-shot + ADDNORM path does.
+ *
+ * Copy-engine one-shot (TE_AR_CE; libtecomm/ar_kernels.c drives it).  The
+ * bytes move by the copy engines (stream memcpys from peer mappings) and
+ * the SMs only read local memory, so a GEMM beside it keeps its SMs while
+ * the bytes travel:
+ *   barrier (the probe exchange: every input in place);
+ *   copy every peer's input into local scratch;
+ *   the CE reduce kernel folds the inputs in rank order (this rank's own
+ *     and the scratch copies: in[] of the kernel are local) into out;
+ *   barrier (no peer still reads this rank's input: the caller may
+ *     overwrite it, the next call may stage into it).  In place (out is
+ *     this rank's input) this barrier comes before the fold.
+ * Fused (residual add + RMSNorm), the copies are followed by the one-shot
+ * fused kernel over them, whose own first barrier frees the inputs.
+ * Every rank folds the same values in the same order with one-shot's
+ * math: the same bits on every rank, and as one-shot and two-shot.  On 2
+ * ranks it moves the bytes two-shot does (the peer's input, once); on
+ * more, n - 1 inputs. */
 #ifndef TE_KERNELS_COMM_AR_H
 #define TE_KERNELS_COMM_AR_H
 
@@ -109,6 +127,7 @@
 #define TE_AR_TWOSHOT 1
 #define TE_AR_LAMPORT 2
 #define TE_AR_NVLS 3
+#define TE_AR_CE 4
 #define TE_AR_SUM 0
 #define TE_AR_MAX 1
 

@@ -162,11 +162,12 @@ typedef enum tecomm_algo {
   TECOMM_ALGO_NVLS = 6,     /* NVLink multicast: multimem load-reduce + store (SUM) */
   TECOMM_ALGO_NVLS_LAMPORT = 7, /* NVLink multicast store, local poll on -0.0 sentinels (SUM) */
   TECOMM_ALGO_MNNVL = 8,    /* multi-node NVLink: Lamport over fabric-handle mappings */
+  TECOMM_ALGO_CE = 9,       /* IPC one-shot whose bytes the copy engines move (plain calls) */
   TECOMM_ALGO_COUNT_
 } tecomm_algo_t;
 
 /* "auto", "oneshot", "twoshot", "lamport", "nccl", "verbs", "nvls",
- * "nvls-lamport", "mnnvl". */
+ * "nvls-lamport", "mnnvl", "ce". */
 const char *tecomm_algo_name(tecomm_algo_t algo);
 /* The algorithm named name (as tecomm_algo_name writes it). */
 tecomm_result_t tecomm_algo_parse(const char *name, tecomm_algo_t *algo);
