@@ -87,6 +87,12 @@ static void rank_init(int rank, int n, void *arg) {
     RK_ASSERT(!strstr(d, "fused add + rmsnorm (2 ranks): oneshot") == (n != 2), "describe: %s",
               d);
   }
+  /* the copy-engine one-shot for sums beside a GEMM: on 2 ranks only, from
+   * TECOMM_CE_MIN_KB (1024 KiB by default) */
+  if (strstr(d, "twoshot above"))
+    RK_ASSERT(!strstr(d, "beside another kernel (overlapped sums): ce from 1024 KiB "
+                         "(TECOMM_CE_MIN_KB)") == (n != 2),
+              "%d ranks, describe: %s", n, d);
   tecore_clear_error();
   tc_rank_digest(d, strlen(d));
   size_t sizes[] = {1, 1000, 65537};

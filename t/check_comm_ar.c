@@ -1458,6 +1458,21 @@ START_TEST(bad_arguments) {
   TE_EXPECT_INVALID("Lamport", tecomm_ar_launch(&b, te_stream));
   b = c; b.algo = TECOMM_AR_LAMPORT; b.ws_max_bytes = 0;
   TE_EXPECT_INVALID("ws_max_bytes", tecomm_ar_launch(&b, te_stream));
+  /* the copy-engine one-shot: its scratch, 2 ranks at least */
+  ck_assert_int_eq(tecomm_ar_clobbers_input(TECOMM_AR_CE), 0);
+  ck_assert_uint_eq(tecomm_ar_ce_scratch_bytes(2, 100, TECORE_DTYPE_BF16), 208);
+  ck_assert_uint_eq(tecomm_ar_ce_scratch_bytes(4, 100, TECORE_DTYPE_F32), 3 * 400);
+  ck_assert_uint_eq(tecomm_ar_ce_scratch_bytes(1, 100, TECORE_DTYPE_BF16), 0);
+  ck_assert_uint_eq(tecomm_ar_ce_scratch_bytes(9, 100, TECORE_DTYPE_BF16), 0);
+  ck_assert_uint_eq(tecomm_ar_ce_scratch_bytes(2, SIZE_MAX / 2, TECORE_DTYPE_BF16), 0);
+  b = c; b.algo = TECOMM_AR_CE;
+  TE_EXPECT_INVALID("scratch", tecomm_ar_launch(&b, te_stream));
+  b.scratch = buf + 5120; b.scratch_bytes = 207;
+  TE_EXPECT_INVALID("208 bytes", tecomm_ar_launch(&b, te_stream));
+  b.scratch_bytes = 208; b.scratch = buf + 5128;
+  TE_EXPECT_INVALID("aligned scratch", tecomm_ar_launch(&b, te_stream));
+  b.scratch = buf + 5120; b.nranks = 1; b.in[1] = 0;
+  TE_EXPECT_INVALID("2 or more ranks", tecomm_ar_launch(&b, te_stream));
   struct tecomm_ar_fused f = {.hidden = 30, .eps = 1e-5f, .residual_in = buf,
                               .residual_out = buf + 4096, .gamma = buf + 6000, .out = buf + 7000};
   b = c; b.fused = &f;
