@@ -263,6 +263,25 @@ __device__ __forceinline__ float ar_reduce_elem(const te_ar_params &p, uint64_t 
   return a;
 }
 
+// 16 bytes (a packed granule) to out + 16 g, where out may be aligned to
+// its element size only: the ranks cut a call into granules by their
+// inputs' alignment (the same on every rank), not by out's, which each
+// rank chooses.  al: out is 16-byte aligned (uniform over the grid).
+template <int DT>
+__device__ __forceinline__ void ar_st_granule(uint64_t out, uint64_t g, uint4 v, bool al) {
+  if (al) {
+    ar_ptr<uint4>(out)[g] = v;
+  } else if constexpr (DT == F32) {
+    uint32_t *d = ar_ptr<uint32_t>(out) + 4 * g;
+    d[0] = v.x, d[1] = v.y, d[2] = v.z, d[3] = v.w;
+  } else {
+    uint16_t *d = ar_ptr<uint16_t>(out) + 8 * g;
+    const uint32_t w[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+    for (int k = 0; k < 4; k++) d[2 * k] = (uint16_t)w[k], d[2 * k + 1] = (uint16_t)(w[k] >> 16);
+  }
+}
+
 // ---- one-shot -------------------------------------------------------------------------
 // Block b owns granules [lo, hi) (te_ar_split); per round every thread keeps
 // up to TE_AR_UNROLL reduced granules in registers: barrier (inputs ready,
@@ -308,7 +327,7 @@ __device__ void ar_oneshot(const te_ar_params &p) {
       uint64_t g = g0 + (uint64_t)u * blockDim.x;
       if (g < hi) {
         if constexpr (EPG == 1) ar_st<DT, 1>(p.out, g, &keep[u]);
-        else ar_ptr<uint4>(p.out)[g] = keep[u];
+        else ar_st_granule<DT>(p.out, g, keep[u], (p.out & 15u) == 0);
       }
     }
     if (r == 0 && tail) ar_st<DT, 1>(p.out, t0 + threadIdx.x, &tv);
@@ -368,7 +387,7 @@ __device__ void ar_twoshot(const te_ar_params &p) {
         }
       } else {
         const uint4 *s4 = ar_ptr<const uint4>(mine);
-        uint4 *d4 = ar_ptr<uint4>(p.out);
+        const bool al = (p.out & 15u) == 0;
         const uint64_t step = (uint64_t)blockDim.x * 4;
         for (uint64_t g = clo + lo + threadIdx.x; g < clo + hi; g += step) {
           uint4 v[4];
@@ -377,7 +396,8 @@ __device__ void ar_twoshot(const te_ar_params &p) {
             if (g + (uint64_t)u * blockDim.x < clo + hi) v[u] = __ldcg(s4 + g + (uint64_t)u * blockDim.x);
 #pragma unroll
           for (int u = 0; u < 4; u++)
-            if (g + (uint64_t)u * blockDim.x < clo + hi) d4[g + (uint64_t)u * blockDim.x] = v[u];
+            if (g + (uint64_t)u * blockDim.x < clo + hi)
+              ar_st_granule<DT>(p.out, g + (uint64_t)u * blockDim.x, v[u], al);
         }
       }
     }

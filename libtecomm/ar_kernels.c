@@ -350,7 +350,13 @@ static tecore_result_t ar_plain(int algo, struct te_ar_params *p, int beside,
   int vec = 16 / te_ar_esize(p->dtype);
   for (int s = 0; s < n; s++)
     if ((algo != TECOMM_AR_LAMPORT || s == p->rank) && !al16(p->in[s])) vec = 1;
-  if (!al16(p->out)) vec = 1;
+  /* One-shot and two-shot cut the call into granules, and size their grid,
+   * by the inputs' alignment alone: the inputs are symmetric (the same
+   * offset of every rank's pool or segment), so every rank cuts alike,
+   * while out is each rank's own and may be aligned on one rank and not
+   * on another (the kernels then store its granules element by element).
+   * Lamport and NVLS share out a call by bytes, whatever vec is. */
+  if (algo != TECOMM_AR_ONESHOT && algo != TECOMM_AR_TWOSHOT && !al16(p->out)) vec = 1;
   p->vec = vec;
   uint64_t ngran = p->count / (uint64_t)vec;
   struct tecore_launch_cfg cfg = {.grid = {1, 1, 1}, .block = {TE_AR_THREADS, 1, 1}};

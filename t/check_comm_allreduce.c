@@ -197,6 +197,61 @@ START_TEST(large_64mb) {
 }
 END_TEST
 
+/* ---- outputs and inputs aligned differently on different ranks ---------------------
+ * Nothing asks the ranks' buffers to share an alignment: rank r's recv
+ * (and, for odd r, its send) sits r * 2 bytes past a 256-byte boundary, so
+ * some ranks can use 16-byte vectors and others cannot.  Every algorithm
+ * must still cut the call the same way on every rank. */
+static void rank_mixed_align(int rank, int n, void *arg) {
+  (void)arg;
+  tecomm_comm_t c = tc_rank_comm(rank, n);
+  tecore_stream_t s;
+  RK_CORE(tecore_stream_create(TECORE_STREAM_NON_BLOCKING, 0, &s));
+  static const size_t counts[] = {1001, 65537};
+  const tecore_dtype_t dt = TECORE_DTYPE_BF16;
+  uint64_t salt = 9500;
+  for (int a = 0; a < N_ALGOS; a++)
+    for (size_t k = 0; k < sizeof counts / sizeof counts[0]; k++, salt++) {
+      size_t count = counts[k], bytes = count * 2;
+      uint16_t *h = malloc(bytes), *got = malloc(bytes);
+      RK_ASSERT(h && got, "malloc");
+      tecore_devptr_t sb, rb;
+      RK_CORE(tecore_mem_alloc(bytes + 64, &sb));
+      RK_CORE(tecore_mem_alloc(bytes + 64, &rb));
+      tecore_devptr_t send = sb + (rank & 1 ? 2u : 0u), recv = rb + 2u * (unsigned)rank;
+      tc_make_input(h, count, dt, rank, salt);
+      RK_CORE(tecore_memcpy_async(send, te_hptr(h), bytes, s));
+      RK_CORE(tecore_memset_d8_async(recv, 0xA5, bytes, s));
+      char what[160];
+      snprintf(what, sizeof what, "%d ranks, %s, count %zu, send +%u, recv +%u bytes", n,
+               tecomm_algo_name(algos[a]), count, rank & 1 ? 2u : 0u, 2u * (unsigned)rank);
+      tecomm_result_t r = tecomm_allreduce_algo(c, send, recv, count, dt, TECOMM_SUM, algos[a], s);
+      RK_ASSERT(r == TECOMM_SUCCESS, "%s: %s", what, tecomm_last_error());
+      RK_CORE(tecore_memcpy_async(te_hptr(got), recv, bytes, s));
+      RK_CORE(tecore_stream_synchronize(s));
+      tecomm_result_t st = tecomm_comm_status(c, NULL);
+      RK_ASSERT(st == TECOMM_SUCCESS, "%s: status %s: %s", what, tecomm_result_name(st),
+                tecomm_last_error());
+      check_result(got, count, dt, TECOMM_SUM, n, 0, salt, what);
+      tc_rank_digest(got, bytes);
+      RK_CORE(tecore_mem_free(sb));
+      RK_CORE(tecore_mem_free(rb));
+      free(h);
+      free(got);
+    }
+  RK_CORE(tecore_stream_destroy(s));
+  RK_OK(tecomm_comm_destroy(c));
+}
+
+START_TEST(buffers_aligned_differently_per_rank) {
+  static const int ranks[] = {2, 3};
+  int n = ranks[_i];
+  tc_run_ranks(n, rank_mixed_align, NULL, 110);
+  tc_expect_same_digest(n, "results with rank-dependent alignment");
+  tc_shm_release();
+}
+END_TEST
+
 /* ---- the copy-engine one-shot ------------------------------------------------------
  * The same bits as two-shot (every sum folds the ranks in rank order with
  * the same math), whatever the output's alignment; then a graph of it
@@ -760,6 +815,7 @@ static Suite *allreduce_suite(void) {
   tcase_add_loop_test(tc, every_algo_dtype_op_size, 0, 4);
   tcase_add_test(tc, large_64mb);
   tcase_add_loop_test(tc, ce_matches_twoshot_bits, 0, 2);
+  tcase_add_loop_test(tc, buffers_aligned_differently_per_rank, 0, 2);
   tc = te_tcase(s, "fused", 0);
   tcase_add_loop_test(tc, fused_add_rmsnorm_vs_unfused, 0, 3);
   tc = te_tcase(s, "staging", 0);
