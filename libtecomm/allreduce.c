@@ -106,29 +106,120 @@ static tecomm_result_t stage_get(struct tecomm_comm *c, size_t bytes, int cap, c
 }
 
 
-/* The copy-engine two-shot's scratch (local, this rank's alone), grown on
- * an eager call in powers of two from 1 MiB; an outgrown buffer stays
- * allocated (a captured graph may still name it, and eager work may still
- * use it) until the communicator goes. */
-static tecomm_result_t ce_scratch_get(struct tecomm_comm *c, size_t bytes, int cap,
-                                      const char *fn) {
-  if (c->ce_scratch_bytes >= bytes) return TECOMM_SUCCESS;
+/* A local scratch of this rank's (grown on an eager call in powers of two
+ * from 1 MiB; an outgrown buffer stays allocated -- a captured graph may
+ * still name it, eager work may still use it -- until the communicator
+ * goes): the copy-engine one-shot's copies of the peers' inputs, and the
+ * aligned copies of fused_align. */
+static tecomm_result_t scratch_get(tecore_devptr_t *buf, size_t *have, tecore_devptr_t *old,
+                                   int *n_old, int max_old, size_t bytes, int cap, const char *fn,
+                                   const char *what) {
+  if (*have >= bytes) return TECOMM_SUCCESS;
   if (cap)
     return TC_ERR(TECOMM_ERR_NOT_SUPPORTED,
-                  "%s: the copy-engine two-shot needs %zu bytes of scratch, which is not "
-                  "allocated during a capture: make one eager call of this size first",
-                  fn, bytes);
+                  "%s: %s needs %zu bytes of scratch, which is not allocated during a capture: "
+                  "make one eager call of this size first",
+                  fn, what, bytes);
   size_t want = (size_t)1 << 20;
   while (want < bytes) want *= 2;
-  int n_old = c->n_ce_old + (c->ce_scratch != 0);
-  if (n_old > (int)(sizeof c->ce_old / sizeof c->ce_old[0]))
-    return TC_ERR(TECOMM_ERR_NOMEM, "%s: the copy-engine two-shot's scratch grew %d times", fn,
-                  n_old);
+  if (*n_old + (*buf != 0) > max_old)
+    return TC_ERR(TECOMM_ERR_NOMEM, "%s: the scratch of %s grew %d times", fn, what, *n_old + 1);
   tecore_devptr_t d = 0;
   TC_CORE(tecore_mem_alloc(want, &d), fn);
-  if (c->ce_scratch) c->ce_old[c->n_ce_old++] = c->ce_scratch;
-  c->ce_scratch = d;
-  c->ce_scratch_bytes = want;
+  if (*buf) old[(*n_old)++] = *buf;
+  *buf = d;
+  *have = want;
+  return TECOMM_SUCCESS;
+}
+
+static tecomm_result_t ce_scratch_get(struct tecomm_comm *c, size_t bytes, int cap,
+                                      const char *fn) {
+  return scratch_get(&c->ce_scratch, &c->ce_scratch_bytes, c->ce_old, &c->n_ce_old,
+                     (int)(sizeof c->ce_old / sizeof c->ce_old[0]), bytes, cap, fn,
+                     "the copy-engine one-shot");
+}
+
+static int al16(tecore_devptr_t p) { return (p & 15u) == 0; }
+
+/* A fused call's row plan, algorithm and grid must be the same on every
+ * rank: they decide which rank reduces which rows and which blocks meet at
+ * each barrier.  They follow from hidden and from whether the epilogue's
+ * operands allow 16-byte vectors -- and those (residuals, out, gamma, the
+ * FP8 data, and x where the algorithm reads x itself: Lamport, NVLS, MNNVL)
+ * are each rank's own.  So with hidden % 8 == 0 every rank takes the
+ * vector plan, and a rank whose operands are not 16-byte aligned runs the
+ * call on aligned copies in a scratch of its own: residual_in, gamma and x
+ * copied in before, residual_out, out and the FP8 bytes copied out after,
+ * on the same stream (the same bits: the copies move bytes).  *b (and *q
+ * for the FP8 tensor) is the call as it runs; *post, when set, the copies
+ * out are due after the launch. */
+struct al_post {
+  tecore_devptr_t to[3], from[3];
+  size_t bytes[3];
+  int n;
+};
+
+static int fused_unaligned(const struct tecomm_add_rmsnorm *a, int reads_x) {
+  tecore_devptr_t d8 = a->fp8_out ? a->fp8_out->data : 0;
+  return !al16(a->residual_in) || !al16(a->residual_out) || !al16(a->out) || !al16(a->gamma) ||
+         !al16(d8) || (reads_x && !al16(a->x));
+}
+
+static tecomm_result_t fused_align(struct tecomm_comm *c, const struct tecomm_add_rmsnorm *a,
+                                   int reads_x, int cap, tecore_stream_t stream,
+                                   struct tecomm_add_rmsnorm *b, struct tecore_tensor *q,
+                                   struct al_post *post, const char *fn) {
+  *b = *a;
+  post->n = 0;
+  if (a->hidden % 8 != 0 || !fused_unaligned(a, reads_x)) return TECOMM_SUCCESS;
+  const size_t esz = tecore_dtype_size(a->dtype), count = a->rows * a->hidden;
+  const size_t line = 256, bytes = (count * esz + line - 1) / line * line;
+  const size_t gbytes = (a->hidden * esz + line - 1) / line * line;
+  const size_t qbytes = (count + line - 1) / line * line;
+  /* x, residual_in (and residual_out with it when they are one), out,
+   * gamma, the FP8 bytes */
+  size_t need = 4 * bytes + gbytes + qbytes;
+  TC_CHECK(scratch_get(&c->al_scratch, &c->al_scratch_bytes, c->al_old, &c->n_al_old,
+                       (int)(sizeof c->al_old / sizeof c->al_old[0]), need, cap, fn,
+                       "a fused call with operands that are not 16-byte aligned"));
+  tecore_devptr_t p = c->al_scratch;
+  tecore_devptr_t px = p, prin = p + bytes, prout = p + 2 * bytes, pout = p + 3 * bytes;
+  tecore_devptr_t pg = p + 4 * bytes, pq = pg + gbytes;
+  const size_t nb = count * esz;
+  if (reads_x && !al16(a->x)) {
+    TC_CORE(tecore_memcpy_async(px, a->x, nb, stream), fn);
+    b->x = px;
+  }
+  if (!al16(a->gamma)) {
+    TC_CORE(tecore_memcpy_async(pg, a->gamma, a->hidden * esz, stream), fn);
+    b->gamma = pg;
+  }
+  if (a->residual_in == a->residual_out) {
+    if (!al16(a->residual_in)) {
+      TC_CORE(tecore_memcpy_async(prin, a->residual_in, nb, stream), fn);
+      b->residual_in = b->residual_out = prin;
+      post->to[post->n] = a->residual_out, post->from[post->n] = prin, post->bytes[post->n++] = nb;
+    }
+  } else {
+    if (!al16(a->residual_in)) {
+      TC_CORE(tecore_memcpy_async(prin, a->residual_in, nb, stream), fn);
+      b->residual_in = prin;
+    }
+    if (!al16(a->residual_out)) {
+      b->residual_out = prout;
+      post->to[post->n] = a->residual_out, post->from[post->n] = prout, post->bytes[post->n++] = nb;
+    }
+  }
+  if (a->out && !al16(a->out)) {
+    b->out = pout;
+    post->to[post->n] = a->out, post->from[post->n] = pout, post->bytes[post->n++] = nb;
+  }
+  if (a->fp8_out && !al16(a->fp8_out->data)) {
+    *q = *a->fp8_out;
+    q->data = pq;
+    b->fp8_out = q;
+    post->to[post->n] = a->fp8_out->data, post->from[post->n] = pq, post->bytes[post->n++] = count;
+  }
   return TECOMM_SUCCESS;
 }
 
@@ -194,6 +285,21 @@ static tecomm_result_t composite(struct tecomm_comm *c, const struct tecomm_add_
   return TECOMM_SUCCESS;
 }
 
+/* The composite (NCCL, verbs, one rank) on the operands fused_align
+ * gives: the same row plan, and so the same bits, as the IPC kernels and
+ * every other rank, whatever this rank's alignment. */
+static tecomm_result_t composite_aligned(struct tecomm_comm *c, const struct tecomm_add_rmsnorm *a,
+                                         int cap, tecore_stream_t stream, const char *fn) {
+  struct tecomm_add_rmsnorm al;
+  struct tecore_tensor alq;
+  struct al_post post = {.n = 0};
+  TC_CHECK(fused_align(c, a, 0, cap, stream, &al, &alq, &post, fn));
+  TC_CHECK(composite(c, &al, stream, fn));
+  for (int i = 0; i < post.n; i++)
+    TC_CORE(tecore_memcpy_async(post.to[i], post.from[i], post.bytes[i], stream), fn);
+  return TECOMM_SUCCESS;
+}
+
 /* Common path.  fused: NULL for a plain allreduce.  how: TC_AR_SCRATCH,
  * the caller reads send no more after this call (tc_allreduce_scratch),
  * so an algorithm that reduce-scatters into its input may use symmetric
@@ -214,7 +320,7 @@ static tecomm_result_t run(struct tecomm_comm *c, tecore_devptr_t send, tecore_d
     if (asked != TECOMM_ALGO_AUTO && asked != TECOMM_ALGO_NCCL && c->level > TC_LEVEL_INPLACE)
       return TC_ERR(TECOMM_ERR_NOT_SUPPORTED, "%s: algorithm %s: level %s", fn,
                     tecomm_algo_name(asked), tc_level_name(c->level));
-    return fa ? composite(c, fa, stream, fn)
+    return fa ? composite_aligned(c, fa, cap, stream, fn)
               : plain_allreduce(c, send, recv, count, dtype, op, stream, fn);
   }
   /* in place on symmetric memory when the algorithm allows; two-shot
@@ -222,17 +328,16 @@ static tecomm_result_t run(struct tecomm_comm *c, tecore_devptr_t send, tecore_d
    * only when the caller reduces it in place (plain send == recv) or
    * gives it up (scratch): else it would hold partial sums afterwards */
   int zero_copy = seg != NULL, in_place = (!fa && send == recv) || scratch;
-  int lam_ok = 1;
-  if (fa) {
-    tecore_devptr_t d8 = fa->fp8_out ? fa->fp8_out->data : 0;
-    lam_ok = fa->hidden % 8 == 0 &&
-             (fa->residual_in | fa->residual_out | fa->out | d8 | fa->gamma) % 16 == 0;
-  }
+  /* fused: Lamport's kernel takes rows of a multiple of 8 elements; where
+   * this rank's operands are not aligned for it, fused_align gives it
+   * aligned copies (a choice made from hidden alone, the same on every
+   * rank) */
+  int lam_ok = !fa || fa->hidden % 8 == 0;
   TC_CHECK(
       tc_select(c, asked, bytes, zero_copy, in_place, lam_ok, op == TECOMM_SUM, fa != NULL,
                 (how & TC_AR_BESIDE) != 0, &algo));
   if (algo == TECOMM_ALGO_NCCL || algo == TECOMM_ALGO_VERBS)
-    return fa ? composite(c, fa, stream, fn)
+    return fa ? composite_aligned(c, fa, cap, stream, fn)
               : plain_allreduce(c, send, recv, count, dtype, op, stream, fn);
 
   struct tecomm_ar_call call;
@@ -276,15 +381,24 @@ static tecomm_result_t run(struct tecomm_comm *c, tecore_devptr_t send, tecore_d
     TC_CORE(tecore_memcpy_async(call.in[c->rank], send, bytes, stream), fn);
   }
   struct tecomm_ar_fused f;
+  struct tecomm_add_rmsnorm al;
+  struct tecore_tensor alq;
+  struct al_post post = {.n = 0};
   if (fa) {
-    f = (struct tecomm_ar_fused){.hidden = fa->hidden, .eps = fa->eps,
-                                 .residual_in = fa->residual_in, .residual_out = fa->residual_out,
-                                 .gamma = fa->gamma, .out = fa->out, .fp8_out = fa->fp8_out,
-                                 .rsigma = fa->rsigma};
+    /* Lamport and NVLS read this rank's x themselves (in[rank]) */
+    const int reads_x = call.algo == TECOMM_AR_LAMPORT || call.algo == TECOMM_AR_NVLS;
+    TC_CHECK(fused_align(c, fa, reads_x, cap, stream, &al, &alq, &post, fn));
+    if (reads_x) call.in[c->rank] = al.x;
+    f = (struct tecomm_ar_fused){.hidden = al.hidden, .eps = al.eps,
+                                 .residual_in = al.residual_in, .residual_out = al.residual_out,
+                                 .gamma = al.gamma, .out = al.out, .fp8_out = al.fp8_out,
+                                 .rsigma = al.rsigma};
     call.fused = &f;
     call.out = 0;
   }
   TC_CORE(tecomm_ar_launch(&call, stream), fn);
+  for (int i = 0; i < post.n; i++)
+    TC_CORE(tecore_memcpy_async(post.to[i], post.from[i], post.bytes[i], stream), fn);
   return TECOMM_SUCCESS;
 }
 

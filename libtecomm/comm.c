@@ -208,6 +208,8 @@ static void comm_free(struct tecomm_comm *c) {
   if (c->scratch) (void)tecore_mem_free(c->scratch);
   if (c->ce_scratch) (void)tecore_mem_free(c->ce_scratch);
   for (int i = 0; i < c->n_ce_old; i++) (void)tecore_mem_free(c->ce_old[i]);
+  if (c->al_scratch) (void)tecore_mem_free(c->al_scratch);
+  for (int i = 0; i < c->n_al_old; i++) (void)tecore_mem_free(c->al_old[i]);
   tc_verbs_comm_close(c);
   if (c->local) comm_free(c->local);   /* a hierarchical one's node-local group */
   free(c->node_of);

@@ -93,6 +93,12 @@ struct tecomm_comm {
   size_t ce_scratch_bytes;
   tecore_devptr_t ce_old[24]; /* outgrown ones (a captured graph may name them) */
   int n_ce_old;
+  /* aligned copies of a fused call's operands that are not 16-byte aligned
+   * on this rank (allreduce.c, fused_align); grown and kept like ce_scratch */
+  tecore_devptr_t al_scratch;
+  size_t al_scratch_bytes;
+  tecore_devptr_t al_old[24];
+  int n_al_old;
 
   /* NVLS (nvls.c): above the IPC level, same host; NULL: off (nvls_why) */
   struct tc_nvls *nvls;

@@ -12,12 +12,16 @@
  *   - the fused residual add + RMSNorm (+ FP8 delayed and current) against
  *     libtecore's unfused kernels run on an allreduce of the same order
  *     (bit for bit: residual_out, out and rsigma) and residual_out and
- *     rsigma against float64
+ *     rsigma against float64; with the odd ranks' residuals and out not
+ *     16-byte aligned, the same bits as the unfused kernels on aligned
+ *     buffers on every rank (one row plan everywhere)
  *     (1 rank: the composite path NCCL uses; NCCL itself where it is, on
  *     cuda);
  *   - inputs that are not symmetric memory past the pool: staged in
  *     segments every rank makes together (or none does, with the same
  *     error), bounded by TECOMM_STAGE_MB, not grown inside a capture;
+ *   - every algorithm with send and recv aligned differently on different
+ *     ranks (some 16-byte aligned, some not), against float64;
  *   - the copy-engine one-shot against two-shot bit for bit (2 and 4
  *     ranks, 4 MiB and a tail, aligned and unaligned outputs) and in a
  *     replayed graph;
@@ -338,6 +342,7 @@ struct fused_case {
   int fp8;          /* 0 none, 1 delayed, 2 current */
   int same_resid;   /* residual_out == residual_in */
   int no_out;       /* out = 0: only the FP8 copy (the NCCL path needs a scratch buffer) */
+  int skew;         /* odd ranks' residuals and out sit one element past 16-byte alignment */
 };
 
 static void rank_fused_case(tecomm_comm_t c, tecore_stream_t s, int rank, int n,
@@ -353,13 +358,19 @@ static void rank_fused_case(tecomm_comm_t c, tecore_stream_t s, int rank, int n,
   tc_make_input(hg, k->hidden, k->dt, 101, salt);
   tecore_devptr_t x, rin, rout, g, out, tmp, rout2, out2, q, q2d, sc, rs1, rs2;
   RK_CORE(tecore_mem_alloc(bytes, &x));
-  RK_CORE(tecore_mem_alloc(bytes, &rin));
-  RK_CORE(tecore_mem_alloc(bytes, &rout));
+  RK_CORE(tecore_mem_alloc(bytes + 16, &rin));
+  RK_CORE(tecore_mem_alloc(bytes + 16, &rout));
   RK_CORE(tecore_mem_alloc(k->hidden * esz, &g));
-  RK_CORE(tecore_mem_alloc(bytes, &out));
+  RK_CORE(tecore_mem_alloc(bytes + 16, &out));
   RK_CORE(tecore_mem_alloc(bytes, &tmp));
-  RK_CORE(tecore_mem_alloc(bytes, &rout2));
-  RK_CORE(tecore_mem_alloc(bytes, &out2));
+  RK_CORE(tecore_mem_alloc(bytes + 16, &rout2));
+  RK_CORE(tecore_mem_alloc(bytes + 16, &out2));
+  /* skew: the odd ranks' residuals and out are not 16-byte aligned, the
+   * even ranks' are.  The call must meet itself on every rank (one row
+   * plan everywhere: the odd ranks work on aligned copies), and give the
+   * bits of the unfused kernels on aligned buffers (rout2, out2 stay so) */
+  const size_t off = k->skew && (rank & 1) ? esz : 0;
+  rin += off, rout += off, out += off;
   RK_CORE(tecore_mem_alloc(count + 16, &q));
   RK_CORE(tecore_mem_alloc(count + 16, &q2d));
   RK_CORE(tecore_mem_alloc(64, &sc)); /* scale, scale_inv, amax for each of the two */
@@ -445,7 +456,9 @@ static void rank_fused_case(tecomm_comm_t c, tecore_stream_t s, int rank, int n,
       mag[i] += fabs(tc_from_dt(xr, i, k->dt));
     }
   }
-  const char *how = nccl ? "nccl" : "ipc";
+  char how[96];
+  snprintf(how, sizeof how, "%s, %s, rows %zu, hidden %zu%s", nccl ? "nccl" : "ipc",
+           tecomm_algo_name(k->algo), k->rows, k->hidden, k->skew ? ", skewed" : "");
   for (size_t i = 0; i < count; i++) {
     double a1 = tc_from_dt(r1, i, k->dt), a2 = tc_from_dt(r2, i, k->dt);
     RK_ASSERT(memcmp(r1 + i * esz, r2 + i * esz, esz) == 0,
@@ -523,6 +536,7 @@ static void rank_fused_case(tecomm_comm_t c, tecore_stream_t s, int rank, int n,
   tc_rank_digest(r1, bytes);
   tc_rank_digest(s1, k->rows * 4);
   if (k->fp8) tc_rank_digest(q1, count);
+  rin -= off, rout -= off, out -= off;
   tecore_devptr_t all[] = {x, rin, rout, g, out, tmp, rout2, out2, q, q2d, sc, rs1, rs2};
   for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) RK_CORE(tecore_mem_free(all[i]));
   free(hx), free(hr), free(hg), free(o1), free(o2), free(r1), free(r2), free(q1), free(q2);
@@ -535,16 +549,20 @@ static void rank_fused(int rank, int n, void *arg) {
   tecore_stream_t s;
   RK_CORE(tecore_stream_create(TECORE_STREAM_NON_BLOCKING, 0, &s));
   static const struct fused_case cases[] = {
-      {TECOMM_ALGO_AUTO, TECORE_DTYPE_BF16, 1, 4096, 0, 0, 0},
-      {TECOMM_ALGO_LAMPORT, TECORE_DTYPE_BF16, 3, 256, 1, 0, 0},
-      {TECOMM_ALGO_ONESHOT, TECORE_DTYPE_F32, 5, 100, 0, 1, 0},
-      {TECOMM_ALGO_TWOSHOT, TECORE_DTYPE_F16, 7, 64, 2, 0, 0},
-      {TECOMM_ALGO_ONESHOT, TECORE_DTYPE_BF16, 16, 8192, 1, 1, 0},
-      {TECOMM_ALGO_AUTO, TECORE_DTYPE_F32, 2, 33, 2, 1, 0},
-      {TECOMM_ALGO_AUTO, TECORE_DTYPE_BF16, 4, 128, 1, 1, 1},
-      {TECOMM_ALGO_CE, TECORE_DTYPE_BF16, 16, 8192, 1, 1, 0},
-      {TECOMM_ALGO_CE, TECORE_DTYPE_F32, 5, 100, 2, 0, 0},
-      {TECOMM_ALGO_CE, TECORE_DTYPE_F16, 7, 64, 1, 0, 1},
+      {TECOMM_ALGO_AUTO, TECORE_DTYPE_BF16, 1, 4096, 0, 0, 0, 0},
+      {TECOMM_ALGO_LAMPORT, TECORE_DTYPE_BF16, 3, 256, 1, 0, 0, 0},
+      {TECOMM_ALGO_ONESHOT, TECORE_DTYPE_F32, 5, 100, 0, 1, 0, 0},
+      {TECOMM_ALGO_TWOSHOT, TECORE_DTYPE_F16, 7, 64, 2, 0, 0, 0},
+      {TECOMM_ALGO_ONESHOT, TECORE_DTYPE_BF16, 16, 8192, 1, 1, 0, 0},
+      {TECOMM_ALGO_AUTO, TECORE_DTYPE_F32, 2, 33, 2, 1, 0, 0},
+      {TECOMM_ALGO_AUTO, TECORE_DTYPE_BF16, 4, 128, 1, 1, 1, 0},
+      {TECOMM_ALGO_CE, TECORE_DTYPE_BF16, 16, 8192, 1, 1, 0, 0},
+      {TECOMM_ALGO_CE, TECORE_DTYPE_F32, 5, 100, 2, 0, 0, 0},
+      {TECOMM_ALGO_CE, TECORE_DTYPE_F16, 7, 64, 1, 0, 1, 0},
+      {TECOMM_ALGO_ONESHOT, TECORE_DTYPE_BF16, 40, 1024, 0, 0, 0, 1},
+      {TECOMM_ALGO_TWOSHOT, TECORE_DTYPE_BF16, 40, 1024, 0, 0, 0, 1},
+      {TECOMM_ALGO_LAMPORT, TECORE_DTYPE_BF16, 40, 1024, 0, 0, 0, 1},
+      {TECOMM_ALGO_CE, TECORE_DTYPE_BF16, 40, 1024, 0, 0, 0, 1},
   };
   int v, nccl = tecomm_nccl_version(&v) == TECOMM_SUCCESS;
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
@@ -623,7 +641,7 @@ static void rank_stage_grows(int rank, int n, void *arg) {
   RK_CORE(tecore_stream_create(TECORE_STREAM_NON_BLOCKING, 0, &s));
   struct ar_case big = {TECOMM_ALGO_AUTO, TECORE_DTYPE_F32, TECOMM_SUM, (768u << 10) + 5, 0};
   run_case(c, s, rank, n, &big, 7001);
-  struct fused_case fk = {TECOMM_ALGO_TWOSHOT, TECORE_DTYPE_BF16, 600, 2048, 1, 0, 0};
+  struct fused_case fk = {TECOMM_ALGO_TWOSHOT, TECORE_DTYPE_BF16, 600, 2048, 1, 0, 0, 0};
   rank_fused_case(c, s, rank, n, &fk, 7002);
   size_t count5 = (5u << 18) + 3; /* 5 MiB of F32 and a tail */
   tecore_devptr_t in, out;
