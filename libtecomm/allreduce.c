@@ -176,15 +176,24 @@ static tecomm_result_t fused_align(struct tecomm_comm *c, const struct tecomm_ad
   const size_t line = 256, bytes = (count * esz + line - 1) / line * line;
   const size_t gbytes = (a->hidden * esz + line - 1) / line * line;
   const size_t qbytes = (count + line - 1) / line * line;
-  /* x, residual_in (and residual_out with it when they are one), out,
-   * gamma, the FP8 bytes */
-  size_t need = 4 * bytes + gbytes + qbytes;
+  /* room for the operands that need a copy only: x, residual_in (and
+   * residual_out with it when they are one), residual_out, out, gamma, the
+   * FP8 bytes, in that order */
+  const int same = a->residual_in == a->residual_out;
+  const size_t sz[6] = {reads_x && !al16(a->x) ? bytes : 0,
+                        !al16(a->residual_in) ? bytes : 0,
+                        !same && !al16(a->residual_out) ? bytes : 0,
+                        a->out && !al16(a->out) ? bytes : 0,
+                        !al16(a->gamma) ? gbytes : 0,
+                        a->fp8_out && !al16(a->fp8_out->data) ? qbytes : 0};
+  size_t at[6], need = 0;
+  for (int i = 0; i < 6; i++) at[i] = need, need += sz[i];
   TC_CHECK(scratch_get(&c->al_scratch, &c->al_scratch_bytes, c->al_old, &c->n_al_old,
                        (int)(sizeof c->al_old / sizeof c->al_old[0]), need, cap, fn,
                        "a fused call with operands that are not 16-byte aligned"));
   tecore_devptr_t p = c->al_scratch;
-  tecore_devptr_t px = p, prin = p + bytes, prout = p + 2 * bytes, pout = p + 3 * bytes;
-  tecore_devptr_t pg = p + 4 * bytes, pq = pg + gbytes;
+  tecore_devptr_t px = p + at[0], prin = p + at[1], prout = p + at[2], pout = p + at[3];
+  tecore_devptr_t pg = p + at[4], pq = p + at[5];
   const size_t nb = count * esz;
   if (reads_x && !al16(a->x)) {
     TC_CORE(tecore_memcpy_async(px, a->x, nb, stream), fn);
@@ -194,7 +203,7 @@ static tecomm_result_t fused_align(struct tecomm_comm *c, const struct tecomm_ad
     TC_CORE(tecore_memcpy_async(pg, a->gamma, a->hidden * esz, stream), fn);
     b->gamma = pg;
   }
-  if (a->residual_in == a->residual_out) {
+  if (same) {
     if (!al16(a->residual_in)) {
       TC_CORE(tecore_memcpy_async(prin, a->residual_in, nb, stream), fn);
       b->residual_in = b->residual_out = prin;

@@ -12,7 +12,7 @@
  *   - the fused residual add + RMSNorm (+ FP8 delayed and current) against
  *     libtecore's unfused kernels run on an allreduce of the same order
  *     (bit for bit: residual_out, out and rsigma) and residual_out and
- *     rsigma against float64; with the odd ranks' residuals and out not
+ *     rsigma against float64; with the odd ranks' x, residuals and out not
  *     16-byte aligned, the same bits as the unfused kernels on aligned
  *     buffers on every rank (one row plan everywhere)
  *     (1 rank: the composite path NCCL uses; NCCL itself where it is, on
@@ -357,7 +357,7 @@ static void rank_fused_case(tecomm_comm_t c, tecore_stream_t s, int rank, int n,
   tc_make_input(hr, count, k->dt, 100, salt); /* the residual: the same on every rank */
   tc_make_input(hg, k->hidden, k->dt, 101, salt);
   tecore_devptr_t x, rin, rout, g, out, tmp, rout2, out2, q, q2d, sc, rs1, rs2;
-  RK_CORE(tecore_mem_alloc(bytes, &x));
+  RK_CORE(tecore_mem_alloc(bytes + 16, &x));
   RK_CORE(tecore_mem_alloc(bytes + 16, &rin));
   RK_CORE(tecore_mem_alloc(bytes + 16, &rout));
   RK_CORE(tecore_mem_alloc(k->hidden * esz, &g));
@@ -365,12 +365,12 @@ static void rank_fused_case(tecomm_comm_t c, tecore_stream_t s, int rank, int n,
   RK_CORE(tecore_mem_alloc(bytes, &tmp));
   RK_CORE(tecore_mem_alloc(bytes + 16, &rout2));
   RK_CORE(tecore_mem_alloc(bytes + 16, &out2));
-  /* skew: the odd ranks' residuals and out are not 16-byte aligned, the
+  /* skew: the odd ranks' x, residuals and out are not 16-byte aligned, the
    * even ranks' are.  The call must meet itself on every rank (one row
    * plan everywhere: the odd ranks work on aligned copies), and give the
    * bits of the unfused kernels on aligned buffers (rout2, out2 stay so) */
   const size_t off = k->skew && (rank & 1) ? esz : 0;
-  rin += off, rout += off, out += off;
+  x += off, rin += off, rout += off, out += off;
   RK_CORE(tecore_mem_alloc(count + 16, &q));
   RK_CORE(tecore_mem_alloc(count + 16, &q2d));
   RK_CORE(tecore_mem_alloc(64, &sc)); /* scale, scale_inv, amax for each of the two */
@@ -536,7 +536,7 @@ static void rank_fused_case(tecomm_comm_t c, tecore_stream_t s, int rank, int n,
   tc_rank_digest(r1, bytes);
   tc_rank_digest(s1, k->rows * 4);
   if (k->fp8) tc_rank_digest(q1, count);
-  rin -= off, rout -= off, out -= off;
+  x -= off, rin -= off, rout -= off, out -= off;
   tecore_devptr_t all[] = {x, rin, rout, g, out, tmp, rout2, out2, q, q2d, sc, rs1, rs2};
   for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) RK_CORE(tecore_mem_free(all[i]));
   free(hx), free(hr), free(hg), free(o1), free(o2), free(r1), free(r2), free(q1), free(q2);
@@ -563,6 +563,8 @@ static void rank_fused(int rank, int n, void *arg) {
       {TECOMM_ALGO_TWOSHOT, TECORE_DTYPE_BF16, 40, 1024, 0, 0, 0, 1},
       {TECOMM_ALGO_LAMPORT, TECORE_DTYPE_BF16, 40, 1024, 0, 0, 0, 1},
       {TECOMM_ALGO_CE, TECORE_DTYPE_BF16, 40, 1024, 0, 0, 0, 1},
+      {TECOMM_ALGO_LAMPORT, TECORE_DTYPE_BF16, 12, 512, 1, 1, 0, 1},
+      {TECOMM_ALGO_AUTO, TECORE_DTYPE_F16, 24, 256, 1, 0, 1, 1},
   };
   int v, nccl = tecomm_nccl_version(&v) == TECOMM_SUCCESS;
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
