@@ -75,6 +75,25 @@ static void host_identity(struct tc_caps *k, tecore_backend_t backend) {
   k->boot_id = hash64(id, strlen(id), hash64(k->host, strlen(k->host), 0xcbf29ce484222325ull));
 }
 
+/* NCCL's asynchronous error: a communicator NCCL reports failed (a peer
+ * gone: ncclRemoteError) is aborted at once, which ends its kernels still
+ * waiting for that peer so the streams drain, and its failure becomes
+ * this communicator's. */
+static void nccl_health(struct tecomm_comm *c) {
+  const struct tc_nccl *n = tc_nccl_get(NULL);
+  int ar = TC_NCCL_OK;
+  if (!n || n->CommGetAsyncError(c->nccl, &ar) != TC_NCCL_OK || ar == TC_NCCL_OK ||
+      ar == TC_NCCL_IN_PROGRESS)
+    return;
+  c->sticky = ar == TC_NCCL_REMOTE_ERROR ? TECOMM_ERR_TIMEOUT : TECOMM_ERR_DEVICE;
+  c->sticky_peer = -1;
+  snprintf(c->sticky_why, sizeof c->sticky_why,
+           "NCCL reports error %d (%s); its communicator was aborted", ar, n->GetErrorString(ar));
+  TC_WARN("tecomm: rank %d of %d: %s", c->rank, c->nranks, c->sticky_why);
+  (void)n->CommAbort(c->nccl);
+  c->nccl = NULL;
+}
+
 tecomm_result_t tc_comm_ready(struct tecomm_comm *c, const char *fn, int check_device) {
   if (c->aborted) return TC_ERR(TECOMM_ERR_ABORTED, "%s: the communicator was aborted", fn);
   /* the error word is read through a stream of its own and waited for:
@@ -83,9 +102,9 @@ tecomm_result_t tc_comm_ready(struct tecomm_comm *c, const char *fn, int check_d
    * always reads it */
   int64_t now = check_device == 1 ? tc_now_ms() : 0;
   if (check_device == 1 && now - c->last_check_ms < 10) check_device = 0;
+  if (check_device) c->last_check_ms = now;
   if (check_device && c->sticky == TECOMM_SUCCESS && c->ws) {
     int code = TECOMM_AR_OK, peer = -1;
-    c->last_check_ms = now;
     tecore_result_t r = tecomm_ar_error(c->ws, &code, &peer, 0);
     if (r != TECORE_SUCCESS) return tc_core(r, fn);
     if (code != TECOMM_AR_OK) {
@@ -93,8 +112,11 @@ tecomm_result_t tc_comm_ready(struct tecomm_comm *c, const char *fn, int check_d
       c->sticky_peer = peer;
     }
   }
+  if (check_device && c->sticky == TECOMM_SUCCESS && c->nccl) nccl_health(c);
   if (c->vb) TC_CHECK(tc_vb_status(c->vb, fn));
   if (c->local) TC_CHECK(tc_hier_ready(c, fn, check_device));
+  if (c->sticky != TECOMM_SUCCESS && c->sticky_why[0])
+    return TC_ERR(c->sticky, "%s: rank %d of %d: %s", fn, c->rank, c->nranks, c->sticky_why);
   if (c->sticky == TECOMM_ERR_TIMEOUT)
     return TC_ERR(TECOMM_ERR_TIMEOUT,
                   "%s: rank %d of %d: a device-side wait for rank %d expired (TECOMM_TIMEOUT %lld ms)",
@@ -116,9 +138,47 @@ static tecomm_result_t count_all(struct tc_boot *b, int flag, int *count) {
   return r;
 }
 
+/* Collective over xchg: every rank's code (0: success), so that every
+ * rank can say the same thing of a failure; *nfail ranks failed, the
+ * first of them *first with code *first_code. */
+static tecomm_result_t gather_codes(struct tc_boot *b, int32_t code, int *nfail, int *first,
+                                    int32_t *first_code) {
+  int32_t *all = malloc((size_t)b->nranks * sizeof *all);
+  if (!all) return TC_ERR(TECOMM_ERR_NOMEM, "tecomm_comm_init: out of host memory");
+  tecomm_result_t r = b->allgather(b, &code, all, sizeof code);
+  *nfail = 0;
+  *first = -1;
+  for (int i = 0; r == TECOMM_SUCCESS && i < b->nranks; i++)
+    if (all[i] != 0 && (*nfail)++ == 0) {
+      *first = i;
+      *first_code = all[i];
+    }
+  free(all);
+  return r;
+}
+
+TECORE_TUNABLE_INT(tc_tun_nccl_blocking, "TECOMM_NCCL_BLOCKING", 0, 0, 1,
+                   "1: make the NCCL communicator blocking (ncclCommInitRank: a rank stuck in "
+                   "NCCL's init then holds its peers); 0: non-blocking, its init polled for at "
+                   "most TECOMM_TIMEOUT and aborted past it")
+
+/* ncclCommInitRank on every rank, bounded: where the library has
+ * ncclCommInitRankConfig the communicator is non-blocking and polled for
+ * TECOMM_TIMEOUT, then aborted, so a rank stuck inside NCCL's init (a
+ * peer that never joins, a wedged transport) cannot hold the others.
+ * Every rank keeps NCCL only if every rank made its communicator, so all
+ * land on the same link.  Abort, not destroy, drops a made one: it never
+ * waits for the peers. */
 static tecomm_result_t setup_nccl(struct tecomm_comm *c) {
   const struct tc_nccl *n = tc_nccl_get(&c->nccl_why);
-  if (c->n_nccl != c->nranks) return TECOMM_SUCCESS;
+  if (c->n_nccl != c->nranks) {
+    if (!n)
+      snprintf(c->nccl_state, sizeof c->nccl_state, "off (%.200s)", c->nccl_why);
+    else
+      snprintf(c->nccl_state, sizeof c->nccl_state, "off (NCCL on %d of %d ranks)", c->n_nccl,
+               c->nranks);
+    return TECOMM_SUCCESS;
+  }
   tc_nccl_uid_t id, *all = malloc((size_t)c->nranks * sizeof id);
   if (!all) return TC_ERR(TECOMM_ERR_NOMEM, "tecomm_comm_init: out of host memory");
   memset(&id, 0, sizeof id);
@@ -126,17 +186,50 @@ static tecomm_result_t setup_nccl(struct tecomm_comm *c) {
   if (c->rank == 0) ok = n->GetUniqueId(&id) == 0;
   tecomm_result_t r = c->xchg->allgather(c->xchg, &id, all, sizeof id);
   if (r == TECOMM_SUCCESS) r = count_all(c->xchg, ok, &c->n_nccl);
+  if (r == TECOMM_SUCCESS && c->n_nccl != c->nranks)
+    snprintf(c->nccl_state, sizeof c->nccl_state, "off (rank 0: ncclGetUniqueId failed)");
   if (r == TECOMM_SUCCESS && c->n_nccl == c->nranks) {
-    int nr = n->CommInitRank(&c->nccl, c->nranks, all[0], c->rank);
-    if (nr != 0) {
-      TC_WARN("tecomm_comm_init: ncclCommInitRank on rank %d: %d (%s)", c->rank, nr,
-              n->GetErrorString(nr));
+    int nr; /* an NCCL result, or -1: not complete within TECOMM_TIMEOUT */
+    int bounded = n->CommInitRankConfig && !tecore_tunable_int(&tc_tun_nccl_blocking);
+    if (bounded) {
+      struct tc_nccl_config cf = {sizeof cf, 0xcafebeefu, 21700, 0, TC_NCCL_CONFIG_UNDEF,
+                                  TC_NCCL_CONFIG_UNDEF, TC_NCCL_CONFIG_UNDEF, NULL,
+                                  TC_NCCL_CONFIG_UNDEF};
+      nr = n->CommInitRankConfig(&c->nccl, c->nranks, all[0], c->rank, &cf);
+      if (c->nccl) nr = tc_nccl_wait(n, c->nccl, nr);
+    } else {
+      nr = n->CommInitRank(&c->nccl, c->nranks, all[0], c->rank);
+    }
+    if (nr != TC_NCCL_OK) {
+      if (nr == -1)
+        TC_WARN("tecomm_comm_init: rank %d of %d: ncclCommInitRank did not complete within "
+                "TECOMM_TIMEOUT (%lld ms): aborted", c->rank, c->nranks, (long long)tc_timeout_ms());
+      else
+        TC_WARN("tecomm_comm_init: rank %d of %d: ncclCommInitRank: %d (%s)", c->rank, c->nranks,
+                nr, n->GetErrorString(nr));
+      if (c->nccl) (void)n->CommAbort(c->nccl);
       c->nccl = NULL;
     }
-    r = count_all(c->xchg, c->nccl != NULL, &c->n_nccl);
-    if (r == TECOMM_SUCCESS && c->n_nccl != c->nranks && c->nccl) {
-      (void)n->CommDestroy(c->nccl);
+    int nfail = 0, bad = -1;
+    int32_t code = 0;
+    r = gather_codes(c->xchg, nr, &nfail, &bad, &code);
+    if (r == TECOMM_SUCCESS && nfail > 0) {
+      if (c->nccl) (void)n->CommAbort(c->nccl);
       c->nccl = NULL;
+      c->n_nccl = 0;
+      char what[128];
+      if (code == -1)
+        snprintf(what, sizeof what, "did not complete within TECOMM_TIMEOUT (%lld ms)",
+                 (long long)tc_timeout_ms());
+      else
+        snprintf(what, sizeof what, "%d (%s)", (int)code, n->GetErrorString(code));
+      snprintf(c->nccl_state, sizeof c->nccl_state,
+               "off (ncclCommInitRank failed on %d of %d ranks; rank %d: %s)", nfail, c->nranks,
+               bad, what);
+      if (c->rank == 0) TC_WARN("tecomm: nccl %s: every rank falls back", c->nccl_state);
+    } else if (r == TECOMM_SUCCESS) {
+      snprintf(c->nccl_state, sizeof c->nccl_state, "on (%.120s, %s init)", c->nccl_why,
+               bounded ? "non-blocking, bounded" : "blocking");
     }
   }
   if (c->n_nccl != c->nranks) c->n_nccl = 0;
@@ -318,9 +411,8 @@ static void my_caps(struct tecomm_comm *c, struct tc_caps *k) {
   k->vmm_fd = pr.vmm_supported && pr.posix_fd_handles;
   /* TECOMM_TEST_FAIL=nccl:R: rank R reports NCCL unusable here, in the
    * exchange every rank decides from, as a rank whose libnccl.so.2 does
-   * not load would.  (A failure inside ncclCommInitRank on one rank is
-   * not injected: the peers would stay in NCCL's blocking init, which
-   * libte does not bound.) */
+   * not load would.  (nccl-init:R, a rank stuck inside its init, is
+   * injected in vdev's NCCL: nccl_vdev.c.) */
   k->nccl = tc_nccl_get(NULL) != NULL && !tc_test_fail("nccl", c->rank);
   k->kernels = tecomm_ar_kernels_register() == TECORE_SUCCESS &&
                tecomm_ar_max_bytes(TECOMM_AR_ONESHOT, c->nranks < 2 ? 2 : c->nranks,
@@ -543,12 +635,6 @@ TE_EXPORT tecomm_result_t tecomm_comm_status(tecomm_comm_t comm, int *peer) {
   TC_ARG(comm, "tecomm_comm_status: comm is NULL");
   if (peer) *peer = -1;
   tecomm_result_t r = tc_comm_ready(comm, "tecomm_comm_status", 2);
-  if (r == TECOMM_SUCCESS && comm->nccl) {
-    int ar = 0;
-    const struct tc_nccl *n = tc_nccl_get(NULL);
-    if (n->CommGetAsyncError(comm->nccl, &ar) == 0 && ar != 0 && ar != 7 /* in progress */)
-      r = tc_nccl_err(ar, "tecomm_comm_status: NCCL");
-  }
   if (peer && r == TECOMM_ERR_TIMEOUT) *peer = comm->sticky_peer;
   if (peer && r != TECOMM_SUCCESS && comm->vb && tc_vb_failed_peer(comm->vb) >= 0)
     *peer = tc_vb_failed_peer(comm->vb);

@@ -87,6 +87,7 @@ struct tecomm_comm {
 
   /* NCCL */
   tc_nccl_comm_t nccl;
+  char nccl_state[224];      /* describe's "nccl:" line: on, or off and why */
   tecore_devptr_t scratch;   /* NCCL fused path: a temporary when residual_out == residual_in */
   size_t scratch_bytes;
   tecore_devptr_t ce_scratch; /* the copy-engine two-shot's peer chunks (local memory) */
@@ -127,6 +128,7 @@ struct tecomm_comm {
   int aborted;
   tecomm_result_t sticky;    /* first failure seen (a timeout) */
   int sticky_peer;
+  char sticky_why[192];      /* what the failure was, where the peer is unknown (NCCL's) */
   int64_t last_check_ms;     /* when a collective last read the error word */
 };
 

@@ -21,6 +21,9 @@ struct tc_nccl {
   int (*GetVersion)(int *version);
   int (*GetUniqueId)(tc_nccl_uid_t *id);
   int (*CommInitRank)(tc_nccl_comm_t *comm, int nranks, tc_nccl_uid_t id, int rank);
+  /* NULL where the library predates it (NCCL < 2.14): then init blocks */
+  int (*CommInitRankConfig)(tc_nccl_comm_t *comm, int nranks, tc_nccl_uid_t id, int rank,
+                            const void *config);
   int (*CommDestroy)(tc_nccl_comm_t comm);
   int (*CommAbort)(tc_nccl_comm_t comm);
   int (*CommCount)(tc_nccl_comm_t comm, int *count);
@@ -34,10 +37,34 @@ struct tc_nccl {
   int version;
 };
 
-/* The loaded library, or NULL (with the reason in *why when why is not
- * NULL) when TECOMM_NCCL=0, the backend is not cuda, or it does not load. */
+/* ncclResult_t values libtecomm tells apart */
+enum { TC_NCCL_OK = 0, TC_NCCL_REMOTE_ERROR = 6, TC_NCCL_IN_PROGRESS = 7 };
+
+/* The head of ncclConfig_t as NCCL 2.17 laid it out (later versions add
+ * fields after splitShare and read only `size` bytes of an older one). */
+struct tc_nccl_config {
+  size_t size;
+  unsigned magic;       /* 0xcafebeef */
+  unsigned version;     /* the layout's NCCL version code, 21700 */
+  int blocking;
+  int cga_cluster_size, min_ctas, max_ctas;
+  const char *net_name;
+  int split_share;
+};
+#define TC_NCCL_CONFIG_UNDEF (-2147483647 - 1) /* NCCL_CONFIG_UNDEF_INT */
+
+/* The NCCL entry points: libnccl.so.2 on cuda; on vdev its emulation
+ * (nccl_vdev.c) for ranks that are processes of one machine.  NULL (with
+ * the reason in *why when why is not NULL) when TECOMM_NCCL=0 or
+ * libnccl.so.2 does not load. */
 const struct tc_nccl *tc_nccl_get(const char **why);
+/* nccl_vdev.c: fills n with the emulation's entry points. */
+void tc_nccl_vdev_fill(struct tc_nccl *n);
 /* A libtecomm error for an NCCL result. */
 tecomm_result_t tc_nccl_err(int result, const char *what);
+/* The end of a call on a non-blocking communicator: result when it is not
+ * ncclInProgress, else ncclCommGetAsyncError polled until it is not, at
+ * most TECOMM_TIMEOUT; -1 when that passed (the caller aborts). */
+int tc_nccl_wait(const struct tc_nccl *n, tc_nccl_comm_t comm, int result);
 
 #endif

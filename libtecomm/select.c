@@ -308,6 +308,7 @@ static void describe(struct tecomm_comm *c, size_t bytes, char *buf, size_t cap)
       c->n_pool, c->nranks);
   put(buf, cap, &len, "level: %s (%s)\n", tc_level_name(c->level), c->level_why);
   put(buf, cap, &len, "nvls: %s\n", c->nvls_why[0] ? c->nvls_why : "off");
+  if (c->nranks > 1) put(buf, cap, &len, "nccl: %s\n", c->nccl_state[0] ? c->nccl_state : "off");
   if (!c->all_local) put(buf, cap, &len, "mnnvl: %s\n", c->mnnvl_why[0] ? c->mnnvl_why : "off");
   if (c->nvls) {
     size_t lam, one;

@@ -808,11 +808,14 @@ static void rank_killed(int rank, int n, void *arg) {
   double secs = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) * 1e-9;
   RK_ASSERT(st == TECOMM_ERR_TIMEOUT, "status after a peer died: %s (%s)", tecomm_result_name(st),
             tecomm_last_error());
-  RK_ASSERT(peer == n - 1, "status names peer %d, want %d", peer, n - 1);
-  RK_ASSERT(strstr(tecomm_last_error(), "rank 2"), "detail does not name the peer: %s",
+  /* NCCL does not say which peer failed: its remote error, and the
+   * communicator it made aborted so that its kernels end */
+  const char *says = algo == TECOMM_ALGO_NCCL ? "NCCL reports error 6" : "rank 2";
+  RK_ASSERT(peer == (algo == TECOMM_ALGO_NCCL ? -1 : n - 1), "status names peer %d", peer);
+  RK_ASSERT(strstr(tecomm_last_error(), says), "detail does not say \"%s\": %s", says,
             tecomm_last_error());
   RK_ASSERT(secs <= 2.0, "TIMEOUT after %.2f s, want <= TECOMM_TIMEOUT + 1 s = 2 s", secs);
-  RK_EXPECT(TECOMM_ERR_TIMEOUT, "rank 2",
+  RK_EXPECT(TECOMM_ERR_TIMEOUT, says,
             tecomm_allreduce_algo(c, buf, buf, 1000, TECORE_DTYPE_F32, TECOMM_SUM, algo, s));
   RK_CORE(tecore_mem_free(buf));
   RK_CORE(tecore_stream_destroy(s));
@@ -821,8 +824,14 @@ static void rank_killed(int rank, int n, void *arg) {
 
 START_TEST(killed_rank_timeout) {
   static const tecomm_algo_t which[] = {TECOMM_ALGO_ONESHOT, TECOMM_ALGO_LAMPORT,
-                                        TECOMM_ALGO_TWOSHOT, TECOMM_ALGO_CE};
+                                        TECOMM_ALGO_TWOSHOT, TECOMM_ALGO_CE, TECOMM_ALGO_NCCL};
   tecomm_algo_t a = which[_i];
+  /* a real NCCL's kernels wait for a dead peer until NCCL notices it, which
+   * libtecomm does not bound; vdev's NCCL notices at once */
+  if (a == TECOMM_ALGO_NCCL && !tc_on_vdev()) {
+    printf("# nccl: a dead peer is NCCL's to notice; not run on %s\n", tc_run_backend);
+    return;
+  }
   tc_run_ranks_ex(3, rank_killed, &a, 30, 2);
   tc_shm_release();
 }
@@ -844,7 +853,7 @@ static Suite *allreduce_suite(void) {
   tc = te_tcase(s, "graph", 0);
   tcase_add_test(tc, graph_1000_replays_new_data);
   tc = te_tcase(s, "timeout", 0);
-  tcase_add_loop_test(tc, killed_rank_timeout, 0, 4);
+  tcase_add_loop_test(tc, killed_rank_timeout, 0, 5);
   return s;
 }
 

@@ -53,8 +53,8 @@ static void reference(double *ref, double *mag, size_t count, tecore_dtype_t dt,
   free(in);
 }
 
-/* libtecomm's kernels fold in f32 and round once; NCCL (where a link
- * fell back to it, on cuda) rounds every partial sum to the dtype
+/* libtecomm's kernels fold in f32 and round once; NCCL and verbs (where a
+ * link fell back to them) round partial sums to the dtype
  * (check_comm_allreduce's sum_tol says more). */
 static double sum_tol_of(int n, tecore_dtype_t dt, double mag, double ref, int nccl) {
   if (nccl) return (n - 1) * 0x1p-24 * mag + n * half_ulp(dt) * mag * 1.0001;
@@ -64,25 +64,10 @@ static double sum_tol(int n, tecore_dtype_t dt, double mag, double ref) {
   return sum_tol_of(n, dt, mag, ref, 0);
 }
 
-/* 1 when the ranks run on vdev: probed once in a child of the test
- * process (which never opens the device itself: on cuda a context does
- * not survive fork), before any rank is forked. */
-static int vdev_run = -1;
-static char run_backend[32];
-static int on_vdev(void) {
-  if (vdev_run < 0) {
-    char detail[512];
-    vdev_run = te_probe_init(detail, sizeof detail, run_backend, sizeof run_backend) ==
-                   TECORE_SUCCESS &&
-               strcmp(run_backend, "vdev") == 0;
-  }
-  return vdev_run;
-}
-
 static void allow_nvls_on_vdev(void) {
   /* tests.h puts NCCL_NVLS_ENABLE=0 in every suite's environment: lifted
    * only on vdev, where the multicast object is emulated */
-  if (on_vdev()) unsetenv("NCCL_NVLS_ENABLE");
+  if (tc_on_vdev()) unsetenv("NCCL_NVLS_ENABLE");
 }
 
 /* The algorithm a call ran, resolved as the table does. */
@@ -113,7 +98,8 @@ static void plain_case(tecomm_comm_t c, tecore_stream_t s, int rank, int n, teco
   RK_CORE(tecore_stream_synchronize(s));
   RK_OK(tecomm_comm_status(c, NULL));
   reference(ref, mag, count, dt, op, n, salt);
-  int nccl = (algo == TECOMM_ALGO_AUTO ? chosen(c, count, dt, 0) : algo) == TECOMM_ALGO_NCCL;
+  tecomm_algo_t ran = algo == TECOMM_ALGO_AUTO ? chosen(c, count, dt, 0) : algo;
+  int nccl = ran == TECOMM_ALGO_NCCL || ran == TECOMM_ALGO_VERBS;
   for (size_t i = 0; i < count; i++) {
     double g = tc_from_dt(got, i, dt);
     double tol = op == TECOMM_MAX ? 0.0 : sum_tol_of(n, dt, mag[i], ref[i], nccl);
@@ -232,7 +218,7 @@ static void rank_nvls(int rank, int n, void *arg) {
   RK_CORE(tecore_stream_create(TECORE_STREAM_NON_BLOCKING, 0, &s));
   char d[4096];
   describe(c, 0, d, sizeof d);
-  if (!on_vdev()) {
+  if (!tc_on_vdev()) {
     /* cuda: the machine's NCCL_NVLS_ENABLE=0 holds; IPC serves */
     RK_ASSERT(strstr(d, "nvls: refused (NCCL_NVLS_ENABLE=0)"), "describe: %s", d);
     RK_EXPECT(TECOMM_ERR_NOT_SUPPORTED, "NVLS is off",
@@ -276,7 +262,7 @@ static void rank_nvls_fused(int rank, int n, void *arg) {
   tecomm_comm_t c = tc_rank_comm(rank, n);
   tecore_stream_t s;
   RK_CORE(tecore_stream_create(TECORE_STREAM_NON_BLOCKING, 0, &s));
-  int on = on_vdev();
+  int on = tc_on_vdev();
   tecomm_algo_t algos[] = {TECOMM_ALGO_NVLS, TECOMM_ALGO_NVLS_LAMPORT};
   uint64_t salt = 500;
   for (int a = 0; a < 2; a++)
@@ -331,9 +317,9 @@ static void rank_mnnvl(int rank, int n, void *arg) {
 
 START_TEST(mnnvl_lamport_across_vdev_nodes) {
   static const int ranks[] = {2, 4, 8};
-  if (!on_vdev()) {
+  if (!tc_on_vdev()) {
     printf("# MNNVL needs several nodes: vdev plays them; not run on %s\n",
-           run_backend);
+           tc_run_backend);
     return;
   }
   tc_run_ranks(ranks[_i], rank_mnnvl, NULL, 110);
@@ -348,16 +334,29 @@ struct link_case {
   const char *fail;     /* TECOMM_TEST_FAIL */
   int nodes;            /* 1: ranks on vdev nodes of their own (MNNVL) */
   const char *expect[3]; /* lines every rank's describe must hold */
+  int verbs;            /* 1: the soft verbs device is there for the last link (vdev) */
+  const char *env;      /* NAME=VALUE for the ranks, or NULL */
 };
 
+/* ipc:1 fails the pool and the workspace on rank 1, so every rank goes
+ * down to NCCL; nccl:1 has rank 1 report no NCCL, nccl-init:1 has rank 1
+ * stall inside its (vdev) NCCL init: every rank gives up after
+ * TECOMM_TIMEOUT (or sooner, seeing a peer that gave up leave), aborts,
+ * and all take verbs together. */
 static const struct link_case links[] = {
-    {"nvls:1", 0, {"nvls: off (rank 1: TECOMM_TEST_FAIL)", "level: pool", NULL}},
-    {"nvls-bind:1", 0, {"nvls: off (rank 1: bind: TECOMM_TEST_FAIL)", "level: pool", NULL}},
-    {"ipc:1", 0, {"could not allocate", "nvls: off (rank 0: no IPC workspace", NULL}},
-    {"ipc:1,nccl:1", 0, {"could not allocate", "nvls: off", NULL}},
-    {"mnnvl:1", 1, {"mnnvl: off (rank 1: fabric export: TECOMM_TEST_FAIL)", NULL, NULL}},
+    {"nvls:1", 0, {"nvls: off (rank 1: TECOMM_TEST_FAIL)", "level: pool", NULL}, 0},
+    {"nvls-bind:1", 0, {"nvls: off (rank 1: bind: TECOMM_TEST_FAIL)", "level: pool", NULL}, 0},
+    {"ipc:1", 0, {"could not allocate", "nvls: off (rank 0: no IPC workspace", "level: nccl ("}, 0},
+    {"ipc:1", 0, {"level: nccl (", "nccl: on (", "blocking init)"}, 0, "TECOMM_NCCL_BLOCKING=1"},
+    {"ipc:1,nccl:1", 0, {"pool 2/3", "nccl: off (NCCL on 2 of 3 ranks)", "level: verbs ("},
+     1},
+    {"ipc:1,nccl-init:1", 0,
+     /* rank 0 timed out, or saw a peer that timed out first leave */
+     {"nccl: off (ncclCommInitRank failed on 3 of 3 ranks; rank 0: ", "level: verbs (", NULL},
+     1},
+    {"mnnvl:1", 1, {"mnnvl: off (rank 1: fabric export: TECOMM_TEST_FAIL)", NULL, NULL}, 0},
     {"mnnvl-hang:1", 1, {"mnnvl: off (rank 1: importing the peers' fabric handles took more", NULL,
-                         NULL}},
+                         NULL}, 0},
 };
 
 static void rank_link(int rank, int n, void *arg) {
@@ -365,6 +364,14 @@ static void rank_link(int rank, int n, void *arg) {
   allow_nvls_on_vdev();
   setenv("TECOMM_TEST_FAIL", k->fail, 1);
   setenv("TECOMM_MNNVL_TIMEOUT", "300", 1);
+  if (strstr(k->fail, "nccl-init")) setenv("TECOMM_TIMEOUT", "1500", 1);
+  if (k->env) {
+    char name[64];
+    const char *eq = strchr(k->env, '=');
+    snprintf(name, sizeof name, "%.*s", (int)(eq - k->env), k->env);
+    setenv(name, eq + 1, 1);
+  }
+  if (k->verbs && tc_on_vdev()) setenv("TECOMM_VERBS_LIB", "soft", 1);
   if (k->nodes) {
     char v[16];
     snprintf(v, sizeof v, "%d", rank);
@@ -377,7 +384,8 @@ static void rank_link(int rank, int n, void *arg) {
     const char *want = k->expect[i];
     /* cuda: the machine's NCCL_NVLS_ENABLE=0 refuses NVLS before any link
      * can fail, and NCCL takes over where IPC fails */
-    if (want && !on_vdev() && strncmp(want, "nvls:", 5) == 0) want = "nvls: refused";
+    if (want && !tc_on_vdev() && strncmp(want, "nvls:", 5) == 0) want = "nvls: refused";
+    if (want && !tc_on_vdev() && k->verbs && strncmp(want, "level: verbs", 12) == 0) continue;
     RK_ASSERT(!want || strstr(d, want), "TECOMM_TEST_FAIL=%s: no \"%s\" in: %s", k->fail, want, d);
   }
   /* every rank landed on the same link: the same text everywhere */
@@ -400,12 +408,17 @@ static void rank_link(int rank, int n, void *arg) {
 
 START_TEST(fallback_link_fails_on_one_rank_all_take_next) {
   const struct link_case *k = &links[_i];
-  if (k->nodes && !on_vdev()) {
-    printf("# %s: vdev nodes only; not run on %s\n", k->fail, run_backend);
+  if (k->nodes && !tc_on_vdev()) {
+    printf("# %s: vdev nodes only; not run on %s\n", k->fail, tc_run_backend);
     return;
   }
-  if (!k->nodes && !on_vdev() && strncmp(k->fail, "nvls", 4) == 0) {
+  if (!k->nodes && !tc_on_vdev() && strncmp(k->fail, "nvls", 4) == 0) {
     printf("# %s: NVLS is refused on this machine already; not run\n", k->fail);
+    return;
+  }
+  if (!tc_on_vdev() && strstr(k->fail, "nccl-init")) {
+    printf("# %s: a stalled NCCL init is injected in vdev's NCCL; not run on %s\n", k->fail,
+           tc_run_backend);
     return;
   }
   tc_run_ranks(3, rank_link, (void *)k, 60);
@@ -426,7 +439,7 @@ static void rank_refused(int rank, int n, void *arg) {
   describe(c, 4096, d, sizeof d);
   const char *want = which ? "nvls: refused (TECOMM_NVLS_ENABLE=0)" : "nvls: refused (NCCL_NVLS_ENABLE=0)";
   /* cuda: the machine's NCCL_NVLS_ENABLE=0 is on every rank already */
-  if (!on_vdev()) want = "nvls: refused (NCCL_NVLS_ENABLE=0)";
+  if (!tc_on_vdev()) want = "nvls: refused (NCCL_NVLS_ENABLE=0)";
   RK_ASSERT(strstr(d, want), "want \"%s\" in: %s", want, d);
   RK_ASSERT(!strstr(d, "choice for 4096 bytes: nvls"), "NVLS chosen: %s", d);
   RK_EXPECT(TECOMM_ERR_NOT_SUPPORTED, "refused",
@@ -445,7 +458,7 @@ END_TEST
 
 static Suite *nvls_suite(void) {
   setenv("TECORE_VDEV_DEVICES", "8", 0);
-  (void)on_vdev();
+  (void)tc_on_vdev();
   Suite *s = suite_create("comm_nvls");
   TCase *tc = te_tcase(s, "nvls", 0);
   tcase_add_loop_test(tc, nvls_simple_and_lamport_vs_float64, 0, 3);

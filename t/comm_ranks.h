@@ -267,6 +267,22 @@ static TE_T_UNUSED void tc_shm_release(void) {
 
 /* Opens the rank's communicator on device rank with the shared-memory
  * bootstrap; exits the rank quietly when its device does not exist. */
+/* 1 when the ranks run on vdev: probed once in a child of the test
+ * process (which never opens the device itself: on cuda a context does
+ * not survive fork), before any rank is forked; tc_run_backend names
+ * the backend. */
+static int tc_vdev_run = -1;
+static char tc_run_backend[32];
+static TE_T_UNUSED int tc_on_vdev(void) {
+  if (tc_vdev_run < 0) {
+    char detail[512];
+    tc_vdev_run = te_probe_init(detail, sizeof detail, tc_run_backend, sizeof tc_run_backend) ==
+                      TECORE_SUCCESS &&
+                  strcmp(tc_run_backend, "vdev") == 0;
+  }
+  return tc_vdev_run;
+}
+
 static TE_T_UNUSED tecomm_comm_t tc_rank_comm(int rank, int nranks) {
   struct tecomm_bootstrap b = tc_boot_shm();
   tecomm_comm_t c = NULL;

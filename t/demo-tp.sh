@@ -46,15 +46,17 @@ for bad in "--tp-profile" "--tp-bwd-comm nccl" "--tp 2 --tp-bwd-comm sideways" "
     status=1
   fi
 done
-if test "x$TE_DEVICE" != xcuda; then
+# without NCCL (TECOMM_NCCL=0) the NCCL options are refused with the reason
+for bad in "--tp 2 --tp-bwd-comm nccl" "--tp 2 --tp-comm nccl"; do
   rc=0
-  "$demo" --tp 2 --tp-bwd-comm nccl > "$tmp.cli" 2>&1 || rc=$?
-  if test $rc -ne 2 || ! grep -q 'vdev has no NCCL' "$tmp.cli"; then
-    echo "FAIL: te-demo --tp 2 --tp-bwd-comm nccl on vdev: exit $rc (want 2: no NCCL):"
+  # shellcheck disable=SC2086
+  TECOMM_NCCL=0 "$demo" $bad > "$tmp.cli" 2>&1 || rc=$?
+  if test $rc -ne 2 || ! grep -q 'no NCCL here (.*TECOMM_NCCL=0' "$tmp.cli"; then
+    echo "FAIL: TECOMM_NCCL=0 te-demo $bad: exit $rc (want 2: no NCCL, and why):"
     cat "$tmp.cli"
     status=1
   fi
-fi
+done
 ran=0
 for n in 2 4; do
   if test -n "$gpus" && test "$gpus" -lt $n; then
@@ -163,5 +165,16 @@ for n in 2 4; do
     status=1
   fi
 done
+# the fused variant's backward sums on NCCL (libnccl.so.2 on cuda, vdev's
+# NCCL on vdev): te-demo checks its losses against the one-process run
+if test $ran -gt 0; then
+  if ! TECORE_OPS_FP8_MIN_MNK=0 "$demo" --tp 2 --tp-bwd-comm nccl --seed "$seed" --steps 3 --layers 2 \
+      --hidden 64 --ffn 256 --tokens 16 -q > "$tmp.bwd" 2>&1 ||
+      ! grep -q 'backward sums: nccl' "$tmp.bwd"; then
+    echo "FAIL: te-demo --tp 2 --tp-bwd-comm nccl:"
+    cat "$tmp.bwd"
+    status=1
+  fi
+fi
 test $ran -eq 0 && exit 77
 exit $status

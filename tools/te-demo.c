@@ -844,14 +844,17 @@ static int resolve_opts(struct opts *o, int gpu, const struct given *g) {
     return 2;
   }
   if (o->tp) {
-    if (!o->tp_comm) o->tp_comm = gpu ? TP_COMM_NCCL : TP_COMM_TECOMM;
-    if (o->tp_comm == TP_COMM_NCCL && !gpu) {
-      fprintf(stderr, "te-demo: --tp-comm nccl: vdev has no NCCL; its baseline is the unfused "
-              "libtecomm allreduce (--tp-comm tecomm, the default there)\n");
+    /* NCCL: libnccl.so.2 on cuda, vdev's NCCL on vdev; absent with
+     * TECOMM_NCCL=0 or where libnccl.so.2 does not load */
+    int nccl_version = 0, nccl = tecomm_nccl_version(&nccl_version) == TECOMM_SUCCESS;
+    if (!o->tp_comm) o->tp_comm = nccl ? TP_COMM_NCCL : TP_COMM_TECOMM;
+    if (o->tp_comm == TP_COMM_NCCL && !nccl) {
+      fprintf(stderr, "te-demo: --tp-comm nccl: no NCCL here (%s); the baseline can be the "
+              "unfused libtecomm allreduce (--tp-comm tecomm)\n", tecomm_last_error());
       return 2;
     }
-    if (o->tp_bwd_nccl && !gpu) {
-      fprintf(stderr, "te-demo: --tp-bwd-comm nccl: vdev has no NCCL\n");
+    if (o->tp_bwd_nccl && !nccl) {
+      fprintf(stderr, "te-demo: --tp-bwd-comm nccl: no NCCL here (%s)\n", tecomm_last_error());
       return 2;
     }
     if (o->ffn % (16 * (size_t)o->tp)) {
@@ -1106,8 +1109,9 @@ static const char usage_text[] =
     "                     column-parallel, fc2 row-parallel, its sum fused with the residual\n"
     "                     add and the next RMSNorm; each run against the one-process run,\n"
     "                     and the fused step and forward times next to the baseline's\n"
-    "  --tp-comm C        the unfused baseline's allreduce: nccl (cuda's default) or\n"
-    "                     tecomm (libtecomm's; vdev's default: vdev has no NCCL)\n"
+    "  --tp-comm C        the unfused baseline's allreduce: nccl (the default where there\n"
+    "                     is NCCL: libnccl.so.2 on cuda, vdev's NCCL on vdev) or tecomm\n"
+    "                     (libtecomm's table, unfused; the default with TECOMM_NCCL=0)\n"
     "  --tp-profile       after each --tp run, an eager pass timed with device events:\n"
     "                     forward, backward, optimizer, the time in the collectives, the\n"
     "                     comm share of the step and the bound it sets on the speed-up;\n"
