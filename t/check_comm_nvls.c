@@ -344,19 +344,22 @@ struct link_case {
  * TECOMM_TIMEOUT (or sooner, seeing a peer that gave up leave), aborts,
  * and all take verbs together. */
 static const struct link_case links[] = {
-    {"nvls:1", 0, {"nvls: off (rank 1: TECOMM_TEST_FAIL)", "level: pool", NULL}, 0},
-    {"nvls-bind:1", 0, {"nvls: off (rank 1: bind: TECOMM_TEST_FAIL)", "level: pool", NULL}, 0},
-    {"ipc:1", 0, {"could not allocate", "nvls: off (rank 0: no IPC workspace", "level: nccl ("}, 0},
+    {"nvls:1", 0, {"nvls: off (rank 1: TECOMM_TEST_FAIL)", "level: pool", NULL}, 0, NULL},
+    {"nvls-bind:1", 0, {"nvls: off (rank 1: bind: TECOMM_TEST_FAIL)", "level: pool", NULL}, 0,
+     NULL},
+    {"ipc:1", 0, {"could not allocate", "nvls: off (rank 0: no IPC workspace", "level: nccl ("}, 0,
+     NULL},
     {"ipc:1", 0, {"level: nccl (", "nccl: on (", "blocking init)"}, 0, "TECOMM_NCCL_BLOCKING=1"},
     {"ipc:1,nccl:1", 0, {"pool 2/3", "nccl: off (NCCL on 2 of 3 ranks)", "level: verbs ("},
-     1},
+     1, NULL},
     {"ipc:1,nccl-init:1", 0,
      /* rank 0 timed out, or saw a peer that timed out first leave */
      {"nccl: off (ncclCommInitRank failed on 3 of 3 ranks; rank 0: ", "level: verbs (", NULL},
-     1},
-    {"mnnvl:1", 1, {"mnnvl: off (rank 1: fabric export: TECOMM_TEST_FAIL)", NULL, NULL}, 0},
+     1, NULL},
+    {"mnnvl:1", 1, {"mnnvl: off (rank 1: fabric export: TECOMM_TEST_FAIL)", NULL, NULL}, 0,
+     NULL},
     {"mnnvl-hang:1", 1, {"mnnvl: off (rank 1: importing the peers' fabric handles took more", NULL,
-                         NULL}, 0},
+                         NULL}, 0, NULL},
 };
 
 static void rank_link(int rank, int n, void *arg) {
