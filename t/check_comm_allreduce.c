@@ -718,15 +718,19 @@ END_TEST
 
 /* ---- graphs ---------------------------------------------------------------------- */
 
-/* One graph holds three allreduces (Lamport, one-shot, two-shot on their
- * own buffers); 1000 replays, new inputs before each, every output checked. */
+/* One graph holds four allreduces (Lamport, one-shot, two-shot and NCCL's
+ * on their own buffers; two-shot again where there is no NCCL); 1000
+ * replays, new inputs before each, every output checked. */
 static void rank_graph(int rank, int n, void *arg) {
   (void)arg;
   tecomm_comm_t c = tc_rank_comm(rank, n);
   tecore_stream_t s;
   RK_CORE(tecore_stream_create(TECORE_STREAM_NON_BLOCKING, 0, &s));
-  enum { K = 3, COUNT = 301, REPLAYS = 1000 };
-  static const tecomm_algo_t ga[K] = {TECOMM_ALGO_LAMPORT, TECOMM_ALGO_ONESHOT, TECOMM_ALGO_TWOSHOT};
+  enum { K = 4, COUNT = 301, REPLAYS = 1000 };
+  int v;
+  tecomm_algo_t ga[K] = {TECOMM_ALGO_LAMPORT, TECOMM_ALGO_ONESHOT, TECOMM_ALGO_TWOSHOT,
+                         tecomm_nccl_version(&v) == TECOMM_SUCCESS ? TECOMM_ALGO_NCCL
+                                                                   : TECOMM_ALGO_TWOSHOT};
   const tecore_dtype_t dt = TECORE_DTYPE_BF16;
   size_t bytes = COUNT * 2;
   tecore_devptr_t in[K], out[K];
@@ -759,7 +763,8 @@ static void rank_graph(int rank, int n, void *arg) {
       RK_CORE(tecore_stream_synchronize(s));
       char what[96];
       snprintf(what, sizeof what, "replay %d of %d, %s", it, REPLAYS, tecomm_algo_name(ga[k]));
-      check_result(got, COUNT, dt, TECOMM_SUM, n, 0, (uint64_t)it * K + k + 100000, what);
+      check_result(got, COUNT, dt, TECOMM_SUM, n, ga[k] == TECOMM_ALGO_NCCL,
+                   (uint64_t)it * K + k + 100000, what);
       tc_rank_digest(got, bytes);
     }
   }
