@@ -88,6 +88,9 @@ tecomm_result_t tc_boot_nccl_open(void *nccl_comm, int *rank, int *nranks, struc
   const char *why = NULL;
   const struct tc_nccl *n = tc_nccl_get(&why);
   if (!n) return TC_ERR(TECOMM_ERR_NOT_SUPPORTED, "%s: %s", fn, why);
+  if (!n->AllGather) /* vdev's NCCL: no communicator of the caller's can be one of its own */
+    return TC_ERR(TECOMM_ERR_NOT_SUPPORTED, "%s: %s has no ncclAllGather for a caller's "
+                  "communicator", fn, why);
   int r = -1, c = -1;
   if (n->CommUserRank(nccl_comm, &r) != 0 || n->CommCount(nccl_comm, &c) != 0)
     return TC_ERR(TECOMM_ERR_INVALID, "%s: bootstrap->nccl_comm is not a live NCCL communicator", fn);

@@ -272,15 +272,13 @@ static int nv_joined_all(struct nv_comm *c) {
 
 /* ---- the collective kernel -------------------------------------------------------- */
 
-enum { NV_ALLREDUCE = 0, NV_ALLGATHER = 1 };
 struct nv_params {
   uint64_t comm_id, count;
-  int32_t kind, dtype, op, pad;
+  int32_t dtype, op;
 };
 
 static size_t nv_esz(int dtype) {
   switch (dtype) {
-  case TC_NCCL_UINT8: return 1;
   case TC_NCCL_FLOAT16: case TC_NCCL_BFLOAT16: return 2;
   case TC_NCCL_FLOAT32: return 4;
   default: return 0;
@@ -326,21 +324,6 @@ static void nv_allreduce(struct nv_comm *c, const struct nv_params *p, const cha
   }
 }
 
-static void nv_allgather(struct nv_comm *c, const struct nv_params *p, const char *send,
-                         char *recv) {
-  size_t esz = nv_esz(p->dtype), per = NV_SLOT / esz, bytes = (size_t)p->count * esz;
-  char *mine = (char *)c->shm + NV_HDR + (size_t)c->rank * NV_SLOT;
-  for (uint64_t off = 0; off < p->count; off += per) {
-    size_t n = p->count - off < per ? (size_t)(p->count - off) : per;
-    memcpy(mine, send + off * esz, n * esz);
-    if (nv_barrier(c, "allgather")) return;
-    for (int r = 0; r < c->nranks; r++)
-      memcpy(recv + (size_t)r * bytes + off * esz, (char *)c->shm + NV_HDR + (size_t)r * NV_SLOT,
-             n * esz);
-    if (nv_barrier(c, "allgather")) return;
-  }
-}
-
 /* The kernel: args[0] struct nv_params, args[1] send, args[2] recv.  A
  * node replayed after its communicator was destroyed finds none and does
  * nothing; so does a collective on a communicator that failed before. */
@@ -353,10 +336,7 @@ static void nv_kernel(const struct tecore_launch_cfg *cfg, void *const *args) {
   if (!c) return;
   pthread_mutex_lock(&c->mu);
   int a = __atomic_load_n(&c->async, __ATOMIC_ACQUIRE);
-  if (a == NV_OK || a == NV_IN_PROGRESS) {
-    if (p->kind == NV_ALLGATHER) nv_allgather(c, p, send, recv);
-    else nv_allreduce(c, p, send, recv);
-  }
+  if (a == NV_OK || a == NV_IN_PROGRESS) nv_allreduce(c, p, send, recv);
   pthread_mutex_unlock(&c->mu);
   nv_release(c);
 }
@@ -593,13 +573,12 @@ static int nv_comm_destroy(tc_nccl_comm_t comm) {
   return NV_OK;
 }
 
-/* Checks and the launch, common to both collectives. */
+/* The checks and the launch of an allreduce. */
 static int nv_launch(struct nv_params *p, const void *send, void *recv, tc_nccl_comm_t comm,
                      tecore_stream_t stream) {
   if (!nv_valid(comm)) return NV_INVALID_ARG;
   struct nv_comm *c = comm;
-  if (nv_esz(p->dtype) == 0 || (p->kind == NV_ALLREDUCE && p->dtype == TC_NCCL_UINT8))
-    return NV_INVALID_ARG;
+  if (nv_esz(p->dtype) == 0) return NV_INVALID_ARG;
   if (p->op != TC_NCCL_SUM && p->op != TC_NCCL_MAX) return NV_INVALID_ARG;
   int a = __atomic_load_n(&c->async, __ATOMIC_ACQUIRE);
   if (a != NV_OK && a != NV_IN_PROGRESS) return a;
@@ -628,13 +607,7 @@ static int nv_launch(struct nv_params *p, const void *send, void *recv, tc_nccl_
 
 static int nv_all_reduce(const void *send, void *recv, size_t count, int dtype, int op,
                          tc_nccl_comm_t comm, tecore_stream_t stream) {
-  struct nv_params p = {0, count, NV_ALLREDUCE, dtype, op, 0};
-  return nv_launch(&p, send, recv, comm, stream);
-}
-
-static int nv_all_gather(const void *send, void *recv, size_t count, int dtype,
-                         tc_nccl_comm_t comm, tecore_stream_t stream) {
-  struct nv_params p = {0, count, NV_ALLGATHER, dtype, TC_NCCL_SUM, 0};
+  struct nv_params p = {0, count, dtype, op};
   return nv_launch(&p, send, recv, comm, stream);
 }
 
@@ -651,6 +624,7 @@ void tc_nccl_vdev_fill(struct tc_nccl *n) {
   n->CommGetAsyncError = nv_get_async_error;
   n->GetErrorString = nv_error_string;
   n->AllReduce = nv_all_reduce;
-  n->AllGather = nv_all_gather;
+  /* AllGather stays NULL: its one user, the bootstrap over a caller's
+   * NCCL communicator, has no communicator of vdev's to be given */
   (void)nv_get_version(&n->version);
 }

@@ -453,6 +453,18 @@ static void rank_bad(int rank, int n, void *arg) {
   bad.kind = TECOMM_BOOTSTRAP_NCCL;
   bad.nccl_comm = NULL;
   RK_EXPECT(TECOMM_ERR_INVALID, "nccl_comm", tecomm_comm_init(rank, n, rank, &bad, &c));
+  {
+    /* vdev's NCCL: a caller's communicator cannot be one of its own (on
+     * cuda a pointer that is no communicator would reach NCCL itself) */
+    tecore_backend_t be0;
+    int junk = 0;
+    RK_CORE(tecore_init());
+    RK_CORE(tecore_backend(&be0));
+    bad.nccl_comm = &junk;
+    if (be0 == TECORE_BACKEND_VDEV)
+      RK_EXPECT(TECOMM_ERR_NOT_SUPPORTED, "ncclAllGather",
+                tecomm_comm_init(rank, n, rank, &bad, &c));
+  }
   bad = b;
   bad.allgather = cb_fail;
   bad.barrier = cb_barrier_ok;
