@@ -342,7 +342,8 @@ struct link_case {
  * down to NCCL; nccl:1 has rank 1 report no NCCL, nccl-init:1 has rank 1
  * stall inside its (vdev) NCCL init: every rank gives up after
  * TECOMM_TIMEOUT (or sooner, seeing a peer that gave up leave), aborts,
- * and all take verbs together. */
+ * and all take verbs together.  Across vdev nodes the chain is mnnvl ->
+ * nccl -> verbs, walked the same way. */
 static const struct link_case links[] = {
     {"nvls:1", 0, {"nvls: off (rank 1: TECOMM_TEST_FAIL)", "level: pool", NULL}, 0, NULL},
     {"nvls-bind:1", 0, {"nvls: off (rank 1: bind: TECOMM_TEST_FAIL)", "level: pool", NULL}, 0,
@@ -356,8 +357,12 @@ static const struct link_case links[] = {
      /* rank 0 timed out, or saw a peer that timed out first leave */
      {"nccl: off (ncclCommInitRank failed on 3 of 3 ranks; rank 0: ", "level: verbs (", NULL},
      1, NULL},
-    {"mnnvl:1", 1, {"mnnvl: off (rank 1: fabric export: TECOMM_TEST_FAIL)", NULL, NULL}, 0,
-     NULL},
+    {"mnnvl:1", 1, {"mnnvl: off (rank 1: fabric export: TECOMM_TEST_FAIL)", "level: nccl (", NULL},
+     0, NULL},
+    {"mnnvl:1,nccl-init:2", 1,
+     {"mnnvl: off (rank 1: fabric export: TECOMM_TEST_FAIL)",
+      "nccl: off (ncclCommInitRank failed on 3 of 3 ranks; rank 0: ", "level: verbs ("},
+     1, NULL},
     {"mnnvl-hang:1", 1, {"mnnvl: off (rank 1: importing the peers' fabric handles took more", NULL,
                          NULL}, 0, NULL},
 };
