@@ -248,7 +248,7 @@ static tecomm_result_t plain_allreduce(struct tecomm_comm *c, tecore_devptr_t se
   int r = n->AllReduce((const void *)(uintptr_t)send, (void *)(uintptr_t)recv, count,
                        nccl_dtype(dtype), op == TECOMM_MAX ? TC_NCCL_MAX : TC_NCCL_SUM, c->nccl,
                        stream);
-  r = tc_nccl_wait(n, c->nccl, r); /* non-blocking: the call may still be connecting */
+  r = tc_nccl_wait(n, c->nccl, r, tc_timeout_ms()); /* non-blocking: the call may still be connecting */
   if (r == -1)
     return TC_ERR(TECOMM_ERR_TIMEOUT, "%s: ncclAllReduce did not complete its enqueue within "
                   "TECOMM_TIMEOUT (%lld ms)", fn, (long long)tc_timeout_ms());

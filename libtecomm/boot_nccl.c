@@ -30,7 +30,7 @@ static tecomm_result_t nb_allgather(struct tc_boot *b, const void *send, void *r
   }
   int nr = n->AllGather((const void *)(uintptr_t)mine, (void *)(uintptr_t)d, bytes, TC_NCCL_UINT8,
                         nb->comm, nb->stream);
-  nr = tc_nccl_wait(n, nb->comm, nr); /* a caller's non-blocking communicator */
+  nr = tc_nccl_wait(n, nb->comm, nr, tc_timeout_ms()); /* a caller's non-blocking communicator */
   if (nr == -1) {
     res = TC_ERR(TECOMM_ERR_TIMEOUT, "nccl bootstrap: ncclAllGather stayed in progress past "
                                      "TECOMM_TIMEOUT");

@@ -160,11 +160,11 @@ static tecomm_result_t gather_codes(struct tc_boot *b, int32_t code, int *nfail,
 TECORE_TUNABLE_INT(tc_tun_nccl_blocking, "TECOMM_NCCL_BLOCKING", 0, 0, 1,
                    "1: make the NCCL communicator blocking (ncclCommInitRank: a rank stuck in "
                    "NCCL's init then holds its peers); 0: non-blocking, its init polled for at "
-                   "most TECOMM_TIMEOUT and aborted past it")
+                   "most TECOMM_NCCL_INIT_TIMEOUT and aborted past it")
 
 /* ncclCommInitRank on every rank, bounded: where the library has
  * ncclCommInitRankConfig the communicator is non-blocking and polled for
- * TECOMM_TIMEOUT, then aborted, so a rank stuck inside NCCL's init (a
+ * TECOMM_NCCL_INIT_TIMEOUT (TECOMM_TIMEOUT by default), then aborted, so a rank stuck inside NCCL's init (a
  * peer that never joins, a wedged transport) cannot hold the others.
  * Every rank keeps NCCL only if every rank made its communicator, so all
  * land on the same link.  Abort, not destroy, drops a made one: it never
@@ -196,14 +196,15 @@ static tecomm_result_t setup_nccl(struct tecomm_comm *c) {
                                   TC_NCCL_CONFIG_UNDEF, TC_NCCL_CONFIG_UNDEF, NULL,
                                   TC_NCCL_CONFIG_UNDEF};
       nr = n->CommInitRankConfig(&c->nccl, c->nranks, all[0], c->rank, &cf);
-      if (c->nccl) nr = tc_nccl_wait(n, c->nccl, nr);
+      if (c->nccl) nr = tc_nccl_wait(n, c->nccl, nr, tc_nccl_init_timeout_ms());
     } else {
       nr = n->CommInitRank(&c->nccl, c->nranks, all[0], c->rank);
     }
     if (nr != TC_NCCL_OK) {
       if (nr == -1)
         TC_WARN("tecomm_comm_init: rank %d of %d: ncclCommInitRank did not complete within "
-                "TECOMM_TIMEOUT (%lld ms): aborted", c->rank, c->nranks, (long long)tc_timeout_ms());
+                "%lld ms (TECOMM_NCCL_INIT_TIMEOUT): aborted", c->rank, c->nranks,
+                (long long)tc_nccl_init_timeout_ms());
       else
         TC_WARN("tecomm_comm_init: rank %d of %d: ncclCommInitRank: %d (%s)", c->rank, c->nranks,
                 nr, n->GetErrorString(nr));
@@ -219,8 +220,8 @@ static tecomm_result_t setup_nccl(struct tecomm_comm *c) {
       c->n_nccl = 0;
       char what[128];
       if (code == -1)
-        snprintf(what, sizeof what, "did not complete within TECOMM_TIMEOUT (%lld ms)",
-                 (long long)tc_timeout_ms());
+        snprintf(what, sizeof what, "did not complete within %lld ms (TECOMM_NCCL_INIT_TIMEOUT)",
+                 (long long)tc_nccl_init_timeout_ms());
       else
         snprintf(what, sizeof what, "%d (%s)", (int)code, n->GetErrorString(code));
       snprintf(c->nccl_state, sizeof c->nccl_state,

@@ -64,7 +64,10 @@ void tc_nccl_vdev_fill(struct tc_nccl *n);
 tecomm_result_t tc_nccl_err(int result, const char *what);
 /* The end of a call on a non-blocking communicator: result when it is not
  * ncclInProgress, else ncclCommGetAsyncError polled until it is not, at
- * most TECOMM_TIMEOUT; -1 when that passed (the caller aborts). */
-int tc_nccl_wait(const struct tc_nccl *n, tc_nccl_comm_t comm, int result);
+ * most limit_ms; -1 when that passed (the caller aborts). */
+int tc_nccl_wait(const struct tc_nccl *n, tc_nccl_comm_t comm, int result, int64_t limit_ms);
+/* How long NCCL's init may take: TECOMM_NCCL_INIT_TIMEOUT, or
+ * TECOMM_TIMEOUT when that is 0. */
+int64_t tc_nccl_init_timeout_ms(void);
 
 #endif

@@ -490,11 +490,12 @@ static int nv_init_config(tc_nccl_comm_t *comm, int nranks, tc_nccl_uid_t id, in
   pthread_mutex_unlock(&nv_lock);
   if (blocking) {
     /* NCCL would wait here forever for a missing rank; this one gives up
-     * after TECOMM_TIMEOUT */
-    int64_t deadline = nv_now_ms() + tc_timeout_ms();
+     * as a non-blocking init would be given up */
+    int64_t deadline = nv_now_ms() + tc_nccl_init_timeout_ms();
     while (!nv_joined_all(c) && __atomic_load_n(&c->async, __ATOMIC_ACQUIRE) == NV_IN_PROGRESS) {
       if (nv_now_ms() > deadline) {
-        TC_WARN("vdev NCCL: rank %d of %d: init: not every rank joined within TECOMM_TIMEOUT",
+        TC_WARN("vdev NCCL: rank %d of %d: init: not every rank joined within "
+                "TECOMM_NCCL_INIT_TIMEOUT",
                 rank, nranks);
         nv_set_async(c, NV_REMOTE);
         break;

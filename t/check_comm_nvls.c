@@ -372,7 +372,7 @@ static void rank_link(int rank, int n, void *arg) {
   allow_nvls_on_vdev();
   setenv("TECOMM_TEST_FAIL", k->fail, 1);
   setenv("TECOMM_MNNVL_TIMEOUT", "300", 1);
-  if (strstr(k->fail, "nccl-init")) setenv("TECOMM_TIMEOUT", "1500", 1);
+  if (strstr(k->fail, "nccl-init")) setenv("TECOMM_NCCL_INIT_TIMEOUT", "1500", 1);
   if (k->env) {
     char name[64];
     const char *eq = strchr(k->env, '=');
