@@ -245,10 +245,14 @@ static tecomm_result_t plain_allreduce(struct tecomm_comm *c, tecore_devptr_t se
   if (c->level == TC_LEVEL_VERBS)
     return tc_verbs_allreduce(c, send, recv, count, dtype, op, stream, fn);
   const struct tc_nccl *n = tc_nccl_get(NULL);
+  TC_CHECK(tc_nccl_lock(c, fn));
+  struct tc_nccl_op *watched = tc_nccl_watch_begin(c, stream);
   int r = n->AllReduce((const void *)(uintptr_t)send, (void *)(uintptr_t)recv, count,
                        nccl_dtype(dtype), op == TECOMM_MAX ? TC_NCCL_MAX : TC_NCCL_SUM, c->nccl,
                        stream);
   r = tc_nccl_wait(n, c->nccl, r, tc_timeout_ms()); /* non-blocking: the call may still be connecting */
+  tc_nccl_watch_end(c, watched, stream, r == 0);
+  tc_nccl_unlock(c);
   if (r == -1)
     return TC_ERR(TECOMM_ERR_TIMEOUT, "%s: ncclAllReduce did not complete its enqueue within "
                   "TECOMM_TIMEOUT (%lld ms)", fn, (long long)tc_timeout_ms());

@@ -75,25 +75,6 @@ static void host_identity(struct tc_caps *k, tecore_backend_t backend) {
   k->boot_id = hash64(id, strlen(id), hash64(k->host, strlen(k->host), 0xcbf29ce484222325ull));
 }
 
-/* NCCL's asynchronous error: a communicator NCCL reports failed (a peer
- * gone: ncclRemoteError) is aborted at once, which ends its kernels still
- * waiting for that peer so the streams drain, and its failure becomes
- * this communicator's. */
-static void nccl_health(struct tecomm_comm *c) {
-  const struct tc_nccl *n = tc_nccl_get(NULL);
-  int ar = TC_NCCL_OK;
-  if (!n || n->CommGetAsyncError(c->nccl, &ar) != TC_NCCL_OK || ar == TC_NCCL_OK ||
-      ar == TC_NCCL_IN_PROGRESS)
-    return;
-  c->sticky = ar == TC_NCCL_REMOTE_ERROR ? TECOMM_ERR_TIMEOUT : TECOMM_ERR_DEVICE;
-  c->sticky_peer = -1;
-  snprintf(c->sticky_why, sizeof c->sticky_why,
-           "NCCL reports error %d (%s); its communicator was aborted", ar, n->GetErrorString(ar));
-  TC_WARN("tecomm: rank %d of %d: %s", c->rank, c->nranks, c->sticky_why);
-  (void)n->CommAbort(c->nccl);
-  c->nccl = NULL;
-}
-
 tecomm_result_t tc_comm_ready(struct tecomm_comm *c, const char *fn, int check_device) {
   if (c->aborted) return TC_ERR(TECOMM_ERR_ABORTED, "%s: the communicator was aborted", fn);
   /* the error word is read through a stream of its own and waited for:
@@ -112,7 +93,7 @@ tecomm_result_t tc_comm_ready(struct tecomm_comm *c, const char *fn, int check_d
       c->sticky_peer = peer;
     }
   }
-  if (check_device && c->sticky == TECOMM_SUCCESS && c->nccl) nccl_health(c);
+  if (check_device && c->nccl_watch) tc_nccl_health(c);
   if (c->vb) TC_CHECK(tc_vb_status(c->vb, fn));
   if (c->local) TC_CHECK(tc_hier_ready(c, fn, check_device));
   if (c->sticky != TECOMM_SUCCESS && c->sticky_why[0])
@@ -174,6 +155,9 @@ static tecomm_result_t setup_nccl(struct tecomm_comm *c) {
   if (c->n_nccl != c->nranks) {
     if (!n)
       snprintf(c->nccl_state, sizeof c->nccl_state, "off (%.200s)", c->nccl_why);
+    else if (c->nccl_split)
+      snprintf(c->nccl_state, sizeof c->nccl_state,
+               "off (vdev's NCCL joins the ranks of one machine; these span several)");
     else
       snprintf(c->nccl_state, sizeof c->nccl_state, "off (NCCL on %d of %d ranks)", c->n_nccl,
                c->nranks);
@@ -231,6 +215,7 @@ static tecomm_result_t setup_nccl(struct tecomm_comm *c) {
     } else if (r == TECOMM_SUCCESS) {
       snprintf(c->nccl_state, sizeof c->nccl_state, "on (%.120s, %s init)", c->nccl_why,
                bounded ? "non-blocking, bounded" : "blocking");
+      r = tc_nccl_open_watch(c);
     }
   }
   if (c->n_nccl != c->nranks) c->n_nccl = 0;
@@ -294,11 +279,7 @@ static tecomm_result_t setup_ipc(struct tecomm_comm *c, tecore_stream_t st) {
 
 static void comm_free(struct tecomm_comm *c) {
   if (!c) return;
-  const struct tc_nccl *n = tc_nccl_get(NULL);
-  if (c->nccl && n) {
-    if (c->aborted) (void)n->CommAbort(c->nccl);
-    else (void)n->CommDestroy(c->nccl);
-  }
+  tc_nccl_close(c);
   if (c->scratch) (void)tecore_mem_free(c->scratch);
   if (c->ce_scratch) (void)tecore_mem_free(c->ce_scratch);
   for (int i = 0; i < c->n_ce_old; i++) (void)tecore_mem_free(c->ce_old[i]);
@@ -320,9 +301,13 @@ static tecomm_result_t comm_start(struct tecomm_comm *c, const struct tc_caps *a
   tecomm_result_t r;
   tecore_stream_t st = NULL;
   c->n_vmm_fd = c->n_nccl = c->n_kernels = 0;
+  c->nccl_split = 0;
   for (int i = 0; i < c->nranks; i++) {
     c->n_vmm_fd += all[i].vmm_fd != 0;
-    c->n_nccl += all[i].nccl != 0;
+    /* vdev's NCCL joins the ranks of one machine (vdev nodes of it too) */
+    int same = all[i].nccl_host == all[0].nccl_host;
+    c->n_nccl += all[i].nccl != 0 && same;
+    c->nccl_split |= all[i].nccl != 0 && !same;
     c->n_kernels += all[i].kernels != 0;
   }
   c->level = TC_LEVEL_NONE;
@@ -415,6 +400,7 @@ static void my_caps(struct tecomm_comm *c, struct tc_caps *k) {
    * not load would.  (nccl-init:R, a rank stuck inside its init, is
    * injected in vdev's NCCL: nccl_vdev.c.) */
   k->nccl = tc_nccl_get(NULL) != NULL && !tc_test_fail("nccl", c->rank);
+  k->nccl_host = k->nccl && c->backend == TECORE_BACKEND_VDEV ? tc_nccl_vdev_host() : 0;
   k->kernels = tecomm_ar_kernels_register() == TECORE_SUCCESS &&
                tecomm_ar_max_bytes(TECOMM_AR_ONESHOT, c->nranks < 2 ? 2 : c->nranks,
                                    1u << 20) > 0;
@@ -622,11 +608,7 @@ TE_EXPORT tecomm_result_t tecomm_comm_abort(tecomm_comm_t comm) {
     tecore_result_t cr = tecomm_ar_abort(comm->ws);
     if (cr != TECORE_SUCCESS) r = tc_core(cr, "tecomm_comm_abort");
   }
-  const struct tc_nccl *n = tc_nccl_get(NULL);
-  if (comm->nccl && n) {
-    (void)n->CommAbort(comm->nccl);
-    comm->nccl = NULL;
-  }
+  tc_nccl_abort(comm);
   if (comm->local) (void)tecomm_comm_abort(comm->local);
   TC_INFO("tecomm: rank %d of %d aborted", comm->rank, comm->nranks);
   return r;

@@ -32,6 +32,7 @@ struct tc_caps {
   int32_t kernels;      /* IPC allreduce kernels present */
   int32_t backend;
   int32_t pad_;
+  uint64_t nccl_host;   /* vdev's NCCL: the machine it joins ranks of (0 on cuda) */
 };
 
 /* One symmetric allocation: a VMM allocation per rank (size[r] bytes),
@@ -86,8 +87,10 @@ struct tecomm_comm {
   size_t stage, stage_bytes, stage_seg_total;
 
   /* NCCL */
-  tc_nccl_comm_t nccl;
+  tc_nccl_comm_t nccl;       /* after init, touched under tc_nccl_lock only (nccl_watch.c) */
+  struct tc_nccl_watch *nccl_watch;
   char nccl_state[224];      /* describe's "nccl:" line: on, or off and why */
+  int nccl_split;            /* vdev's NCCL on ranks of several machines */
   tecore_devptr_t scratch;   /* NCCL fused path: a temporary when residual_out == residual_in */
   size_t scratch_bytes;
   tecore_devptr_t ce_scratch; /* the copy-engine two-shot's peer chunks (local memory) */
@@ -267,5 +270,24 @@ void tc_comm_child_free(struct tecomm_comm *c);
  * error) before a collective; check_device 1 reads the error word when it
  * was not read in the last 10 ms, 2 always, 0 never. */
 tecomm_result_t tc_comm_ready(struct tecomm_comm *c, const char *fn, int check_device);
+
+/* ---- the NCCL communicator after init (nccl_watch.c) ---------------------------
+ * Its lock, its watchdog (TECOMM_NCCL_WATCHDOG: a collective that runs
+ * TECOMM_TIMEOUT without ending gets the NCCL communicator aborted), NCCL's
+ * asynchronous error, abort and end. */
+tecomm_result_t tc_nccl_open_watch(struct tecomm_comm *c);
+/* Stops the watchdog, then destroys (aborts, after a failure) the NCCL
+ * communicator. */
+void tc_nccl_close(struct tecomm_comm *c);
+/* The watchdog's or NCCL's failure made the communicator's (sticky). */
+void tc_nccl_health(struct tecomm_comm *c);
+void tc_nccl_abort(struct tecomm_comm *c);
+/* Locks c->nccl for an NCCL call; fails (unlocked) when it is gone. */
+tecomm_result_t tc_nccl_lock(struct tecomm_comm *c, const char *fn);
+void tc_nccl_unlock(struct tecomm_comm *c);
+/* Under the lock: brackets an NCCL call on stream for the watchdog. */
+struct tc_nccl_op;
+struct tc_nccl_op *tc_nccl_watch_begin(struct tecomm_comm *c, tecore_stream_t stream);
+void tc_nccl_watch_end(struct tecomm_comm *c, struct tc_nccl_op *o, tecore_stream_t stream, int ok);
 
 #endif

@@ -47,6 +47,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 #include <te/kernel.h>
@@ -91,6 +92,7 @@ _Static_assert(sizeof(struct nv_shm) <= NV_HDR, "nv_shm must fit the header");
 /* What travels in ncclUniqueId. */
 struct nv_uid {
   uint64_t magic, nonce;
+  uint64_t host;   /* tc_nccl_vdev_host() of the maker */
   int32_t pid, fd;
 };
 _Static_assert(sizeof(struct nv_uid) <= sizeof(tc_nccl_uid_t), "nv_uid must fit ncclUniqueId");
@@ -112,6 +114,7 @@ struct nv_comm {
   int joined_all;             /* every rank joined (init complete) */
   int connect_pending;        /* the first collective's emulated connection */
   int aborted;                /* atomic: running collectives quit */
+  int deaf;                   /* TECOMM_TEST_FAIL=nccl-deaf: notices no dead peer, no timeout */
   int running;                /* kernels inside the communicator (under nv_lock) */
   uint64_t seq;               /* barriers passed (under mu) */
   pthread_mutex_t mu;         /* one collective at a time, as NCCL orders them */
@@ -216,7 +219,7 @@ static int nv_poll(struct nv_comm *c, int r, int64_t deadline, int64_t *next_che
     return -1;
   }
   int64_t now = nv_now_ms();
-  if (now >= *next_check) {
+  if (!c->deaf && now >= *next_check) {
     *next_check = now + 20;
     const struct nv_rank *pr = &c->shm->r[r];
     const char *why = NULL;
@@ -372,6 +375,22 @@ static const char *nv_error_string(int result) {
   return result >= 0 && result < (int)(sizeof s / sizeof s[0]) ? s[result] : "unknown result code";
 }
 
+uint64_t tc_nccl_vdev_host(void) {
+  static uint64_t h;
+  if (__atomic_load_n(&h, __ATOMIC_ACQUIRE)) return h;
+  char id[64] = "";
+  int fd = open("/proc/sys/kernel/random/boot_id", O_RDONLY | O_CLOEXEC);
+  if (fd >= 0) {
+    ssize_t n = read(fd, id, sizeof id - 1);
+    if (n > 0) id[n] = '\0';
+    close(fd);
+  }
+  uint64_t x = 0xcbf29ce484222325ull; /* FNV-1a */
+  for (const char *p = id; *p; p++) x = (x ^ (unsigned char)*p) * 0x100000001b3ull;
+  __atomic_store_n(&h, x ? x : 1, __ATOMIC_RELEASE);
+  return h;
+}
+
 static int nv_get_unique_id(tc_nccl_uid_t *id) {
   if (!id) return NV_INVALID_ARG;
   struct nv_owned *o = calloc(1, sizeof *o);
@@ -399,7 +418,7 @@ static int nv_get_unique_id(tc_nccl_uid_t *id) {
   nv_owned = o;
   pthread_mutex_unlock(&nv_lock);
   memset(id, 0, sizeof *id);
-  struct nv_uid u = {NV_ID_MAGIC, nonce, (int32_t)getpid(), fd};
+  struct nv_uid u = {NV_ID_MAGIC, nonce, tc_nccl_vdev_host(), (int32_t)getpid(), fd};
   memcpy(id->internal, &u, sizeof u);
   return NV_OK;
 }
@@ -428,6 +447,11 @@ static int nv_init_config(tc_nccl_comm_t *comm, int nranks, tc_nccl_uid_t id, in
   struct nv_uid u;
   memcpy(&u, id.internal, sizeof u);
   if (u.magic != NV_ID_MAGIC || u.pid <= 0 || u.fd < 0) return NV_INVALID_ARG;
+  if (u.host != tc_nccl_vdev_host()) {
+    /* /proc/PID/fd/FD names another machine's file here */
+    TC_WARN("vdev NCCL: rank %d: the unique id was made on another machine", rank);
+    return NV_SYSTEM;
+  }
   int blocking = 1;
   if (config) {
     const struct nv_config *cf = config;
@@ -451,6 +475,12 @@ static int nv_init_config(tc_nccl_comm_t *comm, int nranks, tc_nccl_uid_t id, in
     return NV_SYSTEM;
   }
   if (u.pid == getpid()) c->owner_fd = nv_take_owned(u.nonce);
+  struct stat st;
+  if (fstat(c->fd, &st) != 0 || !S_ISREG(st.st_mode) || (size_t)st.st_size != NV_BYTES) {
+    /* not the segment (its maker is gone and the numbers were reused) */
+    nv_free(c);
+    return NV_INVALID_ARG;
+  }
   void *m = mmap(NULL, NV_BYTES, PROT_READ | PROT_WRITE, MAP_SHARED, c->fd, 0);
   if (m == MAP_FAILED) {
     nv_free(c);
@@ -480,6 +510,9 @@ static int nv_init_config(tc_nccl_comm_t *comm, int nranks, tc_nccl_uid_t id, in
   c->nranks = nranks;
   c->blocking = blocking;
   c->async = NV_IN_PROGRESS;
+  /* TECOMM_TEST_FAIL=nccl-deaf:R: rank R's collectives wait for a peer
+   * until an abort, as libnccl.so.2's kernels may (the watchdog's test) */
+  c->deaf = tc_test_fail("nccl-deaf", rank);
   /* TECOMM_TEST_FAIL=nccl-init:R: rank R stalls inside its init (it never
    * joins), as a rank whose ncclCommInitRank hangs would */
   if (!tc_test_fail("nccl-init", rank)) __atomic_or_fetch(&me->state, NV_JOINED, __ATOMIC_RELEASE);

@@ -11,7 +11,9 @@
  * pool and workspace allocations), stage (a staging segment past the pool,
  * allreduce.c), nccl (the rank reports NCCL unusable in the capability
  * exchange, as when libnccl.so.2 does not load there), nccl-init (vdev's
- * NCCL: the rank stalls inside ncclCommInitRank, nccl_vdev.c). */
+ * NCCL: the rank stalls inside ncclCommInitRank, nccl_vdev.c), nccl-deaf
+ * (vdev's NCCL: the rank's collectives notice no dead peer and no timeout,
+ * only an abort, as a real NCCL's kernels may). */
 #include "comm_priv.h"
 #include <stdio.h>
 #include <stdlib.h>
@@ -20,7 +22,7 @@
 TECORE_TUNABLE_STR(tc_tun_test_fail, "TECOMM_TEST_FAIL", "", NULL,
                    "tests only: link:rank[,link:rank...] makes that link of the fallback chain "
                    "fail on that rank (links: nvls, nvls-bind, mnnvl, mnnvl-hang, ipc, stage, nccl, "
-                   "nccl-init)")
+                   "nccl-init, nccl-deaf)")
 
 int tc_test_fail(const char *link, int rank) {
   const char *v = tecore_tunable_str(&tc_tun_test_fail);
