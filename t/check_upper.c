@@ -151,6 +151,13 @@ START_TEST(result_functions_follow_the_lists) {
     ck_assert_int_eq(v[1][k], v[0][k]);
     ck_assert_int_eq(v[2][k], v[0][k]);
   }
+  /* the numbers are the package's version string (te-info prints both:
+   * 0.1.0 beside 0.2.0 read as a mismatched library) */
+  char nums[48];
+  snprintf(nums, sizeof nums, "%d.%d.%d", v[0][0], v[0][1], v[0][2]);
+  ck_assert_str_eq(nums, tecore_version_string());
+  ck_assert_str_eq(nums, TECORE_VERSION_STRING);
+  ck_assert_int_eq(TECORE_VERSION_CODE, v[0][0] * 10000 + v[0][1] * 100 + v[0][2]);
 }
 END_TEST
 
