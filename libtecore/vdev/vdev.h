@@ -83,6 +83,9 @@ struct vdev_obj *te_vdev_obj_get(const void *handle, enum vdev_kind kind);
 int te_vdev_obj_unregister(struct vdev_obj *o);
 void te_vdev_obj_ref(struct vdev_obj *o);
 void te_vdev_obj_unref(struct vdev_obj *o);
+/* The last step of a destroy: frees an object's memory, after the next
+ * 1024 destructions (vdev_util.c says why). */
+void te_vdev_obj_free_memory(void *p);
 
 /* ---- completion markers (vdev_util.c) ------------------------------------- */
 

@@ -17,7 +17,7 @@ static void event_free(struct vdev_obj *o) {
   if (e->cap) te_vdev_capture_unref(e->cap);
   te_vdev_deps_free(&e->cap_deps);
   pthread_mutex_destroy(&e->lock);
-  free(e);
+  te_vdev_obj_free_memory(e);
 }
 
 static tecore_result_t event_get(tecore_event_t h, struct vdev_event **e, const char *fn) {

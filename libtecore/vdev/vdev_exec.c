@@ -156,7 +156,7 @@ static void exec_free(struct vdev_obj *o) {
   te_vdev_plan_unref(x->plan);
   te_vdev_marker_unref(x->last);
   pthread_mutex_destroy(&x->lock);
-  free(x);
+  te_vdev_obj_free_memory(x);
 }
 
 static tecore_result_t exec_get(tecore_graph_exec_t h, struct vdev_exec **x, const char *fn) {

@@ -17,7 +17,7 @@ static void graph_obj_free(struct vdev_obj *o) {
     te_vdev_deps_free(&g->nodes[i].deps);
   }
   free(g->nodes);
-  free(g);
+  te_vdev_obj_free_memory(g);
 }
 
 struct vdev_graph *te_vdev_graph_new(void) {

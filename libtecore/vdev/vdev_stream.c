@@ -37,7 +37,7 @@ static void stream_free(struct vdev_obj *o) {
   pthread_cond_destroy(&s->work_cv);
   pthread_cond_destroy(&s->done_cv);
   te_vdev_deps_free(&s->frontier);
-  free(s);
+  te_vdev_obj_free_memory(s);
 }
 
 static void *stream_worker(void *arg) {

@@ -151,12 +151,43 @@ static pthread_mutex_t reg_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_mutex_t marker_lock = PTHREAD_MUTEX_INITIALIZER; /* see markers below */
 static struct vdev_map reg_objs;
 
-/* The registry and marker locks across fork (see vdev_fork.c). */
+/* The memory of destroyed objects, kept a while before free (a FIFO):
+ * an object's address is its handle, and memory reused at once would turn
+ * a stale handle into a live object of someone else (a library's internal
+ * event, say), which the driver does too; vdev keeps the stale handle
+ * dead for the next VDEV_QUARANTINE destructions, so its misuse is
+ * refused as INVALID instead of reaching another owner's object. */
+#define VDEV_QUARANTINE 1024
+static pthread_mutex_t quar_lock = PTHREAD_MUTEX_INITIALIZER;
+static void *quar[VDEV_QUARANTINE];
+static unsigned quar_next;
+
+void te_vdev_obj_free_memory(void *p) {
+  pthread_mutex_lock(&quar_lock);
+  void *old = quar[quar_next];
+  quar[quar_next] = p;
+  quar_next = (quar_next + 1) % VDEV_QUARANTINE;
+  pthread_mutex_unlock(&quar_lock);
+  free(old);
+}
+
+static void quarantine_fini(void) {
+  pthread_mutex_lock(&quar_lock);
+  for (unsigned i = 0; i < VDEV_QUARANTINE; i++) {
+    free(quar[i]);
+    quar[i] = NULL;
+  }
+  pthread_mutex_unlock(&quar_lock);
+}
+
+/* The registry, marker and quarantine locks across fork (see vdev_fork.c). */
 void te_vdev_registry_fork(enum vdev_fork_phase phase) {
   if (phase == VDEV_FORK_PREPARE) {
     pthread_mutex_lock(&reg_lock);
     pthread_mutex_lock(&marker_lock);
+    pthread_mutex_lock(&quar_lock);
   } else {
+    pthread_mutex_unlock(&quar_lock);
     pthread_mutex_unlock(&marker_lock);
     pthread_mutex_unlock(&reg_lock);
   }
@@ -209,6 +240,7 @@ int te_vdev_obj_unregister(struct vdev_obj *o) {
 /* tecore_fini: the table goes (objects still registered are the caller's:
  * events, graphs and executables never destroyed). */
 void te_vdev_registry_fini(void) {
+  quarantine_fini();
   pthread_mutex_lock(&reg_lock);
   free(reg_objs.keys);
   free(reg_objs.vals);

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0
  *
  * fuzz_api.c -- fuzz-api, the structured fuzzer of the public API: random
- * but type-correct sequences of libtecore and libtegraph calls on the vdev
+ * but type-correct sequences of libtecore, libtegraph and libtecomm calls
+ * (these in fuzz_comm.c, on a communicator of one rank) on the vdev
  * backend with its memory checker on (TECORE_VDEV_CHECK=1).
  *
  * The program is a list of operations, each a line of text:
@@ -38,6 +39,7 @@
  * the stream that keeps it is destroyed and created again, and when it is
  * the legacy stream (which keeps it for the process's life) the run stops. */
 #include "fuzz.h"
+#include "fuzz_api.h"
 
 #include <te/core.h>
 #include <te/graph.h>
@@ -365,6 +367,36 @@ static tecore_devptr_t ptr_of(const int64_t *a, size_t *valid_bytes) {
 }
 
 static int is_scratch(const int64_t *a) { return ix(a[0], 8) == 7; }
+
+/* ---- lent to fuzz_comm.c (fuzz_api.h) ------------------------------------------ */
+
+uint64_t fz_ix(int64_t a, uint64_t n) { return ix(a, n); }
+/* pageable host scratch is lent as a wild address: no library can check a
+ * pageable range, and the comm calls size their copies themselves */
+tecore_devptr_t fz_ptr(const int64_t *a, size_t *valid_bytes) {
+  if (!is_scratch(a)) return ptr_of(a, valid_bytes);
+  int64_t w[3] = {3, a[1], a[2]};
+  return ptr_of(w, valid_bytes);
+}
+tecore_devptr_t fz_buf(int64_t a, size_t *live_bytes) {
+  struct buf *b = &F.b[ix(a, NB)];
+  if (live_bytes) *live_bytes = b->live ? b->bytes : 0;
+  return b->p;
+}
+tecore_stream_t fz_stream(int64_t a) { return stream_of(a); }
+const struct tecore_tensor *fz_tensor(int64_t a) { return &F.t[ix(a, NT)]; }
+void fz_after(tecore_result_t r) { after(r); }
+void fz_count_call(const char *fn) { count_call(fn); }
+void fz_count_result(int ok) { count_result(ok); }
+int fz_tracing(void) { return F.trace; }
+void fz_finding(const char *fmt, ...) {
+  char what[900];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(what, sizeof what, fmt, ap);
+  va_end(ap);
+  fz_fail("%s", what);
+}
 
 /* A pointer for a raw kernel argument (a graph node's parameter): NULL, a
  * wild or a freed address, or the base of a live buffer of at least 4 KiB
@@ -2021,6 +2053,12 @@ static const struct op ops[] = {
     {"callable_run", "ckbksskk", 4, op_callable_run},
     {"callable_destroy", "c", 1, op_callable_destroy},
     {"misc", "kkk", 1, op_misc},
+    {"comm_allreduce", "PPzkkks", 4, op_comm_allreduce},
+    {"comm_fused", "Pbbbnmnks", 3, op_comm_fused},
+    {"comm_mem", "kzk", 2, op_comm_mem},
+    {"comm_misc", "kkzs", 2, op_comm_misc},
+    {"comm_split", "kk", 1, op_comm_split},
+    {"comm_renew", "", 1, op_comm_renew},
 };
 #define NOPS (sizeof ops / sizeof ops[0])
 
@@ -2118,6 +2156,7 @@ static void setup(void) {
   for (int i = 0; i < 2; i++)
     if (C(tecore_event_create(TECORE_EVENT_DEFAULT, &F.e[i])) == TECORE_SUCCESS)
       F.e_live[i] = F.e_ever[i] = 1;
+  fz_comm_setup();
 }
 
 /* Ends every capture and frees everything the run holds (LeakSanitizer
@@ -2137,6 +2176,7 @@ static void cleanup(void) {
     }
   for (int i = 0; i < NC; i++)
     if (F.c[i].live) G(tegraph_callable_destroy(F.c[i].c));
+  fz_comm_cleanup();
   for (int i = 0; i < NTG; i++)
     if (F.tg_live[i]) G(tegraph_graph_destroy(F.tg[i]));
   for (int i = 0; i < NP; i++)
@@ -2265,6 +2305,11 @@ int main(int argc, char **argv) {
   setenv("TECORE_VDEV_CHECK", "1", 1);
   setenv("TECORE_VDEV_WAIT_TIMEOUT", "2", 0);
   setenv("NCCL_NVLS_ENABLE", "0", 0);
+  /* a small pool and Lamport buffers: a communicator a run */
+  setenv("TECOMM_POOL_MB", "16", 0);
+  setenv("TECOMM_MAX_TOKENS", "8", 0);
+  setenv("TECOMM_MAX_HIDDEN", "1024", 0);
+  setenv("TECOMM_TIMEOUT", "2000", 0);
   if (!o.verbose) setenv("TE_DEBUG", "NONE", 1);
   fz_shared_init();
   if (o.nreplay) return fz_replay("fuzz-api", &o, replay_file);
