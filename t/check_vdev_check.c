@@ -645,6 +645,47 @@ START_TEST(test_host_register_rejects_wrapping_and_twice) {
 }
 END_TEST
 
+/* ---- a destroyed handle stays dead --------------------------------------------------
+ * An object's handle is its address.  A new event that took a destroyed
+ * one's memory made the stale handle name it: a second destroy of the
+ * stale handle succeeded and freed another owner's event (a callable's,
+ * fuzz-api found).  vdev keeps the memory of destroyed streams, events,
+ * graphs and executables for the next 1024 destructions. */
+START_TEST(test_vdev_destroyed_handle_names_no_new_object) {
+  if (!vdev_only()) return; /* the driver reuses handles: its rule, not ours */
+  /* 16 destroyed at once: more than malloc's per-size cache holds, so
+   * without the quarantine the next creations take their memory */
+  enum { N = 16 };
+  tecore_event_t dead[N], ev[N];
+  tecore_stream_t dead_s[N], st[N];
+  for (int i = 0; i < N; i++) {
+    TE_OK(tecore_event_create(TECORE_EVENT_DISABLE_TIMING, &dead[i]));
+    TE_OK(tecore_stream_create(TECORE_STREAM_NON_BLOCKING, 0, &dead_s[i]));
+  }
+  for (int i = 0; i < N; i++) {
+    TE_OK(tecore_event_destroy(dead[i]));
+    TE_OK(tecore_stream_destroy(dead_s[i]));
+  }
+  for (int i = 0; i < N; i++) {
+    TE_OK(tecore_event_create(TECORE_EVENT_DISABLE_TIMING, &ev[i]));
+    TE_OK(tecore_stream_create(TECORE_STREAM_NON_BLOCKING, 0, &st[i]));
+    for (int j = 0; j < N; j++) {
+      ck_assert_msg(ev[i] != dead[j], "new event %d has destroyed event %d's handle", i, j);
+      ck_assert_msg(st[i] != dead_s[j], "new stream %d has destroyed stream %d's handle", i, j);
+    }
+  }
+  for (int j = 0; j < N; j++) {
+    TE_EXPECT_FAIL(tecore_event_destroy(dead[j]));
+    TE_EXPECT_FAIL(tecore_event_record(dead[j], NULL));
+    TE_EXPECT_FAIL(tecore_stream_destroy(dead_s[j]));
+  }
+  for (int i = 0; i < N; i++) {
+    TE_OK(tecore_event_destroy(ev[i]));
+    TE_OK(tecore_stream_destroy(st[i]));
+  }
+}
+END_TEST
+
 /* ---- errors and logs take no NULL format ------------------------------------------ */
 
 START_TEST(test_set_error_and_log_with_null_format) {
@@ -680,6 +721,7 @@ static Suite *vdev_check_suite(void) {
   tcase_add_test(tc, test_vdev_mxfp8_scale_inv_too_small_is_illegal_address);
   tcase_add_test(tc, test_vdev_norm_short_workspace_is_illegal_address);
   tcase_add_test(tc, test_delayed_update_past_its_state_is_illegal_address);
+  tcase_add_test(tc, test_vdev_destroyed_handle_names_no_new_object);
   tc = te_tcase(s, "check_off", 0);
   tcase_add_test(tc, test_vdev_check_off_tunable_skips_checks);
   tc = te_tcase(s, "driver_limits", 1);
