@@ -65,14 +65,9 @@ static void host_identity(struct tc_caps *k, tecore_backend_t backend) {
   } else if (node >= 0) {
     TC_WARN("tecomm: TECOMM_VDEV_NODE=%lld ignored: the backend is not vdev", (long long)node);
   }
-  char id[64] = "";
-  int fd = open("/proc/sys/kernel/random/boot_id", O_RDONLY | O_CLOEXEC);
-  if (fd >= 0) {
-    ssize_t n = read(fd, id, sizeof id - 1);
-    if (n > 0) id[n] = '\0';
-    close(fd);
-  }
-  k->boot_id = hash64(id, strlen(id), hash64(k->host, strlen(k->host), 0xcbf29ce484222325ull));
+  uint64_t machine = tc_machine_id();
+  k->boot_id =
+      hash64(&machine, sizeof machine, hash64(k->host, strlen(k->host), 0xcbf29ce484222325ull));
 }
 
 tecomm_result_t tc_comm_ready(struct tecomm_comm *c, const char *fn, int check_device) {
@@ -400,7 +395,7 @@ static void my_caps(struct tecomm_comm *c, struct tc_caps *k) {
    * not load would.  (nccl-init:R, a rank stuck inside its init, is
    * injected in vdev's NCCL: nccl_vdev.c.) */
   k->nccl = tc_nccl_get(NULL) != NULL && !tc_test_fail("nccl", c->rank);
-  k->nccl_host = k->nccl && c->backend == TECORE_BACKEND_VDEV ? tc_nccl_vdev_host() : 0;
+  k->nccl_host = k->nccl && c->backend == TECORE_BACKEND_VDEV ? tc_machine_id() : 0;
   k->kernels = tecomm_ar_kernels_register() == TECORE_SUCCESS &&
                tecomm_ar_max_bytes(TECOMM_AR_ONESHOT, c->nranks < 2 ? 2 : c->nranks,
                                    1u << 20) > 0;

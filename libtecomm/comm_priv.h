@@ -32,7 +32,7 @@ struct tc_caps {
   int32_t kernels;      /* IPC allreduce kernels present */
   int32_t backend;
   int32_t pad_;
-  uint64_t nccl_host;   /* vdev's NCCL: the machine it joins ranks of (0 on cuda) */
+  uint64_t nccl_host;   /* vdev's NCCL: tc_machine_id(), whose ranks it joins (0 on cuda) */
 };
 
 /* One symmetric allocation: a VMM allocation per rank (size[r] bytes),

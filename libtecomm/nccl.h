@@ -60,9 +60,6 @@ struct tc_nccl_config {
 const struct tc_nccl *tc_nccl_get(const char **why);
 /* nccl_vdev.c: fills n with the emulation's entry points. */
 void tc_nccl_vdev_fill(struct tc_nccl *n);
-/* nccl_vdev.c: the machine vdev's NCCL runs on (a hash of its boot id,
- * never 0): it joins ranks of one machine only. */
-uint64_t tc_nccl_vdev_host(void);
 /* A libtecomm error for an NCCL result. */
 tecomm_result_t tc_nccl_err(int result, const char *what);
 /* The end of a call on a non-blocking communicator: result when it is not

@@ -92,7 +92,7 @@ _Static_assert(sizeof(struct nv_shm) <= NV_HDR, "nv_shm must fit the header");
 /* What travels in ncclUniqueId. */
 struct nv_uid {
   uint64_t magic, nonce;
-  uint64_t host;   /* tc_nccl_vdev_host() of the maker */
+  uint64_t host;   /* tc_machine_id() of the maker */
   int32_t pid, fd;
 };
 _Static_assert(sizeof(struct nv_uid) <= sizeof(tc_nccl_uid_t), "nv_uid must fit ncclUniqueId");
@@ -375,22 +375,6 @@ static const char *nv_error_string(int result) {
   return result >= 0 && result < (int)(sizeof s / sizeof s[0]) ? s[result] : "unknown result code";
 }
 
-uint64_t tc_nccl_vdev_host(void) {
-  static uint64_t h;
-  if (__atomic_load_n(&h, __ATOMIC_ACQUIRE)) return h;
-  char id[64] = "";
-  int fd = open("/proc/sys/kernel/random/boot_id", O_RDONLY | O_CLOEXEC);
-  if (fd >= 0) {
-    ssize_t n = read(fd, id, sizeof id - 1);
-    if (n > 0) id[n] = '\0';
-    close(fd);
-  }
-  uint64_t x = 0xcbf29ce484222325ull; /* FNV-1a */
-  for (const char *p = id; *p; p++) x = (x ^ (unsigned char)*p) * 0x100000001b3ull;
-  __atomic_store_n(&h, x ? x : 1, __ATOMIC_RELEASE);
-  return h;
-}
-
 static int nv_get_unique_id(tc_nccl_uid_t *id) {
   if (!id) return NV_INVALID_ARG;
   struct nv_owned *o = calloc(1, sizeof *o);
@@ -418,7 +402,7 @@ static int nv_get_unique_id(tc_nccl_uid_t *id) {
   nv_owned = o;
   pthread_mutex_unlock(&nv_lock);
   memset(id, 0, sizeof *id);
-  struct nv_uid u = {NV_ID_MAGIC, nonce, tc_nccl_vdev_host(), (int32_t)getpid(), fd};
+  struct nv_uid u = {NV_ID_MAGIC, nonce, tc_machine_id(), (int32_t)getpid(), fd};
   memcpy(id->internal, &u, sizeof u);
   return NV_OK;
 }
@@ -447,7 +431,7 @@ static int nv_init_config(tc_nccl_comm_t *comm, int nranks, tc_nccl_uid_t id, in
   struct nv_uid u;
   memcpy(&u, id.internal, sizeof u);
   if (u.magic != NV_ID_MAGIC || u.pid <= 0 || u.fd < 0) return NV_INVALID_ARG;
-  if (u.host != tc_nccl_vdev_host()) {
+  if (u.host != tc_machine_id()) {
     /* /proc/PID/fd/FD names another machine's file here */
     TC_WARN("vdev NCCL: rank %d: the unique id was made on another machine", rank);
     return NV_SYSTEM;

@@ -48,6 +48,9 @@ int64_t tc_timeout_ms(void);
 
 /* Monotonic milliseconds. */
 int64_t tc_now_ms(void);
+/* This machine (a hash of the kernel's boot id, never 0): the same for
+ * every process of it, vdev nodes included. */
+uint64_t tc_machine_id(void);
 /* 1 when stream is capturing (no host reads of device memory then). */
 int tc_capturing(tecore_stream_t stream);
 

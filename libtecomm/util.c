@@ -3,9 +3,11 @@
  * mapping; common/te_upper.h does the work), its timeout, the clock, and
  * whether a stream captures. */
 #include "tc_internal.h"
+#include <fcntl.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <time.h>
+#include <unistd.h>
 
 tecomm_result_t tc_err(tecomm_result_t code, const char *file, int line, const char *fmt, ...) {
   va_list ap;
@@ -48,6 +50,24 @@ TECORE_TUNABLE_INT(tc_tun_timeout_ms, "TECOMM_TIMEOUT", 30000, 1, 86400000,
                    "before the call fails with TECOMM_ERR_TIMEOUT naming it")
 
 int64_t tc_timeout_ms(void) { return tecore_tunable_int(&tc_tun_timeout_ms); }
+
+uint64_t tc_machine_id(void) {
+  static uint64_t h;
+  uint64_t v = __atomic_load_n(&h, __ATOMIC_ACQUIRE);
+  if (v) return v;
+  char id[64] = "";
+  int fd = open("/proc/sys/kernel/random/boot_id", O_RDONLY | O_CLOEXEC);
+  if (fd >= 0) {
+    ssize_t n = read(fd, id, sizeof id - 1);
+    if (n > 0) id[n] = '\0';
+    close(fd);
+  }
+  v = 0xcbf29ce484222325ull; /* FNV-1a */
+  for (const char *p = id; *p; p++) v = (v ^ (unsigned char)*p) * 0x100000001b3ull;
+  if (!v) v = 1;
+  __atomic_store_n(&h, v, __ATOMIC_RELEASE);
+  return v;
+}
 
 int tc_capturing(tecore_stream_t stream) {
   tecore_capture_status_t st = TECORE_CAPTURE_NONE;
