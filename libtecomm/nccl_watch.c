@@ -6,15 +6,20 @@
  * that it is gone, which it may never do (a peer process killed between
  * two collectives leaves its peers' kernels spinning).  Then a stream
  * synchronize never returns.  So every NCCL call made outside a capture
- * is bracketed by two events on its stream; a thread polls the oldest
- * call's events every 20 ms, and a call that has started (its first event
- * is done) but not ended TECOMM_TIMEOUT after the watchdog first saw it
- * start gets its communicator aborted: ncclCommAbort ends the kernels, the
- * streams drain, and the communicator's next call, or tecomm_comm_status,
- * returns TECOMM_ERR_TIMEOUT saying so.  Time queued behind other work
- * does not count; only time spent inside the collective does.
+ * is bracketed by two stream-ordered writes of its sequence number into
+ * page-locked host words (tecore_stream_write_value64: "started" before
+ * the call, "ended" after it); a thread reads the oldest call's words
+ * every 20 ms, and a call that has started but not ended TECOMM_TIMEOUT
+ * after the watchdog first saw it start gets its communicator aborted:
+ * ncclCommAbort ends the kernels, the streams drain, and the
+ * communicator's next call, or tecomm_comm_status, returns
+ * TECOMM_ERR_TIMEOUT saying so.  Time queued behind other work does not
+ * count; only time spent inside the collective does.  The thread reads
+ * host memory and makes no driver call but the abort, so it never
+ * disturbs a stream capture of another thread (an event query would
+ * invalidate a global-mode one).
  *
- * Captured calls are not watched (their events would become graph
+ * Captured calls are not watched (their writes would become graph
  * nodes).  At most W_SLOTS calls in flight are watched; past that a call
  * goes unwatched (the oldest ones still are, and a hang shows there).
  *
@@ -38,8 +43,8 @@ TECORE_TUNABLE_INT(tc_tun_nccl_watch, "TECOMM_NCCL_WATCHDOG", 1, 0, 1,
                    "peer; 0: no watchdog (NCCL's own detection only)")
 
 struct tc_nccl_op {
-  tecore_event_t start, end;
-  int64_t seen_ms;   /* when the watchdog first saw start done; 0: not yet */
+  uint64_t seq;      /* the call's number, written to its words */
+  int64_t seen_ms;   /* when the watchdog first saw it started; 0: not yet */
 };
 
 struct tc_nccl_watch {
@@ -47,9 +52,11 @@ struct tc_nccl_watch {
   pthread_cond_t cv;
   pthread_t thread;
   int started, stop;
-  tecore_ctx_t ctx;           /* the context the events belong to */
-  struct tc_nccl_op ops[W_SLOTS];   /* a ring: head, count */
-  unsigned head, count, made; /* made: slots whose events exist */
+  struct tc_nccl_op ops[W_SLOTS]; /* a ring: head, count */
+  unsigned head, count;
+  uint64_t seq;
+  uint64_t *words;            /* page-locked: started[W_SLOTS], ended[W_SLOTS] */
+  tecore_devptr_t dwords;     /* their device address */
   struct tecomm_comm *c;
   int fired;                  /* atomic: the watchdog aborted the NCCL communicator */
   char why[192];              /* written before fired is set */
@@ -85,10 +92,7 @@ void tc_nccl_close(struct tecomm_comm *c) {
   }
   c->nccl = NULL;
   if (!w) return;
-  for (unsigned i = 0; i < w->made; i++) {
-    (void)tecore_event_destroy(w->ops[i].start);
-    (void)tecore_event_destroy(w->ops[i].end);
-  }
+  if (w->words) (void)tecore_mem_free_host(w->words);
   pthread_cond_destroy(&w->cv);
   pthread_mutex_destroy(&w->mu);
   free(w);
@@ -141,13 +145,15 @@ void tc_nccl_abort(struct tecomm_comm *c) {
  * the timeout (the caller aborts). */
 static int w_check(struct tc_nccl_watch *w, int64_t now) {
   while (w->count > 0) {
-    struct tc_nccl_op *o = &w->ops[w->head];
-    if (tecore_event_query(o->end) == TECORE_SUCCESS) { /* done (or failed: not ours) */
+    unsigned i = w->head;
+    struct tc_nccl_op *o = &w->ops[i];
+    if (__atomic_load_n(&w->words[W_SLOTS + i], __ATOMIC_ACQUIRE) == o->seq) { /* ended */
       w->head = (w->head + 1) % W_SLOTS;
       w->count--;
       continue;
     }
-    if (o->seen_ms == 0 && tecore_event_query(o->start) == TECORE_SUCCESS) o->seen_ms = now;
+    if (o->seen_ms == 0 && __atomic_load_n(&w->words[i], __ATOMIC_ACQUIRE) == o->seq)
+      o->seen_ms = now;
     return o->seen_ms != 0 && now - o->seen_ms > tc_timeout_ms();
   }
   return 0;
@@ -155,7 +161,6 @@ static int w_check(struct tc_nccl_watch *w, int64_t now) {
 
 static void *w_main(void *arg) {
   struct tc_nccl_watch *w = arg;
-  if (w->ctx) (void)tecore_ctx_set_current(w->ctx);
   pthread_mutex_lock(&w->mu);
   while (!w->stop && !w->fired) {
     struct timespec ts;
@@ -199,13 +204,22 @@ tecomm_result_t tc_nccl_lock(struct tecomm_comm *c, const char *fn) {
 
 void tc_nccl_unlock(struct tecomm_comm *c) { pthread_mutex_unlock(&c->nccl_watch->mu); }
 
-/* Under tc_nccl_lock: a slot for a call on stream, its start recorded, or
+/* Under tc_nccl_lock: a slot for a call on stream, its start written, or
  * NULL (captured, the ring full, the watchdog off, or no thread). */
 struct tc_nccl_op *tc_nccl_watch_begin(struct tecomm_comm *c, tecore_stream_t stream) {
   struct tc_nccl_watch *w = c->nccl_watch;
   if (!tecore_tunable_int(&tc_tun_nccl_watch) || tc_capturing(stream)) return NULL;
+  if (!w->words) {
+    void *h = NULL;
+    if (tecore_mem_alloc_host(2 * W_SLOTS * sizeof(uint64_t), &h) != TECORE_SUCCESS) return NULL;
+    if (tecore_mem_host_device_ptr(h, &w->dwords) != TECORE_SUCCESS) {
+      (void)tecore_mem_free_host(h);
+      return NULL;
+    }
+    memset(h, 0, 2 * W_SLOTS * sizeof(uint64_t));
+    w->words = h;
+  }
   if (!w->started) {
-    if (tecore_ctx_get_current(&w->ctx) != TECORE_SUCCESS) w->ctx = NULL;
     if (pthread_create(&w->thread, NULL, w_main, w) != 0) {
       TC_WARN("tecomm: rank %d: the NCCL watchdog thread did not start: NCCL calls unwatched",
               c->rank);
@@ -215,26 +229,24 @@ struct tc_nccl_op *tc_nccl_watch_begin(struct tecomm_comm *c, tecore_stream_t st
   }
   if (w->count == W_SLOTS) return NULL;
   unsigned i = (w->head + w->count) % W_SLOTS;
-  while (w->made <= i) { /* slots get their events on first use */
-    struct tc_nccl_op *o = &w->ops[w->made];
-    if (tecore_event_create(TECORE_EVENT_DISABLE_TIMING, &o->start) != TECORE_SUCCESS)
-      return NULL;
-    if (tecore_event_create(TECORE_EVENT_DISABLE_TIMING, &o->end) != TECORE_SUCCESS) {
-      (void)tecore_event_destroy(o->start);
-      return NULL;
-    }
-    w->made++;
-  }
   struct tc_nccl_op *o = &w->ops[i];
-  if (tecore_event_record(o->start, stream) != TECORE_SUCCESS) return NULL;
+  o->seq = ++w->seq;
   o->seen_ms = 0;
+  if (tecore_stream_write_value64(stream, w->dwords + i * sizeof(uint64_t), o->seq) !=
+      TECORE_SUCCESS)
+    return NULL;
   return o;
 }
 
-/* Under tc_nccl_lock, after the NCCL call: its end recorded, and the slot
+/* Under tc_nccl_lock, after the NCCL call: its end written, and the slot
  * watched (ok: the call was enqueued). */
-void tc_nccl_watch_end(struct tecomm_comm *c, struct tc_nccl_op *o, tecore_stream_t stream, int ok) {
+void tc_nccl_watch_end(struct tecomm_comm *c, struct tc_nccl_op *o, tecore_stream_t stream,
+                       int ok) {
   struct tc_nccl_watch *w = c->nccl_watch;
-  if (!o || !ok || tecore_event_record(o->end, stream) != TECORE_SUCCESS) return;
+  if (!o || !ok) return;
+  unsigned i = (unsigned)(o - w->ops);
+  if (tecore_stream_write_value64(stream, w->dwords + (W_SLOTS + i) * sizeof(uint64_t), o->seq) !=
+      TECORE_SUCCESS)
+    return;
   w->count++;
 }

@@ -428,7 +428,7 @@ static const char usage_text[] =
     "  -q, --quiet  the column names and the rows only\n"
     "see te-allreduce-perf(1)\n";
 int main(int argc, char **argv) {
-  /* NCCL, the peer, is timed as NCCL runs: without the watchdog's events
+  /* NCCL, the peer, is timed as NCCL runs: without the watchdog's writes
    * around its calls (libtecomm(7)), unless the caller set the variable */
   setenv("TECOMM_NCCL_WATCHDOG", "0", 0);
   struct opts o = {.nranks = 0, .minb = 8, .maxb = 64u << 20, .factor = 2, .dtype = TECORE_DTYPE_BF16,

@@ -1554,7 +1554,7 @@ static int tp_main(const struct opts *o, const struct given *g) {
 }
 
 int main(int argc, char **argv) {
-  /* the NCCL baseline runs as NCCL does: without the watchdog's events
+  /* the NCCL baseline runs as NCCL does: without the watchdog's writes
    * around its calls (libtecomm(7)), unless the caller set the variable */
   setenv("TECOMM_NCCL_WATCHDOG", "0", 0);
   struct opts o = {.microbatches = 2, .graphs = MODE_CALLABLES, .bf16 = 1, .tolerance = 0.05,
