@@ -137,7 +137,7 @@ int tc_wire_check_proof(const struct tc_wire_key *k, const unsigned char *nonce_
   te_wipe(want, sizeof want);
   /* the MAC first: a stranger learns nothing of the ranks from the answer */
   if (!good) {
-    snprintf(why, wl, "its proof is not made with this communicator's secret");
+    snprintf(why, wl, "its proof does not answer this challenge with the communicator's secret");
     return -1;
   }
   if (p.nranks != nranks) {
