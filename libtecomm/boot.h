@@ -53,17 +53,13 @@ tecomm_result_t tc_mesh_open(const unsigned char secret[32], uint64_t tag, int m
 tecomm_result_t tc_mesh_send_fd(struct tc_boot *mesh, int peer, int fd);
 tecomm_result_t tc_mesh_recv_fd(struct tc_boot *mesh, int peer, int *fd);
 
-/* Poll-driven exchange on connected stream sockets: sends sbuf[i] (slen
- * bytes) to fds[i] and receives rlen bytes from it into rbuf[i] for every
- * i with fds[i] >= 0, all at once (no pair can deadlock on full socket
- * buffers), within timeout_ms.  what names the exchange in errors. */
-tecomm_result_t tc_sock_exchange(const int *fds, int n, const void *const *sbuf, size_t slen,
-                                 void *const *rbuf, size_t rlen, int64_t timeout_ms,
-                                 const char *what);
-/* The same with each block framed (wire.h): sends a TC_WIRE_DATA message
- * of slen bytes numbered seq, receives one of rlen bytes numbered seq
- * from every fds[i] >= 0 into rbuf[i]; a header that is not exactly that
- * is a TECOMM_ERR_BOOTSTRAP naming the rank and what was wrong. */
+/* Poll-driven exchange on connected stream sockets, each block framed
+ * (wire.h): sends a TC_WIRE_DATA message of slen bytes numbered seq to
+ * every fds[i] >= 0 and receives one of rlen bytes numbered seq from it
+ * into rbuf[i], all at once (no pair can deadlock on full socket
+ * buffers), within timeout_ms; sbuf or rbuf NULL: that direction is
+ * idle.  A header that is not exactly that is a TECOMM_ERR_BOOTSTRAP
+ * naming the rank and what was wrong; what names the exchange. */
 tecomm_result_t tc_msg_exchange(const int *fds, int n, uint32_t seq, const void *const *sbuf,
                                 size_t slen, void *const *rbuf, size_t rlen, int64_t timeout_ms,
                                 const char *what);

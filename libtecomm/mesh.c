@@ -63,9 +63,10 @@ static int wait_fd(int fd, short events, int64_t deadline) {
   }
 }
 
-tecomm_result_t tc_sock_exchange(const int *fds, int n, const void *const *sbuf, size_t slen,
-                                 void *const *rbuf, size_t rlen, int64_t timeout_ms,
-                                 const char *what) {
+/* The exchange of raw bytes under tc_msg_exchange's frames. */
+static tecomm_result_t tc_sock_exchange(const int *fds, int n, const void *const *sbuf,
+                                        size_t slen, void *const *rbuf, size_t rlen,
+                                        int64_t timeout_ms, const char *what) {
   size_t *soff = calloc((size_t)n, sizeof *soff), *roff = calloc((size_t)n, sizeof *roff);
   struct pollfd *p = calloc((size_t)n, sizeof *p);
   int *idx = calloc((size_t)n, sizeof *idx);
