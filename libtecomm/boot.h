@@ -14,10 +14,15 @@
 #define TECOMM_BOOT_H
 
 #include "tc_internal.h"
+#include "wire.h"
 
 struct tc_boot {
   int rank, nranks;
   const char *kind;  /* "callbacks", "tcp", "nccl", "mpi", "mesh" */
+  /* the TCP rendezvous's key (keyed 1): the communicator's secret is
+   * derived from it (comm.c); the other bootstraps carry the secret */
+  unsigned char key[32];
+  int keyed;
   /* recv gets nranks * bytes, rank r's block at r * bytes */
   tecomm_result_t (*allgather)(struct tc_boot *b, const void *send, void *recv, size_t bytes);
   tecomm_result_t (*barrier)(struct tc_boot *b);
@@ -38,19 +43,56 @@ tecomm_result_t tc_boot_mpi_open(const void *mpi_comm, int *rank, int *nranks, s
 
 /* Connects the members of a group on one host: members[0..n-1] are ranks
  * of over (ascending), this process is members[me]; tag names the group
- * (unique on the host: the abstract socket names derive from it).  The
- * result is a tc_boot over the group (rank me of n). */
-tecomm_result_t tc_mesh_open(uint64_t tag, int me, int n, struct tc_boot **out);
+ * (unique on the host); secret is the group's: every connection proves
+ * it (auth.c), and the abstract socket names derive from it, so no one
+ * without it can tell one rank's name from another's.  The result is a
+ * tc_boot over the group (rank me of n). */
+tecomm_result_t tc_mesh_open(const unsigned char secret[32], uint64_t tag, int me, int n,
+                             struct tc_boot **out);
 /* Sends fd to group rank peer / receives one from it (SCM_RIGHTS). */
 tecomm_result_t tc_mesh_send_fd(struct tc_boot *mesh, int peer, int fd);
 tecomm_result_t tc_mesh_recv_fd(struct tc_boot *mesh, int peer, int *fd);
 
-/* Poll-driven exchange on connected stream sockets: sends sbuf[i] (slen
- * bytes) to fds[i] and receives rlen bytes from it into rbuf[i] for every
- * i with fds[i] >= 0, all at once (no pair can deadlock on full socket
- * buffers), within timeout_ms.  what names the exchange in errors. */
-tecomm_result_t tc_sock_exchange(const int *fds, int n, const void *const *sbuf, size_t slen,
-                                 void *const *rbuf, size_t rlen, int64_t timeout_ms,
-                                 const char *what);
+/* Poll-driven exchange on connected stream sockets, each block framed
+ * (wire.h): sends a TC_WIRE_DATA message of slen bytes numbered seq to
+ * every fds[i] >= 0 and receives one of rlen bytes numbered seq from it
+ * into rbuf[i], all at once (no pair can deadlock on full socket
+ * buffers), within timeout_ms; sbuf or rbuf NULL: that direction is
+ * idle.  A header that is not exactly that is a TECOMM_ERR_BOOTSTRAP
+ * naming the rank and what was wrong; what names the exchange. */
+tecomm_result_t tc_msg_exchange(const int *fds, int n, uint32_t seq, const void *const *sbuf,
+                                size_t slen, void *const *rbuf, size_t rlen, int64_t timeout_ms,
+                                const char *what);
+
+/* ---- membership (auth.c) ------------------------------------------------- */
+
+/* n bytes from the kernel's random source: 0, or -1. */
+int tc_random_bytes(void *p, size_t n);
+/* The TCP rendezvous's key from TECOMM_SECRET / TECOMM_SECRET_FILE
+ * (*keyed 1), or none under TECOMM_INSECURE=1 (*keyed 0, a WARN);
+ * otherwise TECOMM_ERR_INVALID saying how to make a secret. */
+tecomm_result_t tc_auth_env_key(unsigned char key[32], int *keyed, const char *fn);
+/* out = HMAC(key, label || data): derived secrets and socket names. */
+void tc_auth_derive(const unsigned char key[32], const char *label, const void *data, size_t n,
+                    unsigned char out[32]);
+/* A listener's wait for ranks [lo, hi) of nranks on its listening
+ * sockets lfd[0..nlfd-1] (nonblocking, at most 8). */
+struct tc_auth_listen {
+  const struct tc_wire_key *key;
+  const int *lfd;
+  int nlfd;
+  int unix_sock;     /* 1: refuse other users (SO_PEERCRED) before reading */
+  int nranks, lo, hi;
+  const char *what;  /* names the listener in logs and errors */
+};
+/* Fills fd[r] (nonblocking sockets) for every r in [lo, hi) that is -1 on
+ * entry, each with a connection that proved rank r; strangers are closed
+ * and logged at WARN.  TECOMM_ERR_TIMEOUT past deadline. */
+tecomm_result_t tc_auth_accept(const struct tc_auth_listen *a, int *fd, int64_t deadline);
+/* The connector's half on a connected socket s: proves rank of nranks
+ * and checks the listener's answer (and, unix_sock, its user).  0, or -1
+ * with why (the caller closes s, and may dial again). */
+int tc_auth_connect(const struct tc_wire_key *k, int s, int unix_sock, int rank, int nranks,
+                    int64_t deadline, char *why, size_t wl);
 
 #endif

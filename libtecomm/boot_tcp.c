@@ -1,14 +1,20 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* boot_tcp.c -- the built-in rendezvous, so tools and plain C codes need
  * no MPI: TECOMM_RANK, TECOMM_NRANKS and TECOMM_ROOT=host:port.  Rank 0
- * listens on the port; the others connect (retrying until it listens,
- * within TECOMM_TIMEOUT) and say their rank.  An allgather is a gather to
- * rank 0 and its answer to everyone; a barrier is a one-byte allgather.
- * Used while a communicator starts (and for ranks on different hosts). */
+ * listens on the port, at the address of TECOMM_ROOT's host (or of
+ * TECOMM_LISTEN), never on every interface unless told; the others
+ * connect (dialling again until it listens and accepts them, within
+ * TECOMM_TIMEOUT) and prove their rank with the job's secret
+ * (TECOMM_SECRET or TECOMM_SECRET_FILE: auth.c); a connection that cannot
+ * is closed and logged, and rank 0 goes on waiting.  An allgather is a
+ * gather to rank 0 and its answer to everyone, framed (wire.h); a barrier
+ * is a one-byte allgather.  Used while a communicator starts (and for
+ * ranks on different hosts). */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
 #endif
 #include "boot.h"
+#include "te_sha256.h"
 #include <errno.h>
 #include <fcntl.h>
 #include <netdb.h>
@@ -28,10 +34,15 @@ TECORE_TUNABLE_INT(tc_tun_nranks, "TECOMM_NRANKS", -1, -1, 1048576,
                    "the number of ranks, for the environment (TCP) bootstrap")
 TECORE_TUNABLE_STR(tc_tun_root, "TECOMM_ROOT", "", NULL,
                    "host:port where rank 0 listens for the environment (TCP) bootstrap")
+TECORE_TUNABLE_STR(tc_tun_listen, "TECOMM_LISTEN", "", NULL,
+                   "the address rank 0's TCP rendezvous listens on (its port is TECOMM_ROOT's); "
+                   "empty: the address of TECOMM_ROOT's host; \"*\": every interface")
 
 struct tcp_boot {
   struct tc_boot b;
   int *fd;   /* rank 0: by rank (fd[0] = -1); others: fd[0] is rank 0 */
+  uint32_t seq;
+  struct tc_wire_key k;
 };
 
 static tecomm_result_t tcp_allgather(struct tc_boot *b, const void *send, void *recv,
@@ -41,6 +52,9 @@ static tecomm_result_t tcp_allgather(struct tc_boot *b, const void *send, void *
   int64_t to = tc_timeout_ms();
   memmove((unsigned char *)recv + (size_t)b->rank * bytes, send, bytes);
   if (n == 1) return TECOMM_SUCCESS;
+  uint32_t seq = t->seq++;
+  if ((size_t)n * bytes > TC_WIRE_MAX_BODY)
+    return TC_ERR(TECOMM_ERR_INVALID, "tcp bootstrap: an allgather of %d x %zu bytes", n, bytes);
   if (b->rank == 0) {
     void **rb = malloc((size_t)n * sizeof *rb);
     const void **sb = malloc((size_t)n * sizeof *sb);
@@ -51,18 +65,30 @@ static tecomm_result_t tcp_allgather(struct tc_boot *b, const void *send, void *
     }
     for (int i = 0; i < n; i++) rb[i] = (unsigned char *)recv + (size_t)i * bytes;
     /* gather first, then answer with the whole: two rounds */
-    tecomm_result_t r = tc_sock_exchange(t->fd, n, NULL, 0, rb, bytes, to, "tcp bootstrap gather");
+    tecomm_result_t r =
+        tc_msg_exchange(t->fd, n, seq, NULL, 0, rb, bytes, to, "tcp bootstrap gather");
     for (int i = 0; i < n; i++) sb[i] = recv;
     if (r == TECOMM_SUCCESS)
-      r = tc_sock_exchange(t->fd, n, sb, (size_t)n * bytes, NULL, 0, to, "tcp bootstrap answer");
+      r = tc_msg_exchange(t->fd, n, seq, sb, (size_t)n * bytes, NULL, 0, to,
+                          "tcp bootstrap answer");
     free(rb);
     free(sb);
     return r;
   }
-  const void *sb[1] = {send};
+  /* rank 0's answer holds this rank's block too: it must be what was sent */
+  unsigned char *mine = malloc(bytes ? bytes : 1);
+  if (!mine) return TC_ERR(TECOMM_ERR_NOMEM, "tcp bootstrap: out of host memory");
+  memcpy(mine, send, bytes);
+  const void *sb[1] = {mine};
   void *rb[1] = {recv};
-  TC_CHECK(tc_sock_exchange(t->fd, 1, sb, bytes, NULL, 0, to, "tcp bootstrap send"));
-  return tc_sock_exchange(t->fd, 1, NULL, 0, rb, (size_t)n * bytes, to, "tcp bootstrap receive");
+  tecomm_result_t r = tc_msg_exchange(t->fd, 1, seq, sb, bytes, NULL, 0, to, "tcp bootstrap send");
+  if (r == TECOMM_SUCCESS)
+    r = tc_msg_exchange(t->fd, 1, seq, NULL, 0, rb, (size_t)n * bytes, to,
+                        "tcp bootstrap receive");
+  if (r == TECOMM_SUCCESS && memcmp((unsigned char *)recv + (size_t)b->rank * bytes, mine, bytes))
+    r = TC_ERR(TECOMM_ERR_BOOTSTRAP, "tcp bootstrap: rank 0's answer does not hold this rank's block");
+  free(mine);
+  return r;
 }
 
 static tecomm_result_t tcp_barrier(struct tc_boot *b) {
@@ -79,6 +105,7 @@ static void tcp_close(struct tc_boot *b) {
   for (int i = 0; i < n; i++)
     if (t->fd[i] >= 0) close(t->fd[i]);
   free(t->fd);
+  te_wipe(t, sizeof *t);
   free(t);
 }
 
@@ -99,108 +126,83 @@ static int split_hostport(const char *root, char *host, size_t hn, char *port, s
   return 0;
 }
 
-/* Rank 0's listening socket on port, on every address (the root name may
- * resolve differently here): IPv6, or IPv4 only where there is no IPv6.
- * Returns the socket, or -1 with the error in *res. */
-static int root_listen(const char *port, int n, const char *fn, tecomm_result_t *res) {
+#define TCP_MAX_LISTEN 8
+
+/* Rank 0's listening sockets on port: one per address of host (that of
+ * TECOMM_ROOT, or TECOMM_LISTEN; "*" every interface), so that ranks
+ * dialling any of them find one.  Returns how many (lfd[]), or 0 with
+ * the error in *res. */
+static int root_listen(const char *host, const char *port, int n, int *lfd, const char *fn,
+                       tecomm_result_t *res) {
+  const char *l = tecore_tunable_str(&tc_tun_listen);
+  if (l && l[0]) host = l;
+  int any = strcmp(host, "*") == 0;
   struct addrinfo hints = {.ai_socktype = SOCK_STREAM, .ai_flags = AI_PASSIVE,
-                           .ai_family = AF_INET6}, *ai = NULL;
-  int lfd = -1;
-  int e = getaddrinfo(NULL, port, &hints, &ai);
-  if (e == 0) lfd = socket(ai->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (lfd < 0) { /* no IPv6: IPv4 only */
-    if (ai) freeaddrinfo(ai);
-    ai = NULL;
+                           .ai_family = any ? AF_INET6 : AF_UNSPEC}, *ai = NULL;
+  int e = getaddrinfo(any ? NULL : host, port, &hints, &ai);
+  if (e != 0 && any) { /* no IPv6: IPv4 only */
     hints.ai_family = AF_INET;
     e = getaddrinfo(NULL, port, &hints, &ai);
-    if (e == 0) lfd = socket(ai->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
   }
-  int one = 1;
-  if (lfd < 0 || setsockopt(lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) != 0 ||
-      bind(lfd, ai->ai_addr, ai->ai_addrlen) != 0 || listen(lfd, n) != 0) {
-    *res = TC_ERR(TECOMM_ERR_SYSTEM, "%s: rank 0 cannot listen on port %s: %s", fn, port,
-                  strerror(errno));
-    if (lfd >= 0) close(lfd);
-    lfd = -1;
+  if (e != 0) {
+    *res = TC_ERR(TECOMM_ERR_BOOTSTRAP, "%s: rank 0 cannot resolve the address to listen on, "
+                  "\"%s\" (TECOMM_ROOT's host, or TECOMM_LISTEN): %s", fn, host, gai_strerror(e));
+    return 0;
   }
-  if (ai) freeaddrinfo(ai);
-  return lfd;
-}
-
-/* Rank 0 takes one connection from each other rank by the deadline; each
- * says its rank first, and its socket goes to t->fd[rank]. */
-static tecomm_result_t root_accept(struct tcp_boot *t, int lfd, int64_t deadline,
-                                   const char *root, const char *fn) {
-  int n = t->b.nranks, one = 1;
-  for (int k = 1; k < n; k++) {
-    struct pollfd p = {.fd = lfd, .events = POLLIN};
-    int64_t left = deadline - tc_now_ms();
-    int pr = left > 0 ? poll(&p, 1, (int)left) : 0;
-    if (pr <= 0) {
-      if (pr < 0 && errno == EINTR) {
-        k--;
-        continue;
-      }
-      return TC_ERR(TECOMM_ERR_TIMEOUT, "%s: %d rank(s) did not connect to %s within TECOMM_TIMEOUT",
-                    fn, n - k, root);
-    }
-    int s = accept4(lfd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
-    if (s < 0) {
-      k--;
+  int nl = 0, err = 0;
+  for (struct addrinfo *a = ai; a && nl < TCP_MAX_LISTEN; a = a->ai_next) {
+    int s = socket(a->ai_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0), one = 1;
+    if (s >= 0 && setsockopt(s, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) == 0 &&
+        bind(s, a->ai_addr, a->ai_addrlen) == 0 && listen(s, n + 16) == 0) {
+      lfd[nl++] = s;
       continue;
     }
-    int32_t who = -1;
-    void *rb[1] = {&who};
-    int fds[1] = {s};
-    if (tc_sock_exchange(fds, 1, NULL, 0, rb, sizeof who, deadline - tc_now_ms(),
-                         "tcp bootstrap hello") != TECOMM_SUCCESS ||
-        who <= 0 || who >= n || t->fd[who] >= 0) {
-      close(s);
-      return TC_ERR(TECOMM_ERR_BOOTSTRAP, "%s: a connection to %s did not name a new rank (%d)",
-                    fn, root, (int)who);
-    }
-    (void)setsockopt(s, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-    t->fd[who] = s;
+    err = errno;
+    if (s >= 0) close(s);
   }
-  return TECOMM_SUCCESS;
+  freeaddrinfo(ai);
+  if (nl == 0)
+    *res = TC_ERR(TECOMM_ERR_SYSTEM, "%s: rank 0 cannot listen on %s port %s: %s (TECOMM_LISTEN "
+                  "names another address)", fn, host, port, strerror(err));
+  else
+    TC_INFO("%s: rank 0 listens on %d address(es) of %s, port %s", fn, nl, host, port);
+  return nl;
 }
 
-/* A rank other than 0 connects to host:port (retrying until rank 0
- * listens, by the deadline) and says its rank. */
+/* A rank other than 0 connects to host:port (dialling again until rank 0
+ * listens and accepts its proof, by the deadline). */
 static tecomm_result_t peer_connect(struct tcp_boot *t, const char *host, const char *port,
                                     int64_t deadline, const char *root, const char *fn) {
   struct addrinfo hints = {.ai_socktype = SOCK_STREAM, .ai_family = AF_UNSPEC}, *ai = NULL;
   int e = getaddrinfo(host, port, &hints, &ai);
   if (e != 0)
     return TC_ERR(TECOMM_ERR_BOOTSTRAP, "%s: cannot resolve %s: %s", fn, host, gai_strerror(e));
+  char why[192] = "nothing listens there";
   for (;;) {
-    int s = -1;
-    for (struct addrinfo *a = ai; a; a = a->ai_next) {
-      s = socket(a->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
-      if (s >= 0 && connect(s, a->ai_addr, a->ai_addrlen) == 0) break;
-      if (s >= 0) close(s);
-      s = -1;
+    for (struct addrinfo *a = ai; a && t->fd[0] < 0; a = a->ai_next) {
+      int s = socket(a->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+      if (s < 0) continue;
+      if (connect(s, a->ai_addr, a->ai_addrlen) == 0) {
+        if (tc_auth_connect(&t->k, s, 0, t->b.rank, t->b.nranks, deadline, why, sizeof why) == 0) {
+          int one = 1;
+          (void)setsockopt(s, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+          t->fd[0] = s;
+          break;
+        }
+        TC_INFO("%s: rank %d: %s: dialling again", fn, t->b.rank, why);
+      }
+      close(s);
     }
-    if (s >= 0) {
-      int one = 1;
-      (void)setsockopt(s, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-      int fl = fcntl(s, F_GETFL);
-      (void)fcntl(s, F_SETFL, fl | O_NONBLOCK);
-      t->fd[0] = s;
-      break;
-    }
+    if (t->fd[0] >= 0) break;
     if (tc_now_ms() > deadline) {
       freeaddrinfo(ai);
-      return TC_ERR(TECOMM_ERR_TIMEOUT, "%s: rank 0 did not listen on %s within TECOMM_TIMEOUT",
-                    fn, root);
+      return TC_ERR(TECOMM_ERR_TIMEOUT, "%s: rank 0 did not listen on %s and accept this rank "
+                    "within TECOMM_TIMEOUT (last: %s)", fn, root, why);
     }
     usleep(10000);
   }
   freeaddrinfo(ai);
-  int32_t who = t->b.rank;
-  const void *sb[1] = {&who};
-  return tc_sock_exchange(t->fd, 1, sb, sizeof who, NULL, 0, deadline - tc_now_ms(),
-                          "tcp bootstrap hello");
+  return TECOMM_SUCCESS;
 }
 
 tecomm_result_t tc_boot_tcp_open(const char *root, int *rank, int *nranks, struct tc_boot **out) {
@@ -226,14 +228,29 @@ tecomm_result_t tc_boot_tcp_open(const char *root, int *rank, int *nranks, struc
   t->b = (struct tc_boot){.rank = *rank, .nranks = n, .kind = "tcp", .allgather = tcp_allgather,
                           .barrier = tcp_barrier, .close = tcp_close};
   tecomm_result_t res = TECOMM_SUCCESS;
+  if (n > 1) { /* one rank meets no one: it needs no secret */
+    res = tc_auth_env_key(t->b.key, &t->b.keyed, fn);
+    memcpy(t->k.key, t->b.key, sizeof t->k.key);
+    uint32_t ctx[4] = {0x00706374u /* "tcp" */, (uint32_t)n, (uint32_t)atoi(port), 0};
+    memcpy(t->k.ctx, ctx, sizeof t->k.ctx);
+  }
   int64_t deadline = tc_now_ms() + tc_timeout_ms();
-  if (n > 1 && *rank == 0) {
-    int lfd = root_listen(port, n, fn, &res);
-    if (lfd >= 0) {
-      res = root_accept(t, lfd, deadline, root, fn);
-      close(lfd);
+  if (res == TECOMM_SUCCESS && n > 1 && *rank == 0) {
+    int lfd[TCP_MAX_LISTEN];
+    int nl = root_listen(host, port, n, lfd, fn, &res);
+    if (nl > 0) {
+      char what[300];
+      snprintf(what, sizeof what, "TCP rendezvous on %s", root);
+      struct tc_auth_listen l = {.key = &t->k, .lfd = lfd, .nlfd = nl, .unix_sock = 0,
+                                 .nranks = n, .lo = 1, .hi = n, .what = what};
+      res = tc_auth_accept(&l, t->fd, deadline);
+      for (int i = 0; i < nl; i++) close(lfd[i]);
+      for (int i = 1; res == TECOMM_SUCCESS && i < n; i++) {
+        int one = 1;
+        (void)setsockopt(t->fd[i], IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+      }
     }
-  } else if (n > 1) {
+  } else if (res == TECOMM_SUCCESS && n > 1) {
     res = peer_connect(t, host, port, deadline, root, fn);
   }
   if (res != TECOMM_SUCCESS) {

@@ -12,6 +12,7 @@
 #endif
 #include "comm_priv.h"
 #include "verbs_priv.h"
+#include "te_sha256.h"
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -51,7 +52,7 @@ static uint64_t random_nonce(void) {
   clock_gettime(CLOCK_REALTIME, &ts);
   uint64_t t = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
   x ^= hash64(&t, sizeof t, 0xcbf29ce484222325ull) ^ ((uint64_t)getpid() << 32);
-  return x;
+  return x ? x : 1;   /* 0 means "no seed" (check_identities) */
 }
 
 int64_t tc_vdev_node(void) { return tecore_tunable_int(&tc_tun_vdev_node); }
@@ -288,6 +289,7 @@ static void comm_free(struct tecomm_comm *c) {
   while (c->segs) tc_seg_destroy(c, c->segs);
   tc_boot_close(c->mesh);
   tc_boot_close(c->world);
+  te_wipe(c->secret, sizeof c->secret);
   free(c);
 }
 
@@ -384,6 +386,22 @@ out:
   return r;
 }
 
+/* Round 1's facts from the wire: every host name ends within its field,
+ * and rank 0 drew a seed (the same verdict on every rank: all have the
+ * same bytes). */
+static tecomm_result_t check_identities(struct tc_caps *all, int n) {
+  static const char fn[] = "tecomm_comm_init";
+  if (all[0].nonce == 0)
+    return TC_ERR(TECOMM_ERR_SYSTEM, "%s: rank 0 could not draw the communicator's secret "
+                  "(/dev/urandom)", fn);
+  for (int i = 0; i < n; i++)
+    if (!tc_wire_str_ok(all[i].host, sizeof all[i].host))
+      return TC_ERR(TECOMM_ERR_BOOTSTRAP, "%s: rank %d's host name is not NUL-terminated within "
+                    "%zu bytes (a broken bootstrap, or not a rank of this job)", fn, i,
+                    sizeof all[i].host);
+  return TECOMM_SUCCESS;
+}
+
 static void my_caps(struct tecomm_comm *c, struct tc_caps *k) {
   struct tecore_device_props pr;
   memset(&pr, 0, sizeof pr);
@@ -434,15 +452,30 @@ TE_EXPORT tecomm_result_t tecomm_comm_init(int rank, int nranks, int device,
   host_identity(&k, c->backend);
   tc_hier_identity(k.host, sizeof k.host, &k.boot_id, rank);   /* TECOMM_NODE_MAP */
   k.nonce = random_nonce();
+  /* rank 0's seed makes the secret; a rank 0 without one says so with a
+   * zero nonce, so every rank fails together instead of waiting */
+  if (rank == 0 && tc_random_bytes(k.seed, sizeof k.seed) != 0) k.nonce = 0;
   if ((r = c->world->allgather(c->world, &k, all, sizeof k)) != TECOMM_SUCCESS) goto fail;
+  te_wipe(k.seed, sizeof k.seed);
+  if ((r = check_identities(all, nranks)) != TECOMM_SUCCESS) goto fail;
   int local_rank = 0;
   c->all_local = 1;
   for (int i = 0; i < nranks; i++) {
-    int same = all[i].boot_id == k.boot_id && strcmp(all[i].host, k.host) == 0;
+    int same = all[i].boot_id == k.boot_id && strncmp(all[i].host, k.host, sizeof k.host) == 0;
     if (same && i < rank) local_rank++;
-    if (all[i].boot_id != all[0].boot_id || strcmp(all[i].host, all[0].host) != 0) c->all_local = 0;
+    if (all[i].boot_id != all[0].boot_id ||
+        strncmp(all[i].host, all[0].host, sizeof all[0].host) != 0)
+      c->all_local = 0;
   }
   c->tag = all[0].nonce;
+  /* the TCP rendezvous's seed crossed the network: the secret is keyed
+   * by the job's; the caller's bootstraps carry it as it is */
+  if (c->world->keyed)
+    tc_auth_derive(c->world->key, "tecomm communicator", all[0].seed, sizeof all[0].seed,
+                   c->secret);
+  else
+    memcpy(c->secret, all[0].seed, sizeof c->secret);
+  for (int i = 0; i < nranks; i++) te_wipe(all[i].seed, sizeof all[i].seed);
   if ((r = tc_hier_nodes(c, all)) != TECOMM_SUCCESS) goto fail;
   if (device < 0) {
     int count = 0;
@@ -469,7 +502,8 @@ TE_EXPORT tecomm_result_t tecomm_comm_init(int rank, int nranks, int device,
       goto fail;
     }
   if (c->all_local) {
-    if ((r = tc_mesh_open(c->tag, rank, nranks, &c->mesh)) != TECOMM_SUCCESS) goto fail;
+    if ((r = tc_mesh_open(c->secret, c->tag, rank, nranks, &c->mesh)) != TECOMM_SUCCESS)
+      goto fail;
     /* the caller's bootstrap is no longer needed: its callbacks may go */
     tc_boot_close(c->world);
     c->world = NULL;
@@ -508,7 +542,10 @@ tecomm_result_t tc_comm_child(struct tecomm_comm *parent, uint64_t tag, int me, 
   c->no_verbs = no_verbs;
   c->ctx = NULL; /* the parent's context; it stays the parent's */
   c->tag = tag;
-  tecomm_result_t r = tc_mesh_open(c->tag, me, n, &c->mesh);
+  /* the child's secret: the parent's, keyed with the child's tag (which
+   * mixes the split's sequence number and color, or the node) */
+  tc_auth_derive(parent->secret, "tecomm child", &tag, sizeof tag, c->secret);
+  tecomm_result_t r = tc_mesh_open(c->secret, c->tag, me, n, &c->mesh);
   if (r == TECOMM_SUCCESS) {
     c->xchg = c->mesh;
     struct tc_caps k;

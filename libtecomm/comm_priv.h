@@ -26,6 +26,7 @@ struct tc_caps {
   char host[64];
   uint64_t boot_id;     /* hash of /proc/sys/kernel/random/boot_id */
   uint64_t nonce;       /* rank 0's names the communicator's sockets */
+  unsigned char seed[32]; /* rank 0's: the communicator's secret (comm.c) */
   int32_t device;
   int32_t vmm_fd;       /* VMM with POSIX-fd handles */
   int32_t nccl;         /* libnccl.so.2 loaded */
@@ -62,6 +63,7 @@ struct tecomm_comm {
   struct tc_boot *mesh;      /* ranks on one host: the Unix socket mesh */
   struct tc_boot *xchg;      /* the transport of collective host exchanges */
   uint64_t tag;              /* names this communicator's sockets */
+  unsigned char secret[32];  /* every mesh connection proves it (auth.c) */
   unsigned nsplits;
   int all_local;
 

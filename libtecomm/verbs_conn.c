@@ -354,7 +354,8 @@ static tecomm_result_t agree(struct tc_boot *b, struct vb_card *mine, char *all,
   tecomm_result_t r = b->allgather(b, mine, all, cb);
   if (r != TECOMM_SUCCESS) return r;
   for (int i = 0; i < b->nranks; i++) {
-    const struct vb_card *c = (const struct vb_card *)(const void *)(all + (size_t)i * cb);
+    struct vb_card *c = (struct vb_card *)(void *)(all + (size_t)i * cb);
+    c->why[sizeof c->why - 1] = '\0';   /* from the wire: ends within its field */
     if (!c->ok)
       return TC_ERR(TECOMM_ERR_NOT_SUPPORTED, "verbs: rank %d %s: %.200s", i, stage, c->why);
   }

@@ -83,7 +83,10 @@ tecomm_result_t tc_hier_nodes(struct tecomm_comm *c, const struct tc_caps *all) 
   c->nnodes = 0;
   for (int i = 0; i < c->nranks; i++) {
     int j = 0;
-    while (j < i && (all[j].boot_id != all[i].boot_id || strcmp(all[j].host, all[i].host) != 0))
+    /* the names came over the wire: bounded by their field (comm.c
+     * checked each ends within it) */
+    while (j < i && (all[j].boot_id != all[i].boot_id ||
+                     strncmp(all[j].host, all[i].host, sizeof all[i].host) != 0))
       j++;
     c->node_of[i] = j < i ? c->node_of[j] : c->nnodes++;
   }

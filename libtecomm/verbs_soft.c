@@ -263,6 +263,14 @@ static void take_calls(struct soft_ctx *c) {
     if (c->npending == SOFT_MAX_PENDING) break;
     int fd = accept4(c->lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
     if (fd < 0) break;
+    /* a device of this user's processes: another user's call is dropped
+     * unread (the mesh's rule, libtecomm(7) SECURITY) */
+    struct ucred cr;
+    socklen_t cl = sizeof cr;
+    if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &cl) != 0 || cr.uid != geteuid()) {
+      close(fd);
+      continue;
+    }
     c->pending[c->npending++] = fd;
   }
   for (int i = 0; i < c->npending;) {

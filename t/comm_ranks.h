@@ -172,6 +172,20 @@ static TE_T_UNUSED int tc_rank_no_device(int rank) {
   return rank >= count;
 }
 
+/* The job's secret for the TCP rendezvous (libtecomm(7), SECURITY), as a
+ * launcher makes one: 32 random bytes as hex in TECOMM_SECRET, unless
+ * the environment has one.  The ranks inherit it. */
+static TE_T_UNUSED void tc_job_secret(void) {
+  if (getenv("TECOMM_SECRET") || getenv("TECOMM_SECRET_FILE")) return;
+  unsigned char b[32];
+  char hex[65];
+  FILE *f = fopen("/dev/urandom", "rb");
+  ck_assert_msg(f && fread(b, 1, sizeof b, f) == sizeof b, "/dev/urandom");
+  fclose(f);
+  for (int i = 0; i < 32; i++) snprintf(hex + 2 * i, 3, "%02x", b[i]);
+  setenv("TECOMM_SECRET", hex, 1);
+}
+
 /* Forks n ranks running fn; asserts every one exited 0 within timeout_s.
  * kill_rank >= 0: that rank is expected to die of SIGKILL (it kills
  * itself); the others must still exit 0. */
@@ -183,6 +197,7 @@ static TE_T_UNUSED void tc_run_ranks_ex(int n, tc_rank_fn fn, void *arg, int tim
   memset(tc_shm, 0, sizeof *tc_shm);
   tc_shm->n = n;
   tc_shm->dead_rank = kill_rank;
+  tc_job_secret();
   pid_t pid[TC_MAX_RANKS];
   fflush(stdout);
   fflush(stderr);

@@ -12,7 +12,8 @@
  * Ranks: -n N forks N processes (one per GPU on cuda, vdev ranks on a
  * machine with no GPU) that meet over shared memory; without -n, a process
  * started by a launcher takes its rank from TECOMM_RANK/NRANKS/ROOT (the
- * TCP bootstrap) or, under mpirun in a --with-mpi build, from MPI.
+ * TCP bootstrap, which needs the job's TECOMM_SECRET: libtecomm(7)) or,
+ * under mpirun in a --with-mpi build, from MPI.
  *
  * Times are the largest over the ranks (each rank's mean over the timed
  * iterations, reduced with a MAX allreduce).  #wrong: elements that differ
@@ -421,7 +422,7 @@ static const char usage_text[] =
     "         [-w warmup] [-i iters] [--fused hidden] [-c 0|1] [--no-nccl] [--csv]\n"
     "         [-q] [-h] [--version]\n"
     "  -n N     fork N ranks (one per GPU, or vdev ranks); without it, ranks come from\n"
-    "           TECOMM_RANK/NRANKS/ROOT (or mpirun in an MPI build)\n"
+    "           TECOMM_RANK/NRANKS/ROOT and TECOMM_SECRET (or mpirun in an MPI build)\n"
     "  -b, -e   the smallest and largest size in bytes (K, M or G may follow)\n"
     "  -G N     capture N operations in one graph and time its replays (per op)\n"
     "  --fused H  allreduce + residual add + RMSNorm over rows of H elements\n"

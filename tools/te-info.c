@@ -22,6 +22,12 @@ static const char usage_text[] =
     "  -h, --help      this help\n"
     "exit status: 0 ok, 1 no usable backend (or a failure), 2 a wrong command line\n";
 
+/* 1 for a tunable whose value is a secret (TECOMM_SECRET). */
+static int secret(const char *env) {
+  size_t n = strlen(env);
+  return n >= 7 && strcmp(env + n - 7, "_SECRET") == 0;
+}
+
 static int list_tunables(void) {
   int n = 0;
   if (tecore_tunable_count(&n) != TECORE_SUCCESS) return 1;
@@ -33,6 +39,8 @@ static int list_tunables(void) {
       printf("%-28s default %lld, range [%lld, %lld], now %lld%s\n", t.env, (long long)t.def_int,
              (long long)t.min, (long long)t.max, (long long)t.value_int,
              t.set_in_env ? " (set)" : "");
+    else if (secret(t.env)) /* never printed: logs and bug reports keep it */
+      printf("%-28s default \"\", now %s\n", t.env, t.set_in_env ? "(set, not shown)" : "\"\"");
     else
       printf("%-28s default \"%s\"%s%s, now \"%s\"%s\n", t.env, t.def_str,
              t.choices ? ", one of " : "", t.choices ? t.choices : "", t.value_str,

@@ -15,6 +15,11 @@ export TE_DEVICE=vdev TECOMM_NRANKS=4
 export TECOMM_TIMEOUT=8000 TECOMM_VERBS_TIMEOUT=14 TECOMM_VERBS_RETRY=7
 # 64 KiB chunks keep rxe's work small (about 25 Mbit/s between the guests)
 export TECOMM_VERBS_CHUNK_KB=64
+# the rendezvous's secret (libtecomm(7), SECURITY): both guests make the
+# same from the run's seed, so the keyed rendezvous runs across hosts
+# (a real launcher draws one from /dev/urandom and hands it to every rank)
+TECOMM_SECRET=$(printf 'te-vm-secret-%s' "$seed" | sha256sum | cut -c1-64)
+export TECOMM_SECRET
 
 # te-info sees the rxe device
 out=$(/te/bin/te-info 2>&1 | grep '^verbs:')
