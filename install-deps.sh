@@ -16,6 +16,6 @@ apt-get update -q
 apt-get install -y -q --no-install-recommends \
   build-essential autoconf automake libtool pkg-config \
   liburing-dev check libsubunit-dev libibverbs-dev mandoc valgrind \
-  mpich libmpich-dev \
+  mpich libmpich-dev openmpi-bin libopenmpi-dev \
   qemu-system-x86 busybox-static rdma-core ibverbs-providers iproute2 \
   cmake gfortran python3

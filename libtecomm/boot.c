@@ -65,13 +65,15 @@ tecomm_result_t tc_boot_open(const struct tecomm_bootstrap *bs, int *rank, int *
     r = tc_boot_nccl_open(bs->nccl_comm, rank, nranks, out);
     break;
   case TECOMM_BOOTSTRAP_MPI:
+    /* libtecomm links no MPI: te/comm_mpi.h, compiled by the caller's MPI,
+     * fills the callbacks (and mpi_comm) of this kind */
     TC_ARG(bs->mpi_comm, "%s: bootstrap->mpi_comm is NULL (TECOMM_BOOTSTRAP_MPI)", fn);
-#ifdef TE_HAVE_MPI
-    r = tc_boot_mpi_open(bs->mpi_comm, rank, nranks, out);
-#else
-    r = TC_ERR(TECOMM_ERR_NOT_SUPPORTED, "tecomm_comm_init: TECOMM_BOOTSTRAP_MPI: libtecomm was "
-               "built without MPI (configure --with-mpi)");
-#endif
+    if (!bs->allgather || !bs->barrier)
+      return TC_ERR(TECOMM_ERR_NOT_SUPPORTED,
+                    "%s: TECOMM_BOOTSTRAP_MPI without callbacks: libtecomm links no MPI; fill "
+                    "the bootstrap with tecomm_mpi_bootstrap() of <te/comm_mpi.h>, compiled by "
+                    "your MPI's mpicc", fn);
+    r = tc_boot_callbacks_open(bs, *rank, *nranks, out);
     break;
   default:
     return TC_ERR(TECOMM_ERR_INVALID, "%s: bootstrap->kind %d is not a tecomm_bootstrap_kind", fn,

@@ -37,7 +37,6 @@ void tc_boot_close(struct tc_boot *b);
 
 tecomm_result_t tc_boot_tcp_open(const char *root, int *rank, int *nranks, struct tc_boot **out);
 tecomm_result_t tc_boot_nccl_open(void *nccl_comm, int *rank, int *nranks, struct tc_boot **out);
-tecomm_result_t tc_boot_mpi_open(const void *mpi_comm, int *rank, int *nranks, struct tc_boot **out);
 
 /* ---- the local mesh (mesh.c) -------------------------------------------- */
 

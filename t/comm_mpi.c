@@ -1,15 +1,15 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* comm_mpi.c -- one rank of the MPI bootstrap test (t/comm-mpi.sh starts
- * it under mpirun): a communicator through TECOMM_BOOTSTRAP_MPI with rank
- * and size from MPI_COMM_WORLD, symmetric memory written by every rank and
+/* comm_mpi.c -- one rank of the MPI bootstrap test (t/comm-mpi.sh builds it
+ * with each MPI's own mpicc and starts it under that MPI's mpirun): a bare
+ * TECOMM_BOOTSTRAP_MPI refused (libtecomm links no MPI), then a
+ * communicator through te/comm_mpi.h with rank and size from MPI_COMM_WORLD, symmetric memory written by every rank and
  * read by every peer, an allreduce checked against its exact result when
  * an algorithm can run it, a split by parity.  Exit 0 when all held. */
-#include "config.h"
 #include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <te/comm.h>
+#include <te/comm_mpi.h>
 
 static int rank = -1;
 
@@ -29,9 +29,14 @@ int main(int argc, char **argv) {
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &n);
   MPI_Comm world = MPI_COMM_WORLD;
-  struct tecomm_bootstrap bs = {.kind = TECOMM_BOOTSTRAP_MPI, .mpi_comm = &world};
+  /* the MPI kind without te/comm_mpi.h's callbacks: refused, saying how */
+  struct tecomm_bootstrap bare = {.kind = TECOMM_BOOTSTRAP_MPI, .mpi_comm = &world};
   tecomm_comm_t c = NULL;
-  CHECK(tecomm_comm_init(-1, -1, -1, &bs, &c) == TECOMM_SUCCESS, "tecomm_comm_init");
+  CHECK(tecomm_comm_init(rank, n, -1, &bare, &c) == TECOMM_ERR_NOT_SUPPORTED && !c &&
+            strstr(tecomm_last_error(), "te/comm_mpi.h"),
+        "a bare TECOMM_BOOTSTRAP_MPI: %s", tecomm_last_error());
+  CHECK(tecomm_comm_init_mpi(&world, -1, &c) == TECOMM_SUCCESS, "tecomm_comm_init_mpi: %s",
+        tecomm_last_error());
   int r = -1, nr = -1;
   CHECK(tecomm_comm_rank(c, &r, &nr, NULL) == TECOMM_SUCCESS && r == rank && nr == n,
         "rank %d of %d, MPI says %d of %d", r, nr, rank, n);

@@ -76,7 +76,7 @@ typedef enum tecomm_bootstrap_kind {
   TECOMM_BOOTSTRAP_ENV = 0,       /* TCP rendezvous: TECOMM_RANK, TECOMM_NRANKS, TECOMM_ROOT */
   TECOMM_BOOTSTRAP_CALLBACKS = 1, /* allgather + barrier + ctx */
   TECOMM_BOOTSTRAP_NCCL = 2,      /* an existing NCCL communicator (ncclAllGather) */
-  TECOMM_BOOTSTRAP_MPI = 3        /* an MPI communicator (configure --with-mpi) */
+  TECOMM_BOOTSTRAP_MPI = 3        /* an MPI communicator: te/comm_mpi.h fills it */
 } tecomm_bootstrap_kind_t;
 
 /* Zero-initialised, or NULL where a bootstrap is asked for, means ENV. */
@@ -87,7 +87,7 @@ struct tecomm_bootstrap {
   void *ctx;                      /* CALLBACKS: passed to both */
   const char *root;               /* ENV: "host:port"; NULL reads TECOMM_ROOT */
   void *nccl_comm;                /* NCCL: an ncclComm_t (stays the caller's) */
-  const void *mpi_comm;           /* MPI: the address of an MPI_Comm (stays the caller's) */
+  const void *mpi_comm;           /* MPI: the address of an MPI_Comm (te/comm_mpi.h) */
 };
 
 /* ---- communicators ------------------------------------------------------ */
