@@ -3,13 +3,13 @@
 # install-deps.sh -- installs libte's dependencies on Debian or Ubuntu (run
 # as root, or through sudo).
 #
-#   ./install-deps.sh             what the README's two commands need:
-#                                 building, make check and make installcheck
-#   ./install-deps.sh --runtime   only what building and using the libraries
-#                                 needs: a C compiler, the autotools,
-#                                 pkg-config, liburing and libibverbs
-#   ./install-deps.sh --print [--runtime]
-#                                 print the package list, install nothing
+#   install-deps.sh             what the README's two commands need:
+#                               building, make check and make installcheck
+#   install-deps.sh --runtime   only what building and using the libraries
+#                               needs: a C compiler, the autotools,
+#                               pkg-config, liburing and libibverbs
+#   install-deps.sh --print [--runtime]
+#                               print the package list, install nothing
 #
 # The CUDA toolkit is not installed here: configure finds /usr/local/cuda
 # when present and builds the vdev-only libraries without it.  The default

@@ -38,11 +38,11 @@ done > "$tmp/cites"
 [ -s "$tmp/cites" ] && { sed 's/^/doc-lint: /' "$tmp/cites"; fail=1; }
 
 # ---- 2: every exported function has a page --------------------------------
-NM=${NM:-nm}
+NM=${NM:-nm}   # may carry flags ("nm -B"): split on purpose
 for l in libtecore libtegraph libtecomm; do
   so=$bld/$l/.libs/$l.so
   [ -f "$so" ] || { say "$so not built"; continue; }
-  "$NM" -D --defined-only "$so" | awk '$2 == "T" { sub(/@.*/, "", $3); print $3 }'
+  $NM -D --defined-only "$so" | awk '$2 == "T" { sub(/@.*/, "", $3); print $3 }'
 done | sort -u > "$tmp/exports"
 [ -s "$tmp/exports" ] || say "no exported functions found"
 while read -r fn; do
