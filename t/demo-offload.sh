@@ -27,20 +27,29 @@ status=0
 base="--seed $seed --steps 3 --microbatches 2 --layers 4 --tokens 64 --no-bf16"
 # (mode nocopy: prefetch 3 keeps all 4 blocks on the device; the captured
 # passes then must not join copy streams they never forked)
-for mode in eager callables step eager-spill callables-spill step-spill auto nocopy; do
+# (modes default, default-spill: te-demo's own sizes, vdev's unless
+# TE_DEVICE=cuda: --offload alone must move blocks to host, and a small
+# host budget with a directory must move some to files)
+modes="eager callables step eager-spill callables-spill step-spill auto nocopy"
+test "x$TE_DEVICE" = xcuda || modes="$modes default default-spill"
+for mode in $modes; do
+  args=$base
   case $mode in
     eager*) flag=--no-graphs ;;
     callables*) flag= ;;
     step*) flag=--step-graph ;;
   esac
   case $mode in
+    default-spill) off="--offload --host-budget 0.03 --offload-dir $tmp.dir"; flag=
+      args="--seed $seed" ;;
     *-spill) off="--offload --offload-prefetch 1 --offload-dir $tmp.dir --host-budget 0.3" ;;
     auto) off=--offload; flag=--no-graphs ;;
     nocopy) off="--offload --offload-prefetch 3"; flag= ;;
+    default) off=--offload; flag=; args="--seed $seed" ;;
     *) off="--offload --offload-prefetch 1" ;;
   esac
-  if ! "$demo" $flag $base $off > "$tmp.$mode" 2>&1; then
-    echo "FAIL: te-demo $flag $base $off:"
+  if ! "$demo" $flag $args $off > "$tmp.$mode" 2>&1; then
+    echo "FAIL: te-demo $flag $args $off:"
     cat "$tmp.$mode"
     status=1
     continue
@@ -55,6 +64,14 @@ for mode in eager callables step eager-spill callables-spill step-spill auto noc
     auto)
       if ! grep -q "offload: prefetch [0-9]* chosen: copies at" "$tmp.$mode"; then
         echo "FAIL: te-demo $off did not report the prefetch it chose:"
+        cat "$tmp.$mode"
+        status=1
+      fi ;;
+    default)
+      host=$(sed -n 's/.*per step \([0-9.]*\) MiB to host.*/\1/p' "$tmp.$mode")
+      saved=$(sed -n 's/.*: saved \([0-9.]*\) MiB.*/\1/p' "$tmp.$mode")
+      if ! awk "BEGIN { exit !(${host:-0} > 0 && ${saved:-0} > 0) }"; then
+        echo "FAIL: te-demo $off at its default sizes moved nothing to host:"
         cat "$tmp.$mode"
         status=1
       fi ;;

@@ -11,7 +11,7 @@
 # consumer that did not run cannot pass there).
 #
 # The scripts read from the environment: prefix, exec_prefix, libdir,
-# includedir, bindir (the installed libte), top_srcdir (absolute), CC,
+# includedir, bindir, docdir (the installed libte), top_srcdir (absolute), CC,
 # CMAKE, PKG_CONFIG; each makes and removes its own temporary folder.
 set -u
 top_srcdir=$(cd "${top_srcdir:?}" && pwd) || exit 1

@@ -175,9 +175,16 @@ void demo_offload_attach(struct demo_offload *d, const struct demo_offload_opts 
   } else {
     cfg.host_budget = need + (ndirs ? (size_t)32 << 20 : 0) + 4096;
   }
-  if (cfg.host_budget < ((size_t)64 << 20)) {   /* small budgets: small stripes */
-    cfg.stripe_bytes = 64 << 10;
-    cfg.staging_bytes = 64 << 10;
+  if (cfg.host_budget < ((size_t)64 << 20)) {
+    /* small budgets: 64 KiB stripes, and below 256 KiB (four staging
+     * buffers of them) stripes of an eighth of it, so that a budget of
+     * 32 KiB still spills, in 4 KiB stripes (vdev's default model moves
+     * about 70 KiB a step) */
+    size_t stripe = (size_t)64 << 10;
+    if (cfg.host_budget < 4 * stripe) stripe = (cfg.host_budget / 8) & ~(size_t)4095;
+    if (stripe < 4096) stripe = 4096;
+    cfg.stripe_bytes = stripe;
+    cfg.staging_bytes = stripe;
   }
   tegraph_result_t r = tegraph_offload_create(&cfg, &d->ctx);
   free(dirbuf);

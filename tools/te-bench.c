@@ -16,14 +16,23 @@
 static const char usage_text[] =
     "usage: te-bench [--all] [--copy] [--elementwise] [--fp8] [--gemm] [--graph]\n"
     "                [--mb MB] [--iters N] [--csv | --json] [-q] [-h] [--version]\n"
-    "  --copy --elementwise --fp8 --gemm --graph   the sections to run (default: all)\n"
-    "  --mb MB      size of the large buffers in MiB (default 256)\n"
-    "  --iters N    timed repetitions per kernel (default 20; 3 warm-ups)\n"
-    "  --csv        CSV: a row of column names, then one row per measurement\n"
-    "  --json       one JSON object: the machine, and \"rows\": one object per measurement\n"
-    "  -q, --quiet  the header and the rows only, no explanations\n"
+    "  the sections (none named: all of them):\n"
+    "  -a, --all          every section\n"
+    "  -c, --copy         the copy floor alone (always measured: every figure needs it)\n"
+    "  -e, --elementwise  fill and scale_add in f32 and bf16, against that floor\n"
+    "  -f, --fp8          the FP8 quantize, cast+transpose, norm and GELU kernels\n"
+    "  -g, --gemm         GEMM TFLOP/s beside cuBLASLt called directly\n"
+    "  -G, --graph        libtegraph's update, replay and rebinding costs\n"
+    "  -m, --mb MB        size of the large buffers in MiB (default 256)\n"
+    "  -i, --iters N      timed repetitions per kernel (default 20; 3 warm-ups)\n"
+    "  --csv              CSV: a row of column names, then one row per measurement\n"
+    "  --json             one JSON object: the machine, and \"rows\": one object per measurement\n"
+    "  -q, --quiet        the header and the rows only, no explanations\n"
+    "  -h, --help         this help\n"
+    "  --version          print \"te-bench (libte) VERSION\"\n"
     "  a row: name, shape, time, unit, rate, unit, peer, peer_time, ratio (peer_time / time),\n"
-    "  target, verdict, note; on vdev no targets are judged (its figures are not GPU speed)\n";
+    "  target, verdict, note; on vdev no targets are judged (its figures are not GPU speed)\n"
+    "exit status: 0 ok, 1 a measurement or a library call failed, 2 a wrong command line\n";
 
 int main(int argc, char **argv) {
   struct tb_ctx c = {.mb = 256, .iters = 20};

@@ -826,7 +826,9 @@ static double default_lr(size_t hidden) {
 static int resolve_opts(struct opts *o, int gpu, const struct given *g) {
   o->hidden = g->hidden ? g->hidden : gpu ? 4096 : 64;
   o->ffn = g->ffn ? g->ffn : 4 * o->hidden;
-  o->layers = g->layers ? (int)g->layers : gpu ? 8 : 2;
+  /* vdev's --offload: 4 blocks, so that with the ring's two slots two
+   * blocks leave the device (of 2, none would) */
+  o->layers = g->layers ? (int)g->layers : gpu ? 8 : o->off.on ? 4 : 2;
   o->tokens = g->tokens ? g->tokens : gpu ? 8192 : 16;
   o->steps = g->steps ? (int)g->steps : gpu ? 20 : 8;
   o->microbatches = g->mbs ? (int)g->mbs : 2;
@@ -1081,7 +1083,7 @@ static const char usage_text[] =
     "  exits 1 if a loss does not go down or FP8 leaves BF16 by more than the tolerance\n"
     "  --hidden N         model width (vdev: 64, cuda: 4096)\n"
     "  --ffn N            inner width of each MLP (4 * hidden)\n"
-    "  --layers N         MLP blocks (vdev: 2, cuda: 8)\n"
+    "  --layers N         MLP blocks (vdev: 2, 4 with --offload; cuda: 8)\n"
     "  --tokens N         tokens per microbatch (vdev: 16, cuda: 8192)\n"
     "  --steps N          optimizer steps (vdev: 8, cuda: 20)\n"
     "  --microbatches N   microbatches per step, FP8 weights cached after the first (2)\n"

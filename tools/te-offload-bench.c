@@ -203,13 +203,14 @@ static double raw_uring(int fd, void *buf, size_t bytes, size_t chunk, unsigned 
   return t;
 }
 
-static void bench_spill(const char *dir, size_t bytes, int iters) {
+/* The spill figures; -1 when they could not be taken (said on stderr, once). */
+static int bench_spill(const char *dir, size_t bytes, int iters) {
   int ok = 0;
   const char *why = "";
   GK(tegraph_uring_probe(&ok, &why));
   if (!ok) {
     if (!quiet) printf("spill: skipped: %s\n", why);
-    return;
+    return 0;
   }
   size_t chunk = 1 << 20;
   unsigned qd = 16;   /* the staging buffer's stripes: 8 a chunk, two chunks in flight */
@@ -222,9 +223,10 @@ static void bench_spill(const char *dir, size_t bytes, int iters) {
   int fd = open(path, O_RDWR | O_CREAT | O_TRUNC | O_DIRECT, 0600);
   if (fd < 0 && errno == EINVAL) fd = open(path, O_RDWR | O_CREAT | O_TRUNC, 0600);
   if (fd < 0) {
-    fprintf(stderr, "te-offload-bench: %s: %s\n", path, strerror(errno));
+    fprintf(stderr, "te-offload-bench: --dir %s: cannot create %s: %s\n", dir, path,
+            strerror(errno));
     CK(tecore_mem_free_host(h));
-    return;
+    return -1;
   }
   int bad = raw_uring(fd, h, bytes, chunk, qd, 0) < 0;   /* warm-up: the file's blocks */
   for (int i = 0; i < iters && !bad; i++) {
@@ -238,7 +240,7 @@ static void bench_spill(const char *dir, size_t bytes, int iters) {
   unlink(path);
   if (bad) {
     CK(tecore_mem_free_host(h));
-    return;
+    return -1;
   }
   tecore_devptr_t d = 0;
   CK(tecore_mem_alloc(bytes, &d));
@@ -261,6 +263,7 @@ static void bench_spill(const char *dir, size_t bytes, int iters) {
   GK(tegraph_offload_destroy(c));
   CK(tecore_mem_free(d));
   CK(tecore_mem_free_host(h));
+  return 0;
 }
 
 /* ---- the step with and without offload ---------------------------------------------- */
@@ -369,11 +372,16 @@ static const char usage_text[] =
     "  --mb N       tensor size for the pool and spill figures (cuda: 256, vdev: 8)\n"
     "  --dir DIR    file system for the spill figures ($TMPDIR or /tmp)\n"
     "  --iters N    timed repetitions (cuda: 10, vdev: 3)\n"
-    "  --tokens N --hidden N --layers N   the step's model (cuda: 8192 4096 8;\n"
-    "               vdev: 64 64 5)\n"
+    "  --tokens N   the step's tokens (cuda: 8192, vdev: 64)\n"
+    "  --hidden N   the step's model width (cuda: 4096, vdev: 64)\n"
+    "  --layers N   the step's MLP blocks (cuda: 8, vdev: 5)\n"
     "  --skip LIST  leave out some of pool, spill, step, engine (comma-separated)\n"
     "  -q, --quiet  the figures only\n"
-    "  on vdev no targets are judged: its figures are not GPU speed\n";
+    "  -h, --help   this help\n"
+    "  --version    print \"te-offload-bench (libte) VERSION\"\n"
+    "  on vdev no targets are judged: its figures are not GPU speed\n"
+    "exit status: 0 ok, 1 a part failed (a --dir it cannot write, a library call),\n"
+    "  2 a wrong command line\n";
 
 int main(int argc, char **argv) {
   size_t mb = 0, tokens = 0, hidden = 0;
@@ -450,12 +458,13 @@ int main(int argc, char **argv) {
     if (!gpu) printf("vdev: figures of the virtual device (CPU threads), not GPU speed; no targets\n");
   }
   if (!strstr(skip, "pool")) bench_pool(mb << 20, iters);
-  if (!strstr(skip, "spill")) bench_spill(dir, mb << 20, iters);
+  int failed = 0;   /* a part that could not run fails the whole (exit 1) */
+  if (!strstr(skip, "spill") && bench_spill(dir, mb << 20, iters)) failed = 1;
   if (!strstr(skip, "step")) bench_step(tokens, hidden, layers, iters);
   if (!strstr(skip, "engine")) bench_engine(gpu ? 10000 : 200);
   CK(tecore_event_destroy(E0));
   CK(tecore_event_destroy(E1));
   CK(tecore_stream_destroy(S));
   CK(tecore_ctx_destroy(ctx));
-  return 0;
+  return failed ? TE_EXIT_FAIL : TE_EXIT_OK;
 }
