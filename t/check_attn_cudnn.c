@@ -302,7 +302,7 @@ START_TEST(cudnn_lib_tunable_registered) {
   tecore_result_t r = tecore_tunable_find("TECORE_CUDNN_LIB", &info);
 #ifdef TE_HAVE_CUDA
   ck_assert_msg(r == TECORE_SUCCESS, "TECORE_CUDNN_LIB is not registered: %s", tecore_last_error());
-  ck_assert_int_eq(info.type, TECORE_TUNABLE_STR);
+  ck_assert_int_eq(info.type, TECORE_TUNABLE_STRING);
   ck_assert_msg(info.help && strstr(info.help, "cuDNN"), "help: %s", info.help ? info.help : "");
 #else
   ck_assert_msg(r != TECORE_SUCCESS, "a build without CUDA registers TECORE_CUDNN_LIB");
