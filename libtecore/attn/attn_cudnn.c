@@ -35,9 +35,15 @@
 #include <stdio.h>
 #include <string.h>
 
+TE_PARAM_STR(cudnn_lib, "TECORE_CUDNN_LIB", "", NULL,
+             "cuDNN (9.1 or newer) to dlopen for attention: a path or a soname "
+             "(default: libcudnn.so.9)")
+
 #ifdef TE_HAVE_CUDA
 
 #include "attn/attn_cudnn_api.h"
+
+const char *te_dnn_lib_name(void) { return tecore_tunable_str(&cudnn_lib); }
 #include "cuda/cuda_backend.h"
 
 static int refuse(char *why, size_t len, const char *fmt, ...) __attribute__((format(printf, 3, 4)));

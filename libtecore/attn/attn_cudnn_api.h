@@ -117,6 +117,9 @@ extern struct te_dnn_api te_dnn;
 /* The oldest cuDNN the graphs here were written for (9.1.0). */
 #define TE_DNN_MIN_VERSION 90100
 
+/* TECORE_CUDNN_LIB ("" when unset); registered by attn_cudnn.c in every
+ * build, so that te-info -e lists it whether or not CUDA was found. */
+const char *te_dnn_lib_name(void);
 /* Loads cuDNN once (TECORE_CUDNN_LIB, else libcudnn.so.9).  0 when it is
  * usable; else -1 and why says what failed (every later call repeats it). */
 int te_dnn_load(char *why, size_t why_len);

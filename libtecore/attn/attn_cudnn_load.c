@@ -18,10 +18,6 @@
 #include <stdio.h>
 #include <string.h>
 
-TE_PARAM_STR(cudnn_lib, "TECORE_CUDNN_LIB", "", NULL,
-             "cuDNN (9.1 or newer) to dlopen for attention: a path or a soname "
-             "(default: libcudnn.so.9)")
-
 struct te_dnn_api te_dnn;
 
 static struct {
@@ -41,7 +37,7 @@ static struct {
 static int nhandles, fini_registered;
 
 static void dnn_load(void) {
-  const char *want = tecore_tunable_str(&cudnn_lib);
+  const char *want = te_dnn_lib_name();
   const char *name = want && want[0] ? want : "libcudnn.so.9";
   dlerror();
   void *lib = dlopen(name, RTLD_NOW | RTLD_LOCAL);
