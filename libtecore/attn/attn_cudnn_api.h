@@ -120,12 +120,10 @@ extern struct te_dnn_api te_dnn;
 /* TECORE_CUDNN_LIB ("" when unset); registered by attn_cudnn.c in every
  * build, so that te-info -e lists it whether or not CUDA was found. */
 const char *te_dnn_lib_name(void);
-/* Loads cuDNN once (TECORE_CUDNN_LIB, else libcudnn.so.9).  0 when it is
- * usable; else -1 and why says what failed (every later call repeats it). */
-int te_dnn_load(char *why, size_t why_len);
 /* cudnnGetVersion() of the loaded library, 0 before a successful load. */
 size_t te_dnn_version(void);
-/* The cuDNN handle of the calling thread's current context, created on
+/* The cuDNN handle of the calling thread's current context, cuDNN loaded
+ * on the first call (TECORE_CUDNN_LIB, else libcudnn.so.9), created on
  * first use (the thread's capture mode relaxed meanwhile); NULL with the
  * reason in why. */
 te_dnn_handle_t te_dnn_handle(char *why, size_t why_len);

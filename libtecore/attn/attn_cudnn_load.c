@@ -76,7 +76,9 @@ static void dnn_load(void) {
           v / 100 % 100, v % 100, name);
 }
 
-int te_dnn_load(char *why, size_t why_len) {
+/* 0 when cuDNN is usable; else -1 and why says what failed (every later
+ * call repeats it). */
+static int te_dnn_load(char *why, size_t why_len) {
   pthread_once(&g_dnn.once, dnn_load);
   if (g_dnn.ok) return 0;
   snprintf(why, why_len, "%s", g_dnn.msg);
