@@ -1,0 +1,291 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* attn_cudnn.c -- the "cudnn" row of the attention backends
+ * (attn_backend.h): fused attention through cuDNN 9's backend API, loaded
+ * at run time (attn_cudnn_load.c), one graph and plan per shape
+ * (attn_cudnn_graph.c, attn_cudnn_plan.c).
+ *
+ * What it takes: BF16 or F16 Q, K, V and O of one type; fixed sequence
+ * lengths (the caller's host lengths: p->fixed_seqlen_q/kv); causal or not,
+ * bottom-right aligned, with a query length not above the key length (so
+ * that every row sees a key); an optional sliding window; grouped-query
+ * attention; 16-byte aligned addresses and strides.  It refuses, saying
+ * why, variable lengths given only on the device (cuDNN 9 needs per
+ * sequence lengths and element offsets that cu_seqlens does not give
+ * without a kernel), FP8, and whatever cuDNN's heuristics refuse; the next
+ * row (libte's kernel) then runs.
+ *
+ * Softmax statistics.  cuDNN's stats tensor is [b][h][s][1]; with fixed
+ * lengths token b*s+i of head h is lse[h][b*s+i], so the stats tensor
+ * takes the strides {s, total_q, 1, 1} and cuDNN writes and reads the
+ * caller's lse directly: nothing is kept between forward and backward.
+ *
+ * Workspace.  The forward needs the engine's workspace; the backward
+ * needs, before it, rowsum(dO * O) (float [b][h][s]) and a float
+ * accumulator of dQ ([b][h][s][d]), each at a 256-byte boundary.  The
+ * caller's workspace is used; nothing is allocated per call.
+ *
+ * Capture.  supports() and workspace() build the plan (with the thread's
+ * capture mode relaxed, so that another stream's capture survives cuDNN's
+ * allocations); fwd()/bwd() on a capturing stream use a cached plan and
+ * refuse (TECORE_ERR_CAPTURE) to build one. */
+#include "attn/attn_backend.h"
+#include "internal.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+TE_PARAM_STR(cudnn_lib, "TECORE_CUDNN_LIB", "", NULL,
+             "cuDNN (9.1 or newer) to dlopen for attention: a path or a soname "
+             "(default: libcudnn.so.9)")
+
+#ifdef TE_HAVE_CUDA
+
+#include "attn/attn_cudnn_api.h"
+
+const char *te_dnn_lib_name(void) { return tecore_tunable_str(&cudnn_lib); }
+#include "cuda/cuda_backend.h"
+
+static int refuse(char *why, size_t len, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static int refuse(char *why, size_t len, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  if (why && len) vsnprintf(why, len, fmt, ap);
+  va_end(ap);
+  return 0;
+}
+
+static int aligned(const struct te_attn_view *v, const char *name, char *why, size_t len) {
+  if (v->ptr % 16 || v->token_stride % 8 || v->head_stride % 8)
+    return refuse(why, len, "%s is not 16-byte aligned (address 0x%llx, strides %zu, %zu "
+                  "elements): cuDNN takes 16-byte aligned rows", name,
+                  (unsigned long long)v->ptr, v->token_stride, v->head_stride);
+  return 1;
+}
+
+/* The problem as the graph's shape; 0 with the reason when the graph
+ * cannot express it. */
+static int shape_of(const struct te_attn_problem *p, int backward, struct te_dnn_shape *s,
+                    char *why, size_t len) {
+  tecore_backend_t be;
+  if (tecore_backend(&be) != TECORE_SUCCESS)
+    return refuse(why, len, "no device backend: %s", tecore_last_error());
+  if (be != TECORE_BACKEND_CUDA) return refuse(why, len, "vdev has no cuDNN");
+  if (p->qkv_dtype == TECORE_DTYPE_E4M3)
+    return refuse(why, len, "FP8 attention is not wired to cuDNN in libte yet");
+  if (p->qkv_dtype != TECORE_DTYPE_BF16 && p->qkv_dtype != TECORE_DTYPE_F16)
+    return refuse(why, len, "cuDNN attention takes BF16 or F16, not %s",
+                  tecore_dtype_name(p->qkv_dtype));
+  if (p->o_dtype != p->qkv_dtype)
+    return refuse(why, len, "O's type %s differs from Q's %s", tecore_dtype_name(p->o_dtype),
+                  tecore_dtype_name(p->qkv_dtype));
+  if (!p->fixed_seqlen_q || !p->fixed_seqlen_kv)
+    return refuse(why, len, "variable sequence lengths (device cu_seqlens) are not wired to "
+                  "cuDNN in libte yet");
+  if (p->total_q != p->batch * p->fixed_seqlen_q || p->total_kv != p->batch * p->fixed_seqlen_kv)
+    return refuse(why, len, "total tokens %zu/%zu are not batch %zu x lengths %zu/%zu",
+                  p->total_q, p->total_kv, p->batch, p->fixed_seqlen_q, p->fixed_seqlen_kv);
+  if (p->causal && p->fixed_seqlen_q > p->fixed_seqlen_kv)
+    return refuse(why, len, "causal with more queries (%zu) than keys (%zu): rows that see no "
+                  "key", p->fixed_seqlen_q, p->fixed_seqlen_kv);
+  if (p->head_dim % 8 || p->head_dim > 256)
+    return refuse(why, len, "head_dim %d: cuDNN takes multiples of 8 up to 256", p->head_dim);
+  if (p->lse % 16) return refuse(why, len, "lse is not 16-byte aligned");
+  if (!aligned(&p->q, "q", why, len) || !aligned(&p->k, "k", why, len) ||
+      !aligned(&p->v, "v", why, len) || !aligned(&p->o, "o", why, len))
+    return 0;
+  if (backward && (!aligned(&p->d_o, "d_o", why, len) || !aligned(&p->dq, "dq", why, len) ||
+                   !aligned(&p->dk, "dk", why, len) || !aligned(&p->dv, "dv", why, len)))
+    return 0;
+  memset(s, 0, sizeof *s); /* the cache compares whole structs */
+  s->b = (int64_t)p->batch;
+  s->hq = p->heads, s->hk = p->kv_heads, s->d = p->head_dim;
+  s->sq = (int64_t)p->fixed_seqlen_q, s->skv = (int64_t)p->fixed_seqlen_kv;
+  s->total_q = (int64_t)p->total_q;
+  s->dtype = p->qkv_dtype == TECORE_DTYPE_BF16 ? TE_DNN_DATA_BFLOAT16 : TE_DNN_DATA_HALF;
+  s->causal = p->causal != 0;
+  s->window_left = p->window_left < 0 ? -1 : p->window_left;
+  s->stats_direct = 1;
+  s->q_ts = (int64_t)p->q.token_stride, s->q_hs = (int64_t)p->q.head_stride;
+  s->k_ts = (int64_t)p->k.token_stride, s->k_hs = (int64_t)p->k.head_stride;
+  s->v_ts = (int64_t)p->v.token_stride, s->v_hs = (int64_t)p->v.head_stride;
+  s->o_ts = (int64_t)p->o.token_stride, s->o_hs = (int64_t)p->o.head_stride;
+  if (backward) {
+    s->do_ts = (int64_t)p->d_o.token_stride, s->do_hs = (int64_t)p->d_o.head_stride;
+    s->dq_ts = (int64_t)p->dq.token_stride, s->dq_hs = (int64_t)p->dq.head_stride;
+    s->dk_ts = (int64_t)p->dk.token_stride, s->dk_hs = (int64_t)p->dk.head_stride;
+    s->dv_ts = (int64_t)p->dv.token_stride, s->dv_hs = (int64_t)p->dv.head_stride;
+  }
+  return 1;
+}
+
+static int cudnn_supports(const struct te_attn_problem *p, int backward, char *why,
+                          size_t why_len) {
+  struct te_dnn_shape s;
+  if (!shape_of(p, backward, &s, why, why_len)) return 0;
+  tecore_result_t code;
+  char buf[512];
+  struct te_dnn_plan *plan = te_dnn_plan_get(&s, backward, 1, buf, sizeof buf, &code);
+  if (!plan) return refuse(why, why_len, "%s", buf);
+  te_dnn_plan_release();
+  return 1;
+}
+
+static size_t cudnn_workspace(const struct te_attn_problem *p, int backward) {
+  struct te_dnn_shape s;
+  if (!shape_of(p, backward, &s, NULL, 0)) return 0;
+  tecore_result_t code;
+  char buf[512];
+  struct te_dnn_plan *plan = te_dnn_plan_get(&s, backward, 1, buf, sizeof buf, &code);
+  if (!plan) return 0;
+  size_t n = plan->ws_bytes;
+  te_dnn_plan_release();
+  return n;
+}
+
+#define TE_DNN_PACK_MAX (TE_DNN_ROLES + TE_DNN_MAX_BYVAL)
+
+/* Runs plan on stream with the role pointers (NULL: role absent). */
+static tecore_result_t execute(struct te_dnn_plan *plan, void *const ptrs[TE_DNN_ROLES],
+                               void *ws, tecore_stream_t stream, const char *who) {
+  const struct te_dnn_graph *g = &plan->graph;
+  int64_t uids[TE_DNN_PACK_MAX];
+  void *data[TE_DNN_PACK_MAX];
+  int n = 0;
+  for (int r = 0; r < TE_DNN_ROLES; r++)
+    if (g->role_uid[r]) {
+      if (!ptrs[r]) return TE_ERR(TECORE_ERR_INTERNAL, "%s: cuDNN tensor role %d unset", who, r);
+      uids[n] = g->role_uid[r];
+      data[n++] = ptrs[r];
+    }
+  for (int i = 0; i < g->nbyval; i++) {
+    uids[n] = g->byval_uid[i];
+    data[n++] = (void *)&g->byval[i];
+  }
+  char buf[384];
+  te_dnn_status_t s = te_dnn.p_cudnnSetStream(plan->handle, stream);
+  const char *fn = "cudnnSetStream";
+  te_dnn_desc_t pack = NULL;
+  if (s == 0) {
+    fn = "cudnnBackendCreateDescriptor(variant pack)";
+    s = te_dnn.p_cudnnBackendCreateDescriptor(TE_DNN_VARIANT_PACK_DESCRIPTOR, &pack);
+  }
+  if (s == 0) {
+    fn = "variant pack";
+    s = te_dnn.p_cudnnBackendSetAttribute(pack, TE_DNN_ATTR_VARIANT_PACK_UNIQUE_IDS,
+                                          TE_DNN_TYPE_INT64, n, uids);
+  }
+  if (s == 0)
+    s = te_dnn.p_cudnnBackendSetAttribute(pack, TE_DNN_ATTR_VARIANT_PACK_DATA_POINTERS,
+                                          TE_DNN_TYPE_VOID_PTR, n, data);
+  if (s == 0)
+    s = te_dnn.p_cudnnBackendSetAttribute(pack, TE_DNN_ATTR_VARIANT_PACK_WORKSPACE,
+                                          TE_DNN_TYPE_VOID_PTR, 1, &ws);
+  if (s == 0) s = te_dnn.p_cudnnBackendFinalize(pack);
+  if (s == 0) {
+    fn = "cudnnBackendExecute";
+    s = te_dnn.p_cudnnBackendExecute(plan->handle, plan->plan, pack);
+  }
+  if (pack) (void)te_dnn.p_cudnnBackendDestroyDescriptor(pack);
+  if (s == 0) return TECORE_SUCCESS;
+  te_dnn_describe(s, fn, buf, sizeof buf);
+  return TE_ERR(te_dnn_result(s), "%s (cudnn): %s", who, buf);
+}
+
+#define DEV(x) ((void *)(uintptr_t)(x))
+
+/* The plan for p on stream: built unless the stream captures.  Holds the
+ * cache lock on success (te_dnn_plan_release). */
+static tecore_result_t plan_for(const struct te_attn_problem *p, int backward,
+                                tecore_stream_t stream, const char *who,
+                                struct te_dnn_plan **out) {
+  struct te_dnn_shape s;
+  char why[512];
+  if (!shape_of(p, backward, &s, why, sizeof why))
+    return TE_ERR(TECORE_ERR_NOT_SUPPORTED, "%s (cudnn): %s", who, why);
+  tecore_capture_status_t st = TECORE_CAPTURE_NONE;
+  TE_CHECK(te_cuda_stream_capture_status(stream, &st));
+  tecore_result_t code;
+  *out = te_dnn_plan_get(&s, backward, st == TECORE_CAPTURE_NONE, why, sizeof why, &code);
+  if (!*out) return TE_ERR(code, "%s (cudnn): %s", who, why);
+  if (p->workspace_bytes < (*out)->ws_bytes || (p->workspace % 256 && (*out)->ws_bytes)) {
+    size_t need = (*out)->ws_bytes;
+    te_dnn_plan_release();
+    return TE_ERR(TECORE_ERR_INVALID, "%s (cudnn): workspace of %zu bytes at 0x%llx; this "
+                  "shape needs %zu, 256-byte aligned", who, p->workspace_bytes,
+                  (unsigned long long)p->workspace, need);
+  }
+  return TECORE_SUCCESS;
+}
+
+static tecore_result_t cudnn_fwd(const struct te_attn_problem *p, tecore_stream_t stream) {
+  static const char who[] = "tecore_attention_fwd";
+  struct te_dnn_plan *plan;
+  TE_CHECK(plan_for(p, 0, stream, who, &plan));
+  float scale = p->scale;
+  void *ptrs[TE_DNN_ROLES] = {0};
+  ptrs[TE_DNN_Q] = DEV(p->q.ptr), ptrs[TE_DNN_K] = DEV(p->k.ptr);
+  ptrs[TE_DNN_V] = DEV(p->v.ptr), ptrs[TE_DNN_O] = DEV(p->o.ptr);
+  ptrs[TE_DNN_STATS] = DEV(p->lse), ptrs[TE_DNN_SCALE] = &scale;
+  tecore_result_t r = execute(plan, ptrs, DEV(p->workspace), stream, who);
+  te_dnn_plan_release();
+  return r;
+}
+
+static tecore_result_t cudnn_bwd(const struct te_attn_problem *p, tecore_stream_t stream) {
+  static const char who[] = "tecore_attention_bwd";
+  struct te_dnn_plan *plan;
+  TE_CHECK(plan_for(p, 1, stream, who, &plan));
+  const struct te_dnn_graph *g = &plan->graph;
+  size_t sum_at = 0, acc_at = (g->ws_sum_bytes + 255) & ~(size_t)255;
+  size_t eng_at = acc_at + ((g->ws_dqacc_bytes + 255) & ~(size_t)255);
+  float scale = p->scale;
+  void *ptrs[TE_DNN_ROLES] = {0};
+  ptrs[TE_DNN_Q] = DEV(p->q.ptr), ptrs[TE_DNN_K] = DEV(p->k.ptr);
+  ptrs[TE_DNN_V] = DEV(p->v.ptr), ptrs[TE_DNN_O] = DEV(p->o.ptr);
+  ptrs[TE_DNN_STATS] = DEV(p->lse), ptrs[TE_DNN_SCALE] = &scale;
+  ptrs[TE_DNN_DO] = DEV(p->d_o.ptr), ptrs[TE_DNN_DQ] = DEV(p->dq.ptr);
+  ptrs[TE_DNN_DK] = DEV(p->dk.ptr), ptrs[TE_DNN_DV] = DEV(p->dv.ptr);
+  ptrs[TE_DNN_WS_SUM] = DEV(p->workspace + sum_at);
+  ptrs[TE_DNN_WS_DQACC] = DEV(p->workspace + acc_at);
+  tecore_result_t r = TECORE_SUCCESS;
+  /* before cuDNN 9.6 the engines add into the dQ accumulator */
+  if (te_dnn_version() < 90600)
+    r = TE_CU(cuMemsetD32Async, (CUdeviceptr)(p->workspace + acc_at), 0,
+              g->ws_dqacc_bytes / sizeof(float), (CUstream)stream);
+  if (r == TECORE_SUCCESS)
+    r = execute(plan, ptrs, DEV(p->workspace + eng_at), stream, who);
+  te_dnn_plan_release();
+  return r;
+}
+
+#else /* no CUDA in this build */
+
+static int cudnn_supports(const struct te_attn_problem *p, int backward, char *why,
+                          size_t why_len) {
+  (void)p, (void)backward;
+  if (why && why_len) snprintf(why, why_len, "libte was built without CUDA: no cuDNN");
+  return 0;
+}
+static size_t cudnn_workspace(const struct te_attn_problem *p, int backward) {
+  (void)p, (void)backward;
+  return 0;
+}
+static tecore_result_t cudnn_fwd(const struct te_attn_problem *p, tecore_stream_t stream) {
+  (void)p, (void)stream;
+  return TE_ERR(TECORE_ERR_NOT_SUPPORTED, "tecore_attention_fwd (cudnn): built without CUDA");
+}
+static tecore_result_t cudnn_bwd(const struct te_attn_problem *p, tecore_stream_t stream) {
+  (void)p, (void)stream;
+  return TE_ERR(TECORE_ERR_NOT_SUPPORTED, "tecore_attention_bwd (cudnn): built without CUDA");
+}
+
+#endif
+
+const struct te_attn_backend te_attn_backend_cudnn = {
+    .name = "cudnn",
+    .supports = cudnn_supports,
+    .workspace = cudnn_workspace,
+    .fwd = cudnn_fwd,
+    .bwd = cudnn_bwd,
+};
