@@ -93,7 +93,7 @@ fi
 # ---- 2. file names in comments -----------------------------------------------------
 
 # Headers of other packages that comments name.
-external="cuda.h cuda_runtime.h cudaTypedefs.h cublasLt.h nvml.h nccl.h dlpack/dlpack.h
+external="mpi.h cuda.h cuda_runtime.h cudaTypedefs.h cublasLt.h nvml.h nccl.h dlpack/dlpack.h
 liburing.h infiniband/verbs.h"
 
 # Every file of both trees (the build tree has the generated ones: config.h,
