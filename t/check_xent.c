@@ -311,7 +311,7 @@ START_TEST(xent_bad_arguments) {
   TE_EXPECT_INVALID("loss", tecore_xent_fwd(&g, 0, o + 16, 0, te_stream));
   TE_EXPECT_INVALID("lse", tecore_xent_fwd(&g, o, 0, 0, te_stream));
   TE_EXPECT_INVALID("loss", tecore_xent_fwd(&g, o + 2, o + 16, 0, te_stream));
-  TE_EXPECT_INVALID("lse overlaps loss", tecore_xent_fwd(&g, o, o + 8, 0, te_stream));
+  TE_EXPECT_INVALID("loss overlaps lse", tecore_xent_fwd(&g, o, o + 8, 0, te_stream));
   TE_EXPECT_INVALID("loss overlaps args->logits", tecore_xent_fwd(&g, b + 64, o + 16, 0, te_stream));
   TE_EXPECT_INVALID("bytes", tecore_xent_workspace_size(4, NULL));
   TE_EXPECT_INVALID("flags", tecore_xent_bwd(&g, o + 16, o, 0, 0x10, te_stream));
