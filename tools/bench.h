@@ -69,6 +69,8 @@ tecore_devptr_t tb_alloc_random(struct tb_ctx *c, size_t count, tecore_dtype_t d
 void tb_elementwise(struct tb_ctx *c);
 void tb_fp8(struct tb_ctx *c);
 void tb_gemm(struct tb_ctx *c);
+/* tools/bench_model.c: RoPE, embedding backward, cross-entropy */
+void tb_model(struct tb_ctx *c);
 /* Host clock (CLOCK_MONOTONIC) in microseconds, and the median of v[0..n)
  * (sorts v). */
 double tb_now_us(void);

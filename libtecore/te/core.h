@@ -20,6 +20,9 @@
 #include <te/norm.h>
 #include <te/transpose.h>
 #include <te/optim.h>
+#include <te/rope.h>
+#include <te/embedding.h>
+#include <te/loss.h>
 #include <te/ops.h>
 #include <te/svc.h>
 #include <te/convert.h>

@@ -1,0 +1,126 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* bench_model.c -- te-bench's model-parts rows: RoPE (in place on the Q
+ * and K of a packed BF16 QKV), token-embedding backward (BF16 dy into F32
+ * dW) and cross-entropy forward and backward (BF16 logits), each as a
+ * fraction of the copy floor for the bytes it must move.  On a GPU the
+ * shapes are 8192 tokens (Llama-like 32 + 8 + 8 heads of 128; hidden
+ * 4096; vocabulary 50304); vdev takes 256 tokens (its figures are not
+ * speed). */
+#include "bench.h"
+#include <stdio.h>
+#include <stdlib.h>
+
+struct rope_arg {
+  struct tecore_rope_args a;
+};
+static tecore_result_t rope_body(struct tb_ctx *c, void *p) {
+  return tecore_rope_fwd(&((struct rope_arg *)p)->a, c->s);
+}
+
+struct emb_arg {
+  struct tecore_embedding_args a;
+  struct tecore_tensor dy, dw;
+};
+static tecore_result_t emb_body(struct tb_ctx *c, void *p) {
+  struct emb_arg *e = p;
+  return tecore_embedding_bwd(&e->a, &e->dy, &e->dw, NULL, c->s);
+}
+
+struct xent_arg {
+  struct tecore_xent_args a;
+  tecore_devptr_t out;
+  int bwd;
+};
+static tecore_result_t xent_body(struct tb_ctx *c, void *p) {
+  struct xent_arg *x = p;
+  tecore_devptr_t o = x->out;
+  size_t T = x->a.logits->shape[0];
+  if (!x->bwd) return tecore_xent_fwd(&x->a, o, o + 4 * T, o + 8 * T + 16, c->s);
+  return tecore_xent_bwd(&x->a, o + 4 * T, o + 8 * T, 0, 0, c->s);
+}
+
+static void model_rope(struct tb_ctx *c, size_t T) {
+  int H = 32, Hk = 8, D = 128, W = H + 2 * Hk;
+  tecore_devptr_t qkv = tb_alloc_random(c, T * W * D, TECORE_DTYPE_BF16);
+  if (!qkv) return;
+  size_t ts = (size_t)W * D;
+  struct rope_arg r = {{.dtype = TECORE_DTYPE_BF16, .tokens = T, .q_heads = H, .k_heads = Hk,
+                        .head_dim = D, .seq_len = 4096, .q_in = {qkv, ts, D},
+                        .q_out = {qkv, ts, D}, .k_in = {qkv + (size_t)H * D * 2, ts, D},
+                        .k_out = {qkv + (size_t)H * D * 2, ts, D}}};
+  char shape[64];
+  snprintf(shape, sizeof shape, "%zux(%d+%d)x%d bf16", T, H, Hk, D);
+  /* Q and K read and written once */
+  tb_report(c, "rope fwd in place", shape, tb_time(c, rope_body, &r),
+            2.0 * T * (H + Hk) * D * 2, 85);
+  tecore_mem_free(qkv);
+}
+
+static void model_embedding(struct tb_ctx *c, size_t T) {
+  size_t V = 50304, Hd = 4096;
+  tecore_devptr_t dy = tb_alloc_random(c, T * Hd, TECORE_DTYPE_BF16);
+  tecore_devptr_t dw = tb_alloc_random(c, V * Hd, TECORE_DTYPE_F32), ids = 0;
+  int32_t *h = malloc(T * 4);
+  unsigned char *seen = calloc(V, 1);
+  size_t uniq = 0;
+  uint64_t x = 88172645463325252ull;
+  for (size_t t = 0; t < T; t++) {
+    x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+    h[t] = (int32_t)(x % V);
+    uniq += !seen[h[t]]++;
+  }
+  if (dy && dw && tecore_mem_alloc(T * 4, &ids) == TECORE_SUCCESS &&
+      tecore_memcpy(ids, (tecore_devptr_t)(uintptr_t)h, T * 4) == TECORE_SUCCESS) {
+    struct emb_arg e = {.a = {.ids = ids, .tokens = T}};
+    size_t s1[2] = {T, Hd}, s2[2] = {V, Hd};
+    tecore_tensor_init(&e.dy, TECORE_DTYPE_BF16, 2, s1, dy);
+    tecore_tensor_init(&e.dw, TECORE_DTYPE_F32, 2, s2, dw);
+    char shape[64];
+    snprintf(shape, sizeof shape, "%zu ids, %zux%zu f32 dW", T, V, Hd);
+    /* dy read; each named row of dW read and written; the ids */
+    tb_report(c, "embedding bwd", shape, tb_time(c, emb_body, &e),
+              (double)T * Hd * 2 + 2.0 * uniq * Hd * 4 + T * 4.0, 85);
+  }
+  if (ids) tecore_mem_free(ids);
+  if (dy) tecore_mem_free(dy);
+  if (dw) tecore_mem_free(dw);
+  free(h);
+  free(seen);
+}
+
+static void model_xent(struct tb_ctx *c, size_t T) {
+  size_t V = 50304;
+  tecore_devptr_t lg = tb_alloc_random(c, T * V, TECORE_DTYPE_BF16), lab = 0, out = 0;
+  int32_t *h = malloc(T * 4);
+  for (size_t t = 0; t < T; t++) h[t] = (int32_t)((t * 7919) % V);
+  if (lg && tecore_mem_alloc(T * 4, &lab) == TECORE_SUCCESS &&
+      tecore_mem_alloc(12 * T + 64, &out) == TECORE_SUCCESS &&
+      tecore_memcpy(lab, (tecore_devptr_t)(uintptr_t)h, T * 4) == TECORE_SUCCESS &&
+      tecore_memset_d32_async(out + 8 * T, 0x3f800000u, T, c->s) == TECORE_SUCCESS) {
+    struct tecore_tensor t;
+    size_t s[2] = {T, V};
+    tecore_tensor_init(&t, TECORE_DTYPE_BF16, 2, s, lg);
+    struct xent_arg x = {.a = {.logits = &t, .labels = lab, .ignore_index = -100}, .out = out};
+    char shape[64];
+    snprintf(shape, sizeof shape, "%zux%zu bf16", T, V);
+    /* forward: the logits read once; backward: read and written (the
+     * backward rewrites its own output: a steady state of the same cost) */
+    tb_report(c, "xent fwd", shape, tb_time(c, xent_body, &x), (double)T * V * 2, 85);
+    x.bwd = 1;
+    tb_report(c, "xent bwd in place", shape, tb_time(c, xent_body, &x), 2.0 * T * V * 2, 85);
+  }
+  if (lab) tecore_mem_free(lab);
+  if (out) tecore_mem_free(out);
+  if (lg) tecore_mem_free(lg);
+  free(h);
+}
+
+void tb_model(struct tb_ctx *c) {
+  size_t T = c->speed ? 8192 : 256;
+  c->section = "model";
+  tb_info(c, "model parts: RoPE, embedding backward, cross-entropy; %% of the copy floor for "
+             "the bytes each must move");
+  model_rope(c, T);
+  model_embedding(c, T);
+  model_xent(c, T);
+}
