@@ -37,16 +37,15 @@ static const char usage_text[] =
 int main(int argc, char **argv) {
   struct tb_ctx c = {.mb = 256, .iters = 20};
   int want_copy = 0, want_ew = 0, want_fp8 = 0, want_gemm = 0, want_graph = 0, opt;
-  enum { O_CSV = 0x100, O_JSON };
   static const struct option longs[] = {
       {"all", no_argument, 0, 'a'},         {"copy", no_argument, 0, 'c'},
       {"elementwise", no_argument, 0, 'e'}, {"fp8", no_argument, 0, 'f'},
       {"mb", required_argument, 0, 'm'},    {"iters", required_argument, 0, 'i'},
       {"gemm", no_argument, 0, 'g'},        {"graph", no_argument, 0, 'G'},
-      {"csv", no_argument, 0, O_CSV},       {"json", no_argument, 0, O_JSON},
-      TE_CLI_LONGS,                         {0, 0, 0, 0}};
+      TE_CLI_FORMATS,                       TE_CLI_LONGS,
+      {0, 0, 0, 0}};
   struct te_cli cli = {.prog = "te-bench", .usage = usage_text, .shorts = "acefgGm:i:qh",
-                       .longs = longs};
+                       .longs = longs, .out = &c.out};
   while ((opt = te_cli_next(&cli, argc, argv)) != -1) {
     switch (opt) {
     case TE_CLI_EXIT: return cli.status;
@@ -62,16 +61,9 @@ int main(int argc, char **argv) {
     case 'i':
       if (te_cli_int(&cli, "--iters", optarg, 1, 1000000, &c.iters)) return cli.status;
       break;
-    case O_CSV:
-    case O_JSON:
-      if (c.format != TB_TEXT && c.format != (opt == O_CSV ? TB_CSV : TB_JSON))
-        return te_cli_error(&cli, "--csv and --json: one or the other");
-      c.format = opt == O_CSV ? TB_CSV : TB_JSON;
-      break;
     }
   }
   if (te_cli_end(&cli, argc, argv)) return cli.status;
-  c.quiet = cli.quiet;
   if (!want_copy && !want_ew && !want_fp8 && !want_gemm && !want_graph)
     want_copy = want_ew = want_fp8 = want_gemm = want_graph = 1;
   if (tb_setup(&c)) {
