@@ -132,7 +132,7 @@ void te_out_table(struct te_out *o, const char *name, const struct te_out_col *c
   o->nrows = 0;
   o->in_table = 1;
   /* CSV holds one table: the first */
-  o->writes = o->format != TE_OUT_CSV || o->ntables == 0;
+  o->writes = o->format == TE_OUT_TABLE ? !o->own_table : o->format != TE_OUT_CSV || o->ntables == 0;
   o->ntables++;
   if (o->format == TE_OUT_JSON) {
     fprintf(F, ", ");
@@ -141,7 +141,7 @@ void te_out_table(struct te_out *o, const char *name, const struct te_out_col *c
   } else if (o->format == TE_OUT_CSV && o->writes) {
     for (int i = 0; i < ncols; i++) fprintf(F, "%s%s", i ? "," : "", cols[i].name);
     fputc('\n', F);
-  } else if (o->format == TE_OUT_TABLE && !o->no_heading) {
+  } else if (o->format == TE_OUT_TABLE && o->writes && !o->no_heading) {
     char line[2048];
     size_t n = (size_t)snprintf(line, sizeof line, "%s", o->head_prefix ? o->head_prefix : "");
     for (int i = 0, first = 1; i < ncols && n < sizeof line; i++) {

@@ -58,6 +58,8 @@ struct te_out {
   int quiet;                 /* no notes, no progress */
   const char *head_prefix;   /* the table's heading line starts with it ("#"); NULL: "" */
   int no_heading;            /* the table: no heading line */
+  int own_table;             /* the tool prints its own prose for people: in the table
+                              * mode the layer writes no heading and no rows */
   FILE *f;                   /* the document's stream; NULL: stdout */
   /* the layer's own state */
   const struct te_out_col *cols;

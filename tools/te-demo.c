@@ -78,7 +78,7 @@
 
 /* --csv, --json: the steps and the runs as rows (tools/out.h); the prose
  * then goes to stderr.  Not with --tp (its ranks are processes). */
-static struct te_out OUT = {.tool = "te-demo"};
+static struct te_out OUT = {.tool = "te-demo", .own_table = 1};
 static const struct te_out_col step_cols[] = {
     {"run", TE_OUT_STR, 0, 0, 0, 0},          {"step", TE_OUT_NUM, 0, 0, 0, 0},
     {"loss", TE_OUT_NUM, 0, 0, 0, 0},         {"ms", TE_OUT_NUM, 0, 0, 0, 0},
