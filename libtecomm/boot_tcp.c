@@ -197,7 +197,8 @@ static tecomm_result_t peer_connect(struct tcp_boot *t, const char *host, const 
     if (tc_now_ms() > deadline) {
       freeaddrinfo(ai);
       return TC_ERR(TECOMM_ERR_TIMEOUT, "%s: rank 0 did not listen on %s and accept this rank "
-                    "within TECOMM_TIMEOUT (last: %s)", fn, root, why);
+                    "within TECOMM_TIMEOUT (%lld ms) (last: %s)", fn, root,
+                    (long long)tc_timeout_ms(), why);
     }
     usleep(10000);
   }

@@ -9,6 +9,7 @@
 #include "internal.h"
 #include "device_ops.h"
 #include "vdev/vdev.h"
+#include "ksupport/span.h"
 #include <stdio.h>
 
 TE_PARAM_INT(cuda_check, "TECORE_CUDA_CHECK", 0, 0, 1,
@@ -69,4 +70,25 @@ void te_dev_check_range_later(tecore_devptr_t p, size_t bytes, const char *fn, c
   if (range_bad(p, bytes, why, sizeof why) == 0) return;
   te_error_defer(TECORE_ERR_ILLEGAL_ADDRESS, "%s: illegal address: %s (0x%llx, %zu bytes): %s",
                  fn, what, (unsigned long long)p, bytes, why);
+}
+
+/* A span that runs past the allocation it starts in, when the registry
+ * knows it: a shape larger than its buffer (internal.h).  Asked only
+ * after a conflict, so the query costs nothing on calls that pass. */
+int te_span_past_buffer(const struct te_span *s, size_t n, char *msg, size_t len) {
+  for (size_t i = 0; i < n; i++) {
+    tecore_devptr_t base = 0;
+    size_t bytes = 0;
+    if (!s[i].p || !s[i].bytes || tecore_mem_range(s[i].p, &base, &bytes) != TECORE_SUCCESS)
+      continue;
+    size_t left = bytes - (size_t)(s[i].p - base);
+    if (s[i].bytes <= left) continue;
+    char nm[96];
+    snprintf(msg, len, "%s: the shape exceeds the buffer: it needs %zu bytes from 0x%llx, the "
+             "buffer holds %zu from there (allocation [0x%llx, +%zu))",
+             te_span_name(&s[i], nm, sizeof nm), s[i].bytes, (unsigned long long)s[i].p, left,
+             (unsigned long long)base, bytes);
+    return 1;
+  }
+  return 0;
 }

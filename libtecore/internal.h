@@ -171,6 +171,11 @@ tecore_result_t te_dev_check_range(tecore_devptr_t p, size_t bytes, const char *
  * (after the caller's own argument checks), through te_error_defer; any
  * error set on the thread first drops it. */
 void te_dev_check_range_later(tecore_devptr_t p, size_t bytes, const char *fn, const char *what);
+/* For a call whose spans conflict: 1, with "<span>: the shape exceeds the
+ * buffer ..." in msg, when one of s[0..n) runs past the allocation it
+ * starts in (any backend, the registry's answer); else 0, msg untouched. */
+struct te_span;
+int te_span_past_buffer(const struct te_span *s, size_t n, char *msg, size_t len);
 
 /* ---- live handles of heap objects ---------------------------------------------
  * te_handle_add, te_handle_del, te_handle_live: the registry that

@@ -67,40 +67,42 @@ static tegraph_result_t check_plain(const struct tecore_tensor *t, const char *f
   return TEGRAPH_SUCCESS;
 }
 
-static tegraph_result_t check_desc(const struct tegraph_callable_desc *d, size_t i,
+/* dn: the descriptor as the caller wrote it ("desc" for
+ * tegraph_callable_create, "descs[2]" for tegraph_callables_create) */
+static tegraph_result_t check_desc(const struct tegraph_callable_desc *d, const char *dn,
                                    const char *fn) {
   char what[96];
-  TG_ARG(d->forward, "%s: descs[%zu].forward is NULL", fn, i);
-  TG_ARG(!d->backward_dw || d->backward, "%s: descs[%zu]: backward_dw without backward", fn, i);
-  TG_ARG(d->ninputs == 0 || d->sample_inputs, "%s: descs[%zu].sample_inputs is NULL", fn, i);
+  TG_ARG(d->forward, "%s: %s.forward is NULL", fn, dn);
+  TG_ARG(!d->backward_dw || d->backward, "%s: %s: backward_dw without backward", fn, dn);
+  TG_ARG(d->ninputs == 0 || d->sample_inputs, "%s: %s.sample_inputs is NULL", fn, dn);
   TG_ARG(d->nkw == 0 || (d->kw_names && d->sample_kw),
-         "%s: descs[%zu]: nkw is %zu but kw_names or sample_kw is NULL", fn, i, d->nkw);
-  TG_ARG(d->noutputs > 0 && d->outputs, "%s: descs[%zu]: a callable needs at least one output",
-         fn, i);
-  TG_ARG(d->num_warmup >= 0, "%s: descs[%zu].num_warmup %d is negative", fn, i, d->num_warmup);
+         "%s: %s: nkw is %zu but kw_names or sample_kw is NULL", fn, dn, d->nkw);
+  TG_ARG(d->noutputs > 0 && d->outputs, "%s: %s: a callable needs at least one output",
+         fn, dn);
+  TG_ARG(d->num_warmup >= 0, "%s: %s.num_warmup %d is negative", fn, dn, d->num_warmup);
   TG_ARG(d->capture_mode >= TECORE_CAPTURE_GLOBAL && d->capture_mode <= TECORE_CAPTURE_RELAXED,
-         "%s: descs[%zu].capture_mode %d is unknown", fn, i, (int)d->capture_mode);
+         "%s: %s.capture_mode %d is unknown", fn, dn, (int)d->capture_mode);
   unsigned inst = TEGRAPH_INSTANTIATE_AUTO_FREE_ON_LAUNCH | TEGRAPH_INSTANTIATE_UPLOAD |
                   TEGRAPH_INSTANTIATE_USE_NODE_PRIORITY;
-  TG_ARG(!(d->instantiate_flags & ~inst), "%s: descs[%zu].instantiate_flags 0x%x unknown", fn, i,
+  TG_ARG(!(d->instantiate_flags & ~inst), "%s: %s.instantiate_flags 0x%x unknown", fn, dn,
          d->instantiate_flags & ~inst);
-  TG_ARG(!(d->flags & ~TEGRAPH_CALLABLE_NO_REBIND), "%s: descs[%zu].flags 0x%x unknown", fn, i,
+  TG_ARG(!(d->flags & ~TEGRAPH_CALLABLE_NO_REBIND), "%s: %s.flags 0x%x unknown", fn, dn,
          d->flags & ~TEGRAPH_CALLABLE_NO_REBIND);
   for (size_t k = 0; k < d->ninputs; k++) {
-    snprintf(what, sizeof what, "descs[%zu].sample_inputs[%zu]", i, k);
+    snprintf(what, sizeof what, "%s.sample_inputs[%zu]", dn, k);
     TG_CHECK(check_plain(&d->sample_inputs[k], fn, what));
   }
   for (size_t k = 0; k < d->nkw; k++) {
-    TG_ARG(d->kw_names[k] && d->kw_names[k][0], "%s: descs[%zu].kw_names[%zu] is NULL or empty",
-           fn, i, k);
+    TG_ARG(d->kw_names[k] && d->kw_names[k][0], "%s: %s.kw_names[%zu] is NULL or empty",
+           fn, dn, k);
     for (size_t j = 0; j < k; j++)
       TG_ARG(strcmp(d->kw_names[j], d->kw_names[k]) != 0,
-             "%s: descs[%zu]: keyword tensor name '%s' is given twice", fn, i, d->kw_names[k]);
-    snprintf(what, sizeof what, "descs[%zu].sample_kw[%zu] ('%s')", i, k, d->kw_names[k]);
+             "%s: %s: keyword tensor name '%s' is given twice", fn, dn, d->kw_names[k]);
+    snprintf(what, sizeof what, "%s.sample_kw[%zu] ('%s')", dn, k, d->kw_names[k]);
     TG_CHECK(check_plain(&d->sample_kw[k], fn, what));
   }
   for (size_t k = 0; k < d->noutputs; k++) {
-    snprintf(what, sizeof what, "descs[%zu].outputs[%zu]", i, k);
+    snprintf(what, sizeof what, "%s.outputs[%zu]", dn, k);
     TG_CHECK(check_plain(&d->outputs[k], fn, what));
   }
   return TEGRAPH_SUCCESS;
@@ -611,11 +613,12 @@ static tegraph_result_t run_hooks(struct tegraph_callable **cs, size_t n, int po
   return TEGRAPH_SUCCESS;
 }
 
-/* Both public entry points, fn naming the one the caller called. */
+/* Both public entry points, fn naming the one the caller called and arg
+ * its descriptor argument ("desc": one, "descs": an array). */
 static tegraph_result_t callables_create(const struct tegraph_callable_desc *descs, size_t n,
                                          const struct tegraph_schedule_entry *order, size_t norder,
                                          tegraph_mempool_t *pool, tegraph_callable_t **out,
-                                         const char *fn) {
+                                         const char *fn, const char *arg) {
   TG_ARG(descs, "%s: descs is NULL", fn);
   TG_ARG(n > 0, "%s: n is 0", fn);
   TG_ARG(out, "%s: out is NULL", fn);
@@ -627,7 +630,13 @@ static tegraph_result_t callables_create(const struct tegraph_callable_desc *des
   if (tg_thread_capturing)
     return TG_ERR(TEGRAPH_ERR_STATE, "%s: illegal during the capture of a callable (called from "
                   "one of its functions?)", fn);
-  for (size_t i = 0; i < n; i++) TG_CHECK(check_desc(&descs[i], i, fn));
+  for (size_t i = 0; i < n; i++) {
+    char dn[32];
+    /* one callable: the caller wrote desc, not descs[0] */
+    if (strcmp(arg, "desc") == 0) snprintf(dn, sizeof dn, "desc");
+    else snprintf(dn, sizeof dn, "%s[%zu]", arg, i);
+    TG_CHECK(check_desc(&descs[i], dn, fn));
+  }
   struct tegraph_schedule_entry *dflt = NULL;
   if (!order) {
     dflt = malloc(n * TG_NPASS * sizeof *dflt);
@@ -734,7 +743,8 @@ TE_EXPORT tegraph_result_t tegraph_callables_create(const struct tegraph_callabl
                                                     const struct tegraph_schedule_entry *order,
                                                     size_t norder, tegraph_mempool_t *pool,
                                                     tegraph_callable_t **out) {
-  return callables_create(descs, n, order, norder, pool, out, "tegraph_callables_create");
+  return callables_create(descs, n, order, norder, pool, out, "tegraph_callables_create",
+                          "descs");
 }
 
 TE_EXPORT tegraph_result_t tegraph_callable_create(const struct tegraph_callable_desc *desc,
@@ -742,7 +752,7 @@ TE_EXPORT tegraph_result_t tegraph_callable_create(const struct tegraph_callable
                                                    tegraph_callable_t **out) {
   TG_ARG(desc, "tegraph_callable_create: desc is NULL");
   TG_ARG(out, "tegraph_callable_create: out is NULL");
-  return callables_create(desc, 1, NULL, 0, pool, out, "tegraph_callable_create");
+  return callables_create(desc, 1, NULL, 0, pool, out, "tegraph_callable_create", "desc");
 }
 
 /* Waits for the last replay of c. */

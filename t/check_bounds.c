@@ -626,6 +626,64 @@ START_TEST(test_quantize_refuses_noop_flag_past_its_buffer) {
 }
 END_TEST
 
+/* A 4096x4096 FP8 output on a 2.5 KiB buffer that also holds its scale,
+ * scale_inv and amax: reported as "out->data overlaps out->amax" (issue
+ * 32), a symptom; the cause is the shape exceeding the buffer. */
+START_TEST(test_quantize_names_shape_past_its_buffer) {
+  size_t sh[2] = {4096, 4096}, small[2] = {32, 64};
+  tecore_devptr_t x = te_dalloc(sh[0] * sh[1] * 2), buf = te_dalloc(2560);
+  te_poison_dev(x, 64);
+  te_poison_dev(buf, 2560);
+  float one = 1.0f;
+  te_h2d(buf + 2048, &one, 4);
+  struct tecore_tensor in, out;
+  TE_OK(tecore_tensor_init(&in, TECORE_DTYPE_BF16, 2, sh, x));
+  TE_OK(tecore_tensor_init(&out, TECORE_DTYPE_E4M3, 2, sh, buf));
+  out.scaling = TECORE_SCALING_DELAYED;
+  out.scale = buf + 2048;
+  out.scale_inv = buf + 2052;
+  out.amax = buf + 2056;
+  struct snap s = snap_take(buf, 2560);
+  TE_EXPECT_INVALID("out->data: the shape exceeds the buffer",
+                    tecore_quantize(&in, &out, 0, te_stream));
+  ck_assert_msg(!strstr(tecore_last_error(), "overlaps"), "%s", tecore_last_error());
+  ck_assert_msg(strstr(tecore_last_error(), "16777216 bytes"), "%s", tecore_last_error());
+  snap_expect(&s, "the buffer after the refused call");
+  /* the neighbour: a shape that fits before the scales runs (values: the
+   * E4M3 rounding of bf16 inputs at scale 1, exact) */
+  size_t n = small[0] * small[1];
+  tecore_devptr_t xs = tgt_rand_dev(n, -4, 4), xb = te_dalloc(n * 2);
+  struct tecore_tensor inf, inb;
+  TE_OK(tecore_tensor_init(&inf, TECORE_DTYPE_F32, 2, small, xs));
+  TE_OK(tecore_tensor_init(&inb, TECORE_DTYPE_BF16, 2, small, xb));
+  TE_OK(tecore_unscale_multi(&inf, &inb, 1, buf + 2048, 0, te_stream));
+  TE_OK(tecore_tensor_init(&out, TECORE_DTYPE_E4M3, 2, small, buf));
+  out.scaling = TECORE_SCALING_DELAYED;
+  out.scale = buf + 2048;
+  out.scale_inv = buf + 2052;
+  out.amax = buf + 2056;
+  TE_OK(tecore_quantize(&inb, &out, 0, te_stream));
+  TE_OK(tecore_stream_synchronize(te_stream));
+  uint8_t *got = malloc(n);
+  uint16_t *xh = malloc(n * 2);
+  te_d2h(got, buf, n);
+  te_d2h(xh, xb, n * 2);
+  for (size_t i = 0; i < n; i++) {
+    float v;
+    uint8_t w8;
+    TE_OK(tecore_cvt_bf16_to_f32(&xh[i], &v, 1));
+    TE_OK(tecore_cvt_f32_to_e4m3(&v, &w8, 1));
+    ck_assert_msg(got[i] == w8, "q[%zu] = 0x%02x, want 0x%02x (x %g)", i, got[i], w8, v);
+  }
+  free(got);
+  free(xh);
+  TE_OK(tecore_mem_free(x));
+  TE_OK(tecore_mem_free(xs));
+  TE_OK(tecore_mem_free(xb));
+  TE_OK(tecore_mem_free(buf));
+}
+END_TEST
+
 /* tecore_amax's output word in a buffer's last 3 bytes. */
 START_TEST(test_amax_refuses_amax_word_past_its_buffer) {
   VDEV_ONLY();
@@ -689,6 +747,7 @@ static Suite *bounds_suite(void) {
   tcase_add_test(tc, test_adam_refuses_tensor_past_its_buffer);
   tcase_add_test(tc, test_quantize_refuses_noop_flag_past_its_buffer);
   tcase_add_test(tc, test_amax_refuses_amax_word_past_its_buffer);
+  tcase_add_test(tc, test_quantize_names_shape_past_its_buffer);
   tcase_add_test(tc, test_unscale_refuses_scale_past_its_buffer);
   return s;
 }

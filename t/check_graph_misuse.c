@@ -114,7 +114,16 @@ START_TEST(create_misuse) {
   TG_EXPECT(TEGRAPH_ERR_INVALID, "desc is NULL", tegraph_callable_create(NULL, NULL, &c));
   TG_EXPECT(TEGRAPH_ERR_INVALID, "out is NULL", tegraph_callable_create(&d, NULL, NULL));
   d.forward = NULL;
-  TG_EXPECT(TEGRAPH_ERR_INVALID, "forward is NULL", tegraph_callable_create(&d, NULL, &c));
+  /* one callable: named as the caller wrote it, desc, not descs[0] */
+  TG_EXPECT(TEGRAPH_ERR_INVALID, "tegraph_callable_create: desc.forward is NULL",
+            tegraph_callable_create(&d, NULL, &c));
+  ck_assert_msg(!strstr(tegraph_last_error(), "descs["), "%s", tegraph_last_error());
+  /* an array: the element that is wrong */
+  struct tegraph_callable_desc arr[2] = {base_desc(), base_desc()};
+  tegraph_callable_t *pair[2] = {NULL, NULL};
+  arr[1].forward = NULL;
+  TG_EXPECT(TEGRAPH_ERR_INVALID, "tegraph_callables_create: descs[1].forward is NULL",
+            tegraph_callables_create(arr, 2, NULL, 0, NULL, pair));
   d = base_desc();
   d.noutputs = 0;
   TG_EXPECT(TEGRAPH_ERR_INVALID, "at least one output", tegraph_callable_create(&d, NULL, &c));

@@ -2031,7 +2031,13 @@ START_TEST(test_args) {
   TE_OK(tecore_recipe_init(&r, TECORE_RECIPE_DELAYED));
   TE_EXPECT_INVALID("multiples of 16", tecore_seq_set_recipe(s, &r, S()));
   TE_OK(tecore_recipe_init(&r, TECORE_RECIPE_MXFP8));
-  TE_EXPECT_ERR(TECORE_ERR_NOT_SUPPORTED, "mxfp8", tecore_seq_set_recipe(s, &r, S()));
+  /* the fuser's limit, the recipe by name (issue 32: it said "kind 2") */
+  TE_EXPECT_ERR(TECORE_ERR_NOT_SUPPORTED, "recipe->kind TECORE_RECIPE_MXFP8: a limit of the fuser",
+                tecore_seq_set_recipe(s, &r, S()));
+  ck_assert_msg(!strstr(tecore_last_error(), "kind 2"), "%s", tecore_last_error());
+  TE_OK(tecore_recipe_init(&r, TECORE_RECIPE_BLOCK));
+  TE_EXPECT_ERR(TECORE_ERR_NOT_SUPPORTED, "recipe->kind TECORE_RECIPE_BLOCK: a limit of the fuser",
+                tecore_seq_set_recipe(s, &r, S()));
   TE_OK(tecore_recipe_init(&r, TECORE_RECIPE_DELAYED));
   r.format = TECORE_FP8_E5M2;
   TE_EXPECT_ERR(TECORE_ERR_NOT_SUPPORTED, "E5M2", tecore_seq_set_recipe(s, &r, S()));

@@ -79,7 +79,7 @@ START_TEST(hop_log_names_each_hop) {
    * hops left it as the failing check set it */
   char want[256];
   snprintf(want, sizeof want,
-           "tegraph_callable_create: descs[0].sample_inputs[0]: unknown dtype %d", bad_dtype);
+           "tegraph_callable_create: desc.sample_inputs[0]: unknown dtype %d", bad_dtype);
   ck_assert_str_eq(rep->detail, want);
 
   te_read_text(path, text, sizeof text);

@@ -1,7 +1,7 @@
 #!/bin/sh
 # SPDX-License-Identifier: Apache-2.0
-# tools-cli.sh -- what scripts rely on in te-info, te-demo, te-offload-bench
-# and te-bench: --help explains every option the tool takes in a line of
+# tools-cli.sh -- what scripts rely on in te-info, te-demo, te-offload-bench,
+# te-bench and te-allreduce-perf: --help explains every option the tool takes in a line of
 # its own (each long option of the tool's getopt table, and each short
 # one, starts a line of --help), and the exit codes: 0 done, 1 the work
 # failed, 2 bad usage (an unknown option, a stray word, a bad value).
@@ -27,7 +27,7 @@ expect() {
   fi
 }
 
-for t in te-info te-demo te-offload-bench te-bench; do
+for t in te-info te-demo te-offload-bench te-bench te-allreduce-perf; do
   [ -x "$bin/$t" ] || { echo "FAIL: $bin/$t not built"; fail=1; continue; }
   expect 0 "--help" "$bin/$t" --help
   cp "$tmp/out" "$tmp/help"
@@ -35,7 +35,9 @@ for t in te-info te-demo te-offload-bench te-bench; do
   # the long options of the tool's table, and the shared ones (tools/cli.h)
   longs=$(sed -n 's/.*{"\([a-z0-9-]*\)", *\(no\|required\|optional\)_argument.*/\1/p' \
     "$top/tools/$t.c" | tr '\n' ' ')
-  for o in $longs help version quiet; do
+  # --csv and --json where the tool takes the shared formats (tools/out.h)
+  formats=$(grep -q TE_CLI_FORMATS "$top/tools/$t.c" && echo csv json)
+  for o in $longs $formats help version quiet; do
     grep -Eq "^ +(-[A-Za-z], )?--$o([ =,]|\$)" "$tmp/help" ||
       { echo "FAIL: $t --help has no line explaining --$o"; fail=1; }
   done
@@ -53,6 +55,7 @@ done
 expect 2 "a bad value" "$bin/te-demo" --steps many
 expect 2 "a bad value" "$bin/te-offload-bench" --mb 0
 expect 2 "a bad value" "$bin/te-bench" --iters x
+expect 2 "a bad value" "$bin/te-allreduce-perf" -d int8
 
 # te-info -q: nothing on stdout, and the exit status says whether a backend works
 expect 0 "te-info -q" env TE_DEVICE=vdev "$bin/te-info" -q

@@ -2,14 +2,13 @@
 /* bench.h -- te-bench's shared timing harness.  A figure is always printed
  * beside its floor: bytes / copy bandwidth measured in the same run.
  * Every figure is one row (struct tb_row) through tb_row, which prints it
- * as a table, CSV or JSON (tools/bench_out.c). */
+ * as a table, CSV or JSON (tools/bench_out.c, through tools/out.h). */
 #ifndef TE_BENCH_H
 #define TE_BENCH_H
 
 #include <stddef.h>
 #include <te/core.h>
-
-enum tb_format { TB_TEXT, TB_CSV, TB_JSON };
+#include "out.h"
 
 struct tb_ctx {
   int mb, iters, failed;
@@ -18,8 +17,7 @@ struct tb_ctx {
   double copy_gbs;            /* device-to-device copy, read + write bytes per second / 1e9 */
   tecore_backend_t backend;
   char device[256];
-  enum tb_format format;
-  int quiet;                  /* --quiet: rows only, no explanations */
+  struct te_out out;          /* table, --csv or --json (tools/out.h); out.quiet: --quiet */
   int speed;                  /* 1: a GPU (targets judged); 0: vdev, figures are not speed */
   const char *section;        /* the section the rows belong to ("fp8", "graph", ...) */
   int nrows;
@@ -47,8 +45,11 @@ struct tb_row {
 void tb_begin(struct tb_ctx *c);
 void tb_end(struct tb_ctx *c);
 void tb_row(struct tb_ctx *c, const struct tb_row *r);
-/* An explanatory line ("# ..."): tables only, not under --quiet. */
+/* An explanatory line ("# ..."): on stdout in the table, on stderr in CSV
+ * and JSON modes; not under --quiet.  A section's start also shows as
+ * progress on a terminal's stderr (tb_progress). */
 void tb_info(struct tb_ctx *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void tb_progress(struct tb_ctx *c, const char *what);
 
 /* One timed body: runs the kernel(s) once on c->s. */
 typedef tecore_result_t (*tb_body)(struct tb_ctx *c, void *arg);

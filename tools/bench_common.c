@@ -85,6 +85,7 @@ int tb_setup(struct tb_ctx *c) {
     return 1;
   }
   tb_begin(c);
+  tb_progress(c, "the copy floor");
   /* the floor: a large device-to-device copy (reads + writes counted) */
   struct copy_arg a = {.bytes = (size_t)c->mb << 20};
   if (tecore_mem_alloc(a.bytes, &a.src) || tecore_mem_alloc(a.bytes, &a.dst) ||
@@ -132,6 +133,7 @@ static tecore_result_t scale_add_body(struct tb_ctx *c, void *arg) {
 
 void tb_elementwise(struct tb_ctx *c) {
   c->section = "elementwise";
+  tb_progress(c, "fill and scale_add");
   tecore_dtype_t dts[] = {TECORE_DTYPE_F32, TECORE_DTYPE_BF16};
   for (size_t k = 0; k < 2; k++) {
     struct ew_arg a = {.dt = dts[k]};

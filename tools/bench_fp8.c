@@ -100,6 +100,7 @@ static void run_one(struct tb_ctx *c, const char *name, size_t rows, size_t cols
                     tecore_scaling_mode_t mode, int columnwise, tb_body body, double bytes_per_el,
                     double target, int kind) {
   struct fp8_arg a;
+  tb_progress(c, name);
   memset(&a, 0, sizeof a);
   a.act = TECORE_ACT_GELU;
   char shape[32];

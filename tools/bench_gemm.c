@@ -481,6 +481,7 @@ out:
 
 void tb_gemm(struct tb_ctx *c) {
   c->section = "gemm";
+  tb_progress(c, "GEMMs beside cuBLASLt");
   if (c->backend != TECORE_BACKEND_CUDA) {
     tb_info(c, "gemm: the GEMM section needs the cuda backend (backend is %s); skipped",
             tecore_backend_name(c->backend));

@@ -367,10 +367,15 @@ void tb_graph(struct tb_ctx *c) {
   c->section = "graph";
   tb_info(c, "graph: host times are medians of %d runs; device times from events",
           c->iters < 5 ? 5 : c->iters);
+  tb_progress(c, "update costs");
   bench_update(c);
+  tb_progress(c, "replay costs");
   bench_replay(c);
+  tb_progress(c, "rebinding costs");
   bench_rebind(c);
+  tb_progress(c, "launch costs by node count");
   tb_graph_launch(c);
+  tb_progress(c, "the FP8 training step, graph vs eager");
   tb_graph_step(c);
   fflush(stdout);
 }

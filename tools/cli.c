@@ -2,6 +2,7 @@
  * cli.c -- the shared option layer of the te-* tools (cli.h): --help,
  * --version, --quiet, and usage errors that name the bad flag or word. */
 #include "cli.h"
+#include "out.h"
 #include <errno.h>
 #include <math.h>
 #include <stdarg.h>
@@ -45,6 +46,17 @@ int te_cli_next(struct te_cli *c, int argc, char **argv) {
     printf("%s (libte) %s\n", c->prog, tecore_version_string());
     c->status = TE_EXIT_OK;
     return TE_CLI_EXIT;
+  case TE_CLI_CSV:
+  case TE_CLI_JSON: {
+    enum te_out_format f = opt == TE_CLI_CSV ? TE_OUT_CSV : TE_OUT_JSON;
+    if (!c->out) return opt;
+    if (c->out->format != TE_OUT_TABLE && c->out->format != f) {
+      te_cli_error(c, "--csv and --json: one or the other");
+      return TE_CLI_EXIT;
+    }
+    c->out->format = f;
+    return te_cli_next(c, argc, argv);
+  }
   case ':':
     if (strncmp(word, "--", 2) == 0)
       te_cli_error(c, "option '%s' needs a value", word);
@@ -65,6 +77,7 @@ int te_cli_next(struct te_cli *c, int argc, char **argv) {
 }
 
 int te_cli_end(struct te_cli *c, int argc, char **argv) {
+  if (c->out) c->out->quiet = c->quiet;
   if (optind < argc) return te_cli_error(c, "unexpected argument '%s'", argv[optind]);
   return 0;
 }

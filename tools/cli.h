@@ -15,7 +15,8 @@
  *   if (te_cli_end(&cli, argc, argv)) return cli.status;
  *
  * te_cli_next answers --help and --version itself, takes --quiet (and -q
- * where the tool lists "q") into cli.quiet, and turns getopt's errors into
+ * where the tool lists "q") into cli.quiet, --csv and --json (where the
+ * tool lists TE_CLI_FORMATS) into cli.out->format, and turns getopt's errors into
  * TE_CLI_EXIT with cli.status = TE_EXIT_USAGE.
  *
  * --quiet means the same in every tool: no banners, progress or
@@ -34,12 +35,18 @@
 /* getopt values of the shared long options (outside any char range) */
 #define TE_CLI_VERSION 0x7e01
 #define TE_CLI_QUIET 0x7e02
+#define TE_CLI_CSV 0x7e03
+#define TE_CLI_JSON 0x7e04
 /* returned by te_cli_next when the tool should exit with cli.status */
 #define TE_CLI_EXIT (-2)
 
 #define TE_CLI_LONGS                                                                        \
   {"help", no_argument, 0, 'h'}, {"version", no_argument, 0, TE_CLI_VERSION},               \
       {"quiet", no_argument, 0, TE_CLI_QUIET }
+/* --csv and --json (out.h), for a tool that sets te_cli.out */
+#define TE_CLI_FORMATS {"csv", no_argument, 0, TE_CLI_CSV}, {"json", no_argument, 0, TE_CLI_JSON}
+
+struct te_out;
 
 struct te_cli {
   const char *prog;           /* "te-bench" */
@@ -48,6 +55,8 @@ struct te_cli {
   const struct option *longs; /* with TE_CLI_LONGS in it */
   int status;                 /* the exit status after TE_CLI_EXIT */
   int quiet;                  /* --quiet (or -q) was given */
+  struct te_out *out;         /* the tool's output: --csv/--json set its format, and
+                               * te_cli_end its quiet */
 };
 
 /* The next option: a value of the tool's table, -1 at the end, or

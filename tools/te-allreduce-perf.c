@@ -5,9 +5,11 @@
  * one graph (-G N: time per operation), the fused allreduce + residual add
  * + RMSNorm (--fused H), and, in the same run, NCCL's time for the same
  * size and the ratio.  Columns: size, count, dtype, algo, time (us), algbw,
- * busbw (GB/s), #wrong, NCCL time (us), ratio; --csv for a machine.  The
- * header gives the latency floor measured the same way (tecomm_probe: an
- * empty kernel, and one word to and from every peer).
+ * busbw (GB/s), #wrong, NCCL time (us), ratio, then the average bus
+ * bandwidth; --csv and --json for a machine (tools/out.h: the document
+ * alone on stdout, the header's lines on stderr).  The header gives the
+ * latency floor measured the same way (tecomm_probe: an empty kernel, and
+ * one word to and from every peer).
  *
  * Ranks: -n N forks N processes (one per GPU on cuda, vdev ranks on a
  * machine with no GPU) that meet over shared memory; without -n, a process
@@ -36,6 +38,7 @@
 #include <unistd.h>
 #include <te/comm.h>
 #include "cli.h"
+#include "out.h"
 #include "common/convert.h"
 #ifdef TE_HAVE_MPI
 #include <mpi.h>
@@ -50,7 +53,7 @@ struct opts {
   int graph_ops;         /* -G */
   int warmup, iters;
   size_t fused_hidden;   /* --fused */
-  int csv;
+  struct te_out *out;    /* table, --csv or --json (written by rank 0) */
   int check;
   int nccl;              /* compare with NCCL when present */
   int quiet;             /* --quiet: the column names and the rows only */
@@ -272,8 +275,21 @@ static const char *dtype_str(tecore_dtype_t d) {
   return d == TECORE_DTYPE_F32 ? "float" : d == TECORE_DTYPE_BF16 ? "bf16" : "half";
 }
 
+/* the columns of a row, as nccl-tests' all_reduce_perf names them in the table */
+static const struct te_out_col cols[] = {
+    {"size", TE_OUT_NUM, 12, "%.0f", 0, 0},     {"count", TE_OUT_NUM, 12, "%.0f", 0, 0},
+    {"dtype", TE_OUT_STR, 6, 0, 0, "type"},     {"algo", TE_OUT_STR, 8, 0, 0, 0},
+    {"time_us", TE_OUT_NUM, 10, "%.2f", 0, "time(us)"},
+    {"algbw_gbs", TE_OUT_NUM, 8, "%.2f", 0, "algbw"},
+    {"busbw_gbs", TE_OUT_NUM, 8, "%.2f", 0, "busbw"},
+    {"wrong", TE_OUT_NUM, 7, "%.0f", 0, "#wrong"},
+    {"nccl_us", TE_OUT_NUM, 10, "%.2f", 0, "nccl(us)"},
+    {"ratio", TE_OUT_NUM, 7, "%.2f", 0, 0}};
+enum { NCOLS = sizeof cols / sizeof cols[0] };
+
 static void header(struct bench *b) {
   const struct opts *o = b->o;
+  struct te_out *out = o->out;
   char host[128] = "?";
   gethostname(host, sizeof host - 1);
   tecore_backend_t be = TECORE_BACKEND_NONE;
@@ -287,31 +303,58 @@ static void header(struct bench *b) {
   char nccl[64] = "none";
   if (tecomm_nccl_version(&nv) == TECOMM_SUCCESS)
     snprintf(nccl, sizeof nccl, "%d.%d.%d", nv / 10000, (nv / 100) % 100, nv % 100);
-  const char *c = "# ";
-  if (!o->quiet) {
-  printf("%ste-allreduce-perf: machine %s, %d ranks, backend %s, GPUs %d x %s (sm_%d%d), NCCL %s\n",
-         c, host, b->n, tecore_backend_name(be), b->n, p.name, p.cc_major, p.cc_minor, nccl);
-  printf("%sminBytes %zu maxBytes %zu step: %g(factor) warmup iters: %d iters: %d graph: %d "
-         "dtype: %s algo: %s fused: %zu\n",
-         c, o->minb, o->maxb, o->factor, o->warmup, o->iters, o->graph_ops, dtype_str(o->dtype),
-         tecomm_algo_name(o->algo), o->fused_hidden);
+  te_out_begin(out);
+  te_out_field_s(out, "host", host);
+  te_out_field_n(out, "ranks", b->n);
+  te_out_field_s(out, "backend", tecore_backend_name(be));
+  te_out_field_s(out, "gpu", p.name);
+  te_out_field_s(out, "nccl", nccl);
+  te_out_field_s(out, "dtype", dtype_str(o->dtype));
+  te_out_field_s(out, "algo", tecomm_algo_name(o->algo));
+  te_out_field_n(out, "graph_ops", o->graph_ops);
+  te_out_field_n(out, "fused_hidden", (double)o->fused_hidden);
+  te_out_field_n(out, "warmup_iters", o->warmup);
+  te_out_field_n(out, "iters", o->iters);
+  te_out_note(out, "te-allreduce-perf: machine %s, %d ranks, backend %s, GPUs %d x %s (sm_%d%d), NCCL %s",
+              host, b->n, tecore_backend_name(be), b->n, p.name, p.cc_major, p.cc_minor, nccl);
+  te_out_note(out, "minBytes %zu maxBytes %zu step: %g(factor) warmup iters: %d iters: %d graph: %d "
+              "dtype: %s algo: %s fused: %zu",
+              o->minb, o->maxb, o->factor, o->warmup, o->iters, o->graph_ops, dtype_str(o->dtype),
+              tecomm_algo_name(o->algo), o->fused_hidden);
   char d[2048];
-  if (tecomm_comm_describe(b->comm, 0, d, sizeof d) == TECOMM_SUCCESS)
-    for (char *l = strtok(d, "\n"); l; l = strtok(NULL, "\n")) printf("%s%s\n", c, l);
-  }
-  /* the floor beside the figures, even with -q */
+  if (!out->quiet && tecomm_comm_describe(b->comm, 0, d, sizeof d) == TECOMM_SUCCESS)
+    for (char *l = strtok(d, "\n"); l; l = strtok(NULL, "\n")) te_out_note(out, "%s", l);
+  /* the floor beside the figures, even with -q (off stdout in CSV and JSON) */
+  te_out_field_n(out, "floor_launch_us", b->floor_us[0]);
+  te_out_field_n(out, "floor_exchange_us", b->floor_us[1]);
+  te_out_field_s(out, "floor_mode", o->graph_ops > 0 ? "graph-captured" : "eager");
+  FILE *f = te_out_notes(out);
   if (b->floor_us[0] >= 0)
-    printf("%sfloor (us per op, %s): an empty kernel %.2f, one word to and from every peer "
-           "%.2f (tecomm_probe)\n",
-           c, o->graph_ops > 0 ? "graph-captured" : "eager", b->floor_us[0], b->floor_us[1]);
+    fprintf(f, "# floor (us per op, %s): an empty kernel %.2f, one word to and from every peer "
+            "%.2f (tecomm_probe)\n",
+            o->graph_ops > 0 ? "graph-captured" : "eager", b->floor_us[0], b->floor_us[1]);
   else
-    printf("%sfloor: none (no IPC workspaces at this level)\n", c);
-  if (o->csv)
-    printf("size,count,dtype,algo,time_us,algbw_gbs,busbw_gbs,wrong,nccl_us,ratio\n");
-  else
-    printf("#%12s %12s %6s %8s %10s %8s %8s %7s %10s %7s\n", "size", "count", "type", "algo",
-           "time(us)", "algbw", "busbw", "#wrong", "nccl(us)", "ratio");
-  fflush(stdout);
+    fprintf(f, "# floor: none (no IPC workspaces at this level)\n");
+  fflush(f);
+  te_out_table(out, "rows", cols, NCOLS);
+}
+
+/* After the rows: the mean bus bandwidth over the sizes that ran (as
+ * nccl-tests prints it), and the wrong elements in all. */
+static void footer(struct bench *b, double busbw_sum, int ran, long wrong) {
+  struct te_out *out = b->o->out;
+  double avg = ran ? busbw_sum / ran : 0;
+  te_out_table_end(out);
+  te_out_field_n(out, "avg_busbw_gbs", avg);
+  te_out_field_n(out, "sizes_run", ran);
+  te_out_field_n(out, "wrong_total", wrong);
+  FILE *f = te_out_notes(out);
+  if (out->format == TE_OUT_TABLE || !out->quiet) {
+    fprintf(f, "# Avg bus bandwidth: %.4f GB/s (mean busbw over %d size%s)\n", avg, ran,
+            ran == 1 ? "" : "s");
+    fprintf(f, "# wrong elements: %ld%s\n", wrong, wrong ? " (FAIL)" : "");
+  }
+  te_out_end(out);
 }
 
 static int run_rank(const struct opts *o, int rank, int n, int device,
@@ -351,7 +394,9 @@ static int run_rank(const struct opts *o, int rank, int n, int device,
   b.floor_us[1] = b.floor_us[0] >= 0 ? measure(&b, 1, TECOMM_ALGO_AUTO) : -1.0;
   b.probe = -1;
   if (b.rank == 0) header(&b);
-  int nccl_ok = 0;
+  int nccl_ok = 0, ran = 0;
+  double busbw_sum = 0;
+  long wrong_total = 0;
   if (o->nccl) {
     int v;
     nccl_ok = tecomm_nccl_version(&v) == TECOMM_SUCCESS;
@@ -363,6 +408,7 @@ static int run_rank(const struct opts *o, int rank, int n, int device,
     if (count == 0) continue;
     bytes = count * esz;
     tecomm_algo_t algo = o->algo;
+    if (b.rank == 0) te_out_progress(o->out, "%zu bytes ...", bytes);
     if (algo == TECOMM_ALGO_AUTO &&
         tecomm_comm_choose(b.comm, count, o->dtype, o->fused_hidden != 0, &algo) != TECOMM_SUCCESS)
       algo = TECOMM_ALGO_AUTO;
@@ -380,23 +426,24 @@ static int run_rank(const struct opts *o, int rank, int n, int device,
       wrong = (long)fw;
     }
     double nus = nccl_ok && algo != TECOMM_ALGO_NCCL ? measure(&b, count, TECOMM_ALGO_NCCL) : -1.0;
+    if (wrong > 0) wrong_total += wrong;
     if (b.rank == 0) {
       double algbw = us > 0 ? (double)bytes / us * 1e-3 : 0;
       double busbw = algbw * 2.0 * (b.n - 1) / b.n;
-      char t[32], nt[32], ratio[32], w[32];
-      snprintf(t, sizeof t, us >= 0 ? "%.2f" : "n/a", us);
-      snprintf(nt, sizeof nt, nus >= 0 ? "%.2f" : "-", nus);
-      snprintf(ratio, sizeof ratio, us > 0 && nus > 0 ? "%.2f" : "-", us / nus);
-      snprintf(w, sizeof w, wrong >= 0 ? "%ld" : "-", wrong);
-      if (o->csv)
-        printf("%zu,%zu,%s,%s,%s,%.2f,%.2f,%s,%s,%s\n", bytes, count, dtype_str(o->dtype),
-               tecomm_algo_name(algo), t, algbw, busbw, w, nt, ratio);
-      else
-        printf(" %12zu %12zu %6s %8s %10s %8.2f %8.2f %7s %10s %7s\n", bytes, count,
-               dtype_str(o->dtype), tecomm_algo_name(algo), t, algbw, busbw, w, nt, ratio);
-      fflush(stdout);
+      if (us >= 0) {
+        ran++;
+        busbw_sum += busbw;
+      }
+      struct te_out_val v[NCOLS] = {
+          TE_OUT_N(bytes), TE_OUT_N(count), TE_OUT_S(dtype_str(o->dtype)),
+          TE_OUT_S(tecomm_algo_name(algo)), us >= 0 ? TE_OUT_N(us) : TE_OUT_NONE,
+          us >= 0 ? TE_OUT_N(algbw) : TE_OUT_NONE, us >= 0 ? TE_OUT_N(busbw) : TE_OUT_NONE,
+          wrong >= 0 ? TE_OUT_N(wrong) : TE_OUT_NONE, nus >= 0 ? TE_OUT_N(nus) : TE_OUT_NONE,
+          us > 0 && nus > 0 ? TE_OUT_N(us / nus) : TE_OUT_NONE};
+      te_out_row(o->out, v);
     }
   }
+  if (b.rank == 0) footer(&b, busbw_sum, ran, wrong_total);
   if (b.x_plain)
     CORE(tecore_mem_free(b.x));
   else
@@ -411,37 +458,54 @@ static int run_rank(const struct opts *o, int rank, int n, int device,
   CORE(tecore_event_destroy(b.e1));
   CORE(tecore_stream_destroy(b.s));
   COMM(tecomm_comm_destroy(b.comm));
-  return 0;
+  /* a wrong element fails the run (the count is summed over the ranks) */
+  return wrong_total ? TE_EXIT_FAIL : TE_EXIT_OK;
 }
 
 static const char usage_text[] =
     "usage: te-allreduce-perf [-n ranks] [-b minbytes] [-e maxbytes] [-f factor]\n"
     "         [-d float|bf16|half]\n"
     "         [-a auto|oneshot|twoshot|lamport|nccl|verbs|nvls|nvls-lamport|mnnvl|ce]\n"
-    "         [-G ops]\n"
-    "         [-w warmup] [-i iters] [--fused hidden] [-c 0|1] [--no-nccl] [--csv]\n"
-    "         [-q] [-h] [--version]\n"
-    "  -n N     fork N ranks (one per GPU, or vdev ranks); without it, ranks come from\n"
-    "           TECOMM_RANK/NRANKS/ROOT and TECOMM_SECRET (or mpirun in an MPI build)\n"
-    "  -b, -e   the smallest and largest size in bytes (K, M or G may follow)\n"
-    "  -G N     capture N operations in one graph and time its replays (per op)\n"
-    "  --fused H  allreduce + residual add + RMSNorm over rows of H elements\n"
-    "  -q, --quiet  the column names and the rows only\n"
+    "         [-G ops] [-w warmup] [-i iters] [-c 0|1] [--fused hidden] [--no-nccl]\n"
+    "         [--csv | --json] [-q] [-h] [--version]\n"
+    "  -n N           fork N ranks (one per GPU, or vdev ranks); without it, ranks come\n"
+    "                 from TECOMM_RANK/NRANKS/ROOT and TECOMM_SECRET (or mpirun)\n"
+    "  -b BYTES       the smallest size (default 8; K, M or G may follow)\n"
+    "  -e BYTES       the largest size (default 64M; K, M or G may follow)\n"
+    "  -f FACTOR      multiply the size by FACTOR each step (default 2; 1: add -b instead)\n"
+    "  -d DTYPE       float, bf16 or half (default bf16)\n"
+    "  -a ALGO        the algorithm for every size (default auto: libtecomm's table)\n"
+    "  -G N           capture N operations in one graph and time its replays (per op;\n"
+    "                 default 0: eager launches)\n"
+    "  -w N           warm-up operations per size (default 5)\n"
+    "  -i N           timed operations per size (default 20)\n"
+    "  -c 0|1         check the result of one more call per size (#wrong; default 1)\n"
+    "  --fused H      allreduce + residual add + RMSNorm over rows of H elements\n"
+    "  --no-nccl      do not time NCCL beside each size\n"
+    "  --csv          CSV on stdout: a header row, then one row per size\n"
+    "  --json         one JSON object on stdout: the run, \"rows\", the average bus bandwidth\n"
+    "  -q, --quiet    the rows, the floor and the average only (no header lines)\n"
+    "  -h, --help     this help\n"
+    "  --version      print \"te-allreduce-perf (libte) VERSION\"\n"
+    "  with --csv or --json, the header, floor and average lines go to stderr\n"
+    "exit status: 0 ok, 1 a rank failed or an element was wrong, 2 a wrong command line\n"
     "see te-allreduce-perf(1)\n";
 int main(int argc, char **argv) {
   /* NCCL, the peer, is timed as NCCL runs: without the watchdog's writes
    * around its calls (libtecomm(7)), unless the caller set the variable */
   setenv("TECOMM_NCCL_WATCHDOG", "0", 0);
-  struct opts o = {.nranks = 0, .minb = 8, .maxb = 64u << 20, .factor = 2, .dtype = TECORE_DTYPE_BF16,
+  struct te_out out = {.tool = "te-allreduce-perf", .head_prefix = "#"};
+  struct opts o = {.out = &out, .nranks = 0, .minb = 8, .maxb = 64u << 20, .factor = 2, .dtype = TECORE_DTYPE_BF16,
                    .algo = TECOMM_ALGO_AUTO, .graph_ops = 0, .warmup = 5, .iters = 20,
                    .check = 1, .nccl = 1};
   static const struct option lo[] = {{"fused", required_argument, 0, 'F'},
-                                     {"csv", no_argument, 0, 'C'},
+                                     TE_CLI_FORMATS,
                                      {"no-nccl", no_argument, 0, 'N'},
                                      TE_CLI_LONGS,
                                      {0, 0, 0, 0}};
   struct te_cli cli = {.prog = "te-allreduce-perf", .usage = usage_text,
-                       .shorts = "n:b:e:f:d:a:G:w:i:c:qh", .longs = lo};
+                       .shorts = "n:b:e:f:d:a:G:w:i:c:qh", .longs = lo,
+                       .out = &out};
   long long v;
   int ch;
   while ((ch = te_cli_next(&cli, argc, argv)) != -1) {
@@ -491,7 +555,6 @@ int main(int argc, char **argv) {
       if (te_cli_long(&cli, "--fused", optarg, 1, 1 << 24, 1, &v)) return cli.status;
       o.fused_hidden = (size_t)v;
       break;
-    case 'C': o.csv = 1; break;
     case 'N': o.nccl = 0; break;
     }
   }

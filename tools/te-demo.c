@@ -51,6 +51,7 @@
 #include <te/core.h>
 #include <te/graph.h>
 #include "cli.h"
+#include "out.h"
 #include "mlp_block.h"
 #include "demo_offload.h"
 #include "demo_tp.h"
@@ -74,6 +75,20 @@
       exit(TE_EXIT_FAIL);                                                             \
     }                                                                                 \
   } while (0)
+
+/* --csv, --json: the steps and the runs as rows (tools/out.h); the prose
+ * then goes to stderr.  Not with --tp (its ranks are processes). */
+static struct te_out OUT = {.tool = "te-demo", .own_table = 1};
+static const struct te_out_col step_cols[] = {
+    {"run", TE_OUT_STR, 0, 0, 0, 0},          {"step", TE_OUT_NUM, 0, 0, 0, 0},
+    {"loss", TE_OUT_NUM, 0, 0, 0, 0},         {"ms", TE_OUT_NUM, 0, 0, 0, 0},
+    {"host_us", TE_OUT_NUM, 0, 0, 0, 0},      {"tokens_per_s", TE_OUT_NUM, 0, 0, 0, 0},
+    {"tflops", TE_OUT_NUM, 0, 0, 0, 0}};
+static const struct te_out_col run_cols[] = {
+    {"run", TE_OUT_STR, 0, 0, 0, 0},          {"first_loss", TE_OUT_NUM, 0, 0, 0, 0},
+    {"last_loss", TE_OUT_NUM, 0, 0, 0, 0},    {"ms_per_step", TE_OUT_NUM, 0, 0, 0, 0},
+    {"host_us", TE_OUT_NUM, 0, 0, 0, 0},      {"tokens_per_s", TE_OUT_NUM, 0, 0, 0, 0},
+    {"tflops", TE_OUT_NUM, 0, 0, 0, 0},       {"loss_went_down", TE_OUT_BOOL, 0, 0, 0, 0}};
 
 /* How a step reaches the device. */
 enum graph_mode { MODE_EAGER, MODE_CALLABLES, MODE_STEP };
@@ -493,6 +508,9 @@ static void run_steps(const struct stepper *st, tegraph_graph_t *step_graph, str
     R->ms[step - 1] = dt * 1e3;
     R->host_us[step - 1] = (t1 - t0) * 1e6;
     if (prof) print_profile(R->name, o->graphs);
+    te_out_row(&OUT, (struct te_out_val[]){TE_OUT_S(R->name), TE_OUT_N(step), TE_OUT_N(loss),
+                                           TE_OUT_N(dt * 1e3), TE_OUT_N((t1 - t0) * 1e6),
+                                           TE_OUT_N(tokens / dt), TE_OUT_N(flops / dt / 1e12)});
     if (!o->quiet)
       printf("  %-4s step %3d/%d  loss %.6f  %9.3f ms  (host %8.1f us)  %12.0f tokens/s  "
              "%8.3f TFLOP/s\n", R->name, step, o->steps, loss, dt * 1e3, (t1 - t0) * 1e6,
@@ -975,6 +993,11 @@ static double summarize_run(const struct opts *o, struct run *R, int *fail) {
   printf("te-demo: %-11s loss %.6f -> %.6f, %.3f ms/step (median host time %.1f us to queue it), "
          "%.0f tokens/s, %.3f TFLOP/s\n", R->name, first, last, avg, host,
          (double)o->tokens * o->microbatches / (avg * 1e-3), step_flops(o) / (avg * 1e-3) / 1e12);
+  double tps = (double)o->tokens * o->microbatches / (avg * 1e-3);
+  te_out_row(&OUT, (struct te_out_val[]){TE_OUT_S(R->name), TE_OUT_N(first), TE_OUT_N(last),
+                                         TE_OUT_N(avg), TE_OUT_N(host), TE_OUT_N(tps),
+                                         TE_OUT_N(step_flops(o) / (avg * 1e-3) / 1e12),
+                                         TE_OUT_N(last < first && isfinite(last))});
   if (!(last < first) || !isfinite(last)) {
     fprintf(stderr, "te-demo: FAIL: the %s loss did not go down (%.6f -> %.6f)\n", R->name,
             first, last);
@@ -992,6 +1015,11 @@ static int check_offload(const struct opts *o, const struct run *base, const str
   int same = memcmp(base->loss, off->loss, (size_t)o->steps * sizeof(double)) == 0;
   const struct demo_offload *d = &off->dof;
   size_t saved = d->st.seq_bytes_before - d->st.seq_bytes_after - d->st.ring_bytes;
+  te_out_field_b(&OUT, "offload_losses_identical", same);
+  /* signed: a ring larger than what left the device saves nothing */
+  te_out_field_n(&OUT, "offload_saved_bytes", (double)d->st.seq_bytes_before -
+                                                  (double)d->st.seq_bytes_after -
+                                                  (double)d->st.ring_bytes);
   printf("te-demo: offload: losses %s the run without offload (%d steps)\n",
          same ? "bit-identical to" : "DIFFER from", o->steps);
   printf("te-demo: offload: device memory of the model %.1f -> %.1f MiB (+ ring %.1f MiB): "
@@ -1063,6 +1091,9 @@ static int check_fp8_vs_bf16(const struct opts *o, const struct run *fp8, const 
     worst_cur = fmax(worst_cur, d / bf16->loss[k]);
   }
   const struct speed sp = fp8_vs_bf16_speed(o, fp8, bf16, fp8b, bf16b);
+  te_out_field_n(&OUT, "fp8_bf16_max_diff", worst);
+  te_out_field_n(&OUT, "fp8_bf16_tolerance", o->tolerance);
+  te_out_field_n(&OUT, "fp8_over_bf16_speed", sp.med_bf16 / sp.med_fp8);
   printf("te-demo: fp8 vs bf16: loss curves differ by at most %.4f of the first loss (step %d; "
          "tolerance %.4f), %.4f of the step's loss; fp8 step %.2fx the speed of bf16 by the "
          "median step (%.3f vs %.3f ms, %s), %.2fx by the mean\n", worst, at, o->tolerance,
@@ -1123,6 +1154,11 @@ static const char usage_text[] =
     "  --tp-base-overlap  a third variant: the baseline with its backward sums overlapped\n"
     "                     with the wgrad GEMMs, as the fused variant's are (the baseline\n"
     "                     itself runs without; TECORE_OPS_OVERLAP=0: none overlaps)\n"
+    "  --csv              CSV on stdout: a row of column names, then one row per step\n"
+    "                     (run, step, loss, ms, host_us, tokens_per_s, tflops); the\n"
+    "                     other lines go to stderr\n"
+    "  --json             one JSON object on stdout: the model, \"steps\", \"runs\" (each\n"
+    "                     run's summary), the checks and \"result\"; the rest on stderr\n"
     "  -q, --quiet        the summary only\n"
     "  -h, --help         this text\n"
     "  --version          te-demo (libte) VERSION\n"
@@ -1163,8 +1199,9 @@ static int parse_opts(int argc, char **argv, struct opts *o, struct given *g) {
       {"tp-profile", no_argument, 0, O_TPPROF},
       {"tp-bwd-comm", required_argument, 0, O_TPBWD},
       {"tp-base-overlap", no_argument, 0, O_TPBOVL},
-      TE_CLI_LONGS, {0, 0, 0, 0}};
-  struct te_cli cli = {.prog = "te-demo", .usage = usage_text, .shorts = "qh", .longs = longs};
+      TE_CLI_FORMATS, TE_CLI_LONGS, {0, 0, 0, 0}};
+  struct te_cli cli = {.prog = "te-demo", .usage = usage_text, .shorts = "qh", .longs = longs,
+                       .out = &OUT};
   int opt;
   size_t seedv;
   while ((opt = te_cli_next(&cli, argc, argv)) != -1) {
@@ -1239,6 +1276,8 @@ static int parse_opts(int argc, char **argv, struct opts *o, struct given *g) {
   if (o->tp_profile && !o->tp) return te_cli_error(&cli, "--tp-profile needs --tp");
   if (o->tp_bwd_nccl && !o->tp) return te_cli_error(&cli, "--tp-bwd-comm needs --tp");
   if (o->tp_base_overlap && !o->tp) return te_cli_error(&cli, "--tp-base-overlap needs --tp");
+  if (o->tp && OUT.format != TE_OUT_TABLE)
+    return te_cli_error(&cli, "--tp: --csv and --json are not there yet (the table only)");
   o->quiet = cli.quiet;
   return -1;
 }
@@ -1256,6 +1295,21 @@ static int single_main(struct opts *o, const struct given *g, struct demo_tp_pag
   if (resolve_opts(o, gpu, g)) return 2;
 
   print_setup(o, be, &props);
+  if (!page) {
+    te_out_begin(&OUT);
+    te_out_field_s(&OUT, "backend", tecore_backend_name(be));
+    te_out_field_s(&OUT, "gpu", props.name);
+    te_out_field_n(&OUT, "layers", o->layers);
+    te_out_field_n(&OUT, "hidden", (double)o->hidden);
+    te_out_field_n(&OUT, "ffn", (double)o->ffn);
+    te_out_field_n(&OUT, "tokens", (double)o->tokens);
+    te_out_field_n(&OUT, "microbatches", o->microbatches);
+    te_out_field_n(&OUT, "steps_per_run", o->steps);
+    te_out_field_n(&OUT, "lr", o->lr);
+    te_out_field_n(&OUT, "seed", (double)o->seed);
+    te_out_field_s(&OUT, "mode", mode_text[o->graphs]);
+    te_out_table(&OUT, "steps", step_cols, sizeof step_cols / sizeof step_cols[0]);
+  }
 
   tecore_stream_t s;
   CHECK(tecore_stream_create(TECORE_STREAM_NON_BLOCKING, 0, &s));
@@ -1288,7 +1342,10 @@ static int single_main(struct opts *o, const struct given *g, struct demo_tp_pag
   /* summary and checks */
   int fail = 0;
   double avg[3] = {0, 0, 0};
+  te_out_table_end(&OUT);
+  te_out_table(&OUT, "runs", run_cols, sizeof run_cols / sizeof run_cols[0]);
   for (int r = 0; r < nrun; r++) avg[r] = summarize_run(o, &runs[r], &fail);
+  te_out_table_end(&OUT);
   if (iof > 0 && check_offload(o, &runs[0], &runs[iof], avg[0], avg[iof])) fail = 1;
   if (ibf > 0 && check_fp8_vs_bf16(o, &runs[0], &runs[ibf], reverse ? &again[1] : NULL,
                                    reverse ? &again[0] : NULL))
@@ -1304,6 +1361,8 @@ static int single_main(struct opts *o, const struct given *g, struct demo_tp_pag
   CHECK(tecore_mem_free(one));
   CHECK(tecore_stream_destroy(s));
   if (!page) printf("te-demo: %s\n", fail ? "FAILED" : "ok");
+  te_out_field_s(&OUT, "result", fail ? "FAILED" : "ok");
+  te_out_end(&OUT);
   return fail;
 }
 
@@ -1564,5 +1623,6 @@ int main(int argc, char **argv) {
   struct given g = {0};
   int rc = parse_opts(argc, argv, &o, &g);
   if (rc >= 0) return rc;
+  te_out_take_stdout(&OUT);   /* --csv, --json: the document alone on stdout */
   return o.tp ? tp_main(&o, &g) : single_main(&o, &g, NULL);
 }

@@ -3,7 +3,8 @@
  * configuration, optional parts, the backend and each device with its
  * properties (GPUDirect RDMA among them: whether an RDMA NIC could reach
  * its memory), the peer/NVLink matrix for several GPUs; -e lists every
- * tunable with its default, current value and help. */
+ * tunable with its default, current value and help.  --json and --csv
+ * write the same for scripts (info_doc.c). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -11,14 +12,20 @@
 #include <te/core.h>
 #include <te/graph.h>
 #include "cli.h"
+#include "info.h"
+#include "out.h"
 
 static const char usage_text[] =
-    "usage: te-info [-e] [-v] [-q] [-h] [--version]\n"
+    "usage: te-info [-e] [--csv | --json] [-v] [-q] [-h] [--version]\n"
     "  (none)          version, build configuration, backend and devices\n"
     "  -e, --tunables  list every tunable: variable, default, current value, help\n"
+    "  --json          one JSON object: build, backends, devices, peers, loaded\n"
+    "                  libraries and tunables (with -e: the tunables alone)\n"
+    "  --csv           CSV: one row per device (with -e: one row per tunable)\n"
     "  -v              print the version number only\n"
     "  --version       print \"te-info (libte) VERSION\"\n"
-    "  -q, --quiet     print nothing: the exit status says whether a backend works\n"
+    "  -q, --quiet     print nothing (but the --csv or --json document): the exit\n"
+    "                  status says whether a backend works\n"
     "  -h, --help      this help\n"
     "exit status: 0 ok, 1 no usable backend (or a failure), 2 a wrong command line\n";
 
@@ -74,16 +81,17 @@ static void print_build(void) {
   } else {
     printf("verbs:       unavailable: %s\n", tecore_last_error());
   }
+  printf("multicast:   %s\n", te_info_multicast());
+}
+
+const char *te_info_multicast(void) {
   /* NCCL's variable as NCCL reads it; ours through the registry */
   const char *nvls = getenv("NCCL_NVLS_ENABLE");
   struct tecore_tunable_info tnvls;
-  if (nvls && strcmp(nvls, "0") == 0)
-    printf("multicast:   disabled by NCCL_NVLS_ENABLE=0\n");
-  else if (tecore_tunable_find("TECOMM_NVLS_ENABLE", &tnvls) == TECORE_SUCCESS &&
-           tnvls.value_int == 0)
-    printf("multicast:   disabled by TECOMM_NVLS_ENABLE=0\n");
-  else
-    printf("multicast:   allowed where the device has it\n");
+  if (nvls && strcmp(nvls, "0") == 0) return "disabled by NCCL_NVLS_ENABLE=0";
+  if (tecore_tunable_find("TECOMM_NVLS_ENABLE", &tnvls) == TECORE_SUCCESS && tnvls.value_int == 0)
+    return "disabled by TECOMM_NVLS_ENABLE=0";
+  return "allowed where the device has it";
 }
 
 static int print_devices(void) {
@@ -152,8 +160,11 @@ static int print_devices(void) {
 }
 
 int main(int argc, char **argv) {
-  static const struct option longs[] = {{"tunables", no_argument, 0, 'e'}, TE_CLI_LONGS, {0, 0, 0, 0}};
-  struct te_cli cli = {.prog = "te-info", .usage = usage_text, .shorts = "evqh", .longs = longs};
+  static const struct option longs[] = {{"tunables", no_argument, 0, 'e'}, TE_CLI_FORMATS,
+                                        TE_CLI_LONGS, {0, 0, 0, 0}};
+  struct te_out out = {.tool = "te-info"};
+  struct te_cli cli = {.prog = "te-info", .usage = usage_text, .shorts = "evqh", .longs = longs,
+                       .out = &out};
   int opt, tunables = 0;
   while ((opt = te_cli_next(&cli, argc, argv)) != -1) {
     switch (opt) {
@@ -163,6 +174,8 @@ int main(int argc, char **argv) {
     }
   }
   if (te_cli_end(&cli, argc, argv)) return cli.status;
+  /* the document even under -q: it is what was asked for */
+  if (out.format != TE_OUT_TABLE) return te_info_doc(&out, tunables) ? TE_EXIT_FAIL : TE_EXIT_OK;
   if (cli.quiet) return tecore_init() == TECORE_SUCCESS ? TE_EXIT_OK : TE_EXIT_FAIL;
   if (tunables) return list_tunables() ? TE_EXIT_FAIL : TE_EXIT_OK;
   print_build();

@@ -14,7 +14,8 @@
  *       without offload;
  *   the service engine's CPU time per second, idle and handing off.
  * Sizes default to the GPU's (256 MiB tensors, the te-demo model) or,
- * on vdev, to small ones. */
+ * on vdev, to small ones.  Every figure is a row of named fields
+ * (tools/out.h): a table, --csv or --json. */
 #define _GNU_SOURCE 1   /* O_DIRECT */
 #include <errno.h>
 #include <fcntl.h>
@@ -28,6 +29,7 @@
 #include <te/graph.h>
 #include <te/offload.h>
 #include "cli.h"
+#include "out.h"
 #include "mlp_block.h"
 
 #define CK(call)                                                                         \
@@ -57,9 +59,35 @@ static double now_s(void) {
 
 static tecore_stream_t S;
 static tecore_event_t E0, E1;
-/* --quiet: the figures only; judge: targets are judged on a GPU only (vdev
- * figures are timings of CPU threads, not GPU speed) */
-static int quiet, judge;
+/* judge: targets are judged on a GPU only (vdev figures are timings of
+ * CPU threads, not GPU speed); OUT.quiet: --quiet, the figures only */
+static int judge;
+static struct te_out OUT = {.tool = "te-offload-bench"};
+
+/* a row: ratio = peer_time / time (> 1: faster than the peer) */
+static const struct te_out_col cols[] = {
+    {"section", TE_OUT_STR, -7, 0, 0, 0},     {"name", TE_OUT_STR, -22, 0, 0, 0},
+    {"time", TE_OUT_NUM, 10, "%.3f", 0, 0},   {"unit", TE_OUT_STR, -4, 0, 0, 0},
+    {"rate_gbs", TE_OUT_NUM, 9, "%.2f", 0, "GB/s"},
+    {"peer", TE_OUT_STR, -24, 0, 0, 0},       {"peer_time", TE_OUT_NUM, 10, "%.3f", 0, 0},
+    {"peer_rate_gbs", TE_OUT_NUM, 9, "%.2f", 0, "GB/s"},
+    {"ratio", TE_OUT_NUM, 7, "%.3f", 0, 0},   {"target", TE_OUT_STR, -14, 0, 0, 0},
+    {"verdict", TE_OUT_STR, -7, 0, 0, 0},     {"note", TE_OUT_STR, 0, 0, 0, 0}};
+enum { NCOLS = sizeof cols / sizeof cols[0] };
+
+static void row(const char *section, const char *name, double time, const char *unit,
+                double bytes, const char *peer, double peer_time, const char *target, int met,
+                const char *note) {
+  int judged = target && judge;
+  struct te_out_val v[NCOLS] = {
+      TE_OUT_S(section), TE_OUT_S(name), TE_OUT_N(time), TE_OUT_S(unit),
+      bytes > 0 ? TE_OUT_N(bytes / (time * 1e-3) / 1e9) : TE_OUT_NONE, TE_OUT_S(peer ? peer : ""),
+      peer ? TE_OUT_N(peer_time) : TE_OUT_NONE,
+      peer && bytes > 0 ? TE_OUT_N(bytes / (peer_time * 1e-3) / 1e9) : TE_OUT_NONE,
+      peer ? TE_OUT_N(peer_time / time) : TE_OUT_NONE, TE_OUT_S(judged ? target : ""),
+      TE_OUT_S(judged ? (met ? "PASS" : "MISS") : ""), TE_OUT_S(note ? note : "")};
+  te_out_row(&OUT, v);
+}
 
 static double elapsed_ms(void) {
   CK(tecore_event_synchronize(E1));
@@ -68,15 +96,13 @@ static double elapsed_ms(void) {
   return ms;
 }
 
-static void line(const char *what, double bytes, double ms, const char *peer, double peer_ms,
-                 double target) {
-  double gbs = bytes / (ms * 1e-3) / 1e9, pgbs = bytes / (peer_ms * 1e-3) / 1e9;
-  printf("%-22s %9.3f ms %8.2f GB/s   %-24s %9.3f ms %8.2f GB/s   %5.1f%%", what, ms, gbs, peer,
-         peer_ms, pgbs, 100.0 * gbs / pgbs);
-  if (target > 0 && judge)
-    printf("  target %.0f%% %s", target, gbs / pgbs * 100.0 >= target ? "PASS" : "MISS");
-  printf("\n");
-  fflush(stdout);
+/* A copy figure beside its peer's; target: the percentage of the peer's
+ * bandwidth to reach */
+static void line(const char *section, const char *what, double bytes, double ms, const char *peer,
+                 double peer_ms, double target) {
+  char t[32];
+  snprintf(t, sizeof t, ">= %.0f%% of peer", target);
+  row(section, what, ms, "ms", bytes, peer, peer_ms, t, peer_ms / ms * 100.0 >= target, NULL);
 }
 
 /* ---- pool and spill vs their peers ------------------------------------------------ */
@@ -147,9 +173,9 @@ static void bench_pool(size_t bytes, int iters) {
   time_ctx(c, &t, iters, &out, &in);
   char what[64];
   snprintf(what, sizeof what, "pool D2H %zu MiB", bytes >> 20);
-  line(what, (double)bytes, out, "raw pinned memcpy D2H", raw_out, 90);
+  line("pool", what, (double)bytes, out, "raw pinned memcpy D2H", raw_out, 90);
   snprintf(what, sizeof what, "pool H2D %zu MiB", bytes >> 20);
-  line(what, (double)bytes, in, "raw pinned memcpy H2D", raw_in, 90);
+  line("pool", what, (double)bytes, in, "raw pinned memcpy H2D", raw_in, 90);
   GK(tegraph_offload_destroy(c));
   CK(tecore_mem_free(d));
   CK(tecore_mem_free_host(h));
@@ -209,7 +235,7 @@ static int bench_spill(const char *dir, size_t bytes, int iters) {
   const char *why = "";
   GK(tegraph_uring_probe(&ok, &why));
   if (!ok) {
-    if (!quiet) printf("spill: skipped: %s\n", why);
+    te_out_note(&OUT, "spill: skipped: %s", why);
     return 0;
   }
   size_t chunk = 1 << 20;
@@ -254,12 +280,12 @@ static int bench_spill(const char *dir, size_t bytes, int iters) {
   CK(tecore_tensor_init(&t, TECORE_DTYPE_U8, 1, sh, d));
   double out = 0, in = 0;
   time_ctx(c, &t, iters, &out, &in);
-  if (!quiet) printf("spill: %s\n", st.why);
+  te_out_note(&OUT, "spill: %s", st.why);
   char what[64];
   snprintf(what, sizeof what, "spill write %zu MiB", bytes >> 20);
-  line(what, (double)bytes, out, "raw io_uring write", w, 90);
+  line("spill", what, (double)bytes, out, "raw io_uring write", w, 90);
   snprintf(what, sizeof what, "spill read %zu MiB", bytes >> 20);
-  line(what, (double)bytes, in, "raw io_uring read", r, 90);
+  line("spill", what, (double)bytes, in, "raw io_uring read", r, 90);
   GK(tegraph_offload_destroy(c));
   CK(tecore_mem_free(d));
   CK(tecore_mem_free_host(h));
@@ -326,13 +352,13 @@ static void bench_step(size_t tokens, size_t hidden, int layers, int iters) {
     }
     if (c) GK(tegraph_offload_destroy(c));
   }
-  printf("step %d blocks [%zu][%zu]  %9.3f ms with offload vs %9.3f ms without: %.3fx", layers,
-         tokens, hidden, ms[1], ms[0], ms[1] / ms[0]);
-  if (judge) printf("  target 1.05x %s", ms[1] / ms[0] <= 1.05 ? "PASS" : "MISS");
-  printf("\n");
-  if (!quiet)
-    printf("step memory: sequence %.1f MiB -> %.1f MiB + ring %.1f MiB; %.1f MiB each way a step\n",
-         before / 1048576.0, after / 1048576.0, ring / 1048576.0, moved / 1048576.0);
+  char name[64], note[160];
+  snprintf(name, sizeof name, "step %d x [%zu][%zu]", layers, tokens, hidden);
+  snprintf(note, sizeof note, "memory %.1f MiB -> %.1f MiB + ring %.1f MiB; %.1f MiB each way",
+           before / 1048576.0, after / 1048576.0, ring / 1048576.0, moved / 1048576.0);
+  /* with offload, against the same step without it */
+  row("step", name, ms[1], "ms", 0, "the step without offload", ms[0], "<= 1.05x the time",
+      ms[1] / ms[0] <= 1.05, note);
   CK(tecore_mem_free(x));
   CK(tecore_mem_free(y));
   CK(tecore_mem_free(dy));
@@ -359,16 +385,19 @@ static void bench_engine(int handoffs) {
   CK(tecore_svc_get_stats(&b));
   usleep(1000000);
   CK(tecore_svc_get_stats(&c));
-  printf("engine: %d hand-offs in %.3f s (%.1f us each), CPU %.3f s/s while handing off; idle "
-         "CPU %.4f s/s, %.0f wake-ups/s  (%s)\n", handoffs, t, t / handoffs * 1e6,
-         (b.cpu_s - a.cpu_s) / (b.up_s - a.up_s), (c.cpu_s - b.cpu_s) / (c.up_s - b.up_s),
-         (double)(c.wakeups - b.wakeups) / (c.up_s - b.up_s), c.why);
+  char name[64], note[320];
+  snprintf(name, sizeof name, "engine hand-off x %d", handoffs);
+  snprintf(note, sizeof note, "CPU %.3f s/s while handing off; idle CPU %.4f s/s, %.0f wake-ups/s "
+           "(%s)", (b.cpu_s - a.cpu_s) / (b.up_s - a.up_s), (c.cpu_s - b.cpu_s) / (c.up_s - b.up_s),
+           (double)(c.wakeups - b.wakeups) / (c.up_s - b.up_s), c.why);
+  row("engine", name, t / handoffs * 1e6, "us", 0, NULL, 0, NULL, 0, note);
   CK(tecore_svc_job_destroy(j));
 }
 
 static const char usage_text[] =
     "usage: te-offload-bench [--mb N] [--dir DIR] [--iters N] [--tokens N] [--hidden N]\n"
-    "                        [--layers N] [--skip pool,spill,step,engine] [-q] [-h] [--version]\n"
+    "                        [--layers N] [--skip pool,spill,step,engine] [--csv | --json]\n"
+    "                        [-q] [-h] [--version]\n"
     "  --mb N       tensor size for the pool and spill figures (cuda: 256, vdev: 8)\n"
     "  --dir DIR    file system for the spill figures ($TMPDIR or /tmp)\n"
     "  --iters N    timed repetitions (cuda: 10, vdev: 3)\n"
@@ -376,6 +405,8 @@ static const char usage_text[] =
     "  --hidden N   the step's model width (cuda: 4096, vdev: 64)\n"
     "  --layers N   the step's MLP blocks (cuda: 8, vdev: 5)\n"
     "  --skip LIST  leave out some of pool, spill, step, engine (comma-separated)\n"
+    "  --csv        CSV: a row of column names, then one row per figure\n"
+    "  --json       one JSON object: the run, and \"rows\": one object per figure\n"
     "  -q, --quiet  the figures only\n"
     "  -h, --help   this help\n"
     "  --version    print \"te-offload-bench (libte) VERSION\"\n"
@@ -393,10 +424,10 @@ int main(int argc, char **argv) {
       {"mb", required_argument, 0, 'm'},     {"dir", required_argument, 0, 'd'},
       {"iters", required_argument, 0, 'i'},  {"tokens", required_argument, 0, 't'},
       {"hidden", required_argument, 0, 'H'}, {"layers", required_argument, 0, 'l'},
-      {"skip", required_argument, 0, 's'},   TE_CLI_LONGS,
-      {0, 0, 0, 0}};
+      {"skip", required_argument, 0, 's'},   TE_CLI_FORMATS,
+      TE_CLI_LONGS,                          {0, 0, 0, 0}};
   struct te_cli cli = {.prog = "te-offload-bench", .usage = usage_text, .shorts = "qh",
-                       .longs = longs};
+                       .longs = longs, .out = &OUT};
   int opt;
   while ((opt = te_cli_next(&cli, argc, argv)) != -1) {
     switch (opt) {
@@ -433,7 +464,6 @@ int main(int argc, char **argv) {
     }
   }
   if (te_cli_end(&cli, argc, argv)) return cli.status;
-  quiet = cli.quiet;
   if (!dir || !*dir) dir = "/tmp";
   CK(tecore_init());
   tecore_ctx_t ctx;
@@ -452,16 +482,33 @@ int main(int argc, char **argv) {
   CK(tecore_stream_create(TECORE_STREAM_NON_BLOCKING, 0, &S));
   CK(tecore_event_create(TECORE_EVENT_DEFAULT, &E0));
   CK(tecore_event_create(TECORE_EVENT_DEFAULT, &E1));
-  if (!quiet) {
-    printf("te-offload-bench: backend %s, device %s, %d iterations\n", tecore_backend_name(be),
-           props.name, iters);
-    if (!gpu) printf("vdev: figures of the virtual device (CPU threads), not GPU speed; no targets\n");
+  te_out_begin(&OUT);
+  te_out_field_s(&OUT, "backend", tecore_backend_name(be));
+  te_out_field_s(&OUT, "gpu", props.name);
+  te_out_field_n(&OUT, "iters", iters);
+  te_out_field_b(&OUT, "speed", gpu);
+  te_out_note(&OUT, "te-offload-bench: backend %s, device %s, %d iterations", tecore_backend_name(be),
+              props.name, iters);
+  if (!gpu) te_out_note(&OUT, "vdev: figures of the virtual device (CPU threads), not GPU speed; no targets");
+  te_out_table(&OUT, "rows", cols, NCOLS);
+  if (!strstr(skip, "pool")) {
+    te_out_progress(&OUT, "pool ...");
+    bench_pool(mb << 20, iters);
   }
-  if (!strstr(skip, "pool")) bench_pool(mb << 20, iters);
   int failed = 0;   /* a part that could not run fails the whole (exit 1) */
-  if (!strstr(skip, "spill") && bench_spill(dir, mb << 20, iters)) failed = 1;
-  if (!strstr(skip, "step")) bench_step(tokens, hidden, layers, iters);
-  if (!strstr(skip, "engine")) bench_engine(gpu ? 10000 : 200);
+  if (!strstr(skip, "spill")) {
+    te_out_progress(&OUT, "spill ...");
+    if (bench_spill(dir, mb << 20, iters)) failed = 1;
+  }
+  if (!strstr(skip, "step")) {
+    te_out_progress(&OUT, "step ...");
+    bench_step(tokens, hidden, layers, iters);
+  }
+  if (!strstr(skip, "engine")) {
+    te_out_progress(&OUT, "engine ...");
+    bench_engine(gpu ? 10000 : 200);
+  }
+  te_out_end(&OUT);
   CK(tecore_event_destroy(E0));
   CK(tecore_event_destroy(E1));
   CK(tecore_stream_destroy(S));

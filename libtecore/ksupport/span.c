@@ -19,7 +19,7 @@ static int key_cmp(const void *a, const void *b) {
   return x->ord < y->ord ? -1 : x->ord > y->ord;
 }
 
-static const char *span_name(const struct te_span *s, char *buf, size_t len) {
+const char *te_span_name(const struct te_span *s, char *buf, size_t len) {
   if (s->field)
     snprintf(buf, len, "%s[%zu]%s", s->name, s->idx, s->field);
   else
@@ -59,8 +59,8 @@ static int report(const struct te_span *a, size_t ia, const struct te_span *b, s
   int swap = !(a->access & TE_ACCESS_WRITE) || ((b->access & TE_ACCESS_WRITE) && ib < ia);
   const struct te_span *x = swap ? b : a, *y = swap ? a : b;
   char nx[96], ny[96];
-  snprintf(msg, len, "%s overlaps %s%s", span_name(x, nx, sizeof nx),
-           span_name(y, ny, sizeof ny),
+  snprintf(msg, len, "%s overlaps %s%s", te_span_name(x, nx, sizeof nx),
+           te_span_name(y, ny, sizeof ny),
            inplace ? " other than as the very same range (in place)" : "");
   return 1;
 }

@@ -55,5 +55,7 @@ static inline int te_span_overlap(struct te_span a, struct te_span b) {
  * arithmetic only: O(n log n) after a sort, so long lists (an optimizer's
  * thousands of tensors) stay cheap. */
 int te_span_conflict(const struct te_span *s, size_t n, char *msg, size_t len);
+/* The span's name as details give it ("out->data", "tensors[3].param"). */
+const char *te_span_name(const struct te_span *s, char *buf, size_t len);
 
 #endif

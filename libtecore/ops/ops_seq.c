@@ -724,10 +724,14 @@ TE_EXPORT tecore_result_t tecore_seq_set_recipe(tecore_seq_t *s, const struct te
   TE_ARG(te_handle_live(s), "%s: seq %p is not a live sequence (destroyed?)", fn, (const void *)s);
   if (r) {
     TE_CHECK(tecore_recipe_validate(r));
-    if (r->kind != TECORE_RECIPE_DELAYED && r->kind != TECORE_RECIPE_CURRENT)
-      return TE_ERR(TECORE_ERR_NOT_SUPPORTED, "%s: recipe->kind %d: the fuser supports delayed "
-                    "and current per-tensor scaling (mxfp8 and block recipes: not yet)", fn,
-                    (int)r->kind);
+    /* a limit of the fuser, not of the device: the recipe named, not numbered */
+    if (r->kind == TECORE_RECIPE_MXFP8 || r->kind == TECORE_RECIPE_BLOCK)
+      return TE_ERR(TECORE_ERR_NOT_SUPPORTED, "%s: recipe->kind %s: a limit of the fuser (not of "
+                    "the backend or device): its sequences take the delayed and current "
+                    "per-tensor recipes only; %s recipes run through the plain calls "
+                    "(tecore_quantize, tecore_gemm), not yet in a sequence", fn,
+                    r->kind == TECORE_RECIPE_MXFP8 ? "TECORE_RECIPE_MXFP8" : "TECORE_RECIPE_BLOCK",
+                    r->kind == TECORE_RECIPE_MXFP8 ? "MXFP8" : "block-scaled");
     if (r->format == TECORE_FP8_E5M2)
       return TE_ERR(TECORE_ERR_NOT_SUPPORTED, "%s: recipe->format E5M2: the forward GEMM would "
                     "be e5m2 x e5m2, which FP8 GEMMs do not take; use E4M3 or HYBRID", fn);
