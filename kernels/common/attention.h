@@ -34,7 +34,7 @@
 
 #define TE_ATTN_FWD_BM 128     /* query rows of a forward block */
 #define TE_ATTN_FWD_BN 64      /* keys of a forward tile */
-#define TE_ATTN_FWD_THREADS 128 /* 4 warps of 16 query rows (x2 row halves) */
+#define TE_ATTN_FWD_THREADS 256 /* 8 warps of 16 query rows */
 #define TE_ATTN_BWD_BM 64      /* query rows of a backward tile */
 #define TE_ATTN_BWD_BN 64      /* keys of a backward block */
 #define TE_ATTN_BWD_THREADS 128
