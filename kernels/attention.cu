@@ -1,0 +1,553 @@
+// SPDX-License-Identifier: Apache-2.0
+// attention.cu -- libte's flash-attention kernels: forward and backward of
+// softmax(scale Q K^T) V over sequences packed without padding, BF16 or
+// F16, head_dim a multiple of 8 up to 128 (tiles DP = 64 or 128 wide, the
+// columns past head_dim zeros in shared memory).  Parameters and the mask
+// rule: kernels/common/attention.h.
+//
+// Forward (te_attn_fwd_d64/_d128): a block owns TE_ATTN_FWD_BM = 128
+// query rows of one (sequence, head), 8 warps of 16 rows; K and V tiles of
+// TE_ATTN_FWD_BN = 64 keys stream through two shared-memory buffers
+// (cp.async, the next tile loading while this one computes).  S = Q K^T
+// and O += P V on the tensor cores (mma.sync m16n8k16, fragments loaded
+// with ldmatrix from XOR-swizzled tiles); the softmax is online, in base 2
+// with the scale folded into log2(e); P is rounded to the input dtype for
+// the P V product.
+//
+// Backward: te_attn_bwd_prep takes D = rowsum(dO * O) per (token, head) and
+// zeroes dq_acc; te_attn_bwd_d64/_d128 give a block 64 keys of one
+// (sequence, KV head) and loop over the query heads of the group and the
+// 64-row query tiles that see those keys: it recomputes P from lse, takes
+// dP = dO V^T, dS = P (dP - D) scale, keeps dV += P^T dO and dK += dS^T Q
+// in registers (each warp 16 keys) and adds dQ = dS K into dq_acc with
+// atomics; te_attn_bwd_dq converts dq_acc to dQ's dtype.
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include "common/attention.h"
+#include "common/attention_params.h"
+
+#define F16 1
+#define BF16 2
+
+// ---- small helpers -----------------------------------------------------------------------
+
+template <int DT> struct elem;
+template <> struct elem<BF16> {
+  typedef __nv_bfloat16 t;
+  static __device__ __forceinline__ uint32_t pack(float a, float b) {
+    __nv_bfloat162 v = __floats2bfloat162_rn(a, b);
+    return *reinterpret_cast<uint32_t *>(&v);
+  }
+  static __device__ __forceinline__ float2 unpack(uint32_t u) {
+    return __bfloat1622float2(*reinterpret_cast<__nv_bfloat162 *>(&u));
+  }
+};
+template <> struct elem<F16> {
+  typedef __half t;
+  static __device__ __forceinline__ uint32_t pack(float a, float b) {
+    __half2 v = __floats2half2_rn(a, b);
+    return *reinterpret_cast<uint32_t *>(&v);
+  }
+  static __device__ __forceinline__ float2 unpack(uint32_t u) {
+    return __half22float2(*reinterpret_cast<__half2 *>(&u));
+  }
+};
+
+// c += a b for one 16x8x16 tile (row.col, f32 accumulators).
+template <int DT>
+__device__ __forceinline__ void mma16816(float *c, const uint32_t *a, const uint32_t *b) {
+  if (DT == BF16)
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
+        "{%8,%9}, {%0,%1,%2,%3};\n"
+        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+  else
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
+        "{%8,%9}, {%0,%1,%2,%3};\n"
+        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+}
+
+__device__ __forceinline__ uint32_t smem_addr(const void *p) {
+  return (uint32_t)__cvta_generic_to_shared(p);
+}
+__device__ __forceinline__ void ldsm_x4(uint32_t *r, const void *p) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(smem_addr(p)));
+}
+__device__ __forceinline__ void ldsm_x4_t(uint32_t *r, const void *p) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(smem_addr(p)));
+}
+// 16 bytes global -> shared; src_bytes 0 writes zeros (rows past the end).
+__device__ __forceinline__ void cp_async16(void *dst, const void *src, int src_bytes) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_addr(dst)), "l"(src),
+               "r"(src_bytes));
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+template <int N> __device__ __forceinline__ void cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
+}
+
+// Element offset of (row, 8-element chunk) in a tile of rows of W
+// elements: chunk c of row r sits at chunk c ^ (r & 7), so the 8 rows an
+// ldmatrix reads at one logical chunk hit 8 different bank groups.
+template <int W> __device__ __forceinline__ int swz(int row, int chunk) {
+  return row * W + ((chunk ^ (row & 7)) << 3);
+}
+
+// Loads rows [r0, r0 + R) of head h of a view into a swizzled R x DP tile:
+// rows past nrows and columns past d are zeros.
+template <int R, int DP, int NT, typename T>
+__device__ __forceinline__ void load_tile(T *tile, const T *base, long long ts, long long hs,
+                                          long long t0, int h, int nrows, int d) {
+  const int chunks = DP / 8;
+  for (int i = threadIdx.x; i < R * chunks; i += NT) {
+    int r = i / chunks, c = i % chunks;
+    bool ok = r < nrows && c * 8 < d;
+    const T *src = ok ? base + (t0 + r) * ts + (long long)h * hs + c * 8 : base;
+    cp_async16(tile + swz<DP>(r, c), src, ok ? 16 : 0);
+  }
+}
+
+// The keys [lo, hi) row i (of lq) sees among lk (the mask rule).
+__device__ __forceinline__ void key_range(const te_attn_params &p, int i, int lq, int lk, int &lo,
+                                          int &hi) {
+  long long a, b;
+  te_attn_key_range(&p, i, lq, lk, &a, &b);
+  lo = (int)a;
+  hi = (int)b;
+}
+
+// ---- fixed lengths ---------------------------------------------------------------------------
+
+extern "C" __global__ void te_attn_seqlens(TE_KSIG(TE_ATTN_SEQLENS_PARAMS)) {
+  for (int b = threadIdx.x; b <= batch; b += blockDim.x) {
+    cu_q[b] = b * len_q;
+    cu_kv[b] = b * len_kv;
+  }
+}
+
+// ---- forward ---------------------------------------------------------------------------------
+
+#define FWD_WARPS (TE_ATTN_FWD_THREADS / 32)
+
+template <int DT, int DP>
+__device__ __forceinline__ void attn_fwd(const te_attn_params &p) {
+  typedef typename elem<DT>::t T;
+  constexpr int BM = TE_ATTN_FWD_BM, BN = TE_ATTN_FWD_BN, NT = TE_ATTN_FWD_THREADS;
+  constexpr int NTILE_S = BN / 8, NTILE_O = DP / 8;
+  extern __shared__ __align__(128) unsigned char smem[];
+  T *sq = reinterpret_cast<T *>(smem);
+  T *sk = sq + BM * DP;  // two buffers
+  T *sv = sk + 2 * BN * DP;
+
+  const int b = blockIdx.z, h = blockIdx.y, m0 = blockIdx.x * BM;
+  const int q0 = p.cu_q[b], lq = min(p.cu_q[b + 1] - q0, p.max_q);
+  if (m0 >= lq) return;
+  const int k0 = p.cu_kv[b], lk = p.cu_kv[b + 1] - k0;
+  const int kvh = h / (p.heads / p.kv_heads), d = p.head_dim;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const T *Q = static_cast<const T *>(p.q), *K = static_cast<const T *>(p.k),
+          *V = static_cast<const T *>(p.v);
+
+  // the keys any row of the block sees
+  int lo0, hi0, lo1, hi1;
+  key_range(p, m0, lq, lk, lo0, hi0);
+  key_range(p, min(m0 + BM, lq) - 1, lq, lk, lo1, hi1);
+  const int kstart = (lo0 / BN) * BN, kend = hi1;
+  const int ntiles = kend > kstart ? (kend - kstart + BN - 1) / BN : 0;
+
+  load_tile<BM, DP, NT>(sq, Q, p.q_ts, p.q_hs, q0 + m0, h, lq - m0, d);
+  if (ntiles > 0) {
+    load_tile<BN, DP, NT>(sk, K, p.k_ts, p.k_hs, k0 + kstart, kvh, lk - kstart, d);
+    load_tile<BN, DP, NT>(sv, V, p.v_ts, p.v_hs, k0 + kstart, kvh, lk - kstart, d);
+  }
+  cp_async_commit();
+
+  // this thread's rows: g and g + 8 of the warp's 16
+  const int g = lane / 4, tq = lane % 4;
+  const int r0 = m0 + warp * 16 + g, r1 = r0 + 8;
+  int rlo[2], rhi[2];
+  key_range(p, r0, lq, lk, rlo[0], rhi[0]);
+  key_range(p, r1, lq, lk, rlo[1], rhi[1]);
+  if (r0 >= lq) rhi[0] = rlo[0] = 0;
+  if (r1 >= lq) rhi[1] = rlo[1] = 0;
+
+  float o[NTILE_O][4];
+#pragma unroll
+  for (int j = 0; j < NTILE_O; j++) o[j][0] = o[j][1] = o[j][2] = o[j][3] = 0.0f;
+  float mrow[2] = {-INFINITY, -INFINITY}, lrow[2] = {0.0f, 0.0f};
+  uint32_t qf[DP / 16][4];
+
+  for (int t = 0; t < ntiles; t++) {
+    const int buf = t & 1, n0 = kstart + t * BN;
+    if (t + 1 < ntiles) {
+      const int nb = buf ^ 1, n1 = n0 + BN;
+      load_tile<BN, DP, NT>(sk + nb * BN * DP, K, p.k_ts, p.k_hs, k0 + n1, kvh, lk - n1, d);
+      load_tile<BN, DP, NT>(sv + nb * BN * DP, V, p.v_ts, p.v_hs, k0 + n1, kvh, lk - n1, d);
+      cp_async_commit();
+      cp_async_wait<1>();
+    } else {
+      cp_async_wait<0>();
+    }
+    __syncthreads();
+    if (t == 0) {
+#pragma unroll
+      for (int kk = 0; kk < DP / 16; kk++)
+        ldsm_x4(qf[kk], sq + swz<DP>(warp * 16 + (lane % 16), kk * 2 + lane / 16));
+    }
+    const T *tk = sk + buf * BN * DP, *tv = sv + buf * BN * DP;
+
+    // S = Q K^T for the warp's 16 rows x 64 keys
+    float s[NTILE_S][4];
+#pragma unroll
+    for (int j = 0; j < NTILE_S; j++) s[j][0] = s[j][1] = s[j][2] = s[j][3] = 0.0f;
+#pragma unroll
+    for (int kk = 0; kk < DP / 16; kk++) {
+#pragma unroll
+      for (int jn = 0; jn < NTILE_S; jn += 2) {
+        uint32_t kf[4];
+        const int m = lane / 8;
+        ldsm_x4(kf, tk + swz<DP>(jn * 8 + (m / 2) * 8 + lane % 8, kk * 2 + (m % 2)));
+        mma16816<DT>(s[jn], qf[kk], kf);
+        mma16816<DT>(s[jn + 1], qf[kk], kf + 2);
+      }
+    }
+    // mask, scale into base 2, online softmax
+    float mnew[2];
+#pragma unroll
+    for (int hr = 0; hr < 2; hr++) {
+      float mx = mrow[hr];
+#pragma unroll
+      for (int j = 0; j < NTILE_S; j++)
+#pragma unroll
+        for (int e = 0; e < 2; e++) {
+          const int key = n0 + j * 8 + tq * 2 + e;
+          float v = s[j][hr * 2 + e] * p.scale_log2;
+          v = (key >= rlo[hr] && key < rhi[hr]) ? v : -INFINITY;
+          s[j][hr * 2 + e] = v;
+          mx = fmaxf(mx, v);
+        }
+      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+      mnew[hr] = mx;
+    }
+#pragma unroll
+    for (int hr = 0; hr < 2; hr++) {
+      const float mu = mnew[hr] == -INFINITY ? 0.0f : mnew[hr];
+      const float corr = exp2f(mrow[hr] - mu);
+      mrow[hr] = mnew[hr];
+      float sum = 0.0f;
+#pragma unroll
+      for (int j = 0; j < NTILE_S; j++)
+#pragma unroll
+        for (int e = 0; e < 2; e++) {
+          float pe = exp2f(s[j][hr * 2 + e] - mu);
+          s[j][hr * 2 + e] = pe;
+          sum += pe;
+        }
+      lrow[hr] = lrow[hr] * corr + sum;
+#pragma unroll
+      for (int j = 0; j < NTILE_O; j++) {
+        o[j][hr * 2] *= corr;
+        o[j][hr * 2 + 1] *= corr;
+      }
+    }
+    // O += P V
+#pragma unroll
+    for (int kk = 0; kk < BN / 16; kk++) {
+      uint32_t pf[4];
+      pf[0] = elem<DT>::pack(s[2 * kk][0], s[2 * kk][1]);
+      pf[1] = elem<DT>::pack(s[2 * kk][2], s[2 * kk][3]);
+      pf[2] = elem<DT>::pack(s[2 * kk + 1][0], s[2 * kk + 1][1]);
+      pf[3] = elem<DT>::pack(s[2 * kk + 1][2], s[2 * kk + 1][3]);
+#pragma unroll
+      for (int jn = 0; jn < NTILE_O; jn += 2) {
+        uint32_t vf[4];
+        const int m = lane / 8;
+        ldsm_x4_t(vf, tv + swz<DP>(kk * 16 + (m % 2) * 8 + lane % 8, jn + m / 2));
+        mma16816<DT>(o[jn], pf, vf);
+        mma16816<DT>(o[jn + 1], pf, vf + 2);
+      }
+    }
+    __syncthreads();  // the buffer is refilled two tiles on
+  }
+  cp_async_wait<0>();  // no tile: Q's copy is still outstanding
+
+  // the row sums over the quad, then O / l and lse
+  float* lse = p.lse;
+  T *O = static_cast<T *>(p.o);
+#pragma unroll
+  for (int hr = 0; hr < 2; hr++) {
+    float l = lrow[hr];
+    l += __shfl_xor_sync(0xffffffffu, l, 1);
+    l += __shfl_xor_sync(0xffffffffu, l, 2);
+    const int r = hr ? r1 : r0;
+    if (r >= lq) continue;
+    const float inv = l > 0.0f ? 1.0f / l : 0.0f;
+    T *orow = O + (long long)(q0 + r) * p.o_ts + (long long)h * p.o_hs;
+#pragma unroll
+    for (int j = 0; j < NTILE_O; j++) {
+      const int col = j * 8 + tq * 2;
+      if (col < d)
+        *reinterpret_cast<uint32_t *>(orow + col) =
+            elem<DT>::pack(o[j][hr * 2] * inv, o[j][hr * 2 + 1] * inv);
+    }
+    if (lse && tq == 0)
+      lse[(long long)h * p.total_q + q0 + r] =
+          l > 0.0f ? (mrow[hr] + log2f(l)) * 0.6931471805599453f : -INFINITY;
+  }
+}
+
+#define FWD_KERNEL(name, DP)                                                          \
+  extern "C" __global__ void __launch_bounds__(TE_ATTN_FWD_THREADS)                   \
+      name(TE_KSIG(TE_ATTN_PARAMS)) {                                                 \
+    if (p.qkv_dt == BF16) attn_fwd<BF16, DP>(p);                                      \
+    else attn_fwd<F16, DP>(p);                                                        \
+  }
+FWD_KERNEL(te_attn_fwd_d64, 64)
+FWD_KERNEL(te_attn_fwd_d128, 128)
+
+// ---- backward: D and the dQ accumulator --------------------------------------------------------
+
+template <int DT> __device__ __forceinline__ float ld_elem(const void *p, long long i) {
+  typedef typename elem<DT>::t T;
+  const T *t = static_cast<const T *>(p);
+  if (DT == BF16) return __bfloat162float(*reinterpret_cast<const __nv_bfloat16 *>(t + i));
+  return __half2float(*reinterpret_cast<const __half *>(t + i));
+}
+
+template <int DT> __device__ void bwd_prep(const te_attn_params &p) {
+  const long long row = (long long)blockIdx.x * (TE_ATTN_ROW_THREADS / 32) + threadIdx.x / 32;
+  const int lane = threadIdx.x % 32;
+  if (row >= p.total_q * p.heads) return;
+  const long long t = row / p.heads;
+  const int h = (int)(row % p.heads);
+  float acc = 0.0f;
+  for (int x = lane; x < p.head_dim; x += 32)
+    acc += ld_elem<DT>(p.d_o, t * p.do_ts + h * p.do_hs + x) *
+           ld_elem<DT>(p.o, t * p.o_ts + h * p.o_hs + x);
+  for (int off = 16; off; off /= 2) acc += __shfl_xor_sync(0xffffffffu, acc, off);
+  if (lane == 0) p.dsum[(long long)h * p.total_q + t] = acc;
+  float *dq = p.dq_acc + row * p.head_dim;
+  for (int x = lane; x < p.head_dim; x += 32) dq[x] = 0.0f;
+}
+
+extern "C" __global__ void te_attn_bwd_prep(TE_KSIG(TE_ATTN_PARAMS)) {
+  if (p.qkv_dt == BF16) bwd_prep<BF16>(p);
+  else bwd_prep<F16>(p);
+}
+
+template <int DT> __device__ void bwd_dq(const te_attn_params &p) {
+  typedef typename elem<DT>::t T;
+  const long long row = (long long)blockIdx.x * (TE_ATTN_ROW_THREADS / 32) + threadIdx.x / 32;
+  const int lane = threadIdx.x % 32;
+  if (row >= p.total_q * p.heads) return;
+  const long long t = row / p.heads;
+  const int h = (int)(row % p.heads);
+  const float *src = p.dq_acc + row * p.head_dim;
+  T *dst = static_cast<T *>(p.dq) + t * p.dq_ts + (long long)h * p.dq_hs;
+  for (int x = lane * 2; x < p.head_dim; x += 64)
+    *reinterpret_cast<uint32_t *>(dst + x) = elem<DT>::pack(src[x], src[x + 1]);
+}
+
+extern "C" __global__ void te_attn_bwd_dq(TE_KSIG(TE_ATTN_PARAMS)) {
+  if (p.qkv_dt == BF16) bwd_dq<BF16>(p);
+  else bwd_dq<F16>(p);
+}
+
+// ---- backward: dK, dV and dQ ----------------------------------------------------------------------
+
+template <int DT, int DP>
+__device__ __forceinline__ void attn_bwd(const te_attn_params &p) {
+  typedef typename elem<DT>::t T;
+  constexpr int BM = TE_ATTN_BWD_BM, BN = TE_ATTN_BWD_BN, NT = TE_ATTN_BWD_THREADS;
+  constexpr int NTILE_S = BN / 8, NTILE_D = DP / 8;
+  extern __shared__ __align__(128) unsigned char smem[];
+  T *sk = reinterpret_cast<T *>(smem);
+  T *sv = sk + BN * DP;
+  T *sq = sv + BN * DP;
+  T *sdo = sq + BM * DP;
+  T *sp = sdo + BM * DP;   // [BM][BN] P
+  T *sds = sp + BM * BN;   // [BM][BN] dS (times scale)
+  float *slse = reinterpret_cast<float *>(sds + BM * BN), *sdsum = slse + BM;
+
+  const int b = blockIdx.z, kvh = blockIdx.y, n0 = blockIdx.x * BN;
+  const int k0 = p.cu_kv[b], lk = min(p.cu_kv[b + 1] - k0, p.max_kv);
+  if (n0 >= lk) return;
+  const int q0 = p.cu_q[b], lq = min(p.cu_q[b + 1] - q0, p.max_q);
+  const int group = p.heads / p.kv_heads, d = p.head_dim;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, tq = lane % 4;
+  const T *Q = static_cast<const T *>(p.q), *K = static_cast<const T *>(p.k),
+          *V = static_cast<const T *>(p.v), *DO = static_cast<const T *>(p.d_o);
+
+  load_tile<BN, DP, NT>(sk, K, p.k_ts, p.k_hs, k0 + n0, kvh, lk - n0, d);
+  load_tile<BN, DP, NT>(sv, V, p.v_ts, p.v_hs, k0 + n0, kvh, lk - n0, d);
+  cp_async_commit();
+
+  // the query rows that see any of keys [n0, n0 + BN): causal needs
+  // i >= key - (lk - lq), a window i <= key + window - (lk - lq)
+  const int shift = lk - lq;
+  int ibeg = p.causal ? max(0, n0 - shift) : 0;
+  int iend = lq;
+  if (p.window >= 0)
+    iend = (int)min((long long)lq, (long long)min(n0 + BN, lk) - 1 + p.window - shift + 1);
+  ibeg = (ibeg / BM) * BM;
+
+  float dk[NTILE_D][4], dv[NTILE_D][4];
+#pragma unroll
+  for (int j = 0; j < NTILE_D; j++)
+#pragma unroll
+    for (int e = 0; e < 4; e++) dk[j][e] = dv[j][e] = 0.0f;
+
+  for (int h = kvh * group; h < (kvh + 1) * group; h++) {
+    for (int m0 = ibeg; m0 < iend; m0 += BM) {
+      load_tile<BM, DP, NT>(sq, Q, p.q_ts, p.q_hs, q0 + m0, h, lq - m0, d);
+      load_tile<BM, DP, NT>(sdo, DO, p.do_ts, p.do_hs, q0 + m0, h, lq - m0, d);
+      cp_async_commit();
+      for (int i = threadIdx.x; i < BM; i += NT) {
+        const bool ok = m0 + i < lq;
+        const long long idx = (long long)h * p.total_q + q0 + m0 + i;
+        slse[i] = ok ? p.lse[idx] * 1.4426950408889634f : INFINITY;
+        sdsum[i] = ok ? p.dsum[idx] : 0.0f;
+      }
+      cp_async_wait<0>();
+      __syncthreads();
+
+      // S and dP for the warp's 16 query rows x 64 keys
+      float s[NTILE_S][4], dp[NTILE_S][4];
+#pragma unroll
+      for (int j = 0; j < NTILE_S; j++)
+#pragma unroll
+        for (int e = 0; e < 4; e++) s[j][e] = dp[j][e] = 0.0f;
+#pragma unroll
+      for (int kk = 0; kk < DP / 16; kk++) {
+        uint32_t qf[4], of[4];
+        ldsm_x4(qf, sq + swz<DP>(warp * 16 + (lane % 16), kk * 2 + lane / 16));
+        ldsm_x4(of, sdo + swz<DP>(warp * 16 + (lane % 16), kk * 2 + lane / 16));
+#pragma unroll
+        for (int jn = 0; jn < NTILE_S; jn += 2) {
+          uint32_t kf[4], vf[4];
+          const int m = lane / 8, row = jn * 8 + (m / 2) * 8 + lane % 8, ch = kk * 2 + (m % 2);
+          ldsm_x4(kf, sk + swz<DP>(row, ch));
+          ldsm_x4(vf, sv + swz<DP>(row, ch));
+          mma16816<DT>(s[jn], qf, kf);
+          mma16816<DT>(s[jn + 1], qf, kf + 2);
+          mma16816<DT>(dp[jn], of, vf);
+          mma16816<DT>(dp[jn + 1], of, vf + 2);
+        }
+      }
+      // P from lse, dS = P (dP - D) scale; both to shared memory
+#pragma unroll
+      for (int hr = 0; hr < 2; hr++) {
+        const int ri = warp * 16 + g + hr * 8, i = m0 + ri;
+        int lo = 0, hi = 0;
+        if (i < lq) key_range(p, i, lq, lk, lo, hi);
+        const float l2 = slse[ri], ds0 = sdsum[ri];
+#pragma unroll
+        for (int j = 0; j < NTILE_S; j++) {
+          float pv[2], dsv[2];
+#pragma unroll
+          for (int e = 0; e < 2; e++) {
+            const int key = n0 + j * 8 + tq * 2 + e;
+            const bool vis = key >= lo && key < hi;
+            pv[e] = vis ? exp2f(s[j][hr * 2 + e] * p.scale_log2 - l2) : 0.0f;
+            dsv[e] = pv[e] * (dp[j][hr * 2 + e] - ds0) * p.scale;
+          }
+          const int off = swz<BN>(ri, j) + tq * 2;
+          *reinterpret_cast<uint32_t *>(sp + off) = elem<DT>::pack(pv[0], pv[1]);
+          *reinterpret_cast<uint32_t *>(sds + off) = elem<DT>::pack(dsv[0], dsv[1]);
+        }
+      }
+      __syncthreads();
+
+      // dV += P^T dO and dK += dS^T Q: the warp's 16 keys x DP
+#pragma unroll
+      for (int kk = 0; kk < BM / 16; kk++) {
+        uint32_t pf[4], sf[4];
+        const int m = lane / 8;
+        const int prow = kk * 16 + (m / 2) * 8 + lane % 8, pch = warp * 2 + (m % 2);
+        ldsm_x4_t(pf, sp + swz<BN>(prow, pch));
+        ldsm_x4_t(sf, sds + swz<BN>(prow, pch));
+#pragma unroll
+        for (int jn = 0; jn < NTILE_D; jn += 2) {
+          uint32_t of[4], qf[4];
+          const int row = kk * 16 + (m % 2) * 8 + lane % 8, ch = jn + m / 2;
+          ldsm_x4_t(of, sdo + swz<DP>(row, ch));
+          ldsm_x4_t(qf, sq + swz<DP>(row, ch));
+          mma16816<DT>(dv[jn], pf, of);
+          mma16816<DT>(dv[jn + 1], pf, of + 2);
+          mma16816<DT>(dk[jn], sf, qf);
+          mma16816<DT>(dk[jn + 1], sf, qf + 2);
+        }
+      }
+
+      // dQ += dS K: the warp's 16 query rows x DP, added into dq_acc
+      {
+        float dq[NTILE_D][4];
+#pragma unroll
+        for (int j = 0; j < NTILE_D; j++) dq[j][0] = dq[j][1] = dq[j][2] = dq[j][3] = 0.0f;
+#pragma unroll
+        for (int kk = 0; kk < BN / 16; kk++) {
+          uint32_t af[4];
+          ldsm_x4(af, sds + swz<BN>(warp * 16 + (lane % 16), kk * 2 + lane / 16));
+#pragma unroll
+          for (int jn = 0; jn < NTILE_D; jn += 2) {
+            uint32_t kf[4];
+            const int m = lane / 8;
+            ldsm_x4_t(kf, sk + swz<DP>(kk * 16 + (m % 2) * 8 + lane % 8, jn + m / 2));
+            mma16816<DT>(dq[jn], af, kf);
+            mma16816<DT>(dq[jn + 1], af, kf + 2);
+          }
+        }
+#pragma unroll
+        for (int hr = 0; hr < 2; hr++) {
+          const int i = m0 + warp * 16 + g + hr * 8;
+          if (i >= lq) continue;
+          float *acc = p.dq_acc + ((long long)(q0 + i) * p.heads + h) * d;
+#pragma unroll
+          for (int j = 0; j < NTILE_D; j++) {
+            const int col = j * 8 + tq * 2;
+            if (col < d) {
+              atomicAdd(acc + col, dq[j][hr * 2]);
+              atomicAdd(acc + col + 1, dq[j][hr * 2 + 1]);
+            }
+          }
+        }
+      }
+      __syncthreads();  // sq, sdo, sp, sds are refilled
+    }
+  }
+
+  // dK and dV of the warp's 16 keys: rows g and g + 8
+  T *DK = static_cast<T *>(p.dk), *DV = static_cast<T *>(p.dv);
+#pragma unroll
+  for (int hr = 0; hr < 2; hr++) {
+    const int key = n0 + warp * 16 + g + hr * 8;
+    if (key >= lk) continue;
+    T *dkr = DK + (long long)(k0 + key) * p.dk_ts + (long long)kvh * p.dk_hs;
+    T *dvr = DV + (long long)(k0 + key) * p.dv_ts + (long long)kvh * p.dv_hs;
+#pragma unroll
+    for (int j = 0; j < NTILE_D; j++) {
+      const int col = j * 8 + tq * 2;
+      if (col < d) {
+        *reinterpret_cast<uint32_t *>(dkr + col) = elem<DT>::pack(dk[j][hr * 2], dk[j][hr * 2 + 1]);
+        *reinterpret_cast<uint32_t *>(dvr + col) = elem<DT>::pack(dv[j][hr * 2], dv[j][hr * 2 + 1]);
+      }
+    }
+  }
+}
+
+#define BWD_KERNEL(name, DP)                                                          \
+  extern "C" __global__ void __launch_bounds__(TE_ATTN_BWD_THREADS)                   \
+      name(TE_KSIG(TE_ATTN_PARAMS)) {                                                 \
+    if (p.qkv_dt == BF16) attn_bwd<BF16, DP>(p);                                      \
+    else attn_bwd<F16, DP>(p);                                                        \
+  }
+BWD_KERNEL(te_attn_bwd_d64, 64)
+BWD_KERNEL(te_attn_bwd_d128, 128)
