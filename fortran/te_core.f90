@@ -206,6 +206,9 @@ module te_core
   integer(c_int), parameter :: TECORE_SVC_WRITE = 2
   integer(c_int), parameter :: TECORE_SVC_CALL = 3
   integer(c_int), parameter :: TECORE_SVC_POLL = 4
+  ! from libtecore/te/attention.h
+  integer(c_int), parameter :: TECORE_ATTN_CAUSAL = 1
+  integer(c_int), parameter :: TECORE_ATTN_WINDOW = 2
   ! from libtecore/te/device.h
   integer(c_int), parameter :: TECORE_HOST_REGISTER_MAPPED = 2
   integer(c_int), parameter :: TECORE_HOST_REGISTER_READONLY = 8
@@ -483,6 +486,47 @@ module te_core
     integer(tecore_devptr_t) :: workspace
     integer(c_size_t) :: workspace_bytes
   end type tecore_gemm_opts
+
+  ! struct tecore_attn_view (libtecore/te/attention.h)
+  type, bind(C) :: tecore_attn_view
+    integer(tecore_devptr_t) :: data
+    integer(c_size_t) :: token_stride
+    integer(c_size_t) :: head_stride
+    integer(tecore_devptr_t) :: scale_inv
+    integer(tecore_devptr_t) :: scale
+    integer(tecore_devptr_t) :: amax
+  end type tecore_attn_view
+
+  ! struct tecore_attention_args (libtecore/te/attention.h)
+  type, bind(C) :: tecore_attention_args
+    integer(c_size_t) :: batch
+    integer(tecore_devptr_t) :: cu_seqlens_q
+    integer(tecore_devptr_t) :: cu_seqlens_kv
+    integer(c_size_t) :: max_seqlen_q
+    integer(c_size_t) :: max_seqlen_kv
+    integer(c_size_t) :: tokens_q
+    integer(c_size_t) :: tokens_kv
+    integer(c_int) :: heads
+    integer(c_int) :: kv_heads
+    integer(c_int) :: head_dim
+    real(c_float) :: scale
+    integer(c_int) :: flags
+    integer(c_size_t) :: window_left
+    integer(c_int) :: dtype
+    integer(c_int) :: o_dtype
+    type(tecore_attn_view) :: q
+    type(tecore_attn_view) :: k
+    type(tecore_attn_view) :: v
+    type(tecore_attn_view) :: o
+    integer(tecore_devptr_t) :: lse
+    integer(tecore_devptr_t) :: s_amax
+    type(tecore_attn_view) :: d_o
+    type(tecore_attn_view) :: dq
+    type(tecore_attn_view) :: dk
+    type(tecore_attn_view) :: dv
+    integer(tecore_devptr_t) :: workspace
+    integer(c_size_t) :: workspace_bytes
+  end type tecore_attention_args
 
   ! struct tecore_optim_tensor (libtecore/te/optim.h)
   type, bind(C) :: tecore_optim_tensor
@@ -1836,6 +1880,39 @@ module te_core
       type(c_ptr), value :: stream
       integer(c_int) :: tecore_rmsnorm_bwd_add
     end function tecore_rmsnorm_bwd_add
+    function tecore_attention_fwd(args, stream) bind(C, name="tecore_attention_fwd")
+      import
+      implicit none
+      type(tecore_attention_args), intent(in), optional :: args
+      type(c_ptr), value :: stream
+      integer(c_int) :: tecore_attention_fwd
+    end function tecore_attention_fwd
+    function tecore_attention_bwd(args, stream) bind(C, name="tecore_attention_bwd")
+      import
+      implicit none
+      type(tecore_attention_args), intent(in), optional :: args
+      type(c_ptr), value :: stream
+      integer(c_int) :: tecore_attention_bwd
+    end function tecore_attention_bwd
+    function tecore_attention_workspace_size(args, backward, bytes) bind(C, &
+        & name="tecore_attention_workspace_size")
+      import
+      implicit none
+      type(tecore_attention_args), intent(in), optional :: args
+      integer(c_int), value :: backward
+      integer(c_size_t), optional :: bytes
+      integer(c_int) :: tecore_attention_workspace_size
+    end function tecore_attention_workspace_size
+    function tecore_attention_describe_c(args, backward, buf, len) bind(C, &
+        & name="tecore_attention_describe")
+      import
+      implicit none
+      type(tecore_attention_args), intent(in), optional :: args
+      integer(c_int), value :: backward
+      character(kind=c_char) :: buf(*)
+      integer(c_size_t), value :: len
+      integer(c_int) :: tecore_attention_describe_c
+    end function tecore_attention_describe_c
     function tecore_cast_transpose(in, out, stream) bind(C, name="tecore_cast_transpose")
       import
       implicit none
@@ -2573,6 +2650,17 @@ contains
     te_rp = tecore_activation_name_c(act)
     te_res = tecore_f_string(te_rp)
   end function tecore_activation_name
+
+  function tecore_attention_describe(args, backward, buf) result(te_res)
+    type(tecore_attention_args), intent(in), optional :: args
+    integer(c_int), value :: backward
+    character(len=:), allocatable, intent(out) :: buf
+    integer(c_int) :: te_res
+    character(kind=c_char), allocatable :: buf_b(:)
+    allocate(buf_b(65536))
+    te_res = tecore_attention_describe_c(args, backward, buf_b, size(buf_b, kind=c_size_t))
+    buf = tecore_f_string_buffer(buf_b)
+  end function tecore_attention_describe
 
   function tecore_seq_describe(seq, dir, buf) result(te_res)
     type(c_ptr), value :: seq

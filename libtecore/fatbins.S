@@ -23,5 +23,6 @@ TE_FATBIN(te_fatbin_transpose, "transpose.fatbin")
 TE_FATBIN(te_fatbin_act, "act.fatbin")
 TE_FATBIN(te_fatbin_norm, "norm.fatbin")
 TE_FATBIN(te_fatbin_optim, "optim.fatbin")
+TE_FATBIN(te_fatbin_attention, "attention.fatbin")
 
   .section .note.GNU-stack, "", @progbits

@@ -18,6 +18,7 @@
 #include <te/gemm.h>
 #include <te/activation.h>
 #include <te/norm.h>
+#include <te/attention.h>
 #include <te/transpose.h>
 #include <te/optim.h>
 #include <te/ops.h>

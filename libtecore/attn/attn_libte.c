@@ -1,0 +1,185 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* attn_libte.c -- libte's own attention kernels (kernels/attention.cu):
+ * their table, the launches of a forward and a backward (shared with the
+ * vdev row, whose table entries are attn_vdev.c's C implementations), and
+ * the "libte" row of the backend table.
+ *
+ * The GPU kernels take BF16 and F16 with head_dim a multiple of 8 up to
+ * 128 (64-wide tiles for head_dim <= 64, 128-wide above; the columns past
+ * head_dim are zeros in shared memory), and every layout whose rows start
+ * on 16 bytes.  E4M3 is cuDNN's (or vdev's): refused here. */
+#include "attn/attn_internal.h"
+#include <stdio.h>
+
+/* ---- the table ------------------------------------------------------------------------- */
+
+enum { K_SEQLENS, K_FWD64, K_FWD128, K_BWD_PREP, K_BWD64, K_BWD128, K_BWD_DQ };
+
+#define ATTN_DEF(sym, fn) TE_KDEF(sym, fn, TE_ATTN_PARAMS)
+static const struct tecore_kernel_def attn_kernels[] = {
+    [K_SEQLENS] = TE_KDEF("te_attn_seqlens", te_attn_vdev_seqlens, TE_ATTN_SEQLENS_PARAMS),
+    [K_FWD64] = ATTN_DEF("te_attn_fwd_d64", te_attn_vdev_fwd),
+    [K_FWD128] = ATTN_DEF("te_attn_fwd_d128", te_attn_vdev_fwd),
+    [K_BWD_PREP] = ATTN_DEF("te_attn_bwd_prep", te_attn_vdev_bwd_prep),
+    [K_BWD64] = ATTN_DEF("te_attn_bwd_d64", te_attn_vdev_bwd),
+    [K_BWD128] = ATTN_DEF("te_attn_bwd_d128", te_attn_vdev_bwd),
+    [K_BWD_DQ] = ATTN_DEF("te_attn_bwd_dq", te_attn_vdev_bwd_dq),
+};
+#define ATTN_ALIGN TE_KALIGN(TE_ATTN_PARAMS)
+static const struct te_kalign attn_align[] = {
+    [K_SEQLENS] = TE_KALIGN(TE_ATTN_SEQLENS_PARAMS),
+    [K_FWD64] = ATTN_ALIGN, [K_FWD128] = ATTN_ALIGN, [K_BWD_PREP] = ATTN_ALIGN,
+    [K_BWD64] = ATTN_ALIGN, [K_BWD128] = ATTN_ALIGN, [K_BWD_DQ] = ATTN_ALIGN,
+};
+
+TE_KERNEL_TABLE_FATBIN_ALIGNED(attn_first_id, "libtecore/attn", attn_kernels, attn_align, attention)
+
+static tecore_result_t attn_id(int *id) {
+  *id = attn_first_id();
+  if (*id < 0) return TE_ERR(TECORE_ERR_INTERNAL, "attention: the kernels did not register");
+  return TECORE_SUCCESS;
+}
+
+int te_attn_on_vdev(void) {
+  tecore_backend_t b = TECORE_BACKEND_NONE;
+  return tecore_backend(&b) == TECORE_SUCCESS && b == TECORE_BACKEND_VDEV;
+}
+
+/* ---- launches ---------------------------------------------------------------------------- */
+
+tecore_result_t te_attn_launch_seqlens(tecore_devptr_t cu_q, tecore_devptr_t cu_kv, size_t batch,
+                                       size_t len_q, size_t len_kv, tecore_stream_t stream) {
+  int id;
+  TE_CHECK(attn_id(&id));
+  struct te_attn_seqlens_args a = {.cu_q = TE_DPTR(cu_q), .cu_kv = TE_DPTR(cu_kv),
+                                   .batch = (int)batch, .len_q = (int)len_q,
+                                   .len_kv = (int)len_kv};
+  struct tecore_launch_cfg cfg = {.grid = {1, 1, 1}, .block = {256, 1, 1}};
+  void *args[TE_KNPARAMS(TE_ATTN_SEQLENS_PARAMS)];
+  te_attn_seqlens_args_ptrs(&a, args);
+  return tecore_kernel_launch(id + K_SEQLENS, &cfg, args, stream);
+}
+
+size_t te_attn_bwd_workspace(const struct te_attn_problem *p) {
+  size_t rows = p->total_q * (size_t)p->heads;
+  size_t dsum = (rows * sizeof(float) + 255) / 256 * 256;
+  return dsum + rows * (size_t)p->head_dim * sizeof(float);
+}
+
+static void attn_params(const struct te_attn_problem *p, struct te_attn_params *k) {
+  *k = (struct te_attn_params){
+      .q = TE_DPTR(p->q.ptr), .k = TE_DPTR(p->k.ptr), .v = TE_DPTR(p->v.ptr),
+      .o = TE_DPTR(p->o.ptr), .d_o = TE_DPTR(p->d_o.ptr), .dq = TE_DPTR(p->dq.ptr),
+      .dk = TE_DPTR(p->dk.ptr), .dv = TE_DPTR(p->dv.ptr),
+      .q_ts = (long long)p->q.token_stride, .q_hs = (long long)p->q.head_stride,
+      .k_ts = (long long)p->k.token_stride, .k_hs = (long long)p->k.head_stride,
+      .v_ts = (long long)p->v.token_stride, .v_hs = (long long)p->v.head_stride,
+      .o_ts = (long long)p->o.token_stride, .o_hs = (long long)p->o.head_stride,
+      .do_ts = (long long)p->d_o.token_stride, .do_hs = (long long)p->d_o.head_stride,
+      .dq_ts = (long long)p->dq.token_stride, .dq_hs = (long long)p->dq.head_stride,
+      .dk_ts = (long long)p->dk.token_stride, .dk_hs = (long long)p->dk.head_stride,
+      .dv_ts = (long long)p->dv.token_stride, .dv_hs = (long long)p->dv.head_stride,
+      .cu_q = TE_DPTR(p->cu_seqlens_q), .cu_kv = TE_DPTR(p->cu_seqlens_kv),
+      .lse = TE_DPTR(p->lse),
+      .total_q = (long long)p->total_q, .total_kv = (long long)p->total_kv,
+      .batch = (int)p->batch, .heads = p->heads, .kv_heads = p->kv_heads,
+      .head_dim = p->head_dim, .max_q = (int)p->max_seqlen_q, .max_kv = (int)p->max_seqlen_kv,
+      .scale = p->scale, .scale_log2 = p->scale * 1.4426950408889634f, .causal = p->causal,
+      .window = p->window_left, .qkv_dt = (int)p->qkv_dtype, .o_dt = (int)p->o_dtype,
+      .q_si = TE_DPTR(p->q_scale_inv), .k_si = TE_DPTR(p->k_scale_inv),
+      .v_si = TE_DPTR(p->v_scale_inv), .o_scale = TE_DPTR(p->o_scale),
+      .o_scale_inv = TE_DPTR(p->o_scale_inv), .o_amax = TE_DPTR(p->o_amax),
+      .s_amax = TE_DPTR(p->s_amax)};
+}
+
+static tecore_result_t attn_launch(int k, const struct te_attn_params *kp, unsigned gx,
+                                   unsigned gy, unsigned gz, unsigned threads, unsigned smem,
+                                   tecore_stream_t stream) {
+  int id;
+  TE_CHECK(attn_id(&id));
+  struct tecore_launch_cfg cfg = {.grid = {gx, gy, gz}, .block = {threads, 1, 1},
+                                  .shared_bytes = smem};
+  struct te_attn_args a = {.p = kp};
+  void *args[TE_KNPARAMS(TE_ATTN_PARAMS)];
+  te_attn_args_ptrs(&a, args);
+  return tecore_kernel_launch(id + k, &cfg, args, stream);
+}
+
+/* Shared memory of the forward: the Q tile and two K and V tiles; of the
+ * backward: K and V, Q and dO, and the P and dS tiles. */
+static unsigned attn_fwd_smem(int dp) {
+  return (unsigned)(TE_ATTN_FWD_BM + 4 * TE_ATTN_FWD_BN) * (unsigned)dp * 2u;
+}
+static unsigned attn_bwd_smem(int dp) {
+  return (unsigned)(2 * TE_ATTN_BWD_BN + 2 * TE_ATTN_BWD_BM) * (unsigned)dp * 2u +
+         2u * TE_ATTN_BWD_BM * TE_ATTN_BWD_BN * 2u + 2u * TE_ATTN_BWD_BM * 4u;
+}
+
+tecore_result_t te_attn_launch_fwd(const struct te_attn_problem *p, tecore_stream_t stream) {
+  if (p->max_seqlen_q == 0) return TECORE_SUCCESS;
+  struct te_attn_params kp;
+  attn_params(p, &kp);
+  int dp = p->head_dim <= 64 ? 64 : 128;
+  unsigned gx = (unsigned)((p->max_seqlen_q + TE_ATTN_FWD_BM - 1) / TE_ATTN_FWD_BM);
+  return attn_launch(dp == 64 ? K_FWD64 : K_FWD128, &kp, gx, (unsigned)p->heads,
+                     (unsigned)p->batch, TE_ATTN_FWD_THREADS, attn_fwd_smem(dp), stream);
+}
+
+tecore_result_t te_attn_launch_bwd(const struct te_attn_problem *p, tecore_stream_t stream) {
+  struct te_attn_params kp;
+  attn_params(p, &kp);
+  size_t rows = p->total_q * (size_t)p->heads;
+  kp.dsum = TE_DPTR(p->workspace);
+  kp.dq_acc = TE_DPTR(p->workspace + (rows * sizeof(float) + 255) / 256 * 256);
+  unsigned rg = (unsigned)((rows + 7) / 8);
+  TE_CHECK(attn_launch(K_BWD_PREP, &kp, rg, 1, 1, TE_ATTN_ROW_THREADS, 0, stream));
+  if (p->max_seqlen_kv) {
+    int dp = p->head_dim <= 64 ? 64 : 128;
+    unsigned gx = (unsigned)((p->max_seqlen_kv + TE_ATTN_BWD_BN - 1) / TE_ATTN_BWD_BN);
+    TE_CHECK(attn_launch(dp == 64 ? K_BWD64 : K_BWD128, &kp, gx, (unsigned)p->kv_heads,
+                         (unsigned)p->batch, TE_ATTN_BWD_THREADS, attn_bwd_smem(dp), stream));
+  }
+  return attn_launch(K_BWD_DQ, &kp, rg, 1, 1, TE_ATTN_ROW_THREADS, 0, stream);
+}
+
+/* ---- the row ------------------------------------------------------------------------------- */
+
+static int libte_view_ok(const struct te_attn_view *v, const char *name, char *why, size_t len) {
+  if (v->ptr % 16 || v->token_stride % 8 || v->head_stride % 8) {
+    snprintf(why, len, "%s: libte's kernels read rows of 16-byte vectors: its address and "
+             "strides must be multiples of 16 bytes", name);
+    return 0;
+  }
+  return 1;
+}
+
+static int libte_supports(const struct te_attn_problem *p, int backward, char *why, size_t len) {
+  if (p->qkv_dtype == TECORE_DTYPE_E4M3) {
+    snprintf(why, len, "dtype E4M3: libte's kernels take BF16 and F16 (FP8 runs on cuDNN)");
+    return 0;
+  }
+  if (p->head_dim > 128) {
+    snprintf(why, len, "head_dim %d: libte's kernels take up to 128", p->head_dim);
+    return 0;
+  }
+  if (!libte_view_ok(&p->q, "q", why, len) || !libte_view_ok(&p->k, "k", why, len) ||
+      !libte_view_ok(&p->v, "v", why, len) || !libte_view_ok(&p->o, "o", why, len))
+    return 0;
+  if (backward &&
+      (!libte_view_ok(&p->d_o, "d_o", why, len) || !libte_view_ok(&p->dq, "dq", why, len) ||
+       !libte_view_ok(&p->dk, "dk", why, len) || !libte_view_ok(&p->dv, "dv", why, len)))
+    return 0;
+  return 1;
+}
+
+static size_t libte_workspace(const struct te_attn_problem *p, int backward) {
+  return backward ? te_attn_bwd_workspace(p) : 0;
+}
+
+const struct te_attn_backend te_attn_backend_libte = {
+    .name = "libte",
+    .supports = libte_supports,
+    .workspace = libte_workspace,
+    .fwd = te_attn_launch_fwd,
+    .bwd = te_attn_launch_bwd,
+};

@@ -1,0 +1,239 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* attn_vdev.c -- the attention kernels in plain C (the vdev side of
+ * kernels/attention.cu's table) and the "vdev" row of the backend table,
+ * which runs them on the virtual device for every problem the entry
+ * points accept, E4M3 included.
+ *
+ * The math is the GPU's: float products and sums, the softmax in base 2
+ * with the scale folded into log2(e) (p = 2^(s * scale_log2 - m)), lse
+ * stored in natural log; the backward recomputes P from lse, takes
+ * D = rowsum(dO * O) from the stored O, and sums dQ in a float buffer
+ * (dq_acc, already multiplied by scale) that te_attn_bwd_dq converts.
+ * E4M3 inputs are dequantized (value * scale_inv), everything computed in
+ * float, and O quantized with its scale at the end.  Each function runs
+ * its whole grid on the stream's worker thread. */
+#include "attn/attn_internal.h"
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "common/ldst.h"
+
+#define LOG2E 1.4426950408889634f
+
+static float attn_ld(const void *base, long long i, int dt) {
+  if (dt == TE_FP8_DT_E4M3) return te_e4m3_to_f32(((const uint8_t *)base)[i]);
+  return te_ld(base, (uint64_t)i, dt);
+}
+
+/* Row (token t, head h) of a view as floats (times f). */
+static void attn_row(const void *base, long long ts, long long hs, long long t, int h, int d,
+                     int dt, float f, float *out) {
+  long long o = t * ts + (long long)h * hs;
+  for (int i = 0; i < d; i++) out[i] = attn_ld(base, o + i, dt) * f;
+}
+
+void te_attn_vdev_seqlens(const struct tecore_launch_cfg *cfg, void *const *args) {
+  (void)cfg;
+  struct te_attn_seqlens_args a = te_attn_seqlens_args_of(args);
+  for (int b = 0; b <= a.batch; b++) {
+    a.cu_q[b] = b * a.len_q;
+    a.cu_kv[b] = b * a.len_kv;
+  }
+}
+
+/* ---- forward ------------------------------------------------------------------------------ */
+
+struct attn_fp8 {
+  float q, k, v, o_scale;
+};
+
+static struct attn_fp8 attn_fp8_factors(const struct te_attn_params *p) {
+  struct attn_fp8 f = {1.0f, 1.0f, 1.0f, 1.0f};
+  if (p->qkv_dt == TE_FP8_DT_E4M3) {
+    f.q = *p->q_si;
+    f.k = *p->k_si;
+    f.v = *p->v_si;
+  }
+  if (p->o_dt == TE_FP8_DT_E4M3) f.o_scale = *p->o_scale;
+  return f;
+}
+
+/* One query row: O (as floats, before any quantization) and lse. */
+static float attn_fwd_row(const struct te_attn_params *p, const float *q, long long k0,
+                          long long lo, long long hi, int kvh, const struct attn_fp8 *f,
+                          float *s, float *kr, float *o) {
+  int d = p->head_dim;
+  float m = -INFINITY;
+  for (long long j = lo; j < hi; j++) {
+    attn_row(p->k, p->k_ts, p->k_hs, k0 + j, kvh, d, p->qkv_dt, f->k, kr);
+    float acc = 0.0f;
+    for (int x = 0; x < d; x++) acc += q[x] * kr[x];
+    s[j - lo] = acc * p->scale_log2;
+    if (s[j - lo] > m) m = s[j - lo];
+  }
+  float l = 0.0f;
+  memset(o, 0, (size_t)d * sizeof(float));
+  for (long long j = lo; j < hi; j++) {
+    float e = exp2f(s[j - lo] - m);
+    l += e;
+    attn_row(p->v, p->v_ts, p->v_hs, k0 + j, kvh, d, p->qkv_dt, f->v, kr);
+    for (int x = 0; x < d; x++) o[x] += e * kr[x];
+  }
+  if (hi <= lo) return -INFINITY;
+  for (int x = 0; x < d; x++) o[x] /= l;
+  if (p->s_amax) te_vdev_amax_update(p->s_amax, te_abs_bits(1.0f / l));
+  return (m + log2f(l)) / LOG2E;
+}
+
+static void attn_store_o(const struct te_attn_params *p, long long t, int h, const float *o,
+                         const struct attn_fp8 *f, float *am) {
+  long long base = t * p->o_ts + (long long)h * p->o_hs;
+  for (int x = 0; x < p->head_dim; x++) {
+    if (fabsf(o[x]) > *am) *am = fabsf(o[x]);
+    te_st(p->o, (uint64_t)(base + x), p->o_dt, p->o_dt == TE_FP8_DT_E4M3 ? o[x] * f->o_scale : o[x]);
+  }
+}
+
+void te_attn_vdev_fwd(const struct tecore_launch_cfg *cfg, void *const *args) {
+  (void)cfg;
+  const struct te_attn_params *p = te_attn_args_of(args).p;
+  struct attn_fp8 f = attn_fp8_factors(p);
+  if (p->o_scale_inv && p->o_dt == TE_FP8_DT_E4M3) *p->o_scale_inv = te_fp8_scale_inv(f.o_scale);
+  int d = p->head_dim, group = p->heads / p->kv_heads;
+  float *q = malloc((size_t)d * 3 * sizeof(float)), *s = malloc(((size_t)p->max_kv + 1) * sizeof(float));
+  float *kr = q + d, *o = q + 2 * d, am = 0.0f;
+  long long cap = p->max_kv;
+  for (int b = 0; q && s && b < p->batch; b++) {
+    long long q0 = p->cu_q[b], lq = p->cu_q[b + 1] - q0, k0 = p->cu_kv[b];
+    long long lk = p->cu_kv[b + 1] - k0;
+    if (lq > p->max_q) lq = p->max_q;
+    if (lk > cap) { /* longer than max_seqlen_kv: the scores need more room */
+      float *n = realloc(s, ((size_t)lk + 1) * sizeof(float));
+      if (!n) break;
+      s = n;
+      cap = lk;
+    }
+    for (int h = 0; h < p->heads; h++)
+      for (long long i = 0; i < lq; i++) {
+        long long lo, hi;
+        te_attn_key_range(p, i, lq, lk, &lo, &hi);
+        attn_row(p->q, p->q_ts, p->q_hs, q0 + i, h, d, p->qkv_dt, f.q, q);
+        float lse = attn_fwd_row(p, q, k0, lo, hi, h / group, &f, s, kr, o);
+        attn_store_o(p, q0 + i, h, o, &f, &am);
+        if (p->lse) p->lse[(long long)h * p->total_q + q0 + i] = lse;
+      }
+  }
+  if (p->o_amax) te_vdev_amax_update(p->o_amax, te_abs_bits(am));
+  free(q);
+  free(s);
+}
+
+/* ---- backward ----------------------------------------------------------------------------- */
+
+void te_attn_vdev_bwd_prep(const struct tecore_launch_cfg *cfg, void *const *args) {
+  (void)cfg;
+  const struct te_attn_params *p = te_attn_args_of(args).p;
+  int d = p->head_dim;
+  for (long long t = 0; t < p->total_q; t++)
+    for (int h = 0; h < p->heads; h++) {
+      long long oo = t * p->o_ts + (long long)h * p->o_hs, od = t * p->do_ts + (long long)h * p->do_hs;
+      float acc = 0.0f;
+      for (int x = 0; x < d; x++) acc += attn_ld(p->d_o, od + x, p->qkv_dt) * attn_ld(p->o, oo + x, p->o_dt);
+      p->dsum[(long long)h * p->total_q + t] = acc;
+      memset(p->dq_acc + (t * p->heads + h) * d, 0, (size_t)d * sizeof(float));
+    }
+}
+
+/* The contributions of query row i (token tq, head h) to dQ, dK, dV. */
+static void attn_bwd_row(const struct te_attn_params *p, long long tq, int h, long long k0,
+                         long long lo, long long hi, int kvh, float *buf, float *dk, float *dv) {
+  int d = p->head_dim;
+  float *q = buf, *dout = buf + d, *kr = buf + 2 * d, *vr = buf + 3 * d;
+  float *dq = p->dq_acc + (tq * p->heads + h) * d;
+  attn_row(p->q, p->q_ts, p->q_hs, tq, h, d, p->qkv_dt, 1.0f, q);
+  attn_row(p->d_o, p->do_ts, p->do_hs, tq, h, d, p->qkv_dt, 1.0f, dout);
+  float lse2 = p->lse[(long long)h * p->total_q + tq] * LOG2E, dsum = p->dsum[(long long)h * p->total_q + tq];
+  for (long long j = lo; j < hi; j++) {
+    attn_row(p->k, p->k_ts, p->k_hs, k0 + j, kvh, d, p->qkv_dt, 1.0f, kr);
+    attn_row(p->v, p->v_ts, p->v_hs, k0 + j, kvh, d, p->qkv_dt, 1.0f, vr);
+    float s = 0.0f, dp = 0.0f;
+    for (int x = 0; x < d; x++) {
+      s += q[x] * kr[x];
+      dp += dout[x] * vr[x];
+    }
+    float pr = exp2f(s * p->scale_log2 - lse2), ds = pr * (dp - dsum) * p->scale;
+    for (int x = 0; x < d; x++) {
+      dq[x] += ds * kr[x];
+      dk[j * d + x] += ds * q[x];
+      dv[j * d + x] += pr * dout[x];
+    }
+  }
+}
+
+static void attn_store_rows(void *base, long long ts, long long hs, long long t0, long long n,
+                            int h, int d, int dt, const float *v) {
+  for (long long j = 0; j < n; j++)
+    for (int x = 0; x < d; x++)
+      te_st(base, (uint64_t)((t0 + j) * ts + (long long)h * hs + x), dt, v[j * d + x]);
+}
+
+void te_attn_vdev_bwd(const struct tecore_launch_cfg *cfg, void *const *args) {
+  (void)cfg;
+  const struct te_attn_params *p = te_attn_args_of(args).p;
+  int d = p->head_dim, group = p->heads / p->kv_heads;
+  float *buf = malloc((size_t)d * 4 * sizeof(float));
+  for (int b = 0; buf && b < p->batch; b++) {
+    long long q0 = p->cu_q[b], lq = p->cu_q[b + 1] - q0, k0 = p->cu_kv[b];
+    long long lk = p->cu_kv[b + 1] - k0;
+    if (lq > p->max_q) lq = p->max_q;
+    if (lk > p->max_kv) lk = p->max_kv;
+    float *dk = calloc((size_t)(lk > 0 ? lk : 1) * (size_t)d * 2, sizeof(float));
+    if (!dk) break;
+    float *dv = dk + lk * d;
+    for (int kvh = 0; kvh < p->kv_heads; kvh++) {
+      memset(dk, 0, (size_t)lk * (size_t)d * 2 * sizeof(float));
+      for (int h = kvh * group; h < (kvh + 1) * group; h++)
+        for (long long i = 0; i < lq; i++) {
+          long long lo, hi;
+          te_attn_key_range(p, i, lq, lk, &lo, &hi);
+          attn_bwd_row(p, q0 + i, h, k0, lo, hi, kvh, buf, dk, dv);
+        }
+      attn_store_rows(p->dk, p->dk_ts, p->dk_hs, k0, lk, kvh, d, p->qkv_dt, dk);
+      attn_store_rows(p->dv, p->dv_ts, p->dv_hs, k0, lk, kvh, d, p->qkv_dt, dv);
+    }
+    free(dk);
+  }
+  free(buf);
+}
+
+void te_attn_vdev_bwd_dq(const struct tecore_launch_cfg *cfg, void *const *args) {
+  (void)cfg;
+  const struct te_attn_params *p = te_attn_args_of(args).p;
+  for (long long t = 0; t < p->total_q; t++)
+    for (int h = 0; h < p->heads; h++)
+      attn_store_rows(p->dq, p->dq_ts, p->dq_hs, t, 1, h, p->head_dim, p->qkv_dt,
+                      p->dq_acc + (t * p->heads + h) * p->head_dim);
+}
+
+/* ---- the row ------------------------------------------------------------------------------ */
+
+static int vdev_supports(const struct te_attn_problem *p, int backward, char *why, size_t len) {
+  (void)p;
+  (void)backward;
+  if (te_attn_on_vdev()) return 1;
+  snprintf(why, len, "runs only on the virtual device");
+  return 0;
+}
+
+static size_t vdev_workspace(const struct te_attn_problem *p, int backward) {
+  return backward ? te_attn_bwd_workspace(p) : 0;
+}
+
+const struct te_attn_backend te_attn_backend_vdev = {
+    .name = "vdev",
+    .supports = vdev_supports,
+    .workspace = vdev_workspace,
+    .fwd = te_attn_launch_fwd,
+    .bwd = te_attn_launch_bwd,
+};
