@@ -24,5 +24,8 @@ TE_FATBIN(te_fatbin_act, "act.fatbin")
 TE_FATBIN(te_fatbin_norm, "norm.fatbin")
 TE_FATBIN(te_fatbin_optim, "optim.fatbin")
 TE_FATBIN(te_fatbin_attention, "attention.fatbin")
+TE_FATBIN(te_fatbin_rope, "rope.fatbin")
+TE_FATBIN(te_fatbin_embedding, "embedding.fatbin")
+TE_FATBIN(te_fatbin_xent, "xent.fatbin")
 
   .section .note.GNU-stack, "", @progbits

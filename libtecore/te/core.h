@@ -21,6 +21,9 @@
 #include <te/attention.h>
 #include <te/transpose.h>
 #include <te/optim.h>
+#include <te/rope.h>
+#include <te/embedding.h>
+#include <te/loss.h>
 #include <te/ops.h>
 #include <te/svc.h>
 #include <te/convert.h>

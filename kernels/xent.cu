@@ -1,0 +1,197 @@
+// SPDX-License-Identifier: Apache-2.0
+// xent.cu -- fused softmax + cross-entropy (te/loss.h; the modes and the
+// math are kernels/common/xent.h's).
+//
+// te_xent_row: a block of TE_XENT_THREADS a row (blocks loop over rows).
+// Each thread walks the row in 16-byte vectors (8 BF16 or 4+4 F32; with
+// TE_XENT_VEC) or elements, keeping an online max m, sum-exp s relative to
+// m (one rescale per vector) and sum x; then warp shuffles and shared
+// memory merge the (m, s, sx) of the block.  The row is read once.
+// te_xent_mean: one block, the fixed order of xent.h.
+// te_xent_bwd: a block a row, dx = dloss (exp(x - lse) - ...) written over
+// x, 16-byte vectors; ignored rows are zeros.
+#include "common/xent.h"
+#include "ldst.cuh"
+
+#define XT TE_XENT_THREADS
+#define LOG2E 1.4426950408889634f
+
+struct row_k {
+  TE_KMEMBERS(TE_XENT_ROW_PARAMS)
+};
+struct bwd_k {
+  TE_KMEMBERS(TE_XENT_BWD_PARAMS)
+};
+
+// (m, s) merge: s relative to the larger max.
+__device__ __forceinline__ void xent_merge(float &m, float &s, float m2, float s2) {
+  float mm = fmaxf(m, m2);
+  if (mm == -INFINITY) return;
+  s = s * exp2f((m - mm) * LOG2E) + s2 * exp2f((m2 - mm) * LOG2E);
+  m = mm;
+}
+
+// Adds n values v[] to the thread's (m, s, sx); fixed: m is the given max.
+__device__ __forceinline__ void xent_add(float &m, float &s, float &sx, const float *v, int n,
+                                         bool fixed) {
+  float vm = m;
+  if (!fixed) {
+    for (int k = 0; k < n; k++) vm = fmaxf(vm, v[k]);
+    if (vm != m) {
+      s = m == -INFINITY ? 0.0f : s * exp2f((m - vm) * LOG2E);
+      m = vm;
+    }
+  }
+  const float ml = m * LOG2E;
+  for (int k = 0; k < n; k++) {
+    s += exp2f(fmaf(v[k], LOG2E, -ml));
+    sx += v[k];
+  }
+}
+
+// The block's (m, s, sx); every thread gets them.
+__device__ void xent_block_reduce(float &m, float &s, float &sx, bool fixed) {
+  __shared__ float sm[XT / 32], ss[XT / 32], sxs[XT / 32];
+  for (int o = 16; o > 0; o >>= 1) {
+    float m2 = __shfl_xor_sync(0xffffffffu, m, o), s2 = __shfl_xor_sync(0xffffffffu, s, o);
+    sx += __shfl_xor_sync(0xffffffffu, sx, o);
+    if (fixed) s += s2; else xent_merge(m, s, m2, s2);
+  }
+  const int w = threadIdx.x / 32, l = threadIdx.x % 32;
+  if (l == 0) { sm[w] = m; ss[w] = s; sxs[w] = sx; }
+  __syncthreads();
+  if (w == 0) {
+    m = l < XT / 32 ? sm[l] : -INFINITY;
+    s = l < XT / 32 ? ss[l] : 0.0f;
+    sx = l < XT / 32 ? sxs[l] : 0.0f;
+    if (fixed && l < XT / 32) m = sm[0];
+    for (int o = 16; o > 0; o >>= 1) {
+      float m2 = __shfl_xor_sync(0xffffffffu, m, o), s2 = __shfl_xor_sync(0xffffffffu, s, o);
+      sx += __shfl_xor_sync(0xffffffffu, sx, o);
+      if (fixed) s += s2; else xent_merge(m, s, m2, s2);
+    }
+    if (l == 0) { sm[0] = m; ss[0] = s; sxs[0] = sx; }
+  }
+  __syncthreads();
+  m = sm[0]; s = ss[0]; sx = sxs[0];
+  __syncthreads();
+}
+
+__device__ __forceinline__ float xent_label_logit(const row_k &a, unsigned long long t) {
+  long long lab = (long long)a.labels[t] - a.vocab_off;
+  if (lab < 0 || (unsigned long long)lab >= a.vocab) return 0.0f;
+  return te_ld(a.x, t * a.vocab + (uint64_t)lab, a.dtype);
+}
+
+__device__ __forceinline__ void xent_finish(const row_k &a, unsigned long long t, float m, float s,
+                                            float xl, float sx) {
+  int st = te_xent_label_state(a.labels[t], a.ignore, a.vocab_total);
+  float lse = te_xent_lse(m, s);
+  a.lse[t] = lse;
+  a.loss[t] = st == 0 ? 0.0f : st < 0 ? __int_as_float(0x7fc00000)
+                                      : te_xent_loss(lse, xl, sx, a.smoothing, (float)a.vocab_total);
+}
+
+extern "C" __global__ void __launch_bounds__(XT) te_xent_row(TE_KSIG(TE_XENT_ROW_PARAMS)) {
+  const row_k a = {TE_KNAMES(TE_XENT_ROW_PARAMS)};
+  const int md = a.mode & 0xf;
+  if (md == TE_XENT_FINISH) {
+    unsigned long long t = (unsigned long long)blockIdx.x * XT + threadIdx.x;
+    if (t < a.tokens) {
+      const float *w = a.ws + a.tokens + 3 * t;
+      xent_finish(a, t, a.ws[t], w[0], w[1], w[2]);
+    }
+    return;
+  }
+  const bool fixed = md == TE_XENT_SUMS;
+  for (unsigned long long t = blockIdx.x; t < a.tokens; t += gridDim.x) {
+    float m = fixed ? a.ws[t] : -INFINITY, s = 0.0f, sx = 0.0f;
+    const uint64_t base = t * a.vocab;
+    if (a.mode & TE_XENT_VEC) {
+      for (uint64_t j = (uint64_t)threadIdx.x * 8; j < a.vocab; j += XT * 8) {
+        float v[8];
+        te_dev_ld8(a.x, base + j, a.dtype, v);
+        xent_add(m, s, sx, v, 8, fixed);
+      }
+    } else {
+      for (uint64_t j = threadIdx.x; j < a.vocab; j += XT) {
+        float v = te_ld(a.x, base + j, a.dtype);
+        xent_add(m, s, sx, &v, 1, fixed);
+      }
+    }
+    xent_block_reduce(m, s, sx, fixed);
+    if (threadIdx.x == 0) {
+      if (md == TE_XENT_FULL) {
+        xent_finish(a, t, m, s, xent_label_logit(a, t), sx);
+      } else if (md == TE_XENT_MAX) {
+        a.ws[t] = m;
+      } else {
+        float *w = a.ws + a.tokens + 3 * t;
+        w[0] = s;
+        w[1] = xent_label_logit(a, t);
+        w[2] = sx;
+      }
+    }
+  }
+}
+
+extern "C" __global__ void __launch_bounds__(TE_XENT_MEAN_THREADS)
+    te_xent_mean(TE_KSIG(TE_XENT_MEAN_PARAMS)) {
+  __shared__ float part[TE_XENT_MEAN_THREADS];
+  __shared__ unsigned cnt[TE_XENT_MEAN_THREADS];
+  const unsigned i = threadIdx.x;
+  float s = 0.0f;
+  unsigned c = 0;
+  for (unsigned long long t = i; t < tokens; t += TE_XENT_MEAN_THREADS) {
+    if (labels[t] == ignore) continue;
+    s = te_add_rn(s, loss[t]);
+    c++;
+  }
+  part[i] = s;
+  cnt[i] = c;
+  __syncthreads();
+  for (unsigned h = TE_XENT_MEAN_THREADS / 2; h > 0; h /= 2) {
+    if (i < h) {
+      part[i] = te_xent_tree_step(part[i], part[i + h]);
+      cnt[i] += cnt[i + h];
+    }
+    __syncthreads();
+  }
+  if (i == 0) {
+    mean[0] = cnt[0] ? te_div_rn(part[0], (float)cnt[0]) : 0.0f;
+    mean[1] = (float)cnt[0];
+  }
+}
+
+extern "C" __global__ void __launch_bounds__(XT) te_xent_bwd(TE_KSIG(TE_XENT_BWD_PARAMS)) {
+  const bwd_k a = {TE_KNAMES(TE_XENT_BWD_PARAMS)};
+  const float vtot = (float)a.vocab_total;
+  const float nan = __int_as_float(0x7fc00000);
+  for (unsigned long long t = blockIdx.x; t < a.tokens; t += gridDim.x) {
+    const uint64_t base = t * a.vocab;
+    const int st = te_xent_label_state(a.labels[t], a.ignore, a.vocab_total);
+    const float scale = (a.flags & TE_XENT_DLOSS_MEAN)
+                            ? (a.mean[1] > 0.0f ? te_div_rn(a.dloss[0], a.mean[1]) : 0.0f)
+                            : a.dloss[t];
+    const long long lab = (long long)a.labels[t] - a.vocab_off;
+    const float lse = a.lse[t];
+    if (a.flags & TE_XENT_VEC) {
+      for (uint64_t j = (uint64_t)threadIdx.x * 8; j < a.vocab; j += XT * 8) {
+        float v[8];
+        te_dev_ld8(a.x, base + j, a.dtype, v);
+#pragma unroll
+        for (int k = 0; k < 8; k++)
+          v[k] = st == 0 ? 0.0f : st < 0 ? nan
+                 : te_xent_grad(v[k], lse, (long long)(j + k) == lab, a.smoothing, vtot, scale);
+        te_dev_st8(a.x, base + j, a.dtype, v);
+      }
+    } else {
+      for (uint64_t j = threadIdx.x; j < a.vocab; j += XT) {
+        float v = te_ld(a.x, base + j, a.dtype);
+        v = st == 0 ? 0.0f : st < 0 ? nan
+            : te_xent_grad(v, lse, (long long)j == lab, a.smoothing, vtot, scale);
+        te_st(a.x, base + j, a.dtype, v);
+      }
+    }
+  }
+}

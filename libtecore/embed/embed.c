@@ -1,0 +1,197 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* embed.c -- token embedding (te/embedding.h): the kernel table of
+ * kernels/embedding.cu and its vdev implementation (embed_vdev.c), the
+ * status word's protocol, argument checks and the entry points. */
+#include "embed/embed_internal.h"
+#include <inttypes.h>
+#include <te/embedding.h>
+
+/* ---- the table ---------------------------------------------------------------------- */
+
+enum { K_FWD, K_BWD };
+static const struct tecore_kernel_def emb_kernels[] = {
+    [K_FWD] = TE_KDEF("te_emb_fwd", te_emb_vdev_fwd, TE_EMB_FWD_PARAMS),
+    [K_BWD] = TE_KDEF("te_emb_bwd", te_emb_vdev_bwd, TE_EMB_BWD_PARAMS),
+};
+static const struct te_kalign emb_align[] = {
+    [K_FWD] = TE_KALIGN(TE_EMB_FWD_PARAMS),
+    [K_BWD] = TE_KALIGN(TE_EMB_BWD_PARAMS),
+};
+TE_KERNEL_TABLE_FATBIN_ALIGNED(emb_first_id, "libtecore/embed", emb_kernels, emb_align, embedding)
+
+#define EMB_MAX_TOKENS (1ull << 30)
+
+/* ---- the status word -------------------------------------------------------------------- */
+
+/* Reads and clears a status word; an error naming what it holds. */
+static tecore_result_t emb_status_take(uint64_t *status, const char *fn, const char *when) {
+  uint64_t w = __atomic_exchange_n(status, 0, __ATOMIC_ACQ_REL);
+  if (!w) return TECORE_SUCCESS;
+  return TE_ERR(TECORE_ERR_INVALID, "%s: status: %s met %s %" PRId32 " at token %" PRIu64
+                " outside its table", fn, when, (w & TE_EMB_STATUS_POS) ? "position" : "id",
+                (int32_t)(uint32_t)w, (w >> 32) & 0x3fffffffu);
+}
+
+static tecore_result_t emb_status_dev(uint64_t *status, tecore_devptr_t *d, const char *fn) {
+  *d = 0;
+  if (!status) return TECORE_SUCCESS;
+  TE_ARG((uintptr_t)status % 8 == 0, "%s: args->status (%p) is not aligned to 8 bytes", fn,
+         (void *)status);
+  TE_CHECK(emb_status_take(status, fn, "an earlier call"));
+  tecore_result_t r = tecore_mem_host_device_ptr(status, d);
+  if (r != TECORE_SUCCESS)
+    return TE_ERR(TECORE_ERR_INVALID, "%s: args->status is not mapped host memory "
+                  "(tecore_mem_alloc_host): %s", fn, tecore_last_error());
+  return TECORE_SUCCESS;
+}
+
+TE_EXPORT tecore_result_t tecore_embedding_check(uint64_t *status, tecore_stream_t stream) {
+  TE_ARG(status, "%s: status is NULL", __func__);
+  TE_CHECK(tecore_stream_synchronize(stream));
+  return emb_status_take(status, __func__, "a call");
+}
+
+/* ---- checks ------------------------------------------------------------------------------ */
+
+static tecore_result_t emb_check_ids(tecore_devptr_t p, size_t tokens, int required,
+                                     const char *fn, const char *arg) {
+  TE_ARG(p || !required || !tokens, "%s: %s is 0", fn, arg);
+  TE_ARG(p % 4 == 0, "%s: %s (0x%llx) is not aligned to 4 bytes", fn, arg, (unsigned long long)p);
+  if (p && tokens && te_dev_checks_on()) TE_CHECK(te_dev_check_range(p, tokens * 4, fn, arg));
+  return TECORE_SUCCESS;
+}
+
+/* t is a plain [rows][hidden] table or activation; *rows gets its rows. */
+static tecore_result_t emb_check_2d(const struct tecore_tensor *t, size_t hidden, size_t *rows,
+                                    const char *fn, const char *arg) {
+  TE_ARG(t, "%s: %s is NULL", fn, arg);
+  TE_CHECK(te_check_hp_input(t, fn, arg));
+  size_t c;
+  te_tensor_view(t, rows, &c);
+  TE_ARG(c == hidden, "%s: %s has %zu columns, hidden is %zu", fn, arg, c, hidden);
+  TE_ARG(*rows <= INT32_MAX, "%s: %s: %zu rows exceed %d", fn, arg, *rows, INT32_MAX);
+  return TECORE_SUCCESS;
+}
+
+static tecore_result_t emb_check_common(const struct tecore_embedding_args *a, const char *fn) {
+  TE_ARG(a, "%s: args is NULL", fn);
+  TE_ARG(a->tokens <= EMB_MAX_TOKENS, "%s: args->tokens %zu exceeds 2^30", fn, a->tokens);
+  TE_CHECK(emb_check_ids(a->ids, a->tokens, 1, fn, "args->ids"));
+  TE_CHECK(emb_check_ids(a->positions, a->tokens, 0, fn, "args->positions"));
+  TE_ARG(!a->positions || !a->seq_len, "%s: args->seq_len %zu is set with args->positions", fn,
+         a->seq_len);
+  return TECORE_SUCCESS;
+}
+
+static int emb_vec(size_t hidden, const struct tecore_tensor *a, const struct tecore_tensor *b,
+                   const struct tecore_tensor *c) {
+  const struct tecore_tensor *t[3] = {a, b, c};
+  if (hidden % 8) return 0;
+  for (int i = 0; i < 3; i++)
+    if (t[i] && (t[i]->data % 16 || (hidden * tecore_dtype_size(t[i]->dtype)) % 16)) return 0;
+  return 1;
+}
+
+/* ---- forward ------------------------------------------------------------------------------ */
+
+TE_EXPORT tecore_result_t tecore_embedding_fwd(const struct tecore_embedding_args *args,
+                                               struct tecore_tensor *out,
+                                               tecore_stream_t stream) {
+  const char *fn = __func__;
+  TE_CHECK(emb_check_common(args, fn));
+  TE_ARG(args->weight, "%s: args->weight is NULL", fn);
+  TE_CHECK(te_check_hp_input(args->weight, fn, "args->weight"));
+  size_t vocab, hidden, rows, max_pos = 0;
+  te_tensor_view(args->weight, &vocab, &hidden);
+  TE_ARG(vocab <= INT32_MAX, "%s: args->weight: %zu rows exceed %d", fn, vocab, INT32_MAX);
+  if (args->pos_weight)
+    TE_CHECK(emb_check_2d(args->pos_weight, hidden, &max_pos, fn, "args->pos_weight"));
+  TE_ARG(out, "%s: out is NULL", fn);
+  TE_CHECK(te_check_fused_output(out, fn, "out"));
+  TE_ARG(out->scaling == TECORE_SCALING_NONE, "%s: out: scaling %s: the output is f32, f16 or bf16",
+         fn, tecore_scaling_name(out->scaling));
+  TE_CHECK(emb_check_2d(out, hidden, &rows, fn, "out"));
+  TE_ARG(rows == args->tokens, "%s: out has %zu rows, args->tokens is %zu", fn, rows, args->tokens);
+  struct te_tensor_spans l = {.access = TE_ACCESS_WRITE};
+  te_tensor_spans(out, "out", TE_SPAN_DATA, &l);
+  l.access = TE_ACCESS_READ;
+  te_tensor_spans(args->weight, "args->weight", TE_SPAN_DATA, &l);
+  if (args->pos_weight) te_tensor_spans(args->pos_weight, "args->pos_weight", TE_SPAN_DATA, &l);
+  te_span_add(&l, "args->ids", args->ids, args->tokens * 4);
+  te_span_add(&l, "args->positions", args->positions, args->positions ? args->tokens * 4 : 0);
+  TE_CHECK(te_check_spans(l.span, l.n, fn));
+  tecore_devptr_t st;
+  TE_CHECK(emb_status_dev(args->status, &st, fn));
+  if (!args->tokens || !hidden) return TECORE_SUCCESS;
+  int id = emb_first_id();
+  if (id < 0) return TE_ERR(TECORE_ERR_INTERNAL, "%s: the embedding kernels did not register", fn);
+  unsigned warps = TE_EMB_THREADS / 32;
+  unsigned long long blocks = te_cdiv(args->tokens, warps), cap = te_sm_count() * 64ull;
+  struct tecore_launch_cfg cfg = {.grid = {(unsigned)(blocks < cap ? blocks : cap), 1, 1},
+                                  .block = {TE_EMB_THREADS, 1, 1}};
+  const struct tecore_tensor *p = args->pos_weight;
+  struct te_emb_fwd_args k = {
+      .w = TE_DPTR(args->weight->data), .p = p ? TE_DPTR(p->data) : NULL,
+      .out = TE_DPTR(out->data), .ids = TE_DPTR(args->ids), .positions = TE_DPTR(args->positions),
+      .status = TE_DPTR(st), .tokens = args->tokens, .hidden = hidden, .vocab = (long long)vocab,
+      .max_pos = (long long)max_pos, .seq_len = (long long)args->seq_len,
+      .flags = emb_vec(hidden, args->weight, p, out) ? TE_EMB_VEC : 0,
+      .dtypes = (int)args->weight->dtype | (p ? (int)p->dtype : 0) << 4 | (int)out->dtype << 8};
+  void *kargs[TE_KNPARAMS(TE_EMB_FWD_PARAMS)];
+  te_emb_fwd_args_ptrs(&k, kargs);
+  return tecore_kernel_launch(id + K_FWD, &cfg, kargs, stream);
+}
+
+/* ---- backward ----------------------------------------------------------------------------- */
+
+static tecore_result_t emb_bwd_one(const struct tecore_embedding_args *a,
+                                   const struct tecore_tensor *dout, struct tecore_tensor *dw,
+                                   tecore_devptr_t ids, size_t seq_len, int pos, tecore_devptr_t st,
+                                   size_t hidden, size_t rows, int id, tecore_stream_t stream) {
+  struct tecore_launch_cfg cfg = {.grid = {(unsigned)te_cdiv(rows, TE_EMB_ROWS), 1, 1},
+                                  .block = {TE_EMB_THREADS, 1, 1}};
+  struct te_emb_bwd_args k = {
+      .dy = TE_DPTR(dout->data), .dw = TE_DPTR(dw->data), .ids = TE_DPTR(ids),
+      .status = TE_DPTR(st), .tokens = a->tokens, .hidden = hidden, .vocab = (long long)rows,
+      .seq_len = (long long)seq_len,
+      .flags = (emb_vec(hidden, dout, dw, NULL) ? TE_EMB_VEC : 0) | (pos ? TE_EMB_POS : 0),
+      .dtypes = (int)dout->dtype | (int)dw->dtype << 4};
+  void *kargs[TE_KNPARAMS(TE_EMB_BWD_PARAMS)];
+  te_emb_bwd_args_ptrs(&k, kargs);
+  return tecore_kernel_launch(id + K_BWD, &cfg, kargs, stream);
+}
+
+TE_EXPORT tecore_result_t tecore_embedding_bwd(const struct tecore_embedding_args *args,
+                                               const struct tecore_tensor *dout,
+                                               struct tecore_tensor *dweight,
+                                               struct tecore_tensor *dpos_weight,
+                                               tecore_stream_t stream) {
+  const char *fn = __func__;
+  TE_CHECK(emb_check_common(args, fn));
+  TE_ARG(dout, "%s: dout is NULL", fn);
+  TE_CHECK(te_check_hp_input(dout, fn, "dout"));
+  size_t rows, hidden, vocab, max_pos = 0;
+  te_tensor_view(dout, &rows, &hidden);
+  TE_ARG(rows == args->tokens, "%s: dout has %zu rows, args->tokens is %zu", fn, rows, args->tokens);
+  TE_CHECK(emb_check_2d(dweight, hidden, &vocab, fn, "dweight"));
+  if (dpos_weight) TE_CHECK(emb_check_2d(dpos_weight, hidden, &max_pos, fn, "dpos_weight"));
+  struct te_tensor_spans l = {.access = TE_ACCESS_WRITE};
+  te_tensor_spans(dweight, "dweight", TE_SPAN_DATA, &l);
+  if (dpos_weight) te_tensor_spans(dpos_weight, "dpos_weight", TE_SPAN_DATA, &l);
+  l.access = TE_ACCESS_READ;
+  te_tensor_spans(dout, "dout", TE_SPAN_DATA, &l);
+  te_span_add(&l, "args->ids", args->ids, args->tokens * 4);
+  te_span_add(&l, "args->positions", args->positions, args->positions ? args->tokens * 4 : 0);
+  TE_CHECK(te_check_spans(l.span, l.n, fn));
+  tecore_devptr_t st;
+  TE_CHECK(emb_status_dev(args->status, &st, fn));
+  if (!args->tokens || !hidden) return TECORE_SUCCESS;
+  int id = emb_first_id();
+  if (id < 0) return TE_ERR(TECORE_ERR_INTERNAL, "%s: the embedding kernels did not register", fn);
+  if (vocab)
+    TE_CHECK(emb_bwd_one(args, dout, dweight, args->ids, 0, 0, st, hidden, vocab, id, stream));
+  if (dpos_weight && max_pos)
+    TE_CHECK(emb_bwd_one(args, dout, dpos_weight, args->positions, args->seq_len, 1, st, hidden,
+                         max_pos, id, stream));
+  return TECORE_SUCCESS;
+}

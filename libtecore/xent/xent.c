@@ -1,0 +1,200 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* xent.c -- fused softmax + cross-entropy (te/loss.h): the kernel table of
+ * kernels/xent.cu and its vdev implementation (xent_vdev.c), argument
+ * checks, and the entry points: one pass (one rank), or max, callback,
+ * sums, callback, finish (a vocabulary split across ranks); the mean; the
+ * in-place backward. */
+#include "xent/xent_internal.h"
+#include <limits.h>
+#include <math.h>
+#include <te/loss.h>
+
+/* ---- the table ---------------------------------------------------------------------- */
+
+enum { K_ROW, K_MEAN, K_BWD };
+static const struct tecore_kernel_def xent_kernels[] = {
+    [K_ROW] = TE_KDEF("te_xent_row", te_xent_vdev_row, TE_XENT_ROW_PARAMS),
+    [K_MEAN] = TE_KDEF("te_xent_mean", te_xent_vdev_mean, TE_XENT_MEAN_PARAMS),
+    [K_BWD] = TE_KDEF("te_xent_bwd", te_xent_vdev_bwd, TE_XENT_BWD_PARAMS),
+};
+static const struct te_kalign xent_align[] = {
+    [K_ROW] = TE_KALIGN(TE_XENT_ROW_PARAMS),
+    [K_MEAN] = TE_KALIGN(TE_XENT_MEAN_PARAMS),
+    [K_BWD] = TE_KALIGN(TE_XENT_BWD_PARAMS),
+};
+TE_KERNEL_TABLE_FATBIN_ALIGNED(xent_first_id, "libtecore/xent", xent_kernels, xent_align, xent)
+
+/* ---- checks ------------------------------------------------------------------------------ */
+
+struct xent_call {
+  size_t tokens, vocab, vtot;
+  int dt, vec;
+};
+
+static tecore_result_t xent_check_vec(tecore_devptr_t p, size_t n, int required, const char *fn,
+                                      const char *arg) {
+  TE_ARG(p || !required || n == 0, "%s: %s is 0", fn, arg);
+  TE_ARG(p % 4 == 0, "%s: %s (0x%llx) is not aligned to 4 bytes", fn, arg, (unsigned long long)p);
+  if (p && n && te_dev_checks_on()) TE_CHECK(te_dev_check_range(p, n * 4, fn, arg));
+  return TECORE_SUCCESS;
+}
+
+static tecore_result_t xent_check_args(const struct tecore_xent_args *a, struct xent_call *c,
+                                       const char *fn) {
+  TE_ARG(a, "%s: args is NULL", fn);
+  TE_ARG(a->logits, "%s: args->logits is NULL", fn);
+  TE_CHECK(te_tensor_check(a->logits, TECORE_TENSOR_ROWWISE, fn, "args->logits"));
+  TE_ARG(a->logits->scaling == TECORE_SCALING_NONE &&
+             (a->logits->dtype == TECORE_DTYPE_BF16 || a->logits->dtype == TECORE_DTYPE_F32),
+         "%s: args->logits: dtype %s (scaling %s) is not bf16 or f32", fn,
+         tecore_dtype_name(a->logits->dtype), tecore_scaling_name(a->logits->scaling));
+  te_tensor_view(a->logits, &c->tokens, &c->vocab);
+  TE_ARG(c->tokens <= INT_MAX, "%s: args->logits: %zu tokens exceed %d", fn, c->tokens, INT_MAX);
+  TE_ARG(c->vocab >= 1 && c->vocab <= INT_MAX, "%s: args->logits: vocabulary %zu is not in 1 .. %d",
+         fn, c->vocab, INT_MAX);
+  c->vtot = a->vocab_total ? a->vocab_total : c->vocab;
+  TE_ARG(c->vtot <= INT_MAX && a->vocab_offset <= c->vtot - c->vocab,
+         "%s: args->vocab_offset %zu + %zu columns exceed args->vocab_total %zu", fn,
+         a->vocab_offset, c->vocab, c->vtot);
+  TE_ARG(a->reduce || c->vtot == c->vocab,
+         "%s: args->vocab_total %zu differs from the logits' %zu columns without args->reduce",
+         fn, c->vtot, c->vocab);
+  TE_ARG(isfinite(a->label_smoothing) && a->label_smoothing >= 0.0f && a->label_smoothing < 1.0f,
+         "%s: args->label_smoothing %g is not in [0, 1)", fn, (double)a->label_smoothing);
+  TE_CHECK(xent_check_vec(a->labels, c->tokens, 1, fn, "args->labels"));
+  c->dt = (int)a->logits->dtype;
+  size_t es = tecore_dtype_size(a->logits->dtype);
+  c->vec = a->logits->data % 16 == 0 && (c->vocab * es) % 16 == 0;
+  if (a->reduce && c->tokens) {
+    TE_ARG(a->workspace_bytes >= 16 * c->tokens,
+           "%s: args->workspace_bytes %zu is below the %zu tecore_xent_workspace_size gives", fn,
+           a->workspace_bytes, 16 * c->tokens);
+    TE_ARG(a->workspace && a->workspace % 16 == 0,
+           "%s: args->workspace (0x%llx) is 0 or not aligned to 16 bytes", fn,
+           (unsigned long long)a->workspace);
+    if (te_dev_checks_on()) TE_CHECK(te_dev_check_range(a->workspace, 16 * c->tokens, fn, "args->workspace"));
+  }
+  return TECORE_SUCCESS;
+}
+
+TE_EXPORT tecore_result_t tecore_xent_workspace_size(size_t tokens, size_t *bytes) {
+  TE_ARG(bytes, "%s: bytes is NULL", __func__);
+  TE_ARG(tokens <= INT_MAX, "%s: tokens %zu exceed %d", __func__, tokens, INT_MAX);
+  *bytes = 16 * tokens;
+  return TECORE_SUCCESS;
+}
+
+static void xent_span_logits(struct te_tensor_spans *l, const struct tecore_xent_args *a) {
+  te_tensor_spans(a->logits, "args->logits", TE_SPAN_DATA, l);
+}
+
+/* ---- forward ------------------------------------------------------------------------------ */
+
+static tecore_result_t xent_row(const struct tecore_xent_args *a, const struct xent_call *c,
+                                int mode, tecore_devptr_t loss, tecore_devptr_t lse, int id,
+                                tecore_stream_t stream) {
+  unsigned long long cap = (unsigned long long)te_sm_count() * 4ull;
+  unsigned blocks = (unsigned)(c->tokens < cap ? c->tokens : cap);
+  if (mode == TE_XENT_FINISH) blocks = (unsigned)te_cdiv(c->tokens, TE_XENT_THREADS);
+  struct tecore_launch_cfg cfg = {.grid = {blocks, 1, 1}, .block = {TE_XENT_THREADS, 1, 1}};
+  struct te_xent_row_args k = {
+      .x = TE_DPTR(a->logits->data), .labels = TE_DPTR(a->labels), .loss = TE_DPTR(loss),
+      .lse = TE_DPTR(lse), .ws = TE_DPTR(a->workspace), .tokens = c->tokens, .vocab = c->vocab,
+      .vocab_off = (long long)a->vocab_offset, .vocab_total = (long long)c->vtot,
+      .ignore = a->ignore_index, .smoothing = a->label_smoothing,
+      .mode = mode | (c->vec ? TE_XENT_VEC : 0), .dtype = c->dt};
+  void *args[TE_KNPARAMS(TE_XENT_ROW_PARAMS)];
+  te_xent_row_args_ptrs(&k, args);
+  return tecore_kernel_launch(id + K_ROW, &cfg, args, stream);
+}
+
+static tecore_result_t xent_reduce(const struct tecore_xent_args *a, tecore_xent_reduce_op_t op,
+                                   tecore_devptr_t p, size_t n, tecore_stream_t stream,
+                                   const char *fn) {
+  tecore_result_t r = a->reduce(op, p, n, stream, a->reduce_ctx);
+  if (r != TECORE_SUCCESS)
+    return TE_ERR(r, "%s: args->reduce (%s of %zu floats) returned %s", fn,
+                  op == TECORE_XENT_REDUCE_MAX ? "max" : "sum", n, tecore_result_name(r));
+  return TECORE_SUCCESS;
+}
+
+TE_EXPORT tecore_result_t tecore_xent_fwd(const struct tecore_xent_args *args, tecore_devptr_t loss,
+                                          tecore_devptr_t lse, tecore_devptr_t mean,
+                                          tecore_stream_t stream) {
+  const char *fn = __func__;
+  struct xent_call c;
+  TE_CHECK(xent_check_args(args, &c, fn));
+  TE_CHECK(xent_check_vec(loss, c.tokens, 1, fn, "loss"));
+  TE_CHECK(xent_check_vec(lse, c.tokens, 1, fn, "lse"));
+  TE_CHECK(xent_check_vec(mean, 2, 0, fn, "mean"));
+  struct te_tensor_spans l = {.access = TE_ACCESS_WRITE};
+  te_span_add(&l, "loss", loss, c.tokens * 4);
+  te_span_add(&l, "lse", lse, c.tokens * 4);
+  te_span_add(&l, "mean", mean, 8);
+  if (args->reduce) te_span_add(&l, "args->workspace", args->workspace, 16 * c.tokens);
+  l.access = TE_ACCESS_READ;
+  xent_span_logits(&l, args);
+  te_span_add(&l, "args->labels", args->labels, c.tokens * 4);
+  TE_CHECK(te_check_spans(l.span, l.n, fn));
+  int id = xent_first_id();
+  if (id < 0) return TE_ERR(TECORE_ERR_INTERNAL, "%s: the cross-entropy kernels did not register", fn);
+  if (c.tokens) {
+    if (!args->reduce) {
+      TE_CHECK(xent_row(args, &c, TE_XENT_FULL, loss, lse, id, stream));
+    } else {
+      TE_CHECK(xent_row(args, &c, TE_XENT_MAX, loss, lse, id, stream));
+      TE_CHECK(xent_reduce(args, TECORE_XENT_REDUCE_MAX, args->workspace, c.tokens, stream, fn));
+      TE_CHECK(xent_row(args, &c, TE_XENT_SUMS, loss, lse, id, stream));
+      TE_CHECK(xent_reduce(args, TECORE_XENT_REDUCE_SUM, args->workspace + 4 * c.tokens,
+                           3 * c.tokens, stream, fn));
+      TE_CHECK(xent_row(args, &c, TE_XENT_FINISH, loss, lse, id, stream));
+    }
+  }
+  if (!mean) return TECORE_SUCCESS;
+  struct tecore_launch_cfg cfg = {.grid = {1, 1, 1}, .block = {TE_XENT_MEAN_THREADS, 1, 1}};
+  struct te_xent_mean_args k = {.loss = TE_DPTR(loss), .labels = TE_DPTR(args->labels),
+                                .mean = TE_DPTR(mean), .tokens = c.tokens,
+                                .ignore = args->ignore_index};
+  void *kargs[TE_KNPARAMS(TE_XENT_MEAN_PARAMS)];
+  te_xent_mean_args_ptrs(&k, kargs);
+  return tecore_kernel_launch(id + K_MEAN, &cfg, kargs, stream);
+}
+
+/* ---- backward ------------------------------------------------------------------------------ */
+
+TE_EXPORT tecore_result_t tecore_xent_bwd(const struct tecore_xent_args *args, tecore_devptr_t lse,
+                                          tecore_devptr_t dloss, tecore_devptr_t mean,
+                                          unsigned flags, tecore_stream_t stream) {
+  const char *fn = __func__;
+  struct xent_call c;
+  TE_CHECK(xent_check_args(args, &c, fn));
+  TE_ARG((flags & ~TECORE_XENT_DLOSS_MEAN) == 0, "%s: flags 0x%x has unknown bits", fn, flags);
+  int m = (flags & TECORE_XENT_DLOSS_MEAN) != 0;
+  TE_CHECK(xent_check_vec(lse, c.tokens, 1, fn, "lse"));
+  TE_CHECK(xent_check_vec(dloss, m ? 1 : c.tokens, 1, fn, "dloss"));
+  TE_ARG(m || !mean, "%s: mean is set without TECORE_XENT_DLOSS_MEAN", fn);
+  TE_CHECK(xent_check_vec(mean, 2, m, fn, "mean"));
+  struct te_tensor_spans l = {.access = TE_ACCESS_WRITE};
+  xent_span_logits(&l, args);
+  l.access = TE_ACCESS_READ;
+  te_span_add(&l, "args->labels", args->labels, c.tokens * 4);
+  te_span_add(&l, "lse", lse, c.tokens * 4);
+  te_span_add(&l, "dloss", dloss, (m ? 1 : c.tokens) * 4);
+  te_span_add(&l, "mean", mean, 8);
+  TE_CHECK(te_check_spans(l.span, l.n, fn));
+  if (!c.tokens) return TECORE_SUCCESS;
+  int id = xent_first_id();
+  if (id < 0) return TE_ERR(TECORE_ERR_INTERNAL, "%s: the cross-entropy kernels did not register", fn);
+  unsigned long long cap = (unsigned long long)te_sm_count() * 4ull;
+  unsigned blocks = (unsigned)(c.tokens < cap ? c.tokens : cap);
+  struct tecore_launch_cfg cfg = {.grid = {blocks, 1, 1}, .block = {TE_XENT_THREADS, 1, 1}};
+  struct te_xent_bwd_args k = {
+      .x = TE_DPTR(args->logits->data), .labels = TE_DPTR(args->labels), .lse = TE_DPTR(lse),
+      .dloss = TE_DPTR(dloss), .mean = TE_DPTR(mean), .tokens = c.tokens, .vocab = c.vocab,
+      .vocab_off = (long long)args->vocab_offset, .vocab_total = (long long)c.vtot,
+      .ignore = args->ignore_index, .smoothing = args->label_smoothing, .dtype = c.dt,
+      .flags = (m ? TE_XENT_DLOSS_MEAN : 0) | (c.vec ? TE_XENT_VEC : 0)};
+  void *kargs[TE_KNPARAMS(TE_XENT_BWD_PARAMS)];
+  te_xent_bwd_args_ptrs(&k, kargs);
+  return tecore_kernel_launch(id + K_BWD, &cfg, kargs, stream);
+}

@@ -1,0 +1,232 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* check_embedding.c -- token embedding (te/embedding.h): the gather with
+ * and without a positions' table (exact: one float add), the backward
+ * against the order te/embedding.h promises (bit for bit) and a float64
+ * reference, bit-identical run to run with many repeated ids over several
+ * chunks, the vector and element paths, out-of-range ids written as zeros
+ * and reported on the next call and by tecore_embedding_check, and every
+ * bad argument.  Fresh random inputs, poisoned outputs. */
+#include "parts_util.h"
+#include <te/embedding.h>
+
+START_TEST(embedding_fwd_values) {
+  int V = 50, P = 16, H = 64, T = 40;
+  tecore_dtype_t wd[2] = {TECORE_DTYPE_BF16, TECORE_DTYPE_F32};
+  for (int k = 0; k < 2; k++)
+    for (int hh = 0; hh < 2; hh++) {
+      int Hh = hh ? 13 : H; /* 13: the element path */
+      float *w = malloc(V * Hh * 4), *p = malloc(P * Hh * 4), *got = malloc(T * Hh * 4);
+      int32_t ids[40], pos[40];
+      te_rand_floats(w, (size_t)V * Hh, -1, 1);
+      te_rand_floats(p, (size_t)P * Hh, -1, 1);
+      for (int t = 0; t < T; t++) { ids[t] = (int32_t)te_rand_below(V); pos[t] = (int32_t)te_rand_below(P); }
+      tecore_devptr_t dw = pu_upload(w, (size_t)V * Hh, wd[k]), dp = pu_upload(p, (size_t)P * Hh, TECORE_DTYPE_F32);
+      tecore_devptr_t di = pu_upload_i32(ids, T), dpos = pu_upload_i32(pos, T), dout = te_dalloc(T * Hh * 4);
+      struct tecore_tensor tw = pu_tensor2(wd[k], V, Hh, dw), tp = pu_tensor2(TECORE_DTYPE_F32, P, Hh, dp),
+                           to = pu_tensor2(TECORE_DTYPE_F32, T, Hh, dout);
+      for (int withp = 0; withp < 3; withp++) {
+        te_poison_dev(dout, T * Hh * 4);
+        struct tecore_embedding_args a = {.weight = &tw, .ids = di, .tokens = T,
+                                          .pos_weight = withp ? &tp : NULL,
+                                          .positions = withp == 1 ? dpos : 0,
+                                          .seq_len = withp == 2 ? 16 : 0};
+        TE_OK(tecore_embedding_fwd(&a, &to, te_stream));
+        TE_OK(tecore_stream_synchronize(te_stream));
+        te_d2h(got, dout, T * Hh * 4);
+        for (int t = 0; t < T; t++)
+          for (int j = 0; j < Hh; j++) {
+            int ps = withp == 1 ? pos[t] : t % 16;
+            float want = w[ids[t] * Hh + j] + (withp ? p[ps * Hh + j] : 0.0f);
+            ck_assert_msg(got[t * Hh + j] == want, "out[%d][%d] %g want %g (pos table %d)", t, j,
+                          got[t * Hh + j], want, withp);
+          }
+      }
+      TE_OK(tecore_mem_free(dw)); TE_OK(tecore_mem_free(dp)); TE_OK(tecore_mem_free(di));
+      TE_OK(tecore_mem_free(dpos)); TE_OK(tecore_mem_free(dout));
+      free(w); free(p); free(got);
+    }
+}
+END_TEST
+
+/* dW in the promised order: chunks of 1024 tokens; per chunk each named
+ * row read (rounded to dt), its tokens' dy added in order in float, and
+ * stored rounded. */
+static void bwd_emulate(float *dw, const float *dy, const int32_t *ids, int T, int V, int H,
+                        tecore_dtype_t dt) {
+  for (int c0 = 0; c0 < T; c0 += 1024) {
+    int c1 = c0 + 1024 < T ? c0 + 1024 : T;
+    for (int v = 0; v < V; v++) {
+      int any = 0;
+      for (int t = c0; t < c1; t++) any |= ids[t] == v;
+      if (!any) continue;
+      for (int j = 0; j < H; j++) {
+        float acc = dw[v * H + j];
+        for (int t = c0; t < c1; t++)
+          if (ids[t] == v) acc += dy[(size_t)t * H + j];
+        dw[v * H + j] = pu_round(acc, dt);
+      }
+    }
+  }
+}
+
+static void bwd_case(int T, int V, int H, tecore_dtype_t dyt, tecore_dtype_t dwt) {
+  float *dy = malloc((size_t)T * H * 4), *w0 = malloc(V * H * 4), *want = malloc(V * H * 4),
+        *got = malloc(V * H * 4), *got2 = malloc(V * H * 4);
+  int32_t *ids = malloc(T * 4);
+  double *ref = malloc(V * H * 8);
+  te_rand_floats(dy, (size_t)T * H, -1, 1);
+  te_rand_floats(w0, V * H, -1, 1);
+  for (int t = 0; t < T; t++) ids[t] = t % 5 ? (int32_t)te_rand_below(V / 3 + 1) : (int32_t)te_rand_below(V);
+  tecore_devptr_t ddy = pu_upload(dy, (size_t)T * H, dyt), di = pu_upload_i32(ids, T);
+  tecore_devptr_t dw = pu_upload(w0, V * H, dwt);
+  struct tecore_tensor tdy = pu_tensor2(dyt, T, H, ddy), tdw = pu_tensor2(dwt, V, H, dw);
+  struct tecore_embedding_args a = {.ids = di, .tokens = T};
+  for (int run = 0; run < 2; run++) {
+    float *w = pu_round(0, dwt) == 0 ? w0 : w0;
+    tecore_devptr_t tmp = pu_upload(w, V * H, dwt);
+    TE_OK(tecore_memcpy_async(dw, tmp, V * H * tecore_dtype_size(dwt), te_stream));
+    TE_OK(tecore_embedding_bwd(&a, &tdy, &tdw, NULL, te_stream));
+    TE_OK(tecore_stream_synchronize(te_stream));
+    pu_download(run ? got2 : got, dw, V * H, dwt);
+    TE_OK(tecore_mem_free(tmp));
+  }
+  te_expect_mem_eq(got2, got, V * H * 4, "dW, second run against first");
+  memcpy(want, w0, V * H * 4);
+  bwd_emulate(want, dy, ids, T, V, H, dwt);
+  te_expect_f32_bits(got, want, V * H, "dW against the promised order");
+  for (int i = 0; i < V * H; i++) ref[i] = w0[i];
+  for (int t = 0; t < T; t++)
+    for (int j = 0; j < H; j++) ref[ids[t] * H + j] += dy[(size_t)t * H + j];
+  for (int i = 0; i < V * H; i++) {
+    double tol = dwt == TECORE_DTYPE_F32 ? 1e-5 * (1 + fabs(ref[i])) * (T / 100 + 1) : 0.05 * (1 + fabs(ref[i]));
+    ck_assert_msg(fabs(got[i] - ref[i]) <= tol, "dW[%d] %g, float64 %g", i, got[i], ref[i]);
+  }
+  TE_OK(tecore_mem_free(ddy)); TE_OK(tecore_mem_free(di)); TE_OK(tecore_mem_free(dw));
+  free(dy); free(w0); free(want); free(got); free(got2); free(ids); free(ref);
+}
+
+START_TEST(embedding_bwd_deterministic) {
+  bwd_case(2600, 150, 64, TECORE_DTYPE_BF16, TECORE_DTYPE_F32);  /* 3 chunks, 3 blocks */
+  bwd_case(300, 20, 24, TECORE_DTYPE_F32, TECORE_DTYPE_BF16);
+  bwd_case(200, 70, 7, TECORE_DTYPE_F16, TECORE_DTYPE_F32);      /* element path */
+}
+END_TEST
+
+START_TEST(embedding_bwd_positions_table) {
+  int T = 30, V = 9, P = 10, H = 16;
+  float dy[30 * 16], zero[160] = {0}, got[160];
+  int32_t ids[30];
+  te_rand_floats(dy, T * H, -1, 1);
+  for (int t = 0; t < T; t++) ids[t] = (int32_t)te_rand_below(V);
+  tecore_devptr_t ddy = pu_upload(dy, T * H, TECORE_DTYPE_F32), di = pu_upload_i32(ids, T);
+  tecore_devptr_t dw = pu_upload(zero, V * H, TECORE_DTYPE_F32), dp = pu_upload(zero, P * H, TECORE_DTYPE_F32);
+  struct tecore_tensor tdy = pu_tensor2(TECORE_DTYPE_F32, T, H, ddy),
+                       tdw = pu_tensor2(TECORE_DTYPE_F32, V, H, dw),
+                       tdp = pu_tensor2(TECORE_DTYPE_F32, P, H, dp);
+  struct tecore_embedding_args a = {.ids = di, .tokens = T, .seq_len = 10};
+  TE_OK(tecore_embedding_bwd(&a, &tdy, &tdw, &tdp, te_stream));
+  te_d2h(got, dp, P * H * 4);
+  for (int p = 0; p < P; p++)
+    for (int j = 0; j < H; j++) {
+      float want = 0;
+      for (int t = p; t < T; t += 10) want += dy[t * H + j];
+      ck_assert_msg(got[p * H + j] == want, "dpos[%d][%d] %g want %g", p, j, got[p * H + j], want);
+    }
+  TE_OK(tecore_mem_free(ddy)); TE_OK(tecore_mem_free(di));
+  TE_OK(tecore_mem_free(dw)); TE_OK(tecore_mem_free(dp));
+}
+END_TEST
+
+START_TEST(embedding_out_of_range_reported) {
+  int V = 10, H = 16, T = 8;
+  float w[160], got[8 * 16];
+  int32_t ids[8] = {1, 2, 3, 10, 4, 5, 6, 7};
+  te_rand_floats(w, V * H, -1, 1);
+  uint64_t *st = NULL;
+  TE_OK(tecore_mem_alloc_host(sizeof *st, (void **)&st));
+  *st = 0;
+  tecore_devptr_t dw = pu_upload(w, V * H, TECORE_DTYPE_F32), di = pu_upload_i32(ids, T),
+                  dout = te_dalloc(T * H * 4);
+  te_poison_dev(dout, T * H * 4);
+  struct tecore_tensor tw = pu_tensor2(TECORE_DTYPE_F32, V, H, dw),
+                       to = pu_tensor2(TECORE_DTYPE_F32, T, H, dout);
+  struct tecore_embedding_args a = {.weight = &tw, .ids = di, .tokens = T, .status = st};
+  TE_OK(tecore_embedding_fwd(&a, &to, te_stream));
+  TE_OK(tecore_stream_synchronize(te_stream));
+  te_d2h(got, dout, sizeof got);
+  for (int j = 0; j < H; j++) ck_assert_msg(got[3 * H + j] == 0.0f, "row of id 10 not zero");
+  ck_assert_msg(got[4 * H] == w[4 * H], "row 4 wrong");
+  /* the next call reports it (and queues nothing), then works again */
+  TE_EXPECT_INVALID("token 3", tecore_embedding_fwd(&a, &to, te_stream));
+  ck_assert_msg(strstr(tecore_last_error(), "id 10"), "detail: %s", tecore_last_error());
+  ck_assert_msg(*st == 0, "status not cleared");
+  ids[3] = -5;
+  te_h2d(di, ids, sizeof ids);
+  TE_OK(tecore_embedding_fwd(&a, &to, te_stream));
+  TE_EXPECT_INVALID("id -5", tecore_embedding_check(st, te_stream));
+  TE_OK(tecore_embedding_check(st, te_stream));
+  /* the backward drops it and reports it too */
+  struct tecore_tensor tdw = pu_tensor2(TECORE_DTYPE_F32, V, H, dw);
+  TE_OK(tecore_embedding_bwd(&a, &to, &tdw, NULL, te_stream));
+  TE_EXPECT_INVALID("token 3", tecore_embedding_check(st, te_stream));
+  TE_OK(tecore_mem_free(dw)); TE_OK(tecore_mem_free(di)); TE_OK(tecore_mem_free(dout));
+  TE_OK(tecore_mem_free_host(st));
+}
+END_TEST
+
+START_TEST(embedding_bad_arguments) {
+  tecore_devptr_t b = te_dalloc(1 << 16);
+  struct tecore_tensor tw = pu_tensor2(TECORE_DTYPE_BF16, 10, 64, b),
+                       to = pu_tensor2(TECORE_DTYPE_F32, 4, 64, b + 8192), bad,
+                       tp = pu_tensor2(TECORE_DTYPE_F32, 8, 64, b + 16384);
+  tecore_devptr_t ids = b + 32768;
+  TE_OK(tecore_memset_d32_async(ids, 1, 16, te_stream));
+  struct tecore_embedding_args g = {.weight = &tw, .ids = ids, .tokens = 4}, a;
+  TE_OK(tecore_embedding_fwd(&g, &to, te_stream));
+  TE_EXPECT_INVALID("args", tecore_embedding_fwd(NULL, &to, te_stream));
+  TE_EXPECT_INVALID("out", tecore_embedding_fwd(&g, NULL, te_stream));
+  a = g; a.weight = NULL;
+  TE_EXPECT_INVALID("args->weight", tecore_embedding_fwd(&a, &to, te_stream));
+  a = g; a.ids = 0;
+  TE_EXPECT_INVALID("args->ids", tecore_embedding_fwd(&a, &to, te_stream));
+  a = g; a.ids = ids + 2;
+  TE_EXPECT_INVALID("args->ids", tecore_embedding_fwd(&a, &to, te_stream));
+  a = g; a.tokens = 5;
+  TE_EXPECT_INVALID("args->tokens", tecore_embedding_fwd(&a, &to, te_stream));
+  a = g; a.positions = ids; a.seq_len = 3;
+  TE_EXPECT_INVALID("args->seq_len", tecore_embedding_fwd(&a, &to, te_stream));
+  bad = tp; bad.shape[1] = 32; a = g; a.pos_weight = &bad;
+  TE_EXPECT_INVALID("args->pos_weight", tecore_embedding_fwd(&a, &to, te_stream));
+  bad = to; bad.shape[1] = 32;
+  TE_EXPECT_INVALID("out", tecore_embedding_fwd(&g, &bad, te_stream));
+  bad = to; bad.dtype = TECORE_DTYPE_E4M3;
+  TE_EXPECT_INVALID("out", tecore_embedding_fwd(&g, &bad, te_stream));
+  bad = to; bad.data = b + 64;
+  TE_EXPECT_INVALID("out->data overlaps args->weight", tecore_embedding_fwd(&g, &bad, te_stream));
+  a = g; a.status = (uint64_t *)(uintptr_t)4;
+  TE_EXPECT_INVALID("args->status", tecore_embedding_fwd(&a, &to, te_stream));
+  TE_EXPECT_INVALID("status", tecore_embedding_check(NULL, te_stream));
+  TE_EXPECT_INVALID("dout", tecore_embedding_bwd(&g, NULL, &tp, NULL, te_stream));
+  TE_EXPECT_INVALID("dweight", tecore_embedding_bwd(&g, &to, NULL, NULL, te_stream));
+  bad = tp; bad.shape[1] = 32;
+  TE_EXPECT_INVALID("dweight", tecore_embedding_bwd(&g, &to, &bad, NULL, te_stream));
+  TE_EXPECT_INVALID("dpos_weight", tecore_embedding_bwd(&g, &to, &tp, &bad, te_stream));
+  TE_EXPECT_INVALID("dweight->data overlaps dout", tecore_embedding_bwd(&g, &to, &to, NULL, te_stream));
+  TE_OK(tecore_stream_synchronize(te_stream));
+  TE_OK(tecore_mem_free(b));
+}
+END_TEST
+
+static Suite *make_suite(void) {
+  Suite *s = suite_create("embedding");
+  TCase *tc = te_tcase(s, "values", 1);
+  tcase_add_test(tc, embedding_fwd_values);
+  tcase_add_test(tc, embedding_bwd_deterministic);
+  tcase_add_test(tc, embedding_bwd_positions_table);
+  tcase_add_test(tc, embedding_out_of_range_reported);
+  tc = te_tcase(s, "arguments", 1);
+  tcase_add_test(tc, embedding_bad_arguments);
+  return s;
+}
+
+TE_TEST_MAIN(make_suite, TE_TEST_DEVICE)

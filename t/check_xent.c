@@ -1,0 +1,339 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* check_xent.c -- fused softmax + cross-entropy (te/loss.h) against a
+ * float64 reference: BF16 and F32 logits, ignore_index, label smoothing,
+ * the vector and element paths, a vocabulary of 50304, the mean, the
+ * in-place backward with per-token and mean gradients, a finite-difference
+ * check of dlogits, the vocabulary-parallel callback with two simulated
+ * ranks (threads) matching the whole vocabulary, and every bad argument.
+ * Fresh random logits in [-8, 8), outputs poisoned with NaN. */
+#include "parts_util.h"
+#include <pthread.h>
+#include <te/loss.h>
+
+#define IGN (-100)
+
+struct xref {
+  double *lse, *loss, mean, count;
+};
+
+static void ref_fwd(const float *x, const int32_t *lab, int T, int V, double eps, struct xref *r) {
+  r->mean = 0;
+  r->count = 0;
+  for (int t = 0; t < T; t++) {
+    const float *row = x + (size_t)t * V;
+    double m = -INFINITY, s = 0, sx = 0;
+    for (int j = 0; j < V; j++) m = fmax(m, row[j]);
+    for (int j = 0; j < V; j++) { s += exp(row[j] - m); sx += row[j]; }
+    r->lse[t] = m + log(s);
+    r->loss[t] = lab[t] == IGN ? 0 : r->lse[t] - (1 - eps) * row[lab[t]] - eps / V * sx;
+    if (lab[t] != IGN) { r->mean += r->loss[t]; r->count++; }
+  }
+  if (r->count) r->mean /= r->count;
+}
+
+static double ref_grad(const float *x, const int32_t *lab, int t, int j, int V, double eps,
+                       double lse, double dl) {
+  if (lab[t] == IGN) return 0;
+  double p = exp(x[(size_t)t * V + j] - lse);
+  return dl * (p - (j == lab[t] ? 1 - eps : 0) - eps / V);
+}
+
+static void rand_labels(int32_t *lab, int T, int V) {
+  for (int t = 0; t < T; t++) lab[t] = t % 4 == 1 ? IGN : (int32_t)te_rand_below(V);
+}
+
+/* One case: forward (loss, lse, mean), then the backward in place. */
+static void run_case(tecore_dtype_t dt, int T, int V, float eps, int mean_mode) {
+  size_t n = (size_t)T * V;
+  float *x = malloc(n * 4), *g = malloc(n * 4), got[4096], m2[2];
+  int32_t *lab = malloc(T * 4);
+  double *rl = malloc(T * 8 * 2);
+  struct xref r = {.lse = rl, .loss = rl + T};
+  te_rand_floats(x, n, -8.0f, 8.0f);
+  rand_labels(lab, T, V);
+  tecore_devptr_t dx = pu_upload(x, n, dt), dlab = pu_upload_i32(lab, T);
+  tecore_devptr_t out = te_dalloc(4 * (size_t)T * 3 + 64), loss = out, lse = out + 4 * T,
+                  dloss = out + 8 * T, mean = out + 12 * T;
+  te_poison_dev_nan(out, 3 * T + 2);
+  struct tecore_tensor lt = pu_tensor2(dt, T, V, dx);
+  struct tecore_xent_args a = {.logits = &lt, .labels = dlab, .ignore_index = IGN,
+                               .label_smoothing = eps};
+  TE_OK(tecore_xent_fwd(&a, loss, lse, mean, te_stream));
+  TE_OK(tecore_stream_synchronize(te_stream));
+  ref_fwd(x, lab, T, V, eps, &r);
+  te_d2h(got, loss, 4 * T);
+  for (int t = 0; t < T; t++)
+    ck_assert_msg(fabs(got[t] - r.loss[t]) <= 2e-5 * (1 + fabs(r.loss[t])) + 1e-7 * V * eps * 8,
+                  "V %d eps %g loss[%d] got %.8g want %.8g", V, eps, t, got[t], r.loss[t]);
+  te_d2h(got, lse, 4 * T);
+  for (int t = 0; t < T; t++)
+    ck_assert_msg(fabs(got[t] - r.lse[t]) <= 2e-5 * (1 + fabs(r.lse[t])), "lse[%d] got %.8g want %.8g",
+                  t, got[t], r.lse[t]);
+  te_d2h(m2, mean, 8);
+  ck_assert_msg(m2[1] == (float)r.count, "count got %g want %g", m2[1], r.count);
+  ck_assert_msg(fabs(m2[0] - r.mean) <= 3e-5 * (1 + fabs(r.mean)), "mean got %.8g want %.8g", m2[0],
+                r.mean);
+  /* backward */
+  float dls[4096];
+  for (int t = 0; t < T; t++) dls[t] = te_rand_float(0.5f, 2.0f);
+  if (mean_mode) dls[0] = 1.5f;
+  te_h2d(dloss, dls, 4 * (mean_mode ? 1 : T));
+  TE_OK(tecore_xent_bwd(&a, lse, dloss, mean_mode ? mean : 0,
+                        mean_mode ? TECORE_XENT_DLOSS_MEAN : 0, te_stream));
+  TE_OK(tecore_stream_synchronize(te_stream));
+  pu_download(g, dx, n, dt);
+  double rel = dt == TECORE_DTYPE_BF16 ? 8e-3 : 2e-5;
+  for (int t = 0; t < T; t++)
+    for (int j = 0; j < V; j++) {
+      double dl = mean_mode ? dls[0] / r.count : dls[t];
+      double w = ref_grad(x, lab, t, j, V, eps, r.lse[t], dl), gv = g[(size_t)t * V + j];
+      ck_assert_msg(fabs(gv - w) <= rel * fabs(w) + 1e-6 * fabs(dl),
+                    "dlogits[%d][%d] got %.8g want %.8g (V %d)", t, j, gv, w, V);
+    }
+  TE_OK(tecore_mem_free(dx));
+  TE_OK(tecore_mem_free(dlab));
+  TE_OK(tecore_mem_free(out));
+  free(x); free(g); free(lab); free(rl);
+}
+
+START_TEST(xent_values) {
+  run_case(TECORE_DTYPE_F32, 13, 1000, 0.0f, 0);
+  run_case(TECORE_DTYPE_BF16, 13, 1000, 0.1f, 1);
+  run_case(TECORE_DTYPE_F32, 9, 997, 0.2f, 1);   /* element path */
+  run_case(TECORE_DTYPE_BF16, 7, 33, 0.0f, 0);
+}
+END_TEST
+
+START_TEST(xent_vocab_50304) {
+  run_case(TECORE_DTYPE_BF16, 3, 50304, 0.1f, 1);
+}
+END_TEST
+
+/* dlogits of the mean against central differences of the mean (f32, V 7). */
+START_TEST(xent_finite_difference) {
+  int T = 3, V = 7;
+  float x[21], g[21], m2[2];
+  int32_t lab[3] = {2, IGN, 6};
+  te_rand_floats(x, 21, -2.0f, 2.0f);
+  tecore_devptr_t dx = te_dalloc(128), dlab = pu_upload_i32(lab, 3), out = te_dalloc(128);
+  struct tecore_tensor lt = pu_tensor2(TECORE_DTYPE_F32, T, V, dx);
+  struct tecore_xent_args a = {.logits = &lt, .labels = dlab, .ignore_index = IGN,
+                               .label_smoothing = 0.1f};
+  float one = 1.0f;
+  te_h2d(dx, x, sizeof x);
+  TE_OK(tecore_xent_fwd(&a, out, out + 16, out + 48, te_stream));
+  te_h2d(out + 32, &one, 4);
+  TE_OK(tecore_xent_bwd(&a, out + 16, out + 32, out + 48, TECORE_XENT_DLOSS_MEAN, te_stream));
+  te_d2h(g, dx, sizeof g);
+  const float h = 1e-2f;
+  for (int i = 0; i < 21; i++) {
+    double f[2];
+    for (int s = 0; s < 2; s++) {
+      float y[21];
+      memcpy(y, x, sizeof y);
+      y[i] += s ? -h : h;
+      te_h2d(dx, y, sizeof y);
+      TE_OK(tecore_xent_fwd(&a, out, out + 16, out + 48, te_stream));
+      te_d2h(m2, out + 48, 8);
+      f[s] = m2[0];
+    }
+    double fd = (f[0] - f[1]) / (2 * h);
+    ck_assert_msg(fabs(fd - g[i]) <= 2e-3, "dlogits[%d] %.6g, finite difference %.6g", i, g[i], fd);
+  }
+  TE_OK(tecore_mem_free(dx));
+  TE_OK(tecore_mem_free(dlab));
+  TE_OK(tecore_mem_free(out));
+}
+END_TEST
+
+/* ---- two simulated ranks --------------------------------------------------------- */
+
+struct rank {
+  int id;
+  tecore_stream_t s;
+  struct tecore_tensor lt;
+  struct tecore_xent_args a;
+  tecore_devptr_t out;
+  tecore_result_t r;
+};
+static pthread_barrier_t xb;
+static float xbuf[2][4 * 64];
+static int ncalls[2];
+
+static tecore_result_t reduce2(tecore_xent_reduce_op_t op, tecore_devptr_t data, size_t count,
+                               tecore_stream_t stream, void *ctx) {
+  struct rank *me = ctx;
+  float v[4 * 64];
+  if (count > 4 * 64) return TECORE_ERR_INVALID;
+  ncalls[me->id]++;
+  TE_OK(tecore_memcpy_async(te_hptr(xbuf[me->id]), data, count * 4, stream));
+  TE_OK(tecore_stream_synchronize(stream));
+  pthread_barrier_wait(&xb);
+  for (size_t i = 0; i < count; i++)
+    v[i] = op == TECORE_XENT_REDUCE_MAX ? fmaxf(xbuf[0][i], xbuf[1][i]) : xbuf[0][i] + xbuf[1][i];
+  pthread_barrier_wait(&xb);
+  TE_OK(tecore_memcpy_async(data, te_hptr(v), count * 4, stream));
+  return tecore_stream_synchronize(stream);
+}
+
+static void *rank_main(void *p) {
+  struct rank *r = p;
+  tecore_ctx_set_current(te_ctx);
+  r->r = tecore_xent_fwd(&r->a, r->out, r->out + 256, r->out + 512, r->s);
+  if (r->r == TECORE_SUCCESS) r->r = tecore_stream_synchronize(r->s);
+  return NULL;
+}
+
+START_TEST(xent_vocab_parallel_two_ranks) {
+  int T = 11, V = 600, V0 = 256;  /* rank 0 has 256 columns, rank 1 344 */
+  float *x = malloc((size_t)T * V * 4);
+  int32_t lab[11];
+  te_rand_floats(x, (size_t)T * V, -8.0f, 8.0f);
+  rand_labels(lab, T, V);
+  lab[0] = 3;
+  lab[2] = 599;
+  tecore_devptr_t dlab = pu_upload_i32(lab, T), full = pu_upload(x, (size_t)T * V, TECORE_DTYPE_F32);
+  struct rank rk[2];
+  pthread_barrier_init(&xb, NULL, 2);
+  size_t wsb;
+  TE_OK(tecore_xent_workspace_size(T, &wsb));
+  for (int i = 0; i < 2; i++) {
+    int c0 = i ? V0 : 0, nc = i ? V - V0 : V0;
+    float *part = malloc((size_t)T * nc * 4);
+    for (int t = 0; t < T; t++) memcpy(part + (size_t)t * nc, x + (size_t)t * V + c0, nc * 4);
+    rk[i].id = i;
+    TE_OK(tecore_stream_create(TECORE_STREAM_NON_BLOCKING, 0, &rk[i].s));
+    rk[i].lt = pu_tensor2(TECORE_DTYPE_F32, T, nc, pu_upload(part, (size_t)T * nc, TECORE_DTYPE_F32));
+    rk[i].out = te_dalloc(4096);
+    te_poison_dev_nan(rk[i].out, 1024);
+    rk[i].a = (struct tecore_xent_args){
+        .logits = &rk[i].lt, .labels = dlab, .ignore_index = IGN, .label_smoothing = 0.1f,
+        .vocab_offset = c0, .vocab_total = V, .reduce = reduce2, .reduce_ctx = &rk[i],
+        .workspace = te_dalloc(wsb), .workspace_bytes = wsb};
+    free(part);
+  }
+  pthread_t th[2];
+  for (int i = 0; i < 2; i++) pthread_create(&th[i], NULL, rank_main, &rk[i]);
+  for (int i = 0; i < 2; i++) pthread_join(th[i], NULL);
+  for (int i = 0; i < 2; i++) {
+    ck_assert_msg(rk[i].r == TECORE_SUCCESS, "rank %d: %s", i, tecore_result_name(rk[i].r));
+    ck_assert_msg(ncalls[i] == 2, "rank %d called the callback %d times", i, ncalls[i]);
+  }
+  /* the whole vocabulary in one call */
+  tecore_devptr_t out = te_dalloc(4096);
+  struct tecore_tensor lt = pu_tensor2(TECORE_DTYPE_F32, T, V, full);
+  struct tecore_xent_args a = {.logits = &lt, .labels = dlab, .ignore_index = IGN,
+                               .label_smoothing = 0.1f};
+  TE_OK(tecore_xent_fwd(&a, out, out + 256, out + 512, te_stream));
+  TE_OK(tecore_stream_synchronize(te_stream));
+  /* floats: loss at 0, lse at 64, mean at 128 (byte offsets 0, 256, 512) */
+  float want[130], got[130];
+  te_d2h(want, out, sizeof want);
+  for (int i = 0; i < 2; i++) {
+    te_d2h(got, rk[i].out, sizeof got);
+    for (int t = 0; t < T; t++) {
+      ck_assert_msg(fabs(got[t] - want[t]) <= 1e-5 * (1 + fabs(want[t])), "rank %d loss[%d] %.8g, "
+                    "whole vocabulary %.8g", i, t, got[t], want[t]);
+      ck_assert_msg(fabs(got[64 + t] - want[64 + t]) <= 1e-5 * (1 + fabs(want[64 + t])),
+                    "rank %d lse[%d] %.8g want %.8g", i, t, got[64 + t], want[64 + t]);
+    }
+    ck_assert_msg(fabs(got[128] - want[128]) <= 1e-5 * (1 + fabs(want[128])), "rank %d mean", i);
+  }
+  /* the backward of each slice equals the whole vocabulary's columns */
+  float dl[16];
+  for (int t = 0; t < 16; t++) dl[t] = te_rand_float(0.5f, 2.0f);
+  te_h2d(out + 1024, dl, sizeof dl);
+  TE_OK(tecore_xent_bwd(&a, out + 256, out + 1024, 0, 0, te_stream));
+  float *gf = malloc((size_t)T * V * 4);
+  pu_download(gf, full, (size_t)T * V, TECORE_DTYPE_F32);
+  for (int i = 0; i < 2; i++) {
+    int c0 = i ? V0 : 0, nc = i ? V - V0 : V0;
+    float *gp = malloc((size_t)T * nc * 4);
+    te_h2d(rk[i].out + 1024, dl, sizeof dl);
+    TE_OK(tecore_xent_bwd(&rk[i].a, rk[i].out + 256, rk[i].out + 1024, 0, 0, rk[i].s));
+    TE_OK(tecore_stream_synchronize(rk[i].s));
+    pu_download(gp, rk[i].lt.data, (size_t)T * nc, TECORE_DTYPE_F32);
+    for (int t = 0; t < T; t++)
+      for (int j = 0; j < nc; j++) {
+        float w = gf[(size_t)t * V + c0 + j], gv = gp[(size_t)t * nc + j];
+        ck_assert_msg(fabs(gv - w) <= 1e-5 * fabs(w) + 1e-9, "rank %d dlogits[%d][%d] %.8g want %.8g",
+                      i, t, c0 + j, gv, w);
+      }
+    free(gp);
+  }
+  free(gf);
+  pthread_barrier_destroy(&xb);
+  for (int i = 0; i < 2; i++) {
+    TE_OK(tecore_stream_destroy(rk[i].s));
+    TE_OK(tecore_mem_free(rk[i].lt.data));
+    TE_OK(tecore_mem_free(rk[i].out));
+    TE_OK(tecore_mem_free(rk[i].a.workspace));
+  }
+  TE_OK(tecore_mem_free(out));
+  TE_OK(tecore_mem_free(full));
+  TE_OK(tecore_mem_free(dlab));
+  free(x);
+}
+END_TEST
+
+static tecore_result_t reduce_fails(tecore_xent_reduce_op_t op, tecore_devptr_t data, size_t count,
+                                    tecore_stream_t stream, void *ctx) {
+  (void)op; (void)data; (void)count; (void)stream; (void)ctx;
+  return TECORE_ERR_TIMEOUT;
+}
+
+START_TEST(xent_bad_arguments) {
+  tecore_devptr_t b = te_dalloc(1 << 16), lab = b + 32768, o = b + 40000;
+  int32_t l[4] = {0, 1, 2, 3};
+  te_h2d(lab, l, 16);
+  struct tecore_tensor lt = pu_tensor2(TECORE_DTYPE_BF16, 4, 64, b), bad;
+  struct tecore_xent_args g = {.logits = &lt, .labels = lab, .ignore_index = IGN}, a;
+  TE_OK(tecore_xent_fwd(&g, o, o + 16, o + 32, te_stream));
+  TE_EXPECT_INVALID("args", tecore_xent_fwd(NULL, o, o + 16, 0, te_stream));
+  a = g; a.logits = NULL;
+  TE_EXPECT_INVALID("args->logits", tecore_xent_fwd(&a, o, o + 16, 0, te_stream));
+  bad = lt; bad.dtype = TECORE_DTYPE_F16; a = g; a.logits = &bad;
+  TE_EXPECT_INVALID("args->logits", tecore_xent_fwd(&a, o, o + 16, 0, te_stream));
+  a = g; a.labels = 0;
+  TE_EXPECT_INVALID("args->labels", tecore_xent_fwd(&a, o, o + 16, 0, te_stream));
+  a = g; a.labels = lab + 2;
+  TE_EXPECT_INVALID("args->labels", tecore_xent_fwd(&a, o, o + 16, 0, te_stream));
+  a = g; a.label_smoothing = 1.0f;
+  TE_EXPECT_INVALID("args->label_smoothing", tecore_xent_fwd(&a, o, o + 16, 0, te_stream));
+  a = g; a.vocab_total = 100;
+  TE_EXPECT_INVALID("args->reduce", tecore_xent_fwd(&a, o, o + 16, 0, te_stream));
+  a = g; a.vocab_total = 100; a.vocab_offset = 50; a.reduce = reduce_fails;
+  TE_EXPECT_INVALID("args->vocab_offset", tecore_xent_fwd(&a, o, o + 16, 0, te_stream));
+  a = g; a.reduce = reduce_fails;
+  TE_EXPECT_INVALID("args->workspace_bytes", tecore_xent_fwd(&a, o, o + 16, 0, te_stream));
+  a.workspace = o + 1024; a.workspace_bytes = 64;
+  TE_EXPECT_ERR(TECORE_ERR_TIMEOUT, "args->reduce", tecore_xent_fwd(&a, o, o + 16, 0, te_stream));
+  TE_EXPECT_INVALID("loss", tecore_xent_fwd(&g, 0, o + 16, 0, te_stream));
+  TE_EXPECT_INVALID("lse", tecore_xent_fwd(&g, o, 0, 0, te_stream));
+  TE_EXPECT_INVALID("loss", tecore_xent_fwd(&g, o + 2, o + 16, 0, te_stream));
+  TE_EXPECT_INVALID("lse overlaps loss", tecore_xent_fwd(&g, o, o + 8, 0, te_stream));
+  TE_EXPECT_INVALID("loss overlaps args->logits", tecore_xent_fwd(&g, b + 64, o + 16, 0, te_stream));
+  TE_EXPECT_INVALID("bytes", tecore_xent_workspace_size(4, NULL));
+  TE_EXPECT_INVALID("flags", tecore_xent_bwd(&g, o + 16, o, 0, 0x10, te_stream));
+  TE_EXPECT_INVALID("mean", tecore_xent_bwd(&g, o + 16, o, 0, TECORE_XENT_DLOSS_MEAN, te_stream));
+  TE_EXPECT_INVALID("mean", tecore_xent_bwd(&g, o + 16, o, o + 32, 0, te_stream));
+  TE_EXPECT_INVALID("dloss", tecore_xent_bwd(&g, o + 16, 0, 0, 0, te_stream));
+  TE_EXPECT_INVALID("lse", tecore_xent_bwd(&g, b + 16, o, 0, 0, te_stream));
+  TE_OK(tecore_stream_synchronize(te_stream));
+  TE_OK(tecore_mem_free(b));
+}
+END_TEST
+
+static Suite *make_suite(void) {
+  Suite *s = suite_create("xent");
+  TCase *tc = te_tcase(s, "values", 1);
+  tcase_add_test(tc, xent_values);
+  tcase_add_test(tc, xent_vocab_50304);
+  tcase_add_test(tc, xent_finite_difference);
+  tcase_add_test(tc, xent_vocab_parallel_two_ranks);
+  tc = te_tcase(s, "arguments", 1);
+  tcase_add_test(tc, xent_bad_arguments);
+  return s;
+}
+
+TE_TEST_MAIN(make_suite, TE_TEST_DEVICE)
