@@ -167,6 +167,12 @@ module te_core
   ! from libtecore/te/norm.h
   integer(c_int), parameter :: TECORE_NORM_LAYERNORM = 0
   integer(c_int), parameter :: TECORE_NORM_RMSNORM = 1
+  ! from libtecore/te/rope.h
+  integer(c_int), parameter :: TECORE_ROPE_HALVES = 0
+  integer(c_int), parameter :: TECORE_ROPE_INTERLEAVED = 1
+  ! from libtecore/te/loss.h
+  integer(c_int), parameter :: TECORE_XENT_REDUCE_MAX = 0
+  integer(c_int), parameter :: TECORE_XENT_REDUCE_SUM = 1
   ! from libtecore/te/ops.h
   integer(c_int), parameter :: TECORE_OP_IDENTITY = 0
   integer(c_int), parameter :: TECORE_OP_RESHAPE = 1
@@ -190,6 +196,8 @@ module te_core
   integer(c_int), parameter :: TECORE_OP_ALLGATHER = 19
   integer(c_int), parameter :: TECORE_OP_TP_COPY = 20
   integer(c_int), parameter :: TECORE_OP_TP_REDUCE = 21
+  integer(c_int), parameter :: TECORE_OP_ROPE = 22
+  integer(c_int), parameter :: TECORE_OP_ATTENTION = 23
   integer(c_int), parameter :: TECORE_OP_USER_FIRST = 64
   integer(c_int), parameter :: TECORE_OP_KIND_MAX = 128
   integer(c_int), parameter :: TECORE_SEQ_FORWARD_VALUE = 0
@@ -240,6 +248,8 @@ module te_core
   integer(c_int), parameter :: TECORE_SUBSYS_COMM = 64
   integer(c_int), parameter :: TECORE_SUBSYS_OFFLOAD = 128
   integer(c_int), parameter :: TECORE_SUBSYS_ALL = 255
+  ! from libtecore/te/loss.h
+  integer(c_int), parameter :: TECORE_XENT_DLOSS_MEAN = 1
   ! from libtecore/te/norm.h
   integer(c_int), parameter :: TECORE_NORM_ZERO_CENTERED_GAMMA = 1
   ! from libtecore/te/ops.h
@@ -262,6 +272,7 @@ module te_core
   integer(c_int), parameter :: TECORE_OP_SLOT_ADD = 8
   integer(c_int), parameter :: TECORE_OP_BACKWARD_NO_INPUT = 16
   integer(c_int), parameter :: TECORE_OP_BACKWARD_OVERLAP = 32
+  integer(c_int), parameter :: TECORE_OP_BACKWARD_OUTPUT = 64
   integer(c_int), parameter :: TECORE_OP_MAX_PARAMS = 2
   integer(c_int), parameter :: TECORE_OP_MAX_SAVED = 2
   integer(c_int), parameter :: TECORE_FUSION_MAX_OPS = 8
@@ -571,6 +582,87 @@ module te_core
     integer(c_int) :: flags
     integer(tecore_devptr_t) :: state
   end type tecore_sgd_config
+
+  ! struct tecore_rope_view (libtecore/te/rope.h)
+  type, bind(C) :: tecore_rope_view
+    integer(tecore_devptr_t) :: data
+    integer(c_size_t) :: token_stride
+    integer(c_size_t) :: head_stride
+  end type tecore_rope_view
+
+  ! struct tecore_rope_args (libtecore/te/rope.h)
+  type, bind(C) :: tecore_rope_args
+    integer(c_int) :: dtype
+    integer(c_size_t) :: tokens
+    integer(c_int) :: q_heads
+    integer(c_int) :: k_heads
+    integer(c_int) :: head_dim
+    integer(c_int) :: rotary_dim
+    integer(c_int) :: style
+    real(c_float) :: theta
+    integer(tecore_devptr_t) :: cos_table
+    integer(tecore_devptr_t) :: sin_table
+    integer(c_size_t) :: table_len
+    integer(tecore_devptr_t) :: positions
+    integer(tecore_devptr_t) :: cu_seqlens
+    integer(c_size_t) :: batch
+    integer(c_size_t) :: seq_len
+    type(tecore_rope_view) :: q_in
+    type(tecore_rope_view) :: q_out
+    type(tecore_rope_view) :: k_in
+    type(tecore_rope_view) :: k_out
+  end type tecore_rope_args
+
+  ! struct tecore_embedding_args (libtecore/te/embedding.h)
+  type, bind(C) :: tecore_embedding_args
+    type(c_ptr) :: weight
+    type(c_ptr) :: pos_weight
+    integer(tecore_devptr_t) :: ids
+    integer(c_size_t) :: tokens
+    integer(tecore_devptr_t) :: positions
+    integer(c_size_t) :: seq_len
+    type(c_ptr) :: status
+  end type tecore_embedding_args
+
+  ! struct tecore_xent_args (libtecore/te/loss.h)
+  type, bind(C) :: tecore_xent_args
+    type(c_ptr) :: logits
+    integer(tecore_devptr_t) :: labels
+    integer(c_int) :: ignore_index
+    real(c_float) :: label_smoothing
+    integer(c_size_t) :: vocab_offset
+    integer(c_size_t) :: vocab_total
+    type(c_funptr) :: reduce
+    type(c_ptr) :: reduce_ctx
+    integer(tecore_devptr_t) :: workspace
+    integer(c_size_t) :: workspace_bytes
+  end type tecore_xent_args
+
+  ! struct tecore_op_rope_args (libtecore/te/ops.h)
+  type, bind(C) :: tecore_op_rope_args
+    integer(c_int) :: heads
+    integer(c_int) :: kv_heads
+    integer(c_int) :: head_dim
+    integer(c_int) :: rotary_dim
+    real(c_float) :: theta
+    integer(c_int) :: style
+    integer(tecore_devptr_t) :: cu_seqlens
+    integer(c_size_t) :: batch
+    integer(c_size_t) :: max_seqlen
+  end type tecore_op_rope_args
+
+  ! struct tecore_op_attention_args (libtecore/te/ops.h)
+  type, bind(C) :: tecore_op_attention_args
+    integer(c_int) :: heads
+    integer(c_int) :: kv_heads
+    integer(c_int) :: head_dim
+    real(c_float) :: scale
+    integer(c_int) :: flags
+    integer(c_size_t) :: window_left
+    integer(tecore_devptr_t) :: cu_seqlens
+    integer(c_size_t) :: batch
+    integer(c_size_t) :: max_seqlen
+  end type tecore_op_attention_args
 
   ! struct tecore_op_desc (libtecore/te/ops.h)
   type, bind(C) :: tecore_op_desc
@@ -2013,6 +2105,87 @@ module te_core
       type(c_ptr), value :: stream
       integer(c_int) :: tecore_unscale_multi
     end function tecore_unscale_multi
+    function tecore_rope_fwd(args, stream) bind(C, name="tecore_rope_fwd")
+      import
+      implicit none
+      type(tecore_rope_args), intent(in), optional :: args
+      type(c_ptr), value :: stream
+      integer(c_int) :: tecore_rope_fwd
+    end function tecore_rope_fwd
+    function tecore_rope_bwd(args, stream) bind(C, name="tecore_rope_bwd")
+      import
+      implicit none
+      type(tecore_rope_args), intent(in), optional :: args
+      type(c_ptr), value :: stream
+      integer(c_int) :: tecore_rope_bwd
+    end function tecore_rope_bwd
+    function tecore_rope_fwd_fp8(args, v_in, v_heads, q8, k8, v8, stream) bind(C, &
+        & name="tecore_rope_fwd_fp8")
+      import
+      implicit none
+      type(tecore_rope_args), intent(in), optional :: args
+      type(tecore_rope_view), intent(in), optional :: v_in
+      integer(c_int), value :: v_heads
+      type(tecore_tensor), optional :: q8
+      type(tecore_tensor), optional :: k8
+      type(tecore_tensor), optional :: v8
+      type(c_ptr), value :: stream
+      integer(c_int) :: tecore_rope_fwd_fp8
+    end function tecore_rope_fwd_fp8
+    function tecore_embedding_fwd(args, out, stream) bind(C, name="tecore_embedding_fwd")
+      import
+      implicit none
+      type(tecore_embedding_args), intent(in), optional :: args
+      type(tecore_tensor), optional :: out
+      type(c_ptr), value :: stream
+      integer(c_int) :: tecore_embedding_fwd
+    end function tecore_embedding_fwd
+    function tecore_embedding_bwd(args, dout, dweight, dpos_weight, stream) bind(C, &
+        & name="tecore_embedding_bwd")
+      import
+      implicit none
+      type(tecore_embedding_args), intent(in), optional :: args
+      type(tecore_tensor), intent(in), optional :: dout
+      type(tecore_tensor), optional :: dweight
+      type(tecore_tensor), optional :: dpos_weight
+      type(c_ptr), value :: stream
+      integer(c_int) :: tecore_embedding_bwd
+    end function tecore_embedding_bwd
+    function tecore_embedding_check(status, stream) bind(C, name="tecore_embedding_check")
+      import
+      implicit none
+      integer(c_int64_t), optional :: status
+      type(c_ptr), value :: stream
+      integer(c_int) :: tecore_embedding_check
+    end function tecore_embedding_check
+    function tecore_xent_workspace_size(tokens, bytes) bind(C, name="tecore_xent_workspace_size")
+      import
+      implicit none
+      integer(c_size_t), value :: tokens
+      integer(c_size_t), optional :: bytes
+      integer(c_int) :: tecore_xent_workspace_size
+    end function tecore_xent_workspace_size
+    function tecore_xent_fwd(args, loss, lse, mean, stream) bind(C, name="tecore_xent_fwd")
+      import
+      implicit none
+      type(tecore_xent_args), intent(in), optional :: args
+      integer(tecore_devptr_t), value :: loss
+      integer(tecore_devptr_t), value :: lse
+      integer(tecore_devptr_t), value :: mean
+      type(c_ptr), value :: stream
+      integer(c_int) :: tecore_xent_fwd
+    end function tecore_xent_fwd
+    function tecore_xent_bwd(args, lse, dloss, mean, flags, stream) bind(C, name="tecore_xent_bwd")
+      import
+      implicit none
+      type(tecore_xent_args), intent(in), optional :: args
+      integer(tecore_devptr_t), value :: lse
+      integer(tecore_devptr_t), value :: dloss
+      integer(tecore_devptr_t), value :: mean
+      integer(c_int), value :: flags
+      type(c_ptr), value :: stream
+      integer(c_int) :: tecore_xent_bwd
+    end function tecore_xent_bwd
     function tecore_seq_create(cfg, seq) bind(C, name="tecore_seq_create")
       import
       implicit none

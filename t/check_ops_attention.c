@@ -46,8 +46,8 @@ struct block {
   const struct tcase_cfg *c;
   tecore_seq_t *seq;
   tecore_devptr_t cu;     /* int32 [batch + 1], or 0 */
-  struct tecore_op_rope rope;
-  struct tecore_op_attention attn;
+  struct tecore_op_rope_args rope;
+  struct tecore_op_attention_args attn;
 };
 
 static void set_lens(struct block *b, const int *lens) {
@@ -88,11 +88,11 @@ static void block_init(struct block *b, const struct tcase_cfg *c, uint64_t seed
     b->cu = te_dalloc((c->batch + 1) * 4);
     set_lens(b, c->lens);
   }
-  b->rope = (struct tecore_op_rope){.heads = H, .kv_heads = KVH, .head_dim = D,
+  b->rope = (struct tecore_op_rope_args){.heads = H, .kv_heads = KVH, .head_dim = D,
                                     .theta = (float)THETA, .style = c->style,
                                     .cu_seqlens = b->cu, .batch = c->batch,
                                     .max_seqlen = c->max_seqlen};
-  b->attn = (struct tecore_op_attention){.heads = H, .kv_heads = KVH, .head_dim = D,
+  b->attn = (struct tecore_op_attention_args){.heads = H, .kv_heads = KVH, .head_dim = D,
                                          .flags = c->attn_flags, .cu_seqlens = b->cu,
                                          .batch = c->batch, .max_seqlen = c->max_seqlen};
   b->seq = make_seq(b, seed);
@@ -479,9 +479,9 @@ START_TEST(test_bad_descs) {
   struct tecore_seq_config cfg = {.rows = 12, .features = QKV, .dtype = TECORE_DTYPE_BF16};
   tecore_seq_t *q = NULL;
   TE_OK(tecore_seq_create(&cfg, &q));
-  struct tecore_op_rope r = {.heads = H, .kv_heads = KVH, .head_dim = D, .batch = 3,
+  struct tecore_op_rope_args r = {.heads = H, .kv_heads = KVH, .head_dim = D, .batch = 3,
                              .max_seqlen = 4};
-  struct tecore_op_attention a = {.heads = H, .kv_heads = KVH, .head_dim = D, .batch = 3,
+  struct tecore_op_attention_args a = {.heads = H, .kv_heads = KVH, .head_dim = D, .batch = 3,
                                   .max_seqlen = 4};
   struct tecore_op_desc d;
   memset(&d, 0, sizeof d);

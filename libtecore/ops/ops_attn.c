@@ -64,8 +64,8 @@ static tecore_result_t check_seqs(const char *kn, tecore_devptr_t cu, size_t bat
 tecore_result_t te_rope_shape(const struct tecore_op_desc *d, struct tecore_op_shape *sh,
                               void *ctx) {
   (void)ctx;
-  TE_ARG(d->ctx, "%s: desc->ctx is NULL; rope takes a struct tecore_op_rope there", add_fn);
-  const struct tecore_op_rope *r = d->ctx;
+  TE_ARG(d->ctx, "%s: desc->ctx is NULL; rope takes a struct tecore_op_rope_args there", add_fn);
+  const struct tecore_op_rope_args *r = d->ctx;
   TE_CHECK(check_heads("rope", r->heads, r->kv_heads, r->head_dim, sh));
   TE_ARG(r->head_dim % 2 == 0, "%s: rope: ctx->head_dim %d is odd (rotation pairs elements)",
          add_fn, r->head_dim);
@@ -84,9 +84,9 @@ tecore_result_t te_rope_shape(const struct tecore_op_desc *d, struct tecore_op_s
 tecore_result_t te_attn_shape(const struct tecore_op_desc *d, struct tecore_op_shape *sh,
                               void *ctx) {
   (void)ctx;
-  TE_ARG(d->ctx, "%s: desc->ctx is NULL; attention takes a struct tecore_op_attention there",
+  TE_ARG(d->ctx, "%s: desc->ctx is NULL; attention takes a struct tecore_op_attention_args there",
          add_fn);
-  const struct tecore_op_attention *a = d->ctx;
+  const struct tecore_op_attention_args *a = d->ctx;
   TE_CHECK(check_heads("attention", a->heads, a->kv_heads, a->head_dim, sh));
   TE_ARG(a->head_dim % 8 == 0 && a->head_dim <= 256, "%s: attention: ctx->head_dim %d is not a "
          "multiple of 8 up to 256", add_fn, a->head_dim);
@@ -115,7 +115,7 @@ static size_t bytes_of(const struct tecore_tensor *t) {
 /* Q and K of the packed QKV at p, rotated in place (inverse: backward). */
 static tecore_result_t rope_in_place(const struct tecore_seq_exec *x, tecore_devptr_t p,
                                      int inverse) {
-  const struct tecore_op_rope *r = &op_of(x)->prm.rope;
+  const struct tecore_op_rope_args *r = &op_of(x)->prm.rope;
   size_t es = tecore_dtype_size(x->seq->cfg.dtype), w = x->act[0].shape[1];
   size_t d = (size_t)r->head_dim;
   struct tecore_rope_view q = {.data = p, .token_stride = w, .head_stride = d};
@@ -149,7 +149,7 @@ tecore_result_t te_rope_op_bwd(const struct tecore_seq_exec *x) {
  * (dtype dt), without the backward's gradients. */
 static void attn_args(const struct te_op *o, tecore_dtype_t dt, tecore_devptr_t qkv,
                       tecore_devptr_t out, struct tecore_attention_args *a) {
-  const struct tecore_op_attention *p = &o->prm.attn;
+  const struct tecore_op_attention_args *p = &o->prm.attn;
   size_t es = tecore_dtype_size(dt), d = (size_t)p->head_dim, w = o->in_cols;
   size_t rows = o->in_rows;
   memset(a, 0, sizeof *a);

@@ -89,8 +89,8 @@ struct te_op {
                                       without aux for this Linear: not asked again */
   /* RoPE and attention: the desc->ctx struct as tecore_seq_add copied it */
   union {
-    struct tecore_op_rope rope;
-    struct tecore_op_attention attn;
+    struct tecore_op_rope_args rope;
+    struct tecore_op_attention_args attn;
   } prm;
   /* attention (ops_attn.c) */
   tecore_devptr_t lse;             /* float [heads][rows]: forward writes, backward reads */

@@ -308,7 +308,7 @@ const struct te_kind te_builtin_kinds[TECORE_OP_BUILTIN_COUNT_] = {
     COMM(TECORE_OP_TP_COPY, "tp_copy"),
     COMM(TECORE_OP_TP_REDUCE, "tp_reduce"),
     SEQK(TECORE_OP_ROPE, "rope", AB | NI, te_rope_shape, NULL, te_rope_op_fwd, te_rope_op_bwd, 0,
-         struct tecore_op_rope),
+         struct tecore_op_rope_args),
     SEQK(TECORE_OP_ATTENTION, "attention", TECORE_OP_BACKWARD_OUTPUT, te_attn_shape, te_attn_ws,
-         te_attn_op_fwd, te_attn_op_bwd, TE_KIND_ATTN, struct tecore_op_attention),
+         te_attn_op_fwd, te_attn_op_bwd, TE_KIND_ATTN, struct tecore_op_attention_args),
 };

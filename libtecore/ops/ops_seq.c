@@ -196,7 +196,7 @@ static tecore_result_t find_kind(const tecore_seq_t *s, int k, struct te_op *op,
   op->fp8 = kd.fp8;
   if (kd.ctx_bytes) {   /* a parameter struct: copied, the caller's may go */
     TE_ARG(op->d.ctx, "%s: desc->ctx is NULL; %s takes its parameters there (a struct "
-           "tecore_op_%s, te/ops.h)", fn, kd.def.name, kd.def.name);
+           "tecore_op_%s_args, te/ops.h)", fn, kd.def.name, kd.def.name);
     memcpy(&op->prm, op->d.ctx, kd.ctx_bytes);
   }
   return TECORE_SUCCESS;

@@ -169,7 +169,7 @@ typedef enum tecore_op_kind {
  * continued the last sequence, so they stay finite and add nothing to a
  * Linear's weight gradient when their dy rows are zero.  The two kinds
  * read their own struct's cu_seqlens: give both the same array. */
-struct tecore_op_rope {
+struct tecore_op_rope_args {
   int heads, kv_heads, head_dim; /* heads % kv_heads == 0; head_dim even */
   int rotary_dim;                /* even, <= head_dim; 0: head_dim */
   float theta;                   /* the base; 0: 10000 */
@@ -177,7 +177,7 @@ struct tecore_op_rope {
   tecore_devptr_t cu_seqlens;    /* int32 [batch + 1], or 0 (above) */
   size_t batch, max_seqlen;
 };
-struct tecore_op_attention {
+struct tecore_op_attention_args {
   int heads, kv_heads, head_dim; /* heads % kv_heads == 0; head_dim a multiple of 8, <= 256 */
   float scale;                   /* softmax scale; 0: 1 / sqrt(head_dim) */
   unsigned flags;                /* TECORE_ATTN_CAUSAL, TECORE_ATTN_WINDOW (te/attention.h) */
@@ -203,12 +203,12 @@ struct tecore_op_attention {
  *                     A slot added but never made is an extra input the
  *                     caller writes; one made but never added is an extra
  *                     output the caller reads (tecore_seq_extra).
- *   ROPE              ctx: a struct tecore_op_rope; input and output
+ *   ROPE              ctx: a struct tecore_op_rope_args; input and output
  *                     [rows][(heads + 2 kv_heads) head_dim]: Q and K
  *                     rotated (te/rope.h, positions from the sequence
  *                     structure), V copied; backward rotates dQ and dK
  *                     back in place, dV passes through
- *   ATTENTION         ctx: a struct tecore_op_attention; input
+ *   ATTENTION         ctx: a struct tecore_op_attention_args; input
  *                     [rows][(heads + 2 kv_heads) head_dim], output
  *                     [rows][heads head_dim] (te/attention.h); backward
  *                     reads its input, its output and the softmax
