@@ -23,9 +23,19 @@
  * Outputs are poisoned, and the pass under test runs after one of other
  * sequence lengths, so stale padding rows would show.  The graphed pass
  * (libtegraph) replays with new cu_seqlens values each time and must give
- * the eager twin's bits exactly (the same kernels on the same data). */
+ * the eager twin's bits exactly (the same kernels on the same data).
+ * Under a delayed FP8 recipe (the Linears in FP8, RoPE and attention in
+ * BF16) against the same block without one, after two steps calibrate
+ * the scales: y 0.1, dx and gradients 0.25 (check_ops' FP8-vs-BF16
+ * bounds: an E4M3 / E5M2 code moves a value by up to 2^-3 / 2^-2). */
 #include "check_graph_common.h"
 #include "common/convert.h"
+
+/* the FP8 case's Linears run in FP8 on cuda too (TECORE_OPS_FP8_MIN_MNK's
+ * default there keeps small ones in BF16) */
+__attribute__((constructor)) static void fp8_everywhere(void) {
+  setenv("TECORE_OPS_FP8_MIN_MNK", "0", 0);
+}
 
 enum { H = 4, KVH = 2, D = 16, QKV = (H + 2 * KVH) * D, HD = H * D, MAXP = 8 };
 #define THETA 10000.0
@@ -141,7 +151,7 @@ static double rel_err(const double *a, const double *b, size_t n) {
   return den == 0 ? (num == 0 ? 0 : INFINITY) : sqrt(num / den);
 }
 
-/* ---- the float64 reference -------------------------------------------------------------------- */
+/* ---- the float64 reference ------------------------------------------------------------------- */
 
 /* The host's copy of the sequence's parameters, in tecore_seq_params order:
  * gamma [F], Wqkv [QKV][F], Wo [F][HD], bo [F]. */
@@ -246,7 +256,7 @@ static void fd_grad(const struct tcase_cfg *c, const int *lens, struct params *P
   }
 }
 
-/* ---- forward and backward against the reference ----------------------------------------------- */
+/* ---- forward and backward against the reference ---------------------------------------------- */
 
 static void against_reference(const struct tcase_cfg *c, const char *name) {
   struct block b;
@@ -360,7 +370,77 @@ START_TEST(test_block_bf16_fixed_interleaved) {
 }
 END_TEST
 
-/* ---- plan, saved tensors, describe ------------------------------------------------------------ */
+/* ---- FP8 Linears around BF16 RoPE and attention ---------------------------------------------- */
+
+static double dev_rel(tecore_devptr_t a, tecore_devptr_t b, size_t n, tecore_dtype_t dt) {
+  double *ha = malloc(n * 8), *hb = malloc(n * 8);
+  from_dev(ha, a, n, dt);
+  from_dev(hb, b, n, dt);
+  double e = rel_err(ha, hb, n);
+  free(ha);
+  free(hb);
+  return e;
+}
+
+START_TEST(test_fp8_linears_vs_bf16) {
+  static const int lens[2] = {7, 20};
+  struct tcase_cfg c = {.dt = TECORE_DTYPE_BF16, .rows = 32, .features = 32, .batch = 2,
+                        .max_seqlen = 24, .lens = lens, .attn_flags = TECORE_ATTN_CAUSAL};
+  struct block a, b;
+  block_init(&a, &c, 4242);
+  block_init(&b, &c, 4242);
+  struct tecore_recipe r;
+  TE_OK(tecore_recipe_init(&r, TECORE_RECIPE_DELAYED));
+  r.format = TECORE_FP8_HYBRID;
+  TE_OK(tecore_seq_set_recipe(b.seq, &r, S()));
+  char buf[512];
+  size_t need = 0;
+  TE_OK(tecore_seq_describe(b.seq, TECORE_SEQ_FORWARD, buf, sizeof buf, &need));
+  printf("# fp8 forward: %s\n", buf);
+  ck_assert_msg(strstr(buf, "rope[2]") && strstr(buf, "attention[3]"), "plan: %s", buf);
+  size_t n = c.rows * c.features;
+  size_t R = c.rows, F = c.features;
+  struct tecore_tensor x = tgt_bf16_tensor(R, F), dy = tgt_bf16_tensor(R, F);
+  struct tecore_tensor ya = tgt_bf16_tensor(R, F), yb = tgt_bf16_tensor(R, F);
+  struct tecore_tensor dxa = tgt_bf16_tensor(R, F), dxb = tgt_bf16_tensor(R, F);
+  for (int st = 0; st < 3; st++) {
+    tgt_rand_bf16(&x, -1.5f, 1.5f);
+    tgt_rand_bf16(&dy, -0.5f, 0.5f);
+    te_poison_dev(yb.data, n * 2);
+    te_poison_dev(dxb.data, n * 2);
+    TE_OK(tecore_seq_zero_grad(a.seq, S()));
+    TE_OK(tecore_seq_zero_grad(b.seq, S()));
+    TE_OK(tecore_seq_forward(a.seq, &x, &ya, 0, S()));
+    TE_OK(tecore_seq_backward(a.seq, &dy, &dxa, S()));
+    TE_OK(tecore_seq_forward(b.seq, &x, &yb, 0, S()));
+    TE_OK(tecore_seq_backward(b.seq, &dy, &dxb, S()));
+    if (st < 2) TE_OK(tecore_seq_update_scales(b.seq, S()));
+  }
+  TE_OK(tecore_stream_synchronize(S()));
+  double e = dev_rel(yb.data, ya.data, n, c.dt);
+  printf("# fp8 vs bf16: y %.3f (tol 0.1)\n", e);
+  ck_assert_msg(e <= 0.1, "fp8 y vs bf16: %.3f > 0.1", e);
+  e = dev_rel(dxb.data, dxa.data, n, c.dt);
+  printf("# fp8 vs bf16: dx %.3f (tol 0.25)\n", e);
+  ck_assert_msg(e <= 0.25, "fp8 dx vs bf16: %.3f > 0.25", e);
+  struct tecore_seq_param pa[MAXP], pb[MAXP];
+  size_t na = 0, nb = 0;
+  TE_OK(tecore_seq_params(a.seq, pa, MAXP, &na));
+  TE_OK(tecore_seq_params(b.seq, pb, MAXP, &nb));
+  for (size_t i = 0; i < na; i++) {
+    e = dev_rel(pb[i].grad.data, pa[i].grad.data, tecore_tensor_numel(&pa[i].grad),
+                TECORE_DTYPE_F32);
+    printf("# fp8 vs bf16: op %zu %s gradient %.3f (tol 0.25)\n", pa[i].op, pa[i].name, e);
+    ck_assert_msg(e <= 0.25, "fp8 gradient %zu vs bf16: %.3f > 0.25", i, e);
+  }
+  struct tecore_tensor *ts[] = {&x, &dy, &ya, &yb, &dxa, &dxb};
+  for (size_t i = 0; i < sizeof ts / sizeof ts[0]; i++) TE_OK(tecore_mem_free(ts[i]->data));
+  block_fini(&a);
+  block_fini(&b);
+}
+END_TEST
+
+/* ---- plan, saved tensors, describe ----------------------------------------------------------- */
 
 START_TEST(test_describe_and_saved) {
   struct tcase_cfg c = {.dt = TECORE_DTYPE_F32, .rows = 12, .features = 8, .batch = 2,
@@ -394,7 +474,7 @@ START_TEST(test_describe_and_saved) {
 }
 END_TEST
 
-/* ---- graphed with new cu_seqlens each replay ---------------------------------------------------- */
+/* ---- graphed with new cu_seqlens each replay ------------------------------------------------- */
 
 START_TEST(test_graphed_new_seqlens) {
   static const int lens_a[2] = {16, 16}, steps[3][2] = {{9, 20}, {13, 1}, {24, 7}};
@@ -473,7 +553,7 @@ START_TEST(test_graphed_new_seqlens) {
 }
 END_TEST
 
-/* ---- bad descriptors ------------------------------------------------------------------------------- */
+/* ---- bad descriptors ------------------------------------------------------------------------- */
 
 START_TEST(test_bad_descs) {
   struct tecore_seq_config cfg = {.rows = 12, .features = QKV, .dtype = TECORE_DTYPE_BF16};
@@ -553,6 +633,7 @@ static Suite *ops_attention_suite(void) {
   tcase_add_test(tc, test_block_f32_varlen_causal);
   tcase_add_test(tc, test_block_bf16_varlen_causal);
   tcase_add_test(tc, test_block_bf16_fixed_interleaved);
+  tcase_add_test(tc, test_fp8_linears_vs_bf16);
   tc = te_tcase(s, "plan", 1);
   tcase_add_test(tc, test_describe_and_saved);
   tcase_add_test(tc, test_bad_descs);
