@@ -196,6 +196,8 @@ module te_core
   integer(c_int), parameter :: TECORE_OP_ALLGATHER = 19
   integer(c_int), parameter :: TECORE_OP_TP_COPY = 20
   integer(c_int), parameter :: TECORE_OP_TP_REDUCE = 21
+  integer(c_int), parameter :: TECORE_OP_ROPE = 22
+  integer(c_int), parameter :: TECORE_OP_ATTENTION = 23
   integer(c_int), parameter :: TECORE_OP_USER_FIRST = 64
   integer(c_int), parameter :: TECORE_OP_KIND_MAX = 128
   integer(c_int), parameter :: TECORE_SEQ_FORWARD_VALUE = 0
@@ -270,6 +272,7 @@ module te_core
   integer(c_int), parameter :: TECORE_OP_SLOT_ADD = 8
   integer(c_int), parameter :: TECORE_OP_BACKWARD_NO_INPUT = 16
   integer(c_int), parameter :: TECORE_OP_BACKWARD_OVERLAP = 32
+  integer(c_int), parameter :: TECORE_OP_BACKWARD_OUTPUT = 64
   integer(c_int), parameter :: TECORE_OP_MAX_PARAMS = 2
   integer(c_int), parameter :: TECORE_OP_MAX_SAVED = 2
   integer(c_int), parameter :: TECORE_FUSION_MAX_OPS = 8
@@ -634,6 +637,32 @@ module te_core
     integer(tecore_devptr_t) :: workspace
     integer(c_size_t) :: workspace_bytes
   end type tecore_xent_args
+
+  ! struct tecore_op_rope_args (libtecore/te/ops.h)
+  type, bind(C) :: tecore_op_rope_args
+    integer(c_int) :: heads
+    integer(c_int) :: kv_heads
+    integer(c_int) :: head_dim
+    integer(c_int) :: rotary_dim
+    real(c_float) :: theta
+    integer(c_int) :: style
+    integer(tecore_devptr_t) :: cu_seqlens
+    integer(c_size_t) :: batch
+    integer(c_size_t) :: max_seqlen
+  end type tecore_op_rope_args
+
+  ! struct tecore_op_attention_args (libtecore/te/ops.h)
+  type, bind(C) :: tecore_op_attention_args
+    integer(c_int) :: heads
+    integer(c_int) :: kv_heads
+    integer(c_int) :: head_dim
+    real(c_float) :: scale
+    integer(c_int) :: flags
+    integer(c_size_t) :: window_left
+    integer(tecore_devptr_t) :: cu_seqlens
+    integer(c_size_t) :: batch
+    integer(c_size_t) :: max_seqlen
+  end type tecore_op_attention_args
 
   ! struct tecore_op_desc (libtecore/te/ops.h)
   type, bind(C) :: tecore_op_desc

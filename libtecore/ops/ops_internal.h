@@ -30,10 +30,13 @@
 #define TE_KIND_GEMM 0x1u       /* runs te_linear_fwd/bwd: an FP8 copy of its input, FP8
                                    weight and gradient scaling entries, bf16 copies (F32) */
 #define TE_KIND_FP8_COPY 0x2u   /* leaves an FP8 copy of its output (Quantize) */
+#define TE_KIND_ATTN 0x4u       /* attention: lse and (F32) bf16 copies of its own (ops_attn.c) */
 
 struct te_kind {
   struct tecore_op_kind_def def;
   unsigned fp8;                 /* TE_KIND_*; 0 for registered kinds */
+  size_t ctx_bytes;             /* > 0: desc->ctx points to a parameter struct of this size,
+                                   copied into te_op.prm by tecore_seq_add (RoPE, attention) */
 };
 
 /* libtecore's kinds, indexed by kind (ops_kinds.c); the communication
@@ -84,6 +87,15 @@ struct te_op {
                                       scale; no forward quantizes it again until cleared */
   int gelu_aux_only;               /* inference: the GEMM library refused the GELU epilogue
                                       without aux for this Linear: not asked again */
+  /* RoPE and attention: the desc->ctx struct as tecore_seq_add copied it */
+  union {
+    struct tecore_op_rope_args rope;
+    struct tecore_op_attention_args attn;
+  } prm;
+  /* attention (ops_attn.c) */
+  tecore_devptr_t lse;             /* float [heads][rows]: forward writes, backward reads */
+  tecore_devptr_t qkv16, o16;      /* F32 sequences: bf16 input and output, kept for backward */
+  tecore_devptr_t do16, dqkv16;    /* F32 sequences: bf16 gradients (scratch of the backward) */
   /* a slot role (MakeExtraOutput / AddExtraInput) */
   int pair;                        /* its use of the slot: an index into tecore_seq.pairs, or -1 */
   unsigned ext;                    /* TE_EXT_X16: x16 is the caller's (tecore_seq_set_saved) */
@@ -242,6 +254,20 @@ tecore_devptr_t te_slot_grad(const tecore_seq_t *s, int p);
 int te_kind_lookup(int kind, struct te_kind *k);
 /* A snapshot of the registered fusion patterns (caller frees). */
 tecore_result_t te_fusions_snapshot(struct te_fusion **out, size_t *n);
+
+/* ---- ops_attn.c: RoPE and attention --------------------------------------------------- */
+tecore_result_t te_rope_shape(const struct tecore_op_desc *d, struct tecore_op_shape *sh,
+                              void *ctx);
+tecore_result_t te_rope_op_fwd(const struct tecore_seq_exec *x);
+tecore_result_t te_rope_op_bwd(const struct tecore_seq_exec *x);
+tecore_result_t te_attn_shape(const struct tecore_op_desc *d, struct tecore_op_shape *sh,
+                              void *ctx);
+tecore_result_t te_attn_ws(const struct tecore_op_desc *d, size_t rows, size_t cols,
+                           size_t *bytes, void *ctx);
+tecore_result_t te_attn_op_fwd(const struct tecore_seq_exec *x);
+tecore_result_t te_attn_op_bwd(const struct tecore_seq_exec *x);
+/* Allocates attention op i's own buffers (tecore_seq_build). */
+tecore_result_t te_attn_op_alloc(tecore_seq_t *s, size_t i);
 
 /* ---- ops_plan.c --------------------------------------------------------------------- */
 /* Plans both passes, records what the forward groups leave at the

@@ -270,6 +270,11 @@ static tecore_result_t add_extra_bwd(const struct tecore_seq_exec *x) {
          .fp8 = f8}
 #define ACT(k, nm, shp, a) KIND(k, nm, 0, 0, shp, NULL, act_fwd, act_bwd, a, 0)
 #define COMM(k, nm) [k] = {.def = {.name = nm}}
+/* a kind whose parameters are a struct at desc->ctx (copied: te_op.prm) */
+#define SEQK(k, nm, flg, shp, wsf, fw, bw, f8, st)                                            \
+  [k] = {.def = {.name = nm, .fields = TECORE_OP_FIELD_CTX, .flags = flg, .shape = shp,      \
+                 .workspace = wsf, .forward = fw, .backward = bw},                            \
+         .fp8 = f8, .ctx_bytes = sizeof(st)}
 
 const struct te_kind te_builtin_kinds[TECORE_OP_BUILTIN_COUNT_] = {
     KIND(TECORE_OP_IDENTITY, "identity", 0, AF | AB | NI, NULL, NULL, pass_fwd, pass_bwd, 0, 0),
@@ -302,4 +307,8 @@ const struct te_kind te_builtin_kinds[TECORE_OP_BUILTIN_COUNT_] = {
     COMM(TECORE_OP_ALLGATHER, "allgather"),
     COMM(TECORE_OP_TP_COPY, "tp_copy"),
     COMM(TECORE_OP_TP_REDUCE, "tp_reduce"),
+    SEQK(TECORE_OP_ROPE, "rope", AB | NI, te_rope_shape, NULL, te_rope_op_fwd, te_rope_op_bwd, 0,
+         struct tecore_op_rope_args),
+    SEQK(TECORE_OP_ATTENTION, "attention", TECORE_OP_BACKWARD_OUTPUT, te_attn_shape, te_attn_ws,
+         te_attn_op_fwd, te_attn_op_bwd, TE_KIND_ATTN, struct tecore_op_attention_args),
 };

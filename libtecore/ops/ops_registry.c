@@ -55,6 +55,7 @@ int te_kind_lookup(int kind, struct te_kind *k) {
   if (ok) {
     k->def = kinds[kind];
     k->fp8 = 0;
+    k->ctx_bytes = 0;   /* a registered kind's ctx stays the caller's */
   }
   pthread_mutex_unlock(&reg_lock);
   return ok;
@@ -69,7 +70,8 @@ static tecore_result_t check_def(const struct tecore_op_kind_def *def, const cha
                     TECORE_OP_FIELD_SCALE | TECORE_OP_FIELD_SLOT | TECORE_OP_FIELD_CTX;
   unsigned roles = TECORE_OP_SLOT_MAKE | TECORE_OP_SLOT_ADD;
   unsigned flags = TECORE_OP_ALIAS_FORWARD | TECORE_OP_ALIAS_BACKWARD | roles |
-                   TECORE_OP_BACKWARD_NO_INPUT | TECORE_OP_BACKWARD_OVERLAP;
+                   TECORE_OP_BACKWARD_NO_INPUT | TECORE_OP_BACKWARD_OVERLAP |
+                   TECORE_OP_BACKWARD_OUTPUT;
   TE_ARG((def->fields & ~fields) == 0, "%s: def->fields 0x%x has unknown bits (kind %s)", fn,
          def->fields, def->name);
   TE_ARG((def->flags & ~flags) == 0, "%s: def->flags 0x%x has unknown bits (kind %s)", fn,

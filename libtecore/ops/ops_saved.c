@@ -11,7 +11,8 @@
  * reads its input (16-bit, or its FP8 copies, or the bf16 copy of an F32
  * sequence), activations and norms read their input, registered kinds are
  * assumed to read theirs; Bias, Identity, Reshape, Quantize, ConstantScale
- * and the slot operations read nothing of the forward's. */
+ * and the slot operations read nothing of the forward's; attention
+ * (TECORE_OP_BACKWARD_OUTPUT) reads its output too. */
 #include "ops/ops_internal.h"
 
 #include <string.h>
@@ -71,6 +72,9 @@ static int walk(const tecore_seq_t *cs, int (*visit)(struct saved_ref *r, void *
       if (bwd_reads_input_hp(s, c)) hp_back = 1;
       if (c == b && te_op_fp8(s, c)) lin = 1;
     }
+    /* an operation whose backward reads its output (attention's O) */
+    for (size_t c = b > 0 ? b - 1 : 0; c + 1 < n; c++)
+      if ((s->ops[c].def.flags & TECORE_OP_BACKWARD_OUTPUT) && owner(s, c + 1) == b) hp_back = 1;
     for (size_t p = 0; p < s->npairs; p++) {
       const struct te_slot *sl = &s->pairs[p];
       if (sl->maker >= 0 && sl->adder >= 0 && owner(s, (size_t)sl->maker) == b &&

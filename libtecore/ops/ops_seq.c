@@ -194,6 +194,11 @@ static tecore_result_t find_kind(const tecore_seq_t *s, int k, struct te_op *op,
   }
   op->def = kd.def;
   op->fp8 = kd.fp8;
+  if (kd.ctx_bytes) {   /* a parameter struct: copied, the caller's may go */
+    TE_ARG(op->d.ctx, "%s: desc->ctx is NULL; %s takes its parameters there (a struct "
+           "tecore_op_%s_args, te/ops.h)", fn, kd.def.name, kd.def.name);
+    memcpy(&op->prm, op->d.ctx, kd.ctx_bytes);
+  }
   return TECORE_SUCCESS;
 }
 
@@ -409,6 +414,7 @@ static tecore_result_t init_params(tecore_seq_t *s, size_t i, uint64_t *rng,
   }
   for (size_t k = 0; k < op->nsaved; k++)
     TE_CHECK(te_seq_alloc(s, op->in_rows * 4, 0, &op->saved[k]));
+  if (op->fp8 & TE_KIND_ATTN) TE_CHECK(te_attn_op_alloc(s, i));
   return TECORE_SUCCESS;
 }
 
@@ -555,6 +561,7 @@ static void unbuild(tecore_seq_t *s) {
     memset(o->grad, 0, sizeof o->grad);
     memset(o->saved, 0, sizeof o->saved);
     o->w16 = o->x16 = o->w8_row = o->w8_col = 0;
+    o->lse = o->qkv16 = o->o16 = o->do16 = o->dqkv16 = 0;
   }
   for (size_t i = 0; i < s->npairs; i++) s->pairs[i].value = s->pairs[i].grad = 0;
   s->dy16 = s->dy8_row = s->dy8_col = s->gemm_ws = 0;

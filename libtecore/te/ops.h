@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* te/ops.h -- the operation fuser: a sequence of basic operations (Linear,
  * Bias, activations, norms, Quantize, ConstantScale, residual fork and add,
- * Identity/Reshape, and communication slots that upper layers fill) run
+ * Identity/Reshape, RoPE and attention over packed sequences of tokens,
+ * and communication slots that upper layers fill) run
  * forward and backward, with fusions chosen separately for each direction
  * from a registry of patterns.
  *
@@ -101,6 +102,8 @@
 #include <te/tensor.h>
 #include <te/recipe.h>
 #include <te/deprecated.h>
+#include <te/rope.h>
+#include <te/attention.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -137,10 +140,51 @@ typedef enum tecore_op_kind {
   /* the tensor-parallel pair (registered by libtecomm, te/comm.h): */
   TECORE_OP_TP_COPY = 20,          /* y = x; backward: allreduce of dy */
   TECORE_OP_TP_REDUCE = 21,        /* y = allreduce of x; backward: dx = dy */
-  TECORE_OP_BUILTIN_COUNT_ = 22,
+  /* the attention block's own (ctx: the structs below): */
+  TECORE_OP_ROPE = 22,             /* packed QKV -> packed QKV, Q and K rotated */
+  TECORE_OP_ATTENTION = 23,        /* packed QKV -> O [rows][heads * head_dim] */
+  TECORE_OP_BUILTIN_COUNT_ = 24,
   TECORE_OP_USER_FIRST = 64,
   TECORE_OP_KIND_MAX = 128
 } tecore_op_kind_t;
+
+/* ---- sequences of tokens: RoPE and attention --------------------------------
+ * Rows are tokens.  ROPE and ATTENTION take a packed QKV activation, as one
+ * Linear(features -> (heads + 2 kv_heads) * head_dim) writes it: each row
+ * holds the token's heads query heads, then kv_heads key heads, then
+ * kv_heads value heads, head_dim elements each.  Their parameters come
+ * through desc.ctx, a struct the caller fills and tecore_seq_add copies
+ * (the struct need not outlive the call).
+ *
+ * The sequence structure.  cu_seqlens 0: the rows are batch sequences of
+ * max_seqlen tokens each, one after the other (rows = batch * max_seqlen).
+ * Otherwise a device int32 [batch + 1] of prefix sums of the lengths (0
+ * first, each length at most max_seqlen, the last value at most rows),
+ * the caller's, which every pass reads where it lies: it is a keyword
+ * input of the pass, rewritten before each forward (the backward reads
+ * what the forward did), and a graph captured once replays with the
+ * values it finds (libtegraph's callables of a sequence).  Rows past the
+ * last sequence are padding: attention writes zeros there (its output and
+ * the packed gradient of its input), RoPE rotates them as if they
+ * continued the last sequence, so they stay finite and add nothing to a
+ * Linear's weight gradient when their dy rows are zero.  The two kinds
+ * read their own struct's cu_seqlens: give both the same array. */
+struct tecore_op_rope_args {
+  int heads, kv_heads, head_dim; /* heads % kv_heads == 0; head_dim even */
+  int rotary_dim;                /* even, <= head_dim; 0: head_dim */
+  float theta;                   /* the base; 0: 10000 */
+  int style;                     /* tecore_rope_style_t (te/rope.h) */
+  tecore_devptr_t cu_seqlens;    /* int32 [batch + 1], or 0 (above) */
+  size_t batch, max_seqlen;
+};
+struct tecore_op_attention_args {
+  int heads, kv_heads, head_dim; /* heads % kv_heads == 0; head_dim a multiple of 8, <= 256 */
+  float scale;                   /* softmax scale; 0: 1 / sqrt(head_dim) */
+  unsigned flags;                /* TECORE_ATTN_CAUSAL, TECORE_ATTN_WINDOW (te/attention.h) */
+  size_t window_left;            /* with TECORE_ATTN_WINDOW */
+  tecore_devptr_t cu_seqlens;    /* int32 [batch + 1], or 0 (above) */
+  size_t batch, max_seqlen;
+};
 
 /* Residual slots of one sequence: 0 .. TECORE_SEQ_MAX_SLOTS - 1 open at a
  * time; a slot made and added is free to be made again (a deep stack of
@@ -159,6 +203,18 @@ typedef enum tecore_op_kind {
  *                     A slot added but never made is an extra input the
  *                     caller writes; one made but never added is an extra
  *                     output the caller reads (tecore_seq_extra).
+ *   ROPE              ctx: a struct tecore_op_rope_args; input and output
+ *                     [rows][(heads + 2 kv_heads) head_dim]: Q and K
+ *                     rotated (te/rope.h, positions from the sequence
+ *                     structure), V copied; backward rotates dQ and dK
+ *                     back in place, dV passes through
+ *   ATTENTION         ctx: a struct tecore_op_attention_args; input
+ *                     [rows][(heads + 2 kv_heads) head_dim], output
+ *                     [rows][heads head_dim] (te/attention.h); backward
+ *                     reads its input, its output and the softmax
+ *                     statistics it saved, writes the packed dQKV.  F32
+ *                     sequences run it on bf16 copies (kept for the
+ *                     backward), F16 and BF16 ones on their tensors
  *   registered kinds  the fields their definition lists
  *                     (tecore_op_kind_def.fields), ctx among them
  * Fields a kind does not read must be 0. */
@@ -540,6 +596,13 @@ typedef tecore_result_t (*tecore_seq_exec_fn)(const struct tecore_seq_exec *x);
  * else of the sequence; it queues its work on the stream it is given
  * (x->stream), as ever. */
 #define TECORE_OP_BACKWARD_OVERLAP 0x20u
+/* Backward reads the operation's output too (act[count]), as attention
+ * reads O: the output is kept for it (tecore_seq_get_saved lists it as
+ * read back) even where the next operation's backward does not read it.
+ * When the operation is the sequence's last, that is the caller's out of
+ * tecore_seq_forward, which must then stay unchanged until the backward
+ * of that microbatch ran. */
+#define TECORE_OP_BACKWARD_OUTPUT 0x40u
 
 /* How tecore_seq_build fills a parameter: zeros, ones, or uniform in
  * [-bound, bound] from the sequence's seed (one draw per element, in
