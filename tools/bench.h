@@ -72,6 +72,8 @@ void tb_fp8(struct tb_ctx *c);
 void tb_gemm(struct tb_ctx *c);
 /* tools/bench_model.c: RoPE, embedding backward, cross-entropy */
 void tb_model(struct tb_ctx *c);
+/* tools/bench_attn.c: BF16 causal attention beside the GEMM rate */
+void tb_attention(struct tb_ctx *c);
 /* Host clock (CLOCK_MONOTONIC) in microseconds, and the median of v[0..n)
  * (sorts v). */
 double tb_now_us(void);
