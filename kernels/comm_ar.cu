@@ -154,7 +154,7 @@ __device__ __forceinline__ bool ar_barrier(const te_ar_params &p, const ar_block
     // (release); it is compared after the flag is seen (acquire), before
     // the block touches any data (comm_ar.h, Agreement)
     uint64_t *out = ar_ptr<uint64_t>(te_ar_flag_addr(p.ws[s], blockIdx.x, p.rank));
-    *(volatile uint64_t *)(out + TE_AR_FLAG_DESC / 8) = p.desc.hash;
+    *ar_ptr<volatile uint64_t>(te_ar_flag_desc((uint64_t)out, phase)) = p.desc.hash;
     ar_st_release(out, phase);
     const uint64_t *f = ar_ptr<const uint64_t>(te_ar_flag_addr(p.ws[p.rank], blockIdx.x, s));
     unsigned it = 0;
@@ -166,7 +166,7 @@ __device__ __forceinline__ bool ar_barrier(const te_ar_params &p, const ar_block
         break;
       }
     if (seen && p.desc.hash &&
-        *(const volatile uint64_t *)(f + TE_AR_FLAG_DESC / 8) != p.desc.hash) {
+        *ar_ptr<const volatile uint64_t>(te_ar_flag_desc((uint64_t)f, phase)) != p.desc.hash) {
       ar_fail(c, TE_AR_MISMATCH, s);
       s_quit = 1;
     }

@@ -120,7 +120,8 @@ static int vbarrier(struct vctx *c, int b, uint64_t phase) {
   const struct te_ar_params *p = c->p;
   for (int s = 0; s < p->nranks; s++) {
     uint64_t line = te_ar_flag_addr(p->ws[s], b, p->rank);
-    __atomic_store_n((uint64_t *)VP(line + TE_AR_FLAG_DESC), p->desc.hash, __ATOMIC_RELAXED);
+    __atomic_store_n((uint64_t *)VP(te_ar_flag_desc(line, phase)), p->desc.hash,
+                     __ATOMIC_RELAXED);
     __atomic_store_n((uint64_t *)VP(line), phase, __ATOMIC_RELEASE);
   }
   for (int s = 0; s < p->nranks; s++) {
@@ -129,7 +130,8 @@ static int vbarrier(struct vctx *c, int b, uint64_t phase) {
     while (__atomic_load_n(f, __ATOMIC_ACQUIRE) < phase)
       if (vpoll_again(c, s)) return -1;
     /* the descriptor came with the flag: compared before any data moves */
-    if (vagree(c, __atomic_load_n((uint64_t *)VP(line + TE_AR_FLAG_DESC), __ATOMIC_RELAXED), s))
+    if (vagree(c, __atomic_load_n((uint64_t *)VP(te_ar_flag_desc(line, phase)), __ATOMIC_RELAXED),
+               s))
       return -1;
   }
   return 0;

@@ -26,8 +26,11 @@
  *   TE_AR_OFF_FLAGS    u64 flag of (block b, source rank s), one per
  *                      TE_AR_FLAG_STRIDE: written by rank s's block b with
  *                      the phase it reached, polled by this rank's block b;
- *                      at +TE_AR_FLAG_DESC, s's descriptor hash, written
- *                      before the flag (release) and compared after it
+ *                      at te_ar_flag_desc (two u64, by phase parity), s's
+ *                      descriptor hash, written before the flag (release)
+ *                      and compared after it: a peer one phase ahead (the
+ *                      next barrier, maybe of the next call) writes the
+ *                      other word, and it cannot get two phases ahead
  *   TE_AR_OFF_LAMBUF   Lamport buffers [3][nranks][slot bytes]; slot s of
  *                      buffer i holds rank s's input of a call using i
  *
@@ -131,7 +134,7 @@
 #define TE_AR_OFF_PROBE_DESC 1728u /* TE_AR_OFF_PROBE + TE_AR_LINE + 64 */
 #define TE_AR_OFF_DESC 1792u
 #define TE_AR_OFF_FLAGS 2048u
-#define TE_AR_FLAG_DESC 8u /* in a flag line: the writer's descriptor hash */
+#define TE_AR_FLAG_DESC 8u /* in a flag line: the writer's descriptor hashes [2] */
 /* Bytes past a Lamport slot's data: its descriptor granule is the last 16 */
 #define TE_AR_LAM_DESC_PAD 128u
 #define TE_AR_OFF_LAMBUF \
@@ -339,6 +342,10 @@ TE_HD int te_ar_row_owner(uint64_t rows, int n, uint64_t row) {
 TE_HD uint64_t te_ar_flag_addr(uint64_t ws, int block, int src) {
   return ws + TE_AR_OFF_FLAGS +
          ((uint64_t)block * TE_AR_MAX_RANKS + (uint64_t)src) * TE_AR_FLAG_STRIDE;
+}
+/* The hash word of a flag line (te_ar_flag_addr) for phase. */
+TE_HD uint64_t te_ar_flag_desc(uint64_t line, uint64_t phase) {
+  return line + TE_AR_FLAG_DESC + 8u * (phase & 1u);
 }
 TE_HD uint64_t te_ar_lam_addr(uint64_t ws, uint64_t slot_bytes, int nranks, int buf, int src) {
   return ws + TE_AR_OFF_LAMBUF + ((uint64_t)buf * (uint64_t)nranks + (uint64_t)src) * slot_bytes;
