@@ -1713,8 +1713,7 @@ extern "C" __global__ void __launch_bounds__(32) te_comm_ar_probe_exchange(const
   const bool agree = p.desc.hash != 0;
   if (agree) ar_desc_note(p);
   for (int s = 0; s < p.nranks; s++) {
-    *ar_ptr<volatile uint64_t>(p.ws[s] + TE_AR_OFF_PROBE_DESC + 8u * (unsigned)p.rank) =
-        p.desc.hash;
+    *ar_ptr<volatile uint64_t>(te_ar_probe_desc(p.ws[s], p.rank, k)) = p.desc.hash;
     uint64_t *w = ar_ptr<uint64_t>(te_ar_probe_addr(p.ws[s], p.rank));
     if (agree) ar_st_release(w, k);
     else *(volatile uint64_t *)w = k;
@@ -1724,8 +1723,7 @@ extern "C" __global__ void __launch_bounds__(32) te_comm_ar_probe_exchange(const
     unsigned it = 0;
     while ((agree ? ar_ld_acquire(w) : ar_ld_volatile64(w)) < k)
       if (!ar_poll_again(c, s, it)) return;
-    if (agree && *ar_ptr<const volatile uint64_t>(ws + TE_AR_OFF_PROBE_DESC + 8u * (unsigned)s) !=
-                     p.desc.hash) {
+    if (agree && *ar_ptr<const volatile uint64_t>(te_ar_probe_desc(ws, s, k)) != p.desc.hash) {
       ar_fail(c, TE_AR_MISMATCH, s);
       return;
     }

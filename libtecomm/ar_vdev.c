@@ -604,15 +604,15 @@ void te_ar_vdev_probe_exchange(const struct tecore_launch_cfg *cfg, void *const 
   /* the descriptor hash beside the word (0: a plain probe); the
    * copy-engine one-shot's exchanges compare it */
   for (int s = 0; s < p->nranks; s++) {
-    __atomic_store_n((uint64_t *)VP(p->ws[s] + TE_AR_OFF_PROBE_DESC + 8u * (unsigned)p->rank),
-                     p->desc.hash, __ATOMIC_RELAXED);
+    __atomic_store_n((uint64_t *)VP(te_ar_probe_desc(p->ws[s], p->rank, k)), p->desc.hash,
+                     __ATOMIC_RELAXED);
     __atomic_store_n((uint64_t *)VP(te_ar_probe_addr(p->ws[s], p->rank)), k, __ATOMIC_RELEASE);
   }
   for (int s = 0; s < p->nranks; s++) {
     const uint64_t *w = VP(te_ar_probe_addr(p->ws[p->rank], s));
     while (__atomic_load_n(w, __ATOMIC_ACQUIRE) < k)
       if (vpoll_again(&c, s)) return;
-    const uint64_t *h = VP(p->ws[p->rank] + TE_AR_OFF_PROBE_DESC + 8u * (unsigned)s);
+    const uint64_t *h = VP(te_ar_probe_desc(p->ws[p->rank], s, k));
     if (vagree(&c, __atomic_load_n(h, __ATOMIC_RELAXED), s)) return;
   }
   __atomic_store_n(ctr, k, __ATOMIC_RELAXED);

@@ -101,7 +101,10 @@ static const char *ar_algo_name(int a) {
 
 static const char *ar_op_name(int op) { return op == TECOMM_AR_SUM ? "SUM" : "MAX"; }
 
-void tc_mismatch_why(struct tecomm_comm *c, int peer, char *why, size_t n) {
+/* What a TECOMM_AR_ERR_MISMATCH with peer was: the first field of the
+ * call descriptors (this rank's and the peer's, read from the workspaces)
+ * that differs, with both values. */
+static void tc_mismatch_why(struct tecomm_comm *c, int peer, char *why, size_t n) {
   struct tecomm_ar_desc me, them;
   if (peer < 0 || peer >= c->nranks || !c->ws_peer[peer] ||
       tecomm_ar_desc_read(c->ws, &me) != TECORE_SUCCESS ||

@@ -286,10 +286,6 @@ tecomm_result_t tc_comm_valid(const struct tecomm_comm *c, const char *fn);
  * communicator's sticky error (its text kept: later calls are refused
  * with it); returns r. */
 tecomm_result_t tc_comm_fail(struct tecomm_comm *c, tecomm_result_t r);
-/* What a TECOMM_AR_ERR_MISMATCH with peer was: the first field of the
- * call descriptors (this rank's and the peer's, read from the workspaces)
- * that differs, with both values. */
-void tc_mismatch_why(struct tecomm_comm *c, int peer, char *why, size_t n);
 /* Fails with the communicator's state (aborted, a sticky or new device
  * error) before a collective; check_device 1 reads the error word when it
  * was not read in the last 10 ms, 2 always, 0 never. */

@@ -18,8 +18,10 @@
  *   TE_AR_OFF_PROBE    the latency probe (tecomm_probe): u64 call counter
  *                      (this rank's own), then, a line on, u64 word s for
  *                      each rank s, written by rank s with its call number
- *   TE_AR_OFF_PROBE_DESC  u64 word s for each rank s: the descriptor hash
- *                      rank s's probe exchange carried (0: a plain probe)
+ *   TE_AR_OFF_PROBE_DESC  u64 [2][rank s]: the descriptor hash rank s's
+ *                      probe exchange number k carried (0: a plain probe),
+ *                      in row k & 1 (a peer one exchange ahead writes the
+ *                      other row; te_ar_probe_desc)
  *   TE_AR_OFF_DESC     struct te_ar_desc: this rank's latest call, written
  *                      by the kernel that starts it (the host reads it, and
  *                      the peers' copies, to name a mismatch)
@@ -132,7 +134,7 @@
 #define TE_AR_OFF_EPOCH 512u
 #define TE_AR_OFF_PROBE 1536u /* after the epochs (512 + 8 * TE_AR_MAX_BLOCKS) */
 #define TE_AR_OFF_PROBE_DESC 1728u /* TE_AR_OFF_PROBE + TE_AR_LINE + 64 */
-#define TE_AR_OFF_DESC 1792u
+#define TE_AR_OFF_DESC 1856u       /* past the probe hashes, 48 bytes */
 #define TE_AR_OFF_FLAGS 2048u
 #define TE_AR_FLAG_DESC 8u /* in a flag line: the writer's descriptor hashes [2] */
 /* Bytes past a Lamport slot's data: its descriptor granule is the last 16 */
@@ -353,6 +355,10 @@ TE_HD uint64_t te_ar_lam_addr(uint64_t ws, uint64_t slot_bytes, int nranks, int 
 /* Rank src's word of the probe line in workspace ws. */
 TE_HD uint64_t te_ar_probe_addr(uint64_t ws, int src) {
   return ws + TE_AR_OFF_PROBE + TE_AR_LINE + 8u * (uint64_t)src;
+}
+/* Rank src's probe hash word for exchange k in workspace ws. */
+TE_HD uint64_t te_ar_probe_desc(uint64_t ws, int src, uint64_t k) {
+  return ws + TE_AR_OFF_PROBE_DESC + 64u * (k & 1u) + 8u * (uint64_t)src;
 }
 /* Where a call's Lamport state and buffers live on this rank. */
 TE_HD uint64_t te_ar_lam_ws(const struct te_ar_params *p) {
