@@ -5,7 +5,8 @@
  * is destroyed, so a public call given a destroyed or foreign pointer
  * answers "invalid" instead of reading freed memory.  The code is
  * common/handles.c, compiled into libtecore (sequences) and libtegraph
- * (memory pools, callables): each library has a registry of its own, so
+ * (memory pools, callables, offload contexts) and libtecomm (communicators):
+ * each library has a registry of its own, so
  * one library's object is never taken for another's. */
 #ifndef TE_HANDLES_H
 #define TE_HANDLES_H

@@ -19,6 +19,7 @@ module te_comm
   integer(c_int), parameter :: TECOMM_ERR_NOT_SUPPORTED = 6
   integer(c_int), parameter :: TECOMM_ERR_SYSTEM = 7
   integer(c_int), parameter :: TECOMM_ERR_ABORTED = 8
+  integer(c_int), parameter :: TECOMM_ERR_MISMATCH = 9
   integer(c_int), parameter :: TECOMM_BOOTSTRAP_ENV = 0
   integer(c_int), parameter :: TECOMM_BOOTSTRAP_CALLBACKS = 1
   integer(c_int), parameter :: TECOMM_BOOTSTRAP_NCCL = 2

@@ -104,6 +104,16 @@ __device__ __forceinline__ bool ar_poll_again(const ar_block &c, int peer, unsig
   return true;
 }
 
+// The call's descriptor into this rank's workspace (thread 0 of block 0,
+// once the call runs), for the host to name a mismatch (comm_ar.h).
+__device__ __forceinline__ void ar_desc_note(const te_ar_params &p) {
+  if (!p.desc.hash || blockIdx.x != 0) return;
+  const uint64_t *src = reinterpret_cast<const uint64_t *>(&p.desc);
+  volatile uint64_t *dst = ar_ptr<volatile uint64_t>(p.ws[p.rank] + TE_AR_OFF_DESC);
+#pragma unroll
+  for (int i = 0; i < (int)(sizeof(te_ar_desc) / 8); i++) dst[i] = src[i];
+}
+
 // Block set-up: the deadline, the error and abort words, and nphases
 // phases of this block's barrier counter (returned: the base).  Returns
 // false in every thread when this rank already failed.
@@ -124,6 +134,7 @@ __device__ __forceinline__ bool ar_begin(const te_ar_params &p, int nphases, ar_
     s_base = eb;
     /* only barrier kernels, whose grids stay within TE_AR_MAX_BLOCKS */
     if (nphases) *e = eb + (uint64_t)nphases;
+    if (!s_failed) ar_desc_note(p);
   }
   __syncthreads();
   c.deadline = s_deadline;
@@ -139,14 +150,26 @@ __device__ __forceinline__ bool ar_barrier(const te_ar_params &p, const ar_block
   __syncthreads();
   if ((int)threadIdx.x < p.nranks) {
     int s = threadIdx.x;
-    ar_st_release(ar_ptr<uint64_t>(te_ar_flag_addr(p.ws[s], blockIdx.x, p.rank)), phase);
+    // the descriptor hash goes out in the flag's line, before the flag
+    // (release); it is compared after the flag is seen (acquire), before
+    // the block touches any data (comm_ar.h, Agreement)
+    uint64_t *out = ar_ptr<uint64_t>(te_ar_flag_addr(p.ws[s], blockIdx.x, p.rank));
+    *ar_ptr<volatile uint64_t>(te_ar_flag_desc((uint64_t)out, phase)) = p.desc.hash;
+    ar_st_release(out, phase);
     const uint64_t *f = ar_ptr<const uint64_t>(te_ar_flag_addr(p.ws[p.rank], blockIdx.x, s));
     unsigned it = 0;
+    bool seen = true;
     while (ar_ld_acquire(f) < phase)
       if (!ar_poll_again(c, s, it)) {
         s_quit = 1;
+        seen = false;
         break;
       }
+    if (seen && p.desc.hash &&
+        *ar_ptr<const volatile uint64_t>(te_ar_flag_desc((uint64_t)f, phase)) != p.desc.hash) {
+      ar_fail(c, TE_AR_MISMATCH, s);
+      s_quit = 1;
+    }
   }
   __syncthreads();
   return !s_quit;
@@ -490,6 +513,7 @@ __device__ __forceinline__ bool ar_lam_start(const te_ar_params &p, uint64_t use
     int j = (int)((k + 2) % 3);
     s_k = k;
     s_used = j == 0 ? u0 : j == 1 ? u1 : u2;
+    if (!s_failed) ar_desc_note(p);
   }
   __syncthreads();
   c.deadline = s_deadline;
@@ -634,11 +658,49 @@ __device__ __forceinline__ void ar_lam_rearm(const te_ar_params &p, const ar_lam
     uint4 *d = ar_ptr<uint4>(te_ar_lam_addr(te_ar_lam_ws(&p), p.lam_slot, p.nranks, l.bj, s));
     for (uint64_t i = lo + threadIdx.x; i < hi; i += blockDim.x) d[i] = arm;
   }
+  // the descriptor granules of buffer bj (comm_ar.h, Agreement)
+  if (blockIdx.x == 0 && (int)threadIdx.x < p.nranks)
+    *ar_ptr<uint4>(te_ar_lam_addr(te_ar_lam_ws(&p), p.lam_slot, p.nranks, l.bj, threadIdx.x) +
+                   te_ar_lam_desc_off(p.lam_slot)) = arm;
   if (threadIdx.x == 0 && (gridDim.x == 1 || before == gridDim.x - 1)) {
     if (gridDim.x > 1) *(volatile unsigned *)arrived = 0;
     ((volatile uint64_t *)(lam + TE_AR_LAM_USED))[l.bi] = l.used_i;
     *(volatile uint64_t *)(lam + TE_AR_LAM_COUNTER) = l.k + 1;
   }
+}
+
+// Lamport's agreement (comm_ar.h): block 0's thread 0 sends this call's
+// descriptor granule with its data; a thread that has granules to store
+// first waits for every slot's descriptor granule (local memory, polled
+// like data, arriving with it) and compares.  False: leave (a mismatch
+// is in the error word).
+__device__ __forceinline__ uint4 ar_desc_granule(const te_ar_params &p, const ar_lam &l) {
+  uint32_t w[4];
+  te_ar_desc_words(&p, l.k, w);
+  return make_uint4(w[0], w[1], w[2], w[3]);
+}
+template <int MR = TE_AR_MAX_RANKS>
+__device__ __forceinline__ void ar_lam_desc_send(const te_ar_params &p, const ar_lam &l) {
+  if (p.desc.hash && blockIdx.x == 0 && threadIdx.x == 0)
+    ar_lam_store<MR>(p, l, te_ar_lam_desc_off(p.lam_slot) / 16, ar_desc_granule(p, l));
+}
+template <int MR = TE_AR_MAX_RANKS>
+__device__ __forceinline__ bool ar_lam_desc_ok(const te_ar_params &p, const ar_lam &l,
+                                               const ar_block &c) {
+  if (!p.desc.hash) return true;
+  uint4 raw[1][MR];
+  const uint64_t gg[1] = {te_ar_lam_desc_off(p.lam_slot) / 16};
+  const bool gv[1] = {true};
+  if (!ar_lam_wait<1, MR>(p, l, c, gg, gv, raw)) return false;
+  const uint4 mine = ar_desc_granule(p, l);
+#pragma unroll
+  for (int s = 0; s < MR; s++)
+    if (s < p.nranks && (raw[0][s].x != mine.x || raw[0][s].y != mine.y ||
+                         raw[0][s].z != mine.z || raw[0][s].w != mine.w)) {
+      ar_fail(c, TE_AR_MISMATCH, s);
+      return false;
+    }
+  return true;
 }
 
 // MR bounds nranks: te_comm_ar_lamport2 and _4 instantiate it small.  A
@@ -661,8 +723,9 @@ __device__ void ar_lamport(const te_ar_params &p) {
   if (!ar_lam_start(p, ngr * 16, c, l)) return;
   for (uint64_t g = g0; g < hi; g += blockDim.x)
     ar_lam_store<MR>(p, l, g, g == g0 ? w0 : ar_lam_load(p, g, nbytes, aligned));
+  ar_lam_desc_send<MR>(p, l);
   ar_lam_rearm(p, l); /* off the critical path: while the peers' bytes travel */
-  bool ok = true;
+  bool ok = g0 >= hi || ar_lam_desc_ok<MR>(p, l, c);
   for (uint64_t g = g0; ok && g < hi; g += blockDim.x) {
     uint4 raw[1][MR];
     const uint64_t gg[1] = {g};
@@ -1645,13 +1708,25 @@ extern "C" __global__ void __launch_bounds__(32) te_comm_ar_probe_exchange(const
   const uint64_t k = ar_ld_volatile64(ctr) + 1;
   if (ar_ld_volatile32(c.err) | ar_ld_volatile32(c.abort_word)) return;
   c.deadline = p.timeout_ns ? ar_gtimer() + p.timeout_ns : 0;
-  for (int s = 0; s < p.nranks; s++)
-    *(volatile uint64_t *)ar_ptr<uint64_t>(te_ar_probe_addr(p.ws[s], p.rank)) = k;
+  // a copy-engine one-shot's exchange carries the call's descriptor hash
+  // beside the word (release / acquire then); a plain probe carries 0
+  const bool agree = p.desc.hash != 0;
+  if (agree) ar_desc_note(p);
   for (int s = 0; s < p.nranks; s++) {
-    const void *w = ar_ptr<const void>(te_ar_probe_addr(ws, s));
+    *ar_ptr<volatile uint64_t>(te_ar_probe_desc(p.ws[s], p.rank, k)) = p.desc.hash;
+    uint64_t *w = ar_ptr<uint64_t>(te_ar_probe_addr(p.ws[s], p.rank));
+    if (agree) ar_st_release(w, k);
+    else *(volatile uint64_t *)w = k;
+  }
+  for (int s = 0; s < p.nranks; s++) {
+    const uint64_t *w = ar_ptr<const uint64_t>(te_ar_probe_addr(ws, s));
     unsigned it = 0;
-    while (ar_ld_volatile64(w) < k)
+    while ((agree ? ar_ld_acquire(w) : ar_ld_volatile64(w)) < k)
       if (!ar_poll_again(c, s, it)) return;
+    if (agree && *ar_ptr<const volatile uint64_t>(te_ar_probe_desc(ws, s, k)) != p.desc.hash) {
+      ar_fail(c, TE_AR_MISMATCH, s);
+      return;
+    }
   }
   *(volatile uint64_t *)ctr = k;
 }

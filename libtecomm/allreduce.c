@@ -44,7 +44,9 @@ TECORE_TUNABLE_INT(tc_tun_stage_mb, "TECOMM_STAGE_MB", 4096, 0, 16777216,
  * any rank allows).  A segment is not made during a capture (device
  * memory is not allocated then): an eager call of the size must come
  * first, as a graph's warm-up does. */
-static tecomm_result_t stage_get(struct tecomm_comm *c, size_t bytes, int cap, const char *fn) {
+static tecomm_result_t stage_get(struct tecomm_comm *c, size_t count, tecore_dtype_t dtype,
+                                 int cap, const char *fn) {
+  size_t bytes = count * tecore_dtype_size(dtype);
   if (c->stage_seg && c->stage_bytes >= bytes) return TECOMM_SUCCESS;
   if (!c->pool)
     return TC_ERR(TECOMM_ERR_NOT_SUPPORTED, "%s: no pool to stage an input in (level %s)", fn,
@@ -54,14 +56,19 @@ static tecomm_result_t stage_get(struct tecomm_comm *c, size_t bytes, int cap, c
   size_t got = want, off = tc_pool_take(c->pool, want);
   if (off == (size_t)-1) off = tc_pool_take(c->pool, bytes), got = bytes;
   size_t limit = (size_t)tecore_tunable_int(&tc_tun_stage_mb) << 20;
-  uint64_t mine[4] = {bytes, off, limit, (uint64_t)cap}, all[4 * TECOMM_AR_MAX_RANKS];
+  /* the call's count and dtype go along: ranks that disagree are told so
+   * here, where the sizes meet (TECOMM_ERR_MISMATCH, as the kernels would) */
+  uint64_t mine[6] = {bytes, off, limit, (uint64_t)cap, count, (uint64_t)dtype},
+           all[6 * TECOMM_AR_MAX_RANKS];
   tecomm_result_t r = c->mesh->allgather(c->mesh, mine, all, sizeof mine);
   int same_off = 1, anycap = 0, diverged = -1;
   for (int p = 0; r == TECOMM_SUCCESS && p < c->nranks; p++) {
-    if (all[4 * p] != bytes && diverged < 0) diverged = p;
-    same_off = same_off && all[4 * p + 1] == off;
-    if (all[4 * p + 2] < limit) limit = (size_t)all[4 * p + 2];
-    anycap = anycap || all[4 * p + 3];
+    if ((all[6 * p] != bytes || all[6 * p + 4] != count || all[6 * p + 5] != (uint64_t)dtype) &&
+        diverged < 0)
+      diverged = p;
+    same_off = same_off && all[6 * p + 1] == off;
+    if (all[6 * p + 2] < limit) limit = (size_t)all[6 * p + 2];
+    anycap = anycap || all[6 * p + 3];
   }
   if (r == TECOMM_SUCCESS && diverged < 0 && same_off && off != (size_t)-1) {
     c->stage_seg = c->pool;
@@ -71,11 +78,18 @@ static tecomm_result_t stage_get(struct tecomm_comm *c, size_t bytes, int cap, c
   }
   if (off != (size_t)-1) (void)tc_pool_give(c->pool, off);
   if (r != TECOMM_SUCCESS) return r;
-  if (diverged >= 0)
-    return TC_ERR(TECOMM_ERR_INVALID,
-                  "%s: rank %d stages %llu bytes, this rank %zu: every rank must make the same "
-                  "calls",
-                  fn, diverged, (unsigned long long)all[4 * diverged], bytes);
+  if (diverged >= 0) {
+    const uint64_t *o = &all[6 * diverged];
+    c->sticky_peer = diverged;
+    if (o[5] != (uint64_t)dtype)
+      return TC_ERR(TECOMM_ERR_MISMATCH,
+                    "%s: rank %d's collective call differs from this rank's: dtype %s here, %s "
+                    "on rank %d", fn, diverged, tecore_dtype_name(dtype),
+                    tecore_dtype_name((tecore_dtype_t)o[5]), diverged);
+    return TC_ERR(TECOMM_ERR_MISMATCH,
+                  "%s: rank %d's collective call differs from this rank's: count %zu here, %llu "
+                  "on rank %d", fn, diverged, count, (unsigned long long)o[4], diverged);
+  }
   /* past the pool: a segment of its own, within what is left of the limit */
   size_t left = limit > c->stage_seg_total ? limit - c->stage_seg_total : 0;
   if (want > left) want = bytes;
@@ -393,7 +407,7 @@ static tecomm_result_t run(struct tecomm_comm *c, tecore_devptr_t send, tecore_d
   } else if (call.algo == TECOMM_AR_LAMPORT || call.algo == TECOMM_AR_NVLS) {
     call.in[c->rank] = send; /* they push their own input; peers' in[] unused */
   } else {
-    TC_CHECK(stage_get(c, bytes, cap, fn));
+    TC_CHECK(stage_get(c, count, dtype, cap, fn));
     for (int r = 0; r < c->nranks; r++) call.in[r] = tc_seg_addr(c->stage_seg, r, c->stage);
     TC_CORE(tecore_memcpy_async(call.in[c->rank], send, bytes, stream), fn);
   }
@@ -419,9 +433,28 @@ static tecomm_result_t run(struct tecomm_comm *c, tecore_devptr_t send, tecore_d
   return TECOMM_SUCCESS;
 }
 
+/* An operand in symmetric memory must lie inside its allocation: the
+ * kernels read and write the same offsets of every peer's slot, so a
+ * count past it would reach another allocation, or a peer's memory. */
+static tecomm_result_t sym_bounds(struct tecomm_comm *c, tecore_devptr_t p, size_t bytes,
+                                  const char *what, const char *fn) {
+  struct tc_seg *s = NULL;
+  size_t off = 0, room = 0;
+  if (!p || !tc_sym_room(c, p, &s, &off, &room)) return TECOMM_SUCCESS;
+  if (room == 0)
+    return TC_ERR(TECOMM_ERR_INVALID,
+                  "%s: %s 0x%llx is free symmetric pool space (freed, or never allocated by "
+                  "tecomm_mem_alloc)", fn, what, (unsigned long long)p);
+  if (bytes > room)
+    return TC_ERR(TECOMM_ERR_INVALID,
+                  "%s: %s 0x%llx: %zu bytes run past its symmetric allocation (%zu bytes from "
+                  "%s to its end)", fn, what, (unsigned long long)p, bytes, room, what);
+  return TECOMM_SUCCESS;
+}
+
 static tecomm_result_t check_common(tecomm_comm_t comm, size_t count, tecore_dtype_t dtype,
                                     tecomm_algo_t algo, const char *fn) {
-  TC_ARG(comm, "%s: comm is NULL", fn);
+  TC_COMM(comm, fn);
   TC_ARG(count > 0, "%s: count is 0", fn);
   TC_ARG(dtype_ok(dtype), "%s: dtype %d (%s) is not F32, BF16 or F16", fn, (int)dtype,
          tecore_dtype_name(dtype));
@@ -445,7 +478,9 @@ static tecomm_result_t allreduce(tecomm_comm_t comm, tecore_devptr_t send, tecor
   size_t bytes = count * esz;
   TC_ARG(send == recv || send + bytes <= recv || recv + bytes <= send,
          "%s: send and recv overlap without being equal", fn);
-  return run(comm, send, recv, count, dtype, op, algo, NULL, how, stream, fn);
+  TC_CHECK(sym_bounds(comm, send, bytes, "send", fn));
+  TC_CHECK(sym_bounds(comm, recv, bytes, "recv", fn));
+  return tc_comm_fail(comm, run(comm, send, recv, count, dtype, op, algo, NULL, how, stream, fn));
 }
 
 TE_EXPORT tecomm_result_t tecomm_allreduce_algo(tecomm_comm_t comm, tecore_devptr_t send,
@@ -465,7 +500,7 @@ TE_EXPORT tecomm_result_t tecomm_allreduce(tecomm_comm_t comm, tecore_devptr_t s
 static tecomm_result_t add_rmsnorm(tecomm_comm_t comm, const struct tecomm_add_rmsnorm *a,
                                    unsigned how, tecore_stream_t stream) {
   static const char fn[] = "tecomm_allreduce_add_rmsnorm";
-  TC_ARG(comm, "%s: comm is NULL", fn);
+  TC_COMM(comm, fn);
   TC_ARG(a, "%s: args is NULL", fn);
   TC_ARG(a->rows > 0 && a->hidden > 0, "%s: args->rows (%zu) and args->hidden (%zu) must be > 0", fn,
          a->rows, a->hidden);
@@ -498,8 +533,12 @@ static tecomm_result_t add_rmsnorm(tecomm_comm_t comm, const struct tecomm_add_r
          (unsigned long long)a->rsigma);
   TC_ARG(!a->rsigma || a->x + bytes <= a->rsigma || a->rsigma + a->rows * 4 <= a->x,
          "%s: args->x overlaps args->rsigma", fn);
-  return run(comm, a->x, 0, a->rows * a->hidden, a->dtype, TECOMM_SUM, a->algo, a, how, stream,
-             fn);
+  TC_CHECK(sym_bounds(comm, a->x, bytes, "args->x", fn));
+  TC_CHECK(sym_bounds(comm, a->residual_in, bytes, "args->residual_in", fn));
+  TC_CHECK(sym_bounds(comm, a->residual_out, bytes, "args->residual_out", fn));
+  TC_CHECK(sym_bounds(comm, a->out, bytes, "args->out", fn));
+  return tc_comm_fail(
+      comm, run(comm, a->x, 0, a->rows * a->hidden, a->dtype, TECOMM_SUM, a->algo, a, how, stream, fn));
 }
 
 TE_EXPORT tecomm_result_t tecomm_allreduce_add_rmsnorm(tecomm_comm_t comm,

@@ -108,14 +108,18 @@ __attribute__((constructor)) static void ar_at_load(void) { (void)tecomm_ar_kern
 
 /* ---- workspace ------------------------------------------------------------------ */
 
+/* A Lamport slot: the data in whole lines, then a line whose last 16
+ * bytes are the descriptor granule (comm_ar.h, Agreement). */
 static size_t ar_slot_bytes(size_t max_bytes) {
   size_t s = max_bytes < 16 ? 16 : max_bytes;
-  return (s + TE_AR_LINE - 1) / TE_AR_LINE * TE_AR_LINE;
+  return (s + TE_AR_LINE - 1) / TE_AR_LINE * TE_AR_LINE + TE_AR_LAM_DESC_PAD;
 }
 
 size_t tecomm_ar_workspace_bytes(int nranks, size_t max_bytes) {
   if (nranks < 1 || nranks > TECOMM_AR_MAX_RANKS) return 0;
-  if (max_bytes > (SIZE_MAX - TE_AR_OFF_LAMBUF) / 3 / (size_t)nranks - TE_AR_LINE) return 0;
+  if (max_bytes > (SIZE_MAX - TE_AR_OFF_LAMBUF) / 3 / (size_t)nranks - TE_AR_LINE -
+                      TE_AR_LAM_DESC_PAD)
+    return 0;
   return TE_AR_OFF_LAMBUF + 3u * (size_t)nranks * ar_slot_bytes(max_bytes);
 }
 
@@ -334,6 +338,23 @@ static void ar_params_base(const struct tecomm_ar_call *c, struct te_ar_params *
     p->mc = c->nvls_mc;
     p->nv_data = te_ar_nvls_data_off(c->nranks, p->lam_slot);
   }
+  /* the descriptor every rank's call must match (a plain probe has none) */
+  struct te_ar_desc *d = &p->desc;
+  if (c->count == 0) return;
+  d->count = c->count;
+  d->algo = (int32_t)c->algo;
+  d->op = (int32_t)c->op;
+  d->dtype = (int32_t)c->dtype;
+  d->nranks = c->nranks;
+  if (c->fused) {
+    d->hidden = (uint32_t)c->fused->hidden;
+    d->eps = c->fused->eps;
+    d->variant |= TE_AR_V_FUSED;
+    if (c->algo == TECOMM_AR_TWOSHOT && tecore_tunable_int(&tc_tun_fused_twoshot))
+      d->variant |= TE_AR_V_RS_ROWS;
+  }
+  if (c->nvls_mc) d->variant |= TE_AR_V_MC;
+  d->hash = te_ar_desc_hash(d);
 }
 
 static tecore_result_t ar_go(int k, const struct tecore_launch_cfg *cfg, struct te_ar_params *p,
@@ -608,14 +629,28 @@ tecore_result_t tecomm_ar_launch(const struct tecomm_ar_call *call, tecore_strea
  * Read and written through a stream of their own, so they do not queue
  * behind a collective that is waiting on the very words they touch. */
 
-static tecore_result_t ar_word_io(tecore_devptr_t dev, uint32_t *host, int write) {
+static tecore_result_t ar_bytes_io(tecore_devptr_t dev, void *host, size_t n, int write) {
   tecore_stream_t s = NULL;
   TC_CHECK(tecore_stream_create(TECORE_STREAM_NON_BLOCKING, 0, &s));
   tecore_devptr_t h = (tecore_devptr_t)(uintptr_t)host;
-  tecore_result_t r = write ? tecore_memcpy_async(dev, h, 4, s) : tecore_memcpy_async(h, dev, 4, s);
+  tecore_result_t r = write ? tecore_memcpy_async(dev, h, n, s) : tecore_memcpy_async(h, dev, n, s);
   if (r == TECORE_SUCCESS) r = tecore_stream_synchronize(s);
   tecore_result_t r2 = tecore_stream_destroy(s);
   return r != TECORE_SUCCESS ? r : r2;
+}
+
+static tecore_result_t ar_word_io(tecore_devptr_t dev, uint32_t *host, int write) {
+  return ar_bytes_io(dev, host, 4, write);
+}
+
+tecore_result_t tecomm_ar_desc_read(tecore_devptr_t ws, struct tecomm_ar_desc *d) {
+  TC_ARG(ws && d, "tecomm_ar_desc_read: ws or d is 0");
+  struct te_ar_desc w;
+  TC_CHECK(ar_bytes_io(ws + TE_AR_OFF_DESC, &w, sizeof w, 0));
+  *d = (struct tecomm_ar_desc){.hash = w.hash, .count = w.count, .algo = w.algo, .op = w.op,
+                               .dtype = w.dtype, .nranks = w.nranks, .hidden = w.hidden,
+                               .eps = w.eps, .variant = w.variant};
+  return TECORE_SUCCESS;
 }
 
 tecore_result_t tecomm_ar_error(tecore_devptr_t ws, int *code, int *peer, int clear) {

@@ -105,8 +105,14 @@ struct tecomm_ar_call {
   size_t scratch_bytes;
 };
 
-/* Device error word contents. */
-enum { TECOMM_AR_OK = 0, TECOMM_AR_ERR_TIMEOUT = 1, TECOMM_AR_ERR_ABORTED = 2 };
+/* Device error word contents (TECOMM_AR_ERR_MISMATCH: the peer's call
+ * descriptor differs from this rank's; tecomm_ar_desc_read says how). */
+enum {
+  TECOMM_AR_OK = 0,
+  TECOMM_AR_ERR_TIMEOUT = 1,
+  TECOMM_AR_ERR_ABORTED = 2,
+  TECOMM_AR_ERR_MISMATCH = 3 /* a peer's call descriptor differs (struct tecomm_ar_desc) */
+};
 
 /* Registers the kernel table (idempotent, thread-safe). */
 tecore_result_t tecomm_ar_kernels_register(void);
@@ -170,6 +176,19 @@ const char *tecomm_ar_fused_twoshot_variant(void);
  * word as an allreduce's does. */
 tecore_result_t tecomm_ar_probe(const struct tecomm_ar_call *call, int exchange,
                                 tecore_stream_t stream);
+
+/* A call's descriptor as the kernels publish it (kernels/common/comm_ar.h,
+ * Agreement): every rank's call must have the same.  variant: 1 fused, 2
+ * fused two-shot by rows, 4 through a multicast region. */
+struct tecomm_ar_desc {
+  uint64_t hash, count;
+  int algo, op, dtype, nranks;
+  unsigned hidden, variant;
+  float eps;
+};
+/* The descriptor of the latest call that started on workspace ws (this
+ * rank's, or a peer's mapped here); synchronous, like tecomm_ar_error. */
+tecore_result_t tecomm_ar_desc_read(tecore_devptr_t ws, struct tecomm_ar_desc *d);
 
 /* Reads this rank's error word (synchronous; host may call between
  * collectives): *code TECOMM_AR_OK / _ERR_TIMEOUT / _ERR_ABORTED and the

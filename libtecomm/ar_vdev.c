@@ -78,7 +78,18 @@ static int vfailed(struct vctx *c) {
 static const struct te_ar_params *vbegin(void *const *args, struct vctx *c) {
   const struct te_ar_params *p = args[0];
   vctx_init(c, p);
-  return vfailed(c) ? NULL : p;
+  if (vfailed(c)) return NULL;
+  /* the call's descriptor, for the host to name a mismatch */
+  if (p->desc.hash) memcpy(VP(p->ws[p->rank] + TE_AR_OFF_DESC), &p->desc, sizeof p->desc);
+  return p;
+}
+
+/* Peer s published hash h for this call: 0 when it is this call's, else
+ * the error word says TE_AR_MISMATCH (s) and -1. */
+static int vagree(struct vctx *c, uint64_t h, int s) {
+  if (!c->p->desc.hash || h == c->p->desc.hash) return 0;
+  vfail(c, TE_AR_MISMATCH, s);
+  return -1;
 }
 
 /* Block b's part (of G) of chunk q (of n) of ngran items, [*lo, *hi):
@@ -107,13 +118,21 @@ static void vcopy_parts(char *dst, const char *src, uint64_t ngran, uint64_t per
 /* Block b's barrier at phase (comm_ar.h). */
 static int vbarrier(struct vctx *c, int b, uint64_t phase) {
   const struct te_ar_params *p = c->p;
-  for (int s = 0; s < p->nranks; s++)
-    __atomic_store_n((uint64_t *)VP(te_ar_flag_addr(p->ws[s], b, p->rank)), phase,
-                     __ATOMIC_RELEASE);
   for (int s = 0; s < p->nranks; s++) {
-    const uint64_t *f = VP(te_ar_flag_addr(p->ws[p->rank], b, s));
+    uint64_t line = te_ar_flag_addr(p->ws[s], b, p->rank);
+    __atomic_store_n((uint64_t *)VP(te_ar_flag_desc(line, phase)), p->desc.hash,
+                     __ATOMIC_RELAXED);
+    __atomic_store_n((uint64_t *)VP(line), phase, __ATOMIC_RELEASE);
+  }
+  for (int s = 0; s < p->nranks; s++) {
+    uint64_t line = te_ar_flag_addr(p->ws[p->rank], b, s);
+    const uint64_t *f = VP(line);
     while (__atomic_load_n(f, __ATOMIC_ACQUIRE) < phase)
       if (vpoll_again(c, s)) return -1;
+    /* the descriptor came with the flag: compared before any data moves */
+    if (vagree(c, __atomic_load_n((uint64_t *)VP(te_ar_flag_desc(line, phase)), __ATOMIC_RELAXED),
+               s))
+      return -1;
   }
   return 0;
 }
@@ -337,6 +356,40 @@ static int vlam_granule_ready(struct vctx *c, const uint32_t *w, int peer) {
   return 0;
 }
 
+/* Lamport's agreement (comm_ar.h): this call's descriptor granule into
+ * slot `rank` of buffer bi of every rank (dst[s] its slot base there), the
+ * previous call's granules of buffer bj re-armed, then each peer's granule
+ * of this call waited for and compared. */
+static int vlam_desc(struct vctx *c, uint64_t lws, const tecore_devptr_t *dst, int ndst,
+                     uint64_t k, int bj) {
+  const struct te_ar_params *p = c->p;
+  uint64_t at = te_ar_lam_desc_off(p->lam_slot);
+  uint32_t mine[4];
+  te_ar_desc_words(p, k, mine);
+  for (int s = 0; s < ndst; s++)
+    for (int j = 0; j < 4; j++)
+      __atomic_store_n((uint32_t *)VP(dst[s] + at) + j, mine[j], __ATOMIC_RELEASE);
+  for (int s = 0; s < p->nranks; s++)
+    for (int j = 0; j < 4; j++)
+      __atomic_store_n((uint32_t *)VP(te_ar_lam_addr(lws, p->lam_slot, p->nranks, bj, s) + at) + j,
+                       TE_AR_LAM_ARM, __ATOMIC_RELAXED);
+  int bi = (int)(k % 3);
+  for (int s = 0; s < p->nranks; s++) {
+    const uint32_t *w = VP(te_ar_lam_addr(lws, p->lam_slot, p->nranks, bi, s) + at);
+    uint32_t got[4];
+    for (int j = 0; j < 4; j++) {
+      while (!te_ar_lam_ready(got[j] = __atomic_load_n(&w[j], __ATOMIC_ACQUIRE), TE_FP8_DT_BF16))
+        if (vpoll_again(c, s)) return -1;
+    }
+    if (!p->desc.hash) continue;
+    if (memcmp(got, mine, sizeof mine) != 0) {
+      vfail(c, TE_AR_MISMATCH, s);
+      return -1;
+    }
+  }
+  return 0;
+}
+
 void te_ar_vdev_lamport(const struct tecore_launch_cfg *cfg, void *const *args) {
   struct vctx c;
   const struct te_ar_params *p = vbegin(args, &c);
@@ -373,6 +426,13 @@ void te_ar_vdev_lamport(const struct tecore_launch_cfg *cfg, void *const *args) 
     }
   } else {
     for (int s = 0; s < n; s++) dst[s] = te_ar_lam_addr(p->ws[s], p->lam_slot, n, bi, r);
+  }
+  /* the descriptor granule out to every rank with the data, re-armed
+   * where the previous call's was, then every peer's read back and
+   * compared before this rank stores anything */
+  if (vlam_desc(&c, lws, dst, ndst, k, bj)) {
+    free(acc);
+    return;
   }
   for (uint32_t b = 0; b < G; b++) {
     uint64_t lo, hi;
@@ -541,12 +601,19 @@ void te_ar_vdev_probe_exchange(const struct tecore_launch_cfg *cfg, void *const 
   if (!p) return;
   uint64_t *ctr = VP(p->ws[p->rank] + TE_AR_OFF_PROBE);
   uint64_t k = __atomic_load_n(ctr, __ATOMIC_RELAXED) + 1;
-  for (int s = 0; s < p->nranks; s++)
-    __atomic_store_n((uint64_t *)VP(te_ar_probe_addr(p->ws[s], p->rank)), k, __ATOMIC_RELAXED);
+  /* the descriptor hash beside the word (0: a plain probe); the
+   * copy-engine one-shot's exchanges compare it */
+  for (int s = 0; s < p->nranks; s++) {
+    __atomic_store_n((uint64_t *)VP(te_ar_probe_desc(p->ws[s], p->rank, k)), p->desc.hash,
+                     __ATOMIC_RELAXED);
+    __atomic_store_n((uint64_t *)VP(te_ar_probe_addr(p->ws[s], p->rank)), k, __ATOMIC_RELEASE);
+  }
   for (int s = 0; s < p->nranks; s++) {
     const uint64_t *w = VP(te_ar_probe_addr(p->ws[p->rank], s));
-    while (__atomic_load_n(w, __ATOMIC_RELAXED) < k)
+    while (__atomic_load_n(w, __ATOMIC_ACQUIRE) < k)
       if (vpoll_again(&c, s)) return;
+    const uint64_t *h = VP(te_ar_probe_desc(p->ws[p->rank], s, k));
+    if (vagree(&c, __atomic_load_n(h, __ATOMIC_RELAXED), s)) return;
   }
   __atomic_store_n(ctr, k, __ATOMIC_RELAXED);
 }

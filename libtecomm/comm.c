@@ -12,6 +12,7 @@
 #endif
 #include "comm_priv.h"
 #include "verbs_priv.h"
+#include "te_handles.h"
 #include "te_sha256.h"
 #include <fcntl.h>
 #include <stdio.h>
@@ -71,8 +72,110 @@ static void host_identity(struct tc_caps *k, tecore_backend_t backend) {
       hash64(&machine, sizeof machine, hash64(k->host, strlen(k->host), 0xcbf29ce484222325ull));
 }
 
+tecomm_result_t tc_comm_valid(const struct tecomm_comm *c, const char *fn) {
+  TC_ARG(c, "%s: comm is NULL", fn);
+  /* only the pointer is compared: a destroyed communicator is never read */
+  TC_ARG(te_handle_live(c),
+         "%s: comm %p is not a live communicator (destroyed, or not made by tecomm_comm_init "
+         "or tecomm_comm_split)", fn, (const void *)c);
+  long me = (long)getpid();
+  TC_ARG(c->creator == me,
+         "%s: comm was made by process %ld; process %ld (a fork of it) may not use it: its "
+         "memory, sockets and device state belong to the process that made it", fn, c->creator,
+         me);
+  return TECOMM_SUCCESS;
+}
+
+tecomm_result_t tc_comm_fail(struct tecomm_comm *c, tecomm_result_t r) {
+  if (r != TECOMM_ERR_TIMEOUT && r != TECOMM_ERR_ABORTED && r != TECOMM_ERR_MISMATCH) return r;
+  if (c->sticky == TECOMM_SUCCESS) {
+    c->sticky = r;
+    snprintf(c->sticky_why, sizeof c->sticky_why, "%s", tecomm_last_error());
+  }
+  return r;
+}
+
+static const char *ar_algo_name(int a) {
+  static const char *const n[] = {"one-shot", "two-shot", "Lamport", "NVLS", "copy-engine"};
+  return a >= 0 && a < 5 ? n[a] : "?";
+}
+
+static const char *ar_op_name(int op) { return op == TECOMM_AR_SUM ? "SUM" : "MAX"; }
+
+/* What a TECOMM_AR_ERR_MISMATCH with peer was: the first field of the
+ * call descriptors (this rank's and the peer's, read from the workspaces)
+ * that differs, with both values. */
+static void tc_mismatch_why(struct tecomm_comm *c, int peer, char *why, size_t n) {
+  struct tecomm_ar_desc me, them;
+  if (peer < 0 || peer >= c->nranks || !c->ws_peer[peer] ||
+      tecomm_ar_desc_read(c->ws, &me) != TECORE_SUCCESS ||
+      tecomm_ar_desc_read(c->ws_peer[peer], &them) != TECORE_SUCCESS) {
+    snprintf(why, n, "rank %d made a different collective call (its descriptor is unreadable)",
+             peer);
+    return;
+  }
+  const char *f = "the call sequence";
+  char a[64] = "", b[64] = "";
+  if (me.count != them.count) {
+    f = "count";
+    snprintf(a, sizeof a, "%llu", (unsigned long long)me.count);
+    snprintf(b, sizeof b, "%llu", (unsigned long long)them.count);
+  } else if (me.dtype != them.dtype) {
+    f = "dtype";
+    snprintf(a, sizeof a, "%s", tecore_dtype_name((tecore_dtype_t)me.dtype));
+    snprintf(b, sizeof b, "%s", tecore_dtype_name((tecore_dtype_t)them.dtype));
+  } else if (me.op != them.op) {
+    f = "op";
+    snprintf(a, sizeof a, "%s", ar_op_name(me.op));
+    snprintf(b, sizeof b, "%s", ar_op_name(them.op));
+  } else if (me.algo != them.algo || me.variant != them.variant) {
+    f = "algorithm";
+    snprintf(a, sizeof a, "%s (variant %u)", ar_algo_name(me.algo), me.variant);
+    snprintf(b, sizeof b, "%s (variant %u)", ar_algo_name(them.algo), them.variant);
+  } else if (me.hidden != them.hidden) {
+    f = "hidden (fused)";
+    snprintf(a, sizeof a, "%u", me.hidden);
+    snprintf(b, sizeof b, "%u", them.hidden);
+  } else if (me.eps != them.eps) {
+    f = "eps (fused)";
+    snprintf(a, sizeof a, "%g", (double)me.eps);
+    snprintf(b, sizeof b, "%g", (double)them.eps);
+  } else if (me.nranks != them.nranks) {
+    f = "nranks";
+    snprintf(a, sizeof a, "%d", me.nranks);
+    snprintf(b, sizeof b, "%d", them.nranks);
+  }
+  if (a[0])
+    snprintf(why, n, "rank %d's collective call differs from this rank's: %s %s here, %s on rank %d",
+             peer, f, a, b, peer);
+  else
+    snprintf(why, n, "rank %d's collective call differs from this rank's: %s (a call one rank "
+             "made and the other did not)", peer, f);
+}
+
+/* The device's error word made the communicator's (sticky) error. */
+static void ready_from_word(struct tecomm_comm *c, int code, int peer) {
+  c->sticky_peer = peer;
+  if (code == TECOMM_AR_ERR_MISMATCH) {
+    c->sticky = TECOMM_ERR_MISMATCH;
+    tc_mismatch_why(c, peer, c->sticky_why, sizeof c->sticky_why);
+  } else if (code == TECOMM_AR_ERR_ABORTED) {
+    c->sticky = TECOMM_ERR_ABORTED;
+    snprintf(c->sticky_why, sizeof c->sticky_why,
+             "a collective gave up: the communicator was aborted (here or by rank %d)", peer);
+  } else {
+    c->sticky = TECOMM_ERR_TIMEOUT;
+    snprintf(c->sticky_why, sizeof c->sticky_why,
+             "a device-side wait for rank %d expired (TECOMM_TIMEOUT %lld ms)", peer,
+             (long long)tc_timeout_ms());
+  }
+}
+
 tecomm_result_t tc_comm_ready(struct tecomm_comm *c, const char *fn, int check_device) {
-  if (c->aborted) return TC_ERR(TECOMM_ERR_ABORTED, "%s: the communicator was aborted", fn);
+  if (c->aborted && c->sticky == TECOMM_SUCCESS) {
+    c->sticky = TECOMM_ERR_ABORTED;
+    snprintf(c->sticky_why, sizeof c->sticky_why, "the communicator was aborted");
+  }
   /* the error word is read through a stream of its own and waited for:
    * tens of microseconds on a GPU, so a collective reads it at most every
    * 10 ms (a timeout takes TECOMM_TIMEOUT to happen anyway); status
@@ -84,20 +187,15 @@ tecomm_result_t tc_comm_ready(struct tecomm_comm *c, const char *fn, int check_d
     int code = TECOMM_AR_OK, peer = -1;
     tecore_result_t r = tecomm_ar_error(c->ws, &code, &peer, 0);
     if (r != TECORE_SUCCESS) return tc_core(r, fn);
-    if (code != TECOMM_AR_OK) {
-      c->sticky = code == TECOMM_AR_ERR_ABORTED ? TECOMM_ERR_ABORTED : TECOMM_ERR_TIMEOUT;
-      c->sticky_peer = peer;
-    }
+    if (code != TECOMM_AR_OK) ready_from_word(c, code, peer);
   }
   if (check_device && c->nccl_watch) tc_nccl_health(c);
   if (c->vb) TC_CHECK(tc_vb_status(c->vb, fn));
   if (c->local) TC_CHECK(tc_hier_ready(c, fn, check_device));
+  /* sticky: every later call is refused with the first failure's text */
   if (c->sticky != TECOMM_SUCCESS && c->sticky_why[0])
-    return TC_ERR(c->sticky, "%s: rank %d of %d: %s", fn, c->rank, c->nranks, c->sticky_why);
-  if (c->sticky == TECOMM_ERR_TIMEOUT)
-    return TC_ERR(TECOMM_ERR_TIMEOUT,
-                  "%s: rank %d of %d: a device-side wait for rank %d expired (TECOMM_TIMEOUT %lld ms)",
-                  fn, c->rank, c->nranks, c->sticky_peer, (long long)tc_timeout_ms());
+    return TC_ERR(c->sticky, "%s: rank %d of %d: the communicator failed earlier: %s", fn, c->rank,
+                  c->nranks, c->sticky_why);
   if (c->sticky != TECOMM_SUCCESS)
     return TC_ERR(c->sticky, "%s: the communicator failed earlier (%s)", fn,
                   tecomm_result_name(c->sticky));
@@ -434,6 +532,7 @@ TE_EXPORT tecomm_result_t tecomm_comm_init(int rank, int nranks, int device,
   struct tecomm_comm *c = calloc(1, sizeof *c);
   if (!c) return TC_ERR(TECOMM_ERR_NOMEM, "%s: out of host memory", fn);
   c->sticky_peer = -1;
+  c->creator = (long)getpid();
   TC_CORE(tecore_backend(&c->backend), fn);
   struct tc_caps *all = NULL;
   tecomm_result_t r = tc_boot_open(bootstrap, &rank, &nranks, &c->world);
@@ -510,6 +609,10 @@ TE_EXPORT tecomm_result_t tecomm_comm_init(int rank, int nranks, int device,
     c->xchg = c->mesh;
   }
   if ((r = comm_start(c, all)) != TECOMM_SUCCESS) goto fail;
+  if (te_handle_add(c) != 0) {
+    r = TC_ERR(TECOMM_ERR_NOMEM, "%s: out of host memory", fn);
+    goto fail;
+  }
   free(all);
   *comm = c;
   return TECOMM_SUCCESS;
@@ -534,6 +637,7 @@ tecomm_result_t tc_comm_child(struct tecomm_comm *parent, uint64_t tag, int me, 
     return TC_ERR(TECOMM_ERR_NOMEM, "tecomm_comm_init: out of host memory");
   }
   c->sticky_peer = -1;
+  c->creator = (long)getpid();
   c->rank = me;
   c->nranks = n;
   c->device = parent->device;
@@ -566,7 +670,7 @@ tecomm_result_t tc_comm_child(struct tecomm_comm *parent, uint64_t tag, int me, 
 TE_EXPORT tecomm_result_t tecomm_comm_split(tecomm_comm_t comm, int color, int key,
                                             tecomm_comm_t *newcomm) {
   static const char fn[] = "tecomm_comm_split";
-  TC_ARG(comm, "%s: comm is NULL", fn);
+  TC_COMM(comm, fn);
   TC_ARG(newcomm, "%s: newcomm is NULL", fn);
   TC_ARG(color >= 0 || color == TECOMM_SPLIT_NONE, "%s: color (%d) must be >= 0 or TECOMM_SPLIT_NONE",
          fn, color);
@@ -580,7 +684,7 @@ TE_EXPORT tecomm_result_t tecomm_comm_split(tecomm_comm_t comm, int color, int k
   unsigned seq = comm->nsplits++;
   if (r != TECOMM_SUCCESS || color == TECOMM_SPLIT_NONE) {
     free(all);
-    return r;
+    return tc_comm_fail(comm, r);
   }
   if (!comm->all_local) {
     free(all);
@@ -611,16 +715,29 @@ TE_EXPORT tecomm_result_t tecomm_comm_split(tecomm_comm_t comm, int color, int k
   free(g);
   struct tecomm_comm *c = NULL;
   r = tc_comm_child(comm, hash64(mix, sizeof mix, 0xcbf29ce484222325ull), me, n, 0, &c);
-  if (r != TECOMM_SUCCESS) return r;
+  if (r != TECOMM_SUCCESS) return tc_comm_fail(comm, r);
+  if (te_handle_add(c) != 0) {
+    tc_comm_child_free(c);
+    return TC_ERR(TECOMM_ERR_NOMEM, "%s: out of host memory", fn);
+  }
   *newcomm = c;
   return TECOMM_SUCCESS;
 }
 
 TE_EXPORT tecomm_result_t tecomm_comm_destroy(tecomm_comm_t comm) {
+  static const char fn[] = "tecomm_comm_destroy";
   if (!comm) return TECOMM_SUCCESS;
+  TC_COMM(comm, fn);
+  te_handle_del(comm);
   tecomm_result_t r = TECOMM_SUCCESS;
   tecore_result_t cr = tecore_ctx_synchronize();
   if (cr != TECORE_SUCCESS) r = tc_core(cr, "tecomm_comm_destroy: waiting for the device");
+  /* a collective that failed on the device (its wait bounded by
+   * TECOMM_TIMEOUT, now over) makes the communicator's error sticky here:
+   * then no barrier, which would only wait TECOMM_TIMEOUT once more for a
+   * peer that is gone or failed too */
+  (void)tc_comm_ready(comm, fn, 2);
+  tecore_clear_error();
   /* no rank may unmap its pool while a peer's kernel still reads it */
   if (comm->xchg && !comm->aborted && comm->sticky == TECOMM_SUCCESS) {
     tecomm_result_t br = comm->xchg->barrier(comm->xchg);
@@ -632,8 +749,8 @@ TE_EXPORT tecomm_result_t tecomm_comm_destroy(tecomm_comm_t comm) {
   return r;
 }
 
-TE_EXPORT tecomm_result_t tecomm_comm_abort(tecomm_comm_t comm) {
-  TC_ARG(comm, "tecomm_comm_abort: comm is NULL");
+/* Abort, for the communicator and its node-local group. */
+static tecomm_result_t comm_abort(struct tecomm_comm *comm) {
   comm->aborted = 1;
   tecomm_result_t r = TECOMM_SUCCESS;
   if (comm->ws) {
@@ -641,16 +758,21 @@ TE_EXPORT tecomm_result_t tecomm_comm_abort(tecomm_comm_t comm) {
     if (cr != TECORE_SUCCESS) r = tc_core(cr, "tecomm_comm_abort");
   }
   tc_nccl_abort(comm);
-  if (comm->local) (void)tecomm_comm_abort(comm->local);
+  if (comm->local) (void)comm_abort(comm->local);
   TC_INFO("tecomm: rank %d of %d aborted", comm->rank, comm->nranks);
   return r;
 }
 
+TE_EXPORT tecomm_result_t tecomm_comm_abort(tecomm_comm_t comm) {
+  TC_COMM(comm, "tecomm_comm_abort");
+  return comm_abort(comm);
+}
+
 TE_EXPORT tecomm_result_t tecomm_comm_status(tecomm_comm_t comm, int *peer) {
-  TC_ARG(comm, "tecomm_comm_status: comm is NULL");
+  TC_COMM(comm, "tecomm_comm_status");
   if (peer) *peer = -1;
   tecomm_result_t r = tc_comm_ready(comm, "tecomm_comm_status", 2);
-  if (peer && r == TECOMM_ERR_TIMEOUT) *peer = comm->sticky_peer;
+  if (peer && (r == TECOMM_ERR_TIMEOUT || r == TECOMM_ERR_MISMATCH)) *peer = comm->sticky_peer;
   if (peer && r != TECOMM_SUCCESS && comm->vb && tc_vb_failed_peer(comm->vb) >= 0)
     *peer = tc_vb_failed_peer(comm->vb);
   else if (peer && r != TECOMM_SUCCESS && comm->local)
@@ -659,7 +781,7 @@ TE_EXPORT tecomm_result_t tecomm_comm_status(tecomm_comm_t comm, int *peer) {
 }
 
 TE_EXPORT tecomm_result_t tecomm_comm_rank(tecomm_comm_t comm, int *rank, int *nranks, int *device) {
-  TC_ARG(comm, "tecomm_comm_rank: comm is NULL");
+  TC_COMM(comm, "tecomm_comm_rank");
   if (rank) *rank = comm->rank;
   if (nranks) *nranks = comm->nranks;
   if (device) *device = comm->device;

@@ -131,10 +131,11 @@ struct tecomm_comm {
 
   /* errors */
   int aborted;
-  tecomm_result_t sticky;    /* first failure seen (a timeout) */
+  tecomm_result_t sticky;    /* first failure seen (a timeout, a mismatch, an abort): kept */
   int sticky_peer;
   char sticky_why[192];      /* what the failure was, where the peer is unknown (NCCL's) */
   int64_t last_check_ms;     /* when a collective last read the error word */
+  long creator;              /* getpid() of the process that made it (a fork may not use it) */
 };
 
 /* ---- pool.c ----------------------------------------------------------------- */
@@ -148,6 +149,16 @@ tecomm_result_t tc_seg_create(struct tecomm_comm *c, size_t bytes, const char *f
 void tc_seg_destroy(struct tecomm_comm *c, struct tc_seg *seg);
 /* The segment holding ptr in this rank's slot, and ptr's offset in it. */
 struct tc_seg *tc_seg_find(struct tecomm_comm *c, tecore_devptr_t ptr, size_t bytes, size_t *off);
+/* The most bytes one symmetric allocation may ask for (no size rounding
+ * can wrap below it). */
+#define TC_MEM_MAX ((size_t)1 << 52)
+/* Whether ptr lies in symmetric memory (any rank's slot of a segment): 1
+ * with *seg, its offset *off in the slot, and *room, the bytes from ptr to
+ * the end of its live allocation (a block of the pool, or the whole
+ * segment); *room 0 for free pool space (a freed block).  0 when ptr is
+ * not symmetric memory. */
+int tc_sym_room(struct tecomm_comm *c, tecore_devptr_t ptr, struct tc_seg **seg, size_t *off,
+                size_t *room);
 /* Sub-allocation in the pool: offset of bytes (aligned 256), or (size_t)-1. */
 size_t tc_pool_take(struct tc_seg *pool, size_t bytes);
 int tc_pool_give(struct tc_seg *pool, size_t off);
@@ -268,6 +279,15 @@ tecomm_result_t tc_verbs_staged(struct tecomm_comm *c, tecore_devptr_t send, tec
 tecomm_result_t tc_comm_child(struct tecomm_comm *parent, uint64_t tag, int me, int n,
                               int no_verbs, struct tecomm_comm **out);
 void tc_comm_child_free(struct tecomm_comm *c);
+/* The checks every public call makes first: comm is a live communicator
+ * (te_handles.h: never one destroyed) of this process (not a fork's copy
+ * of the parent's).  TECOMM_ERR_INVALID naming fn otherwise. */
+tecomm_result_t tc_comm_valid(const struct tecomm_comm *c, const char *fn);
+#define TC_COMM(c, fn) TC_CHECK(tc_comm_valid((c), (fn)))
+/* A collective's result r: a timeout, mismatch or abort becomes the
+ * communicator's sticky error (its text kept: later calls are refused
+ * with it); returns r. */
+tecomm_result_t tc_comm_fail(struct tecomm_comm *c, tecomm_result_t r);
 /* Fails with the communicator's state (aborted, a sticky or new device
  * error) before a collective; check_device 1 reads the error word when it
  * was not read in the last 10 ms, 2 always, 0 never. */

@@ -10,17 +10,22 @@
 
 TE_EXPORT tecomm_result_t tecomm_mem_alloc(tecomm_comm_t comm, size_t bytes, tecore_devptr_t *ptr) {
   static const char fn[] = "tecomm_mem_alloc";
-  TC_ARG(comm, "%s: comm is NULL", fn);
+  TC_COMM(comm, fn);
   TC_ARG(ptr, "%s: ptr is NULL", fn);
   TC_ARG(bytes > 0, "%s: bytes is 0", fn);
   *ptr = 0;
+  TC_ARG(bytes <= TC_MEM_MAX, "%s: bytes (%zu) is more than %zu", fn, bytes, TC_MEM_MAX);
   TC_CHECK(tc_comm_ready(comm, fn, 0));
   if (comm->level > TC_LEVEL_INPLACE || !comm->mesh)
     return TC_ERR(TECOMM_ERR_NOT_SUPPORTED, "%s: no symmetric memory at level %s (%s)", fn,
                   tc_level_name(comm->level), comm->level_why);
   size_t off = comm->pool ? tc_pool_take(comm->pool, bytes) : (size_t)-1;
   uint64_t mine[2] = {off, bytes}, all[2 * TECOMM_AR_MAX_RANKS];
-  TC_CHECK(comm->mesh->allgather(comm->mesh, mine, all, sizeof mine));
+  tecomm_result_t gr = comm->mesh->allgather(comm->mesh, mine, all, sizeof mine);
+  if (gr != TECOMM_SUCCESS) {
+    if (off != (size_t)-1) (void)tc_pool_give(comm->pool, off);
+    return tc_comm_fail(comm, gr);
+  }
   for (int r = 0; r < comm->nranks; r++)
     if (all[2 * r] != off || all[2 * r + 1] != bytes) {
       if (off != (size_t)-1) (void)tc_pool_give(comm->pool, off);
@@ -44,7 +49,7 @@ TE_EXPORT tecomm_result_t tecomm_mem_alloc(tecomm_comm_t comm, size_t bytes, tec
 
 TE_EXPORT tecomm_result_t tecomm_mem_free(tecomm_comm_t comm, tecore_devptr_t ptr) {
   static const char fn[] = "tecomm_mem_free";
-  TC_ARG(comm, "%s: comm is NULL", fn);
+  TC_COMM(comm, fn);
   if (!ptr) return TECOMM_SUCCESS;
   size_t off = 0;
   struct tc_seg *s = tc_seg_find(comm, ptr, 1, &off);
@@ -61,12 +66,16 @@ TE_EXPORT tecomm_result_t tecomm_mem_free(tecomm_comm_t comm, tecore_devptr_t pt
 TE_EXPORT tecomm_result_t tecomm_mem_peer_ptr(tecomm_comm_t comm, tecore_devptr_t ptr, int peer,
                                               tecore_devptr_t *peer_ptr) {
   static const char fn[] = "tecomm_mem_peer_ptr";
-  TC_ARG(comm, "%s: comm is NULL", fn);
+  TC_COMM(comm, fn);
   TC_ARG(peer_ptr, "%s: peer_ptr is NULL", fn);
   TC_ARG(peer >= 0 && peer < comm->nranks, "%s: peer %d is not in [0, %d)", fn, peer, comm->nranks);
-  size_t off = 0;
-  struct tc_seg *s = tc_seg_find(comm, ptr, 1, &off);
-  TC_ARG(s, "%s: ptr 0x%llx is not in this rank's symmetric memory", fn, (unsigned long long)ptr);
+  *peer_ptr = 0;
+  size_t off = 0, room = 0;
+  struct tc_seg *s = NULL;
+  TC_ARG(tc_seg_find(comm, ptr, 1, &off) && tc_sym_room(comm, ptr, &s, &off, &room),
+         "%s: ptr 0x%llx is not in this rank's symmetric memory", fn, (unsigned long long)ptr);
+  TC_ARG(room > 0, "%s: ptr 0x%llx is in free pool space (freed, or never allocated by "
+         "tecomm_mem_alloc)", fn, (unsigned long long)ptr);
   *peer_ptr = tc_seg_addr(s, peer, off);
   return TECOMM_SUCCESS;
 }

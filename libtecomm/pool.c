@@ -55,6 +55,8 @@ tecomm_result_t tc_seg_create(struct tecomm_comm *c, size_t bytes, const char *f
   int n = c->nranks, me = c->rank, bad = -1;
   *failed_rank = -1;
   if (!c->mesh) return TC_ERR(TECOMM_ERR_NOT_SUPPORTED, "%s: the ranks are not on one host", fn);
+  if (bytes > TC_MEM_MAX)
+    return TC_ERR(TECOMM_ERR_INVALID, "%s: %zu bytes is more than %zu", fn, bytes, TC_MEM_MAX);
   bytes = round_up(bytes ? bytes : 1, c->gran);
   struct tc_seg *s = calloc(1, sizeof *s);
   char why[512] = "";
@@ -171,6 +173,36 @@ struct tc_seg *tc_seg_find(struct tecomm_comm *c, tecore_devptr_t ptr, size_t by
   return NULL;
 }
 
+/* A live allocation of the pool holding off: its used block, or NULL
+ * (free space, or past the pool). */
+static const struct tc_block *pool_block(const struct tc_seg *pool, size_t off) {
+  for (const struct tc_block *b = pool->used_list; b; b = b->next)
+    if (off >= b->off && off - b->off < b->len) return b;
+  return NULL;
+}
+
+int tc_sym_room(struct tecomm_comm *c, tecore_devptr_t ptr, struct tc_seg **seg, size_t *off,
+                size_t *room) {
+  for (struct tc_seg *s = c->segs; s; s = s->next) {
+    size_t span = (size_t)c->nranks * s->stride;
+    if (ptr < s->va || ptr - s->va >= span) continue;
+    /* this rank's slot, or a peer's (a tecomm_mem_peer_ptr): the same offsets */
+    size_t o = (size_t)(ptr - s->va) % s->stride;
+    *seg = s;
+    *off = o;
+    *room = 0;
+    if (o >= s->bytes) return 1;
+    if (s != c->pool) {
+      *room = s->bytes - o;
+      return 1;
+    }
+    const struct tc_block *b = pool_block(s, o);
+    if (b) *room = b->off + b->len - o;
+    return 1;
+  }
+  return 0;
+}
+
 /* ---- first-fit sub-allocation -------------------------------------------- */
 
 void tc_pool_reset(struct tc_seg *pool) {
@@ -179,6 +211,7 @@ void tc_pool_reset(struct tc_seg *pool) {
 }
 
 size_t tc_pool_take(struct tc_seg *pool, size_t bytes) {
+  if (bytes > pool->bytes) return (size_t)-1;   /* and no rounding can wrap */
   bytes = round_up(bytes ? bytes : 1, TC_ALIGN);
   struct tc_block **pp = &pool->free_list;
   for (; *pp; pp = &(*pp)->next) {

@@ -11,7 +11,7 @@
 TE_EXPORT tecomm_result_t tecomm_probe(tecomm_comm_t comm, tecomm_probe_t what,
                                        tecore_stream_t stream) {
   static const char fn[] = "tecomm_probe";
-  TC_ARG(comm, "%s: comm is NULL", fn);
+  TC_COMM(comm, fn);
   TC_ARG(what == TECOMM_PROBE_LAUNCH || what == TECOMM_PROBE_EXCHANGE,
          "%s: what %d is not TECOMM_PROBE_LAUNCH or TECOMM_PROBE_EXCHANGE", fn, (int)what);
   struct tecomm_comm *c = comm;
@@ -28,6 +28,6 @@ TE_EXPORT tecomm_result_t tecomm_probe(tecomm_comm_t comm, tecomm_probe_t what,
   call.timeout_ns = (uint64_t)tc_timeout_ms() * 1000000ull;
   call.ws_max_bytes = c->ws_max_bytes;
   for (int r = 0; r < c->nranks; r++) call.ws[r] = c->ws_peer[r];
-  TC_CORE(tecomm_ar_probe(&call, what == TECOMM_PROBE_EXCHANGE, stream), fn);
-  return TECOMM_SUCCESS;
+  tecore_result_t cr = tecomm_ar_probe(&call, what == TECOMM_PROBE_EXCHANGE, stream);
+  return cr == TECORE_SUCCESS ? TECOMM_SUCCESS : tc_comm_fail(c, tc_core(cr, fn));
 }

@@ -369,7 +369,7 @@ void tc_level_log(struct tecomm_comm *c) {
 
 TE_EXPORT tecomm_result_t tecomm_comm_describe(tecomm_comm_t comm, size_t bytes, char *buf,
                                                size_t len) {
-  TC_ARG(comm, "tecomm_comm_describe: comm is NULL");
+  TC_COMM(comm, "tecomm_comm_describe");
   TC_ARG(buf, "tecomm_comm_describe: buf is NULL");
   TC_ARG(len > 0, "tecomm_comm_describe: len is 0");
   describe(comm, bytes, buf, len);
@@ -378,7 +378,7 @@ TE_EXPORT tecomm_result_t tecomm_comm_describe(tecomm_comm_t comm, size_t bytes,
 
 TE_EXPORT tecomm_result_t tecomm_comm_choose(tecomm_comm_t comm, size_t count, tecore_dtype_t dtype,
                                              int fused, tecomm_algo_t *algo) {
-  TC_ARG(comm, "tecomm_comm_choose: comm is NULL");
+  TC_COMM(comm, "tecomm_comm_choose");
   TC_ARG(algo, "tecomm_comm_choose: algo is NULL");
   TC_ARG(dtype == TECORE_DTYPE_F32 || dtype == TECORE_DTYPE_BF16 || dtype == TECORE_DTYPE_F16,
          "tecomm_comm_choose: dtype %d is not F32, BF16 or F16", (int)dtype);

@@ -5,7 +5,10 @@
  * under a lock until tecore_profile_report turns them into a table; the
  * events are created per record and destroyed by the report, so nothing
  * outlives it. */
+#include <errno.h>
+#include <stdarg.h>
 #include <stdio.h>
+#include <unistd.h>
 #include <stdlib.h>
 #include <string.h>
 #include <pthread.h>
@@ -116,18 +119,36 @@ static struct prof_row *row_find(struct prof_row *rows, size_t *nrows, const str
   return n;
 }
 
+/* One line to fd (no stdio: dprintf's stream buffer is the leak this
+ * replaced); a short write is retried, an error ends the report. */
+static void put_line(int out, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void put_line(int out, const char *fmt, ...) {
+  char line[512];
+  va_list ap;
+  va_start(ap, fmt);
+  int n = vsnprintf(line, sizeof line, fmt, ap);
+  va_end(ap);
+  if (n < 0) return;
+  size_t len = (size_t)n < sizeof line ? (size_t)n : sizeof line - 1, at = 0;
+  while (at < len) {
+    ssize_t w = write(out, line + at, len - at);
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0) return;
+    at += (size_t)w;
+  }
+}
+
 static void print_rows(int out, const struct prof_row *rows, size_t nrows, double total,
                        size_t nrec, size_t ndropped) {
-  dprintf(out, "%-34s %-26s %8s %12s %10s %6s\n", "kernel", "shape", "calls", "total us",
-          "mean us", "share");
+  put_line(out, "%-34s %-26s %8s %12s %10s %6s\n", "kernel", "shape", "calls", "total us",
+           "mean us", "share");
   for (size_t i = 0; i < nrows; i++)
-    dprintf(out, "%-34s %-26s %8zu %12.1f %10.2f %5.1f%%\n", rows[i].name, rows[i].label,
-            rows[i].calls, rows[i].us, rows[i].us / (double)rows[i].calls,
-            total > 0 ? 100.0 * rows[i].us / total : 0.0);
-  dprintf(out, "%-34s %-26s %8zu %12.1f\n", "all", "", nrec, total);
+    put_line(out, "%-34s %-26s %8zu %12.1f %10.2f %5.1f%%\n", rows[i].name, rows[i].label,
+             rows[i].calls, rows[i].us, rows[i].us / (double)rows[i].calls,
+             total > 0 ? 100.0 * rows[i].us / total : 0.0);
+  put_line(out, "%-34s %-26s %8zu %12.1f\n", "all", "", nrec, total);
   if (ndropped)
-    dprintf(out, "(%zu launches past %u records were not timed)\n", ndropped,
-                        PROF_MAX_RECORDS);
+    put_line(out, "(%zu launches past %u records were not timed)\n", ndropped, PROF_MAX_RECORDS);
 }
 
 TE_EXPORT tecore_result_t tecore_profile_report(int fd, double *total_us) {

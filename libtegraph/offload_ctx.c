@@ -7,6 +7,7 @@
  * statistics. */
 #define _GNU_SOURCE 1   /* O_DIRECT */
 #include "offload_internal.h"
+#include "te_handles.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -106,6 +107,9 @@ static tegraph_result_t open_files(tegraph_offload_t *c, const char *fn) {
   return TEGRAPH_SUCCESS;
 }
 
+/* The largest stripe or staging buffer (1 GiB). */
+#define TG_OFFLOAD_MAX_STRIPE ((size_t)1 << 30)
+
 /* The checks of a configuration (out and cfg themselves aside). */
 static tegraph_result_t check_config(const struct tegraph_offload_config *cfg, const char *fn) {
   TG_ARG(cfg->prefetch >= 0 && cfg->prefetch <= 64, "%s: cfg->prefetch %d is not in 0..64", fn,
@@ -118,6 +122,19 @@ static tegraph_result_t check_config(const struct tegraph_offload_config *cfg, c
          "%s: cfg->files_per_dir %d is not in 0..64", fn, cfg->files_per_dir);
   TG_ARG(cfg->stripe_bytes % 4096 == 0, "%s: cfg->stripe_bytes %zu is not a multiple of 4096",
          fn, cfg->stripe_bytes);
+  /* sizes past these would wrap the staging buffers' addresses */
+  TG_ARG(cfg->stripe_bytes <= TG_OFFLOAD_MAX_STRIPE,
+         "%s: cfg->stripe_bytes %zu is more than %zu", fn, cfg->stripe_bytes,
+         (size_t)TG_OFFLOAD_MAX_STRIPE);
+  TG_ARG(cfg->staging_bytes <= TG_OFFLOAD_MAX_STRIPE,
+         "%s: cfg->staging_bytes %zu is more than %zu", fn, cfg->staging_bytes,
+         (size_t)TG_OFFLOAD_MAX_STRIPE);
+  size_t stripe = cfg->stripe_bytes ? cfg->stripe_bytes : (size_t)1 << 20;
+  TG_ARG(cfg->staging_bytes % stripe == 0,
+         "%s: cfg->staging_bytes %zu is not a multiple of the stripe (%zu bytes)", fn,
+         cfg->staging_bytes, stripe);
+  TG_ARG(cfg->host_budget <= (size_t)1 << 50, "%s: cfg->host_budget %zu is too large", fn,
+         cfg->host_budget);
   TG_ARG(!(cfg->flags & ~TEGRAPH_OFFLOAD_NO_DIRECT), "%s: cfg->flags 0x%x has unknown bits", fn,
          cfg->flags);
   return TEGRAPH_SUCCESS;
@@ -234,6 +251,10 @@ TE_EXPORT tegraph_result_t tegraph_offload_create(const struct tegraph_offload_c
     res = tg_core(r, fn);
     goto fail;
   }
+  if (te_handle_add(c) != 0) {
+    res = TG_ERR(TEGRAPH_ERR_NOMEM, "%s: out of host memory", fn);
+    goto fail;
+  }
   *out = c;
   return TEGRAPH_SUCCESS;
 fail:
@@ -247,13 +268,30 @@ fail:
   return res;
 }
 
+tegraph_result_t ol_live(const tegraph_offload_t *c, const char *fn) {
+  TG_ARG(c, "%s: ctx is NULL", fn);
+  TG_ARG(te_handle_live(c), "%s: ctx %p is not a live offload context (destroyed?)", fn,
+         (const void *)c);
+  return TEGRAPH_SUCCESS;
+}
+
 TE_EXPORT tegraph_result_t tegraph_offload_destroy(tegraph_offload_t *c) {
   static const char fn[] = "tegraph_offload_destroy";
-  TG_ARG(c, "%s: ctx is NULL", fn);
-  if (c->sq) TG_CHECK(tegraph_offload_detach(c));
-  TG_CORE(tecore_stream_synchronize(c->d2h), fn);
-  TG_CORE(tecore_stream_synchronize(c->h2d), fn);
-  TG_CHECK(tegraph_offload_reset(c));
+  TG_CHECK(ol_live(c, fn));
+  /* a forward's tensors out: the backward would read freed memory */
+  TG_CHECK(ol_seq_idle(c, fn));
+  /* from here everything goes, whatever fails (the first failure is
+   * returned): a context whose restore failed is still freed whole */
+  tegraph_result_t res = TEGRAPH_SUCCESS;
+  if (c->sq) res = tegraph_offload_detach(c);
+  tecore_result_t r1 = tecore_stream_synchronize(c->d2h);
+  tecore_result_t r2 = tecore_stream_synchronize(c->h2d);
+  if (res == TEGRAPH_SUCCESS && r1 != TECORE_SUCCESS) res = tg_core(r1, fn);
+  if (res == TEGRAPH_SUCCESS && r2 != TECORE_SUCCESS) res = tg_core(r2, fn);
+  tegraph_result_t rr = ol_saves_free(c);
+  if (res == TEGRAPH_SUCCESS) res = rr;
+  if (c->sq) ol_seq_drop(c);
+  te_handle_del(c);
   free(c->saves);
   close_files(c);
   if (c->buf_index >= 0) (void)tecore_svc_unregister_buffer(c->buf_index);
@@ -262,11 +300,11 @@ TE_EXPORT tegraph_result_t tegraph_offload_destroy(tegraph_offload_t *c) {
   (void)tecore_stream_destroy(c->h2d);
   free_pool(c);
   free(c);
-  return TEGRAPH_SUCCESS;
+  return res;
 }
 
 TE_EXPORT tegraph_result_t tegraph_offload_check(tegraph_offload_t *c) {
-  TG_ARG(c, "tegraph_offload_check: ctx is NULL");
+  TG_CHECK(ol_live(c, "tegraph_offload_check"));
   if (c->failed == TEGRAPH_SUCCESS) {
     for (size_t i = 0; i < c->nsaves && c->failed == TEGRAPH_SUCCESS; i++)
       (void)ol_xfer_check(c, &c->saves[i].x);
@@ -279,7 +317,7 @@ TE_EXPORT tegraph_result_t tegraph_offload_check(tegraph_offload_t *c) {
 
 TE_EXPORT tegraph_result_t tegraph_offload_get_stats(tegraph_offload_t *c,
                                                      struct tegraph_offload_stats *st) {
-  TG_ARG(c, "tegraph_offload_get_stats: ctx is NULL");
+  TG_CHECK(ol_live(c, "tegraph_offload_get_stats"));
   TG_ARG(st, "tegraph_offload_get_stats: st is NULL");
   memset(st, 0, sizeof *st);
   st->spill = c->spill;

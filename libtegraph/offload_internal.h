@@ -65,6 +65,7 @@ struct ol_seq {
   size_t offloaded, kept;
   size_t pass_host, pass_files;
   size_t host_end;                /* the pool bytes the plan holds */
+  int pending;                    /* a forward ran and its backward has not ended */
   uint64_t file_end;
 };
 
@@ -118,5 +119,16 @@ size_t ol_xfer_bytes(const struct ol_xfer *x, int where);
 
 /* offload_seq.c */
 tegraph_result_t ol_seq_check(tegraph_offload_t *c);
+/* TEGRAPH_ERR_STATE naming fn while a forward's tensors are out (the
+ * attached sequence ran a forward whose backward has not ended). */
+tegraph_result_t ol_seq_idle(const tegraph_offload_t *c, const char *fn);
+/* The plan goes whatever fails (tegraph_offload_destroy). */
+void ol_seq_drop(tegraph_offload_t *c);
+
+/* offload_ctx.c: TEGRAPH_ERR_INVALID naming fn unless c is a live context
+ * (te_handles.h: a destroyed one is never read). */
+tegraph_result_t ol_live(const tegraph_offload_t *c, const char *fn);
+/* offload_tensor.c: frees the tensor saves (their copies are done). */
+tegraph_result_t ol_saves_free(tegraph_offload_t *c);
 
 #endif

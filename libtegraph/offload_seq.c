@@ -72,6 +72,7 @@ static tecore_result_t hook_before(void *ctx, tecore_seq_t *seq, tecore_seq_dir_
   tecore_result_t r = TECORE_SUCCESS;
   if (dir == TECORE_SEQ_FORWARD) {
     if (first == 0) {
+      q->pending = 1;   /* the ring holds this forward's tensors until its backward */
       /* a new pass: the previous one's failures fail this step's next call */
       if (ol_seq_check(c) != TEGRAPH_SUCCESS) return fail_core(c, "an earlier step failed");
       for (size_t j = 0; j < q->nb; j++)
@@ -139,10 +140,22 @@ static tecore_result_t hook_after(void *ctx, tecore_seq_t *seq, tecore_seq_dir_t
     r = tecore_event_record(c->tail, c->h2d);
     if (r == TECORE_SUCCESS) r = tecore_stream_wait_event(s, c->tail);
   }
+  if (r == TECORE_SUCCESS && first == 0) q->pending = 0;   /* the backward has ended */
   return r;
 }
 
 /* ---- attach / detach / enable --------------------------------------------------- */
+
+tegraph_result_t ol_seq_idle(const tegraph_offload_t *c, const char *fn) {
+  /* a failed context has failed its step already (tegraph_offload_check):
+   * nothing can be trusted to come back, so it may go */
+  if (!c->sq || !c->sq->pending || c->failed != TEGRAPH_SUCCESS) return TEGRAPH_SUCCESS;
+  return TG_ERR(TEGRAPH_ERR_STATE,
+                "%s: a forward pass's saved tensors are out (in the ring or host copies) and its "
+                "backward has not ended: the backward would read memory that is gone.  Run the "
+                "backward first (or drop the forward with tegraph_offload_reset when no backward "
+                "will run)", fn);
+}
 
 tegraph_result_t ol_seq_check(tegraph_offload_t *c) {
   if (!c->sq) return c->failed;
@@ -190,7 +203,7 @@ static tegraph_result_t set_storage(tegraph_offload_t *c, int on, const char *fn
  * allocation (the blocks in order, inside the sequence). */
 static tegraph_result_t attach_check(tegraph_offload_t *c, const struct tegraph_offload_seq_desc *d,
                                      size_t *nops_out, const char *fn) {
-  TG_ARG(c, "%s: ctx is NULL", fn);
+  TG_CHECK(ol_live(c, fn));
   TG_ARG(d, "%s: d is NULL", fn);
   TG_ARG(d->seq, "%s: d->seq is NULL", fn);
   TG_ARG(d->blocks && d->nblocks >= 1, "%s: d->blocks is NULL or d->nblocks is 0", fn);
@@ -399,10 +412,20 @@ out:
   return res;
 }
 
+void ol_seq_drop(tegraph_offload_t *c) {
+  if (!c->sq) return;
+  (void)set_storage(c, 0, "tegraph_offload_destroy");
+  (void)tecore_seq_set_hooks(c->sq->seq, NULL);
+  seq_free(c->sq);
+  c->sq = NULL;
+  tecore_clear_error();
+}
+
 TE_EXPORT tegraph_result_t tegraph_offload_detach(tegraph_offload_t *c) {
   static const char fn[] = "tegraph_offload_detach";
-  TG_ARG(c, "%s: ctx is NULL", fn);
+  TG_CHECK(ol_live(c, fn));
   TG_ARG(c->sq, "%s: no sequence is attached", fn);
+  TG_CHECK(ol_seq_idle(c, fn));
   TG_CORE(tecore_stream_synchronize(c->d2h), fn);
   TG_CORE(tecore_stream_synchronize(c->h2d), fn);
   if (c->failed == TEGRAPH_SUCCESS) (void)ol_seq_check(c);
@@ -419,9 +442,10 @@ TE_EXPORT tegraph_result_t tegraph_offload_detach(tegraph_offload_t *c) {
 
 TE_EXPORT tegraph_result_t tegraph_offload_enable(tegraph_offload_t *c, int on) {
   static const char fn[] = "tegraph_offload_enable";
-  TG_ARG(c, "%s: ctx is NULL", fn);
+  TG_CHECK(ol_live(c, fn));
   TG_ARG(c->sq, "%s: no sequence is attached", fn);
   if ((on != 0) == c->sq->enabled) return TEGRAPH_SUCCESS;
+  TG_CHECK(ol_seq_idle(c, fn));
   TG_CORE(tecore_stream_synchronize(c->d2h), fn);
   TG_CORE(tecore_stream_synchronize(c->h2d), fn);
   return set_storage(c, on != 0, fn);

@@ -56,7 +56,7 @@ TE_EXPORT tegraph_result_t tegraph_offload_save(tegraph_offload_t *c,
                                                 const struct tecore_tensor *t, unsigned flags,
                                                 tecore_stream_t stream, int *id) {
   static const char fn[] = "tegraph_offload_save";
-  TG_ARG(c, "%s: ctx is NULL", fn);
+  TG_CHECK(ol_live(c, fn));
   TG_ARG(t, "%s: t is NULL", fn);
   TG_ARG(id, "%s: id is NULL", fn);
   TG_ARG(!(flags & ~TEGRAPH_SAVE_KEEP), "%s: flags 0x%x has unknown bits", fn, flags);
@@ -127,7 +127,7 @@ TE_EXPORT tegraph_result_t tegraph_offload_save(tegraph_offload_t *c,
 
 static tegraph_result_t get_save(tegraph_offload_t *c, int id, const char *fn,
                                  struct ol_save **sv) {
-  TG_ARG(c, "%s: ctx is NULL", fn);
+  TG_CHECK(ol_live(c, fn));
   TG_ARG(id >= 0 && (size_t)id < c->nsaves, "%s: id %d is not a save (%zu saves since the "
          "last reset)", fn, id, c->nsaves);
   *sv = &c->saves[id];
@@ -167,7 +167,7 @@ TE_EXPORT tegraph_result_t tegraph_offload_restore(tegraph_offload_t *c, int id,
 
 TE_EXPORT tegraph_result_t tegraph_offload_reset(tegraph_offload_t *c) {
   static const char fn[] = "tegraph_offload_reset";
-  TG_ARG(c, "%s: ctx is NULL", fn);
+  TG_CHECK(ol_live(c, fn));
   for (size_t i = 0; i < c->nsaves; i++) {
     struct ol_save *sv = &c->saves[i];
     if (sv->kept) continue;
@@ -177,6 +177,17 @@ TE_EXPORT tegraph_result_t tegraph_offload_reset(tegraph_offload_t *c) {
       return TG_ERR(TEGRAPH_ERR_STATE, "%s: save %zu is still being copied; wait for its "
                     "streams first", fn, i);
   }
+  /* a forward whose backward will not run (tegraph_offload_detach says
+   * why it is kept pending): dropped, its copies finished first */
+  if (c->sq && c->sq->pending) {
+    TG_CORE(tecore_stream_synchronize(c->d2h), fn);
+    TG_CORE(tecore_stream_synchronize(c->h2d), fn);
+    c->sq->pending = 0;
+  }
+  return ol_saves_free(c);
+}
+
+tegraph_result_t ol_saves_free(tegraph_offload_t *c) {
   for (size_t i = 0; i < c->nsaves; i++) {
     struct ol_save *sv = &c->saves[i];
     if (sv->kept) continue;

@@ -725,6 +725,99 @@ START_TEST(bad_arguments) {
 }
 END_TEST
 
+/* Misuse (issue 28), each a test that failed before its fix. */
+
+/* detach, enable(0) and destroy between a forward and its backward were
+ * SUCCESS, and the backward then gave a wrong input gradient */
+START_TEST(detach_between_forward_and_backward_refused) {
+  const tecore_dtype_t dt = TECORE_DTYPE_BF16;
+  uint64_t seed = te_rand_u64();
+  tecore_seq_t *a = make_seq(dt, NULL, seed), *b = make_seq(dt, NULL, seed);
+  tegraph_offload_t *c = make_ctx(16u << 20, NULL, 1);
+  struct tegraph_offload_block blocks[NB];
+  struct tegraph_offload_seq_desc d = seq_desc(b, blocks);
+  TG_OK(tegraph_offload_attach(c, &d));
+  struct step_io ia, ib;
+  io_make(&ia, dt);
+  io_make(&ib, dt);
+  TE_OK(tecore_memcpy_async(ib.x, ia.x, ROWS * HIDDEN * ia.es, te_stream));
+  TE_OK(tecore_memcpy_async(ib.dy, ia.dy, ROWS * HIDDEN * ia.es, te_stream));
+  run_step(a, &ia, dt, 0);
+  size_t sh[2] = {ROWS, HIDDEN};
+  struct tecore_tensor x, y, dy, dx;
+  TE_OK(tecore_tensor_init(&x, dt, 2, sh, ib.x));
+  TE_OK(tecore_tensor_init(&y, dt, 2, sh, ib.y));
+  TE_OK(tecore_tensor_init(&dy, dt, 2, sh, ib.dy));
+  TE_OK(tecore_tensor_init(&dx, dt, 2, sh, ib.dx));
+  TE_OK(tecore_seq_forward(b, &x, &y, 0, te_stream));
+  TG_EXPECT(TEGRAPH_ERR_STATE, "backward", tegraph_offload_detach(c));
+  TG_EXPECT(TEGRAPH_ERR_STATE, "backward", tegraph_offload_enable(c, 0));
+  TG_EXPECT(TEGRAPH_ERR_STATE, "backward", tegraph_offload_destroy(c));
+  TE_OK(tecore_seq_backward(b, &dy, &dx, te_stream));
+  ck_assert_int_eq(te_stream_wait(te_stream, WAIT_MS), TECORE_SUCCESS);
+  expect_same(a, &ia, b, &ib, "refused detach");
+  TG_OK(tegraph_offload_detach(c));   /* the backward has ended: allowed */
+  /* a forward whose backward never runs is dropped by reset */
+  TG_OK(tegraph_offload_attach(c, &d));
+  TE_OK(tecore_seq_forward(b, &x, &y, 0, te_stream));
+  TG_EXPECT(TEGRAPH_ERR_STATE, "backward", tegraph_offload_detach(c));
+  TG_OK(tegraph_offload_reset(c));
+  TG_OK(tegraph_offload_destroy(c));
+  io_free(&ia);
+  io_free(&ib);
+  TE_OK(tecore_seq_destroy(a));
+  TE_OK(tecore_seq_destroy(b));
+}
+END_TEST
+
+/* a second destroy, or a call after destroy, was a use-after-free */
+START_TEST(destroy_twice_and_use_after_destroy) {
+  struct tegraph_offload_config cfg = {.host_budget = 1 << 20};
+  tegraph_offload_t *c = NULL;
+  TG_OK(tegraph_offload_create(&cfg, &c));
+  TG_OK(tegraph_offload_destroy(c));
+  TG_EXPECT(TEGRAPH_ERR_INVALID, "tegraph_offload_destroy: ctx", tegraph_offload_destroy(c));
+  TG_EXPECT(TEGRAPH_ERR_INVALID, "tegraph_offload_check: ctx", tegraph_offload_check(c));
+  TG_EXPECT(TEGRAPH_ERR_INVALID, "tegraph_offload_reset: ctx", tegraph_offload_reset(c));
+}
+END_TEST
+
+/* staging_bytes not a multiple of stripe_bytes was SUCCESS; stripe_bytes
+ * 2^62 overflowed a pointer */
+START_TEST(stripe_and_staging_sizes_refused) {
+  struct tegraph_offload_config cfg = {.host_budget = 1 << 20};
+  tegraph_offload_t *c = NULL;
+  cfg.stripe_bytes = 8192;
+  cfg.staging_bytes = 12288;
+  TG_EXPECT(TEGRAPH_ERR_INVALID, "staging_bytes", tegraph_offload_create(&cfg, &c));
+  cfg.staging_bytes = 0;
+  cfg.stripe_bytes = (size_t)1 << 62;
+  TG_EXPECT(TEGRAPH_ERR_INVALID, "stripe_bytes", tegraph_offload_create(&cfg, &c));
+  ck_assert_ptr_null(c);
+}
+END_TEST
+
+/* tecore_seq_set_saved with a buffer smaller than the tensor was SUCCESS */
+START_TEST(seq_set_saved_small_buffer_refused) {
+  tecore_seq_t *q = make_seq(TECORE_DTYPE_BF16, NULL, 1);
+  struct tecore_seq_saved sv[64];
+  size_t ns = 0;
+  TE_OK(tecore_seq_get_saved(q, sv, 64, &ns));
+  ck_assert_uint_gt(ns, 0);
+  size_t i = 0;
+  while (i < ns && sv[i].bytes <= 256) i++;
+  ck_assert_uint_lt(i, ns);
+  tecore_devptr_t small = te_dalloc(256);
+  TE_EXPECT_INVALID("bytes", tecore_seq_set_saved(q, i, small));
+  tecore_devptr_t big = te_dalloc(sv[i].bytes);
+  TE_OK(tecore_seq_set_saved(q, i, big));
+  TE_OK(tecore_seq_set_saved(q, i, 0));
+  TE_OK(tecore_mem_free(small));
+  TE_OK(tecore_mem_free(big));
+  TE_OK(tecore_seq_destroy(q));
+}
+END_TEST
+
 static Suite *offload_suite(void) {
   Suite *s = suite_create("offload");
   TCase *tc = te_tcase(s, "tensors", 1);
@@ -748,6 +841,11 @@ static Suite *offload_suite(void) {
   tcase_add_test(tc, full_file_system_fails_the_step);
   tcase_add_test(tc, no_uring_stays_in_host_memory);
   tcase_add_test(tc, bad_arguments);
+  tc = te_tcase(s, "misuse", 1);
+  tcase_add_test(tc, detach_between_forward_and_backward_refused);
+  tcase_add_test(tc, destroy_twice_and_use_after_destroy);
+  tcase_add_test(tc, stripe_and_staging_sizes_refused);
+  tcase_add_test(tc, seq_set_saved_small_buffer_refused);
   return s;
 }
 

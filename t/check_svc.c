@@ -454,6 +454,54 @@ START_TEST(bad_arguments) {
 }
 END_TEST
 
+/* Misuse (issue 28), each a test that failed before its fix. */
+
+static tecore_result_t nop_call(void *p) {
+  (void)p;
+  return TECORE_SUCCESS;
+}
+
+/* a second destroy, or a call after destroy, was a use-after-free */
+START_TEST(job_destroy_twice_and_use_after_destroy) {
+  struct tecore_svc_op op = {.kind = TECORE_SVC_CALL, .fn = nop_call, .name = "nop"};
+  tecore_svc_job_t *j = NULL;
+  TE_OK(tecore_svc_job_create(&op, 1, &j));
+  TE_OK(tecore_svc_job_destroy(j));
+  TE_EXPECT_INVALID("tecore_svc_job_destroy: job", tecore_svc_job_destroy(j));
+  TE_EXPECT_INVALID("tecore_svc_job_launch: job", tecore_svc_job_launch(j, te_stream));
+  TE_EXPECT_INVALID("tecore_svc_job_wait: job", tecore_svc_job_wait(j, te_stream));
+  TE_EXPECT_INVALID("tecore_svc_job_status: job", tecore_svc_job_status(j, NULL));
+}
+END_TEST
+
+/* an offset that wraps, a registration past the buffer, an op past its
+ * registration: all were SUCCESS */
+START_TEST(offsets_and_buffers_out_of_bounds_refused) {
+  unsigned char *a = pinned(8192);
+  struct tecore_svc_op op = {.kind = TECORE_SVC_READ, .fd = 0, .buf = a, .bytes = 4096,
+                             .offset = UINT64_MAX - 100, .buf_index = -1};
+  tecore_svc_job_t *j = NULL;
+  TE_EXPECT_INVALID("offset", tecore_svc_job_create(&op, 1, &j));
+  op.offset = (uint64_t)INT64_MAX - 10;
+  TE_EXPECT_INVALID("offset", tecore_svc_job_create(&op, 1, &j));
+  int idx = -1;
+  TE_EXPECT_INVALID("bytes", tecore_svc_register_buffer(a, 1 << 20, &idx));
+  TE_EXPECT_INVALID("bytes", tecore_svc_register_buffer(a + 4096, 8192, &idx));
+  ck_assert_int_eq(idx, -1);
+  TE_OK(tecore_svc_register_buffer(a, 4096, &idx));
+  op.offset = 0;
+  op.buf_index = idx;
+  op.buf = a + 2048;   /* half past the registration */
+  TE_EXPECT_INVALID("registered buffer", tecore_svc_job_create(&op, 1, &j));
+  ck_assert_ptr_null(j);
+  op.buf = a;
+  TE_OK(tecore_svc_job_create(&op, 1, &j));
+  TE_OK(tecore_svc_job_destroy(j));
+  TE_OK(tecore_svc_unregister_buffer(idx));
+  TE_OK(tecore_mem_free_host(a));
+}
+END_TEST
+
 static Suite *svc_suite(void) {
   Suite *s = suite_create("svc");
   TCase *tc = te_tcase(s, "handoff", 1);
@@ -470,6 +518,8 @@ static Suite *svc_suite(void) {
   tcase_add_test(tc, destroy_with_a_run_queued_is_refused);
   tcase_add_test(tc, bad_arguments);
   tcase_add_test(tc, uring_probe_agrees_with_the_engine);
+  tcase_add_test(tc, job_destroy_twice_and_use_after_destroy);
+  tcase_add_test(tc, offsets_and_buffers_out_of_bounds_refused);
   tc = te_tcase(s, "cost", 1);
   tcase_add_test(tc, idle_engine_burns_no_core);
   return s;

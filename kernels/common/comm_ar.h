@@ -18,9 +18,21 @@
  *   TE_AR_OFF_PROBE    the latency probe (tecomm_probe): u64 call counter
  *                      (this rank's own), then, a line on, u64 word s for
  *                      each rank s, written by rank s with its call number
+ *   TE_AR_OFF_PROBE_DESC  u64 [2][rank s]: the descriptor hash rank s's
+ *                      probe exchange number k carried (0: a plain probe),
+ *                      in row k & 1 (a peer one exchange ahead writes the
+ *                      other row; te_ar_probe_desc)
+ *   TE_AR_OFF_DESC     struct te_ar_desc: this rank's latest call, written
+ *                      by the kernel that starts it (the host reads it, and
+ *                      the peers' copies, to name a mismatch)
  *   TE_AR_OFF_FLAGS    u64 flag of (block b, source rank s), one per
  *                      TE_AR_FLAG_STRIDE: written by rank s's block b with
- *                      the phase it reached, polled by this rank's block b
+ *                      the phase it reached, polled by this rank's block b;
+ *                      at te_ar_flag_desc (two u64, by phase parity), s's
+ *                      descriptor hash, written before the flag (release)
+ *                      and compared after it: a peer one phase ahead (the
+ *                      next barrier, maybe of the next call) writes the
+ *                      other word, and it cannot get two phases ahead
  *   TE_AR_OFF_LAMBUF   Lamport buffers [3][nranks][slot bytes]; slot s of
  *                      buffer i holds rank s's input of a call using i
  *
@@ -32,6 +44,19 @@
  * the test.  The phase lives in device memory, so a captured graph
  * replays with fresh phases.  Every rank launches the same grid for the
  * same call, so block b's counter moves in step on every rank.
+ *
+ * Agreement.  Every rank's call carries a descriptor (count, dtype, op,
+ * algorithm and its variant, nranks, the fused shape: struct te_ar_desc)
+ * and its 64-bit hash (never 0).  The ranks compare it inside the
+ * protocol they already run, before anything is written to an output or
+ * a peer's buffer: at every barrier (the hash beside the flag), in the
+ * probe exchange of the copy-engine one-shot (beside the probe word), and
+ * in Lamport through a descriptor granule of each slot (its last 16
+ * bytes: hash, call counter, count, written with the data, polled like
+ * it).  A rank that sees another hash writes TE_AR_MISMATCH (the peer) in
+ * its error word and leaves: the peer sees the same and leaves too.  The
+ * sequence number is the protocol's own: the barrier phase, the Lamport
+ * call counter (in the descriptor granule).
  *
  * Lamport: see TE_AR_LAM_* below.
  *
@@ -108,7 +133,12 @@
 #define TE_AR_OFF_LAM 256u
 #define TE_AR_OFF_EPOCH 512u
 #define TE_AR_OFF_PROBE 1536u /* after the epochs (512 + 8 * TE_AR_MAX_BLOCKS) */
+#define TE_AR_OFF_PROBE_DESC 1728u /* TE_AR_OFF_PROBE + TE_AR_LINE + 64 */
+#define TE_AR_OFF_DESC 1856u       /* past the probe hashes, 48 bytes */
 #define TE_AR_OFF_FLAGS 2048u
+#define TE_AR_FLAG_DESC 8u /* in a flag line: the writer's descriptor hashes [2] */
+/* Bytes past a Lamport slot's data: its descriptor granule is the last 16 */
+#define TE_AR_LAM_DESC_PAD 128u
 #define TE_AR_OFF_LAMBUF \
   (TE_AR_OFF_FLAGS + TE_AR_MAX_BLOCKS * TE_AR_MAX_RANKS * TE_AR_FLAG_STRIDE)
 /* the Lamport state words inside TE_AR_OFF_LAM */
@@ -120,6 +150,7 @@
 #define TE_AR_OK 0u
 #define TE_AR_TIMEOUT 1u
 #define TE_AR_ABORTED 2u
+#define TE_AR_MISMATCH 3u
 #define TE_AR_ERRWORD(code, peer) ((uint32_t)(code) | ((uint32_t)((peer) + 1) << 16))
 
 /* algorithms (tecomm_ar_algo_t) and ops */
@@ -158,6 +189,21 @@
  * in registers per round of the one-shot kernel. */
 #define TE_AR_UNROLL 4
 
+/* A call's descriptor: what every rank's call must agree on.  hash is
+ * te_ar_desc_hash of the rest (never 0; 0 in a call: nothing to check). */
+struct te_ar_desc {
+  uint64_t hash;
+  uint64_t count;                 /* elements */
+  int32_t algo, op, dtype, nranks;
+  uint32_t hidden;                /* fused: the row; else 0 */
+  float eps;                      /* fused */
+  uint32_t variant;               /* TE_AR_V_* */
+  uint32_t pad_;
+};
+#define TE_AR_V_FUSED 0x1u        /* the fused epilogue */
+#define TE_AR_V_RS_ROWS 0x2u      /* fused two-shot by rows (TECOMM_FUSED_TWOSHOT) */
+#define TE_AR_V_MC 0x4u           /* through a multicast region (NVLS Lamport) */
+
 /* The one kernel parameter, passed by value (the same bytes on both
  * sides: fixed-width fields, 8-byte ones first). */
 struct te_ar_params {
@@ -185,7 +231,16 @@ struct te_ar_params {
   int32_t q_dtype;                /* E4M3 / E5M2 */
   int32_t spread;                 /* the spread fused Lamport kernel: threads per plan
                                      thread (TE_AR_SPREAD_THREADS below); else 0 */
+  struct te_ar_desc desc;         /* the call's descriptor (Agreement, above) */
 };
+
+/* FNV-1a over the descriptor's fields past the hash; never 0. */
+TE_HD uint64_t te_ar_desc_hash(const struct te_ar_desc *d) {
+  const unsigned char *b = (const unsigned char *)d + 8;
+  uint64_t h = 0xcbf29ce484222325ull;
+  for (unsigned i = 0; i < sizeof *d - 8; i++) h = (h ^ b[i]) * 0x100000001b3ull;
+  return h | 1u;
+}
 
 /* ---- element math ------------------------------------------------------- */
 
@@ -235,6 +290,20 @@ TE_HD int te_ar_lam_ready(uint32_t w, int dtype) {
   return (w & 0xffffu) != 0x8000u && (w >> 16) != 0x8000u;
 }
 
+/* The descriptor granule of a Lamport slot: hash, call counter k and
+ * count, each 32-bit word with no 16-bit half 0x8000, so that it is never
+ * armed under any dtype's rule (ranks that disagree on the dtype still
+ * read each other's). */
+TE_HD uint32_t te_ar_desc_fix(uint32_t w) { return te_ar_lam_fix(w, TE_FP8_DT_BF16); }
+TE_HD void te_ar_desc_words(const struct te_ar_params *p, uint64_t k, uint32_t *w) {
+  w[0] = te_ar_desc_fix((uint32_t)p->desc.hash);
+  w[1] = te_ar_desc_fix((uint32_t)(p->desc.hash >> 32));
+  w[2] = te_ar_desc_fix((uint32_t)k);
+  w[3] = te_ar_desc_fix((uint32_t)p->desc.count);
+}
+/* Offset of the descriptor granule in a slot of slot_bytes. */
+TE_HD uint64_t te_ar_lam_desc_off(uint64_t slot_bytes) { return slot_bytes - 16u; }
+
 /* ---- work split ----------------------------------------------------------
  * n items over g blocks: block b gets [*lo, *hi), contiguous ranges, the
  * first ones one item longer.  The same function on every rank and both
@@ -276,12 +345,20 @@ TE_HD uint64_t te_ar_flag_addr(uint64_t ws, int block, int src) {
   return ws + TE_AR_OFF_FLAGS +
          ((uint64_t)block * TE_AR_MAX_RANKS + (uint64_t)src) * TE_AR_FLAG_STRIDE;
 }
+/* The hash word of a flag line (te_ar_flag_addr) for phase. */
+TE_HD uint64_t te_ar_flag_desc(uint64_t line, uint64_t phase) {
+  return line + TE_AR_FLAG_DESC + 8u * (phase & 1u);
+}
 TE_HD uint64_t te_ar_lam_addr(uint64_t ws, uint64_t slot_bytes, int nranks, int buf, int src) {
   return ws + TE_AR_OFF_LAMBUF + ((uint64_t)buf * (uint64_t)nranks + (uint64_t)src) * slot_bytes;
 }
 /* Rank src's word of the probe line in workspace ws. */
 TE_HD uint64_t te_ar_probe_addr(uint64_t ws, int src) {
   return ws + TE_AR_OFF_PROBE + TE_AR_LINE + 8u * (uint64_t)src;
+}
+/* Rank src's probe hash word for exchange k in workspace ws. */
+TE_HD uint64_t te_ar_probe_desc(uint64_t ws, int src, uint64_t k) {
+  return ws + TE_AR_OFF_PROBE_DESC + 64u * (k & 1u) + 8u * (uint64_t)src;
 }
 /* Where a call's Lamport state and buffers live on this rank. */
 TE_HD uint64_t te_ar_lam_ws(const struct te_ar_params *p) {

@@ -33,7 +33,8 @@ extern "C" {
   X(TECOMM_ERR_BOOTSTRAP, 5, "bootstrap exchange failed")                       \
   X(TECOMM_ERR_NOT_SUPPORTED, 6, "not supported on this system")                \
   X(TECOMM_ERR_SYSTEM, 7, "system call failed")                                 \
-  X(TECOMM_ERR_ABORTED, 8, "the communicator was aborted")
+  X(TECOMM_ERR_ABORTED, 8, "the communicator was aborted")                     \
+  X(TECOMM_ERR_MISMATCH, 9, "the ranks made different collective calls")
 
 typedef enum tecomm_result {
 #define TECOMM_RESULT_ENUM_(name, value, msg) name = value,

@@ -203,6 +203,17 @@ TE_EXPORT tecore_result_t tecore_seq_set_saved(tecore_seq_t *s, size_t index, te
   struct saved_ref *r = &a.found;
   int ext = (*r->ext & r->bit) != 0;
   if (ptr) {
+    /* the tensor's bytes must fit where ptr points: the sequence writes
+     * all of them there */
+    tecore_devptr_t base = 0;
+    size_t len = 0;
+    TE_ARG(tecore_mem_range(ptr, &base, &len) == TECORE_SUCCESS,
+           "%s: ptr 0x%llx is not in an allocation of the device layer", fn,
+           (unsigned long long)ptr);
+    TE_ARG(ptr - base <= len && r->info.bytes <= len - (size_t)(ptr - base),
+           "%s: saved tensor %zu needs %zu bytes; ptr 0x%llx has %zu to the end of its "
+           "allocation", fn, index, r->info.bytes, (unsigned long long)ptr,
+           ptr - base <= len ? len - (size_t)(ptr - base) : (size_t)0);
     if (!ext) TE_CHECK(te_seq_release(s, *r->field));
     *r->field = ptr;
     *r->ext |= r->bit;

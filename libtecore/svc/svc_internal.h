@@ -77,6 +77,8 @@ struct svc_engine {
   uint64_t next_ticket;
   struct svc_slab *slabs;
   int buf_used[SVC_MAX_BUFFERS];
+  unsigned char *buf_base[SVC_MAX_BUFFERS];   /* each registration's range */
+  size_t buf_len[SVC_MAX_BUFFERS];
   size_t nbuffers;
   /* injected fault (under lock) */
   tecore_svc_op_kind_t fault_kind;

@@ -10,6 +10,10 @@
  * three memory operations hands the engine the same job at every replay,
  * and a run's done can never be mistaken for another job's. */
 #include "svc/svc_internal.h"
+#include "te_handles.h"
+#include <stdint.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -109,6 +113,13 @@ static tecore_result_t check_op(const struct tecore_svc_op *op, size_t i, const 
            op->bytes);
     TE_ARG(op->buf_index >= -1 && op->buf_index < SVC_MAX_BUFFERS,
            "%s: ops[%zu].buf_index %d is not -1 or a registered buffer", fn, i, op->buf_index);
+    /* a file offset is an off_t: offset + bytes must not pass its largest */
+    TE_ARG(op->offset <= (uint64_t)INT64_MAX - op->bytes,
+           "%s: ops[%zu].offset %llu + bytes %zu passes the largest file offset (wraps)", fn, i,
+           (unsigned long long)op->offset, op->bytes);
+    TE_ARG((uintptr_t)op->buf <= UINTPTR_MAX - op->bytes,
+           "%s: ops[%zu].buf %p + bytes %zu wraps around the address space", fn, i, op->buf,
+           op->bytes);
     return TECORE_SUCCESS;
   case TECORE_SVC_CALL:
   case TECORE_SVC_POLL:
@@ -118,6 +129,22 @@ static tecore_result_t check_op(const struct tecore_svc_op *op, size_t i, const 
   }
   return TE_ERR(TECORE_ERR_INVALID, "%s: ops[%zu].kind %d is not TECORE_SVC_READ, _WRITE, "
                 "_CALL or _POLL", fn, i, (int)op->kind);
+}
+
+/* An op naming a registered buffer must lie inside it (lock held). */
+static tecore_result_t check_op_buffer(const struct tecore_svc_op *op, size_t i, const char *fn) {
+  if ((op->kind != TECORE_SVC_READ && op->kind != TECORE_SVC_WRITE) || op->buf_index < 0)
+    return TECORE_SUCCESS;
+  int k = op->buf_index;
+  const unsigned char *b = op->buf, *base = te_svc.buf_base[k];
+  if (!te_svc.buf_used[k])
+    return TE_ERR(TECORE_ERR_INVALID, "%s: ops[%zu].buf_index %d is not registered", fn, i, k);
+  if (b < base || (size_t)(b - base) > te_svc.buf_len[k] ||
+      op->bytes > te_svc.buf_len[k] - (size_t)(b - base))
+    return TE_ERR(TECORE_ERR_INVALID, "%s: ops[%zu]: [%p, +%zu) is not inside registered buffer "
+                  "%d [%p, +%zu)", fn, i, op->buf, op->bytes, k, (const void *)base,
+                  te_svc.buf_len[k]);
+  return TECORE_SUCCESS;
 }
 
 static void job_free(struct tecore_svc_job *j) {
@@ -160,7 +187,12 @@ TE_EXPORT tecore_result_t tecore_svc_job_create(const struct tecore_svc_op *ops,
   tecore_result_t r = te_svc_start_locked();
   if (r == TECORE_SUCCESS) {
     pthread_mutex_lock(&te_svc.lock);
-    r = te_svc_words_get(j);
+    for (size_t i = 0; i < nops && r == TECORE_SUCCESS; i++) r = check_op_buffer(&ops[i], i, fn);
+    if (r == TECORE_SUCCESS) r = te_svc_words_get(j);
+    if (r == TECORE_SUCCESS && te_handle_add(j) != 0) {
+      te_svc_words_put(j);
+      r = TE_ERR(TECORE_ERR_NOMEM, "%s: out of host memory", fn);
+    }
     if (r == TECORE_SUCCESS) {
       j->ticket = ++te_svc.next_ticket;
       j->next = te_svc.jobs;
@@ -186,6 +218,11 @@ TE_EXPORT tecore_result_t tecore_svc_job_destroy(tecore_svc_job_t *j) {
   TE_ARG(j, "%s: job is NULL", fn);
   pthread_mutex_lock(&te_svc.life);
   pthread_mutex_lock(&te_svc.lock);
+  if (!te_handle_live(j)) {   /* only the pointer is compared: never read */
+    pthread_mutex_unlock(&te_svc.lock);
+    pthread_mutex_unlock(&te_svc.life);
+    return TE_ERR(TECORE_ERR_INVALID, "%s: job %p is not a live job (destroyed?)", fn, (void *)j);
+  }
   uint64_t runs = atomic_load(&j->runs);
   if (j->state != SVC_IDLE || j->launches > runs ||
       atomic_load(j->go) == j->ticket) {
@@ -200,6 +237,7 @@ TE_EXPORT tecore_result_t tecore_svc_job_destroy(tecore_svc_job_t *j) {
   if (j->next) j->next->prev = j->prev;
   te_svc.njobs--;
   te_svc_words_put(j);
+  te_handle_del(j);
   pthread_mutex_unlock(&te_svc.lock);
   te_svc_stop_if_unused_locked();
   pthread_mutex_unlock(&te_svc.life);
@@ -221,6 +259,7 @@ static tecore_result_t sticky(struct tecore_svc_job *j, const char *fn) {
 TE_EXPORT tecore_result_t tecore_svc_job_launch(tecore_svc_job_t *j, tecore_stream_t stream) {
   static const char fn[] = "tecore_svc_job_launch";
   TE_ARG(j, "%s: job is NULL", fn);
+  TE_ARG(te_handle_live(j), "%s: job %p is not a live job (destroyed?)", fn, (void *)j);
   TE_CHECK(sticky(j, fn));
   tecore_capture_status_t cs = TECORE_CAPTURE_NONE;
   TE_CHECK(tecore_stream_capture_status(stream, &cs));
@@ -237,6 +276,7 @@ TE_EXPORT tecore_result_t tecore_svc_job_launch(tecore_svc_job_t *j, tecore_stre
 TE_EXPORT tecore_result_t tecore_svc_job_wait(tecore_svc_job_t *j, tecore_stream_t stream) {
   static const char fn[] = "tecore_svc_job_wait";
   TE_ARG(j, "%s: job is NULL", fn);
+  TE_ARG(te_handle_live(j), "%s: job %p is not a live job (destroyed?)", fn, (void *)j);
   TE_CHECK(tecore_stream_wait_value64(stream, j->done_d, j->ticket, TECORE_WAIT_EQ));
   TE_CHECK(tecore_stream_write_value64(stream, j->done_d, 0));
   return sticky(j, fn);
@@ -249,11 +289,40 @@ TE_EXPORT tecore_result_t tecore_svc_job_enqueue(tecore_svc_job_t *j, tecore_str
 
 TE_EXPORT tecore_result_t tecore_svc_job_status(tecore_svc_job_t *j, uint64_t *runs) {
   TE_ARG(j, "tecore_svc_job_status: job is NULL");
+  TE_ARG(te_handle_live(j), "tecore_svc_job_status: job %p is not a live job (destroyed?)",
+         (void *)j);
   if (runs) *runs = atomic_load(&j->runs);
   return sticky(j, "tecore_svc_job_status");
 }
 
 /* ---- fixed buffers ------------------------------------------------------------------ */
+
+/* buf must hold bytes: inside the pinned or registered allocation the
+ * device layer knows there, else (pageable memory) every page mapped. */
+static tecore_result_t buffer_holds(void *buf, size_t bytes, const char *fn) {
+  TE_ARG((uintptr_t)buf <= UINTPTR_MAX - bytes, "%s: [%p, +%zu) wraps around the address space",
+         fn, buf, bytes);
+  tecore_devptr_t base = 0;
+  size_t len = 0;
+  if (tecore_mem_range((tecore_devptr_t)(uintptr_t)buf, &base, &len) == TECORE_SUCCESS) {
+    size_t at = (size_t)((uintptr_t)buf - base);
+    TE_ARG(at <= len && bytes <= len - at,
+           "%s: bytes %zu is more than buf's allocation holds (%zu bytes from buf to its end)",
+           fn, bytes, len - (at <= len ? at : len));
+    return TECORE_SUCCESS;
+  }
+  tecore_clear_error();
+  long pg = sysconf(_SC_PAGESIZE);
+  uintptr_t lo = (uintptr_t)buf / (uintptr_t)pg * (uintptr_t)pg;
+  uintptr_t hi = (uintptr_t)buf + bytes;
+  unsigned char v[256];
+  for (uintptr_t a = lo; a < hi; a += 256u * (uintptr_t)pg) {
+    size_t n = hi - a < 256u * (uintptr_t)pg ? hi - a : 256u * (size_t)pg;
+    TE_ARG(mincore((void *)a, n, v) == 0,
+           "%s: [%p, +%zu) is not all mapped memory: bytes is more than buf holds", fn, buf, bytes);
+  }
+  return TECORE_SUCCESS;
+}
 
 TE_EXPORT tecore_result_t tecore_svc_register_buffer(void *buf, size_t bytes, int *index) {
   static const char fn[] = "tecore_svc_register_buffer";
@@ -261,6 +330,7 @@ TE_EXPORT tecore_result_t tecore_svc_register_buffer(void *buf, size_t bytes, in
   *index = -1;
   TE_ARG(buf, "%s: buf is NULL", fn);
   TE_ARG(bytes > 0, "%s: bytes is 0", fn);
+  TE_CHECK(buffer_holds(buf, bytes, fn));
   pthread_mutex_lock(&te_svc.life);
   tecore_result_t r = te_svc_start_locked();
   if (r != TECORE_SUCCESS) {
@@ -279,6 +349,8 @@ TE_EXPORT tecore_result_t tecore_svc_register_buffer(void *buf, size_t bytes, in
   } else {
     /* counted even without fixed buffers, so the engine lives while it is "registered" */
     te_svc.buf_used[slot] = 1;
+    te_svc.buf_base[slot] = buf;
+    te_svc.buf_len[slot] = bytes;
     te_svc.nbuffers++;
     if (te_svc.have_fixed) {
       struct iovec iov = {.iov_base = buf, .iov_len = bytes};
