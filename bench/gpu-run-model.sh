@@ -13,7 +13,8 @@
 # PyTorch peer (bench/attn_peer.py: scaled_dot_product_attention's cuDNN
 # and flash backends on the same shapes) and te-allreduce-perf on one GPU.
 # cuDNN is PyTorch's (python3 -c 'import nvidia.cudnn'), loaded by
-# TECORE_CUDNN_LIB.  Never changes clocks, power, MIG or multicast.
+# TECORE_CUDNN_LIB.  Each step is bounded by STEP_TIMEOUT seconds (150).
+# Never changes clocks, power, MIG or multicast.
 set -u
 out=${OUT:-gpu-out}
 mkdir -p "$out"
@@ -23,7 +24,7 @@ step() {   # step NAME COMMAND...: runs it, output to $out/NAME.txt
   local name=$1
   shift
   local t0=$SECONDS
-  "$@" > "$out/$name.txt" 2>&1
+  timeout "${STEP_TIMEOUT:-150}" "$@" > "$out/$name.txt" 2>&1
   local rc=$?
   printf '%-28s rc %3d  %5d s  %s\n' "$name" "$rc" $((SECONDS - t0)) "$*" >> "$summary"
 }
