@@ -13,13 +13,14 @@
 # PyTorch peer (bench/attn_peer.py: scaled_dot_product_attention's cuDNN
 # and flash backends on the same shapes) and te-allreduce-perf on one GPU.
 # cuDNN is PyTorch's (python3 -c 'import nvidia.cudnn'), loaded by
-# TECORE_CUDNN_LIB.  Each step is bounded by STEP_TIMEOUT seconds (150).
+# TECORE_CUDNN_LIB.  SUITES_ONLY=1 runs the suites alone, BENCH_ONLY=1 the
+# figures alone (the summary is appended to).  Each step is bounded by STEP_TIMEOUT seconds (150).
 # Never changes clocks, power, MIG or multicast.
 set -u
 out=${OUT:-gpu-out}
 mkdir -p "$out"
 summary="$out/summary.txt"
-: > "$summary"
+[ "${BENCH_ONLY:-0}" = 1 ] || : > "$summary"
 step() {   # step NAME COMMAND...: runs it, output to $out/NAME.txt
   local name=$1
   shift
@@ -34,6 +35,7 @@ cudnn=$(python3 -c 'import nvidia.cudnn, os; print(list(nvidia.cudnn.__path__)[0
 step machine sh -c 'nvidia-smi; uname -a; nvcc --version; echo "TECORE_CUDNN_LIB=${TECORE_CUDNN_LIB:-}"'
 export TE_DEVICE=cuda
 suites=${*:-t/check_attention t/check_attn_cudnn t/check_rope t/check_embedding t/check_xent}
+[ "${BENCH_ONLY:-0}" = 1 ] && suites=
 for s in $suites; do
   [ -x "$s" ] || make -s "$s" > /dev/null 2>&1
   n=${s##*/}
@@ -44,6 +46,7 @@ for s in $suites; do
     step "$n-cudnn" env TECORE_ATTN_BACKEND=cudnn "$s" ;;
   esac
 done
+if [ "${SUITES_ONLY:-0}" = 1 ]; then cat "$summary"; exit 0; fi
 step bench-model tools/te-bench --model
 step bench-attn-cudnn env TECORE_ATTN_BACKEND=cudnn TE_DEBUG=INFO tools/te-bench --attention
 step bench-attn-libte env TECORE_ATTN_BACKEND=libte tools/te-bench --attention
