@@ -452,9 +452,10 @@ static tecomm_result_t sym_bounds(struct tecomm_comm *c, tecore_devptr_t p, size
   return TECOMM_SUCCESS;
 }
 
-static tecomm_result_t check_common(tecomm_comm_t comm, size_t count, tecore_dtype_t dtype,
-                                    tecomm_algo_t algo, const char *fn) {
-  TC_COMM(comm, fn);
+/* The checks every allreduce makes of its arguments (the communicator's,
+ * TC_COMM, the public entry points make first). */
+static tecomm_result_t check_common(size_t count, tecore_dtype_t dtype, tecomm_algo_t algo,
+                                    const char *fn) {
   TC_ARG(count > 0, "%s: count is 0", fn);
   TC_ARG(dtype_ok(dtype), "%s: dtype %d (%s) is not F32, BF16 or F16", fn, (int)dtype,
          tecore_dtype_name(dtype));
@@ -463,12 +464,14 @@ static tecomm_result_t check_common(tecomm_comm_t comm, size_t count, tecore_dty
   return TECOMM_SUCCESS;
 }
 
-/* tecomm_allreduce_algo; how: as run's. */
-static tecomm_result_t allreduce(tecomm_comm_t comm, tecore_devptr_t send, tecore_devptr_t recv,
-                                 size_t count, tecore_dtype_t dtype, tecomm_op_t op,
-                                 tecomm_algo_t algo, unsigned how, tecore_stream_t stream) {
-  static const char fn[] = "tecomm_allreduce";
-  TC_CHECK(check_common(comm, count, dtype, algo, fn));
+/* tecomm_allreduce_algo on a communicator known to be live (one the
+ * caller gave and tc_comm_valid passed, or a node group of the hierarchy,
+ * which only libtecomm holds); how: as run's. */
+static tecomm_result_t allreduce_live(struct tecomm_comm *comm, tecore_devptr_t send,
+                                      tecore_devptr_t recv, size_t count, tecore_dtype_t dtype,
+                                      tecomm_op_t op, tecomm_algo_t algo, unsigned how,
+                                      tecore_stream_t stream, const char *fn) {
+  TC_CHECK(check_common(count, dtype, algo, fn));
   TC_ARG(send, "%s: send is 0", fn);
   TC_ARG(recv, "%s: recv is 0", fn);
   TC_ARG(op == TECOMM_SUM || op == TECOMM_MAX, "%s: op %d is not TECOMM_SUM or TECOMM_MAX", fn,
@@ -481,6 +484,22 @@ static tecomm_result_t allreduce(tecomm_comm_t comm, tecore_devptr_t send, tecor
   TC_CHECK(sym_bounds(comm, send, bytes, "send", fn));
   TC_CHECK(sym_bounds(comm, recv, bytes, "recv", fn));
   return tc_comm_fail(comm, run(comm, send, recv, count, dtype, op, algo, NULL, how, stream, fn));
+}
+
+/* A communicator from the caller: a live one (the handle registry), then
+ * allreduce_live. */
+static tecomm_result_t allreduce(tecomm_comm_t comm, tecore_devptr_t send, tecore_devptr_t recv,
+                                 size_t count, tecore_dtype_t dtype, tecomm_op_t op,
+                                 tecomm_algo_t algo, unsigned how, tecore_stream_t stream) {
+  static const char fn[] = "tecomm_allreduce";
+  TC_COMM(comm, fn);
+  return allreduce_live(comm, send, recv, count, dtype, op, algo, how, stream, fn);
+}
+
+tecomm_result_t tc_allreduce_group(struct tecomm_comm *c, tecore_devptr_t send,
+                                   tecore_devptr_t recv, size_t count, tecore_dtype_t dtype,
+                                   tecomm_op_t op, tecore_stream_t stream, const char *fn) {
+  return allreduce_live(c, send, recv, count, dtype, op, TECOMM_ALGO_AUTO, 0, stream, fn);
 }
 
 TE_EXPORT tecomm_result_t tecomm_allreduce_algo(tecomm_comm_t comm, tecore_devptr_t send,
@@ -504,7 +523,7 @@ static tecomm_result_t add_rmsnorm(tecomm_comm_t comm, const struct tecomm_add_r
   TC_ARG(a, "%s: args is NULL", fn);
   TC_ARG(a->rows > 0 && a->hidden > 0, "%s: args->rows (%zu) and args->hidden (%zu) must be > 0", fn,
          a->rows, a->hidden);
-  TC_CHECK(check_common(comm, a->rows * a->hidden, a->dtype, a->algo, fn));
+  TC_CHECK(check_common(a->rows * a->hidden, a->dtype, a->algo, fn));
   TC_ARG(a->x, "%s: args->x is 0", fn);
   TC_ARG(a->residual_in, "%s: args->residual_in is 0", fn);
   TC_ARG(a->residual_out, "%s: args->residual_out is 0", fn);

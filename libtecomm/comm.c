@@ -724,28 +724,55 @@ TE_EXPORT tecomm_result_t tecomm_comm_split(tecomm_comm_t comm, int color, int k
   return TECOMM_SUCCESS;
 }
 
+/* destroy's wait for the device: every stream of the context drained.  A
+ * sticky error an earlier operation left on a stream (an illegal address,
+ * an expired wait) is that stream's, reported to its user by the stream's
+ * own synchronize; it says nothing of the communicator, and the wait is
+ * over all the same (vdev drains every stream first; a CUDA context with
+ * such an error runs nothing more), so destroy goes on and succeeds.  Any
+ * other failure is returned with its detail. */
+static tecomm_result_t destroy_wait(void) {
+  tecore_result_t cr = tecore_ctx_synchronize();
+  if (cr == TECORE_ERR_ILLEGAL_ADDRESS || cr == TECORE_ERR_TIMEOUT) {
+    TC_INFO("tecomm_comm_destroy: a stream keeps an earlier failure (%s), not the "
+            "communicator's: %s", tecore_result_name(cr), tecore_last_error());
+    tecore_clear_error();
+    return TECOMM_SUCCESS;
+  }
+  return cr == TECORE_SUCCESS ? TECOMM_SUCCESS
+                              : tc_core(cr, "tecomm_comm_destroy: waiting for the device");
+}
+
 TE_EXPORT tecomm_result_t tecomm_comm_destroy(tecomm_comm_t comm) {
   static const char fn[] = "tecomm_comm_destroy";
   if (!comm) return TECOMM_SUCCESS;
   TC_COMM(comm, fn);
   te_handle_del(comm);
-  tecomm_result_t r = TECOMM_SUCCESS;
-  tecore_result_t cr = tecore_ctx_synchronize();
-  if (cr != TECORE_SUCCESS) r = tc_core(cr, "tecomm_comm_destroy: waiting for the device");
-  /* a collective that failed on the device (its wait bounded by
-   * TECOMM_TIMEOUT, now over) makes the communicator's error sticky here:
-   * then no barrier, which would only wait TECOMM_TIMEOUT once more for a
-   * peer that is gone or failed too */
-  (void)tc_comm_ready(comm, fn, 2);
+  tecomm_result_t r = destroy_wait();
+  char why[TE_UPPER_DETAIL_MAX] = "";
+  if (r != TECOMM_SUCCESS) snprintf(why, sizeof why, "%s", tecore_last_error());
+  /* a communicator that failed (a collective timed out, mismatched or was
+   * aborted, a verbs connection failed, the node's group was stopped),
+   * seen after the wait, since a failed collective reports on the device
+   * once its TECOMM_TIMEOUT is over: no barrier.  Its peers failed too and
+   * skip it (a hierarchy's leaders see the verbs failure, the other ranks
+   * their stopped group), or are gone: it would only wait for them until
+   * the bootstrap gave up. */
+  int failed = tc_comm_ready(comm, fn, 2) != TECOMM_SUCCESS;
   tecore_clear_error();
   /* no rank may unmap its pool while a peer's kernel still reads it */
-  if (comm->xchg && !comm->aborted && comm->sticky == TECOMM_SUCCESS) {
+  if (comm->xchg && !comm->aborted && !failed) {
     tecomm_result_t br = comm->xchg->barrier(comm->xchg);
-    if (r == TECOMM_SUCCESS) r = br;
+    if (r == TECOMM_SUCCESS && br != TECOMM_SUCCESS) {
+      r = br;
+      snprintf(why, sizeof why, "%s", tecore_last_error());
+    }
   }
   tecore_ctx_t ctx = comm->ctx;
   comm_free(comm);
   if (ctx) (void)tecore_ctx_destroy(ctx);
+  /* the detail of the failure returned, not what freeing left there */
+  if (r != TECOMM_SUCCESS) tecore_set_error("%s", why);
   return r;
 }
 

@@ -69,6 +69,13 @@ tecomm_result_t tc_allreduce_scratch(tecomm_comm_t comm, tecore_devptr_t send, t
  * take at most TECOMM_AR_OVERLAP_BLOCKS blocks. */
 #define TC_AR_SCRATCH 0x1u
 #define TC_AR_BESIDE 0x2u
+/* tecomm_allreduce_algo (TECOMM_ALGO_AUTO) on a communicator libtecomm
+ * made for itself and never handed out (the hierarchy's node group): it
+ * is not in the handle registry, so the public entry would refuse it;
+ * fn names the public call the errors are reported as. */
+tecomm_result_t tc_allreduce_group(struct tecomm_comm *c, tecore_devptr_t send,
+                                   tecore_devptr_t recv, size_t count, tecore_dtype_t dtype,
+                                   tecomm_op_t op, tecore_stream_t stream, const char *fn);
 tecomm_result_t tc_allreduce_add_rmsnorm_scratch(tecomm_comm_t comm,
                                                  const struct tecomm_add_rmsnorm *a, unsigned how,
                                                  tecore_stream_t stream);

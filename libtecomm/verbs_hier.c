@@ -222,7 +222,7 @@ tecomm_result_t tc_hier_allreduce(struct tecomm_comm *c, tecore_devptr_t send,
   size_t bytes = count * tecore_dtype_size(dtype);
   /* 1: the node's sum */
   if (lc)
-    TC_CHECK(tecomm_allreduce_algo(lc, send, recv, count, dtype, op, TECOMM_ALGO_AUTO, stream));
+    TC_CHECK(tc_allreduce_group(lc, send, recv, count, dtype, op, stream, fn));
   else if (send != recv)
     TC_CORE(tecore_memcpy_async(recv, send, bytes, stream), fn);
   /* 2: the nodes' sum, among the leaders */
@@ -238,7 +238,7 @@ tecomm_result_t tc_hier_allreduce(struct tecomm_comm *c, tecore_devptr_t send,
       TC_CORE(tecore_memset_d16_async(recv, dtype == TECORE_DTYPE_BF16 ? 0xff80u : 0xfc00u, count,
                                       stream), fn);
   }
-  return tecomm_allreduce_algo(lc, recv, recv, count, dtype, op, TECOMM_ALGO_AUTO, stream);
+  return tc_allreduce_group(lc, recv, recv, count, dtype, op, stream, fn);
 }
 
 void tc_gdr_detect(struct tecomm_comm *c) {

@@ -16,8 +16,12 @@
  *     timeout on one rank only);
  *   - sticky errors: after a timeout, status keeps saying TIMEOUT, later
  *     calls are refused with the first error's text, and destroy returns
- *     within one TECOMM_TIMEOUT. */
+ *     within one TECOMM_TIMEOUT;
+ *   - a stream's error from another call (a copy past its source) is not
+ *     the communicator's: its allreduces sum right, destroy succeeds (was
+ *     TECOMM_ERR_DEVICE with an empty detail). */
 #include "comm_ranks.h"
+#include <math.h>
 #include <stdint.h>
 #include <sys/wait.h>
 
@@ -281,6 +285,64 @@ START_TEST(timeout_is_sticky_and_destroy_bounded) {
 }
 END_TEST
 
+/* ---- another call's device error ------------------------------------------------------ */
+/* A copy one byte past its source's allocation, on a stream of the rank's
+ * own, leaves that stream a sticky error on vdev (a synchronous INVALID on
+ * cuda).  It is not the communicator's: allreduces on another stream
+ * still sum right, and destroy succeeds (it returned DEVICE with an empty
+ * detail, found by fuzz-api: t/fuzz/corpus/api/13-memcpy-past-end.txt). */
+static void rank_stream_error(int rank, int n, void *arg) {
+  (void)arg;
+  tecomm_comm_t c = tc_rank_comm(rank, n);
+  const size_t count = 1000;
+  tecore_devptr_t buf = 0, src = 0, dst = 0;
+  tecore_stream_t bad = NULL, st = NULL;
+  RK_OK(tecomm_mem_alloc(c, count * 4, &buf));
+  RK_CORE(tecore_stream_create(TECORE_STREAM_NON_BLOCKING, 0, &bad));
+  RK_CORE(tecore_stream_create(TECORE_STREAM_NON_BLOCKING, 0, &st));
+  RK_CORE(tecore_mem_alloc(1000, &src));
+  RK_CORE(tecore_mem_alloc(2000, &dst));
+  tecore_result_t cr = tecore_memcpy_async(dst, src, 1001, bad);
+  if (cr == TECORE_SUCCESS) cr = tecore_stream_synchronize(bad);
+  RK_ASSERT(cr != TECORE_SUCCESS, "a copy past its source's allocation succeeded");
+  float *h = malloc(count * 4), *got = malloc(count * 4), *peer = malloc(count * 4);
+  RK_ASSERT(h && got && peer, "out of host memory");
+  for (int call = 0; call < 2; call++) {
+    tc_make_input(h, count, TECORE_DTYPE_F32, rank, 11 + (uint64_t)call);
+    for (size_t i = 0; i < count; i++) got[i] = NAN;
+    RK_CORE(tecore_memcpy_async(buf, te_hptr(h), count * 4, st));
+    RK_OK(tecomm_allreduce(c, buf, buf, count, TECORE_DTYPE_F32, TECOMM_SUM, st));
+    RK_CORE(tecore_memcpy_async(te_hptr(got), buf, count * 4, st));
+    RK_CORE(tecore_stream_synchronize(st));
+    RK_OK(tecomm_comm_status(c, NULL));
+    for (size_t i = 0; i < count; i++) {
+      float want = 0.0f;
+      for (int p = 0; p < n; p++) {
+        tc_make_input(peer, count, TECORE_DTYPE_F32, p, 11 + (uint64_t)call);
+        want = p == 0 ? peer[i] : want + peer[i];
+      }
+      RK_ASSERT(got[i] == want, "call %d, element %zu: %g, want %g", call, i, (double)got[i],
+                (double)want);
+    }
+  }
+  free(h);
+  free(got);
+  free(peer);
+  RK_OK(tecomm_mem_free(c, buf));
+  /* the bad stream still holds its error: destroy waits, and succeeds */
+  RK_OK(tecomm_comm_destroy(c));
+  (void)tecore_stream_destroy(bad);
+  RK_CORE(tecore_stream_destroy(st));
+  (void)tecore_mem_free(src);
+  (void)tecore_mem_free(dst);
+}
+
+START_TEST(another_streams_error_does_not_fail_the_communicator) {
+  tc_run_ranks(2, rank_stream_error, NULL, 60);
+  tc_shm_release();
+}
+END_TEST
+
 static Suite *comm_misuse_suite(void) {
   setenv("TECORE_VDEV_DEVICES", "8", 0);
   Suite *s = suite_create("comm_misuse");
@@ -294,6 +356,7 @@ static Suite *comm_misuse_suite(void) {
                       (int)(sizeof mcases / sizeof mcases[0]));
   tc = te_tcase(s, "sticky", 0);
   tcase_add_test(tc, timeout_is_sticky_and_destroy_bounded);
+  tcase_add_test(tc, another_streams_error_does_not_fail_the_communicator);
   return s;
 }
 
