@@ -101,18 +101,21 @@ __device__ __forceinline__ void emb_unpack(const uint4 *r, int dt, float *v) {
 // among the earlier lanes of its row); rows[] lists the rows hit.
 __device__ void emb_group(int n, unsigned long long c0, const signed char *mark, int *hits,
                           int *start, int *rows, int *nrows, int *list) {
+  static_assert(TE_EMB_ROWS == 64, "emb_group: a lane takes rows 2 lane, 2 lane + 1");
   const int lane = threadIdx.x % 32;
-  if (lane == 0) {
-    int s = 0, k = 0;
-    for (int r = 0; r < TE_EMB_ROWS; r++) {
-      start[r] = s;
-      s += hits[r];
-      if (hits[r]) rows[k++] = r;
-      hits[r] = 0;  // now each row's fill cursor
-    }
-    start[TE_EMB_ROWS] = s;
-    *nrows = k;
+  const int c0n = hits[2 * lane], c1n = hits[2 * lane + 1];
+  int s = c0n + c1n, k = (c0n > 0) + (c1n > 0);  // inclusive scans over the lanes
+  for (int o = 1; o < 32; o <<= 1) {
+    const int s2 = __shfl_up_sync(0xffffffffu, s, o), k2 = __shfl_up_sync(0xffffffffu, k, o);
+    if (lane >= o) s += s2, k += k2;
   }
+  const int se = s - c0n - c1n, ke = k - (c0n > 0) - (c1n > 0);
+  start[2 * lane] = se;
+  start[2 * lane + 1] = se + c0n;
+  if (c0n) rows[ke] = 2 * lane;
+  if (c1n) rows[ke + (c0n > 0)] = 2 * lane + 1;
+  if (lane == 31) start[TE_EMB_ROWS] = s, *nrows = k;
+  hits[2 * lane] = hits[2 * lane + 1] = 0;  // now each row's fill cursor
   __syncwarp();
   for (int i0 = 0; i0 < n; i0 += 32) {
     const int i = i0 + lane;
@@ -180,15 +183,18 @@ extern "C" __global__ void __launch_bounds__(ET) te_emb_bwd(TE_KSIG(TE_EMB_BWD_P
     const int n = (int)(a.tokens - c0 < TE_EMB_CHUNK ? a.tokens - c0 : TE_EMB_CHUNK);
     for (int r = threadIdx.x; r < TE_EMB_ROWS; r += ET) hits[r] = 0;
     __syncthreads();
+    int mine = 0;
     for (int i = threadIdx.x; i < n; i += ET) {
       const long long id = te_emb_id(a.ids, c0 + i, a.seq_len);
       const long long r = id - v0;
       const bool in = r >= 0 && r < TE_EMB_ROWS && id < a.vocab;
       mark[i] = in ? (signed char)r : (signed char)-1;
-      if (in) atomicAdd(&hits[r], 1);
+      if (in) atomicAdd(&hits[r], 1), mine = 1;
       if (blockIdx.x == 0 && (id < 0 || id >= a.vocab)) emb_report(a.status, te_emb_status(c0 + i, id, pos));
     }
-    __syncthreads();
+    // a chunk naming none of the block's rows: nothing reads mark or hits
+    // after this barrier, so the next chunk may overwrite them
+    if (!__syncthreads_or(mine)) continue;
     if (w == 0) emb_group(n, c0, mark, hits, start, rows, &nrows, list);
     __syncthreads();
     if (a.flags & TE_EMB_VEC) {
