@@ -7,13 +7,15 @@
 // E4M3/E5M2 (y*scale, amax of y, scale_inv).  Blocks of TE_ROPE_THREADS
 // threads take tokens blockIdx.x, + gridDim.x, ...
 //
-// te_rope_v8: a thread takes 8 frequencies of one head (HALVES: 8 elements
+// te_rope_v8: a block takes a group of tokens (te_rope_group), computes
+// each (token, frequency)'s cos/sin once into shared memory, and its
+// threads take work items of 8 frequencies of one head (HALVES: 8 elements
 // of each half; INTERLEAVED: 16 contiguous elements), two 16-byte loads and
-// stores; work item w = h * nfg + fg (nfg = rot/16 frequency groups), so a
-// thread whose stride keeps fg (128 % nfg == 0) computes its cos/sin once
-// a token and reuses it over its heads.  The pass-through elements
-// [rot, head_dim) move 8 at a time.  Needs rot % 16 == 0, head_dim and
-// strides % 8 == 0, x 16-byte and y 16-byte (FP8: 8-byte) aligned.
+// stores, TE_ROPE_UNROLL items loaded before any is stored (in place, the
+// compiler cannot hoist a load above a store itself).  The pass-through
+// elements [rot, head_dim) move 8 at a time.  Needs 16 <= rot <= 2 *
+// TE_ROPE_CS, rot % 16 == 0, head_dim and strides % 8 == 0, x 16-byte and
+// y 16-byte (FP8: 8-byte) aligned.
 // te_rope_v1: one pair (or pass-through element) a work item, any shape.
 // The math (position, angle in double, rotation) is kernels/common/rope.h's.
 #include "common/rope.h"
@@ -51,63 +53,132 @@ __device__ __forceinline__ void rope_st8(const rope_k &a, uint64_t i, int dy, fl
   te_dev_st8(a.y, i, dy, v);
 }
 
-extern "C" __global__ void __launch_bounds__(TE_ROPE_THREADS) te_rope_v8(TE_KSIG(TE_ROPE_PARAMS)) {
-  const rope_k a = {TE_KNAMES(TE_ROPE_PARAMS)};
-  const int dx = TE_ROPE_DT(a.dtypes, 0), dy = TE_ROPE_DT(a.dtypes, 1);
+// Fills the group's cos/sin table: entry k * half + i for token t0 + k,
+// frequency i; once a (token, frequency), shared by all heads.
+__device__ __forceinline__ void rope_table(const rope_k &a, unsigned long long t0, int nt, int half,
+                                           int inv, float *tc, float *ts) {
+  for (int e = threadIdx.x; e < nt * half; e += blockDim.x) {
+    const int k = e / half, i = e - k * half;
+    const long long pos = te_rope_pos(t0 + k, a.positions, a.cu_seqlens, a.batch, a.seq_len);
+    const double f = (a.flags & TE_ROPE_TABLE) ? 0.0 : te_rope_inv_freq(i, a.rot_dim, a.log2_theta);
+    rope_cs(a, pos, i, half, inv, f, &tc[e], &ts[e]);
+  }
+}
+
+// One item's rotation from loaded u, v (HALVES: 8 of each half;
+// INTERLEAVED: 16 contiguous) with the table entries from ci.
+__device__ __forceinline__ void rope_item(const rope_k &a, int inter, uint64_t yb, int half,
+                                          const float *c, const float *s, float *u, float *v,
+                                          int dy, float sc, float *am) {
+  float p[8], q[8];
+  if (inter) {
+#pragma unroll
+    for (int k = 0; k < 4; k++) {
+      te_rope_rot(u[2 * k], u[2 * k + 1], c[k], s[k], &p[2 * k], &p[2 * k + 1]);
+      te_rope_rot(v[2 * k], v[2 * k + 1], c[k + 4], s[k + 4], &q[2 * k], &q[2 * k + 1]);
+    }
+    rope_st8(a, yb, dy, p, sc, am);
+    rope_st8(a, yb + 8, dy, q, sc, am);
+  } else {
+#pragma unroll
+    for (int k = 0; k < 8; k++) te_rope_rot(u[k], v[k], c[k], s[k], &p[k], &q[k]);
+    rope_st8(a, yb, dy, p, sc, am);
+    rope_st8(a, yb + half, dy, q, sc, am);
+  }
+}
+
+// Groups of te_rope_group() tokens, blockIdx.x, + gridDim.x, ...: the
+// block fills the group's cos/sin table (shared memory), then each thread
+// loads a batch of U items (128 bytes of x) before it rotates and stores
+// any, so the loads stay in flight together even when y is x.
+// 8 elements of x kept as loaded (F32: two quads; 16-bit: one), widened
+// when used: a batch's loads are all issued before the first is waited on.
+template <int DX>
+__device__ __forceinline__ void rope_ldraw(const void *x, uint64_t i, uint4 *r) {
+  if constexpr (DX == TE_FP8_DT_F32) {
+    const uint4 *q = (const uint4 *)((const float *)x + i);
+    r[0] = q[0];
+    r[1] = q[1];
+  } else {
+    r[0] = *(const uint4 *)((const uint16_t *)x + i);
+  }
+}
+template <int DX>
+__device__ __forceinline__ void rope_unpack(const uint4 *r, float *v) {
+  if constexpr (DX == TE_FP8_DT_F32) {
+    const uint32_t w[8] = {r[0].x, r[0].y, r[0].z, r[0].w, r[1].x, r[1].y, r[1].z, r[1].w};
+#pragma unroll
+    for (int k = 0; k < 8; k++) v[k] = __uint_as_float(w[k]);
+  } else {
+    te_dev_unpack8t<DX>(r[0], v);
+  }
+}
+
+template <int DX>
+__device__ __forceinline__ void rope_v8(const rope_k &a, float *tc, float *ts) {
+  const int dy = TE_ROPE_DT(a.dtypes, 1);
   const int inter = a.flags & TE_ROPE_INTERLEAVED, inv = (a.flags & TE_ROPE_INVERSE) != 0;
   const int half = a.rot_dim / 2, nfg = a.rot_dim / 16, npass = (a.head_dim - a.rot_dim) / 8;
+  const int per_tok = nfg * a.heads, G = te_rope_group(a.heads, a.rot_dim);
   const float sc = rope_scale(a, dy);
+  constexpr int U = DX == TE_FP8_DT_F32 ? TE_ROPE_UNROLL / 2 : TE_ROPE_UNROLL;  // 128 B a thread
   float am = 0.0f;
-  const int items = nfg * a.heads;
-  int curf = -1;
-  double f[8];
-  for (unsigned long long t = blockIdx.x; t < a.tokens; t += gridDim.x) {
-    const long long pos = te_rope_pos(t, a.positions, a.cu_seqlens, a.batch, a.seq_len);
-    int cur = -1;
-    float c[8], s[8];
-    for (int w = threadIdx.x; w < items; w += blockDim.x) {
-      const int h = w / nfg, fg = w - h * nfg, i0 = fg * 8;
-      if (fg != curf && !(a.flags & TE_ROPE_TABLE)) {
+  for (unsigned long long t0 = (unsigned long long)blockIdx.x * G; t0 < a.tokens;
+       t0 += (unsigned long long)gridDim.x * G) {
+    const int nt = (int)(a.tokens - t0 < (unsigned long long)G ? a.tokens - t0 : G);
+    __syncthreads();  // the previous group's readers are done with the table
+    rope_table(a, t0, nt, half, inv, tc, ts);
+    __syncthreads();
+    const int items = nt * per_tok;
+    for (int w0 = threadIdx.x; w0 < items; w0 += U * blockDim.x) {
+      uint4 u[U][2], v[U][2];
+      uint64_t yb[U];
+      int cb[U];
 #pragma unroll
-        for (int k = 0; k < 8; k++) f[k] = te_rope_inv_freq(i0 + k, a.rot_dim, a.log2_theta);
-        curf = fg;
+      for (int r = 0; r < U; r++) {
+        const int w = w0 + r * blockDim.x;
+        cb[r] = -1;
+        if (w >= items) continue;
+        const int k = w / per_tok, hw = w - k * per_tok, h = hw / nfg, i0 = (hw - h * nfg) * 8;
+        const unsigned long long t = t0 + k;
+        const uint64_t xb = t * a.x_ts + (uint64_t)h * a.x_hs + (inter ? 2 * i0 : i0);
+        rope_ldraw<DX>(a.x, xb, u[r]);
+        rope_ldraw<DX>(a.x, xb + (inter ? 8 : half), v[r]);
+        yb[r] = t * a.y_ts + (uint64_t)h * a.y_hs + (inter ? 2 * i0 : i0);
+        cb[r] = k * half + i0;
       }
-      if (fg != cur) {
 #pragma unroll
-        for (int k = 0; k < 8; k++) rope_cs(a, pos, i0 + k, half, inv, f[k], &c[k], &s[k]);
-        cur = fg;
-      }
-      const uint64_t xb = t * a.x_ts + (uint64_t)h * a.x_hs, yb = t * a.y_ts + (uint64_t)h * a.y_hs;
-      float u[8], v[8], p[8], q[8];
-      if (inter) {
-        te_dev_ld8(a.x, xb + 2 * i0, dx, u);
-        te_dev_ld8(a.x, xb + 2 * i0 + 8, dx, v);
-#pragma unroll
-        for (int k = 0; k < 4; k++) {
-          te_rope_rot(u[2 * k], u[2 * k + 1], c[k], s[k], &p[2 * k], &p[2 * k + 1]);
-          te_rope_rot(v[2 * k], v[2 * k + 1], c[k + 4], s[k + 4], &q[2 * k], &q[2 * k + 1]);
-        }
-        rope_st8(a, yb + 2 * i0, dy, p, sc, &am);
-        rope_st8(a, yb + 2 * i0 + 8, dy, q, sc, &am);
-      } else {
-        te_dev_ld8(a.x, xb + i0, dx, u);
-        te_dev_ld8(a.x, xb + half + i0, dx, v);
-#pragma unroll
-        for (int k = 0; k < 8; k++) te_rope_rot(u[k], v[k], c[k], s[k], &p[k], &q[k]);
-        rope_st8(a, yb + i0, dy, p, sc, &am);
-        rope_st8(a, yb + half + i0, dy, q, sc, &am);
+      for (int r = 0; r < U; r++) {
+        if (cb[r] < 0) continue;
+        float fu[8], fv[8];
+        rope_unpack<DX>(u[r], fu);
+        rope_unpack<DX>(v[r], fv);
+        rope_item(a, inter, yb[r], half, tc + cb[r], ts + cb[r], fu, fv, dy, sc, &am);
       }
     }
     if (!(a.flags & TE_ROPE_INPLACE)) {
-      for (int w = threadIdx.x; w < npass * a.heads; w += blockDim.x) {
-        const int h = w / npass, j = a.rot_dim + (w - h * npass) * 8;
+      for (int w = threadIdx.x; w < nt * npass * a.heads; w += blockDim.x) {
+        const int k = w / (npass * a.heads), hw = w - k * npass * a.heads;
+        const int h = hw / npass, j = a.rot_dim + (hw - h * npass) * 8;
+        const unsigned long long t = t0 + k;
         float u[8];
-        te_dev_ld8(a.x, t * a.x_ts + (uint64_t)h * a.x_hs + j, dx, u);
+        te_dev_ld8t<DX>(a.x, t * a.x_ts + (uint64_t)h * a.x_hs + j, u);
         rope_st8(a, t * a.y_ts + (uint64_t)h * a.y_hs + j, dy, u, sc, &am);
       }
     }
   }
   rope_fin(a, am);
+}
+
+// x's dtype at compile time: the loads of a batch stay in flight together
+// (a run-time dtype branch would make each wait for its conversion).
+extern "C" __global__ void __launch_bounds__(TE_ROPE_THREADS) te_rope_v8(TE_KSIG(TE_ROPE_PARAMS)) {
+  const rope_k a = {TE_KNAMES(TE_ROPE_PARAMS)};
+  __shared__ float tc[TE_ROPE_CS], ts[TE_ROPE_CS];
+  const int dx = TE_ROPE_DT(a.dtypes, 0);
+  if (dx == TE_FP8_DT_BF16) rope_v8<TE_FP8_DT_BF16>(a, tc, ts);
+  else if (dx == TE_FP8_DT_F16) rope_v8<TE_FP8_DT_F16>(a, tc, ts);
+  else rope_v8<TE_FP8_DT_F32>(a, tc, ts);
 }
 
 __device__ __forceinline__ void rope_st1(const rope_k &a, uint64_t i, int dy, float v, float sc,

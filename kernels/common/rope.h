@@ -28,6 +28,20 @@
 
 /* Threads of a block; each block takes tokens blockIdx.x, + gridDim.x, ... */
 #define TE_ROPE_THREADS 128
+/* te_rope_v8: work items (16 elements) a thread keeps in flight, and the
+ * shared-memory cos/sin table of a group of tokens (floats each). */
+#define TE_ROPE_UNROLL 4
+#define TE_ROPE_CS 2048
+
+/* te_rope_v8's group: tokens whose cos/sin a block computes at once, so
+ * that one pass of the block (TE_ROPE_UNROLL items a thread) covers them;
+ * 1 .. TE_ROPE_CS / half.  The launcher sizes the grid by it. */
+TE_HD int te_rope_group(int heads, int rot) {
+  int items = heads * (rot / 16), half = rot / 2;
+  int g = items > 0 ? TE_ROPE_UNROLL * TE_ROPE_THREADS / items : 1;
+  if (g > TE_ROPE_CS / half) g = TE_ROPE_CS / half;
+  return g < 1 ? 1 : g;
+}
 
 /* te_rope_v8 (8 frequencies a thread, 16-byte loads) and te_rope_v1 */
 #define TE_ROPE_PARAMS(P)                  \

@@ -205,13 +205,15 @@ static tecore_result_t rope_launch(const struct tecore_rope_args *a, const struc
   int id = rope_first_id();
   if (id < 0) return TE_ERR(TECORE_ERR_INTERNAL, "rope: the kernels did not register");
   size_t yal = ydt == TECORE_DTYPE_E4M3 || ydt == TECORE_DTYPE_E5M2 ? 8 : 16;
-  int v8 = rot % 16 == 0 && c->head_dim % 8 == 0 && x->ts % 8 == 0 && x->hs % 8 == 0 &&
+  int v8 = rot % 16 == 0 && rot >= 16 && rot / 2 <= TE_ROPE_CS && c->head_dim % 8 == 0 && x->ts % 8 == 0 && x->hs % 8 == 0 &&
            y->ts % 8 == 0 && y->hs % 8 == 0 && x->p % 16 == 0 && y->p % yal == 0;
   int flags = (a->style == TECORE_ROPE_INTERLEAVED ? TE_ROPE_INTERLEAVED : 0) |
               (inverse ? TE_ROPE_INVERSE : 0) | (rope_same(x, y) ? TE_ROPE_INPLACE : 0) |
               (a->cos_table ? TE_ROPE_TABLE : 0);
-  unsigned long long cap = (unsigned long long)te_sm_count() * 16ull;
-  unsigned blocks = (unsigned)(c->tokens < cap ? c->tokens : cap);
+  /* v8 takes te_rope_group() tokens a pass */
+  unsigned long long g = v8 ? (unsigned long long)te_rope_group(x->heads, rot) : 1ull;
+  unsigned long long cap = (unsigned long long)te_sm_count() * 16ull, n = (c->tokens + g - 1) / g;
+  unsigned blocks = (unsigned)(n < cap ? n : cap);
   struct tecore_launch_cfg cfg = {.grid = {blocks, 1, 1}, .block = {TE_ROPE_THREADS, 1, 1}};
   struct te_rope_args ka = {
       .x = TE_DPTR(x->p), .y = TE_DPTR(y->p), .cos_t = TE_DPTR(a->cos_table),
