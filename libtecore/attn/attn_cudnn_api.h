@@ -139,9 +139,9 @@ int te_dnn_relax_capture(void);
 void te_dnn_restore_capture(int token);
 
 /* ---- graphs and plans (attn_cudnn_graph.c, attn_cudnn_plan.c) --------------- */
-#define TE_DNN_MAX_DESCS 96
-#define TE_DNN_MAX_OPS 48
-#define TE_DNN_MAX_BYVAL 12
+#define TE_DNN_MAX_DESCS 256
+#define TE_DNN_MAX_OPS 96
+#define TE_DNN_MAX_BYVAL 24
 
 /* The tensors of a variant pack, by role. */
 enum te_dnn_role {
