@@ -29,8 +29,9 @@
  * element offsets says where batch b starts -- and int32 [b] tensors of
  * lengths mask the padding (row >= lq or col >= lk select the lowest
  * float, the pattern cuDNN's engines take as the padding mask, which also
- * bounds their reads and writes of ragged rows); the causal diagonal and
- * the window use each sequence's lk - lq.  Those tensors and the padded
+ * bounds their reads and writes of ragged rows); every matmul takes the
+ * lengths as its per-batch M/N/K overrides; the causal diagonal and the
+ * window use each sequence's lk - lq.  Those tensors and the padded
  * stats [b][h][s] live in the workspace (kernels/attn_cudnn.cu fills them;
  * cuDNN 9 before 9.6 takes no ragged stats, so they stay padded). */
 #include "attn/attn_cudnn_api.h"
@@ -214,17 +215,24 @@ static struct tn pw2(struct te_dnn_graph *g, int mode, int prec, int dtype, cons
   return y;
 }
 
-static void matmul(struct te_dnn_graph *g, const struct tn *a, const struct tn *b,
-                   const struct tn *c) {
+/* c = a b; m, n, k (NULL: none): per-batch [b][1][1][1] lengths that
+ * override the rows, columns and contraction of each batch's product
+ * (variable lengths). */
+static void matmul_ov(struct te_dnn_graph *g, const struct tn *a, const struct tn *b,
+                      const struct tn *c, const struct tn *m, const struct tn *n,
+                      const struct tn *k) {
   int comp = TE_DNN_DATA_FLOAT;
-  te_dnn_desc_t m = make(g, TE_DNN_MATMUL_DESCRIPTOR);
-  SET(g, m, MATMUL_COMP_TYPE, TE_DNN_TYPE_DATA_TYPE, 1, &comp);
-  finalize_(g, m, "cudnnBackendFinalize(matmul)");
+  te_dnn_desc_t md = make(g, TE_DNN_MATMUL_DESCRIPTOR);
+  SET(g, md, MATMUL_COMP_TYPE, TE_DNN_TYPE_DATA_TYPE, 1, &comp);
+  finalize_(g, md, "cudnnBackendFinalize(matmul)");
   te_dnn_desc_t op = make(g, TE_DNN_OPERATION_MATMUL_DESCRIPTOR);
   SET(g, op, OPERATION_MATMUL_ADESC, TE_DNN_TYPE_BACKEND_DESCRIPTOR, 1, &a->d);
   SET(g, op, OPERATION_MATMUL_BDESC, TE_DNN_TYPE_BACKEND_DESCRIPTOR, 1, &b->d);
   SET(g, op, OPERATION_MATMUL_CDESC, TE_DNN_TYPE_BACKEND_DESCRIPTOR, 1, &c->d);
-  SET(g, op, OPERATION_MATMUL_DESC, TE_DNN_TYPE_BACKEND_DESCRIPTOR, 1, &m);
+  SET(g, op, OPERATION_MATMUL_DESC, TE_DNN_TYPE_BACKEND_DESCRIPTOR, 1, &md);
+  if (m) SET(g, op, OPERATION_MATMUL_GEMM_M_OVERRIDE_DESC, TE_DNN_TYPE_BACKEND_DESCRIPTOR, 1, &m->d);
+  if (n) SET(g, op, OPERATION_MATMUL_GEMM_N_OVERRIDE_DESC, TE_DNN_TYPE_BACKEND_DESCRIPTOR, 1, &n->d);
+  if (k) SET(g, op, OPERATION_MATMUL_GEMM_K_OVERRIDE_DESC, TE_DNN_TYPE_BACKEND_DESCRIPTOR, 1, &k->d);
   add_op(g, op, "cudnnBackendFinalize(matmul operation)");
 }
 
@@ -356,12 +364,16 @@ static struct tn stats_tensor(struct te_dnn_graph *g, const struct te_dnn_shape 
   return t;
 }
 
+/* The per-batch lengths of Q and KV (variable lengths), or NULL. */
+#define LQ(lens) ((lens) ? &(lens)[0] : NULL)
+#define LK(lens) ((lens) ? &(lens)[1] : NULL)
+
 /* S = Q K^T * scale (the caller applies the masks); *scale: the by-value
  * scale tensor, which the backward uses again for dS. */
 static struct tn scores(struct te_dnn_graph *g, const struct te_dnn_shape *s, const struct tn *q,
-                        const struct tn *kt, struct tn *scale) {
+                        const struct tn *kt, struct tn *scale, const struct tn *lens) {
   struct tn sc = virt4(g, TE_DNN_DATA_FLOAT, s->b, s->hq, s->sq, s->skv);
-  matmul(g, q, kt, &sc);
+  matmul_ov(g, q, kt, &sc, LQ(lens), LK(lens), NULL);
   *scale = tensor(g, TE_DNN_DATA_FLOAT, one4, one4, 0, 1);
   g->role_uid[TE_DNN_SCALE] = scale->uid;
   return pw2(g, TE_DNN_PW_MUL, TE_DNN_DATA_FLOAT, TE_DNN_DATA_FLOAT, &sc, scale);
@@ -392,7 +404,7 @@ static void build_fwd(struct te_dnn_graph *g, const struct te_dnn_shape *s) {
   struct tn lbuf[2];
   const struct tn *lens = lengths(g, s, lbuf);
   struct tn scale;
-  struct tn x = scores(g, s, &q, &kt, &scale);
+  struct tn x = scores(g, s, &q, &kt, &scale, lens);
   x = masks(g, s, x, lens);
   /* softmax with its statistics */
   struct tn m = virt4(g, TE_DNN_DATA_FLOAT, s->b, s->hq, s->sq, 1);
@@ -408,19 +420,20 @@ static void build_fwd(struct te_dnn_graph *g, const struct te_dnn_shape *s) {
   pw(g, TE_DNN_PW_ADD, TE_DNN_DATA_FLOAT, &m, &lz, NULL, &st, -1);
   /* P in the input type, as the engines take it for the second matmul */
   struct tn p = pw2(g, TE_DNN_PW_DIV, TE_DNN_DATA_FLOAT, dt, &e, &z);
-  matmul(g, &p, &v, &o);
+  matmul_ov(g, &p, &v, &o, LQ(lens), NULL, LK(lens));
 }
 
 /* out = x^T-products summed over each group of hq / hk query heads (GQA),
  * or straight into out when every query head has its own. */
 static void matmul_grouped(struct te_dnn_graph *g, const struct te_dnn_shape *s,
-                           const struct tn *a, const struct tn *b, const struct tn *out) {
+                           const struct tn *a, const struct tn *b, const struct tn *out,
+                           const struct tn *lens) {
   if (s->hq == s->hk) {
-    matmul(g, a, b, out);
+    matmul_ov(g, a, b, out, LK(lens), NULL, LQ(lens));
     return;
   }
   struct tn full = virt4(g, s->dtype, s->b, s->hq, s->skv, s->d);
-  matmul(g, a, b, &full);
+  matmul_ov(g, a, b, &full, LK(lens), NULL, LQ(lens));
   reduce(g, TE_DNN_REDUCE_ADD, &full, out);
 }
 
@@ -456,9 +469,16 @@ static void build_bwd(struct te_dnn_graph *g, const struct te_dnn_shape *s) {
 
   /* E = exp(S - stats), the probabilities again */
   struct tn scale;
-  struct tn x = scores(g, s, &q, &kt, &scale);
-  x = pw2(g, TE_DNN_PW_SUB, TE_DNN_DATA_FLOAT, TE_DNN_DATA_FLOAT, &x, &st);
-  x = masks(g, s, x, lens);
+  struct tn x = scores(g, s, &q, &kt, &scale, lens);
+  if (lens) {
+    /* variable lengths: the masks before the subtraction, the order the
+     * padding-mask pattern of cuDNN's engines has */
+    x = masks(g, s, x, lens);
+    x = pw2(g, TE_DNN_PW_SUB, TE_DNN_DATA_FLOAT, TE_DNN_DATA_FLOAT, &x, &st);
+  } else {
+    x = pw2(g, TE_DNN_PW_SUB, TE_DNN_DATA_FLOAT, TE_DNN_DATA_FLOAT, &x, &st);
+    x = masks(g, s, x, lens);
+  }
   struct tn e = virt_like(g, &x, TE_DNN_DATA_FLOAT);
   pw(g, TE_DNN_PW_EXP, TE_DNN_DATA_FLOAT, &x, NULL, NULL, &e, -1);
 
@@ -467,11 +487,11 @@ static void build_bwd(struct te_dnn_graph *g, const struct te_dnn_shape *s) {
   int64_t tstr[4] = {s->hq * s->sq * s->skv, s->sq * s->skv, 1, s->skv};
   struct tn et = tensor(g, dt, tdim, tstr, 1, 0);
   reshape(g, &e, &et);
-  matmul_grouped(g, s, &et, &dO, &dv);
+  matmul_grouped(g, s, &et, &dO, &dv, lens);
 
   /* dS = E * (dO V^T - sum) * scale */
   struct tn dp = virt4(g, TE_DNN_DATA_FLOAT, s->b, s->hq, s->sq, s->skv);
-  matmul(g, &dO, &vt, &dp);
+  matmul_ov(g, &dO, &vt, &dp, LQ(lens), LK(lens), NULL);
   dp = pw2(g, TE_DNN_PW_SUB, TE_DNN_DATA_FLOAT, TE_DNN_DATA_FLOAT, &dp, &sum);
   dp = pw2(g, TE_DNN_PW_MUL, TE_DNN_DATA_FLOAT, TE_DNN_DATA_FLOAT, &dp, &e);
   struct tn ds = pw2(g, TE_DNN_PW_MUL, TE_DNN_DATA_FLOAT, TE_DNN_DATA_FLOAT, &dp, &scale);
@@ -479,7 +499,7 @@ static void build_bwd(struct te_dnn_graph *g, const struct te_dnn_shape *s) {
   /* dK = dS^T Q */
   struct tn dst = tensor(g, dt, tdim, tstr, 1, 0);
   reshape(g, &ds, &dst);
-  matmul_grouped(g, s, &dst, &q, &dk);
+  matmul_grouped(g, s, &dst, &q, &dk, lens);
 
   /* dQ = dS K, in float in the workspace, then cast into dQ */
   int64_t kdim[4] = {s->b, s->hk, s->skv, s->d};
@@ -491,7 +511,7 @@ static void build_bwd(struct te_dnn_graph *g, const struct te_dnn_shape *s) {
   struct tn acc = tensor(g, TE_DNN_DATA_FLOAT, qdim, qstr, 0, 0);
   g->role_uid[TE_DNN_WS_DQACC] = acc.uid;
   g->ws_dqacc_bytes = (size_t)(s->b * s->hq * s->sq * s->d) * sizeof(float);
-  matmul(g, &ds, &k, &acc);
+  matmul_ov(g, &ds, &k, &acc, LQ(lens), NULL, LK(lens));
   pw(g, TE_DNN_PW_IDENTITY, TE_DNN_DATA_FLOAT, &acc, NULL, NULL, &dq, -1);
 }
 
