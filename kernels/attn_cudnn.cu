@@ -20,5 +20,6 @@ extern "C" __global__ void __launch_bounds__(TE_ACD_THREADS)
   const long long n = dir == TE_ACD_TO_LSE ? heads * total_q : batch * heads * max_q;
   for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n;
        i += (long long)gridDim.x * blockDim.x)
-    te_acd_stats_item(cu_q, padded, lse, batch, heads, max_q, total_q, dir, i);
+    te_acd_stats_item(cu_q, cu_kv, padded, lse, o, o_ts, o_hs, batch, heads, max_q, total_q, d,
+                      causal, dir, i);
 }

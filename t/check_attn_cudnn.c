@@ -19,7 +19,8 @@
  *     their vdev twins): lengths and element offsets from cu_seqlens, and
  *     the statistics moved between cuDNN's padded [b][h][max_q] and lse
  *     [h][total_q] both ways, checked exactly (empty sequences, tokens past
- *     the last sequence left alone);
+ *     the last sequence left alone, rows that see no key: lse -inf and O
+ *     zeros forward, -inf read back as 0);
  *   - TECORE_CUDNN_LIB is registered in every build (te-info -e lists it).
  *
  * Tolerances.  O: 2^-7 max|V| (P and O rounded to bf16); lse: 2^-9 of
@@ -388,9 +389,15 @@ START_TEST(ragged_lengths_and_offsets_exact) {
 END_TEST
 
 START_TEST(stats_to_and_from_lse_exact) {
-  enum { B = 4, H = 3 };
-  int cq[B + 1], maxq = 0;
+  enum { B = 4, H = 3, D = 8 };
+  int cq[B + 1], ck[B + 1], maxq = 0;
   rand_lens(cq, B, 50, 2);
+  /* keys: sequence 0 has none, sequence 3 fewer than its queries (causal:
+   * its first rows see no key) */
+  int lk[B] = {0, 1 + (int)te_rand_below(60), 1 + (int)te_rand_below(60), 0};
+  lk[3] = (cq[4] - cq[3]) / 2;
+  ck[0] = 0;
+  for (int b = 0; b < B; b++) ck[b + 1] = ck[b] + lk[b];
   for (int b = 0; b < B; b++)
     if (cq[b + 1] - cq[b] > maxq) maxq = cq[b + 1] - cq[b];
   maxq += 2; /* rows past every length */
@@ -400,31 +407,55 @@ START_TEST(stats_to_and_from_lse_exact) {
   float *got = malloc((np > nl ? np : nl) * sizeof(float));
   for (size_t i = 0; i < np; i++) pad[i] = te_rand_float(-20, 20);
   for (size_t i = 0; i < nl; i++) lse[i] = te_rand_float(-20, 20);
-  tecore_devptr_t dcu = te_dalloc(sizeof cq), dpad = te_dalloc(np * 4), dlse = te_dalloc(nl * 4);
+  const size_t no = total * H * D;
+  tecore_devptr_t dcu = te_dalloc(sizeof cq + sizeof ck), dpad = te_dalloc(np * 4);
+  tecore_devptr_t dlse = te_dalloc(nl * 4), dout = te_dalloc(no * 2);
+  uint16_t *ho = malloc(no * 2);
   te_h2d(dcu, cq, sizeof cq);
-  /* padded -> lse */
+  te_h2d(dcu + sizeof cq, ck, sizeof ck);
+  struct te_acd_stats_call c = {
+      .cu_q = dcu, .cu_kv = dcu + sizeof cq, .padded = dpad, .lse = dlse, .o = dout,
+      .o_ts = H * D, .o_hs = D, .batch = B, .heads = H, .max_q = (size_t)maxq,
+      .total_q = total, .d = D, .causal = 1};
+  /* padded -> lse, rows that see no key: lse -inf, O zeros */
   te_h2d(dpad, pad, np * 4);
   te_poison_dev_nan(dlse, nl);
-  TE_OK(te_acd_launch_stats(dcu, dpad, dlse, B, H, (size_t)maxq, total, TE_ACD_TO_LSE, te_stream));
+  te_poison_dev(dout, no * 2);
+  TE_OK(te_acd_launch_stats(&c, TE_ACD_TO_LSE, te_stream));
   TE_OK(tecore_stream_synchronize(te_stream));
   te_d2h(got, dlse, nl * 4);
+  te_d2h(ho, dout, no * 2);
+  int blind_rows = 0;
   for (int h = 0; h < H; h++)
     for (size_t t = 0; t < total; t++) {
       float g = got[(size_t)h * total + t];
+      const uint16_t *orow = ho + t * H * D + (size_t)h * D;
       if (t >= (size_t)cq[B]) {
         ck_assert_msg(isnan(g), "lse[%d][%zu] past the tokens was written: %g", h, t, g);
         continue;
       }
       int b = 0;
       while ((size_t)cq[b + 1] <= t) b++;
-      float want = pad[((size_t)b * H + h) * maxq + (t - (size_t)cq[b])];
+      long long r = (long long)(t - (size_t)cq[b]), lq = cq[b + 1] - cq[b];
+      int blind = lk[b] == 0 || r + lk[b] - lq < 0;
+      for (int e = 0; e < D; e++)
+        ck_assert_msg(orow[e] == (blind ? 0 : (uint16_t)(TE_POISON_BYTE * 0x101)),
+                      "O[%zu][%d][%d] 0x%04x (row %s a key)", t, h, e, orow[e],
+                      blind ? "sees no" : "sees");
+      if (blind) {
+        blind_rows++;
+        ck_assert_msg(g == -INFINITY, "lse[%d][%zu] %g, want -inf (no key)", h, t, g);
+        continue;
+      }
+      float want = pad[((size_t)b * H + h) * maxq + r];
       ck_assert_msg(memcmp(&g, &want, 4) == 0, "lse[%d][%zu] %g, want %g", h, t, g, want);
     }
-  /* lse -> padded */
+  ck_assert_int_gt(blind_rows, 0);
+  /* lse -> padded; -inf (a row that saw no key) reads as 0 */
+  lse[1] = -INFINITY; /* head 0, token 1 */
   te_h2d(dlse, lse, nl * 4);
   te_poison_dev_nan(dpad, np);
-  TE_OK(te_acd_launch_stats(dcu, dpad, dlse, B, H, (size_t)maxq, total, TE_ACD_FROM_LSE,
-                            te_stream));
+  TE_OK(te_acd_launch_stats(&c, TE_ACD_FROM_LSE, te_stream));
   TE_OK(tecore_stream_synchronize(te_stream));
   te_d2h(got, dpad, np * 4);
   for (int b = 0; b < B; b++)
@@ -432,10 +463,12 @@ START_TEST(stats_to_and_from_lse_exact) {
       for (int i = 0; i < maxq; i++) {
         float g = got[((size_t)b * H + h) * maxq + i];
         float want = i < cq[b + 1] - cq[b] ? lse[(size_t)h * total + cq[b] + i] : 0.0f;
+        if (want == -INFINITY) want = 0.0f;
         ck_assert_msg(memcmp(&g, &want, 4) == 0, "padded[%d][%d][%d] %g, want %g", b, h, i, g,
                       want);
       }
-  free(pad), free(lse), free(got);
+  free(pad), free(lse), free(got), free(ho);
+  TE_OK(tecore_mem_free(dout));
   TE_OK(tecore_mem_free(dcu));
   TE_OK(tecore_mem_free(dpad));
   TE_OK(tecore_mem_free(dlse));

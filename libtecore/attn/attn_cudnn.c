@@ -7,10 +7,10 @@
  * What it takes: BF16 or F16 Q, K, V and O of one type; fixed sequence
  * lengths (the caller's host lengths: p->fixed_seqlen_q/kv) or variable
  * ones (device cu_seqlens); causal or not, bottom-right aligned, with a
- * query length not above the key length (so that every row sees a key:
- * checked for fixed lengths; with variable ones a sequence with more
- * queries than keys is the caller's to avoid, as cuDNN does not write
- * O = 0, lse = -inf for rows that see nothing); an optional sliding
+ * query length not above the key length for fixed lengths (so that every
+ * row sees a key; with variable lengths the kernel that copies the stats
+ * writes O = 0 and lse = -inf for rows that see no key, and the backward
+ * reads their stats as 0, so they add nothing); an optional sliding
  * window; grouped-query attention; 16-byte aligned addresses and strides.
  * It refuses, saying why, FP8 and whatever cuDNN's heuristics refuse; the
  * next row (libte's kernel) then runs.
@@ -281,10 +281,16 @@ static tecore_result_t ragged_prep(const struct te_attn_problem *p, int backward
   return te_acd_launch_ragged(p->cu_seqlens_q, p->cu_seqlens_kv, at, p->batch, mult, stream);
 }
 
+/* Stats between the workspace and lse; the forward also writes O = 0 and
+ * lse = -inf for rows that see no key. */
 static tecore_result_t stats_move(const struct te_attn_problem *p, const struct ws_at *w, int dir,
                                   tecore_stream_t stream) {
-  return te_acd_launch_stats(p->cu_seqlens_q, p->workspace + w->stats, p->lse, p->batch,
-                             (size_t)p->heads, p->max_seqlen_q, p->total_q, dir, stream);
+  struct te_acd_stats_call c = {
+      .cu_q = p->cu_seqlens_q, .cu_kv = p->cu_seqlens_kv, .padded = p->workspace + w->stats,
+      .lse = p->lse, .o = dir == TE_ACD_TO_LSE ? p->o.ptr : 0, .o_ts = p->o.token_stride,
+      .o_hs = p->o.head_stride, .batch = p->batch, .heads = (size_t)p->heads,
+      .max_q = p->max_seqlen_q, .total_q = p->total_q, .d = p->head_dim, .causal = p->causal != 0};
+  return te_acd_launch_stats(&c, dir, stream);
 }
 
 static tecore_result_t cudnn_fwd(const struct te_attn_problem *p, tecore_stream_t stream) {

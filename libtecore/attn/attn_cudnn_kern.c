@@ -18,7 +18,8 @@ static void te_acd_vdev_stats(const struct tecore_launch_cfg *cfg, void *const *
   (void)cfg;
   long long n = a.dir == TE_ACD_TO_LSE ? a.heads * a.total_q : a.batch * a.heads * a.max_q;
   for (long long i = 0; i < n; i++)
-    te_acd_stats_item(a.cu_q, a.padded, a.lse, a.batch, a.heads, a.max_q, a.total_q, a.dir, i);
+    te_acd_stats_item(a.cu_q, a.cu_kv, a.padded, a.lse, a.o, a.o_ts, a.o_hs, a.batch, a.heads,
+                      a.max_q, a.total_q, a.d, a.causal, a.dir, i);
 }
 
 enum { K_RAGGED, K_STATS };
@@ -56,10 +57,9 @@ tecore_result_t te_acd_launch_ragged(tecore_devptr_t cu_q, tecore_devptr_t cu_kv
   return tecore_kernel_launch(id + K_RAGGED, &cfg, kargs, stream);
 }
 
-tecore_result_t te_acd_launch_stats(tecore_devptr_t cu_q, tecore_devptr_t padded,
-                                    tecore_devptr_t lse, size_t batch, size_t heads,
-                                    size_t max_q, size_t total_q, int dir,
+tecore_result_t te_acd_launch_stats(const struct te_acd_stats_call *c, int dir,
                                     tecore_stream_t stream) {
+  size_t batch = c->batch, heads = c->heads, max_q = c->max_q, total_q = c->total_q;
   size_t n = dir == TE_ACD_TO_LSE ? heads * total_q : batch * heads * max_q;
   if (n == 0) return TECORE_SUCCESS;
   int id = acd_first_id();
@@ -67,9 +67,11 @@ tecore_result_t te_acd_launch_stats(tecore_devptr_t cu_q, tecore_devptr_t padded
     return TE_ERR(TECORE_ERR_INTERNAL, "attention (cudnn): the attn_cudnn kernels did not register");
   struct tecore_launch_cfg cfg = {.grid = {blocks_for(n), 1, 1}, .block = {TE_ACD_THREADS, 1, 1}};
   struct te_acd_stats_args k = {
-      .cu_q = TE_DPTR(cu_q), .padded = TE_DPTR(padded), .lse = TE_DPTR(lse),
-      .batch = (long long)batch, .heads = (long long)heads, .max_q = (long long)max_q,
-      .total_q = (long long)total_q, .dir = dir};
+      .cu_q = TE_DPTR(c->cu_q), .cu_kv = TE_DPTR(c->cu_kv), .padded = TE_DPTR(c->padded),
+      .lse = TE_DPTR(c->lse), .o = TE_DPTR(c->o), .o_ts = (long long)c->o_ts,
+      .o_hs = (long long)c->o_hs, .batch = (long long)batch, .heads = (long long)heads,
+      .max_q = (long long)max_q, .total_q = (long long)total_q, .d = c->d, .causal = c->causal,
+      .dir = dir};
   void *kargs[TE_KNPARAMS(TE_ACD_STATS_PARAMS)];
   te_acd_stats_args_ptrs(&k, kargs);
   return tecore_kernel_launch(id + K_STATS, &cfg, kargs, stream);

@@ -25,11 +25,19 @@ static inline size_t te_acd_ragged_bytes(size_t batch) {
 tecore_result_t te_acd_launch_ragged(tecore_devptr_t cu_q, tecore_devptr_t cu_kv,
                                      tecore_devptr_t out, size_t batch,
                                      const long long mult[TE_ACD_ROLES], tecore_stream_t stream);
-/* Statistics: padded float [batch][heads][max_q] to lse [heads][total_q]
- * (dir TE_ACD_TO_LSE) or back (TE_ACD_FROM_LSE, 0 past each length). */
-tecore_result_t te_acd_launch_stats(tecore_devptr_t cu_q, tecore_devptr_t padded,
-                                    tecore_devptr_t lse, size_t batch, size_t heads,
-                                    size_t max_q, size_t total_q, int dir,
+/* What te_acd_launch_stats moves: padded float [batch][heads][max_q],
+ * lse [heads][total_q], the lengths (cu_q, cu_kv), and O (16-bit elements,
+ * strides in elements; 0: not touched) whose rows that see no key
+ * (causal as given) are zeroed by the forward. */
+struct te_acd_stats_call {
+  tecore_devptr_t cu_q, cu_kv, padded, lse, o;
+  size_t o_ts, o_hs, batch, heads, max_q, total_q;
+  int d, causal;
+};
+/* Statistics: padded to lse (dir TE_ACD_TO_LSE; rows that see no key get
+ * lse = -inf, O = 0) or back (TE_ACD_FROM_LSE; 0 past each length and for
+ * -inf); see kernels/common/attn_cudnn.h. */
+tecore_result_t te_acd_launch_stats(const struct te_acd_stats_call *c, int dir,
                                     tecore_stream_t stream);
 
 #endif
