@@ -33,7 +33,8 @@
  * lengths as its per-batch M/N/K overrides; the causal diagonal and the
  * window use each sequence's lk - lq.  Those tensors and the padded
  * stats [b][h][s] live in the workspace (kernels/attn_cudnn.cu fills them;
- * cuDNN 9 before 9.6 takes no ragged stats, so they stay padded). */
+ * the stats stay padded, which every cuDNN 9 takes, rather than ragged,
+ * which only newer ones do, and lse's [h][total] layout is not cuDNN's). */
 #include "attn/attn_cudnn_api.h"
 #include "attn/attn_cudnn_kern.h"
 
