@@ -5,13 +5,22 @@
  * is reachable):
  *   - on vdev it refuses, saying "vdev has no cuDNN", asks no workspace, and
  *     fwd/bwd fail with TECORE_ERR_NOT_SUPPORTED;
- *   - on cuda it refuses FP8 and device-only variable lengths with the
- *     reason; where cuDNN loads, BF16 causal grouped-query attention on a
- *     packed QKV layout (b 2, heads 4 over 2 KV heads, s 128, d 64, and
- *     b 1 s 96/160 non-causal with a window) runs forward and backward,
- *     checked against a float64 reference on fresh random inputs with
- *     poisoned outputs.  Where cuDNN does not load the value checks print
- *     the reason and pass (the lead's H100 run sets TECORE_CUDNN_LIB);
+ *   - on cuda it refuses FP8 and variable lengths with no maximum length,
+ *     with the reason; where cuDNN loads, BF16 causal grouped-query
+ *     attention on a packed QKV layout (b 2, heads 4 over 2 KV heads, s 128,
+ *     d 64; b 1 s 96/160 causal with a window, forward and backward; and
+ *     variable lengths from device cu_seqlens: 3 sequences of different
+ *     lengths, causal GQA, and 3 with an empty one, more keys than
+ *     queries and a window) runs forward and backward, checked against a
+ *     float64 reference on fresh random inputs with poisoned outputs.
+ *     Where cuDNN does not load the value checks print the reason and pass
+ *     (the lead's H100 run sets TECORE_CUDNN_LIB);
+ *   - on every device the row's helper kernels (kernels/attn_cudnn.cu, and
+ *     their vdev twins): lengths and element offsets from cu_seqlens, and
+ *     the statistics moved between cuDNN's padded [b][h][max_q] and lse
+ *     [h][total_q] both ways, checked exactly (empty sequences, tokens past
+ *     the last sequence left alone, rows that see no key: lse -inf and O
+ *     zeros forward, -inf read back as 0);
  *   - TECORE_CUDNN_LIB is registered in every build (te-info -e lists it).
  *
  * Tolerances.  O: 2^-7 max|V| (P and O rounded to bf16); lse: 2^-9 of
@@ -23,6 +32,7 @@
 #include <math.h>
 
 #include "attn/attn_backend.h"
+#include "attn/attn_cudnn_kern.h"
 #ifdef TE_HAVE_CUDA
 #define TE_T_BUILT_WITH_CUDA 1
 #else
@@ -78,8 +88,9 @@ START_TEST(cudnn_refuses_what_it_cannot_express) {
   ck_assert_msg(strstr(why, "FP8"), "why: %s", why);
   p = fake_problem();
   p.fixed_seqlen_q = p.fixed_seqlen_kv = 0;
+  p.max_seqlen_q = 0;
   ck_assert_int_eq(te_attn_backend_cudnn.supports(&p, 0, why, sizeof why), 0);
-  ck_assert_msg(strstr(why, "variable sequence lengths"), "why: %s", why);
+  ck_assert_msg(strstr(why, "nothing for cuDNN to run"), "why: %s", why);
   p = fake_problem();
   p.q.ptr += 2;
   ck_assert_int_eq(te_attn_backend_cudnn.supports(&p, 0, why, sizeof why), 0);
@@ -92,12 +103,13 @@ END_TEST
 struct shape {
   int b, hq, hk, sq, skv, d, causal;
   long window;
+  int varlen, lq[4], lk[4]; /* varlen: each sequence's lengths (sq, skv: the maxima) */
 };
 
 static float bf(float x) { return tecore_bf16_to_f32(tecore_f32_to_bf16(x)); }
 
-static int visible(const struct shape *s, int i, int j) {
-  int off = s->skv - s->sq;
+static int visible(const struct shape *s, int b, int i, int j) {
+  int off = s->lk[b] - s->lq[b];
   if (s->causal && j > i + off) return 0;
   if (s->window >= 0 && j < i + off - s->window) return 0;
   return 1;
@@ -116,9 +128,15 @@ struct host {
 #define VAT(h, s, t, hh, dd) \
   ((h)->q[(size_t)(t) * (h)->row + (size_t)((s)->hq + (s)->hk + (hh)) * (s)->d + (dd)])
 
-static void run_values(const struct shape *s) {
+static void run_values(const struct shape *s0) {
+  struct shape sh = *s0, *s = &sh;
+  int cq[5] = {0}, ck[5] = {0};
+  for (int b = 0; b < s->b; b++) {
+    if (!s->varlen) s->lq[b] = s->sq, s->lk[b] = s->skv;
+    cq[b + 1] = cq[b] + s->lq[b], ck[b + 1] = ck[b] + s->lk[b];
+  }
   const int g = s->hq / s->hk, d = s->d;
-  const size_t tq = (size_t)s->b * s->sq, tk = (size_t)s->b * s->skv;
+  const size_t tq = (size_t)cq[s->b], tk = (size_t)ck[s->b];
   /* Q and KV tokens share one packed buffer when sq == skv; otherwise the
    * K/V rows live in a second buffer with the same row layout. */
   const size_t row = (size_t)(s->hq + 2 * s->hk) * d;
@@ -145,9 +163,14 @@ static void run_values(const struct shape *s) {
   te_poison_dev(dgq, nq * 2);
   te_poison_dev(dgk, nk * 2);
 
+  tecore_devptr_t dcu = te_dalloc(10 * sizeof(int));
+  te_h2d(dcu, cq, 5 * sizeof(int));
+  te_h2d(dcu + 5 * sizeof(int), ck, 5 * sizeof(int));
   struct te_attn_problem p = {0};
   p.batch = s->b, p.total_q = tq, p.total_kv = tk;
-  p.max_seqlen_q = p.fixed_seqlen_q = s->sq, p.max_seqlen_kv = p.fixed_seqlen_kv = s->skv;
+  p.max_seqlen_q = s->sq, p.max_seqlen_kv = s->skv;
+  p.fixed_seqlen_q = s->varlen ? 0 : s->sq, p.fixed_seqlen_kv = s->varlen ? 0 : s->skv;
+  p.cu_seqlens_q = dcu, p.cu_seqlens_kv = dcu + 5 * sizeof(int);
   p.heads = s->hq, p.kv_heads = s->hk, p.head_dim = d;
   p.scale = scale, p.causal = s->causal, p.window_left = s->window;
   p.qkv_dtype = p.o_dtype = TECORE_DTYPE_BF16;
@@ -164,8 +187,8 @@ static void run_values(const struct shape *s) {
   char why[512] = "";
   if (!te_attn_backend_cudnn.supports(&p, 1, why, sizeof why) ||
       !te_attn_backend_cudnn.supports(&p, 0, why, sizeof why)) {
-    printf("# cudnn refuses b %d h %d/%d s %d/%d d %d: %s\n", s->b, s->hq, s->hk, s->sq, s->skv,
-           d, why);
+    printf("# cudnn refuses b %d h %d/%d s %d/%d d %d%s: %s\n", s->b, s->hq, s->hk, s->sq,
+           s->skv, d, s->varlen ? " varlen" : "", why);
     ck_assert_msg(strstr(why, "cuDNN"), "a refusal names cuDNN: %s", why);
     goto out;
   }
@@ -194,27 +217,28 @@ static void run_values(const struct shape *s) {
   for (int b = 0; b < s->b; b++)
     for (int h = 0; h < s->hq; h++) {
       int kh = h / g;
-      for (int i = 0; i < s->sq; i++) {
-        size_t ti = (size_t)b * s->sq + i;
+      const int lq = s->lq[b], lk = s->lk[b];
+      for (int i = 0; i < lq; i++) {
+        size_t ti = (size_t)cq[b] + i;
         double m = -INFINITY, z = 0;
-        for (int j = 0; j < s->skv; j++) {
-          size_t tj = (size_t)b * s->skv + j;
+        for (int j = 0; j < lk; j++) {
+          size_t tj = (size_t)ck[b] + j;
           double acc = 0;
           for (int e = 0; e < d; e++) acc += (double)QAT(&hQ, s, ti, h, e) * KAT(&hK, s, tj, kh, e);
-          P[(size_t)i * s->skv + j] = visible(s, i, j) ? acc * scale : -INFINITY;
+          P[(size_t)i * s->skv + j] = visible(s, b, i, j) ? acc * scale : -INFINITY;
           m = fmax(m, P[(size_t)i * s->skv + j]);
         }
-        for (int j = 0; j < s->skv; j++) z += exp(P[(size_t)i * s->skv + j] - m);
+        for (int j = 0; j < lk; j++) z += exp(P[(size_t)i * s->skv + j] - m);
         double lse = m + log(z);
         float gl = glse[(size_t)h * tq + ti];
         ck_assert_msg(fabs(gl - lse) <= ldexp(1 + fabs(lse), -9), "lse[%d][%zu] %g, want %g", h,
                       ti, gl, lse);
-        for (int j = 0; j < s->skv; j++) P[(size_t)i * s->skv + j] = exp(P[(size_t)i * s->skv + j] - lse);
+        for (int j = 0; j < lk; j++) P[(size_t)i * s->skv + j] = exp(P[(size_t)i * s->skv + j] - lse);
         /* O, and D = sum_j P dP */
         double Dsum = 0;
         double dP[1024];
-        for (int j = 0; j < s->skv; j++) {
-          size_t tj = (size_t)b * s->skv + j;
+        for (int j = 0; j < lk; j++) {
+          size_t tj = (size_t)ck[b] + j;
           double acc = 0;
           for (int e = 0; e < d; e++)
             acc += (double)hdo[(ti * s->hq + h) * d + e] * VAT(&hK, s, tj, kh, e);
@@ -223,22 +247,22 @@ static void run_values(const struct shape *s) {
         }
         for (int e = 0; e < d; e++) {
           double o = 0;
-          for (int j = 0; j < s->skv; j++)
-            o += P[(size_t)i * s->skv + j] * VAT(&hK, s, (size_t)b * s->skv + j, kh, e);
+          for (int j = 0; j < lk; j++)
+            o += P[(size_t)i * s->skv + j] * VAT(&hK, s, (size_t)ck[b] + j, kh, e);
           float got = tecore_bf16_to_f32(go[(ti * s->hq + h) * d + e]);
           ck_assert_msg(fabs(got - o) <= ldexp(vmax, -7), "O[%zu][%d][%d] %g, want %g", ti, h, e,
                         got, o);
         }
-        for (int j = 0; j < s->skv; j++)
+        for (int j = 0; j < lk; j++)
           dS[(size_t)i * s->skv + j] = P[(size_t)i * s->skv + j] * (dP[j] - Dsum);
       }
       /* dQ = scale dS K; dK += scale dS^T Q; dV += P^T dO */
-      for (int i = 0; i < s->sq; i++) {
-        size_t ti = (size_t)b * s->sq + i;
+      for (int i = 0; i < lq; i++) {
+        size_t ti = (size_t)cq[b] + i;
         for (int e = 0; e < d; e++) {
           double acc = 0, mag = 0;
-          for (int j = 0; j < s->skv; j++) {
-            double t = scale * dS[(size_t)i * s->skv + j] * KAT(&hK, s, (size_t)b * s->skv + j, kh, e);
+          for (int j = 0; j < lk; j++) {
+            double t = scale * dS[(size_t)i * s->skv + j] * KAT(&hK, s, (size_t)ck[b] + j, kh, e);
             acc += t, mag += fabs(t);
           }
           float got = tecore_bf16_to_f32(ggq[ti * row + (size_t)h * d + e]);
@@ -246,13 +270,13 @@ static void run_values(const struct shape *s) {
                         "dQ[%zu][%d][%d] %g, want %g", ti, h, e, got, acc);
         }
       }
-      for (int j = 0; j < s->skv; j++) {
-        size_t tj = (size_t)b * s->skv + j;
+      for (int j = 0; j < lk; j++) {
+        size_t tj = (size_t)ck[b] + j;
         for (int e = 0; e < d; e++) {
           size_t ik = tj * row + (size_t)(s->hq + kh) * d + e;
           size_t iv = tj * row + (size_t)(s->hq + s->hk + kh) * d + e;
-          for (int i = 0; i < s->sq; i++) {
-            size_t ti = (size_t)b * s->sq + i;
+          for (int i = 0; i < lq; i++) {
+            size_t ti = (size_t)cq[b] + i;
             double tk_ = scale * dS[(size_t)i * s->skv + j] * QAT(&hQ, s, ti, h, e);
             double tv = P[(size_t)i * s->skv + j] * hdo[(ti * s->hq + h) * d + e];
             dkr[ik] += tk_, dkm[ik] += fabs(tk_);
@@ -269,11 +293,13 @@ static void run_values(const struct shape *s) {
                     "d%s[%zu] col %zu: %g, want %g", c < (size_t)(s->hq + s->hk) * d ? "K" : "V",
                     t, c, got, dkr[i]);
     }
-  printf("# cudnn b %d h %d/%d s %d/%d d %d%s window %ld: O, lse, dQ, dK, dV within tolerance\n",
-         s->b, s->hq, s->hk, s->sq, s->skv, d, s->causal ? " causal" : "", s->window);
+  printf("# cudnn b %d h %d/%d s %d/%d d %d%s%s window %ld: O, lse, dQ, dK, dV within "
+         "tolerance\n", s->b, s->hq, s->hk, s->sq, s->skv, d, s->varlen ? " varlen" : "",
+         s->causal ? " causal" : "", s->window);
   free(P), free(dS), free(dkr), free(dkm), free(go), free(ggq), free(ggk), free(glse);
   if (p.workspace) TE_OK(tecore_mem_free(p.workspace));
 out:
+  TE_OK(tecore_mem_free(dcu));
   TE_OK(tecore_mem_free(dq));
   TE_OK(tecore_mem_free(dk));
   TE_OK(tecore_mem_free(dout));
@@ -304,6 +330,160 @@ START_TEST(cudnn_values_window_uneven) {
 }
 END_TEST
 
+START_TEST(cudnn_values_varlen_causal_gqa) {
+  if (!on_cuda()) {
+    printf("# vdev: no cuDNN, no values to check\n");
+    return;
+  }
+  run_values(&(struct shape){.b = 3, .hq = 4, .hk = 2, .sq = 100, .skv = 100, .d = 64,
+                             .causal = 1, .window = -1, .varlen = 1,
+                             .lq = {100, 37, 64}, .lk = {100, 37, 64}});
+}
+END_TEST
+
+START_TEST(cudnn_values_varlen_empty_window) {
+  if (!on_cuda()) {
+    printf("# vdev: no cuDNN, no values to check\n");
+    return;
+  }
+  run_values(&(struct shape){.b = 3, .hq = 2, .hk = 2, .sq = 70, .skv = 90, .d = 128,
+                             .causal = 1, .window = 32, .varlen = 1,
+                             .lq = {40, 0, 70}, .lk = {90, 0, 70}});
+}
+END_TEST
+
+/* ---- the helper kernels (kernels/attn_cudnn.cu and vdev twins) ---------- */
+
+/* Random lengths in [0, max], lens[zero] forced to 0; cu: prefix sums. */
+static void rand_lens(int *cu, int batch, int max, int zero) {
+  cu[0] = 0;
+  for (int b = 0; b < batch; b++)
+    cu[b + 1] = cu[b] + (b == zero ? 0 : 1 + (int)te_rand_below((uint64_t)max));
+}
+
+START_TEST(ragged_lengths_and_offsets_exact) {
+  enum { B = 5 };
+  int cq[B + 1], ck[B + 1];
+  rand_lens(cq, B, 300, 1);
+  rand_lens(ck, B, 300, 3);
+  long long mult[TE_ACD_ROLES];
+  for (int r = 0; r < TE_ACD_ROLES; r++) mult[r] = 8 * (1 + (long long)te_rand_below(256));
+  mult[5] = 0; /* an absent role writes zeros */
+  size_t stride = te_acd_ragged_stride(B), bytes = te_acd_ragged_bytes(B);
+  ck_assert_uint_eq(stride % 4, 0);
+  ck_assert_uint_ge(stride, B + 1);
+  tecore_devptr_t dcu = te_dalloc(2 * (B + 1) * sizeof(int)), dout = te_dalloc(bytes);
+  te_h2d(dcu, cq, sizeof cq);
+  te_h2d(dcu + sizeof cq, ck, sizeof ck);
+  te_poison_dev(dout, bytes);
+  TE_OK(te_acd_launch_ragged(dcu, dcu + sizeof cq, dout, B, mult, te_stream));
+  TE_OK(tecore_stream_synchronize(te_stream));
+  int *out = malloc(bytes);
+  te_d2h(out, dout, bytes);
+  for (int b = 0; b < B; b++) {
+    ck_assert_int_eq(out[b], cq[b + 1] - cq[b]);
+    ck_assert_int_eq(out[stride + b], ck[b + 1] - ck[b]);
+  }
+  for (int r = 0; r < TE_ACD_ROLES; r++) {
+    const int *cu = te_acd_role_kv(r) ? ck : cq;
+    for (int i = 0; i <= B; i++)
+      ck_assert_msg((long long)out[(2 + r) * stride + i] == cu[i] * mult[r],
+                    "role %d offset %d: %d, want %lld", r, i, out[(2 + r) * stride + i],
+                    cu[i] * mult[r]);
+  }
+  free(out);
+  TE_OK(tecore_mem_free(dcu));
+  TE_OK(tecore_mem_free(dout));
+}
+END_TEST
+
+START_TEST(stats_to_and_from_lse_exact) {
+  enum { B = 4, H = 3, D = 8 };
+  int cq[B + 1], ck[B + 1], maxq = 0;
+  rand_lens(cq, B, 50, 2);
+  /* keys: sequence 0 has none, sequence 3 fewer than its queries (causal:
+   * its first rows see no key) */
+  int lk[B] = {0, 1 + (int)te_rand_below(60), 1 + (int)te_rand_below(60), 0};
+  lk[3] = (cq[4] - cq[3]) / 2;
+  ck[0] = 0;
+  for (int b = 0; b < B; b++) ck[b + 1] = ck[b] + lk[b];
+  for (int b = 0; b < B; b++)
+    if (cq[b + 1] - cq[b] > maxq) maxq = cq[b + 1] - cq[b];
+  maxq += 2; /* rows past every length */
+  const size_t total = (size_t)cq[B] + 3; /* tokens past the last sequence */
+  const size_t np = (size_t)B * H * maxq, nl = (size_t)H * total;
+  float *pad = malloc(np * sizeof(float)), *lse = malloc(nl * sizeof(float));
+  float *got = malloc((np > nl ? np : nl) * sizeof(float));
+  for (size_t i = 0; i < np; i++) pad[i] = te_rand_float(-20, 20);
+  for (size_t i = 0; i < nl; i++) lse[i] = te_rand_float(-20, 20);
+  const size_t no = total * H * D;
+  tecore_devptr_t dcu = te_dalloc(sizeof cq + sizeof ck), dpad = te_dalloc(np * 4);
+  tecore_devptr_t dlse = te_dalloc(nl * 4), dout = te_dalloc(no * 2);
+  uint16_t *ho = malloc(no * 2);
+  te_h2d(dcu, cq, sizeof cq);
+  te_h2d(dcu + sizeof cq, ck, sizeof ck);
+  struct te_acd_stats_call c = {
+      .cu_q = dcu, .cu_kv = dcu + sizeof cq, .padded = dpad, .lse = dlse, .o = dout,
+      .o_ts = H * D, .o_hs = D, .batch = B, .heads = H, .max_q = (size_t)maxq,
+      .total_q = total, .d = D, .causal = 1};
+  /* padded -> lse, rows that see no key: lse -inf, O zeros */
+  te_h2d(dpad, pad, np * 4);
+  te_poison_dev_nan(dlse, nl);
+  te_poison_dev(dout, no * 2);
+  TE_OK(te_acd_launch_stats(&c, TE_ACD_TO_LSE, te_stream));
+  TE_OK(tecore_stream_synchronize(te_stream));
+  te_d2h(got, dlse, nl * 4);
+  te_d2h(ho, dout, no * 2);
+  int blind_rows = 0;
+  for (int h = 0; h < H; h++)
+    for (size_t t = 0; t < total; t++) {
+      float g = got[(size_t)h * total + t];
+      const uint16_t *orow = ho + t * H * D + (size_t)h * D;
+      if (t >= (size_t)cq[B]) {
+        ck_assert_msg(isnan(g), "lse[%d][%zu] past the tokens was written: %g", h, t, g);
+        continue;
+      }
+      int b = 0;
+      while ((size_t)cq[b + 1] <= t) b++;
+      long long r = (long long)(t - (size_t)cq[b]), lq = cq[b + 1] - cq[b];
+      int blind = lk[b] == 0 || r + lk[b] - lq < 0;
+      for (int e = 0; e < D; e++)
+        ck_assert_msg(orow[e] == (blind ? 0 : (uint16_t)(TE_POISON_BYTE * 0x101)),
+                      "O[%zu][%d][%d] 0x%04x (row %s a key)", t, h, e, orow[e],
+                      blind ? "sees no" : "sees");
+      if (blind) {
+        blind_rows++;
+        ck_assert_msg(g == -INFINITY, "lse[%d][%zu] %g, want -inf (no key)", h, t, g);
+        continue;
+      }
+      float want = pad[((size_t)b * H + h) * maxq + r];
+      ck_assert_msg(memcmp(&g, &want, 4) == 0, "lse[%d][%zu] %g, want %g", h, t, g, want);
+    }
+  ck_assert_int_gt(blind_rows, 0);
+  /* lse -> padded; -inf (a row that saw no key) reads as 0 */
+  lse[1] = -INFINITY; /* head 0, token 1 */
+  te_h2d(dlse, lse, nl * 4);
+  te_poison_dev_nan(dpad, np);
+  TE_OK(te_acd_launch_stats(&c, TE_ACD_FROM_LSE, te_stream));
+  TE_OK(tecore_stream_synchronize(te_stream));
+  te_d2h(got, dpad, np * 4);
+  for (int b = 0; b < B; b++)
+    for (int h = 0; h < H; h++)
+      for (int i = 0; i < maxq; i++) {
+        float g = got[((size_t)b * H + h) * maxq + i];
+        float want = i < cq[b + 1] - cq[b] ? lse[(size_t)h * total + cq[b] + i] : 0.0f;
+        if (want == -INFINITY) want = 0.0f;
+        ck_assert_msg(memcmp(&g, &want, 4) == 0, "padded[%d][%d][%d] %g, want %g", b, h, i, g,
+                      want);
+      }
+  free(pad), free(lse), free(got), free(ho);
+  TE_OK(tecore_mem_free(dout));
+  TE_OK(tecore_mem_free(dcu));
+  TE_OK(tecore_mem_free(dpad));
+  TE_OK(tecore_mem_free(dlse));
+}
+END_TEST
+
 START_TEST(cudnn_lib_tunable_registered) {
   struct tecore_tunable_info info;
   tecore_result_t r = tecore_tunable_find("TECORE_CUDNN_LIB", &info);
@@ -326,7 +506,12 @@ static Suite *attn_cudnn_suite(void) {
     tc = te_tcase(s, "values", 1);
     tcase_add_test(tc, cudnn_values_causal_gqa);
     tcase_add_test(tc, cudnn_values_window_uneven);
+    tcase_add_test(tc, cudnn_values_varlen_causal_gqa);
+    tcase_add_test(tc, cudnn_values_varlen_empty_window);
   }
+  tc = te_tcase(s, "kernels", 1);
+  tcase_add_test(tc, ragged_lengths_and_offsets_exact);
+  tcase_add_test(tc, stats_to_and_from_lse_exact);
   tc = te_tcase(s, "tunable", 0);
   tcase_add_test(tc, cudnn_lib_tunable_registered);
   return s;

@@ -5,24 +5,36 @@
  * (attn_cudnn_graph.c, attn_cudnn_plan.c).
  *
  * What it takes: BF16 or F16 Q, K, V and O of one type; fixed sequence
- * lengths (the caller's host lengths: p->fixed_seqlen_q/kv); causal or not,
- * bottom-right aligned, with a query length not above the key length (so
- * that every row sees a key); an optional sliding window; grouped-query
- * attention; 16-byte aligned addresses and strides.  It refuses, saying
- * why, variable lengths given only on the device (cuDNN 9 needs per
- * sequence lengths and element offsets that cu_seqlens does not give
- * without a kernel), FP8, and whatever cuDNN's heuristics refuse; the next
- * row (libte's kernel) then runs.
+ * lengths (the caller's host lengths: p->fixed_seqlen_q/kv) or variable
+ * ones (device cu_seqlens); causal or not, bottom-right aligned, with a
+ * query length not above the key length for fixed lengths (so that every
+ * row sees a key; with variable lengths the kernel that copies the stats
+ * writes O = 0 and lse = -inf for rows that see no key, and the backward
+ * reads their stats as 0, so they add nothing); an optional sliding
+ * window; grouped-query attention; 16-byte aligned addresses and strides.
+ * It refuses, saying why, FP8 and whatever cuDNN's heuristics refuse; the
+ * next row (libte's kernel) then runs.
+ *
+ * Variable lengths.  The graph (attn_cudnn_graph.c) is built for the
+ * maximum lengths with ragged Q, K, V, O (dO, dQ, dK, dV) and a padding
+ * mask; before each run a kernel (kernels/attn_cudnn.cu) turns cu_seqlens
+ * into the per-sequence lengths and the element offsets (cu_seqlens[b]
+ * times each tensor's token stride) in the workspace: no host reads, so
+ * the calls capture.
  *
  * Softmax statistics.  cuDNN's stats tensor is [b][h][s][1]; with fixed
  * lengths token b*s+i of head h is lse[h][b*s+i], so the stats tensor
  * takes the strides {s, total_q, 1, 1} and cuDNN writes and reads the
  * caller's lse directly: nothing is kept between forward and backward.
+ * With variable lengths the stats are padded [b][h][max_q] in the
+ * workspace: the forward copies them into lse after cuDNN, the backward
+ * from lse before (kernels/attn_cudnn.cu).
  *
- * Workspace.  The forward needs the engine's workspace; the backward
- * needs, before it, rowsum(dO * O) (float [b][h][s]) and a float
- * accumulator of dQ ([b][h][s][d]), each at a 256-byte boundary.  The
- * caller's workspace is used; nothing is allocated per call.
+ * Workspace, each region at a 256-byte boundary: (backward) rowsum(dO * O)
+ * (float [b][h][s]) and a float accumulator of dQ ([b][h][s][d]);
+ * (variable lengths) the lengths and offsets, and the padded stats; then
+ * the engine's.  The caller's workspace is used; nothing is allocated per
+ * call.
  *
  * Capture.  supports() and workspace() build the plan (with the thread's
  * capture mode relaxed, so that another stream's capture survives cuDNN's
@@ -42,9 +54,12 @@ TE_PARAM_STR(cudnn_lib, "TECORE_CUDNN_LIB", "", NULL,
 #ifdef TE_HAVE_CUDA
 
 #include "attn/attn_cudnn_api.h"
+#include "attn/attn_cudnn_kern.h"
 
 const char *te_dnn_lib_name(void) { return tecore_tunable_str(&cudnn_lib); }
 #include "cuda/cuda_backend.h"
+
+static size_t align256(size_t n) { return (n + 255) & ~(size_t)255; }
 
 static int refuse(char *why, size_t len, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 static int refuse(char *why, size_t len, const char *fmt, ...) {
@@ -79,13 +94,27 @@ static int shape_of(const struct te_attn_problem *p, int backward, struct te_dnn
   if (p->o_dtype != p->qkv_dtype)
     return refuse(why, len, "O's type %s differs from Q's %s", tecore_dtype_name(p->o_dtype),
                   tecore_dtype_name(p->qkv_dtype));
-  if (!p->fixed_seqlen_q || !p->fixed_seqlen_kv)
-    return refuse(why, len, "variable sequence lengths (device cu_seqlens) are not wired to "
-                  "cuDNN in libte yet");
-  if (p->total_q != p->batch * p->fixed_seqlen_q || p->total_kv != p->batch * p->fixed_seqlen_kv)
+  int varlen = !p->fixed_seqlen_q || !p->fixed_seqlen_kv;
+  if (!varlen &&
+      (p->total_q != p->batch * p->fixed_seqlen_q || p->total_kv != p->batch * p->fixed_seqlen_kv))
     return refuse(why, len, "total tokens %zu/%zu are not batch %zu x lengths %zu/%zu",
                   p->total_q, p->total_kv, p->batch, p->fixed_seqlen_q, p->fixed_seqlen_kv);
-  if (p->causal && p->fixed_seqlen_q > p->fixed_seqlen_kv)
+  if (varlen) {
+    if (!p->batch || !p->max_seqlen_q || !p->max_seqlen_kv)
+      return refuse(why, len, "variable lengths with batch %zu, maximum lengths %zu/%zu: "
+                    "nothing for cuDNN to run", p->batch, p->max_seqlen_q, p->max_seqlen_kv);
+    /* element offsets are int32: every token's offset must fit */
+    size_t ts = 0;
+    const struct te_attn_view *vs[8] = {&p->q, &p->k, &p->v, &p->o,
+                                        &p->d_o, &p->dq, &p->dk, &p->dv};
+    for (int i = 0; i < (backward ? 8 : 4); i++)
+      if (vs[i]->token_stride > ts) ts = vs[i]->token_stride;
+    size_t tmax = p->total_q > p->total_kv ? p->total_q : p->total_kv;
+    if (tmax && ts > (size_t)INT32_MAX / tmax)
+      return refuse(why, len, "variable lengths: %zu tokens of stride %zu exceed cuDNN's int32 "
+                    "element offsets", tmax, ts);
+  }
+  if (!varlen && p->causal && p->fixed_seqlen_q > p->fixed_seqlen_kv)
     return refuse(why, len, "causal with more queries (%zu) than keys (%zu): rows that see no "
                   "key", p->fixed_seqlen_q, p->fixed_seqlen_kv);
   if (p->head_dim % 8 || p->head_dim > 256)
@@ -100,12 +129,14 @@ static int shape_of(const struct te_attn_problem *p, int backward, struct te_dnn
   memset(s, 0, sizeof *s); /* the cache compares whole structs */
   s->b = (int64_t)p->batch;
   s->hq = p->heads, s->hk = p->kv_heads, s->d = p->head_dim;
-  s->sq = (int64_t)p->fixed_seqlen_q, s->skv = (int64_t)p->fixed_seqlen_kv;
-  s->total_q = (int64_t)p->total_q;
+  s->varlen = varlen;
+  s->sq = (int64_t)(varlen ? p->max_seqlen_q : p->fixed_seqlen_q);
+  s->skv = (int64_t)(varlen ? p->max_seqlen_kv : p->fixed_seqlen_kv);
+  s->total_q = varlen ? 0 : (int64_t)p->total_q; /* varlen graphs do not use it */
   s->dtype = p->qkv_dtype == TECORE_DTYPE_BF16 ? TE_DNN_DATA_BFLOAT16 : TE_DNN_DATA_HALF;
   s->causal = p->causal != 0;
   s->window_left = p->window_left < 0 ? -1 : p->window_left;
-  s->stats_direct = 1;
+  s->stats_direct = !varlen;
   s->q_ts = (int64_t)p->q.token_stride, s->q_hs = (int64_t)p->q.head_stride;
   s->k_ts = (int64_t)p->k.token_stride, s->k_hs = (int64_t)p->k.head_stride;
   s->v_ts = (int64_t)p->v.token_stride, s->v_hs = (int64_t)p->v.head_stride;
@@ -218,17 +249,67 @@ static tecore_result_t plan_for(const struct te_attn_problem *p, int backward,
   return TECORE_SUCCESS;
 }
 
+/* Where each workspace region of g starts (attn_cudnn_api.h's order). */
+struct ws_at {
+  size_t sum, acc, ragged, stats, engine;
+};
+static struct ws_at ws_layout(const struct te_dnn_graph *g) {
+  struct ws_at w;
+  w.sum = 0;
+  w.acc = w.sum + align256(g->ws_sum_bytes);
+  w.ragged = w.acc + align256(g->ws_dqacc_bytes);
+  w.stats = w.ragged + align256(g->ws_ragged_bytes);
+  w.engine = w.stats + align256(g->ws_stats_bytes);
+  return w;
+}
+
+/* Variable lengths: lengths and offsets into the workspace, and their
+ * roles' pointers. */
+static tecore_result_t ragged_prep(const struct te_attn_problem *p, int backward,
+                                   const struct ws_at *w, void *ptrs[TE_DNN_ROLES],
+                                   tecore_stream_t stream) {
+  const struct te_attn_view *vs[TE_ACD_ROLES] = {&p->q, &p->k, &p->v, &p->o,
+                                                 &p->d_o, &p->dq, &p->dk, &p->dv};
+  long long mult[TE_ACD_ROLES] = {0};
+  for (int r = 0; r < (backward ? TE_ACD_ROLES : 4); r++) mult[r] = (long long)vs[r]->token_stride;
+  tecore_devptr_t at = p->workspace + w->ragged;
+  size_t stride = te_acd_ragged_stride(p->batch) * sizeof(int32_t);
+  ptrs[TE_DNN_SEQ_Q] = DEV(at), ptrs[TE_DNN_SEQ_KV] = DEV(at + stride);
+  for (int r = 0; r < TE_ACD_ROLES; r++)
+    ptrs[TE_DNN_OFF_Q + r] = DEV(at + (size_t)(2 + r) * stride);
+  ptrs[TE_DNN_STATS] = DEV(p->workspace + w->stats);
+  return te_acd_launch_ragged(p->cu_seqlens_q, p->cu_seqlens_kv, at, p->batch, mult, stream);
+}
+
+/* Stats between the workspace and lse; the forward also writes O = 0 and
+ * lse = -inf for rows that see no key. */
+static tecore_result_t stats_move(const struct te_attn_problem *p, const struct ws_at *w, int dir,
+                                  tecore_stream_t stream) {
+  struct te_acd_stats_call c = {
+      .cu_q = p->cu_seqlens_q, .cu_kv = p->cu_seqlens_kv, .padded = p->workspace + w->stats,
+      .lse = p->lse, .o = dir == TE_ACD_TO_LSE ? p->o.ptr : 0, .o_ts = p->o.token_stride,
+      .o_hs = p->o.head_stride, .batch = p->batch, .heads = (size_t)p->heads,
+      .max_q = p->max_seqlen_q, .total_q = p->total_q, .d = p->head_dim, .causal = p->causal != 0};
+  return te_acd_launch_stats(&c, dir, stream);
+}
+
 static tecore_result_t cudnn_fwd(const struct te_attn_problem *p, tecore_stream_t stream) {
   static const char who[] = "tecore_attention_fwd";
   struct te_dnn_plan *plan;
   TE_CHECK(plan_for(p, 0, stream, who, &plan));
+  const struct te_dnn_graph *g = &plan->graph;
+  struct ws_at w = ws_layout(g);
+  int varlen = g->ws_ragged_bytes != 0;
   float scale = p->scale;
   void *ptrs[TE_DNN_ROLES] = {0};
   ptrs[TE_DNN_Q] = DEV(p->q.ptr), ptrs[TE_DNN_K] = DEV(p->k.ptr);
   ptrs[TE_DNN_V] = DEV(p->v.ptr), ptrs[TE_DNN_O] = DEV(p->o.ptr);
   ptrs[TE_DNN_STATS] = DEV(p->lse), ptrs[TE_DNN_SCALE] = &scale;
-  tecore_result_t r = execute(plan, ptrs, DEV(p->workspace), stream, who);
+  tecore_result_t r = TECORE_SUCCESS;
+  if (varlen) r = ragged_prep(p, 0, &w, ptrs, stream);
+  if (r == TECORE_SUCCESS) r = execute(plan, ptrs, DEV(p->workspace + w.engine), stream, who);
   te_dnn_plan_release();
+  if (r == TECORE_SUCCESS && varlen) r = stats_move(p, &w, TE_ACD_TO_LSE, stream);
   return r;
 }
 
@@ -237,8 +318,8 @@ static tecore_result_t cudnn_bwd(const struct te_attn_problem *p, tecore_stream_
   struct te_dnn_plan *plan;
   TE_CHECK(plan_for(p, 1, stream, who, &plan));
   const struct te_dnn_graph *g = &plan->graph;
-  size_t sum_at = 0, acc_at = (g->ws_sum_bytes + 255) & ~(size_t)255;
-  size_t eng_at = acc_at + ((g->ws_dqacc_bytes + 255) & ~(size_t)255);
+  struct ws_at w = ws_layout(g);
+  int varlen = g->ws_ragged_bytes != 0;
   float scale = p->scale;
   void *ptrs[TE_DNN_ROLES] = {0};
   ptrs[TE_DNN_Q] = DEV(p->q.ptr), ptrs[TE_DNN_K] = DEV(p->k.ptr);
@@ -246,15 +327,19 @@ static tecore_result_t cudnn_bwd(const struct te_attn_problem *p, tecore_stream_
   ptrs[TE_DNN_STATS] = DEV(p->lse), ptrs[TE_DNN_SCALE] = &scale;
   ptrs[TE_DNN_DO] = DEV(p->d_o.ptr), ptrs[TE_DNN_DQ] = DEV(p->dq.ptr);
   ptrs[TE_DNN_DK] = DEV(p->dk.ptr), ptrs[TE_DNN_DV] = DEV(p->dv.ptr);
-  ptrs[TE_DNN_WS_SUM] = DEV(p->workspace + sum_at);
-  ptrs[TE_DNN_WS_DQACC] = DEV(p->workspace + acc_at);
+  ptrs[TE_DNN_WS_SUM] = DEV(p->workspace + w.sum);
+  ptrs[TE_DNN_WS_DQACC] = DEV(p->workspace + w.acc);
   tecore_result_t r = TECORE_SUCCESS;
+  if (varlen) {
+    r = ragged_prep(p, 1, &w, ptrs, stream);
+    if (r == TECORE_SUCCESS) r = stats_move(p, &w, TE_ACD_FROM_LSE, stream);
+  }
   /* before cuDNN 9.6 the engines add into the dQ accumulator */
-  if (te_dnn_version() < 90600)
-    r = TE_CU(cuMemsetD32Async, (CUdeviceptr)(p->workspace + acc_at), 0,
+  if (r == TECORE_SUCCESS && te_dnn_version() < 90600)
+    r = TE_CU(cuMemsetD32Async, (CUdeviceptr)(p->workspace + w.acc), 0,
               g->ws_dqacc_bytes / sizeof(float), (CUstream)stream);
   if (r == TECORE_SUCCESS)
-    r = execute(plan, ptrs, DEV(p->workspace + eng_at), stream, who);
+    r = execute(plan, ptrs, DEV(p->workspace + w.engine), stream, who);
   te_dnn_plan_release();
   return r;
 }

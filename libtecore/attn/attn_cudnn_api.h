@@ -75,13 +75,16 @@ enum {
   TE_DNN_ATTR_TENSOR_BYTE_ALIGNMENT = 900, TE_DNN_ATTR_TENSOR_DATA_TYPE = 901,
   TE_DNN_ATTR_TENSOR_DIMENSIONS = 902, TE_DNN_ATTR_TENSOR_STRIDES = 903,
   TE_DNN_ATTR_TENSOR_UNIQUE_ID = 906, TE_DNN_ATTR_TENSOR_IS_VIRTUAL = 907,
-  TE_DNN_ATTR_TENSOR_IS_BY_VALUE = 908,
+  TE_DNN_ATTR_TENSOR_IS_BY_VALUE = 908, TE_DNN_ATTR_TENSOR_RAGGED_OFFSET_DESC = 913,
   TE_DNN_ATTR_VARIANT_PACK_UNIQUE_IDS = 1000, TE_DNN_ATTR_VARIANT_PACK_DATA_POINTERS = 1001,
   TE_DNN_ATTR_VARIANT_PACK_WORKSPACE = 1003,
   TE_DNN_ATTR_ENGINE_GLOBAL_INDEX = 1301,
   TE_DNN_ATTR_MATMUL_COMP_TYPE = 1500,
   TE_DNN_ATTR_OPERATION_MATMUL_ADESC = 1520, TE_DNN_ATTR_OPERATION_MATMUL_BDESC = 1521,
   TE_DNN_ATTR_OPERATION_MATMUL_CDESC = 1522, TE_DNN_ATTR_OPERATION_MATMUL_DESC = 1523,
+  TE_DNN_ATTR_OPERATION_MATMUL_GEMM_M_OVERRIDE_DESC = 1525,
+  TE_DNN_ATTR_OPERATION_MATMUL_GEMM_N_OVERRIDE_DESC = 1526,
+  TE_DNN_ATTR_OPERATION_MATMUL_GEMM_K_OVERRIDE_DESC = 1527,
   TE_DNN_ATTR_REDUCTION_OPERATOR = 1600, TE_DNN_ATTR_REDUCTION_COMP_TYPE = 1601,
   TE_DNN_ATTR_OPERATION_REDUCTION_XDESC = 1610, TE_DNN_ATTR_OPERATION_REDUCTION_YDESC = 1611,
   TE_DNN_ATTR_OPERATION_REDUCTION_DESC = 1612,
@@ -139,9 +142,9 @@ int te_dnn_relax_capture(void);
 void te_dnn_restore_capture(int token);
 
 /* ---- graphs and plans (attn_cudnn_graph.c, attn_cudnn_plan.c) --------------- */
-#define TE_DNN_MAX_DESCS 96
-#define TE_DNN_MAX_OPS 48
-#define TE_DNN_MAX_BYVAL 12
+#define TE_DNN_MAX_DESCS 256
+#define TE_DNN_MAX_OPS 96
+#define TE_DNN_MAX_BYVAL 24
 
 /* The tensors of a variant pack, by role. */
 enum te_dnn_role {
@@ -149,6 +152,10 @@ enum te_dnn_role {
   TE_DNN_DO, TE_DNN_DQ, TE_DNN_DK, TE_DNN_DV,
   TE_DNN_WS_SUM,      /* bwd: rowsum(dO * O), float [b][h][s] in the workspace */
   TE_DNN_WS_DQACC,    /* bwd: dQ accumulated in float [b][h][s][d] in the workspace */
+  /* variable lengths: int32 in the workspace (kernels/attn_cudnn.cu) */
+  TE_DNN_SEQ_Q, TE_DNN_SEQ_KV,            /* [b][1][1][1] lengths */
+  TE_DNN_OFF_Q, TE_DNN_OFF_K, TE_DNN_OFF_V, TE_DNN_OFF_O,   /* [b + 1] element offsets, */
+  TE_DNN_OFF_DO, TE_DNN_OFF_DQ, TE_DNN_OFF_DK, TE_DNN_OFF_DV, /* in TE_ACD_ROLES order */
   TE_DNN_ROLES
 };
 
@@ -169,16 +176,22 @@ struct te_dnn_graph {
     float f;
     int32_t i;
   } byval[TE_DNN_MAX_BYVAL];
-  /* workspace regions the graph itself needs (bwd), before the engine's */
-  size_t ws_sum_bytes, ws_dqacc_bytes;
+  /* workspace regions the graph itself needs, before the engine's, in this
+   * order, each 256-aligned: rowsum and dQ accumulator (bwd); lengths and
+   * offsets, and the padded stats (variable lengths) */
+  size_t ws_sum_bytes, ws_dqacc_bytes, ws_ragged_bytes, ws_stats_bytes;
   /* first failure */
   te_dnn_status_t status;
   char failed[160];
 };
 
-/* The shape facts a graph depends on, from the problem (fixed lengths). */
+/* The shape facts a graph depends on, from the problem.  Variable lengths
+ * (varlen): sq and skv are the maximum lengths; each sequence's length and
+ * first element come from the workspace (ragged offsets), and the stats
+ * are padded [b][h][sq] in the workspace. */
 struct te_dnn_shape {
   int64_t b, hq, hk, d, sq, skv, total_q;
+  int varlen;
   int dtype;                       /* TE_DNN_DATA_BFLOAT16 or _HALF */
   int causal;
   long window_left;

@@ -22,8 +22,21 @@
  *           dV = E^T dO; dS = E * (dO V^T - sum) * scale; dK = dS^T Q;
  *           dQ = dS K, accumulated in float in the workspace, then cast.
  * Grouped-query attention: K and V carry hk heads, the matmuls broadcast
- * them; dK and dV are computed per query head and summed over each group. */
+ * them; dK and dV are computed per query head and summed over each group.
+ *
+ * Variable lengths (shape varlen): s is the maximum length; every view of
+ * Q, K, V, O (dO, dQ, dK, dV) is ragged -- an int32 [b + 1] tensor of
+ * element offsets says where batch b starts -- and int32 [b] tensors of
+ * lengths mask the padding (row >= lq or col >= lk select the lowest
+ * float, the pattern cuDNN's engines take as the padding mask, which also
+ * bounds their reads and writes of ragged rows); every matmul takes the
+ * lengths as its per-batch M/N/K overrides; the causal diagonal and the
+ * window use each sequence's lk - lq.  Those tensors and the padded
+ * stats [b][h][s] live in the workspace (kernels/attn_cudnn.cu fills them;
+ * the stats stay padded, which every cuDNN 9 takes, rather than ragged,
+ * which only newer ones do, and lse's [h][total] layout is not cuDNN's). */
 #include "attn/attn_cudnn_api.h"
+#include "attn/attn_cudnn_kern.h"
 
 #include <float.h>
 #include <math.h>
@@ -80,8 +93,10 @@ struct tn {
   int dtype;
 };
 
-static struct tn tensor(struct te_dnn_graph *g, int dtype, const int64_t dim[4],
-                        const int64_t str[4], int virt, int byval) {
+/* rag: the ragged-offset tensor whose entry b is the element offset of
+ * batch b (NULL: batch b starts at b * str[0]). */
+static struct tn tensor_r(struct te_dnn_graph *g, int dtype, const int64_t dim[4],
+                          const int64_t str[4], int virt, int byval, te_dnn_desc_t rag) {
   struct tn t = {.dtype = dtype, .uid = ++g->next_uid};
   memcpy(t.dim, dim, sizeof t.dim);
   memcpy(t.str, str, sizeof t.str);
@@ -95,8 +110,14 @@ static struct tn tensor(struct te_dnn_graph *g, int dtype, const int64_t dim[4],
   SET(g, t.d, TENSOR_BYTE_ALIGNMENT, TE_DNN_TYPE_INT64, 1, &align);
   SET(g, t.d, TENSOR_IS_VIRTUAL, TE_DNN_TYPE_BOOLEAN, 1, &v);
   if (bv) SET(g, t.d, TENSOR_IS_BY_VALUE, TE_DNN_TYPE_BOOLEAN, 1, &bv);
+  if (rag) SET(g, t.d, TENSOR_RAGGED_OFFSET_DESC, TE_DNN_TYPE_BACKEND_DESCRIPTOR, 1, &rag);
   finalize_(g, t.d, "cudnnBackendFinalize(tensor)");
   return t;
+}
+
+static struct tn tensor(struct te_dnn_graph *g, int dtype, const int64_t dim[4],
+                        const int64_t str[4], int virt, int byval) {
+  return tensor_r(g, dtype, dim, str, virt, byval, NULL);
 }
 
 /* A virtual tensor shaped like `like`, of type dtype. */
@@ -131,15 +152,29 @@ static struct tn scalar(struct te_dnn_graph *g, int dtype, float f, int32_t i) {
   return t;
 }
 
-/* A [b][h][s][d] view of an attention tensor; transposed: [b][h][d][s]. */
-static struct tn view(struct te_dnn_graph *g, int dtype, int64_t b, int64_t h, int64_t s,
-                      int64_t d, int64_t ts, int64_t hs, int transposed) {
+/* An int32 [n][1][1][1] tensor of the workspace (lengths, offsets) for
+ * role r. */
+static struct tn ints(struct te_dnn_graph *g, int64_t n, int role) {
+  int64_t dim[4] = {n, 1, 1, 1};
+  struct tn t = tensor(g, TE_DNN_DATA_INT32, dim, one4, 0, 0);
+  g->role_uid[role] = t.uid;
+  return t;
+}
+
+/* A [b][h][s][d] view of an attention tensor; transposed: [b][h][d][s].
+ * Variable lengths: ragged, batch b at the offset role off_role holds. */
+static struct tn view(struct te_dnn_graph *g, const struct te_dnn_shape *sh, int dtype,
+                      int64_t h, int64_t s, int64_t ts, int64_t hs, int transposed,
+                      int off_role) {
+  int64_t b = sh->b, d = sh->d;
   int64_t dim[4] = {b, h, s, d}, str[4] = {s * ts, hs, ts, 1};
   if (transposed) {
     dim[2] = d, dim[3] = s;
     str[2] = 1, str[3] = ts;
   }
-  return tensor(g, dtype, dim, str, 0, 0);
+  te_dnn_desc_t rag = NULL;
+  if (sh->varlen) rag = ints(g, b + 1, off_role).d;
+  return tensor_r(g, dtype, dim, str, 0, 0, rag);
 }
 
 /* ---- operations --------------------------------------------------------- */
@@ -181,17 +216,24 @@ static struct tn pw2(struct te_dnn_graph *g, int mode, int prec, int dtype, cons
   return y;
 }
 
-static void matmul(struct te_dnn_graph *g, const struct tn *a, const struct tn *b,
-                   const struct tn *c) {
+/* c = a b; m, n, k (NULL: none): per-batch [b][1][1][1] lengths that
+ * override the rows, columns and contraction of each batch's product
+ * (variable lengths). */
+static void matmul_ov(struct te_dnn_graph *g, const struct tn *a, const struct tn *b,
+                      const struct tn *c, const struct tn *m, const struct tn *n,
+                      const struct tn *k) {
   int comp = TE_DNN_DATA_FLOAT;
-  te_dnn_desc_t m = make(g, TE_DNN_MATMUL_DESCRIPTOR);
-  SET(g, m, MATMUL_COMP_TYPE, TE_DNN_TYPE_DATA_TYPE, 1, &comp);
-  finalize_(g, m, "cudnnBackendFinalize(matmul)");
+  te_dnn_desc_t md = make(g, TE_DNN_MATMUL_DESCRIPTOR);
+  SET(g, md, MATMUL_COMP_TYPE, TE_DNN_TYPE_DATA_TYPE, 1, &comp);
+  finalize_(g, md, "cudnnBackendFinalize(matmul)");
   te_dnn_desc_t op = make(g, TE_DNN_OPERATION_MATMUL_DESCRIPTOR);
   SET(g, op, OPERATION_MATMUL_ADESC, TE_DNN_TYPE_BACKEND_DESCRIPTOR, 1, &a->d);
   SET(g, op, OPERATION_MATMUL_BDESC, TE_DNN_TYPE_BACKEND_DESCRIPTOR, 1, &b->d);
   SET(g, op, OPERATION_MATMUL_CDESC, TE_DNN_TYPE_BACKEND_DESCRIPTOR, 1, &c->d);
-  SET(g, op, OPERATION_MATMUL_DESC, TE_DNN_TYPE_BACKEND_DESCRIPTOR, 1, &m);
+  SET(g, op, OPERATION_MATMUL_DESC, TE_DNN_TYPE_BACKEND_DESCRIPTOR, 1, &md);
+  if (m) SET(g, op, OPERATION_MATMUL_GEMM_M_OVERRIDE_DESC, TE_DNN_TYPE_BACKEND_DESCRIPTOR, 1, &m->d);
+  if (n) SET(g, op, OPERATION_MATMUL_GEMM_N_OVERRIDE_DESC, TE_DNN_TYPE_BACKEND_DESCRIPTOR, 1, &n->d);
+  if (k) SET(g, op, OPERATION_MATMUL_GEMM_K_OVERRIDE_DESC, TE_DNN_TYPE_BACKEND_DESCRIPTOR, 1, &k->d);
   add_op(g, op, "cudnnBackendFinalize(matmul operation)");
 }
 
@@ -222,9 +264,63 @@ static float neg_inf(void) {
   return te_dnn_version() < 91000 ? -FLT_MAX : -INFINITY;
 }
 
+/* y = x where vis, else the constant c. */
+static struct tn select_(struct te_dnn_graph *g, const struct tn *x, const struct tn *vis, float c) {
+  struct tn k = scalar(g, TE_DNN_DATA_FLOAT, c, 0);
+  struct tn y = virt_like(g, x, TE_DNN_DATA_FLOAT);
+  pw(g, TE_DNN_PW_BINARY_SELECT, TE_DNN_DATA_FLOAT, x, &k, vis, &y, -1);
+  return y;
+}
+
+/* The row (axis 2) or column (axis 3) index of each score, int32. */
+static struct tn index_(struct te_dnn_graph *g, const struct tn *x, int64_t axis) {
+  struct tn i = virt_like(g, x, TE_DNN_DATA_INT32);
+  pw(g, TE_DNN_PW_GEN_INDEX, TE_DNN_DATA_FLOAT, x, NULL, NULL, &i, axis);
+  return i;
+}
+
+static struct tn iop(struct te_dnn_graph *g, int mode, const struct tn *a, const struct tn *b) {
+  return pw2(g, mode, TE_DNN_DATA_INT32, TE_DNN_DATA_INT32, a, b);
+}
+
+/* Variable lengths (lens: the [b][1][1][1] lengths of Q and KV): rows and
+ * columns past the sequence's lengths are padding (the lowest float, so
+ * that a padding row stays finite); the causal diagonal and the window
+ * follow each sequence's lq and lk. */
+static struct tn masks_varlen(struct te_dnn_graph *g, const struct te_dnn_shape *s, struct tn x,
+                              const struct tn lens[2]) {
+  const int B = TE_DNN_DATA_BOOLEAN;
+  struct tn row = index_(g, &x, 2), col = index_(g, &x, 3);
+  struct tn rin = pw2(g, TE_DNN_PW_CMP_LT, B, B, &row, &lens[0]);
+  struct tn cin = pw2(g, TE_DNN_PW_CMP_LT, B, B, &col, &lens[1]);
+  struct tn in = pw2(g, TE_DNN_PW_LOGICAL_AND, B, B, &rin, &cin);
+  x = select_(g, &x, &in, -FLT_MAX);
+  if (s->causal) {
+    /* visible: row + lk - lq >= col */
+    struct tn r = index_(g, &x, 2), c = index_(g, &x, 3);
+    r = iop(g, TE_DNN_PW_ADD, &r, &lens[1]);
+    r = iop(g, TE_DNN_PW_SUB, &r, &lens[0]);
+    struct tn vis = pw2(g, TE_DNN_PW_CMP_GE, B, B, &r, &c);
+    x = select_(g, &x, &vis, neg_inf());
+  }
+  if (s->window_left >= 0) {
+    /* visible: col + window + 1 + lq - lk > row */
+    struct tn r = index_(g, &x, 2), c = index_(g, &x, 3);
+    c = iop(g, TE_DNN_PW_ADD, &c, &lens[0]);
+    c = iop(g, TE_DNN_PW_SUB, &c, &lens[1]);
+    struct tn w = scalar(g, TE_DNN_DATA_INT32, 0, (int32_t)(s->window_left + 1));
+    c = iop(g, TE_DNN_PW_ADD, &c, &w);
+    struct tn vis = pw2(g, TE_DNN_PW_CMP_GT, B, B, &c, &r);
+    x = select_(g, &x, &vis, neg_inf());
+  }
+  return x;
+}
+
 /* Scores that a query may not see become -inf: causal (bottom-right
  * aligned), then the sliding window. */
-static struct tn masks(struct te_dnn_graph *g, const struct te_dnn_shape *s, struct tn x) {
+static struct tn masks(struct te_dnn_graph *g, const struct te_dnn_shape *s, struct tn x,
+                       const struct tn *lens) {
+  if (lens) return masks_varlen(g, s, x, lens);
   if (s->causal) {
     struct tn row = virt_like(g, &x, TE_DNN_DATA_INT32);
     pw(g, TE_DNN_PW_GEN_INDEX, TE_DNN_DATA_FLOAT, &x, NULL, NULL, &row, 2);
@@ -269,12 +365,16 @@ static struct tn stats_tensor(struct te_dnn_graph *g, const struct te_dnn_shape 
   return t;
 }
 
+/* The per-batch lengths of Q and KV (variable lengths), or NULL. */
+#define LQ(lens) ((lens) ? &(lens)[0] : NULL)
+#define LK(lens) ((lens) ? &(lens)[1] : NULL)
+
 /* S = Q K^T * scale (the caller applies the masks); *scale: the by-value
  * scale tensor, which the backward uses again for dS. */
 static struct tn scores(struct te_dnn_graph *g, const struct te_dnn_shape *s, const struct tn *q,
-                        const struct tn *kt, struct tn *scale) {
+                        const struct tn *kt, struct tn *scale, const struct tn *lens) {
   struct tn sc = virt4(g, TE_DNN_DATA_FLOAT, s->b, s->hq, s->sq, s->skv);
-  matmul(g, q, kt, &sc);
+  matmul_ov(g, q, kt, &sc, LQ(lens), LK(lens), NULL);
   *scale = tensor(g, TE_DNN_DATA_FLOAT, one4, one4, 0, 1);
   g->role_uid[TE_DNN_SCALE] = scale->uid;
   return pw2(g, TE_DNN_PW_MUL, TE_DNN_DATA_FLOAT, TE_DNN_DATA_FLOAT, &sc, scale);
@@ -282,17 +382,31 @@ static struct tn scores(struct te_dnn_graph *g, const struct te_dnn_shape *s, co
 
 /* ---- the graphs --------------------------------------------------------- */
 
+/* Variable lengths: the length tensors, and the workspace regions of the
+ * lengths and offsets and of the padded stats. */
+static const struct tn *lengths(struct te_dnn_graph *g, const struct te_dnn_shape *s,
+                                struct tn lens[2]) {
+  if (!s->varlen) return NULL;
+  lens[0] = ints(g, s->b, TE_DNN_SEQ_Q);
+  lens[1] = ints(g, s->b, TE_DNN_SEQ_KV);
+  g->ws_ragged_bytes = te_acd_ragged_bytes((size_t)s->b);
+  g->ws_stats_bytes = (size_t)(s->b * s->hq * s->sq) * sizeof(float);
+  return lens;
+}
+
 static void build_fwd(struct te_dnn_graph *g, const struct te_dnn_shape *s) {
   const int dt = s->dtype;
-  struct tn q = view(g, dt, s->b, s->hq, s->sq, s->d, s->q_ts, s->q_hs, 0);
-  struct tn kt = view(g, dt, s->b, s->hk, s->skv, s->d, s->k_ts, s->k_hs, 1);
-  struct tn v = view(g, dt, s->b, s->hk, s->skv, s->d, s->v_ts, s->v_hs, 0);
-  struct tn o = view(g, dt, s->b, s->hq, s->sq, s->d, s->o_ts, s->o_hs, 0);
+  struct tn q = view(g, s, dt, s->hq, s->sq, s->q_ts, s->q_hs, 0, TE_DNN_OFF_Q);
+  struct tn kt = view(g, s, dt, s->hk, s->skv, s->k_ts, s->k_hs, 1, TE_DNN_OFF_K);
+  struct tn v = view(g, s, dt, s->hk, s->skv, s->v_ts, s->v_hs, 0, TE_DNN_OFF_V);
+  struct tn o = view(g, s, dt, s->hq, s->sq, s->o_ts, s->o_hs, 0, TE_DNN_OFF_O);
   g->role_uid[TE_DNN_Q] = q.uid, g->role_uid[TE_DNN_K] = kt.uid;
   g->role_uid[TE_DNN_V] = v.uid, g->role_uid[TE_DNN_O] = o.uid;
+  struct tn lbuf[2];
+  const struct tn *lens = lengths(g, s, lbuf);
   struct tn scale;
-  struct tn x = scores(g, s, &q, &kt, &scale);
-  x = masks(g, s, x);
+  struct tn x = scores(g, s, &q, &kt, &scale, lens);
+  x = masks(g, s, x, lens);
   /* softmax with its statistics */
   struct tn m = virt4(g, TE_DNN_DATA_FLOAT, s->b, s->hq, s->sq, 1);
   reduce(g, TE_DNN_REDUCE_MAX, &x, &m);
@@ -307,37 +421,40 @@ static void build_fwd(struct te_dnn_graph *g, const struct te_dnn_shape *s) {
   pw(g, TE_DNN_PW_ADD, TE_DNN_DATA_FLOAT, &m, &lz, NULL, &st, -1);
   /* P in the input type, as the engines take it for the second matmul */
   struct tn p = pw2(g, TE_DNN_PW_DIV, TE_DNN_DATA_FLOAT, dt, &e, &z);
-  matmul(g, &p, &v, &o);
+  matmul_ov(g, &p, &v, &o, LQ(lens), NULL, LK(lens));
 }
 
 /* out = x^T-products summed over each group of hq / hk query heads (GQA),
  * or straight into out when every query head has its own. */
 static void matmul_grouped(struct te_dnn_graph *g, const struct te_dnn_shape *s,
-                           const struct tn *a, const struct tn *b, const struct tn *out) {
+                           const struct tn *a, const struct tn *b, const struct tn *out,
+                           const struct tn *lens) {
   if (s->hq == s->hk) {
-    matmul(g, a, b, out);
+    matmul_ov(g, a, b, out, LK(lens), NULL, LQ(lens));
     return;
   }
   struct tn full = virt4(g, s->dtype, s->b, s->hq, s->skv, s->d);
-  matmul(g, a, b, &full);
+  matmul_ov(g, a, b, &full, LK(lens), NULL, LQ(lens));
   reduce(g, TE_DNN_REDUCE_ADD, &full, out);
 }
 
 static void build_bwd(struct te_dnn_graph *g, const struct te_dnn_shape *s) {
   const int dt = s->dtype;
-  struct tn q = view(g, dt, s->b, s->hq, s->sq, s->d, s->q_ts, s->q_hs, 0);
-  struct tn kt = view(g, dt, s->b, s->hk, s->skv, s->d, s->k_ts, s->k_hs, 1);
-  struct tn vt = view(g, dt, s->b, s->hk, s->skv, s->d, s->v_ts, s->v_hs, 1);
-  struct tn o = view(g, dt, s->b, s->hq, s->sq, s->d, s->o_ts, s->o_hs, 0);
-  struct tn dO = view(g, dt, s->b, s->hq, s->sq, s->d, s->do_ts, s->do_hs, 0);
-  struct tn dq = view(g, dt, s->b, s->hq, s->sq, s->d, s->dq_ts, s->dq_hs, 0);
-  struct tn dk = view(g, dt, s->b, s->hk, s->skv, s->d, s->dk_ts, s->dk_hs, 0);
-  struct tn dv = view(g, dt, s->b, s->hk, s->skv, s->d, s->dv_ts, s->dv_hs, 0);
+  struct tn q = view(g, s, dt, s->hq, s->sq, s->q_ts, s->q_hs, 0, TE_DNN_OFF_Q);
+  struct tn kt = view(g, s, dt, s->hk, s->skv, s->k_ts, s->k_hs, 1, TE_DNN_OFF_K);
+  struct tn vt = view(g, s, dt, s->hk, s->skv, s->v_ts, s->v_hs, 1, TE_DNN_OFF_V);
+  struct tn o = view(g, s, dt, s->hq, s->sq, s->o_ts, s->o_hs, 0, TE_DNN_OFF_O);
+  struct tn dO = view(g, s, dt, s->hq, s->sq, s->do_ts, s->do_hs, 0, TE_DNN_OFF_DO);
+  struct tn dq = view(g, s, dt, s->hq, s->sq, s->dq_ts, s->dq_hs, 0, TE_DNN_OFF_DQ);
+  struct tn dk = view(g, s, dt, s->hk, s->skv, s->dk_ts, s->dk_hs, 0, TE_DNN_OFF_DK);
+  struct tn dv = view(g, s, dt, s->hk, s->skv, s->dv_ts, s->dv_hs, 0, TE_DNN_OFF_DV);
   g->role_uid[TE_DNN_Q] = q.uid, g->role_uid[TE_DNN_K] = kt.uid;
   g->role_uid[TE_DNN_V] = vt.uid, g->role_uid[TE_DNN_O] = o.uid;
   g->role_uid[TE_DNN_DO] = dO.uid, g->role_uid[TE_DNN_DQ] = dq.uid;
   g->role_uid[TE_DNN_DK] = dk.uid, g->role_uid[TE_DNN_DV] = dv.uid;
   struct tn st = stats_tensor(g, s);
+  struct tn lbuf[2];
+  const struct tn *lens = lengths(g, s, lbuf);
 
   /* sum = rowsum(dO * O), kept in the workspace */
   struct tn doo = virt4(g, TE_DNN_DATA_FLOAT, s->b, s->hq, s->sq, s->d);
@@ -353,9 +470,16 @@ static void build_bwd(struct te_dnn_graph *g, const struct te_dnn_shape *s) {
 
   /* E = exp(S - stats), the probabilities again */
   struct tn scale;
-  struct tn x = scores(g, s, &q, &kt, &scale);
-  x = pw2(g, TE_DNN_PW_SUB, TE_DNN_DATA_FLOAT, TE_DNN_DATA_FLOAT, &x, &st);
-  x = masks(g, s, x);
+  struct tn x = scores(g, s, &q, &kt, &scale, lens);
+  if (lens) {
+    /* variable lengths: the masks before the subtraction, the order the
+     * padding-mask pattern of cuDNN's engines has */
+    x = masks(g, s, x, lens);
+    x = pw2(g, TE_DNN_PW_SUB, TE_DNN_DATA_FLOAT, TE_DNN_DATA_FLOAT, &x, &st);
+  } else {
+    x = pw2(g, TE_DNN_PW_SUB, TE_DNN_DATA_FLOAT, TE_DNN_DATA_FLOAT, &x, &st);
+    x = masks(g, s, x, lens);
+  }
   struct tn e = virt_like(g, &x, TE_DNN_DATA_FLOAT);
   pw(g, TE_DNN_PW_EXP, TE_DNN_DATA_FLOAT, &x, NULL, NULL, &e, -1);
 
@@ -364,11 +488,11 @@ static void build_bwd(struct te_dnn_graph *g, const struct te_dnn_shape *s) {
   int64_t tstr[4] = {s->hq * s->sq * s->skv, s->sq * s->skv, 1, s->skv};
   struct tn et = tensor(g, dt, tdim, tstr, 1, 0);
   reshape(g, &e, &et);
-  matmul_grouped(g, s, &et, &dO, &dv);
+  matmul_grouped(g, s, &et, &dO, &dv, lens);
 
   /* dS = E * (dO V^T - sum) * scale */
   struct tn dp = virt4(g, TE_DNN_DATA_FLOAT, s->b, s->hq, s->sq, s->skv);
-  matmul(g, &dO, &vt, &dp);
+  matmul_ov(g, &dO, &vt, &dp, LQ(lens), LK(lens), NULL);
   dp = pw2(g, TE_DNN_PW_SUB, TE_DNN_DATA_FLOAT, TE_DNN_DATA_FLOAT, &dp, &sum);
   dp = pw2(g, TE_DNN_PW_MUL, TE_DNN_DATA_FLOAT, TE_DNN_DATA_FLOAT, &dp, &e);
   struct tn ds = pw2(g, TE_DNN_PW_MUL, TE_DNN_DATA_FLOAT, TE_DNN_DATA_FLOAT, &dp, &scale);
@@ -376,7 +500,7 @@ static void build_bwd(struct te_dnn_graph *g, const struct te_dnn_shape *s) {
   /* dK = dS^T Q */
   struct tn dst = tensor(g, dt, tdim, tstr, 1, 0);
   reshape(g, &ds, &dst);
-  matmul_grouped(g, s, &dst, &q, &dk);
+  matmul_grouped(g, s, &dst, &q, &dk, lens);
 
   /* dQ = dS K, in float in the workspace, then cast into dQ */
   int64_t kdim[4] = {s->b, s->hk, s->skv, s->d};
@@ -388,7 +512,7 @@ static void build_bwd(struct te_dnn_graph *g, const struct te_dnn_shape *s) {
   struct tn acc = tensor(g, TE_DNN_DATA_FLOAT, qdim, qstr, 0, 0);
   g->role_uid[TE_DNN_WS_DQACC] = acc.uid;
   g->ws_dqacc_bytes = (size_t)(s->b * s->hq * s->sq * s->d) * sizeof(float);
-  matmul(g, &ds, &k, &acc);
+  matmul_ov(g, &ds, &k, &acc, LQ(lens), NULL, LK(lens));
   pw(g, TE_DNN_PW_IDENTITY, TE_DNN_DATA_FLOAT, &acc, NULL, NULL, &dq, -1);
 }
 

@@ -170,7 +170,8 @@ static void build(struct entry *e, te_dnn_handle_t h) {
     return;
   }
   const struct te_dnn_graph *g = &e->plan.graph;
-  e->plan.ws_bytes = align256(g->ws_sum_bytes) + align256(g->ws_dqacc_bytes) + e->plan.engine_ws;
+  e->plan.ws_bytes = align256(g->ws_sum_bytes) + align256(g->ws_dqacc_bytes) +
+                     align256(g->ws_ragged_bytes) + align256(g->ws_stats_bytes) + e->plan.engine_ws;
   TE_INFO(TECORE_SUBSYS_KERNEL,
           "attention: cuDNN %s plan b=%ld h=%ld/%ld s=%ld/%ld d=%ld %s%s window=%ld: engine %ld, "
           "%d operations, workspace %zu bytes (engine %zu)",

@@ -1,0 +1,132 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* attn_cudnn.h -- the parameters of kernels/attn_cudnn.cu (declared once,
+ * kparams.h) and the per-element math both backends share: what the cuDNN
+ * attention row (libtecore/attn/attn_cudnn.c) needs on the device to run
+ * variable sequence lengths, computed from cu_seqlens without host reads.
+ *
+ * te_attn_cudnn_ragged, one item per i in [0, batch]: into int32 arrays of
+ * `stride` elements each (stride >= batch + 1, a multiple of 4, so that
+ * every array starts 16-byte aligned) at out:
+ *   array 0: len_q[b]  = cu_q[b + 1] - cu_q[b]        (b < batch)
+ *   array 1: len_kv[b] = cu_kv[b + 1] - cu_kv[b]      (b < batch)
+ *   array 2 + r: cu[i] * mult_r, r = 0 .. 7 for Q K V O dO dQ dK dV
+ *     (cu_q for Q O dO dQ, cu_kv for K V dK dV): the element offset of
+ *     sequence i's first token in that tensor (its token stride times the
+ *     token index); mult_r 0 writes zeros.
+ * te_attn_cudnn_stats moves the softmax statistics between cuDNN's padded
+ * [batch][heads][max_q] and the caller's lse [heads][total_q]:
+ *   TE_ACD_TO_LSE, item (h, t) of heads x total_q: lse[h][t] =
+ *     padded[b][h][t - cu_q[b]], b the sequence of token t (t past
+ *     cu_q[batch], or past max_q in its sequence, is left alone); a row
+ *     that sees no key (lk = 0, or causal and i + lk - lq < 0) gets
+ *     lse = -inf and, when o is set, O = 0 (its d 16-bit elements at
+ *     o + t * o_ts + h * o_hs), the attention contract cuDNN does not keep;
+ *   TE_ACD_FROM_LSE, item (b, h, i) of batch x heads x max_q: padded[b][h][i]
+ *     = lse[h][cu_q[b] + i] for i < len_q[b] where that is not -inf, else 0
+ *     (so that a row that sees no key gives exp(-inf - 0) = 0, no NaN). */
+#ifndef TE_KERNELS_ATTN_CUDNN_H
+#define TE_KERNELS_ATTN_CUDNN_H
+
+#include "kparams.h"
+#include "te_hd.h"
+#ifndef __CUDACC__
+#include <math.h>
+#endif
+
+#define TE_ACD_THREADS 256
+#define TE_ACD_ROLES 8
+#define TE_ACD_TO_LSE 0
+#define TE_ACD_FROM_LSE 1
+
+#define TE_ACD_RAGGED_PARAMS(P)      \
+  P(const int *, cu_q, nnptr)        \
+  P(const int *, cu_kv, nnptr)       \
+  P(int *, out, nnptr)               \
+  P(long long, batch, val)           \
+  P(long long, stride, val)          \
+  P(long long, m0, val)              \
+  P(long long, m1, val)              \
+  P(long long, m2, val)              \
+  P(long long, m3, val)              \
+  P(long long, m4, val)              \
+  P(long long, m5, val)              \
+  P(long long, m6, val)              \
+  P(long long, m7, val)
+
+#define TE_ACD_STATS_PARAMS(P)       \
+  P(const int *, cu_q, nnptr)        \
+  P(const int *, cu_kv, nnptr)       \
+  P(float *, padded, nnptr)          \
+  P(float *, lse, nnptr)             \
+  P(unsigned short *, o, ptr)        \
+  P(long long, o_ts, val)            \
+  P(long long, o_hs, val)            \
+  P(long long, batch, val)           \
+  P(long long, heads, val)           \
+  P(long long, max_q, val)           \
+  P(long long, total_q, val)         \
+  P(int, d, val)                     \
+  P(int, causal, val)                \
+  P(int, dir, val)
+
+/* Roles whose offsets follow cu_kv (K V dK dV); the others follow cu_q. */
+TE_HD int te_acd_role_kv(int r) { return r == 1 || r == 2 || r == 6 || r == 7; }
+
+/* Item i in [0, batch] of te_attn_cudnn_ragged; m: the 8 multipliers. */
+TE_HD void te_acd_ragged_item(const int *cu_q, const int *cu_kv, int *out, long long batch,
+                              long long stride, const long long *m, long long i) {
+  if (i < batch) {
+    out[i] = cu_q[i + 1] - cu_q[i];
+    out[stride + i] = cu_kv[i + 1] - cu_kv[i];
+  }
+  for (int r = 0; r < TE_ACD_ROLES; r++) {
+    const int *cu = te_acd_role_kv(r) ? cu_kv : cu_q;
+    out[(2 + r) * stride + i] = (int)((long long)cu[i] * m[r]);
+  }
+}
+
+/* The sequence b in [0, batch) with cu[b] <= t < cu[b + 1], or -1. */
+TE_HD long long te_acd_seq_of(const int *cu, long long batch, long long t) {
+  if (t < cu[0] || t >= cu[batch]) return -1;
+  long long lo = 0, hi = batch - 1; /* cu[lo] <= t; the answer is in [lo, hi] */
+  while (lo < hi) {
+    long long mid = (lo + hi + 1) / 2;
+    if (cu[mid] <= t)
+      lo = mid;
+    else
+      hi = mid - 1;
+  }
+  return lo;
+}
+
+/* Whether row r of a sequence of lq queries and lk keys sees no key. */
+TE_HD int te_acd_row_blind(long long r, long long lq, long long lk, int causal) {
+  return lk == 0 || (causal && r + lk - lq < 0);
+}
+
+/* Item i of te_attn_cudnn_stats (see above for the two directions). */
+TE_HD void te_acd_stats_item(const int *cu_q, const int *cu_kv, float *padded, float *lse,
+                             unsigned short *o, long long o_ts, long long o_hs, long long batch,
+                             long long heads, long long max_q, long long total_q, int d,
+                             int causal, int dir, long long i) {
+  if (dir == TE_ACD_TO_LSE) {
+    long long h = i / total_q, t = i % total_q;
+    long long b = te_acd_seq_of(cu_q, batch, t);
+    if (b < 0) return;
+    long long r = t - cu_q[b];
+    if (te_acd_row_blind(r, cu_q[b + 1] - cu_q[b], cu_kv[b + 1] - cu_kv[b], causal)) {
+      lse[i] = -INFINITY;
+      if (o)
+        for (int e = 0; e < d; e++) o[t * o_ts + h * o_hs + e] = 0;
+      return;
+    }
+    if (r >= max_q) return;
+    lse[i] = padded[(b * heads + h) * max_q + r];
+  } else {
+    long long b = i / (heads * max_q), h = (i / max_q) % heads, r = i % max_q;
+    float v = r < cu_q[b + 1] - cu_q[b] ? lse[h * total_q + cu_q[b] + r] : 0.0f;
+    padded[i] = v == -INFINITY ? 0.0f : v;
+  }
+}
+
+#endif

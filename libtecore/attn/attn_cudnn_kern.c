@@ -1,0 +1,78 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* attn_cudnn_kern.c -- the kernel table of kernels/attn_cudnn.cu, its vdev
+ * twins (the same per-item math, kernels/common/attn_cudnn.h, over the
+ * whole grid) and the two launches the cuDNN attention row makes for
+ * variable sequence lengths (attn_cudnn_kern.h). */
+#include "attn/attn_cudnn_kern.h"
+
+static void te_acd_vdev_ragged(const struct tecore_launch_cfg *cfg, void *const *args) {
+  const struct te_acd_ragged_args a = te_acd_ragged_args_of(args);
+  (void)cfg;
+  const long long m[TE_ACD_ROLES] = {a.m0, a.m1, a.m2, a.m3, a.m4, a.m5, a.m6, a.m7};
+  for (long long i = 0; i <= a.batch; i++)
+    te_acd_ragged_item(a.cu_q, a.cu_kv, a.out, a.batch, a.stride, m, i);
+}
+
+static void te_acd_vdev_stats(const struct tecore_launch_cfg *cfg, void *const *args) {
+  const struct te_acd_stats_args a = te_acd_stats_args_of(args);
+  (void)cfg;
+  long long n = a.dir == TE_ACD_TO_LSE ? a.heads * a.total_q : a.batch * a.heads * a.max_q;
+  for (long long i = 0; i < n; i++)
+    te_acd_stats_item(a.cu_q, a.cu_kv, a.padded, a.lse, a.o, a.o_ts, a.o_hs, a.batch, a.heads,
+                      a.max_q, a.total_q, a.d, a.causal, a.dir, i);
+}
+
+enum { K_RAGGED, K_STATS };
+static const struct tecore_kernel_def acd_kernels[] = {
+    [K_RAGGED] = TE_KDEF("te_attn_cudnn_ragged", te_acd_vdev_ragged, TE_ACD_RAGGED_PARAMS),
+    [K_STATS] = TE_KDEF("te_attn_cudnn_stats", te_acd_vdev_stats, TE_ACD_STATS_PARAMS),
+};
+static const struct te_kalign acd_align[] = {
+    [K_RAGGED] = TE_KALIGN(TE_ACD_RAGGED_PARAMS),
+    [K_STATS] = TE_KALIGN(TE_ACD_STATS_PARAMS),
+};
+TE_KERNEL_TABLE_FATBIN_ALIGNED(acd_first_id, "libtecore/attn_cudnn", acd_kernels, acd_align,
+                               attn_cudnn)
+
+static unsigned blocks_for(size_t n) {
+  size_t b = te_cdiv(n ? n : 1, TE_ACD_THREADS), cap = (size_t)te_sm_count() * 8;
+  return (unsigned)(b < cap ? b : cap);
+}
+
+tecore_result_t te_acd_launch_ragged(tecore_devptr_t cu_q, tecore_devptr_t cu_kv,
+                                     tecore_devptr_t out, size_t batch,
+                                     const long long mult[TE_ACD_ROLES], tecore_stream_t stream) {
+  int id = acd_first_id();
+  if (id < 0)
+    return TE_ERR(TECORE_ERR_INTERNAL, "attention (cudnn): the attn_cudnn kernels did not register");
+  struct tecore_launch_cfg cfg = {.grid = {blocks_for(batch + 1), 1, 1},
+                                  .block = {TE_ACD_THREADS, 1, 1}};
+  struct te_acd_ragged_args k = {
+      .cu_q = TE_DPTR(cu_q), .cu_kv = TE_DPTR(cu_kv), .out = TE_DPTR(out),
+      .batch = (long long)batch, .stride = (long long)te_acd_ragged_stride(batch),
+      .m0 = mult[0], .m1 = mult[1], .m2 = mult[2], .m3 = mult[3],
+      .m4 = mult[4], .m5 = mult[5], .m6 = mult[6], .m7 = mult[7]};
+  void *kargs[TE_KNPARAMS(TE_ACD_RAGGED_PARAMS)];
+  te_acd_ragged_args_ptrs(&k, kargs);
+  return tecore_kernel_launch(id + K_RAGGED, &cfg, kargs, stream);
+}
+
+tecore_result_t te_acd_launch_stats(const struct te_acd_stats_call *c, int dir,
+                                    tecore_stream_t stream) {
+  size_t batch = c->batch, heads = c->heads, max_q = c->max_q, total_q = c->total_q;
+  size_t n = dir == TE_ACD_TO_LSE ? heads * total_q : batch * heads * max_q;
+  if (n == 0) return TECORE_SUCCESS;
+  int id = acd_first_id();
+  if (id < 0)
+    return TE_ERR(TECORE_ERR_INTERNAL, "attention (cudnn): the attn_cudnn kernels did not register");
+  struct tecore_launch_cfg cfg = {.grid = {blocks_for(n), 1, 1}, .block = {TE_ACD_THREADS, 1, 1}};
+  struct te_acd_stats_args k = {
+      .cu_q = TE_DPTR(c->cu_q), .cu_kv = TE_DPTR(c->cu_kv), .padded = TE_DPTR(c->padded),
+      .lse = TE_DPTR(c->lse), .o = TE_DPTR(c->o), .o_ts = (long long)c->o_ts,
+      .o_hs = (long long)c->o_hs, .batch = (long long)batch, .heads = (long long)heads,
+      .max_q = (long long)max_q, .total_q = (long long)total_q, .d = c->d, .causal = c->causal,
+      .dir = dir};
+  void *kargs[TE_KNPARAMS(TE_ACD_STATS_PARAMS)];
+  te_acd_stats_args_ptrs(&k, kargs);
+  return tecore_kernel_launch(id + K_STATS, &cfg, kargs, stream);
+}
