@@ -288,9 +288,10 @@ END_TEST
 /* ---- another call's device error ------------------------------------------------------ */
 /* A copy one byte past its source's allocation, on a stream of the rank's
  * own, leaves that stream a sticky error on vdev (on cuda an error, or
- * none where the driver's rounding covers the byte).  It is not the communicator's: allreduces on another stream
- * still sum right, and destroy succeeds (it returned DEVICE with an empty
- * detail, found by fuzz-api: t/fuzz/corpus/api/13-memcpy-past-end.txt). */
+ * none where the driver's rounding covers the byte).  It is not the
+ * communicator's: allreduces on another stream still sum right, and
+ * destroy succeeds (it returned DEVICE with an empty detail, found by
+ * fuzz-api: t/fuzz/corpus/api/13-memcpy-past-end.txt). */
 static void rank_stream_error(int rank, int n, void *arg) {
   (void)arg;
   tecomm_comm_t c = tc_rank_comm(rank, n);
