@@ -287,10 +287,11 @@ END_TEST
 
 /* ---- another call's device error ------------------------------------------------------ */
 /* A copy one byte past its source's allocation, on a stream of the rank's
- * own, leaves that stream a sticky error on vdev (a synchronous INVALID on
- * cuda).  It is not the communicator's: allreduces on another stream
- * still sum right, and destroy succeeds (it returned DEVICE with an empty
- * detail, found by fuzz-api: t/fuzz/corpus/api/13-memcpy-past-end.txt). */
+ * own, leaves that stream a sticky error on vdev (on cuda an error, or
+ * none where the driver's rounding covers the byte).  It is not the
+ * communicator's: allreduces on another stream still sum right, and
+ * destroy succeeds (it returned DEVICE with an empty detail, found by
+ * fuzz-api: t/fuzz/corpus/api/13-memcpy-past-end.txt). */
 static void rank_stream_error(int rank, int n, void *arg) {
   (void)arg;
   tecomm_comm_t c = tc_rank_comm(rank, n);
@@ -304,7 +305,9 @@ static void rank_stream_error(int rank, int n, void *arg) {
   RK_CORE(tecore_mem_alloc(2000, &dst));
   tecore_result_t cr = tecore_memcpy_async(dst, src, 1001, bad);
   if (cr == TECORE_SUCCESS) cr = tecore_stream_synchronize(bad);
-  RK_ASSERT(cr != TECORE_SUCCESS, "a copy past its source's allocation succeeded");
+  /* vdev checks every copy's ranges; the CUDA driver may not (its
+   * allocations are rounded up), and then there is no error to keep */
+  RK_ASSERT(cr != TECORE_SUCCESS || !tc_on_vdev(), "a copy past its source's allocation succeeded");
   float *h = malloc(count * 4), *got = malloc(count * 4), *peer = malloc(count * 4);
   RK_ASSERT(h && got && peer, "out of host memory");
   for (int call = 0; call < 2; call++) {
