@@ -20,7 +20,8 @@
 // 64-row query tiles that see those keys: it recomputes P from lse, takes
 // dP = dO V^T, dS = P (dP - D) scale, keeps dV += P^T dO and dK += dS^T Q
 // in registers (each warp 16 keys) and adds dQ = dS K into dq_acc with
-// atomics; te_attn_bwd_dq converts dq_acc to dQ's dtype.
+// 16-byte reductions (red.global.add.v4.f32, lane pairs swapping halves
+// of their fragments); te_attn_bwd_dq converts dq_acc to dQ's dtype.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include "common/attention.h"
@@ -82,6 +83,12 @@ __device__ __forceinline__ void ldsm_x4_t(uint32_t *r, const void *p) {
   asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
                : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
                : "r"(smem_addr(p)));
+}
+// *a += (x, y, z, w) without a result (a 16-byte aligned float4).
+__device__ __forceinline__ void red_add4(float *a, float x, float y, float z, float w) {
+  asm volatile("red.global.add.v4.f32 [%0], {%1, %2, %3, %4};\n" ::"l"(a), "f"(x), "f"(y),
+               "f"(z), "f"(w)
+               : "memory");
 }
 // 16 bytes global -> shared; src_bytes 0 writes zeros (rows past the end).
 __device__ __forceinline__ void cp_async16(void *dst, const void *src, int src_bytes) {
@@ -368,6 +375,7 @@ __device__ __forceinline__ void attn_bwd(const te_attn_params &p) {
   typedef typename elem<DT>::t T;
   constexpr int BM = TE_ATTN_BWD_BM, BN = TE_ATTN_BWD_BN, NT = TE_ATTN_BWD_THREADS;
   constexpr int NTILE_S = BN / 8, NTILE_D = DP / 8;
+  constexpr int DQ_COLS = 64;  // dQ's columns a pass (fewer live registers)
   extern __shared__ __align__(128) unsigned char smem[];
   T *sk = reinterpret_cast<T *>(smem);
   T *sv = sk + BN * DP;
@@ -425,7 +433,7 @@ __device__ __forceinline__ void attn_bwd(const te_attn_params &p) {
       for (int j = 0; j < NTILE_S; j++)
 #pragma unroll
         for (int e = 0; e < 4; e++) s[j][e] = dp[j][e] = 0.0f;
-#pragma unroll
+#pragma unroll 4  // unrolled 8 deep (DP 128), the hoisted addresses spill
       for (int kk = 0; kk < DP / 16; kk++) {
         uint32_t qf[4], of[4];
         ldsm_x4(qf, sq + swz<DP>(warp * 16 + (lane % 16), kk * 2 + lane / 16));
@@ -487,36 +495,39 @@ __device__ __forceinline__ void attn_bwd(const te_attn_params &p) {
         }
       }
 
-      // dQ += dS K: the warp's 16 query rows x DP, added into dq_acc
-      {
-        float dq[NTILE_D][4];
+      // dQ += dS K: the warp's 16 query rows x DP, DQ_COLS columns a pass,
+      // added into dq_acc with 16-byte reductions
 #pragma unroll
-        for (int j = 0; j < NTILE_D; j++) dq[j][0] = dq[j][1] = dq[j][2] = dq[j][3] = 0.0f;
+      for (int half = 0; half < DP / DQ_COLS; half++) {
+        float dq[DQ_COLS / 8][4];
+#pragma unroll
+        for (int j = 0; j < DQ_COLS / 8; j++) dq[j][0] = dq[j][1] = dq[j][2] = dq[j][3] = 0.0f;
 #pragma unroll
         for (int kk = 0; kk < BN / 16; kk++) {
           uint32_t af[4];
           ldsm_x4(af, sds + swz<BN>(warp * 16 + (lane % 16), kk * 2 + lane / 16));
 #pragma unroll
-          for (int jn = 0; jn < NTILE_D; jn += 2) {
+          for (int jn = 0; jn < DQ_COLS / 8; jn += 2) {
             uint32_t kf[4];
             const int m = lane / 8;
-            ldsm_x4_t(kf, sk + swz<DP>(kk * 16 + (m % 2) * 8 + lane % 8, jn + m / 2));
+            const int ch = half * (DQ_COLS / 8) + jn + m / 2;
+            ldsm_x4_t(kf, sk + swz<DP>(kk * 16 + (m % 2) * 8 + lane % 8, ch));
             mma16816<DT>(dq[jn], af, kf);
             mma16816<DT>(dq[jn + 1], af, kf + 2);
           }
         }
+        // lanes tq and tq ^ 1 swap halves: the even one adds 4 columns of
+        // row g, the odd one the same 4 columns of row g + 8
+        const int odd = tq & 1, i = m0 + warp * 16 + g + odd * 8;
+        float *acc = p.dq_acc + ((long long)(q0 + i) * p.heads + h) * d + (tq - odd) * 2;
 #pragma unroll
-        for (int hr = 0; hr < 2; hr++) {
-          const int i = m0 + warp * 16 + g + hr * 8;
-          if (i >= lq) continue;
-          float *acc = p.dq_acc + ((long long)(q0 + i) * p.heads + h) * d;
-#pragma unroll
-          for (int j = 0; j < NTILE_D; j++) {
-            const int col = j * 8 + tq * 2;
-            if (col < d) {
-              atomicAdd(acc + col, dq[j][hr * 2]);
-              atomicAdd(acc + col + 1, dq[j][hr * 2 + 1]);
-            }
+        for (int j = 0; j < DQ_COLS / 8; j++) {
+          const float r0 = __shfl_xor_sync(0xffffffffu, odd ? dq[j][0] : dq[j][2], 1);
+          const float r1 = __shfl_xor_sync(0xffffffffu, odd ? dq[j][1] : dq[j][3], 1);
+          const int col = (half * (DQ_COLS / 8) + j) * 8;
+          if (i < lq && col < d) {
+            if (odd) red_add4(acc + col, r0, r1, dq[j][2], dq[j][3]);
+            else red_add4(acc + col, dq[j][0], dq[j][1], r0, r1);
           }
         }
       }
