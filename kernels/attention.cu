@@ -12,7 +12,9 @@
 // and O += P V on the tensor cores (mma.sync m16n8k16, fragments loaded
 // with ldmatrix from XOR-swizzled tiles); the softmax is online, in base 2
 // with the scale folded into log2(e); P is rounded to the input dtype for
-// the P V product.
+// the P V product.  Tiles that no row of a warp masks skip the mask;
+// exponentials are ex2.approx.ftz; blockIdx.x counts the query blocks
+// from the last, so the longest (causal) blocks start first.
 //
 // Backward: te_attn_bwd_prep takes D = rowsum(dO * O) per (token, head) and
 // zeroes dq_acc; te_attn_bwd_d64/_d128 give a block 64 keys of one
@@ -84,6 +86,13 @@ __device__ __forceinline__ void ldsm_x4_t(uint32_t *r, const void *p) {
                : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
                : "r"(smem_addr(p)));
 }
+// 2^x on the special-function unit, subnormal results flushed to zero
+// (2^-inf = 0).
+__device__ __forceinline__ float ex2(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
+  return y;
+}
 // *a += (x, y, z, w) without a result (a 16-byte aligned float4).
 __device__ __forceinline__ void red_add4(float *a, float x, float y, float z, float w) {
   asm volatile("red.global.add.v4.f32 [%0], {%1, %2, %3, %4};\n" ::"l"(a), "f"(x), "f"(y),
@@ -153,7 +162,8 @@ __device__ __forceinline__ void attn_fwd(const te_attn_params &p) {
   T *sk = sq + BM * DP;  // two buffers
   T *sv = sk + 2 * BN * DP;
 
-  const int b = blockIdx.z, h = blockIdx.y, m0 = blockIdx.x * BM;
+  // the last query blocks, which see the most keys when causal, first
+  const int b = blockIdx.z, h = blockIdx.y, m0 = (gridDim.x - 1 - blockIdx.x) * BM;
   const int q0 = p.cu_q[b], lq = min(p.cu_q[b + 1] - q0, p.max_q);
   if (m0 >= lq) return;
   const int k0 = p.cu_kv[b], lk = p.cu_kv[b + 1] - k0;
@@ -227,19 +237,34 @@ __device__ __forceinline__ void attn_fwd(const te_attn_params &p) {
     }
     // mask, scale into base 2, online softmax
     float mnew[2];
+    // no key of the tile masked for any row of the warp (rows past lq see
+    // no keys): the mask is skipped
+    const bool whole = __all_sync(0xffffffffu, n0 >= max(rlo[0], rlo[1]) &&
+                                                   n0 + BN <= min(rhi[0], rhi[1]));
 #pragma unroll
     for (int hr = 0; hr < 2; hr++) {
       float mx = mrow[hr];
+      if (whole) {
 #pragma unroll
-      for (int j = 0; j < NTILE_S; j++)
+        for (int j = 0; j < NTILE_S; j++)
 #pragma unroll
-        for (int e = 0; e < 2; e++) {
-          const int key = n0 + j * 8 + tq * 2 + e;
-          float v = s[j][hr * 2 + e] * p.scale_log2;
-          v = (key >= rlo[hr] && key < rhi[hr]) ? v : -INFINITY;
-          s[j][hr * 2 + e] = v;
-          mx = fmaxf(mx, v);
-        }
+          for (int e = 0; e < 2; e++) {
+            const float v = s[j][hr * 2 + e] * p.scale_log2;
+            s[j][hr * 2 + e] = v;
+            mx = fmaxf(mx, v);
+          }
+      } else {
+#pragma unroll
+        for (int j = 0; j < NTILE_S; j++)
+#pragma unroll
+          for (int e = 0; e < 2; e++) {
+            const int key = n0 + j * 8 + tq * 2 + e;
+            float v = s[j][hr * 2 + e] * p.scale_log2;
+            v = (key >= rlo[hr] && key < rhi[hr]) ? v : -INFINITY;
+            s[j][hr * 2 + e] = v;
+            mx = fmaxf(mx, v);
+          }
+      }
       mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
       mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
       mnew[hr] = mx;
@@ -247,14 +272,14 @@ __device__ __forceinline__ void attn_fwd(const te_attn_params &p) {
 #pragma unroll
     for (int hr = 0; hr < 2; hr++) {
       const float mu = mnew[hr] == -INFINITY ? 0.0f : mnew[hr];
-      const float corr = exp2f(mrow[hr] - mu);
+      const float corr = ex2(mrow[hr] - mu);
       mrow[hr] = mnew[hr];
       float sum = 0.0f;
 #pragma unroll
       for (int j = 0; j < NTILE_S; j++)
 #pragma unroll
         for (int e = 0; e < 2; e++) {
-          float pe = exp2f(s[j][hr * 2 + e] - mu);
+          float pe = ex2(s[j][hr * 2 + e] - mu);
           s[j][hr * 2 + e] = pe;
           sum += pe;
         }
@@ -464,7 +489,7 @@ __device__ __forceinline__ void attn_bwd(const te_attn_params &p) {
           for (int e = 0; e < 2; e++) {
             const int key = n0 + j * 8 + tq * 2 + e;
             const bool vis = key >= lo && key < hi;
-            pv[e] = vis ? exp2f(s[j][hr * 2 + e] * p.scale_log2 - l2) : 0.0f;
+            pv[e] = vis ? ex2(s[j][hr * 2 + e] * p.scale_log2 - l2) : 0.0f;
             dsv[e] = pv[e] * (dp[j][hr * 2 + e] - ds0) * p.scale;
           }
           const int off = swz<BN>(ri, j) + tq * 2;
