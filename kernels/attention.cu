@@ -23,7 +23,9 @@
 // dP = dO V^T, dS = P (dP - D) scale, keeps dV += P^T dO and dK += dS^T Q
 // in registers (each warp 16 keys) and adds dQ = dS K into dq_acc with
 // 16-byte reductions (red.global.add.v4.f32, lane pairs swapping halves
-// of their fragments); te_attn_bwd_dq converts dq_acc to dQ's dtype.
+// of their fragments); te_attn_bwd_dq converts dq_acc to dQ's dtype.  The
+// next query tile loads (cp.async) into staging buffers while one
+// computes, and is copied into place at the start of its turn.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include "common/attention.h"
@@ -102,6 +104,11 @@ __device__ __forceinline__ void red_add4(float *a, float x, float y, float z, fl
 // 16 bytes global -> shared; src_bytes 0 writes zeros (rows past the end).
 __device__ __forceinline__ void cp_async16(void *dst, const void *src, int src_bytes) {
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_addr(dst)), "l"(src),
+               "r"(src_bytes));
+}
+// 4 bytes global -> shared; src_bytes 0 writes zeros.
+__device__ __forceinline__ void cp_async4(void *dst, const void *src, int src_bytes) {
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(smem_addr(dst)), "l"(src),
                "r"(src_bytes));
 }
 __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
@@ -409,6 +416,9 @@ __device__ __forceinline__ void attn_bwd(const te_attn_params &p) {
   T *sp = sdo + BM * DP;   // [BM][BN] P
   T *sds = sp + BM * BN;   // [BM][BN] dS (times scale)
   float *slse = reinterpret_cast<float *>(sds + BM * BN), *sdsum = slse + BM;
+  // the next tile's Q, dO (as sq, sdo) and raw lse, D (as slse, sdsum)
+  T *stq = reinterpret_cast<T *>(sdsum + BM);
+  float *stl = reinterpret_cast<float *>(stq + 2 * BM * DP);
 
   const int b = blockIdx.z, kvh = blockIdx.y, n0 = blockIdx.x * BN;
   const int k0 = p.cu_kv[b], lk = min(p.cu_kv[b + 1] - k0, p.max_kv);
@@ -438,19 +448,37 @@ __device__ __forceinline__ void attn_bwd(const te_attn_params &p) {
 #pragma unroll
     for (int e = 0; e < 4; e++) dk[j][e] = dv[j][e] = 0.0f;
 
+  // Tile (h, m0)'s Q, dO, lse and D load into the staging buffers while
+  // the tile before computes; rows past lq load as zeros (they see no
+  // keys: P = dS = 0 whatever their lse).
+  auto stage = [&](int h, int m0) {
+    load_tile<BM, DP, NT>(stq, Q, p.q_ts, p.q_hs, q0 + m0, h, lq - m0, d);
+    load_tile<BM, DP, NT>(stq + BM * DP, DO, p.do_ts, p.do_hs, q0 + m0, h, lq - m0, d);
+    for (int i = threadIdx.x; i < BM; i += NT) {
+      const bool ok = m0 + i < lq;
+      const long long idx = ok ? (long long)h * p.total_q + q0 + m0 + i : 0;
+      cp_async4(stl + i, p.lse + idx, ok ? 4 : 0);
+      cp_async4(stl + BM + i, p.dsum + idx, ok ? 4 : 0);
+    }
+    cp_async_commit();
+  };
+  if (ibeg < iend) stage(kvh * group, ibeg);
+
   for (int h = kvh * group; h < (kvh + 1) * group; h++) {
     for (int m0 = ibeg; m0 < iend; m0 += BM) {
-      load_tile<BM, DP, NT>(sq, Q, p.q_ts, p.q_hs, q0 + m0, h, lq - m0, d);
-      load_tile<BM, DP, NT>(sdo, DO, p.do_ts, p.do_hs, q0 + m0, h, lq - m0, d);
-      cp_async_commit();
-      for (int i = threadIdx.x; i < BM; i += NT) {
-        const bool ok = m0 + i < lq;
-        const long long idx = (long long)h * p.total_q + q0 + m0 + i;
-        slse[i] = ok ? p.lse[idx] * 1.4426950408889634f : INFINITY;
-        sdsum[i] = ok ? p.dsum[idx] : 0.0f;
-      }
+      // staging -> sq, sdo, slse, sdsum (every warp is past the last tile)
       cp_async_wait<0>();
       __syncthreads();
+#pragma unroll 1
+      for (int i = threadIdx.x; i < 2 * BM * DP / 8; i += NT)
+        reinterpret_cast<uint4 *>(sq)[i] = reinterpret_cast<const uint4 *>(stq)[i];
+      for (int i = threadIdx.x; i < 2 * BM; i += NT)
+        slse[i] = i < BM ? stl[i] * 1.4426950408889634f : stl[i];
+      __syncthreads();
+      {
+        const int mn = m0 + BM < iend ? m0 + BM : ibeg, hn = m0 + BM < iend ? h : h + 1;
+        if (hn < (kvh + 1) * group) stage(hn, mn);
+      }
 
       // S and dP for the warp's 16 query rows x 64 keys
       float s[NTILE_S][4], dp[NTILE_S][4];
@@ -458,7 +486,7 @@ __device__ __forceinline__ void attn_bwd(const te_attn_params &p) {
       for (int j = 0; j < NTILE_S; j++)
 #pragma unroll
         for (int e = 0; e < 4; e++) s[j][e] = dp[j][e] = 0.0f;
-#pragma unroll 4  // unrolled 8 deep (DP 128), the hoisted addresses spill
+#pragma unroll 2  // unrolled deeper (DP 128), the hoisted addresses spill
       for (int kk = 0; kk < DP / 16; kk++) {
         uint32_t qf[4], of[4];
         ldsm_x4(qf, sq + swz<DP>(warp * 16 + (lane % 16), kk * 2 + lane / 16));
@@ -556,9 +584,9 @@ __device__ __forceinline__ void attn_bwd(const te_attn_params &p) {
           }
         }
       }
-      __syncthreads();  // sq, sdo, sp, sds are refilled
     }
   }
+  cp_async_wait<0>();  // no query tile: K and V are still in flight
 
   // dK and dV of the warp's 16 keys: rows g and g + 8
   T *DK = static_cast<T *>(p.dk), *DV = static_cast<T *>(p.dv);
