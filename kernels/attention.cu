@@ -343,14 +343,15 @@ __device__ __forceinline__ void attn_fwd(const te_attn_params &p) {
   }
 }
 
-#define FWD_KERNEL(name, DP)                                                          \
-  extern "C" __global__ void __launch_bounds__(TE_ATTN_FWD_THREADS)                   \
+// head_dim 64 fits two blocks an SM (128 registers, 48 KiB each)
+#define FWD_KERNEL(name, DP, MINB)                                                    \
+  extern "C" __global__ void __launch_bounds__(TE_ATTN_FWD_THREADS, MINB)             \
       name(TE_KSIG(TE_ATTN_PARAMS)) {                                                 \
     if (p.qkv_dt == BF16) attn_fwd<BF16, DP>(p);                                      \
     else attn_fwd<F16, DP>(p);                                                        \
   }
-FWD_KERNEL(te_attn_fwd_d64, 64)
-FWD_KERNEL(te_attn_fwd_d128, 128)
+FWD_KERNEL(te_attn_fwd_d64, 64, 2)
+FWD_KERNEL(te_attn_fwd_d128, 128, 1)
 
 // ---- backward: D and the dQ accumulator --------------------------------------------------------
 
