@@ -242,7 +242,8 @@ __device__ __forceinline__ void attn_fwd(const te_attn_params &p) {
         mma16816<DT>(s[jn + 1], qf[kk], kf + 2);
       }
     }
-    // mask, scale into base 2, online softmax
+    // mask, online softmax in base 2 (the max taken on the raw scores, the
+    // scale folded into the exponent's FMA)
     float mnew[2];
     // no key of the tile masked for any row of the warp (rows past lq see
     // no keys): the mask is skipped
@@ -250,23 +251,19 @@ __device__ __forceinline__ void attn_fwd(const te_attn_params &p) {
                                                    n0 + BN <= min(rhi[0], rhi[1]));
 #pragma unroll
     for (int hr = 0; hr < 2; hr++) {
-      float mx = mrow[hr];
+      float mx = -INFINITY;  // of the raw scores (scale > 0)
       if (whole) {
 #pragma unroll
         for (int j = 0; j < NTILE_S; j++)
 #pragma unroll
-          for (int e = 0; e < 2; e++) {
-            const float v = s[j][hr * 2 + e] * p.scale_log2;
-            s[j][hr * 2 + e] = v;
-            mx = fmaxf(mx, v);
-          }
+          for (int e = 0; e < 2; e++) mx = fmaxf(mx, s[j][hr * 2 + e]);
       } else {
 #pragma unroll
         for (int j = 0; j < NTILE_S; j++)
 #pragma unroll
           for (int e = 0; e < 2; e++) {
             const int key = n0 + j * 8 + tq * 2 + e;
-            float v = s[j][hr * 2 + e] * p.scale_log2;
+            float v = s[j][hr * 2 + e];
             v = (key >= rlo[hr] && key < rhi[hr]) ? v : -INFINITY;
             s[j][hr * 2 + e] = v;
             mx = fmaxf(mx, v);
@@ -274,7 +271,7 @@ __device__ __forceinline__ void attn_fwd(const te_attn_params &p) {
       }
       mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
       mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-      mnew[hr] = mx;
+      mnew[hr] = fmaxf(mrow[hr], mx * p.scale_log2);
     }
 #pragma unroll
     for (int hr = 0; hr < 2; hr++) {
@@ -286,7 +283,7 @@ __device__ __forceinline__ void attn_fwd(const te_attn_params &p) {
       for (int j = 0; j < NTILE_S; j++)
 #pragma unroll
         for (int e = 0; e < 2; e++) {
-          float pe = ex2(s[j][hr * 2 + e] - mu);
+          float pe = ex2(fmaf(s[j][hr * 2 + e], p.scale_log2, -mu));
           s[j][hr * 2 + e] = pe;
           sum += pe;
         }
