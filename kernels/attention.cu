@@ -352,27 +352,31 @@ FWD_KERNEL(te_attn_fwd_d128, 128, 1)
 
 // ---- backward: D and the dQ accumulator --------------------------------------------------------
 
-template <int DT> __device__ __forceinline__ float ld_elem(const void *p, long long i) {
-  typedef typename elem<DT>::t T;
-  const T *t = static_cast<const T *>(p);
-  if (DT == BF16) return __bfloat162float(*reinterpret_cast<const __nv_bfloat16 *>(t + i));
-  return __half2float(*reinterpret_cast<const __half *>(t + i));
-}
-
 template <int DT> __device__ void bwd_prep(const te_attn_params &p) {
   const long long row = (long long)blockIdx.x * (TE_ATTN_ROW_THREADS / 32) + threadIdx.x / 32;
   const int lane = threadIdx.x % 32;
   if (row >= p.total_q * p.heads) return;
   const long long t = row / p.heads;
   const int h = (int)(row % p.heads);
+  // 8 elements (16 bytes: rows start on 16 bytes, head_dim % 8 == 0) a lane
+  typedef typename elem<DT>::t T;
+  const T *dorow = static_cast<const T *>(p.d_o) + t * p.do_ts + (long long)h * p.do_hs;
+  const T *orow = static_cast<const T *>(p.o) + t * p.o_ts + (long long)h * p.o_hs;
   float acc = 0.0f;
-  for (int x = lane; x < p.head_dim; x += 32)
-    acc += ld_elem<DT>(p.d_o, t * p.do_ts + h * p.do_hs + x) *
-           ld_elem<DT>(p.o, t * p.o_ts + h * p.o_hs + x);
+  for (int x = lane * 8; x < p.head_dim; x += 256) {
+    const uint4 a = *reinterpret_cast<const uint4 *>(dorow + x);
+    const uint4 c = *reinterpret_cast<const uint4 *>(orow + x);
+    const uint32_t ua[4] = {a.x, a.y, a.z, a.w}, uc[4] = {c.x, c.y, c.z, c.w};
+#pragma unroll
+    for (int k = 0; k < 4; k++) {
+      const float2 fa = elem<DT>::unpack(ua[k]), fc = elem<DT>::unpack(uc[k]);
+      acc += fa.x * fc.x + fa.y * fc.y;
+    }
+  }
   for (int off = 16; off; off /= 2) acc += __shfl_xor_sync(0xffffffffu, acc, off);
   if (lane == 0) p.dsum[(long long)h * p.total_q + t] = acc;
-  float *dq = p.dq_acc + row * p.head_dim;
-  for (int x = lane; x < p.head_dim; x += 32) dq[x] = 0.0f;
+  float4 *dq = reinterpret_cast<float4 *>(p.dq_acc + row * p.head_dim);
+  for (int x = lane; x < p.head_dim / 4; x += 32) dq[x] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
 }
 
 extern "C" __global__ void te_attn_bwd_prep(TE_KSIG(TE_ATTN_PARAMS)) {
