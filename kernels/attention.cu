@@ -12,7 +12,9 @@
 // and O += P V on the tensor cores (mma.sync m16n8k16, fragments loaded
 // with ldmatrix from XOR-swizzled tiles); the softmax is online, in base 2
 // with the scale folded into log2(e); P is rounded to the input dtype for
-// the P V product.
+// the P V product.  Tiles that no row of a warp masks skip the mask;
+// exponentials are ex2.approx.ftz; blockIdx.x counts the query blocks
+// from the last, so the longest (causal) blocks start first.
 //
 // Backward: te_attn_bwd_prep takes D = rowsum(dO * O) per (token, head) and
 // zeroes dq_acc; te_attn_bwd_d64/_d128 give a block 64 keys of one
@@ -20,7 +22,10 @@
 // 64-row query tiles that see those keys: it recomputes P from lse, takes
 // dP = dO V^T, dS = P (dP - D) scale, keeps dV += P^T dO and dK += dS^T Q
 // in registers (each warp 16 keys) and adds dQ = dS K into dq_acc with
-// atomics; te_attn_bwd_dq converts dq_acc to dQ's dtype.
+// 16-byte reductions (red.global.add.v4.f32, lane pairs swapping halves
+// of their fragments); te_attn_bwd_dq converts dq_acc to dQ's dtype.  The
+// next query tile loads (cp.async) into staging buffers while one
+// computes, and is copied into place at the start of its turn.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include "common/attention.h"
@@ -83,9 +88,27 @@ __device__ __forceinline__ void ldsm_x4_t(uint32_t *r, const void *p) {
                : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
                : "r"(smem_addr(p)));
 }
+// 2^x on the special-function unit, subnormal results flushed to zero
+// (2^-inf = 0).
+__device__ __forceinline__ float ex2(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
+  return y;
+}
+// *a += (x, y, z, w) without a result (a 16-byte aligned float4).
+__device__ __forceinline__ void red_add4(float *a, float x, float y, float z, float w) {
+  asm volatile("red.global.add.v4.f32 [%0], {%1, %2, %3, %4};\n" ::"l"(a), "f"(x), "f"(y),
+               "f"(z), "f"(w)
+               : "memory");
+}
 // 16 bytes global -> shared; src_bytes 0 writes zeros (rows past the end).
 __device__ __forceinline__ void cp_async16(void *dst, const void *src, int src_bytes) {
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_addr(dst)), "l"(src),
+               "r"(src_bytes));
+}
+// 4 bytes global -> shared; src_bytes 0 writes zeros.
+__device__ __forceinline__ void cp_async4(void *dst, const void *src, int src_bytes) {
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(smem_addr(dst)), "l"(src),
                "r"(src_bytes));
 }
 __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
@@ -146,7 +169,8 @@ __device__ __forceinline__ void attn_fwd(const te_attn_params &p) {
   T *sk = sq + BM * DP;  // two buffers
   T *sv = sk + 2 * BN * DP;
 
-  const int b = blockIdx.z, h = blockIdx.y, m0 = blockIdx.x * BM;
+  // the last query blocks, which see the most keys when causal, first
+  const int b = blockIdx.z, h = blockIdx.y, m0 = (gridDim.x - 1 - blockIdx.x) * BM;
   const int q0 = p.cu_q[b], lq = min(p.cu_q[b + 1] - q0, p.max_q);
   if (m0 >= lq) return;
   const int k0 = p.cu_kv[b], lk = p.cu_kv[b + 1] - k0;
@@ -218,36 +242,48 @@ __device__ __forceinline__ void attn_fwd(const te_attn_params &p) {
         mma16816<DT>(s[jn + 1], qf[kk], kf + 2);
       }
     }
-    // mask, scale into base 2, online softmax
+    // mask, online softmax in base 2 (the max taken on the raw scores, the
+    // scale folded into the exponent's FMA)
     float mnew[2];
+    // no key of the tile masked for any row of the warp (rows past lq see
+    // no keys): the mask is skipped
+    const bool whole = __all_sync(0xffffffffu, n0 >= max(rlo[0], rlo[1]) &&
+                                                   n0 + BN <= min(rhi[0], rhi[1]));
 #pragma unroll
     for (int hr = 0; hr < 2; hr++) {
-      float mx = mrow[hr];
+      float mx = -INFINITY;  // of the raw scores (scale > 0)
+      if (whole) {
 #pragma unroll
-      for (int j = 0; j < NTILE_S; j++)
+        for (int j = 0; j < NTILE_S; j++)
 #pragma unroll
-        for (int e = 0; e < 2; e++) {
-          const int key = n0 + j * 8 + tq * 2 + e;
-          float v = s[j][hr * 2 + e] * p.scale_log2;
-          v = (key >= rlo[hr] && key < rhi[hr]) ? v : -INFINITY;
-          s[j][hr * 2 + e] = v;
-          mx = fmaxf(mx, v);
-        }
+          for (int e = 0; e < 2; e++) mx = fmaxf(mx, s[j][hr * 2 + e]);
+      } else {
+#pragma unroll
+        for (int j = 0; j < NTILE_S; j++)
+#pragma unroll
+          for (int e = 0; e < 2; e++) {
+            const int key = n0 + j * 8 + tq * 2 + e;
+            float v = s[j][hr * 2 + e];
+            v = (key >= rlo[hr] && key < rhi[hr]) ? v : -INFINITY;
+            s[j][hr * 2 + e] = v;
+            mx = fmaxf(mx, v);
+          }
+      }
       mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
       mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-      mnew[hr] = mx;
+      mnew[hr] = fmaxf(mrow[hr], mx * p.scale_log2);
     }
 #pragma unroll
     for (int hr = 0; hr < 2; hr++) {
       const float mu = mnew[hr] == -INFINITY ? 0.0f : mnew[hr];
-      const float corr = exp2f(mrow[hr] - mu);
+      const float corr = ex2(mrow[hr] - mu);
       mrow[hr] = mnew[hr];
       float sum = 0.0f;
 #pragma unroll
       for (int j = 0; j < NTILE_S; j++)
 #pragma unroll
         for (int e = 0; e < 2; e++) {
-          float pe = exp2f(s[j][hr * 2 + e] - mu);
+          float pe = ex2(fmaf(s[j][hr * 2 + e], p.scale_log2, -mu));
           s[j][hr * 2 + e] = pe;
           sum += pe;
         }
@@ -304,23 +340,17 @@ __device__ __forceinline__ void attn_fwd(const te_attn_params &p) {
   }
 }
 
-#define FWD_KERNEL(name, DP)                                                          \
-  extern "C" __global__ void __launch_bounds__(TE_ATTN_FWD_THREADS)                   \
+// head_dim 64 fits two blocks an SM (128 registers, 48 KiB each)
+#define FWD_KERNEL(name, DP, MINB)                                                    \
+  extern "C" __global__ void __launch_bounds__(TE_ATTN_FWD_THREADS, MINB)             \
       name(TE_KSIG(TE_ATTN_PARAMS)) {                                                 \
     if (p.qkv_dt == BF16) attn_fwd<BF16, DP>(p);                                      \
     else attn_fwd<F16, DP>(p);                                                        \
   }
-FWD_KERNEL(te_attn_fwd_d64, 64)
-FWD_KERNEL(te_attn_fwd_d128, 128)
+FWD_KERNEL(te_attn_fwd_d64, 64, 2)
+FWD_KERNEL(te_attn_fwd_d128, 128, 1)
 
 // ---- backward: D and the dQ accumulator --------------------------------------------------------
-
-template <int DT> __device__ __forceinline__ float ld_elem(const void *p, long long i) {
-  typedef typename elem<DT>::t T;
-  const T *t = static_cast<const T *>(p);
-  if (DT == BF16) return __bfloat162float(*reinterpret_cast<const __nv_bfloat16 *>(t + i));
-  return __half2float(*reinterpret_cast<const __half *>(t + i));
-}
 
 template <int DT> __device__ void bwd_prep(const te_attn_params &p) {
   const long long row = (long long)blockIdx.x * (TE_ATTN_ROW_THREADS / 32) + threadIdx.x / 32;
@@ -328,14 +358,25 @@ template <int DT> __device__ void bwd_prep(const te_attn_params &p) {
   if (row >= p.total_q * p.heads) return;
   const long long t = row / p.heads;
   const int h = (int)(row % p.heads);
+  // 8 elements (16 bytes: rows start on 16 bytes, head_dim % 8 == 0) a lane
+  typedef typename elem<DT>::t T;
+  const T *dorow = static_cast<const T *>(p.d_o) + t * p.do_ts + (long long)h * p.do_hs;
+  const T *orow = static_cast<const T *>(p.o) + t * p.o_ts + (long long)h * p.o_hs;
   float acc = 0.0f;
-  for (int x = lane; x < p.head_dim; x += 32)
-    acc += ld_elem<DT>(p.d_o, t * p.do_ts + h * p.do_hs + x) *
-           ld_elem<DT>(p.o, t * p.o_ts + h * p.o_hs + x);
+  for (int x = lane * 8; x < p.head_dim; x += 256) {
+    const uint4 a = *reinterpret_cast<const uint4 *>(dorow + x);
+    const uint4 c = *reinterpret_cast<const uint4 *>(orow + x);
+    const uint32_t ua[4] = {a.x, a.y, a.z, a.w}, uc[4] = {c.x, c.y, c.z, c.w};
+#pragma unroll
+    for (int k = 0; k < 4; k++) {
+      const float2 fa = elem<DT>::unpack(ua[k]), fc = elem<DT>::unpack(uc[k]);
+      acc += fa.x * fc.x + fa.y * fc.y;
+    }
+  }
   for (int off = 16; off; off /= 2) acc += __shfl_xor_sync(0xffffffffu, acc, off);
   if (lane == 0) p.dsum[(long long)h * p.total_q + t] = acc;
-  float *dq = p.dq_acc + row * p.head_dim;
-  for (int x = lane; x < p.head_dim; x += 32) dq[x] = 0.0f;
+  float4 *dq = reinterpret_cast<float4 *>(p.dq_acc + row * p.head_dim);
+  for (int x = lane; x < p.head_dim / 4; x += 32) dq[x] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
 }
 
 extern "C" __global__ void te_attn_bwd_prep(TE_KSIG(TE_ATTN_PARAMS)) {
@@ -368,6 +409,7 @@ __device__ __forceinline__ void attn_bwd(const te_attn_params &p) {
   typedef typename elem<DT>::t T;
   constexpr int BM = TE_ATTN_BWD_BM, BN = TE_ATTN_BWD_BN, NT = TE_ATTN_BWD_THREADS;
   constexpr int NTILE_S = BN / 8, NTILE_D = DP / 8;
+  constexpr int DQ_COLS = 64;  // dQ's columns a pass (fewer live registers)
   extern __shared__ __align__(128) unsigned char smem[];
   T *sk = reinterpret_cast<T *>(smem);
   T *sv = sk + BN * DP;
@@ -376,6 +418,9 @@ __device__ __forceinline__ void attn_bwd(const te_attn_params &p) {
   T *sp = sdo + BM * DP;   // [BM][BN] P
   T *sds = sp + BM * BN;   // [BM][BN] dS (times scale)
   float *slse = reinterpret_cast<float *>(sds + BM * BN), *sdsum = slse + BM;
+  // the next tile's Q, dO (as sq, sdo) and raw lse, D (as slse, sdsum)
+  T *stq = reinterpret_cast<T *>(sdsum + BM);
+  float *stl = reinterpret_cast<float *>(stq + 2 * BM * DP);
 
   const int b = blockIdx.z, kvh = blockIdx.y, n0 = blockIdx.x * BN;
   const int k0 = p.cu_kv[b], lk = min(p.cu_kv[b + 1] - k0, p.max_kv);
@@ -405,19 +450,37 @@ __device__ __forceinline__ void attn_bwd(const te_attn_params &p) {
 #pragma unroll
     for (int e = 0; e < 4; e++) dk[j][e] = dv[j][e] = 0.0f;
 
+  // Tile (h, m0)'s Q, dO, lse and D load into the staging buffers while
+  // the tile before computes; rows past lq load as zeros (they see no
+  // keys: P = dS = 0 whatever their lse).
+  auto stage = [&](int h, int m0) {
+    load_tile<BM, DP, NT>(stq, Q, p.q_ts, p.q_hs, q0 + m0, h, lq - m0, d);
+    load_tile<BM, DP, NT>(stq + BM * DP, DO, p.do_ts, p.do_hs, q0 + m0, h, lq - m0, d);
+    for (int i = threadIdx.x; i < BM; i += NT) {
+      const bool ok = m0 + i < lq;
+      const long long idx = ok ? (long long)h * p.total_q + q0 + m0 + i : 0;
+      cp_async4(stl + i, p.lse + idx, ok ? 4 : 0);
+      cp_async4(stl + BM + i, p.dsum + idx, ok ? 4 : 0);
+    }
+    cp_async_commit();
+  };
+  if (ibeg < iend) stage(kvh * group, ibeg);
+
   for (int h = kvh * group; h < (kvh + 1) * group; h++) {
     for (int m0 = ibeg; m0 < iend; m0 += BM) {
-      load_tile<BM, DP, NT>(sq, Q, p.q_ts, p.q_hs, q0 + m0, h, lq - m0, d);
-      load_tile<BM, DP, NT>(sdo, DO, p.do_ts, p.do_hs, q0 + m0, h, lq - m0, d);
-      cp_async_commit();
-      for (int i = threadIdx.x; i < BM; i += NT) {
-        const bool ok = m0 + i < lq;
-        const long long idx = (long long)h * p.total_q + q0 + m0 + i;
-        slse[i] = ok ? p.lse[idx] * 1.4426950408889634f : INFINITY;
-        sdsum[i] = ok ? p.dsum[idx] : 0.0f;
-      }
+      // staging -> sq, sdo, slse, sdsum (every warp is past the last tile)
       cp_async_wait<0>();
       __syncthreads();
+#pragma unroll 1
+      for (int i = threadIdx.x; i < 2 * BM * DP / 8; i += NT)
+        reinterpret_cast<uint4 *>(sq)[i] = reinterpret_cast<const uint4 *>(stq)[i];
+      for (int i = threadIdx.x; i < 2 * BM; i += NT)
+        slse[i] = i < BM ? stl[i] * 1.4426950408889634f : stl[i];
+      __syncthreads();
+      {
+        const int mn = m0 + BM < iend ? m0 + BM : ibeg, hn = m0 + BM < iend ? h : h + 1;
+        if (hn < (kvh + 1) * group) stage(hn, mn);
+      }
 
       // S and dP for the warp's 16 query rows x 64 keys
       float s[NTILE_S][4], dp[NTILE_S][4];
@@ -425,7 +488,7 @@ __device__ __forceinline__ void attn_bwd(const te_attn_params &p) {
       for (int j = 0; j < NTILE_S; j++)
 #pragma unroll
         for (int e = 0; e < 4; e++) s[j][e] = dp[j][e] = 0.0f;
-#pragma unroll
+#pragma unroll 2  // unrolled deeper (DP 128), the hoisted addresses spill
       for (int kk = 0; kk < DP / 16; kk++) {
         uint32_t qf[4], of[4];
         ldsm_x4(qf, sq + swz<DP>(warp * 16 + (lane % 16), kk * 2 + lane / 16));
@@ -456,7 +519,7 @@ __device__ __forceinline__ void attn_bwd(const te_attn_params &p) {
           for (int e = 0; e < 2; e++) {
             const int key = n0 + j * 8 + tq * 2 + e;
             const bool vis = key >= lo && key < hi;
-            pv[e] = vis ? exp2f(s[j][hr * 2 + e] * p.scale_log2 - l2) : 0.0f;
+            pv[e] = vis ? ex2(s[j][hr * 2 + e] * p.scale_log2 - l2) : 0.0f;
             dsv[e] = pv[e] * (dp[j][hr * 2 + e] - ds0) * p.scale;
           }
           const int off = swz<BN>(ri, j) + tq * 2;
@@ -487,42 +550,45 @@ __device__ __forceinline__ void attn_bwd(const te_attn_params &p) {
         }
       }
 
-      // dQ += dS K: the warp's 16 query rows x DP, added into dq_acc
-      {
-        float dq[NTILE_D][4];
+      // dQ += dS K: the warp's 16 query rows x DP, DQ_COLS columns a pass,
+      // added into dq_acc with 16-byte reductions
 #pragma unroll
-        for (int j = 0; j < NTILE_D; j++) dq[j][0] = dq[j][1] = dq[j][2] = dq[j][3] = 0.0f;
+      for (int half = 0; half < DP / DQ_COLS; half++) {
+        float dq[DQ_COLS / 8][4];
+#pragma unroll
+        for (int j = 0; j < DQ_COLS / 8; j++) dq[j][0] = dq[j][1] = dq[j][2] = dq[j][3] = 0.0f;
 #pragma unroll
         for (int kk = 0; kk < BN / 16; kk++) {
           uint32_t af[4];
           ldsm_x4(af, sds + swz<BN>(warp * 16 + (lane % 16), kk * 2 + lane / 16));
 #pragma unroll
-          for (int jn = 0; jn < NTILE_D; jn += 2) {
+          for (int jn = 0; jn < DQ_COLS / 8; jn += 2) {
             uint32_t kf[4];
             const int m = lane / 8;
-            ldsm_x4_t(kf, sk + swz<DP>(kk * 16 + (m % 2) * 8 + lane % 8, jn + m / 2));
+            const int ch = half * (DQ_COLS / 8) + jn + m / 2;
+            ldsm_x4_t(kf, sk + swz<DP>(kk * 16 + (m % 2) * 8 + lane % 8, ch));
             mma16816<DT>(dq[jn], af, kf);
             mma16816<DT>(dq[jn + 1], af, kf + 2);
           }
         }
+        // lanes tq and tq ^ 1 swap halves: the even one adds 4 columns of
+        // row g, the odd one the same 4 columns of row g + 8
+        const int odd = tq & 1, i = m0 + warp * 16 + g + odd * 8;
+        float *acc = p.dq_acc + ((long long)(q0 + i) * p.heads + h) * d + (tq - odd) * 2;
 #pragma unroll
-        for (int hr = 0; hr < 2; hr++) {
-          const int i = m0 + warp * 16 + g + hr * 8;
-          if (i >= lq) continue;
-          float *acc = p.dq_acc + ((long long)(q0 + i) * p.heads + h) * d;
-#pragma unroll
-          for (int j = 0; j < NTILE_D; j++) {
-            const int col = j * 8 + tq * 2;
-            if (col < d) {
-              atomicAdd(acc + col, dq[j][hr * 2]);
-              atomicAdd(acc + col + 1, dq[j][hr * 2 + 1]);
-            }
+        for (int j = 0; j < DQ_COLS / 8; j++) {
+          const float r0 = __shfl_xor_sync(0xffffffffu, odd ? dq[j][0] : dq[j][2], 1);
+          const float r1 = __shfl_xor_sync(0xffffffffu, odd ? dq[j][1] : dq[j][3], 1);
+          const int col = (half * (DQ_COLS / 8) + j) * 8;
+          if (i < lq && col < d) {
+            if (odd) red_add4(acc + col, r0, r1, dq[j][2], dq[j][3]);
+            else red_add4(acc + col, dq[j][0], dq[j][1], r0, r1);
           }
         }
       }
-      __syncthreads();  // sq, sdo, sp, sds are refilled
     }
   }
+  cp_async_wait<0>();  // no query tile: K and V are still in flight
 
   // dK and dV of the warp's 16 keys: rows g and g + 8
   T *DK = static_cast<T *>(p.dk), *DV = static_cast<T *>(p.dv);

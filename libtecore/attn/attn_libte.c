@@ -106,13 +106,15 @@ static tecore_result_t attn_launch(int k, const struct te_attn_params *kp, unsig
 }
 
 /* Shared memory of the forward: the Q tile and two K and V tiles; of the
- * backward: K and V, Q and dO, and the P and dS tiles. */
+ * backward: K and V, Q and dO, the P and dS tiles, lse and D, and the
+ * next tile's Q, dO, lse and D (113 KiB at head_dim 128: two blocks an
+ * SM). */
 static unsigned attn_fwd_smem(int dp) {
   return (unsigned)(TE_ATTN_FWD_BM + 4 * TE_ATTN_FWD_BN) * (unsigned)dp * 2u;
 }
 static unsigned attn_bwd_smem(int dp) {
-  return (unsigned)(2 * TE_ATTN_BWD_BN + 2 * TE_ATTN_BWD_BM) * (unsigned)dp * 2u +
-         2u * TE_ATTN_BWD_BM * TE_ATTN_BWD_BN * 2u + 2u * TE_ATTN_BWD_BM * 4u;
+  return (unsigned)(2 * TE_ATTN_BWD_BN + 4 * TE_ATTN_BWD_BM) * (unsigned)dp * 2u +
+         2u * TE_ATTN_BWD_BM * TE_ATTN_BWD_BN * 2u + 4u * TE_ATTN_BWD_BM * 4u;
 }
 
 tecore_result_t te_attn_launch_fwd(const struct te_attn_problem *p, tecore_stream_t stream) {
