@@ -8,9 +8,8 @@
 // m (one rescale per vector) and sum x; then warp shuffles and shared
 // memory merge the (m, s, sx) of the block.  The row is read once.
 // te_xent_mean: one block, the fixed order of xent.h.
-// te_xent_bwd: dx = dloss (exp(x - lse) - ...) written over x; ignored
-// rows are zeros.  With TE_XENT_VEC the tensor is one stream of 8-element
-// vectors (xent_bwd_stream), else a block a row, element by element.
+// te_xent_bwd: a block a row, dx = dloss (exp(x - lse) - ...) written over
+// x, 16-byte vectors; ignored rows are zeros.
 #include "common/xent.h"
 #include "ldst.cuh"
 
@@ -164,79 +163,8 @@ extern "C" __global__ void __launch_bounds__(TE_XENT_MEAN_THREADS)
   }
 }
 
-// One 8-element vector g of the flattened [tokens][vocab] (vocab % 8 == 0,
-// so it lies in one row): its row's state, lse and scale, then the
-// gradient written over it.  raw: as loaded (F32: two quads).
-template <int DT>
-__device__ __forceinline__ void xent_bwd_vec8(const bwd_k &a, unsigned long long g,
-                                              unsigned long long vpr, const uint4 *raw, float mscale) {
-  const unsigned long long t = vpr <= 0xffffffffull && g <= 0xffffffffull
-                                   ? (unsigned long long)((unsigned)g / (unsigned)vpr)
-                                   : g / vpr;
-  const unsigned long long j = (g - t * vpr) * 8;
-  const int st = te_xent_label_state(a.labels[t], a.ignore, a.vocab_total);
-  const float scale = (a.flags & TE_XENT_DLOSS_MEAN) ? mscale : a.dloss[t];
-  const long long lab = (long long)a.labels[t] - a.vocab_off;
-  const float lse = a.lse[t], vtot = (float)a.vocab_total;
-  float v[8];
-  if constexpr (DT == TE_FP8_DT_F32) {
-    const uint32_t w[8] = {raw[0].x, raw[0].y, raw[0].z, raw[0].w,
-                           raw[1].x, raw[1].y, raw[1].z, raw[1].w};
-#pragma unroll
-    for (int k = 0; k < 8; k++) v[k] = __uint_as_float(w[k]);
-  } else {
-    te_dev_unpack8t<DT>(raw[0], v);
-  }
-#pragma unroll
-  for (int k = 0; k < 8; k++)
-    v[k] = st == 0 ? 0.0f : st < 0 ? __int_as_float(0x7fc00000)
-           : te_xent_grad(v[k], lse, (long long)(j + k) == lab, a.smoothing, vtot, scale);
-  te_dev_st8t<DT>(a.x, g * 8, v);
-}
-
-// The vector path: the tensor as one stream of 8-element vectors, passes
-// of XB * XT consecutive vectors a block (passes blockIdx.x, + gridDim.x,
-// ...), so no row leaves threads idle at its end; each thread issues its
-// XB loads (64 bytes) before it waits on any (in place, the compiler
-// cannot hoist a load above a store).
-template <int DT>
-__device__ __forceinline__ void xent_bwd_stream(const bwd_k &a) {
-  constexpr int XB = DT == TE_FP8_DT_F32 ? 2 : 4;
-  const unsigned long long vpr = a.vocab / 8, nvec = a.tokens * vpr;
-  const float mscale = (a.flags & TE_XENT_DLOSS_MEAN)
-                           ? (a.mean[1] > 0.0f ? te_div_rn(a.dloss[0], a.mean[1]) : 0.0f)
-                           : 0.0f;
-  for (unsigned long long b0 = (unsigned long long)blockIdx.x * (XB * XT); b0 < nvec;
-       b0 += (unsigned long long)gridDim.x * (XB * XT)) {
-    uint4 raw[XB][2];
-#pragma unroll
-    for (int r = 0; r < XB; r++) {
-      const unsigned long long g = b0 + (unsigned long long)r * XT + threadIdx.x;
-      if (g >= nvec) continue;
-      if constexpr (DT == TE_FP8_DT_F32) {
-        const uint4 *q = (const uint4 *)((const float *)a.x + g * 8);
-        raw[r][0] = q[0];
-        raw[r][1] = q[1];
-      } else {
-        raw[r][0] = *(const uint4 *)((const uint16_t *)a.x + g * 8);
-      }
-    }
-#pragma unroll
-    for (int r = 0; r < XB; r++) {
-      const unsigned long long g = b0 + (unsigned long long)r * XT + threadIdx.x;
-      if (g < nvec) xent_bwd_vec8<DT>(a, g, vpr, raw[r], mscale);
-    }
-  }
-}
-
 extern "C" __global__ void __launch_bounds__(XT) te_xent_bwd(TE_KSIG(TE_XENT_BWD_PARAMS)) {
   const bwd_k a = {TE_KNAMES(TE_XENT_BWD_PARAMS)};
-  if (a.flags & TE_XENT_VEC) {
-    if (a.dtype == TE_FP8_DT_BF16) xent_bwd_stream<TE_FP8_DT_BF16>(a);
-    else if (a.dtype == TE_FP8_DT_F16) xent_bwd_stream<TE_FP8_DT_F16>(a);
-    else xent_bwd_stream<TE_FP8_DT_F32>(a);
-    return;
-  }
   const float vtot = (float)a.vocab_total;
   const float nan = __int_as_float(0x7fc00000);
   for (unsigned long long t = blockIdx.x; t < a.tokens; t += gridDim.x) {
@@ -247,11 +175,23 @@ extern "C" __global__ void __launch_bounds__(XT) te_xent_bwd(TE_KSIG(TE_XENT_BWD
                             : a.dloss[t];
     const long long lab = (long long)a.labels[t] - a.vocab_off;
     const float lse = a.lse[t];
-    for (uint64_t j = threadIdx.x; j < a.vocab; j += XT) {
-      float v = te_ld(a.x, base + j, a.dtype);
-      v = st == 0 ? 0.0f : st < 0 ? nan
-          : te_xent_grad(v, lse, (long long)j == lab, a.smoothing, vtot, scale);
-      te_st(a.x, base + j, a.dtype, v);
+    if (a.flags & TE_XENT_VEC) {
+      for (uint64_t j = (uint64_t)threadIdx.x * 8; j < a.vocab; j += XT * 8) {
+        float v[8];
+        te_dev_ld8(a.x, base + j, a.dtype, v);
+#pragma unroll
+        for (int k = 0; k < 8; k++)
+          v[k] = st == 0 ? 0.0f : st < 0 ? nan
+                 : te_xent_grad(v[k], lse, (long long)(j + k) == lab, a.smoothing, vtot, scale);
+        te_dev_st8(a.x, base + j, a.dtype, v);
+      }
+    } else {
+      for (uint64_t j = threadIdx.x; j < a.vocab; j += XT) {
+        float v = te_ld(a.x, base + j, a.dtype);
+        v = st == 0 ? 0.0f : st < 0 ? nan
+            : te_xent_grad(v, lse, (long long)j == lab, a.smoothing, vtot, scale);
+        te_st(a.x, base + j, a.dtype, v);
+      }
     }
   }
 }

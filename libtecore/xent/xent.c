@@ -185,12 +185,8 @@ TE_EXPORT tecore_result_t tecore_xent_bwd(const struct tecore_xent_args *args, t
   if (!c.tokens) return TECORE_SUCCESS;
   int id = xent_first_id();
   if (id < 0) return TE_ERR(TECORE_ERR_INTERNAL, "%s: the cross-entropy kernels did not register", fn);
-  /* the vector path streams passes of 4 * TE_XENT_THREADS 8-element vectors */
   unsigned long long cap = (unsigned long long)te_sm_count() * 4ull;
-  unsigned long long n = c.vec ? (c.tokens * (c.vocab / 8) + 4 * TE_XENT_THREADS - 1) /
-                                     (4 * TE_XENT_THREADS)
-                               : c.tokens;
-  unsigned blocks = (unsigned)(n < cap ? n : cap);
+  unsigned blocks = (unsigned)(c.tokens < cap ? c.tokens : cap);
   struct tecore_launch_cfg cfg = {.grid = {blocks, 1, 1}, .block = {TE_XENT_THREADS, 1, 1}};
   struct te_xent_bwd_args k = {
       .x = TE_DPTR(args->logits->data), .labels = TE_DPTR(args->labels), .lse = TE_DPTR(lse),
