@@ -404,6 +404,14 @@ static void stranger_stop(pid_t p, int want_tcp, int want_mesh) {
          atomic_load(&sec->mesh_tries), atomic_load(&sec->nnames), atomic_load(&sec->answered),
          atomic_load(&sec->fds));
   ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "the stranger failed (0x%x)", st);
+  /* ranks that found too few GPUs never opened a socket (the same rule as
+   * every multi-rank suite on a one-GPU machine: vdev runs it in CI) */
+  int skipped = 0;
+  for (int r = 0; r < 3; r++) skipped |= tc_shm->skipped[r];
+  if (skipped) {
+    printf("# the job's ranks did not run here: nothing for the stranger to reach\n");
+    want_tcp = want_mesh = 0;
+  }
   ck_assert_msg(!want_tcp || atomic_load(&sec->tcp_tries) > 0, "the stranger never reached TCP");
   ck_assert_msg(!want_mesh || atomic_load(&sec->mesh_tries) > 0, "the stranger never reached the mesh");
   ck_assert_msg(atomic_load(&sec->fds) == 0, "the stranger received %d descriptor(s)",
