@@ -342,7 +342,8 @@ START_TEST(cudnn_values_varlen_causal_gqa) {
   }
   run_values(&(struct shape){.b = 3, .hq = 4, .hk = 2, .sq = 100, .skv = 100, .d = 64,
                              .causal = 1, .window = -1, .varlen = 1,
-                             .lq = {100, 37, 64}, .lk = {100, 37, 64}});
+                             .lq = {100, 37, 64}, .lk = {100, 37, 64},
+                             .refused = "variable lengths through cuDNN are disabled"});
 }
 END_TEST
 
@@ -353,12 +354,14 @@ START_TEST(cudnn_values_varlen_empty_uneven) {
   }
   run_values(&(struct shape){.b = 3, .hq = 2, .hk = 2, .sq = 70, .skv = 90, .d = 128,
                              .causal = 1, .window = -1, .varlen = 1,
-                             .lq = {40, 0, 70}, .lk = {90, 0, 70}});
+                             .lq = {40, 0, 70}, .lk = {90, 0, 70},
+                             .refused = "variable lengths through cuDNN are disabled"});
 }
 END_TEST
 
-/* On the H100 (call e2) cuDNN 9.19 gave wrong statistics here (lse off by
- * 0.4): variable lengths under a sliding window are refused. */
+/* Variable lengths are refused by the cudnn row (its graph gave a wrong
+ * dQ in call e3 and wrong statistics here, lse off by 0.4, in call e2):
+ * these cases hold it to that until the graph is fixed. */
 START_TEST(cudnn_refuses_varlen_window) {
   if (!on_cuda()) {
     printf("# vdev: no cuDNN, no values to check\n");
@@ -367,7 +370,7 @@ START_TEST(cudnn_refuses_varlen_window) {
   run_values(&(struct shape){.b = 3, .hq = 2, .hk = 2, .sq = 70, .skv = 90, .d = 128,
                              .causal = 1, .window = 32, .varlen = 1,
                              .lq = {40, 0, 70}, .lk = {90, 0, 70},
-                             .refused = "sliding window"});
+                             .refused = "variable lengths through cuDNN are disabled"});
 }
 END_TEST
 
