@@ -9,7 +9,9 @@
 #   rmsnorm_fp8.f90 with FC (gfortran) and pkg-config te-fortran;
 #   allreduce_tcp with a random TECOMM_SECRET (64 hex digits) and
 #   TECOMM_INSECURE=1 in both ranks' environment; offload with its spill
-#   directory in a temporary folder.
+#   directory in a temporary folder; allreduce_mpi with the mpicc of each
+#   MPI configure found (MPICC_MPICH, MPICC_OPENMPI, MPICC_OTHER), run as
+#   3 ranks under that MPI's mpirun (none found: not run, and said so).
 # Each example checks its own results and exits non-zero on a wrong one.
 # Exit 0 all passed; 1 one failed (or is not installed); 77 when nothing
 # failed but a compiler was missing (no C++ compiler or cmake for the C++
@@ -29,7 +31,7 @@ export PKG_CONFIG_PATH="$libdir/pkgconfig"
 export TE_DEVICE=vdev
 fail=0 skipped=""
 for f in README fp8_gemm.c train_step.c graphed_callables.cpp CMakeLists.txt rmsnorm_fp8.f90 \
-    allreduce_tcp.c offload.c; do
+    allreduce_tcp.c allreduce_mpi.c offload.c; do
   [ -f "$ex/$f" ] || { echo "$ex/$f: not installed"; fail=1; }
 done
 [ $fail = 0 ] || exit 1
@@ -65,6 +67,28 @@ for e in fp8_gemm:te-core train_step:te-core offload:te-graph allreduce_tcp:te-c
   *) run "$name" "$tmp/$name" ;;
   esac
 done
+
+# the MPI example, with each MPI's own mpicc (te/comm_mpi.h) and mpirun
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+mpis=0
+for m in "mpich|${MPICC_MPICH:-}|${MPIRUN_MPICH:-}" "openmpi|${MPICC_OPENMPI:-}|${MPIRUN_OPENMPI:-}" \
+    "other|${MPICC_OTHER:-}|${MPIRUN_OTHER:-}"; do
+  name=${m%%|*} rest=${m#*|}
+  mpicc=${rest%%|*} mpirun=${rest#*|}
+  [ -n "$mpicc" ] && [ -n "$mpirun" ] || continue
+  mpis=$((mpis + 1))
+  # shellcheck disable=SC2046
+  if ! $mpicc -std=c99 -Wall -Werror -o "$tmp/allreduce_mpi-$name" "$ex/allreduce_mpi.c" \
+      $($PKG_CONFIG --cflags --libs te-comm) -Wl,-rpath,"$($PKG_CONFIG --variable=libdir te-comm)"; then
+    echo "FAIL: allreduce_mpi.c did not build with $mpicc"
+    fail=1
+    continue
+  fi
+  flags=
+  "$mpirun" --version 2>&1 | grep -q "Open MPI\|OpenRTE" && flags=--oversubscribe
+  run "allreduce_mpi ($name)" timeout 120 "$mpirun" $flags -n 3 "$tmp/allreduce_mpi-$name"
+done
+[ $mpis -gt 0 ] || echo "note: no mpicc and mpirun configured: allreduce_mpi.c not run"
 
 # the C++ example, through CMake (its own C++ compiler test says when there is none)
 if ! command -v "$CMAKE" >/dev/null 2>&1; then
