@@ -392,6 +392,13 @@ START_TEST(test_fp8_linears_vs_bf16) {
   struct tecore_recipe r;
   TE_OK(tecore_recipe_init(&r, TECORE_RECIPE_DELAYED));
   r.format = TECORE_FP8_HYBRID;
+  /* A margin of one binade: the delayed scales come from earlier steps'
+   * amaxes, and with fresh inputs an activation's amax can grow past its
+   * history, saturating at 448 (seen as y errors up to 0.11 with margin 0).
+   * With the headroom only rounding is left: E4M3 keeps 3 mantissa bits,
+   * at most 2^-4 relative per operand, two operands in each of the two
+   * Linears; 600 seeds gave y <= 0.066, dx <= 0.11, gradients <= 0.15. */
+  r.margin = 1;
   TE_OK(tecore_seq_set_recipe(b.seq, &r, S()));
   char buf[512];
   size_t need = 0;
