@@ -811,8 +811,12 @@ END_TEST
 START_TEST(test_fused_fp8_delayed) {
   struct tecore_recipe r;
   TE_OK(tecore_recipe_init(&r, TECORE_RECIPE_DELAYED));
-  fused_vs_unfused(TECORE_DTYPE_BF16, &r, 0.15, "fp8 delayed (hybrid), bf16");
-  fused_vs_unfused(TECORE_DTYPE_F32, &r, 0.15, "fp8 delayed (hybrid), f32");
+  /* Hybrid quantizes gradients to E5M2 (2 mantissa bits): where the two
+   * paths' BF16 intermediates differ in their last bit, a gradient element
+   * can round to neighbouring E5M2 values, one ulp = 2^-2 relative, so the
+   * bound is 0.25.  300 seeds gave at most 0.114 (0.15 was too close). */
+  fused_vs_unfused(TECORE_DTYPE_BF16, &r, 0.25, "fp8 delayed (hybrid), bf16");
+  fused_vs_unfused(TECORE_DTYPE_F32, &r, 0.25, "fp8 delayed (hybrid), f32");
 }
 END_TEST
 START_TEST(test_fused_fp8_current) {
