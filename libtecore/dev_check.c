@@ -1,53 +1,27 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* dev_check.c -- the memory checks of the layers above the ops table: a
  * raw pointer or a tensor's buffer must hold the whole range a kernel will
- * touch.  On vdev the allocation registry answers (TECORE_VDEV_CHECK, on
- * by default; vdev_check.c).  On cuda the driver's address range answers
- * (cuPointerGetAttributes, one query per pointer per call), only when
- * TECORE_CUDA_CHECK=1: a debugging mode, off by default because the query
- * costs host time on every call. */
+ * touch.  The backend answers through its checks_on and mem_check ops:
+ * on vdev the allocation registry (TECORE_VDEV_CHECK, on by default;
+ * vdev_check.c), on cuda the driver's address ranges (TECORE_CUDA_CHECK=1,
+ * a debugging mode; cuda_memory.c). */
 #include "internal.h"
 #include "device_ops.h"
-#include "vdev/vdev.h"
 #include "ksupport/span.h"
 #include <stdio.h>
 
-TE_PARAM_INT(cuda_check, "TECORE_CUDA_CHECK", 0, 0, 1,
-             "1: under cuda, every raw pointer and tensor buffer a libtecore function is given "
-             "is looked up in the driver's address ranges (one query per pointer per call) and "
-             "a range past its allocation, or memory the driver does not know, fails the call "
-             "with TECORE_ERR_ILLEGAL_ADDRESS; 0 (default): the GPU reports what it faults on")
-
 int te_dev_checks_on(void) {
   const struct te_device_ops *o = te_ops_if_ready();
-  if (!o) return 0;
-  if (o == &te_vdev_ops) return te_vdev_check_enabled();
-  return tecore_tunable_int(&cuda_check) != 0;
+  int on = 0;
+  if (!o || o->checks_on(&on) != TECORE_SUCCESS) return 0;
+  return on;
 }
 
 /* 0 when [p, p+bytes) lies in one allocation; else -1 and the reason. */
 static int range_bad(tecore_devptr_t p, size_t bytes, char *why, size_t n) {
   const struct te_device_ops *o = te_ops_if_ready();
-  if (o == &te_vdev_ops) return te_vdev_check_range(p, bytes, 0, why, n);
-  if (!p) {
-    snprintf(why, n, "address 0 (NULL)");
-    return -1;
-  }
-  tecore_devptr_t base = 0;
-  size_t len = 0;
-  if (o->mem_range(p, &base, &len) != TECORE_SUCCESS || len == 0) {
-    snprintf(why, n, "0x%llx is memory the CUDA driver does not know (freed, or pageable host "
-             "memory: TECORE_CUDA_CHECK=0 lets that through)", (unsigned long long)p);
-    return -1;
-  }
-  if (bytes == 0) bytes = 1;
-  if (p < base || p - base > len || bytes > len - (size_t)(p - base)) {
-    snprintf(why, n, "[0x%llx, +%zu) ends %llu bytes past the end of the allocation "
-             "[0x%llx, +%zu)", (unsigned long long)p, bytes,
-             (unsigned long long)(p - base + bytes - len), (unsigned long long)base, len);
-    return -1;
-  }
-  return 0;
+  if (!o) return 0;
+  return o->mem_check(p, bytes, why, n) == TECORE_SUCCESS ? 0 : -1;
 }
 
 tecore_result_t te_dev_check_range(tecore_devptr_t p, size_t bytes, const char *fn,

@@ -128,10 +128,7 @@ const struct te_device_ops *te_ops_if_ready(void) {
  * objects are left to process exit) and no call reaches it again. */
 void te_device_fini(void) {
   const struct te_device_ops *o = __atomic_load_n(&dev_ops, __ATOMIC_ACQUIRE);
-  if (o == &te_vdev_ops) te_vdev_fini();
-  /* cuda: the work queued before fini finishes before it returns, as on
-   * vdev (check_fini's first test saw a copy still in flight on an H100) */
-  else if (o && __atomic_load_n(&dev_ready, __ATOMIC_ACQUIRE)) (void)o->ctx_synchronize();
+  if (o) (void)o->fini(__atomic_load_n(&dev_ready, __ATOMIC_ACQUIRE) != NULL);
   te_graph_owner_fini();
   __atomic_store_n(&dev_ready, NULL, __ATOMIC_RELEASE);
   dev_ops = NULL;

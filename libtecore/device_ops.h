@@ -47,6 +47,15 @@ struct te_kernel_module {
 #define TE_DEVICE_OPS(X, pfx)                                                                     \
   /* init: returns TECORE_ERR_NO_DRIVER / TECORE_ERR_NO_DEVICE when unusable */                   \
   X(pfx, init, (void))                                                                            \
+  /* tecore_fini: the backend stops; ready: its context was made ready                            \
+   * (vdev: streams drained and joined, registries freed; cuda: the work                           \
+   * queued before fini finishes, the driver's objects are left to exit) */                       \
+  X(pfx, fini, (int ready))                                                                       \
+  /* The memory checks of the layers above (dev_check.c): *on, whether                           \
+   * they run; mem_check: TECORE_SUCCESS   when [p, p + bytes) lies in one                        \
+   * allocation, else TECORE_ERR_ILLEGAL_ADDRESS with the reason in why */                        \
+  X(pfx, checks_on, (int *on))                                                                    \
+  X(pfx, mem_check, (tecore_devptr_t p, size_t bytes, char *why, size_t n))                       \
   X(pfx, driver_version, (int *version))                                                          \
   X(pfx, device_count, (int *count))                                                              \
   X(pfx, device_props, (int ordinal, struct tecore_device_props *props))                          \
@@ -213,8 +222,6 @@ int te_kernel_count(void);
 struct te_kernel_entry *te_kernel_entry_at(int id);
 
 extern const struct te_device_ops te_vdev_ops;
-/* tecore_fini: every vdev stream stopped and joined, the registries freed. */
-void te_vdev_fini(void);
 #ifdef TE_HAVE_CUDA
 extern const struct te_device_ops te_cuda_ops;
 #endif

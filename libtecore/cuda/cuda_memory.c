@@ -2,8 +2,10 @@
 /* cuda_memory.c -- the cuda backend's memory: device allocations, pinned
  * host memory (allocated or registered, always mapped and portable),
  * copies (unified addressing: host pointers pass as device addresses)
- * and 8/16/32-bit memsets, all in the current (or implicit) context. */
+ * and 8/16/32-bit memsets, all in the current (or implicit) context; and
+ * the address-range check of TECORE_CUDA_CHECK. */
 #include "cuda_backend.h"
+#include <stdio.h>
 
 tecore_result_t te_cuda_mem_alloc(size_t bytes, tecore_devptr_t *dptr) {
   CUdeviceptr p = 0;
@@ -117,6 +119,42 @@ tecore_result_t te_cuda_memset_async(tecore_devptr_t dst, uint32_t value, unsign
   case 4: TE_CHECK(TE_CU(cuMemsetD32Async, (CUdeviceptr)dst, value, count, stream)); break;
   default:
     return TE_ERR(TECORE_ERR_INVALID, "memset: element size %u is not 1, 2 or 4", elem_size);
+  }
+  return TECORE_SUCCESS;
+}
+
+/* ---- the memory checks of the layers above (dev_check.c) ---- */
+
+TE_PARAM_INT(cuda_check, "TECORE_CUDA_CHECK", 0, 0, 1,
+             "1: under cuda, every raw pointer and tensor buffer a libtecore function is given "
+             "is looked up in the driver's address ranges (one query per pointer per call) and "
+             "a range past its allocation, or memory the driver does not know, fails the call "
+             "with TECORE_ERR_ILLEGAL_ADDRESS; 0 (default): the GPU reports what it faults on")
+
+/* Off by default: the query costs host time on every call. */
+tecore_result_t te_cuda_checks_on(int *on) {
+  *on = tecore_tunable_int(&cuda_check) != 0;
+  return TECORE_SUCCESS;
+}
+
+tecore_result_t te_cuda_mem_check(tecore_devptr_t p, size_t bytes, char *why, size_t n) {
+  if (!p) {
+    snprintf(why, n, "address 0 (NULL)");
+    return TECORE_ERR_ILLEGAL_ADDRESS;
+  }
+  tecore_devptr_t base = 0;
+  size_t len = 0;
+  if (te_cuda_mem_range(p, &base, &len) != TECORE_SUCCESS || len == 0) {
+    snprintf(why, n, "0x%llx is memory the CUDA driver does not know (freed, or pageable host "
+             "memory: TECORE_CUDA_CHECK=0 lets that through)", (unsigned long long)p);
+    return TECORE_ERR_ILLEGAL_ADDRESS;
+  }
+  if (bytes == 0) bytes = 1;
+  if (p < base || p - base > len || bytes > len - (size_t)(p - base)) {
+    snprintf(why, n, "[0x%llx, +%zu) ends %llu bytes past the end of the allocation "
+             "[0x%llx, +%zu)", (unsigned long long)p, bytes,
+             (unsigned long long)(p - base + bytes - len), (unsigned long long)base, len);
+    return TECORE_ERR_ILLEGAL_ADDRESS;
   }
   return TECORE_SUCCESS;
 }

@@ -476,11 +476,6 @@ int te_vdev_vmm_range(uintptr_t p, uintptr_t *base, size_t *bytes);
 /* TECORE_SUCCESS, or TECORE_ERR_ILLEGAL_ADDRESS (sticky on s when s is
  * not NULL) when op would touch memory outside every live allocation. */
 tecore_result_t te_vdev_check_op(struct vdev_stream *s, const struct vdev_op *op, const char *fn);
-/* TECORE_VDEV_CHECK's value; and 0 when [addr, addr+bytes) lies in one live
- * allocation or mapping (pageable_ok: or in mapped host memory), else -1
- * and the reason in why (dev_check.c's vdev half). */
-int te_vdev_check_enabled(void);
-int te_vdev_check_range(uint64_t addr, size_t bytes, int pageable_ok, char *why, size_t n);
 
 /* waits for every stream of ctx (vdev_stream.c; used by ctx_synchronize) */
 tecore_result_t te_vdev_ctx_drain(struct vdev_ctx *ctx);

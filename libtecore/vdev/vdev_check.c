@@ -40,7 +40,7 @@ TE_PARAM_INT(vdev_check, "TECORE_VDEV_CHECK", 1, 0, 1,
              "1: vdev checks every launch, copy and memset against its allocation registry "
              "and fails bad addresses with TECORE_ERR_ILLEGAL_ADDRESS; 0: no checks (faster)")
 
-int te_vdev_check_enabled(void) { return tecore_tunable_int(&vdev_check) != 0; }
+static int check_enabled(void) { return tecore_tunable_int(&vdev_check) != 0; }
 
 /* 1 when every page of [p, p+bytes) is mapped in this process (bytes >= 1,
  * and the range does not wrap: the caller checked).  The range's last byte,
@@ -61,7 +61,9 @@ static int host_mapped(uintptr_t p, size_t bytes) {
   }
 }
 
-int te_vdev_check_range(uint64_t addr, size_t bytes, int pageable_ok, char *why, size_t n) {
+/* 0 when [addr, addr+bytes) lies in one live allocation or mapping
+ * (pageable_ok: or in mapped host memory), else -1 and the reason in why. */
+static int check_range(uint64_t addr, size_t bytes, int pageable_ok, char *why, size_t n) {
   uintptr_t p = (uintptr_t)addr;
   if (bytes == 0) bytes = 1;
   if (p == 0) {
@@ -126,7 +128,7 @@ static int op_bad(const struct vdev_op *op, char *why, size_t n) {
       uint64_t v;
       memcpy(&v, argv[i], 8);
       if (v == 0 && def->param_is_ptr[i] != TECORE_KERNEL_PTR_NONNULL) continue;
-      if (te_vdev_check_range(v, 1, 0, r, sizeof r) != 0) {
+      if (check_range(v, 1, 0, r, sizeof r) != 0) {
         snprintf(why, n, "kernel %s, parameter %u, address 0x%" PRIx64 ": %s", def->name, i, v,
                  r);
         return 1;
@@ -144,12 +146,12 @@ static int op_bad(const struct vdev_op *op, char *why, size_t n) {
     return 0;
   }
   case VDEV_OP_MEMCPY:
-    if (te_vdev_check_range(op->u.copy.dst, op->u.copy.bytes, 1, r, sizeof r) != 0) {
+    if (check_range(op->u.copy.dst, op->u.copy.bytes, 1, r, sizeof r) != 0) {
       snprintf(why, n, "memcpy of %zu bytes, destination 0x%" PRIx64 ": %s", op->u.copy.bytes,
                op->u.copy.dst, r);
       return 1;
     }
-    if (te_vdev_check_range(op->u.copy.src, op->u.copy.bytes, 1, r, sizeof r) != 0) {
+    if (check_range(op->u.copy.src, op->u.copy.bytes, 1, r, sizeof r) != 0) {
       snprintf(why, n, "memcpy of %zu bytes, source 0x%" PRIx64 ": %s", op->u.copy.bytes,
                op->u.copy.src, r);
       return 1;
@@ -162,7 +164,7 @@ static int op_bad(const struct vdev_op *op, char *why, size_t n) {
                op->u.set.count, op->u.set.elem, op->u.set.dst);
       return 1;
     }
-    if (te_vdev_check_range(op->u.set.dst, bytes, 1, r, sizeof r) != 0) {
+    if (check_range(op->u.set.dst, bytes, 1, r, sizeof r) != 0) {
       snprintf(why, n, "memset of %zu bytes, destination 0x%" PRIx64 ": %s", bytes,
                op->u.set.dst, r);
       return 1;
@@ -171,7 +173,7 @@ static int op_bad(const struct vdev_op *op, char *why, size_t n) {
   }
   case VDEV_OP_WRITE_VALUE:
   case VDEV_OP_WAIT_VALUE:
-    if (te_vdev_check_range(op->u.mem.addr, op->u.mem.width / 8, 1, r, sizeof r) != 0) {
+    if (check_range(op->u.mem.addr, op->u.mem.width / 8, 1, r, sizeof r) != 0) {
       snprintf(why, n, "%s%u at 0x%" PRIx64 ": %s", te_vdev_op_name(op->type), op->u.mem.width,
                op->u.mem.addr, r);
       return 1;
@@ -196,7 +198,7 @@ static int op_bad(const struct vdev_op *op, char *why, size_t n) {
 
 tecore_result_t te_vdev_check_op(struct vdev_stream *s, const struct vdev_op *op,
                                  const char *fn) {
-  if (!te_vdev_check_enabled()) return TECORE_SUCCESS;
+  if (!check_enabled()) return TECORE_SUCCESS;
   char why[400];
   if (!op_bad(op, why, sizeof why)) return TECORE_SUCCESS;
   if (s) {
@@ -212,3 +214,15 @@ tecore_result_t te_vdev_check_op(struct vdev_stream *s, const struct vdev_op *op
 }
 
 
+
+/* ---- the memory checks of the layers above (dev_check.c) ---- */
+
+tecore_result_t te_vdev_checks_on(int *on) {
+  *on = check_enabled();
+  return TECORE_SUCCESS;
+}
+
+tecore_result_t te_vdev_mem_check(tecore_devptr_t p, size_t bytes, char *why, size_t n) {
+  return check_range(p, bytes, 0, why, n) == 0 ? TECORE_SUCCESS
+                                                       : TECORE_ERR_ILLEGAL_ADDRESS;
+}

@@ -46,11 +46,13 @@ tecore_result_t te_vdev_init(void) { return te_vdev_ensure_init(); }
 
 /* tecore_fini: streams first (their workers run what is queued and are
  * joined), then the deferred frees they were holding, then the tables. */
-void te_vdev_fini(void) {
+tecore_result_t te_vdev_fini(int ready) {
+  (void)ready;
   te_vdev_streams_fini();
   te_vdev_vmm_fini();
   te_vdev_mem_fini();
   te_vdev_registry_fini();
+  return TECORE_SUCCESS;
 }
 
 tecore_result_t te_vdev_driver_version(int *version) {
