@@ -527,7 +527,11 @@ static tecore_result_t alloc_workspaces(tecore_seq_t *s, const char *fn) {
     const struct te_op *o = &s->ops[i];
     if (!o->def.workspace) continue;
     size_t w = 0;
-    tecore_result_t res = o->def.workspace(&o->d, o->in_rows, o->in_cols, &w, o->def.ctx);
+    /* a built-in kind's parameter struct is the copy tecore_seq_add took:
+     * the caller's desc->ctx may be gone by now */
+    struct tecore_op_desc d = o->d;
+    if (d.ctx && d.kind < TECORE_OP_BUILTIN_COUNT_) d.ctx = (void *)&o->prm;
+    tecore_result_t res = o->def.workspace(&d, o->in_rows, o->in_cols, &w, o->def.ctx);
     if (res != TECORE_SUCCESS) {
       te_error_hop(fn, __FILE__, __LINE__);
       return res;
