@@ -23,14 +23,15 @@ struct preset {
   const char *name;
   struct gpt_config c;
   int batch;
+  double lr;
 };
 /* layers, hidden, heads, kv_heads, ffn, seq, vocab, norm, act, rope, bias */
 static const struct preset presets[] = {
-    {"tiny", {2, 64, 4, 4, 256, 64, 256, GPT_LAYERNORM, GPT_GELU, 1, 1}, 8},
-    {"gpt2-124m", {12, 768, 12, 12, 3072, 1024, 50304, GPT_LAYERNORM, GPT_GELU, 0, 1}, 8},
-    {"gpt2-350m", {24, 1024, 16, 16, 4096, 1024, 50304, GPT_LAYERNORM, GPT_GELU, 0, 1}, 8},
-    {"gpt-1.3b", {24, 2048, 16, 16, 8192, 2048, 50304, GPT_LAYERNORM, GPT_GELU, 0, 1}, 8},
-    {"llama-1b", {16, 2048, 32, 8, 8192, 2048, 128256, GPT_RMSNORM, GPT_SWIGLU, 1, 0}, 4},
+    {"tiny", {2, 64, 4, 4, 256, 64, 256, GPT_LAYERNORM, GPT_GELU, 1, 1}, 4, 1e-2},
+    {"gpt2-124m", {12, 768, 12, 12, 3072, 1024, 50304, GPT_LAYERNORM, GPT_GELU, 0, 1}, 8, 6e-4},
+    {"gpt2-350m", {24, 1024, 16, 16, 4096, 1024, 50304, GPT_LAYERNORM, GPT_GELU, 0, 1}, 8, 6e-4},
+    {"gpt-1.3b", {24, 2048, 16, 16, 8192, 2048, 50304, GPT_LAYERNORM, GPT_GELU, 0, 1}, 8, 6e-4},
+    {"llama-1b", {16, 2048, 32, 8, 8192, 2048, 128256, GPT_RMSNORM, GPT_SWIGLU, 1, 0}, 4, 3e-4},
 };
 static const char *const norm_words[] = {"layernorm", "rmsnorm"};
 static const char *const act_words[] = {"gelu", "swiglu", "geglu", "relu"};
@@ -59,10 +60,10 @@ static const char usage_text[] =
     "  --corpus-dir DIR   without --data: the man pages under DIR (man1, man3, man7)\n"
     "  --synthetic        random tokens at any vocabulary (speed runs)\n"
     "training:\n"
-    "  --steps N          train until step N (default 60)\n"
+    "  --steps N          train until step N (default 30)\n"
     "  --batch N          sequences per microbatch (preset's)\n"
     "  --accum N          microbatches per step (gradient accumulation, default 1)\n"
-    "  --lr X             peak learning rate (default 3e-3)\n"
+    "  --lr X             peak learning rate (tiny: 1e-2, GPT-2 sizes: 6e-4, llama-1b: 3e-4)\n"
     "  --min-lr X         the cosine's floor (default lr / 10)\n"
     "  --warmup N         linear warmup steps (default decay-steps / 10)\n"
     "  --decay-steps N    the schedule's length (default --steps)\n"
@@ -70,7 +71,7 @@ static const char usage_text[] =
     "  --clip X           global gradient-norm clip (default 1.0; 0: none)\n"
     "  --recipe NAME      none (BF16, default), delayed (margin 1), current, block\n"
     "  --seed N           initialization and sampling (default 1)\n"
-    "  --eval-every N     validation loss every N steps (default 20; 0: never)\n"
+    "  --eval-every N     validation loss every N steps (default 10; 0: never)\n"
     "  --eval-batches N   batches of the validation loss (default 4)\n"
     "checkpoints (safetensors):\n"
     "  --save DIR         after the last step: DIR/model.safetensors, DIR/optimizer.safetensors\n"
@@ -200,6 +201,7 @@ static int resolve(struct te_cli *cli, struct opts *o, struct gpt_config given, 
   /* a preset's kv_heads follow a given --heads unless given too */
   if (o->given[2] && !o->given[3]) o->c.kv_heads = o->c.heads;
   if (!*batch) *batch = p->batch;
+  if (o->lr < 0) o->lr = p->lr;
   const struct gpt_config *c = &o->c;
   if (c->hidden % c->heads) return te_cli_error(cli, "--hidden %d is not a multiple of --heads %d", c->hidden, c->heads);
   int hd = c->hidden / c->heads;
@@ -229,8 +231,8 @@ static const struct te_out_col step_cols[] = {
     {"tflops", TE_OUT_NUM, 9, "%.4f", 0, "TFLOP/s"}, {"mem_mib", TE_OUT_NUM, 9, "%.1f", 0, "MiB"}};
 
 int main(int argc, char **argv) {
-  struct opts o = {.model = "tiny", .steps = 60, .accum = 1, .lr = 3e-3, .min_lr = -1,
-                   .warmup = -1, .wd = 0.1, .clip = 1.0, .seed = 1, .eval_every = 20,
+  struct opts o = {.model = "tiny", .steps = 30, .accum = 1, .lr = -1, .min_lr = -1,
+                   .warmup = -1, .wd = 0.1, .clip = 1.0, .seed = 1, .eval_every = 10,
                    .eval_batches = 4, .sample = 64, .prompt = ""};
   o.files = calloc((size_t)argc + 1, sizeof *o.files);
   struct te_cli cli = {.prog = "te-gpt", .usage = usage_text, .shorts = "qh", .longs = longs,
@@ -337,12 +339,17 @@ int main(int argc, char **argv) {
     struct gpt_sample_opts so = {.n = o.sample, .top_k = o.top_k, .temperature = o.temperature,
                                  .seed = (uint64_t)o.seed, .prompt = o.prompt};
     gpt_sample(&m, &so, text, s);
-    te_out_field_s(&OUT, "sample", text);
-    if (OUT.format == TE_OUT_TABLE) {
-      printf("%s%s\n", o.prompt, text);
-    } else if (!cli.quiet) {
-      fprintf(te_out_notes(&OUT), "%s%s\n", o.prompt, text);
+    /* printed as bytes (a NUL as '?'); JSON gets ASCII: other bytes '?' */
+    char *ascii = gpt_xalloc((size_t)o.sample + 1);
+    for (int i = 0; i < o.sample; i++) {
+      unsigned char b = (unsigned char)text[i];
+      if (!b) text[i] = '?';
+      ascii[i] = b && b < 0x80 ? (char)b : '?';
     }
+    te_out_field_s(&OUT, "sample", ascii);
+    FILE *f = OUT.format == TE_OUT_TABLE ? stdout : cli.quiet ? NULL : te_out_notes(&OUT);
+    if (f) fprintf(f, "%s%s\n", o.prompt, text);
+    free(ascii);
     free(text);
   }
   te_out_end(&OUT);
