@@ -7,6 +7,7 @@
 #  2. a run resumed from a checkpoint continues with the same bits: 6
 #     steps straight, against 3 steps, --save, --load, 3 more: the same
 #     losses and byte-identical model.safetensors and optimizer.safetensors;
+#     and 4 against 2 + 2 with FP8 (delayed scaling);
 #  3. hostile checkpoints (truncated, a header length past the file, bad
 #     JSON, offsets out of range or overlapping, a shape whose size
 #     overflows, a span that disagrees with its shape, a missing tensor)
@@ -72,6 +73,20 @@ for f in model optimizer; do
     { echo "FAIL: $f.safetensors differs between the straight and the resumed run"; fail=1; }
 done
 [ "$(wc -l < "$tmp/a.cut")" = 7 ] || { echo "FAIL: the straight run has no 6 rows"; fail=1; }
+# the same with FP8 (delayed scaling: the amax histories travel in the checkpoint)
+opts="--seed $seed --batch 2 --sample 0 --eval-every 2 --recipe delayed --csv -q"
+"$gpt" $opts --steps 4 --save "$tmp/fa" > "$tmp/fa.csv" 2> "$tmp/a.err" &&
+  "$gpt" $opts --steps 2 --decay-steps 4 --save "$tmp/fb" > "$tmp/fb1.csv" 2> "$tmp/b.err" &&
+  "$gpt" $opts --load "$tmp/fb" --steps 4 --save "$tmp/fc" > "$tmp/fb2.csv" 2>> "$tmp/b.err" ||
+  { echo "FAIL: the FP8 resume runs fail"; cat "$tmp/a.err" "$tmp/b.err"; fail=1; }
+cut -d, -f1-5 "$tmp/fa.csv" > "$tmp/a.cut"
+{ cut -d, -f1-5 "$tmp/fb1.csv"; cut -d, -f1-5 "$tmp/fb2.csv" | sed 1d; } > "$tmp/b.cut"
+cmp -s "$tmp/a.cut" "$tmp/b.cut" ||
+  { echo "FAIL: FP8: 4 steps straight and 2 + 2 resumed give other losses:"; diff "$tmp/a.cut" "$tmp/b.cut"; fail=1; }
+for f in model optimizer; do
+  cmp -s "$tmp/fa/$f.safetensors" "$tmp/fc/$f.safetensors" ||
+    { echo "FAIL: FP8: $f.safetensors differs between the straight and the resumed run"; fail=1; }
+done
 
 # 3. hostile checkpoints.  mkst FILE JSON [DATA BYTES]: the 8-byte length, the header, data
 le8() {
