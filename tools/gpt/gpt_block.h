@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0
  * gpt_block.h -- one pre-norm transformer block as fuser operations
- * (te/ops.h), in the order te/transformer.h's tecore_seq_add_transformer
+ * (te/ops.h), in the order tecore_seq_add_transformer(3)
  * appends them (so that the parameters come in the same order):
  *   make(slot) -> norm -> QKV Linear -> [RoPE] -> causal attention ->
  *   output Linear -> add(slot) -> make(slot) -> norm -> fc1 -> act -> fc2
