@@ -3,7 +3,8 @@
 # te-gpt.sh -- te-gpt, the main job, on vdev:
 #  1. the tiny model with no options but a seed trains on the man pages:
 #     the first loss is near ln 256 = 5.545 and the validation loss after
-#     30 steps is below GPT_VAL_MAX; the sample has --sample bytes;
+#     30 steps is below GPT_VAL_MAX; the sample has --sample bytes, and
+#     the KV-cache decode's logits are the whole model's (--sample-check);
 #  2. a run resumed from a checkpoint continues with the same bits: 6
 #     steps straight, against 3 steps, --save, --load, 3 more: the same
 #     losses and byte-identical model.safetensors and optimizer.safetensors;
@@ -41,7 +42,7 @@ fail=0
 GPT_VAL_MAX=4.0
 
 # 1. training and sampling (JSON: the summary fields, the sample in ASCII)
-if ! "$gpt" --seed "$seed" --sample 24 --json > "$tmp/run.json" 2> "$tmp/run.err"; then
+if ! "$gpt" --seed "$seed" --sample 24 --sample-check --json > "$tmp/run.json" 2> "$tmp/run.err"; then
   echo "FAIL: te-gpt --seed $seed exits non-zero"; sed 's/^/  | /' "$tmp/run.err"; exit 1
 fi
 field() { sed -n "s/.*\"$1\": *\\([^,}]*\\).*/\\1/p" "$tmp/run.json" | head -1; }
@@ -54,6 +55,13 @@ awk -v v="$val" -v m="$GPT_VAL_MAX" 'BEGIN { exit !(v + 0 == v && v < m) }' ||
 sample=$(sed -n 's/.*"sample": *"\(\([^"\\]\|\\.\)*\)".*/\1/p' "$tmp/run.json" |
   sed 's/\\u00[0-9a-f][0-9a-f]/?/g; s/\\./?/g')
 [ ${#sample} = 24 ] || { echo "FAIL: the sample has ${#sample} bytes, not 24: '$sample'"; fail=1; }
+
+# the KV cache past its seq positions (it starts again from half the
+# window), with learned positions, and with RMSNorm, SwiGLU and 2 KV heads
+for cfg in "--seq 16 --rope 0" "--norm rmsnorm --act swiglu --kv-heads 2 --bias 0"; do
+  "$gpt" $cfg --seed "$seed" --steps 2 --batch 1 --sample 40 --sample-check -q > "$tmp/out" 2> "$tmp/err" ||
+    { echo "FAIL: te-gpt $cfg --sample-check:"; cat "$tmp/err"; fail=1; }
+done
 
 # 2. resume: the same bits as a straight run
 opts="--seed $seed --batch 2 --sample 0 --eval-every 2 --csv -q"

@@ -146,6 +146,8 @@ struct gpt_sample_opts {
   double temperature;          /* 0: greedy */
   uint64_t seed;
   const char *prompt;
+  int check;                   /* also the whole model's logits, compared */
+  double *check_diff, *check_max;   /* check: max |kv - whole|, max |whole| */
 };
 /* Generates o->n bytes after the prompt into out (n + 1 bytes). */
 int gpt_sample(struct gpt_model *m, const struct gpt_sample_opts *o, char *out,
