@@ -803,6 +803,37 @@ module te_core
     integer(c_int) :: flags
   end type tecore_fusion_def
 
+  ! struct tecore_transformer_desc (libtecore/te/transformer.h)
+  type, bind(C) :: tecore_transformer_desc
+    integer(c_size_t) :: hidden
+    integer(c_int) :: heads
+    integer(c_int) :: kv_heads
+    integer(c_int) :: head_dim
+    integer(c_size_t) :: ffn
+    integer(c_int) :: norm
+    real(c_float) :: epsilon
+    integer(c_int) :: norm_flags
+    integer(c_int) :: activation
+    integer(c_int) :: qkv_bias
+    integer(c_int) :: proj_bias
+    integer(c_int) :: mlp_bias
+    integer(c_int) :: rope
+    integer(c_int) :: rope_style
+    real(c_float) :: rope_theta
+    integer(c_int) :: rotary_dim
+    integer(c_int) :: attn_flags
+    integer(c_size_t) :: window_left
+    real(c_float) :: attn_scale
+    integer(tecore_devptr_t) :: cu_seqlens
+    integer(c_size_t) :: batch
+    integer(c_size_t) :: max_seqlen
+    integer(c_int) :: slot
+    integer(c_int) :: tp_size
+    integer(c_int) :: tp_rank
+    type(c_ptr) :: tp_ctx
+    type(c_ptr) :: tp_copy_ctx
+  end type tecore_transformer_desc
+
   ! struct tecore_svc_op (libtecore/te/svc.h)
   type, bind(C) :: tecore_svc_op
     integer(c_int) :: kind
@@ -2395,6 +2426,13 @@ module te_core
       integer(c_int), value :: kind
       type(c_ptr) :: tecore_op_kind_name_c
     end function tecore_op_kind_name_c
+    function tecore_seq_add_transformer(seq, d) bind(C, name="tecore_seq_add_transformer")
+      import
+      implicit none
+      type(c_ptr), value :: seq
+      type(tecore_transformer_desc), intent(in), optional :: d
+      integer(c_int) :: tecore_seq_add_transformer
+    end function tecore_seq_add_transformer
     function tecore_svc_job_create(ops, nops, job) bind(C, name="tecore_svc_job_create")
       import
       implicit none

@@ -30,7 +30,7 @@ trap 'rm -rf "$tmp"' EXIT
 export PKG_CONFIG_PATH="$libdir/pkgconfig"
 export TE_DEVICE=vdev
 fail=0 skipped=""
-for f in README fp8_gemm.c train_step.c graphed_callables.cpp CMakeLists.txt rmsnorm_fp8.f90 \
+for f in README fp8_gemm.c train_step.c tutorial_layer.c graphed_callables.cpp CMakeLists.txt rmsnorm_fp8.f90 \
     allreduce_tcp.c allreduce_mpi.c offload.c; do
   [ -f "$ex/$f" ] || { echo "$ex/$f: not installed"; fail=1; }
 done
@@ -50,7 +50,7 @@ run() {
 }
 
 # the C examples, each with the package its header needs
-for e in fp8_gemm:te-core train_step:te-core offload:te-graph allreduce_tcp:te-comm; do
+for e in fp8_gemm:te-core train_step:te-core tutorial_layer:te-core offload:te-graph allreduce_tcp:te-comm; do
   name=${e%%:*} pc=${e#*:}
   # shellcheck disable=SC2046
   if ! $CC -std=c99 -Wall -Werror -o "$tmp/$name" "$ex/$name.c" \

@@ -87,7 +87,10 @@ struct te_op {
                                       scale; no forward quantizes it again until cleared */
   int gelu_aux_only;               /* inference: the GEMM library refused the GELU epilogue
                                       without aux for this Linear: not asked again */
-  /* RoPE and attention: the desc->ctx struct as tecore_seq_add copied it */
+  /* RoPE and attention: the desc->ctx struct as tecore_seq_add copied it
+   * (own_ctx 1); d.ctx still points to the caller's, which may be gone:
+   * later calls read prm (te_op_desc) */
+  int own_ctx;
   union {
     struct tecore_op_rope_args rope;
     struct tecore_op_attention_args attn;

@@ -198,6 +198,7 @@ static tecore_result_t find_kind(const tecore_seq_t *s, int k, struct te_op *op,
     TE_ARG(op->d.ctx, "%s: desc->ctx is NULL; %s takes its parameters there (a struct "
            "tecore_op_%s_args, te/ops.h)", fn, kd.def.name, kd.def.name);
     memcpy(&op->prm, op->d.ctx, kd.ctx_bytes);
+    op->own_ctx = 1;
   }
   return TECORE_SUCCESS;
 }
@@ -527,10 +528,9 @@ static tecore_result_t alloc_workspaces(tecore_seq_t *s, const char *fn) {
     const struct te_op *o = &s->ops[i];
     if (!o->def.workspace) continue;
     size_t w = 0;
-    /* a built-in kind's parameter struct is the copy tecore_seq_add took:
-     * the caller's desc->ctx may be gone by now */
+    /* the kind's ctx as copied: the caller's struct may be gone by now */
     struct tecore_op_desc d = o->d;
-    if (d.ctx && d.kind < TECORE_OP_BUILTIN_COUNT_) d.ctx = (void *)&o->prm;
+    if (o->own_ctx) d.ctx = (void *)&o->prm;
     tecore_result_t res = o->def.workspace(&d, o->in_rows, o->in_cols, &w, o->def.ctx);
     if (res != TECORE_SUCCESS) {
       te_error_hop(fn, __FILE__, __LINE__);

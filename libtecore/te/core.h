@@ -25,6 +25,7 @@
 #include <te/embedding.h>
 #include <te/loss.h>
 #include <te/ops.h>
+#include <te/transformer.h>
 #include <te/svc.h>
 #include <te/convert.h>
 #include <te/profile.h>
