@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0
  * gpt_model.c -- te-gpt's model: the token embedding (te/embedding.h,
  * F32 tables; a learned position table when there is no RoPE), then one
- * fuser sequence (te/ops.h) of `layers` pre-norm blocks, the final norm
+ * fuser sequence (te/ops.h) of `layers` pre-norm blocks
+ * (tecore_seq_add_transformer, te/transformer.h), the final norm
  * and the LM head (a Linear hidden -> vocab without bias, NOT tied to the
  * embedding), then cross-entropy (te/loss.h) on the BF16 logits, in place.
  * The parameters get PyTorch-style names (gpt_name_params) in the order
@@ -10,7 +11,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include "gpt.h"
-#include "gpt_block.h"
 
 void gpt_die_call(const char *what, tecore_result_t r) {
   GPT_ERR("%s failed: %s (%s)", what, tecore_strerror(r), tecore_last_error());
@@ -61,15 +61,16 @@ static void fill_table(tecore_devptr_t p, size_t n, double bound, uint64_t seed)
 static void add_ops(struct gpt_model *m) {
   const struct gpt_config *c = &m->c;
   for (int l = 0; l < c->layers; l++) {
-    struct gpt_block_desc b = {
+    struct tecore_transformer_desc b = {
         .hidden = (size_t)c->hidden, .heads = c->heads, .kv_heads = c->kv_heads,
-        .ffn = (size_t)c->ffn, .norm = c->norm == GPT_RMSNORM ? TECORE_OP_RMSNORM : TECORE_OP_LAYERNORM,
+        .ffn = (size_t)c->ffn,
+        .norm = c->norm == GPT_RMSNORM ? TECORE_OP_RMSNORM : TECORE_OP_LAYERNORM,
         .activation = c->act == GPT_SWIGLU ? TECORE_OP_SWIGLU : c->act == GPT_GEGLU ? TECORE_OP_GEGLU
                       : c->act == GPT_RELU ? TECORE_OP_RELU : TECORE_OP_GELU,
         .qkv_bias = c->bias, .proj_bias = c->bias, .mlp_bias = c->bias, .rope = c->rope,
-        .attn_flags = TECORE_ATTN_CAUSAL, .batch = m->batch, .max_seqlen = (size_t)c->seq,
-        .slot = 0};
-    GPT_CHECK(gpt_add_block(m->seq, &b));
+        .rope_style = TECORE_ROPE_HALVES, .attn_flags = TECORE_ATTN_CAUSAL,
+        .batch = m->batch, .max_seqlen = (size_t)c->seq, .slot = 0};
+    GPT_CHECK(tecore_seq_add_transformer(m->seq, &b));
   }
   struct tecore_op_desc d = {.kind = c->norm == GPT_RMSNORM ? TECORE_OP_RMSNORM : TECORE_OP_LAYERNORM,
                              .epsilon = 1e-5f};
