@@ -8,7 +8,8 @@
 #  2. a run resumed from a checkpoint continues with the same bits: 6
 #     steps straight, against 3 steps, --save, --load, 3 more: the same
 #     losses and byte-identical model.safetensors and optimizer.safetensors;
-#     and 4 against 2 + 2 with FP8 (delayed scaling);
+#     and 4 against 2 + 2 with FP8 (delayed scaling); the step graph
+#     (the default) and eager launches (--no-graph) take the same steps;
 #  3. hostile checkpoints (truncated, a header length past the file, bad
 #     JSON, offsets out of range or overlapping, a shape whose size
 #     overflows, a span that disagrees with its shape, a missing tensor)
@@ -76,6 +77,11 @@ if ! cmp -s "$tmp/a.cut" "$tmp/b.cut"; then
   echo "FAIL: 6 steps straight and 3 + 3 resumed give other losses:"; diff "$tmp/a.cut" "$tmp/b.cut"
   fail=1
 fi
+# the step graph (the default) and eager launches: the same bits
+"$gpt" $opts --steps 6 --no-graph > "$tmp/e.csv" 2> "$tmp/e.err" ||
+  { echo "FAIL: te-gpt --no-graph fails"; cat "$tmp/e.err"; fail=1; }
+cut -d, -f1-5 "$tmp/e.csv" | cmp -s - "$tmp/a.cut" ||
+  { echo "FAIL: eager launches (--no-graph) and the step graph give other losses"; fail=1; }
 for f in model optimizer; do
   cmp -s "$tmp/a/$f.safetensors" "$tmp/c/$f.safetensors" ||
     { echo "FAIL: $f.safetensors differs between the straight and the resumed run"; fail=1; }

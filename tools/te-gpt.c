@@ -76,6 +76,8 @@ static const char usage_text[] =
     "  --clip X           global gradient-norm clip (default 1.0; 0: none)\n"
     "  --recipe NAME      none (BF16, default), delayed (margin 1), current, block\n"
     "  --seed N           initialization and sampling (default 1)\n"
+    "  --no-graph         eager launches (default: from step 2 on, the forward and backward\n"
+    "                     of the step replay one graph; AdamW runs eagerly after it)\n"
     "  --eval-every N     validation loss every N steps (default 10; 0: never)\n"
     "  --eval-batches N   batches of the validation loss (default 4)\n"
     "checkpoints (safetensors):\n"
@@ -100,7 +102,7 @@ enum {
   O_MODEL = 0x100, O_LAYERS, O_HIDDEN, O_HEADS, O_KV, O_FFN, O_SEQ, O_VOCAB, O_NORM, O_ACT,
   O_ROPE, O_BIAS, O_DATA, O_CORPUS, O_SYNTH, O_STEPS, O_BATCH, O_ACCUM, O_LR, O_MINLR, O_WARMUP,
   O_DECAY, O_WD, O_CLIP, O_RECIPE, O_SEED, O_EVAL, O_EVALB, O_SAVE, O_LOAD, O_SAMPLE, O_PROMPT,
-  O_TEMP, O_TOPK, O_SCHECK
+  O_TEMP, O_TOPK, O_SCHECK, O_NOGRAPH
 };
 static const struct option longs[] = {
     TE_CLI_LONGS, TE_CLI_FORMATS,
@@ -121,7 +123,7 @@ static const struct option longs[] = {
     {"save", required_argument, 0, O_SAVE}, {"load", required_argument, 0, O_LOAD},
     {"sample", required_argument, 0, O_SAMPLE}, {"prompt", required_argument, 0, O_PROMPT},
     {"temperature", required_argument, 0, O_TEMP}, {"top-k", required_argument, 0, O_TOPK},
-    {"sample-check", no_argument, 0, O_SCHECK},
+    {"sample-check", no_argument, 0, O_SCHECK}, {"no-graph", no_argument, 0, O_NOGRAPH},
     {0, 0, 0, 0}};
 
 struct opts {
@@ -132,7 +134,7 @@ struct opts {
   int nfiles, synthetic;
   const char *corpus_dir, *save, *load, *prompt;
   int steps, batch, accum, warmup, decay_steps, recipe, eval_every, eval_batches, sample, top_k;
-  int sample_check;
+  int sample_check, no_graph;
   double lr, min_lr, wd, clip, temperature;
   long long seed;
 };
@@ -191,6 +193,7 @@ static int take(struct te_cli *cli, struct opts *o, int opt, const char *a) {
   case O_TEMP: return te_cli_double(cli, f, a, 0, 100, &o->temperature);
   case O_TOPK: return te_cli_int(cli, f, a, 0, 1 << 24, &o->top_k);
   case O_SCHECK: o->sample_check = 1; return 0;
+  case O_NOGRAPH: o->no_graph = 1; return 0;
   default: return te_cli_error(cli, "option %d not handled", opt);
   }
 }
@@ -279,7 +282,8 @@ int main(int argc, char **argv) {
   struct gpt_train t = {.lr = o.lr, .min_lr = o.min_lr, .wd = o.wd, .beta1 = 0.9, .beta2 = 0.95,
                         .eps = 1e-8, .clip = o.clip, .warmup = o.warmup,
                         .decay_steps = o.decay_steps, .accum = o.accum,
-                        .rng = (uint64_t)o.seed * 0x2545f4914f6cdd1dull + 0x6461746101ull};
+                        .rng = (uint64_t)o.seed * 0x2545f4914f6cdd1dull + 0x6461746101ull,
+                        .use_graph = !o.no_graph};
   gpt_train_init(&t, &m, s);
   if (o.load && gpt_load(o.load, &m, &t, s)) return TE_EXIT_FAIL;
 
@@ -302,9 +306,11 @@ int main(int argc, char **argv) {
   te_out_note(&OUT, "data: %s; %zu training bytes, %zu held out", d.source, d.ntrain,
               d.n - d.ntrain);
   te_out_note(&OUT, "%s, batch %d x %d tokens x accum %d; AdamW lr %g (warmup %d, cosine to %g at "
-              "step %d), weight decay %g, clip %g; eager launches (no step graph)",
+              "step %d), weight decay %g, clip %g; %s",
               o.recipe ? recipe_words[o.recipe] : "BF16", o.batch, c->seq, o.accum, o.lr,
-              o.warmup, o.min_lr, o.decay_steps, o.wd, o.clip);
+              o.warmup, o.min_lr, o.decay_steps, o.wd, o.clip,
+              o.no_graph ? "eager launches"
+                         : "forward and backward one graph from the second step, AdamW eager");
   te_out_field_s(&OUT, "model", o.load ? "loaded" : o.model);
   te_out_field_n(&OUT, "parameters", (double)m.nparams);
   te_out_table(&OUT, "steps", step_cols, (int)(sizeof step_cols / sizeof step_cols[0]));

@@ -121,7 +121,10 @@ struct gpt_train {
   size_t l2wsb;
   struct tecore_tensor *grads; /* [np] F32 views for the norm */
   float *pinned;               /* [0] grad norm, [1] clip factor, [2..] means */
-  int32_t *hids, *hlabels;     /* host staging */
+  int32_t *hids, *hlabels;     /* pinned staging [accum][rows] */
+  int use_graph;               /* replay the forward/backward part as a graph */
+  struct tegraph_graph *graph; /* captured after the first eager step */
+  int eager_steps;
 };
 void gpt_train_init(struct gpt_train *t, struct gpt_model *m, tecore_stream_t s);
 void gpt_train_free(struct gpt_train *t);

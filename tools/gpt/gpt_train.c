@@ -7,10 +7,14 @@
  * embedding tables, none on gains and biases) on F32 masters that refresh
  * the BF16 model copy; the learning rate warms up linearly, then decays
  * along a cosine to min_lr at decay_steps.  The step waits for the device
- * once, for the norm (clipping is decided on the host). */
+ * once, for the norm (clipping is decided on the host): with use_graph,
+ * the part before that wait (every microbatch's forward and backward, the
+ * scale update, the norm) is one graph (libtegraph) replayed each step,
+ * captured after the first eager step; AdamW runs eagerly after it. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <te/graph.h>
 #include "gpt.h"
 
 void gpt_train_init(struct gpt_train *t, struct gpt_model *m, tecore_stream_t s) {
@@ -47,8 +51,9 @@ void gpt_train_init(struct gpt_train *t, struct gpt_model *m, tecore_stream_t s)
   GPT_CHECK(tecore_l2norm_multi_workspace_size(t->grads, np, &t->l2wsb));
   t->l2ws = gpt_dalloc(t->l2wsb, db);
   GPT_CHECK(tecore_mem_alloc_host((2 + 2 * (size_t)m->max_mb) * sizeof(float), (void **)&t->pinned));
-  t->hids = gpt_xalloc((size_t)m->max_mb * m->rows * sizeof *t->hids);
-  t->hlabels = gpt_xalloc((size_t)m->max_mb * m->rows * sizeof *t->hlabels);
+  /* pinned: a graph's copies read them where they lie */
+  GPT_CHECK(tecore_mem_alloc_host((size_t)m->max_mb * m->rows * 4, (void **)&t->hids));
+  GPT_CHECK(tecore_mem_alloc_host((size_t)m->max_mb * m->rows * 4, (void **)&t->hlabels));
   GPT_CHECK(tecore_stream_synchronize(s));
   GPT_CHECK(tecore_mem_free(one));
 }
@@ -58,8 +63,9 @@ void gpt_train_free(struct gpt_train *t) {
    * memory; the process ends right after (tecore_fini frees the rest) */
   free(t->ot);
   free(t->grads);
-  free(t->hids);
-  free(t->hlabels);
+  if (t->graph) tegraph_graph_destroy(t->graph);
+  if (t->hids) tecore_mem_free_host(t->hids);
+  if (t->hlabels) tecore_mem_free_host(t->hlabels);
   if (t->pinned) tecore_mem_free_host(t->pinned);
   t->ot = NULL;
 }
@@ -79,15 +85,16 @@ static void upload(struct gpt_train *t, struct gpt_model *m, int mb, tecore_stre
   GPT_CHECK(tecore_memcpy_async(m->labels, (tecore_devptr_t)(uintptr_t)lab, m->rows * 4, s));
 }
 
-double gpt_train_step(struct gpt_train *t, struct gpt_model *m, const struct gpt_data *d,
-                      tecore_stream_t s, double *gnorm) {
+/* The device part of a step, with no host synchronization (so that a
+ * graph can hold it): zeroed gradients, each microbatch's ids and labels
+ * copied from the pinned staging, forward, loss, backward; the FP8 scale
+ * update; the gradient norm and the losses into pinned memory. */
+static void queue_fwd_bwd(struct gpt_train *t, struct gpt_model *m, tecore_stream_t s) {
   GPT_CHECK(tecore_seq_zero_grad(m->seq, s));
   size_t H = (size_t)m->c.hidden;
   GPT_CHECK(tecore_memset_d32_async(m->tok_grad, 0, (size_t)m->c.vocab * H, s));
   if (m->pos_grad) GPT_CHECK(tecore_memset_d32_async(m->pos_grad, 0, (size_t)m->c.seq * H, s));
   for (int mb = 0; mb < t->accum; mb++) {
-    gpt_data_batch(d, m->c.seq, m->batch, &t->rng, t->hids + (size_t)mb * m->rows,
-                   t->hlabels + (size_t)mb * m->rows);
     upload(t, m, mb, s);
     gpt_forward(m, mb, mb > 0, s);   /* FP8 weights quantized on the first microbatch */
     gpt_backward(m, mb, s);
@@ -98,6 +105,37 @@ double gpt_train_step(struct gpt_train *t, struct gpt_model *m, const struct gpt
                                 (tecore_devptr_t)(uintptr_t)&t->pinned[0], 0, s));
   GPT_CHECK(tecore_memcpy_async((tecore_devptr_t)(uintptr_t)&t->pinned[2], m->means,
                                 8 * (size_t)t->accum, s));
+}
+
+#define GPT_GCHECK(call)                                                                   \
+  do {                                                                                     \
+    tegraph_result_t r_ = (call);                                                          \
+    if (r_ != TEGRAPH_SUCCESS) {                                                           \
+      GPT_ERR("%s failed: %s (%s)", #call, tegraph_strerror(r_), tegraph_last_error());    \
+      exit(1);                                                                             \
+    }                                                                                      \
+  } while (0)
+
+double gpt_train_step(struct gpt_train *t, struct gpt_model *m, const struct gpt_data *d,
+                      tecore_stream_t s, double *gnorm) {
+  for (int mb = 0; mb < t->accum; mb++)
+    gpt_data_batch(d, m->c.seq, m->batch, &t->rng, t->hids + (size_t)mb * m->rows,
+                   t->hlabels + (size_t)mb * m->rows);
+  if (t->use_graph && !t->graph && t->eager_steps > 0) {
+    /* captured after one eager step: lazy allocations (GEMM workspaces)
+     * and algorithm choices happen outside the capture */
+    GPT_GCHECK(tegraph_graph_create(TEGRAPH_INSTANTIATE_UPLOAD, &t->graph));
+    GPT_GCHECK(tegraph_graph_begin_capture(t->graph, s, TECORE_CAPTURE_THREAD_LOCAL, 0));
+    queue_fwd_bwd(t, m, s);
+    GPT_GCHECK(tegraph_graph_end_capture(t->graph, NULL));
+    GPT_GCHECK(tegraph_graph_instantiate(t->graph, s));
+  }
+  if (t->graph) {
+    GPT_GCHECK(tegraph_graph_launch(t->graph, s));
+  } else {
+    queue_fwd_bwd(t, m, s);
+    t->eager_steps++;
+  }
   GPT_CHECK(tecore_stream_synchronize(s));
   double norm = t->pinned[0];
   *gnorm = norm;
