@@ -17,6 +17,8 @@
 #include <te/core.h>
 #include "cli.h"
 #include "out.h"
+#include <te/comm.h>
+#include "demo_tp.h"
 #include "gpt/gpt.h"
 
 struct preset {
@@ -77,6 +79,8 @@ static const char usage_text[] =
     "  --clip X           global gradient-norm clip (default 1.0; 0: none)\n"
     "  --recipe NAME      none (BF16, default), delayed (margin 1), current, block\n"
     "  --seed N           initialization and sampling (default 1)\n"
+    "  --tp N             tensor parallelism over N ranks (forked processes): every block\n"
+    "                     split, the rest replicated; no --save, --load or --sample\n"
     "  --no-graph         eager launches (default: from step 2 on, the forward and backward\n"
     "                     of the step replay one graph; AdamW runs eagerly after it)\n"
     "  --eval-every N     validation loss every N steps (default 10; 0: never)\n"
@@ -103,7 +107,7 @@ enum {
   O_MODEL = 0x100, O_LAYERS, O_HIDDEN, O_HEADS, O_KV, O_FFN, O_SEQ, O_VOCAB, O_NORM, O_ACT,
   O_ROPE, O_BIAS, O_DATA, O_CORPUS, O_SYNTH, O_STEPS, O_BATCH, O_ACCUM, O_LR, O_MINLR, O_WARMUP,
   O_DECAY, O_WD, O_CLIP, O_RECIPE, O_SEED, O_EVAL, O_EVALB, O_SAVE, O_LOAD, O_SAMPLE, O_PROMPT,
-  O_TEMP, O_TOPK, O_SCHECK, O_NOGRAPH
+  O_TEMP, O_TOPK, O_SCHECK, O_NOGRAPH, O_TP
 };
 static const struct option longs[] = {
     TE_CLI_LONGS, TE_CLI_FORMATS,
@@ -125,6 +129,7 @@ static const struct option longs[] = {
     {"sample", required_argument, 0, O_SAMPLE}, {"prompt", required_argument, 0, O_PROMPT},
     {"temperature", required_argument, 0, O_TEMP}, {"top-k", required_argument, 0, O_TOPK},
     {"sample-check", no_argument, 0, O_SCHECK}, {"no-graph", no_argument, 0, O_NOGRAPH},
+    {"tp", required_argument, 0, O_TP},
     {0, 0, 0, 0}};
 
 struct opts {
@@ -135,7 +140,7 @@ struct opts {
   int nfiles, synthetic;
   const char *corpus_dir, *save, *load, *prompt;
   int steps, batch, accum, warmup, decay_steps, recipe, eval_every, eval_batches, sample, top_k;
-  int sample_check, no_graph;
+  int sample_check, no_graph, tp, sample_given, quiet;
   double lr, min_lr, wd, clip, temperature;
   long long seed;
 };
@@ -189,12 +194,13 @@ static int take(struct te_cli *cli, struct opts *o, int opt, const char *a) {
   case O_EVALB: return te_cli_int(cli, f, a, 1, 100000, &o->eval_batches);
   case O_SAVE: o->save = a; return 0;
   case O_LOAD: o->load = a; return 0;
-  case O_SAMPLE: return te_cli_int(cli, f, a, 0, 1 << 20, &o->sample);
+  case O_SAMPLE: o->sample_given = 1; return te_cli_int(cli, f, a, 0, 1 << 20, &o->sample);
   case O_PROMPT: o->prompt = a; return 0;
   case O_TEMP: return te_cli_double(cli, f, a, 0, 100, &o->temperature);
   case O_TOPK: return te_cli_int(cli, f, a, 0, 1 << 24, &o->top_k);
   case O_SCHECK: o->sample_check = 1; return 0;
   case O_NOGRAPH: o->no_graph = 1; return 0;
+  case O_TP: return te_cli_int(cli, f, a, 1, DEMO_TP_MAX, &o->tp);
   default: return te_cli_error(cli, "option %d not handled", opt);
   }
 }
@@ -227,6 +233,14 @@ static int resolve(struct te_cli *cli, struct opts *o, struct gpt_config given, 
     return te_cli_error(cli, "--vocab %d: byte data needs at least 256 (or --synthetic)", c->vocab);
   if (o->nfiles && o->synthetic) return te_cli_error(cli, "--data and --synthetic: one or the other");
   if (o->top_k && o->temperature <= 0) return te_cli_error(cli, "--top-k needs --temperature > 0");
+  if (o->tp > 1) {
+    if (o->save || o->load || (o->sample_given && o->sample > 0))
+      return te_cli_error(cli, "--tp: not with --save, --load or --sample (rank 0 holds a part)");
+    o->sample = 0;
+    if (c->heads % o->tp || c->kv_heads % o->tp || c->ffn % o->tp)
+      return te_cli_error(cli, "--tp %d must divide --heads %d, --kv-heads %d and --ffn %d", o->tp,
+                          c->heads, c->kv_heads, c->ffn);
+  }
   return 0;
 }
 
@@ -244,25 +258,29 @@ static const struct te_out_col step_cols[] = {
     {"tokens_per_s", TE_OUT_NUM, 12, "%.0f", 0, "tokens/s"},
     {"tflops", TE_OUT_NUM, 9, "%.4f", 0, "TFLOP/s"}, {"mem_mib", TE_OUT_NUM, 9, "%.1f", 0, "MiB"}};
 
-int main(int argc, char **argv) {
-  struct opts o = {.model = "tiny", .steps = 30, .accum = 1, .lr = -1, .min_lr = -1,
-                   .warmup = -1, .wd = 0.1, .clip = 1.0, .seed = 1, .eval_every = 10,
-                   .eval_batches = 4, .sample = 64, .prompt = ""};
-  o.files = calloc((size_t)argc + 1, sizeof *o.files);
-  struct te_cli cli = {.prog = "te-gpt", .usage = usage_text, .shorts = "qh", .longs = longs,
-                       .out = &OUT};
-  int opt;
-  while ((opt = te_cli_next(&cli, argc, argv)) != -1) {
-    if (opt == TE_CLI_EXIT) return cli.status;
-    if (take(&cli, &o, opt, optarg)) return cli.status;
-  }
-  if (te_cli_end(&cli, argc, argv)) return cli.status;
-  struct gpt_config given = o.c;
-  if (resolve(&cli, &o, given, &o.batch)) return cli.status;
-  if (o.decay_steps <= 0) o.decay_steps = o.steps > 0 ? o.steps : 1;
-  if (o.warmup < 0) o.warmup = o.decay_steps / 10;
-  if (o.min_lr < 0) o.min_lr = o.lr / 10;
 
+/* --tp: the split gradients' squares summed over the ranks */
+static double sum_ranks(double x, struct gpt_model *m, tecore_stream_t s) {
+  /* F32 (libtecomm's dtypes); an allreduce leaves the same bits on every rank */
+  static tecore_devptr_t buf;
+  float v = (float)x;
+  if (!buf) buf = gpt_dalloc(256, NULL);
+  GPT_CHECK(tecore_memcpy(buf, (tecore_devptr_t)(uintptr_t)&v, 4));
+  tecomm_result_t r = tecomm_allreduce((tecomm_comm_t)m->tp.comm, buf, buf, 1,
+                                       TECORE_DTYPE_F32, TECOMM_SUM, s);
+  if (r != TECOMM_SUCCESS) {
+    GPT_ERR("--tp: the gradient norm's sum: %s (%s)", tecomm_strerror(r), tecomm_last_error());
+    exit(1);
+  }
+  GPT_CHECK(tecore_stream_synchronize(s));
+  GPT_CHECK(tecore_memcpy((tecore_devptr_t)(uintptr_t)&v, buf, 4));
+  return v;
+}
+
+/* One training run (one process, or rank tp->rank of a --tp run: its
+ * losses into losses[]). */
+static int run(struct opts *op, const struct gpt_tp *tp, double *losses) {
+  struct opts o = *op;
   GPT_CHECK(tecore_init());
   tecore_stream_t s;
   GPT_CHECK(tecore_stream_create(0, 0, &s));
@@ -279,12 +297,12 @@ int main(int argc, char **argv) {
     recipe = &rec;
   }
   struct gpt_model m;
-  gpt_model_create(&m, &o.c, (size_t)o.batch, o.accum, recipe, (uint64_t)o.seed, s);
+  gpt_model_create_tp(&m, &o.c, (size_t)o.batch, o.accum, recipe, (uint64_t)o.seed, tp, s);
   struct gpt_train t = {.lr = o.lr, .min_lr = o.min_lr, .wd = o.wd, .beta1 = 0.9, .beta2 = 0.95,
                         .eps = 1e-8, .clip = o.clip, .warmup = o.warmup,
                         .decay_steps = o.decay_steps, .accum = o.accum,
                         .rng = (uint64_t)o.seed * 0x2545f4914f6cdd1dull + 0x6461746101ull,
-                        .use_graph = !o.no_graph};
+                        .use_graph = !o.no_graph, .sum_ranks = tp ? sum_ranks : NULL};
   gpt_train_init(&t, &m, s);
   if (o.load && gpt_load(o.load, &m, &t, s)) return TE_EXIT_FAIL;
 
@@ -328,6 +346,7 @@ int main(int argc, char **argv) {
       return TE_EXIT_FAIL;
     }
     if (isnan(first)) first = loss;
+    if (losses && t.step <= o.steps) losses[t.step - 1] = loss;
     last = loss;
     tsum += dt, nsteps++;
     struct te_out_val val = TE_OUT_NONE;
@@ -377,7 +396,7 @@ int main(int argc, char **argv) {
       ascii[i] = b && b < 0x80 ? (char)b : '?';
     }
     te_out_field_s(&OUT, "sample", ascii);
-    FILE *f = OUT.format == TE_OUT_TABLE ? stdout : cli.quiet ? NULL : te_out_notes(&OUT);
+    FILE *f = OUT.format == TE_OUT_TABLE ? stdout : o.quiet ? NULL : te_out_notes(&OUT);
     if (f) fprintf(f, "%s%s\n", o.prompt, text);
     free(ascii);
     free(text);
@@ -385,6 +404,73 @@ int main(int argc, char **argv) {
   te_out_end(&OUT);
   gpt_train_free(&t);
   gpt_data_free(&d);
+  return rc;
+}
+
+/* --tp: the ranks share the page (demo_tp.h: bootstrap, losses). */
+struct tp_arg {
+  struct opts *o;
+  struct demo_tp_page *page;
+};
+
+static int tp_rank(void *arg, int rank) {
+  struct tp_arg *a = arg;
+  struct demo_tp t;
+  if (demo_tp_init(&t, a->page, a->o->tp, rank)) return TE_EXIT_FAIL;
+  struct gpt_tp tp = {.size = a->o->tp, .rank = rank, .ctx = &t.params[DEMO_TP_FUSED],
+                      .comm = t.comm};
+  if (rank) {   /* rank 0 speaks for all */
+    OUT.quiet = 1;
+    OUT.f = fopen("/dev/null", "w");
+    OUT.format = TE_OUT_TABLE;
+    if (!freopen("/dev/null", "w", stdout)) return TE_EXIT_FAIL;
+  }
+  int rc = run(a->o, &tp, demo_tp_loss(a->page, 0, 0, rank));
+  if (!rc && demo_tp_barrier(a->page)) rc = TE_EXIT_FAIL;
+  demo_tp_fini(&t);
+  return rc;
+}
+
+static int run_tp(struct opts *o) {
+  struct tp_arg a = {.o = o, .page = demo_tp_page_create(o->tp, o->steps)};
+  if (!a.page) return TE_EXIT_FAIL;
+  int rc = demo_tp_fork(o->tp, tp_rank, &a);
+  if (rc == 0) {
+    /* every rank computed the same replicated loss: the same bits */
+    for (int r = 1; r < o->tp; r++)
+      if (memcmp(demo_tp_loss(a.page, 0, 0, r), demo_tp_loss(a.page, 0, 0, 0),
+                 (size_t)o->steps * sizeof(double))) {
+        GPT_ERR("--tp %d: rank %d's losses differ from rank 0's", o->tp, r);
+        rc = TE_EXIT_FAIL;
+      }
+    if (!rc && !o->quiet && OUT.format == TE_OUT_TABLE)
+      printf("# --tp %d: the losses are the same bits on every rank\n", o->tp);
+  }
+  demo_tp_page_free(a.page);
+  return rc;
+}
+
+int main(int argc, char **argv) {
+  struct opts o = {.model = "tiny", .steps = 30, .accum = 1, .lr = -1, .min_lr = -1,
+                   .warmup = -1, .wd = 0.1, .clip = 1.0, .seed = 1, .eval_every = 10,
+                   .eval_batches = 4, .sample = 64, .prompt = ""};
+  o.files = calloc((size_t)argc + 1, sizeof *o.files);
+  struct te_cli cli = {.prog = "te-gpt", .usage = usage_text, .shorts = "qh", .longs = longs,
+                       .out = &OUT};
+  int opt;
+  while ((opt = te_cli_next(&cli, argc, argv)) != -1) {
+    if (opt == TE_CLI_EXIT) return cli.status;
+    if (take(&cli, &o, opt, optarg)) return cli.status;
+  }
+  if (te_cli_end(&cli, argc, argv)) return cli.status;
+  struct gpt_config given = o.c;
+  if (resolve(&cli, &o, given, &o.batch)) return cli.status;
+  if (o.decay_steps <= 0) o.decay_steps = o.steps > 0 ? o.steps : 1;
+  if (o.warmup < 0) o.warmup = o.decay_steps / 10;
+  if (o.min_lr < 0) o.min_lr = o.lr / 10;
+
+  o.quiet = cli.quiet;
+  int rc = o.tp > 1 ? run_tp(&o) : run(&o, NULL, NULL);
   free(o.files);
   return rc;
 }

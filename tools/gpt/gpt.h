@@ -53,10 +53,19 @@ struct gpt_param {
   tecore_devptr_t master, m, v;/* F32 */
   int bf16;                    /* value is a BF16 copy of master */
   int decay;                   /* AdamW weight decay applies (matrices, not gains/biases) */
+  int sharded;                 /* --tp: split over the ranks (the block's Linears) */
+};
+
+/* Tensor parallelism (--tp): this rank's part of every block (te/transformer.h). */
+struct gpt_tp {
+  int size, rank;
+  void *ctx;                   /* the TP operations' struct tecomm_op_params */
+  void *comm;                  /* tecomm_comm_t: the gradient norm's sum */
 };
 
 struct gpt_model {
   struct gpt_config c;
+  struct gpt_tp tp;            /* size 0: one process */
   size_t batch, rows;
   tecore_seq_t *seq;
   struct gpt_param *p;
@@ -80,6 +89,11 @@ struct gpt_model {
  * NULL: BF16.  rope/attention flags from c.  Exits 1 on failure. */
 void gpt_model_create(struct gpt_model *m, const struct gpt_config *c, size_t batch, int max_mb,
                       const struct tecore_recipe *recipe, uint64_t seed, tecore_stream_t s);
+/* The same, this rank's part (tp); its blocks' parameters are sliced from
+ * the one-process model of the same seed, so the ranks compute it. */
+void gpt_model_create_tp(struct gpt_model *m, const struct gpt_config *c, size_t batch,
+                         int max_mb, const struct tecore_recipe *recipe, uint64_t seed,
+                         const struct gpt_tp *tp, tecore_stream_t s);
 void gpt_model_destroy(struct gpt_model *m);
 /* Forward of one microbatch (ids/labels on the device) to the loss:
  * means[mb] = {mean, count}.  backward: the gradients added (dloss). */
@@ -119,8 +133,11 @@ struct gpt_train {
   size_t ndecay;
   tecore_devptr_t l2ws;
   size_t l2wsb;
-  struct tecore_tensor *grads; /* [np] F32 views for the norm */
-  float *pinned;               /* [0] grad norm, [1] clip factor, [2..] means */
+  struct tecore_tensor *grads; /* [np] F32 views for the norm: replicated, then split */
+  size_t nrep, nsh;
+  /* --tp: x summed over the ranks (the split gradients' squares) */
+  double (*sum_ranks)(double x, struct gpt_model *m, tecore_stream_t s);
+  float *pinned;               /* [0] grad norm, [1] clip factor, [2] split grads' norm, [4..] means */
   int32_t *hids, *hlabels;     /* pinned staging [accum][rows] */
   int use_graph;               /* replay the forward/backward part as a graph */
   struct tegraph_graph *graph; /* captured after the first eager step */

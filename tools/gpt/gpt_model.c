@@ -69,7 +69,9 @@ static void add_ops(struct gpt_model *m) {
                       : c->act == GPT_RELU ? TECORE_OP_RELU : TECORE_OP_GELU,
         .qkv_bias = c->bias, .proj_bias = c->bias, .mlp_bias = c->bias, .rope = c->rope,
         .rope_style = TECORE_ROPE_HALVES, .attn_flags = TECORE_ATTN_CAUSAL,
-        .batch = m->batch, .max_seqlen = (size_t)c->seq, .slot = 0};
+        .batch = m->batch, .max_seqlen = (size_t)c->seq, .slot = 0,
+        .tp_size = m->tp.size > 1 ? m->tp.size : 0, .tp_rank = m->tp.size > 1 ? m->tp.rank : 0,
+        .tp_ctx = m->tp.size > 1 ? m->tp.ctx : NULL};
     GPT_CHECK(tecore_seq_add_transformer(m->seq, &b));
   }
   struct tecore_op_desc d = {.kind = c->norm == GPT_RMSNORM ? TECORE_OP_RMSNORM : TECORE_OP_LAYERNORM,
@@ -135,16 +137,19 @@ static void collect_params(struct gpt_model *m, int inference) {
     g->grad = inference ? 0 : sp[i].grad.data;
     g->bf16 = 1;
     g->decay = kind == TECORE_OP_LINEAR && !strcmp(sp[i].name, "weight");
+    g->sharded = m->tp.size > 1 && kind == TECORE_OP_LINEAR && nlin < 4 * m->c.layers;
   }
   m->nparams = 0;
   for (size_t i = 0; i < m->np; i++) m->nparams += m->p[i].rows * m->p[i].cols;
   free(sp);
 }
 
-void gpt_model_create(struct gpt_model *m, const struct gpt_config *c, size_t batch, int max_mb,
-                      const struct tecore_recipe *recipe, uint64_t seed, tecore_stream_t s) {
+static void create(struct gpt_model *m, const struct gpt_config *c, size_t batch, int max_mb,
+                   const struct tecore_recipe *recipe, uint64_t seed, const struct gpt_tp *tp,
+                   tecore_stream_t s) {
   memset(m, 0, sizeof *m);
   m->c = *c;
+  if (tp) m->tp = *tp;
   m->batch = batch;
   m->rows = batch * (size_t)c->seq;
   m->max_mb = max_mb;
@@ -183,6 +188,66 @@ void gpt_model_create(struct gpt_model *m, const struct gpt_config *c, size_t ba
   float dl = 1.0f / (float)(max_mb ? max_mb : 1);
   GPT_CHECK(tecore_memcpy(m->dloss, (tecore_devptr_t)(uintptr_t)&dl, 4));
   collect_params(m, inference);
+}
+
+void gpt_model_create(struct gpt_model *m, const struct gpt_config *c, size_t batch, int max_mb,
+                      const struct tecore_recipe *recipe, uint64_t seed, tecore_stream_t s) {
+  create(m, c, batch, max_mb, recipe, seed, NULL, s);
+}
+
+/* The element of the one-process parameter that element (row, col) of
+ * rank r's slice holds (the layout of tecore_seq_add_transformer(3)):
+ * qkv rows are the rank's query, key and value heads, proj and fc2 take
+ * the rank's columns, fc1 the rank's rows of each half. */
+static size_t full_index(const struct gpt_config *c, const char *name, int tp, int r, size_t row,
+                         size_t col, size_t cols) {
+  size_t H = (size_t)c->hidden, hd = H / (size_t)c->heads, f = (size_t)c->ffn / (size_t)tp;
+  size_t qn = (size_t)(c->heads / tp) * hd, kn = (size_t)(c->kv_heads / tp) * hd;
+  int vec = strstr(name, ".bias") != NULL;
+  size_t i = vec ? col : row;   /* the row of a matrix, the element of a vector */
+  if (strstr(name, "attn.qkv.")) {
+    size_t fr = i < qn ? (size_t)r * qn + i
+                : i < qn + kn ? (size_t)c->heads * hd + (size_t)r * kn + (i - qn)
+                : (size_t)(c->heads + c->kv_heads) * hd + (size_t)r * kn + (i - qn - kn);
+    return vec ? fr : fr * H + col;
+  }
+  if (strstr(name, "mlp.fc1.")) {
+    size_t fr = i < f ? (size_t)r * f + i : (size_t)c->ffn + (size_t)r * f + (i - f);
+    return vec ? fr : fr * H + col;
+  }
+  if (!vec && strstr(name, "attn.proj.")) return row * H + (size_t)r * qn + col;
+  if (!vec && strstr(name, "mlp.fc2.")) return row * (size_t)c->ffn + (size_t)r * f + col;
+  return row * cols + col;
+}
+
+void gpt_model_create_tp(struct gpt_model *m, const struct gpt_config *c, size_t batch,
+                         int max_mb, const struct tecore_recipe *recipe, uint64_t seed,
+                         const struct gpt_tp *tp, tecore_stream_t s) {
+  create(m, c, batch, max_mb, recipe, seed, tp, s);
+  if (!tp || tp->size <= 1) return;
+  struct gpt_model full;
+  create(&full, c, batch, 1, NULL, seed, NULL, s);
+  for (size_t i = 0; i < m->np; i++) {
+    struct gpt_param *p = &m->p[i];
+    if (!p->bf16) continue;   /* the tables: the same seed, the same values */
+    const struct gpt_param *q = NULL;
+    for (size_t j = 0; j < full.np && !q; j++)
+      if (!strcmp(full.p[j].name, p->name)) q = &full.p[j];
+    if (!q) {
+      GPT_ERR("--tp: rank %d's %s has no counterpart in the whole model", tp->rank, p->name);
+      exit(1);
+    }
+    size_t nf = q->rows * q->cols, n = p->rows * p->cols;
+    uint16_t *hf = gpt_xalloc(nf * 2), *hp = gpt_xalloc(n * 2);
+    GPT_CHECK(tecore_memcpy((tecore_devptr_t)(uintptr_t)hf, q->value, nf * 2));
+    for (size_t r = 0; r < p->rows; r++)
+      for (size_t k = 0; k < p->cols; k++)
+        hp[r * p->cols + k] = hf[full_index(c, p->name, tp->size, tp->rank, r, k, p->cols)];
+    GPT_CHECK(tecore_memcpy(p->value, (tecore_devptr_t)(uintptr_t)hp, n * 2));
+    free(hf);
+    free(hp);
+  }
+  gpt_model_destroy(&full);
 }
 
 void gpt_model_destroy(struct gpt_model *m) {

@@ -43,14 +43,24 @@ void gpt_train_init(struct gpt_train *t, struct gpt_model *m, tecore_stream_t s)
           .param = p->master, .grad = p->grad, .exp_avg = p->m, .exp_avg_sq = p->v,
           .model = p->bf16 ? p->value : 0, .numel = n, .grad_dtype = TECORE_DTYPE_F32,
           .model_dtype = TECORE_DTYPE_BF16};
-      t->grads[k] = gpt_tensor2(TECORE_DTYPE_F32, 1, n, p->grad);
       k++;
     }
     if (!pass) t->ndecay = k;
   }
+  /* the gradients for the norm: replicated ones first, then (--tp) the
+   * ones split over the ranks, whose squares are summed across ranks */
+  t->nrep = 0;
+  for (int sh = 0; sh < 2; sh++)
+    for (size_t i = 0; i < np; i++)
+      if (m->p[i].sharded == sh) {
+        size_t n = m->p[i].rows * m->p[i].cols;
+        t->grads[t->nrep + (sh ? t->nsh : 0)] = gpt_tensor2(TECORE_DTYPE_F32, 1, n, m->p[i].grad);
+        if (sh) t->nsh++;
+        else t->nrep++;
+      }
   GPT_CHECK(tecore_l2norm_multi_workspace_size(t->grads, np, &t->l2wsb));
   t->l2ws = gpt_dalloc(t->l2wsb, db);
-  GPT_CHECK(tecore_mem_alloc_host((2 + 2 * (size_t)m->max_mb) * sizeof(float), (void **)&t->pinned));
+  GPT_CHECK(tecore_mem_alloc_host((4 + 2 * (size_t)m->max_mb) * sizeof(float), (void **)&t->pinned));
   /* pinned: a graph's copies read them where they lie */
   GPT_CHECK(tecore_mem_alloc_host((size_t)m->max_mb * m->rows * 4, (void **)&t->hids));
   GPT_CHECK(tecore_mem_alloc_host((size_t)m->max_mb * m->rows * 4, (void **)&t->hlabels));
@@ -101,9 +111,12 @@ static void queue_fwd_bwd(struct gpt_train *t, struct gpt_model *m, tecore_strea
   }
   GPT_CHECK(tecore_seq_update_scales(m->seq, s));
   /* pinned memory's device address is its host address */
-  GPT_CHECK(tecore_l2norm_multi(t->grads, m->np, t->l2ws, t->l2wsb,
+  GPT_CHECK(tecore_l2norm_multi(t->grads, t->nrep, t->l2ws, t->l2wsb,
                                 (tecore_devptr_t)(uintptr_t)&t->pinned[0], 0, s));
-  GPT_CHECK(tecore_memcpy_async((tecore_devptr_t)(uintptr_t)&t->pinned[2], m->means,
+  if (t->nsh)
+    GPT_CHECK(tecore_l2norm_multi(t->grads + t->nrep, t->nsh, t->l2ws, t->l2wsb,
+                                  (tecore_devptr_t)(uintptr_t)&t->pinned[2], 0, s));
+  GPT_CHECK(tecore_memcpy_async((tecore_devptr_t)(uintptr_t)&t->pinned[4], m->means,
                                 8 * (size_t)t->accum, s));
 }
 
@@ -138,6 +151,12 @@ double gpt_train_step(struct gpt_train *t, struct gpt_model *m, const struct gpt
   }
   GPT_CHECK(tecore_stream_synchronize(s));
   double norm = t->pinned[0];
+  if (t->nsh || m->tp.size > 1) {
+    /* --tp: the split gradients' squares summed over the ranks */
+    double sh = t->nsh ? (double)t->pinned[2] * t->pinned[2] : 0;
+    if (t->sum_ranks) sh = t->sum_ranks(sh, m, s);
+    norm = sqrt(norm * norm + sh);
+  }
   *gnorm = norm;
   tecore_devptr_t gscale = 0;
   if (t->clip > 0 && norm > t->clip) {
@@ -152,7 +171,7 @@ double gpt_train_step(struct gpt_train *t, struct gpt_model *m, const struct gpt
   ac.weight_decay = 0;
   GPT_CHECK(tecore_adam_step(t->ot + t->ndecay, m->np - t->ndecay, &ac, gscale, 0, s));
   double loss = 0;
-  for (int mb = 0; mb < t->accum; mb++) loss += t->pinned[2 + 2 * mb];
+  for (int mb = 0; mb < t->accum; mb++) loss += t->pinned[4 + 2 * mb];
   GPT_CHECK(tecore_stream_synchronize(s));
   t->step = step;
   return loss / t->accum;
@@ -165,9 +184,9 @@ double gpt_val_loss(struct gpt_train *t, struct gpt_model *m, const struct gpt_d
     gpt_data_val_batch(d, m->c.seq, m->batch, k, t->hids, t->hlabels);
     upload(t, m, 0, s);
     gpt_forward(m, 0, 0, s);
-    GPT_CHECK(tecore_memcpy_async((tecore_devptr_t)(uintptr_t)&t->pinned[2], m->means, 8, s));
+    GPT_CHECK(tecore_memcpy_async((tecore_devptr_t)(uintptr_t)&t->pinned[4], m->means, 8, s));
     GPT_CHECK(tecore_stream_synchronize(s));
-    sum += t->pinned[2];
+    sum += t->pinned[4];
   }
   return nval ? sum / nval : NAN;
 }
