@@ -312,7 +312,11 @@ static int run(struct opts *op, const struct gpt_tp *tp, double *losses) {
   const struct gpt_config *c = &m.c;
   /* N: every parameter but the embedding tables (lookups, no GEMM) */
   size_t ntab = (size_t)c->vocab * c->hidden + (c->rope ? 0 : (size_t)c->seq * c->hidden);
-  double flops_per_token = 6.0 * (double)(m.nparams - ntab) +
+  size_t whole = m.nparams;   /* --tp: the other ranks' slices too */
+  for (size_t i = 0; i < m.np && tp; i++)
+    if (m.p[i].sharded && !strstr(m.p[i].name, "proj.bias") && !strstr(m.p[i].name, "fc2.bias"))
+      whole += (size_t)(tp->size - 1) * m.p[i].rows * m.p[i].cols;   /* those two: rank 0 */
+  double flops_per_token = 6.0 * (double)(whole - ntab) +
                            6.0 * c->layers * (double)c->hidden * c->seq;
   double tokens = (double)m.rows * o.accum;
 
@@ -321,7 +325,7 @@ static int run(struct opts *op, const struct gpt_tp *tp, double *losses) {
               "%s, %s, %s, LM head untied; %.2fM parameters", o.load ? "loaded" : o.model,
               c->layers, c->hidden, c->heads, c->kv_heads, c->ffn, c->seq, c->vocab,
               norm_words[c->norm], act_words[c->act], c->rope ? "RoPE" : "learned positions",
-              (double)m.nparams / 1e6);
+              (double)whole / 1e6);
   te_out_note(&OUT, "data: %s; %zu training bytes, %zu held out", d.source, d.ntrain,
               d.n - d.ntrain);
   te_out_note(&OUT, "%s, batch %d x %d tokens x accum %d; AdamW lr %g (warmup %d, cosine to %g at "
@@ -331,7 +335,7 @@ static int run(struct opts *op, const struct gpt_tp *tp, double *losses) {
               o.no_graph ? "eager launches"
                          : "forward and backward one graph from the second step, AdamW eager");
   te_out_field_s(&OUT, "model", o.load ? "loaded" : o.model);
-  te_out_field_n(&OUT, "parameters", (double)m.nparams);
+  te_out_field_n(&OUT, "parameters", (double)whole);
   te_out_table(&OUT, "steps", step_cols, (int)(sizeof step_cols / sizeof step_cols[0]));
   double first = NAN, last = NAN, last_val = NAN, tsum = 0;
   int nsteps = 0;
