@@ -9,7 +9,8 @@
  *   (b) RMSNorm + SwiGLU + RoPE + grouped queries (heads 4, kv_heads 2),
  *       variable-length causal (cu_seqlens with a padding row), F32, BF16;
  *   two (b) blocks stacked on one residual slot;
- *   an FP8 block (delayed recipe, margin 1) against its BF16 twin;
+ *   an FP8 block (delayed recipe with margin 1, and current scaling)
+ *   against its BF16 twin;
  *   the plans (tecore_seq_describe) and the parameter list's order and
  *   shapes (the man page's table);
  *   bad descriptors refused with the field named, nothing appended;
@@ -24,12 +25,16 @@
  *
  * Tolerances, ||got - want|| / ||want|| per tensor.  The device runs the
  * GEMMs on bf16 operands and attention on bf16 (F32 sequences give it
- * bf16 copies): each value carries a few bf16 roundings (2^-9 relative)
- * that sums over 16..64 terms partly average, through four GEMMs and two
- * norms.  Observed over 200 seeds (TE_TEST_SEED 1..200), and the bound:
- *   F32:  y <= OBS_F32_Y, gradients <= OBS_F32_G  -> tol 1e-2 / 3e-2
- *   BF16: y <= OBS_BF_Y,  gradients <= OBS_BF_G   -> tol 2e-2 / 6e-2
- * (the figures are in the comments beside the constants below). */
+ * bf16 copies): each value carries a few bf16 roundings (2^-9 = 2e-3
+ * relative) that sums over 16..64 terms partly average, through four
+ * GEMMs and two norms; BF16 sequences also round every activation and
+ * gradient.  The output is mostly the residual, so its error is below a
+ * rounding; the gradients are sums over rows, and the norms' beta and
+ * gamma gradients largely cancel, which raises their relative error.
+ * Observed over TE_TEST_SEED 1..200 (every case of the suite), and the
+ * bounds (2.5x and more):
+ *   F32:  y 1.8e-3 (two blocks), gradients 1.1e-2 (a beta)  -> 5e-3 / 3e-2
+ *   BF16: y 3.0e-3,              gradients 1.1e-2 (a beta)  -> 1e-2 / 4e-2 */
 #include "comm_ranks.h"
 #include <math.h>
 #include <te/transformer.h>
@@ -41,13 +46,22 @@ __attribute__((constructor)) static void fp8_everywhere(void) {
   setenv("TECORE_VDEV_DEVICES", "8", 0);
 }
 
-/* Tolerances; observed maxima over TE_TEST_SEED 1..200 beside them. */
-#define TOL_F32_Y 1e-2   /* observed: see the commit that set it */
+/* Tolerances against the float64 reference (the figures: above). */
+#define TOL_F32_Y 5e-3
 #define TOL_F32_G 3e-2
-#define TOL_BF_Y 2e-2
-#define TOL_BF_G 6e-2
-/* tp_size 2 against one process, the same parameters and inputs */
-#define TOL_TP 1e-2
+#define TOL_BF_Y 1e-2
+#define TOL_BF_G 4e-2
+/* tp_size 2 against one process, the same parameters and inputs, the
+ * worst tensor of two blocks.  The row-parallel Linears' outputs are
+ * summed from two partial GEMMs: F32 sequences add them in f32 (an ulp
+ * apart from the one GEMM), but the next GEMM's bf16 copy of its input
+ * can then round an element the other way (2^-9); BF16 sequences round
+ * each partial sum to bf16 before the allreduce, a second 2^-9 rounding
+ * on every element, which the norms' gamma gradients (sums over rows
+ * that largely cancel) show most.  Observed over TE_TEST_SEED 1..200:
+ * F32 1.8e-3, BF16 1.8e-2 (both a gamma gradient). */
+#define TOL_TP_F32 5e-3
+#define TOL_TP_BF16 4e-2
 
 enum { MAXP = 32, MAXL = 2 };
 #define THETA 10000.0
@@ -505,14 +519,19 @@ static double dev_rel(tecore_devptr_t a, tecore_devptr_t b, size_t n, tecore_dty
   return e;
 }
 
-/* Tolerances of the FP8 block against BF16 (observed over 200 seeds in
- * the comment of the test): an E4M3 / E5M2 code moves a value by up to
- * 2^-4 / 2^-3 relative, in both operands of four GEMMs in a row. */
-#define TOL_FP8_Y 0.15
+/* Tolerances of the FP8 block against BF16 after two steps calibrate the
+ * scales.  An E4M3 / E5M2 code moves a value by up to 2^-4 / 2^-3
+ * relative, in both operands of four GEMMs in a row; the output is mostly
+ * the residual (exact), the gradients carry E5M2's coarser codes and the
+ * norms' gamma gradients (sums over rows that largely cancel) the most.
+ * Observed over TE_TEST_SEED 1..200, delayed (margin 1) and current:
+ * y 0.015, dx and gradients 0.16 (a gamma gradient). */
+#define TOL_FP8_Y 0.05
 #define TOL_FP8_G 0.3
 
-START_TEST(test_fp8_delayed_vs_bf16) {
+START_TEST(test_fp8_vs_bf16) {
   bs = te_stream;
+  const char *rk = _i ? "current" : "delayed";
   static const int lens[2] = {7, 20};
   struct tcfg c = {.name = "fp8", .dt = TECORE_DTYPE_BF16, .rows = 32, .hidden = 32,
                    .ffn = 32, .batch = 2, .max_seqlen = 24, .heads = 4, .kv_heads = 2,
@@ -522,15 +541,16 @@ START_TEST(test_fp8_delayed_vs_bf16) {
   set_lens(cu, &c, lens);
   tecore_seq_t *a = make_seq(&c, cu, 4242, NULL), *b = make_seq(&c, cu, 4242, NULL);
   struct tecore_recipe r;
-  TE_OK(tecore_recipe_init(&r, TECORE_RECIPE_DELAYED));
+  TE_OK(tecore_recipe_init(&r, _i ? TECORE_RECIPE_CURRENT : TECORE_RECIPE_DELAYED));
   r.format = TECORE_FP8_HYBRID;
-  /* margin 0 saturates at 448 when a fresh input's amax outgrows the
-   * history; one binade of headroom leaves only rounding */
-  r.margin = 1;
+  /* delayed: margin 0 saturates at 448 when a fresh input's amax outgrows
+   * the history; one binade of headroom leaves only rounding (current
+   * scaling scales each tensor by its own amax) */
+  if (!_i) r.margin = 1;
   TE_OK(tecore_seq_set_recipe(b, &r, bs));
   char buf[1024];
   TE_OK(tecore_seq_describe(b, TECORE_SEQ_FORWARD, buf, sizeof buf, NULL));
-  printf("# fp8 forward: %s\n", buf);
+  printf("# fp8 %s forward: %s\n", rk, buf);
   ck_assert_msg(!strstr(buf, "linear(bf16)"), "a Linear left in BF16: %s", buf);
   size_t R = c.rows, F = c.hidden, n = R * F;
   struct tecore_tensor x = tgt_bf16(R, F), dy = tgt_bf16(R, F), ya = tgt_bf16(R, F),
@@ -549,16 +569,16 @@ START_TEST(test_fp8_delayed_vs_bf16) {
     TE_OK(tecore_seq_backward(a, &dy, &dxa, bs));
     TE_OK(tecore_seq_forward(b, &x, &yb, 0, bs));
     TE_OK(tecore_seq_backward(b, &dy, &dxb, bs));
-    if (st < 2) TE_OK(tecore_seq_update_scales(b, bs));
+    if (st < 2) TE_OK(tecore_seq_update_scales(b, bs));   /* current: a no-op */
   }
   TE_OK(tecore_stream_synchronize(bs));
   free(h);
   double e = dev_rel(yb.data, ya.data, n, c.dt);
-  printf("# fp8 vs bf16: y %.3f (tol %.2f)\n", e, TOL_FP8_Y);
-  ck_assert_msg(e <= TOL_FP8_Y, "fp8 y vs bf16: %.3f > %.2f", e, TOL_FP8_Y);
+  printf("# fp8 %s vs bf16: y %.3f (tol %.2f)\n", rk, e, TOL_FP8_Y);
+  ck_assert_msg(e <= TOL_FP8_Y, "fp8 %s y vs bf16: %.3f > %.2f", rk, e, TOL_FP8_Y);
   e = dev_rel(dxb.data, dxa.data, n, c.dt);
-  printf("# fp8 vs bf16: dx %.3f (tol %.2f)\n", e, TOL_FP8_G);
-  ck_assert_msg(e <= TOL_FP8_G, "fp8 dx vs bf16: %.3f > %.2f", e, TOL_FP8_G);
+  printf("# fp8 %s vs bf16: dx %.3f (tol %.2f)\n", rk, e, TOL_FP8_G);
+  ck_assert_msg(e <= TOL_FP8_G, "fp8 %s dx vs bf16: %.3f > %.2f", rk, e, TOL_FP8_G);
   struct tecore_seq_param pa[MAXP], pb[MAXP];
   size_t na = 0, nb = 0;
   TE_OK(tecore_seq_params(a, pa, MAXP, &na));
@@ -567,10 +587,10 @@ START_TEST(test_fp8_delayed_vs_bf16) {
   for (size_t i = 0; i < na; i++) {
     e = dev_rel(pb[i].grad.data, pa[i].grad.data, tecore_tensor_numel(&pa[i].grad),
                 TECORE_DTYPE_F32);
-    printf("# fp8 vs bf16: op %zu %s gradient %.3f (tol %.2f)\n", pa[i].op, pa[i].name, e,
-           TOL_FP8_G);
-    ck_assert_msg(e <= TOL_FP8_G, "fp8 op %zu %s gradient vs bf16: %.3f > %.2f", pa[i].op,
-                  pa[i].name, e, TOL_FP8_G);
+    printf("# fp8 %s vs bf16: op %zu %s gradient %.3f (tol %.2f)\n", rk, pa[i].op, pa[i].name,
+           e, TOL_FP8_G);
+    ck_assert_msg(e <= TOL_FP8_G, "fp8 %s op %zu %s gradient vs bf16: %.3f > %.2f", rk,
+                  pa[i].op, pa[i].name, e, TOL_FP8_G);
   }
   struct tecore_tensor *ts[] = {&x, &dy, &ya, &yb, &dxa, &dxb};
   for (size_t i = 0; i < 6; i++) TE_OK(tecore_mem_free(ts[i]->data));
@@ -855,9 +875,9 @@ static void rank_tp(int rank, int n, void *arg) {
   RK_CORE(tecore_stream_synchronize(bs));
   from_dev(a, y2.data, N, c->dt);
   from_dev(b, y1.data, N, c->dt);
+  double tol = c->dt == TECORE_DTYPE_F32 ? TOL_TP_F32 : TOL_TP_BF16;
+  char worst_what[96] = "y";
   double e = rel_err(a, b, N), worst = e;
-  RK_ASSERT(e <= TOL_TP, "rank %d: y of %d ranks vs one process: %.3e > %.0e", rank, n, e,
-            TOL_TP);
   {
     void *raw = malloc(N * es);
     RK_CORE(tecore_memcpy_async(te_hptr(raw), y2.data, N * es, bs));
@@ -868,9 +888,10 @@ static void rank_tp(int rank, int n, void *arg) {
   from_dev(a, dx2.data, N, c->dt);
   from_dev(b, dx1.data, N, c->dt);
   e = rel_err(a, b, N);
-  worst = fmax(worst, e);
-  RK_ASSERT(e <= TOL_TP, "rank %d: dx of %d ranks vs one process: %.3e > %.0e", rank, n, e,
-            TOL_TP);
+  if (e > worst) {
+    worst = e;
+    snprintf(worst_what, sizeof worst_what, "dx");
+  }
   for (size_t i = 0; i < npp; i++) {
     const struct tecore_tensor *g = &pp[i].grad;
     size_t rows = g->ndim == 2 ? g->shape[0] : 1, cols = tecore_tensor_numel(g) / rows;
@@ -882,14 +903,17 @@ static void rank_tp(int rank, int n, void *arg) {
       for (size_t k = 0; k < cols; k++)
         want[r * cols + k] = gf[full_index(c, kinds[i % per], n, rank, r, k, cols)];
     e = rel_err(gp, want, rows * cols);
-    worst = fmax(worst, e);
-    RK_ASSERT(e <= TOL_TP, "rank %d: op %zu %s gradient of %d ranks vs one process: %.3e > %.0e",
-              rank, pp[i].op, pp[i].name, n, e, TOL_TP);
+    if (e > worst) {
+      worst = e;
+      snprintf(worst_what, sizeof worst_what, "op %zu %s gradient", pp[i].op, pp[i].name);
+    }
     free(gp);
     free(gf);
     free(want);
   }
   tc_shm->value[rank][0] = worst;
+  RK_ASSERT(worst <= tol, "rank %d: %s of %d ranks vs one process: %.3e > %.0e", rank,
+            worst_what, n, worst, tol);
   free(h);
   free(a);
   free(b);
@@ -911,7 +935,8 @@ START_TEST(test_tp2_vs_one_process) {
   tc.c.ffn = 32;
   tc_run_ranks(2, rank_tp, &tc, 120);
   printf("# tp 2 (%s): worst rel err vs one process %.3e, %.3e (tol %.0e)\n",
-         _i ? "bf16" : "f32", tc_shm->value[0][0], tc_shm->value[1][0], TOL_TP);
+         _i ? "bf16" : "f32", tc_shm->value[0][0], tc_shm->value[1][0],
+         _i ? TOL_TP_BF16 : TOL_TP_F32);
   tc_expect_same_digest(2, "the output of the tensor-parallel block");
   tc_shm_release();
 }
@@ -924,7 +949,7 @@ static Suite *transformer_suite(void) {
   tcase_add_loop_test(tc, test_b_rmsnorm_swiglu_rope_gqa, 0, 2);
   tcase_add_test(tc, test_two_blocks_one_slot);
   tc = te_tcase(s, "fp8", 1);
-  tcase_add_test(tc, test_fp8_delayed_vs_bf16);
+  tcase_add_loop_test(tc, test_fp8_vs_bf16, 0, 2);
   tc = te_tcase(s, "plan", 1);
   tcase_add_test(tc, test_plan_and_params);
   tcase_add_test(tc, test_bad_descs);
