@@ -1,6 +1,6 @@
 #!/bin/sh
 # SPDX-License-Identifier: Apache-2.0
-# tools-cli.sh -- what scripts rely on in te-info, te-demo, te-offload-bench,
+# tools-cli.sh -- what scripts rely on in te-info, te-demo, te-gpt, te-offload-bench,
 # te-bench and te-allreduce-perf: --help explains every option the tool takes in a line of
 # its own (each long option of the tool's getopt table, and each short
 # one, starts a line of --help), and the exit codes: 0 done, 1 the work
@@ -27,7 +27,7 @@ expect() {
   fi
 }
 
-for t in te-info te-demo te-offload-bench te-bench te-allreduce-perf; do
+for t in te-info te-demo te-gpt te-offload-bench te-bench te-allreduce-perf; do
   [ -x "$bin/$t" ] || { echo "FAIL: $bin/$t not built"; fail=1; continue; }
   expect 0 "--help" "$bin/$t" --help
   cp "$tmp/out" "$tmp/help"
@@ -53,6 +53,7 @@ for t in te-info te-demo te-offload-bench te-bench te-allreduce-perf; do
   expect 2 "a stray word" "$bin/$t" stray-word
 done
 expect 2 "a bad value" "$bin/te-demo" --steps many
+expect 2 "a bad value" "$bin/te-gpt" --steps many
 expect 2 "a bad value" "$bin/te-offload-bench" --mb 0
 expect 2 "a bad value" "$bin/te-bench" --iters x
 expect 2 "a bad value" "$bin/te-allreduce-perf" -d int8

@@ -76,6 +76,7 @@ for f in json csv; do
     check $f te-bench rows -- --mb 1 --iters 1 --elementwise $q
     check $f te-offload-bench rows -- --mb 1 --iters 1 --layers 1 --dir "$tmp" --skip engine $q
     check $f te-demo steps runs -- --steps 2 --layers 1 --one-order $q
+    check $f te-gpt steps -- --steps 2 --batch 1 --sample 4 $q
     check $f te-allreduce-perf rows -- -n 2 -b 8 -e 1K -f 8 -w 1 -i 1 $q
   done
 done

@@ -13,6 +13,8 @@
 void fz_parse_one(const uint8_t *data, size_t len);
 /* Target 6: libtecomm's bootstrap and mesh messages (fuzz_parse_wire.c). */
 void fz_parse_wire(const uint8_t *data, size_t len);
+/* Target 7: te-gpt's safetensors reader (fuzz_parse_st.c). */
+void fz_parse_st(const uint8_t *data, size_t len);
 /* Library calls made so far by this process. */
 extern uint64_t fz_parse_calls;
 /* Nonzero: print each checked call and its result. */

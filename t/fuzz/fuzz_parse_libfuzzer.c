@@ -5,8 +5,9 @@
  * the source tree, against a library built in build/ (configured with
  * --without-cuda):
  *   clang -g -fsanitize=fuzzer,address,undefined -Ilibtecore -Ibuild/libtecore \
- *     -Icommon -Ilibtecomm t/fuzz/fuzz_parse_libfuzzer.c t/fuzz/fuzz_parse_one.c \
+ *     -Icommon -Ilibtecomm -Itools/gpt t/fuzz/fuzz_parse_libfuzzer.c t/fuzz/fuzz_parse_one.c \
  *     t/fuzz/fuzz_parse_wire.c libtecomm/wire.c common/sha256.c \
+ *     t/fuzz/fuzz_parse_st.c tools/gpt/st.c \
  *     build/libtecore/.libs/libtecore.so -Wl,-rpath,$PWD/build/libtecore/.libs \
  *     -o fuzz-parse-lf
  *   TE_DEVICE=vdev TE_DEBUG_FILE=/dev/null ./fuzz-parse-lf -max_total_time=60

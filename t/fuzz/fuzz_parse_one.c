@@ -23,6 +23,7 @@
  *      tunables and names by input values
  *   6  libtecomm's bootstrap and mesh messages: headers, the handshake's
  *      checks, host names (fuzz_parse_wire.c)
+ *   7  te-gpt's safetensors checkpoints (fuzz_parse_st.c)
  * Target 5 means something only as the first input of a process (the log
  * reads its environment once); the drivers give each run a fresh process.
  *
@@ -494,7 +495,7 @@ int fz_parse_trace;
 
 void fz_parse_one(const uint8_t *data, size_t len) {
   struct rd r = {data, len};
-  uint8_t target = rd_u8(&r) % 7;
+  uint8_t target = rd_u8(&r) % 8;
   if (target == 5) t_env(&r); /* before anything reads the log's environment */
   if (!dev_buf) {
     /* once per process: a real allocation for DLPack data */
@@ -508,6 +509,7 @@ void fz_parse_one(const uint8_t *data, size_t len) {
     case 3: t_tunable_int(&r); break;
     case 4: t_tunable_str(&r); break;
     case 6: fz_parse_wire(r.p, r.n); break;
+    case 7: fz_parse_st(r.p, r.n); break;
     default: break;
   }
 }

@@ -1,0 +1,176 @@
+/* SPDX-License-Identifier: Apache-2.0
+ * gpt.h -- te-gpt's parts (tools/te-gpt.c holds the options and the
+ * loop): the model (gpt_model.c: token embedding -> blocks -> final norm
+ * -> LM head as one fuser sequence, cross-entropy), the training step and
+ * AdamW (gpt_train.c), the byte corpus and its sampler (gpt_data.c),
+ * checkpoints in safetensors (gpt_ckpt.c over st.c) and generation
+ * (gpt_sample.c).
+ *
+ * Shapes: a microbatch is batch sequences of seq tokens, rows = batch *
+ * seq; activations [rows][hidden] BF16, logits [rows][vocab] BF16,
+ * parameters BF16 in the sequence with F32 masters (AdamW's), the token
+ * and position tables F32 (the embedding reads them directly). */
+#ifndef TE_GPT_H
+#define TE_GPT_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <te/core.h>
+
+#define GPT_ERR(...) (fprintf(stderr, "te-gpt: " __VA_ARGS__), fputc('\n', stderr))
+/* a libtecore call that must succeed: else the message and exit 1 */
+#define GPT_CHECK(call)                                                                 \
+  do {                                                                                  \
+    tecore_result_t r_ = (call);                                                        \
+    if (r_ != TECORE_SUCCESS) gpt_die_call(#call, r_);                                  \
+  } while (0)
+void gpt_die_call(const char *what, tecore_result_t r) __attribute__((noreturn));
+void *gpt_xalloc(size_t bytes);   /* calloc or exit 1 */
+tecore_devptr_t gpt_dalloc(size_t bytes, size_t *counter);
+struct tecore_tensor gpt_tensor2(tecore_dtype_t dt, size_t rows, size_t cols, tecore_devptr_t p);
+uint64_t gpt_splitmix(uint64_t *x);
+
+enum gpt_norm { GPT_LAYERNORM, GPT_RMSNORM };
+enum gpt_act { GPT_GELU, GPT_SWIGLU, GPT_GEGLU, GPT_RELU };
+
+struct gpt_config {
+  int layers, hidden, heads, kv_heads, ffn, seq, vocab;
+  int norm;       /* enum gpt_norm */
+  int act;        /* enum gpt_act */
+  int rope;       /* 1: RoPE on Q and K; 0: a learned position table */
+  int bias;       /* 1: Linears (not the LM head) have biases */
+};
+
+/* One trained tensor: the PyTorch-style name, the model's copy (BF16 in
+ * the sequence, or the F32 table itself), its F32 gradient, AdamW's
+ * master and moments. */
+struct gpt_param {
+  char name[96];
+  size_t rows, cols;           /* [out][in] for a Linear (nn.Linear's layout) */
+  tecore_devptr_t value;       /* BF16 (sequence) or F32 (embedding tables: the master) */
+  tecore_devptr_t grad;        /* F32 */
+  tecore_devptr_t master, m, v;/* F32 */
+  int bf16;                    /* value is a BF16 copy of master */
+  int decay;                   /* AdamW weight decay applies (matrices, not gains/biases) */
+  int sharded;                 /* --tp: split over the ranks (the block's Linears) */
+};
+
+/* Tensor parallelism (--tp): this rank's part of every block (te/transformer.h). */
+struct gpt_tp {
+  int size, rank;
+  void *ctx;                   /* the TP operations' struct tecomm_op_params */
+  void *comm;                  /* tecomm_comm_t: the gradient norm's sum */
+};
+
+struct gpt_model {
+  struct gpt_config c;
+  struct gpt_tp tp;            /* size 0: one process */
+  size_t batch, rows;
+  tecore_seq_t *seq;
+  struct gpt_param *p;
+  size_t np;
+  size_t dev_bytes;            /* device memory te-gpt allocated itself */
+  size_t nparams;              /* elements of every parameter (N of the flop count) */
+  /* the embedding tables, also p[0] (and p[1] without RoPE) */
+  tecore_devptr_t tok, tok_grad, pos, pos_grad;
+  /* per microbatch buffers */
+  tecore_devptr_t ids, labels;     /* int32 [rows] */
+  tecore_devptr_t x, dx;           /* BF16 [rows][hidden] */
+  tecore_devptr_t logits;          /* BF16 [rows][vocab]: dlogits after the backward */
+  tecore_devptr_t loss, lse;       /* F32 [rows] */
+  tecore_devptr_t means;           /* F32 [2 * max microbatches]: {mean, count} each */
+  tecore_devptr_t dloss;           /* F32: 1 / accum */
+  tecore_devptr_t noop;            /* int32 {0, 1}: the FP8 weights quantized, reused */
+  int max_mb;
+};
+
+/* The model and its buffers (parameters initialized from seed); recipe
+ * NULL: BF16.  rope/attention flags from c.  Exits 1 on failure. */
+void gpt_model_create(struct gpt_model *m, const struct gpt_config *c, size_t batch, int max_mb,
+                      const struct tecore_recipe *recipe, uint64_t seed, tecore_stream_t s);
+/* The same, this rank's part (tp); its blocks' parameters are sliced from
+ * the one-process model of the same seed, so the ranks compute it. */
+void gpt_model_create_tp(struct gpt_model *m, const struct gpt_config *c, size_t batch,
+                         int max_mb, const struct tecore_recipe *recipe, uint64_t seed,
+                         const struct gpt_tp *tp, tecore_stream_t s);
+void gpt_model_destroy(struct gpt_model *m);
+/* Forward of one microbatch (ids/labels on the device) to the loss:
+ * means[mb] = {mean, count}.  backward: the gradients added (dloss). */
+void gpt_forward(struct gpt_model *m, int mb, int reuse_fp8, tecore_stream_t s);
+void gpt_backward(struct gpt_model *m, int mb, tecore_stream_t s);
+/* Embedding and the sequence alone: the logits of m->ids. */
+void gpt_logits(struct gpt_model *m, int reuse_fp8, tecore_stream_t s);
+/* The plan of the sequence, forward and backward, into buf. */
+void gpt_describe(const struct gpt_model *m, char *buf, size_t len);
+
+/* ---- the corpus ---- */
+struct gpt_data {
+  uint8_t *bytes;
+  size_t n, ntrain;            /* training: [0, ntrain); validation: [ntrain, n) */
+  int synthetic;               /* random tokens, drawn per batch */
+  int vocab;
+  char source[512];            /* what was read, for the notes */
+};
+/* files (nfiles) or, when none, every file under the corpus directories */
+int gpt_data_load(struct gpt_data *d, char **files, int nfiles, const char *corpus_dir, int seq,
+                  int vocab, int synthetic);
+void gpt_data_free(struct gpt_data *d);
+/* Fills ids and labels (host int32 [batch * seq]) with a training batch
+ * drawn with *rng, or validation batch k (fixed places). */
+void gpt_data_batch(const struct gpt_data *d, int seq, size_t batch, uint64_t *rng, int32_t *ids,
+                    int32_t *labels);
+void gpt_data_val_batch(const struct gpt_data *d, int seq, size_t batch, int k, int32_t *ids,
+                        int32_t *labels);
+
+/* ---- training ---- */
+struct gpt_train {
+  double lr, min_lr, wd, beta1, beta2, eps, clip;
+  int warmup, decay_steps, accum;
+  int64_t step;                /* steps taken */
+  uint64_t rng;                /* the sampler's state */
+  struct tecore_optim_tensor *ot;   /* [np]: decayed first, then the others */
+  size_t ndecay;
+  tecore_devptr_t l2ws;
+  size_t l2wsb;
+  struct tecore_tensor *grads; /* [np] F32 views for the norm: replicated, then split */
+  size_t nrep, nsh;
+  /* --tp: x summed over the ranks (the split gradients' squares) */
+  double (*sum_ranks)(double x, struct gpt_model *m, tecore_stream_t s);
+  float *pinned;               /* [0] grad norm, [1] clip factor, [2] split grads' norm, [4..] means */
+  int32_t *hids, *hlabels;     /* pinned staging [accum][rows] */
+  int use_graph;               /* replay the forward/backward part as a graph */
+  struct tegraph_graph *graph; /* captured after the first eager step */
+  int eager_steps;
+};
+void gpt_train_init(struct gpt_train *t, struct gpt_model *m, tecore_stream_t s);
+void gpt_train_free(struct gpt_train *t);
+double gpt_lr_at(const struct gpt_train *t, int64_t step);
+/* One step (accum microbatches); returns the mean loss, *gnorm the
+ * gradient norm before clipping. */
+double gpt_train_step(struct gpt_train *t, struct gpt_model *m, const struct gpt_data *d,
+                      tecore_stream_t s, double *gnorm);
+/* The mean loss over nval validation batches. */
+double gpt_val_loss(struct gpt_train *t, struct gpt_model *m, const struct gpt_data *d, int nval,
+                    tecore_stream_t s);
+
+/* ---- checkpoints ---- */
+int gpt_save(const char *dir, struct gpt_model *m, struct gpt_train *t, tecore_stream_t s);
+/* Reads the configuration of a checkpoint (model.safetensors). */
+int gpt_load_config(const char *dir, struct gpt_config *c);
+int gpt_load(const char *dir, struct gpt_model *m, struct gpt_train *t, tecore_stream_t s);
+
+/* ---- generation ---- */
+struct gpt_sample_opts {
+  int n, top_k;
+  double temperature;          /* 0: greedy */
+  uint64_t seed;
+  const char *prompt;
+  int check;                   /* also the whole model's logits, compared */
+  double *check_diff, *check_max;   /* check: max |kv - whole|, max |whole| */
+};
+/* Generates o->n bytes after the prompt into out (n + 1 bytes). */
+int gpt_sample(struct gpt_model *m, const struct gpt_sample_opts *o, char *out,
+               tecore_stream_t s);
+
+#endif

@@ -1,0 +1,288 @@
+/* SPDX-License-Identifier: Apache-2.0
+ * gpt_ckpt.c -- te-gpt's checkpoints, two safetensors files in a
+ * directory (st.h):
+ *   model.safetensors      the F32 weights under PyTorch-style names
+ *                          (nn.Linear's [out][in]; te-gpt(1) lists them),
+ *                          the configuration in "__metadata__"
+ *   optimizer.safetensors  AdamW's moments ("<name>.exp_avg",
+ *                          "<name>.exp_avg_sq"), the FP8 scaling state,
+ *                          and in "__metadata__" the step and the
+ *                          sampler's state
+ * Loading takes the F32 masters and rounds the BF16 copies from them as
+ * AdamW does, so that a resumed run continues with the same bits. */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include "gpt.h"
+#include "st.h"
+
+static const char *const norm_names[] = {"layernorm", "rmsnorm"};
+static const char *const act_names[] = {"gelu", "swiglu", "geglu", "relu"};
+static const char *const fp8_roles[] = {"activation", "weight", "gradient"};
+
+/* the config as metadata (meta: at least 16 entries); the count */
+static size_t config_meta(const struct gpt_config *c, int64_t step, struct st_meta *meta) {
+  const struct { const char *k; int v; } iv[] = {
+      {"layers", c->layers}, {"hidden", c->hidden}, {"heads", c->heads},
+      {"kv_heads", c->kv_heads}, {"ffn", c->ffn}, {"seq", c->seq}, {"vocab", c->vocab},
+      {"rope", c->rope}, {"bias", c->bias}};
+  size_t n = 0;
+  snprintf(meta[n].key, ST_MAX_NAME, "format");
+  snprintf(meta[n++].value, ST_MAX_VALUE, "te-gpt 1");
+  for (size_t i = 0; i < sizeof iv / sizeof iv[0]; i++, n++) {
+    snprintf(meta[n].key, ST_MAX_NAME, "%s", iv[i].k);
+    snprintf(meta[n].value, ST_MAX_VALUE, "%d", iv[i].v);
+  }
+  snprintf(meta[n].key, ST_MAX_NAME, "norm");
+  snprintf(meta[n++].value, ST_MAX_VALUE, "%s", norm_names[c->norm]);
+  snprintf(meta[n].key, ST_MAX_NAME, "act");
+  snprintf(meta[n++].value, ST_MAX_VALUE, "%s", act_names[c->act]);
+  snprintf(meta[n].key, ST_MAX_NAME, "lm_head");
+  snprintf(meta[n++].value, ST_MAX_VALUE, "untied");
+  snprintf(meta[n].key, ST_MAX_NAME, "layout");
+  snprintf(meta[n++].value, ST_MAX_VALUE, "nn.Linear [out][in]; attn.qkv rows: query heads, key heads, value heads");
+  snprintf(meta[n].key, ST_MAX_NAME, "step");
+  snprintf(meta[n++].value, ST_MAX_VALUE, "%" PRId64, step);
+  return n;
+}
+
+/* a device F32 buffer of n floats into a new host array */
+static float *download(tecore_devptr_t p, size_t n, tecore_stream_t s) {
+  float *h = gpt_xalloc(n * 4);
+  GPT_CHECK(tecore_stream_synchronize(s));
+  GPT_CHECK(tecore_memcpy((tecore_devptr_t)(uintptr_t)h, p, n * 4));
+  return h;
+}
+
+static void set_tensor(struct st_tensor *t, const char *name, const char *suffix,
+                       const struct gpt_param *p, const float *data) {
+  memset(t, 0, sizeof *t);
+  snprintf(t->name, sizeof t->name, "%s%s", name, suffix);
+  t->dtype = ST_F32;
+  t->ndim = p->rows > 1 ? 2 : 1;
+  t->shape[0] = p->rows > 1 ? p->rows : p->cols;
+  t->shape[1] = p->cols;
+  t->data = data;
+}
+
+static int write_free(const char *dir, const char *file, struct st_tensor *t, size_t n,
+                      struct st_meta *meta, size_t nmeta) {
+  char path[4096], err[512];
+  snprintf(path, sizeof path, "%s/%s", dir, file);
+  int rc = st_write(path, t, n, meta, nmeta, err, sizeof err);
+  if (rc) GPT_ERR("%s", err);
+  for (size_t i = 0; i < n; i++) free((void *)t[i].data);
+  return rc;
+}
+
+int gpt_save(const char *dir, struct gpt_model *m, struct gpt_train *t, tecore_stream_t s) {
+  if (mkdir(dir, 0777) && errno != EEXIST) {
+    GPT_ERR("--save %s: %s", dir, strerror(errno));
+    return -1;
+  }
+  struct st_meta meta[20];
+  size_t nm = config_meta(&m->c, t->step, meta);
+  struct st_tensor *w = gpt_xalloc((3 * m->np + 3) * sizeof *w);
+  for (size_t i = 0; i < m->np; i++) {
+    const struct gpt_param *p = &m->p[i];
+    set_tensor(&w[i], p->name, "", p, download(p->master, p->rows * p->cols, s));
+  }
+  if (write_free(dir, "model.safetensors", w, m->np, meta, nm)) return free(w), -1;
+  size_t k = 0;
+  for (size_t i = 0; i < m->np; i++) {
+    const struct gpt_param *p = &m->p[i];
+    set_tensor(&w[k++], p->name, ".exp_avg", p, download(p->m, p->rows * p->cols, s));
+    set_tensor(&w[k++], p->name, ".exp_avg_sq", p, download(p->v, p->rows * p->cols, s));
+  }
+  for (int r = 0; r < 3; r++) {
+    struct tecore_delayed_state st;
+    GPT_CHECK(tecore_seq_fp8_state(m->seq, (tecore_fp8_role_t)r, &st));
+    if (!st.count) continue;
+    size_t n = (3 + (size_t)st.history_len) * st.count;
+    struct gpt_param fake = {.rows = 3 + (size_t)st.history_len, .cols = st.count};
+    set_tensor(&w[k], "fp8_state.", fp8_roles[r], &fake, download(st.base, n, s));
+    k++;
+  }
+  nm = 0;
+  snprintf(meta[nm].key, ST_MAX_NAME, "step");
+  snprintf(meta[nm++].value, ST_MAX_VALUE, "%" PRId64, t->step);
+  snprintf(meta[nm].key, ST_MAX_NAME, "sampler_state");
+  snprintf(meta[nm++].value, ST_MAX_VALUE, "%016" PRIx64, t->rng);
+  int rc = write_free(dir, "optimizer.safetensors", w, k, meta, nm);
+  free(w);
+  return rc;
+}
+
+/* the whole file into memory, parsed; buf freed by the caller */
+static int read_st(const char *dir, const char *file, uint8_t **buf, struct st_file *f) {
+  char path[4096], err[512];
+  snprintf(path, sizeof path, "%s/%s", dir, file);
+  *buf = NULL;
+  FILE *h = fopen(path, "rb");
+  if (!h) return GPT_ERR("%s: %s", path, strerror(errno)), -1;
+  struct stat stt;
+  if (fstat(fileno(h), &stt) || !S_ISREG(stt.st_mode)) {
+    fclose(h);
+    return GPT_ERR("%s: not a regular file", path), -1;
+  }
+  size_t len = (size_t)stt.st_size;
+  *buf = gpt_xalloc(len);
+  size_t got = fread(*buf, 1, len, h);
+  fclose(h);
+  if (got != len) return GPT_ERR("%s: short read (%zu of %zu bytes)", path, got, len), -1;
+  if (st_parse(*buf, len, f, err, sizeof err))
+    return GPT_ERR("%s: not a valid safetensors file: %s", path, err), -1;
+  return 0;
+}
+
+/* an integer metadata value in [lo, hi] */
+static int meta_int(const struct st_file *f, const char *key, long lo, long hi, int *out) {
+  const char *v = st_meta_get(f, key);
+  char *end;
+  errno = 0;
+  long x = v ? strtol(v, &end, 10) : 0;
+  if (!v || !*v || *end || errno || x < lo || x > hi) {
+    GPT_ERR("checkpoint metadata \"%s\": %s%s%s (an integer in %ld..%ld expected)", key,
+            v ? "\"" : "missing", v ? v : "", v ? "\"" : "", lo, hi);
+    return -1;
+  }
+  *out = (int)x;
+  return 0;
+}
+
+static int meta_name(const struct st_file *f, const char *key, const char *const *names, int n,
+                     int *out) {
+  const char *v = st_meta_get(f, key);
+  for (int i = 0; v && i < n; i++)
+    if (!strcmp(v, names[i])) return *out = i, 0;
+  GPT_ERR("checkpoint metadata \"%s\": %s", key, v ? v : "missing");
+  return -1;
+}
+
+int gpt_load_config(const char *dir, struct gpt_config *c) {
+  uint8_t *buf;
+  struct st_file f;
+  if (read_st(dir, "model.safetensors", &buf, &f)) return free(buf), -1;
+  const char *fmt = st_meta_get(&f, "format");
+  int rc = 0;
+  if (!fmt || strcmp(fmt, "te-gpt 1")) {
+    GPT_ERR("%s/model.safetensors: not a te-gpt checkpoint (metadata \"format\": %s)", dir,
+            fmt ? fmt : "missing");
+    rc = -1;
+  }
+  rc = rc || meta_int(&f, "layers", 1, 1024, &c->layers) ||
+       meta_int(&f, "hidden", 8, 65536, &c->hidden) || meta_int(&f, "heads", 1, 1024, &c->heads) ||
+       meta_int(&f, "kv_heads", 1, 1024, &c->kv_heads) ||
+       meta_int(&f, "ffn", 1, 1 << 20, &c->ffn) || meta_int(&f, "seq", 1, 1 << 20, &c->seq) ||
+       meta_int(&f, "vocab", 2, 1 << 24, &c->vocab) || meta_int(&f, "rope", 0, 1, &c->rope) ||
+       meta_int(&f, "bias", 0, 1, &c->bias) || meta_name(&f, "norm", norm_names, 2, &c->norm) ||
+       meta_name(&f, "act", act_names, 4, &c->act);
+  st_free(&f);
+  free(buf);
+  return rc ? -1 : 0;
+}
+
+/* the F32 tensor name, of n elements, into device p */
+static int load_tensor(const struct st_file *f, const char *file, const char *name,
+                       const struct gpt_param *p, size_t rows, size_t cols, tecore_devptr_t dst) {
+  const struct st_tensor *t = st_find(f, name);
+  if (!t) return GPT_ERR("%s: no tensor \"%s\"", file, name), -1;
+  uint64_t want0 = rows > 1 ? rows : cols;
+  int ndim = rows > 1 ? 2 : 1;
+  (void)p;
+  if (t->dtype != ST_F32 || t->ndim != ndim || t->shape[0] != want0 ||
+      (ndim == 2 && t->shape[1] != cols)) {
+    GPT_ERR("%s: tensor \"%s\" is %s [%" PRIu64 "%s], te-gpt expects F32 [%" PRIu64 "%s]", file,
+            name, st_dtype_name(t->dtype), t->ndim ? t->shape[0] : 0, t->ndim > 1 ? ", ..." : "",
+            want0, ndim == 2 ? ", ..." : "");
+    return -1;
+  }
+  GPT_CHECK(tecore_memcpy(dst, (tecore_devptr_t)(uintptr_t)t->data, rows * cols * 4));
+  return 0;
+}
+
+static int load_model(const char *dir, struct gpt_model *m, tecore_stream_t s) {
+  uint8_t *buf;
+  struct st_file f;
+  if (read_st(dir, "model.safetensors", &buf, &f)) return free(buf), -1;
+  int rc = 0;
+  tecore_devptr_t one = gpt_dalloc(4, NULL);
+  GPT_CHECK(tecore_memset_d32_async(one, 0x3f800000u, 1, s));
+  GPT_CHECK(tecore_stream_synchronize(s));
+  for (size_t i = 0; i < m->np && !rc; i++) {
+    struct gpt_param *p = &m->p[i];
+    size_t n = p->rows * p->cols;
+    tecore_devptr_t dst = p->master ? p->master : p->bf16 ? 0 : p->value;
+    tecore_devptr_t tmp = 0;
+    if (!dst) dst = tmp = gpt_dalloc(n * 4, NULL);   /* generation: no masters */
+    rc = load_tensor(&f, "model.safetensors", p->name, p, p->rows, p->cols, dst);
+    if (!rc && p->bf16) {
+      /* the BF16 copy as AdamW writes it: nearest even */
+      struct tecore_tensor a = gpt_tensor2(TECORE_DTYPE_F32, 1, n, dst);
+      struct tecore_tensor b = gpt_tensor2(TECORE_DTYPE_BF16, 1, n, p->value);
+      GPT_CHECK(tecore_unscale_multi(&a, &b, 1, one, 0, s));
+    }
+    GPT_CHECK(tecore_stream_synchronize(s));
+    if (tmp) GPT_CHECK(tecore_mem_free(tmp));
+  }
+  if (!rc && f.nt != m->np) {
+    GPT_ERR("%s/model.safetensors holds %zu tensors, the model %zu", dir, f.nt, m->np);
+    rc = -1;
+  }
+  GPT_CHECK(tecore_mem_free(one));
+  st_free(&f);
+  free(buf);
+  return rc;
+}
+
+static int load_optim(const char *dir, struct gpt_model *m, struct gpt_train *t) {
+  uint8_t *buf;
+  struct st_file f;
+  if (read_st(dir, "optimizer.safetensors", &buf, &f)) return free(buf), -1;
+  int rc = 0;
+  char name[256];
+  for (size_t i = 0; i < m->np && !rc; i++) {
+    struct gpt_param *p = &m->p[i];
+    snprintf(name, sizeof name, "%s.exp_avg", p->name);
+    rc = load_tensor(&f, "optimizer.safetensors", name, p, p->rows, p->cols, p->m);
+    snprintf(name, sizeof name, "%s.exp_avg_sq", p->name);
+    rc = rc || load_tensor(&f, "optimizer.safetensors", name, p, p->rows, p->cols, p->v);
+  }
+  for (int r = 0; r < 3 && !rc; r++) {
+    struct tecore_delayed_state st;
+    GPT_CHECK(tecore_seq_fp8_state(m->seq, (tecore_fp8_role_t)r, &st));
+    snprintf(name, sizeof name, "fp8_state.%s", fp8_roles[r]);
+    int have = st_find(&f, name) != NULL;
+    if (have != (st.count > 0)) {
+      GPT_ERR("optimizer.safetensors %s FP8 state \"%s\": the checkpoint was saved with "
+              "another --recipe", have ? "has" : "lacks", name);
+      rc = -1;
+    } else if (have) {
+      rc = load_tensor(&f, "optimizer.safetensors", name, NULL, 3 + (size_t)st.history_len,
+                       st.count, st.base);
+    }
+  }
+  const char *step = st_meta_get(&f, "step"), *rng = st_meta_get(&f, "sampler_state");
+  char *e1 = NULL, *e2 = NULL;
+  errno = 0;
+  long long sv = step ? strtoll(step, &e1, 10) : -1;
+  unsigned long long rv = rng ? strtoull(rng, &e2, 16) : 0;
+  if (!rc && (!step || !*step || *e1 || sv < 0 || !rng || strlen(rng) != 16 || *e2 || errno)) {
+    GPT_ERR("optimizer.safetensors: metadata \"step\" or \"sampler_state\" missing or malformed");
+    rc = -1;
+  }
+  if (!rc) {
+    t->step = sv;
+    t->rng = rv;
+  }
+  st_free(&f);
+  free(buf);
+  return rc;
+}
+
+int gpt_load(const char *dir, struct gpt_model *m, struct gpt_train *t, tecore_stream_t s) {
+  if (load_model(dir, m, s)) return -1;
+  return t ? load_optim(dir, m, t) : 0;
+}

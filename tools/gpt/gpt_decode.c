@@ -1,0 +1,171 @@
+/* SPDX-License-Identifier: Apache-2.0
+ * gpt_decode.c -- te-gpt's decode step with a KV cache: one token at a
+ * time through the model's parameters (read from the fuser sequence, in
+ * its operations' order), with the plain calls instead of the fuser:
+ * embedding (its position given), per block the norm, the QKV GEMM (with
+ * bias), RoPE at the token's position, the new key and value appended to
+ * the layer's cache [seq][kv_heads * head_dim], attention of one query
+ * against the cache (fixed lengths 1 and pos + 1: bottom-right causal),
+ * the output GEMM added into the residual in place (beta 1), the norm,
+ * fc1, the activation, fc2 added into the residual; the final norm and
+ * the LM head: logits [1][vocab].  BF16 throughout, F32 tables. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include "gpt.h"
+#include "gpt_decode.h"
+
+/* the norms' and Linears' parameters, in the sequence's order */
+static void find_params(struct gpt_decoder *d, const struct gpt_model *m) {
+  size_t nops = 0, nn = 0, nl = 0;
+  struct tecore_op_info info;
+  while (tecore_seq_op(m->seq, nops, &info) == TECORE_SUCCESS) nops++;
+  for (size_t i = 0; i < nops; i++) {
+    GPT_CHECK(tecore_seq_op(m->seq, i, &info));
+    int k = info.desc.kind;
+    if (k == TECORE_OP_LAYERNORM || k == TECORE_OP_RMSNORM) {
+      d->norm[nn].gamma = info.param[0];
+      d->norm[nn].beta = info.param[1];
+      d->norm[nn++].has_beta = k == TECORE_OP_LAYERNORM;
+    } else if (k == TECORE_OP_LINEAR) {
+      d->lin[nl].w = info.param[0];
+      d->lin[nl].b = info.param[1];
+      d->lin[nl++].has_b = info.desc.bias;
+    }
+  }
+}
+
+void gpt_decoder_create(struct gpt_decoder *d, const struct gpt_model *m) {
+  memset(d, 0, sizeof *d);
+  const struct gpt_config *c = &m->c;
+  d->m = m;
+  int L = c->layers, kv = c->kv_heads, hd = c->hidden / c->heads;
+  int gated = c->act == GPT_SWIGLU || c->act == GPT_GEGLU;
+  d->norm = gpt_xalloc((size_t)(2 * L + 1) * sizeof *d->norm);
+  d->lin = gpt_xalloc((size_t)(4 * L + 1) * sizeof *d->lin);
+  find_params(d, m);
+  size_t H = (size_t)c->hidden, T = (size_t)c->seq, kvw = (size_t)kv * hd;
+  d->kc = gpt_xalloc((size_t)L * sizeof *d->kc);
+  d->vc = gpt_xalloc((size_t)L * sizeof *d->vc);
+  for (int l = 0; l < L; l++) {
+    d->kc[l] = gpt_dalloc(T * kvw * 2, NULL);
+    d->vc[l] = gpt_dalloc(T * kvw * 2, NULL);
+  }
+  d->qkv_w = (size_t)(c->heads + 2 * kv) * hd;
+  d->f1_w = (gated ? 2 : 1) * (size_t)c->ffn;
+  d->x = gpt_dalloc(H * 2, NULL);
+  d->h = gpt_dalloc(H * 2, NULL);
+  d->o = gpt_dalloc(H * 2, NULL);
+  d->qkv = gpt_dalloc(d->qkv_w * 2, NULL);
+  d->f1 = gpt_dalloc(d->f1_w * 2, NULL);
+  d->a = gpt_dalloc((size_t)c->ffn * 2, NULL);
+  d->logits = gpt_dalloc((size_t)c->vocab * 2, NULL);
+  d->idpos = gpt_dalloc(8, NULL);
+  /* te/attention.h lets a forward leave lse 0, but the vdev row refuses a
+   * NULL lse today: give it one */
+  d->lse = gpt_dalloc((size_t)c->heads * 4, NULL);
+  struct tecore_attention_args aa = {
+      .batch = 1, .max_seqlen_q = 1, .max_seqlen_kv = T, .heads = c->heads, .kv_heads = kv,
+      .head_dim = hd, .scale = 1.0f / sqrtf((float)hd), .flags = TECORE_ATTN_CAUSAL,
+      .dtype = TECORE_DTYPE_BF16, .o_dtype = TECORE_DTYPE_BF16,
+      .q = {.data = d->qkv, .token_stride = d->qkv_w, .head_stride = (size_t)hd},
+      .k = {.data = d->kc[0], .token_stride = kvw, .head_stride = (size_t)hd},
+      .v = {.data = d->vc[0], .token_stride = kvw, .head_stride = (size_t)hd},
+      .o = {.data = d->o}};
+  GPT_CHECK(tecore_attention_workspace_size(&aa, 0, &d->wsb));
+  d->ws = d->wsb ? gpt_dalloc(d->wsb, NULL) : 0;
+}
+
+void gpt_decoder_destroy(struct gpt_decoder *d) {
+  for (int l = 0; l < d->m->c.layers; l++) {
+    GPT_CHECK(tecore_mem_free(d->kc[l]));
+    GPT_CHECK(tecore_mem_free(d->vc[l]));
+  }
+  tecore_devptr_t b[] = {d->x, d->h, d->o, d->qkv, d->f1, d->a, d->logits, d->idpos, d->lse, d->ws};
+  for (size_t i = 0; i < sizeof b / sizeof b[0]; i++)
+    if (b[i]) GPT_CHECK(tecore_mem_free(b[i]));
+  free(d->kc);
+  free(d->vc);
+  free(d->norm);
+  free(d->lin);
+}
+
+static void norm(const struct gpt_decoder *d, int i, tecore_devptr_t in, tecore_devptr_t out,
+                 tecore_stream_t s) {
+  size_t H = (size_t)d->m->c.hidden;
+  struct tecore_tensor x = gpt_tensor2(TECORE_DTYPE_BF16, 1, H, in);
+  struct tecore_tensor y = gpt_tensor2(TECORE_DTYPE_BF16, 1, H, out);
+  if (d->norm[i].has_beta)
+    GPT_CHECK(tecore_layernorm_fwd(&x, &d->norm[i].gamma, &d->norm[i].beta, 1e-5f, 0, &y, 0, 0, s));
+  else
+    GPT_CHECK(tecore_rmsnorm_fwd(&x, &d->norm[i].gamma, 1e-5f, 0, &y, 0, s));
+}
+
+/* out[1][n] (=|+=) in[1][k] W^T + b, W [n][k] */
+static void linear(const struct gpt_decoder *d, int i, tecore_devptr_t in, size_t k,
+                   tecore_devptr_t out, size_t n, int add, tecore_stream_t s) {
+  struct tecore_tensor x = gpt_tensor2(TECORE_DTYPE_BF16, 1, k, in);
+  struct tecore_tensor y = gpt_tensor2(TECORE_DTYPE_BF16, 1, n, out);
+  struct tecore_gemm_opts go = {.epilogue = d->lin[i].has_b ? TECORE_GEMM_EPI_BIAS
+                                                             : TECORE_GEMM_EPI_NONE,
+                                .bias = d->lin[i].has_b ? &d->lin[i].b : NULL};
+  GPT_CHECK(tecore_gemm(&x, TECORE_GEMM_N, &d->lin[i].w, TECORE_GEMM_T, &y, 1.0f,
+                        add ? 1.0f : 0.0f, &go, s));
+}
+
+static void attend(struct gpt_decoder *d, int l, int pos, tecore_stream_t s) {
+  const struct gpt_config *c = &d->m->c;
+  size_t hd = (size_t)(c->hidden / c->heads), kvw = (size_t)c->kv_heads * hd;
+  tecore_devptr_t q = d->qkv, k = q + (size_t)c->heads * hd * 2, v = k + kvw * 2;
+  if (c->rope) {
+    struct tecore_rope_view qv = {q, d->qkv_w, hd}, kvv = {k, d->qkv_w, hd};
+    struct tecore_rope_args ra = {.dtype = TECORE_DTYPE_BF16, .tokens = 1, .q_heads = c->heads,
+                                  .k_heads = c->kv_heads, .head_dim = (int)hd,
+                                  .style = TECORE_ROPE_HALVES, .positions = d->idpos + 4,
+                                  .q_in = qv, .q_out = qv, .k_in = kvv, .k_out = kvv};
+    GPT_CHECK(tecore_rope_fwd(&ra, s));
+  }
+  GPT_CHECK(tecore_memcpy_async(d->kc[l] + (size_t)pos * kvw * 2, k, kvw * 2, s));
+  GPT_CHECK(tecore_memcpy_async(d->vc[l] + (size_t)pos * kvw * 2, v, kvw * 2, s));
+  struct tecore_attention_args aa = {
+      .batch = 1, .max_seqlen_q = 1, .max_seqlen_kv = (size_t)pos + 1, .heads = c->heads,
+      .kv_heads = c->kv_heads, .head_dim = (int)hd, .scale = 1.0f / sqrtf((float)hd),
+      .flags = TECORE_ATTN_CAUSAL, .dtype = TECORE_DTYPE_BF16, .o_dtype = TECORE_DTYPE_BF16,
+      .q = {.data = q, .token_stride = d->qkv_w, .head_stride = hd},
+      .k = {.data = d->kc[l], .token_stride = kvw, .head_stride = hd},
+      .v = {.data = d->vc[l], .token_stride = kvw, .head_stride = hd},
+      .o = {.data = d->o}, .lse = d->lse, .workspace = d->ws, .workspace_bytes = d->wsb};
+  GPT_CHECK(tecore_attention_fwd(&aa, s));
+}
+
+void gpt_decode_step(struct gpt_decoder *d, int token, int pos, tecore_stream_t s) {
+  const struct gpt_model *m = d->m;
+  const struct gpt_config *c = &m->c;
+  size_t H = (size_t)c->hidden;
+  int32_t ip[2] = {token, pos};
+  GPT_CHECK(tecore_stream_synchronize(s));   /* the last step read idpos */
+  GPT_CHECK(tecore_memcpy(d->idpos, (tecore_devptr_t)(uintptr_t)ip, sizeof ip));
+  struct tecore_tensor tok = gpt_tensor2(TECORE_DTYPE_F32, (size_t)c->vocab, H, m->tok), pt;
+  if (!c->rope) pt = gpt_tensor2(TECORE_DTYPE_F32, (size_t)c->seq, H, m->pos);
+  struct tecore_embedding_args ea = {.weight = &tok, .pos_weight = c->rope ? NULL : &pt,
+                                     .ids = d->idpos, .tokens = 1,
+                                     .positions = c->rope ? 0 : d->idpos + 4};
+  struct tecore_tensor x = gpt_tensor2(TECORE_DTYPE_BF16, 1, H, d->x);
+  GPT_CHECK(tecore_embedding_fwd(&ea, &x, s));
+  static const tecore_activation_t acts[] = {TECORE_ACT_GELU, TECORE_ACT_SWIGLU,
+                                             TECORE_ACT_GEGLU, TECORE_ACT_RELU};
+  for (int l = 0; l < c->layers; l++) {
+    norm(d, 2 * l, d->x, d->h, s);
+    linear(d, 4 * l, d->h, H, d->qkv, d->qkv_w, 0, s);
+    attend(d, l, pos, s);
+    linear(d, 4 * l + 1, d->o, H, d->x, H, 1, s);
+    norm(d, 2 * l + 1, d->x, d->h, s);
+    linear(d, 4 * l + 2, d->h, H, d->f1, d->f1_w, 0, s);
+    struct tecore_tensor fi = gpt_tensor2(TECORE_DTYPE_BF16, 1, d->f1_w, d->f1);
+    struct tecore_tensor fo = gpt_tensor2(TECORE_DTYPE_BF16, 1, (size_t)c->ffn, d->a);
+    GPT_CHECK(tecore_act_fwd(acts[c->act], &fi, &fo, 0, s));
+    linear(d, 4 * l + 3, d->a, (size_t)c->ffn, d->x, H, 1, s);
+  }
+  norm(d, 2 * c->layers, d->x, d->h, s);
+  linear(d, 4 * c->layers, d->h, H, d->logits, (size_t)c->vocab, 0, s);
+}

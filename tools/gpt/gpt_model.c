@@ -1,0 +1,318 @@
+/* SPDX-License-Identifier: Apache-2.0
+ * gpt_model.c -- te-gpt's model: the token embedding (te/embedding.h,
+ * F32 tables; a learned position table when there is no RoPE), then one
+ * fuser sequence (te/ops.h) of `layers` pre-norm blocks
+ * (tecore_seq_add_transformer, te/transformer.h), the final norm
+ * and the LM head (a Linear hidden -> vocab without bias, NOT tied to the
+ * embedding), then cross-entropy (te/loss.h) on the BF16 logits, in place.
+ * The parameters get PyTorch-style names (gpt_name_params) in the order
+ * the sequence lists them. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include "gpt.h"
+
+void gpt_die_call(const char *what, tecore_result_t r) {
+  GPT_ERR("%s failed: %s (%s)", what, tecore_strerror(r), tecore_last_error());
+  exit(1);
+}
+
+void *gpt_xalloc(size_t bytes) {
+  void *p = calloc(1, bytes ? bytes : 1);
+  if (!p) {
+    GPT_ERR("out of host memory (%zu bytes)", bytes);
+    exit(1);
+  }
+  return p;
+}
+
+tecore_devptr_t gpt_dalloc(size_t bytes, size_t *counter) {
+  tecore_devptr_t p;
+  GPT_CHECK(tecore_mem_alloc(bytes ? bytes : 16, &p));
+  if (counter) *counter += bytes;
+  return p;
+}
+
+struct tecore_tensor gpt_tensor2(tecore_dtype_t dt, size_t rows, size_t cols, tecore_devptr_t p) {
+  struct tecore_tensor t;
+  size_t sh[2] = {rows, cols};
+  GPT_CHECK(tecore_tensor_init(&t, dt, 2, sh, p));
+  return t;
+}
+
+uint64_t gpt_splitmix(uint64_t *x) {
+  uint64_t z = (*x += 0x9e3779b97f4a7c15ull);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+
+/* An F32 table [rows][cols], uniform in +-bound from seed (on the host,
+ * copied synchronously). */
+static void fill_table(tecore_devptr_t p, size_t n, double bound, uint64_t seed) {
+  float *h = gpt_xalloc(n * sizeof *h);
+  for (size_t i = 0; i < n; i++)
+    h[i] = (float)(bound * (2.0 * (double)(gpt_splitmix(&seed) >> 11) / 9007199254740992.0 - 1.0));
+  GPT_CHECK(tecore_memcpy(p, (tecore_devptr_t)(uintptr_t)h, n * sizeof *h));
+  free(h);
+}
+
+/* The blocks, the final norm, the LM head. */
+static void add_ops(struct gpt_model *m) {
+  const struct gpt_config *c = &m->c;
+  for (int l = 0; l < c->layers; l++) {
+    struct tecore_transformer_desc b = {
+        .hidden = (size_t)c->hidden, .heads = c->heads, .kv_heads = c->kv_heads,
+        .ffn = (size_t)c->ffn,
+        .norm = c->norm == GPT_RMSNORM ? TECORE_OP_RMSNORM : TECORE_OP_LAYERNORM,
+        .activation = c->act == GPT_SWIGLU ? TECORE_OP_SWIGLU : c->act == GPT_GEGLU ? TECORE_OP_GEGLU
+                      : c->act == GPT_RELU ? TECORE_OP_RELU : TECORE_OP_GELU,
+        .qkv_bias = c->bias, .proj_bias = c->bias, .mlp_bias = c->bias, .rope = c->rope,
+        .rope_style = TECORE_ROPE_HALVES, .attn_flags = TECORE_ATTN_CAUSAL,
+        .batch = m->batch, .max_seqlen = (size_t)c->seq, .slot = 0,
+        .tp_size = m->tp.size > 1 ? m->tp.size : 0, .tp_rank = m->tp.size > 1 ? m->tp.rank : 0,
+        .tp_ctx = m->tp.size > 1 ? m->tp.ctx : NULL};
+    GPT_CHECK(tecore_seq_add_transformer(m->seq, &b));
+  }
+  struct tecore_op_desc d = {.kind = c->norm == GPT_RMSNORM ? TECORE_OP_RMSNORM : TECORE_OP_LAYERNORM,
+                             .epsilon = 1e-5f};
+  GPT_CHECK(tecore_seq_add(m->seq, &d, NULL));
+  struct tecore_op_desc head = {.kind = TECORE_OP_LINEAR, .features = (size_t)c->vocab};
+  GPT_CHECK(tecore_seq_add(m->seq, &head, NULL));
+}
+
+/* PyTorch-style names from the operations' order: per block two norms
+ * (attn_norm, mlp_norm) and four Linears (attn.qkv, attn.proj, mlp.fc1,
+ * mlp.fc2), then norm and lm_head; gamma/beta are weight/bias. */
+static void name_param(struct gpt_model *m, struct gpt_param *gp, const struct tecore_seq_param *sp,
+                       int kind, int nnorm, int nlin) {
+  static const char *const lin[4] = {"attn.qkv", "attn.proj", "mlp.fc1", "mlp.fc2"};
+  static const char *const nrm[2] = {"attn_norm", "mlp_norm"};
+  const char *what = !strcmp(sp->name, "gamma") ? "weight" : !strcmp(sp->name, "beta") ? "bias"
+                     : sp->name;
+  int L = m->c.layers;
+  if (kind == TECORE_OP_LINEAR && nlin < 4 * L)
+    snprintf(gp->name, sizeof gp->name, "layers.%d.%s.%s", nlin / 4, lin[nlin % 4], what);
+  else if (kind == TECORE_OP_LINEAR)
+    snprintf(gp->name, sizeof gp->name, "lm_head.%s", what);
+  else if (nnorm < 2 * L)
+    snprintf(gp->name, sizeof gp->name, "layers.%d.%s.%s", nnorm / 2, nrm[nnorm % 2], what);
+  else
+    snprintf(gp->name, sizeof gp->name, "norm.%s", what);
+}
+
+static void collect_params(struct gpt_model *m, int inference) {
+  size_t ns = 0;
+  GPT_CHECK(tecore_seq_params(m->seq, NULL, 0, &ns));
+  struct tecore_seq_param *sp = gpt_xalloc(ns * sizeof *sp);
+  GPT_CHECK(tecore_seq_params(m->seq, sp, ns, &ns));
+  size_t ntab = m->c.rope ? 1 : 2;
+  m->np = ntab + ns;
+  m->p = gpt_xalloc(m->np * sizeof *m->p);
+  size_t H = (size_t)m->c.hidden;
+  struct gpt_param *t = &m->p[0];
+  snprintf(t->name, sizeof t->name, "tok_embeddings.weight");
+  t->rows = (size_t)m->c.vocab, t->cols = H, t->value = m->tok, t->grad = m->tok_grad, t->decay = 1;
+  if (!m->c.rope) {
+    t = &m->p[1];
+    snprintf(t->name, sizeof t->name, "pos_embeddings.weight");
+    t->rows = (size_t)m->c.seq, t->cols = H, t->value = m->pos, t->grad = m->pos_grad, t->decay = 1;
+  }
+  int nnorm = -1, nlin = -1;
+  size_t last_op = (size_t)-1;
+  for (size_t i = 0; i < ns; i++) {
+    struct tecore_op_info info;
+    GPT_CHECK(tecore_seq_op(m->seq, sp[i].op, &info));
+    int kind = info.desc.kind;
+    if (sp[i].op != last_op) {
+      if (kind == TECORE_OP_LINEAR) nlin++;
+      else nnorm++;
+      last_op = sp[i].op;
+    }
+    struct gpt_param *g = &m->p[ntab + i];
+    name_param(m, g, &sp[i], kind, nnorm, nlin);
+    g->rows = sp[i].value.ndim == 2 ? sp[i].value.shape[0] : 1;
+    g->cols = tecore_tensor_numel(&sp[i].value) / g->rows;
+    g->value = sp[i].value.data;
+    g->grad = inference ? 0 : sp[i].grad.data;
+    g->bf16 = 1;
+    g->decay = kind == TECORE_OP_LINEAR && !strcmp(sp[i].name, "weight");
+    g->sharded = m->tp.size > 1 && kind == TECORE_OP_LINEAR && nlin < 4 * m->c.layers;
+  }
+  m->nparams = 0;
+  for (size_t i = 0; i < m->np; i++) m->nparams += m->p[i].rows * m->p[i].cols;
+  free(sp);
+}
+
+static void create(struct gpt_model *m, const struct gpt_config *c, size_t batch, int max_mb,
+                   const struct tecore_recipe *recipe, uint64_t seed, const struct gpt_tp *tp,
+                   tecore_stream_t s) {
+  memset(m, 0, sizeof *m);
+  m->c = *c;
+  if (tp) m->tp = *tp;
+  m->batch = batch;
+  m->rows = batch * (size_t)c->seq;
+  m->max_mb = max_mb;
+  int inference = max_mb == 0;   /* generation: forward only, no table gradients */
+  struct tecore_seq_config cfg = {.rows = m->rows, .features = (size_t)c->hidden,
+                                  .dtype = TECORE_DTYPE_BF16, .seed = seed,
+                                  .flags = 0u};
+  /* generation too is a training sequence: TECORE_SEQ_INFERENCE's
+   * attention has no softmax statistics buffer (lse) yet */
+  GPT_CHECK(tecore_seq_create(&cfg, &m->seq));
+  add_ops(m);
+  if (recipe) GPT_CHECK(tecore_seq_set_recipe(m->seq, recipe, s));
+  GPT_CHECK(tecore_seq_build(m->seq, s));
+  size_t H = (size_t)c->hidden, V = (size_t)c->vocab, R = m->rows;
+  size_t *db = &m->dev_bytes;
+  m->tok = gpt_dalloc(V * H * 4, db);
+  fill_table(m->tok, V * H, 0.1, seed ^ 0x746f6bull);
+  if (!inference) m->tok_grad = gpt_dalloc(V * H * 4, db);
+  if (!c->rope) {
+    m->pos = gpt_dalloc((size_t)c->seq * H * 4, db);
+    fill_table(m->pos, (size_t)c->seq * H, 0.1, seed ^ 0x706f73ull);
+    if (!inference) m->pos_grad = gpt_dalloc((size_t)c->seq * H * 4, db);
+  }
+  m->ids = gpt_dalloc(R * 4, db);
+  m->labels = gpt_dalloc(R * 4, db);
+  m->x = gpt_dalloc(R * H * 2, db);
+  m->dx = gpt_dalloc(R * H * 2, db);
+  m->logits = gpt_dalloc(R * V * 2, db);
+  m->loss = gpt_dalloc(R * 4, db);
+  m->lse = gpt_dalloc(R * 4, db);
+  m->means = gpt_dalloc(8 * (size_t)(max_mb ? max_mb : 1), db);
+  m->dloss = gpt_dalloc(4, db);
+  m->noop = gpt_dalloc(8, db);
+  static const int32_t first_rest[2] = {0, 1};
+  GPT_CHECK(tecore_memcpy(m->noop, (tecore_devptr_t)(uintptr_t)first_rest, sizeof first_rest));
+  float dl = 1.0f / (float)(max_mb ? max_mb : 1);
+  GPT_CHECK(tecore_memcpy(m->dloss, (tecore_devptr_t)(uintptr_t)&dl, 4));
+  collect_params(m, inference);
+}
+
+void gpt_model_create(struct gpt_model *m, const struct gpt_config *c, size_t batch, int max_mb,
+                      const struct tecore_recipe *recipe, uint64_t seed, tecore_stream_t s) {
+  create(m, c, batch, max_mb, recipe, seed, NULL, s);
+}
+
+/* The element of the one-process parameter that element (row, col) of
+ * rank r's slice holds (the layout of tecore_seq_add_transformer(3)):
+ * qkv rows are the rank's query, key and value heads, proj and fc2 take
+ * the rank's columns, fc1 the rank's rows of each half. */
+static size_t full_index(const struct gpt_config *c, const char *name, int tp, int r, size_t row,
+                         size_t col, size_t cols) {
+  size_t H = (size_t)c->hidden, hd = H / (size_t)c->heads, f = (size_t)c->ffn / (size_t)tp;
+  size_t qn = (size_t)(c->heads / tp) * hd, kn = (size_t)(c->kv_heads / tp) * hd;
+  int vec = strstr(name, ".bias") != NULL;
+  size_t i = vec ? col : row;   /* the row of a matrix, the element of a vector */
+  if (strstr(name, "attn.qkv.")) {
+    size_t fr = i < qn ? (size_t)r * qn + i
+                : i < qn + kn ? (size_t)c->heads * hd + (size_t)r * kn + (i - qn)
+                : (size_t)(c->heads + c->kv_heads) * hd + (size_t)r * kn + (i - qn - kn);
+    return vec ? fr : fr * H + col;
+  }
+  if (strstr(name, "mlp.fc1.")) {
+    size_t fr = i < f ? (size_t)r * f + i : (size_t)c->ffn + (size_t)r * f + (i - f);
+    return vec ? fr : fr * H + col;
+  }
+  if (!vec && strstr(name, "attn.proj.")) return row * H + (size_t)r * qn + col;
+  if (!vec && strstr(name, "mlp.fc2.")) return row * (size_t)c->ffn + (size_t)r * f + col;
+  return row * cols + col;
+}
+
+void gpt_model_create_tp(struct gpt_model *m, const struct gpt_config *c, size_t batch,
+                         int max_mb, const struct tecore_recipe *recipe, uint64_t seed,
+                         const struct gpt_tp *tp, tecore_stream_t s) {
+  create(m, c, batch, max_mb, recipe, seed, tp, s);
+  if (!tp || tp->size <= 1) return;
+  struct gpt_model full;
+  create(&full, c, batch, 1, NULL, seed, NULL, s);
+  for (size_t i = 0; i < m->np; i++) {
+    struct gpt_param *p = &m->p[i];
+    if (!p->bf16) continue;   /* the tables: the same seed, the same values */
+    const struct gpt_param *q = NULL;
+    for (size_t j = 0; j < full.np && !q; j++)
+      if (!strcmp(full.p[j].name, p->name)) q = &full.p[j];
+    if (!q) {
+      GPT_ERR("--tp: rank %d's %s has no counterpart in the whole model", tp->rank, p->name);
+      exit(1);
+    }
+    size_t nf = q->rows * q->cols, n = p->rows * p->cols;
+    uint16_t *hf = gpt_xalloc(nf * 2), *hp = gpt_xalloc(n * 2);
+    GPT_CHECK(tecore_memcpy((tecore_devptr_t)(uintptr_t)hf, q->value, nf * 2));
+    for (size_t r = 0; r < p->rows; r++)
+      for (size_t k = 0; k < p->cols; k++)
+        hp[r * p->cols + k] = hf[full_index(c, p->name, tp->size, tp->rank, r, k, p->cols)];
+    GPT_CHECK(tecore_memcpy(p->value, (tecore_devptr_t)(uintptr_t)hp, n * 2));
+    free(hf);
+    free(hp);
+  }
+  gpt_model_destroy(&full);
+}
+
+void gpt_model_destroy(struct gpt_model *m) {
+  tecore_devptr_t *b[] = {&m->tok, &m->tok_grad, &m->pos, &m->pos_grad, &m->ids, &m->labels,
+                          &m->x, &m->dx, &m->logits, &m->loss, &m->lse, &m->means, &m->dloss,
+                          &m->noop};
+  for (size_t i = 0; i < sizeof b / sizeof b[0]; i++)
+    if (*b[i]) GPT_CHECK(tecore_mem_free(*b[i]));
+  if (m->seq) GPT_CHECK(tecore_seq_destroy(m->seq));
+  free(m->p);
+  memset(m, 0, sizeof *m);
+}
+
+static struct tecore_embedding_args emb_args(const struct gpt_model *m, struct tecore_tensor *tok,
+                                             struct tecore_tensor *pos) {
+  size_t H = (size_t)m->c.hidden;
+  *tok = gpt_tensor2(TECORE_DTYPE_F32, (size_t)m->c.vocab, H, m->tok);
+  if (!m->c.rope) *pos = gpt_tensor2(TECORE_DTYPE_F32, (size_t)m->c.seq, H, m->pos);
+  return (struct tecore_embedding_args){.weight = tok, .pos_weight = m->c.rope ? NULL : pos,
+                                        .ids = m->ids, .tokens = m->rows,
+                                        .seq_len = (size_t)m->c.seq};
+}
+
+static struct tecore_xent_args xent_args(struct gpt_model *m, struct tecore_tensor *lg) {
+  *lg = gpt_tensor2(TECORE_DTYPE_BF16, m->rows, (size_t)m->c.vocab, m->logits);
+  return (struct tecore_xent_args){.logits = lg, .labels = m->labels, .ignore_index = -100};
+}
+
+/* embedding and the sequence: the logits of the ids on the device */
+void gpt_logits(struct gpt_model *m, int reuse_fp8, tecore_stream_t s) {
+  struct tecore_tensor tok, pos;
+  struct tecore_embedding_args ea = emb_args(m, &tok, &pos);
+  struct tecore_tensor x = gpt_tensor2(TECORE_DTYPE_BF16, m->rows, (size_t)m->c.hidden, m->x);
+  struct tecore_tensor lg = gpt_tensor2(TECORE_DTYPE_BF16, m->rows, (size_t)m->c.vocab, m->logits);
+  GPT_CHECK(tecore_embedding_fwd(&ea, &x, s));
+  GPT_CHECK(tecore_seq_forward(m->seq, &x, &lg, m->noop + (reuse_fp8 ? 4 : 0), s));
+}
+
+void gpt_forward(struct gpt_model *m, int mb, int reuse_fp8, tecore_stream_t s) {
+  gpt_logits(m, reuse_fp8, s);
+  struct tecore_tensor lg;
+  struct tecore_xent_args xa = xent_args(m, &lg);
+  GPT_CHECK(tecore_xent_fwd(&xa, m->loss, m->lse, m->means + 8 * (size_t)mb, s));
+}
+
+void gpt_backward(struct gpt_model *m, int mb, tecore_stream_t s) {
+  struct tecore_tensor lg, tok, pos;
+  struct tecore_xent_args xa = xent_args(m, &lg);
+  GPT_CHECK(tecore_xent_bwd(&xa, m->lse, m->dloss, m->means + 8 * (size_t)mb,
+                            TECORE_XENT_DLOSS_MEAN, s));
+  size_t H = (size_t)m->c.hidden;
+  struct tecore_tensor dx = gpt_tensor2(TECORE_DTYPE_BF16, m->rows, H, m->dx);
+  GPT_CHECK(tecore_seq_backward(m->seq, &lg, &dx, s));
+  struct tecore_embedding_args ea = emb_args(m, &tok, &pos);
+  struct tecore_tensor dtok = gpt_tensor2(TECORE_DTYPE_F32, (size_t)m->c.vocab, H, m->tok_grad);
+  struct tecore_tensor dpos;
+  if (!m->c.rope) dpos = gpt_tensor2(TECORE_DTYPE_F32, (size_t)m->c.seq, H, m->pos_grad);
+  GPT_CHECK(tecore_embedding_bwd(&ea, &dx, &dtok, m->c.rope ? NULL : &dpos, s));
+}
+
+void gpt_describe(const struct gpt_model *m, char *buf, size_t len) {
+  size_t k = 0;
+  GPT_CHECK(tecore_seq_describe(m->seq, TECORE_SEQ_FORWARD, buf, len, &k));
+  if (k + 2 < len) {
+    buf[k] = '\n';
+    GPT_CHECK(tecore_seq_describe(m->seq, TECORE_SEQ_BACKWARD, buf + k + 1, len - k - 1, NULL));
+  }
+}

@@ -1,0 +1,132 @@
+/* SPDX-License-Identifier: Apache-2.0
+ * gpt_sample.c -- te-gpt's generation: the prompt, then each new byte,
+ * through the decode step with a KV cache (gpt_decode.c; when the cache
+ * of seq positions is full, it starts again from the last half of the
+ * window), the next byte taken from the logits: greedy, or softmax at
+ * temperature over the top_k most likely bytes.  With check, every step's
+ * logits are also computed by the whole model over the window (a twin of
+ * the model for one sequence: a training sequence, as
+ * TECORE_SEQ_INFERENCE's attention lacks its statistics buffer), and the
+ * largest difference is reported. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include "gpt.h"
+#include "gpt_decode.h"
+
+/* the next token from logits [V] (bytes only: ids below 256) */
+static int pick(const float *lg, int V, const struct gpt_sample_opts *o, uint64_t *rng) {
+  int best = 0;
+  for (int i = 1; i < V; i++)
+    if (lg[i] > lg[best]) best = i;
+  if (o->temperature <= 0) return best;
+  /* the top_k threshold: the k-th largest value (k <= V) */
+  double thr = -INFINITY;
+  if (o->top_k > 0 && o->top_k < V) {
+    float *c = gpt_xalloc((size_t)V * sizeof *c);
+    memcpy(c, lg, (size_t)V * sizeof *c);
+    for (int k = 0; k < o->top_k; k++) {   /* V is small: k passes of selection */
+      int j = k;
+      for (int i = k + 1; i < V; i++)
+        if (c[i] > c[j]) j = i;
+      float x = c[k];
+      c[k] = c[j], c[j] = x;
+    }
+    thr = c[o->top_k - 1];
+    free(c);
+  }
+  double sum = 0, *w = gpt_xalloc((size_t)V * sizeof *w);
+  for (int i = 0; i < V; i++) {
+    w[i] = lg[i] >= thr ? exp((lg[i] - lg[best]) / o->temperature) : 0;
+    sum += w[i];
+  }
+  double u = (double)(gpt_splitmix(rng) >> 11) / 9007199254740992.0 * sum;
+  int r = best;
+  for (int i = 0; i < V; i++) {
+    if (u < w[i]) { r = i; break; }
+    u -= w[i];
+  }
+  free(w);
+  return r;
+}
+
+/* the logits of the window text[0..w) at its last row, by the whole
+ * model (g: a twin for one sequence), into lg[V] */
+static void recompute(struct gpt_model *g, const int32_t *text, size_t w, uint16_t *row, float *lg,
+                      int V, tecore_stream_t s) {
+  int T = g->c.seq;
+  int32_t *ids = gpt_xalloc((size_t)T * sizeof *ids);
+  memcpy(ids, text, w * sizeof *ids);
+  GPT_CHECK(tecore_memcpy_async(g->ids, (tecore_devptr_t)(uintptr_t)ids, (size_t)T * 4, s));
+  gpt_logits(g, 0, s);
+  GPT_CHECK(tecore_memcpy_async((tecore_devptr_t)(uintptr_t)row,
+                                g->logits + (w - 1) * (size_t)g->c.vocab * 2,
+                                (size_t)g->c.vocab * 2, s));
+  GPT_CHECK(tecore_stream_synchronize(s));
+  for (int i = 0; i < V; i++) lg[i] = tecore_bf16_to_f32(row[i]);
+  free(ids);
+}
+
+int gpt_sample(struct gpt_model *m, const struct gpt_sample_opts *o, char *out,
+               tecore_stream_t s) {
+  struct gpt_model g;
+  if (o->check) {
+    gpt_model_create(&g, &m->c, 1, 0, NULL, 1, s);
+    for (size_t i = 0; i < m->np; i++) {
+      const struct gpt_param *p = &m->p[i];
+      GPT_CHECK(tecore_memcpy_async(g.p[i].value, p->value,
+                                    p->rows * p->cols * (p->bf16 ? 2 : 4), s));
+    }
+  }
+  struct gpt_decoder d;
+  gpt_decoder_create(&d, m);
+  int T = m->c.seq, V = m->c.vocab < 256 ? m->c.vocab : 256;
+  size_t plen = strlen(o->prompt);
+  int32_t *text = gpt_xalloc((plen + (size_t)o->n + 1) * sizeof *text);
+  size_t len = 0;
+  for (size_t i = 0; i < plen; i++) text[len++] = (unsigned char)o->prompt[i] % m->c.vocab;
+  if (!len) text[len++] = '\n';
+  uint16_t *row = gpt_xalloc((size_t)m->c.vocab * 2);
+  float *lg = gpt_xalloc((size_t)m->c.vocab * sizeof *lg), *lg2 = gpt_xalloc((size_t)V * sizeof *lg2);
+  uint64_t rng = o->seed;
+  /* the cache holds text[base .. base + pos) at positions 0 .. pos - 1 */
+  size_t base = len > (size_t)T ? len - (size_t)T / 2 : 0;
+  int pos = 0;
+  double maxdiff = 0, maxabs = 0;
+  for (int k = 0; k <= o->n; k++) {
+    if (pos == T && base + (size_t)pos < len) {
+      /* the cache is full: start again from the last half of the window */
+      base = len - (size_t)T / 2;
+      pos = 0;
+    }
+    while (base + (size_t)pos < len) {   /* prefill, or the token just drawn */
+      gpt_decode_step(&d, text[base + (size_t)pos], pos, s);
+      pos++;
+    }
+    if (k == o->n) break;
+    GPT_CHECK(tecore_memcpy_async((tecore_devptr_t)(uintptr_t)row, d.logits,
+                                  (size_t)m->c.vocab * 2, s));
+    GPT_CHECK(tecore_stream_synchronize(s));
+    for (int i = 0; i < V; i++) lg[i] = tecore_bf16_to_f32(row[i]);
+    if (o->check) {
+      recompute(&g, text + base, (size_t)pos, row, lg2, V, s);
+      for (int i = 0; i < V; i++) {
+        maxdiff = fmax(maxdiff, fabs((double)lg[i] - lg2[i]));
+        maxabs = fmax(maxabs, fabs((double)lg2[i]));
+      }
+    }
+    int next = pick(lg, V, o, &rng);
+    text[len++] = next;
+    out[k] = (char)next;
+  }
+  out[o->n] = 0;
+  if (o->check_diff) *o->check_diff = maxdiff;
+  if (o->check_max) *o->check_max = maxabs;
+  free(text);
+  free(row);
+  free(lg);
+  free(lg2);
+  gpt_decoder_destroy(&d);
+  if (o->check) gpt_model_destroy(&g);
+  return 0;
+}

@@ -1,0 +1,192 @@
+/* SPDX-License-Identifier: Apache-2.0
+ * gpt_train.c -- te-gpt's training step: accum microbatches of forward,
+ * cross-entropy and backward (the gradients add up; each microbatch's mean
+ * loss weighted 1/accum), the FP8 scale update, the global gradient norm
+ * (tecore_l2norm_multi over every F32 gradient), clipping as AdamW's
+ * gradient scale, and AdamW (decoupled weight decay on the matrices and
+ * embedding tables, none on gains and biases) on F32 masters that refresh
+ * the BF16 model copy; the learning rate warms up linearly, then decays
+ * along a cosine to min_lr at decay_steps.  The step waits for the device
+ * once, for the norm (clipping is decided on the host): with use_graph,
+ * the part before that wait (every microbatch's forward and backward, the
+ * scale update, the norm) is one graph (libtegraph) replayed each step,
+ * captured after the first eager step; AdamW runs eagerly after it. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <te/graph.h>
+#include "gpt.h"
+
+void gpt_train_init(struct gpt_train *t, struct gpt_model *m, tecore_stream_t s) {
+  size_t np = m->np, *db = &m->dev_bytes;
+  t->ot = gpt_xalloc(np * sizeof *t->ot);
+  t->grads = gpt_xalloc(np * sizeof *t->grads);
+  tecore_devptr_t one = gpt_dalloc(4, NULL);
+  GPT_CHECK(tecore_memset_d32_async(one, 0x3f800000u, 1, s));
+  size_t k = 0;
+  for (int pass = 0; pass < 2; pass++) {
+    for (size_t i = 0; i < np; i++) {
+      struct gpt_param *p = &m->p[i];
+      if (p->decay != !pass) continue;
+      size_t n = p->rows * p->cols;
+      p->master = p->bf16 ? gpt_dalloc(n * 4, db) : p->value;
+      p->m = gpt_dalloc(n * 4, db);
+      p->v = gpt_dalloc(n * 4, db);
+      if (p->bf16) {
+        struct tecore_tensor b = gpt_tensor2(TECORE_DTYPE_BF16, 1, n, p->value);
+        struct tecore_tensor f = gpt_tensor2(TECORE_DTYPE_F32, 1, n, p->master);
+        GPT_CHECK(tecore_unscale_multi(&b, &f, 1, one, 0, s));
+      }
+      GPT_CHECK(tecore_memset_d32_async(p->m, 0, n, s));
+      GPT_CHECK(tecore_memset_d32_async(p->v, 0, n, s));
+      t->ot[k] = (struct tecore_optim_tensor){
+          .param = p->master, .grad = p->grad, .exp_avg = p->m, .exp_avg_sq = p->v,
+          .model = p->bf16 ? p->value : 0, .numel = n, .grad_dtype = TECORE_DTYPE_F32,
+          .model_dtype = TECORE_DTYPE_BF16};
+      k++;
+    }
+    if (!pass) t->ndecay = k;
+  }
+  /* the gradients for the norm: replicated ones first, then (--tp) the
+   * ones split over the ranks, whose squares are summed across ranks */
+  t->nrep = 0;
+  for (int sh = 0; sh < 2; sh++)
+    for (size_t i = 0; i < np; i++)
+      if (m->p[i].sharded == sh) {
+        size_t n = m->p[i].rows * m->p[i].cols;
+        t->grads[t->nrep + (sh ? t->nsh : 0)] = gpt_tensor2(TECORE_DTYPE_F32, 1, n, m->p[i].grad);
+        if (sh) t->nsh++;
+        else t->nrep++;
+      }
+  GPT_CHECK(tecore_l2norm_multi_workspace_size(t->grads, np, &t->l2wsb));
+  t->l2ws = gpt_dalloc(t->l2wsb, db);
+  GPT_CHECK(tecore_mem_alloc_host((4 + 2 * (size_t)m->max_mb) * sizeof(float), (void **)&t->pinned));
+  /* pinned: a graph's copies read them where they lie */
+  GPT_CHECK(tecore_mem_alloc_host((size_t)m->max_mb * m->rows * 4, (void **)&t->hids));
+  GPT_CHECK(tecore_mem_alloc_host((size_t)m->max_mb * m->rows * 4, (void **)&t->hlabels));
+  GPT_CHECK(tecore_stream_synchronize(s));
+  GPT_CHECK(tecore_mem_free(one));
+}
+
+void gpt_train_free(struct gpt_train *t) {
+  /* the masters of BF16 parameters and the moments are the model's dev
+   * memory; the process ends right after (tecore_fini frees the rest) */
+  free(t->ot);
+  free(t->grads);
+  if (t->graph) tegraph_graph_destroy(t->graph);
+  if (t->hids) tecore_mem_free_host(t->hids);
+  if (t->hlabels) tecore_mem_free_host(t->hlabels);
+  if (t->pinned) tecore_mem_free_host(t->pinned);
+  t->ot = NULL;
+}
+
+double gpt_lr_at(const struct gpt_train *t, int64_t step) {
+  if (step <= t->warmup) return t->lr * (double)step / (double)(t->warmup > 0 ? t->warmup : 1);
+  double span = (double)(t->decay_steps - t->warmup);
+  double q = span > 0 ? (double)(step - t->warmup) / span : 1.0;
+  if (q > 1) q = 1;
+  return t->min_lr + 0.5 * (t->lr - t->min_lr) * (1.0 + cos(M_PI * q));
+}
+
+/* ids and labels of microbatch mb from the host staging, on s */
+static void upload(struct gpt_train *t, struct gpt_model *m, int mb, tecore_stream_t s) {
+  int32_t *ids = t->hids + (size_t)mb * m->rows, *lab = t->hlabels + (size_t)mb * m->rows;
+  GPT_CHECK(tecore_memcpy_async(m->ids, (tecore_devptr_t)(uintptr_t)ids, m->rows * 4, s));
+  GPT_CHECK(tecore_memcpy_async(m->labels, (tecore_devptr_t)(uintptr_t)lab, m->rows * 4, s));
+}
+
+/* The device part of a step, with no host synchronization (so that a
+ * graph can hold it): zeroed gradients, each microbatch's ids and labels
+ * copied from the pinned staging, forward, loss, backward; the FP8 scale
+ * update; the gradient norm and the losses into pinned memory. */
+static void queue_fwd_bwd(struct gpt_train *t, struct gpt_model *m, tecore_stream_t s) {
+  GPT_CHECK(tecore_seq_zero_grad(m->seq, s));
+  size_t H = (size_t)m->c.hidden;
+  GPT_CHECK(tecore_memset_d32_async(m->tok_grad, 0, (size_t)m->c.vocab * H, s));
+  if (m->pos_grad) GPT_CHECK(tecore_memset_d32_async(m->pos_grad, 0, (size_t)m->c.seq * H, s));
+  for (int mb = 0; mb < t->accum; mb++) {
+    upload(t, m, mb, s);
+    gpt_forward(m, mb, mb > 0, s);   /* FP8 weights quantized on the first microbatch */
+    gpt_backward(m, mb, s);
+  }
+  GPT_CHECK(tecore_seq_update_scales(m->seq, s));
+  /* pinned memory's device address is its host address */
+  GPT_CHECK(tecore_l2norm_multi(t->grads, t->nrep, t->l2ws, t->l2wsb,
+                                (tecore_devptr_t)(uintptr_t)&t->pinned[0], 0, s));
+  if (t->nsh)
+    GPT_CHECK(tecore_l2norm_multi(t->grads + t->nrep, t->nsh, t->l2ws, t->l2wsb,
+                                  (tecore_devptr_t)(uintptr_t)&t->pinned[2], 0, s));
+  GPT_CHECK(tecore_memcpy_async((tecore_devptr_t)(uintptr_t)&t->pinned[4], m->means,
+                                8 * (size_t)t->accum, s));
+}
+
+#define GPT_GCHECK(call)                                                                   \
+  do {                                                                                     \
+    tegraph_result_t r_ = (call);                                                          \
+    if (r_ != TEGRAPH_SUCCESS) {                                                           \
+      GPT_ERR("%s failed: %s (%s)", #call, tegraph_strerror(r_), tegraph_last_error());    \
+      exit(1);                                                                             \
+    }                                                                                      \
+  } while (0)
+
+double gpt_train_step(struct gpt_train *t, struct gpt_model *m, const struct gpt_data *d,
+                      tecore_stream_t s, double *gnorm) {
+  for (int mb = 0; mb < t->accum; mb++)
+    gpt_data_batch(d, m->c.seq, m->batch, &t->rng, t->hids + (size_t)mb * m->rows,
+                   t->hlabels + (size_t)mb * m->rows);
+  if (t->use_graph && !t->graph && t->eager_steps > 0) {
+    /* captured after one eager step: lazy allocations (GEMM workspaces)
+     * and algorithm choices happen outside the capture */
+    GPT_GCHECK(tegraph_graph_create(TEGRAPH_INSTANTIATE_UPLOAD, &t->graph));
+    GPT_GCHECK(tegraph_graph_begin_capture(t->graph, s, TECORE_CAPTURE_THREAD_LOCAL, 0));
+    queue_fwd_bwd(t, m, s);
+    GPT_GCHECK(tegraph_graph_end_capture(t->graph, NULL));
+    GPT_GCHECK(tegraph_graph_instantiate(t->graph, s));
+  }
+  if (t->graph) {
+    GPT_GCHECK(tegraph_graph_launch(t->graph, s));
+  } else {
+    queue_fwd_bwd(t, m, s);
+    t->eager_steps++;
+  }
+  GPT_CHECK(tecore_stream_synchronize(s));
+  double norm = t->pinned[0];
+  if (t->nsh || m->tp.size > 1) {
+    /* --tp: the split gradients' squares summed over the ranks */
+    double sh = t->nsh ? (double)t->pinned[2] * t->pinned[2] : 0;
+    if (t->sum_ranks) sh = t->sum_ranks(sh, m, s);
+    norm = sqrt(norm * norm + sh);
+  }
+  *gnorm = norm;
+  tecore_devptr_t gscale = 0;
+  if (t->clip > 0 && norm > t->clip) {
+    t->pinned[1] = (float)(t->clip / (norm + 1e-6));
+    gscale = (tecore_devptr_t)(uintptr_t)&t->pinned[1];
+  }
+  int64_t step = t->step + 1;
+  struct tecore_adam_config ac = {.lr = gpt_lr_at(t, step), .beta1 = t->beta1, .beta2 = t->beta2,
+                                  .eps = t->eps, .weight_decay = t->wd, .step = step,
+                                  .flags = TECORE_ADAM_W};
+  GPT_CHECK(tecore_adam_step(t->ot, t->ndecay, &ac, gscale, 0, s));
+  ac.weight_decay = 0;
+  GPT_CHECK(tecore_adam_step(t->ot + t->ndecay, m->np - t->ndecay, &ac, gscale, 0, s));
+  double loss = 0;
+  for (int mb = 0; mb < t->accum; mb++) loss += t->pinned[4 + 2 * mb];
+  GPT_CHECK(tecore_stream_synchronize(s));
+  t->step = step;
+  return loss / t->accum;
+}
+
+double gpt_val_loss(struct gpt_train *t, struct gpt_model *m, const struct gpt_data *d, int nval,
+                    tecore_stream_t s) {
+  double sum = 0;
+  for (int k = 0; k < nval; k++) {
+    gpt_data_val_batch(d, m->c.seq, m->batch, k, t->hids, t->hlabels);
+    upload(t, m, 0, s);
+    gpt_forward(m, 0, 0, s);
+    GPT_CHECK(tecore_memcpy_async((tecore_devptr_t)(uintptr_t)&t->pinned[4], m->means, 8, s));
+    GPT_CHECK(tecore_stream_synchronize(s));
+    sum += t->pinned[4];
+  }
+  return nval ? sum / nval : NAN;
+}

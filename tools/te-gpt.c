@@ -1,0 +1,480 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* te-gpt -- libte's main job: trains a GPT- or Llama-style transformer
+ * from C on bytes (vocabulary 256; by default libte's own man pages, so it
+ * runs anywhere with nothing to download), then samples text from it.
+ * The model (tools/gpt/gpt_model.c): token embedding -> `layers` pre-norm
+ * blocks, final norm and an untied LM head, all one fuser sequence
+ * (te/ops.h) -> cross-entropy; AdamW with warmup and cosine decay, global
+ * gradient-norm clipping, gradient accumulation, BF16 or FP8
+ * (tools/gpt/gpt_train.c); checkpoints in safetensors that resume with
+ * the same bits (tools/gpt/gpt_ckpt.c); generation (tools/gpt/gpt_sample.c).
+ * Prints a row per step (loss, validation loss every --eval-every steps,
+ * time, tokens/s, model TFLOP/s, memory) through tools/out.h. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <te/core.h>
+#include "cli.h"
+#include "out.h"
+#include <te/comm.h>
+#include "demo_tp.h"
+#include "gpt/gpt.h"
+
+struct preset {
+  const char *name;
+  struct gpt_config c;
+  int batch;
+  double lr;
+};
+/* layers, hidden, heads, kv_heads, ffn, seq, vocab, norm, act, rope, bias */
+static const struct preset presets[] = {
+    {"tiny", {2, 64, 4, 4, 256, 64, 256, GPT_LAYERNORM, GPT_GELU, 1, 1}, 4, 1e-2},
+    {"gpt2-124m", {12, 768, 12, 12, 3072, 1024, 50304, GPT_LAYERNORM, GPT_GELU, 0, 1}, 8, 6e-4},
+    {"gpt2-350m", {24, 1024, 16, 16, 4096, 1024, 50304, GPT_LAYERNORM, GPT_GELU, 0, 1}, 8, 6e-4},
+    {"gpt-1.3b", {24, 2048, 16, 16, 8192, 2048, 50304, GPT_LAYERNORM, GPT_GELU, 0, 1}, 8, 6e-4},
+    {"llama-1b", {16, 2048, 32, 8, 8192, 2048, 128256, GPT_RMSNORM, GPT_SWIGLU, 1, 0}, 4, 3e-4},
+};
+/* --sample-check's limit on |logit(KV cache) - logit(whole model)|, a
+ * fraction of the largest |logit| (both BF16: a rounding of the logits
+ * is 2^-8 relative, and the two paths round hidden states at other
+ * places); observed at most 2^-6 (one rounding of logits of 2 to 4) over
+ * 200 seeds of three shapes: the limit is >= 3x that */
+#define GPT_KV_TOL 0.05
+static const char *const norm_words[] = {"layernorm", "rmsnorm"};
+static const char *const act_words[] = {"gelu", "swiglu", "geglu", "relu"};
+static const char *const recipe_words[] = {"none", "delayed", "current", "block"};
+
+static const char usage_text[] =
+    "usage: te-gpt [options]   (te-gpt -h | --help | --version)\n"
+    "  trains a GPT/Llama-style transformer on bytes (default: libte's man pages), then\n"
+    "  samples text; a row per step: loss, validation loss, ms, tokens/s, TFLOP/s, memory\n"
+    "model (a preset, then any of its sizes changed):\n"
+    "  --model NAME       tiny (default), gpt2-124m, gpt2-350m, gpt-1.3b, llama-1b\n"
+    "  --layers N         blocks\n"
+    "  --hidden N         model width\n"
+    "  --heads N          query heads\n"
+    "  --kv-heads N       key/value heads (divides --heads)\n"
+    "  --ffn N            MLP width (gated activations: each half)\n"
+    "  --seq N            tokens per sequence\n"
+    "  --vocab N          vocabulary (>= 256 for byte data)\n"
+    "  --norm NAME        layernorm or rmsnorm\n"
+    "  --act NAME         gelu, swiglu, geglu or relu\n"
+    "  --rope 0|1         RoPE on queries and keys (0: a learned position table)\n"
+    "  --bias 0|1         biases in the Linears (the LM head has none)\n"
+    "data:\n"
+    "  --data FILE        train on FILE's bytes (repeat for more files); the last tenth\n"
+    "                     is held out for the validation loss\n"
+    "  --corpus-dir DIR   without --data: the man pages under DIR (man1, man3, man7)\n"
+    "  --synthetic        random tokens at any vocabulary (speed runs)\n"
+    "training:\n"
+    "  --steps N          train until step N (default 30)\n"
+    "  --batch N          sequences per microbatch (preset's)\n"
+    "  --accum N          microbatches per step (gradient accumulation, default 1)\n"
+    "  --lr X             peak learning rate (tiny: 1e-2, GPT-2 sizes: 6e-4, llama-1b: 3e-4)\n"
+    "  --min-lr X         the cosine's floor (default lr / 10)\n"
+    "  --warmup N         linear warmup steps (default decay-steps / 10)\n"
+    "  --decay-steps N    the schedule's length (default --steps)\n"
+    "  --weight-decay X   AdamW's decoupled decay of matrices (default 0.1)\n"
+    "  --clip X           global gradient-norm clip (default 1.0; 0: none)\n"
+    "  --recipe NAME      none (BF16, default), delayed (margin 1), current, block\n"
+    "  --seed N           initialization and sampling (default 1)\n"
+    "  --tp N             tensor parallelism over N ranks (forked processes): every block\n"
+    "                     split, the rest replicated; no --save, --load or --sample\n"
+    "  --no-graph         eager launches (default: from step 2 on, the forward and backward\n"
+    "                     of the step replay one graph; AdamW runs eagerly after it)\n"
+    "  --eval-every N     validation loss every N steps (default 10; 0: never)\n"
+    "  --eval-batches N   batches of the validation loss (default 4)\n"
+    "checkpoints (safetensors):\n"
+    "  --save DIR         after the last step: DIR/model.safetensors, DIR/optimizer.safetensors\n"
+    "  --load DIR         resume from DIR (its model shape; the run continues at its step)\n"
+    "generation:\n"
+    "  --sample N         bytes to generate after training (default 64; 0: none)\n"
+    "  --prompt TEXT      the text to continue (default a newline)\n"
+    "  --temperature X    0: greedy (default); else softmax at X\n"
+    "  --top-k N          sample among the N likeliest bytes (0: all)\n"
+    "  --sample-check     check the KV-cache logits against the whole model's (exit 1 past\n"
+    "                     GPT_KV_TOL of the largest logit)\n"
+    "output:\n"
+    "  --csv              the step rows as CSV on stdout (notes on stderr)\n"
+    "  --json             a JSON document: the step rows, the summary, the sample\n"
+    "  -q, --quiet        the rows only\n"
+    "  -h, --help         this text\n"
+    "  --version          the version\n"
+    "exit status: 0 ok, 1 the work failed, 2 a wrong command line\n";
+
+enum {
+  O_MODEL = 0x100, O_LAYERS, O_HIDDEN, O_HEADS, O_KV, O_FFN, O_SEQ, O_VOCAB, O_NORM, O_ACT,
+  O_ROPE, O_BIAS, O_DATA, O_CORPUS, O_SYNTH, O_STEPS, O_BATCH, O_ACCUM, O_LR, O_MINLR, O_WARMUP,
+  O_DECAY, O_WD, O_CLIP, O_RECIPE, O_SEED, O_EVAL, O_EVALB, O_SAVE, O_LOAD, O_SAMPLE, O_PROMPT,
+  O_TEMP, O_TOPK, O_SCHECK, O_NOGRAPH, O_TP
+};
+static const struct option longs[] = {
+    TE_CLI_LONGS, TE_CLI_FORMATS,
+    {"model", required_argument, 0, O_MODEL}, {"layers", required_argument, 0, O_LAYERS},
+    {"hidden", required_argument, 0, O_HIDDEN}, {"heads", required_argument, 0, O_HEADS},
+    {"kv-heads", required_argument, 0, O_KV}, {"ffn", required_argument, 0, O_FFN},
+    {"seq", required_argument, 0, O_SEQ}, {"vocab", required_argument, 0, O_VOCAB},
+    {"norm", required_argument, 0, O_NORM}, {"act", required_argument, 0, O_ACT},
+    {"rope", required_argument, 0, O_ROPE}, {"bias", required_argument, 0, O_BIAS},
+    {"data", required_argument, 0, O_DATA}, {"corpus-dir", required_argument, 0, O_CORPUS},
+    {"synthetic", no_argument, 0, O_SYNTH}, {"steps", required_argument, 0, O_STEPS},
+    {"batch", required_argument, 0, O_BATCH}, {"accum", required_argument, 0, O_ACCUM},
+    {"lr", required_argument, 0, O_LR}, {"min-lr", required_argument, 0, O_MINLR},
+    {"warmup", required_argument, 0, O_WARMUP}, {"decay-steps", required_argument, 0, O_DECAY},
+    {"weight-decay", required_argument, 0, O_WD}, {"clip", required_argument, 0, O_CLIP},
+    {"recipe", required_argument, 0, O_RECIPE}, {"seed", required_argument, 0, O_SEED},
+    {"eval-every", required_argument, 0, O_EVAL}, {"eval-batches", required_argument, 0, O_EVALB},
+    {"save", required_argument, 0, O_SAVE}, {"load", required_argument, 0, O_LOAD},
+    {"sample", required_argument, 0, O_SAMPLE}, {"prompt", required_argument, 0, O_PROMPT},
+    {"temperature", required_argument, 0, O_TEMP}, {"top-k", required_argument, 0, O_TOPK},
+    {"sample-check", no_argument, 0, O_SCHECK}, {"no-graph", no_argument, 0, O_NOGRAPH},
+    {"tp", required_argument, 0, O_TP},
+    {0, 0, 0, 0}};
+
+struct opts {
+  struct gpt_config c;
+  int given[12];               /* which shape options were given (O_LAYERS.. O_BIAS) */
+  const char *model;
+  char **files;
+  int nfiles, synthetic;
+  const char *corpus_dir, *save, *load, *prompt;
+  int steps, batch, accum, warmup, decay_steps, recipe, eval_every, eval_batches, sample, top_k;
+  int sample_check, no_graph, tp, sample_given, quiet;
+  double lr, min_lr, wd, clip, temperature;
+  long long seed;
+};
+
+static int word_of(struct te_cli *cli, const char *flag, const char *arg, const char *const *w,
+                   int n, int *out) {
+  for (int i = 0; i < n; i++)
+    if (!strcmp(arg, w[i])) return *out = i, 0;
+  return te_cli_error(cli, "%s: unknown value '%s'", flag, arg);
+}
+
+/* the option at hand; TE_EXIT_USAGE after a reported error */
+static int take(struct te_cli *cli, struct opts *o, int opt, const char *a) {
+  int *shape[] = {&o->c.layers, &o->c.hidden, &o->c.heads, &o->c.kv_heads, &o->c.ffn,
+                  &o->c.seq,    &o->c.vocab};
+  static const int hi[] = {1024, 65536, 1024, 1024, 1 << 20, 1 << 20, 1 << 24};
+  static const int lo[] = {1, 8, 1, 1, 1, 1, 2};
+  const char *flag = NULL;
+  for (const struct option *l = longs; l->name; l++)
+    if (l->val == opt) flag = l->name;
+  char f[40];
+  snprintf(f, sizeof f, "--%s", flag ? flag : "?");
+  if (opt >= O_LAYERS && opt <= O_BIAS) o->given[opt - O_LAYERS] = 1;
+  if (opt >= O_LAYERS && opt <= O_VOCAB)
+    return te_cli_int(cli, f, a, lo[opt - O_LAYERS], hi[opt - O_LAYERS], shape[opt - O_LAYERS]);
+  long long ll;
+  switch (opt) {
+  case O_MODEL: o->model = a; return 0;
+  case O_NORM: return word_of(cli, f, a, norm_words, 2, &o->c.norm);
+  case O_ACT: return word_of(cli, f, a, act_words, 4, &o->c.act);
+  case O_ROPE: return te_cli_int(cli, f, a, 0, 1, &o->c.rope);
+  case O_BIAS: return te_cli_int(cli, f, a, 0, 1, &o->c.bias);
+  case O_DATA: o->files[o->nfiles++] = (char *)a; return 0;
+  case O_CORPUS: o->corpus_dir = a; return 0;
+  case O_SYNTH: o->synthetic = 1; return 0;
+  case O_STEPS: return te_cli_int(cli, f, a, 0, 100000000, &o->steps);
+  case O_BATCH: return te_cli_int(cli, f, a, 1, 65536, &o->batch);
+  case O_ACCUM: return te_cli_int(cli, f, a, 1, 4096, &o->accum);
+  case O_LR: return te_cli_double(cli, f, a, 0, 10, &o->lr);
+  case O_MINLR: return te_cli_double(cli, f, a, 0, 10, &o->min_lr);
+  case O_WARMUP: return te_cli_int(cli, f, a, 0, 100000000, &o->warmup);
+  case O_DECAY: return te_cli_int(cli, f, a, 1, 100000000, &o->decay_steps);
+  case O_WD: return te_cli_double(cli, f, a, 0, 10, &o->wd);
+  case O_CLIP: return te_cli_double(cli, f, a, 0, 1e9, &o->clip);
+  case O_RECIPE: return word_of(cli, f, a, recipe_words, 4, &o->recipe);
+  case O_SEED:
+    if (te_cli_long(cli, f, a, 0, (1ll << 62), 0, &ll)) return TE_EXIT_USAGE;
+    o->seed = ll;
+    return 0;
+  case O_EVAL: return te_cli_int(cli, f, a, 0, 100000000, &o->eval_every);
+  case O_EVALB: return te_cli_int(cli, f, a, 1, 100000, &o->eval_batches);
+  case O_SAVE: o->save = a; return 0;
+  case O_LOAD: o->load = a; return 0;
+  case O_SAMPLE: o->sample_given = 1; return te_cli_int(cli, f, a, 0, 1 << 20, &o->sample);
+  case O_PROMPT: o->prompt = a; return 0;
+  case O_TEMP: return te_cli_double(cli, f, a, 0, 100, &o->temperature);
+  case O_TOPK: return te_cli_int(cli, f, a, 0, 1 << 24, &o->top_k);
+  case O_SCHECK: o->sample_check = 1; return 0;
+  case O_NOGRAPH: o->no_graph = 1; return 0;
+  case O_TP: return te_cli_int(cli, f, a, 1, DEMO_TP_MAX, &o->tp);
+  default: return te_cli_error(cli, "option %d not handled", opt);
+  }
+}
+
+/* the preset, then the given sizes over it; the shape's rules */
+static int resolve(struct te_cli *cli, struct opts *o, struct gpt_config given, int *batch) {
+  const struct preset *p = NULL;
+  for (size_t i = 0; i < sizeof presets / sizeof presets[0]; i++)
+    if (!strcmp(o->model, presets[i].name)) p = &presets[i];
+  if (!p) return te_cli_error(cli, "--model: unknown model '%s'", o->model);
+  int *dst[] = {&o->c.layers, &o->c.hidden, &o->c.heads, &o->c.kv_heads, &o->c.ffn, &o->c.seq,
+                &o->c.vocab, &o->c.norm, &o->c.act, &o->c.rope, &o->c.bias};
+  const int *src[] = {&given.layers, &given.hidden, &given.heads, &given.kv_heads, &given.ffn,
+                      &given.seq, &given.vocab, &given.norm, &given.act, &given.rope, &given.bias};
+  const int *pre[] = {&p->c.layers, &p->c.hidden, &p->c.heads, &p->c.kv_heads, &p->c.ffn,
+                      &p->c.seq, &p->c.vocab, &p->c.norm, &p->c.act, &p->c.rope, &p->c.bias};
+  for (int i = 0; i < 11; i++) *dst[i] = o->given[i] ? *src[i] : *pre[i];
+  /* a preset's kv_heads follow a given --heads unless given too */
+  if (o->given[2] && !o->given[3]) o->c.kv_heads = o->c.heads;
+  if (!*batch) *batch = p->batch;
+  if (o->lr < 0) o->lr = p->lr;
+  const struct gpt_config *c = &o->c;
+  if (c->hidden % c->heads) return te_cli_error(cli, "--hidden %d is not a multiple of --heads %d", c->hidden, c->heads);
+  int hd = c->hidden / c->heads;
+  if (hd % 8 || hd > 256)
+    return te_cli_error(cli, "head size %d (--hidden / --heads): a multiple of 8, at most 256", hd);
+  if (c->heads % c->kv_heads)
+    return te_cli_error(cli, "--kv-heads %d does not divide --heads %d", c->kv_heads, c->heads);
+  if (!o->synthetic && c->vocab < 256)
+    return te_cli_error(cli, "--vocab %d: byte data needs at least 256 (or --synthetic)", c->vocab);
+  if (o->nfiles && o->synthetic) return te_cli_error(cli, "--data and --synthetic: one or the other");
+  if (o->top_k && o->temperature <= 0) return te_cli_error(cli, "--top-k needs --temperature > 0");
+  if (o->tp > 1) {
+    if (o->save || o->load || (o->sample_given && o->sample > 0))
+      return te_cli_error(cli, "--tp: not with --save, --load or --sample (rank 0 holds a part)");
+    o->sample = 0;
+    if (c->heads % o->tp || c->kv_heads % o->tp || c->ffn % o->tp)
+      return te_cli_error(cli, "--tp %d must divide --heads %d, --kv-heads %d and --ffn %d", o->tp,
+                          c->heads, c->kv_heads, c->ffn);
+  }
+  return 0;
+}
+
+static double now_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static struct te_out OUT = {.tool = "te-gpt"};
+static const struct te_out_col step_cols[] = {
+    {"step", TE_OUT_NUM, 6, "%.0f", 0, 0},         {"loss", TE_OUT_NUM, 9, "%.4f", 0, 0},
+    {"val_loss", TE_OUT_NUM, 9, "%.4f", 0, 0},     {"lr", TE_OUT_NUM, 9, "%.2e", 0, 0},
+    {"grad_norm", TE_OUT_NUM, 9, "%.3f", 0, 0},    {"ms", TE_OUT_NUM, 9, "%.1f", 0, 0},
+    {"tokens_per_s", TE_OUT_NUM, 12, "%.0f", 0, "tokens/s"},
+    {"tflops", TE_OUT_NUM, 9, "%.4f", 0, "TFLOP/s"}, {"mem_mib", TE_OUT_NUM, 9, "%.1f", 0, "MiB"}};
+
+
+/* --tp: the split gradients' squares summed over the ranks */
+static double sum_ranks(double x, struct gpt_model *m, tecore_stream_t s) {
+  /* F32 (libtecomm's dtypes); an allreduce leaves the same bits on every rank */
+  static tecore_devptr_t buf;
+  float v = (float)x;
+  if (!buf) buf = gpt_dalloc(256, NULL);
+  GPT_CHECK(tecore_memcpy(buf, (tecore_devptr_t)(uintptr_t)&v, 4));
+  tecomm_result_t r = tecomm_allreduce((tecomm_comm_t)m->tp.comm, buf, buf, 1,
+                                       TECORE_DTYPE_F32, TECOMM_SUM, s);
+  if (r != TECOMM_SUCCESS) {
+    GPT_ERR("--tp: the gradient norm's sum: %s (%s)", tecomm_strerror(r), tecomm_last_error());
+    exit(1);
+  }
+  GPT_CHECK(tecore_stream_synchronize(s));
+  GPT_CHECK(tecore_memcpy((tecore_devptr_t)(uintptr_t)&v, buf, 4));
+  return v;
+}
+
+/* One training run (one process, or rank tp->rank of a --tp run: its
+ * losses into losses[]). */
+static int run(struct opts *op, const struct gpt_tp *tp, double *losses) {
+  struct opts o = *op;
+  GPT_CHECK(tecore_init());
+  tecore_stream_t s;
+  GPT_CHECK(tecore_stream_create(0, 0, &s));
+  if (o.load && gpt_load_config(o.load, &o.c)) return TE_EXIT_FAIL;
+  struct gpt_data d;
+  if (gpt_data_load(&d, o.files, o.nfiles, o.corpus_dir, o.c.seq, o.c.vocab, o.synthetic))
+    return TE_EXIT_FAIL;
+  struct tecore_recipe rec, *recipe = NULL;
+  if (o.recipe) {
+    static const tecore_recipe_kind_t kinds[] = {TECORE_RECIPE_DELAYED, TECORE_RECIPE_DELAYED,
+                                                 TECORE_RECIPE_CURRENT, TECORE_RECIPE_BLOCK};
+    GPT_CHECK(tecore_recipe_init(&rec, kinds[o.recipe]));
+    if (kinds[o.recipe] == TECORE_RECIPE_DELAYED) rec.margin = 1;
+    recipe = &rec;
+  }
+  struct gpt_model m;
+  gpt_model_create_tp(&m, &o.c, (size_t)o.batch, o.accum, recipe, (uint64_t)o.seed, tp, s);
+  struct gpt_train t = {.lr = o.lr, .min_lr = o.min_lr, .wd = o.wd, .beta1 = 0.9, .beta2 = 0.95,
+                        .eps = 1e-8, .clip = o.clip, .warmup = o.warmup,
+                        .decay_steps = o.decay_steps, .accum = o.accum,
+                        .rng = (uint64_t)o.seed * 0x2545f4914f6cdd1dull + 0x6461746101ull,
+                        .use_graph = !o.no_graph, .sum_ranks = tp ? sum_ranks : NULL};
+  gpt_train_init(&t, &m, s);
+  if (o.load && gpt_load(o.load, &m, &t, s)) return TE_EXIT_FAIL;
+
+  size_t seq_total = 0;
+  GPT_CHECK(tecore_seq_memory(m.seq, NULL, &seq_total));
+  double mem_mib = (double)(seq_total + m.dev_bytes) / 1048576.0;
+  const struct gpt_config *c = &m.c;
+  /* N: every parameter but the embedding tables (lookups, no GEMM) */
+  size_t ntab = (size_t)c->vocab * c->hidden + (c->rope ? 0 : (size_t)c->seq * c->hidden);
+  size_t whole = m.nparams;   /* --tp: the other ranks' slices too */
+  for (size_t i = 0; i < m.np && tp; i++)
+    if (m.p[i].sharded && !strstr(m.p[i].name, "proj.bias") && !strstr(m.p[i].name, "fc2.bias"))
+      whole += (size_t)(tp->size - 1) * m.p[i].rows * m.p[i].cols;   /* those two: rank 0 */
+  double flops_per_token = 6.0 * (double)(whole - ntab) +
+                           6.0 * c->layers * (double)c->hidden * c->seq;
+  double tokens = (double)m.rows * o.accum;
+
+  te_out_begin(&OUT);
+  te_out_note(&OUT, "te-gpt: %s: %d layers, hidden %d, %d heads (%d kv), ffn %d, seq %d, vocab %d, "
+              "%s, %s, %s, LM head untied; %.2fM parameters", o.load ? "loaded" : o.model,
+              c->layers, c->hidden, c->heads, c->kv_heads, c->ffn, c->seq, c->vocab,
+              norm_words[c->norm], act_words[c->act], c->rope ? "RoPE" : "learned positions",
+              (double)whole / 1e6);
+  te_out_note(&OUT, "data: %s; %zu training bytes, %zu held out", d.source, d.ntrain,
+              d.n - d.ntrain);
+  te_out_note(&OUT, "%s, batch %d x %d tokens x accum %d; AdamW lr %g (warmup %d, cosine to %g at "
+              "step %d), weight decay %g, clip %g; %s",
+              o.recipe ? recipe_words[o.recipe] : "BF16", o.batch, c->seq, o.accum, o.lr,
+              o.warmup, o.min_lr, o.decay_steps, o.wd, o.clip,
+              o.no_graph ? "eager launches"
+                         : "forward and backward one graph from the second step, AdamW eager");
+  te_out_field_s(&OUT, "model", o.load ? "loaded" : o.model);
+  te_out_field_n(&OUT, "parameters", (double)whole);
+  te_out_table(&OUT, "steps", step_cols, (int)(sizeof step_cols / sizeof step_cols[0]));
+  double first = NAN, last = NAN, last_val = NAN, tsum = 0;
+  int nsteps = 0;
+  while (t.step < o.steps) {
+    double t0 = now_s(), gn = 0;
+    double lr = gpt_lr_at(&t, t.step + 1);
+    double loss = gpt_train_step(&t, &m, &d, s, &gn);
+    double dt = now_s() - t0;
+    if (!isfinite(loss)) {
+      te_out_progress_clear(&OUT);
+      GPT_ERR("step %lld: the loss is %g", (long long)t.step, loss);
+      return TE_EXIT_FAIL;
+    }
+    if (isnan(first)) first = loss;
+    if (losses && t.step <= o.steps) losses[t.step - 1] = loss;
+    last = loss;
+    tsum += dt, nsteps++;
+    struct te_out_val val = TE_OUT_NONE;
+    if (o.eval_every && t.step % o.eval_every == 0) {
+      last_val = gpt_val_loss(&t, &m, &d, o.eval_batches, s);
+      val = TE_OUT_N(last_val);
+    }
+    te_out_row(&OUT, (struct te_out_val[]){TE_OUT_N(t.step), TE_OUT_N(loss), val, TE_OUT_N(lr),
+                                           TE_OUT_N(gn), TE_OUT_N(dt * 1e3),
+                                           TE_OUT_N(tokens / dt),
+                                           TE_OUT_N(tokens / dt * flops_per_token / 1e12),
+                                           TE_OUT_N(mem_mib)});
+  }
+  te_out_table_end(&OUT);
+  if (nsteps)
+    te_out_note(&OUT, "loss %.4f -> %.4f over %d steps, %.1f ms/step, %.0f tokens/s", first, last,
+                nsteps, tsum / nsteps * 1e3, tokens * nsteps / tsum);
+  te_out_field_n(&OUT, "first_loss", first);
+  te_out_field_n(&OUT, "last_loss", last);
+  te_out_field_n(&OUT, "last_val_loss", last_val);
+  int rc = TE_EXIT_OK;
+  if (o.save && gpt_save(o.save, &m, &t, s)) rc = TE_EXIT_FAIL;
+  else if (o.save) te_out_note(&OUT, "saved step %lld to %s", (long long)t.step, o.save);
+  if (o.sample > 0 && rc == TE_EXIT_OK) {
+    char *text = gpt_xalloc((size_t)o.sample + 1);
+    struct gpt_sample_opts so = {.n = o.sample, .top_k = o.top_k, .temperature = o.temperature,
+                                 .seed = (uint64_t)o.seed, .prompt = o.prompt};
+    double diff = 0, big = 0;
+    so.check = o.sample_check, so.check_diff = &diff, so.check_max = &big;
+    gpt_sample(&m, &so, text, s);
+    if (o.sample_check) {
+      double lim = GPT_KV_TOL * (big > 1 ? big : 1);
+      te_out_note(&OUT, "KV-cache decode vs the whole model: logits differ by %.4g at most "
+                  "(largest |logit| %.3g, limit %.3g)", diff, big, lim);
+      te_out_field_n(&OUT, "kv_check_diff", diff);
+      if (!(diff <= lim)) {
+        GPT_ERR("--sample-check: the KV-cache logits differ from the whole model's by %g "
+                "(limit %g)", diff, lim);
+        rc = TE_EXIT_FAIL;
+      }
+    }
+    /* printed as bytes (a NUL as '?'); JSON gets ASCII: other bytes '?' */
+    char *ascii = gpt_xalloc((size_t)o.sample + 1);
+    for (int i = 0; i < o.sample; i++) {
+      unsigned char b = (unsigned char)text[i];
+      if (!b) text[i] = '?';
+      ascii[i] = b && b < 0x80 ? (char)b : '?';
+    }
+    te_out_field_s(&OUT, "sample", ascii);
+    FILE *f = OUT.format == TE_OUT_TABLE ? stdout : o.quiet ? NULL : te_out_notes(&OUT);
+    if (f) fprintf(f, "%s%s\n", o.prompt, text);
+    free(ascii);
+    free(text);
+  }
+  te_out_end(&OUT);
+  gpt_train_free(&t);
+  gpt_data_free(&d);
+  return rc;
+}
+
+/* --tp: the ranks share the page (demo_tp.h: bootstrap, losses). */
+struct tp_arg {
+  struct opts *o;
+  struct demo_tp_page *page;
+};
+
+static int tp_rank(void *arg, int rank) {
+  struct tp_arg *a = arg;
+  struct demo_tp t;
+  if (demo_tp_init(&t, a->page, a->o->tp, rank)) return TE_EXIT_FAIL;
+  struct gpt_tp tp = {.size = a->o->tp, .rank = rank, .ctx = &t.params[DEMO_TP_FUSED],
+                      .comm = t.comm};
+  if (rank) {   /* rank 0 speaks for all */
+    OUT.quiet = 1;
+    OUT.f = fopen("/dev/null", "w");
+    OUT.format = TE_OUT_TABLE;
+    if (!freopen("/dev/null", "w", stdout)) return TE_EXIT_FAIL;
+  }
+  int rc = run(a->o, &tp, demo_tp_loss(a->page, 0, 0, rank));
+  if (!rc && demo_tp_barrier(a->page)) rc = TE_EXIT_FAIL;
+  demo_tp_fini(&t);
+  return rc;
+}
+
+static int run_tp(struct opts *o) {
+  struct tp_arg a = {.o = o, .page = demo_tp_page_create(o->tp, o->steps)};
+  if (!a.page) return TE_EXIT_FAIL;
+  int rc = demo_tp_fork(o->tp, tp_rank, &a);
+  if (rc == 0) {
+    /* every rank computed the same replicated loss: the same bits */
+    for (int r = 1; r < o->tp; r++)
+      if (memcmp(demo_tp_loss(a.page, 0, 0, r), demo_tp_loss(a.page, 0, 0, 0),
+                 (size_t)o->steps * sizeof(double))) {
+        GPT_ERR("--tp %d: rank %d's losses differ from rank 0's", o->tp, r);
+        rc = TE_EXIT_FAIL;
+      }
+    if (!rc && !o->quiet && OUT.format == TE_OUT_TABLE)
+      printf("# --tp %d: the losses are the same bits on every rank\n", o->tp);
+  }
+  demo_tp_page_free(a.page);
+  return rc;
+}
+
+int main(int argc, char **argv) {
+  struct opts o = {.model = "tiny", .steps = 30, .accum = 1, .lr = -1, .min_lr = -1,
+                   .warmup = -1, .wd = 0.1, .clip = 1.0, .seed = 1, .eval_every = 10,
+                   .eval_batches = 4, .sample = 64, .prompt = ""};
+  o.files = calloc((size_t)argc + 1, sizeof *o.files);
+  struct te_cli cli = {.prog = "te-gpt", .usage = usage_text, .shorts = "qh", .longs = longs,
+                       .out = &OUT};
+  int opt;
+  while ((opt = te_cli_next(&cli, argc, argv)) != -1) {
+    if (opt == TE_CLI_EXIT) return cli.status;
+    if (take(&cli, &o, opt, optarg)) return cli.status;
+  }
+  if (te_cli_end(&cli, argc, argv)) return cli.status;
+  struct gpt_config given = o.c;
+  if (resolve(&cli, &o, given, &o.batch)) return cli.status;
+  if (o.decay_steps <= 0) o.decay_steps = o.steps > 0 ? o.steps : 1;
+  if (o.warmup < 0) o.warmup = o.decay_steps / 10;
+  if (o.min_lr < 0) o.min_lr = o.lr / 10;
+
+  o.quiet = cli.quiet;
+  int rc = o.tp > 1 ? run_tp(&o) : run(&o, NULL, NULL);
+  free(o.files);
+  return rc;
+}
