@@ -61,9 +61,8 @@ void gpt_decoder_create(struct gpt_decoder *d, const struct gpt_model *m) {
   d->a = gpt_dalloc((size_t)c->ffn * 2, NULL);
   d->logits = gpt_dalloc((size_t)c->vocab * 2, NULL);
   d->idpos = gpt_dalloc(8, NULL);
-  /* te/attention.h lets a forward leave lse 0, but the vdev row refuses a
-   * NULL lse today: give it one */
-  d->lse = gpt_dalloc((size_t)c->heads * 4, NULL);
+  /* a decode step has no backward: no softmax statistics (lse 0) */
+  d->lse = 0;
   struct tecore_attention_args aa = {
       .batch = 1, .max_seqlen_q = 1, .max_seqlen_kv = T, .heads = c->heads, .kv_heads = kv,
       .head_dim = hd, .scale = 1.0f / sqrtf((float)hd), .flags = TECORE_ATTN_CAUSAL,

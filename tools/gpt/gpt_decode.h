@@ -15,7 +15,7 @@ struct gpt_decoder {
   size_t qkv_w, f1_w;
   tecore_devptr_t x, h, o, qkv, f1, a, logits;   /* BF16 [1][...] */
   tecore_devptr_t idpos;             /* int32 {token, position} */
-  tecore_devptr_t lse;               /* float [heads]: the attention's statistics */
+  tecore_devptr_t lse;               /* 0: a decode step keeps no statistics */
   tecore_devptr_t ws;
   size_t wsb;
 };
