@@ -156,9 +156,7 @@ static void create(struct gpt_model *m, const struct gpt_config *c, size_t batch
   int inference = max_mb == 0;   /* generation: forward only, no table gradients */
   struct tecore_seq_config cfg = {.rows = m->rows, .features = (size_t)c->hidden,
                                   .dtype = TECORE_DTYPE_BF16, .seed = seed,
-                                  .flags = 0u};
-  /* generation too is a training sequence: TECORE_SEQ_INFERENCE's
-   * attention has no softmax statistics buffer (lse) yet */
+                                  .flags = inference ? TECORE_SEQ_INFERENCE : 0u};
   GPT_CHECK(tecore_seq_create(&cfg, &m->seq));
   add_ops(m);
   if (recipe) GPT_CHECK(tecore_seq_set_recipe(m->seq, recipe, s));

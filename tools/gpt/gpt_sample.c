@@ -5,8 +5,7 @@
  * window), the next byte taken from the logits: greedy, or softmax at
  * temperature over the top_k most likely bytes.  With check, every step's
  * logits are also computed by the whole model over the window (a twin of
- * the model for one sequence: a training sequence, as
- * TECORE_SEQ_INFERENCE's attention lacks its statistics buffer), and the
+ * the model for one sequence, a TECORE_SEQ_INFERENCE sequence), and the
  * largest difference is reported. */
 #include <math.h>
 #include <stdlib.h>
