@@ -687,6 +687,7 @@ static tecore_result_t prepare_fp8(tecore_seq_t *s, tecore_stream_t stream) {
   /* new operand types: the GEMM library may take the GELU epilogue without aux now */
   for (size_t i = 0; i < n; i++) s->ops[i].gelu_aux_only = 0;
   for (size_t b = 0; b <= n; b++) s->bnd[b].f8 = -1;
+  for (size_t i = 0; i < n; i++) s->ops[i].qkv8 = 0;
   s->nf8 = 0;
   if (s->fp8) TE_CHECK(check_fp8_shapes(s, "tecore_seq_build"));
   if (s->fp8_run) {
@@ -700,6 +701,16 @@ static tecore_result_t prepare_fp8(tecore_seq_t *s, tecore_stream_t stream) {
         TE_CHECK(te_seq_alloc(s, bd->rows * bd->cols, 0, &bd->f8_row));
         if (both) TE_CHECK(te_seq_alloc(s, bd->rows * bd->cols, 0, &bd->f8_col));
       }
+    }
+    /* inference, delayed scaling: attention after RoPE takes FP8 Q/K/V
+     * (rope+quantize), three activation entries after the boundaries' */
+    for (size_t i = 1; i < n && s->recipe.kind == TECORE_RECIPE_DELAYED; i++) {
+      struct te_op *o = &s->ops[i];
+      if (!te_attn_fp8_takes(s, i, 0)) continue;
+      o->qkv8 = 1;
+      o->qkv8_entry = s->nf8;
+      s->nf8 += 3;
+      if (!o->qkv8_buf) TE_CHECK(te_seq_alloc(s, o->in_rows * o->in_cols, 0, &o->qkv8_buf));
     }
     for (size_t i = 0; i < n; i++) {
       struct te_op *o = &s->ops[i];
