@@ -534,6 +534,20 @@ START_TEST(test_fp8_attention_fused) {
                 "plan: %s", buf);
   plan_of(&bf, buf, sizeof buf, "bf16 inference");
   ck_assert_msg(strstr(buf, "rope[2]") && strstr(buf, "attention[3]"), "plan: %s", buf);
+  /* Q/K/V's scales are apart from tecore_seq_fp8_state: the fused
+   * inference twin keeps the training sequence's layout (scales copy over) */
+  struct tcase_cfg ct = c;
+  ct.seq_flags = 0;
+  struct block tr;
+  block_init(&tr, &ct, 4243);
+  TE_OK(tecore_seq_set_recipe(tr.seq, &r, S()));
+  for (int role = 0; role < 3; role++) {
+    struct tecore_delayed_state sa, sb;
+    TE_OK(tecore_seq_fp8_state(tr.seq, (tecore_fp8_role_t)role, &sa));
+    TE_OK(tecore_seq_fp8_state(fu.seq, (tecore_fp8_role_t)role, &sb));
+    ck_assert_uint_eq(sa.count, sb.count);
+  }
+  block_fini(&tr);
 
   size_t R = c.rows, F = c.features, n = R * F, no = R * HD;
   struct tecore_tensor y[3], yo[3];

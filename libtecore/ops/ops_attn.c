@@ -348,7 +348,7 @@ static tecore_result_t qkv8_tensor(const tecore_seq_t *s, const struct te_op *o,
   size_t qw = (size_t)p->heads * d, kw = (size_t)p->kv_heads * d;
   size_t off = k == 0 ? 0 : rows * (qw + (size_t)(k - 1) * kw);
   te_t2d(t, TECORE_DTYPE_E4M3, rows, k == 0 ? qw : kw, o->qkv8_buf + off);
-  TE_CHECK(tecore_delayed_state_tensor(&s->st_act, o->qkv8_entry + (size_t)k, t));
+  TE_CHECK(tecore_delayed_state_tensor(&s->st_qkv, o->qkv8_entry + (size_t)k, t));
   if (t->dtype != TECORE_DTYPE_E4M3)
     return TE_ERR(TECORE_ERR_INTERNAL, "fuser: FP8 Q/K/V of %s, not E4M3",
                   tecore_dtype_name(t->dtype));

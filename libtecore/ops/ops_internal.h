@@ -102,8 +102,8 @@ struct te_op {
   tecore_devptr_t lse;             /* float [heads][rows]: forward writes, backward reads */
   tecore_devptr_t qkv16, o16;      /* F32 sequences: bf16 input and output, kept for backward */
   tecore_devptr_t do16, dqkv16;    /* F32 sequences: bf16 gradients (scratch of the backward) */
-  int qkv8;                        /* FP8 Q/K/V (rope+quantize): activation scaling entries
-                                      qkv8_entry .. + 2 (Q, K, V), qkv8_buf their codes
+  int qkv8;                        /* FP8 Q/K/V (rope+quantize): entries qkv8_entry .. + 2
+                                      (Q, K, V) of tecore_seq.st_qkv, qkv8_buf their codes
                                       (compact Q, then K, then V); 0: none */
   size_t qkv8_entry;
   tecore_devptr_t qkv8_buf;
@@ -192,6 +192,11 @@ struct tecore_seq {
   int have_state;
   struct tecore_delayed_state st_act, st_w, st_g;
   size_t nf8;                      /* activation entries */
+  /* FP8 Q/K/V of rope+quantize (te_op.qkv8): their own activation state,
+   * apart from st_act, so that a training sequence and its inference twin
+   * keep one st_act layout (tecore_seq_fp8_state); updated with the others */
+  struct tecore_delayed_state st_qkv;
+  size_t nqkv8;
 
   struct te_plan plan;
 
