@@ -558,6 +558,23 @@ START_TEST(test_fp8_attention_fused) {
   struct block *full[] = {&fu, &un, &bf}, *att[] = {&nfu, &nun, &nbf};
   fp8_forwards(full, 3, y, F);
   fp8_forwards(att, 3, yo, HD);
+  /* attention+quantize recorded O's amax for the proj Linear's input
+   * scale: the fused and unfused scales agree but for the Q/K/V rounding
+   * that moves O (250 seeds: fused / unfused 0.95 .. 1.06; an amax not
+   * recorded would leave the initial scale 1, about 100x off) */
+  struct tecore_delayed_state sf, su;
+  TE_OK(tecore_seq_fp8_state(fu.seq, TECORE_FP8_ACTIVATION, &sf));
+  TE_OK(tecore_seq_fp8_state(un.seq, TECORE_FP8_ACTIVATION, &su));
+  ck_assert_uint_eq(sf.count, su.count);
+  ck_assert_uint_le(sf.count, 8);
+  float scf[8], scu[8];
+  te_d2h(scf, sf.scale, sf.count * 4);
+  te_d2h(scu, su.scale, su.count * 4);
+  for (size_t k = 0; k < sf.count; k++) {
+    printf("# activation scale %zu: fused %g unfused %g\n", k, scf[k], scu[k]);
+    ck_assert_msg(scu[k] != 1.0f && scf[k] > 0.8f * scu[k] && scf[k] < 1.25f * scu[k],
+                  "activation scale %zu: fused %g unfused %g", k, scf[k], scu[k]);
+  }
   double e = dev_rel(y[0].data, y[1].data, n, c.dt);
   printf("# fused vs unfused fp8: y %.4f (tol 0.09)\n", e);
   ck_assert_msg(e <= 0.09, "fused vs unfused fp8 y: %.4f > 0.09", e);
@@ -575,6 +592,39 @@ START_TEST(test_fp8_attention_fused) {
   }
   struct block *all[] = {&bf, &fu, &un, &nbf, &nfu, &nun};
   for (int k = 0; k < 6; k++) block_fini(all[k]);
+}
+END_TEST
+
+/* An inference forward ran attention with no softmax statistics (lse 0,
+ * as te/attention.h allows), which the address check refused: the same
+ * bits as a training sequence's forward now. */
+START_TEST(test_inference_attention_without_lse) {
+  static const int lens[2] = {7, 20};
+  struct tcase_cfg ct = {.dt = TECORE_DTYPE_BF16, .rows = 32, .features = 32, .batch = 2,
+                         .max_seqlen = 24, .lens = lens, .attn_flags = TECORE_ATTN_CAUSAL};
+  struct tcase_cfg ci = ct;
+  ci.seq_flags = TECORE_SEQ_INFERENCE;
+  struct block t, i;
+  block_init(&t, &ct, 6);
+  block_init(&i, &ci, 6);
+  size_t R = ct.rows, F = ct.features, n = R * F;
+  struct tecore_tensor x = tgt_bf16_tensor(R, F), yt = tgt_bf16_tensor(R, F);
+  struct tecore_tensor yi = tgt_bf16_tensor(R, F);
+  tgt_rand_bf16(&x, -1.5f, 1.5f);
+  te_poison_dev(yt.data, n * 2);
+  te_poison_dev(yi.data, n * 2);
+  TE_OK(tecore_seq_forward(t.seq, &x, &yt, 0, S()));
+  TE_OK(tecore_seq_forward(i.seq, &x, &yi, 0, S()));
+  uint16_t *ht = malloc(n * 2), *hi = malloc(n * 2);
+  te_d2h(ht, yt.data, n * 2);
+  te_d2h(hi, yi.data, n * 2);
+  ck_assert_msg(memcmp(ht, hi, n * 2) == 0, "inference forward differs from training's");
+  free(ht);
+  free(hi);
+  struct tecore_tensor *ts[] = {&x, &yt, &yi};
+  for (size_t k = 0; k < 3; k++) TE_OK(tecore_mem_free(ts[k]->data));
+  block_fini(&t);
+  block_fini(&i);
 }
 END_TEST
 
@@ -805,6 +855,7 @@ static Suite *ops_attention_suite(void) {
   tcase_add_test(tc, test_fp8_linears_vs_bf16);
   tc = te_tcase(s, "fp8_attention", 1);
   tcase_add_test(tc, test_fp8_attention_fused);
+  tcase_add_test(tc, test_inference_attention_without_lse);
   tc = te_tcase(s, "plan", 1);
   tcase_add_test(tc, test_describe_and_saved);
   tcase_add_test(tc, test_bad_descs);
