@@ -706,7 +706,9 @@ static tecore_result_t prepare_fp8(tecore_seq_t *s, tecore_stream_t stream) {
     /* inference, delayed scaling: attention after RoPE takes FP8 Q/K/V
      * (rope+quantize), three entries of st_qkv */
     s->nqkv8 = 0;
-    for (size_t i = 1; i < n && s->recipe.kind == TECORE_RECIPE_DELAYED; i++) {
+    const int qkv8 = s->recipe.kind == TECORE_RECIPE_DELAYED &&
+                     !(s->cfg.flags & TECORE_SEQ_NO_FUSION);
+    for (size_t i = 1; i < n && qkv8; i++) {
       struct te_op *o = &s->ops[i];
       if (!te_attn_fp8_takes(s, i, 0)) continue;
       o->qkv8 = 1;
