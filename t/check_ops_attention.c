@@ -454,7 +454,7 @@ START_TEST(test_fp8_linears_vs_bf16) {
 }
 END_TEST
 
-/* ---- FP8 RoPE and attention of inference sequences -------------------------------------------- */
+/* ---- FP8 RoPE and attention of inference sequences ---------------------------------------- */
 
 /* The forward plan of b as a string (printed). */
 static void plan_of(const struct block *b, char *buf, size_t len, const char *what) {
