@@ -27,7 +27,12 @@
  * Under a delayed FP8 recipe (the Linears in FP8, RoPE and attention in
  * BF16) against the same block without one, after two steps calibrate
  * the scales: y 0.1, dx and gradients 0.25 (check_ops' FP8-vs-BF16
- * bounds: an E4M3 / E5M2 code moves a value by up to 2^-3 / 2^-2). */
+ * bounds: an E4M3 / E5M2 code moves a value by up to 2^-3 / 2^-2).
+ * Inference sequences under delayed scaling fuse RoPE with the E4M3
+ * quantize of Q/K/V and attention with the proj Linear's input quantize:
+ * checked against the unfused FP8 plan and BF16 (test_fp8_attention_fused,
+ * tolerances argued there), and the plan's fallback where they do not
+ * apply (training, current scaling, no recipe). */
 #include "check_graph_common.h"
 #include "common/convert.h"
 
@@ -50,6 +55,8 @@ struct tcase_cfg {
   const int *lens;        /* batch lengths (cu_seqlens), or NULL: fixed max_seqlen */
   unsigned attn_flags;
   int style;
+  unsigned seq_flags;     /* TECORE_SEQ_* */
+  int no_proj;            /* the block ends at attention (no output Linear) */
 };
 
 struct block {
@@ -70,7 +77,7 @@ static void set_lens(struct block *b, const int *lens) {
 static tecore_seq_t *make_seq(struct block *b, uint64_t seed) {
   const struct tcase_cfg *c = b->c;
   struct tecore_seq_config cfg = {.rows = c->rows, .features = c->features, .dtype = c->dt,
-                                  .seed = seed};
+                                  .seed = seed, .flags = c->seq_flags};
   tecore_seq_t *q = NULL;
   TE_OK(tecore_seq_create(&cfg, &q));
   struct tecore_op_desc d[5];
@@ -86,7 +93,7 @@ static tecore_seq_t *make_seq(struct block *b, uint64_t seed) {
   d[4].kind = TECORE_OP_LINEAR;
   d[4].features = c->features;
   d[4].bias = 1;
-  for (int k = 0; k < 5; k++) TE_OK(tecore_seq_add(q, &d[k], NULL));
+  for (int k = 0; k < (c->no_proj ? 4 : 5); k++) TE_OK(tecore_seq_add(q, &d[k], NULL));
   TE_OK(tecore_seq_build(q, S()));
   return q;
 }
@@ -447,6 +454,211 @@ START_TEST(test_fp8_linears_vs_bf16) {
 }
 END_TEST
 
+/* ---- FP8 RoPE and attention of inference sequences ---------------------------------------- */
+
+/* The forward plan of b as a string (printed). */
+static void plan_of(const struct block *b, char *buf, size_t len, const char *what) {
+  size_t need = 0;
+  TE_OK(tecore_seq_describe(b->seq, TECORE_SEQ_FORWARD, buf, len, &need));
+  printf("# %s: %s\n", what, buf);
+}
+
+/* Three forwards of fresh inputs through each block (scales updated after
+ * the first two), the last outputs left in y[k] ([rows][cols]). */
+static void fp8_forwards(struct block **bl, int nb, struct tecore_tensor *y, size_t cols) {
+  size_t R = bl[0]->c->rows, F = bl[0]->c->features;
+  struct tecore_tensor x = tgt_bf16_tensor(R, F);
+  for (int st = 0; st < 3; st++) {
+    tgt_rand_bf16(&x, -1.5f, 1.5f);
+    for (int k = 0; k < nb; k++) {
+      te_poison_dev(y[k].data, R * cols * 2);
+      TE_OK(tecore_seq_forward(bl[k]->seq, &x, &y[k], 0, S()));
+      if (st < 2) TE_OK(tecore_seq_update_scales(bl[k]->seq, S()));
+    }
+  }
+  TE_OK(tecore_stream_synchronize(S()));
+  TE_OK(tecore_mem_free(x.data));
+}
+
+/* Inference under delayed scaling: RoPE writes E4M3 Q/K/V (rope+quantize)
+ * and attention reads them, writing O as the proj Linear's FP8 input
+ * (attention+quantize) or, with no Linear after it, in BF16
+ * (attention_fp8).  Compared with the same sequence unfused
+ * (TECORE_SEQ_NO_FUSION: RoPE and attention in BF16, the Linear quantizing
+ * O) and with BF16 (no recipe), all from the same parameters and inputs.
+ *
+ * Tolerances (||got - want|| / ||want||).  What the fusion adds is E4M3
+ * Q, K and V: a code keeps 3 mantissa bits, a rounding error up to 2^-4
+ * relative (about 0.02 rms over a binade), with margin 1 below saturation.
+ * V's errors reach O through a softmax-weighted mean (averaged down over
+ * the long sequence, passed whole for the first query, which sees one
+ * key), Q's and K's through the logits.  O is then quantized to E4M3 on
+ * both paths, and where the two O lie on either side of a rounding
+ * boundary their codes differ by one (2^-3 relative), which is why the
+ * observed errors exceed the Q/K/V rounding alone.  300 seeds: fused vs
+ * unfused y max 0.056 (tol 0.09), attention_fp8's O (BF16, no Linear
+ * after it) max 0.042 (tol 0.065).  Against BF16 the FP8 Linears' own
+ * error adds (test_fp8_linears_vs_bf16): y max 0.068 fused, 0.059
+ * unfused (tol 0.12). */
+START_TEST(test_fp8_attention_fused) {
+  static const int lens[2] = {7, 20};
+  struct tcase_cfg c = {.dt = TECORE_DTYPE_BF16, .rows = 32, .features = 32, .batch = 2,
+                        .max_seqlen = 24, .lens = lens, .attn_flags = TECORE_ATTN_CAUSAL,
+                        .seq_flags = TECORE_SEQ_INFERENCE};
+  struct tcase_cfg cu = c, cn = c, cnu = c;
+  cu.seq_flags |= TECORE_SEQ_NO_FUSION;
+  cn.no_proj = 1;
+  cnu.no_proj = 1;
+  cnu.seq_flags |= TECORE_SEQ_NO_FUSION;
+  struct block bf, fu, un, nbf, nfu, nun;
+  block_init(&bf, &c, 4243);
+  block_init(&fu, &c, 4243);
+  block_init(&un, &cu, 4243);
+  block_init(&nbf, &cn, 4243);
+  block_init(&nfu, &cn, 4243);
+  block_init(&nun, &cnu, 4243);
+  struct tecore_recipe r;
+  TE_OK(tecore_recipe_init(&r, TECORE_RECIPE_DELAYED));
+  r.format = TECORE_FP8_HYBRID;
+  r.margin = 1;   /* margin 0 saturates on fresh inputs (test_fp8_linears_vs_bf16) */
+  struct block *fp8s[] = {&fu, &un, &nfu, &nun};
+  for (int k = 0; k < 4; k++) TE_OK(tecore_seq_set_recipe(fp8s[k]->seq, &r, S()));
+  char buf[512];
+  plan_of(&fu, buf, sizeof buf, "fp8 inference");
+  ck_assert_msg(strstr(buf, "rope+quantize[2]") && strstr(buf, "attention+quantize[3]"),
+                "plan: %s", buf);
+  plan_of(&un, buf, sizeof buf, "fp8 inference, no fusion");
+  ck_assert_msg(strstr(buf, "rope[2]") && strstr(buf, "attention[3]"), "plan: %s", buf);
+  plan_of(&nfu, buf, sizeof buf, "fp8 inference, no Linear after attention");
+  ck_assert_msg(strstr(buf, "rope+quantize[2]") && strstr(buf, "attention_fp8[3]"),
+                "plan: %s", buf);
+  plan_of(&bf, buf, sizeof buf, "bf16 inference");
+  ck_assert_msg(strstr(buf, "rope[2]") && strstr(buf, "attention[3]"), "plan: %s", buf);
+  /* Q/K/V's scales are apart from tecore_seq_fp8_state: the fused
+   * inference twin keeps the training sequence's layout (scales copy over) */
+  struct tcase_cfg ct = c;
+  ct.seq_flags = 0;
+  struct block tr;
+  block_init(&tr, &ct, 4243);
+  TE_OK(tecore_seq_set_recipe(tr.seq, &r, S()));
+  for (int role = 0; role < 3; role++) {
+    struct tecore_delayed_state sa, sb;
+    TE_OK(tecore_seq_fp8_state(tr.seq, (tecore_fp8_role_t)role, &sa));
+    TE_OK(tecore_seq_fp8_state(fu.seq, (tecore_fp8_role_t)role, &sb));
+    ck_assert_uint_eq(sa.count, sb.count);
+  }
+  block_fini(&tr);
+
+  size_t R = c.rows, F = c.features, n = R * F, no = R * HD;
+  struct tecore_tensor y[3], yo[3];
+  for (int k = 0; k < 3; k++) {
+    y[k] = tgt_bf16_tensor(R, F);
+    yo[k] = tgt_bf16_tensor(R, HD);
+  }
+  struct block *full[] = {&fu, &un, &bf}, *att[] = {&nfu, &nun, &nbf};
+  fp8_forwards(full, 3, y, F);
+  fp8_forwards(att, 3, yo, HD);
+  /* attention+quantize recorded O's amax for the proj Linear's input
+   * scale: the fused and unfused scales agree but for the Q/K/V rounding
+   * that moves O (250 seeds: fused / unfused 0.95 .. 1.06; an amax not
+   * recorded would leave the initial scale 1, about 100x off) */
+  struct tecore_delayed_state sf, su;
+  TE_OK(tecore_seq_fp8_state(fu.seq, TECORE_FP8_ACTIVATION, &sf));
+  TE_OK(tecore_seq_fp8_state(un.seq, TECORE_FP8_ACTIVATION, &su));
+  ck_assert_uint_eq(sf.count, su.count);
+  ck_assert_uint_le(sf.count, 8);
+  float scf[8], scu[8];
+  te_d2h(scf, sf.scale, sf.count * 4);
+  te_d2h(scu, su.scale, su.count * 4);
+  for (size_t k = 0; k < sf.count; k++) {
+    printf("# activation scale %zu: fused %g unfused %g\n", k, scf[k], scu[k]);
+    ck_assert_msg(scu[k] != 1.0f && scf[k] > 0.8f * scu[k] && scf[k] < 1.25f * scu[k],
+                  "activation scale %zu: fused %g unfused %g", k, scf[k], scu[k]);
+  }
+  double e = dev_rel(y[0].data, y[1].data, n, c.dt);
+  printf("# fused vs unfused fp8: y %.4f (tol 0.09)\n", e);
+  ck_assert_msg(e <= 0.09, "fused vs unfused fp8 y: %.4f > 0.09", e);
+  e = dev_rel(yo[0].data, yo[1].data, no, c.dt);
+  printf("# fused vs unfused fp8: O %.4f (tol 0.065)\n", e);
+  ck_assert_msg(e <= 0.065, "fused vs unfused fp8 O: %.4f > 0.065", e);
+  for (int k = 0; k < 2; k++) {
+    e = dev_rel(y[k].data, y[2].data, n, c.dt);
+    printf("# %s fp8 vs bf16: y %.4f (tol 0.12)\n", k ? "unfused" : "fused", e);
+    ck_assert_msg(e <= 0.12, "%s fp8 vs bf16 y: %.4f > 0.12", k ? "unfused" : "fused", e);
+  }
+  for (int k = 0; k < 3; k++) {
+    TE_OK(tecore_mem_free(y[k].data));
+    TE_OK(tecore_mem_free(yo[k].data));
+  }
+  struct block *all[] = {&bf, &fu, &un, &nbf, &nfu, &nun};
+  for (int k = 0; k < 6; k++) block_fini(all[k]);
+}
+END_TEST
+
+/* An inference forward ran attention with no softmax statistics (lse 0,
+ * as te/attention.h allows), which the address check refused: the same
+ * bits as a training sequence's forward now. */
+START_TEST(test_inference_attention_without_lse) {
+  static const int lens[2] = {7, 20};
+  struct tcase_cfg ct = {.dt = TECORE_DTYPE_BF16, .rows = 32, .features = 32, .batch = 2,
+                         .max_seqlen = 24, .lens = lens, .attn_flags = TECORE_ATTN_CAUSAL};
+  struct tcase_cfg ci = ct;
+  ci.seq_flags = TECORE_SEQ_INFERENCE;
+  struct block t, i;
+  block_init(&t, &ct, 6);
+  block_init(&i, &ci, 6);
+  size_t R = ct.rows, F = ct.features, n = R * F;
+  struct tecore_tensor x = tgt_bf16_tensor(R, F), yt = tgt_bf16_tensor(R, F);
+  struct tecore_tensor yi = tgt_bf16_tensor(R, F);
+  tgt_rand_bf16(&x, -1.5f, 1.5f);
+  te_poison_dev(yt.data, n * 2);
+  te_poison_dev(yi.data, n * 2);
+  TE_OK(tecore_seq_forward(t.seq, &x, &yt, 0, S()));
+  TE_OK(tecore_seq_forward(i.seq, &x, &yi, 0, S()));
+  uint16_t *ht = malloc(n * 2), *hi = malloc(n * 2);
+  te_d2h(ht, yt.data, n * 2);
+  te_d2h(hi, yi.data, n * 2);
+  ck_assert_msg(memcmp(ht, hi, n * 2) == 0, "inference forward differs from training's");
+  free(ht);
+  free(hi);
+  struct tecore_tensor *ts[] = {&x, &yt, &yi};
+  for (size_t k = 0; k < 3; k++) TE_OK(tecore_mem_free(ts[k]->data));
+  block_fini(&t);
+  block_fini(&i);
+}
+END_TEST
+
+/* Where the conditions are not met the plan keeps RoPE and attention
+ * unfused: a training sequence (attention's backward reads BF16 Q/K/V
+ * and O), current scaling, no recipe. */
+START_TEST(test_fp8_attention_fallback) {
+  static const int lens[2] = {7, 20};
+  struct tcase_cfg ct = {.dt = TECORE_DTYPE_BF16, .rows = 32, .features = 32, .batch = 2,
+                         .max_seqlen = 24, .lens = lens, .attn_flags = TECORE_ATTN_CAUSAL};
+  struct tcase_cfg ci = ct;
+  ci.seq_flags = TECORE_SEQ_INFERENCE;
+  struct block t, i;
+  block_init(&t, &ct, 5);
+  block_init(&i, &ci, 5);
+  char buf[512];
+  struct tecore_recipe r;
+  TE_OK(tecore_recipe_init(&r, TECORE_RECIPE_DELAYED));
+  r.margin = 1;
+  TE_OK(tecore_seq_set_recipe(t.seq, &r, S()));
+  plan_of(&t, buf, sizeof buf, "fp8 training");
+  ck_assert_msg(strstr(buf, "rope[2]") && strstr(buf, "attention[3]"), "plan: %s", buf);
+  TE_OK(tecore_recipe_init(&r, TECORE_RECIPE_CURRENT));
+  TE_OK(tecore_seq_set_recipe(i.seq, &r, S()));
+  plan_of(&i, buf, sizeof buf, "current-scaling inference");
+  ck_assert_msg(strstr(buf, "rope[2]") && strstr(buf, "attention[3]"), "plan: %s", buf);
+  TE_OK(tecore_seq_set_recipe(i.seq, NULL, S()));
+  plan_of(&i, buf, sizeof buf, "inference without a recipe");
+  ck_assert_msg(strstr(buf, "rope[2]") && strstr(buf, "attention[3]"), "plan: %s", buf);
+  block_fini(&t);
+  block_fini(&i);
+}
+END_TEST
+
 /* ---- plan, saved tensors, describe ----------------------------------------------------------- */
 
 START_TEST(test_describe_and_saved) {
@@ -641,9 +853,13 @@ static Suite *ops_attention_suite(void) {
   tcase_add_test(tc, test_block_bf16_varlen_causal);
   tcase_add_test(tc, test_block_bf16_fixed_interleaved);
   tcase_add_test(tc, test_fp8_linears_vs_bf16);
+  tc = te_tcase(s, "fp8_attention", 1);
+  tcase_add_test(tc, test_fp8_attention_fused);
+  tcase_add_test(tc, test_inference_attention_without_lse);
   tc = te_tcase(s, "plan", 1);
   tcase_add_test(tc, test_describe_and_saved);
   tcase_add_test(tc, test_bad_descs);
+  tcase_add_test(tc, test_fp8_attention_fallback);
   tc = te_tcase(s, "graph", 1);
   tcase_add_test(tc, test_graphed_new_seqlens);
   return s;

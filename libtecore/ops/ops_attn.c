@@ -279,3 +279,131 @@ tecore_result_t te_attn_op_bwd(const struct tecore_seq_exec *x) {
   if (f32) TE_CHECK(te_cast(s, x->grad[0].data, TECORE_DTYPE_F32, dqkv, dt, nin, x->stream));
   return TECORE_SUCCESS;
 }
+
+/* ---- FP8 attention of inference sequences (rope+quantize, attention+quantize) ------------ */
+
+/* Q, K and V of op o as compact E4M3 views of buf: [rows][heads d], then
+ * [rows][kv_heads d] twice (what tecore_rope_fwd_fp8 writes). */
+static void attn8_views(const struct te_op *o, tecore_devptr_t buf,
+                        struct tecore_attention_args *a) {
+  const struct tecore_op_attention_args *p = &o->prm.attn;
+  size_t rows = o->in_rows, d = (size_t)p->head_dim;
+  size_t qw = (size_t)p->heads * d, kw = (size_t)p->kv_heads * d;
+  a->dtype = TECORE_DTYPE_E4M3;
+  a->q = (struct tecore_attn_view){.data = buf, .token_stride = qw, .head_stride = d};
+  a->k = (struct tecore_attn_view){.data = buf + rows * qw, .token_stride = kw, .head_stride = d};
+  a->v = (struct tecore_attn_view){.data = buf + rows * (qw + kw), .token_stride = kw,
+                                   .head_stride = d};
+}
+
+/* The arguments of an FP8 forward with addresses that only look valid
+ * (the checks and sizes read no pointer). */
+static void attn8_probe(const tecore_seq_t *s, const struct te_op *o, int o8,
+                        struct tecore_attention_args *a) {
+  attn_args(o, TECORE_DTYPE_E4M3, 0, (tecore_devptr_t)2 << 30, a);
+  attn8_views(o, (tecore_devptr_t)1 << 30, a);
+  a->q.scale_inv = a->k.scale_inv = a->v.scale_inv = (tecore_devptr_t)3 << 30;
+  a->lse = 0;
+  a->o_dtype = o8 ? TECORE_DTYPE_E4M3 : s->cfg.dtype;
+  if (o8) {
+    a->o.scale = (tecore_devptr_t)4 << 30;
+    a->o.scale_inv = a->o.scale + 256;
+    a->o.amax = a->o.scale + 512;
+  }
+}
+
+int te_attn_fp8_takes(const tecore_seq_t *s, size_t i, int o8) {
+  if (!te_seq_infer(s) || i == 0 || i >= s->nops) return 0;
+  if (s->cfg.dtype != TECORE_DTYPE_BF16 && s->cfg.dtype != TECORE_DTYPE_F16) return 0;
+  const struct te_op *r = &s->ops[i - 1], *o = &s->ops[i];
+  if (r->d.kind != TECORE_OP_ROPE || o->d.kind != TECORE_OP_ATTENTION) return 0;
+  /* RoPE's heads must be attention's: it writes Q, K and V by its own split */
+  if (r->prm.rope.heads != o->prm.attn.heads || r->prm.rope.kv_heads != o->prm.attn.kv_heads ||
+      r->prm.rope.head_dim != o->prm.attn.head_dim)
+    return 0;
+  if (o8 && !(i + 1 < s->nops && te_op_fp8(s, i + 1) && s->bnd && s->bnd[i + 1].f8 >= 0))
+    return 0;
+  struct tecore_attention_args a;
+  attn8_probe(s, o, o8, &a);
+  size_t w = 0;
+  if (tecore_attention_workspace_size(&a, 0, &w) == TECORE_SUCCESS) return 1;
+  TE_INFO(TECORE_SUBSYS_KERNEL, "fuser: op %zu: FP8 attention%s refused (%s); it runs in %s",
+          i, o8 ? " with an E4M3 output" : "", tecore_last_error(),
+          o8 ? "E4M3 with O in the dtype" : "the dtype");
+  tecore_clear_error();
+  return 0;
+}
+
+tecore_result_t te_attn_q_ws(const tecore_seq_t *s, size_t first, size_t *bytes, void *ctx) {
+  struct tecore_attention_args a;
+  attn8_probe(s, &s->ops[first], (uintptr_t)ctx != 0, &a);
+  return tecore_attention_workspace_size(&a, 0, bytes);
+}
+
+/* The E4M3 tensor of FP8 Q (k 0), K (1) or V (2) of attention op o. */
+static tecore_result_t qkv8_tensor(const tecore_seq_t *s, const struct te_op *o, int k,
+                                   struct tecore_tensor *t) {
+  const struct tecore_op_attention_args *p = &o->prm.attn;
+  size_t rows = o->in_rows, d = (size_t)p->head_dim;
+  size_t qw = (size_t)p->heads * d, kw = (size_t)p->kv_heads * d;
+  size_t off = k == 0 ? 0 : rows * (qw + (size_t)(k - 1) * kw);
+  te_t2d(t, TECORE_DTYPE_E4M3, rows, k == 0 ? qw : kw, o->qkv8_buf + off);
+  TE_CHECK(tecore_delayed_state_tensor(&s->st_qkv, o->qkv8_entry + (size_t)k, t));
+  if (t->dtype != TECORE_DTYPE_E4M3)
+    return TE_ERR(TECORE_ERR_INTERNAL, "fuser: FP8 Q/K/V of %s, not E4M3",
+                  tecore_dtype_name(t->dtype));
+  return TECORE_SUCCESS;
+}
+
+tecore_result_t te_rope_q_fwd(const struct tecore_seq_exec *x) {
+  const tecore_seq_t *s = x->seq;
+  const struct tecore_op_rope_args *r = &op_of(x)->prm.rope;
+  const struct te_op *at = &s->ops[x->first + 1];
+  size_t es = tecore_dtype_size(s->cfg.dtype), w = x->act[0].shape[1];
+  size_t d = (size_t)r->head_dim;
+  tecore_devptr_t p = x->act[0].data;
+  struct tecore_rope_args a = {
+      .dtype = s->cfg.dtype, .tokens = x->act[0].shape[0], .q_heads = r->heads,
+      .k_heads = r->kv_heads, .head_dim = r->head_dim, .rotary_dim = r->rotary_dim,
+      .style = (tecore_rope_style_t)r->style, .theta = r->theta, .cu_seqlens = r->cu_seqlens,
+      .batch = r->cu_seqlens ? r->batch : 0, .seq_len = r->cu_seqlens ? 0 : r->max_seqlen,
+      .q_in = {.data = p, .token_stride = w, .head_stride = d},
+      .k_in = {.data = p + (size_t)r->heads * d * es, .token_stride = w, .head_stride = d}};
+  struct tecore_rope_view v = {.data = p + (size_t)(r->heads + r->kv_heads) * d * es,
+                               .token_stride = w, .head_stride = d};
+  struct tecore_tensor q8, k8, v8;
+  TE_CHECK(qkv8_tensor(s, at, 0, &q8));
+  TE_CHECK(qkv8_tensor(s, at, 1, &k8));
+  TE_CHECK(qkv8_tensor(s, at, 2, &v8));
+  return tecore_rope_fwd_fp8(&a, &v, r->kv_heads, &q8, &k8, &v8, x->stream);
+}
+
+tecore_result_t te_attn_q_fwd(const struct tecore_seq_exec *x) {
+  const tecore_seq_t *s = x->seq;
+  const struct te_op *o = op_of(x);
+  const int o8 = (uintptr_t)x->ctx != 0;
+  struct tecore_tensor q8, k8, v8;
+  TE_CHECK(qkv8_tensor(s, o, 0, &q8));
+  TE_CHECK(qkv8_tensor(s, o, 1, &k8));
+  TE_CHECK(qkv8_tensor(s, o, 2, &v8));
+  struct tecore_attention_args a;
+  attn_args(o, TECORE_DTYPE_E4M3, 0, x->act[1].data, &a);
+  attn8_views(o, o->qkv8_buf, &a);
+  a.q.scale_inv = q8.scale_inv;
+  a.k.scale_inv = k8.scale_inv;
+  a.v.scale_inv = v8.scale_inv;
+  a.lse = 0;   /* inference: no backward reads it */
+  a.o_dtype = s->cfg.dtype;
+  if (o8) {    /* O as the next Linear's FP8 input, at its scale, its amax counted */
+    struct tecore_tensor y8;
+    TE_CHECK(te_bnd_f8_tensor(s, x->first + 1, &y8));
+    a.o_dtype = TECORE_DTYPE_E4M3;
+    a.o = (struct tecore_attn_view){.data = y8.data, .scale = y8.scale,
+                                    .scale_inv = y8.scale_inv, .amax = y8.amax};
+  }
+  size_t nout = o->out_rows * o->out_cols;
+  TE_CHECK(zero_padding(o, a.o.data, nout * tecore_dtype_size(a.o_dtype), x->stream));
+  a.workspace = x->workspace;
+  a.workspace_bytes = x->workspace_bytes;
+  return tecore_attention_fwd(&a, x->stream);
+}

@@ -13,6 +13,14 @@
  *       [Linear, (Bias), (GELU | AddExtraInput)]: one GEMM whose epilogue
  *       adds the bias, applies GELU (the pre-activation saved as aux: the
  *       GELU's input boundary) or adds the residual through C with beta = 1.
+ *   rope+quantize, attention+quantize / attention_fp8   [RoPE], [attention]
+ *       (inference sequences, delayed scaling; ops_attn.c): RoPE writes E4M3
+ *       Q, K and V (tecore_rope_fwd_fp8; its BF16 output is left unwritten)
+ *       and attention reads them, writing O as the next FP8 Linear's E4M3
+ *       input at its scale, its amax counted (attention+quantize), or in
+ *       the dtype (attention_fp8).  Not in training: attention's backward
+ *       takes BF16/F16 only and reads Q, K, V and O.  The two are planned
+ *       together or not at all (te_plan_build).
  * Backward
  *   dgelu+dbias+cast_transpose (and drelu/dsilu/dqgelu, with or without the
  *       bias)   [Linear, (Bias), act] with FP8: one kernel computes
@@ -86,6 +94,20 @@ static int p_dgrad_dgelu(const tecore_seq_t *s, size_t i, const struct tecore_re
   for (size_t k = i + 1; k < s->nops && k <= i + 3; k++)
     if (op_at(s, k)->fp8 & TE_KIND_GEMM) return !te_op_fp8(s, k);
   return 1;
+}
+
+/* rope+quantize [RoPE] / attention+quantize [attention] (inference, delayed
+ * scaling, ops_attn.c): prepare_fp8 gave the attention FP8 Q/K/V entries;
+ * ctx 1: O as the next FP8 Linear's input (that pattern's name), 0: O in
+ * the dtype ("attention_fp8") */
+static int p_rope_q(const tecore_seq_t *s, size_t i, const struct tecore_recipe *r, void *ctx) {
+  (void)ctx;
+  return fp8_delayed(s, r) && i + 1 < s->nops && s->ops[i + 1].qkv8;
+}
+
+static int p_attn_q(const tecore_seq_t *s, size_t i, const struct tecore_recipe *r, void *ctx) {
+  if (!fp8_delayed(s, r) || !s->ops[i].qkv8) return 0;
+  return te_attn_fp8_takes(s, i, 1) == ((uintptr_t)ctx != 0);
 }
 
 /* ---- forward executors ------------------------------------------------------------------- */
@@ -234,6 +256,16 @@ const struct te_fusion te_builtin_fusions[] = {
         CTX(NQ_QUANTIZE), 10),
     PAT(TE_FUSE_NORM_Q_QUANTIZE, "layernorm+quantize", FWD, 2, K(LN, Q), p_norm_q, x_norm_q,
         CTX(NQ_QUANTIZE | NQ_LAYERNORM), 10),
+    PAT(TE_FUSE_ROPE_Q, "rope+quantize", FWD, 1, K(TECORE_OP_ROPE), p_rope_q, te_rope_q_fwd,
+        CTX(0), 10),
+    {.def = {.name = "attention+quantize", .dir = FWD, .nops = 1, .kinds = {TECORE_OP_ATTENTION},
+             .applies = p_attn_q, .run = te_attn_q_fwd, .ctx = CTX(1), .priority = 10,
+             .workspace = te_attn_q_ws},
+     .builtin_id = TE_FUSE_ATTN_Q},
+    {.def = {.name = "attention_fp8", .dir = FWD, .nops = 1, .kinds = {TECORE_OP_ATTENTION},
+             .applies = p_attn_q, .run = te_attn_q_fwd, .ctx = CTX(0), .priority = 10,
+             .workspace = te_attn_q_ws},
+     .builtin_id = TE_FUSE_ATTN_Q},
     PAT(TE_FUSE_LINEAR_EPI, "linear+bias", FWD, 2, K(L, B), p_linear, x_linear_epi,
         CTX(L_NO_BIAS | L_BIAS_EPI | L_BIAS_OP), 10),
     PAT(TE_FUSE_LINEAR_EPI, "linear+bias+gelu", FWD, 2, K(L, G), p_linear, x_linear_epi,

@@ -61,6 +61,9 @@ enum te_fuse_id {
   TE_FUSE_DGRAD_DGELU,          /* backward [Linear, (Bias), GELU, Linear]: DGELU epilogue */
   TE_FUSE_RMSNORM_BWD_ADD,      /* backward [MakeExtraOutput, RMSNorm] */
   TE_FUSE_DGRAD_ADD,            /* backward [MakeExtraOutput, Linear]: dgrad with C */
+  TE_FUSE_ROPE_Q,               /* inference [RoPE] before FP8 attention: FP8 Q/K/V */
+  TE_FUSE_ATTN_Q,               /* inference [attention] on them: O in E4M3 (the next FP8
+                                   Linear's input) or in the dtype */
 };
 
 /* ---- a sequence ---------------------------------------------------------------- */
@@ -99,6 +102,11 @@ struct te_op {
   tecore_devptr_t lse;             /* float [heads][rows]: forward writes, backward reads */
   tecore_devptr_t qkv16, o16;      /* F32 sequences: bf16 input and output, kept for backward */
   tecore_devptr_t do16, dqkv16;    /* F32 sequences: bf16 gradients (scratch of the backward) */
+  int qkv8;                        /* FP8 Q/K/V (rope+quantize): entries qkv8_entry .. + 2
+                                      (Q, K, V) of tecore_seq.st_qkv, qkv8_buf their codes
+                                      (compact Q, then K, then V); 0: none */
+  size_t qkv8_entry;
+  tecore_devptr_t qkv8_buf;
   /* a slot role (MakeExtraOutput / AddExtraInput) */
   int pair;                        /* its use of the slot: an index into tecore_seq.pairs, or -1 */
   unsigned ext;                    /* TE_EXT_X16: x16 is the caller's (tecore_seq_set_saved) */
@@ -184,6 +192,11 @@ struct tecore_seq {
   int have_state;
   struct tecore_delayed_state st_act, st_w, st_g;
   size_t nf8;                      /* activation entries */
+  /* FP8 Q/K/V of rope+quantize (te_op.qkv8): their own activation state,
+   * apart from st_act, so that a training sequence and its inference twin
+   * keep one st_act layout (tecore_seq_fp8_state); updated with the others */
+  struct tecore_delayed_state st_qkv;
+  size_t nqkv8;
 
   struct te_plan plan;
 
@@ -271,6 +284,14 @@ tecore_result_t te_attn_op_fwd(const struct tecore_seq_exec *x);
 tecore_result_t te_attn_op_bwd(const struct tecore_seq_exec *x);
 /* Allocates attention op i's own buffers (tecore_seq_build). */
 tecore_result_t te_attn_op_alloc(tecore_seq_t *s, size_t i);
+/* The FP8 attention of inference sequences (ops_fusions.c's rope+quantize
+ * and attention+quantize): can attention op i take FP8 Q/K/V from the RoPE
+ * before it (no recipe needed yet: the plan's static conditions and the
+ * backend); with o8, can it also write O in E4M3?  No error is left. */
+int te_attn_fp8_takes(const tecore_seq_t *s, size_t i, int o8);
+tecore_result_t te_rope_q_fwd(const struct tecore_seq_exec *x);
+tecore_result_t te_attn_q_fwd(const struct tecore_seq_exec *x);
+tecore_result_t te_attn_q_ws(const tecore_seq_t *s, size_t first, size_t *bytes, void *ctx);
 
 /* ---- ops_plan.c --------------------------------------------------------------------- */
 /* Plans both passes, records what the forward groups leave at the

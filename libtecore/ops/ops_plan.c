@@ -95,6 +95,25 @@ static tecore_result_t plan_pass(tecore_seq_t *s, tecore_seq_dir_t dir, int fuse
   return TECORE_SUCCESS;
 }
 
+/* rope+quantize writes FP8 Q/K/V only the FP8 attention right after it
+ * reads: a group of either without the other (a registered pattern took
+ * its partner) runs unfused. */
+static void pair_rope_attn(tecore_seq_t *s) {
+  struct te_group *g = s->plan.groups[TECORE_SEQ_FORWARD];
+  size_t ng = s->plan.ngroups[TECORE_SEQ_FORWARD];
+  for (int pass = 0; pass < 2; pass++)
+    for (size_t k = 0; k < ng; k++) {
+      int id = g[k].f ? g[k].f->builtin_id : -1, ok = 1;
+      if (pass == 0 && id == TE_FUSE_ROPE_Q)
+        ok = k + 1 < ng && g[k + 1].f && g[k + 1].f->builtin_id == TE_FUSE_ATTN_Q;
+      else if (pass == 1 && id == TE_FUSE_ATTN_Q)
+        ok = k > 0 && g[k - 1].f && g[k - 1].f->builtin_id == TE_FUSE_ROPE_Q;
+      if (ok) continue;
+      g[k].f = NULL;
+      g[k].name = s->ops[g[k].first].def.name;
+    }
+}
+
 /* Grows the workspace to what the planned patterns ask for; the old one
  * stays allocated (a graph captured before may use it). */
 static tecore_result_t fit_workspace(tecore_seq_t *s) {
@@ -145,6 +164,7 @@ tecore_result_t te_plan_build(tecore_seq_t *s) {
     te_plan_free(&s->plan);
     return r;
   }
+  pair_rope_attn(s);
   r = fit_workspace(s);
   if (r != TECORE_SUCCESS) {
     te_plan_free(&s->plan);
@@ -167,6 +187,12 @@ tecore_result_t te_plan_build(tecore_seq_t *s) {
       bd->f8_ready = bd->f8_rowonly = 1;
       bd->hp_valid = 0;
       s->bnd[gr->first + 1].hp_valid = 0;
+    } else if (gr->f && gr->f->builtin_id == TE_FUSE_ROPE_Q) {
+      s->bnd[gr->first + 1].hp_valid = 0;   /* FP8 Q/K/V in the attention's buffer instead */
+    } else if (gr->f && gr->f->builtin_id == TE_FUSE_ATTN_Q && gr->f->def.ctx) {
+      struct te_bnd *bd = &s->bnd[gr->first + 1];   /* O as the next Linear's FP8 input */
+      bd->f8_ready = bd->f8_rowonly = 1;
+      bd->hp_valid = 0;
     } else if (gr->f && gr->f->builtin_id < 0 && (gr->f->def.flags & TECORE_FUSION_WRITES_FP8) &&
                s->fp8_run && gr->first + gr->count < s->nops &&
                s->bnd[gr->first + gr->count].f8 >= 0) {

@@ -125,6 +125,7 @@ static void free_state(tecore_seq_t *s) {
   if (s->st_act.base) (void)tecore_delayed_state_free(&s->st_act);
   if (s->st_w.base) (void)tecore_delayed_state_free(&s->st_w);
   if (s->st_g.base) (void)tecore_delayed_state_free(&s->st_g);
+  if (s->st_qkv.base) (void)tecore_delayed_state_free(&s->st_qkv);
   s->have_state = 0;
 }
 
@@ -687,6 +688,7 @@ static tecore_result_t prepare_fp8(tecore_seq_t *s, tecore_stream_t stream) {
   /* new operand types: the GEMM library may take the GELU epilogue without aux now */
   for (size_t i = 0; i < n; i++) s->ops[i].gelu_aux_only = 0;
   for (size_t b = 0; b <= n; b++) s->bnd[b].f8 = -1;
+  for (size_t i = 0; i < n; i++) s->ops[i].qkv8 = 0;
   s->nf8 = 0;
   if (s->fp8) TE_CHECK(check_fp8_shapes(s, "tecore_seq_build"));
   if (s->fp8_run) {
@@ -701,6 +703,19 @@ static tecore_result_t prepare_fp8(tecore_seq_t *s, tecore_stream_t stream) {
         if (both) TE_CHECK(te_seq_alloc(s, bd->rows * bd->cols, 0, &bd->f8_col));
       }
     }
+    /* inference, delayed scaling: attention after RoPE takes FP8 Q/K/V
+     * (rope+quantize), three entries of st_qkv */
+    s->nqkv8 = 0;
+    const int qkv8 = s->recipe.kind == TECORE_RECIPE_DELAYED &&
+                     !(s->cfg.flags & TECORE_SEQ_NO_FUSION);
+    for (size_t i = 1; i < n && qkv8; i++) {
+      struct te_op *o = &s->ops[i];
+      if (!te_attn_fp8_takes(s, i, 0)) continue;
+      o->qkv8 = 1;
+      o->qkv8_entry = s->nqkv8;
+      s->nqkv8 += 3;
+      if (!o->qkv8_buf) TE_CHECK(te_seq_alloc(s, o->in_rows * o->in_cols, 0, &o->qkv8_buf));
+    }
     for (size_t i = 0; i < n; i++) {
       struct te_op *o = &s->ops[i];
       if (!(o->fp8 & TE_KIND_GEMM) || o->w8_row) continue;
@@ -714,6 +729,7 @@ static tecore_result_t prepare_fp8(tecore_seq_t *s, tecore_stream_t stream) {
     TE_CHECK(make_state(s, TECORE_FP8_ACTIVATION, s->nf8, stream, &s->st_act));
     TE_CHECK(make_state(s, TECORE_FP8_WEIGHT, s->nlinear, stream, &s->st_w));
     TE_CHECK(make_state(s, TECORE_FP8_GRADIENT, s->nlinear, stream, &s->st_g));
+    TE_CHECK(make_state(s, TECORE_FP8_ACTIVATION, s->nqkv8, stream, &s->st_qkv));
     s->have_state = 1;
   } else if (dt == TECORE_DTYPE_F32) {
     for (size_t i = 0; i < n; i++) {
@@ -838,11 +854,11 @@ TE_EXPORT tecore_result_t tecore_seq_update_scales(tecore_seq_t *s, tecore_strea
   TE_ARG(s->built, "tecore_seq_update_scales: the sequence is not built (tecore_seq_build)");
   if (!s->fp8_run || s->recipe.kind != TECORE_RECIPE_DELAYED || !s->have_state)
     return TECORE_SUCCESS;
-  /* the three roles' states in one launch (a role without tensors has a
-   * zeroed state, which the update skips): one kernel of the step's
+  /* the three roles' states and FP8 Q/K/V's in one launch (a state
+   * without tensors is zeroed, which the update skips): one kernel of the step's
    * bookkeeping instead of three, side by side on the device */
-  const struct tecore_delayed_state st[3] = {s->st_act, s->st_w, s->st_g};
-  TE_CHECK(tecore_delayed_update_multi(&s->recipe, st, 3, stream));
+  const struct tecore_delayed_state st[4] = {s->st_act, s->st_w, s->st_g, s->st_qkv};
+  TE_CHECK(tecore_delayed_update_multi(&s->recipe, st, 4, stream));
   /* the cached weight copies were quantized at the old scales */
   w8_invalidate(s);
   return TECORE_SUCCESS;

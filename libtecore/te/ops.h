@@ -214,7 +214,23 @@ struct tecore_op_attention_args {
  *                     reads its input, its output and the softmax
  *                     statistics it saved, writes the packed dQKV.  F32
  *                     sequences run it on bf16 copies (kept for the
- *                     backward), F16 and BF16 ones on their tensors
+ *                     backward), F16 and BF16 ones on their tensors.
+ *                     FP8: a BF16/F16 TECORE_SEQ_INFERENCE sequence under
+ *                     a delayed recipe, ATTENTION right after a ROPE of
+ *                     the same heads, plans rope+quantize (RoPE writes
+ *                     E4M3 Q, K and V, tecore_rope_fwd_fp8, with delayed
+ *                     scaling state of their own: not in
+ *                     tecore_seq_fp8_state, whose layout stays the
+ *                     training twin's; tecore_seq_update_scales updates
+ *                     it from the inference forwards' amaxes) and
+ *                     attention+quantize (attention reads them and writes
+ *                     O as the next Linear's FP8 input at its scale, its
+ *                     amax counted; that Linear quantizes nothing), or
+ *                     attention_fp8 (O in the dtype) when no FP8 Linear
+ *                     follows.  Training sequences keep RoPE and attention
+ *                     in the dtype (attention's backward has no FP8 path
+ *                     and reads Q, K, V and O); so do current scaling,
+ *                     TECORE_SEQ_NO_FUSION and a backend refusing E4M3
  *   registered kinds  the fields their definition lists
  *                     (tecore_op_kind_def.fields), ctx among them
  * Fields a kind does not read must be 0. */
@@ -249,6 +265,8 @@ struct tecore_op_desc {
  *   - a Linear+GELU GEMM writes no pre-activation (te/gemm.h's GELU
  *     epilogues without aux; the aux one where the GEMM library lacks
  *     them);
+ *   - under a delayed recipe, RoPE and attention run in E4M3 (ROPE and
+ *     ATTENTION above: rope+quantize, attention+quantize);
  *   - with a recipe every Linear runs in FP8, whatever its size:
  *     TECORE_OPS_FP8_MIN_MNK does not apply (the per-step bookkeeping it
  *     weighs, the weights' quantize and the transposes, is gone);
