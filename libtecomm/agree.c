@@ -41,7 +41,7 @@ struct tc_agree_wire {
   float eps;
 };
 
-int tc_agree_host_on(void) { return tecore_tunable_int(&tc_tun_host_agree) != 0; }
+static int host_agree_on(void) { return tecore_tunable_int(&tc_tun_host_agree) != 0; }
 
 static const char *op_name(int32_t op) {
   return op == TECOMM_SUM ? "SUM" : op == TECOMM_MAX ? "MAX" : "?";
@@ -91,7 +91,7 @@ static int first_diff(const struct tc_agree_wire *a, const struct tc_agree_wire 
 
 tecomm_result_t tc_agree_host(struct tecomm_comm *c, const struct tc_agree_call *call,
                               const char *fn) {
-  if (c->nranks < 2 || !tc_agree_host_on()) return TECOMM_SUCCESS;
+  if (c->nranks < 2 || !host_agree_on()) return TECOMM_SUCCESS;
   struct tc_agree_wire me = {.seq = c->agree_seq++,
                              .count = call->count,
                              .dtype = (int32_t)call->dtype,

@@ -26,7 +26,5 @@ struct tc_agree_call {
  * TECOMM_HOST_AGREE=0 or on one rank. */
 tecomm_result_t tc_agree_host(struct tecomm_comm *c, const struct tc_agree_call *call,
                               const char *fn);
-/* TECOMM_HOST_AGREE. */
-int tc_agree_host_on(void);
 
 #endif

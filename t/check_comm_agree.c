@@ -144,8 +144,12 @@ static tecomm_result_t fused_call(tecomm_comm_t c, const struct call *m, tecomm_
 /* SUM tolerance against the float64 sum, mag the sum of magnitudes: every
  * path folds n F32 inputs with at most n - 1 F32 additions (NCCL's
  * emulation, one-shot inside a node, the verbs ring or recursive
- * doubling), each off by at most half an ulp of a partial sum <= mag. */
-static double sum_tol(int n, double mag) { return (n - 1) * 0x1p-24 * mag * 1.0001 + 1e-30; }
+ * doubling), each off by at most half an ulp of a partial sum <= mag, so
+ * (n - 1) 2^-24 mag bounds the error; twice that is the tolerance.
+ * Observed over 200 seeds (TE_TEST_SEED=1..200), in 2^-24 mag: nccl and
+ * verbs flat (n 2) 0.998, verbs hierarchical (n 4) 1.75 (the
+ * tolerances: 2 and 6). */
+static double sum_tol(int n, double mag) { return 2.0 * (n - 1) * 0x1p-24 * mag + 1e-30; }
 
 static void rank_match(const struct acase *k, tecomm_comm_t c, int rank, int n) {
   const size_t count = 3000, bytes = count * 4;
@@ -173,7 +177,10 @@ static void rank_match(const struct acase *k, tecomm_comm_t c, int rank, int n) 
                 (double)got[i], ref[i], tol);
       if (mag[i] > 0 && e / (mag[i] * 0x1p-24) > worst) worst = e / (mag[i] * 0x1p-24);
     }
-    if (rank == 0 && rep == 0) printf("# %s: worst error %.3f x 2^-24 x magnitude\n", k->name, worst);
+    if (rank == 0 && rep == 0) {
+      printf("# %s: worst error %.3f x 2^-24 x magnitude\n", k->name, worst);
+      fflush(stdout);
+    }
   }
   RK_OK(tecomm_comm_status(c, NULL));
   RK_CORE(tecore_mem_free(send));
