@@ -15,7 +15,14 @@
  * could not keep recv unwritten.  The cost is one host round trip per
  * call (TECOMM_HOST_AGREE=0 turns it off).  Under capture the exchange
  * runs when the call is captured: the captured calls are checked, the
- * replays (no host code runs) are not. */
+ * replays (no host code runs) are not.
+ *
+ * A rank whose communicator failed otherwise (a verbs error completion,
+ * NCCL's watchdog) refuses its next call, and its peers would wait in
+ * the exchange for it until TECOMM_TIMEOUT and learn nothing of who is
+ * gone; so the first refused call takes part once more, saying it failed
+ * (tc_agree_refused), and the peers waiting there return
+ * TECOMM_ERR_TIMEOUT naming it at once. */
 #include "agree.h"
 #include "comm_priv.h"
 #include <stdio.h>
@@ -39,6 +46,8 @@ struct tc_agree_wire {
   int32_t dtype, op, algo, fused;
   uint32_t hidden;
   float eps;
+  int32_t failed;   /* 0, or the result that failed this rank's communicator */
+  int32_t pad_;
 };
 
 static int host_agree_on(void) { return tecore_tunable_int(&tc_tun_host_agree) != 0; }
@@ -104,19 +113,51 @@ tecomm_result_t tc_agree_host(struct tecomm_comm *c, const struct tc_agree_call 
   if (c->nranks > 16 && !(all = malloc((size_t)c->nranks * sizeof *all)))
     return TC_ERR(TECOMM_ERR_NOMEM, "%s: out of host memory", fn);
   tecomm_result_t r = c->xchg->allgather(c->xchg, &me, all, sizeof me);
-  int peer = -1;
+  int peer = -1, gone = -1;
+  int32_t gone_code = 0;
   const char *field = NULL;
   char va[64] = "", vb[64] = "";
-  for (int p = 0; r == TECOMM_SUCCESS && p < c->nranks && peer < 0; p++)
+  for (int p = 0; r == TECOMM_SUCCESS && p < c->nranks && gone < 0; p++)
+    if (all[p].failed) gone = p, gone_code = all[p].failed;
+  for (int p = 0; r == TECOMM_SUCCESS && gone < 0 && p < c->nranks && peer < 0; p++)
     if (p != c->rank && first_diff(&me, &all[p], &field, va, vb, sizeof va)) peer = p;
   if (all != few) free(all);
+  /* whatever fails here, every rank that took part knows it: none of
+   * them need tell the others again (tc_agree_refused) */
+  if (r != TECOMM_SUCCESS || gone >= 0 || peer >= 0) c->agree_told = 1;
   /* the exchange itself failed: a peer that does not come within
    * TECOMM_TIMEOUT (it made no call here, or another kind of call) */
   if (r != TECOMM_SUCCESS) return r;
+  if (gone >= 0) {
+    c->sticky_peer = gone;
+    return TC_ERR(TECOMM_ERR_TIMEOUT,
+                  "%s: rank %d cannot make this call: its communicator failed earlier (%s); "
+                  "nothing was enqueued", fn, gone,
+                  tecomm_result_name((tecomm_result_t)gone_code));
+  }
   if (peer < 0) return TECOMM_SUCCESS;
   c->sticky_peer = peer;
   return TC_ERR(TECOMM_ERR_MISMATCH,
                 "%s: rank %d's collective call differs from this rank's: %s %s here, %s on rank "
                 "%d (compared on the host before the %s call; nothing was enqueued)",
                 fn, peer, field, va, vb, peer, tecomm_algo_name(call->algo));
+}
+
+tecomm_result_t tc_agree_refused(struct tecomm_comm *c, tecomm_result_t why, const char *fn) {
+  if (c->nranks < 2 || !host_agree_on() || c->agree_told || why == TECOMM_SUCCESS ||
+      (c->level != TC_LEVEL_NCCL && c->level != TC_LEVEL_VERBS))
+    return why;
+  c->agree_told = 1;
+  /* the refusal's text is the call's answer, whatever the exchange says */
+  char text[512];
+  snprintf(text, sizeof text, "%s", tecomm_last_error());
+  struct tc_agree_wire me = {.seq = c->agree_seq++, .failed = (int32_t)why};
+  struct tc_agree_wire few[16], *all = few;
+  if (c->nranks <= 16 || (all = malloc((size_t)c->nranks * sizeof *all)) != NULL) {
+    (void)c->xchg->allgather(c->xchg, &me, all, sizeof me);
+    if (all != few) free(all);
+  }
+  (void)fn;
+  tecore_set_error("%s", text);
+  return why;
 }

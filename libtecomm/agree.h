@@ -27,4 +27,13 @@ struct tc_agree_call {
 tecomm_result_t tc_agree_host(struct tecomm_comm *c, const struct tc_agree_call *call,
                               const char *fn);
 
+/* A call refused with why (the communicator failed earlier) on c: at the
+ * NCCL and verbs levels the first such call still takes part in the
+ * exchange, once, saying this rank failed, so that peers waiting in
+ * tc_agree_host learn it and name this rank (TECOMM_ERR_TIMEOUT) instead
+ * of waiting out TECOMM_TIMEOUT; not when the failure was learnt in an
+ * exchange (every rank there knows it).  Returns why, with the refusal's
+ * detail kept. */
+tecomm_result_t tc_agree_refused(struct tecomm_comm *c, tecomm_result_t why, const char *fn);
+
 #endif

@@ -343,7 +343,8 @@ static tecomm_result_t run(struct tecomm_comm *c, tecore_devptr_t send, tecore_d
                            tecore_stream_t stream, const char *fn) {
   const int scratch = (how & TC_AR_SCRATCH) != 0;
   int cap = tc_capturing(stream);
-  TC_CHECK(tc_comm_ready(c, fn, !cap));
+  tecomm_result_t ready = tc_comm_ready(c, fn, !cap);
+  if (ready != TECOMM_SUCCESS) return tc_agree_refused(c, ready, fn); /* peers may wait for it */
   size_t bytes = count * tecore_dtype_size(dtype);
   size_t off = 0;
   struct tc_seg *seg = tc_seg_find(c, send, bytes, &off);

@@ -137,6 +137,7 @@ struct tecomm_comm {
   int64_t last_check_ms;     /* when a collective last read the error word */
   long creator;              /* getpid() of the process that made it (a fork may not use it) */
   uint64_t agree_seq;        /* calls agreed on the host so far (agree.c) */
+  int agree_told;            /* the peers know this communicator failed (agree.c) */
 };
 
 /* ---- pool.c ----------------------------------------------------------------- */
