@@ -4,7 +4,10 @@
  * (issue 28): ranks as forked processes (t/comm_ranks.h), each level
  * forced:
  *   - nccl: tecomm_allreduce_algo(..., TECOMM_ALGO_NCCL) on vdev's NCCL
- *     emulation (libtecomm/nccl_vdev.c), 2 ranks;
+ *     emulation (libtecomm/nccl_vdev.c), 2 ranks, at the pool level and
+ *     at the NCCL level itself (TECOMM_TEST_FAIL=ipc:1), where a rank
+ *     whose communicator failed is also named at once by the peers that
+ *     wait for it;
  *   - verbs flat: the soft verbs device (TECOMM_VERBS_LIB=soft), ranks of
  *     two "nodes" (TECOMM_NODE_MAP=0,1), TECOMM_ALGO=verbs;
  *   - verbs hierarchical: 2 nodes x 2 ranks (TECOMM_NODE_MAP=0,0,1,1);
@@ -28,8 +31,8 @@ static double now_s(void) {
   return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
 }
 
-enum level { L_NCCL, L_VERBS_FLAT, L_VERBS_HIER, L_LAMPORT };
-enum kind { K_MATCH, K_COUNT, K_DTYPE, K_OP, K_EPS, K_HIDDEN };
+enum level { L_NCCL, L_NCCL_LEVEL, L_VERBS_FLAT, L_VERBS_HIER, L_LAMPORT };
+enum kind { K_MATCH, K_COUNT, K_DTYPE, K_OP, K_EPS, K_HIDDEN, K_GONE };
 
 struct acase {
   const char *name;
@@ -45,6 +48,9 @@ static const struct acase cases[] = {
     {"nccl: op", L_NCCL, K_OP, "op", "SUM", "MAX"},
     {"nccl: fused eps", L_NCCL, K_EPS, "eps (fused)", "1e-05", "1e-06"},
     {"nccl: fused hidden", L_NCCL, K_HIDDEN, "hidden (fused)", "512", "1024"},
+    {"nccl level: match", L_NCCL_LEVEL, K_MATCH, NULL, NULL, NULL},
+    {"nccl level: count", L_NCCL_LEVEL, K_COUNT, "count", "3000", "3001"},
+    {"nccl level: a failed rank is named at once", L_NCCL_LEVEL, K_GONE, NULL, NULL, NULL},
     {"verbs flat: match", L_VERBS_FLAT, K_MATCH, NULL, NULL, NULL},
     {"verbs flat: count", L_VERBS_FLAT, K_COUNT, "count", "3000", "3001"},
     {"verbs flat: dtype", L_VERBS_FLAT, K_DTYPE, "dtype", "f32", "bf16"},
@@ -61,6 +67,9 @@ static int case_ranks(const struct acase *k) { return k->level == L_VERBS_HIER ?
  * ahead of it off). */
 static void set_level_env(enum level l) {
   setenv("TECOMM_TIMEOUT", "2000", 1);
+  /* the NCCL level itself: the pool and the workspace fail on rank 1, so
+   * every rank takes the next link (libtecomm(7), Fallback chain) */
+  if (l == L_NCCL_LEVEL) setenv("TECOMM_TEST_FAIL", "ipc:1", 1);
   if (l == L_VERBS_FLAT || l == L_VERBS_HIER) {
     setenv("TECOMM_VERBS_LIB", "soft", 1);
     setenv("TECOMM_NODE_MAP", l == L_VERBS_FLAT ? "0,1" : "0,0,1,1", 1);
@@ -188,14 +197,53 @@ static void rank_match(const struct acase *k, tecomm_comm_t c, int rank, int n) 
   free(in), free(peer), free(got), free(ref), free(mag);
 }
 
+/* The last rank's communicator fails (an abort) and it refuses its next
+ * call; the others, waiting in the host agreement of that call, return
+ * TECOMM_ERR_TIMEOUT naming it at once, not after TECOMM_TIMEOUT (2 s),
+ * with recv still poisoned (before: a bootstrap error naming no rank,
+ * after the whole timeout). */
+static void rank_gone(const struct acase *k, tecomm_comm_t c, int rank, int n) {
+  const size_t count = 1000, bytes = count * 4;
+  tecore_devptr_t send = poisoned(bytes), recv = poisoned(bytes);
+  RK_CORE(tecore_ctx_synchronize());
+  RK_OK(tecomm_allreduce(c, send, recv, count, TECORE_DTYPE_F32, TECOMM_SUM, NULL));
+  RK_CORE(tecore_ctx_synchronize());
+  RK_CORE(tecore_memset_d8_async(recv, 0x5a, bytes, NULL));
+  RK_CORE(tecore_ctx_synchronize());
+  double t0 = now_s();
+  if (rank == n - 1) {
+    RK_OK(tecomm_comm_abort(c));
+    RK_EXPECT(TECOMM_ERR_ABORTED, "aborted",
+              tecomm_allreduce(c, send, recv, count, TECORE_DTYPE_F32, TECOMM_SUM, NULL));
+  } else {
+    RK_EXPECT(TECOMM_ERR_TIMEOUT, "rank 1 cannot make this call",
+              tecomm_allreduce(c, send, recv, count, TECORE_DTYPE_F32, TECOMM_SUM, NULL));
+    int peer = -2;
+    RK_EXPECT(TECOMM_ERR_TIMEOUT, "rank 1 cannot make this call", tecomm_comm_status(c, &peer));
+    RK_ASSERT(peer == n - 1, "%s: status named peer %d", k->name, peer);
+    RK_ASSERT(now_s() - t0 < 1.0, "%s: told after %.2f s (TECOMM_TIMEOUT 2 s)", k->name,
+              now_s() - t0);
+  }
+  RK_CORE(tecore_ctx_synchronize());
+  still_poisoned(recv, bytes, "recv", k->name);
+  (void)tecomm_comm_destroy(c);
+  RK_CORE(tecore_mem_free(send));
+  RK_CORE(tecore_mem_free(recv));
+}
+
 static void rank_agree(int rank, int n, void *arg) {
   const struct acase *k = arg;
   set_level_env(k->level);
   tecomm_comm_t c = tc_rank_comm(rank, n);
-  if (k->level == L_VERBS_FLAT || k->level == L_VERBS_HIER) {
+  if (k->level != L_NCCL && k->level != L_LAMPORT) {
+    const char *want = k->level == L_NCCL_LEVEL ? "level: nccl" : "level: verbs";
     char d[4096];
     RK_OK(tecomm_comm_describe(c, 4096, d, sizeof d));
-    RK_ASSERT(strstr(d, "level: verbs"), "%s: not at the verbs level:\n%s", k->name, d);
+    RK_ASSERT(strstr(d, want), "%s: not at the %s:\n%s", k->name, want, d);
+  }
+  if (k->kind == K_GONE) {
+    rank_gone(k, c, rank, n);
+    return;
   }
   if (k->kind == K_MATCH) {
     rank_match(k, c, rank, n);
