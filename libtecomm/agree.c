@@ -125,8 +125,16 @@ tecomm_result_t tc_agree_host(struct tecomm_comm *c, const struct tc_agree_call 
   /* whatever fails here, every rank that took part knows it: none of
    * them need tell the others again (tc_agree_refused) */
   if (r != TECOMM_SUCCESS || gone >= 0 || peer >= 0) c->agree_told = 1;
-  /* the exchange itself failed: a peer that does not come within
-   * TECOMM_TIMEOUT (it made no call here, or another kind of call) */
+  /* the exchange itself failed: a peer that is gone, or does not come
+   * within TECOMM_TIMEOUT (it made no call here, or another kind of
+   * call); a timeout, as a dead peer is on the other links */
+  if (r == TECOMM_ERR_BOOTSTRAP || r == TECOMM_ERR_TIMEOUT) {
+    char text[400];
+    snprintf(text, sizeof text, "%s", tecomm_last_error());
+    c->sticky_peer = -1;
+    return TC_ERR(TECOMM_ERR_TIMEOUT, "%s: not every rank came to the host agreement before the "
+                  "%s call (nothing was enqueued): %s", fn, tecomm_algo_name(call->algo), text);
+  }
   if (r != TECOMM_SUCCESS) return r;
   if (gone >= 0) {
     c->sticky_peer = gone;

@@ -23,6 +23,7 @@
  * timeout on some ranks and SUCCESS on others, or an NCCL hang). */
 #include "comm_ranks.h"
 #include <math.h>
+#include <signal.h>
 #include <stdint.h>
 
 static double now_s(void) {
@@ -32,7 +33,7 @@ static double now_s(void) {
 }
 
 enum level { L_NCCL, L_NCCL_LEVEL, L_VERBS_FLAT, L_VERBS_HIER, L_LAMPORT };
-enum kind { K_MATCH, K_COUNT, K_DTYPE, K_OP, K_EPS, K_HIDDEN, K_GONE };
+enum kind { K_MATCH, K_COUNT, K_DTYPE, K_OP, K_EPS, K_HIDDEN, K_GONE, K_KILLED };
 
 struct acase {
   const char *name;
@@ -51,6 +52,7 @@ static const struct acase cases[] = {
     {"nccl level: match", L_NCCL_LEVEL, K_MATCH, NULL, NULL, NULL},
     {"nccl level: count", L_NCCL_LEVEL, K_COUNT, "count", "3000", "3001"},
     {"nccl level: a failed rank is named at once", L_NCCL_LEVEL, K_GONE, NULL, NULL, NULL},
+    {"nccl level: a killed rank is found before NCCL", L_NCCL_LEVEL, K_KILLED, NULL, NULL, NULL},
     {"verbs flat: match", L_VERBS_FLAT, K_MATCH, NULL, NULL, NULL},
     {"verbs flat: count", L_VERBS_FLAT, K_COUNT, "count", "3000", "3001"},
     {"verbs flat: dtype", L_VERBS_FLAT, K_DTYPE, "dtype", "f32", "bf16"},
@@ -231,6 +233,33 @@ static void rank_gone(const struct acase *k, tecomm_comm_t c, int rank, int n) {
   RK_CORE(tecore_mem_free(recv));
 }
 
+/* The last rank dies between two calls: the others' next call finds it
+ * gone in the host agreement and returns TECOMM_ERR_TIMEOUT at once
+ * (nothing enqueued, recv still poisoned), not NCCL's error after
+ * TECOMM_TIMEOUT. */
+static void rank_killed(const struct acase *k, tecomm_comm_t c, int rank, int n) {
+  const size_t count = 1000, bytes = count * 4;
+  tecore_devptr_t buf = poisoned(bytes), recv = poisoned(bytes);
+  RK_CORE(tecore_ctx_synchronize());
+  RK_OK(tecomm_allreduce(c, buf, recv, count, TECORE_DTYPE_F32, TECOMM_SUM, NULL));
+  RK_CORE(tecore_ctx_synchronize());
+  RK_CORE(tecore_memset_d8_async(recv, 0x5a, bytes, NULL));
+  RK_CORE(tecore_ctx_synchronize());
+  RK_ASSERT(tc_shm_barrier(tc_shm) == 0, "barrier");
+  if (rank == n - 1) raise(SIGKILL);
+  double t0 = now_s();
+  RK_EXPECT(TECOMM_ERR_TIMEOUT, "not every rank came to the host agreement",
+            tecomm_allreduce(c, buf, recv, count, TECORE_DTYPE_F32, TECOMM_SUM, NULL));
+  RK_ASSERT(now_s() - t0 < 2.5, "%s: found after %.2f s (TECOMM_TIMEOUT 2 s)", k->name,
+            now_s() - t0);
+  RK_EXPECT(TECOMM_ERR_TIMEOUT, "host agreement", tecomm_comm_status(c, NULL));
+  RK_CORE(tecore_ctx_synchronize());
+  still_poisoned(recv, bytes, "recv", k->name);
+  (void)tecomm_comm_destroy(c);
+  RK_CORE(tecore_mem_free(buf));
+  RK_CORE(tecore_mem_free(recv));
+}
+
 static void rank_agree(int rank, int n, void *arg) {
   const struct acase *k = arg;
   set_level_env(k->level);
@@ -241,8 +270,8 @@ static void rank_agree(int rank, int n, void *arg) {
     RK_OK(tecomm_comm_describe(c, 4096, d, sizeof d));
     RK_ASSERT(strstr(d, want), "%s: not at the %s:\n%s", k->name, want, d);
   }
-  if (k->kind == K_GONE) {
-    rank_gone(k, c, rank, n);
+  if (k->kind == K_GONE || k->kind == K_KILLED) {
+    (k->kind == K_GONE ? rank_gone : rank_killed)(k, c, rank, n);
     return;
   }
   if (k->kind == K_MATCH) {
@@ -320,7 +349,8 @@ START_TEST(ranks_that_disagree_all_get_mismatch) {
     printf("# skipped: vdev's NCCL only (a GPU host's needs a GPU a rank)\n");
     return;
   }
-  tc_run_ranks(case_ranks(k), rank_agree, (void *)k, 60);
+  tc_run_ranks_ex(case_ranks(k), rank_agree, (void *)k, 60,
+                  k->kind == K_KILLED ? case_ranks(k) - 1 : -1);
   tc_shm_release();
 }
 END_TEST
