@@ -345,7 +345,7 @@ START_TEST(ranks_that_disagree_all_get_mismatch) {
     printf("# skipped: no verbs in this build\n");
     return;
   }
-  if (k->level == L_NCCL && !tc_on_vdev()) {
+  if ((k->level == L_NCCL || k->level == L_NCCL_LEVEL) && !tc_on_vdev()) {
     printf("# skipped: vdev's NCCL only (a GPU host's needs a GPU a rank)\n");
     return;
   }
