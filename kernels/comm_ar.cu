@@ -1048,7 +1048,12 @@ __device__ void ar_fused(const te_ar_params &p) {
         if (dt == F32) ar_lam_store(p, l, g + 1, w1);
       }
     }
+    ar_lam_desc_send(p, l);
     ar_lam_rearm(p, l); /* while the peers' bytes travel */
+    // every rank's descriptor granule compared before anything is written
+    // (comm_ar.h, Agreement); a thread with no row writes nothing
+    ok = (uint64_t)blockIdx.x * (uint64_t)p.rpb + threadIdx.x / T >= p.rows ||
+         ar_lam_desc_ok(p, l, c);
   }
   for (uint64_t rg = blockIdx.x; rg < groups; rg += gridDim.x) {
     const uint64_t row = rg * (uint64_t)p.rpb + threadIdx.x / T;
@@ -1198,6 +1203,7 @@ __device__ void ar_fused_fast(const te_ar_params &p) {
         if (j < nv && vi < nvecs) ar_lam_store<MR>(p, l, (row * H + (uint64_t)vi * 8) / 8, w[j]);
       }
     }
+    ar_lam_desc_send<MR>(p, l);
     ar_lam_rearm(p, l); /* while the peers' bytes travel */
   } else {
     if (!ar_begin(p, SRC == SRC_ONESHOT ? 2 : 0, c, base)) return;
@@ -1206,6 +1212,9 @@ __device__ void ar_fused_fast(const te_ar_params &p) {
   const float sc = ar_fp8_scale(p);
   float am = 0.0f;
   bool ok = true;
+  // Lamport: every rank's descriptor granule compared before anything is
+  // written (comm_ar.h, Agreement); a thread with no row writes nothing
+  if constexpr (SRC == SRC_LAMPORT) ok = row0 >= p.rows || ar_lam_desc_ok<MR>(p, l, c);
   int buf = 0;
   for (uint64_t rg = blockIdx.x; rg < groups; rg += gridDim.x) {
     const uint64_t row = rg * (uint64_t)p.rpb + threadIdx.x / T;
@@ -1477,12 +1486,15 @@ __device__ void ar_fused_spread(const te_ar_params &p, ar_spread_smem &sm) {
     }
   }
   AR_TR(2);
+  ar_lam_desc_send<MR>(p, l);
   ar_lam_rearm(p, l); /* while the peers' bytes travel */
   AR_TR(3);
   const float sc = ar_fp8_scale(p);
   const float inv_h = te_norm_inv_pow2((float)H);
   float am = 0.0f;
-  bool ok = true;
+  // every rank's descriptor granule compared before anything is written
+  // (comm_ar.h, Agreement); a thread with no row writes nothing
+  bool ok = row0 >= p.rows || ar_lam_desc_ok<MR>(p, l, c);
   int buf = 0;
   for (uint64_t rg = blockIdx.x; rg < groups; rg += gridDim.x) {
     const uint64_t row = rg * (uint64_t)p.rpb + (uint64_t)(u / T);

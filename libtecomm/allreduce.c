@@ -11,6 +11,7 @@
  * allreduce followed by libtecore's own kernels: tecore_scale_add for the
  * residual, tecore_rmsnorm_fwd for the norm (and again for the FP8 copy). */
 #include "comm_priv.h"
+#include "agree.h"
 #include <stdio.h>
 #include <string.h>
 
@@ -342,7 +343,8 @@ static tecomm_result_t run(struct tecomm_comm *c, tecore_devptr_t send, tecore_d
                            tecore_stream_t stream, const char *fn) {
   const int scratch = (how & TC_AR_SCRATCH) != 0;
   int cap = tc_capturing(stream);
-  TC_CHECK(tc_comm_ready(c, fn, !cap));
+  tecomm_result_t ready = tc_comm_ready(c, fn, !cap);
+  if (ready != TECOMM_SUCCESS) return tc_agree_refused(c, ready, fn); /* peers may wait for it */
   size_t bytes = count * tecore_dtype_size(dtype);
   size_t off = 0;
   struct tc_seg *seg = tc_seg_find(c, send, bytes, &off);
@@ -367,9 +369,14 @@ static tecomm_result_t run(struct tecomm_comm *c, tecore_devptr_t send, tecore_d
   TC_CHECK(
       tc_select(c, asked, bytes, zero_copy, in_place, lam_ok, op == TECOMM_SUM, fa != NULL,
                 (how & TC_AR_BESIDE) != 0, &algo));
-  if (algo == TECOMM_ALGO_NCCL || algo == TECOMM_ALGO_VERBS)
+  if (algo == TECOMM_ALGO_NCCL || algo == TECOMM_ALGO_VERBS) {
+    /* NCCL and verbs cannot be stopped once enqueued: agree first */
+    TC_CHECK(tc_agree_host(c, &(struct tc_agree_call){.count = count, .dtype = dtype, .op = op,
+                                                       .algo = algo, .hidden = fa ? fa->hidden : 0,
+                                                       .eps = fa ? fa->eps : 0.0f}, fn));
     return fa ? composite_aligned(c, fa, cap, stream, fn)
               : plain_allreduce(c, send, recv, count, dtype, op, stream, fn);
+  }
 
   struct tecomm_ar_call call;
   memset(&call, 0, sizeof call);

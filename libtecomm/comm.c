@@ -800,9 +800,12 @@ TE_EXPORT tecomm_result_t tecomm_comm_status(tecomm_comm_t comm, int *peer) {
   if (peer) *peer = -1;
   tecomm_result_t r = tc_comm_ready(comm, "tecomm_comm_status", 2);
   if (peer && (r == TECOMM_ERR_TIMEOUT || r == TECOMM_ERR_MISMATCH)) *peer = comm->sticky_peer;
-  if (peer && r != TECOMM_SUCCESS && comm->vb && tc_vb_failed_peer(comm->vb) >= 0)
+  /* a mismatch names its peer itself (agree.c); the verbs endpoint's or
+   * the node's failure names theirs */
+  int transport = r != TECOMM_SUCCESS && r != TECOMM_ERR_MISMATCH;
+  if (peer && transport && comm->vb && tc_vb_failed_peer(comm->vb) >= 0)
     *peer = tc_vb_failed_peer(comm->vb);
-  else if (peer && r != TECOMM_SUCCESS && comm->local)
+  else if (peer && transport && comm->local)
     *peer = tc_hier_failed_peer(comm);
   return r;
 }

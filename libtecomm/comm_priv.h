@@ -136,6 +136,8 @@ struct tecomm_comm {
   char sticky_why[192];      /* what the failure was, where the peer is unknown (NCCL's) */
   int64_t last_check_ms;     /* when a collective last read the error word */
   long creator;              /* getpid() of the process that made it (a fork may not use it) */
+  uint64_t agree_seq;        /* calls agreed on the host so far (agree.c) */
+  int agree_told;            /* the peers know this communicator failed (agree.c) */
 };
 
 /* ---- pool.c ----------------------------------------------------------------- */

@@ -800,6 +800,10 @@ static void rank_killed(int rank, int n, void *arg) {
   tecomm_algo_t algo = k->algo;
   setenv("TECOMM_TIMEOUT", "1000", 1);
   if (k->deaf) setenv("TECOMM_TEST_FAIL", "nccl-deaf:0,nccl-deaf:1", 1);
+  /* what NCCL and the watchdog do with a dead peer (as under a graph's
+   * replay, where no host agreement runs; with it, the agreement finds
+   * the dead rank before NCCL is called: t/check_comm_agree.c) */
+  if (algo == TECOMM_ALGO_NCCL) setenv("TECOMM_HOST_AGREE", "0", 1);
   tecomm_comm_t c = tc_rank_comm(rank, n);
   tecore_stream_t s;
   RK_CORE(tecore_stream_create(TECORE_STREAM_NON_BLOCKING, 0, &s));
