@@ -11,6 +11,7 @@
  * allreduce followed by libtecore's own kernels: tecore_scale_add for the
  * residual, tecore_rmsnorm_fwd for the norm (and again for the FP8 copy). */
 #include "comm_priv.h"
+#include "te_results.h"
 #include <stdio.h>
 #include <string.h>
 
@@ -586,18 +587,5 @@ TE_EXPORT tecore_result_t tecomm_amax_reduce(tecore_devptr_t amax, size_t count,
                                              tecore_stream_t stream, void *ctx) {
   tecomm_result_t r = tecomm_allreduce((tecomm_comm_t)ctx, amax, amax, count, TECORE_DTYPE_F32,
                                        TECOMM_MAX, stream);
-  switch (r) {
-  case TECOMM_SUCCESS:
-    return TECORE_SUCCESS;
-  case TECOMM_ERR_INVALID:
-    return TECORE_ERR_INVALID;
-  case TECOMM_ERR_NOMEM:
-    return TECORE_ERR_DEVICE_NOMEM;
-  case TECOMM_ERR_TIMEOUT:
-    return TECORE_ERR_TIMEOUT;
-  case TECOMM_ERR_NOT_SUPPORTED:
-    return TECORE_ERR_NOT_SUPPORTED;
-  default:
-    return TECORE_ERR_INTERNAL;
-  }
+  return (tecore_result_t)te_result_to_core((int)r);
 }

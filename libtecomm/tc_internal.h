@@ -28,9 +28,9 @@ tecomm_result_t tc_err(tecomm_result_t code, const char *file, int line, const c
   } while (0)
 /* Propagates a libtecomm failure, logging the hop at TRACE (te_upper_hop). */
 #define TC_CHECK(call) TE_UPPER_CHECK(tecomm_result_t, TECOMM_SUCCESS, TECORE_SUBSYS_COMM, call)
-/* The libtecomm code for a libtecore failure (INVALID, NOMEM, TIMEOUT,
- * NOT_SUPPORTED keep their meaning; the rest is TECOMM_ERR_DEVICE), with
- * "what: " put in front of libtecore's detail. */
+/* The libtecomm code for a libtecore failure (the same number where
+ * libtecomm has the code, else the row's instead: common/te_results.h),
+ * with "what: " put in front of libtecore's detail. */
 tecomm_result_t tc_core(tecore_result_t r, const char *what);
 #define TC_CORE(call, what)                                                    \
   do {                                                                         \
