@@ -137,7 +137,8 @@ size_t tecomm_ar_max_bytes(tecomm_ar_algo_t algo, int nranks, size_t ws_max_byte
  * on nranks ranks (0 for nranks < 2 or out of range). */
 size_t tecomm_ar_ce_scratch_bytes(int nranks, size_t count, tecore_dtype_t dtype);
 
-/* 1 when algo overwrites in[rank] (two-shot), 0 when it only reads it. */
+/* 1 when algo overwrites in[rank] (two-shot), 0 when it only reads it
+ * (the clobbers column of the algorithm list, algos.h; in algos.c). */
 int tecomm_ar_clobbers_input(tecomm_ar_algo_t algo);
 
 /* Enqueues one allreduce on stream (captured when stream captures).

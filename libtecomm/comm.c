@@ -11,6 +11,7 @@
 #define _GNU_SOURCE
 #endif
 #include "comm_priv.h"
+#include "algos.h"
 #include "verbs_priv.h"
 #include "te_handles.h"
 #include "te_sha256.h"
@@ -95,11 +96,6 @@ tecomm_result_t tc_comm_fail(struct tecomm_comm *c, tecomm_result_t r) {
   return r;
 }
 
-static const char *ar_algo_name(int a) {
-  static const char *const n[] = {"one-shot", "two-shot", "Lamport", "NVLS", "copy-engine"};
-  return a >= 0 && a < 5 ? n[a] : "?";
-}
-
 static const char *ar_op_name(int op) { return op == TECOMM_AR_SUM ? "SUM" : "MAX"; }
 
 /* What a TECOMM_AR_ERR_MISMATCH with peer was: the first field of the
@@ -130,8 +126,8 @@ static void tc_mismatch_why(struct tecomm_comm *c, int peer, char *why, size_t n
     snprintf(b, sizeof b, "%s", ar_op_name(them.op));
   } else if (me.algo != them.algo || me.variant != them.variant) {
     f = "algorithm";
-    snprintf(a, sizeof a, "%s (variant %u)", ar_algo_name(me.algo), me.variant);
-    snprintf(b, sizeof b, "%s (variant %u)", ar_algo_name(them.algo), them.variant);
+    snprintf(a, sizeof a, "%s (variant %u)", tc_ar_kernel_name(me.algo), me.variant);
+    snprintf(b, sizeof b, "%s (variant %u)", tc_ar_kernel_name(them.algo), them.variant);
   } else if (me.hidden != them.hidden) {
     f = "hidden (fused)";
     snprintf(a, sizeof a, "%u", me.hidden);
