@@ -6,11 +6,11 @@
 #include <string.h>
 
 #define TC_AK_NONE TC_AR_KERNEL_NONE
-#define TC_AK_ONESHOT TECOMM_AR_ONESHOT
-#define TC_AK_TWOSHOT TECOMM_AR_TWOSHOT
-#define TC_AK_LAMPORT TECOMM_AR_LAMPORT
-#define TC_AK_NVLS TECOMM_AR_NVLS
-#define TC_AK_CE TECOMM_AR_CE
+#define TC_AK_ONESHOT TC_AR_ONESHOT
+#define TC_AK_TWOSHOT TC_AR_TWOSHOT
+#define TC_AK_LAMPORT TC_AR_LAMPORT
+#define TC_AK_NVLS TC_AR_NVLS
+#define TC_AK_CE TC_AR_CE
 
 /* the list is the public enum, in order */
 #define TC_ALGO_ORDER_(id, name, kernel, at, clobbers) TC_ALGO_ROW_##id,
@@ -56,7 +56,7 @@ const char *tc_ar_kernel_name(int k) {
 
 /* The kernel contract's question (ar_kernels.h), answered from the list:
  * a protocol overwrites its input when an algorithm it runs does. */
-int tecomm_ar_clobbers_input(tecomm_ar_algo_t k) {
+int tc_ar_clobbers_input(tc_ar_algo_t k) {
   for (int i = 0; i < TECOMM_ALGO_COUNT_; i++)
     if (rows[i].kernel == (int)k && rows[i].clobbers) return 1;
   return 0;

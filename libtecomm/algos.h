@@ -11,7 +11,7 @@
  * X(id, name, kernel, at, clobbers):
  *   id       TECOMM_ALGO_<id>, in the public enum's order;
  *   name     its one name;
- *   kernel   the IPC kernel protocol that runs it (TECOMM_AR_<kernel>,
+ *   kernel   the IPC kernel protocol that runs it (TC_AR_<kernel>,
  *            ar_kernels.h), NONE when no IPC kernel does (auto, NCCL,
  *            verbs);
  *   at       where it runs: TABLE (auto: the selection table), IPC (the
@@ -59,7 +59,7 @@ int tc_algo_by_name(const char *name);
  * (a constant: the literal "|auto|oneshot|..." past its first bar). */
 #define TC_ALGO_BAR_(id, name, kernel, at, clobbers) "|" name
 #define TC_ALGO_CHOICES (TC_ALGOS(TC_ALGO_BAR_) + 1)
-/* The kernel protocol that runs a (tecomm_ar_algo_t), or
+/* The kernel protocol that runs a (tc_ar_algo_t), or
  * none does (TC_AR_KERNEL_NONE). */
 int tc_algo_kernel(tecomm_algo_t a);
 /* Where a runs. */

@@ -80,7 +80,7 @@ static tecomm_result_t stage_get(struct tecomm_comm *c, size_t count, tecore_dty
   /* the call's count and dtype go along: ranks that disagree are told so
    * here, where the sizes meet (TECOMM_ERR_MISMATCH, as the kernels would) */
   uint64_t mine[6] = {bytes, off, limit, (uint64_t)cap, count, (uint64_t)dtype},
-           all[6 * TECOMM_AR_MAX_RANKS];
+           all[6 * TC_AR_MAX_RANKS];
   tecomm_result_t r = c->mesh->allgather(c->mesh, mine, all, sizeof mine);
   int same_off = 1, anycap = 0, diverged = -1;
   for (int p = 0; r == TECOMM_SUCCESS && p < c->nranks; p++) {
@@ -412,9 +412,9 @@ static tecomm_result_t run(struct tecomm_comm *c, const struct tc_ar_run *q) {
     return fa ? composite_aligned(c, fa, cap, stream, fn)
               : plain_allreduce(c, send, recv, count, dtype, op, stream, fn);
 
-  struct tecomm_ar_call call;
+  struct tc_ar_call call;
   memset(&call, 0, sizeof call);
-  call.algo = (tecomm_ar_algo_t)tc_algo_kernel(algo);
+  call.algo = (tc_ar_algo_t)tc_algo_kernel(algo);
   if (tc_algo_at(algo) == TC_AT_NVLS) {
     /* the multicast region; the IPC workspaces keep the barriers */
     call.nvls_uc = c->nvls->uc;
@@ -422,7 +422,7 @@ static tecomm_result_t run(struct tecomm_comm *c, const struct tc_ar_run *q) {
     call.nvls_data_bytes = c->nvls->data_bytes;
     seg = NULL; /* both read only in[rank], wherever it is */
   }
-  call.op = op == TECOMM_MAX ? TECOMM_AR_MAX : TECOMM_AR_SUM;
+  call.op = op == TECOMM_MAX ? TC_AR_MAX : TC_AR_SUM;
   call.dtype = dtype;
   call.count = count;
   call.rank = c->rank;
@@ -431,39 +431,39 @@ static tecomm_result_t run(struct tecomm_comm *c, const struct tc_ar_run *q) {
   call.timeout_ns = (uint64_t)tc_timeout_ms() * 1000000ull;
   call.ws_max_bytes = c->ws_max_bytes;
   call.beside = (how & TC_AR_BESIDE) != 0;
-  if (call.algo == TECOMM_AR_CE) {
-    TC_CHECK(ce_scratch_get(c, tecomm_ar_ce_scratch_bytes(c->nranks, count, dtype), cap, fn));
+  if (call.algo == TC_AR_CE) {
+    TC_CHECK(ce_scratch_get(c, tc_ar_ce_scratch_bytes(c->nranks, count, dtype), cap, fn));
     call.scratch = c->ce_scratch;
     call.scratch_bytes = c->ce_scratch_bytes;
   }
-  if (seg && tecomm_ar_clobbers_input(call.algo) && !in_place) seg = NULL; /* stage it */
+  if (seg && tc_ar_clobbers_input(call.algo) && !in_place) seg = NULL; /* stage it */
   for (int r = 0; r < c->nranks; r++) call.ws[r] = c->ws_peer[r];
   if (seg) {
     for (int r = 0; r < c->nranks; r++) call.in[r] = tc_seg_addr(seg, r, off);
-  } else if (call.algo == TECOMM_AR_LAMPORT || call.algo == TECOMM_AR_NVLS) {
+  } else if (call.algo == TC_AR_LAMPORT || call.algo == TC_AR_NVLS) {
     call.in[c->rank] = send; /* they push their own input; peers' in[] unused */
   } else {
     TC_CHECK(stage_get(c, count, dtype, cap, fn));
     for (int r = 0; r < c->nranks; r++) call.in[r] = tc_seg_addr(c->stage_seg, r, c->stage);
     TC_CORE(tecore_memcpy_async(call.in[c->rank], send, bytes, stream), fn);
   }
-  struct tecomm_ar_fused f;
+  struct tc_ar_fused f;
   struct al_call alc;
   alc.post.n = 0;
   if (fa) {
     /* Lamport and NVLS read this rank's x themselves (in[rank]) */
-    const int reads_x = call.algo == TECOMM_AR_LAMPORT || call.algo == TECOMM_AR_NVLS;
+    const int reads_x = call.algo == TC_AR_LAMPORT || call.algo == TC_AR_NVLS;
     TC_CHECK(fused_align(c, fa, reads_x, cap, stream, &alc, fn));
     const struct tecomm_add_rmsnorm *al = &alc.args;
     if (reads_x) call.in[c->rank] = al->x;
-    f = (struct tecomm_ar_fused){.hidden = al->hidden, .eps = al->eps,
+    f = (struct tc_ar_fused){.hidden = al->hidden, .eps = al->eps,
                                  .residual_in = al->residual_in, .residual_out = al->residual_out,
                                  .gamma = al->gamma, .out = al->out, .fp8_out = al->fp8_out,
                                  .rsigma = al->rsigma};
     call.fused = &f;
     call.out = 0;
   }
-  TC_CORE(tecomm_ar_launch(&call, stream), fn);
+  TC_CORE(tc_ar_launch(&call, stream), fn);
   for (int i = 0; i < alc.post.n; i++)
     TC_CORE(tecore_memcpy_async(alc.post.to[i], alc.post.from[i], alc.post.bytes[i], stream), fn);
   return TECOMM_SUCCESS;

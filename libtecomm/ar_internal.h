@@ -3,8 +3,8 @@
  * privately: the vdev implementations (ar_vdev.c), the kernel table and
  * launches (ar_kernels.c), error helpers in libtecore's style (AR_*), and the
  * embedded fatbin (libtecomm/fatbins.S). */
-#ifndef TECOMM_AR_INTERNAL_H
-#define TECOMM_AR_INTERNAL_H
+#ifndef TC_AR_INTERNAL_H
+#define TC_AR_INTERNAL_H
 
 #include "config.h"
 #include <te/core.h>

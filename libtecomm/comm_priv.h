@@ -41,10 +41,10 @@ struct tc_caps {
  * va + r*stride); bytes is what every rank has (the smallest). */
 struct tc_seg {
   size_t bytes, stride;
-  size_t size[TECOMM_AR_MAX_RANKS];
+  size_t size[TC_AR_MAX_RANKS];
   tecore_devptr_t va;
   int nmapped;                           /* ranks mapped from slot 0 up */
-  tecore_vmm_handle_t h[TECOMM_AR_MAX_RANKS];
+  tecore_vmm_handle_t h[TC_AR_MAX_RANKS];
   struct tc_seg *next;
   /* the pool's sub-allocator (only for the pool segment) */
   struct tc_block *free_list, *used_list;
@@ -79,7 +79,7 @@ struct tecomm_comm {
   struct tc_seg *pool;       /* NULL below TC_LEVEL_POOL */
   struct tc_seg *segs;       /* every segment (pool, workspace, registered) */
   tecore_devptr_t ws;        /* this rank's workspace (0 below TC_LEVEL_INPLACE) */
-  tecore_devptr_t ws_peer[TECOMM_AR_MAX_RANKS];
+  tecore_devptr_t ws_peer[TC_AR_MAX_RANKS];
   size_t ws_max_bytes;       /* payload the workspace was sized for */
   size_t pool_req_mb;
   /* staging for inputs that are not symmetric memory (allreduce.c):

@@ -92,7 +92,7 @@ const char *tc_level_name(tc_level_t l) {
 }
 
 /* The kernel protocol of an IPC algorithm (algos.h). */
-static tecomm_ar_algo_t to_ar(tecomm_algo_t a) { return (tecomm_ar_algo_t)tc_algo_kernel(a); }
+static tc_ar_algo_t to_ar(tecomm_algo_t a) { return (tc_ar_algo_t)tc_algo_kernel(a); }
 
 static void table_edges(int nranks, size_t *lamport, size_t *oneshot) {
   size_t kb_l = nranks <= 2 ? 1024 : nranks <= 4 ? 512 : 128;
@@ -142,11 +142,11 @@ static tecomm_algo_t table_above_ipc(struct tecomm_comm *c, const struct tc_call
  * pushes its input itself and needs neither). */
 static int ipc_can(struct tecomm_comm *c, tecomm_algo_t a, const struct tc_call_facts *f) {
   if (c->level > TC_LEVEL_INPLACE || !c->ws || c->n_kernels != c->nranks) return 0;
-  size_t m = tecomm_ar_max_bytes(to_ar(a), c->nranks, c->ws_max_bytes);
+  size_t m = tc_ar_max_bytes(to_ar(a), c->nranks, c->ws_max_bytes);
   if (m == 0 || f->bytes > m) return 0;
   if (a == TECOMM_ALGO_LAMPORT) return f->fused_lamport_ok;
   if (c->level == TC_LEVEL_POOL) return 1;
-  return f->symmetric && (f->in_place || !tecomm_ar_clobbers_input(to_ar(a)));
+  return f->symmetric && (f->in_place || !tc_ar_clobbers_input(to_ar(a)));
 }
 
 /* The IPC choice of the table (TECOMM_ALGO_AUTO when none fits). */
@@ -206,8 +206,8 @@ static tecomm_result_t select_ipc(struct tecomm_comm *c, tecomm_algo_t a,
     return TC_ERR(TECOMM_ERR_NOT_SUPPORTED,
                   "algorithm %s cannot run %zu bytes on %d ranks (kernel bound %zu bytes%s%s)",
                   tc_algo_name(a), f->bytes, c->nranks,
-                  tecomm_ar_max_bytes(to_ar(a), c->nranks, c->ws_max_bytes),
-                  c->level == TC_LEVEL_INPLACE && tecomm_ar_clobbers_input(to_ar(a))
+                  tc_ar_max_bytes(to_ar(a), c->nranks, c->ws_max_bytes),
+                  c->level == TC_LEVEL_INPLACE && tc_ar_clobbers_input(to_ar(a))
                       ? "; without a pool it runs only in place"
                       : "",
                   a == TECOMM_ALGO_LAMPORT && !f->fused_lamport_ok
@@ -314,13 +314,13 @@ static void describe(struct tecomm_comm *c, size_t bytes, char *buf, size_t cap)
   if (c->level <= TC_LEVEL_INPLACE) {
     size_t lam, one;
     table_edges(c->nranks, &lam, &one);
-    size_t ml = tecomm_ar_max_bytes(TECOMM_AR_LAMPORT, c->nranks, c->ws_max_bytes);
+    size_t ml = tc_ar_max_bytes(TC_AR_LAMPORT, c->nranks, c->ws_max_bytes);
     if (ml < lam) lam = ml;
     put(buf, cap, &len, "table (%d ranks): lamport <= %zu KiB, oneshot <= %zu KiB, twoshot above%s\n",
         c->nranks, lam / 1024, one / 1024,
         c->level == TC_LEVEL_INPLACE ? " (registered inputs only; others nccl)" : "");
     put(buf, cap, &len, "fused add + rmsnorm on twoshot: %s (TECOMM_FUSED_TWOSHOT)\n",
-        tecomm_ar_fused_twoshot_variant());
+        tc_ar_fused_twoshot_variant());
     if (c->nranks == 2 && tecore_tunable_int(&tc_tun_oneshot_max_kb) == 0)
       put(buf, cap, &len, "fused add + rmsnorm (2 ranks): oneshot where the table says twoshot\n");
     if (tecore_tunable_int(&tc_tun_ce_min_kb) > 0 && c->nranks == 2)

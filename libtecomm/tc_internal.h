@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* tc_internal.h -- libtecomm's private helpers: the upper libraries'
  * conventions (common/te_upper.h: export marker, errors in libtecore's
- * per-thread detail, checks that log each hop, libtecore results mapped)
- * bound to libtecomm's result type and log subsystem; log macros; the
+ * per-thread detail, checks that log each hop, libtecore results converted
+ * by common/te_results.h) bound to libtecomm's result type and log
+ * subsystem; log macros; the
  * timeout.  Tunables are defined, with TECORE_TUNABLE_* (te/tunable.h),
  * in the file that reads them.  libtecomm sees libtecore through its
  * public API only. */

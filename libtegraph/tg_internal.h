@@ -2,10 +2,11 @@
 /* tg_internal.h -- libtegraph's private helpers: the upper libraries'
  * conventions (common/te_upper.h: export marker, errors in the per-thread
  * detail shared with libtecore, checks that log each hop, libtecore
- * results mapped, the live-handle registry) bound to libtegraph's result
- * type and log subsystem; the node table that graphs and callables read
- * and rewrite nodes through, and the pool's user count.  libtegraph sees
- * libtecore through its public API only. */
+ * results converted by common/te_results.h, the live-handle registry)
+ * bound to libtegraph's result type and log subsystem; the node table
+ * that graphs and callables read and rewrite nodes through, and the
+ * pool's user count.  libtegraph sees libtecore through its public API
+ * only. */
 #ifndef TEGRAPH_INTERNAL_H
 #define TEGRAPH_INTERNAL_H
 
