@@ -6,7 +6,8 @@
  *    <lib>_last_error, <lib>_version) generated from the library's result
  *    list (TEGRAPH_RESULT_LIST, TECOMM_RESULT_LIST);
  *  - errors set in libtecore's per-thread detail and logged, libtecore
- *    failures mapped with "what: " in front of libtecore's detail;
+ *    failures converted (common/te_results.h) with "what: " in front of
+ *    libtecore's detail;
  *  - a check that propagates a failure, logging each hop ("<- where")
  *    at TRACE as libtecore's TE_CHECK does;
  *  - tunables: TECORE_TUNABLE_INT / TECORE_TUNABLE_STR of te/tunable.h,

@@ -13,11 +13,12 @@ module te_graph
   integer(c_int), parameter :: TEGRAPH_SUCCESS = 0
   integer(c_int), parameter :: TEGRAPH_ERR_INVALID = 1
   integer(c_int), parameter :: TEGRAPH_ERR_NOMEM = 2
-  integer(c_int), parameter :: TEGRAPH_ERR_DEVICE = 3
-  integer(c_int), parameter :: TEGRAPH_ERR_CAPTURE = 4
-  integer(c_int), parameter :: TEGRAPH_ERR_STATE = 5
-  integer(c_int), parameter :: TEGRAPH_ERR_IO = 6
-  integer(c_int), parameter :: TEGRAPH_ERR_NOT_SUPPORTED = 7
+  integer(c_int), parameter :: TEGRAPH_ERR_NOT_SUPPORTED = 8
+  integer(c_int), parameter :: TEGRAPH_ERR_CAPTURE = 10
+  integer(c_int), parameter :: TEGRAPH_ERR_TIMEOUT = 14
+  integer(c_int), parameter :: TEGRAPH_ERR_DEVICE = 18
+  integer(c_int), parameter :: TEGRAPH_ERR_STATE = 19
+  integer(c_int), parameter :: TEGRAPH_ERR_IO = 20
   integer(c_int), parameter :: TEGRAPH_PHASE_WARMUP = 0
   integer(c_int), parameter :: TEGRAPH_PHASE_CAPTURE = 1
   integer(c_int), parameter :: TEGRAPH_PHASE_EAGER = 2

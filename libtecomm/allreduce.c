@@ -12,8 +12,29 @@
  * residual, tecore_rmsnorm_fwd for the norm (and again for the FP8 copy). */
 #include "comm_priv.h"
 #include "agree.h"
+#include "algos.h"
+#include "te_results.h"
 #include <stdio.h>
 #include <string.h>
+
+/* One allreduce as the common path takes it: the public call's arguments,
+ * checked.  fa: the fused call's arguments, NULL for a plain allreduce
+ * (send is then fa->x, recv unused).  how: TC_AR_SCRATCH, the caller reads
+ * send no more after this call (tc_allreduce_scratch), so an algorithm
+ * that reduce-scatters into its input may use symmetric send where it
+ * lies instead of a staged copy; TC_AR_BESIDE, a narrow grid
+ * (tc_internal.h). */
+struct tc_ar_run {
+  tecore_devptr_t send, recv;
+  size_t count;
+  tecore_dtype_t dtype;
+  tecomm_op_t op;
+  tecomm_algo_t asked; /* TECOMM_ALGO_AUTO: the table */
+  const struct tecomm_add_rmsnorm *fa;
+  unsigned how;
+  tecore_stream_t stream;
+  const char *fn; /* the public function, for messages */
+};
 
 static int dtype_ok(tecore_dtype_t d) {
   return d == TECORE_DTYPE_F32 || d == TECORE_DTYPE_BF16 || d == TECORE_DTYPE_F16;
@@ -60,7 +81,7 @@ static tecomm_result_t stage_get(struct tecomm_comm *c, size_t count, tecore_dty
   /* the call's count and dtype go along: ranks that disagree are told so
    * here, where the sizes meet (TECOMM_ERR_MISMATCH, as the kernels would) */
   uint64_t mine[6] = {bytes, off, limit, (uint64_t)cap, count, (uint64_t)dtype},
-           all[6 * TECOMM_AR_MAX_RANKS];
+           all[6 * TC_AR_MAX_RANKS];
   tecomm_result_t r = c->mesh->allgather(c->mesh, mine, all, sizeof mine);
   int same_off = 1, anycap = 0, diverged = -1;
   for (int p = 0; r == TECOMM_SUCCESS && p < c->nranks; p++) {
@@ -126,32 +147,42 @@ static tecomm_result_t stage_get(struct tecomm_comm *c, size_t count, tecore_dty
  * still name it, eager work may still use it -- until the communicator
  * goes): the copy-engine one-shot's copies of the peers' inputs, and the
  * aligned copies of fused_align. */
-static tecomm_result_t scratch_get(tecore_devptr_t *buf, size_t *have, tecore_devptr_t *old,
-                                   int *n_old, int max_old, size_t bytes, int cap, const char *fn,
-                                   const char *what) {
-  if (*have >= bytes) return TECOMM_SUCCESS;
+/* One of the communicator's scratches: its fields in struct tecomm_comm. */
+struct scratch_ref {
+  tecore_devptr_t *buf;
+  size_t *have;
+  tecore_devptr_t *old; /* outgrown buffers, max_old of them at most */
+  int *n_old, max_old;
+  const char *what;     /* whose scratch, for messages */
+};
+
+static tecomm_result_t scratch_get(const struct scratch_ref *s, size_t bytes, int cap,
+                                   const char *fn) {
+  if (*s->have >= bytes) return TECOMM_SUCCESS;
   if (cap)
     return TC_ERR(TECOMM_ERR_NOT_SUPPORTED,
                   "%s: %s needs %zu bytes of scratch, which is not allocated during a capture: "
                   "make one eager call of this size first",
-                  fn, what, bytes);
+                  fn, s->what, bytes);
   size_t want = (size_t)1 << 20;
   while (want < bytes) want *= 2;
-  if (*n_old + (*buf != 0) > max_old)
-    return TC_ERR(TECOMM_ERR_NOMEM, "%s: the scratch of %s grew %d times", fn, what, *n_old + 1);
+  if (*s->n_old + (*s->buf != 0) > s->max_old)
+    return TC_ERR(TECOMM_ERR_NOMEM, "%s: the scratch of %s grew %d times", fn, s->what,
+                  *s->n_old + 1);
   tecore_devptr_t d = 0;
   TC_CORE(tecore_mem_alloc(want, &d), fn);
-  if (*buf) old[(*n_old)++] = *buf;
-  *buf = d;
-  *have = want;
+  if (*s->buf) s->old[(*s->n_old)++] = *s->buf;
+  *s->buf = d;
+  *s->have = want;
   return TECOMM_SUCCESS;
 }
 
 static tecomm_result_t ce_scratch_get(struct tecomm_comm *c, size_t bytes, int cap,
                                       const char *fn) {
-  return scratch_get(&c->ce_scratch, &c->ce_scratch_bytes, c->ce_old, &c->n_ce_old,
-                     (int)(sizeof c->ce_old / sizeof c->ce_old[0]), bytes, cap, fn,
-                     "the copy-engine one-shot");
+  const struct scratch_ref s = {&c->ce_scratch, &c->ce_scratch_bytes, c->ce_old, &c->n_ce_old,
+                                (int)(sizeof c->ce_old / sizeof c->ce_old[0]),
+                                "the copy-engine one-shot"};
+  return scratch_get(&s, bytes, cap, fn);
 }
 
 static int al16(tecore_devptr_t p) { return (p & 15u) == 0; }
@@ -165,13 +196,18 @@ static int al16(tecore_devptr_t p) { return (p & 15u) == 0; }
  * vector plan, and a rank whose operands are not 16-byte aligned runs the
  * call on aligned copies in a scratch of its own: residual_in, gamma and x
  * copied in before, residual_out, out and the FP8 bytes copied out after,
- * on the same stream (the same bits: the copies move bytes).  *b (and *q
- * for the FP8 tensor) is the call as it runs; *post, when set, the copies
- * out are due after the launch. */
+ * on the same stream (the same bits: the copies move bytes).  al->args
+ * (and al->fp8 for the FP8 tensor) is the call as it runs; al->post, when
+ * set, the copies out are due after the launch. */
 struct al_post {
   tecore_devptr_t to[3], from[3];
   size_t bytes[3];
   int n;
+};
+struct al_call {
+  struct tecomm_add_rmsnorm args; /* its fp8_out may point to fp8: used in place */
+  struct tecore_tensor fp8;
+  struct al_post post;
 };
 
 static int fused_unaligned(const struct tecomm_add_rmsnorm *a, int reads_x) {
@@ -182,8 +218,10 @@ static int fused_unaligned(const struct tecomm_add_rmsnorm *a, int reads_x) {
 
 static tecomm_result_t fused_align(struct tecomm_comm *c, const struct tecomm_add_rmsnorm *a,
                                    int reads_x, int cap, tecore_stream_t stream,
-                                   struct tecomm_add_rmsnorm *b, struct tecore_tensor *q,
-                                   struct al_post *post, const char *fn) {
+                                   struct al_call *al, const char *fn) {
+  struct tecomm_add_rmsnorm *b = &al->args;
+  struct tecore_tensor *q = &al->fp8;
+  struct al_post *post = &al->post;
   *b = *a;
   post->n = 0;
   if (a->hidden % 8 != 0 || !fused_unaligned(a, reads_x)) return TECOMM_SUCCESS;
@@ -203,9 +241,10 @@ static tecomm_result_t fused_align(struct tecomm_comm *c, const struct tecomm_ad
                         a->fp8_out && !al16(a->fp8_out->data) ? qbytes : 0};
   size_t at[6], need = 0;
   for (int i = 0; i < 6; i++) at[i] = need, need += sz[i];
-  TC_CHECK(scratch_get(&c->al_scratch, &c->al_scratch_bytes, c->al_old, &c->n_al_old,
-                       (int)(sizeof c->al_old / sizeof c->al_old[0]), need, cap, fn,
-                       "a fused call with operands that are not 16-byte aligned"));
+  const struct scratch_ref sr = {&c->al_scratch, &c->al_scratch_bytes, c->al_old, &c->n_al_old,
+                                 (int)(sizeof c->al_old / sizeof c->al_old[0]),
+                                 "a fused call with operands that are not 16-byte aligned"};
+  TC_CHECK(scratch_get(&sr, need, cap, fn));
   tecore_devptr_t p = c->al_scratch;
   tecore_devptr_t px = p + at[0], prin = p + at[1], prout = p + at[2], pout = p + at[3];
   tecore_devptr_t pg = p + at[4], pq = p + at[5];
@@ -322,25 +361,25 @@ static tecomm_result_t composite(struct tecomm_comm *c, const struct tecomm_add_
  * every other rank, whatever this rank's alignment. */
 static tecomm_result_t composite_aligned(struct tecomm_comm *c, const struct tecomm_add_rmsnorm *a,
                                          int cap, tecore_stream_t stream, const char *fn) {
-  struct tecomm_add_rmsnorm al;
-  struct tecore_tensor alq;
-  struct al_post post = {.n = 0};
-  TC_CHECK(fused_align(c, a, 0, cap, stream, &al, &alq, &post, fn));
-  TC_CHECK(composite(c, &al, stream, fn));
-  for (int i = 0; i < post.n; i++)
-    TC_CORE(tecore_memcpy_async(post.to[i], post.from[i], post.bytes[i], stream), fn);
+  struct al_call al;
+  TC_CHECK(fused_align(c, a, 0, cap, stream, &al, fn));
+  TC_CHECK(composite(c, &al.args, stream, fn));
+  for (int i = 0; i < al.post.n; i++)
+    TC_CORE(tecore_memcpy_async(al.post.to[i], al.post.from[i], al.post.bytes[i], stream), fn);
   return TECOMM_SUCCESS;
 }
 
-/* Common path.  fused: NULL for a plain allreduce.  how: TC_AR_SCRATCH,
- * the caller reads send no more after this call (tc_allreduce_scratch),
- * so an algorithm that reduce-scatters into its input may use symmetric
- * send where it lies instead of a staged copy; TC_AR_BESIDE, a narrow
- * grid (tc_internal.h). */
-static tecomm_result_t run(struct tecomm_comm *c, tecore_devptr_t send, tecore_devptr_t recv,
-                           size_t count, tecore_dtype_t dtype, tecomm_op_t op, tecomm_algo_t asked,
-                           const struct tecomm_add_rmsnorm *fa, unsigned how,
-                           tecore_stream_t stream, const char *fn) {
+/* The common path: the algorithm, staging, then the kernel or NCCL/verbs. */
+static tecomm_result_t run(struct tecomm_comm *c, const struct tc_ar_run *q) {
+  const tecore_devptr_t send = q->send, recv = q->recv;
+  const size_t count = q->count;
+  const tecore_dtype_t dtype = q->dtype;
+  const tecomm_op_t op = q->op;
+  const tecomm_algo_t asked = q->asked;
+  const struct tecomm_add_rmsnorm *fa = q->fa;
+  const unsigned how = q->how;
+  const tecore_stream_t stream = q->stream;
+  const char *fn = q->fn;
   const int scratch = (how & TC_AR_SCRATCH) != 0;
   int cap = tc_capturing(stream);
   tecomm_result_t ready = tc_comm_ready(c, fn, !cap);
@@ -366,10 +405,12 @@ static tecomm_result_t run(struct tecomm_comm *c, tecore_devptr_t send, tecore_d
    * aligned copies (a choice made from hidden alone, the same on every
    * rank) */
   int lam_ok = !fa || fa->hidden % 8 == 0;
-  TC_CHECK(
-      tc_select(c, asked, bytes, zero_copy, in_place, lam_ok, op == TECOMM_SUM, fa != NULL,
-                (how & TC_AR_BESIDE) != 0, &algo));
-  if (algo == TECOMM_ALGO_NCCL || algo == TECOMM_ALGO_VERBS) {
+  const struct tc_call_facts facts = {.bytes = bytes, .symmetric = zero_copy,
+                                      .in_place = in_place, .fused_lamport_ok = lam_ok,
+                                      .sum = op == TECOMM_SUM, .fused = fa != NULL,
+                                      .beside = (how & TC_AR_BESIDE) != 0};
+  TC_CHECK(tc_select(c, asked, &facts, &algo));
+  if (tc_algo_kernel(algo) == TC_AR_KERNEL_NONE) { /* NCCL, verbs */
     /* NCCL and verbs cannot be stopped once enqueued: agree first */
     TC_CHECK(tc_agree_host(c, &(struct tc_agree_call){.count = count, .dtype = dtype, .op = op,
                                                        .algo = algo, .hidden = fa ? fa->hidden : 0,
@@ -378,22 +419,17 @@ static tecomm_result_t run(struct tecomm_comm *c, tecore_devptr_t send, tecore_d
               : plain_allreduce(c, send, recv, count, dtype, op, stream, fn);
   }
 
-  struct tecomm_ar_call call;
+  struct tc_ar_call call;
   memset(&call, 0, sizeof call);
-  call.algo = algo == TECOMM_ALGO_TWOSHOT                                     ? TECOMM_AR_TWOSHOT
-              : algo == TECOMM_ALGO_CE                                        ? TECOMM_AR_CE
-              : algo == TECOMM_ALGO_NVLS                                      ? TECOMM_AR_NVLS
-              : algo == TECOMM_ALGO_LAMPORT || algo == TECOMM_ALGO_NVLS_LAMPORT ||
-                      algo == TECOMM_ALGO_MNNVL                               ? TECOMM_AR_LAMPORT
-                                                                              : TECOMM_AR_ONESHOT;
-  if (algo == TECOMM_ALGO_NVLS || algo == TECOMM_ALGO_NVLS_LAMPORT) {
+  call.algo = (tc_ar_algo_t)tc_algo_kernel(algo);
+  if (tc_algo_at(algo) == TC_AT_NVLS) {
     /* the multicast region; the IPC workspaces keep the barriers */
     call.nvls_uc = c->nvls->uc;
     call.nvls_mc = c->nvls->mcva;
     call.nvls_data_bytes = c->nvls->data_bytes;
     seg = NULL; /* both read only in[rank], wherever it is */
   }
-  call.op = op == TECOMM_MAX ? TECOMM_AR_MAX : TECOMM_AR_SUM;
+  call.op = op == TECOMM_MAX ? TC_AR_MAX : TC_AR_SUM;
   call.dtype = dtype;
   call.count = count;
   call.rank = c->rank;
@@ -402,41 +438,41 @@ static tecomm_result_t run(struct tecomm_comm *c, tecore_devptr_t send, tecore_d
   call.timeout_ns = (uint64_t)tc_timeout_ms() * 1000000ull;
   call.ws_max_bytes = c->ws_max_bytes;
   call.beside = (how & TC_AR_BESIDE) != 0;
-  if (call.algo == TECOMM_AR_CE) {
-    TC_CHECK(ce_scratch_get(c, tecomm_ar_ce_scratch_bytes(c->nranks, count, dtype), cap, fn));
+  if (call.algo == TC_AR_CE) {
+    TC_CHECK(ce_scratch_get(c, tc_ar_ce_scratch_bytes(c->nranks, count, dtype), cap, fn));
     call.scratch = c->ce_scratch;
     call.scratch_bytes = c->ce_scratch_bytes;
   }
-  if (seg && tecomm_ar_clobbers_input(call.algo) && !in_place) seg = NULL; /* stage it */
+  if (seg && tc_ar_clobbers_input(call.algo) && !in_place) seg = NULL; /* stage it */
   for (int r = 0; r < c->nranks; r++) call.ws[r] = c->ws_peer[r];
   if (seg) {
     for (int r = 0; r < c->nranks; r++) call.in[r] = tc_seg_addr(seg, r, off);
-  } else if (call.algo == TECOMM_AR_LAMPORT || call.algo == TECOMM_AR_NVLS) {
+  } else if (call.algo == TC_AR_LAMPORT || call.algo == TC_AR_NVLS) {
     call.in[c->rank] = send; /* they push their own input; peers' in[] unused */
   } else {
     TC_CHECK(stage_get(c, count, dtype, cap, fn));
     for (int r = 0; r < c->nranks; r++) call.in[r] = tc_seg_addr(c->stage_seg, r, c->stage);
     TC_CORE(tecore_memcpy_async(call.in[c->rank], send, bytes, stream), fn);
   }
-  struct tecomm_ar_fused f;
-  struct tecomm_add_rmsnorm al;
-  struct tecore_tensor alq;
-  struct al_post post = {.n = 0};
+  struct tc_ar_fused f;
+  struct al_call alc;
+  alc.post.n = 0;
   if (fa) {
     /* Lamport and NVLS read this rank's x themselves (in[rank]) */
-    const int reads_x = call.algo == TECOMM_AR_LAMPORT || call.algo == TECOMM_AR_NVLS;
-    TC_CHECK(fused_align(c, fa, reads_x, cap, stream, &al, &alq, &post, fn));
-    if (reads_x) call.in[c->rank] = al.x;
-    f = (struct tecomm_ar_fused){.hidden = al.hidden, .eps = al.eps,
-                                 .residual_in = al.residual_in, .residual_out = al.residual_out,
-                                 .gamma = al.gamma, .out = al.out, .fp8_out = al.fp8_out,
-                                 .rsigma = al.rsigma};
+    const int reads_x = call.algo == TC_AR_LAMPORT || call.algo == TC_AR_NVLS;
+    TC_CHECK(fused_align(c, fa, reads_x, cap, stream, &alc, fn));
+    const struct tecomm_add_rmsnorm *al = &alc.args;
+    if (reads_x) call.in[c->rank] = al->x;
+    f = (struct tc_ar_fused){.hidden = al->hidden, .eps = al->eps,
+                                 .residual_in = al->residual_in, .residual_out = al->residual_out,
+                                 .gamma = al->gamma, .out = al->out, .fp8_out = al->fp8_out,
+                                 .rsigma = al->rsigma};
     call.fused = &f;
     call.out = 0;
   }
-  TC_CORE(tecomm_ar_launch(&call, stream), fn);
-  for (int i = 0; i < post.n; i++)
-    TC_CORE(tecore_memcpy_async(post.to[i], post.from[i], post.bytes[i], stream), fn);
+  TC_CORE(tc_ar_launch(&call, stream), fn);
+  for (int i = 0; i < alc.post.n; i++)
+    TC_CORE(tecore_memcpy_async(alc.post.to[i], alc.post.from[i], alc.post.bytes[i], stream), fn);
   return TECOMM_SUCCESS;
 }
 
@@ -473,47 +509,50 @@ static tecomm_result_t check_common(size_t count, tecore_dtype_t dtype, tecomm_a
 
 /* tecomm_allreduce_algo on a communicator known to be live (one the
  * caller gave and tc_comm_valid passed, or a node group of the hierarchy,
- * which only libtecomm holds); how: as run's. */
-static tecomm_result_t allreduce_live(struct tecomm_comm *comm, tecore_devptr_t send,
-                                      tecore_devptr_t recv, size_t count, tecore_dtype_t dtype,
-                                      tecomm_op_t op, tecomm_algo_t algo, unsigned how,
-                                      tecore_stream_t stream, const char *fn) {
-  TC_CHECK(check_common(count, dtype, algo, fn));
+ * which only libtecomm holds): the plain call's checks, then run. */
+static tecomm_result_t allreduce_live(struct tecomm_comm *comm, const struct tc_ar_run *q) {
+  const tecore_devptr_t send = q->send, recv = q->recv;
+  const char *fn = q->fn;
+  TC_CHECK(check_common(q->count, q->dtype, q->asked, fn));
   TC_ARG(send, "%s: send is 0", fn);
   TC_ARG(recv, "%s: recv is 0", fn);
-  TC_ARG(op == TECOMM_SUM || op == TECOMM_MAX, "%s: op %d is not TECOMM_SUM or TECOMM_MAX", fn,
-         (int)op);
-  size_t esz = tecore_dtype_size(dtype);
+  TC_ARG(q->op == TECOMM_SUM || q->op == TECOMM_MAX, "%s: op %d is not TECOMM_SUM or TECOMM_MAX",
+         fn, (int)q->op);
+  size_t esz = tecore_dtype_size(q->dtype);
   TC_ARG(send % esz == 0 && recv % esz == 0, "%s: send or recv is not aligned to %zu bytes", fn, esz);
-  size_t bytes = count * esz;
+  size_t bytes = q->count * esz;
   TC_ARG(send == recv || send + bytes <= recv || recv + bytes <= send,
          "%s: send and recv overlap without being equal", fn);
   TC_CHECK(sym_bounds(comm, send, bytes, "send", fn));
   TC_CHECK(sym_bounds(comm, recv, bytes, "recv", fn));
-  return tc_comm_fail(comm, run(comm, send, recv, count, dtype, op, algo, NULL, how, stream, fn));
+  return tc_comm_fail(comm, run(comm, q));
 }
 
 /* A communicator from the caller: a live one (the handle registry), then
- * allreduce_live. */
-static tecomm_result_t allreduce(tecomm_comm_t comm, tecore_devptr_t send, tecore_devptr_t recv,
-                                 size_t count, tecore_dtype_t dtype, tecomm_op_t op,
-                                 tecomm_algo_t algo, unsigned how, tecore_stream_t stream) {
+ * allreduce_live (q->fn is set here). */
+static tecomm_result_t allreduce(tecomm_comm_t comm, struct tc_ar_run q) {
   static const char fn[] = "tecomm_allreduce";
   TC_COMM(comm, fn);
-  return allreduce_live(comm, send, recv, count, dtype, op, algo, how, stream, fn);
+  q.fn = fn;
+  return allreduce_live(comm, &q);
 }
 
 tecomm_result_t tc_allreduce_group(struct tecomm_comm *c, tecore_devptr_t send,
                                    tecore_devptr_t recv, size_t count, tecore_dtype_t dtype,
                                    tecomm_op_t op, tecore_stream_t stream, const char *fn) {
-  return allreduce_live(c, send, recv, count, dtype, op, TECOMM_ALGO_AUTO, 0, stream, fn);
+  return allreduce_live(c, &(struct tc_ar_run){.send = send, .recv = recv, .count = count,
+                                               .dtype = dtype, .op = op,
+                                               .asked = TECOMM_ALGO_AUTO, .stream = stream,
+                                               .fn = fn});
 }
 
 TE_EXPORT tecomm_result_t tecomm_allreduce_algo(tecomm_comm_t comm, tecore_devptr_t send,
                                                 tecore_devptr_t recv, size_t count,
                                                 tecore_dtype_t dtype, tecomm_op_t op,
                                                 tecomm_algo_t algo, tecore_stream_t stream) {
-  return allreduce(comm, send, recv, count, dtype, op, algo, 0, stream);
+  return allreduce(comm, (struct tc_ar_run){.send = send, .recv = recv, .count = count,
+                                            .dtype = dtype, .op = op, .asked = algo,
+                                            .stream = stream});
 }
 
 TE_EXPORT tecomm_result_t tecomm_allreduce(tecomm_comm_t comm, tecore_devptr_t send,
@@ -563,8 +602,11 @@ static tecomm_result_t add_rmsnorm(tecomm_comm_t comm, const struct tecomm_add_r
   TC_CHECK(sym_bounds(comm, a->residual_in, bytes, "args->residual_in", fn));
   TC_CHECK(sym_bounds(comm, a->residual_out, bytes, "args->residual_out", fn));
   TC_CHECK(sym_bounds(comm, a->out, bytes, "args->out", fn));
-  return tc_comm_fail(
-      comm, run(comm, a->x, 0, a->rows * a->hidden, a->dtype, TECOMM_SUM, a->algo, a, how, stream, fn));
+  return tc_comm_fail(comm, run(comm, &(struct tc_ar_run){.send = a->x,
+                                                          .count = a->rows * a->hidden,
+                                                          .dtype = a->dtype, .op = TECOMM_SUM,
+                                                          .asked = a->algo, .fa = a, .how = how,
+                                                          .stream = stream, .fn = fn}));
 }
 
 TE_EXPORT tecomm_result_t tecomm_allreduce_add_rmsnorm(tecomm_comm_t comm,
@@ -578,7 +620,9 @@ tecomm_result_t tc_allreduce_scratch(tecomm_comm_t comm, tecore_devptr_t send, t
                                      size_t count, tecore_dtype_t dtype, tecomm_algo_t algo,
                                      unsigned how, tecore_stream_t stream) {
   TC_ARG(!(how & ~(TC_AR_SCRATCH | TC_AR_BESIDE)), "tc_allreduce_scratch: how 0x%x", how);
-  return allreduce(comm, send, recv, count, dtype, TECOMM_SUM, algo, how, stream);
+  return allreduce(comm, (struct tc_ar_run){.send = send, .recv = recv, .count = count,
+                                            .dtype = dtype, .op = TECOMM_SUM, .asked = algo,
+                                            .how = how, .stream = stream});
 }
 
 tecomm_result_t tc_allreduce_add_rmsnorm_scratch(tecomm_comm_t comm,
@@ -593,18 +637,5 @@ TE_EXPORT tecore_result_t tecomm_amax_reduce(tecore_devptr_t amax, size_t count,
                                              tecore_stream_t stream, void *ctx) {
   tecomm_result_t r = tecomm_allreduce((tecomm_comm_t)ctx, amax, amax, count, TECORE_DTYPE_F32,
                                        TECOMM_MAX, stream);
-  switch (r) {
-  case TECOMM_SUCCESS:
-    return TECORE_SUCCESS;
-  case TECOMM_ERR_INVALID:
-    return TECORE_ERR_INVALID;
-  case TECOMM_ERR_NOMEM:
-    return TECORE_ERR_DEVICE_NOMEM;
-  case TECOMM_ERR_TIMEOUT:
-    return TECORE_ERR_TIMEOUT;
-  case TECOMM_ERR_NOT_SUPPORTED:
-    return TECORE_ERR_NOT_SUPPORTED;
-  default:
-    return TECORE_ERR_INTERNAL;
-  }
+  return (tecore_result_t)te_result_to_core((int)r);
 }

@@ -1,10 +1,10 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* ar_internal.h -- what the allreduce kernel files of libtecomm share
  * privately: the vdev implementations (ar_vdev.c), the kernel table and
- * launches (ar_kernels.c), error helpers in libtecore's style, and the
+ * launches (ar_kernels.c), error helpers in libtecore's style (AR_*), and the
  * embedded fatbin (libtecomm/fatbins.S). */
-#ifndef TECOMM_AR_INTERNAL_H
-#define TECOMM_AR_INTERNAL_H
+#ifndef TC_AR_INTERNAL_H
+#define TC_AR_INTERNAL_H
 
 #include "config.h"
 #include <te/core.h>
@@ -51,16 +51,20 @@ void te_ar_vdev_ce_reduce(const struct tecore_launch_cfg *cfg, void *const *args
 void te_ar_vdev_probe_launch(const struct tecore_launch_cfg *cfg, void *const *args);
 void te_ar_vdev_probe_exchange(const struct tecore_launch_cfg *cfg, void *const *args);
 
-/* Sets the thread's detail and returns code (libtecore's TE_ERR for libtecomm). */
-#define TC_ERR(code, ...) (tecore_set_error(__VA_ARGS__), (code))
-#define TC_ARG(cond, ...)                                              \
+/* Errors of the kernel side, in libtecore's results (tecore_result_t),
+ * without logging: the communicator side converts and logs them (TC_CORE,
+ * tc_internal.h).  Named AR_*: tc_internal.h's TC_ERR/TC_ARG/TC_CHECK
+ * return tecomm_result_t and log.  AR_ERR sets the thread's detail and
+ * returns code (libtecore's TE_ERR). */
+#define AR_ERR(code, ...) (tecore_set_error(__VA_ARGS__), (code))
+#define AR_ARG(cond, ...)                                              \
   do {                                                                 \
-    if (!(cond)) return TC_ERR(TECORE_ERR_INVALID, __VA_ARGS__);       \
+    if (!(cond)) return AR_ERR(TECORE_ERR_INVALID, __VA_ARGS__);       \
   } while (0)
-#define TC_CHECK(call)                                                 \
+#define AR_CHECK(call)                                                 \
   do {                                                                 \
-    tecore_result_t tc_r_ = (call);                                    \
-    if (tc_r_ != TECORE_SUCCESS) return tc_r_;                         \
+    tecore_result_t ar_r_ = (call);                                    \
+    if (ar_r_ != TECORE_SUCCESS) return ar_r_;                         \
   } while (0)
 
 #endif

@@ -6,6 +6,7 @@
  * barrier counters in step), the fused epilogue's plan, and the host's
  * reads and writes of the error and abort words. */
 #include "ar_internal.h"
+#include "algos.h"
 #include <limits.h>
 #include <pthread.h>
 #include <stdint.h>
@@ -76,7 +77,7 @@ TECORE_TUNABLE_INT(tc_tun_fused_twoshot, "TECOMM_FUSED_TWOSHOT", 1, 0, 1,
                    "all-gather); 0: two-shot then a separate add + RMSNorm kernel.  Every rank "
                    "must use the same value")
 
-const char *tecomm_ar_fused_twoshot_variant(void) {
+const char *tc_ar_fused_twoshot_variant(void) {
   return tecore_tunable_int(&tc_tun_fused_twoshot)
              ? "rows (reduce-scatter by rows + add + RMSNorm, one kernel)"
              : "gather (two-shot, then the add + RMSNorm kernel)";
@@ -94,17 +95,17 @@ static void ar_register_once(void) {
   ar_reg_result = tecore_kernel_table_register(&ar_table, &ar_first_id);
 }
 
-tecore_result_t tecomm_ar_kernels_register(void) {
+tecore_result_t tc_ar_kernels_register(void) {
   pthread_once(&ar_once, ar_register_once);
   if (ar_reg_result != TECORE_SUCCESS)
-    return TC_ERR(ar_reg_result, "tecomm_ar_kernels_register: the allreduce kernel table did not register");
+    return AR_ERR(ar_reg_result, "tc_ar_kernels_register: the allreduce kernel table did not register");
   return TECORE_SUCCESS;
 }
 
 /* Registered when the library loads, so the cuda backend loads the code
  * at init and no launch has to (a module load inside a stream's wait would
  * deadlock: libtecore's TE_KERNEL_TABLE says why). */
-__attribute__((constructor)) static void ar_at_load(void) { (void)tecomm_ar_kernels_register(); }
+__attribute__((constructor)) static void ar_at_load(void) { (void)tc_ar_kernels_register(); }
 
 /* ---- workspace ------------------------------------------------------------------ */
 
@@ -115,71 +116,62 @@ static size_t ar_slot_bytes(size_t max_bytes) {
   return (s + TE_AR_LINE - 1) / TE_AR_LINE * TE_AR_LINE + TE_AR_LAM_DESC_PAD;
 }
 
-size_t tecomm_ar_workspace_bytes(int nranks, size_t max_bytes) {
-  if (nranks < 1 || nranks > TECOMM_AR_MAX_RANKS) return 0;
+size_t tc_ar_workspace_bytes(int nranks, size_t max_bytes) {
+  if (nranks < 1 || nranks > TC_AR_MAX_RANKS) return 0;
   if (max_bytes > (SIZE_MAX - TE_AR_OFF_LAMBUF) / 3 / (size_t)nranks - TE_AR_LINE -
                       TE_AR_LAM_DESC_PAD)
     return 0;
   return TE_AR_OFF_LAMBUF + 3u * (size_t)nranks * ar_slot_bytes(max_bytes);
 }
 
-tecore_result_t tecomm_ar_workspace_init(tecore_devptr_t ws, int nranks, size_t max_bytes,
+tecore_result_t tc_ar_workspace_init(tecore_devptr_t ws, int nranks, size_t max_bytes,
                                          tecore_stream_t stream) {
-  static const char fn[] = "tecomm_ar_workspace_init";
-  TC_ARG(ws, "%s: ws is 0", fn);
-  TC_ARG(ws % 16 == 0, "%s: ws (0x%llx) is not aligned to 16 bytes", fn, (unsigned long long)ws);
-  TC_ARG(nranks >= 1 && nranks <= TECOMM_AR_MAX_RANKS, "%s: nranks %d outside [1, %d]", fn, nranks,
-         TECOMM_AR_MAX_RANKS);
-  TC_ARG(tecomm_ar_workspace_bytes(nranks, max_bytes) > 0, "%s: max_bytes %zu is too large", fn,
+  static const char fn[] = "tc_ar_workspace_init";
+  AR_ARG(ws, "%s: ws is 0", fn);
+  AR_ARG(ws % 16 == 0, "%s: ws (0x%llx) is not aligned to 16 bytes", fn, (unsigned long long)ws);
+  AR_ARG(nranks >= 1 && nranks <= TC_AR_MAX_RANKS, "%s: nranks %d outside [1, %d]", fn, nranks,
+         TC_AR_MAX_RANKS);
+  AR_ARG(tc_ar_workspace_bytes(nranks, max_bytes) > 0, "%s: max_bytes %zu is too large", fn,
          max_bytes);
-  TC_CHECK(tecomm_ar_kernels_register());
-  TC_CHECK(tecore_memset_d8_async(ws, 0, TE_AR_OFF_LAMBUF, stream));
+  AR_CHECK(tc_ar_kernels_register());
+  AR_CHECK(tecore_memset_d8_async(ws, 0, TE_AR_OFF_LAMBUF, stream));
   size_t lam = 3u * (size_t)nranks * ar_slot_bytes(max_bytes);
-  TC_CHECK(tecore_memset_d32_async(ws + TE_AR_OFF_LAMBUF, TE_AR_LAM_ARM, lam / 4, stream));
+  AR_CHECK(tecore_memset_d32_async(ws + TE_AR_OFF_LAMBUF, TE_AR_LAM_ARM, lam / 4, stream));
   return TECORE_SUCCESS;
 }
 
-size_t tecomm_ar_nvls_bytes(int nranks, size_t lamport_max_bytes, size_t data_bytes) {
-  size_t lam = tecomm_ar_workspace_bytes(nranks, lamport_max_bytes);
+size_t tc_ar_nvls_bytes(int nranks, size_t lamport_max_bytes, size_t data_bytes) {
+  size_t lam = tc_ar_workspace_bytes(nranks, lamport_max_bytes);
   if (lam == 0 || data_bytes > SIZE_MAX / 2 - lam) return 0;
   return lam + (data_bytes + 15) / 16 * 16;
 }
 
-tecore_result_t tecomm_ar_nvls_init(tecore_devptr_t uc, int nranks, size_t lamport_max_bytes,
+tecore_result_t tc_ar_nvls_init(tecore_devptr_t uc, int nranks, size_t lamport_max_bytes,
                                     tecore_stream_t stream) {
   /* the same words as a workspace: zero state, armed Lamport buffers */
-  return tecomm_ar_workspace_init(uc, nranks, lamport_max_bytes, stream);
+  return tc_ar_workspace_init(uc, nranks, lamport_max_bytes, stream);
 }
 
-size_t tecomm_ar_max_bytes(tecomm_ar_algo_t algo, int nranks, size_t ws_max_bytes) {
-  if (nranks < 1 || nranks > TECOMM_AR_MAX_RANKS) return 0;
-  if (algo == TECOMM_AR_LAMPORT) return ws_max_bytes;
-  if (algo == TECOMM_AR_ONESHOT || algo == TECOMM_AR_TWOSHOT) return SIZE_MAX;
-  if (algo == TECOMM_AR_CE) return nranks >= 2 ? SIZE_MAX / 16 : 0;
+size_t tc_ar_max_bytes(tc_ar_algo_t algo, int nranks, size_t ws_max_bytes) {
+  if (nranks < 1 || nranks > TC_AR_MAX_RANKS) return 0;
+  if (algo == TC_AR_LAMPORT) return ws_max_bytes;
+  if (algo == TC_AR_ONESHOT || algo == TC_AR_TWOSHOT) return SIZE_MAX;
+  if (algo == TC_AR_CE) return nranks >= 2 ? SIZE_MAX / 16 : 0;
   return 0;
 }
 
 /* A CE scratch slot: one peer's input, in whole 16-byte lines. */
 static size_t ce_slot_bytes(size_t count, size_t esz) { return (count * esz + 15u) / 16u * 16u; }
 
-size_t tecomm_ar_ce_scratch_bytes(int nranks, size_t count, tecore_dtype_t dtype) {
+size_t tc_ar_ce_scratch_bytes(int nranks, size_t count, tecore_dtype_t dtype) {
   size_t esz = tecore_dtype_size(dtype);
-  if (nranks < 2 || nranks > TECOMM_AR_MAX_RANKS || esz == 0) return 0;
-  if (count > (SIZE_MAX / TECOMM_AR_MAX_RANKS - 16u) / esz) return 0;
+  if (nranks < 2 || nranks > TC_AR_MAX_RANKS || esz == 0) return 0;
+  if (count > (SIZE_MAX / TC_AR_MAX_RANKS - 16u) / esz) return 0;
   return (size_t)(nranks - 1) * ce_slot_bytes(count, esz);
 }
 
-int tecomm_ar_clobbers_input(tecomm_ar_algo_t algo) { return algo == TECOMM_AR_TWOSHOT; }
-
 /* ---- launch --------------------------------------------------------------------- */
 
-static const char *algo_name(int a) {
-  return a == TECOMM_AR_ONESHOT   ? "one-shot"
-         : a == TECOMM_AR_TWOSHOT ? "two-shot"
-         : a == TECOMM_AR_NVLS    ? "NVLS"
-         : a == TECOMM_AR_CE      ? "copy-engine two-shot"
-                                  : "Lamport";
-}
 
 /* The most blocks a call uses: co-resident on an H100/H200 (132 SMs), so
  * block b's peers run when it waits for them.  vdev runs blocks one after
@@ -234,92 +226,92 @@ static uint32_t ar_blocks(uint64_t work, uint64_t per_block, int beside) {
 
 static int al16(uint64_t p) { return (p & 15u) == 0; }
 
-static tecore_result_t ar_check_fused(const struct tecomm_ar_call *c, const char *fn) {
-  const struct tecomm_ar_fused *f = c->fused;
-  TC_ARG(f->hidden > 0, "%s: fused->hidden is 0", fn);
-  TC_ARG(f->hidden <= 0x7fffffffu, "%s: fused->hidden %zu is too large", fn, f->hidden);
-  TC_ARG(c->count % f->hidden == 0, "%s: count %zu is not a multiple of fused->hidden %zu", fn,
+static tecore_result_t ar_check_fused(const struct tc_ar_call *c, const char *fn) {
+  const struct tc_ar_fused *f = c->fused;
+  AR_ARG(f->hidden > 0, "%s: fused->hidden is 0", fn);
+  AR_ARG(f->hidden <= 0x7fffffffu, "%s: fused->hidden %zu is too large", fn, f->hidden);
+  AR_ARG(c->count % f->hidden == 0, "%s: count %zu is not a multiple of fused->hidden %zu", fn,
          c->count, f->hidden);
-  TC_ARG(f->eps >= 0.0f && f->eps <= 1e30f, "%s: fused->eps %g is not a finite value >= 0", fn,
+  AR_ARG(f->eps >= 0.0f && f->eps <= 1e30f, "%s: fused->eps %g is not a finite value >= 0", fn,
          (double)f->eps);
-  TC_ARG(f->residual_in, "%s: fused->residual_in is 0", fn);
-  TC_ARG(f->residual_out, "%s: fused->residual_out is 0", fn);
-  TC_ARG(f->gamma, "%s: fused->gamma is 0", fn);
-  TC_ARG(f->out || f->fp8_out, "%s: fused: neither out nor fp8_out is set", fn);
-  TC_ARG(f->rsigma % 4 == 0, "%s: fused->rsigma (0x%llx) is not aligned to 4 bytes", fn,
+  AR_ARG(f->residual_in, "%s: fused->residual_in is 0", fn);
+  AR_ARG(f->residual_out, "%s: fused->residual_out is 0", fn);
+  AR_ARG(f->gamma, "%s: fused->gamma is 0", fn);
+  AR_ARG(f->out || f->fp8_out, "%s: fused: neither out nor fp8_out is set", fn);
+  AR_ARG(f->rsigma % 4 == 0, "%s: fused->rsigma (0x%llx) is not aligned to 4 bytes", fn,
          (unsigned long long)f->rsigma);
   if (f->fp8_out) {
     const struct tecore_tensor *q = f->fp8_out;
-    TC_ARG(q->dtype == TECORE_DTYPE_E4M3 || q->dtype == TECORE_DTYPE_E5M2,
+    AR_ARG(q->dtype == TECORE_DTYPE_E4M3 || q->dtype == TECORE_DTYPE_E5M2,
            "%s: fused->fp8_out: dtype %s is not E4M3 or E5M2", fn, tecore_dtype_name(q->dtype));
-    TC_ARG(q->scaling == TECORE_SCALING_DELAYED || q->scaling == TECORE_SCALING_CURRENT,
+    AR_ARG(q->scaling == TECORE_SCALING_DELAYED || q->scaling == TECORE_SCALING_CURRENT,
            "%s: fused->fp8_out: scaling %s is not delayed or current", fn,
            tecore_scaling_name(q->scaling));
-    TC_ARG(q->data && q->scale, "%s: fused->fp8_out: data and scale must be set", fn);
-    TC_ARG(q->scaling != TECORE_SCALING_CURRENT || q->amax,
+    AR_ARG(q->data && q->scale, "%s: fused->fp8_out: data and scale must be set", fn);
+    AR_ARG(q->scaling != TECORE_SCALING_CURRENT || q->amax,
            "%s: fused->fp8_out: current scaling needs amax", fn);
-    TC_ARG(tecore_tensor_numel(q) == c->count, "%s: fused->fp8_out has %zu elements, count is %zu",
+    AR_ARG(tecore_tensor_numel(q) == c->count, "%s: fused->fp8_out has %zu elements, count is %zu",
            fn, tecore_tensor_numel(q), c->count);
-    TC_ARG(!q->columnwise_data, "%s: fused->fp8_out: columnwise_data is not written here", fn);
+    AR_ARG(!q->columnwise_data, "%s: fused->fp8_out: columnwise_data is not written here", fn);
   }
   return TECORE_SUCCESS;
 }
 
-static tecore_result_t ar_check(const struct tecomm_ar_call *c, const char *fn) {
-  TC_ARG(c, "%s: call is NULL", fn);
-  TC_ARG((unsigned)c->algo < TECOMM_AR_ALGO_COUNT_, "%s: algo %d is not a tecomm_ar_algo_t", fn,
+static tecore_result_t ar_check(const struct tc_ar_call *c, const char *fn) {
+  AR_ARG(c, "%s: call is NULL", fn);
+  AR_ARG((unsigned)c->algo < TC_AR_ALGO_COUNT_, "%s: algo %d is not a tc_ar_algo_t", fn,
          (int)c->algo);
-  TC_ARG(c->op == TECOMM_AR_SUM || c->op == TECOMM_AR_MAX, "%s: op %d is not SUM or MAX", fn,
+  AR_ARG(c->op == TC_AR_SUM || c->op == TC_AR_MAX, "%s: op %d is not SUM or MAX", fn,
          (int)c->op);
-  TC_ARG(c->dtype == TECORE_DTYPE_F32 || c->dtype == TECORE_DTYPE_BF16 ||
+  AR_ARG(c->dtype == TECORE_DTYPE_F32 || c->dtype == TECORE_DTYPE_BF16 ||
              c->dtype == TECORE_DTYPE_F16,
          "%s: dtype %s is not f32, bf16 or f16", fn, tecore_dtype_name(c->dtype));
-  TC_ARG(c->nranks >= 1 && c->nranks <= TECOMM_AR_MAX_RANKS, "%s: nranks %d outside [1, %d]", fn,
-         c->nranks, TECOMM_AR_MAX_RANKS);
-  TC_ARG(c->rank >= 0 && c->rank < c->nranks, "%s: rank %d outside [0, %d)", fn, c->rank,
+  AR_ARG(c->nranks >= 1 && c->nranks <= TC_AR_MAX_RANKS, "%s: nranks %d outside [1, %d]", fn,
+         c->nranks, TC_AR_MAX_RANKS);
+  AR_ARG(c->rank >= 0 && c->rank < c->nranks, "%s: rank %d outside [0, %d)", fn, c->rank,
          c->nranks);
-  TC_ARG(c->count <= (uint64_t)INT64_MAX / 4, "%s: count %zu is too large", fn, c->count);
+  AR_ARG(c->count <= (uint64_t)INT64_MAX / 4, "%s: count %zu is too large", fn, c->count);
   for (int s = 0; s < c->nranks; s++) {
-    TC_ARG(c->ws[s], "%s: ws[%d] is 0", fn, s);
-    TC_ARG(al16(c->ws[s]), "%s: ws[%d] (0x%llx) is not aligned to 16 bytes", fn, s,
+    AR_ARG(c->ws[s], "%s: ws[%d] is 0", fn, s);
+    AR_ARG(al16(c->ws[s]), "%s: ws[%d] (0x%llx) is not aligned to 16 bytes", fn, s,
            (unsigned long long)c->ws[s]);
-    if ((c->algo != TECOMM_AR_LAMPORT && c->algo != TECOMM_AR_NVLS) || s == c->rank)
-      TC_ARG(c->in[s], "%s: in[%d] is 0", fn, s);
+    if ((c->algo != TC_AR_LAMPORT && c->algo != TC_AR_NVLS) || s == c->rank)
+      AR_ARG(c->in[s], "%s: in[%d] is 0", fn, s);
   }
   size_t bytes = c->count * (size_t)tecore_dtype_size(c->dtype);
-  if (c->algo == TECOMM_AR_LAMPORT) {
-    TC_ARG(c->ws_max_bytes > 0, "%s: Lamport needs ws_max_bytes (the workspaces' max_bytes)", fn);
-    TC_ARG(bytes <= c->ws_max_bytes,
-           "%s: %zu bytes exceed the %zu bytes the Lamport buffers were sized for (tecomm_ar_max_bytes)",
+  if (c->algo == TC_AR_LAMPORT) {
+    AR_ARG(c->ws_max_bytes > 0, "%s: Lamport needs ws_max_bytes (the workspaces' max_bytes)", fn);
+    AR_ARG(bytes <= c->ws_max_bytes,
+           "%s: %zu bytes exceed the %zu bytes the Lamport buffers were sized for (tc_ar_max_bytes)",
            fn, bytes, c->ws_max_bytes);
   }
-  TC_ARG(!c->nvls_uc == !c->nvls_mc, "%s: nvls_uc and nvls_mc go together", fn);
-  TC_ARG(c->algo != TECOMM_AR_NVLS || c->nvls_mc,
+  AR_ARG(!c->nvls_uc == !c->nvls_mc, "%s: nvls_uc and nvls_mc go together", fn);
+  AR_ARG(c->algo != TC_AR_NVLS || c->nvls_mc,
          "%s: NVLS needs the multicast region (nvls_uc, nvls_mc)", fn);
-  TC_ARG(!c->nvls_mc || c->algo == TECOMM_AR_NVLS || c->algo == TECOMM_AR_LAMPORT,
+  AR_ARG(!c->nvls_mc || c->algo == TC_AR_NVLS || c->algo == TC_AR_LAMPORT,
          "%s: a multicast region goes with NVLS or Lamport only", fn);
-  TC_ARG(!c->nvls_mc || (al16(c->nvls_uc) && al16(c->nvls_mc)),
+  AR_ARG(!c->nvls_mc || (al16(c->nvls_uc) && al16(c->nvls_mc)),
          "%s: nvls_uc and nvls_mc must be aligned to 16 bytes", fn);
-  if (c->algo == TECOMM_AR_NVLS) {
-    TC_ARG(c->op == TECOMM_AR_SUM, "%s: NVLS reduces with SUM only", fn);
-    TC_ARG(bytes <= c->nvls_data_bytes,
+  if (c->algo == TC_AR_NVLS) {
+    AR_ARG(c->op == TC_AR_SUM, "%s: NVLS reduces with SUM only", fn);
+    AR_ARG(bytes <= c->nvls_data_bytes,
            "%s: %zu bytes exceed the NVLS data buffer's %zu", fn, bytes, c->nvls_data_bytes);
-    TC_ARG(c->ws_max_bytes > 0, "%s: NVLS needs ws_max_bytes (the region's Lamport size)", fn);
+    AR_ARG(c->ws_max_bytes > 0, "%s: NVLS needs ws_max_bytes (the region's Lamport size)", fn);
   }
-  if (c->algo == TECOMM_AR_CE) {
-    TC_ARG(c->nranks >= 2, "%s: the copy-engine one-shot needs 2 or more ranks", fn);
-    size_t need = tecomm_ar_ce_scratch_bytes(c->nranks, c->count, c->dtype);
-    TC_ARG(c->scratch && al16(c->scratch) && c->scratch_bytes >= need,
+  if (c->algo == TC_AR_CE) {
+    AR_ARG(c->nranks >= 2, "%s: the copy-engine one-shot needs 2 or more ranks", fn);
+    size_t need = tc_ar_ce_scratch_bytes(c->nranks, c->count, c->dtype);
+    AR_ARG(c->scratch && al16(c->scratch) && c->scratch_bytes >= need,
            "%s: the copy-engine one-shot needs %zu bytes of 16-byte aligned scratch (scratch "
            "0x%llx, %zu bytes)",
            fn, need, (unsigned long long)c->scratch, c->scratch_bytes);
   }
-  if (c->fused) TC_CHECK(ar_check_fused(c, fn));
-  else TC_ARG(c->out, "%s: out is 0", fn);
+  if (c->fused) AR_CHECK(ar_check_fused(c, fn));
+  else AR_ARG(c->out, "%s: out is 0", fn);
   return TECORE_SUCCESS;
 }
 
-static void ar_params_base(const struct tecomm_ar_call *c, struct te_ar_params *p) {
+static void ar_params_base(const struct tc_ar_call *c, struct te_ar_params *p) {
   memset(p, 0, sizeof *p);
   for (int s = 0; s < c->nranks; s++) {
     p->ws[s] = c->ws[s];
@@ -350,7 +342,7 @@ static void ar_params_base(const struct tecomm_ar_call *c, struct te_ar_params *
     d->hidden = (uint32_t)c->fused->hidden;
     d->eps = c->fused->eps;
     d->variant |= TE_AR_V_FUSED;
-    if (c->algo == TECOMM_AR_TWOSHOT && tecore_tunable_int(&tc_tun_fused_twoshot))
+    if (c->algo == TC_AR_TWOSHOT && tecore_tunable_int(&tc_tun_fused_twoshot))
       d->variant |= TE_AR_V_RS_ROWS;
   }
   if (c->nvls_mc) d->variant |= TE_AR_V_MC;
@@ -370,25 +362,25 @@ static tecore_result_t ar_plain(int algo, struct te_ar_params *p, int beside,
   int n = p->nranks;
   int vec = 16 / te_ar_esize(p->dtype);
   for (int s = 0; s < n; s++)
-    if ((algo != TECOMM_AR_LAMPORT || s == p->rank) && !al16(p->in[s])) vec = 1;
+    if ((algo != TC_AR_LAMPORT || s == p->rank) && !al16(p->in[s])) vec = 1;
   /* One-shot and two-shot cut the call into granules, and size their grid,
    * by the inputs' alignment alone: the inputs are symmetric (the same
    * offset of every rank's pool or segment), so every rank cuts alike,
    * while out is each rank's own and may be aligned on one rank and not
    * on another (the kernels then store its granules element by element).
    * Lamport and NVLS share out a call by bytes, whatever vec is. */
-  if (algo != TECOMM_AR_ONESHOT && algo != TECOMM_AR_TWOSHOT && !al16(p->out)) vec = 1;
+  if (algo != TC_AR_ONESHOT && algo != TC_AR_TWOSHOT && !al16(p->out)) vec = 1;
   p->vec = vec;
   uint64_t ngran = p->count / (uint64_t)vec;
   struct tecore_launch_cfg cfg = {.grid = {1, 1, 1}, .block = {TE_AR_THREADS, 1, 1}};
   int k;
-  if (algo == TECOMM_AR_ONESHOT) {
+  if (algo == TC_AR_ONESHOT) {
     cfg.grid[0] = ar_blocks(ngran, (uint64_t)TE_AR_THREADS * TE_AR_UNROLL, beside);
     k = TE_AR_K_ONESHOT;
-  } else if (algo == TECOMM_AR_TWOSHOT) {
+  } else if (algo == TC_AR_TWOSHOT) {
     cfg.grid[0] = ar_blocks((ngran + (uint64_t)n - 1) / (uint64_t)n, TE_AR_THREADS, beside);
     k = TE_AR_K_TWOSHOT;
-  } else if (algo == TECOMM_AR_NVLS) {
+  } else if (algo == TC_AR_NVLS) {
     uint64_t ngr = (p->count * (uint64_t)te_ar_esize(p->dtype) + 15) / 16;
     cfg.grid[0] = ar_blocks((ngr + (uint64_t)n - 1) / (uint64_t)n, TE_AR_THREADS, beside);
     k = TE_AR_K_NVLS;
@@ -412,12 +404,12 @@ static tecore_result_t ar_plain(int algo, struct te_ar_params *p, int beside,
 }
 
 /* The fused call: residual add + RMSNorm (+ FP8) after the allreduce. */
-static tecore_result_t ce_pull(const struct tecomm_ar_call *c, struct te_ar_params *p,
+static tecore_result_t ce_pull(const struct tc_ar_call *c, struct te_ar_params *p,
                                tecore_stream_t stream);
 
-static tecore_result_t ar_fused(const struct tecomm_ar_call *c, struct te_ar_params *p,
+static tecore_result_t ar_fused(const struct tc_ar_call *c, struct te_ar_params *p,
                                 tecore_stream_t stream, const char *fn) {
-  const struct tecomm_ar_fused *f = c->fused;
+  const struct tc_ar_fused *f = c->fused;
   const struct tecore_tensor *q = f->fp8_out;
   int current = q && q->scaling == TECORE_SCALING_CURRENT;
   p->res_in = f->residual_in;
@@ -450,28 +442,28 @@ static tecore_result_t ar_fused(const struct tecomm_ar_call *c, struct te_ar_par
   p->rpb = plan.rows_per_block;
   int vec_in = nvec == 8;
   for (int s = 0; s < c->nranks; s++)
-    if ((c->algo != TECOMM_AR_LAMPORT || s == c->rank) && !al16(c->in[s])) vec_in = 0;
-  if (c->algo == TECOMM_AR_CE && !al16(c->scratch)) vec_in = 0;
-  if (current) TC_CHECK(tecore_memset_d32_async(q->amax, 0, 1, stream));
+    if ((c->algo != TC_AR_LAMPORT || s == c->rank) && !al16(c->in[s])) vec_in = 0;
+  if (c->algo == TC_AR_CE && !al16(c->scratch)) vec_in = 0;
+  if (current) AR_CHECK(tecore_memset_d32_async(q->amax, 0, 1, stream));
 
   uint64_t groups = (p->rows + (uint64_t)plan.rows_per_block - 1) / (uint64_t)plan.rows_per_block;
   struct tecore_launch_cfg rcfg = {.grid = {ar_blocks(groups, 1, c->beside), 1, 1},
                                    .block = {plan.threads, 1, 1}};
   p->vec = vec_in ? 8 : 1;
   int wide = plan.threads > TE_AR_FUSED_NARROW;
-  if (c->algo == TECOMM_AR_ONESHOT || c->algo == TECOMM_AR_CE) {
+  if (c->algo == TC_AR_ONESHOT || c->algo == TC_AR_CE) {
     /* the copy-engine one-shot: the peers' inputs copied here first, then
      * the one-shot kernel over the local copies (its first barrier: every
      * rank's copies are done, so the inputs are free again) */
     struct tecore_launch_cfg ocfg = rcfg;
-    if (c->algo == TECOMM_AR_CE) { /* local reads: the whole grid, as ar_ce's */
-      TC_CHECK(ce_pull(c, p, stream));
+    if (c->algo == TC_AR_CE) { /* local reads: the whole grid, as ar_ce's */
+      AR_CHECK(ce_pull(c, p, stream));
       ocfg.grid[0] = ar_blocks(groups, 1, 0);
     }
-    TC_CHECK(ar_go(wide ? TE_AR_K_ONESHOT_FUSED_WIDE : TE_AR_K_ONESHOT_FUSED, &ocfg, p, stream));
-  } else if (c->algo == TECOMM_AR_LAMPORT) {
+    AR_CHECK(ar_go(wide ? TE_AR_K_ONESHOT_FUSED_WIDE : TE_AR_K_ONESHOT_FUSED, &ocfg, p, stream));
+  } else if (c->algo == TC_AR_LAMPORT) {
     if (!vec_in)
-      return TC_ERR(TECORE_ERR_NOT_SUPPORTED,
+      return AR_ERR(TECORE_ERR_NOT_SUPPORTED,
                     "%s: fused Lamport needs hidden %% 8 == 0 and 16-byte aligned in[rank], "
                     "residual_in, residual_out, out, gamma (hidden %zu)",
                     fn, f->hidden);
@@ -492,25 +484,25 @@ static tecore_result_t ar_fused(const struct tecomm_ar_call *c, struct te_ar_par
       struct tecore_launch_cfg scfg = rcfg;
       scfg.block[0] = plan.threads * spread;
       p->spread = (int32_t)spread;
-      TC_CHECK(ar_go(c->nranks <= 2 ? TE_AR_K_LAMPORT_FUSED_SPREAD : TE_AR_K_LAMPORT_FUSED_SPREAD4,
+      AR_CHECK(ar_go(c->nranks <= 2 ? TE_AR_K_LAMPORT_FUSED_SPREAD : TE_AR_K_LAMPORT_FUSED_SPREAD4,
                      &scfg, p, stream));
       p->spread = 0;
     } else {
-      TC_CHECK(ar_go(wide ? TE_AR_K_LAMPORT_FUSED_WIDE : TE_AR_K_LAMPORT_FUSED, &rcfg, p, stream));
+      AR_CHECK(ar_go(wide ? TE_AR_K_LAMPORT_FUSED_WIDE : TE_AR_K_LAMPORT_FUSED, &rcfg, p, stream));
     }
-  } else if (c->algo == TECOMM_AR_NVLS) {
+  } else if (c->algo == TC_AR_NVLS) {
     /* NVLS simple into this rank's member (out 0: no copy-out), then the
      * epilogue from there */
     struct te_ar_params a = *p;
     a.fflags = 0;
     a.out = 0;
-    TC_CHECK(ar_plain(TECOMM_AR_NVLS, &a, c->beside, stream));
+    AR_CHECK(ar_plain(TC_AR_NVLS, &a, c->beside, stream));
     struct te_ar_params e = *p;
     e.in[e.rank] = c->nvls_uc + p->nv_data;
     e.vec = nvec == 8 ? 8 : 1;
     struct tecore_launch_cfg ecfg = rcfg;
     ecfg.grid[0] = (unsigned)(groups < 65535u * 32u ? groups : 65535u * 32u);
-    TC_CHECK(ar_go(wide ? TE_AR_K_ADDNORM_WIDE : TE_AR_K_ADDNORM, &ecfg, &e, stream));
+    AR_CHECK(ar_go(wide ? TE_AR_K_ADDNORM_WIDE : TE_AR_K_ADDNORM, &ecfg, &e, stream));
   } else if (tecore_tunable_int(&tc_tun_fused_twoshot)) {
     /* the fused two-shot by rows, one kernel: the plan's rows stacked up
      * to TE_AR_FUSED_RS_THREADS threads a block (the row sums keep the
@@ -522,7 +514,7 @@ static tecore_result_t ar_fused(const struct tecomm_ar_call *c, struct te_ar_par
     unsigned threads = (unsigned)plan.tpr * rpb;
     struct tecore_launch_cfg fcfg = {.grid = {ar_blocks(g, 1, c->beside), 1, 1},
                                      .block = {threads, 1, 1}};
-    TC_CHECK(ar_go(threads > TE_AR_FUSED_RS_THREADS ? TE_AR_K_TWOSHOT_FUSED_WIDE
+    AR_CHECK(ar_go(threads > TE_AR_FUSED_RS_THREADS ? TE_AR_K_TWOSHOT_FUSED_WIDE
                                                     : TE_AR_K_TWOSHOT_FUSED,
                    &fcfg, p, stream));
   } else {
@@ -530,35 +522,35 @@ static tecore_result_t ar_fused(const struct tecomm_ar_call *c, struct te_ar_par
     struct te_ar_params a = *p;
     a.fflags = 0;
     a.out = a.in[a.rank];
-    TC_CHECK(ar_plain(TECOMM_AR_TWOSHOT, &a, c->beside, stream));
+    AR_CHECK(ar_plain(TC_AR_TWOSHOT, &a, c->beside, stream));
     struct tecore_launch_cfg ecfg = rcfg;
     ecfg.grid[0] = (unsigned)(groups < 65535u * 32u ? groups : 65535u * 32u);
-    TC_CHECK(ar_go(wide ? TE_AR_K_ADDNORM_WIDE : TE_AR_K_ADDNORM, &ecfg, p, stream));
+    AR_CHECK(ar_go(wide ? TE_AR_K_ADDNORM_WIDE : TE_AR_K_ADDNORM, &ecfg, p, stream));
   }
   if (current) {
     /* libtecore's current scaling: the scale from the amax, then the bytes */
-    TC_CHECK(tecore_compute_scale(q, 0, stream));
+    AR_CHECK(tecore_compute_scale(q, 0, stream));
     struct tecore_tensor x, g, y = *q;
     size_t shape[2] = {(size_t)p->rows, f->hidden};
-    TC_CHECK(tecore_tensor_init(&x, c->dtype, 2, shape, f->residual_out));
-    TC_CHECK(tecore_tensor_init(&g, c->dtype, 1, &shape[1], f->gamma));
+    AR_CHECK(tecore_tensor_init(&x, c->dtype, 2, shape, f->residual_out));
+    AR_CHECK(tecore_tensor_init(&g, c->dtype, 1, &shape[1], f->gamma));
     y.scaling = TECORE_SCALING_DELAYED;
     y.amax = 0;
-    TC_CHECK(tecore_rmsnorm_fwd(&x, &g, f->eps, 0, &y, 0, stream));
+    AR_CHECK(tecore_rmsnorm_fwd(&x, &g, f->eps, 0, &y, 0, stream));
   }
   return TECORE_SUCCESS;
 }
 
-tecore_result_t tecomm_ar_probe(const struct tecomm_ar_call *call, int exchange,
+tecore_result_t tc_ar_probe(const struct tc_ar_call *call, int exchange,
                                 tecore_stream_t stream) {
-  static const char fn[] = "tecomm_ar_probe";
-  TC_ARG(call, "%s: call is NULL", fn);
-  TC_ARG(call->nranks >= 1 && call->nranks <= TECOMM_AR_MAX_RANKS, "%s: nranks %d outside [1, %d]",
-         fn, call->nranks, TECOMM_AR_MAX_RANKS);
-  TC_ARG(call->rank >= 0 && call->rank < call->nranks, "%s: rank %d outside [0, %d)", fn,
+  static const char fn[] = "tc_ar_probe";
+  AR_ARG(call, "%s: call is NULL", fn);
+  AR_ARG(call->nranks >= 1 && call->nranks <= TC_AR_MAX_RANKS, "%s: nranks %d outside [1, %d]",
+         fn, call->nranks, TC_AR_MAX_RANKS);
+  AR_ARG(call->rank >= 0 && call->rank < call->nranks, "%s: rank %d outside [0, %d)", fn,
          call->rank, call->nranks);
-  for (int s = 0; s < call->nranks; s++) TC_ARG(call->ws[s], "%s: ws[%d] is 0", fn, s);
-  TC_CHECK(tecomm_ar_kernels_register());
+  for (int s = 0; s < call->nranks; s++) AR_ARG(call->ws[s], "%s: ws[%d] is 0", fn, s);
+  AR_CHECK(tc_ar_kernels_register());
   struct te_ar_params p;
   ar_params_base(call, &p);
   struct tecore_launch_cfg cfg = {.grid = {1, 1, 1}, .block = {32, 1, 1}};
@@ -575,25 +567,25 @@ tecore_result_t tecomm_ar_probe(const struct tecomm_ar_call *call, int exchange,
 /* The copy-engine one-shot's first half, plain or fused: barrier (every
  * input in place), then every peer's input copied into scratch; p->in[]
  * then names the local copies. */
-static tecore_result_t ce_pull(const struct tecomm_ar_call *c, struct te_ar_params *p,
+static tecore_result_t ce_pull(const struct tc_ar_call *c, struct te_ar_params *p,
                                tecore_stream_t stream) {
   const size_t esz = tecore_dtype_size(c->dtype), bytes = c->count * esz;
   const size_t slot = ce_slot_bytes(c->count, esz);
-  TC_CHECK(tecomm_ar_probe(c, 1, stream));
+  AR_CHECK(tc_ar_probe(c, 1, stream));
   for (int s = 0, k = 0; s < c->nranks; s++) {
     if (s == c->rank) continue;
     p->in[s] = c->scratch + (size_t)k++ * slot;
-    TC_CHECK(tecore_memcpy_async(p->in[s], c->in[s], bytes, stream));
+    AR_CHECK(tecore_memcpy_async(p->in[s], c->in[s], bytes, stream));
   }
   return TECORE_SUCCESS;
 }
 
-static tecore_result_t ar_ce(const struct tecomm_ar_call *c, struct te_ar_params *p,
+static tecore_result_t ar_ce(const struct tc_ar_call *c, struct te_ar_params *p,
                              tecore_stream_t stream) {
   const int r = c->rank;
   const size_t esz = tecore_dtype_size(c->dtype);
   int vec = al16(c->out) && al16(c->scratch) ? (int)(16 / esz) : 1;
-  TC_CHECK(ce_pull(c, p, stream));
+  AR_CHECK(ce_pull(c, p, stream));
   if (!al16(c->in[r])) vec = 1;
   p->vec = vec;
   /* the whole grid even beside a GEMM: the sum reads local memory only and
@@ -604,23 +596,23 @@ static tecore_result_t ar_ce(const struct tecomm_ar_call *c, struct te_ar_params
       .grid = {ar_blocks(c->count / (uint64_t)vec, (uint64_t)TE_AR_THREADS * 2, 0), 1, 1},
       .block = {TE_AR_THREADS, 1, 1}};
   const int in_place = c->out == c->in[r];
-  if (in_place) TC_CHECK(tecomm_ar_probe(c, 1, stream));
-  TC_CHECK(ar_go(TE_AR_K_CE_REDUCE, &cfg, p, stream));
-  return in_place ? TECORE_SUCCESS : tecomm_ar_probe(c, 1, stream);
+  if (in_place) AR_CHECK(tc_ar_probe(c, 1, stream));
+  AR_CHECK(ar_go(TE_AR_K_CE_REDUCE, &cfg, p, stream));
+  return in_place ? TECORE_SUCCESS : tc_ar_probe(c, 1, stream);
 }
 
-tecore_result_t tecomm_ar_launch(const struct tecomm_ar_call *call, tecore_stream_t stream) {
-  static const char fn[] = "tecomm_ar_launch";
-  TC_CHECK(ar_check(call, fn));
-  TC_CHECK(tecomm_ar_kernels_register());
+tecore_result_t tc_ar_launch(const struct tc_ar_call *call, tecore_stream_t stream) {
+  static const char fn[] = "tc_ar_launch";
+  AR_CHECK(ar_check(call, fn));
+  AR_CHECK(tc_ar_kernels_register());
   if (call->count == 0) return TECORE_SUCCESS;
   struct te_ar_params p;
   ar_params_base(call, &p);
   tecore_result_t r = call->fused                   ? ar_fused(call, &p, stream, fn)
-                      : call->algo == TECOMM_AR_CE ? ar_ce(call, &p, stream)
+                      : call->algo == TC_AR_CE ? ar_ce(call, &p, stream)
                                                    : ar_plain((int)call->algo, &p, call->beside, stream);
   if (r != TECORE_SUCCESS && r != TECORE_ERR_NOT_SUPPORTED && r != TECORE_ERR_INVALID)
-    tecore_set_error("%s: %s allreduce of %zu elements: %s", fn, algo_name((int)call->algo),
+    tecore_set_error("%s: %s allreduce of %zu elements: %s", fn, tc_ar_kernel_name((int)call->algo),
                      call->count, tecore_last_error());
   return r;
 }
@@ -631,7 +623,7 @@ tecore_result_t tecomm_ar_launch(const struct tecomm_ar_call *call, tecore_strea
 
 static tecore_result_t ar_bytes_io(tecore_devptr_t dev, void *host, size_t n, int write) {
   tecore_stream_t s = NULL;
-  TC_CHECK(tecore_stream_create(TECORE_STREAM_NON_BLOCKING, 0, &s));
+  AR_CHECK(tecore_stream_create(TECORE_STREAM_NON_BLOCKING, 0, &s));
   tecore_devptr_t h = (tecore_devptr_t)(uintptr_t)host;
   tecore_result_t r = write ? tecore_memcpy_async(dev, h, n, s) : tecore_memcpy_async(h, dev, n, s);
   if (r == TECORE_SUCCESS) r = tecore_stream_synchronize(s);
@@ -643,34 +635,34 @@ static tecore_result_t ar_word_io(tecore_devptr_t dev, uint32_t *host, int write
   return ar_bytes_io(dev, host, 4, write);
 }
 
-tecore_result_t tecomm_ar_desc_read(tecore_devptr_t ws, struct tecomm_ar_desc *d) {
-  TC_ARG(ws && d, "tecomm_ar_desc_read: ws or d is 0");
+tecore_result_t tc_ar_desc_read(tecore_devptr_t ws, struct tc_ar_desc *d) {
+  AR_ARG(ws && d, "tc_ar_desc_read: ws or d is 0");
   struct te_ar_desc w;
-  TC_CHECK(ar_bytes_io(ws + TE_AR_OFF_DESC, &w, sizeof w, 0));
-  *d = (struct tecomm_ar_desc){.hash = w.hash, .count = w.count, .algo = w.algo, .op = w.op,
+  AR_CHECK(ar_bytes_io(ws + TE_AR_OFF_DESC, &w, sizeof w, 0));
+  *d = (struct tc_ar_desc){.hash = w.hash, .count = w.count, .algo = w.algo, .op = w.op,
                                .dtype = w.dtype, .nranks = w.nranks, .hidden = w.hidden,
                                .eps = w.eps, .variant = w.variant};
   return TECORE_SUCCESS;
 }
 
-tecore_result_t tecomm_ar_error(tecore_devptr_t ws, int *code, int *peer, int clear) {
-  static const char fn[] = "tecomm_ar_error";
-  TC_ARG(ws, "%s: ws is 0", fn);
-  TC_ARG(code, "%s: code is NULL", fn);
-  TC_ARG(peer, "%s: peer is NULL", fn);
+tecore_result_t tc_ar_error(tecore_devptr_t ws, int *code, int *peer, int clear) {
+  static const char fn[] = "tc_ar_error";
+  AR_ARG(ws, "%s: ws is 0", fn);
+  AR_ARG(code, "%s: code is NULL", fn);
+  AR_ARG(peer, "%s: peer is NULL", fn);
   uint32_t w = 0;
-  TC_CHECK(ar_word_io(ws + TE_AR_OFF_ERR, &w, 0));
+  AR_CHECK(ar_word_io(ws + TE_AR_OFF_ERR, &w, 0));
   *code = (int)(w & 0xffffu);
   *peer = (int)(w >> 16) - 1;
   if (clear && w) {
     uint32_t zero = 0;
-    TC_CHECK(ar_word_io(ws + TE_AR_OFF_ERR, &zero, 1));
+    AR_CHECK(ar_word_io(ws + TE_AR_OFF_ERR, &zero, 1));
   }
   return TECORE_SUCCESS;
 }
 
-tecore_result_t tecomm_ar_abort(tecore_devptr_t ws) {
-  TC_ARG(ws, "tecomm_ar_abort: ws is 0");
+tecore_result_t tc_ar_abort(tecore_devptr_t ws) {
+  AR_ARG(ws, "tc_ar_abort: ws is 0");
   uint32_t one = 1;
   return ar_word_io(ws + TE_AR_OFF_ABORT, &one, 1);
 }

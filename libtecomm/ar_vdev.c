@@ -103,10 +103,21 @@ static void vpart(uint64_t ngran, int n, int q, uint32_t G, uint32_t b, uint64_t
   *hi = clo + h;
 }
 
-/* The all-gather's copy-out: block b's part of every chunk from src to
- * dst, items of per elements of esz bytes, clipped at count elements. */
-static void vcopy_parts(char *dst, const char *src, uint64_t ngran, uint64_t per, uint64_t count,
-                        size_t esz, int n, uint32_t G, uint32_t b) {
+/* How the all-gather's chunks are cut: ngran items of per elements of esz
+ * bytes over n chunks, clipped at count elements. */
+struct vchunks {
+  uint64_t ngran, per, count;
+  size_t esz;
+  int n;
+};
+
+/* The all-gather's copy-out: block b (of G) part of every chunk from src
+ * to dst. */
+static void vcopy_parts(char *dst, const char *src, const struct vchunks *v, uint32_t G,
+                        uint32_t b) {
+  const uint64_t ngran = v->ngran, per = v->per, count = v->count;
+  const size_t esz = v->esz;
+  const int n = v->n;
   for (int q = 0; q < n; q++) {
     uint64_t lo, hi;
     vpart(ngran, n, q, G, b, &lo, &hi);
@@ -306,7 +317,7 @@ void te_ar_vdev_twoshot(const struct tecore_launch_cfg *cfg, void *const *args) 
       for (uint64_t i = 0; i < ntail; i++) tail[i] = vreduce_elem(p, t0 + i);
     if (vbarrier(&c, (int)b, base + 2)) return;
     if (p->out != p->in[r])
-      vcopy_parts(VP(p->out), VP(p->in[r]), ngran, vec, p->count, esz, n, G, b);
+      vcopy_parts(VP(p->out), VP(p->in[r]), &(struct vchunks){ngran, vec, p->count, esz, n}, G, b);
     if (b == 0)
       for (uint64_t i = 0; i < ntail; i++) te_st(VP(p->out), t0 + i, dt, tail[i]);
   }
@@ -584,7 +595,7 @@ void te_ar_vdev_nvls(const struct tecore_launch_cfg *cfg, void *const *args) {
     }
     if (vbarrier(&c, (int)b, base + 2)) return;
     if (!p->out) continue; /* fused: the epilogue kernel reads the member */
-    vcopy_parts(VP(p->out), uc, ngr, epg, p->count, esz, n, G, b);
+    vcopy_parts(VP(p->out), uc, &(struct vchunks){ngr, epg, p->count, esz, n}, G, b);
   }
 }
 

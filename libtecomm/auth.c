@@ -293,8 +293,8 @@ static int progress(struct listener *l, struct pending *q, uint32_t nranks, int 
   if (q->got < sizeof q->msg) return 0;
   struct tc_wire_proof pr;
   char why[160];
-  if (tc_wire_check_proof(l->k, q->nonce, q->msg, q->got, nranks, (uint32_t)lo, (uint32_t)hi, &pr,
-                          why, sizeof why) != 0) {
+  const struct tc_wire_ranks want = {(uint32_t)nranks, (uint32_t)lo, (uint32_t)hi};
+  if (tc_wire_check_proof(l->k, q->nonce, q->msg, q->got, &want, &pr, why, sizeof why) != 0) {
     refuse(l, q->who, why);
     return 1;
   }

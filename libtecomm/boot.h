@@ -53,15 +53,20 @@ tecomm_result_t tc_mesh_send_fd(struct tc_boot *mesh, int peer, int fd);
 tecomm_result_t tc_mesh_recv_fd(struct tc_boot *mesh, int peer, int *fd);
 
 /* Poll-driven exchange on connected stream sockets, each block framed
- * (wire.h): sends a TC_WIRE_DATA message of slen bytes numbered seq to
- * every fds[i] >= 0 and receives one of rlen bytes numbered seq from it
- * into rbuf[i], all at once (no pair can deadlock on full socket
- * buffers), within timeout_ms; sbuf or rbuf NULL: that direction is
+ * (wire.h): sends a TC_WIRE_DATA message of x->slen bytes numbered seq to
+ * every fds[i] >= 0 and receives one of x->rlen bytes numbered seq from it
+ * into x->rbuf[i], all at once (no pair can deadlock on full socket
+ * buffers), within timeout_ms; x->sbuf or x->rbuf NULL: that direction is
  * idle.  A header that is not exactly that is a TECOMM_ERR_BOOTSTRAP
  * naming the rank and what was wrong; what names the exchange. */
-tecomm_result_t tc_msg_exchange(const int *fds, int n, uint32_t seq, const void *const *sbuf,
-                                size_t slen, void *const *rbuf, size_t rlen, int64_t timeout_ms,
-                                const char *what);
+struct tc_msg_blocks {
+  const void *const *sbuf; /* NULL: nothing to send */
+  size_t slen;
+  void *const *rbuf;       /* NULL: nothing to receive */
+  size_t rlen;
+};
+tecomm_result_t tc_msg_exchange(const int *fds, int n, uint32_t seq, const struct tc_msg_blocks *x,
+                                int64_t timeout_ms, const char *what);
 
 /* ---- membership (auth.c) ------------------------------------------------- */
 

@@ -66,11 +66,12 @@ static tecomm_result_t tcp_allgather(struct tc_boot *b, const void *send, void *
     for (int i = 0; i < n; i++) rb[i] = (unsigned char *)recv + (size_t)i * bytes;
     /* gather first, then answer with the whole: two rounds */
     tecomm_result_t r =
-        tc_msg_exchange(t->fd, n, seq, NULL, 0, rb, bytes, to, "tcp bootstrap gather");
+        tc_msg_exchange(t->fd, n, seq, &(struct tc_msg_blocks){NULL, 0, rb, bytes}, to,
+                        "tcp bootstrap gather");
     for (int i = 0; i < n; i++) sb[i] = recv;
     if (r == TECOMM_SUCCESS)
-      r = tc_msg_exchange(t->fd, n, seq, sb, (size_t)n * bytes, NULL, 0, to,
-                          "tcp bootstrap answer");
+      r = tc_msg_exchange(t->fd, n, seq, &(struct tc_msg_blocks){sb, (size_t)n * bytes, NULL, 0},
+                          to, "tcp bootstrap answer");
     free(rb);
     free(sb);
     return r;
@@ -81,10 +82,11 @@ static tecomm_result_t tcp_allgather(struct tc_boot *b, const void *send, void *
   memcpy(mine, send, bytes);
   const void *sb[1] = {mine};
   void *rb[1] = {recv};
-  tecomm_result_t r = tc_msg_exchange(t->fd, 1, seq, sb, bytes, NULL, 0, to, "tcp bootstrap send");
+  tecomm_result_t r = tc_msg_exchange(t->fd, 1, seq, &(struct tc_msg_blocks){sb, bytes, NULL, 0},
+                                      to, "tcp bootstrap send");
   if (r == TECOMM_SUCCESS)
-    r = tc_msg_exchange(t->fd, 1, seq, NULL, 0, rb, (size_t)n * bytes, to,
-                        "tcp bootstrap receive");
+    r = tc_msg_exchange(t->fd, 1, seq, &(struct tc_msg_blocks){NULL, 0, rb, (size_t)n * bytes},
+                        to, "tcp bootstrap receive");
   if (r == TECOMM_SUCCESS && memcmp((unsigned char *)recv + (size_t)b->rank * bytes, mine, bytes))
     r = TC_ERR(TECOMM_ERR_BOOTSTRAP, "tcp bootstrap: rank 0's answer does not hold this rank's block");
   free(mine);

@@ -11,6 +11,7 @@
 #define _GNU_SOURCE
 #endif
 #include "comm_priv.h"
+#include "algos.h"
 #include "verbs_priv.h"
 #include "te_handles.h"
 #include "te_sha256.h"
@@ -95,21 +96,16 @@ tecomm_result_t tc_comm_fail(struct tecomm_comm *c, tecomm_result_t r) {
   return r;
 }
 
-static const char *ar_algo_name(int a) {
-  static const char *const n[] = {"one-shot", "two-shot", "Lamport", "NVLS", "copy-engine"};
-  return a >= 0 && a < 5 ? n[a] : "?";
-}
+static const char *ar_op_name(int op) { return op == TC_AR_SUM ? "SUM" : "MAX"; }
 
-static const char *ar_op_name(int op) { return op == TECOMM_AR_SUM ? "SUM" : "MAX"; }
-
-/* What a TECOMM_AR_ERR_MISMATCH with peer was: the first field of the
+/* What a TC_AR_ERR_MISMATCH with peer was: the first field of the
  * call descriptors (this rank's and the peer's, read from the workspaces)
  * that differs, with both values. */
 static void tc_mismatch_why(struct tecomm_comm *c, int peer, char *why, size_t n) {
-  struct tecomm_ar_desc me, them;
+  struct tc_ar_desc me, them;
   if (peer < 0 || peer >= c->nranks || !c->ws_peer[peer] ||
-      tecomm_ar_desc_read(c->ws, &me) != TECORE_SUCCESS ||
-      tecomm_ar_desc_read(c->ws_peer[peer], &them) != TECORE_SUCCESS) {
+      tc_ar_desc_read(c->ws, &me) != TECORE_SUCCESS ||
+      tc_ar_desc_read(c->ws_peer[peer], &them) != TECORE_SUCCESS) {
     snprintf(why, n, "rank %d made a different collective call (its descriptor is unreadable)",
              peer);
     return;
@@ -130,8 +126,8 @@ static void tc_mismatch_why(struct tecomm_comm *c, int peer, char *why, size_t n
     snprintf(b, sizeof b, "%s", ar_op_name(them.op));
   } else if (me.algo != them.algo || me.variant != them.variant) {
     f = "algorithm";
-    snprintf(a, sizeof a, "%s (variant %u)", ar_algo_name(me.algo), me.variant);
-    snprintf(b, sizeof b, "%s (variant %u)", ar_algo_name(them.algo), them.variant);
+    snprintf(a, sizeof a, "%s (variant %u)", tc_ar_kernel_name(me.algo), me.variant);
+    snprintf(b, sizeof b, "%s (variant %u)", tc_ar_kernel_name(them.algo), them.variant);
   } else if (me.hidden != them.hidden) {
     f = "hidden (fused)";
     snprintf(a, sizeof a, "%u", me.hidden);
@@ -156,10 +152,10 @@ static void tc_mismatch_why(struct tecomm_comm *c, int peer, char *why, size_t n
 /* The device's error word made the communicator's (sticky) error. */
 static void ready_from_word(struct tecomm_comm *c, int code, int peer) {
   c->sticky_peer = peer;
-  if (code == TECOMM_AR_ERR_MISMATCH) {
+  if (code == TC_AR_ERR_MISMATCH) {
     c->sticky = TECOMM_ERR_MISMATCH;
     tc_mismatch_why(c, peer, c->sticky_why, sizeof c->sticky_why);
-  } else if (code == TECOMM_AR_ERR_ABORTED) {
+  } else if (code == TC_AR_ERR_ABORTED) {
     c->sticky = TECOMM_ERR_ABORTED;
     snprintf(c->sticky_why, sizeof c->sticky_why,
              "a collective gave up: the communicator was aborted (here or by rank %d)", peer);
@@ -184,10 +180,10 @@ tecomm_result_t tc_comm_ready(struct tecomm_comm *c, const char *fn, int check_d
   if (check_device == 1 && now - c->last_check_ms < 10) check_device = 0;
   if (check_device) c->last_check_ms = now;
   if (check_device && c->sticky == TECOMM_SUCCESS && c->ws) {
-    int code = TECOMM_AR_OK, peer = -1;
-    tecore_result_t r = tecomm_ar_error(c->ws, &code, &peer, 0);
+    int code = TC_AR_OK, peer = -1;
+    tecore_result_t r = tc_ar_error(c->ws, &code, &peer, 0);
     if (r != TECORE_SUCCESS) return tc_core(r, fn);
-    if (code != TECOMM_AR_OK) ready_from_word(c, code, peer);
+    if (code != TC_AR_OK) ready_from_word(c, code, peer);
   }
   if (check_device && c->nccl_watch) tc_nccl_health(c);
   if (c->vb) TC_CHECK(tc_vb_status(c->vb, fn));
@@ -322,7 +318,7 @@ static tecomm_result_t setup_nccl(struct tecomm_comm *c) {
 static tecomm_result_t setup_ipc(struct tecomm_comm *c, tecore_stream_t st) {
   size_t ws_max = (size_t)tecore_tunable_int(&tc_tun_max_tokens) *
                   (size_t)tecore_tunable_int(&tc_tun_max_hidden) * 4;
-  size_t ws_bytes = (tecomm_ar_workspace_bytes(c->nranks, ws_max) + 255) / 256 * 256;
+  size_t ws_bytes = (tc_ar_workspace_bytes(c->nranks, ws_max) + 255) / 256 * 256;
   size_t pool_mb = (size_t)tecore_tunable_int(&tc_tun_pool_mb);
   c->pool_req_mb = pool_mb;
   struct tc_seg *seg = NULL;
@@ -365,7 +361,7 @@ static tecomm_result_t setup_ipc(struct tecomm_comm *c, tecore_stream_t st) {
   c->ws_max_bytes = ws_max;
   c->ws = tc_seg_addr(seg, c->rank, 0);
   for (int p = 0; p < c->nranks; p++) c->ws_peer[p] = tc_seg_addr(seg, p, 0);
-  TC_CORE(tecomm_ar_workspace_init(c->ws, c->nranks, ws_max, st), "tecomm_comm_init: workspace");
+  TC_CORE(tc_ar_workspace_init(c->ws, c->nranks, ws_max, st), "tecomm_comm_init: workspace");
   TC_CORE(tecore_stream_synchronize(st), "tecomm_comm_init: workspace");
   /* no peer may write into a workspace before its owner initialised it */
   return c->xchg->barrier(c->xchg);
@@ -410,7 +406,7 @@ static tecomm_result_t comm_start(struct tecomm_comm *c, const struct tc_caps *a
   snprintf(c->level_why, sizeof c->level_why, "no IPC and no NCCL");
   /* the pool does not need the kernels (tecomm_mem_alloc works without
    * them); the table skips algorithms the kernels do not offer */
-  int ipc = c->all_local && c->nranks <= TECOMM_AR_MAX_RANKS && c->n_vmm_fd == c->nranks;
+  int ipc = c->all_local && c->nranks <= TC_AR_MAX_RANKS && c->n_vmm_fd == c->nranks;
   if (c->all_local) {
     /* P2P between every pair of devices, each rank for its own view */
     int can_all = 1;
@@ -439,9 +435,9 @@ static tecomm_result_t comm_start(struct tecomm_comm *c, const struct tc_caps *a
     if (r != TECOMM_SUCCESS) goto out;
   } else if (!c->all_local) {
     snprintf(c->level_why, sizeof c->level_why, "the ranks span hosts (IPC needs one host)");
-  } else if (c->nranks > TECOMM_AR_MAX_RANKS) {
+  } else if (c->nranks > TC_AR_MAX_RANKS) {
     snprintf(c->level_why, sizeof c->level_why, "%d ranks (IPC kernels reduce over at most %d)",
-             c->nranks, TECOMM_AR_MAX_RANKS);
+             c->nranks, TC_AR_MAX_RANKS);
   } else {
     snprintf(c->level_why, sizeof c->level_why,
              "IPC needs every rank: p2p %d/%d, vmm posix-fd %d/%d", c->n_p2p, c->nranks,
@@ -512,8 +508,8 @@ static void my_caps(struct tecomm_comm *c, struct tc_caps *k) {
    * injected in vdev's NCCL: nccl_vdev.c.) */
   k->nccl = tc_nccl_get(NULL) != NULL && !tc_test_fail("nccl", c->rank);
   k->nccl_host = k->nccl && c->backend == TECORE_BACKEND_VDEV ? tc_machine_id() : 0;
-  k->kernels = tecomm_ar_kernels_register() == TECORE_SUCCESS &&
-               tecomm_ar_max_bytes(TECOMM_AR_ONESHOT, c->nranks < 2 ? 2 : c->nranks,
+  k->kernels = tc_ar_kernels_register() == TECORE_SUCCESS &&
+               tc_ar_max_bytes(TC_AR_ONESHOT, c->nranks < 2 ? 2 : c->nranks,
                                    1u << 20) > 0;
   k->backend = (int32_t)c->backend;
 }
@@ -781,7 +777,7 @@ static tecomm_result_t comm_abort(struct tecomm_comm *comm) {
   comm->aborted = 1;
   tecomm_result_t r = TECOMM_SUCCESS;
   if (comm->ws) {
-    tecore_result_t cr = tecomm_ar_abort(comm->ws);
+    tecore_result_t cr = tc_ar_abort(comm->ws);
     if (cr != TECORE_SUCCESS) r = tc_core(cr, "tecomm_comm_abort");
   }
   tc_nccl_abort(comm);

@@ -41,10 +41,10 @@ struct tc_caps {
  * va + r*stride); bytes is what every rank has (the smallest). */
 struct tc_seg {
   size_t bytes, stride;
-  size_t size[TECOMM_AR_MAX_RANKS];
+  size_t size[TC_AR_MAX_RANKS];
   tecore_devptr_t va;
   int nmapped;                           /* ranks mapped from slot 0 up */
-  tecore_vmm_handle_t h[TECOMM_AR_MAX_RANKS];
+  tecore_vmm_handle_t h[TC_AR_MAX_RANKS];
   struct tc_seg *next;
   /* the pool's sub-allocator (only for the pool segment) */
   struct tc_block *free_list, *used_list;
@@ -79,7 +79,7 @@ struct tecomm_comm {
   struct tc_seg *pool;       /* NULL below TC_LEVEL_POOL */
   struct tc_seg *segs;       /* every segment (pool, workspace, registered) */
   tecore_devptr_t ws;        /* this rank's workspace (0 below TC_LEVEL_INPLACE) */
-  tecore_devptr_t ws_peer[TECOMM_AR_MAX_RANKS];
+  tecore_devptr_t ws_peer[TC_AR_MAX_RANKS];
   size_t ws_max_bytes;       /* payload the workspace was sized for */
   size_t pool_req_mb;
   /* staging for inputs that are not symmetric memory (allreduce.c):
@@ -95,7 +95,7 @@ struct tecomm_comm {
   int nccl_split;            /* vdev's NCCL on ranks of several machines */
   tecore_devptr_t scratch;   /* NCCL fused path: a temporary when residual_out == residual_in */
   size_t scratch_bytes;
-  tecore_devptr_t ce_scratch; /* the copy-engine two-shot's peer chunks (local memory) */
+  tecore_devptr_t ce_scratch; /* the copy-engine one-shot's (ce) copies of the peers' inputs (local memory) */
   size_t ce_scratch_bytes;
   tecore_devptr_t ce_old[24]; /* outgrown ones (a captured graph may name them) */
   int n_ce_old;
@@ -171,20 +171,27 @@ static inline tecore_devptr_t tc_seg_addr(const struct tc_seg *s, int r, size_t 
 }
 
 /* ---- select.c ----------------------------------------------------------------- */
-/* The algorithm to run: algo as asked (AUTO: TECOMM_ALGO, then the table)
- * for bytes of payload; symmetric: the input is symmetric memory;
- * in_place: a plain call with send == recv (an algorithm that writes its
- * input may then use a symmetric input directly; otherwise that needs the
- * pool to stage it); fused_lamport_ok: 0 for a fused call that Lamport's
- * fused kernel cannot take (hidden % 8, alignment); sum: the op is SUM
- * (NVLS reduces nothing else); fused: an allreduce + add + RMSNorm (on 2
- * ranks one-shot where the table says two-shot); beside: the call runs
- * beside another kernel (the fuser's overlapped backward sums: from
- * TECOMM_CE_MIN_KB up the copy-engine two-shot).  TECOMM_ERR_NOT_SUPPORTED
- * with a reason when nothing can run. */
-tecomm_result_t tc_select(struct tecomm_comm *c, tecomm_algo_t asked, size_t bytes, int symmetric,
-                          int in_place, int fused_lamport_ok, int sum, int fused, int beside,
-                          tecomm_algo_t *algo);
+/* The facts of one call that decide which algorithms can run it. */
+struct tc_call_facts {
+  size_t bytes;         /* payload */
+  int symmetric;        /* the input is symmetric memory */
+  int in_place;         /* a plain call with send == recv, or one whose caller
+                           gives its input up: an algorithm that writes its
+                           input may use a symmetric input directly (else it
+                           needs the pool to stage a copy) */
+  int fused_lamport_ok; /* 0: a fused call Lamport's fused kernel cannot take
+                           (hidden % 8) */
+  int sum;              /* the op is SUM (NVLS reduces nothing else) */
+  int fused;            /* allreduce + add + RMSNorm (on 2 ranks one-shot
+                           where the table says two-shot) */
+  int beside;           /* runs beside another kernel (TC_AR_BESIDE: from
+                           TECOMM_CE_MIN_KB up the copy-engine one-shot) */
+};
+/* The algorithm to run a call with facts f: asked (AUTO: TECOMM_ALGO, then
+ * the table), or TECOMM_ERR_NOT_SUPPORTED with a reason when it cannot
+ * run (an algorithm asked for is never replaced by another). */
+tecomm_result_t tc_select(struct tecomm_comm *c, tecomm_algo_t asked,
+                          const struct tc_call_facts *f, tecomm_algo_t *algo);
 /* Decides the level from the counts (every rank computes the same). */
 void tc_level_log(struct tecomm_comm *c);
 const char *tc_level_name(tc_level_t l);

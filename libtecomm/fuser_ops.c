@@ -16,25 +16,16 @@
  * Shapes: activations [rows][features] of the sequence's dtype; the sums
  * are over rows * features elements; rsigma F32 [rows]. */
 #include "tc_internal.h"
+#include "te_results.h"
 
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
-/* libtecore's result for a libtecomm failure (the detail is already set). */
+/* libtecore's result for a libtecomm failure (the detail is already set):
+ * the same number where libtecore has the code (common/te_results.h). */
 static tecore_result_t core_of(tecomm_result_t r) {
-  static const tecore_result_t map[TECOMM_RESULT_COUNT_] = {
-      [TECOMM_SUCCESS] = TECORE_SUCCESS,
-      [TECOMM_ERR_INVALID] = TECORE_ERR_INVALID,
-      [TECOMM_ERR_NOMEM] = TECORE_ERR_DEVICE_NOMEM,
-      [TECOMM_ERR_DEVICE] = TECORE_ERR_INTERNAL,
-      [TECOMM_ERR_TIMEOUT] = TECORE_ERR_TIMEOUT,
-      [TECOMM_ERR_BOOTSTRAP] = TECORE_ERR_INTERNAL,
-      [TECOMM_ERR_NOT_SUPPORTED] = TECORE_ERR_NOT_SUPPORTED,
-      [TECOMM_ERR_SYSTEM] = TECORE_ERR_SYSTEM,
-      [TECOMM_ERR_ABORTED] = TECORE_ERR_INTERNAL,
-      [TECOMM_ERR_MISMATCH] = TECORE_ERR_INTERNAL};
-  return (unsigned)r < TECOMM_RESULT_COUNT_ ? map[r] : TECORE_ERR_INTERNAL;
+  return (tecore_result_t)te_result_to_core((int)r);
 }
 
 /* Propagates a libtecore failure from an executor (libtecore's result). */

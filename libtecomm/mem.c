@@ -20,7 +20,7 @@ TE_EXPORT tecomm_result_t tecomm_mem_alloc(tecomm_comm_t comm, size_t bytes, tec
     return TC_ERR(TECOMM_ERR_NOT_SUPPORTED, "%s: no symmetric memory at level %s (%s)", fn,
                   tc_level_name(comm->level), comm->level_why);
   size_t off = comm->pool ? tc_pool_take(comm->pool, bytes) : (size_t)-1;
-  uint64_t mine[2] = {off, bytes}, all[2 * TECOMM_AR_MAX_RANKS];
+  uint64_t mine[2] = {off, bytes}, all[2 * TC_AR_MAX_RANKS];
   tecomm_result_t gr = comm->mesh->allgather(comm->mesh, mine, all, sizeof mine);
   if (gr != TECOMM_SUCCESS) {
     if (off != (size_t)-1) (void)tc_pool_give(comm->pool, off);

@@ -132,9 +132,11 @@ out:
   return res;
 }
 
-tecomm_result_t tc_msg_exchange(const int *fds, int n, uint32_t seq, const void *const *sbuf,
-                                size_t slen, void *const *rbuf, size_t rlen, int64_t timeout_ms,
-                                const char *what) {
+tecomm_result_t tc_msg_exchange(const int *fds, int n, uint32_t seq, const struct tc_msg_blocks *x,
+                                int64_t timeout_ms, const char *what) {
+  const void *const *sbuf = x->sbuf;
+  void *const *rbuf = x->rbuf;
+  const size_t slen = x->slen, rlen = x->rlen;
   if (slen > TC_WIRE_MAX_BODY || rlen > TC_WIRE_MAX_BODY)
     return TC_ERR(TECOMM_ERR_INVALID, "%s: a block of %zu bytes (at most %u)", what,
                   slen > rlen ? slen : rlen, (unsigned)TC_WIRE_MAX_BODY);
@@ -197,8 +199,8 @@ static tecomm_result_t mesh_allgather(struct tc_boot *b, const void *send, void 
     r[i] = (unsigned char *)recv + (size_t)i * bytes;
   }
   memmove(r[b->rank], send, bytes);
-  tecomm_result_t res = tc_msg_exchange(m->fd, n, m->seq++, s, bytes, r, bytes, tc_timeout_ms(),
-                                        "host allgather");
+  tecomm_result_t res = tc_msg_exchange(m->fd, n, m->seq++, &(struct tc_msg_blocks){s, bytes, r, bytes},
+                                        tc_timeout_ms(), "host allgather");
   free(s);
   free(r);
   return res;

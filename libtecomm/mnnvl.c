@@ -7,7 +7,7 @@
  * Collective over the caller's bootstrap (there is no local mesh across
  * nodes), each step voted (tc_vote) so all ranks fall back together:
  *   1. availability: TECOMM_MNNVL_ENABLE / NCCL_MNNVL_ENABLE not 0, at
- *      most TECOMM_AR_MAX_RANKS ranks, the kernels, on cuda an IMEX
+ *      most TC_AR_MAX_RANKS ranks, the kernels, on cuda an IMEX
  *      channel (/dev/nvidia-caps-imex-channels);
  *   2. every rank makes its workspace exportable as a fabric handle and
  *      exports it (cuda: fails without fabric support or IMEX);
@@ -40,7 +40,7 @@ struct tc_mnnvl {
   size_t bytes, stride;
   tecore_devptr_t va;                     /* every rank's workspace, rank r at va + r*stride */
   int nmapped;
-  tecore_vmm_handle_t h[TECOMM_AR_MAX_RANKS];
+  tecore_vmm_handle_t h[TC_AR_MAX_RANKS];
 };
 
 static void mn_free(struct tc_mnnvl *m, int n) {
@@ -61,7 +61,7 @@ struct mn_job {
   tecore_ctx_t ctx;
   size_t gran;
   struct tc_mnnvl *m;                     /* h[rank] made by the caller */
-  struct tecore_fabric_handle fh[TECOMM_AR_MAX_RANKS];
+  struct tecore_fabric_handle fh[TC_AR_MAX_RANKS];
   char why[256];
 };
 
@@ -147,9 +147,9 @@ static int available(struct tecomm_comm *c, char *why, size_t len) {
   if (v && strcmp(v, "0") == 0) return snprintf(why, len, "refused (NCCL_MNNVL_ENABLE=0)"), 0;
   if (tecore_tunable_int(&tc_tun_mnnvl_enable) == 0)
     return snprintf(why, len, "refused (TECOMM_MNNVL_ENABLE=0)"), 0;
-  if (c->nranks > TECOMM_AR_MAX_RANKS)
+  if (c->nranks > TC_AR_MAX_RANKS)
     return snprintf(why, len, "%d ranks (the kernels reduce over at most %d)", c->nranks,
-                    TECOMM_AR_MAX_RANKS), 0;
+                    TC_AR_MAX_RANKS), 0;
   if (c->n_kernels != c->nranks) return snprintf(why, len, "no allreduce kernels"), 0;
   /* vdev's fabric joins only the nodes it plays (TECOMM_VDEV_NODE); ranks
    * split into hosts otherwise (TECOMM_NODE_MAP, separate guests) have no
@@ -170,7 +170,7 @@ tecomm_result_t tc_mnnvl_open(struct tecomm_comm *c, tecore_stream_t st) {
   if (!ok) goto off;
   /* 2: this rank's workspace, exportable across the fabric */
   size_t ws_max = c->ws_max_bytes;
-  size_t need = (tecomm_ar_workspace_bytes(c->nranks, ws_max) + 255) / 256 * 256, g = 0;
+  size_t need = (tc_ar_workspace_bytes(c->nranks, ws_max) + 255) / 256 * 256, g = 0;
   struct tc_mnnvl *m = calloc(1, sizeof *m);
   struct tecore_fabric_handle fh;
   memset(&fh, 0, sizeof fh);
@@ -235,7 +235,7 @@ tecomm_result_t tc_mnnvl_open(struct tecomm_comm *c, tecore_stream_t st) {
   if (r == TECOMM_SUCCESS && ok) {
     /* 5: this rank's workspace words, then nobody writes into a peer's
      * before its owner initialised it */
-    r = tc_core(tecomm_ar_workspace_init(m->va + (size_t)c->rank * m->stride, c->nranks, ws_max, st),
+    r = tc_core(tc_ar_workspace_init(m->va + (size_t)c->rank * m->stride, c->nranks, ws_max, st),
                 "MNNVL workspace");
     if (r == TECOMM_SUCCESS) r = tc_core(tecore_stream_synchronize(st), "MNNVL workspace");
     if (r == TECOMM_SUCCESS) r = b->barrier(b);

@@ -200,7 +200,7 @@ tecomm_result_t tc_nvls_open(struct tecomm_comm *c, tecore_stream_t st) {
   /* 1: can this rank try, and the granularity every rank can use */
   int good = available(c, mine, sizeof mine);
   size_t data = (size_t)tecore_tunable_int(&tc_tun_nvls_mb) << 20;
-  size_t need = tecomm_ar_nvls_bytes(c->nranks, c->ws_max_bytes, data);
+  size_t need = tc_ar_nvls_bytes(c->nranks, c->ws_max_bytes, data);
   size_t g = 0, vg = 0;
   if (good && need == 0) good = 0, snprintf(mine, sizeof mine, "region size overflows");
   if (good && (tecore_mc_granularity(need, c->nranks, &g) != TECORE_SUCCESS ||
@@ -231,7 +231,7 @@ tecomm_result_t tc_nvls_open(struct tecomm_comm *c, tecore_stream_t st) {
   if (r == TECOMM_SUCCESS && ok) {
     /* 7: the region's words, then nobody stores into a peer's member
      * before its owner initialised it */
-    r = tc_core(tecomm_ar_nvls_init(n->uc, c->nranks, c->ws_max_bytes, st), "NVLS region");
+    r = tc_core(tc_ar_nvls_init(n->uc, c->nranks, c->ws_max_bytes, st), "NVLS region");
     if (r == TECOMM_SUCCESS) r = tc_core(tecore_stream_synchronize(st), "NVLS region");
     if (r == TECOMM_SUCCESS) r = c->mesh->barrier(c->mesh);
   }

@@ -21,7 +21,7 @@ static size_t round_up(size_t x, size_t a) { return (x + a - 1) / a * a; }
 
 /* Allgathers ok; returns the first rank with ok == 0, or -1. */
 static tecomm_result_t agree(struct tecomm_comm *c, int ok, int *first_bad) {
-  int32_t mine = ok, all[TECOMM_AR_MAX_RANKS];
+  int32_t mine = ok, all[TC_AR_MAX_RANKS];
   TC_CHECK(c->mesh->allgather(c->mesh, &mine, all, sizeof mine));
   *first_bad = -1;
   for (int r = 0; r < c->nranks; r++)
@@ -77,7 +77,7 @@ tecomm_result_t tc_seg_create(struct tecomm_comm *c, size_t bytes, const char *f
       ok = 0;
     }
   }
-  uint64_t mine[2] = {(uint64_t)ok, bytes}, all[2 * TECOMM_AR_MAX_RANKS];
+  uint64_t mine[2] = {(uint64_t)ok, bytes}, all[2 * TC_AR_MAX_RANKS];
   tecomm_result_t r = c->mesh->allgather(c->mesh, mine, all, sizeof mine);
   for (int p = 0; r == TECOMM_SUCCESS && p < n; p++) {
     if (!all[2 * p] && bad < 0) bad = p;

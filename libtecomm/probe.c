@@ -21,13 +21,13 @@ TE_EXPORT tecomm_result_t tecomm_probe(tecomm_comm_t comm, tecomm_probe_t what,
                   "%s: no IPC workspaces at level %s: the probes run over the IPC kernels' "
                   "mappings",
                   fn, tc_level_name(c->level));
-  struct tecomm_ar_call call;
+  struct tc_ar_call call;
   memset(&call, 0, sizeof call);
   call.rank = c->rank;
   call.nranks = c->nranks;
   call.timeout_ns = (uint64_t)tc_timeout_ms() * 1000000ull;
   call.ws_max_bytes = c->ws_max_bytes;
   for (int r = 0; r < c->nranks; r++) call.ws[r] = c->ws_peer[r];
-  tecore_result_t cr = tecomm_ar_probe(&call, what == TECOMM_PROBE_EXCHANGE, stream);
+  tecore_result_t cr = tc_ar_probe(&call, what == TECOMM_PROBE_EXCHANGE, stream);
   return cr == TECORE_SUCCESS ? TECOMM_SUCCESS : tc_comm_fail(c, tc_core(cr, fn));
 }

@@ -39,14 +39,14 @@
  * SMs (kernels/common/comm_ar.h).  On more ranks it would move n - 1
  * inputs where two-shot moves 2 (n - 1) / n. */
 #include "comm_priv.h"
+#include "algos.h"
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 /* The table's edges and the algorithm forced for auto. */
-TECORE_TUNABLE_STR(tc_tun_algo, "TECOMM_ALGO", "auto",
-                   "auto|oneshot|twoshot|lamport|nccl|verbs|nvls|nvls-lamport|mnnvl|ce",
+TECORE_TUNABLE_STR(tc_tun_algo, "TECOMM_ALGO", "auto", TC_ALGO_CHOICES,
                    "allreduce algorithm for every call that asks for auto (the selection "
                    "table) on the caller's communicators; a hierarchical allreduce's node "
                    "groups keep theirs")
@@ -60,25 +60,20 @@ TECORE_TUNABLE_INT(tc_tun_ce_min_kb, "TECOMM_CE_MIN_KB", 1024, 0, 16777216,
                    "blocks) for which the table takes the copy-engine one-shot (ce); 0: never.  "
                    "Every rank must use the same value")
 
-static const char *const algo_names[TECOMM_ALGO_COUNT_] = {
-    "auto", "oneshot", "twoshot", "lamport", "nccl", "verbs", "nvls", "nvls-lamport", "mnnvl", "ce"};
-
 TE_EXPORT const char *tecomm_algo_name(tecomm_algo_t algo) {
-  return (unsigned)algo < TECOMM_ALGO_COUNT_ ? algo_names[algo] : "unknown";
+  const char *n = tc_algo_name(algo);
+  return n ? n : "unknown";
 }
 
 TE_EXPORT tecomm_result_t tecomm_algo_parse(const char *name, tecomm_algo_t *algo) {
   TC_ARG(name, "tecomm_algo_parse: name is NULL");
   TC_ARG(algo, "tecomm_algo_parse: algo is NULL");
-  for (int i = 0; i < TECOMM_ALGO_COUNT_; i++)
-    if (strcmp(name, algo_names[i]) == 0) {
-      *algo = (tecomm_algo_t)i;
-      return TECOMM_SUCCESS;
-    }
-  return TC_ERR(TECOMM_ERR_INVALID,
-                "tecomm_algo_parse: name \"%s\" is not auto, oneshot, twoshot, lamport, nccl, "
-                "verbs, nvls, nvls-lamport, mnnvl or ce",
-                name);
+  int i = tc_algo_by_name(name);
+  if (i < 0)
+    return TC_ERR(TECOMM_ERR_INVALID, "tecomm_algo_parse: name \"%s\" is not one of %s", name,
+                  TC_ALGO_CHOICES);
+  *algo = (tecomm_algo_t)i;
+  return TECOMM_SUCCESS;
 }
 
 const char *tc_level_name(tc_level_t l) {
@@ -96,12 +91,8 @@ const char *tc_level_name(tc_level_t l) {
   }
 }
 
-static tecomm_ar_algo_t to_ar(tecomm_algo_t a) {
-  return a == TECOMM_ALGO_TWOSHOT   ? TECOMM_AR_TWOSHOT
-         : a == TECOMM_ALGO_LAMPORT ? TECOMM_AR_LAMPORT
-         : a == TECOMM_ALGO_CE      ? TECOMM_AR_CE
-                                    : TECOMM_AR_ONESHOT;
-}
+/* The kernel protocol of an IPC algorithm (algos.h). */
+static tc_ar_algo_t to_ar(tecomm_algo_t a) { return (tc_ar_algo_t)tc_algo_kernel(a); }
 
 static void table_edges(int nranks, size_t *lamport, size_t *oneshot) {
   size_t kb_l = nranks <= 2 ? 1024 : nranks <= 4 ? 512 : 128;
@@ -114,19 +105,9 @@ static void table_edges(int nranks, size_t *lamport, size_t *oneshot) {
   *oneshot = kb_o * 1024;
 }
 
-/* The facts of one call that decide which IPC algorithms can run it. */
-struct call_facts {
-  size_t bytes;
-  int symmetric, in_place;
-  int fused_lamport_ok; /* 0: a fused call Lamport's fused kernel cannot take */
-  int sum;              /* the op is SUM */
-  int fused;            /* allreduce + add + RMSNorm */
-  int beside;           /* runs beside another kernel (TC_AR_BESIDE) */
-};
-
 /* Why the NVLS or MNNVL algorithm a cannot run the call ("" when it can). */
 static const char *above_ipc_cannot(struct tecomm_comm *c, tecomm_algo_t a,
-                                    const struct call_facts *f) {
+                                    const struct tc_call_facts *f) {
   if (a == TECOMM_ALGO_MNNVL) {
     if (!c->mnnvl) return "MNNVL is off";
     if (f->bytes > c->ws_max_bytes) return "larger than the Lamport buffers";
@@ -143,7 +124,7 @@ static const char *above_ipc_cannot(struct tecomm_comm *c, tecomm_algo_t a,
 
 /* The NVLS or MNNVL choice of the table (TECOMM_ALGO_AUTO when none):
  * Lamport up to the table's Lamport edge, NVLS simple up to its buffer. */
-static tecomm_algo_t table_above_ipc(struct tecomm_comm *c, const struct call_facts *f) {
+static tecomm_algo_t table_above_ipc(struct tecomm_comm *c, const struct tc_call_facts *f) {
   size_t lam, one;
   table_edges(c->nranks, &lam, &one);
   if (c->mnnvl)
@@ -159,17 +140,17 @@ static tecomm_algo_t table_above_ipc(struct tecomm_comm *c, const struct call_fa
  * workspace, and its input can be had where the algorithm wants it:
  * symmetric memory read in place, or a copy staged in the pool (Lamport
  * pushes its input itself and needs neither). */
-static int ipc_can(struct tecomm_comm *c, tecomm_algo_t a, const struct call_facts *f) {
+static int ipc_can(struct tecomm_comm *c, tecomm_algo_t a, const struct tc_call_facts *f) {
   if (c->level > TC_LEVEL_INPLACE || !c->ws || c->n_kernels != c->nranks) return 0;
-  size_t m = tecomm_ar_max_bytes(to_ar(a), c->nranks, c->ws_max_bytes);
+  size_t m = tc_ar_max_bytes(to_ar(a), c->nranks, c->ws_max_bytes);
   if (m == 0 || f->bytes > m) return 0;
   if (a == TECOMM_ALGO_LAMPORT) return f->fused_lamport_ok;
   if (c->level == TC_LEVEL_POOL) return 1;
-  return f->symmetric && (f->in_place || !tecomm_ar_clobbers_input(to_ar(a)));
+  return f->symmetric && (f->in_place || !tc_ar_clobbers_input(to_ar(a)));
 }
 
 /* The IPC choice of the table (TECOMM_ALGO_AUTO when none fits). */
-static tecomm_algo_t table_ipc(struct tecomm_comm *c, const struct call_facts *f) {
+static tecomm_algo_t table_ipc(struct tecomm_comm *c, const struct tc_call_facts *f) {
   size_t lam, one;
   table_edges(c->nranks, &lam, &one);
   /* beside a GEMM, a large sum on 2 ranks moves its bytes with the copy
@@ -194,89 +175,98 @@ static tecomm_algo_t table_ipc(struct tecomm_comm *c, const struct call_facts *f
   return TECOMM_ALGO_AUTO;
 }
 
-tecomm_result_t tc_select(struct tecomm_comm *c, tecomm_algo_t asked, size_t bytes, int symmetric,
-                          int in_place, int fused_lamport_ok, int sum, int fused, int beside,
-                          tecomm_algo_t *algo) {
-  struct call_facts f = {bytes, symmetric, in_place, fused_lamport_ok, sum, fused, beside};
+/* auto: above the IPC level, then the IPC table, then NCCL, then verbs. */
+static tecomm_result_t select_auto(struct tecomm_comm *c, const struct tc_call_facts *f,
+                                   int ipc_ok, tecomm_algo_t *algo) {
+  tecomm_algo_t a = table_above_ipc(c, f);
+  if (a == TECOMM_ALGO_AUTO && ipc_ok) a = table_ipc(c, f);
+  if (a == TECOMM_ALGO_AUTO && c->nccl) a = TECOMM_ALGO_NCCL;
+  if (a == TECOMM_ALGO_AUTO && c->level == TC_LEVEL_VERBS) a = TECOMM_ALGO_VERBS;
+  if (a == TECOMM_ALGO_AUTO)
+    return TC_ERR(TECOMM_ERR_NOT_SUPPORTED,
+                  "no algorithm for %zu bytes: level %s (%s)%s; NCCL: %s", f->bytes,
+                  tc_level_name(c->level), c->level_why,
+                  c->level == TC_LEVEL_INPLACE && !f->symmetric
+                      ? "; the input is not symmetric memory (tecomm_mem_alloc)"
+                      : "",
+                  c->nccl ? "present" : c->nccl_why ? c->nccl_why : "absent");
+  *algo = a;
+  return TECOMM_SUCCESS;
+}
+
+/* An IPC algorithm asked for by name. */
+static tecomm_result_t select_ipc(struct tecomm_comm *c, tecomm_algo_t a,
+                                  const struct tc_call_facts *f, int ipc_ok,
+                                  tecomm_algo_t *algo) {
+  if (!ipc_ok)
+    return TC_ERR(TECOMM_ERR_NOT_SUPPORTED, "algorithm %s: level %s (%s)%s", tc_algo_name(a),
+                  tc_level_name(c->level), c->level_why,
+                  c->level == TC_LEVEL_INPLACE ? ": the input must be symmetric memory" : "");
+  if (!ipc_can(c, a, f))
+    return TC_ERR(TECOMM_ERR_NOT_SUPPORTED,
+                  "algorithm %s cannot run %zu bytes on %d ranks (kernel bound %zu bytes%s%s)",
+                  tc_algo_name(a), f->bytes, c->nranks,
+                  tc_ar_max_bytes(to_ar(a), c->nranks, c->ws_max_bytes),
+                  c->level == TC_LEVEL_INPLACE && tc_ar_clobbers_input(to_ar(a))
+                      ? "; without a pool it runs only in place"
+                      : "",
+                  a == TECOMM_ALGO_LAMPORT && !f->fused_lamport_ok
+                      ? "; fused Lamport needs hidden % 8 == 0 and 16-byte aligned "
+                        "residuals, gamma and outputs"
+                      : "");
+  *algo = a;
+  return TECOMM_SUCCESS;
+}
+
+tecomm_result_t tc_select(struct tecomm_comm *c, tecomm_algo_t asked,
+                          const struct tc_call_facts *f, tecomm_algo_t *algo) {
   tecomm_algo_t a = asked;
   /* TECOMM_ALGO is for the caller's communicators.  A hierarchical
    * communicator's node group (no_verbs) runs steps of its parent's verbs
    * allreduce, on its own table: TECOMM_ALGO=verbs forced on it would
    * refuse every hierarchical call (the group stands at the pool level) */
   if (a == TECOMM_ALGO_AUTO && !c->no_verbs) {
-    const char *env = tecore_tunable_str(&tc_tun_algo);
-    tecomm_algo_t e = TECOMM_ALGO_AUTO;
-    for (int i = 0; i < TECOMM_ALGO_COUNT_; i++)
-      if (env && strcmp(env, algo_names[i]) == 0) e = (tecomm_algo_t)i;
-    a = e;
+    int e = tc_algo_by_name(tecore_tunable_str(&tc_tun_algo));
+    a = e < 0 ? TECOMM_ALGO_AUTO : (tecomm_algo_t)e;
   }
   /* IPC runs on the pool (any input: staged) or in place on registered
    * inputs; everything else is NCCL's */
-  int ipc_ok = c->level == TC_LEVEL_POOL || (c->level == TC_LEVEL_INPLACE && symmetric);
-  if (a == TECOMM_ALGO_VERBS) {
+  int ipc_ok = c->level == TC_LEVEL_POOL || (c->level == TC_LEVEL_INPLACE && f->symmetric);
+  /* Lamport on ranks across nodes is the MNNVL Lamport */
+  if (a == TECOMM_ALGO_LAMPORT && c->mnnvl) {
+    const char *why = above_ipc_cannot(c, TECOMM_ALGO_MNNVL, f);
+    if (*why)
+      return TC_ERR(TECOMM_ERR_NOT_SUPPORTED, "algorithm lamport across nodes cannot run %zu "
+                    "bytes: %s", f->bytes, why);
+    *algo = TECOMM_ALGO_MNNVL;
+    return TECOMM_SUCCESS;
+  }
+  switch (tc_algo_at(a)) {
+  case TC_AT_TABLE:
+    return select_auto(c, f, ipc_ok, algo);
+  case TC_AT_IPC:
+    return select_ipc(c, a, f, ipc_ok, algo);
+  case TC_AT_VERBS:
     if (c->level != TC_LEVEL_VERBS)
       return TC_ERR(TECOMM_ERR_NOT_SUPPORTED, "algorithm verbs: level %s (%s)%s%s",
                     tc_level_name(c->level), c->level_why, c->verbs_why[0] ? "; verbs: " : "",
                     c->verbs_why);
-    *algo = a;
-    return TECOMM_SUCCESS;
-  }
-  if (a == TECOMM_ALGO_NVLS || a == TECOMM_ALGO_NVLS_LAMPORT || a == TECOMM_ALGO_MNNVL) {
-    const char *why = above_ipc_cannot(c, a, &f);
-    if (*why)
-      return TC_ERR(TECOMM_ERR_NOT_SUPPORTED, "algorithm %s cannot run %zu bytes: %s (%s)",
-                    algo_names[a], bytes, why, a == TECOMM_ALGO_MNNVL ? c->mnnvl_why : c->nvls_why);
-    *algo = a;
-    return TECOMM_SUCCESS;
-  }
-  /* Lamport on ranks across nodes is the MNNVL Lamport */
-  if (a == TECOMM_ALGO_LAMPORT && c->mnnvl) {
-    const char *why = above_ipc_cannot(c, TECOMM_ALGO_MNNVL, &f);
-    if (*why)
-      return TC_ERR(TECOMM_ERR_NOT_SUPPORTED, "algorithm lamport across nodes cannot run %zu "
-                    "bytes: %s", bytes, why);
-    *algo = TECOMM_ALGO_MNNVL;
-    return TECOMM_SUCCESS;
-  }
-  if (a == TECOMM_ALGO_AUTO) {
-    a = table_above_ipc(c, &f);
-    if (a == TECOMM_ALGO_AUTO && ipc_ok) a = table_ipc(c, &f);
-    if (a == TECOMM_ALGO_AUTO && c->nccl) a = TECOMM_ALGO_NCCL;
-    if (a == TECOMM_ALGO_AUTO && c->level == TC_LEVEL_VERBS) a = TECOMM_ALGO_VERBS;
-    if (a == TECOMM_ALGO_AUTO)
-      return TC_ERR(TECOMM_ERR_NOT_SUPPORTED,
-                    "no algorithm for %zu bytes: level %s (%s)%s; NCCL: %s", bytes,
-                    tc_level_name(c->level), c->level_why,
-                    c->level == TC_LEVEL_INPLACE && !symmetric
-                        ? "; the input is not symmetric memory (tecomm_mem_alloc)"
-                        : "",
-                    c->nccl ? "present" : c->nccl_why ? c->nccl_why : "absent");
-    *algo = a;
-    return TECOMM_SUCCESS;
-  }
-  if (a == TECOMM_ALGO_NCCL) {
+    break;
+  case TC_AT_NCCL:
     if (!c->nccl)
       return TC_ERR(TECOMM_ERR_NOT_SUPPORTED, "algorithm nccl: no NCCL communicator (%s)",
                     c->nccl_why ? c->nccl_why : "NCCL is not on every rank");
-    *algo = a;
-    return TECOMM_SUCCESS;
+    break;
+  case TC_AT_NVLS:
+  case TC_AT_MNNVL: {
+    const char *why = above_ipc_cannot(c, a, f);
+    if (*why)
+      return TC_ERR(TECOMM_ERR_NOT_SUPPORTED, "algorithm %s cannot run %zu bytes: %s (%s)",
+                    tc_algo_name(a), f->bytes, why,
+                    a == TECOMM_ALGO_MNNVL ? c->mnnvl_why : c->nvls_why);
+    break;
   }
-  if (!ipc_ok)
-    return TC_ERR(TECOMM_ERR_NOT_SUPPORTED, "algorithm %s: level %s (%s)%s", algo_names[a],
-                  tc_level_name(c->level), c->level_why,
-                  c->level == TC_LEVEL_INPLACE ? ": the input must be symmetric memory" : "");
-  if (!ipc_can(c, a, &f))
-    return TC_ERR(TECOMM_ERR_NOT_SUPPORTED,
-                  "algorithm %s cannot run %zu bytes on %d ranks (kernel bound %zu bytes%s%s)",
-                  algo_names[a], bytes, c->nranks,
-                  tecomm_ar_max_bytes(to_ar(a), c->nranks, c->ws_max_bytes),
-                  c->level == TC_LEVEL_INPLACE && tecomm_ar_clobbers_input(to_ar(a))
-                      ? "; without a pool it runs only in place"
-                      : "",
-                  a == TECOMM_ALGO_LAMPORT && !fused_lamport_ok
-                      ? "; fused Lamport needs hidden % 8 == 0 and 16-byte aligned "
-                        "residuals, gamma and outputs"
-                                                 : "");
+  }
   *algo = a;
   return TECOMM_SUCCESS;
 }
@@ -324,13 +314,13 @@ static void describe(struct tecomm_comm *c, size_t bytes, char *buf, size_t cap)
   if (c->level <= TC_LEVEL_INPLACE) {
     size_t lam, one;
     table_edges(c->nranks, &lam, &one);
-    size_t ml = tecomm_ar_max_bytes(TECOMM_AR_LAMPORT, c->nranks, c->ws_max_bytes);
+    size_t ml = tc_ar_max_bytes(TC_AR_LAMPORT, c->nranks, c->ws_max_bytes);
     if (ml < lam) lam = ml;
     put(buf, cap, &len, "table (%d ranks): lamport <= %zu KiB, oneshot <= %zu KiB, twoshot above%s\n",
         c->nranks, lam / 1024, one / 1024,
         c->level == TC_LEVEL_INPLACE ? " (registered inputs only; others nccl)" : "");
     put(buf, cap, &len, "fused add + rmsnorm on twoshot: %s (TECOMM_FUSED_TWOSHOT)\n",
-        tecomm_ar_fused_twoshot_variant());
+        tc_ar_fused_twoshot_variant());
     if (c->nranks == 2 && tecore_tunable_int(&tc_tun_oneshot_max_kb) == 0)
       put(buf, cap, &len, "fused add + rmsnorm (2 ranks): oneshot where the table says twoshot\n");
     if (tecore_tunable_int(&tc_tun_ce_min_kb) > 0 && c->nranks == 2)
@@ -348,9 +338,11 @@ static void describe(struct tecomm_comm *c, size_t bytes, char *buf, size_t cap)
     tecomm_algo_t a = TECOMM_ALGO_AUTO;
     char detail[512];
     snprintf(detail, sizeof detail, "%s", tecore_last_error());
-    if (tc_select(c, TECOMM_ALGO_AUTO, bytes, c->level == TC_LEVEL_INPLACE, 1, 1, 1, 0, 0, &a) ==
-        TECOMM_SUCCESS)
-      put(buf, cap, &len, "choice for %zu bytes: %s\n", bytes, algo_names[a]);
+    /* a plain SUM in place on symmetric memory where the level needs it */
+    const struct tc_call_facts f = {.bytes = bytes, .symmetric = c->level == TC_LEVEL_INPLACE,
+                                    .in_place = 1, .fused_lamport_ok = 1, .sum = 1};
+    if (tc_select(c, TECOMM_ALGO_AUTO, &f, &a) == TECOMM_SUCCESS)
+      put(buf, cap, &len, "choice for %zu bytes: %s\n", bytes, tc_algo_name(a));
     else
       put(buf, cap, &len, "choice for %zu bytes: none (%s)\n", bytes, tecore_last_error());
     tecore_set_error("%s", detail);
@@ -382,6 +374,9 @@ TE_EXPORT tecomm_result_t tecomm_comm_choose(tecomm_comm_t comm, size_t count, t
   TC_ARG(algo, "tecomm_comm_choose: algo is NULL");
   TC_ARG(dtype == TECORE_DTYPE_F32 || dtype == TECORE_DTYPE_BF16 || dtype == TECORE_DTYPE_F16,
          "tecomm_comm_choose: dtype %d is not F32, BF16 or F16", (int)dtype);
-  return tc_select(comm, TECOMM_ALGO_AUTO, count * tecore_dtype_size(dtype),
-                   comm->level == TC_LEVEL_INPLACE, !fused, 1, 1, fused != 0, 0, algo);
+  const struct tc_call_facts f = {.bytes = count * tecore_dtype_size(dtype),
+                                  .symmetric = comm->level == TC_LEVEL_INPLACE,
+                                  .in_place = !fused, .fused_lamport_ok = 1, .sum = 1,
+                                  .fused = fused != 0};
+  return tc_select(comm, TECOMM_ALGO_AUTO, &f, algo);
 }

@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* tc_internal.h -- libtecomm's private helpers: the upper libraries'
  * conventions (common/te_upper.h: export marker, errors in libtecore's
- * per-thread detail, checks that log each hop, libtecore results mapped)
- * bound to libtecomm's result type and log subsystem; log macros; the
+ * per-thread detail, checks that log each hop, libtecore results converted
+ * by common/te_results.h) bound to libtecomm's result type and log
+ * subsystem; log macros; the
  * timeout.  Tunables are defined, with TECORE_TUNABLE_* (te/tunable.h),
  * in the file that reads them.  libtecomm sees libtecore through its
  * public API only. */
@@ -28,9 +29,9 @@ tecomm_result_t tc_err(tecomm_result_t code, const char *file, int line, const c
   } while (0)
 /* Propagates a libtecomm failure, logging the hop at TRACE (te_upper_hop). */
 #define TC_CHECK(call) TE_UPPER_CHECK(tecomm_result_t, TECOMM_SUCCESS, TECORE_SUBSYS_COMM, call)
-/* The libtecomm code for a libtecore failure (INVALID, NOMEM, TIMEOUT,
- * NOT_SUPPORTED keep their meaning; the rest is TECOMM_ERR_DEVICE), with
- * "what: " put in front of libtecore's detail. */
+/* The libtecomm code for a libtecore failure (the same number where
+ * libtecomm has the code, else the row's instead: common/te_results.h),
+ * with "what: " put in front of libtecore's detail. */
 tecomm_result_t tc_core(tecore_result_t r, const char *what);
 #define TC_CORE(call, what)                                                    \
   do {                                                                         \

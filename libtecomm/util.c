@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* util.c -- libtecomm's errors (detail string, log line, libtecore result
- * mapping; common/te_upper.h does the work), its timeout, the clock, and
+ * conversion; common/te_upper.h and common/te_results.h do the work), its timeout, the clock, and
  * whether a stream captures. */
 #include "tc_internal.h"
+#include "te_results.h"
 #include <fcntl.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -19,22 +20,7 @@ tecomm_result_t tc_err(tecomm_result_t code, const char *file, int line, const c
 
 tecomm_result_t tc_core(tecore_result_t r, const char *what) {
   te_upper_core_detail(r, what);
-  switch (r) {
-  case TECORE_SUCCESS:
-    return TECOMM_SUCCESS;
-  case TECORE_ERR_INVALID:
-    return TECOMM_ERR_INVALID;
-  case TECORE_ERR_NOMEM:
-  case TECORE_ERR_DEVICE_NOMEM:
-    return TECOMM_ERR_NOMEM;
-  case TECORE_ERR_TIMEOUT:
-    return TECOMM_ERR_TIMEOUT;
-  case TECORE_ERR_NOT_SUPPORTED:
-  case TECORE_ERR_DISABLED:
-    return TECOMM_ERR_NOT_SUPPORTED;
-  default:
-    return TECOMM_ERR_DEVICE;
-  }
+  return (tecomm_result_t)te_result_to_comm((int)r);
 }
 
 int64_t tc_now_ms(void) {

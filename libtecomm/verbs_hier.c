@@ -186,9 +186,9 @@ int tc_hier_failed_peer(struct tecomm_comm *c) { return leader_of(c, c->node); }
 
 tecomm_result_t tc_hier_node_ok(struct tecomm_comm *c) {
   struct tecomm_comm *lc = c->local;
-  int code = TECOMM_AR_OK, peer = -1;
-  if (!lc || !lc->ws || tecomm_ar_error(lc->ws, &code, &peer, 0) != TECORE_SUCCESS ||
-      code == TECOMM_AR_OK)
+  int code = TC_AR_OK, peer = -1;
+  if (!lc || !lc->ws || tc_ar_error(lc->ws, &code, &peer, 0) != TECORE_SUCCESS ||
+      code == TC_AR_OK)
     return TECOMM_SUCCESS;
   /* the node's sum is not there: sending it on would hand the other nodes
    * garbage without an error, so the leader's endpoint fails instead, and
@@ -199,7 +199,7 @@ tecomm_result_t tc_hier_node_ok(struct tecomm_comm *c) {
 #ifdef TE_HAVE_VERBS
   return tc_vb_fail(c->vb, TECOMM_ERR_TIMEOUT, -1, "rank %d: node %d's group failed before the "
                     "inter-node step (%s, waiting for rank %d): its leader stops", c->rank,
-                    c->node, code == TECOMM_AR_ERR_ABORTED ? "aborted" : "a device-side wait "
+                    c->node, code == TC_AR_ERR_ABORTED ? "aborted" : "a device-side wait "
                     "expired (TECOMM_TIMEOUT)", world);
 #else
   return TC_ERR(TECOMM_ERR_TIMEOUT, "rank %d: node %d's group failed (rank %d)", c->rank, c->node,
@@ -211,7 +211,7 @@ void tc_hier_stop_node(struct tecomm_comm *c) {
   struct tecomm_comm *lc = c->local;
   if (!lc || !lc->ws) return;   /* an NCCL group: its ranks wait out TECOMM_TIMEOUT */
   for (int r = 0; r < lc->nranks; r++)
-    if (lc->ws_peer[r] && tecomm_ar_abort(lc->ws_peer[r]) != TECORE_SUCCESS)
+    if (lc->ws_peer[r] && tc_ar_abort(lc->ws_peer[r]) != TECORE_SUCCESS)
       TC_WARN("tecomm: rank %d: could not stop node rank %d: %s", c->rank, r, tecore_last_error());
 }
 

@@ -122,8 +122,9 @@ static int hs_hdr(const unsigned char *msg, size_t len, uint16_t type, uint32_t 
 }
 
 int tc_wire_check_proof(const struct tc_wire_key *k, const unsigned char *nonce_l,
-                        const unsigned char *msg, size_t len, uint32_t nranks, uint32_t lo,
-                        uint32_t hi, struct tc_wire_proof *pr, char *why, size_t wl) {
+                        const unsigned char *msg, size_t len, const struct tc_wire_ranks *rk,
+                        struct tc_wire_proof *pr, char *why, size_t wl) {
+  const uint32_t nranks = rk->nranks, lo = rk->lo, hi = rk->hi;
   if (hs_hdr(msg, len, TC_WIRE_PROOF, TC_WIRE_PROOF_BODY, why, wl) != 0) return -1;
   const unsigned char *b = msg + TC_WIRE_HDR;
   struct tc_wire_proof p;

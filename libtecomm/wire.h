@@ -87,11 +87,15 @@ void tc_wire_mac(const struct tc_wire_key *k, int kind, const unsigned char *non
  * TC_WIRE_PROOF_BODY bytes). */
 void tc_wire_put_proof(unsigned char *out, const struct tc_wire_proof *pr);
 /* The listener's check of a PROOF message of len bytes: the header, the
- * ranks (nranks must be the listener's; rank in [lo, hi)) and the MAC over
+ * ranks (rk->nranks must be the listener's; rank in [rk->lo, rk->hi))
+ * and the MAC over
  * nonce_l, compared in constant time.  0 with *pr filled, or -1 with why. */
+struct tc_wire_ranks {
+  uint32_t nranks, lo, hi;
+};
 int tc_wire_check_proof(const struct tc_wire_key *k, const unsigned char *nonce_l,
-                        const unsigned char *msg, size_t len, uint32_t nranks, uint32_t lo,
-                        uint32_t hi, struct tc_wire_proof *pr, char *why, size_t wl);
+                        const unsigned char *msg, size_t len, const struct tc_wire_ranks *rk,
+                        struct tc_wire_proof *pr, char *why, size_t wl);
 /* The connector's check of the listener's HELLO (0: nonce_l filled) and
  * ACCEPT (0: the MAC is the key's). */
 int tc_wire_check_hello(const unsigned char *msg, size_t len, unsigned char *nonce_l, char *why,

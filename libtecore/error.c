@@ -3,12 +3,16 @@
  * The detail buffer is thread-local and fixed-size, so setting it never
  * allocates (it works when malloc has just failed). */
 #include "internal.h"
+#include "te_results_check.h"
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
 #define TE_DETAIL_MAX 1024
 static __thread char te_detail[TE_DETAIL_MAX];
+
+/* TECORE_RESULT_LIST is common/te_results.h's core column. */
+TE_RESULTS_CHECK(core, TECORE, TECORE_RESULT_LIST);
 
 TE_EXPORT const char *tecore_strerror(tecore_result_t r) {
   switch (r) {

@@ -23,6 +23,7 @@
  * Saved tensors the backward does not read share the ring without being
  * copied at all. */
 #include "offload_internal.h"
+#include "te_results.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -453,12 +454,10 @@ TE_EXPORT tegraph_result_t tegraph_offload_enable(tegraph_offload_t *c, int on) 
 
 TE_EXPORT tecore_result_t tegraph_offload_hook_off(void *ctx) {
   tegraph_result_t r = tegraph_offload_enable(ctx, 0);
-  return r == TEGRAPH_SUCCESS ? TECORE_SUCCESS
-         : r == TEGRAPH_ERR_INVALID ? TECORE_ERR_INVALID : TECORE_ERR_INTERNAL;
+  return (tecore_result_t)te_result_to_core((int)r);
 }
 
 TE_EXPORT tecore_result_t tegraph_offload_hook_on(void *ctx) {
   tegraph_result_t r = tegraph_offload_enable(ctx, 1);
-  return r == TEGRAPH_SUCCESS ? TECORE_SUCCESS
-         : r == TEGRAPH_ERR_INVALID ? TECORE_ERR_INVALID : TECORE_ERR_INTERNAL;
+  return (tecore_result_t)te_result_to_core((int)r);
 }

@@ -2,10 +2,11 @@
 /* tg_internal.h -- libtegraph's private helpers: the upper libraries'
  * conventions (common/te_upper.h: export marker, errors in the per-thread
  * detail shared with libtecore, checks that log each hop, libtecore
- * results mapped, the live-handle registry) bound to libtegraph's result
- * type and log subsystem; the node table that graphs and callables read
- * and rewrite nodes through, and the pool's user count.  libtegraph sees
- * libtecore through its public API only. */
+ * results converted by common/te_results.h, the live-handle registry)
+ * bound to libtegraph's result type and log subsystem; the node table
+ * that graphs and callables read and rewrite nodes through, and the
+ * pool's user count.  libtegraph sees libtecore through its public API
+ * only. */
 #ifndef TEGRAPH_INTERNAL_H
 #define TEGRAPH_INTERNAL_H
 
@@ -28,11 +29,11 @@ tegraph_result_t tg_err(tegraph_result_t code, const char *file, int line, const
 /* Propagates a libtegraph failure, logging the hop at TRACE (te_upper_hop). */
 #define TG_CHECK(call) TE_UPPER_CHECK(tegraph_result_t, TEGRAPH_SUCCESS, TECORE_SUBSYS_GRAPH, call)
 
-/* The libtegraph code for a libtecore failure (INVALID, NOMEM, CAPTURE and
- * NOT_SUPPORTED keep their meaning; the rest is TEGRAPH_ERR_DEVICE), with
- * "what: " put in front of libtecore's detail. */
+/* The libtegraph code for a libtecore failure (the same number where
+ * libtegraph has the code, else the row's instead: common/te_results.h),
+ * with "what: " put in front of libtecore's detail. */
 tegraph_result_t tg_core(tecore_result_t r, const char *what);
-/* Calls a libtecore function; on failure returns its mapped code. */
+/* Calls a libtecore function; on failure returns its converted code. */
 #define TG_CORE(call, what)                                                    \
   do {                                                                         \
     tecore_result_t tg_c_ = (call);                                            \

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* util.c -- libtegraph's error helpers (the detail string shared with
- * libtecore, mapped libtecore results) and small tensor helpers. */
+ * libtecore, libtecore results converted by common/te_results.h) and small tensor helpers. */
 #include "tg_internal.h"
+#include "te_results.h"
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -16,15 +17,7 @@ tegraph_result_t tg_err(tegraph_result_t code, const char *file, int line, const
 
 tegraph_result_t tg_core(tecore_result_t r, const char *what) {
   te_upper_core_detail(r, what);
-  switch (r) {
-  case TECORE_SUCCESS: return TEGRAPH_SUCCESS;
-  case TECORE_ERR_INVALID: return TEGRAPH_ERR_INVALID;
-  case TECORE_ERR_NOMEM:
-  case TECORE_ERR_DEVICE_NOMEM: return TEGRAPH_ERR_NOMEM;
-  case TECORE_ERR_CAPTURE: return TEGRAPH_ERR_CAPTURE;
-  case TECORE_ERR_NOT_SUPPORTED: return TEGRAPH_ERR_NOT_SUPPORTED;
-  default: return TEGRAPH_ERR_DEVICE;
-  }
+  return (tegraph_result_t)te_result_to_graph((int)r);
 }
 
 size_t tg_tensor_bytes(const struct tecore_tensor *t) {

@@ -29,7 +29,7 @@
 #include "ar_kernels.h"
 #include "common/comm_ar.h"
 
-#define MAXN TECOMM_AR_MAX_RANKS
+#define MAXN TC_AR_MAX_RANKS
 #define CALL_TIMEOUT_NS 20000000000ull /* a protocol bug fails, it never hangs */
 
 /* ---- messages between the test process and its ranks ---- */
@@ -174,7 +174,7 @@ static void rank_setup(struct rank *k) {
   ROK(k, tecore_stream_create(TECORE_STREAM_NON_BLOCKING, 0, &k->s));
   size_t g = 0;
   ROK(k, tecore_vmm_granularity(&g, 0));
-  k->ws_bytes = (tecomm_ar_workspace_bytes(k->n, k->ws_max) + 4095) / 4096 * 4096;
+  k->ws_bytes = (tc_ar_workspace_bytes(k->n, k->ws_max) + 4095) / 4096 * 4096;
   k->pool_bytes = (k->ws_bytes + k->in_bytes + g - 1) / g * g;
   ROK(k, tecore_vmm_create(k->pool_bytes, TECORE_VMM_EXPORT_POSIX_FD, &k->h[k->r]));
   int fd = -1;
@@ -194,7 +194,7 @@ static void rank_setup(struct rank *k) {
   }
   /* the input region starts poisoned: a protocol reading it early shows */
   ROK(k, tecore_memset_d8_async(in_of(k, k->r), TE_POISON_BYTE, k->in_bytes, k->s));
-  ROK(k, tecomm_ar_workspace_init(ws_of(k, k->r), k->n, k->ws_max, k->s));
+  ROK(k, tc_ar_workspace_init(ws_of(k, k->r), k->n, k->ws_max, k->s));
   ROK(k, tecore_stream_synchronize(k->s));
   rank_barrier(k); /* no peer writes a flag here before it is initialised */
 }
@@ -419,7 +419,7 @@ static void gen_input(void *dst, tecore_dtype_t dt, size_t count, uint64_t id, i
 
 /* The value a protocol reduces for rank s's stored input element. */
 static float in_value(const void *p, size_t i, tecore_dtype_t dt, int algo) {
-  if (algo == TECOMM_AR_LAMPORT) {
+  if (algo == TC_AR_LAMPORT) {
     if (dt == TECORE_DTYPE_F32) {
       uint32_t w;
       memcpy(&w, (const char *)p + 4 * i, 4);
@@ -444,7 +444,7 @@ static void check_result(struct rank *k, const void *got, void *const *ins, size
     for (int s = 1; s < n; s++) {
       float v = in_value(ins[s], i, dt, algo);
       acc = te_ar_op(acc, v, op);
-      ref = op == TECOMM_AR_SUM ? ref + v : (v > ref ? v : ref);
+      ref = op == TC_AR_SUM ? ref + v : (v > ref ? v : ref);
       mag += fabs(v);
     }
     unsigned char want[4], have[4];
@@ -463,15 +463,15 @@ static void check_result(struct rank *k, const void *got, void *const *ins, size
 }
 
 static const char *algo_name(int a) {
-  return a == TECOMM_AR_ONESHOT ? "one-shot" : a == TECOMM_AR_TWOSHOT ? "two-shot" : "Lamport";
+  return a == TC_AR_ONESHOT ? "one-shot" : a == TC_AR_TWOSHOT ? "two-shot" : "Lamport";
 }
 static const char *dt_name(tecore_dtype_t dt) { return tecore_dtype_name(dt); }
 
-static void call_init(struct rank *k, struct tecomm_ar_call *c, int algo, tecore_dtype_t dt, int op,
+static void call_init(struct rank *k, struct tc_ar_call *c, int algo, tecore_dtype_t dt, int op,
                       size_t count, size_t in_off, tecore_devptr_t out) {
   memset(c, 0, sizeof *c);
-  c->algo = (tecomm_ar_algo_t)algo;
-  c->op = (tecomm_ar_op_t)op;
+  c->algo = (tc_ar_algo_t)algo;
+  c->op = (tc_ar_op_t)op;
   c->dtype = dt;
   c->count = count;
   c->rank = k->r;
@@ -496,13 +496,13 @@ static void one_call(struct rank *k, tecore_devptr_t outbuf, void **ins, void *g
   h2d(k, in_of(k, k->r) + in_off, ins[k->r], bytes);
   tecore_devptr_t out = inplace ? in_of(k, k->r) + in_off : outbuf + out_off;
   if (!inplace) ROK(k, tecore_memset_d8_async(out, TE_POISON_BYTE, bytes, k->s));
-  struct tecomm_ar_call c;
+  struct tc_ar_call c;
   call_init(k, &c, algo, dt, op, count, in_off, out);
-  ROK(k, tecomm_ar_launch(&c, k->s));
+  ROK(k, tc_ar_launch(&c, k->s));
   memset(got, TE_POISON_BYTE, bytes);
   d2h(k, got, out, bytes);
   int code, peer;
-  ROK(k, tecomm_ar_error(ws_of(k, k->r), &code, &peer, 0));
+  ROK(k, tc_ar_error(ws_of(k, k->r), &code, &peer, 0));
   RCHECK(k, code == 0, "%s %s %s count %zu: error word %d (peer %d)", k->r, algo_name(algo),
          dt_name(dt), op ? "max" : "sum", count, code, peer);
   char what[128];
@@ -535,14 +535,14 @@ static void body_matrix(struct rank *k) {
   ROK(k, tecore_mem_alloc(big + 64, &out));
   uint64_t id = 0;
   /* the IPC protocols; NVLS needs a multicast object: t/check_comm_nvls */
-  for (int algo = 0; algo <= TECOMM_AR_LAMPORT; algo++)
+  for (int algo = 0; algo <= TC_AR_LAMPORT; algo++)
     for (int d = 0; d < 3; d++)
       for (int op = 0; op < 2; op++) {
         tecore_dtype_t dt = dts[d];
         size_t ncounts = sizeof counts / sizeof counts[0];
         for (size_t i = 0; i <= ncounts; i++) {
           size_t count = i < ncounts ? counts[i] : big / esz(dt) - 3; /* odd, not 16-byte sized */
-          if (algo == TECOMM_AR_LAMPORT && count * esz(dt) > k->ws_max) continue;
+          if (algo == TC_AR_LAMPORT && count * esz(dt) > k->ws_max) continue;
           one_call(k, out, ins, got, algo, dt, op, count, 0, 0, 0, id++);
         }
         /* unaligned input and output (element paths), and in place */
@@ -650,15 +650,15 @@ static void body_lamport_stress(struct rank *k) {
        * previous calls (the host buffer lives until the batch is checked) */
       ROK(k, tecore_memcpy_async(in_of(k, k->r) + off, te_hptr(ins[b][k->r]), bytes, k->s));
       ROK(k, tecore_memset_d8_async(out + off, TE_POISON_BYTE, bytes, k->s));
-      struct tecomm_ar_call c;
-      call_init(k, &c, TECOMM_AR_LAMPORT, dt[b], TECOMM_AR_SUM, count[b], off, out + off);
-      ROK(k, tecomm_ar_launch(&c, k->s));
+      struct tc_ar_call c;
+      call_init(k, &c, TC_AR_LAMPORT, dt[b], TC_AR_SUM, count[b], off, out + off);
+      ROK(k, tc_ar_launch(&c, k->s));
       unsigned most = k->r == slow ? 300 : 20;
       usleep((useconds_t)(te_splitmix64(&mine) % (most + 1)));
     }
     ROK(k, tecore_stream_synchronize(k->s));
     int code, peer;
-    ROK(k, tecomm_ar_error(ws_of(k, k->r), &code, &peer, 0));
+    ROK(k, tc_ar_error(ws_of(k, k->r), &code, &peer, 0));
     RCHECK(k, code == 0, "stress batch %llu: error word %d (peer %d)", k->r, (unsigned long long)round,
            code, peer);
     for (int b = 0; b < STRESS_BATCH; b++) {
@@ -668,8 +668,8 @@ static void body_lamport_stress(struct rank *k) {
       char what[96];
       snprintf(what, sizeof what, "stress batch %llu call %d (%s, count %zu, slow rank %d)",
                (unsigned long long)round, b, dt_name(dt[b]), count[b], slow);
-      check_result(k, got, (void *const *)ins[b], count[b], dt[b], TECOMM_AR_SUM,
-                   TECOMM_AR_LAMPORT, what);
+      check_result(k, got, (void *const *)ins[b], count[b], dt[b], TC_AR_SUM,
+                   TC_AR_LAMPORT, what);
       hash_bytes(k, got, bytes);
     }
   }
@@ -720,10 +720,10 @@ static void body_graph(struct rank *k) {
   for (int a = 0; a < 3; a++) ROK(k, tecore_mem_alloc(bytes, &out[a]));
   ROK(k, tecore_stream_begin_capture(k->s, TECORE_CAPTURE_THREAD_LOCAL));
   for (int a = 0; a < 3; a++) {
-    struct tecomm_ar_call c;
-    call_init(k, &c, a, dt, TECOMM_AR_SUM, count, 4096u * (unsigned)a, out[a]);
+    struct tc_ar_call c;
+    call_init(k, &c, a, dt, TC_AR_SUM, count, 4096u * (unsigned)a, out[a]);
     ROK(k, tecore_memcpy_async(c.in[k->r], stage, bytes, k->s));
-    ROK(k, tecomm_ar_launch(&c, k->s));
+    ROK(k, tc_ar_launch(&c, k->s));
   }
   tecore_graph_t g;
   ROK(k, tecore_stream_end_capture(k->s, &g));
@@ -742,7 +742,7 @@ static void body_graph(struct rank *k) {
       d2h(k, got, out[a], bytes);
       char what[64];
       snprintf(what, sizeof what, "replay %d %s", it, algo_name(a));
-      check_result(k, got, (void *const *)ins, count, dt, TECOMM_AR_SUM, a, what);
+      check_result(k, got, (void *const *)ins, count, dt, TC_AR_SUM, a, what);
       hash_bytes(k, got, bytes);
     }
   }
@@ -811,20 +811,20 @@ static void fused_case(struct rank *k, int algo, tecore_dtype_t dt, size_t rows,
   }
   /* the fused call */
   h2d(k, in_of(k, k->r), ins[k->r], bytes);
-  struct tecomm_ar_fused f = {.hidden = hidden, .eps = eps, .residual_in = d_res,
+  struct tc_ar_fused f = {.hidden = hidden, .eps = eps, .residual_in = d_res,
                               .residual_out = f_res, .gamma = d_gam,
                               .out = with_out ? f_out : 0,
                               .fp8_out = qmode != Q_NONE ? &q[0] : NULL};
-  struct tecomm_ar_call c;
-  call_init(k, &c, algo, dt, TECOMM_AR_SUM, count, 0, 0);
+  struct tc_ar_call c;
+  call_init(k, &c, algo, dt, TC_AR_SUM, count, 0, 0);
   c.fused = &f;
-  ROK(k, tecomm_ar_launch(&c, k->s));
+  ROK(k, tc_ar_launch(&c, k->s));
   ROK(k, tecore_stream_synchronize(k->s));
   /* the unfused path: allreduce (a fresh copy of the input: two-shot
    * consumed it), add, norm */
   h2d(k, in_of(k, k->r), ins[k->r], bytes);
-  call_init(k, &c, algo, dt, TECOMM_AR_SUM, count, 0, u_ar);
-  ROK(k, tecomm_ar_launch(&c, k->s));
+  call_init(k, &c, algo, dt, TC_AR_SUM, count, 0, u_ar);
+  ROK(k, tc_ar_launch(&c, k->s));
   ROK(k, tecore_scale_add(u_res, u_ar, 1.0f, d_res, 1.0f, dt, count, k->s));
   struct tecore_tensor x, g, y;
   ROK(k, tecore_tensor_init(&x, dt, 2, shape, u_res));
@@ -834,7 +834,7 @@ static void fused_case(struct rank *k, int algo, tecore_dtype_t dt, size_t rows,
   if (qmode != Q_NONE) ROK(k, tecore_rmsnorm_fwd(&x, &g, eps, 0, &q[1], 0, k->s));
   ROK(k, tecore_stream_synchronize(k->s));
   int code, peer;
-  ROK(k, tecomm_ar_error(ws_of(k, k->r), &code, &peer, 0));
+  ROK(k, tc_ar_error(ws_of(k, k->r), &code, &peer, 0));
   RCHECK(k, code == 0, "fused: error word %d (peer %d)", k->r, code, peer);
 
   char what[160];
@@ -902,11 +902,11 @@ static void body_fused(struct rank *k) {
   static const size_t shapes[][2] = {{1, 64},  {3, 1024}, {17, 256}, {2, 4096},
                                      {5, 100}, {4, 33},   {1, 16384}, {2, 2050}};
   uint64_t id = 5000000;
-  for (int algo = 0; algo <= TECOMM_AR_LAMPORT; algo++) /* IPC (NVLS: check_comm_nvls) */
+  for (int algo = 0; algo <= TC_AR_LAMPORT; algo++) /* IPC (NVLS: check_comm_nvls) */
     for (int d = 0; d < 3; d++)
       for (size_t sh = 0; sh < sizeof shapes / sizeof shapes[0]; sh++) {
         size_t rows = shapes[sh][0], hidden = shapes[sh][1];
-        if (algo == TECOMM_AR_LAMPORT && hidden % 8) continue; /* refused: below */
+        if (algo == TC_AR_LAMPORT && hidden % 8) continue; /* refused: below */
         int qmode = (int)((sh + (size_t)d) % 3);
         fused_case(k, algo, dts[d], rows, hidden, qmode, 1, id++);
         if (sh == 1) fused_case(k, algo, dts[d], rows, hidden, Q_DELAYED, 0, id++);
@@ -914,12 +914,12 @@ static void body_fused(struct rank *k) {
   /* Lamport's fused kernel needs 8-element rows: a clear refusal */
   tecore_devptr_t buf;
   ROK(k, tecore_mem_alloc(4096, &buf));
-  struct tecomm_ar_fused f = {.hidden = 33, .eps = 1e-5f, .residual_in = buf,
+  struct tc_ar_fused f = {.hidden = 33, .eps = 1e-5f, .residual_in = buf,
                               .residual_out = buf + 1024, .gamma = buf + 2048, .out = buf + 3072};
-  struct tecomm_ar_call c;
-  call_init(k, &c, TECOMM_AR_LAMPORT, TECORE_DTYPE_BF16, TECOMM_AR_SUM, 66, 0, 0);
+  struct tc_ar_call c;
+  call_init(k, &c, TC_AR_LAMPORT, TECORE_DTYPE_BF16, TC_AR_SUM, 66, 0, 0);
   c.fused = &f;
-  tecore_result_t r = tecomm_ar_launch(&c, k->s);
+  tecore_result_t r = tc_ar_launch(&c, k->s);
   RCHECK(k, r == TECORE_ERR_NOT_SUPPORTED && strstr(tecore_last_error(), "hidden"),
          "fused Lamport with hidden 33: %s (%s)", k->r, tecore_result_name(r), tecore_last_error());
   ROK(k, tecore_mem_free(buf));
@@ -1023,31 +1023,31 @@ static void body_pdl_chain(struct rank *k) {
   h2d(k, res, hres, bytes);
   h2d(k, gam, hgam, PDL_HIDDEN * 2);
 #define R(i) (in_of(k, k->r) + (size_t)(i) * slot)
-  struct tecomm_ar_call c;
-  struct tecomm_ar_fused fa = {.hidden = PDL_HIDDEN, .eps = 1e-5f, .residual_in = res,
+  struct tc_ar_call c;
+  struct tc_ar_fused fa = {.hidden = PDL_HIDDEN, .eps = 1e-5f, .residual_in = res,
                                .residual_out = f1, .gamma = gam, .out = R(3)};
-  struct tecomm_ar_fused fb = {.hidden = PDL_HIDDEN, .eps = 1e-5f, .residual_in = f1,
+  struct tc_ar_fused fb = {.hidden = PDL_HIDDEN, .eps = 1e-5f, .residual_in = f1,
                                .residual_out = f2, .gamma = gam, .out = R(4)};
   tecore_graph_t g = NULL;
   ROK(k, tecore_stream_begin_capture(k->s, TECORE_CAPTURE_THREAD_LOCAL));
   ROK(k, tecore_memcpy_async(R(0), stage, bytes, k->s));
-  call_init(k, &c, TECOMM_AR_LAMPORT, dt, TECOMM_AR_SUM, count, 0, R(1));
-  ROK(k, tecomm_ar_launch(&c, k->s));
-  call_init(k, &c, TECOMM_AR_TWOSHOT, dt, TECOMM_AR_SUM, count, slot, R(2));
-  ROK(k, tecomm_ar_launch(&c, k->s));
-  call_init(k, &c, TECOMM_AR_LAMPORT, dt, TECOMM_AR_SUM, count, 2 * slot, 0);
+  call_init(k, &c, TC_AR_LAMPORT, dt, TC_AR_SUM, count, 0, R(1));
+  ROK(k, tc_ar_launch(&c, k->s));
+  call_init(k, &c, TC_AR_TWOSHOT, dt, TC_AR_SUM, count, slot, R(2));
+  ROK(k, tc_ar_launch(&c, k->s));
+  call_init(k, &c, TC_AR_LAMPORT, dt, TC_AR_SUM, count, 2 * slot, 0);
   c.fused = &fa;
-  ROK(k, tecomm_ar_launch(&c, k->s));
-  call_init(k, &c, TECOMM_AR_ONESHOT, dt, TECOMM_AR_SUM, count, 3 * slot, 0);
+  ROK(k, tc_ar_launch(&c, k->s));
+  call_init(k, &c, TC_AR_ONESHOT, dt, TC_AR_SUM, count, 3 * slot, 0);
   c.fused = &fb;
-  ROK(k, tecomm_ar_launch(&c, k->s));
+  ROK(k, tc_ar_launch(&c, k->s));
   ROK(k, tecore_stream_end_capture(k->s, &g));
   ROK(k, tecore_stream_begin_capture_to_graph(k->s, g, TECORE_CAPTURE_THREAD_LOCAL));
   ROK(k, tecore_memset_d8_async(R(6), TE_POISON_BYTE, bytes, k->s));
-  call_init(k, &c, TECOMM_AR_ONESHOT, dt, TECOMM_AR_SUM, count, 4 * slot, R(5));
-  ROK(k, tecomm_ar_launch(&c, k->s));
-  call_init(k, &c, TECOMM_AR_LAMPORT, dt, TECOMM_AR_SUM, count, 5 * slot, R(6));
-  ROK(k, tecomm_ar_launch(&c, k->s));
+  call_init(k, &c, TC_AR_ONESHOT, dt, TC_AR_SUM, count, 4 * slot, R(5));
+  ROK(k, tc_ar_launch(&c, k->s));
+  call_init(k, &c, TC_AR_LAMPORT, dt, TC_AR_SUM, count, 5 * slot, R(6));
+  ROK(k, tc_ar_launch(&c, k->s));
   tecore_graph_t g2 = NULL;
   ROK(k, tecore_stream_end_capture(k->s, &g2));
   RCHECK(k, g2 == g, "capture to graph returned another graph", k->r);
@@ -1071,30 +1071,30 @@ static void body_pdl_chain(struct rank *k) {
     ROK(k, tecore_graph_launch(ge, k->s));
     ROK(k, tecore_stream_synchronize(k->s));
     int code, peer;
-    ROK(k, tecomm_ar_error(ws_of(k, k->r), &code, &peer, 0));
+    ROK(k, tc_ar_error(ws_of(k, k->r), &code, &peer, 0));
     RCHECK(k, code == 0, "chain replay %d: error word %d (peer %d)", k->r, it, code, peer);
     for (int i = 2; i < PDL_REGIONS; i++) d2h(k, got[i], R(i), bytes);
     char what[96];
     /* two-shot's input R1 is gone: its expected value is the Lamport fold */
-    fold_ref(e1, (void *const *)ins, count, dt, TECOMM_AR_SUM, TECOMM_AR_LAMPORT, k->n);
+    fold_ref(e1, (void *const *)ins, count, dt, TC_AR_SUM, TC_AR_LAMPORT, k->n);
     for (int s = 0; s < k->n; s++) same[s] = e1;
     snprintf(what, sizeof what, "chain replay %d two-shot R2 (TECOMM_PDL=%d)", it, pdl_mode);
-    check_result(k, got[2], (void *const *)same, count, dt, TECOMM_AR_SUM, TECOMM_AR_TWOSHOT, what);
+    check_result(k, got[2], (void *const *)same, count, dt, TC_AR_SUM, TC_AR_TWOSHOT, what);
     hash_bytes(k, got[2], bytes);
     for (int s = 0; s < k->n; s++) same[s] = got[2];
-    fold_ref(want, (void *const *)same, count, dt, TECOMM_AR_SUM, TECOMM_AR_LAMPORT, k->n);
+    fold_ref(want, (void *const *)same, count, dt, TC_AR_SUM, TC_AR_LAMPORT, k->n);
     snprintf(what, sizeof what, "chain replay %d fused Lamport", it);
     pdl_check_fused(k, want, res, gam, f1, R(3), scratch, what);
     for (int s = 0; s < k->n; s++) same[s] = got[3];
-    fold_ref(want, (void *const *)same, count, dt, TECOMM_AR_SUM, TECOMM_AR_ONESHOT, k->n);
+    fold_ref(want, (void *const *)same, count, dt, TC_AR_SUM, TC_AR_ONESHOT, k->n);
     snprintf(what, sizeof what, "chain replay %d fused one-shot", it);
     pdl_check_fused(k, want, f1, gam, f2, R(4), scratch, what);
     for (int i = 5; i < PDL_REGIONS; i++) {
       for (int s = 0; s < k->n; s++) same[s] = got[i - 1];
-      int algo = i == 5 ? TECOMM_AR_ONESHOT : TECOMM_AR_LAMPORT;
+      int algo = i == 5 ? TC_AR_ONESHOT : TC_AR_LAMPORT;
       snprintf(what, sizeof what, "chain replay %d %s R%d (TECOMM_PDL=%d)", it, algo_name(algo), i,
                pdl_mode);
-      check_result(k, got[i], (void *const *)same, count, dt, TECOMM_AR_SUM, algo, what);
+      check_result(k, got[i], (void *const *)same, count, dt, TC_AR_SUM, algo, what);
       hash_bytes(k, got[i], bytes);
     }
   }
@@ -1158,34 +1158,34 @@ static void body_kill(struct rank *k) {
   size_t count = 20000;
   tecore_devptr_t out; /* plain: the output; fused: residual_in, _out, out, gamma */
   ROK(k, tecore_mem_alloc(count * 8, &out));
-  struct tecomm_ar_fused f = {.hidden = 250, .eps = 1e-5f, .residual_in = out,
+  struct tc_ar_fused f = {.hidden = 250, .eps = 1e-5f, .residual_in = out,
                               .residual_out = out + count * 2, .out = out + count * 4,
                               .gamma = out + count * 6};
   if (kill_fused) ROK(k, tecore_memset_d32_async(out, 0x3f803f80u, count * 2, k->s)); /* 1.0 */
   for (uint64_t i = 0;; i++) {
-    struct tecomm_ar_call c;
+    struct tc_ar_call c;
     if (kill_fused) {
       /* fresh inputs: the call sums over them */
       ROK(k, tecore_memset_d32_async(in_of(k, k->r), 0x3f003f00u, count / 2, k->s));
-      call_init(k, &c, TECOMM_AR_TWOSHOT, TECORE_DTYPE_BF16, TECOMM_AR_SUM, count, 0, 0);
+      call_init(k, &c, TC_AR_TWOSHOT, TECORE_DTYPE_BF16, TC_AR_SUM, count, 0, 0);
       c.fused = &f;
     } else {
-      call_init(k, &c, (int)(i % 3), TECORE_DTYPE_F32, TECOMM_AR_SUM, count, 0, out);
+      call_init(k, &c, (int)(i % 3), TECORE_DTYPE_F32, TC_AR_SUM, count, 0, out);
     }
     c.timeout_ns = KILL_TIMEOUT_NS;
-    ROK(k, tecomm_ar_launch(&c, k->s));
+    ROK(k, tc_ar_launch(&c, k->s));
     tecore_result_t r = te_stream_wait(k->s, 30000);
     RCHECK(k, r == TECORE_SUCCESS, "call %llu: the stream did not finish in 30 s: %s", k->r,
            (unsigned long long)i, tecore_result_name(r));
     int code, peer;
-    ROK(k, tecomm_ar_error(ws_of(k, k->r), &code, &peer, 0));
+    ROK(k, tc_ar_error(ws_of(k, k->r), &code, &peer, 0));
     if (code) {
       k->done.t_ns = mono_ns();
       k->done.code = code;
       k->done.peer = peer;
       /* later calls return at once: the rank has failed */
       int64_t t0 = mono_ns();
-      ROK(k, tecomm_ar_launch(&c, k->s));
+      ROK(k, tc_ar_launch(&c, k->s));
       ROK(k, tecore_stream_synchronize(k->s));
       RCHECK(k, mono_ns() - t0 < 500000000, "a call after the timeout took %lld ms", k->r,
              (long long)((mono_ns() - t0) / 1000000));
@@ -1197,7 +1197,7 @@ static void body_kill(struct rank *k) {
   _exit(0); /* no teardown barrier: the victim is gone */
 }
 
-/* Rank 2 of 3 killed 400 ms in: ranks 0 and 1 return TECOMM_AR_ERR_TIMEOUT
+/* Rank 2 of 3 killed 400 ms in: ranks 0 and 1 return TC_AR_ERR_TIMEOUT
  * naming it within the timeout + 1 s, and nothing hangs. */
 static void killed_rank(int fused) {
   if (gpus_short(3)) return;
@@ -1209,7 +1209,7 @@ static void killed_rank(int fused) {
                 "the victim's status 0x%x", j.status[2]);
   for (int r = 0; r < 2; r++) {
     ck_assert_msg(strcmp(j.done[r].text, "ok") == 0, "%s", j.done[r].text);
-    ck_assert_msg(j.done[r].code == TECOMM_AR_ERR_TIMEOUT, "rank %d: error code %d, want timeout",
+    ck_assert_msg(j.done[r].code == TC_AR_ERR_TIMEOUT, "rank %d: error code %d, want timeout",
                   r, j.done[r].code);
     ck_assert_msg(j.done[r].peer == 2, "rank %d: the timeout names peer %d, want 2", r,
                   j.done[r].peer);
@@ -1248,12 +1248,12 @@ static void body_fused_rows(struct rank *k) {
       {6, 4096, TECORE_DTYPE_F32, Q_NONE, 1},     {11, 128, TECORE_DTYPE_BF16, Q_DELAYED, 0},
       {3, 16384, TECORE_DTYPE_BF16, Q_NONE, 1},
   };
-  const char *v = tecomm_ar_fused_twoshot_variant();
+  const char *v = tc_ar_fused_twoshot_variant();
   RCHECK(k, strncmp(v, fused_rows_variant ? "rows" : "gather", 4) == 0,
          "TECOMM_FUSED_TWOSHOT=%d runs \"%s\"", k->r, fused_rows_variant, v);
   uint64_t id = 9100000;
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
-    fused_case(k, TECOMM_AR_TWOSHOT, cases[i].dt, cases[i].rows, cases[i].hidden, cases[i].q,
+    fused_case(k, TC_AR_TWOSHOT, cases[i].dt, cases[i].rows, cases[i].hidden, cases[i].q,
                cases[i].with_out, id++);
 }
 
@@ -1305,16 +1305,16 @@ static void body_fused_rows_graph(struct rank *k) {
   h2d(k, res, hres, bytes);
   h2d(k, gam, hgam, PDL_HIDDEN * 2);
   const tecore_devptr_t x = in_of(k, k->r), out = in_of(k, k->r) + bytes;
-  struct tecomm_ar_fused f = {.hidden = PDL_HIDDEN, .eps = 1e-5f, .residual_in = res,
+  struct tc_ar_fused f = {.hidden = PDL_HIDDEN, .eps = 1e-5f, .residual_in = res,
                               .residual_out = f1, .gamma = gam, .out = out};
-  struct tecomm_ar_call c;
-  call_init(k, &c, TECOMM_AR_TWOSHOT, dt, TECOMM_AR_SUM, count, 0, 0);
+  struct tc_ar_call c;
+  call_init(k, &c, TC_AR_TWOSHOT, dt, TC_AR_SUM, count, 0, 0);
   c.fused = &f;
   tecore_graph_t g = NULL;
   tecore_graph_exec_t ge;
   ROK(k, tecore_stream_begin_capture(k->s, TECORE_CAPTURE_THREAD_LOCAL));
   ROK(k, tecore_memcpy_async(x, stage, bytes, k->s));
-  ROK(k, tecomm_ar_launch(&c, k->s));
+  ROK(k, tc_ar_launch(&c, k->s));
   ROK(k, tecore_stream_end_capture(k->s, &g));
   ROK(k, tecore_graph_instantiate(&ge, g));
   void *ins[MAXN], *want = xmalloc(bytes);
@@ -1327,9 +1327,9 @@ static void body_fused_rows_graph(struct rank *k) {
     ROK(k, tecore_graph_launch(ge, k->s));
     ROK(k, tecore_stream_synchronize(k->s));
     int code, peer;
-    ROK(k, tecomm_ar_error(ws_of(k, k->r), &code, &peer, 0));
+    ROK(k, tc_ar_error(ws_of(k, k->r), &code, &peer, 0));
     RCHECK(k, code == 0, "fused two-shot replay %d: error word %d (peer %d)", k->r, it, code, peer);
-    fold_ref(want, (void *const *)ins, count, dt, TECOMM_AR_SUM, TECOMM_AR_TWOSHOT, k->n);
+    fold_ref(want, (void *const *)ins, count, dt, TC_AR_SUM, TC_AR_TWOSHOT, k->n);
     char what[96];
     snprintf(what, sizeof what, "fused two-shot replay %d", it);
     pdl_check_fused(k, want, res, gam, f1, out, scratch, what);
@@ -1368,41 +1368,41 @@ static void body_abort(struct rank *k) {
   size_t count = 1000;
   tecore_devptr_t out;
   ROK(k, tecore_mem_alloc(count * 2, &out));
-  struct tecomm_ar_call c;
-  call_init(k, &c, TECOMM_AR_ONESHOT, TECORE_DTYPE_BF16, TECOMM_AR_SUM, count, 0, out);
+  struct tc_ar_call c;
+  call_init(k, &c, TC_AR_ONESHOT, TECORE_DTYPE_BF16, TC_AR_SUM, count, 0, out);
   c.timeout_ns = 0; /* unbounded: only the abort ends the wait */
   if (k->r == 0) {
     /* rank 1 never joins: abort our own waiters */
-    ROK(k, tecomm_ar_launch(&c, k->s));
+    ROK(k, tc_ar_launch(&c, k->s));
     te_sleep_ms(300);
     int64_t t0 = mono_ns();
-    ROK(k, tecomm_ar_abort(ws_of(k, 0)));
+    ROK(k, tc_ar_abort(ws_of(k, 0)));
     tecore_result_t r = te_stream_wait(k->s, 5000);
     RCHECK(k, r == TECORE_SUCCESS, "abort did not release the waiter in 5 s (%s)", k->r,
            tecore_result_name(r));
     RCHECK(k, mono_ns() - t0 < 1000000000, "abort took %lld ms", k->r,
            (long long)((mono_ns() - t0) / 1000000));
     int code, peer;
-    ROK(k, tecomm_ar_error(ws_of(k, 0), &code, &peer, 1));
-    RCHECK(k, code == TECOMM_AR_ERR_ABORTED && peer == 1, "error %d peer %d, want aborted, 1",
+    ROK(k, tc_ar_error(ws_of(k, 0), &code, &peer, 1));
+    RCHECK(k, code == TC_AR_ERR_ABORTED && peer == 1, "error %d peer %d, want aborted, 1",
            k->r, code, peer);
-    ROK(k, tecomm_ar_error(ws_of(k, 0), &code, &peer, 0));
+    ROK(k, tc_ar_error(ws_of(k, 0), &code, &peer, 0));
     RCHECK(k, code == 0, "the error word was not cleared (%d)", k->r, code);
   }
   rank_barrier(k);
   if (k->r == 1) {
     /* now rank 1 waits alone, and rank 0 aborts it through the mapping */
-    ROK(k, tecomm_ar_launch(&c, k->s));
+    ROK(k, tc_ar_launch(&c, k->s));
     tecore_result_t r = te_stream_wait(k->s, 5000);
     RCHECK(k, r == TECORE_SUCCESS, "the peer's abort did not release the waiter (%s)", k->r,
            tecore_result_name(r));
     int code, peer;
-    ROK(k, tecomm_ar_error(ws_of(k, 1), &code, &peer, 0));
-    RCHECK(k, code == TECOMM_AR_ERR_ABORTED && peer == 0, "error %d peer %d, want aborted, 0",
+    ROK(k, tc_ar_error(ws_of(k, 1), &code, &peer, 0));
+    RCHECK(k, code == TC_AR_ERR_ABORTED && peer == 0, "error %d peer %d, want aborted, 0",
            k->r, code, peer);
   } else {
     te_sleep_ms(300);
-    ROK(k, tecomm_ar_abort(ws_of(k, 1)));
+    ROK(k, tc_ar_abort(ws_of(k, 1)));
   }
   ROK(k, tecore_mem_free(out));
 }
@@ -1418,86 +1418,86 @@ END_TEST
 /* ---- argument checks (one process) ---- */
 
 START_TEST(bad_arguments) {
-  size_t wsb = tecomm_ar_workspace_bytes(2, 4096);
+  size_t wsb = tc_ar_workspace_bytes(2, 4096);
   ck_assert_uint_gt(wsb, 4096);
-  ck_assert_uint_eq(tecomm_ar_workspace_bytes(0, 4096), 0);
-  ck_assert_uint_eq(tecomm_ar_workspace_bytes(9, 4096), 0);
-  ck_assert_uint_eq(tecomm_ar_max_bytes(TECOMM_AR_LAMPORT, 2, 4096), 4096);
-  ck_assert_int_eq(tecomm_ar_clobbers_input(TECOMM_AR_TWOSHOT), 1);
-  ck_assert_int_eq(tecomm_ar_clobbers_input(TECOMM_AR_ONESHOT), 0);
+  ck_assert_uint_eq(tc_ar_workspace_bytes(0, 4096), 0);
+  ck_assert_uint_eq(tc_ar_workspace_bytes(9, 4096), 0);
+  ck_assert_uint_eq(tc_ar_max_bytes(TC_AR_LAMPORT, 2, 4096), 4096);
+  ck_assert_int_eq(tc_ar_clobbers_input(TC_AR_TWOSHOT), 1);
+  ck_assert_int_eq(tc_ar_clobbers_input(TC_AR_ONESHOT), 0);
   tecore_devptr_t ws = te_dalloc(wsb), buf = te_dalloc(8192);
-  TE_EXPECT_INVALID("ws", tecomm_ar_workspace_init(0, 2, 4096, te_stream));
-  TE_EXPECT_INVALID("aligned", tecomm_ar_workspace_init(ws + 4, 2, 4096, te_stream));
-  TE_EXPECT_INVALID("nranks", tecomm_ar_workspace_init(ws, 0, 4096, te_stream));
-  TE_OK(tecomm_ar_workspace_init(ws, 2, 4096, te_stream));
-  struct tecomm_ar_call c = {.algo = TECOMM_AR_ONESHOT, .op = TECOMM_AR_SUM,
+  TE_EXPECT_INVALID("ws", tc_ar_workspace_init(0, 2, 4096, te_stream));
+  TE_EXPECT_INVALID("aligned", tc_ar_workspace_init(ws + 4, 2, 4096, te_stream));
+  TE_EXPECT_INVALID("nranks", tc_ar_workspace_init(ws, 0, 4096, te_stream));
+  TE_OK(tc_ar_workspace_init(ws, 2, 4096, te_stream));
+  struct tc_ar_call c = {.algo = TC_AR_ONESHOT, .op = TC_AR_SUM,
                              .dtype = TECORE_DTYPE_BF16, .count = 100, .rank = 0, .nranks = 2,
                              .ws = {ws, ws}, .in = {buf, buf + 1024}, .out = buf + 4096,
                              .ws_max_bytes = 4096};
-  struct tecomm_ar_call b;
-  TE_EXPECT_INVALID("call", tecomm_ar_launch(NULL, te_stream));
-  b = c; b.algo = (tecomm_ar_algo_t)7;
-  TE_EXPECT_INVALID("algo", tecomm_ar_launch(&b, te_stream));
-  b = c; b.op = (tecomm_ar_op_t)5;
-  TE_EXPECT_INVALID("op", tecomm_ar_launch(&b, te_stream));
+  struct tc_ar_call b;
+  TE_EXPECT_INVALID("call", tc_ar_launch(NULL, te_stream));
+  b = c; b.algo = (tc_ar_algo_t)7;
+  TE_EXPECT_INVALID("algo", tc_ar_launch(&b, te_stream));
+  b = c; b.op = (tc_ar_op_t)5;
+  TE_EXPECT_INVALID("op", tc_ar_launch(&b, te_stream));
   b = c; b.dtype = TECORE_DTYPE_E4M3;
-  TE_EXPECT_INVALID("dtype", tecomm_ar_launch(&b, te_stream));
+  TE_EXPECT_INVALID("dtype", tc_ar_launch(&b, te_stream));
   b = c; b.nranks = 9;
-  TE_EXPECT_INVALID("nranks", tecomm_ar_launch(&b, te_stream));
+  TE_EXPECT_INVALID("nranks", tc_ar_launch(&b, te_stream));
   b = c; b.rank = 2;
-  TE_EXPECT_INVALID("rank", tecomm_ar_launch(&b, te_stream));
+  TE_EXPECT_INVALID("rank", tc_ar_launch(&b, te_stream));
   b = c; b.ws[1] = 0;
-  TE_EXPECT_INVALID("ws[1]", tecomm_ar_launch(&b, te_stream));
+  TE_EXPECT_INVALID("ws[1]", tc_ar_launch(&b, te_stream));
   b = c; b.ws[1] = ws + 8;
-  TE_EXPECT_INVALID("ws[1]", tecomm_ar_launch(&b, te_stream));
+  TE_EXPECT_INVALID("ws[1]", tc_ar_launch(&b, te_stream));
   b = c; b.in[1] = 0;
-  TE_EXPECT_INVALID("in[1]", tecomm_ar_launch(&b, te_stream));
+  TE_EXPECT_INVALID("in[1]", tc_ar_launch(&b, te_stream));
   b = c; b.out = 0;
-  TE_EXPECT_INVALID("out", tecomm_ar_launch(&b, te_stream));
-  b = c; b.algo = TECOMM_AR_LAMPORT; b.count = 4000;
-  TE_EXPECT_INVALID("Lamport", tecomm_ar_launch(&b, te_stream));
-  b = c; b.algo = TECOMM_AR_LAMPORT; b.ws_max_bytes = 0;
-  TE_EXPECT_INVALID("ws_max_bytes", tecomm_ar_launch(&b, te_stream));
+  TE_EXPECT_INVALID("out", tc_ar_launch(&b, te_stream));
+  b = c; b.algo = TC_AR_LAMPORT; b.count = 4000;
+  TE_EXPECT_INVALID("Lamport", tc_ar_launch(&b, te_stream));
+  b = c; b.algo = TC_AR_LAMPORT; b.ws_max_bytes = 0;
+  TE_EXPECT_INVALID("ws_max_bytes", tc_ar_launch(&b, te_stream));
   /* the copy-engine one-shot: its scratch, 2 ranks at least */
-  ck_assert_int_eq(tecomm_ar_clobbers_input(TECOMM_AR_CE), 0);
-  ck_assert_uint_eq(tecomm_ar_ce_scratch_bytes(2, 100, TECORE_DTYPE_BF16), 208);
-  ck_assert_uint_eq(tecomm_ar_ce_scratch_bytes(4, 100, TECORE_DTYPE_F32), 3 * 400);
-  ck_assert_uint_eq(tecomm_ar_ce_scratch_bytes(1, 100, TECORE_DTYPE_BF16), 0);
-  ck_assert_uint_eq(tecomm_ar_ce_scratch_bytes(9, 100, TECORE_DTYPE_BF16), 0);
-  ck_assert_uint_eq(tecomm_ar_ce_scratch_bytes(2, SIZE_MAX / 2, TECORE_DTYPE_BF16), 0);
-  b = c; b.algo = TECOMM_AR_CE;
-  TE_EXPECT_INVALID("scratch", tecomm_ar_launch(&b, te_stream));
+  ck_assert_int_eq(tc_ar_clobbers_input(TC_AR_CE), 0);
+  ck_assert_uint_eq(tc_ar_ce_scratch_bytes(2, 100, TECORE_DTYPE_BF16), 208);
+  ck_assert_uint_eq(tc_ar_ce_scratch_bytes(4, 100, TECORE_DTYPE_F32), 3 * 400);
+  ck_assert_uint_eq(tc_ar_ce_scratch_bytes(1, 100, TECORE_DTYPE_BF16), 0);
+  ck_assert_uint_eq(tc_ar_ce_scratch_bytes(9, 100, TECORE_DTYPE_BF16), 0);
+  ck_assert_uint_eq(tc_ar_ce_scratch_bytes(2, SIZE_MAX / 2, TECORE_DTYPE_BF16), 0);
+  b = c; b.algo = TC_AR_CE;
+  TE_EXPECT_INVALID("scratch", tc_ar_launch(&b, te_stream));
   b.scratch = buf + 5120; b.scratch_bytes = 207;
-  TE_EXPECT_INVALID("208 bytes", tecomm_ar_launch(&b, te_stream));
+  TE_EXPECT_INVALID("208 bytes", tc_ar_launch(&b, te_stream));
   b.scratch_bytes = 208; b.scratch = buf + 5128;
-  TE_EXPECT_INVALID("aligned scratch", tecomm_ar_launch(&b, te_stream));
+  TE_EXPECT_INVALID("aligned scratch", tc_ar_launch(&b, te_stream));
   b.scratch = buf + 5120; b.nranks = 1; b.in[1] = 0;
-  TE_EXPECT_INVALID("2 or more ranks", tecomm_ar_launch(&b, te_stream));
-  struct tecomm_ar_fused f = {.hidden = 30, .eps = 1e-5f, .residual_in = buf,
+  TE_EXPECT_INVALID("2 or more ranks", tc_ar_launch(&b, te_stream));
+  struct tc_ar_fused f = {.hidden = 30, .eps = 1e-5f, .residual_in = buf,
                               .residual_out = buf + 4096, .gamma = buf + 6000, .out = buf + 7000};
   b = c; b.fused = &f;
-  TE_EXPECT_INVALID("hidden", tecomm_ar_launch(&b, te_stream));
+  TE_EXPECT_INVALID("hidden", tc_ar_launch(&b, te_stream));
   f.hidden = 50; f.gamma = 0;
-  TE_EXPECT_INVALID("gamma", tecomm_ar_launch(&b, te_stream));
+  TE_EXPECT_INVALID("gamma", tc_ar_launch(&b, te_stream));
   f.gamma = buf + 6000; f.out = 0;
-  TE_EXPECT_INVALID("fp8_out", tecomm_ar_launch(&b, te_stream));
+  TE_EXPECT_INVALID("fp8_out", tc_ar_launch(&b, te_stream));
   struct tecore_tensor q;
   size_t shape[2] = {2, 50};
   TE_OK(tecore_tensor_init(&q, TECORE_DTYPE_BF16, 2, shape, buf));
   f.fp8_out = &q;
-  TE_EXPECT_INVALID("E4M3", tecomm_ar_launch(&b, te_stream));
+  TE_EXPECT_INVALID("E4M3", tc_ar_launch(&b, te_stream));
   f.fp8_out = NULL; f.out = buf + 7000; f.eps = -1.0f;
-  TE_EXPECT_INVALID("eps", tecomm_ar_launch(&b, te_stream));
+  TE_EXPECT_INVALID("eps", tc_ar_launch(&b, te_stream));
   int code, peer;
-  TE_EXPECT_INVALID("code", tecomm_ar_error(ws, NULL, &peer, 0));
-  TE_EXPECT_INVALID("ws", tecomm_ar_error(0, &code, &peer, 0));
-  TE_EXPECT_INVALID("ws", tecomm_ar_abort(0));
-  TE_OK(tecomm_ar_error(ws, &code, &peer, 0));
+  TE_EXPECT_INVALID("code", tc_ar_error(ws, NULL, &peer, 0));
+  TE_EXPECT_INVALID("ws", tc_ar_error(0, &code, &peer, 0));
+  TE_EXPECT_INVALID("ws", tc_ar_abort(0));
+  TE_OK(tc_ar_error(ws, &code, &peer, 0));
   ck_assert_int_eq(code, 0);
   ck_assert_int_eq(peer, -1);
   /* count 0 is a no-op */
   b = c; b.count = 0;
-  TE_OK(tecomm_ar_launch(&b, te_stream));
+  TE_OK(tc_ar_launch(&b, te_stream));
   TE_OK(tecore_stream_synchronize(te_stream));
   TE_OK(tecore_mem_free(ws));
   TE_OK(tecore_mem_free(buf));

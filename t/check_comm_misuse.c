@@ -165,10 +165,10 @@ struct mismatch_case {
 static const struct mismatch_case mcases[] = {
     {"oneshot vs twoshot",
      {{TECOMM_ALGO_ONESHOT, 4096, TECORE_DTYPE_F32}, {TECOMM_ALGO_TWOSHOT, 4096, TECORE_DTYPE_F32}},
-     NULL, NULL, "algorithm", "one-shot", "two-shot"},
+     NULL, NULL, "algorithm", "oneshot", "twoshot"},
     {"TECOMM_ALGO differs",
      {{TECOMM_ALGO_AUTO, 4096, TECORE_DTYPE_F32}, {TECOMM_ALGO_AUTO, 4096, TECORE_DTYPE_F32}},
-     "twoshot", "oneshot", "algorithm", "two-shot", "one-shot"},
+     "twoshot", "oneshot", "algorithm", "twoshot", "oneshot"},
     {"count differs (twoshot)",
      {{TECOMM_ALGO_TWOSHOT, 4096, TECORE_DTYPE_F32}, {TECOMM_ALGO_TWOSHOT, 8192, TECORE_DTYPE_F32}},
      NULL, NULL, "count", "4096", "8192"},

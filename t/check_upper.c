@@ -7,6 +7,10 @@
  *  - the result functions generated from each library's result list give
  *    every listed code its name and message, "unknown result" otherwise,
  *    and last_error / version are libtecore's;
+ *  - one number per meaning in all three libraries (common/te_results.h):
+ *    every code's name and message agree with the shared list, and a
+ *    result converted between libtecore and an upper library keeps its
+ *    code where both have it (a TIMEOUT stays a TIMEOUT);
  *  - libtecomm's tunables are registered when the library loads (before
  *    any communicator exists), with a help text and their defaults.
  * The log reads its settings once per process, so the hop test runs in a
@@ -15,6 +19,7 @@
 #include <sys/mman.h>
 #include <te/comm.h>
 #include <te/graph.h>
+#include "te_results.h"
 
 /* What the logging child reports back through a shared page. */
 struct hop_report {
@@ -161,6 +166,74 @@ START_TEST(result_functions_follow_the_lists) {
 }
 END_TEST
 
+/* ---- one result list for the three libraries ---- */
+
+struct shared_row {
+  int num, core, graph, comm, instead;
+  const char *sfx, *msg;
+};
+#define T_YN_Y 1
+#define T_YN_N 0
+#define T_ROW_(sfx, num, msg, a, b, c, i) \
+  {num, T_YN_##a, T_YN_##b, T_YN_##c, TE_RES_##i, #sfx, msg},
+static const struct shared_row shared_rows[] = {TE_RESULT_ROWS(T_ROW_)};
+
+START_TEST(results_share_numbers_messages_and_conversions) {
+  char name[64];
+  for (size_t i = 0; i < sizeof shared_rows / sizeof shared_rows[0]; i++) {
+    const struct shared_row *w = &shared_rows[i];
+    ck_assert_str_eq(te_result_message(w->num), w->msg);
+    for (size_t j = 0; j < i; j++) ck_assert_int_ne(shared_rows[j].num, w->num);
+    /* each library that has the row names it <LIB>_<suffix> with the shared
+     * message; the others do not know the number */
+    snprintf(name, sizeof name, "TECORE_%s", w->sfx);
+    ck_assert_str_eq(tecore_result_name((tecore_result_t)w->num), w->core ? name : "unknown result");
+    ck_assert_str_eq(tecore_strerror((tecore_result_t)w->num), w->core ? w->msg : "unknown result");
+    snprintf(name, sizeof name, "TEGRAPH_%s", w->sfx);
+    ck_assert_str_eq(tegraph_result_name((tegraph_result_t)w->num),
+                     w->graph ? name : "unknown result");
+    ck_assert_str_eq(tegraph_strerror((tegraph_result_t)w->num),
+                     w->graph ? w->msg : "unknown result");
+    snprintf(name, sizeof name, "TECOMM_%s", w->sfx);
+    ck_assert_str_eq(tecomm_result_name((tecomm_result_t)w->num),
+                     w->comm ? name : "unknown result");
+    ck_assert_str_eq(tecomm_strerror((tecomm_result_t)w->num),
+                     w->comm ? w->msg : "unknown result");
+    /* conversions: the code itself where the target has it, else the row's
+     * instead, which the target has */
+    if (w->core) {
+      int g = te_result_to_graph(w->num), m = te_result_to_comm(w->num);
+      ck_assert_int_eq(g, w->graph ? w->num : w->instead);
+      ck_assert_int_eq(m, w->comm ? w->num : w->instead);
+      ck_assert_str_ne(tegraph_result_name((tegraph_result_t)g), "unknown result");
+      ck_assert_str_ne(tecomm_result_name((tecomm_result_t)m), "unknown result");
+    }
+    if (w->graph || w->comm) {
+      int c = te_result_to_core(w->num);
+      ck_assert_int_eq(c, w->core ? w->num : w->instead);
+      ck_assert_str_ne(tecore_result_name((tecore_result_t)c), "unknown result");
+    }
+  }
+  /* what issue 30 found disagreeing: the same meaning, the same number,
+   * and conversions that keep it */
+  ck_assert_int_eq(TECORE_ERR_NOT_SUPPORTED, TEGRAPH_ERR_NOT_SUPPORTED);
+  ck_assert_int_eq(TECORE_ERR_NOT_SUPPORTED, TECOMM_ERR_NOT_SUPPORTED);
+  ck_assert_int_eq(TEGRAPH_ERR_DEVICE, TECOMM_ERR_DEVICE);
+  ck_assert_int_eq(te_result_to_graph(TECORE_ERR_TIMEOUT), TEGRAPH_ERR_TIMEOUT);
+  ck_assert_int_eq(te_result_to_comm(TECORE_ERR_TIMEOUT), TECOMM_ERR_TIMEOUT);
+  ck_assert_int_eq(te_result_to_graph(TECORE_ERR_CAPTURE), TEGRAPH_ERR_CAPTURE);
+  ck_assert_int_eq(te_result_to_comm(TECORE_ERR_CAPTURE), TECOMM_ERR_CAPTURE);
+  ck_assert_int_eq(te_result_to_comm(TECORE_ERR_DRIVER), TECOMM_ERR_DEVICE);
+  ck_assert_int_eq(te_result_to_core(TECOMM_ERR_TIMEOUT), TECORE_ERR_TIMEOUT);
+  ck_assert_int_eq(te_result_to_core(TECOMM_ERR_MISMATCH), TECORE_ERR_INTERNAL);
+  /* a number no row has */
+  int bogus = 100000 + (int)(te_rand_u32() % 1000);
+  ck_assert_ptr_null(te_result_message(bogus));
+  ck_assert_int_eq(te_result_to_core(bogus), TECORE_ERR_INTERNAL);
+  ck_assert_int_eq(te_result_to_comm(bogus), TECOMM_ERR_DEVICE);
+}
+END_TEST
+
 /* ---- libtecomm's tunables ---- */
 
 START_TEST(comm_tunables_registered_at_load) {
@@ -207,6 +280,7 @@ static Suite *upper_suite(void) {
   tcase_add_test(tc, hop_log_names_each_hop);
   tc = te_tcase(s, "result", 0);
   tcase_add_test(tc, result_functions_follow_the_lists);
+  tcase_add_test(tc, results_share_numbers_messages_and_conversions);
   tc = te_tcase(s, "tunables", 0);
   tcase_add_test(tc, comm_tunables_registered_at_load);
   return s;

@@ -9,7 +9,7 @@
 #     section-1 page, and every installed tool is in libte(7)'s diagram
 #     and SEE ALSO;
 #  5. every allreduce algorithm libtecomm knows (the names
-#     tecomm_algo_name returns, read from libtecomm/select.c) is named by
+#     tecomm_algo_name returns, read from libtecomm/algos.h) is named by
 #     tecomm_algo_name(3), libtecomm(7) and libte(7), and libte(7) calls
 #     none of them planned.
 # man-lint.sh checks the pages' form; this checks what they say.
@@ -78,9 +78,9 @@ for t in $tools; do
 done
 
 # ---- 5: the allreduce algorithms ------------------------------------------
-algos=$(sed -n '/"auto", "oneshot"/p' "$top/libtecomm/select.c" | grep -oE '"[a-z-]+"' |
-          tr -d '"' | grep -v '^auto$')
-[ -n "$algos" ] || say "no algorithm names found in libtecomm/select.c"
+algos=$(sed -n '/^#define TC_ALGOS(X)/,/^$/p' "$top/libtecomm/algos.h" |
+          sed -n 's/^ *X([A-Z_]*, "\([a-z-]*\)",.*/\1/p' | grep -v '^auto$')
+[ -n "$algos" ] || say "no algorithm names found in libtecomm/algos.h"
 page=$top/man/man3/tecomm_algo_name.3
 first=$(sed -n 1p "$page")
 case $first in .so\ *) page=$top/man/${first#.so } ;; esac

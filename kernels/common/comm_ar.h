@@ -146,14 +146,14 @@
 #define TE_AR_LAM_USED 8u     /* u64 [3] */
 #define TE_AR_LAM_DONE 32u    /* u32: blocks that have read the counter */
 
-/* error codes in the error word (same values as TECOMM_AR_*) */
+/* error codes in the error word (same values as TC_AR_*, libtecomm/ar_kernels.h) */
 #define TE_AR_OK 0u
 #define TE_AR_TIMEOUT 1u
 #define TE_AR_ABORTED 2u
 #define TE_AR_MISMATCH 3u
 #define TE_AR_ERRWORD(code, peer) ((uint32_t)(code) | ((uint32_t)((peer) + 1) << 16))
 
-/* algorithms (tecomm_ar_algo_t) and ops */
+/* algorithms (tc_ar_algo_t) and ops */
 #define TE_AR_ONESHOT 0
 #define TE_AR_TWOSHOT 1
 #define TE_AR_LAMPORT 2

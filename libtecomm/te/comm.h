@@ -23,18 +23,22 @@
 extern "C" {
 #endif
 
-/* X(name, value, message) */
+/* X(name, value, message).  The numbers and messages are libtecore's
+ * (te/result.h) for the same meaning; a code libtecore does not return has
+ * a number of its own (18 and up). */
 #define TECOMM_RESULT_LIST(X)                                                   \
   X(TECOMM_SUCCESS, 0, "success")                                               \
   X(TECOMM_ERR_INVALID, 1, "invalid argument")                                  \
   X(TECOMM_ERR_NOMEM, 2, "out of memory")                                       \
-  X(TECOMM_ERR_DEVICE, 3, "device layer call failed (see tecore_last_error)")   \
-  X(TECOMM_ERR_TIMEOUT, 4, "a peer did not answer in time (TECOMM_TIMEOUT)")    \
-  X(TECOMM_ERR_BOOTSTRAP, 5, "bootstrap exchange failed")                       \
-  X(TECOMM_ERR_NOT_SUPPORTED, 6, "not supported on this system")                \
-  X(TECOMM_ERR_SYSTEM, 7, "system call failed")                                 \
-  X(TECOMM_ERR_ABORTED, 8, "the communicator was aborted")                     \
-  X(TECOMM_ERR_MISMATCH, 9, "the ranks made different collective calls")
+  X(TECOMM_ERR_NOT_SUPPORTED, 8, "not supported by this backend, device or system") \
+  X(TECOMM_ERR_CAPTURE, 10,                                                     \
+    "illegal operation during stream capture, or the capture failed")          \
+  X(TECOMM_ERR_SYSTEM, 12, "system call failed")                                \
+  X(TECOMM_ERR_TIMEOUT, 14, "timed out (a peer or the device did not answer in time)") \
+  X(TECOMM_ERR_DEVICE, 18, "device layer call failed (see tecore_last_error)")  \
+  X(TECOMM_ERR_BOOTSTRAP, 21, "bootstrap exchange failed")                      \
+  X(TECOMM_ERR_ABORTED, 22, "the communicator was aborted")                     \
+  X(TECOMM_ERR_MISMATCH, 23, "the ranks made different collective calls")
 
 typedef enum tecomm_result {
 #define TECOMM_RESULT_ENUM_(name, value, msg) name = value,

@@ -3,7 +3,9 @@
  *
  * Every libtecore function returns a tecore_result_t.  The enum, its names
  * and its messages come from one list (TECORE_RESULT_LIST) so they cannot
- * drift apart.  A failing call also leaves a per-thread detail string,
+ * drift apart.  libtegraph and libtecomm share the numbers: a meaning has
+ * one number in all three libraries (TEGRAPH_ERR_TIMEOUT == TECORE_ERR_TIMEOUT),
+ * and a code only they return takes a number libtecore does not use.  A failing call also leaves a per-thread detail string,
  * read with tecore_last_error(), that names the argument or the driver
  * call that failed. */
 #ifndef TE_RESULT_H
@@ -17,19 +19,20 @@ extern "C" {
 #define TECORE_RESULT_LIST(X)                                                   \
   X(TECORE_SUCCESS, 0, "success")                                               \
   X(TECORE_ERR_INVALID, 1, "invalid argument")                                  \
-  X(TECORE_ERR_NOMEM, 2, "out of host memory")                                  \
+  X(TECORE_ERR_NOMEM, 2, "out of memory")                                       \
   X(TECORE_ERR_DEVICE_NOMEM, 3, "out of device memory")                         \
   X(TECORE_ERR_NO_DRIVER, 4, "CUDA driver not available")                       \
   X(TECORE_ERR_NO_DEVICE, 5, "no device")                                       \
   X(TECORE_ERR_NOT_INITIALIZED, 6, "libtecore not initialized")                 \
   X(TECORE_ERR_DRIVER, 7, "CUDA driver call failed")                            \
-  X(TECORE_ERR_NOT_SUPPORTED, 8, "not supported by this backend or device")     \
+  X(TECORE_ERR_NOT_SUPPORTED, 8, "not supported by this backend, device or system") \
   X(TECORE_ERR_NOT_READY, 9, "not ready")                                       \
-  X(TECORE_ERR_CAPTURE, 10, "illegal operation during stream capture")          \
+  X(TECORE_ERR_CAPTURE, 10,                                                     \
+    "illegal operation during stream capture, or the capture failed")            \
   X(TECORE_ERR_GRAPH_UPDATE, 11, "graph update failed")                         \
   X(TECORE_ERR_SYSTEM, 12, "system call failed")                                \
   X(TECORE_ERR_INTERNAL, 13, "internal error")                                  \
-  X(TECORE_ERR_TIMEOUT, 14, "timed out")                                        \
+  X(TECORE_ERR_TIMEOUT, 14, "timed out (a peer or the device did not answer in time)") \
   X(TECORE_ERR_DISABLED, 15, "disabled by the environment")                     \
   X(TECORE_ERR_NO_LIBRARY, 16, "run-time library not available")                \
   X(TECORE_ERR_ILLEGAL_ADDRESS, 17, "illegal memory access")

@@ -37,16 +37,20 @@
 extern "C" {
 #endif
 
-/* X(name, value, message) */
+/* X(name, value, message).  The numbers and messages are libtecore's
+ * (te/result.h) for the same meaning; a code libtecore does not return has
+ * a number of its own (18 and up). */
 #define TEGRAPH_RESULT_LIST(X)                                                  \
   X(TEGRAPH_SUCCESS, 0, "success")                                              \
   X(TEGRAPH_ERR_INVALID, 1, "invalid argument")                                 \
   X(TEGRAPH_ERR_NOMEM, 2, "out of memory")                                      \
-  X(TEGRAPH_ERR_DEVICE, 3, "device layer call failed (see tecore_last_error)")  \
-  X(TEGRAPH_ERR_CAPTURE, 4, "capture failed")                                   \
-  X(TEGRAPH_ERR_STATE, 5, "call not allowed in the object's current state")     \
-  X(TEGRAPH_ERR_IO, 6, "I/O failed")                                            \
-  X(TEGRAPH_ERR_NOT_SUPPORTED, 7, "not supported on this system")
+  X(TEGRAPH_ERR_NOT_SUPPORTED, 8, "not supported by this backend, device or system") \
+  X(TEGRAPH_ERR_CAPTURE, 10,                                                    \
+    "illegal operation during stream capture, or the capture failed")          \
+  X(TEGRAPH_ERR_TIMEOUT, 14, "timed out (a peer or the device did not answer in time)") \
+  X(TEGRAPH_ERR_DEVICE, 18, "device layer call failed (see tecore_last_error)") \
+  X(TEGRAPH_ERR_STATE, 19, "call not allowed in the object's current state")    \
+  X(TEGRAPH_ERR_IO, 20, "I/O failed")
 
 typedef enum tegraph_result {
 #define TEGRAPH_RESULT_ENUM_(name, value, msg) name = value,

@@ -187,6 +187,7 @@ static int tegraph_allowed(tegraph_result_t r) {
     case TEGRAPH_ERR_NOMEM:
     case TEGRAPH_ERR_DEVICE:
     case TEGRAPH_ERR_CAPTURE:
+    case TEGRAPH_ERR_TIMEOUT: /* a libtecore timeout keeps its code */
     case TEGRAPH_ERR_STATE:
     case TEGRAPH_ERR_NOT_SUPPORTED: return 1;
     default: return 0;
@@ -290,7 +291,8 @@ static void after(tecore_result_t r) {
   for (size_t i = 0; i < NS; i++) recover_stream(i);
 }
 static void afterg(tegraph_result_t r) {
-  if (r == TEGRAPH_ERR_DEVICE || r == TEGRAPH_ERR_CAPTURE) after(TECORE_ERR_ILLEGAL_ADDRESS);
+  if (r == TEGRAPH_ERR_DEVICE || r == TEGRAPH_ERR_CAPTURE || r == TEGRAPH_ERR_TIMEOUT)
+    after(TECORE_ERR_ILLEGAL_ADDRESS);
 }
 
 static const uint64_t wild[] = {0x8,

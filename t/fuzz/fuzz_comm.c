@@ -34,6 +34,7 @@ static int comm_allowed(tecomm_result_t r) {
     case TECOMM_ERR_INVALID:
     case TECOMM_ERR_NOMEM:
     case TECOMM_ERR_DEVICE:
+    case TECOMM_ERR_CAPTURE: /* a libtecore capture failure keeps its code */
     case TECOMM_ERR_TIMEOUT:
     case TECOMM_ERR_NOT_SUPPORTED:
     case TECOMM_ERR_ABORTED: return 1;
@@ -53,7 +54,8 @@ static tecomm_result_t check_comm(tecomm_result_t r, const char *fn) {
   if (fz_tracing() && r != TECOMM_SUCCESS)
     printf("    -> %s: %s\n", tecomm_result_name(r), tecomm_last_error());
   /* a libtecore failure under it may have left a stream a sticky error */
-  if (r == TECOMM_ERR_DEVICE || r == TECOMM_ERR_TIMEOUT) fz_after(TECORE_ERR_ILLEGAL_ADDRESS);
+  if (r == TECOMM_ERR_DEVICE || r == TECOMM_ERR_CAPTURE || r == TECOMM_ERR_TIMEOUT)
+    fz_after(TECORE_ERR_ILLEGAL_ADDRESS);
   return r;
 }
 

@@ -55,7 +55,8 @@ static void raw_handshake(const struct tc_wire_key *k, const unsigned char *p, s
   char why[160] = "";
   struct tc_wire_proof pr;
   fz_parse_calls += 3;
-  if (tc_wire_check_proof(k, nonce, p, n, 3, 1, 3, &pr, why, sizeof why) == 0) {
+  if (tc_wire_check_proof(k, nonce, p, n, &(struct tc_wire_ranks){3, 1, 3}, &pr, why,
+                          sizeof why) == 0) {
     unsigned char mac[TC_WIRE_MAC];
     tc_wire_mac(k, TC_WIRE_PROOF, nonce, pr.nonce, pr.rank, pr.nranks, mac);
     bad(memcmp(mac, pr.mac, sizeof mac) != 0, "a proof with a wrong MAC was taken", NULL);
@@ -100,14 +101,16 @@ static void made_proof(const struct tc_wire_key *k, unsigned how, const unsigned
   if (flipped) msg[how] ^= (unsigned char)(1u << (f[2] % 8));
   struct tc_wire_proof got;
   char why[160] = "";
-  int ok = tc_wire_check_proof(k, nonce_l, msg, sizeof msg, 3, 1, 3, &got, why, sizeof why) == 0;
+  int ok = tc_wire_check_proof(k, nonce_l, msg, sizeof msg, &(struct tc_wire_ranks){3, 1, 3}, &got, why,
+                               sizeof why) == 0;
   fz_parse_calls++;
   int want = !flipped && pr.rank >= 1 && pr.rank < 3 && pr.nranks == 3;
   bad(ok != want, ok ? "a spoiled or foreign proof was taken" : "a good proof was refused", why);
   /* the same message cut short: never taken */
   size_t cut = (size_t)f[3] % sizeof msg;
   fz_parse_calls++;
-  bad(tc_wire_check_proof(k, nonce_l, msg, cut, 3, 1, 3, &got, why, sizeof why) == 0,
+  bad(tc_wire_check_proof(k, nonce_l, msg, cut, &(struct tc_wire_ranks){3, 1, 3}, &got, why,
+                          sizeof why) == 0,
       "a proof cut short was taken", NULL);
 }
 
