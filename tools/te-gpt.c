@@ -304,7 +304,11 @@ static int run(struct opts *op, const struct gpt_tp *tp, double *losses) {
                         .rng = (uint64_t)o.seed * 0x2545f4914f6cdd1dull + 0x6461746101ull,
                         .use_graph = !o.no_graph, .sum_ranks = tp ? sum_ranks : NULL};
   gpt_train_init(&t, &m, s);
-  if (o.load && gpt_load(o.load, &m, &t, s)) return TE_EXIT_FAIL;
+  int rc = TE_EXIT_OK;
+  if (o.load && gpt_load(o.load, &m, &t, s)) {
+    rc = TE_EXIT_FAIL;
+    goto out;
+  }
 
   size_t seq_total = 0;
   GPT_CHECK(tecore_seq_memory(m.seq, NULL, &seq_total));
@@ -347,7 +351,8 @@ static int run(struct opts *op, const struct gpt_tp *tp, double *losses) {
     if (!isfinite(loss)) {
       te_out_progress_clear(&OUT);
       GPT_ERR("step %lld: the loss is %g", (long long)t.step, loss);
-      return TE_EXIT_FAIL;
+      rc = TE_EXIT_FAIL;
+      goto out;
     }
     if (isnan(first)) first = loss;
     if (losses && t.step <= o.steps) losses[t.step - 1] = loss;
@@ -371,7 +376,6 @@ static int run(struct opts *op, const struct gpt_tp *tp, double *losses) {
   te_out_field_n(&OUT, "first_loss", first);
   te_out_field_n(&OUT, "last_loss", last);
   te_out_field_n(&OUT, "last_val_loss", last_val);
-  int rc = TE_EXIT_OK;
   if (o.save && gpt_save(o.save, &m, &t, s)) rc = TE_EXIT_FAIL;
   else if (o.save) te_out_note(&OUT, "saved step %lld to %s", (long long)t.step, o.save);
   if (o.sample > 0 && rc == TE_EXIT_OK) {
@@ -406,7 +410,9 @@ static int run(struct opts *op, const struct gpt_tp *tp, double *losses) {
     free(text);
   }
   te_out_end(&OUT);
+out:
   gpt_train_free(&t);
+  gpt_model_destroy(&m);
   gpt_data_free(&d);
   return rc;
 }
@@ -454,27 +460,37 @@ static int run_tp(struct opts *o) {
   return rc;
 }
 
-int main(int argc, char **argv) {
-  struct opts o = {.model = "tiny", .steps = 30, .accum = 1, .lr = -1, .min_lr = -1,
-                   .warmup = -1, .wd = 0.1, .clip = 1.0, .seed = 1, .eval_every = 10,
-                   .eval_batches = 4, .sample = 64, .prompt = ""};
-  o.files = calloc((size_t)argc + 1, sizeof *o.files);
+/* The options into o, defaults resolved: -1 to run, else the exit status
+ * (--help, --version, a bad option). */
+static int parse(struct opts *o, int argc, char **argv) {
   struct te_cli cli = {.prog = "te-gpt", .usage = usage_text, .shorts = "qh", .longs = longs,
                        .out = &OUT};
   int opt;
   while ((opt = te_cli_next(&cli, argc, argv)) != -1) {
     if (opt == TE_CLI_EXIT) return cli.status;
-    if (take(&cli, &o, opt, optarg)) return cli.status;
+    if (take(&cli, o, opt, optarg)) return cli.status;
   }
   if (te_cli_end(&cli, argc, argv)) return cli.status;
-  struct gpt_config given = o.c;
-  if (resolve(&cli, &o, given, &o.batch)) return cli.status;
-  if (o.decay_steps <= 0) o.decay_steps = o.steps > 0 ? o.steps : 1;
-  if (o.warmup < 0) o.warmup = o.decay_steps / 10;
-  if (o.min_lr < 0) o.min_lr = o.lr / 10;
+  struct gpt_config given = o->c;
+  if (resolve(&cli, o, given, &o->batch)) return cli.status;
+  if (o->decay_steps <= 0) o->decay_steps = o->steps > 0 ? o->steps : 1;
+  if (o->warmup < 0) o->warmup = o->decay_steps / 10;
+  if (o->min_lr < 0) o->min_lr = o->lr / 10;
+  o->quiet = cli.quiet;
+  return -1;
+}
 
-  o.quiet = cli.quiet;
-  int rc = o.tp > 1 ? run_tp(&o) : run(&o, NULL, NULL);
+int main(int argc, char **argv) {
+  struct opts o = {.model = "tiny", .steps = 30, .accum = 1, .lr = -1, .min_lr = -1,
+                   .warmup = -1, .wd = 0.1, .clip = 1.0, .seed = 1, .eval_every = 10,
+                   .eval_batches = 4, .sample = 64, .prompt = ""};
+  o.files = calloc((size_t)argc + 1, sizeof *o.files);
+  if (!o.files) {
+    fprintf(stderr, "te-gpt: out of memory\n");
+    return 1;
+  }
+  int rc = parse(&o, argc, argv);
+  if (rc < 0) rc = o.tp > 1 ? run_tp(&o) : run(&o, NULL, NULL);
   free(o.files);
   return rc;
 }
