@@ -1,13 +1,14 @@
 # SPDX-License-Identifier: Apache-2.0
-# demo-lib.sh -- the opening the t/demo-*.sh tests share, sourced by each
-# (the dot command, from the script's own directory), not run: sets $demo
-# to the te-demo to test (exit 1 when it is not built), skips (exit 77)
+# demo-lib.sh -- the opening the t/demo-*.sh and t/te-gpt.sh tests share,
+# sourced by each (the dot command, from the script's own directory), not
+# run: sets $demo to the tool to test ($demo_tool, else te-demo; exit 1
+# when it is not built), skips (exit 77)
 # under TE_DEVICE=cuda where no GPU can be used, as the Check suites do,
 # and sets $seed (from TE_TEST_SEED, else random, 1..100000), printing how
 # to repeat the run.
 # Environment (from t/Makefile.inc): top_builddir.
 
-demo="${top_builddir:-.}/tools/te-demo"
+demo="${top_builddir:-.}/tools/${demo_tool:-te-demo}"
 if test ! -x "$demo"; then
   echo "FAIL: $demo not built"
   exit 1

@@ -21,18 +21,9 @@
 # Random seed each run (TE_TEST_SEED to repeat).
 # Exit 0 pass, 1 fail, 77 skip (TE_DEVICE=cuda without a GPU).
 # Environment (from t/Makefile.inc): top_builddir.
-gpt="${top_builddir:-.}/tools/te-gpt"
-if test ! -x "$gpt"; then
-  echo "FAIL: $gpt not built"
-  exit 1
-fi
-if test "x$TE_DEVICE" = xcuda && ! "${top_builddir:-.}/tools/te-info" > /dev/null 2>&1; then
-  echo "SKIP: TE_DEVICE=cuda but no GPU can be used (te-info fails)"
-  exit 77
-fi
-seed=${TE_TEST_SEED:-$(od -An -N2 -tu2 /dev/urandom | tr -d ' ')}
-seed=$((seed % 100000 + 1))
-echo "# seed $seed (TE_TEST_SEED=$seed reproduces this run)"
+demo_tool=te-gpt
+. "$(dirname "$0")/demo-lib.sh"
+gpt=$demo
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/te-gpt.XXXXXX") || exit 1
 trap 'rm -rf "$tmp"' EXIT
 fail=0
