@@ -384,7 +384,17 @@ static int run(struct opts *op, const struct gpt_tp *tp, double *losses) {
                                  .seed = (uint64_t)o.seed, .prompt = o.prompt};
     double diff = 0, big = 0;
     so.check = o.sample_check, so.check_diff = &diff, so.check_max = &big;
+    double s0 = now_s();
     gpt_sample(&m, &so, text, s);
+    double sdt = now_s() - s0;
+    if (!o.sample_check) {
+      /* the prompt's tokens and each new one run through the decode step
+       * one at a time (batch 1, the KV cache), each new one read back */
+      size_t ntok = (o.prompt[0] ? strlen(o.prompt) : 1) + (size_t)o.sample;
+      te_out_note(&OUT, "sample: %zu decode steps (batch 1, KV cache) in %.1f ms: %.0f tokens/s",
+                  ntok, sdt * 1e3, (double)ntok / sdt);
+      te_out_field_n(&OUT, "decode_tokens_per_s", (double)ntok / sdt);
+    }
     if (o.sample_check) {
       double lim = GPT_KV_TOL * (big > 1 ? big : 1);
       te_out_note(&OUT, "KV-cache decode vs the whole model: logits differ by %.4g at most "
