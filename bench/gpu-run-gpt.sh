@@ -82,6 +82,8 @@ if has small; then
   step small-peer-eager python3 bench/gpt_peer.py speed --model gpt2-124m --batch 32 --steps 10 \
     --warmup 2
   step decode-te $gpt --model gpt2-124m --synthetic --steps 0 --sample 256 --json
+  step decode-te-libte env TECORE_ATTN_BACKEND=libte $gpt --model gpt2-124m --synthetic --steps 0 \
+    --sample 256 --json
   step decode-peer python3 bench/gpt_peer.py decode --model gpt2-124m --tokens 256
 fi
 if has big; then

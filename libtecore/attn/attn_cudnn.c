@@ -143,7 +143,7 @@ static int shape_of(const struct te_attn_problem *p, int backward, struct te_dnn
   s->dtype = p->qkv_dtype == TECORE_DTYPE_BF16 ? TE_DNN_DATA_BFLOAT16 : TE_DNN_DATA_HALF;
   s->causal = p->causal != 0;
   s->window_left = p->window_left < 0 ? -1 : p->window_left;
-  s->stats_direct = !varlen;
+  s->stats_direct = !varlen && p->lse != 0; /* no lse: the workspace's stats */
   s->q_ts = (int64_t)p->q.token_stride, s->q_hs = (int64_t)p->q.head_stride;
   s->k_ts = (int64_t)p->k.token_stride, s->k_hs = (int64_t)p->k.head_stride;
   s->v_ts = (int64_t)p->v.token_stride, s->v_hs = (int64_t)p->v.head_stride;
@@ -311,7 +311,7 @@ static tecore_result_t cudnn_fwd(const struct te_attn_problem *p, tecore_stream_
   void *ptrs[TE_DNN_ROLES] = {0};
   ptrs[TE_DNN_Q] = DEV(p->q.ptr), ptrs[TE_DNN_K] = DEV(p->k.ptr);
   ptrs[TE_DNN_V] = DEV(p->v.ptr), ptrs[TE_DNN_O] = DEV(p->o.ptr);
-  ptrs[TE_DNN_STATS] = DEV(p->lse), ptrs[TE_DNN_SCALE] = &scale;
+  ptrs[TE_DNN_STATS] = DEV(p->lse ? p->lse : p->workspace + w.stats), ptrs[TE_DNN_SCALE] = &scale;
   tecore_result_t r = TECORE_SUCCESS;
   if (varlen) r = ragged_prep(p, 0, &w, ptrs, stream);
   if (r == TECORE_SUCCESS) r = execute(plan, ptrs, DEV(p->workspace + w.engine), stream, who);

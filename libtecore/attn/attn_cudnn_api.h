@@ -195,7 +195,7 @@ struct te_dnn_shape {
   int dtype;                       /* TE_DNN_DATA_BFLOAT16 or _HALF */
   int causal;
   long window_left;
-  int stats_direct;                /* stats strided straight into lse */
+  int stats_direct;                /* stats strided straight into lse (0: varlen or no lse) */
   int64_t q_ts, q_hs, k_ts, k_hs, v_ts, v_hs, o_ts, o_hs;      /* token, head strides */
   int64_t do_ts, do_hs, dq_ts, dq_hs, dk_ts, dk_hs, dv_ts, dv_hs;
 };

@@ -362,6 +362,10 @@ static struct tn stats_tensor(struct te_dnn_graph *g, const struct te_dnn_shape 
   int64_t direct[4] = {s->sq, s->total_q, 1, 1}, packed[4] = {s->hq * s->sq, s->sq, 1, 1};
   struct tn t = tensor(g, TE_DNN_DATA_FLOAT, dim, s->stats_direct ? direct : packed, 0, 0);
   g->role_uid[TE_DNN_STATS] = t.uid;
+  /* fixed lengths without the caller's lse (a forward for inference):
+   * the engines still write stats, into the workspace */
+  if (!s->varlen && !s->stats_direct)
+    g->ws_stats_bytes = (size_t)(s->b * s->hq * s->sq) * sizeof(float);
   return t;
 }
 
