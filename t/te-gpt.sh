@@ -11,7 +11,8 @@
 #     and 4 against 2 + 2 with FP8 (delayed scaling); the step graph
 #     (the default) and eager launches (--no-graph) take the same steps;
 #     --tp 2 gives the one-process losses within GPT_TP_TOL, the same bits
-#     on both ranks;
+#     on both ranks; the saved tensors on shared scratch (--share-saved,
+#     the default) give the same bits as each on its own;
 #  3. hostile checkpoints (truncated, a header length past the file, bad
 #     JSON, offsets out of range or overlapping, a shape whose size
 #     overflows, a span that disagrees with its shape, a missing tensor)
@@ -94,6 +95,24 @@ for f in model optimizer; do
   cmp -s "$tmp/fa/$f.safetensors" "$tmp/fc/$f.safetensors" ||
     { echo "FAIL: FP8: $f.safetensors differs between the straight and the resumed run"; fail=1; }
 done
+# the saved tensors the backward never reads on shared scratch (the
+# default) or each on its own (--share-saved 0): the same bits, FP8 (where
+# most are shared) and, with gradient accumulation and eager launches, BF16
+"$gpt" $opts --steps 4 --share-saved 0 > "$tmp/fs.csv" 2> "$tmp/fs.err" ||
+  { echo "FAIL: te-gpt --share-saved 0 fails"; cat "$tmp/fs.err"; fail=1; }
+cut -d, -f1-5 "$tmp/fs.csv" | cmp -s - "$tmp/a.cut" ||
+  { echo "FAIL: FP8: --share-saved 0 and 1 give other losses"; fail=1; }
+"$gpt" --seed "$seed" --batch 2 --steps 1 --recipe delayed --sample 0 --json > "$tmp/sh.json" 2>&1
+grep -q '"saved_shared_mib": [0-9]*\.*[0-9]*[1-9]' "$tmp/sh.json" ||
+  { echo "FAIL: FP8: no saved tensor was laid over shared scratch"; cat "$tmp/sh.json"; fail=1; }
+for sh in 0 1; do
+  "$gpt" --seed "$seed" --batch 2 --accum 2 --no-graph --sample 0 --eval-every 2 --csv -q \
+    --steps 3 --share-saved $sh > "$tmp/s$sh.csv" 2> "$tmp/s.err" ||
+    { echo "FAIL: te-gpt --share-saved $sh --accum 2 fails"; cat "$tmp/s.err"; fail=1; }
+done
+cut -d, -f1-5 "$tmp/s0.csv" > "$tmp/s0.cut"
+cut -d, -f1-5 "$tmp/s1.csv" | cmp -s - "$tmp/s0.cut" ||
+  { echo "FAIL: BF16, accumulation: --share-saved 0 and 1 give other losses"; fail=1; }
 
 # --tp 2 (ranks as forked processes, libtecomm's sums): te-gpt itself
 # fails when the ranks' losses differ in a bit; against one process the

@@ -81,6 +81,8 @@ static const char usage_text[] =
     "  --seed N           initialization and sampling (default 1)\n"
     "  --tp N             tensor parallelism over N ranks (forked processes): every block\n"
     "                     split, the rest replicated; no --save, --load or --sample\n"
+    "  --share-saved 0|1  lay the saved tensors the backward never reads over shared\n"
+    "                     scratch by their lifetimes (default 1)\n"
     "  --no-graph         eager launches (default: from step 2 on, the forward and backward\n"
     "                     of the step replay one graph; AdamW runs eagerly after it)\n"
     "  --eval-every N     validation loss every N steps (default 10; 0: never)\n"
@@ -107,7 +109,7 @@ enum {
   O_MODEL = 0x100, O_LAYERS, O_HIDDEN, O_HEADS, O_KV, O_FFN, O_SEQ, O_VOCAB, O_NORM, O_ACT,
   O_ROPE, O_BIAS, O_DATA, O_CORPUS, O_SYNTH, O_STEPS, O_BATCH, O_ACCUM, O_LR, O_MINLR, O_WARMUP,
   O_DECAY, O_WD, O_CLIP, O_RECIPE, O_SEED, O_EVAL, O_EVALB, O_SAVE, O_LOAD, O_SAMPLE, O_PROMPT,
-  O_TEMP, O_TOPK, O_SCHECK, O_NOGRAPH, O_TP
+  O_TEMP, O_TOPK, O_SCHECK, O_NOGRAPH, O_TP, O_SHARE
 };
 static const struct option longs[] = {
     TE_CLI_LONGS, TE_CLI_FORMATS,
@@ -129,7 +131,7 @@ static const struct option longs[] = {
     {"sample", required_argument, 0, O_SAMPLE}, {"prompt", required_argument, 0, O_PROMPT},
     {"temperature", required_argument, 0, O_TEMP}, {"top-k", required_argument, 0, O_TOPK},
     {"sample-check", no_argument, 0, O_SCHECK}, {"no-graph", no_argument, 0, O_NOGRAPH},
-    {"tp", required_argument, 0, O_TP},
+    {"tp", required_argument, 0, O_TP}, {"share-saved", required_argument, 0, O_SHARE},
     {0, 0, 0, 0}};
 
 struct opts {
@@ -140,7 +142,7 @@ struct opts {
   int nfiles, synthetic;
   const char *corpus_dir, *save, *load, *prompt;
   int steps, batch, accum, warmup, decay_steps, recipe, eval_every, eval_batches, sample, top_k;
-  int sample_check, no_graph, tp, sample_given, quiet;
+  int sample_check, no_graph, tp, sample_given, quiet, share_saved;
   double lr, min_lr, wd, clip, temperature;
   long long seed;
 };
@@ -201,6 +203,7 @@ static int take(struct te_cli *cli, struct opts *o, int opt, const char *a) {
   case O_SCHECK: o->sample_check = 1; return 0;
   case O_NOGRAPH: o->no_graph = 1; return 0;
   case O_TP: return te_cli_int(cli, f, a, 1, DEMO_TP_MAX, &o->tp);
+  case O_SHARE: return te_cli_int(cli, f, a, 0, 1, &o->share_saved);
   default: return te_cli_error(cli, "option %d not handled", opt);
   }
 }
@@ -298,6 +301,8 @@ static int run(struct opts *op, const struct gpt_tp *tp, double *losses) {
   }
   struct gpt_model m;
   gpt_model_create_tp(&m, &o.c, (size_t)o.batch, o.accum, recipe, (uint64_t)o.seed, tp, s);
+  size_t shared = 0, arenas = 0;
+  if (o.share_saved) gpt_share_saved(&m, &shared, &arenas);
   struct gpt_train t = {.lr = o.lr, .min_lr = o.min_lr, .wd = o.wd, .beta1 = 0.9, .beta2 = 0.95,
                         .eps = 1e-8, .clip = o.clip, .warmup = o.warmup,
                         .decay_steps = o.decay_steps, .accum = o.accum,
@@ -338,7 +343,11 @@ static int run(struct opts *op, const struct gpt_tp *tp, double *losses) {
               o.warmup, o.min_lr, o.decay_steps, o.wd, o.clip,
               o.no_graph ? "eager launches"
                          : "forward and backward one graph from the second step, AdamW eager");
+  if (o.share_saved)
+    te_out_note(&OUT, "saved tensors the backward never reads: %.1f MiB laid over %.1f MiB of "
+                "shared scratch", (double)shared / 1048576.0, (double)arenas / 1048576.0);
   te_out_field_s(&OUT, "model", o.load ? "loaded" : o.model);
+  te_out_field_n(&OUT, "saved_shared_mib", (double)shared / 1048576.0);
   te_out_field_n(&OUT, "parameters", (double)whole);
   te_out_table(&OUT, "steps", step_cols, (int)(sizeof step_cols / sizeof step_cols[0]));
   double first = NAN, last = NAN, last_val = NAN, tsum = 0;
@@ -493,7 +502,7 @@ static int parse(struct opts *o, int argc, char **argv) {
 int main(int argc, char **argv) {
   struct opts o = {.model = "tiny", .steps = 30, .accum = 1, .lr = -1, .min_lr = -1,
                    .warmup = -1, .wd = 0.1, .clip = 1.0, .seed = 1, .eval_every = 10,
-                   .eval_batches = 4, .sample = 64, .prompt = ""};
+                   .eval_batches = 4, .sample = 64, .prompt = "", .share_saved = 1};
   o.files = calloc((size_t)argc + 1, sizeof *o.files);
   if (!o.files) {
     fprintf(stderr, "te-gpt: out of memory\n");

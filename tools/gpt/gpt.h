@@ -83,6 +83,8 @@ struct gpt_model {
   tecore_devptr_t dloss;           /* F32: 1 / accum */
   tecore_devptr_t noop;            /* int32 {0, 1}: the FP8 weights quantized, reused */
   int max_mb;
+  void *scratch;               /* gpt_share_saved's arenas */
+  size_t nscratch;
 };
 
 /* The model and its buffers (parameters initialized from seed); recipe
@@ -101,6 +103,11 @@ void gpt_forward(struct gpt_model *m, int mb, int reuse_fp8, tecore_stream_t s);
 void gpt_backward(struct gpt_model *m, int mb, tecore_stream_t s);
 /* Embedding and the sequence alone: the logits of m->ids. */
 void gpt_logits(struct gpt_model *m, int reuse_fp8, tecore_stream_t s);
+/* The saved tensors the backward never reads laid over shared scratch by
+ * their forward lifetimes (gpt_mem.c): *shared_bytes of them on
+ * *arena_bytes; before any capture.  gpt_share_free: the arenas. */
+void gpt_share_saved(struct gpt_model *m, size_t *shared_bytes, size_t *arena_bytes);
+void gpt_share_free(struct gpt_model *m);
 /* The plan of the sequence, forward and backward, into buf. */
 void gpt_describe(const struct gpt_model *m, char *buf, size_t len);
 

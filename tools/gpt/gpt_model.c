@@ -255,6 +255,7 @@ void gpt_model_destroy(struct gpt_model *m) {
   for (size_t i = 0; i < sizeof b / sizeof b[0]; i++)
     if (*b[i]) GPT_CHECK(tecore_mem_free(*b[i]));
   if (m->seq) GPT_CHECK(tecore_seq_destroy(m->seq));
+  if (m->scratch) gpt_share_free(m);
   free(m->p);
   memset(m, 0, sizeof *m);
 }

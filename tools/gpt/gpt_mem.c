@@ -1,0 +1,125 @@
+/* SPDX-License-Identifier: Apache-2.0
+ * gpt_mem.c -- te-gpt's saved tensors that the backward never reads, laid
+ * over shared scratch by lifetime.
+ *
+ * A fuser sequence keeps storage for every tensor between its operations
+ * (tecore_seq_get_saved lists them).  Some are only read later in the same
+ * forward (the output of a Linear that a fused residual add consumes, the
+ * GELU output whose FP8 copy the next Linear reads) and some are not
+ * written at all by the current plan (a norm's 16-bit output when the
+ * norm+quantize fusion writes its FP8 copy instead): in an FP8 GPT block
+ * that is about a third of the bytes.  Those whose forward lives [op_first,
+ * op_last] do not overlap can share memory; tecore_seq_set_saved gives
+ * them that memory and frees the sequence's own.  Parts the backward makes
+ * itself (the columnwise FP8 copy behind a norm+quantize, written = 0 but
+ * filled during the backward) keep their own storage. */
+#include <stdlib.h>
+#include <string.h>
+#include "gpt.h"
+
+struct arena {
+  size_t bytes;
+  size_t last_op;     /* the last operation that reads what it holds now */
+  int used;           /* holds something */
+  tecore_devptr_t p;
+};
+
+/* Does part x qualify: not read back, and either written in the forward
+ * or a 16-bit activation nothing writes (never a backward-made copy)? */
+static int shareable(const struct tecore_seq_saved *x) {
+  if (x->read_back || x->external) return 0;
+  return x->written || x->part == TECORE_SEQ_SAVED_DATA;
+}
+
+/* group[i]: the forward group of operation i (tecore_seq_groups):
+ * operations fused into one kernel run at once, so lifetimes are compared
+ * group by group. */
+static size_t *forward_groups(const struct gpt_model *m, size_t *nops) {
+  size_t ng = 0, n = 0;
+  GPT_CHECK(tecore_seq_groups(m->seq, TECORE_SEQ_FORWARD, NULL, 0, &ng));
+  struct tecore_seq_group *g = gpt_xalloc((ng ? ng : 1) * sizeof *g);
+  GPT_CHECK(tecore_seq_groups(m->seq, TECORE_SEQ_FORWARD, g, ng, &ng));
+  for (size_t k = 0; k < ng; k++)
+    if (g[k].first + g[k].count > n) n = g[k].first + g[k].count;
+  size_t *grp = gpt_xalloc((n ? n : 1) * sizeof *grp);
+  for (size_t k = 0; k < n; k++) grp[k] = (size_t)-1;   /* not in the plan */
+  for (size_t k = 0; k < ng; k++)
+    for (size_t i = g[k].first; i < g[k].first + g[k].count; i++) grp[i] = k;
+  free(g);
+  *nops = n;
+  return grp;
+}
+
+static int by_first(const void *a, const void *b) {
+  const struct tecore_seq_saved *x = a, *y = b;
+  return x->op_first < y->op_first ? -1 : x->op_first > y->op_first;
+}
+
+void gpt_share_saved(struct gpt_model *m, size_t *shared_bytes, size_t *arena_bytes) {
+  *shared_bytes = *arena_bytes = 0;
+  size_t n = 0;
+  GPT_CHECK(tecore_seq_get_saved(m->seq, NULL, 0, &n));
+  struct tecore_seq_saved *sv = gpt_xalloc(n * sizeof *sv);
+  size_t *idx = gpt_xalloc(n * sizeof *idx);
+  GPT_CHECK(tecore_seq_get_saved(m->seq, sv, n, &n));
+  /* order by the first writer; remember each part's index in the list */
+  struct tecore_seq_saved *cand = gpt_xalloc(n * sizeof *cand);
+  size_t nc = 0;
+  for (size_t i = 0; i < n; i++)
+    if (shareable(&sv[i])) {
+      cand[nc] = sv[i];
+      cand[nc].ptr = (tecore_devptr_t)i;   /* the list index rides in ptr while sorting */
+      nc++;
+    }
+  qsort(cand, nc, sizeof *cand, by_first);
+  size_t nops = 0, *grp = forward_groups(m, &nops);
+  struct arena *ar = gpt_xalloc((nc ? nc : 1) * sizeof *ar);
+  size_t na = 0;
+  for (size_t k = 0; k < nc; k++) {
+    const struct tecore_seq_saved *x = &cand[k];
+    /* free again: what an arena held is read for the last time in a group
+     * before the one that writes x (an operation the plan does not list
+     * keeps everything: no sharing across it) */
+    for (size_t a = 0; a < na; a++)
+      if (ar[a].used && ar[a].last_op < nops && x->op_first < nops &&
+          grp[ar[a].last_op] != (size_t)-1 && grp[x->op_first] != (size_t)-1 &&
+          grp[ar[a].last_op] < grp[x->op_first])
+        ar[a].used = 0;
+    /* the smallest free arena that fits, else the largest free one grown */
+    size_t best = na;
+    for (size_t a = 0; a < na; a++)
+      if (!ar[a].used && ar[a].bytes >= x->bytes && (best == na || ar[a].bytes < ar[best].bytes))
+        best = a;
+    if (best == na) {
+      for (size_t a = 0; a < na; a++)
+        if (!ar[a].used && (best == na || ar[a].bytes > ar[best].bytes)) best = a;
+      if (best == na) ar[na++] = (struct arena){0};
+      ar[best].bytes = x->bytes > ar[best].bytes ? x->bytes : ar[best].bytes;
+    }
+    ar[best].used = 1;
+    ar[best].last_op = x->op_last;
+    idx[k] = best;
+    *shared_bytes += x->bytes;
+  }
+  for (size_t a = 0; a < na; a++) {
+    /* 256-byte aligned, as tecore_seq_set_saved asks (tecore_mem_alloc gives that) */
+    ar[a].p = gpt_dalloc(ar[a].bytes, &m->dev_bytes);
+    *arena_bytes += ar[a].bytes;
+  }
+  for (size_t k = 0; k < nc; k++)
+    GPT_CHECK(tecore_seq_set_saved(m->seq, (size_t)cand[k].ptr, ar[idx[k]].p));
+  m->scratch = ar;
+  m->nscratch = na;
+  free(grp);
+  free(cand);
+  free(idx);
+  free(sv);
+}
+
+void gpt_share_free(struct gpt_model *m) {
+  struct arena *ar = m->scratch;
+  for (size_t a = 0; a < m->nscratch; a++) GPT_CHECK(tecore_mem_free(ar[a].p));
+  free(ar);
+  m->scratch = NULL;
+  m->nscratch = 0;
+}
