@@ -109,7 +109,10 @@ static int walk(const tecore_seq_t *cs, int (*visit)(struct saved_ref *r, void *
       r.field = &bd->f8_row;
       r.bit = TE_EXT_F8_ROW;
       r.info.written = bd->f8_ready || lin;
-      r.info.read_back = r.info.written && lin;
+      /* the backward reads the columnwise copy (the weight gradient's
+       * k-major operand); the rowwise one only when it makes that copy
+       * from it (after a norm+quantize, which writes rowwise only) */
+      r.info.read_back = r.info.written && lin && (bd->f8_rowonly || !bd->f8_col);
       if (visit(&r, arg)) return 1;
       if (!bd->f8_col) continue;   /* inference: no columnwise copy at all */
       r.info.part = TECORE_SEQ_SAVED_FP8_COL;
