@@ -12,7 +12,8 @@
 #     (the default) and eager launches (--no-graph) take the same steps;
 #     --tp 2 gives the one-process losses within GPT_TP_TOL, the same bits
 #     on both ranks; the saved tensors on shared scratch (--share-saved,
-#     the default) give the same bits as each on its own;
+#     the default) give the same bits as each on its own; --profile lists
+#     step 2's kernels;
 #  3. hostile checkpoints (truncated, a header length past the file, bad
 #     JSON, offsets out of range or overlapping, a shape whose size
 #     overflows, a span that disagrees with its shape, a missing tensor)
@@ -113,6 +114,14 @@ done
 cut -d, -f1-5 "$tmp/s0.csv" > "$tmp/s0.cut"
 cut -d, -f1-5 "$tmp/s1.csv" | cmp -s - "$tmp/s0.cut" ||
   { echo "FAIL: BF16, accumulation: --share-saved 0 and 1 give other losses"; fail=1; }
+# --profile: step 2's kernels on standard error (GEMMs, attention, AdamW)
+"$gpt" --seed "$seed" --batch 2 --steps 2 --sample 0 --eval-every 0 -q --profile \
+  > /dev/null 2> "$tmp/prof.err" ||
+  { echo "FAIL: te-gpt --profile fails"; cat "$tmp/prof.err"; fail=1; }
+for k in gemm te_attn_fwd te_attn_bwd te_optim_adam te_xent; do
+  grep -q "^$k" "$tmp/prof.err" ||
+    { echo "FAIL: te-gpt --profile lists no $k"; cat "$tmp/prof.err"; fail=1; }
+done
 
 # --tp 2 (ranks as forked processes, libtecomm's sums): te-gpt itself
 # fails when the ranks' losses differ in a bit; against one process the

@@ -85,6 +85,7 @@ static const char usage_text[] =
     "                     scratch by their lifetimes (default 1)\n"
     "  --no-graph         eager launches (default: from step 2 on, the forward and backward\n"
     "                     of the step replay one graph; AdamW runs eagerly after it)\n"
+    "  --profile          print step 2's device time per kernel on stderr (eager launches)\n"
     "  --eval-every N     validation loss every N steps (default 10; 0: never)\n"
     "  --eval-batches N   batches of the validation loss (default 4)\n"
     "checkpoints (safetensors):\n"
@@ -109,7 +110,7 @@ enum {
   O_MODEL = 0x100, O_LAYERS, O_HIDDEN, O_HEADS, O_KV, O_FFN, O_SEQ, O_VOCAB, O_NORM, O_ACT,
   O_ROPE, O_BIAS, O_DATA, O_CORPUS, O_SYNTH, O_STEPS, O_BATCH, O_ACCUM, O_LR, O_MINLR, O_WARMUP,
   O_DECAY, O_WD, O_CLIP, O_RECIPE, O_SEED, O_EVAL, O_EVALB, O_SAVE, O_LOAD, O_SAMPLE, O_PROMPT,
-  O_TEMP, O_TOPK, O_SCHECK, O_NOGRAPH, O_TP, O_SHARE
+  O_TEMP, O_TOPK, O_SCHECK, O_NOGRAPH, O_TP, O_SHARE, O_PROFILE
 };
 static const struct option longs[] = {
     TE_CLI_LONGS, TE_CLI_FORMATS,
@@ -132,6 +133,7 @@ static const struct option longs[] = {
     {"temperature", required_argument, 0, O_TEMP}, {"top-k", required_argument, 0, O_TOPK},
     {"sample-check", no_argument, 0, O_SCHECK}, {"no-graph", no_argument, 0, O_NOGRAPH},
     {"tp", required_argument, 0, O_TP}, {"share-saved", required_argument, 0, O_SHARE},
+    {"profile", no_argument, 0, O_PROFILE},
     {0, 0, 0, 0}};
 
 struct opts {
@@ -142,7 +144,7 @@ struct opts {
   int nfiles, synthetic;
   const char *corpus_dir, *save, *load, *prompt;
   int steps, batch, accum, warmup, decay_steps, recipe, eval_every, eval_batches, sample, top_k;
-  int sample_check, no_graph, tp, sample_given, quiet, share_saved;
+  int sample_check, no_graph, tp, sample_given, quiet, share_saved, profile;
   double lr, min_lr, wd, clip, temperature;
   long long seed;
 };
@@ -204,6 +206,7 @@ static int take(struct te_cli *cli, struct opts *o, int opt, const char *a) {
   case O_NOGRAPH: o->no_graph = 1; return 0;
   case O_TP: return te_cli_int(cli, f, a, 1, DEMO_TP_MAX, &o->tp);
   case O_SHARE: return te_cli_int(cli, f, a, 0, 1, &o->share_saved);
+  case O_PROFILE: o->profile = o->no_graph = 1; return 0;
   default: return te_cli_error(cli, "option %d not handled", opt);
   }
 }
@@ -355,8 +358,17 @@ static int run(struct opts *op, const struct gpt_tp *tp, double *losses) {
   while (t.step < o.steps) {
     double t0 = now_s(), gn = 0;
     double lr = gpt_lr_at(&t, t.step + 1);
+    int prof = o.profile && t.step + 1 == 2;   /* step 1 makes the lazy choices */
+    if (prof) GPT_CHECK(tecore_profile_start());
     double loss = gpt_train_step(&t, &m, &d, s, &gn);
     double dt = now_s() - t0;
+    if (prof) {
+      GPT_CHECK(tecore_profile_stop());
+      te_out_progress_clear(&OUT);
+      fprintf(stderr, "# te-gpt --profile: step 2, device time per kernel (eager launches):\n");
+      fflush(stderr);
+      GPT_CHECK(tecore_profile_report(2, NULL));
+    }
     if (!isfinite(loss)) {
       te_out_progress_clear(&OUT);
       GPT_ERR("step %lld: the loss is %g", (long long)t.step, loss);
