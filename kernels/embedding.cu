@@ -5,7 +5,9 @@
 // te_emb_fwd: a warp a token (TE_EMB_THREADS / 32 tokens a block, blocks
 // looping), lanes over the row in 16-byte vectors (TE_EMB_VEC) or
 // elements.  An id or position outside its table writes zeros and sets
-// the status word; nothing is read from outside.
+// the status word; nothing is read from outside.  With TE_EMB_STORE the
+// copy goes the other way (row t of w into row ids[t] of out: a KV
+// cache's append); an id outside the table writes nothing.
 // te_emb_bwd: block b owns table rows [b*R, b*R + R) (R = TE_EMB_ROWS), so
 // no two blocks write one row and no atomics are needed.  For each chunk of
 // TE_EMB_CHUNK tokens the block loads the ids, marks the ones in its range
@@ -44,8 +46,11 @@ extern "C" __global__ void __launch_bounds__(ET) te_emb_fwd(TE_KSIG(TE_EMB_FWD_P
     const bool ok = id >= 0 && id < a.vocab, pok = !a.p || (pos >= 0 && pos < a.max_pos);
     if (lane == 0 && !ok) emb_report(a.status, te_emb_status(t, id, 0));
     else if (lane == 0 && !pok) emb_report(a.status, te_emb_status(t, pos, 1));
-    const uint64_t wb = ok ? (uint64_t)id * a.hidden : 0, pb = pok ? (uint64_t)pos * a.hidden : 0;
-    const uint64_t ob = t * a.hidden;
+    const bool store = (a.flags & TE_EMB_STORE) != 0;
+    if (store && !ok) continue;   /* a store past the table writes nothing */
+    const uint64_t pb = pok ? (uint64_t)pos * a.hidden : 0;
+    const uint64_t wb = store ? t * a.hidden : ok ? (uint64_t)id * a.hidden : 0;
+    const uint64_t ob = store ? (uint64_t)id * a.hidden : t * a.hidden;
     if (a.flags & TE_EMB_VEC) {
       for (uint64_t j = (uint64_t)lane * 8; j < a.hidden; j += 256) {
         float v[8] = {0, 0, 0, 0, 0, 0, 0, 0};

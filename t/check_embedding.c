@@ -4,8 +4,9 @@
  * against the order te/embedding.h promises (bit for bit) and a float64
  * reference, bit-identical run to run with many repeated ids over several
  * chunks, the vector and element paths, out-of-range ids written as zeros
- * and reported on the next call and by tecore_embedding_check, and every
- * bad argument.  Fresh random inputs, poisoned outputs. */
+ * and reported on the next call and by tecore_embedding_check, the store
+ * (the gather's reverse: named rows written, the others' poison kept), and
+ * every bad argument.  Fresh random inputs, poisoned outputs. */
 #include "parts_util.h"
 #include <te/embedding.h>
 
@@ -174,6 +175,84 @@ START_TEST(embedding_out_of_range_reported) {
 }
 END_TEST
 
+/* tecore_embedding_store: the named rows of a poisoned table get the
+ * input rows (converted: exact for bf16 -> f32 and f32 -> bf16 rounded
+ * once, as pu_round does), every other row keeps its poison; an id past
+ * the table writes nothing and is reported; the vector (H 64) and element
+ * (H 13) paths. */
+START_TEST(embedding_store_rows) {
+  int V = 37, T = 11;
+  tecore_dtype_t it[2] = {TECORE_DTYPE_F32, TECORE_DTYPE_BF16};
+  tecore_dtype_t tt[2] = {TECORE_DTYPE_BF16, TECORE_DTYPE_F32};
+  uint64_t *st = NULL;
+  TE_OK(tecore_mem_alloc_host(sizeof *st, (void **)&st));
+  *st = 0;
+  for (int k = 0; k < 2; k++)
+    for (int hh = 0; hh < 2; hh++) {
+      int H = hh ? 13 : 64;
+      size_t es = tecore_dtype_size(tt[k]);
+      float *in = malloc((size_t)T * H * 4), *got = malloc((size_t)V * H * 4);
+      unsigned char *poison = malloc((size_t)V * H * es), *raw = malloc((size_t)V * H * es);
+      int32_t ids[11], perm[37];
+      for (int i = 0; i < V; i++) perm[i] = i;
+      for (int i = V - 1; i > 0; i--) {   /* distinct ids: a shuffle's first T */
+        int j = (int)te_rand_below((uint32_t)i + 1), x = perm[i];
+        perm[i] = perm[j], perm[j] = x;
+      }
+      for (int t = 0; t < T; t++) ids[t] = perm[t];
+      ids[5] = V + 3;   /* past the table: nothing written, reported */
+      te_rand_floats(in, (size_t)T * H, -4, 4);
+      tecore_devptr_t din = pu_upload(in, (size_t)T * H, it[k]), di = pu_upload_i32(ids, T);
+      tecore_devptr_t dt = te_dalloc((size_t)V * H * es);
+      te_poison_dev(dt, (size_t)V * H * es);
+      te_d2h(poison, dt, (size_t)V * H * es);
+      struct tecore_tensor ti = pu_tensor2(it[k], T, H, din), tb = pu_tensor2(tt[k], V, H, dt);
+      TE_OK(tecore_embedding_store(&ti, di, &tb, st, te_stream));
+      TE_EXPECT_INVALID("token 5", tecore_embedding_check(st, te_stream));
+      te_d2h(raw, dt, (size_t)V * H * es);
+      pu_download(got, dt, (size_t)V * H, tt[k]);
+      for (int r = 0; r < V; r++) {
+        int t = -1;
+        for (int q = 0; q < T; q++)
+          if (ids[q] == r) t = q;
+        if (t < 0) {
+          ck_assert_msg(!memcmp(raw + (size_t)r * H * es, poison + (size_t)r * H * es, H * es),
+                        "row %d, named by no id, was written (H %d)", r, H);
+          continue;
+        }
+        for (int j = 0; j < H; j++)
+          ck_assert_msg(got[r * H + j] == pu_round(in[t * H + j], tt[k]),
+                        "table[%d][%d] = %g, want in[%d][%d] = %g (H %d)", r, j,
+                        got[r * H + j], t, j, in[t * H + j], H);
+      }
+      TE_OK(tecore_mem_free(din)); TE_OK(tecore_mem_free(di)); TE_OK(tecore_mem_free(dt));
+      free(in); free(got); free(poison); free(raw);
+    }
+  /* arguments */
+  tecore_devptr_t b = te_dalloc(1 << 16);
+  struct tecore_tensor ti = pu_tensor2(TECORE_DTYPE_BF16, 4, 64, b),
+                       tb = pu_tensor2(TECORE_DTYPE_BF16, 10, 64, b + 8192), bad;
+  tecore_devptr_t ids = b + 32768;
+  TE_OK(tecore_memset_d32_async(ids, 1, 16, te_stream));
+  TE_OK(tecore_embedding_store(&ti, ids, &tb, NULL, te_stream));
+  TE_EXPECT_INVALID("in", tecore_embedding_store(NULL, ids, &tb, NULL, te_stream));
+  TE_EXPECT_INVALID("table", tecore_embedding_store(&ti, ids, NULL, NULL, te_stream));
+  TE_EXPECT_INVALID("ids", tecore_embedding_store(&ti, 0, &tb, NULL, te_stream));
+  TE_EXPECT_INVALID("ids", tecore_embedding_store(&ti, ids + 2, &tb, NULL, te_stream));
+  bad = tb; bad.shape[1] = 32;
+  TE_EXPECT_INVALID("table", tecore_embedding_store(&ti, ids, &bad, NULL, te_stream));
+  bad = tb; bad.dtype = TECORE_DTYPE_E4M3;
+  TE_EXPECT_INVALID("table", tecore_embedding_store(&ti, ids, &bad, NULL, te_stream));
+  bad = tb; bad.data = b + 64;
+  TE_EXPECT_INVALID("overlaps", tecore_embedding_store(&ti, ids, &bad, NULL, te_stream));
+  TE_EXPECT_INVALID("status", tecore_embedding_store(&ti, ids, &tb, (uint64_t *)(uintptr_t)4,
+                                                     te_stream));
+  TE_OK(tecore_stream_synchronize(te_stream));
+  TE_OK(tecore_mem_free(b));
+  TE_OK(tecore_mem_free_host(st));
+}
+END_TEST
+
 START_TEST(embedding_bad_arguments) {
   tecore_devptr_t b = te_dalloc(1 << 16);
   struct tecore_tensor tw = pu_tensor2(TECORE_DTYPE_BF16, 10, 64, b),
@@ -224,6 +303,7 @@ static Suite *make_suite(void) {
   tcase_add_test(tc, embedding_bwd_deterministic);
   tcase_add_test(tc, embedding_bwd_positions_table);
   tcase_add_test(tc, embedding_out_of_range_reported);
+  tcase_add_test(tc, embedding_store_rows);
   tc = te_tcase(s, "arguments", 1);
   tcase_add_test(tc, embedding_bad_arguments);
   return s;

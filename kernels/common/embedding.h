@@ -25,6 +25,7 @@
 /* flags */
 #define TE_EMB_VEC 0x1    /* hidden % 8 == 0, every row 16-byte aligned */
 #define TE_EMB_POS 0x2    /* backward: the table is the positions' (status bit 62) */
+#define TE_EMB_STORE 0x4  /* te_emb_fwd the other way: out[ids[t]] = w[t] (no p) */
 #define TE_EMB_DT(w, s) (((w) >> (4 * (s))) & 0xf)
 
 #define TE_EMB_STATUS_SET (1ull << 63)

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* embed.c -- token embedding (te/embedding.h): the kernel table of
  * kernels/embedding.cu and its vdev implementation (embed_vdev.c), the
- * status word's protocol, argument checks and the entry points. */
+ * status word's protocol, argument checks and the entry points (the
+ * gather, its reverse the store, and the backward). */
 #include "embed/embed_internal.h"
 #include <inttypes.h>
 #include <te/embedding.h>
@@ -137,6 +138,49 @@ TE_EXPORT tecore_result_t tecore_embedding_fwd(const struct tecore_embedding_arg
       .max_pos = (long long)max_pos, .seq_len = (long long)args->seq_len,
       .flags = emb_vec(hidden, args->weight, p, out) ? TE_EMB_VEC : 0,
       .dtypes = (int)args->weight->dtype | (p ? (int)p->dtype : 0) << 4 | (int)out->dtype << 8};
+  void *kargs[TE_KNPARAMS(TE_EMB_FWD_PARAMS)];
+  te_emb_fwd_args_ptrs(&k, kargs);
+  return tecore_kernel_launch(id + K_FWD, &cfg, kargs, stream);
+}
+
+/* ---- store: the gather's reverse --------------------------------------------------------- */
+
+TE_EXPORT tecore_result_t tecore_embedding_store(const struct tecore_tensor *in,
+                                                 tecore_devptr_t ids, struct tecore_tensor *table,
+                                                 uint64_t *status, tecore_stream_t stream) {
+  const char *fn = __func__;
+  TE_ARG(in, "%s: in is NULL", fn);
+  TE_CHECK(te_check_hp_input(in, fn, "in"));
+  size_t tokens, hidden, rows;
+  te_tensor_view(in, &tokens, &hidden);
+  TE_ARG(tokens <= EMB_MAX_TOKENS, "%s: in has %zu rows, more than 2^30", fn, tokens);
+  TE_ARG(table, "%s: table is NULL", fn);
+  TE_CHECK(te_check_fused_output(table, fn, "table"));
+  TE_ARG(table->scaling == TECORE_SCALING_NONE,
+         "%s: table: scaling %s: the table is f32, f16 or bf16", fn,
+         tecore_scaling_name(table->scaling));
+  TE_CHECK(emb_check_2d(table, hidden, &rows, fn, "table"));
+  TE_CHECK(emb_check_ids(ids, tokens, 1, fn, "ids"));
+  struct te_tensor_spans l = {.access = TE_ACCESS_WRITE};
+  te_tensor_spans(table, "table", TE_SPAN_DATA, &l);
+  l.access = TE_ACCESS_READ;
+  te_tensor_spans(in, "in", TE_SPAN_DATA, &l);
+  te_span_add(&l, "ids", ids, tokens * 4);
+  TE_CHECK(te_check_spans(l.span, l.n, fn));
+  tecore_devptr_t st;
+  TE_CHECK(emb_status_dev(status, &st, fn));
+  if (!tokens || !hidden) return TECORE_SUCCESS;
+  int id = emb_first_id();
+  if (id < 0) return TE_ERR(TECORE_ERR_INTERNAL, "%s: the embedding kernels did not register", fn);
+  unsigned warps = TE_EMB_THREADS / 32;
+  unsigned long long blocks = te_cdiv(tokens, warps), cap = te_sm_count() * 64ull;
+  struct tecore_launch_cfg cfg = {.grid = {(unsigned)(blocks < cap ? blocks : cap), 1, 1},
+                                  .block = {TE_EMB_THREADS, 1, 1}};
+  struct te_emb_fwd_args k = {
+      .w = TE_DPTR(in->data), .out = TE_DPTR(table->data), .ids = TE_DPTR(ids),
+      .status = TE_DPTR(st), .tokens = tokens, .hidden = hidden, .vocab = (long long)rows,
+      .flags = TE_EMB_STORE | (emb_vec(hidden, in, table, NULL) ? TE_EMB_VEC : 0),
+      .dtypes = (int)in->dtype | (int)table->dtype << 8};
   void *kargs[TE_KNPARAMS(TE_EMB_FWD_PARAMS)];
   te_emb_fwd_args_ptrs(&k, kargs);
   return tecore_kernel_launch(id + K_FWD, &cfg, kargs, stream);

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* embed_vdev.c -- the vdev implementations of kernels/embedding.cu: the
- * gather, and the backward in the order kernels/common/embedding.h
+ * gather (and its reverse, the store), and the backward in the order kernels/common/embedding.h
  * defines (chunks of tokens; per chunk, each named row read, added to in
  * token order, stored), so both backends give the same bits.  Runs on the
  * stream's worker thread. */
@@ -23,6 +23,11 @@ void te_emb_vdev_fwd(const struct tecore_launch_cfg *cfg, void *const *args) {
     int ok = id >= 0 && id < a.vocab, pok = !a.p || (pos >= 0 && pos < a.max_pos);
     if (!ok) emb_vdev_report(a.status, te_emb_status(t, id, 0));
     else if (!pok) emb_vdev_report(a.status, te_emb_status(t, pos, 1));
+    if (a.flags & TE_EMB_STORE) {   /* the other way: row t into row id */
+      for (unsigned long long j = 0; j < a.hidden && ok; j++)
+        te_st(a.out, (uint64_t)id * a.hidden + j, dout, te_ld(a.w, t * a.hidden + j, dw));
+      continue;
+    }
     for (unsigned long long j = 0; j < a.hidden; j++) {
       float v = 0.0f;
       if (ok && pok) {

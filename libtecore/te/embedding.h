@@ -57,6 +57,15 @@ tecore_result_t tecore_embedding_bwd(const struct tecore_embedding_args *args,
                                      struct tecore_tensor *dweight,
                                      struct tecore_tensor *dpos_weight, tecore_stream_t stream);
 
+/* table[ids[t]] = in[t] for every row t of in ([tokens][hidden], converted
+ * to table's dtype): the reverse of the gather, e.g. a KV cache's append
+ * at a position read from device memory (so a graph replays it for each
+ * new position).  ids int32 [tokens], distinct; an id outside table's rows
+ * writes nothing and is reported through *status (NULL: not reported). */
+tecore_result_t tecore_embedding_store(const struct tecore_tensor *in, tecore_devptr_t ids,
+                                       struct tecore_tensor *table, uint64_t *status,
+                                       tecore_stream_t stream);
+
 /* Waits for stream, then reads and clears *status: TECORE_SUCCESS, or
  * TECORE_ERR_INVALID naming the token and id that an earlier call met.
  * Synchronous: not for use while capturing a graph. */
