@@ -2182,6 +2182,17 @@ module te_core
       type(c_ptr), value :: stream
       integer(c_int) :: tecore_embedding_bwd
     end function tecore_embedding_bwd
+    function tecore_embedding_store(in, ids, table, status, stream) bind(C, &
+        & name="tecore_embedding_store")
+      import
+      implicit none
+      type(tecore_tensor), intent(in), optional :: in
+      integer(tecore_devptr_t), value :: ids
+      type(tecore_tensor), optional :: table
+      integer(c_int64_t), optional :: status
+      type(c_ptr), value :: stream
+      integer(c_int) :: tecore_embedding_store
+    end function tecore_embedding_store
     function tecore_embedding_check(status, stream) bind(C, name="tecore_embedding_check")
       import
       implicit none
