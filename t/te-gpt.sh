@@ -12,7 +12,8 @@
 #     (the default) and eager launches (--no-graph) take the same steps;
 #     --tp 2 gives the one-process losses within GPT_TP_TOL, the same bits
 #     on both ranks; the saved tensors on shared scratch (--share-saved,
-#     the default) give the same bits as each on its own; --profile lists
+#     the default) give the same bits as each on its own; the decode step
+#     replayed as a graph samples the eager decode's text; --profile lists
 #     step 2's kernels;
 #  3. hostile checkpoints (truncated, a header length past the file, bad
 #     JSON, offsets out of range or overlapping, a shape whose size
@@ -114,6 +115,15 @@ done
 cut -d, -f1-5 "$tmp/s0.csv" > "$tmp/s0.cut"
 cut -d, -f1-5 "$tmp/s1.csv" | cmp -s - "$tmp/s0.cut" ||
   { echo "FAIL: BF16, accumulation: --share-saved 0 and 1 give other losses"; fail=1; }
+# the decode step as one graph (the default) and eager (--no-graph): the
+# same text, sampled at a temperature past the cache's seq positions
+for g in "" --no-graph; do
+  "$gpt" --seed "$seed" --batch 2 --steps 2 --eval-every 0 --sample 150 --temperature 0.8 \
+    --top-k 20 --json $g 2> "$tmp/dg.err" | grep -o '"sample": .*' > "$tmp/dg$g.txt" ||
+    { echo "FAIL: te-gpt --sample $g fails"; cat "$tmp/dg.err"; fail=1; }
+done
+[ -s "$tmp/dg.txt" ] && cmp -s "$tmp/dg.txt" "$tmp/dg--no-graph.txt" ||
+  { echo "FAIL: the graphed and the eager decode sample other text"; fail=1; }
 # --profile: step 2's kernels on standard error (GEMMs, attention, AdamW)
 "$gpt" --seed "$seed" --batch 2 --steps 2 --sample 0 --eval-every 0 -q --profile \
   > /dev/null 2> "$tmp/prof.err" ||

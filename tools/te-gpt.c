@@ -84,7 +84,8 @@ static const char usage_text[] =
     "  --share-saved 0|1  lay the saved tensors the backward never reads over shared\n"
     "                     scratch by their lifetimes (default 1)\n"
     "  --no-graph         eager launches (default: from step 2 on, the forward and backward\n"
-    "                     of the step replay one graph; AdamW runs eagerly after it)\n"
+    "                     of the step replay one graph, AdamW eager after it; the decode\n"
+    "                     step replays one graph)\n"
     "  --profile          print step 2's device time per kernel on stderr (eager launches)\n"
     "  --eval-every N     validation loss every N steps (default 10; 0: never)\n"
     "  --eval-batches N   batches of the validation loss (default 4)\n"
@@ -402,7 +403,8 @@ static int run(struct opts *op, const struct gpt_tp *tp, double *losses) {
   if (o.sample > 0 && rc == TE_EXIT_OK) {
     char *text = gpt_xalloc((size_t)o.sample + 1);
     struct gpt_sample_opts so = {.n = o.sample, .top_k = o.top_k, .temperature = o.temperature,
-                                 .seed = (uint64_t)o.seed, .prompt = o.prompt};
+                                 .seed = (uint64_t)o.seed, .prompt = o.prompt,
+                                 .no_graph = o.no_graph};
     double diff = 0, big = 0;
     so.check = o.sample_check, so.check_diff = &diff, so.check_max = &big;
     double s0 = now_s();

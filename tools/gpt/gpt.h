@@ -174,6 +174,7 @@ struct gpt_sample_opts {
   uint64_t seed;
   const char *prompt;
   int check;                   /* also the whole model's logits, compared */
+  int no_graph;                /* eager decode steps (default: one graph, replayed) */
   double *check_diff, *check_max;   /* check: max |kv - whole|, max |whole| */
 };
 /* Generates o->n bytes after the prompt into out (n + 1 bytes). */

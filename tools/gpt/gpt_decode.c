@@ -2,17 +2,22 @@
  * gpt_decode.c -- te-gpt's decode step with a KV cache: one token at a
  * time through the model's parameters (read from the fuser sequence, in
  * its operations' order), with the plain calls instead of the fuser:
- * embedding (its position given), per block the norm, the QKV GEMM (with
- * bias), RoPE at the token's position, the new key and value appended to
- * the layer's cache [seq][kv_heads * head_dim], attention of one query
- * against the cache (fixed lengths 1 and pos + 1: bottom-right causal),
- * the output GEMM added into the residual in place (beta 1), the norm,
- * fc1, the activation, fc2 added into the residual; the final norm and
- * the LM head: logits [1][vocab].  BF16 throughout, F32 tables. */
+ * embedding, per block the norm, the QKV GEMM (with bias), RoPE at the
+ * token's position, the new key and value (adjacent in the QKV output)
+ * stored into the layer's cache row pos (tecore_embedding_store), attention
+ * of one query against the cache's pos + 1 rows (cu_seqlens {0, pos + 1}:
+ * libte's kernels), the output GEMM added into the residual in place
+ * (beta 1), the norm, fc1, the activation, fc2 added into the residual;
+ * the final norm and the LM head: logits [1][vocab].  BF16 throughout, F32
+ * tables.  Token and position live in device memory (d->meta), so the
+ * step is one graph (libtegraph) captured on its second call and replayed
+ * for every later token; only the 16 bytes of {token, pos} are copied
+ * before each replay. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include "gpt.h"
+#include <te/graph.h>
 #include "gpt_decode.h"
 
 /* the norms' and Linears' parameters, in the sequence's order */
@@ -35,22 +40,44 @@ static void find_params(struct gpt_decoder *d, const struct gpt_model *m) {
   }
 }
 
-void gpt_decoder_create(struct gpt_decoder *d, const struct gpt_model *m) {
+#define GPT_DGCHECK(call)                                                                  \
+  do {                                                                                     \
+    tegraph_result_t r_ = (call);                                                          \
+    if (r_ != TEGRAPH_SUCCESS) {                                                           \
+      GPT_ERR("%s failed: %s (%s)", #call, tegraph_strerror(r_), tegraph_last_error());    \
+      exit(1);                                                                             \
+    }                                                                                      \
+  } while (0)
+
+/* The attention of layer l's query against the cache (lengths from meta). */
+static struct tecore_attention_args attn_args(const struct gpt_decoder *d, int l) {
+  const struct gpt_config *c = &d->m->c;
+  size_t hd = (size_t)(c->hidden / c->heads), kvw = (size_t)c->kv_heads * hd;
+  return (struct tecore_attention_args){
+      .batch = 1, .cu_seqlens_q = d->meta + 16, .cu_seqlens_kv = d->meta + 8,
+      .max_seqlen_q = 1, .max_seqlen_kv = (size_t)c->seq, .tokens_q = 1,
+      .tokens_kv = (size_t)c->seq, .heads = c->heads, .kv_heads = c->kv_heads,
+      .head_dim = (int)hd, .scale = 1.0f / sqrtf((float)hd), .flags = TECORE_ATTN_CAUSAL,
+      .dtype = TECORE_DTYPE_BF16, .o_dtype = TECORE_DTYPE_BF16,
+      .q = {.data = d->qkv, .token_stride = d->qkv_w, .head_stride = hd},
+      .k = {.data = d->kvc[l], .token_stride = 2 * kvw, .head_stride = hd},
+      .v = {.data = d->kvc[l] + kvw * 2, .token_stride = 2 * kvw, .head_stride = hd},
+      .o = {.data = d->o}, .workspace = d->ws, .workspace_bytes = d->wsb};
+}
+
+void gpt_decoder_create(struct gpt_decoder *d, const struct gpt_model *m, int use_graph) {
   memset(d, 0, sizeof *d);
   const struct gpt_config *c = &m->c;
   d->m = m;
+  d->use_graph = use_graph;
   int L = c->layers, kv = c->kv_heads, hd = c->hidden / c->heads;
   int gated = c->act == GPT_SWIGLU || c->act == GPT_GEGLU;
   d->norm = gpt_xalloc((size_t)(2 * L + 1) * sizeof *d->norm);
   d->lin = gpt_xalloc((size_t)(4 * L + 1) * sizeof *d->lin);
   find_params(d, m);
   size_t H = (size_t)c->hidden, T = (size_t)c->seq, kvw = (size_t)kv * hd;
-  d->kc = gpt_xalloc((size_t)L * sizeof *d->kc);
-  d->vc = gpt_xalloc((size_t)L * sizeof *d->vc);
-  for (int l = 0; l < L; l++) {
-    d->kc[l] = gpt_dalloc(T * kvw * 2, NULL);
-    d->vc[l] = gpt_dalloc(T * kvw * 2, NULL);
-  }
+  d->kvc = gpt_xalloc((size_t)L * sizeof *d->kvc);
+  for (int l = 0; l < L; l++) d->kvc[l] = gpt_dalloc(T * 2 * kvw * 2, NULL);
   d->qkv_w = (size_t)(c->heads + 2 * kv) * hd;
   d->f1_w = (gated ? 2 : 1) * (size_t)c->ffn;
   d->x = gpt_dalloc(H * 2, NULL);
@@ -60,31 +87,24 @@ void gpt_decoder_create(struct gpt_decoder *d, const struct gpt_model *m) {
   d->f1 = gpt_dalloc(d->f1_w * 2, NULL);
   d->a = gpt_dalloc((size_t)c->ffn * 2, NULL);
   d->logits = gpt_dalloc((size_t)c->vocab * 2, NULL);
-  d->idpos = gpt_dalloc(8, NULL);
-  /* a decode step has no backward: no softmax statistics (lse 0) */
-  d->lse = 0;
-  struct tecore_attention_args aa = {
-      .batch = 1, .max_seqlen_q = 1, .max_seqlen_kv = T, .heads = c->heads, .kv_heads = kv,
-      .head_dim = hd, .scale = 1.0f / sqrtf((float)hd), .flags = TECORE_ATTN_CAUSAL,
-      .dtype = TECORE_DTYPE_BF16, .o_dtype = TECORE_DTYPE_BF16,
-      .q = {.data = d->qkv, .token_stride = d->qkv_w, .head_stride = (size_t)hd},
-      .k = {.data = d->kc[0], .token_stride = kvw, .head_stride = (size_t)hd},
-      .v = {.data = d->vc[0], .token_stride = kvw, .head_stride = (size_t)hd},
-      .o = {.data = d->o}};
+  d->meta = gpt_dalloc(32, NULL);
+  static const int32_t init[6] = {0, 0, 0, 1, 0, 1};
+  GPT_CHECK(tecore_memcpy(d->meta, (tecore_devptr_t)(uintptr_t)init, sizeof init));
+  GPT_CHECK(tecore_mem_alloc_host(4 * sizeof(int32_t), (void **)&d->meta_host));
+  /* a decode step keeps no softmax statistics (no backward): lse 0 */
+  struct tecore_attention_args aa = attn_args(d, 0);
   GPT_CHECK(tecore_attention_workspace_size(&aa, 0, &d->wsb));
   d->ws = d->wsb ? gpt_dalloc(d->wsb, NULL) : 0;
 }
 
 void gpt_decoder_destroy(struct gpt_decoder *d) {
-  for (int l = 0; l < d->m->c.layers; l++) {
-    GPT_CHECK(tecore_mem_free(d->kc[l]));
-    GPT_CHECK(tecore_mem_free(d->vc[l]));
-  }
-  tecore_devptr_t b[] = {d->x, d->h, d->o, d->qkv, d->f1, d->a, d->logits, d->idpos, d->lse, d->ws};
+  if (d->graph) tegraph_graph_destroy(d->graph);
+  for (int l = 0; l < d->m->c.layers; l++) GPT_CHECK(tecore_mem_free(d->kvc[l]));
+  tecore_devptr_t b[] = {d->x, d->h, d->o, d->qkv, d->f1, d->a, d->logits, d->meta, d->ws};
   for (size_t i = 0; i < sizeof b / sizeof b[0]; i++)
     if (b[i]) GPT_CHECK(tecore_mem_free(b[i]));
-  free(d->kc);
-  free(d->vc);
+  if (d->meta_host) GPT_CHECK(tecore_mem_free_host(d->meta_host));
+  free(d->kvc);
   free(d->norm);
   free(d->lin);
 }
@@ -112,43 +132,36 @@ static void linear(const struct gpt_decoder *d, int i, tecore_devptr_t in, size_
                         add ? 1.0f : 0.0f, &go, s));
 }
 
-static void attend(struct gpt_decoder *d, int l, int pos, tecore_stream_t s) {
+static void attend(struct gpt_decoder *d, int l, tecore_stream_t s) {
   const struct gpt_config *c = &d->m->c;
   size_t hd = (size_t)(c->hidden / c->heads), kvw = (size_t)c->kv_heads * hd;
-  tecore_devptr_t q = d->qkv, k = q + (size_t)c->heads * hd * 2, v = k + kvw * 2;
+  tecore_devptr_t q = d->qkv, k = q + (size_t)c->heads * hd * 2;
   if (c->rope) {
     struct tecore_rope_view qv = {q, d->qkv_w, hd}, kvv = {k, d->qkv_w, hd};
     struct tecore_rope_args ra = {.dtype = TECORE_DTYPE_BF16, .tokens = 1, .q_heads = c->heads,
                                   .k_heads = c->kv_heads, .head_dim = (int)hd,
-                                  .style = TECORE_ROPE_HALVES, .positions = d->idpos + 4,
+                                  .style = TECORE_ROPE_HALVES, .positions = d->meta + 4,
                                   .q_in = qv, .q_out = qv, .k_in = kvv, .k_out = kvv};
     GPT_CHECK(tecore_rope_fwd(&ra, s));
   }
-  GPT_CHECK(tecore_memcpy_async(d->kc[l] + (size_t)pos * kvw * 2, k, kvw * 2, s));
-  GPT_CHECK(tecore_memcpy_async(d->vc[l] + (size_t)pos * kvw * 2, v, kvw * 2, s));
-  struct tecore_attention_args aa = {
-      .batch = 1, .max_seqlen_q = 1, .max_seqlen_kv = (size_t)pos + 1, .heads = c->heads,
-      .kv_heads = c->kv_heads, .head_dim = (int)hd, .scale = 1.0f / sqrtf((float)hd),
-      .flags = TECORE_ATTN_CAUSAL, .dtype = TECORE_DTYPE_BF16, .o_dtype = TECORE_DTYPE_BF16,
-      .q = {.data = q, .token_stride = d->qkv_w, .head_stride = hd},
-      .k = {.data = d->kc[l], .token_stride = kvw, .head_stride = hd},
-      .v = {.data = d->vc[l], .token_stride = kvw, .head_stride = hd},
-      .o = {.data = d->o}, .lse = d->lse, .workspace = d->ws, .workspace_bytes = d->wsb};
+  /* the key and value (adjacent in the QKV output) into cache row pos */
+  struct tecore_tensor kv = gpt_tensor2(TECORE_DTYPE_BF16, 1, 2 * kvw, k);
+  struct tecore_tensor cache = gpt_tensor2(TECORE_DTYPE_BF16, (size_t)c->seq, 2 * kvw, d->kvc[l]);
+  GPT_CHECK(tecore_embedding_store(&kv, d->meta + 4, &cache, NULL, s));
+  struct tecore_attention_args aa = attn_args(d, l);
   GPT_CHECK(tecore_attention_fwd(&aa, s));
 }
 
-void gpt_decode_step(struct gpt_decoder *d, int token, int pos, tecore_stream_t s) {
+/* The step's work, from d->meta's token and position to d->logits. */
+static void queue_step(struct gpt_decoder *d, tecore_stream_t s) {
   const struct gpt_model *m = d->m;
   const struct gpt_config *c = &m->c;
   size_t H = (size_t)c->hidden;
-  int32_t ip[2] = {token, pos};
-  GPT_CHECK(tecore_stream_synchronize(s));   /* the last step read idpos */
-  GPT_CHECK(tecore_memcpy(d->idpos, (tecore_devptr_t)(uintptr_t)ip, sizeof ip));
   struct tecore_tensor tok = gpt_tensor2(TECORE_DTYPE_F32, (size_t)c->vocab, H, m->tok), pt;
   if (!c->rope) pt = gpt_tensor2(TECORE_DTYPE_F32, (size_t)c->seq, H, m->pos);
   struct tecore_embedding_args ea = {.weight = &tok, .pos_weight = c->rope ? NULL : &pt,
-                                     .ids = d->idpos, .tokens = 1,
-                                     .positions = c->rope ? 0 : d->idpos + 4};
+                                     .ids = d->meta, .tokens = 1,
+                                     .positions = c->rope ? 0 : d->meta + 4};
   struct tecore_tensor x = gpt_tensor2(TECORE_DTYPE_BF16, 1, H, d->x);
   GPT_CHECK(tecore_embedding_fwd(&ea, &x, s));
   static const tecore_activation_t acts[] = {TECORE_ACT_GELU, TECORE_ACT_SWIGLU,
@@ -156,7 +169,7 @@ void gpt_decode_step(struct gpt_decoder *d, int token, int pos, tecore_stream_t 
   for (int l = 0; l < c->layers; l++) {
     norm(d, 2 * l, d->x, d->h, s);
     linear(d, 4 * l, d->h, H, d->qkv, d->qkv_w, 0, s);
-    attend(d, l, pos, s);
+    attend(d, l, s);
     linear(d, 4 * l + 1, d->o, H, d->x, H, 1, s);
     norm(d, 2 * l + 1, d->x, d->h, s);
     linear(d, 4 * l + 2, d->h, H, d->f1, d->f1_w, 0, s);
@@ -167,4 +180,24 @@ void gpt_decode_step(struct gpt_decoder *d, int token, int pos, tecore_stream_t 
   }
   norm(d, 2 * c->layers, d->x, d->h, s);
   linear(d, 4 * c->layers, d->h, H, d->logits, (size_t)c->vocab, 0, s);
+}
+
+void gpt_decode_step(struct gpt_decoder *d, int token, int pos, tecore_stream_t s) {
+  /* the staging is free again once the last step's copy ran */
+  GPT_CHECK(tecore_stream_synchronize(s));
+  d->meta_host[0] = token, d->meta_host[1] = pos, d->meta_host[2] = 0, d->meta_host[3] = pos + 1;
+  GPT_CHECK(tecore_memcpy_async(d->meta, (tecore_devptr_t)(uintptr_t)d->meta_host,
+                                4 * sizeof(int32_t), s));
+  if (d->use_graph && !d->graph && d->steps > 0) {
+    /* captured after one eager step: lazy choices (GEMM algorithms and
+     * workspaces) happen outside the capture */
+    GPT_DGCHECK(tegraph_graph_create(TEGRAPH_INSTANTIATE_UPLOAD, &d->graph));
+    GPT_DGCHECK(tegraph_graph_begin_capture(d->graph, s, TECORE_CAPTURE_THREAD_LOCAL, 0));
+    queue_step(d, s);
+    GPT_DGCHECK(tegraph_graph_end_capture(d->graph, NULL));
+    GPT_DGCHECK(tegraph_graph_instantiate(d->graph, s));
+  }
+  if (d->graph) GPT_DGCHECK(tegraph_graph_launch(d->graph, s));
+  else queue_step(d, s);
+  d->steps++;
 }

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0
  * gpt_decode.h -- te-gpt's decode step with a KV cache (gpt_decode.c):
- * the model's parameters where the fuser sequence keeps them, a key and a
- * value cache per layer for seq positions, and the step's buffers. */
+ * the model's parameters where the fuser sequence keeps them, a key and
+ * value cache per layer for seq positions, the step's buffers and its
+ * graph. */
 #ifndef TE_GPT_DECODE_H
 #define TE_GPT_DECODE_H
 
@@ -11,16 +12,23 @@ struct gpt_decoder {
   const struct gpt_model *m;
   struct { struct tecore_tensor gamma, beta; int has_beta; } *norm;   /* 2 layers + 1 */
   struct { struct tecore_tensor w, b; int has_b; } *lin;              /* 4 layers + 1 */
-  tecore_devptr_t *kc, *vc;          /* per layer BF16 [seq][kv_heads * head_dim] */
+  tecore_devptr_t *kvc;              /* per layer BF16 [seq][2][kv_heads * head_dim]: key, value */
   size_t qkv_w, f1_w;
   tecore_devptr_t x, h, o, qkv, f1, a, logits;   /* BF16 [1][...] */
-  tecore_devptr_t idpos;             /* int32 {token, position} */
-  tecore_devptr_t lse;               /* 0: a decode step keeps no statistics */
+  /* int32 {token, pos, 0, pos + 1, 0, 1}: the step's token and position,
+   * the keys' and the query's cu_seqlens, all read by the kernels */
+  tecore_devptr_t meta;
+  int32_t *meta_host;                /* pinned staging of meta's first four */
   tecore_devptr_t ws;
   size_t wsb;
+  int use_graph;                     /* replay the step as one graph (from its second call) */
+  int steps;                         /* steps run */
+  struct tegraph_graph *graph;
 };
 
-void gpt_decoder_create(struct gpt_decoder *d, const struct gpt_model *m);
+/* The decoder of m; use_graph: the step is captured once (after one eager
+ * step) and replayed. */
+void gpt_decoder_create(struct gpt_decoder *d, const struct gpt_model *m, int use_graph);
 void gpt_decoder_destroy(struct gpt_decoder *d);
 /* Runs token at position pos (0 .. seq - 1; the cache holds positions
  * 0 .. pos - 1 from earlier steps): d->logits, BF16 [1][vocab], on s. */

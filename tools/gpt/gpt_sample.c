@@ -78,7 +78,7 @@ int gpt_sample(struct gpt_model *m, const struct gpt_sample_opts *o, char *out,
     }
   }
   struct gpt_decoder d;
-  gpt_decoder_create(&d, m);
+  gpt_decoder_create(&d, m, !o->no_graph);
   int T = m->c.seq, V = m->c.vocab < 256 ? m->c.vocab : 256;
   size_t plen = strlen(o->prompt);
   int32_t *text = gpt_xalloc((plen + (size_t)o->n + 1) * sizeof *text);
