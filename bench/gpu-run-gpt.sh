@@ -15,6 +15,9 @@
 #   small   GPT-2 124M BF16 speed (batch 32 x 1024) against torch.compile
 #           and eager; decode at batch 1 against a PyTorch KV-cache loop
 #   big     1.3B (BF16 and FP8) and llama-1b (FP8) against torch.compile BF16
+#   profile te-gpt's suites on the GPU, --profile of the 124M step (BF16,
+#           FP8), the decode graph against eager decode and the PyTorch
+#           loop, 1.3B FP8 with and without --share-saved
 # Every step is bounded by STEP_TIMEOUT seconds (240) and writes
 # $OUT/NAME.txt (standard error to NAME.err); device memory is sampled by nvidia-smi every 100 ms during
 # each training step ($OUT/NAME.mem: the peak above the idle baseline is in
@@ -57,6 +60,25 @@ if has suites; then
   step te-gpt.sh make -s check TESTS=t/te-gpt.sh TE_DEVICE=cuda
   cp t/te-gpt.sh.log "$out/" 2>/dev/null
   step te-gpt-default $gpt
+fi
+if has profile; then
+  for s in t/check_embedding t/check_attention; do
+    [ -x "$s" ] || make -s "$s" > /dev/null 2>&1
+    step "${s#t/}" env TE_DEVICE=cuda "$s"
+  done
+  step te-gpt.sh make -s check TESTS=t/te-gpt.sh TE_DEVICE=cuda
+  cp t/te-gpt.log "$out/te-gpt.sh.log" 2>/dev/null
+  step prof-bf16 $gpt --model gpt2-124m --synthetic --batch 32 --steps 3 --eval-every 0 \
+    --sample 0 --profile
+  step prof-fp8 $gpt --model gpt2-124m --synthetic --batch 32 --steps 3 --eval-every 0 \
+    --sample 0 --profile --recipe delayed
+  step decode-graph $gpt --model gpt2-124m --synthetic --steps 0 --sample 256 --json
+  step decode-eager $gpt --model gpt2-124m --synthetic --steps 0 --sample 256 --json --no-graph
+  step decode-peer python3 bench/gpt_peer.py decode --model gpt2-124m --tokens 256
+  step big-te-fp8 $gpt --model gpt-1.3b --synthetic --batch 8 --steps 12 --eval-every 0 \
+    --sample 0 --recipe delayed --json
+  step big-te-fp8-noshare $gpt --model gpt-1.3b --synthetic --batch 8 --steps 6 --eval-every 0 \
+    --sample 0 --recipe delayed --json --share-saved 0
 fi
 if has check; then
   corpus=/tmp/te-gpt-corpus.txt
