@@ -28,8 +28,9 @@ TE_PARAM_INT(gemm_tune_algos, "TECORE_GEMM_TUNE_ALGOS", 8, 0, TE_GEMM_TUNE_MAX_A
              "cuBLASLt algorithms timed on the first call of a small GEMM problem, the fastest "
              "kept for the process (0 or 1: the heuristic's first, unmeasured)")
 TE_PARAM_INT(gemm_tune_max_dim, "TECORE_GEMM_TUNE_MAX_DIM", 512, 0, 1 << 30,
-             "GEMMs whose smallest dimension (of m, n, k) is at most this are measured "
-             "(TECORE_GEMM_TUNE_ALGOS); larger ones take the heuristic's first algorithm")
+             "GEMMs whose smallest dimension (of m, n, k) is at most this, or whose epilogue "
+             "has an aux tensor, are measured (TECORE_GEMM_TUNE_ALGOS); larger ones take the "
+             "heuristic's first algorithm")
 
 enum {
   TUNE_WARM = 2,   /* untimed runs first: clocks, caches, the kernel's first load */
@@ -45,6 +46,11 @@ int te_gemm_tune_count(const struct te_gemm_problem *p) {
   size_t lim = (size_t)tecore_tunable_int(&gemm_tune_max_dim);
   size_t d = p->m < p->n ? p->m : p->n;
   if (p->k < d) d = p->k;
+  /* an epilogue with an aux tensor (GELU's pre-activation, dGELU) is
+   * measured at any size: on an H100 the heuristic's first for a GPT-2
+   * fc1 (32768 x 3072 x 768, bias + GELU + aux) ran at 255 TFLOP/s, the
+   * same GEMM without the epilogue at 660 (bench/2026-11-23g-gpu.md) */
+  if (p->aux && n >= 2) return (int)n;
   return n >= 2 && d <= lim ? (int)n : 1;
 }
 
