@@ -407,16 +407,29 @@ static int run(struct opts *op, const struct gpt_tp *tp, double *losses) {
                                  .no_graph = o.no_graph};
     double diff = 0, big = 0;
     so.check = o.sample_check, so.check_diff = &diff, so.check_max = &big;
-    double s0 = now_s();
+    double s0 = now_s(), steady = 0;
+    so.steady_t0 = &steady;
+    if (o.profile) GPT_CHECK(tecore_profile_start());
     gpt_sample(&m, &so, text, s);
-    double sdt = now_s() - s0;
+    double s1 = now_s(), sdt = s1 - s0;
+    if (o.profile) {
+      GPT_CHECK(tecore_profile_stop());
+      fprintf(stderr, "# te-gpt --profile: the decode steps, device time per kernel (eager):\n");
+      fflush(stderr);
+      GPT_CHECK(tecore_profile_report(2, NULL));
+    }
     if (!o.sample_check) {
       /* the prompt's tokens and each new one run through the decode step
-       * one at a time (batch 1, the KV cache), each new one read back */
+       * one at a time (batch 1, the KV cache), each new one read back;
+       * steady: from the third step on (the first is eager, the second
+       * captures the graph) */
       size_t ntok = (o.prompt[0] ? strlen(o.prompt) : 1) + (size_t)o.sample;
-      te_out_note(&OUT, "sample: %zu decode steps (batch 1, KV cache) in %.1f ms: %.0f tokens/s",
-                  ntok, sdt * 1e3, (double)ntok / sdt);
-      te_out_field_n(&OUT, "decode_tokens_per_s", (double)ntok / sdt);
+      double rate = (double)ntok / sdt, srate = steady > 0 && ntok > 2 ? (ntok - 2) / (s1 - steady) : 0;
+      te_out_note(&OUT, "sample: %zu decode steps (batch 1, KV cache%s) in %.1f ms: %.0f tokens/s; "
+                  "%.0f tokens/s after the first two", ntok,
+                  o.no_graph ? ", eager" : ", one graph", sdt * 1e3, rate, srate);
+      te_out_field_n(&OUT, "decode_tokens_per_s", rate);
+      te_out_field_n(&OUT, "decode_steady_tokens_per_s", srate);
     }
     if (o.sample_check) {
       double lim = GPT_KV_TOL * (big > 1 ? big : 1);

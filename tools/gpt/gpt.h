@@ -30,6 +30,7 @@ void *gpt_xalloc(size_t bytes);   /* calloc or exit 1 */
 tecore_devptr_t gpt_dalloc(size_t bytes, size_t *counter);
 struct tecore_tensor gpt_tensor2(tecore_dtype_t dt, size_t rows, size_t cols, tecore_devptr_t p);
 uint64_t gpt_splitmix(uint64_t *x);
+double gpt_now(void);          /* seconds, CLOCK_MONOTONIC */
 
 enum gpt_norm { GPT_LAYERNORM, GPT_RMSNORM };
 enum gpt_act { GPT_GELU, GPT_SWIGLU, GPT_GEGLU, GPT_RELU };
@@ -175,6 +176,7 @@ struct gpt_sample_opts {
   const char *prompt;
   int check;                   /* also the whole model's logits, compared */
   int no_graph;                /* eager decode steps (default: one graph, replayed) */
+  double *steady_t0;           /* or NULL: gpt_now() before the third decode step */
   double *check_diff, *check_max;   /* check: max |kv - whole|, max |whole| */
 };
 /* Generates o->n bytes after the prompt into out (n + 1 bytes). */

@@ -10,6 +10,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include "gpt.h"
 
 void gpt_die_call(const char *what, tecore_result_t r) {
@@ -38,6 +39,12 @@ struct tecore_tensor gpt_tensor2(tecore_dtype_t dt, size_t rows, size_t cols, te
   size_t sh[2] = {rows, cols};
   GPT_CHECK(tecore_tensor_init(&t, dt, 2, sh, p));
   return t;
+}
+
+double gpt_now(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
 uint64_t gpt_splitmix(uint64_t *x) {

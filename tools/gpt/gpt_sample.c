@@ -99,6 +99,7 @@ int gpt_sample(struct gpt_model *m, const struct gpt_sample_opts *o, char *out,
       pos = 0;
     }
     while (base + (size_t)pos < len) {   /* prefill, or the token just drawn */
+      if (d.steps == 2 && o->steady_t0) *o->steady_t0 = gpt_now();   /* warm-up and capture done */
       gpt_decode_step(&d, text[base + (size_t)pos], pos, s);
       pos++;
     }
