@@ -18,6 +18,7 @@
 #   profile te-gpt's suites on the GPU, --profile of the 124M step (BF16,
 #           FP8), the decode graph against eager decode and the PyTorch
 #           loop, 1.3B FP8 with and without --share-saved
+#   final   the last checks and figures of a session in one short call
 # Every step is bounded by STEP_TIMEOUT seconds (240) and writes
 # $OUT/NAME.txt (standard error to NAME.err); device memory is sampled by nvidia-smi every 100 ms during
 # each training step ($OUT/NAME.mem: the peak above the idle baseline is in
@@ -79,6 +80,28 @@ if has profile; then
     --sample 0 --recipe delayed --json
   step big-te-fp8-noshare $gpt --model gpt-1.3b --synthetic --batch 8 --steps 6 --eval-every 0 \
     --sample 0 --recipe delayed --json --share-saved 0
+fi
+if has final; then
+  step check_embedding env TE_DEVICE=cuda t/check_embedding
+  step tiny-share1 $gpt --steps 6 --recipe delayed --eval-every 3 --sample 0 --csv -q
+  step tiny-share0 $gpt --steps 6 --recipe delayed --eval-every 3 --sample 0 --csv -q \
+    --share-saved 0
+  step decode-graph $gpt --model gpt2-124m --synthetic --steps 0 --sample 256 --json
+  step decode-eager $gpt --model gpt2-124m --synthetic --steps 0 --sample 256 --json --no-graph
+  step decode-peer python3 bench/gpt_peer.py decode --model gpt2-124m --tokens 256
+  step decode-prof $gpt --model gpt2-124m --synthetic --steps 1 --sample 64 --profile -q
+  step prof-bf16 $gpt --model gpt2-124m --synthetic --batch 32 --steps 3 --eval-every 0 \
+    --sample 0 --profile
+  step small-te-bf16 $gpt --model gpt2-124m --synthetic --batch 32 --steps 20 --eval-every 0 \
+    --sample 0 --json
+  step small-te-fp8 $gpt --model gpt2-124m --synthetic --batch 32 --steps 20 --eval-every 0 \
+    --sample 0 --recipe delayed --json
+  step small-peer-compile python3 bench/gpt_peer.py speed --model gpt2-124m --batch 32 --compile \
+    --steps 10 --warmup 3
+  step big-te-fp8 $gpt --model gpt-1.3b --synthetic --batch 8 --steps 12 --eval-every 0 \
+    --sample 0 --recipe delayed --json
+  step big-peer-compile python3 bench/gpt_peer.py speed --model gpt-1.3b --batch 8 --compile \
+    --steps 8 --warmup 3
 fi
 if has check; then
   corpus=/tmp/te-gpt-corpus.txt
