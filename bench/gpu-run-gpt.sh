@@ -52,6 +52,21 @@ step() {   # step NAME COMMAND...: runs it, output to $out/NAME.txt, memory to $
 has() { case " $phases " in *" $1 "*) return 0 ;; esac; return 1; }
 
 gpt=tools/te-gpt
+# GPT-2 124M at batch 1: te-gpt's decode as a graph and eager, the PyTorch loop
+decode_rows() {
+  step decode-graph $gpt --model gpt2-124m --synthetic --steps 0 --sample 256 --json
+  step decode-eager $gpt --model gpt2-124m --synthetic --steps 0 --sample 256 --json --no-graph
+  step decode-peer python3 bench/gpt_peer.py decode --model gpt2-124m --tokens 256
+}
+# GPT-2 124M at batch 32 x 1024: te-gpt BF16 and FP8, torch.compile BF16
+small_rows() {
+  step small-te-bf16 $gpt --model gpt2-124m --synthetic --batch 32 --steps 20 --eval-every 0 \
+    --sample 0 --json
+  step small-te-fp8 $gpt --model gpt2-124m --synthetic --batch 32 --steps 20 --eval-every 0 \
+    --sample 0 --recipe delayed --json
+  step small-peer-compile python3 bench/gpt_peer.py speed --model gpt2-124m --batch 32 --compile \
+    --steps 10 --warmup 3
+}
 if has suites; then
   step machine sh -c 'nvidia-smi; nvcc --version | tail -2; python3 -c "import torch; print(torch.__version__)"'
   for s in t/check_transformer t/check_ops_attention t/check_attention; do
@@ -73,9 +88,7 @@ if has profile; then
     --sample 0 --profile
   step prof-fp8 $gpt --model gpt2-124m --synthetic --batch 32 --steps 3 --eval-every 0 \
     --sample 0 --profile --recipe delayed
-  step decode-graph $gpt --model gpt2-124m --synthetic --steps 0 --sample 256 --json
-  step decode-eager $gpt --model gpt2-124m --synthetic --steps 0 --sample 256 --json --no-graph
-  step decode-peer python3 bench/gpt_peer.py decode --model gpt2-124m --tokens 256
+  decode_rows
   step big-te-fp8 $gpt --model gpt-1.3b --synthetic --batch 8 --steps 12 --eval-every 0 \
     --sample 0 --recipe delayed --json
   step big-te-fp8-noshare $gpt --model gpt-1.3b --synthetic --batch 8 --steps 6 --eval-every 0 \
@@ -86,18 +99,11 @@ if has final; then
   step tiny-share1 $gpt --steps 6 --recipe delayed --eval-every 3 --sample 0 --csv -q
   step tiny-share0 $gpt --steps 6 --recipe delayed --eval-every 3 --sample 0 --csv -q \
     --share-saved 0
-  step decode-graph $gpt --model gpt2-124m --synthetic --steps 0 --sample 256 --json
-  step decode-eager $gpt --model gpt2-124m --synthetic --steps 0 --sample 256 --json --no-graph
-  step decode-peer python3 bench/gpt_peer.py decode --model gpt2-124m --tokens 256
+  decode_rows
   step decode-prof $gpt --model gpt2-124m --synthetic --steps 1 --sample 64 --profile -q
   step prof-bf16 $gpt --model gpt2-124m --synthetic --batch 32 --steps 3 --eval-every 0 \
     --sample 0 --profile
-  step small-te-bf16 $gpt --model gpt2-124m --synthetic --batch 32 --steps 20 --eval-every 0 \
-    --sample 0 --json
-  step small-te-fp8 $gpt --model gpt2-124m --synthetic --batch 32 --steps 20 --eval-every 0 \
-    --sample 0 --recipe delayed --json
-  step small-peer-compile python3 bench/gpt_peer.py speed --model gpt2-124m --batch 32 --compile \
-    --steps 10 --warmup 3
+  small_rows
   step big-te-fp8 $gpt --model gpt-1.3b --synthetic --batch 8 --steps 12 --eval-every 0 \
     --sample 0 --recipe delayed --json
   step big-peer-compile python3 bench/gpt_peer.py speed --model gpt-1.3b --batch 8 --compile \
@@ -118,18 +124,10 @@ if has check; then
   done
 fi
 if has small; then
-  step small-te-bf16 $gpt --model gpt2-124m --synthetic --batch 32 --steps 20 --eval-every 0 \
-    --sample 0 --json
-  step small-te-fp8 $gpt --model gpt2-124m --synthetic --batch 32 --steps 20 --eval-every 0 \
-    --sample 0 --recipe delayed --json
-  step small-peer-compile python3 bench/gpt_peer.py speed --model gpt2-124m --batch 32 --compile \
-    --steps 10 --warmup 3
+  small_rows
   step small-peer-eager python3 bench/gpt_peer.py speed --model gpt2-124m --batch 32 --steps 10 \
     --warmup 2
-  step decode-te $gpt --model gpt2-124m --synthetic --steps 0 --sample 256 --json
-  step decode-te-libte env TECORE_ATTN_BACKEND=libte $gpt --model gpt2-124m --synthetic --steps 0 \
-    --sample 256 --json
-  step decode-peer python3 bench/gpt_peer.py decode --model gpt2-124m --tokens 256
+  decode_rows
 fi
 if has big; then
   step big-te-fp8 $gpt --model gpt-1.3b --synthetic --batch 8 --steps 12 --eval-every 0 \

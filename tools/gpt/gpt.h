@@ -26,6 +26,15 @@
     if (r_ != TECORE_SUCCESS) gpt_die_call(#call, r_);                                  \
   } while (0)
 void gpt_die_call(const char *what, tecore_result_t r) __attribute__((noreturn));
+/* a libtegraph call that must succeed (te/graph.h included where used) */
+#define GPT_GCHECK(call)                                                                   \
+  do {                                                                                     \
+    tegraph_result_t r_ = (call);                                                          \
+    if (r_ != TEGRAPH_SUCCESS) {                                                           \
+      GPT_ERR("%s failed: %s (%s)", #call, tegraph_strerror(r_), tegraph_last_error());    \
+      exit(1);                                                                             \
+    }                                                                                      \
+  } while (0)
 void *gpt_xalloc(size_t bytes);   /* calloc or exit 1 */
 tecore_devptr_t gpt_dalloc(size_t bytes, size_t *counter);
 struct tecore_tensor gpt_tensor2(tecore_dtype_t dt, size_t rows, size_t cols, tecore_devptr_t p);

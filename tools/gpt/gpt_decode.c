@@ -40,15 +40,6 @@ static void find_params(struct gpt_decoder *d, const struct gpt_model *m) {
   }
 }
 
-#define GPT_DGCHECK(call)                                                                  \
-  do {                                                                                     \
-    tegraph_result_t r_ = (call);                                                          \
-    if (r_ != TEGRAPH_SUCCESS) {                                                           \
-      GPT_ERR("%s failed: %s (%s)", #call, tegraph_strerror(r_), tegraph_last_error());    \
-      exit(1);                                                                             \
-    }                                                                                      \
-  } while (0)
-
 /* The attention of layer l's query against the cache (lengths from meta). */
 static struct tecore_attention_args attn_args(const struct gpt_decoder *d, int l) {
   const struct gpt_config *c = &d->m->c;
@@ -191,13 +182,13 @@ void gpt_decode_step(struct gpt_decoder *d, int token, int pos, tecore_stream_t 
   if (d->use_graph && !d->graph && d->steps > 0) {
     /* captured after one eager step: lazy choices (GEMM algorithms and
      * workspaces) happen outside the capture */
-    GPT_DGCHECK(tegraph_graph_create(TEGRAPH_INSTANTIATE_UPLOAD, &d->graph));
-    GPT_DGCHECK(tegraph_graph_begin_capture(d->graph, s, TECORE_CAPTURE_THREAD_LOCAL, 0));
+    GPT_GCHECK(tegraph_graph_create(TEGRAPH_INSTANTIATE_UPLOAD, &d->graph));
+    GPT_GCHECK(tegraph_graph_begin_capture(d->graph, s, TECORE_CAPTURE_THREAD_LOCAL, 0));
     queue_step(d, s);
-    GPT_DGCHECK(tegraph_graph_end_capture(d->graph, NULL));
-    GPT_DGCHECK(tegraph_graph_instantiate(d->graph, s));
+    GPT_GCHECK(tegraph_graph_end_capture(d->graph, NULL));
+    GPT_GCHECK(tegraph_graph_instantiate(d->graph, s));
   }
-  if (d->graph) GPT_DGCHECK(tegraph_graph_launch(d->graph, s));
+  if (d->graph) GPT_GCHECK(tegraph_graph_launch(d->graph, s));
   else queue_step(d, s);
   d->steps++;
 }

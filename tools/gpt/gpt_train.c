@@ -120,15 +120,6 @@ static void queue_fwd_bwd(struct gpt_train *t, struct gpt_model *m, tecore_strea
                                 8 * (size_t)t->accum, s));
 }
 
-#define GPT_GCHECK(call)                                                                   \
-  do {                                                                                     \
-    tegraph_result_t r_ = (call);                                                          \
-    if (r_ != TEGRAPH_SUCCESS) {                                                           \
-      GPT_ERR("%s failed: %s (%s)", #call, tegraph_strerror(r_), tegraph_last_error());    \
-      exit(1);                                                                             \
-    }                                                                                      \
-  } while (0)
-
 double gpt_train_step(struct gpt_train *t, struct gpt_model *m, const struct gpt_data *d,
                       tecore_stream_t s, double *gnorm) {
   for (int mb = 0; mb < t->accum; mb++)
