@@ -2124,6 +2124,21 @@ module te_core
       type(c_ptr), value :: stream
       integer(c_int) :: tecore_l2norm_multi
     end function tecore_l2norm_multi
+    function tecore_clip_grad_norm(tensors, count, workspace, workspace_bytes, max_norm, norm, &
+        & scale, found_inf, stream) bind(C, name="tecore_clip_grad_norm")
+      import
+      implicit none
+      type(tecore_tensor), intent(in), optional :: tensors(*)
+      integer(c_size_t), value :: count
+      integer(tecore_devptr_t), value :: workspace
+      integer(c_size_t), value :: workspace_bytes
+      real(c_float), value :: max_norm
+      integer(tecore_devptr_t), value :: norm
+      integer(tecore_devptr_t), value :: scale
+      integer(tecore_devptr_t), value :: found_inf
+      type(c_ptr), value :: stream
+      integer(c_int) :: tecore_clip_grad_norm
+    end function tecore_clip_grad_norm
     function tecore_unscale_multi(in, out, count, scale, found_inf, stream) bind(C, &
         & name="tecore_unscale_multi")
       import

@@ -260,6 +260,7 @@ extern "C" __global__ void __launch_bounds__(OT) te_optim_l2_final(TE_KSIG(TE_OP
   if (threadIdx.x == 0) {
     *norm = (float)sqrt(s);
     if (found_inf && !te_l2_finite(s)) *found_inf = 1;
+    if (scale) *scale = te_clip_scale(*norm, max_norm);
   }
 }
 

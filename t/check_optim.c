@@ -909,6 +909,72 @@ START_TEST(l2norm_empty) {
 }
 END_TEST
 
+/* tecore_clip_grad_norm: the same norm as tecore_l2norm_multi (bits), and
+ * the scale max_norm / (norm + 1e-6) in float (exact against the host's
+ * float division) when the norm exceeds max_norm, exactly 1 when not, NaN
+ * with a NaN norm; the scale poisoned before each call. */
+START_TEST(clip_grad_norm_scale) {
+  static const size_t sizes[] = {5, 70001, 16384};
+  float *h[3];
+  struct tecore_tensor ts[3];
+  tecore_devptr_t d[3];
+  for (int t = 0; t < 3; t++) {
+    h[t] = malloc(sizes[t] * 4);
+    for (size_t i = 0; i < sizes[t]; i++) h[t][i] = te_rand_float(-1, 1);
+    d[t] = te_dalloc(sizes[t] * 4);
+    te_h2d(d[t], h[t], sizes[t] * 4);
+    ts[t] = plain(F32, sizes[t], d[t]);
+  }
+  size_t wb;
+  TE_OK(tecore_l2norm_multi_workspace_size(ts, 3, &wb));
+  tecore_devptr_t ws = te_dalloc(wb), n1 = te_dalloc(4), n2 = te_dalloc(4), sc = te_dalloc(4);
+  TE_OK(tecore_l2norm_multi(ts, 3, ws, wb, n1, 0, te_stream));
+  TE_OK(tecore_stream_synchronize(te_stream));
+  float want_norm;
+  te_d2h(&want_norm, n1, 4);
+  /* about 0.58 * sqrt(86390) = 170: below, above and at the norm */
+  const float maxes[4] = {want_norm * 0.25f, want_norm * (0.5f + te_rand_float(0, 0.4f)),
+                          want_norm, want_norm * 3.0f};
+  for (int k = 0; k < 4; k++) {
+    te_poison_dev_nan(n2, 1);
+    te_poison_dev_nan(sc, 1);
+    TE_OK(tecore_clip_grad_norm(ts, 3, ws, wb, maxes[k], n2, sc, 0, te_stream));
+    TE_OK(tecore_stream_synchronize(te_stream));
+    float got_norm, got;
+    te_d2h(&got_norm, n2, 4);
+    te_d2h(&got, sc, 4);
+    ck_assert_msg(te_f32_bits_of(got_norm) == te_f32_bits_of(want_norm),
+                  "norm %a, tecore_l2norm_multi's %a", (double)got_norm, (double)want_norm);
+    volatile float den = want_norm + 1e-6f;   /* float operations, as documented */
+    float want = want_norm > maxes[k] ? maxes[k] / den : 1.0f;
+    ck_assert_msg(te_f32_bits_of(got) == te_f32_bits_of(want),
+                  "max_norm %g: scale %a, want %a (norm %g)", (double)maxes[k], (double)got,
+                  (double)want, (double)want_norm);
+  }
+  /* a NaN gradient: a NaN scale (the step then writes NaN, as unclipped) */
+  h[1][7] = NAN;
+  te_h2d(d[1], h[1], sizes[1] * 4);
+  TE_OK(tecore_clip_grad_norm(ts, 3, ws, wb, 1.0f, n2, sc, 0, te_stream));
+  TE_OK(tecore_stream_synchronize(te_stream));
+  float got;
+  te_d2h(&got, sc, 4);
+  ck_assert_msg(isnan(got), "scale %g with a NaN gradient", (double)got);
+  /* arguments */
+  TE_EXPECT_INVALID("max_norm", tecore_clip_grad_norm(ts, 3, ws, wb, 0.0f, n2, sc, 0, te_stream));
+  TE_EXPECT_INVALID("max_norm", tecore_clip_grad_norm(ts, 3, ws, wb, NAN, n2, sc, 0, te_stream));
+  TE_EXPECT_INVALID("max_norm",
+                    tecore_clip_grad_norm(ts, 3, ws, wb, INFINITY, n2, sc, 0, te_stream));
+  TE_EXPECT_INVALID("scale", tecore_clip_grad_norm(ts, 3, ws, wb, 1.0f, n2, 0, 0, te_stream));
+  TE_EXPECT_INVALID("scale", tecore_clip_grad_norm(ts, 3, ws, wb, 1.0f, n2, sc + 2, 0, te_stream));
+  TE_EXPECT_INVALID("scale", tecore_clip_grad_norm(ts, 3, ws, wb, 1.0f, n2, n2, 0, te_stream));
+  TE_EXPECT_INVALID("workspace", tecore_clip_grad_norm(ts, 3, 0, wb, 1.0f, n2, sc, 0, te_stream));
+  TE_EXPECT_INVALID("norm", tecore_clip_grad_norm(ts, 3, ws, wb, 1.0f, 0, sc, 0, te_stream));
+  tecore_devptr_t b[] = {ws, n1, n2, sc, d[0], d[1], d[2]};
+  for (int i = 0; i < 7; i++) TE_OK(tecore_mem_free(b[i]));
+  for (int t = 0; t < 3; t++) free(h[t]);
+}
+END_TEST
+
 /* ---- arguments ------------------------------------------------------------------------- */
 
 START_TEST(bad_arguments) {
@@ -1075,6 +1141,7 @@ static Suite *make_suite(void) {
   tcase_add_test(tc, l2norm_many_tensors);
   tcase_add_test(tc, l2norm_nan_sets_found_inf);
   tcase_add_test(tc, l2norm_empty);
+  tcase_add_test(tc, clip_grad_norm_scale);
   tc = te_tcase(s, "arguments", 1);
   tcase_add_test(tc, bad_arguments);
   return s;

@@ -276,4 +276,12 @@ TE_HD int te_l2_finite(double s) {
 #endif
 }
 
+/* Gradient clipping's factor for a norm n: max_norm / (n + 1e-6) when n
+ * exceeds max_norm, else exactly 1 (the gradients are then left as they
+ * are); a NaN norm gives NaN.  The same float operations on both backends. */
+TE_HD float te_clip_scale(float n, float max_norm) {
+  if (!(n <= max_norm)) return n != n ? n : te_div_rn(max_norm, te_add_rn(n, 1e-6f));
+  return 1.0f;
+}
+
 #endif

@@ -18,11 +18,14 @@
 #define TE_OPTIM_COMMIT_PARAMS(P)       \
   P(struct te_optim_state *, state, ptr) \
   P(const int *, found_inf, ptr)
-/* te_optim_l2_final: the norm (and found_inf) from nparts partial sums. */
+/* te_optim_l2_final: the norm (and found_inf) from nparts partial sums;
+ * scale (when set): min(1, max_norm / (norm + 1e-6)), clipping's factor. */
 #define TE_OPTIM_L2_FINAL_PARAMS(P)     \
   P(const double *, partial, ptr)       \
   P(unsigned, nparts, val)              \
   P(float *, norm, ptr)                 \
-  P(int *, found_inf, ptr)
+  P(int *, found_inf, ptr)              \
+  P(float *, scale, ptr)                \
+  P(float, max_norm, val)
 
 #endif

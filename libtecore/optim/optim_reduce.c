@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* optim_reduce.c -- tecore_l2norm_multi (with its workspace size) and
+/* optim_reduce.c -- tecore_l2norm_multi (with its workspace size),
+ * tecore_clip_grad_norm (the norm and the clipping scale, on the device) and
  * tecore_unscale_multi: the loss-scaling and gradient-norm helpers of an
  * optimizer step, over lists of plain F32 / F16 / BF16 tensors read as flat
  * arrays.  The tensors go to the kernels by value in batches (TE_L2_MAX,
@@ -70,11 +71,17 @@ TE_EXPORT tecore_result_t tecore_l2norm_multi_workspace_size(const struct tecore
   return TECORE_SUCCESS;
 }
 
-TE_EXPORT tecore_result_t tecore_l2norm_multi(const struct tecore_tensor *tensors, size_t count,
-                                              tecore_devptr_t workspace, size_t workspace_bytes,
-                                              tecore_devptr_t norm, tecore_devptr_t found_inf,
-                                              tecore_stream_t stream) {
-  static const char fn[] = "tecore_l2norm_multi";
+/* What the final stage writes: the norm, and (clip) the gradient scale
+ * min(1, max_norm / (norm + 1e-6)). */
+struct l2_out {
+  tecore_devptr_t norm, scale, found_inf;
+  float max_norm;
+};
+
+static tecore_result_t l2_run(const struct tecore_tensor *tensors, size_t count,
+                              tecore_devptr_t workspace, size_t workspace_bytes,
+                              const struct l2_out *o, tecore_stream_t stream, const char *fn) {
+  tecore_devptr_t norm = o->norm, found_inf = o->found_inf;
   uint64_t nparts;
   TE_CHECK(l2_check(tensors, count, fn, &nparts));
   TE_ARG(norm, "%s: norm is 0", fn);
@@ -131,11 +138,38 @@ TE_EXPORT tecore_result_t tecore_l2norm_multi(const struct tecore_tensor *tensor
 
   /* stage 2: one block adds the partials in index order */
   struct te_optim_l2_final_args a = {.partial = TE_DPTR(workspace), .nparts = (unsigned)nparts,
-                                     .norm = TE_DPTR(norm), .found_inf = TE_DPTR(found_inf)};
+                                     .norm = TE_DPTR(norm), .found_inf = TE_DPTR(found_inf),
+                                     .scale = TE_DPTR(o->scale), .max_norm = o->max_norm};
   void *args[TE_KNPARAMS(TE_OPTIM_L2_FINAL_PARAMS)];
   te_optim_l2_final_args_ptrs(&a, args);
   TE_CHECK(te_optim_launch(TE_OPTIM_K_L2_FINAL, 1, args, stream));
   return TECORE_SUCCESS;
+}
+
+TE_EXPORT tecore_result_t tecore_l2norm_multi(const struct tecore_tensor *tensors, size_t count,
+                                              tecore_devptr_t workspace, size_t workspace_bytes,
+                                              tecore_devptr_t norm, tecore_devptr_t found_inf,
+                                              tecore_stream_t stream) {
+  struct l2_out o = {.norm = norm, .found_inf = found_inf};
+  return l2_run(tensors, count, workspace, workspace_bytes, &o, stream, "tecore_l2norm_multi");
+}
+
+TE_EXPORT tecore_result_t tecore_clip_grad_norm(const struct tecore_tensor *tensors, size_t count,
+                                                tecore_devptr_t workspace, size_t workspace_bytes,
+                                                float max_norm, tecore_devptr_t norm,
+                                                tecore_devptr_t scale, tecore_devptr_t found_inf,
+                                                tecore_stream_t stream) {
+  static const char fn[] = "tecore_clip_grad_norm";
+  TE_ARG(max_norm > 0 && max_norm <= 3.0e38f, "%s: max_norm %g is not a finite value > 0", fn,
+         (double)max_norm);
+  TE_ARG(scale, "%s: scale is 0", fn);
+  TE_ARG(scale % 4 == 0, "%s: scale (0x%llx) is not aligned to 4 bytes", fn,
+         (unsigned long long)scale);
+  TE_ARG(scale != norm && (!found_inf || scale != found_inf),
+         "%s: scale (0x%llx) is norm or found_inf", fn, (unsigned long long)scale);
+  TE_CHECK(te_dev_check_range(scale, sizeof(float), fn, "scale"));
+  struct l2_out o = {.norm = norm, .scale = scale, .found_inf = found_inf, .max_norm = max_norm};
+  return l2_run(tensors, count, workspace, workspace_bytes, &o, stream, fn);
 }
 
 /* te/optim.h's rule: out[i] may be in[i] itself (in place is one thread

@@ -106,6 +106,7 @@ void te_optim_vdev_l2_final(const struct tecore_launch_cfg *cfg, void *const *ar
   double s = te_l2_tree256(a);
   *f.norm = (float)sqrt(s);
   if (f.found_inf && !te_l2_finite(s)) *f.found_inf = 1;
+  if (f.scale) *f.scale = te_clip_scale(*f.norm, f.max_norm);
 }
 
 /* ---- unscale ----------------------------------------------------------------------- */

@@ -168,6 +168,17 @@ tecore_result_t tecore_l2norm_multi(const struct tecore_tensor *tensors, size_t 
                                     tecore_devptr_t norm, tecore_devptr_t found_inf,
                                     tecore_stream_t stream);
 
+/* Gradient clipping by the global norm, on the device: *norm as
+ * tecore_l2norm_multi writes it, and *scale (a device float) = max_norm /
+ * (*norm + 1e-6) when *norm exceeds max_norm, else exactly 1 (NaN when the
+ * norm is); scale is meant as the grad_scale_inv of tecore_adam_step or
+ * tecore_sgd_step, so a captured step clips without the host.  max_norm
+ * finite and > 0; scale 4-byte aligned, not norm or found_inf. */
+tecore_result_t tecore_clip_grad_norm(const struct tecore_tensor *tensors, size_t count,
+                                      tecore_devptr_t workspace, size_t workspace_bytes,
+                                      float max_norm, tecore_devptr_t norm, tecore_devptr_t scale,
+                                      tecore_devptr_t found_inf, tecore_stream_t stream);
+
 /* out[i] = in[i] * *scale for count pairs (F32, F16 or BF16, scaling NONE,
  * same element count; out[i] may be in[i] itself, in place; the dtypes may
  * differ).  found_inf (0 or an int32) is set to 1 when any product is not
