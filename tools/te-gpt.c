@@ -83,9 +83,8 @@ static const char usage_text[] =
     "                     split, the rest replicated; no --save, --load or --sample\n"
     "  --share-saved 0|1  lay the saved tensors the backward never reads over shared\n"
     "                     scratch by their lifetimes (default 1)\n"
-    "  --no-graph         eager launches (default: from step 2 on, the forward and backward\n"
-    "                     of the step replay one graph, AdamW eager after it; the decode\n"
-    "                     step replays one graph)\n"
+    "  --no-graph         eager launches (default: from step 2 on the whole step replays one\n"
+    "                     graph -- with --tp all but AdamW; the decode step replays one graph)\n"
     "  --profile          print step 2's device time per kernel on stderr (eager launches)\n"
     "  --eval-every N     validation loss every N steps (default 10; 0: never)\n"
     "  --eval-batches N   batches of the validation loss (default 4)\n"
@@ -346,7 +345,8 @@ static int run(struct opts *op, const struct gpt_tp *tp, double *losses) {
               o.recipe ? recipe_words[o.recipe] : "BF16", o.batch, c->seq, o.accum, o.lr,
               o.warmup, o.min_lr, o.decay_steps, o.wd, o.clip,
               o.no_graph ? "eager launches"
-                         : "forward and backward one graph from the second step, AdamW eager");
+                         : tp ? "forward and backward one graph from the second step, AdamW eager"
+                              : "the whole step one graph from the second step");
   if (o.share_saved)
     te_out_note(&OUT, "saved tensors the backward never reads: %.1f MiB laid over %.1f MiB of "
                 "shared scratch", (double)shared / 1048576.0, (double)arenas / 1048576.0);
@@ -395,6 +395,13 @@ static int run(struct opts *op, const struct gpt_tp *tp, double *losses) {
   if (nsteps)
     te_out_note(&OUT, "loss %.4f -> %.4f over %d steps, %.1f ms/step, %.0f tokens/s", first, last,
                 nsteps, tsum / nsteps * 1e3, tokens * nsteps / tsum);
+  if (t.launch_us > 0) {
+    te_out_note(&OUT, "step graph: %s, launched in %.1f us of host time at the least",
+                t.device_clip ? "every microbatch, the norm, the clipping and AdamW"
+                              : "every microbatch and the norm (--tp: AdamW eager after it)",
+                t.launch_us);
+    te_out_field_n(&OUT, "graph_launch_us", t.launch_us);
+  }
   te_out_field_n(&OUT, "first_loss", first);
   te_out_field_n(&OUT, "last_loss", last);
   te_out_field_n(&OUT, "last_val_loss", last_val);

@@ -159,6 +159,12 @@ struct gpt_train {
   int use_graph;               /* replay the forward/backward part as a graph */
   struct tegraph_graph *graph; /* captured after the first eager step */
   int eager_steps;
+  /* one process: clipping and AdamW on the device, inside the step graph */
+  int device_clip;
+  tecore_devptr_t ostate;      /* struct tecore_optim_state [2]: decayed group, the rest */
+  tecore_devptr_t clipf;       /* float: the clip factor */
+  struct tecore_optim_state *hstate;   /* pinned staging of ostate */
+  double launch_us;            /* the least host time of a step graph's launch */
 };
 void gpt_train_init(struct gpt_train *t, struct gpt_model *m, tecore_stream_t s);
 void gpt_train_free(struct gpt_train *t);

@@ -2,15 +2,20 @@
  * gpt_train.c -- te-gpt's training step: accum microbatches of forward,
  * cross-entropy and backward (the gradients add up; each microbatch's mean
  * loss weighted 1/accum), the FP8 scale update, the global gradient norm
- * (tecore_l2norm_multi over every F32 gradient), clipping as AdamW's
- * gradient scale, and AdamW (decoupled weight decay on the matrices and
+ * and clipping, and AdamW (decoupled weight decay on the matrices and
  * embedding tables, none on gains and biases) on F32 masters that refresh
  * the BF16 model copy; the learning rate warms up linearly, then decays
- * along a cosine to min_lr at decay_steps.  The step waits for the device
- * once, for the norm (clipping is decided on the host): with use_graph,
- * the part before that wait (every microbatch's forward and backward, the
- * scale update, the norm) is one graph (libtegraph) replayed each step,
- * captured after the first eager step; AdamW runs eagerly after it. */
+ * along a cosine to min_lr at decay_steps.
+ *
+ * One process: the norm and the clip factor are computed on the device
+ * (tecore_clip_grad_norm), AdamW reads its learning rate and step number
+ * from device memory (struct tecore_optim_state, written before each
+ * step), so with use_graph the whole step -- every microbatch, the scale
+ * update, the norm, the clipping and AdamW -- is one graph (libtegraph)
+ * captured after the first eager step and replayed; the host waits once a
+ * step, to read the loss and the norm.  --tp: the split gradients'
+ * squares are summed across the ranks on the host, so the clip factor is
+ * decided there and AdamW runs eagerly after the graph of the rest. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -61,6 +66,13 @@ void gpt_train_init(struct gpt_train *t, struct gpt_model *m, tecore_stream_t s)
   GPT_CHECK(tecore_l2norm_multi_workspace_size(t->grads, np, &t->l2wsb));
   t->l2ws = gpt_dalloc(t->l2wsb, db);
   GPT_CHECK(tecore_mem_alloc_host((4 + 2 * (size_t)m->max_mb) * sizeof(float), (void **)&t->pinned));
+  t->device_clip = m->tp.size <= 1;
+  if (t->device_clip) {
+    /* AdamW's two groups (decayed, not) each count their steps */
+    t->ostate = gpt_dalloc(2 * sizeof(struct tecore_optim_state), db);
+    t->clipf = gpt_dalloc(sizeof(float), db);
+    GPT_CHECK(tecore_mem_alloc_host(2 * sizeof *t->hstate, (void **)&t->hstate));
+  }
   /* pinned: a graph's copies read them where they lie */
   GPT_CHECK(tecore_mem_alloc_host((size_t)m->max_mb * m->rows * 4, (void **)&t->hids));
   GPT_CHECK(tecore_mem_alloc_host((size_t)m->max_mb * m->rows * 4, (void **)&t->hlabels));
@@ -77,6 +89,8 @@ void gpt_train_free(struct gpt_train *t) {
   if (t->hids) tecore_mem_free_host(t->hids);
   if (t->hlabels) tecore_mem_free_host(t->hlabels);
   if (t->pinned) tecore_mem_free_host(t->pinned);
+  if (t->hstate) tecore_mem_free_host(t->hstate);
+  t->hstate = NULL;
   t->ot = NULL;
 }
 
@@ -95,6 +109,19 @@ static void upload(struct gpt_train *t, struct gpt_model *m, int mb, tecore_stre
   GPT_CHECK(tecore_memcpy_async(m->labels, (tecore_devptr_t)(uintptr_t)lab, m->rows * 4, s));
 }
 
+/* AdamW over both groups, learning rate and step from t->ostate, the
+ * gradients scaled by the device clip factor (one process). */
+static void queue_adam(struct gpt_train *t, struct gpt_model *m, tecore_stream_t s) {
+  tecore_devptr_t gscale = t->clip > 0 ? t->clipf : 0;
+  struct tecore_adam_config ac = {.beta1 = t->beta1, .beta2 = t->beta2, .eps = t->eps,
+                                  .weight_decay = t->wd, .flags = TECORE_ADAM_W,
+                                  .state = t->ostate};
+  GPT_CHECK(tecore_adam_step(t->ot, t->ndecay, &ac, gscale, 0, s));
+  ac.weight_decay = 0;
+  ac.state = t->ostate + sizeof(struct tecore_optim_state);
+  GPT_CHECK(tecore_adam_step(t->ot + t->ndecay, m->np - t->ndecay, &ac, gscale, 0, s));
+}
+
 /* The device part of a step, with no host synchronization (so that a
  * graph can hold it): zeroed gradients, each microbatch's ids and labels
  * copied from the pinned staging, forward, loss, backward; the FP8 scale
@@ -111,13 +138,18 @@ static void queue_fwd_bwd(struct gpt_train *t, struct gpt_model *m, tecore_strea
   }
   GPT_CHECK(tecore_seq_update_scales(m->seq, s));
   /* pinned memory's device address is its host address */
-  GPT_CHECK(tecore_l2norm_multi(t->grads, t->nrep, t->l2ws, t->l2wsb,
-                                (tecore_devptr_t)(uintptr_t)&t->pinned[0], 0, s));
+  tecore_devptr_t norm = (tecore_devptr_t)(uintptr_t)&t->pinned[0];
+  if (t->device_clip && t->clip > 0)
+    GPT_CHECK(tecore_clip_grad_norm(t->grads, t->nrep, t->l2ws, t->l2wsb, (float)t->clip, norm,
+                                    t->clipf, 0, s));
+  else
+    GPT_CHECK(tecore_l2norm_multi(t->grads, t->nrep, t->l2ws, t->l2wsb, norm, 0, s));
   if (t->nsh)
     GPT_CHECK(tecore_l2norm_multi(t->grads + t->nrep, t->nsh, t->l2ws, t->l2wsb,
                                   (tecore_devptr_t)(uintptr_t)&t->pinned[2], 0, s));
   GPT_CHECK(tecore_memcpy_async((tecore_devptr_t)(uintptr_t)&t->pinned[4], m->means,
                                 8 * (size_t)t->accum, s));
+  if (t->device_clip) queue_adam(t, m, s);
 }
 
 double gpt_train_step(struct gpt_train *t, struct gpt_model *m, const struct gpt_data *d,
@@ -125,6 +157,15 @@ double gpt_train_step(struct gpt_train *t, struct gpt_model *m, const struct gpt
   for (int mb = 0; mb < t->accum; mb++)
     gpt_data_batch(d, m->c.seq, m->batch, &t->rng, t->hids + (size_t)mb * m->rows,
                    t->hlabels + (size_t)mb * m->rows);
+  int64_t step = t->step + 1;
+  if (t->device_clip) {
+    /* the step's number and learning rate, where AdamW reads them (the
+     * staging is free: the last step was waited for) */
+    for (int g = 0; g < 2; g++)
+      t->hstate[g] = (struct tecore_optim_state){.step = t->step, .lr = gpt_lr_at(t, step)};
+    GPT_CHECK(tecore_memcpy_async(t->ostate, (tecore_devptr_t)(uintptr_t)t->hstate,
+                                  2 * sizeof *t->hstate, s));
+  }
   if (t->use_graph && !t->graph && t->eager_steps > 0) {
     /* captured after one eager step: lazy allocations (GEMM workspaces)
      * and algorithm choices happen outside the capture */
@@ -135,7 +176,10 @@ double gpt_train_step(struct gpt_train *t, struct gpt_model *m, const struct gpt
     GPT_GCHECK(tegraph_graph_instantiate(t->graph, s));
   }
   if (t->graph) {
+    double l0 = gpt_now();
     GPT_GCHECK(tegraph_graph_launch(t->graph, s));
+    double us = (gpt_now() - l0) * 1e6;
+    if (t->launch_us <= 0 || us < t->launch_us) t->launch_us = us;   /* the least host time */
   } else {
     queue_fwd_bwd(t, m, s);
     t->eager_steps++;
@@ -149,12 +193,17 @@ double gpt_train_step(struct gpt_train *t, struct gpt_model *m, const struct gpt
     norm = sqrt(norm * norm + sh);
   }
   *gnorm = norm;
+  if (t->device_clip) {   /* clipped and stepped on the device already */
+    double loss = 0;
+    for (int mb = 0; mb < t->accum; mb++) loss += t->pinned[4 + 2 * mb];
+    t->step = step;
+    return loss / t->accum;
+  }
   tecore_devptr_t gscale = 0;
   if (t->clip > 0 && norm > t->clip) {
     t->pinned[1] = (float)(t->clip / (norm + 1e-6));
     gscale = (tecore_devptr_t)(uintptr_t)&t->pinned[1];
   }
-  int64_t step = t->step + 1;
   struct tecore_adam_config ac = {.lr = gpt_lr_at(t, step), .beta1 = t->beta1, .beta2 = t->beta2,
                                   .eps = t->eps, .weight_decay = t->wd, .step = step,
                                   .flags = TECORE_ADAM_W};
