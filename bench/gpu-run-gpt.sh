@@ -99,6 +99,7 @@ if has final; then
   step tiny-share1 $gpt --steps 6 --recipe delayed --eval-every 3 --sample 0 --csv -q
   step tiny-share0 $gpt --steps 6 --recipe delayed --eval-every 3 --sample 0 --csv -q \
     --share-saved 0
+  step tiny-eager $gpt --steps 6 --recipe delayed --eval-every 3 --sample 0 --csv -q --no-graph
   decode_rows
   step decode-prof $gpt --model gpt2-124m --synthetic --steps 1 --sample 64 --profile -q
   step prof-bf16 $gpt --model gpt2-124m --synthetic --batch 32 --steps 3 --eval-every 0 \
