@@ -19,6 +19,7 @@
 #           FP8), the decode graph against eager decode and the PyTorch
 #           loop, 1.3B FP8 with and without --share-saved
 #   final   the last checks and figures of a session in one short call
+#   gelu    te-gpt BF16 with the GELU GEMM epilogue on and off
 # Every step is bounded by STEP_TIMEOUT seconds (240) and writes
 # $OUT/NAME.txt (standard error to NAME.err); device memory is sampled by nvidia-smi every 100 ms during
 # each training step ($OUT/NAME.mem: the peak above the idle baseline is in
@@ -109,6 +110,18 @@ if has final; then
     --sample 0 --recipe delayed --json
   step big-peer-compile python3 bench/gpt_peer.py speed --model gpt-1.3b --batch 8 --compile \
     --steps 8 --warmup 3
+fi
+if has gelu; then   # the GELU epilogue (TECORE_OPS_GELU_EPILOGUE) on and off, same call
+  for e in 1 0; do
+    step small-bf16-epi$e env TECORE_OPS_GELU_EPILOGUE=$e $gpt --model gpt2-124m --synthetic \
+      --batch 32 --steps 20 --eval-every 0 --sample 0 --json
+    step big-bf16-epi$e env TECORE_OPS_GELU_EPILOGUE=$e $gpt --model gpt-1.3b --synthetic \
+      --batch 8 --steps 10 --eval-every 0 --sample 0 --json
+  done
+  step prof-bf16-epi0 env TECORE_OPS_GELU_EPILOGUE=0 $gpt --model gpt2-124m --synthetic \
+    --batch 32 --steps 3 --eval-every 0 --sample 0 --profile
+  step small-peer-compile python3 bench/gpt_peer.py speed --model gpt2-124m --batch 32 --compile \
+    --steps 10 --warmup 3
 fi
 if has check; then
   corpus=/tmp/te-gpt-corpus.txt
