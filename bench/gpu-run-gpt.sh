@@ -96,6 +96,7 @@ if has profile; then
     --sample 0 --recipe delayed --json --share-saved 0
 fi
 if has final; then
+  [ -x t/check_embedding ] || make -s t/check_embedding > /dev/null 2>&1
   step check_embedding env TE_DEVICE=cuda t/check_embedding
   step tiny-share1 $gpt --steps 6 --recipe delayed --eval-every 3 --sample 0 --csv -q
   step tiny-share0 $gpt --steps 6 --recipe delayed --eval-every 3 --sample 0 --csv -q \
