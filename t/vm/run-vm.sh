@@ -79,20 +79,34 @@ echo "# initramfs: $(($(wc -c < "$tmp/initrd.cpio") / 1048576)) MiB in $(($(date
 seed=${TE_TEST_SEED:-$(od -An -N4 -tu4 /dev/urandom | tr -d ' ')}
 echo "# seed $seed (TE_TEST_SEED=$seed reproduces the inputs)"
 limit=${TE_VM_TIMEOUT:-280}
-port=$((20000 + $(od -An -N2 -tu2 /dev/urandom | tr -d ' ') % 30000))
-guest() {   # node, netdev mode (listen or connect)
+# the guests' link: a Unix stream socket in the run's own directory (no
+# TCP port another job on the machine could hold); guest 0 listens, and
+# guest 1 starts only once the socket exists (qemu takes seconds to start
+# on a loaded machine, and a client that finds no listener exits)
+sock=$tmp/link.sock
+[ ${#sock} -lt 100 ] || { echo "FAIL: the socket path $sock is too long for AF_UNIX"; exit 1; }
+guest() {   # node, netdev side (server=on or server=off)
   timeout -k 5 "$limit" "$qemu" -nodefaults -no-user-config -machine pc -accel tcg -m 1024 -smp 1 \
     -display none -monitor none -serial "file:$tmp/console.$1" -no-reboot \
     -kernel "$kernel" -initrd "$tmp/initrd.cpio" \
     -append "console=ttyS0 panic=-1 no_timer_check quiet te.node=$1 te.seed=$seed" \
-    -netdev "socket,id=n0,$2=127.0.0.1:$port" -device "e1000,netdev=n0,mac=52:54:00:77:00:0$1" \
-    > "$tmp/qemu.$1" 2>&1
+    -netdev "stream,id=n0,$2,addr.type=unix,addr.path=$sock" \
+    -device "e1000,netdev=n0,mac=52:54:00:77:00:0$1" > "$tmp/qemu.$1" 2>&1
+  echo "$?" > "$tmp/qemu-rc.$1"
 }
-guest 0 listen &
+guest 0 server=on &
 pids="$!"
-sleep 1
-guest 1 connect &
-pids="$pids $!"
+i=0
+while [ ! -S "$sock" ] && [ $i -lt 600 ] && kill -0 $pids 2> /dev/null; do
+  sleep 0.1
+  i=$((i + 1))
+done
+if [ -S "$sock" ]; then
+  guest 1 server=off &
+  pids="$pids $!"
+else
+  echo "FAIL: guest 0 did not open its link socket within 60 s"
+fi
 wait $pids
 pids=
 secs=$(($(date +%s) - start))
@@ -124,6 +138,7 @@ if [ $status != 0 ]; then
     echo "---- guest $n console ----"
     cat "$tmp/console.$n" 2> /dev/null
     cat "$tmp/qemu.$n" 2> /dev/null
+    echo "(qemu $n exit status: $(cat "$tmp/qemu-rc.$n" 2> /dev/null || echo "not started"))"
   done
 fi
 exit $status
