@@ -10,9 +10,8 @@
  * The NCCL path of the fused call (and the one-rank case) is the
  * allreduce followed by libtecore's own kernels: tecore_scale_add for the
  * residual, tecore_rmsnorm_fwd for the norm (and again for the FP8 copy). */
-#include "comm_priv.h"
+#include "level.h"
 #include "agree.h"
-#include "algos.h"
 #include "te_results.h"
 #include <stdio.h>
 #include <string.h>
@@ -38,11 +37,6 @@ struct tc_ar_run {
 
 static int dtype_ok(tecore_dtype_t d) {
   return d == TECORE_DTYPE_F32 || d == TECORE_DTYPE_BF16 || d == TECORE_DTYPE_F16;
-}
-
-static int nccl_dtype(tecore_dtype_t d) {
-  return d == TECORE_DTYPE_F32 ? TC_NCCL_FLOAT32 : d == TECORE_DTYPE_F16 ? TC_NCCL_FLOAT16
-                                                                          : TC_NCCL_BFLOAT16;
 }
 
 /* How far staging may go past the pool. */
@@ -286,37 +280,10 @@ static tecomm_result_t fused_align(struct tecomm_comm *c, const struct tecomm_ad
   return TECOMM_SUCCESS;
 }
 
-/* recv = allreduce(send) on the NCCL communicator or over verbs (the level
- * says which), or a copy on one rank. */
-static tecomm_result_t plain_allreduce(struct tecomm_comm *c, tecore_devptr_t send,
-                                       tecore_devptr_t recv, size_t count, tecore_dtype_t dtype,
-                                       tecomm_op_t op, tecore_stream_t stream, const char *fn) {
-  if (c->nranks == 1) {
-    if (send != recv)
-      TC_CORE(tecore_memcpy_async(recv, send, count * tecore_dtype_size(dtype), stream), fn);
-    return TECOMM_SUCCESS;
-  }
-  if (c->level == TC_LEVEL_VERBS)
-    return tc_verbs_allreduce(c, send, recv, count, dtype, op, stream, fn);
-  const struct tc_nccl *n = tc_nccl_get(NULL);
-  TC_CHECK(tc_nccl_lock(c, fn));
-  struct tc_nccl_op *watched = tc_nccl_watch_begin(c, stream);
-  int r = n->AllReduce((const void *)(uintptr_t)send, (void *)(uintptr_t)recv, count,
-                       nccl_dtype(dtype), op == TECOMM_MAX ? TC_NCCL_MAX : TC_NCCL_SUM, c->nccl,
-                       stream);
-  r = tc_nccl_wait(n, c->nccl, r, tc_timeout_ms()); /* non-blocking: the call may still be connecting */
-  tc_nccl_watch_end(c, watched, stream, r == 0);
-  tc_nccl_unlock(c);
-  if (r == -1)
-    return TC_ERR(TECOMM_ERR_TIMEOUT, "%s: ncclAllReduce did not complete its enqueue within "
-                  "TECOMM_TIMEOUT (%lld ms)", fn, (long long)tc_timeout_ms());
-  if (r != 0) return tc_nccl_err(r, fn);
-  return TECOMM_SUCCESS;
-}
-
-/* The fused call on the NCCL path: allreduce, add, RMSNorm (+ FP8). */
+/* The fused call where no kernel fuses it (nccl, verbs, one rank):
+ * allreduce with reduce, then add, RMSNorm (+ FP8) as kernels. */
 static tecomm_result_t composite(struct tecomm_comm *c, const struct tecomm_add_rmsnorm *a,
-                                 tecore_stream_t stream, const char *fn) {
+                                 tc_reduce_fn reduce, tecore_stream_t stream, const char *fn) {
   size_t count = a->rows * a->hidden, bytes = count * tecore_dtype_size(a->dtype);
   tecore_devptr_t t = a->residual_out;
   if (a->residual_out == a->residual_in) {
@@ -338,7 +305,7 @@ static tecomm_result_t composite(struct tecomm_comm *c, const struct tecomm_add_
       t = c->scratch;
     }
   }
-  TC_CHECK(plain_allreduce(c, a->x, t, count, a->dtype, TECOMM_SUM, stream, fn));
+  TC_CHECK(reduce(c, a->x, t, count, a->dtype, TECOMM_SUM, stream, fn));
   TC_CORE(tecore_scale_add(a->residual_out, t, 1.0f, a->residual_in, 1.0f, a->dtype, count, stream),
           fn);
   size_t shape[2] = {a->rows, a->hidden};
@@ -356,124 +323,133 @@ static tecomm_result_t composite(struct tecomm_comm *c, const struct tecomm_add_
   return TECOMM_SUCCESS;
 }
 
-/* The composite (NCCL, verbs, one rank) on the operands fused_align
- * gives: the same row plan, and so the same bits, as the IPC kernels and
- * every other rank, whatever this rank's alignment. */
-static tecomm_result_t composite_aligned(struct tecomm_comm *c, const struct tecomm_add_rmsnorm *a,
-                                         int cap, tecore_stream_t stream, const char *fn) {
+/* The composite on the operands fused_align gives: the same row plan,
+ * and so the same bits, as the IPC kernels and every other rank, whatever
+ * this rank's alignment. */
+tecomm_result_t tc_run_composite(struct tecomm_comm *c, const struct tc_call *k,
+                                 tc_reduce_fn reduce) {
   struct al_call al;
-  TC_CHECK(fused_align(c, a, 0, cap, stream, &al, fn));
-  TC_CHECK(composite(c, &al.args, stream, fn));
+  TC_CHECK(fused_align(c, k->fa, 0, k->cap, k->stream, &al, k->fn));
+  TC_CHECK(composite(c, &al.args, reduce, k->stream, k->fn));
   for (int i = 0; i < al.post.n; i++)
-    TC_CORE(tecore_memcpy_async(al.post.to[i], al.post.from[i], al.post.bytes[i], stream), fn);
+    TC_CORE(tecore_memcpy_async(al.post.to[i], al.post.from[i], al.post.bytes[i], k->stream),
+            k->fn);
   return TECOMM_SUCCESS;
 }
 
-/* The common path: the algorithm, staging, then the kernel or NCCL/verbs. */
+/* One rank: the sum is the input. */
+static tecomm_result_t copy_reduce(struct tecomm_comm *c, tecore_devptr_t send,
+                                   tecore_devptr_t recv, size_t count, tecore_dtype_t dtype,
+                                   tecomm_op_t op, tecore_stream_t stream, const char *fn) {
+  (void)c;
+  (void)op;
+  if (send != recv)
+    TC_CORE(tecore_memcpy_async(recv, send, count * tecore_dtype_size(dtype), stream), fn);
+  return TECOMM_SUCCESS;
+}
+
+/* Where the kernel reads its input: symmetric memory in place when the
+ * protocol allows, this rank's own input (Lamport and NVLS push it
+ * themselves), or a copy staged in the pool. */
+static tecomm_result_t kernel_inputs(struct tecomm_comm *c, const struct tc_call *k,
+                                     struct tc_ar_call *call) {
+  struct tc_seg *seg = k->seg;
+  if (seg && tc_ar_clobbers_input(call->algo) && !k->in_place) seg = NULL; /* stage it */
+  if (seg) {
+    for (int r = 0; r < c->nranks; r++) call->in[r] = tc_seg_addr(seg, r, k->off);
+  } else if (call->algo == TC_AR_LAMPORT || call->algo == TC_AR_NVLS) {
+    call->in[c->rank] = k->send; /* they push their own input; peers' in[] unused */
+  } else {
+    TC_CHECK(stage_get(c, k->count, k->dtype, k->cap, k->fn));
+    for (int r = 0; r < c->nranks; r++) call->in[r] = tc_seg_addr(c->stage_seg, r, c->stage);
+    TC_CORE(tecore_memcpy_async(call->in[c->rank], k->send, k->bytes, k->stream), k->fn);
+  }
+  return TECOMM_SUCCESS;
+}
+
+tecomm_result_t tc_run_kernel(struct tecomm_comm *c, const struct tc_call *k) {
+  struct tc_ar_call call;
+  memset(&call, 0, sizeof call);
+  call.algo = (tc_ar_algo_t)tc_algo_kernel(k->algo);
+  call.nvls_uc = k->nvls_uc;
+  call.nvls_mc = k->nvls_mc;
+  call.nvls_data_bytes = k->nvls_data_bytes;
+  call.op = k->op == TECOMM_MAX ? TC_AR_MAX : TC_AR_SUM;
+  call.dtype = k->dtype;
+  call.count = k->count;
+  call.rank = c->rank;
+  call.nranks = c->nranks;
+  call.out = k->recv;
+  call.timeout_ns = (uint64_t)tc_timeout_ms() * 1000000ull;
+  call.ws_max_bytes = c->ws.max_bytes;
+  call.beside = (k->how & TC_AR_BESIDE) != 0;
+  if (call.algo == TC_AR_CE) {
+    TC_CHECK(ce_scratch_get(c, tc_ar_ce_scratch_bytes(c->nranks, k->count, k->dtype), k->cap,
+                            k->fn));
+    call.scratch = c->ce_scratch;
+    call.scratch_bytes = c->ce_scratch_bytes;
+  }
+  for (int r = 0; r < c->nranks; r++) call.ws[r] = c->ws.peer[r];
+  TC_CHECK(kernel_inputs(c, k, &call));
+  struct tc_ar_fused f;
+  struct al_call alc;
+  alc.post.n = 0;
+  if (k->fa) {
+    /* Lamport and NVLS read this rank's x themselves (in[rank]) */
+    const int reads_x = call.algo == TC_AR_LAMPORT || call.algo == TC_AR_NVLS;
+    TC_CHECK(fused_align(c, k->fa, reads_x, k->cap, k->stream, &alc, k->fn));
+    const struct tecomm_add_rmsnorm *al = &alc.args;
+    if (reads_x) call.in[c->rank] = al->x;
+    f = (struct tc_ar_fused){.hidden = al->hidden, .eps = al->eps,
+                             .residual_in = al->residual_in, .residual_out = al->residual_out,
+                             .gamma = al->gamma, .out = al->out, .fp8_out = al->fp8_out,
+                             .rsigma = al->rsigma};
+    call.fused = &f;
+    call.out = 0;
+  }
+  TC_CORE(tc_ar_launch(&call, k->stream), k->fn);
+  for (int i = 0; i < alc.post.n; i++)
+    TC_CORE(tecore_memcpy_async(alc.post.to[i], alc.post.from[i], alc.post.bytes[i], k->stream),
+            k->fn);
+  return TECOMM_SUCCESS;
+}
+
+/* The common path: the communicator's health, the algorithm, then the
+ * level that runs it. */
 static tecomm_result_t run(struct tecomm_comm *c, const struct tc_ar_run *q) {
-  const tecore_devptr_t send = q->send, recv = q->recv;
-  const size_t count = q->count;
-  const tecore_dtype_t dtype = q->dtype;
-  const tecomm_op_t op = q->op;
-  const tecomm_algo_t asked = q->asked;
-  const struct tecomm_add_rmsnorm *fa = q->fa;
-  const unsigned how = q->how;
-  const tecore_stream_t stream = q->stream;
-  const char *fn = q->fn;
-  const int scratch = (how & TC_AR_SCRATCH) != 0;
-  int cap = tc_capturing(stream);
-  tecomm_result_t ready = tc_comm_ready(c, fn, !cap);
-  if (ready != TECOMM_SUCCESS) return tc_agree_refused(c, ready, fn); /* peers may wait for it */
-  size_t bytes = count * tecore_dtype_size(dtype);
-  size_t off = 0;
-  struct tc_seg *seg = tc_seg_find(c, send, bytes, &off);
-  tecomm_algo_t algo = TECOMM_ALGO_AUTO;
+  const int scratch = (q->how & TC_AR_SCRATCH) != 0;
+  struct tc_call k = {.send = q->send, .recv = q->recv, .count = q->count,
+                      .bytes = q->count * tecore_dtype_size(q->dtype), .dtype = q->dtype,
+                      .op = q->op, .fa = q->fa, .how = q->how, .cap = tc_capturing(q->stream),
+                      .stream = q->stream, .fn = q->fn};
+  tecomm_result_t ready = tc_comm_ready(c, q->fn, !k.cap);
+  if (ready != TECOMM_SUCCESS) return tc_agree_refused(c, ready, q->fn); /* peers may wait */
+  k.seg = tc_seg_find(c, q->send, k.bytes, &k.off);
   if (c->nranks == 1) {
-    if (asked != TECOMM_ALGO_AUTO && asked != TECOMM_ALGO_NCCL && c->level > TC_LEVEL_INPLACE)
-      return TC_ERR(TECOMM_ERR_NOT_SUPPORTED, "%s: algorithm %s: level %s", fn,
-                    tecomm_algo_name(asked), tc_level_name(c->level));
-    return fa ? composite_aligned(c, fa, cap, stream, fn)
-              : plain_allreduce(c, send, recv, count, dtype, op, stream, fn);
+    if (q->asked != TECOMM_ALGO_AUTO && q->asked != TECOMM_ALGO_NCCL &&
+        c->level > TC_LEVEL_INPLACE)
+      return TC_ERR(TECOMM_ERR_NOT_SUPPORTED, "%s: algorithm %s: level %s", q->fn,
+                    tecomm_algo_name(q->asked), tc_level_name(c->level));
+    return q->fa ? tc_run_composite(c, &k, copy_reduce)
+                 : copy_reduce(c, q->send, q->recv, q->count, q->dtype, q->op, q->stream, q->fn);
   }
   /* in place on symmetric memory when the algorithm allows; two-shot
    * reduce-scatters into its input, so a symmetric input is used directly
    * only when the caller reduces it in place (plain send == recv) or
    * gives it up (scratch): else it would hold partial sums afterwards */
-  int zero_copy = seg != NULL, in_place = (!fa && send == recv) || scratch;
+  k.in_place = (!q->fa && q->send == q->recv) || scratch;
   /* fused: Lamport's kernel takes rows of a multiple of 8 elements; where
    * this rank's operands are not aligned for it, fused_align gives it
    * aligned copies (a choice made from hidden alone, the same on every
    * rank) */
-  int lam_ok = !fa || fa->hidden % 8 == 0;
-  const struct tc_call_facts facts = {.bytes = bytes, .symmetric = zero_copy,
-                                      .in_place = in_place, .fused_lamport_ok = lam_ok,
-                                      .sum = op == TECOMM_SUM, .fused = fa != NULL,
-                                      .beside = (how & TC_AR_BESIDE) != 0};
-  TC_CHECK(tc_select(c, asked, &facts, &algo));
-  if (tc_algo_kernel(algo) == TC_AR_KERNEL_NONE) { /* NCCL, verbs */
-    /* NCCL and verbs cannot be stopped once enqueued: agree first */
-    TC_CHECK(tc_agree_host(c, &(struct tc_agree_call){.count = count, .dtype = dtype, .op = op,
-                                                       .algo = algo, .hidden = fa ? fa->hidden : 0,
-                                                       .eps = fa ? fa->eps : 0.0f}, fn));
-    return fa ? composite_aligned(c, fa, cap, stream, fn)
-              : plain_allreduce(c, send, recv, count, dtype, op, stream, fn);
-  }
-
-  struct tc_ar_call call;
-  memset(&call, 0, sizeof call);
-  call.algo = (tc_ar_algo_t)tc_algo_kernel(algo);
-  if (tc_algo_at(algo) == TC_AT_NVLS) {
-    /* the multicast region; the IPC workspaces keep the barriers */
-    call.nvls_uc = c->nvls->uc;
-    call.nvls_mc = c->nvls->mcva;
-    call.nvls_data_bytes = c->nvls->data_bytes;
-    seg = NULL; /* both read only in[rank], wherever it is */
-  }
-  call.op = op == TECOMM_MAX ? TC_AR_MAX : TC_AR_SUM;
-  call.dtype = dtype;
-  call.count = count;
-  call.rank = c->rank;
-  call.nranks = c->nranks;
-  call.out = recv;
-  call.timeout_ns = (uint64_t)tc_timeout_ms() * 1000000ull;
-  call.ws_max_bytes = c->ws_max_bytes;
-  call.beside = (how & TC_AR_BESIDE) != 0;
-  if (call.algo == TC_AR_CE) {
-    TC_CHECK(ce_scratch_get(c, tc_ar_ce_scratch_bytes(c->nranks, count, dtype), cap, fn));
-    call.scratch = c->ce_scratch;
-    call.scratch_bytes = c->ce_scratch_bytes;
-  }
-  if (seg && tc_ar_clobbers_input(call.algo) && !in_place) seg = NULL; /* stage it */
-  for (int r = 0; r < c->nranks; r++) call.ws[r] = c->ws_peer[r];
-  if (seg) {
-    for (int r = 0; r < c->nranks; r++) call.in[r] = tc_seg_addr(seg, r, off);
-  } else if (call.algo == TC_AR_LAMPORT || call.algo == TC_AR_NVLS) {
-    call.in[c->rank] = send; /* they push their own input; peers' in[] unused */
-  } else {
-    TC_CHECK(stage_get(c, count, dtype, cap, fn));
-    for (int r = 0; r < c->nranks; r++) call.in[r] = tc_seg_addr(c->stage_seg, r, c->stage);
-    TC_CORE(tecore_memcpy_async(call.in[c->rank], send, bytes, stream), fn);
-  }
-  struct tc_ar_fused f;
-  struct al_call alc;
-  alc.post.n = 0;
-  if (fa) {
-    /* Lamport and NVLS read this rank's x themselves (in[rank]) */
-    const int reads_x = call.algo == TC_AR_LAMPORT || call.algo == TC_AR_NVLS;
-    TC_CHECK(fused_align(c, fa, reads_x, cap, stream, &alc, fn));
-    const struct tecomm_add_rmsnorm *al = &alc.args;
-    if (reads_x) call.in[c->rank] = al->x;
-    f = (struct tc_ar_fused){.hidden = al->hidden, .eps = al->eps,
-                                 .residual_in = al->residual_in, .residual_out = al->residual_out,
-                                 .gamma = al->gamma, .out = al->out, .fp8_out = al->fp8_out,
-                                 .rsigma = al->rsigma};
-    call.fused = &f;
-    call.out = 0;
-  }
-  TC_CORE(tc_ar_launch(&call, stream), fn);
-  for (int i = 0; i < alc.post.n; i++)
-    TC_CORE(tecore_memcpy_async(alc.post.to[i], alc.post.from[i], alc.post.bytes[i], stream), fn);
-  return TECOMM_SUCCESS;
+  const struct tc_call_facts facts = {.bytes = k.bytes, .symmetric = k.seg != NULL,
+                                      .in_place = k.in_place,
+                                      .fused_lamport_ok = !q->fa || q->fa->hidden % 8 == 0,
+                                      .sum = q->op == TECOMM_SUM, .fused = q->fa != NULL,
+                                      .beside = (q->how & TC_AR_BESIDE) != 0};
+  TC_CHECK(tc_select(c, q->asked, &facts, &k.algo));
+  const struct tc_level *l = tc_level_at(tc_algo_at(k.algo));
+  return q->fa ? l->run_fused(c, &k) : l->run(c, &k);
 }
 
 /* An operand in symmetric memory must lie inside its allocation: the

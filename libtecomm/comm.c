@@ -10,9 +10,7 @@
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
 #endif
-#include "comm_priv.h"
-#include "algos.h"
-#include "verbs_priv.h"
+#include "level.h"
 #include "te_handles.h"
 #include "te_sha256.h"
 #include <fcntl.h>
@@ -103,9 +101,9 @@ static const char *ar_op_name(int op) { return op == TC_AR_SUM ? "SUM" : "MAX"; 
  * that differs, with both values. */
 static void tc_mismatch_why(struct tecomm_comm *c, int peer, char *why, size_t n) {
   struct tc_ar_desc me, them;
-  if (peer < 0 || peer >= c->nranks || !c->ws_peer[peer] ||
-      tc_ar_desc_read(c->ws, &me) != TECORE_SUCCESS ||
-      tc_ar_desc_read(c->ws_peer[peer], &them) != TECORE_SUCCESS) {
+  if (peer < 0 || peer >= c->nranks || !c->ws.peer[peer] ||
+      tc_ar_desc_read(c->ws.me, &me) != TECORE_SUCCESS ||
+      tc_ar_desc_read(c->ws.peer[peer], &them) != TECORE_SUCCESS) {
     snprintf(why, n, "rank %d made a different collective call (its descriptor is unreadable)",
              peer);
     return;
@@ -179,15 +177,13 @@ tecomm_result_t tc_comm_ready(struct tecomm_comm *c, const char *fn, int check_d
   int64_t now = check_device == 1 ? tc_now_ms() : 0;
   if (check_device == 1 && now - c->last_check_ms < 10) check_device = 0;
   if (check_device) c->last_check_ms = now;
-  if (check_device && c->sticky == TECOMM_SUCCESS && c->ws) {
+  if (check_device && c->sticky == TECOMM_SUCCESS && c->ws.me) {
     int code = TC_AR_OK, peer = -1;
-    tecore_result_t r = tc_ar_error(c->ws, &code, &peer, 0);
+    tecore_result_t r = tc_ar_error(c->ws.me, &code, &peer, 0);
     if (r != TECORE_SUCCESS) return tc_core(r, fn);
     if (code != TC_AR_OK) ready_from_word(c, code, peer);
   }
-  if (check_device && c->nccl_watch) tc_nccl_health(c);
-  if (c->vb) TC_CHECK(tc_vb_status(c->vb, fn));
-  if (c->local) TC_CHECK(tc_hier_ready(c, fn, check_device));
+  TC_CHECK(tc_levels_health(c, fn, check_device));
   /* sticky: every later call is refused with the first failure's text */
   if (c->sticky != TECOMM_SUCCESS && c->sticky_why[0])
     return TC_ERR(c->sticky, "%s: rank %d of %d: the communicator failed earlier: %s", fn, c->rank,
@@ -198,188 +194,16 @@ tecomm_result_t tc_comm_ready(struct tecomm_comm *c, const char *fn, int check_d
   return TECOMM_SUCCESS;
 }
 
-/* Collective over xchg: each rank's count of ranks with flag set. */
-static tecomm_result_t count_all(struct tc_boot *b, int flag, int *count) {
-  int32_t mine = flag != 0, *all = malloc((size_t)b->nranks * sizeof *all);
-  if (!all) return TC_ERR(TECOMM_ERR_NOMEM, "tecomm_comm_init: out of host memory");
-  tecomm_result_t r = b->allgather(b, &mine, all, sizeof mine);
-  *count = 0;
-  for (int i = 0; r == TECOMM_SUCCESS && i < b->nranks; i++) *count += all[i] != 0;
-  free(all);
-  return r;
-}
-
-/* Collective over xchg: every rank's code (0: success), so that every
- * rank can say the same thing of a failure; *nfail ranks failed, the
- * first of them *first with code *first_code. */
-static tecomm_result_t gather_codes(struct tc_boot *b, int32_t code, int *nfail, int *first,
-                                    int32_t *first_code) {
-  int32_t *all = malloc((size_t)b->nranks * sizeof *all);
-  if (!all) return TC_ERR(TECOMM_ERR_NOMEM, "tecomm_comm_init: out of host memory");
-  tecomm_result_t r = b->allgather(b, &code, all, sizeof code);
-  *nfail = 0;
-  *first = -1;
-  for (int i = 0; r == TECOMM_SUCCESS && i < b->nranks; i++)
-    if (all[i] != 0 && (*nfail)++ == 0) {
-      *first = i;
-      *first_code = all[i];
-    }
-  free(all);
-  return r;
-}
-
-TECORE_TUNABLE_INT(tc_tun_nccl_blocking, "TECOMM_NCCL_BLOCKING", 0, 0, 1,
-                   "1: make the NCCL communicator blocking (ncclCommInitRank: a rank stuck in "
-                   "NCCL's init then holds its peers); 0: non-blocking, its init polled for at "
-                   "most TECOMM_NCCL_INIT_TIMEOUT and aborted past it")
-
-/* ncclCommInitRank on every rank, bounded: where the library has
- * ncclCommInitRankConfig the communicator is non-blocking and polled for
- * TECOMM_NCCL_INIT_TIMEOUT (TECOMM_TIMEOUT by default), then aborted, so a rank stuck inside NCCL's init (a
- * peer that never joins, a wedged transport) cannot hold the others.
- * Every rank keeps NCCL only if every rank made its communicator, so all
- * land on the same link.  Abort, not destroy, drops a made one: it never
- * waits for the peers. */
-static tecomm_result_t setup_nccl(struct tecomm_comm *c) {
-  const struct tc_nccl *n = tc_nccl_get(&c->nccl_why);
-  if (c->n_nccl != c->nranks) {
-    if (!n)
-      snprintf(c->nccl_state, sizeof c->nccl_state, "off (%.200s)", c->nccl_why);
-    else if (c->nccl_split)
-      snprintf(c->nccl_state, sizeof c->nccl_state,
-               "off (vdev's NCCL joins the ranks of one machine; these span several)");
-    else
-      snprintf(c->nccl_state, sizeof c->nccl_state, "off (NCCL on %d of %d ranks)", c->n_nccl,
-               c->nranks);
-    return TECOMM_SUCCESS;
-  }
-  tc_nccl_uid_t id, *all = malloc((size_t)c->nranks * sizeof id);
-  if (!all) return TC_ERR(TECOMM_ERR_NOMEM, "tecomm_comm_init: out of host memory");
-  memset(&id, 0, sizeof id);
-  int ok = 1;
-  if (c->rank == 0) ok = n->GetUniqueId(&id) == 0;
-  tecomm_result_t r = c->xchg->allgather(c->xchg, &id, all, sizeof id);
-  if (r == TECOMM_SUCCESS) r = count_all(c->xchg, ok, &c->n_nccl);
-  if (r == TECOMM_SUCCESS && c->n_nccl != c->nranks)
-    snprintf(c->nccl_state, sizeof c->nccl_state, "off (rank 0: ncclGetUniqueId failed)");
-  if (r == TECOMM_SUCCESS && c->n_nccl == c->nranks) {
-    int nr; /* an NCCL result, or -1: not complete within TECOMM_TIMEOUT */
-    int bounded = n->CommInitRankConfig && !tecore_tunable_int(&tc_tun_nccl_blocking);
-    if (bounded) {
-      struct tc_nccl_config cf = {sizeof cf, 0xcafebeefu, 21700, 0, TC_NCCL_CONFIG_UNDEF,
-                                  TC_NCCL_CONFIG_UNDEF, TC_NCCL_CONFIG_UNDEF, NULL,
-                                  TC_NCCL_CONFIG_UNDEF};
-      nr = n->CommInitRankConfig(&c->nccl, c->nranks, all[0], c->rank, &cf);
-      if (c->nccl) nr = tc_nccl_wait(n, c->nccl, nr, tc_nccl_init_timeout_ms());
-    } else {
-      nr = n->CommInitRank(&c->nccl, c->nranks, all[0], c->rank);
-    }
-    if (nr != TC_NCCL_OK) {
-      if (nr == -1)
-        TC_WARN("tecomm_comm_init: rank %d of %d: ncclCommInitRank did not complete within "
-                "%lld ms (TECOMM_NCCL_INIT_TIMEOUT): aborted", c->rank, c->nranks,
-                (long long)tc_nccl_init_timeout_ms());
-      else
-        TC_WARN("tecomm_comm_init: rank %d of %d: ncclCommInitRank: %d (%s)", c->rank, c->nranks,
-                nr, n->GetErrorString(nr));
-      if (c->nccl) (void)n->CommAbort(c->nccl);
-      c->nccl = NULL;
-    }
-    int nfail = 0, bad = -1;
-    int32_t code = 0;
-    r = gather_codes(c->xchg, nr, &nfail, &bad, &code);
-    if (r == TECOMM_SUCCESS && nfail > 0) {
-      if (c->nccl) (void)n->CommAbort(c->nccl);
-      c->nccl = NULL;
-      c->n_nccl = 0;
-      char what[128];
-      if (code == -1)
-        snprintf(what, sizeof what, "did not complete within %lld ms (TECOMM_NCCL_INIT_TIMEOUT)",
-                 (long long)tc_nccl_init_timeout_ms());
-      else
-        snprintf(what, sizeof what, "%d (%s)", (int)code, n->GetErrorString(code));
-      snprintf(c->nccl_state, sizeof c->nccl_state,
-               "off (ncclCommInitRank failed on %d of %d ranks; rank %d: %s)", nfail, c->nranks,
-               bad, what);
-      if (c->rank == 0) TC_WARN("tecomm: nccl %s: every rank falls back", c->nccl_state);
-    } else if (r == TECOMM_SUCCESS) {
-      snprintf(c->nccl_state, sizeof c->nccl_state, "on (%.120s, %s init)", c->nccl_why,
-               bounded ? "non-blocking, bounded" : "blocking");
-      r = tc_nccl_open_watch(c);
-    }
-  }
-  if (c->n_nccl != c->nranks) c->n_nccl = 0;
-  free(all);
-  return r;
-}
-
-/* The pool, or the workspace alone, or neither: every rank lands on the
- * same level because each step's outcome is agreed (tc_seg_create). */
-static tecomm_result_t setup_ipc(struct tecomm_comm *c, tecore_stream_t st) {
-  size_t ws_max = (size_t)tecore_tunable_int(&tc_tun_max_tokens) *
-                  (size_t)tecore_tunable_int(&tc_tun_max_hidden) * 4;
-  size_t ws_bytes = (tc_ar_workspace_bytes(c->nranks, ws_max) + 255) / 256 * 256;
-  size_t pool_mb = (size_t)tecore_tunable_int(&tc_tun_pool_mb);
-  c->pool_req_mb = pool_mb;
-  struct tc_seg *seg = NULL;
-  int bad = -1;
-  tecomm_result_t r;
-  if (pool_mb > 0) {
-    r = tc_seg_create(c, ws_bytes + pool_mb * 1024 * 1024, "ipc", &seg, &bad);
-    if (r == TECOMM_SUCCESS) {
-      c->pool = seg;
-      tc_pool_reset(seg);
-      size_t off = tc_pool_take(seg, ws_bytes);
-      if (off != 0) return TC_ERR(TECOMM_ERR_NOMEM, "tecomm_comm_init: pool bookkeeping");
-      c->level = TC_LEVEL_POOL;
-      c->n_pool = c->nranks;
-      snprintf(c->level_why, sizeof c->level_why,
-               "every rank has its pool: %zu MiB usable + %zu KiB workspace",
-               (seg->bytes - ws_bytes) >> 20, ws_bytes / 1024);
-    } else if (r != TECOMM_ERR_NOMEM) {
-      return r;
-    } else {
-      c->n_pool = c->nranks - 1;
-      snprintf(c->level_why, sizeof c->level_why, "rank %d could not allocate its pool", bad);
-      TC_WARN("tecomm: rank %d could not allocate its pool: every rank falls back", bad);
-    }
-  } else {
-    snprintf(c->level_why, sizeof c->level_why, "TECOMM_POOL_MB=0 (no pool)");
-  }
-  if (!seg) {
-    r = tc_seg_create(c, ws_bytes, "ipc", &seg, &bad);
-    if (r == TECOMM_ERR_NOMEM) {
-      size_t l = strlen(c->level_why);
-      snprintf(c->level_why + l, sizeof c->level_why - l,
-               "; rank %d could not allocate the %zu KiB workspace", bad, ws_bytes / 1024);
-      return TECOMM_SUCCESS;
-    }
-    if (r != TECOMM_SUCCESS) return r;
-    c->level = TC_LEVEL_INPLACE;
-  }
-  c->n_ws = c->nranks;
-  c->ws_max_bytes = ws_max;
-  c->ws = tc_seg_addr(seg, c->rank, 0);
-  for (int p = 0; p < c->nranks; p++) c->ws_peer[p] = tc_seg_addr(seg, p, 0);
-  TC_CORE(tc_ar_workspace_init(c->ws, c->nranks, ws_max, st), "tecomm_comm_init: workspace");
-  TC_CORE(tecore_stream_synchronize(st), "tecomm_comm_init: workspace");
-  /* no peer may write into a workspace before its owner initialised it */
-  return c->xchg->barrier(c->xchg);
-}
-
 static void comm_free(struct tecomm_comm *c) {
   if (!c) return;
-  tc_nccl_close(c);
+  tc_levels_close(c);
   if (c->scratch) (void)tecore_mem_free(c->scratch);
   if (c->ce_scratch) (void)tecore_mem_free(c->ce_scratch);
   for (int i = 0; i < c->n_ce_old; i++) (void)tecore_mem_free(c->ce_old[i]);
   if (c->al_scratch) (void)tecore_mem_free(c->al_scratch);
   for (int i = 0; i < c->n_al_old; i++) (void)tecore_mem_free(c->al_old[i]);
-  tc_verbs_comm_close(c);
   if (c->local) comm_free(c->local);   /* a hierarchical one's node-local group */
   free(c->node_of);
-  tc_nvls_close(c);
-  tc_mnnvl_close(c);
   while (c->segs) tc_seg_destroy(c, c->segs);
   tc_boot_close(c->mesh);
   tc_boot_close(c->world);
@@ -387,9 +211,11 @@ static void comm_free(struct tecomm_comm *c) {
   free(c);
 }
 
-/* Everything after the rank set is known: shared by init and split. */
+/* Everything after the rank set is known: shared by init and split.  The
+ * facts every rank reported are counted, the symmetric memory (pool and
+ * the kernels' workspace) made where IPC can run, then the levels open
+ * in the chain's order (levels.c). */
 static tecomm_result_t comm_start(struct tecomm_comm *c, const struct tc_caps *all) {
-  tecomm_result_t r;
   tecore_stream_t st = NULL;
   c->n_vmm_fd = c->n_nccl = c->n_kernels = 0;
   c->nccl_split = 0;
@@ -404,9 +230,6 @@ static tecomm_result_t comm_start(struct tecomm_comm *c, const struct tc_caps *a
   c->level = TC_LEVEL_NONE;
   c->leader = -1;   /* not hierarchical (verbs_hier.c) */
   snprintf(c->level_why, sizeof c->level_why, "no IPC and no NCCL");
-  /* the pool does not need the kernels (tecomm_mem_alloc works without
-   * them); the table skips algorithms the kernels do not offer */
-  int ipc = c->all_local && c->nranks <= TC_AR_MAX_RANKS && c->n_vmm_fd == c->nranks;
   if (c->all_local) {
     /* P2P between every pair of devices, each rank for its own view */
     int can_all = 1;
@@ -416,67 +239,16 @@ static tecomm_result_t comm_start(struct tecomm_comm *c, const struct tc_caps *a
       if (tecore_device_peer(c->device, all[i].device, &can, &link) != TECORE_SUCCESS || !can)
         can_all = 0;
     }
-    TC_CHECK(count_all(c->xchg, can_all, &c->n_p2p));
-    ipc = ipc && c->n_p2p == c->nranks;
+    TC_CHECK(tc_count_all(c->xchg, can_all, &c->n_p2p));
   }
   TC_CORE(tecore_stream_create(TECORE_STREAM_NON_BLOCKING, 0, &st), "tecomm_comm_init: stream");
-  c->ws_max_bytes = (size_t)tecore_tunable_int(&tc_tun_max_tokens) *
+  c->ws.max_bytes = (size_t)tecore_tunable_int(&tc_tun_max_tokens) *
                     (size_t)tecore_tunable_int(&tc_tun_max_hidden) * 4;
-  if (ipc) {
-    size_t g = 0;
-    r = tc_core(tecore_vmm_granularity(&g, 1), "tecomm_comm_init: granularity");
-    uint64_t mine = g, *gs = calloc((size_t)c->nranks, sizeof *gs);
-    if (r == TECOMM_SUCCESS && !gs) r = TC_ERR(TECOMM_ERR_NOMEM, "tecomm_comm_init: out of memory");
-    if (r == TECOMM_SUCCESS) r = c->xchg->allgather(c->xchg, &mine, gs, sizeof mine);
-    for (int i = 0; r == TECOMM_SUCCESS && i < c->nranks; i++)
-      if (gs[i] > c->gran) c->gran = (size_t)gs[i];
-    free(gs);
-    if (r == TECOMM_SUCCESS) r = setup_ipc(c, st);
-    if (r != TECOMM_SUCCESS) goto out;
-  } else if (!c->all_local) {
-    snprintf(c->level_why, sizeof c->level_why, "the ranks span hosts (IPC needs one host)");
-  } else if (c->nranks > TC_AR_MAX_RANKS) {
-    snprintf(c->level_why, sizeof c->level_why, "%d ranks (IPC kernels reduce over at most %d)",
-             c->nranks, TC_AR_MAX_RANKS);
-  } else {
-    snprintf(c->level_why, sizeof c->level_why,
-             "IPC needs every rank: p2p %d/%d, vmm posix-fd %d/%d", c->n_p2p, c->nranks,
-             c->n_vmm_fd, c->nranks);
-  }
-  /* above IPC: NVLS on one host, MNNVL across nodes (both all or none) */
-  if (c->all_local && c->mesh) {
-    r = tc_nvls_open(c, st);
-    if (r != TECOMM_SUCCESS) goto out;
-  } else {
-    snprintf(c->nvls_why, sizeof c->nvls_why, "off (the ranks are not on one host)");
-  }
-  if (!c->all_local) {
-    r = tc_mnnvl_open(c, st);
-    if (r != TECOMM_SUCCESS) goto out;
-  } else {
-    snprintf(c->mnnvl_why, sizeof c->mnnvl_why, "off (one host: IPC)");
-  }
-  r = setup_nccl(c);
-  if (r != TECOMM_SUCCESS) goto out;
-  if (c->level == TC_LEVEL_NONE && c->n_nccl == c->nranks) c->level = TC_LEVEL_NCCL;
-  if (c->level == TC_LEVEL_NONE) {
-    /* the last link of the chain: verbs (every rank gets the same answer) */
-    r = tc_verbs_comm_open(c);
-    if (r != TECOMM_SUCCESS) goto out;
-    if (c->vb || c->leader >= 0) {   /* a node's non-leader has no endpoint */
-      c->level = TC_LEVEL_VERBS;
-      snprintf(c->level_why, sizeof c->level_why, "%.250s", c->verbs_why);
-    } else if (c->nranks > 1 && c->verbs_why[0]) {
-      size_t l = strlen(c->level_why);
-      snprintf(c->level_why + l, sizeof c->level_why - l, "; no verbs: %.200s", c->verbs_why);
-    }
-  }
-  tc_level_log(c);
-out:
-  if (st) {
-    (void)tecore_stream_synchronize(st);
-    (void)tecore_stream_destroy(st);
-  }
+  tecomm_result_t r = tc_symm_open(c, (size_t)tecore_tunable_int(&tc_tun_pool_mb), st);
+  if (r == TECOMM_SUCCESS) r = tc_levels_open(c, st);
+  if (r == TECOMM_SUCCESS) tc_level_log(c);
+  (void)tecore_stream_synchronize(st);
+  (void)tecore_stream_destroy(st);
   return r;
 }
 
@@ -776,11 +548,11 @@ TE_EXPORT tecomm_result_t tecomm_comm_destroy(tecomm_comm_t comm) {
 static tecomm_result_t comm_abort(struct tecomm_comm *comm) {
   comm->aborted = 1;
   tecomm_result_t r = TECOMM_SUCCESS;
-  if (comm->ws) {
-    tecore_result_t cr = tc_ar_abort(comm->ws);
+  if (comm->ws.me) {
+    tecore_result_t cr = tc_ar_abort(comm->ws.me);
     if (cr != TECORE_SUCCESS) r = tc_core(cr, "tecomm_comm_abort");
   }
-  tc_nccl_abort(comm);
+  tc_levels_abort(comm);
   if (comm->local) (void)comm_abort(comm->local);
   TC_INFO("tecomm: rank %d of %d aborted", comm->rank, comm->nranks);
   return r;
@@ -799,10 +571,8 @@ TE_EXPORT tecomm_result_t tecomm_comm_status(tecomm_comm_t comm, int *peer) {
   /* a mismatch names its peer itself (agree.c); the verbs endpoint's or
    * the node's failure names theirs */
   int transport = r != TECOMM_SUCCESS && r != TECOMM_ERR_MISMATCH;
-  if (peer && transport && comm->vb && tc_vb_failed_peer(comm->vb) >= 0)
-    *peer = tc_vb_failed_peer(comm->vb);
-  else if (peer && transport && comm->local)
-    *peer = tc_hier_failed_peer(comm);
+  int lp = transport ? tc_levels_failed_peer(comm) : -1;
+  if (peer && lp >= 0) *peer = lp;
   return r;
 }
 

@@ -12,13 +12,37 @@
 
 /* The fallback chain, best first; every rank of a communicator stands at
  * the same place (decided from allgathered facts only). */
-typedef enum tc_level {
+typedef enum {
   TC_LEVEL_POOL = 0,     /* symmetric pool on every rank: IPC kernels, inputs staged in */
   TC_LEVEL_INPLACE = 1,  /* no pool: IPC in place on registered (tecomm_mem_alloc) inputs */
   TC_LEVEL_NCCL = 2,     /* ncclAllReduce */
   TC_LEVEL_VERBS = 3,    /* host-staged allreduce over InfiniBand/RoCE verbs (verbs_comm.c) */
   TC_LEVEL_NONE = 4      /* nothing can run (no IPC, NCCL or verbs): calls fail clearly */
 } tc_level_t;
+
+/* The levels of the fallback chain, best first: the rows of tc_levels[]
+ * (level.h, levels.c).  Each keeps its state in c->lv[id] and says why it
+ * is off in c->lv_why[id]. */
+enum tc_lv { TC_LV_NVLS, TC_LV_MNNVL, TC_LV_IPC, TC_LV_NCCL, TC_LV_VERBS, TC_LV_COUNT };
+
+/* The IPC kernels' workspace (flags, barriers, Lamport buffers) that the
+ * kernel levels share: every rank's, mapped here.  Made with the
+ * symmetric pool on one host (pool.c, tc_symm_open), or imported from
+ * fabric handles across nodes (the mnnvl level); me 0 when there is
+ * none. */
+struct tc_ws {
+  tecore_devptr_t me;                    /* this rank's */
+  tecore_devptr_t peer[TC_AR_MAX_RANKS]; /* every rank's (peer[rank] == me) */
+  size_t max_bytes;                      /* the payload it was sized for */
+};
+
+/* Text appended to a buffer (describe): tc_put truncates and always
+ * terminates. */
+struct tc_text {
+  char *buf;
+  size_t cap, len;
+};
+void tc_put(struct tc_text *t, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 /* What one rank reports at init (allgathered; plain data, same layout on
  * every rank of one build). */
@@ -78,9 +102,7 @@ struct tecomm_comm {
   size_t gran;
   struct tc_seg *pool;       /* NULL below TC_LEVEL_POOL */
   struct tc_seg *segs;       /* every segment (pool, workspace, registered) */
-  tecore_devptr_t ws;        /* this rank's workspace (0 below TC_LEVEL_INPLACE) */
-  tecore_devptr_t ws_peer[TC_AR_MAX_RANKS];
-  size_t ws_max_bytes;       /* payload the workspace was sized for */
+  struct tc_ws ws;           /* the IPC kernels' workspace (me 0: none) */
   size_t pool_req_mb;
   /* staging for inputs that are not symmetric memory (allreduce.c):
    * stage_bytes at offset stage of stage_seg (the pool, or past it a
@@ -88,12 +110,13 @@ struct tecomm_comm {
   struct tc_seg *stage_seg;
   size_t stage, stage_bytes, stage_seg_total;
 
-  /* NCCL */
-  tc_nccl_comm_t nccl;       /* after init, touched under tc_nccl_lock only (nccl_watch.c) */
-  struct tc_nccl_watch *nccl_watch;
-  char nccl_state[224];      /* describe's "nccl:" line: on, or off and why */
   int nccl_split;            /* vdev's NCCL on ranks of several machines */
-  tecore_devptr_t scratch;   /* NCCL fused path: a temporary when residual_out == residual_in */
+  /* the levels' own state (opaque here) and why each is off */
+  void *lv[TC_LV_COUNT];
+  char lv_why[TC_LV_COUNT][320];
+  /* the fused call on nccl or verbs (tc_run_composite): a temporary when
+   * residual_out == residual_in */
+  tecore_devptr_t scratch;
   size_t scratch_bytes;
   tecore_devptr_t ce_scratch; /* the copy-engine one-shot's (ce) copies of the peers' inputs (local memory) */
   size_t ce_scratch_bytes;
@@ -105,20 +128,6 @@ struct tecomm_comm {
   size_t al_scratch_bytes;
   tecore_devptr_t al_old[24];
   int n_al_old;
-
-  /* NVLS (nvls.c): above the IPC level, same host; NULL: off (nvls_why) */
-  struct tc_nvls *nvls;
-  char nvls_why[320];
-  /* MNNVL (mnnvl.c): ranks on several nodes of one NVLink domain, the
-   * workspaces imported from fabric handles into ws / ws_peer; NULL: off */
-  struct tc_mnnvl *mnnvl;
-  char mnnvl_why[320];
-
-  /* verbs (verbs_comm.c) */
-  struct tc_vb *vb;          /* the endpoint, or NULL (verbs_why says why) */
-  char verbs_why[320];
-  struct tc_vjob *vjobs;     /* service-engine jobs, one per shape */
-  struct tc_vhost *vhosts;   /* page-locked staging, newest first */
 
   /* nodes, and the hierarchical verbs path (verbs_hier.c) */
   int *node_of;              /* every rank's node (its host, or TECOMM_NODE_MAP) */
@@ -141,6 +150,12 @@ struct tecomm_comm {
 };
 
 /* ---- pool.c ----------------------------------------------------------------- */
+/* Collective, at init before the levels open: where the ranks can do IPC
+ * (one host, VMM with POSIX fds, P2P between all, at most
+ * TC_AR_MAX_RANKS), the pool of pool_mb MiB with the kernels' workspace
+ * at its start (level TC_LEVEL_POOL), or the workspace alone
+ * (TC_LEVEL_INPLACE), or neither; c->level_why says which and why. */
+tecomm_result_t tc_symm_open(struct tecomm_comm *c, size_t pool_mb, tecore_stream_t st);
 /* Collective over the mesh: makes a segment of bytes per rank (rounded to
  * the granularity); every rank gets the same answer: TECOMM_SUCCESS, or
  * TECOMM_ERR_NOMEM naming the first rank that could not (*failed_rank).
@@ -196,55 +211,33 @@ tecomm_result_t tc_select(struct tecomm_comm *c, tecomm_algo_t asked,
 void tc_level_log(struct tecomm_comm *c);
 const char *tc_level_name(tc_level_t l);
 
-/* ---- nvls.c ------------------------------------------------------------------- */
-/* What an NVLS call needs of the communicator's multicast region. */
-struct tc_nvls {
-  tecore_mc_handle_t mc;
-  tecore_vmm_handle_t mem;   /* this rank's member */
-  tecore_devptr_t uc, mcva;  /* its unicast mapping; the multicast mapping */
-  size_t bytes;              /* of the region (each mapping) */
-  size_t data_bytes;         /* the simple protocol's buffer: its size bound */
-  int bound;
-};
-/* Collective over the mesh, after the IPC level is set: makes the
- * multicast object and every rank's member, or leaves c->nvls NULL with
- * c->nvls_why saying why (the same text on every rank).  Refuses before
- * any driver call where NCCL_NVLS_ENABLE=0 or TECOMM_NVLS_ENABLE=0 is set
- * on any rank.  An error return is a broken exchange, not "no NVLS". */
-tecomm_result_t tc_nvls_open(struct tecomm_comm *c, tecore_stream_t st);
-void tc_nvls_close(struct tecomm_comm *c);
-
-/* ---- mnnvl.c ------------------------------------------------------------------ */
 /* TECOMM_VDEV_NODE (comm.c): the vdev node this process plays, or -1. */
 int64_t tc_vdev_node(void);
-/* Collective over the caller's bootstrap when the ranks span nodes: every
- * rank's workspace exported as a fabric handle, the handles allgathered,
- * imported and mapped within TECOMM_MNNVL_TIMEOUT; c->mnnvl NULL with
- * c->mnnvl_why when any rank cannot (all fall back together). */
-tecomm_result_t tc_mnnvl_open(struct tecomm_comm *c, tecore_stream_t st);
-void tc_mnnvl_close(struct tecomm_comm *c);
 
 /* ---- testfail.c --------------------------------------------------------------- */
 /* 1 when TECOMM_TEST_FAIL names link for this rank (tests force each link
  * of the fallback chain to fail on one rank; libtecomm(7)). */
 int tc_test_fail(const char *link, int rank);
 
-/* ---- vote (nvls.c) ------------------------------------------------------------- */
+/* ---- vote.c ------------------------------------------------------------------ */
 /* Allgathers (ok, why) over b; *all_ok 1 when every rank is ok, else out
  * gets "rank R: why" of the first rank that is not (the same on every
  * rank). */
 tecomm_result_t tc_vote(struct tc_boot *b, int ok, const char *why, int *all_ok, char *out,
                         size_t outlen);
+/* Each rank's count of ranks with flag set. */
+tecomm_result_t tc_count_all(struct tc_boot *b, int flag, int *count);
+/* Every rank's code (0: success): *nfail ranks failed, the first of them
+ * *first with code *first_code. */
+tecomm_result_t tc_gather_codes(struct tc_boot *b, int32_t code, int *nfail, int *first,
+                                int32_t *first_code);
 
 /* ---- verbs_comm.c ------------------------------------------------------------ */
-/* Collective: opens the verbs endpoint over xchg; TECOMM_SUCCESS also when
- * verbs cannot be had (c->vb NULL, c->verbs_why says why). */
-tecomm_result_t tc_verbs_comm_open(struct tecomm_comm *c);
-void tc_verbs_comm_close(struct tecomm_comm *c);
-/* recv = allreduce(send) over verbs, in stream order. */
-tecomm_result_t tc_verbs_allreduce(struct tecomm_comm *c, tecore_devptr_t send,
-                                   tecore_devptr_t recv, size_t count, tecore_dtype_t dtype,
-                                   tecomm_op_t op, tecore_stream_t stream, const char *fn);
+/* The verbs allreduce of recv in place on this rank's endpoint (staged);
+ * the hierarchy's leaders run their inter-node step with it. */
+tecomm_result_t tc_verbs_staged(struct tecomm_comm *c, tecore_devptr_t send, tecore_devptr_t recv,
+                                size_t count, tecore_dtype_t dtype, tecomm_op_t op,
+                                tecore_stream_t stream, const char *fn);
 
 /* ---- verbs_hier.c ------------------------------------------------------------ */
 /* TECOMM_NODE_MAP: this rank's host identity becomes its node's, so that
@@ -270,15 +263,9 @@ tecomm_result_t tc_hier_allreduce(struct tecomm_comm *c, tecore_devptr_t send,
 /* Stops the node's ranks after the leader's inter-node step failed (the
  * engine thread calls it): their waits give up. */
 void tc_hier_stop_node(struct tecomm_comm *c);
-/* One line for tecomm_comm_describe at the verbs level. */
-void tc_verbs_describe(struct tecomm_comm *c, char *line, size_t n);
 /* GPUDirect RDMA: whether the device memory could be registered (sets
  * c->gdr and c->gdr_why). */
 void tc_gdr_detect(struct tecomm_comm *c);
-/* The verbs allreduce of recv in place on this rank's endpoint (staged). */
-tecomm_result_t tc_verbs_staged(struct tecomm_comm *c, tecore_devptr_t send, tecore_devptr_t recv,
-                                size_t count, tecore_dtype_t dtype, tecomm_op_t op,
-                                tecore_stream_t stream, const char *fn);
 
 /* ---- comm.c ----------------------------------------------------------------- */
 /* A communicator over members of parent on this host (tecomm_comm_split's
@@ -301,24 +288,5 @@ tecomm_result_t tc_comm_fail(struct tecomm_comm *c, tecomm_result_t r);
  * error) before a collective; check_device 1 reads the error word when it
  * was not read in the last 10 ms, 2 always, 0 never. */
 tecomm_result_t tc_comm_ready(struct tecomm_comm *c, const char *fn, int check_device);
-
-/* ---- the NCCL communicator after init (nccl_watch.c) ---------------------------
- * Its lock, its watchdog (TECOMM_NCCL_WATCHDOG: a collective that runs
- * TECOMM_TIMEOUT without ending gets the NCCL communicator aborted), NCCL's
- * asynchronous error, abort and end. */
-tecomm_result_t tc_nccl_open_watch(struct tecomm_comm *c);
-/* Stops the watchdog, then destroys (aborts, after a failure) the NCCL
- * communicator. */
-void tc_nccl_close(struct tecomm_comm *c);
-/* The watchdog's or NCCL's failure made the communicator's (sticky). */
-void tc_nccl_health(struct tecomm_comm *c);
-void tc_nccl_abort(struct tecomm_comm *c);
-/* Locks c->nccl for an NCCL call; fails (unlocked) when it is gone. */
-tecomm_result_t tc_nccl_lock(struct tecomm_comm *c, const char *fn);
-void tc_nccl_unlock(struct tecomm_comm *c);
-/* Under the lock: brackets an NCCL call on stream for the watchdog. */
-struct tc_nccl_op;
-struct tc_nccl_op *tc_nccl_watch_begin(struct tecomm_comm *c, tecore_stream_t stream);
-void tc_nccl_watch_end(struct tecomm_comm *c, struct tc_nccl_op *o, tecore_stream_t stream, int ok);
 
 #endif

@@ -53,7 +53,7 @@ TE_EXPORT tecomm_result_t tecomm_mem_free(tecomm_comm_t comm, tecore_devptr_t pt
   if (!ptr) return TECOMM_SUCCESS;
   size_t off = 0;
   struct tc_seg *s = tc_seg_find(comm, ptr, 1, &off);
-  int is_ws = comm->ws && ptr == comm->ws;
+  int is_ws = comm->ws.me && ptr == comm->ws.me;
   int is_stage = s && (s->internal || (s == comm->stage_seg && off == comm->stage));
   if (!s || is_ws || is_stage || (s != comm->pool && off != 0) ||
       (s == comm->pool && tc_pool_give(comm->pool, off) != 0))

@@ -21,7 +21,7 @@
  *   5. the workspaces are initialised, then a barrier.
  * vdev emulates fabric handles across its "nodes" (processes given
  * different TECOMM_VDEV_NODE), so this path runs in CI. */
-#include "comm_priv.h"
+#include "level.h"
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -42,6 +42,9 @@ struct tc_mnnvl {
   int nmapped;
   tecore_vmm_handle_t h[TC_AR_MAX_RANKS];
 };
+
+#define WHY(c) ((c)->lv_why[TC_LV_MNNVL])
+static struct tc_mnnvl *state(const struct tecomm_comm *c) { return c->lv[TC_LV_MNNVL]; }
 
 static void mn_free(struct tc_mnnvl *m, int n) {
   if (!m) return;
@@ -161,15 +164,19 @@ static int available(struct tecomm_comm *c, char *why, size_t len) {
   return 1;
 }
 
-tecomm_result_t tc_mnnvl_open(struct tecomm_comm *c, tecore_stream_t st) {
+static tecomm_result_t mnnvl_open(struct tecomm_comm *c, tecore_stream_t st) {
+  if (c->all_local) {
+    snprintf(WHY(c), sizeof WHY(c), "off (one host: IPC)");
+    return TECOMM_SUCCESS;
+  }
   char mine[256] = "", why[300] = "";
   int ok = 0, good = available(c, mine, sizeof mine);
   struct tc_boot *b = c->xchg;
-  c->mnnvl = NULL;
+  c->lv[TC_LV_MNNVL] = NULL;
   TC_CHECK(tc_vote(b, good, mine, &ok, why, sizeof why));
   if (!ok) goto off;
   /* 2: this rank's workspace, exportable across the fabric */
-  size_t ws_max = c->ws_max_bytes;
+  size_t ws_max = c->ws.max_bytes;
   size_t need = (tc_ar_workspace_bytes(c->nranks, ws_max) + 255) / 256 * 256, g = 0;
   struct tc_mnnvl *m = calloc(1, sizeof *m);
   struct tecore_fabric_handle fh;
@@ -247,22 +254,69 @@ tecomm_result_t tc_mnnvl_open(struct tecomm_comm *c, tecore_stream_t st) {
     if (r != TECOMM_SUCCESS) return r;
     goto off;
   }
-  c->mnnvl = m;
-  c->ws = m->va + (size_t)c->rank * m->stride;
-  for (int p = 0; p < c->nranks; p++) c->ws_peer[p] = m->va + (size_t)p * m->stride;
-  snprintf(c->mnnvl_why, sizeof c->mnnvl_why,
+  c->lv[TC_LV_MNNVL] = m;
+  /* the kernel levels' workspace object: the imported ones */
+  c->ws.me = m->va + (size_t)c->rank * m->stride;
+  for (int p = 0; p < c->nranks; p++) c->ws.peer[p] = m->va + (size_t)p * m->stride;
+  snprintf(WHY(c), sizeof WHY(c),
            "on (workspaces imported from fabric handles: Lamport up to %zu KiB)", ws_max >> 10);
-  TC_INFO("tecomm: rank %d: MNNVL %s", c->rank, c->mnnvl_why);
+  TC_INFO("tecomm: rank %d: MNNVL %s", c->rank, WHY(c));
   return TECOMM_SUCCESS;
 off:
-  snprintf(c->mnnvl_why, sizeof c->mnnvl_why, "off (%.300s)", why);
+  snprintf(WHY(c), sizeof WHY(c), "off (%.300s)", why);
   TC_INFO("tecomm: MNNVL is off on every rank: %s", why);
   return TECOMM_SUCCESS;
 }
 
-void tc_mnnvl_close(struct tecomm_comm *c) {
-  if (!c->mnnvl) return;
-  mn_free(c->mnnvl, c->nranks);
-  c->mnnvl = NULL;
-  c->ws = 0;
+static void mnnvl_close(struct tecomm_comm *c) {
+  if (!state(c)) return;
+  mn_free(state(c), c->nranks);
+  c->lv[TC_LV_MNNVL] = NULL;
+  c->ws.me = 0;
+  memset(c->ws.peer, 0, sizeof c->ws.peer);
 }
+
+/* Why MNNVL cannot run the call ("" when it can). */
+static const char *cannot(struct tecomm_comm *c, const struct tc_call_facts *f) {
+  if (!state(c)) return "MNNVL is off";
+  if (f->bytes > c->ws.max_bytes) return "larger than the Lamport buffers";
+  if (!f->fused_lamport_ok) return "fused Lamport needs hidden % 8 == 0 and 16-byte alignment";
+  return "";
+}
+
+/* The table across nodes (SUM and MAX): MNNVL up to the Lamport buffers;
+ * lamport asked for by name across nodes is MNNVL's too. */
+static tecomm_result_t mnnvl_pick(struct tecomm_comm *c, tecomm_algo_t asked,
+                                  const struct tc_call_facts *f, tecomm_algo_t *algo) {
+  const char *why = cannot(c, f);
+  if (asked == TECOMM_ALGO_AUTO) {
+    *algo = !*why ? TECOMM_ALGO_MNNVL : TECOMM_ALGO_AUTO;
+    return TECOMM_SUCCESS;
+  }
+  if (*why && asked == TECOMM_ALGO_LAMPORT)
+    return TC_ERR(TECOMM_ERR_NOT_SUPPORTED, "algorithm lamport across nodes cannot run %zu "
+                  "bytes: %s", f->bytes, why);
+  if (*why)
+    return TC_ERR(TECOMM_ERR_NOT_SUPPORTED, "algorithm %s cannot run %zu bytes: %s (%s)",
+                  tc_algo_name(asked), f->bytes, why, WHY(c));
+  *algo = TECOMM_ALGO_MNNVL;
+  return TECOMM_SUCCESS;
+}
+
+static void mnnvl_describe(struct tecomm_comm *c, struct tc_text *t) {
+  if (c->all_local) return;
+  tc_put(t, "mnnvl: %s\n", WHY(c)[0] ? WHY(c) : "off");
+  if (state(c))
+    tc_put(t, "table above the level (SUM and MAX): mnnvl <= %zu KiB\n", c->ws.max_bytes / 1024);
+}
+
+const struct tc_level tc_level_mnnvl = {
+    .name = "mnnvl",
+    .at = TC_AT_MNNVL,
+    .open = mnnvl_open,
+    .close = mnnvl_close,
+    .pick = mnnvl_pick,
+    .run = tc_run_kernel,
+    .run_fused = tc_run_kernel,
+    .describe = mnnvl_describe,
+};

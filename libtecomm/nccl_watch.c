@@ -27,7 +27,7 @@
  * NCCL call of libtecomm runs under it, tc_nccl_lock, and so do the
  * watchdog's abort and NCCL's asynchronous error check, so no call reaches
  * a communicator aborted meanwhile), its health and its end. */
-#include "comm_priv.h"
+#include "nccl_lv.h"
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -68,12 +68,13 @@ tecomm_result_t tc_nccl_open_watch(struct tecomm_comm *c) {
   pthread_mutex_init(&w->mu, NULL);
   pthread_cond_init(&w->cv, NULL);
   w->c = c;
-  c->nccl_watch = w;
+  NL(c)->watch = w;
   return TECOMM_SUCCESS;
 }
 
 void tc_nccl_close(struct tecomm_comm *c) {
-  struct tc_nccl_watch *w = c->nccl_watch;
+  if (!NL(c)) return;
+  struct tc_nccl_watch *w = NL(c)->watch;
   const struct tc_nccl *n = tc_nccl_get(NULL);
   int fired = 0;
   if (w) {
@@ -85,23 +86,23 @@ void tc_nccl_close(struct tecomm_comm *c) {
     if (w->started) pthread_join(w->thread, NULL);
     fired = w->fired;
   }
-  if (c->nccl && n && !fired) {
+  if (NL(c)->comm && n && !fired) {
     /* abort, not destroy, after a failure: destroy may wait for peers */
-    if (c->aborted || c->sticky != TECOMM_SUCCESS) (void)n->CommAbort(c->nccl);
-    else (void)n->CommDestroy(c->nccl);
+    if (c->aborted || c->sticky != TECOMM_SUCCESS) (void)n->CommAbort(NL(c)->comm);
+    else (void)n->CommDestroy(NL(c)->comm);
   }
-  c->nccl = NULL;
+  NL(c)->comm = NULL;
   if (!w) return;
   if (w->words) (void)tecore_mem_free_host(w->words);
   pthread_cond_destroy(&w->cv);
   pthread_mutex_destroy(&w->mu);
   free(w);
-  c->nccl_watch = NULL;
+  NL(c)->watch = NULL;
 }
 
 /* Under w->mu: the watchdog's abort becomes the communicator's failure. */
 static void w_fold(struct tecomm_comm *c) {
-  struct tc_nccl_watch *w = c->nccl_watch;
+  struct tc_nccl_watch *w = NL(c)->watch;
   if (!w->fired || c->sticky != TECOMM_SUCCESS) return;
   c->sticky = TECOMM_ERR_TIMEOUT;
   c->sticky_peer = -1;
@@ -109,14 +110,15 @@ static void w_fold(struct tecomm_comm *c) {
 }
 
 void tc_nccl_health(struct tecomm_comm *c) {
-  struct tc_nccl_watch *w = c->nccl_watch;
+  if (!NL(c)) return;
+  struct tc_nccl_watch *w = NL(c)->watch;
   if (!w) return;
   pthread_mutex_lock(&w->mu);
   w_fold(c);
   const struct tc_nccl *n = tc_nccl_get(NULL);
   int ar = TC_NCCL_OK;
-  if (c->sticky == TECOMM_SUCCESS && c->nccl && n &&
-      n->CommGetAsyncError(c->nccl, &ar) == TC_NCCL_OK && ar != TC_NCCL_OK &&
+  if (c->sticky == TECOMM_SUCCESS && NL(c)->comm && n &&
+      n->CommGetAsyncError(NL(c)->comm, &ar) == TC_NCCL_OK && ar != TC_NCCL_OK &&
       ar != TC_NCCL_IN_PROGRESS) {
     /* NCCL reports the communicator failed (a peer gone: ncclRemoteError):
      * aborted at once, which ends its kernels still waiting for that
@@ -126,18 +128,19 @@ void tc_nccl_health(struct tecomm_comm *c) {
     snprintf(c->sticky_why, sizeof c->sticky_why,
              "NCCL reports error %d (%s); its communicator was aborted", ar, n->GetErrorString(ar));
     TC_WARN("tecomm: rank %d of %d: %s", c->rank, c->nranks, c->sticky_why);
-    (void)n->CommAbort(c->nccl);
-    c->nccl = NULL;
+    (void)n->CommAbort(NL(c)->comm);
+    NL(c)->comm = NULL;
   }
   pthread_mutex_unlock(&w->mu);
 }
 
 void tc_nccl_abort(struct tecomm_comm *c) {
-  struct tc_nccl_watch *w = c->nccl_watch;
+  if (!NL(c)) return;
+  struct tc_nccl_watch *w = NL(c)->watch;
   const struct tc_nccl *n = tc_nccl_get(NULL);
   if (w) pthread_mutex_lock(&w->mu);
-  if (c->nccl && n && !(w && w->fired)) (void)n->CommAbort(c->nccl);
-  c->nccl = NULL;
+  if (NL(c)->comm && n && !(w && w->fired)) (void)n->CommAbort(NL(c)->comm);
+  NL(c)->comm = NULL;
   if (w) pthread_mutex_unlock(&w->mu);
 }
 
@@ -179,7 +182,7 @@ static void *w_main(void *arg) {
              "stuck; the watchdog aborted the NCCL communicator",
              (long long)tc_timeout_ms());
     TC_WARN("tecomm: rank %d of %d: %s", c->rank, c->nranks, w->why);
-    if (n && c->nccl) (void)n->CommAbort(c->nccl);
+    if (n && NL(c)->comm) (void)n->CommAbort(NL(c)->comm);
     __atomic_store_n(&w->fired, 1, __ATOMIC_RELEASE);
   }
   pthread_mutex_unlock(&w->mu);
@@ -187,11 +190,11 @@ static void *w_main(void *arg) {
 }
 
 tecomm_result_t tc_nccl_lock(struct tecomm_comm *c, const char *fn) {
-  struct tc_nccl_watch *w = c->nccl_watch;
+  struct tc_nccl_watch *w = NL(c) ? NL(c)->watch : NULL;
   if (!w) return TC_ERR(TECOMM_ERR_NOT_SUPPORTED, "%s: no NCCL communicator", fn);
   pthread_mutex_lock(&w->mu);
   w_fold(c);
-  if (!c->nccl || c->sticky != TECOMM_SUCCESS) {
+  if (!NL(c)->comm || c->sticky != TECOMM_SUCCESS) {
     tecomm_result_t r = c->sticky != TECOMM_SUCCESS
                             ? TC_ERR(c->sticky, "%s: rank %d of %d: %s", fn, c->rank, c->nranks,
                                      c->sticky_why[0] ? c->sticky_why : "the communicator failed")
@@ -202,12 +205,12 @@ tecomm_result_t tc_nccl_lock(struct tecomm_comm *c, const char *fn) {
   return TECOMM_SUCCESS;
 }
 
-void tc_nccl_unlock(struct tecomm_comm *c) { pthread_mutex_unlock(&c->nccl_watch->mu); }
+void tc_nccl_unlock(struct tecomm_comm *c) { pthread_mutex_unlock(&NL(c)->watch->mu); }
 
 /* Under tc_nccl_lock: a slot for a call on stream, its start written, or
  * NULL (captured, the ring full, the watchdog off, or no thread). */
 struct tc_nccl_op *tc_nccl_watch_begin(struct tecomm_comm *c, tecore_stream_t stream) {
-  struct tc_nccl_watch *w = c->nccl_watch;
+  struct tc_nccl_watch *w = NL(c)->watch;
   if (!tecore_tunable_int(&tc_tun_nccl_watch) || tc_capturing(stream)) return NULL;
   if (!w->words) {
     void *h = NULL;
@@ -242,7 +245,7 @@ struct tc_nccl_op *tc_nccl_watch_begin(struct tecomm_comm *c, tecore_stream_t st
  * watched (ok: the call was enqueued). */
 void tc_nccl_watch_end(struct tecomm_comm *c, struct tc_nccl_op *o, tecore_stream_t stream,
                        int ok) {
-  struct tc_nccl_watch *w = c->nccl_watch;
+  struct tc_nccl_watch *w = NL(c)->watch;
   if (!o || !ok) return;
   unsigned i = (unsigned)(o - w->ops);
   if (tecore_stream_write_value64(stream, w->dwords + (W_SLOTS + i) * sizeof(uint64_t), o->seq) !=

@@ -23,7 +23,7 @@
  * A failure anywhere (unsupported, out of memory, a transient fabric
  * error) undoes this rank's part and every rank stays on IPC, the reason
  * in the log and in tecomm_comm_describe. */
-#include "comm_priv.h"
+#include "level.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -33,29 +33,18 @@ TECORE_TUNABLE_INT(tc_tun_nvls_mb, "TECOMM_NVLS_MB", 32, 0, 1048576,
                    "MiB of each rank's NVLS data buffer (the largest payload the NVLS simple "
                    "allreduce takes; larger ones go to the IPC table); 0: no NVLS")
 
-struct vote_msg {
-  int32_t ok;
-  char why[252];
+/* The level's state: the communicator's multicast region. */
+struct tc_nvls {
+  tecore_mc_handle_t mc;
+  tecore_vmm_handle_t mem;   /* this rank's member */
+  tecore_devptr_t uc, mcva;  /* its unicast mapping; the multicast mapping */
+  size_t bytes;              /* of the region (each mapping) */
+  size_t data_bytes;         /* the simple protocol's buffer: its size bound */
+  int bound;
 };
 
-tecomm_result_t tc_vote(struct tc_boot *b, int ok, const char *why, int *all_ok, char *out,
-                        size_t outlen) {
-  struct vote_msg mine, *all = calloc((size_t)b->nranks, sizeof mine);
-  if (!all) return TC_ERR(TECOMM_ERR_NOMEM, "tecomm: out of host memory");
-  memset(&mine, 0, sizeof mine);
-  mine.ok = ok != 0;
-  snprintf(mine.why, sizeof mine.why, "%s", ok ? "" : why ? why : "failed");
-  tecomm_result_t r = b->allgather(b, &mine, all, sizeof mine);
-  *all_ok = 1;
-  for (int i = 0; r == TECOMM_SUCCESS && i < b->nranks; i++)
-    if (!all[i].ok) {
-      *all_ok = 0;
-      snprintf(out, outlen, "rank %d: %.*s", i, (int)sizeof all[i].why - 1, all[i].why);
-      break;
-    }
-  free(all);
-  return r;
-}
+#define WHY(c) ((c)->lv_why[TC_LV_NVLS])
+static struct tc_nvls *state(const struct tecomm_comm *c) { return c->lv[TC_LV_NVLS]; }
 
 static size_t round_up(size_t x, size_t a) { return (x + a - 1) / a * a; }
 
@@ -80,7 +69,7 @@ static void nvls_undo(struct tecomm_comm *c, struct tc_nvls *n) {
  * set on when not all. */
 static void refused(struct tecomm_comm *c, const char *first) {
   const char *var = strstr(first, "NCCL_NVLS_ENABLE") ? "NCCL_NVLS_ENABLE=0" : "TECOMM_NVLS_ENABLE=0";
-  snprintf(c->nvls_why, sizeof c->nvls_why, "refused (%s)", var);
+  snprintf(WHY(c), sizeof WHY(c), "refused (%s)", var);
   TC_INFO("tecomm: NVLS refused before any multicast call: %s; no multicast object is created",
           first);
 }
@@ -88,7 +77,7 @@ static void refused(struct tecomm_comm *c, const char *first) {
 /* Step 1 on this rank: 1 when NVLS can be tried, else why. */
 static int available(struct tecomm_comm *c, char *why, size_t len) {
   if (c->nranks < 2) return snprintf(why, len, "one rank"), 0;
-  if (!c->ws || c->level > TC_LEVEL_INPLACE || c->n_kernels != c->nranks)
+  if (!c->ws.me || c->level > TC_LEVEL_INPLACE || c->n_kernels != c->nranks)
     return snprintf(why, len, "no IPC workspace (NVLS barriers use it)"), 0;
   if (tecore_tunable_int(&tc_tun_nvls_mb) == 0) return snprintf(why, len, "TECOMM_NVLS_MB=0"), 0;
   if (tc_test_fail("nvls", c->rank)) return snprintf(why, len, "TECOMM_TEST_FAIL"), 0;
@@ -181,12 +170,12 @@ out_r:
   return r;
 }
 
-tecomm_result_t tc_nvls_open(struct tecomm_comm *c, tecore_stream_t st) {
+static tecomm_result_t nvls_open(struct tecomm_comm *c, tecore_stream_t st) {
   char mine[256] = "", why[300] = "";
   int ok = 0;
-  c->nvls = NULL;
+  c->lv[TC_LV_NVLS] = NULL;
   if (!c->mesh || !c->all_local) {
-    snprintf(c->nvls_why, sizeof c->nvls_why, "off (the ranks are not on one host)");
+    snprintf(WHY(c), sizeof WHY(c), "off (the ranks are not on one host)");
     return TECOMM_SUCCESS;
   }
   /* 0: the operator's rule, before anything reaches the driver */
@@ -200,7 +189,7 @@ tecomm_result_t tc_nvls_open(struct tecomm_comm *c, tecore_stream_t st) {
   /* 1: can this rank try, and the granularity every rank can use */
   int good = available(c, mine, sizeof mine);
   size_t data = (size_t)tecore_tunable_int(&tc_tun_nvls_mb) << 20;
-  size_t need = tc_ar_nvls_bytes(c->nranks, c->ws_max_bytes, data);
+  size_t need = tc_ar_nvls_bytes(c->nranks, c->ws.max_bytes, data);
   size_t g = 0, vg = 0;
   if (good && need == 0) good = 0, snprintf(mine, sizeof mine, "region size overflows");
   if (good && (tecore_mc_granularity(need, c->nranks, &g) != TECORE_SUCCESS ||
@@ -231,7 +220,7 @@ tecomm_result_t tc_nvls_open(struct tecomm_comm *c, tecore_stream_t st) {
   if (r == TECOMM_SUCCESS && ok) {
     /* 7: the region's words, then nobody stores into a peer's member
      * before its owner initialised it */
-    r = tc_core(tc_ar_nvls_init(n->uc, c->nranks, c->ws_max_bytes, st), "NVLS region");
+    r = tc_core(tc_ar_nvls_init(n->uc, c->nranks, c->ws.max_bytes, st), "NVLS region");
     if (r == TECOMM_SUCCESS) r = tc_core(tecore_stream_synchronize(st), "NVLS region");
     if (r == TECOMM_SUCCESS) r = c->mesh->barrier(c->mesh);
   }
@@ -243,19 +232,87 @@ tecomm_result_t tc_nvls_open(struct tecomm_comm *c, tecore_stream_t st) {
     if (r != TECOMM_SUCCESS) return r;
     goto off;
   }
-  c->nvls = n;
-  snprintf(c->nvls_why, sizeof c->nvls_why,
+  c->lv[TC_LV_NVLS] = n;
+  snprintf(WHY(c), sizeof WHY(c),
            "on (multicast object of %zu KiB per rank: simple up to %zu KiB, Lamport up to %zu KiB)",
-           n->bytes >> 10, data >> 10, c->ws_max_bytes >> 10);
-  TC_INFO("tecomm: rank %d: NVLS %s", c->rank, c->nvls_why);
+           n->bytes >> 10, data >> 10, c->ws.max_bytes >> 10);
+  TC_INFO("tecomm: rank %d: NVLS %s", c->rank, WHY(c));
   return TECOMM_SUCCESS;
 off:
-  snprintf(c->nvls_why, sizeof c->nvls_why, "off (%.300s)", why);
+  snprintf(WHY(c), sizeof WHY(c), "off (%.300s)", why);
   TC_INFO("tecomm: NVLS is off on every rank, they stay on IPC: %s", why);
   return TECOMM_SUCCESS;
 }
 
-void tc_nvls_close(struct tecomm_comm *c) {
-  nvls_undo(c, c->nvls);
-  c->nvls = NULL;
+static void nvls_close(struct tecomm_comm *c) {
+  nvls_undo(c, state(c));
+  c->lv[TC_LV_NVLS] = NULL;
 }
+
+/* Why the NVLS algorithm a cannot run the call ("" when it can). */
+static const char *cannot(struct tecomm_comm *c, tecomm_algo_t a, const struct tc_call_facts *f) {
+  const struct tc_nvls *n = state(c);
+  if (!n) return "NVLS is off";
+  if (!f->sum) return "NVLS reduces with SUM only";
+  if (a == TECOMM_ALGO_NVLS) return f->bytes > n->data_bytes ? "larger than TECOMM_NVLS_MB" : "";
+  if (f->bytes > c->ws.max_bytes) return "larger than the Lamport buffers";
+  if (!f->fused_lamport_ok) return "fused Lamport needs hidden % 8 == 0 and 16-byte alignment";
+  return "";
+}
+
+/* The table (SUM only): NVLS Lamport up to the table's Lamport edge,
+ * NVLS simple up to its buffer. */
+static tecomm_result_t nvls_pick(struct tecomm_comm *c, tecomm_algo_t asked,
+                                 const struct tc_call_facts *f, tecomm_algo_t *algo) {
+  if (asked != TECOMM_ALGO_AUTO) {
+    const char *why = cannot(c, asked, f);
+    if (*why)
+      return TC_ERR(TECOMM_ERR_NOT_SUPPORTED, "algorithm %s cannot run %zu bytes: %s (%s)",
+                    tc_algo_name(asked), f->bytes, why, WHY(c));
+    *algo = asked;
+    return TECOMM_SUCCESS;
+  }
+  size_t lam, one;
+  tc_table_edges(c->nranks, &lam, &one);
+  *algo = TECOMM_ALGO_AUTO;
+  if (!state(c)) return TECOMM_SUCCESS;
+  if (f->bytes <= lam && !*cannot(c, TECOMM_ALGO_NVLS_LAMPORT, f))
+    *algo = TECOMM_ALGO_NVLS_LAMPORT;
+  else if (!*cannot(c, TECOMM_ALGO_NVLS, f))
+    *algo = TECOMM_ALGO_NVLS;
+  return TECOMM_SUCCESS;
+}
+
+/* The kernels on the multicast region; the IPC workspaces keep the
+ * barriers. */
+static tecomm_result_t nvls_run(struct tecomm_comm *c, const struct tc_call *k) {
+  const struct tc_nvls *n = state(c);
+  struct tc_call kn = *k;
+  kn.nvls_uc = n->uc;
+  kn.nvls_mc = n->mcva;
+  kn.nvls_data_bytes = n->data_bytes;
+  kn.seg = NULL; /* both read only in[rank], wherever it is */
+  return tc_run_kernel(c, &kn);
+}
+
+static void nvls_describe(struct tecomm_comm *c, struct tc_text *t) {
+  tc_put(t, "nvls: %s\n", WHY(c)[0] ? WHY(c) : "off");
+  const struct tc_nvls *n = state(c);
+  if (!n) return;
+  size_t lam, one;
+  tc_table_edges(c->nranks, &lam, &one);
+  if (c->ws.max_bytes < lam) lam = c->ws.max_bytes;
+  tc_put(t, "table above ipc (SUM): nvls-lamport <= %zu KiB, nvls <= %zu KiB, then the ipc table\n",
+         lam / 1024, n->data_bytes / 1024);
+}
+
+const struct tc_level tc_level_nvls = {
+    .name = "nvls",
+    .at = TC_AT_NVLS,
+    .open = nvls_open,
+    .close = nvls_close,
+    .pick = nvls_pick,
+    .run = nvls_run,
+    .run_fused = nvls_run,
+    .describe = nvls_describe,
+};

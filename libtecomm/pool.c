@@ -13,6 +13,7 @@
 #include "comm_priv.h"
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
 
 #define TC_ALIGN 256
@@ -258,4 +259,84 @@ int tc_pool_give(struct tc_seg *pool, size_t off) {
     free(u);
   }
   return 0;
+}
+
+/* The pool, or the workspace alone, or neither: every rank lands on the
+ * same level because each step's outcome is agreed (tc_seg_create). */
+static tecomm_result_t setup_ipc(struct tecomm_comm *c, size_t pool_mb, tecore_stream_t st) {
+  size_t ws_max = c->ws.max_bytes;
+  size_t ws_bytes = (tc_ar_workspace_bytes(c->nranks, ws_max) + 255) / 256 * 256;
+  c->pool_req_mb = pool_mb;
+  struct tc_seg *seg = NULL;
+  int bad = -1;
+  tecomm_result_t r;
+  if (pool_mb > 0) {
+    r = tc_seg_create(c, ws_bytes + pool_mb * 1024 * 1024, "ipc", &seg, &bad);
+    if (r == TECOMM_SUCCESS) {
+      c->pool = seg;
+      tc_pool_reset(seg);
+      size_t off = tc_pool_take(seg, ws_bytes);
+      if (off != 0) return TC_ERR(TECOMM_ERR_NOMEM, "tecomm_comm_init: pool bookkeeping");
+      c->level = TC_LEVEL_POOL;
+      c->n_pool = c->nranks;
+      snprintf(c->level_why, sizeof c->level_why,
+               "every rank has its pool: %zu MiB usable + %zu KiB workspace",
+               (seg->bytes - ws_bytes) >> 20, ws_bytes / 1024);
+    } else if (r != TECOMM_ERR_NOMEM) {
+      return r;
+    } else {
+      c->n_pool = c->nranks - 1;
+      snprintf(c->level_why, sizeof c->level_why, "rank %d could not allocate its pool", bad);
+      TC_WARN("tecomm: rank %d could not allocate its pool: every rank falls back", bad);
+    }
+  } else {
+    snprintf(c->level_why, sizeof c->level_why, "TECOMM_POOL_MB=0 (no pool)");
+  }
+  if (!seg) {
+    r = tc_seg_create(c, ws_bytes, "ipc", &seg, &bad);
+    if (r == TECOMM_ERR_NOMEM) {
+      size_t l = strlen(c->level_why);
+      snprintf(c->level_why + l, sizeof c->level_why - l,
+               "; rank %d could not allocate the %zu KiB workspace", bad, ws_bytes / 1024);
+      return TECOMM_SUCCESS;
+    }
+    if (r != TECOMM_SUCCESS) return r;
+    c->level = TC_LEVEL_INPLACE;
+  }
+  c->n_ws = c->nranks;
+  c->ws.me = tc_seg_addr(seg, c->rank, 0);
+  for (int p = 0; p < c->nranks; p++) c->ws.peer[p] = tc_seg_addr(seg, p, 0);
+  TC_CORE(tc_ar_workspace_init(c->ws.me, c->nranks, ws_max, st), "tecomm_comm_init: workspace");
+  TC_CORE(tecore_stream_synchronize(st), "tecomm_comm_init: workspace");
+  /* no peer may write into a workspace before its owner initialised it */
+  return c->xchg->barrier(c->xchg);
+}
+
+tecomm_result_t tc_symm_open(struct tecomm_comm *c, size_t pool_mb, tecore_stream_t st) {
+  /* the pool does not need the kernels (tecomm_mem_alloc works without
+   * them); the table skips algorithms the kernels do not offer */
+  int ipc = c->all_local && c->nranks <= TC_AR_MAX_RANKS && c->n_vmm_fd == c->nranks &&
+            c->n_p2p == c->nranks;
+  if (ipc) {
+    size_t g = 0;
+    TC_CORE(tecore_vmm_granularity(&g, 1), "tecomm_comm_init: granularity");
+    uint64_t mine = g, *gs = calloc((size_t)c->nranks, sizeof *gs);
+    if (!gs) return TC_ERR(TECOMM_ERR_NOMEM, "tecomm_comm_init: out of memory");
+    tecomm_result_t r = c->xchg->allgather(c->xchg, &mine, gs, sizeof mine);
+    for (int i = 0; r == TECOMM_SUCCESS && i < c->nranks; i++)
+      if (gs[i] > c->gran) c->gran = (size_t)gs[i];
+    free(gs);
+    TC_CHECK(r);
+    return setup_ipc(c, pool_mb, st);
+  }
+  if (!c->all_local)
+    snprintf(c->level_why, sizeof c->level_why, "the ranks span hosts (IPC needs one host)");
+  else if (c->nranks > TC_AR_MAX_RANKS)
+    snprintf(c->level_why, sizeof c->level_why, "%d ranks (IPC kernels reduce over at most %d)",
+             c->nranks, TC_AR_MAX_RANKS);
+  else
+    snprintf(c->level_why, sizeof c->level_why,
+             "IPC needs every rank: p2p %d/%d, vmm posix-fd %d/%d", c->n_p2p, c->nranks,
+             c->n_vmm_fd, c->nranks);
+  return TECOMM_SUCCESS;
 }

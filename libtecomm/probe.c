@@ -16,7 +16,7 @@ TE_EXPORT tecomm_result_t tecomm_probe(tecomm_comm_t comm, tecomm_probe_t what,
          "%s: what %d is not TECOMM_PROBE_LAUNCH or TECOMM_PROBE_EXCHANGE", fn, (int)what);
   struct tecomm_comm *c = comm;
   TC_CHECK(tc_comm_ready(c, fn, !tc_capturing(stream)));
-  if (!c->ws)
+  if (!c->ws.me)
     return TC_ERR(TECOMM_ERR_NOT_SUPPORTED,
                   "%s: no IPC workspaces at level %s: the probes run over the IPC kernels' "
                   "mappings",
@@ -26,8 +26,8 @@ TE_EXPORT tecomm_result_t tecomm_probe(tecomm_comm_t comm, tecomm_probe_t what,
   call.rank = c->rank;
   call.nranks = c->nranks;
   call.timeout_ns = (uint64_t)tc_timeout_ms() * 1000000ull;
-  call.ws_max_bytes = c->ws_max_bytes;
-  for (int r = 0; r < c->nranks; r++) call.ws[r] = c->ws_peer[r];
+  call.ws_max_bytes = c->ws.max_bytes;
+  for (int r = 0; r < c->nranks; r++) call.ws[r] = c->ws.peer[r];
   tecore_result_t cr = tc_ar_probe(&call, what == TECOMM_PROBE_EXCHANGE, stream);
   return cr == TECORE_SUCCESS ? TECOMM_SUCCESS : tc_comm_fail(c, tc_core(cr, fn));
 }

@@ -35,7 +35,7 @@
  * out) does not send its partial sum on: its job sees the group's error
  * word and fails the endpoint, whose queue pairs in the error state stop
  * the other leaders, and they their nodes. */
-#include "comm_priv.h"
+#include "verbs_lv.h"
 #include "verbs_ep.h"   /* tc_vb_fail */
 #include "common/comm_ar.h"   /* TE_AR_OFF_ABORT */
 
@@ -161,7 +161,7 @@ static int node_stopped(struct tecomm_comm *c) {
   tecore_stream_t s = NULL;
   if (tecore_stream_create(TECORE_STREAM_NON_BLOCKING, 0, &s) != TECORE_SUCCESS) return 0;
   tecore_result_t r = tecore_memcpy_async((tecore_devptr_t)(uintptr_t)&w,
-                                          c->local->ws + TE_AR_OFF_ABORT, sizeof w, s);
+                                          c->local->ws.me + TE_AR_OFF_ABORT, sizeof w, s);
   if (r == TECORE_SUCCESS) r = tecore_stream_synchronize(s);
   (void)tecore_stream_destroy(s);
   return r == TECORE_SUCCESS && w != 0;
@@ -169,7 +169,7 @@ static int node_stopped(struct tecomm_comm *c) {
 
 tecomm_result_t tc_hier_ready(struct tecomm_comm *c, const char *fn, int check_device) {
   tecomm_result_t r = tc_comm_ready(c->local, fn, check_device);
-  if (r == TECOMM_SUCCESS && check_device && c->leader == 0 && c->local->ws &&
+  if (r == TECOMM_SUCCESS && check_device && c->leader == 0 && c->local->ws.me &&
       c->local->sticky == TECOMM_SUCCESS && node_stopped(c)) {
     c->local->sticky = TECOMM_ERR_ABORTED;
     r = TC_ERR(TECOMM_ERR_ABORTED, "%s: the node's leader stopped the group", fn);
@@ -187,7 +187,7 @@ int tc_hier_failed_peer(struct tecomm_comm *c) { return leader_of(c, c->node); }
 tecomm_result_t tc_hier_node_ok(struct tecomm_comm *c) {
   struct tecomm_comm *lc = c->local;
   int code = TC_AR_OK, peer = -1;
-  if (!lc || !lc->ws || tc_ar_error(lc->ws, &code, &peer, 0) != TECORE_SUCCESS ||
+  if (!lc || !lc->ws.me || tc_ar_error(lc->ws.me, &code, &peer, 0) != TECORE_SUCCESS ||
       code == TC_AR_OK)
     return TECOMM_SUCCESS;
   /* the node's sum is not there: sending it on would hand the other nodes
@@ -197,7 +197,7 @@ tecomm_result_t tc_hier_node_ok(struct tecomm_comm *c) {
   for (int i = 0, k = 0; i < c->nranks; i++)
     if (c->node_of[i] == c->node && k++ == bad) world = i;
 #ifdef TE_HAVE_VERBS
-  return tc_vb_fail(c->vb, TECOMM_ERR_TIMEOUT, -1, "rank %d: node %d's group failed before the "
+  return tc_vb_fail(VL(c)->vb, TECOMM_ERR_TIMEOUT, -1, "rank %d: node %d's group failed before the "
                     "inter-node step (%s, waiting for rank %d): its leader stops", c->rank,
                     c->node, code == TC_AR_ERR_ABORTED ? "aborted" : "a device-side wait "
                     "expired (TECOMM_TIMEOUT)", world);
@@ -209,9 +209,9 @@ tecomm_result_t tc_hier_node_ok(struct tecomm_comm *c) {
 
 void tc_hier_stop_node(struct tecomm_comm *c) {
   struct tecomm_comm *lc = c->local;
-  if (!lc || !lc->ws) return;   /* an NCCL group: its ranks wait out TECOMM_TIMEOUT */
+  if (!lc || !lc->ws.me) return;   /* an NCCL group: its ranks wait out TECOMM_TIMEOUT */
   for (int r = 0; r < lc->nranks; r++)
-    if (lc->ws_peer[r] && tc_ar_abort(lc->ws_peer[r]) != TECORE_SUCCESS)
+    if (lc->ws.peer[r] && tc_ar_abort(lc->ws.peer[r]) != TECORE_SUCCESS)
       TC_WARN("tecomm: rank %d: could not stop node rank %d: %s", c->rank, r, tecore_last_error());
 }
 

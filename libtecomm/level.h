@@ -1,0 +1,109 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* level.h -- libtecomm's levels: each link of the fallback chain is one
+ * struct tc_level, and one ordered table (levels.c) holds them, best
+ * first: nvls, mnnvl, ipc, nccl, verbs.  Init opens them in that order,
+ * destroy closes them in reverse, a collective's health check, abort,
+ * status and describe walk them, and the selection table asks each in
+ * turn for its choice.  A level keeps its state behind c->lv[its id]
+ * (opaque to everything but its own files) and says why it is off in
+ * c->lv_why[its id].  The IPC workspace the kernel levels share (nvls,
+ * mnnvl and ipc) is the communicator's struct tc_ws, made by the ipc
+ * level on one host or imported by mnnvl across nodes.
+ *
+ * A new level is a folder with one file that defines its struct
+ * tc_level, one row in tc_levels[] (levels.c), one value of enum tc_lv,
+ * and the rows of its algorithms in algos.h (their "at" column names the
+ * level). */
+#ifndef TC_LEVEL_H
+#define TC_LEVEL_H
+
+#include "comm_priv.h"
+#include "algos.h"
+
+/* One allreduce after selection: the caller's arguments and what
+ * selection saw.  fa non-NULL: the fused allreduce + add + RMSNorm. */
+struct tc_call {
+  tecore_devptr_t send, recv;
+  size_t count, bytes;
+  tecore_dtype_t dtype;
+  tecomm_op_t op;
+  tecomm_algo_t algo;                  /* the algorithm selection gave */
+  const struct tecomm_add_rmsnorm *fa;
+  unsigned how;                        /* TC_AR_SCRATCH, TC_AR_BESIDE */
+  int cap;                             /* the stream is capturing */
+  int in_place;                        /* the input may be overwritten (facts.in_place) */
+  struct tc_seg *seg;                  /* the symmetric segment holding send, or NULL */
+  tecore_devptr_t nvls_uc, nvls_mc;    /* the nvls level's region (0: none) */
+  size_t nvls_data_bytes;
+  size_t off;                          /* send's offset in seg */
+  tecore_stream_t stream;
+  const char *fn;
+};
+
+struct tc_level {
+  const char *name;
+  /* The algorithms of algos.h whose "at" column is this. */
+  tc_algo_at_t at;
+  /* Opened only when no level above it gave the communicator a place in
+   * the chain (c->level still TC_LEVEL_NONE). */
+  int last_resort;
+  /* Collective: opens the level, or leaves it off with c->lv_why[id]
+   * saying why (the same on every rank).  An error return is a broken
+   * exchange, not "the level is off". */
+  tecomm_result_t (*open)(struct tecomm_comm *c, tecore_stream_t st);
+  void (*close)(struct tecomm_comm *c);
+  /* Optional: the level's failure before a collective (a transport that
+   * broke, a peer's error it learnt of); check_device as tc_comm_ready. */
+  tecomm_result_t (*health)(struct tecomm_comm *c, const char *fn, int check_device);
+  /* Optional: stops the level's waits (tecomm_comm_abort). */
+  void (*abort)(struct tecomm_comm *c);
+  /* Optional: the peer the level's failure names, or -1. */
+  int (*failed_peer)(struct tecomm_comm *c);
+  /* Selection: asked TECOMM_ALGO_AUTO gives the table's choice at this
+   * level in *algo (TECOMM_ALGO_AUTO when it has none for the call); an
+   * algorithm of this level asked for by name is checked and kept, or
+   * refused with TECOMM_ERR_NOT_SUPPORTED and why. */
+  tecomm_result_t (*pick)(struct tecomm_comm *c, tecomm_algo_t asked,
+                          const struct tc_call_facts *f, tecomm_algo_t *algo);
+  /* Runs the plain and the fused call with the algorithm chosen. */
+  tecomm_result_t (*run)(struct tecomm_comm *c, const struct tc_call *k);
+  tecomm_result_t (*run_fused)(struct tecomm_comm *c, const struct tc_call *k);
+  /* Appends the level's lines to tecomm_comm_describe's text. */
+  void (*describe)(struct tecomm_comm *c, struct tc_text *t);
+};
+
+/* The table, best first (levels.c). */
+extern const struct tc_level *const tc_levels[TC_LV_COUNT];
+/* The level that runs algorithms at a (NULL for TC_AT_TABLE). */
+const struct tc_level *tc_level_at(tc_algo_at_t at);
+
+/* The walks (levels.c). */
+tecomm_result_t tc_levels_open(struct tecomm_comm *c, tecore_stream_t st);
+void tc_levels_close(struct tecomm_comm *c);
+tecomm_result_t tc_levels_health(struct tecomm_comm *c, const char *fn, int check_device);
+void tc_levels_abort(struct tecomm_comm *c);
+int tc_levels_failed_peer(struct tecomm_comm *c);
+void tc_levels_describe(struct tecomm_comm *c, struct tc_text *t);
+
+/* Each level's row (its own file). */
+extern const struct tc_level tc_level_nvls, tc_level_mnnvl, tc_level_ipc, tc_level_nccl,
+    tc_level_verbs;
+
+/* The IPC kernels' path, shared by the nvls, mnnvl and ipc levels
+ * (allreduce.c): stages the input where the protocol needs it, then
+ * launches the kernel. */
+tecomm_result_t tc_run_kernel(struct tecomm_comm *c, const struct tc_call *k);
+/* The fused call on a level that only sums (nccl, verbs): allreduce with
+ * reduce, then add and RMSNorm as kernels of their own, on operands
+ * aligned as the IPC kernels' (allreduce.c). */
+typedef tecomm_result_t (*tc_reduce_fn)(struct tecomm_comm *c, tecore_devptr_t send,
+                                        tecore_devptr_t recv, size_t count, tecore_dtype_t dtype,
+                                        tecomm_op_t op, tecore_stream_t stream, const char *fn);
+tecomm_result_t tc_run_composite(struct tecomm_comm *c, const struct tc_call *k,
+                                 tc_reduce_fn reduce);
+
+/* The selection table's edges for nranks (select.c): Lamport and
+ * one-shot's largest payloads. */
+void tc_table_edges(int nranks, size_t *lamport, size_t *oneshot);
+
+#endif
