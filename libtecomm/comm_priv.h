@@ -80,8 +80,22 @@ struct tc_block {
   struct tc_block *next;
 };
 
+/* A node-local group's operations, for the levels that make one (the
+ * hierarchical verbs path): the communicator layer hands them down
+ * (c->groups) so that a level never calls up into it. */
+struct tc_group_ops {
+  tecomm_result_t (*make)(struct tecomm_comm *parent, uint64_t tag, int me, int n, int no_verbs,
+                          struct tecomm_comm **out);
+  void (*free)(struct tecomm_comm *c);
+  tecomm_result_t (*ready)(struct tecomm_comm *c, const char *fn, int check_device);
+  tecomm_result_t (*allreduce)(struct tecomm_comm *c, tecore_devptr_t send, tecore_devptr_t recv,
+                               size_t count, tecore_dtype_t dtype, tecomm_op_t op,
+                               tecore_stream_t stream, const char *fn);
+};
+
 struct tecomm_comm {
   int rank, nranks, device;
+  const struct tc_group_ops *groups; /* comm.c's (see struct tc_group_ops) */
   tecore_ctx_t ctx;
   struct tc_boot *world;     /* the caller's bootstrap (kept only when ranks span hosts) */
   struct tc_boot *mesh;      /* ranks on one host: the Unix socket mesh */
@@ -232,12 +246,21 @@ tecomm_result_t tc_count_all(struct tc_boot *b, int flag, int *count);
 tecomm_result_t tc_gather_codes(struct tc_boot *b, int32_t code, int *nfail, int *first,
                                 int32_t *first_code);
 
-/* ---- verbs_comm.c ------------------------------------------------------------ */
-/* The verbs allreduce of recv in place on this rank's endpoint (staged);
- * the hierarchy's leaders run their inter-node step with it. */
+/* ---- verbs_staged.c ---------------------------------------------------------- */
+/* The verbs allreduce of send into recv on this rank's endpoint, staged
+ * through page-locked memory; the hierarchy's leaders run their
+ * inter-node step with it. */
 tecomm_result_t tc_verbs_staged(struct tecomm_comm *c, tecore_devptr_t send, tecore_devptr_t recv,
                                 size_t count, tecore_dtype_t dtype, tecomm_op_t op,
                                 tecore_stream_t stream, const char *fn);
+/* Its jobs and staging, freed (the verbs level's close). */
+void tc_verbs_staged_free(struct tecomm_comm *c);
+/* The leader, before its verbs step: TECOMM_SUCCESS, or (the node's group
+ * failed: its error word is set) the endpoint made failed. */
+tecomm_result_t tc_hier_node_ok(struct tecomm_comm *c);
+/* Stops the node's ranks after the leader's inter-node step failed (the
+ * engine thread calls it): their waits give up. */
+void tc_hier_stop_node(struct tecomm_comm *c);
 
 /* ---- verbs_hier.c ------------------------------------------------------------ */
 /* TECOMM_NODE_MAP: this rank's host identity becomes its node's, so that
@@ -253,16 +276,10 @@ tecomm_result_t tc_hier_open(struct tecomm_comm *c, int *member);
 /* The node-local group's health, named as the hierarchy's. */
 tecomm_result_t tc_hier_ready(struct tecomm_comm *c, const char *fn, int check_device);
 int tc_hier_failed_peer(struct tecomm_comm *c);
-/* The leader, before its verbs step: TECOMM_SUCCESS, or (the node's group
- * failed: its error word is set) the endpoint made failed. */
-tecomm_result_t tc_hier_node_ok(struct tecomm_comm *c);
 /* recv = allreduce(send): reduce in the node, leaders over verbs, broadcast. */
 tecomm_result_t tc_hier_allreduce(struct tecomm_comm *c, tecore_devptr_t send,
                                   tecore_devptr_t recv, size_t count, tecore_dtype_t dtype,
                                   tecomm_op_t op, tecore_stream_t stream, const char *fn);
-/* Stops the node's ranks after the leader's inter-node step failed (the
- * engine thread calls it): their waits give up. */
-void tc_hier_stop_node(struct tecomm_comm *c);
 /* GPUDirect RDMA: whether the device memory could be registered (sets
  * c->gdr and c->gdr_why). */
 void tc_gdr_detect(struct tecomm_comm *c);

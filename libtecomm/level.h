@@ -90,17 +90,22 @@ extern const struct tc_level tc_level_nvls, tc_level_mnnvl, tc_level_ipc, tc_lev
     tc_level_verbs;
 
 /* The IPC kernels' path, shared by the nvls, mnnvl and ipc levels
- * (allreduce.c): stages the input where the protocol needs it, then
+ * (ar_run.c): stages the input where the protocol needs it, then
  * launches the kernel. */
 tecomm_result_t tc_run_kernel(struct tecomm_comm *c, const struct tc_call *k);
 /* The fused call on a level that only sums (nccl, verbs): allreduce with
  * reduce, then add and RMSNorm as kernels of their own, on operands
- * aligned as the IPC kernels' (allreduce.c). */
+ * aligned as the IPC kernels' (ar_run.c). */
 typedef tecomm_result_t (*tc_reduce_fn)(struct tecomm_comm *c, tecore_devptr_t send,
                                         tecore_devptr_t recv, size_t count, tecore_dtype_t dtype,
                                         tecomm_op_t op, tecore_stream_t stream, const char *fn);
 tecomm_result_t tc_run_composite(struct tecomm_comm *c, const struct tc_call *k,
                                  tc_reduce_fn reduce);
+
+/* One rank's "allreduce": recv = send (ar_run.c). */
+tecomm_result_t tc_copy_reduce(struct tecomm_comm *c, tecore_devptr_t send, tecore_devptr_t recv,
+                               size_t count, tecore_dtype_t dtype, tecomm_op_t op,
+                               tecore_stream_t stream, const char *fn);
 
 /* The selection table's edges for nranks (select.c): Lamport and
  * one-shot's largest payloads. */

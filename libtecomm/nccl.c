@@ -77,16 +77,6 @@ const struct tc_nccl *tc_nccl_get(const char **why) {
   return nccl_ok;
 }
 
-TECORE_TUNABLE_INT(tc_tun_nccl_init_timeout, "TECOMM_NCCL_INIT_TIMEOUT", 0, 0, 86400000,
-                   "milliseconds NCCL's (non-blocking) init may take before every rank gives it "
-                   "up and takes the next link; 0: TECOMM_TIMEOUT.  A large job's NCCL init can "
-                   "take longer than the device-side waits should")
-
-int64_t tc_nccl_init_timeout_ms(void) {
-  int64_t t = tecore_tunable_int(&tc_tun_nccl_init_timeout);
-  return t > 0 ? t : tc_timeout_ms();
-}
-
 int tc_nccl_wait(const struct tc_nccl *n, tc_nccl_comm_t comm, int result, int64_t limit_ms) {
   if (result != TC_NCCL_IN_PROGRESS) return result;
   int64_t deadline = tc_now_ms() + limit_ms;

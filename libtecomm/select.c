@@ -49,37 +49,6 @@ TECORE_TUNABLE_STR(tc_tun_algo, "TECOMM_ALGO", "auto", TC_ALGO_CHOICES,
                    "allreduce algorithm for every call that asks for auto (the selection "
                    "table) on the caller's communicators; a hierarchical allreduce's node "
                    "groups keep theirs")
-TE_EXPORT const char *tecomm_algo_name(tecomm_algo_t algo) {
-  const char *n = tc_algo_name(algo);
-  return n ? n : "unknown";
-}
-
-TE_EXPORT tecomm_result_t tecomm_algo_parse(const char *name, tecomm_algo_t *algo) {
-  TC_ARG(name, "tecomm_algo_parse: name is NULL");
-  TC_ARG(algo, "tecomm_algo_parse: algo is NULL");
-  int i = tc_algo_by_name(name);
-  if (i < 0)
-    return TC_ERR(TECOMM_ERR_INVALID, "tecomm_algo_parse: name \"%s\" is not one of %s", name,
-                  TC_ALGO_CHOICES);
-  *algo = (tecomm_algo_t)i;
-  return TECOMM_SUCCESS;
-}
-
-const char *tc_level_name(tc_level_t l) {
-  switch (l) {
-  case TC_LEVEL_POOL:
-    return "pool";
-  case TC_LEVEL_INPLACE:
-    return "registered in-place";
-  case TC_LEVEL_NCCL:
-    return "nccl";
-  case TC_LEVEL_VERBS:
-    return "verbs";
-  default:
-    return "none";
-  }
-}
-
 /* auto: each level's table in the chain's order; the first with a choice
  * runs the call. */
 static tecomm_result_t select_auto(struct tecomm_comm *c, const struct tc_call_facts *f,
@@ -116,15 +85,6 @@ tecomm_result_t tc_select(struct tecomm_comm *c, tecomm_algo_t asked,
   const struct tc_level *l = tc_level_at(tc_algo_at(a));
   if (a == TECOMM_ALGO_LAMPORT && c->lv[TC_LV_MNNVL]) l = tc_levels[TC_LV_MNNVL];
   return l->pick(c, a, f, algo);
-}
-
-void tc_put(struct tc_text *t, const char *fmt, ...) {
-  if (t->len >= t->cap) return;
-  va_list ap;
-  va_start(ap, fmt);
-  int n = vsnprintf(t->buf + t->len, t->cap - t->len, fmt, ap);
-  va_end(ap);
-  if (n > 0) t->len = t->len + (size_t)n < t->cap ? t->len + (size_t)n : t->cap - 1;
 }
 
 static void describe(struct tecomm_comm *c, size_t bytes, char *buf, size_t cap) {

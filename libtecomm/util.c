@@ -2,7 +2,8 @@
 /* util.c -- libtecomm's errors (detail string, log line, libtecore result
  * conversion; common/te_upper.h and common/te_results.h do the work), its timeout, the clock, and
  * whether a stream captures. */
-#include "tc_internal.h"
+#include "comm_priv.h"
+#include "algos.h"
 #include "te_results.h"
 #include <fcntl.h>
 #include <stdarg.h>
@@ -37,6 +38,16 @@ TECORE_TUNABLE_INT(tc_tun_timeout_ms, "TECOMM_TIMEOUT", 30000, 1, 86400000,
 
 int64_t tc_timeout_ms(void) { return tecore_tunable_int(&tc_tun_timeout_ms); }
 
+TECORE_TUNABLE_INT(tc_tun_nccl_init_timeout, "TECOMM_NCCL_INIT_TIMEOUT", 0, 0, 86400000,
+                   "milliseconds NCCL's (non-blocking) init may take before every rank gives it "
+                   "up and takes the next link; 0: TECOMM_TIMEOUT.  A large job's NCCL init can "
+                   "take longer than the device-side waits should")
+
+int64_t tc_nccl_init_timeout_ms(void) {
+  int64_t t = tecore_tunable_int(&tc_tun_nccl_init_timeout);
+  return t > 0 ? t : tc_timeout_ms();
+}
+
 uint64_t tc_machine_id(void) {
   static uint64_t h;
   uint64_t v = __atomic_load_n(&h, __ATOMIC_ACQUIRE);
@@ -59,4 +70,44 @@ int tc_capturing(tecore_stream_t stream) {
   tecore_capture_status_t st = TECORE_CAPTURE_NONE;
   if (tecore_stream_capture_status(stream, &st) != TECORE_SUCCESS) return 0;
   return st != TECORE_CAPTURE_NONE;
+}
+
+const char *tc_level_name(tc_level_t l) {
+  switch (l) {
+  case TC_LEVEL_POOL:
+    return "pool";
+  case TC_LEVEL_INPLACE:
+    return "registered in-place";
+  case TC_LEVEL_NCCL:
+    return "nccl";
+  case TC_LEVEL_VERBS:
+    return "verbs";
+  default:
+    return "none";
+  }
+}
+
+void tc_put(struct tc_text *t, const char *fmt, ...) {
+  if (t->len >= t->cap) return;
+  va_list ap;
+  va_start(ap, fmt);
+  int n = vsnprintf(t->buf + t->len, t->cap - t->len, fmt, ap);
+  va_end(ap);
+  if (n > 0) t->len = t->len + (size_t)n < t->cap ? t->len + (size_t)n : t->cap - 1;
+}
+
+TE_EXPORT const char *tecomm_algo_name(tecomm_algo_t algo) {
+  const char *n = tc_algo_name(algo);
+  return n ? n : "unknown";
+}
+
+TE_EXPORT tecomm_result_t tecomm_algo_parse(const char *name, tecomm_algo_t *algo) {
+  TC_ARG(name, "tecomm_algo_parse: name is NULL");
+  TC_ARG(algo, "tecomm_algo_parse: algo is NULL");
+  int i = tc_algo_by_name(name);
+  if (i < 0)
+    return TC_ERR(TECOMM_ERR_INVALID, "tecomm_algo_parse: name \"%s\" is not one of %s", name,
+                  TC_ALGO_CHOICES);
+  *algo = (tecomm_algo_t)i;
+  return TECOMM_SUCCESS;
 }

@@ -122,7 +122,7 @@ tecomm_result_t tc_hier_open(struct tecomm_comm *c, int *member) {
   if (!all) return TC_ERR(TECOMM_ERR_NOMEM, "tecomm_comm_init: out of host memory");
   if (n > 1) {
     uint64_t mix[3] = {c->tag, 0x68696572u, (uint64_t)c->node};
-    tecomm_result_t r = tc_comm_child(c, fnv(mix, sizeof mix, 0xcbf29ce484222325ull), me, n, 1, &lc);
+    tecomm_result_t r = c->groups->make(c, fnv(mix, sizeof mix, 0xcbf29ce484222325ull), me, n, 1, &lc);
     if (r != TECOMM_SUCCESS) {
       TC_WARN("tecomm: rank %d: node %d's group: %s: verbs goes flat", c->rank, c->node,
               tecore_last_error());
@@ -142,7 +142,7 @@ tecomm_result_t tc_hier_open(struct tecomm_comm *c, int *member) {
   }
   free(all);
   if (!ok || !several) {   /* flat: also when every node has one rank (the same thing) */
-    if (lc) tc_comm_child_free(lc);
+    if (lc) c->groups->free(lc);
     return r;
   }
   c->local = lc;
@@ -168,7 +168,7 @@ static int node_stopped(struct tecomm_comm *c) {
 }
 
 tecomm_result_t tc_hier_ready(struct tecomm_comm *c, const char *fn, int check_device) {
-  tecomm_result_t r = tc_comm_ready(c->local, fn, check_device);
+  tecomm_result_t r = c->groups->ready(c->local, fn, check_device);
   if (r == TECOMM_SUCCESS && check_device && c->leader == 0 && c->local->ws.me &&
       c->local->sticky == TECOMM_SUCCESS && node_stopped(c)) {
     c->local->sticky = TECOMM_ERR_ABORTED;
@@ -184,37 +184,6 @@ tecomm_result_t tc_hier_ready(struct tecomm_comm *c, const char *fn, int check_d
 
 int tc_hier_failed_peer(struct tecomm_comm *c) { return leader_of(c, c->node); }
 
-tecomm_result_t tc_hier_node_ok(struct tecomm_comm *c) {
-  struct tecomm_comm *lc = c->local;
-  int code = TC_AR_OK, peer = -1;
-  if (!lc || !lc->ws.me || tc_ar_error(lc->ws.me, &code, &peer, 0) != TECORE_SUCCESS ||
-      code == TC_AR_OK)
-    return TECOMM_SUCCESS;
-  /* the node's sum is not there: sending it on would hand the other nodes
-   * garbage without an error, so the leader's endpoint fails instead, and
-   * its queue pairs in the error state tell the other leaders */
-  int bad = peer >= 0 ? peer : 0, world = -1;
-  for (int i = 0, k = 0; i < c->nranks; i++)
-    if (c->node_of[i] == c->node && k++ == bad) world = i;
-#ifdef TE_HAVE_VERBS
-  return tc_vb_fail(VL(c)->vb, TECOMM_ERR_TIMEOUT, -1, "rank %d: node %d's group failed before the "
-                    "inter-node step (%s, waiting for rank %d): its leader stops", c->rank,
-                    c->node, code == TC_AR_ERR_ABORTED ? "aborted" : "a device-side wait "
-                    "expired (TECOMM_TIMEOUT)", world);
-#else
-  return TC_ERR(TECOMM_ERR_TIMEOUT, "rank %d: node %d's group failed (rank %d)", c->rank, c->node,
-                world);
-#endif
-}
-
-void tc_hier_stop_node(struct tecomm_comm *c) {
-  struct tecomm_comm *lc = c->local;
-  if (!lc || !lc->ws.me) return;   /* an NCCL group: its ranks wait out TECOMM_TIMEOUT */
-  for (int r = 0; r < lc->nranks; r++)
-    if (lc->ws.peer[r] && tc_ar_abort(lc->ws.peer[r]) != TECORE_SUCCESS)
-      TC_WARN("tecomm: rank %d: could not stop node rank %d: %s", c->rank, r, tecore_last_error());
-}
-
 tecomm_result_t tc_hier_allreduce(struct tecomm_comm *c, tecore_devptr_t send,
                                   tecore_devptr_t recv, size_t count, tecore_dtype_t dtype,
                                   tecomm_op_t op, tecore_stream_t stream, const char *fn) {
@@ -222,7 +191,7 @@ tecomm_result_t tc_hier_allreduce(struct tecomm_comm *c, tecore_devptr_t send,
   size_t bytes = count * tecore_dtype_size(dtype);
   /* 1: the node's sum */
   if (lc)
-    TC_CHECK(tc_allreduce_group(lc, send, recv, count, dtype, op, stream, fn));
+    TC_CHECK(c->groups->allreduce(lc, send, recv, count, dtype, op, stream, fn));
   else if (send != recv)
     TC_CORE(tecore_memcpy_async(recv, send, bytes, stream), fn);
   /* 2: the nodes' sum, among the leaders */
@@ -238,7 +207,7 @@ tecomm_result_t tc_hier_allreduce(struct tecomm_comm *c, tecore_devptr_t send,
       TC_CORE(tecore_memset_d16_async(recv, dtype == TECORE_DTYPE_BF16 ? 0xff80u : 0xfc00u, count,
                                       stream), fn);
   }
-  return tc_allreduce_group(lc, recv, recv, count, dtype, op, stream, fn);
+  return c->groups->allreduce(lc, recv, recv, count, dtype, op, stream, fn);
 }
 
 void tc_gdr_detect(struct tecomm_comm *c) {
