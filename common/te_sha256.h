@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0
  * te_sha256.h -- SHA-256 (FIPS 180-4), HMAC-SHA256 (RFC 2104) and a
  * constant-time comparison: what libtecomm's membership proof needs
- * (libtecomm/auth.c), with no crypto library to load.  Plain C, no
+ * (libtecomm/boot/auth.c), with no crypto library to load.  Plain C, no
  * allocation; compiled into libtecomm (and the tests and fuzz-parse that
  * check it against the FIPS 180-4 and RFC 4231 vectors). */
 #ifndef TE_SHA256_H

@@ -4,7 +4,7 @@
 // store) and NVLS Lamport (multimem store), plain and with the
 // residual-add + RMSNorm (+ FP8) epilogue fused in.  The workspace layout, parameter block, work
 // split, element math and sentinel rules are kernels/common/comm_ar.h,
-// shared with the vdev implementations (libtecomm/ar_vdev.c); the norm's
+// shared with the vdev implementations (libtecomm/ipc/ar_vdev.c); the norm's
 // summation order is kernels/common/norm.h's, so the fused results are the
 // bits tecore_rmsnorm_fwd gives on the unfused path.
 //
@@ -639,7 +639,7 @@ __device__ __forceinline__ void ar_fold(const te_ar_params &p, const uint4 *raw,
 // advances the counter, so a replayed graph walks the buffers; the next
 // call reads them only after this kernel has ended.  The kernels do
 // both before they wait for the peers' bytes (te_ar_vdev_lamport in
-// libtecomm/ar_vdev.c says why re-arming then is safe), so neither is on
+// libtecomm/ipc/ar_vdev.c says why re-arming then is safe), so neither is on
 // the call's critical path; a block that then gives up has re-armed a
 // buffer no one writes before call k + 2, which a failed rank never
 // reaches (its error word stays set).

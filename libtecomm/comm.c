@@ -66,9 +66,12 @@ static void host_identity(struct tc_caps *k, tecore_backend_t backend) {
 /* What the hierarchy's levels may do with a node-local group: make and
  * free one, check its health, run its allreduce (verbs_hier.c), without
  * calling up into this file or allreduce.c. */
+static tecomm_result_t child_make(struct tecomm_comm *parent, uint64_t tag, int me, int n,
+                                  int no_verbs, struct tecomm_comm **out);
+static void child_free(struct tecomm_comm *c);
 static const struct tc_group_ops group_ops = {
-    .make = tc_comm_child,
-    .free = tc_comm_child_free,
+    .make = child_make,
+    .free = child_free,
     .ready = tc_comm_ready,
     .allreduce = tc_allreduce_group,
 };
@@ -272,10 +275,10 @@ fail:
   return r;
 }
 
-void tc_comm_child_free(struct tecomm_comm *c) { comm_free(c); }
+static void child_free(struct tecomm_comm *c) { comm_free(c); }
 
-tecomm_result_t tc_comm_child(struct tecomm_comm *parent, uint64_t tag, int me, int n,
-                              int no_verbs, struct tecomm_comm **out) {
+static tecomm_result_t child_make(struct tecomm_comm *parent, uint64_t tag, int me, int n,
+                                  int no_verbs, struct tecomm_comm **out) {
   *out = NULL;
   struct tecomm_comm *c = calloc(1, sizeof *c);
   struct tc_caps *caps = calloc((size_t)n, sizeof *caps);
@@ -363,10 +366,10 @@ TE_EXPORT tecomm_result_t tecomm_comm_split(tecomm_comm_t comm, int color, int k
   free(all);
   free(g);
   struct tecomm_comm *c = NULL;
-  r = tc_comm_child(comm, hash64(mix, sizeof mix, 0xcbf29ce484222325ull), me, n, 0, &c);
+  r = child_make(comm, hash64(mix, sizeof mix, 0xcbf29ce484222325ull), me, n, 0, &c);
   if (r != TECOMM_SUCCESS) return tc_comm_fail(comm, r);
   if (te_handle_add(c) != 0) {
-    tc_comm_child_free(c);
+    child_free(c);
     return TC_ERR(TECOMM_ERR_NOMEM, "%s: out of host memory", fn);
   }
   *newcomm = c;

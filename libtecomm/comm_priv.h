@@ -6,9 +6,9 @@
 #ifndef TECOMM_COMM_PRIV_H
 #define TECOMM_COMM_PRIV_H
 
-#include "boot.h"
-#include "nccl.h"
-#include "ar_kernels.h"
+#include "boot/boot.h"
+#include "nccl/nccl.h"
+#include "ipc/ar_kernels.h"
 
 /* The fallback chain, best first; every rank of a communicator stands at
  * the same place (decided from allgathered facts only). */
@@ -84,6 +84,9 @@ struct tc_block {
  * hierarchical verbs path): the communicator layer hands them down
  * (c->groups) so that a level never calls up into it. */
 struct tc_group_ops {
+  /* a communicator over members me of n of parent on this host: its own
+   * mesh (named by tag), the parent's device and context, its own place
+   * in the chain (no_verbs: it does not open verbs) */
   tecomm_result_t (*make)(struct tecomm_comm *parent, uint64_t tag, int me, int n, int no_verbs,
                           struct tecomm_comm **out);
   void (*free)(struct tecomm_comm *c);
@@ -193,7 +196,6 @@ int tc_sym_room(struct tecomm_comm *c, tecore_devptr_t ptr, struct tc_seg **seg,
 /* Sub-allocation in the pool: offset of bytes (aligned 256), or (size_t)-1. */
 size_t tc_pool_take(struct tc_seg *pool, size_t bytes);
 int tc_pool_give(struct tc_seg *pool, size_t off);
-void tc_pool_reset(struct tc_seg *pool);
 /* Address of rank r's copy of offset off of seg. */
 static inline tecore_devptr_t tc_seg_addr(const struct tc_seg *s, int r, size_t off) {
   return s->va + (size_t)r * s->stride + off;
@@ -255,12 +257,6 @@ tecomm_result_t tc_verbs_staged(struct tecomm_comm *c, tecore_devptr_t send, tec
                                 tecore_stream_t stream, const char *fn);
 /* Its jobs and staging, freed (the verbs level's close). */
 void tc_verbs_staged_free(struct tecomm_comm *c);
-/* The leader, before its verbs step: TECOMM_SUCCESS, or (the node's group
- * failed: its error word is set) the endpoint made failed. */
-tecomm_result_t tc_hier_node_ok(struct tecomm_comm *c);
-/* Stops the node's ranks after the leader's inter-node step failed (the
- * engine thread calls it): their waits give up. */
-void tc_hier_stop_node(struct tecomm_comm *c);
 
 /* ---- verbs_hier.c ------------------------------------------------------------ */
 /* TECOMM_NODE_MAP: this rank's host identity becomes its node's, so that
@@ -285,13 +281,6 @@ tecomm_result_t tc_hier_allreduce(struct tecomm_comm *c, tecore_devptr_t send,
 void tc_gdr_detect(struct tecomm_comm *c);
 
 /* ---- comm.c ----------------------------------------------------------------- */
-/* A communicator over members of parent on this host (tecomm_comm_split's
- * groups, the hierarchical path's node): its own mesh (named by tag), the
- * parent's device and context, its own place in the chain (no_verbs: it
- * does not open verbs). */
-tecomm_result_t tc_comm_child(struct tecomm_comm *parent, uint64_t tag, int me, int n,
-                              int no_verbs, struct tecomm_comm **out);
-void tc_comm_child_free(struct tecomm_comm *c);
 /* The checks every public call makes first: comm is a live communicator
  * (te_handles.h: never one destroyed) of this process (not a fork's copy
  * of the parent's).  TECOMM_ERR_INVALID naming fn otherwise. */

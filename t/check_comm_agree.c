@@ -4,7 +4,7 @@
  * (issue 28): ranks as forked processes (t/comm_ranks.h), each level
  * forced:
  *   - nccl: tecomm_allreduce_algo(..., TECOMM_ALGO_NCCL) on vdev's NCCL
- *     emulation (libtecomm/nccl_vdev.c), 2 ranks, at the pool level and
+ *     emulation (libtecomm/nccl/nccl_vdev.c), 2 ranks, at the pool level and
  *     at the NCCL level itself (TECOMM_TEST_FAIL=ipc:1), where a rank
  *     whose communicator failed is also named at once by the peers that
  *     wait for it;

@@ -27,7 +27,7 @@
 #endif
 #include "comm_ranks.h"
 #include "te_sha256.h"
-#include "wire.h"
+#include "boot/wire.h"
 #include <arpa/inet.h>
 #include <dirent.h>
 #include <fcntl.h>

@@ -1,6 +1,6 @@
 /* check_comm_verbs.c -- libtecomm's verbs path outside the test VM: ranks
  * as forked processes (t/comm_ranks.h) on one host, with "soft", the
- * loopback RDMA device (TECOMM_VERBS_LIB=soft, libtecomm/verbs_soft.c),
+ * loopback RDMA device (TECOMM_VERBS_LIB=soft, libtecomm/verbs/verbs_soft.c),
  * and TECOMM_NODE_MAP making them ranks of several nodes.
  * SPDX-License-Identifier: Apache-2.0
  *

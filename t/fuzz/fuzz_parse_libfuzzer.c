@@ -6,7 +6,7 @@
  * --without-cuda):
  *   clang -g -fsanitize=fuzzer,address,undefined -Ilibtecore -Ibuild/libtecore \
  *     -Icommon -Ilibtecomm -Itools/gpt t/fuzz/fuzz_parse_libfuzzer.c t/fuzz/fuzz_parse_one.c \
- *     t/fuzz/fuzz_parse_wire.c libtecomm/wire.c common/sha256.c \
+ *     t/fuzz/fuzz_parse_wire.c libtecomm/boot/wire.c common/sha256.c \
  *     t/fuzz/fuzz_parse_st.c tools/gpt/st.c \
  *     build/libtecore/.libs/libtecore.so -Wl,-rpath,$PWD/build/libtecore/.libs \
  *     -o fuzz-parse-lf

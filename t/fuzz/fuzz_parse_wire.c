@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0
  *
  * fuzz_parse_wire.c -- fuzz-parse's target 6: libtecomm's bootstrap and
- * mesh messages (libtecomm/wire.c, compiled in: its parsers are private
+ * mesh messages (libtecomm/boot/wire.c, compiled in: its parsers are private
  * to the library).  The input after the target byte is:
  *   how   one byte: which field of a well-made message to spoil (below)
  *   rest  the bytes of a message, as they would come off a socket
@@ -18,7 +18,7 @@
  *   4. tc_wire_str_ok on a 64-byte field (a host name): 1 exactly when a
  *      NUL lies within it. */
 #include "fuzz_parse.h"
-#include "wire.h"
+#include "boot/wire.h"
 #include "te_sha256.h"
 
 #include <stdio.h>

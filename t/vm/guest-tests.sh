@@ -50,9 +50,18 @@ i=0
 until ping -c 1 -W 1 "$peer" > /dev/null 2>&1 || [ $i -ge 120 ]; do i=$((i + 1)); done
 echo "TE-VM: node $node sees node $((1 - node)) after $i tries"
 
+# the nodes in step before a test: a failure test leaves one node up to
+# TECOMM_TIMEOUT behind the other, which would eat the next rendezvous's
+# own TECOMM_TIMEOUT (vm_allreduce sync: a communicator made and destroyed,
+# no verbs, waiting up to 120 s)
+in_step() { TECOMM_TIMEOUT=120000 TECOMM_VERBS=0 ranks "$1" /te/bin/vm_allreduce sync > /dev/null 2>&1 ||
+            echo "TE-VM: node $node: sync on port $1 failed"; }
+
 ranks 29501 /te/bin/vm_allreduce check "$seed"
+in_step 29511
 # rank 2: node 1's leader (the other ranks of a node open no endpoint)
 TECOMM_VERBS_FAULT=mr:2 ranks 29502 /te/bin/vm_allreduce nomr
+in_step 29512
 # te-allreduce-perf over verbs, for correctness only (its #wrong column)
 # (rank 0 prints the table; every rank's exit status counts)
 if ranks 29503 /te/bin/te-allreduce-perf -a verbs -b 8 -e 65536 -f 16 -w 1 -i 2 --csv \
@@ -63,9 +72,12 @@ if ranks 29503 /te/bin/te-allreduce-perf -a verbs -b 8 -e 65536 -f 16 -w 1 -i 2 
 else
   echo "TE-VM-TEST perf rank=node$node FAIL:"; cat /tmp/perf
 fi
+in_step 29513
 ranks 29504 /te/bin/vm_allreduce exit 3
+in_step 29514
 # an injected error completion at node 0's leader (its 40th: a few calls in)
 TECOMM_VERBS_FAULT=wc:40:0 ranks 29506 /te/bin/vm_allreduce wcfault
+in_step 29515
 # the link cut mid-transfer: node 1 takes its NIC down while the ranks loop
 if [ "$node" = 1 ]; then (sleep 6; ip link set eth0 down; echo "TE-VM: eth0 down") & fi
 ranks 29505 /te/bin/vm_allreduce cut

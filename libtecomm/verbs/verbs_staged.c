@@ -5,8 +5,8 @@
  * its poll drives it; the stream waits for the job), the result copied
  * back.  The flat verbs level runs it on every rank, the hierarchy on the
  * node leaders, which also stop their node's ranks when their step
- * fails (tc_hier_stop_node) and refuse to send a node sum that is not
- * there (tc_hier_node_ok).  Below verbs_comm.c and verbs_hier.c. */
+ * fails (hier_stop_node) and refuse to send a node sum that is not
+ * there (hier_node_ok).  Below verbs_comm.c and verbs_hier.c. */
 #include "verbs_lv.h"
 #include "verbs_ep.h"   /* tc_vb_fail */
 #include "common/comm_ar.h"
@@ -40,11 +40,46 @@ struct tc_vhost {
   size_t bytes;
 };
 
+/* The leader, before its verbs step: TECOMM_SUCCESS, or (the node's group
+ * failed: its error word is set) the endpoint made failed. */
+static tecomm_result_t hier_node_ok(struct tecomm_comm *c) {
+  struct tecomm_comm *lc = c->local;
+  int code = TC_AR_OK, peer = -1;
+  if (!lc || !lc->ws.me || tc_ar_error(lc->ws.me, &code, &peer, 0) != TECORE_SUCCESS ||
+      code == TC_AR_OK)
+    return TECOMM_SUCCESS;
+  /* the node's sum is not there: sending it on would hand the other nodes
+   * garbage without an error, so the leader's endpoint fails instead, and
+   * its queue pairs in the error state tell the other leaders */
+  int bad = peer >= 0 ? peer : 0, world = -1;
+  for (int i = 0, k = 0; i < c->nranks; i++)
+    if (c->node_of[i] == c->node && k++ == bad) world = i;
+#ifdef TE_HAVE_VERBS
+  return tc_vb_fail(VL(c)->vb, TECOMM_ERR_TIMEOUT, -1, "rank %d: node %d's group failed before the "
+                    "inter-node step (%s, waiting for rank %d): its leader stops", c->rank,
+                    c->node, code == TC_AR_ERR_ABORTED ? "aborted" : "a device-side wait "
+                    "expired (TECOMM_TIMEOUT)", world);
+#else
+  return TC_ERR(TECOMM_ERR_TIMEOUT, "rank %d: node %d's group failed (rank %d)", c->rank, c->node,
+                world);
+#endif
+}
+
+/* Stops the node's ranks after the leader's inter-node step failed (the
+ * engine thread calls it): their waits give up. */
+static void hier_stop_node(struct tecomm_comm *c) {
+  struct tecomm_comm *lc = c->local;
+  if (!lc || !lc->ws.me) return;   /* an NCCL group: its ranks wait out TECOMM_TIMEOUT */
+  for (int r = 0; r < lc->nranks; r++)
+    if (lc->ws.peer[r] && tc_ar_abort(lc->ws.peer[r]) != TECORE_SUCCESS)
+      TC_WARN("tecomm: rank %d: could not stop node rank %d: %s", c->rank, r, tecore_last_error());
+}
+
 /* A failed run: the node's other ranks must not wait for this leader,
  * and the job's error is the endpoint's (it names the peer). */
 static tecore_result_t vjob_failed(struct tc_vjob *j) {
   memset(j->host, 0xff, j->count * tecore_dtype_size(j->dtype));   /* NaN, never partial sums */
-  if (j->c->leader == 1 && j->c->local) tc_hier_stop_node(j->c);
+  if (j->c->leader == 1 && j->c->local) hier_stop_node(j->c);
   tecomm_result_t r = tc_vb_status(VL(j->c)->vb, "verbs allreduce");
   return r == TECOMM_ERR_TIMEOUT ? TECORE_ERR_TIMEOUT : TECORE_ERR_SYSTEM;
 }
@@ -53,7 +88,7 @@ static tecore_result_t vjob_failed(struct tc_vjob *j) {
 static tecore_result_t vjob_start(void *arg) {
   struct tc_vjob *j = arg;
   tecomm_result_t r = tc_vb_status(VL(j->c)->vb, "verbs allreduce");
-  if (r == TECOMM_SUCCESS && j->c->local) r = tc_hier_node_ok(j->c);
+  if (r == TECOMM_SUCCESS && j->c->local) r = hier_node_ok(j->c);
   if (r == TECOMM_SUCCESS) r = tc_vb_ar_start(VL(j->c)->vb, &j->ar, j->host, j->count, j->dtype, j->op);
   j->failed = r != TECOMM_SUCCESS;
   return TECORE_SUCCESS;   /* the poll reports it */
@@ -146,37 +181,6 @@ tecomm_result_t tc_verbs_staged(struct tecomm_comm *c, tecore_devptr_t send, tec
   TC_CORE(tecore_memcpy_async(recv, (tecore_devptr_t)(uintptr_t)host, bytes, stream), fn);
   if (!tc_capturing(stream)) (void)tecore_svc_kick();
   return TECOMM_SUCCESS;
-}
-
-tecomm_result_t tc_hier_node_ok(struct tecomm_comm *c) {
-  struct tecomm_comm *lc = c->local;
-  int code = TC_AR_OK, peer = -1;
-  if (!lc || !lc->ws.me || tc_ar_error(lc->ws.me, &code, &peer, 0) != TECORE_SUCCESS ||
-      code == TC_AR_OK)
-    return TECOMM_SUCCESS;
-  /* the node's sum is not there: sending it on would hand the other nodes
-   * garbage without an error, so the leader's endpoint fails instead, and
-   * its queue pairs in the error state tell the other leaders */
-  int bad = peer >= 0 ? peer : 0, world = -1;
-  for (int i = 0, k = 0; i < c->nranks; i++)
-    if (c->node_of[i] == c->node && k++ == bad) world = i;
-#ifdef TE_HAVE_VERBS
-  return tc_vb_fail(VL(c)->vb, TECOMM_ERR_TIMEOUT, -1, "rank %d: node %d's group failed before the "
-                    "inter-node step (%s, waiting for rank %d): its leader stops", c->rank,
-                    c->node, code == TC_AR_ERR_ABORTED ? "aborted" : "a device-side wait "
-                    "expired (TECOMM_TIMEOUT)", world);
-#else
-  return TC_ERR(TECOMM_ERR_TIMEOUT, "rank %d: node %d's group failed (rank %d)", c->rank, c->node,
-                world);
-#endif
-}
-
-void tc_hier_stop_node(struct tecomm_comm *c) {
-  struct tecomm_comm *lc = c->local;
-  if (!lc || !lc->ws.me) return;   /* an NCCL group: its ranks wait out TECOMM_TIMEOUT */
-  for (int r = 0; r < lc->nranks; r++)
-    if (lc->ws.peer[r] && tc_ar_abort(lc->ws.peer[r]) != TECORE_SUCCESS)
-      TC_WARN("tecomm: rank %d: could not stop node rank %d: %s", c->rank, r, tecore_last_error());
 }
 
 void tc_verbs_staged_free(struct tecomm_comm *c) {

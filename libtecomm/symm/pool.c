@@ -20,17 +20,12 @@
 
 static size_t round_up(size_t x, size_t a) { return (x + a - 1) / a * a; }
 
-/* Allgathers ok; returns the first rank with ok == 0, or -1. */
+/* Allgathers ok over the mesh: *first_bad is the first rank with ok == 0,
+ * or -1 (vote.c). */
 static tecomm_result_t agree(struct tecomm_comm *c, int ok, int *first_bad) {
-  int32_t mine = ok, all[TC_AR_MAX_RANKS];
-  TC_CHECK(c->mesh->allgather(c->mesh, &mine, all, sizeof mine));
-  *first_bad = -1;
-  for (int r = 0; r < c->nranks; r++)
-    if (!all[r]) {
-      *first_bad = r;
-      break;
-    }
-  return TECOMM_SUCCESS;
+  int nfail = 0;
+  int32_t code = 0;
+  return tc_gather_codes(c->mesh, ok ? 0 : 1, &nfail, first_bad, &code);
 }
 
 static void seg_unmap(struct tc_seg *s) {
@@ -206,7 +201,7 @@ int tc_sym_room(struct tecomm_comm *c, tecore_devptr_t ptr, struct tc_seg **seg,
 
 /* ---- first-fit sub-allocation -------------------------------------------- */
 
-void tc_pool_reset(struct tc_seg *pool) {
+static void pool_reset(struct tc_seg *pool) {
   pool->free_list = calloc(1, sizeof *pool->free_list);
   if (pool->free_list) *pool->free_list = (struct tc_block){.off = 0, .len = pool->bytes};
 }
@@ -274,7 +269,7 @@ static tecomm_result_t setup_ipc(struct tecomm_comm *c, size_t pool_mb, tecore_s
     r = tc_seg_create(c, ws_bytes + pool_mb * 1024 * 1024, "ipc", &seg, &bad);
     if (r == TECOMM_SUCCESS) {
       c->pool = seg;
-      tc_pool_reset(seg);
+      pool_reset(seg);
       size_t off = tc_pool_take(seg, ws_bytes);
       if (off != 0) return TC_ERR(TECOMM_ERR_NOMEM, "tecomm_comm_init: pool bookkeeping");
       c->level = TC_LEVEL_POOL;

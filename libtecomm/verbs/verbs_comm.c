@@ -1,11 +1,11 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* verbs_comm.c -- the verbs level of the fallback chain: the endpoint
  * opened at communicator init (every rank agrees; across nodes the
  * node-local groups first, verbs_hier.c), and the level's row.  An
  * allreduce runs on the stream through verbs_staged.c (flat), or as the
  * hierarchy's three steps (verbs_hier.c).  A failure (a dead peer, an
  * error completion) makes the endpoint's sticky error the next call's
- * answer.
- * SPDX-License-Identifier: Apache-2.0 */
+ * answer. */
 #include "verbs_lv.h"
 #include "agree.h"
 

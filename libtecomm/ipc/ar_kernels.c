@@ -407,8 +407,8 @@ static tecore_result_t ar_plain(int algo, struct te_ar_params *p, int beside,
 static tecore_result_t ce_pull(const struct tc_ar_call *c, struct te_ar_params *p,
                                tecore_stream_t stream);
 
-static tecore_result_t ar_fused(const struct tc_ar_call *c, struct te_ar_params *p,
-                                tecore_stream_t stream, const char *fn) {
+/* The fused call's operands and flags in the kernels' parameters. */
+static void fused_params(const struct tc_ar_call *c, struct te_ar_params *p) {
   const struct tc_ar_fused *f = c->fused;
   const struct tecore_tensor *q = f->fp8_out;
   int current = q && q->scaling == TECORE_SCALING_CURRENT;
@@ -430,6 +430,30 @@ static tecore_result_t ar_fused(const struct tc_ar_call *c, struct te_ar_params 
     /* current scaling: this pass finds the amax; the bytes come after */
     p->fflags |= current ? TE_AR_F_AMAX : (TE_AR_F_Q | (q->amax ? TE_AR_F_AMAX : 0));
   }
+}
+
+/* Current scaling's second pass: the scale from the amax the kernel
+ * found, then the FP8 bytes (libtecore's RMSNorm on residual_out). */
+static tecore_result_t fused_current_bytes(const struct tc_ar_call *c, const struct te_ar_params *p,
+                                           tecore_stream_t stream) {
+  const struct tc_ar_fused *f = c->fused;
+  const struct tecore_tensor *q = f->fp8_out;
+  AR_CHECK(tecore_compute_scale(q, 0, stream));
+  struct tecore_tensor x, g, y = *q;
+  size_t shape[2] = {(size_t)p->rows, f->hidden};
+  AR_CHECK(tecore_tensor_init(&x, c->dtype, 2, shape, f->residual_out));
+  AR_CHECK(tecore_tensor_init(&g, c->dtype, 1, &shape[1], f->gamma));
+  y.scaling = TECORE_SCALING_DELAYED;
+  y.amax = 0;
+  return tecore_rmsnorm_fwd(&x, &g, f->eps, 0, &y, 0, stream);
+}
+
+static tecore_result_t ar_fused(const struct tc_ar_call *c, struct te_ar_params *p,
+                                tecore_stream_t stream, const char *fn) {
+  const struct tc_ar_fused *f = c->fused;
+  const struct tecore_tensor *q = f->fp8_out;
+  int current = q && q->scaling == TECORE_SCALING_CURRENT;
+  fused_params(c, p);
   /* the row plan tecore_rmsnorm_fwd takes for x = residual_out, y = out */
   int nvec = f->hidden % 8 == 0 && al16(f->residual_in) && al16(f->residual_out) &&
                      al16(f->gamma) && al16(f->out) && (!q || al16(q->data))
@@ -527,17 +551,7 @@ static tecore_result_t ar_fused(const struct tc_ar_call *c, struct te_ar_params 
     ecfg.grid[0] = (unsigned)(groups < 65535u * 32u ? groups : 65535u * 32u);
     AR_CHECK(ar_go(wide ? TE_AR_K_ADDNORM_WIDE : TE_AR_K_ADDNORM, &ecfg, p, stream));
   }
-  if (current) {
-    /* libtecore's current scaling: the scale from the amax, then the bytes */
-    AR_CHECK(tecore_compute_scale(q, 0, stream));
-    struct tecore_tensor x, g, y = *q;
-    size_t shape[2] = {(size_t)p->rows, f->hidden};
-    AR_CHECK(tecore_tensor_init(&x, c->dtype, 2, shape, f->residual_out));
-    AR_CHECK(tecore_tensor_init(&g, c->dtype, 1, &shape[1], f->gamma));
-    y.scaling = TECORE_SCALING_DELAYED;
-    y.amax = 0;
-    AR_CHECK(tecore_rmsnorm_fwd(&x, &g, f->eps, 0, &y, 0, stream));
-  }
+  if (current) AR_CHECK(fused_current_bytes(c, p, stream));
   return TECORE_SUCCESS;
 }
 

@@ -4,7 +4,7 @@
  * (host blocks staged through one device buffer), barrier as a one-byte
  * allgather.  Waits are bounded by TECOMM_TIMEOUT. */
 #include "boot.h"
-#include "nccl.h"
+#include "nccl/nccl.h"
 #include <stdlib.h>
 #include <string.h>
 

@@ -152,7 +152,7 @@ tecomm_result_t tc_hier_open(struct tecomm_comm *c, int *member) {
 }
 
 /* 1 when the node group's abort word is set on this rank: the leader
- * stopped the node (tc_hier_stop_node).  The kernels report an abort in
+ * stopped the node (hier_stop_node, verbs_staged.c).  The kernels report an abort in
  * the error word only when it ends a wait; a call that starts after it
  * returns at once and reports nothing, so the word itself is read (on a
  * stream of its own, as the kernels' error word is). */

@@ -24,7 +24,7 @@
 #ifndef TECOMM_VERBS_PRIV_H
 #define TECOMM_VERBS_PRIV_H
 
-#include "boot.h"
+#include "boot/boot.h"
 #include "verbs_api.h"
 
 #define TC_VB_SLOTS 4                 /* receive slots per peer (the credits) */
