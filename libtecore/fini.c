@@ -14,7 +14,7 @@
  * (tecore_init), so a finished library does not start again.  A second
  * tecore_fini does nothing. */
 #include "internal.h"
-#include "device_ops.h"
+#include "device/device_ops.h"
 #include "svc/svc_internal.h"
 
 #define TE_FINI_HOOKS 16
@@ -26,9 +26,6 @@ static struct {
 } hooks[TE_FINI_HOOKS];
 static int nhooks;
 static int finishing;   /* tecore_fini has begun (under fini_lock) */
-static int finished;    /* ... and reached the backend (read without the lock) */
-
-int te_finished(void) { return __atomic_load_n(&finished, __ATOMIC_ACQUIRE); }
 
 TE_EXPORT tecore_result_t tecore_fini_register(void (*fn)(void *arg), void *arg) {
   TE_ARG(fn, "tecore_fini_register: fn is NULL");
@@ -68,9 +65,7 @@ TE_EXPORT tecore_result_t tecore_fini(void) {
           n);
   for (int i = n - 1; i >= 0; i--) hooks[i].fn(hooks[i].arg);
   te_svc_fini();
-  /* from here on no call reaches the backend */
-  __atomic_store_n(&finished, 1, __ATOMIC_RELEASE);
-  te_device_fini();
+  te_device_fini();   /* from here on no call reaches the backend (te_finished) */
   te_handles_fini();
   te_tunables_fini();
   te_log_fini();

@@ -188,8 +188,8 @@ int te_span_past_buffer(const struct te_span *s, size_t n, char *msg, size_t len
  * that would start a thread or reach the device then fail with
  * TECORE_ERR_NOT_INITIALIZED).  The *_fini functions free one part's
  * process-wide state; fini.c calls them in order, once. */
-int te_finished(void);
-void te_device_fini(void);      /* device.c: the backend */
+int te_finished(void);         /* device/ops.c */
+void te_device_fini(void);      /* device/ops.c: the backend (te_finished from then on) */
 void te_tunables_fini(void);    /* tunable.c: strings read from the environment */
 void te_log_fini(void);         /* log.c: closes TE_DEBUG_FILE */
 

@@ -268,13 +268,6 @@ fail:
   return res;
 }
 
-tegraph_result_t ol_live(const tegraph_offload_t *c, const char *fn) {
-  TG_ARG(c, "%s: ctx is NULL", fn);
-  TG_ARG(te_handle_live(c), "%s: ctx %p is not a live offload context (destroyed?)", fn,
-         (const void *)c);
-  return TEGRAPH_SUCCESS;
-}
-
 TE_EXPORT tegraph_result_t tegraph_offload_destroy(tegraph_offload_t *c) {
   static const char fn[] = "tegraph_offload_destroy";
   TG_CHECK(ol_live(c, fn));

@@ -8,6 +8,7 @@
 #ifndef TEGRAPH_OFFLOAD_INTERNAL_H
 #define TEGRAPH_OFFLOAD_INTERNAL_H
 
+#include "te_handles.h"
 #include "tg_internal.h"
 #include <te/offload.h>
 
@@ -125,9 +126,15 @@ tegraph_result_t ol_seq_idle(const tegraph_offload_t *c, const char *fn);
 /* The plan goes whatever fails (tegraph_offload_destroy). */
 void ol_seq_drop(tegraph_offload_t *c);
 
-/* offload_ctx.c: TEGRAPH_ERR_INVALID naming fn unless c is a live context
- * (te_handles.h: a destroyed one is never read). */
-tegraph_result_t ol_live(const tegraph_offload_t *c, const char *fn);
+/* TEGRAPH_ERR_INVALID naming fn unless c is a live context (te_handles.h:
+ * a destroyed one is never read); inline, so that the context's file and
+ * the files it calls need not call each other back. */
+static inline tegraph_result_t ol_live(const tegraph_offload_t *c, const char *fn) {
+  TG_ARG(c, "%s: ctx is NULL", fn);
+  TG_ARG(te_handle_live(c), "%s: ctx %p is not a live offload context (destroyed?)", fn,
+         (const void *)c);
+  return TEGRAPH_SUCCESS;
+}
 /* offload_tensor.c: frees the tensor saves (their copies are done). */
 tegraph_result_t ol_saves_free(tegraph_offload_t *c);
 

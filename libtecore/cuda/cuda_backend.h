@@ -15,7 +15,7 @@
 #include <cuda.h>
 #include <cudaTypedefs.h>
 
-#include "device_ops.h"
+#include "device/device_ops.h"
 
 /* X(name, version, required)
  * required = 1: init fails (TECORE_ERR_NO_DRIVER) when the driver lacks it.

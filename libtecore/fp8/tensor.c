@@ -36,36 +36,6 @@ TE_EXPORT tecore_result_t tecore_tensor_2d(const struct tecore_tensor *t, size_t
   return TECORE_SUCCESS;
 }
 
-/* The scale array shape of a checked tensor. */
-static void scale_shape(const struct tecore_tensor *t, int columnwise, size_t *sr, size_t *sc,
-                        tecore_dtype_t *dt) {
-  size_t rows, cols;
-  te_tensor_view(t, &rows, &cols);
-  *dt = TECORE_DTYPE_F32;
-  switch (t->scaling) {
-  case TECORE_SCALING_DELAYED:
-  case TECORE_SCALING_CURRENT:
-    *sr = *sc = 1;
-    return;
-  case TECORE_SCALING_MXFP8:
-    *dt = TECORE_DTYPE_E8M0;
-    if (columnwise) *sr = te_cdiv(rows, 32), *sc = cols;
-    else *sr = rows, *sc = te_cdiv(cols, 32);
-    return;
-  case TECORE_SCALING_BLOCK_1X128:
-    if (columnwise) *sr = cols, *sc = te_cdiv(rows, 128);
-    else *sr = rows, *sc = te_cdiv(cols, 128);
-    return;
-  case TECORE_SCALING_BLOCK_128X128:
-    if (columnwise) *sr = te_cdiv(cols, 128), *sc = te_cdiv(rows, 128);
-    else *sr = te_cdiv(rows, 128), *sc = te_cdiv(cols, 128);
-    return;
-  default:
-    *sr = *sc = 0;
-    return;
-  }
-}
-
 TE_EXPORT tecore_result_t tecore_tensor_scale_shape(const struct tecore_tensor *t,
                                                     int columnwise, size_t *srows,
                                                     size_t *scols, tecore_dtype_t *dtype) {
@@ -75,7 +45,7 @@ TE_EXPORT tecore_result_t tecore_tensor_scale_shape(const struct tecore_tensor *
   TE_ARG(columnwise == 0 || columnwise == 1,
          "tecore_tensor_scale_shape: columnwise is %d, not 0 or 1", columnwise);
   TE_CHECK(te_tensor_check_desc(t, 0, __func__, "t"));
-  scale_shape(t, columnwise, srows, scols, dtype);
+  te_tensor_scale_shape(t, columnwise, srows, scols, dtype);
   return TECORE_SUCCESS;
 }
 

@@ -11,7 +11,7 @@
  * so code tested on vdev does not meet new errors on a GPU.  See te/gemm.h
  * for the rules themselves. */
 #include "gemm/gemm_problem.h"
-#include "device_ops.h"
+#include "device/device_ops.h"
 #include "profile_hook.h"
 #include "fp8/fp8_internal.h"
 

@@ -48,6 +48,10 @@ tecore_result_t te_tensor_check_desc(const struct tecore_tensor *t, unsigned fla
 /* The 2-D view of a tensor already checked: rows = the product of all
  * dimensions but the last, cols = the last (1 x 1 for ndim 0). */
 void te_tensor_view(const struct tecore_tensor *t, size_t *rows, size_t *cols);
+/* The shape and dtype of a checked tensor's scale array (rowwise, or
+ * columnwise 1); 0 x 0 for a scaling mode without one. */
+void te_tensor_scale_shape(const struct tecore_tensor *t, int columnwise, size_t *sr, size_t *sc,
+                           tecore_dtype_t *dt);
 
 /* The product of t's shape (t's ndim already in range), or SIZE_MAX when
  * it overflows size_t. */

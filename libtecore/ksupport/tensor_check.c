@@ -5,7 +5,7 @@
  * argument; the 2-D view; and the scaling-mode names the details use. */
 #include "ksupport/ksupport.h"
 #include <stdio.h>
-#include "device_ops.h"
+#include "device/device_ops.h"
 
 TE_EXPORT const char *tecore_scaling_name(tecore_scaling_mode_t mode) {
   static const char *const names[TECORE_SCALING_COUNT_] = {
@@ -43,6 +43,37 @@ static tecore_result_t check_ptr(tecore_devptr_t p, size_t align, const char *fn
     return TE_ERR(TECORE_ERR_INVALID, "%s: %s: %s (0x%llx) is not aligned to %zu bytes", fn,
                   arg, field, (unsigned long long)p, align);
   return TECORE_SUCCESS;
+}
+
+
+/* The scale array shape of a checked tensor. */
+void te_tensor_scale_shape(const struct tecore_tensor *t, int columnwise, size_t *sr, size_t *sc,
+                           tecore_dtype_t *dt) {
+  size_t rows, cols;
+  te_tensor_view(t, &rows, &cols);
+  *dt = TECORE_DTYPE_F32;
+  switch (t->scaling) {
+  case TECORE_SCALING_DELAYED:
+  case TECORE_SCALING_CURRENT:
+    *sr = *sc = 1;
+    return;
+  case TECORE_SCALING_MXFP8:
+    *dt = TECORE_DTYPE_E8M0;
+    if (columnwise) *sr = te_cdiv(rows, 32), *sc = cols;
+    else *sr = rows, *sc = te_cdiv(cols, 32);
+    return;
+  case TECORE_SCALING_BLOCK_1X128:
+    if (columnwise) *sr = cols, *sc = te_cdiv(rows, 128);
+    else *sr = rows, *sc = te_cdiv(cols, 128);
+    return;
+  case TECORE_SCALING_BLOCK_128X128:
+    if (columnwise) *sr = te_cdiv(cols, 128), *sc = te_cdiv(rows, 128);
+    else *sr = te_cdiv(rows, 128), *sc = te_cdiv(cols, 128);
+    return;
+  default:
+    *sr = *sc = 0;
+    return;
+  }
 }
 
 /* A device ordinal: not negative, and below the device count once a
@@ -160,11 +191,12 @@ static void tensor_check_memory(const struct tecore_tensor *t, const char *fn, c
     if (!p) continue;
     size_t sbytes = 4, sr = 0, sc = 0;
     tecore_dtype_t sdt = TECORE_DTYPE_F32;
-    if (!te_scaling_per_tensor(t->scaling) &&
-        (tecore_tensor_scale_shape(t, c, &sr, &sc, &sdt) != TECORE_SUCCESS ||
-         __builtin_mul_overflow(sr, sc, &sbytes) ||
-         __builtin_mul_overflow(sbytes, tecore_dtype_size(sdt), &sbytes)))
-      sbytes = SIZE_MAX;
+    if (!te_scaling_per_tensor(t->scaling)) {
+      te_tensor_scale_shape(t, c, &sr, &sc, &sdt);
+      if (__builtin_mul_overflow(sr, sc, &sbytes) ||
+          __builtin_mul_overflow(sbytes, tecore_dtype_size(sdt), &sbytes))
+        sbytes = SIZE_MAX;
+    }
     if (sbytes == 0) continue;
     snprintf(what, sizeof what, "%s->%s", arg, c ? "columnwise_scale_inv" : "scale_inv");
     te_dev_check_range_later(p, sbytes, fn, what);

@@ -29,7 +29,7 @@
 
 #include <pthread.h>
 #include <stdatomic.h>
-#include "device_ops.h"
+#include "device/device_ops.h"
 
 #define VDEV_MAX_DEVICES 8
 #define VDEV_GRANULARITY ((size_t)2 << 20) /* VMM and multicast: 2 MiB */

@@ -7,9 +7,13 @@ object, not static) that B defines, or when A includes a header of B's
 folder that includes A's own header back (header circles).  A circle is a
 strongly connected set of two or more files.  Files inside one folder
 given with --allow (a backend's own folder, whose files are one unit) are
-merged into that folder before the circles are looked for.
+merged into that folder before the circles are looked for; with
+--folders DIR, every subfolder of DIR (a kernel family, a backend, the
+service engine) is one unit, and only circles between units count;
+with --same-folder-ok, a circle whose files all lie in one folder is
+not reported (a family's or a subsystem's files taken as one part).
 
-usage: circles.py [--allow DIR]... DIR...
+usage: circles.py [--allow DIR]... [--folders DIR]... [--same-folder-ok] DIR...
 Prints every circle, one per line ("a.c -> b.c -> a.c"), and exits 1 when
 there is one; 0 when there is none.
 """
@@ -63,10 +67,14 @@ def definitions(text):
     return names
 
 
-def unit(path, allow):
+def unit(path, allow, folders):
     for a in allow:
         if path.startswith(a.rstrip('/') + '/'):
             return a.rstrip('/') + '/'
+    for d in folders:
+        d = d.rstrip('/') + '/'
+        if path.startswith(d) and '/' in path[len(d):]:
+            return d + path[len(d):].split('/')[0] + '/'
     return path
 
 
@@ -126,11 +134,17 @@ def path_in(graph, comp):
 
 
 def main(argv):
-    allow, dirs = [], []
+    allow, folders, dirs, same_ok = [], [], [], False
     i = 0
     while i < len(argv):
         if argv[i] == '--allow':
             allow.append(argv[i + 1])
+            i += 2
+        elif argv[i] == '--same-folder-ok':
+            same_ok = True
+            i += 1
+        elif argv[i] == '--folders':
+            folders.append(argv[i + 1])
             i += 2
         else:
             dirs.append(argv[i])
@@ -146,14 +160,18 @@ def main(argv):
             owner.setdefault(name, set()).add(f)
     graph = {}
     for f in files:
-        u = unit(f, allow)
+        u = unit(f, allow, folders)
         graph.setdefault(u, set())
-        for tok in set(TOKEN.findall(text[f])):
+        # a struct, enum or union tag names a type, not a symbol
+        uses = re.sub(r'\b(?:struct|enum|union)\s+\w+', ' ', text[f])
+        for tok in set(TOKEN.findall(uses)):
             for g in owner.get(tok, ()):
-                v = unit(g, allow)
+                v = unit(g, allow, folders)
                 if v != u:
                     graph[u].add(v)
     bad = sccs(graph)
+    if same_ok:
+        bad = [c for c in bad if len({os.path.dirname(f.rstrip('/')) for f in c}) > 1]
     for comp in bad:
         print('circle of %d files: %s' % (len(comp), ' -> '.join(path_in(graph, comp))))
         print('  all of them: %s' % ' '.join(comp))

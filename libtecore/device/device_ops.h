@@ -252,4 +252,8 @@ tecore_result_t te_device_ready_run(const struct te_device_ops *o);
  * that takes a tecore_launch_cfg; who prefixes the message. */
 tecore_result_t te_launch_cfg_check(const struct tecore_launch_cfg *cfg, const char *who);
 
+/* ops.c: TECORE_ERR_INVALID naming fn unless ordinal is one of the
+ * backend's devices. */
+tecore_result_t te_check_ordinal(const struct te_device_ops *o, int ordinal, const char *fn);
+
 #endif
