@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0
  * deprecated.c -- libtegraph's former function names, kept for one release
- * (see libtecore/deprecated.c and te/deprecated.h for why they changed).
+ * (see libtecore/infra/deprecated.c and te/deprecated.h for why they changed).
  * Each forwards to its new name and logs one WARN line on its first call. */
 #include "tg_internal.h"
 #include <te/offload.h>
