@@ -7,7 +7,7 @@
 #     OUT=gpu-out PHASES="suites check small big" bash bench/gpu-run-gpt.sh
 #
 # Phases (any subset, in this order):
-#   suites  the transformer suites and t/te-gpt.sh under TE_DEVICE=cuda
+#   suites  the transformer suites and t/demo/te-gpt.sh under TE_DEVICE=cuda
 #   check   GPT-2 124M BF16: te-gpt saves its initial checkpoint, trains 50
 #           steps from it on the man pages' bytes; the peer loads the same
 #           safetensors file and trains on the same batches; then BF16 and
@@ -70,20 +70,20 @@ small_rows() {
 }
 if has suites; then
   step machine sh -c 'nvidia-smi; nvcc --version | tail -2; python3 -c "import torch; print(torch.__version__)"'
-  for s in t/check_transformer t/check_ops_attention t/check_attention; do
+  for s in t/core/check_transformer t/core/check_ops_attention t/core/check_attention; do
     [ -x "$s" ] || make -s "$s" > /dev/null 2>&1
     step "${s#t/}" env TE_DEVICE=cuda "$s"
   done
-  step te-gpt.sh make -s check TESTS=t/te-gpt.sh TE_DEVICE=cuda
+  step te-gpt.sh make -s check TESTS=t/demo/te-gpt.sh TE_DEVICE=cuda
   cp t/te-gpt.sh.log "$out/" 2>/dev/null
   step te-gpt-default $gpt
 fi
 if has profile; then
-  for s in t/check_embedding t/check_attention; do
+  for s in t/core/check_embedding t/core/check_attention; do
     [ -x "$s" ] || make -s "$s" > /dev/null 2>&1
     step "${s#t/}" env TE_DEVICE=cuda "$s"
   done
-  step te-gpt.sh make -s check TESTS=t/te-gpt.sh TE_DEVICE=cuda
+  step te-gpt.sh make -s check TESTS=t/demo/te-gpt.sh TE_DEVICE=cuda
   cp t/te-gpt.log "$out/te-gpt.sh.log" 2>/dev/null
   step prof-bf16 $gpt --model gpt2-124m --synthetic --batch 32 --steps 3 --eval-every 0 \
     --sample 0 --profile
@@ -96,8 +96,8 @@ if has profile; then
     --sample 0 --recipe delayed --json --share-saved 0
 fi
 if has final; then
-  [ -x t/check_embedding ] || make -s t/check_embedding > /dev/null 2>&1
-  step check_embedding env TE_DEVICE=cuda t/check_embedding
+  [ -x t/core/check_embedding ] || make -s t/core/check_embedding > /dev/null 2>&1
+  step check_embedding env TE_DEVICE=cuda t/core/check_embedding
   step tiny-share1 $gpt --steps 6 --recipe delayed --eval-every 3 --sample 0 --csv -q
   step tiny-share0 $gpt --steps 6 --recipe delayed --eval-every 3 --sample 0 --csv -q \
     --share-saved 0

@@ -10,7 +10,7 @@
  * file; te_results_check.h asserts at compile time, in each library,
  * that every row a library has is in its public list under
  * <LIB>_<suffix> with this number and that the list has nothing else,
- * and t/check_upper.c that the messages agree.
+ * and t/graph/check_upper.c that the messages agree.
  *
  * A row: X(suffix, number, message, core, graph, comm, instead).  core,
  * graph, comm: Y when that library returns the code (its enum has

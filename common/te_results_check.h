@@ -6,8 +6,8 @@
  * column) must be <PFX>_<suffix> with the row's number, and the public list
  * must have as many entries as the library has rows (so nothing else).
  * Every row's instead must be a code of each library that lacks the row.
- * The messages are compared at run time (t/check_upper.c,
- * t/check_result.c): C cannot compare strings at compile time. */
+ * The messages are compared at run time (t/graph/check_upper.c,
+ * t/core/check_result.c): C cannot compare strings at compile time. */
 #ifndef TE_RESULTS_CHECK_H
 #define TE_RESULTS_CHECK_H
 

@@ -6,7 +6,7 @@
  * in messages come from it.  A new algorithm is one row here, its
  * tecomm_algo_t value in te/comm.h (asserted to agree, in select.c), and
  * its entry in libtecomm(7)'s Algorithms section and
- * tecomm_comm_describe(3)'s list (t/algo-lint.sh compares them).
+ * tecomm_comm_describe(3)'s list (t/lint/algo-lint.sh compares them).
  *
  * X(id, name, kernel, at, clobbers):
  *   id       TECOMM_ALGO_<id>, in the public enum's order;

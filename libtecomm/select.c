@@ -20,7 +20,7 @@
  * benchmark's check, whose synchronous copy from pageable memory could
  * still be landing when Lamport, which reads its input at once, ran (see
  * te_cuda_memcpy_sync); the protocol itself is tested under stress in
- * t/check_comm_ar (lamport_stress_skewed_ranks_*).
+ * t/comm/check_protocols (lamport_stress_skewed_ranks_*).
  * Lamport is also bounded by the buffers TECOMM_MAX_TOKENS x
  * TECOMM_MAX_HIDDEN sized; an algorithm the kernels do not offer is
  * skipped (the next one in the row runs).  Below the pool level: in place

@@ -12,7 +12,7 @@
  *
  * Include this instead of <liburing.h>.  te_uring_queue_init (the first
  * call of every ring) loads the library and returns -ELIBACC when it
- * cannot; te_uring_why() then says which library is missing.  t/ldd-lint.sh
+ * cannot; te_uring_why() then says which library is missing.  t/lint/ldd-lint.sh
  * checks that no io_uring_* symbol is left undefined in a library. */
 #ifndef TE_URING_H
 #define TE_URING_H

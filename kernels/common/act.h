@@ -77,14 +77,14 @@ TE_HD int te_act_base(int kind) {
  *
  * ---- error bounds (against float64; u = 2^-24) ------------------------------
  *
- * Measured over every BF16 input (t/check_act_exact.c asserts these) and
+ * Measured over every BF16 input (t/core/check_act_exact.c asserts these) and
  * derived from the operation count (each rounding <= u/2 relative; the
  * polynomial's 1.53u; the argument u carries the rounding of z, whose
  * effect on e^-z grows with |z|):
  *   act(x), x >= -C:   |err| <= (4 + 2|z|) u |act(x)|
  *   act'(x), x >= -C:  |err| <= (6 + 3|z|) u (|s| + |x s (1-s) z'|)
  *   x < -C:            act(x) = 0 (+0); |act'(x)| and the errors below 2^-115.
- * The bounds are the ones t/check_act.c has tested the kernels against
+ * The bounds are the ones t/core/check_act.c has tested the kernels against
  * since the first version of the math. */
 
 /* 2*sqrt(2/pi) and 2*sqrt(2/pi)*0.044715: z = x*(K1 + K2*x^2). */

@@ -8,7 +8,7 @@
  * that are static inline in it (ibv_post_send, ibv_poll_cq go through the
  * provider's ops in the context and are not symbols of libibverbs).
  * Everything else is called as te_ibv.name(...), never by the header's
- * name: t/ldd-lint.sh checks that no ibv_* symbol is left undefined. */
+ * name: t/lint/ldd-lint.sh checks that no ibv_* symbol is left undefined. */
 #ifndef TECOMM_VERBS_API_H
 #define TECOMM_VERBS_API_H
 

@@ -38,7 +38,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "../rng.h"
+#include "rng.h"   /* t/lib/ */
 
 #define FZ_UNUSED __attribute__((unused))
 
@@ -50,7 +50,7 @@ __attribute__((visibility("default"), used)) const char *__asan_default_options(
   return "allocator_may_return_null=1";
 }
 
-/* ---- PRNG: t/rng.h's xoshiro256** --------------------------------------- */
+/* ---- PRNG: t/lib/rng.h's xoshiro256** --------------------------------------- */
 
 static FZ_UNUSED uint64_t fz_splitmix(uint64_t *x) { return te_splitmix64(x); }
 static FZ_UNUSED void fz_seed_rng(uint64_t seed) { te_rng_seed(seed); }

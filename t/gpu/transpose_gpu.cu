@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // transpose_gpu.cu -- the cast-transpose kernels (kernels/transpose.cu) on a
 // GPU against their vdev implementation (libtecore/transpose/transpose_vdev.c,
-// itself checked against float64 by t/check_transpose.c), and their speed
+// itself checked against float64 by t/core/check_transpose.c), and their speed
 // against the device-to-device copy measured in the same run.
 // A standalone program (CUDA runtime, no libte build needed), from the
 // source root, with BUILD a configured build folder (for config.h and

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0
  * t/fw/dlpack/dlpack.h -- a stand-in for the dlpack.h a framework ships
  * (PyTorch, JAX, CuPy... each carries a copy), written for
- * t/dlpack-order.sh: the same include guard and ABI as the real header,
+ * t/core/dlpack-order.sh: the same include guard and ABI as the real header,
  * laid out differently, plus FW_DLPACK_STANDIN so the test can tell whose
  * declarations were used.  Not installed. */
 #ifndef DLPACK_DLPACK_H_
