@@ -102,6 +102,10 @@ typedef tecomm_result_t (*tc_reduce_fn)(struct tecomm_comm *c, tecore_devptr_t s
 tecomm_result_t tc_run_composite(struct tecomm_comm *c, const struct tc_call *k,
                                  tc_reduce_fn reduce);
 
+/* A level whose enqueued call cannot be stopped (nccl, verbs): the call
+ * agreed by every rank on the host first (agree.c), then reduce, or the
+ * composite fused call around it (ar_run.c). */
+tecomm_result_t tc_run_agreed(struct tecomm_comm *c, const struct tc_call *k, tc_reduce_fn reduce);
 /* One rank's "allreduce": recv = send (ar_run.c). */
 tecomm_result_t tc_copy_reduce(struct tecomm_comm *c, tecore_devptr_t send, tecore_devptr_t recv,
                                size_t count, tecore_dtype_t dtype, tecomm_op_t op,

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* vote.c -- the collective verdicts every rank must reach together: a
- * vote with the first "no"'s reason, a count of ranks with a flag, and
- * every rank's result code.  Each is one allgather over a bootstrap, so
+ * vote with the first "no"'s reason, a count of ranks with a flag, every
+ * rank's result code, and the barrier a bootstrap builds from its
+ * allgather.  Each is one allgather over a bootstrap, so
  * every rank computes the same answer from the same bytes. */
 #include "comm_priv.h"
 #include <stdio.h>
@@ -62,3 +63,10 @@ tecomm_result_t tc_gather_codes(struct tc_boot *b, int32_t code, int *nfail, int
   return r;
 }
 
+tecomm_result_t tc_boot_barrier(struct tc_boot *b) {
+  unsigned char one = 1, *all = malloc((size_t)b->nranks);
+  if (!all) return TC_ERR(TECOMM_ERR_NOMEM, "bootstrap barrier: out of host memory");
+  tecomm_result_t r = b->allgather(b, &one, all, 1);
+  free(all);
+  return r;
+}

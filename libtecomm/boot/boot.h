@@ -99,4 +99,8 @@ tecomm_result_t tc_auth_accept(const struct tc_auth_listen *a, int *fd, int64_t 
 int tc_auth_connect(const struct tc_wire_key *k, int s, int unix_sock, int rank, int nranks,
                     int64_t deadline, char *why, size_t wl);
 
+/* A barrier from b's allgather (one byte a rank): every bootstrap that has
+ * no cheaper one (vote.c). */
+tecomm_result_t tc_boot_barrier(struct tc_boot *b);
+
 #endif

@@ -66,14 +66,6 @@ out:
   return res;
 }
 
-static tecomm_result_t nb_barrier(struct tc_boot *b) {
-  unsigned char one = 1, *all = malloc((size_t)b->nranks);
-  if (!all) return TC_ERR(TECOMM_ERR_NOMEM, "nccl bootstrap: out of host memory");
-  tecomm_result_t r = nb_allgather(b, &one, all, 1);
-  free(all);
-  return r;
-}
-
 static void nb_close(struct tc_boot *b) {
   struct nccl_boot *nb = (struct nccl_boot *)b;
   if (nb->stream) {
@@ -102,7 +94,7 @@ tecomm_result_t tc_boot_nccl_open(void *nccl_comm, int *rank, int *nranks, struc
   struct nccl_boot *nb = calloc(1, sizeof *nb);
   if (!nb) return TC_ERR(TECOMM_ERR_NOMEM, "%s: out of host memory", fn);
   nb->b = (struct tc_boot){.rank = r, .nranks = c, .kind = "nccl", .allgather = nb_allgather,
-                           .barrier = nb_barrier, .close = nb_close};
+                           .barrier = tc_boot_barrier, .close = nb_close};
   nb->comm = nccl_comm;
   tecore_result_t cr = tecore_stream_create(TECORE_STREAM_NON_BLOCKING, 0, &nb->stream);
   if (cr != TECORE_SUCCESS) {

@@ -93,14 +93,6 @@ static tecomm_result_t tcp_allgather(struct tc_boot *b, const void *send, void *
   return r;
 }
 
-static tecomm_result_t tcp_barrier(struct tc_boot *b) {
-  unsigned char one = 1, *all = malloc((size_t)b->nranks);
-  if (!all) return TC_ERR(TECOMM_ERR_NOMEM, "tcp bootstrap: out of host memory");
-  tecomm_result_t r = tcp_allgather(b, &one, all, 1);
-  free(all);
-  return r;
-}
-
 static void tcp_close(struct tc_boot *b) {
   struct tcp_boot *t = (struct tcp_boot *)b;
   int n = b->rank == 0 ? b->nranks : 1;
@@ -229,7 +221,7 @@ tecomm_result_t tc_boot_tcp_open(const char *root, int *rank, int *nranks, struc
   }
   for (int i = 0; i < n; i++) t->fd[i] = -1;
   t->b = (struct tc_boot){.rank = *rank, .nranks = n, .kind = "tcp", .allgather = tcp_allgather,
-                          .barrier = tcp_barrier, .close = tcp_close};
+                          .barrier = tc_boot_barrier, .close = tcp_close};
   tecomm_result_t res = TECOMM_SUCCESS;
   if (n > 1) { /* one rank meets no one: it needs no secret */
     res = tc_auth_env_key(t->b.key, &t->b.keyed, fn);

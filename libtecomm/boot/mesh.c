@@ -206,14 +206,6 @@ static tecomm_result_t mesh_allgather(struct tc_boot *b, const void *send, void 
   return res;
 }
 
-static tecomm_result_t mesh_barrier(struct tc_boot *b) {
-  unsigned char one = 1, *all = malloc((size_t)b->nranks);
-  if (!all) return TC_ERR(TECOMM_ERR_NOMEM, "mesh barrier: out of host memory");
-  tecomm_result_t r = mesh_allgather(b, &one, all, 1);
-  free(all);
-  return r;
-}
-
 static void mesh_close(struct tc_boot *b) {
   struct mesh *m = (struct mesh *)b;
   for (int i = 0; i < b->nranks; i++)
@@ -267,7 +259,7 @@ tecomm_result_t tc_mesh_open(const unsigned char secret[32], uint64_t tag, int m
   }
   for (int i = 0; i < n; i++) fd[i] = -1;
   m->b = (struct tc_boot){.rank = me, .nranks = n, .kind = "mesh", .allgather = mesh_allgather,
-                          .barrier = mesh_barrier, .close = mesh_close};
+                          .barrier = tc_boot_barrier, .close = mesh_close};
   m->fd = fd;
   m->tag = tag;
   memcpy(m->k.key, secret, sizeof m->k.key);

@@ -8,6 +8,7 @@
  * every rank (fused_align), so that every rank runs the same row plan
  * and gets the same bits.  Below the levels: it calls nothing above. */
 #include "level.h"
+#include "agree.h"
 #include <stdio.h>
 #include <string.h>
 
@@ -386,3 +387,12 @@ tecomm_result_t tc_run_kernel(struct tecomm_comm *c, const struct tc_call *k) {
   return TECOMM_SUCCESS;
 }
 
+tecomm_result_t tc_run_agreed(struct tecomm_comm *c, const struct tc_call *k, tc_reduce_fn reduce) {
+  const struct tecomm_add_rmsnorm *fa = k->fa;
+  TC_CHECK(tc_agree_host(c, &(struct tc_agree_call){.count = k->count, .dtype = k->dtype,
+                                                     .op = k->op, .algo = k->algo,
+                                                     .hidden = fa ? fa->hidden : 0,
+                                                     .eps = fa ? fa->eps : 0.0f}, k->fn));
+  if (fa) return tc_run_composite(c, k, reduce);
+  return reduce(c, k->send, k->recv, k->count, k->dtype, k->op, k->stream, k->fn);
+}

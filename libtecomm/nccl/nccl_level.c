@@ -7,7 +7,6 @@
  * fused one as that plus add and RMSNorm kernels; both are agreed on the
  * host first (agree.c): an enqueued NCCL call cannot be stopped. */
 #include "nccl_lv.h"
-#include "agree.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -163,18 +162,10 @@ static tecomm_result_t nccl_pick(struct tecomm_comm *c, tecomm_algo_t asked,
   return TECOMM_SUCCESS;
 }
 
+/* NCCL: agreed on the host first (tc_run_agreed): an enqueued call
+ * cannot be stopped. */
 static tecomm_result_t nccl_run(struct tecomm_comm *c, const struct tc_call *k) {
-  TC_CHECK(tc_agree_host(c, &(struct tc_agree_call){.count = k->count, .dtype = k->dtype,
-                                                     .op = k->op, .algo = k->algo}, k->fn));
-  return nccl_reduce(c, k->send, k->recv, k->count, k->dtype, k->op, k->stream, k->fn);
-}
-
-static tecomm_result_t nccl_run_fused(struct tecomm_comm *c, const struct tc_call *k) {
-  TC_CHECK(tc_agree_host(c, &(struct tc_agree_call){.count = k->count, .dtype = k->dtype,
-                                                     .op = k->op, .algo = k->algo,
-                                                     .hidden = k->fa->hidden, .eps = k->fa->eps},
-                         k->fn));
-  return tc_run_composite(c, k, nccl_reduce);
+  return tc_run_agreed(c, k, nccl_reduce);
 }
 
 static void nccl_describe(struct tecomm_comm *c, struct tc_text *t) {
@@ -191,6 +182,6 @@ const struct tc_level tc_level_nccl = {
     .abort = tc_nccl_abort,
     .pick = nccl_pick,
     .run = nccl_run,
-    .run_fused = nccl_run_fused,
+    .run_fused = nccl_run,
     .describe = nccl_describe,
 };

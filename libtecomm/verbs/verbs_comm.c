@@ -7,7 +7,6 @@
  * error completion) makes the endpoint's sticky error the next call's
  * answer. */
 #include "verbs_lv.h"
-#include "agree.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -132,20 +131,10 @@ static tecomm_result_t verbs_pick(struct tecomm_comm *c, tecomm_algo_t asked,
   return TECOMM_SUCCESS;
 }
 
-/* A verbs call cannot be stopped once its copy to recv is on the
- * stream: agreed on the host first. */
+/* Agreed on the host first (tc_run_agreed): once its copy to recv is on
+ * the stream, a verbs call cannot be stopped. */
 static tecomm_result_t verbs_run(struct tecomm_comm *c, const struct tc_call *k) {
-  TC_CHECK(tc_agree_host(c, &(struct tc_agree_call){.count = k->count, .dtype = k->dtype,
-                                                     .op = k->op, .algo = k->algo}, k->fn));
-  return verbs_reduce(c, k->send, k->recv, k->count, k->dtype, k->op, k->stream, k->fn);
-}
-
-static tecomm_result_t verbs_run_fused(struct tecomm_comm *c, const struct tc_call *k) {
-  TC_CHECK(tc_agree_host(c, &(struct tc_agree_call){.count = k->count, .dtype = k->dtype,
-                                                     .op = k->op, .algo = k->algo,
-                                                     .hidden = k->fa->hidden, .eps = k->fa->eps},
-                         k->fn));
-  return tc_run_composite(c, k, verbs_reduce);
+  return tc_run_agreed(c, k, verbs_reduce);
 }
 
 static void verbs_describe(struct tecomm_comm *c, struct tc_text *t) {
@@ -166,6 +155,6 @@ const struct tc_level tc_level_verbs = {
     .failed_peer = verbs_failed_peer,
     .pick = verbs_pick,
     .run = verbs_run,
-    .run_fused = verbs_run_fused,
+    .run_fused = verbs_run,
     .describe = verbs_describe,
 };
