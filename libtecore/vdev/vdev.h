@@ -277,6 +277,20 @@ void te_vdev_stream_put(struct vdev_stream *s);
  * captures, else queued behind the implicit synchronization of the legacy
  * stream.  Always takes ownership of op (released on failure). */
 tecore_result_t te_vdev_submit(tecore_stream_t h, struct vdev_op *op, const char *fn);
+/* The capture-or-enqueue steps of a submission that is not one plain op
+ * (an event record or wait, a graph launch): under te_vdev_cap_lock the
+ * legacy stream's capture rule, then capture when s captures, else idle
+ * (when given), which may take the work itself (*taken = 1: the stream
+ * joined a capture); outside the lock, enqueue when nothing took it.  The
+ * first failure ends the steps and is returned. */
+struct vdev_submit_steps {
+  tecore_result_t (*capture)(struct vdev_stream *s, void *arg, const char *fn);
+  tecore_result_t (*idle)(struct vdev_stream *s, void *arg, int *taken, const char *fn);
+  tecore_result_t (*enqueue)(struct vdev_stream *s, void *arg, const char *fn);
+};
+tecore_result_t te_vdev_capture_or_enqueue(struct vdev_stream *s,
+                                           const struct vdev_submit_steps *steps, void *arg,
+                                           const char *fn);
 /* Queues op on s (no capture check), with the legacy stream's implicit
  * synchronization.  Takes ownership of op. */
 tecore_result_t te_vdev_stream_enqueue(struct vdev_stream *s, struct vdev_op *op);

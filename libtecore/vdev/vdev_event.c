@@ -87,8 +87,55 @@ tecore_result_t te_vdev_event_destroy(tecore_event_t h) {
   return TECORE_SUCCESS;
 }
 
+/* event_record's steps (te_vdev_capture_or_enqueue).  In a capture: a
+ * capture point, no node (the driver's default record), only the
+ * dependencies a later stream_wait_event will take. */
+static tecore_result_t record_capture(struct vdev_stream *s, void *arg, const char *fn) {
+  struct vdev_event *e = arg;
+  if (s->cap->status == VDEV_CAP_INVALIDATED)
+    return TE_ERR(TECORE_ERR_CAPTURE, "%s: stream %p's capture is invalidated", fn, (void *)s);
+  if (te_vdev_deps_copy(&e->cap_deps, &s->frontier) != 0)
+    return TE_ERR(TECORE_ERR_NOMEM, "%s: out of host memory", fn);
+  if (e->cap != s->cap) {
+    if (e->cap) te_vdev_capture_unref(e->cap);
+    e->cap = s->cap;
+    atomic_fetch_add(&e->cap->refs, 1);
+  }
+  te_vdev_event_set_marker(e, NULL);
+  return TECORE_SUCCESS;
+}
+
+/* Outside a capture the event forgets the capture it was last recorded in. */
+static tecore_result_t record_idle(struct vdev_stream *s, void *arg, int *taken, const char *fn) {
+  struct vdev_event *e = arg;
+  (void)s;
+  (void)taken;
+  (void)fn;
+  if (e->cap) {
+    te_vdev_capture_unref(e->cap);
+    e->cap = NULL;
+    e->cap_deps.n = 0;
+  }
+  return TECORE_SUCCESS;
+}
+
+static tecore_result_t record_enqueue(struct vdev_stream *s, void *arg, const char *fn) {
+  struct vdev_event *e = arg;
+  struct vdev_marker *m = te_vdev_marker_new();
+  if (!m) return TE_ERR(TECORE_ERR_NOMEM, "%s: out of host memory", fn);
+  te_vdev_event_set_marker(e, m);
+  te_vdev_marker_ref(m); /* the op's */
+  struct vdev_op op = {.type = VDEV_OP_MARKER, .u.marker.m = m};
+  tecore_result_t r = te_vdev_stream_enqueue(s, &op);
+  /* never leave a marker that nobody will complete */
+  if (r != TECORE_SUCCESS) te_vdev_marker_complete(m);
+  te_vdev_marker_unref(m);
+  return r;
+}
+
 tecore_result_t te_vdev_event_record(tecore_event_t eh, tecore_stream_t sh) {
   static const char fn[] = "vdev event_record";
+  static const struct vdev_submit_steps steps = {record_capture, record_idle, record_enqueue};
   struct vdev_event *e = NULL;
   struct vdev_stream *s = NULL;
   TE_CHECK(event_get(eh, &e, fn));
@@ -97,45 +144,7 @@ tecore_result_t te_vdev_event_record(tecore_event_t eh, tecore_stream_t sh) {
     event_put(e);
     return r;
   }
-  int captured = 0;
-  pthread_mutex_lock(&te_vdev_cap_lock);
-  if (s->legacy) r = te_vdev_capture_legacy_use_locked(s->ctx, fn);
-  if (r == TECORE_SUCCESS && s->cap) {
-    captured = 1;
-    if (s->cap->status == VDEV_CAP_INVALIDATED) {
-      r = TE_ERR(TECORE_ERR_CAPTURE, "%s: stream %p's capture is invalidated", fn, (void *)s);
-    } else if (te_vdev_deps_copy(&e->cap_deps, &s->frontier) != 0) {
-      r = TE_ERR(TECORE_ERR_NOMEM, "%s: out of host memory", fn);
-    } else {
-      /* a capture point: no node (the driver's default record), only the
-       * dependencies a later stream_wait_event will take */
-      if (e->cap != s->cap) {
-        if (e->cap) te_vdev_capture_unref(e->cap);
-        e->cap = s->cap;
-        atomic_fetch_add(&e->cap->refs, 1);
-      }
-      te_vdev_event_set_marker(e, NULL);
-    }
-  } else if (r == TECORE_SUCCESS && e->cap) {
-    te_vdev_capture_unref(e->cap);
-    e->cap = NULL;
-    e->cap_deps.n = 0;
-  }
-  pthread_mutex_unlock(&te_vdev_cap_lock);
-  if (r == TECORE_SUCCESS && !captured) {
-    struct vdev_marker *m = te_vdev_marker_new();
-    if (!m) {
-      r = TE_ERR(TECORE_ERR_NOMEM, "%s: out of host memory", fn);
-    } else {
-      te_vdev_event_set_marker(e, m);
-      te_vdev_marker_ref(m); /* the op's */
-      struct vdev_op op = {.type = VDEV_OP_MARKER, .u.marker.m = m};
-      r = te_vdev_stream_enqueue(s, &op);
-      /* never leave a marker that nobody will complete */
-      if (r != TECORE_SUCCESS) te_vdev_marker_complete(m);
-      te_vdev_marker_unref(m);
-    }
-  }
+  r = te_vdev_capture_or_enqueue(s, &steps, e, fn);
   te_vdev_stream_put(s);
   event_put(e);
   return r;
@@ -238,8 +247,65 @@ tecore_result_t te_vdev_event_elapsed(float *ms, tecore_event_t start, tecore_ev
  * - anything that would connect a capture to work outside it (waiting on
  *   an event recorded outside the stream's capture, or in another capture)
  *   is illegal and invalidates the capture(s) concerned. */
+static tecore_result_t wait_capture(struct vdev_stream *s, void *arg, const char *fn) {
+  struct vdev_event *e = arg;
+  struct vdev_capture *ec = event_capture_locked(e);
+  if (s->cap->status == VDEV_CAP_INVALIDATED)
+    return TE_ERR(TECORE_ERR_CAPTURE, "%s: stream %p's capture is invalidated", fn, (void *)s);
+  if (ec == s->cap) {
+    if (te_vdev_deps_union(&s->frontier, &e->cap_deps) != 0)
+      return TE_ERR(TECORE_ERR_NOMEM, "%s: out of host memory", fn);
+    return TECORE_SUCCESS;
+  }
+  if (ec) {
+    te_vdev_capture_invalidate_locked(s->cap, fn);
+    te_vdev_capture_invalidate_locked(ec, fn);
+    return TE_ERR(TECORE_ERR_CAPTURE,
+                  "%s: event %p belongs to another capture than stream %p's (both invalidated)",
+                  fn, (void *)e, (void *)s);
+  }
+  te_vdev_capture_invalidate_locked(s->cap, fn);
+  return TE_ERR(TECORE_ERR_CAPTURE,
+                "%s: capturing stream %p waits on event %p recorded outside the capture "
+                "(capture invalidated)",
+                fn, (void *)s, (void *)e);
+}
+
+/* A stream that does not capture, waiting on an event of a live capture,
+ * joins that capture (a fork). */
+static tecore_result_t wait_idle(struct vdev_stream *s, void *arg, int *taken, const char *fn) {
+  struct vdev_event *e = arg;
+  struct vdev_capture *ec = event_capture_locked(e);
+  if (!ec) return TECORE_SUCCESS;
+  *taken = 1;
+  if (ec->status == VDEV_CAP_INVALIDATED)
+    return TE_ERR(TECORE_ERR_CAPTURE, "%s: event %p belongs to an invalidated capture", fn,
+                  (void *)e);
+  if (s->legacy) {
+    te_vdev_capture_invalidate_locked(ec, fn);
+    return TE_ERR(TECORE_ERR_CAPTURE,
+                  "%s: the legacy default stream cannot join a capture (capture invalidated)", fn);
+  }
+  return te_vdev_capture_join_locked(ec, s, &e->cap_deps, fn);
+}
+
+static tecore_result_t wait_enqueue(struct vdev_stream *s, void *arg, const char *fn) {
+  struct vdev_event *e = arg;
+  tecore_result_t r = TECORE_SUCCESS;
+  (void)fn;
+  struct vdev_marker *m = te_vdev_event_marker(e);
+  if (m && !te_vdev_marker_done(m)) {
+    struct vdev_op op = {.type = VDEV_OP_WAIT_MARKER, .u.marker.m = m};
+    m = NULL; /* the op owns the reference */
+    r = te_vdev_stream_enqueue(s, &op);
+  } /* else complete already (or never recorded): nothing to wait for */
+  te_vdev_marker_unref(m);
+  return r;
+}
+
 tecore_result_t te_vdev_stream_wait_event(tecore_stream_t sh, tecore_event_t eh) {
   static const char fn[] = "vdev stream_wait_event";
+  static const struct vdev_submit_steps steps = {wait_capture, wait_idle, wait_enqueue};
   struct vdev_event *e = NULL;
   struct vdev_stream *s = NULL;
   TE_CHECK(event_get(eh, &e, fn));
@@ -248,55 +314,7 @@ tecore_result_t te_vdev_stream_wait_event(tecore_stream_t sh, tecore_event_t eh)
     event_put(e);
     return r;
   }
-  int handled = 0;
-  pthread_mutex_lock(&te_vdev_cap_lock);
-  if (s->legacy) r = te_vdev_capture_legacy_use_locked(s->ctx, fn);
-  struct vdev_capture *ec = event_capture_locked(e);
-  if (r != TECORE_SUCCESS) {
-    handled = 1;
-  } else if (s->cap) {
-    handled = 1;
-    if (s->cap->status == VDEV_CAP_INVALIDATED) {
-      r = TE_ERR(TECORE_ERR_CAPTURE, "%s: stream %p's capture is invalidated", fn, (void *)s);
-    } else if (ec == s->cap) {
-      if (te_vdev_deps_union(&s->frontier, &e->cap_deps) != 0)
-        r = TE_ERR(TECORE_ERR_NOMEM, "%s: out of host memory", fn);
-    } else if (ec) {
-      te_vdev_capture_invalidate_locked(s->cap, fn);
-      te_vdev_capture_invalidate_locked(ec, fn);
-      r = TE_ERR(TECORE_ERR_CAPTURE,
-                 "%s: event %p belongs to another capture than stream %p's (both invalidated)", fn,
-                 (void *)e, (void *)s);
-    } else {
-      te_vdev_capture_invalidate_locked(s->cap, fn);
-      r = TE_ERR(TECORE_ERR_CAPTURE,
-                 "%s: capturing stream %p waits on event %p recorded outside the capture "
-                 "(capture invalidated)",
-                 fn, (void *)s, (void *)e);
-    }
-  } else if (ec) {
-    handled = 1;
-    if (ec->status == VDEV_CAP_INVALIDATED)
-      r = TE_ERR(TECORE_ERR_CAPTURE, "%s: event %p belongs to an invalidated capture", fn,
-                 (void *)e);
-    else if (s->legacy) {
-      te_vdev_capture_invalidate_locked(ec, fn);
-      r = TE_ERR(TECORE_ERR_CAPTURE,
-                 "%s: the legacy default stream cannot join a capture (capture invalidated)", fn);
-    } else {
-      r = te_vdev_capture_join_locked(ec, s, &e->cap_deps, fn);
-    }
-  }
-  pthread_mutex_unlock(&te_vdev_cap_lock);
-  if (!handled) {
-    struct vdev_marker *m = te_vdev_event_marker(e);
-    if (m && !te_vdev_marker_done(m)) {
-      struct vdev_op op = {.type = VDEV_OP_WAIT_MARKER, .u.marker.m = m};
-      m = NULL; /* the op owns the reference */
-      r = te_vdev_stream_enqueue(s, &op);
-    } /* else complete already (or never recorded): nothing to wait for */
-    te_vdev_marker_unref(m);
-  }
+  r = te_vdev_capture_or_enqueue(s, &steps, e, fn);
   te_vdev_stream_put(s);
   event_put(e);
   return r;

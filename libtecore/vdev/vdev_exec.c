@@ -250,8 +250,39 @@ tecore_result_t te_vdev_graph_exec_destroy(tecore_graph_exec_t h) {
   return TECORE_SUCCESS;
 }
 
+/* graph_launch's steps (te_vdev_capture_or_enqueue): in a capture, the
+ * exec's plan becomes a child-graph node. */
+static tecore_result_t launch_capture(struct vdev_stream *s, void *arg, const char *fn) {
+  struct vdev_op op = {.type = VDEV_OP_CHILD_GRAPH};
+  op.u.graph.plan = exec_plan(arg);
+  return te_vdev_capture_add_locked(s, &op, fn);
+}
+
+static tecore_result_t launch_enqueue(struct vdev_stream *s, void *arg, const char *fn) {
+  struct vdev_exec *x = arg;
+  struct vdev_marker *done = te_vdev_marker_new();
+  if (!done) return TE_ERR(TECORE_ERR_NOMEM, "%s: out of host memory", fn);
+  struct vdev_op op = {.type = VDEV_OP_GRAPH_LAUNCH};
+  pthread_mutex_lock(&x->lock);
+  op.u.graph.plan = x->plan;
+  te_vdev_plan_ref(x->plan);
+  op.u.graph.prev = x->last; /* x->last's reference moves to the op */
+  x->last = done;            /* the marker's first reference */
+  te_vdev_marker_ref(done);  /* the op's */
+  op.u.graph.done = done;
+  te_vdev_marker_ref(done);  /* ours, for the failure path */
+  pthread_mutex_unlock(&x->lock);
+  tecore_result_t r = te_vdev_check_op(s, &op, fn);
+  if (r == TECORE_SUCCESS) r = te_vdev_stream_enqueue(s, &op);
+  else te_vdev_op_release(&op);
+  if (r != TECORE_SUCCESS) te_vdev_marker_complete(done); /* later launches must not wait */
+  te_vdev_marker_unref(done);
+  return r;
+}
+
 tecore_result_t te_vdev_graph_launch(tecore_graph_exec_t h, tecore_stream_t sh) {
   static const char fn[] = "vdev graph_launch";
+  static const struct vdev_submit_steps steps = {launch_capture, NULL, launch_enqueue};
   struct vdev_exec *x = NULL;
   struct vdev_stream *s = NULL;
   TE_CHECK(exec_get(h, &x, fn));
@@ -260,38 +291,7 @@ tecore_result_t te_vdev_graph_launch(tecore_graph_exec_t h, tecore_stream_t sh) 
     te_vdev_obj_unref(&x->obj);
     return r;
   }
-  int captured = 0;
-  pthread_mutex_lock(&te_vdev_cap_lock);
-  if (s->legacy) r = te_vdev_capture_legacy_use_locked(s->ctx, fn);
-  if (r == TECORE_SUCCESS && s->cap) {
-    captured = 1;
-    struct vdev_op op = {.type = VDEV_OP_CHILD_GRAPH};
-    op.u.graph.plan = exec_plan(x);
-    r = te_vdev_capture_add_locked(s, &op, fn);
-  }
-  pthread_mutex_unlock(&te_vdev_cap_lock);
-  if (r == TECORE_SUCCESS && !captured) {
-    struct vdev_marker *done = te_vdev_marker_new();
-    if (!done) {
-      r = TE_ERR(TECORE_ERR_NOMEM, "%s: out of host memory", fn);
-    } else {
-      struct vdev_op op = {.type = VDEV_OP_GRAPH_LAUNCH};
-      pthread_mutex_lock(&x->lock);
-      op.u.graph.plan = x->plan;
-      te_vdev_plan_ref(x->plan);
-      op.u.graph.prev = x->last; /* x->last's reference moves to the op */
-      x->last = done;            /* the marker's first reference */
-      te_vdev_marker_ref(done);  /* the op's */
-      op.u.graph.done = done;
-      te_vdev_marker_ref(done);  /* ours, for the failure path */
-      pthread_mutex_unlock(&x->lock);
-      r = te_vdev_check_op(s, &op, fn);
-      if (r == TECORE_SUCCESS) r = te_vdev_stream_enqueue(s, &op);
-      else te_vdev_op_release(&op);
-      if (r != TECORE_SUCCESS) te_vdev_marker_complete(done); /* later launches must not wait */
-      te_vdev_marker_unref(done);
-    }
-  }
+  r = te_vdev_capture_or_enqueue(s, &steps, x, fn);
   te_vdev_stream_put(s);
   te_vdev_obj_unref(&x->obj);
   return r;

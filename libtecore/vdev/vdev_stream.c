@@ -244,6 +244,24 @@ tecore_result_t te_vdev_submit(tecore_stream_t h, struct vdev_op *op, const char
   return r;
 }
 
+tecore_result_t te_vdev_capture_or_enqueue(struct vdev_stream *s,
+                                           const struct vdev_submit_steps *steps, void *arg,
+                                           const char *fn) {
+  tecore_result_t r = TECORE_SUCCESS;
+  int taken = 0;
+  pthread_mutex_lock(&te_vdev_cap_lock);
+  if (s->legacy) r = te_vdev_capture_legacy_use_locked(s->ctx, fn);
+  if (r == TECORE_SUCCESS && s->cap) {
+    taken = 1;
+    r = steps->capture(s, arg, fn);
+  } else if (r == TECORE_SUCCESS && steps->idle) {
+    r = steps->idle(s, arg, &taken, fn);
+  }
+  pthread_mutex_unlock(&te_vdev_cap_lock);
+  if (r == TECORE_SUCCESS && !taken) r = steps->enqueue(s, arg, fn);
+  return r;
+}
+
 tecore_result_t te_vdev_pending_work(struct vdev_op *op) {
   memset(op, 0, sizeof *op);
   op->type = VDEV_OP_BARRIER;
