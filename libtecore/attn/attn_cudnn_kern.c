@@ -1,26 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* attn_cudnn_kern.c -- the kernel table of kernels/attn_cudnn.cu, its vdev
- * twins (the same per-item math, kernels/common/attn_cudnn.h, over the
- * whole grid) and the two launches the cuDNN attention row makes for
+/* attn_cudnn_kern.c -- the kernel table of kernels/attn_cudnn.cu (its vdev
+ * twins are in attn_vdev.c) and the two launches the cuDNN attention row makes for
  * variable sequence lengths (attn_cudnn_kern.h). */
 #include "attn/attn_cudnn_kern.h"
-
-static void te_acd_vdev_ragged(const struct tecore_launch_cfg *cfg, void *const *args) {
-  const struct te_acd_ragged_args a = te_acd_ragged_args_of(args);
-  (void)cfg;
-  const long long m[TE_ACD_ROLES] = {a.m0, a.m1, a.m2, a.m3, a.m4, a.m5, a.m6, a.m7};
-  for (long long i = 0; i <= a.batch; i++)
-    te_acd_ragged_item(a.cu_q, a.cu_kv, a.out, a.batch, a.stride, m, i);
-}
-
-static void te_acd_vdev_stats(const struct tecore_launch_cfg *cfg, void *const *args) {
-  const struct te_acd_stats_args a = te_acd_stats_args_of(args);
-  (void)cfg;
-  long long n = a.dir == TE_ACD_TO_LSE ? a.heads * a.total_q : a.batch * a.heads * a.max_q;
-  for (long long i = 0; i < n; i++)
-    te_acd_stats_item(a.cu_q, a.cu_kv, a.padded, a.lse, a.o, a.o_ts, a.o_hs, a.batch, a.heads,
-                      a.max_q, a.total_q, a.d, a.causal, a.dir, i);
-}
 
 enum { K_RAGGED, K_STATS };
 static const struct tecore_kernel_def acd_kernels[] = {

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* attn_cudnn_kern.h -- private to the cuDNN attention row: the kernels of
- * kernels/attn_cudnn.cu (table and vdev twins in attn_cudnn_kern.c) that
+ * kernels/attn_cudnn.cu (table in attn_cudnn_kern.c, vdev twins in attn_vdev.c) that
  * turn cu_seqlens into what cuDNN's variable-length graphs read, and move
  * the softmax statistics between cuDNN's padded layout and lse.  Built in
  * every configuration, so that vdev runs (and tests) the same math. */
@@ -12,6 +12,10 @@
 
 TE_KARGS(te_acd_ragged_args, TE_ACD_RAGGED_PARAMS)
 TE_KARGS(te_acd_stats_args, TE_ACD_STATS_PARAMS)
+
+/* The vdev twins of the two kernels (attn_vdev.c). */
+void te_acd_vdev_ragged(const struct tecore_launch_cfg *cfg, void *const *args);
+void te_acd_vdev_stats(const struct tecore_launch_cfg *cfg, void *const *args);
 
 /* The int32 elements of each array te_attn_cudnn_ragged writes: batch + 1
  * rounded up to a multiple of 4; the arrays are 2 + TE_ACD_ROLES of them. */

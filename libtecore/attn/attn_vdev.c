@@ -13,6 +13,7 @@
  * float, and O quantized with its scale at the end.  Each function runs
  * its whole grid on the stream's worker thread. */
 #include "attn/attn_internal.h"
+#include "attn/attn_cudnn_kern.h"
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -237,3 +238,23 @@ const struct te_attn_backend te_attn_backend_vdev = {
     .fwd = te_attn_launch_fwd,
     .bwd = te_attn_launch_bwd,
 };
+
+/* ---- the cuDNN row's two helper kernels (kernels/attn_cudnn.cu): the same
+ * per-item math, kernels/common/attn_cudnn.h, over the whole grid ---- */
+
+void te_acd_vdev_ragged(const struct tecore_launch_cfg *cfg, void *const *args) {
+  const struct te_acd_ragged_args a = te_acd_ragged_args_of(args);
+  (void)cfg;
+  const long long m[TE_ACD_ROLES] = {a.m0, a.m1, a.m2, a.m3, a.m4, a.m5, a.m6, a.m7};
+  for (long long i = 0; i <= a.batch; i++)
+    te_acd_ragged_item(a.cu_q, a.cu_kv, a.out, a.batch, a.stride, m, i);
+}
+
+void te_acd_vdev_stats(const struct tecore_launch_cfg *cfg, void *const *args) {
+  const struct te_acd_stats_args a = te_acd_stats_args_of(args);
+  (void)cfg;
+  long long n = a.dir == TE_ACD_TO_LSE ? a.heads * a.total_q : a.batch * a.heads * a.max_q;
+  for (long long i = 0; i < n; i++)
+    te_acd_stats_item(a.cu_q, a.cu_kv, a.padded, a.lse, a.o, a.o_ts, a.o_hs, a.batch, a.heads,
+                      a.max_q, a.total_q, a.d, a.causal, a.dir, i);
+}

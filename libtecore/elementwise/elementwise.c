@@ -2,53 +2,21 @@
 /* elementwise.c -- tecore_fill and tecore_scale_add: libtecore's first
  * kernel table, and the pattern every kernel family follows:
  *   1. kernels/<family>.cu   the CUDA kernels (extern "C" symbols)
- *   2. the vdev C functions below, built from the same kernels/common math
+ *   2. the vdev C functions (elementwise_vdev.c), built from the same
+ *      kernels/common math
  *   3. a static tecore_kernel_table naming both, registered once, its
  *      entries and the vdev argument structs generated from the parameter
  *      lists of kernels/common/elementwise_params.h (kparams.h)
  *   4. public entry points that validate, pick a launch shape and launch. */
-#include "ksupport/ksupport.h"
-#include "common/elementwise.h"
-#include "common/elementwise_params.h"
-
-TE_KARGS(te_fill_args, TE_FILL_PARAMS)
-TE_KARGS(te_scale_add_args, TE_SCALE_ADD_PARAMS)
-TE_KARGS(te_memset_args, TE_MEMSET_PARAMS)
-
-/* ---- vdev implementations (run the whole grid on the stream's worker) ---- */
-
-static void vdev_fill(const struct tecore_launch_cfg *cfg, void *const *args) {
-  const struct te_fill_args a = te_fill_args_of(args);
-  (void)cfg;
-  for (unsigned long long i = 0; i < a.n; i++) te_ew_store(a.dst, i, a.dtype, a.value);
-}
-
-static void vdev_scale_add(const struct tecore_launch_cfg *cfg, void *const *args) {
-  const struct te_scale_add_args k = te_scale_add_args_of(args);
-  (void)cfg;
-  for (unsigned long long i = 0; i < k.n; i++)
-    te_ew_store(k.dst, i, k.dtype,
-                te_ew_scale_add(te_ew_load(k.a, i, k.dtype), k.alpha, te_ew_load(k.b, i, k.dtype),
-                                k.beta));
-}
-
-static void vdev_memset(const struct tecore_launch_cfg *cfg, void *const *args) {
-  const struct te_memset_args a = te_memset_args_of(args);
-  (void)cfg;
-  for (unsigned long long i = 0; i < a.n; i++) {
-    if (a.elem_size == 1) ((uint8_t *)a.dst)[i] = (uint8_t)a.value;
-    else if (a.elem_size == 2) ((uint16_t *)a.dst)[i] = (uint16_t)a.value;
-    else ((uint32_t *)a.dst)[i] = a.value;
-  }
-}
+#include "elementwise/elementwise_internal.h"
 
 /* ---- the table --------------------------------------------------------- */
 
 enum { K_FILL, K_SCALE_ADD, K_MEMSET };
 static const struct tecore_kernel_def ew_kernels[] = {
-    [K_FILL] = TE_KDEF("te_fill", vdev_fill, TE_FILL_PARAMS),
-    [K_SCALE_ADD] = TE_KDEF("te_scale_add", vdev_scale_add, TE_SCALE_ADD_PARAMS),
-    [K_MEMSET] = TE_KDEF("te_memset", vdev_memset, TE_MEMSET_PARAMS),
+    [K_FILL] = TE_KDEF("te_fill", te_ew_vdev_fill, TE_FILL_PARAMS),
+    [K_SCALE_ADD] = TE_KDEF("te_scale_add", te_ew_vdev_scale_add, TE_SCALE_ADD_PARAMS),
+    [K_MEMSET] = TE_KDEF("te_memset", te_ew_vdev_memset, TE_MEMSET_PARAMS),
 };
 
 static const struct te_kalign ew_align[] = {

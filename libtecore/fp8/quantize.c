@@ -1,225 +1,12 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* quantize.c -- tecore_quantize, tecore_dequantize, tecore_quantize_multi,
- * tecore_amax and tecore_compute_scale (te/fp8.h): the vdev C kernels, the
- * kernel table naming them and their CUDA twins in kernels/quantize.cu, and
- * the validated public entry points that pick a kernel and a launch shape.
- *
- * The vdev functions compute what the CUDA kernels compute, element by
- * element, from the same kernels/common/quantize.h and fp8.h math, but as
- * plain loops over the whole tensor (the launch shape does not matter to
- * them): the bytes agree because every element's result depends only on
- * its value and its block's amax, and a max does not depend on order. */
+ * tecore_amax and tecore_compute_scale (te/fp8.h): the kernel table naming
+ * the CUDA kernels of kernels/quantize.cu and their vdev twins (fp8_vdev.c),
+ * and the validated public entry points that pick a kernel and a launch
+ * shape. */
 #include <stdio.h>
 #include <string.h>
-#include "fp8/fp8_internal.h"
-#include "common/quantize.h"
-#include "common/quantize_params.h"
-
-TE_KARGS(te_quantize_pt_args, TE_FP8_QUANTIZE_PT_PARAMS)
-TE_KARGS(te_amax_args, TE_FP8_AMAX_PARAMS)
-TE_KARGS(te_quantize_mx_args, TE_FP8_QUANTIZE_MX_PARAMS)
-TE_KARGS(te_quantize_blk_args, TE_FP8_QUANTIZE_BLK_PARAMS)
-TE_KARGS(te_dequantize_args, TE_FP8_DEQUANTIZE_PARAMS)
-TE_KARGS(te_qmulti_args, TE_FP8_QMULTI_PARAMS)
-
-/* ---- vdev kernels ------------------------------------------------------------ */
-
-static int vdev_noop(const int *noop) { return noop && *noop; }
-
-/* One per-tensor quantization (flat kernel and multi-tensor entries). */
-static void vdev_quant_pt(const void *in, uint8_t *out, uint64_t n, int in_dt, int out_dt,
-                          float *scale, float *scale_inv, float *scale_inv_col, unsigned *amax,
-                          int current, float eps, int pow2) {
-  float s = te_q_tensor_scale(current, scale, amax, eps, out_dt, pow2);
-  float si = te_fp8_scale_inv(s);
-  if (current) *scale = s;
-  if (scale_inv) *scale_inv = si;
-  if (scale_inv_col) *scale_inv_col = si;
-  uint32_t m = 0;
-  for (uint64_t i = 0; i < n; i++) {
-    float x = te_q_load(in, i, in_dt);
-    m = te_max_u32(m, te_abs_bits(x));
-    out[i] = te_f32_to_fp8(x * s, out_dt);
-  }
-  if (!current && amax) te_vdev_amax_update(amax, m);
-}
-
-static void vdev_quantize_pt(const struct tecore_launch_cfg *cfg, void *const *args) {
-  const struct te_quantize_pt_args a = te_quantize_pt_args_of(args);
-  (void)cfg;
-  if (vdev_noop(a.noop)) return;
-  vdev_quant_pt(a.in, a.out, a.n, a.in_dt, a.out_dt, a.scale, a.scale_inv, a.scale_inv_col, a.amax,
-                a.current, a.eps, a.pow2);
-}
-
-static uint32_t vdev_amax_of(const void *in, uint64_t n, int dt) {
-  uint32_t m = 0;
-  for (uint64_t i = 0; i < n; i++) m = te_max_u32(m, te_abs_bits(te_q_load(in, i, dt)));
-  return m;
-}
-
-static void vdev_amax(const struct tecore_launch_cfg *cfg, void *const *args) {
-  const struct te_amax_args a = te_amax_args_of(args);
-  (void)cfg;
-  if (vdev_noop(a.noop)) return;
-  te_vdev_amax_update(a.amax, vdev_amax_of(a.in, a.n, a.dt));
-}
-
-static void vdev_quantize_multi(const struct tecore_launch_cfg *cfg, void *const *args) {
-  const struct te_qmulti_params *p = te_qmulti_args_of(args).p;
-  (void)cfg;
-  if (vdev_noop(p->noop)) return;
-  for (int t = 0; t < p->count; t++) {
-    const struct te_qmulti_entry *e = &p->e[t];
-    vdev_quant_pt(e->in, e->out, e->n, e->in_dt, e->out_dt, e->scale, e->scale_inv,
-                  e->scale_inv_col, e->amax, p->current, e->eps, e->pow2);
-  }
-}
-
-static void vdev_amax_multi(const struct tecore_launch_cfg *cfg, void *const *args) {
-  const struct te_qmulti_params *p = te_qmulti_args_of(args).p;
-  (void)cfg;
-  if (vdev_noop(p->noop)) return;
-  for (int t = 0; t < p->count; t++)
-    te_vdev_amax_update(p->e[t].amax, vdev_amax_of(p->e[t].in, p->e[t].n, p->e[t].in_dt));
-}
-
-static void vdev_amax_init_multi(const struct tecore_launch_cfg *cfg, void *const *args) {
-  const struct te_qmulti_params *p = te_qmulti_args_of(args).p;
-  (void)cfg;
-  if (vdev_noop(p->noop)) return;
-  for (int t = 0; t < p->count; t++) __atomic_store_n(p->e[t].amax, 0u, __ATOMIC_RELAXED);
-}
-
-/* MXFP8: rowwise blocks of 32 along each row, columnwise blocks of 32 down
- * each column; both outputs [rows][cols]. */
-static void vdev_quantize_mx(const struct tecore_launch_cfg *cfg, void *const *args) {
-  const struct te_quantize_mx_args a = te_quantize_mx_args_of(args);
-  const void *in = a.in;
-  int in_dt = a.in_dt;
-  uint64_t rows = a.rows, cols = a.cols;
-  uint8_t *out_row = a.out_row, *out_col = a.out_col;
-  uint8_t *s_row = a.s_row, *s_col = a.s_col;
-  int out_dt = a.out_dt;
-  unsigned *amax = a.amax;
-  (void)cfg;
-  if (vdev_noop(a.noop)) return;
-  const uint64_t nrb = (cols + 31) / 32;
-  uint32_t m_all = 0;
-  for (uint64_t r = 0; r < rows; r++)
-    for (uint64_t b = 0; b < nrb; b++) {
-      uint64_t c0 = b * 32, c1 = c0 + 32 < cols ? c0 + 32 : cols;
-      uint32_t m = 0;
-      for (uint64_t c = c0; c < c1; c++) m = te_max_u32(m, te_abs_bits(te_q_load(in, r * cols + c, in_dt)));
-      m_all = te_max_u32(m_all, m);
-      if (!out_row) continue;
-      uint8_t e8 = te_e8m0_from_amax(te_bits_f32(m), out_dt);
-      float mult = te_e8m0_quant_mult(e8);
-      s_row[r * nrb + b] = e8;
-      for (uint64_t c = c0; c < c1; c++)
-        out_row[r * cols + c] = te_f32_to_fp8(te_q_load(in, r * cols + c, in_dt) * mult, out_dt);
-    }
-  if (out_col)
-    for (uint64_t rb = 0; rb * 32 < rows; rb++) {
-      uint64_t r0 = rb * 32, r1 = r0 + 32 < rows ? r0 + 32 : rows;
-      for (uint64_t c = 0; c < cols; c++) {
-        uint32_t m = 0;
-        for (uint64_t r = r0; r < r1; r++) m = te_max_u32(m, te_abs_bits(te_q_load(in, r * cols + c, in_dt)));
-        uint8_t e8 = te_e8m0_from_amax(te_bits_f32(m), out_dt);
-        float mult = te_e8m0_quant_mult(e8);
-        s_col[rb * cols + c] = e8;
-        for (uint64_t r = r0; r < r1; r++)
-          out_col[r * cols + c] = te_f32_to_fp8(te_q_load(in, r * cols + c, in_dt) * mult, out_dt);
-      }
-    }
-  if (amax) te_vdev_amax_update(amax, m_all);
-}
-
-/* Block scaling (1x128, 128x128) and per-tensor with transposed output. */
-static void vdev_quantize_blk(const struct tecore_launch_cfg *cfg, void *const *args) {
-  const struct te_quantize_blk_args a = te_quantize_blk_args_of(args);
-  const void *in = a.in;
-  int in_dt = a.in_dt;
-  uint64_t rows = a.rows, cols = a.cols;
-  uint8_t *out_row = a.out_row, *out_col = a.out_col;
-  float *s_row = a.s_row, *s_col = a.s_col;
-  int out_dt = a.out_dt, mode = a.mode;
-  const float *scale = a.scale;
-  float eps = a.eps;
-  int pow2 = a.pow2;
-  unsigned *amax = a.amax;
-  (void)cfg;
-  if (vdev_noop(a.noop)) return;
-  const float fmax = te_fp8_max(out_dt);
-  const uint64_t T = TE_BLK_TILE, ntr = (rows + T - 1) / T, ntc = (cols + T - 1) / T;
-#define X(r, c) te_q_load(in, (r) * cols + (c), in_dt)
-  uint32_t m_all = 0;
-  for (uint64_t i = 0; i < rows * cols; i++) m_all = te_max_u32(m_all, te_abs_bits(te_q_load(in, i, in_dt)));
-  if (mode == TE_BLK_TENSOR) {
-    float s = *scale, si = te_fp8_scale_inv(s);
-    if (s_row) *s_row = si;
-    if (s_col) *s_col = si;
-    for (uint64_t r = 0; r < rows; r++)
-      for (uint64_t c = 0; c < cols; c++) {
-        uint8_t q = te_f32_to_fp8(X(r, c) * s, out_dt);
-        if (out_row) out_row[r * cols + c] = q;
-        if (out_col) out_col[c * rows + r] = q;
-      }
-  } else if (mode == TE_BLK_1X128) {
-    if (out_row)
-      for (uint64_t r = 0; r < rows; r++)
-        for (uint64_t b = 0; b < ntc; b++) {
-          uint64_t c0 = b * T, c1 = c0 + T < cols ? c0 + T : cols;
-          uint32_t m = 0;
-          for (uint64_t c = c0; c < c1; c++) m = te_max_u32(m, te_abs_bits(X(r, c)));
-          float s = te_fp8_current_scale(te_bits_f32(m), eps, fmax, pow2);
-          s_row[r * ntc + b] = te_fp8_scale_inv(s);
-          for (uint64_t c = c0; c < c1; c++) out_row[r * cols + c] = te_f32_to_fp8(X(r, c) * s, out_dt);
-        }
-    if (out_col)
-      for (uint64_t c = 0; c < cols; c++)
-        for (uint64_t b = 0; b < ntr; b++) {
-          uint64_t r0 = b * T, r1 = r0 + T < rows ? r0 + T : rows;
-          uint32_t m = 0;
-          for (uint64_t r = r0; r < r1; r++) m = te_max_u32(m, te_abs_bits(X(r, c)));
-          float s = te_fp8_current_scale(te_bits_f32(m), eps, fmax, pow2);
-          s_col[c * ntr + b] = te_fp8_scale_inv(s);
-          for (uint64_t r = r0; r < r1; r++) out_col[c * rows + r] = te_f32_to_fp8(X(r, c) * s, out_dt);
-        }
-  } else {
-    for (uint64_t tr = 0; tr < ntr; tr++)
-      for (uint64_t tc = 0; tc < ntc; tc++) {
-        uint64_t r0 = tr * T, r1 = r0 + T < rows ? r0 + T : rows;
-        uint64_t c0 = tc * T, c1 = c0 + T < cols ? c0 + T : cols;
-        uint32_t m = 0;
-        for (uint64_t r = r0; r < r1; r++)
-          for (uint64_t c = c0; c < c1; c++) m = te_max_u32(m, te_abs_bits(X(r, c)));
-        float s = te_fp8_current_scale(te_bits_f32(m), eps, fmax, pow2), si = te_fp8_scale_inv(s);
-        if (out_row) s_row[tr * ntc + tc] = si;
-        if (out_col) s_col[tc * ntr + tr] = si;
-        for (uint64_t r = r0; r < r1; r++)
-          for (uint64_t c = c0; c < c1; c++) {
-            uint8_t q = te_f32_to_fp8(X(r, c) * s, out_dt);
-            if (out_row) out_row[r * cols + c] = q;
-            if (out_col) out_col[c * rows + r] = q;
-          }
-      }
-  }
-#undef X
-  if (amax) te_vdev_amax_update(amax, m_all);
-}
-
-static void vdev_dequantize(const struct tecore_launch_cfg *cfg, void *const *args) {
-  const struct te_dequantize_args a = te_dequantize_args_of(args);
-  const uint8_t *q = a.in;
-  const uint64_t rows = a.rows, cols = a.cols;
-  (void)cfg;
-  for (uint64_t r = 0; r < rows; r++)
-    for (uint64_t c = 0; c < cols; c++)
-      te_q_store(a.out, r * cols + c, a.out_dt,
-                 te_fp8_to_f32(q[r * cols + c], a.in_dt) *
-                     te_dq_scale(a.mode, a.scale_inv, r, c, rows, cols));
-}
+#include "fp8/fp8_kernels.h"
 
 /* ---- the table ------------------------------------------------------------------ */
 
@@ -228,17 +15,17 @@ enum {
   K_AMAX_MULTI, K_INIT_MULTI
 };
 static const struct tecore_kernel_def q_kernels[] = {
-    [K_QPT] = TE_KDEF("te_fp8_quantize_pt", vdev_quantize_pt, TE_FP8_QUANTIZE_PT_PARAMS),
-    [K_AMAX] = TE_KDEF("te_fp8_amax", vdev_amax, TE_FP8_AMAX_PARAMS),
+    [K_QPT] = TE_KDEF("te_fp8_quantize_pt", te_fp8_vdev_quantize_pt, TE_FP8_QUANTIZE_PT_PARAMS),
+    [K_AMAX] = TE_KDEF("te_fp8_amax", te_fp8_vdev_amax, TE_FP8_AMAX_PARAMS),
     /* one CUDA kernel per input type (registers), one vdev function */
-    [K_MX_F32] = TE_KDEF("te_fp8_quantize_mx_f32", vdev_quantize_mx, TE_FP8_QUANTIZE_MX_PARAMS),
-    [K_MX_F16] = TE_KDEF("te_fp8_quantize_mx_f16", vdev_quantize_mx, TE_FP8_QUANTIZE_MX_PARAMS),
-    [K_MX_BF16] = TE_KDEF("te_fp8_quantize_mx_bf16", vdev_quantize_mx, TE_FP8_QUANTIZE_MX_PARAMS),
-    [K_BLK] = TE_KDEF("te_fp8_quantize_blk", vdev_quantize_blk, TE_FP8_QUANTIZE_BLK_PARAMS),
-    [K_DEQ] = TE_KDEF("te_fp8_dequantize", vdev_dequantize, TE_FP8_DEQUANTIZE_PARAMS),
-    [K_QMULTI] = TE_KDEF("te_fp8_quantize_multi", vdev_quantize_multi, TE_FP8_QMULTI_PARAMS),
-    [K_AMAX_MULTI] = TE_KDEF("te_fp8_amax_multi", vdev_amax_multi, TE_FP8_QMULTI_PARAMS),
-    [K_INIT_MULTI] = TE_KDEF("te_fp8_amax_init_multi", vdev_amax_init_multi, TE_FP8_QMULTI_PARAMS),
+    [K_MX_F32] = TE_KDEF("te_fp8_quantize_mx_f32", te_fp8_vdev_quantize_mx, TE_FP8_QUANTIZE_MX_PARAMS),
+    [K_MX_F16] = TE_KDEF("te_fp8_quantize_mx_f16", te_fp8_vdev_quantize_mx, TE_FP8_QUANTIZE_MX_PARAMS),
+    [K_MX_BF16] = TE_KDEF("te_fp8_quantize_mx_bf16", te_fp8_vdev_quantize_mx, TE_FP8_QUANTIZE_MX_PARAMS),
+    [K_BLK] = TE_KDEF("te_fp8_quantize_blk", te_fp8_vdev_quantize_blk, TE_FP8_QUANTIZE_BLK_PARAMS),
+    [K_DEQ] = TE_KDEF("te_fp8_dequantize", te_fp8_vdev_dequantize, TE_FP8_DEQUANTIZE_PARAMS),
+    [K_QMULTI] = TE_KDEF("te_fp8_quantize_multi", te_fp8_vdev_quantize_multi, TE_FP8_QMULTI_PARAMS),
+    [K_AMAX_MULTI] = TE_KDEF("te_fp8_amax_multi", te_fp8_vdev_amax_multi, TE_FP8_QMULTI_PARAMS),
+    [K_INIT_MULTI] = TE_KDEF("te_fp8_amax_init_multi", te_fp8_vdev_amax_init_multi, TE_FP8_QMULTI_PARAMS),
 };
 
 static const struct te_kalign q_align[] = {

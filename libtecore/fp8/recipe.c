@@ -3,16 +3,13 @@
  * checks, the format and scaling mode a tensor of a role gets, and the
  * delayed-scaling state of a group of tensors, and the update of one or
  * several such groups in one launch (kernels/fp8_recipe.cu on cuda,
- * vdev_delayed_update below on vdev, both from kernels/common/fp8.h). */
+ * fp8_vdev.c on vdev, both from kernels/common/fp8.h). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include "fp8/fp8_internal.h"
-#include "common/fp8.h"
-#include "common/fp8_recipe_params.h"
+#include "fp8/fp8_kernels.h"
 
-TE_KARGS(te_delayed_update_args, TE_FP8_DELAYED_UPDATE_PARAMS)
 
 /* States one tecore_delayed_update_multi call takes (te/recipe.h). */
 #define TE_DELAYED_UPDATE_MAX_STATES ((size_t)1 << 20)
@@ -111,37 +108,8 @@ TE_EXPORT tecore_result_t tecore_recipe_apply(const struct tecore_recipe *r, tec
 
 /* ---- the delayed-scaling update kernel ----------------------------------------- */
 
-/* One group, one tensor at a time: kernels/fp8_recipe.cu's bits. */
-static void vdev_delayed_update_state(const struct te_du_params *p, const struct te_du_state *st) {
-  float *amax = st->amax, *hist = st->history, *scale = st->scale, *scale_inv = st->scale_inv;
-  uint64_t count = st->count;
-  int len = p->len;
-  for (uint64_t i = 0; i < count; i++) {
-    float v = amax[i];
-    uint32_t win = te_abs_bits(v);
-    for (int k = len - 1; k >= 1; k--) {
-      float h = hist[(uint64_t)(k - 1) * count + i];
-      hist[(uint64_t)k * count + i] = h;
-      win = te_max_u32(win, te_abs_bits(h));
-    }
-    hist[i] = v;
-    float s = te_fp8_delayed_scale(te_bits_f32(p->most_recent ? te_abs_bits(v) : win), scale[i],
-                                   st->fp8_max, p->margin_mult, p->pow2);
-    scale[i] = s;
-    scale_inv[i] = te_fp8_scale_inv(s);
-    amax[i] = 0.0f;
-  }
-}
-
-static void vdev_delayed_update(const struct tecore_launch_cfg *cfg, void *const *args) {
-  const struct te_delayed_update_args a = te_delayed_update_args_of(args);
-  (void)cfg;
-  for (int g = 0; g < a.p->nstates && g < TE_DU_MAX; g++)
-    vdev_delayed_update_state(a.p, &a.p->st[g]);
-}
-
 static const struct tecore_kernel_def r_kernels[] = {
-    TE_KDEF("te_fp8_delayed_update", vdev_delayed_update, TE_FP8_DELAYED_UPDATE_PARAMS),
+    TE_KDEF("te_fp8_delayed_update", te_fp8_vdev_delayed_update, TE_FP8_DELAYED_UPDATE_PARAMS),
 };
 
 static const struct te_kalign r_align[] = {TE_KALIGN(TE_FP8_DELAYED_UPDATE_PARAMS)};

@@ -2,42 +2,17 @@
 /* fp8_out.c -- the FP8 output-pass protocol of ksupport.h (amax pass,
  * scale, bytes pass) and the two small kernels it queues: the amax reset
  * and the scale from an amax (kernels/fp8_scale.cu on cuda, the vdev
- * functions below, both from kernels/common/fp8.h).  Quantize, the
+ * functions of fp8_out_vdev.c, both from kernels/common/fp8.h).  Quantize, the
  * activations, the norms and the cast-transpose family use them, so they
  * live below all four. */
-#include "ksupport/ksupport.h"
-#include "common/fp8.h"
-#include "common/fp8_scale_params.h"
-
-TE_KARGS(te_amax_init_args, TE_FP8_AMAX_INIT_PARAMS)
-TE_KARGS(te_compute_scale_args, TE_FP8_COMPUTE_SCALE_PARAMS)
-
-/* ---- vdev kernels ------------------------------------------------------------ */
-
-static void vdev_amax_init(const struct tecore_launch_cfg *cfg, void *const *args) {
-  const struct te_amax_init_args a = te_amax_init_args_of(args);
-  (void)cfg;
-  if (a.noop && *a.noop) return;
-  __atomic_store_n(a.amax, 0u, __ATOMIC_RELAXED);
-}
-
-static void vdev_compute_scale(const struct tecore_launch_cfg *cfg, void *const *args) {
-  const struct te_compute_scale_args a = te_compute_scale_args_of(args);
-  (void)cfg;
-  if (a.noop && *a.noop) return;
-  float s = te_fp8_current_scale(te_bits_f32(*a.amax), a.eps, a.fp8_max, a.pow2);
-  float si = te_fp8_scale_inv(s);
-  *a.scale = s;
-  if (a.scale_inv) *a.scale_inv = si;
-  if (a.scale_inv_col) *a.scale_inv_col = si;
-}
+#include "ksupport/fp8_out.h"
 
 /* ---- the table ------------------------------------------------------------------ */
 
 enum { K_AMAX_INIT, K_SCALE };
 static const struct tecore_kernel_def fs_kernels[] = {
-    [K_AMAX_INIT] = TE_KDEF("te_fp8_amax_init", vdev_amax_init, TE_FP8_AMAX_INIT_PARAMS),
-    [K_SCALE] = TE_KDEF("te_fp8_compute_scale", vdev_compute_scale, TE_FP8_COMPUTE_SCALE_PARAMS),
+    [K_AMAX_INIT] = TE_KDEF("te_fp8_amax_init", te_fp8_out_vdev_amax_init, TE_FP8_AMAX_INIT_PARAMS),
+    [K_SCALE] = TE_KDEF("te_fp8_compute_scale", te_fp8_out_vdev_compute_scale, TE_FP8_COMPUTE_SCALE_PARAMS),
 };
 
 static const struct te_kalign fs_align[] = {

@@ -1,0 +1,22 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* elementwise_internal.h -- private interface of the elementwise family
+ * (libtecore/elementwise): the kernels' argument structs and the vdev
+ * implementations (elementwise_vdev.c) that the kernel table
+ * (elementwise.c) names. */
+#ifndef TECORE_ELEMENTWISE_INTERNAL_H
+#define TECORE_ELEMENTWISE_INTERNAL_H
+
+#include "ksupport/ksupport.h"
+#include "common/elementwise.h"
+#include "common/elementwise_params.h"
+
+/* The kernels' arguments (kernels/common/elementwise_params.h). */
+TE_KARGS(te_fill_args, TE_FILL_PARAMS)
+TE_KARGS(te_scale_add_args, TE_SCALE_ADD_PARAMS)
+TE_KARGS(te_memset_args, TE_MEMSET_PARAMS)
+
+void te_ew_vdev_fill(const struct tecore_launch_cfg *cfg, void *const *args);
+void te_ew_vdev_scale_add(const struct tecore_launch_cfg *cfg, void *const *args);
+void te_ew_vdev_memset(const struct tecore_launch_cfg *cfg, void *const *args);
+
+#endif

@@ -1,0 +1,33 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* elementwise_vdev.c -- the vdev twins of kernels/elementwise.cu: fill,
+ * scale-add and memset over the whole grid on the stream's worker, from
+ * the same kernels/common/elementwise.h math (elementwise.c's table names
+ * them). */
+#include "elementwise/elementwise_internal.h"
+
+/* ---- vdev implementations (run the whole grid on the stream's worker) ---- */
+
+void te_ew_vdev_fill(const struct tecore_launch_cfg *cfg, void *const *args) {
+  const struct te_fill_args a = te_fill_args_of(args);
+  (void)cfg;
+  for (unsigned long long i = 0; i < a.n; i++) te_ew_store(a.dst, i, a.dtype, a.value);
+}
+
+void te_ew_vdev_scale_add(const struct tecore_launch_cfg *cfg, void *const *args) {
+  const struct te_scale_add_args k = te_scale_add_args_of(args);
+  (void)cfg;
+  for (unsigned long long i = 0; i < k.n; i++)
+    te_ew_store(k.dst, i, k.dtype,
+                te_ew_scale_add(te_ew_load(k.a, i, k.dtype), k.alpha, te_ew_load(k.b, i, k.dtype),
+                                k.beta));
+}
+
+void te_ew_vdev_memset(const struct tecore_launch_cfg *cfg, void *const *args) {
+  const struct te_memset_args a = te_memset_args_of(args);
+  (void)cfg;
+  for (unsigned long long i = 0; i < a.n; i++) {
+    if (a.elem_size == 1) ((uint8_t *)a.dst)[i] = (uint8_t)a.value;
+    else if (a.elem_size == 2) ((uint16_t *)a.dst)[i] = (uint16_t)a.value;
+    else ((uint32_t *)a.dst)[i] = a.value;
+  }
+}
