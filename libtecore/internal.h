@@ -141,9 +141,6 @@ tecore_result_t te_error_deferred_take(void);
  * aligns[0 .. count) (kernel.c; aligns has static storage; NULL: none). */
 struct te_kalign;
 void te_kernel_table_set_align(int first, unsigned count, const struct te_kalign *aligns);
-/* The alignment pointer parameter p of kernel id needs with the argument
- * values args (1 when it needs none). */
-size_t te_kernel_param_align(int id, unsigned p, void *const *args);
 /* TECORE_ERR_INVALID naming who, the kernel, the parameter and the
  * alignment when a nonzero pointer argument is less aligned than its
  * kernel needs. */

@@ -19,6 +19,8 @@
 #define TECORE_DEVICE_OPS_H
 
 #include "internal.h"
+#include "common/kparams.h"
+#include <string.h>
 
 struct te_gemm_problem;
 
@@ -29,7 +31,43 @@ struct te_kernel_entry {
   int id;
   int table_index;           /* index of table in the registry */
   void *backend_handle;      /* cuda: CUkernel (loaded on first launch) */
+  /* What each pointer parameter needs of its alignment (kparams.h
+   * TE_KALIGN), NULL for none (tables registered through the public call).
+   * Set once, right after registration (kernel.c): read with acquire. */
+  const struct te_kalign *align;
 };
+
+/* The dtype code that sets a's alignment: int parameter a->dt_param whole,
+ * or its 4-bit field a->dt_slot (~0u for a field past the int). */
+static inline unsigned te_kparam_dt_code(const struct te_kparam_align *a, void *const *args) {
+  int v = 0;
+  memcpy(&v, args[a->dt_param], sizeof v);
+  if (a->dt_slot == TE_KP_WHOLE) return (unsigned)v;
+  return a->dt_slot < 8 ? ((unsigned)v >> (4 * a->dt_slot)) & 0xf : ~0u;
+}
+
+/* The alignment pointer parameter p of a kernel (def, its alignment record
+ * al, NULL: none) needs with the argument values args (1 when it needs
+ * none).  Pure: the registry (kernel.c) checks launches with it, and a
+ * backend that checks a node's pointers later (vdev_check.c) uses the
+ * record its kernel entry brought down. */
+static inline size_t te_kparam_align(const struct te_kalign *al,
+                                     const struct tecore_kernel_def *def, unsigned p,
+                                     void *const *args) {
+  if (!al || p >= TECORE_KERNEL_MAX_PARAMS) return 1;
+  const struct te_kparam_align *a = &al->p[p];
+  if (a->dt_param == TE_KP_NO_DT) return a->align ? a->align : 1;
+  /* a dtype parameter that is not a 4-byte value is a table bug: no check */
+  if (a->dt_param >= def->nparams || def->param_is_ptr[a->dt_param] ||
+      def->param_size[a->dt_param] != sizeof(int))
+    return 1;
+  unsigned c = te_kparam_dt_code(a, args);
+  /* a code no dtype has asks for 8, the widest element: the kernels would
+   * read such a code as some other type, and a misaligned access is what
+   * must not happen */
+  size_t n = c < TECORE_DTYPE_COUNT_ ? tecore_dtype_size((tecore_dtype_t)c) : 0;
+  return n ? n : 8;
+}
 
 /* A registered table's backend state. */
 struct te_kernel_module {

@@ -19,11 +19,10 @@ static int reg_module_loaded[TE_MAX_TABLES];
 static int reg_ntables;
 static struct te_kernel_entry reg_kernels[TE_MAX_KERNELS];
 static int reg_nkernels; /* read without the lock: published with release */
-/* libtecore's own record of each pointer parameter's alignment (kparams.h
- * TE_KALIGN), NULL for kernels registered without one (other libraries'
- * tables through the public call: their pointers are checked for 0 and
- * range only).  Set once, right after registration. */
-static const struct te_kalign *reg_align[TE_MAX_KERNELS];
+/* Each entry's align is libtecore's own record of each pointer parameter's
+ * alignment (kparams.h TE_KALIGN), NULL for kernels registered without
+ * one (other libraries' tables through the public call: their pointers
+ * are checked for 0 and range only). */
 _Static_assert(sizeof(((struct te_kalign *)0)->p) / sizeof(struct te_kparam_align) ==
                    TECORE_KERNEL_MAX_PARAMS,
                "struct te_kalign holds TECORE_KERNEL_MAX_PARAMS parameters");
@@ -123,51 +122,20 @@ TE_EXPORT tecore_result_t tecore_kernel_table_register(const struct tecore_kerne
 void te_kernel_table_set_align(int first, unsigned count, const struct te_kalign *aligns) {
   if (!aligns || first < 0) return;
   for (unsigned i = 0; i < count && first + (int)i < TE_MAX_KERNELS; i++)
-    __atomic_store_n(&reg_align[first + (int)i], &aligns[i], __ATOMIC_RELEASE);
-}
-
-/* The size of one element of dtype code c (a tecore_dtype_t, 4 bits in
- * packed words); a code no dtype has asks for 8, the widest element: the
- * kernels would read such a code as some other type, and a misaligned
- * access is what must not happen. */
-static size_t code_size(unsigned c) {
-  size_t n = c < TECORE_DTYPE_COUNT_ ? tecore_dtype_size((tecore_dtype_t)c) : 0;
-  return n ? n : 8;
-}
-
-/* The dtype code that sets a's alignment (a->dt_param is a 4-byte value
- * parameter of def: checked by the caller); ~0u for a field past the int. */
-static unsigned dt_code(const struct te_kparam_align *a, void *const *args) {
-  int v = 0;
-  memcpy(&v, args[a->dt_param], sizeof v);
-  if (a->dt_slot == TE_KP_WHOLE) return (unsigned)v;
-  return a->dt_slot < 8 ? ((unsigned)v >> (4 * a->dt_slot)) & 0xf : ~0u;
-}
-
-size_t te_kernel_param_align(int id, unsigned p, void *const *args) {
-  const struct te_kalign *al =
-      id >= 0 && id < TE_MAX_KERNELS ? __atomic_load_n(&reg_align[id], __ATOMIC_ACQUIRE) : NULL;
-  if (!al || p >= TECORE_KERNEL_MAX_PARAMS) return 1;
-  const struct te_kparam_align *a = &al->p[p];
-  if (a->dt_param == TE_KP_NO_DT) return a->align ? a->align : 1;
-  const struct tecore_kernel_def *def = reg_kernels[id].def;
-  /* a dtype parameter that is not a 4-byte value is a table bug: no check */
-  if (a->dt_param >= def->nparams || def->param_is_ptr[a->dt_param] ||
-      def->param_size[a->dt_param] != sizeof(int))
-    return 1;
-  return code_size(dt_code(a, args));
+    __atomic_store_n(&reg_kernels[first + (int)i].align, &aligns[i], __ATOMIC_RELEASE);
 }
 
 tecore_result_t te_kernel_check_align(int id, void *const *args, const char *who) {
   const struct te_kalign *al =
-      id >= 0 && id < TE_MAX_KERNELS ? __atomic_load_n(&reg_align[id], __ATOMIC_ACQUIRE) : NULL;
+      id >= 0 && id < TE_MAX_KERNELS ? __atomic_load_n(&reg_kernels[id].align, __ATOMIC_ACQUIRE)
+                                     : NULL;
   if (!al) return TECORE_SUCCESS;
   const struct tecore_kernel_def *def = reg_kernels[id].def;
   for (unsigned p = 0; p < def->nparams; p++) {
     if (!def->param_is_ptr[p] || def->param_size[p] != 8) continue;
     uint64_t v;
     memcpy(&v, args[p], 8);
-    size_t need = te_kernel_param_align(id, p, args);
+    size_t need = te_kparam_align(al, def, p, args);
     if (!v || need <= 1 || v % need == 0) continue;
     /* why: the pointee's type, or the dtype argument that picked it */
     const struct te_kparam_align *a = &al->p[p];
@@ -175,10 +143,10 @@ tecore_result_t te_kernel_check_align(int id, void *const *args, const char *who
     if (a->dt_param == TE_KP_NO_DT)
       snprintf(why, sizeof why, "its element type");
     else if (a->dt_slot == TE_KP_WHOLE)
-      snprintf(why, sizeof why, "dtype code %d in parameter %u", (int)dt_code(a, args),
+      snprintf(why, sizeof why, "dtype code %d in parameter %u", (int)te_kparam_dt_code(a, args),
                (unsigned)a->dt_param);
     else
-      snprintf(why, sizeof why, "dtype code %u in field %u of parameter %u", dt_code(a, args),
+      snprintf(why, sizeof why, "dtype code %u in field %u of parameter %u", te_kparam_dt_code(a, args),
                (unsigned)a->dt_slot, (unsigned)a->dt_param);
     return TE_ERR(TECORE_ERR_INVALID,
                   "%s: kernel %s parameter %u: pointer 0x%llx is not aligned to %zu bytes (%s)",

@@ -178,6 +178,7 @@ struct vdev_op {
   union {
     struct {
       const struct tecore_kernel_def *def;
+      const struct te_kalign *align; /* the entry's alignment record (NULL: none) */
       int id;
       struct tecore_launch_cfg cfg;
       unsigned char *args;        /* the parameter values, copied at enqueue */

@@ -136,7 +136,7 @@ static int op_bad(const struct vdev_op *op, char *why, size_t n) {
       /* a graph node's pointer set after capture is checked here too: the
        * C kernel's access through it would be misaligned (a GPU's
        * misaligned-address error) */
-      size_t align = te_kernel_param_align(op->u.kernel.id, i, argv);
+      size_t align = te_kparam_align(op->u.kernel.align, def, i, argv);
       if (align > 1 && v % align) {
         snprintf(why, n, "kernel %s, parameter %u, address 0x%" PRIx64
                  ": misaligned (its elements need %zu-byte alignment)", def->name, i, v, align);

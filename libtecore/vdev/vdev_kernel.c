@@ -46,7 +46,10 @@ tecore_result_t te_vdev_kernel_op(const struct te_kernel_entry *k,
   if (def->nparams && !args)
     return TE_ERR(TECORE_ERR_INVALID, "%s: kernel %s: args is NULL", fn, def->name);
   *op = (struct vdev_op){.type = VDEV_OP_KERNEL,
-                         .u.kernel = {.def = def, .id = k->id, .cfg = *cfg}};
+                         .u.kernel = {.def = def,
+                                      .align = __atomic_load_n(&k->align, __ATOMIC_ACQUIRE),
+                                      .id = k->id,
+                                      .cfg = *cfg}};
   size_t bytes = te_vdev_arg_offset(def, def->nparams);
   if (bytes) {
     op->u.kernel.args = malloc(bytes);
