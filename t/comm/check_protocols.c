@@ -534,7 +534,7 @@ static void body_matrix(struct rank *k) {
   tecore_devptr_t out;
   ROK(k, tecore_mem_alloc(big + 64, &out));
   uint64_t id = 0;
-  /* the IPC protocols; NVLS needs a multicast object: t/comm/check_nvls_mnnvl */
+  /* the IPC protocols; NVLS needs a multicast object: t/comm/check_nvls */
   for (int algo = 0; algo <= TC_AR_LAMPORT; algo++)
     for (int d = 0; d < 3; d++)
       for (int op = 0; op < 2; op++) {
@@ -902,7 +902,7 @@ static void body_fused(struct rank *k) {
   static const size_t shapes[][2] = {{1, 64},  {3, 1024}, {17, 256}, {2, 4096},
                                      {5, 100}, {4, 33},   {1, 16384}, {2, 2050}};
   uint64_t id = 5000000;
-  for (int algo = 0; algo <= TC_AR_LAMPORT; algo++) /* IPC (NVLS: check_nvls_mnnvl) */
+  for (int algo = 0; algo <= TC_AR_LAMPORT; algo++) /* IPC (NVLS: check_nvls) */
     for (int d = 0; d < 3; d++)
       for (size_t sh = 0; sh < sizeof shapes / sizeof shapes[0]; sh++) {
         size_t rows = shapes[sh][0], hidden = shapes[sh][1];
