@@ -38,6 +38,24 @@ extern "C" __global__ void te_memset(TE_KSIG(TE_MEMSET_PARAMS)) {
   }
 }
 
+// A copy as a kernel: 16-byte loads and stores where both ends are
+// 16-byte aligned, bytes for the tail and otherwise.  Either end may be
+// pinned host memory (its device address): each thread's loads go out at
+// once, so the PCIe reads of a small copy overlap.
+extern "C" __global__ void te_copy(TE_KSIG(TE_COPY_PARAMS)) {
+  unsigned long long stride = (unsigned long long)gridDim.x * blockDim.x;
+  unsigned long long tid = (unsigned long long)blockIdx.x * blockDim.x + threadIdx.x;
+  unsigned long long done = 0;
+  if ((((unsigned long long)dst | (unsigned long long)src) & 15) == 0) {
+    unsigned long long nv = n / 16;
+    for (unsigned long long i = tid; i < nv; i += stride)
+      ((uint4 *)dst)[i] = ((const uint4 *)src)[i];
+    done = nv * 16;
+  }
+  for (unsigned long long i = done + tid; i < n; i += stride)
+    ((unsigned char *)dst)[i] = ((const unsigned char *)src)[i];
+}
+
 // One 16-byte vector of VEC elements of dtype: loads, computes, stores.
 template <int VEC>
 __device__ __forceinline__ uint4 scale_add_vec(uint4 va, uint4 vb, float alpha, float beta,

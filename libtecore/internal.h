@@ -145,15 +145,16 @@ void te_kernel_table_set_align(int first, unsigned count, const struct te_kalign
  * alignment when a nonzero pointer argument is less aligned than its
  * kernel needs. */
 tecore_result_t te_kernel_check_align(int id, void *const *args, const char *who);
-/* Puts a node of kernel id (cfg, args) in memset node node's place in
- * graph, keeping its edges (the backend's graph_memset_to_kernel); *out
- * is the new node (graph_memset.c). */
-tecore_result_t te_kernel_memset_node(int id, tecore_graph_t graph, tecore_graph_node_t node,
-                                      const struct tecore_launch_cfg *cfg, void *const *args,
-                                      tecore_graph_node_t *out);
-/* te_memset's registry id, -1 when its table did not register
- * (elementwise.c). */
+/* Puts a node of kernel id (cfg, args) in memset or memcpy node node's
+ * place in graph, keeping its edges (the backend's graph_node_to_kernel);
+ * *out is the new node (graph_memset.c). */
+tecore_result_t te_kernel_node_replace(int id, tecore_graph_t graph, tecore_graph_node_t node,
+                                       const struct tecore_launch_cfg *cfg, void *const *args,
+                                       tecore_graph_node_t *out);
+/* te_memset's and te_copy's registry ids, -1 when their table did not
+ * register (elementwise.c). */
 int te_memset_kernel_id(void);
+int te_copy_kernel_id(void);
 
 /* ---- the vdev memory checker, for the layers above the ops table ----------
  * te_dev_checks_on: 1 when the backend is vdev with TECORE_VDEV_CHECK on,

@@ -394,7 +394,7 @@ static tegraph_result_t capture_pass(struct tegraph_callable *c, int pass, tecor
                   fn, c->index);
   }
   /* after the check above, which tells the no-op flag's memset from work */
-  tegraph_result_t mres = tg_graph_memsets_to_kernels(g, fn);
+  tegraph_result_t mres = tg_graph_to_kernels(g, fn);
   if (mres != TEGRAPH_SUCCESS) {
     (void)tecore_graph_destroy(g);
     return mres;

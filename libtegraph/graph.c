@@ -31,20 +31,38 @@ TECORE_TUNABLE_INT(tg_memset_kernels, "TEGRAPH_MEMSET_KERNELS", 1, 0, 1,
                    "cuBLASLt's split-K counter clears, or the caller's) become te_memset kernel "
                    "nodes, so the graph is kernel nodes only and launches on the driver's fast "
                    "path; 0 = keep them")
+TECORE_TUNABLE_INT(tg_copy_kernels, "TEGRAPH_COPY_KERNELS", 262144, 0, 1 << 30,
+                   "libtegraph: a captured graph's copies of at most this many bytes between "
+                   "device memory and pinned host memory (or within the device) become te_copy "
+                   "kernel nodes, as memsets do (a step's tokens in, its losses out); larger "
+                   "ones stay on the copy engines, where they overlap kernels; 0 = keep every "
+                   "copy node")
 
-tegraph_result_t tg_graph_memsets_to_kernels(tecore_graph_t graph, const char *fn) {
-  if (!tecore_tunable_int(&tg_memset_kernels)) return TEGRAPH_SUCCESS;
-  size_t done = 0;
-  tecore_result_t r = tecore_graph_memsets_to_kernels(graph, &done);
+/* One libtecore replacement pass; done counts the nodes it replaced. */
+static tegraph_result_t to_kernels(tecore_result_t r, size_t done, const char *what,
+                                   const char *fn) {
   if (r != TECORE_SUCCESS) {
-    char what[128];
-    snprintf(what, sizeof what, "%s: replacing the captured graph's memset nodes", fn);
-    return tg_core(r, what);
+    char msg[128];
+    snprintf(msg, sizeof msg, "%s: replacing the captured graph's %s nodes", fn, what);
+    return tg_core(r, msg);
   }
   if (done)
     tecore_log(TECORE_LOG_TRACE, TECORE_SUBSYS_GRAPH, __FILE__, __LINE__,
-               "%s: %zu memset nodes of the captured graph are kernel nodes now", fn, done);
+               "%s: %zu %s nodes of the captured graph are kernel nodes now", fn, done, what);
   return TEGRAPH_SUCCESS;
+}
+
+tegraph_result_t tg_graph_to_kernels(tecore_graph_t graph, const char *fn) {
+  size_t done = 0;
+  if (tecore_tunable_int(&tg_memset_kernels)) {
+    tegraph_result_t res =
+        to_kernels(tecore_graph_memsets_to_kernels(graph, &done), done, "memset", fn);
+    if (res != TEGRAPH_SUCCESS) return res;
+  }
+  int max = tecore_tunable_int(&tg_copy_kernels);
+  if (max <= 0) return TEGRAPH_SUCCESS;
+  done = 0;
+  return to_kernels(tecore_graph_copies_to_kernels(graph, (size_t)max, &done), done, "memcpy", fn);
 }
 
 #define INST_FLAGS                                                                   \
@@ -183,7 +201,7 @@ TE_EXPORT tegraph_result_t tegraph_graph_end_capture(tegraph_graph_t *g,
     return res == TEGRAPH_ERR_INVALID ? TEGRAPH_ERR_CAPTURE : res;
   }
   drop_nodes(g);
-  tegraph_result_t mres = tg_graph_memsets_to_kernels(ng, fn);
+  tegraph_result_t mres = tg_graph_to_kernels(ng, fn);
   if (mres != TEGRAPH_SUCCESS) {
     if (ng != g->graph) (void)tecore_graph_destroy(ng);
     return mres;

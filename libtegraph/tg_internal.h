@@ -40,10 +40,11 @@ tegraph_result_t tg_core(tecore_result_t r, const char *what);
     if (tg_c_ != TECORE_SUCCESS) return tg_core(tg_c_, (what));                \
   } while (0)
 
-/* A freshly captured graph's memset nodes as te_memset kernel nodes
- * (tecore_graph_memsets_to_kernels), unless TEGRAPH_MEMSET_KERNELS is 0
- * (graph.c).  fn names errors. */
-tegraph_result_t tg_graph_memsets_to_kernels(tecore_graph_t graph, const char *fn);
+/* A freshly captured graph's memset nodes and small copies as te_memset
+ * and te_copy kernel nodes (tecore_graph_memsets_to_kernels unless
+ * TEGRAPH_MEMSET_KERNELS is 0; tecore_graph_copies_to_kernels up to
+ * TEGRAPH_COPY_KERNELS bytes), graph.c.  fn names errors. */
+tegraph_result_t tg_graph_to_kernels(tecore_graph_t graph, const char *fn);
 
 /* ---- the node table (nodes.c) ------------------------------------------------
  * A graph's nodes as tecore_graph_nodes lists them, plus, for each node of

@@ -11,7 +11,10 @@
  *   - 400 nodes again where every 10th kernel is replaced by another kind
  *     of node -- a memset, a 4-byte copy to pinned host memory -- or runs
  *     on a second stream (a fork and a join each time): host time per
- *     launch beside the 400-kernel line's, so each kind's cost shows.
+ *     launch beside the 400-kernel line's, so each kind's cost shows;
+ *     and the memsets and copies again after libtegraph's rewrite into
+ *     te_memset / te_copy kernel nodes (tecore_graph_memsets_to_kernels,
+ *     tecore_graph_copies_to_kernels), which is what its graphs launch.
  * The target is the issue's: a step graph launches in <= 10 us. */
 #include "bench.h"
 #include <stdio.h>
@@ -21,10 +24,11 @@
 #define LN_ELEMS 256
 #define LN_EVERY 10
 
-enum variant { V_KERNELS, V_MEMSET, V_D2H, V_FORK, V_COUNT };
-static const char *const v_name[V_COUNT] = {"kernels only", "every 10th a memset",
-                                            "every 10th a copy to pinned host",
-                                            "every 10th on a side stream (fork/join)"};
+enum variant { V_KERNELS, V_MEMSET, V_D2H, V_FORK, V_MEMSET_K, V_D2H_K, V_COUNT };
+static const char *const v_name[V_COUNT] = {
+    "kernels only", "every 10th a memset", "every 10th a copy to pinned host",
+    "every 10th on a side stream (fork/join)", "every 10th a memset, as te_memset kernels",
+    "every 10th a copy to pinned host, as te_copy kernels"};
 
 struct launch_bufs {
   tecore_devptr_t a, b, scratch;
@@ -38,8 +42,9 @@ static tecore_result_t line_node(struct tb_ctx *c, const struct launch_bufs *lb,
                                  enum variant v) {
   tecore_devptr_t dst = i & 1 ? lb->a : lb->b, src = i & 1 ? lb->b : lb->a;
   int odd = i % LN_EVERY == LN_EVERY - 1;
-  if (odd && v == V_MEMSET) return tecore_memset_d32_async(lb->scratch, (uint32_t)i, LN_ELEMS, c->s);
-  if (odd && v == V_D2H)
+  if (odd && (v == V_MEMSET || v == V_MEMSET_K))
+    return tecore_memset_d32_async(lb->scratch, (uint32_t)i, LN_ELEMS, c->s);
+  if (odd && (v == V_D2H || v == V_D2H_K))
     return tecore_memcpy_async((tecore_devptr_t)(uintptr_t)lb->host, src, 4, c->s);
   float alpha = 1.0f + 1e-4f * (float)(i % 7);
   if (odd && v == V_FORK) {
@@ -66,6 +71,8 @@ static tecore_result_t line_graph(struct tb_ctx *c, const struct launch_bufs *lb
   TB_CHECK(tecore_stream_begin_capture(c->s, TECORE_CAPTURE_THREAD_LOCAL));
   tecore_result_t r = line_queue(c, lb, n, v), r2 = tecore_stream_end_capture(c->s, &g);
   if (r == TECORE_SUCCESS) r = r2;
+  if (r == TECORE_SUCCESS && v == V_MEMSET_K) r = tecore_graph_memsets_to_kernels(g, NULL);
+  if (r == TECORE_SUCCESS && v == V_D2H_K) r = tecore_graph_copies_to_kernels(g, 4, NULL);
   if (r == TECORE_SUCCESS) r = tecore_graph_instantiate(x, g);
   if (g) tecore_graph_destroy(g);
   if (r == TECORE_SUCCESS) r = tecore_graph_upload(*x, c->s);

@@ -396,10 +396,12 @@ static int run(struct opts *op, const struct gpt_tp *tp, double *losses) {
     te_out_note(&OUT, "loss %.4f -> %.4f over %d steps, %.1f ms/step, %.0f tokens/s", first, last,
                 nsteps, tsum / nsteps * 1e3, tokens * nsteps / tsum);
   if (t.launch_us > 0) {
-    te_out_note(&OUT, "step graph: %s, launched in %.1f us of host time at the least",
+    char census[128];
+    gpt_graph_census(&t, census, sizeof census);
+    te_out_note(&OUT, "step graph: %s (%s), launched in %.1f us of host time at the least",
                 t.device_clip ? "every microbatch, the norm, the clipping and AdamW"
                               : "every microbatch and the norm (--tp: AdamW eager after it)",
-                t.launch_us);
+                census, t.launch_us);
     te_out_field_n(&OUT, "graph_launch_us", t.launch_us);
   }
   te_out_field_n(&OUT, "first_loss", first);

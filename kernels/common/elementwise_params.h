@@ -33,4 +33,12 @@
   P(int, elem_size, val)             \
   P(unsigned long long, n, val)
 
+/* te_copy: n bytes from src to dst (device memory, or pinned host memory
+ * through its device address): what a small memcpy node does, as a kernel
+ * (tecore_graph_copies_to_kernels puts it where a captured copy was). */
+#define TE_COPY_PARAMS(P)            \
+  P(void *, dst, nnptr)              \
+  P(const void *, src, nnptr)        \
+  P(unsigned long long, n, val)
+
 #endif

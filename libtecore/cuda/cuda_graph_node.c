@@ -286,12 +286,12 @@ tecore_result_t te_cuda_graph_kernel_node_args(tecore_graph_t graph, tecore_grap
  * incoming and outgoing edges (with their edge data), then the memset node
  * is destroyed (which removes its edges).  On a failure the kernel node is
  * destroyed again and the graph is as it was. */
-tecore_result_t te_cuda_graph_memset_to_kernel(tecore_graph_t graph, tecore_graph_node_t node,
-                                               struct te_kernel_entry *k,
-                                               struct te_kernel_module *mod,
-                                               const struct tecore_launch_cfg *cfg,
-                                               void *const *args, tecore_graph_node_t *out) {
-  static const char fn[] = "graph memset to kernel";
+tecore_result_t te_cuda_graph_node_to_kernel(tecore_graph_t graph, tecore_graph_node_t node,
+                                             struct te_kernel_entry *k,
+                                             struct te_kernel_module *mod,
+                                             const struct tecore_launch_cfg *cfg,
+                                             void *const *args, tecore_graph_node_t *out) {
+  static const char fn[] = "graph node to kernel";
   CUgraphNode old = (CUgraphNode)node, kn = NULL;
   CUgraphNode *in = NULL, *outn = NULL, *rep = NULL;
   CUgraphEdgeData *in_d = NULL, *out_d = NULL;
@@ -301,8 +301,8 @@ tecore_result_t te_cuda_graph_memset_to_kernel(tecore_graph_t graph, tecore_grap
   tecore_result_t res = TECORE_SUCCESS;
   TE_CHECK(te_cuda_need_ctx());
   TE_CHECK(node_type(old, &t));
-  if (t != CU_GRAPH_NODE_TYPE_MEMSET)
-    return TE_ERR(TECORE_ERR_INVALID, "%s: node %p is not a memset node (type %d)", fn,
+  if (t != CU_GRAPH_NODE_TYPE_MEMSET && t != CU_GRAPH_NODE_TYPE_MEMCPY)
+    return TE_ERR(TECORE_ERR_INVALID, "%s: node %p is not a memset or memcpy node (type %d)", fn,
                   (void *)node, (int)t);
   if (!mod->backend_handle)
     return TE_ERR(TECORE_ERR_INTERNAL, "%s: kernel %s's module is not loaded", fn, k->def->name);

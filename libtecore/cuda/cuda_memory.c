@@ -49,6 +49,36 @@ tecore_result_t te_cuda_mem_range(tecore_devptr_t ptr, tecore_devptr_t *base, si
   return TECORE_SUCCESS;
 }
 
+/* Where a kernel on the current device reaches [ptr, ptr + bytes): one
+ * cuPointerGetAttributes call, which answers an address it does not know
+ * (pageable host memory) with null values instead of an error. */
+tecore_result_t te_cuda_mem_kernel_addr(tecore_devptr_t ptr, size_t bytes,
+                                        tecore_devptr_t *kaddr) {
+  CUpointer_attribute attrs[6] = {CU_POINTER_ATTRIBUTE_MEMORY_TYPE,
+                                  CU_POINTER_ATTRIBUTE_DEVICE_POINTER,
+                                  CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL,
+                                  CU_POINTER_ATTRIBUTE_IS_MANAGED,
+                                  CU_POINTER_ATTRIBUTE_RANGE_START_ADDR,
+                                  CU_POINTER_ATTRIBUTE_RANGE_SIZE};
+  unsigned type = 0, managed = 0;
+  CUdeviceptr dp = 0, start = 0;
+  int ordinal = -1;
+  size_t size = 0;
+  void *data[6] = {&type, &dp, &ordinal, &managed, &start, &size};
+  CUdevice dev = 0;
+  *kaddr = 0;
+  TE_CHECK(te_cuda_need_ctx());
+  TE_CHECK(te_cuda_current_device(&dev));
+  if (!te_cu.p_cuPointerGetAttributes ||
+      te_cu.p_cuPointerGetAttributes(6, attrs, data, (CUdeviceptr)ptr) != CUDA_SUCCESS)
+    return TECORE_SUCCESS;
+  if (managed || !dp || !start || ptr < start || bytes > size || ptr - start > size - bytes)
+    return TECORE_SUCCESS;
+  if (type == CU_MEMORYTYPE_DEVICE && ordinal == (int)dev) *kaddr = (tecore_devptr_t)dp;
+  else if (type == CU_MEMORYTYPE_HOST) *kaddr = (tecore_devptr_t)dp;
+  return TECORE_SUCCESS;
+}
+
 tecore_result_t te_cuda_mem_alloc_host(size_t bytes, void **ptr) {
   void *p = NULL;
   TE_CHECK(te_cuda_need_ctx());

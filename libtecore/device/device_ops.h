@@ -117,6 +117,12 @@ struct te_kernel_module {
    * TECORE_SUCCESS, no detail set) when it knows none: callers on hot                            \
    * paths treat that as a foreign pointer. */                                                    \
   X(pfx, mem_range, (tecore_devptr_t ptr, tecore_devptr_t *base, size_t *bytes))                  \
+  /* The address through which a kernel on the current device reaches                             \
+   * [ptr, ptr + bytes): ptr itself for this device's memory, the mapped                          \
+   * address for pinned host memory; *kaddr 0 (TECORE_SUCCESS, no detail                          \
+   * set) when a kernel cannot reach all of it (pageable host memory,                             \
+   * another device's, managed memory, an unknown address). */                                    \
+  X(pfx, mem_kernel_addr, (tecore_devptr_t ptr, size_t bytes, tecore_devptr_t *kaddr))            \
                                                                                                   \
   X(pfx, memcpy_async, (tecore_devptr_t dst, tecore_devptr_t src, size_t bytes,                   \
                         tecore_stream_t stream))                                                  \
@@ -190,11 +196,12 @@ struct te_kernel_module {
   /* Puts a node of kernel k (launch shape cfg, arguments args, copied) in                        \
    * node's place in graph: the same dependencies and dependents, node                            \
    * destroyed; *out is the new node's handle.  libtecore uses it for                             \
-   * memset nodes only (graph_memset.c), and the backends refuse others. */                       \
-  X(pfx, graph_memset_to_kernel, (tecore_graph_t graph, tecore_graph_node_t node,                 \
-                                  struct te_kernel_entry *k, struct te_kernel_module *mod,        \
-                                  const struct tecore_launch_cfg *cfg, void *const *args,         \
-                                  tecore_graph_node_t *out))                                      \
+   * memset and memcpy nodes only (graph_memset.c), and the backends refuse                       \
+   * others. */                                                                                   \
+  X(pfx, graph_node_to_kernel, (tecore_graph_t graph, tecore_graph_node_t node,                   \
+                                struct te_kernel_entry *k, struct te_kernel_module *mod,          \
+                                const struct tecore_launch_cfg *cfg, void *const *args,           \
+                                tecore_graph_node_t *out))                                        \
   /* The registry id of the kernel of exec's node (node from the graph exec                      \
    * was instantiated from), -1 when it is no registered kernel's node. */                        \
   X(pfx, graph_exec_node_kernel_id, (tecore_graph_exec_t exec, tecore_graph_node_t node,          \

@@ -289,9 +289,9 @@ TE_EXPORT tecore_result_t tecore_kernel_launch_ex(int id, const struct tecore_la
   return kernel_launch("tecore_kernel_launch_ex", id, cfg, args, flags, stream);
 }
 
-tecore_result_t te_kernel_memset_node(int id, tecore_graph_t graph, tecore_graph_node_t node,
-                                      const struct tecore_launch_cfg *cfg, void *const *args,
-                                      tecore_graph_node_t *out) {
+tecore_result_t te_kernel_node_replace(int id, tecore_graph_t graph, tecore_graph_node_t node,
+                                       const struct tecore_launch_cfg *cfg, void *const *args,
+                                       tecore_graph_node_t *out) {
   int n = __atomic_load_n(&reg_nkernels, __ATOMIC_ACQUIRE);
   if (id < 0 || id >= n)
     return TE_ERR(TECORE_ERR_INTERNAL, "kernel id %d outside [0, %d)", id, n);
@@ -302,5 +302,5 @@ tecore_result_t te_kernel_memset_node(int id, tecore_graph_t graph, tecore_graph
     return TE_ERR(TECORE_ERR_NOT_SUPPORTED, "kernel %s: this build has no GPU code for it",
                   k->def->name);
   TE_CHECK(module_ready(o, k->table_index));
-  return o->graph_memset_to_kernel(graph, node, k, &reg_modules[k->table_index], cfg, args, out);
+  return o->graph_node_to_kernel(graph, node, k, &reg_modules[k->table_index], cfg, args, out);
 }

@@ -12,17 +12,19 @@
 
 /* ---- the table --------------------------------------------------------- */
 
-enum { K_FILL, K_SCALE_ADD, K_MEMSET };
+enum { K_FILL, K_SCALE_ADD, K_MEMSET, K_COPY };
 static const struct tecore_kernel_def ew_kernels[] = {
     [K_FILL] = TE_KDEF("te_fill", te_ew_vdev_fill, TE_FILL_PARAMS),
     [K_SCALE_ADD] = TE_KDEF("te_scale_add", te_ew_vdev_scale_add, TE_SCALE_ADD_PARAMS),
     [K_MEMSET] = TE_KDEF("te_memset", te_ew_vdev_memset, TE_MEMSET_PARAMS),
+    [K_COPY] = TE_KDEF("te_copy", te_ew_vdev_copy, TE_COPY_PARAMS),
 };
 
 static const struct te_kalign ew_align[] = {
     [K_FILL] = TE_KALIGN(TE_FILL_PARAMS),
     [K_SCALE_ADD] = TE_KALIGN(TE_SCALE_ADD_PARAMS),
     [K_MEMSET] = TE_KALIGN(TE_MEMSET_PARAMS),
+    [K_COPY] = TE_KALIGN(TE_COPY_PARAMS),
 };
 
 TE_KERNEL_TABLE_FATBIN_ALIGNED(ew_first_id, "libtecore/elementwise", ew_kernels, ew_align,
@@ -41,6 +43,13 @@ static void ew_shape(size_t count, struct tecore_launch_cfg *cfg) {
 int te_memset_kernel_id(void) {
   int first = ew_first_id();
   return first < 0 ? -1 : first + K_MEMSET;
+}
+
+/* te_copy's registry id (graph_memset.c puts it where a captured copy
+ * was), -1 when the table did not register. */
+int te_copy_kernel_id(void) {
+  int first = ew_first_id();
+  return first < 0 ? -1 : first + K_COPY;
 }
 
 static tecore_result_t ew_check_dtype(tecore_dtype_t dtype, const char *fn) {

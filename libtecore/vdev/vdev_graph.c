@@ -201,17 +201,19 @@ tecore_result_t te_vdev_graph_kernel_node_args(tecore_graph_t h, tecore_graph_no
 
 /* In place: the node keeps its position, so its dependencies, its
  * dependents (which name it by position) and its handle stay. */
-tecore_result_t te_vdev_graph_memset_to_kernel(tecore_graph_t h, tecore_graph_node_t node,
-                                               struct te_kernel_entry *k,
-                                               struct te_kernel_module *mod,
-                                               const struct tecore_launch_cfg *cfg,
-                                               void *const *args, tecore_graph_node_t *out) {
-  static const char fn[] = "vdev graph_memset_to_kernel";
+tecore_result_t te_vdev_graph_node_to_kernel(tecore_graph_t h, tecore_graph_node_t node,
+                                             struct te_kernel_entry *k,
+                                             struct te_kernel_module *mod,
+                                             const struct tecore_launch_cfg *cfg,
+                                             void *const *args, tecore_graph_node_t *out) {
+  static const char fn[] = "vdev graph_node_to_kernel";
   struct vdev_graph *g = NULL;
   (void)mod;
   TE_CHECK(graph_get(h, &g, fn));
   size_t i = VDEV_NODE_INDEX(node);
-  tecore_result_t r = node_of_type(g, h, node, VDEV_OP_MEMSET, "memset", fn);
+  int copy = i < g->count && g->nodes[i].op.type == VDEV_OP_MEMCPY;
+  tecore_result_t r = node_of_type(g, h, node, copy ? VDEV_OP_MEMCPY : VDEV_OP_MEMSET,
+                                   "memset or memcpy", fn);
   struct vdev_op op;
   if (r == TECORE_SUCCESS && (r = te_vdev_kernel_op(k, cfg, args, &op, fn)) == TECORE_SUCCESS) {
     te_vdev_op_release(&g->nodes[i].op);

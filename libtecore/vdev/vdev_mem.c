@@ -390,6 +390,22 @@ tecore_result_t te_vdev_mem_range(tecore_devptr_t ptr, tecore_devptr_t *base, si
   return TECORE_SUCCESS;
 }
 
+/* vdev's kernels run on the host and could reach anything; the answer
+ * follows cuda's so that code tested here takes the same paths there:
+ * device memory and pinned or registered host memory, whole. */
+tecore_result_t te_vdev_mem_kernel_addr(tecore_devptr_t ptr, size_t bytes,
+                                        tecore_devptr_t *kaddr) {
+  uintptr_t p = (uintptr_t)ptr;
+  struct vdev_alloc_info a;
+  uintptr_t b = 0;
+  size_t n = 0;
+  *kaddr = 0;
+  if (te_vdev_mem_lookup(p, 1, &a) && p >= a.base && p - a.base < a.bytes) b = a.base, n = a.bytes;
+  else if (!te_vdev_vmm_range(p, &b, &n)) return TECORE_SUCCESS;
+  if (bytes <= n && p - b <= n - bytes) *kaddr = ptr;
+  return TECORE_SUCCESS;
+}
+
 tecore_result_t te_vdev_mem_alloc_host(size_t bytes, void **ptr) {
   TE_CHECK(te_vdev_capture_unsafe_call("vdev mem_alloc_host"));
   uintptr_t p = 0;

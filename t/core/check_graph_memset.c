@@ -25,6 +25,16 @@
  *     eager step's bit for bit (tolerance exact: the same kernels on the
  *     same data in the same order), over two steps with fresh random
  *     inputs and poisoned outputs; BF16 and delayed-scaling FP8.
+ *   - copies_become_kernels: a raw capture of a copy in from pinned host
+ *     memory, a kernel reading it, a device-to-device copy to an odd
+ *     address, a copy out to pinned host memory at an odd offset, and one
+ *     copy past the size limit: tecore_graph_copies_to_kernels replaces
+ *     the three small ones by te_copy nodes and keeps the large one; over
+ *     two replays with fresh random input and fresh poison, every byte
+ *     copied out equals the host reference (exact), the poison around it
+ *     stays, and the large copy is right; a limit of 0 replaces nothing;
+ *   - tegraph_capture_has_no_small_copy: the same through libtegraph
+ *     (TEGRAPH_COPY_KERNELS' default): the small copies are kernels.
  * Misuse: a NULL graph is refused with a detail naming it. */
 #include "check_graph_common.h"
 #include "common/convert.h"
@@ -224,6 +234,164 @@ START_TEST(memsets_to_kernels_misuse) {
 }
 END_TEST
 
+/* ---- copies ---------------------------------------------------------------------- */
+
+/* Counts graph's memcpy nodes and its te_copy kernel nodes. */
+static void copy_census(tecore_graph_t g, size_t *copies, size_t *te_copies) {
+  int id = -1;
+  TE_OK(tecore_kernel_find("te_copy", &id));
+  size_t n = 0;
+  TE_OK(tecore_graph_nodes(g, NULL, 0, &n));
+  struct tecore_graph_node_desc *d = calloc(n ? n : 1, sizeof *d);
+  TE_OK(tecore_graph_nodes(g, d, n, &n));
+  *copies = *te_copies = 0;
+  for (size_t i = 0; i < n; i++) {
+    *copies += d[i].type == TECORE_GRAPH_NODE_MEMCPY;
+    *te_copies += d[i].type == TECORE_GRAPH_NODE_KERNEL && d[i].kernel_id == id;
+  }
+  free(d);
+}
+
+enum { COPY_MAX = 262144 };   /* TEGRAPH_COPY_KERNELS' default */
+
+/* in (pinned) -> a; y = alpha * a + beta * x; y -> b + 3 (bytes, device);
+ * b + 3 -> out + 1 (pinned); big1 -> big2 (COPY_MAX + 16 bytes, stays). */
+struct cwork {
+  size_t n;
+  float *in;
+  uint8_t *out;
+  tecore_devptr_t a, x, y, b, big1, big2;
+  float alpha, beta;
+};
+
+static void cwork_new(struct cwork *c) {
+  memset(c, 0, sizeof *c);
+  c->n = 1 + (size_t)te_rand_below(4000);
+  TE_OK(tecore_mem_alloc_host(c->n * 4, (void **)&c->in));
+  TE_OK(tecore_mem_alloc_host(c->n * 4 + 64, (void **)&c->out));
+  c->a = te_dalloc(c->n * 4);
+  c->y = te_dalloc(c->n * 4);
+  c->b = te_dalloc(c->n * 4 + 16);
+  c->x = tgt_rand_dev(c->n, -4, 4);
+  c->big1 = tgt_rand_dev(COPY_MAX / 4 + 4, -1, 1);
+  c->big2 = te_dalloc(COPY_MAX + 16);
+  c->alpha = te_rand_float(0.5f, 2);
+  c->beta = te_rand_float(-2, -0.5f);
+}
+
+static void cwork_free(struct cwork *c) {
+  TE_OK(tecore_mem_free_host(c->in));
+  TE_OK(tecore_mem_free_host(c->out));
+  tecore_devptr_t dev[] = {c->a, c->y, c->b, c->x, c->big1, c->big2};
+  for (size_t i = 0; i < sizeof dev / sizeof dev[0]; i++) TE_OK(tecore_mem_free(dev[i]));
+}
+
+/* fresh random input, poisoned outputs */
+static void cwork_fresh(struct cwork *c) {
+  for (size_t i = 0; i < c->n; i++) c->in[i] = te_rand_float(-3, 3);
+  memset(c->out, TE_POISON_BYTE, c->n * 4 + 64);
+  te_poison_dev(c->a, c->n * 4);
+  te_poison_dev(c->y, c->n * 4);
+  te_poison_dev(c->b, c->n * 4 + 16);
+  te_poison_dev(c->big2, COPY_MAX + 16);
+}
+
+static void cwork_enqueue(const struct cwork *c, tecore_stream_t s) {
+  size_t bytes = c->n * 4;
+  TE_OK(tecore_memcpy_async(c->a, (tecore_devptr_t)(uintptr_t)c->in, bytes, s));
+  TE_OK(tecore_scale_add(c->y, c->a, c->alpha, c->x, c->beta, TECORE_DTYPE_F32, c->n, s));
+  TE_OK(tecore_memcpy_async(c->b + 3, c->y, bytes, s));
+  TE_OK(tecore_memcpy_async((tecore_devptr_t)(uintptr_t)(c->out + 1), c->b + 3, bytes, s));
+  TE_OK(tecore_memcpy_async(c->big2, c->big1, COPY_MAX + 16, s));
+}
+
+static void cwork_check(const struct cwork *c, const char *when) {
+  float *x = tgt_get(c->x, c->n);
+  for (size_t i = 0; i < c->n; i++) {
+    float want = fmaf(c->alpha, c->in[i], c->beta * x[i]), got;
+    memcpy(&got, c->out + 1 + 4 * i, 4);
+    ck_assert_msg(te_f32_bits_of(got) == te_f32_bits_of(want), "%s: out[%zu] = %.9g, want %.9g",
+                  when, i, got, want);
+  }
+  ck_assert_msg(c->out[0] == TE_POISON_BYTE, "%s: the byte before the copy out was written", when);
+  for (size_t i = 1 + c->n * 4; i < c->n * 4 + 64; i++)
+    ck_assert_msg(c->out[i] == TE_POISON_BYTE, "%s: byte %zu past the copy out was written",
+                  when, i);
+  uint8_t *b1 = malloc(COPY_MAX + 16), *b2 = malloc(COPY_MAX + 16);
+  te_d2h(b1, c->big1, COPY_MAX + 16);
+  te_d2h(b2, c->big2, COPY_MAX + 16);
+  ck_assert_msg(memcmp(b1, b2, COPY_MAX + 16) == 0, "%s: the large copy differs", when);
+  free(b1);
+  free(b2);
+  free(x);
+}
+
+START_TEST(copies_become_kernels) {
+  struct cwork c;
+  cwork_new(&c);
+  tecore_graph_t g = NULL;
+  TE_OK(tecore_stream_begin_capture(te_stream, TECORE_CAPTURE_GLOBAL));
+  cwork_enqueue(&c, te_stream);
+  TE_OK(tecore_stream_end_capture(te_stream, &g));
+  size_t cp = 0, tc = 0, replaced = 99;
+  copy_census(g, &cp, &tc);
+  ck_assert_uint_eq(cp, 4);
+  ck_assert_uint_eq(tc, 0);
+  TE_OK(tecore_graph_copies_to_kernels(g, 0, &replaced));
+  ck_assert_uint_eq(replaced, 0);
+  TE_OK(tecore_graph_copies_to_kernels(g, COPY_MAX, &replaced));
+  ck_assert_uint_eq(replaced, 3);
+  copy_census(g, &cp, &tc);
+  ck_assert_msg(cp == 1, "%zu memcpy nodes left (the large one only should stay)", cp);
+  ck_assert_uint_eq(tc, 3);
+  tecore_graph_exec_t x = NULL;
+  TE_OK(tecore_graph_instantiate(&x, g));
+  for (int rep = 0; rep < 2; rep++) {
+    char when[48];
+    cwork_fresh(&c);
+    TE_OK(tecore_graph_launch(x, te_stream));
+    TE_OK(tecore_stream_synchronize(te_stream));
+    snprintf(when, sizeof when, "replay %d", rep);
+    cwork_check(&c, when);
+  }
+  TE_OK(tecore_graph_copies_to_kernels(g, COPY_MAX, &replaced));
+  ck_assert_uint_eq(replaced, 0);
+  TE_OK(tecore_graph_exec_destroy(x));
+  TE_OK(tecore_graph_destroy(g));
+  cwork_free(&c);
+}
+END_TEST
+
+START_TEST(tegraph_capture_has_no_small_copy) {
+  struct cwork c;
+  cwork_new(&c);
+  tegraph_graph_t *g = NULL;
+  TG_OK(tegraph_graph_create(0, &g));
+  TG_OK(tegraph_graph_begin_capture(g, te_stream, TECORE_CAPTURE_GLOBAL, 0));
+  cwork_enqueue(&c, te_stream);
+  TG_OK(tegraph_graph_end_capture(g, NULL));
+  tecore_graph_t tg = NULL;
+  TG_OK(tegraph_graph_handles(g, &tg, NULL));
+  size_t cp = 0, tc = 0;
+  copy_census(tg, &cp, &tc);
+  ck_assert_msg(cp == 1 && tc == 3, "tegraph_graph_end_capture: %zu memcpy, %zu te_copy nodes",
+                cp, tc);
+  cwork_fresh(&c);
+  TG_OK(tegraph_graph_launch(g, te_stream));
+  TE_OK(tecore_stream_synchronize(te_stream));
+  cwork_check(&c, "tegraph replay");
+  TG_OK(tegraph_graph_destroy(g));
+  cwork_free(&c);
+}
+END_TEST
+
+START_TEST(copies_to_kernels_misuse) {
+  size_t n = 5;
+  TE_EXPECT_ERR(TECORE_ERR_INVALID, "graph is NULL",
+                tecore_graph_copies_to_kernels(NULL, 1024, &n));
+}
+END_TEST
+
 /* ---- the training step ------------------------------------------------------------ */
 
 enum { ROWS = 32, HIDDEN = 64, FFN = 128, BLOCKS = 2, MAXP = 16 };
@@ -410,6 +578,9 @@ static Suite *memset_suite(void) {
   tcase_add_test(tc, memsets_become_kernels);
   tcase_add_test(tc, tegraph_capture_has_no_memset);
   tcase_add_test(tc, memsets_to_kernels_misuse);
+  tcase_add_test(tc, copies_become_kernels);
+  tcase_add_test(tc, tegraph_capture_has_no_small_copy);
+  tcase_add_test(tc, copies_to_kernels_misuse);
   tc = tgt_tcase(s, "step_graph");
   tcase_add_test(tc, step_graph_bf16);
   tcase_add_test(tc, step_graph_fp8_delayed);

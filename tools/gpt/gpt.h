@@ -174,6 +174,10 @@ double gpt_lr_at(const struct gpt_train *t, int64_t step);
 double gpt_train_step(struct gpt_train *t, struct gpt_model *m, const struct gpt_data *d,
                       tecore_stream_t s, double *gnorm);
 /* The mean loss over nval validation batches. */
+/* The step graph's nodes by kind (kernels, copies, memsets, other) into
+ * buf, e.g. "812 kernel, 0 memcpy, 0 memset, 3 other nodes"; "" when there
+ * is no step graph. */
+void gpt_graph_census(const struct gpt_train *t, char *buf, size_t n);
 double gpt_val_loss(struct gpt_train *t, struct gpt_model *m, const struct gpt_data *d, int nval,
                     tecore_stream_t s);
 

@@ -230,3 +230,24 @@ double gpt_val_loss(struct gpt_train *t, struct gpt_model *m, const struct gpt_d
   }
   return nval ? sum / nval : NAN;
 }
+
+void gpt_graph_census(const struct gpt_train *t, char *buf, size_t n) {
+  tecore_graph_t g = NULL;
+  size_t count = 0, k[4] = {0, 0, 0, 0};
+  buf[0] = '\0';
+  if (!t->graph || tegraph_graph_handles(t->graph, &g, NULL) != TEGRAPH_SUCCESS || !g ||
+      tecore_graph_nodes(g, NULL, 0, &count) != TECORE_SUCCESS)
+    return;
+  struct tecore_graph_node_desc *d = calloc(count ? count : 1, sizeof *d);
+  if (!d || tecore_graph_nodes(g, d, count, &count) != TECORE_SUCCESS) {
+    free(d);
+    return;
+  }
+  for (size_t i = 0; i < count; i++)
+    k[d[i].type == TECORE_GRAPH_NODE_KERNEL   ? 0
+      : d[i].type == TECORE_GRAPH_NODE_MEMCPY ? 1
+      : d[i].type == TECORE_GRAPH_NODE_MEMSET ? 2
+                                              : 3]++;
+  free(d);
+  snprintf(buf, n, "%zu kernel, %zu memcpy, %zu memset, %zu other nodes", k[0], k[1], k[2], k[3]);
+}
