@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* demo_offload.c -- te-demo --offload: an offload context sized for the
+/* demo_offload.c -- te-demo's and te-gpt's --offload: an offload context sized for the
  * model's offloaded blocks (their saved tensors that the backward reads,
  * plus four staging buffers when spilling), attached to the model's
  * sequence block by block, and the figures te-demo prints: device memory
@@ -11,7 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define OPS_PER_BLOCK 6   /* mlp_block.h */
+#define OPS_PER_BLOCK 6   /* te-demo's (mlp_block.h), when the caller names none */
 #define STALL_BUDGET 0.03 /* the automatic prefetch accepts a modelled 3% step overhead */
 
 /* ---- the automatic prefetch ----------------------------------------------------------
@@ -111,8 +111,10 @@ static int auto_prefetch(const struct demo_offload_opts *o, int nb, int layers,
   return K - 1;
 }
 
+static const char *tool = "te-demo";
+
 static void die(const char *what, tegraph_result_t r) {
-  fprintf(stderr, "te-demo: %s failed: %s (%s)\n", what, tegraph_strerror(r),
+  fprintf(stderr, "%s: %s failed: %s (%s)\n", tool, what, tegraph_strerror(r),
           tegraph_last_error());
   exit(1); /* failures exit 1 here; 2 is a wrong command line (tools/cli.h) */
 }
@@ -120,28 +122,30 @@ static void die(const char *what, tegraph_result_t r) {
 void demo_offload_attach(struct demo_offload *d, const struct demo_offload_opts *o,
                          tecore_seq_t *seq, int layers, int quiet) {
   memset(d, 0, sizeof *d);
+  if (o->tool) tool = o->tool;
+  size_t per = o->ops_per_block ? o->ops_per_block : OPS_PER_BLOCK;
   int nb = o->layers > 0 && o->layers < layers ? o->layers : layers;
   /* what the blocks that leave the device save: sizes the default budget */
   size_t ns = 0;
   if (tecore_seq_get_saved(seq, NULL, 0, &ns) != TECORE_SUCCESS) {
-    fprintf(stderr, "te-demo: tecore_seq_get_saved: %s\n", tecore_last_error());
+    fprintf(stderr, "%s: tecore_seq_get_saved: %s\n", tool, tecore_last_error());
     exit(1);
   }
   struct tecore_seq_saved *sv = calloc(ns ? ns : 1, sizeof *sv);
   if (!sv || tecore_seq_get_saved(seq, sv, ns, &ns) != TECORE_SUCCESS) {
-    fprintf(stderr, "te-demo: tecore_seq_get_saved: %s\n", tecore_last_error());
+    fprintf(stderr, "%s: tecore_seq_get_saved: %s\n", tool, tecore_last_error());
     exit(1);
   }
   size_t min_elems = o->min_elems ? o->min_elems : 262144;
   /* the bytes each attached block copies out: the model's input */
   size_t *bb = calloc((size_t)nb, sizeof *bb);
   if (!bb) {
-    fprintf(stderr, "te-demo: out of memory\n");
+    fprintf(stderr, "%s: out of memory\n", tool);
     exit(1);
   }
   for (size_t i = 0; i < ns; i++) {
-    size_t blk = sv[i].op_first / OPS_PER_BLOCK;
-    if ((int)blk >= nb || sv[i].op_last / OPS_PER_BLOCK != blk) continue;
+    size_t blk = sv[i].op_first / per;
+    if ((int)blk >= nb || sv[i].op_last / per != blk) continue;
     if (sv[i].rows * sv[i].cols < min_elems || !sv[i].read_back) continue;
     bb[blk] += (sv[i].bytes + 255) & ~(size_t)255;
   }
@@ -153,8 +157,8 @@ void demo_offload_attach(struct demo_offload *d, const struct demo_offload_opts 
   size_t need = 0;
   int copied = nb - (d->prefetch + 1);   /* the last prefetch + 1 slots stay */
   for (size_t i = 0; i < ns; i++) {
-    size_t blk = sv[i].op_first / OPS_PER_BLOCK;
-    if ((int)blk >= copied || sv[i].op_last / OPS_PER_BLOCK != blk) continue;
+    size_t blk = sv[i].op_first / per;
+    if ((int)blk >= copied || sv[i].op_last / per != blk) continue;
     if (sv[i].rows * sv[i].cols < min_elems) continue;
     d->theory_bytes += (sv[i].bytes + 255) & ~(size_t)255;
     if (sv[i].read_back) need += (sv[i].bytes + 255) & ~(size_t)255;
@@ -191,7 +195,7 @@ void demo_offload_attach(struct demo_offload *d, const struct demo_offload_opts 
   if (r != TEGRAPH_SUCCESS) die("tegraph_offload_create", r);
   struct tegraph_offload_block *b = calloc((size_t)nb, sizeof *b);
   for (int l = 0; l < nb; l++)
-    b[l] = (struct tegraph_offload_block){(size_t)l * OPS_PER_BLOCK, OPS_PER_BLOCK};
+    b[l] = (struct tegraph_offload_block){(size_t)l * per, per};
   struct tegraph_offload_seq_desc sd = {.seq = seq, .blocks = b, .nblocks = (size_t)nb};
   r = tegraph_offload_attach(d->ctx, &sd);
   free(b);
@@ -214,7 +218,7 @@ void demo_offload_check(struct demo_offload *d, int step) {
   if (!d->ctx) return;
   tegraph_result_t r = tegraph_offload_check(d->ctx);
   if (r == TEGRAPH_SUCCESS) return;
-  fprintf(stderr, "te-demo: step %d failed: %s\n", step, tegraph_last_error());
+  fprintf(stderr, "%s: step %d failed: %s\n", tool, step, tegraph_last_error());
   exit(1);
 }
 

@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* demo_offload.h -- te-demo's activation offload (--offload): a context
- * sized for the model's offloaded blocks, attached to the model's
- * sequence, the warmup switches, the per-step check and the figures the
- * demo prints (tools/demo_offload.c). */
+/* demo_offload.h -- the tools' activation offload (te-demo and te-gpt
+ * --offload): a context sized for the model's offloaded blocks, attached
+ * to the model's sequence, the warmup switches, the per-step check and the
+ * figures the tools print (tools/demo_offload.c). */
 #ifndef TE_TOOLS_DEMO_OFFLOAD_H
 #define TE_TOOLS_DEMO_OFFLOAD_H
 
@@ -20,6 +20,8 @@ struct demo_offload_opts {
   int prefetch;              /* >= 1; 0: chosen from the model below */
   double plain_step_ms;      /* the run without offload: its mean step (the model's input) */
   int microbatches;          /* forward/backward passes a step */
+  size_t ops_per_block;      /* the sequence's operations a block (0: te-demo's 6) */
+  const char *tool;          /* for messages (NULL: "te-demo") */
 };
 
 struct demo_offload {
@@ -30,8 +32,9 @@ struct demo_offload {
   double predicted;          /* the model's step-time ratio for that prefetch (0: not modelled) */
 };
 
-/* Attaches offload to seq, built of `layers` MLP blocks of 6 ops each.
- * Prints what it set up; exits the program on failure (as te-demo does). */
+/* Attaches offload to seq, which starts with `layers` blocks of
+ * o->ops_per_block operations each.  Prints what it set up; exits the
+ * program on failure (as the tools do). */
 void demo_offload_attach(struct demo_offload *d, const struct demo_offload_opts *o,
                          tecore_seq_t *seq, int layers, int quiet);
 /* After a step's synchronize: exits with the cause when a spill failed. */

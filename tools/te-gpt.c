@@ -19,6 +19,7 @@
 #include "out.h"
 #include <te/comm.h>
 #include "demo_tp.h"
+#include "demo_offload.h"
 #include "gpt/gpt.h"
 
 struct preset {
@@ -83,6 +84,16 @@ static const char usage_text[] =
     "                     split, the rest replicated; no --save, --load or --sample\n"
     "  --share-saved 0|1  lay the saved tensors the backward never reads over shared\n"
     "                     scratch by their lifetimes (default 1)\n"
+    "  --offload          activation offload: the blocks' saved tensors go to pinned host\n"
+    "                     memory during the forward and come back ahead of the backward\n"
+    "                     (attached after two plain steps, whose time sizes the prefetch)\n"
+    "  --offload-layers N offload the first N blocks only (default: all)\n"
+    "  --offload-prefetch N  blocks reloaded ahead (default: chosen from a model of the\n"
+    "                     copies against the plain step)\n"
+    "  --offload-min-elems N  tensors with fewer elements stay (default 262144, TE's, or\n"
+    "                     one [tokens][hidden] activation when that is smaller)\n"
+    "  --offload-dir DIRS spill past the host budget to files in DIRS (comma-separated)\n"
+    "  --host-budget MB   pinned host memory for offload (default: what it needs)\n"
     "  --no-graph         eager launches (default: from step 2 on the whole step replays one\n"
     "                     graph -- with --tp all but AdamW; the decode step replays one graph)\n"
     "  --profile          print step 2's device time per kernel on stderr (eager launches)\n"
@@ -110,7 +121,8 @@ enum {
   O_MODEL = 0x100, O_LAYERS, O_HIDDEN, O_HEADS, O_KV, O_FFN, O_SEQ, O_VOCAB, O_NORM, O_ACT,
   O_ROPE, O_BIAS, O_DATA, O_CORPUS, O_SYNTH, O_STEPS, O_BATCH, O_ACCUM, O_LR, O_MINLR, O_WARMUP,
   O_DECAY, O_WD, O_CLIP, O_RECIPE, O_SEED, O_EVAL, O_EVALB, O_SAVE, O_LOAD, O_SAMPLE, O_PROMPT,
-  O_TEMP, O_TOPK, O_SCHECK, O_NOGRAPH, O_TP, O_SHARE, O_PROFILE
+  O_TEMP, O_TOPK, O_SCHECK, O_NOGRAPH, O_TP, O_SHARE, O_PROFILE, O_OFFLOAD, O_OFF_LAYERS,
+  O_OFF_PREFETCH, O_OFF_DIR, O_HOST_BUDGET, O_OFF_MIN
 };
 static const struct option longs[] = {
     TE_CLI_LONGS, TE_CLI_FORMATS,
@@ -133,7 +145,12 @@ static const struct option longs[] = {
     {"temperature", required_argument, 0, O_TEMP}, {"top-k", required_argument, 0, O_TOPK},
     {"sample-check", no_argument, 0, O_SCHECK}, {"no-graph", no_argument, 0, O_NOGRAPH},
     {"tp", required_argument, 0, O_TP}, {"share-saved", required_argument, 0, O_SHARE},
-    {"profile", no_argument, 0, O_PROFILE},
+    {"profile", no_argument, 0, O_PROFILE}, {"offload", no_argument, 0, O_OFFLOAD},
+    {"offload-layers", required_argument, 0, O_OFF_LAYERS},
+    {"offload-prefetch", required_argument, 0, O_OFF_PREFETCH},
+    {"offload-dir", required_argument, 0, O_OFF_DIR},
+    {"host-budget", required_argument, 0, O_HOST_BUDGET},
+    {"offload-min-elems", required_argument, 0, O_OFF_MIN},
     {0, 0, 0, 0}};
 
 struct opts {
@@ -147,6 +164,8 @@ struct opts {
   int sample_check, no_graph, tp, sample_given, quiet, share_saved, profile;
   double lr, min_lr, wd, clip, temperature;
   long long seed;
+  struct demo_offload_opts off;   /* --offload and its options */
+  int off_given;                  /* an --offload-* option or --host-budget was given */
 };
 
 static int word_of(struct te_cli *cli, const char *flag, const char *arg, const char *const *w,
@@ -207,6 +226,18 @@ static int take(struct te_cli *cli, struct opts *o, int opt, const char *a) {
   case O_TP: return te_cli_int(cli, f, a, 1, DEMO_TP_MAX, &o->tp);
   case O_SHARE: return te_cli_int(cli, f, a, 0, 1, &o->share_saved);
   case O_PROFILE: o->profile = o->no_graph = 1; return 0;
+  case O_OFFLOAD: o->off.on = 1; return 0;
+  case O_OFF_LAYERS: o->off_given = 1; return te_cli_int(cli, f, a, 1, 1024, &o->off.layers);
+  case O_OFF_PREFETCH: o->off_given = 1; return te_cli_int(cli, f, a, 1, 999, &o->off.prefetch);
+  case O_OFF_DIR: o->off_given = 1; o->off.dirs = a; return 0;
+  case O_OFF_MIN:
+    o->off_given = 1;
+    if (te_cli_long(cli, f, a, 1, 1ll << 40, 0, &ll)) return TE_EXIT_USAGE;
+    o->off.min_elems = (size_t)ll;
+    return 0;
+  case O_HOST_BUDGET:
+    o->off_given = 1;
+    return te_cli_double(cli, f, a, 0.03125, 1 << 24, &o->off.host_budget_mb);
   default: return te_cli_error(cli, "option %d not handled", opt);
   }
 }
@@ -239,6 +270,11 @@ static int resolve(struct te_cli *cli, struct opts *o, struct gpt_config given, 
     return te_cli_error(cli, "--vocab %d: byte data needs at least 256 (or --synthetic)", c->vocab);
   if (o->nfiles && o->synthetic) return te_cli_error(cli, "--data and --synthetic: one or the other");
   if (o->top_k && o->temperature <= 0) return te_cli_error(cli, "--top-k needs --temperature > 0");
+  if (o->off_given && !o->off.on)
+    return te_cli_error(cli, "--offload-layers, --offload-prefetch, --offload-min-elems, "
+                             "--offload-dir and --host-budget need --offload");
+  if (o->off.on && o->tp > 1) return te_cli_error(cli, "--offload and --tp: one or the other");
+
   if (o->tp > 1) {
     if (o->save || o->load || (o->sample_given && o->sample > 0))
       return te_cli_error(cli, "--tp: not with --save, --load or --sample (rank 0 holds a part)");
@@ -283,6 +319,44 @@ static double sum_ranks(double x, struct gpt_model *m, tecore_stream_t s) {
   return v;
 }
 
+/* --offload: the blocks are the sequence's first operations, the same
+ * number each (then the final norm and the LM head); attached between
+ * steps, after plain_ms of a plain step sized the prefetch.  The step
+ * graph is captured after one eager step with offload (the caller's). */
+static void offload_attach(struct demo_offload *dof, struct opts *o, struct gpt_model *m,
+                           double plain_ms, long long step) {
+  size_t ng = 0, nops = 0;
+  GPT_CHECK(tecore_seq_groups(m->seq, TECORE_SEQ_FORWARD, NULL, 0, &ng));
+  struct tecore_seq_group *g = gpt_xalloc((ng ? ng : 1) * sizeof *g);
+  GPT_CHECK(tecore_seq_groups(m->seq, TECORE_SEQ_FORWARD, g, ng, &ng));
+  for (size_t k = 0; k < ng; k++)
+    if (g[k].first + g[k].count > nops) nops = g[k].first + g[k].count;
+  free(g);
+  struct demo_offload_opts oo = o->off;
+  oo.ops_per_block = (nops - 2) / (size_t)m->c.layers;
+  oo.plain_step_ms = plain_ms;
+  oo.microbatches = o->accum;
+  oo.tool = "te-gpt";
+  size_t act = m->rows * (size_t)m->c.hidden;
+  if (!oo.min_elems) oo.min_elems = act < 262144 ? act : 262144;
+  demo_offload_attach(dof, &oo, m->seq, m->c.layers, 1);
+  const struct tegraph_offload_stats *st = &dof->st;
+  int nb = oo.layers > 0 && oo.layers < m->c.layers ? oo.layers : m->c.layers;
+  int out = nb - (dof->prefetch + 1);
+  te_out_note(&OUT, "offload: after step %lld, %d of %d blocks attached (%d leave the device, "
+              "prefetch %d%s), %zu saved tensors offloaded, %zu kept; sequence %.1f -> %.1f MiB "
+              "+ ring %.1f MiB; %.1f MiB a pass to host, %.1f to files; pool %.1f MiB",
+              step, nb, m->c.layers, out > 0 ? out : 0, dof->prefetch,
+              o->off.prefetch > 0 ? ", given" : dof->predicted > 0 ? ", modelled" : "",
+              st->offloaded, st->kept, st->seq_bytes_before / 1048576.0,
+              st->seq_bytes_after / 1048576.0, st->ring_bytes / 1048576.0,
+              st->pass_to_host / 1048576.0, st->pass_to_files / 1048576.0,
+              st->pool_bytes / 1048576.0);
+  if (dof->predicted > 0)
+    te_out_note(&OUT, "offload: the copy model predicts %.3fx the plain step (%.1f ms)",
+                dof->predicted, plain_ms);
+}
+
 /* One training run (one process, or rank tp->rank of a --tp run: its
  * losses into losses[]). */
 static int run(struct opts *op, const struct gpt_tp *tp, double *losses) {
@@ -312,6 +386,9 @@ static int run(struct opts *op, const struct gpt_tp *tp, double *losses) {
                         .rng = (uint64_t)o.seed * 0x2545f4914f6cdd1dull + 0x6461746101ull,
                         .use_graph = !o.no_graph, .sum_ranks = tp ? sum_ranks : NULL};
   gpt_train_init(&t, &m, s);
+  struct demo_offload dof;
+  memset(&dof, 0, sizeof dof);
+  if (o.off.on) t.use_graph = 0;   /* plain eager steps until offload is attached */
   int rc = TE_EXIT_OK;
   if (o.load && gpt_load(o.load, &m, &t, s)) {
     rc = TE_EXIT_FAIL;
@@ -356,7 +433,17 @@ static int run(struct opts *op, const struct gpt_tp *tp, double *losses) {
   te_out_table(&OUT, "steps", step_cols, (int)(sizeof step_cols / sizeof step_cols[0]));
   double first = NAN, last = NAN, last_val = NAN, tsum = 0;
   int nsteps = 0;
+  double plain_ms = 0;
   while (t.step < o.steps) {
+    if (o.off.on && !dof.ctx && nsteps == 2) {
+      GPT_CHECK(tecore_stream_synchronize(s));
+      offload_attach(&dof, &o, &m, plain_ms, (long long)t.step);
+      size_t after = 0;
+      GPT_CHECK(tecore_seq_memory(m.seq, NULL, &after));
+      mem_mib = (double)(after + m.dev_bytes + dof.st.ring_bytes) / 1048576.0;
+      t.use_graph = !o.no_graph;
+      t.eager_steps = 0;   /* one eager step with offload, then the capture */
+    }
     double t0 = now_s(), gn = 0;
     double lr = gpt_lr_at(&t, t.step + 1);
     int prof = o.profile && t.step + 1 == 2;   /* step 1 makes the lazy choices */
@@ -376,6 +463,8 @@ static int run(struct opts *op, const struct gpt_tp *tp, double *losses) {
       rc = TE_EXIT_FAIL;
       goto out;
     }
+    if (dof.ctx) demo_offload_check(&dof, (int)t.step);
+    if (nsteps == 1) plain_ms = dt * 1e3;   /* the second plain step: lazy choices made */
     if (isnan(first)) first = loss;
     if (losses && t.step <= o.steps) losses[t.step - 1] = loss;
     last = loss;
@@ -383,6 +472,12 @@ static int run(struct opts *op, const struct gpt_tp *tp, double *losses) {
     struct te_out_val val = TE_OUT_NONE;
     if (o.eval_every && t.step % o.eval_every == 0) {
       last_val = gpt_val_loss(&t, &m, &d, o.eval_batches, s);
+      /* those forwards have no backward: offload forgets what they saved */
+      if (dof.ctx && tegraph_offload_reset(dof.ctx) != TEGRAPH_SUCCESS) {
+        GPT_ERR("--offload: tegraph_offload_reset: %s", tegraph_last_error());
+        rc = TE_EXIT_FAIL;
+        goto out;
+      }
       val = TE_OUT_N(last_val);
     }
     te_out_row(&OUT, (struct te_out_val[]){TE_OUT_N(t.step), TE_OUT_N(loss), val, TE_OUT_N(lr),
@@ -464,8 +559,17 @@ static int run(struct opts *op, const struct gpt_tp *tp, double *losses) {
     free(ascii);
     free(text);
   }
+  if (o.off.on && !dof.ctx)
+    te_out_note(&OUT, "offload: not attached: it attaches after two plain steps of the run");
+  if (dof.ctx) {
+    te_out_field_n(&OUT, "offload_ring_mib", dof.st.ring_bytes / 1048576.0);
+    te_out_field_n(&OUT, "offload_saved_mib",
+                   ((double)dof.st.seq_bytes_before - (double)dof.st.seq_bytes_after -
+                    (double)dof.st.ring_bytes) / 1048576.0);
+  }
   te_out_end(&OUT);
 out:
+  demo_offload_destroy(&dof);
   gpt_train_free(&t);
   gpt_model_destroy(&m);
   gpt_data_free(&d);
