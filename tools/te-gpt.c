@@ -427,6 +427,19 @@ static int run(struct opts *op, const struct gpt_tp *tp, double *losses) {
   if (o.share_saved)
     te_out_note(&OUT, "saved tensors the backward never reads: %.1f MiB laid over %.1f MiB of "
                 "shared scratch", (double)shared / 1048576.0, (double)arenas / 1048576.0);
+  struct gpt_mem gm;
+  gpt_mem_count(&m, &t, &gm);
+  {
+    const double Mi = 1048576.0;
+    te_out_note(&OUT, "device memory %.1f MiB: parameters %.1f, their gradients %.1f, AdamW's "
+                "masters and moments %.1f, embedding tables and gradients %.1f, saved for the "
+                "backward %.1f, other saved tensors %.1f, FP8 copies and workspaces %.1f, "
+                "logits %.1f, the rest %.1f", gm.total / Mi, gm.params / Mi, gm.grads / Mi,
+                gm.optim / Mi, gm.tables / Mi, gm.saved_back / Mi, gm.saved_other / Mi,
+                gm.fp8_other / Mi, gm.logits / Mi, gm.rest / Mi);
+  }
+  te_out_field_n(&OUT, "mem_saved_back_mib", gm.saved_back / 1048576.0);
+  te_out_field_n(&OUT, "mem_fp8_other_mib", gm.fp8_other / 1048576.0);
   te_out_field_s(&OUT, "model", o.load ? "loaded" : o.model);
   te_out_field_n(&OUT, "saved_shared_mib", (double)shared / 1048576.0);
   te_out_field_n(&OUT, "parameters", (double)whole);

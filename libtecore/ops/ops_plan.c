@@ -251,6 +251,18 @@ static tecore_result_t grad_layout(tecore_seq_t *s) {
       if (lo[o] > from) lo[o] = from;
       if (hi[o] < k) hi[o] = k;
     }
+  /* a residual slot's gradient (the adder's output's) is read again by
+   * its maker's backward, later: its life runs to the maker's group */
+  for (size_t i = 0; i < s->npairs; i++) {
+    const struct te_slot *sl = &s->pairs[i];
+    if (sl->maker < 0 || sl->adder < 0) continue;
+    size_t o = grad_owner(s, (size_t)sl->adder + 1);
+    for (size_t k = 0; k < ng; k++)
+      if ((size_t)sl->maker >= grp[k].first && (size_t)sl->maker < grp[k].first + grp[k].count) {
+        if (hi[o] < k) hi[o] = k;
+        if (lo[o] > k) lo[o] = k;
+      }
+  }
   size_t nown = 0;
   for (size_t b = 1; b < n; b++) {
     if (!s->bnd[b].gshared) continue;

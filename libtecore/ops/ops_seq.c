@@ -469,10 +469,13 @@ static tecore_result_t alloc_grads(tecore_seq_t *s, tecore_stream_t stream) {
   for (size_t b = 1; b < n && grads; b++) {
     struct te_bnd *bd = &s->bnd[b];
     if (bd->galias >= 0) continue;
+    /* a slot's latest pair keeps its gradient (tecore_seq_extra reads it
+     * after the backward); an earlier pair's is shared like any other,
+     * living until its maker's backward (grad_layout) */
     int slot_grad = 0;
     for (size_t i = 0; i < s->npairs; i++) {
       const struct te_slot *sl = &s->pairs[i];
-      if (sl->maker < 0 || sl->adder < 0) continue;
+      if (sl->maker < 0 || sl->adder < 0 || s->slot_last[sl->slot] != (int)i) continue;
       size_t o = (size_t)sl->adder + 1;   /* te_slot_grad's boundary, resolved */
       while (s->bnd[o].galias >= 0) o = (size_t)s->bnd[o].galias;
       if (o == b) slot_grad = 1;
@@ -504,7 +507,15 @@ static tecore_result_t alloc_scratch(tecore_seq_t *s, size_t max_rows, tecore_st
   s->zeros_rows = max_rows > s->max_cols ? max_rows : s->max_cols;
   TE_CHECK(te_seq_alloc(s, s->zeros_rows * 16 * 2, 0, &s->zeros16));
   TE_CHECK(tecore_memset_d8_async(s->zeros16, 0, s->zeros_rows * 32, stream));
-  TE_CHECK(te_seq_alloc(s, s->max_elems, 0, &s->f8_dummy));
+  /* te_bias_grad's thrown-away FP8 output: the largest gradient a bias
+   * (a Bias operation, or an F32 sequence's biased Linear) sums */
+  size_t bias_elems = 16;
+  for (size_t i = 0; i < s->nops; i++) {
+    const struct te_op *o = &s->ops[i];
+    if (o->d.kind == TECORE_OP_BIAS || (o->d.kind == TECORE_OP_LINEAR && o->d.bias))
+      if (o->out_rows * o->out_cols > bias_elems) bias_elems = o->out_rows * o->out_cols;
+  }
+  TE_CHECK(te_seq_alloc(s, bias_elems, 0, &s->f8_dummy));
   TE_CHECK(te_seq_alloc(s, s->max_cols * 4, 0, &s->dvec));
   TE_CHECK(te_seq_alloc(s, s->max_cols * 4, 0, &s->dvec2));
   TE_CHECK(te_seq_alloc(s, s->max_cols * 4, 0, &s->dvec16));

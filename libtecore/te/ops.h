@@ -52,9 +52,9 @@
  * Memory.  An activation's gradient lives only from the backward group
  * that writes it to the group that reads it, so the backward plan shares
  * buffers between gradients whose lives do not overlap (in a stack of
- * blocks, one block's set serves them all).  The gradients of the extra
- * slots stay the sequence's own (tecore_seq_extra reads them after the
- * backward).  A new plan (a recipe change) may lay the shared buffers out
+ * blocks, one block's set serves them all).  A residual slot's gradient
+ * lives until its maker's backward; only each slot's latest use keeps a
+ * gradient of its own (tecore_seq_extra reads it after the backward).  A new plan (a recipe change) may lay the shared buffers out
  * anew; the old ones stay allocated until tecore_seq_destroy, so a graph
  * captured before still replays on memory that exists.
  * TECORE_SEQ_NO_GRAD_SHARING gives every gradient a buffer of its own.

@@ -118,6 +118,16 @@ void gpt_logits(struct gpt_model *m, int reuse_fp8, tecore_stream_t s);
  * *arena_bytes; before any capture.  gpt_share_free: the arenas. */
 void gpt_share_saved(struct gpt_model *m, size_t *shared_bytes, size_t *arena_bytes);
 void gpt_share_free(struct gpt_model *m);
+/* Where the device memory goes, in bytes: the sequence's parameters and
+ * their gradients, the optimizer's F32 masters and moments, the embedding
+ * tables with their gradients, the saved activations (read back by the
+ * backward, and the rest with the shared scratch), the FP8 copies and
+ * workspaces of the sequence, the logits, and what is left. */
+struct gpt_train;
+struct gpt_mem {
+  size_t params, grads, optim, tables, saved_back, saved_other, fp8_other, logits, rest, total;
+};
+void gpt_mem_count(const struct gpt_model *m, const struct gpt_train *t, struct gpt_mem *g);
 /* The plan of the sequence, forward and backward, into buf. */
 void gpt_describe(const struct gpt_model *m, char *buf, size_t len);
 

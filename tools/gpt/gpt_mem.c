@@ -123,3 +123,38 @@ void gpt_share_free(struct gpt_model *m) {
   m->scratch = NULL;
   m->nscratch = 0;
 }
+
+void gpt_mem_count(const struct gpt_model *m, const struct gpt_train *t, struct gpt_mem *g) {
+  memset(g, 0, sizeof *g);
+  size_t seq_total = 0, n = 0;
+  size_t param_grad = 0;   /* the sequence counts its parameters' gradients with them */
+  GPT_CHECK(tecore_seq_memory(m->seq, &param_grad, &seq_total));
+  size_t ntab = m->c.rope ? 1 : 2;
+  for (size_t i = 0; i < m->np; i++) {
+    size_t e = m->p[i].rows * m->p[i].cols;
+    if (i < ntab) g->tables += e * 4 * (m->p[i].grad ? 2 : 1);
+    else if (m->p[i].grad) g->grads += e * 4;
+    if (t && t->ot) g->optim += e * 4 * (m->p[i].bf16 ? 3 : 2);
+  }
+  g->params = param_grad > g->grads ? param_grad - g->grads : 0;
+  g->params = param_grad > g->grads ? param_grad - g->grads : 0;
+  GPT_CHECK(tecore_seq_get_saved(m->seq, NULL, 0, &n));
+  struct tecore_seq_saved *sv = gpt_xalloc((n ? n : 1) * sizeof *sv);
+  GPT_CHECK(tecore_seq_get_saved(m->seq, sv, n, &n));
+  size_t own_saved = 0;
+  for (size_t i = 0; i < n; i++) {
+    if (!sv[i].external) own_saved += sv[i].bytes;
+    if (sv[i].read_back && !sv[i].external) g->saved_back += sv[i].bytes;
+    else if (!sv[i].external) g->saved_other += sv[i].bytes;
+  }
+  free(sv);
+  const struct arena *ar = m->scratch;
+  for (size_t a = 0; a < m->nscratch; a++) g->saved_other += ar[a].bytes;
+  size_t in_seq = g->params + g->grads + own_saved;
+  g->fp8_other = seq_total > in_seq ? seq_total - in_seq : 0;
+  g->logits = m->rows * (size_t)m->c.vocab * 2;
+  g->total = seq_total + m->dev_bytes;
+  size_t known = g->params + g->grads + g->optim + g->tables + g->saved_back + g->saved_other +
+                 g->fp8_other + g->logits;
+  g->rest = g->total > known ? g->total - known : 0;
+}
