@@ -8,7 +8,7 @@
 #
 #     OUT=gpu-out OLD=.devdeps/old/libte-0.2.0.tar.gz PHASES="check ab" bash bench/gpu-run-ab.sh
 #
-# Phases: check  make -j check TE_DEVICE=cuda (test-suite.log kept), while
+# Phases: check  make -j4 check TE_DEVICE=cuda (test-suite.log kept), while
 #                the old tree builds in /tmp/te-old (kept while the machine
 #                stays warm);
 #         ab     te-bench --all: this tree, then the old one (AB_ORDER=ba:
@@ -23,6 +23,9 @@ phases=${PHASES:-check ab}
 old=${OLD:-}
 pass=${AB_PASS:-1}
 jobs=$(nproc)
+# cuDNN from PyTorch's environment, for the attention rows of both trees
+cudnn=$(python3 -c 'import nvidia.cudnn; print(list(nvidia.cudnn.__path__)[0])' 2>/dev/null)
+[ -n "$cudnn" ] && export TECORE_CUDNN_LIB="$cudnn/lib/libcudnn.so.9"
 step() {   # step NAME COMMAND...: runs it, output to $out/NAME.txt
   local name=$1
   shift
@@ -45,7 +48,7 @@ if has check; then
   step machine sh -c 'nvidia-smi; nvcc --version | tail -2'
   build_old > "$out/old-build.txt" 2>&1 &
   bpid=$!
-  step make-check env TE_DEVICE=cuda make -k -j"$jobs" check
+  step make-check env TE_DEVICE=cuda make -k -j"${CHECK_JOBS:-4}" check
   cp test-suite.log "$out/test-suite.log" 2>/dev/null
   grep -E '^(FAIL|ERROR):' test-suite.log > "$out/failures.txt" 2>/dev/null
   wait "$bpid"
