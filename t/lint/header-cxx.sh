@@ -23,9 +23,12 @@ trap 'rm -rf "$tmp"' EXIT
 inc="-I$build/libtecore -I$top/libtecore -I$top/libtegraph -I$top/libtecomm"
 fail=0
 
-# te/comm_mpi.h needs the caller's MPI: its include path from pkg-config
+# te/comm_mpi.h needs the caller's MPI: its include path from pkg-config,
+# as a system directory (-isystem): -Werror judges libte's header, not
+# MPI's own (Open MPI's C++ bindings warn under -Wextra)
 mpi_inc=$(pkg-config --cflags-only-I mpich 2>/dev/null || pkg-config --cflags-only-I ompi-c 2>/dev/null) ||
   mpi_inc=
+mpi_inc=$(printf '%s\n' $mpi_inc | sed -n 's/^-I/-isystem /p' | tr '\n' ' ')
 for h in "$top"/libtecore/te/*.h "$top"/libtegraph/te/*.h "$top"/libtecomm/te/*.h; do
   name=te/${h##*/}
   extra=
