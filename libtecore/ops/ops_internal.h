@@ -207,6 +207,8 @@ struct tecore_seq {
   size_t zeros_rows;
   tecore_devptr_t dy16;            /* F32 sequences: bf16 copy of a gradient */
   tecore_devptr_t dy8_row, dy8_col;/* FP8 gradient, both copies */
+  size_t dy8_col_elems;            /* dy8_col's size (dy8_row: max_elems; a larger
+                                      gradient makes its copies one at a time) */
   tecore_devptr_t f8_dummy;        /* FP8 output the bias gradient kernel writes and nobody reads */
   tecore_devptr_t dvec, dvec2;     /* F32 [max_cols]: reduced vectors (dbias, dgamma, dbeta) */
   tecore_devptr_t dvec16;          /* dtype [max_cols]: a reduced vector in the sequence's dtype */

@@ -214,6 +214,35 @@ tecore_result_t te_linear_wgrad_pending(tecore_seq_t *s, tecore_stream_t stream)
   return wgrad(s, p->op, &p->dy, &p->x, p->x8_transpose, p->bias_grad, stream);
 }
 
+/* The FP8 backward of a Linear whose gradient is larger than the
+ * columnwise scratch (an LM head, dy8_col_elems in ops_seq.c): dy's
+ * columnwise copy first, in the rowwise buffer, for the weight gradient
+ * (now, never deferred); then its rowwise copy over it for dgrad.  One
+ * more read of dy (the amax, counted twice, is the same). */
+static tecore_result_t linear_bwd_split(tecore_seq_t *s, const struct te_lin_bwd *a) {
+  const struct te_op *o = &s->ops[a->op];
+  tecore_stream_t st = a->stream;
+  if (a->dy8_ready || a->bias_grad || a->aux)
+    return TE_ERR(TECORE_ERR_INTERNAL, "fuser: op %zu: the one-copy-at-a-time FP8 backward "
+                  "takes no fused dact, bias or aux", a->op);
+  struct tecore_tensor DY, DYc, X, W;
+  TE_CHECK(te_dy8_tensor(s, a->op, &DY));
+  DYc = DY;
+  DYc.columnwise_data = DY.data;
+  DYc.data = 0;
+  TE_CHECK(tecore_cast_transpose(a->dy, &DYc, st));
+  TE_CHECK(te_bnd_f8_tensor(s, a->op, &X));
+  TE_CHECK(wgrad(s, a->op, &DYc, &X, 1, 0, st));
+  DY.columnwise_data = 0;
+  DY.columnwise_scale_inv = 0;
+  TE_CHECK(tecore_cast_transpose(a->dy, &DY, st));
+  TE_CHECK(w8_tensor(s, o, &W));
+  struct tecore_gemm_opts dopt = {.C = a->C, .workspace = s->gemm_ws,
+                                  .workspace_bytes = s->gemm_ws_bytes};
+  return tecore_gemm(&DY, TECORE_GEMM_N, &W, TECORE_GEMM_N, a->dx, 1.0f, a->C ? 1.0f : 0.0f,
+                     &dopt, st);
+}
+
 tecore_result_t te_linear_bwd(tecore_seq_t *s, const struct te_lin_bwd *a) {
   const struct te_op *o = &s->ops[a->op];
   tecore_dtype_t dt = s->cfg.dtype;
@@ -222,6 +251,7 @@ tecore_result_t te_linear_bwd(tecore_seq_t *s, const struct te_lin_bwd *a) {
   struct tecore_tensor DY, X, W;
   int bias_done = 0, x8t = 0;
   const int f8 = te_op_fp8(s, a->op);
+  if (f8 && rows * out > s->dy8_col_elems) return linear_bwd_split(s, a);
   if (f8) {
     TE_CHECK(te_dy8_tensor(s, a->op, &DY));
     if (!a->dy8_ready) {

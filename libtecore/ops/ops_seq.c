@@ -500,6 +500,31 @@ static tecore_result_t alloc_grads(tecore_seq_t *s, tecore_stream_t stream) {
   return TECORE_SUCCESS;
 }
 
+/* The columnwise FP8 gradient's scratch.  When the last operation is a
+ * Linear without bias whose output is more than twice any other Linear's
+ * (an LM head's logits), its backward makes the two FP8 copies one after
+ * the other in the rowwise buffer (te_linear_bwd), and this one only
+ * needs the others' size: at 16384 tokens and a vocabulary of 50304 that
+ * is 0.8 GB less.  Else every Linear's size. */
+TE_PARAM_INT(ops_dy8_one_copy, "TECORE_OPS_DY8_ONE_COPY", 1, 0, 1,
+             "1: an FP8 LM head's gradient (a last Linear without bias, more than twice "
+             "any other Linear's output) makes its columnwise and rowwise FP8 copies one "
+             "after the other in one buffer (a logits-sized buffer less, one more read of "
+             "the gradient); 0: both at once")
+
+static size_t dy8_col_elems(const tecore_seq_t *s) {
+  if (!tecore_tunable_int(&ops_dy8_one_copy)) return s->max_elems;
+  size_t n = s->nops, other = 16, last = 0;
+  for (size_t i = 0; i < n; i++) {
+    const struct te_op *o = &s->ops[i];
+    if (!(o->fp8 & TE_KIND_GEMM)) continue;
+    size_t e = o->out_rows * o->out_cols;
+    if (i + 1 == n && !o->d.bias) last = e;
+    else if (e > other) other = e;
+  }
+  return last > 2 * other ? other : s->max_elems;
+}
+
 /* The scratch the executors share (one stream runs them in order). */
 static tecore_result_t alloc_scratch(tecore_seq_t *s, size_t max_rows, tecore_stream_t stream) {
   TE_CHECK(te_seq_alloc(s, 4, 0, &s->one_f32));
@@ -581,6 +606,7 @@ static void unbuild(tecore_seq_t *s) {
   }
   for (size_t i = 0; i < s->npairs; i++) s->pairs[i].value = s->pairs[i].grad = 0;
   s->dy16 = s->dy8_row = s->dy8_col = s->gemm_ws = 0;
+  s->dy8_col_elems = 0;
   s->gemm_ws_bytes = 0;
   te_plan_free(&s->plan);
   free(s->bnd);
@@ -735,7 +761,8 @@ static tecore_result_t prepare_fp8(tecore_seq_t *s, tecore_stream_t stream) {
     }
     if (!s->dy8_row && s->nlinear && both) {
       TE_CHECK(te_seq_alloc(s, s->max_elems, 0, &s->dy8_row));
-      TE_CHECK(te_seq_alloc(s, s->max_elems, 0, &s->dy8_col));
+      s->dy8_col_elems = dy8_col_elems(s);
+      TE_CHECK(te_seq_alloc(s, s->dy8_col_elems, 0, &s->dy8_col));
     }
     TE_CHECK(make_state(s, TECORE_FP8_ACTIVATION, s->nf8, stream, &s->st_act));
     TE_CHECK(make_state(s, TECORE_FP8_WEIGHT, s->nlinear, stream, &s->st_w));

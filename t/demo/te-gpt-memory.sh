@@ -1,7 +1,7 @@
 #!/bin/sh
 # SPDX-License-Identifier: Apache-2.0
-# te-gpt-offload.sh -- te-gpt --offload on vdev (issue 31): activation
-# offload moves bits, it must not change one.
+# te-gpt-memory.sh -- te-gpt's memory savers on vdev (issue 31): each
+# moves or reuses bytes, none may change a bit of the training.
 #  1. a 4-block tiny model (so that with the ring's two slots two blocks
 #     leave the device), BF16 and FP8 (delayed), with validation losses
 #     every 3 steps (forwards without a backward, which offload must
@@ -14,7 +14,13 @@
 #     same losses again (the files take the rest; skipped with the reason
 #     when this machine has no io_uring);
 #  3. bad combinations exit 2: --offload-layers without --offload,
-#     --offload with --tp.
+#     --offload with --tp;
+#  4. the LM head's FP8 gradient copies one at a time in one buffer
+#     (TECORE_OPS_DY8_ONE_COPY, the default) against both at once, with a
+#     vocabulary of 4096 (the head's output 16x the MLP's), delayed and
+#     current scaling (the fuser takes no block recipe yet): the same
+#     steps, and the note's FP8 buffers smaller by the head's gradient
+#     less the MLP's.
 # Random seed each run (TE_TEST_SEED to repeat).
 # Exit 0 pass, 1 fail, 77 skip (TE_DEVICE=cuda without a GPU).
 # Environment (from t/Makefile.inc): top_builddir.
@@ -80,5 +86,25 @@ for bad in "--offload-layers 2" "--offload --tp 2" "--host-budget 8"; do
   [ $rc -eq 2 ] && grep -q 'offload' "$tmp/bad.err" ||
     { echo "FAIL: te-gpt $bad exits $rc, want 2 with a message naming offload"; cat "$tmp/bad.err"; fail=1; }
 done
-[ $fail -eq 0 ] && echo "PASS: te-gpt --offload"
+# 4. one FP8 copy of the LM head's gradient at a time
+for recipe in delayed current; do
+  for v in 1 0; do
+    TECORE_OPS_DY8_ONE_COPY=$v "$gpt" --seed "$seed" --synthetic --vocab 4096 --recipe $recipe \
+      --steps 4 --sample 0 --eval-every 0 > "$tmp/dy$v.txt" 2> "$tmp/dy$v.err" ||
+      { echo "FAIL: TECORE_OPS_DY8_ONE_COPY=$v te-gpt --recipe $recipe fails"; cat "$tmp/dy$v.err"; fail=1; }
+    rows "$tmp/dy$v.txt" > "$tmp/dy$v.rows"
+  done
+  if cmp -s "$tmp/dy1.rows" "$tmp/dy0.rows" && [ "$(wc -l < "$tmp/dy1.rows")" -eq 4 ]; then
+    echo "ok: $recipe: the LM head's FP8 gradient one copy at a time gives the same steps"
+  else
+    echo "FAIL: $recipe: one copy at a time changes the steps:"; diff "$tmp/dy0.rows" "$tmp/dy1.rows"; fail=1
+  fi
+  w1=$(sed -n 's/.*FP8 copies and workspaces \([0-9.]*\).*/\1/p' "$tmp/dy1.txt")
+  w0=$(sed -n 's/.*FP8 copies and workspaces \([0-9.]*\).*/\1/p' "$tmp/dy0.txt")
+  # the head's gradient, 4 x 64 tokens x 4096 bytes = 1 MiB, less the
+  # MLP's that the columnwise buffer still holds (64 KiB)
+  awk -v a="$w1" -v b="$w0" 'BEGIN { exit !(a + 0.9 <= b) }' ||
+    { echo "FAIL: $recipe: FP8 buffers $w1 MiB one copy at a time, $w0 both at once"; fail=1; }
+done
+[ $fail -eq 0 ] && echo "PASS: te-gpt's memory savers"
 exit $fail
