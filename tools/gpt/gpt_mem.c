@@ -73,7 +73,7 @@ void gpt_share_saved(struct gpt_model *m, size_t *shared_bytes, size_t *arena_by
     }
   qsort(cand, nc, sizeof *cand, by_first);
   size_t nops = 0, *grp = forward_groups(m, &nops);
-  struct arena *ar = gpt_xalloc((nc ? nc : 1) * sizeof *ar);
+  struct arena *ar = gpt_xalloc((nc + 1) * sizeof *ar);   /* + the backward-made copies' */
   size_t na = 0;
   for (size_t k = 0; k < nc; k++) {
     const struct tecore_seq_saved *x = &cand[k];
@@ -101,6 +101,21 @@ void gpt_share_saved(struct gpt_model *m, size_t *shared_bytes, size_t *arena_by
     idx[k] = best;
     *shared_bytes += x->bytes;
   }
+  /* the columnwise FP8 copies the backward makes itself (behind a
+   * norm+quantize: written and read by one Linear's weight gradient, on
+   * one stream) share one more arena; not with --tp, whose overlapped
+   * weight gradients run a group later */
+  size_t nb = 0, bmax = 0;
+  for (size_t i = 0; i < n && m->tp.size <= 1; i++)
+    if (!sv[i].read_back && !sv[i].external && !sv[i].written &&
+        sv[i].part == TECORE_SEQ_SAVED_FP8_COL) {
+      nb++;
+      if (sv[i].bytes > bmax) bmax = sv[i].bytes;
+    }
+  if (nb > 1) {
+    ar[na] = (struct arena){.bytes = bmax, .used = 1};
+    na++;
+  }
   for (size_t a = 0; a < na; a++) {
     /* 256-byte aligned, as tecore_seq_set_saved asks (tecore_mem_alloc gives that) */
     ar[a].p = gpt_dalloc(ar[a].bytes, &m->dev_bytes);
@@ -108,6 +123,12 @@ void gpt_share_saved(struct gpt_model *m, size_t *shared_bytes, size_t *arena_by
   }
   for (size_t k = 0; k < nc; k++)
     GPT_CHECK(tecore_seq_set_saved(m->seq, (size_t)cand[k].ptr, ar[idx[k]].p));
+  for (size_t i = 0; i < n && nb > 1; i++)
+    if (!sv[i].read_back && !sv[i].external && !sv[i].written &&
+        sv[i].part == TECORE_SEQ_SAVED_FP8_COL) {
+      GPT_CHECK(tecore_seq_set_saved(m->seq, i, ar[na - 1].p));
+      *shared_bytes += sv[i].bytes;
+    }
   m->scratch = ar;
   m->nscratch = na;
   free(grp);
