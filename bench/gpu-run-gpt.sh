@@ -20,6 +20,10 @@
 #           loop, 1.3B FP8 with and without --share-saved
 #   final   the last checks and figures of a session in one short call
 #   gelu    te-gpt BF16 with the GELU GEMM epilogue on and off
+#   memory  session 14: the step graph's launch with its copies as kernels,
+#           the memory after the fuser's savings (te-gpt's note), 1.3B FP8
+#           with and without --offload, llama-1b, each beside
+#           torch.compile BF16; --profile of the 1.3B FP8 step
 # Every step is bounded by STEP_TIMEOUT seconds (240) and writes
 # $OUT/NAME.txt (standard error to NAME.err); device memory is sampled by nvidia-smi every 100 ms during
 # each training step ($OUT/NAME.mem: the peak above the idle baseline is in
@@ -155,5 +159,20 @@ if has big; then
     --sample 0 --recipe delayed --json
   step llama-peer-compile python3 bench/gpt_peer.py speed --model llama-1b --batch 4 --compile \
     --steps 8 --warmup 3
+fi
+if has memory; then
+  small_rows
+  step big-te-fp8 $gpt --model gpt-1.3b --synthetic --batch 8 --steps 12 --eval-every 0 \
+    --sample 0 --recipe delayed --json
+  step big-te-fp8-offload $gpt --model gpt-1.3b --synthetic --batch 8 --steps 14 --eval-every 0 \
+    --sample 0 --recipe delayed --json --offload
+  step big-peer-compile python3 bench/gpt_peer.py speed --model gpt-1.3b --batch 8 --compile \
+    --steps 8 --warmup 3
+  step llama-te-fp8 $gpt --model llama-1b --synthetic --batch 4 --steps 12 --eval-every 0 \
+    --sample 0 --recipe delayed --json
+  step llama-peer-compile python3 bench/gpt_peer.py speed --model llama-1b --batch 4 --compile \
+    --steps 8 --warmup 3
+  step prof-big-fp8 $gpt --model gpt-1.3b --synthetic --batch 8 --steps 3 --eval-every 0 \
+    --sample 0 --recipe delayed --profile
 fi
 cat "$summary"
