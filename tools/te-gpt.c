@@ -82,7 +82,7 @@ static const char usage_text[] =
     "  --recipe NAME      none (BF16, default), delayed (margin 1), current, block\n"
     "  --seed N           initialization and sampling (default 1)\n"
     "  --tp N             tensor parallelism over N ranks (forked processes): every block\n"
-    "                     split, the rest replicated; no --sample\n"
+    "                     split, the rest replicated; rank 0 prints, saves and samples\n"
     "  --share-saved 0|1  lay the saved tensors the backward never reads over shared\n"
     "                     scratch by their lifetimes (default 1)\n"
     "  --no-graph         eager launches (default: from step 2 on the whole step replays one\n"
@@ -249,11 +249,6 @@ static int resolve(struct te_cli *cli, struct opts *o, struct gpt_config given, 
     return te_cli_error(cli, "--vocab %d: byte data needs at least 256 (or --synthetic)", c->vocab);
   if (o->nfiles && o->synthetic) return te_cli_error(cli, "--data and --synthetic: one or the other");
   if (o->top_k && o->temperature <= 0) return te_cli_error(cli, "--top-k needs --temperature > 0");
-  if (o->tp > 1) {
-    if (o->sample_given && o->sample > 0)
-      return te_cli_error(cli, "--tp: not with --sample (the decode step is not split yet)");
-    o->sample = 0;
-  }
   /* --tp with --load: the checkpoint's shape, checked by parse */
   if (o->tp > 1 && !o->load && tp_misfit(cli, o->tp, c, "")) return TE_EXIT_USAGE;
   return 0;
@@ -429,8 +424,8 @@ static int run(struct opts *op, const struct gpt_tp *tp, double *losses, uint64_
     struct gpt_sample_opts so = {.n = o.sample, .top_k = o.top_k, .temperature = o.temperature,
                                  .seed = (uint64_t)o.seed, .prompt = o.prompt,
                                  .no_graph = o.no_graph};
-    double diff = 0, big = 0;
-    so.check = o.sample_check, so.check_diff = &diff, so.check_max = &big;
+    double diff = 0, big = 0, margin = 0;
+    so.check = o.sample_check, so.check_diff = &diff, so.check_max = &big, so.margin = &margin;
     double s0 = now_s(), steady = 0;
     so.steady_t0 = &steady;
     if (o.profile) GPT_CHECK(tecore_profile_start());
@@ -475,6 +470,9 @@ static int run(struct opts *op, const struct gpt_tp *tp, double *losses, uint64_
       ascii[i] = b && b < 0x80 ? (char)b : '?';
     }
     te_out_field_s(&OUT, "sample", ascii);
+    /* the greedy choices' margin: a sample that another rounding of the
+     * logits (--tp's sums) turns elsewhere had one below that change */
+    te_out_field_n(&OUT, "sample_margin", margin);
     FILE *f = OUT.format == TE_OUT_TABLE ? stdout : o.quiet ? NULL : te_out_notes(&OUT);
     if (f) fprintf(f, "%s%s\n", o.prompt, text);
     free(ascii);

@@ -225,6 +225,7 @@ struct gpt_sample_opts {
   int no_graph;                /* eager decode steps (default: one graph, replayed) */
   double *steady_t0;           /* or NULL: gpt_now() before the third decode step */
   double *check_diff, *check_max;   /* check: max |kv - whole|, max |whole| */
+  double *margin;              /* or NULL: the least gap between the two largest logits */
 };
 /* Generates o->n bytes after the prompt into out (n + 1 bytes). */
 int gpt_sample(struct gpt_model *m, const struct gpt_sample_opts *o, char *out,
