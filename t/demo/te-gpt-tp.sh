@@ -75,7 +75,8 @@ done
 for cfg in "--tp 2 --norm rmsnorm --act swiglu --kv-heads 2 --bias 0" "--tp 4 --rope 0 --seq 16"; do
   o="${cfg#--tp [0-9]} --seed $seed --steps 0 --sample 0 -q"
   rm -rf "$tmp/z1" "$tmp/zt"
-  "$gpt" $o --save "$tmp/z1" > /dev/null 2> "$tmp/z.err" && "$gpt" $cfg $o --save "$tmp/zt" > /dev/null 2>> "$tmp/z.err" ||
+  "$gpt" $o --save "$tmp/z1" > /dev/null 2> "$tmp/z.err" &&
+    "$gpt" $cfg $o --save "$tmp/zt" > /dev/null 2>> "$tmp/z.err" ||
     { echo "FAIL: te-gpt $cfg --save (or its one-process run) fails:"; cat "$tmp/z.err"; fail=1; continue; }
   for f in model optimizer; do same "$tmp/z1/$f.safetensors" "$tmp/zt/$f.safetensors" "$cfg --save at step 0"; done
 done
@@ -87,7 +88,9 @@ opts="--seed $seed --lr 2e-3 --batch 2 --sample 0 --eval-every 2 --csv -q"
 # loaded with --tp 2 and saved with no step between: the same bytes
 "$gpt" $opts --load "$tmp/o3" --steps 3 --tp 2 --save "$tmp/o3t" > /dev/null 2> "$tmp/c.err" ||
   { echo "FAIL: --tp 2 --load of a one-process checkpoint fails"; cat "$tmp/c.err"; fail=1; }
-for f in model optimizer; do same "$tmp/o3/$f.safetensors" "$tmp/o3t/$f.safetensors" "--load, then --save with --tp 2"; done
+for f in model optimizer; do
+  same "$tmp/o3/$f.safetensors" "$tmp/o3t/$f.safetensors" "--load, then --save with --tp 2"
+done
 
 # --tp 2: 6 steps straight against 3, --save, --load, 3 more
 "$gpt" $opts --tp 2 --steps 6 --save "$tmp/ta" > "$tmp/ta.csv" 2> "$tmp/c.err" &&
@@ -99,8 +102,11 @@ cut -d, -f1-5 "$tmp/ta.csv" > "$tmp/a.cut"
 { cut -d, -f1-5 "$tmp/tb1.csv"; cut -d, -f1-5 "$tmp/tb2.csv" | sed 1d; } > "$tmp/b.cut"
 [ "$(wc -l < "$tmp/a.cut")" = 7 ] || { echo "FAIL: the straight --tp 2 run has no 6 rows"; fail=1; }
 cmp -s "$tmp/a.cut" "$tmp/b.cut" ||
-  { echo "FAIL: --tp 2: 6 steps straight and 3 + 3 resumed give other losses:"; diff "$tmp/a.cut" "$tmp/b.cut"; fail=1; }
-for f in model optimizer; do same "$tmp/ta/$f.safetensors" "$tmp/tc/$f.safetensors" "--tp 2 straight and resumed"; done
+  { echo "FAIL: --tp 2: 6 steps straight and 3 + 3 resumed give other losses:"
+    diff "$tmp/a.cut" "$tmp/b.cut"; fail=1; }
+for f in model optimizer; do
+  same "$tmp/ta/$f.safetensors" "$tmp/tc/$f.safetensors" "--tp 2 straight and resumed"
+done
 
 # across: one process's checkpoint on with --tp 2 against on with one
 # process; --tp 2's on with one process against on with --tp 2 (= ta)
@@ -115,14 +121,16 @@ close "$tmp/x11.csv" "$tmp/x12.csv" "one-process checkpoint: on with --tp 2 agai
 close "$tmp/ta3.csv" "$tmp/x21.csv" "--tp 2 checkpoint: on with one process against --tp 2"
 
 # 3. --sample with --tp 2, from a checkpoint of 10 steps at the default rate
-"$gpt" --seed "$seed" --batch 2 --steps 10 --sample 0 --eval-every 0 -q --save "$tmp/s" > /dev/null 2> "$tmp/s.err" ||
+"$gpt" --seed "$seed" --batch 2 --steps 10 --sample 0 --eval-every 0 -q --save "$tmp/s" \
+  > /dev/null 2> "$tmp/s.err" ||
   { echo "FAIL: the sample's checkpoint run fails"; cat "$tmp/s.err"; exit 1; }
 sample_of() {   # the "sample" field of a JSON document, escapes as '?'
   sed -n 's/.*"sample": *"\(\([^"\\]\|\\.\)*\)".*/\1/p' "$1" | sed 's/\\u00[0-9a-f][0-9a-f]/?/g; s/\\./?/g'
 }
 for tp in 1 2; do
   "$gpt" --seed "$seed" --load "$tmp/s" --steps 10 --sample 48 --eval-every 0 --tp $tp --json \
-    > "$tmp/s$tp.json" 2> "$tmp/s.err" || { echo "FAIL: te-gpt --tp $tp --sample 48 fails"; cat "$tmp/s.err"; fail=1; }
+    > "$tmp/s$tp.json" 2> "$tmp/s.err" ||
+    { echo "FAIL: te-gpt --tp $tp --sample 48 fails"; cat "$tmp/s.err"; fail=1; }
 done
 s1=$(sample_of "$tmp/s1.json") s2=$(sample_of "$tmp/s2.json")
 margin=$(sed -n 's/.*"sample_margin": *\([^,}]*\).*/\1/p' "$tmp/s1.json")

@@ -19,7 +19,7 @@ struct gpt_decoder {
   tecore_devptr_t *kvc;              /* per layer BF16 [seq][2][kv_heads * head_dim]: key, value */
   size_t qkv_w, f1_w;
   tecore_devptr_t x, h, o, qkv, f1, a, logits;   /* BF16 [1][...] */
-  tecore_devptr_t part;              /* --tp: BF16 [1][hidden], a row-parallel Linear's partial sums */
+  tecore_devptr_t part;              /* --tp: BF16 [1][hidden], a row-parallel partial sum */
   /* int32 {token, pos, 0, pos + 1, 0, 1}: the step's token and position,
    * the keys' and the query's cu_seqlens, all read by the kernels */
   tecore_devptr_t meta;
