@@ -3,8 +3,9 @@
  * loop): the model (gpt_model.c: token embedding -> blocks -> final norm
  * -> LM head as one fuser sequence, cross-entropy), the training step and
  * AdamW (gpt_train.c), the byte corpus and its sampler (gpt_data.c),
- * checkpoints in safetensors (gpt_ckpt.c over st.c) and generation
- * (gpt_sample.c).
+ * checkpoints in safetensors (gpt_ckpt.c over st.c), generation
+ * (gpt_sample.c) and, under --tp, where a rank's slices lie in the whole
+ * tensors (gpt_tp.c).
  *
  * Shapes: a microbatch is batch sequences of seq tokens, rows = batch *
  * seq; activations [rows][hidden] BF16, logits [rows][vocab] BF16,
