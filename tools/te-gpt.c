@@ -10,9 +10,11 @@
  * the same bits (tools/gpt/gpt_ckpt.c); generation (tools/gpt/gpt_sample.c).
  * Prints a row per step (loss, validation loss every --eval-every steps,
  * time, tokens/s, model TFLOP/s, memory) through tools/out.h. */
+#include <errno.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <time.h>
 #include <te/core.h>
 #include "cli.h"
@@ -81,7 +83,8 @@ static const char usage_text[] =
     "  --recipe NAME      none (BF16, default), delayed (margin 1), current, block\n"
     "  --seed N           initialization and sampling (default 1)\n"
     "  --tp N             tensor parallelism over N ranks (forked processes): every block\n"
-    "                     split, the rest replicated; no --save, --load or --sample\n"
+    "                     split, the rest replicated; --save writes the one-process files,\n"
+    "                     --load takes any run's, every rank decodes --sample, rank 0 prints\n"
     "  --share-saved 0|1  lay the saved tensors the backward never reads over shared\n"
     "                     scratch by their lifetimes (default 1)\n"
     "  --offload          activation offload: the blocks' saved tensors go to pinned host\n"
@@ -242,6 +245,14 @@ static int take(struct te_cli *cli, struct opts *o, int opt, const char *a) {
   }
 }
 
+/* --tp n must divide the heads, the key/value heads and the MLP width of
+ * c (the options', or those of the checkpoint `from`) */
+static int tp_misfit(struct te_cli *cli, int n, const struct gpt_config *c, const char *from) {
+  if (c->heads % n == 0 && c->kv_heads % n == 0 && c->ffn % n == 0) return 0;
+  return te_cli_error(cli, "--tp %d must divide --heads %d, --kv-heads %d and --ffn %d%s", n,
+                      c->heads, c->kv_heads, c->ffn, from);
+}
+
 /* the preset, then the given sizes over it; the shape's rules */
 static int resolve(struct te_cli *cli, struct opts *o, struct gpt_config given, int *batch) {
   const struct preset *p = NULL;
@@ -274,15 +285,8 @@ static int resolve(struct te_cli *cli, struct opts *o, struct gpt_config given, 
     return te_cli_error(cli, "--offload-layers, --offload-prefetch, --offload-min-elems, "
                              "--offload-dir and --host-budget need --offload");
   if (o->off.on && o->tp > 1) return te_cli_error(cli, "--offload and --tp: one or the other");
-
-  if (o->tp > 1) {
-    if (o->save || o->load || (o->sample_given && o->sample > 0))
-      return te_cli_error(cli, "--tp: not with --save, --load or --sample (rank 0 holds a part)");
-    o->sample = 0;
-    if (c->heads % o->tp || c->kv_heads % o->tp || c->ffn % o->tp)
-      return te_cli_error(cli, "--tp %d must divide --heads %d, --kv-heads %d and --ffn %d", o->tp,
-                          c->heads, c->kv_heads, c->ffn);
-  }
+  /* --tp with --load: the checkpoint's shape, checked by parse */
+  if (o->tp > 1 && !o->load && tp_misfit(cli, o->tp, c, "")) return TE_EXIT_USAGE;
   return 0;
 }
 
@@ -357,9 +361,16 @@ static void offload_attach(struct demo_offload *dof, struct opts *o, struct gpt_
                 dof->predicted, plain_ms);
 }
 
+/* FNV-1a of the sampled bytes: --tp compares the ranks' samples */
+static uint64_t text_sum(const char *text, size_t n) {
+  uint64_t h = 0xcbf29ce484222325ull;
+  for (size_t i = 0; i < n; i++) h = (h ^ (unsigned char)text[i]) * 0x100000001b3ull;
+  return h;
+}
+
 /* One training run (one process, or rank tp->rank of a --tp run: its
- * losses into losses[]). */
-static int run(struct opts *op, const struct gpt_tp *tp, double *losses) {
+ * losses into losses[], the sum of its sample into *sample_sum). */
+static int run(struct opts *op, const struct gpt_tp *tp, double *losses, uint64_t *sample_sum) {
   struct opts o = *op;
   GPT_CHECK(tecore_init());
   tecore_stream_t s;
@@ -374,6 +385,7 @@ static int run(struct opts *op, const struct gpt_tp *tp, double *losses) {
                                                  TECORE_RECIPE_CURRENT, TECORE_RECIPE_BLOCK};
     GPT_CHECK(tecore_recipe_init(&rec, kinds[o.recipe]));
     if (kinds[o.recipe] == TECORE_RECIPE_DELAYED) rec.margin = 1;
+    if (tp) rec.amax_reduce = tecomm_amax_reduce, rec.amax_reduce_ctx = tp->comm;
     recipe = &rec;
   }
   struct gpt_model m;
@@ -522,12 +534,13 @@ static int run(struct opts *op, const struct gpt_tp *tp, double *losses) {
     struct gpt_sample_opts so = {.n = o.sample, .top_k = o.top_k, .temperature = o.temperature,
                                  .seed = (uint64_t)o.seed, .prompt = o.prompt,
                                  .no_graph = o.no_graph};
-    double diff = 0, big = 0;
-    so.check = o.sample_check, so.check_diff = &diff, so.check_max = &big;
+    double diff = 0, big = 0, margin = 0;
+    so.check = o.sample_check, so.check_diff = &diff, so.check_max = &big, so.margin = &margin;
     double s0 = now_s(), steady = 0;
     so.steady_t0 = &steady;
     if (o.profile) GPT_CHECK(tecore_profile_start());
     gpt_sample(&m, &so, text, s);
+    if (sample_sum) *sample_sum = text_sum(text, (size_t)o.sample);
     double s1 = now_s(), sdt = s1 - s0;
     if (o.profile) {
       GPT_CHECK(tecore_profile_stop());
@@ -567,6 +580,9 @@ static int run(struct opts *op, const struct gpt_tp *tp, double *losses) {
       ascii[i] = b && b < 0x80 ? (char)b : '?';
     }
     te_out_field_s(&OUT, "sample", ascii);
+    /* the greedy choices' margin: a sample that another rounding of the
+     * logits (--tp's sums) turns elsewhere had one below that change */
+    te_out_field_n(&OUT, "sample_margin", margin);
     FILE *f = OUT.format == TE_OUT_TABLE ? stdout : o.quiet ? NULL : te_out_notes(&OUT);
     if (f) fprintf(f, "%s%s\n", o.prompt, text);
     free(ascii);
@@ -589,33 +605,65 @@ out:
   return rc;
 }
 
-/* --tp: the ranks share the page (demo_tp.h: bootstrap, losses). */
+/* --tp: the ranks share the page (demo_tp.h: bootstrap, losses) and, made
+ * before they fork, the sums of their samples and the area where --save
+ * gathers the split tensors' slices (gpt_tp_gather). */
+struct tp_shared {
+  size_t bytes;                      /* of the mapping */
+  uint64_t sample_sum[DEMO_TP_MAX];
+  float area[];                      /* gpt_tp_area_bytes (with --save) */
+};
+
 struct tp_arg {
   struct opts *o;
   struct demo_tp_page *page;
+  struct tp_shared *sh;
 };
+
+static int page_barrier(void *page) { return demo_tp_barrier(page); }
 
 static int tp_rank(void *arg, int rank) {
   struct tp_arg *a = arg;
   struct demo_tp t;
   if (demo_tp_init(&t, a->page, a->o->tp, rank)) return TE_EXIT_FAIL;
   struct gpt_tp tp = {.size = a->o->tp, .rank = rank, .ctx = &t.params[DEMO_TP_FUSED],
-                      .comm = t.comm};
+                      .comm = t.comm, .area = a->sh->area,
+                      .area_bytes = a->sh->bytes - sizeof *a->sh, .barrier = page_barrier,
+                      .barrier_ctx = a->page};
   if (rank) {   /* rank 0 speaks for all */
     OUT.quiet = 1;
     OUT.f = fopen("/dev/null", "w");
     OUT.format = TE_OUT_TABLE;
     if (!freopen("/dev/null", "w", stdout)) return TE_EXIT_FAIL;
   }
-  int rc = run(a->o, &tp, demo_tp_loss(a->page, 0, 0, rank));
+  int rc = run(a->o, &tp, demo_tp_loss(a->page, 0, 0, rank), &a->sh->sample_sum[rank]);
   if (!rc && demo_tp_barrier(a->page)) rc = TE_EXIT_FAIL;
   demo_tp_fini(&t);
   return rc;
 }
 
+static struct tp_shared *tp_shared_create(const struct opts *o) {
+  size_t bytes = sizeof(struct tp_shared) + (o->save ? gpt_tp_area_bytes(&o->c) : 0);
+  /* touched only where a gather writes */
+  void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS | MAP_NORESERVE,
+                 -1, 0);
+  if (p == MAP_FAILED) {
+    GPT_ERR("--tp: mmap of %zu bytes: %s", bytes, strerror(errno));
+    return NULL;
+  }
+  struct tp_shared *sh = p;
+  sh->bytes = bytes;
+  return sh;
+}
+
 static int run_tp(struct opts *o) {
-  struct tp_arg a = {.o = o, .page = demo_tp_page_create(o->tp, o->steps)};
-  if (!a.page) return TE_EXIT_FAIL;
+  struct tp_arg a = {.o = o, .page = demo_tp_page_create(o->tp, o->steps),
+                     .sh = tp_shared_create(o)};
+  if (!a.page || !a.sh) {
+    demo_tp_page_free(a.page);
+    if (a.sh) munmap(a.sh, a.sh->bytes);
+    return TE_EXIT_FAIL;
+  }
   int rc = demo_tp_fork(o->tp, tp_rank, &a);
   if (rc == 0) {
     /* every rank computed the same replicated loss: the same bits */
@@ -625,10 +673,18 @@ static int run_tp(struct opts *o) {
         GPT_ERR("--tp %d: rank %d's losses differ from rank 0's", o->tp, r);
         rc = TE_EXIT_FAIL;
       }
+    /* and sampled the same bytes (the same logits, the same draws) */
+    for (int r = 1; r < o->tp && o->sample > 0; r++)
+      if (a.sh->sample_sum[r] != a.sh->sample_sum[0]) {
+        GPT_ERR("--tp %d: rank %d sampled other bytes than rank 0", o->tp, r);
+        rc = TE_EXIT_FAIL;
+      }
     if (!rc && !o->quiet && OUT.format == TE_OUT_TABLE)
-      printf("# --tp %d: the losses are the same bits on every rank\n", o->tp);
+      printf("# --tp %d: the losses%s are the same bits on every rank\n", o->tp,
+             o->sample > 0 ? " and the sample" : "");
   }
   demo_tp_page_free(a.page);
+  munmap(a.sh, a.sh->bytes);
   return rc;
 }
 
@@ -645,6 +701,13 @@ static int parse(struct opts *o, int argc, char **argv) {
   if (te_cli_end(&cli, argc, argv)) return cli.status;
   struct gpt_config given = o->c;
   if (resolve(&cli, o, given, &o->batch)) return cli.status;
+  if (o->tp > 1 && o->load) {
+    /* the ranks take the checkpoint's shape: it must split n ways */
+    char from[4200];
+    snprintf(from, sizeof from, " (the shape of the checkpoint %s)", o->load);
+    if (gpt_load_config(o->load, &o->c)) return TE_EXIT_FAIL;
+    if (tp_misfit(&cli, o->tp, &o->c, from)) return cli.status;
+  }
   if (o->decay_steps <= 0) o->decay_steps = o->steps > 0 ? o->steps : 1;
   if (o->warmup < 0) o->warmup = o->decay_steps / 10;
   if (o->min_lr < 0) o->min_lr = o->lr / 10;
@@ -666,7 +729,7 @@ int main(int argc, char **argv) {
     return 1;
   }
   int rc = parse(&o, argc, argv);
-  if (rc < 0) rc = o.tp > 1 ? run_tp(&o) : run(&o, NULL, NULL);
+  if (rc < 0) rc = o.tp > 1 ? run_tp(&o) : run(&o, NULL, NULL, NULL);
   free(o.files);
   return rc;
 }

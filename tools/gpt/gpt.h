@@ -3,8 +3,9 @@
  * loop): the model (gpt_model.c: token embedding -> blocks -> final norm
  * -> LM head as one fuser sequence, cross-entropy), the training step and
  * AdamW (gpt_train.c), the byte corpus and its sampler (gpt_data.c),
- * checkpoints in safetensors (gpt_ckpt.c over st.c) and generation
- * (gpt_sample.c).
+ * checkpoints in safetensors (gpt_ckpt.c over st.c), generation
+ * (gpt_sample.c) and, under --tp, where a rank's slices lie in the whole
+ * tensors (gpt_tp.c).
  *
  * Shapes: a microbatch is batch sequences of seq tokens, rows = batch *
  * seq; activations [rows][hidden] BF16, logits [rows][vocab] BF16,
@@ -70,7 +71,13 @@ struct gpt_param {
 struct gpt_tp {
   int size, rank;
   void *ctx;                   /* the TP operations' struct tecomm_op_params */
-  void *comm;                  /* tecomm_comm_t: the gradient norm's sum */
+  void *comm;                  /* tecomm_comm_t: the gradient norm's and the decode's sums */
+  /* --save: host memory every rank maps (made before the ranks fork),
+   * gpt_tp_area_bytes of it, where a split tensor's slices meet */
+  void *area;
+  size_t area_bytes;
+  int (*barrier)(void *ctx);   /* every rank waits for all; nonzero: a rank is gone */
+  void *barrier_ctx;
 };
 
 struct gpt_model {
@@ -130,6 +137,28 @@ struct gpt_mem {
 void gpt_mem_count(const struct gpt_model *m, const struct gpt_train *t, struct gpt_mem *g);
 /* The plan of the sequence, forward and backward, into buf. */
 void gpt_describe(const struct gpt_model *m, char *buf, size_t len);
+
+/* ---- --tp: slices and whole tensors (gpt_tp.c) ---- */
+/* p is split over the ranks (not replicated, not a rank-0-only bias). */
+int gpt_tp_split(const struct gpt_model *m, const struct gpt_param *p);
+/* The shape of p in the one-process model (p's own when not split). */
+void gpt_tp_whole_shape(const struct gpt_model *m, const struct gpt_param *p, size_t *rows,
+                        size_t *cols);
+/* Where element (row, col) of rank r's slice (cols wide) of the parameter
+ * name lies in the whole tensor, row-major (a bias: row 0, col the element). */
+size_t gpt_tp_whole_index(const struct gpt_config *c, const char *name, int tp, int r, size_t row,
+                          size_t col, size_t cols);
+/* The bytes of the largest split tensor of c as F32: struct gpt_tp's area. */
+size_t gpt_tp_area_bytes(const struct gpt_config *c);
+/* Collective over the ranks, every split parameter in m's order: this
+ * rank's slice (host F32 [rows][cols]) into the area; on rank 0 a new host
+ * array of the whole tensor (caller frees), NULL on the others.  Exits 1
+ * when a rank is gone. */
+float *gpt_tp_gather(const struct gpt_model *m, const struct gpt_param *p, const float *slice);
+/* This rank's slice of p from the whole F32 tensor's bytes (any alignment)
+ * into slice (host [rows][cols]). */
+void gpt_tp_slice(const struct gpt_model *m, const struct gpt_param *p, const void *whole,
+                  float *slice);
 
 /* ---- the corpus ---- */
 struct gpt_data {
@@ -192,9 +221,13 @@ double gpt_val_loss(struct gpt_train *t, struct gpt_model *m, const struct gpt_d
                     tecore_stream_t s);
 
 /* ---- checkpoints ---- */
+/* --tp: every rank calls it; the slices are gathered (gpt_tp_gather), rank
+ * 0 alone writes the files, the layout of a one-process run's. */
 int gpt_save(const char *dir, struct gpt_model *m, struct gpt_train *t, tecore_stream_t s);
 /* Reads the configuration of a checkpoint (model.safetensors). */
 int gpt_load_config(const char *dir, struct gpt_config *c);
+/* --tp: each rank takes its slices of the whole tensors (a checkpoint of
+ * one process or of any --tp). */
 int gpt_load(const char *dir, struct gpt_model *m, struct gpt_train *t, tecore_stream_t s);
 
 /* ---- generation ---- */
@@ -207,6 +240,7 @@ struct gpt_sample_opts {
   int no_graph;                /* eager decode steps (default: one graph, replayed) */
   double *steady_t0;           /* or NULL: gpt_now() before the third decode step */
   double *check_diff, *check_max;   /* check: max |kv - whole|, max |whole| */
+  double *margin;              /* or NULL: the least gap between the two largest logits */
 };
 /* Generates o->n bytes after the prompt into out (n + 1 bytes). */
 int gpt_sample(struct gpt_model *m, const struct gpt_sample_opts *o, char *out,

@@ -56,14 +56,14 @@ static float *download(tecore_devptr_t p, size_t n, tecore_stream_t s) {
   return h;
 }
 
-static void set_tensor(struct st_tensor *t, const char *name, const char *suffix,
-                       const struct gpt_param *p, const float *data) {
+static void set_tensor(struct st_tensor *t, const char *name, const char *suffix, size_t rows,
+                       size_t cols, const float *data) {
   memset(t, 0, sizeof *t);
   snprintf(t->name, sizeof t->name, "%s%s", name, suffix);
   t->dtype = ST_F32;
-  t->ndim = p->rows > 1 ? 2 : 1;
-  t->shape[0] = p->rows > 1 ? p->rows : p->cols;
-  t->shape[1] = p->cols;
+  t->ndim = rows > 1 ? 2 : 1;
+  t->shape[0] = rows > 1 ? rows : cols;
+  t->shape[1] = cols;
   t->data = data;
 }
 
@@ -77,40 +77,63 @@ static int write_free(const char *dir, const char *file, struct st_tensor *t, si
   return rc;
 }
 
+/* p's buffer (its master or a moment) as the whole tensor into t[*k]:
+ * --tp gathers a split one's slices to rank 0, which alone adds it (the
+ * others free theirs and add nothing) */
+static void add_whole(struct st_tensor *t, size_t *k, const struct gpt_model *m,
+                      const struct gpt_param *p, const char *suffix, tecore_devptr_t buf,
+                      tecore_stream_t s) {
+  float *h = download(buf, p->rows * p->cols, s);
+  size_t rows = p->rows, cols = p->cols;
+  if (gpt_tp_split(m, p)) {
+    float *whole = gpt_tp_gather(m, p, h);
+    free(h);
+    h = whole;
+    gpt_tp_whole_shape(m, p, &rows, &cols);
+  }
+  if (m->tp.size > 1 && m->tp.rank) return free(h);
+  set_tensor(&t[(*k)++], p->name, suffix, rows, cols, h);
+}
+
 int gpt_save(const char *dir, struct gpt_model *m, struct gpt_train *t, tecore_stream_t s) {
-  if (mkdir(dir, 0777) && errno != EEXIST) {
+  int writer = m->tp.size <= 1 || m->tp.rank == 0;   /* --tp: rank 0 alone writes */
+  if (writer && mkdir(dir, 0777) && errno != EEXIST) {
     GPT_ERR("--save %s: %s", dir, strerror(errno));
     return -1;
   }
   struct st_meta meta[20];
   size_t nm = config_meta(&m->c, t->step, meta);
-  struct st_tensor *w = gpt_xalloc((3 * m->np + 3) * sizeof *w);
-  for (size_t i = 0; i < m->np; i++) {
-    const struct gpt_param *p = &m->p[i];
-    set_tensor(&w[i], p->name, "", p, download(p->master, p->rows * p->cols, s));
-  }
-  if (write_free(dir, "model.safetensors", w, m->np, meta, nm)) return free(w), -1;
+  /* rank 0 has every tensor's name (the biases of the row-parallel Linears
+   * are its own), so m->np of them, twice for the moments */
+  struct st_tensor *w = gpt_xalloc((2 * m->np + 3) * sizeof *w);
   size_t k = 0;
+  for (size_t i = 0; i < m->np; i++) add_whole(w, &k, m, &m->p[i], "", m->p[i].master, s);
+  if (writer && write_free(dir, "model.safetensors", w, k, meta, nm)) return free(w), -1;
+  k = 0;
   for (size_t i = 0; i < m->np; i++) {
-    const struct gpt_param *p = &m->p[i];
-    set_tensor(&w[k++], p->name, ".exp_avg", p, download(p->m, p->rows * p->cols, s));
-    set_tensor(&w[k++], p->name, ".exp_avg_sq", p, download(p->v, p->rows * p->cols, s));
+    add_whole(w, &k, m, &m->p[i], ".exp_avg", m->p[i].m, s);
+    add_whole(w, &k, m, &m->p[i], ".exp_avg_sq", m->p[i].v, s);
   }
-  for (int r = 0; r < 3; r++) {
+  /* --tp: the amaxes are reduced over the ranks (te-gpt sets the recipe's
+   * amax_reduce), so every rank holds rank 0's FP8 state */
+  for (int r = 0; r < 3 && writer; r++) {
     struct tecore_delayed_state st;
     GPT_CHECK(tecore_seq_fp8_state(m->seq, (tecore_fp8_role_t)r, &st));
     if (!st.count) continue;
     size_t n = (3 + (size_t)st.history_len) * st.count;
-    struct gpt_param fake = {.rows = 3 + (size_t)st.history_len, .cols = st.count};
-    set_tensor(&w[k], "fp8_state.", fp8_roles[r], &fake, download(st.base, n, s));
+    set_tensor(&w[k], "fp8_state.", fp8_roles[r], 3 + (size_t)st.history_len, st.count,
+               download(st.base, n, s));
     k++;
   }
-  nm = 0;
-  snprintf(meta[nm].key, ST_MAX_NAME, "step");
-  snprintf(meta[nm++].value, ST_MAX_VALUE, "%" PRId64, t->step);
-  snprintf(meta[nm].key, ST_MAX_NAME, "sampler_state");
-  snprintf(meta[nm++].value, ST_MAX_VALUE, "%016" PRIx64, t->rng);
-  int rc = write_free(dir, "optimizer.safetensors", w, k, meta, nm);
+  int rc = 0;
+  if (writer) {
+    nm = 0;
+    snprintf(meta[nm].key, ST_MAX_NAME, "step");
+    snprintf(meta[nm++].value, ST_MAX_VALUE, "%" PRId64, t->step);
+    snprintf(meta[nm].key, ST_MAX_NAME, "sampler_state");
+    snprintf(meta[nm++].value, ST_MAX_VALUE, "%016" PRIx64, t->rng);
+    rc = write_free(dir, "optimizer.safetensors", w, k, meta, nm);
+  }
   free(w);
   return rc;
 }
@@ -184,22 +207,34 @@ int gpt_load_config(const char *dir, struct gpt_config *c) {
   return rc ? -1 : 0;
 }
 
-/* the F32 tensor name, of n elements, into device p */
+/* The F32 tensor name into device dst: [rows][cols] (a vector when rows
+ * is 1), or with p (--tp, a split parameter) p's whole shape, of which
+ * this rank's slice. */
 static int load_tensor(const struct st_file *f, const char *file, const char *name,
-                       const struct gpt_param *p, size_t rows, size_t cols, tecore_devptr_t dst) {
+                       const struct gpt_model *m, const struct gpt_param *p, size_t rows,
+                       size_t cols, tecore_devptr_t dst) {
   const struct st_tensor *t = st_find(f, name);
   if (!t) return GPT_ERR("%s: no tensor \"%s\"", file, name), -1;
-  uint64_t want0 = rows > 1 ? rows : cols;
-  int ndim = rows > 1 ? 2 : 1;
-  (void)p;
+  int split = p && gpt_tp_split(m, p);
+  size_t wr = rows, wc = cols;
+  if (split) gpt_tp_whole_shape(m, p, &wr, &wc);
+  uint64_t want0 = wr > 1 ? wr : wc;
+  int ndim = wr > 1 ? 2 : 1;
   if (t->dtype != ST_F32 || t->ndim != ndim || t->shape[0] != want0 ||
-      (ndim == 2 && t->shape[1] != cols)) {
+      (ndim == 2 && t->shape[1] != wc)) {
     GPT_ERR("%s: tensor \"%s\" is %s [%" PRIu64 "%s], te-gpt expects F32 [%" PRIu64 "%s]", file,
             name, st_dtype_name(t->dtype), t->ndim ? t->shape[0] : 0, t->ndim > 1 ? ", ..." : "",
             want0, ndim == 2 ? ", ..." : "");
     return -1;
   }
-  GPT_CHECK(tecore_memcpy(dst, (tecore_devptr_t)(uintptr_t)t->data, rows * cols * 4));
+  if (!split) {
+    GPT_CHECK(tecore_memcpy(dst, (tecore_devptr_t)(uintptr_t)t->data, rows * cols * 4));
+    return 0;
+  }
+  float *h = gpt_xalloc(rows * cols * sizeof *h);
+  gpt_tp_slice(m, p, t->data, h);
+  GPT_CHECK(tecore_memcpy(dst, (tecore_devptr_t)(uintptr_t)h, rows * cols * 4));
+  free(h);
   return 0;
 }
 
@@ -217,7 +252,7 @@ static int load_model(const char *dir, struct gpt_model *m, tecore_stream_t s) {
     tecore_devptr_t dst = p->master ? p->master : p->bf16 ? 0 : p->value;
     tecore_devptr_t tmp = 0;
     if (!dst) dst = tmp = gpt_dalloc(n * 4, NULL);   /* generation: no masters */
-    rc = load_tensor(&f, "model.safetensors", p->name, p, p->rows, p->cols, dst);
+    rc = load_tensor(&f, "model.safetensors", p->name, m, p, p->rows, p->cols, dst);
     if (!rc && p->bf16) {
       /* the BF16 copy as AdamW writes it: nearest even */
       struct tecore_tensor a = gpt_tensor2(TECORE_DTYPE_F32, 1, n, dst);
@@ -227,7 +262,9 @@ static int load_model(const char *dir, struct gpt_model *m, tecore_stream_t s) {
     GPT_CHECK(tecore_stream_synchronize(s));
     if (tmp) GPT_CHECK(tecore_mem_free(tmp));
   }
-  if (!rc && f.nt != m->np) {
+  /* --tp: rank 0 holds every name (the others lack the biases of the
+   * row-parallel Linears) */
+  if (!rc && (m->tp.size <= 1 || m->tp.rank == 0) && f.nt != m->np) {
     GPT_ERR("%s/model.safetensors holds %zu tensors, the model %zu", dir, f.nt, m->np);
     rc = -1;
   }
@@ -246,9 +283,9 @@ static int load_optim(const char *dir, struct gpt_model *m, struct gpt_train *t)
   for (size_t i = 0; i < m->np && !rc; i++) {
     struct gpt_param *p = &m->p[i];
     snprintf(name, sizeof name, "%s.exp_avg", p->name);
-    rc = load_tensor(&f, "optimizer.safetensors", name, p, p->rows, p->cols, p->m);
+    rc = load_tensor(&f, "optimizer.safetensors", name, m, p, p->rows, p->cols, p->m);
     snprintf(name, sizeof name, "%s.exp_avg_sq", p->name);
-    rc = rc || load_tensor(&f, "optimizer.safetensors", name, p, p->rows, p->cols, p->v);
+    rc = rc || load_tensor(&f, "optimizer.safetensors", name, m, p, p->rows, p->cols, p->v);
   }
   for (int r = 0; r < 3 && !rc; r++) {
     struct tecore_delayed_state st;
@@ -260,7 +297,7 @@ static int load_optim(const char *dir, struct gpt_model *m, struct gpt_train *t)
               "another --recipe", have ? "has" : "lacks", name);
       rc = -1;
     } else if (have) {
-      rc = load_tensor(&f, "optimizer.safetensors", name, NULL, 3 + (size_t)st.history_len,
+      rc = load_tensor(&f, "optimizer.safetensors", name, m, NULL, 3 + (size_t)st.history_len,
                        st.count, st.base);
     }
   }

@@ -9,7 +9,11 @@
  * libte's kernels), the output GEMM added into the residual in place
  * (beta 1), the norm, fc1, the activation, fc2 added into the residual;
  * the final norm and the LM head: logits [1][vocab].  BF16 throughout, F32
- * tables.  Token and position live in device memory (d->meta), so the
+ * tables.  --tp: the rank's heads and MLP columns (its parameters are
+ * slices, tecore_seq_add_transformer(3)); the output Linear and fc2 write
+ * partial sums, summed over the ranks (tecomm_allreduce, BF16) and then
+ * added into the residual, as the training forward's tp_reduce and add
+ * do.  Token and position live in device memory (d->meta), so the
  * step is one graph (libtegraph) captured on its second call and replayed
  * for every later token; only the 16 bytes of {token, pos} are copied
  * before each replay. */
@@ -17,6 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "gpt.h"
+#include <te/comm.h>
 #include <te/graph.h>
 #include "gpt_decode.h"
 
@@ -43,11 +48,11 @@ static void find_params(struct gpt_decoder *d, const struct gpt_model *m) {
 /* The attention of layer l's query against the cache (lengths from meta). */
 static struct tecore_attention_args attn_args(const struct gpt_decoder *d, int l) {
   const struct gpt_config *c = &d->m->c;
-  size_t hd = (size_t)(c->hidden / c->heads), kvw = (size_t)c->kv_heads * hd;
+  size_t hd = (size_t)(c->hidden / c->heads), kvw = (size_t)d->kv_heads * hd;
   return (struct tecore_attention_args){
       .batch = 1, .cu_seqlens_q = d->meta + 16, .cu_seqlens_kv = d->meta + 8,
       .max_seqlen_q = 1, .max_seqlen_kv = (size_t)c->seq, .tokens_q = 1,
-      .tokens_kv = (size_t)c->seq, .heads = c->heads, .kv_heads = c->kv_heads,
+      .tokens_kv = (size_t)c->seq, .heads = d->heads, .kv_heads = d->kv_heads,
       .head_dim = (int)hd, .scale = 1.0f / sqrtf((float)hd), .flags = TECORE_ATTN_CAUSAL,
       .dtype = TECORE_DTYPE_BF16, .o_dtype = TECORE_DTYPE_BF16,
       .q = {.data = d->qkv, .token_stride = d->qkv_w, .head_stride = hd},
@@ -61,7 +66,9 @@ void gpt_decoder_create(struct gpt_decoder *d, const struct gpt_model *m, int us
   const struct gpt_config *c = &m->c;
   d->m = m;
   d->use_graph = use_graph;
-  int L = c->layers, kv = c->kv_heads, hd = c->hidden / c->heads;
+  int tp = m->tp.size > 1 ? m->tp.size : 1;
+  d->heads = c->heads / tp, d->kv_heads = c->kv_heads / tp, d->ffn = c->ffn / tp;
+  int L = c->layers, kv = d->kv_heads, hd = c->hidden / c->heads;
   int gated = c->act == GPT_SWIGLU || c->act == GPT_GEGLU;
   d->norm = gpt_xalloc((size_t)(2 * L + 1) * sizeof *d->norm);
   d->lin = gpt_xalloc((size_t)(4 * L + 1) * sizeof *d->lin);
@@ -69,14 +76,15 @@ void gpt_decoder_create(struct gpt_decoder *d, const struct gpt_model *m, int us
   size_t H = (size_t)c->hidden, T = (size_t)c->seq, kvw = (size_t)kv * hd;
   d->kvc = gpt_xalloc((size_t)L * sizeof *d->kvc);
   for (int l = 0; l < L; l++) d->kvc[l] = gpt_dalloc(T * 2 * kvw * 2, NULL);
-  d->qkv_w = (size_t)(c->heads + 2 * kv) * hd;
-  d->f1_w = (gated ? 2 : 1) * (size_t)c->ffn;
+  d->qkv_w = (size_t)(d->heads + 2 * kv) * hd;
+  d->f1_w = (gated ? 2 : 1) * (size_t)d->ffn;
   d->x = gpt_dalloc(H * 2, NULL);
   d->h = gpt_dalloc(H * 2, NULL);
   d->o = gpt_dalloc(H * 2, NULL);
   d->qkv = gpt_dalloc(d->qkv_w * 2, NULL);
   d->f1 = gpt_dalloc(d->f1_w * 2, NULL);
-  d->a = gpt_dalloc((size_t)c->ffn * 2, NULL);
+  d->a = gpt_dalloc((size_t)d->ffn * 2, NULL);
+  if (tp > 1) d->part = gpt_dalloc(H * 2, NULL);
   d->logits = gpt_dalloc((size_t)c->vocab * 2, NULL);
   d->meta = gpt_dalloc(32, NULL);
   static const int32_t init[6] = {0, 0, 0, 1, 0, 1};
@@ -91,7 +99,8 @@ void gpt_decoder_create(struct gpt_decoder *d, const struct gpt_model *m, int us
 void gpt_decoder_destroy(struct gpt_decoder *d) {
   if (d->graph) tegraph_graph_destroy(d->graph);
   for (int l = 0; l < d->m->c.layers; l++) GPT_CHECK(tecore_mem_free(d->kvc[l]));
-  tecore_devptr_t b[] = {d->x, d->h, d->o, d->qkv, d->f1, d->a, d->logits, d->meta, d->ws};
+  tecore_devptr_t b[] = {d->x, d->h, d->o, d->qkv, d->f1, d->a, d->logits, d->meta, d->ws,
+                         d->part};
   for (size_t i = 0; i < sizeof b / sizeof b[0]; i++)
     if (b[i]) GPT_CHECK(tecore_mem_free(b[i]));
   if (d->meta_host) GPT_CHECK(tecore_mem_free_host(d->meta_host));
@@ -123,14 +132,34 @@ static void linear(const struct gpt_decoder *d, int i, tecore_devptr_t in, size_
                         add ? 1.0f : 0.0f, &go, s));
 }
 
+/* x += in[1][k] W^T + b of Linear i, a row-parallel one under --tp: its
+ * partial sums (the bias on rank 0 alone) summed over the ranks first */
+static void residual_linear(const struct gpt_decoder *d, int i, tecore_devptr_t in, size_t k,
+                            tecore_stream_t s) {
+  const struct gpt_model *m = d->m;
+  size_t H = (size_t)m->c.hidden;
+  if (!d->part) {
+    linear(d, i, in, k, d->x, H, 1, s);
+    return;
+  }
+  linear(d, i, in, k, d->part, H, 0, s);
+  tecomm_result_t r = tecomm_allreduce((tecomm_comm_t)m->tp.comm, d->part, d->part, H,
+                                       TECORE_DTYPE_BF16, TECOMM_SUM, s);
+  if (r != TECOMM_SUCCESS) {
+    GPT_ERR("--tp: the decode step's sum: %s (%s)", tecomm_strerror(r), tecomm_last_error());
+    exit(1);
+  }
+  GPT_CHECK(tecore_scale_add(d->x, d->x, 1.0f, d->part, 1.0f, TECORE_DTYPE_BF16, H, s));
+}
+
 static void attend(struct gpt_decoder *d, int l, tecore_stream_t s) {
   const struct gpt_config *c = &d->m->c;
-  size_t hd = (size_t)(c->hidden / c->heads), kvw = (size_t)c->kv_heads * hd;
-  tecore_devptr_t q = d->qkv, k = q + (size_t)c->heads * hd * 2;
+  size_t hd = (size_t)(c->hidden / c->heads), kvw = (size_t)d->kv_heads * hd;
+  tecore_devptr_t q = d->qkv, k = q + (size_t)d->heads * hd * 2;
   if (c->rope) {
     struct tecore_rope_view qv = {q, d->qkv_w, hd}, kvv = {k, d->qkv_w, hd};
-    struct tecore_rope_args ra = {.dtype = TECORE_DTYPE_BF16, .tokens = 1, .q_heads = c->heads,
-                                  .k_heads = c->kv_heads, .head_dim = (int)hd,
+    struct tecore_rope_args ra = {.dtype = TECORE_DTYPE_BF16, .tokens = 1, .q_heads = d->heads,
+                                  .k_heads = d->kv_heads, .head_dim = (int)hd,
                                   .style = TECORE_ROPE_HALVES, .positions = d->meta + 4,
                                   .q_in = qv, .q_out = qv, .k_in = kvv, .k_out = kvv};
     GPT_CHECK(tecore_rope_fwd(&ra, s));
@@ -157,17 +186,18 @@ static void queue_step(struct gpt_decoder *d, tecore_stream_t s) {
   GPT_CHECK(tecore_embedding_fwd(&ea, &x, s));
   static const tecore_activation_t acts[] = {TECORE_ACT_GELU, TECORE_ACT_SWIGLU,
                                              TECORE_ACT_GEGLU, TECORE_ACT_RELU};
+  size_t ow = (size_t)d->heads * (H / (size_t)c->heads);   /* the attention's output */
   for (int l = 0; l < c->layers; l++) {
     norm(d, 2 * l, d->x, d->h, s);
     linear(d, 4 * l, d->h, H, d->qkv, d->qkv_w, 0, s);
     attend(d, l, s);
-    linear(d, 4 * l + 1, d->o, H, d->x, H, 1, s);
+    residual_linear(d, 4 * l + 1, d->o, ow, s);
     norm(d, 2 * l + 1, d->x, d->h, s);
     linear(d, 4 * l + 2, d->h, H, d->f1, d->f1_w, 0, s);
     struct tecore_tensor fi = gpt_tensor2(TECORE_DTYPE_BF16, 1, d->f1_w, d->f1);
-    struct tecore_tensor fo = gpt_tensor2(TECORE_DTYPE_BF16, 1, (size_t)c->ffn, d->a);
+    struct tecore_tensor fo = gpt_tensor2(TECORE_DTYPE_BF16, 1, (size_t)d->ffn, d->a);
     GPT_CHECK(tecore_act_fwd(acts[c->act], &fi, &fo, 0, s));
-    linear(d, 4 * l + 3, d->a, (size_t)c->ffn, d->x, H, 1, s);
+    residual_linear(d, 4 * l + 3, d->a, (size_t)d->ffn, s);
   }
   norm(d, 2 * c->layers, d->x, d->h, s);
   linear(d, 4 * c->layers, d->h, H, d->logits, (size_t)c->vocab, 0, s);

@@ -2,7 +2,10 @@
  * gpt_decode.h -- te-gpt's decode step with a KV cache (gpt_decode.c):
  * the model's parameters where the fuser sequence keeps them, a key and
  * value cache per layer for seq positions, the step's buffers and its
- * graph. */
+ * graph.  --tp: this rank's heads and MLP columns, the row-parallel
+ * Linears' partial sums summed over the ranks before the residual add, so
+ * every rank holds the same residual and logits; every rank runs every
+ * step (the sums are collective). */
 #ifndef TE_GPT_DECODE_H
 #define TE_GPT_DECODE_H
 
@@ -12,9 +15,11 @@ struct gpt_decoder {
   const struct gpt_model *m;
   struct { struct tecore_tensor gamma, beta; int has_beta; } *norm;   /* 2 layers + 1 */
   struct { struct tecore_tensor w, b; int has_b; } *lin;              /* 4 layers + 1 */
+  int heads, kv_heads, ffn;          /* this rank's (--tp: the model's / tp) */
   tecore_devptr_t *kvc;              /* per layer BF16 [seq][2][kv_heads * head_dim]: key, value */
   size_t qkv_w, f1_w;
   tecore_devptr_t x, h, o, qkv, f1, a, logits;   /* BF16 [1][...] */
+  tecore_devptr_t part;              /* --tp: BF16 [1][hidden], a row-parallel partial sum */
   /* int32 {token, pos, 0, pos + 1, 0, 1}: the step's token and position,
    * the keys' and the query's cu_seqlens, all read by the kernels */
   tecore_devptr_t meta;

@@ -200,31 +200,6 @@ void gpt_model_create(struct gpt_model *m, const struct gpt_config *c, size_t ba
   create(m, c, batch, max_mb, recipe, seed, NULL, s);
 }
 
-/* The element of the one-process parameter that element (row, col) of
- * rank r's slice holds (the layout of tecore_seq_add_transformer(3)):
- * qkv rows are the rank's query, key and value heads, proj and fc2 take
- * the rank's columns, fc1 the rank's rows of each half. */
-static size_t full_index(const struct gpt_config *c, const char *name, int tp, int r, size_t row,
-                         size_t col, size_t cols) {
-  size_t H = (size_t)c->hidden, hd = H / (size_t)c->heads, f = (size_t)c->ffn / (size_t)tp;
-  size_t qn = (size_t)(c->heads / tp) * hd, kn = (size_t)(c->kv_heads / tp) * hd;
-  int vec = strstr(name, ".bias") != NULL;
-  size_t i = vec ? col : row;   /* the row of a matrix, the element of a vector */
-  if (strstr(name, "attn.qkv.")) {
-    size_t fr = i < qn ? (size_t)r * qn + i
-                : i < qn + kn ? (size_t)c->heads * hd + (size_t)r * kn + (i - qn)
-                : (size_t)(c->heads + c->kv_heads) * hd + (size_t)r * kn + (i - qn - kn);
-    return vec ? fr : fr * H + col;
-  }
-  if (strstr(name, "mlp.fc1.")) {
-    size_t fr = i < f ? (size_t)r * f + i : (size_t)c->ffn + (size_t)r * f + (i - f);
-    return vec ? fr : fr * H + col;
-  }
-  if (!vec && strstr(name, "attn.proj.")) return row * H + (size_t)r * qn + col;
-  if (!vec && strstr(name, "mlp.fc2.")) return row * (size_t)c->ffn + (size_t)r * f + col;
-  return row * cols + col;
-}
-
 void gpt_model_create_tp(struct gpt_model *m, const struct gpt_config *c, size_t batch,
                          int max_mb, const struct tecore_recipe *recipe, uint64_t seed,
                          const struct gpt_tp *tp, tecore_stream_t s) {
@@ -247,7 +222,7 @@ void gpt_model_create_tp(struct gpt_model *m, const struct gpt_config *c, size_t
     GPT_CHECK(tecore_memcpy((tecore_devptr_t)(uintptr_t)hf, q->value, nf * 2));
     for (size_t r = 0; r < p->rows; r++)
       for (size_t k = 0; k < p->cols; k++)
-        hp[r * p->cols + k] = hf[full_index(c, p->name, tp->size, tp->rank, r, k, p->cols)];
+        hp[r * p->cols + k] = hf[gpt_tp_whole_index(c, p->name, tp->size, tp->rank, r, k, p->cols)];
     GPT_CHECK(tecore_memcpy(p->value, (tecore_devptr_t)(uintptr_t)hp, n * 2));
     free(hf);
     free(hp);

@@ -6,7 +6,9 @@
  * temperature over the top_k most likely bytes.  With check, every step's
  * logits are also computed by the whole model over the window (a twin of
  * the model for one sequence, a TECORE_SEQ_INFERENCE sequence), and the
- * largest difference is reported. */
+ * largest difference is reported.  --tp: every rank runs all of it (the
+ * sums inside are collective) and draws the same bytes from the same
+ * logits. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -49,6 +51,17 @@ static int pick(const float *lg, int V, const struct gpt_sample_opts *o, uint64_
   return r;
 }
 
+/* the largest logit less the second largest: how far the logits must
+ * move before greedy decoding takes another byte */
+static double top_gap(const float *lg, int V) {
+  double a = -INFINITY, b = -INFINITY;
+  for (int i = 0; i < V; i++) {
+    if (lg[i] > a) b = a, a = lg[i];
+    else if (lg[i] > b) b = lg[i];
+  }
+  return a - b;
+}
+
 /* the logits of the window text[0..w) at its last row, by the whole
  * model (g: a twin for one sequence), into lg[V] */
 static void recompute(struct gpt_model *g, const int32_t *text, size_t w, uint16_t *row, float *lg,
@@ -70,7 +83,8 @@ int gpt_sample(struct gpt_model *m, const struct gpt_sample_opts *o, char *out,
                tecore_stream_t s) {
   struct gpt_model g;
   if (o->check) {
-    gpt_model_create(&g, &m->c, 1, 0, NULL, 1, s);
+    /* --tp: a twin of this rank's part (its values copied below) */
+    gpt_model_create_tp(&g, &m->c, 1, 0, NULL, 1, m->tp.size > 1 ? &m->tp : NULL, s);
     for (size_t i = 0; i < m->np; i++) {
       const struct gpt_param *p = &m->p[i];
       GPT_CHECK(tecore_memcpy_async(g.p[i].value, p->value,
@@ -91,7 +105,7 @@ int gpt_sample(struct gpt_model *m, const struct gpt_sample_opts *o, char *out,
   /* the cache holds text[base .. base + pos) at positions 0 .. pos - 1 */
   size_t base = len > (size_t)T ? len - (size_t)T / 2 : 0;
   int pos = 0;
-  double maxdiff = 0, maxabs = 0;
+  double maxdiff = 0, maxabs = 0, margin = INFINITY;
   for (int k = 0; k <= o->n; k++) {
     if (pos == T && base + (size_t)pos < len) {
       /* the cache is full: start again from the last half of the window */
@@ -115,6 +129,7 @@ int gpt_sample(struct gpt_model *m, const struct gpt_sample_opts *o, char *out,
         maxabs = fmax(maxabs, fabs((double)lg2[i]));
       }
     }
+    margin = fmin(margin, top_gap(lg, V));
     int next = pick(lg, V, o, &rng);
     text[len++] = next;
     out[k] = (char)next;
@@ -122,6 +137,7 @@ int gpt_sample(struct gpt_model *m, const struct gpt_sample_opts *o, char *out,
   out[o->n] = 0;
   if (o->check_diff) *o->check_diff = maxdiff;
   if (o->check_max) *o->check_max = maxabs;
+  if (o->margin) *o->margin = margin;
   free(text);
   free(row);
   free(lg);

@@ -1,0 +1,174 @@
+#!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
+# te-gpt-tp.sh -- te-gpt --tp (ranks as forked processes, libtecomm's
+# sums) on vdev, the tiny model:
+#  1. --tp 2 gives the one-process losses within GPT_TP_TOL (te-gpt itself
+#     fails when the ranks' losses differ in a bit), two shapes;
+#  2. checkpoints: --save with --tp 2 and 4 at step 0 writes the
+#     one-process files byte for byte (the slices gathered in the
+#     one-process layout); a one-process checkpoint loaded with --tp 2 and
+#     saved again is the same bytes (each rank's slices taken and given
+#     back); --tp 2 resumed (3 steps, --save, --load, 3 more) gives the
+#     losses and the files of 6 steps straight, bit for bit; a one-process
+#     checkpoint continued with --tp 2, and a --tp 2 one continued by one
+#     process, stay within GPT_TP_TOL of the run continued as it began;
+#  3. --sample with --tp 2: the bytes asked for; the greedy text of a
+#     one-process run from the same checkpoint unless that run had a near
+#     tie (its "sample_margin" within GPT_SAMPLE_TIE); the KV-cache decode
+#     of the split model against the split whole model (--sample-check,
+#     te-gpt's own limit) past the cache's positions and with grouped
+#     key/value heads; the graphed and the eager decode the same text;
+#  4. --tp N that does not divide the shape (the options' or a
+#     checkpoint's) exits 2, a checkpoint that is not there exits 1.
+# Random seed each run (TE_TEST_SEED to repeat).
+# Exit 0 pass, 1 fail, 77 skip (TE_DEVICE=cuda without a GPU).
+# Environment (from t/Makefile.inc): top_builddir.
+demo_tool=te-gpt
+. "$(dirname "$0")/demo-lib.sh"
+gpt=$demo
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/te-gpt-tp.XXXXXX") || exit 1
+trap 'rm -rf "$tmp"' EXIT
+fail=0
+
+# Against one process the relative difference of each step's loss (at lr
+# 2e-3: the larger default rate amplifies rounding differences
+# chaotically, 0.3 % after two steps for one seed) is at most GPT_TP_TOL.
+# Observed over 200 seeds (two shapes, 5 steps from the start): at most
+# 8.1e-4 (the limit is 6x that, and a wrong slice or sum moves the first
+# loss by far more); the difference is BF16 rounding of partial sums
+# added in another order.
+GPT_TP_TOL=0.005
+# The decode's logits of --tp 2 and of one process from one checkpoint
+# differ by one BF16 rounding, at most 2^-5 at logits of 4 to 8 (observed
+# over 24 seeds, 64 greedy bytes each); greedy decoding can take another
+# byte only where the two largest logits are within twice that.  0.125 is
+# 2x more.
+GPT_SAMPLE_TIE=0.125
+
+# close A B WHAT: the loss columns of CSV files A and B (header, then
+# rows) agree within GPT_TP_TOL, relative, in as many rows as A has
+close() {
+  cut -d, -f2 "$1" > "$tmp/l1"
+  cut -d, -f2 "$2" > "$tmp/l2"
+  rows=$(($(wc -l < "$1") - 1))
+  paste -d' ' "$tmp/l1" "$tmp/l2" | awk -v t="$GPT_TP_TOL" -v c="$3" -v want="$rows" '
+    NR > 1 { d = ($1 - $2) / $1; if (d < 0) d = -d; if (d > m || d != d) m = d; n++ }
+    END { printf "# %s: losses within %.2g (limit %g)\n", c, m, t;
+          exit !(n == want && n > 0 && m <= t) }' ||
+    { echo "FAIL: $3: the losses differ past $GPT_TP_TOL:"; paste "$tmp/l1" "$tmp/l2"; fail=1; }
+}
+# same A B WHAT: files A and B are the same bytes
+same() {
+  cmp -s "$1" "$2" || { echo "FAIL: $3: $(basename "$1") differs"; fail=1; }
+}
+
+# 1. --tp 2 against one process, 5 steps from the start
+for cfg in "" "--norm rmsnorm --act swiglu --kv-heads 2 --bias 0"; do
+  topts="$cfg --seed $seed --lr 2e-3 --steps 5 --batch 2 --sample 0 --eval-every 0 --csv -q"
+  "$gpt" $topts > "$tmp/tp1.csv" 2> "$tmp/tp.err" && "$gpt" $topts --tp 2 > "$tmp/tp2.csv" 2>> "$tmp/tp.err" ||
+    { echo "FAIL: te-gpt $cfg --tp 2 (or its one-process run) fails:"; cat "$tmp/tp.err"; fail=1; continue; }
+  close "$tmp/tp1.csv" "$tmp/tp2.csv" "--tp 2 $cfg against one process"
+done
+
+# 2. checkpoints.  At step 0 (initialization only) the ranks' slices of
+# the one-process model, gathered: the one-process files
+for cfg in "--tp 2 --norm rmsnorm --act swiglu --kv-heads 2 --bias 0" "--tp 4 --rope 0 --seq 16"; do
+  o="${cfg#--tp [0-9]} --seed $seed --steps 0 --sample 0 -q"
+  rm -rf "$tmp/z1" "$tmp/zt"
+  "$gpt" $o --save "$tmp/z1" > /dev/null 2> "$tmp/z.err" &&
+    "$gpt" $cfg $o --save "$tmp/zt" > /dev/null 2>> "$tmp/z.err" ||
+    { echo "FAIL: te-gpt $cfg --save (or its one-process run) fails:"; cat "$tmp/z.err"; fail=1; continue; }
+  for f in model optimizer; do same "$tmp/z1/$f.safetensors" "$tmp/zt/$f.safetensors" "$cfg --save at step 0"; done
+done
+
+opts="--seed $seed --lr 2e-3 --batch 2 --sample 0 --eval-every 2 --csv -q"
+# o3: one process, 3 of 6 steps
+"$gpt" $opts --steps 3 --decay-steps 6 --save "$tmp/o3" > /dev/null 2> "$tmp/c.err" ||
+  { echo "FAIL: the one-process checkpoint run fails"; cat "$tmp/c.err"; exit 1; }
+# loaded with --tp 2 and saved with no step between: the same bytes
+"$gpt" $opts --load "$tmp/o3" --steps 3 --tp 2 --save "$tmp/o3t" > /dev/null 2> "$tmp/c.err" ||
+  { echo "FAIL: --tp 2 --load of a one-process checkpoint fails"; cat "$tmp/c.err"; fail=1; }
+for f in model optimizer; do
+  same "$tmp/o3/$f.safetensors" "$tmp/o3t/$f.safetensors" "--load, then --save with --tp 2"
+done
+
+# --tp 2: 6 steps straight against 3, --save, --load, 3 more
+"$gpt" $opts --tp 2 --steps 6 --save "$tmp/ta" > "$tmp/ta.csv" 2> "$tmp/c.err" &&
+  "$gpt" $opts --tp 2 --steps 3 --decay-steps 6 --save "$tmp/t3" > "$tmp/tb1.csv" 2>> "$tmp/c.err" &&
+  "$gpt" $opts --tp 2 --load "$tmp/t3" --steps 6 --save "$tmp/tc" > "$tmp/tb2.csv" 2>> "$tmp/c.err" ||
+  { echo "FAIL: the --tp 2 resume runs fail"; cat "$tmp/c.err"; exit 1; }
+# step, loss, val_loss, lr, grad_norm (not the times)
+cut -d, -f1-5 "$tmp/ta.csv" > "$tmp/a.cut"
+{ cut -d, -f1-5 "$tmp/tb1.csv"; cut -d, -f1-5 "$tmp/tb2.csv" | sed 1d; } > "$tmp/b.cut"
+[ "$(wc -l < "$tmp/a.cut")" = 7 ] || { echo "FAIL: the straight --tp 2 run has no 6 rows"; fail=1; }
+cmp -s "$tmp/a.cut" "$tmp/b.cut" ||
+  { echo "FAIL: --tp 2: 6 steps straight and 3 + 3 resumed give other losses:"
+    diff "$tmp/a.cut" "$tmp/b.cut"; fail=1; }
+for f in model optimizer; do
+  same "$tmp/ta/$f.safetensors" "$tmp/tc/$f.safetensors" "--tp 2 straight and resumed"
+done
+
+# across: one process's checkpoint on with --tp 2 against on with one
+# process; --tp 2's on with one process against on with --tp 2 (= ta)
+opts="--seed $seed --lr 2e-3 --batch 2 --sample 0 --eval-every 0 --csv -q --steps 6"
+"$gpt" $opts --load "$tmp/o3" > "$tmp/x11.csv" 2> "$tmp/c.err" &&
+  "$gpt" $opts --load "$tmp/o3" --tp 2 > "$tmp/x12.csv" 2>> "$tmp/c.err" &&
+  "$gpt" $opts --load "$tmp/t3" > "$tmp/x21.csv" 2>> "$tmp/c.err" ||
+  { echo "FAIL: the runs across checkpoints fail"; cat "$tmp/c.err"; fail=1; }
+close "$tmp/x11.csv" "$tmp/x12.csv" "one-process checkpoint: on with --tp 2 against one process"
+# (ta's steps 4 to 6; its validation losses do not change BF16 training)
+{ head -1 "$tmp/ta.csv"; sed -n '5,7p' "$tmp/ta.csv"; } > "$tmp/ta3.csv"
+close "$tmp/ta3.csv" "$tmp/x21.csv" "--tp 2 checkpoint: on with one process against --tp 2"
+
+# 3. --sample with --tp 2, from a checkpoint of 10 steps at the default rate
+"$gpt" --seed "$seed" --batch 2 --steps 10 --sample 0 --eval-every 0 -q --save "$tmp/s" \
+  > /dev/null 2> "$tmp/s.err" ||
+  { echo "FAIL: the sample's checkpoint run fails"; cat "$tmp/s.err"; exit 1; }
+sample_of() {   # the "sample" field of a JSON document, escapes as '?'
+  sed -n 's/.*"sample": *"\(\([^"\\]\|\\.\)*\)".*/\1/p' "$1" | sed 's/\\u00[0-9a-f][0-9a-f]/?/g; s/\\./?/g'
+}
+for tp in 1 2; do
+  "$gpt" --seed "$seed" --load "$tmp/s" --steps 10 --sample 48 --eval-every 0 --tp $tp --json \
+    > "$tmp/s$tp.json" 2> "$tmp/s.err" ||
+    { echo "FAIL: te-gpt --tp $tp --sample 48 fails"; cat "$tmp/s.err"; fail=1; }
+done
+s1=$(sample_of "$tmp/s1.json") s2=$(sample_of "$tmp/s2.json")
+margin=$(sed -n 's/.*"sample_margin": *\([^,}]*\).*/\1/p' "$tmp/s1.json")
+[ ${#s2} = 48 ] || { echo "FAIL: --tp 2 sampled ${#s2} bytes, not 48: '$s2'"; fail=1; }
+if [ "$s1" = "$s2" ]; then
+  echo "# --tp 2 --sample 48: the one-process greedy text (its least margin $margin)"
+elif awk -v m="$margin" -v t="$GPT_SAMPLE_TIE" 'BEGIN { exit !(m + 0 == m && m <= t) }'; then
+  echo "# --tp 2 --sample 48: another text than one process's, at a near tie (margin $margin <= $GPT_SAMPLE_TIE)"
+else
+  echo "FAIL: --tp 2 greedy text differs from one process's, whose least margin $margin is past $GPT_SAMPLE_TIE:"
+  echo "  one process: '$s1'"; echo "  --tp 2:      '$s2'"; fail=1
+fi
+# the split decode against the split whole model, past the cache's
+# positions (learned positions), and with grouped key/value heads; the
+# graphed decode and the eager one sample the same text
+for cfg in "--seq 16 --rope 0" "--norm rmsnorm --act swiglu --kv-heads 2 --bias 0"; do
+  "$gpt" $cfg --tp 2 --seed "$seed" --steps 2 --batch 1 --eval-every 0 --sample 40 --sample-check -q \
+    > "$tmp/out" 2> "$tmp/err" || { echo "FAIL: te-gpt $cfg --tp 2 --sample-check:"; cat "$tmp/err"; fail=1; }
+done
+for g in "" --no-graph; do
+  "$gpt" --tp 2 --seed "$seed" --batch 2 --steps 2 --eval-every 0 --seq 16 --sample 40 \
+    --temperature 0.8 --top-k 20 --json $g > "$tmp/dg$g.json" 2> "$tmp/dg.err" ||
+    { echo "FAIL: te-gpt --tp 2 --sample $g fails"; cat "$tmp/dg.err"; fail=1; }
+done
+d1=$(sample_of "$tmp/dg.json") d2=$(sample_of "$tmp/dg--no-graph.json")
+[ ${#d1} = 40 ] && [ "$d1" = "$d2" ] ||
+  { echo "FAIL: --tp 2: the graphed and the eager decode sample other text: '$d1' '$d2'"; fail=1; }
+
+# 4. bad combinations
+expect() {
+  want=$1 words=$2
+  shift 2
+  "$gpt" "$@" > "$tmp/out" 2> "$tmp/err"
+  rc=$?
+  [ $rc = "$want" ] && grep -q -- "$words" "$tmp/err" ||
+    { echo "FAIL: te-gpt $*: exit $rc (want $want), stderr: $(head -1 "$tmp/err")"; fail=1; }
+}
+expect 2 "must divide" --tp 3
+expect 2 "the shape of the checkpoint" --tp 3 --load "$tmp/o3" --steps 6
+expect 1 "no-such-dir" --tp 2 --load "$tmp/no-such-dir" --steps 6
+exit $fail

@@ -1,0 +1,111 @@
+/* SPDX-License-Identifier: Apache-2.0
+ * gpt_tp.c -- where a --tp rank's slice of a parameter lies in the whole
+ * (one-process) tensor, and the moves between the two that checkpoints
+ * need: the slices of a split tensor gathered into the whole one on rank
+ * 0 (through host memory all ranks map, struct gpt_tp's area), and a
+ * rank's slice taken from a whole tensor read from a file.
+ *
+ * The layout is tecore_seq_add_transformer(3)'s: per block the QKV Linear
+ * and fc1 are column-parallel (the rank's query, key and value heads; the
+ * rank's rows of each half of a gated fc1), the output Linear and fc2
+ * row-parallel (the rank's columns), their biases whole on rank 0 alone
+ * (added once before the sum).  Everything else is replicated.  Element
+ * (row, col) of rank r's slice [rows][cols] is element gpt_tp_whole_index
+ * of the whole [whole rows][whole cols], row-major; a bias is one row. */
+#include <stdlib.h>
+#include <string.h>
+#include "gpt.h"
+
+/* the rank-0-only biases of the row-parallel Linears */
+static int rank0_bias(const char *name) {
+  return strstr(name, "attn.proj.bias") || strstr(name, "mlp.fc2.bias");
+}
+
+static int column_parallel(const char *name) {
+  return strstr(name, "attn.qkv.") || strstr(name, "mlp.fc1.");
+}
+
+int gpt_tp_split(const struct gpt_model *m, const struct gpt_param *p) {
+  return m->tp.size > 1 && p->sharded && !rank0_bias(p->name);
+}
+
+void gpt_tp_whole_shape(const struct gpt_model *m, const struct gpt_param *p, size_t *rows,
+                        size_t *cols) {
+  *rows = p->rows, *cols = p->cols;
+  if (!gpt_tp_split(m, p)) return;
+  if (p->rows > 1 && column_parallel(p->name)) *rows *= (size_t)m->tp.size;
+  else *cols *= (size_t)m->tp.size;   /* a bias, or a row-parallel weight */
+}
+
+size_t gpt_tp_whole_index(const struct gpt_config *c, const char *name, int tp, int r, size_t row,
+                          size_t col, size_t cols) {
+  size_t H = (size_t)c->hidden, hd = H / (size_t)c->heads, f = (size_t)c->ffn / (size_t)tp;
+  size_t qn = (size_t)(c->heads / tp) * hd, kn = (size_t)(c->kv_heads / tp) * hd;
+  int vec = strstr(name, ".bias") != NULL;
+  size_t i = vec ? col : row;   /* the row of a matrix, the element of a vector */
+  if (strstr(name, "attn.qkv.")) {
+    size_t fr = i < qn ? (size_t)r * qn + i
+                : i < qn + kn ? (size_t)c->heads * hd + (size_t)r * kn + (i - qn)
+                : (size_t)(c->heads + c->kv_heads) * hd + (size_t)r * kn + (i - qn - kn);
+    return vec ? fr : fr * H + col;
+  }
+  if (strstr(name, "mlp.fc1.")) {
+    size_t fr = i < f ? (size_t)r * f + i : (size_t)c->ffn + (size_t)r * f + (i - f);
+    return vec ? fr : fr * H + col;
+  }
+  if (!vec && strstr(name, "attn.proj.")) return row * H + (size_t)r * qn + col;
+  if (!vec && strstr(name, "mlp.fc2.")) return row * (size_t)c->ffn + (size_t)r * f + col;
+  return row * cols + col;
+}
+
+size_t gpt_tp_area_bytes(const struct gpt_config *c) {
+  size_t H = (size_t)c->hidden, hd = H / (size_t)c->heads;
+  size_t qkv = (size_t)(c->heads + 2 * c->kv_heads) * hd * H;
+  size_t fc1 = (c->act == GPT_SWIGLU || c->act == GPT_GEGLU ? 2 : 1) * (size_t)c->ffn * H;
+  size_t fc2 = H * (size_t)c->ffn, proj = H * (size_t)c->heads * hd, n = qkv;
+  if (fc1 > n) n = fc1;
+  if (fc2 > n) n = fc2;
+  if (proj > n) n = proj;
+  return n * sizeof(float);
+}
+
+static void tp_barrier(const struct gpt_tp *tp) {
+  if (tp->barrier(tp->barrier_ctx)) {
+    GPT_ERR("--tp: rank %d: a checkpoint's gather waited for a rank in vain", tp->rank);
+    exit(1);
+  }
+}
+
+float *gpt_tp_gather(const struct gpt_model *m, const struct gpt_param *p, const float *slice) {
+  const struct gpt_tp *tp = &m->tp;
+  size_t rows, cols;
+  gpt_tp_whole_shape(m, p, &rows, &cols);
+  size_t n = rows * cols;
+  if (!tp->area || n * sizeof(float) > tp->area_bytes) {
+    GPT_ERR("--tp: %s [%zu][%zu] does not fit the gather's area (%zu bytes)", p->name, rows,
+            cols, tp->area_bytes);
+    exit(1);
+  }
+  float *area = tp->area;
+  tp_barrier(tp);   /* rank 0 has taken the last tensor out */
+  for (size_t r = 0; r < p->rows; r++)
+    for (size_t k = 0; k < p->cols; k++)
+      area[gpt_tp_whole_index(&m->c, p->name, tp->size, tp->rank, r, k, p->cols)] =
+          slice[r * p->cols + k];
+  tp_barrier(tp);   /* every slice is in */
+  if (tp->rank) return NULL;
+  float *whole = gpt_xalloc(n * sizeof *whole);
+  memcpy(whole, area, n * sizeof *whole);
+  return whole;
+}
+
+void gpt_tp_slice(const struct gpt_model *m, const struct gpt_param *p, const void *whole,
+                  float *slice) {
+  const struct gpt_tp *tp = &m->tp;
+  const unsigned char *w = whole;   /* a file's bytes: no alignment promised */
+  for (size_t r = 0; r < p->rows; r++)
+    for (size_t k = 0; k < p->cols; k++) {
+      size_t i = gpt_tp_whole_index(&m->c, p->name, tp->size, tp->rank, r, k, p->cols);
+      memcpy(&slice[r * p->cols + k], w + i * sizeof(float), sizeof(float));
+    }
+}
