@@ -65,12 +65,15 @@ static int walk(const tecore_seq_t *cs, int (*visit)(struct saved_ref *r, void *
     /* the operations that read boundary b's storage in forward: consumers
      * of every boundary aliasing it, and slot adders of a fork of it */
     size_t last = b, first = b > 0 ? b - 1 : 0;
-    int hp_back = 0, lin = 0;
+    int hp_back = 0;
+    /* the FP8 copies live on boundary b itself, aliased or not: op b's
+     * (an FP8 Linear's) input (a TP_COPY before it aliases b to its own
+     * input, and the copies were then taken for scratch: NaN gradients) */
+    const int lin = b < n && te_op_fp8(s, b);
     for (size_t c = b; c < n; c++) {
       if (owner(s, c) != b) continue;
       last = c;
       if (bwd_reads_input_hp(s, c)) hp_back = 1;
-      if (c == b && te_op_fp8(s, c)) lin = 1;
     }
     /* an operation whose backward reads its output (attention's O) */
     for (size_t c = b > 0 ? b - 1 : 0; c + 1 < n; c++)

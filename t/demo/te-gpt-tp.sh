@@ -3,7 +3,8 @@
 # te-gpt-tp.sh -- te-gpt --tp (ranks as forked processes, libtecomm's
 # sums) on vdev, the tiny model:
 #  1. --tp 2 gives the one-process losses within GPT_TP_TOL (te-gpt itself
-#     fails when the ranks' losses differ in a bit), two shapes;
+#     fails when the ranks' losses differ in a bit), two shapes; and in
+#     FP8 (delayed, current) within GPT_TP_TOL_FP8;
 #  2. checkpoints: --save with --tp 2 and 4 at step 0 writes the
 #     one-process files byte for byte (the slices gathered in the
 #     one-process layout); a one-process checkpoint loaded with --tp 2 and
@@ -38,6 +39,13 @@ fail=0
 # loss by far more); the difference is BF16 rounding of partial sums
 # added in another order.
 GPT_TP_TOL=0.005
+# FP8 (delayed and current scaling, the amaxes reduced over the ranks): a
+# partial sum rounded otherwise can move an activation across an E4M3
+# step, so the losses part faster: over 16 seeds at most 0.27 % (delayed)
+# and 0.84 % (current) in 5 steps.  2 % is 2.4x the worst; before the
+# fix of the FP8 copies behind a TP_COPY (laid over scratch) the loss was
+# NaN at step 2.
+GPT_TP_TOL_FP8=0.02
 # The decode's logits of --tp 2 and of one process from one checkpoint
 # differ by one BF16 rounding, at most 2^-5 at logits of 4 to 8 (observed
 # over 24 seeds, 64 greedy bytes each); greedy decoding can take another
@@ -45,17 +53,18 @@ GPT_TP_TOL=0.005
 # 2x more.
 GPT_SAMPLE_TIE=0.125
 
-# close A B WHAT: the loss columns of CSV files A and B (header, then
-# rows) agree within GPT_TP_TOL, relative, in as many rows as A has
+# close A B WHAT [TOL]: the loss columns of CSV files A and B (header,
+# then rows) agree within TOL (GPT_TP_TOL), relative, in as many rows as A has
 close() {
+  tol=${4:-$GPT_TP_TOL}
   cut -d, -f2 "$1" > "$tmp/l1"
   cut -d, -f2 "$2" > "$tmp/l2"
   rows=$(($(wc -l < "$1") - 1))
-  paste -d' ' "$tmp/l1" "$tmp/l2" | awk -v t="$GPT_TP_TOL" -v c="$3" -v want="$rows" '
+  paste -d' ' "$tmp/l1" "$tmp/l2" | awk -v t="$tol" -v c="$3" -v want="$rows" '
     NR > 1 { d = ($1 - $2) / $1; if (d < 0) d = -d; if (d > m || d != d) m = d; n++ }
     END { printf "# %s: losses within %.2g (limit %g)\n", c, m, t;
           exit !(n == want && n > 0 && m <= t) }' ||
-    { echo "FAIL: $3: the losses differ past $GPT_TP_TOL:"; paste "$tmp/l1" "$tmp/l2"; fail=1; }
+    { echo "FAIL: $3: the losses differ past $tol:"; paste "$tmp/l1" "$tmp/l2"; fail=1; }
 }
 # same A B WHAT: files A and B are the same bytes
 same() {
@@ -68,6 +77,12 @@ for cfg in "" "--norm rmsnorm --act swiglu --kv-heads 2 --bias 0"; do
   "$gpt" $topts > "$tmp/tp1.csv" 2> "$tmp/tp.err" && "$gpt" $topts --tp 2 > "$tmp/tp2.csv" 2>> "$tmp/tp.err" ||
     { echo "FAIL: te-gpt $cfg --tp 2 (or its one-process run) fails:"; cat "$tmp/tp.err"; fail=1; continue; }
   close "$tmp/tp1.csv" "$tmp/tp2.csv" "--tp 2 $cfg against one process"
+done
+for cfg in "--recipe delayed" "--recipe current --norm rmsnorm --act swiglu --kv-heads 2"; do
+  topts="$cfg --seed $seed --lr 2e-3 --steps 5 --batch 2 --sample 0 --eval-every 0 --csv -q"
+  "$gpt" $topts > "$tmp/tp1.csv" 2> "$tmp/tp.err" && "$gpt" $topts --tp 2 > "$tmp/tp2.csv" 2>> "$tmp/tp.err" ||
+    { echo "FAIL: te-gpt $cfg --tp 2 (or its one-process run) fails:"; cat "$tmp/tp.err"; fail=1; continue; }
+  close "$tmp/tp1.csv" "$tmp/tp2.csv" "--tp 2 $cfg against one process" "$GPT_TP_TOL_FP8"
 done
 
 # 2. checkpoints.  At step 0 (initialization only) the ranks' slices of
