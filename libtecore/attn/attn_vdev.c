@@ -1,8 +1,10 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* attn_vdev.c -- the attention kernels in plain C (the vdev side of
- * kernels/attention.cu's table) and the "vdev" row of the backend table,
- * which runs them on the virtual device for every problem the entry
- * points accept, E4M3 included.
+/* attn_vdev.c -- the attention kernels in plain C: the vdev side of
+ * kernels/attention.cu's table (attn_libte.c), which the "vdev" row of the
+ * backend table runs on the virtual device for every problem the entry
+ * points accept, E4M3 included; and the vdev side of the cuDNN row's two
+ * helper kernels (attn_cudnn_kern.c).  They call nothing of attn/: the
+ * tables above name them.
  *
  * The math is the GPU's: float products and sums, the softmax in base 2
  * with the scale folded into log2(e) (p = 2^(s * scale_log2 - m)), lse
@@ -250,28 +252,6 @@ void te_attn_vdev_bwd_dq(const struct tecore_launch_cfg *cfg, void *const *args)
     for (int h = 0; h < p->heads; h++)
       attn_store_rows(&dq, t, 1, h, p->dq_acc + (t * p->heads + h) * p->head_dim);
 }
-
-/* ---- the row ------------------------------------------------------------------------------ */
-
-static int vdev_supports(const struct te_attn_problem *p, int backward, char *why, size_t len) {
-  (void)p;
-  (void)backward;
-  if (te_attn_on_vdev()) return 1;
-  snprintf(why, len, "runs only on the virtual device");
-  return 0;
-}
-
-static size_t vdev_workspace(const struct te_attn_problem *p, int backward) {
-  return backward ? te_attn_bwd_workspace(p) : 0;
-}
-
-const struct te_attn_backend te_attn_backend_vdev = {
-    .name = "vdev",
-    .supports = vdev_supports,
-    .workspace = vdev_workspace,
-    .fwd = te_attn_launch_fwd,
-    .bwd = te_attn_launch_bwd,
-};
 
 /* ---- the cuDNN row's two helper kernels (kernels/attn_cudnn.cu): the same
  * per-item math, kernels/common/attn_cudnn.h, over the whole grid ---- */
