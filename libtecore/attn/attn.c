@@ -79,28 +79,37 @@ static tecore_result_t attn_check_shape(const struct tecore_attention_args *a, c
   return TECORE_SUCCESS;
 }
 
+/* What attn_fill wants of one view: its name, heads and tokens, its
+ * dtype, and whether the call writes it. */
+struct attn_use {
+  const char *arg;
+  int heads;
+  size_t tokens;
+  tecore_dtype_t dtype;
+  int written;
+};
+
 /* A view's strides (0: packed), its alignment, and, for an output, that
  * no two of its elements share a byte. */
-static tecore_result_t attn_view(const struct tecore_attn_view *v, int heads, size_t tokens,
-                                 const struct tecore_attention_args *a, tecore_dtype_t dt,
-                                 int written, const char *fn, const char *arg,
+static tecore_result_t attn_view(const struct tecore_attn_view *v, const struct attn_use *u,
+                                 const struct tecore_attention_args *a, const char *fn,
                                  struct te_attn_view *out) {
-  size_t d = (size_t)a->head_dim, es = tecore_dtype_size(dt);
+  size_t d = (size_t)a->head_dim, es = tecore_dtype_size(u->dtype);
   out->ptr = v->data;
   out->head_stride = v->head_stride ? v->head_stride : d;
-  out->token_stride = v->token_stride ? v->token_stride : (size_t)heads * d;
-  TE_ARG(v->data || tokens == 0, "%s: %s.data is 0", fn, arg);
+  out->token_stride = v->token_stride ? v->token_stride : (size_t)u->heads * d;
+  TE_ARG(v->data || u->tokens == 0, "%s: %s.data is 0", fn, u->arg);
   TE_ARG(v->data % es == 0, "%s: %s.data (0x%llx) is not aligned to its %zu-byte elements", fn,
-         arg, (unsigned long long)v->data, es);
+         u->arg, (unsigned long long)v->data, es);
   TE_ARG(out->token_stride <= (size_t)LLONG_MAX / es && out->head_stride <= (size_t)LLONG_MAX / es,
-         "%s: %s: stride too large", fn, arg);
-  if (written && tokens > 0) {
-    size_t hs = out->head_stride, ts = out->token_stride, h = (size_t)heads;
-    int heads_inner = hs >= d && (tokens == 1 || ts >= (h - 1) * hs + d);
-    int tokens_inner = ts >= d && (h == 1 || hs >= (tokens - 1) * ts + d);
+         "%s: %s: stride too large", fn, u->arg);
+  if (u->written && u->tokens > 0) {
+    size_t hs = out->head_stride, ts = out->token_stride, h = (size_t)u->heads;
+    int heads_inner = hs >= d && (u->tokens == 1 || ts >= (h - 1) * hs + d);
+    int tokens_inner = ts >= d && (h == 1 || hs >= (u->tokens - 1) * ts + d);
     TE_ARG(heads_inner || tokens_inner,
            "%s: %s: token_stride %zu and head_stride %zu overlap its elements (%zu tokens x %d "
-           "heads x %d)", fn, arg, ts, hs, tokens, heads, a->head_dim);
+           "heads x %d)", fn, u->arg, ts, hs, u->tokens, u->heads, a->head_dim);
   }
   return TECORE_SUCCESS;
 }
@@ -172,17 +181,17 @@ static tecore_result_t attn_fill(const struct tecore_attention_args *a, int back
   p->o_dtype = a->o_dtype;
   size_t tq = p->total_q, tk = p->total_kv;
   int H = a->heads, KH = a->kv_heads;
-  TE_CHECK(attn_view(&a->q, H, tq, a, a->dtype, 0, fn, "q", &p->q));
-  TE_CHECK(attn_view(&a->k, KH, tk, a, a->dtype, 0, fn, "k", &p->k));
-  TE_CHECK(attn_view(&a->v, KH, tk, a, a->dtype, 0, fn, "v", &p->v));
-  TE_CHECK(attn_view(&a->o, H, tq, a, a->o_dtype, !backward, fn, "o", &p->o));
+  TE_CHECK(attn_view(&a->q, &(struct attn_use){"q", H, tq, a->dtype, 0}, a, fn, &p->q));
+  TE_CHECK(attn_view(&a->k, &(struct attn_use){"k", KH, tk, a->dtype, 0}, a, fn, &p->k));
+  TE_CHECK(attn_view(&a->v, &(struct attn_use){"v", KH, tk, a->dtype, 0}, a, fn, &p->v));
+  TE_CHECK(attn_view(&a->o, &(struct attn_use){"o", H, tq, a->o_dtype, !backward}, a, fn, &p->o));
   TE_CHECK(attn_check_scalar(a->lse, backward && tq > 0, fn, "lse"));
   p->lse = a->lse;
   if (backward) {
-    TE_CHECK(attn_view(&a->d_o, H, tq, a, a->dtype, 0, fn, "d_o", &p->d_o));
-    TE_CHECK(attn_view(&a->dq, H, tq, a, a->dtype, 1, fn, "dq", &p->dq));
-    TE_CHECK(attn_view(&a->dk, KH, tk, a, a->dtype, 1, fn, "dk", &p->dk));
-    TE_CHECK(attn_view(&a->dv, KH, tk, a, a->dtype, 1, fn, "dv", &p->dv));
+    TE_CHECK(attn_view(&a->d_o, &(struct attn_use){"d_o", H, tq, a->dtype, 0}, a, fn, &p->d_o));
+    TE_CHECK(attn_view(&a->dq, &(struct attn_use){"dq", H, tq, a->dtype, 1}, a, fn, &p->dq));
+    TE_CHECK(attn_view(&a->dk, &(struct attn_use){"dk", KH, tk, a->dtype, 1}, a, fn, &p->dk));
+    TE_CHECK(attn_view(&a->dv, &(struct attn_use){"dv", KH, tk, a->dtype, 1}, a, fn, &p->dv));
   }
   TE_CHECK(attn_fill_fp8(a, p, fn));
   return TECORE_SUCCESS;

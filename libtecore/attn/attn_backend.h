@@ -101,6 +101,6 @@ struct te_attn_backend {
 /* The rows, in the order auto walks them (attn_backends.c). */
 extern const struct te_attn_backend te_attn_backend_cudnn; /* attn_cudnn.c */
 extern const struct te_attn_backend te_attn_backend_libte; /* attn_libte.c: kernels/attention.cu */
-extern const struct te_attn_backend te_attn_backend_vdev;  /* attn_vdev.c */
+extern const struct te_attn_backend te_attn_backend_vdev;  /* attn_libte.c: attn_vdev.c's C twins */
 
 #endif

@@ -47,16 +47,11 @@
 #include <stdio.h>
 #include <string.h>
 
-TE_PARAM_STR(cudnn_lib, "TECORE_CUDNN_LIB", "", NULL,
-             "cuDNN (9.1 or newer) to dlopen for attention: a path or a soname "
-             "(default: libcudnn.so.9)")
-
 #ifdef TE_HAVE_CUDA
 
 #include "attn/attn_cudnn_api.h"
 #include "attn/attn_cudnn_kern.h"
 
-const char *te_dnn_lib_name(void) { return tecore_tunable_str(&cudnn_lib); }
 #include "cuda/cuda_backend.h"
 
 static size_t align256(size_t n) { return (n + 255) & ~(size_t)255; }

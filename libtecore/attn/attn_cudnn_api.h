@@ -120,8 +120,8 @@ extern struct te_dnn_api te_dnn;
 /* The oldest cuDNN the graphs here were written for (9.1.0). */
 #define TE_DNN_MIN_VERSION 90100
 
-/* TECORE_CUDNN_LIB ("" when unset); registered by attn_cudnn.c in every
- * build, so that te-info -e lists it whether or not CUDA was found. */
+/* TECORE_CUDNN_LIB ("" when unset); registered by attn_cudnn_lib.c in
+ * every build, so that te-info -e lists it whether or not CUDA was found. */
 const char *te_dnn_lib_name(void);
 /* cudnnGetVersion() of the loaded library, 0 before a successful load. */
 size_t te_dnn_version(void);
@@ -224,7 +224,8 @@ struct te_dnn_plan {
 struct te_dnn_plan *te_dnn_plan_get(const struct te_dnn_shape *s, int backward, int build,
                                     char *why, size_t why_len, tecore_result_t *why_code);
 void te_dnn_plan_release(void);
-/* Frees every cached plan (tecore_fini, before the handles go). */
-void te_dnn_plans_free(void);
+/* Destroys every handle (the plan cache's tecore_fini hook, after the
+ * plans that name them). */
+void te_dnn_handles_free(void);
 
 #endif

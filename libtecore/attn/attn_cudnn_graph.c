@@ -161,20 +161,29 @@ static struct tn ints(struct te_dnn_graph *g, int64_t n, int role) {
   return t;
 }
 
-/* A [b][h][s][d] view of an attention tensor; transposed: [b][h][d][s].
+/* One attention tensor as a graph sees it: its heads and length, its
+ * token and head strides, whether it enters transposed, and the role
+ * that holds its ragged offsets (variable lengths). */
+struct tview {
+  int64_t h, s, ts, hs;
+  int transposed, off_role;
+};
+
+/* A [b][h][s][d] view of an attention tensor in the shape's dtype;
+ * transposed: [b][h][d][s].
  * Variable lengths: ragged, batch b at the offset role off_role holds. */
-static struct tn view(struct te_dnn_graph *g, const struct te_dnn_shape *sh, int dtype,
-                      int64_t h, int64_t s, int64_t ts, int64_t hs, int transposed,
-                      int off_role) {
+static struct tn view(struct te_dnn_graph *g, const struct te_dnn_shape *sh,
+                      const struct tview *v) {
+  int64_t h = v->h, s = v->s, ts = v->ts, hs = v->hs;
   int64_t b = sh->b, d = sh->d;
   int64_t dim[4] = {b, h, s, d}, str[4] = {s * ts, hs, ts, 1};
-  if (transposed) {
+  if (v->transposed) {
     dim[2] = d, dim[3] = s;
     str[2] = 1, str[3] = ts;
   }
   te_dnn_desc_t rag = NULL;
-  if (sh->varlen) rag = ints(g, b + 1, off_role).d;
-  return tensor_r(g, dtype, dim, str, 0, 0, rag);
+  if (sh->varlen) rag = ints(g, b + 1, v->off_role).d;
+  return tensor_r(g, sh->dtype, dim, str, 0, 0, rag);
 }
 
 /* ---- operations --------------------------------------------------------- */
@@ -400,10 +409,10 @@ static const struct tn *lengths(struct te_dnn_graph *g, const struct te_dnn_shap
 
 static void build_fwd(struct te_dnn_graph *g, const struct te_dnn_shape *s) {
   const int dt = s->dtype;
-  struct tn q = view(g, s, dt, s->hq, s->sq, s->q_ts, s->q_hs, 0, TE_DNN_OFF_Q);
-  struct tn kt = view(g, s, dt, s->hk, s->skv, s->k_ts, s->k_hs, 1, TE_DNN_OFF_K);
-  struct tn v = view(g, s, dt, s->hk, s->skv, s->v_ts, s->v_hs, 0, TE_DNN_OFF_V);
-  struct tn o = view(g, s, dt, s->hq, s->sq, s->o_ts, s->o_hs, 0, TE_DNN_OFF_O);
+  struct tn q = view(g, s, &(struct tview){s->hq, s->sq, s->q_ts, s->q_hs, 0, TE_DNN_OFF_Q});
+  struct tn kt = view(g, s, &(struct tview){s->hk, s->skv, s->k_ts, s->k_hs, 1, TE_DNN_OFF_K});
+  struct tn v = view(g, s, &(struct tview){s->hk, s->skv, s->v_ts, s->v_hs, 0, TE_DNN_OFF_V});
+  struct tn o = view(g, s, &(struct tview){s->hq, s->sq, s->o_ts, s->o_hs, 0, TE_DNN_OFF_O});
   g->role_uid[TE_DNN_Q] = q.uid, g->role_uid[TE_DNN_K] = kt.uid;
   g->role_uid[TE_DNN_V] = v.uid, g->role_uid[TE_DNN_O] = o.uid;
   struct tn lbuf[2];
@@ -444,14 +453,14 @@ static void matmul_grouped(struct te_dnn_graph *g, const struct te_dnn_shape *s,
 
 static void build_bwd(struct te_dnn_graph *g, const struct te_dnn_shape *s) {
   const int dt = s->dtype;
-  struct tn q = view(g, s, dt, s->hq, s->sq, s->q_ts, s->q_hs, 0, TE_DNN_OFF_Q);
-  struct tn kt = view(g, s, dt, s->hk, s->skv, s->k_ts, s->k_hs, 1, TE_DNN_OFF_K);
-  struct tn vt = view(g, s, dt, s->hk, s->skv, s->v_ts, s->v_hs, 1, TE_DNN_OFF_V);
-  struct tn o = view(g, s, dt, s->hq, s->sq, s->o_ts, s->o_hs, 0, TE_DNN_OFF_O);
-  struct tn dO = view(g, s, dt, s->hq, s->sq, s->do_ts, s->do_hs, 0, TE_DNN_OFF_DO);
-  struct tn dq = view(g, s, dt, s->hq, s->sq, s->dq_ts, s->dq_hs, 0, TE_DNN_OFF_DQ);
-  struct tn dk = view(g, s, dt, s->hk, s->skv, s->dk_ts, s->dk_hs, 0, TE_DNN_OFF_DK);
-  struct tn dv = view(g, s, dt, s->hk, s->skv, s->dv_ts, s->dv_hs, 0, TE_DNN_OFF_DV);
+  struct tn q = view(g, s, &(struct tview){s->hq, s->sq, s->q_ts, s->q_hs, 0, TE_DNN_OFF_Q});
+  struct tn kt = view(g, s, &(struct tview){s->hk, s->skv, s->k_ts, s->k_hs, 1, TE_DNN_OFF_K});
+  struct tn vt = view(g, s, &(struct tview){s->hk, s->skv, s->v_ts, s->v_hs, 1, TE_DNN_OFF_V});
+  struct tn o = view(g, s, &(struct tview){s->hq, s->sq, s->o_ts, s->o_hs, 0, TE_DNN_OFF_O});
+  struct tn dO = view(g, s, &(struct tview){s->hq, s->sq, s->do_ts, s->do_hs, 0, TE_DNN_OFF_DO});
+  struct tn dq = view(g, s, &(struct tview){s->hq, s->sq, s->dq_ts, s->dq_hs, 0, TE_DNN_OFF_DQ});
+  struct tn dk = view(g, s, &(struct tview){s->hk, s->skv, s->dk_ts, s->dk_hs, 0, TE_DNN_OFF_DK});
+  struct tn dv = view(g, s, &(struct tview){s->hk, s->skv, s->dv_ts, s->dv_hs, 0, TE_DNN_OFF_DV});
   g->role_uid[TE_DNN_Q] = q.uid, g->role_uid[TE_DNN_K] = kt.uid;
   g->role_uid[TE_DNN_V] = vt.uid, g->role_uid[TE_DNN_O] = o.uid;
   g->role_uid[TE_DNN_DO] = dO.uid, g->role_uid[TE_DNN_DQ] = dq.uid;

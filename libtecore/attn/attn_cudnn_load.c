@@ -4,7 +4,8 @@
  * libcudnn.so.9 through the loader's search path -- every entry point of
  * TE_DNN_SYMBOLS looked up with dlsym, the version checked; then one
  * cudnnHandle_t per device context, created on first use and destroyed by
- * tecore_fini (after the plan cache, which refers to them).
+ * te_dnn_handles_free (the plan cache's tecore_fini hook calls it after
+ * freeing the plans, which refer to the handles).
  *
  * A missing library is no error until attention asks: the cudnn row then
  * refuses with the reason and the next row (libte's kernel) runs. */
@@ -34,7 +35,7 @@ static struct {
   tecore_ctx_t ctx;
   te_dnn_handle_t h;
 } handles[TE_DNN_MAX_HANDLES];
-static int nhandles, fini_registered;
+static int nhandles;
 
 static void dnn_load(void) {
   const char *want = te_dnn_lib_name();
@@ -119,11 +120,7 @@ void te_dnn_restore_capture(int token) {
   (void)te_cu.p_cuThreadExchangeStreamCaptureMode(&m);
 }
 
-/* tecore_fini hook: the plans first (they name the handles), then the
- * handles; the backend is still up, so cuDNN may free device memory. */
-static void dnn_fini(void *arg) {
-  (void)arg;
-  te_dnn_plans_free();
+void te_dnn_handles_free(void) {
   pthread_mutex_lock(&handle_lock);
   for (int i = 0; i < nhandles; i++) (void)te_dnn.p_cudnnDestroy(handles[i].h);
   memset(handles, 0, sizeof handles);
@@ -155,8 +152,6 @@ te_dnn_handle_t te_dnn_handle(char *why, size_t why_len) {
       handles[nhandles].ctx = ctx;
       handles[nhandles].h = h;
       nhandles++;
-      if (!fini_registered && tecore_fini_register(dnn_fini, NULL) == TECORE_SUCCESS)
-        fini_registered = 1;
     }
   }
   pthread_mutex_unlock(&handle_lock);

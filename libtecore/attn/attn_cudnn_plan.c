@@ -9,7 +9,8 @@
  * One lock guards the cache; te_dnn_plan_get returns with it held so that
  * the caller binds the handle to its stream and enqueues the plan before
  * another thread may evict it or rebind the handle.  Plans are freed by
- * tecore_fini (attn_cudnn_load.c's hook calls te_dnn_plans_free). */
+ * tecore_fini: the hook this file registers with the first handle frees
+ * the plans, then the handles they name (attn_cudnn_load.c). */
 #include "attn/attn_cudnn_api.h"
 
 #include "internal.h"
@@ -36,6 +37,7 @@ struct entry {
 static pthread_mutex_t cache_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct entry cache[TE_DNN_CACHE];
 static uint64_t ticks;
+static int fini_registered;   /* under cache_lock */
 
 static size_t align256(size_t n) { return (n + 255) & ~(size_t)255; }
 
@@ -46,11 +48,15 @@ static void entry_free(struct entry *e) {
   memset(e, 0, sizeof *e);
 }
 
-void te_dnn_plans_free(void) {
+/* tecore_fini hook: the plans first (they name the handles), then the
+ * handles; the backend is still up, so cuDNN may free device memory. */
+static void dnn_fini(void *arg) {
+  (void)arg;
   pthread_mutex_lock(&cache_lock);
   for (int i = 0; i < TE_DNN_CACHE; i++)
     if (cache[i].used) entry_free(&cache[i]);
   pthread_mutex_unlock(&cache_lock);
+  te_dnn_handles_free();
 }
 
 static void refuse(struct entry *e, te_dnn_status_t s, const char *fn) {
@@ -206,6 +212,11 @@ struct te_dnn_plan *te_dnn_plan_get(const struct te_dnn_shape *s, int backward, 
   *why_code = TECORE_ERR_NOT_SUPPORTED;
   te_dnn_handle_t h = te_dnn_handle(why, why_len);
   if (!h) return NULL;
+  /* a handle exists: the hook that frees it (with the plans) is due */
+  pthread_mutex_lock(&cache_lock);
+  if (!fini_registered && tecore_fini_register(dnn_fini, NULL) == TECORE_SUCCESS)
+    fini_registered = 1;
+  pthread_mutex_unlock(&cache_lock);
   tecore_ctx_t ctx = NULL;
   if (tecore_ctx_get_current(&ctx) != TECORE_SUCCESS) {
     snprintf(why, why_len, "no current context: %s", tecore_last_error());

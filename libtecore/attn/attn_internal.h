@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* attn_internal.h -- private interface between the libte and vdev rows of
- * the attention backend table: the kernel table of kernels/attention.cu
- * (attn_libte.c), the launches both rows share, and the vdev
- * implementations of the kernels (attn_vdev.c). */
+/* attn_internal.h -- private interface of the attention family's files:
+ * the backend table (attn_backends.c), the kernel table of
+ * kernels/attention.cu and the libte and vdev rows that launch it
+ * (attn_libte.c), the vdev implementations of the kernels (attn_vdev.c),
+ * and the one launch the entry points make (attn.c). */
 #ifndef TECORE_ATTN_INTERNAL_H
 #define TECORE_ATTN_INTERNAL_H
 
@@ -30,15 +31,8 @@ void te_attn_vdev_bwd(const struct tecore_launch_cfg *cfg, void *const *args);
 void te_attn_vdev_bwd_dq(const struct tecore_launch_cfg *cfg, void *const *args);
 
 /* Fills cu_q and cu_kv (device int32 [batch + 1]) with b * len (attn.c's
- * copy of fixed lengths; a kernel, so it captures). */
+ * copy of fixed lengths; a kernel, so it captures; attn_libte.c). */
 tecore_result_t te_attn_launch_seqlens(tecore_devptr_t cu_q, tecore_devptr_t cu_kv, size_t batch,
                                        size_t len_q, size_t len_kv, tecore_stream_t stream);
-/* The kernel launches of a forward and a backward (attn_libte.c). */
-tecore_result_t te_attn_launch_fwd(const struct te_attn_problem *p, tecore_stream_t stream);
-tecore_result_t te_attn_launch_bwd(const struct te_attn_problem *p, tecore_stream_t stream);
-/* The backward's workspace: dsum then dq_acc, float. */
-size_t te_attn_bwd_workspace(const struct te_attn_problem *p);
-/* 1 when the device is the virtual one. */
-int te_attn_on_vdev(void);
 
 #endif

@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* attn_libte.c -- libte's own attention kernels (kernels/attention.cu):
- * their table, the launches of a forward and a backward (shared with the
- * vdev row, whose table entries are attn_vdev.c's C implementations), and
- * the "libte" row of the backend table.
+ * their table, the launches of a forward and a backward, and the two rows
+ * of the backend table that run them: "libte" on a GPU, and "vdev" on the
+ * virtual device, where the table's entries are attn_vdev.c's C
+ * implementations (every problem, E4M3 included).
  *
  * The GPU kernels take BF16 and F16 with head_dim a multiple of 8 up to
  * 128 (64-wide tiles for head_dim <= 64, 128-wide above; the columns past
@@ -40,7 +41,7 @@ static tecore_result_t attn_id(int *id) {
   return TECORE_SUCCESS;
 }
 
-int te_attn_on_vdev(void) {
+static int attn_on_vdev(void) {
   tecore_backend_t b = TECORE_BACKEND_NONE;
   return tecore_backend(&b) == TECORE_SUCCESS && b == TECORE_BACKEND_VDEV;
 }
@@ -60,7 +61,7 @@ tecore_result_t te_attn_launch_seqlens(tecore_devptr_t cu_q, tecore_devptr_t cu_
   return tecore_kernel_launch(id + K_SEQLENS, &cfg, args, stream);
 }
 
-size_t te_attn_bwd_workspace(const struct te_attn_problem *p) {
+static size_t attn_bwd_workspace(const struct te_attn_problem *p) {
   size_t rows = p->total_q * (size_t)p->heads;
   size_t dsum = (rows * sizeof(float) + 255) / 256 * 256;
   return dsum + rows * (size_t)p->head_dim * sizeof(float);
@@ -117,7 +118,8 @@ static unsigned attn_bwd_smem(int dp) {
          2u * TE_ATTN_BWD_BM * TE_ATTN_BWD_BN * 2u + 4u * TE_ATTN_BWD_BM * 4u;
 }
 
-tecore_result_t te_attn_launch_fwd(const struct te_attn_problem *p, tecore_stream_t stream) {
+static tecore_result_t attn_launch_fwd(const struct te_attn_problem *p,
+                                       tecore_stream_t stream) {
   if (p->max_seqlen_q == 0) return TECORE_SUCCESS;
   struct te_attn_params kp;
   attn_params(p, &kp);
@@ -127,7 +129,8 @@ tecore_result_t te_attn_launch_fwd(const struct te_attn_problem *p, tecore_strea
                      (unsigned)p->batch, TE_ATTN_FWD_THREADS, attn_fwd_smem(dp), stream);
 }
 
-tecore_result_t te_attn_launch_bwd(const struct te_attn_problem *p, tecore_stream_t stream) {
+static tecore_result_t attn_launch_bwd(const struct te_attn_problem *p,
+                                       tecore_stream_t stream) {
   struct te_attn_params kp;
   attn_params(p, &kp);
   size_t rows = p->total_q * (size_t)p->heads;
@@ -175,13 +178,30 @@ static int libte_supports(const struct te_attn_problem *p, int backward, char *w
 }
 
 static size_t libte_workspace(const struct te_attn_problem *p, int backward) {
-  return backward ? te_attn_bwd_workspace(p) : 0;
+  return backward ? attn_bwd_workspace(p) : 0;
 }
 
 const struct te_attn_backend te_attn_backend_libte = {
     .name = "libte",
     .supports = libte_supports,
     .workspace = libte_workspace,
-    .fwd = te_attn_launch_fwd,
-    .bwd = te_attn_launch_bwd,
+    .fwd = attn_launch_fwd,
+    .bwd = attn_launch_bwd,
+};
+
+/* The same launches on the virtual device, whatever the problem. */
+static int vdev_supports(const struct te_attn_problem *p, int backward, char *why, size_t len) {
+  (void)p;
+  (void)backward;
+  if (attn_on_vdev()) return 1;
+  snprintf(why, len, "runs only on the virtual device");
+  return 0;
+}
+
+const struct te_attn_backend te_attn_backend_vdev = {
+    .name = "vdev",
+    .supports = vdev_supports,
+    .workspace = libte_workspace,
+    .fwd = attn_launch_fwd,
+    .bwd = attn_launch_bwd,
 };

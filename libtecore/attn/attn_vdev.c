@@ -1,8 +1,10 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* attn_vdev.c -- the attention kernels in plain C (the vdev side of
- * kernels/attention.cu's table) and the "vdev" row of the backend table,
- * which runs them on the virtual device for every problem the entry
- * points accept, E4M3 included.
+/* attn_vdev.c -- the attention kernels in plain C: the vdev side of
+ * kernels/attention.cu's table (attn_libte.c), which the "vdev" row of the
+ * backend table runs on the virtual device for every problem the entry
+ * points accept, E4M3 included; and the vdev side of the cuDNN row's two
+ * helper kernels (attn_cudnn_kern.c).  They call nothing of attn/: the
+ * tables above name them.
  *
  * The math is the GPU's: float products and sums, the softmax in base 2
  * with the scale folded into log2(e) (p = 2^(s * scale_log2 - m)), lse
@@ -27,11 +29,30 @@ static float attn_ld(const void *base, long long i, int dt) {
   return te_ld(base, (uint64_t)i, dt);
 }
 
+/* A [tokens][heads][d] view the kernels read (src) or write (dst):
+ * strides in elements, dt a TE_FP8_DT_* code. */
+struct attn_src {
+  const void *base;
+  long long ts, hs;
+  int d, dt;
+};
+
+struct attn_dst {
+  void *base;
+  long long ts, hs;
+  int d, dt;
+};
+
+/* View x of p in qkv_dt (strides st_ts, st_hs: d_o's are do_ts, do_hs). */
+#define ATTN_SRC(p, x, st) \
+  ((struct attn_src){(p)->x, (p)->st##_ts, (p)->st##_hs, (p)->head_dim, (p)->qkv_dt})
+#define ATTN_DST(p, x) \
+  ((struct attn_dst){(p)->x, (p)->x##_ts, (p)->x##_hs, (p)->head_dim, (p)->qkv_dt})
+
 /* Row (token t, head h) of a view as floats (times f). */
-static void attn_row(const void *base, long long ts, long long hs, long long t, int h, int d,
-                     int dt, float f, float *out) {
-  long long o = t * ts + (long long)h * hs;
-  for (int i = 0; i < d; i++) out[i] = attn_ld(base, o + i, dt) * f;
+static void attn_row(const struct attn_src *v, long long t, int h, float f, float *out) {
+  long long o = t * v->ts + (long long)h * v->hs;
+  for (int i = 0; i < v->d; i++) out[i] = attn_ld(v->base, o + i, v->dt) * f;
 }
 
 void te_attn_vdev_seqlens(const struct tecore_launch_cfg *cfg, void *const *args) {
@@ -60,14 +81,22 @@ static struct attn_fp8 attn_fp8_factors(const struct te_attn_params *p) {
   return f;
 }
 
+/* The keys one query row sees: tokens k0 + [lo, hi) of kv head kvh. */
+struct attn_keys {
+  long long k0, lo, hi;
+  int kvh;
+};
+
 /* One query row: O (as floats, before any quantization) and lse. */
-static float attn_fwd_row(const struct te_attn_params *p, const float *q, long long k0,
-                          long long lo, long long hi, int kvh, const struct attn_fp8 *f,
-                          float *s, float *kr, float *o) {
+static float attn_fwd_row(const struct te_attn_params *p, const float *q,
+                          const struct attn_keys *ks, const struct attn_fp8 *f, float *s,
+                          float *kr, float *o) {
+  const struct attn_src kv = ATTN_SRC(p, k, k), vv = ATTN_SRC(p, v, v);
+  long long k0 = ks->k0, lo = ks->lo, hi = ks->hi;
   int d = p->head_dim;
   float m = -INFINITY;
   for (long long j = lo; j < hi; j++) {
-    attn_row(p->k, p->k_ts, p->k_hs, k0 + j, kvh, d, p->qkv_dt, f->k, kr);
+    attn_row(&kv, k0 + j, ks->kvh, f->k, kr);
     float acc = 0.0f;
     for (int x = 0; x < d; x++) acc += q[x] * kr[x];
     s[j - lo] = acc * p->scale_log2;
@@ -78,7 +107,7 @@ static float attn_fwd_row(const struct te_attn_params *p, const float *q, long l
   for (long long j = lo; j < hi; j++) {
     float e = exp2f(s[j - lo] - m);
     l += e;
-    attn_row(p->v, p->v_ts, p->v_hs, k0 + j, kvh, d, p->qkv_dt, f->v, kr);
+    attn_row(&vv, k0 + j, ks->kvh, f->v, kr);
     for (int x = 0; x < d; x++) o[x] += e * kr[x];
   }
   if (hi <= lo) return -INFINITY;
@@ -104,6 +133,7 @@ void te_attn_vdev_fwd(const struct tecore_launch_cfg *cfg, void *const *args) {
   int d = p->head_dim, group = p->heads / p->kv_heads;
   float *q = malloc((size_t)d * 3 * sizeof(float)), *s = malloc(((size_t)p->max_kv + 1) * sizeof(float));
   float *kr = q + d, *o = q + 2 * d, am = 0.0f;
+  const struct attn_src qv = ATTN_SRC(p, q, q);
   long long cap = p->max_kv;
   for (int b = 0; q && s && b < p->batch; b++) {
     long long q0 = p->cu_q[b], lq = p->cu_q[b + 1] - q0, k0 = p->cu_kv[b];
@@ -117,10 +147,10 @@ void te_attn_vdev_fwd(const struct tecore_launch_cfg *cfg, void *const *args) {
     }
     for (int h = 0; h < p->heads; h++)
       for (long long i = 0; i < lq; i++) {
-        long long lo, hi;
-        te_attn_key_range(p, i, lq, lk, &lo, &hi);
-        attn_row(p->q, p->q_ts, p->q_hs, q0 + i, h, d, p->qkv_dt, f.q, q);
-        float lse = attn_fwd_row(p, q, k0, lo, hi, h / group, &f, s, kr, o);
+        struct attn_keys ks = {.k0 = k0, .kvh = h / group};
+        te_attn_key_range(p, i, lq, lk, &ks.lo, &ks.hi);
+        attn_row(&qv, q0 + i, h, f.q, q);
+        float lse = attn_fwd_row(p, q, &ks, &f, s, kr, o);
         attn_store_o(p, q0 + i, h, o, &f, &am);
         if (p->lse) p->lse[(long long)h * p->total_q + q0 + i] = lse;
       }
@@ -147,17 +177,20 @@ void te_attn_vdev_bwd_prep(const struct tecore_launch_cfg *cfg, void *const *arg
 }
 
 /* The contributions of query row i (token tq, head h) to dQ, dK, dV. */
-static void attn_bwd_row(const struct te_attn_params *p, long long tq, int h, long long k0,
-                         long long lo, long long hi, int kvh, float *buf, float *dk, float *dv) {
+static void attn_bwd_row(const struct te_attn_params *p, long long tq, int h,
+                         const struct attn_keys *ks, float *buf, float *dk, float *dv) {
+  const struct attn_src qv = ATTN_SRC(p, q, q), dov = ATTN_SRC(p, d_o, do);
+  const struct attn_src kv = ATTN_SRC(p, k, k), vv = ATTN_SRC(p, v, v);
+  long long k0 = ks->k0, lo = ks->lo, hi = ks->hi;
   int d = p->head_dim;
   float *q = buf, *dout = buf + d, *kr = buf + 2 * d, *vr = buf + 3 * d;
   float *dq = p->dq_acc + (tq * p->heads + h) * d;
-  attn_row(p->q, p->q_ts, p->q_hs, tq, h, d, p->qkv_dt, 1.0f, q);
-  attn_row(p->d_o, p->do_ts, p->do_hs, tq, h, d, p->qkv_dt, 1.0f, dout);
+  attn_row(&qv, tq, h, 1.0f, q);
+  attn_row(&dov, tq, h, 1.0f, dout);
   float lse2 = p->lse[(long long)h * p->total_q + tq] * LOG2E, dsum = p->dsum[(long long)h * p->total_q + tq];
   for (long long j = lo; j < hi; j++) {
-    attn_row(p->k, p->k_ts, p->k_hs, k0 + j, kvh, d, p->qkv_dt, 1.0f, kr);
-    attn_row(p->v, p->v_ts, p->v_hs, k0 + j, kvh, d, p->qkv_dt, 1.0f, vr);
+    attn_row(&kv, k0 + j, ks->kvh, 1.0f, kr);
+    attn_row(&vv, k0 + j, ks->kvh, 1.0f, vr);
     float s = 0.0f, dp = 0.0f;
     for (int x = 0; x < d; x++) {
       s += q[x] * kr[x];
@@ -172,11 +205,14 @@ static void attn_bwd_row(const struct te_attn_params *p, long long tq, int h, lo
   }
 }
 
-static void attn_store_rows(void *base, long long ts, long long hs, long long t0, long long n,
-                            int h, int d, int dt, const float *v) {
+/* Rows t0 .. t0 + n of head h of a view from v ([n][d] floats). */
+static void attn_store_rows(const struct attn_dst *o, long long t0, long long n, int h,
+                            const float *v) {
+  int d = o->d;
   for (long long j = 0; j < n; j++)
     for (int x = 0; x < d; x++)
-      te_st(base, (uint64_t)((t0 + j) * ts + (long long)h * hs + x), dt, v[j * d + x]);
+      te_st(o->base, (uint64_t)((t0 + j) * o->ts + (long long)h * o->hs + x), o->dt,
+            v[j * d + x]);
 }
 
 void te_attn_vdev_bwd(const struct tecore_launch_cfg *cfg, void *const *args) {
@@ -196,12 +232,12 @@ void te_attn_vdev_bwd(const struct tecore_launch_cfg *cfg, void *const *args) {
       memset(dk, 0, (size_t)lk * (size_t)d * 2 * sizeof(float));
       for (int h = kvh * group; h < (kvh + 1) * group; h++)
         for (long long i = 0; i < lq; i++) {
-          long long lo, hi;
-          te_attn_key_range(p, i, lq, lk, &lo, &hi);
-          attn_bwd_row(p, q0 + i, h, k0, lo, hi, kvh, buf, dk, dv);
+          struct attn_keys ks = {.k0 = k0, .kvh = kvh};
+          te_attn_key_range(p, i, lq, lk, &ks.lo, &ks.hi);
+          attn_bwd_row(p, q0 + i, h, &ks, buf, dk, dv);
         }
-      attn_store_rows(p->dk, p->dk_ts, p->dk_hs, k0, lk, kvh, d, p->qkv_dt, dk);
-      attn_store_rows(p->dv, p->dv_ts, p->dv_hs, k0, lk, kvh, d, p->qkv_dt, dv);
+      attn_store_rows(&ATTN_DST(p, dk), k0, lk, kvh, dk);
+      attn_store_rows(&ATTN_DST(p, dv), k0, lk, kvh, dv);
     }
     free(dk);
   }
@@ -211,33 +247,11 @@ void te_attn_vdev_bwd(const struct tecore_launch_cfg *cfg, void *const *args) {
 void te_attn_vdev_bwd_dq(const struct tecore_launch_cfg *cfg, void *const *args) {
   (void)cfg;
   const struct te_attn_params *p = te_attn_args_of(args).p;
+  const struct attn_dst dq = ATTN_DST(p, dq);
   for (long long t = 0; t < p->total_q; t++)
     for (int h = 0; h < p->heads; h++)
-      attn_store_rows(p->dq, p->dq_ts, p->dq_hs, t, 1, h, p->head_dim, p->qkv_dt,
-                      p->dq_acc + (t * p->heads + h) * p->head_dim);
+      attn_store_rows(&dq, t, 1, h, p->dq_acc + (t * p->heads + h) * p->head_dim);
 }
-
-/* ---- the row ------------------------------------------------------------------------------ */
-
-static int vdev_supports(const struct te_attn_problem *p, int backward, char *why, size_t len) {
-  (void)p;
-  (void)backward;
-  if (te_attn_on_vdev()) return 1;
-  snprintf(why, len, "runs only on the virtual device");
-  return 0;
-}
-
-static size_t vdev_workspace(const struct te_attn_problem *p, int backward) {
-  return backward ? te_attn_bwd_workspace(p) : 0;
-}
-
-const struct te_attn_backend te_attn_backend_vdev = {
-    .name = "vdev",
-    .supports = vdev_supports,
-    .workspace = vdev_workspace,
-    .fwd = te_attn_launch_fwd,
-    .bwd = te_attn_launch_bwd,
-};
 
 /* ---- the cuDNN row's two helper kernels (kernels/attn_cudnn.cu): the same
  * per-item math, kernels/common/attn_cudnn.h, over the whole grid ---- */

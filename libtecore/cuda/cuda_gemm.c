@@ -353,17 +353,25 @@ static tecore_result_t align_scalars(const struct te_gemm_problem **pp,
  * bias gradient and amax at 256-byte offsets. */
 static size_t round256(size_t b) { return (b + 255) & ~(size_t)255; }
 
-/* Times the n candidates on a copy of p whose outputs are scratch, so the
- * caller's D, C, aux, bias gradient and amax are neither read as outputs
- * nor written; inputs (A, B, a separate C, a dGELU aux, bias, scales) are
- * only read.  *pick: the index to use, -1 when none ran (the caller then
- * takes the first).  TECORE_ERR_NOT_READY: no measurement now (capture,
- * another thread measuring): take the first, uncached. */
+/* The heuristic's candidates a measurement times, and what it found:
+ * pick, the index to use (-1 when none ran), and us[i], each one's time. */
+struct tune_set {
+  const cublasLtMatmulHeuristicResult_t *cand;
+  int n;
+  int pick;
+  float *us;
+};
+
+/* Times the candidates of ts on a copy of p whose outputs are scratch, so
+ * the caller's D, C, aux, bias gradient and amax are neither read as
+ * outputs nor written; inputs (A, B, a separate C, a dGELU aux, bias,
+ * scales) are only read.  ts->pick -1: none ran (the caller then takes
+ * the first).  TECORE_ERR_NOT_READY: no measurement now (capture, another
+ * thread measuring): take the first, uncached. */
 static tecore_result_t measure(cublasLtHandle_t handle, const struct lt_call *c,
                                const struct te_gemm_problem *p, int device,
-                               const cublasLtMatmulHeuristicResult_t *cand, int n,
-                               tecore_stream_t stream, int *pick, float *us) {
-  *pick = -1;
+                               tecore_stream_t stream, struct tune_set *ts) {
+  ts->pick = -1;
   if (te_gemm_tune_begin(stream) != TECORE_SUCCESS) return TECORE_ERR_NOT_READY;
   size_t mn = p->m * p->n;
   size_t d_bytes = round256(mn * tecore_dtype_size(p->d_dtype));
@@ -393,7 +401,7 @@ static tecore_result_t measure(cublasLtHandle_t handle, const struct lt_call *c,
                               .lc = c->lc, .ld = c->ld, .pa = t.pa, .pb = t.pb, .pc = t.pc,
                               .pd = t.pd, .alpha = p->alpha, .beta = p->beta,
                               .ws = (void *)(uintptr_t)t.ws, .ws_bytes = t.ws_bytes};
-    *pick = te_gemm_tune_time(&mm, cand, n, stream, us);
+    ts->pick = te_gemm_tune_time(&mm, ts->cand, ts->n, stream, ts->us);
   }
   te_gemm_tune_end();
   lt_call_free(&t);
@@ -432,7 +440,9 @@ static tecore_result_t find_algo(cublasLtHandle_t handle, struct lt_call *c,
   int pick = 0;
   float us[TE_GEMM_TUNE_MAX_ALGOS];
   if (n > 1) {
-    tecore_result_t r = measure(handle, c, p, device, res, n, stream, &pick, us);
+    struct tune_set ts = {.cand = res, .n = n, .us = us};
+    tecore_result_t r = measure(handle, c, p, device, stream, &ts);
+    pick = ts.pick;
     if (r == TECORE_ERR_NOT_READY) {
       /* capturing, or another thread measures: the first, and a later
        * eager call measures */

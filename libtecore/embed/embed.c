@@ -188,21 +188,39 @@ TE_EXPORT tecore_result_t tecore_embedding_store(const struct tecore_tensor *in,
 
 /* ---- backward ----------------------------------------------------------------------------- */
 
-static tecore_result_t emb_bwd_one(const struct tecore_embedding_args *a,
-                                   const struct tecore_tensor *dout, struct tecore_tensor *dw,
-                                   tecore_devptr_t ids, size_t seq_len, int pos, tecore_devptr_t st,
-                                   size_t hidden, size_t rows, int id, tecore_stream_t stream) {
-  struct tecore_launch_cfg cfg = {.grid = {(unsigned)te_cdiv(rows, TE_EMB_ROWS), 1, 1},
+/* What the backward's launches share: the call, dout [tokens][hidden],
+ * the status word, the first kernel id. */
+struct emb_bwd_call {
+  const struct tecore_embedding_args *a;
+  const struct tecore_tensor *dout;
+  tecore_devptr_t st;
+  size_t hidden;
+  int id;
+};
+
+/* One table's gradient: dw [rows][hidden], summed at ids; pos: the
+ * position table (ids are positions within sequences of seq_len). */
+struct emb_grad {
+  struct tecore_tensor *dw;
+  tecore_devptr_t ids;
+  size_t rows, seq_len;
+  int pos;
+};
+
+static tecore_result_t emb_bwd_one(const struct emb_bwd_call *c, const struct emb_grad *g,
+                                   tecore_stream_t stream) {
+  struct tecore_launch_cfg cfg = {.grid = {(unsigned)te_cdiv(g->rows, TE_EMB_ROWS), 1, 1},
                                   .block = {TE_EMB_THREADS, 1, 1}};
   struct te_emb_bwd_args k = {
-      .dy = TE_DPTR(dout->data), .dw = TE_DPTR(dw->data), .ids = TE_DPTR(ids),
-      .status = TE_DPTR(st), .tokens = a->tokens, .hidden = hidden, .vocab = (long long)rows,
-      .seq_len = (long long)seq_len,
-      .flags = (emb_vec(hidden, dout, dw, NULL) ? TE_EMB_VEC : 0) | (pos ? TE_EMB_POS : 0),
-      .dtypes = (int)dout->dtype | (int)dw->dtype << 4};
+      .dy = TE_DPTR(c->dout->data), .dw = TE_DPTR(g->dw->data), .ids = TE_DPTR(g->ids),
+      .status = TE_DPTR(c->st), .tokens = c->a->tokens, .hidden = c->hidden,
+      .vocab = (long long)g->rows, .seq_len = (long long)g->seq_len,
+      .flags = (emb_vec(c->hidden, c->dout, g->dw, NULL) ? TE_EMB_VEC : 0) |
+               (g->pos ? TE_EMB_POS : 0),
+      .dtypes = (int)c->dout->dtype | (int)g->dw->dtype << 4};
   void *kargs[TE_KNPARAMS(TE_EMB_BWD_PARAMS)];
   te_emb_bwd_args_ptrs(&k, kargs);
-  return tecore_kernel_launch(id + K_BWD, &cfg, kargs, stream);
+  return tecore_kernel_launch(c->id + K_BWD, &cfg, kargs, stream);
 }
 
 TE_EXPORT tecore_result_t tecore_embedding_bwd(const struct tecore_embedding_args *args,
@@ -232,10 +250,14 @@ TE_EXPORT tecore_result_t tecore_embedding_bwd(const struct tecore_embedding_arg
   if (!args->tokens || !hidden) return TECORE_SUCCESS;
   int id = emb_first_id();
   if (id < 0) return TE_ERR(TECORE_ERR_INTERNAL, "%s: the embedding kernels did not register", fn);
+  const struct emb_bwd_call c = {.a = args, .dout = dout, .st = st, .hidden = hidden, .id = id};
   if (vocab)
-    TE_CHECK(emb_bwd_one(args, dout, dweight, args->ids, 0, 0, st, hidden, vocab, id, stream));
+    TE_CHECK(emb_bwd_one(&c, &(struct emb_grad){.dw = dweight, .ids = args->ids, .rows = vocab},
+                         stream));
   if (dpos_weight && max_pos)
-    TE_CHECK(emb_bwd_one(args, dout, dpos_weight, args->positions, args->seq_len, 1, st, hidden,
-                         max_pos, id, stream));
+    TE_CHECK(emb_bwd_one(&c, &(struct emb_grad){.dw = dpos_weight, .ids = args->positions,
+                                                .rows = max_pos, .seq_len = args->seq_len,
+                                                .pos = 1},
+                         stream));
   return TECORE_SUCCESS;
 }

@@ -12,30 +12,33 @@
 
 static int vdev_noop(const int *noop) { return noop && *noop; }
 
-/* One per-tensor quantization (flat kernel and multi-tensor entries). */
-static void vdev_quant_pt(const void *in, uint8_t *out, uint64_t n, int in_dt, int out_dt,
-                          float *scale, float *scale_inv, float *scale_inv_col, unsigned *amax,
-                          int current, float eps, int pow2) {
-  float s = te_q_tensor_scale(current, scale, amax, eps, out_dt, pow2);
+/* One per-tensor quantization, described as a multi-tensor entry (the
+ * flat kernel fills one; its block0 and nblocks are not read). */
+static void vdev_quant_pt(const struct te_qmulti_entry *e, int current) {
+  float s = te_q_tensor_scale(current, e->scale, e->amax, e->eps, e->out_dt, e->pow2);
   float si = te_fp8_scale_inv(s);
-  if (current) *scale = s;
-  if (scale_inv) *scale_inv = si;
-  if (scale_inv_col) *scale_inv_col = si;
+  uint8_t *out = e->out;
+  if (current) *e->scale = s;
+  if (e->scale_inv) *e->scale_inv = si;
+  if (e->scale_inv_col) *e->scale_inv_col = si;
   uint32_t m = 0;
-  for (uint64_t i = 0; i < n; i++) {
-    float x = te_q_load(in, i, in_dt);
+  for (uint64_t i = 0; i < e->n; i++) {
+    float x = te_q_load(e->in, i, e->in_dt);
     m = te_max_u32(m, te_abs_bits(x));
-    out[i] = te_f32_to_fp8(x * s, out_dt);
+    out[i] = te_f32_to_fp8(x * s, e->out_dt);
   }
-  if (!current && amax) te_vdev_amax_update(amax, m);
+  if (!current && e->amax) te_vdev_amax_update(e->amax, m);
 }
 
 void te_fp8_vdev_quantize_pt(const struct tecore_launch_cfg *cfg, void *const *args) {
   const struct te_quantize_pt_args a = te_quantize_pt_args_of(args);
   (void)cfg;
   if (vdev_noop(a.noop)) return;
-  vdev_quant_pt(a.in, a.out, a.n, a.in_dt, a.out_dt, a.scale, a.scale_inv, a.scale_inv_col, a.amax,
-                a.current, a.eps, a.pow2);
+  const struct te_qmulti_entry e = {
+      .in = a.in, .out = a.out, .scale = a.scale, .scale_inv = a.scale_inv,
+      .scale_inv_col = a.scale_inv_col, .amax = a.amax, .n = a.n, .in_dt = a.in_dt,
+      .out_dt = a.out_dt, .eps = a.eps, .pow2 = a.pow2};
+  vdev_quant_pt(&e, a.current);
 }
 
 static uint32_t vdev_amax_of(const void *in, uint64_t n, int dt) {
@@ -56,9 +59,7 @@ void te_fp8_vdev_quantize_multi(const struct tecore_launch_cfg *cfg, void *const
   (void)cfg;
   if (vdev_noop(p->noop)) return;
   for (int t = 0; t < p->count; t++) {
-    const struct te_qmulti_entry *e = &p->e[t];
-    vdev_quant_pt(e->in, e->out, e->n, e->in_dt, e->out_dt, e->scale, e->scale_inv,
-                  e->scale_inv_col, e->amax, p->current, e->eps, e->pow2);
+    vdev_quant_pt(&p->e[t], p->current);
   }
 }
 

@@ -104,6 +104,34 @@ static tecore_result_t norm_check_x(const struct tecore_tensor *x, const char *f
   return TECORE_SUCCESS;
 }
 
+/* ---- the calls ----------------------------------------------------------------------- */
+
+/* A forward as the entry points received it; ln: LayerNorm (beta and mu
+ * used), else RMSNorm.  fn names the entry point in messages. */
+struct norm_fwd_call {
+  int ln;
+  const struct tecore_tensor *x, *gamma, *beta;
+  float eps;
+  unsigned flags;
+  struct tecore_tensor *y;
+  tecore_devptr_t mu, rsigma;
+  const char *fn;
+};
+
+/* A backward: dy and what the forward saw (x, mu, rsigma, gamma), the
+ * extra gradient added to dx (rmsnorm_bwd_add, or NULL), the outputs and
+ * the workspace. */
+struct norm_bwd_call {
+  int ln;
+  const struct tecore_tensor *dy, *x, *gamma, *extra;
+  tecore_devptr_t mu, rsigma;
+  unsigned flags;
+  struct tecore_tensor *dx, *dgamma, *dbeta;
+  tecore_devptr_t workspace;
+  size_t workspace_bytes;
+  const char *fn;
+};
+
 /* ---- aliasing ------------------------------------------------------------------------ */
 
 /* te/norm.h's rule: what a call writes (y, its amax and scale_inv, mu,
@@ -116,48 +144,41 @@ static void rowvec_span(struct te_tensor_spans *l, const char *name, tecore_devp
   te_span_add(l, name, p, rows * sizeof(float));
 }
 
-static tecore_result_t norm_fwd_alias(const struct tecore_tensor *x,
-                                      const struct tecore_tensor *gamma,
-                                      const struct tecore_tensor *beta,
-                                      const struct tecore_tensor *y, tecore_devptr_t mu,
-                                      tecore_devptr_t rsigma, size_t rows, const char *fn) {
+/* RMSNorm's beta and mu are not read, whatever the call holds. */
+static tecore_result_t norm_fwd_alias(const struct norm_fwd_call *c, size_t rows) {
   struct te_tensor_spans l = {.access = TE_ACCESS_WRITE};
-  te_tensor_spans(y, "y", TE_SPAN_WRITTEN, &l);
-  rowvec_span(&l, "mu", mu, rows);
-  rowvec_span(&l, "rsigma", rsigma, rows);
+  te_tensor_spans(c->y, "y", TE_SPAN_WRITTEN, &l);
+  rowvec_span(&l, "mu", c->ln ? c->mu : 0, rows);
+  rowvec_span(&l, "rsigma", c->rsigma, rows);
   l.access = TE_ACCESS_READ;
-  te_tensor_spans(y, "y", TE_SPAN_SCALE, &l);
-  te_tensor_spans(x, "x", TE_SPAN_DATA, &l);
-  te_tensor_spans(gamma, "gamma", TE_SPAN_DATA, &l);
-  if (beta) te_tensor_spans(beta, "beta", TE_SPAN_DATA, &l);
-  return te_check_spans(l.span, l.n, fn);
+  te_tensor_spans(c->y, "y", TE_SPAN_SCALE, &l);
+  te_tensor_spans(c->x, "x", TE_SPAN_DATA, &l);
+  te_tensor_spans(c->gamma, "gamma", TE_SPAN_DATA, &l);
+  if (c->ln && c->beta) te_tensor_spans(c->beta, "beta", TE_SPAN_DATA, &l);
+  return te_check_spans(l.span, l.n, c->fn);
 }
 
-static tecore_result_t norm_bwd_alias(const struct tecore_tensor *dy,
-                                      const struct tecore_tensor *x, tecore_devptr_t mu,
-                                      tecore_devptr_t rsigma, const struct tecore_tensor *gamma,
-                                      const struct tecore_tensor *extra,
-                                      const struct tecore_tensor *dx,
-                                      const struct tecore_tensor *dgamma,
-                                      const struct tecore_tensor *dbeta, tecore_devptr_t ws,
-                                      size_t ws_used, size_t rows, const char *fn) {
+/* ws_used: the workspace bytes the backward writes.  RMSNorm's mu and
+ * dbeta are not touched. */
+static tecore_result_t norm_bwd_alias(const struct norm_bwd_call *c, size_t ws_used,
+                                      size_t rows) {
   struct te_tensor_spans l = {.access = TE_ACCESS_WRITE, .pair = 1};
-  te_tensor_spans(dx, "dx", TE_SPAN_DATA, &l);
+  te_tensor_spans(c->dx, "dx", TE_SPAN_DATA, &l);
   l.pair = 0;
-  te_tensor_spans(dgamma, "dgamma", TE_SPAN_DATA, &l);
-  if (dbeta) te_tensor_spans(dbeta, "dbeta", TE_SPAN_DATA, &l);
-  te_span_add(&l, "workspace", ws, ws_used);
+  te_tensor_spans(c->dgamma, "dgamma", TE_SPAN_DATA, &l);
+  if (c->ln && c->dbeta) te_tensor_spans(c->dbeta, "dbeta", TE_SPAN_DATA, &l);
+  te_span_add(&l, "workspace", c->workspace, ws_used);
   l.access = TE_ACCESS_READ;
-  te_tensor_spans(dy, "dy", TE_SPAN_DATA, &l);
-  te_tensor_spans(x, "x", TE_SPAN_DATA, &l);
-  rowvec_span(&l, "mu", mu, rows);
-  rowvec_span(&l, "rsigma", rsigma, rows);
-  te_tensor_spans(gamma, "gamma", TE_SPAN_DATA, &l);
-  if (extra) {
-    l.pair = tecore_dtype_size(extra->dtype) == tecore_dtype_size(dx->dtype);
-    te_tensor_spans(extra, "extra_grad", TE_SPAN_DATA, &l);
+  te_tensor_spans(c->dy, "dy", TE_SPAN_DATA, &l);
+  te_tensor_spans(c->x, "x", TE_SPAN_DATA, &l);
+  rowvec_span(&l, "mu", c->ln ? c->mu : 0, rows);
+  rowvec_span(&l, "rsigma", c->rsigma, rows);
+  te_tensor_spans(c->gamma, "gamma", TE_SPAN_DATA, &l);
+  if (c->extra) {
+    l.pair = tecore_dtype_size(c->extra->dtype) == tecore_dtype_size(c->dx->dtype);
+    te_tensor_spans(c->extra, "extra_grad", TE_SPAN_DATA, &l);
   }
-  return te_check_spans(l.span, l.n, fn);
+  return te_check_spans(l.span, l.n, c->fn);
 }
 
 /* ---- forward -------------------------------------------------------------------------- */
@@ -182,11 +203,11 @@ static unsigned norm_resident_48(unsigned threads) {
   return r < 1 ? 1 : r > 32 ? 32 : r;
 }
 
-static tecore_result_t norm_fwd(int ln, const struct tecore_tensor *x,
-                                const struct tecore_tensor *gamma, const struct tecore_tensor *beta,
-                                float eps, unsigned flags, struct tecore_tensor *y,
-                                tecore_devptr_t mu, tecore_devptr_t rsigma,
-                                tecore_stream_t stream, const char *fn) {
+static tecore_result_t norm_fwd(const struct norm_fwd_call *c, tecore_stream_t stream) {
+  const int ln = c->ln;
+  const struct tecore_tensor *x = c->x, *gamma = c->gamma, *beta = c->beta;
+  struct tecore_tensor *y = c->y;
+  const char *fn = c->fn;
   size_t rows, hidden;
   TE_CHECK(norm_check_x(x, fn, &rows, &hidden));
   TE_CHECK(te_check_hp_input(gamma, fn, "gamma"));
@@ -199,13 +220,14 @@ static tecore_result_t norm_fwd(int ln, const struct tecore_tensor *x,
   }
   TE_CHECK(te_check_fused_output(y, fn, "y"));
   TE_CHECK(norm_check_like(y, rows, hidden, fn, "y"));
-  TE_ARG(isfinite(eps) && eps >= 0.0f, "%s: epsilon %g is not a finite value >= 0", fn, (double)eps);
-  TE_CHECK(norm_check_flags(flags, fn));
-  if (ln) TE_CHECK(norm_check_rowvec(mu, 0, fn, "mu"));
-  TE_CHECK(norm_check_rowvec(rsigma, 0, fn, "rsigma"));
-  TE_CHECK(norm_fwd_alias(x, gamma, ln ? beta : NULL, y, ln ? mu : 0, rsigma, rows, fn));
+  TE_ARG(isfinite(c->eps) && c->eps >= 0.0f, "%s: epsilon %g is not a finite value >= 0", fn,
+         (double)c->eps);
+  TE_CHECK(norm_check_flags(c->flags, fn));
+  if (ln) TE_CHECK(norm_check_rowvec(c->mu, 0, fn, "mu"));
+  TE_CHECK(norm_check_rowvec(c->rsigma, 0, fn, "rsigma"));
+  TE_CHECK(norm_fwd_alias(c, rows));
   if (rows == 0 || hidden == 0) return TECORE_SUCCESS;
-  TE_CHECK(norm_check_memory(ln ? mu : 0, rsigma, rows, 0, 0, fn));
+  TE_CHECK(norm_check_memory(ln ? c->mu : 0, c->rsigma, rows, 0, 0, fn));
   int id = norm_first_id();
   if (id < 0) return TE_ERR(TECORE_ERR_INTERNAL, "%s: the norm kernels did not register", fn);
 
@@ -222,7 +244,7 @@ static tecore_result_t norm_fwd(int ln, const struct tecore_tensor *x,
    * 256 threads (hidden 4096, 8192), gamma as stored */
   if (k == K_FWD_FAST16 && x->dtype == TECORE_DTYPE_BF16 && p.nv == TE_NORM_FWD_NV_MAX &&
       (p.tpr == 128 || p.tpr == 256) && hidden == (size_t)TE_NORM_FWD_NV_MAX * 8 * p.tpr &&
-      !(flags & TECORE_NORM_ZERO_CENTERED_GAMMA))
+      !(c->flags & TECORE_NORM_ZERO_CENTERED_GAMMA))
     k = K_FWD_FULL16;
   unsigned long long blocks = (rows + (unsigned)p.rows_per_block - 1) / (unsigned)p.rows_per_block;
   const int64_t waves = tecore_tunable_int(&norm_fwd_waves);
@@ -236,10 +258,10 @@ static tecore_result_t norm_fwd(int ln, const struct tecore_tensor *x,
   struct te_norm_fwd_args a = {
       .x = TE_DPTR(x->data), .gamma = TE_DPTR(gamma->data),
       .beta = ln ? TE_DPTR(beta->data) : NULL, .y = TE_DPTR(y->data),
-      .mu = ln ? TE_DPTR(mu) : NULL, .rsigma = TE_DPTR(rsigma), .rows = rows,
-      .hidden = (unsigned)hidden, .eps = eps,
+      .mu = ln ? TE_DPTR(c->mu) : NULL, .rsigma = TE_DPTR(c->rsigma), .rows = rows,
+      .hidden = (unsigned)hidden, .eps = c->eps,
       .flags = (ln ? TE_NORM_LAYERNORM : 0) |
-               ((flags & TECORE_NORM_ZERO_CENTERED_GAMMA) ? TE_NORM_ZERO_CENTERED : 0),
+               ((c->flags & TECORE_NORM_ZERO_CENTERED_GAMMA) ? TE_NORM_ZERO_CENTERED : 0),
       .dtypes = TE_NORM_DT_PACK((int)x->dtype, (int)gamma->dtype, (int)y->dtype, 0, 0),
       .tpr = p.tpr, .nv = p.nv};
   /* current scaling: a pass for the amax, then one with the scale */
@@ -262,14 +284,20 @@ TE_EXPORT tecore_result_t tecore_layernorm_fwd(const struct tecore_tensor *x,
                                                unsigned flags, struct tecore_tensor *y,
                                                tecore_devptr_t mu, tecore_devptr_t rsigma,
                                                tecore_stream_t stream) {
-  return norm_fwd(1, x, gamma, beta, epsilon, flags, y, mu, rsigma, stream, __func__);
+  return norm_fwd(&(struct norm_fwd_call){.ln = 1, .x = x, .gamma = gamma, .beta = beta,
+                                          .eps = epsilon, .flags = flags, .y = y, .mu = mu,
+                                          .rsigma = rsigma, .fn = __func__},
+                  stream);
 }
 
 TE_EXPORT tecore_result_t tecore_rmsnorm_fwd(const struct tecore_tensor *x,
                                              const struct tecore_tensor *gamma, float epsilon,
                                              unsigned flags, struct tecore_tensor *y,
                                              tecore_devptr_t rsigma, tecore_stream_t stream) {
-  return norm_fwd(0, x, gamma, NULL, epsilon, flags, y, 0, rsigma, stream, __func__);
+  return norm_fwd(&(struct norm_fwd_call){.x = x, .gamma = gamma, .eps = epsilon,
+                                          .flags = flags, .y = y, .rsigma = rsigma,
+                                          .fn = __func__},
+                  stream);
 }
 
 /* ---- backward ------------------------------------------------------------------------- */
@@ -299,13 +327,11 @@ static tecore_result_t norm_check_grad_out(const struct tecore_tensor *t, const 
   return TECORE_SUCCESS;
 }
 
-static tecore_result_t norm_bwd(int ln, const struct tecore_tensor *dy,
-                                const struct tecore_tensor *x, tecore_devptr_t mu,
-                                tecore_devptr_t rsigma, const struct tecore_tensor *gamma,
-                                const struct tecore_tensor *extra, unsigned flags,
-                                struct tecore_tensor *dx, struct tecore_tensor *dgamma,
-                                struct tecore_tensor *dbeta, tecore_devptr_t workspace,
-                                size_t workspace_bytes, tecore_stream_t stream, const char *fn) {
+static tecore_result_t norm_bwd(const struct norm_bwd_call *c, tecore_stream_t stream) {
+  const int ln = c->ln;
+  const struct tecore_tensor *dy = c->dy, *x = c->x, *gamma = c->gamma, *extra = c->extra;
+  struct tecore_tensor *dx = c->dx, *dgamma = c->dgamma, *dbeta = c->dbeta;
+  const char *fn = c->fn;
   size_t rows, hidden;
   TE_CHECK(norm_check_x(x, fn, &rows, &hidden));
   TE_CHECK(te_check_hp_input(dy, fn, "dy"));
@@ -324,20 +350,19 @@ static tecore_result_t norm_bwd(int ln, const struct tecore_tensor *dy,
     TE_CHECK(norm_check_grad_out(dbeta, fn, "dbeta"));
     TE_CHECK(norm_check_vector(dbeta, hidden, fn, "dbeta"));
   }
-  TE_CHECK(norm_check_flags(flags, fn));
-  if (ln) TE_CHECK(norm_check_rowvec(mu, rows > 0, fn, "mu"));
-  TE_CHECK(norm_check_rowvec(rsigma, rows > 0, fn, "rsigma"));
+  TE_CHECK(norm_check_flags(c->flags, fn));
+  if (ln) TE_CHECK(norm_check_rowvec(c->mu, rows > 0, fn, "mu"));
+  TE_CHECK(norm_check_rowvec(c->rsigma, rows > 0, fn, "rsigma"));
   size_t need = norm_ws_bytes(ln, rows, hidden);
-  TE_ARG(workspace_bytes >= need,
+  TE_ARG(c->workspace_bytes >= need,
          "%s: workspace_bytes %zu is below the %zu bytes tecore_norm_bwd_workspace_size gives", fn,
-         workspace_bytes, need);
-  TE_ARG(workspace || need == 0, "%s: workspace is 0", fn);
-  TE_ARG(workspace % 16 == 0, "%s: workspace (0x%llx) is not aligned to 16 bytes", fn,
-         (unsigned long long)workspace);
-  TE_CHECK(norm_bwd_alias(dy, x, ln ? mu : 0, rsigma, gamma, extra, dx, dgamma,
-                          ln ? dbeta : NULL, workspace, need, rows, fn));
+         c->workspace_bytes, need);
+  TE_ARG(c->workspace || need == 0, "%s: workspace is 0", fn);
+  TE_ARG(c->workspace % 16 == 0, "%s: workspace (0x%llx) is not aligned to 16 bytes", fn,
+         (unsigned long long)c->workspace);
+  TE_CHECK(norm_bwd_alias(c, need, rows));
   if (hidden == 0) return TECORE_SUCCESS;
-  if (rows) TE_CHECK(norm_check_memory(ln ? mu : 0, rsigma, rows, workspace, need, fn));
+  if (rows) TE_CHECK(norm_check_memory(ln ? c->mu : 0, c->rsigma, rows, c->workspace, need, fn));
   int id = norm_first_id();
   if (id < 0) return TE_ERR(TECORE_ERR_INTERNAL, "%s: the norm kernels did not register", fn);
   if (rows == 0) {
@@ -369,12 +394,12 @@ static tecore_result_t norm_bwd(int ln, const struct tecore_tensor *dy,
   struct tecore_launch_cfg cfg = {.grid = {parts, 1, 1}, .block = {p.threads, 1, 1},
                                   .shared_bytes = comb};
   struct te_norm_bwd_args a = {
-      .dy = TE_DPTR(dy->data), .x = TE_DPTR(x->data), .mu = ln ? TE_DPTR(mu) : NULL,
-      .rsigma = TE_DPTR(rsigma), .gamma = TE_DPTR(gamma->data),
+      .dy = TE_DPTR(dy->data), .x = TE_DPTR(x->data), .mu = ln ? TE_DPTR(c->mu) : NULL,
+      .rsigma = TE_DPTR(c->rsigma), .gamma = TE_DPTR(gamma->data),
       .extra = extra ? TE_DPTR(extra->data) : NULL, .dx = TE_DPTR(dx->data),
-      .ws = TE_DPTR(workspace), .rows = rows, .hidden = (unsigned)hidden,
+      .ws = TE_DPTR(c->workspace), .rows = rows, .hidden = (unsigned)hidden,
       .flags = (ln ? TE_NORM_LAYERNORM : 0) | (extra ? TE_NORM_EXTRA_GRAD : 0) |
-               ((flags & TECORE_NORM_ZERO_CENTERED_GAMMA) ? TE_NORM_ZERO_CENTERED : 0) |
+               ((c->flags & TECORE_NORM_ZERO_CENTERED_GAMMA) ? TE_NORM_ZERO_CENTERED : 0) |
                smem_partials,
       .dtypes = TE_NORM_DT_PACK((int)x->dtype, (int)dy->dtype, (int)gamma->dtype, (int)dx->dtype,
                                 extra ? (int)extra->dtype : 0),
@@ -405,8 +430,12 @@ TE_EXPORT tecore_result_t tecore_layernorm_bwd(const struct tecore_tensor *dy,
                                                struct tecore_tensor *dbeta,
                                                tecore_devptr_t workspace, size_t workspace_bytes,
                                                tecore_stream_t stream) {
-  return norm_bwd(1, dy, x, mu, rsigma, gamma, NULL, flags, dx, dgamma, dbeta, workspace,
-                  workspace_bytes, stream, __func__);
+  return norm_bwd(&(struct norm_bwd_call){.ln = 1, .dy = dy, .x = x, .gamma = gamma, .mu = mu,
+                                          .rsigma = rsigma, .flags = flags, .dx = dx,
+                                          .dgamma = dgamma, .dbeta = dbeta,
+                                          .workspace = workspace,
+                                          .workspace_bytes = workspace_bytes, .fn = __func__},
+                  stream);
 }
 
 TE_EXPORT tecore_result_t tecore_rmsnorm_bwd(const struct tecore_tensor *dy,
@@ -416,8 +445,11 @@ TE_EXPORT tecore_result_t tecore_rmsnorm_bwd(const struct tecore_tensor *dy,
                                              struct tecore_tensor *dgamma,
                                              tecore_devptr_t workspace, size_t workspace_bytes,
                                              tecore_stream_t stream) {
-  return norm_bwd(0, dy, x, 0, rsigma, gamma, NULL, flags, dx, dgamma, NULL, workspace,
-                  workspace_bytes, stream, __func__);
+  return norm_bwd(&(struct norm_bwd_call){.dy = dy, .x = x, .gamma = gamma, .rsigma = rsigma,
+                                          .flags = flags, .dx = dx, .dgamma = dgamma,
+                                          .workspace = workspace,
+                                          .workspace_bytes = workspace_bytes, .fn = __func__},
+                  stream);
 }
 
 TE_EXPORT tecore_result_t tecore_rmsnorm_bwd_add(const struct tecore_tensor *dy,
@@ -430,6 +462,9 @@ TE_EXPORT tecore_result_t tecore_rmsnorm_bwd_add(const struct tecore_tensor *dy,
                                                  tecore_devptr_t workspace,
                                                  size_t workspace_bytes, tecore_stream_t stream) {
   TE_ARG(extra_grad, "%s: extra_grad is NULL", __func__);
-  return norm_bwd(0, dy, x, 0, rsigma, gamma, extra_grad, flags, dx, dgamma, NULL, workspace,
-                  workspace_bytes, stream, __func__);
+  return norm_bwd(&(struct norm_bwd_call){.dy = dy, .x = x, .gamma = gamma, .rsigma = rsigma,
+                                          .extra = extra_grad, .flags = flags, .dx = dx,
+                                          .dgamma = dgamma, .workspace = workspace,
+                                          .workspace_bytes = workspace_bytes, .fn = __func__},
+                  stream);
 }

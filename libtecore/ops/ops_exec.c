@@ -36,12 +36,18 @@ static size_t bnd_bytes(const tecore_seq_t *s, size_t b) {
   return s->bnd[b].rows * s->bnd[b].cols * tecore_dtype_size(s->cfg.dtype);
 }
 
-static tecore_result_t seq_alias(const tecore_seq_t *s, const char *wname, tecore_devptr_t w,
-                                 size_t wb, const char *rname, tecore_devptr_t r, size_t rb,
-                                 tecore_devptr_t fwd_in, const char *fn) {
+/* A caller's tensor at boundary bnd of the sequence. */
+struct seq_arg {
+  const char *name;
+  tecore_devptr_t p;
+  size_t bnd;
+};
+
+static tecore_result_t seq_alias(const tecore_seq_t *s, const struct seq_arg *w,
+                                 const struct seq_arg *r, tecore_devptr_t fwd_in, const char *fn) {
   const struct te_span sp[] = {
-      {wname, w, bnd_bytes(s, wb), TE_ACCESS_WRITE, 0, NULL, 0},
-      {rname, r, bnd_bytes(s, rb), TE_ACCESS_READ, 0, NULL, 0},
+      {w->name, w->p, bnd_bytes(s, w->bnd), TE_ACCESS_WRITE, 0, NULL, 0},
+      {r->name, r->p, bnd_bytes(s, r->bnd), TE_ACCESS_READ, 0, NULL, 0},
       {"the last forward's in (this backward reads it)", fwd_in, bnd_bytes(s, 0), TE_ACCESS_READ,
        0, NULL, 0},
   };
@@ -260,7 +266,8 @@ TE_EXPORT tecore_result_t tecore_seq_forward(tecore_seq_t *s, const struct tecor
   TE_CHECK(check_act(s, out, fn, "out", s->nops));
   TE_ARG(noop_flag % 4 == 0, "%s: noop_flag 0x%llx is not 4-byte aligned", fn,
          (unsigned long long)noop_flag);
-  TE_CHECK(seq_alias(s, "out", out->data, s->nops, "in", in->data, 0, 0, fn));
+  TE_CHECK(seq_alias(s, &(struct seq_arg){"out", out->data, s->nops},
+                     &(struct seq_arg){"in", in->data, 0}, 0, fn));
   TE_CHECK(check_w8_capture(s, stream, fn));
   s->run_in = in->data;
   s->run_out = out->data;
@@ -294,7 +301,9 @@ TE_EXPORT tecore_result_t tecore_seq_backward(tecore_seq_t *s, const struct teco
          "changed (tecore_seq_forward first)", fn);
   TE_CHECK(check_act(s, dy, fn, "dy", s->nops));
   if (dx) TE_CHECK(check_act(s, dx, fn, "dx", 0));
-  if (dx) TE_CHECK(seq_alias(s, "dx", dx->data, 0, "dy", dy->data, s->nops, s->run_in, fn));
+  if (dx)
+    TE_CHECK(seq_alias(s, &(struct seq_arg){"dx", dx->data, 0},
+                       &(struct seq_arg){"dy", dy->data, s->nops}, s->run_in, fn));
   s->run_dy = dy->data;
   s->run_dx = dx ? dx->data : s->g0;
   const struct te_plan *p = &s->plan;

@@ -17,7 +17,20 @@
  * TECORE_OP_ALIAS_FORWARD, e.g. Identity, Reshape, Quantize, MakeExtraOutput
  * pass their input through) and, separately, its gradient owns storage or
  * aliases a later boundary's gradient (TECORE_OP_ALIAS_BACKWARD: Identity,
- * Reshape, Quantize, Bias, AddExtraInput). */
+ * Reshape, Quantize, Bias, AddExtraInput).
+ *
+ * Files.  Each calls only files on lower lines, or to its right on its
+ * own line (t/lint/circles.sh):
+ *   ops_transformer.c                  a transformer block, through te/ops.h
+ *   ops_seq.c ops_exec.c ops_saved.c ops_grad.c
+ *                                      a sequence's life, its passes, saved
+ *                                      tensors, caller gradients
+ *   ops_plan.c                         the fusion plan of each pass
+ *   ops_registry.c                     kinds and patterns, built in or registered
+ *   ops_kinds.c ops_fusions.c          libtecore's kinds and fusion patterns
+ *   ops_attn.c ops_linear.c ops_basic.c
+ *                                      the executors they share
+ *   ops_overlap.c ops_store.c          backward overlap; storage and views */
 #ifndef TECORE_OPS_INTERNAL_H
 #define TECORE_OPS_INTERNAL_H
 
@@ -252,17 +265,18 @@ struct tecore_seq {
   size_t bytes_total, bytes_param;
 };
 
-/* ---- ops_seq.c -------------------------------------------------------------------- */
+/* ---- ops_store.c: the bottom of ops/, which every other file may call ---------------- */
+/* A device allocation of the sequence (param: counted as parameter
+ * memory), freed by destroy or by te_seq_release. */
 tecore_result_t te_seq_alloc(tecore_seq_t *s, size_t bytes, int param, tecore_devptr_t *p);
-/* Frees an allocation of te_seq_alloc (ops_saved.c). */
 tecore_result_t te_seq_release(tecore_seq_t *s, tecore_devptr_t p);
 /* The storage boundary b resolves to (following aliases). */
 tecore_devptr_t te_bnd_hp(const tecore_seq_t *s, size_t b);
 tecore_devptr_t te_bnd_grad(const tecore_seq_t *s, size_t b);
 void te_t2d(struct tecore_tensor *t, tecore_dtype_t dt, size_t rows, size_t cols,
             tecore_devptr_t data);
-/* The value / gradient pointers of a residual slot as of the current call. */
-/* The value and gradient storage of pair p (te_op.pair). */
+/* The value and gradient storage of pair p (te_op.pair) as of the
+ * current call. */
 tecore_devptr_t te_slot_value(const tecore_seq_t *s, int p);
 tecore_devptr_t te_slot_grad(const tecore_seq_t *s, int p);
 

@@ -17,6 +17,12 @@
 
 static const char add_fn[] = "tecore_seq_add";
 
+/* The name of one of this file's kinds (te_builtin_kinds, below); the
+ * registry's tecore_op_kind_name answers the same for them. */
+static const char *builtin_name(int kind) {
+  return kind >= 0 && kind < TECORE_OP_BUILTIN_COUNT_ ? te_builtin_kinds[kind].def.name : "?";
+}
+
 /* ---- shapes ------------------------------------------------------------------------------ */
 
 static tecore_result_t linear_shape(const struct tecore_op_desc *d, struct tecore_op_shape *sh,
@@ -64,7 +70,7 @@ static tecore_result_t gated_shape(const struct tecore_op_desc *d, struct tecore
                                    void *ctx) {
   (void)ctx;
   TE_ARG(sh->in_features % 2 == 0, "%s: %s takes [rows][2f] inputs; the input has %zu features "
-         "(odd)", add_fn, tecore_op_kind_name(d->kind), sh->in_features);
+         "(odd)", add_fn, builtin_name(d->kind), sh->in_features);
   sh->out_features = sh->in_features / 2;
   return TECORE_SUCCESS;
 }

@@ -17,20 +17,6 @@
 
 #include <string.h>
 
-/* Frees an allocation of te_seq_alloc. */
-tecore_result_t te_seq_release(tecore_seq_t *s, tecore_devptr_t p) {
-  for (size_t i = 0; i < s->nallocs; i++) {
-    if (s->allocs[i].p != p) continue;
-    TE_CHECK(tecore_mem_free(p));
-    s->bytes_total -= s->allocs[i].bytes;
-    if (s->allocs[i].param) s->bytes_param -= s->allocs[i].bytes;
-    s->allocs[i] = s->allocs[--s->nallocs];
-    return TECORE_SUCCESS;
-  }
-  return TE_ERR(TECORE_ERR_INTERNAL, "tecore_seq: 0x%llx is not an allocation of the sequence",
-                (unsigned long long)p);
-}
-
 /* The boundary whose storage boundary b uses. */
 static size_t owner(const tecore_seq_t *s, size_t b) {
   while (s->bnd[b].alias >= 0) b = (size_t)s->bnd[b].alias;

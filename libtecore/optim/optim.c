@@ -157,40 +157,47 @@ static int finite_f(double x) { return isfinite(x) && isfinite((float)x); }
 
 /* ---- aliasing ------------------------------------------------------------------- */
 
+/* A step's tensors and device scalars, as the entry point checked them;
+ * need_m, need_v: the optimizer keeps the first or second moment. */
+struct optim_step {
+  const struct tecore_optim_tensor *tensors;
+  size_t count;
+  tecore_devptr_t gsi, found_inf, state;
+  int need_m, need_v;
+  const char *fn;
+};
+
 /* te/optim.h's rule for a step: what it writes (param, the moments, the
  * model copy, its scale_inv and amax, the step state) shares no byte with
  * anything else of the call, except that tensors may max-accumulate into
  * one model_amax.  Checked over all tensors before the first launch; the
  * spans are named "tensors[i].field" without formatting each name. */
-static tecore_result_t check_step_alias(const struct tecore_optim_tensor *tensors, size_t count,
-                                        tecore_devptr_t gsi, tecore_devptr_t found_inf,
-                                        tecore_devptr_t state, int need_m, int need_v,
-                                        const char *fn) {
+static tecore_result_t check_step_alias(const struct optim_step *st) {
   enum { PER = 8 };
   struct te_span small[3 + 4 * PER], *s = small;
-  if (count > 4 && !(s = malloc((3 + count * PER) * sizeof *s)))
-    return TE_ERR(TECORE_ERR_NOMEM, "%s: no host memory to check %zu tensors", fn, count);
+  if (st->count > 4 && !(s = malloc((3 + st->count * PER) * sizeof *s)))
+    return TE_ERR(TECORE_ERR_NOMEM, "%s: no host memory to check %zu tensors", st->fn, st->count);
   size_t n = 0;
-  s[n++] = (struct te_span){"grad_scale_inv", gsi, 4, TE_ACCESS_READ, 0, NULL, 0};
-  s[n++] = (struct te_span){"found_inf", found_inf, 4, TE_ACCESS_READ, 0, NULL, 0};
-  s[n++] = (struct te_span){"cfg->state", state, sizeof(struct tecore_optim_state),
+  s[n++] = (struct te_span){"grad_scale_inv", st->gsi, 4, TE_ACCESS_READ, 0, NULL, 0};
+  s[n++] = (struct te_span){"found_inf", st->found_inf, 4, TE_ACCESS_READ, 0, NULL, 0};
+  s[n++] = (struct te_span){"cfg->state", st->state, sizeof(struct tecore_optim_state),
                             TE_ACCESS_WRITE, 0, NULL, 0};
-  for (size_t i = 0; i < count; i++) {
-    const struct tecore_optim_tensor *t = &tensors[i];
+  for (size_t i = 0; i < st->count; i++) {
+    const struct tecore_optim_tensor *t = &st->tensors[i];
     if (!t->numel) continue;
     size_t nb = t->numel * 4, wsz = t->model ? tecore_dtype_size(t->model_dtype) : 0;
 #define OPT_SPAN(f, bytes, acc) s[n++] = (struct te_span){"tensors", t->f, bytes, acc, 0, "." #f, i}
     OPT_SPAN(param, nb, TE_ACCESS_WRITE);
     OPT_SPAN(grad, t->numel * tecore_dtype_size(t->grad_dtype), TE_ACCESS_READ);
-    if (need_m) OPT_SPAN(exp_avg, nb, TE_ACCESS_WRITE);
-    if (need_v) OPT_SPAN(exp_avg_sq, nb, TE_ACCESS_WRITE);
+    if (st->need_m) OPT_SPAN(exp_avg, nb, TE_ACCESS_WRITE);
+    if (st->need_v) OPT_SPAN(exp_avg_sq, nb, TE_ACCESS_WRITE);
     OPT_SPAN(model, t->numel * wsz, TE_ACCESS_WRITE);
     OPT_SPAN(model_scale, t->model ? 4 : 0, TE_ACCESS_READ);
     OPT_SPAN(model_scale_inv, t->model ? 4 : 0, TE_ACCESS_WRITE);
     OPT_SPAN(model_amax, t->model ? 4 : 0, TE_ACCESS_REDUCE);
 #undef OPT_SPAN
   }
-  tecore_result_t r = te_check_spans(s, n, fn);
+  tecore_result_t r = te_check_spans(s, n, st->fn);
   if (s != small) free(s);
   return r;
 }
@@ -199,21 +206,20 @@ static tecore_result_t check_step_alias(const struct tecore_optim_tensor *tensor
 
 /* Launches the tensors in batches of TE_OPTIM_MAX, each batch's grid one
  * block per chunk of each of its tensors. */
-static tecore_result_t step_launch(int k, const struct tecore_optim_tensor *tensors, size_t count,
-                                   const struct te_optim_hp *hp, tecore_devptr_t state,
-                                   const struct te_optim_dev_hp *dhp, tecore_devptr_t gsi,
-                                   tecore_devptr_t found_inf, int need_m, int need_v,
-                                   tecore_stream_t stream) {
+static tecore_result_t step_launch(int k, const struct optim_step *st,
+                                   const struct te_optim_hp *hp,
+                                   const struct te_optim_dev_hp *dhp, tecore_stream_t stream) {
+  int need_m = st->need_m, need_v = st->need_v;
   struct te_optim_params p;
   memset(&p, 0, sizeof p);
-  p.found_inf = (const int *)TE_DPTR(found_inf);
-  p.gsi = (const float *)TE_DPTR(gsi);
-  p.state = (const struct te_optim_state *)TE_DPTR(state);
+  p.found_inf = (const int *)TE_DPTR(st->found_inf);
+  p.gsi = (const float *)TE_DPTR(st->gsi);
+  p.state = (const struct te_optim_state *)TE_DPTR(st->state);
   p.dhp = *dhp;
   p.hp = *hp;
   uint64_t blocks = 0;
-  for (size_t i = 0; i < count; i++) {
-    const struct tecore_optim_tensor *t = &tensors[i];
+  for (size_t i = 0; i < st->count; i++) {
+    const struct tecore_optim_tensor *t = &st->tensors[i];
     if (t->numel == 0) continue;
     uint64_t nb = te_optim_blocks(t->numel);
     if (p.count == TE_OPTIM_MAX || blocks + nb > TE_OPTIM_MAX_BLOCKS) {
@@ -250,8 +256,9 @@ static tecore_result_t step_launch(int k, const struct tecore_optim_tensor *tens
     void *args[] = {&p};
     TE_CHECK(te_optim_launch(k, (unsigned)blocks, args, stream));
   }
-  if (state) {   /* after every batch has read the step number */
-    struct te_optim_commit_args a = {.state = TE_DPTR(state), .found_inf = TE_DPTR(found_inf)};
+  if (st->state) {   /* after every batch has read the step number */
+    struct te_optim_commit_args a = {.state = TE_DPTR(st->state),
+                                     .found_inf = TE_DPTR(st->found_inf)};
     void *args[TE_KNPARAMS(TE_OPTIM_COMMIT_PARAMS)];
     te_optim_commit_args_ptrs(&a, args);
     TE_CHECK(te_optim_launch(TE_OPTIM_K_COMMIT, 1, args, stream));
@@ -319,9 +326,11 @@ TE_EXPORT tecore_result_t tecore_adam_step(const struct tecore_optim_tensor *ten
 
   for (size_t i = 0; i < count; i++)   /* everything checked before any launch */
     TE_CHECK(check_tensor(&tensors[i], i, 1, 1, fn));
-  TE_CHECK(check_step_alias(tensors, count, grad_scale_inv, found_inf, cfg->state, 1, 1, fn));
-  TE_CHECK(step_launch(TE_OPTIM_K_ADAM, tensors, count, &hp, cfg->state, &dhp, grad_scale_inv,
-                       found_inf, 1, 1, stream));
+  const struct optim_step st = {.tensors = tensors, .count = count, .gsi = grad_scale_inv,
+                                .found_inf = found_inf, .state = cfg->state, .need_m = 1,
+                                .need_v = 1, .fn = fn};
+  TE_CHECK(check_step_alias(&st));
+  TE_CHECK(step_launch(TE_OPTIM_K_ADAM, &st, &hp, &dhp, stream));
   return TECORE_SUCCESS;
 }
 
@@ -363,8 +372,10 @@ TE_EXPORT tecore_result_t tecore_sgd_step(const struct tecore_optim_tensor *tens
   int need_m = hp.momentum != 0.0f;
 
   for (size_t i = 0; i < count; i++) TE_CHECK(check_tensor(&tensors[i], i, need_m, 0, fn));
-  TE_CHECK(check_step_alias(tensors, count, grad_scale_inv, found_inf, cfg->state, need_m, 0, fn));
-  TE_CHECK(step_launch(TE_OPTIM_K_SGD, tensors, count, &hp, cfg->state, &dhp, grad_scale_inv,
-                       found_inf, need_m, 0, stream));
+  const struct optim_step st = {.tensors = tensors, .count = count, .gsi = grad_scale_inv,
+                                .found_inf = found_inf, .state = cfg->state, .need_m = need_m,
+                                .fn = fn};
+  TE_CHECK(check_step_alias(&st));
+  TE_CHECK(step_launch(TE_OPTIM_K_SGD, &st, &hp, &dhp, stream));
   return TECORE_SUCCESS;
 }

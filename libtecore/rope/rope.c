@@ -196,11 +196,20 @@ static tecore_result_t rope_check_out_alias(const struct tecore_rope_args *a,
 
 /* ---- launch ----------------------------------------------------------------------------- */
 
-/* One tensor: x (hp) -> y (hp, or FP8 with q's scale pointers). */
+/* One tensor's pass: x (hp) -> y (dtype ydt: hp, or FP8 with q's scale
+ * pointers; q NULL otherwise), rot of its dimensions rotated (0: none,
+ * a strided copy), inverse for the backward. */
+struct rope_pass {
+  const struct rope_v *x, *y;
+  int ydt, rot, inverse;
+  const struct te_qout *q;
+};
+
 static tecore_result_t rope_launch(const struct tecore_rope_args *a, const struct rope_call *c,
-                                   const struct rope_v *x, const struct rope_v *y, int ydt,
-                                   int rot, int inverse, const struct te_qout *q,
-                                   tecore_stream_t stream) {
+                                   const struct rope_pass *ps, tecore_stream_t stream) {
+  const struct rope_v *x = ps->x, *y = ps->y;
+  const struct te_qout *q = ps->q;
+  int ydt = ps->ydt, rot = ps->rot;
   if (!c->tokens) return TECORE_SUCCESS;
   int id = rope_first_id();
   if (id < 0) return TE_ERR(TECORE_ERR_INTERNAL, "rope: the kernels did not register");
@@ -208,7 +217,7 @@ static tecore_result_t rope_launch(const struct tecore_rope_args *a, const struc
   int v8 = rot % 16 == 0 && rot >= 16 && rot / 2 <= TE_ROPE_CS && c->head_dim % 8 == 0 && x->ts % 8 == 0 && x->hs % 8 == 0 &&
            y->ts % 8 == 0 && y->hs % 8 == 0 && x->p % 16 == 0 && y->p % yal == 0;
   int flags = (a->style == TECORE_ROPE_INTERLEAVED ? TE_ROPE_INTERLEAVED : 0) |
-              (inverse ? TE_ROPE_INVERSE : 0) | (rope_same(x, y) ? TE_ROPE_INPLACE : 0) |
+              (ps->inverse ? TE_ROPE_INVERSE : 0) | (rope_same(x, y) ? TE_ROPE_INPLACE : 0) |
               (a->cos_table ? TE_ROPE_TABLE : 0);
   /* v8 takes te_rope_group() tokens a pass */
   unsigned long long g = v8 ? (unsigned long long)te_rope_group(x->heads, rot) : 1ull;
@@ -234,9 +243,13 @@ static tecore_result_t rope_run(const struct tecore_rope_args *a, int inverse,
   struct rope_call c;
   TE_CHECK(rope_check_args(a, 0, &c, fn));
   TE_CHECK(rope_check_out_alias(a, &c, fn));
-  TE_CHECK(rope_launch(a, &c, &c.q_in, &c.q_out, c.dt, c.rot, inverse, NULL, stream));
+  TE_CHECK(rope_launch(a, &c, &(struct rope_pass){.x = &c.q_in, .y = &c.q_out, .ydt = c.dt,
+                                                  .rot = c.rot, .inverse = inverse},
+                       stream));
   if (c.has_k)
-    TE_CHECK(rope_launch(a, &c, &c.k_in, &c.k_out, c.dt, c.rot, inverse, NULL, stream));
+    TE_CHECK(rope_launch(a, &c, &(struct rope_pass){.x = &c.k_in, .y = &c.k_out, .ydt = c.dt,
+                                                    .rot = c.rot, .inverse = inverse},
+                         stream));
   return TECORE_SUCCESS;
 }
 
@@ -277,7 +290,9 @@ static tecore_result_t rope_fp8_one(const struct tecore_rope_args *a, const stru
   for (int pass = 0; pass < te_qout_passes(t); pass++) {
     struct te_qout q;
     TE_CHECK(te_qout_begin(t, pass, 0, stream, &q));
-    TE_CHECK(rope_launch(a, c, x, &y, (int)t->dtype, rot, 0, &q, stream));
+    TE_CHECK(rope_launch(a, c, &(struct rope_pass){.x = x, .y = &y, .ydt = (int)t->dtype,
+                                                    .rot = rot, .q = &q},
+                         stream));
   }
   return TECORE_SUCCESS;
 }

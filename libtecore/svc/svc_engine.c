@@ -35,16 +35,6 @@ TE_PARAM_STR(svc_fault, "TECORE_SVC_FAULT", "", NULL,
              "debug: inject one I/O error, \"read:N:ERRNO\" or \"write:N:ERRNO\" (the Nth "
              "read or write the engine starts fails with that errno, e.g. write:3:5 for EIO)")
 
-struct svc_engine te_svc = {
-    .life = PTHREAD_MUTEX_INITIALIZER, .lock = PTHREAD_MUTEX_INITIALIZER, .efd = -1};
-
-void te_svc_wake(void) {
-  if (te_svc.efd < 0) return;
-  uint64_t one = 1;
-  ssize_t w = write(te_svc.efd, &one, sizeof one);
-  (void)w;   /* a full counter still wakes the engine */
-}
-
 /* Takes the jobs whose go word holds their ticket; returns how many. */
 static int take_jobs(struct tecore_svc_job **active) {
   int n = 0;

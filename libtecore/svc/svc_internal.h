@@ -91,18 +91,27 @@ struct svc_engine {
   int have_cpu_clock;
 };
 
-extern struct svc_engine te_svc;
+/* The files, each calling only those above it in this list:
+ *   svc_state.c    the engine's state, its kick, flag words, a run's end
+ *   svc_io.c       the engine thread's operations
+ *   svc_engine.c   the thread: start, stop, the loop; stats, faults
+ *   svc_job.c      the job and buffer API */
 
+/* svc_state.c */
+extern struct svc_engine te_svc;
+void te_svc_wake(void);
+/* A pair of flag words for job (lock held); back to the slabs; the
+ * slabs freed (the engine stopping). */
+tecore_result_t te_svc_words_get(struct tecore_svc_job *job);
+void te_svc_words_put(struct tecore_svc_job *job);
+void te_svc_slabs_free(void);
+/* The engine's side of a job's run (engine thread). */
+void te_svc_job_finish(struct tecore_svc_job *job);
+void te_svc_job_fail(struct tecore_svc_job *job, tecore_result_t code, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
 /* svc_engine.c */
 tecore_result_t te_svc_start_locked(void);   /* with life held */
 void te_svc_stop_if_unused_locked(void);     /* with life held */
-void te_svc_wake(void);
-/* Runs an op on the engine thread without a ring (pread/pwrite). */
-/* svc_job.c: the engine's side of a job */
-void te_svc_job_finish(struct tecore_svc_job *job);   /* engine thread */
-void te_svc_job_fail(struct tecore_svc_job *job, tecore_result_t code, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-void te_svc_slabs_free(void);
 /* tecore_fini: stops the engine even with jobs or buffers left. */
 void te_svc_fini(void);
 /* svc_io.c: engine thread */

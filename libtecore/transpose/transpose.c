@@ -56,6 +56,14 @@ TE_KERNEL_TABLE_FATBIN_ALIGNED(ct_first_id, "libtecore/transpose", ct_kernels, c
 
 /* ---- checks ------------------------------------------------------------------ */
 
+/* A call: the input (dy for the dact variant), x (dact: the forward's
+ * input), out, dbias and its workspace (or NULL and 0). */
+struct ct_call {
+  const struct tecore_tensor *in, *x, *out, *dbias;
+  int act;                   /* TE_CT_ACT_NONE or a TE_ACT_* kind */
+  tecore_devptr_t ws;
+};
+
 /* The output: an FP8 tensor this family writes, with in's 2-D view. */
 static tecore_result_t ct_check_out(const struct tecore_tensor *out, size_t rows, size_t cols,
                                     const char *fn) {
@@ -107,19 +115,19 @@ static tecore_result_t ct_check_dbias(const struct tecore_tensor *dbias, size_t 
 }
 
 /* No output may overlap an input or another output: out's copies, amax
- * and scale inverses, dbias and the workspace are written; the input, x
- * and out's scale are read (scale == scale_inv was accepted). */
-static tecore_result_t ct_check_alias(const struct tecore_tensor *in, const struct tecore_tensor *x,
-                                      const struct tecore_tensor *out,
-                                      const struct tecore_tensor *dbias, tecore_devptr_t ws,
-                                      size_t ws_bytes, size_t rows, size_t cols, const char *fn) {
+ * and scale inverses, dbias and the workspace (ws_bytes of k->ws, used
+ * only with dbias) are written; the input, x and out's scale are read
+ * (scale == scale_inv was accepted). */
+static tecore_result_t ct_check_alias(const struct ct_call *k, size_t ws_bytes, size_t rows,
+                                      size_t cols, const char *fn) {
+  const struct tecore_tensor *in = k->in, *x = k->x, *out = k->out, *dbias = k->dbias;
   const size_t n = rows * cols;
   struct te_tensor_spans l = {.access = TE_ACCESS_WRITE};
   te_span_add(&l, "out->data", out->data, n);
   te_span_add(&l, "out->columnwise_data", out->columnwise_data, n);
   te_tensor_spans(out, "out", TE_SPAN_AMAX | TE_SPAN_SCALE_INV, &l);
   if (dbias) te_span_add(&l, "dbias->data", dbias->data, cols * tecore_dtype_size(dbias->dtype));
-  te_span_add(&l, "workspace", ws, ws_bytes);
+  te_span_add(&l, "workspace", dbias ? k->ws : 0, dbias ? ws_bytes : 0);
   l.access = TE_ACCESS_READ;
   te_tensor_spans(out, "out", TE_SPAN_SCALE, &l);
   te_span_add(&l, "the input", in->data, n * tecore_dtype_size(in->dtype));
@@ -134,12 +142,6 @@ static size_t ct_ws_bytes(size_t rows, size_t cols) {
 }
 
 /* ---- launch ------------------------------------------------------------------- */
-
-struct ct_call {
-  const struct tecore_tensor *in, *x, *out, *dbias;
-  int act;                   /* TE_CT_ACT_NONE or a TE_ACT_* kind */
-  tecore_devptr_t ws;
-};
 
 static tecore_result_t ct_launch_main(const struct ct_call *k, size_t rows, size_t cols,
                                       unsigned extra_flags, tecore_devptr_t amax,
@@ -281,8 +283,7 @@ static tecore_result_t ct_check(const struct ct_call *k, size_t ws_bytes, const 
                       fn, ws_bytes, need);
     }
   }
-  TE_CHECK(ct_check_alias(k->in, k->x, k->out, k->dbias, k->dbias ? k->ws : 0,
-                          k->dbias ? ws_bytes : 0, rows, cols, fn));
+  TE_CHECK(ct_check_alias(k, ws_bytes, rows, cols, fn));
   /* vdev: the workspace's bytes inside an allocation (a short one was
    * written past: the same hole fuzz-api found in the norms) */
   size_t need = k->dbias ? ct_ws_bytes(rows, cols) : 0;

@@ -8,22 +8,26 @@
 #include <math.h>
 #include "common/ldst.h"
 
-/* The row's max, sum-exp relative to it, and sum: online. */
-static void xent_vdev_reduce(const void *x, uint64_t base, unsigned long long n, int dt,
-                             float m0, int fixed, float *m, float *s, float *sx) {
-  float mm = fixed ? m0 : -INFINITY, ss = 0.0f, sum = 0.0f;
-  for (unsigned long long j = 0; j < n; j++) {
-    float v = te_ld(x, base + j, dt);
+/* A row's max m, sum-exp s relative to it, and sum sx. */
+struct xent_sums {
+  float m, s, sx;
+};
+
+/* Row t's sums, online; with m0 (not NULL), relative to that max. */
+static struct xent_sums xent_vdev_reduce(const struct te_xent_row_args *a, unsigned long long t,
+                                         const float *m0) {
+  uint64_t base = t * a->vocab;
+  float mm = m0 ? *m0 : -INFINITY, ss = 0.0f, sum = 0.0f;
+  for (unsigned long long j = 0; j < a->vocab; j++) {
+    float v = te_ld(a->x, base + j, a->dtype);
     sum = te_add_rn(sum, v);
-    if (!fixed && v > mm) {
+    if (!m0 && v > mm) {
       ss = te_mul_rn(ss, expf(te_sub_rn(mm, v)));
       mm = v;
     }
     ss = te_add_rn(ss, expf(te_sub_rn(v, mm)));
   }
-  *m = mm;
-  *s = ss;
-  *sx = sum;
+  return (struct xent_sums){mm, ss, sum};
 }
 
 static float xent_vdev_label_logit(const struct te_xent_row_args *a, unsigned long long t) {
@@ -47,20 +51,17 @@ void te_xent_vdev_row(const struct tecore_launch_cfg *cfg, void *const *args) {
   (void)cfg;
   int mode = a.mode & 0xf;
   for (unsigned long long t = 0; t < a.tokens; t++) {
-    float m, s, sx;
-    uint64_t base = t * a.vocab;
     float *w = mode >= TE_XENT_SUMS ? a.ws + a.tokens + 3 * t : NULL;
     if (mode == TE_XENT_FULL) {
-      xent_vdev_reduce(a.x, base, a.vocab, a.dtype, 0.0f, 0, &m, &s, &sx);
-      xent_vdev_finish(&a, t, m, s, xent_vdev_label_logit(&a, t), sx);
+      struct xent_sums r = xent_vdev_reduce(&a, t, NULL);
+      xent_vdev_finish(&a, t, r.m, r.s, xent_vdev_label_logit(&a, t), r.sx);
     } else if (mode == TE_XENT_MAX) {
-      xent_vdev_reduce(a.x, base, a.vocab, a.dtype, 0.0f, 0, &m, &s, &sx);
-      a.ws[t] = m;
+      a.ws[t] = xent_vdev_reduce(&a, t, NULL).m;
     } else if (mode == TE_XENT_SUMS) {
-      xent_vdev_reduce(a.x, base, a.vocab, a.dtype, a.ws[t], 1, &m, &s, &sx);
-      w[0] = s;
+      struct xent_sums r = xent_vdev_reduce(&a, t, &a.ws[t]);
+      w[0] = r.s;
       w[1] = xent_vdev_label_logit(&a, t);
-      w[2] = sx;
+      w[2] = r.sx;
     } else {
       xent_vdev_finish(&a, t, a.ws[t], w[0], w[1], w[2]);
     }

@@ -3,10 +3,10 @@
 # circles.sh -- no import circle between source files (issue 30): a file
 # naming a function or object another defines depends on it
 # (t/lint/circles.py reads every .c file).  libtecomm and libtegraph: no
-# circle at all.  libtecore: none between files of different folders; a
-# backend's folder (cuda/, vdev/) counts as one part, and a circle inside
-# one family's or subsystem's folder (attn/, ops/, svc/) is that part's
-# own business (doc/ARCHITECTURE.md, 2).
+# circle at all.  libtecore: none either, inside a folder or across
+# folders, except that a backend's folder (cuda/, vdev/) counts as one
+# part: its files implement one ops table together (doc/ARCHITECTURE.md,
+# 2).
 set -u
 src=${srcdir:-.}
 command -v python3 > /dev/null || { echo "SKIP: no python3"; exit 77; }
@@ -25,5 +25,5 @@ check() {   # library, circles.py arguments...
 }
 check libtecomm libtecomm
 check libtegraph libtegraph
-check libtecore --same-folder-ok --allow libtecore/cuda --allow libtecore/vdev libtecore
+check libtecore --allow libtecore/cuda --allow libtecore/vdev libtecore
 exit $status
