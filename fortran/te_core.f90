@@ -1405,12 +1405,13 @@ module te_core
       integer(c_size_t), optional :: replaced
       integer(c_int) :: tecore_graph_memsets_to_kernels
     end function tecore_graph_memsets_to_kernels
-    function tecore_graph_copies_to_kernels(graph, max_bytes, replaced) bind(C, &
-        & name="tecore_graph_copies_to_kernels")
+    function tecore_graph_copies_to_kernels(graph, max_host_bytes, max_device_bytes, &
+        & replaced) bind(C, name="tecore_graph_copies_to_kernels")
       import
       implicit none
       type(c_ptr), value :: graph
-      integer(c_size_t), value :: max_bytes
+      integer(c_size_t), value :: max_host_bytes
+      integer(c_size_t), value :: max_device_bytes
       integer(c_size_t), optional :: replaced
       integer(c_int) :: tecore_graph_copies_to_kernels
     end function tecore_graph_copies_to_kernels

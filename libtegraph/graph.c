@@ -32,11 +32,11 @@ TECORE_TUNABLE_INT(tg_memset_kernels, "TEGRAPH_MEMSET_KERNELS", 1, 0, 1,
                    "nodes, so the graph is kernel nodes only and launches on the driver's fast "
                    "path; 0 = keep them")
 TECORE_TUNABLE_INT(tg_copy_kernels, "TEGRAPH_COPY_KERNELS", 262144, 0, 1 << 30,
-                   "libtegraph: a captured graph's copies of at most this many bytes between "
-                   "device memory and pinned host memory (or within the device) become te_copy "
-                   "kernel nodes, as memsets do (a step's tokens in, its losses out); larger "
-                   "ones stay on the copy engines, where they overlap kernels; 0 = keep every "
-                   "copy node")
+                   "libtegraph: a captured graph's copies within the device, and those of at "
+                   "most this many bytes between device memory and pinned host memory, become "
+                   "te_copy kernel nodes, as memsets do (a step's tokens in, its losses out); "
+                   "larger host copies stay on the copy engines, where they overlap kernels; "
+                   "0 = keep every copy node")
 
 /* One libtecore replacement pass; done counts the nodes it replaced. */
 static tegraph_result_t to_kernels(tecore_result_t r, size_t done, const char *what,
@@ -62,7 +62,8 @@ tegraph_result_t tg_graph_to_kernels(tecore_graph_t graph, const char *fn) {
   int max = tecore_tunable_int(&tg_copy_kernels);
   if (max <= 0) return TEGRAPH_SUCCESS;
   done = 0;
-  return to_kernels(tecore_graph_copies_to_kernels(graph, (size_t)max, &done), done, "memcpy", fn);
+  return to_kernels(tecore_graph_copies_to_kernels(graph, (size_t)max, SIZE_MAX, &done), done,
+                    "memcpy", fn);
 }
 
 #define INST_FLAGS                                                                   \

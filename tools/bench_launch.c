@@ -72,7 +72,7 @@ static tecore_result_t line_graph(struct tb_ctx *c, const struct launch_bufs *lb
   tecore_result_t r = line_queue(c, lb, n, v), r2 = tecore_stream_end_capture(c->s, &g);
   if (r == TECORE_SUCCESS) r = r2;
   if (r == TECORE_SUCCESS && v == V_MEMSET_K) r = tecore_graph_memsets_to_kernels(g, NULL);
-  if (r == TECORE_SUCCESS && v == V_D2H_K) r = tecore_graph_copies_to_kernels(g, 4, NULL);
+  if (r == TECORE_SUCCESS && v == V_D2H_K) r = tecore_graph_copies_to_kernels(g, 4, 4, NULL);
   if (r == TECORE_SUCCESS) r = tecore_graph_instantiate(x, g);
   if (g) tecore_graph_destroy(g);
   if (r == TECORE_SUCCESS) r = tecore_graph_upload(*x, c->s);

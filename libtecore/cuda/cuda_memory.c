@@ -53,7 +53,7 @@ tecore_result_t te_cuda_mem_range(tecore_devptr_t ptr, tecore_devptr_t *base, si
  * cuPointerGetAttributes call, which answers an address it does not know
  * (pageable host memory) with null values instead of an error. */
 tecore_result_t te_cuda_mem_kernel_addr(tecore_devptr_t ptr, size_t bytes,
-                                        tecore_devptr_t *kaddr) {
+                                        tecore_devptr_t *kaddr, int *host) {
   CUpointer_attribute attrs[6] = {CU_POINTER_ATTRIBUTE_MEMORY_TYPE,
                                   CU_POINTER_ATTRIBUTE_DEVICE_POINTER,
                                   CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL,
@@ -67,6 +67,7 @@ tecore_result_t te_cuda_mem_kernel_addr(tecore_devptr_t ptr, size_t bytes,
   void *data[6] = {&type, &dp, &ordinal, &managed, &start, &size};
   CUdevice dev = 0;
   *kaddr = 0;
+  *host = 0;
   TE_CHECK(te_cuda_need_ctx());
   TE_CHECK(te_cuda_current_device(&dev));
   if (!te_cu.p_cuPointerGetAttributes ||
@@ -75,7 +76,7 @@ tecore_result_t te_cuda_mem_kernel_addr(tecore_devptr_t ptr, size_t bytes,
   if (managed || !dp || !start || ptr < start || bytes > size || ptr - start > size - bytes)
     return TECORE_SUCCESS;
   if (type == CU_MEMORYTYPE_DEVICE && ordinal == (int)dev) *kaddr = (tecore_devptr_t)dp;
-  else if (type == CU_MEMORYTYPE_HOST) *kaddr = (tecore_devptr_t)dp;
+  else if (type == CU_MEMORYTYPE_HOST) *kaddr = (tecore_devptr_t)dp, *host = 1;
   return TECORE_SUCCESS;
 }
 

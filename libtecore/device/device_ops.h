@@ -119,10 +119,10 @@ struct te_kernel_module {
   X(pfx, mem_range, (tecore_devptr_t ptr, tecore_devptr_t *base, size_t *bytes))                  \
   /* The address through which a kernel on the current device reaches                             \
    * [ptr, ptr + bytes): ptr itself for this device's memory, the mapped                          \
-   * address for pinned host memory; *kaddr 0 (TECORE_SUCCESS, no detail                          \
-   * set) when a kernel cannot reach all of it (pageable host memory,                             \
-   * another device's, managed memory, an unknown address). */                                    \
-  X(pfx, mem_kernel_addr, (tecore_devptr_t ptr, size_t bytes, tecore_devptr_t *kaddr))            \
+   * address for pinned host memory (*host 1); *kaddr 0 (TECORE_SUCCESS, no                       \
+   * detail set) when a kernel cannot reach all of it (pageable host                              \
+   * memory, another device's, managed memory, an unknown address). */                            \
+  X(pfx, mem_kernel_addr, (tecore_devptr_t ptr, size_t bytes, tecore_devptr_t *kaddr, int *host)) \
                                                                                                   \
   X(pfx, memcpy_async, (tecore_devptr_t dst, tecore_devptr_t src, size_t bytes,                   \
                         tecore_stream_t stream))                                                  \

@@ -13,8 +13,10 @@
  * 400: 110-118 us a launch against 4.1-4.6 for kernels only): a small copy
  * between this device's memory and pinned host memory (a step's tokens
  * in, its losses out) is done as well by a kernel, which reads or writes
- * the host memory through its mapped address.  Large copies stay on the
- * copy engines, where they overlap the kernels (activation offload). */
+ * the host memory through its mapped address.  Large copies to or from
+ * the host stay on the copy engines, where they overlap the kernels
+ * (activation offload); copies within the device run as fast on the SMs
+ * (a fuser's residual fork copies [tokens][hidden] in each block). */
 #include "internal.h"
 #include "common/elementwise_params.h"
 #include "device_ops.h"
@@ -42,7 +44,7 @@ static void memset_shape(tecore_devptr_t dst, unsigned elem, size_t count,
  * one replacement's launch shape and arguments. */
 struct node_job {
   int memset_id, copy_id;
-  size_t copy_max;
+  size_t copy_max_host, copy_max_device;   /* with a host end; both ends on this device */
   struct te_memset_node_args ms;
   struct te_copy_node_args cp;
   void *args[4];
@@ -64,13 +66,15 @@ static tecore_result_t node_plan(const struct tecore_graph_node_desc *m, struct 
     te_memset_node_args_ptrs(&j->ms, j->args);
     *id = j->memset_id;
   } else if (m->type == TECORE_GRAPH_NODE_MEMCPY && j->copy_id >= 0) {
-    if (m->bytes == 0 || m->bytes > j->copy_max) return TECORE_SUCCESS;
+    if (m->bytes == 0) return TECORE_SUCCESS;
     const struct te_device_ops *o;
     tecore_devptr_t dst = 0, src = 0;
+    int dhost = 0, shost = 0;
     TE_CHECK(te_ops_get(&o));
-    TE_CHECK(o->mem_kernel_addr(m->dst, m->bytes, &dst));
-    TE_CHECK(o->mem_kernel_addr(m->src, m->bytes, &src));
+    TE_CHECK(o->mem_kernel_addr(m->dst, m->bytes, &dst, &dhost));
+    TE_CHECK(o->mem_kernel_addr(m->src, m->bytes, &src, &shost));
     if (!dst || !src) return TECORE_SUCCESS;   /* pageable or another device's: stays */
+    if (m->bytes > (dhost || shost ? j->copy_max_host : j->copy_max_device)) return TECORE_SUCCESS;
     memset_shape(dst | src, 1, m->bytes, &j->cfg);
     j->cp = (struct te_copy_node_args){.dst = (void *)(uintptr_t)dst,
                                        .src = (const void *)(uintptr_t)src,
@@ -115,14 +119,17 @@ TE_EXPORT tecore_result_t tecore_graph_memsets_to_kernels(tecore_graph_t graph,
   return to_kernels(graph, &j, replaced, fn);
 }
 
-TE_EXPORT tecore_result_t tecore_graph_copies_to_kernels(tecore_graph_t graph, size_t max_bytes,
+TE_EXPORT tecore_result_t tecore_graph_copies_to_kernels(tecore_graph_t graph,
+                                                         size_t max_host_bytes,
+                                                         size_t max_device_bytes,
                                                          size_t *replaced) {
   static const char fn[] = "tecore_graph_copies_to_kernels";
   TE_ARG(graph, "%s: graph is NULL", fn);
-  struct node_job j = {.memset_id = -1, .copy_id = te_copy_kernel_id(), .copy_max = max_bytes};
+  struct node_job j = {.memset_id = -1, .copy_id = te_copy_kernel_id(),
+                       .copy_max_host = max_host_bytes, .copy_max_device = max_device_bytes};
   if (j.copy_id < 0)
     return TE_ERR(TECORE_ERR_INTERNAL, "%s: the te_copy kernel did not register", fn);
-  if (max_bytes == 0) {
+  if (max_host_bytes == 0 && max_device_bytes == 0) {
     if (replaced) *replaced = 0;
     return TECORE_SUCCESS;
   }

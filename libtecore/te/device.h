@@ -351,18 +351,19 @@ tecore_result_t tecore_graph_nodes(tecore_graph_t graph, struct tecore_graph_nod
  * them); the graph's executables are not changed (instantiate or update
  * them after).  A failure leaves the nodes not yet replaced as they were. */
 tecore_result_t tecore_graph_memsets_to_kernels(tecore_graph_t graph, size_t *replaced);
-/* Replaces every 1-D memcpy node of graph of at most max_bytes (and at
- * least 1) whose two ends a kernel on the current device can reach (this
- * device's memory; pinned or registered host memory mapped for the
- * device) by a node of libtecore's te_copy kernel that copies the same
- * bytes, with the same dependencies and dependents: a graph launches on
- * the driver's fast path only when it holds kernel nodes.  Larger copies
- * stay on the copy engines, where they overlap kernels.  max_bytes 0
- * replaces nothing.  *replaced (may be NULL): how many were replaced.
- * Node handles, executables and failures as for
+/* Replaces every 1-D memcpy node of graph whose two ends a kernel on the
+ * current device can reach (this device's memory; pinned or registered
+ * host memory mapped for the device) by a node of libtecore's te_copy
+ * kernel that copies the same bytes, with the same dependencies and
+ * dependents: a graph launches on the driver's fast path only when it
+ * holds kernel nodes.  Copies with a host end are replaced up to
+ * max_host_bytes (larger ones stay on the copy engines, where they
+ * overlap kernels), copies within the device up to max_device_bytes
+ * (SIZE_MAX: all); 0 keeps that kind.  *replaced (may be NULL): how many
+ * were replaced.  Node handles, executables and failures as for
  * tecore_graph_memsets_to_kernels. */
-tecore_result_t tecore_graph_copies_to_kernels(tecore_graph_t graph, size_t max_bytes,
-                                               size_t *replaced);
+tecore_result_t tecore_graph_copies_to_kernels(tecore_graph_t graph, size_t max_host_bytes,
+                                               size_t max_device_bytes, size_t *replaced);
 /* Copies the argument values of a registered kernel's node: args[i] points
  * to caller storage of the kernel's param_size[i] bytes (as for
  * tecore_kernel_launch).  TECORE_ERR_NOT_SUPPORTED for a kernel that is

@@ -394,14 +394,19 @@ tecore_result_t te_vdev_mem_range(tecore_devptr_t ptr, tecore_devptr_t *base, si
  * follows cuda's so that code tested here takes the same paths there:
  * device memory and pinned or registered host memory, whole. */
 tecore_result_t te_vdev_mem_kernel_addr(tecore_devptr_t ptr, size_t bytes,
-                                        tecore_devptr_t *kaddr) {
+                                        tecore_devptr_t *kaddr, int *host) {
   uintptr_t p = (uintptr_t)ptr;
   struct vdev_alloc_info a;
   uintptr_t b = 0;
   size_t n = 0;
   *kaddr = 0;
-  if (te_vdev_mem_lookup(p, 1, &a) && p >= a.base && p - a.base < a.bytes) b = a.base, n = a.bytes;
-  else if (!te_vdev_vmm_range(p, &b, &n)) return TECORE_SUCCESS;
+  *host = 0;
+  if (te_vdev_mem_lookup(p, 1, &a) && p >= a.base && p - a.base < a.bytes) {
+    b = a.base, n = a.bytes;
+    *host = a.kind != VDEV_ALLOC_DEVICE;
+  } else if (!te_vdev_vmm_range(p, &b, &n)) {
+    return TECORE_SUCCESS;
+  }
   if (bytes <= n && p - b <= n - bytes) *kaddr = ptr;
   return TECORE_SUCCESS;
 }

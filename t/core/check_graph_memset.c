@@ -27,14 +27,17 @@
  *     inputs and poisoned outputs; BF16 and delayed-scaling FP8.
  *   - copies_become_kernels: a raw capture of a copy in from pinned host
  *     memory, a kernel reading it, a device-to-device copy to an odd
- *     address, a copy out to pinned host memory at an odd offset, and one
- *     copy past the size limit: tecore_graph_copies_to_kernels replaces
- *     the three small ones by te_copy nodes and keeps the large one; over
- *     two replays with fresh random input and fresh poison, every byte
- *     copied out equals the host reference (exact), the poison around it
- *     stays, and the large copy is right; a limit of 0 replaces nothing;
+ *     address, a copy out to pinned host memory at an odd offset, a large
+ *     device-to-device copy and a large copy out to pinned memory:
+ *     tecore_graph_copies_to_kernels with limits of 0 replaces nothing,
+ *     with the host limit only the two small host copies, then with no
+ *     device limit the two device copies too, never the large host one;
+ *     over two replays with fresh random input and fresh poison, every
+ *     byte copied equals the host reference (exact) and the poison around
+ *     it stays;
  *   - tegraph_capture_has_no_small_copy: the same through libtegraph
- *     (TEGRAPH_COPY_KERNELS' default): the small copies are kernels.
+ *     (TEGRAPH_COPY_KERNELS' default): all but the large host copy are
+ *     kernels.
  * Misuse: a NULL graph is refused with a detail naming it. */
 #include "check_graph_common.h"
 #include "common/convert.h"
@@ -255,11 +258,12 @@ static void copy_census(tecore_graph_t g, size_t *copies, size_t *te_copies) {
 enum { COPY_MAX = 262144 };   /* TEGRAPH_COPY_KERNELS' default */
 
 /* in (pinned) -> a; y = alpha * a + beta * x; y -> b + 3 (bytes, device);
- * b + 3 -> out + 1 (pinned); big1 -> big2 (COPY_MAX + 16 bytes, stays). */
+ * b + 3 -> out + 1 (pinned); big1 -> big2 (COPY_MAX + 16 bytes, device);
+ * big1 -> hbig (the same, to pinned memory: stays a copy node). */
 struct cwork {
   size_t n;
   float *in;
-  uint8_t *out;
+  uint8_t *out, *hbig;
   tecore_devptr_t a, x, y, b, big1, big2;
   float alpha, beta;
 };
@@ -269,6 +273,7 @@ static void cwork_new(struct cwork *c) {
   c->n = 1 + (size_t)te_rand_below(4000);
   TE_OK(tecore_mem_alloc_host(c->n * 4, (void **)&c->in));
   TE_OK(tecore_mem_alloc_host(c->n * 4 + 64, (void **)&c->out));
+  TE_OK(tecore_mem_alloc_host(COPY_MAX + 16, (void **)&c->hbig));
   c->a = te_dalloc(c->n * 4);
   c->y = te_dalloc(c->n * 4);
   c->b = te_dalloc(c->n * 4 + 16);
@@ -282,6 +287,7 @@ static void cwork_new(struct cwork *c) {
 static void cwork_free(struct cwork *c) {
   TE_OK(tecore_mem_free_host(c->in));
   TE_OK(tecore_mem_free_host(c->out));
+  TE_OK(tecore_mem_free_host(c->hbig));
   tecore_devptr_t dev[] = {c->a, c->y, c->b, c->x, c->big1, c->big2};
   for (size_t i = 0; i < sizeof dev / sizeof dev[0]; i++) TE_OK(tecore_mem_free(dev[i]));
 }
@@ -290,6 +296,7 @@ static void cwork_free(struct cwork *c) {
 static void cwork_fresh(struct cwork *c) {
   for (size_t i = 0; i < c->n; i++) c->in[i] = te_rand_float(-3, 3);
   memset(c->out, TE_POISON_BYTE, c->n * 4 + 64);
+  memset(c->hbig, TE_POISON_BYTE, COPY_MAX + 16);
   te_poison_dev(c->a, c->n * 4);
   te_poison_dev(c->y, c->n * 4);
   te_poison_dev(c->b, c->n * 4 + 16);
@@ -303,6 +310,7 @@ static void cwork_enqueue(const struct cwork *c, tecore_stream_t s) {
   TE_OK(tecore_memcpy_async(c->b + 3, c->y, bytes, s));
   TE_OK(tecore_memcpy_async((tecore_devptr_t)(uintptr_t)(c->out + 1), c->b + 3, bytes, s));
   TE_OK(tecore_memcpy_async(c->big2, c->big1, COPY_MAX + 16, s));
+  TE_OK(tecore_memcpy_async((tecore_devptr_t)(uintptr_t)c->hbig, c->big1, COPY_MAX + 16, s));
 }
 
 static void cwork_check(const struct cwork *c, const char *when) {
@@ -321,6 +329,7 @@ static void cwork_check(const struct cwork *c, const char *when) {
   te_d2h(b1, c->big1, COPY_MAX + 16);
   te_d2h(b2, c->big2, COPY_MAX + 16);
   ck_assert_msg(memcmp(b1, b2, COPY_MAX + 16) == 0, "%s: the large copy differs", when);
+  ck_assert_msg(memcmp(b1, c->hbig, COPY_MAX + 16) == 0, "%s: the large copy out differs", when);
   free(b1);
   free(b2);
   free(x);
@@ -335,15 +344,19 @@ START_TEST(copies_become_kernels) {
   TE_OK(tecore_stream_end_capture(te_stream, &g));
   size_t cp = 0, tc = 0, replaced = 99;
   copy_census(g, &cp, &tc);
-  ck_assert_uint_eq(cp, 4);
+  ck_assert_uint_eq(cp, 5);
   ck_assert_uint_eq(tc, 0);
-  TE_OK(tecore_graph_copies_to_kernels(g, 0, &replaced));
+  TE_OK(tecore_graph_copies_to_kernels(g, 0, 0, &replaced));
   ck_assert_uint_eq(replaced, 0);
-  TE_OK(tecore_graph_copies_to_kernels(g, COPY_MAX, &replaced));
-  ck_assert_uint_eq(replaced, 3);
+  TE_OK(tecore_graph_copies_to_kernels(g, COPY_MAX, 0, &replaced));
+  ck_assert_uint_eq(replaced, 2);   /* the small copy in and the small copy out */
   copy_census(g, &cp, &tc);
-  ck_assert_msg(cp == 1, "%zu memcpy nodes left (the large one only should stay)", cp);
-  ck_assert_uint_eq(tc, 3);
+  ck_assert_msg(cp == 3 && tc == 2, "host limit only: %zu memcpy, %zu te_copy nodes", cp, tc);
+  TE_OK(tecore_graph_copies_to_kernels(g, COPY_MAX, SIZE_MAX, &replaced));
+  ck_assert_uint_eq(replaced, 2);   /* the two copies within the device */
+  copy_census(g, &cp, &tc);
+  ck_assert_msg(cp == 1, "%zu memcpy nodes left (the large copy out only should stay)", cp);
+  ck_assert_uint_eq(tc, 4);
   tecore_graph_exec_t x = NULL;
   TE_OK(tecore_graph_instantiate(&x, g));
   for (int rep = 0; rep < 2; rep++) {
@@ -354,7 +367,7 @@ START_TEST(copies_become_kernels) {
     snprintf(when, sizeof when, "replay %d", rep);
     cwork_check(&c, when);
   }
-  TE_OK(tecore_graph_copies_to_kernels(g, COPY_MAX, &replaced));
+  TE_OK(tecore_graph_copies_to_kernels(g, COPY_MAX, SIZE_MAX, &replaced));
   ck_assert_uint_eq(replaced, 0);
   TE_OK(tecore_graph_exec_destroy(x));
   TE_OK(tecore_graph_destroy(g));
@@ -374,7 +387,7 @@ START_TEST(tegraph_capture_has_no_small_copy) {
   TG_OK(tegraph_graph_handles(g, &tg, NULL));
   size_t cp = 0, tc = 0;
   copy_census(tg, &cp, &tc);
-  ck_assert_msg(cp == 1 && tc == 3, "tegraph_graph_end_capture: %zu memcpy, %zu te_copy nodes",
+  ck_assert_msg(cp == 1 && tc == 4, "tegraph_graph_end_capture: %zu memcpy, %zu te_copy nodes",
                 cp, tc);
   cwork_fresh(&c);
   TG_OK(tegraph_graph_launch(g, te_stream));
@@ -388,7 +401,7 @@ END_TEST
 START_TEST(copies_to_kernels_misuse) {
   size_t n = 5;
   TE_EXPECT_ERR(TECORE_ERR_INVALID, "graph is NULL",
-                tecore_graph_copies_to_kernels(NULL, 1024, &n));
+                tecore_graph_copies_to_kernels(NULL, 1024, 1024, &n));
 }
 END_TEST
 
