@@ -20,6 +20,8 @@
 #           loop, 1.3B FP8 with and without --share-saved
 #   final   the last checks and figures of a session in one short call
 #   gelu    te-gpt BF16 with the GELU GEMM epilogue on and off
+#   confirm session 14's last changes: the graph and te-gpt suites under
+#           TE_DEVICE=cuda, the 1.3B and llama-1b FP8 steps (launch, speed)
 #   memory  session 14: the step graph's launch with its copies as kernels,
 #           the memory after the fuser's savings (te-gpt's note), 1.3B FP8
 #           with and without --offload, llama-1b, each beside
@@ -159,6 +161,23 @@ if has big; then
     --sample 0 --recipe delayed --json
   step llama-peer-compile python3 bench/gpt_peer.py speed --model llama-1b --batch 4 --compile \
     --steps 8 --warmup 3
+fi
+if has confirm; then
+  for s in t/core/check_graph_memset t/graph/check_graph_graphs t/graph/check_graph_callable \
+           t/graph/check_offload t/core/check_ops t/core/check_transformer; do
+    [ -x "$s" ] || make -s "$s" > /dev/null 2>&1
+    step "${s##*/}" env TE_DEVICE=cuda "$s"
+  done
+  for t in te-gpt-memory te-gpt-tp; do
+    step "$t" make -s check TESTS=t/demo/$t.sh TE_DEVICE=cuda
+    cp "t/demo/$t.log" "$out/$t.log" 2>/dev/null
+  done
+  step big-te-fp8 $gpt --model gpt-1.3b --synthetic --batch 8 --steps 12 --eval-every 0 \
+    --sample 0 --recipe delayed --json
+  step llama-te-fp8 $gpt --model llama-1b --synthetic --batch 4 --steps 12 --eval-every 0 \
+    --sample 0 --recipe delayed --json
+  step small-te-bf16 $gpt --model gpt2-124m --synthetic --batch 32 --steps 20 --eval-every 0 \
+    --sample 0 --json
 fi
 if has memory; then
   small_rows
