@@ -74,6 +74,15 @@ small_rows() {
   step small-peer-compile python3 bench/gpt_peer.py speed --model gpt2-124m --batch 32 --compile \
     --steps 10 --warmup 3
 }
+# 1.3B and llama-1b in FP8 (delayed); their torch.compile BF16 twins
+big_fp8() { step big-te-fp8 $gpt --model gpt-1.3b --synthetic --batch 8 --steps 12 --eval-every 0 \
+  --sample 0 --recipe delayed --json "$@"; }
+llama_fp8() { step llama-te-fp8 $gpt --model llama-1b --synthetic --batch 4 --steps 12 \
+  --eval-every 0 --sample 0 --recipe delayed --json; }
+big_peer() { step big-peer-compile python3 bench/gpt_peer.py speed --model gpt-1.3b --batch 8 \
+  --compile --steps 8 --warmup 3; }
+llama_peer() { step llama-peer-compile python3 bench/gpt_peer.py speed --model llama-1b --batch 4 \
+  --compile --steps 8 --warmup 3; }
 if has suites; then
   step machine sh -c 'nvidia-smi; nvcc --version | tail -2; python3 -c "import torch; print(torch.__version__)"'
   for s in t/core/check_transformer t/core/check_ops_attention t/core/check_attention; do
@@ -96,8 +105,7 @@ if has profile; then
   step prof-fp8 $gpt --model gpt2-124m --synthetic --batch 32 --steps 3 --eval-every 0 \
     --sample 0 --profile --recipe delayed
   decode_rows
-  step big-te-fp8 $gpt --model gpt-1.3b --synthetic --batch 8 --steps 12 --eval-every 0 \
-    --sample 0 --recipe delayed --json
+  big_fp8
   step big-te-fp8-noshare $gpt --model gpt-1.3b --synthetic --batch 8 --steps 6 --eval-every 0 \
     --sample 0 --recipe delayed --json --share-saved 0
 fi
@@ -113,10 +121,8 @@ if has final; then
   step prof-bf16 $gpt --model gpt2-124m --synthetic --batch 32 --steps 3 --eval-every 0 \
     --sample 0 --profile
   small_rows
-  step big-te-fp8 $gpt --model gpt-1.3b --synthetic --batch 8 --steps 12 --eval-every 0 \
-    --sample 0 --recipe delayed --json
-  step big-peer-compile python3 bench/gpt_peer.py speed --model gpt-1.3b --batch 8 --compile \
-    --steps 8 --warmup 3
+  big_fp8
+  big_peer
 fi
 if has gelu; then   # the GELU epilogue (TECORE_OPS_GELU_EPILOGUE) on and off, same call
   for e in 1 0; do
@@ -151,16 +157,12 @@ if has small; then
   decode_rows
 fi
 if has big; then
-  step big-te-fp8 $gpt --model gpt-1.3b --synthetic --batch 8 --steps 12 --eval-every 0 \
-    --sample 0 --recipe delayed --json
+  big_fp8
   step big-te-bf16 $gpt --model gpt-1.3b --synthetic --batch 8 --steps 12 --eval-every 0 \
     --sample 0 --json
-  step big-peer-compile python3 bench/gpt_peer.py speed --model gpt-1.3b --batch 8 --compile \
-    --steps 8 --warmup 3
-  step llama-te-fp8 $gpt --model llama-1b --synthetic --batch 4 --steps 12 --eval-every 0 \
-    --sample 0 --recipe delayed --json
-  step llama-peer-compile python3 bench/gpt_peer.py speed --model llama-1b --batch 4 --compile \
-    --steps 8 --warmup 3
+  big_peer
+  llama_fp8
+  llama_peer
 fi
 if has confirm; then
   for s in t/core/check_graph_memset t/graph/check_graph_graphs t/graph/check_graph_callable \
@@ -172,25 +174,19 @@ if has confirm; then
     step "$t" make -s check TESTS=t/demo/$t.sh TE_DEVICE=cuda
     cp "t/demo/$t.log" "$out/$t.log" 2>/dev/null
   done
-  step big-te-fp8 $gpt --model gpt-1.3b --synthetic --batch 8 --steps 12 --eval-every 0 \
-    --sample 0 --recipe delayed --json
-  step llama-te-fp8 $gpt --model llama-1b --synthetic --batch 4 --steps 12 --eval-every 0 \
-    --sample 0 --recipe delayed --json
+  big_fp8
+  llama_fp8
   step small-te-bf16 $gpt --model gpt2-124m --synthetic --batch 32 --steps 20 --eval-every 0 \
     --sample 0 --json
 fi
 if has memory; then
   small_rows
-  step big-te-fp8 $gpt --model gpt-1.3b --synthetic --batch 8 --steps 12 --eval-every 0 \
-    --sample 0 --recipe delayed --json
+  big_fp8
   step big-te-fp8-offload $gpt --model gpt-1.3b --synthetic --batch 8 --steps 14 --eval-every 0 \
     --sample 0 --recipe delayed --json --offload
-  step big-peer-compile python3 bench/gpt_peer.py speed --model gpt-1.3b --batch 8 --compile \
-    --steps 8 --warmup 3
-  step llama-te-fp8 $gpt --model llama-1b --synthetic --batch 4 --steps 12 --eval-every 0 \
-    --sample 0 --recipe delayed --json
-  step llama-peer-compile python3 bench/gpt_peer.py speed --model llama-1b --batch 4 --compile \
-    --steps 8 --warmup 3
+  big_peer
+  llama_fp8
+  llama_peer
   step prof-big-fp8 $gpt --model gpt-1.3b --synthetic --batch 8 --steps 3 --eval-every 0 \
     --sample 0 --recipe delayed --profile
 fi

@@ -329,13 +329,8 @@ static double sum_ranks(double x, struct gpt_model *m, tecore_stream_t s) {
  * graph is captured after one eager step with offload (the caller's). */
 static void offload_attach(struct demo_offload *dof, struct opts *o, struct gpt_model *m,
                            double plain_ms, long long step) {
-  size_t ng = 0, nops = 0;
-  GPT_CHECK(tecore_seq_groups(m->seq, TECORE_SEQ_FORWARD, NULL, 0, &ng));
-  struct tecore_seq_group *g = gpt_xalloc((ng ? ng : 1) * sizeof *g);
-  GPT_CHECK(tecore_seq_groups(m->seq, TECORE_SEQ_FORWARD, g, ng, &ng));
-  for (size_t k = 0; k < ng; k++)
-    if (g[k].first + g[k].count > nops) nops = g[k].first + g[k].count;
-  free(g);
+  size_t nops = 0;
+  free(gpt_forward_groups(m, &nops));
   struct demo_offload_opts oo = o->off;
   oo.ops_per_block = (nops - 2) / (size_t)m->c.layers;
   oo.plain_step_ms = plain_ms;

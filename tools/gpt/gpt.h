@@ -125,6 +125,10 @@ void gpt_logits(struct gpt_model *m, int reuse_fp8, tecore_stream_t s);
  * *arena_bytes; before any capture.  gpt_share_free: the arenas. */
 void gpt_share_saved(struct gpt_model *m, size_t *shared_bytes, size_t *arena_bytes);
 void gpt_share_free(struct gpt_model *m);
+/* group[i]: the forward group of operation i (tecore_seq_groups), -1 for
+ * one the plan does not list; *nops: the operations the plan covers.
+ * The array is the caller's to free. */
+size_t *gpt_forward_groups(const struct gpt_model *m, size_t *nops);
 /* Where the device memory goes, in bytes: the sequence's parameters and
  * their gradients, the optimizer's F32 masters and moments, the embedding
  * tables with their gradients, the saved activations (read back by the

@@ -34,7 +34,7 @@ static int shareable(const struct tecore_seq_saved *x) {
 /* group[i]: the forward group of operation i (tecore_seq_groups):
  * operations fused into one kernel run at once, so lifetimes are compared
  * group by group. */
-static size_t *forward_groups(const struct gpt_model *m, size_t *nops) {
+size_t *gpt_forward_groups(const struct gpt_model *m, size_t *nops) {
   size_t ng = 0, n = 0;
   GPT_CHECK(tecore_seq_groups(m->seq, TECORE_SEQ_FORWARD, NULL, 0, &ng));
   struct tecore_seq_group *g = gpt_xalloc((ng ? ng : 1) * sizeof *g);
@@ -72,7 +72,7 @@ void gpt_share_saved(struct gpt_model *m, size_t *shared_bytes, size_t *arena_by
       nc++;
     }
   qsort(cand, nc, sizeof *cand, by_first);
-  size_t nops = 0, *grp = forward_groups(m, &nops);
+  size_t nops = 0, *grp = gpt_forward_groups(m, &nops);
   struct arena *ar = gpt_xalloc((nc + 1) * sizeof *ar);   /* + the backward-made copies' */
   size_t na = 0;
   for (size_t k = 0; k < nc; k++) {
