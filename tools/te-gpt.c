@@ -92,7 +92,7 @@ static const char usage_text[] =
     "                     (attached after two plain steps, whose time sizes the prefetch)\n"
     "  --offload-layers N offload the first N blocks only (default: all)\n"
     "  --offload-prefetch N  blocks reloaded ahead (default: chosen from a model of the\n"
-    "                     copies against the plain step)\n"
+    "                     copies against the plain step); given, offload starts at step 1\n"
     "  --offload-min-elems N  tensors with fewer elements stay (default 262144, TE's, or\n"
     "                     one [tokens][hidden] activation when that is smaller)\n"
     "  --offload-dir DIRS spill past the host budget to files in DIRS (comma-separated)\n"
@@ -455,7 +455,9 @@ static int run(struct opts *op, const struct gpt_tp *tp, double *losses, uint64_
   int nsteps = 0;
   double plain_ms = 0;
   while (t.step < o.steps) {
-    if (o.off.on && !dof.ctx && nsteps == 2) {
+    /* a given prefetch needs no plain steps: attached before the first,
+     * so a model that fits only with offload runs at all */
+    if (o.off.on && !dof.ctx && (nsteps == 2 || o.off.prefetch > 0)) {
       GPT_CHECK(tecore_stream_synchronize(s));
       offload_attach(&dof, &o, &m, plain_ms, (long long)t.step);
       size_t after = 0;

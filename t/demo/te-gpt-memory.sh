@@ -10,6 +10,8 @@
 #     same kernels on the same data), the step graph is captured after
 #     offload is attached, and the note says how many saved tensors left
 #     and that the sequence's device bytes fell;
+#     with --offload-prefetch 1 offload is attached before the first
+#     step, and the steps are the same again;
 #  2. with a host budget smaller than a pass and a spill directory, the
 #     same losses again (the files take the rest; skipped with the reason
 #     when this machine has no io_uring);
@@ -66,6 +68,17 @@ for recipe in none delayed; do
   grep -q '^# step graph:' "$tmp/off.txt" ||
     { echo "FAIL: $recipe: no step graph with --offload"; fail=1; }
 done
+
+# a given prefetch: attached before the first step (no plain steps)
+"$gpt" $base --offload --offload-prefetch 1 > "$tmp/pf.txt" 2> "$tmp/pf.err" ||
+  { echo "FAIL: te-gpt --offload --offload-prefetch 1 fails"; cat "$tmp/pf.err"; fail=1; }
+"$gpt" $base > "$tmp/plain.txt" 2> /dev/null
+rows "$tmp/plain.txt" > "$tmp/plain.rows"
+rows "$tmp/pf.txt" > "$tmp/pf.rows"
+grep -q '^# offload: after step 0, .*prefetch 1, given' "$tmp/pf.txt" ||
+  { echo "FAIL: --offload-prefetch 1 did not attach before step 1:"; grep offload "$tmp/pf.txt"; fail=1; }
+cmp -s "$tmp/plain.rows" "$tmp/pf.rows" && echo "ok: offload from step 1 gives the same steps" ||
+  { echo "FAIL: offload from step 1 changes the steps:"; diff "$tmp/plain.rows" "$tmp/pf.rows"; fail=1; }
 
 # 2. spilling past a small host budget
 "$gpt" $base --offload --host-budget 0.25 --offload-dir "$tmp" > "$tmp/spill.txt" 2> "$tmp/spill.err" ||
