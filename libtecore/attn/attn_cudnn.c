@@ -23,7 +23,9 @@
  * E4M3 O, so a BF16/F16 O is staged: E4M3 at scale 0.5 / v.scale_inv in
  * the workspace, widened after (kernels/attn_cudnn.cu), as vdev does.
  * cuDNN overwrites its amaxes: they land in workspace slots that a kernel
- * max-accumulates into s_amax and o.amax.  No E4M3 backward.
+ * max-accumulates into s_amax and o.amax.  Its statistics are cuDNN's
+ * packed [b][h][s] in the workspace (the frontend's layout), copied into
+ * lse by the variable-length path's kernel.  No E4M3 backward.
  *
  * Variable lengths.  The graph (attn_cudnn_graph.c) is built for the
  * maximum lengths with ragged Q, K, V, O (dO, dQ, dK, dV) and a padding
@@ -179,7 +181,9 @@ static int shape_of(const struct te_attn_problem *p, int backward, struct te_dnn
   s->o_staged = fp8 && p->o_dtype != TECORE_DTYPE_E4M3;
   s->causal = p->causal != 0;
   s->window_left = p->window_left < 0 ? -1 : p->window_left;
-  s->stats_direct = !varlen && p->lse != 0; /* no lse: the workspace's stats */
+  /* no lse: the workspace's stats.  E4M3: packed stats in the workspace
+   * (the frontend's layout for the FP8 engines), copied into lse after */
+  s->stats_direct = !varlen && p->lse != 0 && !fp8;
   s->q_ts = (int64_t)p->q.token_stride, s->q_hs = (int64_t)p->q.head_stride;
   s->k_ts = (int64_t)p->k.token_stride, s->k_hs = (int64_t)p->k.head_stride;
   s->v_ts = (int64_t)p->v.token_stride, s->v_hs = (int64_t)p->v.head_stride;
@@ -365,6 +369,14 @@ static tecore_result_t fwd_fp8(const struct te_attn_problem *p, struct te_dnn_pl
   tecore_result_t r = te_acd_launch_fp8(&c, TE_ACD_FP8_PRE, stream);
   if (r == TECORE_SUCCESS) r = execute(plan, ptrs, DEV(p->workspace + w.engine), stream, who);
   if (r == TECORE_SUCCESS) r = te_acd_launch_fp8(&c, TE_ACD_FP8_POST, stream);
+  if (r == TECORE_SUCCESS && p->lse) { /* packed [b][h][s] stats into lse */
+    struct te_acd_stats_call sc = {
+        .cu_q = p->cu_seqlens_q, .cu_kv = p->cu_seqlens_kv, .padded = p->workspace + w.stats,
+        .lse = p->lse, .batch = p->batch, .heads = (size_t)p->heads,
+        .max_q = p->fixed_seqlen_q, .total_q = p->total_q, .d = p->head_dim,
+        .causal = p->causal != 0};
+    r = te_acd_launch_stats(&sc, TE_ACD_TO_LSE, stream);
+  }
   return r;
 }
 
@@ -379,7 +391,8 @@ static tecore_result_t cudnn_fwd(const struct te_attn_problem *p, tecore_stream_
   void *ptrs[TE_DNN_ROLES] = {0};
   ptrs[TE_DNN_Q] = DEV(p->q.ptr), ptrs[TE_DNN_K] = DEV(p->k.ptr);
   ptrs[TE_DNN_V] = DEV(p->v.ptr), ptrs[TE_DNN_O] = DEV(p->o.ptr);
-  ptrs[TE_DNN_STATS] = DEV(p->lse ? p->lse : p->workspace + w.stats), ptrs[TE_DNN_SCALE] = &scale;
+  ptrs[TE_DNN_STATS] = DEV(g->ws_stats_bytes ? p->workspace + w.stats : p->lse);
+  ptrs[TE_DNN_SCALE] = &scale;
   tecore_result_t r = TECORE_SUCCESS;
   if (varlen) r = ragged_prep(p, 0, &w, ptrs, stream);
   if (r == TECORE_SUCCESS && g->ws_slots_bytes)
@@ -459,6 +472,14 @@ static tecore_result_t fwd_fp8(const struct te_attn_problem *p, struct te_dnn_pl
   tecore_result_t r = te_acd_launch_fp8(&c, TE_ACD_FP8_PRE, stream);
   if (r == TECORE_SUCCESS) r = execute(plan, ptrs, DEV(p->workspace + w.engine), stream, who);
   if (r == TECORE_SUCCESS) r = te_acd_launch_fp8(&c, TE_ACD_FP8_POST, stream);
+  if (r == TECORE_SUCCESS && p->lse) { /* packed [b][h][s] stats into lse */
+    struct te_acd_stats_call sc = {
+        .cu_q = p->cu_seqlens_q, .cu_kv = p->cu_seqlens_kv, .padded = p->workspace + w.stats,
+        .lse = p->lse, .batch = p->batch, .heads = (size_t)p->heads,
+        .max_q = p->fixed_seqlen_q, .total_q = p->total_q, .d = p->head_dim,
+        .causal = p->causal != 0};
+    r = te_acd_launch_stats(&sc, TE_ACD_TO_LSE, stream);
+  }
   return r;
 }
 

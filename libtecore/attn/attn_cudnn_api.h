@@ -189,7 +189,7 @@ struct te_dnn_graph {
   size_t ws_slots_bytes, ws_o8_bytes;
   /* first failure */
   te_dnn_status_t status;
-  char failed[160];
+  char failed[256];
 };
 
 /* The shape facts a graph depends on, from the problem.  Variable lengths

@@ -191,7 +191,9 @@ static struct tn view(struct te_dnn_graph *g, const struct te_dnn_shape *sh,
 
 /* name: what the operation is (the plan's log lists them in order). */
 static void add_op_(struct te_dnn_graph *g, te_dnn_desc_t op, const char *what, const char *name) {
-  finalize_(g, op, what);
+  char at[96]; /* which operation of the graph failed, for the message */
+  snprintf(at, sizeof at, "%s, operation %d (%s)", what, g->nops, name);
+  finalize_(g, op, at);
   if (g->status) return;
   if (g->nops == TE_DNN_MAX_OPS) {
     g->status = 4000;

@@ -31,7 +31,7 @@ struct entry {
   te_dnn_desc_t cfg;            /* the engine configuration the plan runs */
   struct te_dnn_plan plan;      /* plan.plan NULL: refused, see why */
   tecore_result_t code;
-  char why[320];
+  char why[384];
 };
 
 static pthread_mutex_t cache_lock = PTHREAD_MUTEX_INITIALIZER;

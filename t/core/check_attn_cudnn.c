@@ -389,7 +389,12 @@ static void run_fp8(const struct fp8_shape *s) {
   struct te_attn_problem p = {0};
   p.batch = s->b, p.total_q = p.total_kv = t;
   p.max_seqlen_q = p.max_seqlen_kv = p.fixed_seqlen_q = p.fixed_seqlen_kv = s->s;
-  p.cu_seqlens_q = p.cu_seqlens_kv = dsc; /* fixed lengths: not read by the cudnn row */
+  /* fixed lengths: the prefix sums attn.c would write (the stats copy reads them) */
+  int cu[5];
+  for (int b = 0; b <= s->b; b++) cu[b] = b * s->s;
+  tecore_devptr_t dcu = te_dalloc(sizeof cu);
+  te_h2d(dcu, cu, sizeof cu);
+  p.cu_seqlens_q = p.cu_seqlens_kv = dcu;
   p.heads = hq, p.kv_heads = hk, p.head_dim = d;
   p.scale = 1.0f / sqrtf((float)d), p.causal = s->causal, p.window_left = -1;
   p.qkv_dtype = TECORE_DTYPE_E4M3, p.o_dtype = s->o_dt;
@@ -465,8 +470,8 @@ static void run_fp8(const struct fp8_shape *s) {
   free(P), free(go), free(glse);
   if (p.workspace) TE_OK(tecore_mem_free(p.workspace));
 out:
-  tecore_devptr_t bufs[6] = {dq, dk, dv, dsc, dlse, dout};
-  for (int i = 0; i < 6; i++) TE_OK(tecore_mem_free(bufs[i]));
+  tecore_devptr_t bufs[7] = {dq, dk, dv, dsc, dlse, dout, dcu};
+  for (int i = 0; i < 7; i++) TE_OK(tecore_mem_free(bufs[i]));
   free(fq), free(fk), free(fv), free(bq), free(bk), free(bv);
 }
 
