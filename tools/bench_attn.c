@@ -9,7 +9,15 @@
  * PyTorch's scaled_dot_product_attention is the peer, measured in the same
  * GPU call by bench/attn_peer.py.  The backend is the one the library
  * picks (TECORE_ATTN_BACKEND: run te-bench once per backend); the row
- * names it.  vdev takes one tiny shape (its figures are not speed). */
+ * names it.  vdev takes one tiny shape (its figures are not speed).
+ *
+ * E4M3 forward: Q, K, V quantized from the same BF16 data with current
+ * scaling (tecore_quantize, a scale per tensor from its amax), O in BF16,
+ * causal; TFLOP/s counted as the BF16 forward's.  Its row gives the
+ * speed-up over the BF16 forward of the same shape in this run (issue
+ * 29's target: >= 1.3x at 4 16 8192 128) and the error max |O8 - O16| /
+ * max |O16| against that forward's O (P and O pass through E4M3: a few
+ * percent, te/attention.h). */
 #include "bench.h"
 #include <math.h>
 #include <stdio.h>
@@ -61,8 +69,9 @@ struct attn_shape {
   size_t b, h, s, d;
 };
 
-static void attn_row(struct tb_ctx *c, struct attn_arg *x, const char *what,
-                     const struct attn_shape *sh, double flops, double gemm_tf) {
+/* The row's time in ms (<= 0: not measured). */
+static double attn_row(struct tb_ctx *c, struct attn_arg *x, const char *what,
+                       const struct attn_shape *sh, double flops, double gemm_tf) {
   char desc[512], name[96], shape[64], note[128];
   if (tecore_attention_describe(&x->a, x->bwd, desc, sizeof desc) != TECORE_SUCCESS)
     snprintf(desc, sizeof desc, "backend ?");
@@ -74,7 +83,7 @@ static void attn_row(struct tb_ctx *c, struct attn_arg *x, const char *what,
   double ms = tb_time(c, attn_body, x);
   if (ms <= 0) {
     tb_info(c, "%s: %s", name, desc);
-    return;
+    return ms;
   }
   snprintf(note, sizeof note, "peer: bench/attn_peer.py in the same call; floor: bf16 gemm %.0f "
            "TFLOP/s", gemm_tf);
@@ -84,6 +93,97 @@ static void attn_row(struct tb_ctx *c, struct attn_arg *x, const char *what,
                      .peer_time = gemm_tf > 0 ? flops / (gemm_tf * 1e12) * 1e3 : 0,
                      .note = note};
   tb_row(c, &r);
+  return ms;
+}
+
+/* *out = max |a - b| / max |b| over n BF16 elements (scratch: n BF16 and
+ * 2 floats on the device). */
+static tecore_result_t rel_err(struct tb_ctx *c, tecore_devptr_t a, tecore_devptr_t b, size_t n,
+                               tecore_devptr_t scratch, tecore_devptr_t am, double *out) {
+  struct tecore_tensor t;
+  size_t shape[1] = {n};
+  float h[2] = {0, 0};
+  tecore_result_t r = tecore_scale_add(scratch, a, 1.0f, b, -1.0f, TECORE_DTYPE_BF16, n, c->s);
+  if (r == TECORE_SUCCESS) r = tecore_tensor_init(&t, TECORE_DTYPE_BF16, 1, shape, scratch);
+  if (r == TECORE_SUCCESS) r = tecore_amax(&t, am, 0, 0, c->s);
+  if (r == TECORE_SUCCESS) t.data = b, r = tecore_amax(&t, am + 4, 0, 0, c->s);
+  if (r == TECORE_SUCCESS) r = tecore_stream_synchronize(c->s);
+  if (r == TECORE_SUCCESS) r = tecore_memcpy((tecore_devptr_t)(uintptr_t)h, am, sizeof h);
+  *out = h[1] > 0 ? h[0] / h[1] : -1;
+  return r;
+}
+
+/* E4M3 copies of q, k, v (one buffer of 3 n bytes) with current scaling:
+ * sc holds amax, scale, scale_inv of each (9 floats). */
+static tecore_result_t quantize_qkv(struct tb_ctx *c, const tecore_devptr_t in[3], size_t n,
+                                    tecore_devptr_t q8, tecore_devptr_t sc) {
+  size_t shape[1] = {n};
+  for (int i = 0; i < 3; i++) {
+    struct tecore_tensor a, o;
+    TB_CHECK(tecore_tensor_init(&a, TECORE_DTYPE_BF16, 1, shape, in[i]));
+    TB_CHECK(tecore_tensor_init(&o, TECORE_DTYPE_E4M3, 1, shape, q8 + (size_t)i * n));
+    o.scaling = TECORE_SCALING_CURRENT;
+    o.amax = sc + 12 * (size_t)i, o.scale = o.amax + 4, o.scale_inv = o.amax + 8;
+    TB_CHECK(tecore_quantize(&a, &o, 0, c->s));
+  }
+  return TECORE_SUCCESS;
+}
+
+/* The E4M3 forward of x's problem beside its BF16 forward (bf16_ms, O in
+ * x->a.o); needs 3 n + n * 4 bytes and a workspace of its own. */
+static void attn_fp8_row(struct tb_ctx *c, const struct attn_arg *x, const struct attn_shape *sh,
+                         double flops, double bf16_ms) {
+  size_t n = sh->b * sh->s * sh->h * sh->d, wbytes = 0;
+  tecore_devptr_t q8 = 0, o8 = 0, diff = 0, sc = 0, ws = 0;
+  struct attn_arg f = {.a = x->a};
+  if (tecore_mem_alloc(3 * n, &q8) != TECORE_SUCCESS ||
+      tecore_mem_alloc(2 * n, &o8) != TECORE_SUCCESS ||
+      tecore_mem_alloc(2 * n, &diff) != TECORE_SUCCESS ||
+      tecore_mem_alloc(256, &sc) != TECORE_SUCCESS) {
+    tb_info(c, "attention fwd e4m3: no memory for the E4M3 copies: %s", tecore_last_error());
+    goto out;
+  }
+  const tecore_devptr_t in[3] = {x->a.q.data, x->a.k.data, x->a.v.data};
+  if (quantize_qkv(c, in, n, q8, sc) != TECORE_SUCCESS) {
+    tb_info(c, "attention fwd e4m3: quantize: %s", tecore_last_error());
+    c->failed = 1;
+    goto out;
+  }
+  f.a.dtype = TECORE_DTYPE_E4M3, f.a.o_dtype = TECORE_DTYPE_BF16;
+  f.a.q = (struct tecore_attn_view){.data = q8, .scale_inv = sc + 8};
+  f.a.k = (struct tecore_attn_view){.data = q8 + n, .scale_inv = sc + 20};
+  f.a.v = (struct tecore_attn_view){.data = q8 + 2 * n, .scale_inv = sc + 32};
+  f.a.o = (struct tecore_attn_view){.data = o8, .amax = sc + 48};
+  f.a.s_amax = sc + 52;
+  if (tecore_attention_workspace_size(&f.a, 0, &wbytes) == TECORE_SUCCESS && wbytes &&
+      tecore_mem_alloc(wbytes, &ws) != TECORE_SUCCESS)
+    goto out;
+  f.a.workspace = ws, f.a.workspace_bytes = wbytes;
+  char desc[512], be[32] = "none", name[96], shape[64], note[160];
+  if (tecore_attention_describe(&f.a, 0, desc, sizeof desc) != TECORE_SUCCESS)
+    snprintf(desc, sizeof desc, "backend ?");
+  (void)sscanf(desc, "backend %31s", be);
+  snprintf(name, sizeof name, "attention fwd e4m3 (%s)", be);
+  snprintf(shape, sizeof shape, "B%zu H%zu S%zu D%zu e4m3 causal", sh->b, sh->h, sh->s, sh->d);
+  double ms = tb_time(c, attn_body, &f), err = -1;
+  if (ms <= 0) {
+    tb_info(c, "%s: %s", name, desc);
+    goto out;
+  }
+  if (rel_err(c, o8, x->a.o.data, n, diff, sc + 64, &err) != TECORE_SUCCESS)
+    tb_info(c, "attention fwd e4m3: error against bf16: %s", tecore_last_error());
+  snprintf(note, sizeof note, "O bf16; vs the bf16 fwd's O: max|diff|/max|O| = %.4f", err);
+  int judged = c->speed && sh->b == 4 && sh->s == 8192 && bf16_ms > 0;
+  struct tb_row r = {.name = name, .shape = shape, .time = ms,
+                     .rate = flops / (ms * 1e-3) / 1e12, .rate_unit = "TFLOP/s",
+                     .peer = bf16_ms > 0 ? "the bf16 fwd of this run" : NULL,
+                     .peer_time = bf16_ms, .target = judged ? ">= 1.3x bf16 fwd" : NULL,
+                     .met = judged && bf16_ms / ms >= 1.3, .note = note};
+  tb_row(c, &r);
+out:;
+  tecore_devptr_t all[] = {q8, o8, diff, sc, ws};
+  for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+    if (all[i]) tecore_mem_free(all[i]);
 }
 
 static void attn_shape_rows(struct tb_ctx *c, const struct attn_shape *sh, double gemm_tf) {
@@ -119,9 +219,14 @@ static void attn_shape_rows(struct tb_ctx *c, const struct attn_shape *sh, doubl
   x.a.workspace = ws;
   x.a.workspace_bytes = wbytes;
   double fwd_flops = 2.0 * 2.0 * sh->b * sh->h * (double)sh->s * sh->s * sh->d / 2.0;
-  attn_row(c, &x, "fwd", sh, fwd_flops, gemm_tf);
+  double fwd_ms = attn_row(c, &x, "fwd", sh, fwd_flops, gemm_tf);
   x.bwd = 1;
   attn_row(c, &x, "fwd+bwd", sh, 3.5 * fwd_flops, gemm_tf);
+  /* O of the BF16 forward again (the backward leaves it as it was), then
+   * the E4M3 forward beside it */
+  x.bwd = 0;
+  if (tecore_attention_fwd(&x.a, c->s) == TECORE_SUCCESS)
+    attn_fp8_row(c, &x, sh, fwd_flops, fwd_ms);
 out:
   if (ws) tecore_mem_free(ws);
   tecore_devptr_t all[] = {q, k, v, o, dout, dq, dk, dv, lse};
@@ -135,7 +240,8 @@ void tb_attention(struct tb_ctx *c) {
   static const struct attn_shape tiny[] = {{2, 2, 64, 64}};
   c->section = "attention";
   tb_info(c, "attention: BF16 causal, TFLOP/s as 2*2*B*H*S^2*D/2 (fwd) and 3.5x (fwd+bwd); "
-             "floor: the same FLOPs at the BF16 GEMM rate of this run");
+             "floor: the same FLOPs at the BF16 GEMM rate of this run; fwd e4m3: Q, K, V in "
+             "E4M3 (current scaling), O bf16");
   double gemm_tf = gemm_rate(c);
   const struct attn_shape *list = c->speed ? gpu : tiny;
   size_t n = c->speed ? sizeof gpu / sizeof gpu[0] : 1;

@@ -23,12 +23,24 @@
  *     o + t * o_ts + h * o_hs), the attention contract cuDNN does not keep;
  *   TE_ACD_FROM_LSE, item (b, h, i) of batch x heads x max_q: padded[b][h][i]
  *     = lse[h][cu_q[b] + i] for i < len_q[b] where that is not -inf, else 0
- *     (so that a row that sees no key gives exp(-inf - 0) = 0, no NaN). */
+ *     (so that a row that sees no key gives exp(-inf - 0) = 0, no NaN).
+ * te_attn_cudnn_fp8 brackets the E4M3 forward graph (slots: float[8] in
+ * the workspace, TE_ACD_SLOT_*):
+ *   TE_ACD_FP8_PRE, one item: the constants the graph reads from device
+ *     memory (descale_s = 1/448, scale_s = 448) and, for a staged O (BF16
+ *     or F16 O: the graph writes E4M3 into o8), scale_o = 0.5 / v_si[0]
+ *     (1 when v_si[0] is not a positive finite number);
+ *   TE_ACD_FP8_POST, item i of n = (o8 ? total_q * heads * d : 0) + 1:
+ *     i < n - 1: o[t * o_ts + h * o_hs + x] (dtype o_dt) = o8[i] / scale_o
+ *     for i = (t * heads + h) * d + x; item n - 1: s_amax and o_amax (when
+ *     set) max-accumulated with the graph's amaxes (which it overwrites),
+ *     and o_scale_inv = 1 / o_scale[0] (when set). */
 #ifndef TE_KERNELS_ATTN_CUDNN_H
 #define TE_KERNELS_ATTN_CUDNN_H
 
 #include "kparams.h"
 #include "te_hd.h"
+#include "ldst.h"
 #ifndef __CUDACC__
 #include <math.h>
 #endif
@@ -68,6 +80,32 @@
   P(int, d, val)                     \
   P(int, causal, val)                \
   P(int, dir, val)
+
+#define TE_ACD_FP8_PRE 0
+#define TE_ACD_FP8_POST 1
+/* Constant P scale: P <= 1, and E4M3's largest finite value is 448. */
+#define TE_ACD_P_SCALE 448.0f
+enum {
+  TE_ACD_SLOT_DESCALE_S, TE_ACD_SLOT_SCALE_S, TE_ACD_SLOT_SCALE_O,
+  TE_ACD_SLOT_AMAX_S, TE_ACD_SLOT_AMAX_O, TE_ACD_SLOTS = 8
+};
+
+#define TE_ACD_FP8_PARAMS(P)         \
+  P(float *, slots, nnptr)           \
+  P(const float *, v_si, ptr)        \
+  P(const unsigned char *, o8, ptr)  \
+  P(void *, o, ptr)                  \
+  P(float *, s_amax, ptr)            \
+  P(float *, o_amax, ptr)            \
+  P(const float *, o_scale, ptr)     \
+  P(float *, o_scale_inv, ptr)       \
+  P(long long, o_ts, val)            \
+  P(long long, o_hs, val)            \
+  P(long long, total_q, val)         \
+  P(long long, heads, val)           \
+  P(int, d, val)                     \
+  P(int, o_dt, val)                  \
+  P(int, mode, val)
 
 /* Roles whose offsets follow cu_kv (K V dK dV); the others follow cu_q. */
 TE_HD int te_acd_role_kv(int r) { return r == 1 || r == 2 || r == 6 || r == 7; }
@@ -127,6 +165,40 @@ TE_HD void te_acd_stats_item(const int *cu_q, const int *cu_kv, float *padded, f
     float v = r < cu_q[b + 1] - cu_q[b] ? lse[h * total_q + cu_q[b] + r] : 0.0f;
     padded[i] = v == -INFINITY ? 0.0f : v;
   }
+}
+
+/* The scale of a staged O from V's dequantize factor: |O| <= max |V| times
+ * the row's sum of quantized probabilities (<= 1 + 2^-4), and |V| <= 448
+ * v_si, so O * scale_o stays within 224 (1 + 2^-4) < 448. */
+TE_HD float te_acd_staged_scale(const float *v_si) {
+  float v = v_si ? v_si[0] : 1.0f;
+  return v > 0.0f && v < 3.0e38f ? 0.5f / v : 1.0f;
+}
+
+/* Item i of te_attn_cudnn_fp8 (see above); n items in all. */
+TE_HD void te_acd_fp8_item(float *slots, const float *v_si, const unsigned char *o8, void *o,
+                           float *s_amax, float *o_amax, const float *o_scale, float *o_scale_inv,
+                           long long o_ts, long long o_hs, long long total_q, long long heads,
+                           int d, int o_dt, int mode, long long i) {
+  long long n = (o8 ? total_q * heads * d : 0) + 1;
+  if (mode == TE_ACD_FP8_PRE) {
+    slots[TE_ACD_SLOT_DESCALE_S] = 1.0f / TE_ACD_P_SCALE;
+    slots[TE_ACD_SLOT_SCALE_S] = TE_ACD_P_SCALE;
+    slots[TE_ACD_SLOT_SCALE_O] = te_acd_staged_scale(v_si);
+    slots[TE_ACD_SLOT_AMAX_S] = slots[TE_ACD_SLOT_AMAX_O] = 0.0f;
+    return;
+  }
+  if (i < n - 1) {
+    long long x = i % d, th = i / d, h = th % heads, t = th / heads;
+    float f = te_e4m3_to_f32(o8[i]) / slots[TE_ACD_SLOT_SCALE_O];
+    te_st(o, (uint64_t)(t * o_ts + h * o_hs + x), o_dt, f);
+    return;
+  }
+  if (i != n - 1) return;
+  float as = slots[TE_ACD_SLOT_AMAX_S], ao = slots[TE_ACD_SLOT_AMAX_O];
+  if (s_amax && as > *s_amax) *s_amax = as;
+  if (o_amax && ao > *o_amax) *o_amax = ao;
+  if (o_scale && o_scale_inv) *o_scale_inv = te_fp8_scale_inv(o_scale[0]);
 }
 
 #endif

@@ -12,8 +12,20 @@
  * writes O = 0 and lse = -inf for rows that see no key, and the backward
  * reads their stats as 0, so they add nothing); an optional sliding
  * window; grouped-query attention; 16-byte aligned addresses and strides.
- * It refuses, saying why, FP8 and whatever cuDNN's heuristics refuse; the
- * next row (libte's kernel) then runs.
+ * It refuses, saying why, whatever cuDNN's heuristics refuse; the next
+ * row (libte's kernel) then runs.
+ *
+ * E4M3 forward (fixed lengths, head_dim a multiple of 16, a causal mask or
+ * window only with equal query and key lengths: the FP8 engines of Hopper
+ * have no bottom-right diagonal): the graph of the frontend's FP8 pattern
+ * (attn_cudnn_graph.c), with P rounded to E4M3 at the fixed scale 448
+ * (the API has no scale for P; P <= 1).  Hopper's FP8 engines write only
+ * E4M3 O, so a BF16/F16 O is staged: E4M3 at scale 0.5 / v.scale_inv in
+ * the workspace, widened after (kernels/attn_cudnn.cu), as vdev does.
+ * cuDNN overwrites its amaxes: they land in workspace slots that a kernel
+ * max-accumulates into s_amax and o.amax.  Its statistics are cuDNN's
+ * packed [b][h][s] in the workspace (the frontend's layout), copied into
+ * lse by the variable-length path's kernel.  No E4M3 backward.
  *
  * Variable lengths.  The graph (attn_cudnn_graph.c) is built for the
  * maximum lengths with ragged Q, K, V, O (dO, dQ, dK, dV) and a padding
@@ -32,9 +44,9 @@
  *
  * Workspace, each region at a 256-byte boundary: (backward) rowsum(dO * O)
  * (float [b][h][s]) and a float accumulator of dQ ([b][h][s][d]);
- * (variable lengths) the lengths and offsets, and the padded stats; then
- * the engine's.  The caller's workspace is used; nothing is allocated per
- * call.
+ * (variable lengths) the lengths and offsets, and the padded stats; (E4M3)
+ * the constants and amaxes, and a staged O; then the engine's.  The
+ * caller's workspace is used; nothing is allocated per call.
  *
  * Capture.  supports() and workspace() build the plan (with the thread's
  * capture mode relaxed, so that another stream's capture survives cuDNN's
@@ -65,11 +77,39 @@ static int refuse(char *why, size_t len, const char *fmt, ...) {
   return 0;
 }
 
-static int aligned(const struct te_attn_view *v, const char *name, char *why, size_t len) {
-  if (v->ptr % 16 || v->token_stride % 8 || v->head_stride % 8)
+/* es: bytes of an element. */
+static int aligned(const struct te_attn_view *v, const char *name, size_t es, char *why,
+                   size_t len) {
+  if (v->ptr % 16 || v->token_stride * es % 16 || v->head_stride * es % 16)
     return refuse(why, len, "%s is not 16-byte aligned (address 0x%llx, strides %zu, %zu "
                   "elements): cuDNN takes 16-byte aligned rows", name,
                   (unsigned long long)v->ptr, v->token_stride, v->head_stride);
+  return 1;
+}
+
+/* What cuDNN's FP8 forward takes beyond the BF16 graph's rules (the
+ * frontend's support surface for Hopper); 0 with the reason. */
+static int fp8_ok(const struct te_attn_problem *p, int backward, char *why, size_t len) {
+  if (backward)
+    return refuse(why, len, "no E4M3 backward: te/attention.h's backward takes BF16/F16 "
+                  "tensors (cuDNN's FP8 backward needs FP8 dO and O with their scales)");
+  if (p->o_dtype != TECORE_DTYPE_E4M3 && p->o_dtype != TECORE_DTYPE_BF16 &&
+      p->o_dtype != TECORE_DTYPE_F16)
+    return refuse(why, len, "O's type %s: the E4M3 forward writes E4M3, BF16 or F16",
+                  tecore_dtype_name(p->o_dtype));
+  if (!p->q_scale_inv || !p->k_scale_inv || !p->v_scale_inv)
+    return refuse(why, len, "E4M3 Q, K, V without their scale_inv");
+  if (p->o_dtype == TECORE_DTYPE_E4M3 && !p->o_scale)
+    return refuse(why, len, "E4M3 O without its scale");
+  if (p->head_dim % 16 || p->head_dim > 256)
+    return refuse(why, len, "head_dim %d: cuDNN's FP8 attention takes multiples of 16 up to "
+                  "256", p->head_dim);
+  /* bottom-right diagonals (and windows with lq != lk) are Blackwell-only
+   * in the FP8 engines; libte's graph is one for every GPU */
+  if ((p->causal || p->window_left >= 0) && p->fixed_seqlen_q != p->fixed_seqlen_kv)
+    return refuse(why, len, "E4M3 with a causal mask or window and %zu queries, %zu keys: "
+                  "cuDNN's FP8 forward aligns the diagonal bottom-right only on Blackwell; "
+                  "libte asks for equal lengths", p->fixed_seqlen_q, p->fixed_seqlen_kv);
   return 1;
 }
 
@@ -81,12 +121,12 @@ static int shape_of(const struct te_attn_problem *p, int backward, struct te_dnn
   if (tecore_backend(&be) != TECORE_SUCCESS)
     return refuse(why, len, "no device backend: %s", tecore_last_error());
   if (be != TECORE_BACKEND_CUDA) return refuse(why, len, "vdev has no cuDNN");
-  if (p->qkv_dtype == TECORE_DTYPE_E4M3)
-    return refuse(why, len, "FP8 attention is not wired to cuDNN in libte yet");
-  if (p->qkv_dtype != TECORE_DTYPE_BF16 && p->qkv_dtype != TECORE_DTYPE_F16)
+  int fp8 = p->qkv_dtype == TECORE_DTYPE_E4M3;
+  if (fp8 && !fp8_ok(p, backward, why, len)) return 0;
+  if (!fp8 && p->qkv_dtype != TECORE_DTYPE_BF16 && p->qkv_dtype != TECORE_DTYPE_F16)
     return refuse(why, len, "cuDNN attention takes BF16 or F16, not %s",
                   tecore_dtype_name(p->qkv_dtype));
-  if (p->o_dtype != p->qkv_dtype)
+  if (!fp8 && p->o_dtype != p->qkv_dtype)
     return refuse(why, len, "O's type %s differs from Q's %s", tecore_dtype_name(p->o_dtype),
                   tecore_dtype_name(p->qkv_dtype));
   int varlen = !p->fixed_seqlen_q || !p->fixed_seqlen_kv;
@@ -122,11 +162,12 @@ static int shape_of(const struct te_attn_problem *p, int backward, struct te_dnn
   if (p->head_dim % 8 || p->head_dim > 256)
     return refuse(why, len, "head_dim %d: cuDNN takes multiples of 8 up to 256", p->head_dim);
   if (p->lse % 16) return refuse(why, len, "lse is not 16-byte aligned");
-  if (!aligned(&p->q, "q", why, len) || !aligned(&p->k, "k", why, len) ||
-      !aligned(&p->v, "v", why, len) || !aligned(&p->o, "o", why, len))
+  size_t es = fp8 ? 1 : 2, oes = p->o_dtype == TECORE_DTYPE_E4M3 ? 1 : 2;
+  if (!aligned(&p->q, "q", es, why, len) || !aligned(&p->k, "k", es, why, len) ||
+      !aligned(&p->v, "v", es, why, len) || !aligned(&p->o, "o", oes, why, len))
     return 0;
-  if (backward && (!aligned(&p->d_o, "d_o", why, len) || !aligned(&p->dq, "dq", why, len) ||
-                   !aligned(&p->dk, "dk", why, len) || !aligned(&p->dv, "dv", why, len)))
+  if (backward && (!aligned(&p->d_o, "d_o", 2, why, len) || !aligned(&p->dq, "dq", 2, why, len) ||
+                   !aligned(&p->dk, "dk", 2, why, len) || !aligned(&p->dv, "dv", 2, why, len)))
     return 0;
   memset(s, 0, sizeof *s); /* the cache compares whole structs */
   s->b = (int64_t)p->batch;
@@ -135,14 +176,20 @@ static int shape_of(const struct te_attn_problem *p, int backward, struct te_dnn
   s->sq = (int64_t)(varlen ? p->max_seqlen_q : p->fixed_seqlen_q);
   s->skv = (int64_t)(varlen ? p->max_seqlen_kv : p->fixed_seqlen_kv);
   s->total_q = varlen ? 0 : (int64_t)p->total_q; /* varlen graphs do not use it */
-  s->dtype = p->qkv_dtype == TECORE_DTYPE_BF16 ? TE_DNN_DATA_BFLOAT16 : TE_DNN_DATA_HALF;
+  s->dtype = fp8 ? TE_DNN_DATA_FP8_E4M3
+                : p->qkv_dtype == TECORE_DTYPE_BF16 ? TE_DNN_DATA_BFLOAT16 : TE_DNN_DATA_HALF;
+  s->o_staged = fp8 && p->o_dtype != TECORE_DTYPE_E4M3;
   s->causal = p->causal != 0;
   s->window_left = p->window_left < 0 ? -1 : p->window_left;
-  s->stats_direct = !varlen && p->lse != 0; /* no lse: the workspace's stats */
+  /* no lse: the workspace's stats.  E4M3: packed stats in the workspace
+   * (the frontend's layout for the FP8 engines), copied into lse after */
+  s->stats_direct = !varlen && p->lse != 0 && !fp8;
   s->q_ts = (int64_t)p->q.token_stride, s->q_hs = (int64_t)p->q.head_stride;
   s->k_ts = (int64_t)p->k.token_stride, s->k_hs = (int64_t)p->k.head_stride;
   s->v_ts = (int64_t)p->v.token_stride, s->v_hs = (int64_t)p->v.head_stride;
   s->o_ts = (int64_t)p->o.token_stride, s->o_hs = (int64_t)p->o.head_stride;
+  if (s->o_staged) /* the graph's E4M3 O, packed in the workspace */
+    s->o_ts = s->hq * s->d, s->o_hs = s->d;
   if (backward) {
     s->do_ts = (int64_t)p->d_o.token_stride, s->do_hs = (int64_t)p->d_o.head_stride;
     s->dq_ts = (int64_t)p->dq.token_stride, s->dq_hs = (int64_t)p->dq.head_stride;
@@ -253,7 +300,7 @@ static tecore_result_t plan_for(const struct te_attn_problem *p, int backward,
 
 /* Where each workspace region of g starts (attn_cudnn_api.h's order). */
 struct ws_at {
-  size_t sum, acc, ragged, stats, engine;
+  size_t sum, acc, ragged, stats, slots, o8, engine;
 };
 static struct ws_at ws_layout(const struct te_dnn_graph *g) {
   struct ws_at w;
@@ -261,7 +308,9 @@ static struct ws_at ws_layout(const struct te_dnn_graph *g) {
   w.acc = w.sum + align256(g->ws_sum_bytes);
   w.ragged = w.acc + align256(g->ws_dqacc_bytes);
   w.stats = w.ragged + align256(g->ws_ragged_bytes);
-  w.engine = w.stats + align256(g->ws_stats_bytes);
+  w.slots = w.stats + align256(g->ws_stats_bytes);
+  w.o8 = w.slots + align256(g->ws_slots_bytes);
+  w.engine = w.o8 + align256(g->ws_o8_bytes);
   return w;
 }
 
@@ -295,6 +344,42 @@ static tecore_result_t stats_move(const struct te_attn_problem *p, const struct 
   return te_acd_launch_stats(&c, dir, stream);
 }
 
+/* The E4M3 forward: the constants into the workspace's slots, the graph,
+ * then the amaxes folded into the caller's (cuDNN overwrites its own) and
+ * a staged O widened into the caller's BF16/F16 O. */
+static tecore_result_t fwd_fp8(const struct te_attn_problem *p, struct te_dnn_plan *plan,
+                               void *ptrs[TE_DNN_ROLES], tecore_stream_t stream, const char *who) {
+  const struct te_dnn_graph *g = &plan->graph;
+  struct ws_at w = ws_layout(g);
+  tecore_devptr_t slots = p->workspace + w.slots, o8 = g->ws_o8_bytes ? p->workspace + w.o8 : 0;
+  ptrs[TE_DNN_DESCALE_Q] = DEV(p->q_scale_inv), ptrs[TE_DNN_DESCALE_K] = DEV(p->k_scale_inv);
+  ptrs[TE_DNN_DESCALE_V] = DEV(p->v_scale_inv);
+  ptrs[TE_DNN_DESCALE_S] = DEV(slots + TE_ACD_SLOT_DESCALE_S * sizeof(float));
+  ptrs[TE_DNN_SCALE_S] = DEV(slots + TE_ACD_SLOT_SCALE_S * sizeof(float));
+  ptrs[TE_DNN_SCALE_O] = o8 ? DEV(slots + TE_ACD_SLOT_SCALE_O * sizeof(float)) : DEV(p->o_scale);
+  ptrs[TE_DNN_AMAX_S] = DEV(slots + TE_ACD_SLOT_AMAX_S * sizeof(float));
+  ptrs[TE_DNN_AMAX_O] = DEV(slots + TE_ACD_SLOT_AMAX_O * sizeof(float));
+  if (o8) ptrs[TE_DNN_O] = DEV(o8);
+  struct te_acd_fp8_call c = {
+      .slots = slots, .v_si = p->v_scale_inv, .o8 = o8, .o = o8 ? p->o.ptr : 0,
+      .s_amax = p->s_amax, .o_amax = p->o_amax, .o_scale = o8 ? 0 : p->o_scale,
+      .o_scale_inv = o8 ? 0 : p->o_scale_inv, .o_ts = p->o.token_stride,
+      .o_hs = p->o.head_stride, .total_q = p->total_q, .heads = (size_t)p->heads,
+      .d = p->head_dim, .o_dt = (int)p->o_dtype};
+  tecore_result_t r = te_acd_launch_fp8(&c, TE_ACD_FP8_PRE, stream);
+  if (r == TECORE_SUCCESS) r = execute(plan, ptrs, DEV(p->workspace + w.engine), stream, who);
+  if (r == TECORE_SUCCESS) r = te_acd_launch_fp8(&c, TE_ACD_FP8_POST, stream);
+  if (r == TECORE_SUCCESS && p->lse) { /* packed [b][h][s] stats into lse */
+    struct te_acd_stats_call sc = {
+        .cu_q = p->cu_seqlens_q, .cu_kv = p->cu_seqlens_kv, .padded = p->workspace + w.stats,
+        .lse = p->lse, .batch = p->batch, .heads = (size_t)p->heads,
+        .max_q = p->fixed_seqlen_q, .total_q = p->total_q, .d = p->head_dim,
+        .causal = p->causal != 0};
+    r = te_acd_launch_stats(&sc, TE_ACD_TO_LSE, stream);
+  }
+  return r;
+}
+
 static tecore_result_t cudnn_fwd(const struct te_attn_problem *p, tecore_stream_t stream) {
   static const char who[] = "tecore_attention_fwd";
   struct te_dnn_plan *plan;
@@ -306,10 +391,14 @@ static tecore_result_t cudnn_fwd(const struct te_attn_problem *p, tecore_stream_
   void *ptrs[TE_DNN_ROLES] = {0};
   ptrs[TE_DNN_Q] = DEV(p->q.ptr), ptrs[TE_DNN_K] = DEV(p->k.ptr);
   ptrs[TE_DNN_V] = DEV(p->v.ptr), ptrs[TE_DNN_O] = DEV(p->o.ptr);
-  ptrs[TE_DNN_STATS] = DEV(p->lse ? p->lse : p->workspace + w.stats), ptrs[TE_DNN_SCALE] = &scale;
+  ptrs[TE_DNN_STATS] = DEV(g->ws_stats_bytes ? p->workspace + w.stats : p->lse);
+  ptrs[TE_DNN_SCALE] = &scale;
   tecore_result_t r = TECORE_SUCCESS;
   if (varlen) r = ragged_prep(p, 0, &w, ptrs, stream);
-  if (r == TECORE_SUCCESS) r = execute(plan, ptrs, DEV(p->workspace + w.engine), stream, who);
+  if (r == TECORE_SUCCESS && g->ws_slots_bytes)
+    r = fwd_fp8(p, plan, ptrs, stream, who);
+  else if (r == TECORE_SUCCESS)
+    r = execute(plan, ptrs, DEV(p->workspace + w.engine), stream, who);
   te_dnn_plan_release();
   if (r == TECORE_SUCCESS && varlen) r = stats_move(p, &w, TE_ACD_TO_LSE, stream);
   return r;
@@ -358,6 +447,42 @@ static size_t cudnn_workspace(const struct te_attn_problem *p, int backward) {
   (void)p, (void)backward;
   return 0;
 }
+/* The E4M3 forward: the constants into the workspace's slots, the graph,
+ * then the amaxes folded into the caller's (cuDNN overwrites its own) and
+ * a staged O widened into the caller's BF16/F16 O. */
+static tecore_result_t fwd_fp8(const struct te_attn_problem *p, struct te_dnn_plan *plan,
+                               void *ptrs[TE_DNN_ROLES], tecore_stream_t stream, const char *who) {
+  const struct te_dnn_graph *g = &plan->graph;
+  struct ws_at w = ws_layout(g);
+  tecore_devptr_t slots = p->workspace + w.slots, o8 = g->ws_o8_bytes ? p->workspace + w.o8 : 0;
+  ptrs[TE_DNN_DESCALE_Q] = DEV(p->q_scale_inv), ptrs[TE_DNN_DESCALE_K] = DEV(p->k_scale_inv);
+  ptrs[TE_DNN_DESCALE_V] = DEV(p->v_scale_inv);
+  ptrs[TE_DNN_DESCALE_S] = DEV(slots + TE_ACD_SLOT_DESCALE_S * sizeof(float));
+  ptrs[TE_DNN_SCALE_S] = DEV(slots + TE_ACD_SLOT_SCALE_S * sizeof(float));
+  ptrs[TE_DNN_SCALE_O] = o8 ? DEV(slots + TE_ACD_SLOT_SCALE_O * sizeof(float)) : DEV(p->o_scale);
+  ptrs[TE_DNN_AMAX_S] = DEV(slots + TE_ACD_SLOT_AMAX_S * sizeof(float));
+  ptrs[TE_DNN_AMAX_O] = DEV(slots + TE_ACD_SLOT_AMAX_O * sizeof(float));
+  if (o8) ptrs[TE_DNN_O] = DEV(o8);
+  struct te_acd_fp8_call c = {
+      .slots = slots, .v_si = p->v_scale_inv, .o8 = o8, .o = o8 ? p->o.ptr : 0,
+      .s_amax = p->s_amax, .o_amax = p->o_amax, .o_scale = o8 ? 0 : p->o_scale,
+      .o_scale_inv = o8 ? 0 : p->o_scale_inv, .o_ts = p->o.token_stride,
+      .o_hs = p->o.head_stride, .total_q = p->total_q, .heads = (size_t)p->heads,
+      .d = p->head_dim, .o_dt = (int)p->o_dtype};
+  tecore_result_t r = te_acd_launch_fp8(&c, TE_ACD_FP8_PRE, stream);
+  if (r == TECORE_SUCCESS) r = execute(plan, ptrs, DEV(p->workspace + w.engine), stream, who);
+  if (r == TECORE_SUCCESS) r = te_acd_launch_fp8(&c, TE_ACD_FP8_POST, stream);
+  if (r == TECORE_SUCCESS && p->lse) { /* packed [b][h][s] stats into lse */
+    struct te_acd_stats_call sc = {
+        .cu_q = p->cu_seqlens_q, .cu_kv = p->cu_seqlens_kv, .padded = p->workspace + w.stats,
+        .lse = p->lse, .batch = p->batch, .heads = (size_t)p->heads,
+        .max_q = p->fixed_seqlen_q, .total_q = p->total_q, .d = p->head_dim,
+        .causal = p->causal != 0};
+    r = te_acd_launch_stats(&sc, TE_ACD_TO_LSE, stream);
+  }
+  return r;
+}
+
 static tecore_result_t cudnn_fwd(const struct te_attn_problem *p, tecore_stream_t stream) {
   (void)p, (void)stream;
   return TE_ERR(TECORE_ERR_NOT_SUPPORTED, "tecore_attention_fwd (cudnn): built without CUDA");

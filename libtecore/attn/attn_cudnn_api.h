@@ -39,7 +39,7 @@ enum {
   TE_DNN_PW_LOGICAL_AND = 400, TE_DNN_PW_GEN_INDEX = 501, TE_DNN_PW_BINARY_SELECT = 601
 };
 /* cudnnReduceTensorOp_t */
-enum { TE_DNN_REDUCE_ADD = 0, TE_DNN_REDUCE_MAX = 3 };
+enum { TE_DNN_REDUCE_ADD = 0, TE_DNN_REDUCE_MAX = 3, TE_DNN_REDUCE_AMAX = 4 };
 /* cudnnBackendHeurMode_t */
 enum { TE_DNN_HEUR_MODE_A = 3 };
 /* cudnnBackendAttributeType_t */
@@ -156,6 +156,10 @@ enum te_dnn_role {
   TE_DNN_SEQ_Q, TE_DNN_SEQ_KV,            /* [b][1][1][1] lengths */
   TE_DNN_OFF_Q, TE_DNN_OFF_K, TE_DNN_OFF_V, TE_DNN_OFF_O,   /* [b + 1] element offsets, */
   TE_DNN_OFF_DO, TE_DNN_OFF_DQ, TE_DNN_OFF_DK, TE_DNN_OFF_DV, /* in TE_ACD_ROLES order */
+  /* E4M3 forward: float [1][1][1][1] on the device: the caller's dequantize
+   * factors and O scale, or slots of the workspace (TE_ACD_SLOT_*) */
+  TE_DNN_DESCALE_Q, TE_DNN_DESCALE_K, TE_DNN_DESCALE_V, TE_DNN_DESCALE_S,
+  TE_DNN_SCALE_S, TE_DNN_SCALE_O, TE_DNN_AMAX_S, TE_DNN_AMAX_O,
   TE_DNN_ROLES
 };
 
@@ -167,6 +171,7 @@ struct te_dnn_graph {
   int ndescs;
   te_dnn_desc_t ops[TE_DNN_MAX_OPS];
   int nops;
+  char opnames[TE_DNN_MAX_OPS][12]; /* what each operation is, for the log */
   te_dnn_desc_t opgraph;
   int64_t next_uid;
   int64_t role_uid[TE_DNN_ROLES];
@@ -180,9 +185,11 @@ struct te_dnn_graph {
    * order, each 256-aligned: rowsum and dQ accumulator (bwd); lengths and
    * offsets, and the padded stats (variable lengths) */
   size_t ws_sum_bytes, ws_dqacc_bytes, ws_ragged_bytes, ws_stats_bytes;
+  /* E4M3 forward, after those: the slots, then a staged E4M3 O */
+  size_t ws_slots_bytes, ws_o8_bytes;
   /* first failure */
   te_dnn_status_t status;
-  char failed[160];
+  char failed[256];
 };
 
 /* The shape facts a graph depends on, from the problem.  Variable lengths
@@ -192,7 +199,9 @@ struct te_dnn_graph {
 struct te_dnn_shape {
   int64_t b, hq, hk, d, sq, skv, total_q;
   int varlen;
-  int dtype;                       /* TE_DNN_DATA_BFLOAT16 or _HALF */
+  int dtype;                       /* TE_DNN_DATA_BFLOAT16, _HALF or _FP8_E4M3 (forward) */
+  int o_staged;                    /* E4M3: O is BF16/F16, the graph writes E4M3 to the
+                                    * workspace, packed (o_ts, o_hs: hq * d, d) */
   int causal;
   long window_left;
   int stats_direct;                /* stats strided straight into lse (0: varlen or no lse) */

@@ -21,6 +21,7 @@
  * Backward: sum = rowsum(dO * O) (workspace); S as above; E = exp(S - stats);
  *           dV = E^T dO; dS = E * (dO V^T - sum) * scale; dK = dS^T Q;
  *           dQ = dS K, accumulated in float in the workspace, then cast.
+ * E4M3 forward: build_fwd_fp8 below.
  * Grouped-query attention: K and V carry hk heads, the matmuls broadcast
  * them; dK and dV are computed per query head and summed over each group.
  *
@@ -188,8 +189,11 @@ static struct tn view(struct te_dnn_graph *g, const struct te_dnn_shape *sh,
 
 /* ---- operations --------------------------------------------------------- */
 
-static void add_op(struct te_dnn_graph *g, te_dnn_desc_t op, const char *what) {
-  finalize_(g, op, what);
+/* name: what the operation is (the plan's log lists them in order). */
+static void add_op_(struct te_dnn_graph *g, te_dnn_desc_t op, const char *what, const char *name) {
+  char at[96]; /* which operation of the graph failed, for the message */
+  snprintf(at, sizeof at, "%s, operation %d (%s)", what, g->nops, name);
+  finalize_(g, op, at);
   if (g->status) return;
   if (g->nops == TE_DNN_MAX_OPS) {
     g->status = 4000;
@@ -197,12 +201,31 @@ static void add_op(struct te_dnn_graph *g, te_dnn_desc_t op, const char *what) {
              TE_DNN_MAX_OPS);
     return;
   }
+  snprintf(g->opnames[g->nops], sizeof g->opnames[0], "%s", name);
   g->ops[g->nops++] = op;
 }
+#define add_op(g, op, what) add_op_((g), (op), (what), op_name_)
 
 /* y = mode(x[, b[, t]]) computed in prec; axis >= 0 for GEN_INDEX. */
+static const char *pw_name(int mode) {
+  switch (mode) {
+  case TE_DNN_PW_ADD: return "add";
+  case TE_DNN_PW_MUL: return "mul";
+  case TE_DNN_PW_DIV: return "div";
+  case TE_DNN_PW_SUB: return "sub";
+  case TE_DNN_PW_EXP: return "exp";
+  case TE_DNN_PW_LOG: return "log";
+  case TE_DNN_PW_IDENTITY: return "identity";
+  case TE_DNN_PW_GEN_INDEX: return "index";
+  case TE_DNN_PW_BINARY_SELECT: return "select";
+  case TE_DNN_PW_LOGICAL_AND: return "and";
+  default: return "compare";
+  }
+}
+
 static void pw(struct te_dnn_graph *g, int mode, int prec, const struct tn *x, const struct tn *b,
                const struct tn *t, const struct tn *y, int64_t axis) {
+  const char *op_name_ = pw_name(mode);
   te_dnn_desc_t p = make(g, TE_DNN_POINTWISE_DESCRIPTOR);
   SET(g, p, POINTWISE_MODE, TE_DNN_TYPE_POINTWISE_MODE, 1, &mode);
   SET(g, p, POINTWISE_MATH_PREC, TE_DNN_TYPE_DATA_TYPE, 1, &prec);
@@ -231,6 +254,7 @@ static struct tn pw2(struct te_dnn_graph *g, int mode, int prec, int dtype, cons
 static void matmul_ov(struct te_dnn_graph *g, const struct tn *a, const struct tn *b,
                       const struct tn *c, const struct tn *m, const struct tn *n,
                       const struct tn *k) {
+  const char *op_name_ = "matmul";
   int comp = TE_DNN_DATA_FLOAT;
   te_dnn_desc_t md = make(g, TE_DNN_MATMUL_DESCRIPTOR);
   SET(g, md, MATMUL_COMP_TYPE, TE_DNN_TYPE_DATA_TYPE, 1, &comp);
@@ -247,6 +271,8 @@ static void matmul_ov(struct te_dnn_graph *g, const struct tn *a, const struct t
 }
 
 static void reduce(struct te_dnn_graph *g, int mode, const struct tn *x, const struct tn *y) {
+  const char *op_name_ = mode == TE_DNN_REDUCE_ADD ? "rowsum" : mode == TE_DNN_REDUCE_MAX ? "rowmax"
+                                                                                    : "amax";
   int comp = TE_DNN_DATA_FLOAT;
   te_dnn_desc_t r = make(g, TE_DNN_REDUCTION_DESCRIPTOR);
   SET(g, r, REDUCTION_OPERATOR, TE_DNN_TYPE_REDUCTION_OPERATOR_TYPE, 1, &mode);
@@ -260,6 +286,7 @@ static void reduce(struct te_dnn_graph *g, int mode, const struct tn *x, const s
 }
 
 static void reshape(struct te_dnn_graph *g, const struct tn *x, const struct tn *y) {
+  const char *op_name_ = "reshape";
   te_dnn_desc_t op = make(g, TE_DNN_OPERATION_RESHAPE_DESCRIPTOR);
   SET(g, op, OPERATION_RESHAPE_XDESC, TE_DNN_TYPE_BACKEND_DESCRIPTOR, 1, &x->d);
   SET(g, op, OPERATION_RESHAPE_YDESC, TE_DNN_TYPE_BACKEND_DESCRIPTOR, 1, &y->d);
@@ -437,6 +464,62 @@ static void build_fwd(struct te_dnn_graph *g, const struct te_dnn_shape *s) {
   matmul_ov(g, &p, &v, &o, LQ(lens), NULL, LK(lens));
 }
 
+/* A float [1][1][1][1] tensor in device memory for role r (E4M3 scales,
+ * dequantize factors, amaxes). */
+static struct tn dev_scalar(struct te_dnn_graph *g, int role) {
+  struct tn t = tensor(g, TE_DNN_DATA_FLOAT, one4, one4, 0, 0);
+  g->role_uid[role] = t.uid;
+  return t;
+}
+
+/* The E4M3 forward, in the shape of the FP8 pattern cuDNN's fused engines
+ * take (the frontend's SDPA FP8 forward): S = (Q K^T) * scale * descale_q
+ * * descale_k in float; the masks; softmax with its statistics; amax_s =
+ * max |P|; P * scale_s rounded to E4M3; O' = (P8 V) * descale_s *
+ * descale_v; O = O' * scale_o in E4M3 and amax_o = max |O'|.  Every
+ * scale, dequantize factor and amax is a device float: the caller's, or a
+ * slot of the workspace (attn_cudnn.c fills and reads them). */
+static void build_fwd_fp8(struct te_dnn_graph *g, const struct te_dnn_shape *s) {
+  const int F = TE_DNN_DATA_FLOAT;
+  struct tn q = view(g, s, &(struct tview){s->hq, s->sq, s->q_ts, s->q_hs, 0, TE_DNN_OFF_Q});
+  struct tn kt = view(g, s, &(struct tview){s->hk, s->skv, s->k_ts, s->k_hs, 1, TE_DNN_OFF_K});
+  struct tn v = view(g, s, &(struct tview){s->hk, s->skv, s->v_ts, s->v_hs, 0, TE_DNN_OFF_V});
+  struct tn o = view(g, s, &(struct tview){s->hq, s->sq, s->o_ts, s->o_hs, 0, TE_DNN_OFF_O});
+  g->role_uid[TE_DNN_Q] = q.uid, g->role_uid[TE_DNN_K] = kt.uid;
+  g->role_uid[TE_DNN_V] = v.uid, g->role_uid[TE_DNN_O] = o.uid;
+  struct tn dq = dev_scalar(g, TE_DNN_DESCALE_Q), dk = dev_scalar(g, TE_DNN_DESCALE_K);
+  struct tn dv = dev_scalar(g, TE_DNN_DESCALE_V), ds = dev_scalar(g, TE_DNN_DESCALE_S);
+  struct tn ss = dev_scalar(g, TE_DNN_SCALE_S), so = dev_scalar(g, TE_DNN_SCALE_O);
+  struct tn as = dev_scalar(g, TE_DNN_AMAX_S), ao = dev_scalar(g, TE_DNN_AMAX_O);
+  g->ws_slots_bytes = TE_ACD_SLOTS * sizeof(float);
+  if (s->o_staged) g->ws_o8_bytes = (size_t)(s->b * s->sq * s->hq * s->d);
+  struct tn scale;
+  struct tn x = scores(g, s, &q, &kt, &scale, NULL);
+  x = pw2(g, TE_DNN_PW_MUL, F, F, &x, &dq);
+  x = pw2(g, TE_DNN_PW_MUL, F, F, &x, &dk);
+  x = masks(g, s, x, NULL);
+  struct tn m = virt4(g, F, s->b, s->hq, s->sq, 1);
+  reduce(g, TE_DNN_REDUCE_MAX, &x, &m);
+  struct tn xm = pw2(g, TE_DNN_PW_SUB, F, F, &x, &m);
+  struct tn e = virt_like(g, &xm, F);
+  pw(g, TE_DNN_PW_EXP, F, &xm, NULL, NULL, &e, -1);
+  struct tn z = virt4(g, F, s->b, s->hq, s->sq, 1);
+  reduce(g, TE_DNN_REDUCE_ADD, &e, &z);
+  struct tn lz = virt_like(g, &z, F);
+  pw(g, TE_DNN_PW_LOG, F, &z, NULL, NULL, &lz, -1);
+  struct tn st = stats_tensor(g, s);
+  pw(g, TE_DNN_PW_ADD, F, &m, &lz, NULL, &st, -1);
+  struct tn p = pw2(g, TE_DNN_PW_DIV, F, F, &e, &z);
+  reduce(g, TE_DNN_REDUCE_AMAX, &p, &as);
+  struct tn p8 = pw2(g, TE_DNN_PW_MUL, F, TE_DNN_DATA_FP8_E4M3, &p, &ss);
+  struct tn ov = virt4(g, F, s->b, s->hq, s->sq, s->d);
+  matmul_ov(g, &p8, &v, &ov, NULL, NULL, NULL);
+  ov = pw2(g, TE_DNN_PW_MUL, F, F, &ov, &ds);
+  ov = pw2(g, TE_DNN_PW_MUL, F, F, &ov, &dv);
+  pw(g, TE_DNN_PW_MUL, F, &ov, &so, NULL, &o, -1);
+  reduce(g, TE_DNN_REDUCE_AMAX, &ov, &ao);
+}
+
 /* out = x^T-products summed over each group of hq / hk query heads (GQA),
  * or straight into out when every query head has its own. */
 static void matmul_grouped(struct te_dnn_graph *g, const struct te_dnn_shape *s,
@@ -533,6 +616,8 @@ int te_dnn_graph_build(struct te_dnn_graph *g, te_dnn_handle_t h, const struct t
                        int backward) {
   if (backward)
     build_bwd(g, s);
+  else if (s->dtype == TE_DNN_DATA_FP8_E4M3)
+    build_fwd_fp8(g, s);
   else
     build_fwd(g, s);
   if (!g->status) {

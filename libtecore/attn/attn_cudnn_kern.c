@@ -1,17 +1,19 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* attn_cudnn_kern.c -- the kernel table of kernels/attn_cudnn.cu (its vdev
- * twins are in attn_vdev.c) and the two launches the cuDNN attention row makes for
- * variable sequence lengths (attn_cudnn_kern.h). */
+ * twins are in attn_vdev.c) and the launches the cuDNN attention row makes for
+ * variable sequence lengths and around its E4M3 forward (attn_cudnn_kern.h). */
 #include "attn/attn_cudnn_kern.h"
 
-enum { K_RAGGED, K_STATS };
+enum { K_RAGGED, K_STATS, K_FP8 };
 static const struct tecore_kernel_def acd_kernels[] = {
     [K_RAGGED] = TE_KDEF("te_attn_cudnn_ragged", te_acd_vdev_ragged, TE_ACD_RAGGED_PARAMS),
     [K_STATS] = TE_KDEF("te_attn_cudnn_stats", te_acd_vdev_stats, TE_ACD_STATS_PARAMS),
+    [K_FP8] = TE_KDEF("te_attn_cudnn_fp8", te_acd_vdev_fp8, TE_ACD_FP8_PARAMS),
 };
 static const struct te_kalign acd_align[] = {
     [K_RAGGED] = TE_KALIGN(TE_ACD_RAGGED_PARAMS),
     [K_STATS] = TE_KALIGN(TE_ACD_STATS_PARAMS),
+    [K_FP8] = TE_KALIGN(TE_ACD_FP8_PARAMS),
 };
 TE_KERNEL_TABLE_FATBIN_ALIGNED(acd_first_id, "libtecore/attn_cudnn", acd_kernels, acd_align,
                                attn_cudnn)
@@ -57,4 +59,23 @@ tecore_result_t te_acd_launch_stats(const struct te_acd_stats_call *c, int dir,
   void *kargs[TE_KNPARAMS(TE_ACD_STATS_PARAMS)];
   te_acd_stats_args_ptrs(&k, kargs);
   return tecore_kernel_launch(id + K_STATS, &cfg, kargs, stream);
+}
+
+tecore_result_t te_acd_launch_fp8(const struct te_acd_fp8_call *c, int mode,
+                                  tecore_stream_t stream) {
+  int id = acd_first_id();
+  if (id < 0)
+    return TE_ERR(TECORE_ERR_INTERNAL, "attention (cudnn): the attn_cudnn kernels did not register");
+  size_t n = mode == TE_ACD_FP8_PRE ? 1 : (c->o8 ? c->total_q * c->heads * (size_t)c->d : 0) + 1;
+  struct tecore_launch_cfg cfg = {.grid = {blocks_for(n), 1, 1}, .block = {TE_ACD_THREADS, 1, 1}};
+  struct te_acd_fp8_args k = {
+      .slots = TE_DPTR(c->slots), .v_si = TE_DPTR(c->v_si), .o8 = TE_DPTR(c->o8),
+      .o = TE_DPTR(c->o), .s_amax = TE_DPTR(c->s_amax), .o_amax = TE_DPTR(c->o_amax),
+      .o_scale = TE_DPTR(c->o_scale), .o_scale_inv = TE_DPTR(c->o_scale_inv),
+      .o_ts = (long long)c->o_ts, .o_hs = (long long)c->o_hs,
+      .total_q = (long long)c->total_q, .heads = (long long)c->heads, .d = c->d,
+      .o_dt = c->o_dt, .mode = mode};
+  void *kargs[TE_KNPARAMS(TE_ACD_FP8_PARAMS)];
+  te_acd_fp8_args_ptrs(&k, kargs);
+  return tecore_kernel_launch(id + K_FP8, &cfg, kargs, stream);
 }

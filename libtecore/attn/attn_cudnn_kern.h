@@ -12,10 +12,12 @@
 
 TE_KARGS(te_acd_ragged_args, TE_ACD_RAGGED_PARAMS)
 TE_KARGS(te_acd_stats_args, TE_ACD_STATS_PARAMS)
+TE_KARGS(te_acd_fp8_args, TE_ACD_FP8_PARAMS)
 
 /* The vdev twins of the two kernels (attn_vdev.c). */
 void te_acd_vdev_ragged(const struct tecore_launch_cfg *cfg, void *const *args);
 void te_acd_vdev_stats(const struct tecore_launch_cfg *cfg, void *const *args);
+void te_acd_vdev_fp8(const struct tecore_launch_cfg *cfg, void *const *args);
 
 /* The int32 elements of each array te_attn_cudnn_ragged writes: batch + 1
  * rounded up to a multiple of 4; the arrays are 2 + TE_ACD_ROLES of them. */
@@ -43,5 +45,20 @@ struct te_acd_stats_call {
  * -inf); see kernels/common/attn_cudnn.h. */
 tecore_result_t te_acd_launch_stats(const struct te_acd_stats_call *c, int dir,
                                     tecore_stream_t stream);
+
+/* What te_acd_launch_fp8 brackets the E4M3 forward graph with: slots
+ * (float[TE_ACD_SLOTS] in the workspace); V's dequantize factor; the staged
+ * E4M3 O (packed [total_q][heads][d], 0: O is E4M3 and the graph wrote it)
+ * and the caller's O (o_dt BF16/F16, strides in elements); the caller's
+ * amaxes and O scale (each 0 when absent). */
+struct te_acd_fp8_call {
+  tecore_devptr_t slots, v_si, o8, o, s_amax, o_amax, o_scale, o_scale_inv;
+  size_t o_ts, o_hs, total_q, heads;
+  int d, o_dt;
+};
+/* mode TE_ACD_FP8_PRE (before the graph) or TE_ACD_FP8_POST (after); see
+ * kernels/common/attn_cudnn.h. */
+tecore_result_t te_acd_launch_fp8(const struct te_acd_fp8_call *c, int mode,
+                                  tecore_stream_t stream);
 
 #endif

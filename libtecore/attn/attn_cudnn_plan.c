@@ -31,7 +31,7 @@ struct entry {
   te_dnn_desc_t cfg;            /* the engine configuration the plan runs */
   struct te_dnn_plan plan;      /* plan.plan NULL: refused, see why */
   tecore_result_t code;
-  char why[320];
+  char why[384];
 };
 
 static pthread_mutex_t cache_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -159,30 +159,50 @@ out:
   if (heur) (void)te_dnn.p_cudnnBackendDestroyDescriptor(heur);
 }
 
+static const char *dtype_name(int dt) {
+  return dt == TE_DNN_DATA_BFLOAT16 ? "bf16" : dt == TE_DNN_DATA_HALF ? "f16" : "e4m3";
+}
+
+/* The graph's operations in order, one log line (TE_DEBUG=INFO), so that a
+ * refused graph on a new cuDNN can be compared with the frontend's. */
+static void log_ops(const struct entry *e) {
+  const struct te_dnn_graph *g = &e->plan.graph;
+  char line[TE_DNN_MAX_OPS * 13 + 1];
+  size_t at = 0;
+  line[0] = 0;
+  for (int i = 0; i < g->nops && at + 14 < sizeof line; i++)
+    at += (size_t)snprintf(line + at, sizeof line - at, "%s%s", i ? " " : "", g->opnames[i]);
+  TE_INFO(TECORE_SUBSYS_KERNEL, "attention: cuDNN %s %s graph, %d operations: %s",
+          e->backward ? "bwd" : "fwd", dtype_name(e->shape.dtype), g->nops, line);
+}
+
 static void build(struct entry *e, te_dnn_handle_t h) {
   e->plan.handle = h;
   if (te_dnn_graph_build(&e->plan.graph, h, &e->shape, e->backward) != 0) {
     snprintf(e->why, sizeof e->why, "cuDNN refused the %s graph: %s",
              e->backward ? "backward" : "forward", e->plan.graph.failed);
     e->code = te_dnn_result(e->plan.graph.status);
+    log_ops(e);
     return;
   }
+  log_ops(e);
   choose_plan(e, h);
   const struct te_dnn_shape *s = &e->shape;
   if (!e->plan.plan) {
-    TE_INFO(TECORE_SUBSYS_KERNEL, "attention: cuDNN %s b=%ld h=%ld/%ld s=%ld/%ld d=%ld%s: %s",
-            e->backward ? "bwd" : "fwd", (long)s->b, (long)s->hq, (long)s->hk, (long)s->sq,
+    TE_INFO(TECORE_SUBSYS_KERNEL, "attention: cuDNN %s %s b=%ld h=%ld/%ld s=%ld/%ld d=%ld%s: %s",
+            e->backward ? "bwd" : "fwd", dtype_name(s->dtype), (long)s->b, (long)s->hq, (long)s->hk, (long)s->sq,
             (long)s->skv, (long)s->d, s->causal ? " causal" : "", e->why);
     return;
   }
   const struct te_dnn_graph *g = &e->plan.graph;
   e->plan.ws_bytes = align256(g->ws_sum_bytes) + align256(g->ws_dqacc_bytes) +
-                     align256(g->ws_ragged_bytes) + align256(g->ws_stats_bytes) + e->plan.engine_ws;
+                     align256(g->ws_ragged_bytes) + align256(g->ws_stats_bytes) +
+                     align256(g->ws_slots_bytes) + align256(g->ws_o8_bytes) + e->plan.engine_ws;
   TE_INFO(TECORE_SUBSYS_KERNEL,
           "attention: cuDNN %s plan b=%ld h=%ld/%ld s=%ld/%ld d=%ld %s%s window=%ld: engine %ld, "
           "%d operations, workspace %zu bytes (engine %zu)",
           e->backward ? "bwd" : "fwd", (long)s->b, (long)s->hq, (long)s->hk, (long)s->sq,
-          (long)s->skv, (long)s->d, s->dtype == TE_DNN_DATA_BFLOAT16 ? "bf16" : "f16",
+          (long)s->skv, (long)s->d, dtype_name(s->dtype),
           s->causal ? " causal" : "", s->window_left, (long)e->plan.engine, g->nops,
           e->plan.ws_bytes, e->plan.engine_ws);
 }

@@ -12,7 +12,10 @@
  * D = rowsum(dO * O) from the stored O, and sums dQ in a float buffer
  * (dq_acc, already multiplied by scale) that te_attn_bwd_dq converts.
  * E4M3 inputs are dequantized (value * scale_inv), everything computed in
- * float, and O quantized with its scale at the end.  Each function runs
+ * float, and O quantized with its scale at the end; as cuDNN's FP8 engines
+ * do (attn_cudnn.c), the probabilities are rounded to E4M3 at the fixed
+ * scale 448 before the product with V, and a BF16/F16 O passes through
+ * E4M3 at the staged scale 0.5 / v.scale_inv (kernels/common/attn_cudnn.h).  Each function runs
  * its whole grid on the stream's worker thread. */
 #include "attn/attn_internal.h"
 #include "attn/attn_cudnn_kern.h"
@@ -68,14 +71,18 @@ void te_attn_vdev_seqlens(const struct tecore_launch_cfg *cfg, void *const *args
 
 struct attn_fp8 {
   float q, k, v, o_scale;
+  int on;              /* E4M3 inputs: P (and a BF16/F16 O) go through E4M3 */
+  float staged;        /* BF16/F16 O's E4M3 scale (0: O is E4M3 itself) */
 };
 
 static struct attn_fp8 attn_fp8_factors(const struct te_attn_params *p) {
-  struct attn_fp8 f = {1.0f, 1.0f, 1.0f, 1.0f};
+  struct attn_fp8 f = {1.0f, 1.0f, 1.0f, 1.0f, 0, 0.0f};
   if (p->qkv_dt == TE_FP8_DT_E4M3) {
     f.q = *p->q_si;
     f.k = *p->k_si;
     f.v = *p->v_si;
+    f.on = 1;
+    if (p->o_dt != TE_FP8_DT_E4M3) f.staged = te_acd_staged_scale(p->v_si);
   }
   if (p->o_dt == TE_FP8_DT_E4M3) f.o_scale = *p->o_scale;
   return f;
@@ -104,14 +111,20 @@ static float attn_fwd_row(const struct te_attn_params *p, const float *q,
   }
   float l = 0.0f;
   memset(o, 0, (size_t)d * sizeof(float));
+  if (f->on) /* the sum first: P = e / l is rounded to E4M3 before the product */
+    for (long long j = lo; j < hi; j++) l += exp2f(s[j - lo] - m);
   for (long long j = lo; j < hi; j++) {
     float e = exp2f(s[j - lo] - m);
-    l += e;
+    if (f->on)
+      e = te_e4m3_to_f32(te_f32_to_e4m3(e / l * TE_ACD_P_SCALE)) * (1.0f / TE_ACD_P_SCALE);
+    else
+      l += e;
     attn_row(&vv, k0 + j, ks->kvh, f->v, kr);
     for (int x = 0; x < d; x++) o[x] += e * kr[x];
   }
   if (hi <= lo) return -INFINITY;
-  for (int x = 0; x < d; x++) o[x] /= l;
+  if (!f->on)
+    for (int x = 0; x < d; x++) o[x] /= l;
   if (p->s_amax) te_vdev_amax_update(p->s_amax, te_abs_bits(1.0f / l));
   return (m + log2f(l)) / LOG2E;
 }
@@ -120,8 +133,10 @@ static void attn_store_o(const struct te_attn_params *p, long long t, int h, con
                          const struct attn_fp8 *f, float *am) {
   long long base = t * p->o_ts + (long long)h * p->o_hs;
   for (int x = 0; x < p->head_dim; x++) {
-    if (fabsf(o[x]) > *am) *am = fabsf(o[x]);
-    te_st(p->o, (uint64_t)(base + x), p->o_dt, p->o_dt == TE_FP8_DT_E4M3 ? o[x] * f->o_scale : o[x]);
+    float v = o[x];
+    if (fabsf(v) > *am) *am = fabsf(v);
+    if (f->staged > 0.0f) v = te_e4m3_to_f32(te_f32_to_e4m3(v * f->staged)) / f->staged;
+    te_st(p->o, (uint64_t)(base + x), p->o_dt, p->o_dt == TE_FP8_DT_E4M3 ? v * f->o_scale : v);
   }
 }
 
@@ -271,4 +286,13 @@ void te_acd_vdev_stats(const struct tecore_launch_cfg *cfg, void *const *args) {
   for (long long i = 0; i < n; i++)
     te_acd_stats_item(a.cu_q, a.cu_kv, a.padded, a.lse, a.o, a.o_ts, a.o_hs, a.batch, a.heads,
                       a.max_q, a.total_q, a.d, a.causal, a.dir, i);
+}
+
+void te_acd_vdev_fp8(const struct tecore_launch_cfg *cfg, void *const *args) {
+  const struct te_acd_fp8_args a = te_acd_fp8_args_of(args);
+  (void)cfg;
+  long long n = a.mode == TE_ACD_FP8_PRE ? 1 : (a.o8 ? a.total_q * a.heads * a.d : 0) + 1;
+  for (long long i = 0; i < n; i++)
+    te_acd_fp8_item(a.slots, a.v_si, a.o8, a.o, a.s_amax, a.o_amax, a.o_scale, a.o_scale_inv,
+                    a.o_ts, a.o_hs, a.total_q, a.heads, a.d, a.o_dt, a.mode, i);
 }

@@ -5,6 +5,13 @@
  * with causal and sliding-window masks, grouped- and multi-query heads,
  * BF16/F16 (forward and backward) and E4M3 Q/K/V (forward).
  *
+ * E4M3 forward: the probabilities P are rounded to E4M3 at the fixed
+ * scale 448 (P <= 1; dequantized by 1/448) before the product with V, and
+ * a BF16/F16 O passes through E4M3 at 0.5 / v.scale_inv, on every backend
+ * alike: that is how cuDNN's FP8 engines (Hopper: E4M3 O only) compute it.
+ * O is then within about 2^-4 (sum_j p_j |v_j| + |O|) of the attention of
+ * the dequantized inputs.
+ *
  * Layout.  Q, K, V, O (and dO, dQ, dK, dV) are [tokens][heads][head_dim]
  * views: element (t, h, d) of a view sits at
  *   data + (t * token_stride + h * head_stride + d) * element size,
@@ -80,7 +87,8 @@ struct tecore_attention_args {
    * of each query row, the backward reads it.  May be 0 in a forward. */
   tecore_devptr_t lse;
   /* E4M3 forward: float[1] max-accumulated with the largest softmax
-   * probability (delayed scaling of the probabilities), or 0. */
+   * probability (before P's rounding; P's scale is the fixed 448 above,
+   * so this is for a caller's recipe to watch), or 0. */
   tecore_devptr_t s_amax;
   /* Backward: the output's gradient in, the inputs' gradients out. */
   struct tecore_attn_view d_o, dq, dk, dv;

@@ -5,8 +5,9 @@
  * is reachable):
  *   - on vdev it refuses, saying "vdev has no cuDNN", asks no workspace, and
  *     fwd/bwd fail with TECORE_ERR_NOT_SUPPORTED;
- *   - on cuda it refuses FP8 and variable lengths with no maximum length,
- *     with the reason; where cuDNN loads, BF16 causal grouped-query
+ *   - on cuda it refuses, with the reason, the E4M3 backward, E4M3 head
+ *     dims not a multiple of 16, E4M3 causal with more keys than queries,
+ *     E4M3 without scale_inv, and variable lengths with no maximum length; where cuDNN loads, BF16 causal grouped-query
  *     attention on a packed QKV layout (b 2, heads 4 over 2 KV heads, s 128,
  *     d 64; b 1 s 96/160 causal with a window, forward and backward; and
  *     variable lengths from device cu_seqlens: 3 sequences of different
@@ -21,7 +22,22 @@
  *     [h][total_q] both ways, checked exactly (empty sequences, tokens past
  *     the last sequence left alone, rows that see no key: lse -inf and O
  *     zeros forward, -inf read back as 0);
+ *   - the two steps around the E4M3 graph (constants; amaxes folded, a
+ *     staged O widened), exactly;
  *   - TECORE_CUDNN_LIB is registered in every build (te-info -e lists it).
+ *
+ * E4M3 forward (on cuda, where cuDNN loads; printed and passed where it
+ * does not): Q, K, V quantized from [-1, 1] with scales 64, 32, 128, GQA
+ * 4/2 heads, b 2 s 128, head dims 64 and 128, causal and not, O in BF16
+ * (staged through E4M3) and in E4M3 (scale 16), against the float64
+ * attention of the dequantized inputs; s_amax, o.amax, o.scale_inv too.
+ * Its tolerance, per element of O (see fp8_tol): P rounded to E4M3 at
+ * scale 448 (2^-4 of sum_j p_j |v_j|, plus the subnormal half-step
+ * 2^-10 / 448 of sum_j |v_j|), O rounded to E4M3 (2^-4 |o| plus its
+ * subnormal half-step), BF16 O's own rounding (2^-8 |o|), float sums
+ * (2^-12 of the magnitude).  It is the bound, not a fit: on vdev, which
+ * rounds the same way, 200 seeds used at most 0.90 of it
+ * (check_attention.c's fp8 cases); each row prints the share it used.
  *
  * Tolerances.  O: 2^-7 max|V| (P and O rounded to bf16); lse: 2^-9 of
  * 1 + |lse|; dQ, dK, dV: 2^-6 of the magnitude sum of their terms (dS and
@@ -84,8 +100,21 @@ START_TEST(cudnn_refuses_what_it_cannot_express) {
   char why[256];
   struct te_attn_problem p = fake_problem();
   p.qkv_dtype = TECORE_DTYPE_E4M3;
+  p.q_scale_inv = p.k_scale_inv = p.v_scale_inv = 0x400000;
+  ck_assert_int_eq(te_attn_backend_cudnn.supports(&p, 1, why, sizeof why), 0);
+  ck_assert_msg(strstr(why, "no E4M3 backward"), "why: %s", why);
+  p.head_dim = 40, p.q.head_stride = p.k.head_stride = p.v.head_stride = p.o.head_stride = 48;
   ck_assert_int_eq(te_attn_backend_cudnn.supports(&p, 0, why, sizeof why), 0);
-  ck_assert_msg(strstr(why, "FP8"), "why: %s", why);
+  ck_assert_msg(strstr(why, "multiples of 16"), "why: %s", why);
+  p = fake_problem();
+  p.qkv_dtype = TECORE_DTYPE_E4M3;
+  p.q_scale_inv = p.k_scale_inv = p.v_scale_inv = 0x400000;
+  p.fixed_seqlen_kv = p.max_seqlen_kv = 96, p.total_kv = 192;
+  ck_assert_int_eq(te_attn_backend_cudnn.supports(&p, 0, why, sizeof why), 0);
+  ck_assert_msg(strstr(why, "bottom-right"), "why: %s", why);
+  p.q_scale_inv = 0;
+  ck_assert_int_eq(te_attn_backend_cudnn.supports(&p, 0, why, sizeof why), 0);
+  ck_assert_msg(strstr(why, "scale_inv"), "why: %s", why);
   p = fake_problem();
   p.fixed_seqlen_q = p.fixed_seqlen_kv = 0;
   p.max_seqlen_q = 0;
@@ -315,6 +344,147 @@ out:
   free(hq), free(hk), free(hdo), free(bq), free(bk), free(bdo);
 }
 
+/* ---- E4M3 forward against float64 --------------------------------------- */
+
+struct fp8_shape {
+  int b, hq, hk, s, d, causal;
+  tecore_dtype_t o_dt;
+};
+
+/* The bound on |O - O_ref| (check_attention.c states the same one): omag
+ * = sum_j p_j |v_j|, vsum = sum_j |v_j|, o_step: O's E4M3 subnormal
+ * half-step in O's units. */
+static double fp8_tol(double o, double omag, double vsum, double o_step, int bf16_out) {
+  double t = ldexp(omag, -4) + ldexp(vsum, -10) / 448;  /* P in E4M3 */
+  t += ldexp(fabs(o) + ldexp(omag, -4), -4) + o_step;   /* O in E4M3 */
+  if (bf16_out) t += ldexp(fabs(o), -8);
+  return t + ldexp(omag, -12);
+}
+
+static uint8_t *fp8_rand(size_t n, float scale, float *deq) {
+  uint8_t *b = malloc(n);
+  for (size_t i = 0; i < n; i++) {
+    b[i] = tecore_f32_to_e4m3(te_rand_float(-1, 1) * scale);
+    deq[i] = tecore_e4m3_to_f32(b[i]) / scale;
+  }
+  return b;
+}
+
+static void run_fp8(const struct fp8_shape *s) {
+  const int d = s->d, hq = s->hq, hk = s->hk, g = hq / hk;
+  const size_t t = (size_t)s->b * s->s, nq = t * hq * d, nk = t * hk * d;
+  const int e4 = s->o_dt == TECORE_DTYPE_E4M3;
+  float *fq = malloc(nq * 4), *fk = malloc(nk * 4), *fv = malloc(nk * 4);
+  uint8_t *bq = fp8_rand(nq, 64, fq), *bk = fp8_rand(nk, 32, fk), *bv = fp8_rand(nk, 128, fv);
+  /* scales: scale_inv q k v, o.scale, then o.scale_inv, o.amax, s_amax */
+  float sc[8] = {1.0f / 64, 1.0f / 32, 1.0f / 128, 16.0f, 0, 0, 0, 0};
+  memset(&sc[4], 0xff, 4); /* o.scale_inv poisoned */
+  tecore_devptr_t dq = te_dalloc(nq), dk = te_dalloc(nk), dv = te_dalloc(nk);
+  tecore_devptr_t dsc = te_dalloc(64), dlse = te_dalloc(t * hq * 4);
+  size_t ob = nq * (e4 ? 1 : 2);
+  tecore_devptr_t dout = te_dalloc(ob);
+  te_h2d(dq, bq, nq), te_h2d(dk, bk, nk), te_h2d(dv, bv, nk), te_h2d(dsc, sc, sizeof sc);
+  te_poison_dev(dout, ob);
+  te_poison_dev_nan(dlse, t * hq);
+  struct te_attn_problem p = {0};
+  p.batch = s->b, p.total_q = p.total_kv = t;
+  p.max_seqlen_q = p.max_seqlen_kv = p.fixed_seqlen_q = p.fixed_seqlen_kv = s->s;
+  /* fixed lengths: the prefix sums attn.c would write (the stats copy reads them) */
+  int cu[5];
+  for (int b = 0; b <= s->b; b++) cu[b] = b * s->s;
+  tecore_devptr_t dcu = te_dalloc(sizeof cu);
+  te_h2d(dcu, cu, sizeof cu);
+  p.cu_seqlens_q = p.cu_seqlens_kv = dcu;
+  p.heads = hq, p.kv_heads = hk, p.head_dim = d;
+  p.scale = 1.0f / sqrtf((float)d), p.causal = s->causal, p.window_left = -1;
+  p.qkv_dtype = TECORE_DTYPE_E4M3, p.o_dtype = s->o_dt;
+  p.q = (struct te_attn_view){dq, (size_t)hq * d, d};
+  p.k = (struct te_attn_view){dk, (size_t)hk * d, d};
+  p.v = (struct te_attn_view){dv, (size_t)hk * d, d};
+  p.o = (struct te_attn_view){dout, (size_t)hq * d, d};
+  p.lse = dlse;
+  p.q_scale_inv = dsc, p.k_scale_inv = dsc + 4, p.v_scale_inv = dsc + 8;
+  if (e4) p.o_scale = dsc + 12, p.o_scale_inv = dsc + 16;
+  p.o_amax = dsc + 20, p.s_amax = dsc + 24;
+  char why[512] = "";
+  if (!te_attn_backend_cudnn.supports(&p, 0, why, sizeof why)) {
+    printf("# cudnn refuses E4M3 b %d h %d/%d s %d d %d: %s\n", s->b, hq, hk, s->s, d, why);
+    /* skipped only where cuDNN is absent; any other refusal fails */
+    ck_assert_msg(strstr(why, "cuDNN not loaded"), "cuDNN refused E4M3: %s", why);
+    goto out;
+  }
+  size_t ws = te_attn_backend_cudnn.workspace(&p, 0);
+  p.workspace = ws ? te_dalloc(ws) : 0;
+  p.workspace_bytes = ws;
+  TE_OK(te_attn_backend_cudnn.fwd(&p, te_stream));
+  TE_OK(tecore_stream_synchronize(te_stream));
+  uint8_t *go = malloc(ob);
+  float *glse = malloc(t * hq * 4), gsc[8];
+  te_d2h(go, dout, ob), te_d2h(glse, dlse, t * hq * 4), te_d2h(gsc, dsc, sizeof gsc);
+  double *P = malloc((size_t)s->s * sizeof(double)), smax = 0, amax = 0, amax_tol = 0;
+  double o_step = e4 ? ldexp(1, -10) / 16 : ldexp(1, -10) / (0.5 * 128), worst = 0;
+  for (int b = 0; b < s->b; b++)
+    for (int h = 0; h < hq; h++)
+      for (int i = 0; i < s->s; i++) {
+        size_t ti = (size_t)b * s->s + i;
+        int hi = s->causal ? i + 1 : s->s;
+        double m = -INFINITY, z = 0;
+        for (int j = 0; j < hi; j++) {
+          size_t tj = (size_t)b * s->s + j;
+          double acc = 0;
+          for (int e = 0; e < d; e++)
+            acc += (double)fq[(ti * hq + h) * d + e] * fk[(tj * hk + h / g) * d + e];
+          P[j] = acc * p.scale;
+          m = fmax(m, P[j]);
+        }
+        for (int j = 0; j < hi; j++) z += exp(P[j] - m);
+        double lse = m + log(z);
+        float gl = glse[(size_t)h * t + ti];
+        ck_assert_msg(fabs(gl - lse) <= ldexp(1 + fabs(lse), -9), "lse[%d][%zu] %g, want %g", h,
+                      ti, gl, lse);
+        for (int j = 0; j < hi; j++) P[j] = exp(P[j] - lse), smax = fmax(smax, P[j]);
+        for (int e = 0; e < d; e++) {
+          double o = 0, om = 0, vs = 0;
+          for (int j = 0; j < hi; j++) {
+            double v = fv[(((size_t)b * s->s + j) * hk + h / g) * d + e];
+            o += P[j] * v, om += P[j] * fabs(v), vs += fabs(v);
+          }
+          size_t io = (ti * hq + h) * d + e;
+          double got = e4 ? tecore_e4m3_to_f32(go[io]) / 16.0
+                          : tecore_bf16_to_f32(((uint16_t *)go)[io]);
+          double tol = fp8_tol(o, om, vs, o_step, !e4);
+          ck_assert_msg(fabs(got - o) <= tol, "O[%zu][%d][%d] %g, want %g (tolerance %g)", ti, h,
+                        e, got, o, tol);
+          worst = fmax(worst, fabs(got - o) / tol);
+          amax = fmax(amax, fabs(o));
+          amax_tol = fmax(amax_tol, ldexp(om, -4) + ldexp(vs, -10) / 448 + ldexp(om, -12));
+        }
+      }
+  ck_assert_msg(fabs(gsc[6] - smax) <= ldexp(smax, -10), "s_amax %g, want %g", gsc[6], smax);
+  ck_assert_msg(fabs(gsc[5] - amax) <= amax_tol, "o.amax %g, want %g (tolerance %g)", gsc[5],
+                amax, amax_tol);
+  if (e4) ck_assert_msg(gsc[4] == 1.0f / 16, "o.scale_inv %g, want 1/16", gsc[4]);
+  printf("# cudnn E4M3 b %d h %d/%d s %d d %d%s O %s: within tolerance; largest |err| / "
+         "sum p|v| %.4g\n", s->b, hq, hk, s->s, d, s->causal ? " causal" : "",
+         tecore_dtype_name(s->o_dt), worst);
+  free(P), free(go), free(glse);
+  if (p.workspace) TE_OK(tecore_mem_free(p.workspace));
+out:
+  tecore_devptr_t bufs[7] = {dq, dk, dv, dsc, dlse, dout, dcu};
+  for (int i = 0; i < 7; i++) TE_OK(tecore_mem_free(bufs[i]));
+  free(fq), free(fk), free(fv), free(bq), free(bk), free(bv);
+}
+
+START_TEST(cudnn_fp8_forward_values) {
+  static const struct fp8_shape cases[] = {
+      {2, 4, 2, 128, 64, 1, TECORE_DTYPE_BF16},  {2, 4, 2, 128, 128, 1, TECORE_DTYPE_E4M3},
+      {2, 4, 2, 128, 64, 0, TECORE_DTYPE_E4M3},  {2, 4, 2, 128, 128, 0, TECORE_DTYPE_BF16},
+      {1, 2, 1, 256, 128, 1, TECORE_DTYPE_F16},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) run_fp8(&cases[i]);
+}
+END_TEST
+
 START_TEST(cudnn_values_causal_gqa) {
   if (!on_cuda()) {
     printf("# vdev: no cuDNN, no values to check\n");
@@ -516,6 +686,49 @@ START_TEST(cudnn_lib_tunable_registered) {
 }
 END_TEST
 
+/* The two steps around the E4M3 graph: constants in, then amaxes folded
+ * (max-accumulated, not overwritten) and a staged O widened into a
+ * strided BF16 O, exactly (E4M3 / power of two is exact in BF16). */
+START_TEST(fp8_bracket_exact) {
+  enum { T = 3, H = 2, D = 16, N = T * H * D, OTS = 40, OHS = 20 };
+  float vsi = 1.0f / 128, init[4] = {0.5f, 9.0f, 0, 0};
+  uint8_t o8[N];
+  for (int i = 0; i < N; i++) o8[i] = (uint8_t)te_rand_below(0x7f) | (i & 1 ? 0x80 : 0);
+  tecore_devptr_t slots = te_dalloc(64), v = te_dalloc(16), am = te_dalloc(16);
+  tecore_devptr_t d8 = te_dalloc(N), dout = te_dalloc(T * OTS * 2);
+  te_h2d(v, &vsi, 4), te_h2d(am, init, sizeof init), te_h2d(d8, o8, N);
+  te_poison_dev(slots, 64);
+  te_poison_dev(dout, T * OTS * 2);
+  struct te_acd_fp8_call c = {.slots = slots, .v_si = v, .o8 = d8, .o = dout, .s_amax = am,
+                              .o_amax = am + 4, .o_ts = OTS, .o_hs = OHS, .total_q = T,
+                              .heads = H, .d = D, .o_dt = TECORE_DTYPE_BF16};
+  TE_OK(te_acd_launch_fp8(&c, TE_ACD_FP8_PRE, te_stream));
+  TE_OK(tecore_stream_synchronize(te_stream));
+  float sl[8];
+  te_d2h(sl, slots, 32);
+  ck_assert(sl[TE_ACD_SLOT_DESCALE_S] == 1.0f / 448 && sl[TE_ACD_SLOT_SCALE_S] == 448.0f);
+  ck_assert_msg(sl[TE_ACD_SLOT_SCALE_O] == 64.0f, "staged scale %g", sl[TE_ACD_SLOT_SCALE_O]);
+  ck_assert(sl[TE_ACD_SLOT_AMAX_S] == 0.0f && sl[TE_ACD_SLOT_AMAX_O] == 0.0f);
+  sl[TE_ACD_SLOT_AMAX_S] = 0.75f, sl[TE_ACD_SLOT_AMAX_O] = 3.0f; /* as cuDNN would write */
+  te_h2d(slots, sl, 32);
+  TE_OK(te_acd_launch_fp8(&c, TE_ACD_FP8_POST, te_stream));
+  TE_OK(tecore_stream_synchronize(te_stream));
+  float got[2];
+  uint16_t o[T * OTS];
+  te_d2h(got, am, 8), te_d2h(o, dout, sizeof o);
+  ck_assert_msg(got[0] == 0.75f && got[1] == 9.0f, "amaxes %g %g, want 0.75 9", got[0], got[1]);
+  for (int t = 0; t < T; t++)
+    for (int h = 0; h < H; h++)
+      for (int x = 0; x < D; x++) {
+        float want = tecore_e4m3_to_f32(o8[(t * H + h) * D + x]) / 64.0f;
+        float g = tecore_bf16_to_f32(o[t * OTS + h * OHS + x]);
+        ck_assert_msg(g == want, "O[%d][%d][%d] %g, want %g", t, h, x, g, want);
+      }
+  tecore_devptr_t bufs[5] = {slots, v, am, d8, dout};
+  for (int i = 0; i < 5; i++) TE_OK(tecore_mem_free(bufs[i]));
+}
+END_TEST
+
 static Suite *attn_cudnn_suite(void) {
   Suite *s = suite_create("attn_cudnn");
   TCase *tc = te_tcase(s, "refusals", 1);
@@ -531,10 +744,12 @@ static Suite *attn_cudnn_suite(void) {
     tcase_add_test(tc, cudnn_values_varlen_causal_gqa);
     tcase_add_test(tc, cudnn_values_varlen_empty_uneven);
     tcase_add_test(tc, cudnn_refuses_varlen_window);
+    tcase_add_test(tc, cudnn_fp8_forward_values);
   }
   tc = te_tcase(s, "kernels", 1);
   tcase_add_test(tc, ragged_lengths_and_offsets_exact);
   tcase_add_test(tc, stats_to_and_from_lse_exact);
+  tcase_add_test(tc, fp8_bracket_exact);
   tc = te_tcase(s, "tunable", 0);
   tcase_add_test(tc, cudnn_lib_tunable_registered);
   return s;
