@@ -8,9 +8,8 @@
 // the status word; nothing is read from outside.  With TE_EMB_STORE the
 // copy goes the other way (row t of w into row ids[t] of out: a KV
 // cache's append); an id outside the table writes nothing.
-// te_emb_bwd: block (b, y) owns table rows [b*R, b*R + R) (R = TE_EMB_ROWS)
-// in column slice y, so no two blocks write one element and no atomics
-// are needed.  For each chunk of
+// te_emb_bwd: block b owns table rows [b*R, b*R + R) (R = TE_EMB_ROWS), so
+// no two blocks write one row and no atomics are needed.  For each chunk of
 // TE_EMB_CHUNK tokens the block loads the ids, marks the ones in its range
 // (shared memory) and counts each row's hits; warp 0 groups the chunk's
 // tokens by row, in token order within a row (emb_group); then all threads
@@ -22,8 +21,6 @@
 
 #define ET TE_EMB_THREADS
 #define NW (ET / 32)
-#define BT TE_EMB_BWD_THREADS
-#define BNW (BT / 32)
 
 struct fwd_k {
   TE_KMEMBERS(TE_EMB_FWD_PARAMS)
@@ -128,7 +125,6 @@ __device__ void emb_group(int n, unsigned long long c0, const signed char *mark,
   for (int i0 = 0; i0 < n; i0 += 32) {
     const int i = i0 + lane;
     const int r = i < n ? mark[i] : -1;
-    if (!__any_sync(0xffffffffu, r >= 0)) continue;  // most groups name none of the rows
     const unsigned same = __match_any_sync(0xffffffffu, r);
     const int rank = __popc(same & ((1u << lane) - 1u));
     if (r >= 0) list[start[r] + hits[r] + rank] = (int)(c0 + i);
@@ -144,21 +140,20 @@ __device__ void emb_group(int n, unsigned long long c0, const signed char *mark,
 #define EB 4
 __device__ __forceinline__ void emb_rows_vec(const bwd_k &a, long long v0, const int *start,
                                              const int *rows, int nrows, const int *list, int ddy,
-                                             int ddw, unsigned long long c0v,
-                                             unsigned long long c1v) {
-  const unsigned long long vpr = c1v - c0v, items = (unsigned long long)nrows * vpr;
-  for (unsigned long long w0 = threadIdx.x; w0 < items; w0 += EB * BT) {
+                                             int ddw) {
+  const unsigned long long vpr = a.hidden / 8, items = (unsigned long long)nrows * vpr;
+  for (unsigned long long w0 = threadIdx.x; w0 < items; w0 += EB * ET) {
     uint4 rw[EB][2], rd[EB][2];
     int row[EB];
     uint64_t jj[EB];
 #pragma unroll
     for (int e = 0; e < EB; e++) {
-      const unsigned long long w = w0 + (unsigned long long)e * BT;
+      const unsigned long long w = w0 + (unsigned long long)e * ET;
       row[e] = -1;
       if (w >= items) continue;
       const unsigned long long k = w / vpr;
       row[e] = rows[k];
-      jj[e] = (c0v + w - k * vpr) * 8;
+      jj[e] = (w - k * vpr) * 8;
       emb_ldraw(a.dw, (uint64_t)(v0 + row[e]) * a.hidden + jj[e], ddw, rw[e]);
       emb_ldraw(a.dy, (uint64_t)list[start[row[e]]] * a.hidden + jj[e], ddy, rd[e]);
     }
@@ -180,11 +175,7 @@ __device__ __forceinline__ void emb_rows_vec(const bwd_k &a, long long v0, const
   }
 }
 
-// Block (blockIdx.x, blockIdx.y) owns rows [x R, x R + R) and the
-// columns of slice y of gridDim.y (whole 8-column vectors with
-// TE_EMB_VEC): many blocks, handed to SMs as slots free, so an SM that
-// drew busy rows does not hold the kernel's end.
-extern "C" __global__ void __launch_bounds__(BT) te_emb_bwd(TE_KSIG(TE_EMB_BWD_PARAMS)) {
+extern "C" __global__ void __launch_bounds__(ET) te_emb_bwd(TE_KSIG(TE_EMB_BWD_PARAMS)) {
   const bwd_k a = {TE_KNAMES(TE_EMB_BWD_PARAMS)};
   const int ddy = TE_EMB_DT(a.dtypes, 0), ddw = TE_EMB_DT(a.dtypes, 1);
   __shared__ signed char mark[TE_EMB_CHUNK];  // local row of each token, -1: none
@@ -193,46 +184,31 @@ extern "C" __global__ void __launch_bounds__(BT) te_emb_bwd(TE_KSIG(TE_EMB_BWD_P
   const long long v0 = (long long)blockIdx.x * TE_EMB_ROWS;
   const int lane = threadIdx.x % 32, w = threadIdx.x / 32;
   const int pos = a.flags & TE_EMB_POS;
-  const bool vec = (a.flags & TE_EMB_VEC) != 0;
-  const unsigned long long units = vec ? a.hidden / 8 : a.hidden;
-  const unsigned long long c0v = units * blockIdx.y / gridDim.y;
-  const unsigned long long c1v = units * (blockIdx.y + 1) / gridDim.y;
-  const bool reporter = blockIdx.x == 0 && blockIdx.y == 0;
-  static_assert(TE_EMB_CHUNK % BT == 0, "te_emb_bwd: a chunk is whole rounds of the block");
-  constexpr int IPT = TE_EMB_CHUNK / BT;  // ids a thread a chunk, loaded together
   for (unsigned long long c0 = 0; c0 < a.tokens; c0 += TE_EMB_CHUNK) {
     const int n = (int)(a.tokens - c0 < TE_EMB_CHUNK ? a.tokens - c0 : TE_EMB_CHUNK);
-    int lr[IPT];  // the local row, -1: another block's, -2: outside the table
-#pragma unroll
-    for (int q = 0; q < IPT; q++) {
-      const int i = threadIdx.x + q * BT;
-      const long long id = i < n ? te_emb_id(a.ids, c0 + i, a.seq_len) : -1, r = id - v0;
-      lr[q] = (id < 0 || id >= a.vocab) ? -2 : (r >= 0 && r < TE_EMB_ROWS) ? (int)r : -1;
-    }
-    for (int r = threadIdx.x; r < TE_EMB_ROWS; r += BT) hits[r] = 0;
+    for (int r = threadIdx.x; r < TE_EMB_ROWS; r += ET) hits[r] = 0;
     __syncthreads();
     int mine = 0;
-#pragma unroll
-    for (int q = 0; q < IPT; q++) {
-      const int i = threadIdx.x + q * BT;
-      if (i >= n) continue;
-      mark[i] = lr[q] >= 0 ? (signed char)lr[q] : (signed char)-1;
-      if (lr[q] >= 0) atomicAdd(&hits[lr[q]], 1), mine = 1;
-      if (reporter && lr[q] == -2)
-        emb_report(a.status, te_emb_status(c0 + i, te_emb_id(a.ids, c0 + i, a.seq_len), pos));
+    for (int i = threadIdx.x; i < n; i += ET) {
+      const long long id = te_emb_id(a.ids, c0 + i, a.seq_len);
+      const long long r = id - v0;
+      const bool in = r >= 0 && r < TE_EMB_ROWS && id < a.vocab;
+      mark[i] = in ? (signed char)r : (signed char)-1;
+      if (in) atomicAdd(&hits[r], 1), mine = 1;
+      if (blockIdx.x == 0 && (id < 0 || id >= a.vocab)) emb_report(a.status, te_emb_status(c0 + i, id, pos));
     }
     // a chunk naming none of the block's rows: nothing reads mark or hits
     // after this barrier, so the next chunk may overwrite them
     if (!__syncthreads_or(mine)) continue;
     if (w == 0) emb_group(n, c0, mark, hits, start, rows, &nrows, list);
     __syncthreads();
-    if (vec) {
-      emb_rows_vec(a, v0, start, rows, nrows, list, ddy, ddw, c0v, c1v);
+    if (a.flags & TE_EMB_VEC) {
+      emb_rows_vec(a, v0, start, rows, nrows, list, ddy, ddw);
     } else {
-      for (int k = w; k < nrows; k += BNW) {
+      for (int k = w; k < nrows; k += NW) {
         const int r = rows[k];
         const uint64_t rb = (uint64_t)(v0 + r) * a.hidden;
-        for (uint64_t j = c0v + lane; j < c1v; j += 32) {
+        for (uint64_t j = lane; j < a.hidden; j += 32) {
           float acc = te_ld(a.dw, rb + j, ddw);
           for (int i = start[r]; i < start[r + 1]; i++)
             acc = te_add_rn(acc, te_ld(a.dy, (uint64_t)list[i] * a.hidden + j, ddy));

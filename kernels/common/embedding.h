@@ -22,11 +22,6 @@
 #define TE_EMB_CHUNK 1024
 #define TE_EMB_ROWS 64
 #define TE_EMB_THREADS 256
-/* te_emb_bwd: threads of a block, and the 8-column vectors (elements
- * without TE_EMB_VEC) of a row a block's column slice takes at least */
-#define TE_EMB_BWD_THREADS 128
-#define TE_EMB_BWD_SLICE 256
-#define TE_EMB_BWD_SLICES 8  /* at most */
 /* flags */
 #define TE_EMB_VEC 0x1    /* hidden % 8 == 0, every row 16-byte aligned */
 #define TE_EMB_POS 0x2    /* backward: the table is the positions' (status bit 62) */

@@ -209,20 +209,14 @@ struct emb_grad {
 
 static tecore_result_t emb_bwd_one(const struct emb_bwd_call *c, const struct emb_grad *g,
                                    tecore_stream_t stream) {
-  /* Column slices: 786 blocks of a 50304-row table, 2 resident a SM, drew
-   * unequal rows (the busiest SM set the time); slices of >= TE_EMB_BWD_SLICE
-   * vectors make several times more, shorter blocks to spread. */
-  int vec = emb_vec(c->hidden, c->dout, g->dw, NULL);
-  size_t units = vec ? c->hidden / 8 : c->hidden, sl = units / TE_EMB_BWD_SLICE;
-  if (sl < 1) sl = 1;
-  if (sl > TE_EMB_BWD_SLICES) sl = TE_EMB_BWD_SLICES;
-  struct tecore_launch_cfg cfg = {.grid = {(unsigned)te_cdiv(g->rows, TE_EMB_ROWS), (unsigned)sl, 1},
-                                  .block = {TE_EMB_BWD_THREADS, 1, 1}};
+  struct tecore_launch_cfg cfg = {.grid = {(unsigned)te_cdiv(g->rows, TE_EMB_ROWS), 1, 1},
+                                  .block = {TE_EMB_THREADS, 1, 1}};
   struct te_emb_bwd_args k = {
       .dy = TE_DPTR(c->dout->data), .dw = TE_DPTR(g->dw->data), .ids = TE_DPTR(g->ids),
       .status = TE_DPTR(c->st), .tokens = c->a->tokens, .hidden = c->hidden,
       .vocab = (long long)g->rows, .seq_len = (long long)g->seq_len,
-      .flags = (vec ? TE_EMB_VEC : 0) | (g->pos ? TE_EMB_POS : 0),
+      .flags = (emb_vec(c->hidden, c->dout, g->dw, NULL) ? TE_EMB_VEC : 0) |
+               (g->pos ? TE_EMB_POS : 0),
       .dtypes = (int)c->dout->dtype | (int)g->dw->dtype << 4};
   void *kargs[TE_KNPARAMS(TE_EMB_BWD_PARAMS)];
   te_emb_bwd_args_ptrs(&k, kargs);
