@@ -180,7 +180,7 @@ template <int DT>
 __device__ __forceinline__ void xent_bwd_vec(const bwd_k &a, uint64_t base, uint64_t u0,
                                              uint64_t u1, float lse, long long lab, float c1,
                                              float c2, float scale, int st) {
-  constexpr int U = TE_XENT_BWD_UNROLL, NQ = DT == TE_FP8_DT_F32 ? 2 : 1;
+  constexpr int NQ = DT == TE_FP8_DT_F32 ? 2 : 1, U = TE_XENT_BWD_UNROLL / NQ;  // 64 B a thread
   const float cst = st == 0 ? 0.0f : __int_as_float(0x7fc00000);
   for (uint64_t ub = u0 + threadIdx.x; ub < u1; ub += (uint64_t)U * TE_XENT_BWD_THREADS) {
     uint4 r[U][NQ];
@@ -221,7 +221,7 @@ __device__ __forceinline__ void xent_bwd_vec(const bwd_k &a, uint64_t base, uint
 // Blocks (chunk blockIdx.x of a.chunk units, rows blockIdx.y, +
 // gridDim.y, ...): every block a near-equal slice of one row, so the grid
 // is many short blocks that the hardware spreads evenly over the SMs.
-extern "C" __global__ void __launch_bounds__(TE_XENT_BWD_THREADS)
+extern "C" __global__ void __launch_bounds__(TE_XENT_BWD_THREADS, 4)
     te_xent_bwd(TE_KSIG(TE_XENT_BWD_PARAMS)) {
   const bwd_k a = {TE_KNAMES(TE_XENT_BWD_PARAMS)};
   const float vtot = (float)a.vocab_total;
