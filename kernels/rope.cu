@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // rope.cu -- rotary position embedding of one [tokens][heads][head_dim]
 // view into another (te/rope.h; libtecore/rope/rope.c launches one kernel
-// per tensor).
+// per tensor, or one for both when K's heads continue Q's).
 //
 // x: F32/F16/BF16 with token and head strides; y: the same dtypes, or
 // E4M3/E5M2 (y*scale, amax of y, scale_inv).  Blocks of TE_ROPE_THREADS
