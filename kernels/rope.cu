@@ -1,14 +1,15 @@
 // SPDX-License-Identifier: Apache-2.0
 // rope.cu -- rotary position embedding of one [tokens][heads][head_dim]
 // view into another (te/rope.h; libtecore/rope/rope.c launches one kernel
-// per tensor).
+// per tensor, or one for both when K's heads continue Q's).
 //
 // x: F32/F16/BF16 with token and head strides; y: the same dtypes, or
 // E4M3/E5M2 (y*scale, amax of y, scale_inv).  Blocks of TE_ROPE_THREADS
 // threads take tokens blockIdx.x, + gridDim.x, ...
 //
 // te_rope_v8: a block takes a group of tokens (te_rope_group), computes
-// each (token, frequency)'s cos/sin once into shared memory, and its
+// each (token, frequency)'s cos/sin once into shared memory (dynamic,
+// sized by the launcher) while its first loads are in flight, and its
 // threads take work items of 8 frequencies of one head (HALVES: 8 elements
 // of each half; INTERLEAVED: 16 contiguous elements), two 16-byte loads and
 // stores, TE_ROPE_UNROLL items loaded before any is stored (in place, the
@@ -126,17 +127,16 @@ __device__ __forceinline__ void rope_v8(const rope_k &a, float *tc, float *ts) {
   for (unsigned long long t0 = (unsigned long long)blockIdx.x * G; t0 < a.tokens;
        t0 += (unsigned long long)gridDim.x * G) {
     const int nt = (int)(a.tokens - t0 < (unsigned long long)G ? a.tokens - t0 : G);
-    __syncthreads();  // the previous group's readers are done with the table
-    rope_table(a, t0, nt, half, inv, tc, ts);
-    __syncthreads();
     const int items = nt * per_tok;
-    for (int w0 = threadIdx.x; w0 < items; w0 += U * blockDim.x) {
+    __syncthreads();  // the previous group's readers are done with the table
+    // b0 is the same in every thread (the barrier inside is reached by all)
+    for (int b0 = 0; b0 < items; b0 += U * blockDim.x) {
       uint4 u[U][2], v[U][2];
       uint64_t yb[U];
       int cb[U];
 #pragma unroll
       for (int r = 0; r < U; r++) {
-        const int w = w0 + r * blockDim.x;
+        const int w = b0 + threadIdx.x + r * blockDim.x;
         cb[r] = -1;
         if (w >= items) continue;
         const int k = w / per_tok, hw = w - k * per_tok, h = hw / nfg, i0 = (hw - h * nfg) * 8;
@@ -146,6 +146,10 @@ __device__ __forceinline__ void rope_v8(const rope_k &a, float *tc, float *ts) {
         rope_ldraw<DX>(a.x, xb + (inter ? 8 : half), v[r]);
         yb[r] = t * a.y_ts + (uint64_t)h * a.y_hs + (inter ? 2 * i0 : i0);
         cb[r] = k * half + i0;
+      }
+      if (b0 == 0) {  // the table's math runs while the first batch's loads are in flight
+        rope_table(a, t0, nt, half, inv, tc, ts);
+        __syncthreads();
       }
 #pragma unroll
       for (int r = 0; r < U; r++) {
@@ -174,7 +178,8 @@ __device__ __forceinline__ void rope_v8(const rope_k &a, float *tc, float *ts) {
 // (a run-time dtype branch would make each wait for its conversion).
 extern "C" __global__ void __launch_bounds__(TE_ROPE_THREADS) te_rope_v8(TE_KSIG(TE_ROPE_PARAMS)) {
   const rope_k a = {TE_KNAMES(TE_ROPE_PARAMS)};
-  __shared__ float tc[TE_ROPE_CS], ts[TE_ROPE_CS];
+  extern __shared__ float rope_cs_tab[];  // cos then sin, te_rope_group * rot / 2 each
+  float *tc = rope_cs_tab, *ts = rope_cs_tab + te_rope_group(a.heads, a.rot_dim) * (a.rot_dim / 2);
   const int dx = TE_ROPE_DT(a.dtypes, 0);
   if (dx == TE_FP8_DT_BF16) rope_v8<TE_FP8_DT_BF16>(a, tc, ts);
   else if (dx == TE_FP8_DT_F16) rope_v8<TE_FP8_DT_F16>(a, tc, ts);

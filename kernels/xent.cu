@@ -8,8 +8,9 @@
 // m (one rescale per vector) and sum x; then warp shuffles and shared
 // memory merge the (m, s, sx) of the block.  The row is read once.
 // te_xent_mean: one block, the fixed order of xent.h.
-// te_xent_bwd: a block a row, dx = dloss (exp(x - lse) - ...) written over
-// x, 16-byte vectors; ignored rows are zeros.
+// te_xent_bwd: dx = dloss (exp(x - lse) - ...) written over x, one read
+// and one write of each logit; a block takes a slice of a.chunk units
+// (16-byte vectors or elements) of a row; ignored rows are zeros (not read).
 #include "common/xent.h"
 #include "ldst.cuh"
 
@@ -163,11 +164,73 @@ extern "C" __global__ void __launch_bounds__(TE_XENT_MEAN_THREADS)
   }
 }
 
-extern "C" __global__ void __launch_bounds__(XT) te_xent_bwd(TE_KSIG(TE_XENT_BWD_PARAMS)) {
+// One logit's gradient: te_xent_grad's operations in its order, with the
+// row's constants (eps / vtot, 1 - eps) formed once.
+__device__ __forceinline__ float xent_grad(float x, float lse, bool is_label, float c1, float c2,
+                                           float scale) {
+  float g = te_sub_rn(expf(te_sub_rn(x, lse)), c1);
+  if (is_label) g = te_sub_rn(g, c2);
+  return te_mul_rn(g, scale);
+}
+
+// Units [u0, u1) of row base (VEC: 8-element vectors), TE_XENT_BWD_UNROLL
+// a thread loaded before any is used, so that a block keeps UNROLL * 16
+// bytes a thread in flight.  st != 1: a constant (0 or NaN), x not read.
+template <int DT>
+__device__ __forceinline__ void xent_bwd_vec(const bwd_k &a, uint64_t base, uint64_t u0,
+                                             uint64_t u1, float lse, long long lab, float c1,
+                                             float c2, float scale, int st) {
+  constexpr int NQ = DT == TE_FP8_DT_F32 ? 2 : 1, U = TE_XENT_BWD_UNROLL / NQ;  // 64 B a thread
+  const float cst = st == 0 ? 0.0f : __int_as_float(0x7fc00000);
+  for (uint64_t ub = u0 + threadIdx.x; ub < u1; ub += (uint64_t)U * TE_XENT_BWD_THREADS) {
+    uint4 r[U][NQ];
+#pragma unroll
+    for (int q = 0; q < U; q++) {
+      const uint64_t u = ub + (uint64_t)q * TE_XENT_BWD_THREADS;
+      if (u >= u1 || st != 1) continue;
+      const uint4 *p = (const uint4 *)((const char *)a.x + (base + u * 8) * (NQ == 2 ? 4 : 2));
+#pragma unroll
+      for (int h = 0; h < NQ; h++) r[q][h] = p[h];
+    }
+#pragma unroll
+    for (int q = 0; q < U; q++) {
+      const uint64_t u = ub + (uint64_t)q * TE_XENT_BWD_THREADS;
+      if (u >= u1) continue;
+      float v[8];
+      if (st == 1) {
+        if constexpr (NQ == 2) {
+          const uint32_t w[8] = {r[q][0].x, r[q][0].y, r[q][0].z, r[q][0].w,
+                                 r[q][1].x, r[q][1].y, r[q][1].z, r[q][1].w};
+#pragma unroll
+          for (int k = 0; k < 8; k++) v[k] = __uint_as_float(w[k]);
+        } else {
+          te_dev_unpack8t<DT>(r[q][0], v);
+        }
+        const long long d = lab - (long long)(u * 8);  // the label's place in this vector
+#pragma unroll
+        for (int k = 0; k < 8; k++) v[k] = xent_grad(v[k], lse, d == k, c1, c2, scale);
+      } else {
+#pragma unroll
+        for (int k = 0; k < 8; k++) v[k] = cst;
+      }
+      te_dev_st8t<DT>(a.x, base + u * 8, v);
+    }
+  }
+}
+
+// Blocks (chunk blockIdx.x of a.chunk units, rows blockIdx.y, +
+// gridDim.y, ...): every block a near-equal slice of one row, so the grid
+// is many short blocks that the hardware spreads evenly over the SMs.
+extern "C" __global__ void __launch_bounds__(TE_XENT_BWD_THREADS, 4)
+    te_xent_bwd(TE_KSIG(TE_XENT_BWD_PARAMS)) {
   const bwd_k a = {TE_KNAMES(TE_XENT_BWD_PARAMS)};
   const float vtot = (float)a.vocab_total;
-  const float nan = __int_as_float(0x7fc00000);
-  for (unsigned long long t = blockIdx.x; t < a.tokens; t += gridDim.x) {
+  const float c1 = te_div_rn(a.smoothing, vtot), c2 = te_sub_rn(1.0f, a.smoothing);
+  const bool vec = (a.flags & TE_XENT_VEC) != 0;
+  const uint64_t units = vec ? a.vocab / 8 : a.vocab;
+  const uint64_t u0 = (uint64_t)blockIdx.x * a.chunk;
+  const uint64_t u1 = u0 + a.chunk < units ? u0 + a.chunk : units;
+  for (unsigned long long t = blockIdx.y; t < a.tokens; t += gridDim.y) {
     const uint64_t base = t * a.vocab;
     const int st = te_xent_label_state(a.labels[t], a.ignore, a.vocab_total);
     const float scale = (a.flags & TE_XENT_DLOSS_MEAN)
@@ -175,21 +238,18 @@ extern "C" __global__ void __launch_bounds__(XT) te_xent_bwd(TE_KSIG(TE_XENT_BWD
                             : a.dloss[t];
     const long long lab = (long long)a.labels[t] - a.vocab_off;
     const float lse = a.lse[t];
-    if (a.flags & TE_XENT_VEC) {
-      for (uint64_t j = (uint64_t)threadIdx.x * 8; j < a.vocab; j += XT * 8) {
-        float v[8];
-        te_dev_ld8(a.x, base + j, a.dtype, v);
-#pragma unroll
-        for (int k = 0; k < 8; k++)
-          v[k] = st == 0 ? 0.0f : st < 0 ? nan
-                 : te_xent_grad(v[k], lse, (long long)(j + k) == lab, a.smoothing, vtot, scale);
-        te_dev_st8(a.x, base + j, a.dtype, v);
-      }
+    if (vec) {
+      if (a.dtype == TE_FP8_DT_BF16)
+        xent_bwd_vec<TE_FP8_DT_BF16>(a, base, u0, u1, lse, lab, c1, c2, scale, st);
+      else if (a.dtype == TE_FP8_DT_F16)
+        xent_bwd_vec<TE_FP8_DT_F16>(a, base, u0, u1, lse, lab, c1, c2, scale, st);
+      else
+        xent_bwd_vec<TE_FP8_DT_F32>(a, base, u0, u1, lse, lab, c1, c2, scale, st);
     } else {
-      for (uint64_t j = threadIdx.x; j < a.vocab; j += XT) {
-        float v = te_ld(a.x, base + j, a.dtype);
-        v = st == 0 ? 0.0f : st < 0 ? nan
-            : te_xent_grad(v, lse, (long long)j == lab, a.smoothing, vtot, scale);
+      const float nan = __int_as_float(0x7fc00000);
+      for (uint64_t j = u0 + threadIdx.x; j < u1; j += TE_XENT_BWD_THREADS) {
+        float v = st == 1 ? te_ld(a.x, base + j, a.dtype) : 0.0f;
+        v = st == 0 ? 0.0f : st < 0 ? nan : xent_grad(v, lse, (long long)j == lab, c1, c2, scale);
         te_st(a.x, base + j, a.dtype, v);
       }
     }

@@ -32,6 +32,12 @@
 
 #define TE_XENT_THREADS 512
 #define TE_XENT_MEAN_THREADS 1024
+/* te_xent_bwd: threads of a block, the 16-byte vectors a thread loads
+ * before it uses any, and the slice of a row a block takes at most
+ * (units: vectors with TE_XENT_VEC, else elements). */
+#define TE_XENT_BWD_THREADS 256
+#define TE_XENT_BWD_UNROLL 4
+#define TE_XENT_BWD_CHUNK (TE_XENT_BWD_THREADS * TE_XENT_BWD_UNROLL)
 
 #define TE_XENT_ROW_PARAMS(P)         \
   P(const void *, x, eptr(12, TE_KP_WHOLE)) \
@@ -63,6 +69,7 @@
   P(const float *, mean, ptr)         \
   P(unsigned long long, tokens, val)  \
   P(unsigned long long, vocab, val)   \
+  P(unsigned long long, chunk, val)   \
   P(long long, vocab_off, val)        \
   P(long long, vocab_total, val)      \
   P(int, ignore, val)                 \

@@ -219,11 +219,15 @@ static tecore_result_t rope_launch(const struct tecore_rope_args *a, const struc
   int flags = (a->style == TECORE_ROPE_INTERLEAVED ? TE_ROPE_INTERLEAVED : 0) |
               (ps->inverse ? TE_ROPE_INVERSE : 0) | (rope_same(x, y) ? TE_ROPE_INPLACE : 0) |
               (a->cos_table ? TE_ROPE_TABLE : 0);
-  /* v8 takes te_rope_group() tokens a pass */
+  /* v8 takes te_rope_group() tokens a pass, their cos/sin table in dynamic
+   * shared memory.  A block a group (the cap only bounds huge calls): the
+   * hardware hands groups to SMs as slots free, so no partly filled last
+   * wave of long-lived blocks (at 96 registers 5 blocks fit a SM, not 16). */
   unsigned long long g = v8 ? (unsigned long long)te_rope_group(x->heads, rot) : 1ull;
-  unsigned long long cap = (unsigned long long)te_sm_count() * 16ull, n = (c->tokens + g - 1) / g;
+  unsigned long long cap = (unsigned long long)te_sm_count() * 512ull, n = (c->tokens + g - 1) / g;
   unsigned blocks = (unsigned)(n < cap ? n : cap);
-  struct tecore_launch_cfg cfg = {.grid = {blocks, 1, 1}, .block = {TE_ROPE_THREADS, 1, 1}};
+  struct tecore_launch_cfg cfg = {.grid = {blocks, 1, 1}, .block = {TE_ROPE_THREADS, 1, 1},
+                                  .shared_bytes = v8 ? (unsigned)(g * (unsigned)rot / 2 * 2 * 4) : 0};
   struct te_rope_args ka = {
       .x = TE_DPTR(x->p), .y = TE_DPTR(y->p), .cos_t = TE_DPTR(a->cos_table),
       .sin_t = TE_DPTR(a->sin_table), .positions = TE_DPTR(a->positions),
@@ -238,11 +242,32 @@ static tecore_result_t rope_launch(const struct tecore_rope_args *a, const struc
   return tecore_kernel_launch(id + (v8 ? K_V8 : K_V1), &cfg, args, stream);
 }
 
+/* 1 when K's heads continue Q's in both views (the same strides, K's first
+ * head one head stride past Q's last, as in a packed QKV): then one launch
+ * over the q_heads + k_heads heads of merged views (*in, *out) does both,
+ * the same math per head, without a second kernel's ramp and tail. */
+static int rope_cont(const struct rope_v *q, const struct rope_v *k) {
+  return k->ts == q->ts && k->hs == q->hs && k->es == q->es &&
+         k->p == q->p + (tecore_devptr_t)((size_t)q->heads * q->hs * q->es);
+}
+static int rope_merge(const struct rope_call *c, struct rope_v *in, struct rope_v *out) {
+  if (!c->has_k || !rope_cont(&c->q_in, &c->k_in) || !rope_cont(&c->q_out, &c->k_out)) return 0;
+  *in = c->q_in;
+  *out = c->q_out;
+  in->heads = out->heads = c->q_in.heads + c->k_in.heads;
+  return 1;
+}
+
 static tecore_result_t rope_run(const struct tecore_rope_args *a, int inverse,
                                 tecore_stream_t stream, const char *fn) {
   struct rope_call c;
   TE_CHECK(rope_check_args(a, 0, &c, fn));
   TE_CHECK(rope_check_out_alias(a, &c, fn));
+  struct rope_v qk_in, qk_out;
+  if (rope_merge(&c, &qk_in, &qk_out))
+    return rope_launch(a, &c, &(struct rope_pass){.x = &qk_in, .y = &qk_out, .ydt = c.dt,
+                                                  .rot = c.rot, .inverse = inverse},
+                       stream);
   TE_CHECK(rope_launch(a, &c, &(struct rope_pass){.x = &c.q_in, .y = &c.q_out, .ydt = c.dt,
                                                   .rot = c.rot, .inverse = inverse},
                        stream));

@@ -185,12 +185,20 @@ TE_EXPORT tecore_result_t tecore_xent_bwd(const struct tecore_xent_args *args, t
   if (!c.tokens) return TECORE_SUCCESS;
   int id = xent_first_id();
   if (id < 0) return TE_ERR(TECORE_ERR_INTERNAL, "%s: the cross-entropy kernels did not register", fn);
-  unsigned long long cap = (unsigned long long)te_sm_count() * 4ull;
-  unsigned blocks = (unsigned)(c.tokens < cap ? c.tokens : cap);
-  struct tecore_launch_cfg cfg = {.grid = {blocks, 1, 1}, .block = {TE_XENT_THREADS, 1, 1}};
+  /* Rows cut into near-equal slices of at most TE_XENT_BWD_CHUNK units: a
+   * grid of many short blocks with no partly filled last wave of long ones
+   * (a block a row, persistent, left a third of the SMs' slots idle). */
+  unsigned long long units = c.vec ? c.vocab / 8 : c.vocab;
+  unsigned long long nch = (units + TE_XENT_BWD_CHUNK - 1) / TE_XENT_BWD_CHUNK;
+  if (!nch) nch = 1;
+  unsigned long long chunk = (units + nch - 1) / nch;
+  unsigned rows = (unsigned)(c.tokens < 65535 ? c.tokens : 65535);
+  struct tecore_launch_cfg cfg = {.grid = {(unsigned)nch, rows, 1},
+                                  .block = {TE_XENT_BWD_THREADS, 1, 1}};
   struct te_xent_bwd_args k = {
       .x = TE_DPTR(args->logits->data), .labels = TE_DPTR(args->labels), .lse = TE_DPTR(lse),
       .dloss = TE_DPTR(dloss), .mean = TE_DPTR(mean), .tokens = c.tokens, .vocab = c.vocab,
+      .chunk = chunk ? chunk : 1,
       .vocab_off = (long long)args->vocab_offset, .vocab_total = (long long)c.vtot,
       .ignore = args->ignore_index, .smoothing = args->label_smoothing, .dtype = c.dt,
       .flags = (m ? TE_XENT_DLOSS_MEAN : 0) | (c.vec ? TE_XENT_VEC : 0)};
