@@ -15,6 +15,9 @@
 // the P V product.  Tiles that no row of a warp masks skip the mask;
 // exponentials are ex2.approx.ftz; blockIdx.x counts the query blocks
 // from the last, so the longest (causal) blocks start first.
+// te_attn_fwd2_d64/_d128 compute the same with 4 warps of 32 rows at two
+// blocks an SM (its comment below); attn_libte.c launches it where its
+// grid fits and keeps te_attn_fwd for the rest.
 //
 // Backward: te_attn_bwd_prep takes D = rowsum(dO * O) per (token, head) and
 // zeroes dq_acc; te_attn_bwd_d64/_d128 give a block 64 keys of one

@@ -8,7 +8,10 @@
  * The GPU kernels take BF16 and F16 with head_dim a multiple of 8 up to
  * 128 (64-wide tiles for head_dim <= 64, 128-wide above; the columns past
  * head_dim are zeros in shared memory), and every layout whose rows start
- * on 16 bytes.  E4M3 is cuDNN's (or vdev's): refused here. */
+ * on 16 bytes.  E4M3 is cuDNN's (or vdev's): refused here.  The forward
+ * is te_attn_fwd2 (4 warps of 32 query rows, two blocks an SM) where its
+ * grid fits, te_attn_fwd (8 warps of 16 rows) otherwise; on vdev both
+ * run the same C twin. */
 #include "attn/attn_internal.h"
 #include <stdio.h>
 
