@@ -15,6 +15,9 @@
 // the P V product.  Tiles that no row of a warp masks skip the mask;
 // exponentials are ex2.approx.ftz; blockIdx.x counts the query blocks
 // from the last, so the longest (causal) blocks start first.
+// te_attn_fwd2_d64/_d128 compute the same with 4 warps of 32 rows at two
+// blocks an SM (its comment below); attn_libte.c launches it where its
+// grid fits and keeps te_attn_fwd for the rest.
 //
 // Backward: te_attn_bwd_prep takes D = rowsum(dO * O) per (token, head) and
 // zeroes dq_acc; te_attn_bwd_d64/_d128 give a block 64 keys of one
@@ -349,6 +352,280 @@ __device__ __forceinline__ void attn_fwd(const te_attn_params &p) {
   }
 FWD_KERNEL(te_attn_fwd_d64, 64, 2)
 FWD_KERNEL(te_attn_fwd_d128, 128, 1)
+
+// ---- forward, 4 warps of 32 rows --------------------------------------------------------------
+//
+// te_attn_fwd2_d64/_d128: the same result as te_attn_fwd_*, a block of
+// TE_ATTN_FWD2_BM = 128 query rows in 4 warps of 32 (two 16-row MMA tiles
+// each: every K and V fragment read from shared memory feeds two MMAs, a
+// third less shared-memory traffic than 8 warps of 16 rows) at two blocks
+// an SM.  Q stays in shared memory (its fragments reloaded every tile: O's
+// 128 accumulators at head_dim 128 leave no room for it in registers).
+// Tiles are padded rows (DP + 8 elements) rather than swizzled: ldmatrix
+// stays conflict-free and every fragment's address is a lane's base plus
+// an immediate, which keeps the registers for the accumulators.  A warp
+// skips a tile none of its rows sees (past the causal diagonal) and the
+// mask on a tile all its rows see whole; rows past the sequence's end
+// compute on zero rows of Q and are not written.  The query block is
+// blockIdx.z, counted from the last: the longest blocks of every head run
+// first.
+
+// A thread's share of an R-row tile load, 16 bytes a row every NT / (DP /
+// 8) rows: its source row (first row, its column chunk), the row step,
+// and the rows it has left (<= 0, or a chunk past head_dim: zeros).
+template <int R, int DP, int NT, typename T>
+__device__ __forceinline__ void load_rows(uint32_t dst, const T *src, long long ts, int left) {
+  constexpr int RS = NT / (DP / 8);
+  const long long step = RS * ts;
+#pragma unroll
+  for (int it = 0; it < R / RS; it++) {
+    const bool ok = it * RS < left;
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(
+                     dst + it * RS * (DP + 8) * 2),
+                 "l"(src), "r"(ok ? 16 : 0));
+    if (it * RS + RS < left) src += step;  // stays inside the view
+  }
+}
+__device__ __forceinline__ void ldsm_x4_at(uint32_t *r, uint32_t a) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(a));
+}
+__device__ __forceinline__ void ldsm_x4_t_at(uint32_t *r, uint32_t a) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(a));
+}
+
+// Key range [lo, hi) of row i (lq rows, lk keys): te_attn_key_range.
+__device__ __forceinline__ void key_range_int(const te_attn_params &p, int i, int lq, int lk,
+                                              int &lo, int &hi) {
+  const int diag = i + lk - lq;
+  hi = p.causal ? min(diag + 1, lk) : lk;
+  hi = max(hi, 0);
+  lo = p.window >= 0 ? (int)max(0LL, (long long)diag - p.window) : 0;
+  lo = min(lo, hi);
+}
+
+template <int DT, int DP, int BN>
+__device__ __forceinline__ void attn_fwd2(const te_attn_params &p) {
+  typedef typename elem<DT>::t T;
+  constexpr int BM = TE_ATTN_FWD2_BM, NT = TE_ATTN_FWD2_THREADS, PITCH = DP + 8;
+  constexpr int NS = BN / 8, NO = DP / 8;
+  extern __shared__ __align__(128) unsigned char smem[];
+  T *sq = reinterpret_cast<T *>(smem);
+  T *sk = sq + BM * PITCH;  // two buffers
+  T *sv = sk + 2 * BN * PITCH;
+
+  const int h = blockIdx.x, b = blockIdx.y, m0 = (gridDim.z - 1 - blockIdx.z) * BM;
+  const int q0 = p.cu_q[b], lq = min(p.cu_q[b + 1] - q0, p.max_q);
+  if (m0 >= lq) return;
+  const int k0 = p.cu_kv[b], lk = p.cu_kv[b + 1] - k0;
+  const int kvh = h / (p.heads / p.kv_heads), d = p.head_dim;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const T *Q = static_cast<const T *>(p.q), *K = static_cast<const T *>(p.k),
+          *V = static_cast<const T *>(p.v);
+
+  // the keys any row of the block sees
+  int lo0, hi0, lo1, hi1;
+  key_range_int(p, m0, lq, lk, lo0, hi0);
+  key_range_int(p, min(m0 + BM, lq) - 1, lq, lk, lo1, hi1);
+  const int kstart = (lo0 / BN) * BN, kend = hi1;
+  const int ntiles = kend > kstart ? (kend - kstart + BN - 1) / BN : 0;
+
+  // this thread's column chunk and first row of every tile load
+  const int lr = threadIdx.x / (DP / 8), lc = (threadIdx.x % (DP / 8)) * 8;
+  const bool cok = lc < d;
+  const uint32_t ldst = (lr * PITCH + lc) * 2;
+  const T *kp = K + (long long)(k0 + lr) * p.k_ts + (long long)kvh * p.k_hs + lc;
+  const T *vp = V + (long long)(k0 + lr) * p.v_ts + (long long)kvh * p.v_hs + lc;
+  // rows n .. of K and V into buffer nb
+  auto load_kv = [&](int n, int nb) {
+    const int left = cok ? lk - n - lr : 0;
+    const uint32_t o = ldst + nb * (BN * PITCH * 2);
+    load_rows<BN, DP, NT>(smem_addr(sk) + o, left > 0 ? kp + (long long)n * p.k_ts : kp, p.k_ts,
+                          left);
+    load_rows<BN, DP, NT>(smem_addr(sv) + o, left > 0 ? vp + (long long)n * p.v_ts : vp, p.v_ts,
+                          left);
+  };
+  {
+    const int left = cok ? lq - m0 - lr : 0;
+    const T *qp = Q + (long long)h * p.q_hs + lc;
+    load_rows<BM, DP, NT>(smem_addr(sq) + ldst, left > 0 ? qp + (long long)(q0 + m0 + lr) * p.q_ts : qp,
+                          p.q_ts, left);
+  }
+  if (ntiles > 0) load_kv(kstart, 0);
+  cp_async_commit();
+
+  // The warp's rows [wf, wl] (those before lq): the mask is monotone in
+  // the row, so the keys some row sees are [lo(wf), hi(wl)) and those
+  // every row sees [lo(wl), hi(wf)).
+  const int g = lane / 4, tq = lane % 4, wr = warp * 32, wf = m0 + wr;
+  const int wl = min(wf + 31, lq - 1);
+  int slo = 0, shi = 0, alo = 0, ahi = 0;
+  if (wf < lq) {
+    key_range_int(p, wf, lq, lk, slo, ahi);
+    key_range_int(p, wl, lq, lk, alo, shi);
+  }
+
+  // per-lane shared addresses of the fragments (the rest immediates)
+  const int m = lane / 8;
+  const uint32_t aq = smem_addr(sq + (wr + lane % 16) * PITCH + (lane / 16) * 8);
+  const uint32_t ak = smem_addr(sk + ((m / 2) * 8 + lane % 8) * PITCH + (m % 2) * 8);
+  const uint32_t av = smem_addr(sv + ((m % 2) * 8 + lane % 8) * PITCH + (m / 2) * 8);
+
+  float o[2][NO][4];
+#pragma unroll
+  for (int mt = 0; mt < 2; mt++)
+#pragma unroll
+    for (int j = 0; j < NO; j++) o[mt][j][0] = o[mt][j][1] = o[mt][j][2] = o[mt][j][3] = 0.0f;
+  float mrow[4], lrow[4];  // rows g, g + 8 of tile 0, then of tile 1
+#pragma unroll
+  for (int i = 0; i < 4; i++) mrow[i] = -INFINITY, lrow[i] = 0.0f;
+
+  for (int t = 0; t < ntiles; t++) {
+    const int buf = t & 1, n0 = kstart + t * BN;
+    if (t + 1 < ntiles) {
+      load_kv(n0 + BN, buf ^ 1);
+      cp_async_commit();
+      cp_async_wait<1>();
+    } else {
+      cp_async_wait<0>();
+    }
+    __syncthreads();
+    // a tile no row of the warp sees adds nothing (warp-uniform)
+    if (n0 < shi && n0 + BN > slo) {
+      const uint32_t tk = ak + buf * (BN * PITCH * 2), tv = av + buf * (BN * PITCH * 2);
+
+      // S = Q K^T for the warp's 32 rows x BN keys
+      float s[2][NS][4];
+#pragma unroll
+      for (int mt = 0; mt < 2; mt++)
+#pragma unroll
+        for (int j = 0; j < NS; j++) s[mt][j][0] = s[mt][j][1] = s[mt][j][2] = s[mt][j][3] = 0.0f;
+#pragma unroll
+      for (int kk = 0; kk < DP / 16; kk++) {
+        uint32_t qa[2][4];
+#pragma unroll
+        for (int mt = 0; mt < 2; mt++) ldsm_x4_at(qa[mt], aq + (mt * 16 * PITCH + kk * 16) * 2);
+#pragma unroll
+        for (int jn = 0; jn < NS; jn += 2) {
+          uint32_t kf[4];
+          ldsm_x4_at(kf, tk + (jn * 8 * PITCH + kk * 16) * 2);
+#pragma unroll
+          for (int mt = 0; mt < 2; mt++) {
+            mma16816<DT>(s[mt][jn], qa[mt], kf);
+            mma16816<DT>(s[mt][jn + 1], qa[mt], kf + 2);
+          }
+        }
+      }
+      // the mask only where some row of the warp lacks a key of the tile
+      const bool whole = n0 >= alo && n0 + BN <= ahi;
+#pragma unroll
+      for (int i = 0; i < 4; i++) {
+        const int mt = i / 2, hr = i % 2;
+        float mx = -INFINITY;  // of the raw scores (scale > 0)
+        if (whole) {
+#pragma unroll
+          for (int j = 0; j < NS; j++)
+            mx = fmaxf(mx, fmaxf(s[mt][j][hr * 2], s[mt][j][hr * 2 + 1]));
+        } else {
+          int lo, hi;
+          key_range_int(p, wf + mt * 16 + hr * 8 + g, lq, lk, lo, hi);
+#pragma unroll
+          for (int j = 0; j < NS; j++)
+#pragma unroll
+            for (int e = 0; e < 2; e++) {
+              const int key = n0 + j * 8 + tq * 2 + e;
+              float v = s[mt][j][hr * 2 + e];
+              v = (key >= lo && key < hi) ? v : -INFINITY;
+              s[mt][j][hr * 2 + e] = v;
+              mx = fmaxf(mx, v);
+            }
+        }
+        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+        const float mnew = fmaxf(mrow[i], mx * p.scale_log2);
+        const float mu = mnew == -INFINITY ? 0.0f : mnew;
+        const float corr = ex2(mrow[i] - mu);
+        mrow[i] = mnew;
+        float sum = 0.0f;
+#pragma unroll
+        for (int j = 0; j < NS; j++)
+#pragma unroll
+          for (int e = 0; e < 2; e++) {
+            const float pe = ex2(fmaf(s[mt][j][hr * 2 + e], p.scale_log2, -mu));
+            s[mt][j][hr * 2 + e] = pe;
+            sum += pe;
+          }
+        lrow[i] = lrow[i] * corr + sum;
+#pragma unroll
+        for (int j = 0; j < NO; j++) {
+          o[mt][j][hr * 2] *= corr;
+          o[mt][j][hr * 2 + 1] *= corr;
+        }
+      }
+      // O += P V, P's A fragments straight from S's accumulators
+#pragma unroll
+      for (int kk = 0; kk < BN / 16; kk++) {
+        uint32_t pf[2][4];
+#pragma unroll
+        for (int mt = 0; mt < 2; mt++) {
+          pf[mt][0] = elem<DT>::pack(s[mt][2 * kk][0], s[mt][2 * kk][1]);
+          pf[mt][1] = elem<DT>::pack(s[mt][2 * kk][2], s[mt][2 * kk][3]);
+          pf[mt][2] = elem<DT>::pack(s[mt][2 * kk + 1][0], s[mt][2 * kk + 1][1]);
+          pf[mt][3] = elem<DT>::pack(s[mt][2 * kk + 1][2], s[mt][2 * kk + 1][3]);
+        }
+#pragma unroll
+        for (int jn = 0; jn < NO; jn += 2) {
+          uint32_t vf[4];
+          ldsm_x4_t_at(vf, tv + (kk * 16 * PITCH + jn * 8) * 2);
+#pragma unroll
+          for (int mt = 0; mt < 2; mt++) {
+            mma16816<DT>(o[mt][jn], pf[mt], vf);
+            mma16816<DT>(o[mt][jn + 1], pf[mt], vf + 2);
+          }
+        }
+      }
+    }
+    __syncthreads();  // the buffer is refilled two tiles on
+  }
+  cp_async_wait<0>();  // no tile: Q's copy is still outstanding
+
+  // the row sums over the quad, then O / l and lse
+  float *lse = p.lse;
+  T *O = static_cast<T *>(p.o);
+#pragma unroll
+  for (int i = 0; i < 4; i++) {
+    const int mt = i / 2, hr = i % 2;
+    float l = lrow[i];
+    l += __shfl_xor_sync(0xffffffffu, l, 1);
+    l += __shfl_xor_sync(0xffffffffu, l, 2);
+    const int r = wf + mt * 16 + hr * 8 + g;
+    if (r >= lq) continue;
+    const float inv = l > 0.0f ? 1.0f / l : 0.0f;
+    T *orow = O + (long long)(q0 + r) * p.o_ts + (long long)h * p.o_hs;
+#pragma unroll
+    for (int j = 0; j < NO; j++) {
+      const int col = j * 8 + tq * 2;
+      if (col < d)
+        *reinterpret_cast<uint32_t *>(orow + col) =
+            elem<DT>::pack(o[mt][j][hr * 2] * inv, o[mt][j][hr * 2 + 1] * inv);
+    }
+    if (lse && tq == 0)
+      lse[(long long)h * p.total_q + q0 + r] =
+          l > 0.0f ? (mrow[i] + log2f(l)) * 0.6931471805599453f : -INFINITY;
+  }
+}
+
+#define FWD2_KERNEL(name, DP, BN)                                                     \
+  extern "C" __global__ void __launch_bounds__(TE_ATTN_FWD2_THREADS, 2)               \
+      name(TE_KSIG(TE_ATTN_PARAMS)) {                                                 \
+    if (p.qkv_dt == BF16) attn_fwd2<BF16, DP, BN>(p);                                 \
+    else attn_fwd2<F16, DP, BN>(p);                                                   \
+  }
+FWD2_KERNEL(te_attn_fwd2_d64, 64, TE_ATTN_FWD2_BN64)
+FWD2_KERNEL(te_attn_fwd2_d128, 128, TE_ATTN_FWD2_BN128)
 
 // ---- backward: D and the dQ accumulator --------------------------------------------------------
 

@@ -8,13 +8,17 @@
  * The GPU kernels take BF16 and F16 with head_dim a multiple of 8 up to
  * 128 (64-wide tiles for head_dim <= 64, 128-wide above; the columns past
  * head_dim are zeros in shared memory), and every layout whose rows start
- * on 16 bytes.  E4M3 is cuDNN's (or vdev's): refused here. */
+ * on 16 bytes.  E4M3 is cuDNN's (or vdev's): refused here.  The forward
+ * is te_attn_fwd2 (4 warps of 32 query rows, two blocks an SM) where its
+ * grid fits, te_attn_fwd (8 warps of 16 rows) otherwise; on vdev both
+ * run the same C twin. */
 #include "attn/attn_internal.h"
 #include <stdio.h>
 
 /* ---- the table ------------------------------------------------------------------------- */
 
-enum { K_SEQLENS, K_FWD64, K_FWD128, K_BWD_PREP, K_BWD64, K_BWD128, K_BWD_DQ };
+enum { K_SEQLENS, K_FWD64, K_FWD128, K_BWD_PREP, K_BWD64, K_BWD128, K_BWD_DQ, K_FWD2_64,
+       K_FWD2_128 };
 
 #define ATTN_DEF(sym, fn) TE_KDEF(sym, fn, TE_ATTN_PARAMS)
 static const struct tecore_kernel_def attn_kernels[] = {
@@ -25,12 +29,15 @@ static const struct tecore_kernel_def attn_kernels[] = {
     [K_BWD64] = ATTN_DEF("te_attn_bwd_d64", te_attn_vdev_bwd),
     [K_BWD128] = ATTN_DEF("te_attn_bwd_d128", te_attn_vdev_bwd),
     [K_BWD_DQ] = ATTN_DEF("te_attn_bwd_dq", te_attn_vdev_bwd_dq),
+    [K_FWD2_64] = ATTN_DEF("te_attn_fwd2_d64", te_attn_vdev_fwd),
+    [K_FWD2_128] = ATTN_DEF("te_attn_fwd2_d128", te_attn_vdev_fwd),
 };
 #define ATTN_ALIGN TE_KALIGN(TE_ATTN_PARAMS)
 static const struct te_kalign attn_align[] = {
     [K_SEQLENS] = TE_KALIGN(TE_ATTN_SEQLENS_PARAMS),
     [K_FWD64] = ATTN_ALIGN, [K_FWD128] = ATTN_ALIGN, [K_BWD_PREP] = ATTN_ALIGN,
     [K_BWD64] = ATTN_ALIGN, [K_BWD128] = ATTN_ALIGN, [K_BWD_DQ] = ATTN_ALIGN,
+    [K_FWD2_64] = ATTN_ALIGN, [K_FWD2_128] = ATTN_ALIGN,
 };
 
 TE_KERNEL_TABLE_FATBIN_ALIGNED(attn_first_id, "libtecore/attn", attn_kernels, attn_align, attention)
@@ -113,6 +120,12 @@ static tecore_result_t attn_launch(int k, const struct te_attn_params *kp, unsig
 static unsigned attn_fwd_smem(int dp) {
   return (unsigned)(TE_ATTN_FWD_BM + 4 * TE_ATTN_FWD_BN) * (unsigned)dp * 2u;
 }
+/* te_attn_fwd2: the Q tile and two K and V tiles of rows padded to dp + 8
+ * elements (102 KiB at head_dim 128, 90 KiB at 64: two blocks an SM). */
+static unsigned attn_fwd2_smem(int dp) {
+  unsigned bn = dp == 64 ? TE_ATTN_FWD2_BN64 : TE_ATTN_FWD2_BN128;
+  return (TE_ATTN_FWD2_BM + 4u * bn) * (unsigned)(dp + 8) * 2u;
+}
 static unsigned attn_bwd_smem(int dp) {
   return (unsigned)(2 * TE_ATTN_BWD_BN + 4 * TE_ATTN_BWD_BM) * (unsigned)dp * 2u +
          2u * TE_ATTN_BWD_BM * TE_ATTN_BWD_BN * 2u + 4u * TE_ATTN_BWD_BM * 4u;
@@ -124,6 +137,15 @@ static tecore_result_t attn_launch_fwd(const struct te_attn_problem *p,
   struct te_attn_params kp;
   attn_params(p, &kp);
   int dp = p->head_dim <= 64 ? 64 : 128;
+  size_t nq2 = (p->max_seqlen_q + TE_ATTN_FWD2_BM - 1) / TE_ATTN_FWD2_BM;
+  /* te_attn_fwd2 (4 warps of 32 rows, two blocks an SM; its query blocks
+   * on grid z) where it applies, else te_attn_fwd (8 warps of 16 rows):
+   * setting use_fwd2 to 0 brings the first back everywhere. */
+  int use_fwd2 = nq2 <= 65535 && p->batch <= 65535;
+  if (use_fwd2)
+    return attn_launch(dp == 64 ? K_FWD2_64 : K_FWD2_128, &kp, (unsigned)p->heads,
+                       (unsigned)p->batch, (unsigned)nq2, TE_ATTN_FWD2_THREADS,
+                       attn_fwd2_smem(dp), stream);
   unsigned gx = (unsigned)((p->max_seqlen_q + TE_ATTN_FWD_BM - 1) / TE_ATTN_FWD_BM);
   return attn_launch(dp == 64 ? K_FWD64 : K_FWD128, &kp, gx, (unsigned)p->heads,
                      (unsigned)p->batch, TE_ATTN_FWD_THREADS, attn_fwd_smem(dp), stream);
