@@ -337,7 +337,6 @@ extern const size_t te_builtin_fusion_count;
 
 /* The FP8 copy of boundary b (activation role), both copies as present. */
 tecore_result_t te_bnd_f8_tensor(const tecore_seq_t *s, size_t b, struct tecore_tensor *t);
-/* F32 dst[i] += src[i] (src of dtype dt), n elements. */
 /* Does Linear op's backward put its weight's columnwise FP8 copy in
  * dy8_col (free then: a gradient larger than it, ops_linear.c's
  * linear_bwd_split, keeps both its copies in dy8_row), not in w8_col? */
@@ -355,6 +354,8 @@ tecore_result_t te_grad_fill_fresh(tecore_seq_t *s, tecore_stream_t stream);
 /* The start of a backward: marks made in a capture that is not this
  * stream's are filled (zeros, as a fill in zero_grad would have left). */
 tecore_result_t te_grad_fresh_check(tecore_seq_t *s, tecore_stream_t stream);
+/* F32 dst[i] += src[i] (src of dtype dt), n elements; a marked parameter
+ * gradient dst gets src (te_grad_take_fresh). */
 tecore_result_t te_accum_f32(tecore_seq_t *s, tecore_devptr_t dst, tecore_devptr_t src,
                              tecore_dtype_t dt, size_t n, tecore_stream_t stream);
 /* Converts n elements between float types (through tecore_unscale_multi with scale 1). */
