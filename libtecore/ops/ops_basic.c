@@ -26,8 +26,32 @@ tecore_result_t te_cast(tecore_seq_t *s, tecore_devptr_t dst, tecore_dtype_t ddt
   return tecore_unscale_multi(&in, &out, 1, s->one_f32, 0, stream);
 }
 
+int te_grad_take_fresh(tecore_seq_t *s, tecore_devptr_t g) {
+  int hit = 0;
+  if (!s->nfresh || !g) return 0;
+  /* every operation whose gradient lies there (one, in practice) */
+  for (size_t i = 0; i < s->nops; i++) {
+    struct te_op *o = &s->ops[i];
+    for (size_t p = 0; p < o->nparams && o->grad_fresh; p++)
+      if (o->grad[p] == g && (o->grad_fresh & (1u << p))) {
+        o->grad_fresh &= ~(1u << p);
+        s->nfresh--;
+        hit = 1;
+      }
+  }
+  return hit;
+}
+
+/* dst (F32) += src; a parameter gradient marked to be overwritten gets
+ * src itself (a copy, or the cast into dst): the same values as adding
+ * to the zeros a fill wrote, but for a -0.0 that stays -0.0 (0 + -0 is
+ * +0), which no later use tells apart (squares, AdamW's moments). */
 tecore_result_t te_accum_f32(tecore_seq_t *s, tecore_devptr_t dst, tecore_devptr_t src,
                              tecore_dtype_t dt, size_t n, tecore_stream_t stream) {
+  if (te_grad_take_fresh(s, dst)) {
+    if (dt != TECORE_DTYPE_F32) return te_cast(s, dst, TECORE_DTYPE_F32, src, dt, n, stream);
+    return tecore_memcpy_async(dst, src, n * 4, stream);
+  }
   if (dt != TECORE_DTYPE_F32) {
     TE_CHECK(te_cast(s, s->dvec_tmp, TECORE_DTYPE_F32, src, dt, n, stream));
     src = s->dvec_tmp;

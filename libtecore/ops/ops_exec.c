@@ -304,6 +304,7 @@ TE_EXPORT tecore_result_t tecore_seq_backward(tecore_seq_t *s, const struct teco
   if (dx)
     TE_CHECK(seq_alias(s, &(struct seq_arg){"dx", dx->data, 0},
                        &(struct seq_arg){"dy", dy->data, s->nops}, s->run_in, fn));
+  TE_CHECK(te_grad_fresh_check(s, stream));
   s->run_dy = dy->data;
   s->run_dx = dx ? dx->data : s->g0;
   const struct te_plan *p = &s->plan;
@@ -318,5 +319,7 @@ TE_EXPORT tecore_result_t tecore_seq_backward(tecore_seq_t *s, const struct teco
     }
     if (r != TECORE_SUCCESS) return r;
   }
-  return TECORE_SUCCESS;
+  /* a marked gradient no writer took (none in libtecore's own kinds):
+   * zeros, as a fill in zero_grad would have left */
+  return te_grad_fill_fresh(s, stream);
 }

@@ -97,8 +97,13 @@ struct te_op {
   int hp;                          /* an FP8 sequence runs this Linear in its own dtype
                                       (TECORE_OPS_FP8_MIN_MNK: too small to gain) */
   tecore_devptr_t w16, x16;        /* F32 sequences: bf16 copies of W and of the input */
-  tecore_devptr_t w8_row, w8_col;  /* FP8: the quantized weight, both copies (inference:
-                                      rowwise only, w8_col 0) */
+  tecore_devptr_t w8_row, w8_col;  /* FP8: the quantized weight, rowwise (what the forward
+                                      GEMM reads); w8_col its columnwise copy kept from the
+                                      forward with TECORE_OPS_W8_COL_KEEP=1, else 0 (the
+                                      backward makes it in tecore_seq.w8_col) */
+  unsigned grad_fresh;             /* bit p: grad[p] is to be overwritten, not added to
+                                      (tecore_seq_zero_grad marked it; its first writer in
+                                      the next backward clears the bit: te_grad_take_fresh) */
   int w8_cached;                   /* inference: w8_row holds the weight at the current
                                       scale; no forward quantizes it again until cleared */
   int gelu_aux_only;               /* inference: the GEMM library refused the GELU epilogue
@@ -220,6 +225,14 @@ struct tecore_seq {
   size_t zeros_rows;
   tecore_devptr_t dy16;            /* F32 sequences: bf16 copy of a gradient */
   tecore_devptr_t dy8_row, dy8_col;/* FP8 gradient, both copies */
+  size_t nfresh;                   /* parameter gradients marked to be overwritten
+                                      (te_op.grad_fresh bits set) */
+  tecore_stream_t fresh_stream;    /* the capturing stream zero_grad marked them on */
+  tecore_devptr_t w8_col;          /* training (not TECORE_OPS_W8_COL_KEEP): one Linear's
+                                      weight columnwise FP8 copy (the
+                                      dgrad GEMM's operand), the byte transpose of its w8_row
+                                      made right before that GEMM, on the sequence's one
+                                      stream; sized for the largest weight (inference: 0) */
   size_t dy8_col_elems;            /* dy8_col's size (dy8_row: max_elems; a larger
                                       gradient makes its copies one at a time) */
   tecore_devptr_t f8_dummy;        /* FP8 output the bias gradient kernel writes and nobody reads */
@@ -324,7 +337,25 @@ extern const size_t te_builtin_fusion_count;
 
 /* The FP8 copy of boundary b (activation role), both copies as present. */
 tecore_result_t te_bnd_f8_tensor(const tecore_seq_t *s, size_t b, struct tecore_tensor *t);
-/* F32 dst[i] += src[i] (src of dtype dt), n elements. */
+/* Does Linear op's backward put its weight's columnwise FP8 copy in
+ * dy8_col (free then: a gradient larger than it, ops_linear.c's
+ * linear_bwd_split, keeps both its copies in dy8_row), not in w8_col? */
+static inline int te_w8_in_dy8(const tecore_seq_t *s, size_t op) {
+  const struct te_op *o = &s->ops[op];
+  return o->in_rows * o->out_cols > s->dy8_col_elems && o->plen[0] <= s->dy8_col_elems;
+}
+/* Is g a parameter gradient marked to be overwritten (tecore_seq_zero_grad)?
+ * Clears the mark: the caller writes g now, a store or a GEMM with beta 0
+ * instead of adding.  Decided when the work is queued, so a captured step
+ * (zero_grad, forward, backward) replays the same choices. */
+int te_grad_take_fresh(tecore_seq_t *s, tecore_devptr_t g);
+/* The end of a backward: fills the gradients whose mark no writer took. */
+tecore_result_t te_grad_fill_fresh(tecore_seq_t *s, tecore_stream_t stream);
+/* The start of a backward: marks made in a capture that is not this
+ * stream's are filled (zeros, as a fill in zero_grad would have left). */
+tecore_result_t te_grad_fresh_check(tecore_seq_t *s, tecore_stream_t stream);
+/* F32 dst[i] += src[i] (src of dtype dt), n elements; a marked parameter
+ * gradient dst gets src (te_grad_take_fresh). */
 tecore_result_t te_accum_f32(tecore_seq_t *s, tecore_devptr_t dst, tecore_devptr_t src,
                              tecore_dtype_t dt, size_t n, tecore_stream_t stream);
 /* Converts n elements between float types (through tecore_unscale_multi with scale 1). */

@@ -8,11 +8,13 @@
  *   forward  y  = x W^T          tecore_gemm(x, N, W, T)
  *   dgrad    dx = dy W           tecore_gemm(dy, N, W, N)
  *   wgrad    dW += dy^T x        tecore_gemm(dy, T, x, N), F32, beta = 1
+ *                                (0 for the first after tecore_seq_zero_grad)
  * Operands by case:
  *   FP8 recipe   x, W, dy quantized (E4M3 / E4M3 / E5M2 with HYBRID); W
- *                with both copies (rowwise for forward, columnwise for
- *                dgrad), x and dy too (the wgrad GEMM reads their
- *                columnwise copies: the TN layout Hopper needs);
+ *                rowwise by the forward, its columnwise copy for dgrad
+ *                made by the backward (w8_for_dgrad); x and dy with both
+ *                copies (the wgrad GEMM reads their columnwise ones: the
+ *                TN layout Hopper needs);
  *   BF16/F16     the tensors themselves (also a Linear of an FP8 sequence
  *                too small for FP8 to gain: te_op.hp);
  *   F32          bf16 copies of x, W and dy (the GEMM takes 16-bit or FP8
@@ -57,11 +59,36 @@ TE_EXPORT tecore_result_t tecore_seq_fp8_input(const tecore_seq_t *s, size_t ind
   return te_bnd_f8_tensor(s, index, t);
 }
 
+/* The FP8 weight of Linear o as the forward writes it: rowwise, and the
+ * columnwise copy too where it is kept (TECORE_OPS_W8_COL_KEEP). */
 static tecore_result_t w8_tensor(const tecore_seq_t *s, const struct te_op *o,
                                  struct tecore_tensor *t) {
   te_t2d(t, TECORE_DTYPE_E4M3, o->out_cols, o->in_cols, o->w8_row);
   t->columnwise_data = o->w8_col;
   return fp8_entry(s, &s->st_w, o->lin, t);
+}
+
+/* The FP8 weight for the dgrad GEMM dx = dy W, which reads its columnwise
+ * copy: made now in the sequence's one scratch (s->w8_col) as the byte
+ * transpose of the rowwise codes.  Exact: with a per-tensor scale the
+ * columnwise copy is the same codes transposed under the same scale_inv
+ * (columnwise_scale_inv stays 0), what the forward's cast+transpose
+ * wrote before.  Safe to share: only dgrad GEMMs read it, each queued
+ * right after its transpose on the same stream (a deferred weight
+ * gradient, ops_overlap.c, reads dy and x, never W).  A Linear whose
+ * gradient is larger than dy8_col (an LM head: linear_bwd_split, its
+ * weight the largest) puts it in dy8_col instead, which that backward
+ * leaves unused: w8_col is then sized for the other weights. */
+static tecore_result_t w8_for_dgrad(tecore_seq_t *s, const struct te_op *o,
+                                    struct tecore_tensor *t, tecore_stream_t st) {
+  TE_CHECK(w8_tensor(s, o, t));
+  if (o->w8_col) return TECORE_SUCCESS;   /* kept from the forward */
+  tecore_devptr_t col = te_w8_in_dy8(s, (size_t)(o - s->ops)) ? s->dy8_col : s->w8_col;
+  if (!col || !te_scaling_per_tensor(t->scaling) || t->columnwise_scale_inv)
+    return TE_ERR(TECORE_ERR_INTERNAL, "fuser: the weight's columnwise FP8 copy needs the "
+                  "training scratch and one per-tensor scale");
+  t->columnwise_data = col;
+  return te_byte_transpose(col, o->w8_row, o->out_cols, o->in_cols, st);
 }
 
 tecore_result_t te_dy8_tensor(const tecore_seq_t *s, size_t op, struct tecore_tensor *t) {
@@ -202,7 +229,9 @@ static tecore_result_t wgrad(tecore_seq_t *s, size_t op, const struct tecore_ten
     wo.epilogue = TECORE_GEMM_EPI_BGRAD;
     wo.bias = &db;
   }
-  TE_CHECK(tecore_gemm(DY, TECORE_GEMM_T, &Xc, TECORE_GEMM_N, &gW, 1.0f, 1.0f, &wo, st));
+  /* the first contribution after tecore_seq_zero_grad overwrites */
+  const float beta = te_grad_take_fresh(s, o->grad[0]) ? 0.0f : 1.0f;
+  TE_CHECK(tecore_gemm(DY, TECORE_GEMM_T, &Xc, TECORE_GEMM_N, &gW, 1.0f, beta, &wo, st));
   if (bias_grad) TE_CHECK(te_accum_f32(s, bias_grad, s->dvec, TECORE_DTYPE_F32, o->out_cols, st));
   return TECORE_SUCCESS;
 }
@@ -236,7 +265,7 @@ static tecore_result_t linear_bwd_split(tecore_seq_t *s, const struct te_lin_bwd
   DY.columnwise_data = 0;
   DY.columnwise_scale_inv = 0;
   TE_CHECK(tecore_cast_transpose(a->dy, &DY, st));
-  TE_CHECK(w8_tensor(s, o, &W));
+  TE_CHECK(w8_for_dgrad(s, o, &W, st));
   struct tecore_gemm_opts dopt = {.C = a->C, .workspace = s->gemm_ws,
                                   .workspace_bytes = s->gemm_ws_bytes};
   return tecore_gemm(&DY, TECORE_GEMM_N, &W, TECORE_GEMM_N, a->dx, 1.0f, a->C ? 1.0f : 0.0f,
@@ -268,7 +297,6 @@ tecore_result_t te_linear_bwd(tecore_seq_t *s, const struct te_lin_bwd *a) {
     /* x's columnwise copy: made by wgrad (x8_both), the only reader */
     TE_CHECK(te_bnd_f8_tensor(s, a->op, &X));
     x8t = 1;
-    TE_CHECK(w8_tensor(s, o, &W));
   } else if (dt == TECORE_DTYPE_F32) {
     /* the bias gradient from the F32 gradient itself, not its bf16 copy */
     if (a->bias_grad) {
@@ -308,6 +336,7 @@ tecore_result_t te_linear_bwd(tecore_seq_t *s, const struct te_lin_bwd *a) {
     dopt.epilogue = a->dgelu_bias_grad ? TECORE_GEMM_EPI_DGELU_BGRAD : TECORE_GEMM_EPI_DGELU;
     if (a->dgelu_bias_grad) dopt.bias = &dgb;
   }
+  if (f8) TE_CHECK(w8_for_dgrad(s, o, &W, st));   /* after wgrad: W is read by this GEMM only */
   TE_CHECK(tecore_gemm(&DY, TECORE_GEMM_N, &W, TECORE_GEMM_N, a->dx, 1.0f, a->C ? 1.0f : 0.0f,
                        &dopt, st));
   if (a->aux && a->dgelu_bias_grad)

@@ -456,6 +456,19 @@ TE_PARAM_INT(ops_dy8_one_copy, "TECORE_OPS_DY8_ONE_COPY", 1, 0, 1,
              "after the other in one buffer (a logits-sized buffer less, one more read of "
              "the gradient); 0: both at once")
 
+TE_PARAM_INT(ops_w8_col_keep, "TECORE_OPS_W8_COL_KEEP", 0, 0, 1,
+             "1: a training sequence's forward writes each FP8 Linear's weight both ways and "
+             "keeps the columnwise copy for the backward (a copy of every weight more); 0 "
+             "(the default): the forward writes the rowwise copy only and the backward makes "
+             "the columnwise one, the same bits, right before each dgrad GEMM in one buffer "
+             "shared by all Linears")
+TE_PARAM_INT(ops_zero_grad_fill, "TECORE_OPS_ZERO_GRAD_FILL", 0, 0, 1,
+             "1: tecore_seq_zero_grad fills the parameter gradients with zeros and every "
+             "backward adds to them; 0 (the default): queued into a stream capture, it marks "
+             "them, and the next backward of that capture writes each one's first "
+             "contribution (beta 0, a store), the same values without the fill pass (queued "
+             "eagerly it fills)")
+
 static size_t dy8_col_elems(const tecore_seq_t *s) {
   if (!tecore_tunable_int(&ops_dy8_one_copy)) return s->max_elems;
   size_t n = s->nops, other = 16, last = 0;
@@ -546,12 +559,14 @@ static void unbuild(tecore_seq_t *s) {
     memset(o->grad, 0, sizeof o->grad);
     memset(o->saved, 0, sizeof o->saved);
     o->w16 = o->x16 = o->w8_row = o->w8_col = 0;
+    o->grad_fresh = 0;
     o->lse = o->qkv16 = o->o16 = o->do16 = o->dqkv16 = 0;
   }
   for (size_t i = 0; i < s->npairs; i++) s->pairs[i].value = s->pairs[i].grad = 0;
-  s->dy16 = s->dy8_row = s->dy8_col = s->gemm_ws = 0;
+  s->dy16 = s->dy8_row = s->dy8_col = s->w8_col = s->gemm_ws = 0;
   s->dy8_col_elems = 0;
   s->gemm_ws_bytes = 0;
+  s->nfresh = 0;
   te_plan_free(&s->plan);
   free(s->bnd);
   s->bnd = NULL;
@@ -697,16 +712,29 @@ static tecore_result_t prepare_fp8(tecore_seq_t *s, tecore_stream_t stream) {
       s->nqkv8 += 3;
       if (!o->qkv8_buf) TE_CHECK(te_seq_alloc(s, o->in_rows * o->in_cols, 0, &o->qkv8_buf));
     }
+    /* the weights' columnwise copies: none kept between the passes, one
+     * made at a time in s->w8_col by the backward (ops_linear.c); or,
+     * TECORE_OPS_W8_COL_KEEP, each Linear's own written by the forward */
+    const int keep = both && tecore_tunable_int(&ops_w8_col_keep);
+    size_t wmax = 0;
     for (size_t i = 0; i < n; i++) {
       struct te_op *o = &s->ops[i];
-      if (!(o->fp8 & TE_KIND_GEMM) || o->w8_row) continue;
-      TE_CHECK(te_seq_alloc(s, o->plen[0], 0, &o->w8_row));
-      if (both) TE_CHECK(te_seq_alloc(s, o->plen[0], 0, &o->w8_col));
+      if (!(o->fp8 & TE_KIND_GEMM)) continue;
+      if (!o->w8_row) TE_CHECK(te_seq_alloc(s, o->plen[0], 0, &o->w8_row));
+      if (keep && !o->w8_col) TE_CHECK(te_seq_alloc(s, o->plen[0], 0, &o->w8_col));
     }
     if (!s->dy8_row && s->nlinear && both) {
       TE_CHECK(te_seq_alloc(s, s->max_elems, 0, &s->dy8_row));
       s->dy8_col_elems = dy8_col_elems(s);
       TE_CHECK(te_seq_alloc(s, s->dy8_col_elems, 0, &s->dy8_col));
+    }
+    if (both && !keep) {
+      for (size_t i = 0; i < n; i++) {
+        const struct te_op *o = &s->ops[i];
+        if ((o->fp8 & TE_KIND_GEMM) && o->plen[0] > wmax && !te_w8_in_dy8(s, i))
+          wmax = o->plen[0];
+      }
+      if (wmax && !s->w8_col) TE_CHECK(te_seq_alloc(s, wmax, 0, &s->w8_col));
     }
     TE_CHECK(make_state(s, TECORE_FP8_ACTIVATION, s->nf8, stream, &s->st_act));
     TE_CHECK(make_state(s, TECORE_FP8_WEIGHT, s->nlinear, stream, &s->st_w));
@@ -752,6 +780,9 @@ TE_EXPORT tecore_result_t tecore_seq_set_recipe(tecore_seq_t *s, const struct te
   if (r) s->recipe = *r;
   if (!s->built) return TECORE_SUCCESS;
   tecore_result_t res = tecore_stream_synchronize(stream);
+  /* the new plan may give an operation another writer: marked gradients
+   * become zeros now */
+  if (res == TECORE_SUCCESS) res = te_grad_fill_fresh(s, stream);
   if (res == TECORE_SUCCESS) res = prepare_fp8(s, stream);
   if (res == TECORE_SUCCESS) res = tecore_stream_synchronize(stream);
   if (res != TECORE_SUCCESS) {
@@ -810,15 +841,51 @@ static tecore_result_t zero_kernel(tecore_devptr_t p, tecore_dtype_t dtype, size
   return tecore_memset_d8_async(p, 0, count * tecore_dtype_size(dtype), stream);
 }
 
+/* Do libtecore's own executors write op i's parameter gradients in
+ * backward (the wgrad GEMM and te_accum_f32, which honour the mark)?  A
+ * registered pattern or kind accumulates its own way: its operations'
+ * gradients are filled. */
+static int writes_own_grads(const tecore_seq_t *s, size_t i) {
+  const struct te_plan *p = &s->plan;
+  const struct te_group *g = p->groups[TECORE_SEQ_BACKWARD];
+  int k = s->ops[i].d.kind;
+  if (k != TECORE_OP_LINEAR && k != TECORE_OP_BIAS && k != TECORE_OP_LAYERNORM &&
+      k != TECORE_OP_RMSNORM)
+    return 0;
+  for (size_t j = 0; j < p->ngroups[TECORE_SEQ_BACKWARD]; j++)
+    if (i >= g[j].first && i < g[j].first + g[j].count) return !g[j].f || g[j].f->builtin_id >= 0;
+  return 0;
+}
+
+/* Parameter gradients.  Queued into a stream capture, each is marked to
+ * be overwritten by its first writer in the next backward of that capture
+ * (no fill pass), unless another writer accumulates it
+ * (writes_own_grads): the mark is host state, set and taken when the work
+ * is queued, so the graph holds the beta-0 GEMMs and stores and replays
+ * them.  Queued eagerly, they are filled as before: a backward captured
+ * later and replayed several times (microbatches accumulated by a graph
+ * of one) must add to zeros every time.  Residual slot gradients read by
+ * the caller are filled. */
 TE_EXPORT tecore_result_t tecore_seq_zero_grad(tecore_seq_t *s, tecore_stream_t stream) {
   TE_ARG(s, "tecore_seq_zero_grad: seq is NULL");
   TE_ARG(te_handle_live(s), "tecore_seq_zero_grad: seq %p is not a live sequence (destroyed?)", (const void *)s);
   TE_ARG(s->built, "tecore_seq_zero_grad: the sequence is not built (tecore_seq_build)");
   if (te_seq_infer(s)) return TECORE_SUCCESS;   /* no gradients to zero */
+  tecore_capture_status_t cs = TECORE_CAPTURE_NONE;
+  TE_CHECK(tecore_stream_capture_status(stream, &cs));
+  const int capt = cs == TECORE_CAPTURE_ACTIVE && !tecore_tunable_int(&ops_zero_grad_fill);
+  if (capt) s->fresh_stream = stream;
   for (size_t i = 0; i < s->nops; i++) {
-    const struct te_op *o = &s->ops[i];
-    for (size_t p = 0; p < o->nparams; p++)
-      TE_CHECK(zero_kernel(o->grad[p], TECORE_DTYPE_F32, o->plen[p], stream));
+    struct te_op *o = &s->ops[i];
+    const int mark = capt && writes_own_grads(s, i);
+    for (size_t p = 0; p < o->nparams; p++) {
+      if (mark) {
+        if (!(o->grad_fresh & (1u << p))) s->nfresh++;
+        o->grad_fresh |= 1u << p;
+      } else {
+        TE_CHECK(zero_kernel(o->grad[p], TECORE_DTYPE_F32, o->plen[p], stream));
+      }
+    }
   }
   for (size_t i = 0; i < s->npairs; i++) {
     const struct te_slot *sl = &s->pairs[i];
@@ -826,6 +893,27 @@ TE_EXPORT tecore_result_t tecore_seq_zero_grad(tecore_seq_t *s, tecore_stream_t 
       const struct te_op *o = &s->ops[sl->maker];
       TE_CHECK(zero_kernel(sl->grad, s->cfg.dtype, o->in_rows * o->in_cols, stream));
     }
+  }
+  return TECORE_SUCCESS;
+}
+
+tecore_result_t te_grad_fresh_check(tecore_seq_t *s, tecore_stream_t stream) {
+  if (!s->nfresh) return TECORE_SUCCESS;
+  tecore_capture_status_t cs = TECORE_CAPTURE_NONE;
+  TE_CHECK(tecore_stream_capture_status(stream, &cs));
+  if (cs == TECORE_CAPTURE_ACTIVE && stream == s->fresh_stream) return TECORE_SUCCESS;
+  return te_grad_fill_fresh(s, stream);
+}
+
+tecore_result_t te_grad_fill_fresh(tecore_seq_t *s, tecore_stream_t stream) {
+  for (size_t i = 0; i < s->nops && s->nfresh; i++) {
+    struct te_op *o = &s->ops[i];
+    for (size_t p = 0; p < o->nparams; p++)
+      if (o->grad_fresh & (1u << p)) {
+        TE_CHECK(zero_kernel(o->grad[p], TECORE_DTYPE_F32, o->plen[p], stream));
+        o->grad_fresh &= ~(1u << p);
+        s->nfresh--;
+      }
   }
   return TECORE_SUCCESS;
 }

@@ -1280,8 +1280,15 @@ START_TEST(test_grad_accumulation) {
     te_expect_f32_near(both[i], sum, sz[i], 1e-6, 1e-5, "accumulated gradient");
     free(sum);
   }
-  /* zeroed each step: the same one-microbatch gradient every time (not 1, 2, 2) */
+  /* zeroed each step: the same one-microbatch gradient every time (not 1, 2, 2);
+   * NaN left in the gradients before zero_grad is never read */
+  struct tecore_seq_param pp[MAXP];
+  size_t npp = 0;
+  TE_OK(tecore_seq_params(s, pp, MAXP, &npp));
   for (int rep = 0; rep < 3; rep++) {
+    for (size_t i = 0; i < npp && rep > 0; i++)
+      TE_OK(tecore_fill(pp[i].grad.data, TECORE_DTYPE_F32, tecore_tensor_numel(&pp[i].grad),
+                        NAN, S()));
     TE_OK(tecore_seq_zero_grad(s, S()));
     TE_OK(tecore_seq_forward(s, &x[0].t, &y.t, 0, S()));
     TE_OK(tecore_seq_backward(s, &dy[0].t, NULL, S()));
@@ -1290,6 +1297,35 @@ START_TEST(test_grad_accumulation) {
       te_expect_f32_bits(again[i], g[0][i], sz[i], "gradient after zero_grad");
     free_grads(again, ng);
   }
+  /* a graph of zero_grad and both microbatches, as te-gpt's step: captured,
+   * zero_grad marks the gradients instead of filling them, and each one's
+   * first writer overwrites (the wgrad GEMM's beta 0, the dbias, dgamma and
+   * dbeta stores): NaN left there before a replay is never read, and the
+   * sum has the bits of the eager fill-then-add (a +0.0 plus x is x) */
+  tecore_graph_t gr;
+  tecore_graph_exec_t ge;
+  TE_OK(tecore_stream_synchronize(S()));
+  TE_OK(tecore_stream_begin_capture(S(), TECORE_CAPTURE_THREAD_LOCAL));
+  TE_OK(tecore_seq_zero_grad(s, S()));
+  for (int mb = 0; mb < 2; mb++) {
+    TE_OK(tecore_seq_forward(s, &x[mb].t, &y.t, 0, S()));
+    TE_OK(tecore_seq_backward(s, &dy[mb].t, NULL, S()));
+  }
+  TE_OK(tecore_stream_end_capture(S(), &gr));
+  TE_OK(tecore_graph_instantiate(&ge, gr));
+  for (int rep = 0; rep < 2; rep++) {
+    for (size_t i = 0; i < npp; i++)
+      TE_OK(tecore_fill(pp[i].grad.data, TECORE_DTYPE_F32, tecore_tensor_numel(&pp[i].grad),
+                        NAN, S()));
+    TE_OK(tecore_graph_launch(ge, S()));
+    TE_OK(tecore_stream_synchronize(S()));
+    again = get_grads(s, &ng, sz);
+    for (size_t i = 0; i < ng; i++)
+      te_expect_f32_bits(again[i], both[i], sz[i], "graphed zero_grad + two microbatches");
+    free_grads(again, ng);
+  }
+  TE_OK(tecore_graph_exec_destroy(ge));
+  TE_OK(tecore_graph_destroy(gr));
   /* the gradient buffers never move */
   struct tecore_seq_param p1[16], p2[16];
   size_t n1, n2;

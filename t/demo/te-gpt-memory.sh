@@ -24,7 +24,10 @@
 #     in FP8 however small (TECORE_OPS_FP8_MIN_MNK=0: on cuda the tiny
 #     model's would run in BF16 and need no FP8 gradient at all): the same
 #     steps, and the note's FP8 buffers smaller by the head's gradient
-#     less the MLP's.
+#     less the MLP's;
+#  5. the weights' columnwise FP8 copies made by the backward and
+#     zero_grad without a fill, against the old ways (TECORE_OPS_W8_COL_KEEP
+#     and TECORE_OPS_ZERO_GRAD_FILL): the same saved bytes, less memory.
 # Random seed each run (TE_TEST_SEED to repeat).
 # Exit 0 pass, 1 fail, 77 skip (TE_DEVICE=cuda without a GPU).
 # Environment (from t/Makefile.inc): top_builddir.
@@ -120,6 +123,50 @@ for recipe in delayed current; do
   # MLP's that the columnwise buffer still holds (64 KiB)
   awk -v a="$w1" -v b="$w0" 'BEGIN { exit !(a + 0.9 <= b) }' ||
     { echo "FAIL: $recipe: FP8 buffers $w1 MiB one copy at a time, $w0 both at once"; fail=1; }
+done
+# 5. the weights' columnwise FP8 copies made by the backward in one shared
+#    buffer (TECORE_OPS_W8_COL_KEEP=0, the default) and the gradients
+#    marked instead of filled by a captured zero_grad
+#    (TECORE_OPS_ZERO_GRAD_FILL=0), against the old layout and fill: two
+#    microbatches a step (the first contribution stored, the second added),
+#    the step graph from step 2, BF16, delayed and current scaling; the
+#    saved weights and AdamW state are the same bytes, and the note's FP8
+#    buffers fall by every weight's bytes but the largest: hidden 128, 2
+#    blocks, vocab 256: (3+1+4+4) x 128 x 128 x 2 + 256 x 128 - 4 x 128 x
+#    128 = 360448 bytes, 0.34 MiB.  And with vocab 1024 at hidden 64 the
+#    LM head's gradient (256 tokens x 1024) exceeds the columnwise gradient
+#    buffer (256 x 256, fc1's) while its weight (64 KiB) fits there: the
+#    head's columnwise copy goes to that buffer (te_w8_in_dy8), the shared
+#    one is fc1's 16 KiB: 12 x 64 x 64 x 2 + 65536 - 16384 = 147456 bytes,
+#    0.14 MiB (the note's one decimal: 0.1 or 0.2)
+for shape in "--hidden 128:0.25:0.45" "--vocab 1024:0.05:0.25"; do
+ opt=${shape%%:*} lo=${shape#*:} hi=${lo#*:} lo=${lo%%:*}
+ for recipe in none delayed current; do
+  for v in 1 0; do
+    rm -rf "$tmp/ck$v"
+    TECORE_OPS_FP8_MIN_MNK=0 TECORE_OPS_W8_COL_KEEP=$v TECORE_OPS_ZERO_GRAD_FILL=$v "$gpt" \
+      --seed "$seed" $opt --recipe $recipe --accum 2 --steps 4 --sample 0 \
+      --eval-every 0 --save "$tmp/ck$v" > "$tmp/w$v.txt" 2> "$tmp/w$v.err" ||
+      { echo "FAIL: TECORE_OPS_W8_COL_KEEP=$v te-gpt --recipe $recipe fails"; cat "$tmp/w$v.err"; fail=1; }
+    rows "$tmp/w$v.txt" > "$tmp/w$v.rows"
+  done
+  same=1
+  for f in model.safetensors optimizer.safetensors; do
+    cmp -s "$tmp/ck1/$f" "$tmp/ck0/$f" || same=0
+  done
+  if [ $same -eq 1 ] && cmp -s "$tmp/w1.rows" "$tmp/w0.rows" && [ "$(wc -l < "$tmp/w1.rows")" -eq 4 ]
+  then
+    echo "ok: $opt, $recipe: weights' columnwise copies in the backward and zero_grad without a fill give the same bytes"
+  else
+    echo "FAIL: $opt, $recipe: the new layout or zero_grad changes the training:"; diff "$tmp/w1.rows" "$tmp/w0.rows"; fail=1
+  fi
+  [ $recipe = none ] && continue
+  w1=$(sed -n 's/.*FP8 copies and workspaces \([0-9.]*\).*/\1/p' "$tmp/w1.txt")
+  w0=$(sed -n 's/.*FP8 copies and workspaces \([0-9.]*\).*/\1/p' "$tmp/w0.txt")
+  echo "# $opt, $recipe: FP8 copies and workspaces $w1 MiB kept, $w0 MiB made by the backward"
+  awk -v a="$w1" -v b="$w0" -v lo="$lo" -v hi="$hi" 'BEGIN { d = a - b; exit !(d >= lo && d <= hi) }' ||
+    { echo "FAIL: $opt, $recipe: FP8 buffers $w0 MiB, want $lo to $hi less than $w1"; fail=1; }
+ done
 done
 [ $fail -eq 0 ] && echo "PASS: te-gpt's memory savers"
 exit $fail

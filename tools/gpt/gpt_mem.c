@@ -12,7 +12,10 @@
  * op_last] do not overlap can share memory; tecore_seq_set_saved gives
  * them that memory and frees the sequence's own.  Parts the backward makes
  * itself (the columnwise FP8 copy behind a norm+quantize, written = 0 but
- * filled during the backward) keep their own storage. */
+ * filled during the backward) keep their own storage.  The FP8 weights'
+ * columnwise copies are no saved tensors: the fuser keeps none, making each
+ * in the backward in one buffer of its own (counted with the FP8 copies
+ * and workspaces). */
 #include <stdlib.h>
 #include <string.h>
 #include "gpt.h"
