@@ -90,6 +90,14 @@ static int aligned(const struct te_attn_view *v, const char *name, size_t es, ch
 /* What cuDNN's FP8 forward takes beyond the BF16 graph's rules (the
  * frontend's support surface for Hopper); 0 with the reason. */
 static int fp8_ok(const struct te_attn_problem *p, int backward, char *why, size_t len) {
+  /* Disabled until the wrong case is found: on the H100 (2026-11-24,
+   * bench/2026-11-24b-gpu.md) te-bench's three shapes gave O within 0.074
+   * of BF16, but check_attn_cudnn's first E4M3 case (b 2, s 128) gave
+   * O[0][0][0] = 9e-10 where 0.14 is right.  The graph stays built and
+   * tested on vdev; nothing wrong may leave the library meanwhile. */
+  if (!backward)
+    return refuse(why, len, "E4M3 through cuDNN is disabled: its forward gave a wrong O on "
+                  "the H100 for a small shape (bench/2026-11-24b-gpu.md)");
   if (backward)
     return refuse(why, len, "no E4M3 backward: te/attention.h's backward takes BF16/F16 "
                   "tensors (cuDNN's FP8 backward needs FP8 dO and O with their scales)");
