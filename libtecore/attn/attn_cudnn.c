@@ -455,42 +455,6 @@ static size_t cudnn_workspace(const struct te_attn_problem *p, int backward) {
   (void)p, (void)backward;
   return 0;
 }
-/* The E4M3 forward: the constants into the workspace's slots, the graph,
- * then the amaxes folded into the caller's (cuDNN overwrites its own) and
- * a staged O widened into the caller's BF16/F16 O. */
-static tecore_result_t fwd_fp8(const struct te_attn_problem *p, struct te_dnn_plan *plan,
-                               void *ptrs[TE_DNN_ROLES], tecore_stream_t stream, const char *who) {
-  const struct te_dnn_graph *g = &plan->graph;
-  struct ws_at w = ws_layout(g);
-  tecore_devptr_t slots = p->workspace + w.slots, o8 = g->ws_o8_bytes ? p->workspace + w.o8 : 0;
-  ptrs[TE_DNN_DESCALE_Q] = DEV(p->q_scale_inv), ptrs[TE_DNN_DESCALE_K] = DEV(p->k_scale_inv);
-  ptrs[TE_DNN_DESCALE_V] = DEV(p->v_scale_inv);
-  ptrs[TE_DNN_DESCALE_S] = DEV(slots + TE_ACD_SLOT_DESCALE_S * sizeof(float));
-  ptrs[TE_DNN_SCALE_S] = DEV(slots + TE_ACD_SLOT_SCALE_S * sizeof(float));
-  ptrs[TE_DNN_SCALE_O] = o8 ? DEV(slots + TE_ACD_SLOT_SCALE_O * sizeof(float)) : DEV(p->o_scale);
-  ptrs[TE_DNN_AMAX_S] = DEV(slots + TE_ACD_SLOT_AMAX_S * sizeof(float));
-  ptrs[TE_DNN_AMAX_O] = DEV(slots + TE_ACD_SLOT_AMAX_O * sizeof(float));
-  if (o8) ptrs[TE_DNN_O] = DEV(o8);
-  struct te_acd_fp8_call c = {
-      .slots = slots, .v_si = p->v_scale_inv, .o8 = o8, .o = o8 ? p->o.ptr : 0,
-      .s_amax = p->s_amax, .o_amax = p->o_amax, .o_scale = o8 ? 0 : p->o_scale,
-      .o_scale_inv = o8 ? 0 : p->o_scale_inv, .o_ts = p->o.token_stride,
-      .o_hs = p->o.head_stride, .total_q = p->total_q, .heads = (size_t)p->heads,
-      .d = p->head_dim, .o_dt = (int)p->o_dtype};
-  tecore_result_t r = te_acd_launch_fp8(&c, TE_ACD_FP8_PRE, stream);
-  if (r == TECORE_SUCCESS) r = execute(plan, ptrs, DEV(p->workspace + w.engine), stream, who);
-  if (r == TECORE_SUCCESS) r = te_acd_launch_fp8(&c, TE_ACD_FP8_POST, stream);
-  if (r == TECORE_SUCCESS && p->lse) { /* packed [b][h][s] stats into lse */
-    struct te_acd_stats_call sc = {
-        .cu_q = p->cu_seqlens_q, .cu_kv = p->cu_seqlens_kv, .padded = p->workspace + w.stats,
-        .lse = p->lse, .batch = p->batch, .heads = (size_t)p->heads,
-        .max_q = p->fixed_seqlen_q, .total_q = p->total_q, .d = p->head_dim,
-        .causal = p->causal != 0};
-    r = te_acd_launch_stats(&sc, TE_ACD_TO_LSE, stream);
-  }
-  return r;
-}
-
 static tecore_result_t cudnn_fwd(const struct te_attn_problem *p, tecore_stream_t stream) {
   (void)p, (void)stream;
   return TE_ERR(TECORE_ERR_NOT_SUPPORTED, "tecore_attention_fwd (cudnn): built without CUDA");
