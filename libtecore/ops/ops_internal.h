@@ -96,7 +96,9 @@ struct te_op {
   size_t lin;                      /* index among the Linears (scaling state entries) */
   int hp;                          /* an FP8 sequence runs this Linear in its own dtype
                                       (TECORE_OPS_FP8_MIN_MNK: too small to gain) */
-  tecore_devptr_t w16, x16;        /* F32 sequences: bf16 copies of W and of the input */
+  tecore_devptr_t w16, x16;        /* F32 sequences: bf16 copies of W and of the input;
+                                      TECORE_SEQ_F32_WEIGHTS: w16 is the 16-bit copy of the
+                                      F32 weight a Linear not in FP8 multiplies by */
   tecore_devptr_t w8_row, w8_col;  /* FP8: the quantized weight, rowwise (what the forward
                                       GEMM reads); w8_col its columnwise copy kept from the
                                       forward with TECORE_OPS_W8_COL_KEEP=1, else 0 (the
@@ -378,10 +380,24 @@ static inline int te_seq_infer(const tecore_seq_t *s) {
   return (s->cfg.flags & TECORE_SEQ_INFERENCE) != 0;
 }
 
+/* The dtype of parameter p of op o: the sequence's, except a Linear's
+ * weight under TECORE_SEQ_F32_WEIGHTS (F32 in a 16-bit sequence). */
+static inline tecore_dtype_t te_param_dtype(const tecore_seq_t *s, const struct te_op *o,
+                                            size_t p) {
+  if (p == 0 && (o->fp8 & TE_KIND_GEMM) && (s->cfg.flags & TECORE_SEQ_F32_WEIGHTS))
+    return TECORE_DTYPE_F32;
+  return s->cfg.dtype;
+}
 /* Does op i (a Linear) run its GEMMs in FP8?  The sequence has a recipe
  * and the op is not one left in the sequence's dtype (te_op.hp). */
 static inline int te_op_fp8(const tecore_seq_t *s, size_t i) {
   return s->fp8 && (s->ops[i].fp8 & TE_KIND_GEMM) && !s->ops[i].hp;
+}
+/* Does op i (a Linear) cast its F32 weight (TECORE_SEQ_F32_WEIGHTS) to
+ * w16, in the sequence's dtype, for 16-bit GEMMs?  Those not in FP8. */
+static inline int te_w16_cast(const tecore_seq_t *s, size_t i) {
+  return (s->ops[i].fp8 & TE_KIND_GEMM) && s->cfg.dtype != TECORE_DTYPE_F32 &&
+         (s->cfg.flags & TECORE_SEQ_F32_WEIGHTS) && !te_op_fp8(s, i);
 }
 
 struct te_lin_fwd {

@@ -126,7 +126,7 @@ tecore_result_t te_linear_fwd(tecore_seq_t *s, const struct te_lin_fwd *a) {
   tecore_dtype_t dt = s->cfg.dtype;
   tecore_stream_t st = a->stream;
   struct tecore_tensor A, B, W;
-  te_t2d(&W, dt, o->out_cols, o->in_cols, o->param[0]);
+  te_t2d(&W, te_param_dtype(s, o, 0), o->out_cols, o->in_cols, o->param[0]);
   const int f8 = te_op_fp8(s, a->op);
   if (f8) {
     TE_CHECK(te_bnd_f8_tensor(s, a->op, &A));
@@ -151,6 +151,11 @@ tecore_result_t te_linear_fwd(tecore_seq_t *s, const struct te_lin_fwd *a) {
     TE_CHECK(te_cast(s, o->w16, TECORE_DTYPE_BF16, o->param[0], dt, o->plen[0], st));
     te_t2d(&A, TECORE_DTYPE_BF16, xr, xc, o->x16);
     te_t2d(&B, TECORE_DTYPE_BF16, o->out_cols, o->in_cols, o->w16);
+  } else if (te_w16_cast(s, a->op)) {
+    /* F32 weight: its 16-bit copy, kept for the backward's dgrad */
+    TE_CHECK(te_cast(s, o->w16, dt, o->param[0], TECORE_DTYPE_F32, o->plen[0], st));
+    A = *a->x;
+    te_t2d(&B, dt, o->out_cols, o->in_cols, o->w16);
   } else {
     A = *a->x;
     B = W;
@@ -310,7 +315,7 @@ tecore_result_t te_linear_bwd(tecore_seq_t *s, const struct te_lin_bwd *a) {
   } else {
     DY = *a->dy;
     X = *a->x;
-    te_t2d(&W, dt, out, in, o->param[0]);
+    te_t2d(&W, dt, out, in, te_w16_cast(s, a->op) ? o->w16 : o->param[0]);
   }
   tecore_devptr_t bgrad = !f8 && a->bias_grad && !bias_done ? a->bias_grad : 0;
 

@@ -46,11 +46,13 @@ TE_EXPORT tecore_result_t tecore_seq_create(const struct tecore_seq_config *cfg,
   TE_ARG(float_dtype(cfg->dtype), "%s: cfg->dtype is %s, not f32, f16 or bf16", fn,
          tecore_dtype_name(cfg->dtype));
   TE_ARG((cfg->flags & ~(TECORE_SEQ_NO_FUSION | TECORE_SEQ_NO_GRAD_SHARING |
-                         TECORE_SEQ_NO_OVERLAP | TECORE_SEQ_INFERENCE)) == 0,
+                         TECORE_SEQ_NO_OVERLAP | TECORE_SEQ_INFERENCE |
+                         TECORE_SEQ_F32_WEIGHTS)) == 0,
          "%s: cfg->flags 0x%x has unknown bits (TECORE_SEQ_NO_FUSION 0x%x, "
          "TECORE_SEQ_NO_GRAD_SHARING 0x%x, TECORE_SEQ_NO_OVERLAP 0x%x, "
-         "TECORE_SEQ_INFERENCE 0x%x)", fn, cfg->flags, TECORE_SEQ_NO_FUSION,
-         TECORE_SEQ_NO_GRAD_SHARING, TECORE_SEQ_NO_OVERLAP, TECORE_SEQ_INFERENCE);
+         "TECORE_SEQ_INFERENCE 0x%x, TECORE_SEQ_F32_WEIGHTS 0x%x)", fn, cfg->flags,
+         TECORE_SEQ_NO_FUSION, TECORE_SEQ_NO_GRAD_SHARING, TECORE_SEQ_NO_OVERLAP,
+         TECORE_SEQ_INFERENCE, TECORE_SEQ_F32_WEIGHTS);
   tecore_seq_t *s = calloc(1, sizeof *s);
   if (!s) return TE_ERR(TECORE_ERR_NOMEM, "%s: out of host memory", fn);
   s->cfg = *cfg;
@@ -336,8 +338,8 @@ static tecore_result_t upload(tecore_devptr_t dst, const float *v, size_t n, tec
 static tecore_result_t init_params(tecore_seq_t *s, size_t i, uint64_t *rng,
                                    tecore_stream_t stream) {
   struct te_op *op = &s->ops[i];
-  tecore_dtype_t dt = s->cfg.dtype;
   for (size_t p = 0; p < op->nparams; p++) {
+    tecore_dtype_t dt = te_param_dtype(s, op, p);
     size_t n = op->plen[p];
     TE_CHECK(te_seq_alloc(s, n * tecore_dtype_size(dt), 1, &op->param[p]));
     /* inference: no backward, no gradient (op->grad[p] stays 0) */
@@ -352,6 +354,13 @@ static tecore_result_t init_params(tecore_seq_t *s, size_t i, uint64_t *rng,
     } else {
       float fill = pd->init == TECORE_OP_INIT_ONE ? 1.0f : 0.0f;
       for (size_t j = 0; j < n; j++) v[j] = fill;
+    }
+    if (dt != s->cfg.dtype) {
+      /* an F32 weight starts from the values the sequence's dtype would
+       * hold: the same seed, the same model, with or without the flag */
+      for (size_t j = 0; j < n; j++)
+        v[j] = s->cfg.dtype == TECORE_DTYPE_BF16 ? te_bf16_to_f32(te_f32_to_bf16(v[j]))
+                                                 : te_f16_to_f32(te_f32_to_f16(v[j]));
     }
     tecore_result_t r = upload(op->param[p], v, n, dt, stream);
     free(v);
@@ -751,6 +760,10 @@ static tecore_result_t prepare_fp8(tecore_seq_t *s, tecore_stream_t stream) {
     if (!s->dy16 && s->nlinear && both)
       TE_CHECK(te_seq_alloc(s, s->max_elems * 2, 0, &s->dy16));
   }
+  /* TECORE_SEQ_F32_WEIGHTS: the 16-bit weights of the Linears not in FP8 */
+  for (size_t i = 0; i < n; i++)
+    if (te_w16_cast(s, i) && !s->ops[i].w16)
+      TE_CHECK(te_seq_alloc(s, s->ops[i].plen[0] * 2, 0, &s->ops[i].w16));
   return te_plan_build(s);
 }
 
@@ -940,7 +953,7 @@ static void param_tensors(const tecore_seq_t *s, const struct te_op *o, size_t p
                           struct tecore_tensor *v, struct tecore_tensor *g) {
   size_t r = o->pdef[p].rows, c = o->pdef[p].cols;
   if (v) {
-    te_t2d(v, s->cfg.dtype, r, c, o->param[p]);
+    te_t2d(v, te_param_dtype(s, o, p), r, c, o->param[p]);
     if (r == 1) {
       v->ndim = 1;
       v->shape[0] = c;

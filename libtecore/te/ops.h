@@ -250,6 +250,22 @@ struct tecore_op_desc {
 #define TECORE_SEQ_NO_GRAD_SHARING 0x2u /* each activation gradient in a buffer of its own */
 #define TECORE_SEQ_NO_OVERLAP 0x4u  /* no backward collective on the side stream (below) */
 #define TECORE_SEQ_INFERENCE 0x8u   /* forward only, FP8 weights cached (below) */
+#define TECORE_SEQ_F32_WEIGHTS 0x10u /* Linear weights kept in F32 (below) */
+
+/* F32 weights.  In a BF16 or F16 sequence created with
+ * TECORE_SEQ_F32_WEIGHTS, every Linear's weight is stored in F32 (its
+ * bias, the norms' gains and the activations keep the sequence's dtype):
+ * tecore_seq_params and tecore_seq_op give it as an F32 tensor.  An
+ * optimizer can then update the weight itself as its master copy, with
+ * no 16-bit model copy beside it (a BF16 model's 2 bytes per weight).  A
+ * Linear in FP8 quantizes the F32 weight directly (the scale and amax of
+ * F32 values, no BF16 rounding in between); a Linear in the sequence's
+ * dtype (no recipe, or one below TECORE_OPS_FP8_MIN_MNK) multiplies by a
+ * 16-bit copy that each forward rounds from the F32 weight (nearest even)
+ * and keeps for the backward, so that training saves nothing there.
+ * Given the same weight values (a BF16 weight's values widened to F32),
+ * the forward and backward give the same bits with and without the flag.
+ * In an F32 sequence the flag changes nothing. */
 
 /* Inference.  A sequence created with TECORE_SEQ_INFERENCE runs forward
  * only (tecore_seq_backward: TECORE_ERR_INVALID) and plans it for that:

@@ -1241,6 +1241,139 @@ START_TEST(test_fp8_mixed_per_linear) {
 }
 END_TEST
 
+/* ---- F32 weights (TECORE_SEQ_F32_WEIGHTS) ------------------------------------------------ */
+
+/* Copies a's parameters into b, converting by value (a's dtype to b's). */
+static void copy_params_by_value(tecore_seq_t *a, tecore_seq_t *b) {
+  struct tecore_seq_param pa[MAXP], pb[MAXP];
+  size_t na = 0, nb = 0;
+  TE_OK(tecore_seq_params(a, pa, MAXP, &na));
+  TE_OK(tecore_seq_params(b, pb, MAXP, &nb));
+  ck_assert_uint_eq(na, nb);
+  for (size_t i = 0; i < na; i++) {
+    size_t m = tecore_tensor_numel(&pa[i].value);
+    ck_assert_uint_eq(m, tecore_tensor_numel(&pb[i].value));
+    float *v = malloc(m * sizeof *v);
+    ck_assert_ptr_nonnull(v);
+    from_dev(v, pa[i].value.data, m, pa[i].value.dtype);
+    to_dev(pb[i].value.data, v, m, pb[i].value.dtype);
+    free(v);
+  }
+}
+
+/* b (F32 weights) holds a's parameter values, bit for bit once widened;
+ * b's Linear weights are F32, every other parameter a's dtype. */
+static void expect_same_params(tecore_seq_t *a, tecore_seq_t *b, const char *what) {
+  struct tecore_seq_param pa[MAXP], pb[MAXP];
+  size_t na = 0, nb = 0;
+  TE_OK(tecore_seq_params(a, pa, MAXP, &na));
+  TE_OK(tecore_seq_params(b, pb, MAXP, &nb));
+  ck_assert_uint_eq(na, nb);
+  for (size_t i = 0; i < na; i++) {
+    struct tecore_op_info inf;
+    TE_OK(tecore_seq_op(b, pb[i].op, &inf));
+    int w = inf.desc.kind == TECORE_OP_LINEAR && !strcmp(pb[i].name, "weight");
+    tecore_dtype_t want = w ? TECORE_DTYPE_F32 : pa[i].value.dtype;
+    ck_assert_msg(pb[i].value.dtype == want, "%s: parameter %zu (%s of op %zu) is %s, want %s",
+                  what, i, pb[i].name, pb[i].op, tecore_dtype_name(pb[i].value.dtype),
+                  tecore_dtype_name(want));
+    ck_assert(pb[i].grad.dtype == TECORE_DTYPE_F32);
+    size_t m = tecore_tensor_numel(&pa[i].value);
+    float *va = malloc(m * sizeof *va), *vb = malloc(m * sizeof *vb);
+    ck_assert(va && vb);
+    from_dev(va, pa[i].value.data, m, pa[i].value.dtype);
+    from_dev(vb, pb[i].value.data, m, pb[i].value.dtype);
+    te_expect_f32_bits(va, vb, m, what);
+    free(va);
+    free(vb);
+  }
+}
+
+/* A sequence with F32 Linear weights holding a 16-bit sequence's weight
+ * values gives that sequence's bits: output, input gradient and every
+ * parameter gradient, over two steps of two microbatches, in BF16 and
+ * F16, without a recipe and under delayed and current FP8 (the weight
+ * quantized from F32 against from BF16), after recipe changes.  The same
+ * seed initializes both to the same values; the F32 weights cost 2 more
+ * bytes per weight. */
+static void f32_weights_case(const struct tecore_op_desc *d, size_t n, size_t rows, size_t cols,
+                             tecore_dtype_t dt, const char *name) {
+  struct tecore_recipe del, cur;
+  TE_OK(tecore_recipe_init(&del, TECORE_RECIPE_DELAYED));
+  TE_OK(tecore_recipe_init(&cur, TECORE_RECIPE_CURRENT));
+  cur.format = TECORE_FP8_E4M3;
+  tecore_seq_t *a = make_seq(d, n, rows, cols, dt, 0, NULL);
+  tecore_seq_t *b = make_seq(d, n, rows, cols, dt, TECORE_SEQ_F32_WEIGHTS, NULL);
+  char what[128];
+  snprintf(what, sizeof what, "%s: initial parameters, same seed", name);
+  expect_same_params(a, b, what);
+  size_t pa = 0, pb = 0, nw = 0;
+  TE_OK(tecore_seq_memory(a, &pa, NULL));
+  TE_OK(tecore_seq_memory(b, &pb, NULL));
+  struct tecore_seq_param p[MAXP];
+  size_t np = 0;
+  TE_OK(tecore_seq_params(b, p, MAXP, &np));
+  for (size_t i = 0; i < np; i++)
+    if (p[i].value.dtype == TECORE_DTYPE_F32) nw += tecore_tensor_numel(&p[i].value);
+  ck_assert_msg(nw > 0 && pb >= pa + 2 * nw, "%s: parameter bytes %zu with F32 weights, %zu "
+                "without, %zu weights", name, pb, pa, nw);
+  set_params(a, 0);
+  copy_params_by_value(a, b);
+  struct dt2 x[2], dy[2];
+  make_mbs(dt, rows, cols, x, dy);
+  const struct tecore_recipe *rounds[] = {NULL, &del, &cur, NULL};
+  const char *rname[] = {"no recipe", "delayed fp8", "current fp8", "no recipe again"};
+  for (int k = 0; k < 4; k++) {
+    if (k) {
+      TE_OK(tecore_seq_set_recipe(a, rounds[k], S()));
+      TE_OK(tecore_seq_set_recipe(b, rounds[k], S()));
+    }
+    struct run_out ra, rb;
+    run_mb(a, x, dy, 2, &ra);
+    run_mb(b, x, dy, 2, &rb);
+    snprintf(what, sizeof what, "%s, %s: F32 weights vs %s weights", name, rname[k],
+             tecore_dtype_name(dt));
+    expect_same_run(&ra, &rb, what);
+    double e = rel_err(ra.y, rb.y, ra.ny);
+    ck_assert(e == 0);
+    free_run(&ra);
+    free_run(&rb);
+  }
+  printf("# %s: F32 weights give the %s weights' bits (no recipe, delayed, current)\n", name,
+         tecore_dtype_name(dt));
+  free_mbs(x, dy);
+  TE_OK(tecore_seq_destroy(a));
+  TE_OK(tecore_seq_destroy(b));
+}
+
+START_TEST(test_f32_weights) {
+  struct tecore_op_desc d[12];
+  size_t n = block_ops(d, 2, 64, 128);
+  f32_weights_case(d, n, 32, 64, TECORE_DTYPE_BF16, "bf16 blocks");
+  f32_weights_case(d, n, 32, 64, TECORE_DTYPE_F16, "f16 blocks");
+  /* an F32 sequence: the flag changes nothing */
+  tecore_seq_t *s = make_seq(d, n, 32, 64, TECORE_DTYPE_F32, TECORE_SEQ_F32_WEIGHTS, NULL);
+  tecore_seq_t *t = make_seq(d, n, 32, 64, TECORE_DTYPE_F32, 0, NULL);
+  size_t ps = 0, pt = 0;
+  TE_OK(tecore_seq_memory(s, &ps, NULL));
+  TE_OK(tecore_seq_memory(t, &pt, NULL));
+  ck_assert_uint_eq(ps, pt);
+  expect_same_params(t, s, "f32 sequence");
+  TE_OK(tecore_seq_destroy(s));
+  TE_OK(tecore_seq_destroy(t));
+}
+END_TEST
+
+/* Some Linears in FP8, the others (below TECORE_OPS_FP8_MIN_MNK) in BF16
+ * from their F32 weights' 16-bit copies. */
+START_TEST(test_f32_weights_mixed) {
+  set_min_mnk("400000");
+  struct tecore_op_desc d[5] = {op_linear(128, 1), op_kind(TECORE_OP_GELU), op_linear(128, 1),
+                                op_kind(TECORE_OP_GELU), op_linear(64, 1)};
+  f32_weights_case(d, 5, 32, 64, TECORE_DTYPE_BF16, "one Linear of three in fp8");
+}
+END_TEST
+
 /* ---- gradient accumulation --------------------------------------------------------------- */
 
 START_TEST(test_grad_accumulation) {
@@ -2477,7 +2610,7 @@ START_TEST(test_set_grad) {
   TE_OK(tecore_seq_create(&cfg, &a));
   TE_EXPECT_INVALID("not built", tecore_seq_set_grad(a, 1, buf));
   TE_OK(tecore_seq_destroy(a));
-  cfg.flags = 0x10;
+  cfg.flags = 0x20;
   TE_EXPECT_INVALID("flags", tecore_seq_create(&cfg, &a));
   TE_OK(tecore_mem_free(buf));
   /* the row-block flag is for forward patterns; no unknown pattern flags */
@@ -2518,6 +2651,8 @@ static Suite *ops_suite(void) {
   tcase_add_test(tc, test_fp8_all_bf16_launches_like_bf16);
   tcase_add_test(tc, test_fp8_update_scales_is_one_launch);
   tcase_add_test(tc, test_fp8_mixed_per_linear);
+  tcase_add_test(tc, test_f32_weights);
+  tcase_add_test(tc, test_f32_weights_mixed);
   tc = te_tcase(s, "state", 1);
   tcase_add_test(tc, test_grad_accumulation);
   tcase_add_test(tc, test_extra_slots);

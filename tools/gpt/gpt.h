@@ -10,7 +10,10 @@
  * Shapes: a microbatch is batch sequences of seq tokens, rows = batch *
  * seq; activations [rows][hidden] BF16, logits [rows][vocab] BF16,
  * parameters BF16 in the sequence with F32 masters (AdamW's), the token
- * and position tables F32 (the embedding reads them directly). */
+ * and position tables F32 (the embedding reads them directly).  Under an
+ * FP8 recipe the Linears' weights are F32 in the sequence
+ * (TECORE_SEQ_F32_WEIGHTS) and are AdamW's masters themselves: the FP8
+ * GEMMs quantize them directly and no BF16 copy is kept. */
 #ifndef TE_GPT_H
 #define TE_GPT_H
 
@@ -59,10 +62,13 @@ struct gpt_config {
 struct gpt_param {
   char name[96];
   size_t rows, cols;           /* [out][in] for a Linear (nn.Linear's layout) */
-  tecore_devptr_t value;       /* BF16 (sequence) or F32 (embedding tables: the master) */
+  tecore_devptr_t value;       /* BF16 (sequence) or F32 (embedding tables, and the
+                                  sequence's Linear weights under an FP8 recipe: the
+                                  master itself, TECORE_SEQ_F32_WEIGHTS) */
   tecore_devptr_t grad;        /* F32 */
   tecore_devptr_t master, m, v;/* F32 */
   int bf16;                    /* value is a BF16 copy of master */
+  int table;                   /* an embedding table (p[0], and p[1] without RoPE) */
   int decay;                   /* AdamW weight decay applies (matrices, not gains/biases) */
   int sharded;                 /* --tp: split over the ranks (the block's Linears) */
 };

@@ -25,10 +25,12 @@
 #include <te/graph.h>
 #include "gpt_decode.h"
 
-/* the norms' and Linears' parameters, in the sequence's order */
+/* the norms' and Linears' parameters, in the sequence's order; an F32
+ * weight (FP8 training) is read through a BF16 copy rounded now */
 static void find_params(struct gpt_decoder *d, const struct gpt_model *m) {
   size_t nops = 0, nn = 0, nl = 0;
   struct tecore_op_info info;
+  tecore_devptr_t one = 0;
   while (tecore_seq_op(m->seq, nops, &info) == TECORE_SUCCESS) nops++;
   for (size_t i = 0; i < nops; i++) {
     GPT_CHECK(tecore_seq_op(m->seq, i, &info));
@@ -40,8 +42,25 @@ static void find_params(struct gpt_decoder *d, const struct gpt_model *m) {
     } else if (k == TECORE_OP_LINEAR) {
       d->lin[nl].w = info.param[0];
       d->lin[nl].b = info.param[1];
-      d->lin[nl++].has_b = info.desc.bias;
+      d->lin[nl].has_b = info.desc.bias;
+      if (info.param[0].dtype == TECORE_DTYPE_F32) {
+        size_t n = tecore_tensor_numel(&info.param[0]);
+        if (!one) {
+          one = gpt_dalloc(4, NULL);
+          GPT_CHECK(tecore_memset_d32_async(one, 0x3f800000u, 1, 0));
+        }
+        d->lin[nl].w16 = gpt_dalloc(n * 2, NULL);
+        struct tecore_tensor *w = &d->lin[nl].w;
+        w->dtype = TECORE_DTYPE_BF16;
+        w->data = d->lin[nl].w16;
+        GPT_CHECK(tecore_unscale_multi(&info.param[0], w, 1, one, 0, 0));
+      }
+      nl++;
     }
+  }
+  if (one) {
+    GPT_CHECK(tecore_stream_synchronize(0));
+    GPT_CHECK(tecore_mem_free(one));
   }
 }
 
@@ -99,6 +118,8 @@ void gpt_decoder_create(struct gpt_decoder *d, const struct gpt_model *m, int us
 void gpt_decoder_destroy(struct gpt_decoder *d) {
   if (d->graph) tegraph_graph_destroy(d->graph);
   for (int l = 0; l < d->m->c.layers; l++) GPT_CHECK(tecore_mem_free(d->kvc[l]));
+  for (int i = 0; i < 4 * d->m->c.layers + 1; i++)
+    if (d->lin[i].w16) GPT_CHECK(tecore_mem_free(d->lin[i].w16));
   tecore_devptr_t b[] = {d->x, d->h, d->o, d->qkv, d->f1, d->a, d->logits, d->meta, d->ws,
                          d->part};
   for (size_t i = 0; i < sizeof b / sizeof b[0]; i++)

@@ -14,7 +14,8 @@
 struct gpt_decoder {
   const struct gpt_model *m;
   struct { struct tecore_tensor gamma, beta; int has_beta; } *norm;   /* 2 layers + 1 */
-  struct { struct tecore_tensor w, b; int has_b; } *lin;              /* 4 layers + 1 */
+  /* w16: a BF16 copy of an F32 weight (FP8 training's, TECORE_SEQ_F32_WEIGHTS), or 0 */
+  struct { struct tecore_tensor w, b; int has_b; tecore_devptr_t w16; } *lin; /* 4 layers + 1 */
   int heads, kv_heads, ffn;          /* this rank's (--tp: the model's / tp) */
   tecore_devptr_t *kvc;              /* per layer BF16 [seq][2][kv_heads * head_dim]: key, value */
   size_t qkv_w, f1_w;

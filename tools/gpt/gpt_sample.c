@@ -85,11 +85,21 @@ int gpt_sample(struct gpt_model *m, const struct gpt_sample_opts *o, char *out,
   if (o->check) {
     /* --tp: a twin of this rank's part (its values copied below) */
     gpt_model_create_tp(&g, &m->c, 1, 0, NULL, 1, m->tp.size > 1 ? &m->tp : NULL, s);
+    tecore_devptr_t one = gpt_dalloc(4, NULL);
+    GPT_CHECK(tecore_memset_d32_async(one, 0x3f800000u, 1, s));
     for (size_t i = 0; i < m->np; i++) {
       const struct gpt_param *p = &m->p[i];
-      GPT_CHECK(tecore_memcpy_async(g.p[i].value, p->value,
-                                    p->rows * p->cols * (p->bf16 ? 2 : 4), s));
+      size_t n = p->rows * p->cols;
+      if (p->bf16 == g.p[i].bf16) {
+        GPT_CHECK(tecore_memcpy_async(g.p[i].value, p->value, n * (p->bf16 ? 2 : 4), s));
+      } else {   /* FP8 training's F32 weight: the twin's BF16, nearest even */
+        struct tecore_tensor a = gpt_tensor2(TECORE_DTYPE_F32, 1, n, p->value);
+        struct tecore_tensor b = gpt_tensor2(TECORE_DTYPE_BF16, 1, n, g.p[i].value);
+        GPT_CHECK(tecore_unscale_multi(&a, &b, 1, one, 0, s));
+      }
     }
+    GPT_CHECK(tecore_stream_synchronize(s));
+    GPT_CHECK(tecore_mem_free(one));
   }
   struct gpt_decoder d;
   gpt_decoder_create(&d, m, !o->no_graph);
