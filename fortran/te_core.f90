@@ -259,6 +259,7 @@ module te_core
   integer(c_int), parameter :: TECORE_SEQ_NO_OVERLAP = 4
   integer(c_int), parameter :: TECORE_SEQ_INFERENCE = 8
   integer(c_int), parameter :: TECORE_SEQ_F32_WEIGHTS = 16
+  integer(c_int), parameter :: TECORE_SEQ_DEFER_SAVED = 32
   integer(c_int), parameter :: TECORE_EXEC_GRAD_DEAD = 1
   integer(c_int), parameter :: TECORE_EXEC_SIDE = 2
   integer(c_int), parameter :: TECORE_OP_FIELD_FEATURES = 1

@@ -30,13 +30,14 @@ struct preset {
   int batch;
   double lr;
 };
-/* layers, hidden, heads, kv_heads, ffn, seq, vocab, norm, act, rope, bias */
+/* layers, hidden, heads, kv_heads, ffn, seq, vocab, norm, act, rope, bias (share_saved:
+ * the run's option, set later) */
 static const struct preset presets[] = {
-    {"tiny", {2, 64, 4, 4, 256, 64, 256, GPT_LAYERNORM, GPT_GELU, 1, 1}, 4, 1e-2},
-    {"gpt2-124m", {12, 768, 12, 12, 3072, 1024, 50304, GPT_LAYERNORM, GPT_GELU, 0, 1}, 8, 6e-4},
-    {"gpt2-350m", {24, 1024, 16, 16, 4096, 1024, 50304, GPT_LAYERNORM, GPT_GELU, 0, 1}, 8, 6e-4},
-    {"gpt-1.3b", {24, 2048, 16, 16, 8192, 2048, 50304, GPT_LAYERNORM, GPT_GELU, 0, 1}, 8, 6e-4},
-    {"llama-1b", {16, 2048, 32, 8, 8192, 2048, 128256, GPT_RMSNORM, GPT_SWIGLU, 1, 0}, 4, 3e-4},
+    {"tiny", {2, 64, 4, 4, 256, 64, 256, GPT_LAYERNORM, GPT_GELU, 1, 1, 0}, 4, 1e-2},
+    {"gpt2-124m", {12, 768, 12, 12, 3072, 1024, 50304, GPT_LAYERNORM, GPT_GELU, 0, 1, 0}, 8, 6e-4},
+    {"gpt2-350m", {24, 1024, 16, 16, 4096, 1024, 50304, GPT_LAYERNORM, GPT_GELU, 0, 1, 0}, 8, 6e-4},
+    {"gpt-1.3b", {24, 2048, 16, 16, 8192, 2048, 50304, GPT_LAYERNORM, GPT_GELU, 0, 1, 0}, 8, 6e-4},
+    {"llama-1b", {16, 2048, 32, 8, 8192, 2048, 128256, GPT_RMSNORM, GPT_SWIGLU, 1, 0, 0}, 4, 3e-4},
 };
 /* --sample-check's limit on |logit(KV cache) - logit(whole model)|, a
  * fraction of the largest |logit| (both BF16: a rounding of the logits
@@ -384,6 +385,7 @@ static int run(struct opts *op, const struct gpt_tp *tp, double *losses, uint64_
     recipe = &rec;
   }
   struct gpt_model m;
+  o.c.share_saved = o.share_saved;
   gpt_model_create_tp(&m, &o.c, (size_t)o.batch, o.accum, recipe, (uint64_t)o.seed, tp, s);
   size_t shared = 0, arenas = 0;
   if (o.share_saved) gpt_share_saved(&m, &shared, &arenas);

@@ -269,6 +269,13 @@ TE_EXPORT tecore_result_t tecore_seq_forward(tecore_seq_t *s, const struct tecor
   TE_CHECK(seq_alias(s, &(struct seq_arg){"out", out->data, s->nops},
                      &(struct seq_arg){"in", in->data, 0}, 0, fn));
   TE_CHECK(check_w8_capture(s, stream, fn));
+  if (s->cfg.flags & TECORE_SEQ_DEFER_SAVED) {
+    size_t pending = 0;
+    TE_CHECK(te_saved_settle(s, &pending));
+    TE_ARG(pending == 0, "%s: %zu saved tensors the backward never reads have no storage yet "
+           "(TECORE_SEQ_DEFER_SAVED): give each one with tecore_seq_set_saved (ptr 0: the "
+           "sequence's own)", fn, pending);
+  }
   s->run_in = in->data;
   s->run_out = out->data;
   s->have_forward = 0;

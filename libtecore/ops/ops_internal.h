@@ -147,6 +147,10 @@ struct te_bnd {
   int hp_valid;                    /* the high-precision data is written */
   unsigned ext;                    /* storage the caller gave (tecore_seq_set_saved): TE_EXT_* */
 };
+/* TECORE_SEQ_DEFER_SAVED: a saved tensor's storage field before the caller
+ * gives it (tecore_seq_set_saved); never dereferenced: a forward is refused
+ * while one is left */
+#define TE_SAVED_PENDING ((tecore_devptr_t)1)
 #define TE_EXT_HP 0x1u
 #define TE_EXT_F8_ROW 0x2u
 #define TE_EXT_F8_COL 0x4u
@@ -388,6 +392,14 @@ static inline tecore_dtype_t te_param_dtype(const tecore_seq_t *s, const struct 
     return TECORE_DTYPE_F32;
   return s->cfg.dtype;
 }
+/* Storage for a saved tensor (bytes into *field): the sequence's own, or
+ * TE_SAVED_PENDING under TECORE_SEQ_DEFER_SAVED (te_saved_settle gives
+ * the ones the backward reads their own after planning). */
+tecore_result_t te_saved_alloc(tecore_seq_t *s, size_t bytes, tecore_devptr_t *field);
+/* TECORE_SEQ_DEFER_SAVED, after planning: the pending saved tensors the
+ * backward reads get storage of their own; *pending (may be NULL) counts
+ * the ones left to the caller. */
+tecore_result_t te_saved_settle(tecore_seq_t *s, size_t *pending);
 /* Does op i (a Linear) run its GEMMs in FP8?  The sequence has a recipe
  * and the op is not one left in the sequence's dtype (te_op.hp). */
 static inline int te_op_fp8(const tecore_seq_t *s, size_t i) {

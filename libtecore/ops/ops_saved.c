@@ -145,7 +145,7 @@ static int list_visit(struct saved_ref *r, void *arg) {
   struct list_arg *a = arg;
   if (a->k < a->max) {
     a->out[a->k] = r->info;
-    a->out[a->k].ptr = *r->field;
+    a->out[a->k].ptr = *r->field == TE_SAVED_PENDING ? 0 : *r->field;
     a->out[a->k].external = (*r->ext & r->bit) != 0;
   }
   a->k++;
@@ -206,17 +206,50 @@ TE_EXPORT tecore_result_t tecore_seq_set_saved(tecore_seq_t *s, size_t index, te
            "%s: saved tensor %zu needs %zu bytes; ptr 0x%llx has %zu to the end of its "
            "allocation", fn, index, r->info.bytes, (unsigned long long)ptr,
            ptr - base <= len ? len - (size_t)(ptr - base) : (size_t)0);
-    if (!ext) TE_CHECK(te_seq_release(s, *r->field));
+    if (!ext && *r->field != TE_SAVED_PENDING) TE_CHECK(te_seq_release(s, *r->field));
     *r->field = ptr;
     *r->ext |= r->bit;
     return TECORE_SUCCESS;
   }
-  if (!ext) return TECORE_SUCCESS;   /* already the sequence's own */
+  /* already the sequence's own (not TECORE_SEQ_DEFER_SAVED's pending) */
+  if (!ext && *r->field != TE_SAVED_PENDING) return TECORE_SUCCESS;
   tecore_devptr_t own = 0;
   TE_CHECK(te_seq_alloc(s, r->info.bytes, 0, &own));
   *r->field = own;
   *r->ext &= ~r->bit;
   return TECORE_SUCCESS;
+}
+
+tecore_result_t te_saved_alloc(tecore_seq_t *s, size_t bytes, tecore_devptr_t *field) {
+  if (s->cfg.flags & TECORE_SEQ_DEFER_SAVED) {
+    *field = TE_SAVED_PENDING;
+    return TECORE_SUCCESS;
+  }
+  return te_seq_alloc(s, bytes, 0, field);
+}
+
+struct settle_arg {
+  tecore_seq_t *s;
+  size_t pending;
+  tecore_result_t r;
+};
+
+static int settle_visit(struct saved_ref *r, void *arg) {
+  struct settle_arg *a = arg;
+  if (*r->field != TE_SAVED_PENDING) return 0;
+  if (!r->info.read_back) {
+    a->pending++;
+    return 0;
+  }
+  a->r = te_seq_alloc(a->s, r->info.bytes, 0, r->field);
+  return a->r != TECORE_SUCCESS;
+}
+
+tecore_result_t te_saved_settle(tecore_seq_t *s, size_t *pending) {
+  struct settle_arg a = {.s = s, .r = TECORE_SUCCESS};
+  if (s->cfg.flags & TECORE_SEQ_DEFER_SAVED) walk(s, settle_visit, &a);
+  if (pending) *pending = a.pending;
+  return a.r;
 }
 
 TE_EXPORT tecore_result_t tecore_seq_set_hooks(tecore_seq_t *s, const struct tecore_seq_hooks *h) {

@@ -47,12 +47,13 @@ TE_EXPORT tecore_result_t tecore_seq_create(const struct tecore_seq_config *cfg,
          tecore_dtype_name(cfg->dtype));
   TE_ARG((cfg->flags & ~(TECORE_SEQ_NO_FUSION | TECORE_SEQ_NO_GRAD_SHARING |
                          TECORE_SEQ_NO_OVERLAP | TECORE_SEQ_INFERENCE |
-                         TECORE_SEQ_F32_WEIGHTS)) == 0,
+                         TECORE_SEQ_F32_WEIGHTS | TECORE_SEQ_DEFER_SAVED)) == 0,
          "%s: cfg->flags 0x%x has unknown bits (TECORE_SEQ_NO_FUSION 0x%x, "
          "TECORE_SEQ_NO_GRAD_SHARING 0x%x, TECORE_SEQ_NO_OVERLAP 0x%x, "
-         "TECORE_SEQ_INFERENCE 0x%x, TECORE_SEQ_F32_WEIGHTS 0x%x)", fn, cfg->flags,
-         TECORE_SEQ_NO_FUSION, TECORE_SEQ_NO_GRAD_SHARING, TECORE_SEQ_NO_OVERLAP,
-         TECORE_SEQ_INFERENCE, TECORE_SEQ_F32_WEIGHTS);
+         "TECORE_SEQ_INFERENCE 0x%x, TECORE_SEQ_F32_WEIGHTS 0x%x, TECORE_SEQ_DEFER_SAVED "
+         "0x%x)", fn, cfg->flags, TECORE_SEQ_NO_FUSION, TECORE_SEQ_NO_GRAD_SHARING,
+         TECORE_SEQ_NO_OVERLAP, TECORE_SEQ_INFERENCE, TECORE_SEQ_F32_WEIGHTS,
+         TECORE_SEQ_DEFER_SAVED);
   tecore_seq_t *s = calloc(1, sizeof *s);
   if (!s) return TE_ERR(TECORE_ERR_NOMEM, "%s: out of host memory", fn);
   s->cfg = *cfg;
@@ -407,7 +408,7 @@ static tecore_result_t alloc_activations(tecore_seq_t *s, size_t *max_rows) {
     if (elems > s->max_elems) s->max_elems = elems;
     if (bd->cols > s->max_cols) s->max_cols = bd->cols;
     if (bd->rows > *max_rows) *max_rows = bd->rows;
-    if (b > 0 && b < n && bd->alias < 0) TE_CHECK(te_seq_alloc(s, elems * es, 0, &bd->hp));
+    if (b > 0 && b < n && bd->alias < 0) TE_CHECK(te_saved_alloc(s, elems * es, &bd->hp));
   }
   return TECORE_SUCCESS;
 }
@@ -704,8 +705,8 @@ static tecore_result_t prepare_fp8(tecore_seq_t *s, tecore_stream_t stream) {
       struct te_bnd *bd = &s->bnd[b];
       bd->f8 = (int)s->nf8++;
       if (!bd->f8_row) {
-        TE_CHECK(te_seq_alloc(s, bd->rows * bd->cols, 0, &bd->f8_row));
-        if (both) TE_CHECK(te_seq_alloc(s, bd->rows * bd->cols, 0, &bd->f8_col));
+        TE_CHECK(te_saved_alloc(s, bd->rows * bd->cols, &bd->f8_row));
+        if (both) TE_CHECK(te_saved_alloc(s, bd->rows * bd->cols, &bd->f8_col));
       }
     }
     /* inference, delayed scaling: attention after RoPE takes FP8 Q/K/V
@@ -764,7 +765,8 @@ static tecore_result_t prepare_fp8(tecore_seq_t *s, tecore_stream_t stream) {
   for (size_t i = 0; i < n; i++)
     if (te_w16_cast(s, i) && !s->ops[i].w16)
       TE_CHECK(te_seq_alloc(s, s->ops[i].plen[0] * 2, 0, &s->ops[i].w16));
-  return te_plan_build(s);
+  TE_CHECK(te_plan_build(s));
+  return te_saved_settle(s, NULL);
 }
 
 TE_EXPORT tecore_result_t tecore_seq_set_recipe(tecore_seq_t *s, const struct tecore_recipe *r,

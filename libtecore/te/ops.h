@@ -251,6 +251,8 @@ struct tecore_op_desc {
 #define TECORE_SEQ_NO_OVERLAP 0x4u  /* no backward collective on the side stream (below) */
 #define TECORE_SEQ_INFERENCE 0x8u   /* forward only, FP8 weights cached (below) */
 #define TECORE_SEQ_F32_WEIGHTS 0x10u /* Linear weights kept in F32 (below) */
+#define TECORE_SEQ_DEFER_SAVED 0x20u /* no storage for saved tensors the backward never
+                                        reads: the caller's (tecore_seq_set_saved) */
 
 /* F32 weights.  In a BF16 or F16 sequence created with
  * TECORE_SEQ_F32_WEIGHTS, every Linear's weight is stored in F32 (its

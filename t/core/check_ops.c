@@ -1374,6 +1374,76 @@ START_TEST(test_f32_weights_mixed) {
 }
 END_TEST
 
+/* TECORE_SEQ_DEFER_SAVED: the build gives no storage to the saved tensors
+ * the backward never reads (listed with ptr 0; the sequence's bytes are
+ * theirs fewer), a forward is refused until the caller gives each one,
+ * and then (own storage for some, the caller's for the others) the
+ * results are the bits of the same sequence without the flag. */
+static void defer_saved_case(tecore_dtype_t dt, const struct tecore_recipe *r, const char *name) {
+  struct tecore_op_desc d[12];
+  size_t n = block_ops(d, 2, 64, 128), rows = 32, cols = 64;
+  tecore_seq_t *a = make_seq(d, n, rows, cols, dt, 0, r);
+  tecore_seq_t *b = make_seq(d, n, rows, cols, dt, TECORE_SEQ_DEFER_SAVED, r);
+  set_params(a, 0);
+  copy_params(a, b);
+  struct tecore_seq_saved sa[MAXP], sb[MAXP];
+  size_t na = 0, nb = 0, pending = 0, pend_bytes = 0, ta = 0, tb = 0;
+  TE_OK(tecore_seq_get_saved(a, sa, MAXP, &na));
+  TE_OK(tecore_seq_get_saved(b, sb, MAXP, &nb));
+  ck_assert_uint_eq(na, nb);
+  for (size_t i = 0; i < nb; i++) {
+    ck_assert_msg(sa[i].ptr != 0, "%s: saved %zu of the plain sequence has no storage", name, i);
+    ck_assert_msg(!sb[i].ptr == !sb[i].read_back, "%s: saved %zu: read_back %d, ptr 0x%llx",
+                  name, i, sb[i].read_back, (unsigned long long)sb[i].ptr);
+    if (!sb[i].ptr) pending++, pend_bytes += sb[i].bytes;
+  }
+  ck_assert_msg(pending > 0, "%s: nothing deferred", name);
+  TE_OK(tecore_seq_memory(a, NULL, &ta));
+  TE_OK(tecore_seq_memory(b, NULL, &tb));
+  ck_assert_msg(ta - tb == pend_bytes, "%s: %zu bytes without the flag, %zu with, %zu deferred",
+                name, ta, tb, pend_bytes);
+  size_t orows, ocols;
+  out_shape(b, &orows, &ocols);
+  struct dt2 x[2], dy[2], y = dalloc2(dt, orows, ocols);
+  make_mbs(dt, rows, cols, x, dy);
+  TE_EXPECT_INVALID("never reads", tecore_seq_forward(b, &x[0].t, &y.t, 0, S()));
+  /* every other one the sequence's own, the rest in buffers of the caller */
+  tecore_devptr_t mine[MAXP];
+  size_t nmine = 0, k = 0;
+  for (size_t i = 0; i < nb; i++) {
+    if (sb[i].ptr) continue;
+    if (k++ % 2) {
+      TE_OK(tecore_seq_set_saved(b, i, 0));
+    } else {
+      mine[nmine] = te_dalloc(sb[i].bytes);
+      TE_OK(tecore_seq_set_saved(b, i, mine[nmine++]));
+    }
+  }
+  struct run_out ra, rb;
+  run_mb(a, x, dy, 2, &ra);
+  run_mb(b, x, dy, 2, &rb);
+  char what[96];
+  snprintf(what, sizeof what, "%s: deferred saved storage vs the sequence's own", name);
+  expect_same_run(&ra, &rb, what);
+  printf("# %s: %zu of %zu saved tensors deferred (%zu bytes), the same bits\n", name, pending, nb,
+         pend_bytes);
+  free_run(&ra);
+  free_run(&rb);
+  free_mbs(x, dy);
+  dfree2(&y);
+  TE_OK(tecore_seq_destroy(a));
+  TE_OK(tecore_seq_destroy(b));
+  for (size_t i = 0; i < nmine; i++) TE_OK(tecore_mem_free(mine[i]));
+}
+
+START_TEST(test_defer_saved) {
+  struct tecore_recipe r;
+  TE_OK(tecore_recipe_init(&r, TECORE_RECIPE_DELAYED));
+  defer_saved_case(TECORE_DTYPE_BF16, &r, "bf16, delayed fp8");
+  defer_saved_case(TECORE_DTYPE_BF16, NULL, "bf16");
+}
+END_TEST
+
 /* ---- gradient accumulation --------------------------------------------------------------- */
 
 START_TEST(test_grad_accumulation) {
@@ -2610,7 +2680,7 @@ START_TEST(test_set_grad) {
   TE_OK(tecore_seq_create(&cfg, &a));
   TE_EXPECT_INVALID("not built", tecore_seq_set_grad(a, 1, buf));
   TE_OK(tecore_seq_destroy(a));
-  cfg.flags = 0x20;
+  cfg.flags = 0x40;
   TE_EXPECT_INVALID("flags", tecore_seq_create(&cfg, &a));
   TE_OK(tecore_mem_free(buf));
   /* the row-block flag is for forward patterns; no unknown pattern flags */
@@ -2653,6 +2723,7 @@ static Suite *ops_suite(void) {
   tcase_add_test(tc, test_fp8_mixed_per_linear);
   tcase_add_test(tc, test_f32_weights);
   tcase_add_test(tc, test_f32_weights_mixed);
+  tcase_add_test(tc, test_defer_saved);
   tc = te_tcase(s, "state", 1);
   tcase_add_test(tc, test_grad_accumulation);
   tcase_add_test(tc, test_extra_slots);

@@ -54,6 +54,10 @@ struct gpt_config {
   int act;        /* enum gpt_act */
   int rope;       /* 1: RoPE on Q and K; 0: a learned position table */
   int bias;       /* 1: Linears (not the LM head) have biases */
+  /* a run option, not the model's (never saved): the training sequence
+   * allocates no storage for the saved tensors its backward never reads
+   * (TECORE_SEQ_DEFER_SAVED); gpt_share_saved must then give them */
+  int share_saved;
 };
 
 /* One trained tensor: the PyTorch-style name, the model's copy (BF16 in

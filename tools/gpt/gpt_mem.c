@@ -132,6 +132,12 @@ void gpt_share_saved(struct gpt_model *m, size_t *shared_bytes, size_t *arena_by
       GPT_CHECK(tecore_seq_set_saved(m->seq, i, ar[na - 1].p));
       *shared_bytes += sv[i].bytes;
     }
+  /* TECORE_SEQ_DEFER_SAVED: what is still without storage (not shared:
+   * the backward-made copies under --tp, copies nothing writes) gets the
+   * sequence's own */
+  GPT_CHECK(tecore_seq_get_saved(m->seq, sv, n, &n));
+  for (size_t i = 0; i < n; i++)
+    if (!sv[i].ptr && !sv[i].external) GPT_CHECK(tecore_seq_set_saved(m->seq, i, 0));
   m->scratch = ar;
   m->nscratch = na;
   free(grp);

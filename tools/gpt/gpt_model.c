@@ -169,6 +169,9 @@ static void create(struct gpt_model *m, const struct gpt_config *c, size_t batch
   /* FP8 training: the Linears' weights are their own F32 masters (no BF16
    * copy: 2 bytes a weight, 2.6 GiB at 1.3B) */
   if (recipe && !inference) cfg.flags |= TECORE_SEQ_F32_WEIGHTS;
+  /* --share-saved: the never-read saved tensors get no storage of their
+   * own first, so the build's peak is not the shared layout's plus them */
+  if (c->share_saved && !inference) cfg.flags |= TECORE_SEQ_DEFER_SAVED;
   GPT_CHECK(tecore_seq_create(&cfg, &m->seq));
   add_ops(m);
   if (recipe) GPT_CHECK(tecore_seq_set_recipe(m->seq, recipe, s));
