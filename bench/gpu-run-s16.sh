@@ -1,0 +1,101 @@
+#!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
+# bench/gpu-run-s16.sh -- session 16's GPU calls, from the top of a
+# configured and built tree (.devdeps/run builds it):
+#
+#     OUT=gpu-out PHASES="suites big" bash bench/gpu-run-s16.sh
+#
+# Phases (any subset, in this order):
+#   suites  the fuser (F32 weights among its cases), the transformer block
+#           and te-gpt's own test under TE_DEVICE=cuda
+#   big     te-gpt 1.3B FP8 (delayed; its memory note, speed, peak) beside
+#           torch.compile BF16 (bench/gpt_peer.py)
+#   more    llama-1b FP8 and GPT-2 124M BF16 beside torch.compile BF16;
+#           --profile of the 1.3B FP8 step
+#   verify  the suites and the 1.3B FP8 step after TECORE_SEQ_DEFER_SAVED:
+#           check_ops under cuda, 1.3B FP8 plain and with --offload,
+#           llama-1b FP8, beside torch.compile BF16 on 1.3B
+#   diag    where the 1.3B FP8 step's transient peak comes from: 4 steps
+#           sampled every 20 ms, as is, with the eager step only
+#           (--no-graph), with session 15's fills and kept copies
+#           (TECORE_OPS_ZERO_GRAD_FILL=1 TECORE_OPS_W8_COL_KEEP=1) and
+#           without GEMM tuning (TECORE_GEMM_TUNE_ALGOS=0)
+# Every step is bounded by STEP_TIMEOUT seconds (150) and writes
+# $OUT/NAME.txt (standard error to NAME.err); device memory is sampled by
+# nvidia-smi every 100 ms ($OUT/NAME.mem; the peak above idle is in the
+# summary).  cuDNN is PyTorch's (TECORE_CUDNN_LIB).  Never changes clocks,
+# power, MIG or multicast.
+set -u
+out=${OUT:-gpu-out}
+mkdir -p "$out"
+summary="$out/summary.txt"
+phases=${PHASES:-suites big}
+cudnn=$(python3 -c 'import nvidia.cudnn; print(list(nvidia.cudnn.__path__)[0])' 2>/dev/null)
+[ -n "$cudnn" ] && export TECORE_CUDNN_LIB="$cudnn/lib/libcudnn.so.9"
+base=$(nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits | head -1)
+step() {   # step NAME COMMAND...
+  local name=$1
+  shift
+  local t0=$SECONDS
+  nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits -lms "${MEM_MS:-100}" > "$out/$name.mem" 2>/dev/null &
+  local mon=$!
+  timeout "${STEP_TIMEOUT:-150}" "$@" > "$out/$name.txt" 2> "$out/$name.err"
+  local rc=$?
+  kill "$mon" 2>/dev/null
+  wait "$mon" 2>/dev/null
+  local peak
+  peak=$(sort -n "$out/$name.mem" | tail -1)
+  printf '%-24s rc %3d %4d s  peak %6s MiB  %s\n' "$name" "$rc" $((SECONDS - t0)) \
+    "$(( ${peak:-0} - ${base:-0} ))" "$*" >> "$summary"
+}
+has() { case " $phases " in *" $1 "*) return 0 ;; esac; return 1; }
+gpt=tools/te-gpt
+if has suites; then
+  step machine sh -c 'nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv; nvcc --version | tail -2'
+  for s in check_ops check_transformer; do
+    [ -x "t/core/$s" ] || make -s "t/core/$s" > /dev/null 2>&1
+    step "$s" env TE_DEVICE=cuda "t/core/$s"
+  done
+  step te-gpt-sh make -s check TESTS=t/demo/te-gpt.sh TE_DEVICE=cuda
+  cp t/demo/te-gpt.log "$out/te-gpt-sh.log" 2>/dev/null
+fi
+if has big; then
+  step big-te-fp8 $gpt --model gpt-1.3b --synthetic --batch 8 --steps 12 --eval-every 0 \
+    --sample 0 --recipe delayed --json
+  step big-peer-compile python3 bench/gpt_peer.py speed --model gpt-1.3b --batch 8 --compile \
+    --steps 8 --warmup 3
+fi
+if has more; then
+  step llama-te-fp8 $gpt --model llama-1b --synthetic --batch 4 --steps 12 --eval-every 0 \
+    --sample 0 --recipe delayed --json
+  step llama-peer-compile python3 bench/gpt_peer.py speed --model llama-1b --batch 4 --compile \
+    --steps 8 --warmup 3
+  step small-te-bf16 $gpt --model gpt2-124m --synthetic --batch 32 --steps 20 --eval-every 0 \
+    --sample 0 --json
+  step small-peer-compile python3 bench/gpt_peer.py speed --model gpt2-124m --batch 32 --compile \
+    --steps 10 --warmup 3
+  step prof-big-fp8 $gpt --model gpt-1.3b --synthetic --batch 8 --steps 3 --eval-every 0 \
+    --sample 0 --recipe delayed --profile
+fi
+if has verify; then
+  [ -x t/core/check_ops ] || make -s t/core/check_ops > /dev/null 2>&1
+  step check_ops env TE_DEVICE=cuda t/core/check_ops
+  step big-te-fp8 $gpt --model gpt-1.3b --synthetic --batch 8 --steps 12 --eval-every 0 \
+    --sample 0 --recipe delayed --json
+  step big-te-fp8-offload $gpt --model gpt-1.3b --synthetic --batch 8 --steps 14 --eval-every 0 \
+    --sample 0 --recipe delayed --json --offload
+  step llama-te-fp8 $gpt --model llama-1b --synthetic --batch 4 --steps 12 --eval-every 0 \
+    --sample 0 --recipe delayed --json
+  step big-peer-compile python3 bench/gpt_peer.py speed --model gpt-1.3b --batch 8 --compile \
+    --steps 8 --warmup 3
+fi
+if has diag; then
+  export MEM_MS=20
+  big4="$gpt --model gpt-1.3b --synthetic --batch 8 --steps 4 --eval-every 0 --sample 0 --recipe delayed --json"
+  step diag-asis $big4
+  step diag-nograph $big4 --no-graph
+  step diag-s15 env TECORE_OPS_ZERO_GRAD_FILL=1 TECORE_OPS_W8_COL_KEEP=1 $big4
+  step diag-notune env TECORE_GEMM_TUNE_ALGOS=0 $big4
+  unset MEM_MS
+fi
+cat "$summary"
