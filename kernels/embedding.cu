@@ -88,10 +88,7 @@ extern "C" __global__ void __launch_bounds__(ET) te_emb_fwd(TE_KSIG(TE_EMB_FWD_P
 // Phase 2 (warp 0): hit[] grouped by row into list[], token order kept
 // (emb_group).  Phase 3: the rows (emb_rows_vec, emb_rows_elem).
 #define TPT (TE_EMB_CHUNK / ET)  // tokens a thread scans
-#ifndef TE_EMB_BWD_MINB
-#define TE_EMB_BWD_MINB 3  // blocks resident on an SM: at most 80 registers
-#endif
-#define EMB_MINB TE_EMB_BWD_MINB
+#define EMB_MINB 2  // blocks resident on an SM: at most 128 registers
 static_assert(TPT == 32 && TE_EMB_CHUNK <= 65536,
               "te_emb_bwd: a thread's hits are a 32-bit mask; hit[] holds 16-bit tokens");
 
@@ -236,11 +233,8 @@ __device__ __forceinline__ void emb_add(float *acc, const uint4 *r) {
 // first dy are loaded together, then each further token's EB vectors, in
 // token order.  An item's row, token list and bounds are the warp's, so
 // its lanes never diverge and the loads' offsets are constants.
-#ifndef TE_EMB_EB
-#define TE_EMB_EB 2
-#endif
-#define EB TE_EMB_EB
-#define EMB_SEG (EB * 256)
+// EB: 4 vectors a lane (3 when dy is F32: its twice wider loads would
+// spill past 128 registers).
 template <int DT>
 using emb_raw = uint4[DT == TE_FP8_DT_F32 ? 2 : 1];
 template <int DT>
@@ -249,6 +243,7 @@ __device__ constexpr int emb_esize() { return DT == TE_FP8_DT_F32 ? 4 : 2; }
 template <int DY, int DW>
 __device__ void emb_rows_vec(const bwd_k &a, unsigned long long c0, long long v0,
                              const emb_smem &s) {
+  constexpr int EB = DY == TE_FP8_DT_F32 ? 3 : 4, EMB_SEG = EB * 256;
   const int lane = threadIdx.x % 32, w = threadIdx.x / 32;
   const unsigned hidden = (unsigned)a.hidden;  // the host takes this path below 2^31 columns
   const unsigned segs = (hidden + EMB_SEG - 1) / EMB_SEG, items = (unsigned)s.nrows * segs;

@@ -117,6 +117,8 @@ START_TEST(embedding_bwd_deterministic) {
   bwd_case(17000, 150, 16, TECORE_DTYPE_F32, TECORE_DTYPE_BF16, 0); /* 3 chunks: bf16 rounds */
   bwd_case(300, 20, 24, TECORE_DTYPE_F32, TECORE_DTYPE_BF16, 0);
   bwd_case(1500, 200, 520, TECORE_DTYPE_BF16, TECORE_DTYPE_F32, 0); /* a part-filled warp item */
+  bwd_case(300, 40, 1288, TECORE_DTYPE_F32, TECORE_DTYPE_F32, 0);   /* items 768, 1024 wide */
+  bwd_case(300, 40, 1288, TECORE_DTYPE_BF16, TECORE_DTYPE_F32, 0);
   bwd_case(3000, 130, 64, TECORE_DTYPE_F16, TECORE_DTYPE_F16, 1);   /* ids not 16-byte aligned */
   bwd_case(9000, 70, 8, TECORE_DTYPE_BF16, TECORE_DTYPE_BF16, 3);   /* ... and a short quad */
   bwd_case(200, 70, 7, TECORE_DTYPE_F16, TECORE_DTYPE_F32, 0);      /* element path */
