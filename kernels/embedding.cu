@@ -8,14 +8,15 @@
 // the status word; nothing is read from outside.  With TE_EMB_STORE the
 // copy goes the other way (row t of w into row ids[t] of out: a KV
 // cache's append); an id outside the table writes nothing.
-// te_emb_bwd: block b owns table rows [b*R, b*R + R) (R = TE_EMB_ROWS), so
-// no two blocks write one row and no atomics are needed.  For each chunk of
-// TE_EMB_CHUNK tokens the block loads the ids, marks the ones in its range
-// (shared memory) and counts each row's hits; warp 0 groups the chunk's
-// tokens by row, in token order within a row (emb_group); then all threads
-// take (row, 8 columns) items, EB at a time with their loads in flight
-// together: read the row, add those tokens' dy in order, store it.  Same
-// order as the vdev code: the same bits.
+// te_emb_bwd (the element path) and te_emb_bwd_<dy>_<dw> (the vector
+// path, a kernel for each dtype pair): block b owns table rows
+// [b*R, b*R + R) (R = TE_EMB_ROWS), so no two blocks write one row and no
+// atomics touch dW.  For each chunk of TE_EMB_CHUNK tokens the block reads
+// all the chunk's ids once and lists its hits in token order, warp 0
+// groups them by row (token order kept), then the warps take (row, columns)
+// items: read the row, add its tokens' dy in order, store it -- each row a
+// chunk names is read and written once.  Same order as the vdev code: the
+// same bits.
 #include "common/embedding.h"
 #include "ldst.cuh"
 
@@ -78,10 +79,119 @@ extern "C" __global__ void __launch_bounds__(ET) te_emb_fwd(TE_KSIG(TE_EMB_FWD_P
   }
 }
 
+// The backward: one pass over a chunk's ids, then its rows.
+//
+// Phase 1: thread k takes the chunk's tokens [32 k, 32 k + 32), loaded 4 at
+// a time, and keeps a mask of those naming a row of the block; a block scan
+// of the counts places them in hit[] in token order (chunk-relative, 16
+// bits), and each row's hits are counted (integer atomics: exact).
+// Phase 2 (warp 0): hit[] grouped by row into list[], token order kept
+// (emb_group).  Phase 3: the rows (emb_rows_vec, emb_rows_elem).
+#define TPT (TE_EMB_CHUNK / ET)  // tokens a thread scans
+#define EMB_MINB 2  // blocks resident on an SM: at most 128 registers
+static_assert(TPT == 32 && TE_EMB_CHUNK <= 65536,
+              "te_emb_bwd: a thread's hits are a 32-bit mask; hit[] holds 16-bit tokens");
+
+struct emb_smem {
+  uint16_t hit[TE_EMB_CHUNK];   // the chunk's hits, token order
+  uint16_t list[TE_EMB_CHUNK];  // the same grouped by row, token order within a row
+  int cnt[TE_EMB_ROWS], start[TE_EMB_ROWS + 1], rows[TE_EMB_ROWS], nrows;
+  int wsum[NW];
+};
+
+// 4 ids from token t (t a multiple of 4, all below the chunk's end).
+__device__ __forceinline__ void emb_ids4(const bwd_k &a, unsigned long long t, bool vec,
+                                         long long *id) {
+  if (vec) {
+    const int4 q = __ldg((const int4 *)(a.ids + t));
+    id[0] = q.x, id[1] = q.y, id[2] = q.z, id[3] = q.w;
+  } else {
+#pragma unroll
+    for (int e = 0; e < 4; e++) id[e] = te_emb_id(a.ids, t + e, a.seq_len);
+  }
+}
+
+// Phase 1; returns the chunk's hits in the block's rows (all threads).
+__device__ int emb_scan(const bwd_k &a, unsigned long long c0, int n, long long v0, emb_smem &s) {
+  const int lane = threadIdx.x % 32, w = threadIdx.x / 32, pos = a.flags & TE_EMB_POS;
+  const int i0 = threadIdx.x * TPT;
+  const bool vec = a.ids && (uintptr_t)a.ids % 16 == 0;
+  unsigned m = 0;
+#pragma unroll 2
+  for (int q = 0; q < TPT; q += 4) {
+    const int i = i0 + q;
+    if (i >= n) break;
+    long long id[4];
+    if (i + 4 <= n) emb_ids4(a, c0 + i, vec, id);
+    else
+      for (int e = 0; e < 4; e++) id[e] = i + e < n ? te_emb_id(a.ids, c0 + i + e, a.seq_len) : -1;
+#pragma unroll
+    for (int e = 0; e < 4; e++) {
+      const long long r = id[e] - v0;
+      if (r >= 0 && r < TE_EMB_ROWS && id[e] < a.vocab) {
+        m |= 1u << (q + e);
+        atomicAdd(&s.cnt[r], 1);
+      }
+      if (blockIdx.x == 0 && i + e < n && (id[e] < 0 || id[e] >= a.vocab))
+        emb_report(a.status, te_emb_status(c0 + i + e, id[e], pos));
+    }
+  }
+  int c = __popc(m), inc = c;
+  for (int o = 1; o < 32; o <<= 1) {
+    const int v = __shfl_up_sync(0xffffffffu, inc, o);
+    if (lane >= o) inc += v;
+  }
+  if (lane == 31) s.wsum[w] = inc;
+  __syncthreads();
+  int off = inc - c, total = 0;
+#pragma unroll
+  for (int k = 0; k < NW; k++) {
+    off += k < w ? s.wsum[k] : 0;
+    total += s.wsum[k];
+  }
+  for (; m; m &= m - 1) s.hit[off++] = (uint16_t)(i0 + __ffs(m) - 1);
+  return total;
+}
+
+// Phase 2, warp 0: start[] from cnt[] (2 rows a lane), rows[] the rows hit,
+// then hit[] placed by row: a match over each 32 ranks a lane among the
+// earlier lanes of its row.
+__device__ void emb_group(const bwd_k &a, unsigned long long c0, int n, long long v0,
+                          emb_smem &s) {
+  static_assert(TE_EMB_ROWS == 64, "emb_group: a lane takes rows 2 lane, 2 lane + 1");
+  const int lane = threadIdx.x % 32;
+  const int c0n = s.cnt[2 * lane], c1n = s.cnt[2 * lane + 1];
+  int sum = c0n + c1n, k = (c0n > 0) + (c1n > 0);  // inclusive scans over the lanes
+  for (int o = 1; o < 32; o <<= 1) {
+    const int s2 = __shfl_up_sync(0xffffffffu, sum, o), k2 = __shfl_up_sync(0xffffffffu, k, o);
+    if (lane >= o) sum += s2, k += k2;
+  }
+  const int se = sum - c0n - c1n, ke = k - (c0n > 0) - (c1n > 0);
+  s.start[2 * lane] = se;
+  s.start[2 * lane + 1] = se + c0n;
+  if (c0n) s.rows[ke] = 2 * lane;
+  if (c1n) s.rows[ke + (c0n > 0)] = 2 * lane + 1;
+  if (lane == 31) s.start[TE_EMB_ROWS] = sum, s.nrows = k;
+  s.cnt[2 * lane] = s.cnt[2 * lane + 1] = 0;  // now each row's fill cursor
+  __syncwarp();
+  for (int i0 = 0; i0 < n; i0 += 32) {
+    const int i = i0 + lane;
+    const int t = i < n ? s.hit[i] : 0;
+    const int r = i < n ? (int)(te_emb_id(a.ids, c0 + t, a.seq_len) - v0) : -1;
+    const unsigned same = __match_any_sync(0xffffffffu, r);
+    const int rank = __popc(same & ((1u << lane) - 1u));
+    if (r >= 0) s.list[s.start[r] + s.cnt[r] + rank] = (uint16_t)t;
+    __syncwarp();
+    if (r >= 0 && rank == 0) s.cnt[r] += __popc(same);
+    __syncwarp();
+  }
+}
+
 // 8 elements as loaded (F32: two quads; 16-bit: one), widened when used,
 // so the loads of a batch are all in flight before the first is waited on.
-__device__ __forceinline__ void emb_ldraw(const void *p, uint64_t i, int dt, uint4 *r) {
-  if (dt == TE_FP8_DT_F32) {
+template <int DT>
+__device__ __forceinline__ void emb_ldraw(const void *p, uint64_t i, uint4 *r) {
+  if constexpr (DT == TE_FP8_DT_F32) {
     const uint4 *q = (const uint4 *)((const float *)p + i);
     r[0] = q[0];
     r[1] = q[1];
@@ -89,133 +199,148 @@ __device__ __forceinline__ void emb_ldraw(const void *p, uint64_t i, int dt, uin
     r[0] = *(const uint4 *)((const uint16_t *)p + i);
   }
 }
-__device__ __forceinline__ void emb_unpack(const uint4 *r, int dt, float *v) {
-  if (dt == TE_FP8_DT_F32) {
+// dy is read once: streamed past the caches.
+template <int DT>
+__device__ __forceinline__ void emb_ldraw_cs(const void *p, uint64_t i, uint4 *r) {
+  if constexpr (DT == TE_FP8_DT_F32) {
+    const uint4 *q = (const uint4 *)((const float *)p + i);
+    r[0] = __ldcs(q);
+    r[1] = __ldcs(q + 1);
+  } else {
+    r[0] = __ldcs((const uint4 *)((const uint16_t *)p + i));
+  }
+}
+template <int DT>
+__device__ __forceinline__ void emb_unpack(const uint4 *r, float *v) {
+  if constexpr (DT == TE_FP8_DT_F32) {
     const uint32_t w[8] = {r[0].x, r[0].y, r[0].z, r[0].w, r[1].x, r[1].y, r[1].z, r[1].w};
 #pragma unroll
     for (int k = 0; k < 8; k++) v[k] = __uint_as_float(w[k]);
-  } else if (dt == TE_FP8_DT_BF16) {
-    te_dev_unpack8t<TE_FP8_DT_BF16>(r[0], v);
   } else {
-    te_dev_unpack8t<TE_FP8_DT_F16>(r[0], v);
+    te_dev_unpack8t<DT>(r[0], v);
   }
 }
-
-// Warp 0: the chunk's hits grouped by row (start[] from hits[]), each
-// row's tokens in token order (a match over each 32 marks ranks a lane
-// among the earlier lanes of its row); rows[] lists the rows hit.
-__device__ void emb_group(int n, unsigned long long c0, const signed char *mark, int *hits,
-                          int *start, int *rows, int *nrows, int *list) {
-  static_assert(TE_EMB_ROWS == 64, "emb_group: a lane takes rows 2 lane, 2 lane + 1");
-  const int lane = threadIdx.x % 32;
-  const int c0n = hits[2 * lane], c1n = hits[2 * lane + 1];
-  int s = c0n + c1n, k = (c0n > 0) + (c1n > 0);  // inclusive scans over the lanes
-  for (int o = 1; o < 32; o <<= 1) {
-    const int s2 = __shfl_up_sync(0xffffffffu, s, o), k2 = __shfl_up_sync(0xffffffffu, k, o);
-    if (lane >= o) s += s2, k += k2;
-  }
-  const int se = s - c0n - c1n, ke = k - (c0n > 0) - (c1n > 0);
-  start[2 * lane] = se;
-  start[2 * lane + 1] = se + c0n;
-  if (c0n) rows[ke] = 2 * lane;
-  if (c1n) rows[ke + (c0n > 0)] = 2 * lane + 1;
-  if (lane == 31) start[TE_EMB_ROWS] = s, *nrows = k;
-  hits[2 * lane] = hits[2 * lane + 1] = 0;  // now each row's fill cursor
-  __syncwarp();
-  for (int i0 = 0; i0 < n; i0 += 32) {
-    const int i = i0 + lane;
-    const int r = i < n ? mark[i] : -1;
-    const unsigned same = __match_any_sync(0xffffffffu, r);
-    const int rank = __popc(same & ((1u << lane) - 1u));
-    if (r >= 0) list[start[r] + hits[r] + rank] = (int)(c0 + i);
-    __syncwarp();
-    if (r >= 0 && rank == 0) hits[r] += __popc(same);
-    __syncwarp();
-  }
+template <int DT>
+__device__ __forceinline__ void emb_add(float *acc, const uint4 *r) {
+  float v[8];
+  emb_unpack<DT>(r, v);
+#pragma unroll
+  for (int k = 0; k < 8; k++) acc[k] = te_add_rn(acc[k], v[k]);
 }
 
-// The vector path: items (row hit, 8 columns) over all threads, EB a
-// thread a batch: the dW vectors and each row's first dy are loaded
-// together, then the row's further tokens added in order.
-#define EB 4
-__device__ __forceinline__ void emb_rows_vec(const bwd_k &a, long long v0, const int *start,
-                                             const int *rows, int nrows, const int *list, int ddy,
-                                             int ddw) {
-  const unsigned long long vpr = a.hidden / 8, items = (unsigned long long)nrows * vpr;
-  for (unsigned long long w0 = threadIdx.x; w0 < items; w0 += EB * ET) {
-    uint4 rw[EB][2], rd[EB][2];
-    int row[EB];
-    uint64_t jj[EB];
-#pragma unroll
-    for (int e = 0; e < EB; e++) {
-      const unsigned long long w = w0 + (unsigned long long)e * ET;
-      row[e] = -1;
-      if (w >= items) continue;
-      const unsigned long long k = w / vpr;
-      row[e] = rows[k];
-      jj[e] = (w - k * vpr) * 8;
-      emb_ldraw(a.dw, (uint64_t)(v0 + row[e]) * a.hidden + jj[e], ddw, rw[e]);
-      emb_ldraw(a.dy, (uint64_t)list[start[row[e]]] * a.hidden + jj[e], ddy, rd[e]);
-    }
-#pragma unroll
-    for (int e = 0; e < EB; e++) {
-      if (row[e] < 0) continue;
-      float acc[8], v[8];
-      emb_unpack(rw[e], ddw, acc);
-      emb_unpack(rd[e], ddy, v);
-#pragma unroll
-      for (int k = 0; k < 8; k++) acc[k] = te_add_rn(acc[k], v[k]);
-      for (int i = start[row[e]] + 1; i < start[row[e] + 1]; i++) {
-        te_dev_ld8(a.dy, (uint64_t)list[i] * a.hidden + jj[e], ddy, v);
-#pragma unroll
-        for (int k = 0; k < 8; k++) acc[k] = te_add_rn(acc[k], v[k]);
-      }
-      te_dev_st8(a.dw, (uint64_t)(v0 + row[e]) * a.hidden + jj[e], ddw, acc);
-    }
-  }
-}
+// Phase 3, the vector path: a warp an item (row hit, EB * 256 columns),
+// a lane EB vectors of 8 columns 256 apart.  The dW vectors and the row's
+// first dy are loaded together, then each further token's EB vectors, in
+// token order.  An item's row, token list and bounds are the warp's, so
+// its lanes never diverge and the loads' offsets are constants.
+// EB: 4 vectors a lane (3 when dy is F32: its twice wider loads would
+// spill past 128 registers).
+template <int DT>
+using emb_raw = uint4[DT == TE_FP8_DT_F32 ? 2 : 1];
+template <int DT>
+__device__ constexpr int emb_esize() { return DT == TE_FP8_DT_F32 ? 4 : 2; }
 
-extern "C" __global__ void __launch_bounds__(ET) te_emb_bwd(TE_KSIG(TE_EMB_BWD_PARAMS)) {
-  const bwd_k a = {TE_KNAMES(TE_EMB_BWD_PARAMS)};
-  const int ddy = TE_EMB_DT(a.dtypes, 0), ddw = TE_EMB_DT(a.dtypes, 1);
-  __shared__ signed char mark[TE_EMB_CHUNK];  // local row of each token, -1: none
-  __shared__ int hits[TE_EMB_ROWS], start[TE_EMB_ROWS + 1], rows[TE_EMB_ROWS], nrows;
-  __shared__ int list[TE_EMB_CHUNK];          // the chunk's hits, by row, token order
-  const long long v0 = (long long)blockIdx.x * TE_EMB_ROWS;
+template <int DY, int DW>
+__device__ void emb_rows_vec(const bwd_k &a, unsigned long long c0, long long v0,
+                             const emb_smem &s) {
+  constexpr int EB = DY == TE_FP8_DT_F32 ? 3 : 4, EMB_SEG = EB * 256;
   const int lane = threadIdx.x % 32, w = threadIdx.x / 32;
-  const int pos = a.flags & TE_EMB_POS;
+  const unsigned hidden = (unsigned)a.hidden;  // the host takes this path below 2^31 columns
+  const unsigned segs = (hidden + EMB_SEG - 1) / EMB_SEG, items = (unsigned)s.nrows * segs;
+  const char *dy = (const char *)a.dy + (c0 * hidden + lane * 8) * emb_esize<DY>();
+  const size_t dyrow = (size_t)hidden * emb_esize<DY>();
+  for (unsigned it = w; it < items; it += NW) {
+    const unsigned k = it / segs, j0 = (it - k * segs) * EMB_SEG + lane * 8;
+    const int r = s.rows[k], i0 = s.start[r], i1 = s.start[r + 1];
+    const int nv = hidden > j0 ? (int)((hidden - j0 + 255) / 256) : 0;  // this lane's vectors
+    char *dw = (char *)a.dw + ((uint64_t)(v0 + r) * hidden + j0) * emb_esize<DW>();
+    const char *dyj = dy + (size_t)(j0 - lane * 8) * emb_esize<DY>();
+    float acc[EB][8];
+    {
+      emb_raw<DW> rw[EB];
+      emb_raw<DY> rd[EB];
+      const char *p = dyj + s.list[i0] * dyrow;
+#pragma unroll
+      for (int e = 0; e < EB; e++)
+        if (e < nv) {
+          emb_ldraw<DW>(dw, e * 256, rw[e]);
+          emb_ldraw_cs<DY>(p, e * 256, rd[e]);
+        }
+#pragma unroll
+      for (int e = 0; e < EB; e++)
+        if (e < nv) {
+          emb_unpack<DW>(rw[e], acc[e]);
+          emb_add<DY>(acc[e], rd[e]);
+        }
+    }
+#pragma unroll 1
+    for (int i = i0 + 1; i < i1; i++) {
+      emb_raw<DY> rd[EB];
+      const char *p = dyj + s.list[i] * dyrow;
+#pragma unroll
+      for (int e = 0; e < EB; e++)
+        if (e < nv) emb_ldraw_cs<DY>(p, e * 256, rd[e]);
+#pragma unroll
+      for (int e = 0; e < EB; e++)
+        if (e < nv) emb_add<DY>(acc[e], rd[e]);
+    }
+#pragma unroll
+    for (int e = 0; e < EB; e++)
+      if (e < nv) te_dev_st8t<DW>(dw, e * 256, acc[e]);
+  }
+}
+
+// The element path: a warp a row, lanes over its columns.
+__device__ void emb_rows_elem(const bwd_k &a, unsigned long long c0, long long v0,
+                              const emb_smem &s, int ddy, int ddw) {
+  const int lane = threadIdx.x % 32, w = threadIdx.x / 32;
+  for (int k = w; k < s.nrows; k += NW) {
+    const int r = s.rows[k];
+    const uint64_t rb = (uint64_t)(v0 + r) * a.hidden;
+    for (uint64_t j = lane; j < a.hidden; j += 32) {
+      float acc = te_ld(a.dw, rb + j, ddw);
+      for (int i = s.start[r]; i < s.start[r + 1]; i++)
+        acc = te_add_rn(acc, te_ld(a.dy, (c0 + s.list[i]) * a.hidden + j, ddy));
+      te_st(a.dw, rb + j, ddw, acc);
+    }
+  }
+}
+
+// The body of the backward kernels: DY, DW the dtypes of the vector path,
+// or -1 for the element path (its dtypes read at run time).
+template <int DY, int DW>
+__device__ __forceinline__ void emb_bwd(const bwd_k &a) {
+  __shared__ emb_smem s;
+  const long long v0 = (long long)blockIdx.x * TE_EMB_ROWS;
   for (unsigned long long c0 = 0; c0 < a.tokens; c0 += TE_EMB_CHUNK) {
     const int n = (int)(a.tokens - c0 < TE_EMB_CHUNK ? a.tokens - c0 : TE_EMB_CHUNK);
-    for (int r = threadIdx.x; r < TE_EMB_ROWS; r += ET) hits[r] = 0;
+    for (int r = threadIdx.x; r < TE_EMB_ROWS; r += ET) s.cnt[r] = 0;
     __syncthreads();
-    int mine = 0;
-    for (int i = threadIdx.x; i < n; i += ET) {
-      const long long id = te_emb_id(a.ids, c0 + i, a.seq_len);
-      const long long r = id - v0;
-      const bool in = r >= 0 && r < TE_EMB_ROWS && id < a.vocab;
-      mark[i] = in ? (signed char)r : (signed char)-1;
-      if (in) atomicAdd(&hits[r], 1), mine = 1;
-      if (blockIdx.x == 0 && (id < 0 || id >= a.vocab)) emb_report(a.status, te_emb_status(c0 + i, id, pos));
-    }
-    // a chunk naming none of the block's rows: nothing reads mark or hits
-    // after this barrier, so the next chunk may overwrite them
-    if (!__syncthreads_or(mine)) continue;
-    if (w == 0) emb_group(n, c0, mark, hits, start, rows, &nrows, list);
+    const int hits = emb_scan(a, c0, n, v0, s);
     __syncthreads();
-    if (a.flags & TE_EMB_VEC) {
-      emb_rows_vec(a, v0, start, rows, nrows, list, ddy, ddw);
-    } else {
-      for (int k = w; k < nrows; k += NW) {
-        const int r = rows[k];
-        const uint64_t rb = (uint64_t)(v0 + r) * a.hidden;
-        for (uint64_t j = lane; j < a.hidden; j += 32) {
-          float acc = te_ld(a.dw, rb + j, ddw);
-          for (int i = start[r]; i < start[r + 1]; i++)
-            acc = te_add_rn(acc, te_ld(a.dy, (uint64_t)list[i] * a.hidden + j, ddy));
-          te_st(a.dw, rb + j, ddw, acc);
-        }
-      }
-    }
+    // a chunk naming none of the block's rows: nothing reads hit[] or cnt[]
+    // after the barrier above, so the next chunk may overwrite them
+    if (!hits) continue;
+    if (threadIdx.x < 32) emb_group(a, c0, hits, v0, s);
+    __syncthreads();
+    if constexpr (DY < 0)
+      emb_rows_elem(a, c0, v0, s, TE_EMB_DT(a.dtypes, 0), TE_EMB_DT(a.dtypes, 1));
+    else
+      emb_rows_vec<DY, DW>(a, c0, v0, s);
     __syncthreads();
   }
 }
+
+extern "C" __global__ void __launch_bounds__(ET, EMB_MINB) te_emb_bwd(TE_KSIG(TE_EMB_BWD_PARAMS)) {
+  emb_bwd<-1, -1>(bwd_k{TE_KNAMES(TE_EMB_BWD_PARAMS)});
+}
+
+// The vector path, a kernel for each pair of dtypes (dy, dW) so that each
+// gets the registers it needs and no more (kernels/common/embedding.h
+// lists them in the order the host indexes them).
+#define EMB_BWD_VEC(name, dy, dw)                                                    \
+  extern "C" __global__ void __launch_bounds__(ET, EMB_MINB) name(                   \
+      TE_KSIG(TE_EMB_BWD_PARAMS)) {                                                  \
+    emb_bwd<TE_FP8_DT_##dy, TE_FP8_DT_##dw>(bwd_k{TE_KNAMES(TE_EMB_BWD_PARAMS)});    \
+  }
+TE_EMB_BWD_VEC_LIST(EMB_BWD_VEC)

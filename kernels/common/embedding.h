@@ -19,7 +19,7 @@
 #include "te_hd.h"
 #include "fmath.h"
 
-#define TE_EMB_CHUNK 1024
+#define TE_EMB_CHUNK 8192
 #define TE_EMB_ROWS 64
 #define TE_EMB_THREADS 256
 /* flags */
@@ -57,6 +57,15 @@
   P(long long, seq_len, val)              \
   P(int, flags, val)                      \
   P(int, dtypes, val)
+
+/* The backward's vector kernels, one for each (dy, dW) dtype pair, in
+ * the order of the table: 3 * dy + dW (TE_FP8_DT_F32, F16, BF16 = 0, 1, 2). */
+#define TE_EMB_BWD_VEC_LIST(X)                                                       \
+  X(te_emb_bwd_f32_f32, F32, F32) X(te_emb_bwd_f32_f16, F32, F16)                    \
+  X(te_emb_bwd_f32_bf16, F32, BF16) X(te_emb_bwd_f16_f32, F16, F32)                  \
+  X(te_emb_bwd_f16_f16, F16, F16) X(te_emb_bwd_f16_bf16, F16, BF16)                  \
+  X(te_emb_bwd_bf16_f32, BF16, F32) X(te_emb_bwd_bf16_f16, BF16, F16)                \
+  X(te_emb_bwd_bf16_bf16, BF16, BF16)
 
 /* The row token t names: ids[t], or the implied position. */
 TE_HD long long te_emb_id(const int *ids, unsigned long long t, long long seq_len) {

@@ -9,15 +9,21 @@
 
 /* ---- the table ---------------------------------------------------------------------- */
 
-enum { K_FWD, K_BWD };
+/* K_BWD: the element path; K_BWD_VEC + 3 * dy + dW: the vector path's
+ * kernel for those dtypes (TE_EMB_BWD_VEC_LIST), all with the one vdev
+ * twin. */
+enum { K_FWD, K_BWD, K_BWD_VEC };
+#define EMB_VEC_DEF(name, dy, dw) TE_KDEF(#name, te_emb_vdev_bwd, TE_EMB_BWD_PARAMS),
+#define EMB_VEC_ALIGN(name, dy, dw) TE_KALIGN(TE_EMB_BWD_PARAMS),
 static const struct tecore_kernel_def emb_kernels[] = {
     [K_FWD] = TE_KDEF("te_emb_fwd", te_emb_vdev_fwd, TE_EMB_FWD_PARAMS),
     [K_BWD] = TE_KDEF("te_emb_bwd", te_emb_vdev_bwd, TE_EMB_BWD_PARAMS),
-};
+    TE_EMB_BWD_VEC_LIST(EMB_VEC_DEF)};
 static const struct te_kalign emb_align[] = {
     [K_FWD] = TE_KALIGN(TE_EMB_FWD_PARAMS),
     [K_BWD] = TE_KALIGN(TE_EMB_BWD_PARAMS),
-};
+    TE_EMB_BWD_VEC_LIST(EMB_VEC_ALIGN)};
+_Static_assert(TE_ARRAY_SIZE(emb_kernels) == K_BWD_VEC + 9, "emb_kernels: 9 vector kernels");
 TE_KERNEL_TABLE_FATBIN_ALIGNED(emb_first_id, "libtecore/embed", emb_kernels, emb_align, embedding)
 
 #define EMB_MAX_TOKENS (1ull << 30)
@@ -207,20 +213,29 @@ struct emb_grad {
   int pos;
 };
 
+/* The vector path takes 8 columns at a time in 16-byte loads and counts
+ * columns in 32 bits. */
+static int emb_bwd_vec(size_t hidden, const struct tecore_tensor *dout,
+                       const struct tecore_tensor *dw) {
+  return hidden < (1u << 30) && emb_vec(hidden, dout, dw, NULL);
+}
+
 static tecore_result_t emb_bwd_one(const struct emb_bwd_call *c, const struct emb_grad *g,
                                    tecore_stream_t stream) {
   struct tecore_launch_cfg cfg = {.grid = {(unsigned)te_cdiv(g->rows, TE_EMB_ROWS), 1, 1},
                                   .block = {TE_EMB_THREADS, 1, 1}};
+  const int vec = emb_bwd_vec(c->hidden, c->dout, g->dw);
+  const int kid = vec ? K_BWD_VEC + 3 * (int)c->dout->dtype + (int)g->dw->dtype : K_BWD;
   struct te_emb_bwd_args k = {
       .dy = TE_DPTR(c->dout->data), .dw = TE_DPTR(g->dw->data), .ids = TE_DPTR(g->ids),
       .status = TE_DPTR(c->st), .tokens = c->a->tokens, .hidden = c->hidden,
       .vocab = (long long)g->rows, .seq_len = (long long)g->seq_len,
-      .flags = (emb_vec(c->hidden, c->dout, g->dw, NULL) ? TE_EMB_VEC : 0) |
+      .flags = (vec ? TE_EMB_VEC : 0) |
                (g->pos ? TE_EMB_POS : 0),
       .dtypes = (int)c->dout->dtype | (int)g->dw->dtype << 4};
   void *kargs[TE_KNPARAMS(TE_EMB_BWD_PARAMS)];
   te_emb_bwd_args_ptrs(&k, kargs);
-  return tecore_kernel_launch(c->id + K_BWD, &cfg, kargs, stream);
+  return tecore_kernel_launch(c->id + kid, &cfg, kargs, stream);
 }
 
 TE_EXPORT tecore_result_t tecore_embedding_bwd(const struct tecore_embedding_args *args,

@@ -1,9 +1,9 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* embed_vdev.c -- the vdev implementations of kernels/embedding.cu: the
- * gather (and its reverse, the store), and the backward in the order kernels/common/embedding.h
- * defines (chunks of tokens; per chunk, each named row read, added to in
- * token order, stored), so both backends give the same bits.  Runs on the
- * stream's worker thread. */
+ * gather (and its reverse, the store), and the backward (all its kernels)
+ * in the order kernels/common/embedding.h defines (chunks of tokens; per
+ * chunk, each named row read, added to in token order, stored), so both
+ * backends give the same bits.  Runs on the stream's worker thread. */
 #include "embed/embed_internal.h"
 #include <stdlib.h>
 #include "common/ldst.h"
@@ -39,38 +39,52 @@ void te_emb_vdev_fwd(const struct tecore_launch_cfg *cfg, void *const *args) {
   }
 }
 
+/* A chunk's hit: its row, then its token (the sort key: rows in order,
+ * tokens in order within a row). */
+struct emb_hit {
+  long long id;
+  unsigned long long t;
+};
+static int emb_hit_cmp(const void *x, const void *y) {
+  const struct emb_hit *a = x, *b = y;
+  if (a->id != b->id) return a->id < b->id ? -1 : 1;
+  return a->t < b->t ? -1 : a->t > b->t;
+}
+
 void te_emb_vdev_bwd(const struct tecore_launch_cfg *cfg, void *const *args) {
   const struct te_emb_bwd_args a = te_emb_bwd_args_of(args);
   (void)cfg;
   int ddy = TE_EMB_DT(a.dtypes, 0), ddw = TE_EMB_DT(a.dtypes, 1), pos = a.flags & TE_EMB_POS;
   float *acc = malloc((size_t)a.hidden * sizeof(float));
-  if (!acc) {
+  struct emb_hit *hit = malloc(TE_EMB_CHUNK * sizeof *hit);
+  if (!acc || !hit) {
     TE_LOG_ERROR(TECORE_SUBSYS_KERNEL, "vdev embedding backward: out of memory (%llu columns)",
                  a.hidden);
+    free(acc);
+    free(hit);
     return;
   }
   for (unsigned long long c0 = 0; c0 < a.tokens; c0 += TE_EMB_CHUNK) {
     unsigned long long c1 = c0 + TE_EMB_CHUNK < a.tokens ? c0 + TE_EMB_CHUNK : a.tokens;
+    size_t n = 0;
     for (unsigned long long t = c0; t < c1; t++) {
       long long id = te_emb_id(a.ids, t, a.seq_len);
-      if (id < 0 || id >= a.vocab) {
-        emb_vdev_report(a.status, te_emb_status(t, id, pos));
-        continue;
-      }
-      /* the first token of the chunk naming this row does the row's work */
-      int first = 1;
-      for (unsigned long long u = c0; u < t && first; u++)
-        first = te_emb_id(a.ids, u, a.seq_len) != id;
-      if (!first) continue;
-      uint64_t rb = (uint64_t)id * a.hidden;
+      if (id < 0 || id >= a.vocab) emb_vdev_report(a.status, te_emb_status(t, id, pos));
+      else hit[n++] = (struct emb_hit){id, t};
+    }
+    qsort(hit, n, sizeof *hit, emb_hit_cmp);
+    /* each named row read once, its tokens' dy added in token order, stored */
+    for (size_t i = 0; i < n;) {
+      uint64_t rb = (uint64_t)hit[i].id * a.hidden;
       for (unsigned long long j = 0; j < a.hidden; j++) acc[j] = te_ld(a.dw, rb + j, ddw);
-      for (unsigned long long u = t; u < c1; u++) {
-        if (te_emb_id(a.ids, u, a.seq_len) != id) continue;
+      size_t e = i;
+      for (; e < n && hit[e].id == hit[i].id; e++)
         for (unsigned long long j = 0; j < a.hidden; j++)
-          acc[j] = te_add_rn(acc[j], te_ld(a.dy, u * a.hidden + j, ddy));
-      }
+          acc[j] = te_add_rn(acc[j], te_ld(a.dy, hit[e].t * a.hidden + j, ddy));
       for (unsigned long long j = 0; j < a.hidden; j++) te_st(a.dw, rb + j, ddw, acc[j]);
+      i = e;
     }
   }
   free(acc);
+  free(hit);
 }

@@ -3,7 +3,8 @@
  * and without a positions' table (exact: one float add), the backward
  * against the order te/embedding.h promises (bit for bit) and a float64
  * reference, bit-identical run to run with many repeated ids over several
- * chunks, the vector and element paths, out-of-range ids written as zeros
+ * chunks, the vector kernels of several dtype pairs (whole and part-filled
+ * items, aligned and unaligned ids) and the element path, out-of-range ids written as zeros
  * and reported on the next call and by tecore_embedding_check, the store
  * (the gather's reverse: named rows written, the others' poison kept), and
  * every bad argument.  Fresh random inputs, poisoned outputs. */
@@ -49,13 +50,13 @@ START_TEST(embedding_fwd_values) {
 }
 END_TEST
 
-/* dW in the promised order: chunks of 1024 tokens; per chunk each named
- * row read (rounded to dt), its tokens' dy added in order in float, and
- * stored rounded. */
+/* dW in the promised order: chunks of 8192 tokens (TE_EMB_CHUNK); per
+ * chunk each named row read (rounded to dt), its tokens' dy added in
+ * order in float, and stored rounded. */
 static void bwd_emulate(float *dw, const float *dy, const int32_t *ids, int T, int V, int H,
                         tecore_dtype_t dt) {
-  for (int c0 = 0; c0 < T; c0 += 1024) {
-    int c1 = c0 + 1024 < T ? c0 + 1024 : T;
+  for (int c0 = 0; c0 < T; c0 += 8192) {
+    int c1 = c0 + 8192 < T ? c0 + 8192 : T;
     for (int v = 0; v < V; v++) {
       int any = 0;
       for (int t = c0; t < c1; t++) any |= ids[t] == v;
@@ -70,15 +71,20 @@ static void bwd_emulate(float *dw, const float *dy, const int32_t *ids, int T, i
   }
 }
 
-static void bwd_case(int T, int V, int H, tecore_dtype_t dyt, tecore_dtype_t dwt) {
+/* ids_off: the ids start that many int32 past a 16-byte boundary (the
+ * kernel's scalar id loads). */
+static void bwd_case(int T, int V, int H, tecore_dtype_t dyt, tecore_dtype_t dwt, int ids_off) {
   float *dy = malloc((size_t)T * H * 4), *w0 = malloc(V * H * 4), *want = malloc(V * H * 4),
         *got = malloc(V * H * 4), *got2 = malloc(V * H * 4);
-  int32_t *ids = malloc(T * 4);
+  int32_t *ids = malloc((T + ids_off) * 4);
   double *ref = malloc(V * H * 8);
   te_rand_floats(dy, (size_t)T * H, -1, 1);
   te_rand_floats(w0, V * H, -1, 1);
-  for (int t = 0; t < T; t++) ids[t] = t % 5 ? (int32_t)te_rand_below(V / 3 + 1) : (int32_t)te_rand_below(V);
-  tecore_devptr_t ddy = pu_upload(dy, (size_t)T * H, dyt), di = pu_upload_i32(ids, T);
+  for (int t = 0; t < T + ids_off; t++)
+    ids[t] = t % 5 ? (int32_t)te_rand_below(V / 3 + 1) : (int32_t)te_rand_below(V);
+  tecore_devptr_t ddy = pu_upload(dy, (size_t)T * H, dyt), di0 = pu_upload_i32(ids, T + ids_off);
+  tecore_devptr_t di = di0 + 4 * (tecore_devptr_t)ids_off;
+  memmove(ids, ids + ids_off, T * 4);
   tecore_devptr_t dw = pu_upload(w0, V * H, dwt);
   struct tecore_tensor tdy = pu_tensor2(dyt, T, H, ddy), tdw = pu_tensor2(dwt, V, H, dw);
   struct tecore_embedding_args a = {.ids = di, .tokens = T};
@@ -102,14 +108,20 @@ static void bwd_case(int T, int V, int H, tecore_dtype_t dyt, tecore_dtype_t dwt
     double tol = dwt == TECORE_DTYPE_F32 ? 1e-5 * (1 + fabs(ref[i])) * (T / 100 + 1) : 0.05 * (1 + fabs(ref[i]));
     ck_assert_msg(fabs(got[i] - ref[i]) <= tol, "dW[%d] %g, float64 %g", i, got[i], ref[i]);
   }
-  TE_OK(tecore_mem_free(ddy)); TE_OK(tecore_mem_free(di)); TE_OK(tecore_mem_free(dw));
+  TE_OK(tecore_mem_free(ddy)); TE_OK(tecore_mem_free(di0)); TE_OK(tecore_mem_free(dw));
   free(dy); free(w0); free(want); free(got); free(got2); free(ids); free(ref);
 }
 
 START_TEST(embedding_bwd_deterministic) {
-  bwd_case(2600, 150, 64, TECORE_DTYPE_BF16, TECORE_DTYPE_F32);  /* 3 chunks, 3 blocks */
-  bwd_case(300, 20, 24, TECORE_DTYPE_F32, TECORE_DTYPE_BF16);
-  bwd_case(200, 70, 7, TECORE_DTYPE_F16, TECORE_DTYPE_F32);      /* element path */
+  bwd_case(2600, 150, 64, TECORE_DTYPE_BF16, TECORE_DTYPE_F32, 0);  /* 3 blocks */
+  bwd_case(17000, 150, 16, TECORE_DTYPE_F32, TECORE_DTYPE_BF16, 0); /* 3 chunks: bf16 rounds */
+  bwd_case(300, 20, 24, TECORE_DTYPE_F32, TECORE_DTYPE_BF16, 0);
+  bwd_case(1500, 200, 520, TECORE_DTYPE_BF16, TECORE_DTYPE_F32, 0); /* a part-filled warp item */
+  bwd_case(300, 40, 1288, TECORE_DTYPE_F32, TECORE_DTYPE_F32, 0);   /* items 768, 1024 wide */
+  bwd_case(300, 40, 1288, TECORE_DTYPE_BF16, TECORE_DTYPE_F32, 0);
+  bwd_case(3000, 130, 64, TECORE_DTYPE_F16, TECORE_DTYPE_F16, 1);   /* ids not 16-byte aligned */
+  bwd_case(9000, 70, 8, TECORE_DTYPE_BF16, TECORE_DTYPE_BF16, 3);   /* ... and a short quad */
+  bwd_case(200, 70, 7, TECORE_DTYPE_F16, TECORE_DTYPE_F32, 0);      /* element path */
 }
 END_TEST
 
