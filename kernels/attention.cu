@@ -29,6 +29,9 @@
 // of their fragments); te_attn_bwd_dq converts dq_acc to dQ's dtype.  The
 // next query tile loads (cp.async) into staging buffers while one
 // computes, and is copied into place at the start of its turn.
+// te_attn_bwd2_d64/_d128 compute the same with 8 warps of 16 keys and
+// P kept in registers (kernels/attention_bwd2.cuh); attn_libte.c launches
+// them where their grid fits and keeps te_attn_bwd for the rest.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include "common/attention.h"
@@ -894,3 +897,5 @@ __device__ __forceinline__ void attn_bwd(const te_attn_params &p) {
   }
 BWD_KERNEL(te_attn_bwd_d64, 64)
 BWD_KERNEL(te_attn_bwd_d128, 128)
+
+#include "attention_bwd2.cuh"

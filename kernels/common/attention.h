@@ -23,6 +23,8 @@
  *                     TE_ATTN_BWD_THREADS threads: dK, dV of the block's
  *                     keys over every query head of the group, dQ added to
  *                     dq_acc (already multiplied by scale)
+ *   te_attn_bwd2      the same at 8 warps of 16 keys: grid (kv_heads, batch,
+ *                     ceil(max_kv / TE_ATTN_BWD2_BN)), TE_ATTN_BWD2_THREADS
  *   te_attn_bwd_dq    grid (ceil(total_q * heads / 8)), 256 threads: dq =
  *                     dq_acc in dq's dtype
  *
@@ -44,6 +46,10 @@
 #define TE_ATTN_BWD_BM 64      /* query rows of a backward tile */
 #define TE_ATTN_BWD_BN 64      /* keys of a backward block */
 #define TE_ATTN_BWD_THREADS 128
+#define TE_ATTN_BWD2_BN 128    /* keys of a te_attn_bwd2 block */
+#define TE_ATTN_BWD2_BM64 128  /* query rows of a te_attn_bwd2 tile, head_dim <= 64 */
+#define TE_ATTN_BWD2_BM128 64  /* query rows of a te_attn_bwd2 tile, head_dim <= 128 */
+#define TE_ATTN_BWD2_THREADS 256 /* 8 warps of 16 keys */
 #define TE_ATTN_ROW_THREADS 256 /* bwd_prep and bwd_dq */
 #define TE_ATTN_DMAX 256       /* head_dim bound of the problem */
 

@@ -10,15 +10,16 @@
  * head_dim are zeros in shared memory), and every layout whose rows start
  * on 16 bytes.  E4M3 is cuDNN's (or vdev's): refused here.  The forward
  * is te_attn_fwd2 (4 warps of 32 query rows, two blocks an SM) where its
- * grid fits, te_attn_fwd (8 warps of 16 rows) otherwise; on vdev both
- * run the same C twin. */
+ * grid fits, te_attn_fwd (8 warps of 16 rows) otherwise; the backward
+ * te_attn_bwd2 (8 warps of 16 keys) likewise, else te_attn_bwd; on vdev
+ * each pair runs the same C twin. */
 #include "attn/attn_internal.h"
 #include <stdio.h>
 
 /* ---- the table ------------------------------------------------------------------------- */
 
 enum { K_SEQLENS, K_FWD64, K_FWD128, K_BWD_PREP, K_BWD64, K_BWD128, K_BWD_DQ, K_FWD2_64,
-       K_FWD2_128 };
+       K_FWD2_128, K_BWD2_64, K_BWD2_128 };
 
 #define ATTN_DEF(sym, fn) TE_KDEF(sym, fn, TE_ATTN_PARAMS)
 static const struct tecore_kernel_def attn_kernels[] = {
@@ -31,6 +32,8 @@ static const struct tecore_kernel_def attn_kernels[] = {
     [K_BWD_DQ] = ATTN_DEF("te_attn_bwd_dq", te_attn_vdev_bwd_dq),
     [K_FWD2_64] = ATTN_DEF("te_attn_fwd2_d64", te_attn_vdev_fwd),
     [K_FWD2_128] = ATTN_DEF("te_attn_fwd2_d128", te_attn_vdev_fwd),
+    [K_BWD2_64] = ATTN_DEF("te_attn_bwd2_d64", te_attn_vdev_bwd),
+    [K_BWD2_128] = ATTN_DEF("te_attn_bwd2_d128", te_attn_vdev_bwd),
 };
 #define ATTN_ALIGN TE_KALIGN(TE_ATTN_PARAMS)
 static const struct te_kalign attn_align[] = {
@@ -38,6 +41,7 @@ static const struct te_kalign attn_align[] = {
     [K_FWD64] = ATTN_ALIGN, [K_FWD128] = ATTN_ALIGN, [K_BWD_PREP] = ATTN_ALIGN,
     [K_BWD64] = ATTN_ALIGN, [K_BWD128] = ATTN_ALIGN, [K_BWD_DQ] = ATTN_ALIGN,
     [K_FWD2_64] = ATTN_ALIGN, [K_FWD2_128] = ATTN_ALIGN,
+    [K_BWD2_64] = ATTN_ALIGN, [K_BWD2_128] = ATTN_ALIGN,
 };
 
 TE_KERNEL_TABLE_FATBIN_ALIGNED(attn_first_id, "libtecore/attn", attn_kernels, attn_align, attention)
@@ -130,6 +134,16 @@ static unsigned attn_bwd_smem(int dp) {
   return (unsigned)(2 * TE_ATTN_BWD_BN + 4 * TE_ATTN_BWD_BM) * (unsigned)dp * 2u +
          2u * TE_ATTN_BWD_BM * TE_ATTN_BWD_BN * 2u + 4u * TE_ATTN_BWD_BM * 4u;
 }
+/* te_attn_bwd2: K and V, two buffers of Q and dO (rows padded to dp + 8
+ * elements), dS^T (rows of bm + 8) and two of lse and D (155 KiB at
+ * head_dim 128, 144 KiB at 64: one block an SM). */
+static unsigned attn_bwd2_bm(int dp) {
+  return dp == 64 ? TE_ATTN_BWD2_BM64 : TE_ATTN_BWD2_BM128;
+}
+static unsigned attn_bwd2_smem(int dp) {
+  unsigned bm = attn_bwd2_bm(dp), bn = TE_ATTN_BWD2_BN;
+  return (2u * bn + 4u * bm) * (unsigned)(dp + 8) * 2u + bn * (bm + 8u) * 2u + 4u * bm * 4u;
+}
 
 static tecore_result_t attn_launch_fwd(const struct te_attn_problem *p,
                                        tecore_stream_t stream) {
@@ -162,9 +176,20 @@ static tecore_result_t attn_launch_bwd(const struct te_attn_problem *p,
   TE_CHECK(attn_launch(K_BWD_PREP, &kp, rg, 1, 1, TE_ATTN_ROW_THREADS, 0, stream));
   if (p->max_seqlen_kv) {
     int dp = p->head_dim <= 64 ? 64 : 128;
-    unsigned gx = (unsigned)((p->max_seqlen_kv + TE_ATTN_BWD_BN - 1) / TE_ATTN_BWD_BN);
-    TE_CHECK(attn_launch(dp == 64 ? K_BWD64 : K_BWD128, &kp, gx, (unsigned)p->kv_heads,
-                         (unsigned)p->batch, TE_ATTN_BWD_THREADS, attn_bwd_smem(dp), stream));
+    size_t nk2 = (p->max_seqlen_kv + TE_ATTN_BWD2_BN - 1) / TE_ATTN_BWD2_BN;
+    /* te_attn_bwd2 (8 warps of 16 keys, P in registers; its key blocks on
+     * grid z) where it applies, else te_attn_bwd (4 warps of 16 keys):
+     * setting use_bwd2 to 0 brings the second back everywhere. */
+    int use_bwd2 = nk2 <= 65535 && p->batch <= 65535;
+    if (use_bwd2)
+      TE_CHECK(attn_launch(dp == 64 ? K_BWD2_64 : K_BWD2_128, &kp, (unsigned)p->kv_heads,
+                           (unsigned)p->batch, (unsigned)nk2, TE_ATTN_BWD2_THREADS,
+                           attn_bwd2_smem(dp), stream));
+    else
+      TE_CHECK(attn_launch(dp == 64 ? K_BWD64 : K_BWD128, &kp,
+                           (unsigned)((p->max_seqlen_kv + TE_ATTN_BWD_BN - 1) / TE_ATTN_BWD_BN),
+                           (unsigned)p->kv_heads, (unsigned)p->batch, TE_ATTN_BWD_THREADS,
+                           attn_bwd_smem(dp), stream));
   }
   return attn_launch(K_BWD_DQ, &kp, rg, 1, 1, TE_ATTN_ROW_THREADS, 0, stream);
 }
