@@ -224,7 +224,8 @@ static void set_params(tecore_seq_t *s, int bf16_exact) {
   }
 }
 
-/* Copies the parameters of a into b (same structure). */
+/* Copies the parameters of a into b (same structure), converting by value
+ * where their dtypes differ (TECORE_SEQ_F32_WEIGHTS). */
 static void copy_params(tecore_seq_t *a, tecore_seq_t *b) {
   struct tecore_seq_param pa[MAXP], pb[MAXP];
   size_t na = 0, nb = 0;
@@ -233,8 +234,18 @@ static void copy_params(tecore_seq_t *a, tecore_seq_t *b) {
   ck_assert(na <= MAXP);
   ck_assert_uint_eq(na, nb);
   for (size_t i = 0; i < na; i++) {
-    size_t bytes = tecore_tensor_numel(&pa[i].value) * dsz(pa[i].value.dtype);
-    TE_OK(tecore_memcpy_async(pb[i].value.data, pa[i].value.data, bytes, S()));
+    size_t m = tecore_tensor_numel(&pa[i].value);
+    ck_assert_uint_eq(m, tecore_tensor_numel(&pb[i].value));
+    if (pa[i].value.dtype == pb[i].value.dtype) {
+      TE_OK(tecore_memcpy_async(pb[i].value.data, pa[i].value.data, m * dsz(pa[i].value.dtype),
+                                S()));
+      continue;
+    }
+    float *v = malloc(m * sizeof *v);
+    ck_assert_ptr_nonnull(v);
+    from_dev(v, pa[i].value.data, m, pa[i].value.dtype);
+    to_dev(pb[i].value.data, v, m, pb[i].value.dtype);
+    free(v);
   }
   TE_OK(tecore_stream_synchronize(S()));
 }
@@ -1218,14 +1229,21 @@ START_TEST(test_fp8_update_scales_is_one_launch) {
 }
 END_TEST
 
+/* Three Linears with GELUs between, on 32 x 64 inputs: m*n*k 32*128*64,
+ * 32*128*128, 32*64*128 (400000 lies between them). */
+static void mixed_ops(struct tecore_op_desc d[5]) {
+  d[0] = op_linear(128, 1), d[1] = op_kind(TECORE_OP_GELU), d[2] = op_linear(128, 1);
+  d[3] = op_kind(TECORE_OP_GELU), d[4] = op_linear(64, 1);
+}
+
 /* Three Linears, m*n*k 32*128*64, 32*128*128, 32*64*128; the threshold
  * between them: the middle one alone in FP8 (its plan entries unmarked,
  * the dgelu+dbias+cast_transpose feeding its gradient), the values FP8's
  * distance from BF16 and not BF16's bits. */
 START_TEST(test_fp8_mixed_per_linear) {
   set_min_mnk("400000");
-  struct tecore_op_desc d[5] = {op_linear(128, 1), op_kind(TECORE_OP_GELU), op_linear(128, 1),
-                                op_kind(TECORE_OP_GELU), op_linear(64, 1)};
+  struct tecore_op_desc d[5];
+  mixed_ops(d);
   char fw[4096], bw[4096];
   double e[3];
   fp8_vs_bf16(d, 5, 32, 64, 0, e, fw, bw, sizeof fw);
@@ -1242,24 +1260,6 @@ START_TEST(test_fp8_mixed_per_linear) {
 END_TEST
 
 /* ---- F32 weights (TECORE_SEQ_F32_WEIGHTS) ------------------------------------------------ */
-
-/* Copies a's parameters into b, converting by value (a's dtype to b's). */
-static void copy_params_by_value(tecore_seq_t *a, tecore_seq_t *b) {
-  struct tecore_seq_param pa[MAXP], pb[MAXP];
-  size_t na = 0, nb = 0;
-  TE_OK(tecore_seq_params(a, pa, MAXP, &na));
-  TE_OK(tecore_seq_params(b, pb, MAXP, &nb));
-  ck_assert_uint_eq(na, nb);
-  for (size_t i = 0; i < na; i++) {
-    size_t m = tecore_tensor_numel(&pa[i].value);
-    ck_assert_uint_eq(m, tecore_tensor_numel(&pb[i].value));
-    float *v = malloc(m * sizeof *v);
-    ck_assert_ptr_nonnull(v);
-    from_dev(v, pa[i].value.data, m, pa[i].value.dtype);
-    to_dev(pb[i].value.data, v, m, pb[i].value.dtype);
-    free(v);
-  }
-}
 
 /* b (F32 weights) holds a's parameter values, bit for bit once widened;
  * b's Linear weights are F32, every other parameter a's dtype. */
@@ -1318,7 +1318,7 @@ static void f32_weights_case(const struct tecore_op_desc *d, size_t n, size_t ro
   ck_assert_msg(nw > 0 && pb >= pa + 2 * nw, "%s: parameter bytes %zu with F32 weights, %zu "
                 "without, %zu weights", name, pb, pa, nw);
   set_params(a, 0);
-  copy_params_by_value(a, b);
+  copy_params(a, b);
   struct dt2 x[2], dy[2];
   make_mbs(dt, rows, cols, x, dy);
   const struct tecore_recipe *rounds[] = {NULL, &del, &cur, NULL};
@@ -1368,8 +1368,8 @@ END_TEST
  * from their F32 weights' 16-bit copies. */
 START_TEST(test_f32_weights_mixed) {
   set_min_mnk("400000");
-  struct tecore_op_desc d[5] = {op_linear(128, 1), op_kind(TECORE_OP_GELU), op_linear(128, 1),
-                                op_kind(TECORE_OP_GELU), op_linear(64, 1)};
+  struct tecore_op_desc d[5];
+  mixed_ops(d);
   f32_weights_case(d, 5, 32, 64, TECORE_DTYPE_BF16, "one Linear of three in fp8");
 }
 END_TEST
