@@ -26,29 +26,8 @@
 # summary).  cuDNN is PyTorch's (TECORE_CUDNN_LIB).  Never changes clocks,
 # power, MIG or multicast.
 set -u
-out=${OUT:-gpu-out}
-mkdir -p "$out"
-summary="$out/summary.txt"
-phases=${PHASES:-suites big}
-cudnn=$(python3 -c 'import nvidia.cudnn; print(list(nvidia.cudnn.__path__)[0])' 2>/dev/null)
-[ -n "$cudnn" ] && export TECORE_CUDNN_LIB="$cudnn/lib/libcudnn.so.9"
-base=$(nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits | head -1)
-step() {   # step NAME COMMAND...
-  local name=$1
-  shift
-  local t0=$SECONDS
-  nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits -lms "${MEM_MS:-100}" > "$out/$name.mem" 2>/dev/null &
-  local mon=$!
-  timeout "${STEP_TIMEOUT:-150}" "$@" > "$out/$name.txt" 2> "$out/$name.err"
-  local rc=$?
-  kill "$mon" 2>/dev/null
-  wait "$mon" 2>/dev/null
-  local peak
-  peak=$(sort -n "$out/$name.mem" | tail -1)
-  printf '%-24s rc %3d %4d s  peak %6s MiB  %s\n' "$name" "$rc" $((SECONDS - t0)) \
-    "$(( ${peak:-0} - ${base:-0} ))" "$*" >> "$summary"
-}
-has() { case " $phases " in *" $1 "*) return 0 ;; esac; return 1; }
+default_phases="suites big"
+. "$(dirname "$0")/gpu-lib.sh"
 gpt=tools/te-gpt
 if has suites; then
   step machine sh -c 'nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv; nvcc --version | tail -2'

@@ -1,0 +1,33 @@
+# SPDX-License-Identifier: Apache-2.0
+# bench/gpu-lib.sh -- what the session GPU scripts (gpu-run-s15.sh,
+# gpu-run-s16.sh) share, sourced after they set default_phases: $out,
+# $summary, $phases (PHASES or default_phases), PyTorch's cuDNN as
+# TECORE_CUDNN_LIB, the idle memory, and
+#   step NAME COMMAND...  runs COMMAND bounded by STEP_TIMEOUT seconds (150),
+#                         output to $out/NAME.txt and .err, nvidia-smi's memory
+#                         every MEM_MS ms (100) to $out/NAME.mem, a summary line
+#   has PHASE             is PHASE among $phases
+out=${OUT:-gpu-out}
+mkdir -p "$out"
+summary="$out/summary.txt"
+phases=${PHASES:-$default_phases}
+cudnn=$(python3 -c 'import nvidia.cudnn; print(list(nvidia.cudnn.__path__)[0])' 2>/dev/null)
+[ -n "$cudnn" ] && export TECORE_CUDNN_LIB="$cudnn/lib/libcudnn.so.9"
+base=$(nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits | head -1)
+step() {
+  local name=$1
+  shift
+  local t0=$SECONDS
+  nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits -lms "${MEM_MS:-100}" \
+    > "$out/$name.mem" 2>/dev/null &
+  local mon=$!
+  timeout "${STEP_TIMEOUT:-150}" "$@" > "$out/$name.txt" 2> "$out/$name.err"
+  local rc=$?
+  kill "$mon" 2>/dev/null
+  wait "$mon" 2>/dev/null
+  local peak
+  peak=$(sort -n "$out/$name.mem" | tail -1)
+  printf '%-24s rc %3d %4d s  peak %6s MiB  %s\n' "$name" "$rc" $((SECONDS - t0)) \
+    "$(( ${peak:-0} - ${base:-0} ))" "$*" >> "$summary"
+}
+has() { case " $phases " in *" $1 "*) return 0 ;; esac; return 1; }
