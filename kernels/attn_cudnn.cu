@@ -8,6 +8,7 @@
 // over the items of kernels/common/attn_cudnn.h, whose math the vdev twins
 // (libtecore/attn/attn_cudnn_kern.c) share.
 #include "common/attn_cudnn.h"
+#include "ldst.cuh"
 
 extern "C" __global__ void __launch_bounds__(TE_ACD_THREADS)
     te_attn_cudnn_ragged(TE_KSIG(TE_ACD_RAGGED_PARAMS)) {
@@ -26,11 +27,76 @@ extern "C" __global__ void __launch_bounds__(TE_ACD_THREADS)
                       causal, dir, i);
 }
 
+// Two E4M3 codes to floats through the hardware's exact E4M3 -> F16
+// conversion (every finite E4M3 value is an F16 value; NaN stays NaN): the
+// same floats as te_e4m3_to_f32.
+__device__ __forceinline__ void te_acd_e4m3x2(uint32_t two, float *f) {
+  uint32_t h2;
+  asm("cvt.rn.f16x2.e4m3x2 %0, %1;" : "=r"(h2) : "h"((unsigned short)two));
+  f[0] = te_dev_h2f(h2 & 0xffffu);
+  f[1] = te_dev_h2f(h2 >> 16);
+}
+
+// 8 staged codes (w: two words) to O's floats: code / scale_o, which
+// te_acd_staged_scale makes a power of two, so code * (1 / scale_o) is the
+// same float (vdev divides) without a division an element.
+__device__ __forceinline__ void te_acd_widen8(uint32_t w0, uint32_t w1, float inv, float *v) {
+  te_acd_e4m3x2(w0, v), te_acd_e4m3x2(w0 >> 16, v + 2);
+  te_acd_e4m3x2(w1, v + 4), te_acd_e4m3x2(w1 >> 16, v + 6);
+#pragma unroll
+  for (int e = 0; e < 8; e++) v[e] *= inv;
+}
+
+// 16 staged codes of u into O's elements at (16-byte aligned).
+__device__ __forceinline__ void te_acd_widen16(uint4 u, float inv, void *o, uint64_t at, int dt) {
+  float v[8];
+  te_acd_widen8(u.x, u.y, inv, v);
+  te_dev_st8(o, at, dt, v);
+  te_acd_widen8(u.z, u.w, inv, v);
+  te_dev_st8(o, at + 8, dt, v);
+}
+
+// The staged O widened: where O is packed like the staged copy (token
+// stride heads * d, head stride d) element e of o8 is element e of O, and
+// a thread takes 16 at a time, two loads in flight; otherwise 8 (an item
+// of kernels/common/attn_cudnn.h) at the offset it names.  Thread 0 does
+// the last item's fold of the amaxes.
 extern "C" __global__ void __launch_bounds__(TE_ACD_THREADS)
     te_attn_cudnn_fp8(TE_KSIG(TE_ACD_FP8_PARAMS)) {
-  const long long n = mode == TE_ACD_FP8_PRE ? 1 : (o8 ? total_q * heads * d : 0) + 1;
-  for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n;
-       i += (long long)gridDim.x * blockDim.x)
-    te_acd_fp8_item(slots, v_si, o8, o, s_amax, o_amax, o_scale, o_scale_inv, o_ts, o_hs,
-                    total_q, heads, d, o_dt, mode, i);
+  const long long n = te_acd_fp8_items(o8, total_q, heads, d, mode);
+  const long long first = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+  const long long step = (long long)gridDim.x * blockDim.x;
+  if (mode == TE_ACD_FP8_PRE) {
+    if (first == 0)
+      te_acd_fp8_item(slots, v_si, o8, o, s_amax, o_amax, o_scale, o_scale_inv, o_ts, o_hs,
+                      total_q, heads, d, o_dt, mode, 0);
+    return;
+  }
+  /* item n - 1's fold, by the first thread (the grid may hold fewer than n) */
+  if (first == 0) te_acd_fp8_fold(slots, s_amax, o_amax, o_scale, o_scale_inv);
+  if (n == 1) return;
+  const float inv = 1.0f / slots[TE_ACD_SLOT_SCALE_O];
+  float v[8];
+  if (o_ts == heads * d && o_hs == d) {
+    const long long n16 = (n - 1) / 2; /* 16-element pieces; an odd 8 after them */
+    if (((n - 1) & 1) && first == 0) {
+      uint2 u = *(const uint2 *)(o8 + (n - 2) * TE_ACD_FP8_VEC);
+      te_acd_widen8(u.x, u.y, inv, v);
+      te_dev_st8(o, (uint64_t)((n - 2) * TE_ACD_FP8_VEC), o_dt, v);
+    }
+    const uint4 *src = (const uint4 *)o8;
+    long long i = first;
+    for (; i + step < n16; i += 2 * step) {
+      uint4 a = src[i], b = src[i + step];
+      te_acd_widen16(a, inv, o, (uint64_t)(i * 16), o_dt);
+      te_acd_widen16(b, inv, o, (uint64_t)((i + step) * 16), o_dt);
+    }
+    if (i < n16) te_acd_widen16(src[i], inv, o, (uint64_t)(i * 16), o_dt);
+    return;
+  }
+  for (long long i = first; i < n - 1; i += step) {
+    uint2 u = *(const uint2 *)(o8 + i * TE_ACD_FP8_VEC);
+    te_acd_widen8(u.x, u.y, inv, v);
+    te_dev_st8(o, (uint64_t)te_acd_fp8_o_at(i, o_ts, o_hs, heads, d), o_dt, v);
+  }
 }

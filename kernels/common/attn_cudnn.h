@@ -29,12 +29,16 @@
  *   TE_ACD_FP8_PRE, one item: the constants the graph reads from device
  *     memory (descale_s = 1/448, scale_s = 448) and, for a staged O (BF16
  *     or F16 O: the graph writes E4M3 into o8), scale_o = 0.5 / v_si[0]
- *     (1 when v_si[0] is not a positive finite number);
- *   TE_ACD_FP8_POST, item i of n = (o8 ? total_q * heads * d : 0) + 1:
- *     i < n - 1: o[t * o_ts + h * o_hs + x] (dtype o_dt) = o8[i] / scale_o
- *     for i = (t * heads + h) * d + x; item n - 1: s_amax and o_amax (when
- *     set) max-accumulated with the graph's amaxes (which it overwrites),
- *     and o_scale_inv = 1 / o_scale[0] (when set). */
+ *     rounded down to a power of two (1 when v_si[0] is not a positive
+ *     finite number);
+ *   TE_ACD_FP8_POST, item i of n = (o8 ? total_q * heads * d / 8 : 0) + 1:
+ *     i < n - 1, the 8 elements e = 8 i .. 8 i + 7 of o8 (d % 8 == 0, so
+ *     they share a token and head): o[t * o_ts + h * o_hs + x] (dtype o_dt)
+ *     = o8[e] / scale_o for e = (t * heads + h) * d + x; item n - 1: s_amax
+ *     and o_amax (when set) max-accumulated with the graph's amaxes (which
+ *     it overwrites), and o_scale_inv = 1 / o_scale[0] (when set).  The GPU
+ *     loads 8 bytes and stores 16 per item (o and its strides are 16-byte
+ *     aligned: attn_cudnn.c checks), the widening a memory pass. */
 #ifndef TE_KERNELS_ATTN_CUDNN_H
 #define TE_KERNELS_ATTN_CUDNN_H
 
@@ -85,9 +89,11 @@
 #define TE_ACD_FP8_POST 1
 /* Constant P scale: P <= 1, and E4M3's largest finite value is 448. */
 #define TE_ACD_P_SCALE 448.0f
+/* Float indices of the slots, 16 bytes apart: the graph declares every
+ * tensor 16-byte aligned. */
 enum {
-  TE_ACD_SLOT_DESCALE_S, TE_ACD_SLOT_SCALE_S, TE_ACD_SLOT_SCALE_O,
-  TE_ACD_SLOT_AMAX_S, TE_ACD_SLOT_AMAX_O, TE_ACD_SLOTS = 8
+  TE_ACD_SLOT_DESCALE_S = 0, TE_ACD_SLOT_SCALE_S = 4, TE_ACD_SLOT_SCALE_O = 8,
+  TE_ACD_SLOT_AMAX_S = 12, TE_ACD_SLOT_AMAX_O = 16, TE_ACD_SLOTS = 20
 };
 
 #define TE_ACD_FP8_PARAMS(P)         \
@@ -169,18 +175,55 @@ TE_HD void te_acd_stats_item(const int *cu_q, const int *cu_kv, float *padded, f
 
 /* The scale of a staged O from V's dequantize factor: |O| <= max |V| times
  * the row's sum of quantized probabilities (<= 1 + 2^-4), and |V| <= 448
- * v_si, so O * scale_o stays within 224 (1 + 2^-4) < 448. */
+ * v_si, so O * scale_o stays within 224 (1 + 2^-4) < 448 for scale_o <=
+ * 0.5 / v_si; the largest power of two not above it, so that widening
+ * divides exactly (the GPU multiplies by the reciprocal: the same bits). */
 TE_HD float te_acd_staged_scale(const float *v_si) {
   float v = v_si ? v_si[0] : 1.0f;
-  return v > 0.0f && v < 3.0e38f ? 0.5f / v : 1.0f;
+  float s = v > 0.0f && v < 3.0e38f ? 0.5f / v : 1.0f;
+  if (!(s >= 1.17549435e-38f && s < 3.0e38f)) return 1.0f; /* not a normal float */
+  union {
+    float f;
+    uint32_t u;
+  } x = {s};
+  x.u &= 0x7f800000u; /* the exponent alone: 2^floor(log2 s) */
+  return x.f;
 }
 
-/* Item i of te_attn_cudnn_fp8 (see above); n items in all. */
+/* Elements of the staged O per item of TE_ACD_FP8_POST. */
+#define TE_ACD_FP8_VEC 8
+
+/* The items of te_attn_cudnn_fp8 in mode. */
+TE_HD long long te_acd_fp8_items(const unsigned char *o8, long long total_q, long long heads,
+                                 int d, int mode) {
+  if (mode == TE_ACD_FP8_PRE) return 1;
+  return (o8 ? total_q * heads * (d / TE_ACD_FP8_VEC) : 0) + 1;
+}
+
+/* Where the 8 staged elements of item i land in O: element offset of the
+ * first (the 8 are contiguous). */
+TE_HD long long te_acd_fp8_o_at(long long i, long long o_ts, long long o_hs, long long heads,
+                                int d) {
+  long long per = d / TE_ACD_FP8_VEC, x = (i % per) * TE_ACD_FP8_VEC, th = i / per;
+  return (th / heads) * o_ts + (th % heads) * o_hs + x;
+}
+
+/* The last item of TE_ACD_FP8_POST: the amaxes folded, O's scale_inv. */
+TE_HD void te_acd_fp8_fold(const float *slots, float *s_amax, float *o_amax, const float *o_scale,
+                           float *o_scale_inv) {
+  float as = slots[TE_ACD_SLOT_AMAX_S], ao = slots[TE_ACD_SLOT_AMAX_O];
+  if (s_amax && as > *s_amax) *s_amax = as;
+  if (o_amax && ao > *o_amax) *o_amax = ao;
+  if (o_scale && o_scale_inv) *o_scale_inv = te_fp8_scale_inv(o_scale[0]);
+}
+
+/* Item i of te_attn_cudnn_fp8 (see above), element by element (vdev; the
+ * GPU kernel does the same math 8 at a time). */
 TE_HD void te_acd_fp8_item(float *slots, const float *v_si, const unsigned char *o8, void *o,
                            float *s_amax, float *o_amax, const float *o_scale, float *o_scale_inv,
                            long long o_ts, long long o_hs, long long total_q, long long heads,
                            int d, int o_dt, int mode, long long i) {
-  long long n = (o8 ? total_q * heads * d : 0) + 1;
+  long long n = te_acd_fp8_items(o8, total_q, heads, d, mode);
   if (mode == TE_ACD_FP8_PRE) {
     slots[TE_ACD_SLOT_DESCALE_S] = 1.0f / TE_ACD_P_SCALE;
     slots[TE_ACD_SLOT_SCALE_S] = TE_ACD_P_SCALE;
@@ -189,16 +232,13 @@ TE_HD void te_acd_fp8_item(float *slots, const float *v_si, const unsigned char 
     return;
   }
   if (i < n - 1) {
-    long long x = i % d, th = i / d, h = th % heads, t = th / heads;
-    float f = te_e4m3_to_f32(o8[i]) / slots[TE_ACD_SLOT_SCALE_O];
-    te_st(o, (uint64_t)(t * o_ts + h * o_hs + x), o_dt, f);
+    long long at = te_acd_fp8_o_at(i, o_ts, o_hs, heads, d);
+    float so = slots[TE_ACD_SLOT_SCALE_O];
+    for (int e = 0; e < TE_ACD_FP8_VEC; e++) /* so is a power of two: exact */
+      te_st(o, (uint64_t)(at + e), o_dt, te_e4m3_to_f32(o8[i * TE_ACD_FP8_VEC + e]) / so);
     return;
   }
-  if (i != n - 1) return;
-  float as = slots[TE_ACD_SLOT_AMAX_S], ao = slots[TE_ACD_SLOT_AMAX_O];
-  if (s_amax && as > *s_amax) *s_amax = as;
-  if (o_amax && ao > *o_amax) *o_amax = ao;
-  if (o_scale && o_scale_inv) *o_scale_inv = te_fp8_scale_inv(o_scale[0]);
+  if (i == n - 1) te_acd_fp8_fold(slots, s_amax, o_amax, o_scale, o_scale_inv);
 }
 
 #endif

@@ -15,17 +15,19 @@
  * It refuses, saying why, whatever cuDNN's heuristics refuse; the next
  * row (libte's kernel) then runs.
  *
- * E4M3 forward (fixed lengths, head_dim a multiple of 16, a causal mask or
- * window only with equal query and key lengths: the FP8 engines of Hopper
- * have no bottom-right diagonal): the graph of the frontend's FP8 pattern
- * (attn_cudnn_graph.c), with P rounded to E4M3 at the fixed scale 448
- * (the API has no scale for P; P <= 1).  Hopper's FP8 engines write only
- * E4M3 O, so a BF16/F16 O is staged: E4M3 at scale 0.5 / v.scale_inv in
- * the workspace, widened after (kernels/attn_cudnn.cu), as vdev does.
- * cuDNN overwrites its amaxes: they land in workspace slots that a kernel
- * max-accumulates into s_amax and o.amax.  Its statistics are cuDNN's
- * packed [b][h][s] in the workspace (the frontend's layout), copied into
- * lse by the variable-length path's kernel.  No E4M3 backward.
+ * E4M3 forward (fixed lengths, head_dim a multiple of 16, no window, a
+ * causal mask only with equal query and key lengths: the FP8 engines of
+ * Hopper have no bottom-right diagonal): the graph of the frontend's FP8
+ * pattern (attn_cudnn_graph.c), with P rounded to E4M3 at the fixed scale
+ * 448 (the API has no scale for P; P <= 1).  A BF16/F16 O is written by
+ * the graph where cuDNN takes that (Blackwell); Hopper's FP8 engines write
+ * only E4M3 O, so there it is staged: E4M3 at scale 0.5 / v.scale_inv
+ * (rounded down to a power of two) in the workspace, widened after
+ * (kernels/attn_cudnn.cu), as vdev does.  cuDNN overwrites its amaxes:
+ * they land in workspace slots that a kernel max-accumulates into s_amax
+ * and o.amax.  The statistics go straight into lse, or (where cuDNN wants
+ * the frontend's packed [b][h][s]) into the workspace and then lse.
+ * plan_get tries these variants in that order.  No E4M3 backward.
  *
  * Variable lengths.  The graph (attn_cudnn_graph.c) is built for the
  * maximum lengths with ragged Q, K, V, O (dO, dQ, dK, dV) and a padding
@@ -90,14 +92,6 @@ static int aligned(const struct te_attn_view *v, const char *name, size_t es, ch
 /* What cuDNN's FP8 forward takes beyond the BF16 graph's rules (the
  * frontend's support surface for Hopper); 0 with the reason. */
 static int fp8_ok(const struct te_attn_problem *p, int backward, char *why, size_t len) {
-  /* Disabled until the wrong case is found: on the H100 (2026-11-24,
-   * bench/2026-11-24b-gpu.md) te-bench's three shapes gave O within 0.074
-   * of BF16, but check_attn_cudnn's first E4M3 case (b 2, s 128) gave
-   * O[0][0][0] = 9e-10 where 0.14 is right.  The graph stays built and
-   * tested on vdev; nothing wrong may leave the library meanwhile. */
-  if (!backward)
-    return refuse(why, len, "E4M3 through cuDNN is disabled: its forward gave a wrong O on "
-                  "the H100 for a small shape (bench/2026-11-24b-gpu.md)");
   if (backward)
     return refuse(why, len, "no E4M3 backward: te/attention.h's backward takes BF16/F16 "
                   "tensors (cuDNN's FP8 backward needs FP8 dO and O with their scales)");
@@ -112,19 +106,30 @@ static int fp8_ok(const struct te_attn_problem *p, int backward, char *why, size
   if (p->head_dim % 16 || p->head_dim > 256)
     return refuse(why, len, "head_dim %d: cuDNN's FP8 attention takes multiples of 16 up to "
                   "256", p->head_dim);
-  /* bottom-right diagonals (and windows with lq != lk) are Blackwell-only
-   * in the FP8 engines; libte's graph is one for every GPU */
-  if ((p->causal || p->window_left >= 0) && p->fixed_seqlen_q != p->fixed_seqlen_kv)
-    return refuse(why, len, "E4M3 with a causal mask or window and %zu queries, %zu keys: "
-                  "cuDNN's FP8 forward aligns the diagonal bottom-right only on Blackwell; "
-                  "libte asks for equal lengths", p->fixed_seqlen_q, p->fixed_seqlen_kv);
+  /* the frontend's FP8 pattern has a causal mask and no window; libte
+   * does not hand cuDNN a graph no engine was checked against */
+  if (p->window_left >= 0)
+    return refuse(why, len, "window_left %ld with E4M3: cuDNN's FP8 forward has no sliding "
+                  "window", (long)p->window_left);
+  /* bottom-right diagonals are Blackwell-only in the FP8 engines; libte's
+   * graph is one for every GPU */
+  if (p->causal && p->fixed_seqlen_q != p->fixed_seqlen_kv)
+    return refuse(why, len, "causal E4M3 with %zu queries and %zu keys: cuDNN's FP8 forward "
+                  "aligns the diagonal bottom-right only on Blackwell; libte asks for equal "
+                  "lengths", p->fixed_seqlen_q, p->fixed_seqlen_kv);
   return 1;
 }
 
 /* The problem as the graph's shape; 0 with the reason when the graph
  * cannot express it. */
+/* variant (the E4M3 forward's choices, tried in order by plan_get):
+ * TE_DNN_V_STAGED: a BF16/F16 O staged through E4M3 (else the graph writes
+ * it); TE_DNN_V_PACKED: the statistics packed in the workspace (else
+ * strided into lse). */
+enum { TE_DNN_V_STAGED = 1, TE_DNN_V_PACKED = 2 };
+
 static int shape_of(const struct te_attn_problem *p, int backward, struct te_dnn_shape *s,
-                    char *why, size_t len) {
+                    char *why, size_t len, int variant) {
   tecore_backend_t be;
   if (tecore_backend(&be) != TECORE_SUCCESS)
     return refuse(why, len, "no device backend: %s", tecore_last_error());
@@ -186,12 +191,16 @@ static int shape_of(const struct te_attn_problem *p, int backward, struct te_dnn
   s->total_q = varlen ? 0 : (int64_t)p->total_q; /* varlen graphs do not use it */
   s->dtype = fp8 ? TE_DNN_DATA_FP8_E4M3
                 : p->qkv_dtype == TECORE_DTYPE_BF16 ? TE_DNN_DATA_BFLOAT16 : TE_DNN_DATA_HALF;
-  s->o_staged = fp8 && p->o_dtype != TECORE_DTYPE_E4M3;
+  s->o_staged = fp8 && p->o_dtype != TECORE_DTYPE_E4M3 && (variant & TE_DNN_V_STAGED);
+  if (fp8)
+    s->o_dt = p->o_dtype == TECORE_DTYPE_E4M3 || s->o_staged ? TE_DNN_DATA_FP8_E4M3
+              : p->o_dtype == TECORE_DTYPE_BF16              ? TE_DNN_DATA_BFLOAT16
+                                                             : TE_DNN_DATA_HALF;
   s->causal = p->causal != 0;
   s->window_left = p->window_left < 0 ? -1 : p->window_left;
-  /* no lse: the workspace's stats.  E4M3: packed stats in the workspace
-   * (the frontend's layout for the FP8 engines), copied into lse after */
-  s->stats_direct = !varlen && p->lse != 0 && !fp8;
+  /* no lse: the workspace's stats.  E4M3, where cuDNN wants them packed
+   * (the frontend's layout): in the workspace, copied into lse after */
+  s->stats_direct = !varlen && p->lse != 0 && !(fp8 && (variant & TE_DNN_V_PACKED));
   s->q_ts = (int64_t)p->q.token_stride, s->q_hs = (int64_t)p->q.head_stride;
   s->k_ts = (int64_t)p->k.token_stride, s->k_hs = (int64_t)p->k.head_stride;
   s->v_ts = (int64_t)p->v.token_stride, s->v_hs = (int64_t)p->v.head_stride;
@@ -207,24 +216,44 @@ static int shape_of(const struct te_attn_problem *p, int backward, struct te_dnn
   return 1;
 }
 
+/* The plan for p (te_dnn_plan_get: held under the cache lock), or NULL
+ * with the reason and its result code.  The E4M3 forward tries its variants, cheapest first: a
+ * BF16/F16 O written by the graph (cuDNN 9.19 on Hopper refuses it: its
+ * FP8 engines write E4M3 O only), then staged; statistics strided into
+ * lse, then packed.  Refusals are cached, so the order costs a build once
+ * per shape. */
+static struct te_dnn_plan *plan_get(const struct te_attn_problem *p, int backward, int build,
+                                    char *why, size_t len, tecore_result_t *code) {
+  static const int order[] = {0, TE_DNN_V_PACKED, TE_DNN_V_STAGED,
+                              TE_DNN_V_STAGED | TE_DNN_V_PACKED};
+  int fp8 = p->qkv_dtype == TECORE_DTYPE_E4M3 && !backward;
+  *code = TECORE_ERR_NOT_SUPPORTED;
+  for (int k = 0; k < (fp8 ? 4 : 1); k++) {
+    int v = order[k];
+    if ((v & TE_DNN_V_STAGED) && p->o_dtype == TECORE_DTYPE_E4M3) continue;
+    if ((v & TE_DNN_V_PACKED) && !p->lse) continue;
+    struct te_dnn_shape s;
+    if (!shape_of(p, backward, &s, why, len, v)) return NULL;
+    struct te_dnn_plan *plan = te_dnn_plan_get(&s, backward, build, why, len, code);
+    if (plan || *code == TECORE_ERR_CAPTURE) return plan;
+  }
+  return NULL;
+}
+
 static int cudnn_supports(const struct te_attn_problem *p, int backward, char *why,
                           size_t why_len) {
-  struct te_dnn_shape s;
-  if (!shape_of(p, backward, &s, why, why_len)) return 0;
   tecore_result_t code;
   char buf[512];
-  struct te_dnn_plan *plan = te_dnn_plan_get(&s, backward, 1, buf, sizeof buf, &code);
+  struct te_dnn_plan *plan = plan_get(p, backward, 1, buf, sizeof buf, &code);
   if (!plan) return refuse(why, why_len, "%s", buf);
   te_dnn_plan_release();
   return 1;
 }
 
 static size_t cudnn_workspace(const struct te_attn_problem *p, int backward) {
-  struct te_dnn_shape s;
-  if (!shape_of(p, backward, &s, NULL, 0)) return 0;
   tecore_result_t code;
   char buf[512];
-  struct te_dnn_plan *plan = te_dnn_plan_get(&s, backward, 1, buf, sizeof buf, &code);
+  struct te_dnn_plan *plan = plan_get(p, backward, 1, buf, sizeof buf, &code);
   if (!plan) return 0;
   size_t n = plan->ws_bytes;
   te_dnn_plan_release();
@@ -287,14 +316,14 @@ static tecore_result_t execute(struct te_dnn_plan *plan, void *const ptrs[TE_DNN
 static tecore_result_t plan_for(const struct te_attn_problem *p, int backward,
                                 tecore_stream_t stream, const char *who,
                                 struct te_dnn_plan **out) {
-  struct te_dnn_shape s;
   char why[512];
-  if (!shape_of(p, backward, &s, why, sizeof why))
+  struct te_dnn_shape s; /* what the graph cannot express, before any driver call */
+  if (!shape_of(p, backward, &s, why, sizeof why, 0))
     return TE_ERR(TECORE_ERR_NOT_SUPPORTED, "%s (cudnn): %s", who, why);
   tecore_capture_status_t st = TECORE_CAPTURE_NONE;
   TE_CHECK(te_cuda_stream_capture_status(stream, &st));
   tecore_result_t code;
-  *out = te_dnn_plan_get(&s, backward, st == TECORE_CAPTURE_NONE, why, sizeof why, &code);
+  *out = plan_get(p, backward, st == TECORE_CAPTURE_NONE, why, sizeof why, &code);
   if (!*out) return TE_ERR(code, "%s (cudnn): %s", who, why);
   if (p->workspace_bytes < (*out)->ws_bytes || (p->workspace % 256 && (*out)->ws_bytes)) {
     size_t need = (*out)->ws_bytes;
@@ -377,7 +406,7 @@ static tecore_result_t fwd_fp8(const struct te_attn_problem *p, struct te_dnn_pl
   tecore_result_t r = te_acd_launch_fp8(&c, TE_ACD_FP8_PRE, stream);
   if (r == TECORE_SUCCESS) r = execute(plan, ptrs, DEV(p->workspace + w.engine), stream, who);
   if (r == TECORE_SUCCESS) r = te_acd_launch_fp8(&c, TE_ACD_FP8_POST, stream);
-  if (r == TECORE_SUCCESS && p->lse) { /* packed [b][h][s] stats into lse */
+  if (r == TECORE_SUCCESS && p->lse && g->ws_stats_bytes) { /* packed [b][h][s] stats into lse */
     struct te_acd_stats_call sc = {
         .cu_q = p->cu_seqlens_q, .cu_kv = p->cu_seqlens_kv, .padded = p->workspace + w.stats,
         .lse = p->lse, .batch = p->batch, .heads = (size_t)p->heads,

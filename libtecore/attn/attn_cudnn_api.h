@@ -202,6 +202,8 @@ struct te_dnn_shape {
   int dtype;                       /* TE_DNN_DATA_BFLOAT16, _HALF or _FP8_E4M3 (forward) */
   int o_staged;                    /* E4M3: O is BF16/F16, the graph writes E4M3 to the
                                     * workspace, packed (o_ts, o_hs: hq * d, d) */
+  int o_dt;                        /* E4M3 forward: the graph's O type (E4M3; BF16/HALF:
+                                    * written directly, no staging) */
   int causal;
   long window_left;
   int stats_direct;                /* stats strided straight into lse (0: varlen or no lse) */

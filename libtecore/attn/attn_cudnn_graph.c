@@ -170,11 +170,11 @@ struct tview {
   int transposed, off_role;
 };
 
-/* A [b][h][s][d] view of an attention tensor in the shape's dtype;
+/* A [b][h][s][d] view of an attention tensor of type dt;
  * transposed: [b][h][d][s].
  * Variable lengths: ragged, batch b at the offset role off_role holds. */
-static struct tn view(struct te_dnn_graph *g, const struct te_dnn_shape *sh,
-                      const struct tview *v) {
+static struct tn view_dt(struct te_dnn_graph *g, const struct te_dnn_shape *sh,
+                         const struct tview *v, int dt) {
   int64_t h = v->h, s = v->s, ts = v->ts, hs = v->hs;
   int64_t b = sh->b, d = sh->d;
   int64_t dim[4] = {b, h, s, d}, str[4] = {s * ts, hs, ts, 1};
@@ -184,7 +184,12 @@ static struct tn view(struct te_dnn_graph *g, const struct te_dnn_shape *sh,
   }
   te_dnn_desc_t rag = NULL;
   if (sh->varlen) rag = ints(g, b + 1, v->off_role).d;
-  return tensor_r(g, sh->dtype, dim, str, 0, 0, rag);
+  return tensor_r(g, dt, dim, str, 0, 0, rag);
+}
+
+static struct tn view(struct te_dnn_graph *g, const struct te_dnn_shape *sh,
+                      const struct tview *v) {
+  return view_dt(g, sh, v, sh->dtype);
 }
 
 /* ---- operations --------------------------------------------------------- */
@@ -484,12 +489,16 @@ static void build_fwd_fp8(struct te_dnn_graph *g, const struct te_dnn_shape *s) 
   struct tn q = view(g, s, &(struct tview){s->hq, s->sq, s->q_ts, s->q_hs, 0, TE_DNN_OFF_Q});
   struct tn kt = view(g, s, &(struct tview){s->hk, s->skv, s->k_ts, s->k_hs, 1, TE_DNN_OFF_K});
   struct tn v = view(g, s, &(struct tview){s->hk, s->skv, s->v_ts, s->v_hs, 0, TE_DNN_OFF_V});
-  struct tn o = view(g, s, &(struct tview){s->hq, s->sq, s->o_ts, s->o_hs, 0, TE_DNN_OFF_O});
+  struct tn o = view_dt(g, s, &(struct tview){s->hq, s->sq, s->o_ts, s->o_hs, 0, TE_DNN_OFF_O},
+                        s->o_dt);
   g->role_uid[TE_DNN_Q] = q.uid, g->role_uid[TE_DNN_K] = kt.uid;
   g->role_uid[TE_DNN_V] = v.uid, g->role_uid[TE_DNN_O] = o.uid;
   struct tn dq = dev_scalar(g, TE_DNN_DESCALE_Q), dk = dev_scalar(g, TE_DNN_DESCALE_K);
   struct tn dv = dev_scalar(g, TE_DNN_DESCALE_V), ds = dev_scalar(g, TE_DNN_DESCALE_S);
-  struct tn ss = dev_scalar(g, TE_DNN_SCALE_S), so = dev_scalar(g, TE_DNN_SCALE_O);
+  struct tn ss = dev_scalar(g, TE_DNN_SCALE_S);
+  /* a BF16/F16 O written directly takes no scale: 1, by value */
+  int o8 = s->o_dt == TE_DNN_DATA_FP8_E4M3;
+  struct tn so = o8 ? dev_scalar(g, TE_DNN_SCALE_O) : scalar(g, F, 1.0f, 0);
   struct tn as = dev_scalar(g, TE_DNN_AMAX_S), ao = dev_scalar(g, TE_DNN_AMAX_O);
   g->ws_slots_bytes = TE_ACD_SLOTS * sizeof(float);
   if (s->o_staged) g->ws_o8_bytes = (size_t)(s->b * s->sq * s->hq * s->d);

@@ -66,7 +66,11 @@ tecore_result_t te_acd_launch_fp8(const struct te_acd_fp8_call *c, int mode,
   int id = acd_first_id();
   if (id < 0)
     return TE_ERR(TECORE_ERR_INTERNAL, "attention (cudnn): the attn_cudnn kernels did not register");
-  size_t n = mode == TE_ACD_FP8_PRE ? 1 : (c->o8 ? c->total_q * c->heads * (size_t)c->d : 0) + 1;
+  if (c->o8 && c->d % TE_ACD_FP8_VEC)
+    return TE_ERR(TECORE_ERR_INTERNAL, "attention (cudnn): staged O with head_dim %d, not a "
+                  "multiple of %d", c->d, TE_ACD_FP8_VEC);
+  size_t n = (size_t)te_acd_fp8_items((const unsigned char *)(uintptr_t)c->o8,
+                                      (long long)c->total_q, (long long)c->heads, c->d, mode);
   struct tecore_launch_cfg cfg = {.grid = {blocks_for(n), 1, 1}, .block = {TE_ACD_THREADS, 1, 1}};
   struct te_acd_fp8_args k = {
       .slots = TE_DPTR(c->slots), .v_si = TE_DPTR(c->v_si), .o8 = TE_DPTR(c->o8),
