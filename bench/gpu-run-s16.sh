@@ -15,6 +15,11 @@
 #   verify  the suites and the 1.3B FP8 step after TECORE_SEQ_DEFER_SAVED:
 #           check_ops under cuda, 1.3B FP8 plain and with --offload,
 #           llama-1b FP8, beside torch.compile BF16 on 1.3B
+#   final   the merged helpers' work: check_embedding, check_attention and
+#           check_ops_attention under cuda (libte's kernels, then auto),
+#           check_attn_cudnn, te-bench --model (embedding backward, RoPE,
+#           cross-entropy against the copy floor), te-bench --attention
+#           per backend beside PyTorch's SDPA (bench/attn_peer.py)
 #   diag    where the 1.3B FP8 step's transient peak comes from: 4 steps
 #           sampled every 20 ms, as is, with the eager step only
 #           (--no-graph), with session 15's fills and kept copies
@@ -67,6 +72,21 @@ if has verify; then
     --sample 0 --recipe delayed --json
   step big-peer-compile python3 bench/gpt_peer.py speed --model gpt-1.3b --batch 8 --compile \
     --steps 8 --warmup 3
+fi
+if has final; then
+  for t in check_embedding check_attention check_ops_attention check_attn_cudnn; do
+    [ -x "t/core/$t" ] || make -s "t/core/$t" > /dev/null 2>&1
+  done
+  step check_embedding env TE_DEVICE=cuda t/core/check_embedding
+  step check_attention-libte env TE_DEVICE=cuda TECORE_ATTN_BACKEND=libte t/core/check_attention
+  step check_ops_attention-libte env TE_DEVICE=cuda TECORE_ATTN_BACKEND=libte \
+    t/core/check_ops_attention
+  step check_attention-auto env TE_DEVICE=cuda t/core/check_attention
+  step check_attn_cudnn env TE_DEVICE=cuda TE_DEBUG=INFO t/core/check_attn_cudnn
+  step bench-model tools/te-bench --model
+  step bench-attn-libte env TECORE_ATTN_BACKEND=libte tools/te-bench --attention
+  step bench-attn-cudnn env TECORE_ATTN_BACKEND=cudnn tools/te-bench --attention
+  step attn-peer python3 bench/attn_peer.py
 fi
 if has diag; then
   export MEM_MS=20
