@@ -13,6 +13,8 @@
  *       [Linear, (Bias), (GELU | AddExtraInput)]: one GEMM whose epilogue
  *       adds the bias, applies GELU (the pre-activation saved as aux: the
  *       GELU's input boundary) or adds the residual through C with beta = 1.
+ *       Not the GELU ones for an FP8 Linear under the block recipe: its
+ *       block-scaled GEMM takes no GELU epilogue.
  *   rope+quantize, attention+quantize / attention_fp8   [RoPE], [attention]
  *       (inference sequences, delayed scaling; ops_attn.c): RoPE writes E4M3
  *       Q, K and V (tecore_rope_fwd_fp8; its BF16 output is left unwritten)
@@ -25,7 +27,8 @@
  *   dgelu+dbias+cast_transpose (and drelu/dsilu/dqgelu, with or without the
  *       bias)   [Linear, (Bias), act] with FP8: one kernel computes
  *       dy * act'(x), its column sums (the bias gradient) and the Linear's
- *       FP8 gradient in both layouts; then the Linear's two GEMMs.
+ *       FP8 gradient in both layouts; then the Linear's two GEMMs.  Per-
+ *       tensor recipes only (the kernel writes no 1x128 blocks).
  *   dgrad+dgelu+dbias / dgrad+dgelu   [Linear, (Bias), GELU, Linear] without
  *       FP8: the second Linear's dgrad GEMM applies dGELU (aux = the saved
  *       pre-activation) and sums the first Linear's bias gradient.
@@ -83,6 +86,8 @@ static int p_linear(const tecore_seq_t *s, size_t i, const struct tecore_recipe 
   int comp_ok = te_linear_companion(s) == s->cfg.dtype;
   if ((f & (L_GELU | L_BIAS_EPI)) && !comp_ok) return 0;
   if ((f & L_GELU) && l->out_cols % 8) return 0;
+  /* block-scaled GEMMs take the bias epilogue, not GELU's (te/gemm.h) */
+  if ((f & L_GELU) && te_seq_block(s) && te_op_fp8(s, i)) return 0;
   return 1;
 }
 
@@ -92,7 +97,8 @@ static int p_dact(const tecore_seq_t *s, size_t i, const struct tecore_recipe *r
   const struct te_op *l = op_at(s, i);
   if ((f & L_OWN_BIAS) && !l->d.bias) return 0;
   if ((f & L_NO_BIAS) && l->d.bias) return 0;
-  return te_op_fp8(s, i);
+  /* the fused kernel writes per-tensor FP8 only */
+  return te_op_fp8(s, i) && !te_seq_block(s);
 }
 
 static int p_dgrad_dgelu(const tecore_seq_t *s, size_t i, const struct tecore_recipe *r,

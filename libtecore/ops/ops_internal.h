@@ -103,6 +103,9 @@ struct te_op {
                                       GEMM reads); w8_col its columnwise copy kept from the
                                       forward with TECORE_OPS_W8_COL_KEEP=1, else 0 (the
                                       backward makes it in tecore_seq.w8_col) */
+  tecore_devptr_t w8_srow, w8_scol;/* block recipe: the 128x128 blocks' scale_inv of w8_row
+                                      and of w8_col (kept), [cdiv(out,128)][cdiv(in,128)] and
+                                      its transpose; else 0 */
   unsigned grad_fresh;             /* bit p: grad[p] is to be overwritten, not added to
                                       (tecore_seq_zero_grad marked it; its first writer in
                                       the next backward clears the bit: te_grad_take_fresh) */
@@ -141,6 +144,10 @@ struct te_bnd {
   int gshared;                     /* g lies in the arena laid out by the backward plan */
   int f8;                          /* FP8 copy: activation scaling entry, or -1 */
   tecore_devptr_t f8_row, f8_col;
+  tecore_devptr_t f8_srow, f8_scol;/* block recipe: the 1x128 blocks' scale_inv of f8_row,
+                                      [rows][cdiv(cols,128)], and of f8_col,
+                                      [cols][cdiv(rows,128)]; resident, never saved or
+                                      offloaded (a 32nd of the codes' bytes); else 0 */
   /* set by the forward plan */
   int f8_ready;                    /* its producer writes the FP8 copy */
   int f8_rowonly;                  /* ... rowwise only (the columnwise copy is made in backward) */
@@ -231,6 +238,11 @@ struct tecore_seq {
   size_t zeros_rows;
   tecore_devptr_t dy16;            /* F32 sequences: bf16 copy of a gradient */
   tecore_devptr_t dy8_row, dy8_col;/* FP8 gradient, both copies */
+  tecore_devptr_t dy8_srow, dy8_scol; /* block recipe: their 1x128 scale_inv arrays, sized
+                                      for the largest Linear output */
+  tecore_devptr_t w8_scol;         /* block recipe: the 128x128 scale_inv of the weight
+                                      columnwise copy the backward makes (in w8_col, or in
+                                      dy8_col: te_w8_in_dy8), sized for the largest weight */
   size_t nfresh;                   /* parameter gradients marked to be overwritten
                                       (te_op.grad_fresh bits set) */
   tecore_stream_t fresh_stream;    /* the capturing stream zero_grad marked them on */
@@ -400,6 +412,15 @@ tecore_result_t te_saved_alloc(tecore_seq_t *s, size_t bytes, tecore_devptr_t *f
  * backward reads get storage of their own; *pending (may be NULL) counts
  * the ones left to the caller. */
 tecore_result_t te_saved_settle(tecore_seq_t *s, size_t *pending);
+/* Does the sequence's recipe scale by blocks (TECORE_RECIPE_BLOCK: 1x128
+ * activations and gradients, 128x128 weights)?  Then no FP8 copy is the
+ * byte transpose of another (a 1x128 block of the transpose covers other
+ * elements), so the columnwise copies are quantized from the high-
+ * precision tensors, and the per-tensor fusions (norm+quantize, dact+
+ * cast_transpose, rope/attention+quantize) are not planned. */
+static inline int te_seq_block(const tecore_seq_t *s) {
+  return s->fp8 && s->recipe.kind == TECORE_RECIPE_BLOCK;
+}
 /* Does op i (a Linear) run its GEMMs in FP8?  The sequence has a recipe
  * and the op is not one left in the sequence's dtype (te_op.hp). */
 static inline int te_op_fp8(const tecore_seq_t *s, size_t i) {

@@ -14,7 +14,10 @@
  *                rowwise by the forward, its columnwise copy for dgrad
  *                made by the backward (w8_for_dgrad); x and dy with both
  *                copies (the wgrad GEMM reads their columnwise ones: the
- *                TN layout Hopper needs);
+ *                TN layout Hopper needs).  Per-tensor scales (delayed,
+ *                current) or blocks (block: x and dy 1x128, W 128x128,
+ *                each copy quantized from the high-precision tensor, no
+ *                fast accumulation);
  *   BF16/F16     the tensors themselves (also a Linear of an FP8 sequence
  *                too small for FP8 to gain: te_op.hp);
  *   F32          bf16 copies of x, W and dy (the GEMM takes 16-bit or FP8
@@ -28,10 +31,21 @@ tecore_dtype_t te_linear_companion(const tecore_seq_t *s) {
   return s->fp8 && s->cfg.dtype == TECORE_DTYPE_F32 ? TECORE_DTYPE_BF16 : s->cfg.dtype;
 }
 
+/* Entry index of a scaling state as an FP8 tensor's scaling (its data set
+ * by the caller).  Under the block recipe the blocks' scale_inv arrays
+ * srow and scol (rowwise, columnwise copy) take the place of the entry's
+ * one scale; the entry keeps only the dtype. */
 static tecore_result_t fp8_entry(const tecore_seq_t *s, const struct tecore_delayed_state *st,
-                                 size_t index, struct tecore_tensor *t) {
+                                 size_t index, tecore_fp8_role_t role, tecore_devptr_t srow,
+                                 tecore_devptr_t scol, struct tecore_tensor *t) {
   TE_CHECK(tecore_delayed_state_tensor(st, index, t));
   if (s->recipe.kind == TECORE_RECIPE_CURRENT) t->scaling = TECORE_SCALING_CURRENT;
+  if (te_seq_block(s)) {
+    TE_CHECK(tecore_recipe_apply(&s->recipe, role, t));
+    t->amax = t->scale = 0;
+    t->scale_inv = srow;
+    t->columnwise_scale_inv = scol;
+  }
   return TECORE_SUCCESS;
 }
 
@@ -40,7 +54,8 @@ tecore_result_t te_bnd_f8_tensor(const tecore_seq_t *s, size_t b, struct tecore_
   if (bd->f8 < 0) return TE_ERR(TECORE_ERR_INTERNAL, "fuser: boundary %zu has no FP8 copy", b);
   te_t2d(t, TECORE_DTYPE_E4M3, bd->rows, bd->cols, bd->f8_row);
   t->columnwise_data = bd->f8_col;
-  return fp8_entry(s, &s->st_act, (size_t)bd->f8, t);
+  return fp8_entry(s, &s->st_act, (size_t)bd->f8, TECORE_FP8_ACTIVATION, bd->f8_srow,
+                   bd->f8_scol, t);
 }
 
 TE_EXPORT tecore_result_t tecore_seq_fp8_input(const tecore_seq_t *s, size_t index,
@@ -65,7 +80,7 @@ static tecore_result_t w8_tensor(const tecore_seq_t *s, const struct te_op *o,
                                  struct tecore_tensor *t) {
   te_t2d(t, TECORE_DTYPE_E4M3, o->out_cols, o->in_cols, o->w8_row);
   t->columnwise_data = o->w8_col;
-  return fp8_entry(s, &s->st_w, o->lin, t);
+  return fp8_entry(s, &s->st_w, o->lin, TECORE_FP8_WEIGHT, o->w8_srow, o->w8_scol, t);
 }
 
 /* The FP8 weight for the dgrad GEMM dx = dy W, which reads its columnwise
@@ -84,6 +99,17 @@ static tecore_result_t w8_for_dgrad(tecore_seq_t *s, const struct te_op *o,
   TE_CHECK(w8_tensor(s, o, t));
   if (o->w8_col) return TECORE_SUCCESS;   /* kept from the forward */
   tecore_devptr_t col = te_w8_in_dy8(s, (size_t)(o - s->ops)) ? s->dy8_col : s->w8_col;
+  if (col && te_seq_block(s) && s->w8_scol) {
+    /* 128x128 blocks: quantized again from the weight, columnwise only
+     * (the same blocks, amaxes and scales: the same codes transposed,
+     * and their scales transposed) */
+    struct tecore_tensor W, c = *t;
+    te_t2d(&W, te_param_dtype(s, o, 0), o->out_cols, o->in_cols, o->param[0]);
+    c.data = c.scale_inv = 0;
+    c.columnwise_data = t->columnwise_data = col;
+    c.columnwise_scale_inv = t->columnwise_scale_inv = s->w8_scol;
+    return tecore_quantize(&W, &c, 0, st);
+  }
   if (!col || !te_scaling_per_tensor(t->scaling) || t->columnwise_scale_inv)
     return TE_ERR(TECORE_ERR_INTERNAL, "fuser: the weight's columnwise FP8 copy needs the "
                   "training scratch and one per-tensor scale");
@@ -91,11 +117,20 @@ static tecore_result_t w8_for_dgrad(tecore_seq_t *s, const struct te_op *o,
   return te_byte_transpose(col, o->w8_row, o->out_cols, o->in_cols, st);
 }
 
+/* The FP8 copies of a gradient (or of a Linear's input) in the copies t
+ * has: per-tensor scaling casts and transposes in one kernel; 1x128
+ * blocks quantize each copy from dy itself (tecore_quantize, one read). */
+static tecore_result_t quantize_both(const tecore_seq_t *s, const struct tecore_tensor *dy,
+                                     struct tecore_tensor *t, tecore_stream_t st) {
+  if (te_seq_block(s)) return tecore_quantize(dy, t, 0, st);
+  return tecore_cast_transpose(dy, t, st);
+}
+
 tecore_result_t te_dy8_tensor(const tecore_seq_t *s, size_t op, struct tecore_tensor *t) {
   const struct te_op *o = &s->ops[op];
   te_t2d(t, TECORE_DTYPE_E5M2, o->out_rows, o->out_cols, s->dy8_row);
   t->columnwise_data = s->dy8_col;
-  return fp8_entry(s, &s->st_g, o->lin, t);
+  return fp8_entry(s, &s->st_g, o->lin, TECORE_FP8_GRADIENT, s->dy8_srow, s->dy8_scol, t);
 }
 
 /* The forward GEMM in s->chunk_n blocks of rows (ops_overlap.c: the
@@ -112,6 +147,10 @@ static tecore_result_t gemm_rows(tecore_seq_t *s, const struct te_lin_fwd *a,
     Ab.data += r0 * A->shape[1] * ea;
     Ab.shape[0] = n;
     Ab.columnwise_data = 0;
+    Ab.columnwise_scale_inv = 0;
+    /* 1x128 blocks: a row's scales are its own, [rows][cdiv(cols,128)] */
+    if (A->scaling == TECORE_SCALING_BLOCK_1X128)
+      Ab.scale_inv += r0 * ((A->shape[1] + 127) / 128) * sizeof(float);
     yb.data += r0 * a->y->shape[1] * ey;
     yb.shape[0] = n;
     TE_CHECK(tecore_gemm(&Ab, TECORE_GEMM_N, B, TECORE_GEMM_T, &yb, 1.0f, 0.0f, opts, a->stream));
@@ -163,7 +202,8 @@ tecore_result_t te_linear_fwd(tecore_seq_t *s, const struct te_lin_fwd *a) {
   int fuse_bias = a->bias && te_linear_companion(s) == dt;
   struct tecore_tensor bias;
   te_vec(&bias, dt, o->out_cols, a->bias);
-  struct tecore_gemm_opts opts = {.C = a->C, .aux = a->aux, .fast_accum = f8,
+  /* cuBLASLt's block-scaled GEMMs have no fast accumulation (te/gemm.h) */
+  struct tecore_gemm_opts opts = {.C = a->C, .aux = a->aux, .fast_accum = f8 && !te_seq_block(s),
                                   .workspace = s->gemm_ws, .workspace_bytes = s->gemm_ws_bytes};
   if (fuse_bias) opts.bias = &bias;
   if (a->aux)
@@ -264,12 +304,13 @@ static tecore_result_t linear_bwd_split(tecore_seq_t *s, const struct te_lin_bwd
   DYc = DY;
   DYc.columnwise_data = DY.data;
   DYc.data = 0;
-  TE_CHECK(tecore_cast_transpose(a->dy, &DYc, st));
+  if (te_seq_block(s)) DYc.scale_inv = 0;   /* per-tensor: serves both copies */
+  TE_CHECK(quantize_both(s, a->dy, &DYc, st));
   TE_CHECK(te_bnd_f8_tensor(s, a->op, &X));
   TE_CHECK(wgrad(s, a->op, &DYc, &X, 1, 0, st));
   DY.columnwise_data = 0;
   DY.columnwise_scale_inv = 0;
-  TE_CHECK(tecore_cast_transpose(a->dy, &DY, st));
+  TE_CHECK(quantize_both(s, a->dy, &DY, st));
   TE_CHECK(w8_for_dgrad(s, o, &W, st));
   struct tecore_gemm_opts dopt = {.C = a->C, .workspace = s->gemm_ws,
                                   .workspace_bytes = s->gemm_ws_bytes};
@@ -289,14 +330,19 @@ tecore_result_t te_linear_bwd(tecore_seq_t *s, const struct te_lin_bwd *a) {
   if (f8) {
     TE_CHECK(te_dy8_tensor(s, a->op, &DY));
     if (!a->dy8_ready) {
-      if (a->bias_grad) {
+      if (a->bias_grad && te_seq_block(s)) {
+        /* no block-scaled cast_transpose_dbias: the column sums, then both copies */
+        TE_CHECK(te_bias_grad(s, a->dy, a->bias_grad, st));
+        TE_CHECK(quantize_both(s, a->dy, &DY, st));
+        bias_done = 1;
+      } else if (a->bias_grad) {
         struct tecore_tensor db;
         te_vec(&db, TECORE_DTYPE_F32, out, s->dvec);
         TE_CHECK(tecore_cast_transpose_dbias(a->dy, &DY, &db, s->ws, s->ws_bytes, st));
         TE_CHECK(te_accum_f32(s, a->bias_grad, s->dvec, TECORE_DTYPE_F32, out, st));
         bias_done = 1;
       } else {
-        TE_CHECK(tecore_cast_transpose(a->dy, &DY, st));
+        TE_CHECK(quantize_both(s, a->dy, &DY, st));
       }
     }
     /* x's columnwise copy: made by wgrad (x8_both), the only reader */

@@ -38,6 +38,12 @@ static int pattern_matches(const tecore_seq_t *s, const struct te_fusion *f, siz
   if (d->dir != dir || d->nops > s->nops - i) return 0;
   for (size_t k = 0; k < d->nops; k++)
     if (s->ops[i + k].d.kind != d->kinds[k]) return 0;
+  /* a registered pattern writing the next Linear's rowwise FP8 input
+   * leaves its columnwise copy to the backward, a byte transpose, which
+   * 1x128 blocks do not allow (te/ops.h) */
+  if (f->builtin_id < 0 && (d->flags & TECORE_FUSION_WRITES_FP8) && te_seq_block(s) &&
+      !te_seq_infer(s))
+    return 0;
   return !d->applies || d->applies(s, i, rc, d->ctx);
 }
 

@@ -568,12 +568,13 @@ static void unbuild(tecore_seq_t *s) {
     memset(o->param, 0, sizeof o->param);
     memset(o->grad, 0, sizeof o->grad);
     memset(o->saved, 0, sizeof o->saved);
-    o->w16 = o->x16 = o->w8_row = o->w8_col = 0;
+    o->w16 = o->x16 = o->w8_row = o->w8_col = o->w8_srow = o->w8_scol = 0;
     o->grad_fresh = 0;
     o->lse = o->qkv16 = o->o16 = o->do16 = o->dqkv16 = 0;
   }
   for (size_t i = 0; i < s->npairs; i++) s->pairs[i].value = s->pairs[i].grad = 0;
   s->dy16 = s->dy8_row = s->dy8_col = s->w8_col = s->gemm_ws = 0;
+  s->dy8_srow = s->dy8_scol = s->w8_scol = 0;
   s->dy8_col_elems = 0;
   s->gemm_ws_bytes = 0;
   s->nfresh = 0;
@@ -682,6 +683,68 @@ static void choose_hp(tecore_seq_t *s) {
   s->fp8_run = s->fp8 && (f8 > 0 || gemms == 0);
 }
 
+/* Bytes of the scale_inv array of 1x128 blocks over [rows][cols]. */
+static size_t blk1d_bytes(size_t rows, size_t cols) {
+  return rows * ((cols + 127) / 128) * sizeof(float);
+}
+/* ... of 128x128 blocks (either copy: the same count). */
+static size_t blk2d_bytes(size_t rows, size_t cols) {
+  return ((rows + 127) / 128) * ((cols + 127) / 128) * sizeof(float);
+}
+
+/* Workspace bytes a block-scaled GEMM on cuda takes for its operands'
+ * scales in cuBLASLt's layout (te/gemm.h): 1x128 over [r][k]:
+ * [cdiv(k,128)][pad4(r)] floats; 128x128: [cdiv(r,128)][pad4(cdiv(k,128))];
+ * each at a 256-byte boundary. */
+static size_t blk_ws(int two_d, size_t r, size_t k) {
+  size_t kb = (k + 127) / 128, rb = (r + 127) / 128;
+  size_t b = two_d ? rb * ((kb + 3) & ~(size_t)3) : kb * ((r + 3) & ~(size_t)3);
+  return ((b * sizeof(float)) + 255) & ~(size_t)255;
+}
+/* ... the largest of a Linear's three GEMMs (x 1x128, W 128x128, dy 1x128). */
+static size_t te_gemm_block_ws_linear(size_t rows, size_t in, size_t out) {
+  size_t fwd = blk_ws(0, rows, in) + blk_ws(1, out, in);
+  size_t dgrad = blk_ws(0, rows, out) + blk_ws(1, in, out);
+  size_t wgrad = blk_ws(0, out, rows) + blk_ws(0, in, rows);
+  size_t m = fwd > dgrad ? fwd : dgrad;
+  return m > wgrad ? m : wgrad;
+}
+
+/* The block recipe's weight and gradient scale arrays (the activations'
+ * are the boundaries'): each Linear's rowwise weight scales (and the
+ * columnwise ones, TECORE_OPS_W8_COL_KEEP), and the scratch of the
+ * backward's weight and gradient copies, sized for the largest.  The
+ * GEMM on cuda rearranges these into its workspace (te/gemm.h): the
+ * sequence's workspace grows by what the largest Linear's GEMMs need. */
+static tecore_result_t alloc_block_scales(tecore_seq_t *s, int both, int keep) {
+  size_t wcol = 0, drow = 0, dcol = 0, gemm = 0;
+  for (size_t i = 0; i < s->nops; i++) {
+    struct te_op *o = &s->ops[i];
+    if (!(o->fp8 & TE_KIND_GEMM)) continue;
+    size_t w = blk2d_bytes(o->out_cols, o->in_cols);
+    if (!o->w8_srow) TE_CHECK(te_seq_alloc(s, w, 0, &o->w8_srow));
+    if (keep && !o->w8_scol) TE_CHECK(te_seq_alloc(s, w, 0, &o->w8_scol));
+    size_t r = blk1d_bytes(o->out_rows, o->out_cols), c = blk1d_bytes(o->out_cols, o->out_rows);
+    if (w > wcol) wcol = w;
+    if (r > drow) drow = r;
+    if (c > dcol) dcol = c;
+    size_t g = te_gemm_block_ws_linear(o->in_rows, o->in_cols, o->out_cols);
+    if (g > gemm) gemm = g;
+  }
+  if (both && !s->dy8_srow) {
+    TE_CHECK(te_seq_alloc(s, drow, 0, &s->dy8_srow));
+    TE_CHECK(te_seq_alloc(s, dcol, 0, &s->dy8_scol));
+    if (!keep) TE_CHECK(te_seq_alloc(s, wcol, 0, &s->w8_scol));
+  }
+  size_t need = ((size_t)tecore_tunable_int(&ops_gemm_workspace_mb) << 20) + gemm;
+  if (s->gemm_ws && s->gemm_ws_bytes < need) {
+    /* the old workspace stays allocated: a graph captured before may use it */
+    s->gemm_ws_bytes = need;
+    TE_CHECK(te_seq_alloc(s, s->gemm_ws_bytes, 0, &s->gemm_ws));
+  }
+  return TECORE_SUCCESS;
+}
+
 /* Allocates what the recipe needs (FP8 copies, scaling state) and plans. */
 static tecore_result_t prepare_fp8(tecore_seq_t *s, tecore_stream_t stream) {
   size_t n = s->nops;
@@ -707,6 +770,10 @@ static tecore_result_t prepare_fp8(tecore_seq_t *s, tecore_stream_t stream) {
       if (!bd->f8_row) {
         TE_CHECK(te_saved_alloc(s, bd->rows * bd->cols, &bd->f8_row));
         if (both) TE_CHECK(te_saved_alloc(s, bd->rows * bd->cols, &bd->f8_col));
+      }
+      if (te_seq_block(s) && !bd->f8_srow) {
+        TE_CHECK(te_seq_alloc(s, blk1d_bytes(bd->rows, bd->cols), 0, &bd->f8_srow));
+        if (both) TE_CHECK(te_seq_alloc(s, blk1d_bytes(bd->cols, bd->rows), 0, &bd->f8_scol));
       }
     }
     /* inference, delayed scaling: attention after RoPE takes FP8 Q/K/V
@@ -746,6 +813,7 @@ static tecore_result_t prepare_fp8(tecore_seq_t *s, tecore_stream_t stream) {
       }
       if (wmax && !s->w8_col) TE_CHECK(te_seq_alloc(s, wmax, 0, &s->w8_col));
     }
+    if (te_seq_block(s)) TE_CHECK(alloc_block_scales(s, both, keep));
     TE_CHECK(make_state(s, TECORE_FP8_ACTIVATION, s->nf8, stream, &s->st_act));
     TE_CHECK(make_state(s, TECORE_FP8_WEIGHT, s->nlinear, stream, &s->st_w));
     TE_CHECK(make_state(s, TECORE_FP8_GRADIENT, s->nlinear, stream, &s->st_g));
@@ -777,13 +845,11 @@ TE_EXPORT tecore_result_t tecore_seq_set_recipe(tecore_seq_t *s, const struct te
   if (r) {
     TE_CHECK(tecore_recipe_validate(r));
     /* a limit of the fuser, not of the device: the recipe named, not numbered */
-    if (r->kind == TECORE_RECIPE_MXFP8 || r->kind == TECORE_RECIPE_BLOCK)
-      return TE_ERR(TECORE_ERR_NOT_SUPPORTED, "%s: recipe->kind %s: a limit of the fuser (not of "
-                    "the backend or device): its sequences take the delayed and current "
-                    "per-tensor recipes only; %s recipes run through the plain calls "
-                    "(tecore_quantize, tecore_gemm), not yet in a sequence", fn,
-                    r->kind == TECORE_RECIPE_MXFP8 ? "TECORE_RECIPE_MXFP8" : "TECORE_RECIPE_BLOCK",
-                    r->kind == TECORE_RECIPE_MXFP8 ? "MXFP8" : "block-scaled");
+    if (r->kind == TECORE_RECIPE_MXFP8)
+      return TE_ERR(TECORE_ERR_NOT_SUPPORTED, "%s: recipe->kind TECORE_RECIPE_MXFP8: a limit of "
+                    "the fuser (not of the backend or device): its sequences take the delayed, "
+                    "current and block recipes; MXFP8 runs through the plain calls "
+                    "(tecore_quantize, tecore_gemm), not yet in a sequence", fn);
     if (r->format == TECORE_FP8_E5M2)
       return TE_ERR(TECORE_ERR_NOT_SUPPORTED, "%s: recipe->format E5M2: the forward GEMM would "
                     "be e5m2 x e5m2, which FP8 GEMMs do not take; use E4M3 or HYBRID", fn);

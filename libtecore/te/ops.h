@@ -455,7 +455,9 @@ tecore_result_t tecore_seq_op(const tecore_seq_t *seq, size_t index, struct teco
  * a fusion pattern that writes it (TECORE_FUSION_WRITES_FP8): E4M3,
  * [in_rows][in_features], its rowwise data and the recipe's scaling state
  * (scale, scale_inv, amax of the activation's slot; scaling delayed or
- * current); columnwise_data is the sequence's (backward fills it).
+ * current; under the block recipe BLOCK_1X128 with scale_inv the blocks'
+ * array [in_rows][cdiv(in_features,128)], no scale or amax);
+ * columnwise_data is the sequence's (backward fills it).
  * TECORE_ERR_NOT_SUPPORTED when that Linear does not run in FP8: no
  * recipe, not built yet, or a high-precision plan for a small GEMM
  * (TECORE_OPS_FP8_MIN_MNK).  Valid from tecore_seq_build (pattern
@@ -728,7 +730,10 @@ struct tecore_fusion_def {
  * output in the sequence's dtype (left unwritten, with the boundaries
  * that alias it: nothing may read them, as after libtecore's
  * rmsnorm+quantize).  applies must check that this Linear runs in FP8
- * (tecore_seq_fp8_input succeeds) under the recipe. */
+ * (tecore_seq_fp8_input succeeds) under the recipe.  Under the block
+ * recipe a training sequence does not plan such a pattern: the backward
+ * makes the columnwise copy as a byte transpose of the rowwise one, which
+ * 1x128 blocks do not allow. */
 #define TECORE_FUSION_WRITES_FP8 0x1u
 /* ROWS (forward): run may be called on a block of rows: act[] then are
  * the group's boundaries cut to rows [x->row0, x->row0 + act[0].shape[0])

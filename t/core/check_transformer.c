@@ -9,8 +9,8 @@
  *   (b) RMSNorm + SwiGLU + RoPE + grouped queries (heads 4, kv_heads 2),
  *       variable-length causal (cu_seqlens with a padding row), F32, BF16;
  *   two (b) blocks stacked on one residual slot;
- *   an FP8 block (delayed recipe with margin 1, and current scaling)
- *   against its BF16 twin;
+ *   an FP8 block (delayed recipe with margin 1, current scaling, and the
+ *   block recipe: 1x128 / 128x128 scales) against its BF16 twin;
  *   the plans (tecore_seq_describe) and the parameter list's order and
  *   shapes (the man page's table);
  *   bad descriptors refused with the field named, nothing appended;
@@ -525,13 +525,16 @@ static double dev_rel(tecore_devptr_t a, tecore_devptr_t b, size_t n, tecore_dty
  * the residual (exact), the gradients carry E5M2's coarser codes and the
  * norms' gamma gradients (sums over rows that largely cancel) the most.
  * Observed over TE_TEST_SEED 1..200, delayed (margin 1) and current:
- * y 0.015, dx and gradients 0.16 (a gamma gradient). */
+ * y 0.015, dx and gradients 0.16 (a gamma gradient); block: BLOCK_SEEN. */
 #define TOL_FP8_Y 0.05
 #define TOL_FP8_G 0.3
 
 START_TEST(test_fp8_vs_bf16) {
   bs = te_stream;
-  const char *rk = _i ? "current" : "delayed";
+  static const char *const rks[3] = {"delayed", "current", "block"};
+  static const tecore_recipe_kind_t kinds[3] = {TECORE_RECIPE_DELAYED, TECORE_RECIPE_CURRENT,
+                                                TECORE_RECIPE_BLOCK};
+  const char *rk = rks[_i];
   static const int lens[2] = {7, 20};
   struct tcfg c = {.name = "fp8", .dt = TECORE_DTYPE_BF16, .rows = 32, .hidden = 32,
                    .ffn = 32, .batch = 2, .max_seqlen = 24, .heads = 4, .kv_heads = 2,
@@ -541,8 +544,9 @@ START_TEST(test_fp8_vs_bf16) {
   set_lens(cu, &c, lens);
   tecore_seq_t *a = make_seq(&c, cu, 4242, NULL), *b = make_seq(&c, cu, 4242, NULL);
   struct tecore_recipe r;
-  TE_OK(tecore_recipe_init(&r, _i ? TECORE_RECIPE_CURRENT : TECORE_RECIPE_DELAYED));
-  r.format = TECORE_FP8_HYBRID;
+  TE_OK(tecore_recipe_init(&r, kinds[_i]));
+  /* block keeps its default, E4M3 for the gradients too */
+  if (kinds[_i] != TECORE_RECIPE_BLOCK) r.format = TECORE_FP8_HYBRID;
   /* delayed: margin 0 saturates at 448 when a fresh input's amax outgrows
    * the history; one binade of headroom leaves only rounding (current
    * scaling scales each tensor by its own amax) */
@@ -949,7 +953,7 @@ static Suite *transformer_suite(void) {
   tcase_add_loop_test(tc, test_b_rmsnorm_swiglu_rope_gqa, 0, 2);
   tcase_add_test(tc, test_two_blocks_one_slot);
   tc = te_tcase(s, "fp8", 1);
-  tcase_add_loop_test(tc, test_fp8_vs_bf16, 0, 2);
+  tcase_add_loop_test(tc, test_fp8_vs_bf16, 0, 3);
   tc = te_tcase(s, "plan", 1);
   tcase_add_test(tc, test_plan_and_params);
   tcase_add_test(tc, test_bad_descs);

@@ -19,8 +19,8 @@
 #     --offload with --tp;
 #  4. the LM head's FP8 gradient copies one at a time in one buffer
 #     (TECORE_OPS_DY8_ONE_COPY, the default) against both at once, with a
-#     vocabulary of 4096 (the head's output 16x the MLP's), delayed and
-#     current scaling (the fuser takes no block recipe yet), every Linear
+#     vocabulary of 4096 (the head's output 16x the MLP's), delayed,
+#     current and block scaling, every Linear
 #     in FP8 however small (TECORE_OPS_FP8_MIN_MNK=0: on cuda the tiny
 #     model's would run in BF16 and need no FP8 gradient at all): the same
 #     steps, and the note's FP8 buffers smaller by the head's gradient
@@ -105,7 +105,7 @@ for bad in "--offload-layers 2" "--offload --tp 2" "--host-budget 8"; do
     { echo "FAIL: te-gpt $bad exits $rc, want 2 with a message naming offload"; cat "$tmp/bad.err"; fail=1; }
 done
 # 4. one FP8 copy of the LM head's gradient at a time
-for recipe in delayed current; do
+for recipe in delayed current block; do
   for v in 1 0; do
     TECORE_OPS_FP8_MIN_MNK=0 TECORE_OPS_DY8_ONE_COPY=$v "$gpt" --seed "$seed" --synthetic --vocab 4096 --recipe $recipe \
       --steps 4 --sample 0 --eval-every 0 > "$tmp/dy$v.txt" 2> "$tmp/dy$v.err" ||
@@ -129,7 +129,9 @@ done
 #    marked instead of filled by a captured zero_grad
 #    (TECORE_OPS_ZERO_GRAD_FILL=0), against the old layout and fill: two
 #    microbatches a step (the first contribution stored, the second added),
-#    the step graph from step 2, BF16, delayed and current scaling; the
+#    the step graph from step 2, BF16, delayed, current and block scaling
+#    (block: the weight's columnwise copy quantized again from the weight
+#    against the forward's, the same codes); the
 #    saved weights and AdamW state are the same bytes, and the note's FP8
 #    buffers fall by every weight's bytes but the largest: hidden 128, 2
 #    blocks, vocab 256: (3+1+4+4) x 128 x 128 x 2 + 256 x 128 - 4 x 128 x
@@ -141,7 +143,7 @@ done
 #    0.14 MiB (the note's one decimal: 0.1 or 0.2)
 for shape in "--hidden 128:0.25:0.45" "--vocab 1024:0.05:0.25"; do
  opt=${shape%%:*} lo=${shape#*:} hi=${lo#*:} lo=${lo%%:*}
- for recipe in none delayed current; do
+ for recipe in none delayed current block; do
   for v in 1 0; do
     rm -rf "$tmp/ck$v"
     TECORE_OPS_FP8_MIN_MNK=0 TECORE_OPS_W8_COL_KEEP=$v TECORE_OPS_ZERO_GRAD_FILL=$v "$gpt" \

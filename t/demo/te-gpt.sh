@@ -5,6 +5,7 @@
 #     the first loss is near ln 256 = 5.545 and the validation loss after
 #     30 steps is below GPT_VAL_MAX; the sample has --sample bytes, and
 #     the KV-cache decode's logits are the whole model's (--sample-check);
+#     with the block FP8 recipe the validation loss is within 0.3 of BF16's;
 #  2. a run resumed from a checkpoint continues with the same bits: 6
 #     steps straight, against 3 steps, --save, --load, 3 more: the same
 #     losses and byte-identical model.safetensors and optimizer.safetensors;
@@ -53,12 +54,27 @@ sample=$(sed -n 's/.*"sample": *"\(\([^"\\]\|\\.\)*\)".*/\1/p' "$tmp/run.json" |
   sed 's/\\u00[0-9a-f][0-9a-f]/?/g; s/\\./?/g')
 [ ${#sample} = 24 ] || { echo "FAIL: the sample has ${#sample} bytes, not 24: '$sample'"; fail=1; }
 
+# FP8 with the block recipe (E4M3, 1x128 and 128x128 scales; every Linear
+# in FP8): the same 30 steps learn as BF16's do, and the validation loss
+# stays within GPT_BLOCK_GAP of BF16's on the same seed
+GPT_BLOCK_GAP=0.3
+if TECORE_OPS_FP8_MIN_MNK=0 "$gpt" --seed "$seed" --recipe block --sample 0 --json \
+     > "$tmp/blk.json" 2> "$tmp/blk.err"; then
+  bval=$(sed -n 's/.*"last_val_loss": *\([^,}]*\).*/\1/p' "$tmp/blk.json" | head -1)
+  echo "# block recipe: validation loss after 30 steps $bval (BF16 $val, gap limit $GPT_BLOCK_GAP)"
+  awk -v v="$bval" -v b="$val" -v g="$GPT_BLOCK_GAP" -v m="$GPT_VAL_MAX" \
+    'BEGIN { d = v - b; if (d < 0) d = -d; exit !(v + 0 == v && v < m && d < g) }' ||
+    { echo "FAIL: block recipe: validation loss $bval (BF16 $val)"; fail=1; }
+else
+  echo "FAIL: te-gpt --recipe block exits non-zero"; sed 's/^/  | /' "$tmp/blk.err"; fail=1
+fi
+
 # the KV cache past its seq positions (it starts again from half the
 # window), with learned positions, and with RMSNorm, SwiGLU and 2 KV heads;
 # after FP8 training, whose Linear weights are F32 (the decode and the
 # whole model read BF16 copies rounded from them)
 for cfg in "--seq 16 --rope 0" "--norm rmsnorm --act swiglu --kv-heads 2 --bias 0" \
-           "--recipe delayed"; do
+           "--recipe delayed" "--recipe block"; do
   "$gpt" $cfg --seed "$seed" --steps 2 --batch 1 --sample 40 --sample-check -q > "$tmp/out" 2> "$tmp/err" ||
     { echo "FAIL: te-gpt $cfg --sample-check:"; cat "$tmp/err"; fail=1; }
 done
