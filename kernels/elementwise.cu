@@ -56,6 +56,19 @@ extern "C" __global__ void te_copy(TE_KSIG(TE_COPY_PARAMS)) {
     ((unsigned char *)dst)[i] = ((const unsigned char *)src)[i];
 }
 
+// A 2-D copy of 4-byte elements between strides, zeros past the source
+// (elementwise_params.h): one thread an element of the destination's
+// extent, grid-stride.  Small arrays (a GEMM operand's block scales).
+extern "C" __global__ void te_copy2d_u32(TE_KSIG(TE_COPY2D_U32_PARAMS)) {
+  unsigned long long stride = (unsigned long long)gridDim.x * blockDim.x;
+  unsigned long long total = drows * dcols;
+  for (unsigned long long e = (unsigned long long)blockIdx.x * blockDim.x + threadIdx.x;
+       e < total; e += stride) {
+    unsigned long long i = e / dcols, j = e % dcols;
+    dst[i * dsi + j * dsj] = i < srows && j < scols ? src[i * ssi + j * ssj] : 0u;
+  }
+}
+
 // One 16-byte vector of VEC elements of dtype: loads, computes, stores.
 template <int VEC>
 __device__ __forceinline__ uint4 scale_add_vec(uint4 va, uint4 vb, float alpha, float beta,

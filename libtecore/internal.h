@@ -155,6 +155,15 @@ tecore_result_t te_kernel_node_replace(int id, tecore_graph_t graph, tecore_grap
  * register (elementwise.c). */
 int te_memset_kernel_id(void);
 int te_copy_kernel_id(void);
+/* A 2-D array of 4-byte elements copied between strides (in elements),
+ * zeros where the destination's extent passes the source's
+ * (te_copy2d_u32, kernels/elementwise.cu), queued on stream. */
+struct te_copy2d {
+  tecore_devptr_t dst, src;
+  size_t drows, dcols, srows, scols;
+  size_t dsi, dsj, ssi, ssj;
+};
+tecore_result_t te_copy2d_u32(const struct te_copy2d *c, tecore_stream_t stream);
 
 /* ---- the vdev memory checker, for the layers above the ops table ----------
  * te_dev_checks_on: 1 when the backend is vdev with TECORE_VDEV_CHECK on,

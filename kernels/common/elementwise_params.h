@@ -41,4 +41,21 @@
   P(const void *, src, nnptr)        \
   P(unsigned long long, n, val)
 
+/* te_copy2d_u32: a 2-D array of 4-byte elements copied between strides,
+ * zeros past the source: for i < drows, j < dcols (the destination's
+ * extent, padding included), dst[i * dsi + j * dsj] = i < srows && j <
+ * scols ? src[i * ssi + j * ssj] : 0 (strides in elements).  The block-
+ * scaled GEMM rearranges its operands' scales with it (cuda_gemm.c). */
+#define TE_COPY2D_U32_PARAMS(P)      \
+  P(unsigned *, dst, nnptr)          \
+  P(const unsigned *, src, nnptr)    \
+  P(unsigned long long, drows, val)  \
+  P(unsigned long long, dcols, val)  \
+  P(unsigned long long, srows, val)  \
+  P(unsigned long long, scols, val)  \
+  P(unsigned long long, dsi, val)    \
+  P(unsigned long long, dsj, val)    \
+  P(unsigned long long, ssi, val)    \
+  P(unsigned long long, ssj, val)
+
 #endif

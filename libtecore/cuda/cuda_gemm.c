@@ -25,6 +25,7 @@
  * internal buffer. */
 #include "cuda/cuda_gemm.h"
 #include "cuda/cuda_gemm_algo.h"
+#include "ksupport/ksupport.h"
 
 #include <pthread.h>
 #include <stdio.h>
@@ -126,6 +127,12 @@ static cublasLtEpilogue_t lt_epilogue(tecore_gemm_epilogue_t e) {
   }
 }
 
+/* cuBLASLt's scale mode for a block-scaled operand (gemm_problem.h). */
+static cublasLtMatmulMatrixScale_t lt_scale_mode(enum te_gemm_scale k) {
+  return k == TE_GEMM_SCALE_BLK2D ? CUBLASLT_MATMUL_MATRIX_SCALE_BLK128x128_32F
+                                  : CUBLASLT_MATMUL_MATRIX_SCALE_VEC128_32F;
+}
+
 /* The largest power of two (<= 256) dividing p: what the heuristic may
  * assume of a pointer.  0 counts as 256 (an unused pointer). */
 static uint32_t ptr_align(tecore_devptr_t p) {
@@ -189,6 +196,12 @@ static tecore_result_t lt_call_build(const struct te_gemm_problem *p, int device
     const void *sb = (const void *)(uintptr_t)oa->scale_inv;
     TE_CHECK(DESC_SET(c, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, sa));
     TE_CHECK(DESC_SET(c, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, sb));
+    if (ob->scale_kind == TE_GEMM_SCALE_BLK1D || ob->scale_kind == TE_GEMM_SCALE_BLK2D) {
+      /* the scales were rearranged into cuBLASLt's layout (block_scales) */
+      int32_t ma = (int32_t)lt_scale_mode(ob->scale_kind), mb = (int32_t)lt_scale_mode(oa->scale_kind);
+      TE_CHECK(DESC_SET(c, CUBLASLT_MATMUL_DESC_A_SCALE_MODE, ma));
+      TE_CHECK(DESC_SET(c, CUBLASLT_MATMUL_DESC_B_SCALE_MODE, mb));
+    }
     if (d_fp8) {
       const void *sd = (const void *)(uintptr_t)p->d_scale;
       TE_CHECK(DESC_SET(c, CUBLASLT_MATMUL_DESC_D_SCALE_POINTER, sd));
@@ -269,6 +282,8 @@ static tecore_result_t lt_call_build(const struct te_gemm_problem *p, int device
   w[i++] = p->d_amax != 0;
   w[i++] = c->pc == NULL;
   w[i++] = p->fp8;
+  w[i++] = ob->scale_kind;
+  w[i++] = oa->scale_kind;
   return TECORE_SUCCESS;
 }
 
@@ -303,6 +318,80 @@ static tecore_result_t check_arch(const struct te_gemm_problem *p, int cc) {
                   "the E8M0 scales rearranged into cuBLASLt's tiled layout, which libte does not "
                   "do yet (sm_%d)", cc);
   }
+  if (p->a.scale_kind == TE_GEMM_SCALE_BLK1D || p->a.scale_kind == TE_GEMM_SCALE_BLK2D) {
+    /* cuBLASLt's VEC128_32F / BLK128x128_32F kernels: Hopper only (newer
+     * GPUs take MXFP8 instead), from cuBLASLt 12.9 */
+    if (cc != 90)
+      return TE_ERR(TECORE_ERR_NOT_SUPPORTED, "tecore_gemm: block-scaled (1x128 / 128x128) FP8 "
+                    "GEMMs run on cuBLASLt's sm_90 kernels only (this GPU is sm_%d); use "
+                    "per-tensor scaling here", cc);
+    if (te_lt_version() < 120900)
+      return TE_ERR(TECORE_ERR_NOT_SUPPORTED, "tecore_gemm: block-scaled FP8 GEMMs need "
+                    "cuBLASLt 12.9 or newer (loaded: %zu); set TECORE_CUBLASLT_LIB to a newer "
+                    "one", te_lt_version());
+  }
+  return TECORE_SUCCESS;
+}
+
+/* Block-scaled operands keep their FP32 scales in te/tensor.h's compact
+ * layout, [rows][cdiv(k,128)] (1x128) or [cdiv(rows,128)][cdiv(k,128)]
+ * (128x128); cuBLASLt's Hopper kernels read them as
+ *   1x128:   [cdiv(k,128)][pad4(rows)], rows fastest;
+ *   128x128: [cdiv(rows,128)][pad4(cdiv(k,128))],
+ * padded with zeros.  Each operand's scales are copied into that layout
+ * at the head of the workspace, 256-byte aligned, in stream order
+ * (te_copy2d_u32; a kernel, so a capture records it), and the problem's
+ * scale pointers move there (tecore_gemm(3) gives the bytes). */
+static size_t blk_bytes(enum te_gemm_scale kind, size_t rows, size_t k) {
+  size_t kb = te_cdiv(k, 128), rb = te_cdiv(rows, 128);
+  size_t n = kind == TE_GEMM_SCALE_BLK2D ? rb * ((kb + 3) & ~(size_t)3)
+                                         : kb * ((rows + 3) & ~(size_t)3);
+  return (n * sizeof(float) + 255) & ~(size_t)255;
+}
+
+static tecore_result_t blk_copy(const struct te_gemm_operand *o, size_t rows, size_t k,
+                                tecore_devptr_t dst, tecore_stream_t stream) {
+  size_t kb = te_cdiv(k, 128);
+  struct te_copy2d cp = {.dst = dst, .src = o->scale_inv, .ssi = (size_t)o->s_si,
+                         .ssj = (size_t)o->s_sk};
+  if (o->scale_kind == TE_GEMM_SCALE_BLK2D) {
+    size_t rb = te_cdiv(rows, 128), kb4 = (kb + 3) & ~(size_t)3;
+    cp.drows = cp.srows = rb;
+    cp.dcols = kb4;
+    cp.scols = kb;
+    cp.dsi = kb4;
+    cp.dsj = 1;
+  } else {
+    size_t r4 = (rows + 3) & ~(size_t)3;
+    cp.drows = r4;
+    cp.srows = rows;
+    cp.dcols = cp.scols = kb;
+    cp.dsi = 1;
+    cp.dsj = r4;
+  }
+  return te_copy2d_u32(&cp, stream);
+}
+
+static tecore_result_t block_scales(const struct te_gemm_problem **pp,
+                                    struct te_gemm_problem *moved, struct lt_call *c,
+                                    tecore_stream_t stream) {
+  const struct te_gemm_problem *p = *pp;
+  if (p->a.scale_kind != TE_GEMM_SCALE_BLK1D && p->a.scale_kind != TE_GEMM_SCALE_BLK2D)
+    return TECORE_SUCCESS;
+  size_t ba = blk_bytes(p->a.scale_kind, p->m, p->k), bb = blk_bytes(p->b.scale_kind, p->n, p->k);
+  if (c->ws % 256 || c->ws_bytes < ba + bb)
+    return TE_ERR(TECORE_ERR_NOT_SUPPORTED, "tecore_gemm: a block-scaled GEMM (m=%zu n=%zu "
+                  "k=%zu) rearranges its scales into the workspace: it needs %zu bytes at a "
+                  "256-byte aligned opts->workspace (got %zu at %s alignment)", p->m, p->n,
+                  p->k, ba + bb, c->ws_bytes, c->ws % 256 ? "less than 256-byte" : "256-byte");
+  *moved = *p;
+  TE_CHECK(blk_copy(&p->a, p->m, p->k, c->ws, stream));
+  moved->a.scale_inv = c->ws;
+  TE_CHECK(blk_copy(&p->b, p->n, p->k, c->ws + ba, stream));
+  moved->b.scale_inv = c->ws + ba;
+  c->ws += ba + bb;
+  c->ws_bytes -= ba + bb;
+  *pp = moved;
   return TECORE_SUCCESS;
 }
 
@@ -520,8 +609,9 @@ tecore_result_t te_cuda_gemm(const struct te_gemm_problem *p, tecore_stream_t st
   } else {
     TE_CHECK(internal_workspace(stream, &c.ws, &c.ws_bytes));
   }
-  struct te_gemm_problem aligned;
+  struct te_gemm_problem moved, aligned;
   tecore_devptr_t amax_back;
+  TE_CHECK(block_scales(&p, &moved, &c, stream));
   TE_CHECK(align_scalars(&p, &aligned, &c, &amax_back, stream));
 
   tecore_result_t r;

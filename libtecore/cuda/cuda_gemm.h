@@ -62,7 +62,7 @@ tecore_result_t te_lt_result(cublasStatus_t s, const char *fn, const char *what,
  * from a GEMM's key (shape, types, layouts, epilogue, alignments, workspace,
  * device) to an opaque value (cuBLASLt's cublasLtMatmulAlgo_t, 64 bytes).
  * Full tables stop caching (lookups then miss; correctness is unchanged). */
-#define TE_GEMM_KEY_WORDS 28
+#define TE_GEMM_KEY_WORDS 30
 #define TE_GEMM_ALGO_BYTES 64
 struct te_gemm_key {
   int64_t w[TE_GEMM_KEY_WORDS];

@@ -12,12 +12,13 @@
 
 /* ---- the table --------------------------------------------------------- */
 
-enum { K_FILL, K_SCALE_ADD, K_MEMSET, K_COPY };
+enum { K_FILL, K_SCALE_ADD, K_MEMSET, K_COPY, K_COPY2D };
 static const struct tecore_kernel_def ew_kernels[] = {
     [K_FILL] = TE_KDEF("te_fill", te_ew_vdev_fill, TE_FILL_PARAMS),
     [K_SCALE_ADD] = TE_KDEF("te_scale_add", te_ew_vdev_scale_add, TE_SCALE_ADD_PARAMS),
     [K_MEMSET] = TE_KDEF("te_memset", te_ew_vdev_memset, TE_MEMSET_PARAMS),
     [K_COPY] = TE_KDEF("te_copy", te_ew_vdev_copy, TE_COPY_PARAMS),
+    [K_COPY2D] = TE_KDEF("te_copy2d_u32", te_ew_vdev_copy2d_u32, TE_COPY2D_U32_PARAMS),
 };
 
 static const struct te_kalign ew_align[] = {
@@ -25,6 +26,7 @@ static const struct te_kalign ew_align[] = {
     [K_SCALE_ADD] = TE_KALIGN(TE_SCALE_ADD_PARAMS),
     [K_MEMSET] = TE_KALIGN(TE_MEMSET_PARAMS),
     [K_COPY] = TE_KALIGN(TE_COPY_PARAMS),
+    [K_COPY2D] = TE_KALIGN(TE_COPY2D_U32_PARAMS),
 };
 
 TE_KERNEL_TABLE_FATBIN_ALIGNED(ew_first_id, "libtecore/elementwise", ew_kernels, ew_align,
@@ -50,6 +52,22 @@ int te_memset_kernel_id(void) {
 int te_copy_kernel_id(void) {
   int first = ew_first_id();
   return first < 0 ? -1 : first + K_COPY;
+}
+
+tecore_result_t te_copy2d_u32(const struct te_copy2d *c, tecore_stream_t stream) {
+  int id = ew_first_id();
+  if (id < 0) return TECORE_ERR_INTERNAL;
+  size_t n = c->drows * c->dcols;
+  if (n == 0) return TECORE_SUCCESS;
+  struct tecore_launch_cfg cfg;
+  ew_shape(n, &cfg);
+  struct te_copy2d_u32_args k = {.dst = TE_DPTR(c->dst), .src = TE_DPTR(c->src),
+                                 .drows = c->drows, .dcols = c->dcols, .srows = c->srows,
+                                 .scols = c->scols, .dsi = c->dsi, .dsj = c->dsj,
+                                 .ssi = c->ssi, .ssj = c->ssj};
+  void *args[TE_KNPARAMS(TE_COPY2D_U32_PARAMS)];
+  te_copy2d_u32_args_ptrs(&k, args);
+  return tecore_kernel_launch(id + K_COPY2D, &cfg, args, stream);
 }
 
 static tecore_result_t ew_check_dtype(tecore_dtype_t dtype, const char *fn) {

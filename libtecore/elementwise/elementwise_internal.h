@@ -15,10 +15,12 @@ TE_KARGS(te_fill_args, TE_FILL_PARAMS)
 TE_KARGS(te_scale_add_args, TE_SCALE_ADD_PARAMS)
 TE_KARGS(te_memset_args, TE_MEMSET_PARAMS)
 TE_KARGS(te_copy_args, TE_COPY_PARAMS)
+TE_KARGS(te_copy2d_u32_args, TE_COPY2D_U32_PARAMS)
 
 void te_ew_vdev_fill(const struct tecore_launch_cfg *cfg, void *const *args);
 void te_ew_vdev_scale_add(const struct tecore_launch_cfg *cfg, void *const *args);
 void te_ew_vdev_memset(const struct tecore_launch_cfg *cfg, void *const *args);
 void te_ew_vdev_copy(const struct tecore_launch_cfg *cfg, void *const *args);
+void te_ew_vdev_copy2d_u32(const struct tecore_launch_cfg *cfg, void *const *args);
 
 #endif

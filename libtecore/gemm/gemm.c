@@ -55,11 +55,13 @@ static tecore_result_t check_operand_kind(const struct tecore_tensor *t, const c
     switch (t->scaling) {
     case TECORE_SCALING_DELAYED:
     case TECORE_SCALING_CURRENT:
-    case TECORE_SCALING_MXFP8: break;
+    case TECORE_SCALING_MXFP8:
+    case TECORE_SCALING_BLOCK_1X128:
+    case TECORE_SCALING_BLOCK_128X128: break;
     case TECORE_SCALING_NONE:
       return TE_ERR(TECORE_ERR_INVALID,
-                    "%s: %s: an FP8 operand needs its scales (scaling delayed, current or "
-                    "mxfp8), not scaling none", fn, arg);
+                    "%s: %s: an FP8 operand needs its scales (scaling delayed, current, "
+                    "mxfp8, block1x128 or block128x128), not scaling none", fn, arg);
     default:
       return TE_ERR(TECORE_ERR_NOT_SUPPORTED,
                     "%s: %s: %s scaling is not supported by the GEMM yet (per-tensor and "
@@ -112,6 +114,21 @@ static tecore_result_t select_operand(const struct tecore_tensor *t, const char 
   TE_CHECK(check_align(o->data, 16, arg, col ? "columnwise_data" : "data",
                        "FP8 GEMM operands must be 16-byte aligned"));
   o->columnwise = col;
+  if (te_scaling_block(t->scaling)) {
+    /* blocks: the columnwise copy is the transpose, [rows_eff][k], with
+     * its own scales ([rows_eff][cdiv(k,128)] for 1x128, in blocks of
+     * rows for 128x128): te/tensor.h */
+    const int two = t->scaling == TECORE_SCALING_BLOCK_128X128;
+    o->scale_kind = two ? TE_GEMM_SCALE_BLK2D : TE_GEMM_SCALE_BLK1D;
+    o->scale_inv = col ? t->columnwise_scale_inv : t->scale_inv;
+    TE_CHECK(check_align(o->scale_inv, 4, arg, col ? "columnwise_scale_inv" : "scale_inv", NULL));
+    o->si = (int64_t)k;
+    o->sk = 1;
+    o->kmajor = 1;
+    o->s_si = (int64_t)te_cdiv(k, 128);
+    o->s_sk = 1;
+    return TECORE_SUCCESS;
+  }
   if (!mx) {
     /* per-tensor: the columnwise copy is the transpose, [rows_eff][k] */
     o->scale_kind = TE_GEMM_SCALE_TENSOR;
@@ -166,6 +183,7 @@ static tecore_result_t check_mn(const struct tecore_tensor *t, const char *arg, 
 struct gemm_call {
   struct te_gemm_problem p;
   int d_fp8;              /* D is FP8 */
+  int blk;                /* the operands are block-scaled (1x128 / 128x128) */
   size_t align;           /* 16 for FP8 GEMMs; 0: the element size (te_tensor_check's rule) */
   const char *comp_why;   /* why bias and aux have the type they must have */
 };
@@ -206,6 +224,21 @@ static tecore_result_t check_operands(const struct tecore_tensor *A,
   if (fp8 && A->dtype == TECORE_DTYPE_E5M2 && B->dtype == TECORE_DTYPE_E5M2)
     return TE_ERR(TECORE_ERR_INVALID, "%s: A and B: e5m2 x e5m2 is not supported (FP8 GEMMs "
                   "take e4m3 x e4m3, e4m3 x e5m2 and e5m2 x e4m3)", fn);
+  const int blk_a = te_scaling_block(A->scaling), blk_b = te_scaling_block(B->scaling);
+  if (fp8 && blk_a != blk_b)
+    return TE_ERR(TECORE_ERR_INVALID, "%s: A and B: scaling %s and %s cannot be mixed (a "
+                  "block-scaled operand pairs with a block-scaled one)", fn,
+                  tecore_scaling_name(A->scaling), tecore_scaling_name(B->scaling));
+  if (fp8 && blk_a && A->scaling == TECORE_SCALING_BLOCK_128X128 &&
+      B->scaling == TECORE_SCALING_BLOCK_128X128)
+    return TE_ERR(TECORE_ERR_NOT_SUPPORTED, "%s: A and B: both block128x128: block-scaled GEMMs "
+                  "take 1x128 x 1x128, 1x128 x 128x128 and 128x128 x 1x128 (cuBLASLt has no "
+                  "kernel for two 128x128 operands); quantize one of them in 1x128 blocks", fn);
+  if (fp8 && blk_a && g->p.fast_accum)
+    return TE_ERR(TECORE_ERR_NOT_SUPPORTED, "%s: opts->fast_accum is 1: block-scaled GEMMs "
+                  "accumulate with their scales applied per block (cuBLASLt has no fast "
+                  "accumulation for them); set it to 0", fn);
+  g->blk = fp8 && blk_a;
   if (fp8 && (A->scaling == TECORE_SCALING_MXFP8) != (B->scaling == TECORE_SCALING_MXFP8))
     return TE_ERR(TECORE_ERR_INVALID, "%s: A and B: scaling %s and %s cannot be mixed (both "
                   "per-tensor or both mxfp8)", fn, tecore_scaling_name(A->scaling),
@@ -255,6 +288,10 @@ static tecore_result_t check_output(const struct tecore_tensor *D, tecore_dtype_
       return TE_ERR(TECORE_ERR_INVALID, "%s: D: an e4m3 x e4m3 GEMM cannot write e5m2 (e4m3, "
                     "bf16, f16 or f32)", fn);
   }
+  if (d_fp8 && g->blk)
+    return TE_ERR(TECORE_ERR_NOT_SUPPORTED, "%s: D: dtype %s: a block-scaled GEMM writes bf16, "
+                  "f16 or f32 (an FP8 output needs one per-tensor scale: write bf16 and "
+                  "tecore_quantize it)", fn, tecore_dtype_name(dt));
   if (d_fp8) {
     if (D->scaling == TECORE_SCALING_CURRENT)
       return TE_ERR(TECORE_ERR_NOT_SUPPORTED,
@@ -284,6 +321,13 @@ static tecore_result_t check_epilogue(const struct tecore_gemm_opts *opts, float
   tecore_gemm_epilogue_t epi = opts->epilogue;
   int want_bias = te_gemm_epi_has_bias_in(epi) || te_gemm_epi_has_bias_out(epi);
   int want_aux = te_gemm_epi_has_aux_in(epi) || te_gemm_epi_has_aux_out(epi);
+  /* the epilogues Transformer Engine runs on cuBLASLt's block-scaled
+   * kernels; every backend keeps to them so that a vdev run says what a
+   * GPU run would */
+  if (g->blk && epi != TECORE_GEMM_EPI_NONE && epi != TECORE_GEMM_EPI_BIAS &&
+      epi != TECORE_GEMM_EPI_DGELU)
+    return TE_ERR(TECORE_ERR_NOT_SUPPORTED, "%s: opts->epilogue %s with block-scaled operands: "
+                  "they take none, bias and dgelu", fn, tecore_gemm_epilogue_name(epi));
   if (bias && !want_bias)
     return TE_ERR(TECORE_ERR_INVALID, "%s: opts->bias is set but epilogue %s does not use it", fn,
                   tecore_gemm_epilogue_name(epi));

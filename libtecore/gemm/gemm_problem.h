@@ -12,6 +12,11 @@
  * FP8 GEMM needs); BF16/F16 operands keep their rowwise data and may have
  * si == 1 instead; an MXFP8 operand read from its columnwise data (same
  * layout as the rowwise data, blocks along columns) has si == 1 too.
+ * Block-scaled operands (1x128 / 128x128) are k-major like per-tensor
+ * ones; their FP32 scales, in te/tensor.h's compact layout, are
+ * [rows][cdiv(k,128)] (1x128) or [cdiv(rows,128)][cdiv(k,128)] (128x128)
+ * for the copy read, so s_si = cdiv(k,128) and s_sk = 1 (rows counted in
+ * blocks for 128x128).
  * C, D and aux are row-major [m][n] with leading dimension n. */
 #ifndef TECORE_GEMM_PROBLEM_H
 #define TECORE_GEMM_PROBLEM_H
@@ -22,7 +27,9 @@
 enum te_gemm_scale {
   TE_GEMM_SCALE_NONE = 0,     /* BF16/F16: no scale */
   TE_GEMM_SCALE_TENSOR = 1,   /* one float: *scale_inv */
-  TE_GEMM_SCALE_MX = 2        /* E8M0 per 32 elements along k */
+  TE_GEMM_SCALE_MX = 2,       /* E8M0 per 32 elements along k */
+  TE_GEMM_SCALE_BLK1D = 3,    /* FP32 per 128 elements along k (1x128 blocks) */
+  TE_GEMM_SCALE_BLK2D = 4     /* FP32 per 128x128 block */
 };
 
 struct te_gemm_operand {
@@ -31,7 +38,9 @@ struct te_gemm_operand {
   enum te_gemm_scale scale_kind;
   tecore_devptr_t scale_inv;   /* TENSOR: float[1]; MX: E8M0 array */
   int64_t si, sk;              /* element strides of (row, k) */
-  /* MX: the E8M0 of element (i, kk) is at scale_inv + i * s_si + (kk / 32) * s_sk */
+  /* MX: the E8M0 of element (i, kk) is at scale_inv + i * s_si + (kk / 32) * s_sk;
+   * BLK1D: the float at index i * s_si + (kk / 128) * s_sk; BLK2D: (i / 128) * s_si +
+   * (kk / 128) * s_sk */
   int64_t s_si, s_sk;
   int columnwise;              /* 1 when columnwise data was selected */
   int kmajor;                  /* 1: stored [rows][k] (sk == 1); 0: stored [k][rows] (si == 1) */

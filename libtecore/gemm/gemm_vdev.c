@@ -84,6 +84,9 @@ static double operand_elem(const struct ref_operand *o, size_t r, size_t kk) {
   if (o->scale_kind == TE_GEMM_SCALE_MX) {
     size_t s = (size_t)((int64_t)r * o->s_si + (int64_t)(kk / 32) * o->s_sk);
     v *= (double)te_e8m0_to_f32(((const uint8_t *)o->scale)[s]);
+  } else if (o->scale_kind == TE_GEMM_SCALE_BLK1D || o->scale_kind == TE_GEMM_SCALE_BLK2D) {
+    size_t rb = o->scale_kind == TE_GEMM_SCALE_BLK2D ? r / 128 : r;
+    v *= (double)((const float *)o->scale)[(int64_t)rb * o->s_si + (int64_t)(kk / 128) * o->s_sk];
   }
   return v;
 }

@@ -66,6 +66,10 @@ size_t te_tensor_count(const struct tecore_tensor *t);
 static inline int te_scaling_per_tensor(tecore_scaling_mode_t m) {
   return m == TECORE_SCALING_DELAYED || m == TECORE_SCALING_CURRENT;
 }
+/* 1 for the two block modes (1x128, 128x128 FP32 scales). */
+static inline int te_scaling_block(tecore_scaling_mode_t m) {
+  return m == TECORE_SCALING_BLOCK_1X128 || m == TECORE_SCALING_BLOCK_128X128;
+}
 static inline int te_dtype_is_fp8(tecore_dtype_t d) {
   return d == TECORE_DTYPE_E4M3 || d == TECORE_DTYPE_E5M2;
 }

@@ -149,6 +149,11 @@ static uint8_t rand_code(tecore_dtype_t dt, float range) {
                                                  : te_f32_to_e5m2(te_rand_float(-range, range));
 }
 
+/* mode: 0 per-tensor (delayed or current), 1 MXFP8, 2 block 1x128,
+ * 3 block 128x128 (FP32 scales in te/tensor.h's compact layout). */
+static void make_block_operand(struct dlist *l, struct operand *o, tecore_dtype_t dt, int two,
+                               int real_is_col, uint8_t *row, uint8_t *col);
+
 static void make_operand(struct dlist *l, struct operand *o, tecore_dtype_t dt, int mx,
                          size_t rows, size_t cols, int real_is_col) {
   size_t n = rows * cols, shape[2] = {rows, cols};
@@ -168,7 +173,9 @@ static void make_operand(struct dlist *l, struct operand *o, tecore_dtype_t dt, 
     return;
   }
   uint8_t *row = malloc(n ? n : 1), *col = malloc(n ? n : 1);
-  if (!mx) {
+  if (mx >= 2) {
+    make_block_operand(l, o, dt, mx == 3, real_is_col, row, col);
+  } else if (!mx) {
     o->t.scaling = te_rand_below(2) ? TECORE_SCALING_DELAYED : TECORE_SCALING_CURRENT;
     float sinv = te_rand_float(0.25f, 1.0f);
     for (size_t r = 0; r < rows; r++)
@@ -213,11 +220,42 @@ static void make_operand(struct dlist *l, struct operand *o, tecore_dtype_t dt, 
   free(col);
 }
 
+/* Block scaling: each copy's codes [rows][cols] (rowwise) and
+ * [cols][rows] (columnwise) with FP32 scales per 128 elements along its
+ * rows (1x128: [rows][cdiv(cols,128)]) or per 128x128 block
+ * ([cdiv(rows,128)][cdiv(cols,128)]); scales spread over 2^-4 .. 2 so a
+ * scale read from the wrong block shows. */
+static void make_block_operand(struct dlist *l, struct operand *o, tecore_dtype_t dt, int two,
+                               int real_is_col, uint8_t *row, uint8_t *col) {
+  size_t rows = o->rows, cols = o->cols;
+  size_t rb = (rows + 127) / 128, cb = (cols + 127) / 128;
+  size_t nrow = two ? rb * cb : rows * cb, ncol = two ? cb * rb : cols * rb;
+  float *srow = malloc((nrow + 1) * sizeof(float)), *scol = malloc((ncol + 1) * sizeof(float));
+  for (size_t i = 0; i < nrow; i++) srow[i] = ldexpf(te_rand_float(1.0f, 2.0f), -(int)te_rand_below(5));
+  for (size_t i = 0; i < ncol; i++) scol[i] = ldexpf(te_rand_float(1.0f, 2.0f), -(int)te_rand_below(5));
+  o->t.scaling = two ? TECORE_SCALING_BLOCK_128X128 : TECORE_SCALING_BLOCK_1X128;
+  for (size_t r = 0; r < rows; r++)
+    for (size_t c = 0; c < cols; c++) {
+      uint8_t a = rand_code(dt, 8.0f), b = rand_code(dt, 8.0f);
+      row[r * cols + c] = a;
+      col[c * rows + r] = b;
+      double sr = srow[two ? (r / 128) * cb + c / 128 : r * cb + c / 128];
+      double sc = scol[two ? (c / 128) * rb + r / 128 : c * rb + r / 128];
+      o->val[r * cols + c] = real_is_col ? (double)te_fp8_to_f32(b, dt) * sc
+                                         : (double)te_fp8_to_f32(a, dt) * sr;
+    }
+  o->t.scale_inv = dl_upload(l, srow, nrow * sizeof(float));
+  o->t.columnwise_scale_inv = dl_upload(l, scol, ncol * sizeof(float));
+  free(srow);
+  free(scol);
+}
+
 /* ---- one GEMM against the reference ------------------------------------- */
 
 struct gcase {
   tecore_dtype_t at, bt, dt, comp;
-  int mx;
+  int mx;                 /* 0 per-tensor, 1 MXFP8, 2 block scaling (amode, bmode) */
+  int amode, bmode;       /* block: 2 for 1x128, 3 for 128x128 (make_operand) */
   tecore_gemm_op_t ta, tb;
   size_t m, n, k;
   tecore_gemm_epilogue_t epi;
@@ -235,7 +273,9 @@ static double dgelu_ref(double x) {
 static void describe(const struct gcase *g, char *buf, size_t n) {
   snprintf(buf, n, "%s x %s -> %s (comp %s%s) op %c%c m=%zu n=%zu k=%zu epi %s alpha %g beta %g%s%s",
            tecore_dtype_name(g->at), tecore_dtype_name(g->bt), tecore_dtype_name(g->dt),
-           tecore_dtype_name(g->comp), g->mx ? ", mxfp8" : "", g->ta ? 'T' : 'N',
+           tecore_dtype_name(g->comp),
+           g->mx == 1 ? ", mxfp8" : g->mx != 2 ? "" : g->amode == 3 ? ", block 128x128 x 1x128" :
+           g->bmode == 3 ? ", block 1x128 x 128x128" : ", block 1x128 x 1x128", g->ta ? 'T' : 'N',
            g->tb ? 'T' : 'N', g->m, g->n, g->k, tecore_gemm_epilogue_name(g->epi),
            (double)g->alpha, (double)g->beta, g->separate_c ? " C" : "",
            g->fast_accum ? " fast" : "");
@@ -268,9 +308,9 @@ static int run_case(struct gcase *g) {
   tecore_dtype_t ct = dfp8 ? g->comp : g->dt;
 
   struct operand A, B;
-  make_operand(&l, &A, g->at, g->mx, g->ta == TECORE_GEMM_N ? m : k,
+  make_operand(&l, &A, g->at, g->mx == 2 ? g->amode : g->mx, g->ta == TECORE_GEMM_N ? m : k,
                g->ta == TECORE_GEMM_N ? k : m, g->ta == TECORE_GEMM_T);
-  make_operand(&l, &B, g->bt, g->mx, g->tb == TECORE_GEMM_N ? k : n,
+  make_operand(&l, &B, g->bt, g->mx == 2 ? g->bmode : g->mx, g->tb == TECORE_GEMM_N ? k : n,
                g->tb == TECORE_GEMM_N ? n : k, g->tb == TECORE_GEMM_N);
 #define OPA(i, kk) (g->ta == TECORE_GEMM_N ? A.val[(i) * k + (kk)] : A.val[(kk) * m + (i)])
 #define OPB(kk, j) (g->tb == TECORE_GEMM_N ? B.val[(kk) * n + (j)] : B.val[(j) * k + (kk)])
@@ -588,6 +628,85 @@ START_TEST(gemm_mxfp8) {
 }
 END_TEST
 
+/* Block scaling (1x128 and 128x128 FP32 scales, as Transformer Engine's
+ * block recipe; te/gemm.h): every pair cuBLASLt has (1x128 x 1x128,
+ * 1x128 x 128x128, 128x128 x 1x128), all four transpositions (the
+ * columnwise copies carry their own scales), shapes that cross block
+ * edges in m, n and k, bf16/f32 D and the epilogues block GEMMs take;
+ * dtypes, D and epilogue drawn per case.  Then what they refuse, on
+ * every backend alike. */
+START_TEST(gemm_block) {
+  static const struct shape sh[] = {{1, 16, 16}, {17, 32, 144}, {130, 144, 272}};
+  static const int modes[3][2] = {{2, 2}, {2, 3}, {3, 2}};
+  static const tecore_dtype_t ab[3][2] = {{TECORE_DTYPE_E4M3, TECORE_DTYPE_E4M3},
+                                          {TECORE_DTYPE_E4M3, TECORE_DTYPE_E5M2},
+                                          {TECORE_DTYPE_E5M2, TECORE_DTYPE_E4M3}};
+  static const tecore_gemm_epilogue_t epis[] = {TECORE_GEMM_EPI_NONE, TECORE_GEMM_EPI_BIAS,
+                                                TECORE_GEMM_EPI_DGELU};
+  int runs = 0, skips = 0;
+  for (int pm = 0; pm < 3; pm++)
+    for (int tr = 0; tr < 4; tr++)
+      for (int si = 0; si < 3; si++) {
+        unsigned d = te_rand_below(3);
+        struct gcase g = {.at = ab[d][0], .bt = ab[d][1], .mx = 2, .amode = modes[pm][0],
+                          .bmode = modes[pm][1], .ta = (tecore_gemm_op_t)(tr & 1),
+                          .tb = (tecore_gemm_op_t)(tr >> 1), .m = sh[si].m, .n = sh[si].n,
+                          .k = sh[si].k, .epi = epis[te_rand_below(3)], .alpha = 0.0f};
+        g.dt = te_rand_below(2) ? TECORE_DTYPE_BF16 : TECORE_DTYPE_F32;
+        g.comp = g.dt == TECORE_DTYPE_F32 || te_rand_below(2) ? TECORE_DTYPE_BF16
+                                                               : TECORE_DTYPE_F16;
+        if (g.dt != TECORE_DTYPE_F32) g.comp = g.dt;
+        if (te_rand_below(4) == 0) {
+          g.beta = 1.0f;
+          g.separate_c = (int)te_rand_below(2);
+        }
+        skips += run_case(&g);
+        runs++;
+      }
+  printf("# block scaling: %d GEMMs checked, %d not supported by this backend\n", runs - skips,
+         skips);
+  ck_assert_msg(runs - skips > 0, "every case was skipped");
+
+  /* refusals: two 128x128 operands, fast accumulation, an FP8 D, an
+   * epilogue cuBLASLt's block kernels lack, a block operand beside a
+   * per-tensor one */
+  struct dlist l = {.n = 0};
+  struct operand A, B, A2;
+  make_operand(&l, &A, TECORE_DTYPE_E4M3, 2, 32, 128, 0);
+  make_operand(&l, &A2, TECORE_DTYPE_E4M3, 3, 32, 128, 0);
+  make_operand(&l, &B, TECORE_DTYPE_E4M3, 3, 16, 128, 0);
+  struct tecore_tensor D, D8, B1;
+  size_t dsh[2] = {32, 16};
+  TE_OK(tecore_tensor_init(&D, TECORE_DTYPE_BF16, 2, dsh, dl_alloc(&l, 32 * 16 * 2)));
+  TE_OK(tecore_tensor_init(&D8, TECORE_DTYPE_E4M3, 2, dsh, dl_alloc(&l, 32 * 16)));
+  D8.scaling = TECORE_SCALING_DELAYED;
+  D8.scale = dev_float(&l, 1.0f);
+  const tecore_gemm_op_t N = TECORE_GEMM_N, T = TECORE_GEMM_T;
+  TE_EXPECT_ERR(TECORE_ERR_NOT_SUPPORTED, "both block128x128",
+                tecore_gemm(&A2.t, N, &B.t, T, &D, 1, 0, NULL, te_stream));
+  struct tecore_gemm_opts o = {.fast_accum = 1};
+  TE_EXPECT_ERR(TECORE_ERR_NOT_SUPPORTED, "fast_accum",
+                tecore_gemm(&A.t, N, &B.t, T, &D, 1, 0, &o, te_stream));
+  TE_EXPECT_ERR(TECORE_ERR_NOT_SUPPORTED, "block-scaled GEMM writes bf16",
+                tecore_gemm(&A.t, N, &B.t, T, &D8, 1, 0, NULL, te_stream));
+  struct tecore_tensor aux;
+  TE_OK(tecore_tensor_init(&aux, TECORE_DTYPE_BF16, 2, dsh, dl_alloc(&l, 32 * 16 * 2)));
+  o = (struct tecore_gemm_opts){.epilogue = TECORE_GEMM_EPI_GELU_AUX, .aux = &aux};
+  TE_EXPECT_ERR(TECORE_ERR_NOT_SUPPORTED, "they take none, bias and dgelu",
+                tecore_gemm(&A.t, N, &B.t, T, &D, 1, 0, &o, te_stream));
+  B1 = B.t;
+  B1.scaling = TECORE_SCALING_CURRENT;
+  TE_EXPECT_INVALID("cannot be mixed", tecore_gemm(&A.t, N, &B1, T, &D, 1, 0, NULL, te_stream));
+  B1 = B.t;
+  B1.scale_inv += 2;   /* FP32 scales: 4-byte aligned */
+  TE_EXPECT_INVALID("scale_inv", tecore_gemm(&A.t, N, &B1, T, &D, 1, 0, NULL, te_stream));
+  free(A.val);
+  free(A2.val);
+  free(B.val);
+  dl_free(&l);
+}
+END_TEST
+
 /* beta = 1 into D (gradient accumulation), beta with a separate C, and an
  * FP8 D with a bf16/f16 C. */
 START_TEST(gemm_accumulate) {
@@ -737,8 +856,8 @@ START_TEST(gemm_errors) {
                     tecore_gemm(&t, N, &f.B, T, &f.D, 1, 0, NULL, te_stream));
   t = f.A;
   t.scaling = TECORE_SCALING_BLOCK_1X128;
-  TE_EXPECT_ERR(TECORE_ERR_NOT_SUPPORTED, "block1x128",
-                tecore_gemm(&t, N, &f.B, T, &f.D, 1, 0, NULL, te_stream));
+  TE_EXPECT_INVALID("block1x128 and delayed cannot be mixed",
+                    tecore_gemm(&t, N, &f.B, T, &f.D, 1, 0, NULL, te_stream));
   t = f.A;
   t.scaling = TECORE_SCALING_MXFP8;
   TE_EXPECT_INVALID("cannot be mixed", tecore_gemm(&t, N, &f.B, T, &f.D, 1, 0, NULL, te_stream));
@@ -1022,6 +1141,7 @@ static Suite *gemm_suite(void) {
   tcase_add_test(tc, gemm_e4m3_e5m2);
   tcase_add_test(tc, gemm_e5m2_e4m3);
   tcase_add_test(tc, gemm_mxfp8);
+  tcase_add_test(tc, gemm_block);
   tcase_add_test(tc, gemm_accumulate);
   tcase_add_test(tc, gemm_fast_accum);
   tcase_add_test(tc, gemm_empty);

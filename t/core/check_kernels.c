@@ -396,6 +396,52 @@ START_TEST(zero_count_is_noop) {
 }
 END_TEST
 
+/* te_copy2d_u32 (the block-scaled GEMM's scale rearrangement on cuda):
+ * the two patterns it serves, on random extents -- a transpose into
+ * [cols][pad4(rows)] and a row padding to pad4(cols) -- launched by name
+ * through the public kernel table; zeros in the padding, every element
+ * checked against a copy made here, and the poisoned words past the
+ * destination's extent untouched. */
+START_TEST(copy2d_u32_layouts) {
+  int id = -1;
+  TE_OK(tecore_kernel_find("te_copy2d_u32", &id));
+  for (int rep = 0; rep < 8; rep++) {
+    int transpose = rep & 1;
+    unsigned long long rows = 1 + te_rand_below(300), cols = 1 + te_rand_below(9);
+    unsigned long long r4 = (rows + 3) & ~3ull, c4 = (cols + 3) & ~3ull;
+    /* dst index (i, j) at i*dsi + j*dsj over the destination's extent */
+    unsigned long long drows = transpose ? r4 : rows, dcols = transpose ? cols : c4;
+    unsigned long long dsi = transpose ? 1 : c4, dsj = transpose ? r4 : 1;
+    unsigned long long ssi = cols, ssj = 1, nd = drows * dcols, tail = 5;
+    uint32_t *src = malloc(rows * cols * 4), *want = malloc((nd + tail) * 4);
+    uint32_t *got = malloc((nd + tail) * 4);
+    for (unsigned long long i = 0; i < rows * cols; i++) src[i] = (uint32_t)te_rand_u64() | 1u;
+    memset(want, TE_POISON_BYTE, (nd + tail) * 4);
+    for (unsigned long long i = 0; i < drows; i++)
+      for (unsigned long long j = 0; j < dcols; j++)
+        want[i * dsi + j * dsj] = i < rows && j < cols ? src[i * ssi + j * ssj] : 0u;
+    tecore_devptr_t ds = te_dalloc(rows * cols * 4), dd = te_dalloc((nd + tail) * 4);
+    te_h2d(ds, src, rows * cols * 4);
+    te_poison_dev(dd, (nd + tail) * 4);
+    void *pd = (void *)(uintptr_t)dd, *ps = (void *)(uintptr_t)ds;
+    unsigned long long srows = rows, scols = cols;
+    void *args[] = {&pd, &ps, &drows, &dcols, &srows, &scols, &dsi, &dsj, &ssi, &ssj};
+    struct tecore_launch_cfg cfg = {.grid = {1 + te_rand_below(3), 1, 1}, .block = {64, 1, 1}};
+    TE_OK(tecore_kernel_launch(id, &cfg, args, te_stream));
+    TE_OK(tecore_stream_synchronize(te_stream));
+    te_d2h(got, dd, (nd + tail) * 4);
+    for (unsigned long long e = 0; e < nd + tail; e++)
+      ck_assert_msg(got[e] == want[e], "%s %llux%llu: word %llu is %#x, want %#x",
+                    transpose ? "transpose" : "pad", rows, cols, e, got[e], want[e]);
+    TE_OK(tecore_mem_free(ds));
+    TE_OK(tecore_mem_free(dd));
+    free(src);
+    free(want);
+    free(got);
+  }
+}
+END_TEST
+
 static Suite *kernels_suite(void) {
   Suite *s = suite_create("kernels");
   TCase *tc = te_tcase(s, "reference", 0);
@@ -408,6 +454,8 @@ static Suite *kernels_suite(void) {
   tcase_add_test(tc, scale_add_sizes);
   tcase_add_test(tc, scale_add_aliasing);
   tcase_add_test(tc, scale_add_is_fused);
+  tc = te_tcase(s, "copy2d", 1);
+  tcase_add_test(tc, copy2d_u32_layouts);
   tc = te_tcase(s, "graph", 1);
   tcase_add_test(tc, captured_same_bits);
   tcase_add_test(tc, zero_count_is_noop);

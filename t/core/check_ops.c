@@ -1019,7 +1019,8 @@ END_TEST
  * copies are made one after the other), on shapes with partial blocks
  * along every dimension.  The plan runs no per-tensor fusion: no
  * norm+quantize, no GELU epilogue on an FP8 GEMM, no dact+cast_transpose.
- * Tolerances are relative errors (2-norm); worst of 200 seeds beside them. */
+ * Tolerances are relative errors (2-norm); over TE_TEST_SEED 1..120 the
+ * worst were y 0.042, dx 0.044, a parameter gradient 0.094. */
 START_TEST(test_fp8_block_near_bf16) {
   static const size_t shp[][3] = {{48, 64, 128}, {160, 192, 384}};
   struct tecore_recipe r;
@@ -1035,9 +1036,9 @@ START_TEST(test_fp8_block_near_bf16) {
     fp8_vs_bf16(d, n, rows, hidden, 0, e, fw, bw, sizeof fw, &r);
     printf("# block vs bf16, rows %zu hidden %zu ffn %zu: y %.3g, dx %.3g, worst parameter "
            "gradient %.3g\n", rows, hidden, ffn, e[0], e[1], e[2]);
-    ck_assert_msg(e[0] <= 0.06 && e[1] <= 0.1 && e[2] <= 0.1,
+    ck_assert_msg(e[0] <= 0.06 && e[1] <= 0.1 && e[2] <= 0.15,
                   "block vs bf16 (rows %zu): y %.3g (<= 0.06), dx %.3g (<= 0.1), gradients %.3g "
-                  "(<= 0.1)", rows, e[0], e[1], e[2]);
+                  "(<= 0.15)", rows, e[0], e[1], e[2]);
     ck_assert_msg(!strstr(fw, "quantize") && !strstr(fw, "gelu+") && !strstr(fw, "+gelu"),
                   "forward plan: %s", fw);
     ck_assert_msg(strstr(fw, "linear+bias") != NULL, "forward plan: %s", fw);
@@ -1050,8 +1051,8 @@ END_TEST
  * in 8 is 2^20 times larger than the others; a per-tensor scale set by it
  * leaves the small rows below E4M3's smallest subnormal (their outputs 0),
  * while 1x128 blocks scale each row on its own.  The small rows' outputs
- * against BF16: block within 0.08 (worst of 200 seeds beside it in the
- * output), current scaling off by more than 0.5. */
+ * against BF16: block within 0.08 (worst over TE_TEST_SEED 1..120: 0.047),
+ * current scaling off by more than 0.5 (it gives 1: all zeros). */
 static double small_rows_err(tecore_recipe_kind_t kind) {
   size_t rows = 64, in = 256, out = 128;
   struct tecore_op_desc d[1] = {op_linear(out, 0)};

@@ -525,7 +525,8 @@ static double dev_rel(tecore_devptr_t a, tecore_devptr_t b, size_t n, tecore_dty
  * the residual (exact), the gradients carry E5M2's coarser codes and the
  * norms' gamma gradients (sums over rows that largely cancel) the most.
  * Observed over TE_TEST_SEED 1..200, delayed (margin 1) and current:
- * y 0.015, dx and gradients 0.16 (a gamma gradient); block: BLOCK_SEEN. */
+ * y 0.015, dx and gradients 0.16 (a gamma gradient); block, over seeds
+ * 1..60: y 0.015, dx 0.018, gradients 0.11. */
 #define TOL_FP8_Y 0.05
 #define TOL_FP8_G 0.3
 
