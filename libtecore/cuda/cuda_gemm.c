@@ -25,7 +25,6 @@
  * internal buffer. */
 #include "cuda/cuda_gemm.h"
 #include "cuda/cuda_gemm_algo.h"
-#include "ksupport/ksupport.h"
 
 #include <pthread.h>
 #include <stdio.h>
@@ -334,60 +333,30 @@ static tecore_result_t check_arch(const struct te_gemm_problem *p, int cc) {
 }
 
 /* Block-scaled operands keep their FP32 scales in te/tensor.h's compact
- * layout, [rows][cdiv(k,128)] (1x128) or [cdiv(rows,128)][cdiv(k,128)]
- * (128x128); cuBLASLt's Hopper kernels read them as
- *   1x128:   [cdiv(k,128)][pad4(rows)], rows fastest;
- *   128x128: [cdiv(rows,128)][pad4(cdiv(k,128))],
- * padded with zeros.  Each operand's scales are copied into that layout
- * at the head of the workspace, 256-byte aligned, in stream order
- * (te_copy2d_u32; a kernel, so a capture records it), and the problem's
- * scale pointers move there (tecore_gemm(3) gives the bytes). */
-static size_t blk_bytes(enum te_gemm_scale kind, size_t rows, size_t k) {
-  size_t kb = te_cdiv(k, 128), rb = te_cdiv(rows, 128);
-  size_t n = kind == TE_GEMM_SCALE_BLK2D ? rb * ((kb + 3) & ~(size_t)3)
-                                         : kb * ((rows + 3) & ~(size_t)3);
-  return (n * sizeof(float) + 255) & ~(size_t)255;
-}
-
-static tecore_result_t blk_copy(const struct te_gemm_operand *o, size_t rows, size_t k,
-                                tecore_devptr_t dst, tecore_stream_t stream) {
-  size_t kb = te_cdiv(k, 128);
-  struct te_copy2d cp = {.dst = dst, .src = o->scale_inv, .ssi = (size_t)o->s_si,
-                         .ssj = (size_t)o->s_sk};
-  if (o->scale_kind == TE_GEMM_SCALE_BLK2D) {
-    size_t rb = te_cdiv(rows, 128), kb4 = (kb + 3) & ~(size_t)3;
-    cp.drows = cp.srows = rb;
-    cp.dcols = kb4;
-    cp.scols = kb;
-    cp.dsi = kb4;
-    cp.dsj = 1;
-  } else {
-    size_t r4 = (rows + 3) & ~(size_t)3;
-    cp.drows = r4;
-    cp.srows = rows;
-    cp.dcols = cp.scols = kb;
-    cp.dsi = 1;
-    cp.dsj = r4;
-  }
-  return te_copy2d_u32(&cp, stream);
-}
-
+ * layout; cuBLASLt reads them in its own (gemm_problem.h).  Each
+ * operand's scales are copied into that layout at the head of the
+ * workspace, 256-byte aligned, in stream order (te_copy2d_u32: a kernel,
+ * so a capture records it), and the problem's scale pointers move there
+ * (tecore_gemm(3) gives the bytes). */
 static tecore_result_t block_scales(const struct te_gemm_problem **pp,
                                     struct te_gemm_problem *moved, struct lt_call *c,
                                     tecore_stream_t stream) {
   const struct te_gemm_problem *p = *pp;
   if (p->a.scale_kind != TE_GEMM_SCALE_BLK1D && p->a.scale_kind != TE_GEMM_SCALE_BLK2D)
     return TECORE_SUCCESS;
-  size_t ba = blk_bytes(p->a.scale_kind, p->m, p->k), bb = blk_bytes(p->b.scale_kind, p->n, p->k);
+  size_t ba = te_gemm_blk_lt_bytes(p->a.scale_kind, p->m, p->k);
+  size_t bb = te_gemm_blk_lt_bytes(p->b.scale_kind, p->n, p->k);
   if (c->ws % 256 || c->ws_bytes < ba + bb)
     return TE_ERR(TECORE_ERR_NOT_SUPPORTED, "tecore_gemm: a block-scaled GEMM (m=%zu n=%zu "
                   "k=%zu) rearranges its scales into the workspace: it needs %zu bytes at a "
                   "256-byte aligned opts->workspace (got %zu at %s alignment)", p->m, p->n,
                   p->k, ba + bb, c->ws_bytes, c->ws % 256 ? "less than 256-byte" : "256-byte");
   *moved = *p;
-  TE_CHECK(blk_copy(&p->a, p->m, p->k, c->ws, stream));
+  struct te_copy2d ca = te_gemm_blk_lt_copy(&p->a, p->m, p->k, c->ws);
+  struct te_copy2d cb = te_gemm_blk_lt_copy(&p->b, p->n, p->k, c->ws + ba);
+  TE_CHECK(te_copy2d_u32(&ca, stream));
   moved->a.scale_inv = c->ws;
-  TE_CHECK(blk_copy(&p->b, p->n, p->k, c->ws + ba, stream));
+  TE_CHECK(te_copy2d_u32(&cb, stream));
   moved->b.scale_inv = c->ws + ba;
   c->ws += ba + bb;
   c->ws_bytes -= ba + bb;

@@ -68,6 +68,53 @@ struct te_gemm_problem {
   size_t workspace_bytes;
 };
 
+/* ---- block scales in cuBLASLt's layout -----------------------------------
+ * The compact layout above is te/tensor.h's; cuBLASLt's Hopper kernels
+ * (VEC128_32F, BLK128x128_32F) read an operand of `rows` rows as
+ *   BLK1D: [cdiv(k,128)][pad4(rows)] floats, rows fastest;
+ *   BLK2D: [cdiv(rows,128)][pad4(cdiv(k,128))],
+ * zeros in the padding (pad4: up to a multiple of 4).  The cuda backend
+ * copies each operand's scales into that layout (te_gemm_blk_lt_copy, run
+ * by te_copy2d_u32); the vdev backend makes the same copy on the host and
+ * reads it through te_gemm_blk_lt_index, so the copy's parameters and the
+ * index rule are exercised on every backend. */
+static inline size_t te_gemm_blk_pad4(size_t x) { return (x + 3) & ~(size_t)3; }
+
+/* Bytes of the copy, rounded up to 256 (the next one's alignment). */
+static inline size_t te_gemm_blk_lt_bytes(enum te_gemm_scale kind, size_t rows, size_t k) {
+  size_t kb = (k + 127) / 128, rb = (rows + 127) / 128;
+  size_t n = kind == TE_GEMM_SCALE_BLK2D ? rb * te_gemm_blk_pad4(kb) : kb * te_gemm_blk_pad4(rows);
+  return (n * sizeof(float) + 255) & ~(size_t)255;
+}
+
+/* Index in that layout of the scale of element (r, kk). */
+static inline size_t te_gemm_blk_lt_index(enum te_gemm_scale kind, size_t rows, size_t k,
+                                          size_t r, size_t kk) {
+  if (kind == TE_GEMM_SCALE_BLK2D) return (r / 128) * te_gemm_blk_pad4((k + 127) / 128) + kk / 128;
+  return (kk / 128) * te_gemm_blk_pad4(rows) + r;
+}
+
+/* The 2-D copy (internal.h's struct te_copy2d) from o's compact scales
+ * to dst in that layout. */
+static inline struct te_copy2d te_gemm_blk_lt_copy(const struct te_gemm_operand *o, size_t rows,
+                                                   size_t k, tecore_devptr_t dst) {
+  size_t kb = (k + 127) / 128;
+  struct te_copy2d c = {.dst = dst, .src = o->scale_inv, .ssi = (size_t)o->s_si,
+                        .ssj = (size_t)o->s_sk};
+  if (o->scale_kind == TE_GEMM_SCALE_BLK2D) {
+    c.drows = c.srows = (rows + 127) / 128;
+    c.dcols = c.dsi = te_gemm_blk_pad4(kb);
+    c.scols = kb;
+    c.dsj = 1;
+  } else {
+    c.drows = c.dsj = te_gemm_blk_pad4(rows);
+    c.srows = rows;
+    c.dcols = c.scols = kb;
+    c.dsi = 1;
+  }
+  return c;
+}
+
 static inline int te_gemm_epi_has_bias_in(tecore_gemm_epilogue_t e) {
   return e == TECORE_GEMM_EPI_BIAS || e == TECORE_GEMM_EPI_BIAS_GELU_AUX ||
          e == TECORE_GEMM_EPI_BIAS_GELU;

@@ -12,7 +12,9 @@
  * Shapes: any m, n, k (the layout rules are checked before, in gemm.c).
  * Math, per output element (i, j):
  *   acc  = sum_kk a(i, kk) * b(j, kk)        in double; a and b are the
- *          stored values (times the E8M0 block scale for MXFP8: exact)
+ *          stored values (times the E8M0 block scale for MXFP8: exact;
+ *          times the FP32 block scale for 1x128 / 128x128, read from a
+ *          copy in cuBLASLt's layout made as the cuda backend makes it)
  *   pre  = alpha * acc * sa * sb + beta * C  in double (sa, sb: per-tensor
  *          scale_inv, 1 otherwise), + bias[j] for the bias epilogues
  *   aux  = pre rounded to aux's type; y = gelu(pre) or pre * gelu'(aux)
@@ -75,6 +77,8 @@ struct ref_operand {
   const void *scale;
   int dtype, scale_kind;
   int64_t si, sk, s_si, s_sk;
+  const float *lt;             /* block scales in cuBLASLt's layout, or NULL */
+  size_t rows, k;
 };
 
 /* Element (r, kk) of an operand as a real value, except the per-tensor
@@ -84,6 +88,8 @@ static double operand_elem(const struct ref_operand *o, size_t r, size_t kk) {
   if (o->scale_kind == TE_GEMM_SCALE_MX) {
     size_t s = (size_t)((int64_t)r * o->s_si + (int64_t)(kk / 32) * o->s_sk);
     v *= (double)te_e8m0_to_f32(((const uint8_t *)o->scale)[s]);
+  } else if (o->lt) {
+    v *= (double)o->lt[te_gemm_blk_lt_index((enum te_gemm_scale)o->scale_kind, o->rows, o->k, r, kk)];
   } else if (o->scale_kind == TE_GEMM_SCALE_BLK1D || o->scale_kind == TE_GEMM_SCALE_BLK2D) {
     size_t rb = o->scale_kind == TE_GEMM_SCALE_BLK2D ? r / 128 : r;
     v *= (double)((const float *)o->scale)[(int64_t)rb * o->s_si + (int64_t)(kk / 128) * o->s_sk];
@@ -97,6 +103,31 @@ static double tensor_scale(const struct ref_operand *o) {
 
 /* A k-major panel [rows][k] of an operand, or NULL when memory is short
  * (the loops then read elements in place). */
+/* A block-scaled operand's scales copied into cuBLASLt's layout the way
+ * the cuda backend copies them (gemm_problem.h's te_gemm_blk_lt_copy, the
+ * loop of te_copy2d_u32), into an exact-size host buffer that the element
+ * reads then go through; NULL (the compact scales are read) when not
+ * block-scaled or out of memory. */
+static float *lt_scales(struct ref_operand *o, size_t rows, size_t k) {
+  if (o->scale_kind != TE_GEMM_SCALE_BLK1D && o->scale_kind != TE_GEMM_SCALE_BLK2D) return NULL;
+  size_t bytes = te_gemm_blk_lt_bytes((enum te_gemm_scale)o->scale_kind, rows, k);
+  float *buf = malloc(bytes);
+  if (!buf) return NULL;
+  struct te_gemm_operand g = {.scale_kind = (enum te_gemm_scale)o->scale_kind,
+                              .scale_inv = (tecore_devptr_t)(uintptr_t)o->scale,
+                              .s_si = o->s_si, .s_sk = o->s_sk};
+  struct te_copy2d c = te_gemm_blk_lt_copy(&g, rows, k, (tecore_devptr_t)(uintptr_t)buf);
+  uint32_t *dst = (uint32_t *)(uintptr_t)c.dst;
+  const uint32_t *src = (const uint32_t *)(uintptr_t)c.src;
+  for (size_t i = 0; i < c.drows; i++)
+    for (size_t j = 0; j < c.dcols; j++)
+      dst[i * c.dsi + j * c.dsj] = i < c.srows && j < c.scols ? src[i * c.ssi + j * c.ssj] : 0u;
+  o->lt = buf;
+  o->rows = rows;
+  o->k = k;
+  return buf;
+}
+
 static double *make_panel(const struct ref_operand *o, size_t rows, size_t k) {
   if (rows && k > SIZE_MAX / sizeof(double) / rows) return NULL;
   double *p = malloc(rows * k * sizeof(double));
@@ -146,6 +177,7 @@ static void vdev_gemm_ref(const struct tecore_launch_cfg *cfg, void *const *args
   float dscale = d_fp8 ? *d_scale : 1.0f;
   uint32_t amax_bits = 0;
 
+  float *alt = lt_scales(&a, m, k), *blt = lt_scales(&b, n, k);
   double *ap = make_panel(&a, m, k), *bp = make_panel(&b, n, k);
   double *colsum = NULL;
   if (epi == TECORE_GEMM_EPI_DGELU_BGRAD) colsum = calloc(n ? n : 1, sizeof(double));
@@ -220,6 +252,8 @@ static void vdev_gemm_ref(const struct tecore_launch_cfg *cfg, void *const *args
   free(colsum);
   free(ap);
   free(bp);
+  free(alt);
+  free(blt);
 }
 
 /* ---- the table and the launch -------------------------------------------- */
