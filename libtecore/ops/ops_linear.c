@@ -100,15 +100,19 @@ static tecore_result_t w8_for_dgrad(tecore_seq_t *s, const struct te_op *o,
   if (o->w8_col) return TECORE_SUCCESS;   /* kept from the forward */
   tecore_devptr_t col = te_w8_in_dy8(s, (size_t)(o - s->ops)) ? s->dy8_col : s->w8_col;
   if (col && te_seq_block(s) && s->w8_scol) {
-    /* 128x128 blocks: quantized again from the weight, columnwise only
-     * (the same blocks, amaxes and scales: the same codes transposed,
-     * and their scales transposed) */
-    struct tecore_tensor W, c = *t;
-    te_t2d(&W, te_param_dtype(s, o, 0), o->out_cols, o->in_cols, o->param[0]);
-    c.data = c.scale_inv = 0;
-    c.columnwise_data = t->columnwise_data = col;
-    c.columnwise_scale_inv = t->columnwise_scale_inv = s->w8_scol;
-    return tecore_quantize(&W, &c, 0, st);
+    /* 128x128 blocks: a block's amax, scale and codes do not depend on
+     * the direction it is read in, so the columnwise copy is the codes
+     * transposed and the grid of block scales transposed -- the bytes
+     * quantizing the weight again gives (te-gpt-memory.sh, part 5, holds
+     * them to the forward's columnwise copy), reading a quarter of the
+     * bytes an F32 weight has */
+    size_t rb = te_cdiv(o->out_cols, 128), cb = te_cdiv(o->in_cols, 128);
+    struct te_copy2d g = {.dst = s->w8_scol, .src = o->w8_srow, .drows = cb, .dcols = rb,
+                          .srows = cb, .scols = rb, .dsi = rb, .dsj = 1, .ssi = 1, .ssj = cb};
+    TE_CHECK(te_copy2d_u32(&g, st));
+    t->columnwise_data = col;
+    t->columnwise_scale_inv = s->w8_scol;
+    return te_byte_transpose(col, o->w8_row, o->out_cols, o->in_cols, st);
   }
   if (!col || !te_scaling_per_tensor(t->scaling) || t->columnwise_scale_inv)
     return TE_ERR(TECORE_ERR_INTERNAL, "fuser: the weight's columnwise FP8 copy needs the "

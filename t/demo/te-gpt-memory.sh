@@ -130,8 +130,8 @@ done
 #    (TECORE_OPS_ZERO_GRAD_FILL=0), against the old layout and fill: two
 #    microbatches a step (the first contribution stored, the second added),
 #    the step graph from step 2, BF16, delayed, current and block scaling
-#    (block: the weight's columnwise copy quantized again from the weight
-#    against the forward's, the same codes); the
+#    (block: the codes and the grid of 128x128 scales transposed against
+#    the copy the forward quantizes from the weight, the same bytes); the
 #    saved weights and AdamW state are the same bytes, and the note's FP8
 #    buffers fall by every weight's bytes but the largest: hidden 128, 2
 #    blocks, vocab 256: (3+1+4+4) x 128 x 128 x 2 + 256 x 128 - 4 x 128 x
