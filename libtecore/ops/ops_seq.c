@@ -9,6 +9,7 @@
  * destroy; forward and backward never allocate, so they can be captured
  * into graphs. */
 #include "ops/ops_internal.h"
+#include "gemm/gemm_problem.h"
 #include "common/convert.h"
 
 #include <math.h>
@@ -693,13 +694,9 @@ static size_t blk2d_bytes(size_t rows, size_t cols) {
 }
 
 /* Workspace bytes a block-scaled GEMM on cuda takes for its operands'
- * scales in cuBLASLt's layout (te/gemm.h): 1x128 over [r][k]:
- * [cdiv(k,128)][pad4(r)] floats; 128x128: [cdiv(r,128)][pad4(cdiv(k,128))];
- * each at a 256-byte boundary. */
+ * scales in cuBLASLt's layout (gemm/gemm_problem.h, tecore_gemm(3)). */
 static size_t blk_ws(int two_d, size_t r, size_t k) {
-  size_t kb = (k + 127) / 128, rb = (r + 127) / 128;
-  size_t b = two_d ? rb * ((kb + 3) & ~(size_t)3) : kb * ((r + 3) & ~(size_t)3);
-  return ((b * sizeof(float)) + 255) & ~(size_t)255;
+  return te_gemm_blk_lt_bytes(two_d ? TE_GEMM_SCALE_BLK2D : TE_GEMM_SCALE_BLK1D, r, k);
 }
 /* ... the largest of a Linear's three GEMMs (x 1x128, W 128x128, dy 1x128). */
 static size_t te_gemm_block_ws_linear(size_t rows, size_t in, size_t out) {
