@@ -1211,7 +1211,7 @@ static void op_k_ct(const int64_t *a) {
 /* k_gemm m n k type transa transb epi+mut stream */
 static void op_k_gemm(const int64_t *a) {
   size_t m = fit_dim(a[0]) % 129, n = fit_dim(a[1]) % 129, k = fit_dim(a[2]) % 129;
-  uint64_t type = ix(a[3], 4);
+  uint64_t type = ix(a[3], 6);   /* bf16, f16, delayed, mxfp8, 1x128 x 1x128, 1x128 x 128x128 */
   int ta = (int)ix(a[4], 2), tb = (int)ix(a[5], 2);
   fit_used = 0;
   struct tecore_tensor *A, *B, *D;
@@ -1223,11 +1223,13 @@ static void op_k_gemm(const int64_t *a) {
            : fit(1, dt, TECORE_SCALING_NONE, k, n, 1, a[6] + 1);
     ddt = ix(a[6] / 4, 2) ? TECORE_DTYPE_F32 : dt;
   } else { /* FP8, TN, k a multiple of 16 and n of 16 */
-    tecore_scaling_mode_t sc = type == 2 ? TECORE_SCALING_DELAYED : TECORE_SCALING_MXFP8;
+    tecore_scaling_mode_t sc = type == 2 ? TECORE_SCALING_DELAYED
+                               : type == 3 ? TECORE_SCALING_MXFP8 : TECORE_SCALING_BLOCK_1X128;
+    tecore_scaling_mode_t sb = type == 5 ? TECORE_SCALING_BLOCK_128X128 : sc;
     k = (k + 31) / 32 * 32;
     n = (n + 15) / 16 * 16;
     A = fit(0, TECORE_DTYPE_E4M3, sc, m, k, 1, a[6]);
-    B = fit(1, TECORE_DTYPE_E4M3, sc, n, k, 1, a[6] + 1);
+    B = fit(1, TECORE_DTYPE_E4M3, sb, n, k, 1, a[6] + 1);
     ta = 0;
     tb = 1;
     ddt = TECORE_DTYPE_BF16;
