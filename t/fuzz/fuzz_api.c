@@ -725,10 +725,6 @@ static void exec_from(size_t xi, size_t gi) {
   F.x_from_gen[xi] = F.g_gen[gi];
 }
 
-static int exec_knows(size_t xi, size_t gi) {
-  return F.x_live[xi] && F.g_live[gi] && F.x_from[xi] == gi && F.x_from_gen[xi] == F.g_gen[gi];
-}
-
 static void op_end_capture(const int64_t *a) {
   size_t i = ix(a[0], NS);
   tecore_graph_t g = NULL;
