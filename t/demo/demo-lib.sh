@@ -4,8 +4,8 @@
 # run: sets $demo to the tool to test ($demo_tool, else te-demo; exit 1
 # when it is not built), skips (exit 77)
 # under TE_DEVICE=cuda where no GPU can be used, as the Check suites do,
-# and sets $seed (from TE_TEST_SEED, else random, 1..100000), printing how
-# to repeat the run.
+# and sets $seed (from TE_TEST_SEED, brought into 1..2^40, else random,
+# 1..65536), printing how to repeat the run.
 # Environment (from t/Makefile.inc): top_builddir.
 
 demo="${top_builddir:-.}/tools/${demo_tool:-te-demo}"
@@ -17,6 +17,27 @@ if test "x$TE_DEVICE" = xcuda && ! "${top_builddir:-.}/tools/te-info" > /dev/nul
   echo "SKIP: TE_DEVICE=cuda but no GPU can be used (te-info fails)"
   exit 77
 fi
-# (the draw alone is brought into range: a given TE_TEST_SEED is the seed)
-seed=${TE_TEST_SEED:-$(($(od -An -N2 -tu2 /dev/urandom | tr -d ' ') % 100000 + 1))}
+# A given TE_TEST_SEED is the seed when every tool takes it (1..2^40:
+# te-demo's range, te-gpt's is wider); another -- the Check suites print
+# seeds up to 2^63, and one TE_TEST_SEED may be given to a whole `make
+# check` -- becomes TE_TEST_SEED mod 2^40 + 1, and the seed printed is the
+# one used.  Else a random draw.
+if test -n "${TE_TEST_SEED:-}"; then
+  s=$(printf '%s' "$TE_TEST_SEED" | sed 's/^0*//')
+  case ${s:-0} in
+    *[!0-9]*) echo "FAIL: TE_TEST_SEED=$TE_TEST_SEED is not a decimal number"; exit 1 ;;
+  esac
+  if test ${#s} -gt 19; then
+    echo "FAIL: TE_TEST_SEED=$TE_TEST_SEED has more than 19 digits"; exit 1
+  fi
+  seed=${s:-0}
+  if test "$seed" -lt 1 || test "$seed" -gt 1099511627776; then
+    seed=$(( seed % 1099511627776 + 1 ))
+  fi
+  if test "$seed" -lt 1; then
+    echo "FAIL: TE_TEST_SEED=$TE_TEST_SEED is 2^63 or more"; exit 1
+  fi
+else
+  seed=$(($(od -An -N2 -tu2 /dev/urandom | tr -d ' ') % 100000 + 1))
+fi
 echo "# seed $seed (TE_TEST_SEED=$seed reproduces this run)"
