@@ -101,6 +101,7 @@ static const char usage_text[] =
     "  --no-graph         eager launches (default: from step 2 on the whole step replays one\n"
     "                     graph -- with --tp all but AdamW; the decode step replays one graph)\n"
     "  --profile          print step 2's device time per kernel on stderr (eager launches)\n"
+    "  --plan             print the fuser's forward and backward plans (its fusions)\n"
     "  --eval-every N     validation loss every N steps (default 10; 0: never)\n"
     "  --eval-batches N   batches of the validation loss (default 4)\n"
     "checkpoints (safetensors):\n"
@@ -125,7 +126,7 @@ enum {
   O_MODEL = 0x100, O_LAYERS, O_HIDDEN, O_HEADS, O_KV, O_FFN, O_SEQ, O_VOCAB, O_NORM, O_ACT,
   O_ROPE, O_BIAS, O_DATA, O_CORPUS, O_SYNTH, O_STEPS, O_BATCH, O_ACCUM, O_LR, O_MINLR, O_WARMUP,
   O_DECAY, O_WD, O_CLIP, O_RECIPE, O_SEED, O_EVAL, O_EVALB, O_SAVE, O_LOAD, O_SAMPLE, O_PROMPT,
-  O_TEMP, O_TOPK, O_SCHECK, O_NOGRAPH, O_TP, O_SHARE, O_PROFILE, O_OFFLOAD, O_OFF_LAYERS,
+  O_TEMP, O_TOPK, O_SCHECK, O_NOGRAPH, O_TP, O_SHARE, O_PROFILE, O_PLAN, O_OFFLOAD, O_OFF_LAYERS,
   O_OFF_PREFETCH, O_OFF_DIR, O_HOST_BUDGET, O_OFF_MIN
 };
 static const struct option longs[] = {
@@ -149,7 +150,8 @@ static const struct option longs[] = {
     {"temperature", required_argument, 0, O_TEMP}, {"top-k", required_argument, 0, O_TOPK},
     {"sample-check", no_argument, 0, O_SCHECK}, {"no-graph", no_argument, 0, O_NOGRAPH},
     {"tp", required_argument, 0, O_TP}, {"share-saved", required_argument, 0, O_SHARE},
-    {"profile", no_argument, 0, O_PROFILE}, {"offload", no_argument, 0, O_OFFLOAD},
+    {"profile", no_argument, 0, O_PROFILE}, {"plan", no_argument, 0, O_PLAN},
+    {"offload", no_argument, 0, O_OFFLOAD},
     {"offload-layers", required_argument, 0, O_OFF_LAYERS},
     {"offload-prefetch", required_argument, 0, O_OFF_PREFETCH},
     {"offload-dir", required_argument, 0, O_OFF_DIR},
@@ -165,7 +167,7 @@ struct opts {
   int nfiles, synthetic;
   const char *corpus_dir, *save, *load, *prompt;
   int steps, batch, accum, warmup, decay_steps, recipe, eval_every, eval_batches, sample, top_k;
-  int sample_check, no_graph, tp, sample_given, quiet, share_saved, profile;
+  int sample_check, no_graph, tp, sample_given, quiet, share_saved, profile, plan;
   double lr, min_lr, wd, clip, temperature;
   long long seed;
   struct demo_offload_opts off;   /* --offload and its options */
@@ -230,6 +232,7 @@ static int take(struct te_cli *cli, struct opts *o, int opt, const char *a) {
   case O_TP: return te_cli_int(cli, f, a, 1, DEMO_TP_MAX, &o->tp);
   case O_SHARE: return te_cli_int(cli, f, a, 0, 1, &o->share_saved);
   case O_PROFILE: o->profile = o->no_graph = 1; return 0;
+  case O_PLAN: o->plan = 1; return 0;
   case O_OFFLOAD: o->off.on = 1; return 0;
   case O_OFF_LAYERS: o->off_given = 1; return te_cli_int(cli, f, a, 1, 1024, &o->off.layers);
   case O_OFF_PREFETCH: o->off_given = 1; return te_cli_int(cli, f, a, 1, 999, &o->off.prefetch);
@@ -446,6 +449,14 @@ static int run(struct opts *op, const struct gpt_tp *tp, double *losses, uint64_
                 "logits %.1f, the rest %.1f", gm.total / Mi, gm.params / Mi, gm.grads / Mi,
                 gm.optim / Mi, gm.tables / Mi, gm.saved_back / Mi, gm.saved_other / Mi,
                 gm.fp8_other / Mi, gm.logits / Mi, gm.rest / Mi);
+  }
+  if (o.plan) {
+    for (int k = 0; k < 2; k++) {
+      char *pl = gpt_describe(&m, k ? TECORE_SEQ_BACKWARD : TECORE_SEQ_FORWARD);
+      te_out_note(&OUT, "plan %s", pl);
+      te_out_field_s(&OUT, k ? "plan_backward" : "plan_forward", pl);
+      free(pl);
+    }
   }
   te_out_field_n(&OUT, "mem_saved_back_mib", gm.saved_back / 1048576.0);
   te_out_field_n(&OUT, "mem_fp8_other_mib", gm.fp8_other / 1048576.0);

@@ -14,7 +14,8 @@
 #     the saved tensors on shared scratch (--share-saved,
 #     the default) give the same bits as each on its own; the decode step
 #     replayed as a graph samples the eager decode's text; --profile lists
-#     step 2's kernels;
+#     step 2's kernels; --plan prints the fuser's plans (delayed FP8 fuses
+#     each norm with its quantize, block and BF16 quantize in no fusion);
 #  3. hostile checkpoints (truncated, a header length past the file, bad
 #     JSON, offsets out of range or overlapping, a shape whose size
 #     overflows, a span that disagrees with its shape, a missing tensor)
@@ -152,6 +153,27 @@ done
 for k in gemm te_attn te_optim_adam te_xent te_norm; do
   grep -q "^$k" "$tmp/prof.err" ||
     { echo "FAIL: te-gpt --profile lists no $k"; cat "$tmp/prof.err"; fail=1; }
+done
+# --plan: the fuser's plans, forward and backward; delayed FP8 (every
+# Linear in FP8) fuses the norms with the quantize of the next Linear's
+# input, the block recipe does not (its inputs have 1x128 scales of
+# their own), BF16 quantizes nothing
+for r in delayed block none; do
+  TECORE_OPS_FP8_MIN_MNK=0 "$gpt" --seed "$seed" --steps 1 --sample 0 --eval-every 0 \
+    --recipe $r --plan > "$tmp/plan.txt" 2> "$tmp/plan.err" ||
+    { echo "FAIL: te-gpt --plan --recipe $r fails"; cat "$tmp/plan.err"; fail=1; }
+  fw=$(grep '^# plan forward: ' "$tmp/plan.txt") bw=$(grep '^# plan backward: ' "$tmp/plan.txt")
+  case "$r:$fw" in
+    delayed:*norm+quantize*|block:*attention*|none:*attention*) ;;
+    *) echo "FAIL: te-gpt --plan --recipe $r: forward plan: $fw"; fail=1 ;;
+  esac
+  case "$r:$fw" in
+    block:*quantize*|none:*quantize*) echo "FAIL: $r: a quantize fusion: $fw"; fail=1 ;;
+  esac
+  case "$bw" in
+    *attention*linear*) ;;
+    *) echo "FAIL: te-gpt --plan --recipe $r: backward plan: $bw"; fail=1 ;;
+  esac
 done
 
 # 3. hostile checkpoints.  mkst FILE JSON [DATA BYTES]: the 8-byte length, the header, data

@@ -149,8 +149,9 @@ struct gpt_mem {
   size_t params, grads, optim, tables, saved_back, saved_other, fp8_other, logits, rest, total;
 };
 void gpt_mem_count(const struct gpt_model *m, const struct gpt_train *t, struct gpt_mem *g);
-/* The plan of the sequence, forward and backward, into buf. */
-void gpt_describe(const struct gpt_model *m, char *buf, size_t len);
+/* The sequence's plan in direction dir (tecore_seq_describe) as a
+ * malloc'd string, whatever its length. */
+char *gpt_describe(const struct gpt_model *m, tecore_seq_dir_t dir);
 
 /* ---- --tp: slices and whole tensors (gpt_tp.c) ---- */
 /* p is split over the ranks (not replicated, not a rank-0-only bias). */

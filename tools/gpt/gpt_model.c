@@ -308,11 +308,10 @@ void gpt_backward(struct gpt_model *m, int mb, tecore_stream_t s) {
   GPT_CHECK(tecore_embedding_bwd(&ea, &dx, &dtok, m->c.rope ? NULL : &dpos, s));
 }
 
-void gpt_describe(const struct gpt_model *m, char *buf, size_t len) {
-  size_t k = 0;
-  GPT_CHECK(tecore_seq_describe(m->seq, TECORE_SEQ_FORWARD, buf, len, &k));
-  if (k + 2 < len) {
-    buf[k] = '\n';
-    GPT_CHECK(tecore_seq_describe(m->seq, TECORE_SEQ_BACKWARD, buf + k + 1, len - k - 1, NULL));
-  }
+char *gpt_describe(const struct gpt_model *m, tecore_seq_dir_t dir) {
+  size_t need = 0;
+  GPT_CHECK(tecore_seq_describe(m->seq, dir, NULL, 0, &need));
+  char *buf = gpt_xalloc(need + 1);
+  GPT_CHECK(tecore_seq_describe(m->seq, dir, buf, need + 1, NULL));
+  return buf;
 }
