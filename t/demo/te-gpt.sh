@@ -34,10 +34,14 @@ trap 'rm -rf "$tmp"' EXIT
 fail=0
 
 # The validation loss after the default 30 steps (4 fixed batches of the
-# held-out tenth), over seeds 1..24: 3.10 .. 3.37, the first loss 5.46 ..
-# 5.90 (the unigram entropy of the pages is about 3.3 nats, the start
-# ln 256 = 5.545).  4.0 leaves a margin of 0.6 over the worst seed seen
-# while still failing a model that learns nothing (stays near 5.5).
+# held-out tenth), over seeds 1..24: 3.10 .. 3.37 (the unigram entropy of
+# the pages is about 3.3 nats, the start ln 256 = 5.545).  4.0 leaves a
+# margin of 0.6 over the worst seed seen while still failing a model that
+# learns nothing (stays near 5.5).  The first loss over 600 seeds (1..200
+# and 400 random draws): mean 5.71, sd 0.11, 5.37 .. 6.11; seed 54043
+# gives 6.23 (a fresh-clone CI run failed there on a bound of 6.2): the
+# bound is 5.0 .. 7.0, which an untrained model meets and a trained one
+# (near 3.3) or a broken initialization (far above ln 256) does not.
 GPT_VAL_MAX=4.0
 
 # 1. training and sampling (JSON: the summary fields, the sample in ASCII)
@@ -47,7 +51,7 @@ fi
 field() { sed -n "s/.*\"$1\": *\\([^,}]*\\).*/\\1/p" "$tmp/run.json" | head -1; }
 first=$(field first_loss) val=$(field last_val_loss)
 echo "# first loss $first, validation loss after 30 steps $val (limit $GPT_VAL_MAX)"
-awk -v f="$first" 'BEGIN { exit !(f > 5.2 && f < 6.2) }' ||
+awk -v f="$first" 'BEGIN { exit !(f > 5.0 && f < 7.0) }' ||
   { echo "FAIL: the first loss $first is not near ln 256"; fail=1; }
 awk -v v="$val" -v m="$GPT_VAL_MAX" 'BEGIN { exit !(v + 0 == v && v < m) }' ||
   { echo "FAIL: the validation loss $val is not below $GPT_VAL_MAX"; fail=1; }
