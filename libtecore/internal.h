@@ -164,6 +164,15 @@ struct te_copy2d {
   size_t dsi, dsj, ssi, ssj;
 };
 tecore_result_t te_copy2d_u32(const struct te_copy2d *c, tecore_stream_t stream);
+/* The same copy done by the host on host-addressable memory: the rule the
+ * kernel and its vdev twin follow (vdev's reference GEMM uses it too). */
+static inline void te_copy2d_on_host(const struct te_copy2d *c) {
+  uint32_t *dst = (uint32_t *)(uintptr_t)c->dst;
+  const uint32_t *src = (const uint32_t *)(uintptr_t)c->src;
+  for (size_t i = 0; i < c->drows; i++)
+    for (size_t j = 0; j < c->dcols; j++)
+      dst[i * c->dsi + j * c->dsj] = i < c->srows && j < c->scols ? src[i * c->ssi + j * c->ssj] : 0u;
+}
 
 /* ---- the vdev memory checker, for the layers above the ops table ----------
  * te_dev_checks_on: 1 when the backend is vdev with TECORE_VDEV_CHECK on,

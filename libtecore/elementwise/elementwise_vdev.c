@@ -43,8 +43,9 @@ void te_ew_vdev_copy(const struct tecore_launch_cfg *cfg, void *const *args) {
 void te_ew_vdev_copy2d_u32(const struct tecore_launch_cfg *cfg, void *const *args) {
   const struct te_copy2d_u32_args a = te_copy2d_u32_args_of(args);
   (void)cfg;
-  for (unsigned long long i = 0; i < a.drows; i++)
-    for (unsigned long long j = 0; j < a.dcols; j++)
-      a.dst[i * a.dsi + j * a.dsj] =
-          i < a.srows && j < a.scols ? a.src[i * a.ssi + j * a.ssj] : 0u;
+  const struct te_copy2d c = {.dst = (tecore_devptr_t)(uintptr_t)a.dst,
+                              .src = (tecore_devptr_t)(uintptr_t)a.src, .drows = a.drows,
+                              .dcols = a.dcols, .srows = a.srows, .scols = a.scols,
+                              .dsi = a.dsi, .dsj = a.dsj, .ssi = a.ssi, .ssj = a.ssj};
+  te_copy2d_on_host(&c);
 }

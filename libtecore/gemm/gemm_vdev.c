@@ -101,13 +101,11 @@ static double tensor_scale(const struct ref_operand *o) {
   return o->scale_kind == TE_GEMM_SCALE_TENSOR ? (double)*(const float *)o->scale : 1.0;
 }
 
-/* A k-major panel [rows][k] of an operand, or NULL when memory is short
- * (the loops then read elements in place). */
 /* A block-scaled operand's scales copied into cuBLASLt's layout the way
- * the cuda backend copies them (gemm_problem.h's te_gemm_blk_lt_copy, the
- * loop of te_copy2d_u32), into an exact-size host buffer that the element
- * reads then go through; NULL (the compact scales are read) when not
- * block-scaled or out of memory. */
+ * the cuda backend copies them (gemm_problem.h's te_gemm_blk_lt_copy, run
+ * by te_copy2d_on_host, te_copy2d_u32's loop), into an exact-size host
+ * buffer that the element reads then go through; NULL (the compact scales
+ * are read) when not block-scaled or out of memory. */
 static float *lt_scales(struct ref_operand *o, size_t rows, size_t k) {
   if (o->scale_kind != TE_GEMM_SCALE_BLK1D && o->scale_kind != TE_GEMM_SCALE_BLK2D) return NULL;
   size_t bytes = te_gemm_blk_lt_bytes((enum te_gemm_scale)o->scale_kind, rows, k);
@@ -117,17 +115,15 @@ static float *lt_scales(struct ref_operand *o, size_t rows, size_t k) {
                               .scale_inv = (tecore_devptr_t)(uintptr_t)o->scale,
                               .s_si = o->s_si, .s_sk = o->s_sk};
   struct te_copy2d c = te_gemm_blk_lt_copy(&g, rows, k, (tecore_devptr_t)(uintptr_t)buf);
-  uint32_t *dst = (uint32_t *)(uintptr_t)c.dst;
-  const uint32_t *src = (const uint32_t *)(uintptr_t)c.src;
-  for (size_t i = 0; i < c.drows; i++)
-    for (size_t j = 0; j < c.dcols; j++)
-      dst[i * c.dsi + j * c.dsj] = i < c.srows && j < c.scols ? src[i * c.ssi + j * c.ssj] : 0u;
+  te_copy2d_on_host(&c);
   o->lt = buf;
   o->rows = rows;
   o->k = k;
   return buf;
 }
 
+/* A k-major panel [rows][k] of an operand, or NULL when memory is short
+ * (the loops then read elements in place). */
 static double *make_panel(const struct ref_operand *o, size_t rows, size_t k) {
   if (rows && k > SIZE_MAX / sizeof(double) / rows) return NULL;
   double *p = malloc(rows * k * sizeof(double));
