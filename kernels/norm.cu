@@ -627,8 +627,9 @@ extern "C" __global__ void __maxnreg__(80)
   switch (d * 4 + ln * 2 + add) {
 #define NORM_BWD_CASE(D, L, A) \
   case D * 4 + L * 2 + A: norm_bwd<8, false, D, L, A>(a); return;
-    NORM_BWD_CASE(BF16, 1, 0) NORM_BWD_CASE(BF16, 0, 0) NORM_BWD_CASE(BF16, 0, 1)
-    NORM_BWD_CASE(F16, 1, 0) NORM_BWD_CASE(F16, 0, 0) NORM_BWD_CASE(F16, 0, 1)
+    NORM_BWD_CASE(BF16, 1, 0) NORM_BWD_CASE(BF16, 1, 1) NORM_BWD_CASE(BF16, 0, 0)
+    NORM_BWD_CASE(BF16, 0, 1) NORM_BWD_CASE(F16, 1, 0) NORM_BWD_CASE(F16, 1, 1)
+    NORM_BWD_CASE(F16, 0, 0) NORM_BWD_CASE(F16, 0, 1)
 #undef NORM_BWD_CASE
     default: break;
   }

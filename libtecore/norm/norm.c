@@ -119,7 +119,7 @@ struct norm_fwd_call {
 };
 
 /* A backward: dy and what the forward saw (x, mu, rsigma, gamma), the
- * extra gradient added to dx (rmsnorm_bwd_add, or NULL), the outputs and
+ * extra gradient added to dx (the _bwd_add calls, or NULL), the outputs and
  * the workspace. */
 struct norm_bwd_call {
   int ln;
@@ -136,7 +136,7 @@ struct norm_bwd_call {
 
 /* te/norm.h's rule: what a call writes (y, its amax and scale_inv, mu,
  * rsigma; dx, dgamma, dbeta, the workspace) shares no byte with anything
- * else the call touches, except that rmsnorm_bwd_add's dx may be exactly
+ * else the call touches, except that a _bwd_add call's dx may be exactly
  * extra_grad (each element read, then written, by one thread).  Absent
  * buffers are skipped. */
 static void rowvec_span(struct te_tensor_spans *l, const char *name, tecore_devptr_t p,
@@ -447,6 +447,21 @@ TE_EXPORT tecore_result_t tecore_rmsnorm_bwd(const struct tecore_tensor *dy,
                                              tecore_stream_t stream) {
   return norm_bwd(&(struct norm_bwd_call){.dy = dy, .x = x, .gamma = gamma, .rsigma = rsigma,
                                           .flags = flags, .dx = dx, .dgamma = dgamma,
+                                          .workspace = workspace,
+                                          .workspace_bytes = workspace_bytes, .fn = __func__},
+                  stream);
+}
+
+TE_EXPORT tecore_result_t tecore_layernorm_bwd_add(
+    const struct tecore_tensor *dy, const struct tecore_tensor *x, tecore_devptr_t mu,
+    tecore_devptr_t rsigma, const struct tecore_tensor *gamma,
+    const struct tecore_tensor *extra_grad, unsigned flags, struct tecore_tensor *dx,
+    struct tecore_tensor *dgamma, struct tecore_tensor *dbeta, tecore_devptr_t workspace,
+    size_t workspace_bytes, tecore_stream_t stream) {
+  TE_ARG(extra_grad, "%s: extra_grad is NULL", __func__);
+  return norm_bwd(&(struct norm_bwd_call){.ln = 1, .dy = dy, .x = x, .gamma = gamma, .mu = mu,
+                                          .rsigma = rsigma, .extra = extra_grad, .flags = flags,
+                                          .dx = dx, .dgamma = dgamma, .dbeta = dbeta,
                                           .workspace = workspace,
                                           .workspace_bytes = workspace_bytes, .fn = __func__},
                   stream);

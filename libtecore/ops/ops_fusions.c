@@ -32,8 +32,10 @@
  *   dgrad+dgelu+dbias / dgrad+dgelu   [Linear, (Bias), GELU, Linear] without
  *       FP8: the second Linear's dgrad GEMM applies dGELU (aux = the saved
  *       pre-activation) and sums the first Linear's bias gradient.
- *   rmsnorm_bwd_add   [MakeExtraOutput, RMSNorm]: the norm's dx plus the
- *       residual's gradient in one kernel.
+ *   rmsnorm_bwd_add, layernorm_bwd_add   [MakeExtraOutput, RMSNorm] or
+ *       [MakeExtraOutput, LayerNorm]: the norm's dx plus the residual's
+ *       gradient in one kernel (a pre-norm block's every norm: the add of
+ *       the fork's two gradients no longer writes dx and reads it back).
  *   linear_dgrad+add  [MakeExtraOutput, Linear]: the dgrad GEMM accumulates
  *       into the residual's gradient (C = it, beta = 1). */
 #include "ops/ops_internal.h"
@@ -230,6 +232,21 @@ static tecore_result_t x_rmsnorm_bwd_add(const struct tecore_seq_exec *x) {
   return te_accum_f32(s, o->grad[0], s->dvec, TECORE_DTYPE_F32, o->in_cols, x->stream);
 }
 
+static tecore_result_t x_layernorm_bwd_add(const struct tecore_seq_exec *x) {
+  tecore_seq_t *s = x->seq;
+  const struct te_op *m = op_at(s, x->first), *o = op_at(s, x->first + 1);
+  struct tecore_tensor g, dg, db, extra, dx = x->grad[0];
+  te_vec(&g, s->cfg.dtype, o->in_cols, o->param[0]);
+  te_vec(&dg, TECORE_DTYPE_F32, o->in_cols, s->dvec);
+  te_vec(&db, TECORE_DTYPE_F32, o->in_cols, s->dvec2);
+  te_t2d(&extra, s->cfg.dtype, o->in_rows, o->in_cols, te_slot_grad(s, m->pair));
+  TE_CHECK(tecore_layernorm_bwd_add(&x->grad[2], &x->act[1], o->saved[1], o->saved[0], &g,
+                                    &extra, o->d.norm_flags, &dx, &dg, &db, s->ws, s->ws_bytes,
+                                    x->stream));
+  TE_CHECK(te_accum_f32(s, o->grad[0], s->dvec, TECORE_DTYPE_F32, o->in_cols, x->stream));
+  return te_accum_f32(s, o->grad[1], s->dvec2, TECORE_DTYPE_F32, o->in_cols, x->stream);
+}
+
 static tecore_result_t x_dgrad_add(const struct tecore_seq_exec *x) {
   tecore_seq_t *s = x->seq;
   const struct te_op *m = op_at(s, x->first), *l = op_at(s, x->first + 1);
@@ -309,7 +326,9 @@ const struct te_fusion te_builtin_fusions[] = {
         x_dgrad_dgelu, CTX(L_NO_BIAS | L_BIAS_OP), 20),
     PAT(TE_FUSE_DGRAD_DGELU, "dgrad+dgelu", BWD, 3, K(L, G, L), p_dgrad_dgelu, x_dgrad_dgelu,
         CTX(L_NO_BIAS), 20),
-    PAT(TE_FUSE_RMSNORM_BWD_ADD, "rmsnorm_bwd_add", BWD, 2, K(M, RMS), NULL, x_rmsnorm_bwd_add,
+    PAT(TE_FUSE_NORM_BWD_ADD, "rmsnorm_bwd_add", BWD, 2, K(M, RMS), NULL, x_rmsnorm_bwd_add,
+        NULL, 10),
+    PAT(TE_FUSE_NORM_BWD_ADD, "layernorm_bwd_add", BWD, 2, K(M, LN), NULL, x_layernorm_bwd_add,
         NULL, 10),
     PAT(TE_FUSE_DGRAD_ADD, "linear_dgrad+add", BWD, 2, K(M, L), NULL, x_dgrad_add, NULL, 10),
 };

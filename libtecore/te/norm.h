@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* te/norm.h -- LayerNorm and RMSNorm: forward (optionally quantizing the
  * output to FP8), backward with dgamma/dbeta reduced across rows, and
- * RMSNorm backward fused with the add of an extra gradient.
+ * either backward fused with the add of an extra gradient (a residual
+ * branch's, in a pre-norm transformer).
  *
  * Shapes (2-D views, te/tensor.h): x, y, dy, dx, extra_grad
  * [rows][hidden]; gamma, beta, dgamma, dbeta have hidden elements (any
@@ -23,7 +24,7 @@
  * Aliasing: what a call writes (y with its amax and scale_inv, mu,
  * rsigma; dx, dgamma, dbeta, the workspace) shares no byte with anything
  * else it touches (so mu != rsigma, dgamma != dbeta, y's scale !=
- * scale_inv), except that rmsnorm_bwd_add's dx may be exactly extra_grad.
+ * scale_inv), except that a _bwd_add call's dx may be exactly extra_grad.
  * Otherwise TECORE_ERR_INVALID names both buffers, and nothing is queued.
  *
  * Everything runs in stream order on stream and is graph-capturable;
@@ -80,6 +81,19 @@ tecore_result_t tecore_layernorm_bwd(const struct tecore_tensor *dy,
                                      struct tecore_tensor *dgamma, struct tecore_tensor *dbeta,
                                      tecore_devptr_t workspace, size_t workspace_bytes,
                                      tecore_stream_t stream);
+
+/* LayerNorm backward fused with the residual branch's gradient:
+ * dx = layernorm_dx + extra_grad (extra_grad [rows][hidden], F32/F16/BF16;
+ * it may be exactly dx: the same address and element size, in place),
+ * added in float before dx's one rounding. */
+tecore_result_t tecore_layernorm_bwd_add(const struct tecore_tensor *dy,
+                                         const struct tecore_tensor *x, tecore_devptr_t mu,
+                                         tecore_devptr_t rsigma,
+                                         const struct tecore_tensor *gamma,
+                                         const struct tecore_tensor *extra_grad, unsigned flags,
+                                         struct tecore_tensor *dx, struct tecore_tensor *dgamma,
+                                         struct tecore_tensor *dbeta, tecore_devptr_t workspace,
+                                         size_t workspace_bytes, tecore_stream_t stream);
 
 /* RMSNorm backward: dx and dgamma. */
 tecore_result_t tecore_rmsnorm_bwd(const struct tecore_tensor *dy, const struct tecore_tensor *x,

@@ -711,6 +711,9 @@ static tecore_devptr_t nbwd_ws(const struct nbwd *b) {
 
 static tecore_result_t nbwd_run(struct nbwd *b, tecore_devptr_t ws,
                                 const struct tecore_tensor *extra) {
+  if (b->ln && extra)
+    return tecore_layernorm_bwd_add(&b->DY, &b->X, b->mu, b->rs, &b->G, extra, 0, &b->DX, &b->DG,
+                                    &b->DB, ws, b->ws, te_stream);
   if (b->ln)
     return tecore_layernorm_bwd(&b->DY, &b->X, b->mu, b->rs, &b->G, 0, &b->DX, &b->DG, &b->DB, ws,
                                 b->ws, te_stream);
@@ -804,11 +807,11 @@ END_TEST
 START_TEST(test_rmsnorm_bwd_rejects_workspace_over_dx) { norm_ws_over_dx(0); }
 END_TEST
 
-/* rmsnorm_bwd_add's extra gradient may be dx itself (te/norm.h), but one
+/* a _bwd_add call's extra gradient may be dx itself (te/norm.h), but one
  * that started inside dx was accepted. */
-START_TEST(test_rmsnorm_bwd_add_rejects_extra_grad_partly_over_dx) {
+static void norm_add_extra_partly_over_dx(int ln) {
   struct nbwd b;
-  nbwd_new(&b, 0);
+  nbwd_new(&b, ln);
   size_t nx = b.r.rows * b.r.h;
   tecore_devptr_t e = te_dalloc(nx * 4 + 64);
   float *he = rand_at(e, nx + 16, -1, 1);
@@ -832,6 +835,13 @@ START_TEST(test_rmsnorm_bwd_add_rejects_extra_grad_partly_over_dx) {
   free(he);
   TE_OK(tecore_mem_free(e));
   nbwd_free(&b);
+}
+START_TEST(test_rmsnorm_bwd_add_rejects_extra_grad_partly_over_dx) {
+  norm_add_extra_partly_over_dx(0);
+}
+END_TEST
+START_TEST(test_layernorm_bwd_add_rejects_extra_grad_partly_over_dx) {
+  norm_add_extra_partly_over_dx(1);
 }
 END_TEST
 
@@ -1068,6 +1078,7 @@ static Suite *alias_suite(void) {
   tcase_add_test(tc, test_layernorm_bwd_rejects_workspace_over_dx);
   tcase_add_test(tc, test_rmsnorm_bwd_rejects_workspace_over_dx);
   tcase_add_test(tc, test_rmsnorm_bwd_add_rejects_extra_grad_partly_over_dx);
+  tcase_add_test(tc, test_layernorm_bwd_add_rejects_extra_grad_partly_over_dx);
   tcase_add_test(tc, test_layernorm_rejects_scale_equal_scale_inv);
   tc = te_tcase(s, "seq", 1);
   tcase_add_test(tc, test_seq_backward_rejects_dx_over_forward_input);

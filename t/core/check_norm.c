@@ -263,13 +263,16 @@ END_TEST
 /* ---- backward ---------------------------------------------------------------------- */
 
 /* mode: 0 LayerNorm, 1 RMSNorm, 2 rmsnorm_bwd_add, 3 rmsnorm_bwd_add with
- * extra_grad in dx's memory. */
-static void run_bwd(int mode, size_t rows, size_t hidden, tecore_dtype_t dx_t, tecore_dtype_t dw,
-                    tecore_dtype_t dgrad, unsigned flags) {
-  int ln = mode == 0, add = mode >= 2, alias = mode == 3;
+ * extra_grad in dx's memory, 4 layernorm_bwd_add, 5 layernorm_bwd_add with
+ * extra_grad in dx's memory.  all16: every tensor in dx_t (the one-dtype
+ * kernel te_norm_bwd_fast when it is 16-bit and hidden % 8 == 0). */
+#define NBWD_MODES 6
+static void run_bwd_dt(int mode, size_t rows, size_t hidden, tecore_dtype_t dx_t,
+                       tecore_dtype_t dw, tecore_dtype_t dgrad, unsigned flags, int all16) {
+  int ln = mode == 0 || mode >= 4, add = mode >= 2, alias = mode == 3 || mode == 5;
   size_t n = rows * hidden;
-  tecore_dtype_t ddy = dx_t == TECORE_DTYPE_F16 ? TECORE_DTYPE_F32 : dx_t;
-  tecore_dtype_t dext = alias ? dgrad : TECORE_DTYPE_BF16;
+  tecore_dtype_t ddy = dx_t == TECORE_DTYPE_F16 && !all16 ? TECORE_DTYPE_F32 : dx_t;
+  tecore_dtype_t dext = alias || all16 ? dgrad : TECORE_DTYPE_BF16;
   struct hbuf x, dy, g, ex;
   hbuf_rand(&x, n, dx_t, -2.0f, 3.0f);
   hbuf_rand(&dy, n, ddy, -1.0f, 1.0f);
@@ -343,12 +346,16 @@ static void run_bwd(int mode, size_t rows, size_t hidden, tecore_dtype_t dx_t, t
     TE_OK(tecore_layernorm_bwd(&tdy, &tx, mu, rs, &tg, flags, &tdx, &tdg, &tdb, ws, wsb, te_stream));
   else if (mode == 1)
     TE_OK(tecore_rmsnorm_bwd(&tdy, &tx, rs, &tg, flags, &tdx, &tdg, ws, wsb, te_stream));
-  else
+  else if (mode <= 3)
     TE_OK(tecore_rmsnorm_bwd_add(&tdy, &tx, rs, &tg, &tex, flags, &tdx, &tdg, ws, wsb, te_stream));
+  else
+    TE_OK(tecore_layernorm_bwd_add(&tdy, &tx, mu, rs, &tg, &tex, flags, &tdx, &tdg, &tdb, ws, wsb,
+                                   te_stream));
   TE_OK(tecore_stream_synchronize(te_stream));
 
-  static const char *const names[] = {"layernorm_bwd", "rmsnorm_bwd", "rmsnorm_bwd_add",
-                                      "rmsnorm_bwd_add (extra_grad = dx)"};
+  static const char *const names[NBWD_MODES] = {
+      "layernorm_bwd", "rmsnorm_bwd", "rmsnorm_bwd_add", "rmsnorm_bwd_add (extra_grad = dx)",
+      "layernorm_bwd_add", "layernorm_bwd_add (extra_grad = dx)"};
   char what[200];
   snprintf(what, sizeof what, "%s %zux%zu x %s dy %s gamma %s -> %s%s", names[mode], rows, hidden,
            tecore_dtype_name(dx_t), tecore_dtype_name(ddy), tecore_dtype_name(dw),
@@ -392,13 +399,33 @@ static void run_bwd(int mode, size_t rows, size_t hidden, tecore_dtype_t dx_t, t
   TE_OK(tecore_mem_free(ws));
 }
 
+static void run_bwd(int mode, size_t rows, size_t hidden, tecore_dtype_t dx_t, tecore_dtype_t dw,
+                    tecore_dtype_t dgrad, unsigned flags) {
+  run_bwd_dt(mode, rows, hidden, dx_t, dw, dgrad, flags, 0);
+}
+
 START_TEST(test_norm_bwd) {
   const struct nshape *s = &nshapes[_i];
-  for (int mode = 0; mode < 4; mode++) {
+  for (int mode = 0; mode < NBWD_MODES; mode++) {
     tecore_dtype_t dx = hp[(size_t)(_i + mode) % 3], dw = hp[(size_t)(_i + 2 * mode + 1) % 3];
     tecore_dtype_t dg = hp[(size_t)(_i + mode + 2) % 3];
     unsigned fl = (mode + _i) & 1 ? TECORE_NORM_ZERO_CENTERED_GAMMA : 0;
     run_bwd(mode, s->rows, s->hidden, dx, dw, dg, fl);
+  }
+}
+END_TEST
+
+/* Every mode with one 16-bit dtype for all tensors and hidden % 8 == 0:
+ * the cuda backend's te_norm_bwd_fast, which has a case per (dtype,
+ * LayerNorm or not, extra gradient or not); a case it lacked would leave
+ * the poisoned dx. */
+START_TEST(test_norm_bwd_one_dtype) {
+  static const size_t shp[][2] = {{3, 64}, {37, 1024}, {5, 2048}};
+  const tecore_dtype_t dt = _i & 1 ? TECORE_DTYPE_F16 : TECORE_DTYPE_BF16;
+  for (int mode = 0; mode < NBWD_MODES; mode++) {
+    const size_t *sh = shp[(size_t)(mode + _i) % 3];
+    run_bwd_dt(mode, sh[0], sh[1], dt, dt, dt, (mode + _i) & 2 ? TECORE_NORM_ZERO_CENTERED_GAMMA : 0,
+               1);
   }
 }
 END_TEST
@@ -475,6 +502,21 @@ START_TEST(test_norm_args) {
                     tecore_rmsnorm_bwd_add(&y, &x, st, &g, NULL, 0, &y, &dg, ws, need, te_stream));
   TE_EXPECT_INVALID("extra_grad",
                     tecore_rmsnorm_bwd_add(&y, &x, st, &g, &y2, 0, &y, &dg, ws, need, te_stream));
+  size_t need_ln = 0;
+  TE_OK(tecore_norm_bwd_workspace_size(TECORE_NORM_LAYERNORM, 8, 64, &need_ln));
+  tecore_devptr_t ws_ln = te_dalloc(need_ln);
+  struct tecore_tensor db = ref_tensor1(TECORE_DTYPE_F32, 64, w + 3072);
+  TE_EXPECT_INVALID("extra_grad", tecore_layernorm_bwd_add(&y, &x, st + 512, st, &g, NULL, 0, &y,
+                                                           &dg, &db, ws_ln, need_ln, te_stream));
+  TE_EXPECT_INVALID("extra_grad", tecore_layernorm_bwd_add(&y, &x, st + 512, st, &g, &y2, 0, &y,
+                                                           &dg, &db, ws_ln, need_ln, te_stream));
+  TE_EXPECT_INVALID("mu", tecore_layernorm_bwd_add(&y, &x, 0, st, &g, &x, 0, &y, &dg, &db, ws_ln,
+                                                   need_ln, te_stream));
+  TE_EXPECT_INVALID("workspace_bytes",
+                    tecore_layernorm_bwd_add(&y, &x, st + 512, st, &g, &x, 0, &y, &dg, &db, ws_ln,
+                                             need_ln - 1, te_stream));
+  TE_OK(tecore_stream_synchronize(te_stream));
+  TE_OK(tecore_mem_free(ws_ln));
   bad = y;
   bad.dtype = TECORE_DTYPE_E4M3;
   bad.scaling = TECORE_SCALING_DELAYED;
@@ -562,6 +604,7 @@ static Suite *norm_suite(void) {
   tcase_add_test(tc, test_norm_fwd_one_wave_loops);
   tc = te_tcase(s, "bwd", 1);
   tcase_add_loop_test(tc, test_norm_bwd, 0, (int)TE_ARRAY_N(nshapes));
+  tcase_add_loop_test(tc, test_norm_bwd_one_dtype, 0, 2);
   tc = te_tcase(s, "misc", 1);
   tcase_add_test(tc, test_norm_args);
   tcase_add_test(tc, test_norm_deterministic);

@@ -158,11 +158,14 @@ static struct tecore_op_desc op_reshape(size_t f) {
 
 /* The MLP block of te-demo: residual fork, RMSNorm, Linear(+bias), GELU,
  * Linear(+bias), residual add; nblocks of them (slot = block index). */
+/* the norm of block_ops' blocks (test_fused_layernorm sets LayerNorm) */
+static int block_norm = TECORE_OP_RMSNORM;
+
 static size_t block_ops(struct tecore_op_desc *d, int nblocks, size_t hidden, size_t ffn) {
   size_t k = 0;
   for (int b = 0; b < nblocks; b++) {
     d[k++] = op_slot(TECORE_OP_MAKE_EXTRA_OUTPUT, b);
-    d[k++] = op_norm(TECORE_OP_RMSNORM, 1e-5f, 0);
+    d[k++] = op_norm(block_norm, 1e-5f, 0);
     d[k++] = op_linear(ffn, 1);
     d[k++] = op_kind(TECORE_OP_GELU);
     d[k++] = op_linear(hidden, 1);
@@ -709,6 +712,11 @@ START_TEST(test_fd_residual) {
   struct tecore_op_desc d2[] = {op_slot(TECORE_OP_MAKE_EXTRA_OUTPUT, 5), op_linear(16, 1),
                                 op_slot(TECORE_OP_ADD_EXTRA_INPUT, 5)};
   fd_case(d2, 3, 4, 16, 1, 0, FD_ATOL, FD_RTOL, "linear with a residual");
+  /* a fork into a LayerNorm (layernorm_bwd_add): y = x + LN(x) */
+  struct tecore_op_desc d3[] = {op_slot(TECORE_OP_MAKE_EXTRA_OUTPUT, 1),
+                                op_norm(TECORE_OP_LAYERNORM, 1e-3f, 0),
+                                op_slot(TECORE_OP_ADD_EXTRA_INPUT, 1)};
+  fd_case(d3, 3, 5, 24, 0, 0, FD_ATOL, FD_RTOL, "layernorm with a residual");
 }
 END_TEST
 
@@ -840,6 +848,34 @@ START_TEST(test_fused_fp8_current) {
   TE_OK(tecore_recipe_init(&r, TECORE_RECIPE_CURRENT));
   r.format = TECORE_FP8_E4M3;
   fused_vs_unfused(TECORE_DTYPE_BF16, &r, 0.15, "fp8 current (e4m3), bf16");
+}
+END_TEST
+
+/* The blocks with LayerNorm: the backward plans layernorm_bwd_add (the
+ * fork's gradient added inside the norm's backward) where the unfused
+ * sequence runs layernorm and make_extra_output's add; the same
+ * tolerances as the RMSNorm blocks. */
+START_TEST(test_fused_layernorm) {
+  block_norm = TECORE_OP_LAYERNORM;
+  struct tecore_op_desc d[12];
+  size_t n = block_ops(d, 2, 64, 128);
+  tecore_seq_t *s = make_seq(d, n, 32, 64, TECORE_DTYPE_BF16, 0, NULL);
+  expect_plan(s, TECORE_SEQ_BACKWARD,
+              "backward: layernorm_bwd_add[0-1] | dgrad+dgelu+dbias[2-4] | add_extra_input[5] | "
+              "layernorm_bwd_add[6-7] | dgrad+dgelu+dbias[8-10] | add_extra_input[11]");
+  TE_OK(tecore_seq_destroy(s));
+  s = make_seq(d, n, 32, 64, TECORE_DTYPE_BF16, TECORE_SEQ_NO_FUSION, NULL);
+  expect_plan(s, TECORE_SEQ_BACKWARD,
+              "backward: make_extra_output[0] | layernorm[1] | linear[2] | gelu[3] | linear[4] | "
+              "add_extra_input[5] | make_extra_output[6] | layernorm[7] | linear[8] | gelu[9] | "
+              "linear[10] | add_extra_input[11]");
+  TE_OK(tecore_seq_destroy(s));
+  fused_vs_unfused(TECORE_DTYPE_F32, NULL, 2e-3, "layernorm blocks, f32");
+  fused_vs_unfused(TECORE_DTYPE_BF16, NULL, 2e-2, "layernorm blocks, bf16");
+  struct tecore_recipe r;
+  TE_OK(tecore_recipe_init(&r, TECORE_RECIPE_DELAYED));
+  fused_vs_unfused(TECORE_DTYPE_BF16, &r, 0.25, "layernorm blocks, fp8 delayed (hybrid), bf16");
+  block_norm = TECORE_OP_RMSNORM;
 }
 END_TEST
 
@@ -2808,6 +2844,7 @@ static Suite *ops_suite(void) {
   tcase_add_test(tc, test_fused_bf16);
   tcase_add_test(tc, test_fused_fp8_delayed);
   tcase_add_test(tc, test_fused_fp8_current);
+  tcase_add_test(tc, test_fused_layernorm);
   tcase_add_test(tc, test_fp8_rowonly_columnwise_is_transpose);
   tcase_add_test(tc, test_grad_sharing);
   tcase_add_test(tc, test_slot_reuse);
