@@ -23,7 +23,57 @@ TE_PARAM_INT_RENAMED(ops_fusion, "TECORE_OPS_FUSION", "TE_OPS_FUSION", 1, 0, 1,
                      "1: the operation fuser uses fusion patterns; 0: every operation runs by "
                      "itself (as TECORE_SEQ_NO_FUSION)")
 
+TE_PARAM_STR(ops_fusion_off, "TECORE_OPS_FUSION_OFF", "", NULL,
+             "fusion patterns the planner leaves out, by name, comma-separated (e.g. "
+             "layernorm_bwd_add,linear+bias+gelu; tecore_seq_describe prints the names); the "
+             "operations they covered run by themselves or in other patterns")
+
 static tecore_result_t grad_layout(tecore_seq_t *s);
+
+/* Is name in TECORE_OPS_FUSION_OFF's comma-separated list (blanks around
+ * a name ignored)? */
+static int fusion_off(const char *list, const char *name) {
+  size_t n = strlen(name);
+  for (const char *p = list; *p;) {
+    while (*p == ' ' || *p == '\t' || *p == ',') p++;
+    const char *e = p;
+    while (*e && *e != ',') e++;
+    const char *t = e;
+    while (t > p && (t[-1] == ' ' || t[-1] == '\t')) t--;
+    if ((size_t)(t - p) == n && n && memcmp(p, name, n) == 0) return 1;
+    p = e;
+  }
+  return 0;
+}
+
+/* Drops the patterns TECORE_OPS_FUSION_OFF names from the plan's table;
+ * a name no pattern has is reported once at WARN (a typo would otherwise
+ * change nothing, silently). */
+static void drop_fusions_off(struct te_plan *pl) {
+  const char *list = tecore_tunable_str(&ops_fusion_off);
+  if (!list || !*list) return;
+  size_t k = 0;
+  for (size_t i = 0; i < pl->nfusions; i++)
+    if (!fusion_off(list, pl->fusions[i].def.name)) pl->fusions[k++] = pl->fusions[i];
+  pl->nfusions = k;
+  static int warned;
+  if (warned) return;
+  for (const char *p = list; *p;) {
+    while (*p == ' ' || *p == '\t' || *p == ',') p++;
+    const char *e = p;
+    while (*e && *e != ',') e++;
+    const char *t = e;
+    while (t > p && (t[-1] == ' ' || t[-1] == '\t')) t--;
+    int known = t == p;
+    for (size_t i = 0; i < te_builtin_fusion_count && !known; i++)
+      known = strlen(te_builtin_fusions[i].def.name) == (size_t)(t - p) &&
+              memcmp(te_builtin_fusions[i].def.name, p, (size_t)(t - p)) == 0;
+    if (!known && !__atomic_exchange_n(&warned, 1, __ATOMIC_RELAXED))
+      TE_WARN(TECORE_SUBSYS_KERNEL, "TECORE_OPS_FUSION_OFF: '%.*s' is no built-in fusion pattern's name "
+              "(a registered one's is matched as given)", (int)(t - p), p);
+    p = e;
+  }
+}
 
 void te_plan_free(struct te_plan *p) {
   free(p->fusions);
@@ -162,6 +212,7 @@ tecore_result_t te_plan_build(tecore_seq_t *s) {
     memcpy(s->plan.fusions + nreg, te_builtin_fusions,
            te_builtin_fusion_count * sizeof *te_builtin_fusions);
     s->plan.nfusions = total;
+    drop_fusions_off(&s->plan);
   }
   free(reg);
   tecore_result_t r = plan_pass(s, TECORE_SEQ_FORWARD, fuse);

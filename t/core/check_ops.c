@@ -879,6 +879,32 @@ START_TEST(test_fused_layernorm) {
 }
 END_TEST
 
+/* TECORE_OPS_FUSION_OFF leaves the patterns it names out of the plan:
+ * blanks around a name ignored, whole names only (linear+bias is a
+ * pattern of its own, not a prefix that drops linear+bias+add or
+ * linear+bias+gelu).  The tunable is read once a process: set before the
+ * test's first plan (Check runs each test in a child of its own). */
+START_TEST(test_fusion_off) {
+  ck_assert_int_eq(setenv("TECORE_OPS_FUSION_OFF", " layernorm_bwd_add ,dgrad+dgelu+dbias,linear+bias",
+                          1), 0);
+  block_norm = TECORE_OP_LAYERNORM;
+  struct tecore_op_desc d[12];
+  size_t n = block_ops(d, 2, 64, 128);
+  tecore_seq_t *s = make_seq(d, n, 32, 64, TECORE_DTYPE_BF16, 0, NULL);
+  expect_plan(s, TECORE_SEQ_FORWARD,
+              "forward: make_extra_output[0] | layernorm[1] | linear+bias+gelu[2-3] | "
+              "linear+bias+add[4-5] | make_extra_output[6] | layernorm[7] | linear+bias+gelu[8-9] | "
+              "linear+bias+add[10-11]");
+  expect_plan(s, TECORE_SEQ_BACKWARD,
+              "backward: make_extra_output[0] | layernorm[1] | linear[2] | gelu[3] | linear[4] | "
+              "add_extra_input[5] | make_extra_output[6] | layernorm[7] | linear[8] | gelu[9] | "
+              "linear[10] | add_extra_input[11]");
+  TE_OK(tecore_seq_destroy(s));
+  block_norm = TECORE_OP_RMSNORM;
+  ck_assert_int_eq(unsetenv("TECORE_OPS_FUSION_OFF"), 0);
+}
+END_TEST
+
 /* Shared activation gradients: a deep stack gives the same bits as the same
  * stack with a gradient buffer per boundary (TECORE_SEQ_NO_GRAD_SHARING),
  * before and after recipe changes (which lay the arena out anew), and
@@ -2845,6 +2871,7 @@ static Suite *ops_suite(void) {
   tcase_add_test(tc, test_fused_fp8_delayed);
   tcase_add_test(tc, test_fused_fp8_current);
   tcase_add_test(tc, test_fused_layernorm);
+  tcase_add_test(tc, test_fusion_off);
   tcase_add_test(tc, test_fp8_rowonly_columnwise_is_transpose);
   tcase_add_test(tc, test_grad_sharing);
   tcase_add_test(tc, test_slot_reuse);
