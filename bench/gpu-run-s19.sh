@@ -1,0 +1,51 @@
+#!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
+# bench/gpu-run-s19.sh -- session 19's GPU checks, from the top of a
+# configured and built tree (.devdeps/run builds it):
+#
+#     OUT=gpu-out PHASES="check ab" bash bench/gpu-run-s19.sh
+#
+# Phases (any subset, in this order):
+#   check   layernorm_bwd_add and the block GEMM's aligned shapes under
+#           TE_DEVICE=cuda: check_norm (every mode with one 16-bit dtype:
+#           te_norm_bwd_fast's new LayerNorm+add case), check_ops,
+#           check_gemm, check_transformer, te-gpt's own test
+#   ab      te-gpt 1.3B FP8 (delayed) and GPT-2 124M BF16 with
+#           layernorm_bwd_add and without it (TECORE_OPS_FUSION_OFF),
+#           alternating, beside torch.compile on the same models
+#           (bench/gpt_peer.py) in the same call; --profile of the 1.3B
+#           step with the fusion
+# Every step is bounded by STEP_TIMEOUT seconds (150) and writes
+# $OUT/NAME.txt (standard error to NAME.err) and a summary line
+# (bench/gpu-lib.sh).  Never changes clocks, power, MIG or multicast.
+set -u
+default_phases="check ab"
+. "$(dirname "$0")/gpu-lib.sh"
+gpt=tools/te-gpt
+if has check; then
+  step machine sh -c 'nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv; nvcc --version | tail -2'
+  for t in check_norm check_ops check_gemm check_transformer; do
+    [ -x "t/core/$t" ] || make -s "t/core/$t" > /dev/null 2>&1
+    step "$t" env TE_DEVICE=cuda "t/core/$t"
+  done
+  step te-gpt-sh make -s check TESTS=t/demo/te-gpt.sh TE_DEVICE=cuda
+  cp t/demo/te-gpt.log "$out/te-gpt-sh.log" 2>/dev/null
+fi
+if has ab; then
+  big="$gpt --model gpt-1.3b --synthetic --batch 8 --steps 12 --eval-every 0 --sample 0 --recipe delayed --json"
+  small="$gpt --model gpt2-124m --synthetic --batch 32 --steps 20 --eval-every 0 --sample 0 --json"
+  off=TECORE_OPS_FUSION_OFF=layernorm_bwd_add
+  step big-on-1 $big
+  step big-off-1 env $off $big
+  step big-on-2 $big
+  step big-off-2 env $off $big
+  step big-peer-compile python3 bench/gpt_peer.py speed --model gpt-1.3b --batch 8 --compile \
+    --steps 8 --warmup 3
+  step small-on-1 $small
+  step small-off-1 env $off $small
+  step small-peer-compile python3 bench/gpt_peer.py speed --model gpt2-124m --batch 32 --compile \
+    --steps 10 --warmup 3
+  step prof-big $gpt --model gpt-1.3b --synthetic --batch 8 --steps 3 --eval-every 0 \
+    --sample 0 --recipe delayed --profile
+fi
+cat "$summary"
