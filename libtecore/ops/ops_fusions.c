@@ -9,6 +9,14 @@
  *       Not under current scaling: the norm would take two passes over its
  *       input, and with the backward's columnwise copy that moves more bytes
  *       than the separate quantize-and-transpose does.
+ *   gelu+quantize (relu, silu, qgelu, swiglu, geglu, reglu)   [activation]
+ *       before an FP8 Linear, delayed scaling: likewise the activation
+ *       kernel writes the Linear's FP8 input rowwise from its float
+ *       result; the backward's columnwise copy is the byte transpose.
+ *       Instead of the activation's 16-bit output written and read back
+ *       by a cast+transpose that writes both copies: an MLP's widest
+ *       tensor, [rows][ffn], half the bytes (nothing in the backward
+ *       reads the activation's output; its input is what dact reads).
  *   linear+bias, linear+gelu, linear+bias+gelu, linear+add, linear+bias+add
  *       [Linear, (Bias), (GELU | AddExtraInput)]: one GEMM whose epilogue
  *       adds the bias, applies GELU (the pre-activation saved as aux: the
@@ -57,6 +65,12 @@ static int fp8_delayed(const tecore_seq_t *s, const struct tecore_recipe *r) {
 static int p_norm_q(const tecore_seq_t *s, size_t i, const struct tecore_recipe *r, void *ctx) {
   size_t lin = i + 1 + ((uintptr_t)ctx & NQ_QUANTIZE);
   return fp8_delayed(s, r) && lin < s->nops && te_op_fp8(s, lin);
+}
+
+/* [activation] before an FP8 Linear under delayed scaling */
+static int p_act_q(const tecore_seq_t *s, size_t i, const struct tecore_recipe *r, void *ctx) {
+  (void)ctx;
+  return fp8_delayed(s, r) && i + 1 < s->nops && te_op_fp8(s, i + 1);
 }
 
 /* ctx bits of the Linear patterns */
@@ -147,6 +161,14 @@ static tecore_result_t x_norm_q(const struct tecore_seq_exec *x) {
   }
   return tecore_rmsnorm_fwd(&x->act[0], &g, o->d.epsilon, o->d.norm_flags, &y8, o->saved[0],
                             x->stream);
+}
+
+static tecore_result_t x_act_q(const struct tecore_seq_exec *x) {
+  tecore_seq_t *s = x->seq;
+  struct tecore_tensor y8;
+  TE_CHECK(te_bnd_f8_tensor(s, x->first + 1, &y8));
+  y8.columnwise_data = 0;
+  return tecore_act_fwd(te_op_act(op_at(s, x->first)), &x->act[0], &y8, 0, x->stream);
 }
 
 static tecore_result_t x_linear_epi(const struct tecore_seq_exec *x) {
@@ -292,6 +314,19 @@ const struct te_fusion te_builtin_fusions[] = {
         CTX(NQ_QUANTIZE), 10),
     PAT(TE_FUSE_NORM_Q_QUANTIZE, "layernorm+quantize", FWD, 2, K(LN, Q), p_norm_q, x_norm_q,
         CTX(NQ_QUANTIZE | NQ_LAYERNORM), 10),
+    PAT(TE_FUSE_ACT_QUANTIZE, "gelu+quantize", FWD, 1, K(G), p_act_q, x_act_q, CTX(0), 10),
+    PAT(TE_FUSE_ACT_QUANTIZE, "relu+quantize", FWD, 1, K(TECORE_OP_RELU), p_act_q, x_act_q,
+        CTX(0), 10),
+    PAT(TE_FUSE_ACT_QUANTIZE, "silu+quantize", FWD, 1, K(TECORE_OP_SILU), p_act_q, x_act_q,
+        CTX(0), 10),
+    PAT(TE_FUSE_ACT_QUANTIZE, "qgelu+quantize", FWD, 1, K(TECORE_OP_QGELU), p_act_q, x_act_q,
+        CTX(0), 10),
+    PAT(TE_FUSE_ACT_QUANTIZE, "swiglu+quantize", FWD, 1, K(TECORE_OP_SWIGLU), p_act_q, x_act_q,
+        CTX(0), 10),
+    PAT(TE_FUSE_ACT_QUANTIZE, "geglu+quantize", FWD, 1, K(TECORE_OP_GEGLU), p_act_q, x_act_q,
+        CTX(0), 10),
+    PAT(TE_FUSE_ACT_QUANTIZE, "reglu+quantize", FWD, 1, K(TECORE_OP_REGLU), p_act_q, x_act_q,
+        CTX(0), 10),
     PAT(TE_FUSE_ROPE_Q, "rope+quantize", FWD, 1, K(TECORE_OP_ROPE), p_rope_q, te_rope_q_fwd,
         CTX(0), 10),
     {.def = {.name = "attention+quantize", .dir = FWD, .nops = 1, .kinds = {TECORE_OP_ATTENTION},

@@ -69,6 +69,7 @@ struct te_fusion {
 enum te_fuse_id {
   TE_FUSE_NORM_QUANTIZE = 0,    /* [norm] before an FP8 Linear: FP8 norm output */
   TE_FUSE_NORM_Q_QUANTIZE,      /* [norm, Quantize] before an FP8 Linear */
+  TE_FUSE_ACT_QUANTIZE,         /* [activation] before an FP8 Linear: FP8 output */
   TE_FUSE_LINEAR_EPI,           /* Linear (+Bias) (+GELU | +AddExtraInput): GEMM epilogue */
   TE_FUSE_DACT_CT,              /* backward [Linear, (Bias), act]: dact+dbias+cast+transpose */
   TE_FUSE_DGRAD_DGELU,          /* backward [Linear, (Bias), GELU, Linear]: DGELU epilogue */

@@ -235,7 +235,8 @@ tecore_result_t te_plan_build(tecore_seq_t *s) {
   }
   for (size_t k = 0; k < s->plan.ngroups[TECORE_SEQ_FORWARD]; k++) {
     const struct te_group *gr = &s->plan.groups[TECORE_SEQ_FORWARD][k];
-    if (gr->f && gr->f->builtin_id == TE_FUSE_NORM_QUANTIZE) {
+    if (gr->f && (gr->f->builtin_id == TE_FUSE_NORM_QUANTIZE ||
+                  gr->f->builtin_id == TE_FUSE_ACT_QUANTIZE)) {
       struct te_bnd *bd = &s->bnd[gr->first + 1];
       bd->f8_ready = bd->f8_rowonly = 1;
       bd->hp_valid = 0;

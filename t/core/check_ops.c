@@ -158,16 +158,20 @@ static struct tecore_op_desc op_reshape(size_t f) {
 
 /* The MLP block of te-demo: residual fork, RMSNorm, Linear(+bias), GELU,
  * Linear(+bias), residual add; nblocks of them (slot = block index). */
-/* the norm of block_ops' blocks (test_fused_layernorm sets LayerNorm) */
-static int block_norm = TECORE_OP_RMSNORM;
+/* the norm and the activation of block_ops' blocks (test_fused_layernorm
+ * sets LayerNorm, test_fused_act_quantize the activations; a gated one
+ * doubles the first Linear's width) */
+static int block_norm = TECORE_OP_RMSNORM, block_act = TECORE_OP_GELU;
 
 static size_t block_ops(struct tecore_op_desc *d, int nblocks, size_t hidden, size_t ffn) {
   size_t k = 0;
   for (int b = 0; b < nblocks; b++) {
     d[k++] = op_slot(TECORE_OP_MAKE_EXTRA_OUTPUT, b);
     d[k++] = op_norm(block_norm, 1e-5f, 0);
-    d[k++] = op_linear(ffn, 1);
-    d[k++] = op_kind(TECORE_OP_GELU);
+    const int gated = block_act == TECORE_OP_SWIGLU || block_act == TECORE_OP_GEGLU ||
+                      block_act == TECORE_OP_REGLU;
+    d[k++] = op_linear(gated ? 2 * ffn : ffn, 1);
+    d[k++] = op_kind(block_act);
     d[k++] = op_linear(hidden, 1);
     d[k++] = op_slot(TECORE_OP_ADD_EXTRA_INPUT, b);
   }
@@ -356,7 +360,7 @@ START_TEST(test_plan_block) {
   TE_OK(tecore_recipe_init(&r, TECORE_RECIPE_DELAYED));
   s = make_seq(d, n, 32, 64, TECORE_DTYPE_F32, 0, &r);
   expect_plan(s, TECORE_SEQ_FORWARD,
-              "forward: make_extra_output[0] | rmsnorm+quantize[1] | linear[2] | gelu[3] | "
+              "forward: make_extra_output[0] | rmsnorm+quantize[1] | linear[2] | gelu+quantize[3] | "
               "linear[4] | add_extra_input[5]");
   expect_plan(s, TECORE_SEQ_BACKWARD, BWD_FP8);
   TE_OK(tecore_seq_destroy(s));
@@ -876,6 +880,48 @@ START_TEST(test_fused_layernorm) {
   TE_OK(tecore_recipe_init(&r, TECORE_RECIPE_DELAYED));
   fused_vs_unfused(TECORE_DTYPE_BF16, &r, 0.25, "layernorm blocks, fp8 delayed (hybrid), bf16");
   block_norm = TECORE_OP_RMSNORM;
+}
+END_TEST
+
+/* An activation before an FP8 Linear under delayed scaling writes that
+ * Linear's FP8 input itself (gelu+quantize, swiglu+quantize, ...; the
+ * columnwise copy is the backward's byte transpose): with the GELU
+ * epilogue off (TECORE_OPS_GELU_EPILOGUE=0, as te-gpt runs, read once a
+ * process) the plans show it for GELU, SwiGLU and ReLU blocks, and fused
+ * against unfused stays within the hybrid FP8 bound of
+ * test_fused_fp8_delayed (the fused activation quantizes its float
+ * result, the unfused one its BF16 rounding). */
+START_TEST(test_fused_act_quantize) {
+  ck_assert_int_eq(setenv("TECORE_OPS_GELU_EPILOGUE", "0", 1), 0);
+  static const int acts[] = {TECORE_OP_GELU, TECORE_OP_SWIGLU, TECORE_OP_RELU};
+  static const char *const names[] = {"gelu", "swiglu", "relu"};
+  struct tecore_recipe r;
+  TE_OK(tecore_recipe_init(&r, TECORE_RECIPE_DELAYED));
+  for (size_t a = 0; a < 3; a++) {
+    block_act = acts[a];
+    struct tecore_op_desc d[12];
+    size_t n = block_ops(d, 2, 64, 128);
+    tecore_seq_t *s = make_seq(d, n, 32, 64, TECORE_DTYPE_BF16, 0, &r);
+    char want[512];
+    snprintf(want, sizeof want,
+             "forward: make_extra_output[0] | rmsnorm+quantize[1] | linear[2] | %s+quantize[3] | "
+             "linear+bias+add[4-5] | make_extra_output[6] | rmsnorm+quantize[7] | linear[8] | "
+             "%s+quantize[9] | linear+bias+add[10-11]", names[a], names[a]);
+    expect_plan(s, TECORE_SEQ_FORWARD, want);
+    TE_OK(tecore_seq_destroy(s));
+    char what[64];
+    snprintf(what, sizeof what, "%s+quantize, fp8 delayed (hybrid), bf16", names[a]);
+    fused_vs_unfused(TECORE_DTYPE_BF16, &r, 0.25, what);
+    /* BF16 (no recipe): no quantize to fuse */
+    s = make_seq(d, n, 32, 64, TECORE_DTYPE_BF16, 0, NULL);
+    char fw[512];
+    size_t need = 0;
+    TE_OK(tecore_seq_describe(s, TECORE_SEQ_FORWARD, fw, sizeof fw, &need));
+    ck_assert_msg(!strstr(fw, "+quantize"), "bf16 forward plan: %s", fw);
+    TE_OK(tecore_seq_destroy(s));
+  }
+  block_act = TECORE_OP_GELU;
+  ck_assert_int_eq(unsetenv("TECORE_OPS_GELU_EPILOGUE"), 0);
 }
 END_TEST
 
@@ -2872,6 +2918,7 @@ static Suite *ops_suite(void) {
   tcase_add_test(tc, test_fused_fp8_current);
   tcase_add_test(tc, test_fused_layernorm);
   tcase_add_test(tc, test_fusion_off);
+  tcase_add_test(tc, test_fused_act_quantize);
   tcase_add_test(tc, test_fp8_rowonly_columnwise_is_transpose);
   tcase_add_test(tc, test_grad_sharing);
   tcase_add_test(tc, test_slot_reuse);
