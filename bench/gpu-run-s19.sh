@@ -15,6 +15,12 @@
 #           alternating, beside torch.compile on the same models
 #           (bench/gpt_peer.py) in the same call; --profile of the 1.3B
 #           step with the fusion
+#   check2  after gelu+quantize: check_ops, check_transformer and te-gpt's
+#           own test under TE_DEVICE=cuda
+#   ab2     te-gpt 1.3B FP8 and llama-1b FP8 with gelu+quantize /
+#           swiglu+quantize and without (TECORE_OPS_FUSION_OFF),
+#           alternating, beside torch.compile on both models; --profile
+#           of the 1.3B step
 # Every step is bounded by STEP_TIMEOUT seconds (150) and writes
 # $OUT/NAME.txt (standard error to NAME.err) and a summary line
 # (bench/gpu-lib.sh).  Never changes clocks, power, MIG or multicast.
@@ -45,6 +51,30 @@ if has ab; then
   step small-off-1 env $off $small
   step small-peer-compile python3 bench/gpt_peer.py speed --model gpt2-124m --batch 32 --compile \
     --steps 10 --warmup 3
+  step prof-big $gpt --model gpt-1.3b --synthetic --batch 8 --steps 3 --eval-every 0 \
+    --sample 0 --recipe delayed --profile
+fi
+if has check2; then
+  for t in check_ops check_transformer check_norm; do
+    [ -x "t/core/$t" ] || make -s "t/core/$t" > /dev/null 2>&1
+    step "$t" env TE_DEVICE=cuda "t/core/$t"
+  done
+  step te-gpt-sh make -s check TESTS=t/demo/te-gpt.sh TE_DEVICE=cuda
+  cp t/demo/te-gpt.log "$out/te-gpt-sh.log" 2>/dev/null
+fi
+if has ab2; then
+  big="$gpt --model gpt-1.3b --synthetic --batch 8 --steps 12 --eval-every 0 --sample 0 --recipe delayed --json"
+  llama="$gpt --model llama-1b --synthetic --batch 4 --steps 12 --eval-every 0 --sample 0 --recipe delayed --json"
+  step big-on-1 $big
+  step big-off-1 env TECORE_OPS_FUSION_OFF=gelu+quantize $big
+  step big-on-2 $big
+  step big-off-2 env TECORE_OPS_FUSION_OFF=gelu+quantize $big
+  step big-peer-compile python3 bench/gpt_peer.py speed --model gpt-1.3b --batch 8 --compile \
+    --steps 8 --warmup 3
+  step llama-on-1 $llama
+  step llama-off-1 env TECORE_OPS_FUSION_OFF=swiglu+quantize $llama
+  step llama-peer-compile python3 bench/gpt_peer.py speed --model llama-1b --batch 4 --compile \
+    --steps 8 --warmup 3
   step prof-big $gpt --model gpt-1.3b --synthetic --batch 8 --steps 3 --eval-every 0 \
     --sample 0 --recipe delayed --profile
 fi
