@@ -56,6 +56,7 @@
  * refuse (TECORE_ERR_CAPTURE) to build one. */
 #include "attn/attn_backend.h"
 #include "internal.h"
+#include "profile_hook.h"
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -311,6 +312,27 @@ static tecore_result_t execute(struct te_dnn_plan *plan, void *const ptrs[TE_DNN
 
 #define DEV(x) ((void *)(uintptr_t)(x))
 
+/* execute, timed by tecore_profile (te/profile.h) as one row per pass and
+ * shape: the engine's kernels run inside cuDNN, out of libtecore's launch
+ * path, and were missing from te-gpt --profile. */
+static tecore_result_t execute_p(struct te_dnn_plan *plan, void *const ptrs[TE_DNN_ROLES],
+                                 void *ws, tecore_stream_t stream, const char *who,
+                                 const struct te_attn_problem *p, int backward) {
+  struct te_prof_mark pm;
+  te_prof_begin(&pm, stream);
+  tecore_result_t r = execute(plan, ptrs, ws, stream, who);
+  const char *name = backward ? "cudnn_sdpa_bwd" : "cudnn_sdpa_fwd";
+  if (pm.on) {
+    char label[64];
+    snprintf(label, sizeof label, "%s b%zu h%d/%d s%zu d%d", tecore_dtype_name(p->qkv_dtype),
+             p->batch, p->heads, p->kv_heads, p->fixed_seqlen_q, p->head_dim);
+    te_prof_end(&pm, name, label, r);
+  } else {
+    te_prof_end(&pm, name, NULL, r);
+  }
+  return r;
+}
+
 /* The plan for p on stream: built unless the stream captures.  Holds the
  * cache lock on success (te_dnn_plan_release). */
 static tecore_result_t plan_for(const struct te_attn_problem *p, int backward,
@@ -404,7 +426,8 @@ static tecore_result_t fwd_fp8(const struct te_attn_problem *p, struct te_dnn_pl
       .o_hs = p->o.head_stride, .total_q = p->total_q, .heads = (size_t)p->heads,
       .d = p->head_dim, .o_dt = (int)p->o_dtype};
   tecore_result_t r = te_acd_launch_fp8(&c, TE_ACD_FP8_PRE, stream);
-  if (r == TECORE_SUCCESS) r = execute(plan, ptrs, DEV(p->workspace + w.engine), stream, who);
+  if (r == TECORE_SUCCESS)
+    r = execute_p(plan, ptrs, DEV(p->workspace + w.engine), stream, who, p, 0);
   if (r == TECORE_SUCCESS) r = te_acd_launch_fp8(&c, TE_ACD_FP8_POST, stream);
   if (r == TECORE_SUCCESS && p->lse && g->ws_stats_bytes) { /* packed [b][h][s] stats into lse */
     struct te_acd_stats_call sc = {
@@ -435,7 +458,7 @@ static tecore_result_t cudnn_fwd(const struct te_attn_problem *p, tecore_stream_
   if (r == TECORE_SUCCESS && g->ws_slots_bytes)
     r = fwd_fp8(p, plan, ptrs, stream, who);
   else if (r == TECORE_SUCCESS)
-    r = execute(plan, ptrs, DEV(p->workspace + w.engine), stream, who);
+    r = execute_p(plan, ptrs, DEV(p->workspace + w.engine), stream, who, p, 0);
   te_dnn_plan_release();
   if (r == TECORE_SUCCESS && varlen) r = stats_move(p, &w, TE_ACD_TO_LSE, stream);
   return r;
@@ -467,7 +490,7 @@ static tecore_result_t cudnn_bwd(const struct te_attn_problem *p, tecore_stream_
     r = TE_CU(cuMemsetD32Async, (CUdeviceptr)(p->workspace + w.acc), 0,
               g->ws_dqacc_bytes / sizeof(float), (CUstream)stream);
   if (r == TECORE_SUCCESS)
-    r = execute(plan, ptrs, DEV(p->workspace + w.engine), stream, who);
+    r = execute_p(plan, ptrs, DEV(p->workspace + w.engine), stream, who, p, 1);
   te_dnn_plan_release();
   return r;
 }
