@@ -21,6 +21,9 @@
 #           swiglu+quantize and without (TECORE_OPS_FUSION_OFF),
 #           alternating, beside torch.compile on both models; --profile
 #           of the 1.3B step
+#   prof    the 1.3B FP8 step twice more beside torch.compile, and
+#           --profile of the 1.3B and llama-1b FP8 steps (cuDNN attention
+#           rows in the table now)
 # Every step is bounded by STEP_TIMEOUT seconds (150) and writes
 # $OUT/NAME.txt (standard error to NAME.err) and a summary line
 # (bench/gpu-lib.sh).  Never changes clocks, power, MIG or multicast.
@@ -77,5 +80,18 @@ if has ab2; then
     --steps 8 --warmup 3
   step prof-big $gpt --model gpt-1.3b --synthetic --batch 8 --steps 3 --eval-every 0 \
     --sample 0 --recipe delayed --profile
+fi
+if has prof; then
+  big="$gpt --model gpt-1.3b --synthetic --batch 8 --steps 12 --eval-every 0 --sample 0 --recipe delayed --json"
+  step big-on-3 $big
+  step big-peer-compile-2 python3 bench/gpt_peer.py speed --model gpt-1.3b --batch 8 --compile \
+    --steps 8 --warmup 3
+  step big-on-4 $big
+  step prof-big $gpt --model gpt-1.3b --synthetic --batch 8 --steps 3 --eval-every 0 \
+    --sample 0 --recipe delayed --profile
+  step prof-llama $gpt --model llama-1b --synthetic --batch 4 --steps 3 --eval-every 0 \
+    --sample 0 --recipe delayed --profile
+  step prof-small $gpt --model gpt2-124m --synthetic --batch 32 --steps 3 --eval-every 0 \
+    --sample 0 --profile
 fi
 cat "$summary"
