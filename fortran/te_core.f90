@@ -1982,6 +1982,25 @@ module te_core
       type(c_ptr), value :: stream
       integer(c_int) :: tecore_layernorm_bwd
     end function tecore_layernorm_bwd
+    function tecore_layernorm_bwd_add(dy, x, mu, rsigma, gamma, extra_grad, flags, dx, dgamma, &
+        & dbeta, workspace, workspace_bytes, stream) bind(C, name="tecore_layernorm_bwd_add")
+      import
+      implicit none
+      type(tecore_tensor), intent(in), optional :: dy
+      type(tecore_tensor), intent(in), optional :: x
+      integer(tecore_devptr_t), value :: mu
+      integer(tecore_devptr_t), value :: rsigma
+      type(tecore_tensor), intent(in), optional :: gamma
+      type(tecore_tensor), intent(in), optional :: extra_grad
+      integer(c_int), value :: flags
+      type(tecore_tensor), optional :: dx
+      type(tecore_tensor), optional :: dgamma
+      type(tecore_tensor), optional :: dbeta
+      integer(tecore_devptr_t), value :: workspace
+      integer(c_size_t), value :: workspace_bytes
+      type(c_ptr), value :: stream
+      integer(c_int) :: tecore_layernorm_bwd_add
+    end function tecore_layernorm_bwd_add
     function tecore_rmsnorm_bwd(dy, x, rsigma, gamma, flags, dx, dgamma, workspace, &
         & workspace_bytes, stream) bind(C, name="tecore_rmsnorm_bwd")
       import
