@@ -1146,7 +1146,8 @@ static void op_k_act(const int64_t *a) {
   after(C(tecore_act_bwd(act, dy, in, dx, stream_of(a[6]))));
 }
 
-/* k_norm kind rows hidden dt out_kind mut stream: forward and backward */
+/* k_norm kind rows hidden dt out_kind mut stream: forward and backward (plain or
+ * with the residual's gradient added) */
 static void op_k_norm(const int64_t *a) {
   int ln = (int)ix(a[0], 2);
   size_t rows = fit_dim(a[1]), hidden = fit_dim(a[2]);
@@ -1176,7 +1177,16 @@ static void op_k_norm(const int64_t *a) {
   size_t one[1] = {hidden};
   tecore_tensor_init(&dg, TECORE_DTYPE_F32, 1, one, pick_buf(hidden * 4, a[5] + 8));
   tecore_tensor_init(&db, TECORE_DTYPE_F32, 1, one, pick_buf(hidden * 4, a[5] + 9));
-  if (ln)
+  /* the residual's gradient added (the _bwd_add calls): none, dx itself
+   * (in place), the forward's y (FP8 half the time: refused) or x */
+  unsigned add = (unsigned)ix(a[4] / 6, 4);
+  const struct tecore_tensor *extra = add == 1 ? dx : add == 2 ? y : x;
+  if (ln && add)
+    after(C(tecore_layernorm_bwd_add(dy, x, mu, rs, g, extra, flags, dx, &dg, &db, w, ws,
+                                     stream_of(a[6]))));
+  else if (add)
+    after(C(tecore_rmsnorm_bwd_add(dy, x, rs, g, extra, flags, dx, &dg, w, ws, stream_of(a[6]))));
+  else if (ln)
     after(C(tecore_layernorm_bwd(dy, x, mu, rs, g, flags, dx, &dg, &db, w, ws, stream_of(a[6]))));
   else
     after(C(tecore_rmsnorm_bwd(dy, x, rs, g, flags, dx, &dg, w, ws, stream_of(a[6]))));
