@@ -37,6 +37,14 @@
  *       dy * act'(x), its column sums (the bias gradient) and the Linear's
  *       FP8 gradient in both layouts; then the Linear's two GEMMs.  Per-
  *       tensor recipes only (the kernel writes no 1x128 blocks).
+ *   dswiglu+cast_transpose (dgeglu, dreglu)   [Linear, gated activation]
+ *       with FP8 (per-tensor), the Linear without a bias: the gated
+ *       activation's backward writes the Linear's FP8 gradient rowwise
+ *       from its float result (tecore_act_bwd with an FP8 output), the
+ *       columnwise copy is its byte transpose (one per-tensor scale:
+ *       the same codes); then the Linear's two GEMMs.  Instead of the
+ *       16-bit [rows][2 ffn] gradient written and read back by a
+ *       cast+transpose (a Llama MLP's widest tensor).
  *   dgrad+dgelu+dbias / dgrad+dgelu   [Linear, (Bias), GELU, Linear] without
  *       FP8: the second Linear's dgrad GEMM applies dGELU (aux = the saved
  *       pre-activation) and sums the first Linear's bias gradient.
@@ -47,6 +55,7 @@
  *   linear_dgrad+add  [MakeExtraOutput, Linear]: the dgrad GEMM accumulates
  *       into the residual's gradient (C = it, beta = 1). */
 #include "ops/ops_internal.h"
+#include "transpose/transpose_internal.h"
 
 #include <string.h>
 
@@ -222,6 +231,25 @@ static tecore_result_t x_dact_ct(const struct tecore_seq_exec *x) {
   return te_linear_bwd(s, &a);
 }
 
+/* [Linear (no bias), gated activation]: see the file's head */
+static tecore_result_t x_dgact_ct(const struct tecore_seq_exec *x) {
+  tecore_seq_t *s = x->seq;
+  const struct te_op *l = op_at(s, x->first), *act = op_at(s, x->first + 1);
+  struct tecore_tensor dy8;
+  TE_CHECK(te_dy8_tensor(s, x->first, &dy8));
+  if (!te_scaling_per_tensor(dy8.scaling) || dy8.columnwise_scale_inv)
+    return TE_ERR(TECORE_ERR_INTERNAL, "fuser: op %zu: the gated backward's FP8 gradient is "
+                  "transposed only under one per-tensor scale (scaling %s)",
+                  x->first, tecore_scaling_name(dy8.scaling));
+  struct tecore_tensor row = dy8;
+  row.columnwise_data = 0;
+  TE_CHECK(tecore_act_bwd(te_op_act(act), &x->grad[2], &x->act[1], &row, x->stream));
+  TE_CHECK(te_byte_transpose(dy8.columnwise_data, dy8.data, l->out_rows, l->out_cols, x->stream));
+  struct te_lin_bwd a = {.op = x->first, .x = &x->act[0], .dy8_ready = 1, .dx = &x->grad[0],
+                         .stream = x->stream};
+  return te_linear_bwd(s, &a);
+}
+
 static tecore_result_t x_dgrad_dgelu(const struct tecore_seq_exec *x) {
   tecore_seq_t *s = x->seq;
   const struct te_op *l1 = op_at(s, x->first);
@@ -355,6 +383,12 @@ const struct te_fusion te_builtin_fusions[] = {
     DACT(TECORE_OP_RELU, "drelu+dbias+cast_transpose", "drelu+cast_transpose"),
     DACT(TECORE_OP_SILU, "dsilu+dbias+cast_transpose", "dsilu+cast_transpose"),
     DACT(TECORE_OP_QGELU, "dqgelu+dbias+cast_transpose", "dqgelu+cast_transpose"),
+    PAT(TE_FUSE_DGACT_CT, "dswiglu+cast_transpose", BWD, 2, K(L, TECORE_OP_SWIGLU), p_dact,
+        x_dgact_ct, CTX(L_NO_BIAS), 20),
+    PAT(TE_FUSE_DGACT_CT, "dgeglu+cast_transpose", BWD, 2, K(L, TECORE_OP_GEGLU), p_dact,
+        x_dgact_ct, CTX(L_NO_BIAS), 20),
+    PAT(TE_FUSE_DGACT_CT, "dreglu+cast_transpose", BWD, 2, K(L, TECORE_OP_REGLU), p_dact,
+        x_dgact_ct, CTX(L_NO_BIAS), 20),
     PAT(TE_FUSE_DGRAD_DGELU, "dgrad+dgelu+dbias", BWD, 3, K(L, G, L), p_dgrad_dgelu,
         x_dgrad_dgelu, CTX(L_OWN_BIAS), 20),
     PAT(TE_FUSE_DGRAD_DGELU, "dgrad+dgelu+dbias", BWD, 4, K(L, B, G, L), p_dgrad_dgelu,

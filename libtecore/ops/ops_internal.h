@@ -73,6 +73,7 @@ enum te_fuse_id {
   TE_FUSE_LINEAR_EPI,           /* Linear (+Bias) (+GELU | +AddExtraInput): GEMM epilogue */
   TE_FUSE_DACT_CT,              /* backward [Linear, (Bias), act]: dact+dbias+cast+transpose */
   TE_FUSE_DGRAD_DGELU,          /* backward [Linear, (Bias), GELU, Linear]: DGELU epilogue */
+  TE_FUSE_DGACT_CT,             /* backward [Linear, gated act]: FP8 dact, byte transpose */
   TE_FUSE_NORM_BWD_ADD,         /* backward [MakeExtraOutput, RMSNorm or LayerNorm] */
   TE_FUSE_DGRAD_ADD,            /* backward [MakeExtraOutput, Linear]: dgrad with C */
   TE_FUSE_ROPE_Q,               /* inference [RoPE] before FP8 attention: FP8 Q/K/V */

@@ -161,7 +161,7 @@ static struct tecore_op_desc op_reshape(size_t f) {
 /* the norm and the activation of block_ops' blocks (test_fused_layernorm
  * sets LayerNorm, test_fused_act_quantize the activations; a gated one
  * doubles the first Linear's width) */
-static int block_norm = TECORE_OP_RMSNORM, block_act = TECORE_OP_GELU;
+static int block_norm = TECORE_OP_RMSNORM, block_act = TECORE_OP_GELU, block_bias = 1;
 
 static size_t block_ops(struct tecore_op_desc *d, int nblocks, size_t hidden, size_t ffn) {
   size_t k = 0;
@@ -170,9 +170,9 @@ static size_t block_ops(struct tecore_op_desc *d, int nblocks, size_t hidden, si
     d[k++] = op_norm(block_norm, 1e-5f, 0);
     const int gated = block_act == TECORE_OP_SWIGLU || block_act == TECORE_OP_GEGLU ||
                       block_act == TECORE_OP_REGLU;
-    d[k++] = op_linear(gated ? 2 * ffn : ffn, 1);
+    d[k++] = op_linear(gated ? 2 * ffn : ffn, block_bias);
     d[k++] = op_kind(block_act);
-    d[k++] = op_linear(hidden, 1);
+    d[k++] = op_linear(hidden, block_bias);
     d[k++] = op_slot(TECORE_OP_ADD_EXTRA_INPUT, b);
   }
   return k;
@@ -922,6 +922,55 @@ START_TEST(test_fused_act_quantize) {
   }
   block_act = TECORE_OP_GELU;
   ck_assert_int_eq(unsetenv("TECORE_OPS_GELU_EPILOGUE"), 0);
+}
+END_TEST
+
+/* A gated activation's backward into an FP8 Linear without a bias writes
+ * that Linear's FP8 gradient itself and byte-transposes it
+ * (dswiglu+cast_transpose, dgeglu+..., dreglu+...), under delayed and
+ * current scaling; the plans show it and fused against unfused stays
+ * within the FP8 bounds of test_fused_fp8_delayed / _current.  With a
+ * bias (its gradient is the column sums the cast+transpose kernel
+ * makes) the pattern is not planned. */
+START_TEST(test_fused_dgated) {
+  static const int acts[] = {TECORE_OP_SWIGLU, TECORE_OP_GEGLU, TECORE_OP_REGLU};
+  static const char *const names[] = {"swiglu", "geglu", "reglu"};
+  block_bias = 0;
+  for (size_t a = 0; a < 3; a++) {
+    block_act = acts[a];
+    struct tecore_op_desc d[12];
+    size_t n = block_ops(d, 2, 64, 128);
+    for (int cur = 0; cur < 2; cur++) {
+      struct tecore_recipe r;
+      TE_OK(tecore_recipe_init(&r, cur ? TECORE_RECIPE_CURRENT : TECORE_RECIPE_DELAYED));
+      if (cur) r.format = TECORE_FP8_E4M3;
+      tecore_seq_t *s = make_seq(d, n, 32, 64, TECORE_DTYPE_BF16, 0, &r);
+      char want[512];
+      snprintf(want, sizeof want,
+               "backward: rmsnorm_bwd_add[0-1] | d%s+cast_transpose[2-3] | linear[4] | "
+               "add_extra_input[5] | rmsnorm_bwd_add[6-7] | d%s+cast_transpose[8-9] | "
+               "linear[10] | add_extra_input[11]", names[a], names[a]);
+      expect_plan(s, TECORE_SEQ_BACKWARD, want);
+      TE_OK(tecore_seq_destroy(s));
+      char what[80];
+      snprintf(what, sizeof what, "d%s+cast_transpose, fp8 %s, bf16", names[a],
+               cur ? "current (e4m3)" : "delayed (hybrid)");
+      fused_vs_unfused(TECORE_DTYPE_BF16, &r, cur ? 0.15 : 0.25, what);
+    }
+  }
+  block_bias = 1;
+  block_act = TECORE_OP_SWIGLU;
+  struct tecore_op_desc d[12];
+  size_t n = block_ops(d, 1, 64, 128);
+  struct tecore_recipe r;
+  TE_OK(tecore_recipe_init(&r, TECORE_RECIPE_DELAYED));
+  tecore_seq_t *s = make_seq(d, n, 32, 64, TECORE_DTYPE_BF16, 0, &r);
+  char bw[512];
+  size_t need = 0;
+  TE_OK(tecore_seq_describe(s, TECORE_SEQ_BACKWARD, bw, sizeof bw, &need));
+  ck_assert_msg(!strstr(bw, "dswiglu"), "a biased Linear's backward plan: %s", bw);
+  TE_OK(tecore_seq_destroy(s));
+  block_act = TECORE_OP_GELU;
 }
 END_TEST
 
@@ -2919,6 +2968,7 @@ static Suite *ops_suite(void) {
   tcase_add_test(tc, test_fused_layernorm);
   tcase_add_test(tc, test_fusion_off);
   tcase_add_test(tc, test_fused_act_quantize);
+  tcase_add_test(tc, test_fused_dgated);
   tcase_add_test(tc, test_fp8_rowonly_columnwise_is_transpose);
   tcase_add_test(tc, test_grad_sharing);
   tcase_add_test(tc, test_slot_reuse);
