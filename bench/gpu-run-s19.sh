@@ -21,6 +21,9 @@
 #           swiglu+quantize and without (TECORE_OPS_FUSION_OFF),
 #           alternating, beside torch.compile on both models; --profile
 #           of the 1.3B step
+#   ab3     after dswiglu+cast_transpose: check_ops and check_transformer
+#           under TE_DEVICE=cuda; llama-1b FP8 with it and without
+#           (TECORE_OPS_FUSION_OFF), alternating, beside torch.compile
 #   prof    the 1.3B FP8 step twice more beside torch.compile, and
 #           --profile of the 1.3B and llama-1b FP8 steps (cuDNN attention
 #           rows in the table now)
@@ -79,6 +82,22 @@ if has ab2; then
   step llama-peer-compile python3 bench/gpt_peer.py speed --model llama-1b --batch 4 --compile \
     --steps 8 --warmup 3
   step prof-big $gpt --model gpt-1.3b --synthetic --batch 8 --steps 3 --eval-every 0 \
+    --sample 0 --recipe delayed --profile
+fi
+if has ab3; then
+  for t in check_ops check_transformer; do
+    [ -x "t/core/$t" ] || make -s "t/core/$t" > /dev/null 2>&1
+    step "$t" env TE_DEVICE=cuda "t/core/$t"
+  done
+  llama="$gpt --model llama-1b --synthetic --batch 4 --steps 12 --eval-every 0 --sample 0 --recipe delayed --json"
+  off=TECORE_OPS_FUSION_OFF=dswiglu+cast_transpose
+  step llama-on-1 $llama
+  step llama-off-1 env $off $llama
+  step llama-on-2 $llama
+  step llama-off-2 env $off $llama
+  step llama-peer-compile python3 bench/gpt_peer.py speed --model llama-1b --batch 4 --compile \
+    --steps 8 --warmup 3
+  step prof-llama $gpt --model llama-1b --synthetic --batch 4 --steps 3 --eval-every 0 \
     --sample 0 --recipe delayed --profile
 fi
 if has prof; then
