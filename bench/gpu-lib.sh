@@ -7,6 +7,10 @@
 #                         output to $out/NAME.txt and .err, nvidia-smi's memory
 #                         every MEM_MS ms (100) to $out/NAME.mem, a summary line
 #   has PHASE             is PHASE among $phases
+# With TAR set, every step ends by packing $out into the file TAR (for the
+# device tool, which brings back at most 8 files under its $OUT, and what
+# is there when a call runs out of time: a call cut short keeps its
+# finished steps).
 out=${OUT:-gpu-out}
 mkdir -p "$out"
 summary="$out/summary.txt"
@@ -29,5 +33,6 @@ step() {
   peak=$(sort -n "$out/$name.mem" | tail -1)
   printf '%-24s rc %3d %4d s  peak %6s MiB  %s\n' "$name" "$rc" $((SECONDS - t0)) \
     "$(( ${peak:-0} - ${base:-0} ))" "$*" >> "$summary"
+  if [ -n "${TAR:-}" ]; then tar czf "$TAR.part" -C "$out" . && mv "$TAR.part" "$TAR"; fi
 }
 has() { case " $phases " in *" $1 "*) return 0 ;; esac; return 1; }

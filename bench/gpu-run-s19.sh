@@ -5,6 +5,12 @@
 #
 #     OUT=gpu-out PHASES="check ab" bash bench/gpu-run-s19.sh
 #
+# Through the device tool, pack after every step into its $OUT, so that a
+# call cut short brings back the steps it finished (session 19's last call
+# did not: it tarred at the end and ran out of device time first):
+#
+#     bash .devdeps/run 'OUT=/tmp/o TAR=$OUT/r.tgz PHASES=ab3 bash bench/gpu-run-s19.sh'
+#
 # Phases (any subset, in this order):
 #   check   layernorm_bwd_add and the block GEMM's aligned shapes under
 #           TE_DEVICE=cuda: check_norm (every mode with one 16-bit dtype:
