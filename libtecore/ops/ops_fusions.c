@@ -334,6 +334,12 @@ static tecore_result_t x_dgrad_add(const struct tecore_seq_exec *x) {
       CTX(L_NO_BIAS | L_BIAS_OP), 20),                                                       \
   PAT(TE_FUSE_DACT_CT, nm, BWD, 2, K(L, actk), p_dact, x_dact_ct, CTX(L_NO_BIAS), 20)
 
+/* [activation] writing the next FP8 Linear's input; [Linear, gated
+ * activation] writing the Linear's FP8 gradient */
+#define ACTQ(actk, nm) PAT(TE_FUSE_ACT_QUANTIZE, nm, FWD, 1, K(actk), p_act_q, x_act_q, CTX(0), 10)
+#define DGACT(actk, nm)                                                                      \
+  PAT(TE_FUSE_DGACT_CT, nm, BWD, 2, K(L, actk), p_dact, x_dgact_ct, CTX(L_NO_BIAS), 20)
+
 const struct te_fusion te_builtin_fusions[] = {
     PAT(TE_FUSE_NORM_QUANTIZE, "rmsnorm+quantize", FWD, 1, K(RMS), p_norm_q, x_norm_q, CTX(0), 10),
     PAT(TE_FUSE_NORM_QUANTIZE, "layernorm+quantize", FWD, 1, K(LN), p_norm_q, x_norm_q,
@@ -342,19 +348,10 @@ const struct te_fusion te_builtin_fusions[] = {
         CTX(NQ_QUANTIZE), 10),
     PAT(TE_FUSE_NORM_Q_QUANTIZE, "layernorm+quantize", FWD, 2, K(LN, Q), p_norm_q, x_norm_q,
         CTX(NQ_QUANTIZE | NQ_LAYERNORM), 10),
-    PAT(TE_FUSE_ACT_QUANTIZE, "gelu+quantize", FWD, 1, K(G), p_act_q, x_act_q, CTX(0), 10),
-    PAT(TE_FUSE_ACT_QUANTIZE, "relu+quantize", FWD, 1, K(TECORE_OP_RELU), p_act_q, x_act_q,
-        CTX(0), 10),
-    PAT(TE_FUSE_ACT_QUANTIZE, "silu+quantize", FWD, 1, K(TECORE_OP_SILU), p_act_q, x_act_q,
-        CTX(0), 10),
-    PAT(TE_FUSE_ACT_QUANTIZE, "qgelu+quantize", FWD, 1, K(TECORE_OP_QGELU), p_act_q, x_act_q,
-        CTX(0), 10),
-    PAT(TE_FUSE_ACT_QUANTIZE, "swiglu+quantize", FWD, 1, K(TECORE_OP_SWIGLU), p_act_q, x_act_q,
-        CTX(0), 10),
-    PAT(TE_FUSE_ACT_QUANTIZE, "geglu+quantize", FWD, 1, K(TECORE_OP_GEGLU), p_act_q, x_act_q,
-        CTX(0), 10),
-    PAT(TE_FUSE_ACT_QUANTIZE, "reglu+quantize", FWD, 1, K(TECORE_OP_REGLU), p_act_q, x_act_q,
-        CTX(0), 10),
+    ACTQ(G, "gelu+quantize"), ACTQ(TECORE_OP_RELU, "relu+quantize"),
+    ACTQ(TECORE_OP_SILU, "silu+quantize"), ACTQ(TECORE_OP_QGELU, "qgelu+quantize"),
+    ACTQ(TECORE_OP_SWIGLU, "swiglu+quantize"), ACTQ(TECORE_OP_GEGLU, "geglu+quantize"),
+    ACTQ(TECORE_OP_REGLU, "reglu+quantize"),
     PAT(TE_FUSE_ROPE_Q, "rope+quantize", FWD, 1, K(TECORE_OP_ROPE), p_rope_q, te_rope_q_fwd,
         CTX(0), 10),
     {.def = {.name = "attention+quantize", .dir = FWD, .nops = 1, .kinds = {TECORE_OP_ATTENTION},
@@ -383,12 +380,9 @@ const struct te_fusion te_builtin_fusions[] = {
     DACT(TECORE_OP_RELU, "drelu+dbias+cast_transpose", "drelu+cast_transpose"),
     DACT(TECORE_OP_SILU, "dsilu+dbias+cast_transpose", "dsilu+cast_transpose"),
     DACT(TECORE_OP_QGELU, "dqgelu+dbias+cast_transpose", "dqgelu+cast_transpose"),
-    PAT(TE_FUSE_DGACT_CT, "dswiglu+cast_transpose", BWD, 2, K(L, TECORE_OP_SWIGLU), p_dact,
-        x_dgact_ct, CTX(L_NO_BIAS), 20),
-    PAT(TE_FUSE_DGACT_CT, "dgeglu+cast_transpose", BWD, 2, K(L, TECORE_OP_GEGLU), p_dact,
-        x_dgact_ct, CTX(L_NO_BIAS), 20),
-    PAT(TE_FUSE_DGACT_CT, "dreglu+cast_transpose", BWD, 2, K(L, TECORE_OP_REGLU), p_dact,
-        x_dgact_ct, CTX(L_NO_BIAS), 20),
+    DGACT(TECORE_OP_SWIGLU, "dswiglu+cast_transpose"),
+    DGACT(TECORE_OP_GEGLU, "dgeglu+cast_transpose"),
+    DGACT(TECORE_OP_REGLU, "dreglu+cast_transpose"),
     PAT(TE_FUSE_DGRAD_DGELU, "dgrad+dgelu+dbias", BWD, 3, K(L, G, L), p_dgrad_dgelu,
         x_dgrad_dgelu, CTX(L_OWN_BIAS), 20),
     PAT(TE_FUSE_DGRAD_DGELU, "dgrad+dgelu+dbias", BWD, 4, K(L, B, G, L), p_dgrad_dgelu,

@@ -30,48 +30,54 @@ TE_PARAM_STR(ops_fusion_off, "TECORE_OPS_FUSION_OFF", "", NULL,
 
 static tecore_result_t grad_layout(tecore_seq_t *s);
 
-/* Is name in TECORE_OPS_FUSION_OFF's comma-separated list (blanks around
- * a name ignored)? */
-static int fusion_off(const char *list, const char *name) {
-  size_t n = strlen(name);
-  for (const char *p = list; *p;) {
-    while (*p == ' ' || *p == '\t' || *p == ',') p++;
-    const char *e = p;
-    while (*e && *e != ',') e++;
-    const char *t = e;
-    while (t > p && (t[-1] == ' ' || t[-1] == '\t')) t--;
-    if ((size_t)(t - p) == n && n && memcmp(p, name, n) == 0) return 1;
-    p = e;
-  }
+/* The next name of TECORE_OPS_FUSION_OFF's comma-separated list at *p
+ * (blanks around it dropped): its start, its length in *len (0 for an
+ * empty item), and *p moved past it; NULL at the end of the list. */
+static const char *next_name(const char **p, size_t *len) {
+  const char *b = *p;
+  while (*b == ' ' || *b == '\t' || *b == ',') b++;
+  if (!*b) return NULL;
+  const char *e = b;
+  while (*e && *e != ',') e++;
+  const char *t = e;
+  while (t > b && (t[-1] == ' ' || t[-1] == '\t')) t--;
+  *len = (size_t)(t - b);
+  *p = e;
+  return b;
+}
+
+/* Is a name of n bytes at b one of the list's (whole names only)? */
+static int in_list(const char *list, const char *b, size_t n) {
+  size_t len;
+  for (const char *q; (q = next_name(&list, &len));)
+    if (len == n && n && memcmp(q, b, n) == 0) return 1;
   return 0;
 }
 
 /* Drops the patterns TECORE_OPS_FUSION_OFF names from the plan's table;
- * a name no pattern has is reported once at WARN (a typo would otherwise
- * change nothing, silently). */
+ * a name no built-in pattern has is reported once at WARN (a typo would
+ * otherwise change nothing, silently). */
 static void drop_fusions_off(struct te_plan *pl) {
   const char *list = tecore_tunable_str(&ops_fusion_off);
   if (!list || !*list) return;
   size_t k = 0;
-  for (size_t i = 0; i < pl->nfusions; i++)
-    if (!fusion_off(list, pl->fusions[i].def.name)) pl->fusions[k++] = pl->fusions[i];
+  for (size_t i = 0; i < pl->nfusions; i++) {
+    const char *nm = pl->fusions[i].def.name;
+    if (!in_list(list, nm, strlen(nm))) pl->fusions[k++] = pl->fusions[i];
+  }
   pl->nfusions = k;
   static int warned;
-  if (warned) return;
-  for (const char *p = list; *p;) {
-    while (*p == ' ' || *p == '\t' || *p == ',') p++;
-    const char *e = p;
-    while (*e && *e != ',') e++;
-    const char *t = e;
-    while (t > p && (t[-1] == ' ' || t[-1] == '\t')) t--;
-    int known = t == p;
-    for (size_t i = 0; i < te_builtin_fusion_count && !known; i++)
-      known = strlen(te_builtin_fusions[i].def.name) == (size_t)(t - p) &&
-              memcmp(te_builtin_fusions[i].def.name, p, (size_t)(t - p)) == 0;
+  if (__atomic_load_n(&warned, __ATOMIC_RELAXED)) return;
+  size_t len;
+  for (const char *p = list, *q; (q = next_name(&p, &len));) {
+    int known = len == 0;
+    for (size_t i = 0; i < te_builtin_fusion_count && !known; i++) {
+      const char *nm = te_builtin_fusions[i].def.name;
+      known = strlen(nm) == len && memcmp(nm, q, len) == 0;
+    }
     if (!known && !__atomic_exchange_n(&warned, 1, __ATOMIC_RELAXED))
-      TE_WARN(TECORE_SUBSYS_KERNEL, "TECORE_OPS_FUSION_OFF: '%.*s' is no built-in fusion pattern's name "
-              "(a registered one's is matched as given)", (int)(t - p), p);
-    p = e;
+      TE_WARN(TECORE_SUBSYS_KERNEL, "TECORE_OPS_FUSION_OFF: '%.*s' is no built-in fusion "
+              "pattern's name (a registered one's is matched as given)", (int)len, q);
   }
 }
 
