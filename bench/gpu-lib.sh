@@ -1,6 +1,6 @@
 # SPDX-License-Identifier: Apache-2.0
 # bench/gpu-lib.sh -- what the session GPU scripts (gpu-run-s15.sh,
-# gpu-run-s16.sh, gpu-run-s18.sh, gpu-run-s19.sh) share, sourced after they set default_phases: $out,
+# gpu-run-s16.sh, gpu-run-s18.sh, gpu-run-s19.sh, gpu-run-s20.sh) share, sourced after they set default_phases: $out,
 # $summary, $phases (PHASES or default_phases), PyTorch's cuDNN as
 # TECORE_CUDNN_LIB, the idle memory, and
 #   step NAME COMMAND...  runs COMMAND bounded by STEP_TIMEOUT seconds (150),
@@ -10,9 +10,15 @@
 # With TAR set, every step ends by packing $out into the file TAR (for the
 # device tool, which brings back at most 8 files under its $OUT, and what
 # is there when a call runs out of time: a call cut short keeps its
-# finished steps).
+# finished steps).  OUT must then lie outside the tool's $OUT (session
+# 20's first call set OUT=$OUT: the step files filled the 8 slots and the
+# tar did not come back); a TAR inside OUT is refused.
 out=${OUT:-gpu-out}
 mkdir -p "$out"
+if [ -n "${TAR:-}" ] && [ "$(cd "$(dirname "$TAR")" 2>/dev/null && pwd -P)" = "$(cd "$out" && pwd -P)" ]; then
+  echo "gpu-lib.sh: TAR ($TAR) lies in OUT ($out): put OUT elsewhere (OUT=/tmp/o)" >&2
+  exit 2
+fi
 summary="$out/summary.txt"
 phases=${PHASES:-$default_phases}
 cudnn=$(python3 -c 'import nvidia.cudnn; print(list(nvidia.cudnn.__path__)[0])' 2>/dev/null)

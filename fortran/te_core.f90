@@ -227,6 +227,7 @@ module te_core
   integer(c_int), parameter :: TECORE_EVENT_DISABLE_TIMING = 2
   integer(c_int), parameter :: TECORE_GRAPH_INSTANTIATE_AUTO_FREE_ON_LAUNCH = 1
   integer(c_int), parameter :: TECORE_GRAPH_INSTANTIATE_UPLOAD = 2
+  integer(c_int), parameter :: TECORE_GRAPH_INSTANTIATE_DEVICE_LAUNCH = 4
   integer(c_int), parameter :: TECORE_GRAPH_INSTANTIATE_USE_NODE_PRIORITY = 8
   integer(c_int), parameter :: TECORE_VMM_EXPORT_POSIX_FD = 1
   integer(c_int), parameter :: TECORE_VMM_EXPORT_FABRIC_VALUE = 2
@@ -1390,6 +1391,13 @@ module te_core
       type(c_ptr), value :: upload_stream
       integer(c_int) :: tecore_graph_instantiate_with_flags
     end function tecore_graph_instantiate_with_flags
+    function tecore_graph_launch_device(exec, stream) bind(C, name="tecore_graph_launch_device")
+      import
+      implicit none
+      type(c_ptr), value :: exec
+      type(c_ptr), value :: stream
+      integer(c_int) :: tecore_graph_launch_device
+    end function tecore_graph_launch_device
     function tecore_graph_nodes(graph, nodes, max, count) bind(C, name="tecore_graph_nodes")
       import
       implicit none

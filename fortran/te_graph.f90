@@ -37,6 +37,7 @@ module te_graph
   integer(c_int), parameter :: TEGRAPH_INSTANTIATE_AUTO_FREE_ON_LAUNCH = 1
   integer(c_int), parameter :: TEGRAPH_INSTANTIATE_UPLOAD = 2
   integer(c_int), parameter :: TEGRAPH_INSTANTIATE_USE_NODE_PRIORITY = 8
+  integer(c_int), parameter :: TEGRAPH_INSTANTIATE_DEVICE_LAUNCH = 4
   integer(c_int), parameter :: TEGRAPH_CAPTURE_APPEND = 1
   integer(c_int), parameter :: TEGRAPH_CALLABLE_NO_REBIND = 1
   integer(c_int), parameter :: TEGRAPH_RESET_RECAPTURE = 1

@@ -68,12 +68,16 @@ tegraph_result_t tg_graph_to_kernels(tecore_graph_t graph, const char *fn) {
 
 #define INST_FLAGS                                                                   \
   (TEGRAPH_INSTANTIATE_AUTO_FREE_ON_LAUNCH | TEGRAPH_INSTANTIATE_UPLOAD |            \
-   TEGRAPH_INSTANTIATE_USE_NODE_PRIORITY)
+   TEGRAPH_INSTANTIATE_DEVICE_LAUNCH | TEGRAPH_INSTANTIATE_USE_NODE_PRIORITY)
 
 TE_EXPORT tegraph_result_t tegraph_graph_create(unsigned instantiate_flags, tegraph_graph_t **g) {
   TG_ARG(g, "tegraph_graph_create: g is NULL");
   TG_ARG(!(instantiate_flags & ~INST_FLAGS), "tegraph_graph_create: unknown instantiate flags 0x%x",
          instantiate_flags & ~INST_FLAGS);
+  TG_ARG(!(instantiate_flags & TEGRAPH_INSTANTIATE_DEVICE_LAUNCH) ||
+             !(instantiate_flags & TEGRAPH_INSTANTIATE_AUTO_FREE_ON_LAUNCH),
+         "tegraph_graph_create: TEGRAPH_INSTANTIATE_DEVICE_LAUNCH does not go with "
+         "AUTO_FREE_ON_LAUNCH");
   *g = calloc(1, sizeof **g);
   if (!*g) return TG_ERR(TEGRAPH_ERR_NOMEM, "tegraph_graph_create: out of host memory");
   (*g)->flags = instantiate_flags;
@@ -246,6 +250,14 @@ TE_EXPORT tegraph_result_t tegraph_graph_launch(tegraph_graph_t *g, tecore_strea
   static const char fn[] = "tegraph_graph_launch";
   TG_ARG(g, "%s: g is NULL", fn);
   TG_CHECK(need_exec(g, stream, fn));
+  if (g->flags & TEGRAPH_INSTANTIATE_DEVICE_LAUNCH) {
+    tecore_result_t r = tecore_graph_launch_device(g->exec, stream);
+    if (r != TECORE_ERR_CAPTURE) {
+      TG_CORE(r, fn);
+      return TEGRAPH_SUCCESS;
+    }
+    tecore_clear_error();   /* a capture records the host launch */
+  }
   TG_CORE(tecore_graph_launch(g->exec, stream), fn);
   return TEGRAPH_SUCCESS;
 }

@@ -55,6 +55,10 @@ AC_DEFUN([TE_CHECK_CUDA], [
       test -n "$te_first_arch" || te_first_arch=$base
       NVCC_GENCODE="$NVCC_GENCODE -gencode arch=compute_$a,code=sm_$a"
     done
+    dnl the same machine code without the PTX: code that calls the device
+    dnl runtime (relocatable, linked with cudadevrt) cannot be JIT-linked
+    dnl from PTX when the driver loads it
+    NVCC_GENCODE_SASS="$NVCC_GENCODE"
     NVCC_GENCODE="$NVCC_GENCODE -gencode arch=compute_$te_first_arch,code=compute_$te_first_arch"
     have_cuda=yes
     te_cuda_summary="$CUDA_HOME (CUDA_VERSION $te_cuda_version)"
@@ -67,6 +71,7 @@ AC_DEFUN([TE_CHECK_CUDA], [
   AC_SUBST([CUDA_HOME])
   AC_SUBST([CUDA_CPPFLAGS])
   AC_SUBST([NVCC_GENCODE])
+  AC_SUBST([NVCC_GENCODE_SASS])
   AM_CONDITIONAL([HAVE_CUDA], [test "x$have_cuda" = xyes])
   AM_CONDITIONAL([HAVE_CUOBJDUMP], [test -n "$CUOBJDUMP"])
 ])

@@ -100,6 +100,9 @@ static const char usage_text[] =
     "  --host-budget MB   pinned host memory for offload (default: what it needs)\n"
     "  --no-graph         eager launches (default: from step 2 on the whole step replays one\n"
     "                     graph -- with --tp all but AdamW; the decode step replays one graph)\n"
+    "  --graph-launch device|host  the step graph launched by one kernel node that launches\n"
+    "                     it from the device (default; host time independent of its size),\n"
+    "                     or by the host (falls back to host when the graph cannot)\n"
     "  --profile          print step 2's device time per kernel on stderr (eager launches)\n"
     "  --plan             print the fuser's forward and backward plans (its fusions)\n"
     "  --eval-every N     validation loss every N steps (default 10; 0: never)\n"
@@ -127,7 +130,7 @@ enum {
   O_ROPE, O_BIAS, O_DATA, O_CORPUS, O_SYNTH, O_STEPS, O_BATCH, O_ACCUM, O_LR, O_MINLR, O_WARMUP,
   O_DECAY, O_WD, O_CLIP, O_RECIPE, O_SEED, O_EVAL, O_EVALB, O_SAVE, O_LOAD, O_SAMPLE, O_PROMPT,
   O_TEMP, O_TOPK, O_SCHECK, O_NOGRAPH, O_TP, O_SHARE, O_PROFILE, O_PLAN, O_OFFLOAD, O_OFF_LAYERS,
-  O_OFF_PREFETCH, O_OFF_DIR, O_HOST_BUDGET, O_OFF_MIN
+  O_OFF_PREFETCH, O_OFF_DIR, O_HOST_BUDGET, O_OFF_MIN, O_GLAUNCH
 };
 static const struct option longs[] = {
     TE_CLI_LONGS, TE_CLI_FORMATS,
@@ -157,6 +160,7 @@ static const struct option longs[] = {
     {"offload-dir", required_argument, 0, O_OFF_DIR},
     {"host-budget", required_argument, 0, O_HOST_BUDGET},
     {"offload-min-elems", required_argument, 0, O_OFF_MIN},
+    {"graph-launch", required_argument, 0, O_GLAUNCH},
     {0, 0, 0, 0}};
 
 struct opts {
@@ -167,6 +171,7 @@ struct opts {
   int nfiles, synthetic;
   const char *corpus_dir, *save, *load, *prompt;
   int steps, batch, accum, warmup, decay_steps, recipe, eval_every, eval_batches, sample, top_k;
+  int host_launch;   /* --graph-launch host */
   int sample_check, no_graph, tp, sample_given, quiet, share_saved, profile, plan;
   double lr, min_lr, wd, clip, temperature;
   long long seed;
@@ -229,6 +234,11 @@ static int take(struct te_cli *cli, struct opts *o, int opt, const char *a) {
   case O_TOPK: return te_cli_int(cli, f, a, 0, 1 << 24, &o->top_k);
   case O_SCHECK: o->sample_check = 1; return 0;
   case O_NOGRAPH: o->no_graph = 1; return 0;
+  case O_GLAUNCH:
+    if (strcmp(a, "device") && strcmp(a, "host"))
+      return te_cli_error(cli, "--graph-launch must be device or host, not '%s'", a);
+    o->host_launch = !strcmp(a, "host");
+    return 0;
   case O_TP: return te_cli_int(cli, f, a, 1, DEMO_TP_MAX, &o->tp);
   case O_SHARE: return te_cli_int(cli, f, a, 0, 1, &o->share_saved);
   case O_PROFILE: o->profile = o->no_graph = 1; return 0;
@@ -396,7 +406,8 @@ static int run(struct opts *op, const struct gpt_tp *tp, double *losses, uint64_
                         .eps = 1e-8, .clip = o.clip, .warmup = o.warmup,
                         .decay_steps = o.decay_steps, .accum = o.accum,
                         .rng = (uint64_t)o.seed * 0x2545f4914f6cdd1dull + 0x6461746101ull,
-                        .use_graph = !o.no_graph, .sum_ranks = tp ? sum_ranks : NULL};
+                        .use_graph = !o.no_graph, .host_launch = o.host_launch,
+                        .sum_ranks = tp ? sum_ranks : NULL};
   gpt_train_init(&t, &m, s);
   struct demo_offload dof;
   memset(&dof, 0, sizeof dof);
@@ -528,11 +539,15 @@ static int run(struct opts *op, const struct gpt_tp *tp, double *losses, uint64_
   if (t.launch_us > 0) {
     char census[128];
     gpt_graph_census(&t, census, sizeof census);
-    te_out_note(&OUT, "step graph: %s (%s), launched in %.1f us of host time at the least",
+    te_out_note(&OUT, "step graph: %s (%s), launched from the %s in %.1f us of host time at the "
+                "least, %.1f us median over %d launches",
                 t.device_clip ? "every microbatch, the norm, the clipping and AdamW"
                               : "every microbatch and the norm (--tp: AdamW eager after it)",
-                census, t.launch_us);
+                census, t.host_launch ? "host" : "device", t.launch_us, gpt_launch_median(&t),
+                t.nlaunch);
     te_out_field_n(&OUT, "graph_launch_us", t.launch_us);
+    te_out_field_n(&OUT, "graph_launch_us_median", gpt_launch_median(&t));
+    te_out_field_s(&OUT, "graph_launch", t.host_launch ? "host" : "device");
   }
   te_out_field_n(&OUT, "first_loss", first);
   te_out_field_n(&OUT, "last_loss", last);

@@ -108,6 +108,8 @@
   X(cuGraphAddDependencies, 12030, 0)                                          \
   X(cuGraphDestroyNode, 10000, 0)                                              \
   X(cuKernelGetFunction, 12000, 0)                                             \
+  /* the device-launch graph of one kernel (cuda_graph.c) */                   \
+  X(cuGraphCreate, 10000, 0)                                                   \
   /* virtual memory management */                                             \
   X(cuMemGetAllocationGranularity, 10020, 0)                                   \
   X(cuMemAddressReserve, 10020, 0)                                             \

@@ -1,9 +1,14 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* cuda_graph.c -- the cuda backend's stream capture and CUDA graphs:
  * begin/end capture, capture status, node count, DOT dump, instantiate,
- * launch, upload and in-place update (cuGraphExecUpdate, CUDA 12 form).
+ * launch, upload and in-place update (cuGraphExecUpdate, CUDA 12 form),
+ * and the launch of an executable from the device.
  * tecore graph handles are the driver's CUgraph / CUgraphExec. */
 #include "cuda_backend.h"
+
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
 
 /* tecore's update results mirror the driver's, value for value. */
 _Static_assert((int)TECORE_GRAPH_UPDATE_SUCCESS == (int)CU_GRAPH_EXEC_UPDATE_SUCCESS, "");
@@ -92,6 +97,8 @@ _Static_assert(TECORE_GRAPH_INSTANTIATE_AUTO_FREE_ON_LAUNCH ==
 _Static_assert(TECORE_GRAPH_INSTANTIATE_UPLOAD == CUDA_GRAPH_INSTANTIATE_FLAG_UPLOAD, "");
 _Static_assert(TECORE_GRAPH_INSTANTIATE_USE_NODE_PRIORITY ==
                    CUDA_GRAPH_INSTANTIATE_FLAG_USE_NODE_PRIORITY, "");
+_Static_assert(TECORE_GRAPH_INSTANTIATE_DEVICE_LAUNCH == CUDA_GRAPH_INSTANTIATE_FLAG_DEVICE_LAUNCH,
+               "");
 
 /* Uploading at instantiation needs the parameter-block form, which also
  * says why an instantiation failed. */
@@ -154,4 +161,112 @@ tecore_result_t te_cuda_graph_exec_update(tecore_graph_exec_t exec, tecore_graph
   *why = TECORE_GRAPH_UPDATE_ERROR;
   te_error_hop(__func__, __FILE__, __LINE__);
   return res;
+}
+
+/* ---- device launch ----------------------------------------------------------------
+ * An executable instantiated with CUDA_GRAPH_INSTANTIATE_FLAG_DEVICE_LAUNCH
+ * gets a launcher: a graph of one node of te_graph_fire
+ * (kernels/graph_fire.cu), which launches it as its tail.  A device launch
+ * must come from a kernel that runs in a graph, so the launcher is one.
+ * The kernel leaves a failure's code in a word of pinned host memory
+ * mapped for the device. */
+
+/* kernels/graph_fire.fatbin, embedded by libtecore/fatbins.S */
+extern const unsigned char te_fatbin_graph_fire[], te_fatbin_graph_fire_end[];
+
+struct dev_launcher {
+  CUgraph graph;
+  CUgraphExec fire;
+  volatile unsigned *status;   /* pinned, mapped: te_graph_fire writes it */
+};
+
+static pthread_mutex_t fire_lock = PTHREAD_MUTEX_INITIALIZER;
+static CUkernel fire_kernel;
+
+/* te_graph_fire's CUkernel, its library loaded once per process. */
+static tecore_result_t fire_kernel_get(CUkernel *out) {
+  tecore_result_t res = TECORE_SUCCESS;
+  pthread_mutex_lock(&fire_lock);
+  if (!fire_kernel) {
+    CUlibrary lib = NULL;
+    res = TE_CU(cuLibraryLoadData, &lib, te_fatbin_graph_fire, NULL, NULL, 0, NULL, NULL, 0);
+    if (res == TECORE_SUCCESS) res = TE_CU(cuLibraryGetKernel, &fire_kernel, lib, "te_graph_fire");
+  }
+  *out = fire_kernel;
+  pthread_mutex_unlock(&fire_lock);
+  return res;
+}
+
+tecore_result_t te_cuda_graph_device_release(void *state) {
+  struct dev_launcher *l = state;
+  if (!l) return TECORE_SUCCESS;
+  tecore_result_t res = TECORE_SUCCESS, r;
+  if (l->fire && (r = TE_CU(cuGraphExecDestroy, l->fire)) != TECORE_SUCCESS) res = r;
+  if (l->graph && (r = TE_CU(cuGraphDestroy, l->graph)) != TECORE_SUCCESS) res = r;
+  if (l->status && (r = TE_CU(cuMemFreeHost, (void *)l->status)) != TECORE_SUCCESS) res = r;
+  free(l);
+  return res;
+}
+
+tecore_result_t te_cuda_graph_device_prepare(tecore_graph_exec_t exec, void **state) {
+  static const char fn[] = "device launch";
+  TE_CHECK(te_cuda_need_ctx());
+  CUkernel k = NULL;
+  CUfunction f = NULL;
+  TE_CHECK(fire_kernel_get(&k));
+  /* the image for this device, loaded now: a device without one (the
+   * kernel is built as machine code only) is told so here */
+  if (TE_CU(cuKernelGetFunction, &f, k) != TECORE_SUCCESS)
+    return TE_ERR(TECORE_ERR_NOT_SUPPORTED, "%s: no device-launch kernel for this GPU (%s); "
+                  "libte's build holds it for the architectures of --with-cuda-arch only", fn,
+                  tecore_last_error());
+  struct dev_launcher *l = calloc(1, sizeof *l);
+  if (!l) return TE_ERR(TECORE_ERR_NOMEM, "%s: out of host memory", fn);
+  tecore_result_t res;
+  void *h = NULL;
+  CUdeviceptr d = 0;
+  TE_CHECK_GOTO(TE_CU(cuMemHostAlloc, &h, 64, CU_MEMHOSTALLOC_PORTABLE |
+                      CU_MEMHOSTALLOC_DEVICEMAP), res, fail);
+  l->status = h;
+  *l->status = 0;
+  TE_CHECK_GOTO(TE_CU(cuMemHostGetDevicePointer, &d, h, 0), res, fail);
+  TE_CHECK_GOTO(TE_CU(cuGraphCreate, &l->graph, 0), res, fail);
+  CUgraphExec target = (CUgraphExec)exec;
+  void *args[] = {&target, &d};
+  CUDA_KERNEL_NODE_PARAMS p;
+  memset(&p, 0, sizeof p);
+  p.kern = k; /* func and ctx NULL: the current context's */
+  p.gridDimX = p.gridDimY = p.gridDimZ = 1;
+  p.blockDimX = 32, p.blockDimY = p.blockDimZ = 1;
+  p.kernelParams = args;
+  CUgraphNode node = NULL;
+  TE_CHECK_GOTO(TE_CU(cuGraphAddKernelNode, &node, l->graph, NULL, 0, &p), res, fail);
+  TE_CHECK_GOTO(TE_CU(cuGraphInstantiateWithFlags, &l->fire, l->graph, 0), res, fail);
+  *state = l;
+  return TECORE_SUCCESS;
+fail:
+  (void)te_cuda_graph_device_release(l);
+  return res;
+}
+
+tecore_result_t te_cuda_graph_device_launch(tecore_graph_exec_t exec, void *state, int upload,
+                                            tecore_stream_t stream) {
+  struct dev_launcher *l = state;
+  if (!l) return TE_ERR(TECORE_ERR_INTERNAL, "device launch: exec %p has no launcher", (void *)exec);
+  TE_CHECK(te_cuda_need_ctx());
+  if (upload) TE_CHECK(TE_CU(cuGraphUpload, (CUgraphExec)exec, stream));
+  TE_CHECK(TE_CU(cuGraphLaunch, l->fire, stream));
+  return TECORE_SUCCESS;
+}
+
+tecore_result_t te_cuda_graph_device_status(void *state, unsigned *code) {
+  struct dev_launcher *l = state;
+  *code = 0;
+  if (!l) return TECORE_SUCCESS;
+  unsigned v = *l->status;
+  if (v) {
+    *l->status = 0;
+    *code = v;
+  }
+  return TECORE_SUCCESS;
 }

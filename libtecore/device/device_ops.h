@@ -184,6 +184,16 @@ struct te_kernel_module {
   /* flags: TECORE_GRAPH_INSTANTIATE_* (checked); upload_stream only with UPLOAD */               \
   X(pfx, graph_instantiate_flags, (tecore_graph_exec_t *exec, tecore_graph_t graph,               \
                                    unsigned flags, tecore_stream_t upload_stream))                \
+  /* Device launch (graph_device.c): prepare after an instantiation with                          \
+   * TECORE_GRAPH_INSTANTIATE_DEVICE_LAUNCH (*state: the backend's; NULL                          \
+   * allowed), launch (uploading exec first when upload is set), the                              \
+   * failure code a device launch left (read and cleared; 0: none), and                           \
+   * release, before the exec is destroyed. */                                                    \
+  X(pfx, graph_device_prepare, (tecore_graph_exec_t exec, void **state))                          \
+  X(pfx, graph_device_launch, (tecore_graph_exec_t exec, void *state, int upload,                 \
+                               tecore_stream_t stream))                                           \
+  X(pfx, graph_device_status, (void *state, unsigned *code))                                      \
+  X(pfx, graph_device_release, (void *state))                                                     \
   /* Up to max descriptions (nodes may be NULL when max is 0), *count all. */                     \
   X(pfx, graph_nodes, (tecore_graph_t graph, struct tecore_graph_node_desc *nodes, size_t max,    \
                        size_t *count))                                                            \

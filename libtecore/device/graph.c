@@ -4,6 +4,7 @@
  * pointers checked against its kernel's alignment, kernel.c). */
 #include "device/device_ops.h"
 #include "device/graph_owner.h"
+#include "device/graph_device.h"
 #include <stdio.h>
 #include <string.h>
 
@@ -52,6 +53,7 @@ TE_EXPORT tecore_result_t tecore_graph_exec_destroy(tecore_graph_exec_t exec) {
   OPS(o);
   TE_CHECK(o->graph_exec_destroy(exec));
   te_graph_owner_forget(exec, 1);
+  te_graph_device_forget(o, exec);
   return TECORE_SUCCESS;
 }
 
@@ -75,7 +77,9 @@ TE_EXPORT tecore_result_t tecore_graph_exec_update(tecore_graph_exec_t exec, tec
   if (!why) why = &local;
   *why = TECORE_GRAPH_UPDATE_SUCCESS;
   OPS(o);
-  return o->graph_exec_update(exec, graph, why);
+  TE_CHECK(o->graph_exec_update(exec, graph, why));
+  te_graph_device_dirty(exec);
+  return TECORE_SUCCESS;
 }
 
 TE_EXPORT tecore_result_t tecore_graph_exec_update_or_instantiate(tecore_graph_exec_t *exec,
@@ -88,14 +92,33 @@ TE_EXPORT tecore_result_t tecore_graph_exec_update_or_instantiate(tecore_graph_e
   tecore_result_t r = TECORE_ERR_GRAPH_UPDATE;
   tecore_graph_update_result_t why = TECORE_GRAPH_UPDATE_SUCCESS;
   if (*exec) r = o->graph_exec_update(*exec, graph, &why);
+  if (r == TECORE_SUCCESS) te_graph_device_dirty(*exec);
   if (r == TECORE_ERR_GRAPH_UPDATE) {
+    static const char fn[] = "tecore_graph_exec_update_or_instantiate";
     tecore_graph_exec_t fresh = NULL;
     if (*exec)
       TE_INFO(TECORE_SUBSYS_GRAPH, "graph update refused (%s); instantiating anew",
               tecore_graph_update_result_name(why));
-    TE_CHECK(o->graph_instantiate(&fresh, graph));
+    /* an executable launched from the device is replaced by another */
+    const int dev = *exec && te_graph_device_has(*exec);
+    if (dev) {
+      TE_CHECK(te_graph_device_check(o, graph, TECORE_GRAPH_INSTANTIATE_DEVICE_LAUNCH, fn));
+      TE_CHECK(o->graph_instantiate_flags(&fresh, graph, TECORE_GRAPH_INSTANTIATE_DEVICE_LAUNCH,
+                                          NULL));
+      tecore_result_t ra = te_graph_device_add(o, fresh, fn);
+      if (ra != TECORE_SUCCESS) {
+        te_error_hop(fn, __FILE__, __LINE__);
+        (void)o->graph_exec_destroy(fresh);
+        return ra;
+      }
+    } else {
+      TE_CHECK(o->graph_instantiate(&fresh, graph));
+    }
     te_graph_owner_exec_add(o, fresh, graph);
-    if (*exec && o->graph_exec_destroy(*exec) == TECORE_SUCCESS) te_graph_owner_forget(*exec, 1);
+    if (*exec && o->graph_exec_destroy(*exec) == TECORE_SUCCESS) {
+      te_graph_owner_forget(*exec, 1);
+      te_graph_device_forget(o, *exec);
+    }
     *exec = fresh;
     re = 1;
     r = TECORE_SUCCESS;
@@ -126,7 +149,7 @@ TE_EXPORT tecore_result_t tecore_stream_begin_capture_to_graph(tecore_stream_t s
 
 #define GRAPH_INSTANTIATE_FLAGS                                                  \
   (TECORE_GRAPH_INSTANTIATE_AUTO_FREE_ON_LAUNCH | TECORE_GRAPH_INSTANTIATE_UPLOAD | \
-   TECORE_GRAPH_INSTANTIATE_USE_NODE_PRIORITY)
+   TECORE_GRAPH_INSTANTIATE_DEVICE_LAUNCH | TECORE_GRAPH_INSTANTIATE_USE_NODE_PRIORITY)
 
 TE_EXPORT tecore_result_t tecore_graph_instantiate_with_flags(tecore_graph_exec_t *exec,
                                                               tecore_graph_t graph, unsigned flags,
@@ -136,9 +159,19 @@ TE_EXPORT tecore_result_t tecore_graph_instantiate_with_flags(tecore_graph_exec_
   TE_ARG(!(flags & ~GRAPH_INSTANTIATE_FLAGS),
          "tecore_graph_instantiate_with_flags: unknown flags 0x%x", flags & ~GRAPH_INSTANTIATE_FLAGS);
   OPS(o);
+  static const char fn[] = "tecore_graph_instantiate_with_flags";
+  TE_CHECK(te_graph_device_check(o, graph, flags, fn));
   /* a failure leaves *exec as the caller had it */
   __typeof__(*exec) out_ = NULL;
   TE_CHECK(o->graph_instantiate_flags(&out_, graph, flags, upload_stream));
+  if (flags & TECORE_GRAPH_INSTANTIATE_DEVICE_LAUNCH) {
+    tecore_result_t r = te_graph_device_add(o, out_, fn);
+    if (r != TECORE_SUCCESS) {
+      te_error_hop(fn, __FILE__, __LINE__);
+      (void)o->graph_exec_destroy(out_);
+      return r;
+    }
+  }
   te_graph_owner_exec_add(o, out_, graph);
   *exec = out_;
   return TECORE_SUCCESS;
@@ -185,7 +218,9 @@ TE_EXPORT tecore_result_t tecore_graph_exec_kernel_node_set(tecore_graph_exec_t 
   int id = -1;
   if (te_graph_owner_exec_kernel_id(o, exec, node, &id) != TECORE_SUCCESS) tecore_clear_error();
   else if (id >= 0) TE_CHECK(te_kernel_check_align(id, args, "tecore_graph_exec_kernel_node_set"));
-  return o->graph_exec_kernel_node_set(exec, node, cfg, args);
+  TE_CHECK(o->graph_exec_kernel_node_set(exec, node, cfg, args));
+  te_graph_device_dirty(exec);
+  return TECORE_SUCCESS;
 }
 
 TE_EXPORT tecore_result_t tecore_graph_exec_memcpy_node_set(tecore_graph_exec_t exec,
@@ -198,7 +233,9 @@ TE_EXPORT tecore_result_t tecore_graph_exec_memcpy_node_set(tecore_graph_exec_t 
   TE_ARG(src, "tecore_graph_exec_memcpy_node_set: src is NULL");
   OPS(o);
   TE_CHECK(te_graph_owner_check_exec(exec, node, "tecore_graph_exec_memcpy_node_set"));
-  return o->graph_exec_memcpy_node_set(exec, node, dst, src);
+  TE_CHECK(o->graph_exec_memcpy_node_set(exec, node, dst, src));
+  te_graph_device_dirty(exec);
+  return TECORE_SUCCESS;
 }
 
 TE_EXPORT tecore_result_t tecore_graph_exec_memset_node_set(tecore_graph_exec_t exec,
@@ -209,6 +246,8 @@ TE_EXPORT tecore_result_t tecore_graph_exec_memset_node_set(tecore_graph_exec_t 
   TE_ARG(dst, "tecore_graph_exec_memset_node_set: dst is NULL");
   OPS(o);
   TE_CHECK(te_graph_owner_check_exec(exec, node, "tecore_graph_exec_memset_node_set"));
-  return o->graph_exec_memset_node_set(exec, node, dst, value);
+  TE_CHECK(o->graph_exec_memset_node_set(exec, node, dst, value));
+  te_graph_device_dirty(exec);
+  return TECORE_SUCCESS;
 }
 

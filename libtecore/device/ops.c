@@ -8,6 +8,7 @@
  * device_ops.h for what a backend may then assume). */
 #include "device/device_ops.h"
 #include "device/graph_owner.h"
+#include "device/graph_device.h"
 #include <pthread.h>
 #include <stdio.h>
 #include <string.h>
@@ -138,6 +139,7 @@ void te_device_fini(void) {
   const struct te_device_ops *o = __atomic_load_n(&dev_ops, __ATOMIC_ACQUIRE);
   if (o) (void)o->fini(__atomic_load_n(&dev_ready, __ATOMIC_ACQUIRE) != NULL);
   te_graph_owner_fini();
+  te_graph_device_fini();
   __atomic_store_n(&dev_ready, NULL, __ATOMIC_RELEASE);
   dev_ops = NULL;
   dev_init_result = TECORE_ERR_NOT_INITIALIZED;

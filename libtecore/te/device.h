@@ -275,15 +275,36 @@ tecore_result_t tecore_stream_begin_capture_to_graph(tecore_stream_t stream, tec
 /* Instantiation flags (the driver's values). */
 #define TECORE_GRAPH_INSTANTIATE_AUTO_FREE_ON_LAUNCH 0x1u
 #define TECORE_GRAPH_INSTANTIATE_UPLOAD 0x2u          /* upload on upload_stream */
+#define TECORE_GRAPH_INSTANTIATE_DEVICE_LAUNCH 0x4u  /* tecore_graph_launch_device */
 #define TECORE_GRAPH_INSTANTIATE_USE_NODE_PRIORITY 0x8u
 /* tecore_graph_instantiate with flags (TECORE_GRAPH_INSTANTIATE_*).
  * upload_stream is read only with TECORE_GRAPH_INSTANTIATE_UPLOAD (NULL is
  * the legacy stream).  vdev accepts every flag: it has no graph memory
  * nodes to free, nothing to upload, and runs nodes one at a time, so node
- * priorities change nothing there. */
+ * priorities change nothing there.
+ * TECORE_GRAPH_INSTANTIATE_DEVICE_LAUNCH makes exec launchable by
+ * tecore_graph_launch_device (and still by tecore_graph_launch).  Its
+ * graph may hold kernel, memcpy, memset and child-graph nodes only, and
+ * the flag does not go with AUTO_FREE_ON_LAUNCH: both backends refuse
+ * either with TECORE_ERR_INVALID.  cuda: needs the device-launch kernel
+ * built for the device's architecture (TECORE_ERR_NOT_SUPPORTED else). */
 tecore_result_t tecore_graph_instantiate_with_flags(tecore_graph_exec_t *exec,
                                                     tecore_graph_t graph, unsigned flags,
                                                     tecore_stream_t upload_stream);
+/* Launches exec, instantiated with TECORE_GRAPH_INSTANTIATE_DEVICE_LAUNCH,
+ * from the device: the host queues a graph of one kernel into stream and
+ * that kernel launches exec, so the host's cost is one node's whatever
+ * exec holds (tecore_graph_launch's grows with the nodes).  Work queued on
+ * stream after it waits for the whole of exec, as after
+ * tecore_graph_launch.  The first device launch of each exec waits for
+ * stream, so that the device's refusal, if any, is this call's error; a
+ * later launch that the device refuses is reported (TECORE_ERR_DRIVER,
+ * the CUDA error named) by the next call for the same exec, which then
+ * does not launch.  An exec changed by tecore_graph_exec_update or a
+ * tecore_graph_exec_*_node_set call is uploaded again first.  Not in a
+ * capturing stream (TECORE_ERR_CAPTURE).  vdev runs exec as
+ * tecore_graph_launch does. */
+tecore_result_t tecore_graph_launch_device(tecore_graph_exec_t exec, tecore_stream_t stream);
 
 /* A kernel launch's shape (te/kernel.h launches with it). */
 struct tecore_launch_cfg {

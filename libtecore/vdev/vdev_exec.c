@@ -297,6 +297,36 @@ tecore_result_t te_vdev_graph_launch(tecore_graph_exec_t h, tecore_stream_t sh) 
   return r;
 }
 
+/* Device launch: vdev's streams run a graph the same way whoever
+ * launches it, so a device launch is a launch; there is no launcher to
+ * build, nothing to upload and no device-side refusal to report.  The
+ * node kinds are checked above the backends (graph_device.c). */
+tecore_result_t te_vdev_graph_device_prepare(tecore_graph_exec_t exec, void **state) {
+  struct vdev_exec *x = NULL;
+  TE_CHECK(exec_get(exec, &x, "vdev graph_device_prepare"));
+  te_vdev_obj_unref(&x->obj);
+  *state = NULL;
+  return TECORE_SUCCESS;
+}
+
+tecore_result_t te_vdev_graph_device_launch(tecore_graph_exec_t exec, void *state, int upload,
+                                            tecore_stream_t stream) {
+  (void)state;
+  (void)upload;
+  return te_vdev_graph_launch(exec, stream);
+}
+
+tecore_result_t te_vdev_graph_device_status(void *state, unsigned *code) {
+  (void)state;
+  *code = 0;
+  return TECORE_SUCCESS;
+}
+
+tecore_result_t te_vdev_graph_device_release(void *state) {
+  (void)state;
+  return TECORE_SUCCESS;
+}
+
 /* Nothing to upload: device memory is host memory.  Validates only. */
 tecore_result_t te_vdev_graph_upload(tecore_graph_exec_t h, tecore_stream_t sh) {
   static const char fn[] = "vdev graph_upload";

@@ -120,6 +120,12 @@ typedef struct tegraph_graph tegraph_graph_t;
 #define TEGRAPH_INSTANTIATE_AUTO_FREE_ON_LAUNCH TECORE_GRAPH_INSTANTIATE_AUTO_FREE_ON_LAUNCH
 #define TEGRAPH_INSTANTIATE_UPLOAD TECORE_GRAPH_INSTANTIATE_UPLOAD
 #define TEGRAPH_INSTANTIATE_USE_NODE_PRIORITY TECORE_GRAPH_INSTANTIATE_USE_NODE_PRIORITY
+/* tegraph_graph_launch launches the graph from the device
+ * (tecore_graph_launch_device): the host queues one kernel node whatever
+ * the graph holds.  Kernel, memcpy, memset and child-graph nodes only
+ * (tegraph turns captured memsets and copies into kernels first); not with
+ * AUTO_FREE_ON_LAUNCH. */
+#define TEGRAPH_INSTANTIATE_DEVICE_LAUNCH TECORE_GRAPH_INSTANTIATE_DEVICE_LAUNCH
 
 /* An empty graph object; instantiate_flags are used at every
  * instantiation (TEGRAPH_INSTANTIATE_*). */
@@ -154,7 +160,9 @@ tegraph_result_t tegraph_graph_end_capture(tegraph_graph_t *g, struct tegraph_up
 /* Instantiates g's graph now (replacing an executable it has), uploading
  * on upload_stream when g's flags include TEGRAPH_INSTANTIATE_UPLOAD. */
 tegraph_result_t tegraph_graph_instantiate(tegraph_graph_t *g, tecore_stream_t upload_stream);
-/* Launches the executable on stream (instantiating it first if needed). */
+/* Launches the executable on stream (instantiating it first if needed):
+ * from the device when g's flags include TEGRAPH_INSTANTIATE_DEVICE_LAUNCH
+ * and stream is not capturing (a capture records a host launch). */
 tegraph_result_t tegraph_graph_launch(tegraph_graph_t *g, tecore_stream_t stream);
 /* Uploads the executable on stream (instantiating it first if needed). */
 tegraph_result_t tegraph_graph_upload(tegraph_graph_t *g, tecore_stream_t stream);

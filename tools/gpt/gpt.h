@@ -218,8 +218,14 @@ struct gpt_train {
   tecore_devptr_t ostate;      /* struct tecore_optim_state [2]: decayed group, the rest */
   tecore_devptr_t clipf;       /* float: the clip factor */
   struct tecore_optim_state *hstate;   /* pinned staging of ostate */
+  int host_launch;             /* launch the step graph from the host (else from the device) */
+  int graph_launched;          /* the step graph was launched at least once */
   double launch_us;            /* the least host time of a step graph's launch */
+  double launch_all[64];       /* the host time of each launch, the first 64 */
+  int nlaunch;
 };
+/* The median host time of the step graph's launches so far (0: none). */
+double gpt_launch_median(const struct gpt_train *t);
 void gpt_train_init(struct gpt_train *t, struct gpt_model *m, tecore_stream_t s);
 void gpt_train_free(struct gpt_train *t);
 double gpt_lr_at(const struct gpt_train *t, int64_t step);

@@ -15,8 +15,12 @@
  * captured after the first eager step and replayed; the host waits once a
  * step, to read the loss and the norm.  --tp: the split gradients'
  * squares are summed across the ranks on the host, so the clip factor is
- * decided there and AdamW runs eagerly after the graph of the rest. */
+ * decided there and AdamW runs eagerly after the graph of the rest.
+ * The step graph is launched from the device (one kernel node queued by
+ * the host, tecore_graph_launch_device) unless host_launch is set or the
+ * graph cannot be (then it is captured again for host launches). */
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <te/graph.h>
@@ -166,20 +170,38 @@ double gpt_train_step(struct gpt_train *t, struct gpt_model *m, const struct gpt
     GPT_CHECK(tecore_memcpy_async(t->ostate, (tecore_devptr_t)(uintptr_t)t->hstate,
                                   2 * sizeof *t->hstate, s));
   }
-  if (t->use_graph && !t->graph && t->eager_steps > 0) {
+  while (t->use_graph && !t->graph && t->eager_steps > 0) {
     /* captured after one eager step: lazy allocations (GEMM workspaces)
      * and algorithm choices happen outside the capture */
-    GPT_GCHECK(tegraph_graph_create(TEGRAPH_INSTANTIATE_UPLOAD, &t->graph));
+    unsigned fl = TEGRAPH_INSTANTIATE_UPLOAD |
+                  (t->host_launch ? 0u : (unsigned)TEGRAPH_INSTANTIATE_DEVICE_LAUNCH);
+    GPT_GCHECK(tegraph_graph_create(fl, &t->graph));
     GPT_GCHECK(tegraph_graph_begin_capture(t->graph, s, TECORE_CAPTURE_THREAD_LOCAL, 0));
     queue_fwd_bwd(t, m, s);
     GPT_GCHECK(tegraph_graph_end_capture(t->graph, NULL));
-    GPT_GCHECK(tegraph_graph_instantiate(t->graph, s));
+    if (t->host_launch) {
+      GPT_GCHECK(tegraph_graph_instantiate(t->graph, s));
+      break;
+    }
+    if (tegraph_graph_instantiate(t->graph, s) == TEGRAPH_SUCCESS) break;
+    fprintf(stderr, "# te-gpt: the step graph cannot be launched from the device (%s); it is "
+            "captured again for host launches\n", tegraph_last_error());
+    GPT_GCHECK(tegraph_graph_destroy(t->graph));
+    t->graph = NULL;
+    t->host_launch = 1;
   }
   if (t->graph) {
     double l0 = gpt_now();
     GPT_GCHECK(tegraph_graph_launch(t->graph, s));
     double us = (gpt_now() - l0) * 1e6;
-    if (t->launch_us <= 0 || us < t->launch_us) t->launch_us = us;   /* the least host time */
+    /* the least host time and every one; the first launched from the
+     * device waits for the device to accept it: not counted */
+    if (t->host_launch || t->graph_launched) {
+      if (t->launch_us <= 0 || us < t->launch_us) t->launch_us = us;
+      if (t->nlaunch < (int)(sizeof t->launch_all / sizeof t->launch_all[0]))
+        t->launch_all[t->nlaunch++] = us;
+    }
+    t->graph_launched = 1;
   } else {
     queue_fwd_bwd(t, m, s);
     t->eager_steps++;
@@ -229,6 +251,19 @@ double gpt_val_loss(struct gpt_train *t, struct gpt_model *m, const struct gpt_d
     sum += t->pinned[4];
   }
   return nval ? sum / nval : NAN;
+}
+
+static int cmp_double(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return x < y ? -1 : x > y;
+}
+
+double gpt_launch_median(const struct gpt_train *t) {
+  if (t->nlaunch <= 0) return 0;
+  double v[64];
+  memcpy(v, t->launch_all, (size_t)t->nlaunch * sizeof v[0]);
+  qsort(v, (size_t)t->nlaunch, sizeof v[0], cmp_double);
+  return t->nlaunch % 2 ? v[t->nlaunch / 2] : (v[t->nlaunch / 2 - 1] + v[t->nlaunch / 2]) / 2;
 }
 
 void gpt_graph_census(const struct gpt_train *t, char *buf, size_t n) {
