@@ -250,15 +250,10 @@ TE_EXPORT tegraph_result_t tegraph_graph_launch(tegraph_graph_t *g, tecore_strea
   static const char fn[] = "tegraph_graph_launch";
   TG_ARG(g, "%s: g is NULL", fn);
   TG_CHECK(need_exec(g, stream, fn));
-  if (g->flags & TEGRAPH_INSTANTIATE_DEVICE_LAUNCH) {
-    tecore_result_t r = tecore_graph_launch_device(g->exec, stream);
-    if (r != TECORE_ERR_CAPTURE) {
-      TG_CORE(r, fn);
-      return TEGRAPH_SUCCESS;
-    }
-    tecore_clear_error();   /* a capture records the host launch */
-  }
-  TG_CORE(tecore_graph_launch(g->exec, stream), fn);
+  if (g->flags & TEGRAPH_INSTANTIATE_DEVICE_LAUNCH)
+    TG_CORE(tecore_graph_launch_device(g->exec, stream), fn);   /* a capture refuses it */
+  else
+    TG_CORE(tecore_graph_launch(g->exec, stream), fn);
   return TEGRAPH_SUCCESS;
 }
 

@@ -35,6 +35,7 @@
   X(cuDevicePrimaryCtxRetain, 7000, 1)                                         \
   X(cuDevicePrimaryCtxRelease, 11000, 1)                                       \
   X(cuDevicePrimaryCtxGetState, 7000, 1)                                       \
+  X(cuDevicePrimaryCtxSetFlags, 11000, 0)                                      \
   X(cuCtxSetCurrent, 4000, 1)                                                  \
   X(cuCtxGetCurrent, 4000, 1)                                                  \
   X(cuCtxGetDevice, 2000, 1)                                                   \
@@ -156,6 +157,9 @@ tecore_result_t te_cuda_missing(const char *fn, const char *file, int line);
  * device 0's primary context (retained once for the process, never
  * released, as the runtime API does) becomes current. */
 tecore_result_t te_cuda_need_ctx(void);
+/* Before a primary context is retained: its wait policy from
+ * TECORE_CUDA_SYNC (nothing for "auto", the driver's own choice). */
+tecore_result_t te_cuda_sync_policy(CUdevice dev);
 /* The current context's device (after te_cuda_need_ctx). */
 tecore_result_t te_cuda_current_device(CUdevice *dev);
 /* dev's compute capability as major * 10 + minor, read once per device. */

@@ -101,6 +101,7 @@ tecore_result_t te_cuda_ctx_create(int ordinal, tecore_ctx_t *ctx) {
   CUcontext c = NULL;
   tecore_result_t res;
   TE_CHECK(te_cuda_device(ordinal, &dev));
+  (void)te_cuda_sync_policy(dev);
   TE_CHECK(TE_CU(cuDevicePrimaryCtxRetain, &c, dev));
   TE_CHECK_GOTO(TE_CU(cuCtxSetCurrent, c), res, fail);
   *ctx = c;

@@ -187,6 +187,29 @@ tecore_result_t te_cuda_driver_version(int *version) {
 
 /* ---- contexts --------------------------------------------------------------- */
 
+/* How the host thread waits for the device (stream and event
+ * synchronization).  A host that sleeps through a long step wakes on a
+ * core whose caches the idle state emptied, and its next launches pay for
+ * it; spinning keeps the core busy instead. */
+TE_PARAM_STR(cuda_sync, "TECORE_CUDA_SYNC", "auto", "auto|spin|yield|blocking",
+             "how a host thread waits for the GPU in a primary context libtecore retains: auto "
+             "(the driver's choice), spin, yield or blocking (CU_CTX_SCHED_*); set before the "
+             "context is first used")
+
+tecore_result_t te_cuda_sync_policy(CUdevice dev) {
+  const char *v = tecore_tunable_str(&cuda_sync);
+  unsigned flags;
+  if (!v || !strcmp(v, "auto")) return TECORE_SUCCESS;
+  if (!strcmp(v, "spin")) flags = CU_CTX_SCHED_SPIN;
+  else if (!strcmp(v, "yield")) flags = CU_CTX_SCHED_YIELD;
+  else if (!strcmp(v, "blocking")) flags = CU_CTX_SCHED_BLOCKING_SYNC;
+  else return TECORE_SUCCESS;   /* the tunable refused it already */
+  tecore_result_t r = TE_CU(cuDevicePrimaryCtxSetFlags, dev, flags);
+  if (r != TECORE_SUCCESS)
+    TE_WARN(TECORE_SUBSYS_DEVICE, "TECORE_CUDA_SYNC=%s not applied: %s", v, tecore_last_error());
+  return TECORE_SUCCESS;
+}
+
 tecore_result_t te_cuda_need_ctx(void) {
   CUcontext cur = NULL;
   TE_CHECK(TE_CU(cuCtxGetCurrent, &cur));
@@ -198,6 +221,7 @@ tecore_result_t te_cuda_need_ctx(void) {
   if (!g_implicit_ctx) {
     CUdevice dev;
     TE_CHECK_GOTO(TE_CU(cuDeviceGet, &dev, 0), res, out);
+    (void)te_cuda_sync_policy(dev);
     TE_CHECK_GOTO(TE_CU(cuDevicePrimaryCtxRetain, &g_implicit_ctx, dev), res, out);
     TE_INFO(TECORE_SUBSYS_DEVICE, "cuda: no current context; using device 0's primary context");
     made = 1;

@@ -162,7 +162,7 @@ tegraph_result_t tegraph_graph_end_capture(tegraph_graph_t *g, struct tegraph_up
 tegraph_result_t tegraph_graph_instantiate(tegraph_graph_t *g, tecore_stream_t upload_stream);
 /* Launches the executable on stream (instantiating it first if needed):
  * from the device when g's flags include TEGRAPH_INSTANTIATE_DEVICE_LAUNCH
- * and stream is not capturing (a capture records a host launch). */
+ * (then not into a capturing stream: TEGRAPH_ERR_CAPTURE). */
 tegraph_result_t tegraph_graph_launch(tegraph_graph_t *g, tecore_stream_t stream);
 /* Uploads the executable on stream (instantiating it first if needed). */
 tegraph_result_t tegraph_graph_upload(tegraph_graph_t *g, tecore_stream_t stream);
