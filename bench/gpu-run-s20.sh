@@ -17,6 +17,13 @@
 #         (--graph-launch), and GPT-2 124M BF16 from the device
 #   ab3   llama-1b FP8 with dswiglu+cast_transpose and without
 #         (TECORE_OPS_FUSION_OFF), beside torch.compile in the same call
+#   dl2   after c4: check_graph_device under cuda (a device-launched
+#         graph refuses a capture); te-bench --graph with the host's wait
+#         policy left to the driver and with TECORE_CUDA_SYNC=spin (the
+#         rows "waited": a launch right after ~100 ms of device work);
+#         te-gpt 1.3B FP8 and GPT-2 124M with both policies; 1.3B with
+#         --offload, its step graph (offload's copies in it) launched
+#         from the device and from the host
 # Every step is bounded by STEP_TIMEOUT seconds (150) and writes
 # $OUT/NAME.txt (standard error to NAME.err) and a summary line
 # (bench/gpu-lib.sh).  Never changes clocks, power, MIG or multicast.
@@ -43,4 +50,16 @@ if has ab3; then
   step llama-off env TECORE_OPS_FUSION_OFF=dswiglu+cast_transpose $llama
   step llama-peer-compile python3 bench/gpt_peer.py speed --model llama-1b --batch 4 --compile \
     --steps 8 --warmup 3
+fi
+if has dl2; then
+  step check_graph_device env TE_DEVICE=cuda t/graph/check_graph_device
+  step bench-graph-auto tools/te-bench --graph --iters 20
+  step bench-graph-spin env TECORE_CUDA_SYNC=spin tools/te-bench --graph --iters 20
+  big="$gpt --model gpt-1.3b --synthetic --batch 8 --steps 14 --eval-every 0 --sample 0 --recipe delayed --json"
+  step big-auto $big
+  step big-spin env TECORE_CUDA_SYNC=spin $big
+  step small-spin env TECORE_CUDA_SYNC=spin $gpt --model gpt2-124m --synthetic --batch 32 \
+    --steps 20 --eval-every 0 --sample 0 --json
+  step big-offload-device $big --offload
+  step big-offload-host $big --offload --graph-launch host
 fi
