@@ -24,6 +24,11 @@
 #         te-gpt 1.3B FP8 and GPT-2 124M with both policies; 1.3B with
 #         --offload, its step graph (offload's copies in it) launched
 #         from the device and from the host
+#   pipe  after the host queues the next step before it waits (te-gpt's
+#         default now): check_graph_device under cuda; te-bench --graph
+#         (launch rows "waited" and "busy"); te-gpt 1.3B FP8, GPT-2 124M
+#         BF16 and llama-1b FP8 pipelined, 1.3B with --no-pipeline, and
+#         1.3B with --offload (host launches, its default)
 # Every step is bounded by STEP_TIMEOUT seconds (150) and writes
 # $OUT/NAME.txt (standard error to NAME.err) and a summary line
 # (bench/gpu-lib.sh).  Never changes clocks, power, MIG or multicast.
@@ -62,4 +67,17 @@ if has dl2; then
     --steps 20 --eval-every 0 --sample 0 --json
   step big-offload-device $big --offload
   step big-offload-host $big --offload --graph-launch host
+fi
+if has pipe; then
+  make -s t/graph/check_graph_device > /dev/null 2>&1
+  step check_graph_device env TE_DEVICE=cuda t/graph/check_graph_device
+  step bench-graph tools/te-bench --graph --iters 20
+  big="$gpt --model gpt-1.3b --synthetic --batch 8 --steps 14 --eval-every 0 --sample 0 --recipe delayed --json"
+  step big-pipe $big
+  step big-nopipe $big --no-pipeline
+  step small-pipe $gpt --model gpt2-124m --synthetic --batch 32 --steps 20 --eval-every 0 \
+    --sample 0 --json
+  step llama-pipe $gpt --model llama-1b --synthetic --batch 4 --steps 14 --eval-every 0 \
+    --sample 0 --recipe delayed --json
+  step big-offload $big --offload
 fi

@@ -102,7 +102,9 @@ static const char usage_text[] =
     "                     graph -- with --tp all but AdamW; the decode step replays one graph)\n"
     "  --graph-launch device|host  the step graph launched by one kernel node that launches\n"
     "                     it from the device (default; host time independent of its size),\n"
-    "                     or by the host (falls back to host when the graph cannot)\n"
+    "                     or by the host (with --offload, or when the graph cannot be)\n"
+    "  --no-pipeline      wait for each step before queueing the next (default: the host\n"
+    "                     queues the next step graph before it waits for this one)\n"
     "  --profile          print step 2's device time per kernel on stderr (eager launches)\n"
     "  --plan             print the fuser's forward and backward plans (its fusions)\n"
     "  --eval-every N     validation loss every N steps (default 10; 0: never)\n"
@@ -130,7 +132,7 @@ enum {
   O_ROPE, O_BIAS, O_DATA, O_CORPUS, O_SYNTH, O_STEPS, O_BATCH, O_ACCUM, O_LR, O_MINLR, O_WARMUP,
   O_DECAY, O_WD, O_CLIP, O_RECIPE, O_SEED, O_EVAL, O_EVALB, O_SAVE, O_LOAD, O_SAMPLE, O_PROMPT,
   O_TEMP, O_TOPK, O_SCHECK, O_NOGRAPH, O_TP, O_SHARE, O_PROFILE, O_PLAN, O_OFFLOAD, O_OFF_LAYERS,
-  O_OFF_PREFETCH, O_OFF_DIR, O_HOST_BUDGET, O_OFF_MIN, O_GLAUNCH
+  O_OFF_PREFETCH, O_OFF_DIR, O_HOST_BUDGET, O_OFF_MIN, O_GLAUNCH, O_NOPIPE
 };
 static const struct option longs[] = {
     TE_CLI_LONGS, TE_CLI_FORMATS,
@@ -161,6 +163,7 @@ static const struct option longs[] = {
     {"host-budget", required_argument, 0, O_HOST_BUDGET},
     {"offload-min-elems", required_argument, 0, O_OFF_MIN},
     {"graph-launch", required_argument, 0, O_GLAUNCH},
+    {"no-pipeline", no_argument, 0, O_NOPIPE},
     {0, 0, 0, 0}};
 
 struct opts {
@@ -172,6 +175,8 @@ struct opts {
   const char *corpus_dir, *save, *load, *prompt;
   int steps, batch, accum, warmup, decay_steps, recipe, eval_every, eval_batches, sample, top_k;
   int host_launch;   /* --graph-launch host */
+  int launch_given;  /* --graph-launch given */
+  int no_pipeline;   /* --no-pipeline */
   int sample_check, no_graph, tp, sample_given, quiet, share_saved, profile, plan;
   double lr, min_lr, wd, clip, temperature;
   long long seed;
@@ -234,10 +239,12 @@ static int take(struct te_cli *cli, struct opts *o, int opt, const char *a) {
   case O_TOPK: return te_cli_int(cli, f, a, 0, 1 << 24, &o->top_k);
   case O_SCHECK: o->sample_check = 1; return 0;
   case O_NOGRAPH: o->no_graph = 1; return 0;
+  case O_NOPIPE: o->no_pipeline = 1; return 0;
   case O_GLAUNCH:
     if (strcmp(a, "device") && strcmp(a, "host"))
       return te_cli_error(cli, "--graph-launch must be device or host, not '%s'", a);
     o->host_launch = !strcmp(a, "host");
+    o->launch_given = 1;
     return 0;
   case O_TP: return te_cli_int(cli, f, a, 1, DEMO_TP_MAX, &o->tp);
   case O_SHARE: return te_cli_int(cli, f, a, 0, 1, &o->share_saved);
@@ -406,7 +413,10 @@ static int run(struct opts *op, const struct gpt_tp *tp, double *losses, uint64_
                         .eps = 1e-8, .clip = o.clip, .warmup = o.warmup,
                         .decay_steps = o.decay_steps, .accum = o.accum,
                         .rng = (uint64_t)o.seed * 0x2545f4914f6cdd1dull + 0x6461746101ull,
-                        .use_graph = !o.no_graph, .host_launch = o.host_launch,
+                        .use_graph = !o.no_graph,
+                        /* offload's copies overlap kernels only from the host */
+                        .host_launch = o.host_launch || (o.off.on && !o.launch_given),
+                        .pipeline = !o.no_pipeline && !o.off.on && !tp,
                         .sum_ranks = tp ? sum_ranks : NULL};
   gpt_train_init(&t, &m, s);
   struct demo_offload dof;
@@ -494,6 +504,9 @@ static int run(struct opts *op, const struct gpt_tp *tp, double *losses, uint64_
     double lr = gpt_lr_at(&t, t.step + 1);
     int prof = o.profile && t.step + 1 == 2;   /* step 1 makes the lazy choices */
     if (prof) GPT_CHECK(tecore_profile_start());
+    /* the next step may be queued before this one is waited for when
+     * nothing runs between them (a validation pass, the last step) */
+    t.queue_next = t.step + 2 <= o.steps && !(o.eval_every && (t.step + 1) % o.eval_every == 0);
     double loss = gpt_train_step(&t, &m, &d, s, &gn);
     double dt = now_s() - t0;
     if (prof) {

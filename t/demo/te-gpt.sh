@@ -10,7 +10,9 @@
 #     steps straight, against 3 steps, --save, --load, 3 more: the same
 #     losses and byte-identical model.safetensors and optimizer.safetensors;
 #     and 4 against 2 + 2 with FP8 (delayed scaling); the step graph
-#     (the default) and eager launches (--no-graph) take the same steps;
+#     (the default) and eager launches (--no-graph) take the same steps,
+#     and so do the next step queued before the host waits (the default),
+#     --no-pipeline and --graph-launch host;
 #     the saved tensors on shared scratch (--share-saved,
 #     the default) give the same bits as each on its own; the decode step
 #     replayed as a graph samples the eager decode's text; --profile lists
@@ -102,6 +104,23 @@ fi
   { echo "FAIL: te-gpt --no-graph fails"; cat "$tmp/e.err"; fail=1; }
 cut -d, -f1-5 "$tmp/e.csv" | cmp -s - "$tmp/a.cut" ||
   { echo "FAIL: eager launches (--no-graph) and the step graph give other losses"; fail=1; }
+# the host queueing the next step graph before it waits for this one (the
+# default; no validation pass in between, so every step), waiting for each
+# step (--no-pipeline), the graph launched by the host (--graph-launch
+# host): the same bits, losses and gradient norms
+pv=0
+for v in "" --no-pipeline "--graph-launch host"; do
+  pv=$((pv + 1))
+  "$gpt" --seed "$seed" --batch 2 --sample 0 --eval-every 0 --csv -q --steps 7 $v \
+    > "$tmp/p$pv.csv" 2> "$tmp/p$pv.err" || { echo "FAIL: te-gpt $v fails"; cat "$tmp/p$pv.err"; fail=1; }
+  cut -d, -f1-5 "$tmp/p$pv.csv" > "$tmp/p$pv.cut"
+done
+[ "$(wc -l < "$tmp/p1.cut")" = 8 ] || { echo "FAIL: the pipelined run has no 7 rows"; fail=1; }
+for pv in 2 3; do
+  cmp -s "$tmp/p1.cut" "$tmp/p$pv.cut" ||
+    { echo "FAIL: pipelined steps and run $pv (--no-pipeline / --graph-launch host) differ:";
+      diff "$tmp/p1.cut" "$tmp/p$pv.cut"; fail=1; }
+done
 for f in model optimizer; do
   cmp -s "$tmp/a/$f.safetensors" "$tmp/c/$f.safetensors" ||
     { echo "FAIL: $f.safetensors differs between the straight and the resumed run"; fail=1; }
@@ -243,6 +262,7 @@ expect 2 --recipe fp4
 expect 2 --vocab 100
 expect 2 --norm batchnorm
 expect 2 --top-k 5
+expect 2 --graph-launch sideways
 expect 2 --data /dev/null --synthetic
 expect 2 --steps -1
 expect 1 --data "$tmp/no-such-file" --steps 1

@@ -220,6 +220,22 @@ struct gpt_train {
   struct tecore_optim_state *hstate;   /* pinned staging of ostate */
   int host_launch;             /* launch the step graph from the host (else from the device) */
   int graph_launched;          /* the step graph was launched at least once */
+  /* One process with the step graph: the host queues the next step before
+   * it waits for this one, so a launch finds the device busy (a launch
+   * right after a long wait costs several times more host time).  Two
+   * graphs, each with its own pinned staging and outputs, alternate. */
+  int pipeline;                /* allowed (te-gpt: not with --no-pipeline, --offload, --tp) */
+  int queue_next;              /* per step, set by the caller: another step follows directly */
+  struct gpt_stage {
+    int32_t *hids, *hlabels;
+    float *pinned;
+    struct tecore_optim_state *hstate;
+    struct tegraph_graph *graph;
+    tecore_event_t done;       /* recorded after its launch */
+    int launched;
+  } set[2];                    /* t->hids ... t->graph are set[cur]'s */
+  int cur;                     /* the set of the step that completes next */
+  int inflight;                /* that step is queued already */
   double launch_us;            /* the least host time of a step graph's launch */
   double launch_all[64];       /* the host time of each launch, the first 64 */
   int nlaunch;

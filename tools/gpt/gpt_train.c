@@ -18,7 +18,11 @@
  * decided there and AdamW runs eagerly after the graph of the rest.
  * The step graph is launched from the device (one kernel node queued by
  * the host, tecore_graph_launch_device) unless host_launch is set or the
- * graph cannot be (then it is captured again for host launches). */
+ * graph cannot be (then it is captured again for host launches).  With
+ * pipeline and queue_next the host queues the next step (a second graph
+ * on a second set of pinned staging and outputs) before it waits for this
+ * one: the same work in the same order, so the same losses bit for bit,
+ * and each launch finds the device busy. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -80,6 +84,13 @@ void gpt_train_init(struct gpt_train *t, struct gpt_model *m, tecore_stream_t s)
   /* pinned: a graph's copies read them where they lie */
   GPT_CHECK(tecore_mem_alloc_host((size_t)m->max_mb * m->rows * 4, (void **)&t->hids));
   GPT_CHECK(tecore_mem_alloc_host((size_t)m->max_mb * m->rows * 4, (void **)&t->hlabels));
+  t->set[0] = (struct gpt_stage){.hids = t->hids, .hlabels = t->hlabels, .pinned = t->pinned,
+                                 .hstate = t->hstate};
+  /* each graph launch records its set's event: a step queued ahead of
+   * the next is waited for by it alone */
+  if (t->device_clip)
+    for (int b = 0; b < 2; b++)
+      GPT_CHECK(tecore_event_create(TECORE_EVENT_DISABLE_TIMING, &t->set[b].done));
   GPT_CHECK(tecore_stream_synchronize(s));
   GPT_CHECK(tecore_mem_free(one));
 }
@@ -89,11 +100,18 @@ void gpt_train_free(struct gpt_train *t) {
    * memory; the process ends right after (tecore_fini frees the rest) */
   free(t->ot);
   free(t->grads);
-  if (t->graph) tegraph_graph_destroy(t->graph);
-  if (t->hids) tecore_mem_free_host(t->hids);
-  if (t->hlabels) tecore_mem_free_host(t->hlabels);
-  if (t->pinned) tecore_mem_free_host(t->pinned);
-  if (t->hstate) tecore_mem_free_host(t->hstate);
+  for (int b = 0; b < 2; b++) {
+    struct gpt_stage *g = &t->set[b];
+    if (g->done) tecore_event_destroy(g->done);
+    if (!g->pinned) continue;   /* set 1 exists once the step pipelines */
+    if (g->graph) tegraph_graph_destroy(g->graph);
+    tecore_mem_free_host(g->hids);
+    tecore_mem_free_host(g->hlabels);
+    tecore_mem_free_host(g->pinned);
+    if (g->hstate) tecore_mem_free_host(g->hstate);
+  }
+  memset(t->set, 0, sizeof t->set);
+  t->graph = NULL;
   t->hstate = NULL;
   t->ot = NULL;
 }
@@ -156,23 +174,43 @@ static void queue_fwd_bwd(struct gpt_train *t, struct gpt_model *m, tecore_strea
   if (t->device_clip) queue_adam(t, m, s);
 }
 
-double gpt_train_step(struct gpt_train *t, struct gpt_model *m, const struct gpt_data *d,
-                      tecore_stream_t s, double *gnorm) {
+/* Makes set b current (the pointers queue_fwd_bwd and upload use). */
+static void use_set(struct gpt_train *t, int b) {
+  struct gpt_stage *g = &t->set[b];
+  t->hids = g->hids, t->hlabels = g->hlabels, t->pinned = g->pinned, t->hstate = g->hstate;
+  t->graph = g->graph;
+  t->cur = b;
+}
+
+/* Set 1's pinned staging and outputs. */
+static void second_set(struct gpt_train *t, struct gpt_model *m) {
+  struct gpt_stage *g = &t->set[1];
+  size_t n = (size_t)m->max_mb * m->rows * 4;
+  GPT_CHECK(tecore_mem_alloc_host(n, (void **)&g->hids));
+  GPT_CHECK(tecore_mem_alloc_host(n, (void **)&g->hlabels));
+  GPT_CHECK(tecore_mem_alloc_host((4 + 2 * (size_t)m->max_mb) * sizeof(float), (void **)&g->pinned));
+  GPT_CHECK(tecore_mem_alloc_host(2 * sizeof *g->hstate, (void **)&g->hstate));
+}
+
+/* The current set's staging: the batches of step number step, the step's
+ * number and learning rate where AdamW reads them (written while no
+ * queued work reads this set). */
+static void stage(struct gpt_train *t, struct gpt_model *m, const struct gpt_data *d,
+                  int64_t step) {
   for (int mb = 0; mb < t->accum; mb++)
     gpt_data_batch(d, m->c.seq, m->batch, &t->rng, t->hids + (size_t)mb * m->rows,
                    t->hlabels + (size_t)mb * m->rows);
-  int64_t step = t->step + 1;
-  if (t->device_clip) {
-    /* the step's number and learning rate, where AdamW reads them (the
-     * staging is free: the last step was waited for) */
+  if (t->device_clip)
     for (int g = 0; g < 2; g++)
-      t->hstate[g] = (struct tecore_optim_state){.step = t->step, .lr = gpt_lr_at(t, step)};
-    GPT_CHECK(tecore_memcpy_async(t->ostate, (tecore_devptr_t)(uintptr_t)t->hstate,
-                                  2 * sizeof *t->hstate, s));
-  }
-  while (t->use_graph && !t->graph && t->eager_steps > 0) {
-    /* captured after one eager step: lazy allocations (GEMM workspaces)
-     * and algorithm choices happen outside the capture */
+      t->hstate[g] = (struct tecore_optim_state){.step = step - 1, .lr = gpt_lr_at(t, step)};
+}
+
+/* The current set's step graph: captured (after one eager step: lazy
+ * allocations, GEMM workspaces and algorithm choices happen outside the
+ * capture), launchable from the device unless host_launch (or the graph
+ * cannot be: captured again for host launches). */
+static void capture(struct gpt_train *t, struct gpt_model *m, tecore_stream_t s) {
+  for (;;) {
     unsigned fl = TEGRAPH_INSTANTIATE_UPLOAD |
                   (t->host_launch ? 0u : (unsigned)TEGRAPH_INSTANTIATE_DEVICE_LAUNCH);
     GPT_GCHECK(tegraph_graph_create(fl, &t->graph));
@@ -190,34 +228,71 @@ double gpt_train_step(struct gpt_train *t, struct gpt_model *m, const struct gpt
     t->graph = NULL;
     t->host_launch = 1;
   }
-  if (t->graph) {
-    double l0 = gpt_now();
-    GPT_GCHECK(tegraph_graph_launch(t->graph, s));
-    double us = (gpt_now() - l0) * 1e6;
-    /* the least host time and every one; the first launched from the
-     * device waits for the device to accept it: not counted */
-    if (t->host_launch || t->graph_launched) {
-      if (t->launch_us <= 0 || us < t->launch_us) t->launch_us = us;
-      if (t->nlaunch < (int)(sizeof t->launch_all / sizeof t->launch_all[0]))
-        t->launch_all[t->nlaunch++] = us;
-    }
-    t->graph_launched = 1;
-  } else {
-    queue_fwd_bwd(t, m, s);
-    t->eager_steps++;
+  t->set[t->cur].graph = t->graph;
+}
+
+/* Queues the current set's step: its AdamW state, then its graph (timed:
+ * the least host time and every one; the first launch of a graph from
+ * the device waits for the device to accept it, not counted). */
+static void queue_graph(struct gpt_train *t, tecore_stream_t s) {
+  struct gpt_stage *g = &t->set[t->cur];
+  if (t->device_clip)
+    GPT_CHECK(tecore_memcpy_async(t->ostate, (tecore_devptr_t)(uintptr_t)t->hstate,
+                                  2 * sizeof *t->hstate, s));
+  double l0 = gpt_now();
+  GPT_GCHECK(tegraph_graph_launch(t->graph, s));
+  double us = (gpt_now() - l0) * 1e6;
+  if (t->host_launch || g->launched) {
+    if (t->launch_us <= 0 || us < t->launch_us) t->launch_us = us;
+    if (t->nlaunch < (int)(sizeof t->launch_all / sizeof t->launch_all[0]))
+      t->launch_all[t->nlaunch++] = us;
   }
-  GPT_CHECK(tecore_stream_synchronize(s));
-  double norm = t->pinned[0];
+  g->launched = t->graph_launched = 1;
+  if (g->done) GPT_CHECK(tecore_event_record(g->done, s));
+}
+
+double gpt_train_step(struct gpt_train *t, struct gpt_model *m, const struct gpt_data *d,
+                      tecore_stream_t s, double *gnorm) {
+  int64_t step = t->step + 1;
+  const int b = t->cur;
+  if (!t->inflight) {
+    stage(t, m, d, step);
+    if (t->use_graph && !t->graph && t->eager_steps > 0) capture(t, m, s);
+    if (t->graph) {
+      queue_graph(t, s);
+    } else {
+      if (t->device_clip)
+        GPT_CHECK(tecore_memcpy_async(t->ostate, (tecore_devptr_t)(uintptr_t)t->hstate,
+                                      2 * sizeof *t->hstate, s));
+      queue_fwd_bwd(t, m, s);
+      t->eager_steps++;
+    }
+  }
+  /* the next step queued before this one is waited for: its own set */
+  t->inflight = 0;
+  if (t->graph && t->pipeline && t->queue_next && t->device_clip) {
+    if (!t->set[1].pinned) second_set(t, m);
+    use_set(t, b ^ 1);
+    stage(t, m, d, step + 1);
+    if (!t->graph) capture(t, m, s);
+    queue_graph(t, s);
+    t->inflight = 1;
+    GPT_CHECK(tecore_event_synchronize(t->set[b].done));
+  } else {
+    GPT_CHECK(tecore_stream_synchronize(s));
+  }
+  const float *out = t->set[b].pinned;
+  double norm = out[0];
   if (t->nsh || m->tp.size > 1) {
     /* --tp: the split gradients' squares summed over the ranks */
-    double sh = t->nsh ? (double)t->pinned[2] * t->pinned[2] : 0;
+    double sh = t->nsh ? (double)out[2] * out[2] : 0;
     if (t->sum_ranks) sh = t->sum_ranks(sh, m, s);
     norm = sqrt(norm * norm + sh);
   }
   *gnorm = norm;
   if (t->device_clip) {   /* clipped and stepped on the device already */
     double loss = 0;
-    for (int mb = 0; mb < t->accum; mb++) loss += t->pinned[4 + 2 * mb];
+    for (int mb = 0; mb < t->accum; mb++) loss += out[4 + 2 * mb];
     t->step = step;
     return loss / t->accum;
   }
