@@ -29,6 +29,8 @@
 #         (launch rows "waited" and "busy"); te-gpt 1.3B FP8, GPT-2 124M
 #         BF16 and llama-1b FP8 pipelined, 1.3B with --no-pipeline, and
 #         1.3B with --offload (host launches, its default)
+#   final the three models' speed targets with the final build
+#         (pipelined steps), each beside torch.compile in the same call
 # Every step is bounded by STEP_TIMEOUT seconds (150) and writes
 # $OUT/NAME.txt (standard error to NAME.err) and a summary line
 # (bench/gpu-lib.sh).  Never changes clocks, power, MIG or multicast.
@@ -80,4 +82,18 @@ if has pipe; then
   step llama-pipe $gpt --model llama-1b --synthetic --batch 4 --steps 14 --eval-every 0 \
     --sample 0 --recipe delayed --json
   step big-offload $big --offload
+fi
+if has final; then
+  step llama $gpt --model llama-1b --synthetic --batch 4 --steps 20 --eval-every 0 --sample 0 \
+    --recipe delayed --json
+  step llama-peer-compile python3 bench/gpt_peer.py speed --model llama-1b --batch 4 --compile \
+    --steps 8 --warmup 3
+  step big $gpt --model gpt-1.3b --synthetic --batch 8 --steps 16 --eval-every 0 --sample 0 \
+    --recipe delayed --json
+  step big-peer-compile python3 bench/gpt_peer.py speed --model gpt-1.3b --batch 8 --compile \
+    --steps 8 --warmup 3
+  step small $gpt --model gpt2-124m --synthetic --batch 32 --steps 20 --eval-every 0 --sample 0 \
+    --json
+  step small-peer-compile python3 bench/gpt_peer.py speed --model gpt2-124m --batch 32 --compile \
+    --steps 10 --warmup 3
 fi
