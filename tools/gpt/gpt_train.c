@@ -254,6 +254,13 @@ static void queue_graph(struct gpt_train *t, tecore_stream_t s) {
 double gpt_train_step(struct gpt_train *t, struct gpt_model *m, const struct gpt_data *d,
                       tecore_stream_t s, double *gnorm) {
   int64_t step = t->step + 1;
+  if (!t->inflight && t->pipeline && t->device_clip && t->set[0].launched &&
+      !t->set[1].launched) {
+    /* the second graph's first launch (captured now; from the device it
+     * waits for the device) in a step of its own, not queued ahead */
+    if (!t->set[1].pinned) second_set(t, m);
+    use_set(t, 1);
+  }
   const int b = t->cur;
   if (!t->inflight) {
     stage(t, m, d, step);
@@ -270,11 +277,9 @@ double gpt_train_step(struct gpt_train *t, struct gpt_model *m, const struct gpt
   }
   /* the next step queued before this one is waited for: its own set */
   t->inflight = 0;
-  if (t->graph && t->pipeline && t->queue_next && t->device_clip) {
-    if (!t->set[1].pinned) second_set(t, m);
+  if (t->graph && t->pipeline && t->queue_next && t->device_clip && t->set[b ^ 1].launched) {
     use_set(t, b ^ 1);
     stage(t, m, d, step + 1);
-    if (!t->graph) capture(t, m, s);
     queue_graph(t, s);
     t->inflight = 1;
     GPT_CHECK(tecore_event_synchronize(t->set[b].done));
