@@ -63,6 +63,13 @@ TE_EXPORT tecore_result_t tecore_graph_launch(tecore_graph_exec_t exec, tecore_s
   return o->graph_launch(exec, stream);
 }
 
+TE_EXPORT tecore_result_t tecore_graph_launch_device(tecore_graph_exec_t exec,
+                                                     tecore_stream_t stream) {
+  TE_ARG(exec, "tecore_graph_launch_device: exec is NULL");
+  OPS(o);
+  return te_graph_device_launch(o, exec, stream);
+}
+
 TE_EXPORT tecore_result_t tecore_graph_upload(tecore_graph_exec_t exec, tecore_stream_t stream) {
   TE_ARG(exec, "tecore_graph_upload: exec is NULL");
   OPS(o);

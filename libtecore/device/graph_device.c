@@ -147,12 +147,9 @@ static tecore_result_t refused(unsigned code, tecore_graph_exec_t exec, int firs
                 "uploaded)" : "");
 }
 
-TE_EXPORT tecore_result_t tecore_graph_launch_device(tecore_graph_exec_t exec,
-                                                     tecore_stream_t stream) {
+tecore_result_t te_graph_device_launch(const struct te_device_ops *o, tecore_graph_exec_t exec,
+                                       tecore_stream_t stream) {
   static const char fn[] = "tecore_graph_launch_device";
-  TE_ARG(exec, "%s: exec is NULL", fn);
-  const struct te_device_ops *o = NULL;
-  TE_CHECK(te_ops_get(&o));
   tecore_capture_status_t cs = TECORE_CAPTURE_NONE;
   TE_CHECK(o->stream_capture_status(stream, &cs));
   if (cs != TECORE_CAPTURE_NONE)

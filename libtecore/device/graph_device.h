@@ -21,6 +21,9 @@ void te_graph_device_forget(const struct te_device_ops *o, tecore_graph_exec_t e
 int te_graph_device_has(tecore_graph_exec_t exec);
 /* After exec's nodes changed: the next device launch uploads it first. */
 void te_graph_device_dirty(tecore_graph_exec_t exec);
+/* tecore_graph_launch_device's work once exec is not NULL. */
+tecore_result_t te_graph_device_launch(const struct te_device_ops *o, tecore_graph_exec_t exec,
+                                       tecore_stream_t stream);
 /* tecore_fini: every record goes (no call reaches the backend). */
 void te_graph_device_fini(void);
 
