@@ -639,6 +639,7 @@ module te_core
     type(c_ptr) :: reduce_ctx
     integer(tecore_devptr_t) :: workspace
     integer(c_size_t) :: workspace_bytes
+    type(c_ptr) :: dlogits
   end type tecore_xent_args
 
   ! struct tecore_op_rope_args (libtecore/te/ops.h)
@@ -2344,6 +2345,13 @@ module te_core
       type(c_ptr), value :: stream
       integer(c_int) :: tecore_seq_backward
     end function tecore_seq_backward
+    function tecore_seq_grad_fp8(seq, t) bind(C, name="tecore_seq_grad_fp8")
+      import
+      implicit none
+      type(c_ptr), value :: seq
+      type(tecore_tensor), optional :: t
+      integer(c_int) :: tecore_seq_grad_fp8
+    end function tecore_seq_grad_fp8
     function tecore_seq_weights_changed(seq) bind(C, name="tecore_seq_weights_changed")
       import
       implicit none

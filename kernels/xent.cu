@@ -8,8 +8,9 @@
 // m (one rescale per vector) and sum x; then warp shuffles and shared
 // memory merge the (m, s, sx) of the block.  The row is read once.
 // te_xent_mean: one block, the fixed order of xent.h.
-// te_xent_bwd: dx = dloss (exp(x - lse) - ...) written over x, one read
-// and one write of each logit; a block takes a slice of a.chunk units
+// te_xent_bwd: dx = dloss (exp(x - lse) - ...) written over x (or into
+// y, 16/32-bit or FP8 with a scale and the amax), one read and one write
+// of each logit; a block takes a slice of a.chunk units
 // (16-byte vectors or elements) of a row; ignored rows are zeros (not read).
 #include "common/xent.h"
 #include "ldst.cuh"
@@ -176,11 +177,16 @@ __device__ __forceinline__ float xent_grad(float x, float lse, bool is_label, fl
 // Units [u0, u1) of row base (VEC: 8-element vectors), TE_XENT_BWD_UNROLL
 // a thread loaded before any is used, so that a block keeps UNROLL * 16
 // bytes a thread in flight.  st != 1: a constant (0 or NaN), x not read.
-template <int DT>
+// DO: the output's dtype, DT (over x or into a.y) or E4M3/E5M2 (into a.y,
+// times osc, the amax of the unscaled values kept in am).
+template <int DT, int DO>
 __device__ __forceinline__ void xent_bwd_vec(const bwd_k &a, uint64_t base, uint64_t u0,
                                              uint64_t u1, float lse, long long lab, float c1,
-                                             float c2, float scale, int st) {
+                                             float c2, float scale, int st, float osc,
+                                             float &am) {
   constexpr int NQ = DT == TE_FP8_DT_F32 ? 2 : 1, U = TE_XENT_BWD_UNROLL / NQ;  // 64 B a thread
+  constexpr bool F8 = DO == TE_FP8_DT_E4M3 || DO == TE_FP8_DT_E5M2;
+  void *out = a.y ? a.y : a.x;
   const float cst = st == 0 ? 0.0f : __int_as_float(0x7fc00000);
   for (uint64_t ub = u0 + threadIdx.x; ub < u1; ub += (uint64_t)U * TE_XENT_BWD_THREADS) {
     uint4 r[U][NQ];
@@ -213,9 +219,31 @@ __device__ __forceinline__ void xent_bwd_vec(const bwd_k &a, uint64_t base, uint
 #pragma unroll
         for (int k = 0; k < 8; k++) v[k] = cst;
       }
-      te_dev_st8t<DT>(a.x, base + u * 8, v);
+      if constexpr (F8) {
+#pragma unroll
+        for (int k = 0; k < 8; k++) {
+          am = te_amax_f32(am, v[k]);
+          v[k] = te_mul_rn(v[k], osc);
+        }
+        te_dev_st8t<DO>(out, base + u * 8, v);
+      } else {
+        te_dev_st8t<DT>(out, base + u * 8, v);
+      }
     }
   }
+}
+
+template <int DT>
+__device__ __forceinline__ void xent_bwd_vec_out(const bwd_k &a, uint64_t base, uint64_t u0,
+                                                 uint64_t u1, float lse, long long lab, float c1,
+                                                 float c2, float scale, int st, float osc,
+                                                 float &am) {
+  if (!a.y || a.ydtype == DT)
+    xent_bwd_vec<DT, DT>(a, base, u0, u1, lse, lab, c1, c2, scale, st, osc, am);
+  else if (a.ydtype == TE_FP8_DT_E4M3)
+    xent_bwd_vec<DT, TE_FP8_DT_E4M3>(a, base, u0, u1, lse, lab, c1, c2, scale, st, osc, am);
+  else
+    xent_bwd_vec<DT, TE_FP8_DT_E5M2>(a, base, u0, u1, lse, lab, c1, c2, scale, st, osc, am);
 }
 
 // Blocks (chunk blockIdx.x of a.chunk units, rows blockIdx.y, +
@@ -230,6 +258,12 @@ extern "C" __global__ void __launch_bounds__(TE_XENT_BWD_THREADS, 4)
   const uint64_t units = vec ? a.vocab / 8 : a.vocab;
   const uint64_t u0 = (uint64_t)blockIdx.x * a.chunk;
   const uint64_t u1 = u0 + a.chunk < units ? u0 + a.chunk : units;
+  void *out = a.y ? a.y : a.x;
+  const int od = a.y ? a.ydtype : a.dtype;
+  const float osc = (a.y && te_dt_is_fp8(od) && a.scale) ? *a.scale : 1.0f;
+  if (a.scale_inv && a.scale && blockIdx.x == 0 && blockIdx.y == 0 && threadIdx.x == 0)
+    *a.scale_inv = te_fp8_scale_inv(*a.scale);
+  float am = 0.0f;
   for (unsigned long long t = blockIdx.y; t < a.tokens; t += gridDim.y) {
     const uint64_t base = t * a.vocab;
     const int st = te_xent_label_state(a.labels[t], a.ignore, a.vocab_total);
@@ -240,18 +274,20 @@ extern "C" __global__ void __launch_bounds__(TE_XENT_BWD_THREADS, 4)
     const float lse = a.lse[t];
     if (vec) {
       if (a.dtype == TE_FP8_DT_BF16)
-        xent_bwd_vec<TE_FP8_DT_BF16>(a, base, u0, u1, lse, lab, c1, c2, scale, st);
+        xent_bwd_vec_out<TE_FP8_DT_BF16>(a, base, u0, u1, lse, lab, c1, c2, scale, st, osc, am);
       else if (a.dtype == TE_FP8_DT_F16)
-        xent_bwd_vec<TE_FP8_DT_F16>(a, base, u0, u1, lse, lab, c1, c2, scale, st);
+        xent_bwd_vec_out<TE_FP8_DT_F16>(a, base, u0, u1, lse, lab, c1, c2, scale, st, osc, am);
       else
-        xent_bwd_vec<TE_FP8_DT_F32>(a, base, u0, u1, lse, lab, c1, c2, scale, st);
+        xent_bwd_vec_out<TE_FP8_DT_F32>(a, base, u0, u1, lse, lab, c1, c2, scale, st, osc, am);
     } else {
       const float nan = __int_as_float(0x7fc00000);
       for (uint64_t j = u0 + threadIdx.x; j < u1; j += TE_XENT_BWD_THREADS) {
         float v = st == 1 ? te_ld(a.x, base + j, a.dtype) : 0.0f;
         v = st == 0 ? 0.0f : st < 0 ? nan : xent_grad(v, lse, (long long)j == lab, c1, c2, scale);
-        te_st(a.x, base + j, a.dtype, v);
+        am = te_amax_f32(am, v);
+        te_st(out, base + j, od, te_mul_rn(v, osc));
       }
     }
   }
+  if (a.amax) te_dev_block_amax_f(a.amax, am);
 }

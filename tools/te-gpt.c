@@ -472,6 +472,7 @@ static int run(struct opts *op, const struct gpt_tp *tp, double *losses, uint64_
                 gm.fp8_other / Mi, gm.logits / Mi, gm.rest / Mi);
   }
   if (o.plan) {
+    if (m.dlogits8) te_out_note(&OUT, "plan: cross-entropy backward -> the LM head's FP8 gradient");
     for (int k = 0; k < 2; k++) {
       char *pl = gpt_describe(&m, k ? TECORE_SEQ_BACKWARD : TECORE_SEQ_FORWARD);
       te_out_note(&OUT, "plan %s", pl);
@@ -480,6 +481,7 @@ static int run(struct opts *op, const struct gpt_tp *tp, double *losses, uint64_
     }
   }
   te_out_field_n(&OUT, "mem_saved_back_mib", gm.saved_back / 1048576.0);
+  te_out_field_n(&OUT, "dlogits_fp8", m.dlogits8);
   te_out_field_n(&OUT, "mem_fp8_other_mib", gm.fp8_other / 1048576.0);
   te_out_field_s(&OUT, "model", o.load ? "loaded" : o.model);
   te_out_field_n(&OUT, "saved_shared_mib", (double)shared / 1048576.0);

@@ -11,7 +11,11 @@
  *   FINISH  no logits: loss and lse from ws.
  * te_xent_mean: one block of TE_XENT_MEAN_THREADS; thread i adds the losses
  * of rows i, i + N, ... that are not ignored, then the tree of
- * te_xent_tree_sum: the same bits on both backends. */
+ * te_xent_tree_sum: the same bits on both backends.
+ * te_xent_bwd: dlogits over x (y NULL), or into y of dtype ydtype: a
+ * 16/32-bit copy, or E4M3/E5M2 codes of dlogits * *scale (scale NULL: 1)
+ * with the amax of the unscaled dlogits max-accumulated into *amax (one
+ * atomic a block) and *scale_inv = 1 / *scale (te/fp8.h's protocol). */
 #ifndef TE_KERNELS_XENT_H
 #define TE_KERNELS_XENT_H
 
@@ -62,7 +66,7 @@
   P(int, ignore, val)
 
 #define TE_XENT_BWD_PARAMS(P)         \
-  P(void *, x, eptr(11, TE_KP_WHOLE)) \
+  P(void *, x, eptr(12, TE_KP_WHOLE)) \
   P(const int *, labels, ptr)         \
   P(const float *, lse, ptr)          \
   P(const float *, dloss, ptr)        \
@@ -75,7 +79,12 @@
   P(int, ignore, val)                 \
   P(float, smoothing, val)            \
   P(int, dtype, val)                  \
-  P(int, flags, val)
+  P(int, flags, val)                  \
+  P(void *, y, eptr(18, TE_KP_WHOLE)) \
+  P(const float *, scale, ptr)        \
+  P(unsigned *, amax, ptr)            \
+  P(float *, scale_inv, ptr)          \
+  P(int, ydtype, val)
 
 /* The loss of a row from its reductions (M the max, S = sum exp(x - M),
  * xl the label's logit, sx = sum x). */

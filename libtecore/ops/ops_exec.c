@@ -54,6 +54,49 @@ static tecore_result_t seq_alias(const tecore_seq_t *s, const struct seq_arg *w,
   return te_check_spans(sp, fwd_in ? 3 : 2, fn);
 }
 
+/* A backward's dy given in FP8: the tensor tecore_seq_grad_fp8 gives (its
+ * data, scale, amax, scale_inv the sequence's), with columnwise_data the
+ * sequence's or, where that has none, the caller's scratch of rows * cols
+ * bytes, which the backward overwrites and dx must not share a byte with. */
+static tecore_result_t check_grad8(const tecore_seq_t *s, const struct tecore_tensor *dy,
+                                   const struct tecore_tensor *dx, const char *fn) {
+  struct tecore_tensor ref;
+  TE_CHECK(te_seq_grad_fp8(s, &ref, fn));
+  TE_ARG(dy->dtype == ref.dtype && dy->scaling == ref.scaling && dy->data == ref.data &&
+             dy->scale == ref.scale && dy->amax == ref.amax && dy->scale_inv == ref.scale_inv &&
+             dy->columnwise_scale_inv == 0,
+         "%s: dy is %s (scaling %s) at 0x%llx, not the FP8 gradient tecore_seq_grad_fp8 gives "
+         "(%s at 0x%llx, with its scale, amax and scale_inv)", fn, tecore_dtype_name(dy->dtype),
+         tecore_scaling_name(dy->scaling), (unsigned long long)dy->data,
+         tecore_dtype_name(ref.dtype), (unsigned long long)ref.data);
+  size_t r, c, rows = s->bnd[s->nops].rows, cols = s->bnd[s->nops].cols;
+  te_tensor_view(dy, &r, &c);
+  TE_ARG(r == rows && c == cols, "%s: dy: its 2-D view is [%zu][%zu], the sequence's output is "
+         "[%zu][%zu]", fn, r, c, rows, cols);
+  if (ref.columnwise_data) {
+    TE_ARG(dy->columnwise_data == ref.columnwise_data,
+           "%s: dy->columnwise_data (0x%llx) is not the sequence's (0x%llx) that "
+           "tecore_seq_grad_fp8 gave", fn, (unsigned long long)dy->columnwise_data,
+           (unsigned long long)ref.columnwise_data);
+    return TECORE_SUCCESS;
+  }
+  TE_ARG(dy->columnwise_data && dy->columnwise_data % 16 == 0,
+         "%s: dy->columnwise_data (0x%llx) is 0 or not aligned to 16 bytes: the last Linear's "
+         "gradient needs the caller's scratch of %zu bytes for its columnwise copy", fn,
+         (unsigned long long)dy->columnwise_data, rows * cols);
+  if (te_dev_checks_on())
+    TE_CHECK(te_dev_check_range(dy->columnwise_data, rows * cols, fn, "dy->columnwise_data"));
+  const struct te_span sp[] = {
+      {"dy->columnwise_data (scratch the backward writes)", dy->columnwise_data, rows * cols,
+       TE_ACCESS_WRITE, 0, NULL, 0},
+      {"dx", dx ? dx->data : 0, dx ? bnd_bytes(s, 0) : 0, TE_ACCESS_WRITE, 0, NULL, 0},
+      {"the last forward's in (this backward reads it)", s->run_in, bnd_bytes(s, 0),
+       TE_ACCESS_READ, 0, NULL, 0},
+      {"dy (the sequence's FP8 gradient)", dy->data, rows * cols, TE_ACCESS_READ, 0, NULL, 0},
+  };
+  return te_check_spans(sp, 4, fn);
+}
+
 /* The executor and context of group gr in pass dir: the fusion's, or the
  * operation's kind's (built in or registered alike). */
 static void group_fn(const tecore_seq_t *s, const struct te_group *gr, tecore_seq_dir_t dir,
@@ -306,13 +349,19 @@ TE_EXPORT tecore_result_t tecore_seq_backward(tecore_seq_t *s, const struct teco
          "runs forward only, and keeps nothing a backward would read", fn, (const void *)s);
   TE_ARG(s->have_forward, "%s: no forward ran since the sequence was built or its recipe "
          "changed (tecore_seq_forward first)", fn);
-  TE_CHECK(check_act(s, dy, fn, "dy", s->nops));
+  TE_ARG(dy, "%s: dy is NULL", fn);
+  const int given8 = dy->dtype == TECORE_DTYPE_E4M3 || dy->dtype == TECORE_DTYPE_E5M2;
+  if (given8)
+    TE_CHECK(check_grad8(s, dy, dx, fn));
+  else
+    TE_CHECK(check_act(s, dy, fn, "dy", s->nops));
   if (dx) TE_CHECK(check_act(s, dx, fn, "dx", 0));
-  if (dx)
+  if (dx && !given8)
     TE_CHECK(seq_alias(s, &(struct seq_arg){"dx", dx->data, 0},
                        &(struct seq_arg){"dy", dy->data, s->nops}, s->run_in, fn));
   TE_CHECK(te_grad_fresh_check(s, stream));
-  s->run_dy = dy->data;
+  s->run_dy = given8 ? 0 : dy->data;
+  s->run_dy8_col = given8 ? dy->columnwise_data : 0;
   s->run_dx = dx ? dx->data : s->g0;
   const struct te_plan *p = &s->plan;
   const struct te_group *g = p->groups[TECORE_SEQ_BACKWARD];
@@ -324,8 +373,12 @@ TE_EXPORT tecore_result_t tecore_seq_backward(tecore_seq_t *s, const struct teco
     } else {
       r = run_group(s, &g[k], TECORE_SEQ_BACKWARD, 0, stream);
     }
-    if (r != TECORE_SUCCESS) return r;
+    if (r != TECORE_SUCCESS) {
+      s->run_dy8_col = 0;
+      return r;
+    }
   }
+  s->run_dy8_col = 0;
   /* a marked gradient no writer took (none in libtecore's own kinds):
    * zeros, as a fill in zero_grad would have left */
   return te_grad_fill_fresh(s, stream);

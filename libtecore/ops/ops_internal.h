@@ -270,6 +270,9 @@ struct tecore_seq {
 
   /* the current call's caller tensors */
   tecore_devptr_t run_in, run_out, run_dy, run_dx;
+  tecore_devptr_t run_dy8_col;     /* a backward given the FP8 gradient (tecore_seq_grad_fp8):
+                                      where the last Linear makes its columnwise copy; 0
+                                      otherwise */
   int have_forward;                /* a forward ran since build / the last recipe change */
 
   struct tecore_seq_hooks hooks;   /* tecore_seq_set_hooks; all NULL: none */
@@ -454,6 +457,9 @@ struct te_lin_bwd {
   const struct tecore_tensor *x;    /* the forward's input (act) */
   const struct tecore_tensor *dy;   /* gradient of the Linear's output (unless dy8_ready) */
   int dy8_ready;                    /* the FP8 gradient copies are already in the scratch */
+  tecore_devptr_t dy8_col_make;     /* nonzero: the rowwise FP8 gradient is in dy8_row (the
+                                       caller's, tecore_seq_grad_fp8), the columnwise copy is
+                                       made here by byte transposition (no bias, no aux) */
   tecore_devptr_t bias_grad;        /* F32 gradient to add dbias into, or 0 */
   const struct tecore_tensor *dx;   /* dgrad output */
   const struct tecore_tensor *C;    /* added into dx (beta = 1), or NULL */
@@ -462,6 +468,12 @@ struct te_lin_bwd {
   tecore_stream_t stream;
 };
 tecore_result_t te_linear_bwd(tecore_seq_t *s, const struct te_lin_bwd *a);
+
+/* tecore_seq_grad_fp8's tensor, or why not (fn names the caller). */
+tecore_result_t te_seq_grad_fp8(const tecore_seq_t *s, struct tecore_tensor *t, const char *fn);
+
+/* Does TECORE_OPS_FUSION_OFF name `name` (ops_plan.c)? */
+int te_fusion_named_off(const char *name);
 
 /* The weight-gradient GEMM that te_linear_bwd recorded in s->pend (on
  * stream), or nothing when none is pending. */

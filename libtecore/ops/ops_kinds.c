@@ -162,6 +162,12 @@ static tecore_result_t linear_bwd(const struct tecore_seq_exec *x) {
   struct te_lin_bwd a = {.op = x->first, .x = &x->act[0], .dy = &x->grad[1],
                          .bias_grad = o->d.bias ? o->grad[1] : 0, .dx = &x->grad[0],
                          .stream = x->stream};
+  /* the sequence's last Linear, given its FP8 gradient (tecore_seq_grad_fp8) */
+  if (x->seq->run_dy8_col && x->first + 1 == x->seq->nops) {
+    a.dy = NULL;
+    a.dy8_ready = 1;
+    a.dy8_col_make = x->seq->run_dy8_col;
+  }
   return te_linear_bwd(x->seq, &a);
 }
 

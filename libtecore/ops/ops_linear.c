@@ -74,6 +74,53 @@ TE_EXPORT tecore_result_t tecore_seq_fp8_input(const tecore_seq_t *s, size_t ind
   return te_bnd_f8_tensor(s, index, t);
 }
 
+tecore_result_t te_seq_grad_fp8(const tecore_seq_t *s, struct tecore_tensor *t, const char *fn) {
+  if (!s->nops)
+    return TE_ERR(TECORE_ERR_NOT_SUPPORTED, "%s: the sequence has no operations", fn);
+  size_t last = s->nops - 1;
+  const struct te_op *o = &s->ops[last];
+  if (o->d.kind != TECORE_OP_LINEAR ||
+      o->def.backward != te_builtin_kinds[TECORE_OP_LINEAR].def.backward || o->d.bias)
+    return TE_ERR(TECORE_ERR_NOT_SUPPORTED,
+                  "%s: the sequence's last operation is no built-in Linear without a bias", fn);
+  if (!s->bnd || !te_op_fp8(s, last) || !s->dy8_row)
+    return TE_ERR(TECORE_ERR_NOT_SUPPORTED,
+                  "%s: the last Linear (op %zu) has no FP8 backward (no recipe, not built, an "
+                  "inference sequence, or a high-precision plan for a small GEMM)", fn, last);
+  const struct te_plan *p = &s->plan;
+  const struct te_group *g = NULL;
+  for (size_t k = 0; k < p->ngroups[TECORE_SEQ_BACKWARD]; k++)
+    if (p->groups[TECORE_SEQ_BACKWARD][k].first + p->groups[TECORE_SEQ_BACKWARD][k].count ==
+        s->nops)
+      g = &p->groups[TECORE_SEQ_BACKWARD][k];
+  if (!g || g->f || g->count != 1)
+    return TE_ERR(TECORE_ERR_NOT_SUPPORTED, "%s: the last Linear's backward is fused (%s): it "
+                  "takes a 16-bit gradient", fn, g ? g->name : "not planned");
+  if (te_fusion_named_off("grad_fp8"))
+    return TE_ERR(TECORE_ERR_NOT_SUPPORTED, "%s: TECORE_OPS_FUSION_OFF names grad_fp8", fn);
+  TE_CHECK(te_dy8_tensor(s, last, t));
+  if (!te_scaling_per_tensor(t->scaling) || t->columnwise_scale_inv)
+    return TE_ERR(TECORE_ERR_NOT_SUPPORTED, "%s: the recipe's gradient scaling is %s: the "
+                  "columnwise copy is a transpose only under one per-tensor scale", fn,
+                  tecore_scaling_name(t->scaling));
+  /* the LM head's gradient is larger than the columnwise scratch: the
+   * caller's (linear_bwd_split) */
+  if (o->out_rows * o->out_cols > s->dy8_col_elems) t->columnwise_data = 0;
+  return TECORE_SUCCESS;
+}
+
+TE_EXPORT tecore_result_t tecore_seq_grad_fp8(const tecore_seq_t *s, struct tecore_tensor *t) {
+  static const char fn[] = "tecore_seq_grad_fp8";
+  TE_ARG(s, "%s: seq is NULL", fn);
+  TE_ARG(te_handle_live(s), "%s: seq %p is not a live sequence (destroyed?)", fn, (const void *)s);
+  TE_ARG(t, "%s: t is NULL", fn);
+  TE_ARG(s->built, "%s: the sequence is not built (tecore_seq_build)", fn);
+  if (te_seq_infer(s))
+    return TE_ERR(TECORE_ERR_NOT_SUPPORTED, "%s: seq %p is an inference sequence: no backward",
+                  fn, (const void *)s);
+  return te_seq_grad_fp8(s, t, fn);
+}
+
 /* The FP8 weight of Linear o as the forward writes it: rowwise, and the
  * columnwise copy too where it is kept (TECORE_OPS_W8_COL_KEEP). */
 static tecore_result_t w8_tensor(const tecore_seq_t *s, const struct te_op *o,
@@ -300,21 +347,28 @@ tecore_result_t te_linear_wgrad_pending(tecore_seq_t *s, tecore_stream_t stream)
 static tecore_result_t linear_bwd_split(tecore_seq_t *s, const struct te_lin_bwd *a) {
   const struct te_op *o = &s->ops[a->op];
   tecore_stream_t st = a->stream;
-  if (a->dy8_ready || a->bias_grad || a->aux)
+  if ((a->dy8_ready && !a->dy8_col_make) || a->bias_grad || a->aux)
     return TE_ERR(TECORE_ERR_INTERNAL, "fuser: op %zu: the one-copy-at-a-time FP8 backward "
                   "takes no fused dact, bias or aux", a->op);
   struct tecore_tensor DY, DYc, X, W;
   TE_CHECK(te_dy8_tensor(s, a->op, &DY));
   DYc = DY;
-  DYc.columnwise_data = DY.data;
   DYc.data = 0;
-  if (te_seq_block(s)) DYc.scale_inv = 0;   /* per-tensor: serves both copies */
-  TE_CHECK(quantize_both(s, a->dy, &DYc, st));
+  if (a->dy8_col_make) {
+    /* the rowwise copy is the caller's (in dy8_row): the columnwise one its
+     * byte transpose, in the caller's scratch, under the same scale_inv */
+    DYc.columnwise_data = a->dy8_col_make;
+    TE_CHECK(te_byte_transpose(DYc.columnwise_data, DY.data, o->out_rows, o->out_cols, st));
+  } else {
+    DYc.columnwise_data = DY.data;
+    if (te_seq_block(s)) DYc.scale_inv = 0;   /* per-tensor: serves both copies */
+    TE_CHECK(quantize_both(s, a->dy, &DYc, st));
+  }
   TE_CHECK(te_bnd_f8_tensor(s, a->op, &X));
   TE_CHECK(wgrad(s, a->op, &DYc, &X, 1, 0, st));
   DY.columnwise_data = 0;
   DY.columnwise_scale_inv = 0;
-  TE_CHECK(quantize_both(s, a->dy, &DY, st));
+  if (!a->dy8_col_make) TE_CHECK(quantize_both(s, a->dy, &DY, st));
   TE_CHECK(w8_for_dgrad(s, o, &W, st));
   struct tecore_gemm_opts dopt = {.C = a->C, .workspace = s->gemm_ws,
                                   .workspace_bytes = s->gemm_ws_bytes};
@@ -333,7 +387,13 @@ tecore_result_t te_linear_bwd(tecore_seq_t *s, const struct te_lin_bwd *a) {
   if (f8 && rows * out > s->dy8_col_elems) return linear_bwd_split(s, a);
   if (f8) {
     TE_CHECK(te_dy8_tensor(s, a->op, &DY));
-    if (!a->dy8_ready) {
+    if (a->dy8_col_make) {
+      if (a->bias_grad || a->aux)
+        return TE_ERR(TECORE_ERR_INTERNAL, "fuser: op %zu: a given FP8 gradient takes no bias "
+                      "or aux", a->op);
+      DY.columnwise_data = a->dy8_col_make;
+      TE_CHECK(te_byte_transpose(DY.columnwise_data, DY.data, rows, out, st));
+    } else if (!a->dy8_ready) {
       if (a->bias_grad && te_seq_block(s)) {
         /* no block-scaled cast_transpose_dbias: the column sums, then both copies */
         TE_CHECK(te_bias_grad(s, a->dy, a->bias_grad, st));

@@ -26,7 +26,8 @@ TE_PARAM_INT_RENAMED(ops_fusion, "TECORE_OPS_FUSION", "TE_OPS_FUSION", 1, 0, 1,
 TE_PARAM_STR(ops_fusion_off, "TECORE_OPS_FUSION_OFF", "", NULL,
              "fusion patterns the planner leaves out, by name, comma-separated (e.g. "
              "layernorm_bwd_add,linear+bias+gelu; tecore_seq_describe prints the names); the "
-             "operations they covered run by themselves or in other patterns")
+             "operations they covered run by themselves or in other patterns; grad_fp8 makes "
+             "tecore_seq_grad_fp8 refuse (the caller then passes a 16-bit gradient)")
 
 static tecore_result_t grad_layout(tecore_seq_t *s);
 
@@ -54,6 +55,11 @@ static int in_list(const char *list, const char *b, size_t n) {
   return 0;
 }
 
+int te_fusion_named_off(const char *name) {
+  const char *list = tecore_tunable_str(&ops_fusion_off);
+  return list && *list && in_list(list, name, strlen(name));
+}
+
 /* Drops the patterns TECORE_OPS_FUSION_OFF names from the plan's table;
  * a name no built-in pattern has is reported once at WARN (a typo would
  * otherwise change nothing, silently). */
@@ -70,7 +76,9 @@ static void drop_fusions_off(struct te_plan *pl) {
   if (__atomic_load_n(&warned, __ATOMIC_RELAXED)) return;
   size_t len;
   for (const char *p = list, *q; (q = next_name(&p, &len));) {
-    int known = len == 0;
+    /* grad_fp8: tecore_seq_grad_fp8 (a caller's kernel writes the last
+     * Linear's FP8 gradient), no pattern of the plan */
+    int known = len == 0 || (len == 8 && memcmp(q, "grad_fp8", 8) == 0);
     for (size_t i = 0; i < te_builtin_fusion_count && !known; i++) {
       const char *nm = te_builtin_fusions[i].def.name;
       known = strlen(nm) == len && memcmp(nm, q, len) == 0;

@@ -58,6 +58,14 @@ struct tecore_xent_args {
   void *reduce_ctx;
   tecore_devptr_t workspace;     /* with reduce: tecore_xent_workspace_size bytes */
   size_t workspace_bytes;
+  /* Backward only (the forward ignores it).  NULL: dlogits over logits.
+   * Else dlogits go here, [tokens][vocab_local], rowwise, sharing no byte
+   * with logits: F32/F16/BF16 (scaling NONE), or E4M3/E5M2 with a
+   * per-tensor DELAYED (scale, scale_inv; amax max-accumulated) or
+   * CURRENT (scale, scale_inv, amax; two passes over the logits) scale --
+   * e.g. the FP8 gradient of a sequence's last Linear
+   * (tecore_seq_grad_fp8), which then skips its own quantize. */
+  struct tecore_tensor *dlogits;
 };
 
 /* Bytes of workspace a vocabulary-parallel call (reduce set) needs for
@@ -75,7 +83,7 @@ tecore_result_t tecore_xent_fwd(const struct tecore_xent_args *args, tecore_devp
 /* flags of tecore_xent_bwd */
 #define TECORE_XENT_DLOSS_MEAN 0x1u  /* dloss is float[1], the gradient of the mean */
 
-/* Backward, in place: args->logits receives dlogits.  lse as the forward
+/* Backward: args->logits (or args->dlogits) receives dlogits.  lse as the forward
  * wrote it.  dloss: float [tokens] (per-token gradients), or with
  * TECORE_XENT_DLOSS_MEAN float [1] with mean the forward's {mean, count}. */
 tecore_result_t tecore_xent_bwd(const struct tecore_xent_args *args, tecore_devptr_t lse,

@@ -355,9 +355,34 @@ tecore_result_t tecore_seq_forward(tecore_seq_t *seq, const struct tecore_tensor
 /* Runs the backward pass of the last forward on stream: dy has out's shape
  * and dtype; dx (NULL: not wanted) in's.  Parameter gradients are added
  * into their buffers.  An inference sequence has no backward:
- * TECORE_ERR_INVALID. */
+ * TECORE_ERR_INVALID.  dy may instead be the FP8 tensor
+ * tecore_seq_grad_fp8 gives, its rowwise codes written (in stream order)
+ * by the caller's kernel: the last Linear then quantizes nothing, and
+ * makes its columnwise copy as the byte transpose of those codes. */
 tecore_result_t tecore_seq_backward(tecore_seq_t *seq, const struct tecore_tensor *dy,
                                     const struct tecore_tensor *dx, tecore_stream_t stream);
+
+/* The FP8 gradient of the sequence's output, for a caller whose own kernel
+ * computes that gradient and can write it quantized (tecore_xent_bwd with
+ * args->dlogits: the cross-entropy's dlogits straight into the LM head's
+ * FP8 gradient, a 16-bit [tokens][vocab] write and the Linear's
+ * cast+transpose of it saved).  t receives the sequence's own buffer and
+ * its gradient-quantizer state: dtype E5M2 (E4M3 under the E4M3 format),
+ * [out_rows][out_features], rowwise data, scale, amax and scale_inv of
+ * the recipe's per-tensor (delayed or current) scaling.  columnwise_data
+ * is the sequence's scratch, or 0 where the gradient is larger than that
+ * (an LM head): the caller then sets it to scratch of its own,
+ * out_rows * out_features bytes, 16-byte aligned, that the backward
+ * overwrites (the dead 16-bit logits serve).  The caller writes the
+ * rowwise codes, then passes t as tecore_seq_backward's dy.
+ * TECORE_ERR_NOT_SUPPORTED (nothing written) when the last operation is
+ * not a built-in Linear without a bias running in FP8 in a backward group
+ * of its own, under the block recipe (no transposable codes), for an
+ * inference sequence, or when TECORE_OPS_FUSION_OFF names grad_fp8: the
+ * caller then passes its 16-bit gradient.  Valid from tecore_seq_build
+ * until the recipe changes; the buffer is scratch the backward reuses, so
+ * write it right before each backward. */
+tecore_result_t tecore_seq_grad_fp8(const tecore_seq_t *seq, struct tecore_tensor *t);
 /* Inference sequences (TECORE_SEQ_INFERENCE): the parameters were
  * changed by the caller (e.g. copied in from a trained model), so the next
  * forward quantizes the FP8 weight copies again.  Host-side only: it

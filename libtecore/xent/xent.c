@@ -3,7 +3,7 @@
  * kernels/xent.cu and its vdev implementation (xent_vdev.c), argument
  * checks, and the entry points: one pass (one rank), or max, callback,
  * sums, callback, finish (a vocabulary split across ranks); the mean; the
- * in-place backward. */
+ * backward, in place or into args->dlogits (FP8 through te_qout). */
 #include "xent/xent_internal.h"
 #include <limits.h>
 #include <math.h>
@@ -174,9 +174,25 @@ TE_EXPORT tecore_result_t tecore_xent_bwd(const struct tecore_xent_args *args, t
   TE_CHECK(xent_check_vec(dloss, m ? 1 : c.tokens, 1, fn, "dloss"));
   TE_ARG(m || !mean, "%s: mean is set without TECORE_XENT_DLOSS_MEAN", fn);
   TE_CHECK(xent_check_vec(mean, 2, m, fn, "mean"));
+  const struct tecore_tensor *y = args->dlogits;
+  if (y) {
+    TE_CHECK(te_check_fused_output(y, fn, "args->dlogits"));
+    size_t yr, yc;
+    te_tensor_view(y, &yr, &yc);
+    TE_ARG(yr == c.tokens && yc == c.vocab,
+           "%s: args->dlogits is [%zu][%zu], the logits [%zu][%zu]", fn, yr, yc, c.tokens,
+           c.vocab);
+  }
   struct te_tensor_spans l = {.access = TE_ACCESS_WRITE};
-  xent_span_logits(&l, args);
+  if (y)
+    te_tensor_spans(y, "args->dlogits", TE_SPAN_DATA | TE_SPAN_AMAX | TE_SPAN_SCALE_INV, &l);
+  else
+    xent_span_logits(&l, args);
   l.access = TE_ACCESS_READ;
+  if (y) {
+    te_tensor_spans(y, "args->dlogits", TE_SPAN_SCALE, &l);
+    xent_span_logits(&l, args);
+  }
   te_span_add(&l, "args->labels", args->labels, c.tokens * 4);
   te_span_add(&l, "lse", lse, c.tokens * 4);
   te_span_add(&l, "dloss", dloss, (m ? 1 : c.tokens) * 4);
@@ -188,7 +204,14 @@ TE_EXPORT tecore_result_t tecore_xent_bwd(const struct tecore_xent_args *args, t
   /* Rows cut into near-equal slices of at most TE_XENT_BWD_CHUNK units: a
    * grid of many short blocks with no partly filled last wave of long ones
    * (a block a row, persistent, left a third of the SMs' slots idle). */
-  unsigned long long units = c.vec ? c.vocab / 8 : c.vocab;
+  /* the vector path: an output in the logits' dtype (in place or not) or
+   * FP8, 16-byte aligned (FP8: 8) */
+  int vec = c.vec;
+  if (y && vec) {
+    int f8 = y->dtype == TECORE_DTYPE_E4M3 || y->dtype == TECORE_DTYPE_E5M2;
+    vec = f8 ? y->data % 8 == 0 : y->dtype == args->logits->dtype && y->data % 16 == 0;
+  }
+  unsigned long long units = vec ? c.vocab / 8 : c.vocab;
   unsigned long long nch = (units + TE_XENT_BWD_CHUNK - 1) / TE_XENT_BWD_CHUNK;
   if (!nch) nch = 1;
   unsigned long long chunk = (units + nch - 1) / nch;
@@ -201,8 +224,17 @@ TE_EXPORT tecore_result_t tecore_xent_bwd(const struct tecore_xent_args *args, t
       .chunk = chunk ? chunk : 1,
       .vocab_off = (long long)args->vocab_offset, .vocab_total = (long long)c.vtot,
       .ignore = args->ignore_index, .smoothing = args->label_smoothing, .dtype = c.dt,
-      .flags = (m ? TE_XENT_DLOSS_MEAN : 0) | (c.vec ? TE_XENT_VEC : 0)};
-  void *kargs[TE_KNPARAMS(TE_XENT_BWD_PARAMS)];
-  te_xent_bwd_args_ptrs(&k, kargs);
-  return tecore_kernel_launch(id + K_BWD, &cfg, kargs, stream);
+      .flags = (m ? TE_XENT_DLOSS_MEAN : 0) | (vec ? TE_XENT_VEC : 0),
+      .y = y ? TE_DPTR(y->data) : NULL, .ydtype = y ? (int)y->dtype : c.dt};
+  for (int pass = 0; pass < (y ? te_qout_passes(y) : 1); pass++) {
+    struct te_qout q = {0};
+    if (y) TE_CHECK(te_qout_begin(y, pass, 0, stream, &q));
+    k.scale = q.scale;
+    k.amax = q.amax;
+    k.scale_inv = q.scale_inv;
+    void *kargs[TE_KNPARAMS(TE_XENT_BWD_PARAMS)];
+    te_xent_bwd_args_ptrs(&k, kargs);
+    TE_CHECK(tecore_kernel_launch(id + K_BWD, &cfg, kargs, stream));
+  }
+  return TECORE_SUCCESS;
 }

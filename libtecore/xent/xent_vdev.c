@@ -2,7 +2,8 @@
 /* xent_vdev.c -- the vdev implementations of kernels/xent.cu: each row's
  * reductions in order (online max and sum-exp, as the GPU's threads do
  * on their parts), the mean in the GPU's order (kernels/common/xent.h:
- * the same bits), and the in-place backward.  Runs on the stream's
+ * the same bits), and the backward (in place, or into another tensor,
+ * FP8 with a scale and the amax).  Runs on the stream's
  * worker thread. */
 #include "xent/xent_internal.h"
 #include <math.h>
@@ -97,6 +98,11 @@ void te_xent_vdev_bwd(const struct tecore_launch_cfg *cfg, void *const *args) {
   const struct te_xent_bwd_args a = te_xent_bwd_args_of(args);
   (void)cfg;
   float vtot = (float)a.vocab_total;
+  void *out = a.y ? a.y : a.x;
+  int od = a.y ? a.ydtype : a.dtype;
+  float osc = a.y && te_dt_is_fp8(od) && a.scale ? *a.scale : 1.0f;
+  if (a.scale_inv && a.scale) *a.scale_inv = te_fp8_scale_inv(*a.scale);
+  float am = 0.0f;
   for (unsigned long long t = 0; t < a.tokens; t++) {
     uint64_t base = t * a.vocab;
     int st = te_xent_label_state(a.labels[t], a.ignore, a.vocab_total);
@@ -109,7 +115,9 @@ void te_xent_vdev_bwd(const struct tecore_launch_cfg *cfg, void *const *args) {
                 : st < 0 ? NAN
                          : te_xent_grad(te_ld(a.x, base + j, a.dtype), a.lse[t],
                                         (long long)j == lab, a.smoothing, vtot, scale);
-      te_st(a.x, base + j, a.dtype, g);
+      am = te_amax_f32(am, g);
+      te_st(out, base + j, od, te_mul_rn(g, osc));
     }
   }
+  if (a.amax && te_abs_bits(am)) te_vdev_amax_update(a.amax, te_abs_bits(am));
 }

@@ -1000,6 +1000,136 @@ START_TEST(test_fusion_off) {
 }
 END_TEST
 
+/* tecore_seq_grad_fp8: a caller that writes the last Linear's FP8
+ * gradient itself (here tecore_quantize of the same BF16 dy: the codes the
+ * fuser's own quantize writes) gets the same bits in dx and in every
+ * parameter gradient as one passing the BF16 dy -- for a last Linear whose
+ * gradient fits the columnwise scratch and for one larger than it (an LM
+ * head: the caller's scratch, poisoned first), under delayed and current
+ * scaling.  Then the bad cases: a BF16 sequence, the block recipe, a
+ * biased last Linear (NOT_SUPPORTED), a dy that is not the sequence's, no
+ * scratch, a scratch overlapping dx (INVALID). */
+static void grad_fp8_case(const struct tecore_recipe *r, size_t vocab, int expect_own_col) {
+  const size_t rows = 32, cols = 64;
+  struct tecore_op_desc d[4] = {op_norm(TECORE_OP_LAYERNORM, 1e-5f, 0), op_linear(64, 0),
+                                op_kind(TECORE_OP_GELU), op_linear(vocab, 0)};
+  tecore_seq_t *s = make_seq(d, 4, rows, cols, TECORE_DTYPE_BF16, 0, r);
+  set_params(s, 0);
+  struct dt2 x[2], dy[2];
+  make_mbs_out(TECORE_DTYPE_BF16, rows, cols, vocab, x, dy);
+  struct dt2 y = dalloc2(TECORE_DTYPE_BF16, rows, vocab), dx = dalloc2(TECORE_DTYPE_BF16, rows, cols);
+  tecore_devptr_t scratch = te_dalloc(rows * vocab);
+  struct run_out o[2];
+  for (int given = 0; given < 2; given++) {
+    TE_OK(tecore_seq_zero_grad(s, S()));
+    te_poison_dev(dx.t.data, dx.n * 2);
+    for (int mb = 0; mb < 2; mb++) {
+      TE_OK(tecore_seq_forward(s, &x[mb].t, &y.t, 0, S()));
+      if (!given) {
+        TE_OK(tecore_seq_backward(s, &dy[mb].t, &dx.t, S()));
+        continue;
+      }
+      struct tecore_tensor g8, q;
+      TE_OK(tecore_seq_grad_fp8(s, &g8));
+      ck_assert_int_eq(g8.dtype, r->format == TECORE_FP8_E4M3 ? TECORE_DTYPE_E4M3
+                                                              : TECORE_DTYPE_E5M2);
+      ck_assert_uint_eq(g8.shape[0], rows);
+      ck_assert_uint_eq(g8.shape[1], vocab);
+      ck_assert_int_eq(g8.columnwise_data != 0, expect_own_col);
+      if (!g8.columnwise_data) {
+        te_poison_dev(scratch, rows * vocab);
+        g8.columnwise_data = scratch;
+      }
+      te_poison_dev(g8.data, rows * vocab);
+      q = g8;
+      q.columnwise_data = 0;
+      TE_OK(tecore_quantize(&dy[mb].t, &q, 0, S()));
+      TE_OK(tecore_seq_backward(s, &g8, &dx.t, S()));
+    }
+    TE_OK(tecore_stream_synchronize(S()));
+    o[given].nx = dx.n;
+    o[given].dx = malloc(dx.n * 4);
+    o[given].y = NULL;
+    from_dev(o[given].dx, dx.t.data, dx.n, TECORE_DTYPE_BF16);
+    o[given].g = get_grads(s, &o[given].ng, o[given].gsz);
+  }
+  char what[96];
+  snprintf(what, sizeof what, "grad_fp8 given vs bf16 dy (vocab %zu, %s)", vocab,
+           r->kind == TECORE_RECIPE_CURRENT ? "current" : "delayed");
+  te_expect_f32_bits(o[1].dx, o[0].dx, o[0].nx, what);
+  ck_assert_uint_eq(o[0].ng, o[1].ng);
+  for (size_t i = 0; i < o[0].ng; i++) te_expect_f32_bits(o[1].g[i], o[0].g[i], o[0].gsz[i], what);
+  if (!expect_own_col) {
+    /* the bad cases, on the sequence that needs the caller's scratch */
+    struct tecore_tensor g8, bad;
+    TE_OK(tecore_seq_forward(s, &x[0].t, &y.t, 0, S()));
+    TE_OK(tecore_seq_grad_fp8(s, &g8));
+    TE_EXPECT_INVALID("dy->columnwise_data", tecore_seq_backward(s, &g8, &dx.t, S()));
+    g8.columnwise_data = scratch;
+    bad = g8;
+    bad.data = scratch;
+    TE_EXPECT_INVALID("not the FP8 gradient", tecore_seq_backward(s, &bad, &dx.t, S()));
+    struct tecore_tensor dxs = dx.t;   /* dx inside the scratch */
+    dxs.data = scratch + 4096;
+    TE_EXPECT_INVALID("dx", tecore_seq_backward(s, &g8, &dxs, S()));
+    bad = g8;
+    bad.scale = 0;
+    TE_EXPECT_INVALID("dy", tecore_seq_backward(s, &bad, &dx.t, S()));
+    TE_EXPECT_INVALID("t", tecore_seq_grad_fp8(s, NULL));
+    TE_EXPECT_INVALID("seq", tecore_seq_grad_fp8(NULL, &g8));
+  }
+  for (int k = 0; k < 2; k++) {
+    free(o[k].dx);
+    free_grads(o[k].g, o[k].ng);
+  }
+  TE_OK(tecore_mem_free(scratch));
+  dfree2(&y);
+  dfree2(&dx);
+  free_mbs(x, dy);
+  TE_OK(tecore_seq_destroy(s));
+}
+
+START_TEST(test_grad_fp8_given) {
+  struct tecore_recipe r;
+  TE_OK(tecore_recipe_init(&r, TECORE_RECIPE_DELAYED));
+  grad_fp8_case(&r, 64, 1);    /* fits the columnwise scratch */
+  grad_fp8_case(&r, 512, 0);   /* an LM head: the caller's scratch */
+  TE_OK(tecore_recipe_init(&r, TECORE_RECIPE_CURRENT));
+  r.format = TECORE_FP8_E4M3;
+  grad_fp8_case(&r, 512, 0);
+  /* refused: no recipe, the block recipe, a biased last Linear */
+  struct tecore_op_desc d[2] = {op_norm(TECORE_OP_LAYERNORM, 1e-5f, 0), op_linear(128, 0)};
+  struct tecore_tensor g8;
+  tecore_seq_t *s = make_seq(d, 2, 32, 64, TECORE_DTYPE_BF16, 0, NULL);
+  TE_EXPECT_ERR(TECORE_ERR_NOT_SUPPORTED, "FP8", tecore_seq_grad_fp8(s, &g8));
+  TE_OK(tecore_seq_destroy(s));
+  TE_OK(tecore_recipe_init(&r, TECORE_RECIPE_BLOCK));
+  s = make_seq(d, 2, 32, 128, TECORE_DTYPE_BF16, 0, &r);
+  TE_EXPECT_ERR(TECORE_ERR_NOT_SUPPORTED, "scaling", tecore_seq_grad_fp8(s, &g8));
+  TE_OK(tecore_seq_destroy(s));
+  TE_OK(tecore_recipe_init(&r, TECORE_RECIPE_DELAYED));
+  d[1].bias = 1;
+  s = make_seq(d, 2, 32, 64, TECORE_DTYPE_BF16, 0, &r);
+  TE_EXPECT_ERR(TECORE_ERR_NOT_SUPPORTED, "bias", tecore_seq_grad_fp8(s, &g8));
+  TE_OK(tecore_seq_destroy(s));
+}
+END_TEST
+
+/* TECORE_OPS_FUSION_OFF=grad_fp8 makes tecore_seq_grad_fp8 refuse (read
+ * once a process: a test of its own). */
+START_TEST(test_grad_fp8_off) {
+  ck_assert_int_eq(setenv("TECORE_OPS_FUSION_OFF", "grad_fp8", 1), 0);
+  struct tecore_recipe r;
+  TE_OK(tecore_recipe_init(&r, TECORE_RECIPE_DELAYED));
+  struct tecore_op_desc d[2] = {op_norm(TECORE_OP_LAYERNORM, 1e-5f, 0), op_linear(128, 0)};
+  tecore_seq_t *s = make_seq(d, 2, 32, 64, TECORE_DTYPE_BF16, 0, &r);
+  struct tecore_tensor g8;
+  TE_EXPECT_ERR(TECORE_ERR_NOT_SUPPORTED, "grad_fp8", tecore_seq_grad_fp8(s, &g8));
+  TE_OK(tecore_seq_destroy(s));
+  ck_assert_int_eq(unsetenv("TECORE_OPS_FUSION_OFF"), 0);
+}
+END_TEST
+
 /* Shared activation gradients: a deep stack gives the same bits as the same
  * stack with a gradient buffer per boundary (TECORE_SEQ_NO_GRAD_SHARING),
  * before and after recipe changes (which lay the arena out anew), and
@@ -2967,6 +3097,8 @@ static Suite *ops_suite(void) {
   tcase_add_test(tc, test_fused_fp8_current);
   tcase_add_test(tc, test_fused_layernorm);
   tcase_add_test(tc, test_fusion_off);
+  tcase_add_test(tc, test_grad_fp8_given);
+  tcase_add_test(tc, test_grad_fp8_off);
   tcase_add_test(tc, test_fused_act_quantize);
   tcase_add_test(tc, test_fused_dgated);
   tcase_add_test(tc, test_fp8_rowonly_columnwise_is_transpose);

@@ -2,7 +2,8 @@
 /* check_xent.c -- fused softmax + cross-entropy (te/loss.h) against a
  * float64 reference: BF16 and F32 logits, ignore_index, label smoothing,
  * the vector and element paths, a vocabulary of 50304, the mean, the
- * in-place backward with per-token and mean gradients, a finite-difference
+ * in-place backward with per-token and mean gradients, the backward into
+ * another tensor (FP8 under delayed and current scaling, BF16), a finite-difference
  * check of dlogits, the vocabulary-parallel callback with two simulated
  * ranks (threads) matching the whole vocabulary, and every bad argument.
  * Fresh random logits in [-8, 8), outputs poisoned with NaN. */
@@ -110,6 +111,100 @@ START_TEST(xent_vocab_50304) {
 END_TEST
 
 /* dlogits of the mean against central differences of the mean (f32, V 7). */
+/* The backward into args->dlogits (logits left as they are): E5M2 under a
+ * delayed scale (a power of two; amax max-accumulated onto a small value
+ * already there), E4M3 under current scaling (the amax pass, then the
+ * scale from it), and a BF16 copy; the vector and element paths.  Each
+ * code decoded times scale_inv against the float64 gradient of the same
+ * (dtype-rounded) logits, within half an FP8 ulp (2^-3 relative for E5M2,
+ * 2^-4 for E4M3) and half the smallest subnormal; the amax against the
+ * largest |gradient|. */
+static void fp8_out_case(tecore_dtype_t dt, int T, int V, tecore_dtype_t odt, int current) {
+  size_t n = (size_t)T * V;
+  float *x = malloc(n * 4), *x2 = malloc(n * 4);
+  int32_t *lab = malloc(T * 4);
+  double *rl = malloc(T * 8 * 2);
+  unsigned char *codes = malloc(n * 2);
+  struct xref r = {.lse = rl, .loss = rl + T};
+  te_rand_floats(x, n, -8.0f, 8.0f);
+  for (size_t i = 0; i < n; i++) x[i] = pu_round(x[i], dt);
+  rand_labels(lab, T, V);
+  int f8 = odt == TECORE_DTYPE_E4M3 || odt == TECORE_DTYPE_E5M2;
+  tecore_devptr_t dx = pu_upload(x, n, dt), dlab = pu_upload_i32(lab, T);
+  tecore_devptr_t out = te_dalloc(4 * (size_t)T * 3 + 64), loss = out, lse = out + 4 * T,
+                  dloss = out + 8 * T, mean = out + 12 * T;
+  tecore_devptr_t y = te_dalloc(n * 2 + 64), st = te_dalloc(64);
+  te_poison_dev(y, n * 2);
+  struct tecore_tensor lt = pu_tensor2(dt, T, V, dx), yt = pu_tensor2(odt, T, V, y);
+  float sc = 64.0f, am0 = 1e-9f;
+  if (f8) {
+    te_h2d(st, &sc, 4);
+    te_h2d(st + 8, &am0, 4);
+    te_poison_dev_nan(st + 4, 1);
+    yt.scaling = current ? TECORE_SCALING_CURRENT : TECORE_SCALING_DELAYED;
+    yt.scale = st;
+    yt.scale_inv = st + 4;
+    yt.amax = st + 8;
+  }
+  struct tecore_xent_args a = {.logits = &lt, .labels = dlab, .ignore_index = IGN,
+                               .label_smoothing = 0.1f, .dlogits = &yt};
+  TE_OK(tecore_xent_fwd(&a, loss, lse, mean, te_stream));
+  float dl = 1.5f;
+  te_h2d(dloss, &dl, 4);
+  TE_OK(tecore_xent_bwd(&a, lse, dloss, mean, TECORE_XENT_DLOSS_MEAN, te_stream));
+  TE_OK(tecore_stream_synchronize(te_stream));
+  ref_fwd(x, lab, T, V, 0.1, &r);
+  pu_download(x2, dx, n, dt);
+  for (size_t i = 0; i < n; i++)
+    ck_assert_msg(x2[i] == x[i], "logits[%zu] changed: %g -> %g", i, x[i], x2[i]);
+  float si = 1.0f, amax = 0.0f;
+  if (f8) {
+    float h[3];
+    te_d2h(h, st, 12);
+    si = h[1];
+    amax = h[2];
+    if (!current) ck_assert_msg(si == 1.0f / sc, "scale_inv %g, want 1/%g", si, sc);
+    ck_assert_msg(isfinite(si) && si > 0, "scale_inv %g", si);
+    te_d2h(codes, y, n);
+  } else {
+    pu_download(x2, y, n, odt);
+  }
+  double want_amax = am0;
+  double ulp = odt == TECORE_DTYPE_E5M2 ? 0.125 : odt == TECORE_DTYPE_E4M3 ? 0.0625 : 1.0 / 256;
+  double sub = odt == TECORE_DTYPE_E5M2 ? 0x1p-17 : odt == TECORE_DTYPE_E4M3 ? 0x1p-10 : 0;
+  for (int t = 0; t < T; t++)
+    for (int j = 0; j < V; j++) {
+      size_t i = (size_t)t * V + j;
+      double w = ref_grad(x, lab, t, j, V, 0.1, r.lse[t], dl / r.count);
+      want_amax = fmax(want_amax, fabs(w));
+      double g = !f8 ? x2[i]
+                 : (odt == TECORE_DTYPE_E5M2 ? tecore_e5m2_to_f32(codes[i])
+                                             : tecore_e4m3_to_f32(codes[i])) * (double)si;
+      double tol = ulp * fabs(w) * 1.001 + sub * si + 1e-6 * fabs(w);
+      ck_assert_msg(fabs(g - w) <= tol, "%s dlogits[%d][%d] got %.8g want %.8g (V %d)",
+                    tecore_dtype_name(odt), t, j, g, w, V);
+    }
+  if (f8)
+    ck_assert_msg(fabs(amax - want_amax) <= 1e-5 * want_amax, "amax %.9g, want %.9g", amax,
+                  want_amax);
+  TE_OK(tecore_mem_free(dx));
+  TE_OK(tecore_mem_free(dlab));
+  TE_OK(tecore_mem_free(out));
+  TE_OK(tecore_mem_free(y));
+  TE_OK(tecore_mem_free(st));
+  free(x); free(x2); free(lab); free(rl); free(codes);
+}
+
+START_TEST(xent_bwd_into_fp8) {
+  fp8_out_case(TECORE_DTYPE_BF16, 11, 1000, TECORE_DTYPE_E5M2, 0);
+  fp8_out_case(TECORE_DTYPE_BF16, 7, 997, TECORE_DTYPE_E5M2, 0);   /* element path */
+  fp8_out_case(TECORE_DTYPE_F32, 9, 1000, TECORE_DTYPE_E4M3, 1);
+  fp8_out_case(TECORE_DTYPE_BF16, 5, 1000, TECORE_DTYPE_E4M3, 1);
+  fp8_out_case(TECORE_DTYPE_BF16, 5, 1000, TECORE_DTYPE_BF16, 0);
+  fp8_out_case(TECORE_DTYPE_F32, 5, 333, TECORE_DTYPE_BF16, 0);
+}
+END_TEST
+
 START_TEST(xent_finite_difference) {
   int T = 3, V = 7;
   float x[21], g[21], m2[2];
@@ -319,6 +414,15 @@ START_TEST(xent_bad_arguments) {
   TE_EXPECT_INVALID("mean", tecore_xent_bwd(&g, o + 16, o, o + 32, 0, te_stream));
   TE_EXPECT_INVALID("dloss", tecore_xent_bwd(&g, o + 16, 0, 0, 0, te_stream));
   TE_EXPECT_INVALID("lse", tecore_xent_bwd(&g, b + 16, o, 0, 0, te_stream));
+  /* args->dlogits: shape, scaling without a scale, overlapping the logits */
+  struct tecore_tensor yb = pu_tensor2(TECORE_DTYPE_BF16, 4, 32, o + 1024);
+  a = g; a.dlogits = &yb;
+  TE_EXPECT_INVALID("args->dlogits", tecore_xent_bwd(&a, o + 16, o, 0, 0, te_stream));
+  yb = pu_tensor2(TECORE_DTYPE_E5M2, 4, 64, o + 1024);
+  yb.scaling = TECORE_SCALING_DELAYED;
+  TE_EXPECT_INVALID("args->dlogits", tecore_xent_bwd(&a, o + 16, o, 0, 0, te_stream));
+  yb = pu_tensor2(TECORE_DTYPE_BF16, 4, 64, b + 256);
+  TE_EXPECT_INVALID("args->dlogits", tecore_xent_bwd(&a, o + 16, o, 0, 0, te_stream));
   TE_OK(tecore_stream_synchronize(te_stream));
   TE_OK(tecore_mem_free(b));
 }
@@ -330,6 +434,7 @@ static Suite *make_suite(void) {
   tcase_add_test(tc, xent_values);
   tcase_add_test(tc, xent_vocab_50304);
   tcase_add_test(tc, xent_finite_difference);
+  tcase_add_test(tc, xent_bwd_into_fp8);
   tcase_add_test(tc, xent_vocab_parallel_two_ranks);
   tc = te_tcase(s, "arguments", 1);
   tcase_add_test(tc, xent_bad_arguments);

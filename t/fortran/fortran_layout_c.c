@@ -270,6 +270,7 @@ int main(void) {
   printf("tecore_xent_args.reduce_ctx %zu\n", offsetof(struct tecore_xent_args, reduce_ctx));
   printf("tecore_xent_args.workspace %zu\n", offsetof(struct tecore_xent_args, workspace));
   printf("tecore_xent_args.workspace_bytes %zu\n", offsetof(struct tecore_xent_args, workspace_bytes));
+  printf("tecore_xent_args.dlogits %zu\n", offsetof(struct tecore_xent_args, dlogits));
   printf("tecore_op_rope_args size %zu\n", sizeof(struct tecore_op_rope_args));
   printf("tecore_op_rope_args.heads %zu\n", offsetof(struct tecore_op_rope_args, heads));
   printf("tecore_op_rope_args.kv_heads %zu\n", offsetof(struct tecore_op_rope_args, kv_heads));

@@ -337,6 +337,7 @@ program fortran_layout
   print '(a,1x,i0)', 'tecore_xent_args.reduce_ctx', off(c_loc(v27), c_loc(v27%reduce_ctx))
   print '(a,1x,i0)', 'tecore_xent_args.workspace', off(c_loc(v27), c_loc(v27%workspace))
   print '(a,1x,i0)', 'tecore_xent_args.workspace_bytes', off(c_loc(v27), c_loc(v27%workspace_bytes))
+  print '(a,1x,i0)', 'tecore_xent_args.dlogits', off(c_loc(v27), c_loc(v27%dlogits))
   print '(a,1x,i0)', 'tecore_op_rope_args size', c_sizeof(v28)
   print '(a,1x,i0)', 'tecore_op_rope_args.heads', off(c_loc(v28), c_loc(v28%heads))
   print '(a,1x,i0)', 'tecore_op_rope_args.kv_heads', off(c_loc(v28), c_loc(v28%kv_heads))

@@ -109,6 +109,11 @@ struct gpt_model {
   tecore_devptr_t means;           /* F32 [2 * max microbatches]: {mean, count} each */
   tecore_devptr_t dloss;           /* F32: 1 / accum */
   tecore_devptr_t noop;            /* int32 {0, 1}: the FP8 weights quantized, reused */
+  /* FP8 training, per-tensor scaling: the cross-entropy's backward writes
+   * dlogits straight into the LM head's FP8 gradient (tecore_seq_grad_fp8;
+   * its columnwise copy in the dead logits); dlogits8 0: BF16 dlogits */
+  int dlogits8;
+  struct tecore_tensor g8;
   int max_mb;
   void *scratch;               /* gpt_share_saved's arenas */
   size_t nscratch;

@@ -4,7 +4,10 @@
  * fuser sequence (te/ops.h) of `layers` pre-norm blocks
  * (tecore_seq_add_transformer, te/transformer.h), the final norm
  * and the LM head (a Linear hidden -> vocab without bias, NOT tied to the
- * embedding), then cross-entropy (te/loss.h) on the BF16 logits, in place.
+ * embedding), then cross-entropy (te/loss.h) on the BF16 logits: its
+ * backward in place, or (FP8, per-tensor scaling) straight into the LM
+ * head's FP8 gradient (tecore_seq_grad_fp8), the logits then the scratch
+ * of that gradient's columnwise copy.
  * The parameters get PyTorch-style names (gpt_name_params) in the order
  * the sequence lists them. */
 #include <math.h>
@@ -201,6 +204,16 @@ static void create(struct gpt_model *m, const struct gpt_config *c, size_t batch
   float dl = 1.0f / (float)(max_mb ? max_mb : 1);
   GPT_CHECK(tecore_memcpy(m->dloss, (tecore_devptr_t)(uintptr_t)&dl, 4));
   collect_params(m, inference);
+  /* TECORE_OPS_FUSION_OFF=grad_fp8 (or the block recipe, or a fused head)
+   * leaves the BF16 dlogits */
+  if (recipe && !inference) {
+    if (tecore_seq_grad_fp8(m->seq, &m->g8) == TECORE_SUCCESS) {
+      if (!m->g8.columnwise_data) m->g8.columnwise_data = m->logits;
+      m->dlogits8 = 1;
+    } else {
+      tecore_clear_error();
+    }
+  }
 }
 
 void gpt_model_create(struct gpt_model *m, const struct gpt_config *c, size_t batch, int max_mb,
@@ -296,11 +309,14 @@ void gpt_forward(struct gpt_model *m, int mb, int reuse_fp8, tecore_stream_t s) 
 void gpt_backward(struct gpt_model *m, int mb, tecore_stream_t s) {
   struct tecore_tensor lg, tok, pos;
   struct tecore_xent_args xa = xent_args(m, &lg);
+  struct tecore_tensor row = m->g8;   /* the rowwise codes: the backward transposes them */
+  row.columnwise_data = 0;
+  if (m->dlogits8) xa.dlogits = &row;
   GPT_CHECK(tecore_xent_bwd(&xa, m->lse, m->dloss, m->means + 8 * (size_t)mb,
                             TECORE_XENT_DLOSS_MEAN, s));
   size_t H = (size_t)m->c.hidden;
   struct tecore_tensor dx = gpt_tensor2(TECORE_DTYPE_BF16, m->rows, H, m->dx);
-  GPT_CHECK(tecore_seq_backward(m->seq, &lg, &dx, s));
+  GPT_CHECK(tecore_seq_backward(m->seq, m->dlogits8 ? &m->g8 : &lg, &dx, s));
   struct tecore_embedding_args ea = emb_args(m, &tok, &pos);
   struct tecore_tensor dtok = gpt_tensor2(TECORE_DTYPE_F32, (size_t)m->c.vocab, H, m->tok_grad);
   struct tecore_tensor dpos;
