@@ -2425,6 +2425,14 @@ module te_core
       type(tecore_tensor), optional :: t
       integer(c_int) :: tecore_seq_fp8_input
     end function tecore_seq_fp8_input
+    function tecore_seq_fp8_weight(seq, index, t) bind(C, name="tecore_seq_fp8_weight")
+      import
+      implicit none
+      type(c_ptr), value :: seq
+      integer(c_size_t), value :: index
+      type(tecore_tensor), optional :: t
+      integer(c_int) :: tecore_seq_fp8_weight
+    end function tecore_seq_fp8_weight
     function tecore_seq_extra(seq, slot, value, grad) bind(C, name="tecore_seq_extra")
       import
       implicit none

@@ -130,6 +130,37 @@ static tecore_result_t w8_tensor(const tecore_seq_t *s, const struct te_op *o,
   return fp8_entry(s, &s->st_w, o->lin, TECORE_FP8_WEIGHT, o->w8_srow, o->w8_scol, t);
 }
 
+TE_EXPORT tecore_result_t tecore_seq_fp8_weight(const tecore_seq_t *s, size_t index,
+                                                struct tecore_tensor *t) {
+  static const char fn[] = "tecore_seq_fp8_weight";
+  TE_ARG(s, "%s: seq is NULL", fn);
+  TE_ARG(te_handle_live(s), "%s: seq %p is not a live sequence (destroyed?)", fn, (const void *)s);
+  TE_ARG(t, "%s: t is NULL", fn);
+  TE_ARG(s->built, "%s: the sequence is not built (tecore_seq_build)", fn);
+  TE_ARG(index < s->nops, "%s: index %zu is out of range (the sequence has %zu operations)", fn,
+         index, s->nops);
+  const struct te_op *o = &s->ops[index];
+  if (o->d.kind != TECORE_OP_LINEAR || !te_op_fp8(s, index) || !o->w8_row)
+    return TE_ERR(TECORE_ERR_NOT_SUPPORTED, "%s: operation %zu (%s) is no Linear running in "
+                  "FP8 (no recipe, or a high-precision plan for a small GEMM)", fn, index,
+                  o->def.name);
+  if (te_seq_infer(s))
+    return TE_ERR(TECORE_ERR_NOT_SUPPORTED, "%s: seq %p is an inference sequence: its weight "
+                  "copies are cached (tecore_seq_weights_changed)", fn, (const void *)s);
+  if (s->recipe.kind != TECORE_RECIPE_DELAYED)
+    return TE_ERR(TECORE_ERR_NOT_SUPPORTED, "%s: the recipe is %s: only delayed scaling knows "
+                  "the weight's scale before the weight itself", fn,
+                  te_seq_block(s) ? "block" : "current");
+  if (o->w8_col)
+    return TE_ERR(TECORE_ERR_NOT_SUPPORTED, "%s: TECORE_OPS_W8_COL_KEEP: the forward writes "
+                  "a columnwise copy too", fn);
+  if (te_fusion_named_off("weight_fp8"))
+    return TE_ERR(TECORE_ERR_NOT_SUPPORTED, "%s: TECORE_OPS_FUSION_OFF names weight_fp8", fn);
+  TE_CHECK(w8_tensor(s, o, t));
+  t->columnwise_data = 0;
+  return TECORE_SUCCESS;
+}
+
 /* The FP8 weight for the dgrad GEMM dx = dy W, which reads its columnwise
  * copy: made now in the sequence's one scratch (s->w8_col) as the byte
  * transpose of the rowwise codes.  Exact: with a per-tensor scale the

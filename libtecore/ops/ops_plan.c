@@ -26,8 +26,9 @@ TE_PARAM_INT_RENAMED(ops_fusion, "TECORE_OPS_FUSION", "TE_OPS_FUSION", 1, 0, 1,
 TE_PARAM_STR(ops_fusion_off, "TECORE_OPS_FUSION_OFF", "", NULL,
              "fusion patterns the planner leaves out, by name, comma-separated (e.g. "
              "layernorm_bwd_add,linear+bias+gelu; tecore_seq_describe prints the names); the "
-             "operations they covered run by themselves or in other patterns; grad_fp8 makes "
-             "tecore_seq_grad_fp8 refuse (the caller then passes a 16-bit gradient)")
+             "operations they covered run by themselves or in other patterns; grad_fp8 and "
+             "weight_fp8 make tecore_seq_grad_fp8 and tecore_seq_fp8_weight refuse (the "
+             "caller then leaves the quantize to the sequence)")
 
 static tecore_result_t grad_layout(tecore_seq_t *s);
 
@@ -76,9 +77,10 @@ static void drop_fusions_off(struct te_plan *pl) {
   if (__atomic_load_n(&warned, __ATOMIC_RELAXED)) return;
   size_t len;
   for (const char *p = list, *q; (q = next_name(&p, &len));) {
-    /* grad_fp8: tecore_seq_grad_fp8 (a caller's kernel writes the last
-     * Linear's FP8 gradient), no pattern of the plan */
-    int known = len == 0 || (len == 8 && memcmp(q, "grad_fp8", 8) == 0);
+    /* grad_fp8, weight_fp8: tecore_seq_grad_fp8 and tecore_seq_fp8_weight
+     * (a caller's kernel writes the FP8 tensor), no patterns of the plan */
+    int known = len == 0 || (len == 8 && memcmp(q, "grad_fp8", 8) == 0) ||
+                (len == 10 && memcmp(q, "weight_fp8", 10) == 0);
     for (size_t i = 0; i < te_builtin_fusion_count && !known; i++) {
       const char *nm = te_builtin_fusions[i].def.name;
       known = strlen(nm) == len && memcmp(nm, q, len) == 0;

@@ -490,6 +490,27 @@ tecore_result_t tecore_seq_op(const tecore_seq_t *seq, size_t index, struct teco
 tecore_result_t tecore_seq_fp8_input(const tecore_seq_t *seq, size_t index,
                                      struct tecore_tensor *t);
 
+/* The FP8 weight of the Linear at index as a training forward writes it,
+ * for a caller that writes the codes itself: the optimizer, which has the
+ * updated F32 weight in hand (tecore_adam_step's model, model_scale,
+ * model_scale_inv, model_amax), so that the next forward reads the
+ * weight's 4 bytes an element no more.  t: E4M3 [out][in], rowwise data
+ * (columnwise_data 0: the backward makes that copy), and the delayed
+ * scaling state of the weight's slot (scale read; scale_inv written;
+ * amax max-accumulated, folded by tecore_seq_update_scales as the
+ * forward's own quantize would have it).  A forward quantizes the weights
+ * only where its noop_flag is 0: after writing the codes, the caller
+ * passes a nonzero noop_flag to every forward until the weights change
+ * otherwise (a checkpoint loaded: a noop_flag of 0 once).  Write them
+ * after tecore_seq_update_scales (the scale the next forward uses).
+ * TECORE_ERR_NOT_SUPPORTED when the operation is no Linear running in FP8,
+ * for an inference sequence (its copies are cached), a current or block
+ * recipe (the scale follows from the weight itself), with
+ * TECORE_OPS_W8_COL_KEEP, or when TECORE_OPS_FUSION_OFF names
+ * weight_fp8.  Valid from tecore_seq_build until the recipe changes. */
+tecore_result_t tecore_seq_fp8_weight(const tecore_seq_t *seq, size_t index,
+                                      struct tecore_tensor *t);
+
 /* The residual slot's value and gradient, [rows][features] of the
  * sequence's dtype.  An extra input (added, never made): write value
  * before forward; its gradient is written by backward.  An extra output

@@ -37,6 +37,7 @@
  *   1e-5 relative (float addition order); caching, zero_grad and graph
  *   replay: bit for bit (the same kernels on the same data). */
 #include "tests.h"
+#include <te/optim.h>
 
 /* The plans and values these tests expect are FP8's: on cuda the fuser
  * would run their small Linears in BF16 (TECORE_OPS_FP8_MIN_MNK's default
@@ -1127,6 +1128,127 @@ START_TEST(test_grad_fp8_off) {
   TE_EXPECT_ERR(TECORE_ERR_NOT_SUPPORTED, "grad_fp8", tecore_seq_grad_fp8(s, &g8));
   TE_OK(tecore_seq_destroy(s));
   ck_assert_int_eq(unsetenv("TECORE_OPS_FUSION_OFF"), 0);
+}
+END_TEST
+
+/* tecore_seq_fp8_weight: AdamW writing each Linear's FP8 weight (its
+ * model output at the sequence's delayed scale, amax and scale_inv) while
+ * every later forward passes a nonzero noop_flag gives, over 3 steps of
+ * forward, backward, update_scales and AdamW (on the F32 weights,
+ * TECORE_SEQ_F32_WEIGHTS), the same bits (outputs, dx, every gradient,
+ * every weight) as the forward quantizing the F32 weights itself.  Refused: BF16, current scaling, an index that is no Linear. */
+START_TEST(test_fp8_weight_from_optimizer) {
+  const size_t rows = 32, cols = 64;
+  struct tecore_op_desc d[4] = {op_norm(TECORE_OP_LAYERNORM, 1e-5f, 0), op_linear(96, 1),
+                                op_kind(TECORE_OP_GELU), op_linear(64, 0)};
+  struct tecore_recipe r;
+  TE_OK(tecore_recipe_init(&r, TECORE_RECIPE_DELAYED));
+  tecore_seq_t *sq[2];
+  for (int k = 0; k < 2; k++)
+    sq[k] = make_seq(d, 4, rows, cols, TECORE_DTYPE_BF16, TECORE_SEQ_F32_WEIGHTS, &r);
+  set_params(sq[0], 0);
+  copy_params(sq[0], sq[1]);
+  struct dt2 x[2], dy[2];
+  make_mbs(TECORE_DTYPE_BF16, rows, cols, x, dy);
+  struct dt2 y = dalloc2(TECORE_DTYPE_BF16, rows, 64), dx = dalloc2(TECORE_DTYPE_BF16, rows, cols);
+  tecore_devptr_t one = te_dalloc(16);
+  TE_OK(tecore_memset_d32_async(one, 1, 1, S()));
+  struct tecore_seq_param p[2][MAXP];
+  struct tecore_optim_tensor ot[2][MAXP];
+  size_t np = 0, nw8 = 0;
+  for (int k = 0; k < 2; k++) {
+    TE_OK(tecore_seq_params(sq[k], p[k], MAXP, &np));
+    for (size_t i = 0; i < np; i++) {
+      /* the F32 weights alone (norms and biases stay BF16, unchanged) */
+      size_t n = p[k][i].value.dtype == TECORE_DTYPE_F32 ? tecore_tensor_numel(&p[k][i].value)
+                                                         : 0;
+      ot[k][i] = (struct tecore_optim_tensor){.param = p[k][i].value.data,
+                                               .grad = p[k][i].grad.data,
+                                               .exp_avg = te_dalloc(n * 4 + 16),
+                                               .exp_avg_sq = te_dalloc(n * 4 + 16), .numel = n,
+                                               .grad_dtype = TECORE_DTYPE_F32};
+      TE_OK(tecore_memset_d32_async(ot[k][i].exp_avg, 0, n, S()));
+      TE_OK(tecore_memset_d32_async(ot[k][i].exp_avg_sq, 0, n, S()));
+      struct tecore_tensor w8;
+      if (k == 1 && strcmp(p[k][i].name, "weight") == 0) {
+        TE_OK(tecore_seq_fp8_weight(sq[k], p[k][i].op, &w8));
+        ck_assert_int_eq(w8.dtype, TECORE_DTYPE_E4M3);
+        ck_assert(w8.columnwise_data == 0 && w8.scale && w8.amax && w8.scale_inv);
+        ck_assert_uint_eq(tecore_tensor_numel(&w8), n);
+        ck_assert_uint_ne(n, 0);
+        ot[k][i].model = w8.data;
+        ot[k][i].model_dtype = w8.dtype;
+        ot[k][i].model_scale = w8.scale;
+        ot[k][i].model_scale_inv = w8.scale_inv;
+        ot[k][i].model_amax = w8.amax;
+        nw8++;
+      }
+    }
+  }
+  ck_assert_uint_eq(nw8, 2);
+  float *h[2][2];
+  for (int step = 1; step <= 3; step++) {
+    for (int k = 0; k < 2; k++) {
+      TE_OK(tecore_seq_zero_grad(sq[k], S()));
+      for (int mb = 0; mb < 2; mb++) {
+        /* k = 1: the weights' codes are the optimizer's after the first step */
+        tecore_devptr_t noop = mb > 0 || (k == 1 && step > 1) ? one : 0;
+        TE_OK(tecore_seq_forward(sq[k], &x[mb].t, &y.t, noop, S()));
+        TE_OK(tecore_seq_backward(sq[k], &dy[mb].t, &dx.t, S()));
+      }
+      TE_OK(tecore_seq_update_scales(sq[k], S()));
+      struct tecore_adam_config ac = {.lr = 1e-2, .beta1 = 0.9, .beta2 = 0.95, .eps = 1e-8,
+                                      .weight_decay = 0.1, .step = step, .flags = TECORE_ADAM_W};
+      TE_OK(tecore_adam_step(ot[k], np, &ac, 0, 0, S()));
+      TE_OK(tecore_stream_synchronize(S()));
+      h[k][0] = malloc(y.n * 4);
+      h[k][1] = malloc(dx.n * 4);
+      from_dev(h[k][0], y.t.data, y.n, TECORE_DTYPE_BF16);
+      from_dev(h[k][1], dx.t.data, dx.n, TECORE_DTYPE_BF16);
+    }
+    char what[64];
+    snprintf(what, sizeof what, "step %d: optimizer-written FP8 weights", step);
+    te_expect_f32_bits(h[1][0], h[0][0], y.n, what);
+    te_expect_f32_bits(h[1][1], h[0][1], dx.n, what);
+    for (size_t i = 0; i < np; i++) {
+      size_t n = tecore_tensor_numel(&p[0][i].value);
+      float *a = malloc(n * 4), *b = malloc(n * 4);
+      from_dev(a, p[0][i].value.data, n, p[0][i].value.dtype);
+      from_dev(b, p[1][i].value.data, n, p[1][i].value.dtype);
+      te_expect_f32_bits(b, a, n, what);
+      from_dev(a, p[0][i].grad.data, n, TECORE_DTYPE_F32);
+      from_dev(b, p[1][i].grad.data, n, TECORE_DTYPE_F32);
+      te_expect_f32_bits(b, a, n, what);
+      free(a);
+      free(b);
+    }
+    for (int k = 0; k < 2; k++) free(h[k][0]), free(h[k][1]);
+  }
+  /* refused: no Linear, an index past the end, NULL */
+  struct tecore_tensor w8;
+  TE_EXPECT_ERR(TECORE_ERR_NOT_SUPPORTED, "no Linear", tecore_seq_fp8_weight(sq[0], 0, &w8));
+  TE_EXPECT_INVALID("index", tecore_seq_fp8_weight(sq[0], 4, &w8));
+  TE_EXPECT_INVALID("t", tecore_seq_fp8_weight(sq[0], 1, NULL));
+  TE_EXPECT_INVALID("seq", tecore_seq_fp8_weight(NULL, 1, &w8));
+  for (int k = 0; k < 2; k++) {
+    for (size_t i = 0; i < np; i++) {
+      TE_OK(tecore_mem_free(ot[k][i].exp_avg));
+      TE_OK(tecore_mem_free(ot[k][i].exp_avg_sq));
+    }
+    TE_OK(tecore_seq_destroy(sq[k]));
+  }
+  /* refused: BF16 (no recipe), current scaling */
+  tecore_seq_t *s = make_seq(d, 4, rows, cols, TECORE_DTYPE_BF16, 0, NULL);
+  TE_EXPECT_ERR(TECORE_ERR_NOT_SUPPORTED, "FP8", tecore_seq_fp8_weight(s, 1, &w8));
+  TE_OK(tecore_seq_destroy(s));
+  TE_OK(tecore_recipe_init(&r, TECORE_RECIPE_CURRENT));
+  s = make_seq(d, 4, rows, cols, TECORE_DTYPE_BF16, 0, &r);
+  TE_EXPECT_ERR(TECORE_ERR_NOT_SUPPORTED, "current", tecore_seq_fp8_weight(s, 1, &w8));
+  TE_OK(tecore_seq_destroy(s));
+  TE_OK(tecore_mem_free(one));
+  dfree2(&y);
+  dfree2(&dx);
+  free_mbs(x, dy);
 }
 END_TEST
 
@@ -3099,6 +3221,7 @@ static Suite *ops_suite(void) {
   tcase_add_test(tc, test_fusion_off);
   tcase_add_test(tc, test_grad_fp8_given);
   tcase_add_test(tc, test_grad_fp8_off);
+  tcase_add_test(tc, test_fp8_weight_from_optimizer);
   tcase_add_test(tc, test_fused_act_quantize);
   tcase_add_test(tc, test_fused_dgated);
   tcase_add_test(tc, test_fp8_rowonly_columnwise_is_transpose);

@@ -7,7 +7,8 @@
 #     the KV-cache decode's logits are the whole model's (--sample-check);
 #     with the block FP8 recipe the validation loss is within 0.1 of BF16's;
 #     under delayed FP8 the cross-entropy's backward writes the LM head's
-#     FP8 gradient, and learns as the BF16 dlogits do (GPT_DL8_GAP);
+#     FP8 gradient, and learns as the BF16 dlogits do (GPT_DL8_GAP), and
+#     AdamW writing the FP8 weights gives the forward's quantize's bits;
 #  2. a run resumed from a checkpoint continues with the same bits: 6
 #     steps straight, against 3 steps, --save, --load, 3 more: the same
 #     losses and byte-identical model.safetensors and optimizer.safetensors;
@@ -100,6 +101,20 @@ echo "# FP8 dlogits: validation loss $v8, BF16 dlogits $v16 (gap limit $GPT_DL8_
 awk -v a="$v8" -v b="$v16" -v g="$GPT_DL8_GAP" -v m="$GPT_VAL_MAX" \
   'BEGIN { d = a - b; if (d < 0) d = -d; exit !(a + 0 == a && a < m && d < g) }' ||
   { echo "FAIL: FP8 dlogits: validation loss $v8 (BF16 dlogits $v16)"; fail=1; }
+
+# AdamW writing each FP8 Linear's next weight codes (tecore_seq_fp8_weight;
+# the forwards after the first step quantize none) against the forward
+# quantizing them (TECORE_OPS_FUSION_OFF=weight_fp8): the same bits, in
+# the losses, validation losses and gradient norms of 6 steps
+for off in "" weight_fp8; do
+  TECORE_OPS_FUSION_OFF=$off "$gpt" --seed "$seed" --recipe delayed --batch 2 --steps 6 \
+    --sample 0 --eval-every 2 --csv -q > "$tmp/w8$off.csv" 2> "$tmp/w8.err" ||
+    { echo "FAIL: te-gpt --recipe delayed (FUSION_OFF '$off') fails"; cat "$tmp/w8.err"; fail=1; }
+  cut -d, -f1-5 "$tmp/w8$off.csv" > "$tmp/w8$off.cut"
+done
+[ "$(wc -l < "$tmp/w8.cut")" = 7 ] && cmp -s "$tmp/w8.cut" "$tmp/w8weight_fp8.cut" ||
+  { echo "FAIL: AdamW-written FP8 weights and the forward's quantize differ:";
+    diff "$tmp/w8.cut" "$tmp/w8weight_fp8.cut"; fail=1; }
 
 # the KV cache past its seq positions (it starts again from half the
 # window), with learned positions, and with RMSNorm, SwiGLU and 2 KV heads;

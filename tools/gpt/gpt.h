@@ -75,6 +75,8 @@ struct gpt_param {
   int table;                   /* an embedding table (p[0], and p[1] without RoPE) */
   int decay;                   /* AdamW weight decay applies (matrices, not gains/biases) */
   int sharded;                 /* --tp: split over the ranks (the block's Linears) */
+  size_t op;                   /* the sequence operation it belongs to (not a table) */
+  int lin_weight;              /* a Linear's weight (tecore_seq_fp8_weight) */
 };
 
 /* Tensor parallelism (--tp): this rank's part of every block (te/transformer.h). */
@@ -220,6 +222,9 @@ struct gpt_train {
   int eager_steps;
   /* one process: clipping and AdamW on the device, inside the step graph */
   int device_clip;
+  size_t w8_opt;               /* Linear weights whose FP8 codes AdamW writes
+                                  (tecore_seq_fp8_weight): the forwards after the
+                                  first step quantize no weight (m->noop[0] = 1) */
   tecore_devptr_t ostate;      /* struct tecore_optim_state [2]: decayed group, the rest */
   tecore_devptr_t clipf;       /* float: the clip factor */
   struct tecore_optim_state *hstate;   /* pinned staging of ostate */

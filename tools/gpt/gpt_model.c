@@ -150,6 +150,8 @@ static void collect_params(struct gpt_model *m, int inference) {
     g->bf16 = sp[i].value.dtype == TECORE_DTYPE_BF16;   /* else F32: its own master */
     g->decay = kind == TECORE_OP_LINEAR && !strcmp(sp[i].name, "weight");
     g->sharded = m->tp.size > 1 && kind == TECORE_OP_LINEAR && nlin < 4 * m->c.layers;
+    g->op = sp[i].op;
+    g->lin_weight = kind == TECORE_OP_LINEAR && !strcmp(sp[i].name, "weight");
   }
   m->nparams = 0;
   for (size_t i = 0; i < m->np; i++) m->nparams += m->p[i].rows * m->p[i].cols;

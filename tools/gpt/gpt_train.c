@@ -56,6 +56,22 @@ void gpt_train_init(struct gpt_train *t, struct gpt_model *m, tecore_stream_t s)
           .param = p->master, .grad = p->grad, .exp_avg = p->m, .exp_avg_sq = p->v,
           .model = p->bf16 ? p->value : 0, .numel = n, .grad_dtype = TECORE_DTYPE_F32,
           .model_dtype = TECORE_DTYPE_BF16};
+      /* an FP8 Linear's F32 weight (delayed scaling): AdamW writes the
+       * next forward's FP8 codes too, and that forward reads 4 bytes a
+       * weight fewer (TECORE_OPS_FUSION_OFF=weight_fp8: not) */
+      struct tecore_tensor w8;
+      if (p->lin_weight && !p->bf16 && !p->table) {
+        if (tecore_seq_fp8_weight(m->seq, p->op, &w8) == TECORE_SUCCESS) {
+          t->ot[k].model = w8.data;
+          t->ot[k].model_dtype = w8.dtype;
+          t->ot[k].model_scale = w8.scale;
+          t->ot[k].model_scale_inv = w8.scale_inv;
+          t->ot[k].model_amax = w8.amax;
+          t->w8_opt++;
+        } else {
+          tecore_clear_error();
+        }
+      }
       k++;
     }
     if (!pass) t->ndecay = k;
@@ -131,6 +147,12 @@ static void upload(struct gpt_train *t, struct gpt_model *m, int mb, tecore_stre
   GPT_CHECK(tecore_memcpy_async(m->labels, (tecore_devptr_t)(uintptr_t)lab, m->rows * 4, s));
 }
 
+/* AdamW wrote the FP8 weights the next forward reads: its first
+ * microbatch quantizes none (the flag stays 1; a 4-byte memset a step). */
+static void w8_current(struct gpt_train *t, struct gpt_model *m, tecore_stream_t s) {
+  if (t->w8_opt) GPT_CHECK(tecore_memset_d32_async(m->noop, 1, 1, s));
+}
+
 /* AdamW over both groups, learning rate and step from t->ostate, the
  * gradients scaled by the device clip factor (one process). */
 static void queue_adam(struct gpt_train *t, struct gpt_model *m, tecore_stream_t s) {
@@ -142,6 +164,7 @@ static void queue_adam(struct gpt_train *t, struct gpt_model *m, tecore_stream_t
   ac.weight_decay = 0;
   ac.state = t->ostate + sizeof(struct tecore_optim_state);
   GPT_CHECK(tecore_adam_step(t->ot + t->ndecay, m->np - t->ndecay, &ac, gscale, 0, s));
+  w8_current(t, m, s);
 }
 
 /* The device part of a step, with no host synchronization (so that a
@@ -312,6 +335,7 @@ double gpt_train_step(struct gpt_train *t, struct gpt_model *m, const struct gpt
   GPT_CHECK(tecore_adam_step(t->ot, t->ndecay, &ac, gscale, 0, s));
   ac.weight_decay = 0;
   GPT_CHECK(tecore_adam_step(t->ot + t->ndecay, m->np - t->ndecay, &ac, gscale, 0, s));
+  w8_current(t, m, s);
   double loss = 0;
   for (int mb = 0; mb < t->accum; mb++) loss += t->pinned[4 + 2 * mb];
   GPT_CHECK(tecore_stream_synchronize(s));
