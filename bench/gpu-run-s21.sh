@@ -8,7 +8,8 @@
 #
 # Phase w8 (in the order of what matters most when the device time runs
 # out): check_xent under TE_DEVICE=cuda (the backward into FP8 dlogits,
-# kernels/xent.cu's new paths); llama-1b and 1.3B FP8 with the two new
+# kernels/xent.cu's new paths); te-bench --model (its row "xent bwd into
+# fp8" beside the in-place one and the copy floor); llama-1b and 1.3B FP8 with the two new
 # fusions (the cross-entropy writing the LM head's FP8 gradient,
 # tecore_seq_grad_fp8; AdamW writing the FP8 weights,
 # tecore_seq_fp8_weight) and without them (TECORE_OPS_FUSION_OFF), same
@@ -21,6 +22,7 @@ step machine sh -c 'nvidia-smi --query-gpu=name,driver_version,memory.total --fo
 if has w8; then
   make -s t/core/check_xent t/core/check_ops > /dev/null 2>&1
   step check_xent env TE_DEVICE=cuda t/core/check_xent
+  step bench-model tools/te-bench --model
   llama="$gpt --model llama-1b --synthetic --batch 4 --steps 14 --eval-every 0 --sample 0 --recipe delayed --json"
   big="$gpt --model gpt-1.3b --synthetic --batch 8 --steps 14 --eval-every 0 --sample 0 --recipe delayed --json"
   step llama-on $llama

@@ -108,6 +108,26 @@ static void model_xent(struct tb_ctx *c, size_t T) {
     tb_report(c, "xent fwd", shape, tb_time(c, xent_body, &x), (double)T * V * 2, 85);
     x.bwd = 1;
     tb_report(c, "xent bwd in place", shape, tb_time(c, xent_body, &x), 2.0 * T * V * 2, 85);
+    /* into an FP8 gradient (an LM head's, tecore_seq_grad_fp8): the logits
+     * read, one byte an element written, delayed scale 1 */
+    tecore_devptr_t y = 0, st = 0;
+    if (tecore_mem_alloc(T * V, &y) == TECORE_SUCCESS &&
+        tecore_mem_alloc(16, &st) == TECORE_SUCCESS &&
+        tecore_memset_d32_async(st, 0x3f800000u, 1, c->s) == TECORE_SUCCESS &&
+        tecore_memset_d32_async(st + 4, 0, 3, c->s) == TECORE_SUCCESS) {
+      struct tecore_tensor yt;
+      tecore_tensor_init(&yt, TECORE_DTYPE_E5M2, 2, s, y);
+      yt.scaling = TECORE_SCALING_DELAYED;
+      yt.scale = st;
+      yt.scale_inv = st + 4;
+      yt.amax = st + 8;
+      x.a.dlogits = &yt;
+      snprintf(shape, sizeof shape, "%zux%zu bf16->e5m2", T, V);
+      tb_report(c, "xent bwd into fp8", shape, tb_time(c, xent_body, &x), (double)T * V * 3, 85);
+      x.a.dlogits = NULL;
+    }
+    if (y) tecore_mem_free(y);
+    if (st) tecore_mem_free(st);
   }
   if (lab) tecore_mem_free(lab);
   if (out) tecore_mem_free(out);
