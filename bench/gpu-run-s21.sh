@@ -13,7 +13,8 @@
 # fusions (the cross-entropy writing the LM head's FP8 gradient,
 # tecore_seq_grad_fp8; AdamW writing the FP8 weights,
 # tecore_seq_fp8_weight) and without them (TECORE_OPS_FUSION_OFF), same
-# build, same call; check_ops under TE_DEVICE=cuda.
+# build, same call; check_ops under TE_DEVICE=cuda; decode at batch 1
+# on GPT-2 124M against the PyTorch KV-cache loop.
 set -u
 default_phases="w8"
 . "$(dirname "$0")/gpu-lib.sh"
@@ -30,5 +31,8 @@ if has w8; then
   step big-on $big
   step big-off env TECORE_OPS_FUSION_OFF=grad_fp8,weight_fp8 $big
   step check_ops env TE_DEVICE=cuda t/core/check_ops
+  # decode at batch 1 (GPT-2 124M, 256 tokens): the graph, the PyTorch loop
+  step decode-graph $gpt --model gpt2-124m --synthetic --steps 0 --sample 256 --json
+  step decode-peer python3 bench/gpt_peer.py decode --model gpt2-124m --tokens 256
 fi
 cat "$summary"
