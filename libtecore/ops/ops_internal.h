@@ -472,8 +472,13 @@ tecore_result_t te_linear_bwd(tecore_seq_t *s, const struct te_lin_bwd *a);
 /* tecore_seq_grad_fp8's tensor, or why not (fn names the caller). */
 tecore_result_t te_seq_grad_fp8(const tecore_seq_t *s, struct tecore_tensor *t, const char *fn);
 
-/* Does TECORE_OPS_FUSION_OFF name `name` (ops_plan.c)? */
+/* TECORE_OPS_FUSION_OFF (ops_off.c): does it name `name` (whole names
+ * only)?  The list itself, and its next name at *p (blanks around it
+ * dropped; its length in *len, 0 for an empty item; *p moved past it;
+ * NULL at the end). */
 int te_fusion_named_off(const char *name);
+const char *te_fusion_off_list(void);
+const char *te_fusion_off_next(const char **p, size_t *len);
 
 /* The weight-gradient GEMM that te_linear_bwd recorded in s->pend (on
  * stream), or nothing when none is pending. */

@@ -23,60 +23,24 @@ TE_PARAM_INT_RENAMED(ops_fusion, "TECORE_OPS_FUSION", "TE_OPS_FUSION", 1, 0, 1,
                      "1: the operation fuser uses fusion patterns; 0: every operation runs by "
                      "itself (as TECORE_SEQ_NO_FUSION)")
 
-TE_PARAM_STR(ops_fusion_off, "TECORE_OPS_FUSION_OFF", "", NULL,
-             "fusion patterns the planner leaves out, by name, comma-separated (e.g. "
-             "layernorm_bwd_add,linear+bias+gelu; tecore_seq_describe prints the names); the "
-             "operations they covered run by themselves or in other patterns; grad_fp8 and "
-             "weight_fp8 make tecore_seq_grad_fp8 and tecore_seq_fp8_weight refuse (the "
-             "caller then leaves the quantize to the sequence)")
-
 static tecore_result_t grad_layout(tecore_seq_t *s);
-
-/* The next name of TECORE_OPS_FUSION_OFF's comma-separated list at *p
- * (blanks around it dropped): its start, its length in *len (0 for an
- * empty item), and *p moved past it; NULL at the end of the list. */
-static const char *next_name(const char **p, size_t *len) {
-  const char *b = *p;
-  while (*b == ' ' || *b == '\t' || *b == ',') b++;
-  if (!*b) return NULL;
-  const char *e = b;
-  while (*e && *e != ',') e++;
-  const char *t = e;
-  while (t > b && (t[-1] == ' ' || t[-1] == '\t')) t--;
-  *len = (size_t)(t - b);
-  *p = e;
-  return b;
-}
-
-/* Is a name of n bytes at b one of the list's (whole names only)? */
-static int in_list(const char *list, const char *b, size_t n) {
-  size_t len;
-  for (const char *q; (q = next_name(&list, &len));)
-    if (len == n && n && memcmp(q, b, n) == 0) return 1;
-  return 0;
-}
-
-int te_fusion_named_off(const char *name) {
-  const char *list = tecore_tunable_str(&ops_fusion_off);
-  return list && *list && in_list(list, name, strlen(name));
-}
 
 /* Drops the patterns TECORE_OPS_FUSION_OFF names from the plan's table;
  * a name no built-in pattern has is reported once at WARN (a typo would
  * otherwise change nothing, silently). */
 static void drop_fusions_off(struct te_plan *pl) {
-  const char *list = tecore_tunable_str(&ops_fusion_off);
+  const char *list = te_fusion_off_list();
   if (!list || !*list) return;
   size_t k = 0;
   for (size_t i = 0; i < pl->nfusions; i++) {
     const char *nm = pl->fusions[i].def.name;
-    if (!in_list(list, nm, strlen(nm))) pl->fusions[k++] = pl->fusions[i];
+    if (!te_fusion_named_off(nm)) pl->fusions[k++] = pl->fusions[i];
   }
   pl->nfusions = k;
   static int warned;
   if (__atomic_load_n(&warned, __ATOMIC_RELAXED)) return;
   size_t len;
-  for (const char *p = list, *q; (q = next_name(&p, &len));) {
+  for (const char *p = list, *q; (q = te_fusion_off_next(&p, &len));) {
     /* grad_fp8, weight_fp8: tecore_seq_grad_fp8 and tecore_seq_fp8_weight
      * (a caller's kernel writes the FP8 tensor), no patterns of the plan */
     int known = len == 0 || (len == 8 && memcmp(q, "grad_fp8", 8) == 0) ||
