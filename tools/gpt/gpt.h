@@ -225,6 +225,7 @@ struct gpt_train {
   size_t w8_opt;               /* Linear weights whose FP8 codes AdamW writes
                                   (tecore_seq_fp8_weight): the forwards after the
                                   first step quantize no weight (m->noop[0] = 1) */
+  int w8_flag_set;             /* m->noop[0] = 1 was queued */
   tecore_devptr_t ostate;      /* struct tecore_optim_state [2]: decayed group, the rest */
   tecore_devptr_t clipf;       /* float: the clip factor */
   struct tecore_optim_state *hstate;   /* pinned staging of ostate */

@@ -148,9 +148,13 @@ static void upload(struct gpt_train *t, struct gpt_model *m, int mb, tecore_stre
 }
 
 /* AdamW wrote the FP8 weights the next forward reads: its first
- * microbatch quantizes none (the flag stays 1; a 4-byte memset a step). */
+ * microbatch quantizes none.  The flag stays 1, so it is set once, after
+ * the first step's AdamW (in stream order; the first step runs eagerly,
+ * so no step graph carries the memset). */
 static void w8_current(struct gpt_train *t, struct gpt_model *m, tecore_stream_t s) {
-  if (t->w8_opt) GPT_CHECK(tecore_memset_d32_async(m->noop, 1, 1, s));
+  if (!t->w8_opt || t->w8_flag_set) return;
+  GPT_CHECK(tecore_memset_d32_async(m->noop, 1, 1, s));
+  t->w8_flag_set = 1;
 }
 
 /* AdamW over both groups, learning rate and step from t->ostate, the
