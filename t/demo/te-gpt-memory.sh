@@ -132,7 +132,11 @@ done
 #    the step graph from step 2, BF16, delayed, current and block scaling
 #    (block: the codes and the grid of 128x128 scales transposed against
 #    the copy the forward quantizes from the weight, the same bytes); the
-#    saved weights and AdamW state are the same bytes, and the FP8
+#    saved weights and AdamW state are the same bytes (both runs with the
+#    forward quantizing the weights, TECORE_OPS_FUSION_OFF=weight_fp8: the
+#    kept columnwise copy rules AdamW's FP8 weights out, and those leave
+#    the next step's weight amax pending in the saved FP8 state -- the same
+#    training, other bytes), and the FP8
 #    buffers (the JSON's mem_fp8_other_mib, in bytes) fall by every
 #    weight's bytes but those of the largest one the shared buffer must
 #    hold: hidden 128, ffn 256, 2 blocks, vocab 256: (3+1+2+2) x 128 x 128
@@ -149,6 +153,7 @@ for shape in "--hidden 128:245760" "--vocab 1024:147456"; do
  for recipe in none delayed current block; do
   for v in 1 0; do
     rm -rf "$tmp/ck$v"
+    TECORE_OPS_FUSION_OFF=weight_fp8 \
     TECORE_OPS_FP8_MIN_MNK=0 TECORE_OPS_W8_COL_KEEP=$v TECORE_OPS_ZERO_GRAD_FILL=$v "$gpt" \
       --seed "$seed" $opt --recipe $recipe --accum 2 --steps 4 --sample 0 \
       --eval-every 0 --save "$tmp/ck$v" > "$tmp/w$v.txt" 2> "$tmp/w$v.err" ||
