@@ -61,6 +61,7 @@ static tecore_result_t seq_alias(const tecore_seq_t *s, const struct seq_arg *w,
 static tecore_result_t check_grad8(const tecore_seq_t *s, const struct tecore_tensor *dy,
                                    const struct tecore_tensor *dx, const char *fn) {
   struct tecore_tensor ref;
+  TE_CHECK(te_tensor_check(dy, TECORE_TENSOR_ROWWISE, fn, "dy"));
   TE_CHECK(te_seq_grad_fp8(s, &ref, fn));
   TE_ARG(dy->dtype == ref.dtype && dy->scaling == ref.scaling && dy->data == ref.data &&
              dy->scale == ref.scale && dy->amax == ref.amax && dy->scale_inv == ref.scale_inv &&

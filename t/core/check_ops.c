@@ -1076,6 +1076,12 @@ static void grad_fp8_case(const struct tecore_recipe *r, size_t vocab, int expec
     bad = g8;
     bad.scale = 0;
     TE_EXPECT_INVALID("dy", tecore_seq_backward(s, &bad, &dx.t, S()));
+    bad = g8;
+    bad.ndim = 9;
+    TE_EXPECT_INVALID("ndim", tecore_seq_backward(s, &bad, &dx.t, S()));
+    bad = g8;
+    bad.shape[1] = vocab / 2;
+    TE_EXPECT_INVALID("dy", tecore_seq_backward(s, &bad, &dx.t, S()));
     TE_EXPECT_INVALID("t", tecore_seq_grad_fp8(s, NULL));
     TE_EXPECT_INVALID("seq", tecore_seq_grad_fp8(NULL, &g8));
   }

@@ -1577,6 +1577,26 @@ static void op_seq_misc(const int64_t *a) {
   }
 }
 
+/* seq_fp8 seq what index stream: the FP8 hand-offs (tecore_seq_fp8_weight
+ * of operation index, tecore_seq_grad_fp8) and a backward given the FP8
+ * gradient, its columnwise scratch one of the sequence's io buffers
+ * where the sequence has none (too small or overlapping: refused) */
+static void op_seq_fp8(const int64_t *a) {
+  struct seq *q = &F.q[ix(a[0], NQ)];
+  if (!q->q) return;
+  struct tecore_tensor t, dx;
+  switch (ix(a[1], 3)) {
+    case 0: C(tecore_seq_fp8_weight(q->q, (size_t)ix(a[2], 8), &t)); break;
+    case 1: C(tecore_seq_grad_fp8(q->q, &t)); break;
+    default:
+      if (C(tecore_seq_grad_fp8(q->q, &t)) != TECORE_SUCCESS) return;
+      if (!t.columnwise_data) t.columnwise_data = q->io[ix(a[2], 4)];
+      seq_io(q, 0, 3, &dx);
+      after(C(tecore_seq_backward(q->q, &t, &dx, stream_of(a[3]))));
+      break;
+  }
+}
+
 static void op_seq_destroy(const int64_t *a) {
   struct seq *q = &F.q[ix(a[0], NQ)];
   if (!q->q) return;
@@ -1602,7 +1622,9 @@ static void op_seq_full(const int64_t *a) {
   const int64_t plan[][5] = {{0, 6, 0, 0, 1},   /* rmsnorm */
                              {0, 0, (int64_t)(2 * feat), 1, 1}, /* linear 2f */
                              {0, 2 + ix(a[3], 3), 0, 0, 1},    /* gelu, relu or silu */
-                             {0, 0, (int64_t)feat, 1, 1}};      /* linear f */
+                             /* linear f, with a bias or (half the time: the
+                              * last Linear tecore_seq_grad_fp8 takes) none */
+                             {0, 0, (int64_t)feat, (int64_t)ix(a[3] / 6, 2), 1}};
   for (size_t i = 0; i < 4; i++) {
     int64_t d[5] = {a[0], plan[i][1], plan[i][2], plan[i][3], plan[i][4]};
     op_seq_add(d);
@@ -2045,6 +2067,7 @@ static const struct op ops[] = {
     {"seq_fwd", "qms", 3, op_seq_fwd},
     {"seq_bwd", "qmsk", 2, op_seq_bwd},
     {"seq_misc", "qkskkk", 2, op_seq_misc},
+    {"seq_fp8", "qkks", 2, op_seq_fp8},
     {"seq_destroy", "q", 1, op_seq_destroy},
     {"pool_create", "pk", 1, op_pool_create},
     {"pool_alloc", "pkz", 2, op_pool_alloc},
