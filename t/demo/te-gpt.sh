@@ -7,7 +7,8 @@
 #     the KV-cache decode's logits are the whole model's (--sample-check);
 #     with the block FP8 recipe the validation loss is within 0.1 of BF16's;
 #     under delayed FP8 the cross-entropy's backward writes the LM head's
-#     FP8 gradient, and learns as the BF16 dlogits do (GPT_DL8_GAP), and
+#     FP8 gradient: the first step as the BF16 dlogits' within rounding,
+#     and 30 steps learn as theirs do (GPT_DL8_*), and
 #     AdamW writing the FP8 weights gives the forward's quantize's bits;
 #  2. a run resumed from a checkpoint continues with the same bits: 6
 #     steps straight, against 3 steps, --save, --load, 3 more: the same
@@ -83,24 +84,46 @@ fi
 # backward writes the LM head's FP8 gradient itself (dlogits_fp8 1;
 # tecore_seq_grad_fp8); with TECORE_OPS_FUSION_OFF=grad_fp8 it writes BF16
 # dlogits that the head quantizes (0).  They differ by a rounding of each
-# gradient to BF16 first: the validation losses after 30 steps within
-# GPT_DL8_GAP, as the block recipe against BF16 (seen: up to 0.041 over
-# 18 seeds: two trajectories that part at the first rounding)
-GPT_DL8_GAP=0.1
+# gradient to BF16 first, so from the same weights: the first loss the
+# same bits, the first step's gradient norm within GPT_DL8_NORM (seen:
+# up to 0.26% over 6 seeds; a gradient scaled wrong by 2 or written in
+# another layout moves the head's share of the norm far past it), the
+# second loss within GPT_DL8_LOSS2 (seen 0.21%).  After 30 steps the two
+# trajectories, parted at the first rounding, both learn: validation
+# losses below GPT_VAL_MAX and within GPT_DL8_GAP of each other (seen: up
+# to 0.054 over 44 seeds; a bound of 0.1 failed a CI run once)
+GPT_DL8_NORM=0.02 GPT_DL8_LOSS2=0.01 GPT_DL8_GAP=0.25
 for off in "" grad_fp8; do
   TECORE_OPS_FUSION_OFF=$off TECORE_OPS_FP8_MIN_MNK=0 "$gpt" --seed "$seed" --recipe delayed \
     --sample 0 --json > "$tmp/dl8$off.json" 2> "$tmp/dl8.err" ||
     { echo "FAIL: te-gpt --recipe delayed (FUSION_OFF '$off') fails"; cat "$tmp/dl8.err"; fail=1; }
 done
-d8=$(sed -n 's/.*"dlogits_fp8": *\([^,}]*\).*/\1/p' "$tmp/dl8.json" | head -1)
-d16=$(sed -n 's/.*"dlogits_fp8": *\([^,}]*\).*/\1/p' "$tmp/dl8grad_fp8.json" | head -1)
-v8=$(sed -n 's/.*"last_val_loss": *\([^,}]*\).*/\1/p' "$tmp/dl8.json" | head -1)
-v16=$(sed -n 's/.*"last_val_loss": *\([^,}]*\).*/\1/p' "$tmp/dl8grad_fp8.json" | head -1)
-echo "# FP8 dlogits: validation loss $v8, BF16 dlogits $v16 (gap limit $GPT_DL8_GAP)"
+# jf FILE FIELD [STEP]: a summary field of the JSON, or the field of step STEP's row
+jf() {
+  if [ -n "${3:-}" ]; then
+    sed -n "s/.*{\"step\": $3, .*\"$2\": *\([^,}]*\).*/\1/p" "$1" | head -1
+  else
+    sed -n "s/.*\"$2\": *\([^,}]*\).*/\1/p" "$1" | head -1
+  fi
+}
+a=$tmp/dl8.json b=$tmp/dl8grad_fp8.json
+d8=$(jf "$a" dlogits_fp8) d16=$(jf "$b" dlogits_fp8)
 [ "$d8:$d16" = "1:0" ] || { echo "FAIL: dlogits_fp8 is '$d8' and (grad_fp8 off) '$d16', not 1 and 0"; fail=1; }
+l8=$(jf "$a" loss 1) l16=$(jf "$b" loss 1) n8=$(jf "$a" grad_norm 1) n16=$(jf "$b" grad_norm 1)
+s8=$(jf "$a" loss 2) s16=$(jf "$b" loss 2) v8=$(jf "$a" last_val_loss) v16=$(jf "$b" last_val_loss)
+echo "# FP8 dlogits against BF16: step 1 loss $l8 / $l16, gradient norm $n8 / $n16;" \
+  "step 2 loss $s8 / $s16; validation loss after 30 steps $v8 / $v16"
+[ -n "$l8" ] && [ "$l8" = "$l16" ] ||
+  { echo "FAIL: FP8 dlogits: the first loss $l8 is not the BF16 dlogits' $l16"; fail=1; }
+awk -v a="$n8" -v b="$n16" -v t="$GPT_DL8_NORM" \
+  'BEGIN { d = a - b; if (d < 0) d = -d; exit !(a + 0 == a && b > 0 && d <= t * b) }' ||
+  { echo "FAIL: FP8 dlogits: step 1 gradient norm $n8, BF16 dlogits $n16 (limit $GPT_DL8_NORM)"; fail=1; }
+awk -v a="$s8" -v b="$s16" -v t="$GPT_DL8_LOSS2" \
+  'BEGIN { d = a - b; if (d < 0) d = -d; exit !(a + 0 == a && b > 0 && d <= t * b) }' ||
+  { echo "FAIL: FP8 dlogits: step 2 loss $s8, BF16 dlogits $s16 (limit $GPT_DL8_LOSS2)"; fail=1; }
 awk -v a="$v8" -v b="$v16" -v g="$GPT_DL8_GAP" -v m="$GPT_VAL_MAX" \
-  'BEGIN { d = a - b; if (d < 0) d = -d; exit !(a + 0 == a && a < m && d < g) }' ||
-  { echo "FAIL: FP8 dlogits: validation loss $v8 (BF16 dlogits $v16)"; fail=1; }
+  'BEGIN { d = a - b; if (d < 0) d = -d; exit !(a + 0 == a && a < m && b < m && d < g) }' ||
+  { echo "FAIL: FP8 dlogits: validation loss $v8 (BF16 dlogits $v16, gap limit $GPT_DL8_GAP)"; fail=1; }
 
 # AdamW writing each FP8 Linear's next weight codes (tecore_seq_fp8_weight;
 # the forwards after the first step quantize none) against the forward
