@@ -63,8 +63,9 @@ static tecore_result_t check_grad8(const tecore_seq_t *s, const struct tecore_te
   struct tecore_tensor ref;
   TE_CHECK(te_tensor_check(dy, TECORE_TENSOR_ROWWISE, fn, "dy"));
   TE_CHECK(te_seq_grad_fp8(s, &ref, fn));
-  TE_ARG(dy->dtype == ref.dtype && dy->scaling == ref.scaling && dy->data == ref.data &&
-             dy->scale == ref.scale && dy->amax == ref.amax && dy->scale_inv == ref.scale_inv &&
+  TE_ARG(dy->dtype == ref.dtype && dy->scaling == ref.scaling &&
+             (dy->data == ref.data || s->grad8_given) && dy->scale == ref.scale &&
+             dy->amax == ref.amax && dy->scale_inv == ref.scale_inv &&
              dy->columnwise_scale_inv == 0,
          "%s: dy is %s (scaling %s) at 0x%llx, not the FP8 gradient tecore_seq_grad_fp8 gives "
          "(%s at 0x%llx, with its scale, amax and scale_inv)", fn, tecore_dtype_name(dy->dtype),
@@ -74,6 +75,13 @@ static tecore_result_t check_grad8(const tecore_seq_t *s, const struct tecore_te
   te_tensor_view(dy, &r, &c);
   TE_ARG(r == rows && c == cols, "%s: dy: its 2-D view is [%zu][%zu], the sequence's output is "
          "[%zu][%zu]", fn, r, c, rows, cols);
+  /* TECORE_SEQ_GRAD_FP8_GIVEN: the rowwise codes are the caller's too */
+  TE_ARG(!s->grad8_given || (dy->data && dy->data % 16 == 0),
+         "%s: dy->data (0x%llx) is 0 or not aligned to 16 bytes: the sequence was created "
+         "with TECORE_SEQ_GRAD_FP8_GIVEN, so the last Linear's rowwise FP8 gradient is the "
+         "caller's, %zu bytes", fn, (unsigned long long)dy->data, rows * cols);
+  if (s->grad8_given && te_dev_checks_on())
+    TE_CHECK(te_dev_check_range(dy->data, rows * cols, fn, "dy->data"));
   if (ref.columnwise_data) {
     TE_ARG(dy->columnwise_data == ref.columnwise_data,
            "%s: dy->columnwise_data (0x%llx) is not the sequence's (0x%llx) that "
@@ -96,6 +104,16 @@ static tecore_result_t check_grad8(const tecore_seq_t *s, const struct tecore_te
       {"dy (the sequence's FP8 gradient)", dy->data, rows * cols, TE_ACCESS_READ, 0, NULL, 0},
   };
   return te_check_spans(sp, 4, fn);
+}
+
+/* The sequence's 16-bit gradient path cannot run where the last Linear's
+ * FP8 gradient scratch was left to the caller. */
+static tecore_result_t check_grad16(const tecore_seq_t *s, const char *fn) {
+  TE_ARG(!s->grad8_given, "%s: dy is 16-bit, but the sequence was created with "
+         "TECORE_SEQ_GRAD_FP8_GIVEN and its recipe lets the last Linear take an FP8 gradient: "
+         "it keeps no scratch of that size, so dy must be the FP8 gradient "
+         "(tecore_seq_grad_fp8, with the caller's rowwise and columnwise buffers)", fn);
+  return TECORE_SUCCESS;
 }
 
 /* The executor and context of group gr in pass dir: the fusion's, or the
@@ -352,10 +370,12 @@ TE_EXPORT tecore_result_t tecore_seq_backward(tecore_seq_t *s, const struct teco
          "changed (tecore_seq_forward first)", fn);
   TE_ARG(dy, "%s: dy is NULL", fn);
   const int given8 = dy->dtype == TECORE_DTYPE_E4M3 || dy->dtype == TECORE_DTYPE_E5M2;
-  if (given8)
+  if (given8) {
     TE_CHECK(check_grad8(s, dy, dx, fn));
-  else
+  } else {
     TE_CHECK(check_act(s, dy, fn, "dy", s->nops));
+    TE_CHECK(check_grad16(s, fn));
+  }
   if (dx) TE_CHECK(check_act(s, dx, fn, "dx", 0));
   if (dx && !given8)
     TE_CHECK(seq_alias(s, &(struct seq_arg){"dx", dx->data, 0},
@@ -363,6 +383,7 @@ TE_EXPORT tecore_result_t tecore_seq_backward(tecore_seq_t *s, const struct teco
   TE_CHECK(te_grad_fresh_check(s, stream));
   s->run_dy = given8 ? 0 : dy->data;
   s->run_dy8_col = given8 ? dy->columnwise_data : 0;
+  s->run_dy8_row = given8 && s->grad8_given ? dy->data : 0;
   s->run_dx = dx ? dx->data : s->g0;
   const struct te_plan *p = &s->plan;
   const struct te_group *g = p->groups[TECORE_SEQ_BACKWARD];
@@ -375,11 +396,11 @@ TE_EXPORT tecore_result_t tecore_seq_backward(tecore_seq_t *s, const struct teco
       r = run_group(s, &g[k], TECORE_SEQ_BACKWARD, 0, stream);
     }
     if (r != TECORE_SUCCESS) {
-      s->run_dy8_col = 0;
+      s->run_dy8_col = s->run_dy8_row = 0;
       return r;
     }
   }
-  s->run_dy8_col = 0;
+  s->run_dy8_col = s->run_dy8_row = 0;
   /* a marked gradient no writer took (none in libtecore's own kinds):
    * zeros, as a fill in zero_grad would have left */
   return te_grad_fill_fresh(s, stream);

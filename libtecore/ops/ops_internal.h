@@ -255,6 +255,11 @@ struct tecore_seq {
                                       stream; sized for the largest weight (inference: 0) */
   size_t dy8_col_elems;            /* dy8_col's size (dy8_row: max_elems; a larger
                                       gradient makes its copies one at a time) */
+  size_t dy8_row_elems, w8_col_bytes; /* dy8_row's and w8_col's sizes */
+  int grad8_given;                 /* TECORE_SEQ_GRAD_FP8_GIVEN in effect (the plan lets the
+                                      last Linear take an FP8 gradient): that gradient's
+                                      copies are the caller's, dy8_row and dy8_col are sized
+                                      for the other Linears (ops_seq.c alloc_grad8) */
   tecore_devptr_t f8_dummy;        /* FP8 output the bias gradient kernel writes and nobody reads */
   tecore_devptr_t dvec, dvec2;     /* F32 [max_cols]: reduced vectors (dbias, dgamma, dbeta) */
   tecore_devptr_t dvec16;          /* dtype [max_cols]: a reduced vector in the sequence's dtype */
@@ -273,6 +278,7 @@ struct tecore_seq {
   tecore_devptr_t run_dy8_col;     /* a backward given the FP8 gradient (tecore_seq_grad_fp8):
                                       where the last Linear makes its columnwise copy; 0
                                       otherwise */
+  tecore_devptr_t run_dy8_row;     /* with grad8_given: the caller's rowwise codes */
   int have_forward;                /* a forward ran since build / the last recipe change */
 
   struct tecore_seq_hooks hooks;   /* tecore_seq_set_hooks; all NULL: none */
@@ -367,6 +373,15 @@ static inline int te_w8_in_dy8(const tecore_seq_t *s, size_t op) {
   const struct te_op *o = &s->ops[op];
   return o->in_rows * o->out_cols > s->dy8_col_elems && o->plen[0] <= s->dy8_col_elems;
 }
+/* Does it put it in the caller's columnwise gradient copy instead (the
+ * last Linear with TECORE_SEQ_GRAD_FP8_GIVEN, one copy at a time: that
+ * copy is dead once the weight gradient was queued, and it holds the
+ * weight)? */
+static inline int te_w8_in_given(const tecore_seq_t *s, size_t op) {
+  const struct te_op *o = &s->ops[op];
+  return s->grad8_given && op + 1 == s->nops && o->in_rows * o->out_cols > s->dy8_col_elems &&
+         o->plen[0] <= o->in_rows * o->out_cols;
+}
 /* Is g a parameter gradient marked to be overwritten (tecore_seq_zero_grad)?
  * Clears the mark: the caller writes g now, a store or a GEMM with beta 0
  * instead of adding.  Decided when the work is queued, so a captured step
@@ -460,6 +475,8 @@ struct te_lin_bwd {
   tecore_devptr_t dy8_col_make;     /* nonzero: the rowwise FP8 gradient is in dy8_row (the
                                        caller's, tecore_seq_grad_fp8), the columnwise copy is
                                        made here by byte transposition (no bias, no aux) */
+  tecore_devptr_t dy8_row_given;    /* with dy8_col_make: the rowwise codes are here, not in
+                                       dy8_row (TECORE_SEQ_GRAD_FP8_GIVEN) */
   tecore_devptr_t bias_grad;        /* F32 gradient to add dbias into, or 0 */
   const struct tecore_tensor *dx;   /* dgrad output */
   const struct tecore_tensor *C;    /* added into dx (beta = 1), or NULL */
@@ -471,6 +488,9 @@ tecore_result_t te_linear_bwd(tecore_seq_t *s, const struct te_lin_bwd *a);
 
 /* tecore_seq_grad_fp8's tensor, or why not (fn names the caller). */
 tecore_result_t te_seq_grad_fp8(const tecore_seq_t *s, struct tecore_tensor *t, const char *fn);
+/* Whether the plan lets the last Linear take an FP8 gradient (the checks
+ * of te_seq_grad_fp8 but the buffers'); the reason in the error if not. */
+tecore_result_t te_seq_grad8_plan_ok(const tecore_seq_t *s, const char *fn);
 
 /* TECORE_OPS_FUSION_OFF (ops_off.c): does it name `name` (whole names
  * only)?  The list itself, and its next name at *p (blanks around it

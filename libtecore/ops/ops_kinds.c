@@ -167,6 +167,7 @@ static tecore_result_t linear_bwd(const struct tecore_seq_exec *x) {
     a.dy = NULL;
     a.dy8_ready = 1;
     a.dy8_col_make = x->seq->run_dy8_col;
+    a.dy8_row_given = x->seq->run_dy8_row;
   }
   return te_linear_bwd(x->seq, &a);
 }

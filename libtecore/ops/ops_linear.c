@@ -74,7 +74,7 @@ TE_EXPORT tecore_result_t tecore_seq_fp8_input(const tecore_seq_t *s, size_t ind
   return te_bnd_f8_tensor(s, index, t);
 }
 
-tecore_result_t te_seq_grad_fp8(const tecore_seq_t *s, struct tecore_tensor *t, const char *fn) {
+tecore_result_t te_seq_grad8_plan_ok(const tecore_seq_t *s, const char *fn) {
   if (!s->nops)
     return TE_ERR(TECORE_ERR_NOT_SUPPORTED, "%s: the sequence has no operations", fn);
   size_t last = s->nops - 1;
@@ -82,7 +82,7 @@ tecore_result_t te_seq_grad_fp8(const tecore_seq_t *s, struct tecore_tensor *t, 
   if (o->d.kind != TECORE_OP_LINEAR || o->d.bias)   /* a registered kind has an id of its own */
     return TE_ERR(TECORE_ERR_NOT_SUPPORTED,
                   "%s: the sequence's last operation is no built-in Linear without a bias", fn);
-  if (!s->bnd || !te_op_fp8(s, last) || !s->dy8_row)
+  if (!s->bnd || !te_op_fp8(s, last) || te_seq_infer(s))
     return TE_ERR(TECORE_ERR_NOT_SUPPORTED,
                   "%s: the last Linear (op %zu) has no FP8 backward (no recipe, not built, an "
                   "inference sequence, or a high-precision plan for a small GEMM)", fn, last);
@@ -97,14 +97,30 @@ tecore_result_t te_seq_grad_fp8(const tecore_seq_t *s, struct tecore_tensor *t, 
                   "takes a 16-bit gradient", fn, g ? g->name : "not planned");
   if (te_fusion_named_off("grad_fp8"))
     return TE_ERR(TECORE_ERR_NOT_SUPPORTED, "%s: TECORE_OPS_FUSION_OFF names grad_fp8", fn);
+  if (te_seq_block(s))
+    return TE_ERR(TECORE_ERR_NOT_SUPPORTED, "%s: the recipe's gradient scaling is 1x128 "
+                  "blocks: the columnwise copy is a transpose only under one per-tensor scale",
+                  fn);
+  return TECORE_SUCCESS;
+}
+
+tecore_result_t te_seq_grad_fp8(const tecore_seq_t *s, struct tecore_tensor *t, const char *fn) {
+  TE_CHECK(te_seq_grad8_plan_ok(s, fn));
+  size_t last = s->nops - 1;
+  const struct te_op *o = &s->ops[last];
+  if (!s->dy8_row)
+    return TE_ERR(TECORE_ERR_NOT_SUPPORTED, "%s: the last Linear (op %zu) has no FP8 gradient "
+                  "scratch (not built for training)", fn, last);
   TE_CHECK(te_dy8_tensor(s, last, t));
   if (!te_scaling_per_tensor(t->scaling) || t->columnwise_scale_inv)
     return TE_ERR(TECORE_ERR_NOT_SUPPORTED, "%s: the recipe's gradient scaling is %s: the "
                   "columnwise copy is a transpose only under one per-tensor scale", fn,
                   tecore_scaling_name(t->scaling));
-  /* the LM head's gradient is larger than the columnwise scratch: the
+  /* TECORE_SEQ_GRAD_FP8_GIVEN: both copies the caller's; else the LM
+   * head's gradient is larger than the columnwise scratch: that copy the
    * caller's (linear_bwd_split) */
-  if (o->out_rows * o->out_cols > s->dy8_col_elems) t->columnwise_data = 0;
+  if (s->grad8_given) t->data = 0;
+  if (s->grad8_given || o->out_rows * o->out_cols > s->dy8_col_elems) t->columnwise_data = 0;
   return TECORE_SUCCESS;
 }
 
@@ -175,7 +191,10 @@ static tecore_result_t w8_for_dgrad(tecore_seq_t *s, const struct te_op *o,
                                     struct tecore_tensor *t, tecore_stream_t st) {
   TE_CHECK(w8_tensor(s, o, t));
   if (o->w8_col) return TECORE_SUCCESS;   /* kept from the forward */
-  tecore_devptr_t col = te_w8_in_dy8(s, (size_t)(o - s->ops)) ? s->dy8_col : s->w8_col;
+  const size_t op = (size_t)(o - s->ops);
+  tecore_devptr_t col = te_w8_in_given(s, op) ? s->run_dy8_col
+                        : te_w8_in_dy8(s, op) ? s->dy8_col
+                                              : s->w8_col;
   if (col && te_seq_block(s) && s->w8_scol) {
     /* 128x128 blocks: a block's amax, scale and codes do not depend on
      * the direction it is read in, so the columnwise copy is the codes
@@ -382,6 +401,7 @@ static tecore_result_t linear_bwd_split(tecore_seq_t *s, const struct te_lin_bwd
                   "takes no fused dact, bias or aux", a->op);
   struct tecore_tensor DY, DYc, X, W;
   TE_CHECK(te_dy8_tensor(s, a->op, &DY));
+  if (a->dy8_row_given) DY.data = a->dy8_row_given;
   DYc = DY;
   DYc.data = 0;
   if (a->dy8_col_make) {
@@ -417,6 +437,7 @@ tecore_result_t te_linear_bwd(tecore_seq_t *s, const struct te_lin_bwd *a) {
   if (f8 && rows * out > s->dy8_col_elems) return linear_bwd_split(s, a);
   if (f8) {
     TE_CHECK(te_dy8_tensor(s, a->op, &DY));
+    if (a->dy8_row_given) DY.data = a->dy8_row_given;
     if (a->dy8_col_make) {
       if (a->bias_grad || a->aux)
         return TE_ERR(TECORE_ERR_INTERNAL, "fuser: op %zu: a given FP8 gradient takes no bias "

@@ -48,13 +48,14 @@ TE_EXPORT tecore_result_t tecore_seq_create(const struct tecore_seq_config *cfg,
          tecore_dtype_name(cfg->dtype));
   TE_ARG((cfg->flags & ~(TECORE_SEQ_NO_FUSION | TECORE_SEQ_NO_GRAD_SHARING |
                          TECORE_SEQ_NO_OVERLAP | TECORE_SEQ_INFERENCE |
-                         TECORE_SEQ_F32_WEIGHTS | TECORE_SEQ_DEFER_SAVED)) == 0,
+                         TECORE_SEQ_F32_WEIGHTS | TECORE_SEQ_DEFER_SAVED |
+                         TECORE_SEQ_GRAD_FP8_GIVEN)) == 0,
          "%s: cfg->flags 0x%x has unknown bits (TECORE_SEQ_NO_FUSION 0x%x, "
          "TECORE_SEQ_NO_GRAD_SHARING 0x%x, TECORE_SEQ_NO_OVERLAP 0x%x, "
          "TECORE_SEQ_INFERENCE 0x%x, TECORE_SEQ_F32_WEIGHTS 0x%x, TECORE_SEQ_DEFER_SAVED "
-         "0x%x)", fn, cfg->flags, TECORE_SEQ_NO_FUSION, TECORE_SEQ_NO_GRAD_SHARING,
-         TECORE_SEQ_NO_OVERLAP, TECORE_SEQ_INFERENCE, TECORE_SEQ_F32_WEIGHTS,
-         TECORE_SEQ_DEFER_SAVED);
+         "0x%x, TECORE_SEQ_GRAD_FP8_GIVEN 0x%x)", fn, cfg->flags, TECORE_SEQ_NO_FUSION,
+         TECORE_SEQ_NO_GRAD_SHARING, TECORE_SEQ_NO_OVERLAP, TECORE_SEQ_INFERENCE,
+         TECORE_SEQ_F32_WEIGHTS, TECORE_SEQ_DEFER_SAVED, TECORE_SEQ_GRAD_FP8_GIVEN);
   tecore_seq_t *s = calloc(1, sizeof *s);
   if (!s) return TE_ERR(TECORE_ERR_NOMEM, "%s: out of host memory", fn);
   s->cfg = *cfg;
@@ -493,6 +494,54 @@ static size_t dy8_col_elems(const tecore_seq_t *s) {
   return last > 2 * other ? other : s->max_elems;
 }
 
+/* The FP8 gradient scratch (dy8_row, dy8_col) and the weights' columnwise
+ * scratch (w8_col) of a training sequence with FP8 Linears, sized for
+ * this recipe's plan; grown (never shrunk: a graph captured before may
+ * read the old buffers, which stay allocated) when a recipe needs more.
+ * TECORE_SEQ_GRAD_FP8_GIVEN where the plan lets the last Linear take an
+ * FP8 gradient: that gradient's copies are the caller's, so both scratch
+ * buffers are sized for the other Linears, and a last Linear larger than
+ * them (an LM head) puts its weight's columnwise copy in the caller's
+ * columnwise gradient copy (te_w8_in_given). */
+static tecore_result_t alloc_grad8(tecore_seq_t *s) {
+  s->grad8_given = 0;
+  if (!s->fp8_run || !s->nlinear || te_seq_infer(s)) return TECORE_SUCCESS;
+  size_t n = s->nops, other = 16;
+  for (size_t i = 0; i + 1 < n; i++) {
+    const struct te_op *o = &s->ops[i];
+    if ((o->fp8 & TE_KIND_GEMM) && o->out_rows * o->out_cols > other)
+      other = o->out_rows * o->out_cols;
+  }
+  size_t row = s->max_elems, col = dy8_col_elems(s);
+  if ((s->cfg.flags & TECORE_SEQ_GRAD_FP8_GIVEN) && !te_fusion_named_off("grad_fp8_given") &&
+      te_seq_grad8_plan_ok(s, "tecore_seq_build") == TECORE_SUCCESS) {
+    s->grad8_given = 1;
+    row = col = other;
+  }
+  tecore_clear_error();
+  if (row > s->dy8_row_elems) {
+    TE_CHECK(te_seq_alloc(s, row, 0, &s->dy8_row));
+    s->dy8_row_elems = row;
+  }
+  if (col > s->dy8_col_elems || !s->dy8_col) {
+    TE_CHECK(te_seq_alloc(s, col, 0, &s->dy8_col));
+    s->dy8_col_elems = col;
+  }
+  if (tecore_tunable_int(&ops_w8_col_keep)) return TECORE_SUCCESS;
+  size_t wmax = 0;
+  for (size_t i = 0; i < n; i++) {
+    const struct te_op *o = &s->ops[i];
+    if ((o->fp8 & TE_KIND_GEMM) && o->plen[0] > wmax && !te_w8_in_dy8(s, i) &&
+        !te_w8_in_given(s, i))
+      wmax = o->plen[0];
+  }
+  if (wmax > s->w8_col_bytes) {
+    TE_CHECK(te_seq_alloc(s, wmax, 0, &s->w8_col));
+    s->w8_col_bytes = wmax;
+  }
+  return TECORE_SUCCESS;
+}
+
 /* The scratch the executors share (one stream runs them in order). */
 static tecore_result_t alloc_scratch(tecore_seq_t *s, size_t max_rows, tecore_stream_t stream) {
   TE_CHECK(te_seq_alloc(s, 4, 0, &s->one_f32));
@@ -576,7 +625,8 @@ static void unbuild(tecore_seq_t *s) {
   for (size_t i = 0; i < s->npairs; i++) s->pairs[i].value = s->pairs[i].grad = 0;
   s->dy16 = s->dy8_row = s->dy8_col = s->w8_col = s->gemm_ws = 0;
   s->dy8_srow = s->dy8_scol = s->w8_scol = 0;
-  s->dy8_col_elems = 0;
+  s->dy8_col_elems = s->dy8_row_elems = s->w8_col_bytes = 0;
+  s->grad8_given = 0;
   s->gemm_ws_bytes = 0;
   s->nfresh = 0;
   te_plan_free(&s->plan);
@@ -790,26 +840,13 @@ static tecore_result_t prepare_fp8(tecore_seq_t *s, tecore_stream_t stream) {
      * made at a time in s->w8_col by the backward (ops_linear.c); or,
      * TECORE_OPS_W8_COL_KEEP, each Linear's own written by the forward */
     const int keep = both && tecore_tunable_int(&ops_w8_col_keep);
-    size_t wmax = 0;
     for (size_t i = 0; i < n; i++) {
       struct te_op *o = &s->ops[i];
       if (!(o->fp8 & TE_KIND_GEMM)) continue;
       if (!o->w8_row) TE_CHECK(te_seq_alloc(s, o->plen[0], 0, &o->w8_row));
       if (keep && !o->w8_col) TE_CHECK(te_seq_alloc(s, o->plen[0], 0, &o->w8_col));
     }
-    if (!s->dy8_row && s->nlinear && both) {
-      TE_CHECK(te_seq_alloc(s, s->max_elems, 0, &s->dy8_row));
-      s->dy8_col_elems = dy8_col_elems(s);
-      TE_CHECK(te_seq_alloc(s, s->dy8_col_elems, 0, &s->dy8_col));
-    }
-    if (both && !keep) {
-      for (size_t i = 0; i < n; i++) {
-        const struct te_op *o = &s->ops[i];
-        if ((o->fp8 & TE_KIND_GEMM) && o->plen[0] > wmax && !te_w8_in_dy8(s, i))
-          wmax = o->plen[0];
-      }
-      if (wmax && !s->w8_col) TE_CHECK(te_seq_alloc(s, wmax, 0, &s->w8_col));
-    }
+    /* dy8_row, dy8_col and w8_col: after the plan (alloc_grad8) */
     if (te_seq_block(s)) TE_CHECK(alloc_block_scales(s, both, keep));
     TE_CHECK(make_state(s, TECORE_FP8_ACTIVATION, s->nf8, stream, &s->st_act));
     TE_CHECK(make_state(s, TECORE_FP8_WEIGHT, s->nlinear, stream, &s->st_w));
@@ -831,6 +868,7 @@ static tecore_result_t prepare_fp8(tecore_seq_t *s, tecore_stream_t stream) {
     if (te_w16_cast(s, i) && !s->ops[i].w16)
       TE_CHECK(te_seq_alloc(s, s->ops[i].plen[0] * 2, 0, &s->ops[i].w16));
   TE_CHECK(te_plan_build(s));
+  TE_CHECK(alloc_grad8(s));
   return te_saved_settle(s, NULL);
 }
 

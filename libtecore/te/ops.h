@@ -253,6 +253,8 @@ struct tecore_op_desc {
 #define TECORE_SEQ_F32_WEIGHTS 0x10u /* Linear weights kept in F32 (below) */
 #define TECORE_SEQ_DEFER_SAVED 0x20u /* no storage for saved tensors the backward never
                                         reads: the caller's (tecore_seq_set_saved) */
+#define TECORE_SEQ_GRAD_FP8_GIVEN 0x40u /* the last Linear's FP8 gradient copies in the
+                                           caller's memory (tecore_seq_grad_fp8) */
 
 /* F32 weights.  In a BF16 or F16 sequence created with
  * TECORE_SEQ_F32_WEIGHTS, every Linear's weight is stored in F32 (its

@@ -162,6 +162,51 @@ TE_EXPORT tecore_result_t tecore_xent_fwd(const struct tecore_xent_args *args, t
 
 /* ---- backward ------------------------------------------------------------------------------ */
 
+/* FP8 dlogits over the logits themselves: row t's codes go to bytes
+ * [t * vocab, (t + 1) * vocab) of the buffer, which hold 16-bit (F32) row
+ * t / 2 (t / 4).  A launch over rows [a, b) writes bytes [a * vocab,
+ * b * vocab), below row a's first byte as long as b <= es * a (es the
+ * logits' element size): so rows [a, es * a) read nothing another row of
+ * the launch writes and write only rows the launches before read.  Row 0
+ * would write its own bytes, so the first slice, rows [0, first), goes to
+ * the workspace and is copied down after it; then slices grow es times
+ * each, log_es(tokens / first) + 1 launches in all.  k holds the whole
+ * call's arguments (this pass's scale, amax, scale_inv). */
+static tecore_result_t xent_bwd_inplace8(const struct tecore_xent_args *args,
+                                         const struct xent_call *c, struct te_xent_bwd_args *k0,
+                                         const struct tecore_launch_cfg *cfg0, size_t first,
+                                         int id, tecore_stream_t stream) {
+  const size_t es = tecore_dtype_size(args->logits->dtype), V = c->vocab;
+  const int per_token = !(k0->flags & TE_XENT_DLOSS_MEAN);
+  const char *x = (const char *)k0->x, *y = (const char *)k0->y;
+  size_t a = 0;
+  while (a < c->tokens) {
+    size_t b = a ? a * es : first;
+    if (b > c->tokens) b = c->tokens;
+    struct te_xent_bwd_args k = *k0;
+    k.x = (void *)(uintptr_t)(x + a * V * es);
+    k.labels = (void *)((const int32_t *)k0->labels + a);
+    k.lse = (void *)((const float *)k0->lse + a);
+    if (per_token) k.dloss = (void *)((const float *)k0->dloss + a);
+    /* the invariant the order rests on: this launch writes only bytes
+     * earlier launches finished reading */
+    if (a && b * V > a * V * es)
+      return TE_ERR(TECORE_ERR_INTERNAL, "xent: in-place slice [%zu, %zu) would write rows "
+                    "not read yet", a, b);
+    k.tokens = b - a;
+    k.y = a ? (void *)(uintptr_t)(y + a * V) : TE_DPTR(args->workspace);
+    struct tecore_launch_cfg cfg = *cfg0;
+    cfg.grid[1] = (unsigned)(k.tokens < 65535 ? k.tokens : 65535);
+    void *kargs[TE_KNPARAMS(TE_XENT_BWD_PARAMS)];
+    te_xent_bwd_args_ptrs(&k, kargs);
+    TE_CHECK(tecore_kernel_launch(id + K_BWD, &cfg, kargs, stream));
+    if (!a)
+      TE_CHECK(tecore_memcpy_async(args->logits->data, args->workspace, b * V, stream));
+    a = b;
+  }
+  return TECORE_SUCCESS;
+}
+
 TE_EXPORT tecore_result_t tecore_xent_bwd(const struct tecore_xent_args *args, tecore_devptr_t lse,
                                           tecore_devptr_t dloss, tecore_devptr_t mean,
                                           unsigned flags, tecore_stream_t stream) {
@@ -183,16 +228,42 @@ TE_EXPORT tecore_result_t tecore_xent_bwd(const struct tecore_xent_args *args, t
            "%s: args->dlogits is [%zu][%zu], the logits [%zu][%zu]", fn, yr, yc, c.tokens,
            c.vocab);
   }
+  /* FP8 codes over the logits' own bytes (rowwise, the first tokens *
+   * vocab bytes): rows in slices that only overwrite rows already read,
+   * the first slice through args->workspace (xent_bwd_inplace8) */
+  const int in8 = y && y->data == args->logits->data;
+  size_t first = 0;
+  if (in8) {
+    TE_ARG(y->dtype == TECORE_DTYPE_E4M3 || y->dtype == TECORE_DTYPE_E5M2,
+           "%s: args->dlogits shares the logits' address but is %s: in place only as FP8 "
+           "codes (a 16-bit dlogits in place: args->dlogits NULL)", fn,
+           tecore_dtype_name(y->dtype));
+    TE_ARG(y->scaling == TECORE_SCALING_DELAYED,
+           "%s: args->dlogits shares the logits' address but its scaling is %s: in place only "
+           "under delayed scaling (current scaling's amax pass would overwrite the logits "
+           "before its codes pass reads them)", fn, tecore_scaling_name(y->scaling));
+    first = c.vocab ? args->workspace_bytes / c.vocab : 0;
+    if (first > c.tokens) first = c.tokens;
+    TE_ARG(c.tokens == 0 || (args->workspace && first >= 1),
+           "%s: args->dlogits is FP8 over the logits: args->workspace (0x%llx, %zu bytes) must "
+           "hold at least one row of codes (%zu bytes)", fn,
+           (unsigned long long)args->workspace, args->workspace_bytes, c.vocab);
+    if (c.tokens && te_dev_checks_on())
+      TE_CHECK(te_dev_check_range(args->workspace, first * c.vocab, fn, "args->workspace"));
+  }
   struct te_tensor_spans l = {.access = TE_ACCESS_WRITE};
-  if (y)
-    te_tensor_spans(y, "args->dlogits", TE_SPAN_DATA | TE_SPAN_AMAX | TE_SPAN_SCALE_INV, &l);
-  else
+  if (in8) {
     xent_span_logits(&l, args);
-  l.access = TE_ACCESS_READ;
-  if (y) {
-    te_tensor_spans(y, "args->dlogits", TE_SPAN_SCALE, &l);
+    te_tensor_spans(y, "args->dlogits", TE_SPAN_AMAX | TE_SPAN_SCALE_INV, &l);
+    te_span_add(&l, "args->workspace", args->workspace, first * c.vocab);
+  } else if (y) {
+    te_tensor_spans(y, "args->dlogits", TE_SPAN_DATA | TE_SPAN_AMAX | TE_SPAN_SCALE_INV, &l);
+  } else {
     xent_span_logits(&l, args);
   }
+  l.access = TE_ACCESS_READ;
+  if (y) te_tensor_spans(y, "args->dlogits", TE_SPAN_SCALE, &l);
+  if (y && !in8) xent_span_logits(&l, args);
   te_span_add(&l, "args->labels", args->labels, c.tokens * 4);
   te_span_add(&l, "lse", lse, c.tokens * 4);
   te_span_add(&l, "dloss", dloss, (m ? 1 : c.tokens) * 4);
@@ -210,6 +281,8 @@ TE_EXPORT tecore_result_t tecore_xent_bwd(const struct tecore_xent_args *args, t
   if (y && vec) {
     int f8 = y->dtype == TECORE_DTYPE_E4M3 || y->dtype == TECORE_DTYPE_E5M2;
     vec = f8 ? y->data % 8 == 0 : y->dtype == args->logits->dtype && y->data % 16 == 0;
+    /* in place: each slice's codes start at a row, the first in the workspace */
+    if (in8) vec = vec && c.vocab % 8 == 0 && args->workspace % 8 == 0;
   }
   unsigned long long units = vec ? c.vocab / 8 : c.vocab;
   unsigned long long nch = (units + TE_XENT_BWD_CHUNK - 1) / TE_XENT_BWD_CHUNK;
@@ -232,6 +305,10 @@ TE_EXPORT tecore_result_t tecore_xent_bwd(const struct tecore_xent_args *args, t
     k.scale = q.scale;
     k.amax = q.amax;
     k.scale_inv = q.scale_inv;
+    if (in8) {
+      TE_CHECK(xent_bwd_inplace8(args, &c, &k, &cfg, first, id, stream));
+      continue;
+    }
     void *kargs[TE_KNPARAMS(TE_XENT_BWD_PARAMS)];
     te_xent_bwd_args_ptrs(&k, kargs);
     TE_CHECK(tecore_kernel_launch(id + K_BWD, &cfg, kargs, stream));

@@ -1122,6 +1122,116 @@ START_TEST(test_grad_fp8_given) {
 }
 END_TEST
 
+/* TECORE_SEQ_GRAD_FP8_GIVEN: the last Linear's FP8 gradient copies in the
+ * caller's memory (rowwise and columnwise both poisoned first, the rowwise
+ * written by tecore_quantize of the BF16 dy) give the same bits in dx and
+ * every parameter gradient, over two microbatches under delayed scaling,
+ * as a sequence without the flag given the same codes in its own buffer;
+ * the flagged one allocates at least the last gradient's size less the
+ * other Linears' twice over (its two scratch copies) fewer bytes.  Shapes:
+ * an LM head larger than the other Linears with fewer rows than its input
+ * width (its weight's columnwise copy in the sequence's scratch) and with
+ * more (in the caller's dead columnwise copy), and a last Linear no larger
+ * than the others (not one copy at a time).  Then: a 16-bit dy, no rowwise
+ * buffer and one overlapping the columnwise copy are refused; after a
+ * change to the block recipe the flag has no effect and a 16-bit dy runs
+ * (the scratch grown). */
+static void grad8_caller_case(size_t rows, size_t vocab) {
+  const size_t cols = 64;
+  struct tecore_op_desc d[4] = {op_norm(TECORE_OP_LAYERNORM, 1e-5f, 0), op_linear(64, 0),
+                                op_kind(TECORE_OP_GELU), op_linear(vocab, 0)};
+  struct tecore_recipe r;
+  TE_OK(tecore_recipe_init(&r, TECORE_RECIPE_DELAYED));
+  tecore_seq_t *sq[2];
+  sq[0] = make_seq(d, 4, rows, cols, TECORE_DTYPE_BF16, 0, &r);
+  sq[1] = make_seq(d, 4, rows, cols, TECORE_DTYPE_BF16, TECORE_SEQ_GRAD_FP8_GIVEN, &r);
+  set_params(sq[0], 0);
+  copy_params(sq[0], sq[1]);
+  struct dt2 x[2], dy[2];
+  make_mbs_out(TECORE_DTYPE_BF16, rows, cols, vocab, x, dy);
+  struct dt2 y = dalloc2(TECORE_DTYPE_BF16, rows, vocab), dx = dalloc2(TECORE_DTYPE_BF16, rows, cols);
+  tecore_devptr_t row = te_dalloc(rows * vocab + 64), col = te_dalloc(rows * vocab + 64);
+  struct run_out o[2];
+  for (int k = 0; k < 2; k++) {
+    tecore_seq_t *s = sq[k];
+    TE_OK(tecore_seq_zero_grad(s, S()));
+    te_poison_dev(dx.t.data, dx.n * 2);
+    for (int mb = 0; mb < 2; mb++) {
+      TE_OK(tecore_seq_forward(s, &x[mb].t, &y.t, 0, S()));
+      struct tecore_tensor g8, q;
+      TE_OK(tecore_seq_grad_fp8(s, &g8));
+      if (k) ck_assert_msg(!g8.data && !g8.columnwise_data, "given: the sequence hands out a "
+                           "buffer (data 0x%llx)", (unsigned long long)g8.data);
+      if (!g8.data) {
+        te_poison_dev(row, rows * vocab);
+        g8.data = row;
+      }
+      if (!g8.columnwise_data) {
+        te_poison_dev(col, rows * vocab);
+        g8.columnwise_data = col;
+      }
+      q = g8;
+      q.columnwise_data = 0;
+      TE_OK(tecore_quantize(&dy[mb].t, &q, 0, S()));
+      TE_OK(tecore_seq_backward(s, &g8, &dx.t, S()));
+    }
+    TE_OK(tecore_stream_synchronize(S()));
+    o[k].nx = dx.n;
+    o[k].dx = malloc(dx.n * 4);
+    o[k].y = NULL;
+    from_dev(o[k].dx, dx.t.data, dx.n, TECORE_DTYPE_BF16);
+    o[k].g = get_grads(s, &o[k].ng, o[k].gsz);
+  }
+  char what[96];
+  snprintf(what, sizeof what, "GRAD_FP8_GIVEN vs the sequence's buffer (rows %zu, vocab %zu)",
+           rows, vocab);
+  te_expect_f32_bits(o[1].dx, o[0].dx, o[0].nx, what);
+  ck_assert_uint_eq(o[0].ng, o[1].ng);
+  for (size_t i = 0; i < o[0].ng; i++) te_expect_f32_bits(o[1].g[i], o[0].g[i], o[0].gsz[i], what);
+  size_t pb[2], tb[2];
+  for (int k = 0; k < 2; k++) TE_OK(tecore_seq_memory(sq[k], &pb[k], &tb[k]));
+  if (vocab > 64)
+    ck_assert_msg(tb[1] + 2 * rows * (vocab - 64) <= tb[0] + rows * vocab,
+                  "%s: %zu bytes with the flag, %zu without", what, tb[1], tb[0]);
+  /* refused, nothing queued */
+  tecore_seq_t *s = sq[1];
+  struct tecore_tensor g8, bad;
+  TE_OK(tecore_seq_forward(s, &x[0].t, &y.t, 0, S()));
+  TE_EXPECT_INVALID("TECORE_SEQ_GRAD_FP8_GIVEN", tecore_seq_backward(s, &dy[0].t, &dx.t, S()));
+  TE_OK(tecore_seq_grad_fp8(s, &g8));
+  g8.columnwise_data = col;
+  TE_EXPECT_INVALID("data", tecore_seq_backward(s, &g8, &dx.t, S()));
+  bad = g8;
+  bad.data = col + 16;
+  TE_EXPECT_INVALID("overlaps", tecore_seq_backward(s, &bad, &dx.t, S()));
+  /* the block recipe: no FP8 gradient to give, the sequence's own scratch */
+  TE_OK(tecore_recipe_init(&r, TECORE_RECIPE_BLOCK));
+  if (vocab % 128 == 0 && rows % 128 == 0) {
+    TE_OK(tecore_seq_set_recipe(s, &r, S()));
+    TE_EXPECT_ERR(TECORE_ERR_NOT_SUPPORTED, "scaling", tecore_seq_grad_fp8(s, &g8));
+    TE_OK(tecore_seq_forward(s, &x[0].t, &y.t, 0, S()));
+    TE_OK(tecore_seq_backward(s, &dy[0].t, &dx.t, S()));
+    TE_OK(tecore_stream_synchronize(S()));
+  }
+  for (int k = 0; k < 2; k++) {
+    free(o[k].dx);
+    free_grads(o[k].g, o[k].ng);
+    TE_OK(tecore_seq_destroy(sq[k]));
+  }
+  TE_OK(tecore_mem_free(row));
+  TE_OK(tecore_mem_free(col));
+  dfree2(&y);
+  dfree2(&dx);
+  free_mbs(x, dy);
+}
+
+START_TEST(test_grad_fp8_caller_buffers) {
+  grad8_caller_case(32, 512);    /* weight columnwise copy in the sequence's scratch */
+  grad8_caller_case(128, 512);   /* in the caller's dead columnwise gradient */
+  grad8_caller_case(32, 64);     /* no larger than the other Linear */
+}
+END_TEST
+
 /* TECORE_OPS_FUSION_OFF=grad_fp8 makes tecore_seq_grad_fp8 refuse (read
  * once a process: a test of its own). */
 START_TEST(test_grad_fp8_off) {
@@ -3190,7 +3300,7 @@ START_TEST(test_set_grad) {
   TE_OK(tecore_seq_create(&cfg, &a));
   TE_EXPECT_INVALID("not built", tecore_seq_set_grad(a, 1, buf));
   TE_OK(tecore_seq_destroy(a));
-  cfg.flags = 0x40;
+  cfg.flags = 0x80;
   TE_EXPECT_INVALID("flags", tecore_seq_create(&cfg, &a));
   TE_OK(tecore_mem_free(buf));
   /* the row-block flag is for forward patterns; no unknown pattern flags */
@@ -3226,6 +3336,7 @@ static Suite *ops_suite(void) {
   tcase_add_test(tc, test_fused_layernorm);
   tcase_add_test(tc, test_fusion_off);
   tcase_add_test(tc, test_grad_fp8_given);
+  tcase_add_test(tc, test_grad_fp8_caller_buffers);
   tcase_add_test(tc, test_grad_fp8_off);
   tcase_add_test(tc, test_fp8_weight_from_optimizer);
   tcase_add_test(tc, test_fused_act_quantize);

@@ -209,6 +209,138 @@ START_TEST(xent_bwd_into_fp8) {
 }
 END_TEST
 
+/* FP8 dlogits over the logits' own bytes (args->dlogits->data == the
+ * logits'), the first ws_rows rows through the workspace: the same codes,
+ * amax and scale_inv, bit for bit, as into a buffer of their own; per-token
+ * dloss (mean 0) when per_token.  The workspace and the rest of the
+ * logits' buffer are poisoned. */
+static void inplace8_case(tecore_dtype_t dt, int T, int V, tecore_dtype_t odt, int ws_rows,
+                          int per_token) {
+  size_t n = (size_t)T * V;
+  float *x = malloc(n * 4), *dls = malloc(T * 4);
+  int32_t *lab = malloc(T * 4);
+  unsigned char *want = malloc(n), *got = malloc(n);
+  te_rand_floats(x, n, -8.0f, 8.0f);
+  te_rand_floats(dls, T, 0.5f, 2.0f);
+  rand_labels(lab, T, V);
+  lab[T / 2] = IGN;
+  tecore_devptr_t dlab = pu_upload_i32(lab, T);
+  tecore_devptr_t out = te_dalloc(4 * (size_t)T * 3 + 64), loss = out, lse = out + 4 * T,
+                  dloss = out + 8 * T, mean = out + 12 * T;
+  tecore_devptr_t ws = te_dalloc((size_t)ws_rows * V + 64), st = te_dalloc(64);
+  float h[2][3];
+  for (int inplace = 0; inplace < 2; inplace++) {
+    tecore_devptr_t dx = pu_upload(x, n, dt);
+    tecore_devptr_t y = inplace ? dx : te_dalloc(n + 64);
+    if (!inplace) te_poison_dev(y, n);
+    te_poison_dev(ws, (size_t)ws_rows * V);
+    float sc = 32.0f, am0 = 1e-9f;
+    te_h2d(st, &sc, 4);
+    te_h2d(st + 8, &am0, 4);
+    te_poison_dev_nan(st + 4, 1);
+    struct tecore_tensor lt = pu_tensor2(dt, T, V, dx), yt = pu_tensor2(odt, T, V, y);
+    yt.scaling = TECORE_SCALING_DELAYED;
+    yt.scale = st;
+    yt.scale_inv = st + 4;
+    yt.amax = st + 8;
+    struct tecore_xent_args a = {.logits = &lt, .labels = dlab, .ignore_index = IGN,
+                                 .label_smoothing = 0.1f, .dlogits = &yt, .workspace = ws,
+                                 .workspace_bytes = (size_t)ws_rows * V};
+    TE_OK(tecore_xent_fwd(&a, loss, lse, per_token ? 0 : mean, te_stream));
+    float dl = 1.5f;
+    if (per_token) te_h2d(dloss, dls, T * 4);
+    else te_h2d(dloss, &dl, 4);
+    TE_OK(tecore_xent_bwd(&a, lse, dloss, per_token ? 0 : mean,
+                          per_token ? 0 : TECORE_XENT_DLOSS_MEAN, te_stream));
+    TE_OK(tecore_stream_synchronize(te_stream));
+    te_d2h(inplace ? got : want, y, n);
+    te_d2h(h[inplace], st, 12);
+    if (!inplace) TE_OK(tecore_mem_free(y));
+    TE_OK(tecore_mem_free(dx));
+  }
+  for (size_t i = 0; i < n; i++)
+    ck_assert_msg(got[i] == want[i], "%s over %s logits [%d][%d], %d workspace rows: code "
+                  "[%zu][%zu] 0x%02x, into its own buffer 0x%02x", tecore_dtype_name(odt),
+                  tecore_dtype_name(dt), T, V, ws_rows, i / V, i % V, got[i], want[i]);
+  ck_assert_msg(h[0][1] == h[1][1] && h[0][2] == h[1][2],
+                "scale_inv %g / amax %g in place, %g / %g into its own buffer", h[1][1], h[1][2],
+                h[0][1], h[0][2]);
+  ck_assert_msg(h[1][2] > 0 && isfinite(h[1][1]), "amax %g, scale_inv %g", h[1][2], h[1][1]);
+  TE_OK(tecore_mem_free(dlab));
+  TE_OK(tecore_mem_free(out));
+  TE_OK(tecore_mem_free(ws));
+  TE_OK(tecore_mem_free(st));
+  free(x);
+  free(dls);
+  free(lab);
+  free(want);
+  free(got);
+}
+
+START_TEST(xent_bwd_fp8_in_place) {
+  int T = 37 + (int)te_rand_below(20);
+  inplace8_case(TECORE_DTYPE_BF16, T, 1000, TECORE_DTYPE_E5M2, 1, 0);
+  inplace8_case(TECORE_DTYPE_BF16, T, 1000, TECORE_DTYPE_E5M2, 1 + (int)te_rand_below(9), 1);
+  inplace8_case(TECORE_DTYPE_BF16, T, 997, TECORE_DTYPE_E4M3, 3, 0);   /* element path */
+  inplace8_case(TECORE_DTYPE_F32, T, 1000, TECORE_DTYPE_E5M2, 1, 1);   /* slices grow 4x */
+  inplace8_case(TECORE_DTYPE_BF16, 5, 1000, TECORE_DTYPE_E5M2, 64, 0); /* all in the workspace */
+}
+END_TEST
+
+/* In place, refused with nothing written: no workspace, a workspace
+ * shorter than a row, a 16-bit dlogits at the logits' address, current
+ * scaling. */
+START_TEST(xent_bwd_fp8_in_place_refusals) {
+  int T = 6, V = 64;
+  size_t n = (size_t)T * V;
+  float x[6 * 64], x2[6 * 64];
+  int32_t lab[6];
+  te_rand_floats(x, n, -4.0f, 4.0f);
+  rand_labels(lab, T, V);
+  tecore_devptr_t dx = pu_upload(x, n, TECORE_DTYPE_F32), dlab = pu_upload_i32(lab, T);
+  tecore_devptr_t out = te_dalloc(256), ws = te_dalloc(256), st = te_dalloc(64);
+  float sc = 1.0f;
+  te_h2d(st, &sc, 4);
+  struct tecore_tensor lt = pu_tensor2(TECORE_DTYPE_F32, T, V, dx),
+                       yt = pu_tensor2(TECORE_DTYPE_E4M3, T, V, dx);
+  yt.scaling = TECORE_SCALING_DELAYED;
+  yt.scale = st;
+  yt.scale_inv = st + 4;
+  yt.amax = st + 8;
+  struct tecore_xent_args a = {.logits = &lt, .labels = dlab, .ignore_index = IGN, .dlogits = &yt};
+  TE_OK(tecore_xent_fwd(&a, out, out + 64, 0, te_stream));
+  float one = 1.0f;
+  te_h2d(out + 128, &one, 4);
+  te_h2d(out + 132, &one, 4);
+  ck_assert_int_eq(tecore_xent_bwd(&a, out + 64, out + 128, out + 128, TECORE_XENT_DLOSS_MEAN,
+                                   te_stream), TECORE_ERR_INVALID);
+  ck_assert_msg(strstr(tecore_last_error(), "args->workspace"), "%s", tecore_last_error());
+  a.workspace = ws;
+  a.workspace_bytes = V - 1;
+  ck_assert_int_eq(tecore_xent_bwd(&a, out + 64, out + 128, out + 128, TECORE_XENT_DLOSS_MEAN,
+                                   te_stream), TECORE_ERR_INVALID);
+  a.workspace_bytes = V;
+  struct tecore_tensor y16 = pu_tensor2(TECORE_DTYPE_BF16, T, V, dx);
+  a.dlogits = &y16;
+  ck_assert_int_eq(tecore_xent_bwd(&a, out + 64, out + 128, out + 128, TECORE_XENT_DLOSS_MEAN,
+                                   te_stream), TECORE_ERR_INVALID);
+  ck_assert_msg(strstr(tecore_last_error(), "in place only as FP8"), "%s", tecore_last_error());
+  a.dlogits = &yt;
+  yt.scaling = TECORE_SCALING_CURRENT;
+  ck_assert_int_eq(tecore_xent_bwd(&a, out + 64, out + 128, out + 128, TECORE_XENT_DLOSS_MEAN,
+                                   te_stream), TECORE_ERR_INVALID);
+  ck_assert_msg(strstr(tecore_last_error(), "delayed"), "%s", tecore_last_error());
+  TE_OK(tecore_stream_synchronize(te_stream));
+  te_d2h(x2, dx, n * 4);
+  ck_assert_msg(!memcmp(x, x2, n * 4), "a refused call changed the logits");
+  TE_OK(tecore_mem_free(dx));
+  TE_OK(tecore_mem_free(dlab));
+  TE_OK(tecore_mem_free(out));
+  TE_OK(tecore_mem_free(ws));
+  TE_OK(tecore_mem_free(st));
+}
+END_TEST
+
 START_TEST(xent_finite_difference) {
   int T = 3, V = 7;
   float x[21], g[21], m2[2];
@@ -439,6 +571,8 @@ static Suite *make_suite(void) {
   tcase_add_test(tc, xent_vocab_50304);
   tcase_add_test(tc, xent_finite_difference);
   tcase_add_test(tc, xent_bwd_into_fp8);
+  tcase_add_test(tc, xent_bwd_fp8_in_place);
+  tcase_add_test(tc, xent_bwd_fp8_in_place_refusals);
   tcase_add_test(tc, xent_vocab_parallel_two_ranks);
   tc = te_tcase(s, "arguments", 1);
   tcase_add_test(tc, xent_bad_arguments);

@@ -67,8 +67,11 @@ sample=$(sed -n 's/.*"sample": *"\(\([^"\\]\|\\.\)*\)".*/\1/p' "$tmp/run.json" |
 
 # FP8 with the block recipe (E4M3, 1x128 and 128x128 scales; every Linear
 # in FP8): the same 30 steps learn as BF16's do, and the validation loss
-# stays within GPT_BLOCK_GAP of BF16's on the same seed
-GPT_BLOCK_GAP=0.1
+# stays within GPT_BLOCK_GAP of BF16's on the same seed (two trajectories
+# of a tiny model at a high learning rate, parted from the first step:
+# seen up to 0.071 over 72 seeds, so a bound of 0.1 would fail about one
+# run in a hundred)
+GPT_BLOCK_GAP=0.2
 if TECORE_OPS_FP8_MIN_MNK=0 "$gpt" --seed "$seed" --recipe block --sample 0 --json \
      > "$tmp/blk.json" 2> "$tmp/blk.err"; then
   bval=$(sed -n 's/.*"last_val_loss": *\([^,}]*\).*/\1/p' "$tmp/blk.json" | head -1)
@@ -108,7 +111,7 @@ jf() {
 }
 a=$tmp/dl8.json b=$tmp/dl8grad_fp8.json
 d8=$(jf "$a" dlogits_fp8) d16=$(jf "$b" dlogits_fp8)
-[ "$d8:$d16" = "1:0" ] || { echo "FAIL: dlogits_fp8 is '$d8' and (grad_fp8 off) '$d16', not 1 and 0"; fail=1; }
+[ "$d8:$d16" = "2:0" ] || { echo "FAIL: dlogits_fp8 is '$d8' and (grad_fp8 off) '$d16', not 2 and 0"; fail=1; }
 l8=$(jf "$a" loss 1) l16=$(jf "$b" loss 1) n8=$(jf "$a" grad_norm 1) n16=$(jf "$b" grad_norm 1)
 s8=$(jf "$a" loss 2) s16=$(jf "$b" loss 2) v8=$(jf "$a" last_val_loss) v16=$(jf "$b" last_val_loss)
 echo "# FP8 dlogits against BF16: step 1 loss $l8 / $l16, gradient norm $n8 / $n16;" \
@@ -124,6 +127,32 @@ awk -v a="$s8" -v b="$s16" -v t="$GPT_DL8_LOSS2" \
 awk -v a="$v8" -v b="$v16" -v g="$GPT_DL8_GAP" -v m="$GPT_VAL_MAX" \
   'BEGIN { d = a - b; if (d < 0) d = -d; exit !(a + 0 == a && a < m && b < m && d < g) }' ||
   { echo "FAIL: FP8 dlogits: validation loss $v8 (BF16 dlogits $v16, gap limit $GPT_DL8_GAP)"; fail=1; }
+
+# The codes over the logits themselves (dlogits_fp8 2: tecore_xent_bwd in
+# place, TECORE_SEQ_GRAD_FP8_GIVEN) against the sequence's own buffer
+# (TECORE_OPS_FUSION_OFF=grad_fp8_given: 1): the same bits in 4 steps'
+# losses and gradient norms, and less device memory by at least the head
+# gradient's size less the other Linears' (a vocabulary of 4096 against an
+# FFN of 256, 256 rows: the sequence's rowwise FP8 gradient buffer shrinks
+# from 256 x 4096 to 256 x 256 bytes; the head weight's columnwise copy
+# moves into the caller's memory too)
+for off in "" grad_fp8_given; do
+  TECORE_OPS_FUSION_OFF=$off TECORE_OPS_FP8_MIN_MNK=0 "$gpt" --seed "$seed" --synthetic \
+    --vocab 4096 --recipe delayed --steps 4 --eval-every 0 --sample 0 --json \
+    > "$tmp/gv$off.json" 2> "$tmp/gv.err" ||
+    { echo "FAIL: te-gpt --vocab 4096 (FUSION_OFF '$off') fails"; cat "$tmp/gv.err"; fail=1; }
+  grep -o '"loss": [^,]*, "val_loss": [^,]*, "lr": [^,]*, "grad_norm": [^,]*' "$tmp/gv$off.json" \
+    > "$tmp/gv$off.steps"
+done
+g2=$(jf "$tmp/gv.json" dlogits_fp8) g1=$(jf "$tmp/gvgrad_fp8_given.json" dlogits_fp8)
+m2=$(jf "$tmp/gv.json" mem_fp8_other_mib) m1=$(jf "$tmp/gvgrad_fp8_given.json" mem_fp8_other_mib)
+echo "# FP8 dlogits over the logits: dlogits_fp8 $g2 / $g1, FP8 copies and workspaces $m2 / $m1 MiB"
+[ "$g2:$g1" = "2:1" ] || { echo "FAIL: dlogits_fp8 is '$g2' (grad_fp8_given off: '$g1'), not 2 and 1"; fail=1; }
+[ "$(wc -l < "$tmp/gv.steps")" = 4 ] && cmp -s "$tmp/gv.steps" "$tmp/gvgrad_fp8_given.steps" ||
+  { echo "FAIL: the codes over the logits and in the sequence's buffer differ:";
+    diff "$tmp/gv.steps" "$tmp/gvgrad_fp8_given.steps"; fail=1; }
+awk -v a="$m2" -v b="$m1" 'BEGIN { exit !(a + 0 > 0 && b - a >= 256 * (4096 - 256) / 1048576) }' ||
+  { echo "FAIL: the codes over the logits save too little: $m2 MiB against $m1"; fail=1; }
 
 # AdamW writing each FP8 Linear's next weight codes (tecore_seq_fp8_weight;
 # the forwards after the first step quantize none) against the forward

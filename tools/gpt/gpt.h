@@ -112,10 +112,15 @@ struct gpt_model {
   tecore_devptr_t dloss;           /* F32: 1 / accum */
   tecore_devptr_t noop;            /* int32 {0, 1}: the FP8 weights quantized, reused */
   /* FP8 training, per-tensor scaling: the cross-entropy's backward writes
-   * dlogits straight into the LM head's FP8 gradient (tecore_seq_grad_fp8;
-   * its columnwise copy in the dead logits); dlogits8 0: BF16 dlogits */
+   * dlogits straight into the LM head's FP8 gradient (tecore_seq_grad_fp8);
+   * dlogits8 2: over the logits themselves, the columnwise copy in their
+   * second half (TECORE_SEQ_GRAD_FP8_GIVEN: the sequence keeps no buffer
+   * of the head's gradient size); 1: into the sequence's buffer, the
+   * columnwise copy in the dead logits; 0: BF16 dlogits */
   int dlogits8;
   struct tecore_tensor g8;
+  tecore_devptr_t xent_ws;         /* dlogits8 2: the first rows' codes (XENT_WS_ROWS) */
+  size_t xent_ws_bytes;
   int max_mb;
   void *scratch;               /* gpt_share_saved's arenas */
   size_t nscratch;

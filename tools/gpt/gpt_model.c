@@ -6,8 +6,10 @@
  * and the LM head (a Linear hidden -> vocab without bias, NOT tied to the
  * embedding), then cross-entropy (te/loss.h) on the BF16 logits: its
  * backward in place, or (FP8, per-tensor scaling) straight into the LM
- * head's FP8 gradient (tecore_seq_grad_fp8), the logits then the scratch
- * of that gradient's columnwise copy.
+ * head's FP8 gradient (tecore_seq_grad_fp8): its rowwise codes over the
+ * logits' first half, its columnwise copy in their second
+ * (TECORE_SEQ_GRAD_FP8_GIVEN; TECORE_OPS_FUSION_OFF=grad_fp8_given: the
+ * rowwise codes in the sequence's buffer, the columnwise in the logits).
  * The parameters get PyTorch-style names (gpt_name_params) in the order
  * the sequence lists them. */
 #include <math.h>
@@ -15,6 +17,11 @@
 #include <string.h>
 #include <time.h>
 #include "gpt.h"
+
+/* the rows of the cross-entropy's in-place FP8 backward that go through a
+ * workspace first (tecore_xent_bwd): 64 rows, then slices of 64, 128, ...
+ * rows, log2(rows / 64) + 1 launches */
+#define GPT_XENT_WS_ROWS 64
 
 void gpt_die_call(const char *what, tecore_result_t r) {
   GPT_ERR("%s failed: %s (%s)", what, tecore_strerror(r), tecore_last_error());
@@ -177,6 +184,13 @@ static void create(struct gpt_model *m, const struct gpt_config *c, size_t batch
   /* --share-saved: the never-read saved tensors get no storage of their
    * own first, so the build's peak is not the shared layout's plus them */
   if (c->share_saved && !inference) cfg.flags |= TECORE_SEQ_DEFER_SAVED;
+  /* FP8 training: the LM head's two FP8 gradient copies fill the dead
+   * BF16 logits exactly (rows * vocab bytes each, the second 16-byte
+   * aligned), so the sequence keeps no buffer of that size (llama-1b:
+   * 1 GiB) */
+  const size_t RV = m->rows * (size_t)c->vocab;
+  if (recipe && !inference && RV % 16 == 0)
+    cfg.flags |= TECORE_SEQ_GRAD_FP8_GIVEN;
   GPT_CHECK(tecore_seq_create(&cfg, &m->seq));
   add_ops(m);
   if (recipe) GPT_CHECK(tecore_seq_set_recipe(m->seq, recipe, s));
@@ -210,8 +224,19 @@ static void create(struct gpt_model *m, const struct gpt_config *c, size_t batch
    * leaves the BF16 dlogits */
   if (recipe && !inference) {
     if (tecore_seq_grad_fp8(m->seq, &m->g8) == TECORE_SUCCESS) {
-      if (!m->g8.columnwise_data) m->g8.columnwise_data = m->logits;
       m->dlogits8 = 1;
+      if (!m->g8.data) {
+        /* in place: tecore_xent_bwd slices the rows so that none is
+         * overwritten before it is read, the first XENT_WS_ROWS through
+         * a workspace of their own */
+        m->g8.data = m->logits;
+        m->g8.columnwise_data = m->logits + R * V;
+        size_t wr = R < GPT_XENT_WS_ROWS ? R : GPT_XENT_WS_ROWS;
+        m->xent_ws_bytes = wr * V;
+        m->xent_ws = gpt_dalloc(m->xent_ws_bytes, db);
+        m->dlogits8 = 2;
+      }
+      if (!m->g8.columnwise_data) m->g8.columnwise_data = m->logits;
     } else {
       tecore_clear_error();
     }
@@ -267,7 +292,7 @@ void gpt_model_create_tp(struct gpt_model *m, const struct gpt_config *c, size_t
 void gpt_model_destroy(struct gpt_model *m) {
   tecore_devptr_t *b[] = {&m->tok, &m->tok_grad, &m->pos, &m->pos_grad, &m->ids, &m->labels,
                           &m->x, &m->dx, &m->logits, &m->loss, &m->lse, &m->means, &m->dloss,
-                          &m->noop};
+                          &m->noop, &m->xent_ws};
   for (size_t i = 0; i < sizeof b / sizeof b[0]; i++)
     if (*b[i]) GPT_CHECK(tecore_mem_free(*b[i]));
   if (m->seq) GPT_CHECK(tecore_seq_destroy(m->seq));
@@ -314,6 +339,10 @@ void gpt_backward(struct gpt_model *m, int mb, tecore_stream_t s) {
   struct tecore_tensor row = m->g8;   /* the rowwise codes: the backward transposes them */
   row.columnwise_data = 0;
   if (m->dlogits8) xa.dlogits = &row;
+  if (m->dlogits8 == 2) {
+    xa.workspace = m->xent_ws;
+    xa.workspace_bytes = m->xent_ws_bytes;
+  }
   GPT_CHECK(tecore_xent_bwd(&xa, m->lse, m->dloss, m->means + 8 * (size_t)mb,
                             TECORE_XENT_DLOSS_MEAN, s));
   size_t H = (size_t)m->c.hidden;
