@@ -472,7 +472,9 @@ static int run(struct opts *op, const struct gpt_tp *tp, double *losses, uint64_
                 gm.fp8_other / Mi, gm.logits / Mi, gm.rest / Mi);
   }
   if (o.plan) {
-    if (m.dlogits8) te_out_note(&OUT, "plan: cross-entropy backward -> the LM head's FP8 gradient");
+    if (m.dlogits8)
+      te_out_note(&OUT, "plan: cross-entropy backward -> the LM head's FP8 gradient%s",
+                  m.dlogits8 == 2 ? ", over the logits" : "");
     for (int k = 0; k < 2; k++) {
       char *pl = gpt_describe(&m, k ? TECORE_SEQ_BACKWARD : TECORE_SEQ_FORWARD);
       te_out_note(&OUT, "plan %s", pl);
