@@ -22,7 +22,9 @@
 #     vocabulary of 4096 (the head's output 16x the MLP's), delayed,
 #     current and block scaling, every Linear
 #     in FP8 however small (TECORE_OPS_FP8_MIN_MNK=0: on cuda the tiny
-#     model's would run in BF16 and need no FP8 gradient at all): the same
+#     model's would run in BF16 and need no FP8 gradient at all), the
+#     gradient in the fuser's buffer (TECORE_OPS_FUSION_OFF=grad_fp8_given:
+#     with the codes over the logits it keeps none; te-gpt.sh): the same
 #     steps, and the note's FP8 buffers smaller by the head's gradient
 #     less the MLP's;
 #  5. the weights' columnwise FP8 copies made by the backward and
@@ -107,7 +109,8 @@ done
 # 4. one FP8 copy of the LM head's gradient at a time
 for recipe in delayed current block; do
   for v in 1 0; do
-    TECORE_OPS_FP8_MIN_MNK=0 TECORE_OPS_DY8_ONE_COPY=$v "$gpt" --seed "$seed" --synthetic --vocab 4096 --recipe $recipe \
+    TECORE_OPS_FUSION_OFF=grad_fp8_given TECORE_OPS_FP8_MIN_MNK=0 TECORE_OPS_DY8_ONE_COPY=$v \
+      "$gpt" --seed "$seed" --synthetic --vocab 4096 --recipe $recipe \
       --steps 4 --sample 0 --eval-every 0 > "$tmp/dy$v.txt" 2> "$tmp/dy$v.err" ||
       { echo "FAIL: TECORE_OPS_DY8_ONE_COPY=$v te-gpt --recipe $recipe fails"; cat "$tmp/dy$v.err"; fail=1; }
     rows "$tmp/dy$v.txt" > "$tmp/dy$v.rows"

@@ -1436,7 +1436,8 @@ static void op_seq_create(const int64_t *a) {
                                   .features = clamp_dim(a[2]),
                                   .dtype = (tecore_dtype_t)ix(a[3], 4),
                                   .seed = (uint64_t)a[5],
-                                  .flags = (unsigned)a[4] & 7};
+                                  /* the first three flags, and GRAD_FP8_GIVEN */
+                                  .flags = (unsigned)a[4] & (7u | TECORE_SEQ_GRAD_FP8_GIVEN)};
   tecore_seq_t *s = NULL;
   if (C(tecore_seq_create(&cfg, &s)) == TECORE_SUCCESS) {
     q->q = s;
@@ -1579,8 +1580,9 @@ static void op_seq_misc(const int64_t *a) {
 
 /* seq_fp8 seq what index stream: the FP8 hand-offs (tecore_seq_fp8_weight
  * of operation index, tecore_seq_grad_fp8) and a backward given the FP8
- * gradient, its columnwise scratch one of the sequence's io buffers
- * where the sequence has none (too small or overlapping: refused) */
+ * gradient, its columnwise scratch (and, TECORE_SEQ_GRAD_FP8_GIVEN, its
+ * rowwise codes) one of the sequence's io buffers where the sequence has
+ * none (too small or overlapping: refused) */
 static void op_seq_fp8(const int64_t *a) {
   struct seq *q = &F.q[ix(a[0], NQ)];
   if (!q->q) return;
@@ -1591,6 +1593,8 @@ static void op_seq_fp8(const int64_t *a) {
     default:
       if (C(tecore_seq_grad_fp8(q->q, &t)) != TECORE_SUCCESS) return;
       if (!t.columnwise_data) t.columnwise_data = q->io[ix(a[2], 4)];
+      /* TECORE_SEQ_GRAD_FP8_GIVEN: the rowwise codes the caller's too */
+      if (!t.data) t.data = q->io[ix(a[2] / 4, 4)];
       seq_io(q, 0, 3, &dx);
       after(C(tecore_seq_backward(q->q, &t, &dx, stream_of(a[3]))));
       break;

@@ -184,12 +184,14 @@ static void create(struct gpt_model *m, const struct gpt_config *c, size_t batch
   /* --share-saved: the never-read saved tensors get no storage of their
    * own first, so the build's peak is not the shared layout's plus them */
   if (c->share_saved && !inference) cfg.flags |= TECORE_SEQ_DEFER_SAVED;
-  /* FP8 training: the LM head's two FP8 gradient copies fill the dead
-   * BF16 logits exactly (rows * vocab bytes each, the second 16-byte
-   * aligned), so the sequence keeps no buffer of that size (llama-1b:
-   * 1 GiB) */
+  /* FP8 training under delayed scaling: the LM head's two FP8 gradient
+   * copies fill the dead BF16 logits exactly (rows * vocab bytes each,
+   * the second 16-byte aligned), so the sequence keeps no buffer of that
+   * size (llama-1b: 1 GiB).  Current scaling's amax pass would read the
+   * logits after the codes overwrote them: its codes in the sequence's
+   * buffer, as before. */
   const size_t RV = m->rows * (size_t)c->vocab;
-  if (recipe && !inference && RV % 16 == 0)
+  if (recipe && recipe->kind == TECORE_RECIPE_DELAYED && !inference && RV % 16 == 0)
     cfg.flags |= TECORE_SEQ_GRAD_FP8_GIVEN;
   GPT_CHECK(tecore_seq_create(&cfg, &m->seq));
   add_ops(m);
