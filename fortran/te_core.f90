@@ -262,6 +262,7 @@ module te_core
   integer(c_int), parameter :: TECORE_SEQ_F32_WEIGHTS = 16
   integer(c_int), parameter :: TECORE_SEQ_DEFER_SAVED = 32
   integer(c_int), parameter :: TECORE_SEQ_GRAD_FP8_GIVEN = 64
+  integer(c_int), parameter :: TECORE_SEQ_BF16_WGRAD = 128
   integer(c_int), parameter :: TECORE_EXEC_GRAD_DEAD = 1
   integer(c_int), parameter :: TECORE_EXEC_SIDE = 2
   integer(c_int), parameter :: TECORE_OP_FIELD_FEATURES = 1

@@ -30,14 +30,14 @@ struct preset {
   int batch;
   double lr;
 };
-/* layers, hidden, heads, kv_heads, ffn, seq, vocab, norm, act, rope, bias (share_saved:
- * the run's option, set later) */
+/* layers, hidden, heads, kv_heads, ffn, seq, vocab, norm, act, rope, bias (share_saved,
+ * wgrad_bf16: the run's options, set later) */
 static const struct preset presets[] = {
-    {"tiny", {2, 64, 4, 4, 256, 64, 256, GPT_LAYERNORM, GPT_GELU, 1, 1, 0}, 4, 1e-2},
-    {"gpt2-124m", {12, 768, 12, 12, 3072, 1024, 50304, GPT_LAYERNORM, GPT_GELU, 0, 1, 0}, 8, 6e-4},
-    {"gpt2-350m", {24, 1024, 16, 16, 4096, 1024, 50304, GPT_LAYERNORM, GPT_GELU, 0, 1, 0}, 8, 6e-4},
-    {"gpt-1.3b", {24, 2048, 16, 16, 8192, 2048, 50304, GPT_LAYERNORM, GPT_GELU, 0, 1, 0}, 8, 6e-4},
-    {"llama-1b", {16, 2048, 32, 8, 8192, 2048, 128256, GPT_RMSNORM, GPT_SWIGLU, 1, 0, 0}, 4, 3e-4},
+    {"tiny", {2, 64, 4, 4, 256, 64, 256, GPT_LAYERNORM, GPT_GELU, 1, 1, 0, 0}, 4, 1e-2},
+    {"gpt2-124m", {12, 768, 12, 12, 3072, 1024, 50304, GPT_LAYERNORM, GPT_GELU, 0, 1, 0, 0}, 8, 6e-4},
+    {"gpt2-350m", {24, 1024, 16, 16, 4096, 1024, 50304, GPT_LAYERNORM, GPT_GELU, 0, 1, 0, 0}, 8, 6e-4},
+    {"gpt-1.3b", {24, 2048, 16, 16, 8192, 2048, 50304, GPT_LAYERNORM, GPT_GELU, 0, 1, 0, 0}, 8, 6e-4},
+    {"llama-1b", {16, 2048, 32, 8, 8192, 2048, 128256, GPT_RMSNORM, GPT_SWIGLU, 1, 0, 0, 0}, 4, 3e-4},
 };
 /* --sample-check's limit on |logit(KV cache) - logit(whole model)|, a
  * fraction of the largest |logit| (both BF16: a rounding of the logits
@@ -48,6 +48,7 @@ static const struct preset presets[] = {
 static const char *const norm_words[] = {"layernorm", "rmsnorm"};
 static const char *const act_words[] = {"gelu", "swiglu", "geglu", "relu"};
 static const char *const recipe_words[] = {"none", "delayed", "current", "block"};
+static const char *const wgrad_words[] = {"auto", "bf16", "f32"};
 
 static const char usage_text[] =
     "usage: te-gpt [options]   (te-gpt -h | --help | --version)\n"
@@ -88,6 +89,9 @@ static const char usage_text[] =
     "                     --load takes any run's, every rank decodes --sample, rank 0 prints\n"
     "  --share-saved 0|1  lay the saved tensors the backward never reads over shared\n"
     "                     scratch by their lifetimes (default 1)\n"
+    "  --wgrad TYPE       the Linears' weight gradients: bf16 (the GEMM's output, as\n"
+    "                     PyTorch's autocast), f32, or auto (default: bf16 with --accum 1,\n"
+    "                     else f32, which sums the microbatches unrounded)\n"
     "  --offload          activation offload: the blocks' saved tensors go to pinned host\n"
     "                     memory during the forward and come back ahead of the backward\n"
     "                     (attached after two plain steps, whose time sizes the prefetch)\n"
@@ -131,7 +135,7 @@ enum {
   O_MODEL = 0x100, O_LAYERS, O_HIDDEN, O_HEADS, O_KV, O_FFN, O_SEQ, O_VOCAB, O_NORM, O_ACT,
   O_ROPE, O_BIAS, O_DATA, O_CORPUS, O_SYNTH, O_STEPS, O_BATCH, O_ACCUM, O_LR, O_MINLR, O_WARMUP,
   O_DECAY, O_WD, O_CLIP, O_RECIPE, O_SEED, O_EVAL, O_EVALB, O_SAVE, O_LOAD, O_SAMPLE, O_PROMPT,
-  O_TEMP, O_TOPK, O_SCHECK, O_NOGRAPH, O_TP, O_SHARE, O_PROFILE, O_PLAN, O_OFFLOAD, O_OFF_LAYERS,
+  O_TEMP, O_TOPK, O_SCHECK, O_NOGRAPH, O_TP, O_SHARE, O_WGRAD, O_PROFILE, O_PLAN, O_OFFLOAD, O_OFF_LAYERS,
   O_OFF_PREFETCH, O_OFF_DIR, O_HOST_BUDGET, O_OFF_MIN, O_GLAUNCH, O_NOPIPE
 };
 static const struct option longs[] = {
@@ -155,6 +159,7 @@ static const struct option longs[] = {
     {"temperature", required_argument, 0, O_TEMP}, {"top-k", required_argument, 0, O_TOPK},
     {"sample-check", no_argument, 0, O_SCHECK}, {"no-graph", no_argument, 0, O_NOGRAPH},
     {"tp", required_argument, 0, O_TP}, {"share-saved", required_argument, 0, O_SHARE},
+    {"wgrad", required_argument, 0, O_WGRAD},
     {"profile", no_argument, 0, O_PROFILE}, {"plan", no_argument, 0, O_PLAN},
     {"offload", no_argument, 0, O_OFFLOAD},
     {"offload-layers", required_argument, 0, O_OFF_LAYERS},
@@ -178,6 +183,7 @@ struct opts {
   int launch_given;  /* --graph-launch given */
   int no_pipeline;   /* --no-pipeline */
   int sample_check, no_graph, tp, sample_given, quiet, share_saved, profile, plan;
+  int wgrad;         /* --wgrad: 0 auto, 1 bf16, 2 f32 */
   double lr, min_lr, wd, clip, temperature;
   long long seed;
   struct demo_offload_opts off;   /* --offload and its options */
@@ -248,6 +254,7 @@ static int take(struct te_cli *cli, struct opts *o, int opt, const char *a) {
     return 0;
   case O_TP: return te_cli_int(cli, f, a, 1, DEMO_TP_MAX, &o->tp);
   case O_SHARE: return te_cli_int(cli, f, a, 0, 1, &o->share_saved);
+  case O_WGRAD: return word_of(cli, f, a, wgrad_words, 3, &o->wgrad);
   case O_PROFILE: o->profile = o->no_graph = 1; return 0;
   case O_PLAN: o->plan = 1; return 0;
   case O_OFFLOAD: o->off.on = 1; return 0;
@@ -406,6 +413,7 @@ static int run(struct opts *op, const struct gpt_tp *tp, double *losses, uint64_
   }
   struct gpt_model m;
   o.c.share_saved = o.share_saved;
+  o.c.wgrad_bf16 = o.wgrad == 1 || (o.wgrad == 0 && o.accum == 1);
   gpt_model_create_tp(&m, &o.c, (size_t)o.batch, o.accum, recipe, (uint64_t)o.seed, tp, s);
   size_t shared = 0, arenas = 0;
   if (o.share_saved) gpt_share_saved(&m, &shared, &arenas);

@@ -424,6 +424,14 @@ static inline tecore_dtype_t te_param_dtype(const tecore_seq_t *s, const struct 
     return TECORE_DTYPE_F32;
   return s->cfg.dtype;
 }
+/* The dtype of parameter p's gradient: F32, except a Linear's weight
+ * under TECORE_SEQ_BF16_WGRAD (BF16: the wgrad GEMM's output). */
+static inline tecore_dtype_t te_grad_dtype(const tecore_seq_t *s, const struct te_op *o,
+                                           size_t p) {
+  if (p == 0 && (o->fp8 & TE_KIND_GEMM) && (s->cfg.flags & TECORE_SEQ_BF16_WGRAD))
+    return TECORE_DTYPE_BF16;
+  return TECORE_DTYPE_F32;
+}
 /* Storage for a saved tensor (bytes into *field): the sequence's own, or
  * TE_SAVED_PENDING under TECORE_SEQ_DEFER_SAVED (te_saved_settle gives
  * the ones the backward reads their own after planning). */

@@ -367,17 +367,20 @@ static tecore_result_t wgrad(tecore_seq_t *s, size_t op, const struct tecore_ten
   const struct te_op *o = &s->ops[op];
   struct tecore_tensor Xc = *X, gW, db;
   if (x8_transpose) TE_CHECK(x8_both(s, op, &Xc, st));
-  te_t2d(&gW, TECORE_DTYPE_F32, o->out_cols, o->in_cols, o->grad[0]);
+  /* the epilogue's bias gradient has the GEMM output's type (BF16 under
+   * TECORE_SEQ_BF16_WGRAD), added into the F32 bias gradient */
+  const tecore_dtype_t gdt = te_grad_dtype(s, o, 0);
+  te_t2d(&gW, gdt, o->out_cols, o->in_cols, o->grad[0]);
   struct tecore_gemm_opts wo = {.workspace = s->gemm_ws, .workspace_bytes = s->gemm_ws_bytes};
   if (bias_grad) {
-    te_vec(&db, TECORE_DTYPE_F32, o->out_cols, s->dvec);
+    te_vec(&db, gdt, o->out_cols, s->dvec);
     wo.epilogue = TECORE_GEMM_EPI_BGRAD;
     wo.bias = &db;
   }
   /* the first contribution after tecore_seq_zero_grad overwrites */
   const float beta = te_grad_take_fresh(s, o->grad[0]) ? 0.0f : 1.0f;
   TE_CHECK(tecore_gemm(DY, TECORE_GEMM_T, &Xc, TECORE_GEMM_N, &gW, 1.0f, beta, &wo, st));
-  if (bias_grad) TE_CHECK(te_accum_f32(s, bias_grad, s->dvec, TECORE_DTYPE_F32, o->out_cols, st));
+  if (bias_grad) TE_CHECK(te_accum_f32(s, bias_grad, s->dvec, gdt, o->out_cols, st));
   return TECORE_SUCCESS;
 }
 

@@ -49,13 +49,17 @@ TE_EXPORT tecore_result_t tecore_seq_create(const struct tecore_seq_config *cfg,
   TE_ARG((cfg->flags & ~(TECORE_SEQ_NO_FUSION | TECORE_SEQ_NO_GRAD_SHARING |
                          TECORE_SEQ_NO_OVERLAP | TECORE_SEQ_INFERENCE |
                          TECORE_SEQ_F32_WEIGHTS | TECORE_SEQ_DEFER_SAVED |
-                         TECORE_SEQ_GRAD_FP8_GIVEN)) == 0,
+                         TECORE_SEQ_GRAD_FP8_GIVEN | TECORE_SEQ_BF16_WGRAD)) == 0,
          "%s: cfg->flags 0x%x has unknown bits (TECORE_SEQ_NO_FUSION 0x%x, "
          "TECORE_SEQ_NO_GRAD_SHARING 0x%x, TECORE_SEQ_NO_OVERLAP 0x%x, "
          "TECORE_SEQ_INFERENCE 0x%x, TECORE_SEQ_F32_WEIGHTS 0x%x, TECORE_SEQ_DEFER_SAVED "
-         "0x%x, TECORE_SEQ_GRAD_FP8_GIVEN 0x%x)", fn, cfg->flags, TECORE_SEQ_NO_FUSION,
-         TECORE_SEQ_NO_GRAD_SHARING, TECORE_SEQ_NO_OVERLAP, TECORE_SEQ_INFERENCE,
-         TECORE_SEQ_F32_WEIGHTS, TECORE_SEQ_DEFER_SAVED, TECORE_SEQ_GRAD_FP8_GIVEN);
+         "0x%x, TECORE_SEQ_GRAD_FP8_GIVEN 0x%x, TECORE_SEQ_BF16_WGRAD 0x%x)", fn, cfg->flags,
+         TECORE_SEQ_NO_FUSION, TECORE_SEQ_NO_GRAD_SHARING, TECORE_SEQ_NO_OVERLAP,
+         TECORE_SEQ_INFERENCE, TECORE_SEQ_F32_WEIGHTS, TECORE_SEQ_DEFER_SAVED,
+         TECORE_SEQ_GRAD_FP8_GIVEN, TECORE_SEQ_BF16_WGRAD);
+  TE_ARG(!(cfg->flags & TECORE_SEQ_BF16_WGRAD) || cfg->dtype != TECORE_DTYPE_F32,
+         "%s: cfg->flags has TECORE_SEQ_BF16_WGRAD, but cfg->dtype is f32: BF16 weight "
+         "gradients are for 16-bit sequences", fn);
   tecore_seq_t *s = calloc(1, sizeof *s);
   if (!s) return TE_ERR(TECORE_ERR_NOMEM, "%s: out of host memory", fn);
   s->cfg = *cfg;
@@ -346,7 +350,9 @@ static tecore_result_t init_params(tecore_seq_t *s, size_t i, uint64_t *rng,
     size_t n = op->plen[p];
     TE_CHECK(te_seq_alloc(s, n * tecore_dtype_size(dt), 1, &op->param[p]));
     /* inference: no backward, no gradient (op->grad[p] stays 0) */
-    if (!te_seq_infer(s)) TE_CHECK(te_seq_alloc(s, n * 4, 1, &op->grad[p]));
+    const tecore_dtype_t gdt = te_grad_dtype(s, op, p);
+    if (!te_seq_infer(s))
+      TE_CHECK(te_seq_alloc(s, n * tecore_dtype_size(gdt), 1, &op->grad[p]));
     float *v = malloc(n * sizeof *v);
     if (!v) return TE_ERR(TECORE_ERR_NOMEM, "tecore_seq_build: out of host memory");
     const struct tecore_op_param_def *pd = &op->pdef[p];
@@ -368,7 +374,8 @@ static tecore_result_t init_params(tecore_seq_t *s, size_t i, uint64_t *rng,
     tecore_result_t r = upload(op->param[p], v, n, dt, stream);
     free(v);
     TE_CHECK(r);
-    if (op->grad[p]) TE_CHECK(tecore_memset_d32_async(op->grad[p], 0, n, stream));
+    if (op->grad[p])
+      TE_CHECK(tecore_memset_d8_async(op->grad[p], 0, n * tecore_dtype_size(gdt), stream));
   }
   for (size_t k = 0; k < op->nsaved; k++)
     TE_CHECK(te_seq_alloc(s, op->in_rows * 4, 0, &op->saved[k]));
@@ -999,7 +1006,7 @@ TE_EXPORT tecore_result_t tecore_seq_zero_grad(tecore_seq_t *s, tecore_stream_t 
         if (!(o->grad_fresh & (1u << p))) s->nfresh++;
         o->grad_fresh |= 1u << p;
       } else {
-        TE_CHECK(zero_kernel(o->grad[p], TECORE_DTYPE_F32, o->plen[p], stream));
+        TE_CHECK(zero_kernel(o->grad[p], te_grad_dtype(s, o, p), o->plen[p], stream));
       }
     }
   }
@@ -1026,7 +1033,7 @@ tecore_result_t te_grad_fill_fresh(tecore_seq_t *s, tecore_stream_t stream) {
     struct te_op *o = &s->ops[i];
     for (size_t p = 0; p < o->nparams; p++)
       if (o->grad_fresh & (1u << p)) {
-        TE_CHECK(zero_kernel(o->grad[p], TECORE_DTYPE_F32, o->plen[p], stream));
+        TE_CHECK(zero_kernel(o->grad[p], te_grad_dtype(s, o, p), o->plen[p], stream));
         o->grad_fresh &= ~(1u << p);
         s->nfresh--;
       }
@@ -1064,7 +1071,7 @@ static void param_tensors(const tecore_seq_t *s, const struct te_op *o, size_t p
     }
   }
   if (g) {
-    te_t2d(g, TECORE_DTYPE_F32, r, c, o->grad[p]);
+    te_t2d(g, te_grad_dtype(s, o, p), r, c, o->grad[p]);
     if (r == 1) {
       g->ndim = 1;
       g->shape[0] = c;

@@ -255,6 +255,19 @@ struct tecore_op_desc {
                                         reads: the caller's (tecore_seq_set_saved) */
 #define TECORE_SEQ_GRAD_FP8_GIVEN 0x40u /* the last Linear's FP8 gradient copies in the
                                            caller's memory (tecore_seq_grad_fp8) */
+#define TECORE_SEQ_BF16_WGRAD 0x80u /* Linear weight gradients in BF16 (below) */
+
+/* BF16 weight gradients.  In a BF16 or F16 sequence created with
+ * TECORE_SEQ_BF16_WGRAD every Linear's weight gradient is stored in BF16,
+ * the weight-gradient GEMM's own output (rounded from its F32
+ * accumulators), as PyTorch's autocast gives the gradient of a BF16
+ * weight copy before widening it: half the bytes to store, to write and
+ * for an optimizer to read (tecore_optim_tensor.grad_dtype BF16).  A
+ * backward adds into it in BF16, so gradient accumulation over several
+ * microbatches rounds once per microbatch: F32 gradients (no flag) suit
+ * that better.  Biases, norm gains and registered kinds keep F32
+ * gradients.  tecore_seq_params and tecore_seq_op give each gradient
+ * tensor with its dtype.  Refused for an F32 sequence. */
 
 /* F32 weights.  In a BF16 or F16 sequence created with
  * TECORE_SEQ_F32_WEIGHTS, every Linear's weight is stored in F32 (its

@@ -268,7 +268,7 @@ static float **get_grads(tecore_seq_t *s, size_t *count, size_t *sizes) {
   for (size_t i = 0; i < n; i++) {
     sizes[i] = tecore_tensor_numel(&p[i].grad);
     g[i] = malloc(sizes[i] * sizeof(float));
-    from_dev(g[i], p[i].grad.data, sizes[i], TECORE_DTYPE_F32);
+    from_dev(g[i], p[i].grad.data, sizes[i], p[i].grad.dtype);
   }
   *count = n;
   return g;
@@ -1001,6 +1001,23 @@ START_TEST(test_fusion_off) {
 }
 END_TEST
 
+/* After a backward on the test stream: its BF16 dx (waited for) and the
+ * parameter gradients, into o; and two such runs' bits compared. */
+static void take_dx_grads(struct run_out *o, tecore_seq_t *s, const struct dt2 *dx) {
+  TE_OK(tecore_stream_synchronize(S()));
+  o->nx = dx->n;
+  o->dx = malloc(dx->n * 4);
+  o->y = NULL;
+  from_dev(o->dx, dx->t.data, dx->n, TECORE_DTYPE_BF16);
+  o->g = get_grads(s, &o->ng, o->gsz);
+}
+
+static void expect_dx_grads(const struct run_out o[2], const char *what) {
+  te_expect_f32_bits(o[1].dx, o[0].dx, o[0].nx, what);
+  ck_assert_uint_eq(o[0].ng, o[1].ng);
+  for (size_t i = 0; i < o[0].ng; i++) te_expect_f32_bits(o[1].g[i], o[0].g[i], o[0].gsz[i], what);
+}
+
 /* tecore_seq_grad_fp8: a caller that writes the last Linear's FP8
  * gradient itself (here tecore_quantize of the same BF16 dy: the codes the
  * fuser's own quantize writes) gets the same bits in dx and in every
@@ -1047,19 +1064,12 @@ static void grad_fp8_case(const struct tecore_recipe *r, size_t vocab, int expec
       TE_OK(tecore_quantize(&dy[mb].t, &q, 0, S()));
       TE_OK(tecore_seq_backward(s, &g8, &dx.t, S()));
     }
-    TE_OK(tecore_stream_synchronize(S()));
-    o[given].nx = dx.n;
-    o[given].dx = malloc(dx.n * 4);
-    o[given].y = NULL;
-    from_dev(o[given].dx, dx.t.data, dx.n, TECORE_DTYPE_BF16);
-    o[given].g = get_grads(s, &o[given].ng, o[given].gsz);
+    take_dx_grads(&o[given], s, &dx);
   }
   char what[96];
   snprintf(what, sizeof what, "grad_fp8 given vs bf16 dy (vocab %zu, %s)", vocab,
            r->kind == TECORE_RECIPE_CURRENT ? "current" : "delayed");
-  te_expect_f32_bits(o[1].dx, o[0].dx, o[0].nx, what);
-  ck_assert_uint_eq(o[0].ng, o[1].ng);
-  for (size_t i = 0; i < o[0].ng; i++) te_expect_f32_bits(o[1].g[i], o[0].g[i], o[0].gsz[i], what);
+  expect_dx_grads(o, what);
   if (!expect_own_col) {
     /* the bad cases, on the sequence that needs the caller's scratch */
     struct tecore_tensor g8, bad;
@@ -1175,19 +1185,12 @@ static void grad8_caller_case(size_t rows, size_t vocab) {
       TE_OK(tecore_quantize(&dy[mb].t, &q, 0, S()));
       TE_OK(tecore_seq_backward(s, &g8, &dx.t, S()));
     }
-    TE_OK(tecore_stream_synchronize(S()));
-    o[k].nx = dx.n;
-    o[k].dx = malloc(dx.n * 4);
-    o[k].y = NULL;
-    from_dev(o[k].dx, dx.t.data, dx.n, TECORE_DTYPE_BF16);
-    o[k].g = get_grads(s, &o[k].ng, o[k].gsz);
+    take_dx_grads(&o[k], s, &dx);
   }
   char what[96];
   snprintf(what, sizeof what, "GRAD_FP8_GIVEN vs the sequence's buffer (rows %zu, vocab %zu)",
            rows, vocab);
-  te_expect_f32_bits(o[1].dx, o[0].dx, o[0].nx, what);
-  ck_assert_uint_eq(o[0].ng, o[1].ng);
-  for (size_t i = 0; i < o[0].ng; i++) te_expect_f32_bits(o[1].g[i], o[0].g[i], o[0].gsz[i], what);
+  expect_dx_grads(o, what);
   size_t pb[2], tb[2];
   for (int k = 0; k < 2; k++) TE_OK(tecore_seq_memory(sq[k], &pb[k], &tb[k]));
   if (vocab > 64)
@@ -1229,6 +1232,99 @@ START_TEST(test_grad_fp8_caller_buffers) {
   grad8_caller_case(32, 512);    /* weight columnwise copy in the sequence's scratch */
   grad8_caller_case(128, 512);   /* in the caller's dead columnwise gradient */
   grad8_caller_case(32, 64);     /* no larger than the other Linear */
+}
+END_TEST
+
+/* TECORE_SEQ_BF16_WGRAD: the Linears' weight gradients in BF16.  Against
+ * the same sequence with F32 gradients, same parameters and inputs, in
+ * BF16 and under delayed FP8: one microbatch gives dx and every other
+ * gradient the same bits, each weight gradient (BF16, as tecore_seq_params
+ * says) the F32 one rounded to BF16 (nearest even), and each bias gradient
+ * (F32) the BF16 GEMM epilogue's sum rounded so (under FP8: the
+ * quantize's F32 sum, the same bits); two microbatches add in BF16, within
+ * two roundings (2^-7) of the largest |gradient| of the tensor.  Refused
+ * for an F32 sequence. */
+static void bf16_wgrad_case(const struct tecore_recipe *r, int nmb) {
+  const size_t rows = 32, cols = 64;
+  struct tecore_op_desc d[4] = {op_norm(TECORE_OP_LAYERNORM, 1e-5f, 0), op_linear(96, 1),
+                                op_kind(TECORE_OP_GELU), op_linear(64, 0)};
+  tecore_seq_t *sq[2];
+  sq[0] = make_seq(d, 4, rows, cols, TECORE_DTYPE_BF16, 0, r);
+  sq[1] = make_seq(d, 4, rows, cols, TECORE_DTYPE_BF16, TECORE_SEQ_BF16_WGRAD, r);
+  set_params(sq[0], 0);
+  copy_params(sq[0], sq[1]);
+  struct dt2 x[2], dy[2];
+  make_mbs(TECORE_DTYPE_BF16, rows, cols, x, dy);
+  struct dt2 y = dalloc2(TECORE_DTYPE_BF16, rows, 64), dx = dalloc2(TECORE_DTYPE_BF16, rows, cols);
+  struct run_out o[2];
+  for (int k = 0; k < 2; k++) {
+    TE_OK(tecore_seq_zero_grad(sq[k], S()));
+    te_poison_dev(dx.t.data, dx.n * 2);
+    for (int mb = 0; mb < nmb; mb++) {
+      TE_OK(tecore_seq_forward(sq[k], &x[mb].t, &y.t, 0, S()));
+      TE_OK(tecore_seq_backward(sq[k], &dy[mb].t, &dx.t, S()));
+    }
+    take_dx_grads(&o[k], sq[k], &dx);
+  }
+  char what[96];
+  snprintf(what, sizeof what, "BF16 weight gradients (%s, %d microbatches)",
+           r ? "delayed" : "bf16", nmb);
+  te_expect_f32_bits(o[1].dx, o[0].dx, o[0].nx, what);
+  struct tecore_seq_param p[MAXP];
+  size_t np = 0;
+  TE_OK(tecore_seq_params(sq[1], p, MAXP, &np));
+  ck_assert_uint_eq(np, o[0].ng);
+  size_t nw = 0;
+  for (size_t i = 0; i < np; i++) {
+    struct tecore_op_info inf;
+    TE_OK(tecore_seq_op(sq[1], p[i].op, &inf));
+    int lin = inf.desc.kind == TECORE_OP_LINEAR;
+    int weight = lin && !strcmp(p[i].name, "weight");
+    ck_assert_msg(p[i].grad.dtype == (weight ? TECORE_DTYPE_BF16 : TECORE_DTYPE_F32),
+                  "%s: parameter %zu (%s) gradient dtype %s", what, i, p[i].name,
+                  tecore_dtype_name(p[i].grad.dtype));
+    nw += weight;
+    /* a bias's gradient: the BF16 GEMM epilogue's sum, rounded; under FP8
+     * the F32 sum cast_transpose_dbias takes, the same bits */
+    if (!lin || (!weight && r)) {
+      te_expect_f32_bits(o[1].g[i], o[0].g[i], o[0].gsz[i], what);
+      continue;
+    }
+    float gmax = 0;
+    for (size_t j = 0; j < o[0].gsz[i]; j++) gmax = fmaxf(gmax, fabsf(o[0].g[i][j]));
+    for (size_t j = 0; j < o[0].gsz[i]; j++) {
+      float want = o[0].g[i][j], got = o[1].g[i][j];
+      if (nmb == 1)
+        ck_assert_msg(got == tecore_bf16_to_f32(tecore_f32_to_bf16(want)), "%s: %s[%zu] %.9g, the F32 "
+                      "gradient %.9g rounded is %.9g", what, p[i].name, j, got, want,
+                      tecore_bf16_to_f32(tecore_f32_to_bf16(want)));
+      else
+        ck_assert_msg(fabsf(got - want) <= 0x1p-7f * gmax, "%s: %s[%zu] %.9g, F32 %.9g "
+                      "(largest %.9g)", what, p[i].name, j, got, want, gmax);
+    }
+  }
+  ck_assert_uint_eq(nw, 2);
+  for (int k = 0; k < 2; k++) {
+    free(o[k].dx);
+    free_grads(o[k].g, o[k].ng);
+    TE_OK(tecore_seq_destroy(sq[k]));
+  }
+  dfree2(&y);
+  dfree2(&dx);
+  free_mbs(x, dy);
+}
+
+START_TEST(test_bf16_wgrad) {
+  struct tecore_recipe r;
+  TE_OK(tecore_recipe_init(&r, TECORE_RECIPE_DELAYED));
+  bf16_wgrad_case(NULL, 1);
+  bf16_wgrad_case(NULL, 2);
+  bf16_wgrad_case(&r, 1);
+  bf16_wgrad_case(&r, 2);
+  struct tecore_seq_config cfg = {.rows = 4, .features = 16, .dtype = TECORE_DTYPE_F32,
+                                  .flags = TECORE_SEQ_BF16_WGRAD};
+  tecore_seq_t *s = NULL;
+  TE_EXPECT_INVALID("16-bit", tecore_seq_create(&cfg, &s));
 }
 END_TEST
 
@@ -2854,7 +2950,7 @@ START_TEST(test_args) {
   bad.rows = 0;
   TE_EXPECT_INVALID("rows", tecore_seq_create(&bad, &s));
   bad = cfg;
-  bad.flags = 0x80;
+  bad.flags = 0x100;
   TE_EXPECT_INVALID("flags", tecore_seq_create(&bad, &s));
   TE_OK(tecore_seq_create(&cfg, &s));
   TE_EXPECT_INVALID("build", tecore_seq_build(s, S()));   /* no operations */
@@ -3300,7 +3396,7 @@ START_TEST(test_set_grad) {
   TE_OK(tecore_seq_create(&cfg, &a));
   TE_EXPECT_INVALID("not built", tecore_seq_set_grad(a, 1, buf));
   TE_OK(tecore_seq_destroy(a));
-  cfg.flags = 0x80;
+  cfg.flags = 0x100;
   TE_EXPECT_INVALID("flags", tecore_seq_create(&cfg, &a));
   TE_OK(tecore_mem_free(buf));
   /* the row-block flag is for forward patterns; no unknown pattern flags */
@@ -3337,6 +3433,7 @@ static Suite *ops_suite(void) {
   tcase_add_test(tc, test_fusion_off);
   tcase_add_test(tc, test_grad_fp8_given);
   tcase_add_test(tc, test_grad_fp8_caller_buffers);
+  tcase_add_test(tc, test_bf16_wgrad);
   tcase_add_test(tc, test_grad_fp8_off);
   tcase_add_test(tc, test_fp8_weight_from_optimizer);
   tcase_add_test(tc, test_fused_act_quantize);

@@ -10,6 +10,8 @@
 #     FP8 gradient: the first step as the BF16 dlogits' within rounding,
 #     and 30 steps learn as theirs do (GPT_DL8_*), and
 #     AdamW writing the FP8 weights gives the forward's quantize's bits;
+#     BF16 weight gradients (--wgrad bf16, the default) start as F32's
+#     within a rounding and learn alike, in less memory;
 #  2. a run resumed from a checkpoint continues with the same bits: 6
 #     steps straight, against 3 steps, --save, --load, 3 more: the same
 #     losses and byte-identical model.safetensors and optimizer.safetensors;
@@ -153,6 +155,36 @@ echo "# FP8 dlogits over the logits: dlogits_fp8 $g2 / $g1, FP8 copies and works
     diff "$tmp/gv.steps" "$tmp/gvgrad_fp8_given.steps"; fail=1; }
 awk -v a="$m2" -v b="$m1" 'BEGIN { exit !(a + 0 > 0 && b - a >= 256 * (4096 - 256) / 1048576) }' ||
   { echo "FAIL: the codes over the logits save too little: $m2 MiB against $m1"; fail=1; }
+
+# --wgrad bf16 (the default with --accum 1: TECORE_SEQ_BF16_WGRAD) against
+# f32, BF16 and delayed FP8: the same first loss (the forward does not
+# depend on it), the first step's gradient norm within GPT_WG_NORM (each
+# weight gradient rounded to BF16 once: a relative 2^-9 an element, seen
+# up to 4e-5 on the norm), 30 steps that learn alike (GPT_DL8_GAP), and
+# the weight gradients' memory halved
+GPT_WG_NORM=0.002
+for r in none delayed; do
+  for w in bf16 f32; do
+    TECORE_OPS_FP8_MIN_MNK=0 "$gpt" --seed "$seed" --recipe $r --wgrad $w --sample 0 --json \
+      > "$tmp/wg$w.json" 2> "$tmp/wg.err" ||
+      { echo "FAIL: te-gpt --recipe $r --wgrad $w fails"; cat "$tmp/wg.err"; fail=1; }
+  done
+  a=$tmp/wgbf16.json b=$tmp/wgf32.json
+  l1=$(jf "$a" loss 1) l2=$(jf "$b" loss 1) n1=$(jf "$a" grad_norm 1) n2=$(jf "$b" grad_norm 1)
+  v1=$(jf "$a" last_val_loss) v2=$(jf "$b" last_val_loss)
+  echo "# --recipe $r, --wgrad bf16 / f32: first loss $l1 / $l2, gradient norm $n1 / $n2," \
+    "validation loss $v1 / $v2"
+  [ -n "$l1" ] && [ "$l1" = "$l2" ] || { echo "FAIL: --wgrad bf16 changes the first loss"; fail=1; }
+  awk -v a="$n1" -v b="$n2" -v t="$GPT_WG_NORM" -v va="$v1" -v vb="$v2" -v g="$GPT_DL8_GAP" \
+    -v m="$GPT_VAL_MAX" 'BEGIN { d = a - b; if (d < 0) d = -d; e = va - vb; if (e < 0) e = -e
+      exit !(a + 0 == a && b > 0 && d <= t * b && va < m && vb < m && e < g) }' ||
+    { echo "FAIL: --recipe $r --wgrad bf16: gradient norm $n1, validation $v1 (f32: $n2, $v2)"; fail=1; }
+  # the tiny model's Linear weights: 2 x (64 x 192 + 64 x 64 + 2 x 64 x 256) + 256 x 64
+  # = 114688, 2 bytes each fewer: 0.22 MiB
+  m1=$(jf "$a" mem_mib 1) m2=$(jf "$b" mem_mib 1)
+  awk -v a="$m1" -v b="$m2" 'BEGIN { exit !(a + 0 > 0 && b - a >= 114688 * 2 / 1048576 - 1e-6) }' ||
+    { echo "FAIL: --recipe $r --wgrad bf16: $m1 MiB, f32 $m2 MiB"; fail=1; }
+done
 
 # AdamW writing each FP8 Linear's next weight codes (tecore_seq_fp8_weight;
 # the forwards after the first step quantize none) against the forward
@@ -359,6 +391,7 @@ expect 2 --vocab 100
 expect 2 --norm batchnorm
 expect 2 --top-k 5
 expect 2 --graph-launch sideways
+expect 2 --wgrad f16
 expect 2 --data /dev/null --synthetic
 expect 2 --steps -1
 expect 1 --data "$tmp/no-such-file" --steps 1

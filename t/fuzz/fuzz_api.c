@@ -1436,8 +1436,9 @@ static void op_seq_create(const int64_t *a) {
                                   .features = clamp_dim(a[2]),
                                   .dtype = (tecore_dtype_t)ix(a[3], 4),
                                   .seed = (uint64_t)a[5],
-                                  /* the first three flags, and GRAD_FP8_GIVEN */
-                                  .flags = (unsigned)a[4] & (7u | TECORE_SEQ_GRAD_FP8_GIVEN)};
+                                  /* the first three flags, GRAD_FP8_GIVEN, BF16_WGRAD */
+                                  .flags = (unsigned)a[4] & (7u | TECORE_SEQ_GRAD_FP8_GIVEN |
+                                                              TECORE_SEQ_BF16_WGRAD)};
   tecore_seq_t *s = NULL;
   if (C(tecore_seq_create(&cfg, &s)) == TECORE_SUCCESS) {
     q->q = s;

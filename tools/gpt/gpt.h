@@ -58,6 +58,9 @@ struct gpt_config {
    * allocates no storage for the saved tensors its backward never reads
    * (TECORE_SEQ_DEFER_SAVED); gpt_share_saved must then give them */
   int share_saved;
+  /* a run option too: the Linears' weight gradients in BF16
+   * (TECORE_SEQ_BF16_WGRAD) */
+  int wgrad_bf16;
 };
 
 /* One trained tensor: the PyTorch-style name, the model's copy (BF16 in
@@ -69,7 +72,8 @@ struct gpt_param {
   tecore_devptr_t value;       /* BF16 (sequence) or F32 (embedding tables, and the
                                   sequence's Linear weights under an FP8 recipe: the
                                   master itself, TECORE_SEQ_F32_WEIGHTS) */
-  tecore_devptr_t grad;        /* F32 */
+  tecore_devptr_t grad;        /* grad_dtype */
+  tecore_dtype_t grad_dtype;   /* F32; BF16 for a Linear's weight under --wgrad bf16 */
   tecore_devptr_t master, m, v;/* F32 */
   int bf16;                    /* value is a BF16 copy of master */
   int table;                   /* an embedding table (p[0], and p[1] without RoPE) */

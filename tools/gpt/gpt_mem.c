@@ -163,7 +163,7 @@ void gpt_mem_count(const struct gpt_model *m, const struct gpt_train *t, struct 
   for (size_t i = 0; i < m->np; i++) {
     size_t e = m->p[i].rows * m->p[i].cols;
     if (i < ntab) g->tables += e * 4 * (m->p[i].grad ? 2 : 1);
-    else if (m->p[i].grad) g->grads += e * 4;
+    else if (m->p[i].grad) g->grads += e * tecore_dtype_size(m->p[i].grad_dtype);
     if (t && t->ot) g->optim += e * 4 * (m->p[i].bf16 ? 3 : 2);
   }
   g->params = param_grad > g->grads ? param_grad - g->grads : 0;

@@ -131,11 +131,13 @@ static void collect_params(struct gpt_model *m, int inference) {
   snprintf(t->name, sizeof t->name, "tok_embeddings.weight");
   t->rows = (size_t)m->c.vocab, t->cols = H, t->value = m->tok, t->grad = m->tok_grad, t->decay = 1;
   t->table = 1;
+  t->grad_dtype = TECORE_DTYPE_F32;
   if (!m->c.rope) {
     t = &m->p[1];
     snprintf(t->name, sizeof t->name, "pos_embeddings.weight");
     t->rows = (size_t)m->c.seq, t->cols = H, t->value = m->pos, t->grad = m->pos_grad, t->decay = 1;
     t->table = 1;
+    t->grad_dtype = TECORE_DTYPE_F32;
   }
   int nnorm = -1, nlin = -1;
   size_t last_op = (size_t)-1;
@@ -154,6 +156,7 @@ static void collect_params(struct gpt_model *m, int inference) {
     g->cols = tecore_tensor_numel(&sp[i].value) / g->rows;
     g->value = sp[i].value.data;
     g->grad = inference ? 0 : sp[i].grad.data;
+    g->grad_dtype = sp[i].grad.dtype;
     g->bf16 = sp[i].value.dtype == TECORE_DTYPE_BF16;   /* else F32: its own master */
     g->decay = kind == TECORE_OP_LINEAR && !strcmp(sp[i].name, "weight");
     g->sharded = m->tp.size > 1 && kind == TECORE_OP_LINEAR && nlin < 4 * m->c.layers;
@@ -184,6 +187,9 @@ static void create(struct gpt_model *m, const struct gpt_config *c, size_t batch
   /* --share-saved: the never-read saved tensors get no storage of their
    * own first, so the build's peak is not the shared layout's plus them */
   if (c->share_saved && !inference) cfg.flags |= TECORE_SEQ_DEFER_SAVED;
+  /* --wgrad bf16: the Linears' weight gradients as the GEMMs write them,
+   * rounded to BF16 (what autocast's BF16 weight copies give PyTorch) */
+  if (c->wgrad_bf16 && !inference) cfg.flags |= TECORE_SEQ_BF16_WGRAD;
   /* FP8 training under delayed scaling: the LM head's two FP8 gradient
    * copies fill the dead BF16 logits exactly (rows * vocab bytes each,
    * the second 16-byte aligned), so the sequence keeps no buffer of that

@@ -54,7 +54,7 @@ void gpt_train_init(struct gpt_train *t, struct gpt_model *m, tecore_stream_t s)
       GPT_CHECK(tecore_memset_d32_async(p->v, 0, n, s));
       t->ot[k] = (struct tecore_optim_tensor){
           .param = p->master, .grad = p->grad, .exp_avg = p->m, .exp_avg_sq = p->v,
-          .model = p->bf16 ? p->value : 0, .numel = n, .grad_dtype = TECORE_DTYPE_F32,
+          .model = p->bf16 ? p->value : 0, .numel = n, .grad_dtype = p->grad_dtype,
           .model_dtype = TECORE_DTYPE_BF16};
       /* an FP8 Linear's F32 weight (delayed scaling): AdamW writes the
        * next forward's FP8 codes too, and that forward reads 4 bytes a
@@ -83,7 +83,7 @@ void gpt_train_init(struct gpt_train *t, struct gpt_model *m, tecore_stream_t s)
     for (size_t i = 0; i < np; i++)
       if (m->p[i].sharded == sh) {
         size_t n = m->p[i].rows * m->p[i].cols;
-        t->grads[t->nrep + (sh ? t->nsh : 0)] = gpt_tensor2(TECORE_DTYPE_F32, 1, n, m->p[i].grad);
+        t->grads[t->nrep + (sh ? t->nsh : 0)] = gpt_tensor2(m->p[i].grad_dtype, 1, n, m->p[i].grad);
         if (sh) t->nsh++;
         else t->nrep++;
       }
