@@ -104,9 +104,11 @@ static const char usage_text[] =
     "  --host-budget MB   pinned host memory for offload (default: what it needs)\n"
     "  --no-graph         eager launches (default: from step 2 on the whole step replays one\n"
     "                     graph -- with --tp all but AdamW; the decode step replays one graph)\n"
-    "  --graph-launch device|host  the step graph launched by one kernel node that launches\n"
-    "                     it from the device (default; host time independent of its size),\n"
-    "                     or by the host (with --offload, or when the graph cannot be)\n"
+    "  --graph-launch chain|device|host  the step graphs queued to a launcher kernel that\n"
+    "                     waits on the device (default: a step costs the host two stores,\n"
+    "                     no driver call; tecore_graph_chain_create), launched by one\n"
+    "                     kernel node that launches them from the device, or by the host\n"
+    "                     (with --offload, or when the graph cannot be)\n"
     "  --no-pipeline      wait for each step before queueing the next (default: the host\n"
     "                     queues the next step graph before it waits for this one)\n"
     "  --profile          print step 2's device time per kernel on stderr (eager launches)\n"
@@ -181,6 +183,7 @@ struct opts {
   int steps, batch, accum, warmup, decay_steps, recipe, eval_every, eval_batches, sample, top_k;
   int host_launch;   /* --graph-launch host */
   int launch_given;  /* --graph-launch given */
+  int no_chain;      /* --graph-launch device or host */
   int no_pipeline;   /* --no-pipeline */
   int sample_check, no_graph, tp, sample_given, quiet, share_saved, profile, plan;
   int wgrad;         /* --wgrad: 0 auto, 1 bf16, 2 f32 */
@@ -247,9 +250,10 @@ static int take(struct te_cli *cli, struct opts *o, int opt, const char *a) {
   case O_NOGRAPH: o->no_graph = 1; return 0;
   case O_NOPIPE: o->no_pipeline = 1; return 0;
   case O_GLAUNCH:
-    if (strcmp(a, "device") && strcmp(a, "host"))
-      return te_cli_error(cli, "--graph-launch must be device or host, not '%s'", a);
+    if (strcmp(a, "chain") && strcmp(a, "device") && strcmp(a, "host"))
+      return te_cli_error(cli, "--graph-launch must be chain, device or host, not '%s'", a);
     o->host_launch = !strcmp(a, "host");
+    o->no_chain = strcmp(a, "chain") != 0;
     o->launch_given = 1;
     return 0;
   case O_TP: return te_cli_int(cli, f, a, 1, DEMO_TP_MAX, &o->tp);
@@ -425,6 +429,7 @@ static int run(struct opts *op, const struct gpt_tp *tp, double *losses, uint64_
                         /* offload's copies overlap kernels only from the host */
                         .host_launch = o.host_launch || (o.off.on && !o.launch_given),
                         .pipeline = !o.no_pipeline && !o.off.on && !tp,
+                        .chain_mode = !o.no_chain && !o.off.on && !tp,
                         .sum_ranks = tp ? sum_ranks : NULL};
   gpt_train_init(&t, &m, s);
   struct demo_offload dof;
@@ -564,15 +569,17 @@ static int run(struct opts *op, const struct gpt_tp *tp, double *losses, uint64_
   if (t.launch_us > 0) {
     char census[128];
     gpt_graph_census(&t, census, sizeof census);
-    te_out_note(&OUT, "step graph: %s (%s), launched from the %s in %.1f us of host time at the "
-                "least, %.1f us median over %d launches",
+    const char *how = t.chain_launches ? "chain" : t.host_launch ? "host" : "device";
+    te_out_note(&OUT, "step graph: %s (%s), %s in %.1f us of host time at the least, %.1f us "
+                "median over %d launches%s",
                 t.device_clip ? "every microbatch, the norm, the clipping and AdamW"
                               : "every microbatch and the norm (--tp: AdamW eager after it)",
-                census, t.host_launch ? "host" : "device", t.launch_us, gpt_launch_median(&t),
-                t.nlaunch);
+                census, t.chain_launches ? "queued to its launcher on the device (graph chain)"
+                : t.host_launch ? "launched from the host" : "launched from the device",
+                t.launch_us, gpt_launch_median(&t), t.nlaunch, t.chain_note);
     te_out_field_n(&OUT, "graph_launch_us", t.launch_us);
     te_out_field_n(&OUT, "graph_launch_us_median", gpt_launch_median(&t));
-    te_out_field_s(&OUT, "graph_launch", t.host_launch ? "host" : "device");
+    te_out_field_s(&OUT, "graph_launch", how);
   }
   te_out_field_n(&OUT, "first_loss", first);
   te_out_field_n(&OUT, "last_loss", last);

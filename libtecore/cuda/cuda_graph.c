@@ -5,6 +5,7 @@
  * and the launch of an executable from the device.
  * tecore graph handles are the driver's CUgraph / CUgraphExec. */
 #include "cuda_backend.h"
+#include "common/graph_chain.h"
 
 #include <pthread.h>
 #include <stdlib.h>
@@ -181,20 +182,24 @@ struct dev_launcher {
 };
 
 static pthread_mutex_t fire_lock = PTHREAD_MUTEX_INITIALIZER;
-static CUkernel fire_kernel;
+static CUlibrary fire_lib;
+static CUkernel fire_kernel, chain_kernel;
 
-/* te_graph_fire's CUkernel, its library loaded once per process. */
-static tecore_result_t fire_kernel_get(CUkernel *out) {
+/* A kernel of kernels/graph_fire.cu (te_graph_fire, te_graph_chain), its
+ * library loaded once per process. */
+static tecore_result_t fire_lib_kernel(const char *name, CUkernel *slot, CUkernel *out) {
   tecore_result_t res = TECORE_SUCCESS;
   pthread_mutex_lock(&fire_lock);
-  if (!fire_kernel) {
-    CUlibrary lib = NULL;
-    res = TE_CU(cuLibraryLoadData, &lib, te_fatbin_graph_fire, NULL, NULL, 0, NULL, NULL, 0);
-    if (res == TECORE_SUCCESS) res = TE_CU(cuLibraryGetKernel, &fire_kernel, lib, "te_graph_fire");
-  }
-  *out = fire_kernel;
+  if (!fire_lib)
+    res = TE_CU(cuLibraryLoadData, &fire_lib, te_fatbin_graph_fire, NULL, NULL, 0, NULL, NULL, 0);
+  if (res == TECORE_SUCCESS && !*slot) res = TE_CU(cuLibraryGetKernel, slot, fire_lib, name);
+  *out = *slot;
   pthread_mutex_unlock(&fire_lock);
   return res;
+}
+
+static tecore_result_t fire_kernel_get(CUkernel *out) {
+  return fire_lib_kernel("te_graph_fire", &fire_kernel, out);
 }
 
 tecore_result_t te_cuda_graph_device_release(void *state) {
@@ -269,4 +274,68 @@ tecore_result_t te_cuda_graph_device_status(void *state, unsigned *code) {
     *code = v;
   }
   return TECORE_SUCCESS;
+}
+
+/* ---- graph chains ------------------------------------------------------------------
+ * The launcher of a chain (kernels/common/graph_chain.h): a graph of one
+ * node of te_graph_chain(ctl), instantiated for device launch (it launches
+ * itself again as a tail) and uploaded with the chain's executables. */
+struct chain_launcher {
+  CUgraph graph;
+  CUgraphExec exec;
+};
+
+tecore_result_t te_cuda_graph_chain_release(void *state) {
+  struct chain_launcher *l = state;
+  if (!l) return TECORE_SUCCESS;
+  tecore_result_t res = TECORE_SUCCESS, r;
+  if (l->exec && (r = TE_CU(cuGraphExecDestroy, l->exec)) != TECORE_SUCCESS) res = r;
+  if (l->graph && (r = TE_CU(cuGraphDestroy, l->graph)) != TECORE_SUCCESS) res = r;
+  free(l);
+  return res;
+}
+
+tecore_result_t te_cuda_graph_chain_prepare(struct te_chain_ctl *ctl, tecore_stream_t stream,
+                                            void **state) {
+  static const char fn[] = "graph chain";
+  TE_CHECK(te_cuda_need_ctx());
+  CUkernel k = NULL;
+  CUfunction f = NULL;
+  TE_CHECK(fire_lib_kernel("te_graph_chain", &chain_kernel, &k));
+  if (TE_CU(cuKernelGetFunction, &f, k) != TECORE_SUCCESS)
+    return TE_ERR(TECORE_ERR_NOT_SUPPORTED, "%s: no launcher kernel for this GPU (%s); "
+                  "libte's build holds it for the architectures of --with-cuda-arch only", fn,
+                  tecore_last_error());
+  CUdeviceptr d = 0;
+  TE_CHECK(TE_CU(cuMemHostGetDevicePointer, &d, (void *)ctl, 0));
+  for (uint32_t i = 0; i < ctl->nexec; i++)
+    TE_CHECK(TE_CU(cuGraphUpload, (CUgraphExec)(uintptr_t)ctl->exec[i], (CUstream)stream));
+  struct chain_launcher *l = calloc(1, sizeof *l);
+  if (!l) return TE_ERR(TECORE_ERR_NOMEM, "%s: out of host memory", fn);
+  tecore_result_t res;
+  TE_CHECK_GOTO(TE_CU(cuGraphCreate, &l->graph, 0), res, fail);
+  void *args[] = {&d};
+  CUDA_KERNEL_NODE_PARAMS p;
+  memset(&p, 0, sizeof p);
+  p.kern = k;
+  p.gridDimX = p.gridDimY = p.gridDimZ = 1;
+  p.blockDimX = 32, p.blockDimY = p.blockDimZ = 1;
+  p.kernelParams = args;
+  CUgraphNode node = NULL;
+  TE_CHECK_GOTO(TE_CU(cuGraphAddKernelNode, &node, l->graph, NULL, 0, &p), res, fail);
+  TE_CHECK_GOTO(TE_CU(cuGraphInstantiateWithFlags, &l->exec, l->graph,
+                      CUDA_GRAPH_INSTANTIATE_FLAG_DEVICE_LAUNCH), res, fail);
+  TE_CHECK_GOTO(TE_CU(cuGraphUpload, l->exec, (CUstream)stream), res, fail);
+  *state = l;
+  return TECORE_SUCCESS;
+fail:
+  (void)te_cuda_graph_chain_release(l);
+  return res;
+}
+
+tecore_result_t te_cuda_graph_chain_start(void *state, tecore_stream_t stream) {
+  struct chain_launcher *l = state;
+  if (!l) return TE_ERR(TECORE_ERR_INTERNAL, "graph chain: no launcher");
+  TE_CHECK(te_cuda_need_ctx());
+  return TE_CU(cuGraphLaunch, l->exec, (CUstream)stream);
 }

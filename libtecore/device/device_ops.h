@@ -23,6 +23,7 @@
 #include <string.h>
 
 struct te_gemm_problem;
+struct te_chain_ctl;
 
 /* A registered kernel, as the backends see it. */
 struct te_kernel_entry {
@@ -194,6 +195,13 @@ struct te_kernel_module {
                                tecore_stream_t stream))                                           \
   X(pfx, graph_device_status, (void *state, unsigned *code))                                      \
   X(pfx, graph_device_release, (void *state))                                                     \
+  /* Graph chains (graph_chain.c; the protocol: kernels/common/graph_chain.h):                     \
+   * prepare the launcher of ctl (page-locked host memory, exec[] and nexec                       \
+   * set; the executables uploaded), start it on stream (after the work                           \
+   * queued there; the stream holds it until it ends), release it (ended). */                      \
+  X(pfx, graph_chain_prepare, (struct te_chain_ctl *ctl, tecore_stream_t stream, void **state))    \
+  X(pfx, graph_chain_start, (void *state, tecore_stream_t stream))                                \
+  X(pfx, graph_chain_release, (void *state))                                                      \
   /* Up to max descriptions (nodes may be NULL when max is 0), *count all. */                     \
   X(pfx, graph_nodes, (tecore_graph_t graph, struct tecore_graph_node_desc *nodes, size_t max,    \
                        size_t *count))                                                            \

@@ -50,6 +50,8 @@ TE_EXPORT tecore_result_t tecore_graph_instantiate(tecore_graph_exec_t *exec,
 
 TE_EXPORT tecore_result_t tecore_graph_exec_destroy(tecore_graph_exec_t exec) {
   TE_ARG(exec, "tecore_graph_exec_destroy: exec is NULL");
+  TE_ARG(!te_graph_device_chained(exec), "tecore_graph_exec_destroy: exec %p belongs to a graph "
+         "chain; destroy the chain first (tecore_graph_chain_destroy)", (void *)exec);
   OPS(o);
   TE_CHECK(o->graph_exec_destroy(exec));
   te_graph_owner_forget(exec, 1);

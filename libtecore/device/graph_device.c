@@ -26,6 +26,7 @@ struct dl_rec {
   void *state;       /* the backend's (cuda: the launcher graph) */
   int dirty;         /* changed since its last upload */
   int launched;      /* launched from the device at least once */
+  int chained;       /* graph chains that hold it (graph_chain.c) */
   struct dl_rec *next;
 };
 
@@ -123,6 +124,34 @@ void te_graph_device_dirty(tecore_graph_exec_t exec) {
   struct dl_rec *r = find_locked(exec);
   if (r) r->dirty = 1;
   pthread_mutex_unlock(&dl_lock);
+}
+
+tecore_result_t te_graph_device_chain(tecore_graph_exec_t exec, int delta, const char *fn) {
+  pthread_mutex_lock(&dl_lock);
+  struct dl_rec *r = find_locked(exec);
+  if (r) r->chained += delta;
+  pthread_mutex_unlock(&dl_lock);
+  if (!r)
+    return TE_ERR(TECORE_ERR_INVALID, "%s: exec %p was not instantiated with "
+                  "TECORE_GRAPH_INSTANTIATE_DEVICE_LAUNCH (or is destroyed)", fn, (void *)exec);
+  return TECORE_SUCCESS;
+}
+
+int te_graph_device_chained(tecore_graph_exec_t exec) {
+  pthread_mutex_lock(&dl_lock);
+  struct dl_rec *r = find_locked(exec);
+  int n = r ? r->chained : 0;
+  pthread_mutex_unlock(&dl_lock);
+  return n;
+}
+
+int te_graph_device_take_dirty(tecore_graph_exec_t exec) {
+  pthread_mutex_lock(&dl_lock);
+  struct dl_rec *r = find_locked(exec);
+  int d = r ? r->dirty : 0;
+  if (r) r->dirty = 0;
+  pthread_mutex_unlock(&dl_lock);
+  return d;
 }
 
 /* tecore_fini, after the backend stopped: the records only (cuda leaves

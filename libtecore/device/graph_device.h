@@ -21,6 +21,14 @@ void te_graph_device_forget(const struct te_device_ops *o, tecore_graph_exec_t e
 int te_graph_device_has(tecore_graph_exec_t exec);
 /* After exec's nodes changed: the next device launch uploads it first. */
 void te_graph_device_dirty(tecore_graph_exec_t exec);
+/* A graph chain takes exec (delta +1) or lets it go (-1): TECORE_ERR_INVALID
+ * naming fn when exec has no record (not instantiated for device launch). */
+tecore_result_t te_graph_device_chain(tecore_graph_exec_t exec, int delta, const char *fn);
+/* How many chains hold exec (0 without a record). */
+int te_graph_device_chained(tecore_graph_exec_t exec);
+/* Whether exec changed since its last upload; the mark is cleared (the
+ * caller uploads it). */
+int te_graph_device_take_dirty(tecore_graph_exec_t exec);
 /* tecore_graph_launch_device's work once exec is not NULL. */
 tecore_result_t te_graph_device_launch(const struct te_device_ops *o, tecore_graph_exec_t exec,
                                        tecore_stream_t stream);

@@ -306,6 +306,37 @@ tecore_result_t tecore_graph_instantiate_with_flags(tecore_graph_exec_t *exec,
  * tecore_graph_launch does. */
 tecore_result_t tecore_graph_launch_device(tecore_graph_exec_t exec, tecore_stream_t stream);
 
+/* Graph chains: executables (instantiated with
+ * TECORE_GRAPH_INSTANTIATE_DEVICE_LAUNCH) queued with no driver call.  A
+ * launcher kernel on the device waits for the host's next ticket in
+ * page-locked memory and launches the executable it names, then itself;
+ * queueing writes two words and waiting reads one.  The launcher ends when
+ * stopped or after TECORE_GRAPH_CHAIN_TIMEOUT_MS with nothing queued (the
+ * next queue starts it again).  While it runs it holds stream: queue
+ * nothing else there before tecore_graph_chain_stop.  One thread at a time
+ * uses a chain; its executables cannot be destroyed before it is. */
+typedef struct tecore_graph_chain *tecore_graph_chain_t;
+#define TECORE_GRAPH_CHAIN_MAX 8   /* executables a chain may hold */
+tecore_result_t tecore_graph_chain_create(const tecore_graph_exec_t *execs, int count,
+                                          tecore_stream_t stream, tecore_graph_chain_t *chain);
+/* Queues execs[index] after every earlier ticket; *ticket (may be NULL)
+ * numbers it, from 1. */
+tecore_result_t tecore_graph_chain_queue(tecore_graph_chain_t chain, int index, uint64_t *ticket);
+/* Waits until the graph of ticket (queued) has ended. */
+tecore_result_t tecore_graph_chain_wait(tecore_graph_chain_t chain, uint64_t ticket);
+/* Waits for every queued ticket, ends the launcher and frees stream. */
+tecore_result_t tecore_graph_chain_stop(tecore_graph_chain_t chain);
+/* Stops the chain, then frees it. */
+tecore_result_t tecore_graph_chain_destroy(tecore_graph_chain_t chain);
+struct tecore_graph_chain_stats {
+  uint64_t queued;   /* the last ticket queued */
+  uint64_t done;     /* the last ticket whose graph ended */
+  uint64_t starts;   /* host launches of the launcher */
+  uint64_t runs;     /* launcher runs on the device */
+};
+tecore_result_t tecore_graph_chain_stats(tecore_graph_chain_t chain,
+                                         struct tecore_graph_chain_stats *stats);
+
 /* A kernel launch's shape (te/kernel.h launches with it). */
 struct tecore_launch_cfg {
   unsigned grid[3];

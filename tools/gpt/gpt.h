@@ -239,6 +239,13 @@ struct gpt_train {
   tecore_devptr_t clipf;       /* float: the clip factor */
   struct tecore_optim_state *hstate;   /* pinned staging of ostate */
   int host_launch;             /* launch the step graph from the host (else from the device) */
+  /* queue the step graphs to a graph chain's launcher once both sets'
+   * graphs were launched (tecore_graph_chain_create): no driver call a
+   * step; stopped when anything else is to run on the stream */
+  int chain_mode;
+  tecore_graph_chain_t chain;
+  int chain_launches;          /* steps queued through the chain */
+  char chain_note[96];         /* the chain's launcher starts, for the summary */
   int graph_launched;          /* the step graph was launched at least once */
   /* One process with the step graph: the host queues the next step before
    * it waits for this one, so a launch finds the device busy (a launch
@@ -252,6 +259,7 @@ struct gpt_train {
     struct tecore_optim_state *hstate;
     struct tegraph_graph *graph;
     tecore_event_t done;       /* recorded after its launch */
+    uint64_t ticket;           /* its last launch's chain ticket (0: not chained) */
     int launched;
   } set[2];                    /* t->hids ... t->graph are set[cur]'s */
   int cur;                     /* the set of the step that completes next */

@@ -114,6 +114,8 @@ void gpt_train_init(struct gpt_train *t, struct gpt_model *m, tecore_stream_t s)
 void gpt_train_free(struct gpt_train *t) {
   /* the masters of BF16 parameters and the moments are the model's dev
    * memory; the process ends right after (tecore_fini frees the rest) */
+  if (t->chain) tecore_graph_chain_destroy(t->chain);   /* before its executables */
+  t->chain = NULL;
   free(t->ot);
   free(t->grads);
   for (int b = 0; b < 2; b++) {
@@ -176,6 +178,11 @@ static void queue_adam(struct gpt_train *t, struct gpt_model *m, tecore_stream_t
  * copied from the pinned staging, forward, loss, backward; the FP8 scale
  * update; the gradient norm and the losses into pinned memory. */
 static void queue_fwd_bwd(struct gpt_train *t, struct gpt_model *m, tecore_stream_t s) {
+  /* AdamW's step number and learning rate from this set's staging: in the
+   * graph, so that a chained step needs no copy queued by the host */
+  if (t->device_clip)
+    GPT_CHECK(tecore_memcpy_async(t->ostate, (tecore_devptr_t)(uintptr_t)t->hstate,
+                                  2 * sizeof *t->hstate, s));
   GPT_CHECK(tecore_seq_zero_grad(m->seq, s));
   size_t H = (size_t)m->c.hidden;
   GPT_CHECK(tecore_memset_d32_async(m->tok_grad, 0, (size_t)m->c.vocab * H, s));
@@ -263,11 +270,26 @@ static void capture(struct gpt_train *t, struct gpt_model *m, tecore_stream_t s)
  * the device waits for the device to accept it, not counted). */
 static void queue_graph(struct gpt_train *t, tecore_stream_t s) {
   struct gpt_stage *g = &t->set[t->cur];
-  if (t->device_clip)
-    GPT_CHECK(tecore_memcpy_async(t->ostate, (tecore_devptr_t)(uintptr_t)t->hstate,
-                                  2 * sizeof *t->hstate, s));
+  if (t->chain_mode && !t->chain && t->set[0].launched && t->set[1].launched) {
+    /* both step graphs ran once from the device: from now on they are
+     * queued to the chain's launcher */
+    tecore_graph_exec_t x[2];
+    for (int b = 0; b < 2; b++)
+      GPT_GCHECK(tegraph_graph_handles(t->set[b].graph, NULL, &x[b]));
+    if (tecore_graph_chain_create(x, 2, s, &t->chain) != TECORE_SUCCESS) {
+      fprintf(stderr, "# te-gpt: no graph chain (%s); the step graphs are launched from the "
+              "device\n", tecore_last_error());
+      t->chain_mode = 0;
+    }
+  }
   double l0 = gpt_now();
-  GPT_GCHECK(tegraph_graph_launch(t->graph, s));
+  if (t->chain) {
+    GPT_CHECK(tecore_graph_chain_queue(t->chain, t->cur, &g->ticket));
+    t->chain_launches++;
+  } else {
+    g->ticket = 0;
+    GPT_GCHECK(tegraph_graph_launch(t->graph, s));
+  }
   double us = (gpt_now() - l0) * 1e6;
   if (t->host_launch || g->launched) {
     if (t->launch_us <= 0 || us < t->launch_us) t->launch_us = us;
@@ -275,7 +297,24 @@ static void queue_graph(struct gpt_train *t, tecore_stream_t s) {
       t->launch_all[t->nlaunch++] = us;
   }
   g->launched = t->graph_launched = 1;
-  if (g->done) GPT_CHECK(tecore_event_record(g->done, s));
+  if (g->done && !g->ticket) GPT_CHECK(tecore_event_record(g->done, s));
+}
+
+/* Waits for set b's last step: its chain ticket, or its event. */
+static void wait_set(struct gpt_train *t, int b) {
+  if (t->set[b].ticket) GPT_CHECK(tecore_graph_chain_wait(t->chain, t->set[b].ticket));
+  else GPT_CHECK(tecore_event_synchronize(t->set[b].done));
+}
+
+/* Nothing else may run on the stream while the chain's launcher holds it:
+ * it ends here (a later step starts it again). */
+static void chain_rest(struct gpt_train *t) {
+  if (!t->chain) return;
+  GPT_CHECK(tecore_graph_chain_stop(t->chain));
+  struct tecore_graph_chain_stats st;
+  GPT_CHECK(tecore_graph_chain_stats(t->chain, &st));
+  snprintf(t->chain_note, sizeof t->chain_note, "; the chain's launcher started %llu time%s for "
+           "%d steps", (unsigned long long)st.starts, st.starts == 1 ? "" : "s", t->chain_launches);
 }
 
 double gpt_train_step(struct gpt_train *t, struct gpt_model *m, const struct gpt_data *d,
@@ -295,9 +334,6 @@ double gpt_train_step(struct gpt_train *t, struct gpt_model *m, const struct gpt
     if (t->graph) {
       queue_graph(t, s);
     } else {
-      if (t->device_clip)
-        GPT_CHECK(tecore_memcpy_async(t->ostate, (tecore_devptr_t)(uintptr_t)t->hstate,
-                                      2 * sizeof *t->hstate, s));
       queue_fwd_bwd(t, m, s);
       t->eager_steps++;
     }
@@ -309,9 +345,14 @@ double gpt_train_step(struct gpt_train *t, struct gpt_model *m, const struct gpt
     stage(t, m, d, step + 1);
     queue_graph(t, s);
     t->inflight = 1;
-    GPT_CHECK(tecore_event_synchronize(t->set[b].done));
+    wait_set(t, b);
   } else {
-    GPT_CHECK(tecore_stream_synchronize(s));
+    if (t->set[b].ticket) {   /* the launcher holds the stream until it stops */
+      wait_set(t, b);
+      if (!t->queue_next) chain_rest(t);
+    } else {
+      GPT_CHECK(tecore_stream_synchronize(s));
+    }
   }
   const float *out = t->set[b].pinned;
   double norm = out[0];
