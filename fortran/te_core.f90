@@ -229,6 +229,7 @@ module te_core
   integer(c_int), parameter :: TECORE_GRAPH_INSTANTIATE_UPLOAD = 2
   integer(c_int), parameter :: TECORE_GRAPH_INSTANTIATE_DEVICE_LAUNCH = 4
   integer(c_int), parameter :: TECORE_GRAPH_INSTANTIATE_USE_NODE_PRIORITY = 8
+  integer(c_int), parameter :: TECORE_GRAPH_CHAIN_MAX = 8
   integer(c_int), parameter :: TECORE_VMM_EXPORT_POSIX_FD = 1
   integer(c_int), parameter :: TECORE_VMM_EXPORT_FABRIC_VALUE = 2
   ! from libtecore/te/fp8.h
@@ -359,6 +360,14 @@ module te_core
     integer(c_int) :: stream_mem_ops
     integer(c_int) :: dma_buf
   end type tecore_device_props
+
+  ! struct tecore_graph_chain_counts (libtecore/te/device.h)
+  type, bind(C) :: tecore_graph_chain_counts
+    integer(c_int64_t) :: queued
+    integer(c_int64_t) :: done
+    integer(c_int64_t) :: starts
+    integer(c_int64_t) :: runs
+  end type tecore_graph_chain_counts
 
   ! struct tecore_launch_cfg (libtecore/te/device.h)
   type, bind(C) :: tecore_launch_cfg
@@ -1401,6 +1410,50 @@ module te_core
       type(c_ptr), value :: stream
       integer(c_int) :: tecore_graph_launch_device
     end function tecore_graph_launch_device
+    function tecore_graph_chain_create(execs, count, stream, chain) bind(C, &
+        & name="tecore_graph_chain_create")
+      import
+      implicit none
+      type(c_ptr), intent(in), optional :: execs(*)
+      integer(c_int), value :: count
+      type(c_ptr), value :: stream
+      type(c_ptr), optional :: chain
+      integer(c_int) :: tecore_graph_chain_create
+    end function tecore_graph_chain_create
+    function tecore_graph_chain_queue(chain, index, ticket) bind(C, name="tecore_graph_chain_queue")
+      import
+      implicit none
+      type(c_ptr), value :: chain
+      integer(c_int), value :: index
+      integer(c_int64_t), optional :: ticket
+      integer(c_int) :: tecore_graph_chain_queue
+    end function tecore_graph_chain_queue
+    function tecore_graph_chain_wait(chain, ticket) bind(C, name="tecore_graph_chain_wait")
+      import
+      implicit none
+      type(c_ptr), value :: chain
+      integer(c_int64_t), value :: ticket
+      integer(c_int) :: tecore_graph_chain_wait
+    end function tecore_graph_chain_wait
+    function tecore_graph_chain_stop(chain) bind(C, name="tecore_graph_chain_stop")
+      import
+      implicit none
+      type(c_ptr), value :: chain
+      integer(c_int) :: tecore_graph_chain_stop
+    end function tecore_graph_chain_stop
+    function tecore_graph_chain_destroy(chain) bind(C, name="tecore_graph_chain_destroy")
+      import
+      implicit none
+      type(c_ptr), value :: chain
+      integer(c_int) :: tecore_graph_chain_destroy
+    end function tecore_graph_chain_destroy
+    function tecore_graph_chain_stats(chain, stats) bind(C, name="tecore_graph_chain_stats")
+      import
+      implicit none
+      type(c_ptr), value :: chain
+      type(tecore_graph_chain_counts), optional :: stats
+      integer(c_int) :: tecore_graph_chain_stats
+    end function tecore_graph_chain_stats
     function tecore_graph_nodes(graph, nodes, max, count) bind(C, name="tecore_graph_nodes")
       import
       implicit none

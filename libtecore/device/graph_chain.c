@@ -46,7 +46,7 @@ _Static_assert(TECORE_GRAPH_CHAIN_MAX == TE_CHAIN_MAX_EXECS, "one limit");
 
 static void fence(void) { __atomic_thread_fence(__ATOMIC_SEQ_CST); }
 
-/* A poller's pause: spins first, then sleeps from 1 us up to 50 us. */
+/* A poller's pause: yields first, then sleeps from 1 us, doubling up to 64 us. */
 struct poll {
   unsigned n;
   long ns;
@@ -272,7 +272,7 @@ TE_EXPORT tecore_result_t tecore_graph_chain_destroy(tecore_graph_chain_t c) {
 }
 
 TE_EXPORT tecore_result_t tecore_graph_chain_stats(tecore_graph_chain_t c,
-                                                   struct tecore_graph_chain_stats *stats) {
+                                                   struct tecore_graph_chain_counts *stats) {
   TE_ARG(c, "tecore_graph_chain_stats: chain is NULL");
   TE_ARG(stats, "tecore_graph_chain_stats: stats is NULL");
   stats->queued = c->queued;

@@ -328,14 +328,14 @@ tecore_result_t tecore_graph_chain_wait(tecore_graph_chain_t chain, uint64_t tic
 tecore_result_t tecore_graph_chain_stop(tecore_graph_chain_t chain);
 /* Stops the chain, then frees it. */
 tecore_result_t tecore_graph_chain_destroy(tecore_graph_chain_t chain);
-struct tecore_graph_chain_stats {
+struct tecore_graph_chain_counts {
   uint64_t queued;   /* the last ticket queued */
   uint64_t done;     /* the last ticket whose graph ended */
   uint64_t starts;   /* host launches of the launcher */
   uint64_t runs;     /* launcher runs on the device */
 };
 tecore_result_t tecore_graph_chain_stats(tecore_graph_chain_t chain,
-                                         struct tecore_graph_chain_stats *stats);
+                                         struct tecore_graph_chain_counts *stats);
 
 /* A kernel launch's shape (te/kernel.h launches with it). */
 struct tecore_launch_cfg {

@@ -233,20 +233,21 @@ fi
 cut -d, -f1-5 "$tmp/e.csv" | cmp -s - "$tmp/a.cut" ||
   { echo "FAIL: eager launches (--no-graph) and the step graph give other losses"; fail=1; }
 # the host queueing the next step graph before it waits for this one (the
-# default; no validation pass in between, so every step), waiting for each
-# step (--no-pipeline), the graph launched by the host (--graph-launch
-# host): the same bits, losses and gradient norms
+# default, through a graph chain; no validation pass in between, so every
+# step), waiting for each step (--no-pipeline), the graph launched by the
+# host (--graph-launch host) or by one kernel node from the device
+# (--graph-launch device): the same bits, losses and gradient norms
 pv=0
-for v in "" --no-pipeline "--graph-launch host"; do
+for v in "" --no-pipeline "--graph-launch host" "--graph-launch device"; do
   pv=$((pv + 1))
   "$gpt" --seed "$seed" --batch 2 --sample 0 --eval-every 0 --csv -q --steps 7 $v \
     > "$tmp/p$pv.csv" 2> "$tmp/p$pv.err" || { echo "FAIL: te-gpt $v fails"; cat "$tmp/p$pv.err"; fail=1; }
   cut -d, -f1-5 "$tmp/p$pv.csv" > "$tmp/p$pv.cut"
 done
 [ "$(wc -l < "$tmp/p1.cut")" = 8 ] || { echo "FAIL: the pipelined run has no 7 rows"; fail=1; }
-for pv in 2 3; do
+for pv in 2 3 4; do
   cmp -s "$tmp/p1.cut" "$tmp/p$pv.cut" ||
-    { echo "FAIL: pipelined steps and run $pv (--no-pipeline / --graph-launch host) differ:";
+    { echo "FAIL: pipelined steps and run $pv (--no-pipeline / --graph-launch host / device) differ:";
       diff "$tmp/p1.cut" "$tmp/p$pv.cut"; fail=1; }
 done
 for f in model optimizer; do

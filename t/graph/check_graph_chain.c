@@ -152,7 +152,7 @@ START_TEST(pipelined) {
     TE_OK(tecore_graph_chain_wait(ch, i));
     expect(&w, (int)((i - 1) % 2), want[i], i);
   }
-  struct tecore_graph_chain_stats st;
+  struct tecore_graph_chain_counts st;
   TE_OK(tecore_graph_chain_stop(ch));
   TE_OK(tecore_graph_chain_stats(ch, &st));
   ck_assert_msg(st.queued == TICKETS && st.done == TICKETS, "stats: queued %llu, done %llu",
@@ -196,7 +196,7 @@ START_TEST(timeout_restarts) {
     TE_OK(tecore_graph_chain_wait(ch, t));
     expect(&w, 0, want, t);
   }
-  struct tecore_graph_chain_stats st;
+  struct tecore_graph_chain_counts st;
   TE_OK(tecore_graph_chain_stats(ch, &st));
   TE_OK(tecore_graph_chain_destroy(ch));
   ck_assert_msg(counter(&w) == (float)n, "the counter is %g after %d tickets: a ticket ran "

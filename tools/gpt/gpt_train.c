@@ -311,7 +311,7 @@ static void wait_set(struct gpt_train *t, int b) {
 static void chain_rest(struct gpt_train *t) {
   if (!t->chain) return;
   GPT_CHECK(tecore_graph_chain_stop(t->chain));
-  struct tecore_graph_chain_stats st;
+  struct tecore_graph_chain_counts st;
   GPT_CHECK(tecore_graph_chain_stats(t->chain, &st));
   snprintf(t->chain_note, sizeof t->chain_note, "; the chain's launcher started %llu time%s for "
            "%d steps", (unsigned long long)st.starts, st.starts == 1 ? "" : "s", t->chain_launches);
