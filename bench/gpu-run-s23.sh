@@ -16,6 +16,11 @@
 # Phase tp: te-gpt --tp 2 on two GPUs (never run on hardware before):
 # t/demo/te-gpt-tp.sh under TE_DEVICE=cuda, GPT-2 124M on the man pages
 # one process against --tp 2 (50 steps), llama-1b --tp 2 speed.
+# Phase final: GPT-2 124M BF16 and llama-1b FP8 with the chained default
+# beside their torch.compile twins in the same call; 124M's --profile.
+# Phase final2 (two GPUs): the 1.3B model and its twin; libtecomm's
+# allreduce and the fused allreduce + add + RMSNorm on two H100s beside
+# NCCL (te-allreduce-perf).
 set -u
 default_phases="chain"
 . "$(dirname "$0")/gpu-lib.sh"
@@ -34,6 +39,21 @@ if has chain; then
   step big-device $big --graph-launch device
   step small-chain $small
   step small-device $small --graph-launch device
+fi
+if has final; then
+  # the chained default beside its torch.compile twin in one call, and
+  # where GPT-2 124M's BF16 step goes now (issue 31's 1.25x)
+  step small $small
+  step small-peer python3 bench/gpt_peer.py speed --model gpt2-124m --batch 32 --compile --steps 8 --warmup 3
+  step llama $llama
+  step llama-peer python3 bench/gpt_peer.py speed --model llama-1b --batch 4 --compile --steps 8 --warmup 3
+  step small-profile $gpt --model gpt2-124m --synthetic --batch 32 --steps 3 --eval-every 0 --sample 0 --profile
+fi
+if has final2; then
+  step big $big
+  step big-peer python3 bench/gpt_peer.py speed --model gpt-1.3b --batch 8 --compile --steps 8 --warmup 3
+  step ar-perf tools/te-allreduce-perf -n 2 -G 20 -d bf16 -b 8K -e 256M -f 4
+  step ar-fused tools/te-allreduce-perf -n 2 -G 20 -d bf16 -b 8K -e 4M -f 4 --fused 4096
 fi
 if has tp; then
   step te-gpt-tp env TE_DEVICE=cuda top_builddir=. sh t/demo/te-gpt-tp.sh
