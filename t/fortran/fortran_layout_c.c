@@ -62,6 +62,11 @@ int main(void) {
   printf("tecore_device_props.multicast_supported %zu\n", offsetof(struct tecore_device_props, multicast_supported));
   printf("tecore_device_props.stream_mem_ops %zu\n", offsetof(struct tecore_device_props, stream_mem_ops));
   printf("tecore_device_props.dma_buf %zu\n", offsetof(struct tecore_device_props, dma_buf));
+  printf("tecore_graph_chain_counts size %zu\n", sizeof(struct tecore_graph_chain_counts));
+  printf("tecore_graph_chain_counts.queued %zu\n", offsetof(struct tecore_graph_chain_counts, queued));
+  printf("tecore_graph_chain_counts.done %zu\n", offsetof(struct tecore_graph_chain_counts, done));
+  printf("tecore_graph_chain_counts.starts %zu\n", offsetof(struct tecore_graph_chain_counts, starts));
+  printf("tecore_graph_chain_counts.runs %zu\n", offsetof(struct tecore_graph_chain_counts, runs));
   printf("tecore_launch_cfg size %zu\n", sizeof(struct tecore_launch_cfg));
   printf("tecore_launch_cfg.grid %zu\n", offsetof(struct tecore_launch_cfg, grid));
   printf("tecore_launch_cfg.block %zu\n", offsetof(struct tecore_launch_cfg, block));
