@@ -131,6 +131,17 @@ static void sleep_ms(int ms) {
   nanosleep(&ts, NULL);
 }
 
+/* One ticket of executable k with fresh input, waited for and checked. */
+static uint64_t run_one(struct work *w, tecore_graph_chain_t ch, int k) {
+  static float want[N];
+  uint64_t t = 0;
+  prepare(w, k, want);
+  TE_OK(tecore_graph_chain_queue(ch, k, &t));
+  TE_OK(tecore_graph_chain_wait(ch, t));
+  expect(w, k, want, t);
+  return t;
+}
+
 START_TEST(pipelined) {
   struct work w;
   work_init(&w, 2);
@@ -167,12 +178,7 @@ START_TEST(pipelined) {
   ck_assert_msg(counter(&w) == (float)(TICKETS + 1), "work after stop: counter %g",
                 (double)counter(&w));
   /* and a stopped chain queues again */
-  for (int i = 0; i < 3; i++) {
-    prepare(&w, 1, want[0]);
-    TE_OK(tecore_graph_chain_queue(ch, 1, &got));
-    TE_OK(tecore_graph_chain_wait(ch, got));
-    expect(&w, 1, want[0], got);
-  }
+  for (int i = 0; i < 3; i++) run_one(&w, ch, 1);
   TE_OK(tecore_graph_chain_destroy(ch));
   ck_assert_msg(counter(&w) == (float)(TICKETS + 4), "counter %g after the restarted chain",
                 (double)counter(&w));
@@ -187,14 +193,9 @@ START_TEST(timeout_restarts) {
   TE_OK(tecore_graph_chain_create(w.exec, 1, te_stream, &ch));
   static const int pause_ms[] = {0, 300, 45, 55, 50, 120, 5, 48, 52, 0, 300, 49};
   const int n = (int)(sizeof pause_ms / sizeof pause_ms[0]);
-  static float want[N];
   for (int i = 0; i < n; i++) {
     sleep_ms(pause_ms[i]);
-    prepare(&w, 0, want);
-    uint64_t t = 0;
-    TE_OK(tecore_graph_chain_queue(ch, 0, &t));
-    TE_OK(tecore_graph_chain_wait(ch, t));
-    expect(&w, 0, want, t);
+    run_one(&w, ch, 0);
   }
   struct tecore_graph_chain_counts st;
   TE_OK(tecore_graph_chain_stats(ch, &st));
@@ -214,21 +215,11 @@ START_TEST(after_update) {
   work_init(&w, 1);
   tecore_graph_chain_t ch = NULL;
   TE_OK(tecore_graph_chain_create(w.exec, 1, te_stream, &ch));
-  static float want[N];
-  uint64_t t = 0;
-  prepare(&w, 0, want);
-  TE_OK(tecore_graph_chain_queue(ch, 0, &t));
-  TE_OK(tecore_graph_chain_wait(ch, t));
-  expect(&w, 0, want, t);
+  run_one(&w, ch, 0);
   coefficients(&w, 0);
   tecore_graph_t g2 = capture(&w, 0);
   TE_OK(tecore_graph_exec_update(w.exec[0], g2, NULL));
-  for (int i = 0; i < 2; i++) {
-    prepare(&w, 0, want);
-    TE_OK(tecore_graph_chain_queue(ch, 0, &t));
-    TE_OK(tecore_graph_chain_wait(ch, t));
-    expect(&w, 0, want, t);
-  }
+  for (int i = 0; i < 2; i++) run_one(&w, ch, 0);
   TE_OK(tecore_graph_chain_destroy(ch));
   TE_OK(tecore_graph_destroy(g2));
   work_free(&w);
