@@ -71,8 +71,11 @@ static tecore_result_t launcher_failed(const struct tecore_graph_chain *c, const
   if (st == TE_CHAIN_BAD_INDEX)
     return TE_ERR(TECORE_ERR_INTERNAL, "%s: chain %p's launcher read an executable index past "
                   "its %d", fn, (void *)c, c->n);
-  return TE_ERR(TECORE_ERR_DRIVER, "%s: chain %p's launcher could not launch the next graph: "
-                "CUDA error %u%s", fn, (void *)c, st,
+  if (st == 700)
+    return TE_ERR(TECORE_ERR_ILLEGAL_ADDRESS, "%s: chain %p: a graph it ran made an illegal "
+                  "memory access (CUDA error 700); the chain queues nothing more", fn, (void *)c);
+  return TE_ERR(TECORE_ERR_DRIVER, "%s: chain %p's launcher could not launch or run the next "
+                "graph: CUDA error %u%s; the chain queues nothing more", fn, (void *)c, st,
                 st == 1 ? " (invalid value: the executable not uploaded, or a launch of it "
                 "still running)" : "");
 }

@@ -72,7 +72,8 @@ static void *chain_thread(void *arg) {
     } else {
       res = te_vdev_graph_launch((tecore_graph_exec_t)(uintptr_t)c->exec[w], v->stream);
       if (res == TECORE_SUCCESS) res = te_vdev_stream_synchronize(v->stream);
-      if (res != TECORE_SUCCESS) c->status = 999;   /* cudaErrorUnknown: the stream failed */
+      /* the CUDA error the stream's would be: an illegal address (700) or unknown */
+      if (res != TECORE_SUCCESS) c->status = res == TECORE_ERR_ILLEGAL_ADDRESS ? 700 : 999;
     }
     if (c->status) {
       c->ended = 1;

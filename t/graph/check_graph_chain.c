@@ -20,6 +20,9 @@
  *     every ticket runs once, the launcher was started again (starts >= 2);
  *   - after_update: an executable updated with new coefficients between
  *     tickets is uploaded again: the next ticket runs the new ones;
+ *   - device_fault (vdev: its checks see a kernel node write into memory
+ *     freed after the capture): the ticket's wait and every later call
+ *     report the fault; nothing hangs;
  *   - refusals: NULL arguments, counts 0 and 9, an executable not
  *     instantiated for device launch, an index out of range, a ticket not
  *     queued, a capturing stream, and destroying an executable the chain
@@ -226,6 +229,38 @@ START_TEST(after_update) {
 }
 END_TEST
 
+START_TEST(device_fault) {
+  if (te_backend_kind != TECORE_BACKEND_VDEV) return;   /* cuda may not fault on freed memory */
+  struct work w;
+  work_init(&w, 0);
+  tecore_stream_t s = NULL;   /* its own: the error is sticky */
+  TE_OK(tecore_stream_create(TECORE_STREAM_NON_BLOCKING, 0, &s));
+  tecore_devptr_t gone = te_dalloc(N * 4);
+  tecore_graph_t g = NULL;
+  TE_OK(tecore_stream_begin_capture(s, TECORE_CAPTURE_THREAD_LOCAL));
+  TE_OK(tecore_scale_add(gone, w.x, 1.0f, w.x, 1.0f, TECORE_DTYPE_F32, N, s));
+  TE_OK(tecore_stream_end_capture(s, &g));
+  tecore_graph_exec_t x = NULL;
+  TE_OK(tecore_graph_instantiate_with_flags(&x, g, TECORE_GRAPH_INSTANTIATE_DEVICE_LAUNCH, NULL));
+  TE_OK(tecore_mem_free(gone));
+  tecore_graph_chain_t ch = NULL;
+  TE_OK(tecore_graph_chain_create(&x, 1, s, &ch));
+  uint64_t t = 0;
+  TE_OK(tecore_graph_chain_queue(ch, 0, &t));
+  TE_EXPECT_ERR(TECORE_ERR_ILLEGAL_ADDRESS, "illegal memory access",
+                tecore_graph_chain_wait(ch, t));
+  TE_EXPECT_ERR(TECORE_ERR_ILLEGAL_ADDRESS, "queues nothing more",
+                tecore_graph_chain_queue(ch, 0, NULL));
+  ck_assert_msg(tecore_graph_chain_destroy(ch) != TECORE_SUCCESS,
+                "destroying the faulted chain reported no error");
+  TE_OK(tecore_graph_exec_destroy(x));   /* the chain let it go */
+  TE_OK(tecore_graph_destroy(g));
+  (void)tecore_stream_destroy(s);
+  tecore_clear_error();
+  work_free(&w);
+}
+END_TEST
+
 START_TEST(refusals) {
   struct work w;
   work_init(&w, 1);
@@ -274,6 +309,7 @@ static Suite *chain_suite(void) {
   tcase_add_test(tc, pipelined);
   tcase_add_test(tc, timeout_restarts);
   tcase_add_test(tc, after_update);
+  tcase_add_test(tc, device_fault);
   tcase_add_test(tc, refusals);
   return s;
 }
