@@ -163,6 +163,8 @@ TE_EXPORT tecore_result_t tecore_graph_chain_create(const tecore_graph_exec_t *e
     TE_ARG(te_graph_device_has(execs[i]), "%s: execs[%d] (%p) was not instantiated with "
            "TECORE_GRAPH_INSTANTIATE_DEVICE_LAUNCH", fn, i, (void *)execs[i]);
   }
+  TE_ARG(stream, "%s: stream is NULL: the launcher would hold the legacy default stream and "
+         "with it every blocking stream; give the chain a stream of its own", fn);
   const struct te_device_ops *o = NULL;
   TE_CHECK(te_ops_get(&o));
   tecore_capture_status_t cs = TECORE_CAPTURE_NONE;

@@ -23,7 +23,7 @@
  *   - device_fault (vdev: its checks see a kernel node write into memory
  *     freed after the capture): the ticket's wait and every later call
  *     report the fault; nothing hangs;
- *   - refusals: NULL arguments, counts 0 and 9, an executable not
+ *   - refusals: NULL arguments (the stream too), counts 0 and 9, an executable not
  *     instantiated for device launch, an index out of range, a ticket not
  *     queued, a capturing stream, and destroying an executable the chain
  *     holds; each names what is wrong. */
@@ -267,6 +267,7 @@ START_TEST(refusals) {
   tecore_graph_chain_t ch = NULL;
   TE_EXPECT_INVALID("chain is NULL", tecore_graph_chain_create(w.exec, 1, te_stream, NULL));
   TE_EXPECT_INVALID("execs is NULL", tecore_graph_chain_create(NULL, 1, te_stream, &ch));
+  TE_EXPECT_INVALID("stream is NULL", tecore_graph_chain_create(w.exec, 1, NULL, &ch));
   TE_EXPECT_INVALID("count 0", tecore_graph_chain_create(w.exec, 0, te_stream, &ch));
   TE_EXPECT_INVALID("count 9", tecore_graph_chain_create(w.exec, 9, te_stream, &ch));
   tecore_graph_exec_t two[2] = {w.exec[0], NULL};
