@@ -1486,7 +1486,11 @@ static void op_seq_add(const int64_t *a) {
     case TECORE_OP_ADD_EXTRA_INPUT: d.slot = (int)ix(a[3], 20) - 2; break;
     default: break;
   }
-  if (ix(a[4], 8) == 0) d.features = (size_t)a[2]; /* a field the kind does not read */
+  /* a field the kind does not read (a Linear's or a reshape's own stays
+   * clamped: an unclamped one is real work, gigabytes of weights to
+   * initialize on the CPU, which the watchdog took for a hang) */
+  if (ix(a[4], 8) == 0 && d.kind != TECORE_OP_LINEAR && d.kind != TECORE_OP_RESHAPE)
+    d.features = (size_t)a[2];
   size_t index = 0;
   if (C(tecore_seq_add(q->q, &d, &index)) == TECORE_SUCCESS) q->nops++;
 }
