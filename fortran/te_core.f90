@@ -2338,6 +2338,19 @@ module te_core
       type(c_ptr), value :: stream
       integer(c_int) :: tecore_xent_bwd
     end function tecore_xent_bwd
+    function tecore_xent_fwd_bwd(args, loss, lse, mean, dloss, flags, stream) bind(C, &
+        & name="tecore_xent_fwd_bwd")
+      import
+      implicit none
+      type(tecore_xent_args), intent(in), optional :: args
+      integer(tecore_devptr_t), value :: loss
+      integer(tecore_devptr_t), value :: lse
+      integer(tecore_devptr_t), value :: mean
+      integer(tecore_devptr_t), value :: dloss
+      integer(c_int), value :: flags
+      type(c_ptr), value :: stream
+      integer(c_int) :: tecore_xent_fwd_bwd
+    end function tecore_xent_fwd_bwd
     function tecore_seq_create(cfg, seq) bind(C, name="tecore_seq_create")
       import
       implicit none

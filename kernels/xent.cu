@@ -146,7 +146,7 @@ extern "C" __global__ void __launch_bounds__(TE_XENT_MEAN_THREADS)
   unsigned c = 0;
   for (unsigned long long t = i; t < tokens; t += TE_XENT_MEAN_THREADS) {
     if (labels[t] == ignore) continue;
-    s = te_add_rn(s, loss[t]);
+    if (!count_only) s = te_add_rn(s, loss[t]);
     c++;
   }
   part[i] = s;
@@ -160,7 +160,7 @@ extern "C" __global__ void __launch_bounds__(TE_XENT_MEAN_THREADS)
     __syncthreads();
   }
   if (i == 0) {
-    mean[0] = cnt[0] ? te_div_rn(part[0], (float)cnt[0]) : 0.0f;
+    if (!count_only) mean[0] = cnt[0] ? te_div_rn(part[0], (float)cnt[0]) : 0.0f;
     mean[1] = (float)cnt[0];
   }
 }
@@ -179,7 +179,7 @@ __device__ __forceinline__ float xent_grad(float x, float lse, bool is_label, fl
 // bytes a thread in flight.  st != 1: a constant (0 or NaN), x not read.
 // DO: the output's dtype, DT (over x or into a.y) or E4M3/E5M2 (into a.y,
 // times osc, the amax of the unscaled values kept in am).
-template <int DT, int DO>
+template <int DT, int DO, int NT = TE_XENT_BWD_THREADS>
 __device__ __forceinline__ void xent_bwd_vec(const bwd_k &a, uint64_t base, uint64_t u0,
                                              uint64_t u1, float lse, long long lab, float c1,
                                              float c2, float scale, int st, float osc,
@@ -188,11 +188,11 @@ __device__ __forceinline__ void xent_bwd_vec(const bwd_k &a, uint64_t base, uint
   constexpr bool F8 = DO == TE_FP8_DT_E4M3 || DO == TE_FP8_DT_E5M2;
   void *out = a.y ? a.y : a.x;
   const float cst = st == 0 ? 0.0f : __int_as_float(0x7fc00000);
-  for (uint64_t ub = u0 + threadIdx.x; ub < u1; ub += (uint64_t)U * TE_XENT_BWD_THREADS) {
+  for (uint64_t ub = u0 + threadIdx.x; ub < u1; ub += (uint64_t)U * NT) {
     uint4 r[U][NQ];
 #pragma unroll
     for (int q = 0; q < U; q++) {
-      const uint64_t u = ub + (uint64_t)q * TE_XENT_BWD_THREADS;
+      const uint64_t u = ub + (uint64_t)q * NT;
       if (u >= u1 || st != 1) continue;
       const uint4 *p = (const uint4 *)((const char *)a.x + (base + u * 8) * (NQ == 2 ? 4 : 2));
 #pragma unroll
@@ -200,7 +200,7 @@ __device__ __forceinline__ void xent_bwd_vec(const bwd_k &a, uint64_t base, uint
     }
 #pragma unroll
     for (int q = 0; q < U; q++) {
-      const uint64_t u = ub + (uint64_t)q * TE_XENT_BWD_THREADS;
+      const uint64_t u = ub + (uint64_t)q * NT;
       if (u >= u1) continue;
       float v[8];
       if (st == 1) {
@@ -233,17 +233,17 @@ __device__ __forceinline__ void xent_bwd_vec(const bwd_k &a, uint64_t base, uint
   }
 }
 
-template <int DT>
+template <int DT, int NT = TE_XENT_BWD_THREADS>
 __device__ __forceinline__ void xent_bwd_vec_out(const bwd_k &a, uint64_t base, uint64_t u0,
                                                  uint64_t u1, float lse, long long lab, float c1,
                                                  float c2, float scale, int st, float osc,
                                                  float &am) {
   if (!a.y || a.ydtype == DT)
-    xent_bwd_vec<DT, DT>(a, base, u0, u1, lse, lab, c1, c2, scale, st, osc, am);
+    xent_bwd_vec<DT, DT, NT>(a, base, u0, u1, lse, lab, c1, c2, scale, st, osc, am);
   else if (a.ydtype == TE_FP8_DT_E4M3)
-    xent_bwd_vec<DT, TE_FP8_DT_E4M3>(a, base, u0, u1, lse, lab, c1, c2, scale, st, osc, am);
+    xent_bwd_vec<DT, TE_FP8_DT_E4M3, NT>(a, base, u0, u1, lse, lab, c1, c2, scale, st, osc, am);
   else
-    xent_bwd_vec<DT, TE_FP8_DT_E5M2>(a, base, u0, u1, lse, lab, c1, c2, scale, st, osc, am);
+    xent_bwd_vec<DT, TE_FP8_DT_E5M2, NT>(a, base, u0, u1, lse, lab, c1, c2, scale, st, osc, am);
 }
 
 // Blocks (chunk blockIdx.x of a.chunk units, rows blockIdx.y, +
@@ -289,5 +289,63 @@ extern "C" __global__ void __launch_bounds__(TE_XENT_BWD_THREADS, 4)
       }
     }
   }
+  if (a.amax) te_dev_block_amax_f(a.amax, am);
+}
+
+// The forward and backward of each row in one block (kernels/common/xent.h):
+// te_xent_row's FULL pass (the same threads, order and merge: the same
+// loss and lse bits), then te_xent_bwd's per-vector gradient from that lse
+// over the row (the same bits as te_xent_bwd), its second read mostly from
+// L2.  The label's logit is read before the block's barrier, so no
+// thread's gradient store can overwrite it first.
+struct train_k {
+  TE_KMEMBERS(TE_XENT_TRAIN_PARAMS)
+};
+
+template <int DT>
+__device__ __forceinline__ void xent_train_rows(const train_k &a, const row_k &r, const bwd_k &b,
+                                                float c1, float c2, float osc, float &am) {
+  const uint64_t units = a.vocab / 8;
+  for (unsigned long long t = blockIdx.x; t < a.tokens; t += gridDim.x) {
+    float m = -INFINITY, s = 0.0f, sx = 0.0f;
+    const uint64_t base = t * a.vocab;
+    for (uint64_t j = (uint64_t)threadIdx.x * 8; j < a.vocab; j += XT * 8) {
+      float v[8];
+      te_dev_ld8(a.x, base + j, a.dtype, v);
+      xent_add(m, s, sx, v, 8, false);
+    }
+    const float xl = threadIdx.x == 0 ? xent_label_logit(r, t) : 0.0f;
+    xent_block_reduce(m, s, sx, false);
+    if (threadIdx.x == 0) xent_finish(r, t, m, s, xl, sx);
+    const float lse = te_xent_lse(m, s);
+    const int st = te_xent_label_state(a.labels[t], a.ignore, a.vocab_total);
+    const float scale = (a.flags & TE_XENT_DLOSS_MEAN)
+                            ? (a.mean[1] > 0.0f ? te_div_rn(a.dloss[0], a.mean[1]) : 0.0f)
+                            : a.dloss[t];
+    xent_bwd_vec_out<DT, XT>(b, base, 0, units, lse, (long long)a.labels[t], c1, c2, scale, st,
+                             osc, am);
+  }
+}
+
+extern "C" __global__ void __launch_bounds__(XT) te_xent_train(TE_KSIG(TE_XENT_TRAIN_PARAMS)) {
+  const train_k a = {TE_KNAMES(TE_XENT_TRAIN_PARAMS)};
+  const row_k r = {a.x, a.labels, a.loss, a.lse, nullptr, a.tokens, a.vocab, 0ll,
+                   a.vocab_total, a.ignore, a.smoothing, TE_XENT_FULL | TE_XENT_VEC, a.dtype};
+  const bwd_k b = {a.x, a.labels, a.lse, a.dloss, a.mean, a.tokens, a.vocab, 0ull, 0ll,
+                   a.vocab_total, a.ignore, a.smoothing, a.dtype, a.flags | TE_XENT_VEC,
+                   a.y, a.scale, a.amax, a.scale_inv, a.ydtype};
+  const float vtot = (float)a.vocab_total;
+  const float c1 = te_div_rn(a.smoothing, vtot), c2 = te_sub_rn(1.0f, a.smoothing);
+  const int od = a.y ? a.ydtype : a.dtype;
+  const float osc = (a.y && te_dt_is_fp8(od) && a.scale) ? *a.scale : 1.0f;
+  if (a.scale_inv && a.scale && blockIdx.x == 0 && threadIdx.x == 0)
+    *a.scale_inv = te_fp8_scale_inv(*a.scale);
+  float am = 0.0f;
+  if (a.dtype == TE_FP8_DT_BF16)
+    xent_train_rows<TE_FP8_DT_BF16>(a, r, b, c1, c2, osc, am);
+  else if (a.dtype == TE_FP8_DT_F16)
+    xent_train_rows<TE_FP8_DT_F16>(a, r, b, c1, c2, osc, am);
+  else
+    xent_train_rows<TE_FP8_DT_F32>(a, r, b, c1, c2, osc, am);
   if (a.amax) te_dev_block_amax_f(a.amax, am);
 }

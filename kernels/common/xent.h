@@ -11,7 +11,8 @@
  *   FINISH  no logits: loss and lse from ws.
  * te_xent_mean: one block of TE_XENT_MEAN_THREADS; thread i adds the losses
  * of rows i, i + N, ... that are not ignored, then the tree of
- * te_xent_tree_sum: the same bits on both backends.
+ * te_xent_tree_sum: the same bits on both backends (count_only: mean[1]
+ * only, the count, loss not read).
  * te_xent_bwd: dlogits over x (y NULL), or into y of dtype ydtype: a
  * 16/32-bit copy, or E4M3/E5M2 codes of dlogits * *scale (scale NULL: 1)
  * with the amax of the unscaled dlogits max-accumulated into *amax (one
@@ -63,7 +64,8 @@
   P(const int *, labels, ptr)         \
   P(float *, mean, ptr)               \
   P(unsigned long long, tokens, val)  \
-  P(int, ignore, val)
+  P(int, ignore, val)                 \
+  P(int, count_only, val)
 
 #define TE_XENT_BWD_PARAMS(P)         \
   P(void *, x, eptr(12, TE_KP_WHOLE)) \
@@ -84,6 +86,33 @@
   P(const float *, scale, ptr)        \
   P(unsigned *, amax, ptr)            \
   P(float *, scale_inv, ptr)          \
+  P(int, ydtype, val)
+
+/* te_xent_train: the forward (FULL, whole vocabulary here) and the
+ * backward of each row in one block: the row read once for its sums, the
+ * loss and lse written, then its gradient from the same lse (the row's
+ * second read mostly from L2), into y or over x.  A block a row (blocks
+ * loop over rows); rows 16-byte aligned with vocab % 8 == 0 (TE_XENT_VEC).
+ * With TE_XENT_DLOSS_MEAN, mean[1] holds the count already (te_xent_mean
+ * with count_only ran before). */
+#define TE_XENT_TRAIN_PARAMS(P)       \
+  P(void *, x, eptr(15, TE_KP_WHOLE)) \
+  P(const int *, labels, ptr)         \
+  P(float *, loss, ptr)               \
+  P(float *, lse, ptr)                \
+  P(const float *, dloss, ptr)        \
+  P(const float *, mean, ptr)         \
+  P(void *, y, eptr(17, TE_KP_WHOLE)) \
+  P(const float *, scale, ptr)        \
+  P(unsigned *, amax, ptr)            \
+  P(float *, scale_inv, ptr)          \
+  P(unsigned long long, tokens, val)  \
+  P(unsigned long long, vocab, val)   \
+  P(long long, vocab_total, val)      \
+  P(int, ignore, val)                 \
+  P(float, smoothing, val)            \
+  P(int, dtype, val)                  \
+  P(int, flags, val)                  \
   P(int, ydtype, val)
 
 /* The loss of a row from its reductions (M the max, S = sum exp(x - M),

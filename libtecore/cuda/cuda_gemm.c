@@ -466,6 +466,47 @@ static tecore_result_t measure(cublasLtHandle_t handle, const struct lt_call *c,
   return r;
 }
 
+/* Split-k variants of the heuristic's first candidates for a problem of
+ * few output tiles over a long k (te_gemm_tune_deep): k cut into 2 .. 8
+ * parts that run as more CTAs, the parts summed in float in the workspace
+ * (CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE).  Each variant cuBLASLt
+ * accepts for these descriptors (cublasLtMatmulAlgoCheck) within the
+ * call's workspace is appended to res (up to TE_GEMM_TUNE_MAX_ALGOS) for
+ * the measurement to time beside the others.  Returns the new count. */
+static int add_split_k(cublasLtHandle_t handle, const struct lt_call *c,
+                       cublasLtMatmulHeuristicResult_t *res, int n) {
+  if (!te_lt.p_cublasLtMatmulAlgoConfigSetAttribute || !te_lt.p_cublasLtMatmulAlgoCheck ||
+      !te_lt.p_cublasLtMatmulAlgoConfigGetAttribute)
+    return n;
+  static const uint32_t splits[] = {2, 3, 4, 6, 8};
+  const int base = n < 3 ? n : 3;
+  for (int i = 0; i < base; i++) {
+    uint32_t have = 1;
+    size_t got = 0;
+    if (te_lt.p_cublasLtMatmulAlgoConfigGetAttribute(&res[i].algo, CUBLASLT_ALGO_CONFIG_SPLITK_NUM,
+                                                     &have, sizeof have, &got) !=
+            CUBLAS_STATUS_SUCCESS || have > 1)
+      continue;
+    for (size_t k = 0; k < sizeof splits / sizeof splits[0] && n < TE_GEMM_TUNE_MAX_ALGOS; k++) {
+      cublasLtMatmulHeuristicResult_t v = res[i];
+      uint32_t sk = splits[k], red = CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE;
+      if (te_lt.p_cublasLtMatmulAlgoConfigSetAttribute(&v.algo, CUBLASLT_ALGO_CONFIG_SPLITK_NUM,
+                                                       &sk, sizeof sk) != CUBLAS_STATUS_SUCCESS ||
+          te_lt.p_cublasLtMatmulAlgoConfigSetAttribute(
+              &v.algo, CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME, &red, sizeof red) !=
+              CUBLAS_STATUS_SUCCESS)
+        break;
+      if (te_lt.p_cublasLtMatmulAlgoCheck(handle, c->op, c->la, c->lb, c->lc, c->ld, &v.algo,
+                                          &v) != CUBLAS_STATUS_SUCCESS ||
+          v.workspaceSize > c->ws_bytes)
+        continue;
+      v.state = CUBLAS_STATUS_SUCCESS;
+      res[n++] = v;
+    }
+  }
+  return n;
+}
+
 /* The algorithm for c: from the cache, else from the heuristic (then
  * cached); for a small problem (te_gemm_tune_count) the fastest of the
  * heuristic's candidates, timed on stream (cuda_gemm_tune.c). */
@@ -495,6 +536,7 @@ static tecore_result_t find_algo(cublasLtHandle_t handle, struct lt_call *c,
                     "%s on sm_%d", te_lt_version(), what, cc);
     return te_lt_result(s, "cublasLtMatmulAlgoGetHeuristic", what, __FILE__, __LINE__);
   }
+  if (want > 1 && te_gemm_tune_deep(p)) n = add_split_k(handle, c, res, n);
   int pick = 0;
   float us[TE_GEMM_TUNE_MAX_ALGOS];
   if (n > 1) {

@@ -18,7 +18,8 @@
 #include "cuda/cuda_backend.h"
 #include "gemm/gemm_problem.h"
 
-/* X(name, required) -- required = 0: used for messages only. */
+/* X(name, required) -- required = 0: used for messages, or for the tuner's
+ * split-k candidates (skipped without them). */
 #define TE_LT_SYMBOLS(X)                                                       \
   X(cublasLtGetVersion, 1)                                                     \
   X(cublasLtCreate, 1)                                                         \
@@ -35,7 +36,9 @@
   X(cublasLtMatmul, 1)                                                         \
   X(cublasLtGetStatusName, 0)                                                  \
   X(cublasLtMatmulAlgoConfigGetAttribute, 0)                                   \
-  X(cublasLtGetStatusString, 0)
+  X(cublasLtGetStatusString, 0)                                                \
+  X(cublasLtMatmulAlgoConfigSetAttribute, 0)                                   \
+  X(cublasLtMatmulAlgoCheck, 0)
 
 struct te_lt_api {
 #define TE_LT_FIELD_(name, req) __typeof__(&name) p_##name;
@@ -76,9 +79,14 @@ int te_gemm_cache_put(const struct te_gemm_key *key, const void *val);
  *
  * te_gemm_tune_count: how many heuristic candidates to ask for p: 1 (take
  * the heuristic's first, as always) unless TECORE_GEMM_TUNE_ALGOS >= 2 and
- * the smallest of m, n, k is at most TECORE_GEMM_TUNE_MAX_DIM. */
+ * the smallest of m, n, k is at most TECORE_GEMM_TUNE_MAX_DIM, the epilogue
+ * has an aux tensor, or te_gemm_tune_deep(p).
+ * te_gemm_tune_deep: 1 when p has few output tiles over a long k (at most
+ * TECORE_GEMM_TUNE_MAX_MN outputs, k >= 4 max(m, n)): measured, with
+ * split-k variants of the heuristic's candidates added (cuda_gemm.c). */
 #define TE_GEMM_TUNE_MAX_ALGOS 32
 int te_gemm_tune_count(const struct te_gemm_problem *p);
+int te_gemm_tune_deep(const struct te_gemm_problem *p);
 
 /* One cublasLtMatmul's arguments but the algorithm: what a timed run
  * repeats.  Its pointers are private scratch (te_gemm_tune_scratch), never

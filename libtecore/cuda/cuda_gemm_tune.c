@@ -27,6 +27,10 @@
 TE_PARAM_INT(gemm_tune_algos, "TECORE_GEMM_TUNE_ALGOS", 8, 0, TE_GEMM_TUNE_MAX_ALGOS,
              "cuBLASLt algorithms timed on the first call of a small GEMM problem, the fastest "
              "kept for the process (0 or 1: the heuristic's first, unmeasured)")
+TE_PARAM_INT(gemm_tune_max_mn, "TECORE_GEMM_TUNE_MAX_MN", 8388608, 0, (int64_t)1 << 40,
+             "GEMMs whose output has at most this many elements (m * n) and a k at least "
+             "four times max(m, n) -- a weight gradient's few output tiles over many tokens -- "
+             "are measured too, with split-k variants of the heuristic's candidates among them")
 TE_PARAM_INT(gemm_tune_max_dim, "TECORE_GEMM_TUNE_MAX_DIM", 512, 0, 1 << 30,
              "GEMMs whose smallest dimension (of m, n, k) is at most this, or whose epilogue "
              "has an aux tensor, are measured (TECORE_GEMM_TUNE_ALGOS); larger ones take the "
@@ -51,7 +55,20 @@ int te_gemm_tune_count(const struct te_gemm_problem *p) {
    * fc1 (32768 x 3072 x 768, bias + GELU + aux) ran at 255 TFLOP/s, the
    * same GEMM without the epilogue at 660 (bench/2026-11-23g-gpu.md) */
   if (p->aux && n >= 2) return (int)n;
+  if (n >= 2 && te_gemm_tune_deep(p)) return (int)n;
   return n >= 2 && d <= lim ? (int)n : 1;
+}
+
+/* Few output tiles over a long k (a weight gradient: m x n a Linear's
+ * weight, k the tokens): cuBLASLt's first pick runs one tile a CTA and
+ * leaves SMs idle (GPT-2 124M on an H100: 768 x 768 x 32768 at 383
+ * TFLOP/s, 2304 x 768 x 32768 at 468, while the step's wide GEMMs ran at
+ * 660-860; bench/2026-11-28/c6).  Such problems are measured, split-k
+ * variants among the candidates (cuda_gemm.c). */
+int te_gemm_tune_deep(const struct te_gemm_problem *p) {
+  size_t lim = (size_t)tecore_tunable_int(&gemm_tune_max_mn);
+  size_t big = p->m > p->n ? p->m : p->n;
+  return lim && p->m * p->n <= lim && p->k >= 4 * big;
 }
 
 /* ---- the lock, the capture mode, the scratch ------------------------------ */

@@ -90,6 +90,19 @@ tecore_result_t tecore_xent_bwd(const struct tecore_xent_args *args, tecore_devp
                                 tecore_devptr_t dloss, tecore_devptr_t mean, unsigned flags,
                                 tecore_stream_t stream);
 
+/* Forward and backward in one call (training: the loss is differentiated
+ * right away): loss, lse and mean as tecore_xent_fwd writes them, and
+ * dlogits as tecore_xent_bwd then writes them from that lse, bit for bit,
+ * with one read of the logits from memory where the two calls take two.
+ * dloss and flags as tecore_xent_bwd's; with TECORE_XENT_DLOSS_MEAN the
+ * count of tokens not ignored is taken from the labels first.  A
+ * vocabulary split across ranks (args->reduce), a current-scaled FP8
+ * dlogits or rows not 16-byte aligned run as the two calls. */
+tecore_result_t tecore_xent_fwd_bwd(const struct tecore_xent_args *args, tecore_devptr_t loss,
+                                    tecore_devptr_t lse, tecore_devptr_t mean,
+                                    tecore_devptr_t dloss, unsigned flags,
+                                    tecore_stream_t stream);
+
 #ifdef __cplusplus
 }
 #endif

@@ -7,20 +7,23 @@
 #include "xent/xent_internal.h"
 #include <limits.h>
 #include <math.h>
+#include <string.h>
 #include <te/loss.h>
 
 /* ---- the table ---------------------------------------------------------------------- */
 
-enum { K_ROW, K_MEAN, K_BWD };
+enum { K_ROW, K_MEAN, K_BWD, K_TRAIN };
 static const struct tecore_kernel_def xent_kernels[] = {
     [K_ROW] = TE_KDEF("te_xent_row", te_xent_vdev_row, TE_XENT_ROW_PARAMS),
     [K_MEAN] = TE_KDEF("te_xent_mean", te_xent_vdev_mean, TE_XENT_MEAN_PARAMS),
     [K_BWD] = TE_KDEF("te_xent_bwd", te_xent_vdev_bwd, TE_XENT_BWD_PARAMS),
+    [K_TRAIN] = TE_KDEF("te_xent_train", te_xent_vdev_train, TE_XENT_TRAIN_PARAMS),
 };
 static const struct te_kalign xent_align[] = {
     [K_ROW] = TE_KALIGN(TE_XENT_ROW_PARAMS),
     [K_MEAN] = TE_KALIGN(TE_XENT_MEAN_PARAMS),
     [K_BWD] = TE_KALIGN(TE_XENT_BWD_PARAMS),
+    [K_TRAIN] = TE_KALIGN(TE_XENT_TRAIN_PARAMS),
 };
 TE_KERNEL_TABLE_FATBIN_ALIGNED(xent_first_id, "libtecore/xent", xent_kernels, xent_align, xent)
 
@@ -118,6 +121,20 @@ static tecore_result_t xent_reduce(const struct tecore_xent_args *a, tecore_xent
   return TECORE_SUCCESS;
 }
 
+/* {mean, count} of loss over the tokens not ignored (count_only: mean[1]
+ * only, loss not read). */
+static tecore_result_t xent_mean(const struct tecore_xent_args *a, const struct xent_call *c,
+                                 tecore_devptr_t loss, tecore_devptr_t mean, int count_only,
+                                 int id, tecore_stream_t stream) {
+  struct tecore_launch_cfg cfg = {.grid = {1, 1, 1}, .block = {TE_XENT_MEAN_THREADS, 1, 1}};
+  struct te_xent_mean_args k = {.loss = TE_DPTR(loss), .labels = TE_DPTR(a->labels),
+                                .mean = TE_DPTR(mean), .tokens = c->tokens,
+                                .ignore = a->ignore_index, .count_only = count_only};
+  void *kargs[TE_KNPARAMS(TE_XENT_MEAN_PARAMS)];
+  te_xent_mean_args_ptrs(&k, kargs);
+  return tecore_kernel_launch(id + K_MEAN, &cfg, kargs, stream);
+}
+
 TE_EXPORT tecore_result_t tecore_xent_fwd(const struct tecore_xent_args *args, tecore_devptr_t loss,
                                           tecore_devptr_t lse, tecore_devptr_t mean,
                                           tecore_stream_t stream) {
@@ -151,16 +168,14 @@ TE_EXPORT tecore_result_t tecore_xent_fwd(const struct tecore_xent_args *args, t
     }
   }
   if (!mean) return TECORE_SUCCESS;
-  struct tecore_launch_cfg cfg = {.grid = {1, 1, 1}, .block = {TE_XENT_MEAN_THREADS, 1, 1}};
-  struct te_xent_mean_args k = {.loss = TE_DPTR(loss), .labels = TE_DPTR(args->labels),
-                                .mean = TE_DPTR(mean), .tokens = c.tokens,
-                                .ignore = args->ignore_index};
-  void *kargs[TE_KNPARAMS(TE_XENT_MEAN_PARAMS)];
-  te_xent_mean_args_ptrs(&k, kargs);
-  return tecore_kernel_launch(id + K_MEAN, &cfg, kargs, stream);
+  return xent_mean(args, &c, loss, mean, 0, id, stream);
 }
 
 /* ---- backward ------------------------------------------------------------------------------ */
+
+/* One launch over rows [a, b) of the logits with FP8 codes written at out
+ * (xent_slices): the backward's kernel, or the forward + backward one. */
+typedef tecore_result_t (*xent_slice_fn)(void *ctx, size_t a, size_t b, void *out);
 
 /* FP8 dlogits over the logits themselves: row t's codes go to bytes
  * [t * vocab, (t + 1) * vocab) of the buffer, which hold 16-bit (F32) row
@@ -170,39 +185,188 @@ TE_EXPORT tecore_result_t tecore_xent_fwd(const struct tecore_xent_args *args, t
  * the launch writes and write only rows the launches before read.  Row 0
  * would write its own bytes, so the first slice, rows [0, first), goes to
  * the workspace and is copied down after it; then slices grow es times
- * each, log_es(tokens / first) + 1 launches in all.  k holds the whole
- * call's arguments (this pass's scale, amax, scale_inv). */
-static tecore_result_t xent_bwd_inplace8(const struct tecore_xent_args *args,
-                                         const struct xent_call *c, struct te_xent_bwd_args *k0,
-                                         const struct tecore_launch_cfg *cfg0, size_t first,
-                                         int id, tecore_stream_t stream) {
+ * each, log_es(tokens / first) + 1 launches in all. */
+static tecore_result_t xent_slices(const struct tecore_xent_args *args, const struct xent_call *c,
+                                   size_t first, xent_slice_fn fn, void *ctx,
+                                   tecore_stream_t stream) {
   const size_t es = tecore_dtype_size(args->logits->dtype), V = c->vocab;
-  const int per_token = !(k0->flags & TE_XENT_DLOSS_MEAN);
-  const char *x = (const char *)k0->x, *y = (const char *)k0->y;
+  char *y = (char *)(uintptr_t)args->dlogits->data;
   size_t a = 0;
   while (a < c->tokens) {
     size_t b = a ? a * es : first;
     if (b > c->tokens) b = c->tokens;
-    struct te_xent_bwd_args k = *k0;
-    k.x = (void *)(uintptr_t)(x + a * V * es);
-    k.labels = (void *)((const int32_t *)k0->labels + a);
-    k.lse = (void *)((const float *)k0->lse + a);
-    if (per_token) k.dloss = (void *)((const float *)k0->dloss + a);
     /* the invariant the order rests on: this launch writes only bytes
      * earlier launches finished reading */
     if (a && b * V > a * V * es)
       return TE_ERR(TECORE_ERR_INTERNAL, "xent: in-place slice [%zu, %zu) would write rows "
                     "not read yet", a, b);
-    k.tokens = b - a;
-    k.y = a ? (void *)(uintptr_t)(y + a * V) : TE_DPTR(args->workspace);
-    struct tecore_launch_cfg cfg = *cfg0;
-    cfg.grid[1] = (unsigned)(k.tokens < 65535 ? k.tokens : 65535);
-    void *kargs[TE_KNPARAMS(TE_XENT_BWD_PARAMS)];
-    te_xent_bwd_args_ptrs(&k, kargs);
-    TE_CHECK(tecore_kernel_launch(id + K_BWD, &cfg, kargs, stream));
+    TE_CHECK(fn(ctx, a, b, a ? (void *)(y + a * V) : TE_DPTR(args->workspace)));
     if (!a)
       TE_CHECK(tecore_memcpy_async(args->logits->data, args->workspace, b * V, stream));
     a = b;
+  }
+  return TECORE_SUCCESS;
+}
+
+/* What the backward launches, checked: the mean flag, dlogits over the
+ * logits as FP8 codes (in8, its first slice's rows in the workspace), the
+ * vector path, and the kernel's arguments but the FP8 pass's pointers. */
+struct xent_bwd_plan {
+  int m, in8, vec;
+  size_t first;
+  const struct tecore_tensor *y;
+  struct tecore_launch_cfg cfg;
+  struct te_xent_bwd_args k;
+};
+
+static tecore_result_t xent_bwd_plan_make(const struct tecore_xent_args *args,
+                                          const struct xent_call *c, tecore_devptr_t lse,
+                                          tecore_devptr_t dloss, tecore_devptr_t mean,
+                                          unsigned flags, const char *fn,
+                                          struct xent_bwd_plan *pl) {
+  memset(pl, 0, sizeof *pl);
+  TE_ARG((flags & ~TECORE_XENT_DLOSS_MEAN) == 0, "%s: flags 0x%x has unknown bits", fn, flags);
+  int m = pl->m = (flags & TECORE_XENT_DLOSS_MEAN) != 0;
+  TE_CHECK(xent_check_vec(lse, c->tokens, 1, fn, "lse"));
+  TE_CHECK(xent_check_vec(dloss, m ? 1 : c->tokens, 1, fn, "dloss"));
+  TE_ARG(m || !mean, "%s: mean is set without TECORE_XENT_DLOSS_MEAN", fn);
+  TE_CHECK(xent_check_vec(mean, 2, m, fn, "mean"));
+  const struct tecore_tensor *y = pl->y = args->dlogits;
+  if (y) {
+    TE_CHECK(te_check_fused_output(y, fn, "args->dlogits"));
+    size_t yr, yc;
+    te_tensor_view(y, &yr, &yc);
+    TE_ARG(yr == c->tokens && yc == c->vocab,
+           "%s: args->dlogits is [%zu][%zu], the logits [%zu][%zu]", fn, yr, yc, c->tokens,
+           c->vocab);
+  }
+  /* FP8 codes over the logits' own bytes (rowwise, the first tokens *
+   * vocab bytes): rows in slices that only overwrite rows already read,
+   * the first slice through args->workspace (xent_slices) */
+  const int in8 = pl->in8 = y && y->data == args->logits->data;
+  if (in8) {
+    TE_ARG(y->dtype == TECORE_DTYPE_E4M3 || y->dtype == TECORE_DTYPE_E5M2,
+           "%s: args->dlogits shares the logits' address but is %s: in place only as FP8 "
+           "codes (a 16-bit dlogits in place: args->dlogits NULL)", fn,
+           tecore_dtype_name(y->dtype));
+    TE_ARG(y->scaling == TECORE_SCALING_DELAYED,
+           "%s: args->dlogits shares the logits' address but its scaling is %s: in place only "
+           "under delayed scaling (current scaling's amax pass would overwrite the logits "
+           "before its codes pass reads them)", fn, tecore_scaling_name(y->scaling));
+    size_t first = c->vocab ? args->workspace_bytes / c->vocab : 0;
+    if (first > c->tokens) first = c->tokens;
+    pl->first = first;
+    TE_ARG(c->tokens == 0 || (args->workspace && first >= 1),
+           "%s: args->dlogits is FP8 over the logits: args->workspace (0x%llx, %zu bytes) must "
+           "hold at least one row of codes (%zu bytes)", fn,
+           (unsigned long long)args->workspace, args->workspace_bytes, c->vocab);
+    if (c->tokens && te_dev_checks_on())
+      TE_CHECK(te_dev_check_range(args->workspace, first * c->vocab, fn, "args->workspace"));
+  }
+  /* the vector path: an output in the logits' dtype (in place or not) or
+   * FP8, 16-byte aligned (FP8: 8) */
+  int vec = c->vec;
+  if (y && vec) {
+    int f8 = y->dtype == TECORE_DTYPE_E4M3 || y->dtype == TECORE_DTYPE_E5M2;
+    vec = f8 ? y->data % 8 == 0 : y->dtype == args->logits->dtype && y->data % 16 == 0;
+    /* in place: each slice's codes start at a row, the first in the workspace */
+    if (in8) vec = vec && c->vocab % 8 == 0 && args->workspace % 8 == 0;
+  }
+  pl->vec = vec;
+  /* Rows cut into near-equal slices of at most TE_XENT_BWD_CHUNK units: a
+   * grid of many short blocks with no partly filled last wave of long ones
+   * (a block a row, persistent, left a third of the SMs' slots idle). */
+  unsigned long long units = vec ? c->vocab / 8 : c->vocab;
+  unsigned long long nch = (units + TE_XENT_BWD_CHUNK - 1) / TE_XENT_BWD_CHUNK;
+  if (!nch) nch = 1;
+  unsigned long long chunk = (units + nch - 1) / nch;
+  unsigned rows = (unsigned)(c->tokens < 65535 ? c->tokens : 65535);
+  pl->cfg = (struct tecore_launch_cfg){.grid = {(unsigned)nch, rows, 1},
+                                       .block = {TE_XENT_BWD_THREADS, 1, 1}};
+  pl->k = (struct te_xent_bwd_args){
+      .x = TE_DPTR(args->logits->data), .labels = TE_DPTR(args->labels), .lse = TE_DPTR(lse),
+      .dloss = TE_DPTR(dloss), .mean = TE_DPTR(mean), .tokens = c->tokens, .vocab = c->vocab,
+      .chunk = chunk ? chunk : 1,
+      .vocab_off = (long long)args->vocab_offset, .vocab_total = (long long)c->vtot,
+      .ignore = args->ignore_index, .smoothing = args->label_smoothing, .dtype = c->dt,
+      .flags = (m ? TE_XENT_DLOSS_MEAN : 0) | (vec ? TE_XENT_VEC : 0),
+      .y = y ? TE_DPTR(y->data) : NULL, .ydtype = y ? (int)y->dtype : c->dt};
+  return TECORE_SUCCESS;
+}
+
+/* The spans a backward writes (the gradient's home, FP8 amax and
+ * scale_inv, the first slice's workspace) and reads (the logits when not
+ * overwritten, y's scale, labels, dloss; lse and mean read, or written too
+ * by a fused call: lse_mean_access). */
+static void xent_bwd_spans(const struct tecore_xent_args *args, const struct xent_call *c,
+                           const struct xent_bwd_plan *pl, tecore_devptr_t lse,
+                           tecore_devptr_t dloss, tecore_devptr_t mean,
+                           struct te_tensor_spans *l) {
+  const struct tecore_tensor *y = pl->y;
+  l->access = TE_ACCESS_WRITE;
+  if (pl->in8) {
+    xent_span_logits(l, args);
+    te_tensor_spans(y, "args->dlogits", TE_SPAN_AMAX | TE_SPAN_SCALE_INV, l);
+    te_span_add(l, "args->workspace", args->workspace, pl->first * c->vocab);
+  } else if (y) {
+    te_tensor_spans(y, "args->dlogits", TE_SPAN_DATA | TE_SPAN_AMAX | TE_SPAN_SCALE_INV, l);
+  } else {
+    xent_span_logits(l, args);
+  }
+  l->access = TE_ACCESS_READ;
+  if (y) te_tensor_spans(y, "args->dlogits", TE_SPAN_SCALE, l);
+  if (y && !pl->in8) xent_span_logits(l, args);
+  te_span_add(l, "args->labels", args->labels, c->tokens * 4);
+  if (lse) te_span_add(l, "lse", lse, c->tokens * 4);
+  te_span_add(l, "dloss", dloss, (pl->m ? 1 : c->tokens) * 4);
+  if (mean) te_span_add(l, "mean", mean, 8);
+}
+
+struct xent_bwd_slice {
+  const struct xent_call *c;
+  const struct xent_bwd_plan *pl;
+  const struct te_xent_bwd_args *k0;   /* this pass's scale, amax, scale_inv */
+  int id;
+  tecore_stream_t stream;
+};
+
+static tecore_result_t xent_bwd_slice(void *ctx, size_t a, size_t b, void *out) {
+  const struct xent_bwd_slice *sl = ctx;
+  const struct te_xent_bwd_args *k0 = sl->k0;
+  const size_t es = tecore_dtype_size((tecore_dtype_t)sl->c->dt), V = sl->c->vocab;
+  struct te_xent_bwd_args k = *k0;
+  k.x = (void *)((char *)k0->x + a * V * es);
+  k.labels = (void *)((const int32_t *)k0->labels + a);
+  k.lse = (void *)((const float *)k0->lse + a);
+  if (!sl->pl->m) k.dloss = (void *)((const float *)k0->dloss + a);
+  k.tokens = b - a;
+  k.y = out;
+  struct tecore_launch_cfg cfg = sl->pl->cfg;
+  cfg.grid[1] = (unsigned)(k.tokens < 65535 ? k.tokens : 65535);
+  void *kargs[TE_KNPARAMS(TE_XENT_BWD_PARAMS)];
+  te_xent_bwd_args_ptrs(&k, kargs);
+  return tecore_kernel_launch(sl->id + K_BWD, &cfg, kargs, sl->stream);
+}
+
+/* The backward's launches (one, or the in-place slices; two passes for a
+ * current-scaled FP8 dlogits). */
+static tecore_result_t xent_bwd_run(const struct tecore_xent_args *args, const struct xent_call *c,
+                                    struct xent_bwd_plan *pl, int id, tecore_stream_t stream) {
+  const struct tecore_tensor *y = pl->y;
+  for (int pass = 0; pass < (y ? te_qout_passes(y) : 1); pass++) {
+    struct te_qout q = {0};
+    if (y) TE_CHECK(te_qout_begin(y, pass, 0, stream, &q));
+    pl->k.scale = q.scale;
+    pl->k.amax = q.amax;
+    pl->k.scale_inv = q.scale_inv;
+    if (pl->in8) {
+      struct xent_bwd_slice sl = {.c = c, .pl = pl, .k0 = &pl->k, .id = id, .stream = stream};
+      TE_CHECK(xent_slices(args, c, pl->first, xent_bwd_slice, &sl, stream));
+      continue;
+    }
+    void *kargs[TE_KNPARAMS(TE_XENT_BWD_PARAMS)];
+    te_xent_bwd_args_ptrs(&pl->k, kargs);
+    TE_CHECK(tecore_kernel_launch(id + K_BWD, &pl->cfg, kargs, stream));
   }
   return TECORE_SUCCESS;
 }
@@ -213,105 +377,99 @@ TE_EXPORT tecore_result_t tecore_xent_bwd(const struct tecore_xent_args *args, t
   const char *fn = __func__;
   struct xent_call c;
   TE_CHECK(xent_check_args(args, &c, fn));
-  TE_ARG((flags & ~TECORE_XENT_DLOSS_MEAN) == 0, "%s: flags 0x%x has unknown bits", fn, flags);
-  int m = (flags & TECORE_XENT_DLOSS_MEAN) != 0;
-  TE_CHECK(xent_check_vec(lse, c.tokens, 1, fn, "lse"));
-  TE_CHECK(xent_check_vec(dloss, m ? 1 : c.tokens, 1, fn, "dloss"));
-  TE_ARG(m || !mean, "%s: mean is set without TECORE_XENT_DLOSS_MEAN", fn);
-  TE_CHECK(xent_check_vec(mean, 2, m, fn, "mean"));
-  const struct tecore_tensor *y = args->dlogits;
-  if (y) {
-    TE_CHECK(te_check_fused_output(y, fn, "args->dlogits"));
-    size_t yr, yc;
-    te_tensor_view(y, &yr, &yc);
-    TE_ARG(yr == c.tokens && yc == c.vocab,
-           "%s: args->dlogits is [%zu][%zu], the logits [%zu][%zu]", fn, yr, yc, c.tokens,
-           c.vocab);
-  }
-  /* FP8 codes over the logits' own bytes (rowwise, the first tokens *
-   * vocab bytes): rows in slices that only overwrite rows already read,
-   * the first slice through args->workspace (xent_bwd_inplace8) */
-  const int in8 = y && y->data == args->logits->data;
-  size_t first = 0;
-  if (in8) {
-    TE_ARG(y->dtype == TECORE_DTYPE_E4M3 || y->dtype == TECORE_DTYPE_E5M2,
-           "%s: args->dlogits shares the logits' address but is %s: in place only as FP8 "
-           "codes (a 16-bit dlogits in place: args->dlogits NULL)", fn,
-           tecore_dtype_name(y->dtype));
-    TE_ARG(y->scaling == TECORE_SCALING_DELAYED,
-           "%s: args->dlogits shares the logits' address but its scaling is %s: in place only "
-           "under delayed scaling (current scaling's amax pass would overwrite the logits "
-           "before its codes pass reads them)", fn, tecore_scaling_name(y->scaling));
-    first = c.vocab ? args->workspace_bytes / c.vocab : 0;
-    if (first > c.tokens) first = c.tokens;
-    TE_ARG(c.tokens == 0 || (args->workspace && first >= 1),
-           "%s: args->dlogits is FP8 over the logits: args->workspace (0x%llx, %zu bytes) must "
-           "hold at least one row of codes (%zu bytes)", fn,
-           (unsigned long long)args->workspace, args->workspace_bytes, c.vocab);
-    if (c.tokens && te_dev_checks_on())
-      TE_CHECK(te_dev_check_range(args->workspace, first * c.vocab, fn, "args->workspace"));
-  }
+  struct xent_bwd_plan pl;
+  TE_CHECK(xent_bwd_plan_make(args, &c, lse, dloss, mean, flags, fn, &pl));
   struct te_tensor_spans l = {.access = TE_ACCESS_WRITE};
-  if (in8) {
-    xent_span_logits(&l, args);
-    te_tensor_spans(y, "args->dlogits", TE_SPAN_AMAX | TE_SPAN_SCALE_INV, &l);
-    te_span_add(&l, "args->workspace", args->workspace, first * c.vocab);
-  } else if (y) {
-    te_tensor_spans(y, "args->dlogits", TE_SPAN_DATA | TE_SPAN_AMAX | TE_SPAN_SCALE_INV, &l);
-  } else {
-    xent_span_logits(&l, args);
-  }
-  l.access = TE_ACCESS_READ;
-  if (y) te_tensor_spans(y, "args->dlogits", TE_SPAN_SCALE, &l);
-  if (y && !in8) xent_span_logits(&l, args);
-  te_span_add(&l, "args->labels", args->labels, c.tokens * 4);
-  te_span_add(&l, "lse", lse, c.tokens * 4);
-  te_span_add(&l, "dloss", dloss, (m ? 1 : c.tokens) * 4);
-  te_span_add(&l, "mean", mean, 8);
+  xent_bwd_spans(args, &c, &pl, lse, dloss, mean, &l);
   TE_CHECK(te_check_spans(l.span, l.n, fn));
   if (!c.tokens) return TECORE_SUCCESS;
   int id = xent_first_id();
   if (id < 0) return TE_ERR(TECORE_ERR_INTERNAL, "%s: the cross-entropy kernels did not register", fn);
-  /* Rows cut into near-equal slices of at most TE_XENT_BWD_CHUNK units: a
-   * grid of many short blocks with no partly filled last wave of long ones
-   * (a block a row, persistent, left a third of the SMs' slots idle). */
-  /* the vector path: an output in the logits' dtype (in place or not) or
-   * FP8, 16-byte aligned (FP8: 8) */
-  int vec = c.vec;
-  if (y && vec) {
-    int f8 = y->dtype == TECORE_DTYPE_E4M3 || y->dtype == TECORE_DTYPE_E5M2;
-    vec = f8 ? y->data % 8 == 0 : y->dtype == args->logits->dtype && y->data % 16 == 0;
-    /* in place: each slice's codes start at a row, the first in the workspace */
-    if (in8) vec = vec && c.vocab % 8 == 0 && args->workspace % 8 == 0;
+  return xent_bwd_run(args, &c, &pl, id, stream);
+}
+
+/* ---- forward and backward in one pass ---------------------------------------------------- */
+
+struct xent_train_slice {
+  const struct xent_call *c;
+  const struct xent_bwd_plan *pl;
+  struct te_xent_train_args k;   /* the whole call's */
+  unsigned blocks;
+  int id;
+  tecore_stream_t stream;
+};
+
+static tecore_result_t xent_train_slice(void *ctx, size_t a, size_t b, void *out) {
+  const struct xent_train_slice *sl = ctx;
+  const size_t es = tecore_dtype_size((tecore_dtype_t)sl->c->dt), V = sl->c->vocab;
+  struct te_xent_train_args k = sl->k;
+  k.x = (void *)((char *)sl->k.x + a * V * es);
+  k.labels = (void *)((const int32_t *)sl->k.labels + a);
+  k.loss = (void *)((float *)sl->k.loss + a);
+  k.lse = (void *)((float *)sl->k.lse + a);
+  if (!sl->pl->m) k.dloss = (void *)((const float *)sl->k.dloss + a);
+  k.tokens = b - a;
+  if (out) k.y = out;
+  unsigned blocks = (unsigned)(k.tokens < sl->blocks ? k.tokens : sl->blocks);
+  struct tecore_launch_cfg cfg = {.grid = {blocks, 1, 1}, .block = {TE_XENT_THREADS, 1, 1}};
+  void *kargs[TE_KNPARAMS(TE_XENT_TRAIN_PARAMS)];
+  te_xent_train_args_ptrs(&k, kargs);
+  return tecore_kernel_launch(sl->id + K_TRAIN, &cfg, kargs, sl->stream);
+}
+
+/* Rows a block of the one-pass kernel keeps in flight: each SM's rows
+ * should stay in L2 between their two reads, so two blocks an SM while
+ * two rows of every SM fit in a third of a 50 MB L2, else one. */
+static unsigned xent_train_blocks(const struct xent_call *c) {
+  unsigned long long sms = (unsigned long long)te_sm_count();
+  unsigned long long row = (unsigned long long)c->vocab * tecore_dtype_size((tecore_dtype_t)c->dt);
+  unsigned long long per = 2 * sms * row <= (16ull << 20) ? 2 : 1;
+  return (unsigned)(sms * per);
+}
+
+TE_EXPORT tecore_result_t tecore_xent_fwd_bwd(const struct tecore_xent_args *args,
+                                              tecore_devptr_t loss, tecore_devptr_t lse,
+                                              tecore_devptr_t mean, tecore_devptr_t dloss,
+                                              unsigned flags, tecore_stream_t stream) {
+  const char *fn = __func__;
+  struct xent_call c;
+  TE_CHECK(xent_check_args(args, &c, fn));
+  TE_CHECK(xent_check_vec(loss, c.tokens, 1, fn, "loss"));
+  struct xent_bwd_plan pl;
+  TE_CHECK(xent_bwd_plan_make(args, &c, lse, dloss, mean, flags, fn, &pl));
+  TE_ARG(mean || !(flags & TECORE_XENT_DLOSS_MEAN), "%s: TECORE_XENT_DLOSS_MEAN without mean", fn);
+  if (args->reduce || !pl.vec || (pl.y && te_qout_passes(pl.y) > 1)) {
+    /* a vocabulary split across ranks (the sums cross ranks before any
+     * gradient), current scaling (the amax before any code) or unaligned
+     * rows: the two calls, the same results */
+    TE_CHECK(tecore_xent_fwd(args, loss, lse, mean, stream));
+    return tecore_xent_bwd(args, lse, dloss, mean, flags, stream);
   }
-  unsigned long long units = vec ? c.vocab / 8 : c.vocab;
-  unsigned long long nch = (units + TE_XENT_BWD_CHUNK - 1) / TE_XENT_BWD_CHUNK;
-  if (!nch) nch = 1;
-  unsigned long long chunk = (units + nch - 1) / nch;
-  unsigned rows = (unsigned)(c.tokens < 65535 ? c.tokens : 65535);
-  struct tecore_launch_cfg cfg = {.grid = {(unsigned)nch, rows, 1},
-                                  .block = {TE_XENT_BWD_THREADS, 1, 1}};
-  struct te_xent_bwd_args k = {
-      .x = TE_DPTR(args->logits->data), .labels = TE_DPTR(args->labels), .lse = TE_DPTR(lse),
-      .dloss = TE_DPTR(dloss), .mean = TE_DPTR(mean), .tokens = c.tokens, .vocab = c.vocab,
-      .chunk = chunk ? chunk : 1,
-      .vocab_off = (long long)args->vocab_offset, .vocab_total = (long long)c.vtot,
-      .ignore = args->ignore_index, .smoothing = args->label_smoothing, .dtype = c.dt,
-      .flags = (m ? TE_XENT_DLOSS_MEAN : 0) | (vec ? TE_XENT_VEC : 0),
-      .y = y ? TE_DPTR(y->data) : NULL, .ydtype = y ? (int)y->dtype : c.dt};
-  for (int pass = 0; pass < (y ? te_qout_passes(y) : 1); pass++) {
-    struct te_qout q = {0};
-    if (y) TE_CHECK(te_qout_begin(y, pass, 0, stream, &q));
-    k.scale = q.scale;
-    k.amax = q.amax;
-    k.scale_inv = q.scale_inv;
-    if (in8) {
-      TE_CHECK(xent_bwd_inplace8(args, &c, &k, &cfg, first, id, stream));
-      continue;
-    }
-    void *kargs[TE_KNPARAMS(TE_XENT_BWD_PARAMS)];
-    te_xent_bwd_args_ptrs(&k, kargs);
-    TE_CHECK(tecore_kernel_launch(id + K_BWD, &cfg, kargs, stream));
-  }
-  return TECORE_SUCCESS;
+  struct te_tensor_spans l = {.access = TE_ACCESS_WRITE};
+  te_span_add(&l, "loss", loss, c.tokens * 4);
+  te_span_add(&l, "lse", lse, c.tokens * 4);
+  te_span_add(&l, "mean", mean, 8);
+  xent_bwd_spans(args, &c, &pl, 0, dloss, 0, &l);
+  TE_CHECK(te_check_spans(l.span, l.n, fn));
+  int id = xent_first_id();
+  if (id < 0) return TE_ERR(TECORE_ERR_INTERNAL, "%s: the cross-entropy kernels did not register", fn);
+  if (!c.tokens) return mean ? xent_mean(args, &c, loss, mean, 0, id, stream) : TECORE_SUCCESS;
+  /* the gradient of the mean needs the count before the rows */
+  if (pl.m) TE_CHECK(xent_mean(args, &c, loss, mean, 1, id, stream));
+  struct te_qout q = {0};
+  if (pl.y) TE_CHECK(te_qout_begin(pl.y, 0, 0, stream, &q));
+  struct xent_train_slice sl = {
+      .c = &c, .pl = &pl, .blocks = xent_train_blocks(&c), .id = id, .stream = stream,
+      .k = {.x = TE_DPTR(args->logits->data), .labels = TE_DPTR(args->labels),
+            .loss = TE_DPTR(loss), .lse = TE_DPTR(lse), .dloss = TE_DPTR(dloss),
+            .mean = TE_DPTR(mean), .y = pl.y ? TE_DPTR(pl.y->data) : NULL, .scale = q.scale,
+            .amax = q.amax, .scale_inv = q.scale_inv, .tokens = c.tokens, .vocab = c.vocab,
+            .vocab_total = (long long)c.vtot, .ignore = args->ignore_index,
+            .smoothing = args->label_smoothing, .dtype = c.dt, .flags = pl.m ? TE_XENT_DLOSS_MEAN : 0,
+            .ydtype = pl.y ? (int)pl.y->dtype : c.dt}};
+  if (pl.in8)
+    TE_CHECK(xent_slices(args, &c, pl.first, xent_train_slice, &sl, stream));
+  else
+    TE_CHECK(xent_train_slice(&sl, 0, c.tokens, NULL));
+  return mean ? xent_mean(args, &c, loss, mean, 0, id, stream) : TECORE_SUCCESS;
 }

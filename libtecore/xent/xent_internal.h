@@ -11,9 +11,11 @@
 TE_KARGS(te_xent_row_args, TE_XENT_ROW_PARAMS)
 TE_KARGS(te_xent_mean_args, TE_XENT_MEAN_PARAMS)
 TE_KARGS(te_xent_bwd_args, TE_XENT_BWD_PARAMS)
+TE_KARGS(te_xent_train_args, TE_XENT_TRAIN_PARAMS)
 
 void te_xent_vdev_row(const struct tecore_launch_cfg *cfg, void *const *args);
 void te_xent_vdev_mean(const struct tecore_launch_cfg *cfg, void *const *args);
 void te_xent_vdev_bwd(const struct tecore_launch_cfg *cfg, void *const *args);
+void te_xent_vdev_train(const struct tecore_launch_cfg *cfg, void *const *args);
 
 #endif

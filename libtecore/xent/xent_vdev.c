@@ -79,7 +79,7 @@ void te_xent_vdev_mean(const struct tecore_launch_cfg *cfg, void *const *args) {
     unsigned c = 0;
     for (unsigned long long t = i; t < a.tokens; t += TE_XENT_MEAN_THREADS) {
       if (a.labels[t] == a.ignore) continue;
-      s = te_add_rn(s, a.loss[t]);
+      if (!a.count_only) s = te_add_rn(s, a.loss[t]);
       c++;
     }
     part[i] = s;
@@ -90,34 +90,75 @@ void te_xent_vdev_mean(const struct tecore_launch_cfg *cfg, void *const *args) {
       part[i] = te_xent_tree_step(part[i], part[i + h]);
       cnt[i] += cnt[i + h];
     }
-  a.mean[0] = cnt[0] ? te_div_rn(part[0], (float)cnt[0]) : 0.0f;
+  if (!a.count_only) a.mean[0] = cnt[0] ? te_div_rn(part[0], (float)cnt[0]) : 0.0f;
   a.mean[1] = (float)cnt[0];
+}
+
+/* The backward's output of one row: dlogits from lse into out (dtype od,
+ * times osc), the amax of the unscaled values into *am. */
+struct xent_vdev_out {
+  void *out;
+  int od;
+  float osc, am;
+};
+
+/* Row t's gradient (labels ids of the whole vocabulary, this slice's
+ * first vocab_off). */
+static void xent_vdev_grad_row(const void *x, int dt, int label, long long vocab_off,
+                               unsigned long long t, uint64_t vocab, int ignore,
+                               long long vocab_total, float smoothing, float lse, float scale,
+                               struct xent_vdev_out *o) {
+  uint64_t base = t * vocab;
+  float vtot = (float)vocab_total;
+  int st = te_xent_label_state(label, ignore, vocab_total);
+  long long lab = (long long)label - vocab_off;
+  for (unsigned long long j = 0; j < vocab; j++) {
+    float g = st == 0 ? 0.0f
+              : st < 0 ? NAN
+                       : te_xent_grad(te_ld(x, base + j, dt), lse, (long long)j == lab, smoothing,
+                                      vtot, scale);
+    o->am = te_amax_f32(o->am, g);
+    te_st(o->out, base + j, o->od, te_mul_rn(g, o->osc));
+  }
+}
+
+static float xent_vdev_scale(int flags, const float *dloss, const float *mean,
+                             unsigned long long t) {
+  if (!(flags & TE_XENT_DLOSS_MEAN)) return dloss[t];
+  return mean[1] > 0.0f ? te_div_rn(dloss[0], mean[1]) : 0.0f;
 }
 
 void te_xent_vdev_bwd(const struct tecore_launch_cfg *cfg, void *const *args) {
   const struct te_xent_bwd_args a = te_xent_bwd_args_of(args);
   (void)cfg;
-  float vtot = (float)a.vocab_total;
-  void *out = a.y ? a.y : a.x;
-  int od = a.y ? a.ydtype : a.dtype;
-  float osc = a.y && te_dt_is_fp8(od) && a.scale ? *a.scale : 1.0f;
+  struct xent_vdev_out o = {.out = a.y ? a.y : a.x, .od = a.y ? a.ydtype : a.dtype};
+  o.osc = a.y && te_dt_is_fp8(o.od) && a.scale ? *a.scale : 1.0f;
   if (a.scale_inv && a.scale) *a.scale_inv = te_fp8_scale_inv(*a.scale);
-  float am = 0.0f;
+  for (unsigned long long t = 0; t < a.tokens; t++)
+    xent_vdev_grad_row(a.x, a.dtype, a.labels[t], a.vocab_off, t, a.vocab, a.ignore,
+                       a.vocab_total, a.smoothing, a.lse[t],
+                       xent_vdev_scale(a.flags, a.dloss, a.mean, t), &o);
+  if (a.amax && te_abs_bits(o.am)) te_vdev_amax_update(a.amax, te_abs_bits(o.am));
+}
+
+/* te_xent_train: each row's forward (FULL) then its gradient from the same
+ * lse -- the bits of te_xent_vdev_row and te_xent_vdev_bwd. */
+void te_xent_vdev_train(const struct tecore_launch_cfg *cfg, void *const *args) {
+  const struct te_xent_train_args a = te_xent_train_args_of(args);
+  (void)cfg;
+  const struct te_xent_row_args r = {.x = a.x, .labels = a.labels, .loss = a.loss, .lse = a.lse,
+                                     .tokens = a.tokens, .vocab = a.vocab,
+                                     .vocab_total = a.vocab_total, .ignore = a.ignore,
+                                     .smoothing = a.smoothing, .mode = TE_XENT_FULL,
+                                     .dtype = a.dtype};
+  struct xent_vdev_out o = {.out = a.y ? a.y : a.x, .od = a.y ? a.ydtype : a.dtype};
+  o.osc = a.y && te_dt_is_fp8(o.od) && a.scale ? *a.scale : 1.0f;
+  if (a.scale_inv && a.scale) *a.scale_inv = te_fp8_scale_inv(*a.scale);
   for (unsigned long long t = 0; t < a.tokens; t++) {
-    uint64_t base = t * a.vocab;
-    int st = te_xent_label_state(a.labels[t], a.ignore, a.vocab_total);
-    float scale = (a.flags & TE_XENT_DLOSS_MEAN)
-                      ? (a.mean[1] > 0.0f ? te_div_rn(a.dloss[0], a.mean[1]) : 0.0f)
-                      : a.dloss[t];
-    long long lab = (long long)a.labels[t] - a.vocab_off;
-    for (unsigned long long j = 0; j < a.vocab; j++) {
-      float g = st == 0 ? 0.0f
-                : st < 0 ? NAN
-                         : te_xent_grad(te_ld(a.x, base + j, a.dtype), a.lse[t],
-                                        (long long)j == lab, a.smoothing, vtot, scale);
-      am = te_amax_f32(am, g);
-      te_st(out, base + j, od, te_mul_rn(g, osc));
-    }
+    struct xent_sums sm = xent_vdev_reduce(&r, t, NULL);
+    xent_vdev_finish(&r, t, sm.m, sm.s, xent_vdev_label_logit(&r, t), sm.sx);
+    xent_vdev_grad_row(a.x, a.dtype, a.labels[t], 0, t, a.vocab, a.ignore, a.vocab_total,
+                       a.smoothing, a.lse[t], xent_vdev_scale(a.flags, a.dloss, a.mean, t), &o);
   }
-  if (a.amax && te_abs_bits(am)) te_vdev_amax_update(a.amax, te_abs_bits(am));
+  if (a.amax && te_abs_bits(o.am)) te_vdev_amax_update(a.amax, te_abs_bits(o.am));
 }

@@ -5,7 +5,8 @@
  * in-place backward with per-token and mean gradients, the backward into
  * another tensor (FP8 under delayed and current scaling, BF16), a finite-difference
  * check of dlogits, the vocabulary-parallel callback with two simulated
- * ranks (threads) matching the whole vocabulary, and every bad argument.
+ * ranks (threads) matching the whole vocabulary, the one-pass forward +
+ * backward against the two calls bit for bit, and every bad argument.
  * Fresh random logits in [-8, 8), outputs poisoned with NaN. */
 #include "parts_util.h"
 #include <pthread.h>
@@ -284,6 +285,134 @@ START_TEST(xent_bwd_fp8_in_place) {
   inplace8_case(TECORE_DTYPE_BF16, T, 997, TECORE_DTYPE_E4M3, 3, 0);   /* element path */
   inplace8_case(TECORE_DTYPE_F32, T, 1000, TECORE_DTYPE_E5M2, 1, 1);   /* slices grow 4x */
   inplace8_case(TECORE_DTYPE_BF16, 5, 1000, TECORE_DTYPE_E5M2, 64, 0); /* all in the workspace */
+}
+END_TEST
+
+/* tecore_xent_fwd_bwd against tecore_xent_fwd then tecore_xent_bwd on
+ * the same logits: loss, lse, mean and every dlogits byte the same, bit
+ * for bit (outputs poisoned), and the one-pass loss against the float64
+ * reference.  out: 0 dlogits over the logits (16-bit), 1 E5M2 into a
+ * buffer of its own (delayed), 2 E5M2 over the logits (delayed, the
+ * slices), 3 E4M3 current-scaled (two calls inside).  Labels include
+ * ignored and (bad) out-of-range ids: the NaN rows must match too. */
+static void fused_case(tecore_dtype_t dt, int T, int V, float eps, int mean_mode, int out) {
+  size_t n = (size_t)T * V, es = tecore_dtype_size(dt);
+  float *x = malloc(n * 4), *dls = malloc(T * 4);
+  int32_t *lab = malloc(T * 4);
+  double *rl = malloc(T * 8 * 2);
+  struct xref r = {.lse = rl, .loss = rl + T};
+  size_t gbytes = out == 0 ? n * es : n;
+  unsigned char *g[2] = {malloc(gbytes), malloc(gbytes)};
+  float o[2][3 * 4096 + 2], h[2][3];
+  te_rand_floats(x, n, -8.0f, 8.0f);
+  for (size_t i = 0; i < n; i++) x[i] = pu_round(x[i], dt);
+  te_rand_floats(dls, T, 0.5f, 2.0f);
+  rand_labels(lab, T, V);
+  if (T > 3) lab[3] = V + 5;   /* out of range: a NaN loss and row */
+  tecore_devptr_t dlab = pu_upload_i32(lab, T);
+  tecore_devptr_t ws = te_dalloc(2 * (size_t)V + 64), st = te_dalloc(64);
+  for (int fused = 0; fused < 2; fused++) {
+    tecore_devptr_t dx = pu_upload(x, n, dt);
+    tecore_devptr_t res = te_dalloc(4 * ((size_t)T * 3 + 2) + 64), loss = res, lse = res + 4 * T,
+                    mean = res + 8 * T, dloss = res + 8 * T + 16;
+    te_poison_dev_nan(res, 2 * T + 2);
+    te_h2d(dloss, dls, 4 * (mean_mode ? 1 : T));
+    tecore_devptr_t y = out == 1 || out == 3 ? te_dalloc(n + 64) : dx;
+    if (y != dx) te_poison_dev(y, n);
+    te_poison_dev(ws, 2 * (size_t)V);
+    float sc = 16.0f, am0 = 1e-9f;
+    te_h2d(st, &sc, 4);
+    te_h2d(st + 8, &am0, 4);
+    te_poison_dev_nan(st + 4, 1);
+    struct tecore_tensor lt = pu_tensor2(dt, T, V, dx);
+    struct tecore_tensor yt = pu_tensor2(out == 3 ? TECORE_DTYPE_E4M3 : TECORE_DTYPE_E5M2, T, V, y);
+    yt.scaling = out == 3 ? TECORE_SCALING_CURRENT : TECORE_SCALING_DELAYED;
+    yt.scale = st;
+    yt.scale_inv = st + 4;
+    yt.amax = st + 8;
+    struct tecore_xent_args a = {.logits = &lt, .labels = dlab, .ignore_index = IGN,
+                                 .label_smoothing = eps, .dlogits = out ? &yt : NULL,
+                                 .workspace = ws, .workspace_bytes = 2 * (size_t)V};
+    unsigned fl = mean_mode ? TECORE_XENT_DLOSS_MEAN : 0;
+    if (fused) {
+      TE_OK(tecore_xent_fwd_bwd(&a, loss, lse, mean_mode ? mean : 0, dloss, fl, te_stream));
+    } else {
+      TE_OK(tecore_xent_fwd(&a, loss, lse, mean_mode ? mean : 0, te_stream));
+      TE_OK(tecore_xent_bwd(&a, lse, dloss, mean_mode ? mean : 0, fl, te_stream));
+    }
+    TE_OK(tecore_stream_synchronize(te_stream));
+    te_d2h(o[fused], res, 4 * ((size_t)2 * T + 2));
+    te_d2h(g[fused], y, gbytes);
+    te_d2h(h[fused], st, 12);
+    if (y != dx) TE_OK(tecore_mem_free(y));
+    TE_OK(tecore_mem_free(dx));
+    TE_OK(tecore_mem_free(res));
+  }
+  const char *what = out == 0 ? "in place" : out == 1 ? "E5M2 own buffer" : out == 2 ? "E5M2 over"
+                                                                                     : "E4M3 current";
+  ck_assert_msg(memcmp(o[0], o[1], 4 * ((size_t)2 * T + (mean_mode ? 2 : 0))) == 0,
+                "%s [%d][%d]: loss/lse/mean differ between one pass and two calls", what, T, V);
+  for (size_t i = 0; i < gbytes; i++)
+    ck_assert_msg(g[0][i] == g[1][i], "%s [%d][%d] %s: dlogits byte %zu 0x%02x one pass, 0x%02x "
+                  "two calls", what, T, V, tecore_dtype_name(dt), i, g[1][i], g[0][i]);
+  if (out) ck_assert_msg(memcmp(h[0], h[1], 12) == 0, "%s: scale/scale_inv/amax differ", what);
+  /* the one-pass loss against float64 (the bad label's row: NaN) */
+  int bad = T > 3 ? 3 : -1;
+  if (bad >= 0) lab[bad] = IGN;   /* the reference skips it */
+  ref_fwd(x, lab, T, V, eps, &r);
+  for (int t = 0; t < T; t++) {
+    if (t == bad) {
+      ck_assert_msg(isnan(o[1][t]), "loss[%d] of an out-of-range label is %g", t, o[1][t]);
+      continue;
+    }
+    ck_assert_msg(fabs(o[1][t] - r.loss[t]) <= 2e-5 * (1 + fabs(r.loss[t])) + 1e-7 * V * eps * 8,
+                  "one pass: loss[%d] got %.8g want %.8g", t, o[1][t], r.loss[t]);
+  }
+  free(x); free(dls); free(lab); free(rl); free(g[0]); free(g[1]);
+  TE_OK(tecore_mem_free(dlab));
+  TE_OK(tecore_mem_free(ws));
+  TE_OK(tecore_mem_free(st));
+}
+
+START_TEST(xent_fwd_bwd_one_pass) {
+  int T = 3 + (int)te_rand_below(40);
+  fused_case(TECORE_DTYPE_BF16, T, 1000, 0.0f, 1, 0);
+  fused_case(TECORE_DTYPE_BF16, T, 1000, 0.1f, 0, 0);
+  fused_case(TECORE_DTYPE_F32, T, 1000, 0.1f, 1, 0);
+  fused_case(TECORE_DTYPE_BF16, T, 997, 0.0f, 1, 0);   /* element path: two calls */
+  fused_case(TECORE_DTYPE_BF16, T, 1000, 0.1f, 1, 1);
+  fused_case(TECORE_DTYPE_BF16, T, 1000, 0.0f, 1, 2);
+  fused_case(TECORE_DTYPE_F32, T, 1000, 0.1f, 0, 2);
+  fused_case(TECORE_DTYPE_BF16, T, 1000, 0.0f, 1, 3);
+  fused_case(TECORE_DTYPE_BF16, 2, 50304, 0.1f, 1, 0);
+}
+END_TEST
+
+/* The one-pass call's own refusals: the mean flag without mean, unknown
+ * flags, a loss overlapping lse; nothing written. */
+START_TEST(xent_fwd_bwd_bad_arguments) {
+  int T = 4, V = 64;
+  float x[4 * 64];
+  int32_t lab[4];
+  te_rand_floats(x, (size_t)T * V, -4.0f, 4.0f);
+  rand_labels(lab, T, V);
+  tecore_devptr_t dx = pu_upload(x, (size_t)T * V, TECORE_DTYPE_F32), dlab = pu_upload_i32(lab, T);
+  tecore_devptr_t o = te_dalloc(256);
+  struct tecore_tensor lt = pu_tensor2(TECORE_DTYPE_F32, T, V, dx);
+  struct tecore_xent_args a = {.logits = &lt, .labels = dlab, .ignore_index = IGN};
+  TE_EXPECT_INVALID("mean", tecore_xent_fwd_bwd(&a, o, o + 16, 0, o + 64, TECORE_XENT_DLOSS_MEAN,
+                                                te_stream));
+  TE_EXPECT_INVALID("flags", tecore_xent_fwd_bwd(&a, o, o + 16, 0, o + 64, 0x8, te_stream));
+  TE_EXPECT_INVALID("loss overlaps lse", tecore_xent_fwd_bwd(&a, o, o + 8, 0, o + 64, 0, te_stream));
+  TE_EXPECT_INVALID("loss", tecore_xent_fwd_bwd(&a, 0, o + 16, 0, o + 64, 0, te_stream));
+  TE_EXPECT_INVALID("args", tecore_xent_fwd_bwd(NULL, o, o + 16, 0, o + 64, 0, te_stream));
+  TE_OK(tecore_stream_synchronize(te_stream));
+  float back[4 * 64];
+  te_d2h(back, dx, sizeof back);
+  ck_assert_msg(memcmp(back, x, sizeof back) == 0, "a refused call changed the logits");
+  TE_OK(tecore_mem_free(dx));
+  TE_OK(tecore_mem_free(dlab));
+  TE_OK(tecore_mem_free(o));
 }
 END_TEST
 
@@ -574,8 +703,10 @@ static Suite *make_suite(void) {
   tcase_add_test(tc, xent_bwd_fp8_in_place);
   tcase_add_test(tc, xent_bwd_fp8_in_place_refusals);
   tcase_add_test(tc, xent_vocab_parallel_two_ranks);
+  tcase_add_test(tc, xent_fwd_bwd_one_pass);
   tc = te_tcase(s, "arguments", 1);
   tcase_add_test(tc, xent_bad_arguments);
+  tcase_add_test(tc, xent_fwd_bwd_bad_arguments);
   return s;
 }
 

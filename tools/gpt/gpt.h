@@ -141,9 +141,11 @@ void gpt_model_create_tp(struct gpt_model *m, const struct gpt_config *c, size_t
                          const struct gpt_tp *tp, tecore_stream_t s);
 void gpt_model_destroy(struct gpt_model *m);
 /* Forward of one microbatch (ids/labels on the device) to the loss:
- * means[mb] = {mean, count}.  backward: the gradients added (dloss). */
+ * means[mb] = {mean, count}.  backward: the gradients added (dloss);
+ * with_loss: after gpt_logits alone, the loss's forward (means[mb]) and
+ * its gradient in one pass over the logits (tecore_xent_fwd_bwd). */
 void gpt_forward(struct gpt_model *m, int mb, int reuse_fp8, tecore_stream_t s);
-void gpt_backward(struct gpt_model *m, int mb, tecore_stream_t s);
+void gpt_backward(struct gpt_model *m, int mb, int with_loss, tecore_stream_t s);
 /* Embedding and the sequence alone: the logits of m->ids. */
 void gpt_logits(struct gpt_model *m, int reuse_fp8, tecore_stream_t s);
 /* The saved tensors the backward never reads laid over shared scratch by

@@ -341,7 +341,7 @@ void gpt_forward(struct gpt_model *m, int mb, int reuse_fp8, tecore_stream_t s) 
   GPT_CHECK(tecore_xent_fwd(&xa, m->loss, m->lse, m->means + 8 * (size_t)mb, s));
 }
 
-void gpt_backward(struct gpt_model *m, int mb, tecore_stream_t s) {
+void gpt_backward(struct gpt_model *m, int mb, int with_loss, tecore_stream_t s) {
   struct tecore_tensor lg, tok, pos;
   struct tecore_xent_args xa = xent_args(m, &lg);
   struct tecore_tensor row = m->g8;   /* the rowwise codes: the backward transposes them */
@@ -351,8 +351,13 @@ void gpt_backward(struct gpt_model *m, int mb, tecore_stream_t s) {
     xa.workspace = m->xent_ws;
     xa.workspace_bytes = m->xent_ws_bytes;
   }
-  GPT_CHECK(tecore_xent_bwd(&xa, m->lse, m->dloss, m->means + 8 * (size_t)mb,
-                            TECORE_XENT_DLOSS_MEAN, s));
+  /* with the loss: its forward and the gradient in one pass over the logits */
+  if (with_loss)
+    GPT_CHECK(tecore_xent_fwd_bwd(&xa, m->loss, m->lse, m->means + 8 * (size_t)mb, m->dloss,
+                                  TECORE_XENT_DLOSS_MEAN, s));
+  else
+    GPT_CHECK(tecore_xent_bwd(&xa, m->lse, m->dloss, m->means + 8 * (size_t)mb,
+                              TECORE_XENT_DLOSS_MEAN, s));
   size_t H = (size_t)m->c.hidden;
   struct tecore_tensor dx = gpt_tensor2(TECORE_DTYPE_BF16, m->rows, H, m->dx);
   GPT_CHECK(tecore_seq_backward(m->seq, m->dlogits8 ? &m->g8 : &lg, &dx, s));

@@ -189,8 +189,8 @@ static void queue_fwd_bwd(struct gpt_train *t, struct gpt_model *m, tecore_strea
   if (m->pos_grad) GPT_CHECK(tecore_memset_d32_async(m->pos_grad, 0, (size_t)m->c.seq * H, s));
   for (int mb = 0; mb < t->accum; mb++) {
     upload(t, m, mb, s);
-    gpt_forward(m, mb, mb > 0, s);   /* FP8 weights quantized on the first microbatch */
-    gpt_backward(m, mb, s);
+    gpt_logits(m, mb > 0, s);   /* FP8 weights quantized on the first microbatch */
+    gpt_backward(m, mb, 1, s);  /* the loss and its gradient in one pass */
   }
   GPT_CHECK(tecore_seq_update_scales(m->seq, s));
   /* pinned memory's device address is its host address */
