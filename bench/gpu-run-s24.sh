@@ -1,0 +1,44 @@
+#!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
+# bench/gpu-run-s24.sh -- session 24's GPU checks, from the top of a
+# configured and built tree (.devdeps/run builds it).  Through the device
+# tool keep the step files outside $OUT (gpu-lib.sh):
+#
+#     bash .devdeps/run 'T=$OUT; OUT=/tmp/o TAR=$T/r.tgz PHASES=a bash bench/gpu-run-s24.sh'
+#
+# then, within the machine's idle window (the build stays), PHASES=b from
+# /tmp/te-build with OUT=/tmp/o2.
+# Phase a: the one-pass cross-entropy (tecore_xent_fwd_bwd) under
+# TE_DEVICE=cuda (check_xent: bit for bit against the two calls) and its
+# te-bench --model row beside the two calls; the GEMM tuner's split-k
+# candidates for weight gradients (check_gemm_tune under cuda; GPT-2
+# 124M BF16 with the tuner's log, against TECORE_GEMM_TUNE_MAX_MN=0, the
+# old choice, in the same call), where its step goes (--profile), and its
+# torch.compile twin (issue 31's 1.25x).
+# Phase b: llama-1b FP8 (the one pass over its FP8 codes in place) and the
+# 1.3B model beside their twins.
+set -u
+default_phases="a"
+. "$(dirname "$0")/gpu-lib.sh"
+gpt=tools/te-gpt
+llama="$gpt --model llama-1b --synthetic --batch 4 --steps 14 --eval-every 0 --sample 0 --recipe delayed --json"
+big="$gpt --model gpt-1.3b --synthetic --batch 8 --steps 14 --eval-every 0 --sample 0 --recipe delayed --json"
+small="$gpt --model gpt2-124m --synthetic --batch 32 --steps 20 --eval-every 0 --sample 0 --json"
+step machine sh -c 'nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv; nvcc --version | tail -2'
+if has a; then
+  make -s t/core/check_xent t/core/check_gemm_tune > /dev/null 2>&1
+  step check_xent env TE_DEVICE=cuda t/core/check_xent
+  step check_gemm_tune env TE_DEVICE=cuda t/core/check_gemm_tune
+  step bench-model tools/te-bench --model
+  step small env TE_DEBUG=INFO TE_DEBUG_SUBSYS=TUNE $small
+  step small-mn0 env TECORE_GEMM_TUNE_MAX_MN=0 $small
+  step small-peer python3 bench/gpt_peer.py speed --model gpt2-124m --batch 32 --compile --steps 8 --warmup 3
+  step small-profile $gpt --model gpt2-124m --synthetic --batch 32 --steps 3 --eval-every 0 --sample 0 --profile
+fi
+if has b; then
+  step llama $llama
+  step llama-peer python3 bench/gpt_peer.py speed --model llama-1b --batch 4 --compile --steps 8 --warmup 3
+  step big $big
+  step big-peer python3 bench/gpt_peer.py speed --model gpt-1.3b --batch 8 --compile --steps 8 --warmup 3
+fi
+cat "$summary"
