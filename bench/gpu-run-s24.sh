@@ -17,6 +17,11 @@
 # torch.compile twin (issue 31's 1.25x).
 # Phase b: llama-1b FP8 (the one pass over its FP8 codes in place) and the
 # 1.3B model beside their twins.
+# Phase c (after a: the one pass kept its rows in L2 and ran slower than
+# the two calls): the one pass with the row in shared memory (check_xent,
+# te-bench --model); the 16-bit norm backward on three blocks an SM
+# (check_norm; --profile's te_norm_bwd_fast beside
+# TECORE_NORM_BWD_FAST_PARTS=264, the old two); GPT-2 124M and its twin.
 set -u
 default_phases="a"
 . "$(dirname "$0")/gpu-lib.sh"
@@ -40,5 +45,17 @@ if has b; then
   step llama-peer python3 bench/gpt_peer.py speed --model llama-1b --batch 4 --compile --steps 8 --warmup 3
   step big $big
   step big-peer python3 bench/gpt_peer.py speed --model gpt-1.3b --batch 8 --compile --steps 8 --warmup 3
+fi
+if has c; then
+  make -s t/core/check_xent t/core/check_norm > /dev/null 2>&1
+  step check_xent env TE_DEVICE=cuda t/core/check_xent
+  step check_norm env TE_DEVICE=cuda t/core/check_norm
+  step bench-model tools/te-bench --model
+  step small $small
+  step small-parts264 env TECORE_NORM_BWD_FAST_PARTS=264 $small
+  step small-peer python3 bench/gpt_peer.py speed --model gpt2-124m --batch 32 --compile --steps 8 --warmup 3
+  step small-profile $gpt --model gpt2-124m --synthetic --batch 32 --steps 3 --eval-every 0 --sample 0 --profile
+  step small-profile264 env TECORE_NORM_BWD_FAST_PARTS=264 $gpt --model gpt2-124m --synthetic \
+    --batch 32 --steps 3 --eval-every 0 --sample 0 --profile
 fi
 cat "$summary"

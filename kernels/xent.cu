@@ -179,11 +179,13 @@ __device__ __forceinline__ float xent_grad(float x, float lse, bool is_label, fl
 // bytes a thread in flight.  st != 1: a constant (0 or NaN), x not read.
 // DO: the output's dtype, DT (over x or into a.y) or E4M3/E5M2 (into a.y,
 // times osc, the amax of the unscaled values kept in am).
+// NT: the threads that share the units; sm (te_xent_train): the row's
+// vectors in shared memory, read there instead of from x.
 template <int DT, int DO, int NT = TE_XENT_BWD_THREADS>
 __device__ __forceinline__ void xent_bwd_vec(const bwd_k &a, uint64_t base, uint64_t u0,
                                              uint64_t u1, float lse, long long lab, float c1,
                                              float c2, float scale, int st, float osc,
-                                             float &am) {
+                                             float &am, const uint4 *sm = nullptr) {
   constexpr int NQ = DT == TE_FP8_DT_F32 ? 2 : 1, U = TE_XENT_BWD_UNROLL / NQ;  // 64 B a thread
   constexpr bool F8 = DO == TE_FP8_DT_E4M3 || DO == TE_FP8_DT_E5M2;
   void *out = a.y ? a.y : a.x;
@@ -194,7 +196,8 @@ __device__ __forceinline__ void xent_bwd_vec(const bwd_k &a, uint64_t base, uint
     for (int q = 0; q < U; q++) {
       const uint64_t u = ub + (uint64_t)q * NT;
       if (u >= u1 || st != 1) continue;
-      const uint4 *p = (const uint4 *)((const char *)a.x + (base + u * 8) * (NQ == 2 ? 4 : 2));
+      const uint4 *p = sm ? sm + u * NQ
+                          : (const uint4 *)((const char *)a.x + (base + u * 8) * (NQ == 2 ? 4 : 2));
 #pragma unroll
       for (int h = 0; h < NQ; h++) r[q][h] = p[h];
     }
@@ -237,13 +240,15 @@ template <int DT, int NT = TE_XENT_BWD_THREADS>
 __device__ __forceinline__ void xent_bwd_vec_out(const bwd_k &a, uint64_t base, uint64_t u0,
                                                  uint64_t u1, float lse, long long lab, float c1,
                                                  float c2, float scale, int st, float osc,
-                                                 float &am) {
+                                                 float &am, const uint4 *sm = nullptr) {
   if (!a.y || a.ydtype == DT)
-    xent_bwd_vec<DT, DT, NT>(a, base, u0, u1, lse, lab, c1, c2, scale, st, osc, am);
+    xent_bwd_vec<DT, DT, NT>(a, base, u0, u1, lse, lab, c1, c2, scale, st, osc, am, sm);
   else if (a.ydtype == TE_FP8_DT_E4M3)
-    xent_bwd_vec<DT, TE_FP8_DT_E4M3, NT>(a, base, u0, u1, lse, lab, c1, c2, scale, st, osc, am);
+    xent_bwd_vec<DT, TE_FP8_DT_E4M3, NT>(a, base, u0, u1, lse, lab, c1, c2, scale, st, osc, am,
+                                         sm);
   else
-    xent_bwd_vec<DT, TE_FP8_DT_E5M2, NT>(a, base, u0, u1, lse, lab, c1, c2, scale, st, osc, am);
+    xent_bwd_vec<DT, TE_FP8_DT_E5M2, NT>(a, base, u0, u1, lse, lab, c1, c2, scale, st, osc, am,
+                                         sm);
 }
 
 // Blocks (chunk blockIdx.x of a.chunk units, rows blockIdx.y, +
@@ -293,29 +298,56 @@ extern "C" __global__ void __launch_bounds__(TE_XENT_BWD_THREADS, 4)
 }
 
 // The forward and backward of each row in one block (kernels/common/xent.h):
-// te_xent_row's FULL pass (the same threads, order and merge: the same
-// loss and lse bits), then te_xent_bwd's per-vector gradient from that lse
-// over the row (the same bits as te_xent_bwd), its second read mostly from
-// L2.  The label's logit is read before the block's barrier, so no
-// thread's gradient store can overwrite it first.
+// te_xent_row's FULL pass (each thread the same vectors in the same order,
+// the same merge: the same loss and lse bits), keeping the row in shared
+// memory, then te_xent_bwd's per-vector gradient from that lse (the same
+// bits) read from there: the logits leave memory once.  The pass loads
+// TE_XENT_BWD_UNROLL vectors a thread before it uses any.  The label's
+// logit is read before the block's barrier, so no thread's gradient store
+// can overwrite it first.
 struct train_k {
   TE_KMEMBERS(TE_XENT_TRAIN_PARAMS)
 };
 
 template <int DT>
 __device__ __forceinline__ void xent_train_rows(const train_k &a, const row_k &r, const bwd_k &b,
-                                                float c1, float c2, float osc, float &am) {
+                                                float c1, float c2, float osc, float &am,
+                                                uint4 *sm) {
+  constexpr int NQ = DT == TE_FP8_DT_F32 ? 2 : 1, U = TE_XENT_BWD_UNROLL / NQ;
   const uint64_t units = a.vocab / 8;
   for (unsigned long long t = blockIdx.x; t < a.tokens; t += gridDim.x) {
     float m = -INFINITY, s = 0.0f, sx = 0.0f;
     const uint64_t base = t * a.vocab;
-    for (uint64_t j = (uint64_t)threadIdx.x * 8; j < a.vocab; j += XT * 8) {
-      float v[8];
-      te_dev_ld8(a.x, base + j, a.dtype, v);
-      xent_add(m, s, sx, v, 8, false);
+    const uint4 *row = (const uint4 *)((const char *)a.x + base * (NQ == 2 ? 4 : 2));
+    for (uint64_t ub = threadIdx.x; ub < units; ub += (uint64_t)U * XT) {
+      uint4 q4[U][NQ];
+#pragma unroll
+      for (int q = 0; q < U; q++) {
+        const uint64_t u = ub + (uint64_t)q * XT;
+        if (u >= units) continue;
+#pragma unroll
+        for (int h = 0; h < NQ; h++) q4[q][h] = row[u * NQ + h];
+      }
+#pragma unroll
+      for (int q = 0; q < U; q++) {
+        const uint64_t u = ub + (uint64_t)q * XT;
+        if (u >= units) continue;
+        float v[8];
+#pragma unroll
+        for (int h = 0; h < NQ; h++) sm[u * NQ + h] = q4[q][h];
+        if constexpr (NQ == 2) {
+          const uint32_t w[8] = {q4[q][0].x, q4[q][0].y, q4[q][0].z, q4[q][0].w,
+                                 q4[q][1].x, q4[q][1].y, q4[q][1].z, q4[q][1].w};
+#pragma unroll
+          for (int k = 0; k < 8; k++) v[k] = __uint_as_float(w[k]);
+        } else {
+          te_dev_unpack8t<DT>(q4[q][0], v);
+        }
+        xent_add(m, s, sx, v, 8, false);
+      }
     }
     const float xl = threadIdx.x == 0 ? xent_label_logit(r, t) : 0.0f;
-    xent_block_reduce(m, s, sx, false);
+    xent_block_reduce(m, s, sx, false);   // ends with a barrier: the row is in sm
     if (threadIdx.x == 0) xent_finish(r, t, m, s, xl, sx);
     const float lse = te_xent_lse(m, s);
     const int st = te_xent_label_state(a.labels[t], a.ignore, a.vocab_total);
@@ -323,11 +355,13 @@ __device__ __forceinline__ void xent_train_rows(const train_k &a, const row_k &r
                             ? (a.mean[1] > 0.0f ? te_div_rn(a.dloss[0], a.mean[1]) : 0.0f)
                             : a.dloss[t];
     xent_bwd_vec_out<DT, XT>(b, base, 0, units, lse, (long long)a.labels[t], c1, c2, scale, st,
-                             osc, am);
+                             osc, am, sm);
+    __syncthreads();   // the next row overwrites sm
   }
 }
 
 extern "C" __global__ void __launch_bounds__(XT) te_xent_train(TE_KSIG(TE_XENT_TRAIN_PARAMS)) {
+  extern __shared__ uint4 xent_row_sm[];
   const train_k a = {TE_KNAMES(TE_XENT_TRAIN_PARAMS)};
   const row_k r = {a.x, a.labels, a.loss, a.lse, nullptr, a.tokens, a.vocab, 0ll,
                    a.vocab_total, a.ignore, a.smoothing, TE_XENT_FULL | TE_XENT_VEC, a.dtype};
@@ -342,10 +376,10 @@ extern "C" __global__ void __launch_bounds__(XT) te_xent_train(TE_KSIG(TE_XENT_T
     *a.scale_inv = te_fp8_scale_inv(*a.scale);
   float am = 0.0f;
   if (a.dtype == TE_FP8_DT_BF16)
-    xent_train_rows<TE_FP8_DT_BF16>(a, r, b, c1, c2, osc, am);
+    xent_train_rows<TE_FP8_DT_BF16>(a, r, b, c1, c2, osc, am, xent_row_sm);
   else if (a.dtype == TE_FP8_DT_F16)
-    xent_train_rows<TE_FP8_DT_F16>(a, r, b, c1, c2, osc, am);
+    xent_train_rows<TE_FP8_DT_F16>(a, r, b, c1, c2, osc, am, xent_row_sm);
   else
-    xent_train_rows<TE_FP8_DT_F32>(a, r, b, c1, c2, osc, am);
+    xent_train_rows<TE_FP8_DT_F32>(a, r, b, c1, c2, osc, am, xent_row_sm);
   if (a.amax) te_dev_block_amax_f(a.amax, am);
 }

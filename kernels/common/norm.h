@@ -80,6 +80,11 @@
  * constant, not the device's SM count, so that every device (and vdev)
  * adds the column sums in the same order. */
 #define TE_NORM_BWD_MAX_PARTS 264
+/* te_norm_bwd_fast (80 registers, 256 threads) fits three blocks an SM:
+ * three waves' worth of partial rows, so that an SM keeps 24 warps of
+ * loads in flight (at two blocks a GPT-2 LayerNorm backward, 32768 x
+ * 768, ran at about 60% of the copy floor on an H100). */
+#define TE_NORM_BWD_FAST_MAX_PARTS 396
 /* The reduce kernel: 32 columns x 32 groups of partials per block. */
 #define TE_NORM_REDUCE_COLS 32
 #define TE_NORM_REDUCE_GROUPS 32
@@ -124,11 +129,14 @@ TE_HD struct te_norm_plan te_norm_plan_bwd(unsigned long long hidden, int vec) {
   return te_norm_plan_make(hidden, vec, TE_NORM_BWD_NV_MAX, TE_NORM_BWD_BLOCK, TE_NORM_BWD_TMAX);
 }
 
-/* Number of partial rows (= blocks of the first backward stage). */
-TE_HD unsigned te_norm_bwd_parts(unsigned long long rows, int rows_per_block) {
+/* Number of partial rows (= blocks of the first backward stage), at most
+ * max_parts (TE_NORM_BWD_MAX_PARTS, or TE_NORM_BWD_FAST_MAX_PARTS for
+ * te_norm_bwd_fast). */
+TE_HD unsigned te_norm_bwd_parts(unsigned long long rows, int rows_per_block,
+                                 unsigned max_parts) {
   unsigned long long groups = (rows + (unsigned)rows_per_block - 1) / (unsigned)rows_per_block;
   if (groups < 1) groups = 1;
-  return groups < TE_NORM_BWD_MAX_PARTS ? (unsigned)groups : TE_NORM_BWD_MAX_PARTS;
+  return groups < max_parts ? (unsigned)groups : max_parts;
 }
 
 /* ---- per-element formulas ------------------------------------------------ */

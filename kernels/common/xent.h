@@ -89,12 +89,14 @@
   P(int, ydtype, val)
 
 /* te_xent_train: the forward (FULL, whole vocabulary here) and the
- * backward of each row in one block: the row read once for its sums, the
- * loss and lse written, then its gradient from the same lse (the row's
- * second read mostly from L2), into y or over x.  A block a row (blocks
- * loop over rows); rows 16-byte aligned with vocab % 8 == 0 (TE_XENT_VEC).
- * With TE_XENT_DLOSS_MEAN, mean[1] holds the count already (te_xent_mean
- * with count_only ran before). */
+ * backward of each row in one block: the row read once for its sums and
+ * kept in shared memory (vocab * element size bytes of dynamic shared
+ * memory, at most TE_XENT_TRAIN_MAX_ROW), the loss and lse written, then
+ * its gradient from the same lse into y or over x.  A block a row (blocks
+ * loop over rows, two an SM); rows 16-byte aligned with vocab % 8 == 0
+ * (TE_XENT_VEC).  With TE_XENT_DLOSS_MEAN, mean[1] holds the count already
+ * (te_xent_mean with count_only ran before). */
+#define TE_XENT_TRAIN_MAX_ROW (110 * 1024)
 #define TE_XENT_TRAIN_PARAMS(P)       \
   P(void *, x, eptr(15, TE_KP_WHOLE)) \
   P(const int *, labels, ptr)         \

@@ -60,11 +60,13 @@ int te_gemm_tune_count(const struct te_gemm_problem *p) {
 }
 
 /* Few output tiles over a long k (a weight gradient: m x n a Linear's
- * weight, k the tokens): cuBLASLt's first pick runs one tile a CTA and
- * leaves SMs idle (GPT-2 124M on an H100: 768 x 768 x 32768 at 383
- * TFLOP/s, 2304 x 768 x 32768 at 468, while the step's wide GEMMs ran at
- * 660-860; bench/2026-11-28/c6).  Such problems are measured, split-k
- * variants among the candidates (cuda_gemm.c). */
+ * weight, k the tokens), the GEMMs of a step that ran slowest (GPT-2 124M
+ * on an H100: 768 x 768 x 32768 at 383 TFLOP/s, 2304 x 768 x 32768 at
+ * 468, the step's wide GEMMs at 660-860; bench/2026-11-28/c6).  Such
+ * problems are measured, split-k variants among the candidates
+ * (cuda_gemm.c); on that H100 the heuristic's first already split k for
+ * most of them, and measuring won 4% on 768 x 3072 x 32768
+ * (bench/2026-11-29-gpu.md). */
 int te_gemm_tune_deep(const struct te_gemm_problem *p) {
   size_t lim = (size_t)tecore_tunable_int(&gemm_tune_max_mn);
   size_t big = p->m > p->n ? p->m : p->n;

@@ -302,9 +302,15 @@ TE_EXPORT tecore_result_t tecore_rmsnorm_fwd(const struct tecore_tensor *x,
 
 /* ---- backward ------------------------------------------------------------------------- */
 
+TE_PARAM_INT(norm_bwd_fast_parts, "TECORE_NORM_BWD_FAST_PARTS", TE_NORM_BWD_FAST_MAX_PARTS, 1,
+             TE_NORM_BWD_FAST_MAX_PARTS,
+             "blocks (partial rows of the weight gradients) of the 16-bit LayerNorm/RMSNorm "
+             "backward kernel, at most: 396, three waves of 132 SMs, by default; the sums' "
+             "order, and so their bits, follow it")
+
 /* An upper bound of the parts any plan uses, so the size needs no pointers. */
 static size_t norm_ws_bytes(int ln, size_t rows, size_t hidden) {
-  size_t parts = rows < TE_NORM_BWD_MAX_PARTS ? rows : TE_NORM_BWD_MAX_PARTS;
+  size_t parts = rows < TE_NORM_BWD_FAST_MAX_PARTS ? rows : TE_NORM_BWD_FAST_MAX_PARTS;
   return (ln ? 2u : 1u) * parts * hidden * sizeof(float);
 }
 
@@ -375,12 +381,14 @@ static tecore_result_t norm_bwd(const struct norm_bwd_call *c, tecore_stream_t s
   int vec = hidden % 8 == 0 && te_al16(x->data) && te_al16(dy->data) && te_al16(dx->data) &&
             te_al16(gamma->data) && (!extra || te_al16(extra->data)) ? 8 : 1;
   struct te_norm_plan p = te_norm_plan_bwd(hidden, vec);
-  unsigned parts = te_norm_bwd_parts(rows, p.rows_per_block);
   int k = vec == 8 ? (p.stream ? K_BWD_STREAM_V8 : K_BWD_V8) : (p.stream ? K_BWD_STREAM_V1 : K_BWD_V1);
   /* te_norm_bwd_fast: one 16-bit dtype for x, dy, gamma, dx (and extra_grad) */
   if (k == K_BWD_V8 && x->dtype != TECORE_DTYPE_F32 && dy->dtype == x->dtype && gamma->dtype == x->dtype &&
       dx->dtype == x->dtype && (!extra || extra->dtype == x->dtype))
     k = K_BWD_FAST;
+  unsigned parts = te_norm_bwd_parts(
+      rows, p.rows_per_block,
+      k == K_BWD_FAST ? (unsigned)tecore_tunable_int(&norm_bwd_fast_parts) : TE_NORM_BWD_MAX_PARTS);
   unsigned comb = p.stream ? 0
                            : (unsigned)((p.rows_per_block - 1) * p.tpr * TE_NORM_BWD_NV_MAX * vec *
                                         2 * (int)sizeof(float));

@@ -411,21 +411,16 @@ static tecore_result_t xent_train_slice(void *ctx, size_t a, size_t b, void *out
   k.tokens = b - a;
   if (out) k.y = out;
   unsigned blocks = (unsigned)(k.tokens < sl->blocks ? k.tokens : sl->blocks);
-  struct tecore_launch_cfg cfg = {.grid = {blocks, 1, 1}, .block = {TE_XENT_THREADS, 1, 1}};
+  struct tecore_launch_cfg cfg = {
+      .grid = {blocks, 1, 1}, .block = {TE_XENT_THREADS, 1, 1},
+      .shared_bytes = (unsigned)(V * es)};
   void *kargs[TE_KNPARAMS(TE_XENT_TRAIN_PARAMS)];
   te_xent_train_args_ptrs(&k, kargs);
   return tecore_kernel_launch(sl->id + K_TRAIN, &cfg, kargs, sl->stream);
 }
 
-/* Rows a block of the one-pass kernel keeps in flight: each SM's rows
- * should stay in L2 between their two reads, so two blocks an SM while
- * two rows of every SM fit in a third of a 50 MB L2, else one. */
-static unsigned xent_train_blocks(const struct xent_call *c) {
-  unsigned long long sms = (unsigned long long)te_sm_count();
-  unsigned long long row = (unsigned long long)c->vocab * tecore_dtype_size((tecore_dtype_t)c->dt);
-  unsigned long long per = 2 * sms * row <= (16ull << 20) ? 2 : 1;
-  return (unsigned)(sms * per);
-}
+/* Two blocks an SM, each holding its row in shared memory. */
+static unsigned xent_train_blocks(void) { return (unsigned)te_sm_count() * 2u; }
 
 TE_EXPORT tecore_result_t tecore_xent_fwd_bwd(const struct tecore_xent_args *args,
                                               tecore_devptr_t loss, tecore_devptr_t lse,
@@ -438,10 +433,13 @@ TE_EXPORT tecore_result_t tecore_xent_fwd_bwd(const struct tecore_xent_args *arg
   struct xent_bwd_plan pl;
   TE_CHECK(xent_bwd_plan_make(args, &c, lse, dloss, mean, flags, fn, &pl));
   TE_ARG(mean || !(flags & TECORE_XENT_DLOSS_MEAN), "%s: TECORE_XENT_DLOSS_MEAN without mean", fn);
-  if (args->reduce || !pl.vec || (pl.y && te_qout_passes(pl.y) > 1)) {
+  size_t row_bytes = c.vocab * tecore_dtype_size(args->logits->dtype);
+  if (args->reduce || !pl.vec || (pl.y && te_qout_passes(pl.y) > 1) ||
+      row_bytes > TE_XENT_TRAIN_MAX_ROW) {
     /* a vocabulary split across ranks (the sums cross ranks before any
-     * gradient), current scaling (the amax before any code) or unaligned
-     * rows: the two calls, the same results */
+     * gradient), current scaling (the amax before any code), unaligned
+     * rows or rows longer than a block's shared memory holds: the two
+     * calls, the same results */
     TE_CHECK(tecore_xent_fwd(args, loss, lse, mean, stream));
     return tecore_xent_bwd(args, lse, dloss, mean, flags, stream);
   }
@@ -459,7 +457,7 @@ TE_EXPORT tecore_result_t tecore_xent_fwd_bwd(const struct tecore_xent_args *arg
   struct te_qout q = {0};
   if (pl.y) TE_CHECK(te_qout_begin(pl.y, 0, 0, stream, &q));
   struct xent_train_slice sl = {
-      .c = &c, .pl = &pl, .blocks = xent_train_blocks(&c), .id = id, .stream = stream,
+      .c = &c, .pl = &pl, .blocks = xent_train_blocks(), .id = id, .stream = stream,
       .k = {.x = TE_DPTR(args->logits->data), .labels = TE_DPTR(args->labels),
             .loss = TE_DPTR(loss), .lse = TE_DPTR(lse), .dloss = TE_DPTR(dloss),
             .mean = TE_DPTR(mean), .y = pl.y ? TE_DPTR(pl.y->data) : NULL, .scale = q.scale,
