@@ -301,50 +301,49 @@ extern "C" __global__ void __launch_bounds__(TE_XENT_BWD_THREADS, 4)
 // te_xent_row's FULL pass (each thread the same vectors in the same order,
 // the same merge: the same loss and lse bits), keeping the row in shared
 // memory, then te_xent_bwd's per-vector gradient from that lse (the same
-// bits) read from there: the logits leave memory once.  The pass loads
-// TE_XENT_BWD_UNROLL vectors a thread before it uses any.  The label's
+// bits) read from there: the logits leave memory once.  The first pass
+// puts the whole row in flight (cp.async into shared memory).  The label's
 // logit is read before the block's barrier, so no thread's gradient store
 // can overwrite it first.
 struct train_k {
   TE_KMEMBERS(TE_XENT_TRAIN_PARAMS)
 };
 
+// 16 bytes global -> shared, asynchronously (cp.async, bypassing L1).
+__device__ __forceinline__ void xent_cp16(uint4 *dst, const uint4 *src) {
+  const unsigned d = (unsigned)__cvta_generic_to_shared(dst);
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(d), "l"(src) : "memory");
+}
+
 template <int DT>
 __device__ __forceinline__ void xent_train_rows(const train_k &a, const row_k &r, const bwd_k &b,
                                                 float c1, float c2, float osc, float &am,
                                                 uint4 *sm) {
-  constexpr int NQ = DT == TE_FP8_DT_F32 ? 2 : 1, U = TE_XENT_BWD_UNROLL / NQ;
+  constexpr int NQ = DT == TE_FP8_DT_F32 ? 2 : 1;
   const uint64_t units = a.vocab / 8;
   for (unsigned long long t = blockIdx.x; t < a.tokens; t += gridDim.x) {
     float m = -INFINITY, s = 0.0f, sx = 0.0f;
     const uint64_t base = t * a.vocab;
     const uint4 *row = (const uint4 *)((const char *)a.x + base * (NQ == 2 ? 4 : 2));
-    for (uint64_t ub = threadIdx.x; ub < units; ub += (uint64_t)U * XT) {
-      uint4 q4[U][NQ];
+    // the whole row in flight at once: each thread copies its vectors
+    // (u = tid, tid + XT, ...) to shared memory and then reads back only
+    // those, so its own wait suffices before the sums
+    for (uint64_t u = threadIdx.x; u < units; u += XT)
 #pragma unroll
-      for (int q = 0; q < U; q++) {
-        const uint64_t u = ub + (uint64_t)q * XT;
-        if (u >= units) continue;
+      for (int h = 0; h < NQ; h++) xent_cp16(&sm[u * NQ + h], &row[u * NQ + h]);
+    asm volatile("cp.async.commit_group;\n" ::);
+    asm volatile("cp.async.wait_group 0;\n" ::: "memory");
+    for (uint64_t u = threadIdx.x; u < units; u += XT) {
+      float v[8];
+      if constexpr (NQ == 2) {
+        const uint4 q0 = sm[u * 2], q1 = sm[u * 2 + 1];
+        const uint32_t w[8] = {q0.x, q0.y, q0.z, q0.w, q1.x, q1.y, q1.z, q1.w};
 #pragma unroll
-        for (int h = 0; h < NQ; h++) q4[q][h] = row[u * NQ + h];
+        for (int k = 0; k < 8; k++) v[k] = __uint_as_float(w[k]);
+      } else {
+        te_dev_unpack8t<DT>(sm[u], v);
       }
-#pragma unroll
-      for (int q = 0; q < U; q++) {
-        const uint64_t u = ub + (uint64_t)q * XT;
-        if (u >= units) continue;
-        float v[8];
-#pragma unroll
-        for (int h = 0; h < NQ; h++) sm[u * NQ + h] = q4[q][h];
-        if constexpr (NQ == 2) {
-          const uint32_t w[8] = {q4[q][0].x, q4[q][0].y, q4[q][0].z, q4[q][0].w,
-                                 q4[q][1].x, q4[q][1].y, q4[q][1].z, q4[q][1].w};
-#pragma unroll
-          for (int k = 0; k < 8; k++) v[k] = __uint_as_float(w[k]);
-        } else {
-          te_dev_unpack8t<DT>(q4[q][0], v);
-        }
-        xent_add(m, s, sx, v, 8, false);
-      }
+      xent_add(m, s, sx, v, 8, false);
     }
     const float xl = threadIdx.x == 0 ? xent_label_logit(r, t) : 0.0f;
     xent_block_reduce(m, s, sx, false);   // ends with a barrier: the row is in sm
@@ -354,9 +353,10 @@ __device__ __forceinline__ void xent_train_rows(const train_k &a, const row_k &r
     const float scale = (a.flags & TE_XENT_DLOSS_MEAN)
                             ? (a.mean[1] > 0.0f ? te_div_rn(a.dloss[0], a.mean[1]) : 0.0f)
                             : a.dloss[t];
+    // each thread reads back only the vectors it copied: the next row's
+    // copies need no barrier
     xent_bwd_vec_out<DT, XT>(b, base, 0, units, lse, (long long)a.labels[t], c1, c2, scale, st,
                              osc, am, sm);
-    __syncthreads();   // the next row overwrites sm
   }
 }
 
