@@ -103,7 +103,7 @@ static const char usage_text[] =
     "  --offload-dir DIRS spill past the host budget to files in DIRS (comma-separated)\n"
     "  --host-budget MB   pinned host memory for offload (default: what it needs)\n"
     "  --no-graph         eager launches (default: from step 2 on the whole step replays one\n"
-    "                     graph -- with --tp all but AdamW; the decode step replays one graph)\n"
+    "                     graph; the decode step replays one graph)\n"
     "  --graph-launch chain|device|host  the step graphs queued to a launcher kernel that\n"
     "                     waits on the device (default: a step costs the host two stores,\n"
     "                     no driver call; tecore_graph_chain_create), launched by one\n"
@@ -337,22 +337,16 @@ static const struct te_out_col step_cols[] = {
     {"tflops", TE_OUT_NUM, 9, "%.4f", 0, "TFLOP/s"}, {"mem_mib", TE_OUT_NUM, 9, "%.1f", 0, "MiB"}};
 
 
-/* --tp: the split gradients' squares summed over the ranks */
-static double sum_ranks(double x, struct gpt_model *m, tecore_stream_t s) {
-  /* F32 (libtecomm's dtypes); an allreduce leaves the same bits on every rank */
-  static tecore_devptr_t buf;
-  float v = (float)x;
-  if (!buf) buf = gpt_dalloc(256, NULL);
-  GPT_CHECK(tecore_memcpy(buf, (tecore_devptr_t)(uintptr_t)&v, 4));
-  tecomm_result_t r = tecomm_allreduce((tecomm_comm_t)m->tp.comm, buf, buf, 1,
-                                       TECORE_DTYPE_F32, TECOMM_SUM, s);
+/* --tp: n floats at buf summed over the ranks on the device, in stream
+ * order (captured into the step graph; the eager first step makes the
+ * call's first, which may allocate) */
+static void sum_ranks(tecore_devptr_t buf, size_t n, struct gpt_model *m, tecore_stream_t s) {
+  tecomm_result_t r =
+      tecomm_allreduce((tecomm_comm_t)m->tp.comm, buf, buf, n, TECORE_DTYPE_F32, TECOMM_SUM, s);
   if (r != TECOMM_SUCCESS) {
-    GPT_ERR("--tp: the gradient norm's sum: %s (%s)", tecomm_strerror(r), tecomm_last_error());
+    GPT_ERR("--tp: the gradient norms' sum: %s (%s)", tecomm_strerror(r), tecomm_last_error());
     exit(1);
   }
-  GPT_CHECK(tecore_stream_synchronize(s));
-  GPT_CHECK(tecore_memcpy((tecore_devptr_t)(uintptr_t)&v, buf, 4));
-  return v;
 }
 
 /* --offload: the blocks are the sequence's first operations, the same
@@ -428,8 +422,8 @@ static int run(struct opts *op, const struct gpt_tp *tp, double *losses, uint64_
                         .use_graph = !o.no_graph,
                         /* offload's copies overlap kernels only from the host */
                         .host_launch = o.host_launch || (o.off.on && !o.launch_given),
-                        .pipeline = !o.no_pipeline && !o.off.on && !tp,
-                        .chain_mode = !o.no_chain && !o.off.on && !tp,
+                        .pipeline = !o.no_pipeline && !o.off.on,
+                        .chain_mode = !o.no_chain && !o.off.on,
                         .sum_ranks = tp ? sum_ranks : NULL};
   gpt_train_init(&t, &m, s);
   struct demo_offload dof;
@@ -467,9 +461,7 @@ static int run(struct opts *op, const struct gpt_tp *tp, double *losses, uint64_
               "step %d), weight decay %g, clip %g; %s",
               o.recipe ? recipe_words[o.recipe] : "BF16", o.batch, c->seq, o.accum, o.lr,
               o.warmup, o.min_lr, o.decay_steps, o.wd, o.clip,
-              o.no_graph ? "eager launches"
-                         : tp ? "forward and backward one graph from the second step, AdamW eager"
-                              : "the whole step one graph from the second step");
+              o.no_graph ? "eager launches" : "the whole step one graph from the second step");
   if (o.share_saved)
     te_out_note(&OUT, "saved tensors the backward never reads: %.1f MiB laid over %.1f MiB of "
                 "shared scratch", (double)shared / 1048576.0, (double)arenas / 1048576.0);
@@ -572,8 +564,8 @@ static int run(struct opts *op, const struct gpt_tp *tp, double *losses, uint64_
     const char *how = t.chain_launches ? "chain" : t.host_launch ? "host" : "device";
     te_out_note(&OUT, "step graph: %s (%s), %s in %.1f us of host time at the least, %.1f us "
                 "median over %d launches%s",
-                t.device_clip ? "every microbatch, the norm, the clipping and AdamW"
-                              : "every microbatch and the norm (--tp: AdamW eager after it)",
+                tp ? "every microbatch, the norm summed over the ranks, the clipping and AdamW"
+                   : "every microbatch, the norm, the clipping and AdamW",
                 census, t.chain_launches ? "queued to its launcher on the device (graph chain)"
                 : t.host_launch ? "launched from the host" : "launched from the device",
                 t.launch_us, gpt_launch_median(&t), t.nlaunch, t.chain_note);

@@ -222,17 +222,18 @@ struct gpt_train {
   size_t ndecay;
   tecore_devptr_t l2ws;
   size_t l2wsb;
-  struct tecore_tensor *grads; /* [np] F32 views for the norm: replicated, then split */
-  size_t nrep, nsh;
-  /* --tp: x summed over the ranks (the split gradients' squares) */
-  double (*sum_ranks)(double x, struct gpt_model *m, tecore_stream_t s);
-  float *pinned;               /* [0] grad norm, [1] clip factor, [2] split grads' norm, [4..] means */
+  struct tecore_tensor *grads; /* [np + 1] views for the norm: replicated, (--tp) the
+                                  ranks' split norms (normvec), then the split ones */
+  size_t nrep, nsh, nvec;      /* nvec: 1 with --tp, else 0 */
+  tecore_devptr_t normvec;     /* --tp: float [tp]: rank r's split gradients' norm in
+                                  slot r, summed over the ranks on the device */
+  /* --tp: n floats at buf summed over the ranks in stream order (capturable) */
+  void (*sum_ranks)(tecore_devptr_t buf, size_t n, struct gpt_model *m, tecore_stream_t s);
+  float *pinned;               /* [0] grad norm, [4..] means */
   int32_t *hids, *hlabels;     /* pinned staging [accum][rows] */
   int use_graph;               /* replay the forward/backward part as a graph */
   struct tegraph_graph *graph; /* captured after the first eager step */
   int eager_steps;
-  /* one process: clipping and AdamW on the device, inside the step graph */
-  int device_clip;
   size_t w8_opt;               /* Linear weights whose FP8 codes AdamW writes
                                   (tecore_seq_fp8_weight): the forwards after the
                                   first step quantize no weight (m->noop[0] = 1) */

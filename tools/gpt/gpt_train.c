@@ -7,15 +7,17 @@
  * the BF16 model copy; the learning rate warms up linearly, then decays
  * along a cosine to min_lr at decay_steps.
  *
- * One process: the norm and the clip factor are computed on the device
+ * The norm and the clip factor are computed on the device
  * (tecore_clip_grad_norm), AdamW reads its learning rate and step number
  * from device memory (struct tecore_optim_state, written before each
  * step), so with use_graph the whole step -- every microbatch, the scale
  * update, the norm, the clipping and AdamW -- is one graph (libtegraph)
  * captured after the first eager step and replayed; the host waits once a
- * step, to read the loss and the norm.  --tp: the split gradients'
- * squares are summed across the ranks on the host, so the clip factor is
- * decided there and AdamW runs eagerly after the graph of the rest.
+ * step, to read the loss and the norm.  --tp: each rank writes its split
+ * gradients' norm into its slot of a zeroed vector, an allreduce on the
+ * device (sum_ranks) gives every rank all of them, and the clip norm is
+ * taken over the replicated gradients and that vector: the global norm,
+ * the same bits on every rank, inside the graph too.
  * The step graph is launched from the device (one kernel node queued by
  * the host, tecore_graph_launch_device) unless host_launch is set or the
  * graph cannot be (then it is captured again for host launches).  With
@@ -33,7 +35,7 @@
 void gpt_train_init(struct gpt_train *t, struct gpt_model *m, tecore_stream_t s) {
   size_t np = m->np, *db = &m->dev_bytes;
   t->ot = gpt_xalloc(np * sizeof *t->ot);
-  t->grads = gpt_xalloc(np * sizeof *t->grads);
+  t->grads = gpt_xalloc((np + 1) * sizeof *t->grads);
   tecore_devptr_t one = gpt_dalloc(4, NULL);
   GPT_CHECK(tecore_memset_d32_async(one, 0x3f800000u, 1, s));
   size_t k = 0;
@@ -77,26 +79,30 @@ void gpt_train_init(struct gpt_train *t, struct gpt_model *m, tecore_stream_t s)
     if (!pass) t->ndecay = k;
   }
   /* the gradients for the norm: replicated ones first, then (--tp) the
-   * ones split over the ranks, whose squares are summed across ranks */
-  t->nrep = 0;
-  for (int sh = 0; sh < 2; sh++)
+   * vector of the ranks' split norms, then this rank's split ones */
+  t->nrep = t->nsh = 0;
+  t->nvec = m->tp.size > 1;
+  for (int sh = 0; sh < 2; sh++) {
+    if (sh && t->nvec) {
+      t->normvec = gpt_dalloc(4 * (size_t)m->tp.size, db);
+      t->grads[t->nrep] = gpt_tensor2(TECORE_DTYPE_F32, 1, (size_t)m->tp.size, t->normvec);
+    }
     for (size_t i = 0; i < np; i++)
       if (m->p[i].sharded == sh) {
         size_t n = m->p[i].rows * m->p[i].cols;
-        t->grads[t->nrep + (sh ? t->nsh : 0)] = gpt_tensor2(m->p[i].grad_dtype, 1, n, m->p[i].grad);
+        t->grads[sh ? t->nrep + t->nvec + t->nsh : t->nrep] =
+            gpt_tensor2(m->p[i].grad_dtype, 1, n, m->p[i].grad);
         if (sh) t->nsh++;
         else t->nrep++;
       }
-  GPT_CHECK(tecore_l2norm_multi_workspace_size(t->grads, np, &t->l2wsb));
+  }
+  GPT_CHECK(tecore_l2norm_multi_workspace_size(t->grads, np + t->nvec, &t->l2wsb));
   t->l2ws = gpt_dalloc(t->l2wsb, db);
   GPT_CHECK(tecore_mem_alloc_host((4 + 2 * (size_t)m->max_mb) * sizeof(float), (void **)&t->pinned));
-  t->device_clip = m->tp.size <= 1;
-  if (t->device_clip) {
-    /* AdamW's two groups (decayed, not) each count their steps */
-    t->ostate = gpt_dalloc(2 * sizeof(struct tecore_optim_state), db);
-    t->clipf = gpt_dalloc(sizeof(float), db);
-    GPT_CHECK(tecore_mem_alloc_host(2 * sizeof *t->hstate, (void **)&t->hstate));
-  }
+  /* AdamW's two groups (decayed, not) each count their steps */
+  t->ostate = gpt_dalloc(2 * sizeof(struct tecore_optim_state), db);
+  t->clipf = gpt_dalloc(sizeof(float), db);
+  GPT_CHECK(tecore_mem_alloc_host(2 * sizeof *t->hstate, (void **)&t->hstate));
   /* pinned: a graph's copies read them where they lie */
   GPT_CHECK(tecore_mem_alloc_host((size_t)m->max_mb * m->rows * 4, (void **)&t->hids));
   GPT_CHECK(tecore_mem_alloc_host((size_t)m->max_mb * m->rows * 4, (void **)&t->hlabels));
@@ -104,9 +110,8 @@ void gpt_train_init(struct gpt_train *t, struct gpt_model *m, tecore_stream_t s)
                                  .hstate = t->hstate};
   /* each graph launch records its set's event: a step queued ahead of
    * the next is waited for by it alone */
-  if (t->device_clip)
-    for (int b = 0; b < 2; b++)
-      GPT_CHECK(tecore_event_create(TECORE_EVENT_DISABLE_TIMING, &t->set[b].done));
+  for (int b = 0; b < 2; b++)
+    GPT_CHECK(tecore_event_create(TECORE_EVENT_DISABLE_TIMING, &t->set[b].done));
   GPT_CHECK(tecore_stream_synchronize(s));
   GPT_CHECK(tecore_mem_free(one));
 }
@@ -160,7 +165,7 @@ static void w8_current(struct gpt_train *t, struct gpt_model *m, tecore_stream_t
 }
 
 /* AdamW over both groups, learning rate and step from t->ostate, the
- * gradients scaled by the device clip factor (one process). */
+ * gradients scaled by the device clip factor. */
 static void queue_adam(struct gpt_train *t, struct gpt_model *m, tecore_stream_t s) {
   tecore_devptr_t gscale = t->clip > 0 ? t->clipf : 0;
   struct tecore_adam_config ac = {.beta1 = t->beta1, .beta2 = t->beta2, .eps = t->eps,
@@ -180,9 +185,8 @@ static void queue_adam(struct gpt_train *t, struct gpt_model *m, tecore_stream_t
 static void queue_fwd_bwd(struct gpt_train *t, struct gpt_model *m, tecore_stream_t s) {
   /* AdamW's step number and learning rate from this set's staging: in the
    * graph, so that a chained step needs no copy queued by the host */
-  if (t->device_clip)
-    GPT_CHECK(tecore_memcpy_async(t->ostate, (tecore_devptr_t)(uintptr_t)t->hstate,
-                                  2 * sizeof *t->hstate, s));
+  GPT_CHECK(tecore_memcpy_async(t->ostate, (tecore_devptr_t)(uintptr_t)t->hstate,
+                                2 * sizeof *t->hstate, s));
   GPT_CHECK(tecore_seq_zero_grad(m->seq, s));
   size_t H = (size_t)m->c.hidden;
   GPT_CHECK(tecore_memset_d32_async(m->tok_grad, 0, (size_t)m->c.vocab * H, s));
@@ -195,17 +199,24 @@ static void queue_fwd_bwd(struct gpt_train *t, struct gpt_model *m, tecore_strea
   GPT_CHECK(tecore_seq_update_scales(m->seq, s));
   /* pinned memory's device address is its host address */
   tecore_devptr_t norm = (tecore_devptr_t)(uintptr_t)&t->pinned[0];
-  if (t->device_clip && t->clip > 0)
-    GPT_CHECK(tecore_clip_grad_norm(t->grads, t->nrep, t->l2ws, t->l2wsb, (float)t->clip, norm,
+  if (t->nvec) {
+    /* --tp: this rank's split norm in its slot, the others 0, summed over
+     * the ranks: every rank holds all of them */
+    size_t tp = (size_t)m->tp.size;
+    GPT_CHECK(tecore_memset_d32_async(t->normvec, 0, tp, s));
+    GPT_CHECK(tecore_l2norm_multi(t->grads + t->nrep + 1, t->nsh, t->l2ws, t->l2wsb,
+                                  t->normvec + 4 * (size_t)m->tp.rank, 0, s));
+    t->sum_ranks(t->normvec, tp, m, s);
+  }
+  size_t nn = t->nrep + t->nvec;
+  if (t->clip > 0)
+    GPT_CHECK(tecore_clip_grad_norm(t->grads, nn, t->l2ws, t->l2wsb, (float)t->clip, norm,
                                     t->clipf, 0, s));
   else
-    GPT_CHECK(tecore_l2norm_multi(t->grads, t->nrep, t->l2ws, t->l2wsb, norm, 0, s));
-  if (t->nsh)
-    GPT_CHECK(tecore_l2norm_multi(t->grads + t->nrep, t->nsh, t->l2ws, t->l2wsb,
-                                  (tecore_devptr_t)(uintptr_t)&t->pinned[2], 0, s));
+    GPT_CHECK(tecore_l2norm_multi(t->grads, nn, t->l2ws, t->l2wsb, norm, 0, s));
   GPT_CHECK(tecore_memcpy_async((tecore_devptr_t)(uintptr_t)&t->pinned[4], m->means,
                                 8 * (size_t)t->accum, s));
-  if (t->device_clip) queue_adam(t, m, s);
+  queue_adam(t, m, s);
 }
 
 /* Makes set b current (the pointers queue_fwd_bwd and upload use). */
@@ -234,9 +245,8 @@ static void stage(struct gpt_train *t, struct gpt_model *m, const struct gpt_dat
   for (int mb = 0; mb < t->accum; mb++)
     gpt_data_batch(d, m->c.seq, m->batch, &t->rng, t->hids + (size_t)mb * m->rows,
                    t->hlabels + (size_t)mb * m->rows);
-  if (t->device_clip)
-    for (int g = 0; g < 2; g++)
-      t->hstate[g] = (struct tecore_optim_state){.step = step - 1, .lr = gpt_lr_at(t, step)};
+  for (int g = 0; g < 2; g++)
+    t->hstate[g] = (struct tecore_optim_state){.step = step - 1, .lr = gpt_lr_at(t, step)};
 }
 
 /* The current set's step graph: captured (after one eager step: lazy
@@ -320,7 +330,7 @@ static void chain_rest(struct gpt_train *t) {
 double gpt_train_step(struct gpt_train *t, struct gpt_model *m, const struct gpt_data *d,
                       tecore_stream_t s, double *gnorm) {
   int64_t step = t->step + 1;
-  if (!t->inflight && t->pipeline && t->device_clip && t->set[0].launched &&
+  if (!t->inflight && t->pipeline && t->set[0].launched &&
       !t->set[1].launched) {
     /* the second graph's first launch (captured now; from the device it
      * waits for the device) in a step of its own, not queued ahead */
@@ -340,7 +350,7 @@ double gpt_train_step(struct gpt_train *t, struct gpt_model *m, const struct gpt
   }
   /* the next step queued before this one is waited for: its own set */
   t->inflight = 0;
-  if (t->graph && t->pipeline && t->queue_next && t->device_clip && t->set[b ^ 1].launched) {
+  if (t->graph && t->pipeline && t->queue_next && t->set[b ^ 1].launched) {
     use_set(t, b ^ 1);
     stage(t, m, d, step + 1);
     queue_graph(t, s);
@@ -354,36 +364,11 @@ double gpt_train_step(struct gpt_train *t, struct gpt_model *m, const struct gpt
       GPT_CHECK(tecore_stream_synchronize(s));
     }
   }
+  /* clipped and stepped on the device already */
   const float *out = t->set[b].pinned;
-  double norm = out[0];
-  if (t->nsh || m->tp.size > 1) {
-    /* --tp: the split gradients' squares summed over the ranks */
-    double sh = t->nsh ? (double)out[2] * out[2] : 0;
-    if (t->sum_ranks) sh = t->sum_ranks(sh, m, s);
-    norm = sqrt(norm * norm + sh);
-  }
-  *gnorm = norm;
-  if (t->device_clip) {   /* clipped and stepped on the device already */
-    double loss = 0;
-    for (int mb = 0; mb < t->accum; mb++) loss += out[4 + 2 * mb];
-    t->step = step;
-    return loss / t->accum;
-  }
-  tecore_devptr_t gscale = 0;
-  if (t->clip > 0 && norm > t->clip) {
-    t->pinned[1] = (float)(t->clip / (norm + 1e-6));
-    gscale = (tecore_devptr_t)(uintptr_t)&t->pinned[1];
-  }
-  struct tecore_adam_config ac = {.lr = gpt_lr_at(t, step), .beta1 = t->beta1, .beta2 = t->beta2,
-                                  .eps = t->eps, .weight_decay = t->wd, .step = step,
-                                  .flags = TECORE_ADAM_W};
-  GPT_CHECK(tecore_adam_step(t->ot, t->ndecay, &ac, gscale, 0, s));
-  ac.weight_decay = 0;
-  GPT_CHECK(tecore_adam_step(t->ot + t->ndecay, m->np - t->ndecay, &ac, gscale, 0, s));
-  w8_current(t, m, s);
+  *gnorm = out[0];
   double loss = 0;
-  for (int mb = 0; mb < t->accum; mb++) loss += t->pinned[4 + 2 * mb];
-  GPT_CHECK(tecore_stream_synchronize(s));
+  for (int mb = 0; mb < t->accum; mb++) loss += out[4 + 2 * mb];
   t->step = step;
   return loss / t->accum;
 }
