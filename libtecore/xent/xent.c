@@ -430,9 +430,11 @@ TE_EXPORT tecore_result_t tecore_xent_fwd_bwd(const struct tecore_xent_args *arg
   struct xent_call c;
   TE_CHECK(xent_check_args(args, &c, fn));
   TE_CHECK(xent_check_vec(loss, c.tokens, 1, fn, "loss"));
+  TE_CHECK(xent_check_vec(mean, 2, 0, fn, "mean"));
+  /* mean is the forward's output with per-token gradients too */
+  const int m = (flags & TECORE_XENT_DLOSS_MEAN) != 0;
   struct xent_bwd_plan pl;
-  TE_CHECK(xent_bwd_plan_make(args, &c, lse, dloss, mean, flags, fn, &pl));
-  TE_ARG(mean || !(flags & TECORE_XENT_DLOSS_MEAN), "%s: TECORE_XENT_DLOSS_MEAN without mean", fn);
+  TE_CHECK(xent_bwd_plan_make(args, &c, lse, dloss, m ? mean : 0, flags, fn, &pl));
   size_t row_bytes = c.vocab * tecore_dtype_size(args->logits->dtype);
   if (args->reduce || !pl.vec || (pl.y && te_qout_passes(pl.y) > 1) ||
       row_bytes > TE_XENT_TRAIN_MAX_ROW) {
@@ -441,7 +443,7 @@ TE_EXPORT tecore_result_t tecore_xent_fwd_bwd(const struct tecore_xent_args *arg
      * rows or rows longer than a block's shared memory holds: the two
      * calls, the same results */
     TE_CHECK(tecore_xent_fwd(args, loss, lse, mean, stream));
-    return tecore_xent_bwd(args, lse, dloss, mean, flags, stream);
+    return tecore_xent_bwd(args, lse, dloss, m ? mean : 0, flags, stream);
   }
   struct te_tensor_spans l = {.access = TE_ACCESS_WRITE};
   te_span_add(&l, "loss", loss, c.tokens * 4);
