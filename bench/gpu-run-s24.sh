@@ -25,6 +25,10 @@
 # Phase d (after c: the one pass at 0.849 ms against the two calls' 0.905):
 # the row copied with cp.async, all of it in flight at once; then the
 # three models beside their twins, and 124M's profile.
+# Phase tp (two GPUs): te-gpt --tp with the norm summed on the device and
+# the whole step one graph, pipelined and chained: t/demo/te-gpt-tp.sh
+# under TE_DEVICE=cuda, GPT-2 124M one process against --tp 2 (50 steps
+# on the man pages), llama-1b --tp 2 beside one GPU of the same machine.
 set -u
 default_phases="a"
 . "$(dirname "$0")/gpu-lib.sh"
@@ -72,5 +76,12 @@ if has d; then
   step llama-peer python3 bench/gpt_peer.py speed --model llama-1b --batch 4 --compile --steps 8 --warmup 3
   step big $big
   step big-peer python3 bench/gpt_peer.py speed --model gpt-1.3b --batch 8 --compile --steps 8 --warmup 3
+fi
+if has tp; then
+  step te-gpt-tp env TE_DEVICE=cuda top_builddir=. sh t/demo/te-gpt-tp.sh
+  step tp1-124m $gpt --model gpt2-124m --batch 8 --steps 50 --eval-every 25 --sample 0 --seed 1 --csv
+  step tp2-124m $gpt --model gpt2-124m --batch 8 --steps 50 --eval-every 25 --sample 0 --seed 1 --csv --tp 2
+  step llama1 $llama
+  step llama-tp2 $llama --tp 2
 fi
 cat "$summary"
