@@ -102,21 +102,29 @@ struct xent_vdev_out {
   float osc, am;
 };
 
-/* Row t's gradient (labels ids of the whole vocabulary, this slice's
- * first vocab_off). */
-static void xent_vdev_grad_row(const void *x, int dt, int label, long long vocab_off,
-                               unsigned long long t, uint64_t vocab, int ignore,
-                               long long vocab_total, float smoothing, float lse, float scale,
-                               struct xent_vdev_out *o) {
-  uint64_t base = t * vocab;
-  float vtot = (float)vocab_total;
-  int st = te_xent_label_state(label, ignore, vocab_total);
-  long long lab = (long long)label - vocab_off;
-  for (unsigned long long j = 0; j < vocab; j++) {
+/* What every row's gradient shares: the logits, this slice's first id
+ * vocab_off (labels are ids of the whole vocabulary), the row length, the
+ * ignored label, the whole vocabulary and the smoothing. */
+struct xent_vdev_rows {
+  const void *x;
+  int dt, ignore;
+  long long vocab_off, vocab_total;
+  uint64_t vocab;
+  float smoothing;
+};
+
+/* Row t's gradient. */
+static void xent_vdev_grad_row(const struct xent_vdev_rows *r, int label, unsigned long long t,
+                               float lse, float scale, struct xent_vdev_out *o) {
+  uint64_t base = t * r->vocab;
+  float vtot = (float)r->vocab_total;
+  int st = te_xent_label_state(label, r->ignore, r->vocab_total);
+  long long lab = (long long)label - r->vocab_off;
+  for (unsigned long long j = 0; j < r->vocab; j++) {
     float g = st == 0 ? 0.0f
               : st < 0 ? NAN
-                       : te_xent_grad(te_ld(x, base + j, dt), lse, (long long)j == lab, smoothing,
-                                      vtot, scale);
+                       : te_xent_grad(te_ld(r->x, base + j, r->dt), lse, (long long)j == lab,
+                                      r->smoothing, vtot, scale);
     o->am = te_amax_f32(o->am, g);
     te_st(o->out, base + j, o->od, te_mul_rn(g, o->osc));
   }
@@ -134,9 +142,11 @@ void te_xent_vdev_bwd(const struct tecore_launch_cfg *cfg, void *const *args) {
   struct xent_vdev_out o = {.out = a.y ? a.y : a.x, .od = a.y ? a.ydtype : a.dtype};
   o.osc = a.y && te_dt_is_fp8(o.od) && a.scale ? *a.scale : 1.0f;
   if (a.scale_inv && a.scale) *a.scale_inv = te_fp8_scale_inv(*a.scale);
+  const struct xent_vdev_rows rows = {.x = a.x, .dt = a.dtype, .ignore = a.ignore,
+                                      .vocab_off = a.vocab_off, .vocab_total = a.vocab_total,
+                                      .vocab = a.vocab, .smoothing = a.smoothing};
   for (unsigned long long t = 0; t < a.tokens; t++)
-    xent_vdev_grad_row(a.x, a.dtype, a.labels[t], a.vocab_off, t, a.vocab, a.ignore,
-                       a.vocab_total, a.smoothing, a.lse[t],
+    xent_vdev_grad_row(&rows, a.labels[t], t, a.lse[t],
                        xent_vdev_scale(a.flags, a.dloss, a.mean, t), &o);
   if (a.amax && te_abs_bits(o.am)) te_vdev_amax_update(a.amax, te_abs_bits(o.am));
 }
@@ -154,11 +164,14 @@ void te_xent_vdev_train(const struct tecore_launch_cfg *cfg, void *const *args) 
   struct xent_vdev_out o = {.out = a.y ? a.y : a.x, .od = a.y ? a.ydtype : a.dtype};
   o.osc = a.y && te_dt_is_fp8(o.od) && a.scale ? *a.scale : 1.0f;
   if (a.scale_inv && a.scale) *a.scale_inv = te_fp8_scale_inv(*a.scale);
+  const struct xent_vdev_rows rows = {.x = a.x, .dt = a.dtype, .ignore = a.ignore,
+                                      .vocab_total = a.vocab_total, .vocab = a.vocab,
+                                      .smoothing = a.smoothing};
   for (unsigned long long t = 0; t < a.tokens; t++) {
     struct xent_sums sm = xent_vdev_reduce(&r, t, NULL);
     xent_vdev_finish(&r, t, sm.m, sm.s, xent_vdev_label_logit(&r, t), sm.sx);
-    xent_vdev_grad_row(a.x, a.dtype, a.labels[t], 0, t, a.vocab, a.ignore, a.vocab_total,
-                       a.smoothing, a.lse[t], xent_vdev_scale(a.flags, a.dloss, a.mean, t), &o);
+    xent_vdev_grad_row(&rows, a.labels[t], t, a.lse[t],
+                       xent_vdev_scale(a.flags, a.dloss, a.mean, t), &o);
   }
   if (a.amax && te_abs_bits(o.am)) te_vdev_amax_update(a.amax, te_abs_bits(o.am));
 }
