@@ -25,6 +25,9 @@
 # Phase d (after c: the one pass at 0.849 ms against the two calls' 0.905):
 # the row copied with cp.async, all of it in flight at once; then the
 # three models beside their twins, and 124M's profile.
+# Phase e (after d: the one pass at 0.686 ms, 80.5% of its floor): each
+# row's vectors copied into their slots during the previous row's gradient
+# pass (reads overlapping writes); check_xent, te-bench --model, GPT-2 124M.
 # Phase tp (two GPUs): te-gpt --tp with the norm summed on the device and
 # the whole step one graph, pipelined and chained: t/demo/te-gpt-tp.sh
 # under TE_DEVICE=cuda, GPT-2 124M one process against --tp 2 (50 steps
@@ -76,6 +79,14 @@ if has d; then
   step llama-peer python3 bench/gpt_peer.py speed --model llama-1b --batch 4 --compile --steps 8 --warmup 3
   step big $big
   step big-peer python3 bench/gpt_peer.py speed --model gpt-1.3b --batch 8 --compile --steps 8 --warmup 3
+fi
+if has e; then
+  make -s t/core/check_xent > /dev/null 2>&1
+  step check_xent env TE_DEVICE=cuda t/core/check_xent
+  step bench-model tools/te-bench --model
+  step small $small
+  step small-peer python3 bench/gpt_peer.py speed --model gpt2-124m --batch 32 --compile --steps 8 --warmup 3
+  step small-profile $gpt --model gpt2-124m --synthetic --batch 32 --steps 3 --eval-every 0 --sample 0 --profile
 fi
 if has tp; then
   step te-gpt-tp env TE_DEVICE=cuda top_builddir=. sh t/demo/te-gpt-tp.sh

@@ -179,13 +179,22 @@ __device__ __forceinline__ float xent_grad(float x, float lse, bool is_label, fl
 // bytes a thread in flight.  st != 1: a constant (0 or NaN), x not read.
 // DO: the output's dtype, DT (over x or into a.y) or E4M3/E5M2 (into a.y,
 // times osc, the amax of the unscaled values kept in am).
+// 16 bytes global -> shared, asynchronously (cp.async, bypassing L1).
+__device__ __forceinline__ void xent_cp16(uint4 *dst, const uint4 *src) {
+  const unsigned d = (unsigned)__cvta_generic_to_shared(dst);
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(d), "l"(src) : "memory");
+}
+
 // NT: the threads that share the units; sm (te_xent_train): the row's
-// vectors in shared memory, read there instead of from x.
+// vectors in shared memory, read there instead of from x; nxt (with sm):
+// the next row, whose vectors are copied (cp.async) into the slots of a
+// batch once the batch's values have been used.
 template <int DT, int DO, int NT = TE_XENT_BWD_THREADS>
 __device__ __forceinline__ void xent_bwd_vec(const bwd_k &a, uint64_t base, uint64_t u0,
                                              uint64_t u1, float lse, long long lab, float c1,
                                              float c2, float scale, int st, float osc,
-                                             float &am, const uint4 *sm = nullptr) {
+                                             float &am, uint4 *sm = nullptr,
+                                             const uint4 *nxt = nullptr) {
   constexpr int NQ = DT == TE_FP8_DT_F32 ? 2 : 1, U = TE_XENT_BWD_UNROLL / NQ;  // 64 B a thread
   constexpr bool F8 = DO == TE_FP8_DT_E4M3 || DO == TE_FP8_DT_E5M2;
   void *out = a.y ? a.y : a.x;
@@ -233,6 +242,15 @@ __device__ __forceinline__ void xent_bwd_vec(const bwd_k &a, uint64_t base, uint
         te_dev_st8t<DT>(out, base + u * 8, v);
       }
     }
+    if (nxt) {   // the batch's values are used: its slots take the next row's
+#pragma unroll
+      for (int q = 0; q < U; q++) {
+        const uint64_t u = ub + (uint64_t)q * NT;
+        if (u >= u1) continue;
+#pragma unroll
+        for (int h = 0; h < NQ; h++) xent_cp16(&sm[u * NQ + h], &nxt[u * NQ + h]);
+      }
+    }
   }
 }
 
@@ -240,15 +258,16 @@ template <int DT, int NT = TE_XENT_BWD_THREADS>
 __device__ __forceinline__ void xent_bwd_vec_out(const bwd_k &a, uint64_t base, uint64_t u0,
                                                  uint64_t u1, float lse, long long lab, float c1,
                                                  float c2, float scale, int st, float osc,
-                                                 float &am, const uint4 *sm = nullptr) {
+                                                 float &am, uint4 *sm = nullptr,
+                                                 const uint4 *nxt = nullptr) {
   if (!a.y || a.ydtype == DT)
-    xent_bwd_vec<DT, DT, NT>(a, base, u0, u1, lse, lab, c1, c2, scale, st, osc, am, sm);
+    xent_bwd_vec<DT, DT, NT>(a, base, u0, u1, lse, lab, c1, c2, scale, st, osc, am, sm, nxt);
   else if (a.ydtype == TE_FP8_DT_E4M3)
     xent_bwd_vec<DT, TE_FP8_DT_E4M3, NT>(a, base, u0, u1, lse, lab, c1, c2, scale, st, osc, am,
-                                         sm);
+                                         sm, nxt);
   else
     xent_bwd_vec<DT, TE_FP8_DT_E5M2, NT>(a, base, u0, u1, lse, lab, c1, c2, scale, st, osc, am,
-                                         sm);
+                                         sm, nxt);
 }
 
 // Blocks (chunk blockIdx.x of a.chunk units, rows blockIdx.y, +
@@ -301,19 +320,14 @@ extern "C" __global__ void __launch_bounds__(TE_XENT_BWD_THREADS, 4)
 // te_xent_row's FULL pass (each thread the same vectors in the same order,
 // the same merge: the same loss and lse bits), keeping the row in shared
 // memory, then te_xent_bwd's per-vector gradient from that lse (the same
-// bits) read from there: the logits leave memory once.  The first pass
-// puts the whole row in flight (cp.async into shared memory).  The label's
+// bits) read from there: the logits leave memory once.  The rows come in
+// with cp.async, the whole row in flight, the next one copied during the
+// gradient pass of the one before.  The label's
 // logit is read before the block's barrier, so no thread's gradient store
 // can overwrite it first.
 struct train_k {
   TE_KMEMBERS(TE_XENT_TRAIN_PARAMS)
 };
-
-// 16 bytes global -> shared, asynchronously (cp.async, bypassing L1).
-__device__ __forceinline__ void xent_cp16(uint4 *dst, const uint4 *src) {
-  const unsigned d = (unsigned)__cvta_generic_to_shared(dst);
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(d), "l"(src) : "memory");
-}
 
 template <int DT>
 __device__ __forceinline__ void xent_train_rows(const train_k &a, const row_k &r, const bwd_k &b,
@@ -321,16 +335,19 @@ __device__ __forceinline__ void xent_train_rows(const train_k &a, const row_k &r
                                                 uint4 *sm) {
   constexpr int NQ = DT == TE_FP8_DT_F32 ? 2 : 1;
   const uint64_t units = a.vocab / 8;
-  for (unsigned long long t = blockIdx.x; t < a.tokens; t += gridDim.x) {
-    float m = -INFINITY, s = 0.0f, sx = 0.0f;
-    const uint64_t base = t * a.vocab;
-    const uint4 *row = (const uint4 *)((const char *)a.x + base * (NQ == 2 ? 4 : 2));
-    // the whole row in flight at once: each thread copies its vectors
-    // (u = tid, tid + XT, ...) to shared memory and then reads back only
-    // those, so its own wait suffices before the sums
+  const size_t rowb = (size_t)a.vocab * (NQ == 2 ? 4 : 2);
+  // each thread copies its vectors (u = tid, tid + XT, ...) to shared
+  // memory and reads back only those, so its own waits suffice: the first
+  // row here, each next one during the gradient pass of the one before
+  if (blockIdx.x < a.tokens) {
+    const uint4 *row = (const uint4 *)((const char *)a.x + blockIdx.x * rowb);
     for (uint64_t u = threadIdx.x; u < units; u += XT)
 #pragma unroll
       for (int h = 0; h < NQ; h++) xent_cp16(&sm[u * NQ + h], &row[u * NQ + h]);
+  }
+  for (unsigned long long t = blockIdx.x; t < a.tokens; t += gridDim.x) {
+    float m = -INFINITY, s = 0.0f, sx = 0.0f;
+    const uint64_t base = t * a.vocab;
     asm volatile("cp.async.commit_group;\n" ::);
     asm volatile("cp.async.wait_group 0;\n" ::: "memory");
     for (uint64_t u = threadIdx.x; u < units; u += XT) {
@@ -346,17 +363,19 @@ __device__ __forceinline__ void xent_train_rows(const train_k &a, const row_k &r
       xent_add(m, s, sx, v, 8, false);
     }
     const float xl = threadIdx.x == 0 ? xent_label_logit(r, t) : 0.0f;
-    xent_block_reduce(m, s, sx, false);   // ends with a barrier: the row is in sm
+    xent_block_reduce(m, s, sx, false);
     if (threadIdx.x == 0) xent_finish(r, t, m, s, xl, sx);
     const float lse = te_xent_lse(m, s);
     const int st = te_xent_label_state(a.labels[t], a.ignore, a.vocab_total);
     const float scale = (a.flags & TE_XENT_DLOSS_MEAN)
                             ? (a.mean[1] > 0.0f ? te_div_rn(a.dloss[0], a.mean[1]) : 0.0f)
                             : a.dloss[t];
-    // each thread reads back only the vectors it copied: the next row's
-    // copies need no barrier
+    // the gradient from shared memory; each batch's slots then take the
+    // next row's vectors (its reads overlap this row's writes)
+    const unsigned long long tn = t + gridDim.x;
+    const uint4 *nxt = tn < a.tokens ? (const uint4 *)((const char *)a.x + tn * rowb) : nullptr;
     xent_bwd_vec_out<DT, XT>(b, base, 0, units, lse, (long long)a.labels[t], c1, c2, scale, st,
-                             osc, am, sm);
+                             osc, am, sm, nxt);
   }
 }
 
