@@ -68,25 +68,24 @@ if has c; then
   step small-profile264 env TECORE_NORM_BWD_FAST_PARTS=264 $gpt --model gpt2-124m --synthetic \
     --batch 32 --steps 3 --eval-every 0 --sample 0 --profile
 fi
-if has d; then
+# the one pass on the GPU, its te-bench row, GPT-2 124M beside its twin and its profile
+one_pass_small() {
   make -s t/core/check_xent > /dev/null 2>&1
   step check_xent env TE_DEVICE=cuda t/core/check_xent
   step bench-model tools/te-bench --model
   step small $small
   step small-peer python3 bench/gpt_peer.py speed --model gpt2-124m --batch 32 --compile --steps 8 --warmup 3
   step small-profile $gpt --model gpt2-124m --synthetic --batch 32 --steps 3 --eval-every 0 --sample 0 --profile
+}
+if has d; then
+  one_pass_small
   step llama $llama
   step llama-peer python3 bench/gpt_peer.py speed --model llama-1b --batch 4 --compile --steps 8 --warmup 3
   step big $big
   step big-peer python3 bench/gpt_peer.py speed --model gpt-1.3b --batch 8 --compile --steps 8 --warmup 3
 fi
 if has e; then
-  make -s t/core/check_xent > /dev/null 2>&1
-  step check_xent env TE_DEVICE=cuda t/core/check_xent
-  step bench-model tools/te-bench --model
-  step small $small
-  step small-peer python3 bench/gpt_peer.py speed --model gpt2-124m --batch 32 --compile --steps 8 --warmup 3
-  step small-profile $gpt --model gpt2-124m --synthetic --batch 32 --steps 3 --eval-every 0 --sample 0 --profile
+  one_pass_small
 fi
 if has tp; then
   step te-gpt-tp env TE_DEVICE=cuda top_builddir=. sh t/demo/te-gpt-tp.sh

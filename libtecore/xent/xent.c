@@ -296,8 +296,8 @@ static tecore_result_t xent_bwd_plan_make(const struct tecore_xent_args *args,
 
 /* The spans a backward writes (the gradient's home, FP8 amax and
  * scale_inv, the first slice's workspace) and reads (the logits when not
- * overwritten, y's scale, labels, dloss; lse and mean read, or written too
- * by a fused call: lse_mean_access). */
+ * overwritten, y's scale, labels, dloss, and lse and mean when given: the
+ * one-pass call writes those two and lists them itself). */
 static void xent_bwd_spans(const struct tecore_xent_args *args, const struct xent_call *c,
                            const struct xent_bwd_plan *pl, tecore_devptr_t lse,
                            tecore_devptr_t dloss, tecore_devptr_t mean,
@@ -419,9 +419,6 @@ static tecore_result_t xent_train_slice(void *ctx, size_t a, size_t b, void *out
   return tecore_kernel_launch(sl->id + K_TRAIN, &cfg, kargs, sl->stream);
 }
 
-/* Two blocks an SM, each holding its row in shared memory. */
-static unsigned xent_train_blocks(void) { return (unsigned)te_sm_count() * 2u; }
-
 TE_EXPORT tecore_result_t tecore_xent_fwd_bwd(const struct tecore_xent_args *args,
                                               tecore_devptr_t loss, tecore_devptr_t lse,
                                               tecore_devptr_t mean, tecore_devptr_t dloss,
@@ -458,8 +455,9 @@ TE_EXPORT tecore_result_t tecore_xent_fwd_bwd(const struct tecore_xent_args *arg
   if (pl.m) TE_CHECK(xent_mean(args, &c, loss, mean, 1, id, stream));
   struct te_qout q = {0};
   if (pl.y) TE_CHECK(te_qout_begin(pl.y, 0, 0, stream, &q));
+  /* two blocks an SM, each holding its row in shared memory */
   struct xent_train_slice sl = {
-      .c = &c, .pl = &pl, .blocks = xent_train_blocks(), .id = id, .stream = stream,
+      .c = &c, .pl = &pl, .blocks = te_sm_count() * 2u, .id = id, .stream = stream,
       .k = {.x = TE_DPTR(args->logits->data), .labels = TE_DPTR(args->labels),
             .loss = TE_DPTR(loss), .lse = TE_DPTR(lse), .dloss = TE_DPTR(dloss),
             .mean = TE_DPTR(mean), .y = pl.y ? TE_DPTR(pl.y->data) : NULL, .scale = q.scale,

@@ -204,7 +204,7 @@ static void queue_fwd_bwd(struct gpt_train *t, struct gpt_model *m, tecore_strea
      * the ranks: every rank holds all of them */
     size_t tp = (size_t)m->tp.size;
     GPT_CHECK(tecore_memset_d32_async(t->normvec, 0, tp, s));
-    GPT_CHECK(tecore_l2norm_multi(t->grads + t->nrep + 1, t->nsh, t->l2ws, t->l2wsb,
+    GPT_CHECK(tecore_l2norm_multi(t->grads + t->nrep + t->nvec, t->nsh, t->l2ws, t->l2wsb,
                                   t->normvec + 4 * (size_t)m->tp.rank, 0, s));
     t->sum_ranks(t->normvec, tp, m, s);
   }
