@@ -630,6 +630,9 @@ __device__ __forceinline__ void attn_fwd2(const te_attn_params &p) {
 FWD2_KERNEL(te_attn_fwd2_d64, 64, TE_ATTN_FWD2_BN64)
 FWD2_KERNEL(te_attn_fwd2_d128, 128, TE_ATTN_FWD2_BN128)
 
+// ---- forward on the warpgroup MMAs (sm_90a) ------------------------------------------------
+#include "attention_fwd3.cuh"
+
 // ---- backward: D and the dQ accumulator --------------------------------------------------------
 
 template <int DT> __device__ void bwd_prep(const te_attn_params &p) {

@@ -59,6 +59,19 @@ AC_DEFUN([TE_CHECK_CUDA], [
     dnl runtime (relocatable, linked with cudadevrt) cannot be JIT-linked
     dnl from PTX when the driver loads it
     NVCC_GENCODE_SASS="$NVCC_GENCODE"
+    dnl kernels/attention.cu holds wgmma kernels: where sm_90a is built, its
+    dnl fatbin carries no plain sm_90 code, so a Hopper GPU loads the sm_90a
+    dnl machine code (the plain build of those kernels is a trap)
+    te_have_90a=no
+    for a in $with_cuda_arch; do test "x$a" = x90a && te_have_90a=yes; done
+    NVCC_GENCODE_WG=""
+    for a in $with_cuda_arch; do
+      AS_IF([test "x$a" = x90 && test $te_have_90a = yes], [],
+        [NVCC_GENCODE_WG="$NVCC_GENCODE_WG -gencode arch=compute_$a,code=sm_$a"])
+    done
+    NVCC_GENCODE_WG="$NVCC_GENCODE_WG -gencode arch=compute_$te_first_arch,code=compute_$te_first_arch"
+    AS_IF([test $te_have_90a = yes],
+      [AC_DEFINE([TE_CUDA_HAVE_SM90A], [1], [sm_90a machine code is built (wgmma kernels)])])
     NVCC_GENCODE="$NVCC_GENCODE -gencode arch=compute_$te_first_arch,code=compute_$te_first_arch"
     have_cuda=yes
     te_cuda_summary="$CUDA_HOME (CUDA_VERSION $te_cuda_version)"
@@ -72,6 +85,7 @@ AC_DEFUN([TE_CHECK_CUDA], [
   AC_SUBST([CUDA_CPPFLAGS])
   AC_SUBST([NVCC_GENCODE])
   AC_SUBST([NVCC_GENCODE_SASS])
+  AC_SUBST([NVCC_GENCODE_WG])
   AM_CONDITIONAL([HAVE_CUDA], [test "x$have_cuda" = xyes])
   AM_CONDITIONAL([HAVE_CUOBJDUMP], [test -n "$CUOBJDUMP"])
 ])

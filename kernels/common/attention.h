@@ -17,6 +17,8 @@
  *                     TE_ATTN_FWD_THREADS threads: O, lse
  *   te_attn_fwd2      the same at 2 blocks an SM: grid (heads, batch,
  *                     ceil(max_q / TE_ATTN_FWD2_BM)), TE_ATTN_FWD2_THREADS
+ *   te_attn_fwd3      the same on Hopper's wgmma (sm_90a only): te_attn_fwd2's
+ *                     grid, TE_ATTN_FWD3_THREADS threads
  *   te_attn_bwd_prep  grid (ceil(total_q * heads / 8)), 256 threads (a warp
  *                     a (token, head) row): dsum = rowsum(dO * O), dq_acc = 0
  *   te_attn_bwd       grid (ceil(max_kv / TE_ATTN_BWD_BN), kv_heads, batch),
@@ -43,6 +45,10 @@
 #define TE_ATTN_FWD2_THREADS 128 /* 4 warps of 32 query rows */
 #define TE_ATTN_FWD2_BN64 128  /* keys of a te_attn_fwd2 tile, head_dim <= 64 */
 #define TE_ATTN_FWD2_BN128 64  /* keys of a te_attn_fwd2 tile, head_dim <= 128 */
+#define TE_ATTN_FWD3_BM 128    /* query rows of a te_attn_fwd3 block (wgmma) */
+#define TE_ATTN_FWD3_THREADS 256 /* 2 warpgroups of 64 query rows */
+#define TE_ATTN_FWD3_BN64 64   /* keys of a te_attn_fwd3 tile, head_dim <= 64 */
+#define TE_ATTN_FWD3_BN128 128 /* keys of a te_attn_fwd3 tile, head_dim <= 128 */
 #define TE_ATTN_BWD_BM 64      /* query rows of a backward tile */
 #define TE_ATTN_BWD_BN 64      /* keys of a backward block */
 #define TE_ATTN_BWD_THREADS 128

@@ -9,7 +9,9 @@
  * 128 (64-wide tiles for head_dim <= 64, 128-wide above; the columns past
  * head_dim are zeros in shared memory), and every layout whose rows start
  * on 16 bytes.  E4M3 is cuDNN's (or vdev's): refused here.  The forward
- * is te_attn_fwd2 (4 warps of 32 query rows, two blocks an SM) where its
+ * is te_attn_fwd3 (two warpgroups of 64 query rows on wgmma) on compute
+ * capability 9.0 where the build has sm_90a code (TECORE_ATTN_WGMMA),
+ * else te_attn_fwd2 (4 warps of 32 query rows, two blocks an SM) where its
  * grid fits, te_attn_fwd (8 warps of 16 rows) otherwise; the backward
  * te_attn_bwd2 (8 warps of 16 keys) likewise, else te_attn_bwd; on vdev
  * each pair runs the same C twin. */
@@ -19,7 +21,7 @@
 /* ---- the table ------------------------------------------------------------------------- */
 
 enum { K_SEQLENS, K_FWD64, K_FWD128, K_BWD_PREP, K_BWD64, K_BWD128, K_BWD_DQ, K_FWD2_64,
-       K_FWD2_128, K_BWD2_64, K_BWD2_128 };
+       K_FWD2_128, K_BWD2_64, K_BWD2_128, K_FWD3_64, K_FWD3_128 };
 
 #define ATTN_DEF(sym, fn) TE_KDEF(sym, fn, TE_ATTN_PARAMS)
 static const struct tecore_kernel_def attn_kernels[] = {
@@ -34,6 +36,8 @@ static const struct tecore_kernel_def attn_kernels[] = {
     [K_FWD2_128] = ATTN_DEF("te_attn_fwd2_d128", te_attn_vdev_fwd),
     [K_BWD2_64] = ATTN_DEF("te_attn_bwd2_d64", te_attn_vdev_bwd),
     [K_BWD2_128] = ATTN_DEF("te_attn_bwd2_d128", te_attn_vdev_bwd),
+    [K_FWD3_64] = ATTN_DEF("te_attn_fwd3_d64", te_attn_vdev_fwd),
+    [K_FWD3_128] = ATTN_DEF("te_attn_fwd3_d128", te_attn_vdev_fwd),
 };
 #define ATTN_ALIGN TE_KALIGN(TE_ATTN_PARAMS)
 static const struct te_kalign attn_align[] = {
@@ -42,6 +46,7 @@ static const struct te_kalign attn_align[] = {
     [K_BWD64] = ATTN_ALIGN, [K_BWD128] = ATTN_ALIGN, [K_BWD_DQ] = ATTN_ALIGN,
     [K_FWD2_64] = ATTN_ALIGN, [K_FWD2_128] = ATTN_ALIGN,
     [K_BWD2_64] = ATTN_ALIGN, [K_BWD2_128] = ATTN_ALIGN,
+    [K_FWD3_64] = ATTN_ALIGN, [K_FWD3_128] = ATTN_ALIGN,
 };
 
 TE_KERNEL_TABLE_FATBIN_ALIGNED(attn_first_id, "libtecore/attn", attn_kernels, attn_align, attention)
@@ -145,6 +150,37 @@ static unsigned attn_bwd2_smem(int dp) {
   return (2u * bn + 4u * bm) * (unsigned)(dp + 8) * 2u + bn * (bm + 8u) * 2u + 4u * bm * 4u;
 }
 
+/* te_attn_fwd3: the Q tile and two K and V tiles in 128-byte swizzled
+ * rows, and 1 KiB to align them (161 KiB at head_dim 128: one block an
+ * SM; 49 KiB at 64: two). */
+static unsigned attn_fwd3_smem(int dp) {
+  unsigned bn = dp == 64 ? TE_ATTN_FWD3_BN64 : TE_ATTN_FWD3_BN128;
+  return (TE_ATTN_FWD3_BM + 4u * bn) * (unsigned)dp * 2u + 1024u;
+}
+
+TE_PARAM_INT(attn_wgmma_param, "TECORE_ATTN_WGMMA", 1, 0, 1,
+             "1: libte's attention forward runs on the warpgroup MMAs (wgmma) on compute "
+             "capability 9.0; 0: on mma.sync everywhere");
+
+/* 1 where te_attn_fwd3 runs: sm_90a code in the build, device 0 of
+ * compute capability 9.0 (read once) and TECORE_ATTN_WGMMA on.  On vdev
+ * it runs the same C twin as the other forwards. */
+static int attn_wgmma_ok(void) {
+#ifdef TE_CUDA_HAVE_SM90A
+  static int cached = -1;
+  int v = __atomic_load_n(&cached, __ATOMIC_RELAXED);
+  if (v < 0) {
+    struct tecore_device_props props;
+    v = tecore_device_get_props(0, &props) == TECORE_SUCCESS && props.cc_major == 9 &&
+        props.cc_minor == 0;
+    __atomic_store_n(&cached, v, __ATOMIC_RELAXED);
+  }
+  return v && tecore_tunable_int(&attn_wgmma_param);
+#else
+  return 0;
+#endif
+}
+
 static tecore_result_t attn_launch_fwd(const struct te_attn_problem *p,
                                        tecore_stream_t stream) {
   if (p->max_seqlen_q == 0) return TECORE_SUCCESS;
@@ -152,6 +188,11 @@ static tecore_result_t attn_launch_fwd(const struct te_attn_problem *p,
   attn_params(p, &kp);
   int dp = p->head_dim <= 64 ? 64 : 128;
   size_t nq2 = (p->max_seqlen_q + TE_ATTN_FWD2_BM - 1) / TE_ATTN_FWD2_BM;
+  _Static_assert(TE_ATTN_FWD3_BM == TE_ATTN_FWD2_BM, "fwd2 and fwd3 share a grid");
+  if (nq2 <= 65535 && p->batch <= 65535 && attn_wgmma_ok())
+    return attn_launch(dp == 64 ? K_FWD3_64 : K_FWD3_128, &kp, (unsigned)p->heads,
+                       (unsigned)p->batch, (unsigned)nq2, TE_ATTN_FWD3_THREADS,
+                       attn_fwd3_smem(dp), stream);
   /* te_attn_fwd2 (4 warps of 32 rows, two blocks an SM; its query blocks
    * on grid z) where it applies, else te_attn_fwd (8 warps of 16 rows):
    * setting use_fwd2 to 0 brings the first back everywhere. */
