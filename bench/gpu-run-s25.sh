@@ -11,6 +11,9 @@
 # kernels with wgmma and with TECORE_ATTN_WGMMA=0 (mma.sync, the former
 # forward) beside PyTorch's SDPA flash and cuDNN (bench/attn_peer.py); the
 # te-bench --model rows (the embedding backward).
+# Phase b (after a: the wgmma forward 1.05-1.15x flash, the backward still
+# mma.sync): the backward on wgmma too (te_attn_bwd3): check_attention as
+# in a, te-bench --attention with and without wgmma, the peer.
 set -u
 default_phases="a"
 . "$(dirname "$0")/gpu-lib.sh"
@@ -23,4 +26,12 @@ if has a; then
   step bench-attn-mma env TECORE_ATTN_BACKEND=libte TECORE_ATTN_WGMMA=0 tools/te-bench --attention
   step attn-peer python3 bench/attn_peer.py
   step bench-model tools/te-bench --model
+fi
+if has b; then
+  make -s t/core/check_attention > /dev/null 2>&1
+  step check_attn_libte env TE_DEVICE=cuda TECORE_ATTN_BACKEND=libte t/core/check_attention
+  step check_attn_auto env TE_DEVICE=cuda t/core/check_attention
+  step bench-attn-wgmma env TECORE_ATTN_BACKEND=libte tools/te-bench --attention
+  step bench-attn-mma env TECORE_ATTN_BACKEND=libte TECORE_ATTN_WGMMA=0 tools/te-bench --attention
+  step attn-peer python3 bench/attn_peer.py
 fi

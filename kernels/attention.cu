@@ -632,6 +632,7 @@ FWD2_KERNEL(te_attn_fwd2_d128, 128, TE_ATTN_FWD2_BN128)
 
 // ---- forward on the warpgroup MMAs (sm_90a) ------------------------------------------------
 #include "attention_fwd3.cuh"
+#include "attention_bwd3.cuh"
 
 // ---- backward: D and the dQ accumulator --------------------------------------------------------
 

@@ -27,6 +27,8 @@
  *                     dq_acc (already multiplied by scale)
  *   te_attn_bwd2      the same at 8 warps of 16 keys: grid (kv_heads, batch,
  *                     ceil(max_kv / TE_ATTN_BWD2_BN)), TE_ATTN_BWD2_THREADS
+ *   te_attn_bwd3      the same on Hopper's wgmma (sm_90a only): te_attn_bwd2's
+ *                     grid with TE_ATTN_BWD3_BN keys a block, TE_ATTN_BWD3_THREADS
  *   te_attn_bwd_dq    grid (ceil(total_q * heads / 8)), 256 threads: dq =
  *                     dq_acc in dq's dtype
  *
@@ -49,6 +51,9 @@
 #define TE_ATTN_FWD3_THREADS 256 /* 2 warpgroups of 64 query rows */
 #define TE_ATTN_FWD3_BN64 64   /* keys of a te_attn_fwd3 tile, head_dim <= 64 */
 #define TE_ATTN_FWD3_BN128 128 /* keys of a te_attn_fwd3 tile, head_dim <= 128 */
+#define TE_ATTN_BWD3_BN 128    /* keys of a te_attn_bwd3 block (wgmma) */
+#define TE_ATTN_BWD3_BM 64     /* query rows of a te_attn_bwd3 tile */
+#define TE_ATTN_BWD3_THREADS 256 /* 2 warpgroups of 64 keys */
 #define TE_ATTN_BWD_BM 64      /* query rows of a backward tile */
 #define TE_ATTN_BWD_BN 64      /* keys of a backward block */
 #define TE_ATTN_BWD_THREADS 128

@@ -21,7 +21,7 @@
 /* ---- the table ------------------------------------------------------------------------- */
 
 enum { K_SEQLENS, K_FWD64, K_FWD128, K_BWD_PREP, K_BWD64, K_BWD128, K_BWD_DQ, K_FWD2_64,
-       K_FWD2_128, K_BWD2_64, K_BWD2_128, K_FWD3_64, K_FWD3_128 };
+       K_FWD2_128, K_BWD2_64, K_BWD2_128, K_FWD3_64, K_FWD3_128, K_BWD3_64, K_BWD3_128 };
 
 #define ATTN_DEF(sym, fn) TE_KDEF(sym, fn, TE_ATTN_PARAMS)
 static const struct tecore_kernel_def attn_kernels[] = {
@@ -38,6 +38,8 @@ static const struct tecore_kernel_def attn_kernels[] = {
     [K_BWD2_128] = ATTN_DEF("te_attn_bwd2_d128", te_attn_vdev_bwd),
     [K_FWD3_64] = ATTN_DEF("te_attn_fwd3_d64", te_attn_vdev_fwd),
     [K_FWD3_128] = ATTN_DEF("te_attn_fwd3_d128", te_attn_vdev_fwd),
+    [K_BWD3_64] = ATTN_DEF("te_attn_bwd3_d64", te_attn_vdev_bwd),
+    [K_BWD3_128] = ATTN_DEF("te_attn_bwd3_d128", te_attn_vdev_bwd),
 };
 #define ATTN_ALIGN TE_KALIGN(TE_ATTN_PARAMS)
 static const struct te_kalign attn_align[] = {
@@ -47,6 +49,7 @@ static const struct te_kalign attn_align[] = {
     [K_FWD2_64] = ATTN_ALIGN, [K_FWD2_128] = ATTN_ALIGN,
     [K_BWD2_64] = ATTN_ALIGN, [K_BWD2_128] = ATTN_ALIGN,
     [K_FWD3_64] = ATTN_ALIGN, [K_FWD3_128] = ATTN_ALIGN,
+    [K_BWD3_64] = ATTN_ALIGN, [K_BWD3_128] = ATTN_ALIGN,
 };
 
 TE_KERNEL_TABLE_FATBIN_ALIGNED(attn_first_id, "libtecore/attn", attn_kernels, attn_align, attention)
@@ -158,11 +161,19 @@ static unsigned attn_fwd3_smem(int dp) {
   return (TE_ATTN_FWD3_BM + 4u * bn) * (unsigned)dp * 2u + 1024u;
 }
 
-TE_PARAM_INT(attn_wgmma_param, "TECORE_ATTN_WGMMA", 1, 0, 1,
-             "1: libte's attention forward runs on the warpgroup MMAs (wgmma) on compute "
-             "capability 9.0; 0: on mma.sync everywhere");
+/* te_attn_bwd3: K and V, two buffers of Q and dO in 128-byte swizzled
+ * rows, dS^T, two of lse and D, and 1 KiB to align them (146 KiB at
+ * head_dim 128, 82 KiB at 64). */
+static unsigned attn_bwd3_smem(int dp) {
+  return (2u * TE_ATTN_BWD3_BN + 4u * TE_ATTN_BWD3_BM) * (unsigned)dp * 2u +
+         TE_ATTN_BWD3_BN * TE_ATTN_BWD3_BM * 2u + 4u * TE_ATTN_BWD3_BM * 4u + 1024u;
+}
 
-/* 1 where te_attn_fwd3 runs: sm_90a code in the build, device 0 of
+TE_PARAM_INT(attn_wgmma_param, "TECORE_ATTN_WGMMA", 1, 0, 1,
+             "1: libte's attention kernels (forward and backward) run on the warpgroup "
+             "MMAs (wgmma) on compute capability 9.0; 0: on mma.sync everywhere");
+
+/* 1 where te_attn_fwd3 and te_attn_bwd3 run: sm_90a code in the build, device 0 of
  * compute capability 9.0 (read once) and TECORE_ATTN_WGMMA on.  On vdev
  * it runs the same C twin as the other forwards. */
 static int attn_wgmma_ok(void) {
@@ -222,7 +233,12 @@ static tecore_result_t attn_launch_bwd(const struct te_attn_problem *p,
      * grid z) where it applies, else te_attn_bwd (4 warps of 16 keys):
      * setting use_bwd2 to 0 brings the second back everywhere. */
     int use_bwd2 = nk2 <= 65535 && p->batch <= 65535;
-    if (use_bwd2)
+    size_t nk3 = (p->max_seqlen_kv + TE_ATTN_BWD3_BN - 1) / TE_ATTN_BWD3_BN;
+    if (nk3 <= 65535 && p->batch <= 65535 && attn_wgmma_ok())
+      TE_CHECK(attn_launch(dp == 64 ? K_BWD3_64 : K_BWD3_128, &kp, (unsigned)p->kv_heads,
+                           (unsigned)p->batch, (unsigned)nk3, TE_ATTN_BWD3_THREADS,
+                           attn_bwd3_smem(dp), stream));
+    else if (use_bwd2)
       TE_CHECK(attn_launch(dp == 64 ? K_BWD2_64 : K_BWD2_128, &kp, (unsigned)p->kv_heads,
                            (unsigned)p->batch, (unsigned)nk2, TE_ATTN_BWD2_THREADS,
                            attn_bwd2_smem(dp), stream));

@@ -1,0 +1,272 @@
+// SPDX-License-Identifier: Apache-2.0
+// attention_bwd3.cuh -- te_attn_bwd3_d64/_d128: the backward of
+// te_attn_bwd2 on Hopper's warpgroup MMAs (wgmma, sm_90a), included by
+// kernels/attention.cu after attention_fwd3.cuh (its helpers and
+// kernels/wgmma.cuh).  The same grid, the same products, the same mask:
+//
+//  - a block owns TE_ATTN_BWD3_BN = 128 keys of one (sequence, KV head),
+//    each of its two warpgroups 64 of them, and loops over the query heads
+//    of the group and the TE_ATTN_BWD3_BM = 64-row query tiles that see
+//    those keys (Q, dO, lse and D double-buffered by cp.async);
+//  - S^T = K Q^T and dP^T = V dO^T (64 keys x 64 queries a warpgroup) by
+//    wgmma with both operands in 128-byte swizzled shared memory;
+//  - P^T and dS^T (scale folded in) leave the accumulators as the A
+//    fragments of dV += P^T dO and dK += dS^T Q (dO and Q read transposed
+//    from shared memory); dK and dV stay in registers over the loop;
+//  - dS^T goes to shared memory once, and dQ = dS K (64 queries x
+//    head_dim, over the block's 128 keys: A = dS^T and B = K both read
+//    transposed) is split by columns between the warpgroups and added
+//    into dq_acc with 16-byte reductions.
+// A warpgroup whose keys no query of the tile sees writes zeros for its
+// dS^T rows and skips its products.  Built for anything but sm_90a the
+// kernels trap (attn_libte.c launches them only where fwd3 runs).
+
+template <int DT, int DP>
+__device__ __forceinline__ void attn_bwd3(const te_attn_params &p) {
+#if TE_WGMMA
+  typedef typename elem<DT>::t T;
+  constexpr int BN = TE_ATTN_BWD3_BN, BM = TE_ATTN_BWD3_BM, NT = TE_ATTN_BWD3_THREADS;
+  constexpr int NSA = BM / 2, NDA = DP / 2, NQA = DP / 4;  // accumulators: S^T, dK/dV, dQ
+  constexpr uint32_t KB = BN * DP * 2, QB = BM * DP * 2, SB = BN * BM * 2;
+  static_assert(NT == 256 && BN == 128 && BM == 64, "two warpgroups of 64 keys, 64-row tiles");
+  extern __shared__ __align__(128) unsigned char smem[];  // aligned to 1024 below
+  const uint32_t s0 = (smem_addr(smem) + 1023u) & ~1023u;
+  const uint32_t sk = s0, sv = sk + KB, sq = sv + KB;  // Q: two buffers
+  const uint32_t sdo = sq + 2 * QB, sds = sdo + 2 * QB;  // dO: two buffers; dS^T
+  float *sl = reinterpret_cast<float *>(smem + (sds + SB - smem_addr(smem)));  // 2 x (lse, D)
+
+  const int kvh = blockIdx.x, b = blockIdx.y, n0 = blockIdx.z * BN;
+  const int k0 = p.cu_kv[b], lk = min(p.cu_kv[b + 1] - k0, p.max_kv);
+  if (n0 >= lk) return;
+  const int q0 = p.cu_q[b], lq = min(p.cu_q[b + 1] - q0, p.max_q);
+  const int group = p.heads / p.kv_heads, d = p.head_dim;
+  const int wg = threadIdx.x / 128, warp = (threadIdx.x / 32) % 4, lane = threadIdx.x % 32;
+  const int g = lane / 4, tq = lane % 4;
+  const T *Q = static_cast<const T *>(p.q), *K = static_cast<const T *>(p.k),
+          *V = static_cast<const T *>(p.v), *DO = static_cast<const T *>(p.d_o);
+
+  // this thread's column chunk and first row of every tile load
+  const int lr = threadIdx.x / (DP / 8), lc = threadIdx.x % (DP / 8);
+  const bool cok = lc * 8 < d;
+  {
+    const int left = cok ? lk - n0 - lr : 0;
+    const T *kp = K + (long long)kvh * p.k_hs + lc * 8, *vp = V + (long long)kvh * p.v_hs + lc * 8;
+    const uint32_t o = sw128_off<BN>(lr, lc);
+    load_rows_sw<BN, DP, NT>(sk + o, left > 0 ? kp + (long long)(k0 + n0 + lr) * p.k_ts : kp,
+                             p.k_ts, left);
+    load_rows_sw<BN, DP, NT>(sv + o, left > 0 ? vp + (long long)(k0 + n0 + lr) * p.v_ts : vp,
+                             p.v_ts, left);
+    cp_async_commit();
+  }
+
+  // the query rows that see any of keys [n0, n0 + BN): causal needs
+  // i >= key - shift, a window i <= key + window - shift
+  const int shift = lk - lq;
+  const long long win = p.window;
+  int ibeg = p.causal ? max(0, n0 - shift) : 0;
+  int iend = lq;
+  if (win >= 0) iend = (int)min((long long)lq, (long long)min(n0 + BN, lk) - 1 + win - shift + 1);
+  ibeg = (ibeg / BM) * BM;
+  const int nqt = iend > ibeg ? (iend - ibeg + BM - 1) / BM : 0, ntl = group * nqt;
+
+  // Tile t's Q, dO, lse and D into buffer nb; rows past lq load as zeros
+  const uint32_t qdst = sw128_off<BM>(lr, lc);
+  auto stage = [&](int t, int nb) {
+    const int h = kvh * group + t / nqt, m0 = ibeg + (t % nqt) * BM;
+    const int left = cok ? lq - m0 - lr : 0;
+    const T *qp = Q + (long long)h * p.q_hs + lc * 8, *op = DO + (long long)h * p.do_hs + lc * 8;
+    load_rows_sw<BM, DP, NT>(sq + nb * QB + qdst,
+                             left > 0 ? qp + (long long)(q0 + m0 + lr) * p.q_ts : qp, p.q_ts, left);
+    load_rows_sw<BM, DP, NT>(sdo + nb * QB + qdst,
+                             left > 0 ? op + (long long)(q0 + m0 + lr) * p.do_ts : op, p.do_ts,
+                             left);
+    if (threadIdx.x < 2 * BM) {
+      const int i = threadIdx.x % BM;
+      const bool ok = m0 + i < lq;
+      const long long idx = ok ? (long long)h * p.total_q + q0 + m0 + i : 0;
+      cp_async4(sl + nb * 2 * BM + threadIdx.x, (threadIdx.x < BM ? p.lse : p.dsum) + idx,
+                ok ? 4 : 0);
+    }
+    cp_async_commit();
+  };
+  if (ntl > 0) stage(0, 0);
+
+  float dk[NDA], dv[NDA];
+#pragma unroll
+  for (int i = 0; i < NDA; i++) dk[i] = dv[i] = 0.0f;
+  const int kg = n0 + wg * 64, kw = kg + warp * 16;  // the warpgroup's, the warp's first key
+  const uint32_t ka = sk + wg * 64 * 128, va = sv + wg * 64 * 128;
+  // dS^T words of this thread: keys kw + g (+ 8), queries j * 8 + tq * 2
+  const int srow = wg * 64 + warp * 16 + g;
+
+  for (int t = 0; t < ntl; t++) {
+    const int buf = t & 1, h = kvh * group + t / nqt, m0 = ibeg + (t % nqt) * BM;
+    if (t + 1 < ntl) {
+      stage(t + 1, buf ^ 1);  // its buffer's last readers passed the end-of-tile barrier
+      cp_async_wait<1>();
+    } else {
+      cp_async_wait<0>();
+    }
+    wg_proxy_fence();
+    __syncthreads();
+    const uint32_t tqs = sq + buf * QB, tdo = sdo + buf * QB;
+
+    const int qlast = min(m0 + BM, lq) - 1;
+    const bool none = kg >= lk || (p.causal && kg > qlast + shift) ||
+                      (win >= 0 && (long long)kg + 63 < (long long)m0 + shift - win);
+    if (none) {  // warpgroup-uniform
+#pragma unroll
+      for (int j = 0; j < BM / 8; j++) {
+        *reinterpret_cast<uint32_t *>(smem + (sds - smem_addr(smem)) + sw128_off<BN>(srow, j) +
+                                      tq * 4) = 0u;
+        *reinterpret_cast<uint32_t *>(smem + (sds - smem_addr(smem)) +
+                                      sw128_off<BN>(srow + 8, j) + tq * 4) = 0u;
+      }
+    } else {
+      // S^T = K Q^T, dP^T = V dO^T: 64 keys x 64 queries
+      float s[NSA], dp[NSA];
+      wg_fence();
+#pragma unroll
+      for (int kk = 0; kk < DP / 16; kk++) {
+        const uint32_t off = (kk % 4) * 32u;
+        wg_ss_n64<DT, 0, 0>(s, wg_desc_k(ka + (kk / 4) * (BN * 128) + off),
+                            wg_desc_k(tqs + (kk / 4) * (BM * 128) + off), kk > 0);
+      }
+#pragma unroll
+      for (int kk = 0; kk < DP / 16; kk++) {
+        const uint32_t off = (kk % 4) * 32u;
+        wg_ss_n64<DT, 0, 0>(dp, wg_desc_k(va + (kk / 4) * (BN * 128) + off),
+                            wg_desc_k(tdo + (kk / 4) * (BM * 128) + off), kk > 0);
+      }
+      wg_commit();
+      wg_wait<0>();
+      wg_keep_all<NSA>(s);
+      wg_keep_all<NSA>(dp);
+
+      const bool whole = m0 + BM <= lq && kw + 16 <= lk && (!p.causal || kw + 15 <= m0 + shift) &&
+                         (win < 0 || (long long)kw >= (long long)qlast + shift - win);
+      const float *tl = sl + buf * 2 * BM;
+      uint32_t pa[BM / 16][4], da[BM / 16][4];
+#pragma unroll
+      for (int j = 0; j < BM / 8; j++) {
+        const int c = j * 8 + tq * 2;
+        const float2 l2 = *reinterpret_cast<const float2 *>(tl + c);
+        const float2 dd = *reinterpret_cast<const float2 *>(tl + BM + c);
+        float pv[4], dsv[4];
+#pragma unroll
+        for (int e = 0; e < 4; e++) {
+          const float lse = (e & 1) ? l2.y : l2.x, dsum = (e & 1) ? dd.y : dd.x;
+          float pe = ex2(fmaf(s[4 * j + e], p.scale_log2, -lse * 1.4426950408889634f));
+          if (!whole) {
+            const int key = kw + g + (e / 2) * 8, i = m0 + c + (e & 1);
+            const bool vis = i < lq && key < lk && (!p.causal || key <= i + shift) &&
+                             (win < 0 || (long long)key >= (long long)i + shift - win);
+            pe = vis ? pe : 0.0f;
+          }
+          pv[e] = pe;
+          dsv[e] = pe * (dp[4 * j + e] - dsum) * p.scale;
+        }
+        pa[j / 2][(j % 2) * 2] = elem<DT>::pack(pv[0], pv[1]);
+        pa[j / 2][(j % 2) * 2 + 1] = elem<DT>::pack(pv[2], pv[3]);
+        da[j / 2][(j % 2) * 2] = elem<DT>::pack(dsv[0], dsv[1]);
+        da[j / 2][(j % 2) * 2 + 1] = elem<DT>::pack(dsv[2], dsv[3]);
+      }
+      // dV += P^T dO, dK += dS^T Q: 64 keys x DP, the queries as k
+      wg_fence();
+#pragma unroll
+      for (int kk = 0; kk < BM / 16; kk++) {
+        const uint64_t bo = wg_desc_mn(tdo + kk * 2048, BM * 128);
+        const uint64_t bq = wg_desc_mn(tqs + kk * 2048, BM * 128);
+        if (DP == 128) {
+          wg_rs_n128<DT, 1>(dv, pa[kk], bo, 1);
+          wg_rs_n128<DT, 1>(dk, da[kk], bq, 1);
+        } else {
+          wg_rs_n64<DT, 1>(dv, pa[kk], bo, 1);
+          wg_rs_n64<DT, 1>(dk, da[kk], bq, 1);
+        }
+      }
+      wg_commit();
+      // dS^T to shared memory for dQ (read while the MMAs read the registers)
+#pragma unroll
+      for (int j = 0; j < BM / 8; j++) {
+        unsigned char *w = smem + (sds - smem_addr(smem));
+        *reinterpret_cast<uint32_t *>(w + sw128_off<BN>(srow, j) + tq * 4) = da[j / 2][(j % 2) * 2];
+        *reinterpret_cast<uint32_t *>(w + sw128_off<BN>(srow + 8, j) + tq * 4) =
+            da[j / 2][(j % 2) * 2 + 1];
+      }
+      wg_wait<0>();
+      wg_keep_all<NDA>(dv);
+      wg_keep_all<NDA>(dk);
+      wg_keep_all<BM / 4>(&pa[0][0]);
+      wg_keep_all<BM / 4>(&da[0][0]);
+    }
+    wg_proxy_fence();
+    __syncthreads();  // dS^T complete
+
+    // dQ += dS K: 64 queries x the warpgroup's DP / 2 columns, over 128 keys
+    float dq[NQA];
+    wg_fence();
+#pragma unroll
+    for (int kk = 0; kk < BN / 16; kk++) {
+      const uint64_t as = wg_desc_mn(sds + kk * 2048, BN * 128);
+      if (DP == 128)
+        wg_ss_n64<DT, 1, 1>(dq, as, wg_desc_mn(sk + wg * (BN * 128) + kk * 2048, BN * 128), kk > 0);
+      else
+        wg_ss_n32<DT, 1, 1>(dq, as, wg_desc_mn(sk + wg * 64 + kk * 2048, BN * 128), kk > 0);
+    }
+    wg_commit();
+    wg_wait<0>();
+    wg_keep_all<NQA>(dq);
+    // lanes tq and tq ^ 1 swap halves: the even one adds 4 columns of row
+    // g, the odd one the same 4 columns of row g + 8
+    const int odd = tq & 1, c0 = wg * (DP / 2);
+    const int i = m0 + warp * 16 + g + odd * 8;
+    float *acc = p.dq_acc + ((long long)(q0 + i) * p.heads + h) * d + c0 + (tq - odd) * 2;
+#pragma unroll
+    for (int j = 0; j < DP / 16; j++) {
+      const float r0 = __shfl_xor_sync(0xffffffffu, odd ? dq[4 * j] : dq[4 * j + 2], 1);
+      const float r1 = __shfl_xor_sync(0xffffffffu, odd ? dq[4 * j + 1] : dq[4 * j + 3], 1);
+      if (i < lq && c0 + j * 8 < d) {
+        if (odd) red_add4(acc + j * 8, r0, r1, dq[4 * j + 2], dq[4 * j + 3]);
+        else red_add4(acc + j * 8, dq[4 * j], dq[4 * j + 1], r0, r1);
+      }
+    }
+    // no barrier here: the next tile's dS^T is written after its top
+    // barrier, which every thread passes only when its dQ MMAs are done,
+    // and the buffer the next stage fills was last read before the
+    // mid-tile barrier
+  }
+  cp_async_wait<0>();  // no query tile: K and V are still in flight
+
+  // dK and dV of the warp's 16 keys: rows g and g + 8
+  T *DK = static_cast<T *>(p.dk), *DV = static_cast<T *>(p.dv);
+#pragma unroll
+  for (int hr = 0; hr < 2; hr++) {
+    const int key = kw + g + hr * 8;
+    if (key >= lk) continue;
+    T *dkr = DK + (long long)(k0 + key) * p.dk_ts + (long long)kvh * p.dk_hs;
+    T *dvr = DV + (long long)(k0 + key) * p.dv_ts + (long long)kvh * p.dv_hs;
+#pragma unroll
+    for (int j = 0; j < DP / 8; j++) {
+      const int col = j * 8 + tq * 2;
+      if (col < d) {
+        *reinterpret_cast<uint32_t *>(dkr + col) =
+            elem<DT>::pack(dk[4 * j + 2 * hr], dk[4 * j + 2 * hr + 1]);
+        *reinterpret_cast<uint32_t *>(dvr + col) =
+            elem<DT>::pack(dv[4 * j + 2 * hr], dv[4 * j + 2 * hr + 1]);
+      }
+    }
+  }
+#else
+  __trap();
+#endif
+}
+
+#define BWD3_KERNEL(name, DP, MINB)                                                  \
+  extern "C" __global__ void __launch_bounds__(TE_ATTN_BWD3_THREADS, MINB)           \
+      name(TE_KSIG(TE_ATTN_PARAMS)) {                                                \
+    if (p.qkv_dt == BF16) attn_bwd3<BF16, DP>(p);                                    \
+    else attn_bwd3<F16, DP>(p);                                                      \
+  }
+BWD3_KERNEL(te_attn_bwd3_d64, 64, 1)
+BWD3_KERNEL(te_attn_bwd3_d128, 128, 1)
