@@ -14,6 +14,10 @@
 # Phase b (after a: the wgmma forward 1.05-1.15x flash, the backward still
 # mma.sync): the backward on wgmma too (te_attn_bwd3): check_attention as
 # in a, te-bench --attention with and without wgmma, the peer.
+# Phase c: te-gpt on the wgmma kernels: t/demo/te-gpt.sh under
+# TE_DEVICE=cuda, GPT-2 124M's decode at batch 1 (libte's kernels run the
+# variable lengths) with and without wgmma beside the PyTorch loop, and
+# 124M's training step on libte's kernels beside cuDNN's.
 set -u
 default_phases="a"
 . "$(dirname "$0")/gpu-lib.sh"
@@ -34,4 +38,16 @@ if has b; then
   step bench-attn-wgmma env TECORE_ATTN_BACKEND=libte tools/te-bench --attention
   step bench-attn-mma env TECORE_ATTN_BACKEND=libte TECORE_ATTN_WGMMA=0 tools/te-bench --attention
   step attn-peer python3 bench/attn_peer.py
+fi
+if has c; then
+  gpt=tools/te-gpt
+  make -s tools/te-gpt > /dev/null 2>&1
+  step te-gpt-sh make -s check TESTS=t/demo/te-gpt.sh TE_DEVICE=cuda
+  cp t/demo/te-gpt.sh.log "$out/" 2>/dev/null
+  step decode-wgmma $gpt --model gpt2-124m --synthetic --steps 0 --sample 256 --json
+  step decode-mma env TECORE_ATTN_WGMMA=0 $gpt --model gpt2-124m --synthetic --steps 0 --sample 256 --json
+  step decode-peer python3 bench/gpt_peer.py decode --model gpt2-124m --tokens 256
+  small="$gpt --model gpt2-124m --synthetic --batch 32 --steps 20 --eval-every 0 --sample 0 --json"
+  step small-libte env TECORE_ATTN_BACKEND=libte $small
+  step small-cudnn $small
 fi
