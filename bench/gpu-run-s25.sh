@@ -18,6 +18,12 @@
 # TE_DEVICE=cuda, GPT-2 124M's decode at batch 1 (libte's kernels run the
 # variable lengths) with and without wgmma beside the PyTorch loop, and
 # 124M's training step on libte's kernels beside cuDNN's.
+# Phase d (after c: fwd+bwd 0.84x and 0.87x flash on the short-sequence
+# rows): the wgmma kernels' grids with the query (key) blocks on x, so
+# that resident blocks share a head's tiles and dQ accumulator in L2; the
+# mask and epilogue helpers shared with the mma.sync kernels:
+# check_attention with and without wgmma, te-bench --attention with and
+# without, the peer.
 set -u
 default_phases="a"
 . "$(dirname "$0")/gpu-lib.sh"
@@ -50,4 +56,13 @@ if has c; then
   small="$gpt --model gpt2-124m --synthetic --batch 32 --steps 20 --eval-every 0 --sample 0 --json"
   step small-libte env TECORE_ATTN_BACKEND=libte $small
   step small-cudnn $small
+fi
+if has d; then
+  make -s t/core/check_attention > /dev/null 2>&1
+  step check_attn_libte env TE_DEVICE=cuda TECORE_ATTN_BACKEND=libte t/core/check_attention
+  step check_attn_mma env TE_DEVICE=cuda TECORE_ATTN_BACKEND=libte TECORE_ATTN_WGMMA=0 \
+    t/core/check_attention
+  step bench-attn-wgmma env TECORE_ATTN_BACKEND=libte tools/te-bench --attention
+  step bench-attn-mma env TECORE_ATTN_BACKEND=libte TECORE_ATTN_WGMMA=0 tools/te-bench --attention
+  step attn-peer python3 bench/attn_peer.py
 fi

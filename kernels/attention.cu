@@ -152,6 +152,53 @@ __device__ __forceinline__ void key_range(const te_attn_params &p, int i, int lq
   hi = (int)b;
 }
 
+// A thread's two columns of each 8-column block of O row r (o[4 j + e],
+// e = 0, 1: columns j * 8 + tq * 2 + e) divided by the row sum, and the
+// row's lse: l is the thread's part of the sum (added over the quad here,
+// so every lane calls), m the row max in base 2.  Rows past lq are not
+// written.
+template <int DT, int NO>
+__device__ __forceinline__ void store_o_row(const te_attn_params &p, const float *o, float l,
+                                            float m, int q0, int r, int lq, int h, int tq) {
+  typedef typename elem<DT>::t T;
+  l += __shfl_xor_sync(0xffffffffu, l, 1);
+  l += __shfl_xor_sync(0xffffffffu, l, 2);
+  if (r >= lq) return;
+  const float inv = l > 0.0f ? 1.0f / l : 0.0f;
+  T *orow = static_cast<T *>(p.o) + (long long)(q0 + r) * p.o_ts + (long long)h * p.o_hs;
+#pragma unroll
+  for (int j = 0; j < NO; j++) {
+    const int col = j * 8 + tq * 2;
+    if (col < p.head_dim)
+      *reinterpret_cast<uint32_t *>(orow + col) =
+          elem<DT>::pack(o[4 * j] * inv, o[4 * j + 1] * inv);
+  }
+  if (p.lse && tq == 0)
+    p.lse[(long long)h * p.total_q + q0 + r] =
+        l > 0.0f ? (m + log2f(l)) * 0.6931471805599453f : -INFINITY;
+}
+
+// The bm-row query tiles of a sequence (lq queries, lk keys) that see any
+// of keys [n0, n0 + bn): nqt tiles from row ibeg.  Causal needs i >= key -
+// shift, a window i <= key + window - shift (shift = lk - lq).
+__device__ __forceinline__ void key_block_queries(const te_attn_params &p, int n0, int bn,
+                                                  int lq, int lk, int bm, int &ibeg, int &nqt) {
+  const int shift = lk - lq;
+  ibeg = p.causal ? max(0, n0 - shift) : 0;
+  int iend = lq;
+  if (p.window >= 0)
+    iend = (int)min((long long)lq, (long long)min(n0 + bn, lk) - 1 + p.window - shift + 1);
+  ibeg = (ibeg / bm) * bm;
+  nqt = iend > ibeg ? (iend - ibeg + bm - 1) / bm : 0;
+}
+
+// Whether query i (of lq) sees key (of lk) under the mask rule, shift = lk - lq.
+__device__ __forceinline__ bool pair_seen(const te_attn_params &p, int key, int i, int lq, int lk,
+                                          int shift) {
+  return i < lq && key < lk && (!p.causal || key <= i + shift) &&
+         (p.window < 0 || (long long)key >= (long long)i + shift - p.window);
+}
+
 // ---- fixed lengths ---------------------------------------------------------------------------
 
 extern "C" __global__ void te_attn_seqlens(TE_KSIG(TE_ATTN_SEQLENS_PARAMS)) {
@@ -322,28 +369,9 @@ __device__ __forceinline__ void attn_fwd(const te_attn_params &p) {
   cp_async_wait<0>();  // no tile: Q's copy is still outstanding
 
   // the row sums over the quad, then O / l and lse
-  float* lse = p.lse;
-  T *O = static_cast<T *>(p.o);
 #pragma unroll
-  for (int hr = 0; hr < 2; hr++) {
-    float l = lrow[hr];
-    l += __shfl_xor_sync(0xffffffffu, l, 1);
-    l += __shfl_xor_sync(0xffffffffu, l, 2);
-    const int r = hr ? r1 : r0;
-    if (r >= lq) continue;
-    const float inv = l > 0.0f ? 1.0f / l : 0.0f;
-    T *orow = O + (long long)(q0 + r) * p.o_ts + (long long)h * p.o_hs;
-#pragma unroll
-    for (int j = 0; j < NTILE_O; j++) {
-      const int col = j * 8 + tq * 2;
-      if (col < d)
-        *reinterpret_cast<uint32_t *>(orow + col) =
-            elem<DT>::pack(o[j][hr * 2] * inv, o[j][hr * 2 + 1] * inv);
-    }
-    if (lse && tq == 0)
-      lse[(long long)h * p.total_q + q0 + r] =
-          l > 0.0f ? (mrow[hr] + log2f(l)) * 0.6931471805599453f : -INFINITY;
-  }
+  for (int hr = 0; hr < 2; hr++)
+    store_o_row<DT, NTILE_O>(p, &o[0][hr * 2], lrow[hr], mrow[hr], q0, hr ? r1 : r0, lq, h, tq);
 }
 
 // head_dim 64 fits two blocks an SM (128 registers, 48 KiB each)

@@ -69,15 +69,12 @@ __device__ __forceinline__ void attn_bwd2(const te_attn_params &p) {
     cp_async_commit();
   }
 
-  // the query rows that see any of keys [n0, n0 + BN): causal needs
-  // i >= key - shift, a window i <= key + window - shift
+  // the query tiles that see any of keys [n0, n0 + BN)
   const int shift = lk - lq;
   const long long win = p.window;
-  int ibeg = p.causal ? max(0, n0 - shift) : 0;
-  int iend = lq;
-  if (win >= 0) iend = (int)min((long long)lq, (long long)min(n0 + BN, lk) - 1 + win - shift + 1);
-  ibeg = (ibeg / BM) * BM;
-  const int nqt = iend > ibeg ? (iend - ibeg + BM - 1) / BM : 0, ntl = group * nqt;
+  int ibeg, nqt;
+  key_block_queries(p, n0, BN, lq, lk, BM, ibeg, nqt);
+  const int ntl = group * nqt;
 
   // Tile (h, m0)'s Q, dO, lse and D into buffer nb; rows past lq load as
   // zeros (the mask hides them).
@@ -183,9 +180,7 @@ __device__ __forceinline__ void attn_bwd2(const te_attn_params &p) {
           float pe = ex2(fmaf(s[j][e], p.scale_log2, -lse * 1.4426950408889634f));
           if (!whole) {
             const int key = kw + g + (e / 2) * 8, i = m0 + c + (e & 1);
-            const bool vis = i < lq && key < lk && (!p.causal || key <= i + shift) &&
-                             (win < 0 || (long long)key >= (long long)i + shift - win);
-            pe = vis ? pe : 0.0f;
+            pe = pair_seen(p, key, i, lq, lk, shift) ? pe : 0.0f;
           }
           pv[e] = pe;
           dsv[e] = pe * (dp[j][e] - dsum) * p.scale;

@@ -2,7 +2,9 @@
 // attention_bwd3.cuh -- te_attn_bwd3_d64/_d128: the backward of
 // te_attn_bwd2 on Hopper's warpgroup MMAs (wgmma, sm_90a), included by
 // kernels/attention.cu after attention_fwd3.cuh (its helpers and
-// kernels/wgmma.cuh).  The same grid, the same products, the same mask:
+// kernels/wgmma.cuh).  The same products and mask; the grid is (key
+// blocks, KV heads, batch), so that the blocks resident together share a
+// (sequence, head)'s Q, dO and dQ accumulator in L2:
 //
 //  - a block owns TE_ATTN_BWD3_BN = 128 keys of one (sequence, KV head),
 //    each of its two warpgroups 64 of them, and loops over the query heads
@@ -35,7 +37,7 @@ __device__ __forceinline__ void attn_bwd3(const te_attn_params &p) {
   const uint32_t sdo = sq + 2 * QB, sds = sdo + 2 * QB;  // dO: two buffers; dS^T
   float *sl = reinterpret_cast<float *>(smem + (sds + SB - smem_addr(smem)));  // 2 x (lse, D)
 
-  const int kvh = blockIdx.x, b = blockIdx.y, n0 = blockIdx.z * BN;
+  const int kvh = blockIdx.y, b = blockIdx.z, n0 = blockIdx.x * BN;
   const int k0 = p.cu_kv[b], lk = min(p.cu_kv[b + 1] - k0, p.max_kv);
   if (n0 >= lk) return;
   const int q0 = p.cu_q[b], lq = min(p.cu_q[b + 1] - q0, p.max_q);
@@ -59,15 +61,12 @@ __device__ __forceinline__ void attn_bwd3(const te_attn_params &p) {
     cp_async_commit();
   }
 
-  // the query rows that see any of keys [n0, n0 + BN): causal needs
-  // i >= key - shift, a window i <= key + window - shift
+  // the query tiles that see any of keys [n0, n0 + BN)
   const int shift = lk - lq;
   const long long win = p.window;
-  int ibeg = p.causal ? max(0, n0 - shift) : 0;
-  int iend = lq;
-  if (win >= 0) iend = (int)min((long long)lq, (long long)min(n0 + BN, lk) - 1 + win - shift + 1);
-  ibeg = (ibeg / BM) * BM;
-  const int nqt = iend > ibeg ? (iend - ibeg + BM - 1) / BM : 0, ntl = group * nqt;
+  int ibeg, nqt;
+  key_block_queries(p, n0, BN, lq, lk, BM, ibeg, nqt);
+  const int ntl = group * nqt;
 
   // Tile t's Q, dO, lse and D into buffer nb; rows past lq load as zeros
   const uint32_t qdst = sw128_off<BM>(lr, lc);
@@ -159,9 +158,7 @@ __device__ __forceinline__ void attn_bwd3(const te_attn_params &p) {
           float pe = ex2(fmaf(s[4 * j + e], p.scale_log2, -lse * 1.4426950408889634f));
           if (!whole) {
             const int key = kw + g + (e / 2) * 8, i = m0 + c + (e & 1);
-            const bool vis = i < lq && key < lk && (!p.causal || key <= i + shift) &&
-                             (win < 0 || (long long)key >= (long long)i + shift - win);
-            pe = vis ? pe : 0.0f;
+            pe = pair_seen(p, key, i, lq, lk, shift) ? pe : 0.0f;
           }
           pv[e] = pe;
           dsv[e] = pe * (dp[4 * j + e] - dsum) * p.scale;

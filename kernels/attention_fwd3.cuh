@@ -16,8 +16,10 @@
 //  - a warpgroup skipping a tile none of its rows sees, and a warp the
 //    mask on a tile all its rows see whole.
 //
-// The grid is te_attn_fwd2's: (heads, batch, query blocks counted from the
-// last).  Built for anything but sm_90a the kernels trap; attn_libte.c
+// The grid is (query blocks counted from the last, heads, batch): the
+// blocks that run together share a (sequence, head)'s K and V in L2 (with
+// the heads first, as te_attn_fwd2 has it, every resident block streamed
+// a different head's keys from memory).  Built for anything but sm_90a the kernels trap; attn_libte.c
 // launches them only on compute capability 9.0 from a build with sm_90a.
 
 #include "wgmma.cuh"
@@ -51,7 +53,7 @@ __device__ __forceinline__ void attn_fwd3(const te_attn_params &p) {
   const uint32_t s0 = (smem_addr(smem) + 1023u) & ~1023u;
   const uint32_t sq = s0, sk = s0 + QB, sv = s0 + QB + 2 * KB;  // K, V: two buffers each
 
-  const int h = blockIdx.x, b = blockIdx.y, m0 = (gridDim.z - 1 - blockIdx.z) * BM;
+  const int h = blockIdx.y, b = blockIdx.z, m0 = (gridDim.x - 1 - blockIdx.x) * BM;
   const int q0 = p.cu_q[b], lq = min(p.cu_q[b + 1] - q0, p.max_q);
   if (m0 >= lq) return;
   const int k0 = p.cu_kv[b], lk = p.cu_kv[b + 1] - k0;
@@ -210,28 +212,9 @@ __device__ __forceinline__ void attn_fwd3(const te_attn_params &p) {
   cp_async_wait<0>();  // no tile: Q's copy is still outstanding
 
   // the row sums over the quad, then O / l and lse
-  float *lse = p.lse;
-  T *O = static_cast<T *>(p.o);
 #pragma unroll
-  for (int hr = 0; hr < 2; hr++) {
-    float l = lrow[hr];
-    l += __shfl_xor_sync(0xffffffffu, l, 1);
-    l += __shfl_xor_sync(0xffffffffu, l, 2);
-    const int r = wf + hr * 8 + g;
-    if (r >= lq) continue;
-    const float inv = l > 0.0f ? 1.0f / l : 0.0f;
-    T *orow = O + (long long)(q0 + r) * p.o_ts + (long long)h * p.o_hs;
-#pragma unroll
-    for (int j = 0; j < DP / 8; j++) {
-      const int col = j * 8 + tq * 2;
-      if (col < d)
-        *reinterpret_cast<uint32_t *>(orow + col) =
-            elem<DT>::pack(o[4 * j + 2 * hr] * inv, o[4 * j + 2 * hr + 1] * inv);
-    }
-    if (lse && tq == 0)
-      lse[(long long)h * p.total_q + q0 + r] =
-          l > 0.0f ? (mrow[hr] + log2f(l)) * 0.6931471805599453f : -INFINITY;
-  }
+  for (int hr = 0; hr < 2; hr++)
+    store_o_row<DT, DP / 8>(p, &o[2 * hr], lrow[hr], mrow[hr], q0, wf + hr * 8 + g, lq, h, tq);
 #else
   __trap();
 #endif

@@ -17,8 +17,9 @@
  *                     TE_ATTN_FWD_THREADS threads: O, lse
  *   te_attn_fwd2      the same at 2 blocks an SM: grid (heads, batch,
  *                     ceil(max_q / TE_ATTN_FWD2_BM)), TE_ATTN_FWD2_THREADS
- *   te_attn_fwd3      the same on Hopper's wgmma (sm_90a only): te_attn_fwd2's
- *                     grid, TE_ATTN_FWD3_THREADS threads
+ *   te_attn_fwd3      the same on Hopper's wgmma (sm_90a only): grid
+ *                     (ceil(max_q / TE_ATTN_FWD3_BM), heads, batch),
+ *                     TE_ATTN_FWD3_THREADS threads
  *   te_attn_bwd_prep  grid (ceil(total_q * heads / 8)), 256 threads (a warp
  *                     a (token, head) row): dsum = rowsum(dO * O), dq_acc = 0
  *   te_attn_bwd       grid (ceil(max_kv / TE_ATTN_BWD_BN), kv_heads, batch),
@@ -27,8 +28,9 @@
  *                     dq_acc (already multiplied by scale)
  *   te_attn_bwd2      the same at 8 warps of 16 keys: grid (kv_heads, batch,
  *                     ceil(max_kv / TE_ATTN_BWD2_BN)), TE_ATTN_BWD2_THREADS
- *   te_attn_bwd3      the same on Hopper's wgmma (sm_90a only): te_attn_bwd2's
- *                     grid with TE_ATTN_BWD3_BN keys a block, TE_ATTN_BWD3_THREADS
+ *   te_attn_bwd3      the same on Hopper's wgmma (sm_90a only): grid
+ *                     (ceil(max_kv / TE_ATTN_BWD3_BN), kv_heads, batch),
+ *                     TE_ATTN_BWD3_THREADS threads
  *   te_attn_bwd_dq    grid (ceil(total_q * heads / 8)), 256 threads: dq =
  *                     dq_acc in dq's dtype
  *

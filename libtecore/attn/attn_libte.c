@@ -199,10 +199,12 @@ static tecore_result_t attn_launch_fwd(const struct te_attn_problem *p,
   attn_params(p, &kp);
   int dp = p->head_dim <= 64 ? 64 : 128;
   size_t nq2 = (p->max_seqlen_q + TE_ATTN_FWD2_BM - 1) / TE_ATTN_FWD2_BM;
-  _Static_assert(TE_ATTN_FWD3_BM == TE_ATTN_FWD2_BM, "fwd2 and fwd3 share a grid");
-  if (nq2 <= 65535 && p->batch <= 65535 && attn_wgmma_ok())
-    return attn_launch(dp == 64 ? K_FWD3_64 : K_FWD3_128, &kp, (unsigned)p->heads,
-                       (unsigned)p->batch, (unsigned)nq2, TE_ATTN_FWD3_THREADS,
+  /* te_attn_fwd3 (wgmma): query blocks on grid x, so that resident
+   * blocks share a head's keys */
+  size_t nq3 = (p->max_seqlen_q + TE_ATTN_FWD3_BM - 1) / TE_ATTN_FWD3_BM;
+  if (nq3 <= 0x7fffffff && p->heads <= 65535 && p->batch <= 65535 && attn_wgmma_ok())
+    return attn_launch(dp == 64 ? K_FWD3_64 : K_FWD3_128, &kp, (unsigned)nq3,
+                       (unsigned)p->heads, (unsigned)p->batch, TE_ATTN_FWD3_THREADS,
                        attn_fwd3_smem(dp), stream);
   /* te_attn_fwd2 (4 warps of 32 rows, two blocks an SM; its query blocks
    * on grid z) where it applies, else te_attn_fwd (8 warps of 16 rows):
@@ -234,9 +236,9 @@ static tecore_result_t attn_launch_bwd(const struct te_attn_problem *p,
      * setting use_bwd2 to 0 brings the second back everywhere. */
     int use_bwd2 = nk2 <= 65535 && p->batch <= 65535;
     size_t nk3 = (p->max_seqlen_kv + TE_ATTN_BWD3_BN - 1) / TE_ATTN_BWD3_BN;
-    if (nk3 <= 65535 && p->batch <= 65535 && attn_wgmma_ok())
-      TE_CHECK(attn_launch(dp == 64 ? K_BWD3_64 : K_BWD3_128, &kp, (unsigned)p->kv_heads,
-                           (unsigned)p->batch, (unsigned)nk3, TE_ATTN_BWD3_THREADS,
+    if (nk3 <= 0x7fffffff && p->kv_heads <= 65535 && p->batch <= 65535 && attn_wgmma_ok())
+      TE_CHECK(attn_launch(dp == 64 ? K_BWD3_64 : K_BWD3_128, &kp, (unsigned)nk3,
+                           (unsigned)p->kv_heads, (unsigned)p->batch, TE_ATTN_BWD3_THREADS,
                            attn_bwd3_smem(dp), stream));
     else if (use_bwd2)
       TE_CHECK(attn_launch(dp == 64 ? K_BWD2_64 : K_BWD2_128, &kp, (unsigned)p->kv_heads,
