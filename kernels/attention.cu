@@ -195,8 +195,9 @@ __device__ __forceinline__ void key_block_queries(const te_attn_params &p, int n
 // Whether query i (of lq) sees key (of lk) under the mask rule, shift = lk - lq.
 __device__ __forceinline__ bool pair_seen(const te_attn_params &p, int key, int i, int lq, int lk,
                                           int shift) {
-  return i < lq && key < lk && (!p.causal || key <= i + shift) &&
-         (p.window < 0 || (long long)key >= (long long)i + shift - p.window);
+  // bitwise: no branch per element
+  return (i < lq) & (key < lk) & (!p.causal | (key <= i + shift)) &
+         ((p.window < 0) | ((long long)key >= (long long)i + shift - p.window));
 }
 
 // ---- fixed lengths ---------------------------------------------------------------------------

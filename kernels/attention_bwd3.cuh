@@ -15,13 +15,40 @@
 //  - P^T and dS^T (scale folded in) leave the accumulators as the A
 //    fragments of dV += P^T dO and dK += dS^T Q (dO and Q read transposed
 //    from shared memory); dK and dV stay in registers over the loop;
-//  - dS^T goes to shared memory once, and dQ = dS K (64 queries x
-//    head_dim, over the block's 128 keys: A = dS^T and B = K both read
-//    transposed) is split by columns between the warpgroups and added
-//    into dq_acc with 16-byte reductions.
-// A warpgroup whose keys no query of the tile sees writes zeros for its
-// dS^T rows and skips its products.  Built for anything but sm_90a the
-// kernels trap (attn_libte.c launches them only where fwd3 runs).
+//  - dS^T goes to shared memory once (two buffers), and dQ = dS K (64
+//    queries x head_dim, over the block's 128 keys: A = dS^T and B = K
+//    both read transposed) is split by columns between the warpgroups and
+//    added into dq_acc with 16-byte reductions.
+// The tiles are software-pipelined with one barrier each and no MMA in
+// flight across it (ptxas serialises wgmma whose accumulators stay in
+// flight over a loop's back edge): tile t issues tile t - 1's dQ and its
+// own S^T and dP^T as three groups, reduces that dQ while S^T runs,
+// computes P while dP^T runs and dS^T while dV runs.  A warpgroup whose
+// keys no query of a tile sees runs it masked (all zeros) rather than
+// branch around the MMAs, which would serialise them.  Built for anything
+// but sm_90a the kernels trap (attn_libte.c launches them only where fwd3
+// runs).
+
+// P^T of the thread's 64 x BM elements of S^T (in place) and their A
+// fragments; MASK: some pair of the warp's may be unseen.
+template <int DT, int BM, bool MASK>
+__device__ __forceinline__ void bwd3_probs(const te_attn_params &p, float *s, uint32_t (*pa)[4],
+                                           const float *lse, int key0, int i0, int lq, int lk,
+                                           int shift) {
+#pragma unroll
+  for (int j = 0; j < BM / 8; j++) {
+    const float2 l2 = *reinterpret_cast<const float2 *>(lse + j * 8);
+#pragma unroll
+    for (int e = 0; e < 4; e++) {
+      const float l = ((e & 1) ? l2.y : l2.x) * 1.4426950408889634f;
+      float pe = ex2(fmaf(s[4 * j + e], p.scale_log2, -l));
+      if (MASK) pe = pair_seen(p, key0 + (e / 2) * 8, i0 + j * 8 + (e & 1), lq, lk, shift) ? pe : 0.0f;
+      s[4 * j + e] = pe;
+    }
+    pa[j / 2][(j % 2) * 2] = elem<DT>::pack(s[4 * j], s[4 * j + 1]);
+    pa[j / 2][(j % 2) * 2 + 1] = elem<DT>::pack(s[4 * j + 2], s[4 * j + 3]);
+  }
+}
 
 template <int DT, int DP>
 __device__ __forceinline__ void attn_bwd3(const te_attn_params &p) {
@@ -34,8 +61,8 @@ __device__ __forceinline__ void attn_bwd3(const te_attn_params &p) {
   extern __shared__ __align__(128) unsigned char smem[];  // aligned to 1024 below
   const uint32_t s0 = (smem_addr(smem) + 1023u) & ~1023u;
   const uint32_t sk = s0, sv = sk + KB, sq = sv + KB;  // Q: two buffers
-  const uint32_t sdo = sq + 2 * QB, sds = sdo + 2 * QB;  // dO: two buffers; dS^T
-  float *sl = reinterpret_cast<float *>(smem + (sds + SB - smem_addr(smem)));  // 2 x (lse, D)
+  const uint32_t sdo = sq + 2 * QB, sds = sdo + 2 * QB;  // dO, dS^T: two buffers each
+  float *sl = reinterpret_cast<float *>(smem + (sds + 2 * SB - smem_addr(smem)));  // 2 x (lse, D)
 
   const int kvh = blockIdx.y, b = blockIdx.z, n0 = blockIdx.x * BN;
   const int k0 = p.cu_kv[b], lk = min(p.cu_kv[b + 1] - k0, p.max_kv);
@@ -88,7 +115,6 @@ __device__ __forceinline__ void attn_bwd3(const te_attn_params &p) {
     }
     cp_async_commit();
   };
-  if (ntl > 0) stage(0, 0);
 
   float dk[NDA], dv[NDA];
 #pragma unroll
@@ -98,124 +124,46 @@ __device__ __forceinline__ void attn_bwd3(const te_attn_params &p) {
   // dS^T words of this thread: keys kw + g (+ 8), queries j * 8 + tq * 2
   const int srow = wg * 64 + warp * 16 + g;
 
-  for (int t = 0; t < ntl; t++) {
-    const int buf = t & 1, h = kvh * group + t / nqt, m0 = ibeg + (t % nqt) * BM;
-    if (t + 1 < ntl) {
-      stage(t + 1, buf ^ 1);  // its buffer's last readers passed the end-of-tile barrier
-      cp_async_wait<1>();
-    } else {
-      cp_async_wait<0>();
+
+  // S^T = K Q^T and dP^T = V dO^T (64 keys x 64 queries) of the tile in
+  // buffer nb: two wgmma groups, so that P is computed while dP^T runs
+  float s[NSA], dp[NSA];
+  auto issue_sdp = [&](int nb) {
+    const uint32_t tqs = sq + nb * QB, tdo = sdo + nb * QB;
+#pragma unroll
+    for (int kk = 0; kk < DP / 16; kk++) {
+      const uint32_t off = (kk % 4) * 32u;
+      wg_ss_n64<DT, 0, 0>(s, wg_desc_k(ka + (kk / 4) * (BN * 128) + off),
+                          wg_desc_k(tqs + (kk / 4) * (BM * 128) + off), kk > 0);
     }
-    wg_proxy_fence();
-    __syncthreads();
-    const uint32_t tqs = sq + buf * QB, tdo = sdo + buf * QB;
-
-    const int qlast = min(m0 + BM, lq) - 1;
-    const bool none = kg >= lk || (p.causal && kg > qlast + shift) ||
-                      (win >= 0 && (long long)kg + 63 < (long long)m0 + shift - win);
-    if (none) {  // warpgroup-uniform
+    wg_commit();
 #pragma unroll
-      for (int j = 0; j < BM / 8; j++) {
-        *reinterpret_cast<uint32_t *>(smem + (sds - smem_addr(smem)) + sw128_off<BN>(srow, j) +
-                                      tq * 4) = 0u;
-        *reinterpret_cast<uint32_t *>(smem + (sds - smem_addr(smem)) +
-                                      sw128_off<BN>(srow + 8, j) + tq * 4) = 0u;
-      }
-    } else {
-      // S^T = K Q^T, dP^T = V dO^T: 64 keys x 64 queries
-      float s[NSA], dp[NSA];
-      wg_fence();
-#pragma unroll
-      for (int kk = 0; kk < DP / 16; kk++) {
-        const uint32_t off = (kk % 4) * 32u;
-        wg_ss_n64<DT, 0, 0>(s, wg_desc_k(ka + (kk / 4) * (BN * 128) + off),
-                            wg_desc_k(tqs + (kk / 4) * (BM * 128) + off), kk > 0);
-      }
-#pragma unroll
-      for (int kk = 0; kk < DP / 16; kk++) {
-        const uint32_t off = (kk % 4) * 32u;
-        wg_ss_n64<DT, 0, 0>(dp, wg_desc_k(va + (kk / 4) * (BN * 128) + off),
-                            wg_desc_k(tdo + (kk / 4) * (BM * 128) + off), kk > 0);
-      }
-      wg_commit();
-      wg_wait<0>();
-      wg_keep_all<NSA>(s);
-      wg_keep_all<NSA>(dp);
-
-      const bool whole = m0 + BM <= lq && kw + 16 <= lk && (!p.causal || kw + 15 <= m0 + shift) &&
-                         (win < 0 || (long long)kw >= (long long)qlast + shift - win);
-      const float *tl = sl + buf * 2 * BM;
-      uint32_t pa[BM / 16][4], da[BM / 16][4];
-#pragma unroll
-      for (int j = 0; j < BM / 8; j++) {
-        const int c = j * 8 + tq * 2;
-        const float2 l2 = *reinterpret_cast<const float2 *>(tl + c);
-        const float2 dd = *reinterpret_cast<const float2 *>(tl + BM + c);
-        float pv[4], dsv[4];
-#pragma unroll
-        for (int e = 0; e < 4; e++) {
-          const float lse = (e & 1) ? l2.y : l2.x, dsum = (e & 1) ? dd.y : dd.x;
-          float pe = ex2(fmaf(s[4 * j + e], p.scale_log2, -lse * 1.4426950408889634f));
-          if (!whole) {
-            const int key = kw + g + (e / 2) * 8, i = m0 + c + (e & 1);
-            pe = pair_seen(p, key, i, lq, lk, shift) ? pe : 0.0f;
-          }
-          pv[e] = pe;
-          dsv[e] = pe * (dp[4 * j + e] - dsum) * p.scale;
-        }
-        pa[j / 2][(j % 2) * 2] = elem<DT>::pack(pv[0], pv[1]);
-        pa[j / 2][(j % 2) * 2 + 1] = elem<DT>::pack(pv[2], pv[3]);
-        da[j / 2][(j % 2) * 2] = elem<DT>::pack(dsv[0], dsv[1]);
-        da[j / 2][(j % 2) * 2 + 1] = elem<DT>::pack(dsv[2], dsv[3]);
-      }
-      // dV += P^T dO, dK += dS^T Q: 64 keys x DP, the queries as k
-      wg_fence();
-#pragma unroll
-      for (int kk = 0; kk < BM / 16; kk++) {
-        const uint64_t bo = wg_desc_mn(tdo + kk * 2048, BM * 128);
-        const uint64_t bq = wg_desc_mn(tqs + kk * 2048, BM * 128);
-        if (DP == 128) {
-          wg_rs_n128<DT, 1>(dv, pa[kk], bo, 1);
-          wg_rs_n128<DT, 1>(dk, da[kk], bq, 1);
-        } else {
-          wg_rs_n64<DT, 1>(dv, pa[kk], bo, 1);
-          wg_rs_n64<DT, 1>(dk, da[kk], bq, 1);
-        }
-      }
-      wg_commit();
-      // dS^T to shared memory for dQ (read while the MMAs read the registers)
-#pragma unroll
-      for (int j = 0; j < BM / 8; j++) {
-        unsigned char *w = smem + (sds - smem_addr(smem));
-        *reinterpret_cast<uint32_t *>(w + sw128_off<BN>(srow, j) + tq * 4) = da[j / 2][(j % 2) * 2];
-        *reinterpret_cast<uint32_t *>(w + sw128_off<BN>(srow + 8, j) + tq * 4) =
-            da[j / 2][(j % 2) * 2 + 1];
-      }
-      wg_wait<0>();
-      wg_keep_all<NDA>(dv);
-      wg_keep_all<NDA>(dk);
-      wg_keep_all<BM / 4>(&pa[0][0]);
-      wg_keep_all<BM / 4>(&da[0][0]);
+    for (int kk = 0; kk < DP / 16; kk++) {
+      const uint32_t off = (kk % 4) * 32u;
+      wg_ss_n64<DT, 0, 0>(dp, wg_desc_k(va + (kk / 4) * (BN * 128) + off),
+                          wg_desc_k(tdo + (kk / 4) * (BM * 128) + off), kk > 0);
     }
-    wg_proxy_fence();
-    __syncthreads();  // dS^T complete
+    wg_commit();
+  };
 
-    // dQ += dS K: 64 queries x the warpgroup's DP / 2 columns, over 128 keys
-    float dq[NQA];
-    wg_fence();
+  // dQ += dS K of the tile whose dS^T is at tds: 64 queries x the
+  // warpgroup's DP / 2 columns, over the block's 128 keys
+  float dq[NQA];
+  auto issue_dq = [&](uint32_t tds) {
 #pragma unroll
     for (int kk = 0; kk < BN / 16; kk++) {
-      const uint64_t as = wg_desc_mn(sds + kk * 2048, BN * 128);
+      const uint64_t as = wg_desc_mn(tds + kk * 2048, BN * 128);
       if (DP == 128)
         wg_ss_n64<DT, 1, 1>(dq, as, wg_desc_mn(sk + wg * (BN * 128) + kk * 2048, BN * 128), kk > 0);
       else
         wg_ss_n32<DT, 1, 1>(dq, as, wg_desc_mn(sk + wg * 64 + kk * 2048, BN * 128), kk > 0);
     }
     wg_commit();
-    wg_wait<0>();
-    wg_keep_all<NQA>(dq);
-    // lanes tq and tq ^ 1 swap halves: the even one adds 4 columns of row
-    // g, the odd one the same 4 columns of row g + 8
+  };
+  // ... added into dq_acc (tile t): lanes tq and tq ^ 1 swap halves, the
+  // even one adds 4 columns of row g, the odd one the same 4 of row g + 8
+  auto reduce_dq = [&](int t) {
+    const int h = kvh * group + t / nqt, m0 = ibeg + (t % nqt) * BM;
     const int odd = tq & 1, c0 = wg * (DP / 2);
     const int i = m0 + warp * 16 + g + odd * 8;
     float *acc = p.dq_acc + ((long long)(q0 + i) * p.heads + h) * d + c0 + (tq - odd) * 2;
@@ -228,10 +176,99 @@ __device__ __forceinline__ void attn_bwd3(const te_attn_params &p) {
         else red_add4(acc + j * 8, dq[4 * j], dq[4 * j + 1], r0, r1);
       }
     }
-    // no barrier here: the next tile's dS^T is written after its top
-    // barrier, which every thread passes only when its dQ MMAs are done,
-    // and the buffer the next stage fills was last read before the
-    // mid-tile barrier
+  };
+
+  // One barrier a tile, and no MMA in flight across it: tile t issues
+  // tile t - 1's dQ, its own S^T and dP^T, reduces that dQ while they run,
+  // computes P while dP^T runs and dS^T while dV runs.  Q, dO (tile t + 2
+  // loads from the end of tile t on) and dS^T are double-buffered.
+  if (ntl > 0) {
+    stage(0, 0);
+    if (ntl > 1) {
+      stage(1, 1);
+      cp_async_wait<1>();
+    } else {
+      cp_async_wait<0>();
+    }
+    wg_proxy_fence();
+    __syncthreads();
+  }
+  for (int t = 0; t < ntl; t++) {
+    const int buf = t & 1, m0 = ibeg + (t % nqt) * BM;
+    const uint32_t tqs = sq + buf * QB, tdo = sdo + buf * QB, tds = sds + buf * SB;
+    unsigned char *wds = smem + (tds - smem_addr(smem));
+    wg_fence();
+    issue_dq(sds + (buf ^ 1) * SB);  // tile t - 1's (at t = 0 unread)
+    issue_sdp(buf);
+    wg_wait<2>();
+    wg_keep_all<NQA>(dq);
+    if (t > 0) reduce_dq(t - 1);
+
+    const int qlast = min(m0 + BM, lq) - 1;
+    // every pair of the warp's seen (warp-uniform)
+    const bool whole = m0 + BM <= lq && kw + 16 <= lk && (!p.causal || kw + 15 <= m0 + shift) &&
+                       (win < 0 || (long long)kw >= (long long)qlast + shift - win);
+    const float *tl = sl + buf * 2 * BM + tq * 2;
+    uint32_t pa[BM / 16][4], da[BM / 16][4];
+    wg_wait<1>();  // S^T
+    wg_keep_all<NSA>(s);
+    if (whole) bwd3_probs<DT, BM, false>(p, s, pa, tl, kw + g, m0 + tq * 2, lq, lk, shift);
+    else bwd3_probs<DT, BM, true>(p, s, pa, tl, kw + g, m0 + tq * 2, lq, lk, shift);
+    // dV += P^T dO (64 keys x DP, the queries as k) while dS^T is formed
+    wg_fence();
+#pragma unroll
+    for (int kk = 0; kk < BM / 16; kk++) {
+      const uint64_t bo = wg_desc_mn(tdo + kk * 2048, BM * 128);
+      if (DP == 128) wg_rs_n128<DT, 1>(dv, pa[kk], bo, 1);
+      else wg_rs_n64<DT, 1>(dv, pa[kk], bo, 1);
+    }
+    wg_commit();
+    wg_wait<1>();  // dP^T
+    wg_keep_all<NSA>(dp);
+#pragma unroll
+    for (int j = 0; j < BM / 8; j++) {
+      const float2 dd = *reinterpret_cast<const float2 *>(tl + BM + j * 8);
+      float dsv[4];
+#pragma unroll
+      for (int e = 0; e < 4; e++)
+        dsv[e] = s[4 * j + e] * (dp[4 * j + e] - ((e & 1) ? dd.y : dd.x)) * p.scale;
+      da[j / 2][(j % 2) * 2] = elem<DT>::pack(dsv[0], dsv[1]);
+      da[j / 2][(j % 2) * 2 + 1] = elem<DT>::pack(dsv[2], dsv[3]);
+    }
+    // dK += dS^T Q
+    wg_fence();
+#pragma unroll
+    for (int kk = 0; kk < BM / 16; kk++) {
+      const uint64_t bq = wg_desc_mn(tqs + kk * 2048, BM * 128);
+      if (DP == 128) wg_rs_n128<DT, 1>(dk, da[kk], bq, 1);
+      else wg_rs_n64<DT, 1>(dk, da[kk], bq, 1);
+    }
+    wg_commit();
+    // dS^T to shared memory for dQ (stored while the MMAs read the registers)
+#pragma unroll
+    for (int j = 0; j < BM / 8; j++) {
+      *reinterpret_cast<uint32_t *>(wds + sw128_off<BN>(srow, j) + tq * 4) = da[j / 2][(j % 2) * 2];
+      *reinterpret_cast<uint32_t *>(wds + sw128_off<BN>(srow + 8, j) + tq * 4) =
+          da[j / 2][(j % 2) * 2 + 1];
+    }
+    wg_wait<0>();
+    wg_keep_all<NDA>(dv);
+    wg_keep_all<NDA>(dk);
+    wg_keep_all<BM / 4>(&pa[0][0]);
+    wg_keep_all<BM / 4>(&da[0][0]);
+    if (t + 1 < ntl) cp_async_wait<0>();  // tile t + 1's Q, dO, lse and D
+    wg_proxy_fence();
+    // dS^T of tile t complete, tile t + 1's buffers filled, tile t's Q and
+    // dO read, tile t - 1's dQ (the other dS^T buffer) done
+    __syncthreads();
+    if (t + 2 < ntl) stage(t + 2, buf);
+  }
+  if (ntl > 0) {
+    wg_fence();
+    issue_dq(sds + ((ntl - 1) & 1) * SB);
+    wg_wait<0>();
+    wg_keep_all<NQA>(dq);
+    reduce_dq(ntl - 1);
   }
   cp_async_wait<0>();  // no query tile: K and V are still in flight
 

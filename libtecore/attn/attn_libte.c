@@ -161,12 +161,12 @@ static unsigned attn_fwd3_smem(int dp) {
   return (TE_ATTN_FWD3_BM + 4u * bn) * (unsigned)dp * 2u + 1024u;
 }
 
-/* te_attn_bwd3: K and V, two buffers of Q and dO in 128-byte swizzled
- * rows, dS^T, two of lse and D, and 1 KiB to align them (146 KiB at
- * head_dim 128, 82 KiB at 64). */
+/* te_attn_bwd3: K and V, two buffers each of Q, dO and dS^T in 128-byte
+ * swizzled rows, two of lse and D, and 1 KiB to align them (162 KiB at
+ * head_dim 128, 98 KiB at 64). */
 static unsigned attn_bwd3_smem(int dp) {
   return (2u * TE_ATTN_BWD3_BN + 4u * TE_ATTN_BWD3_BM) * (unsigned)dp * 2u +
-         TE_ATTN_BWD3_BN * TE_ATTN_BWD3_BM * 2u + 4u * TE_ATTN_BWD3_BM * 4u + 1024u;
+         2u * TE_ATTN_BWD3_BN * TE_ATTN_BWD3_BM * 2u + 4u * TE_ATTN_BWD3_BM * 4u + 1024u;
 }
 
 TE_PARAM_INT(attn_wgmma_param, "TECORE_ATTN_WGMMA", 1, 0, 1,

@@ -1,0 +1,27 @@
+#!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
+# bench/gpu-run-s26.sh -- session 26's GPU checks, from the top of a
+# configured and built tree (.devdeps/run builds it):
+#
+#     bash .devdeps/run 'T=$OUT; OUT=/tmp/o TAR=$T/r.tgz PHASES=a bash bench/gpu-run-s26.sh'
+#
+# Phase a: te_attn_bwd3 software-pipelined (one barrier a tile, tile t's
+# dQ reduced while tile t + 1's S^T and dP^T run, P computed while dP^T
+# runs, dS^T while dV runs, the mask test without branches):
+# check_attention with TECORE_ATTN_BACKEND=libte under TE_DEVICE=cuda (the
+# float64 reference), with TECORE_ATTN_WGMMA=0 (the mma.sync kernels share
+# the mask helper), te-bench --attention with and without wgmma beside
+# PyTorch's SDPA flash and cuDNN (bench/attn_peer.py).
+set -u
+default_phases="a"
+. "$(dirname "$0")/gpu-lib.sh"
+step machine sh -c 'nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv; nvcc --version | tail -2'
+if has a; then
+  make -s t/core/check_attention > /dev/null 2>&1
+  step check_attn_libte env TE_DEVICE=cuda TECORE_ATTN_BACKEND=libte t/core/check_attention
+  step check_attn_mma env TE_DEVICE=cuda TECORE_ATTN_BACKEND=libte TECORE_ATTN_WGMMA=0 \
+    t/core/check_attention
+  step bench-attn-wgmma env TECORE_ATTN_BACKEND=libte tools/te-bench --attention
+  step attn-peer python3 bench/attn_peer.py
+  step bench-attn-mma env TECORE_ATTN_BACKEND=libte TECORE_ATTN_WGMMA=0 tools/te-bench --attention
+fi
