@@ -12,6 +12,12 @@
 # float64 reference), with TECORE_ATTN_WGMMA=0 (the mma.sync kernels share
 # the mask helper), te-bench --attention with and without wgmma beside
 # PyTorch's SDPA flash and cuDNN (bench/attn_peer.py).
+# Phase b (after a: every attention row met): the embedding backward's
+# scan with a thread's 32 ids loaded at once (te-bench --model, and
+# check_embedding under TE_DEVICE=cuda); issue 29's other rows in one call:
+# te-bench --attention on the auto backend (cuDNN, BF16 and E4M3) and on
+# libte's kernels beside the peer; GPT-2 124M's step on libte's attention
+# beside cuDNN's.
 set -u
 default_phases="a"
 . "$(dirname "$0")/gpu-lib.sh"
@@ -24,4 +30,15 @@ if has a; then
   step bench-attn-wgmma env TECORE_ATTN_BACKEND=libte tools/te-bench --attention
   step attn-peer python3 bench/attn_peer.py
   step bench-attn-mma env TECORE_ATTN_BACKEND=libte TECORE_ATTN_WGMMA=0 tools/te-bench --attention
+fi
+if has b; then
+  make -s t/core/check_embedding t/core/check_attention tools/te-gpt > /dev/null 2>&1
+  step check_embedding env TE_DEVICE=cuda t/core/check_embedding
+  step bench-model tools/te-bench --model
+  step bench-attn-auto tools/te-bench --attention
+  step bench-attn-libte env TECORE_ATTN_BACKEND=libte tools/te-bench --attention
+  step attn-peer python3 bench/attn_peer.py
+  small="tools/te-gpt --model gpt2-124m --synthetic --batch 32 --steps 20 --eval-every 0 --sample 0 --json"
+  step small-libte env TECORE_ATTN_BACKEND=libte $small
+  step small-cudnn $small
 fi

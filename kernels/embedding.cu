@@ -117,23 +117,52 @@ __device__ int emb_scan(const bwd_k &a, unsigned long long c0, int n, long long 
   const int i0 = threadIdx.x * TPT;
   const bool vec = a.ids && (uintptr_t)a.ids % 16 == 0;
   unsigned m = 0;
-#pragma unroll 2
-  for (int q = 0; q < TPT; q += 4) {
-    const int i = i0 + q;
-    if (i >= n) break;
-    long long id[4];
-    if (i + 4 <= n) emb_ids4(a, c0 + i, vec, id);
-    else
-      for (int e = 0; e < 4; e++) id[e] = i + e < n ? te_emb_id(a.ids, c0 + i + e, a.seq_len) : -1;
+  // one id: its bit in m and its row's count, the status from block 0
+  auto take = [&](long long id, int q) {
+    const long long r = id - v0;
+    if (r >= 0 && r < TE_EMB_ROWS && id < a.vocab) {
+      m |= 1u << q;
+      atomicAdd(&s.cnt[r], 1);
+    }
+    if (blockIdx.x == 0 && (id < 0 || id >= a.vocab))
+      emb_report(a.status, te_emb_status(c0 + i0 + q, id, pos));
+  };
+  // all TPT ids loaded before the first is tested (rows in int range)
+  if (vec && i0 + TPT <= n && v0 <= 0x7fffffffll - TE_EMB_ROWS) {
+    int4 q4[TPT / 4];
 #pragma unroll
-    for (int e = 0; e < 4; e++) {
-      const long long r = id[e] - v0;
-      if (r >= 0 && r < TE_EMB_ROWS && id[e] < a.vocab) {
-        m |= 1u << (q + e);
-        atomicAdd(&s.cnt[r], 1);
+    for (int q = 0; q < TPT / 4; q++) q4[q] = __ldg((const int4 *)(a.ids + c0 + i0) + q);
+    bool bad = false;
+#pragma unroll
+    for (int q = 0; q < TPT / 4; q++) {
+      const int id[4] = {q4[q].x, q4[q].y, q4[q].z, q4[q].w};
+#pragma unroll
+      for (int e = 0; e < 4; e++) {
+        const unsigned r = (unsigned)id[e] - (unsigned)v0;  // a negative id: past 2^31
+        if (r < TE_EMB_ROWS && id[e] < a.vocab) {
+          m |= 1u << (4 * q + e);
+          atomicAdd(&s.cnt[r], 1);
+        }
+        bad |= id[e] < 0 || id[e] >= a.vocab;
       }
-      if (blockIdx.x == 0 && i + e < n && (id[e] < 0 || id[e] >= a.vocab))
-        emb_report(a.status, te_emb_status(c0 + i + e, id[e], pos));
+    }
+    if (blockIdx.x == 0 && bad)
+      for (int q = 0; q < TPT; q++) {
+        const long long id = a.ids[c0 + i0 + q];
+        if (id < 0 || id >= a.vocab) emb_report(a.status, te_emb_status(c0 + i0 + q, id, pos));
+      }
+  } else {
+#pragma unroll 2
+    for (int q = 0; q < TPT; q += 4) {
+      const int i = i0 + q;
+      if (i >= n) break;
+      long long id[4];
+      if (i + 4 <= n) emb_ids4(a, c0 + i, vec, id);
+      else
+        for (int e = 0; e < 4; e++) id[e] = i + e < n ? te_emb_id(a.ids, c0 + i + e, a.seq_len) : -1;
+#pragma unroll
+      for (int e = 0; e < 4; e++)
+        if (i + e < n) take(id[e], q + e);
     }
   }
   int c = __popc(m), inc = c;

@@ -187,6 +187,44 @@ START_TEST(embedding_out_of_range_reported) {
 }
 END_TEST
 
+/* The backward's ids out of range where a thread's 32 ids are loaded at
+ * once (100 tokens: threads 0-2 take whole quads): the bad tokens add
+ * nothing, every other row is the float64 sum, and one of them is reported. */
+START_TEST(embedding_bwd_out_of_range_vector_ids) {
+  enum { T = 100, V = 150, H = 64 };
+  static float dy[T * H], w0[V * H], got[V * H];
+  static double ref[V * H];
+  int32_t ids[T];
+  te_rand_floats(dy, T * H, -1, 1);
+  te_rand_floats(w0, V * H, -1, 1);
+  for (int t = 0; t < T; t++) ids[t] = (int32_t)te_rand_below(V);
+  ids[40] = V;   /* past the table, thread 1 */
+  ids[70] = -3;  /* negative, thread 2 */
+  uint64_t *st = NULL;
+  TE_OK(tecore_mem_alloc_host(sizeof *st, (void **)&st));
+  *st = 0;
+  tecore_devptr_t ddy = pu_upload(dy, T * H, TECORE_DTYPE_BF16), di = pu_upload_i32(ids, T),
+                  dw = pu_upload(w0, V * H, TECORE_DTYPE_F32);
+  struct tecore_tensor tdy = pu_tensor2(TECORE_DTYPE_BF16, T, H, ddy),
+                       tdw = pu_tensor2(TECORE_DTYPE_F32, V, H, dw);
+  struct tecore_embedding_args a = {.ids = di, .tokens = T, .status = st};
+  TE_OK(tecore_embedding_bwd(&a, &tdy, &tdw, NULL, te_stream));
+  TE_EXPECT_INVALID("token", tecore_embedding_check(st, te_stream));
+  const char *e = tecore_last_error();
+  ck_assert_msg(strstr(e, "token 40") || strstr(e, "token 70"), "detail: %s", e);
+  pu_download(got, dw, V * H, TECORE_DTYPE_F32);
+  for (int i = 0; i < V * H; i++) ref[i] = w0[i];
+  for (int t = 0; t < T; t++)
+    if (ids[t] >= 0 && ids[t] < V)
+      for (int j = 0; j < H; j++) ref[ids[t] * H + j] += pu_round(dy[t * H + j], TECORE_DTYPE_BF16);
+  for (int i = 0; i < V * H; i++)
+    ck_assert_msg(fabs(got[i] - ref[i]) <= 1e-5 * (1 + fabs(ref[i])), "dW[%d] %g, float64 %g",
+                  i, got[i], ref[i]);
+  TE_OK(tecore_mem_free(ddy)); TE_OK(tecore_mem_free(di)); TE_OK(tecore_mem_free(dw));
+  TE_OK(tecore_mem_free_host(st));
+}
+END_TEST
+
 /* tecore_embedding_store: the named rows of a poisoned table get the
  * input rows (converted: exact for bf16 -> f32 and f32 -> bf16 rounded
  * once, as pu_round does), every other row keeps its poison; an id past
@@ -315,6 +353,7 @@ static Suite *make_suite(void) {
   tcase_add_test(tc, embedding_bwd_deterministic);
   tcase_add_test(tc, embedding_bwd_positions_table);
   tcase_add_test(tc, embedding_out_of_range_reported);
+  tcase_add_test(tc, embedding_bwd_out_of_range_vector_ids);
   tcase_add_test(tc, embedding_store_rows);
   tc = te_tcase(s, "arguments", 1);
   tcase_add_test(tc, embedding_bad_arguments);
