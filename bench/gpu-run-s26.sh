@@ -18,6 +18,10 @@
 # te-bench --attention on the auto backend (cuDNN, BF16 and E4M3) and on
 # libte's kernels beside the peer; GPT-2 124M's step on libte's attention
 # beside cuDNN's.
+# Phase c (after b: the E4M3 forward with a BF16 O at 1.281x the BF16
+# forward, 1.3x asked): the staged O widened 8 codes a thread, four loads
+# in flight, each warp's loads and stores contiguous: check_attn_cudnn and
+# check_attention under TE_DEVICE=cuda, te-bench --attention (auto).
 set -u
 default_phases="a"
 . "$(dirname "$0")/gpu-lib.sh"
@@ -41,4 +45,11 @@ if has b; then
   small="tools/te-gpt --model gpt2-124m --synthetic --batch 32 --steps 20 --eval-every 0 --sample 0 --json"
   step small-libte env TECORE_ATTN_BACKEND=libte $small
   step small-cudnn $small
+fi
+if has c; then
+  make -s t/core/check_attn_cudnn t/core/check_attention > /dev/null 2>&1
+  step check_attn_cudnn env TE_DEVICE=cuda t/core/check_attn_cudnn
+  step check_attn_auto env TE_DEVICE=cuda t/core/check_attention
+  step bench-attn-auto tools/te-bench --attention
+  step bench-attn-auto2 tools/te-bench --attention
 fi

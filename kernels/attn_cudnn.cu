@@ -47,20 +47,12 @@ __device__ __forceinline__ void te_acd_widen8(uint32_t w0, uint32_t w1, float in
   for (int e = 0; e < 8; e++) v[e] *= inv;
 }
 
-// 16 staged codes of u into O's elements at (16-byte aligned).
-__device__ __forceinline__ void te_acd_widen16(uint4 u, float inv, void *o, uint64_t at, int dt) {
-  float v[8];
-  te_acd_widen8(u.x, u.y, inv, v);
-  te_dev_st8(o, at, dt, v);
-  te_acd_widen8(u.z, u.w, inv, v);
-  te_dev_st8(o, at + 8, dt, v);
-}
-
 // The staged O widened: where O is packed like the staged copy (token
-// stride heads * d, head stride d) element e of o8 is element e of O, and
-// a thread takes 16 at a time, two loads in flight; otherwise 8 (an item
-// of kernels/common/attn_cudnn.h) at the offset it names.  Thread 0 does
-// the last item's fold of the amaxes.
+// stride heads * d, head stride d) item i's 8 codes become O's elements
+// 8 i .. 8 i + 7, so a warp's loads (256 bytes) and its stores (512
+// bytes at BF16/F16) are each one contiguous run, and a thread keeps four
+// loads in flight; otherwise item i goes to the offset it names.  Thread
+// 0 does the last item's fold of the amaxes.
 extern "C" __global__ void __launch_bounds__(TE_ACD_THREADS)
     te_attn_cudnn_fp8(TE_KSIG(TE_ACD_FP8_PARAMS)) {
   const long long n = te_acd_fp8_items(o8, total_q, heads, d, mode);
@@ -78,20 +70,23 @@ extern "C" __global__ void __launch_bounds__(TE_ACD_THREADS)
   const float inv = 1.0f / slots[TE_ACD_SLOT_SCALE_O];
   float v[8];
   if (o_ts == heads * d && o_hs == d) {
-    const long long n16 = (n - 1) / 2; /* 16-element pieces; an odd 8 after them */
-    if (((n - 1) & 1) && first == 0) {
-      uint2 u = *(const uint2 *)(o8 + (n - 2) * TE_ACD_FP8_VEC);
-      te_acd_widen8(u.x, u.y, inv, v);
-      te_dev_st8(o, (uint64_t)((n - 2) * TE_ACD_FP8_VEC), o_dt, v);
-    }
-    const uint4 *src = (const uint4 *)o8;
+    const uint2 *src = (const uint2 *)o8;
     long long i = first;
-    for (; i + step < n16; i += 2 * step) {
-      uint4 a = src[i], b = src[i + step];
-      te_acd_widen16(a, inv, o, (uint64_t)(i * 16), o_dt);
-      te_acd_widen16(b, inv, o, (uint64_t)((i + step) * 16), o_dt);
+    for (; i + 3 * step < n - 1; i += 4 * step) {
+      uint2 u[4];
+#pragma unroll
+      for (int k = 0; k < 4; k++) u[k] = src[i + k * step];
+#pragma unroll
+      for (int k = 0; k < 4; k++) {
+        te_acd_widen8(u[k].x, u[k].y, inv, v);
+        te_dev_st8(o, (uint64_t)((i + k * step) * TE_ACD_FP8_VEC), o_dt, v);
+      }
     }
-    if (i < n16) te_acd_widen16(src[i], inv, o, (uint64_t)(i * 16), o_dt);
+    for (; i < n - 1; i += step) {
+      const uint2 u = src[i];
+      te_acd_widen8(u.x, u.y, inv, v);
+      te_dev_st8(o, (uint64_t)(i * TE_ACD_FP8_VEC), o_dt, v);
+    }
     return;
   }
   for (long long i = first; i < n - 1; i += step) {
