@@ -22,6 +22,11 @@
 # forward, 1.3x asked): the staged O widened 8 codes a thread, four loads
 # in flight, each warp's loads and stores contiguous: check_attn_cudnn and
 # check_attention under TE_DEVICE=cuda, te-bench --attention (auto).
+# Phase d: te_attn_bwd3_d64 with one warpgroup of 64 keys a block (every
+# column of dQ, two blocks an SM, so that one block's softmax overlaps the
+# other's MMAs): check_attention (libte) under TE_DEVICE=cuda, te-bench
+# --attention (libte) beside the peer, GPT-2 124M's step on libte's
+# attention; check_attn_cudnn again (its s_amax reference fixed).
 set -u
 default_phases="a"
 . "$(dirname "$0")/gpu-lib.sh"
@@ -52,4 +57,13 @@ if has c; then
   step check_attn_auto env TE_DEVICE=cuda t/core/check_attention
   step bench-attn-auto tools/te-bench --attention
   step bench-attn-auto2 tools/te-bench --attention
+fi
+if has d; then
+  make -s t/core/check_attention t/core/check_attn_cudnn tools/te-gpt > /dev/null 2>&1
+  step check_attn_libte env TE_DEVICE=cuda TECORE_ATTN_BACKEND=libte t/core/check_attention
+  step bench-attn-libte env TECORE_ATTN_BACKEND=libte tools/te-bench --attention
+  step attn-peer python3 bench/attn_peer.py
+  step check_attn_cudnn env TE_DEVICE=cuda t/core/check_attn_cudnn
+  small="tools/te-gpt --model gpt2-124m --synthetic --batch 32 --steps 20 --eval-every 0 --sample 0 --json"
+  step small-libte env TECORE_ATTN_BACKEND=libte $small
 fi
