@@ -27,6 +27,10 @@
 # other's MMAs): check_attention (libte) under TE_DEVICE=cuda, te-bench
 # --attention (libte) beside the peer, GPT-2 124M's step on libte's
 # attention; check_attn_cudnn again (its s_amax reference fixed).
+# Phase e: te_norm_bwd_fast loads the residual branch's gradient with x
+# and dy (one round trip to memory a row, was two): check_norm under
+# TE_DEVICE=cuda, te-bench --model (its new LayerNorm backward row), GPT-2
+# 124M's step and its --profile.
 set -u
 default_phases="a"
 . "$(dirname "$0")/gpu-lib.sh"
@@ -66,4 +70,12 @@ if has d; then
   step check_attn_cudnn env TE_DEVICE=cuda t/core/check_attn_cudnn
   small="tools/te-gpt --model gpt2-124m --synthetic --batch 32 --steps 20 --eval-every 0 --sample 0 --json"
   step small-libte env TECORE_ATTN_BACKEND=libte $small
+fi
+if has e; then
+  make -s t/core/check_norm tools/te-gpt > /dev/null 2>&1
+  step check_norm env TE_DEVICE=cuda t/core/check_norm
+  step bench-model tools/te-bench --model
+  small="tools/te-gpt --model gpt2-124m --synthetic --batch 32 --steps 20 --eval-every 0 --sample 0 --json"
+  step small-cudnn $small
+  step small-profile tools/te-gpt --model gpt2-124m --synthetic --batch 32 --steps 3 --eval-every 0 --sample 0 --profile
 fi

@@ -484,15 +484,17 @@ __device__ __forceinline__ void norm_bwd(const bwd_args &a) {
     const float rs = valid ? a.rsigma[row] : 0.0f;
     const float m = (ln && valid) ? a.mu[row] : 0.0f;
     float xh[RAW ? VEC : NVR * VEC], g[RAW ? VEC : NVR * VEC];
-    uint4 xr[RAW ? NVR : 1], gr[RAW ? NVR : 1];
+    uint4 xr[RAW ? NVR : 1], gr[RAW ? NVR : 1], er[RAW ? NVR : 1];
     float s[2] = {0.0f, 0.0f};
     if (RAW) {
+      // the extra gradient too, so that a row costs one round trip to memory
 #pragma unroll
       for (int j = 0; j < NVR; j++) {
         const unsigned vi = (unsigned)j * T + t;
         if (j < nv && valid && vi < nvec) {
           xr[j] = te_dev_ld8raw<DT>(a.x, base + (unsigned long long)vi * VEC);
           gr[j] = te_dev_ld8raw<DT>(a.dy, base + (unsigned long long)vi * VEC);
+          if (add) er[j] = te_dev_ld8raw<DT>(a.extra, base + (unsigned long long)vi * VEC);
         }
       }
     }
@@ -541,7 +543,8 @@ __device__ __forceinline__ void norm_bwd(const bwd_args &a) {
           xe[k] = ln ? te_mul_rn(te_sub_rn(xe[k], m), rs) : te_mul_rn(xe[k], rs);
       }
       nv_ld_ro<VEC, DT>(a.gamma, (unsigned long long)vi * VEC, dtw, w);
-      if (add) nv_ld<VEC, DT>(a.extra, off, dte, ex);
+      if (add && RAW) te_dev_unpack8t<DT>(er[j], ex);
+      else if (add) nv_ld<VEC, DT>(a.extra, off, dte, ex);
 #pragma unroll
       for (int k = 0; k < VEC; k++) {
         const float dyg = te_mul_rn(ge[k], te_norm_gamma(w[k], zc));

@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* bench_model.c -- te-bench's model-parts rows: RoPE (in place on the Q
  * and K of a packed BF16 QKV), token-embedding backward (BF16 dy into F32
- * dW) and cross-entropy forward and backward (BF16 logits), each as a
- * fraction of the copy floor for the bytes it must move.  On a GPU the
+ * dW), cross-entropy forward and backward (BF16 logits) and LayerNorm's
+ * backward with a residual gradient (GPT-2's 32768 x 768 BF16), each as
+ * a fraction of the copy floor for the bytes it must move.  On a GPU the
  * shapes are 8192 tokens (Llama-like 32 + 8 + 8 heads of 128; hidden
  * 4096; vocabulary 50304); vdev takes 256 tokens (its figures are not
  * speed). */
@@ -160,12 +161,57 @@ static void model_xent(struct tb_ctx *c, size_t T) {
   free(h);
 }
 
+struct norm_arg {
+  struct tecore_tensor x, dy, gamma, extra, dx, dgamma, dbeta;
+  tecore_devptr_t mu, rsigma, ws;
+  size_t ws_bytes;
+};
+static tecore_result_t norm_body(struct tb_ctx *c, void *p) {
+  struct norm_arg *n = p;
+  return tecore_layernorm_bwd_add(&n->dy, &n->x, n->mu, n->rsigma, &n->gamma, &n->extra, 0,
+                                  &n->dx, &n->dgamma, &n->dbeta, n->ws, n->ws_bytes, c->s);
+}
+
+/* LayerNorm's backward with the residual branch's gradient added (a
+ * pre-norm block's), BF16 rows of GPT-2's hidden 768: x, dy and the extra
+ * gradient read, dx written. */
+static void model_norm(struct tb_ctx *c, size_t R, size_t H) {
+  struct norm_arg n = {0};
+  tecore_devptr_t x = tb_alloc_random(c, R * H, TECORE_DTYPE_BF16),
+                  dy = tb_alloc_random(c, R * H, TECORE_DTYPE_BF16),
+                  ex = tb_alloc_random(c, R * H, TECORE_DTYPE_BF16),
+                  dx = tb_alloc_random(c, R * H, TECORE_DTYPE_BF16),
+                  g = tb_alloc_random(c, 3 * H, TECORE_DTYPE_F32),
+                  stats = tb_alloc_random(c, 2 * R, TECORE_DTYPE_F32),
+                  gb = tb_alloc_random(c, H, TECORE_DTYPE_BF16);
+  if (x && dy && ex && dx && g && stats && gb &&
+      tecore_norm_bwd_workspace_size(TECORE_NORM_LAYERNORM, R, H, &n.ws_bytes) == TECORE_SUCCESS &&
+      tecore_mem_alloc(n.ws_bytes, &n.ws) == TECORE_SUCCESS) {
+    size_t rh[2] = {R, H}, h1[1] = {H};
+    tecore_tensor_init(&n.x, TECORE_DTYPE_BF16, 2, rh, x);
+    tecore_tensor_init(&n.dy, TECORE_DTYPE_BF16, 2, rh, dy);
+    tecore_tensor_init(&n.extra, TECORE_DTYPE_BF16, 2, rh, ex);
+    tecore_tensor_init(&n.dx, TECORE_DTYPE_BF16, 2, rh, dx);
+    tecore_tensor_init(&n.gamma, TECORE_DTYPE_BF16, 1, h1, gb);
+    tecore_tensor_init(&n.dgamma, TECORE_DTYPE_F32, 1, h1, g);
+    tecore_tensor_init(&n.dbeta, TECORE_DTYPE_F32, 1, h1, g + 4 * H);
+    n.mu = stats, n.rsigma = stats + 4 * R;
+    char shape[64];
+    snprintf(shape, sizeof shape, "%zux%zu bf16 +extra", R, H);
+    tb_report(c, "layernorm bwd", shape, tb_time(c, norm_body, &n), 8.0 * R * H, 85);
+  }
+  tecore_devptr_t bufs[8] = {x, dy, ex, dx, g, stats, gb, n.ws};
+  for (int i = 0; i < 8; i++)
+    if (bufs[i]) tecore_mem_free(bufs[i]);
+}
+
 void tb_model(struct tb_ctx *c) {
   size_t T = c->speed ? 8192 : 256;
   c->section = "model";
-  tb_info(c, "model parts: RoPE, embedding backward, cross-entropy; %% of the copy floor for "
-             "the bytes each must move");
+  tb_info(c, "model parts: RoPE, embedding backward, cross-entropy, LayerNorm backward; %% of "
+             "the copy floor for the bytes each must move");
   model_rope(c, T);
   model_embedding(c, T);
   model_xent(c, T);
+  model_norm(c, c->speed ? 32768 : 256, 768);
 }
