@@ -31,6 +31,10 @@
 # and dy (one round trip to memory a row, was two): check_norm under
 # TE_DEVICE=cuda, te-bench --model (its new LayerNorm backward row), GPT-2
 # 124M's step and its --profile.
+# Phase f: the final code, once more: check_attention (libte, auto),
+# check_embedding, check_attn_cudnn under TE_DEVICE=cuda; t/demo/te-gpt.sh
+# under TE_DEVICE=cuda; te-bench --model and --attention (libte and auto)
+# beside the peer; GPT-2 124M's decode at batch 1 beside the PyTorch loop.
 set -u
 default_phases="a"
 . "$(dirname "$0")/gpu-lib.sh"
@@ -78,4 +82,20 @@ if has e; then
   small="tools/te-gpt --model gpt2-124m --synthetic --batch 32 --steps 20 --eval-every 0 --sample 0 --json"
   step small-cudnn $small
   step small-profile tools/te-gpt --model gpt2-124m --synthetic --batch 32 --steps 3 --eval-every 0 --sample 0 --profile
+fi
+if has f; then
+  make -s t/core/check_attention t/core/check_embedding t/core/check_attn_cudnn tools/te-gpt \
+    > /dev/null 2>&1
+  step check_attn_libte env TE_DEVICE=cuda TECORE_ATTN_BACKEND=libte t/core/check_attention
+  step check_attn_auto env TE_DEVICE=cuda t/core/check_attention
+  step check_attn_cudnn env TE_DEVICE=cuda t/core/check_attn_cudnn
+  step check_embedding env TE_DEVICE=cuda t/core/check_embedding
+  step bench-model tools/te-bench --model
+  step bench-attn-libte env TECORE_ATTN_BACKEND=libte tools/te-bench --attention
+  step bench-attn-auto tools/te-bench --attention
+  step attn-peer python3 bench/attn_peer.py
+  step decode-wgmma tools/te-gpt --model gpt2-124m --synthetic --steps 0 --sample 256 --json
+  step decode-peer python3 bench/gpt_peer.py decode --model gpt2-124m --tokens 256
+  step te-gpt-sh make -s check TESTS=t/demo/te-gpt.sh TE_DEVICE=cuda
+  cp t/demo/te-gpt.sh.log "$out/" 2>/dev/null
 fi
