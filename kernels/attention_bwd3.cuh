@@ -215,14 +215,7 @@ __device__ __forceinline__ void attn_bwd3(const te_attn_params &p) {
     if (whole) bwd3_probs<DT, BM, false>(p, s, pa, tl, kw + g, m0 + tq * 2, lq, lk, shift);
     else bwd3_probs<DT, BM, true>(p, s, pa, tl, kw + g, m0 + tq * 2, lq, lk, shift);
     // dV += P^T dO (64 keys x DP, the queries as k) while dS^T is formed
-    wg_fence();
-#pragma unroll
-    for (int kk = 0; kk < BM / 16; kk++) {
-      const uint64_t bo = wg_desc_mn(tdo + kk * 2048, BM * 128);
-      if (DP == 128) wg_rs_n128<DT, 1>(dv, pa[kk], bo, 1);
-      else wg_rs_n64<DT, 1>(dv, pa[kk], bo, 1);
-    }
-    wg_commit();
+    wg_rs_mn_group<DT, DP, BM / 16>(dv, pa, tdo, BM * 128);
     wg_wait<1>();  // dP^T
     wg_keep_all<NSA>(dp);
 #pragma unroll
@@ -236,14 +229,7 @@ __device__ __forceinline__ void attn_bwd3(const te_attn_params &p) {
       da[j / 2][(j % 2) * 2 + 1] = elem<DT>::pack(dsv[2], dsv[3]);
     }
     // dK += dS^T Q
-    wg_fence();
-#pragma unroll
-    for (int kk = 0; kk < BM / 16; kk++) {
-      const uint64_t bq = wg_desc_mn(tqs + kk * 2048, BM * 128);
-      if (DP == 128) wg_rs_n128<DT, 1>(dk, da[kk], bq, 1);
-      else wg_rs_n64<DT, 1>(dk, da[kk], bq, 1);
-    }
-    wg_commit();
+    wg_rs_mn_group<DT, DP, BM / 16>(dk, da, tqs, BM * 128);
     // dS^T to shared memory for dQ (stored while the MMAs read the registers)
 #pragma unroll
     for (int j = 0; j < BM / 8; j++) {

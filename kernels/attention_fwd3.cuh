@@ -195,14 +195,7 @@ __device__ __forceinline__ void attn_fwd3(const te_attn_params &p) {
         pf[kk][2] = elem<DT>::pack(s[8 * kk + 4], s[8 * kk + 5]);
         pf[kk][3] = elem<DT>::pack(s[8 * kk + 6], s[8 * kk + 7]);
       }
-      wg_fence();
-#pragma unroll
-      for (int kk = 0; kk < BN / 16; kk++) {
-        const uint64_t dv = wg_desc_mn(tv + kk * 2048, BN * 128);
-        if (DP == 128) wg_rs_n128<DT, 1>(o, pf[kk], dv, 1);
-        else wg_rs_n64<DT, 1>(o, pf[kk], dv, 1);
-      }
-      wg_commit();
+      wg_rs_mn_group<DT, DP, BN / 16>(o, pf, tv, BN * 128);
       wg_wait<0>();
       wg_keep_all<NOA>(o);
       wg_keep_all<BN / 4>(&pf[0][0]);

@@ -202,5 +202,23 @@ __device__ __forceinline__ void wg_rs_n128(float *d, const uint32_t *a, uint64_t
   else TE_WG_RS_N128("f16");
 }
 
+// d (64 x N, N = 64 or 128) += A B over K = 16 KS, issued as one group
+// after a fence: A the register fragments a[KS][4], B read MN-major
+// (transposed) from KS 16-row k-steps 2048 bytes apart from b, 64-column
+// blocks lbo bytes apart.
+template <int DT, int N, int KS>
+__device__ __forceinline__ void wg_rs_mn_group(float *d, uint32_t (*a)[4], uint32_t b,
+                                               uint32_t lbo) {
+  static_assert(N == 64 || N == 128, "m64n64k16 or m64n128k16");
+  wg_fence();
+#pragma unroll
+  for (int kk = 0; kk < KS; kk++) {
+    const uint64_t bd = wg_desc_mn(b + kk * 2048, lbo);
+    if (N == 128) wg_rs_n128<DT, 1>(d, a[kk], bd, 1);
+    else wg_rs_n64<DT, 1>(d, a[kk], bd, 1);
+  }
+  wg_commit();
+}
+
 #endif  // TE_WGMMA
 #endif
