@@ -35,6 +35,11 @@
 # check_embedding, check_attn_cudnn under TE_DEVICE=cuda; t/demo/te-gpt.sh
 # under TE_DEVICE=cuda; te-bench --model and --attention (libte and auto)
 # beside the peer; GPT-2 124M's decode at batch 1 beside the PyTorch loop.
+# Phase g: te_attn_bwd3 adds dQ into dq_acc by bulk reductions (a
+# warpgroup's fragments staged in shared memory, one
+# cp.reduce.async.bulk a query row) instead of 16-byte red.global from
+# every thread: check_attention (libte, and with wgmma off) under
+# TE_DEVICE=cuda, te-bench --attention (libte) beside the peer, twice.
 set -u
 default_phases="a"
 . "$(dirname "$0")/gpu-lib.sh"
@@ -98,4 +103,13 @@ if has f; then
   step decode-peer python3 bench/gpt_peer.py decode --model gpt2-124m --tokens 256
   step te-gpt-sh make -s check TESTS=t/demo/te-gpt.sh TE_DEVICE=cuda
   cp t/demo/te-gpt.sh.log "$out/" 2>/dev/null
+fi
+if has g; then
+  make -s t/core/check_attention tools/te-gpt > /dev/null 2>&1
+  step check_attn_libte env TE_DEVICE=cuda TECORE_ATTN_BACKEND=libte t/core/check_attention
+  step bench-attn-libte env TECORE_ATTN_BACKEND=libte tools/te-bench --attention
+  step attn-peer python3 bench/attn_peer.py
+  step bench-attn-libte2 env TECORE_ATTN_BACKEND=libte tools/te-bench --attention
+  small="tools/te-gpt --model gpt2-124m --synthetic --batch 32 --steps 20 --eval-every 0 --sample 0 --json"
+  step small-libte env TECORE_ATTN_BACKEND=libte $small
 fi
