@@ -117,15 +117,19 @@ __device__ int emb_scan(const bwd_k &a, unsigned long long c0, int n, long long 
   const int i0 = threadIdx.x * TPT;
   const bool vec = a.ids && (uintptr_t)a.ids % 16 == 0;
   unsigned m = 0;
-  // one id: its bit in m and its row's count, the status from block 0
+  // an id outside the table (chunk token i0 + q), reported by block 0
+  auto report = [&](long long id, int q) {
+    if (blockIdx.x == 0 && (id < 0 || id >= a.vocab))
+      emb_report(a.status, te_emb_status(c0 + i0 + q, id, pos));
+  };
+  // one id: its bit in m and its row's count
   auto take = [&](long long id, int q) {
     const long long r = id - v0;
     if (r >= 0 && r < TE_EMB_ROWS && id < a.vocab) {
       m |= 1u << q;
       atomicAdd(&s.cnt[r], 1);
     }
-    if (blockIdx.x == 0 && (id < 0 || id >= a.vocab))
-      emb_report(a.status, te_emb_status(c0 + i0 + q, id, pos));
+    report(id, q);
   };
   // all TPT ids loaded before the first is tested (rows in int range)
   if (vec && i0 + TPT <= n && v0 <= 0x7fffffffll - TE_EMB_ROWS) {
@@ -147,10 +151,7 @@ __device__ int emb_scan(const bwd_k &a, unsigned long long c0, int n, long long 
       }
     }
     if (blockIdx.x == 0 && bad)
-      for (int q = 0; q < TPT; q++) {
-        const long long id = a.ids[c0 + i0 + q];
-        if (id < 0 || id >= a.vocab) emb_report(a.status, te_emb_status(c0 + i0 + q, id, pos));
-      }
+      for (int q = 0; q < TPT; q++) report(a.ids[c0 + i0 + q], q);
   } else {
 #pragma unroll 2
     for (int q = 0; q < TPT; q += 4) {
