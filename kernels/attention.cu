@@ -200,6 +200,34 @@ __device__ __forceinline__ bool pair_seen(const te_attn_params &p, int key, int 
          ((p.window < 0) | ((long long)key >= (long long)i + shift - p.window));
 }
 
+// dK and dV of the warp's 16 keys (rows g and g + 8 from key kw): the
+// m16n8 accumulator quads of NJ 8-column groups, dk[4 j + e], in the
+// tensors' dtype, columns past d (head_dim) and keys past lk not written.
+template <int DT, int NJ>
+__device__ __forceinline__ void store_dkdv(const te_attn_params &p, const float *dk,
+                                           const float *dv, int k0, int kw, int lk, int kvh,
+                                           int d, int g, int tq) {
+  typedef typename elem<DT>::t T;
+  T *DK = static_cast<T *>(p.dk), *DV = static_cast<T *>(p.dv);
+#pragma unroll
+  for (int hr = 0; hr < 2; hr++) {
+    const int key = kw + g + hr * 8;
+    if (key >= lk) continue;
+    T *dkr = DK + (long long)(k0 + key) * p.dk_ts + (long long)kvh * p.dk_hs;
+    T *dvr = DV + (long long)(k0 + key) * p.dv_ts + (long long)kvh * p.dv_hs;
+#pragma unroll
+    for (int j = 0; j < NJ; j++) {
+      const int col = j * 8 + tq * 2;
+      if (col < d) {
+        *reinterpret_cast<uint32_t *>(dkr + col) =
+            elem<DT>::pack(dk[4 * j + 2 * hr], dk[4 * j + 2 * hr + 1]);
+        *reinterpret_cast<uint32_t *>(dvr + col) =
+            elem<DT>::pack(dv[4 * j + 2 * hr], dv[4 * j + 2 * hr + 1]);
+      }
+    }
+  }
+}
+
 // ---- fixed lengths ---------------------------------------------------------------------------
 
 extern "C" __global__ void te_attn_seqlens(TE_KSIG(TE_ATTN_SEQLENS_PARAMS)) {

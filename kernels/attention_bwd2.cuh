@@ -251,23 +251,7 @@ __device__ __forceinline__ void attn_bwd2(const te_attn_params &p) {
   }
   cp_async_wait<0>();  // no query tile: K and V are still in flight
 
-  // dK and dV of the warp's 16 keys: rows g and g + 8
-  T *DK = static_cast<T *>(p.dk), *DV = static_cast<T *>(p.dv);
-#pragma unroll
-  for (int hr = 0; hr < 2; hr++) {
-    const int key = kw + g + hr * 8;
-    if (key >= lk) continue;
-    T *dkr = DK + (long long)(k0 + key) * p.dk_ts + (long long)kvh * p.dk_hs;
-    T *dvr = DV + (long long)(k0 + key) * p.dv_ts + (long long)kvh * p.dv_hs;
-#pragma unroll
-    for (int j = 0; j < ND; j++) {
-      const int col = j * 8 + tq * 2;
-      if (col < d) {
-        *reinterpret_cast<uint32_t *>(dkr + col) = elem<DT>::pack(dk[j][hr * 2], dk[j][hr * 2 + 1]);
-        *reinterpret_cast<uint32_t *>(dvr + col) = elem<DT>::pack(dv[j][hr * 2], dv[j][hr * 2 + 1]);
-      }
-    }
-  }
+  store_dkdv<DT, ND>(p, &dk[0][0], &dv[0][0], k0, kw, lk, kvh, d, g, tq);
 }
 
 #define BWD2_KERNEL(name, DP, BM)                                                     \

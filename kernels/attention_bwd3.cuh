@@ -258,25 +258,7 @@ __device__ __forceinline__ void attn_bwd3(const te_attn_params &p) {
   }
   cp_async_wait<0>();  // no query tile: K and V are still in flight
 
-  // dK and dV of the warp's 16 keys: rows g and g + 8
-  T *DK = static_cast<T *>(p.dk), *DV = static_cast<T *>(p.dv);
-#pragma unroll
-  for (int hr = 0; hr < 2; hr++) {
-    const int key = kw + g + hr * 8;
-    if (key >= lk) continue;
-    T *dkr = DK + (long long)(k0 + key) * p.dk_ts + (long long)kvh * p.dk_hs;
-    T *dvr = DV + (long long)(k0 + key) * p.dv_ts + (long long)kvh * p.dv_hs;
-#pragma unroll
-    for (int j = 0; j < DP / 8; j++) {
-      const int col = j * 8 + tq * 2;
-      if (col < d) {
-        *reinterpret_cast<uint32_t *>(dkr + col) =
-            elem<DT>::pack(dk[4 * j + 2 * hr], dk[4 * j + 2 * hr + 1]);
-        *reinterpret_cast<uint32_t *>(dvr + col) =
-            elem<DT>::pack(dv[4 * j + 2 * hr], dv[4 * j + 2 * hr + 1]);
-      }
-    }
-  }
+  store_dkdv<DT, DP / 8>(p, dk, dv, k0, kw, lk, kvh, d, g, tq);
 #else
   __trap();
 #endif
