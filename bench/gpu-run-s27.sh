@@ -22,6 +22,20 @@
 # Linear (TECORE_OPS_WGRAD_STREAM=1) or beside the attention's backward
 # too (=2): check_transformer under TE_DEVICE=cuda, GPT-2 124M's step in
 # each mode, twice, interleaved.
+# Phase c: te_norm_bwd_fast asks each block's next rows into L2
+# (prefetch.global.L2) after loading the current ones
+# (TECORE_NORM_BWD_PREFETCH, default 1): check_norm under TE_DEVICE=cuda;
+# te-bench --model with it on and off, twice each, and with fewer blocks
+# (TECORE_NORM_BWD_FAST_PARTS 264, 330); GPT-2 124M's step on and off.
+# Phase c result: no gain (bench/2026-12-02-gpu.md), not kept.
+# Phase d: a Linear with more outputs than inputs computes its weight
+# gradient transposed (dW^T = x^T dy, BGRAD_B for the bias, then a
+# transpose-add; TECORE_OPS_WGRAD_TRANSPOSE, default 1): check_gemm
+# (BGRAD_B, cuBLASLt's BGRADA) and check_transformer under TE_DEVICE=cuda;
+# GPT-2 124M's step with it at 0, 1 and 2, twice, and its --profile at 1.
+# Phase e: the weight-gradient GEMMs without the bias epilogue, in both
+# orientations: GPT-2 124M with --bias 0, --profile with
+# TECORE_OPS_WGRAD_TRANSPOSE 0 and 1.
 set -u
 default_phases="a"
 . "$(dirname "$0")/gpu-lib.sh"
@@ -46,4 +60,36 @@ if has b; then
     step small-w1-$r env TECORE_OPS_WGRAD_STREAM=1 $small
     step small-w2-$r env TECORE_OPS_WGRAD_STREAM=2 $small
   done
+fi
+if has c; then
+  make -s t/core/check_norm tools/te-gpt tools/te-bench > /dev/null 2>&1
+  step check_norm env TE_DEVICE=cuda t/core/check_norm
+  for r in 1 2; do
+    step bench-model-pf1-$r env TECORE_NORM_BWD_PREFETCH=1 tools/te-bench --model
+    step bench-model-pf0-$r env TECORE_NORM_BWD_PREFETCH=0 tools/te-bench --model
+  done
+  step bench-model-p264 env TECORE_NORM_BWD_FAST_PARTS=264 tools/te-bench --model
+  step bench-model-p330 env TECORE_NORM_BWD_FAST_PARTS=330 tools/te-bench --model
+  for r in 1 2; do
+    step small-pf1-$r env TECORE_NORM_BWD_PREFETCH=1 $small
+    step small-pf0-$r env TECORE_NORM_BWD_PREFETCH=0 $small
+  done
+fi
+if has d; then
+  make -s t/core/check_gemm t/core/check_transformer tools/te-gpt > /dev/null 2>&1
+  step check_gemm env TE_DEVICE=cuda t/core/check_gemm
+  step check_transformer env TE_DEVICE=cuda t/core/check_transformer
+  for r in 1 2; do
+    step small-t0-$r env TECORE_OPS_WGRAD_TRANSPOSE=0 $small
+    step small-t1-$r env TECORE_OPS_WGRAD_TRANSPOSE=1 $small
+    step small-t2-$r env TECORE_OPS_WGRAD_TRANSPOSE=2 $small
+  done
+  step small-profile $gpt --model gpt2-124m --synthetic --batch 32 --steps 3 --eval-every 0 --sample 0 --profile
+fi
+if has e; then
+  make -s tools/te-gpt > /dev/null 2>&1
+  prof="$gpt --model gpt2-124m --bias 0 --synthetic --batch 32 --steps 3 --eval-every 0 --sample 0 --profile"
+  step nobias-profile-t0 env TECORE_OPS_WGRAD_TRANSPOSE=0 $prof
+  step nobias-profile-t1 env TECORE_OPS_WGRAD_TRANSPOSE=1 $prof
+  step nobias-profile-t2 env TECORE_OPS_WGRAD_TRANSPOSE=2 $prof
 fi
