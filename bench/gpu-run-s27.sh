@@ -36,6 +36,13 @@
 # Phase e: the weight-gradient GEMMs without the bias epilogue, in both
 # orientations: GPT-2 124M with --bias 0, --profile with
 # TECORE_OPS_WGRAD_TRANSPOSE 0 and 1.
+# Phase e result: the weight-gradient GEMMs without the bias epilogue
+# are 24-96 us faster a call.  Phase f: a 16-bit Linear's bias gradient
+# as dy's column sums by libtecore's kernel (te_colsum_part/final), the
+# GEMM without epilogue (TECORE_OPS_BGRAD_EPILOGUE=0, the default):
+# check_transformer under TE_DEVICE=cuda (the bias gradient against the
+# exact column sums); GPT-2 124M's step with it and with the epilogue
+# (=1), twice, interleaved; its --profile.
 set -u
 default_phases="a"
 . "$(dirname "$0")/gpu-lib.sh"
@@ -92,4 +99,13 @@ if has e; then
   step nobias-profile-t0 env TECORE_OPS_WGRAD_TRANSPOSE=0 $prof
   step nobias-profile-t1 env TECORE_OPS_WGRAD_TRANSPOSE=1 $prof
   step nobias-profile-t2 env TECORE_OPS_WGRAD_TRANSPOSE=2 $prof
+fi
+if has f; then
+  make -s t/core/check_transformer tools/te-gpt > /dev/null 2>&1
+  step check_transformer env TE_DEVICE=cuda t/core/check_transformer
+  for r in 1 2; do
+    step small-b0-$r env TECORE_OPS_BGRAD_EPILOGUE=0 $small
+    step small-b1-$r env TECORE_OPS_BGRAD_EPILOGUE=1 $small
+  done
+  step small-profile $gpt --model gpt2-124m --synthetic --batch 32 --steps 3 --eval-every 0 --sample 0 --profile
 fi

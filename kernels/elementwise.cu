@@ -7,6 +7,8 @@
 // is kernels/common/elementwise.h, shared with the vdev implementation.
 #include "common/elementwise.h"
 #include "common/elementwise_params.h"
+#include "common/fmath.h"
+#include "ldst.cuh"
 
 extern "C" __global__ void te_fill(TE_KSIG(TE_FILL_PARAMS)) {
   unsigned long long stride = (unsigned long long)gridDim.x * blockDim.x;
@@ -98,4 +100,72 @@ extern "C" __global__ void te_scale_add(TE_KSIG(TE_SCALE_ADD_PARAMS)) {
   for (unsigned long long i = done + tid; i < n; i += stride)
     te_ew_store(dst, i, dtype,
                 te_ew_scale_add(te_ew_load(a, i, dtype), alpha, te_ew_load(b, i, dtype), beta));
+}
+
+// Column sums, part 1 (te_colsum_part): each thread adds its 8 columns
+// over its lane's rows of the part, TE_COLSUM_UNROLL rows' loads in
+// flight before any is added (in row order); the block's lanes are then
+// added in lane order through shared memory (kernels/common/
+// elementwise_params.h; elementwise_vdev.c adds in the same order).
+extern "C" __global__ void __launch_bounds__(TE_COLSUM_VECS * TE_COLSUM_LANES)
+    te_colsum_part(TE_KSIG(TE_COLSUM_PART_PARAMS)) {
+  __shared__ float part[TE_COLSUM_LANES][TE_COLSUM_VECS * 8 + 1];
+  const unsigned tx = threadIdx.x, ty = threadIdx.y;
+  const unsigned long long c = ((unsigned long long)blockIdx.x * TE_COLSUM_VECS + tx) * 8;
+  const unsigned long long r0 = (unsigned long long)blockIdx.y * rpp;
+  const unsigned long long r1 = r0 + rpp < rows ? r0 + rpp : rows;
+  float s[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+  if (c < cols) {
+    unsigned long long r = r0 + ty;
+    for (; r + (TE_COLSUM_UNROLL - 1) * TE_COLSUM_LANES < r1;
+         r += TE_COLSUM_UNROLL * TE_COLSUM_LANES) {
+      float v[TE_COLSUM_UNROLL][8];
+#pragma unroll
+      for (int u = 0; u < TE_COLSUM_UNROLL; u++)
+        te_dev_ld8(in, (r + (unsigned long long)u * TE_COLSUM_LANES) * cols + c, dtype, v[u]);
+#pragma unroll
+      for (int u = 0; u < TE_COLSUM_UNROLL; u++)
+#pragma unroll
+        for (int k = 0; k < 8; k++) s[k] = te_add_rn(s[k], v[u][k]);
+    }
+    for (; r < r1; r += TE_COLSUM_LANES) {
+      float v[8];
+      te_dev_ld8(in, r * cols + c, dtype, v);
+#pragma unroll
+      for (int k = 0; k < 8; k++) s[k] = te_add_rn(s[k], v[k]);
+    }
+  }
+#pragma unroll
+  for (int k = 0; k < 8; k++) part[ty][tx * 8 + k] = s[k];
+  __syncthreads();
+  // the block's sums: thread (x, y) adds the lanes of columns y * 32 + x
+  const unsigned cl = ty * TE_COLSUM_VECS + tx;
+  const unsigned long long cc = (unsigned long long)blockIdx.x * TE_COLSUM_VECS * 8 + cl;
+  if (cc < cols) {
+    float t = part[0][cl];
+#pragma unroll
+    for (int l = 1; l < TE_COLSUM_LANES; l++) t = te_add_rn(t, part[l][cl]);
+    ws[(unsigned long long)blockIdx.y * cols + cc] = t;
+  }
+}
+
+// Column sums, part 2 (te_colsum_final): the parts of TE_COLSUM_FCOLS
+// columns, lane l adding parts l, l + TE_COLSUM_FLANES, ...; lane 0 then
+// adds the lanes in order, and out's old value when acc.
+extern "C" __global__ void __launch_bounds__(TE_COLSUM_FCOLS * TE_COLSUM_FLANES)
+    te_colsum_final(TE_KSIG(TE_COLSUM_FINAL_PARAMS)) {
+  __shared__ float lane[TE_COLSUM_FLANES][TE_COLSUM_FCOLS + 1];
+  const unsigned tx = threadIdx.x, ty = threadIdx.y;
+  const unsigned long long c = (unsigned long long)blockIdx.x * TE_COLSUM_FCOLS + tx;
+  float s = 0.0f;
+  if (c < cols)
+    for (unsigned long long p = ty; p < parts; p += TE_COLSUM_FLANES)
+      s = te_add_rn(s, ws[p * cols + c]);
+  lane[ty][tx] = s;
+  __syncthreads();
+  if (ty == 0 && c < cols) {
+    float t = lane[0][tx];
+    for (int l = 1; l < TE_COLSUM_FLANES; l++) t = te_add_rn(t, lane[l][tx]);
+    out[c] = acc ? te_add_rn(out[c], t) : t;
+  }
 }

@@ -58,4 +58,36 @@
   P(unsigned long long, ssi, val)    \
   P(unsigned long long, ssj, val)
 
+/* te_colsum_part: the column sums of a [rows][cols] matrix (F32, F16 or
+ * BF16: dtype, 16-byte aligned, cols % 8 == 0) in parts of rpp rows:
+ * ws[part][c] = sum of in[r][c] over the part's rows.  Blocks of
+ * TE_COLSUM_VECS x TE_COLSUM_LANES threads: a thread owns 8 columns and a
+ * lane of rows (part start + lane, + TE_COLSUM_LANES, ...), added in row
+ * order; the lanes' sums are then added in lane order.  grid.x covers
+ * the columns (TE_COLSUM_VECS * 8 a block), grid.y the parts. */
+#define TE_COLSUM_PART_PARAMS(P)     \
+  P(const void *, in, nnptr)         \
+  P(float *, ws, nnptr)              \
+  P(unsigned long long, rows, val)   \
+  P(unsigned long long, cols, val)   \
+  P(unsigned long long, rpp, val)    \
+  P(int, dtype, val)
+
+/* te_colsum_final: out[c] = the sum over parts of ws[part][c] (F32),
+ * plus out[c] when acc: blocks of TE_COLSUM_FCOLS columns x
+ * TE_COLSUM_FLANES lanes; lane l adds parts l, l + TE_COLSUM_FLANES, ...
+ * in order, then the lanes' sums in lane order, then out's old value. */
+#define TE_COLSUM_FINAL_PARAMS(P)    \
+  P(const float *, ws, nnptr)        \
+  P(float *, out, nnptr)             \
+  P(unsigned long long, parts, val)  \
+  P(unsigned long long, cols, val)   \
+  P(int, acc, val)
+
+#define TE_COLSUM_VECS 32
+#define TE_COLSUM_LANES 8
+#define TE_COLSUM_UNROLL 4
+#define TE_COLSUM_FCOLS 32
+#define TE_COLSUM_FLANES 32
+
 #endif

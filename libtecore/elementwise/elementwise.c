@@ -12,13 +12,16 @@
 
 /* ---- the table --------------------------------------------------------- */
 
-enum { K_FILL, K_SCALE_ADD, K_MEMSET, K_COPY, K_COPY2D };
+enum { K_FILL, K_SCALE_ADD, K_MEMSET, K_COPY, K_COPY2D, K_COLSUM_PART, K_COLSUM_FINAL };
 static const struct tecore_kernel_def ew_kernels[] = {
     [K_FILL] = TE_KDEF("te_fill", te_ew_vdev_fill, TE_FILL_PARAMS),
     [K_SCALE_ADD] = TE_KDEF("te_scale_add", te_ew_vdev_scale_add, TE_SCALE_ADD_PARAMS),
     [K_MEMSET] = TE_KDEF("te_memset", te_ew_vdev_memset, TE_MEMSET_PARAMS),
     [K_COPY] = TE_KDEF("te_copy", te_ew_vdev_copy, TE_COPY_PARAMS),
     [K_COPY2D] = TE_KDEF("te_copy2d_u32", te_ew_vdev_copy2d_u32, TE_COPY2D_U32_PARAMS),
+    [K_COLSUM_PART] = TE_KDEF("te_colsum_part", te_ew_vdev_colsum_part, TE_COLSUM_PART_PARAMS),
+    [K_COLSUM_FINAL] = TE_KDEF("te_colsum_final", te_ew_vdev_colsum_final,
+                               TE_COLSUM_FINAL_PARAMS),
 };
 
 static const struct te_kalign ew_align[] = {
@@ -27,6 +30,8 @@ static const struct te_kalign ew_align[] = {
     [K_MEMSET] = TE_KALIGN(TE_MEMSET_PARAMS),
     [K_COPY] = TE_KALIGN(TE_COPY_PARAMS),
     [K_COPY2D] = TE_KALIGN(TE_COPY2D_U32_PARAMS),
+    [K_COLSUM_PART] = TE_KALIGN(TE_COLSUM_PART_PARAMS),
+    [K_COLSUM_FINAL] = TE_KALIGN(TE_COLSUM_FINAL_PARAMS),
 };
 
 TE_KERNEL_TABLE_FATBIN_ALIGNED(ew_first_id, "libtecore/elementwise", ew_kernels, ew_align,
@@ -68,6 +73,68 @@ tecore_result_t te_copy2d_u32(const struct te_copy2d *c, tecore_stream_t stream)
   void *args[TE_KNPARAMS(TE_COPY2D_U32_PARAMS)];
   te_copy2d_u32_args_ptrs(&k, args);
   return tecore_kernel_launch(id + K_COPY2D, &cfg, args, stream);
+}
+
+/* ---- column sums -------------------------------------------------------------
+ * A block of te_colsum_part covers TE_COLSUM_VECS * 8 columns; the parts
+ * (rows a multiple of TE_COLSUM_UNROLL * TE_COLSUM_LANES) are as many as
+ * make about four blocks an SM, so the whole read is in flight at once;
+ * at most TE_COLSUM_MAX_BLOCKS blocks, which bounds the scratch. */
+#define TE_COLSUM_ROWS_Q (TE_COLSUM_UNROLL * TE_COLSUM_LANES)
+#define TE_COLSUM_MAX_BLOCKS 2048u
+
+static size_t colsum_rpp(size_t rows, size_t cols, size_t *parts) {
+  size_t gx = te_cdiv(cols, TE_COLSUM_VECS * 8);
+  size_t want = te_cdiv(4u * te_sm_count(), gx);
+  if (want * gx > TE_COLSUM_MAX_BLOCKS) want = TE_COLSUM_MAX_BLOCKS / gx;
+  if (want < 1) want = 1;
+  size_t rpp = te_cdiv(te_cdiv(rows, want), TE_COLSUM_ROWS_Q) * TE_COLSUM_ROWS_Q;
+  *parts = te_cdiv(rows, rpp);
+  return rpp;
+}
+
+size_t te_colsum_ws_bytes(size_t cols) {
+  /* parts * gx <= TE_COLSUM_MAX_BLOCKS, so parts * cols is at most that
+   * times a block's columns (or the one part of a wider matrix) */
+  size_t gx = te_cdiv(cols, TE_COLSUM_VECS * 8);
+  size_t parts = gx > TE_COLSUM_MAX_BLOCKS ? 1 : TE_COLSUM_MAX_BLOCKS / gx;
+  return parts * cols * sizeof(float);
+}
+
+tecore_result_t te_colsum(tecore_devptr_t out, const struct tecore_tensor *in, int acc,
+                          tecore_devptr_t ws, size_t ws_bytes, tecore_stream_t stream) {
+  int id = ew_first_id();
+  if (id < 0) return TE_ERR(TECORE_ERR_INTERNAL, "the elementwise kernels did not register");
+  size_t rows = in->shape[0], cols = in->shape[1];
+  if (in->ndim != 2 || cols % 8 || in->data % 16 ||
+      (in->dtype != TECORE_DTYPE_F32 && in->dtype != TECORE_DTYPE_F16 &&
+       in->dtype != TECORE_DTYPE_BF16))
+    return TE_ERR(TECORE_ERR_INTERNAL, "column sums: a 2-D f32/f16/bf16 tensor, 16-byte aligned, "
+                  "columns a multiple of 8 (got %s [%zu][%zu])", tecore_dtype_name(in->dtype),
+                  rows, cols);
+  if (!cols) return TECORE_SUCCESS;
+  size_t parts = 1, rpp = rows ? colsum_rpp(rows, cols, &parts) : 1;
+  if (!rows) parts = 0;
+  if (parts * cols * sizeof(float) > ws_bytes)
+    return TE_ERR(TECORE_ERR_INTERNAL, "column sums: %zu bytes of scratch, %zu needed", ws_bytes,
+                  parts * cols * sizeof(float));
+  if (parts) {
+    size_t gx = te_cdiv(cols, TE_COLSUM_VECS * 8);
+    struct tecore_launch_cfg cfg = {.grid = {(unsigned)gx, (unsigned)parts, 1},
+                                    .block = {TE_COLSUM_VECS, TE_COLSUM_LANES, 1}};
+    struct te_colsum_part_args k = {.in = TE_DPTR(in->data), .ws = TE_DPTR(ws), .rows = rows,
+                                    .cols = cols, .rpp = rpp, .dtype = (int)in->dtype};
+    void *args[TE_KNPARAMS(TE_COLSUM_PART_PARAMS)];
+    te_colsum_part_args_ptrs(&k, args);
+    TE_CHECK(tecore_kernel_launch(id + K_COLSUM_PART, &cfg, args, stream));
+  }
+  struct tecore_launch_cfg cfg = {.grid = {(unsigned)te_cdiv(cols, TE_COLSUM_FCOLS), 1, 1},
+                                  .block = {TE_COLSUM_FCOLS, TE_COLSUM_FLANES, 1}};
+  struct te_colsum_final_args f = {.ws = TE_DPTR(ws), .out = TE_DPTR(out), .parts = parts,
+                                   .cols = cols, .acc = acc != 0};
+  void *args[TE_KNPARAMS(TE_COLSUM_FINAL_PARAMS)];
+  te_colsum_final_args_ptrs(&f, args);
+  return tecore_kernel_launch(id + K_COLSUM_FINAL, &cfg, args, stream);
 }
 
 static tecore_result_t ew_check_dtype(tecore_dtype_t dtype, const char *fn) {

@@ -16,11 +16,24 @@ TE_KARGS(te_scale_add_args, TE_SCALE_ADD_PARAMS)
 TE_KARGS(te_memset_args, TE_MEMSET_PARAMS)
 TE_KARGS(te_copy_args, TE_COPY_PARAMS)
 TE_KARGS(te_copy2d_u32_args, TE_COPY2D_U32_PARAMS)
+TE_KARGS(te_colsum_part_args, TE_COLSUM_PART_PARAMS)
+TE_KARGS(te_colsum_final_args, TE_COLSUM_FINAL_PARAMS)
 
 void te_ew_vdev_fill(const struct tecore_launch_cfg *cfg, void *const *args);
 void te_ew_vdev_scale_add(const struct tecore_launch_cfg *cfg, void *const *args);
 void te_ew_vdev_memset(const struct tecore_launch_cfg *cfg, void *const *args);
 void te_ew_vdev_copy(const struct tecore_launch_cfg *cfg, void *const *args);
 void te_ew_vdev_copy2d_u32(const struct tecore_launch_cfg *cfg, void *const *args);
+void te_ew_vdev_colsum_part(const struct tecore_launch_cfg *cfg, void *const *args);
+void te_ew_vdev_colsum_final(const struct tecore_launch_cfg *cfg, void *const *args);
+
+/* The column sums of a [rows][cols] tensor, out[c] = sum_r in[r][c] in
+ * F32 (plus out's old value when acc), in a fixed order (the same bits on
+ * both backends, whatever the launch), on stream: a bias gradient
+ * (ops_linear.c).  in: F32, F16 or BF16, 16-byte aligned, cols a
+ * multiple of 8; ws: te_colsum_ws_bytes(cols) bytes of scratch. */
+size_t te_colsum_ws_bytes(size_t cols);
+tecore_result_t te_colsum(tecore_devptr_t out, const struct tecore_tensor *in, int acc,
+                          tecore_devptr_t ws, size_t ws_bytes, tecore_stream_t stream);
 
 #endif

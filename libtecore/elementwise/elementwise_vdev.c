@@ -49,3 +49,40 @@ void te_ew_vdev_copy2d_u32(const struct tecore_launch_cfg *cfg, void *const *arg
                               .dsi = a.dsi, .dsj = a.dsj, .ssi = a.ssi, .ssj = a.ssj};
   te_copy2d_on_host(&c);
 }
+
+/* te_colsum_part's sums in the kernel's order: per column, lane l adds
+ * rows r0 + l, r0 + l + TE_COLSUM_LANES, ... of the part; then the lanes
+ * in order. */
+void te_ew_vdev_colsum_part(const struct tecore_launch_cfg *cfg, void *const *args) {
+  const struct te_colsum_part_args a = te_colsum_part_args_of(args);
+  (void)cfg;
+  for (unsigned long long r0 = 0, p = 0; r0 < a.rows; r0 += a.rpp, p++) {
+    const unsigned long long r1 = r0 + a.rpp < a.rows ? r0 + a.rpp : a.rows;
+    for (unsigned long long c = 0; c < a.cols; c++) {
+      float t = 0.0f;
+      for (unsigned l = 0; l < TE_COLSUM_LANES; l++) {
+        float s = 0.0f;
+        for (unsigned long long r = r0 + l; r < r1; r += TE_COLSUM_LANES)
+          s = te_add_rn(s, te_ew_load(a.in, r * a.cols + c, a.dtype));
+        t = l == 0 ? s : te_add_rn(t, s);
+      }
+      a.ws[p * a.cols + c] = t;
+    }
+  }
+}
+
+/* te_colsum_final's sums in the kernel's order. */
+void te_ew_vdev_colsum_final(const struct tecore_launch_cfg *cfg, void *const *args) {
+  const struct te_colsum_final_args a = te_colsum_final_args_of(args);
+  (void)cfg;
+  for (unsigned long long c = 0; c < a.cols; c++) {
+    float t = 0.0f;
+    for (unsigned l = 0; l < TE_COLSUM_FLANES; l++) {
+      float s = 0.0f;
+      for (unsigned long long p = l; p < a.parts; p += TE_COLSUM_FLANES)
+        s = te_add_rn(s, a.ws[p * a.cols + c]);
+      t = l == 0 ? s : te_add_rn(t, s);
+    }
+    a.out[c] = a.acc ? te_add_rn(a.out[c], t) : t;
+  }
+}

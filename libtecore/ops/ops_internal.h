@@ -269,6 +269,9 @@ struct tecore_seq {
   size_t ws_bytes;
   tecore_devptr_t gemm_ws;
   size_t gemm_ws_bytes;
+  tecore_devptr_t cws;             /* column sums' scratch (a bias gradient without the GEMM's
+                                      epilogue, ops_linear.c); 0: none */
+  size_t cws_bytes;
   tecore_devptr_t g0;              /* dx when the caller wants none */
   tecore_devptr_t garena;          /* the shared activation gradients (laid out by the backward plan) */
   size_t garena_bytes;
@@ -507,6 +510,10 @@ tecore_result_t te_seq_grad8_plan_ok(const tecore_seq_t *s, const char *fn);
 int te_fusion_named_off(const char *name);
 const char *te_fusion_off_list(void);
 const char *te_fusion_off_next(const char **p, size_t *len);
+
+/* Build: the bytes of column-sum scratch (s->cws) the sequence's Linears
+ * need for their bias gradients (TECORE_OPS_BGRAD_EPILOGUE); 0: none. */
+size_t te_linear_cws_bytes(const tecore_seq_t *s);
 
 /* The weight-gradient GEMM that te_linear_bwd recorded in s->pend (on
  * stream), or nothing when none is pending. */

@@ -24,6 +24,7 @@
  *                operands), written to F32 outputs. */
 #include "ops/ops_internal.h"
 #include "transpose/transpose_internal.h"
+#include "elementwise/elementwise_internal.h"
 
 #include <string.h>
 
@@ -357,6 +358,37 @@ static tecore_result_t x8_both(tecore_seq_t *s, size_t op, struct tecore_tensor 
   return te_byte_transpose(X->columnwise_data, X->data, bd->rows, bd->cols, st);
 }
 
+/* cuBLASLt's bias-gradient epilogue made GPT-2 124M's weight-gradient
+ * GEMMs 24-96 us a call slower on an H100 (fc1 3072x768 over 32768
+ * tokens: 307.9 us with it, 212.0 without), 2.7 ms a step, more than
+ * reading the gradients again (bench/2026-12-02-gpu.md).  So a 16-bit
+ * Linear's bias gradient is dy's column sums by their own kernel
+ * (te_colsum), the GEMM without epilogue. */
+TE_PARAM_INT(ops_bgrad_epilogue, "TECORE_OPS_BGRAD_EPILOGUE", 0, 0, 1,
+             "0: a 16-bit Linear's bias gradient is the column sums of its output gradient by "
+             "libtecore's own kernel, the weight-gradient GEMM without epilogue (measured "
+             "faster on an H100); 1: cuBLASLt's bias-gradient epilogue on that GEMM")
+
+size_t te_linear_cws_bytes(const tecore_seq_t *s) {
+  size_t bytes = 0;
+  if (tecore_tunable_int(&ops_bgrad_epilogue) != 0) return 0;   /* read once, at build */
+  for (size_t i = 0; i < s->nops && !te_seq_infer(s); i++) {
+    const struct te_op *o = &s->ops[i];
+    size_t b = (o->fp8 & TE_KIND_GEMM) ? te_colsum_ws_bytes(o->out_cols) : 0;
+    if (b > bytes) bytes = b;
+  }
+  return bytes;
+}
+
+/* Is dy's bias gradient taken by te_colsum (not the GEMM's epilogue)?  The
+ * sequence has the scratch when TECORE_OPS_BGRAD_EPILOGUE was 0 at its
+ * build. */
+static int bgrad_split(const tecore_seq_t *s, const struct tecore_tensor *DY) {
+  return s->cws && DY->ndim == 2 &&
+         DY->shape[1] % 8 == 0 && DY->data % 16 == 0 &&
+         te_colsum_ws_bytes(DY->shape[1]) <= s->cws_bytes;
+}
+
 /* The weight gradient dW += dy^T x (F32, beta = 1) from the prepared
  * operands; bias_grad: a BGRAD epilogue adds the column sums of dy there
  * too (through s->dvec).  x8_transpose: x's columnwise FP8 copy is made
@@ -372,7 +404,8 @@ static tecore_result_t wgrad(tecore_seq_t *s, size_t op, const struct tecore_ten
   const tecore_dtype_t gdt = te_grad_dtype(s, o, 0);
   te_t2d(&gW, gdt, o->out_cols, o->in_cols, o->grad[0]);
   struct tecore_gemm_opts wo = {.workspace = s->gemm_ws, .workspace_bytes = s->gemm_ws_bytes};
-  if (bias_grad) {
+  const int split = bias_grad && !x8_transpose && bgrad_split(s, DY);
+  if (bias_grad && !split) {
     te_vec(&db, gdt, o->out_cols, s->dvec);
     wo.epilogue = TECORE_GEMM_EPI_BGRAD;
     wo.bias = &db;
@@ -380,6 +413,8 @@ static tecore_result_t wgrad(tecore_seq_t *s, size_t op, const struct tecore_ten
   /* the first contribution after tecore_seq_zero_grad overwrites */
   const float beta = te_grad_take_fresh(s, o->grad[0]) ? 0.0f : 1.0f;
   TE_CHECK(tecore_gemm(DY, TECORE_GEMM_T, &Xc, TECORE_GEMM_N, &gW, 1.0f, beta, &wo, st));
+  if (split)
+    return te_colsum(bias_grad, DY, !te_grad_take_fresh(s, bias_grad), s->cws, s->cws_bytes, st);
   if (bias_grad) TE_CHECK(te_accum_f32(s, bias_grad, s->dvec, gdt, o->out_cols, st));
   return TECORE_SUCCESS;
 }

@@ -608,6 +608,8 @@ static tecore_result_t alloc_workspaces(tecore_seq_t *s, const char *fn) {
     s->gemm_ws_bytes = (size_t)mb << 20;
     TE_CHECK(te_seq_alloc(s, s->gemm_ws_bytes, 0, &s->gemm_ws));
   }
+  s->cws_bytes = te_linear_cws_bytes(s);
+  if (s->cws_bytes) TE_CHECK(te_seq_alloc(s, s->cws_bytes, 0, &s->cws));
   return TECORE_SUCCESS;
 }
 
@@ -635,6 +637,8 @@ static void unbuild(tecore_seq_t *s) {
   s->dy8_col_elems = s->dy8_row_elems = s->w8_col_bytes = 0;
   s->grad8_given = 0;
   s->gemm_ws_bytes = 0;
+  s->cws = 0;
+  s->cws_bytes = 0;
   s->nfresh = 0;
   te_plan_free(&s->plan);
   free(s->bnd);

@@ -605,6 +605,65 @@ START_TEST(test_fp8_vs_bf16) {
 }
 END_TEST
 
+/* ---- bias gradients by column sums -------------------------------------------------------------- */
+
+/* A 16-bit Linear's bias gradient is the column sums of its output's
+ * gradient by libtecore's own kernel (TECORE_OPS_BGRAD_EPILOGUE's default:
+ * the weight-gradient GEMM without cuBLASLt's epilogue).  In block (a) the
+ * second MLP Linear's output is added to the residual stream, so its
+ * output gradient is the block's dy itself, whose column sums the host
+ * computes exactly (double): (a) in BF16 over 996 rows (the kernel's
+ * parts of 128 rows on vdev and its row tail), gradients poisoned, then
+ * zeroed, two steps accumulated.  The device adds 996 bf16 values in
+ * float, in its fixed order, twice: within a few float roundings of a sum
+ * of magnitude ~30, 1e-6 relative (the worst over TE_TEST_SEED 1..40 on
+ * vdev was 4.7e-8); a row dropped or added twice moves it 1e-2 and more. */
+START_TEST(test_bgrad_colsum) {
+  bs = te_stream;
+  struct tcfg c = cfg_a(TECORE_DTYPE_BF16);
+  c.rows = 996;
+  c.max_seqlen = 332;
+  tecore_seq_t *q = make_seq(&c, 0, 0xb1a5, NULL);
+  struct model m;
+  model_init(&m, &c, q);
+  struct tecore_seq_param sp[MAXP];
+  size_t np = 0;
+  TE_OK(tecore_seq_params(q, sp, MAXP, &np));
+  ck_assert_uint_eq(np, NPB);
+  const struct tecore_seq_param *b2 = &sp[BM2];
+  ck_assert_str_eq(b2->name, "bias");
+  size_t R = c.rows, H = c.hidden, n = R * H;
+  ck_assert_uint_eq(tecore_tensor_numel(&b2->grad), H);
+  struct tecore_tensor x = tgt_bf16(R, H), dy = tgt_bf16(R, H), y = tgt_bf16(R, H),
+                       dx = tgt_bf16(R, H);
+  double *h = malloc(n * 8), *want = calloc(H, 8), *got = malloc(H * 8);
+  for (size_t i = 0; i < np; i++) poison(sp[i].grad.data, tecore_tensor_numel(&sp[i].grad) * 4);
+  TE_OK(tecore_seq_zero_grad(q, bs));
+  for (int st = 0; st < 2; st++) {
+    rand_vec(h, n, -2, 2);
+    to_dev(x.data, h, n, c.dt);
+    rand_vec(h, n, -1, 1);
+    to_dev(dy.data, h, n, c.dt);
+    for (size_t r = 0; r < R; r++)
+      for (size_t j = 0; j < H; j++) want[j] += h[r * H + j];
+    TE_OK(tecore_seq_forward(q, &x, &y, 0, bs));
+    TE_OK(tecore_seq_backward(q, &dy, &dx, bs));
+  }
+  from_dev(got, b2->grad.data, H, TECORE_DTYPE_F32);
+  double e = rel_err(got, want, H);
+  printf("# (a) bf16, 996 rows, 2 steps: the MLP's second bias gradient (column sums of dy) "
+         "against the exact sums: %.3g (tolerance 1e-06)\n", e);
+  ck_assert_msg(e <= 1e-6, "op %zu bias gradient: %.3g from dy's column sums > 1e-06", b2->op, e);
+  free(h);
+  free(want);
+  free(got);
+  model_fini(&m);
+  struct tecore_tensor *ts[] = {&x, &dy, &y, &dx};
+  for (size_t i = 0; i < 4; i++) TE_OK(tecore_mem_free(ts[i]->data));
+  TE_OK(tecore_seq_destroy(q));
+}
+END_TEST
+
 /* ---- plans and the parameter table ------------------------------------------------------------ */
 
 /* The man page's table: names and shapes in order, for (a) and (b). */
@@ -955,6 +1014,7 @@ static Suite *transformer_suite(void) {
   tcase_add_test(tc, test_two_blocks_one_slot);
   tc = te_tcase(s, "fp8", 1);
   tcase_add_loop_test(tc, test_fp8_vs_bf16, 0, 3);
+  tcase_add_test(tc, test_bgrad_colsum);
   tc = te_tcase(s, "plan", 1);
   tcase_add_test(tc, test_plan_and_params);
   tcase_add_test(tc, test_bad_descs);
