@@ -43,6 +43,19 @@
 # check_transformer under TE_DEVICE=cuda (the bias gradient against the
 # exact column sums); GPT-2 124M's step with it and with the epilogue
 # (=1), twice, interleaved; its --profile.
+# Phase g: the GELU's backward makes the column sums of its dx (the bias
+# gradient of the Linear before it) on the way (te_act_bwd_colsum): the
+# final code once more: check_transformer and check_act under
+# TE_DEVICE=cuda, t/demo/te-gpt.sh under TE_DEVICE=cuda; GPT-2 124M's step
+# (twice, and once with TECORE_OPS_BGRAD_EPILOGUE=1) beside
+# torch.compile's over the same 20 steps (bench/gpt_peer.py), and its
+# --profile.
+# Phase h (after g: the fused kernel held 120 registers, two blocks an
+# SM, and took 345 us against 211 + 70 for the GELU's backward and the
+# column sums apart): two rows' loads in flight, 64 registers, four
+# blocks an SM, the sums' rounding by cvt: check_transformer under
+# TE_DEVICE=cuda, GPT-2 124M's step twice and with
+# TECORE_OPS_BGRAD_EPILOGUE=1, its --profile.
 set -u
 default_phases="a"
 . "$(dirname "$0")/gpu-lib.sh"
@@ -107,5 +120,24 @@ if has f; then
     step small-b0-$r env TECORE_OPS_BGRAD_EPILOGUE=0 $small
     step small-b1-$r env TECORE_OPS_BGRAD_EPILOGUE=1 $small
   done
+  step small-profile $gpt --model gpt2-124m --synthetic --batch 32 --steps 3 --eval-every 0 --sample 0 --profile
+fi
+if has g; then
+  make -s t/core/check_transformer t/core/check_act tools/te-gpt > /dev/null 2>&1
+  step check_transformer env TE_DEVICE=cuda t/core/check_transformer
+  step check_act env TE_DEVICE=cuda t/core/check_act
+  step small-1 $small
+  step small-b1 env TECORE_OPS_BGRAD_EPILOGUE=1 $small
+  step small-peer20 python3 bench/gpt_peer.py speed --model gpt2-124m --batch 32 --compile --steps 20 --warmup 3
+  step small-2 $small
+  step small-profile $gpt --model gpt2-124m --synthetic --batch 32 --steps 3 --eval-every 0 --sample 0 --profile
+  step te-gpt-sh env TE_DEVICE=cuda top_builddir=. sh t/demo/te-gpt.sh
+fi
+if has h; then
+  make -s t/core/check_transformer tools/te-gpt > /dev/null 2>&1
+  step check_transformer env TE_DEVICE=cuda t/core/check_transformer
+  step small-1 $small
+  step small-b1 env TECORE_OPS_BGRAD_EPILOGUE=1 $small
+  step small-2 $small
   step small-profile $gpt --model gpt2-124m --synthetic --batch 32 --steps 3 --eval-every 0 --sample 0 --profile
 fi

@@ -20,6 +20,7 @@
 // implementation (libtecore/act/act.c): the same bits on both backends.
 #include "common/act.h"
 #include "common/act_params.h"
+#include "common/elementwise_params.h"
 #include "ldst.cuh"
 
 #define ACT_BLOCK 256
@@ -367,3 +368,81 @@ TE_ACT_KERNELS(qgelu, TE_ACT_QGELU, 8)
 TE_ACT_KERNELS(swiglu, TE_ACT_SWIGLU, 1)
 TE_ACT_KERNELS(geglu, TE_ACT_GEGLU, 1)
 TE_ACT_KERNELS(reglu, TE_ACT_REGLU, 1)
+
+// dx = dy * act'(x) with dx's column sums (te_act_bwd_colsum_<kind>): a
+// bias gradient taken while dx is written (the fuser: the Linear before
+// the activation).  te_colsum_part's blocks and order; each thread keeps
+// TE_COLSUM_UNROLL rows' loads in flight.  The sums add the values as
+// stored (rounded to dtype), so they are the column sums of dx itself.
+__device__ __forceinline__ float act_round(float v, int dtype) {
+  if (dtype == TE_FP8_DT_BF16) return __uint_as_float(te_dev_bf16x2(v, 0.0f) << 16);
+  if (dtype == TE_FP8_DT_F16) return te_dev_h2f(te_dev_f16x2(v, 0.0f) & 0xffffu);
+  return v;
+}
+
+#define ACT_CS_UNROLL 2
+
+template <int KIND>
+__device__ __forceinline__ void act_bwd_colsum(TE_KSIG(TE_ACT_BWD_COLSUM_PARAMS)) {
+  __shared__ float part[TE_COLSUM_LANES][TE_COLSUM_VECS * 8 + 1];
+  const unsigned tx = threadIdx.x, ty = threadIdx.y;
+  const unsigned long long c = ((unsigned long long)blockIdx.x * TE_COLSUM_VECS + tx) * 8;
+  const unsigned long long r0 = (unsigned long long)blockIdx.y * rpp;
+  const unsigned long long r1 = r0 + rpp < rows ? r0 + rpp : rows;
+  float s[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+  if (c < cols) {
+    unsigned long long r = r0 + ty;
+    // two rows' loads in flight (four, as te_colsum_part, held 120
+    // registers: two blocks an SM, and the GELU's math went unhidden)
+    for (; r + (ACT_CS_UNROLL - 1) * TE_COLSUM_LANES < r1; r += ACT_CS_UNROLL * TE_COLSUM_LANES) {
+      float g[ACT_CS_UNROLL][8], xv[ACT_CS_UNROLL][8];
+#pragma unroll
+      for (int u = 0; u < ACT_CS_UNROLL; u++) {
+        const unsigned long long i = (r + (unsigned long long)u * TE_COLSUM_LANES) * cols + c;
+        te_dev_ld8(dy, i, dtype, g[u]);
+        te_dev_ld8(x, i, dtype, xv[u]);
+      }
+#pragma unroll
+      for (int u = 0; u < ACT_CS_UNROLL; u++) {
+#pragma unroll
+        for (int k = 0; k < 8; k++) {
+          g[u][k] = te_act_bwd(KIND, xv[u][k], g[u][k]);
+          s[k] = te_add_rn(s[k], act_round(g[u][k], dtype));
+        }
+        te_dev_st8(dx, (r + (unsigned long long)u * TE_COLSUM_LANES) * cols + c, dtype, g[u]);
+      }
+    }
+    for (; r < r1; r += TE_COLSUM_LANES) {
+      float g[8], xv[8];
+      te_dev_ld8(dy, r * cols + c, dtype, g);
+      te_dev_ld8(x, r * cols + c, dtype, xv);
+#pragma unroll
+      for (int k = 0; k < 8; k++) {
+        g[k] = te_act_bwd(KIND, xv[k], g[k]);
+        s[k] = te_add_rn(s[k], act_round(g[k], dtype));
+      }
+      te_dev_st8(dx, r * cols + c, dtype, g);
+    }
+  }
+#pragma unroll
+  for (int k = 0; k < 8; k++) part[ty][tx * 8 + k] = s[k];
+  __syncthreads();
+  const unsigned cl = ty * TE_COLSUM_VECS + tx;
+  const unsigned long long cc = (unsigned long long)blockIdx.x * TE_COLSUM_VECS * 8 + cl;
+  if (cc < cols) {
+    float t = part[0][cl];
+#pragma unroll
+    for (int l = 1; l < TE_COLSUM_LANES; l++) t = te_add_rn(t, part[l][cl]);
+    ws[(unsigned long long)blockIdx.y * cols + cc] = t;
+  }
+}
+
+#define TE_ACT_COLSUM_KERNEL(name, KIND)                                                     \
+  extern "C" __global__ void __launch_bounds__(TE_COLSUM_VECS * TE_COLSUM_LANES, 4)         \
+      te_act_bwd_colsum_##name(TE_KSIG(TE_ACT_BWD_COLSUM_PARAMS)) {                          \
+    act_bwd_colsum<KIND>(TE_KNAMES(TE_ACT_BWD_COLSUM_PARAMS));                               \
+  }
+TE_ACT_COLSUM_KERNEL(gelu, TE_ACT_GELU)
+TE_ACT_COLSUM_KERNEL(relu, TE_ACT_RELU)
+TE_ACT_COLSUM_KERNEL(silu, TE_ACT_SILU)
+TE_ACT_COLSUM_KERNEL(qgelu, TE_ACT_QGELU)

@@ -35,4 +35,20 @@
   P(int, dtypes, val)                \
   P(int, vec, val)
 
+/* te_act_bwd_colsum_<kind> (the elementwise kinds): dx = dy * act'(x),
+ * one 16-bit or F32 dtype for dy, x and dx ([rows][cols], 16-byte
+ * aligned, cols % 8 == 0), and the column sums of dx as stored (rounded
+ * to dtype) in parts of rpp rows into ws[part][col]: te_colsum_part's
+ * blocks and order (kernels/common/elementwise_params.h), so that
+ * te_colsum_final then gives the bits te_colsum would have from dx. */
+#define TE_ACT_BWD_COLSUM_PARAMS(P)  \
+  P(const void *, dy, nnptr)         \
+  P(const void *, x, nnptr)          \
+  P(void *, dx, nnptr)               \
+  P(float *, ws, nnptr)              \
+  P(unsigned long long, rows, val)   \
+  P(unsigned long long, cols, val)   \
+  P(unsigned long long, rpp, val)    \
+  P(int, dtype, val)
+
 #endif

@@ -11,14 +11,23 @@
 #define ACT_DEFS(kn)                                                        \
   TE_KDEF("te_act_fwd_" #kn, te_act_vdev_fwd_##kn, TE_ACT_FWD_PARAMS),         \
   TE_KDEF("te_act_bwd_" #kn, te_act_vdev_bwd_##kn, TE_ACT_BWD_PARAMS)
+/* then the elementwise kinds' backward with column sums, 14 + kind */
+#define ACT_K_COLSUM (2 * TECORE_ACT_COUNT_)
+#define ACT_COLSUM_DEF(kn) \
+  TE_KDEF("te_act_bwd_colsum_" #kn, te_act_vdev_bwd_colsum_##kn, TE_ACT_BWD_COLSUM_PARAMS)
 static const struct tecore_kernel_def act_kernels[] = {
     ACT_DEFS(gelu), ACT_DEFS(relu), ACT_DEFS(silu), ACT_DEFS(qgelu),
     ACT_DEFS(swiglu), ACT_DEFS(geglu), ACT_DEFS(reglu),
+    ACT_COLSUM_DEF(gelu), ACT_COLSUM_DEF(relu), ACT_COLSUM_DEF(silu), ACT_COLSUM_DEF(qgelu),
 };
+_Static_assert(TECORE_ACT_COUNT_ == 7 && TECORE_ACT_GELU == 0 && TECORE_ACT_QGELU == 3,
+               "the column-sum kernels follow the 14 forward/backward ones, kinds 0-3");
 
 #define ACT_ALIGNS TE_KALIGN(TE_ACT_FWD_PARAMS), TE_KALIGN(TE_ACT_BWD_PARAMS)
+#define ACT_CS_ALIGN TE_KALIGN(TE_ACT_BWD_COLSUM_PARAMS)
 static const struct te_kalign act_align[] = {
-    ACT_ALIGNS, ACT_ALIGNS, ACT_ALIGNS, ACT_ALIGNS, ACT_ALIGNS, ACT_ALIGNS, ACT_ALIGNS,
+    ACT_ALIGNS,   ACT_ALIGNS,   ACT_ALIGNS,   ACT_ALIGNS,   ACT_ALIGNS, ACT_ALIGNS, ACT_ALIGNS,
+    ACT_CS_ALIGN, ACT_CS_ALIGN, ACT_CS_ALIGN, ACT_CS_ALIGN,
 };
 
 TE_KERNEL_TABLE_FATBIN_ALIGNED(act_first_id, "libtecore/act", act_kernels, act_align, act)
@@ -175,4 +184,45 @@ TE_EXPORT tecore_result_t tecore_act_bwd(tecore_activation_t act, const struct t
     TE_CHECK(tecore_kernel_launch(id + 2 * (int)act + 1, &cfg, args, stream));
   }
   return TECORE_SUCCESS;
+}
+
+/* ---- the backward with column sums (the fuser's bias gradients) ------------------------ */
+
+static int act_cs_tensor(const struct tecore_tensor *t, tecore_dtype_t dt, size_t rows,
+                         size_t cols) {
+  return t && t->ndim == 2 && t->dtype == dt && t->shape[0] == rows && t->shape[1] == cols &&
+         t->data % 16 == 0 && t->scaling == TECORE_SCALING_NONE;
+}
+
+int te_act_bwd_colsum_ok(tecore_activation_t act, const struct tecore_tensor *dy,
+                         const struct tecore_tensor *x, const struct tecore_tensor *dx) {
+  if ((unsigned)act >= TECORE_ACT_COUNT_ || te_act_is_gated((int)act) || !dy || dy->ndim != 2)
+    return 0;
+  const tecore_dtype_t dt = dy->dtype;
+  const size_t rows = dy->shape[0], cols = dy->shape[1];
+  return (dt == TECORE_DTYPE_F32 || dt == TECORE_DTYPE_F16 || dt == TECORE_DTYPE_BF16) &&
+         cols % 8 == 0 && act_cs_tensor(dy, dt, rows, cols) && act_cs_tensor(x, dt, rows, cols) &&
+         act_cs_tensor(dx, dt, rows, cols);
+}
+
+tecore_result_t te_act_bwd_colsum(tecore_activation_t act, const struct tecore_tensor *dy,
+                                  const struct tecore_tensor *x, const struct tecore_tensor *dx,
+                                  tecore_devptr_t ws, size_t rpp, size_t parts,
+                                  tecore_stream_t stream) {
+  int id = act_first_id();
+  if (id < 0) return TE_ERR(TECORE_ERR_INTERNAL, "the activation kernels did not register");
+  if (!te_act_bwd_colsum_ok(act, dy, x, dx) || !rpp)
+    return TE_ERR(TECORE_ERR_INTERNAL, "te_act_bwd_colsum: %s over these tensors is not a case "
+                  "of the column-sum kernels", tecore_activation_name(act));
+  const size_t rows = dy->shape[0], cols = dy->shape[1];
+  if (!rows || !cols || !parts) return TECORE_SUCCESS;
+  struct tecore_launch_cfg cfg = {
+      .grid = {(unsigned)te_cdiv(cols, TE_COLSUM_VECS * 8), (unsigned)parts, 1},
+      .block = {TE_COLSUM_VECS, TE_COLSUM_LANES, 1}};
+  struct te_act_bwd_colsum_args k = {.dy = TE_DPTR(dy->data), .x = TE_DPTR(x->data),
+                                     .dx = TE_DPTR(dx->data), .ws = TE_DPTR(ws), .rows = rows,
+                                     .cols = cols, .rpp = rpp, .dtype = (int)dy->dtype};
+  void *args[TE_KNPARAMS(TE_ACT_BWD_COLSUM_PARAMS)];
+  te_act_bwd_colsum_args_ptrs(&k, args);
+  return tecore_kernel_launch(id + ACT_K_COLSUM + (int)act, &cfg, args, stream);
 }

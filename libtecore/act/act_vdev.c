@@ -76,6 +76,29 @@ static void act_vdev_bwd(int kind, void *const *args) {
   if (amax && te_abs_bits(o.amax)) te_vdev_amax_update(amax, te_abs_bits(o.amax));
 }
 
+/* te_act_bwd_colsum_<kind>: the kernel's values and its order of sums
+ * (te_colsum_part's: per column, lane l adds rows r0 + l, + lanes, ...;
+ * then the lanes in order). */
+static void act_vdev_bwd_colsum(int kind, void *const *args) {
+  const struct te_act_bwd_colsum_args a = te_act_bwd_colsum_args_of(args);
+  for (unsigned long long r0 = 0, p = 0; r0 < a.rows; r0 += a.rpp, p++) {
+    const unsigned long long r1 = r0 + a.rpp < a.rows ? r0 + a.rpp : a.rows;
+    for (unsigned long long c = 0; c < a.cols; c++) {
+      float t = 0.0f;
+      for (unsigned l = 0; l < TE_COLSUM_LANES; l++) {
+        float s = 0.0f;
+        for (unsigned long long r = r0 + l; r < r1; r += TE_COLSUM_LANES) {
+          const uint64_t i = r * a.cols + c;
+          te_st(a.dx, i, a.dtype, te_act_bwd(kind, te_ld(a.x, i, a.dtype), te_ld(a.dy, i, a.dtype)));
+          s = te_add_rn(s, te_ld(a.dx, i, a.dtype));
+        }
+        t = l == 0 ? s : te_add_rn(t, s);
+      }
+      a.ws[p * a.cols + c] = t;
+    }
+  }
+}
+
 #define ACT_VDEV(name, KIND)                                                                  \
   void te_act_vdev_fwd_##name(const struct tecore_launch_cfg *cfg, void *const *args) {   \
     (void)cfg;                                                                                \
@@ -92,3 +115,13 @@ ACT_VDEV(qgelu, TE_ACT_QGELU)
 ACT_VDEV(swiglu, TE_ACT_SWIGLU)
 ACT_VDEV(geglu, TE_ACT_GEGLU)
 ACT_VDEV(reglu, TE_ACT_REGLU)
+
+#define ACT_VDEV_COLSUM(name, KIND)                                                            \
+  void te_act_vdev_bwd_colsum_##name(const struct tecore_launch_cfg *cfg, void *const *args) { \
+    (void)cfg;                                                                                 \
+    act_vdev_bwd_colsum(KIND, args);                                                           \
+  }
+ACT_VDEV_COLSUM(gelu, TE_ACT_GELU)
+ACT_VDEV_COLSUM(relu, TE_ACT_RELU)
+ACT_VDEV_COLSUM(silu, TE_ACT_SILU)
+ACT_VDEV_COLSUM(qgelu, TE_ACT_QGELU)

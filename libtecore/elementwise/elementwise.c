@@ -83,7 +83,7 @@ tecore_result_t te_copy2d_u32(const struct te_copy2d *c, tecore_stream_t stream)
 #define TE_COLSUM_ROWS_Q (TE_COLSUM_UNROLL * TE_COLSUM_LANES)
 #define TE_COLSUM_MAX_BLOCKS 2048u
 
-static size_t colsum_rpp(size_t rows, size_t cols, size_t *parts) {
+size_t te_colsum_plan(size_t rows, size_t cols, size_t *parts) {
   size_t gx = te_cdiv(cols, TE_COLSUM_VECS * 8);
   size_t want = te_cdiv(4u * te_sm_count(), gx);
   if (want * gx > TE_COLSUM_MAX_BLOCKS) want = TE_COLSUM_MAX_BLOCKS / gx;
@@ -113,7 +113,7 @@ tecore_result_t te_colsum(tecore_devptr_t out, const struct tecore_tensor *in, i
                   "columns a multiple of 8 (got %s [%zu][%zu])", tecore_dtype_name(in->dtype),
                   rows, cols);
   if (!cols) return TECORE_SUCCESS;
-  size_t parts = 1, rpp = rows ? colsum_rpp(rows, cols, &parts) : 1;
+  size_t parts = 1, rpp = rows ? te_colsum_plan(rows, cols, &parts) : 1;
   if (!rows) parts = 0;
   if (parts * cols * sizeof(float) > ws_bytes)
     return TE_ERR(TECORE_ERR_INTERNAL, "column sums: %zu bytes of scratch, %zu needed", ws_bytes,
@@ -128,6 +128,14 @@ tecore_result_t te_colsum(tecore_devptr_t out, const struct tecore_tensor *in, i
     te_colsum_part_args_ptrs(&k, args);
     TE_CHECK(tecore_kernel_launch(id + K_COLSUM_PART, &cfg, args, stream));
   }
+  return te_colsum_final(out, ws, parts, cols, acc, stream);
+}
+
+tecore_result_t te_colsum_final(tecore_devptr_t out, tecore_devptr_t ws, size_t parts,
+                                size_t cols, int acc, tecore_stream_t stream) {
+  int id = ew_first_id();
+  if (id < 0) return TE_ERR(TECORE_ERR_INTERNAL, "the elementwise kernels did not register");
+  if (!cols) return TECORE_SUCCESS;
   struct tecore_launch_cfg cfg = {.grid = {(unsigned)te_cdiv(cols, TE_COLSUM_FCOLS), 1, 1},
                                   .block = {TE_COLSUM_FCOLS, TE_COLSUM_FLANES, 1}};
   struct te_colsum_final_args f = {.ws = TE_DPTR(ws), .out = TE_DPTR(out), .parts = parts,

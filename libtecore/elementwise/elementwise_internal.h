@@ -33,6 +33,13 @@ void te_ew_vdev_colsum_final(const struct tecore_launch_cfg *cfg, void *const *a
  * (ops_linear.c).  in: F32, F16 or BF16, 16-byte aligned, cols a
  * multiple of 8; ws: te_colsum_ws_bytes(cols) bytes of scratch. */
 size_t te_colsum_ws_bytes(size_t cols);
+/* te_colsum's parts: rows per part (returned) and *parts; rows > 0. */
+size_t te_colsum_plan(size_t rows, size_t cols, size_t *parts);
+/* te_colsum's second kernel alone: out[c] (+)= the sum over parts of
+ * ws[part][c], the parts made by a kernel of te_colsum_part's plan and
+ * order (te_act_bwd_colsum). */
+tecore_result_t te_colsum_final(tecore_devptr_t out, tecore_devptr_t ws, size_t parts,
+                                size_t cols, int acc, tecore_stream_t stream);
 tecore_result_t te_colsum(tecore_devptr_t out, const struct tecore_tensor *in, int acc,
                           tecore_devptr_t ws, size_t ws_bytes, tecore_stream_t stream);
 

@@ -272,6 +272,10 @@ struct tecore_seq {
   tecore_devptr_t cws;             /* column sums' scratch (a bias gradient without the GEMM's
                                       epilogue, ops_linear.c); 0: none */
   size_t cws_bytes;
+  size_t cs_op;                    /* the Linear whose output gradient's column sums an
+                                      activation's backward left in cws (te_linear_act_bwd),
+                                      cs_parts parts of it; SIZE_MAX: none */
+  size_t cs_parts;
   tecore_devptr_t g0;              /* dx when the caller wants none */
   tecore_devptr_t garena;          /* the shared activation gradients (laid out by the backward plan) */
   size_t garena_bytes;
@@ -514,6 +518,13 @@ const char *te_fusion_off_next(const char **p, size_t *len);
 /* Build: the bytes of column-sum scratch (s->cws) the sequence's Linears
  * need for their bias gradients (TECORE_OPS_BGRAD_EPILOGUE); 0: none. */
 size_t te_linear_cws_bytes(const tecore_seq_t *s);
+/* An activation op's backward, dx = dy * act'(x); when the op before it
+ * is a biased 16-bit Linear whose bias gradient is taken by column sums,
+ * with those sums made on the way (te_act_bwd_colsum), left for that
+ * Linear's backward, which runs next. */
+tecore_result_t te_linear_act_bwd(tecore_seq_t *s, size_t act_op, tecore_activation_t act,
+                                  const struct tecore_tensor *dy, const struct tecore_tensor *x,
+                                  const struct tecore_tensor *dx, tecore_stream_t stream);
 
 /* The weight-gradient GEMM that te_linear_bwd recorded in s->pend (on
  * stream), or nothing when none is pending. */

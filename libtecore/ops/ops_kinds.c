@@ -187,8 +187,8 @@ static tecore_result_t act_fwd(const struct tecore_seq_exec *x) {
 }
 
 static tecore_result_t act_bwd(const struct tecore_seq_exec *x) {
-  struct tecore_tensor d = x->grad[0];
-  return tecore_act_bwd(te_op_act(op_of(x)), &x->grad[1], &x->act[0], &d, x->stream);
+  return te_linear_act_bwd(x->seq, x->first, te_op_act(op_of(x)), &x->grad[1], &x->act[0],
+                           &x->grad[0], x->stream);
 }
 
 static tecore_result_t layernorm_fwd(const struct tecore_seq_exec *x) {

@@ -25,6 +25,7 @@
 #include "ops/ops_internal.h"
 #include "transpose/transpose_internal.h"
 #include "elementwise/elementwise_internal.h"
+#include "act/act_internal.h"
 
 #include <string.h>
 
@@ -389,6 +390,26 @@ static int bgrad_split(const tecore_seq_t *s, const struct tecore_tensor *DY) {
          te_colsum_ws_bytes(DY->shape[1]) <= s->cws_bytes;
 }
 
+tecore_result_t te_linear_act_bwd(tecore_seq_t *s, size_t act_op, tecore_activation_t act,
+                                  const struct tecore_tensor *dy, const struct tecore_tensor *x,
+                                  const struct tecore_tensor *dx, tecore_stream_t stream) {
+  s->cs_op = SIZE_MAX;
+  const size_t l = act_op - 1;
+  const struct te_op *lo = act_op > 0 ? &s->ops[l] : NULL;
+  if (lo && (lo->fp8 & TE_KIND_GEMM) && lo->d.bias && !te_op_fp8(s, l) && bgrad_split(s, dx) &&
+      te_act_bwd_colsum_ok(act, dy, x, dx) && dx->shape[0] > 0) {
+    size_t parts = 0, rpp = te_colsum_plan(dx->shape[0], dx->shape[1], &parts);
+    if (parts * dx->shape[1] * sizeof(float) <= s->cws_bytes) {
+      TE_CHECK(te_act_bwd_colsum(act, dy, x, dx, s->cws, rpp, parts, stream));
+      s->cs_op = l;
+      s->cs_parts = parts;
+      return TECORE_SUCCESS;
+    }
+  }
+  struct tecore_tensor d = *dx;
+  return tecore_act_bwd(act, dy, x, &d, stream);
+}
+
 /* The weight gradient dW += dy^T x (F32, beta = 1) from the prepared
  * operands; bias_grad: a BGRAD epilogue adds the column sums of dy there
  * too (through s->dvec).  x8_transpose: x's columnwise FP8 copy is made
@@ -413,6 +434,11 @@ static tecore_result_t wgrad(tecore_seq_t *s, size_t op, const struct tecore_ten
   /* the first contribution after tecore_seq_zero_grad overwrites */
   const float beta = te_grad_take_fresh(s, o->grad[0]) ? 0.0f : 1.0f;
   TE_CHECK(tecore_gemm(DY, TECORE_GEMM_T, &Xc, TECORE_GEMM_N, &gW, 1.0f, beta, &wo, st));
+  if (split && s->cs_op == op) {   /* the activation's backward left dy's column sums */
+    s->cs_op = SIZE_MAX;
+    return te_colsum_final(bias_grad, s->cws, s->cs_parts, DY->shape[1],
+                           !te_grad_take_fresh(s, bias_grad), st);
+  }
   if (split)
     return te_colsum(bias_grad, DY, !te_grad_take_fresh(s, bias_grad), s->cws, s->cws_bytes, st);
   if (bias_grad) TE_CHECK(te_accum_f32(s, bias_grad, s->dvec, gdt, o->out_cols, st));
@@ -464,7 +490,16 @@ static tecore_result_t linear_bwd_split(tecore_seq_t *s, const struct te_lin_bwd
                      &dopt, st);
 }
 
+static tecore_result_t linear_bwd(tecore_seq_t *s, const struct te_lin_bwd *a);
+
 tecore_result_t te_linear_bwd(tecore_seq_t *s, const struct te_lin_bwd *a) {
+  if (s->cs_op != a->op) s->cs_op = SIZE_MAX;   /* sums left for another Linear: stale */
+  tecore_result_t r = linear_bwd(s, a);
+  s->cs_op = SIZE_MAX;
+  return r;
+}
+
+static tecore_result_t linear_bwd(tecore_seq_t *s, const struct te_lin_bwd *a) {
   const struct te_op *o = &s->ops[a->op];
   tecore_dtype_t dt = s->cfg.dtype;
   tecore_stream_t st = a->stream;

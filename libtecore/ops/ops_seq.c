@@ -609,6 +609,7 @@ static tecore_result_t alloc_workspaces(tecore_seq_t *s, const char *fn) {
     TE_CHECK(te_seq_alloc(s, s->gemm_ws_bytes, 0, &s->gemm_ws));
   }
   s->cws_bytes = te_linear_cws_bytes(s);
+  s->cs_op = SIZE_MAX;
   if (s->cws_bytes) TE_CHECK(te_seq_alloc(s, s->cws_bytes, 0, &s->cws));
   return TECORE_SUCCESS;
 }

@@ -664,6 +664,81 @@ START_TEST(test_bgrad_colsum) {
 }
 END_TEST
 
+/* [Linear (bias), GELU] with the GELU in a group by itself
+ * (TECORE_OPS_GELU_EPILOGUE=0, set before this forked case plans
+ * anything): the GELU's backward writes dx and, on the way, the column
+ * sums of dx that are the Linear's bias gradient (te_act_bwd_colsum).
+ * The reference is the public calls the fuser's own would be: h =
+ * tecore_gemm(x, W^T) + b (the forward's GEMM), dh = tecore_act_bwd(GELU,
+ * dy, h), summed by column on the host in double.  BF16, 996 rows x 64
+ * columns, gradients poisoned then zeroed, two steps: 1e-6 relative (float
+ * sums of 996 bf16 values; the worst over TE_TEST_SEED 1..30 on vdev was
+ * 7.4e-8); a part of the rows lost or doubled moves it 1e-2 and more. */
+START_TEST(test_act_bias_colsum) {
+  bs = te_stream;
+  ck_assert_int_eq(setenv("TECORE_OPS_GELU_EPILOGUE", "0", 1), 0);
+  const size_t R = 996, IN = 32, OUT = 64;
+  struct tecore_seq_config cfg = {.rows = R, .features = IN, .dtype = TECORE_DTYPE_BF16,
+                                  .seed = 0x6e1};
+  tecore_seq_t *q = NULL;
+  TE_OK(tecore_seq_create(&cfg, &q));
+  struct tecore_op_desc l, g;
+  memset(&l, 0, sizeof l);
+  memset(&g, 0, sizeof g);
+  l.kind = TECORE_OP_LINEAR;
+  l.features = OUT;
+  l.bias = 1;
+  g.kind = TECORE_OP_GELU;
+  TE_OK(tecore_seq_add(q, &l, NULL));
+  TE_OK(tecore_seq_add(q, &g, NULL));
+  TE_OK(tecore_seq_build(q, bs));
+  char plan[256];
+  TE_OK(tecore_seq_describe(q, TECORE_SEQ_BACKWARD, plan, sizeof plan, NULL));
+  printf("# [linear, gelu] %s\n", plan);
+  ck_assert_msg(strstr(plan, "gelu[1]") != NULL, "the GELU is not a group of its own: %s", plan);
+  struct tecore_seq_param sp[2];
+  size_t np = 0;
+  TE_OK(tecore_seq_params(q, sp, 2, &np));
+  ck_assert_uint_eq(np, 2);
+  ck_assert_str_eq(sp[1].name, "bias");
+  struct tecore_tensor x = tgt_bf16(R, IN), y = tgt_bf16(R, OUT), dy = tgt_bf16(R, OUT),
+                       dx = tgt_bf16(R, IN), h = tgt_bf16(R, OUT), dh = tgt_bf16(R, OUT);
+  struct tecore_tensor W, b;
+  size_t ws[2] = {OUT, IN}, bs1 = OUT;
+  TE_OK(tecore_tensor_init(&W, TECORE_DTYPE_BF16, 2, ws, sp[0].value.data));
+  TE_OK(tecore_tensor_init(&b, TECORE_DTYPE_BF16, 1, &bs1, sp[1].value.data));
+  double *hv = malloc(R * OUT * 8), *want = calloc(OUT, 8), *got = malloc(OUT * 8);
+  poison(sp[0].grad.data, IN * OUT * 4);
+  poison(sp[1].grad.data, OUT * 4);
+  TE_OK(tecore_seq_zero_grad(q, bs));
+  for (int st = 0; st < 2; st++) {
+    rand_vec(hv, R * IN, -2, 2);
+    to_dev(x.data, hv, R * IN, TECORE_DTYPE_BF16);
+    rand_vec(hv, R * OUT, -1, 1);
+    to_dev(dy.data, hv, R * OUT, TECORE_DTYPE_BF16);
+    TE_OK(tecore_seq_forward(q, &x, &y, 0, bs));
+    TE_OK(tecore_seq_backward(q, &dy, &dx, bs));
+    struct tecore_gemm_opts o = {.epilogue = TECORE_GEMM_EPI_BIAS, .bias = &b};
+    TE_OK(tecore_gemm(&x, TECORE_GEMM_N, &W, TECORE_GEMM_T, &h, 1.0f, 0.0f, &o, bs));
+    TE_OK(tecore_act_bwd(TECORE_ACT_GELU, &dy, &h, &dh, bs));
+    from_dev(hv, dh.data, R * OUT, TECORE_DTYPE_BF16);
+    for (size_t r = 0; r < R; r++)
+      for (size_t j = 0; j < OUT; j++) want[j] += hv[r * OUT + j];
+  }
+  from_dev(got, sp[1].grad.data, OUT, TECORE_DTYPE_F32);
+  double e = rel_err(got, want, OUT);
+  printf("# [linear, gelu] bf16, 996 rows, 2 steps: the bias gradient (column sums of the "
+         "GELU's dx) against the public calls' dh summed in double: %.3g (tolerance 1e-06)\n", e);
+  ck_assert_msg(e <= 1e-6, "bias gradient %.3g from dh's column sums > 1e-06", e);
+  free(hv);
+  free(want);
+  free(got);
+  struct tecore_tensor *ts[] = {&x, &y, &dy, &dx, &h, &dh};
+  for (size_t i = 0; i < 6; i++) TE_OK(tecore_mem_free(ts[i]->data));
+  TE_OK(tecore_seq_destroy(q));
+}
+END_TEST
+
 /* ---- plans and the parameter table ------------------------------------------------------------ */
 
 /* The man page's table: names and shapes in order, for (a) and (b). */
@@ -1015,6 +1090,7 @@ static Suite *transformer_suite(void) {
   tc = te_tcase(s, "fp8", 1);
   tcase_add_loop_test(tc, test_fp8_vs_bf16, 0, 3);
   tcase_add_test(tc, test_bgrad_colsum);
+  tcase_add_test(tc, test_act_bias_colsum);
   tc = te_tcase(s, "plan", 1);
   tcase_add_test(tc, test_plan_and_params);
   tcase_add_test(tc, test_bad_descs);
