@@ -56,6 +56,10 @@
 # blocks an SM, the sums' rounding by cvt: check_transformer under
 # TE_DEVICE=cuda, GPT-2 124M's step twice and with
 # TECORE_OPS_BGRAD_EPILOGUE=1, its --profile.
+# Phase i: the final code (the column-sum blocks' end and the vdev
+# twins' order one helper each, colsum.cuh and common/colsum.h; the SASS
+# of te_colsum_part and te_act_bwd_colsum_gelu moved a few zeroing
+# instructions): phase h again.
 set -u
 default_phases="a"
 . "$(dirname "$0")/gpu-lib.sh"
@@ -133,7 +137,7 @@ if has g; then
   step small-profile $gpt --model gpt2-124m --synthetic --batch 32 --steps 3 --eval-every 0 --sample 0 --profile
   step te-gpt-sh env TE_DEVICE=cuda top_builddir=. sh t/demo/te-gpt.sh
 fi
-if has h; then
+if has h || has i; then
   make -s t/core/check_transformer tools/te-gpt > /dev/null 2>&1
   step check_transformer env TE_DEVICE=cuda t/core/check_transformer
   step small-1 $small

@@ -20,7 +20,7 @@
 // implementation (libtecore/act/act.c): the same bits on both backends.
 #include "common/act.h"
 #include "common/act_params.h"
-#include "common/elementwise_params.h"
+#include "colsum.cuh"
 #include "ldst.cuh"
 
 #define ACT_BLOCK 256
@@ -424,17 +424,7 @@ __device__ __forceinline__ void act_bwd_colsum(TE_KSIG(TE_ACT_BWD_COLSUM_PARAMS)
       te_dev_st8(dx, r * cols + c, dtype, g);
     }
   }
-#pragma unroll
-  for (int k = 0; k < 8; k++) part[ty][tx * 8 + k] = s[k];
-  __syncthreads();
-  const unsigned cl = ty * TE_COLSUM_VECS + tx;
-  const unsigned long long cc = (unsigned long long)blockIdx.x * TE_COLSUM_VECS * 8 + cl;
-  if (cc < cols) {
-    float t = part[0][cl];
-#pragma unroll
-    for (int l = 1; l < TE_COLSUM_LANES; l++) t = te_add_rn(t, part[l][cl]);
-    ws[(unsigned long long)blockIdx.y * cols + cc] = t;
-  }
+  te_colsum_block_end(part, s, ws, cols);
 }
 
 #define TE_ACT_COLSUM_KERNEL(name, KIND)                                                     \

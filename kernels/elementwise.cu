@@ -7,7 +7,7 @@
 // is kernels/common/elementwise.h, shared with the vdev implementation.
 #include "common/elementwise.h"
 #include "common/elementwise_params.h"
-#include "common/fmath.h"
+#include "colsum.cuh"
 #include "ldst.cuh"
 
 extern "C" __global__ void te_fill(TE_KSIG(TE_FILL_PARAMS)) {
@@ -135,18 +135,7 @@ extern "C" __global__ void __launch_bounds__(TE_COLSUM_VECS * TE_COLSUM_LANES)
       for (int k = 0; k < 8; k++) s[k] = te_add_rn(s[k], v[k]);
     }
   }
-#pragma unroll
-  for (int k = 0; k < 8; k++) part[ty][tx * 8 + k] = s[k];
-  __syncthreads();
-  // the block's sums: thread (x, y) adds the lanes of columns y * 32 + x
-  const unsigned cl = ty * TE_COLSUM_VECS + tx;
-  const unsigned long long cc = (unsigned long long)blockIdx.x * TE_COLSUM_VECS * 8 + cl;
-  if (cc < cols) {
-    float t = part[0][cl];
-#pragma unroll
-    for (int l = 1; l < TE_COLSUM_LANES; l++) t = te_add_rn(t, part[l][cl]);
-    ws[(unsigned long long)blockIdx.y * cols + cc] = t;
-  }
+  te_colsum_block_end(part, s, ws, cols);
 }
 
 // Column sums, part 2 (te_colsum_final): the parts of TE_COLSUM_FCOLS

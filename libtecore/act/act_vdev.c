@@ -4,6 +4,7 @@
  * kernels/common/act.h math (act.c's table names them). */
 #include "act/act_internal.h"
 #include "common/ldst.h"
+#include "common/colsum.h"
 
 /* ---- vdev implementations ------------------------------------------------------
  * Parameters: kernels/common/act_params.h.  vec only picks the GPU's access
@@ -79,24 +80,22 @@ static void act_vdev_bwd(int kind, void *const *args) {
 /* te_act_bwd_colsum_<kind>: the kernel's values and its order of sums
  * (te_colsum_part's: per column, lane l adds rows r0 + l, + lanes, ...;
  * then the lanes in order). */
+struct act_cs {
+  struct te_act_bwd_colsum_args a;
+  int kind;
+};
+
+/* element i's dx, written, then read back as stored */
+static float act_cs_val(void *ctx, uint64_t i) {
+  const struct act_cs *c = ctx;
+  const struct te_act_bwd_colsum_args *a = &c->a;
+  te_st(a->dx, i, a->dtype, te_act_bwd(c->kind, te_ld(a->x, i, a->dtype), te_ld(a->dy, i, a->dtype)));
+  return te_ld(a->dx, i, a->dtype);
+}
+
 static void act_vdev_bwd_colsum(int kind, void *const *args) {
-  const struct te_act_bwd_colsum_args a = te_act_bwd_colsum_args_of(args);
-  for (unsigned long long r0 = 0, p = 0; r0 < a.rows; r0 += a.rpp, p++) {
-    const unsigned long long r1 = r0 + a.rpp < a.rows ? r0 + a.rpp : a.rows;
-    for (unsigned long long c = 0; c < a.cols; c++) {
-      float t = 0.0f;
-      for (unsigned l = 0; l < TE_COLSUM_LANES; l++) {
-        float s = 0.0f;
-        for (unsigned long long r = r0 + l; r < r1; r += TE_COLSUM_LANES) {
-          const uint64_t i = r * a.cols + c;
-          te_st(a.dx, i, a.dtype, te_act_bwd(kind, te_ld(a.x, i, a.dtype), te_ld(a.dy, i, a.dtype)));
-          s = te_add_rn(s, te_ld(a.dx, i, a.dtype));
-        }
-        t = l == 0 ? s : te_add_rn(t, s);
-      }
-      a.ws[p * a.cols + c] = t;
-    }
-  }
+  struct act_cs c = {te_act_bwd_colsum_args_of(args), kind};
+  te_colsum_parts_host(c.a.ws, c.a.rows, c.a.cols, c.a.rpp, act_cs_val, &c);
 }
 
 #define ACT_VDEV(name, KIND)                                                                  \

@@ -4,6 +4,7 @@
  * the same kernels/common/elementwise.h math (elementwise.c's table names
  * them). */
 #include "elementwise/elementwise_internal.h"
+#include "common/colsum.h"
 
 #include <string.h>
 
@@ -53,22 +54,15 @@ void te_ew_vdev_copy2d_u32(const struct tecore_launch_cfg *cfg, void *const *arg
 /* te_colsum_part's sums in the kernel's order: per column, lane l adds
  * rows r0 + l, r0 + l + TE_COLSUM_LANES, ... of the part; then the lanes
  * in order. */
+static float colsum_in(void *ctx, uint64_t i) {
+  const struct te_colsum_part_args *a = ctx;
+  return te_ew_load(a->in, i, a->dtype);
+}
+
 void te_ew_vdev_colsum_part(const struct tecore_launch_cfg *cfg, void *const *args) {
-  const struct te_colsum_part_args a = te_colsum_part_args_of(args);
+  struct te_colsum_part_args a = te_colsum_part_args_of(args);
   (void)cfg;
-  for (unsigned long long r0 = 0, p = 0; r0 < a.rows; r0 += a.rpp, p++) {
-    const unsigned long long r1 = r0 + a.rpp < a.rows ? r0 + a.rpp : a.rows;
-    for (unsigned long long c = 0; c < a.cols; c++) {
-      float t = 0.0f;
-      for (unsigned l = 0; l < TE_COLSUM_LANES; l++) {
-        float s = 0.0f;
-        for (unsigned long long r = r0 + l; r < r1; r += TE_COLSUM_LANES)
-          s = te_add_rn(s, te_ew_load(a.in, r * a.cols + c, a.dtype));
-        t = l == 0 ? s : te_add_rn(t, s);
-      }
-      a.ws[p * a.cols + c] = t;
-    }
-  }
+  te_colsum_parts_host(a.ws, a.rows, a.cols, a.rpp, colsum_in, &a);
 }
 
 /* te_colsum_final's sums in the kernel's order. */
