@@ -60,6 +60,11 @@
 # twins' order one helper each, colsum.cuh and common/colsum.h; the SASS
 # of te_colsum_part and te_act_bwd_colsum_gelu moved a few zeroing
 # instructions): phase h again.
+# Phase j: te_act_bwd_colsum_<kind> with one row's loads in flight a
+# thread, 40 registers, six blocks an SM (c10: two rows, 64 registers,
+# four blocks, 239.8 us a GPT-2 call against 211 for the plain GELU
+# backward): check_transformer under TE_DEVICE=cuda, the step twice, its
+# --profile.  Result: 256.9 us, slower; not kept (main keeps c10's).
 set -u
 default_phases="a"
 . "$(dirname "$0")/gpu-lib.sh"
@@ -144,4 +149,11 @@ if has h || has i; then
   step small-b1 env TECORE_OPS_BGRAD_EPILOGUE=1 $small
   step small-2 $small
   step small-profile $gpt --model gpt2-124m --synthetic --batch 32 --steps 3 --eval-every 0 --sample 0 --profile
+fi
+if has j; then
+  make -s t/core/check_transformer tools/te-gpt > /dev/null 2>&1
+  step check_transformer env TE_DEVICE=cuda t/core/check_transformer
+  step small-1 $small
+  step small-profile $gpt --model gpt2-124m --synthetic --batch 32 --steps 3 --eval-every 0 --sample 0 --profile
+  step small-2 $small
 fi
