@@ -65,6 +65,8 @@
 # four blocks, 239.8 us a GPT-2 call against 211 for the plain GELU
 # backward): check_transformer under TE_DEVICE=cuda, the step twice, its
 # --profile.  Result: 256.9 us, slower; not kept (main keeps c10's).
+# Phase k: the column-sum kernels' place as one helper (colsum.cuh; the
+# SASS reorders a few instructions): phase h again on that code.
 set -u
 default_phases="a"
 . "$(dirname "$0")/gpu-lib.sh"
@@ -142,7 +144,7 @@ if has g; then
   step small-profile $gpt --model gpt2-124m --synthetic --batch 32 --steps 3 --eval-every 0 --sample 0 --profile
   step te-gpt-sh env TE_DEVICE=cuda top_builddir=. sh t/demo/te-gpt.sh
 fi
-if has h || has i; then
+if has h || has i || has k; then
   make -s t/core/check_transformer tools/te-gpt > /dev/null 2>&1
   step check_transformer env TE_DEVICE=cuda t/core/check_transformer
   step small-1 $small

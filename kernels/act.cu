@@ -385,13 +385,11 @@ __device__ __forceinline__ float act_round(float v, int dtype) {
 template <int KIND>
 __device__ __forceinline__ void act_bwd_colsum(TE_KSIG(TE_ACT_BWD_COLSUM_PARAMS)) {
   __shared__ float part[TE_COLSUM_LANES][TE_COLSUM_VECS * 8 + 1];
-  const unsigned tx = threadIdx.x, ty = threadIdx.y;
-  const unsigned long long c = ((unsigned long long)blockIdx.x * TE_COLSUM_VECS + tx) * 8;
-  const unsigned long long r0 = (unsigned long long)blockIdx.y * rpp;
-  const unsigned long long r1 = r0 + rpp < rows ? r0 + rpp : rows;
+  const te_colsum_at w = te_colsum_place(rows, rpp);
+  const unsigned long long c = w.c, r1 = w.r1;
   float s[8] = {0, 0, 0, 0, 0, 0, 0, 0};
   if (c < cols) {
-    unsigned long long r = r0 + ty;
+    unsigned long long r = w.r;
     // two rows' loads in flight (four, as te_colsum_part, held 120
     // registers: two blocks an SM, and the GELU's math went unhidden)
     for (; r + (ACT_CS_UNROLL - 1) * TE_COLSUM_LANES < r1; r += ACT_CS_UNROLL * TE_COLSUM_LANES) {

@@ -110,13 +110,11 @@ extern "C" __global__ void te_scale_add(TE_KSIG(TE_SCALE_ADD_PARAMS)) {
 extern "C" __global__ void __launch_bounds__(TE_COLSUM_VECS * TE_COLSUM_LANES)
     te_colsum_part(TE_KSIG(TE_COLSUM_PART_PARAMS)) {
   __shared__ float part[TE_COLSUM_LANES][TE_COLSUM_VECS * 8 + 1];
-  const unsigned tx = threadIdx.x, ty = threadIdx.y;
-  const unsigned long long c = ((unsigned long long)blockIdx.x * TE_COLSUM_VECS + tx) * 8;
-  const unsigned long long r0 = (unsigned long long)blockIdx.y * rpp;
-  const unsigned long long r1 = r0 + rpp < rows ? r0 + rpp : rows;
+  const te_colsum_at w = te_colsum_place(rows, rpp);
+  const unsigned long long c = w.c, r1 = w.r1;
   float s[8] = {0, 0, 0, 0, 0, 0, 0, 0};
   if (c < cols) {
-    unsigned long long r = r0 + ty;
+    unsigned long long r = w.r;
     for (; r + (TE_COLSUM_UNROLL - 1) * TE_COLSUM_LANES < r1;
          r += TE_COLSUM_UNROLL * TE_COLSUM_LANES) {
       float v[TE_COLSUM_UNROLL][8];

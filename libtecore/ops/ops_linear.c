@@ -398,13 +398,12 @@ tecore_result_t te_linear_act_bwd(tecore_seq_t *s, size_t act_op, tecore_activat
   const struct te_op *lo = act_op > 0 ? &s->ops[l] : NULL;
   if (lo && (lo->fp8 & TE_KIND_GEMM) && lo->d.bias && !te_op_fp8(s, l) && bgrad_split(s, dx) &&
       te_act_bwd_colsum_ok(act, dy, x, dx) && dx->shape[0] > 0) {
+    /* bgrad_split checked the scratch: te_colsum_ws_bytes bounds the plan's parts */
     size_t parts = 0, rpp = te_colsum_plan(dx->shape[0], dx->shape[1], &parts);
-    if (parts * dx->shape[1] * sizeof(float) <= s->cws_bytes) {
-      TE_CHECK(te_act_bwd_colsum(act, dy, x, dx, s->cws, rpp, parts, stream));
-      s->cs_op = l;
-      s->cs_parts = parts;
-      return TECORE_SUCCESS;
-    }
+    TE_CHECK(te_act_bwd_colsum(act, dy, x, dx, s->cws, rpp, parts, stream));
+    s->cs_op = l;
+    s->cs_parts = parts;
+    return TECORE_SUCCESS;
   }
   struct tecore_tensor d = *dx;
   return tecore_act_bwd(act, dy, x, &d, stream);
