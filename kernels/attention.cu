@@ -37,32 +37,9 @@
 #include "common/attention.h"
 #include "common/attention_params.h"
 
-#define F16 1
-#define BF16 2
+#include "async.cuh"
 
 // ---- small helpers -----------------------------------------------------------------------
-
-template <int DT> struct elem;
-template <> struct elem<BF16> {
-  typedef __nv_bfloat16 t;
-  static __device__ __forceinline__ uint32_t pack(float a, float b) {
-    __nv_bfloat162 v = __floats2bfloat162_rn(a, b);
-    return *reinterpret_cast<uint32_t *>(&v);
-  }
-  static __device__ __forceinline__ float2 unpack(uint32_t u) {
-    return __bfloat1622float2(*reinterpret_cast<__nv_bfloat162 *>(&u));
-  }
-};
-template <> struct elem<F16> {
-  typedef __half t;
-  static __device__ __forceinline__ uint32_t pack(float a, float b) {
-    __half2 v = __floats2half2_rn(a, b);
-    return *reinterpret_cast<uint32_t *>(&v);
-  }
-  static __device__ __forceinline__ float2 unpack(uint32_t u) {
-    return __half22float2(*reinterpret_cast<__half2 *>(&u));
-  }
-};
 
 // c += a b for one 16x8x16 tile (row.col, f32 accumulators).
 template <int DT>
@@ -81,9 +58,6 @@ __device__ __forceinline__ void mma16816(float *c, const uint32_t *a, const uint
         : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
 }
 
-__device__ __forceinline__ uint32_t smem_addr(const void *p) {
-  return (uint32_t)__cvta_generic_to_shared(p);
-}
 __device__ __forceinline__ void ldsm_x4(uint32_t *r, const void *p) {
   asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
                : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
@@ -107,19 +81,10 @@ __device__ __forceinline__ void red_add4(float *a, float x, float y, float z, fl
                "f"(z), "f"(w)
                : "memory");
 }
-// 16 bytes global -> shared; src_bytes 0 writes zeros (rows past the end).
-__device__ __forceinline__ void cp_async16(void *dst, const void *src, int src_bytes) {
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_addr(dst)), "l"(src),
-               "r"(src_bytes));
-}
 // 4 bytes global -> shared; src_bytes 0 writes zeros.
 __device__ __forceinline__ void cp_async4(void *dst, const void *src, int src_bytes) {
   asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(smem_addr(dst)), "l"(src),
                "r"(src_bytes));
-}
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
-template <int N> __device__ __forceinline__ void cp_async_wait() {
-  asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
 }
 
 // Element offset of (row, 8-element chunk) in a tile of rows of W

@@ -28,6 +28,7 @@ TE_FATBIN(te_fatbin_attn_cudnn, "attn_cudnn.fatbin")
 TE_FATBIN(te_fatbin_rope, "rope.fatbin")
 TE_FATBIN(te_fatbin_embedding, "embedding.fatbin")
 TE_FATBIN(te_fatbin_xent, "xent.fatbin")
+TE_FATBIN(te_fatbin_gemm16, "gemm16.fatbin")
 TE_FATBIN(te_fatbin_graph_fire, "graph_fire.fatbin")
 
   .section .note.GNU-stack, "", @progbits

@@ -620,6 +620,8 @@ tecore_result_t te_cuda_gemm(const struct te_gemm_problem *p, tecore_stream_t st
   } else {
     TE_CHECK(internal_workspace(stream, &c.ws, &c.ws_bytes));
   }
+  /* the GELU epilogues on Hopper: libte's own kernel (cuda_gemm16.c) */
+  if (te_gemm16_takes(p, cc, c.ws, c.ws_bytes)) return te_gemm16_run(p, c.ws, c.ws_bytes, stream);
   struct te_gemm_problem moved, aligned;
   tecore_devptr_t amax_back;
   TE_CHECK(block_scales(&p, &moved, &c, stream));

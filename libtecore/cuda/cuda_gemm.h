@@ -75,6 +75,16 @@ int te_gemm_cache_get(const struct te_gemm_key *key, void *val);
 /* Stores key -> val (replacing an existing value); 0, or -1 when full. */
 int te_gemm_cache_put(const struct te_gemm_key *key, const void *val);
 
+/* libte's own 16-bit GEMM (cuda_gemm16.c, kernels/gemm16.cu).
+ * te_gemm16_takes: 1 when it runs p on a device of compute capability cc
+ * (major * 10 + minor), its dGELU column sums fitting the workspace ws of
+ * ws_bytes (TECORE_GEMM_OWN, the shape, types, layouts and alignments);
+ * te_gemm16_run then queues it on stream. */
+int te_gemm16_takes(const struct te_gemm_problem *p, int cc, tecore_devptr_t ws,
+                    size_t ws_bytes);
+tecore_result_t te_gemm16_run(const struct te_gemm_problem *p, tecore_devptr_t ws,
+                              size_t ws_bytes, tecore_stream_t stream);
+
 /* Measured choice for small problems (cuda_gemm_tune.c).
  *
  * te_gemm_tune_count: how many heuristic candidates to ask for p: 1 (take

@@ -757,6 +757,40 @@ START_TEST(gemm_fast_accum) {
 }
 END_TEST
 
+/* The shapes libte's own 16-bit GEMM takes on an H100 (cuda_gemm16.c:
+ * m % 128, n % 256, k % 64, D of the input type, beta 0; with
+ * TECORE_GEMM_OWN=2 every epilogue it has): each epilogue, both B
+ * layouts ([n][k] transposed and [k][n]), bf16 and f16, several k-steps
+ * and row blocks (the dGELU's bias gradient summed over blocks), against
+ * the same reference and tolerances as the sweeps.  On vdev the
+ * reference GEMM runs them. */
+START_TEST(gemm_own_shapes) {
+  setenv("TECORE_GEMM_OWN", "2", 1);   /* this forked test's first read */
+  static const struct shape sh[] = {{128, 256, 64}, {384, 512, 192}};
+  static const tecore_gemm_epilogue_t epis[] = {
+      TECORE_GEMM_EPI_NONE, TECORE_GEMM_EPI_BIAS, TECORE_GEMM_EPI_GELU_AUX,
+      TECORE_GEMM_EPI_BIAS_GELU_AUX, TECORE_GEMM_EPI_DGELU, TECORE_GEMM_EPI_DGELU_BGRAD};
+  const tecore_dtype_t dts[] = {TECORE_DTYPE_BF16, TECORE_DTYPE_F16};
+  int runs = 0;
+  for (int di = 0; di < 2; di++)
+    for (int tb = 0; tb < 2; tb++)
+      for (size_t e = 0; e < sizeof epis / sizeof epis[0]; e++)
+        for (int s = 0; s < 2; s++) {
+          struct gcase g = {.at = dts[di], .bt = dts[di], .dt = dts[di], .comp = dts[di],
+                            .ta = TECORE_GEMM_N, .tb = (tecore_gemm_op_t)tb, .m = sh[s].m,
+                            .n = sh[s].n, .k = sh[s].k, .epi = epis[e],
+                            .alpha = s ? 0.0f : 1.0f};
+          /* the case before it runs: a GPU fault names no case */
+          printf("# own: %s op N%s m=%zu n=%zu k=%zu %s\n", tecore_dtype_name(g.dt),
+                 tb ? "T" : "N", g.m, g.n, g.k, tecore_gemm_epilogue_name(g.epi));
+          fflush(stdout);
+          ck_assert_int_eq(run_case(&g), 0);
+          runs++;
+        }
+  printf("# own 16-bit GEMM shapes: %d GEMMs checked\n", runs);
+}
+END_TEST
+
 /* m or n of 0: success, nothing written. */
 START_TEST(gemm_empty) {
   tecore_devptr_t a = te_dalloc(256), b = te_dalloc(256), d = te_dalloc(256);
@@ -1152,6 +1186,7 @@ static Suite *gemm_suite(void) {
   tcase_add_test(tc, gemm_block);
   tcase_add_test(tc, gemm_accumulate);
   tcase_add_test(tc, gemm_fast_accum);
+  tcase_add_test(tc, gemm_own_shapes);
   tcase_add_test(tc, gemm_empty);
   tc = te_tcase(s, "api", 1);
   tcase_add_test(tc, gemm_errors);

@@ -1,8 +1,8 @@
 #!/bin/sh
 # SPDX-License-Identifier: Apache-2.0
 # fatbin-arch.sh -- every kernels/*.fatbin the build made holds SASS for
-# sm_90 and sm_90a (Hopper, the tuned target; attention.fatbin sm_90a
-# alone, for its wgmma kernels), read with cuobjdump --list-elf,
+# sm_90 and sm_90a (Hopper, the tuned target; attention.fatbin and
+# gemm16.fatbin sm_90a alone, for their wgmma kernels), read with cuobjdump --list-elf,
 # or, where the toolkit has no cuobjdump, from the fatbin's own entry headers
 # (magic 0xBA55ED50; each entry: kind 1 PTX / 2 ELF at byte 0, header size
 # at 4, payload size at 8, SM number at 28, flags at 40 with 0x100000 set
@@ -65,10 +65,10 @@ for fb in "$dir"/*.fatbin; do
   # Names read like "ELF file    1: elementwise.1.sm_90a.cubin": pull out
   # the sm_XX[a] tokens and compare them whole (sm_90 is not sm_90a).
   archs=$(echo "$list" | grep -o 'sm_[0-9][0-9]*[a-z]*' | sort -u | tr '\n' ' ')
-  # attention.fatbin holds wgmma kernels: sm_90a without plain sm_90, so
-  # that a Hopper GPU loads them (NVCC_GENCODE_WG, m4/te.m4)
+  # attention.fatbin and gemm16.fatbin hold wgmma kernels: sm_90a without
+  # plain sm_90, so that a Hopper GPU loads them (NVCC_GENCODE_WG, m4/te.m4)
   wants="sm_90 sm_90a"
-  case "$fb" in */attention.fatbin) wants="sm_90a" ;; esac
+  case "$fb" in */attention.fatbin | */gemm16.fatbin) wants="sm_90a" ;; esac
   for want in $wants; do
     case " $archs " in
       *" $want "*) ;;

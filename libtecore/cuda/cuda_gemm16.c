@@ -1,0 +1,158 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* cuda_gemm16.c -- the cuda backend's own 16-bit GEMM (kernels/gemm16.cu:
+ * persistent blocks of 128 x 256, two warpgroups of wgmma) for the
+ * problems cuBLASLt runs slowly: the GELU epilogues.  On an H100
+ * cuBLASLt's bias + GELU + aux and dGELU + bias-gradient kernels for
+ * GPT-2's fc1 and fc2 (32768 x 3072 x 768) took 597-607 us a call against
+ * 225 without the epilogue, every candidate its heuristic offers measured
+ * (bench/2026-11-23g-gpu.md); libte's kernel applies the epilogue to its
+ * accumulators and takes 419 us a call there (bench/2026-12-03-gpu.md).
+ *
+ * te_cuda_gemm asks te_gemm16_takes first; a problem this file does not
+ * take goes to cuBLASLt as before.  Taken: 16-bit A, B, D (and aux and
+ * bias) of one type, no scales, beta 0, A read k-major, B either way, m a
+ * multiple of 128, n of 256, k of 64, rows and pointers 16-byte aligned,
+ * compute capability 9.0 and sm_90a code in the build; TECORE_GEMM_OWN
+ * says which epilogues.  The dGELU's bias gradient is made from column
+ * sums of each 128-row block (in the GEMM's workspace) by
+ * te_gemm16_bgrad, in a fixed order: the same bits on every run. */
+#include "cuda/cuda_gemm.h"
+#include "ksupport/ksupport.h"
+#include "common/gemm16_params.h"
+
+TE_PARAM_INT(gemm_own_param, "TECORE_GEMM_OWN", 1, 0, 2,
+             "16-bit GEMMs libte's own wgmma kernel runs on compute capability 9.0 "
+             "instead of cuBLASLt, where the shape fits (m % 128, n % 256, k % 64): 0 none; 1 "
+             "those with a GELU or dGELU epilogue; 2 also those without epilogue or with a "
+             "bias")
+
+TE_KARGS(te_gemm16_args, TE_GEMM16_PARAMS)
+TE_KARGS(te_gemm16_bgrad_args, TE_GEMM16_BGRAD_PARAMS)
+
+/* kernel index: type (bf16, f16) x B (kn, nk) x epilogue (lin, gelu,
+ * dgelu), then bgrad */
+#define G16(pre, t, b)                                                                   \
+  TE_KDEF(pre "_" #t "_" #b "_lin", NULL, TE_GEMM16_PARAMS),                             \
+      TE_KDEF(pre "_" #t "_" #b "_gelu", NULL, TE_GEMM16_PARAMS),                        \
+      TE_KDEF(pre "_" #t "_" #b "_dgelu", NULL, TE_GEMM16_PARAMS)
+#define G16_SET(pre) G16(pre, bf16, kn), G16(pre, bf16, nk), G16(pre, f16, kn), G16(pre, f16, nk)
+static const struct tecore_kernel_def g16_kernels[] = {
+    G16_SET("te_gemm16"),
+    TE_KDEF("te_gemm16_bgrad", NULL, TE_GEMM16_BGRAD_PARAMS),
+};
+#define K_BGRAD 12
+#define A16 TE_KALIGN(TE_GEMM16_PARAMS)
+#define A16_SET A16, A16, A16, A16, A16, A16, A16, A16, A16, A16, A16, A16
+static const struct te_kalign g16_align[] = {
+    A16_SET, TE_KALIGN(TE_GEMM16_BGRAD_PARAMS),
+};
+TE_KERNEL_TABLE_FATBIN_ALIGNED(g16_first_id, "libtecore/gemm16", g16_kernels, g16_align, gemm16)
+
+enum { EPI_LIN, EPI_GELU, EPI_DGELU };
+
+/* 1 where the kernels run: sm_90a code in the build and compute
+ * capability 9.0 (cc 90). */
+static int g16_arch(int cc) {
+#ifdef TE_CUDA_HAVE_SM90A
+  return cc == 90;
+#else
+  (void)cc;
+  return 0;
+#endif
+}
+
+static int aligned16(tecore_devptr_t p) { return p % 16 == 0; }
+
+/* The kernel's epilogue for p's, or -1 when TECORE_GEMM_OWN leaves it to
+ * cuBLASLt. */
+static int g16_epi(const struct te_gemm_problem *p) {
+  int64_t own = tecore_tunable_int(&gemm_own_param);
+  switch (p->epilogue) {
+  case TECORE_GEMM_EPI_GELU_AUX:
+  case TECORE_GEMM_EPI_BIAS_GELU_AUX:
+    return own >= 1 ? EPI_GELU : -1;
+  case TECORE_GEMM_EPI_DGELU:
+  case TECORE_GEMM_EPI_DGELU_BGRAD:
+    return own >= 1 ? EPI_DGELU : -1;
+  case TECORE_GEMM_EPI_NONE:
+  case TECORE_GEMM_EPI_BIAS:
+    return own >= 2 ? EPI_LIN : -1;
+  default:
+    return -1;   /* GELU without aux, BGRAD: cuBLASLt */
+  }
+}
+
+/* Bytes of the dGELU's column sums (0 when the problem has none). */
+static size_t g16_part_bytes(const struct te_gemm_problem *p) {
+  if (p->epilogue != TECORE_GEMM_EPI_DGELU_BGRAD) return 0;
+  return p->m / TE_GEMM16_BM * p->n * sizeof(float);
+}
+
+int te_gemm16_takes(const struct te_gemm_problem *p, int cc, tecore_devptr_t ws,
+                    size_t ws_bytes) {
+  if (!g16_arch(cc) || g16_epi(p) < 0 || p->fp8) return 0;
+  tecore_dtype_t t = p->d_dtype;
+  if ((t != TECORE_DTYPE_BF16 && t != TECORE_DTYPE_F16) || p->a.dtype != t || p->b.dtype != t ||
+      p->a.scale_kind != TE_GEMM_SCALE_NONE || p->b.scale_kind != TE_GEMM_SCALE_NONE)
+    return 0;
+  if (p->beta != 0.0f) return 0;
+  if (p->m % TE_GEMM16_BM || p->n % TE_GEMM16_BN || p->k % TE_GEMM16_BK || p->k == 0 ||
+      p->m > 0x7fffffff || p->n > 0x7fffffff || p->k > 0x7fffffff ||
+      p->m / TE_GEMM16_BM * (p->n / TE_GEMM16_BN) > 0x7fffffff)
+    return 0;
+  /* A k-major; B k-major ([n][k]) or n-major ([k][n]); rows of 16 bytes */
+  if (p->a.sk != 1 || p->a.si % 8 || !aligned16(p->a.data)) return 0;
+  int64_t ldb = p->b.sk == 1 ? p->b.si : p->b.si == 1 ? p->b.sk : 0;
+  if (ldb <= 0 || ldb % 8 || !aligned16(p->b.data) || !aligned16(p->d)) return 0;
+  if ((te_gemm_epi_has_aux_out(p->epilogue) || te_gemm_epi_has_aux_in(p->epilogue)) &&
+      (p->aux_dtype != t || !aligned16(p->aux)))
+    return 0;
+  /* a bias (read, or the dGELU's gradient written) of the same type */
+  if ((te_gemm_epi_has_bias_in(p->epilogue) && (p->bias_dtype != t || p->bias % 4)) ||
+      (te_gemm_epi_has_bias_out(p->epilogue) && p->bias_dtype != t))
+    return 0;
+  size_t part = g16_part_bytes(p);
+  return !part || (part <= ws_bytes && aligned16(ws));
+}
+
+tecore_result_t te_gemm16_run(const struct te_gemm_problem *p, tecore_devptr_t ws,
+                              size_t ws_bytes, tecore_stream_t stream) {
+  int id = g16_first_id();
+  if (id < 0) return TE_ERR(TECORE_ERR_INTERNAL, "gemm16: the kernels did not register");
+  const int epi = g16_epi(p), f16 = p->d_dtype == TECORE_DTYPE_F16, nk = p->b.sk != 1;
+  const size_t part_bytes = g16_part_bytes(p);
+  if (epi < 0 || part_bytes > ws_bytes || ws % 16)
+    return TE_ERR(TECORE_ERR_INTERNAL, "gemm16: a problem te_gemm16_takes refuses");
+  struct te_gemm16_params kp = {
+      .a = TE_DPTR(p->a.data), .b = TE_DPTR(p->b.data), .d = TE_DPTR(p->d),
+      .bias = te_gemm_epi_has_bias_in(p->epilogue) ? TE_DPTR(p->bias) : NULL,
+      .aux = TE_DPTR(p->aux), .part = part_bytes ? TE_DPTR(ws) : NULL,
+      .lda = p->a.si, .ldb = nk ? p->b.sk : p->b.si, .ldd = (long long)p->n,
+      .m = (int)p->m, .n = (int)p->n, .k = (int)p->k, .alpha = p->alpha};
+  const size_t tiles = p->m / TE_GEMM16_BM * (p->n / TE_GEMM16_BN);
+  /* persistent blocks: one an SM, each taking every grid-th output block */
+  CUdevice dev;
+  int sms = 0;
+  TE_CHECK(te_cuda_current_device(&dev));
+  TE_CHECK(TE_CU(cuDeviceGetAttribute, &sms, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, dev));
+  size_t grid = (size_t)(sms > 0 ? sms : 1);
+  if (grid > tiles) grid = tiles;
+  struct tecore_launch_cfg cfg = {
+      .grid = {(unsigned)grid, 1, 1}, .block = {TE_GEMM16_THREADS, 1, 1},
+      .shared_bytes = TE_GEMM16_SMEM};
+  struct te_gemm16_args a = {.p = &kp};
+  void *args[TE_KNPARAMS(TE_GEMM16_PARAMS)];
+  te_gemm16_args_ptrs(&a, args);
+  TE_CHECK(tecore_kernel_launch(id + (f16 * 2 + nk) * 3 + epi, &cfg, args, stream));
+  if (!part_bytes) return TECORE_SUCCESS;
+
+  struct te_gemm16_bgrad_args b = {.out = TE_DPTR(p->bias), .part = TE_DPTR(ws),
+                                   .dtype = (int)p->bias_dtype,
+                                   .parts = (int)(p->m / TE_GEMM16_BM), .cols = (int)p->n};
+  struct tecore_launch_cfg bc = {
+      .grid = {(unsigned)((p->n + TE_GEMM16_BG_COLS - 1) / TE_GEMM16_BG_COLS), 1, 1},
+      .block = {TE_GEMM16_BG_COLS, TE_GEMM16_BG_LANES, 1}};
+  void *bargs[TE_KNPARAMS(TE_GEMM16_BGRAD_PARAMS)];
+  te_gemm16_bgrad_args_ptrs(&b, bargs);
+  return tecore_kernel_launch(id + K_BGRAD, &bc, bargs, stream);
+}
