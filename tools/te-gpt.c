@@ -766,8 +766,9 @@ static int parse(struct opts *o, int argc, char **argv) {
 
 int main(int argc, char **argv) {
   /* the GELU as its own kernels unless the user says otherwise: on an H100
-   * the GEMM's GELU epilogue made GPT-2 124M's BF16 step 4.4% slower
-   * (bench/2026-11-23g-gpu.md) */
+   * cuBLASLt's GELU epilogue made GPT-2 124M's BF16 step 4.4% slower
+   * (bench/2026-11-23g-gpu.md); on libte's own GEMM (TECORE_GEMM_OWN) it
+   * is level (bench/2026-12-03-gpu.md) */
   setenv("TECORE_OPS_GELU_EPILOGUE", "0", 0);
   struct opts o = {.model = "tiny", .steps = 30, .accum = 1, .lr = -1, .min_lr = -1,
                    .warmup = -1, .wd = 0.1, .clip = 1.0, .seed = 1, .eval_every = 10,
