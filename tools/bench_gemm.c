@@ -9,7 +9,9 @@
  *     and BF16: libte measures its algorithm there (cuda_gemm_tune.c), the
  *     direct call takes the heuristic's first; the floor is the bytes over
  *     the copy bandwidth
- *   Linear+Bias+GELU forward (FP8, tokens 8192, in 4096, out 16384): the
+ *   Linear+Bias+GELU forward (FP8, tokens 8192, in 4096, out 16384; and
+ *     BF16 at GPT-2 124M's fc1, tokens 32768, in 768, out 3072, which
+ *     libte's own GEMM takes on Hopper, TECORE_GEMM_OWN): the
  *     BIAS_GELU_AUX epilogue against the GEMM with the bias epilogue
  *     followed by a separate GELU kernel (tecore_act_fwd).  libtecore has
  *     no bias-add+GELU kernel, so the bias rides in the unfused GEMM's
@@ -406,18 +408,20 @@ static tecore_result_t mlp_unfused(struct tb_ctx *c, void *arg) {
   return tecore_act_fwd(TECORE_ACT_GELU, &a->pre, &a->out, 0, c->s);
 }
 
-/* m tokens through a Linear of n outputs, k inputs, with bias and GELU:
- * the fused epilogue against GEMM+bias then the GELU kernel.  At a few
- * tokens (a decode step) both are bound by reading the weight: the floor
- * printed is its bytes over copy bandwidth. */
-static void bench_mlp(struct tb_ctx *c, tecore_devptr_t ws, size_t ws_bytes, size_t m, size_t n,
-                      size_t k) {
+/* m tokens through a Linear of n outputs, k inputs (inputs of type it:
+ * E4M3 with per-tensor scales, or BF16), with bias and GELU: the fused
+ * epilogue against GEMM+bias then the GELU kernel.  At a few tokens (a
+ * decode step) both are bound by reading the weight: the floor printed is
+ * its bytes over copy bandwidth. */
+static void bench_mlp(struct tb_ctx *c, tecore_devptr_t ws, size_t ws_bytes, tecore_dtype_t it,
+                      size_t m, size_t n, size_t k) {
   struct mlp_arg a;
   memset(&a, 0, sizeof a);
   size_t sx[2] = {m, k}, sw[2] = {n, k}, sd[2] = {m, n};
   float one = 1.0f;
-  tecore_devptr_t x = tb_alloc_random(c, m * k, TECORE_DTYPE_E4M3);
-  tecore_devptr_t w = tb_alloc_random(c, n * k, TECORE_DTYPE_E4M3);
+  const int f8 = it == TECORE_DTYPE_E4M3;
+  tecore_devptr_t x = tb_alloc_random(c, m * k, it);
+  tecore_devptr_t w = tb_alloc_random(c, n * k, it);
   tecore_devptr_t pre = tb_alloc_random(c, m * n, TECORE_DTYPE_BF16);
   tecore_devptr_t out = tb_alloc_random(c, m * n, TECORE_DTYPE_BF16);
   tecore_devptr_t bias = tb_alloc_random(c, n, TECORE_DTYPE_BF16);
@@ -428,30 +432,32 @@ static void bench_mlp(struct tb_ctx *c, tecore_devptr_t ws, size_t ws_bytes, siz
     c->failed = 1;
     goto out;
   }
-  tecore_tensor_init(&a.X, TECORE_DTYPE_E4M3, 2, sx, x);
-  tecore_tensor_init(&a.W, TECORE_DTYPE_E4M3, 2, sw, w);
-  a.X.scaling = a.W.scaling = TECORE_SCALING_DELAYED;
-  a.X.scale_inv = a.W.scale_inv = s1;
+  tecore_tensor_init(&a.X, it, 2, sx, x);
+  tecore_tensor_init(&a.W, it, 2, sw, w);
+  if (f8) {
+    a.X.scaling = a.W.scaling = TECORE_SCALING_DELAYED;
+    a.X.scale_inv = a.W.scale_inv = s1;
+  }
   tecore_tensor_init(&a.pre, TECORE_DTYPE_BF16, 2, sd, pre);
   tecore_tensor_init(&a.out, TECORE_DTYPE_BF16, 2, sd, out);
   tecore_tensor_init(&a.bias, TECORE_DTYPE_BF16, 1, &n, bias);
   a.fused = (struct tecore_gemm_opts){.epilogue = TECORE_GEMM_EPI_BIAS_GELU_AUX, .bias = &a.bias,
-                                      .aux = &a.pre, .fast_accum = 1, .workspace = ws,
+                                      .aux = &a.pre, .fast_accum = f8, .workspace = ws,
                                       .workspace_bytes = ws_bytes};
   a.biased = (struct tecore_gemm_opts){.epilogue = TECORE_GEMM_EPI_BIAS, .bias = &a.bias,
-                                       .fast_accum = 1, .workspace = ws,
+                                       .fast_accum = f8, .workspace = ws,
                                        .workspace_bytes = ws_bytes};
   char shape[48], note[160];
-  snprintf(shape, sizeof shape, "%zux%zux%zu", m, n, k);
+  snprintf(shape, sizeof shape, "%s %zux%zux%zu", tecore_dtype_name(it), m, n, k);
   double flops = 2.0 * m * n * k;
   double tf = tb_time(c, mlp_fused, &a), tu = tb_time(c, mlp_unfused, &a);
   double tf2 = tb_time(c, mlp_fused, &a), tu2 = tb_time(c, mlp_unfused, &a);
   if (tf2 > 0 && tf2 < tf) tf = tf2;
   if (tu2 > 0 && tu2 < tu) tu = tu2;
   if (m <= 512) {   /* a decode step: both read the weight once */
-    double wfloor = (double)n * k / (c->copy_gbs * 1e9) * 1e3;
-    snprintf(note, sizeof note, "floor %.1f us (the %.1f MB FP8 weight over copy bandwidth)",
-             wfloor * 1e3, (double)n * k / 1e6);
+    double wfloor = (double)n * k * tecore_dtype_size(it) / (c->copy_gbs * 1e9) * 1e3;
+    snprintf(note, sizeof note, "floor %.1f us (the %.1f MB weight over copy bandwidth)",
+             wfloor * 1e3, (double)n * k * tecore_dtype_size(it) / 1e6);
     report_flops(c, "linear+bias+gelu unfused", shape, tu, flops, NULL, 0, NULL, 0, note);
     report_flops(c, "linear+bias+gelu fused epilogue", shape, tf, flops, "unfused", tu, NULL, 0,
                  note);
@@ -522,11 +528,14 @@ void tb_gemm(struct tb_ctx *c) {
     bench_pair(c, &lt, ws, ws_bytes, TECORE_DTYPE_E4M3, tokens[i], 8192, 4096, 1);
     bench_pair(c, &lt, ws, ws_bytes, TECORE_DTYPE_BF16, tokens[i], 8192, 4096, 0);
   }
-  bench_mlp(c, ws, ws_bytes, 8192, 16384, 4096);
+  bench_mlp(c, ws, ws_bytes, TECORE_DTYPE_E4M3, 8192, 16384, 4096);
+  /* GPT-2 124M's fc1 (batch 32 x 1024 tokens): on Hopper libte's own
+   * GEMM runs the fused row (TECORE_GEMM_OWN) */
+  bench_mlp(c, ws, ws_bytes, TECORE_DTYPE_BF16, 32768, 3072, 768);
   /* a decode step's fc1 on a tensor-parallel rank (hidden 4096, ffn
    * 16384 over 2 ranks) */
-  bench_mlp(c, ws, ws_bytes, 16, 8192, 4096);
-  bench_mlp(c, ws, ws_bytes, 64, 8192, 4096);
+  bench_mlp(c, ws, ws_bytes, TECORE_DTYPE_E4M3, 16, 8192, 4096);
+  bench_mlp(c, ws, ws_bytes, TECORE_DTYPE_E4M3, 64, 8192, 4096);
   tecore_ctx_synchronize();
   tecore_mem_free(ws);
   lt.destroy(lt.handle);
