@@ -14,27 +14,29 @@
 #define F16 1
 #define BF16 2
 
+// Two floats to a packed pair of 16-bit values and back, per type.
+__device__ __forceinline__ void cvt2(float a, float b, __nv_bfloat162 &v) {
+  v = __floats2bfloat162_rn(a, b);
+}
+__device__ __forceinline__ void cvt2(float a, float b, __half2 &v) { v = __floats2half2_rn(a, b); }
+__device__ __forceinline__ float2 to_float2(__nv_bfloat162 v) { return __bfloat1622float2(v); }
+__device__ __forceinline__ float2 to_float2(__half2 v) { return __half22float2(v); }
+
+// elem<DT>: the element type t of DT, and pack / unpack of a pair in 32 bits.
+template <typename T, typename T2> struct elem16 {
+  typedef T t;
+  static __device__ __forceinline__ uint32_t pack(float a, float b) {
+    T2 v;
+    cvt2(a, b, v);
+    return *reinterpret_cast<uint32_t *>(&v);
+  }
+  static __device__ __forceinline__ float2 unpack(uint32_t u) {
+    return to_float2(*reinterpret_cast<T2 *>(&u));
+  }
+};
 template <int DT> struct elem;
-template <> struct elem<BF16> {
-  typedef __nv_bfloat16 t;
-  static __device__ __forceinline__ uint32_t pack(float a, float b) {
-    __nv_bfloat162 v = __floats2bfloat162_rn(a, b);
-    return *reinterpret_cast<uint32_t *>(&v);
-  }
-  static __device__ __forceinline__ float2 unpack(uint32_t u) {
-    return __bfloat1622float2(*reinterpret_cast<__nv_bfloat162 *>(&u));
-  }
-};
-template <> struct elem<F16> {
-  typedef __half t;
-  static __device__ __forceinline__ uint32_t pack(float a, float b) {
-    __half2 v = __floats2half2_rn(a, b);
-    return *reinterpret_cast<uint32_t *>(&v);
-  }
-  static __device__ __forceinline__ float2 unpack(uint32_t u) {
-    return __half22float2(*reinterpret_cast<__half2 *>(&u));
-  }
-};
+template <> struct elem<BF16> : elem16<__nv_bfloat16, __nv_bfloat162> {};
+template <> struct elem<F16> : elem16<__half, __half2> {};
 
 __device__ __forceinline__ uint32_t smem_addr(const void *p) {
   return (uint32_t)__cvta_generic_to_shared(p);
