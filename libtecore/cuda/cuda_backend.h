@@ -164,6 +164,8 @@ tecore_result_t te_cuda_sync_policy(CUdevice dev);
 tecore_result_t te_cuda_current_device(CUdevice *dev);
 /* dev's compute capability as major * 10 + minor, read once per device. */
 tecore_result_t te_cuda_device_cc(CUdevice dev, int *cc);
+/* Its multiprocessor count, read once per device like the capability. */
+tecore_result_t te_cuda_device_sms(CUdevice dev, int *sms);
 /* The CUkernel of registered kernel k in module library lib, looked up
  * once (cuda_kernel.c). */
 struct te_kernel_entry;

@@ -246,21 +246,33 @@ tecore_result_t te_cuda_current_device(CUdevice *dev) {
   return TECORE_SUCCESS;
 }
 
-tecore_result_t te_cuda_device_cc(CUdevice dev, int *cc) {
-  static int cache[64];   /* (major * 10 + minor) + 1; 0 = not read yet */
+/* Attribute a of dev, read once per device (dev < 64) into cache
+ * (value + 1; 0 = not read yet). */
+static tecore_result_t attr_once(int *cache, CUdevice dev, CUdevice_attribute a, int *v) {
   if (dev >= 0 && dev < 64) {
-    int v = __atomic_load_n(&cache[dev], __ATOMIC_RELAXED);
-    if (v) {
-      *cc = v - 1;
+    int c = __atomic_load_n(&cache[dev], __ATOMIC_RELAXED);
+    if (c) {
+      *v = c - 1;
       return TECORE_SUCCESS;
     }
   }
-  int major = 0, minor = 0;
-  TE_CHECK(TE_CU(cuDeviceGetAttribute, &major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev));
-  TE_CHECK(TE_CU(cuDeviceGetAttribute, &minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev));
-  *cc = major * 10 + minor;
-  if (dev >= 0 && dev < 64) __atomic_store_n(&cache[dev], *cc + 1, __ATOMIC_RELAXED);
+  TE_CHECK(TE_CU(cuDeviceGetAttribute, v, a, dev));
+  if (dev >= 0 && dev < 64) __atomic_store_n(&cache[dev], *v + 1, __ATOMIC_RELAXED);
   return TECORE_SUCCESS;
+}
+
+tecore_result_t te_cuda_device_cc(CUdevice dev, int *cc) {
+  static int major_c[64], minor_c[64];
+  int major = 0, minor = 0;
+  TE_CHECK(attr_once(major_c, dev, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, &major));
+  TE_CHECK(attr_once(minor_c, dev, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, &minor));
+  *cc = major * 10 + minor;
+  return TECORE_SUCCESS;
+}
+
+tecore_result_t te_cuda_device_sms(CUdevice dev, int *sms) {
+  static int sms_c[64];
+  return attr_once(sms_c, dev, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, sms);
 }
 
 tecore_result_t te_cuda_device(int ordinal, CUdevice *dev) {

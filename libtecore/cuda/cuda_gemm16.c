@@ -134,7 +134,7 @@ tecore_result_t te_gemm16_run(const struct te_gemm_problem *p, tecore_devptr_t w
   CUdevice dev;
   int sms = 0;
   TE_CHECK(te_cuda_current_device(&dev));
-  TE_CHECK(TE_CU(cuDeviceGetAttribute, &sms, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, dev));
+  TE_CHECK(te_cuda_device_sms(dev, &sms));
   size_t grid = (size_t)(sms > 0 ? sms : 1);
   if (grid > tiles) grid = tiles;
   struct tecore_launch_cfg cfg = {
