@@ -25,6 +25,7 @@ __device__ __forceinline__ float2 to_float2(__half2 v) { return __half22float2(v
 // elem<DT>: the element type t of DT, and pack / unpack of a pair in 32 bits.
 template <typename T, typename T2> struct elem16 {
   typedef T t;
+  static __device__ __forceinline__ float to_float(T v) { return (float)v; }
   static __device__ __forceinline__ uint32_t pack(float a, float b) {
     T2 v;
     cvt2(a, b, v);

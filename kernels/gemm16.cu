@@ -3,29 +3,39 @@
 // (sm_90a), for the epilogues cuBLASLt runs slowly: on an H100 its bias +
 // GELU + aux and dGELU + bias-gradient kernels for GPT-2's fc1 and fc2
 // (32768 x 3072 x 768) took 597-607 us a call, the same GEMM without
-// epilogue 225 (bench/2026-11-23g-gpu.md).  Here the epilogue rides on the
-// accumulators (419 us a call there; the plain GEMM runs at 0.83x
-// cuBLASLt's at 4096^3, bench/2026-12-03-gpu.md):
+// epilogue 225 (bench/2026-11-23g-gpu.md).  Here the epilogue runs beside
+// the next block's MMAs: 288 us a call for bias + GELU + aux, 387 for
+// dGELU + bias gradient (bench/2026-12-04-gpu.md).  A block is
+// warp-specialized, 512 threads:
 //
-//  - a block computes 128 x 256 of D in two warpgroups of 64 rows, each
-//    with wgmma m64n128k16 twice a k-step (both operands in shared
-//    memory; B K-major, or MN-major for a B stored [k][n]);
-//  - the k-loop runs over four 64-deep stages of 128-byte swizzled tiles
-//    (kernels/wgmma.cuh), filled by cp.async two k-tiles ahead; one
-//    stage's MMAs stay in flight while the next ones are issued;
+//  - warp 0 is the producer: one lane feeds three 64-deep stages of
+//    128-byte swizzled tiles (kernels/wgmma.cuh) through the tensor memory
+//    accelerator (TMA; the tensor maps come with the parameters), each
+//    stage an mbarrier "full" (the bytes arrived) and "empty" (the MMAs
+//    are done with it) -- it runs ahead into the next output block while
+//    the MMAs finish one;
+//  - warpgroups 2 and 3 run the MMAs: a block of 128 x 256 of D, 64 rows
+//    each, wgmma m64n128k16 twice a k-step (both operands in shared
+//    memory; B K-major, or MN-major for a B stored [k][n]), one k-tile's
+//    MMAs in flight while the next are issued; at the end of a block they
+//    write its values, alpha A B (+ bias) rounded to the 16-bit type, to an
+//    output tile in shared memory and go on with the next block;
+//  - warps 1-7 take the output tile to global memory, 16 bytes a lane and
+//    whole rows a warp: D (the plain and bias epilogues); aux and D =
+//    gelu(aux); or D = dy gelu'(aux) with each column's sum of the float
+//    products over the block's 128 rows into part -- in a fixed order (a
+//    lane's rows in order, then the seven warps in order), so the bias
+//    gradient te_gemm16_bgrad adds from the parts is the same bits on
+//    every run.  Rounding alpha A B to the type before the GELU or the
+//    dGELU's product is what cuBLASLt does too (t/core/check_gemm.c's
+//    tolerances); GELU and gelu' use the special-function unit
+//    (gelu_sfu): the correctly rounded forms of kernels/common/act.h cost
+//    more than the MMAs;
+//  - named barriers hand the output tile over (FULL) and back (EMPTY);
+//    setmaxnreg gives the MMA warpgroups 168 registers a thread (their
+//    accumulators are 128) and the others 88;
 //  - blocks are persistent, one an SM, taking output blocks grid apart
-//    (columns fastest: the blocks running together share A's rows in
-//    L2); the next output block's first k-tiles load during the epilogue;
-//  - the epilogue goes through shared memory (the stages the next block's
-//    loads leave free), so that D and aux move as whole rows of 16-byte
-//    accesses: the bias, the pre-activation as aux and D = gelu of it, or
-//    D = A B * gelu'(aux) with each column's sum over the block's 128
-//    rows into part -- in a fixed order (a thread's two rows, then the 8
-//    lanes of a column, then the 8 warps in order), so the bias gradient
-//    te_gemm16_bgrad adds from the parts is the same bits on every run.
-//    GELU and gelu' use the special-function unit (gelu_sfu): the
-//    correctly rounded forms of kernels/common/act.h cost more than the
-//    MMAs (701 us a call).
+//    (columns fastest: the blocks running together share A's rows in L2).
 //
 // Shapes: m a multiple of 128, n of 256, k of 64, every row 16-byte
 // aligned (libtecore/cuda/cuda_gemm16.c checks; anything else goes to
@@ -46,7 +56,7 @@ namespace {
 
 constexpr int BM = TE_GEMM16_BM, BK = TE_GEMM16_BK;
 static_assert(BK == 64, "a stage is one 128-byte column block of k");
-static_assert(TE_GEMM16_THREADS == 256 && BM == 128, "the loads' split below");
+static_assert(BM == 128, "two MMA warpgroups of 64 rows");
 
 // GELU and its derivative on the special-function unit (ex2.approx,
 // rcp.approx): x s and s + x z' s (1 - s), s = 1 / (1 + e), e = 2^-(x (A1
@@ -80,173 +90,287 @@ __device__ __forceinline__ float dgelu_sfu(float x) {
 #endif
 
 #if TE_WGMMA
-// The bias of columns c and c + 1.
-template <int DT>
-__device__ __forceinline__ float2 bias2(const te_gemm16_params &p, int c) {
-  return elem<DT>::unpack(*reinterpret_cast<const uint32_t *>(
-      static_cast<const typename elem<DT>::t *>(p.bias) + c));
+// mbarriers (the stages' full and empty signals) and the tensor memory
+// accelerator's 2-D tile loads into them.
+__device__ __forceinline__ void mbar_init(uint32_t bar, uint32_t count) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(count) : "memory");
+}
+__device__ __forceinline__ void mbar_arrive(uint32_t bar) {
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(bar) : "memory");
+}
+__device__ __forceinline__ void mbar_expect(uint32_t bar, uint32_t bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar), "r"(bytes)
+               : "memory");
+}
+// Until the phase of the given parity has completed (a fresh barrier's
+// phase "1" counts as completed: the producer's first pass through the
+// empty stages does not wait).
+__device__ __forceinline__ void mbar_wait(uint32_t bar, uint32_t parity) {
+  uint32_t done;
+  do {
+    asm volatile(
+        "{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
+        "selp.u32 %0, 1, 0, p;\n}\n"
+        : "=r"(done)
+        : "r"(bar), "r"(parity)
+        : "memory");
+  } while (!done);
+}
+// The box of tensor map tm at (c0 innermost, c1) into shared memory at dst,
+// counted on bar.
+__device__ __forceinline__ void tma_load(uint32_t dst, const te_gemm16_tmap *tm, int c0, int c1,
+                                         uint32_t bar) {
+  asm volatile(
+      "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes"
+      " [%0], [%1, {%2, %3}], [%4];\n" ::"r"(dst),
+      "l"(reinterpret_cast<uint64_t>(tm)), "r"(c0), "r"(c1), "r"(bar)
+      : "memory");
+}
+// Named barriers between the MMA warpgroups and the epilogue warps.
+__device__ __forceinline__ void bar_sync(int id, int n) {
+  asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(n) : "memory");
+}
+__device__ __forceinline__ void bar_arrive(int id, int n) {
+  asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "r"(n) : "memory");
+}
+__device__ __forceinline__ uint4 ld_g16(const void *p) {
+  return *reinterpret_cast<const uint4 *>(p);
+}
+__device__ __forceinline__ void st_g16(void *p, uint4 v) { *reinterpret_cast<uint4 *>(p) = v; }
+__device__ __forceinline__ void prefetch_l2(const void *p) {
+  asm volatile("prefetch.global.L2 [%0];\n" ::"l"(p));
 }
 #endif
+
+static_assert(TE_GEMM16_THREADS == 4 * 128, "two load/epilogue warpgroups, two MMA ones");
 
 #if TE_WGMMA
-// Shared-memory tiles of the epilogue: 128 rows of BN 16-bit values, each
-// row 16 bytes longer than BN (a warp's fragment stores, 8 rows of 16
-// bytes, then fall on 32 different banks).
-template <int BN> __device__ __forceinline__ constexpr int tile_pitch() { return (BN + 8) * 2; }
+// The registers a warpgroup's threads hold: the MMA warpgroups take what
+// the others give back (2 x 128 x 168 + 2 x 128 x 88 = the SM's 65536).
+constexpr int REGS_MMA = 168, REGS_EPI = 88;
+static_assert(2 * 128 * (REGS_MMA + REGS_EPI) <= 65536, "the register file");
+template <int N> __device__ __forceinline__ void regs_inc() {
+  asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(N));
+}
+template <int N> __device__ __forceinline__ void regs_dec() {
+  asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(N));
+}
 
-// The epilogue of one warpgroup's 64 x 128 half of the block into shared
-// memory: d the accumulators (m64n128 layout: d[4j + 2hr + e] is row g +
-// 8 hr of the warp's 16, column 8 j + 2 tq + e), at byte offset `at` of
-// the tile dt (row r0, column c0 + 2 tq); EPI_LIN writes alpha A B + bias
-// (the GELU's aux), EPI_GELU its GELU, EPI_DGELU alpha A B times gelu' of
-// the aux dt holds on entry.  cs, when sums (EPI_DGELU), gets this
-// thread's sums of its two rows for the 32 columns it holds.
-template <int DT, int EPI, int BN>
-__device__ __forceinline__ void epilogue_half(const te_gemm16_params &p, const float *d,
-                                              unsigned char *dt, int at, int col, bool sums,
-                                              float *cs) {
-  constexpr int PITCH = tile_pitch<BN>();
+// One 16-byte chunk (8 columns) of an output row: v the tile's values
+// (alpha A B + bias, or the dGELU's alpha A B); EPI_LIN stores them to D,
+// EPI_GELU to aux and their GELU to D, EPI_DGELU v gelu'(x) (x the aux
+// chunk) to D with the float products added to cs.
+template <int DT, int EPI>
+__device__ __forceinline__ void epi_chunk(uint4 v, uint4 x, void *d, void *aux, float *cs) {
+  if (EPI == EPI_LIN) {
+    st_g16(d, v);
+    return;
+  }
+  const uint32_t *u = reinterpret_cast<const uint32_t *>(&v);
+  const uint32_t *a = reinterpret_cast<const uint32_t *>(&x);
+  uint4 g;
+  uint32_t *o = reinterpret_cast<uint32_t *>(&g);
+  if (EPI == EPI_GELU) st_g16(aux, v);
 #pragma unroll
-  for (int j = 0; j < 16; j++) {
-    float2 b = make_float2(0.0f, 0.0f);
-    if (EPI != EPI_DGELU && p.bias) b = bias2<DT>(p, col + 8 * j);
-#pragma unroll
-    for (int hr = 0; hr < 2; hr++) {
-      const int o = at + hr * 8 * PITCH + j * 16;
-      uint32_t *dp = reinterpret_cast<uint32_t *>(dt + o);
-      float y0 = d[4 * j + 2 * hr] * p.alpha, y1 = d[4 * j + 2 * hr + 1] * p.alpha;
-      if (EPI == EPI_GELU) {
-        y0 = gelu_sfu(y0 + b.x);
-        y1 = gelu_sfu(y1 + b.y);
-      } else if (EPI == EPI_DGELU) {
-        const float2 u = elem<DT>::unpack(*dp);
-        y0 *= dgelu_sfu(u.x);
-        y1 *= dgelu_sfu(u.y);
-        if (sums) {  // the float values, as the reference sums them
-          if (hr == 0) {
-            cs[2 * j] = y0;
-            cs[2 * j + 1] = y1;
-          } else {
-            cs[2 * j] = te_add_rn(cs[2 * j], y0);
-            cs[2 * j + 1] = te_add_rn(cs[2 * j + 1], y1);
-          }
-        }
-      } else {
-        y0 += b.x;
-        y1 += b.y;
-      }
-      *dp = elem<DT>::pack(y0, y1);
+  for (int j = 0; j < 4; j++) {
+    const float2 y = elem<DT>::unpack(u[j]);
+    if (EPI == EPI_GELU) {
+      o[j] = elem<DT>::pack(gelu_sfu(y.x), gelu_sfu(y.y));
+    } else {
+      const float2 z = elem<DT>::unpack(a[j]);
+      const float y0 = y.x * dgelu_sfu(z.x), y1 = y.y * dgelu_sfu(z.y);
+      cs[2 * j] = te_add_rn(cs[2 * j], y0);  // the float values, as the reference sums them
+      cs[2 * j + 1] = te_add_rn(cs[2 * j + 1], y1);
+      o[j] = elem<DT>::pack(y0, y1);
     }
   }
+  st_g16(d, g);
 }
-
-// The block's 128 x BN tile between shared memory (padded rows) and a
-// row-major matrix of row stride ld at (m0, n0), 16 bytes a thread at a
-// time: a warp covers whole rows.  to_smem: by cp.async (the caller
-// waits).
-template <int BN, bool to_smem>
-__device__ __forceinline__ void tile_copy(unsigned char *t, void *g, long long ld, int m0,
-                                          int n0) {
-  constexpr int CPR = BN / 8;  // 16-byte chunks a row
-#pragma unroll 4
-  for (int i = threadIdx.x; i < BM * CPR; i += TE_GEMM16_THREADS) {
-    const int r = i / CPR, c = i % CPR;
-    unsigned char *s = t + r * tile_pitch<BN>() + c * 16;
-    uint16_t *q = static_cast<uint16_t *>(g) + (long long)(m0 + r) * ld + n0 + c * 8;
-    if (to_smem) cp_async16(s, q, 16);
-    else *reinterpret_cast<uint4 *>(q) = *reinterpret_cast<const uint4 *>(s);
-  }
-}
-
 #endif
 
-template <int DT, int BMN, int EPI, int BN, int ST>
+template <int DT, int BMN, int EPI>
 __device__ __forceinline__ void gemm16(const te_gemm16_params &p) {
 #if TE_WGMMA
+  // The roles of a block's 512 threads: warp 0 loads (one lane issues the
+  // TMA copies), warps 1-7 run the epilogue, warpgroups 2 and 3 the MMAs.
+  constexpr int EPI_WARPS = 7, EPI_THREADS = EPI_WARPS * 32, MMA_THREADS = 256;
+  // an epilogue warp's rows: e + 7 i, the first FULL of them below 128 for
+  // every warp, one more for warps 0 and 1
+  constexpr int FULL = BM / EPI_WARPS, EXTRA = BM % EPI_WARPS;
+  // named barriers: the output tile written (FULL) and read (EMPTY), and
+  // the epilogue warps among themselves (the column sums)
+  constexpr int BAR_FULL = 1, BAR_EMPTY = 2, BAR_EPI = 3, HANDOFF = MMA_THREADS + EPI_THREADS;
   typedef typename elem<DT>::t T;
-  static_assert(BN == 128 || BN == 256, "one or two m64n128 MMAs a k-step");
-  constexpr int NH = BN / 128;                               // column halves of 128
+  constexpr int BN = TE_GEMM16_BN, ST = TE_GEMM16_STAGES;
+  static_assert(BN == 256, "two m64n128 MMAs a k-step, 32 16-byte chunks an output row");
   constexpr uint32_t A_BYTES = BM * BK * 2, STAGE = A_BYTES + BN * BK * 2;
-  constexpr int BRS = TE_GEMM16_THREADS / (BN / 8);          // MN-major B: k-rows a pass
-  // AHEAD k-tiles load while one computes and the one before may still be
-  // read by its MMAs
-  constexpr int AHEAD = ST - 2;
-  static_assert(AHEAD >= 1, "at least three stages");
-  // the epilogue's tile (padded rows) and column sums, in the stages the
-  // next block's first k-tiles do not take
-  constexpr int PITCH = tile_pitch<BN>();
-  constexpr int TILE = BM * PITCH;
-  static_assert(TILE + 8 * BN * 4 <= (ST - AHEAD) * STAGE, "the epilogue's tile fits");
+  constexpr uint32_t OUT = ST * STAGE, OUT_BYTES = BM * BN * 2, SUMS = OUT + OUT_BYTES;
+  constexpr uint32_t BIAS = SUMS + EPI_WARPS * BN * 4, BARS = BIAS + BN * 4;
+  static_assert(BARS + 2 * ST * 8 + 1024 <= TE_GEMM16_SMEM, "the shared memory asked for");
   extern __shared__ __align__(128) unsigned char smem[];  // aligned to 1024 below
   const uint32_t s0 = (smem_addr(smem) + 1023u) & ~1023u;
-  unsigned char *const et = smem + (s0 - smem_addr(smem)) + AHEAD * STAGE;
-  float *const ws = reinterpret_cast<float *>(et + TILE);  // [8 warps][BN] column sums
-  const int tid = threadIdx.x, wg = tid / 128, warp = (tid / 32) % 4, lane = tid % 32;
+  unsigned char *const sp = smem + (s0 - smem_addr(smem));
+  // full[s] at BARS + 8 s, empty[s] at BARS + 8 (ST + s)
+  const uint32_t full0 = s0 + BARS, empty0 = full0 + 8 * ST;
+  const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
   const int nb = p.n / BN, tiles = nb * (p.m / BM), kt = p.k / BK;
-
-  // This thread's share of a stage: A's rows ar + 32 i (i < 4) at 16-byte
-  // chunk ac; B K-major likewise (rows of n, i < BN / 32); B MN-major its
-  // k-rows br + BRS i (i < 64 / BRS) at chunk bc of the BN / 8 across the
-  // columns (column block bc / 8).  Rows 32 (BRS, a multiple of 8) apart
-  // keep the swizzle phase.
-  static_assert(BRS % 8 == 0, "MN-major rows keep the swizzle phase");
-  const int ar = tid / 8, ac = tid % 8, br = tid / (BN / 8), bc = tid % (BN / 8);
-  const uint32_t adst = ar * 128 + ((ac ^ (ar & 7)) << 4);
-  const uint32_t bdst = BMN == 0 ? adst : (bc / 8) * (BK * 128) + br * 128 +
-                                              (((bc % 8) ^ (br & 7)) << 4);
-  // k-tile t of block `tile` into stage st
-  auto load = [&](int tile, int t, int st) {
-    const int m0 = tile / nb * BM, n0 = tile % nb * BN, k0 = t * BK;
-    const uint32_t sa = s0 + st * STAGE, sb = sa + A_BYTES;
-    const T *ap = static_cast<const T *>(p.a) + (long long)(m0 + ar) * p.lda + ac * 8 + k0;
-#pragma unroll
-    for (int i = 0; i < 4; i++) cp_async16_at(sa + adst + i * 32 * 128, ap + (long long)i * 32 * p.lda);
-    if (BMN == 0) {
-      const T *bp = static_cast<const T *>(p.b) + (long long)(n0 + ar) * p.ldb + ac * 8 + k0;
-#pragma unroll
-      for (int i = 0; i < BN / 32; i++)
-        cp_async16_at(sb + bdst + i * 32 * 128, bp + (long long)i * 32 * p.ldb);
-    } else {
-      const T *bp = static_cast<const T *>(p.b) + (long long)(k0 + br) * p.ldb + n0 + bc * 8;
-#pragma unroll
-      for (int i = 0; i < BK / BRS; i++)
-        cp_async16_at(sb + bdst + i * BRS * 128, bp + (long long)BRS * i * p.ldb);
+  if (tid == 0) {
+    for (int s = 0; s < ST; s++) {
+      mbar_init(full0 + 8 * s, 1);        // the producer's expect_tx
+      mbar_init(empty0 + 8 * s, 8);       // lane 0 of each MMA warp
     }
-  };
-  // the first k-tiles of block `tile` (an empty group each past the end)
-  auto prologue = [&](int tile) {
-#pragma unroll
-    for (int i = 0; i < AHEAD; i++) {
-      if (tile < tiles && i < kt) load(tile, i, i);
-      cp_async_commit();
-    }
-  };
+    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+  }
+  __syncthreads();
 
-  // Persistent: this block takes blocks blockIdx.x, + gridDim.x, ...
-  // (column blocks fastest: the blocks running together share A's rows in
-  // L2), the next one's first k-tiles loading during this one's epilogue.
-  int tile = blockIdx.x;
-  prologue(tile);
-  for (; tile < tiles; tile += gridDim.x) {
-    const int m0 = tile / nb * BM, n0 = tile % nb * BN;
-    float acc[NH][64];  // columns 128 h .. 128 h + 127 of the warpgroup's 64 rows
-    for (int t = 0; t < kt; t++) {
-      cp_async_wait<AHEAD - 1>();  // k-tile t is in (the later ones may still load)
-      wg_proxy_fence();
-      // every warpgroup has waited for its MMAs of k-tile t - 2: that
-      // stage is free for k-tile t + AHEAD (and the last epilogue is done
-      // with its tile)
-      __syncthreads();
-      if (t + AHEAD < kt) load(tile, t + AHEAD, (t + AHEAD) % ST);
-      cp_async_commit();
-      const uint32_t sa = s0 + (t % ST) * STAGE, sb = sa + A_BYTES;
+  if (warp < 8) {
+    regs_dec<REGS_EPI>();
+    if (warp == 0) {
+      // The producer: stage it % ST of every k-tile it, in the order the
+      // MMA warpgroups take them, once they have released it.
+      if (lane != 0) return;
+      int it = 0;
+      for (int tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
+        const int m0 = tile / nb * BM, n0 = tile % nb * BN;
+        for (int t = 0; t < kt; t++, it++) {
+          const int s = it % ST;
+          mbar_wait(empty0 + 8 * s, ((it / ST) & 1) ^ 1);
+          const uint32_t sa = s0 + s * STAGE, sb = sa + A_BYTES, fb = full0 + 8 * s;
+          mbar_expect(fb, STAGE);
+          tma_load(sa, &p.ta, t * BK, m0, fb);
+          if (BMN == 0) {
+            tma_load(sb, &p.tb, t * BK, n0, fb);
+          } else {
+#pragma unroll
+            for (int cb = 0; cb < BN / 64; cb++)
+              tma_load(sb + cb * BK * 128, &p.tb, n0 + cb * 64, t * BK, fb);
+          }
+        }
+      }
+      return;
+    }
+
+    // The epilogue warps: rows e, e + 7, ... of each output tile, 16 bytes
+    // (8 columns) a lane, from the tile the MMA warpgroups leave in shared
+    // memory to D (and aux); the dGELU's column sums in a fixed order (a
+    // lane's rows in order, then the seven warps in order).
+    const int e = warp - 1;
+    const unsigned char *const ob = sp + OUT + (lane / 8) * (BM * 128);
+    float *const ws = reinterpret_cast<float *>(sp + SUMS);
+    const bool sums = EPI == EPI_DGELU && p.part;
+    // element offset of row r's chunk in D and aux, relative to the tile
+    auto at = [&](int r) { return (long long)r * p.ldd + 8 * lane; };
+    auto tile_at = [&](int tile) {
+      return (long long)(tile / nb * BM) * p.ldd + tile % nb * BN;
+    };
+    auto row = [&](int r) {  // row r's chunk of the shared tile
+      return *reinterpret_cast<const uint4 *>(ob + r * 128 + (((lane % 8) ^ (r % 8)) << 4));
+    };
+    const T *const auxr = static_cast<const T *>(p.aux);
+    // the bias of an output block's columns, as floats in shared memory
+    // for the MMA warpgroups (global loads there would stall the MMAs)
+    float *const sbias = reinterpret_cast<float *>(sp + BIAS);
+    const bool bias = EPI != EPI_DGELU && p.bias;
+    auto bias_of = [&](int tile) {
+      const T *b = static_cast<const T *>(p.bias) + tile % nb * BN;
+      for (int c = tid - 32; c < BN; c += EPI_THREADS) sbias[c] = elem<DT>::to_float(b[c]);
+    };
+    if (bias) bias_of(blockIdx.x);
+    if (EPI == EPI_DGELU)
+      for (int r = e; r < BM; r += EPI_WARPS) prefetch_l2(auxr + tile_at(blockIdx.x) + at(r));
+    bar_arrive(BAR_EMPTY, HANDOFF);  // the tile is free for the first block
+    for (int tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
+      const int m0 = tile / nb * BM, n0 = tile % nb * BN;
+      const bool more = tile + (int)gridDim.x < tiles;
+      if (EPI == EPI_DGELU && more)
+        for (int r = e; r < BM; r += EPI_WARPS)
+          prefetch_l2(auxr + tile_at(tile + gridDim.x) + at(r));
+      T *const d = static_cast<T *>(p.d) + tile_at(tile);
+      T *const aux = static_cast<T *>(p.aux) + tile_at(tile);
+      float cs[8];
+#pragma unroll
+      for (int i = 0; i < 8; i++) cs[i] = 0.0f;
+      const uint4 none = make_uint4(0, 0, 0, 0);
+      // the dGELU's aux three rows ahead, the first ones before the tile
+      // is ready
+      constexpr int RB = 3;
+      static_assert(FULL % RB == 0, "whole batches");
+      uint4 x[RB], xn[RB];
+      if (EPI == EPI_DGELU) {
+#pragma unroll
+        for (int i = 0; i < RB; i++) x[i] = ld_g16(aux + at(e + EPI_WARPS * i));
+      }
+      bar_sync(BAR_FULL, HANDOFF);
+      if (bias && more) bias_of(tile + gridDim.x);  // the MMAs are done with this block's
+      if (EPI != EPI_DGELU) {
+#pragma unroll 3
+        for (int i = 0; i < FULL; i++) {
+          const int r = e + EPI_WARPS * i;
+          epi_chunk<DT, EPI>(row(r), none, d + at(r), aux + at(r), cs);
+        }
+      } else {
+        // batches of RB rows, the next batch's aux loading while one is
+        // computed
+#pragma unroll 1
+        for (int b = 0; b < FULL / RB; b++) {
+          if (b + 1 < FULL / RB) {
+#pragma unroll
+            for (int i = 0; i < RB; i++) xn[i] = ld_g16(aux + at(e + EPI_WARPS * ((b + 1) * RB + i)));
+          }
+#pragma unroll
+          for (int i = 0; i < RB; i++) {
+            const int r = e + EPI_WARPS * (b * RB + i);
+            epi_chunk<DT, EPI>(row(r), x[i], d + at(r), nullptr, cs);
+          }
+#pragma unroll
+          for (int i = 0; i < RB; i++) x[i] = xn[i];
+        }
+      }
+      if (e < EXTRA) {
+        const int r = e + EPI_WARPS * FULL;
+        epi_chunk<DT, EPI>(row(r), EPI == EPI_DGELU ? ld_g16(aux + at(r)) : none, d + at(r),
+                           aux + at(r), cs);
+      }
+      if (more) bar_arrive(BAR_EMPTY, HANDOFF);  // done reading the tile
+      if (sums) {
+#pragma unroll
+        for (int i = 0; i < 8; i++) ws[e * BN + 8 * lane + i] = cs[i];
+        bar_sync(BAR_EPI, EPI_THREADS);
+        for (int c = tid - 32; c < BN; c += EPI_THREADS) {
+          float s = ws[c];
+#pragma unroll
+          for (int w = 1; w < EPI_WARPS; w++) s = te_add_rn(s, ws[w * BN + c]);
+          p.part[(long long)(m0 / BM) * p.n + n0 + c] = s;
+        }
+        bar_sync(BAR_EPI, EPI_THREADS);  // ws free for the next tile
+      }
+    }
+    return;
+  }
+
+  regs_inc<REGS_MMA>();
+  // The MMA warpgroups: rows 64 wg .. 64 wg + 63 of each output block,
+  // k-tile by k-tile as the stages fill; then the block's values (alpha A
+  // B + bias: D, or the GELU's pre-activation; the dGELU's alpha A B) in
+  // the 16-bit type to the output tile in shared memory: four 128-byte
+  // swizzled column blocks of 64, so a warp's fragment stores fall on 32
+  // banks and the epilogue warps read whole rows.
+  const int wg = tid / 128 - 2, mw = warp % 4, g = lane / 4, tq = lane % 4;
+  const int rl = wg * 64 + mw * 16 + g;  // this thread's rows rl and rl + 8 (rl % 8 == g)
+  int it = 0;
+  for (int tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
+    float acc[2][64];  // columns 128 h .. 128 h + 127 of the warpgroup's 64 rows
+    for (int t = 0; t < kt; t++, it++) {
+      const int s = it % ST;
+      mbar_wait(full0 + 8 * s, (it / ST) & 1);
+      const uint32_t sa = s0 + s * STAGE, sb = sa + A_BYTES;
       wg_fence();
 #pragma unroll
       for (int kk = 0; kk < BK / 16; kk++) {
         const int accum = t > 0 || kk > 0;
         const uint64_t da = wg_desc_k(sa + wg * 64 * 128 + kk * 32);
 #pragma unroll
-        for (int h = 0; h < NH; h++) {
+        for (int h = 0; h < 2; h++) {
           if (BMN == 0)
             wg_ss_n128<DT, 0, 0>(acc[h], da, wg_desc_k(sb + h * 128 * 128 + kk * 32), accum);
           else
@@ -255,74 +379,33 @@ __device__ __forceinline__ void gemm16(const te_gemm16_params &p) {
         }
       }
       wg_commit();
-      wg_wait<1>();
+      wg_wait<1>();  // k-tile t - 1's MMAs are done: its stage is free
+      if (t > 0 && lane == 0) mbar_arrive(empty0 + 8 * ((it - 1) % ST));
     }
     wg_wait<0>();
+    if (lane == 0) mbar_arrive(empty0 + 8 * ((it - 1) % ST));
 #pragma unroll
-    for (int h = 0; h < NH; h++) wg_keep_all<64>(acc[h]);
+    for (int h = 0; h < 2; h++) wg_keep_all<64>(acc[h]);
 
-    // Every warpgroup's MMAs are done: stages 0 .. AHEAD - 1 take the next
-    // block's first k-tiles while the epilogue runs through the others
-    // (aux's tile in first for the dGELU, then D's and aux's tiles out,
-    // whole rows of 16-byte accesses a warp).
-    __syncthreads();
-    if (EPI == EPI_DGELU) {
-      tile_copy<BN, true>(et, p.aux, p.ldd, m0, n0);
-      cp_async_commit();
-    }
-    prologue(tile + gridDim.x);
-    if (EPI == EPI_DGELU) {
-      cp_async_wait<AHEAD>();  // aux's tile (the next block's may still load)
-      __syncthreads();
-    }
-    const int g = lane / 4, tq = lane % 4, rl = wg * 64 + warp * 16 + g;
-    const bool sums = EPI == EPI_DGELU && p.part;
-    const int w8 = wg * 4 + warp;
-    if (EPI == EPI_GELU) {
-      // the pre-activation (aux) first, then D through the same tile
+    bar_sync(BAR_EMPTY, HANDOFF);  // the epilogue warps are done with the last tile
 #pragma unroll
-      for (int h = 0; h < NH; h++)
-        epilogue_half<DT, EPI_LIN, BN>(p, acc[h], et, rl * PITCH + (h * 128 + 2 * tq) * 2,
-                                       n0 + h * 128 + 2 * tq, false, nullptr);
-      __syncthreads();
-      tile_copy<BN, false>(et, p.aux, p.ldd, m0, n0);
-      __syncthreads();
-    }
+    for (int h = 0; h < 2; h++)
 #pragma unroll
-    for (int h = 0; h < NH; h++) {
-      float cs[32];
-      epilogue_half<DT, EPI, BN>(p, acc[h], et, rl * PITCH + (h * 128 + 2 * tq) * 2,
-                                 n0 + h * 128 + 2 * tq, sums, cs);
-      if (sums) {
-        // the 8 lanes of a column (g = 0..7) in a fixed tree
+      for (int j = 0; j < 16; j++) {
+        float2 b = make_float2(0.0f, 0.0f);
+        if (EPI != EPI_DGELU && p.bias)
+          b = *reinterpret_cast<const float2 *>(sp + BIAS + 4 * (h * 128 + 8 * j + 2 * tq));
+        // column block 2 h + j / 8, chunk j % 8 (swizzled by the row)
+        unsigned char *const o = sp + OUT + (2 * h + j / 8) * (BM * 128) + rl * 128 +
+                                 (((j % 8) ^ g) << 4) + 4 * tq;
 #pragma unroll
-        for (int i = 0; i < 32; i++) {
-          cs[i] = te_add_rn(cs[i], __shfl_xor_sync(0xffffffffu, cs[i], 4));
-          cs[i] = te_add_rn(cs[i], __shfl_xor_sync(0xffffffffu, cs[i], 8));
-          cs[i] = te_add_rn(cs[i], __shfl_xor_sync(0xffffffffu, cs[i], 16));
-        }
-        if (g == 0) {
-#pragma unroll
-          for (int j = 0; j < 16; j++) {
-            ws[w8 * BN + h * 128 + 8 * j + 2 * tq] = cs[2 * j];
-            ws[w8 * BN + h * 128 + 8 * j + 2 * tq + 1] = cs[2 * j + 1];
-          }
-        }
+        for (int hr = 0; hr < 2; hr++)
+          *reinterpret_cast<uint32_t *>(o + hr * 8 * 128) =
+              elem<DT>::pack(fmaf(acc[h][4 * j + 2 * hr], p.alpha, b.x),
+                             fmaf(acc[h][4 * j + 2 * hr + 1], p.alpha, b.y));
       }
-    }
-    __syncthreads();
-    tile_copy<BN, false>(et, p.d, p.ldd, m0, n0);
-    if (sums && tid < BN) {
-      // then the block's 8 warps in order
-      float s = ws[tid];
-#pragma unroll
-      for (int w = 1; w < 8; w++) s = te_add_rn(s, ws[w * BN + tid]);
-      p.part[(long long)(tile / nb) * p.n + n0 + tid] = s;
-    }
-    // the next mainloop's first barrier keeps the tile until every warp
-    // has copied it out
+    bar_arrive(BAR_FULL, HANDOFF);
   }
-  cp_async_wait<0>();
 #else
   __trap();
 #endif
@@ -330,21 +413,19 @@ __device__ __forceinline__ void gemm16(const te_gemm16_params &p) {
 
 }  // namespace
 
-#define GEMM16_KERNEL(name, DT, BMN, EPI, BN, ST, MINB)                             \
-  extern "C" __global__ void __launch_bounds__(TE_GEMM16_THREADS, MINB)             \
+#define GEMM16_KERNEL(name, DT, BMN, EPI)                                           \
+  extern "C" __global__ void __launch_bounds__(TE_GEMM16_THREADS, 1)                \
       name(TE_KSIG(TE_GEMM16_PARAMS)) {                                             \
-    gemm16<DT, BMN, EPI, BN, ST>(p);                                                \
+    gemm16<DT, BMN, EPI>(p);                                                        \
   }
-#define GEMM16_EPIS(pre, t, DT, b, BMN, BN, ST, MINB)                               \
-  GEMM16_KERNEL(pre##_##t##_##b##_lin, DT, BMN, EPI_LIN, BN, ST, MINB)              \
-  GEMM16_KERNEL(pre##_##t##_##b##_gelu, DT, BMN, EPI_GELU, BN, ST, MINB)            \
-  GEMM16_KERNEL(pre##_##t##_##b##_dgelu, DT, BMN, EPI_DGELU, BN, ST, MINB)
-#define GEMM16_ALL(pre, BN, ST, MINB)                                               \
-  GEMM16_EPIS(pre, bf16, BF16, kn, 0, BN, ST, MINB)                                 \
-  GEMM16_EPIS(pre, bf16, BF16, nk, 1, BN, ST, MINB)                                 \
-  GEMM16_EPIS(pre, f16, F16, kn, 0, BN, ST, MINB)                                   \
-  GEMM16_EPIS(pre, f16, F16, nk, 1, BN, ST, MINB)
-GEMM16_ALL(te_gemm16, TE_GEMM16_BN, TE_GEMM16_STAGES, 1)
+#define GEMM16_EPIS(t, DT, b, BMN)                                                  \
+  GEMM16_KERNEL(te_gemm16_##t##_##b##_lin, DT, BMN, EPI_LIN)                        \
+  GEMM16_KERNEL(te_gemm16_##t##_##b##_gelu, DT, BMN, EPI_GELU)                      \
+  GEMM16_KERNEL(te_gemm16_##t##_##b##_dgelu, DT, BMN, EPI_DGELU)
+GEMM16_EPIS(bf16, BF16, kn, 0)
+GEMM16_EPIS(bf16, BF16, nk, 1)
+GEMM16_EPIS(f16, F16, kn, 0)
+GEMM16_EPIS(f16, F16, nk, 1)
 
 // The bias gradient from the parts (TE_GEMM16_BGRAD_PARAMS): lane l of a
 // column adds parts l, l + LANES, ... in order; lane 0 then the lanes.

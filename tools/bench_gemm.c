@@ -401,6 +401,11 @@ static tecore_result_t mlp_fused(struct tb_ctx *c, void *arg) {
   return tecore_gemm(&a->X, TECORE_GEMM_N, &a->W, TECORE_GEMM_T, &a->out, 1, 0, &a->fused, c->s);
 }
 
+static tecore_result_t mlp_gemm(struct tb_ctx *c, void *arg) {
+  struct mlp_arg *a = arg;
+  return tecore_gemm(&a->X, TECORE_GEMM_N, &a->W, TECORE_GEMM_T, &a->pre, 1, 0, &a->biased, c->s);
+}
+
 static tecore_result_t mlp_unfused(struct tb_ctx *c, void *arg) {
   struct mlp_arg *a = arg;
   TB_CHECK(tecore_gemm(&a->X, TECORE_GEMM_N, &a->W, TECORE_GEMM_T, &a->pre, 1, 0, &a->biased,
@@ -470,8 +475,8 @@ static void bench_mlp(struct tb_ctx *c, tecore_devptr_t ws, size_t ws_bytes, tec
     double floor_ms = saved_bytes / (c->copy_gbs * 1e9) * 1e3;
     char target[64];
     snprintf(target, sizeof target, "saves >= %.3f ms", floor_ms);
-    snprintf(note, sizeof note, "saves %.3f ms; floor: %.0f MB over copy bandwidth", tu - tf,
-             saved_bytes / 1e6);
+    snprintf(note, sizeof note, "saves %.3f ms; floor: %.0f MB over copy bandwidth; the "
+             "GEMM+bias alone %.3f ms", tu - tf, saved_bytes / 1e6, tb_time(c, mlp_gemm, &a));
     report_flops(c, "linear+bias+gelu fused epilogue", shape, tf, flops, "unfused", tu, target,
                  tu - tf >= floor_ms, note);
   }
@@ -482,6 +487,82 @@ out:
   tecore_mem_free(out);
   tecore_mem_free(bias);
   tecore_mem_free(s1);
+}
+
+/* The backward of that Linear's GELU at GPT-2's fc2 dgrad: dh = dY W2
+ * (W2 [k][n] read as is) times gelu'(pre), with the bias gradient (column
+ * sums of dh): the fused dGELU + bias-gradient epilogue against the GEMM
+ * then tecore_act_bwd (which leaves the bias gradient out: the fused row
+ * does more). */
+struct dgelu_arg {
+  struct tecore_tensor dY, W, pre, dh, g, dbias;
+  struct tecore_gemm_opts fused, plain;
+};
+
+static tecore_result_t dgelu_fused(struct tb_ctx *c, void *arg) {
+  struct dgelu_arg *a = arg;
+  return tecore_gemm(&a->dY, TECORE_GEMM_N, &a->W, TECORE_GEMM_N, &a->dh, 1, 0, &a->fused, c->s);
+}
+
+static tecore_result_t dgelu_gemm(struct tb_ctx *c, void *arg) {
+  struct dgelu_arg *a = arg;
+  return tecore_gemm(&a->dY, TECORE_GEMM_N, &a->W, TECORE_GEMM_N, &a->g, 1, 0, &a->plain, c->s);
+}
+
+static tecore_result_t dgelu_unfused(struct tb_ctx *c, void *arg) {
+  struct dgelu_arg *a = arg;
+  TB_CHECK(tecore_gemm(&a->dY, TECORE_GEMM_N, &a->W, TECORE_GEMM_N, &a->g, 1, 0, &a->plain, c->s));
+  return tecore_act_bwd(TECORE_ACT_GELU, &a->g, &a->pre, &a->dh, c->s);
+}
+
+static void bench_dgelu(struct tb_ctx *c, tecore_devptr_t ws, size_t ws_bytes, size_t m, size_t n,
+                        size_t k) {
+  struct dgelu_arg a;
+  memset(&a, 0, sizeof a);
+  const tecore_dtype_t t = TECORE_DTYPE_BF16;
+  size_t sy[2] = {m, k}, sw[2] = {k, n}, sd[2] = {m, n};
+  tecore_devptr_t dy = tb_alloc_random(c, m * k, t), w = tb_alloc_random(c, k * n, t);
+  tecore_devptr_t pre = tb_alloc_random(c, m * n, t), dh = tb_alloc_random(c, m * n, t);
+  tecore_devptr_t g = tb_alloc_random(c, m * n, t), db = tb_alloc_random(c, n, t);
+  if (!dy || !w || !pre || !dh || !g || !db) {
+    fprintf(stderr, "te-bench: linear dgelu: set-up failed: %s\n", tecore_last_error());
+    c->failed = 1;
+    goto out;
+  }
+  tecore_tensor_init(&a.dY, t, 2, sy, dy);
+  tecore_tensor_init(&a.W, t, 2, sw, w);
+  tecore_tensor_init(&a.pre, t, 2, sd, pre);
+  tecore_tensor_init(&a.dh, t, 2, sd, dh);
+  tecore_tensor_init(&a.g, t, 2, sd, g);
+  tecore_tensor_init(&a.dbias, t, 1, &n, db);
+  a.fused = (struct tecore_gemm_opts){.epilogue = TECORE_GEMM_EPI_DGELU_BGRAD, .bias = &a.dbias,
+                                      .aux = &a.pre, .workspace = ws, .workspace_bytes = ws_bytes};
+  a.plain = (struct tecore_gemm_opts){.workspace = ws, .workspace_bytes = ws_bytes};
+  char shape[48], note[160];
+  snprintf(shape, sizeof shape, "bf16 %zux%zux%zu", m, n, k);
+  double flops = 2.0 * m * n * k;
+  double tf = tb_time(c, dgelu_fused, &a), tu = tb_time(c, dgelu_unfused, &a);
+  double tf2 = tb_time(c, dgelu_fused, &a), tu2 = tb_time(c, dgelu_unfused, &a);
+  double tg = tb_time(c, dgelu_gemm, &a);
+  if (tf2 > 0 && tf2 < tf) tf = tf2;
+  if (tu2 > 0 && tu2 < tu) tu = tu2;
+  report_flops(c, "linear dgelu unfused", shape, tu, flops, NULL, 0, NULL, 0,
+               "gemm then tecore_act_bwd gelu (no bias gradient)");
+  if (tf > 0 && tu > 0) {
+    /* what fusing saves: the GEMM's write of dh and its read back (bf16) */
+    double saved_bytes = 4.0 * (double)m * n;
+    snprintf(note, sizeof note, "saves %.3f ms and adds the bias gradient; floor: %.0f MB over "
+             "copy bandwidth; the GEMM alone %.3f ms", tu - tf, saved_bytes / 1e6, tg);
+    report_flops(c, "linear dgelu+dbias fused epilogue", shape, tf, flops, "unfused", tu, NULL, 0,
+                 note);
+  }
+out:
+  tecore_mem_free(dy);
+  tecore_mem_free(w);
+  tecore_mem_free(pre);
+  tecore_mem_free(dh);
+  tecore_mem_free(g);
+  tecore_mem_free(db);
 }
 #endif /* TE_HAVE_CUDA */
 
@@ -532,6 +613,7 @@ void tb_gemm(struct tb_ctx *c) {
   /* GPT-2 124M's fc1 (batch 32 x 1024 tokens): on Hopper libte's own
    * GEMM runs the fused row (TECORE_GEMM_OWN) */
   bench_mlp(c, ws, ws_bytes, TECORE_DTYPE_BF16, 32768, 3072, 768);
+  bench_dgelu(c, ws, ws_bytes, 32768, 3072, 768);
   /* a decode step's fc1 on a tensor-parallel rank (hidden 4096, ffn
    * 16384 over 2 ranks) */
   bench_mlp(c, ws, ws_bytes, TECORE_DTYPE_E4M3, 16, 8192, 4096);

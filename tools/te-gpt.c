@@ -391,9 +391,24 @@ static uint64_t text_sum(const char *text, size_t n) {
 
 /* One training run (one process, or rank tp->rank of a --tp run: its
  * losses into losses[], the sum of its sample into *sample_sum). */
+/* The GELU in the GEMMs' epilogues where libte's own GEMM runs them (BF16
+ * on compute capability 9.0, TECORE_GEMM_OWN: GPT-2 124M's step 1.6 ms
+ * faster than with the GELU apart, bench/2026-12-04-gpu.md), as its own
+ * kernels elsewhere (cuBLASLt's epilogues made that step 4.4% slower,
+ * bench/2026-11-23g-gpu.md), unless the user set TECORE_OPS_GELU_EPILOGUE. */
+static void gelu_choice(const struct opts *o) {
+  tecore_backend_t be;
+  struct tecore_device_props pr;
+  int own = !o->recipe && tecore_backend(&be) == TECORE_SUCCESS && be == TECORE_BACKEND_CUDA &&
+            tecore_device_get_props(0, &pr) == TECORE_SUCCESS && pr.cc_major == 9 &&
+            pr.cc_minor == 0;
+  setenv("TECORE_OPS_GELU_EPILOGUE", own ? "1" : "0", 0);
+}
+
 static int run(struct opts *op, const struct gpt_tp *tp, double *losses, uint64_t *sample_sum) {
   struct opts o = *op;
   GPT_CHECK(tecore_init());
+  gelu_choice(&o);
   tecore_stream_t s;
   GPT_CHECK(tecore_stream_create(0, 0, &s));
   if (o.load && gpt_load_config(o.load, &o.c)) return TE_EXIT_FAIL;
@@ -765,11 +780,6 @@ static int parse(struct opts *o, int argc, char **argv) {
 }
 
 int main(int argc, char **argv) {
-  /* the GELU as its own kernels unless the user says otherwise: on an H100
-   * cuBLASLt's GELU epilogue made GPT-2 124M's BF16 step 4.4% slower
-   * (bench/2026-11-23g-gpu.md); on libte's own GEMM (TECORE_GEMM_OWN) it
-   * is level (bench/2026-12-03-gpu.md) */
-  setenv("TECORE_OPS_GELU_EPILOGUE", "0", 0);
   struct opts o = {.model = "tiny", .steps = 30, .accum = 1, .lr = -1, .min_lr = -1,
                    .warmup = -1, .wd = 0.1, .clip = 1.0, .seed = 1, .eval_every = 10,
                    .eval_batches = 4, .sample = 64, .prompt = "", .share_saved = 1};

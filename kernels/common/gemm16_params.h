@@ -4,9 +4,9 @@
  * takes it for the GELU epilogues, libtecore/cuda/cuda_gemm16.c), declared
  * once (kparams.h).
  *
- * D[m][n] = epilogue(alpha * A B): A is [m][k] (row stride lda), B is
- * [n][k] (row stride ldb) or [k][n] (ldb), D and aux [m][n] (row stride
- * ldd) and bias[n], all of the input type; part[m / TE_GEMM16_BM][n] F32,
+ * D[m][n] = epilogue(alpha * A B): A is [m][k], B is [n][k] or [k][n]
+ * (both read through TMA tensor maps), D and aux [m][n] (row stride ldd)
+ * and bias[n], all of the input type; part[m / TE_GEMM16_BM][n] F32,
  * the column sums of D's float values over each block of rows, in a fixed
  * order (the dGELU epilogue's bias gradient, added up by
  * te_gemm16_bgrad). */
@@ -16,32 +16,48 @@
 #include "kparams.h"
 
 #define TE_GEMM16_BM 128     /* rows of D a block computes (two warpgroups of 64) */
-#define TE_GEMM16_BN 256     /* columns of D a block computes (one block an SM) */
+#define TE_GEMM16_BN 256     /* columns of D a block computes */
 #define TE_GEMM16_BK 64      /* k a pipeline stage holds */
-#define TE_GEMM16_STAGES 4   /* stages in shared memory (two k-tiles loading ahead) */
-#define TE_GEMM16_THREADS 256
-/* shared memory: the stages and 1 KiB to align them */
-#define TE_GEMM16_SMEM \
-  (TE_GEMM16_STAGES * (TE_GEMM16_BM + TE_GEMM16_BN) * TE_GEMM16_BK * 2 + 1024)
+#define TE_GEMM16_STAGES 3   /* stages in shared memory, filled by the TMA */
+/* a loading warp and seven epilogue warps, then two MMA warpgroups */
+#define TE_GEMM16_THREADS 512
+/* shared memory: the stages, the output tile (the 16-bit values the
+ * epilogue warps take), the epilogue warps' column sums, the bias, the
+ * stages' mbarriers, and 1 KiB to align the stages */
+#define TE_GEMM16_SMEM                                                              \
+  (TE_GEMM16_STAGES * (TE_GEMM16_BM + TE_GEMM16_BN) * TE_GEMM16_BK * 2 +            \
+   TE_GEMM16_BM * TE_GEMM16_BN * 2 + 8 * TE_GEMM16_BN * 4 + TE_GEMM16_STAGES * 16 + 1024)
 /* te_gemm16_bgrad: columns a block, lanes adding parts */
 #define TE_GEMM16_BG_COLS 32
 #define TE_GEMM16_BG_LANES 8
 
+/* A CUtensorMap (the driver's cuTensorMapEncodeTiled fills it): 128 bytes,
+ * 64-byte aligned. */
+#ifdef __cplusplus
+#define TE_GEMM16_ALIGN64 alignas(64)
+#else
+#define TE_GEMM16_ALIGN64 _Alignas(64)
+#endif
+typedef struct te_gemm16_tmap {
+  TE_GEMM16_ALIGN64 unsigned long long w[16];
+} te_gemm16_tmap;
+
 struct te_gemm16_params {
-  const void *a, *b;
+  te_gemm16_tmap ta;  /* A: [m][k], boxes of 128 rows x 64 k, 128-byte swizzle */
+  te_gemm16_tmap tb;  /* B [n][k]: 256 rows x 64 k; B [k][n]: 64 k-rows x 64 n */
   void *d;
   const void *bias;   /* 0: none */
   void *aux;          /* GELU: written (the pre-activation); dGELU: read */
   float *part;        /* dGELU: 0 or the column sums of each row block */
-  long long lda, ldb, ldd;
+  long long ldd;
   int m, n, k;
   float alpha;
 };
 
 /* te_gemm16_<t>_<b>_<epi>: t bf16 | f16; b kn (B [n][k]) | nk (B [k][n]);
- * epi lin (D = alpha A B + bias), gelu (aux = alpha A B + bias, D =
- * gelu(aux's float)), dgelu (D = alpha A B * gelu'(aux), the sums into
- * part) */
+ * epi lin (D = alpha A B + bias), gelu (aux = alpha A B + bias rounded to
+ * the type, D = gelu(aux)), dgelu (D = dy gelu'(aux), dy = alpha A B
+ * rounded to the type, the sums of D's float values into part) */
 #define TE_GEMM16_PARAMS(P) P(struct te_gemm16_params, p, gcblk)
 /* te_gemm16_bgrad: out[c] = the sum over parts of part[p][c], lane l adding
  * parts l, l + TE_GEMM16_BG_LANES, ... in order, then the lanes in order;

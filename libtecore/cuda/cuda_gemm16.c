@@ -1,24 +1,30 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* cuda_gemm16.c -- the cuda backend's own 16-bit GEMM (kernels/gemm16.cu:
- * persistent blocks of 128 x 256, two warpgroups of wgmma) for the
- * problems cuBLASLt runs slowly: the GELU epilogues.  On an H100
- * cuBLASLt's bias + GELU + aux and dGELU + bias-gradient kernels for
- * GPT-2's fc1 and fc2 (32768 x 3072 x 768) took 597-607 us a call against
- * 225 without the epilogue, every candidate its heuristic offers measured
- * (bench/2026-11-23g-gpu.md); libte's kernel applies the epilogue to its
- * accumulators and takes 419 us a call there (bench/2026-12-03-gpu.md).
+ * persistent, warp-specialized blocks of 128 x 256: a TMA producer warp,
+ * two warpgroups of wgmma, seven epilogue warps) for the problems
+ * cuBLASLt runs slowly: the GELU epilogues.  On an H100 cuBLASLt's bias +
+ * GELU + aux and dGELU + bias-gradient kernels for GPT-2's fc1 and fc2
+ * (32768 x 3072 x 768) took 597-607 us a call against 225 without the
+ * epilogue, every candidate its heuristic offers measured
+ * (bench/2026-11-23g-gpu.md); libte's kernel takes 288 and 387 us there
+ * (bench/2026-12-04-gpu.md).
  *
  * te_cuda_gemm asks te_gemm16_takes first; a problem this file does not
  * take goes to cuBLASLt as before.  Taken: 16-bit A, B, D (and aux and
  * bias) of one type, no scales, beta 0, A read k-major, B either way, m a
  * multiple of 128, n of 256, k of 64, rows and pointers 16-byte aligned,
- * compute capability 9.0 and sm_90a code in the build; TECORE_GEMM_OWN
- * says which epilogues.  The dGELU's bias gradient is made from column
- * sums of each 128-row block (in the GEMM's workspace) by
- * te_gemm16_bgrad, in a fixed order: the same bits on every run. */
+ * compute capability 9.0, sm_90a code in the build and a driver with
+ * cuTensorMapEncodeTiled (the kernel reads A and B through TMA tensor
+ * maps made here, per call); TECORE_GEMM_OWN says which epilogues.  The
+ * dGELU's bias gradient is made from column sums of each 128-row block
+ * (in the GEMM's workspace) by te_gemm16_bgrad, in a fixed order: the
+ * same bits on every run. */
+#include "cuda/cuda_backend.h"
 #include "cuda/cuda_gemm.h"
 #include "ksupport/ksupport.h"
 #include "common/gemm16_params.h"
+
+#include <string.h>
 
 TE_PARAM_INT(gemm_own_param, "TECORE_GEMM_OWN", 1, 0, 2,
              "16-bit GEMMs libte's own wgmma kernel runs on compute capability 9.0 "
@@ -90,7 +96,7 @@ static size_t g16_part_bytes(const struct te_gemm_problem *p) {
 
 int te_gemm16_takes(const struct te_gemm_problem *p, int cc, tecore_devptr_t ws,
                     size_t ws_bytes) {
-  if (!g16_arch(cc) || g16_epi(p) < 0 || p->fp8) return 0;
+  if (!g16_arch(cc) || g16_epi(p) < 0 || p->fp8 || !te_cu.p_cuTensorMapEncodeTiled) return 0;
   tecore_dtype_t t = p->d_dtype;
   if ((t != TECORE_DTYPE_BF16 && t != TECORE_DTYPE_F16) || p->a.dtype != t || p->b.dtype != t ||
       p->a.scale_kind != TE_GEMM_SCALE_NONE || p->b.scale_kind != TE_GEMM_SCALE_NONE)
@@ -115,6 +121,23 @@ int te_gemm16_takes(const struct te_gemm_problem *p, int cc, tecore_devptr_t ws,
   return !part || (part <= ws_bytes && aligned16(ws));
 }
 
+/* A 2-D tensor map of 16-bit elements: rows of `cols` elements `ld` apart,
+ * boxes of box_rows x 64 (128 bytes, the 128-byte swizzle wgmma reads). */
+static tecore_result_t g16_tmap(te_gemm16_tmap *out, int f16, tecore_devptr_t base, int64_t cols,
+                                int64_t rows, int64_t ld, unsigned box_rows) {
+  CUtensorMap m;
+  cuuint64_t dim[2] = {(cuuint64_t)cols, (cuuint64_t)rows}, stride[1] = {(cuuint64_t)ld * 2};
+  cuuint32_t box[2] = {64, box_rows}, step[2] = {1, 1};
+  TE_CHECK(TE_CU(cuTensorMapEncodeTiled, &m,
+                 f16 ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16 : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2,
+                 (void *)(uintptr_t)base, dim, stride, box, step, CU_TENSOR_MAP_INTERLEAVE_NONE,
+                 CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+                 CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE));
+  _Static_assert(sizeof m == sizeof *out, "a CUtensorMap is 128 bytes");
+  memcpy(out, &m, sizeof m);
+  return TECORE_SUCCESS;
+}
+
 tecore_result_t te_gemm16_run(const struct te_gemm_problem *p, tecore_devptr_t ws,
                               size_t ws_bytes, tecore_stream_t stream) {
   int id = g16_first_id();
@@ -124,11 +147,18 @@ tecore_result_t te_gemm16_run(const struct te_gemm_problem *p, tecore_devptr_t w
   if (epi < 0 || part_bytes > ws_bytes || ws % 16)
     return TE_ERR(TECORE_ERR_INTERNAL, "gemm16: a problem te_gemm16_takes refuses");
   struct te_gemm16_params kp = {
-      .a = TE_DPTR(p->a.data), .b = TE_DPTR(p->b.data), .d = TE_DPTR(p->d),
+      .d = TE_DPTR(p->d),
       .bias = te_gemm_epi_has_bias_in(p->epilogue) ? TE_DPTR(p->bias) : NULL,
       .aux = TE_DPTR(p->aux), .part = part_bytes ? TE_DPTR(ws) : NULL,
-      .lda = p->a.si, .ldb = nk ? p->b.sk : p->b.si, .ldd = (long long)p->n,
-      .m = (int)p->m, .n = (int)p->n, .k = (int)p->k, .alpha = p->alpha};
+      .ldd = (long long)p->n, .m = (int)p->m, .n = (int)p->n, .k = (int)p->k,
+      .alpha = p->alpha};
+  /* A [m][k] in boxes of 128 rows; B [n][k] in boxes of 256 rows, or B
+   * [k][n] in boxes of 64 k-rows x 64 columns */
+  TE_CHECK(g16_tmap(&kp.ta, f16, p->a.data, p->k, p->m, p->a.si, TE_GEMM16_BM));
+  if (nk)
+    TE_CHECK(g16_tmap(&kp.tb, f16, p->b.data, p->n, p->k, p->b.sk, TE_GEMM16_BK));
+  else
+    TE_CHECK(g16_tmap(&kp.tb, f16, p->b.data, p->k, p->n, p->b.si, TE_GEMM16_BN));
   const size_t tiles = p->m / TE_GEMM16_BM * (p->n / TE_GEMM16_BN);
   /* persistent blocks: one an SM, each taking every grid-th output block */
   CUdevice dev;
