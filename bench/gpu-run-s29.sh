@@ -46,6 +46,33 @@
 # without, torch.compile 68.5 (1.19x).
 # Phase d: the dGELU's aux six rows ahead (the rows' loop unrolled, each
 # row's chunk live from its load to its use); phase c's steps again.
+# Phase d result: slower (the dGELU 507-515 us a call): the unrolled rows
+# spill and outgrow the instruction cache.  Back to phase c's kernel.
+# Phase e: diagnostic variants of phase c's kernel (TE_G16_X, built only
+# for this call, not kept): the dGELU without its aux loads (1), without
+# its gelu' (2), with gelu' from the hardware tanh (3); the GELU forward
+# without the GELU (1), with the hardware tanh (2).
+# Phase e result: dGELU 385 us (as phase c), 309 without the loads, 319
+# without the arithmetic, 348 with tanh; the forward 289, 303 without the
+# GELU, 297 with tanh: the forward is not bound by its epilogue warps, the
+# dGELU by both their loads and their arithmetic.
+# Phase f: eleven epilogue warps (640 threads: three warpgroups give
+# registers back down to 56, the MMA warpgroups keep 168), the dGELU's
+# aux two rows ahead in a rolled loop; the checks and the step as in
+# phase c, te-gpt with its new default (the epilogues on).
+# Phase f result (c6): the first own GEMM of check_gemm hung: with 640
+# threads a launch gives each 96 registers, the MMA warpgroups' raise to
+# 168 waited for more than the others gave back (56 each).  Phase g:
+# the same with the others at 48 (the balance computed from the launch's
+# share).
+# Phase g result (c7): correct, but the dGELU 439 us a call (the 48-register
+# epilogue warps spill), the forward 287: not kept; back to seven epilogue
+# warps (phase c's kernel, its SASS unchanged).
+# Phase h: phase c's kernel with the dGELU's aux loaded two batches of
+# three rows ahead (three register sets, the loop still rolled by batch):
+# the checks and the step as in phase g.
+# Phase h result (c8): the dGELU 413 us a call (385-387 in c3 and c5):
+# not kept.  The final kernel is phase c's (c3, c5's x0 rows).
 set -u
 default_phases="a"
 . "$(dirname "$0")/gpu-lib.sh"
@@ -73,4 +100,33 @@ if has a || has b || has c || has d; then
   step small-2 env TECORE_OPS_GELU_EPILOGUE=0 $small
   step profile-epi env TECORE_OPS_GELU_EPILOGUE=1 $prof
   step check_gemm-all env TE_DEVICE=cuda t/core/check_gemm
+fi
+if has f || has g || has h; then
+  make -s t/core/check_gemm t/core/check_transformer tools/te-gpt tools/te-bench > /dev/null 2>&1
+  STEP_TIMEOUT=90 step check_gemm env TE_DEVICE=cuda CK_RUN_CASE=reference t/core/check_gemm
+  if grep -q "^not ok" "$out/check_gemm.txt" || ! grep -q "^1\.\." "$out/check_gemm.txt"; then
+    exit 0
+  fi
+  has h || step bench-gemm-own2 env TECORE_GEMM_OWN=2 tools/te-bench --gemm
+  step bench-gemm tools/te-bench --gemm
+  step check_transformer-epi env TE_DEVICE=cuda TECORE_OPS_GELU_EPILOGUE=1 t/core/check_transformer
+  step small-1 $small
+  step small-apart env TECORE_OPS_GELU_EPILOGUE=0 $small
+  step small-peer20 python3 bench/gpt_peer.py speed --model gpt2-124m --batch 32 --compile --steps 20 --warmup 3
+  step small-2 $small
+  step small-apart2 env TECORE_OPS_GELU_EPILOGUE=0 $small
+  step profile $prof
+fi
+if has e; then
+  # diagnostic kernels (not kept): TE_G16_X picks a variant of the bf16
+  # dGELU (B [k][n]) and GELU (B [n][k]) kernels
+  make -s tools/te-gpt tools/te-bench > /dev/null 2>&1
+  step bench-x0 tools/te-bench --gemm
+  step bench-x1 env TE_G16_X=1 tools/te-bench --gemm
+  step bench-x2 env TE_G16_X=2 tools/te-bench --gemm
+  step bench-x3 env TE_G16_X=3 tools/te-bench --gemm
+  step small-x0 $small
+  step small-x3 env TE_G16_X=3 $small
+  step small-x0b $small
+  step small-x3b env TE_G16_X=3 $small
 fi

@@ -145,10 +145,16 @@ __device__ __forceinline__ void prefetch_l2(const void *p) {
 static_assert(TE_GEMM16_THREADS == 4 * 128, "two load/epilogue warpgroups, two MMA ones");
 
 #if TE_WGMMA
-// The registers a warpgroup's threads hold: the MMA warpgroups take what
-// the others give back (2 x 128 x 168 + 2 x 128 x 88 = the SM's 65536).
-constexpr int REGS_MMA = 168, REGS_EPI = 88;
-static_assert(2 * 128 * (REGS_MMA + REGS_EPI) <= 65536, "the register file");
+// The registers a warpgroup's threads hold: a launch gives every thread
+// REGS_LAUNCH (the SM's 65536 over the block, in 8s: 128); then the MMA
+// warpgroups take 168 (their accumulators are 128) from what the others
+// give back.  setmaxnreg.inc waits for registers of the block's own pool,
+// so the two must balance within the launch's share: at 640 threads (96
+// each) the others would keep 48, and eleven epilogue warps that spill ran
+// the dGELU slower than seven (bench/2026-12-04-gpu.md).
+constexpr int REGS_LAUNCH = 65536 / TE_GEMM16_THREADS / 8 * 8, REGS_MMA = 168;
+constexpr int REGS_EPI = (TE_GEMM16_THREADS * REGS_LAUNCH - 2 * 128 * REGS_MMA) / 256 / 8 * 8;
+static_assert(REGS_EPI == 88, "the epilogue's registers");
 template <int N> __device__ __forceinline__ void regs_inc() {
   asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(N));
 }
