@@ -148,10 +148,11 @@ static_assert(TE_GEMM16_THREADS == 4 * 128, "two load/epilogue warpgroups, two M
 // The registers a warpgroup's threads hold: a launch gives every thread
 // REGS_LAUNCH (the SM's 65536 over the block, in 8s: 128); then the MMA
 // warpgroups take 168 (their accumulators are 128) from what the others
-// give back.  setmaxnreg.inc waits for registers of the block's own pool,
-// so the two must balance within the launch's share: at 640 threads (96
-// each) the others would keep 48, and eleven epilogue warps that spill ran
-// the dGELU slower than seven (bench/2026-12-04-gpu.md).
+// give back.  A raise (setmaxnreg, inc) waits for registers of the
+// block's own pool, so the two must balance within the launch's share: at
+// 640 threads (96 each) the others would keep 48, and eleven epilogue
+// warps that spill ran the dGELU slower than seven
+// (bench/2026-12-04-gpu.md).
 constexpr int REGS_LAUNCH = 65536 / TE_GEMM16_THREADS / 8 * 8, REGS_MMA = 168;
 constexpr int REGS_EPI = (TE_GEMM16_THREADS * REGS_LAUNCH - 2 * 128 * REGS_MMA) / 256 / 8 * 8;
 static_assert(REGS_EPI == 88, "the epilogue's registers");
@@ -321,7 +322,8 @@ __device__ __forceinline__ void gemm16(const te_gemm16_params &p) {
         for (int b = 0; b < FULL / RB; b++) {
           if (b + 1 < FULL / RB) {
 #pragma unroll
-            for (int i = 0; i < RB; i++) xn[i] = ld_g16(aux + at(e + EPI_WARPS * ((b + 1) * RB + i)));
+            for (int i = 0; i < RB; i++)
+              xn[i] = ld_g16(aux + at(e + EPI_WARPS * ((b + 1) * RB + i)));
           }
 #pragma unroll
           for (int i = 0; i < RB; i++) {
