@@ -22,6 +22,7 @@
 #include "common/act_params.h"
 #include "colsum.cuh"
 #include "ldst.cuh"
+#include "pdl.cuh"
 
 #define ACT_BLOCK 256
 #define F32 TE_FP8_DT_F32
@@ -354,10 +355,12 @@ __device__ __forceinline__ void act_bwd(const void *dy, const void *x, void *dx,
 #define TE_ACT_KERNELS(name, KIND, MINB)                                                      \
   extern "C" __global__ void __launch_bounds__(ACT_BLOCK, MINB)                               \
       te_act_fwd_##name(TE_KSIG(TE_ACT_FWD_PARAMS)) {                                         \
+    te_pdl_enter();                                                                           \
     act_fwd<KIND>(TE_KNAMES(TE_ACT_FWD_PARAMS));                                              \
   }                                                                                           \
   extern "C" __global__ void __launch_bounds__(ACT_BLOCK, MINB)                               \
       te_act_bwd_##name(TE_KSIG(TE_ACT_BWD_PARAMS)) {                                         \
+    te_pdl_enter();                                                                           \
     act_bwd<KIND>(TE_KNAMES(TE_ACT_BWD_PARAMS));                                              \
   }
 
@@ -428,6 +431,7 @@ __device__ __forceinline__ void act_bwd_colsum(TE_KSIG(TE_ACT_BWD_COLSUM_PARAMS)
 #define TE_ACT_COLSUM_KERNEL(name, KIND)                                                     \
   extern "C" __global__ void __launch_bounds__(TE_COLSUM_VECS * TE_COLSUM_LANES, 4)         \
       te_act_bwd_colsum_##name(TE_KSIG(TE_ACT_BWD_COLSUM_PARAMS)) {                          \
+    te_pdl_enter();                                                                          \
     act_bwd_colsum<KIND>(TE_KNAMES(TE_ACT_BWD_COLSUM_PARAMS));                               \
   }
 TE_ACT_COLSUM_KERNEL(gelu, TE_ACT_GELU)

@@ -38,6 +38,7 @@
 #include "common/attention_params.h"
 
 #include "async.cuh"
+#include "pdl.cuh"
 
 // ---- small helpers -----------------------------------------------------------------------
 
@@ -196,6 +197,7 @@ __device__ __forceinline__ void store_dkdv(const te_attn_params &p, const float 
 // ---- fixed lengths ---------------------------------------------------------------------------
 
 extern "C" __global__ void te_attn_seqlens(TE_KSIG(TE_ATTN_SEQLENS_PARAMS)) {
+  te_pdl_enter();
   for (int b = threadIdx.x; b <= batch; b += blockDim.x) {
     cu_q[b] = b * len_q;
     cu_kv[b] = b * len_kv;
@@ -372,6 +374,7 @@ __device__ __forceinline__ void attn_fwd(const te_attn_params &p) {
 #define FWD_KERNEL(name, DP, MINB)                                                    \
   extern "C" __global__ void __launch_bounds__(TE_ATTN_FWD_THREADS, MINB)             \
       name(TE_KSIG(TE_ATTN_PARAMS)) {                                                 \
+    te_pdl_enter();                                                                   \
     if (p.qkv_dt == BF16) attn_fwd<BF16, DP>(p);                                      \
     else attn_fwd<F16, DP>(p);                                                        \
   }
@@ -646,6 +649,7 @@ __device__ __forceinline__ void attn_fwd2(const te_attn_params &p) {
 #define FWD2_KERNEL(name, DP, BN)                                                     \
   extern "C" __global__ void __launch_bounds__(TE_ATTN_FWD2_THREADS, 2)               \
       name(TE_KSIG(TE_ATTN_PARAMS)) {                                                 \
+    te_pdl_enter();                                                                   \
     if (p.qkv_dt == BF16) attn_fwd2<BF16, DP, BN>(p);                                 \
     else attn_fwd2<F16, DP, BN>(p);                                                   \
   }
@@ -686,6 +690,7 @@ template <int DT> __device__ void bwd_prep(const te_attn_params &p) {
 }
 
 extern "C" __global__ void te_attn_bwd_prep(TE_KSIG(TE_ATTN_PARAMS)) {
+  te_pdl_enter();
   if (p.qkv_dt == BF16) bwd_prep<BF16>(p);
   else bwd_prep<F16>(p);
 }
@@ -704,6 +709,7 @@ template <int DT> __device__ void bwd_dq(const te_attn_params &p) {
 }
 
 extern "C" __global__ void te_attn_bwd_dq(TE_KSIG(TE_ATTN_PARAMS)) {
+  te_pdl_enter();
   if (p.qkv_dt == BF16) bwd_dq<BF16>(p);
   else bwd_dq<F16>(p);
 }
@@ -918,6 +924,7 @@ __device__ __forceinline__ void attn_bwd(const te_attn_params &p) {
 #define BWD_KERNEL(name, DP)                                                          \
   extern "C" __global__ void __launch_bounds__(TE_ATTN_BWD_THREADS)                   \
       name(TE_KSIG(TE_ATTN_PARAMS)) {                                                 \
+    te_pdl_enter();                                                                   \
     if (p.qkv_dt == BF16) attn_bwd<BF16, DP>(p);                                      \
     else attn_bwd<F16, DP>(p);                                                        \
   }

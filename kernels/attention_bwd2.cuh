@@ -257,6 +257,7 @@ __device__ __forceinline__ void attn_bwd2(const te_attn_params &p) {
 #define BWD2_KERNEL(name, DP, BM)                                                     \
   extern "C" __global__ void __launch_bounds__(TE_ATTN_BWD2_THREADS, 1)               \
       name(TE_KSIG(TE_ATTN_PARAMS)) {                                                 \
+    te_pdl_enter();                                                                   \
     if (p.qkv_dt == BF16) attn_bwd2<BF16, DP, BM>(p);                                 \
     else attn_bwd2<F16, DP, BM>(p);                                                   \
   }

@@ -267,6 +267,7 @@ __device__ __forceinline__ void attn_bwd3(const te_attn_params &p) {
 #define BWD3_KERNEL(name, DP, MINB)                                                  \
   extern "C" __global__ void __launch_bounds__(TE_ATTN_BWD3_THREADS, MINB)           \
       name(TE_KSIG(TE_ATTN_PARAMS)) {                                                \
+    te_pdl_enter();                                                                  \
     if (p.qkv_dt == BF16) attn_bwd3<BF16, DP>(p);                                    \
     else attn_bwd3<F16, DP>(p);                                                      \
   }

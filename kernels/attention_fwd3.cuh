@@ -216,6 +216,7 @@ __device__ __forceinline__ void attn_fwd3(const te_attn_params &p) {
 #define FWD3_KERNEL(name, DP, BN, MINB)                                              \
   extern "C" __global__ void __launch_bounds__(TE_ATTN_FWD3_THREADS, MINB)           \
       name(TE_KSIG(TE_ATTN_PARAMS)) {                                                \
+    te_pdl_enter();                                                                  \
     if (p.qkv_dt == BF16) attn_fwd3<BF16, DP, BN>(p);                                \
     else attn_fwd3<F16, DP, BN>(p);                                                  \
   }

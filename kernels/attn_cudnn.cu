@@ -9,9 +9,11 @@
 // (libtecore/attn/attn_cudnn_kern.c) share.
 #include "common/attn_cudnn.h"
 #include "ldst.cuh"
+#include "pdl.cuh"
 
 extern "C" __global__ void __launch_bounds__(TE_ACD_THREADS)
     te_attn_cudnn_ragged(TE_KSIG(TE_ACD_RAGGED_PARAMS)) {
+  te_pdl_enter();
   const long long m[TE_ACD_ROLES] = {m0, m1, m2, m3, m4, m5, m6, m7};
   for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i <= batch;
        i += (long long)gridDim.x * blockDim.x)
@@ -20,6 +22,7 @@ extern "C" __global__ void __launch_bounds__(TE_ACD_THREADS)
 
 extern "C" __global__ void __launch_bounds__(TE_ACD_THREADS)
     te_attn_cudnn_stats(TE_KSIG(TE_ACD_STATS_PARAMS)) {
+  te_pdl_enter();
   const long long n = dir == TE_ACD_TO_LSE ? heads * total_q : batch * heads * max_q;
   for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n;
        i += (long long)gridDim.x * blockDim.x)
@@ -55,6 +58,7 @@ __device__ __forceinline__ void te_acd_widen8(uint32_t w0, uint32_t w1, float in
 // 0 does the last item's fold of the amaxes.
 extern "C" __global__ void __launch_bounds__(TE_ACD_THREADS)
     te_attn_cudnn_fp8(TE_KSIG(TE_ACD_FP8_PARAMS)) {
+  te_pdl_enter();
   const long long n = te_acd_fp8_items(o8, total_q, heads, d, mode);
   const long long first = (long long)blockIdx.x * blockDim.x + threadIdx.x;
   const long long step = (long long)gridDim.x * blockDim.x;

@@ -9,8 +9,10 @@
 #include "common/elementwise_params.h"
 #include "colsum.cuh"
 #include "ldst.cuh"
+#include "pdl.cuh"
 
 extern "C" __global__ void te_fill(TE_KSIG(TE_FILL_PARAMS)) {
+  te_pdl_enter();
   unsigned long long stride = (unsigned long long)gridDim.x * blockDim.x;
   for (unsigned long long i = (unsigned long long)blockIdx.x * blockDim.x + threadIdx.x; i < n;
        i += stride)
@@ -21,6 +23,7 @@ extern "C" __global__ void te_fill(TE_KSIG(TE_FILL_PARAMS)) {
 // is 16-byte aligned, element stores for the head-less tail and otherwise.
 // The pattern of a 1- or 2-byte value repeats exactly in 4 bytes.
 extern "C" __global__ void te_memset(TE_KSIG(TE_MEMSET_PARAMS)) {
+  te_pdl_enter();
   unsigned long long stride = (unsigned long long)gridDim.x * blockDim.x;
   unsigned long long tid = (unsigned long long)blockIdx.x * blockDim.x + threadIdx.x;
   unsigned word = elem_size == 1 ? (value & 0xffu) * 0x01010101u
@@ -45,6 +48,7 @@ extern "C" __global__ void te_memset(TE_KSIG(TE_MEMSET_PARAMS)) {
 // pinned host memory (its device address): each thread's loads go out at
 // once, so the PCIe reads of a small copy overlap.
 extern "C" __global__ void te_copy(TE_KSIG(TE_COPY_PARAMS)) {
+  te_pdl_enter();
   unsigned long long stride = (unsigned long long)gridDim.x * blockDim.x;
   unsigned long long tid = (unsigned long long)blockIdx.x * blockDim.x + threadIdx.x;
   unsigned long long done = 0;
@@ -62,6 +66,7 @@ extern "C" __global__ void te_copy(TE_KSIG(TE_COPY_PARAMS)) {
 // (elementwise_params.h): one thread an element of the destination's
 // extent, grid-stride.  Small arrays (a GEMM operand's block scales).
 extern "C" __global__ void te_copy2d_u32(TE_KSIG(TE_COPY2D_U32_PARAMS)) {
+  te_pdl_enter();
   unsigned long long stride = (unsigned long long)gridDim.x * blockDim.x;
   unsigned long long total = drows * dcols;
   for (unsigned long long e = (unsigned long long)blockIdx.x * blockDim.x + threadIdx.x;
@@ -84,6 +89,7 @@ __device__ __forceinline__ uint4 scale_add_vec(uint4 va, uint4 vb, float alpha, 
 }
 
 extern "C" __global__ void te_scale_add(TE_KSIG(TE_SCALE_ADD_PARAMS)) {
+  te_pdl_enter();
   unsigned long long stride = (unsigned long long)gridDim.x * blockDim.x;
   unsigned long long tid = (unsigned long long)blockIdx.x * blockDim.x + threadIdx.x;
   unsigned long long done = 0;
@@ -109,6 +115,7 @@ extern "C" __global__ void te_scale_add(TE_KSIG(TE_SCALE_ADD_PARAMS)) {
 // elementwise_params.h; elementwise_vdev.c adds in the same order).
 extern "C" __global__ void __launch_bounds__(TE_COLSUM_VECS * TE_COLSUM_LANES)
     te_colsum_part(TE_KSIG(TE_COLSUM_PART_PARAMS)) {
+  te_pdl_enter();
   __shared__ float part[TE_COLSUM_LANES][TE_COLSUM_VECS * 8 + 1];
   const te_colsum_at w = te_colsum_place(rows, rpp);
   const unsigned long long c = w.c, r1 = w.r1;
@@ -141,6 +148,7 @@ extern "C" __global__ void __launch_bounds__(TE_COLSUM_VECS * TE_COLSUM_LANES)
 // adds the lanes in order, and out's old value when acc.
 extern "C" __global__ void __launch_bounds__(TE_COLSUM_FCOLS * TE_COLSUM_FLANES)
     te_colsum_final(TE_KSIG(TE_COLSUM_FINAL_PARAMS)) {
+  te_pdl_enter();
   __shared__ float lane[TE_COLSUM_FLANES][TE_COLSUM_FCOLS + 1];
   const unsigned tx = threadIdx.x, ty = threadIdx.y;
   const unsigned long long c = (unsigned long long)blockIdx.x * TE_COLSUM_FCOLS + tx;

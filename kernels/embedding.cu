@@ -19,6 +19,7 @@
 // same bits.
 #include "common/embedding.h"
 #include "ldst.cuh"
+#include "pdl.cuh"
 
 #define ET TE_EMB_THREADS
 #define NW (ET / 32)
@@ -38,6 +39,7 @@ __device__ __forceinline__ void emb_report(unsigned long long *st, unsigned long
 }
 
 extern "C" __global__ void __launch_bounds__(ET) te_emb_fwd(TE_KSIG(TE_EMB_FWD_PARAMS)) {
+  te_pdl_enter();
   const fwd_k a = {TE_KNAMES(TE_EMB_FWD_PARAMS)};
   const int dw = TE_EMB_DT(a.dtypes, 0), dp = TE_EMB_DT(a.dtypes, 1), dout = TE_EMB_DT(a.dtypes, 2);
   const int lane = threadIdx.x % 32;
@@ -362,6 +364,7 @@ __device__ __forceinline__ void emb_bwd(const bwd_k &a) {
 }
 
 extern "C" __global__ void __launch_bounds__(ET, EMB_MINB) te_emb_bwd(TE_KSIG(TE_EMB_BWD_PARAMS)) {
+  te_pdl_enter();
   emb_bwd<-1, -1>(bwd_k{TE_KNAMES(TE_EMB_BWD_PARAMS)});
 }
 
@@ -371,6 +374,7 @@ extern "C" __global__ void __launch_bounds__(ET, EMB_MINB) te_emb_bwd(TE_KSIG(TE
 #define EMB_BWD_VEC(name, dy, dw)                                                    \
   extern "C" __global__ void __launch_bounds__(ET, EMB_MINB) name(                   \
       TE_KSIG(TE_EMB_BWD_PARAMS)) {                                                  \
+    te_pdl_enter();                                                                  \
     emb_bwd<TE_FP8_DT_##dy, TE_FP8_DT_##dw>(bwd_k{TE_KNAMES(TE_EMB_BWD_PARAMS)});    \
   }
 TE_EMB_BWD_VEC_LIST(EMB_BWD_VEC)

@@ -28,9 +28,11 @@
 // bits one tensor at a time.
 #include "common/fp8.h"
 #include "common/fp8_recipe_params.h"
+#include "pdl.cuh"
 
 extern "C" __global__ void __launch_bounds__(1024)
 te_fp8_delayed_update(TE_KSIG(TE_FP8_DELAYED_UPDATE_PARAMS)) {
+  te_pdl_enter();
   __shared__ uint32_t wmax[TE_DU_MAX_TY / 4][TE_DU_TX];
   const unsigned b = blockIdx.x;
   int g = 0;

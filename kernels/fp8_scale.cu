@@ -7,15 +7,18 @@
 // implementation.  Both return at once when noop && *noop.
 #include "common/fp8.h"
 #include "common/fp8_scale_params.h"
+#include "pdl.cuh"
 
 static __device__ __forceinline__ bool noop_set(const int *noop) { return noop && *noop; }
 
 extern "C" __global__ void te_fp8_amax_init(TE_KSIG(TE_FP8_AMAX_INIT_PARAMS)) {
+  te_pdl_enter();
   if (noop_set(noop)) return;
   if (blockIdx.x == 0 && threadIdx.x == 0) *amax = 0u;
 }
 
 extern "C" __global__ void te_fp8_compute_scale(TE_KSIG(TE_FP8_COMPUTE_SCALE_PARAMS)) {
+  te_pdl_enter();
   if (noop_set(noop)) return;
   if (blockIdx.x != 0 || threadIdx.x != 0) return;
   float s = te_fp8_current_scale(__uint_as_float(*amax), eps, fp8_max, pow2);

@@ -46,6 +46,7 @@
 #include "async.cuh"
 #include "common/act.h"
 #include "common/gemm16_params.h"
+#include "pdl.cuh"
 #include "wgmma.cuh"
 
 #define EPI_LIN 0
@@ -424,6 +425,7 @@ __device__ __forceinline__ void gemm16(const te_gemm16_params &p) {
 #define GEMM16_KERNEL(name, DT, BMN, EPI)                                           \
   extern "C" __global__ void __launch_bounds__(TE_GEMM16_THREADS, 1)                \
       name(TE_KSIG(TE_GEMM16_PARAMS)) {                                             \
+    te_pdl_enter();                                                                 \
     gemm16<DT, BMN, EPI>(p);                                                        \
   }
 #define GEMM16_EPIS(t, DT, b, BMN)                                                  \
@@ -439,6 +441,7 @@ GEMM16_EPIS(f16, F16, nk, 1)
 // column adds parts l, l + LANES, ... in order; lane 0 then the lanes.
 extern "C" __global__ void __launch_bounds__(TE_GEMM16_BG_COLS * TE_GEMM16_BG_LANES)
     te_gemm16_bgrad(TE_KSIG(TE_GEMM16_BGRAD_PARAMS)) {
+  te_pdl_enter();
   __shared__ float lanes[TE_GEMM16_BG_LANES][TE_GEMM16_BG_COLS + 1];
   const int tx = threadIdx.x, ty = threadIdx.y, c = blockIdx.x * TE_GEMM16_BG_COLS + tx;
   float s = 0.0f;

@@ -33,6 +33,7 @@
 #include "common/norm.h"
 #include "common/norm_params.h"
 #include "ldst.cuh"
+#include "pdl.cuh"
 
 #define FULL_MASK 0xffffffffu
 #define F32 TE_FP8_DT_F32
@@ -364,6 +365,7 @@ __device__ __forceinline__ void norm_fwd_prologue(const fwd_args &a) {
     return;
 #define NORM_FWD_FAST(name, BOUNDS, CASES)                                        \
   extern "C" __global__ void BOUNDS name(TE_KSIG(TE_NORM_FWD_PARAMS)) {           \
+    te_pdl_enter();                                                               \
     const fwd_args a = {TE_KNAMES(TE_NORM_FWD_PARAMS)};                           \
     norm_fwd_prologue(a);                                                         \
     const int ln = (flags & TE_NORM_LAYERNORM) != 0;                              \
@@ -398,6 +400,7 @@ NORM_FWD_FAST(te_norm_fwd_fast, __launch_bounds__(TE_NORM_FAST_TMAX, 2),
     else norm_fwd<8, false, BF16, BF16, O, L, 0, 256>(a);             \
     return;
 extern "C" __global__ void __maxnreg__(48) te_norm_fwd_full16(TE_KSIG(TE_NORM_FWD_PARAMS)) {
+  te_pdl_enter();
   const fwd_args a = {TE_KNAMES(TE_NORM_FWD_PARAMS)};
   norm_fwd_prologue(a);
   const int ln = (flags & TE_NORM_LAYERNORM) != 0, dy = TE_NORM_DT(dtypes, 2);
@@ -412,6 +415,7 @@ extern "C" __global__ void __maxnreg__(48) te_norm_fwd_full16(TE_KSIG(TE_NORM_FW
 #define TE_NORM_FWD_KERNEL(name, VEC, STREAM)                                                 \
   extern "C" __global__ void __launch_bounds__(1024)                                          \
       name(TE_KSIG(TE_NORM_FWD_PARAMS)) {                                                     \
+    te_pdl_enter();                                                                           \
     const fwd_args a = {TE_KNAMES(TE_NORM_FWD_PARAMS)};                                       \
     norm_fwd_prologue(a);                                                                     \
     norm_fwd<VEC, STREAM, -1, -1, -1, -1, -1>(a);                                             \
@@ -624,6 +628,7 @@ __device__ __forceinline__ void norm_bwd(const bwd_args &a) {
 // registers (3 blocks of 256 threads an SM; a few bytes spill to L1).
 extern "C" __global__ void __maxnreg__(80)
     te_norm_bwd_fast(TE_KSIG(TE_NORM_BWD_PARAMS)) {
+  te_pdl_enter();
   const bwd_args a = {TE_KNAMES(TE_NORM_BWD_PARAMS)};
   const int d = TE_NORM_DT(dtypes, 0);
   const int ln = (flags & TE_NORM_LAYERNORM) != 0, add = (flags & TE_NORM_EXTRA_GRAD) != 0;
@@ -641,6 +646,7 @@ extern "C" __global__ void __maxnreg__(80)
 #define TE_NORM_BWD_KERNEL(name, VEC, STREAM)                                                 \
   extern "C" __global__ void __launch_bounds__(TE_NORM_BWD_TMAX)                              \
       name(TE_KSIG(TE_NORM_BWD_PARAMS)) {                                                     \
+    te_pdl_enter();                                                                           \
     const bwd_args a = {TE_KNAMES(TE_NORM_BWD_PARAMS)};                                       \
     norm_bwd<VEC, STREAM, -1, -1, -1>(a);                                                     \
   }
@@ -655,6 +661,7 @@ TE_NORM_BWD_KERNEL(te_norm_bwd_stream_v1, 1, true)
 // (dgamma, then dbeta); out0/out1 get them in dtypes' slots 0 and 1.
 extern "C" __global__ void __launch_bounds__(1024)
     te_norm_bwd_reduce(TE_KSIG(TE_NORM_REDUCE_PARAMS)) {
+  te_pdl_enter();
   __shared__ float s[TE_NORM_REDUCE_GROUPS][TE_NORM_REDUCE_COLS + 1];
   const unsigned c = blockIdx.x * TE_NORM_REDUCE_COLS + threadIdx.x;
   const unsigned g = threadIdx.y;

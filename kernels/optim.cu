@@ -31,6 +31,7 @@
 #include "common/optim.h"
 #include "common/optim_params.h"
 #include "ldst.cuh"
+#include "pdl.cuh"
 
 #define OT TE_OPTIM_THREADS
 
@@ -182,15 +183,18 @@ static __device__ __forceinline__ void step(const te_optim_params &p) {
 }
 
 extern "C" __global__ void __launch_bounds__(OT) te_optim_adam(TE_KSIG(TE_OPTIM_STEP_PARAMS)) {
+  te_pdl_enter();
   step<false>(p);
 }
 extern "C" __global__ void __launch_bounds__(OT) te_optim_sgd(TE_KSIG(TE_OPTIM_STEP_PARAMS)) {
+  te_pdl_enter();
   step<true>(p);
 }
 
 // After every launch of a step that read its values from state: the step
 // counts, unless found_inf skipped it.  One thread.
 extern "C" __global__ void te_optim_commit(TE_KSIG(TE_OPTIM_COMMIT_PARAMS)) {
+  te_pdl_enter();
   if (threadIdx.x == 0 && !(found_inf && *found_inf)) state->step += 1;
 }
 
@@ -240,6 +244,7 @@ static __device__ __forceinline__ double l2_chunk(const te_l2_entry &e, uint64_t
 }
 
 extern "C" __global__ void __launch_bounds__(OT) te_optim_l2_partial(TE_KSIG(TE_OPTIM_L2_PARTIAL_PARAMS)) {
+  te_pdl_enter();
   const te_l2_entry &e = p.e[find_entry(p)];
   const uint64_t start = (uint64_t)(blockIdx.x - e.block0) * TE_RED_CHUNK;
   const uint64_t end = e.n - start < TE_RED_CHUNK ? e.n : start + TE_RED_CHUNK;
@@ -254,6 +259,7 @@ extern "C" __global__ void __launch_bounds__(OT) te_optim_l2_partial(TE_KSIG(TE_
 }
 
 extern "C" __global__ void __launch_bounds__(OT) te_optim_l2_final(TE_KSIG(TE_OPTIM_L2_FINAL_PARAMS)) {
+  te_pdl_enter();
   double acc = 0.0;
   for (unsigned i = threadIdx.x; i < nparts; i += OT) acc = acc + partial[i];
   double s = block_sum(acc);
@@ -313,6 +319,7 @@ static __device__ __forceinline__ int unscale_o(const te_unscale_entry &e, float
 }
 
 extern "C" __global__ void __launch_bounds__(OT) te_optim_unscale(TE_KSIG(TE_OPTIM_UNSCALE_PARAMS)) {
+  te_pdl_enter();
   const te_unscale_entry &e = p.e[find_entry(p)];
   const float s = *p.scale;
   int bad;

@@ -28,6 +28,7 @@
 // x * scale must be the host's).
 #include "common/quantize.h"
 #include "common/quantize_params.h"
+#include "pdl.cuh"
 
 #define QT 256   // threads per block of every kernel here
 
@@ -253,6 +254,7 @@ static __device__ void quant_pt_w(const void *in, void *out, uint64_t n, float *
 // wave (the loop took 40 unbounded: 6 blocks).
 extern "C" __global__ void __launch_bounds__(QT, 8)
 te_fp8_quantize_pt(TE_KSIG(TE_FP8_QUANTIZE_PT_PARAMS)) {
+  te_pdl_enter();
   if (noop_set(noop)) return;
   DISPATCH_IO(in_dt, out_dt, quant_pt_w, in, out, n, scale, scale_inv, scale_inv_col, amax,
               current, eps, pow2, blockIdx.x, gridDim.x);
@@ -298,6 +300,7 @@ static __device__ __forceinline__ uint32_t amax_any_w(const void *in, uint64_t n
 }
 
 extern "C" __global__ void __launch_bounds__(QT, 8) te_fp8_amax(TE_KSIG(TE_FP8_AMAX_PARAMS)) {
+  te_pdl_enter();
   if (noop_set(noop)) return;
   block_amax(amax_any_w(in, n, dt, blockIdx.x, gridDim.x), amax);
 }
@@ -312,6 +315,7 @@ static __device__ __forceinline__ int multi_entry(const te_qmulti_params &p) {
 }
 
 extern "C" __global__ void __launch_bounds__(QT) te_fp8_quantize_multi(TE_KSIG(TE_FP8_QMULTI_PARAMS)) {
+  te_pdl_enter();
   if (noop_set(p.noop)) return;
   const te_qmulti_entry &e = p.e[multi_entry(p)];
   DISPATCH_IO(e.in_dt, e.out_dt, quant_pt, e.in, e.out, e.n, e.scale, e.scale_inv,
@@ -319,12 +323,14 @@ extern "C" __global__ void __launch_bounds__(QT) te_fp8_quantize_multi(TE_KSIG(T
 }
 
 extern "C" __global__ void __launch_bounds__(QT) te_fp8_amax_multi(TE_KSIG(TE_FP8_QMULTI_PARAMS)) {
+  te_pdl_enter();
   if (noop_set(p.noop)) return;
   const te_qmulti_entry &e = p.e[multi_entry(p)];
   block_amax(amax_any(e.in, e.n, e.in_dt, blockIdx.x - e.block0, e.nblocks), e.amax);
 }
 
 extern "C" __global__ void te_fp8_amax_init_multi(TE_KSIG(TE_FP8_QMULTI_PARAMS)) {
+  te_pdl_enter();
   if (noop_set(p.noop)) return;
   if (blockIdx.x == 0 && (int)threadIdx.x < p.count) *p.e[threadIdx.x].amax = 0u;
 }
@@ -534,6 +540,7 @@ static __device__ void quant_mx(const void *__restrict__ in, uint64_t rows, uint
 #define MX_KERNEL(suffix, IDT)                                                              \
   extern "C" __global__ void __launch_bounds__(MX_THREADS, 6) te_fp8_quantize_mx_##suffix(  \
       TE_KSIG(TE_FP8_QUANTIZE_MX_PARAMS)) {                                                 \
+    te_pdl_enter();                                                                         \
     __shared__ mx_stage stage;                                                              \
     (void)in_dt;                                                                            \
     if (noop_set(noop)) return;                                                             \
@@ -686,6 +693,7 @@ static __device__ void quant_blk(const void *__restrict__ in, uint64_t rows, uin
 
 extern "C" __global__ void __launch_bounds__(QT)
 te_fp8_quantize_blk(TE_KSIG(TE_FP8_QUANTIZE_BLK_PARAMS)) {
+  te_pdl_enter();
   __shared__ blk_smem sh;
   if (noop_set(noop)) return;
   DISPATCH_IO(in_dt, out_dt, quant_blk, in, rows, cols, (uint8_t *)out_row, (uint8_t *)out_col,
@@ -697,6 +705,7 @@ te_fp8_quantize_blk(TE_KSIG(TE_FP8_QUANTIZE_BLK_PARAMS)) {
 
 extern "C" __global__ void __launch_bounds__(QT)
 te_fp8_dequantize(TE_KSIG(TE_FP8_DEQUANTIZE_PARAMS)) {
+  te_pdl_enter();
   const uint8_t *q = (const uint8_t *)in;
   const uint64_t segs = (cols + 7) / 8, total = rows * segs;
   for (uint64_t u = (uint64_t)blockIdx.x * QT + threadIdx.x; u < total;

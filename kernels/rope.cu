@@ -21,6 +21,7 @@
 // The math (position, angle in double, rotation) is kernels/common/rope.h's.
 #include "common/rope.h"
 #include "ldst.cuh"
+#include "pdl.cuh"
 
 struct rope_k {
   TE_KMEMBERS(TE_ROPE_PARAMS)
@@ -177,6 +178,7 @@ __device__ __forceinline__ void rope_v8(const rope_k &a, float *tc, float *ts) {
 // x's dtype at compile time: the loads of a batch stay in flight together
 // (a run-time dtype branch would make each wait for its conversion).
 extern "C" __global__ void __launch_bounds__(TE_ROPE_THREADS) te_rope_v8(TE_KSIG(TE_ROPE_PARAMS)) {
+  te_pdl_enter();
   const rope_k a = {TE_KNAMES(TE_ROPE_PARAMS)};
   extern __shared__ float rope_cs_tab[];  // cos then sin, te_rope_group * rot / 2 each
   float *tc = rope_cs_tab, *ts = rope_cs_tab + te_rope_group(a.heads, a.rot_dim) * (a.rot_dim / 2);
@@ -193,6 +195,7 @@ __device__ __forceinline__ void rope_st1(const rope_k &a, uint64_t i, int dy, fl
 }
 
 extern "C" __global__ void __launch_bounds__(TE_ROPE_THREADS) te_rope_v1(TE_KSIG(TE_ROPE_PARAMS)) {
+  te_pdl_enter();
   const rope_k a = {TE_KNAMES(TE_ROPE_PARAMS)};
   const int dx = TE_ROPE_DT(a.dtypes, 0), dy = TE_ROPE_DT(a.dtypes, 1);
   const int inter = a.flags & TE_ROPE_INTERLEAVED, inv = (a.flags & TE_ROPE_INVERSE) != 0;

@@ -30,6 +30,7 @@
 #include "common/transpose.h"
 #include "common/transpose_params.h"
 #include "ldst.cuh"
+#include "pdl.cuh"
 
 #define CT_T TE_CT_TILE
 
@@ -582,7 +583,10 @@ __device__ __forceinline__ void ct_body_pt2(CT_PARAMS) {
 #define CT_MINB_ACT_SPILLS 4
 #endif
 #define CT_KERNEL_(bounds, name, MXV, ACTV, DTV, DBV)                             \
-  extern "C" __global__ void bounds name(CT_PARAMS) { ct_body<DTV, ACTV, MXV, DBV>(CT_ARGS); }
+  extern "C" __global__ void bounds name(CT_PARAMS) {                             \
+    te_pdl_enter();                                                               \
+    ct_body<DTV, ACTV, MXV, DBV>(CT_ARGS);                                        \
+  }
 #define CT_BOUNDS_CAST __launch_bounds__(TE_CT_THREADS)
 #define CT_BOUNDS_ACT(minb) __launch_bounds__(TE_CT_THREADS, minb)
 #define CT_KERNELS_ACT(bounds, mode, act, dt, MXV, ACTV, DTV)                     \
@@ -597,7 +601,10 @@ __device__ __forceinline__ void ct_body_pt2(CT_PARAMS) {
 // The per-tensor dact kernels: ct_body_pt2, TE_CT_THREADS_PT2 threads.
 #define CT_KERNEL_PT2_(name, ACTV, DTV, DBV, MINB)                                \
   extern "C" __global__ void __launch_bounds__(TE_CT_THREADS_PT2, MINB)           \
-      name(CT_PARAMS) { ct_body_pt2<DTV, ACTV, DBV>(CT_ARGS); }
+      name(CT_PARAMS) {                                                           \
+    te_pdl_enter();                                                               \
+    ct_body_pt2<DTV, ACTV, DBV>(CT_ARGS);                                         \
+  }
 #define CT_KERNELS_PT2_ACT(act, dt, ACTV, DTV, MINB)                             \
   CT_KERNEL_PT2_(te_ct_pt_##act##_##dt, ACTV, DTV, false, MINB)                   \
   CT_KERNEL_PT2_(te_ct_pt_##act##_##dt##_db, ACTV, DTV, true, MINB)
@@ -621,6 +628,7 @@ CT_KERNELS_DT(mx, true, bf16, TE_FP8_DT_BF16, CT_MINB_ACT_SPILLS)
 // sums, and rounds to dtype (F32, F16, BF16).
 extern "C" __global__ void __launch_bounds__(TE_CT_RED_COLS * TE_CT_RED_CHUNKS)
     te_ct_dbias_reduce(TE_KSIG(TE_CTR_PARAMS)) {
+  te_pdl_enter();
   __shared__ float sums[TE_CT_RED_CHUNKS][TE_CT_RED_COLS];
   __shared__ int used[TE_CT_RED_CHUNKS];
   const int tc = threadIdx.x % TE_CT_RED_COLS, j = threadIdx.x / TE_CT_RED_COLS;
@@ -654,6 +662,7 @@ extern "C" __global__ void __launch_bounds__(TE_CT_RED_COLS * TE_CT_RED_CHUNKS)
 // the tiles, so any grid covers the tensor.
 extern "C" __global__ void __launch_bounds__(TE_CT_THREADS)
     te_ct_byte_transpose(TE_KSIG(TE_CTB_PARAMS)) {
+  te_pdl_enter();
   __shared__ __align__(16) uint8_t tile[CT_T][CT_T + 4];
   const int t = threadIdx.x, tr = t / 4, tc = (t % 4) * TE_CT_CHUNK;
   const bool vin = ((unsigned long long)in % 16 == 0) && cols % 16 == 0;

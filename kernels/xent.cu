@@ -14,6 +14,7 @@
 // (16-byte vectors or elements) of a row; ignored rows are zeros (not read).
 #include "common/xent.h"
 #include "ldst.cuh"
+#include "pdl.cuh"
 
 #define XT TE_XENT_THREADS
 #define LOG2E 1.4426950408889634f
@@ -95,6 +96,7 @@ __device__ __forceinline__ void xent_finish(const row_k &a, unsigned long long t
 }
 
 extern "C" __global__ void __launch_bounds__(XT) te_xent_row(TE_KSIG(TE_XENT_ROW_PARAMS)) {
+  te_pdl_enter();
   const row_k a = {TE_KNAMES(TE_XENT_ROW_PARAMS)};
   const int md = a.mode & 0xf;
   if (md == TE_XENT_FINISH) {
@@ -139,6 +141,7 @@ extern "C" __global__ void __launch_bounds__(XT) te_xent_row(TE_KSIG(TE_XENT_ROW
 
 extern "C" __global__ void __launch_bounds__(TE_XENT_MEAN_THREADS)
     te_xent_mean(TE_KSIG(TE_XENT_MEAN_PARAMS)) {
+  te_pdl_enter();
   __shared__ float part[TE_XENT_MEAN_THREADS];
   __shared__ unsigned cnt[TE_XENT_MEAN_THREADS];
   const unsigned i = threadIdx.x;
@@ -275,6 +278,7 @@ __device__ __forceinline__ void xent_bwd_vec_out(const bwd_k &a, uint64_t base, 
 // is many short blocks that the hardware spreads evenly over the SMs.
 extern "C" __global__ void __launch_bounds__(TE_XENT_BWD_THREADS, 4)
     te_xent_bwd(TE_KSIG(TE_XENT_BWD_PARAMS)) {
+  te_pdl_enter();
   const bwd_k a = {TE_KNAMES(TE_XENT_BWD_PARAMS)};
   const float vtot = (float)a.vocab_total;
   const float c1 = te_div_rn(a.smoothing, vtot), c2 = te_sub_rn(1.0f, a.smoothing);
@@ -380,6 +384,7 @@ __device__ __forceinline__ void xent_train_rows(const train_k &a, const row_k &r
 }
 
 extern "C" __global__ void __launch_bounds__(XT) te_xent_train(TE_KSIG(TE_XENT_TRAIN_PARAMS)) {
+  te_pdl_enter();
   extern __shared__ uint4 xent_row_sm[];
   const train_k a = {TE_KNAMES(TE_XENT_TRAIN_PARAMS)};
   const row_k r = {a.x, a.labels, a.loss, a.lse, nullptr, a.tokens, a.vocab, 0ll,

@@ -137,6 +137,10 @@ tecore_result_t te_error_deferred_take(void);
   TE_KERNEL_TABLE_ALIGNED(fn, modname, defs, aligns, TE_FATBIN_PTR_(stem),                \
                           TE_FATBIN_BYTES_(stem))
 
+/* tecore_kernel_launch with TECORE_LAUNCH_PDL unless TECORE_PDL=0: only
+ * for kernels whose first statement is te_pdl_enter (kernels/pdl.cuh). */
+tecore_result_t te_kernel_launch_pdl(int id, const struct tecore_launch_cfg *cfg,
+                                     void *const *args, tecore_stream_t stream);
 /* Kernel ids first .. first+count-1 need the pointer alignments in
  * aligns[0 .. count) (kernel.c; aligns has static storage; NULL: none). */
 struct te_kalign;

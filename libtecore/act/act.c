@@ -143,7 +143,7 @@ TE_EXPORT tecore_result_t tecore_act_fwd(tecore_activation_t act, const struct t
     a.scale_inv = q.scale_inv;
     void *args[TE_KNPARAMS(TE_ACT_FWD_PARAMS)];
     te_act_fwd_args_ptrs(&a, args);
-    TE_CHECK(tecore_kernel_launch(id + 2 * (int)act, &cfg, args, stream));
+    TE_CHECK(te_kernel_launch_pdl(id + 2 * (int)act, &cfg, args, stream));
   }
   return TECORE_SUCCESS;
 }
@@ -181,7 +181,7 @@ TE_EXPORT tecore_result_t tecore_act_bwd(tecore_activation_t act, const struct t
     a.scale_inv = q.scale_inv;
     void *args[TE_KNPARAMS(TE_ACT_BWD_PARAMS)];
     te_act_bwd_args_ptrs(&a, args);
-    TE_CHECK(tecore_kernel_launch(id + 2 * (int)act + 1, &cfg, args, stream));
+    TE_CHECK(te_kernel_launch_pdl(id + 2 * (int)act + 1, &cfg, args, stream));
   }
   return TECORE_SUCCESS;
 }
@@ -224,5 +224,5 @@ tecore_result_t te_act_bwd_colsum(tecore_activation_t act, const struct tecore_t
                                      .cols = cols, .rpp = rpp, .dtype = (int)dy->dtype};
   void *args[TE_KNPARAMS(TE_ACT_BWD_COLSUM_PARAMS)];
   te_act_bwd_colsum_args_ptrs(&k, args);
-  return tecore_kernel_launch(id + ACT_K_COLSUM + (int)act, &cfg, args, stream);
+  return te_kernel_launch_pdl(id + ACT_K_COLSUM + (int)act, &cfg, args, stream);
 }

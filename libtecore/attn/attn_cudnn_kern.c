@@ -38,7 +38,7 @@ tecore_result_t te_acd_launch_ragged(tecore_devptr_t cu_q, tecore_devptr_t cu_kv
       .m4 = mult[4], .m5 = mult[5], .m6 = mult[6], .m7 = mult[7]};
   void *kargs[TE_KNPARAMS(TE_ACD_RAGGED_PARAMS)];
   te_acd_ragged_args_ptrs(&k, kargs);
-  return tecore_kernel_launch(id + K_RAGGED, &cfg, kargs, stream);
+  return te_kernel_launch_pdl(id + K_RAGGED, &cfg, kargs, stream);
 }
 
 tecore_result_t te_acd_launch_stats(const struct te_acd_stats_call *c, int dir,
@@ -58,7 +58,7 @@ tecore_result_t te_acd_launch_stats(const struct te_acd_stats_call *c, int dir,
       .dir = dir};
   void *kargs[TE_KNPARAMS(TE_ACD_STATS_PARAMS)];
   te_acd_stats_args_ptrs(&k, kargs);
-  return tecore_kernel_launch(id + K_STATS, &cfg, kargs, stream);
+  return te_kernel_launch_pdl(id + K_STATS, &cfg, kargs, stream);
 }
 
 tecore_result_t te_acd_launch_fp8(const struct te_acd_fp8_call *c, int mode,
@@ -81,5 +81,5 @@ tecore_result_t te_acd_launch_fp8(const struct te_acd_fp8_call *c, int mode,
       .o_dt = c->o_dt, .mode = mode};
   void *kargs[TE_KNPARAMS(TE_ACD_FP8_PARAMS)];
   te_acd_fp8_args_ptrs(&k, kargs);
-  return tecore_kernel_launch(id + K_FP8, &cfg, kargs, stream);
+  return te_kernel_launch_pdl(id + K_FP8, &cfg, kargs, stream);
 }

@@ -77,7 +77,7 @@ tecore_result_t te_attn_launch_seqlens(tecore_devptr_t cu_q, tecore_devptr_t cu_
   struct tecore_launch_cfg cfg = {.grid = {1, 1, 1}, .block = {256, 1, 1}};
   void *args[TE_KNPARAMS(TE_ATTN_SEQLENS_PARAMS)];
   te_attn_seqlens_args_ptrs(&a, args);
-  return tecore_kernel_launch(id + K_SEQLENS, &cfg, args, stream);
+  return te_kernel_launch_pdl(id + K_SEQLENS, &cfg, args, stream);
 }
 
 static size_t attn_bwd_workspace(const struct te_attn_problem *p) {
@@ -122,7 +122,7 @@ static tecore_result_t attn_launch(int k, const struct te_attn_params *kp, unsig
   struct te_attn_args a = {.p = kp};
   void *args[TE_KNPARAMS(TE_ATTN_PARAMS)];
   te_attn_args_ptrs(&a, args);
-  return tecore_kernel_launch(id + k, &cfg, args, stream);
+  return te_kernel_launch_pdl(id + k, &cfg, args, stream);
 }
 
 /* Shared memory of the forward: the Q tile and two K and V tiles; of the

@@ -173,7 +173,7 @@ tecore_result_t te_gemm16_run(const struct te_gemm_problem *p, tecore_devptr_t w
   struct te_gemm16_args a = {.p = &kp};
   void *args[TE_KNPARAMS(TE_GEMM16_PARAMS)];
   te_gemm16_args_ptrs(&a, args);
-  TE_CHECK(tecore_kernel_launch(id + (f16 * 2 + nk) * 3 + epi, &cfg, args, stream));
+  TE_CHECK(te_kernel_launch_pdl(id + (f16 * 2 + nk) * 3 + epi, &cfg, args, stream));
   if (!part_bytes) return TECORE_SUCCESS;
 
   struct te_gemm16_bgrad_args b = {.out = TE_DPTR(p->bias), .part = TE_DPTR(ws),
@@ -184,5 +184,5 @@ tecore_result_t te_gemm16_run(const struct te_gemm_problem *p, tecore_devptr_t w
       .block = {TE_GEMM16_BG_COLS, TE_GEMM16_BG_LANES, 1}};
   void *bargs[TE_KNPARAMS(TE_GEMM16_BGRAD_PARAMS)];
   te_gemm16_bgrad_args_ptrs(&b, bargs);
-  return tecore_kernel_launch(id + K_BGRAD, &bc, bargs, stream);
+  return te_kernel_launch_pdl(id + K_BGRAD, &bc, bargs, stream);
 }

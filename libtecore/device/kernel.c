@@ -289,6 +289,24 @@ TE_EXPORT tecore_result_t tecore_kernel_launch_ex(int id, const struct tecore_la
   return kernel_launch("tecore_kernel_launch_ex", id, cfg, args, flags, stream);
 }
 
+/* libtecore's own kernels that begin with te_pdl_enter (kernels/pdl.cuh):
+ * the norms, activations, column sums, elementwise kernels, optimizers,
+ * embedding, cross-entropy, RoPE, cuDNN attention's helpers and the
+ * 16-bit GEMM.  A training step is a chain of several hundred dependent
+ * kernels; each boundary costs a launch and a block ramp that the
+ * programmatic launch hides behind the previous kernel's tail. */
+TE_PARAM_INT(kernel_pdl, "TECORE_PDL", 1, 0, 1,
+             "1: libtecore launches its own kernels (norms, activations, column sums, "
+             "optimizers, embedding, cross-entropy, RoPE, the 16-bit GEMM) with programmatic "
+             "dependent launch on cuda devices of compute capability 9.0 and newer, so that "
+             "each one's launch overlaps the previous kernel's end; 0: ordinary launches")
+
+tecore_result_t te_kernel_launch_pdl(int id, const struct tecore_launch_cfg *cfg,
+                                     void *const *args, tecore_stream_t stream) {
+  const unsigned flags = tecore_tunable_int(&kernel_pdl) ? TECORE_LAUNCH_PDL : 0;
+  return kernel_launch("tecore_kernel_launch", id, cfg, args, flags, stream);
+}
+
 tecore_result_t te_kernel_node_replace(int id, tecore_graph_t graph, tecore_graph_node_t node,
                                        const struct tecore_launch_cfg *cfg, void *const *args,
                                        tecore_graph_node_t *out) {

@@ -72,7 +72,7 @@ tecore_result_t te_copy2d_u32(const struct te_copy2d *c, tecore_stream_t stream)
                                  .ssi = c->ssi, .ssj = c->ssj};
   void *args[TE_KNPARAMS(TE_COPY2D_U32_PARAMS)];
   te_copy2d_u32_args_ptrs(&k, args);
-  return tecore_kernel_launch(id + K_COPY2D, &cfg, args, stream);
+  return te_kernel_launch_pdl(id + K_COPY2D, &cfg, args, stream);
 }
 
 /* ---- column sums -------------------------------------------------------------
@@ -126,7 +126,7 @@ tecore_result_t te_colsum(tecore_devptr_t out, const struct tecore_tensor *in, i
                                     .cols = cols, .rpp = rpp, .dtype = (int)in->dtype};
     void *args[TE_KNPARAMS(TE_COLSUM_PART_PARAMS)];
     te_colsum_part_args_ptrs(&k, args);
-    TE_CHECK(tecore_kernel_launch(id + K_COLSUM_PART, &cfg, args, stream));
+    TE_CHECK(te_kernel_launch_pdl(id + K_COLSUM_PART, &cfg, args, stream));
   }
   return te_colsum_final(out, ws, parts, cols, acc, stream);
 }
@@ -142,7 +142,7 @@ tecore_result_t te_colsum_final(tecore_devptr_t out, tecore_devptr_t ws, size_t 
                                    .cols = cols, .acc = acc != 0};
   void *args[TE_KNPARAMS(TE_COLSUM_FINAL_PARAMS)];
   te_colsum_final_args_ptrs(&f, args);
-  return tecore_kernel_launch(id + K_COLSUM_FINAL, &cfg, args, stream);
+  return te_kernel_launch_pdl(id + K_COLSUM_FINAL, &cfg, args, stream);
 }
 
 static tecore_result_t ew_check_dtype(tecore_dtype_t dtype, const char *fn) {
@@ -194,7 +194,7 @@ TE_EXPORT tecore_result_t tecore_fill(tecore_devptr_t dst, tecore_dtype_t dtype,
                           .value = fill_value(value, dtype)};
   void *args[TE_KNPARAMS(TE_FILL_PARAMS)];
   te_fill_args_ptrs(&k, args);
-  TE_CHECK(tecore_kernel_launch(id + K_FILL, &cfg, args, stream));
+  TE_CHECK(te_kernel_launch_pdl(id + K_FILL, &cfg, args, stream));
   return TECORE_SUCCESS;
 }
 
@@ -220,6 +220,6 @@ TE_EXPORT tecore_result_t tecore_scale_add(tecore_devptr_t dst, tecore_devptr_t 
                                .b = TE_DPTR(b), .beta = beta, .dtype = (int)dtype, .n = count};
   void *args[TE_KNPARAMS(TE_SCALE_ADD_PARAMS)];
   te_scale_add_args_ptrs(&k, args);
-  TE_CHECK(tecore_kernel_launch(id + K_SCALE_ADD, &cfg, args, stream));
+  TE_CHECK(te_kernel_launch_pdl(id + K_SCALE_ADD, &cfg, args, stream));
   return TECORE_SUCCESS;
 }

@@ -146,7 +146,7 @@ TE_EXPORT tecore_result_t tecore_embedding_fwd(const struct tecore_embedding_arg
       .dtypes = (int)args->weight->dtype | (p ? (int)p->dtype : 0) << 4 | (int)out->dtype << 8};
   void *kargs[TE_KNPARAMS(TE_EMB_FWD_PARAMS)];
   te_emb_fwd_args_ptrs(&k, kargs);
-  return tecore_kernel_launch(id + K_FWD, &cfg, kargs, stream);
+  return te_kernel_launch_pdl(id + K_FWD, &cfg, kargs, stream);
 }
 
 /* ---- store: the gather's reverse --------------------------------------------------------- */
@@ -189,7 +189,7 @@ TE_EXPORT tecore_result_t tecore_embedding_store(const struct tecore_tensor *in,
       .dtypes = (int)in->dtype | (int)table->dtype << 8};
   void *kargs[TE_KNPARAMS(TE_EMB_FWD_PARAMS)];
   te_emb_fwd_args_ptrs(&k, kargs);
-  return tecore_kernel_launch(id + K_FWD, &cfg, kargs, stream);
+  return te_kernel_launch_pdl(id + K_FWD, &cfg, kargs, stream);
 }
 
 /* ---- backward ----------------------------------------------------------------------------- */
@@ -235,7 +235,7 @@ static tecore_result_t emb_bwd_one(const struct emb_bwd_call *c, const struct em
       .dtypes = (int)c->dout->dtype | (int)g->dw->dtype << 4};
   void *kargs[TE_KNPARAMS(TE_EMB_BWD_PARAMS)];
   te_emb_bwd_args_ptrs(&k, kargs);
-  return tecore_kernel_launch(c->id + kid, &cfg, kargs, stream);
+  return te_kernel_launch_pdl(c->id + kid, &cfg, kargs, stream);
 }
 
 TE_EXPORT tecore_result_t tecore_embedding_bwd(const struct tecore_embedding_args *args,

@@ -60,7 +60,7 @@ static tecore_result_t q_launch(int k, struct tecore_launch_cfg cfg, void **args
                                 tecore_stream_t stream) {
   int id = q_first_id();
   if (id < 0) return TE_ERR(TECORE_ERR_INTERNAL, "FP8 kernel table could not be registered");
-  TE_CHECK(tecore_kernel_launch(id + k, &cfg, args, stream));
+  TE_CHECK(te_kernel_launch_pdl(id + k, &cfg, args, stream));
   return TECORE_SUCCESS;
 }
 

@@ -306,7 +306,7 @@ static tecore_result_t delayed_update(const struct tecore_recipe *r,
     uint64_t nb = (st->count + TE_DU_TX - 1) / TE_DU_TX;
     if (p.nstates == TE_DU_MAX || blocks + nb > TE_DU_MAX_BLOCKS) {
       cfg.grid[0] = (unsigned)blocks;
-      TE_CHECK(tecore_kernel_launch(id, &cfg, args, stream));
+      TE_CHECK(te_kernel_launch_pdl(id, &cfg, args, stream));
       p.nstates = 0;
       blocks = 0;
     }
@@ -318,7 +318,7 @@ static tecore_result_t delayed_update(const struct tecore_recipe *r,
   }
   if (p.nstates) {
     cfg.grid[0] = (unsigned)blocks;
-    TE_CHECK(tecore_kernel_launch(id, &cfg, args, stream));
+    TE_CHECK(te_kernel_launch_pdl(id, &cfg, args, stream));
   }
   return TECORE_SUCCESS;
 }

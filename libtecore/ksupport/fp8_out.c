@@ -29,7 +29,7 @@ static tecore_result_t fs_launch(int k, void **args, tecore_stream_t stream) {
   int id = fs_first_id();
   if (id < 0) return TE_ERR(TECORE_ERR_INTERNAL, "FP8 scale kernel table could not be registered");
   struct tecore_launch_cfg cfg = {.grid = {1, 1, 1}, .block = {256, 1, 1}};
-  TE_CHECK(tecore_kernel_launch(id + k, &cfg, args, stream));
+  TE_CHECK(te_kernel_launch_pdl(id + k, &cfg, args, stream));
   return TECORE_SUCCESS;
 }
 

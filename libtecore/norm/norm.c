@@ -273,7 +273,7 @@ static tecore_result_t norm_fwd(const struct norm_fwd_call *c, tecore_stream_t s
     a.scale_inv = q.scale_inv;
     void *args[TE_KNPARAMS(TE_NORM_FWD_PARAMS)];
     te_norm_fwd_args_ptrs(&a, args);
-    TE_CHECK(tecore_kernel_launch(id + k, &cfg, args, stream));
+    TE_CHECK(te_kernel_launch_pdl(id + k, &cfg, args, stream));
   }
   return TECORE_SUCCESS;
 }
@@ -414,7 +414,7 @@ static tecore_result_t norm_bwd(const struct norm_bwd_call *c, tecore_stream_t s
       .tpr = p.tpr, .nv = p.nv, .parts = parts};
   void *args[TE_KNPARAMS(TE_NORM_BWD_PARAMS)];
   te_norm_bwd_args_ptrs(&a, args);
-  TE_CHECK(tecore_kernel_launch(id + k, &cfg, args, stream));
+  TE_CHECK(te_kernel_launch_pdl(id + k, &cfg, args, stream));
 
   struct tecore_launch_cfg rcfg = {
       .grid = {(unsigned)((hidden + TE_NORM_REDUCE_COLS - 1) / TE_NORM_REDUCE_COLS), 1, 1},
@@ -425,7 +425,7 @@ static tecore_result_t norm_bwd(const struct norm_bwd_call *c, tecore_stream_t s
       .dtypes = TE_NORM_DT_PACK((int)dgamma->dtype, ln ? (int)dbeta->dtype : 0, 0, 0, 0)};
   void *rargs[TE_KNPARAMS(TE_NORM_REDUCE_PARAMS)];
   te_norm_reduce_args_ptrs(&ra, rargs);
-  TE_CHECK(tecore_kernel_launch(id + K_BWD_REDUCE, &rcfg, rargs, stream));
+  TE_CHECK(te_kernel_launch_pdl(id + K_BWD_REDUCE, &rcfg, rargs, stream));
   return TECORE_SUCCESS;
 }
 

@@ -54,7 +54,7 @@ tecore_result_t te_optim_launch(int k, unsigned blocks, void **args, tecore_stre
     return TE_ERR(TECORE_ERR_INTERNAL, "the optimizer kernel table could not be registered");
   struct tecore_launch_cfg cfg = {.grid = {blocks ? blocks : 1, 1, 1},
                                   .block = {TE_OPTIM_THREADS, 1, 1}};
-  TE_CHECK(tecore_kernel_launch(optim_id + k, &cfg, args, stream));
+  TE_CHECK(te_kernel_launch_pdl(optim_id + k, &cfg, args, stream));
   return TECORE_SUCCESS;
 }
 

@@ -239,7 +239,7 @@ static tecore_result_t rope_launch(const struct tecore_rope_args *a, const struc
       .log2_theta = c->log2_theta, .flags = flags, .dtypes = c->dt | (ydt << 4)};
   void *args[TE_KNPARAMS(TE_ROPE_PARAMS)];
   te_rope_args_ptrs(&ka, args);
-  return tecore_kernel_launch(id + (v8 ? K_V8 : K_V1), &cfg, args, stream);
+  return te_kernel_launch_pdl(id + (v8 ? K_V8 : K_V1), &cfg, args, stream);
 }
 
 /* 1 when K's heads continue Q's in both views (the same strides, K's first

@@ -173,7 +173,7 @@ static tecore_result_t ct_launch_main(const struct ct_call *k, size_t rows, size
       .ws = TE_DPTR(ws), .rows = rows, .cols = cols, .tpb = sh.tpb, .flags = flags};
   void *args[TE_KNPARAMS(TE_CT_PARAMS)];
   te_ct_args_ptrs(&a, args);
-  TE_CHECK(tecore_kernel_launch(id + kidx, &cfg, args, stream));
+  TE_CHECK(te_kernel_launch_pdl(id + kidx, &cfg, args, stream));
   return TECORE_SUCCESS;
 }
 
@@ -192,7 +192,7 @@ static tecore_result_t ct_launch_reduce(tecore_devptr_t ws, const struct tecore_
                           .cols = cols, .dtype = (int)dbias->dtype};
   void *args[TE_KNPARAMS(TE_CTR_PARAMS)];
   te_ctr_args_ptrs(&a, args);
-  TE_CHECK(tecore_kernel_launch(id + CT_K_REDUCE, &cfg, args, stream));
+  TE_CHECK(te_kernel_launch_pdl(id + CT_K_REDUCE, &cfg, args, stream));
   return TECORE_SUCCESS;
 }
 
@@ -213,7 +213,7 @@ tecore_result_t te_byte_transpose(tecore_devptr_t out, tecore_devptr_t in, size_
   struct te_ctb_args a = {.in = TE_DPTR(in), .out = TE_DPTR(out), .rows = rows, .cols = cols};
   void *args[TE_KNPARAMS(TE_CTB_PARAMS)];
   te_ctb_args_ptrs(&a, args);
-  return tecore_kernel_launch(id + CT_K_BYTE_T, &cfg, args, stream);
+  return te_kernel_launch_pdl(id + CT_K_BYTE_T, &cfg, args, stream);
 }
 
 /* Everything after validation: current scaling's first pass and scale,

@@ -108,7 +108,7 @@ static tecore_result_t xent_row(const struct tecore_xent_args *a, const struct x
       .mode = mode | (c->vec ? TE_XENT_VEC : 0), .dtype = c->dt};
   void *args[TE_KNPARAMS(TE_XENT_ROW_PARAMS)];
   te_xent_row_args_ptrs(&k, args);
-  return tecore_kernel_launch(id + K_ROW, &cfg, args, stream);
+  return te_kernel_launch_pdl(id + K_ROW, &cfg, args, stream);
 }
 
 static tecore_result_t xent_reduce(const struct tecore_xent_args *a, tecore_xent_reduce_op_t op,
@@ -132,7 +132,7 @@ static tecore_result_t xent_mean(const struct tecore_xent_args *a, const struct 
                                 .ignore = a->ignore_index, .count_only = count_only};
   void *kargs[TE_KNPARAMS(TE_XENT_MEAN_PARAMS)];
   te_xent_mean_args_ptrs(&k, kargs);
-  return tecore_kernel_launch(id + K_MEAN, &cfg, kargs, stream);
+  return te_kernel_launch_pdl(id + K_MEAN, &cfg, kargs, stream);
 }
 
 TE_EXPORT tecore_result_t tecore_xent_fwd(const struct tecore_xent_args *args, tecore_devptr_t loss,
@@ -345,7 +345,7 @@ static tecore_result_t xent_bwd_slice(void *ctx, size_t a, size_t b, void *out) 
   cfg.grid[1] = (unsigned)(k.tokens < 65535 ? k.tokens : 65535);
   void *kargs[TE_KNPARAMS(TE_XENT_BWD_PARAMS)];
   te_xent_bwd_args_ptrs(&k, kargs);
-  return tecore_kernel_launch(sl->id + K_BWD, &cfg, kargs, sl->stream);
+  return te_kernel_launch_pdl(sl->id + K_BWD, &cfg, kargs, sl->stream);
 }
 
 /* The backward's launches (one, or the in-place slices; two passes for a
@@ -366,7 +366,7 @@ static tecore_result_t xent_bwd_run(const struct tecore_xent_args *args, const s
     }
     void *kargs[TE_KNPARAMS(TE_XENT_BWD_PARAMS)];
     te_xent_bwd_args_ptrs(&pl->k, kargs);
-    TE_CHECK(tecore_kernel_launch(id + K_BWD, &pl->cfg, kargs, stream));
+    TE_CHECK(te_kernel_launch_pdl(id + K_BWD, &pl->cfg, kargs, stream));
   }
   return TECORE_SUCCESS;
 }
@@ -416,7 +416,7 @@ static tecore_result_t xent_train_slice(void *ctx, size_t a, size_t b, void *out
       .shared_bytes = (unsigned)(V * es)};
   void *kargs[TE_KNPARAMS(TE_XENT_TRAIN_PARAMS)];
   te_xent_train_args_ptrs(&k, kargs);
-  return tecore_kernel_launch(sl->id + K_TRAIN, &cfg, kargs, sl->stream);
+  return te_kernel_launch_pdl(sl->id + K_TRAIN, &cfg, kargs, sl->stream);
 }
 
 TE_EXPORT tecore_result_t tecore_xent_fwd_bwd(const struct tecore_xent_args *args,

@@ -1,0 +1,53 @@
+#!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
+# bench/gpu-run-s30.sh -- session 30's GPU checks, from the top of a
+# configured and built tree (.devdeps/run builds it):
+#
+#     bash .devdeps/run 'T=$OUT; OUT=/tmp/o TAR=$T/r.tgz PHASES=a bash bench/gpu-run-s30.sh'
+#
+# Outputs: bench/2026-12-05/c1 (phase a) ..; record: bench/2026-12-05-gpu.md.
+# Phase a: programmatic dependent launch for libtecore's own kernels
+# (kernels/pdl.cuh: every kernel waits for the grid before it first, then
+# lets the next one launch; TECORE_PDL=0 turns it off): the kernel
+# families' checks under TE_DEVICE=cuda; GPT-2 124M's step with it and
+# without beside torch.compile's (the losses of both must be the same
+# bits); the step with cuBLASLt's algorithms measured for every GEMM with
+# a dimension of at most 1024 (TECORE_GEMM_TUNE_MAX_DIM, which covers all
+# of GPT-2's); llama-1b and 1.3B FP8 with and without; the --profile.
+set -u
+default_phases="a"
+. "$(dirname "$0")/gpu-lib.sh"
+gpt=tools/te-gpt
+small="$gpt --model gpt2-124m --synthetic --batch 32 --steps 20 --eval-every 0 --sample 0 --json"
+prof="$gpt --model gpt2-124m --synthetic --batch 32 --steps 3 --eval-every 0 --sample 0 --profile"
+llama="$gpt --model llama-1b --synthetic --batch 4 --steps 14 --eval-every 0 --sample 0 --recipe delayed --json"
+big="$gpt --model gpt-1.3b --synthetic --batch 8 --steps 14 --eval-every 0 --sample 0 --recipe delayed --json"
+step machine sh -c 'nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm,power.limit --format=csv; nvcc --version | tail -2'
+checks() {
+  for t in check_norm check_kernels check_xent check_optim check_act check_embedding check_rope \
+           check_transpose check_quantize check_recipe check_attn_cudnn check_gemm check_ops \
+           check_transformer; do
+    STEP_TIMEOUT=120 step "$t$1" env TE_DEVICE=cuda t/core/$t
+  done
+  STEP_TIMEOUT=120 step "check_attention-libte$1" env TE_DEVICE=cuda TECORE_ATTN_BACKEND=libte t/core/check_attention
+  STEP_TIMEOUT=120 step "check_graph_seq$1" env TE_DEVICE=cuda t/graph/check_graph_seq
+  STEP_TIMEOUT=120 step "check_graph_callable$1" env TE_DEVICE=cuda t/graph/check_graph_callable
+}
+if has a; then
+  make -s tools/te-gpt tools/te-bench > /dev/null 2>&1
+  make -s $(for t in norm kernels xent optim act embedding rope transpose quantize recipe attn_cudnn \
+              gemm ops transformer attention; do echo t/core/check_$t; done) \
+    t/graph/check_graph_seq t/graph/check_graph_callable > /dev/null 2>&1
+  step small-1 $small
+  step small-nopdl env TECORE_PDL=0 $small
+  step small-peer20 python3 bench/gpt_peer.py speed --model gpt2-124m --batch 32 --compile --steps 20 --warmup 3
+  step small-2 $small
+  step small-nopdl2 env TECORE_PDL=0 $small
+  step small-tune env TECORE_GEMM_TUNE_MAX_DIM=1024 TE_DEBUG=INFO TE_DEBUG_SUBSYS=TUNE $small
+  step profile $prof
+  checks ""
+  step llama $llama
+  step llama-nopdl env TECORE_PDL=0 $llama
+  step big $big
+  step big-nopdl env TECORE_PDL=0 $big
+fi
