@@ -14,6 +14,21 @@
 # bits); the step with cuBLASLt's algorithms measured for every GEMM with
 # a dimension of at most 1024 (TECORE_GEMM_TUNE_MAX_DIM, which covers all
 # of GPT-2's); llama-1b and 1.3B FP8 with and without; the --profile.
+# Phase a result (c1): every check passes under cuda; the step 57.12-57.26
+# ms with PDL, 56.97-57.13 without (no gain: the step's gaps are not
+# launch latency), torch.compile 68.44; with every GEMM measured 56.70
+# (the LM head's forward 3532 -> 3203 us, QKV 174 -> 163, 768 x 3072 x
+# 32768 236 -> 213) but a 3.1 GiB timing scratch for the logits (peak
+# 19903 MiB).  llama-1b 95.41 / 95.82 ms with / without PDL.
+# Phase b: the derivative-aux GELU pair (TECORE_GEMM_EPI_BIAS_GELU_DAUX
+# and DAUX_BGRAD: the forward saves gelu', the backward multiplies; the
+# fuser takes it, TECORE_OPS_GELU_DAUX) and the tuner's new default
+# (TECORE_GEMM_TUNE_MAX_DIM 4096, D itself as the timing output where it
+# can be): check_gemm (its 84 own GEMMs), check_gemm_tune, check_transformer
+# (case (c): the fuser's DAUX block against finite differences), te-bench
+# --gemm (the DAUX rows), the step with the defaults, without DAUX and
+# with the old tuning bound beside torch.compile, the profile; llama-1b
+# and 1.3B FP8 with and without the new tuning bound; the decode.
 set -u
 default_phases="a"
 . "$(dirname "$0")/gpu-lib.sh"
@@ -50,4 +65,29 @@ if has a; then
   step llama-nopdl env TECORE_PDL=0 $llama
   step big $big
   step big-nopdl env TECORE_PDL=0 $big
+fi
+if has b; then
+  make -s tools/te-gpt tools/te-bench t/core/check_gemm t/core/check_gemm_tune \
+    t/core/check_transformer t/core/check_ops > /dev/null 2>&1
+  STEP_TIMEOUT=150 step check_gemm env TE_DEVICE=cuda CK_RUN_CASE=reference t/core/check_gemm
+  if grep -q "^not ok" "$out/check_gemm.txt" || ! grep -q "^1\.\." "$out/check_gemm.txt"; then
+    exit 0
+  fi
+  step check_transformer env TE_DEVICE=cuda t/core/check_transformer
+  step small-1 $small
+  step small-nodaux env TECORE_OPS_GELU_DAUX=0 $small
+  step small-peer20 python3 bench/gpt_peer.py speed --model gpt2-124m --batch 32 --compile --steps 20 --warmup 3
+  step small-2 $small
+  step small-nodaux2 env TECORE_OPS_GELU_DAUX=0 $small
+  step small-tune512 env TECORE_GEMM_TUNE_MAX_DIM=512 $small
+  step profile $prof
+  step bench-gemm tools/te-bench --gemm
+  STEP_TIMEOUT=100 step check_gemm_tune env TE_DEVICE=cuda t/core/check_gemm_tune
+  step check_ops env TE_DEVICE=cuda t/core/check_ops
+  step llama $llama
+  step llama-tune512 env TECORE_GEMM_TUNE_MAX_DIM=512 $llama
+  step big $big
+  step big-tune512 env TECORE_GEMM_TUNE_MAX_DIM=512 $big
+  step decode tools/te-gpt --model gpt2-124m --synthetic --steps 0 --sample 256 --json
+  step decode-nopdl env TECORE_PDL=0 tools/te-gpt --model gpt2-124m --synthetic --steps 0 --sample 256 --json
 fi

@@ -156,6 +156,10 @@ module te_core
   integer(c_int), parameter :: TECORE_GEMM_EPI_BGRAD = 6
   integer(c_int), parameter :: TECORE_GEMM_EPI_GELU = 7
   integer(c_int), parameter :: TECORE_GEMM_EPI_BIAS_GELU = 8
+  integer(c_int), parameter :: TECORE_GEMM_EPI_GELU_DAUX = 9
+  integer(c_int), parameter :: TECORE_GEMM_EPI_BIAS_GELU_DAUX = 10
+  integer(c_int), parameter :: TECORE_GEMM_EPI_DAUX = 11
+  integer(c_int), parameter :: TECORE_GEMM_EPI_DAUX_BGRAD = 12
   ! from libtecore/te/activation.h
   integer(c_int), parameter :: TECORE_ACT_GELU = 0
   integer(c_int), parameter :: TECORE_ACT_RELU = 1

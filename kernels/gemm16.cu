@@ -26,7 +26,10 @@
 //    products over the block's 128 rows into part -- in a fixed order (a
 //    lane's rows in order, then the seven warps in order), so the bias
 //    gradient te_gemm16_bgrad adds from the parts is the same bits on
-//    every run.  Rounding alpha A B to the type before the GELU or the
+//    every run.  EPI_GELUD writes gelu'(pre) as aux instead of pre (the
+//    DAUX epilogues, te/gemm.h) and EPI_DMUL multiplies by that aux: the
+//    dGELU's gelu' moves to the forward, whose epilogue warps keep up
+//    with the MMAs.  Rounding alpha A B to the type before the GELU or the
 //    dGELU's product is what cuBLASLt does too (t/core/check_gemm.c's
 //    tolerances); GELU and gelu' use the special-function unit
 //    (gelu_sfu): the correctly rounded forms of kernels/common/act.h cost
@@ -52,6 +55,8 @@
 #define EPI_LIN 0
 #define EPI_GELU 1
 #define EPI_DGELU 2
+#define EPI_GELUD 3  // EPI_GELU with gelu' (not the pre-activation) as aux
+#define EPI_DMUL 4   // EPI_DGELU's backward from that aux: a product
 
 namespace {
 
@@ -87,6 +92,15 @@ __device__ __forceinline__ float dgelu_sfu(float x) {
   const float s = rcp_approx(1.0f + e);
   const float d = fmaf(xc * fmaf(x2, TE_ACT_GELU_K2X3, TE_ACT_GELU_K1), s * (e * s), s);
   return x != x ? x : d;
+}
+// gelu and gelu' of one x, as gelu_sfu and dgelu_sfu give them (the same
+// operations on the same values: one ex2 and one rcp for both)
+__device__ __forceinline__ float2 gelu_dgelu_sfu(float x) {
+  const float xc = fminf(fmaxf(x, -TE_ACT_GELU_C), TE_ACT_GELU_C), x2 = xc * xc;
+  const float e = ex2_approx(-xc * fmaf(x2, TE_ACT_GELU_A2, TE_ACT_GELU_A1));
+  const float s = rcp_approx(1.0f + e);
+  const float d = fmaf(xc * fmaf(x2, TE_ACT_GELU_K2X3, TE_ACT_GELU_K1), s * (e * s), s);
+  return make_float2(x * s, x != x ? x : d);
 }
 #endif
 
@@ -164,10 +178,16 @@ template <int N> __device__ __forceinline__ void regs_dec() {
   asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(N));
 }
 
+// The backward epilogues (aux read, column sums) and the forward ones.
+template <int EPI> struct epi_kind {
+  static constexpr bool bwd = EPI == EPI_DGELU || EPI == EPI_DMUL;
+};
+
 // One 16-byte chunk (8 columns) of an output row: v the tile's values
-// (alpha A B + bias, or the dGELU's alpha A B); EPI_LIN stores them to D,
-// EPI_GELU to aux and their GELU to D, EPI_DGELU v gelu'(x) (x the aux
-// chunk) to D with the float products added to cs.
+// (alpha A B + bias, or the backward's alpha A B); EPI_LIN stores them to
+// D, EPI_GELU to aux and their GELU to D, EPI_GELUD their GELU to D and
+// gelu' to aux; EPI_DGELU v gelu'(x) (x the aux chunk) to D, EPI_DMUL v x,
+// with the float products added to cs.
 template <int DT, int EPI>
 __device__ __forceinline__ void epi_chunk(uint4 v, uint4 x, void *d, void *aux, float *cs) {
   if (EPI == EPI_LIN) {
@@ -176,22 +196,28 @@ __device__ __forceinline__ void epi_chunk(uint4 v, uint4 x, void *d, void *aux, 
   }
   const uint32_t *u = reinterpret_cast<const uint32_t *>(&v);
   const uint32_t *a = reinterpret_cast<const uint32_t *>(&x);
-  uint4 g;
-  uint32_t *o = reinterpret_cast<uint32_t *>(&g);
+  uint4 g, q;
+  uint32_t *o = reinterpret_cast<uint32_t *>(&g), *oq = reinterpret_cast<uint32_t *>(&q);
   if (EPI == EPI_GELU) st_g16(aux, v);
 #pragma unroll
   for (int j = 0; j < 4; j++) {
     const float2 y = elem<DT>::unpack(u[j]);
     if (EPI == EPI_GELU) {
       o[j] = elem<DT>::pack(gelu_sfu(y.x), gelu_sfu(y.y));
+    } else if (EPI == EPI_GELUD) {
+      const float2 r0 = gelu_dgelu_sfu(y.x), r1 = gelu_dgelu_sfu(y.y);
+      o[j] = elem<DT>::pack(r0.x, r1.x);
+      oq[j] = elem<DT>::pack(r0.y, r1.y);
     } else {
       const float2 z = elem<DT>::unpack(a[j]);
-      const float y0 = y.x * dgelu_sfu(z.x), y1 = y.y * dgelu_sfu(z.y);
+      const float y0 = EPI == EPI_DMUL ? y.x * z.x : y.x * dgelu_sfu(z.x);
+      const float y1 = EPI == EPI_DMUL ? y.y * z.y : y.y * dgelu_sfu(z.y);
       cs[2 * j] = te_add_rn(cs[2 * j], y0);  // the float values, as the reference sums them
       cs[2 * j + 1] = te_add_rn(cs[2 * j + 1], y1);
       o[j] = elem<DT>::pack(y0, y1);
     }
   }
+  if (EPI == EPI_GELUD) st_g16(aux, q);
   st_g16(d, g);
 }
 #endif
@@ -265,7 +291,7 @@ __device__ __forceinline__ void gemm16(const te_gemm16_params &p) {
     const int e = warp - 1;
     const unsigned char *const ob = sp + OUT + (lane / 8) * (BM * 128);
     float *const ws = reinterpret_cast<float *>(sp + SUMS);
-    const bool sums = EPI == EPI_DGELU && p.part;
+    const bool sums = epi_kind<EPI>::bwd && p.part;
     // element offset of row r's chunk in D and aux, relative to the tile
     auto at = [&](int r) { return (long long)r * p.ldd + 8 * lane; };
     auto tile_at = [&](int tile) {
@@ -278,19 +304,19 @@ __device__ __forceinline__ void gemm16(const te_gemm16_params &p) {
     // the bias of an output block's columns, as floats in shared memory
     // for the MMA warpgroups (global loads there would stall the MMAs)
     float *const sbias = reinterpret_cast<float *>(sp + BIAS);
-    const bool bias = EPI != EPI_DGELU && p.bias;
+    const bool bias = !epi_kind<EPI>::bwd && p.bias;
     auto bias_of = [&](int tile) {
       const T *b = static_cast<const T *>(p.bias) + tile % nb * BN;
       for (int c = tid - 32; c < BN; c += EPI_THREADS) sbias[c] = elem<DT>::to_float(b[c]);
     };
     if (bias) bias_of(blockIdx.x);
-    if (EPI == EPI_DGELU)
+    if (epi_kind<EPI>::bwd)
       for (int r = e; r < BM; r += EPI_WARPS) prefetch_l2(auxr + tile_at(blockIdx.x) + at(r));
     bar_arrive(BAR_EMPTY, HANDOFF);  // the tile is free for the first block
     for (int tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
       const int m0 = tile / nb * BM, n0 = tile % nb * BN;
       const bool more = tile + (int)gridDim.x < tiles;
-      if (EPI == EPI_DGELU && more)
+      if (epi_kind<EPI>::bwd && more)
         for (int r = e; r < BM; r += EPI_WARPS)
           prefetch_l2(auxr + tile_at(tile + gridDim.x) + at(r));
       T *const d = static_cast<T *>(p.d) + tile_at(tile);
@@ -304,13 +330,13 @@ __device__ __forceinline__ void gemm16(const te_gemm16_params &p) {
       constexpr int RB = 3;
       static_assert(FULL % RB == 0, "whole batches");
       uint4 x[RB], xn[RB];
-      if (EPI == EPI_DGELU) {
+      if (epi_kind<EPI>::bwd) {
 #pragma unroll
         for (int i = 0; i < RB; i++) x[i] = ld_g16(aux + at(e + EPI_WARPS * i));
       }
       bar_sync(BAR_FULL, HANDOFF);
       if (bias && more) bias_of(tile + gridDim.x);  // the MMAs are done with this block's
-      if (EPI != EPI_DGELU) {
+      if (!epi_kind<EPI>::bwd) {
 #pragma unroll 3
         for (int i = 0; i < FULL; i++) {
           const int r = e + EPI_WARPS * i;
@@ -337,7 +363,7 @@ __device__ __forceinline__ void gemm16(const te_gemm16_params &p) {
       }
       if (e < EXTRA) {
         const int r = e + EPI_WARPS * FULL;
-        epi_chunk<DT, EPI>(row(r), EPI == EPI_DGELU ? ld_g16(aux + at(r)) : none, d + at(r),
+        epi_chunk<DT, EPI>(row(r), epi_kind<EPI>::bwd ? ld_g16(aux + at(r)) : none, d + at(r),
                            aux + at(r), cs);
       }
       if (more) bar_arrive(BAR_EMPTY, HANDOFF);  // done reading the tile
@@ -402,7 +428,7 @@ __device__ __forceinline__ void gemm16(const te_gemm16_params &p) {
 #pragma unroll
       for (int j = 0; j < 16; j++) {
         float2 b = make_float2(0.0f, 0.0f);
-        if (EPI != EPI_DGELU && p.bias)
+        if (!epi_kind<EPI>::bwd && p.bias)
           b = *reinterpret_cast<const float2 *>(sp + BIAS + 4 * (h * 128 + 8 * j + 2 * tq));
         // column block 2 h + j / 8, chunk j % 8 (swizzled by the row)
         unsigned char *const o = sp + OUT + (2 * h + j / 8) * (BM * 128) + rl * 128 +
@@ -431,7 +457,9 @@ __device__ __forceinline__ void gemm16(const te_gemm16_params &p) {
 #define GEMM16_EPIS(t, DT, b, BMN)                                                  \
   GEMM16_KERNEL(te_gemm16_##t##_##b##_lin, DT, BMN, EPI_LIN)                        \
   GEMM16_KERNEL(te_gemm16_##t##_##b##_gelu, DT, BMN, EPI_GELU)                      \
-  GEMM16_KERNEL(te_gemm16_##t##_##b##_dgelu, DT, BMN, EPI_DGELU)
+  GEMM16_KERNEL(te_gemm16_##t##_##b##_dgelu, DT, BMN, EPI_DGELU)                    \
+  GEMM16_KERNEL(te_gemm16_##t##_##b##_gelud, DT, BMN, EPI_GELUD)                    \
+  GEMM16_KERNEL(te_gemm16_##t##_##b##_dmul, DT, BMN, EPI_DMUL)
 GEMM16_EPIS(bf16, BF16, kn, 0)
 GEMM16_EPIS(bf16, BF16, nk, 1)
 GEMM16_EPIS(f16, F16, kn, 0)

@@ -405,12 +405,18 @@ static void time_pair(struct tb_ctx *c, tb_body fused, tb_body unfused, void *ar
 
 struct mlp_arg {
   struct tecore_tensor X, W, pre, out, bias;
-  struct tecore_gemm_opts fused, biased;
+  struct tecore_gemm_opts fused, biased, daux;
 };
 
 static tecore_result_t mlp_fused(struct tb_ctx *c, void *arg) {
   struct mlp_arg *a = arg;
   return tecore_gemm(&a->X, TECORE_GEMM_N, &a->W, TECORE_GEMM_T, &a->out, 1, 0, &a->fused, c->s);
+}
+
+/* the same, gelu' saved as aux instead of the pre-activation */
+static tecore_result_t mlp_daux(struct tb_ctx *c, void *arg) {
+  struct mlp_arg *a = arg;
+  return tecore_gemm(&a->X, TECORE_GEMM_N, &a->W, TECORE_GEMM_T, &a->out, 1, 0, &a->daux, c->s);
 }
 
 static tecore_result_t mlp_gemm(struct tb_ctx *c, void *arg) {
@@ -464,6 +470,8 @@ static void bench_mlp(struct tb_ctx *c, tecore_devptr_t ws, size_t ws_bytes, tec
   a.biased = (struct tecore_gemm_opts){.epilogue = TECORE_GEMM_EPI_BIAS, .bias = &a.bias,
                                        .fast_accum = f8, .workspace = ws,
                                        .workspace_bytes = ws_bytes};
+  a.daux = a.fused;
+  a.daux.epilogue = TECORE_GEMM_EPI_BIAS_GELU_DAUX;
   char shape[48], note[160];
   snprintf(shape, sizeof shape, "%s %zux%zux%zu", tecore_dtype_name(it), m, n, k);
   double flops = 2.0 * m * n * k;
@@ -490,6 +498,17 @@ static void bench_mlp(struct tb_ctx *c, tecore_devptr_t ws, size_t ws_bytes, tec
     report_flops(c, "linear+bias+gelu fused epilogue", shape, tf, flops, "unfused", tu, target,
                  tu - tf >= floor_ms, note);
   }
+  /* the derivative-aux forward, where the GEMM library runs it (BF16 on
+   * libte's own Hopper GEMM): beside the pre-activation one */
+  if (!f8) {
+    double td = tb_time(c, mlp_daux, &a);
+    if (td > 0)
+      report_flops(c, "linear+bias+gelu fused, gelu' as aux", shape, td, flops,
+                   "pre-activation as aux", tf, NULL, 0,
+                   "BIAS_GELU_DAUX: the backward then multiplies (DAUX_BGRAD)");
+    else
+      tb_info(c, "gemm: bias_gelu_daux not run here: %s", tecore_last_error());
+  }
 out:
   tecore_mem_free(x);
   tecore_mem_free(w);
@@ -506,8 +525,14 @@ out:
  * does more). */
 struct dgelu_arg {
   struct tecore_tensor dY, W, pre, dh, g, dbias;
-  struct tecore_gemm_opts fused, plain;
+  struct tecore_gemm_opts fused, plain, daux;
 };
+
+/* the product with a saved gelu' (pre holds it), with the bias gradient */
+static tecore_result_t dgelu_daux(struct tb_ctx *c, void *arg) {
+  struct dgelu_arg *a = arg;
+  return tecore_gemm(&a->dY, TECORE_GEMM_N, &a->W, TECORE_GEMM_N, &a->dh, 1, 0, &a->daux, c->s);
+}
 
 static tecore_result_t dgelu_fused(struct tb_ctx *c, void *arg) {
   struct dgelu_arg *a = arg;
@@ -548,6 +573,8 @@ static void bench_dgelu(struct tb_ctx *c, tecore_devptr_t ws, size_t ws_bytes, s
   a.fused = (struct tecore_gemm_opts){.epilogue = TECORE_GEMM_EPI_DGELU_BGRAD, .bias = &a.dbias,
                                       .aux = &a.pre, .workspace = ws, .workspace_bytes = ws_bytes};
   a.plain = (struct tecore_gemm_opts){.workspace = ws, .workspace_bytes = ws_bytes};
+  a.daux = a.fused;
+  a.daux.epilogue = TECORE_GEMM_EPI_DAUX_BGRAD;
   char shape[48], note[160];
   snprintf(shape, sizeof shape, "bf16 %zux%zux%zu", m, n, k);
   double flops = 2.0 * m * n * k;
@@ -563,6 +590,13 @@ static void bench_dgelu(struct tb_ctx *c, tecore_devptr_t ws, size_t ws_bytes, s
              "copy bandwidth; the GEMM alone %.3f ms", tu - tf, saved_bytes / 1e6, tg);
     report_flops(c, "linear dgelu+dbias fused epilogue", shape, tf, flops, "unfused", tu, NULL, 0,
                  note);
+    double td = tb_time(c, dgelu_daux, &a);
+    if (td > 0)
+      report_flops(c, "linear dgelu+dbias from gelu' as aux", shape, td, flops,
+                   "dgelu from the pre-activation", tf, NULL, 0,
+                   "DAUX_BGRAD: dh = dY W2 times the saved gelu', with the bias gradient");
+    else
+      tb_info(c, "gemm: daux_bgrad not run here: %s", tecore_last_error());
   }
 out:
   tecore_mem_free(dy);

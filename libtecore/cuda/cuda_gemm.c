@@ -420,19 +420,48 @@ struct tune_set {
   float *us;
 };
 
+/* The bytes [lo, hi) that operand o of rows x k elements can reach. */
+static void operand_extent(const struct te_gemm_operand *o, size_t rows, size_t k,
+                           uintptr_t *lo, uintptr_t *hi) {
+  size_t last = (rows - 1) * (size_t)(o->si < 0 ? -o->si : o->si) +
+                (k - 1) * (size_t)(o->sk < 0 ? -o->sk : o->sk);
+  *lo = (uintptr_t)o->data;
+  *hi = *lo + (last + 1) * tecore_dtype_size(o->dtype);
+}
+
+/* 1 when the timed runs may write the caller's D itself: D is all the
+ * call writes (no aux, bias gradient or amax), nothing reads it (beta 0),
+ * and it shares no byte with A or B, so the runs before the real call
+ * leave nothing the real call does not overwrite.  The large outputs are
+ * the common case (a language model's logits, 32768 x 50304 BF16: 3.1 GiB
+ * that a scratch copy would add to the process's peak). */
+static int time_in_d(const struct te_gemm_problem *p) {
+  if (p->beta != 0.0f || p->d_amax || te_gemm_epi_has_aux_out(p->epilogue) ||
+      te_gemm_epi_has_bias_out(p->epilogue) || !p->m || !p->n || !p->k)
+    return 0;
+  uintptr_t d0 = (uintptr_t)p->d, d1 = d0 + p->m * p->n * tecore_dtype_size(p->d_dtype);
+  uintptr_t lo, hi;
+  operand_extent(&p->a, p->m, p->k, &lo, &hi);
+  if (lo < d1 && d0 < hi) return 0;
+  operand_extent(&p->b, p->n, p->k, &lo, &hi);
+  return !(lo < d1 && d0 < hi);
+}
+
 /* Times the candidates of ts on a copy of p whose outputs are scratch, so
  * the caller's D, C, aux, bias gradient and amax are neither read as
- * outputs nor written; inputs (A, B, a separate C, a dGELU aux, bias,
- * scales) are only read.  ts->pick -1: none ran (the caller then takes
- * the first).  TECORE_ERR_NOT_READY: no measurement now (capture, another
- * thread measuring): take the first, uncached. */
+ * outputs nor written -- except D where time_in_d allows it; inputs (A,
+ * B, a separate C, a dGELU aux, bias, scales) are only read.  ts->pick
+ * -1: none ran (the caller then takes the first).  TECORE_ERR_NOT_READY:
+ * no measurement now (capture, another thread measuring): take the first,
+ * uncached. */
 static tecore_result_t measure(cublasLtHandle_t handle, const struct lt_call *c,
                                const struct te_gemm_problem *p, int device,
                                tecore_stream_t stream, struct tune_set *ts) {
   ts->pick = -1;
   if (te_gemm_tune_begin(stream) != TECORE_SUCCESS) return TECORE_ERR_NOT_READY;
   size_t mn = p->m * p->n;
-  size_t d_bytes = round256(mn * tecore_dtype_size(p->d_dtype));
+  const int in_d = time_in_d(p);
+  size_t d_bytes = in_d ? 0 : round256(mn * tecore_dtype_size(p->d_dtype));
   size_t x_bytes =
       te_gemm_epi_has_aux_out(p->epilogue) ? round256(mn * tecore_dtype_size(p->aux_dtype)) : 0;
   size_t b_bytes = te_gemm_epi_has_bias_out(p->epilogue)
@@ -444,8 +473,8 @@ static tecore_result_t measure(cublasLtHandle_t handle, const struct lt_call *c,
   tecore_result_t r = te_gemm_tune_scratch(d_bytes + x_bytes + b_bytes + 256, stream, &s);
   if (r == TECORE_SUCCESS) {
     struct te_gemm_problem tp = *p;
-    tp.d = s;
-    if (p->c == p->d) tp.c = s;   /* accumulating in place: in the scratch D */
+    if (!in_d) tp.d = s;
+    if (p->c == p->d && !in_d) tp.c = s;   /* accumulating in place: in the scratch D */
     if (x_bytes) tp.aux = s + d_bytes;
     if (b_bytes) tp.bias = s + d_bytes + x_bytes;
     if (p->d_amax) tp.d_amax = s + d_bytes + x_bytes + b_bytes;
@@ -622,6 +651,14 @@ tecore_result_t te_cuda_gemm(const struct te_gemm_problem *p, tecore_stream_t st
   }
   /* the GELU epilogues on Hopper: libte's own kernel (cuda_gemm16.c) */
   if (te_gemm16_takes(p, cc, c.ws, c.ws_bytes)) return te_gemm16_run(p, c.ws, c.ws_bytes, stream);
+  if (te_gemm_epi_daux(p->epilogue)) {
+    char what[256];
+    describe(p, what, sizeof what);
+    return TE_ERR(TECORE_ERR_NOT_SUPPORTED, "tecore_gemm: %s: the derivative-aux epilogues run on "
+                  "libte's own GEMM only (compute capability 9.0, a build with sm_90a, "
+                  "TECORE_GEMM_OWN >= 1, m %% 128, n %% 256, k %% 64 == 0, beta 0), and cuBLASLt "
+                  "has none; this is sm_%d", what, cc);
+  }
   struct te_gemm_problem moved, aligned;
   tecore_devptr_t amax_back;
   TE_CHECK(block_scales(&p, &moved, &c, stream));

@@ -2,7 +2,9 @@
 /* cuda_gemm16.c -- the cuda backend's own 16-bit GEMM (kernels/gemm16.cu:
  * persistent, warp-specialized blocks of 128 x 256: a TMA producer warp,
  * two warpgroups of wgmma, seven epilogue warps) for the problems
- * cuBLASLt runs slowly: the GELU epilogues.  On an H100 cuBLASLt's bias +
+ * cuBLASLt runs slowly: the GELU epilogues, and the DAUX pair (gelu' saved
+ * by the forward, multiplied by the backward) that only this kernel runs
+ * on a GPU.  On an H100 cuBLASLt's bias +
  * GELU + aux and dGELU + bias-gradient kernels for GPT-2's fc1 and fc2
  * (32768 x 3072 x 768) took 597-607 us a call against 225 without the
  * epilogue, every candidate its heuristic offers measured
@@ -36,25 +38,30 @@ TE_KARGS(te_gemm16_args, TE_GEMM16_PARAMS)
 TE_KARGS(te_gemm16_bgrad_args, TE_GEMM16_BGRAD_PARAMS)
 
 /* kernel index: type (bf16, f16) x B (kn, nk) x epilogue (lin, gelu,
- * dgelu), then bgrad */
+ * dgelu, gelu with gelu' as aux, the product with aux), then bgrad */
 #define G16(pre, t, b)                                                                   \
   TE_KDEF(pre "_" #t "_" #b "_lin", NULL, TE_GEMM16_PARAMS),                             \
       TE_KDEF(pre "_" #t "_" #b "_gelu", NULL, TE_GEMM16_PARAMS),                        \
-      TE_KDEF(pre "_" #t "_" #b "_dgelu", NULL, TE_GEMM16_PARAMS)
+      TE_KDEF(pre "_" #t "_" #b "_dgelu", NULL, TE_GEMM16_PARAMS),                       \
+      TE_KDEF(pre "_" #t "_" #b "_gelud", NULL, TE_GEMM16_PARAMS),                       \
+      TE_KDEF(pre "_" #t "_" #b "_dmul", NULL, TE_GEMM16_PARAMS)
 #define G16_SET(pre) G16(pre, bf16, kn), G16(pre, bf16, nk), G16(pre, f16, kn), G16(pre, f16, nk)
 static const struct tecore_kernel_def g16_kernels[] = {
     G16_SET("te_gemm16"),
     TE_KDEF("te_gemm16_bgrad", NULL, TE_GEMM16_BGRAD_PARAMS),
 };
-#define K_BGRAD 12
+#define G16_EPIS 5
+#define K_BGRAD (4 * G16_EPIS)
 #define A16 TE_KALIGN(TE_GEMM16_PARAMS)
-#define A16_SET A16, A16, A16, A16, A16, A16, A16, A16, A16, A16, A16, A16
+#define A16_5 A16, A16, A16, A16, A16
+#define A16_SET A16_5, A16_5, A16_5, A16_5
 static const struct te_kalign g16_align[] = {
     A16_SET, TE_KALIGN(TE_GEMM16_BGRAD_PARAMS),
 };
 TE_KERNEL_TABLE_FATBIN_ALIGNED(g16_first_id, "libtecore/gemm16", g16_kernels, g16_align, gemm16)
 
-enum { EPI_LIN, EPI_GELU, EPI_DGELU };
+enum { EPI_LIN, EPI_GELU, EPI_DGELU, EPI_GELUD, EPI_DMUL };
+_Static_assert(TE_ARRAY_SIZE(g16_kernels) == K_BGRAD + 1, "the kernel table's layout");
 
 /* 1 where the kernels run: sm_90a code in the build and compute
  * capability 9.0 (cc 90). */
@@ -80,6 +87,12 @@ static int g16_epi(const struct te_gemm_problem *p) {
   case TECORE_GEMM_EPI_DGELU:
   case TECORE_GEMM_EPI_DGELU_BGRAD:
     return own >= 1 ? EPI_DGELU : -1;
+  case TECORE_GEMM_EPI_GELU_DAUX:
+  case TECORE_GEMM_EPI_BIAS_GELU_DAUX:
+    return own >= 1 ? EPI_GELUD : -1;
+  case TECORE_GEMM_EPI_DAUX:
+  case TECORE_GEMM_EPI_DAUX_BGRAD:
+    return own >= 1 ? EPI_DMUL : -1;
   case TECORE_GEMM_EPI_NONE:
   case TECORE_GEMM_EPI_BIAS:
     return own >= 2 ? EPI_LIN : -1;
@@ -90,7 +103,8 @@ static int g16_epi(const struct te_gemm_problem *p) {
 
 /* Bytes of the dGELU's column sums (0 when the problem has none). */
 static size_t g16_part_bytes(const struct te_gemm_problem *p) {
-  if (p->epilogue != TECORE_GEMM_EPI_DGELU_BGRAD) return 0;
+  if (p->epilogue != TECORE_GEMM_EPI_DGELU_BGRAD && p->epilogue != TECORE_GEMM_EPI_DAUX_BGRAD)
+    return 0;
   return p->m / TE_GEMM16_BM * p->n * sizeof(float);
 }
 
@@ -173,7 +187,7 @@ tecore_result_t te_gemm16_run(const struct te_gemm_problem *p, tecore_devptr_t w
   struct te_gemm16_args a = {.p = &kp};
   void *args[TE_KNPARAMS(TE_GEMM16_PARAMS)];
   te_gemm16_args_ptrs(&a, args);
-  TE_CHECK(te_kernel_launch_pdl(id + (f16 * 2 + nk) * 3 + epi, &cfg, args, stream));
+  TE_CHECK(te_kernel_launch_pdl(id + (f16 * 2 + nk) * G16_EPIS + epi, &cfg, args, stream));
   if (!part_bytes) return TECORE_SUCCESS;
 
   struct te_gemm16_bgrad_args b = {.out = TE_DPTR(p->bias), .part = TE_DPTR(ws),

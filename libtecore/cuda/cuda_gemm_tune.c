@@ -8,6 +8,10 @@
  * TECORE_GEMM_TUNE_ALGOS candidates and this file times each one on the
  * caller's stream on the first call of that problem; the fastest is cached
  * (cuda_gemm_cache.c) under the problem's key like a heuristic answer.
+ * The default, 4096, covers the GEMMs of a transformer of hidden size up
+ * to 4096: on an H100 the heuristic's first for GPT-2 124M's (hidden 768)
+ * was 5-10% slower than the fastest of eight, the language-model head's
+ * three 3.2-3.5 ms GEMMs among them (bench/2026-12-05-gpu.md).
  *
  * The timed runs write private scratch (one device buffer per context,
  * grown as needed, freed by tecore_fini), never the caller's D, C, aux,
@@ -31,7 +35,7 @@ TE_PARAM_INT(gemm_tune_max_mn, "TECORE_GEMM_TUNE_MAX_MN", 8388608, 0, (int64_t)1
              "GEMMs whose output has at most this many elements (m * n) and a k at least "
              "four times max(m, n) -- a weight gradient's few output tiles over many tokens -- "
              "are measured too, with split-k variants of the heuristic's candidates among them")
-TE_PARAM_INT(gemm_tune_max_dim, "TECORE_GEMM_TUNE_MAX_DIM", 512, 0, 1 << 30,
+TE_PARAM_INT(gemm_tune_max_dim, "TECORE_GEMM_TUNE_MAX_DIM", 4096, 0, 1 << 30,
              "GEMMs whose smallest dimension (of m, n, k) is at most this, or whose epilogue "
              "has an aux tensor, are measured (TECORE_GEMM_TUNE_ALGOS); larger ones take the "
              "heuristic's first algorithm")

@@ -32,6 +32,10 @@ TE_EXPORT const char *tecore_gemm_epilogue_name(tecore_gemm_epilogue_t e) {
   case TECORE_GEMM_EPI_BGRAD: return "bgrad";
   case TECORE_GEMM_EPI_GELU: return "gelu";
   case TECORE_GEMM_EPI_BIAS_GELU: return "bias_gelu";
+  case TECORE_GEMM_EPI_GELU_DAUX: return "gelu_daux";
+  case TECORE_GEMM_EPI_BIAS_GELU_DAUX: return "bias_gelu_daux";
+  case TECORE_GEMM_EPI_DAUX: return "daux";
+  case TECORE_GEMM_EPI_DAUX_BGRAD: return "daux_bgrad";
   default: return "?";
   }
 }
@@ -369,6 +373,9 @@ static tecore_result_t check_epilogue(const struct tecore_gemm_opts *opts, float
       return TE_ERR(TECORE_ERR_INVALID, "%s: epilogue bgrad needs alpha = 1 (alpha is %g)", fn,
                     (double)alpha);
   }
+  if (te_gemm_epi_daux(epi) && (g->p.fp8 || !is_16bit(dt)))
+    return TE_ERR(TECORE_ERR_INVALID, "%s: epilogue %s needs bf16/f16 operands and D (D is %s)",
+                  fn, tecore_gemm_epilogue_name(epi), tecore_dtype_name(dt));
   g->p.epilogue = epi;
   return TECORE_SUCCESS;
 }
@@ -393,7 +400,7 @@ static tecore_result_t check_epilogue_buffers(const struct tecore_gemm_opts *opt
                   tecore_dtype_name(p->d_dtype));
   if (beta != 0.0f) p->c = C ? C->data : D->data;
   if (bias) {
-    size_t want_len = epi == TECORE_GEMM_EPI_BGRAD ? m : n;
+    size_t want_len = epi == TECORE_GEMM_EPI_BGRAD ? m : n;   /* DAUX_BGRAD: n, as DGELU's */
     TE_CHECK(te_tensor_check(bias, TECORE_TENSOR_ROWWISE, fn, "opts->bias"));
     if (tecore_tensor_numel(bias) != want_len)
       return TE_ERR(TECORE_ERR_INVALID, "%s: opts->bias: %zu elements; epilogue %s needs %zu (%s)",
@@ -409,6 +416,11 @@ static tecore_result_t check_epilogue_buffers(const struct tecore_gemm_opts *opt
                                     "FP8 GEMMs need 16-byte aligned vectors"));
     p->bias = bias->data;
   }
+  if (te_gemm_epi_daux(epi) && (!te_gemm_daux_shapes(m, n, p->k) || beta != 0.0f))
+    return TE_ERR(TECORE_ERR_NOT_SUPPORTED, "%s: epilogue %s runs where m %% 128, n %% 256 and "
+                  "k %% 64 are 0 and beta is 0 (libte's own GEMM's tiles, on every backend); "
+                  "m %zu, n %zu, k %zu, beta %g", fn, tecore_gemm_epilogue_name(epi), m, n, p->k,
+                  (double)beta);
   if (aux) {
     TE_CHECK(check_mn(aux, "opts->aux", m, n, p->aux_dtype, g->comp_why,
                       align ? align : tecore_dtype_size(p->aux_dtype)));

@@ -117,21 +117,37 @@ static inline struct te_copy2d te_gemm_blk_lt_copy(const struct te_gemm_operand 
 
 static inline int te_gemm_epi_has_bias_in(tecore_gemm_epilogue_t e) {
   return e == TECORE_GEMM_EPI_BIAS || e == TECORE_GEMM_EPI_BIAS_GELU_AUX ||
-         e == TECORE_GEMM_EPI_BIAS_GELU;
+         e == TECORE_GEMM_EPI_BIAS_GELU || e == TECORE_GEMM_EPI_BIAS_GELU_DAUX;
 }
 static inline int te_gemm_epi_has_bias_out(tecore_gemm_epilogue_t e) {
-  return e == TECORE_GEMM_EPI_DGELU_BGRAD || e == TECORE_GEMM_EPI_BGRAD;
+  return e == TECORE_GEMM_EPI_DGELU_BGRAD || e == TECORE_GEMM_EPI_BGRAD ||
+         e == TECORE_GEMM_EPI_DAUX_BGRAD;
+}
+/* the forward pair that saves gelu' (aux out) and the backward pair that
+ * multiplies by it (aux in): te/gemm.h */
+static inline int te_gemm_epi_daux(tecore_gemm_epilogue_t e) {
+  return e == TECORE_GEMM_EPI_GELU_DAUX || e == TECORE_GEMM_EPI_BIAS_GELU_DAUX ||
+         e == TECORE_GEMM_EPI_DAUX || e == TECORE_GEMM_EPI_DAUX_BGRAD;
+}
+/* The shapes every backend runs the DAUX epilogues on: the tiles of
+ * libte's own GEMM (kernels/gemm16.cu: blocks of 128 x 256, k-tiles of
+ * 64), the only GEMM with them on a GPU; vdev keeps to the same rule. */
+static inline int te_gemm_daux_shapes(size_t m, size_t n, size_t k) {
+  return m % 128 == 0 && n % 256 == 0 && k % 64 == 0 && k > 0;
 }
 static inline int te_gemm_epi_has_aux_out(tecore_gemm_epilogue_t e) {
-  return e == TECORE_GEMM_EPI_GELU_AUX || e == TECORE_GEMM_EPI_BIAS_GELU_AUX;
+  return e == TECORE_GEMM_EPI_GELU_AUX || e == TECORE_GEMM_EPI_BIAS_GELU_AUX ||
+         e == TECORE_GEMM_EPI_GELU_DAUX || e == TECORE_GEMM_EPI_BIAS_GELU_DAUX;
 }
 /* D = gelu(...): the aux epilogues and the ones without aux */
 static inline int te_gemm_epi_gelu(tecore_gemm_epilogue_t e) {
   return e == TECORE_GEMM_EPI_GELU_AUX || e == TECORE_GEMM_EPI_BIAS_GELU_AUX ||
-         e == TECORE_GEMM_EPI_GELU || e == TECORE_GEMM_EPI_BIAS_GELU;
+         e == TECORE_GEMM_EPI_GELU || e == TECORE_GEMM_EPI_BIAS_GELU ||
+         e == TECORE_GEMM_EPI_GELU_DAUX || e == TECORE_GEMM_EPI_BIAS_GELU_DAUX;
 }
 static inline int te_gemm_epi_has_aux_in(tecore_gemm_epilogue_t e) {
-  return e == TECORE_GEMM_EPI_DGELU || e == TECORE_GEMM_EPI_DGELU_BGRAD;
+  return e == TECORE_GEMM_EPI_DGELU || e == TECORE_GEMM_EPI_DGELU_BGRAD ||
+         e == TECORE_GEMM_EPI_DAUX || e == TECORE_GEMM_EPI_DAUX_BGRAD;
 }
 
 #endif

@@ -176,7 +176,8 @@ static void vdev_gemm_ref(const struct tecore_launch_cfg *cfg, void *const *args
   float *alt = lt_scales(&a, m, k), *blt = lt_scales(&b, n, k);
   double *ap = make_panel(&a, m, k), *bp = make_panel(&b, n, k);
   double *colsum = NULL;
-  if (epi == TECORE_GEMM_EPI_DGELU_BGRAD) colsum = calloc(n ? n : 1, sizeof(double));
+  if (epi == TECORE_GEMM_EPI_DGELU_BGRAD || epi == TECORE_GEMM_EPI_DAUX_BGRAD)
+    colsum = calloc(n ? n : 1, sizeof(double));
 
   if (epi == TECORE_GEMM_EPI_BGRAD) {
     /* bias[i] = sum_kk op(A)[i][kk]: the reduction over k of A */
@@ -207,9 +208,13 @@ static void vdev_gemm_ref(const struct tecore_launch_cfg *cfg, void *const *args
       case TECORE_GEMM_EPI_GELU_AUX:
       case TECORE_GEMM_EPI_BIAS_GELU_AUX:
       case TECORE_GEMM_EPI_GELU:
-      case TECORE_GEMM_EPI_BIAS_GELU: {
+      case TECORE_GEMM_EPI_BIAS_GELU:
+      case TECORE_GEMM_EPI_GELU_DAUX:
+      case TECORE_GEMM_EPI_BIAS_GELU_DAUX: {
         float pre_f = (float)pre;   /* with aux or not: the same D */
-        if (te_gemm_epi_has_aux_out((tecore_gemm_epilogue_t)epi))
+        if (te_gemm_epi_daux((tecore_gemm_epilogue_t)epi))
+          store_elem(aux, p->aux_dtype, ij, (float)dgelu_d(pre_f));
+        else if (te_gemm_epi_has_aux_out((tecore_gemm_epilogue_t)epi))
           store_elem(aux, p->aux_dtype, ij, pre_f);
         y = gelu_d(pre_f);
         break;
@@ -217,6 +222,10 @@ static void vdev_gemm_ref(const struct tecore_launch_cfg *cfg, void *const *args
       case TECORE_GEMM_EPI_DGELU:
       case TECORE_GEMM_EPI_DGELU_BGRAD:
         y = (double)(float)pre * dgelu_d(load_elem(aux, p->aux_dtype, ij));
+        break;
+      case TECORE_GEMM_EPI_DAUX:
+      case TECORE_GEMM_EPI_DAUX_BGRAD:
+        y = (double)(float)pre * load_elem(aux, p->aux_dtype, ij);
         break;
       default: y = pre; break;
       }
@@ -231,7 +240,7 @@ static void vdev_gemm_ref(const struct tecore_launch_cfg *cfg, void *const *args
     }
   }
 
-  if (epi == TECORE_GEMM_EPI_DGELU_BGRAD) {
+  if (epi == TECORE_GEMM_EPI_DGELU_BGRAD || epi == TECORE_GEMM_EPI_DAUX_BGRAD) {
     for (size_t j = 0; j < n; j++) {
       double s = 0;
       if (colsum) {

@@ -263,7 +263,8 @@ static tecore_result_t x_dgrad_dgelu(const struct tecore_seq_exec *x) {
   const struct te_op *l2 = op_at(s, l2i);
   struct te_lin_bwd a2 = {.op = l2i, .x = &x->act[k + 1], .dy = &x->grad[k + 2],
                           .bias_grad = l2->d.bias ? l2->grad[1] : 0, .dx = &x->grad[k],
-                          .aux = &x->act[k], .dgelu_bias_grad = b1, .stream = x->stream};
+                          .aux = &x->act[k], .aux_daux = l1->gelu_daux, .dgelu_bias_grad = b1,
+                          .stream = x->stream};
   TE_CHECK(te_linear_bwd(s, &a2));
   struct te_lin_bwd a1 = {.op = x->first, .x = &x->act[0], .dy = &x->grad[k], .dx = &x->grad[0],
                           .stream = x->stream};

@@ -115,6 +115,10 @@ struct te_op {
                                       scale; no forward quantizes it again until cleared */
   int gelu_aux_only;               /* inference: the GEMM library refused the GELU epilogue
                                       without aux for this Linear: not asked again */
+  int gelu_daux;                   /* its last forward saved gelu' as aux (the DAUX
+                                      epilogues), not the pre-activation */
+  int gelu_daux_off;               /* the GEMM library refused the DAUX forward for this
+                                      Linear: not asked again */
   /* RoPE and attention: the desc->ctx struct as tecore_seq_add copied it
    * (own_ctx 1); d.ctx still points to the caller's, which may be gone:
    * later calls read prm (te_op_desc) */
@@ -496,6 +500,7 @@ struct te_lin_bwd {
   const struct tecore_tensor *dx;   /* dgrad output */
   const struct tecore_tensor *C;    /* added into dx (beta = 1), or NULL */
   const struct tecore_tensor *aux;  /* DGELU epilogue on dgrad: GELU's input; or NULL */
+  int aux_daux;                     /* with aux: it holds gelu' instead (te_op.gelu_daux) */
   tecore_devptr_t dgelu_bias_grad;  /* with aux: F32 gradient of the bias before GELU, or 0 */
   tecore_stream_t stream;
 };

@@ -26,6 +26,7 @@
 #include "transpose/transpose_internal.h"
 #include "elementwise/elementwise_internal.h"
 #include "act/act_internal.h"
+#include "gemm/gemm_problem.h"
 
 #include <string.h>
 
@@ -235,6 +236,55 @@ tecore_result_t te_dy8_tensor(const tecore_seq_t *s, size_t op, struct tecore_te
   return fp8_entry(s, &s->st_g, o->lin, TECORE_FP8_GRADIENT, s->dy8_srow, s->dy8_scol, t);
 }
 
+TE_PARAM_INT(ops_gelu_daux, "TECORE_OPS_GELU_DAUX", 1, 0, 1,
+             "1: a Linear with the GELU epilogue saves gelu' (not the pre-activation) for the "
+             "backward where the GEMM library runs that epilogue (libte's own GEMM on compute "
+             "capability 9.0; vdev), so the next Linear's dgrad multiplies instead of "
+             "evaluating gelu'; 0: the pre-activation, as cuBLASLt's epilogues save it")
+
+/* The forward of a GELU Linear that saves gelu' as aux for the backward
+ * (TECORE_GEMM_EPI_BIAS_GELU_DAUX, te/gemm.h): where the GEMM library
+ * runs that epilogue for this forward and the backward's dgrad (16-bit,
+ * no residual, the shapes of gemm.c's daux rule), which then multiplies
+ * by aux instead of evaluating gelu' (TECORE_OPS_GELU_DAUX).
+ * TECORE_ERR_NOT_SUPPORTED: not here -- the pre-activation epilogue then
+ * runs, as before (a refusal of the library marks the op: not asked
+ * again). */
+static tecore_result_t gelu_daux_fwd(tecore_seq_t *s, const struct te_lin_fwd *a,
+                                     const struct tecore_tensor *A,
+                                     const struct tecore_tensor *B,
+                                     const struct tecore_gemm_opts *opts, tecore_stream_t st) {
+  struct te_op *o = &s->ops[a->op];
+  o->gelu_daux = 0;
+  const tecore_dtype_t dt = a->y->dtype;
+  /* the backward's DAUX GEMM is the next Linear's dgrad: rows x out
+   * (this one's) x its out */
+  size_t next = a->op + 1;
+  while (next < s->nops && s->ops[next].d.kind != TECORE_OP_LINEAR) next++;
+  if (!tecore_tunable_int(&ops_gelu_daux) || o->gelu_daux_off || a->C || next == s->nops ||
+      (dt != TECORE_DTYPE_BF16 && dt != TECORE_DTYPE_F16) || A->dtype != dt || B->dtype != dt ||
+      !te_gemm_daux_shapes(a->y->shape[0], o->out_cols, o->in_cols) ||
+      !te_gemm_daux_shapes(a->y->shape[0], o->out_cols, s->ops[next].out_cols))
+    return TECORE_ERR_NOT_SUPPORTED;
+  struct tecore_gemm_opts d = *opts;
+  d.epilogue = opts->epilogue == TECORE_GEMM_EPI_BIAS_GELU_AUX ? TECORE_GEMM_EPI_BIAS_GELU_DAUX
+                                                                : TECORE_GEMM_EPI_GELU_DAUX;
+  tecore_result_t r = tecore_gemm(A, TECORE_GEMM_N, B, TECORE_GEMM_T, a->y, 1.0f, 0.0f, &d, st);
+  if (r == TECORE_SUCCESS) {
+    o->gelu_daux = 1;
+    return r;
+  }
+  if (r != TECORE_ERR_NOT_SUPPORTED) {
+    te_error_hop(__func__, __FILE__, __LINE__);
+    return r;
+  }
+  TE_INFO(TECORE_SUBSYS_KERNEL, "fuser: op %zu: %s; the pre-activation GELU epilogue instead, "
+          "from now on", a->op, tecore_last_error());
+  o->gelu_daux_off = 1;
+  tecore_clear_error();
+  return r;
+}
+
 /* The forward GEMM in s->chunk_n blocks of rows (ops_overlap.c: the
  * pattern after it runs on each block as soon as it is written): x's and
  * y's rows r0 .. r0 + n are contiguous, so a block is a view at an offset
@@ -333,6 +383,10 @@ tecore_result_t te_linear_fwd(tecore_seq_t *s, const struct te_lin_fwd *a) {
             "now on", a->op, tecore_last_error());
     s->ops[a->op].gelu_aux_only = 1;
     tecore_clear_error();
+  }
+  if (a->aux && !a->aux_dead) {
+    tecore_result_t r = gelu_daux_fwd(s, a, &A, &B, &opts, st);
+    if (r != TECORE_ERR_NOT_SUPPORTED) return r;
   }
   TE_CHECK(tecore_gemm(&A, TECORE_GEMM_N, &B, TECORE_GEMM_T, a->y, 1.0f, beta, &opts, st));
   if (a->bias && !fuse_bias) TE_CHECK(te_bias_add(s, a->y, a->y, a->bias, st));
@@ -571,7 +625,10 @@ static tecore_result_t linear_bwd(tecore_seq_t *s, const struct te_lin_bwd *a) {
   struct tecore_gemm_opts dopt = {.C = a->C, .aux = a->aux, .workspace = s->gemm_ws,
                                   .workspace_bytes = s->gemm_ws_bytes};
   if (a->aux) {
-    dopt.epilogue = a->dgelu_bias_grad ? TECORE_GEMM_EPI_DGELU_BGRAD : TECORE_GEMM_EPI_DGELU;
+    if (a->aux_daux)   /* aux is gelu' itself (gelu_daux_fwd) */
+      dopt.epilogue = a->dgelu_bias_grad ? TECORE_GEMM_EPI_DAUX_BGRAD : TECORE_GEMM_EPI_DAUX;
+    else
+      dopt.epilogue = a->dgelu_bias_grad ? TECORE_GEMM_EPI_DGELU_BGRAD : TECORE_GEMM_EPI_DGELU;
     if (a->dgelu_bias_grad) dopt.bias = &dgb;
   }
   if (f8) TE_CHECK(w8_for_dgrad(s, o, &W, st));   /* after wgrad: W is read by this GEMM only */

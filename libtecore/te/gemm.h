@@ -59,6 +59,15 @@
  *   BGRAD          D = pre; bias[i] = sum_k op(A)[i][k]           (bias output, [m])
  *   GELU           D = gelu(pre)                      (no aux: a forward that no
  *   BIAS_GELU      D = gelu(pre + bias)                backward follows, inference)
+ *   GELU_DAUX      aux = gelu'(pre); D = gelu(pre)    (aux output: the derivative,
+ *   BIAS_GELU_DAUX aux = gelu'(pre + bias); D = gelu(pre + bias)   not the input)
+ *   DAUX           D = pre * aux                      (aux input: a DAUX forward's)
+ *   DAUX_BGRAD     D = pre * aux; bias[j] = sum_i D[i][j]  (bias output, [n])
+ * The DAUX pair saves gelu' itself for the backward, which then multiplies
+ * instead of evaluating gelu' (the same memory as the pre-activation; the
+ * derivative rounded to aux's type where DGELU rounds its argument).
+ * BF16/F16 operands, D and aux only; on cuda they run on libte's own
+ * Hopper GEMM (see tecore_gemm(3)), elsewhere TECORE_ERR_NOT_SUPPORTED.
  * GELU is the tanh form.  aux holds the float value rounded to aux's type;
  * gelu and the bias sums use the float value.  BGRAD needs BF16/F16
  * operands and alpha = 1 (in an FP8 backward pass the bias gradient comes
@@ -138,6 +147,10 @@ typedef enum tecore_gemm_epilogue {
   TECORE_GEMM_EPI_BGRAD = 6,
   TECORE_GEMM_EPI_GELU = 7,
   TECORE_GEMM_EPI_BIAS_GELU = 8,
+  TECORE_GEMM_EPI_GELU_DAUX = 9,
+  TECORE_GEMM_EPI_BIAS_GELU_DAUX = 10,
+  TECORE_GEMM_EPI_DAUX = 11,
+  TECORE_GEMM_EPI_DAUX_BGRAD = 12,
   TECORE_GEMM_EPI_COUNT_
 } tecore_gemm_epilogue_t;
 

@@ -465,7 +465,7 @@ START_TEST(tune_tunables_registered) {
   ck_assert_int_eq(ia.max, 32);
   ck_assert_msg(ia.help && strstr(ia.help, "fastest"), "help: %s", ia.help ? ia.help : "(none)");
   ck_assert_int_eq(id.type, TECORE_TUNABLE_INT);
-  ck_assert_int_eq(id.def_int, 512);
+  ck_assert_int_eq(id.def_int, 4096);
   ck_assert_int_eq(id.min, 0);
   ck_assert_msg(id.help && strstr(id.help, "smallest dimension"), "help: %s",
                 id.help ? id.help : "(none)");
