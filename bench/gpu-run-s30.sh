@@ -79,9 +79,9 @@ if has b; then
   step small-peer20 python3 bench/gpt_peer.py speed --model gpt2-124m --batch 32 --compile --steps 20 --warmup 3
   step small-2 $small
   step small-nodaux2 env TECORE_OPS_GELU_DAUX=0 $small
-  step small-tune512 env TECORE_GEMM_TUNE_MAX_DIM=512 $small
   step profile $prof
   step bench-gemm tools/te-bench --gemm
+  step small-tune512 env TECORE_GEMM_TUNE_MAX_DIM=512 $small
   STEP_TIMEOUT=100 step check_gemm_tune env TE_DEVICE=cuda t/core/check_gemm_tune
   step check_ops env TE_DEVICE=cuda t/core/check_ops
   step llama $llama
