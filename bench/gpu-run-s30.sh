@@ -29,6 +29,19 @@
 # --gemm (the DAUX rows), the step with the defaults, without DAUX and
 # with the old tuning bound beside torch.compile, the profile; llama-1b
 # and 1.3B FP8 with and without the new tuning bound; the decode.
+# Phase b result (c2): check_gemm 11/11 (88 own GEMMs, the DAUX ones
+# among them), check_transformer 17/17 (case (c) on the kernel); te-bench:
+# the DAUX forward 293 us (pre-activation 286), DAUX_BGRAD 319 (dGELU +
+# bias gradient 388); the step 56.78 / 57.41 ms with DAUX, 56.99 / 58.39
+# without, torch.compile 68.93 (a noisy call: the profile ran slow
+# throughout); llama-1b FP8 94.50 ms with the new tuning bound, 95.95
+# with 512; 1.3B 184.91 / 185.47; decode steady 1766 / 1771 tokens/s
+# with / without PDL.
+# Phase c: the norm backward's reduce and the column sums' final kernel
+# with their parts loaded before they are added (the same order, the same
+# bits); TECORE_CUDNN_ENGINE_CFG 0-3 in the profile (which engines cuDNN's
+# heuristics offer for attention, and their times); the step with the
+# defaults and without DAUX, alternating, beside torch.compile twice.
 set -u
 default_phases="a"
 . "$(dirname "$0")/gpu-lib.sh"
@@ -90,4 +103,23 @@ if has b; then
   step big-tune512 env TECORE_GEMM_TUNE_MAX_DIM=512 $big
   step decode tools/te-gpt --model gpt2-124m --synthetic --steps 0 --sample 256 --json
   step decode-nopdl env TECORE_PDL=0 tools/te-gpt --model gpt2-124m --synthetic --steps 0 --sample 256 --json
+fi
+if has c; then
+  make -s tools/te-gpt tools/te-bench t/core/check_norm t/core/check_transformer \
+    t/core/check_ops t/core/check_kernels > /dev/null 2>&1
+  step check_norm env TE_DEVICE=cuda t/core/check_norm
+  step check_transformer env TE_DEVICE=cuda t/core/check_transformer
+  step small-1 $small
+  step small-nodaux env TECORE_OPS_GELU_DAUX=0 $small
+  step small-peer20 python3 bench/gpt_peer.py speed --model gpt2-124m --batch 32 --compile --steps 20 --warmup 3
+  step small-2 $small
+  step small-nodaux2 env TECORE_OPS_GELU_DAUX=0 $small
+  step small-3 $small
+  step small-peer20b python3 bench/gpt_peer.py speed --model gpt2-124m --batch 32 --compile --steps 20 --warmup 3
+  step small-4 $small
+  for k in 0 1 2 3; do
+    step profile-cfg$k env TECORE_CUDNN_ENGINE_CFG=$k TE_DEBUG=INFO TE_DEBUG_SUBSYS=KERNEL $prof
+  done
+  step check_ops env TE_DEVICE=cuda t/core/check_ops
+  step check_kernels env TE_DEVICE=cuda t/core/check_kernels
 fi

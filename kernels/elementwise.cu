@@ -153,9 +153,21 @@ extern "C" __global__ void __launch_bounds__(TE_COLSUM_FCOLS * TE_COLSUM_FLANES)
   const unsigned tx = threadIdx.x, ty = threadIdx.y;
   const unsigned long long c = (unsigned long long)blockIdx.x * TE_COLSUM_FCOLS + tx;
   float s = 0.0f;
+  // a lane's parts loaded PMAX at a time before any is added (one round
+  // trip, not one a part), then added in part order
+  constexpr int PMAX = 16;
   if (c < cols)
-    for (unsigned long long p = ty; p < parts; p += TE_COLSUM_FLANES)
-      s = te_add_rn(s, ws[p * cols + c]);
+    for (unsigned long long p = ty; p < parts; p += PMAX * TE_COLSUM_FLANES) {
+      float v[PMAX];
+#pragma unroll
+      for (int i = 0; i < PMAX; i++) {
+        const unsigned long long q = p + (unsigned long long)i * TE_COLSUM_FLANES;
+        v[i] = q < parts ? ws[q * cols + c] : 0.0f;
+      }
+#pragma unroll
+      for (int i = 0; i < PMAX; i++)
+        if (p + (unsigned long long)i * TE_COLSUM_FLANES < parts) s = te_add_rn(s, v[i]);
+    }
   lane[ty][tx] = s;
   __syncthreads();
   if (ty == 0 && c < cols) {

@@ -22,6 +22,11 @@
 #define TE_DNN_CACHE 32
 #define TE_DNN_MAX_CFGS 8
 
+TE_PARAM_INT(dnn_cfg_param, "TECORE_CUDNN_ENGINE_CFG", 0, 0, TE_DNN_MAX_CFGS - 1,
+             "which of the engine configurations cuDNN's heuristics rank (mode A) an attention "
+             "plan runs: 0 the first that finalizes (the default), k the k-th of those that "
+             "finalize (the last one when fewer do); for comparing cuDNN's engines")
+
 struct entry {
   int used;
   uint64_t tick;
@@ -119,7 +124,10 @@ static void choose_plan(struct entry *e, te_dnn_handle_t h) {
     goto out;
   }
   te_dnn_status_t first = 0;
-  for (int64_t i = 0; i < got && !e->plan.plan; i++) {
+  /* the skip-th configuration that finalizes (TECORE_CUDNN_ENGINE_CFG),
+   * or the last one that does */
+  int64_t skip = tecore_tunable_int(&dnn_cfg_param), ok = 0;
+  for (int64_t i = 0; i < got && (!e->plan.plan || ok <= skip); i++) {
     te_dnn_desc_t plan = NULL;
     s = te_dnn.p_cudnnBackendCreateDescriptor(TE_DNN_EXECUTION_PLAN_DESCRIPTOR, &plan);
     if (s == 0)
@@ -130,6 +138,9 @@ static void choose_plan(struct entry *e, te_dnn_handle_t h) {
                                             TE_DNN_TYPE_BACKEND_DESCRIPTOR, 1, &cfgs[i]);
     if (s == 0) s = te_dnn.p_cudnnBackendFinalize(plan);
     if (s == 0) {
+      ok++;
+      if (e->plan.plan) (void)te_dnn.p_cudnnBackendDestroyDescriptor(e->plan.plan);
+      if (e->cfg) (void)te_dnn.p_cudnnBackendDestroyDescriptor(e->cfg);
       e->plan.plan = plan;
       e->cfg = cfgs[i];
       cfgs[i] = NULL;
@@ -153,6 +164,9 @@ static void choose_plan(struct entry *e, te_dnn_handle_t h) {
   }
   e->plan.engine_ws = (size_t)ws;
   e->plan.engine = engine_index(e->cfg);
+  TE_INFO(TECORE_SUBSYS_KERNEL, "attention: cuDNN's heuristics offered %lld %s configurations, "
+          "%lld tried finalized; engine %lld runs", (long long)got,
+          e->backward ? "backward" : "forward", (long long)ok, (long long)e->plan.engine);
 out:
   for (int i = 0; i < TE_DNN_MAX_CFGS; i++)
     if (cfgs[i]) (void)te_dnn.p_cudnnBackendDestroyDescriptor(cfgs[i]);
