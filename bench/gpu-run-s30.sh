@@ -42,6 +42,16 @@
 # bits); TECORE_CUDNN_ENGINE_CFG 0-3 in the profile (which engines cuDNN's
 # heuristics offer for attention, and their times); the step with the
 # defaults and without DAUX, alternating, beside torch.compile twice.
+# Phase c result (c3): check_norm 31/31, check_transformer 17/17,
+# check_ops 47/47, check_kernels 10/10 under cuda; the step 56.04-56.76
+# ms with the defaults (four runs), 56.58-56.92 without DAUX (two),
+# torch.compile 68.61 / 68.71: 1.21-1.23x.  cuDNN's heuristics offer 3
+# backward and 4 forward configurations; its first (engines 6 and 2) is
+# the fastest by far (the others 1035-1272 us a backward against 674).
+# The profiled step 2 ran ~12% slow after step 1's GEMM measurements.
+# Phase d: the final code (te-gpt --profile now profiles step 3): the
+# profile, the step beside torch.compile, llama-1b and 1.3B FP8 beside
+# theirs.
 set -u
 default_phases="a"
 . "$(dirname "$0")/gpu-lib.sh"
@@ -122,4 +132,15 @@ if has c; then
   done
   step check_ops env TE_DEVICE=cuda t/core/check_ops
   step check_kernels env TE_DEVICE=cuda t/core/check_kernels
+fi
+if has d; then
+  make -s tools/te-gpt > /dev/null 2>&1
+  step profile $prof
+  step small-1 $small
+  step small-peer20 python3 bench/gpt_peer.py speed --model gpt2-124m --batch 32 --compile --steps 20 --warmup 3
+  step small-2 $small
+  step llama $llama
+  step llama-peer python3 bench/gpt_peer.py speed --model llama-1b --batch 4 --compile --steps 8 --warmup 3
+  step big $big
+  step big-peer python3 bench/gpt_peer.py speed --model gpt-1.3b --batch 8 --compile --steps 8 --warmup 3
 fi

@@ -296,7 +296,7 @@ for g in "" --no-graph; do
 done
 [ -s "$tmp/dg.txt" ] && cmp -s "$tmp/dg.txt" "$tmp/dg--no-graph.txt" ||
   { echo "FAIL: the graphed and the eager decode sample other text"; fail=1; }
-# --profile: step 2's kernels on standard error (GEMMs, attention, AdamW)
+# --profile: step 2's kernels (--steps 2) on standard error (GEMMs, attention, AdamW)
 "$gpt" --seed "$seed" --batch 2 --steps 2 --sample 0 --eval-every 0 -q --profile \
   > /dev/null 2> "$tmp/prof.err" ||
   { echo "FAIL: te-gpt --profile fails"; cat "$tmp/prof.err"; fail=1; }
