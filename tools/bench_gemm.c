@@ -401,6 +401,21 @@ static void time_pair(struct tb_ctx *c, tb_body fused, tb_body unfused, void *ar
   if (tu2 > 0 && tu2 < *tu) *tu = tu2;
 }
 
+/* A variant of a fused row (another epilogue on the same arguments),
+ * timed and reported beside the row's own time, or why it did not run
+ * (an epilogue only some GEMM libraries have). */
+struct variant {
+  const char *name, *peer, *note, *epi;
+};
+static void report_variant(struct tb_ctx *c, const struct variant *v, tb_body body, void *arg,
+                           const char *shape, double flops, double peer_t) {
+  double t = tb_time(c, body, arg);
+  if (t > 0)
+    report_flops(c, v->name, shape, t, flops, v->peer, peer_t, NULL, 0, v->note);
+  else
+    tb_info(c, "gemm: %s not run here: %s", v->epi, tecore_last_error());
+}
+
 /* ---- Linear + Bias + GELU ---- */
 
 struct mlp_arg {
@@ -501,13 +516,11 @@ static void bench_mlp(struct tb_ctx *c, tecore_devptr_t ws, size_t ws_bytes, tec
   /* the derivative-aux forward, where the GEMM library runs it (BF16 on
    * libte's own Hopper GEMM): beside the pre-activation one */
   if (!f8) {
-    double td = tb_time(c, mlp_daux, &a);
-    if (td > 0)
-      report_flops(c, "linear+bias+gelu fused, gelu' as aux", shape, td, flops,
-                   "pre-activation as aux", tf, NULL, 0,
-                   "BIAS_GELU_DAUX: the backward then multiplies (DAUX_BGRAD)");
-    else
-      tb_info(c, "gemm: bias_gelu_daux not run here: %s", tecore_last_error());
+    static const struct variant v = {"linear+bias+gelu fused, gelu' as aux",
+                                     "pre-activation as aux",
+                                     "BIAS_GELU_DAUX: the backward then multiplies (DAUX_BGRAD)",
+                                     "bias_gelu_daux"};
+    report_variant(c, &v, mlp_daux, &a, shape, flops, tf);
   }
 out:
   tecore_mem_free(x);
@@ -590,13 +603,10 @@ static void bench_dgelu(struct tb_ctx *c, tecore_devptr_t ws, size_t ws_bytes, s
              "copy bandwidth; the GEMM alone %.3f ms", tu - tf, saved_bytes / 1e6, tg);
     report_flops(c, "linear dgelu+dbias fused epilogue", shape, tf, flops, "unfused", tu, NULL, 0,
                  note);
-    double td = tb_time(c, dgelu_daux, &a);
-    if (td > 0)
-      report_flops(c, "linear dgelu+dbias from gelu' as aux", shape, td, flops,
-                   "dgelu from the pre-activation", tf, NULL, 0,
-                   "DAUX_BGRAD: dh = dY W2 times the saved gelu', with the bias gradient");
-    else
-      tb_info(c, "gemm: daux_bgrad not run here: %s", tecore_last_error());
+    static const struct variant v = {
+        "linear dgelu+dbias from gelu' as aux", "dgelu from the pre-activation",
+        "DAUX_BGRAD: dh = dY W2 times the saved gelu', with the bias gradient", "daux_bgrad"};
+    report_variant(c, &v, dgelu_daux, &a, shape, flops, tf);
   }
 out:
   tecore_mem_free(dy);
