@@ -440,7 +440,7 @@ struct bwd_args {
 // if nvcc inlines them all and keeps every index constant, which has to be
 // shown on the SASS (cuobjdump -sass, every instantiation) before and
 // after; until then the phases stay in one body.
-template <int VEC, bool STREAM, int DT, int LNC, int ADDC, bool DS = false>
+template <int VEC, bool STREAM, int DT, int LNC, int ADDC>
 __device__ __forceinline__ void norm_bwd(const bwd_args &a) {
   extern __shared__ float comb[];
   __shared__ float red[2][2][32];
@@ -459,16 +459,6 @@ __device__ __forceinline__ void norm_bwd(const bwd_args &a) {
   constexpr int NVR = STREAM ? 1 : TE_NORM_BWD_NV_MAX;
   float *wsg = a.ws + (unsigned long long)blockIdx.x * hidden;
   float *wsb = a.ws + ((unsigned long long)a.parts + blockIdx.x) * hidden;
-  // TE_NORM_DX_SUMS: each slot's column sums of dx (as stored) in shared
-  // memory after the slots' hand-over area, [R][hidden] (a thread owns its
-  // columns of its slot: no races), added in slot order at the end into
-  // the workspace's array after dgamma's (and dbeta's)
-  const bool dsums = DS && !STREAM && (a.flags & TE_NORM_DX_SUMS);
-  float *const dsum = comb + (R - 1) * T * (STREAM ? 1 : TE_NORM_BWD_NV_MAX) * VEC * 2;
-  if (dsums) {
-    for (unsigned c = threadIdx.x; c < (unsigned)R * hidden; c += blockDim.x) dsum[c] = 0.0f;
-    __syncthreads();
-  }
   // Streaming (one row slot a block): each thread adds its columns'
   // partials row after row in shared memory when the host gave enough
   // (TE_NORM_SMEM_PARTIALS), else in the workspace row itself.
@@ -566,12 +556,6 @@ __device__ __forceinline__ void norm_bwd(const bwd_args &a) {
         o[k] = add ? te_add_rn(d, ex[k]) : d;
       }
       nv_st<VEC, DT>(a.dx, off, dtdx, o);
-      if (dsums) {
-        float *const ds = dsum + (unsigned)slot * hidden + vi * VEC;
-#pragma unroll
-        for (int k = 0; k < VEC; k++)
-          ds[k] = te_add_rn(ds[k], te_norm_round(o[k], DT >= 0 ? DT : dtdx));
-      }
       if (!STREAM) {
 #pragma unroll
         for (int k = 0; k < VEC; k++) {
@@ -598,15 +582,6 @@ __device__ __forceinline__ void norm_bwd(const bwd_args &a) {
           }
       }
     return;
-  }
-  if (dsums) {   // the slots' dx sums in slot order: the block's partial row
-    __syncthreads();
-    float *const wsd = a.ws + ((unsigned long long)(ln ? 2 : 1) * a.parts + blockIdx.x) * hidden;
-    for (unsigned c = threadIdx.x; c < hidden; c += blockDim.x) {
-      float v = dsum[c];
-      for (int s2 = 1; s2 < R; s2++) v = te_add_rn(v, dsum[(unsigned)s2 * hidden + c]);
-      wsd[c] = v;
-    }
   }
   // Slots 1 .. R-1 hand their column partials to slot 0, which adds them in
   // slot order and writes the block's partial row.
@@ -663,25 +638,6 @@ extern "C" __global__ void __maxnreg__(80)
     NORM_BWD_CASE(BF16, 1, 0) NORM_BWD_CASE(BF16, 1, 1) NORM_BWD_CASE(BF16, 0, 0)
     NORM_BWD_CASE(BF16, 0, 1) NORM_BWD_CASE(F16, 1, 0) NORM_BWD_CASE(F16, 1, 1)
     NORM_BWD_CASE(F16, 0, 0) NORM_BWD_CASE(F16, 0, 1)
-#undef NORM_BWD_CASE
-    default: break;
-  }
-}
-
-// te_norm_bwd_fast with the dx column sums (TE_NORM_DX_SUMS: the bias
-// gradient of the Linear whose output gradient this backward writes, the
-// residual's, libtecore/ops/ops_fusions.c), a kernel of its own so that
-// te_norm_bwd_fast's registers stay as they were.
-extern "C" __global__ void __maxnreg__(80)
-    te_norm_bwd_fast_ds(TE_KSIG(TE_NORM_BWD_PARAMS)) {
-  te_pdl_enter();
-  const bwd_args a = {TE_KNAMES(TE_NORM_BWD_PARAMS)};
-  const int d = TE_NORM_DT(dtypes, 0);
-  const int ln = (flags & TE_NORM_LAYERNORM) != 0;
-  switch (d * 2 + ln) {
-#define NORM_BWD_CASE(D, L) \
-  case D * 2 + L: norm_bwd<8, false, D, L, 1, true>(a); return;
-    NORM_BWD_CASE(BF16, 1) NORM_BWD_CASE(BF16, 0) NORM_BWD_CASE(F16, 1) NORM_BWD_CASE(F16, 0)
 #undef NORM_BWD_CASE
     default: break;
   }

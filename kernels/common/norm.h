@@ -42,9 +42,7 @@
 #ifndef TE_KERNELS_NORM_H
 #define TE_KERNELS_NORM_H
 
-#include "convert.h"
 #include "fmath.h"
-#include "fp8.h"
 
 /* flags of the norm kernels */
 #define TE_NORM_LAYERNORM 0x1      /* else RMSNorm */
@@ -52,10 +50,6 @@
 #define TE_NORM_EXTRA_GRAD 0x4     /* backward: dx += extra_grad */
 #define TE_NORM_SMEM_PARTIALS 0x8  /* streaming backward: column partials in
                                       dynamic shared memory (GPU only) */
-#define TE_NORM_DX_SUMS 0x10       /* backward, rows in registers: also the column
-                                      partials of dx (as stored) into the workspace
-                                      after dgamma's and dbeta's; on the GPU in
-                                      dynamic shared memory after the slots' area */
 /* The most shared memory the streaming backward takes for its partials. */
 #define TE_NORM_SMEM_MAX (200u * 1024u)
 
@@ -167,13 +161,6 @@ TE_HD float te_norm_mean(float sum, float h) { return te_div_rn(sum, h); }
 TE_HD float te_norm_inv_pow2(float h) {
   uint32_t u = te_f32_bits(h);
   return (u & 0x7fffffu) == 0 ? te_bits_f32(0x7f000000u - (u & 0x7f800000u)) : 0.0f;
-}
-/* A dx value as it is stored in dtype dt (F32, F16, BF16), back in
- * float: what TE_NORM_DX_SUMS adds. */
-TE_HD float te_norm_round(float v, int dt) {
-  if (dt == TE_FP8_DT_F16) return te_f16_to_f32(te_f32_to_f16(v));
-  if (dt == TE_FP8_DT_BF16) return te_bf16_to_f32(te_f32_to_bf16(v));
-  return v;
 }
 TE_HD float te_norm_mean_inv(float sum, float h, float inv) {
   return inv != 0.0f ? te_mul_rn(sum, inv) : te_div_rn(sum, h);

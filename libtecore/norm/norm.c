@@ -4,7 +4,6 @@
  * (norm_vdev.c), argument checks, and the public entry points that pick
  * the plan, the kernel and the grid, and launch. */
 #include "norm/norm_internal.h"
-#include "elementwise/elementwise_internal.h"
 #include <math.h>
 #include <te/norm.h>
 
@@ -12,7 +11,7 @@
 
 enum { K_FWD_V8, K_FWD_V1, K_FWD_STREAM_V8, K_FWD_STREAM_V1,
        K_BWD_V8, K_BWD_V1, K_BWD_STREAM_V8, K_BWD_STREAM_V1, K_BWD_REDUCE,
-       K_FWD_FAST, K_BWD_FAST, K_FWD_FAST16, K_FWD_FULL16, K_BWD_FAST_DS };
+       K_FWD_FAST, K_BWD_FAST, K_FWD_FAST16, K_FWD_FULL16 };
 
 #define NORM_FWD_DEF(sym, fn) TE_KDEF(sym, fn, TE_NORM_FWD_PARAMS)
 #define NORM_BWD_DEF(sym, fn) TE_KDEF(sym, fn, TE_NORM_BWD_PARAMS)
@@ -30,7 +29,6 @@ static const struct tecore_kernel_def norm_kernels[] = {
     [K_BWD_FAST] = NORM_BWD_DEF("te_norm_bwd_fast", te_norm_vdev_bwd_v8),
     [K_FWD_FAST16] = NORM_FWD_DEF("te_norm_fwd_fast16", te_norm_vdev_fwd_v8),
     [K_FWD_FULL16] = NORM_FWD_DEF("te_norm_fwd_full16", te_norm_vdev_fwd_v8),
-    [K_BWD_FAST_DS] = NORM_BWD_DEF("te_norm_bwd_fast_ds", te_norm_vdev_bwd_v8),
 };
 
 #define NORM_FWD_ALIGN TE_KALIGN(TE_NORM_FWD_PARAMS)
@@ -43,7 +41,6 @@ static const struct te_kalign norm_align[] = {
     [K_BWD_REDUCE] = TE_KALIGN(TE_NORM_REDUCE_PARAMS),
     [K_FWD_FAST] = NORM_FWD_ALIGN,      [K_BWD_FAST] = NORM_BWD_ALIGN,
     [K_FWD_FAST16] = NORM_FWD_ALIGN,   [K_FWD_FULL16] = NORM_FWD_ALIGN,
-    [K_BWD_FAST_DS] = NORM_BWD_ALIGN,
 };
 
 TE_KERNEL_TABLE_FATBIN_ALIGNED(norm_first_id, "libtecore/norm", norm_kernels, norm_align, norm)
@@ -133,8 +130,6 @@ struct norm_bwd_call {
   tecore_devptr_t workspace;
   size_t workspace_bytes;
   const char *fn;
-  tecore_devptr_t dsum;   /* te_norm_bwd_add_dsum: F32 [hidden], or 0 */
-  int dsum_acc;           /* add into dsum instead of writing it */
 };
 
 /* ---- aliasing ------------------------------------------------------------------------ */
@@ -319,10 +314,6 @@ static size_t norm_ws_bytes(int ln, size_t rows, size_t hidden) {
   return (ln ? 2u : 1u) * parts * hidden * sizeof(float);
 }
 
-size_t te_norm_bwd_dsum_ws_bytes(int ln, size_t rows, size_t hidden) {
-  return norm_ws_bytes(ln, rows, hidden) + norm_ws_bytes(0, rows, hidden);
-}
-
 TE_EXPORT tecore_result_t tecore_norm_bwd_workspace_size(tecore_norm_t kind, size_t rows,
                                                          size_t hidden, size_t *bytes) {
   TE_ARG(kind == TECORE_NORM_LAYERNORM || kind == TECORE_NORM_RMSNORM,
@@ -340,19 +331,6 @@ static tecore_result_t norm_check_grad_out(const struct tecore_tensor *t, const 
   TE_ARG(t->scaling == TECORE_SCALING_NONE, "%s: %s: scaling %s: gradients are written in f32, f16 or bf16",
          fn, arg, tecore_scaling_name(t->scaling));
   return TECORE_SUCCESS;
-}
-
-/* Does te_norm_bwd_fast run this backward (the dx sums' only kernel)? */
-static int norm_dsum_fits(const struct norm_bwd_call *c, const struct tecore_tensor *x,
-                          const struct tecore_tensor *dy, const struct tecore_tensor *dx,
-                          const struct tecore_tensor *extra, size_t hidden) {
-  if (!extra || hidden % 8 || !te_al16(x->data) || !te_al16(dy->data) || !te_al16(dx->data) ||
-      !te_al16(c->gamma->data) || !te_al16(extra->data))
-    return 0;
-  tecore_dtype_t t = x->dtype;
-  if (t != TECORE_DTYPE_BF16 && t != TECORE_DTYPE_F16) return 0;
-  if (dy->dtype != t || c->gamma->dtype != t || dx->dtype != t || extra->dtype != t) return 0;
-  return !te_norm_plan_bwd(hidden, 8).stream;
 }
 
 static tecore_result_t norm_bwd(const struct norm_bwd_call *c, tecore_stream_t stream) {
@@ -382,7 +360,6 @@ static tecore_result_t norm_bwd(const struct norm_bwd_call *c, tecore_stream_t s
   if (ln) TE_CHECK(norm_check_rowvec(c->mu, rows > 0, fn, "mu"));
   TE_CHECK(norm_check_rowvec(c->rsigma, rows > 0, fn, "rsigma"));
   size_t need = norm_ws_bytes(ln, rows, hidden);
-  if (c->dsum) need += norm_ws_bytes(0, rows, hidden);   /* the dx sums' partial rows */
   TE_ARG(c->workspace_bytes >= need,
          "%s: workspace_bytes %zu is below the %zu bytes tecore_norm_bwd_workspace_size gives", fn,
          c->workspace_bytes, need);
@@ -394,13 +371,8 @@ static tecore_result_t norm_bwd(const struct norm_bwd_call *c, tecore_stream_t s
   if (rows) TE_CHECK(norm_check_memory(ln ? c->mu : 0, c->rsigma, rows, c->workspace, need, fn));
   int id = norm_first_id();
   if (id < 0) return TE_ERR(TECORE_ERR_INTERNAL, "%s: the norm kernels did not register", fn);
-  if (c->dsum && rows && !norm_dsum_fits(c, x, dy, dx, extra, hidden))
-    return TE_ERR(TECORE_ERR_NOT_SUPPORTED, "%s: the column sums of dx come with the 16-bit "
-                  "backward that keeps rows in registers, with extra_grad (one dtype, hidden "
-                  "%% 8 == 0, 16-byte aligned rows); hidden %zu", fn, hidden);
   if (rows == 0) {
     /* no rows: the sums over rows are 0 */
-    if (c->dsum && !c->dsum_acc) TE_CHECK(tecore_memset_d8_async(c->dsum, 0, hidden * 4, stream));
     TE_CHECK(tecore_memset_d8_async(dgamma->data, 0, hidden * tecore_dtype_size(dgamma->dtype), stream));
     if (ln) TE_CHECK(tecore_memset_d8_async(dbeta->data, 0, hidden * tecore_dtype_size(dbeta->dtype), stream));
     return TECORE_SUCCESS;
@@ -414,15 +386,12 @@ static tecore_result_t norm_bwd(const struct norm_bwd_call *c, tecore_stream_t s
   if (k == K_BWD_V8 && x->dtype != TECORE_DTYPE_F32 && dy->dtype == x->dtype && gamma->dtype == x->dtype &&
       dx->dtype == x->dtype && (!extra || extra->dtype == x->dtype))
     k = K_BWD_FAST;
-  const int ds = c->dsum != 0;   /* norm_dsum_fits: k is K_BWD_FAST */
   unsigned parts = te_norm_bwd_parts(
       rows, p.rows_per_block,
       k == K_BWD_FAST ? (unsigned)tecore_tunable_int(&norm_bwd_fast_parts) : TE_NORM_BWD_MAX_PARTS);
   unsigned comb = p.stream ? 0
                            : (unsigned)((p.rows_per_block - 1) * p.tpr * TE_NORM_BWD_NV_MAX * vec *
                                         2 * (int)sizeof(float));
-  /* TE_NORM_DX_SUMS: each row slot's dx sums after the slots' area */
-  if (ds) comb += (unsigned)((size_t)p.rows_per_block * hidden * sizeof(float));
   int smem_partials = 0;
   if (p.stream && (ln ? 2u : 1u) * hidden * sizeof(float) <= TE_NORM_SMEM_MAX) {
     /* long rows: column partials in shared memory, not read-modify-write
@@ -439,13 +408,13 @@ static tecore_result_t norm_bwd(const struct norm_bwd_call *c, tecore_stream_t s
       .ws = TE_DPTR(c->workspace), .rows = rows, .hidden = (unsigned)hidden,
       .flags = (ln ? TE_NORM_LAYERNORM : 0) | (extra ? TE_NORM_EXTRA_GRAD : 0) |
                ((c->flags & TECORE_NORM_ZERO_CENTERED_GAMMA) ? TE_NORM_ZERO_CENTERED : 0) |
-               smem_partials | (ds ? TE_NORM_DX_SUMS : 0),
+               smem_partials,
       .dtypes = TE_NORM_DT_PACK((int)x->dtype, (int)dy->dtype, (int)gamma->dtype, (int)dx->dtype,
                                 extra ? (int)extra->dtype : 0),
       .tpr = p.tpr, .nv = p.nv, .parts = parts};
   void *args[TE_KNPARAMS(TE_NORM_BWD_PARAMS)];
   te_norm_bwd_args_ptrs(&a, args);
-  TE_CHECK(te_kernel_launch_pdl(id + (ds ? K_BWD_FAST_DS : k), &cfg, args, stream));
+  TE_CHECK(te_kernel_launch_pdl(id + k, &cfg, args, stream));
 
   struct tecore_launch_cfg rcfg = {
       .grid = {(unsigned)((hidden + TE_NORM_REDUCE_COLS - 1) / TE_NORM_REDUCE_COLS), 1, 1},
@@ -457,33 +426,7 @@ static tecore_result_t norm_bwd(const struct norm_bwd_call *c, tecore_stream_t s
   void *rargs[TE_KNPARAMS(TE_NORM_REDUCE_PARAMS)];
   te_norm_reduce_args_ptrs(&ra, rargs);
   TE_CHECK(te_kernel_launch_pdl(id + K_BWD_REDUCE, &rcfg, rargs, stream));
-  if (ds)   /* the dx sums' partial rows follow dgamma's (and dbeta's) */
-    TE_CHECK(te_colsum_final(c->dsum, c->workspace + (ln ? 2u : 1u) * parts * hidden * 4, parts,
-                             hidden, c->dsum_acc, stream));
   return TECORE_SUCCESS;
-}
-
-tecore_result_t te_norm_bwd_add_dsum_probe(const struct te_norm_bwd_dsum *d) {
-  if (!d || !d->x || !d->dy || !d->dx || !d->gamma || !d->extra_grad || !d->dsum ||
-      d->x->ndim != 2)
-    return TECORE_ERR_NOT_SUPPORTED;
-  const struct norm_bwd_call c = {.gamma = d->gamma};
-  return norm_dsum_fits(&c, d->x, d->dy, d->dx, d->extra_grad, d->x->shape[1])
-             ? TECORE_SUCCESS
-             : TECORE_ERR_NOT_SUPPORTED;
-}
-
-tecore_result_t te_norm_bwd_add_dsum(const struct te_norm_bwd_dsum *d, tecore_stream_t stream) {
-  TE_ARG(d && d->extra_grad && d->dsum, "te_norm_bwd_add_dsum: no call, extra_grad or dsum");
-  return norm_bwd(&(struct norm_bwd_call){.ln = d->ln, .dy = d->dy, .x = d->x, .gamma = d->gamma,
-                                          .mu = d->mu, .rsigma = d->rsigma,
-                                          .extra = d->extra_grad, .flags = d->flags, .dx = d->dx,
-                                          .dgamma = d->dgamma, .dbeta = d->dbeta,
-                                          .workspace = d->workspace,
-                                          .workspace_bytes = d->workspace_bytes,
-                                          .fn = "te_norm_bwd_add_dsum", .dsum = d->dsum,
-                                          .dsum_acc = d->dsum_acc},
-                  stream);
 }
 
 TE_EXPORT tecore_result_t tecore_layernorm_bwd(const struct tecore_tensor *dy,

@@ -100,25 +100,23 @@ static void norm_vdev_bwd(int vec, const struct tecore_launch_cfg *cfg, void *co
   int dtx = TE_NORM_DT(dtypes, 0), dtdy = TE_NORM_DT(dtypes, 1), dtw = TE_NORM_DT(dtypes, 2),
       dtdx = TE_NORM_DT(dtypes, 3), dte = TE_NORM_DT(dtypes, 4);
   int ln = flags & TE_NORM_LAYERNORM, add = flags & TE_NORM_EXTRA_GRAD;
-  int ds = flags & TE_NORM_DX_SUMS;   /* the dx sums: kernels/norm.cu's order */
   float zc = te_norm_zc(flags);
   unsigned R = cfg->block[0] / (unsigned)tpr;
   unsigned nvec = vec == 8 ? hidden / 8 : hidden;
   float h = (float)hidden;
   float part1[1024], part2[1024];
   /* per-slot column sums, added into the block's partial row in slot order */
-  float *accg = malloc(3 * (size_t)hidden * sizeof(float));
+  float *accg = malloc(2 * (size_t)hidden * sizeof(float));
   if (!accg) {
     TE_LOG_ERROR(TECORE_SUBSYS_KERNEL, "vdev norm backward: out of memory (%u columns)", hidden);
     return;
   }
-  float *accb = accg + hidden, *accd = accb + hidden;
+  float *accb = accg + hidden;
   for (unsigned b = 0; b < parts; b++) {
     float *wsg = ws + (unsigned long long)b * hidden;
     float *wsb = ws + ((unsigned long long)parts + b) * hidden;
-    float *wsd = ws + ((unsigned long long)(ln ? 2 : 1) * parts + b) * hidden;
     for (unsigned s = 0; s < R; s++) {
-      for (unsigned c = 0; c < hidden; c++) accg[c] = accb[c] = accd[c] = 0.0f;
+      for (unsigned c = 0; c < hidden; c++) accg[c] = accb[c] = 0.0f;
       for (unsigned long long grp = b; grp * R < rows; grp += parts) {
         unsigned long long row = grp * R + s;
         if (row >= rows) continue;
@@ -150,7 +148,6 @@ static void norm_vdev_bwd(int vec, const struct tecore_launch_cfg *cfg, void *co
           float d = ln ? te_ln_dx(rs, dyg, xh, m1, m2) : te_rms_dx(rs, dyg, xh, m2);
           if (add) d = te_add_rn(d, te_ld(extra, base + c, dte));
           te_st(dx, base + c, dtdx, d);
-          if (ds) accd[c] = te_add_rn(accd[c], te_norm_round(d, dtdx));
           accg[c] = te_fma_rn(g, xh, accg[c]);
           if (ln) accb[c] = te_add_rn(accb[c], g);
         }
@@ -158,7 +155,6 @@ static void norm_vdev_bwd(int vec, const struct tecore_launch_cfg *cfg, void *co
       for (unsigned c = 0; c < hidden; c++) {
         wsg[c] = s == 0 ? accg[c] : te_add_rn(wsg[c], accg[c]);
         if (ln) wsb[c] = s == 0 ? accb[c] : te_add_rn(wsb[c], accb[c]);
-        if (ds) wsd[c] = s == 0 ? accd[c] : te_add_rn(wsd[c], accd[c]);
       }
     }
   }

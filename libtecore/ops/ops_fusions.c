@@ -55,7 +55,6 @@
  *   linear_dgrad+add  [MakeExtraOutput, Linear]: the dgrad GEMM accumulates
  *       into the residual's gradient (C = it, beta = 1). */
 #include "ops/ops_internal.h"
-#include "norm/norm_internal.h"
 #include "transpose/transpose_internal.h"
 
 #include <string.h>
@@ -272,33 +271,19 @@ static tecore_result_t x_dgrad_dgelu(const struct tecore_seq_exec *x) {
   return te_linear_bwd(s, &a1);
 }
 
-TE_PARAM_INT(ops_norm_bias_sums, "TECORE_OPS_NORM_BIAS_SUMS", 1, 0, 1,
-             "1: a pre-norm block's norm backward (with the residual's gradient) also sums the "
-             "columns of the gradient it writes, which is the output gradient of the Linear "
-             "before the residual add, into that Linear's bias gradient (one pass less over "
-             "it); 0: the Linear's backward sums them")
-
-/* The Linear whose bias gradient a [MakeExtraOutput, norm] backward at
- * op `first` can sum: the sequence reads [.., Linear with a bias,
- * AddExtraInput, MakeExtraOutput, norm, ..], so the norm's dx is that
- * Linear's output gradient; 16-bit, not FP8 (whose backward takes the
- * bias gradient from its cast-transpose).  SIZE_MAX: none. */
-static size_t norm_bias_target(const tecore_seq_t *s, size_t first) {
-  if (!tecore_tunable_int(&ops_norm_bias_sums) || first < 2 || s->fp8_run ||
-      (s->cfg.dtype != TECORE_DTYPE_BF16 && s->cfg.dtype != TECORE_DTYPE_F16))
-    return SIZE_MAX;
-  const struct te_op *a = op_at(s, first - 1), *l = op_at(s, first - 2);
-  if (a->d.kind != TECORE_OP_ADD_EXTRA_INPUT || l->d.kind != TECORE_OP_LINEAR || !l->d.bias ||
-      te_op_fp8(s, first - 2))
-    return SIZE_MAX;
-  return first - 2;
+static tecore_result_t x_rmsnorm_bwd_add(const struct tecore_seq_exec *x) {
+  tecore_seq_t *s = x->seq;
+  const struct te_op *m = op_at(s, x->first), *o = op_at(s, x->first + 1);
+  struct tecore_tensor g, dg, extra, dx = x->grad[0];
+  te_vec(&g, s->cfg.dtype, o->in_cols, o->param[0]);
+  te_vec(&dg, TECORE_DTYPE_F32, o->in_cols, s->dvec);
+  te_t2d(&extra, s->cfg.dtype, o->in_rows, o->in_cols, te_slot_grad(s, m->pair));
+  TE_CHECK(tecore_rmsnorm_bwd_add(&x->grad[2], &x->act[1], o->saved[0], &g, &extra,
+                                  o->d.norm_flags, &dx, &dg, s->ws, s->ws_bytes, x->stream));
+  return te_accum_f32(s, o->grad[0], s->dvec, TECORE_DTYPE_F32, o->in_cols, x->stream);
 }
 
-/* The norm backward with the residual's gradient, and where
- * norm_bias_target names a Linear, its bias gradient from the same kernel
- * (te_norm_bwd_add_dsum; where that kernel does not run the call, the
- * Linear's backward sums it as before). */
-static tecore_result_t norm_bwd_add(const struct tecore_seq_exec *x, int ln) {
+static tecore_result_t x_layernorm_bwd_add(const struct tecore_seq_exec *x) {
   tecore_seq_t *s = x->seq;
   const struct te_op *m = op_at(s, x->first), *o = op_at(s, x->first + 1);
   struct tecore_tensor g, dg, db, extra, dx = x->grad[0];
@@ -306,47 +291,11 @@ static tecore_result_t norm_bwd_add(const struct tecore_seq_exec *x, int ln) {
   te_vec(&dg, TECORE_DTYPE_F32, o->in_cols, s->dvec);
   te_vec(&db, TECORE_DTYPE_F32, o->in_cols, s->dvec2);
   te_t2d(&extra, s->cfg.dtype, o->in_rows, o->in_cols, te_slot_grad(s, m->pair));
-  const size_t lt = norm_bias_target(s, x->first);
-  tecore_result_t r = TECORE_ERR_NOT_SUPPORTED;
-  if (lt != SIZE_MAX) {
-    struct te_op *l = &s->ops[lt];
-    struct te_norm_bwd_dsum d = {
-        .ln = ln, .dy = &x->grad[2], .x = &x->act[1], .gamma = &g, .extra_grad = &extra,
-        .mu = ln ? o->saved[1] : 0, .rsigma = o->saved[0], .flags = o->d.norm_flags, .dx = &dx,
-        .dgamma = &dg, .dbeta = ln ? &db : NULL, .workspace = s->ws,
-        .workspace_bytes = s->ws_bytes, .dsum = l->grad[1]};
-    /* whether to overwrite is taken only when the call runs */
-    if (te_norm_bwd_dsum_ws_bytes(ln, o->in_rows, o->in_cols) <= s->ws_bytes) {
-      r = te_norm_bwd_add_dsum_probe(&d);
-      if (r == TECORE_SUCCESS) {
-        d.dsum_acc = !te_grad_take_fresh(s, l->grad[1]);
-        r = te_norm_bwd_add_dsum(&d, x->stream);
-        if (r == TECORE_SUCCESS) l->bgrad_given = 1;
-      }
-    }
-    if (r != TECORE_SUCCESS && r != TECORE_ERR_NOT_SUPPORTED) return r;
-    if (r == TECORE_ERR_NOT_SUPPORTED) tecore_clear_error();
-  }
-  if (r == TECORE_ERR_NOT_SUPPORTED) {
-    if (ln)
-      TE_CHECK(tecore_layernorm_bwd_add(&x->grad[2], &x->act[1], o->saved[1], o->saved[0], &g,
-                                        &extra, o->d.norm_flags, &dx, &dg, &db, s->ws, s->ws_bytes,
-                                        x->stream));
-    else
-      TE_CHECK(tecore_rmsnorm_bwd_add(&x->grad[2], &x->act[1], o->saved[0], &g, &extra,
-                                      o->d.norm_flags, &dx, &dg, s->ws, s->ws_bytes, x->stream));
-  }
+  TE_CHECK(tecore_layernorm_bwd_add(&x->grad[2], &x->act[1], o->saved[1], o->saved[0], &g,
+                                    &extra, o->d.norm_flags, &dx, &dg, &db, s->ws, s->ws_bytes,
+                                    x->stream));
   TE_CHECK(te_accum_f32(s, o->grad[0], s->dvec, TECORE_DTYPE_F32, o->in_cols, x->stream));
-  if (!ln) return TECORE_SUCCESS;
   return te_accum_f32(s, o->grad[1], s->dvec2, TECORE_DTYPE_F32, o->in_cols, x->stream);
-}
-
-static tecore_result_t x_rmsnorm_bwd_add(const struct tecore_seq_exec *x) {
-  return norm_bwd_add(x, 0);
-}
-
-static tecore_result_t x_layernorm_bwd_add(const struct tecore_seq_exec *x) {
-  return norm_bwd_add(x, 1);
 }
 
 static tecore_result_t x_dgrad_add(const struct tecore_seq_exec *x) {

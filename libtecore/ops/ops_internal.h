@@ -119,9 +119,6 @@ struct te_op {
                                       epilogues), not the pre-activation */
   int gelu_daux_off;               /* the GEMM library refused the DAUX forward for this
                                       Linear: not asked again */
-  int bgrad_given;                 /* this backward's norm already wrote its bias gradient
-                                      (ops_fusions.c's norm_bias_target); its backward
-                                      clears it */
   /* RoPE and attention: the desc->ctx struct as tecore_seq_add copied it
    * (own_ctx 1); d.ctx still points to the caller's, which may be gone:
    * later calls read prm (te_op_desc) */

@@ -104,19 +104,13 @@ static tecore_result_t scale_shape(const struct tecore_op_desc *d, struct tecore
 static tecore_result_t layernorm_ws(const struct tecore_op_desc *d, size_t rows, size_t cols,
                                     size_t *bytes, void *ctx) {
   (void)d, (void)ctx;
-  /* and one more partial array: the dx sums of a norm backward that also
-   * writes a Linear's bias gradient (ops_fusions.c's norm_bwd_add) */
-  TE_CHECK(tecore_norm_bwd_workspace_size(TECORE_NORM_LAYERNORM, rows, cols, bytes));
-  *bytes += *bytes / 2;
-  return TECORE_SUCCESS;
+  return tecore_norm_bwd_workspace_size(TECORE_NORM_LAYERNORM, rows, cols, bytes);
 }
 
 static tecore_result_t rmsnorm_ws(const struct tecore_op_desc *d, size_t rows, size_t cols,
                                   size_t *bytes, void *ctx) {
   (void)d, (void)ctx;
-  TE_CHECK(tecore_norm_bwd_workspace_size(TECORE_NORM_RMSNORM, rows, cols, bytes));
-  *bytes *= 2;   /* and the dx sums' array (layernorm_ws) */
-  return TECORE_SUCCESS;
+  return tecore_norm_bwd_workspace_size(TECORE_NORM_RMSNORM, rows, cols, bytes);
 }
 
 /* ---- executors (one operation, count 1) ------------------------------------------------- */

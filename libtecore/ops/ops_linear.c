@@ -604,10 +604,6 @@ static tecore_result_t linear_bwd(tecore_seq_t *s, const struct te_lin_bwd *a) {
     X = *a->x;
     te_t2d(&W, dt, out, in, te_w16_cast(s, a->op) ? o->w16 : o->param[0]);
   }
-  if (s->ops[a->op].bgrad_given) {   /* the norm's backward that wrote dy summed it */
-    s->ops[a->op].bgrad_given = 0;
-    if (!f8 && dt != TECORE_DTYPE_F32) bias_done = 1;
-  }
   tecore_devptr_t bgrad = !f8 && a->bias_grad && !bias_done ? a->bias_grad : 0;
 
   /* wgrad, accumulated into the F32 gradient: now, or (overlap) after the
