@@ -123,6 +123,9 @@ extern struct te_dnn_api te_dnn;
 /* TECORE_CUDNN_LIB ("" when unset); registered by attn_cudnn_lib.c in
  * every build, so that te-info -e lists it whether or not CUDA was found. */
 const char *te_dnn_lib_name(void);
+/* TECORE_CUDNN_ENGINE_CFG (attn_cudnn_lib.c likewise): which of the
+ * engine configurations that finalize a plan takes, 0 the first. */
+int te_dnn_engine_cfg(void);
 /* cudnnGetVersion() of the loaded library, 0 before a successful load. */
 size_t te_dnn_version(void);
 /* The cuDNN handle of the calling thread's current context, cuDNN loaded

@@ -21,11 +21,7 @@
 
 #define TE_DNN_CACHE 32
 #define TE_DNN_MAX_CFGS 8
-
-TE_PARAM_INT(dnn_cfg_param, "TECORE_CUDNN_ENGINE_CFG", 0, 0, TE_DNN_MAX_CFGS - 1,
-             "which of the engine configurations cuDNN's heuristics rank (mode A) an attention "
-             "plan runs: 0 the first that finalizes (the default), k the k-th of those that "
-             "finalize (the last one when fewer do); for comparing cuDNN's engines")
+_Static_assert(TE_DNN_MAX_CFGS == 8, "TECORE_CUDNN_ENGINE_CFG's range (attn_cudnn_lib.c)");
 
 struct entry {
   int used;
@@ -126,7 +122,7 @@ static void choose_plan(struct entry *e, te_dnn_handle_t h) {
   te_dnn_status_t first = 0;
   /* the skip-th configuration that finalizes (TECORE_CUDNN_ENGINE_CFG),
    * or the last one that does */
-  int64_t skip = tecore_tunable_int(&dnn_cfg_param), ok = 0;
+  int64_t skip = te_dnn_engine_cfg(), ok = 0;
   for (int64_t i = 0; i < got && (!e->plan.plan || ok <= skip); i++) {
     te_dnn_desc_t plan = NULL;
     s = te_dnn.p_cudnnBackendCreateDescriptor(TE_DNN_EXECUTION_PLAN_DESCRIPTOR, &plan);
