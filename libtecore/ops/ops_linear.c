@@ -242,11 +242,25 @@ TE_PARAM_INT(ops_gelu_daux, "TECORE_OPS_GELU_DAUX", 1, 0, 1,
              "capability 9.0; vdev), so the next Linear's dgrad multiplies instead of "
              "evaluating gelu'; 0: the pre-activation, as cuBLASLt's epilogues save it")
 
+/* The Linear whose dgrad reads op's GELU aux: the last of the backward
+ * plan's dgrad+dgelu group that starts at op (x_dgrad_dgelu passes it the
+ * aux), or SIZE_MAX when the plan has none there -- then the GELU's own
+ * backward reads the aux, which must stay the pre-activation. */
+static size_t daux_reader(const tecore_seq_t *s, size_t op) {
+  const struct te_group *g = s->plan.groups[TECORE_SEQ_BACKWARD];
+  for (size_t j = 0; j < s->plan.ngroups[TECORE_SEQ_BACKWARD]; j++)
+    if (g[j].first == op && g[j].count >= 3 && g[j].f &&
+        g[j].f->builtin_id == TE_FUSE_DGRAD_DGELU)
+      return op + g[j].count - 1;
+  return SIZE_MAX;
+}
+
 /* The forward of a GELU Linear that saves gelu' as aux for the backward
- * (TECORE_GEMM_EPI_BIAS_GELU_DAUX, te/gemm.h): where the GEMM library
- * runs that epilogue for this forward and the backward's dgrad (16-bit,
- * no residual, the shapes of gemm.c's daux rule), which then multiplies
- * by aux instead of evaluating gelu' (TECORE_OPS_GELU_DAUX).
+ * (TECORE_GEMM_EPI_BIAS_GELU_DAUX, te/gemm.h): where the backward plan's
+ * dgrad+dgelu group reads the aux (daux_reader) and the GEMM library
+ * runs the epilogue for this forward and that dgrad (16-bit, no
+ * residual, the shapes of gemm.c's daux rule), which then multiplies by
+ * aux instead of evaluating gelu' (TECORE_OPS_GELU_DAUX).
  * TECORE_ERR_NOT_SUPPORTED: not here -- the pre-activation epilogue then
  * runs, as before (a refusal of the library marks the op: not asked
  * again). */
@@ -257,11 +271,10 @@ static tecore_result_t gelu_daux_fwd(tecore_seq_t *s, const struct te_lin_fwd *a
   struct te_op *o = &s->ops[a->op];
   o->gelu_daux = 0;
   const tecore_dtype_t dt = a->y->dtype;
-  /* the backward's DAUX GEMM is the next Linear's dgrad: rows x out
-   * (this one's) x its out */
-  size_t next = a->op + 1;
-  while (next < s->nops && s->ops[next].d.kind != TECORE_OP_LINEAR) next++;
-  if (!tecore_tunable_int(&ops_gelu_daux) || o->gelu_daux_off || a->C || next == s->nops ||
+  /* the backward's DAUX GEMM is that Linear's dgrad: rows x out (this
+   * one's) x its out */
+  const size_t next = daux_reader(s, a->op);
+  if (!tecore_tunable_int(&ops_gelu_daux) || o->gelu_daux_off || a->C || next == SIZE_MAX ||
       (dt != TECORE_DTYPE_BF16 && dt != TECORE_DTYPE_F16) || A->dtype != dt || B->dtype != dt ||
       !te_gemm_daux_shapes(a->y->shape[0], o->out_cols, o->in_cols) ||
       !te_gemm_daux_shapes(a->y->shape[0], o->out_cols, s->ops[next].out_cols))
