@@ -81,20 +81,8 @@ __device__ __forceinline__ float rcp_approx(float x) {
   asm("rcp.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
   return y;
 }
-__device__ __forceinline__ float gelu_sfu(float x) {
-  const float xc = fminf(fmaxf(x, -TE_ACT_GELU_C), TE_ACT_GELU_C);
-  const float e = ex2_approx(-xc * fmaf(xc * xc, TE_ACT_GELU_A2, TE_ACT_GELU_A1));
-  return x * rcp_approx(1.0f + e);
-}
-__device__ __forceinline__ float dgelu_sfu(float x) {
-  const float xc = fminf(fmaxf(x, -TE_ACT_GELU_C), TE_ACT_GELU_C), x2 = xc * xc;
-  const float e = ex2_approx(-xc * fmaf(x2, TE_ACT_GELU_A2, TE_ACT_GELU_A1));
-  const float s = rcp_approx(1.0f + e);
-  const float d = fmaf(xc * fmaf(x2, TE_ACT_GELU_K2X3, TE_ACT_GELU_K1), s * (e * s), s);
-  return x != x ? x : d;
-}
-// gelu and gelu' of one x, as gelu_sfu and dgelu_sfu give them (the same
-// operations on the same values: one ex2 and one rcp for both)
+// gelu and gelu' of one x: one ex2 and one rcp for both (the unused one
+// of gelu_sfu and dgelu_sfu is dead code, the asm not volatile)
 __device__ __forceinline__ float2 gelu_dgelu_sfu(float x) {
   const float xc = fminf(fmaxf(x, -TE_ACT_GELU_C), TE_ACT_GELU_C), x2 = xc * xc;
   const float e = ex2_approx(-xc * fmaf(x2, TE_ACT_GELU_A2, TE_ACT_GELU_A1));
@@ -102,6 +90,8 @@ __device__ __forceinline__ float2 gelu_dgelu_sfu(float x) {
   const float d = fmaf(xc * fmaf(x2, TE_ACT_GELU_K2X3, TE_ACT_GELU_K1), s * (e * s), s);
   return make_float2(x * s, x != x ? x : d);
 }
+__device__ __forceinline__ float gelu_sfu(float x) { return gelu_dgelu_sfu(x).x; }
+__device__ __forceinline__ float dgelu_sfu(float x) { return gelu_dgelu_sfu(x).y; }
 #endif
 
 #if TE_WGMMA

@@ -79,26 +79,22 @@ static int aligned16(tecore_devptr_t p) { return p % 16 == 0; }
 /* The kernel's epilogue for p's, or -1 when TECORE_GEMM_OWN leaves it to
  * cuBLASLt. */
 static int g16_epi(const struct te_gemm_problem *p) {
-  int64_t own = tecore_tunable_int(&gemm_own_param);
+  int epi;
   switch (p->epilogue) {
   case TECORE_GEMM_EPI_GELU_AUX:
-  case TECORE_GEMM_EPI_BIAS_GELU_AUX:
-    return own >= 1 ? EPI_GELU : -1;
+  case TECORE_GEMM_EPI_BIAS_GELU_AUX: epi = EPI_GELU; break;
   case TECORE_GEMM_EPI_DGELU:
-  case TECORE_GEMM_EPI_DGELU_BGRAD:
-    return own >= 1 ? EPI_DGELU : -1;
+  case TECORE_GEMM_EPI_DGELU_BGRAD: epi = EPI_DGELU; break;
   case TECORE_GEMM_EPI_GELU_DAUX:
-  case TECORE_GEMM_EPI_BIAS_GELU_DAUX:
-    return own >= 1 ? EPI_GELUD : -1;
+  case TECORE_GEMM_EPI_BIAS_GELU_DAUX: epi = EPI_GELUD; break;
   case TECORE_GEMM_EPI_DAUX:
-  case TECORE_GEMM_EPI_DAUX_BGRAD:
-    return own >= 1 ? EPI_DMUL : -1;
+  case TECORE_GEMM_EPI_DAUX_BGRAD: epi = EPI_DMUL; break;
   case TECORE_GEMM_EPI_NONE:
-  case TECORE_GEMM_EPI_BIAS:
-    return own >= 2 ? EPI_LIN : -1;
-  default:
-    return -1;   /* GELU without aux, BGRAD: cuBLASLt */
+  case TECORE_GEMM_EPI_BIAS: epi = EPI_LIN; break;
+  default: return -1;   /* GELU without aux, BGRAD: cuBLASLt */
   }
+  /* TECORE_GEMM_OWN 1: the epilogues; 2: the plain and bias GEMMs too */
+  return tecore_tunable_int(&gemm_own_param) >= (epi == EPI_LIN ? 2 : 1) ? epi : -1;
 }
 
 /* Bytes of the dGELU's column sums (0 when the problem has none). */
