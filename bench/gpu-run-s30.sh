@@ -66,6 +66,9 @@
 # at 80 registers), 1.2 ms a step more for 0.55 ms of column sums saved;
 # the step 57.33-57.70 ms with it, 56.58-56.75 without, torch.compile
 # 68.09.  Reverted (the phase needs de09757's code to run again).
+# Phase f: the final code (the DAUX forward decided from the backward
+# plan, e476247; g16_epi rewritten, b4fda3d): check_gemm's reference case
+# and check_transformer under cuda, the step beside torch.compile.
 set -u
 default_phases="a"
 . "$(dirname "$0")/gpu-lib.sh"
@@ -171,4 +174,12 @@ if has e; then
   step profile $prof
   step profile-nosums env TECORE_OPS_NORM_BIAS_SUMS=0 $prof
   step check_ops env TE_DEVICE=cuda t/core/check_ops
+fi
+if has f; then
+  make -s tools/te-gpt t/core/check_gemm t/core/check_transformer > /dev/null 2>&1
+  STEP_TIMEOUT=150 step check_gemm env TE_DEVICE=cuda CK_RUN_CASE=reference t/core/check_gemm
+  step check_transformer env TE_DEVICE=cuda t/core/check_transformer
+  step small-1 $small
+  step small-peer20 python3 bench/gpt_peer.py speed --model gpt2-124m --batch 32 --compile --steps 20 --warmup 3
+  step small-2 $small
 fi
