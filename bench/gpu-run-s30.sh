@@ -69,6 +69,9 @@
 # Phase f: the final code (the DAUX forward decided from the backward
 # plan, e476247; g16_epi rewritten, b4fda3d): check_gemm's reference case
 # and check_transformer under cuda, the step beside torch.compile.
+# Phase f result (c6): check_gemm 11/11 (88 own GEMMs), check_transformer
+# 17/17; the step 55.78 / 55.43 ms against torch.compile's 67.65
+# (1.213-1.220x).
 set -u
 default_phases="a"
 . "$(dirname "$0")/gpu-lib.sh"
