@@ -39,6 +39,7 @@
 
 #include "async.cuh"
 #include "pdl.cuh"
+#include "sfu.cuh"
 
 // ---- small helpers -----------------------------------------------------------------------
 
@@ -68,13 +69,6 @@ __device__ __forceinline__ void ldsm_x4_t(uint32_t *r, const void *p) {
   asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
                : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
                : "r"(smem_addr(p)));
-}
-// 2^x on the special-function unit, subnormal results flushed to zero
-// (2^-inf = 0).
-__device__ __forceinline__ float ex2(float x) {
-  float y;
-  asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
-  return y;
 }
 // *a += (x, y, z, w) without a result (a 16-byte aligned float4).
 __device__ __forceinline__ void red_add4(float *a, float x, float y, float z, float w) {
@@ -325,14 +319,14 @@ __device__ __forceinline__ void attn_fwd(const te_attn_params &p) {
 #pragma unroll
     for (int hr = 0; hr < 2; hr++) {
       const float mu = mnew[hr] == -INFINITY ? 0.0f : mnew[hr];
-      const float corr = ex2(mrow[hr] - mu);
+      const float corr = te_ex2_ftz(mrow[hr] - mu);
       mrow[hr] = mnew[hr];
       float sum = 0.0f;
 #pragma unroll
       for (int j = 0; j < NTILE_S; j++)
 #pragma unroll
         for (int e = 0; e < 2; e++) {
-          float pe = ex2(fmaf(s[j][hr * 2 + e], p.scale_log2, -mu));
+          float pe = te_ex2_ftz(fmaf(s[j][hr * 2 + e], p.scale_log2, -mu));
           s[j][hr * 2 + e] = pe;
           sum += pe;
         }
@@ -575,14 +569,14 @@ __device__ __forceinline__ void attn_fwd2(const te_attn_params &p) {
         mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
         const float mnew = fmaxf(mrow[i], mx * p.scale_log2);
         const float mu = mnew == -INFINITY ? 0.0f : mnew;
-        const float corr = ex2(mrow[i] - mu);
+        const float corr = te_ex2_ftz(mrow[i] - mu);
         mrow[i] = mnew;
         float sum = 0.0f;
 #pragma unroll
         for (int j = 0; j < NS; j++)
 #pragma unroll
           for (int e = 0; e < 2; e++) {
-            const float pe = ex2(fmaf(s[mt][j][hr * 2 + e], p.scale_log2, -mu));
+            const float pe = te_ex2_ftz(fmaf(s[mt][j][hr * 2 + e], p.scale_log2, -mu));
             s[mt][j][hr * 2 + e] = pe;
             sum += pe;
           }
@@ -831,7 +825,7 @@ __device__ __forceinline__ void attn_bwd(const te_attn_params &p) {
           for (int e = 0; e < 2; e++) {
             const int key = n0 + j * 8 + tq * 2 + e;
             const bool vis = key >= lo && key < hi;
-            pv[e] = vis ? ex2(s[j][hr * 2 + e] * p.scale_log2 - l2) : 0.0f;
+            pv[e] = vis ? te_ex2_ftz(s[j][hr * 2 + e] * p.scale_log2 - l2) : 0.0f;
             dsv[e] = pv[e] * (dp[j][hr * 2 + e] - ds0) * p.scale;
           }
           const int off = swz<BN>(ri, j) + tq * 2;

@@ -177,7 +177,7 @@ __device__ __forceinline__ void attn_bwd2(const te_attn_params &p) {
 #pragma unroll
         for (int e = 0; e < 4; e++) {
           const float lse = (e & 1) ? l2.y : l2.x, dsum = (e & 1) ? dd.y : dd.x;
-          float pe = ex2(fmaf(s[j][e], p.scale_log2, -lse * 1.4426950408889634f));
+          float pe = te_ex2_ftz(fmaf(s[j][e], p.scale_log2, -lse * 1.4426950408889634f));
           if (!whole) {
             const int key = kw + g + (e / 2) * 8, i = m0 + c + (e & 1);
             pe = pair_seen(p, key, i, lq, lk, shift) ? pe : 0.0f;

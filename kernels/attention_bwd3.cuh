@@ -41,7 +41,7 @@ __device__ __forceinline__ void bwd3_probs(const te_attn_params &p, float *s, ui
 #pragma unroll
     for (int e = 0; e < 4; e++) {
       const float l = ((e & 1) ? l2.y : l2.x) * 1.4426950408889634f;
-      float pe = ex2(fmaf(s[4 * j + e], p.scale_log2, -l));
+      float pe = te_ex2_ftz(fmaf(s[4 * j + e], p.scale_log2, -l));
       if (MASK) pe = pair_seen(p, key0 + (e / 2) * 8, i0 + j * 8 + (e & 1), lq, lk, shift) ? pe : 0.0f;
       s[4 * j + e] = pe;
     }

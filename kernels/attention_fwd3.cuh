@@ -168,14 +168,14 @@ __device__ __forceinline__ void attn_fwd3(const te_attn_params &p) {
         mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
         const float mnew = fmaxf(mrow[hr], mx * p.scale_log2);
         const float mu = mnew == -INFINITY ? 0.0f : mnew;
-        const float corr = ex2(mrow[hr] - mu);
+        const float corr = te_ex2_ftz(mrow[hr] - mu);
         mrow[hr] = mnew;
         float sum = 0.0f;
 #pragma unroll
         for (int j = 0; j < BN / 8; j++)
 #pragma unroll
           for (int e = 0; e < 2; e++) {
-            const float pe = ex2(fmaf(s[4 * j + 2 * hr + e], p.scale_log2, -mu));
+            const float pe = te_ex2_ftz(fmaf(s[4 * j + 2 * hr + e], p.scale_log2, -mu));
             s[4 * j + 2 * hr + e] = pe;
             sum += pe;
           }

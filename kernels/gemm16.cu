@@ -50,6 +50,7 @@
 #include "common/act.h"
 #include "common/gemm16_params.h"
 #include "pdl.cuh"
+#include "sfu.cuh"
 #include "wgmma.cuh"
 
 #define EPI_LIN 0
@@ -71,11 +72,6 @@ static_assert(BM == 128, "two MMA warpgroups of 64 rows");
 // epilogue more than the MMAs: 701 us a GPT-2 fc1 call on an H100).
 // x is clamped to +-TE_ACT_GELU_C inside, as there; a NaN stays a NaN.
 #if TE_WGMMA
-__device__ __forceinline__ float ex2_approx(float x) {
-  float y;
-  asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
-  return y;
-}
 __device__ __forceinline__ float rcp_approx(float x) {
   float y;
   asm("rcp.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
@@ -85,7 +81,7 @@ __device__ __forceinline__ float rcp_approx(float x) {
 // of gelu_sfu and dgelu_sfu is dead code, the asm not volatile)
 __device__ __forceinline__ float2 gelu_dgelu_sfu(float x) {
   const float xc = fminf(fmaxf(x, -TE_ACT_GELU_C), TE_ACT_GELU_C), x2 = xc * xc;
-  const float e = ex2_approx(-xc * fmaf(x2, TE_ACT_GELU_A2, TE_ACT_GELU_A1));
+  const float e = te_ex2_ftz(-xc * fmaf(x2, TE_ACT_GELU_A2, TE_ACT_GELU_A1));
   const float s = rcp_approx(1.0f + e);
   const float d = fmaf(xc * fmaf(x2, TE_ACT_GELU_K2X3, TE_ACT_GELU_K1), s * (e * s), s);
   return make_float2(x * s, x != x ? x : d);

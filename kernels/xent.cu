@@ -15,6 +15,7 @@
 #include "common/xent.h"
 #include "ldst.cuh"
 #include "pdl.cuh"
+#include "sfu.cuh"
 
 #define XT TE_XENT_THREADS
 #define LOG2E 1.4426950408889634f
@@ -34,7 +35,10 @@ __device__ __forceinline__ void xent_merge(float &m, float &s, float m2, float s
   m = mm;
 }
 
-// Adds n values v[] to the thread's (m, s, sx); fixed: m is the given max.
+// Adds n values v[] to the thread's (m, s, sx); fixed: m is the given max;
+// SX: sx is summed (label smoothing reads it; without, it stays 0).  The
+// exponentials are ex2.approx.ftz of one fma each.
+template <bool SX>
 __device__ __forceinline__ void xent_add(float &m, float &s, float &sx, const float *v, int n,
                                          bool fixed) {
   float vm = m;
@@ -47,8 +51,8 @@ __device__ __forceinline__ void xent_add(float &m, float &s, float &sx, const fl
   }
   const float ml = m * LOG2E;
   for (int k = 0; k < n; k++) {
-    s += exp2f(fmaf(v[k], LOG2E, -ml));
-    sx += v[k];
+    s += te_ex2_ftz(fmaf(v[k], LOG2E, -ml));
+    if constexpr (SX) sx += v[k];
   }
 }
 
@@ -107,7 +111,7 @@ extern "C" __global__ void __launch_bounds__(XT) te_xent_row(TE_KSIG(TE_XENT_ROW
     }
     return;
   }
-  const bool fixed = md == TE_XENT_SUMS;
+  const bool fixed = md == TE_XENT_SUMS, sx_on = a.smoothing != 0.0f;
   for (unsigned long long t = blockIdx.x; t < a.tokens; t += gridDim.x) {
     float m = fixed ? a.ws[t] : -INFINITY, s = 0.0f, sx = 0.0f;
     const uint64_t base = t * a.vocab;
@@ -115,12 +119,14 @@ extern "C" __global__ void __launch_bounds__(XT) te_xent_row(TE_KSIG(TE_XENT_ROW
       for (uint64_t j = (uint64_t)threadIdx.x * 8; j < a.vocab; j += XT * 8) {
         float v[8];
         te_dev_ld8(a.x, base + j, a.dtype, v);
-        xent_add(m, s, sx, v, 8, fixed);
+        if (sx_on) xent_add<true>(m, s, sx, v, 8, fixed);
+        else xent_add<false>(m, s, sx, v, 8, fixed);
       }
     } else {
       for (uint64_t j = threadIdx.x; j < a.vocab; j += XT) {
         float v = te_ld(a.x, base + j, a.dtype);
-        xent_add(m, s, sx, &v, 1, fixed);
+        if (sx_on) xent_add<true>(m, s, sx, &v, 1, fixed);
+        else xent_add<false>(m, s, sx, &v, 1, fixed);
       }
     }
     xent_block_reduce(m, s, sx, fixed);
@@ -169,10 +175,14 @@ extern "C" __global__ void __launch_bounds__(TE_XENT_MEAN_THREADS)
 }
 
 // One logit's gradient: te_xent_grad's operations in its order, with the
-// row's constants (eps / vtot, 1 - eps) formed once.
-__device__ __forceinline__ float xent_grad(float x, float lse, bool is_label, float c1, float c2,
-                                           float scale) {
-  float g = te_sub_rn(expf(te_sub_rn(x, lse)), c1);
+// row's constants (lse2 = lse log2 e, eps / vtot, 1 - eps) formed once;
+// the exponential is one fma and ex2.approx.ftz.  SMOOTH: c1 is not 0
+// (p - 0 is p: the subtraction skipped gives the same bits).
+template <bool SMOOTH>
+__device__ __forceinline__ float xent_grad(float x, float lse2, bool is_label, float c1,
+                                           float c2, float scale) {
+  float g = te_ex2_ftz(fmaf(x, LOG2E, -lse2));
+  if constexpr (SMOOTH) g = te_sub_rn(g, c1);
   if (is_label) g = te_sub_rn(g, c2);
   return te_mul_rn(g, scale);
 }
@@ -188,16 +198,15 @@ __device__ __forceinline__ void xent_cp16(uint4 *dst, const uint4 *src) {
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(d), "l"(src) : "memory");
 }
 
-// NT: the threads that share the units; sm (te_xent_train): the row's
-// vectors in shared memory, read there instead of from x; nxt (with sm):
-// the next row, whose vectors are copied (cp.async) into the slots of a
-// batch once the batch's values have been used.
-template <int DT, int DO, int NT = TE_XENT_BWD_THREADS>
+// NT: the threads that share the units; SM (te_xent_train): the row's
+// vectors in shared memory at sm, read there instead of from x; nxt (with
+// SM): the next row, whose vectors are copied (cp.async) into the slots of
+// a batch once the batch's values have been used; SMOOTH: xent_grad's.
+template <int DT, int DO, int NT, bool SM, bool SMOOTH>
 __device__ __forceinline__ void xent_bwd_vec(const bwd_k &a, uint64_t base, uint64_t u0,
-                                             uint64_t u1, float lse, long long lab, float c1,
+                                             uint64_t u1, float lse2, long long lab, float c1,
                                              float c2, float scale, int st, float osc,
-                                             float &am, uint4 *sm = nullptr,
-                                             const uint4 *nxt = nullptr) {
+                                             float &am, uint4 *sm, const uint4 *nxt) {
   constexpr int NQ = DT == TE_FP8_DT_F32 ? 2 : 1, U = TE_XENT_BWD_UNROLL / NQ;  // 64 B a thread
   constexpr bool F8 = DO == TE_FP8_DT_E4M3 || DO == TE_FP8_DT_E5M2;
   void *out = a.y ? a.y : a.x;
@@ -208,7 +217,7 @@ __device__ __forceinline__ void xent_bwd_vec(const bwd_k &a, uint64_t base, uint
     for (int q = 0; q < U; q++) {
       const uint64_t u = ub + (uint64_t)q * NT;
       if (u >= u1 || st != 1) continue;
-      const uint4 *p = sm ? sm + u * NQ
+      const uint4 *p = SM ? sm + u * NQ
                           : (const uint4 *)((const char *)a.x + (base + u * 8) * (NQ == 2 ? 4 : 2));
 #pragma unroll
       for (int h = 0; h < NQ; h++) r[q][h] = p[h];
@@ -228,8 +237,9 @@ __device__ __forceinline__ void xent_bwd_vec(const bwd_k &a, uint64_t base, uint
           te_dev_unpack8t<DT>(r[q][0], v);
         }
         const long long d = lab - (long long)(u * 8);  // the label's place in this vector
+        const int dk = d >= 0 && d < 8 ? (int)d : -1;
 #pragma unroll
-        for (int k = 0; k < 8; k++) v[k] = xent_grad(v[k], lse, d == k, c1, c2, scale);
+        for (int k = 0; k < 8; k++) v[k] = xent_grad<SMOOTH>(v[k], lse2, k == dk, c1, c2, scale);
       } else {
 #pragma unroll
         for (int k = 0; k < 8; k++) v[k] = cst;
@@ -245,7 +255,7 @@ __device__ __forceinline__ void xent_bwd_vec(const bwd_k &a, uint64_t base, uint
         te_dev_st8t<DT>(out, base + u * 8, v);
       }
     }
-    if (nxt) {   // the batch's values are used: its slots take the next row's
+    if (SM && nxt) {   // the batch's values are used: its slots take the next row's
 #pragma unroll
       for (int q = 0; q < U; q++) {
         const uint64_t u = ub + (uint64_t)q * NT;
@@ -257,20 +267,36 @@ __device__ __forceinline__ void xent_bwd_vec(const bwd_k &a, uint64_t base, uint
   }
 }
 
-template <int DT, int NT = TE_XENT_BWD_THREADS>
+template <int DT, int NT, bool SM, bool SMOOTH>
+__device__ __forceinline__ void xent_bwd_vec_to(const bwd_k &a, uint64_t base, uint64_t u0,
+                                                uint64_t u1, float lse2, long long lab, float c1,
+                                                float c2, float scale, int st, float osc,
+                                                float &am, uint4 *sm, const uint4 *nxt) {
+  if (!a.y || a.ydtype == DT)
+    xent_bwd_vec<DT, DT, NT, SM, SMOOTH>(a, base, u0, u1, lse2, lab, c1, c2, scale, st, osc, am,
+                                         sm, nxt);
+  else if (a.ydtype == TE_FP8_DT_E4M3)
+    xent_bwd_vec<DT, TE_FP8_DT_E4M3, NT, SM, SMOOTH>(a, base, u0, u1, lse2, lab, c1, c2, scale,
+                                                     st, osc, am, sm, nxt);
+  else
+    xent_bwd_vec<DT, TE_FP8_DT_E5M2, NT, SM, SMOOTH>(a, base, u0, u1, lse2, lab, c1, c2, scale,
+                                                     st, osc, am, sm, nxt);
+}
+
+// The row's gradient into its output type; lse2 = lse log2 e (as
+// te_xent_grad forms it).
+template <int DT, int NT = TE_XENT_BWD_THREADS, bool SM = false>
 __device__ __forceinline__ void xent_bwd_vec_out(const bwd_k &a, uint64_t base, uint64_t u0,
-                                                 uint64_t u1, float lse, long long lab, float c1,
+                                                 uint64_t u1, float lse2, long long lab, float c1,
                                                  float c2, float scale, int st, float osc,
                                                  float &am, uint4 *sm = nullptr,
                                                  const uint4 *nxt = nullptr) {
-  if (!a.y || a.ydtype == DT)
-    xent_bwd_vec<DT, DT, NT>(a, base, u0, u1, lse, lab, c1, c2, scale, st, osc, am, sm, nxt);
-  else if (a.ydtype == TE_FP8_DT_E4M3)
-    xent_bwd_vec<DT, TE_FP8_DT_E4M3, NT>(a, base, u0, u1, lse, lab, c1, c2, scale, st, osc, am,
-                                         sm, nxt);
+  if (c1 != 0.0f)
+    xent_bwd_vec_to<DT, NT, SM, true>(a, base, u0, u1, lse2, lab, c1, c2, scale, st, osc, am, sm,
+                                      nxt);
   else
-    xent_bwd_vec<DT, TE_FP8_DT_E5M2, NT>(a, base, u0, u1, lse, lab, c1, c2, scale, st, osc, am,
-                                         sm, nxt);
+    xent_bwd_vec_to<DT, NT, SM, false>(a, base, u0, u1, lse2, lab, c1, c2, scale, st, osc, am, sm,
+                                       nxt);
 }
 
 // Blocks (chunk blockIdx.x of a.chunk units, rows blockIdx.y, +
@@ -299,19 +325,21 @@ extern "C" __global__ void __launch_bounds__(TE_XENT_BWD_THREADS, 4)
                             ? (a.mean[1] > 0.0f ? te_div_rn(a.dloss[0], a.mean[1]) : 0.0f)
                             : a.dloss[t];
     const long long lab = (long long)a.labels[t] - a.vocab_off;
-    const float lse = a.lse[t];
+    const float lse2 = te_xent_lse2(a.lse[t]);
     if (vec) {
       if (a.dtype == TE_FP8_DT_BF16)
-        xent_bwd_vec_out<TE_FP8_DT_BF16>(a, base, u0, u1, lse, lab, c1, c2, scale, st, osc, am);
+        xent_bwd_vec_out<TE_FP8_DT_BF16>(a, base, u0, u1, lse2, lab, c1, c2, scale, st, osc, am);
       else if (a.dtype == TE_FP8_DT_F16)
-        xent_bwd_vec_out<TE_FP8_DT_F16>(a, base, u0, u1, lse, lab, c1, c2, scale, st, osc, am);
+        xent_bwd_vec_out<TE_FP8_DT_F16>(a, base, u0, u1, lse2, lab, c1, c2, scale, st, osc, am);
       else
-        xent_bwd_vec_out<TE_FP8_DT_F32>(a, base, u0, u1, lse, lab, c1, c2, scale, st, osc, am);
+        xent_bwd_vec_out<TE_FP8_DT_F32>(a, base, u0, u1, lse2, lab, c1, c2, scale, st, osc, am);
     } else {
       const float nan = __int_as_float(0x7fc00000);
       for (uint64_t j = u0 + threadIdx.x; j < u1; j += TE_XENT_BWD_THREADS) {
         float v = st == 1 ? te_ld(a.x, base + j, a.dtype) : 0.0f;
-        v = st == 0 ? 0.0f : st < 0 ? nan : xent_grad(v, lse, (long long)j == lab, c1, c2, scale);
+        v = st == 0 ? 0.0f
+            : st < 0 ? nan
+                     : xent_grad<true>(v, lse2, (long long)j == lab, c1, c2, scale);
         am = te_amax_f32(am, v);
         te_st(out, base + j, od, te_mul_rn(v, osc));
       }
@@ -333,7 +361,7 @@ struct train_k {
   TE_KMEMBERS(TE_XENT_TRAIN_PARAMS)
 };
 
-template <int DT>
+template <int DT, bool SX>
 __device__ __forceinline__ void xent_train_rows(const train_k &a, const row_k &r, const bwd_k &b,
                                                 float c1, float c2, float osc, float &am,
                                                 uint4 *sm) {
@@ -364,12 +392,12 @@ __device__ __forceinline__ void xent_train_rows(const train_k &a, const row_k &r
       } else {
         te_dev_unpack8t<DT>(sm[u], v);
       }
-      xent_add(m, s, sx, v, 8, false);
+      xent_add<SX>(m, s, sx, v, 8, false);
     }
     const float xl = threadIdx.x == 0 ? xent_label_logit(r, t) : 0.0f;
     xent_block_reduce(m, s, sx, false);
     if (threadIdx.x == 0) xent_finish(r, t, m, s, xl, sx);
-    const float lse = te_xent_lse(m, s);
+    const float lse2 = te_xent_lse2(te_xent_lse(m, s));
     const int st = te_xent_label_state(a.labels[t], a.ignore, a.vocab_total);
     const float scale = (a.flags & TE_XENT_DLOSS_MEAN)
                             ? (a.mean[1] > 0.0f ? te_div_rn(a.dloss[0], a.mean[1]) : 0.0f)
@@ -378,9 +406,21 @@ __device__ __forceinline__ void xent_train_rows(const train_k &a, const row_k &r
     // next row's vectors (its reads overlap this row's writes)
     const unsigned long long tn = t + gridDim.x;
     const uint4 *nxt = tn < a.tokens ? (const uint4 *)((const char *)a.x + tn * rowb) : nullptr;
-    xent_bwd_vec_out<DT, XT>(b, base, 0, units, lse, (long long)a.labels[t], c1, c2, scale, st,
-                             osc, am, sm, nxt);
+    xent_bwd_vec_out<DT, XT, true>(b, base, 0, units, lse2, (long long)a.labels[t], c1, c2, scale,
+                                   st, osc, am, sm, nxt);
   }
+}
+
+template <bool SX>
+__device__ __forceinline__ void xent_train_dt(const train_k &a, const row_k &r, const bwd_k &b,
+                                              float c1, float c2, float osc, float &am,
+                                              uint4 *sm) {
+  if (a.dtype == TE_FP8_DT_BF16)
+    xent_train_rows<TE_FP8_DT_BF16, SX>(a, r, b, c1, c2, osc, am, sm);
+  else if (a.dtype == TE_FP8_DT_F16)
+    xent_train_rows<TE_FP8_DT_F16, SX>(a, r, b, c1, c2, osc, am, sm);
+  else
+    xent_train_rows<TE_FP8_DT_F32, SX>(a, r, b, c1, c2, osc, am, sm);
 }
 
 extern "C" __global__ void __launch_bounds__(XT) te_xent_train(TE_KSIG(TE_XENT_TRAIN_PARAMS)) {
@@ -399,11 +439,9 @@ extern "C" __global__ void __launch_bounds__(XT) te_xent_train(TE_KSIG(TE_XENT_T
   if (a.scale_inv && a.scale && blockIdx.x == 0 && threadIdx.x == 0)
     *a.scale_inv = te_fp8_scale_inv(*a.scale);
   float am = 0.0f;
-  if (a.dtype == TE_FP8_DT_BF16)
-    xent_train_rows<TE_FP8_DT_BF16>(a, r, b, c1, c2, osc, am, xent_row_sm);
-  else if (a.dtype == TE_FP8_DT_F16)
-    xent_train_rows<TE_FP8_DT_F16>(a, r, b, c1, c2, osc, am, xent_row_sm);
+  if (a.smoothing != 0.0f)
+    xent_train_dt<true>(a, r, b, c1, c2, osc, am, xent_row_sm);
   else
-    xent_train_rows<TE_FP8_DT_F32>(a, r, b, c1, c2, osc, am, xent_row_sm);
+    xent_train_dt<false>(a, r, b, c1, c2, osc, am, xent_row_sm);
   if (a.amax) te_dev_block_amax_f(a.amax, am);
 }
