@@ -16,7 +16,7 @@
 // groups them by row (token order kept), then the warps take (row, columns)
 // items: read the row, add its tokens' dy in order, store it -- each row a
 // chunk names is read and written once.  Same order as the vdev code: the
-// same bits.
+// same bits.  te_emb_bwd_pos: the position table's faster twin (below).
 #include "common/embedding.h"
 #include "ldst.cuh"
 #include "pdl.cuh"
@@ -336,6 +336,79 @@ __device__ void emb_rows_elem(const bwd_k &a, unsigned long long c0, long long v
       te_st(a.dw, rb + j, ddw, acc);
     }
   }
+}
+
+// The position table's backward when every position is implied and in
+// the table (t % seq_len, seq_len <= its rows): position p's tokens are p,
+// p + S, p + 2 S, ..., so a thread takes one 8-column vector of one
+// position and adds its tokens' dy in token order, rounding a 16-bit
+// table where a chunk of TE_EMB_CHUNK tokens ends -- as te_emb_bwd's
+// blocks store and reload it: the same bits, with every SM busy (te_emb_bwd
+// gives such a table seq_len / TE_EMB_ROWS blocks, 16 for GPT-2's, each
+// adding its tokens one dependent load after another: about 150 us on an
+// H100 where the read takes 20).  EMB_POS_BATCH tokens' loads in flight.
+#define EMB_POS_BATCH 8
+
+template <int DW>
+__device__ __forceinline__ void emb_round8(float *v) {
+  if constexpr (DW != TE_FP8_DT_F32) {
+    uint4 u;
+    if constexpr (DW == TE_FP8_DT_BF16)
+      u = make_uint4(te_dev_bf16x2(v[0], v[1]), te_dev_bf16x2(v[2], v[3]),
+                     te_dev_bf16x2(v[4], v[5]), te_dev_bf16x2(v[6], v[7]));
+    else
+      u = make_uint4(te_dev_f16x2(v[0], v[1]), te_dev_f16x2(v[2], v[3]),
+                     te_dev_f16x2(v[4], v[5]), te_dev_f16x2(v[6], v[7]));
+    te_dev_unpack8t<DW>(u, v);
+  }
+}
+
+template <int DY, int DW>
+__device__ __forceinline__ void emb_pos_vec(const bwd_k &a, unsigned long long v) {
+  const unsigned long long hv = a.hidden / 8, p = v / hv, S = (unsigned long long)a.seq_len;
+  const uint64_t j = (v - p * hv) * 8;
+  float acc[8];
+  te_dev_ld8t<DW>(a.dw, p * a.hidden + j, acc);
+  unsigned long long chunk = p / TE_EMB_CHUNK;
+  for (unsigned long long t = p; t < a.tokens; t += EMB_POS_BATCH * S) {
+    emb_raw<DY> r[EMB_POS_BATCH];
+#pragma unroll
+    for (int q = 0; q < EMB_POS_BATCH; q++)
+      if (t + q * S < a.tokens) emb_ldraw_cs<DY>(a.dy, (t + q * S) * a.hidden + j, r[q]);
+#pragma unroll
+    for (int q = 0; q < EMB_POS_BATCH; q++) {
+      const unsigned long long tq = t + q * S;
+      if (tq >= a.tokens) break;
+      if (tq / TE_EMB_CHUNK != chunk) {  // the chunk's store and the next one's load
+        emb_round8<DW>(acc);
+        chunk = tq / TE_EMB_CHUNK;
+      }
+      emb_add<DY>(acc, r[q]);
+    }
+  }
+  te_dev_st8t<DW>(a.dw, p * a.hidden + j, acc);
+}
+
+template <int DY>
+__device__ __forceinline__ void emb_pos_dw(const bwd_k &a, unsigned long long v, int dw) {
+  if (dw == TE_FP8_DT_F32) emb_pos_vec<DY, TE_FP8_DT_F32>(a, v);
+  else if (dw == TE_FP8_DT_BF16) emb_pos_vec<DY, TE_FP8_DT_BF16>(a, v);
+  else emb_pos_vec<DY, TE_FP8_DT_F16>(a, v);
+}
+
+// A thread a vector: min(seq_len, tokens) positions x hidden / 8 (the host
+// checks hidden % 8, the alignment and that the grid covers them).
+extern "C" __global__ void __launch_bounds__(ET) te_emb_bwd_pos(TE_KSIG(TE_EMB_BWD_PARAMS)) {
+  te_pdl_enter();
+  const bwd_k a{TE_KNAMES(TE_EMB_BWD_PARAMS)};
+  const unsigned long long S = (unsigned long long)a.seq_len;
+  const unsigned long long np = a.tokens < S ? a.tokens : S;
+  const unsigned long long v = (unsigned long long)blockIdx.x * ET + threadIdx.x;
+  if (v >= np * (a.hidden / 8)) return;
+  const int ddy = TE_EMB_DT(a.dtypes, 0), ddw = TE_EMB_DT(a.dtypes, 1);
+  if (ddy == TE_FP8_DT_F32) emb_pos_dw<TE_FP8_DT_F32>(a, v, ddw);
+  else if (ddy == TE_FP8_DT_BF16) emb_pos_dw<TE_FP8_DT_BF16>(a, v, ddw);
+  else emb_pos_dw<TE_FP8_DT_F16>(a, v, ddw);
 }
 
 // The body of the backward kernels: DY, DW the dtypes of the vector path,

@@ -11,22 +11,29 @@
 
 /* K_BWD: the element path; K_BWD_VEC + 3 * dy + dW: the vector path's
  * kernel for those dtypes (TE_EMB_BWD_VEC_LIST), all with the one vdev
- * twin. */
-enum { K_FWD, K_BWD, K_BWD_VEC };
+ * twin; K_BWD_POS: the position table's, positions implied. */
+enum { K_FWD, K_BWD, K_BWD_POS, K_BWD_VEC };
 #define EMB_VEC_DEF(name, dy, dw) TE_KDEF(#name, te_emb_vdev_bwd, TE_EMB_BWD_PARAMS),
 #define EMB_VEC_ALIGN(name, dy, dw) TE_KALIGN(TE_EMB_BWD_PARAMS),
 static const struct tecore_kernel_def emb_kernels[] = {
     [K_FWD] = TE_KDEF("te_emb_fwd", te_emb_vdev_fwd, TE_EMB_FWD_PARAMS),
     [K_BWD] = TE_KDEF("te_emb_bwd", te_emb_vdev_bwd, TE_EMB_BWD_PARAMS),
+    [K_BWD_POS] = TE_KDEF("te_emb_bwd_pos", te_emb_vdev_bwd_pos, TE_EMB_BWD_PARAMS),
     TE_EMB_BWD_VEC_LIST(EMB_VEC_DEF)};
 static const struct te_kalign emb_align[] = {
     [K_FWD] = TE_KALIGN(TE_EMB_FWD_PARAMS),
     [K_BWD] = TE_KALIGN(TE_EMB_BWD_PARAMS),
+    [K_BWD_POS] = TE_KALIGN(TE_EMB_BWD_PARAMS),
     TE_EMB_BWD_VEC_LIST(EMB_VEC_ALIGN)};
 _Static_assert(TE_ARRAY_SIZE(emb_kernels) == K_BWD_VEC + 9, "emb_kernels: 9 vector kernels");
 TE_KERNEL_TABLE_FATBIN_ALIGNED(emb_first_id, "libtecore/embed", emb_kernels, emb_align, embedding)
 
 #define EMB_MAX_TOKENS (1ull << 30)
+
+TE_PARAM_INT(emb_pos_kernel, "TECORE_EMB_POS_KERNEL", 1, 0, 1,
+             "1: the position table's backward, positions implied (t % seq_len, all inside "
+             "the table), runs a thread a vector of a position (te_emb_bwd_pos); 0: the "
+             "token table's kernel, a block for 64 rows.  The same bits either way");
 
 /* ---- the status word -------------------------------------------------------------------- */
 
@@ -220,12 +227,29 @@ static int emb_bwd_vec(size_t hidden, const struct tecore_tensor *dout,
   return hidden < (1u << 30) && emb_vec(hidden, dout, dw, NULL);
 }
 
+/* The position table with its positions implied, all inside it: a thread
+ * a vector of a position (te_emb_bwd_pos), not a block for 64 rows of it
+ * (GPT-2's 1024 positions: 16 blocks). */
+static int emb_bwd_pos(const struct emb_bwd_call *c, const struct emb_grad *g, int vec,
+                       struct tecore_launch_cfg *cfg) {
+  if (!g->pos || g->ids || !vec || !g->seq_len || g->seq_len > g->rows ||
+      !tecore_tunable_int(&emb_pos_kernel))
+    return 0;
+  size_t np = c->a->tokens < g->seq_len ? c->a->tokens : g->seq_len;
+  size_t blocks = te_cdiv(np * (c->hidden / 8), TE_EMB_THREADS);
+  if (blocks > 0x7fffffffu) return 0;
+  *cfg = (struct tecore_launch_cfg){.grid = {(unsigned)blocks, 1, 1},
+                                    .block = {TE_EMB_THREADS, 1, 1}};
+  return 1;
+}
+
 static tecore_result_t emb_bwd_one(const struct emb_bwd_call *c, const struct emb_grad *g,
                                    tecore_stream_t stream) {
   struct tecore_launch_cfg cfg = {.grid = {(unsigned)te_cdiv(g->rows, TE_EMB_ROWS), 1, 1},
                                   .block = {TE_EMB_THREADS, 1, 1}};
   const int vec = emb_bwd_vec(c->hidden, c->dout, g->dw);
-  const int kid = vec ? K_BWD_VEC + 3 * (int)c->dout->dtype + (int)g->dw->dtype : K_BWD;
+  int kid = vec ? K_BWD_VEC + 3 * (int)c->dout->dtype + (int)g->dw->dtype : K_BWD;
+  if (emb_bwd_pos(c, g, vec, &cfg)) kid = K_BWD_POS;
   struct te_emb_bwd_args k = {
       .dy = TE_DPTR(c->dout->data), .dw = TE_DPTR(g->dw->data), .ids = TE_DPTR(g->ids),
       .status = TE_DPTR(c->st), .tokens = c->a->tokens, .hidden = c->hidden,

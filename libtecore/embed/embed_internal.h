@@ -13,5 +13,6 @@ TE_KARGS(te_emb_bwd_args, TE_EMB_BWD_PARAMS)
 
 void te_emb_vdev_fwd(const struct tecore_launch_cfg *cfg, void *const *args);
 void te_emb_vdev_bwd(const struct tecore_launch_cfg *cfg, void *const *args);
+void te_emb_vdev_bwd_pos(const struct tecore_launch_cfg *cfg, void *const *args);
 
 #endif

@@ -88,3 +88,34 @@ void te_emb_vdev_bwd(const struct tecore_launch_cfg *cfg, void *const *args) {
   free(acc);
   free(hit);
 }
+
+/* kernels/embedding.cu's te_emb_bwd_pos: position p's tokens p, p + S, ...
+ * added in token order to its row, a 16-bit row rounded where a chunk of
+ * TE_EMB_CHUNK tokens ends (te_emb_vdev_bwd's store and load), the same
+ * bits as that function, walked the kernel's way (a vector of 8 columns
+ * at a time). */
+void te_emb_vdev_bwd_pos(const struct tecore_launch_cfg *cfg, void *const *args) {
+  const struct te_emb_bwd_args a = te_emb_bwd_args_of(args);
+  (void)cfg;
+  const int ddy = TE_EMB_DT(a.dtypes, 0), ddw = TE_EMB_DT(a.dtypes, 1);
+  const unsigned long long S = (unsigned long long)a.seq_len;
+  const unsigned long long np = a.tokens < S ? a.tokens : S;
+  for (unsigned long long p = 0; p < np; p++)
+    for (unsigned long long j = 0; j < a.hidden; j += 8) {
+      float acc[8];
+      for (int k = 0; k < 8; k++) acc[k] = te_ld(a.dw, p * a.hidden + j + k, ddw);
+      unsigned long long chunk = p / TE_EMB_CHUNK;
+      for (unsigned long long t = p; t < a.tokens; t += S) {
+        if (t / TE_EMB_CHUNK != chunk) {
+          for (int k = 0; k < 8; k++) {
+            te_st(a.dw, p * a.hidden + j + k, ddw, acc[k]);
+            acc[k] = te_ld(a.dw, p * a.hidden + j + k, ddw);
+          }
+          chunk = t / TE_EMB_CHUNK;
+        }
+        for (int k = 0; k < 8; k++)
+          acc[k] = te_add_rn(acc[k], te_ld(a.dy, t * a.hidden + j + k, ddy));
+      }
+      for (int k = 0; k < 8; k++) te_st(a.dw, p * a.hidden + j + k, ddw, acc[k]);
+    }
+}

@@ -150,6 +150,51 @@ START_TEST(embedding_bwd_positions_table) {
 }
 END_TEST
 
+/* The position table with its positions implied (t % S, S <= its P rows:
+ * te_emb_bwd_pos, a thread a vector): random rows to add to, against the
+ * promised order (bwd_emulate's chunks, 16-bit rows rounded where a chunk
+ * ends), rows S..P-1 untouched, the dy table's gradient beside it. */
+static void pos_case(int T, int S, int P, int H, tecore_dtype_t dyt, tecore_dtype_t dwt) {
+  float *dy = malloc((size_t)T * H * 4), *w0 = malloc((size_t)P * H * 4),
+        *want = malloc((size_t)P * H * 4), *got = malloc((size_t)P * H * 4);
+  int32_t *pos = malloc((size_t)T * 4), *ids = malloc((size_t)T * 4);
+  te_rand_floats(dy, (size_t)T * H, -1, 1);
+  te_rand_floats(w0, (size_t)P * H, -1, 1);
+  for (int t = 0; t < T; t++) {
+    pos[t] = t % S;
+    ids[t] = (int32_t)te_rand_below(7);
+  }
+  tecore_devptr_t ddy = pu_upload(dy, (size_t)T * H, dyt), di = pu_upload_i32(ids, T);
+  tecore_devptr_t dp = pu_upload(w0, (size_t)P * H, dwt);
+  tecore_devptr_t dw = te_dalloc((size_t)7 * H * 4);
+  TE_OK(tecore_memset_d8_async(dw, 0, (size_t)7 * H * 4, te_stream));
+  struct tecore_tensor tdy = pu_tensor2(dyt, T, H, ddy), tdp = pu_tensor2(dwt, P, H, dp),
+                       tdw = pu_tensor2(TECORE_DTYPE_F32, 7, H, dw);
+  struct tecore_embedding_args a = {.ids = di, .tokens = T, .seq_len = S};
+  TE_OK(tecore_embedding_bwd(&a, &tdy, &tdw, &tdp, te_stream));
+  TE_OK(tecore_stream_synchronize(te_stream));
+  pu_download(got, dp, (size_t)P * H, dwt);
+  for (int i = 0; i < P * H; i++) w0[i] = pu_round(w0[i], dwt);
+  memcpy(want, w0, (size_t)P * H * 4);
+  bwd_emulate(want, dy, pos, T, P, H, dwt);
+  char what[96];
+  snprintf(what, sizeof what, "dpos T %d S %d P %d H %d %s -> %s", T, S, P, H,
+           tecore_dtype_name(dyt), tecore_dtype_name(dwt));
+  te_expect_f32_bits(got, want, (size_t)P * H, what);
+  TE_OK(tecore_mem_free(ddy)); TE_OK(tecore_mem_free(di));
+  TE_OK(tecore_mem_free(dp)); TE_OK(tecore_mem_free(dw));
+  free(dy); free(w0); free(want); free(got); free(pos); free(ids);
+}
+
+START_TEST(embedding_bwd_positions_implied) {
+  pos_case(17000, 1000, 1200, 16, TECORE_DTYPE_F32, TECORE_DTYPE_BF16); /* 3 chunks: rounds */
+  pos_case(17000, 999, 999, 8, TECORE_DTYPE_BF16, TECORE_DTYPE_F16);
+  pos_case(2600, 128, 130, 64, TECORE_DTYPE_BF16, TECORE_DTYPE_F32);    /* GPT-2's types */
+  pos_case(700, 1000, 1000, 24, TECORE_DTYPE_F16, TECORE_DTYPE_F32);    /* tokens < seq_len */
+  pos_case(301, 7, 9, 40, TECORE_DTYPE_F32, TECORE_DTYPE_F32);          /* a part sequence */
+}
+END_TEST
+
 START_TEST(embedding_out_of_range_reported) {
   int V = 10, H = 16, T = 8;
   float w[160], got[8 * 16];
@@ -352,6 +397,7 @@ static Suite *make_suite(void) {
   tcase_add_test(tc, embedding_fwd_values);
   tcase_add_test(tc, embedding_bwd_deterministic);
   tcase_add_test(tc, embedding_bwd_positions_table);
+  tcase_add_test(tc, embedding_bwd_positions_implied);
   tcase_add_test(tc, embedding_out_of_range_reported);
   tcase_add_test(tc, embedding_bwd_out_of_range_vector_ids);
   tcase_add_test(tc, embedding_store_rows);
