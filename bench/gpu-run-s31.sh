@@ -1,0 +1,32 @@
+#!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
+# bench/gpu-run-s31.sh -- session 31's GPU checks, from the top of a
+# configured and built tree (.devdeps/run builds it):
+#
+#     bash .devdeps/run 'T=$OUT; OUT=/tmp/o TAR=$T/r.tgz PHASES=a bash bench/gpu-run-s31.sh'
+#
+# Outputs: bench/2026-12-06/c1 (phase a) ..; record: bench/2026-12-06-gpu.md.
+# Phase a: the cross-entropy's exponentials as one fma and ex2.approx.ftz
+# (sx and the smoothing subtract only with smoothing), the position
+# table's backward a thread a vector (te_emb_bwd_pos; TECORE_EMB_POS_KERNEL=0
+# the old kernel): check_xent and check_embedding under cuda, te-bench
+# --model (the cross-entropy rows), GPT-2 124M's step with the position
+# kernel and without beside torch.compile's, the profile.
+set -u
+default_phases="a"
+. "$(dirname "$0")/gpu-lib.sh"
+gpt=tools/te-gpt
+small="$gpt --model gpt2-124m --synthetic --batch 32 --steps 20 --eval-every 0 --sample 0 --json"
+prof="$gpt --model gpt2-124m --synthetic --batch 32 --steps 3 --eval-every 0 --sample 0 --profile"
+step machine sh -c 'nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm,power.limit --format=csv; nvcc --version | tail -2'
+if has a; then
+  make -s tools/te-gpt tools/te-bench t/core/check_xent t/core/check_embedding > /dev/null 2>&1
+  step check_xent env TE_DEVICE=cuda t/core/check_xent
+  step check_embedding env TE_DEVICE=cuda t/core/check_embedding
+  step small-1 $small
+  step small-nopos env TECORE_EMB_POS_KERNEL=0 $small
+  step small-peer20 python3 bench/gpt_peer.py speed --model gpt2-124m --batch 32 --compile --steps 20 --warmup 3
+  step small-2 $small
+  step profile $prof
+  step bench-model tools/te-bench --model
+fi
