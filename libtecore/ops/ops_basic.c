@@ -59,6 +59,20 @@ tecore_result_t te_accum_f32(tecore_seq_t *s, tecore_devptr_t dst, tecore_devptr
   return tecore_scale_add(dst, dst, 1.0f, src, 1.0f, TECORE_DTYPE_F32, n, stream);
 }
 
+/* Where a kernel writes an F32 parameter gradient: straight into grad
+ * when it is marked to be overwritten (the mark taken), else into tmp
+ * for te_grad_add.  A captured backward then holds no copy node for it. */
+tecore_devptr_t te_grad_out(tecore_seq_t *s, tecore_devptr_t grad, tecore_devptr_t tmp) {
+  return te_grad_take_fresh(s, grad) ? grad : tmp;
+}
+
+/* grad += out (F32, n), unless te_grad_out gave grad itself. */
+tecore_result_t te_grad_add(tecore_devptr_t grad, tecore_devptr_t out, size_t n,
+                            tecore_stream_t stream) {
+  if (out == grad) return TECORE_SUCCESS;
+  return tecore_scale_add(grad, grad, 1.0f, out, 1.0f, TECORE_DTYPE_F32, n, stream);
+}
+
 /* y = x + bias: a GEMM of zeros (k = 16) whose epilogue adds the bias to
  * C = x.  libtecore has no broadcast-add kernel; the epilogue is one. */
 tecore_result_t te_bias_add(tecore_seq_t *s, const struct tecore_tensor *x,

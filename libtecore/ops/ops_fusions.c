@@ -275,27 +275,30 @@ static tecore_result_t x_rmsnorm_bwd_add(const struct tecore_seq_exec *x) {
   tecore_seq_t *s = x->seq;
   const struct te_op *m = op_at(s, x->first), *o = op_at(s, x->first + 1);
   struct tecore_tensor g, dg, extra, dx = x->grad[0];
+  const tecore_devptr_t og = te_grad_out(s, o->grad[0], s->dvec);
   te_vec(&g, s->cfg.dtype, o->in_cols, o->param[0]);
-  te_vec(&dg, TECORE_DTYPE_F32, o->in_cols, s->dvec);
+  te_vec(&dg, TECORE_DTYPE_F32, o->in_cols, og);
   te_t2d(&extra, s->cfg.dtype, o->in_rows, o->in_cols, te_slot_grad(s, m->pair));
   TE_CHECK(tecore_rmsnorm_bwd_add(&x->grad[2], &x->act[1], o->saved[0], &g, &extra,
                                   o->d.norm_flags, &dx, &dg, s->ws, s->ws_bytes, x->stream));
-  return te_accum_f32(s, o->grad[0], s->dvec, TECORE_DTYPE_F32, o->in_cols, x->stream);
+  return te_grad_add(o->grad[0], og, o->in_cols, x->stream);
 }
 
 static tecore_result_t x_layernorm_bwd_add(const struct tecore_seq_exec *x) {
   tecore_seq_t *s = x->seq;
   const struct te_op *m = op_at(s, x->first), *o = op_at(s, x->first + 1);
   struct tecore_tensor g, dg, db, extra, dx = x->grad[0];
+  const tecore_devptr_t og = te_grad_out(s, o->grad[0], s->dvec),
+                        ob = te_grad_out(s, o->grad[1], s->dvec2);
   te_vec(&g, s->cfg.dtype, o->in_cols, o->param[0]);
-  te_vec(&dg, TECORE_DTYPE_F32, o->in_cols, s->dvec);
-  te_vec(&db, TECORE_DTYPE_F32, o->in_cols, s->dvec2);
+  te_vec(&dg, TECORE_DTYPE_F32, o->in_cols, og);
+  te_vec(&db, TECORE_DTYPE_F32, o->in_cols, ob);
   te_t2d(&extra, s->cfg.dtype, o->in_rows, o->in_cols, te_slot_grad(s, m->pair));
   TE_CHECK(tecore_layernorm_bwd_add(&x->grad[2], &x->act[1], o->saved[1], o->saved[0], &g,
                                     &extra, o->d.norm_flags, &dx, &dg, &db, s->ws, s->ws_bytes,
                                     x->stream));
-  TE_CHECK(te_accum_f32(s, o->grad[0], s->dvec, TECORE_DTYPE_F32, o->in_cols, x->stream));
-  return te_accum_f32(s, o->grad[1], s->dvec2, TECORE_DTYPE_F32, o->in_cols, x->stream);
+  TE_CHECK(te_grad_add(o->grad[0], og, o->in_cols, x->stream));
+  return te_grad_add(o->grad[1], ob, o->in_cols, x->stream);
 }
 
 static tecore_result_t x_dgrad_add(const struct tecore_seq_exec *x) {

@@ -407,6 +407,11 @@ tecore_result_t te_grad_fresh_check(tecore_seq_t *s, tecore_stream_t stream);
  * gradient dst gets src (te_grad_take_fresh). */
 tecore_result_t te_accum_f32(tecore_seq_t *s, tecore_devptr_t dst, tecore_devptr_t src,
                              tecore_dtype_t dt, size_t n, tecore_stream_t stream);
+/* An F32 parameter gradient a kernel writes: grad itself when marked to be
+ * overwritten (the mark taken), else tmp; then te_grad_add adds tmp. */
+tecore_devptr_t te_grad_out(tecore_seq_t *s, tecore_devptr_t grad, tecore_devptr_t tmp);
+tecore_result_t te_grad_add(tecore_devptr_t grad, tecore_devptr_t out, size_t n,
+                            tecore_stream_t stream);
 /* Converts n elements between float types (through tecore_unscale_multi with scale 1). */
 tecore_result_t te_cast(tecore_seq_t *s, tecore_devptr_t dst, tecore_dtype_t ddt,
                         tecore_devptr_t src, tecore_dtype_t sdt, size_t n,

@@ -204,14 +204,16 @@ static tecore_result_t layernorm_bwd(const struct tecore_seq_exec *x) {
   tecore_seq_t *s = x->seq;
   const struct te_op *o = op_of(x);
   struct tecore_tensor g, dg, db, d = x->grad[0];
+  const tecore_devptr_t og = te_grad_out(s, o->grad[0], s->dvec),
+                        ob = te_grad_out(s, o->grad[1], s->dvec2);
   te_vec(&g, s->cfg.dtype, o->in_cols, o->param[0]);
-  te_vec(&dg, TECORE_DTYPE_F32, o->in_cols, s->dvec);
-  te_vec(&db, TECORE_DTYPE_F32, o->in_cols, s->dvec2);
+  te_vec(&dg, TECORE_DTYPE_F32, o->in_cols, og);
+  te_vec(&db, TECORE_DTYPE_F32, o->in_cols, ob);
   TE_CHECK(tecore_layernorm_bwd(&x->grad[1], &x->act[0], o->saved[1], o->saved[0], &g,
                                 o->d.norm_flags, &d, &dg, &db, x->workspace, x->workspace_bytes,
                                 x->stream));
-  TE_CHECK(te_accum_f32(s, o->grad[0], s->dvec, TECORE_DTYPE_F32, o->in_cols, x->stream));
-  return te_accum_f32(s, o->grad[1], s->dvec2, TECORE_DTYPE_F32, o->in_cols, x->stream);
+  TE_CHECK(te_grad_add(o->grad[0], og, o->in_cols, x->stream));
+  return te_grad_add(o->grad[1], ob, o->in_cols, x->stream);
 }
 
 static tecore_result_t rmsnorm_fwd(const struct tecore_seq_exec *x) {
@@ -226,11 +228,12 @@ static tecore_result_t rmsnorm_bwd(const struct tecore_seq_exec *x) {
   tecore_seq_t *s = x->seq;
   const struct te_op *o = op_of(x);
   struct tecore_tensor g, dg, d = x->grad[0];
+  const tecore_devptr_t og = te_grad_out(s, o->grad[0], s->dvec);
   te_vec(&g, s->cfg.dtype, o->in_cols, o->param[0]);
-  te_vec(&dg, TECORE_DTYPE_F32, o->in_cols, s->dvec);
+  te_vec(&dg, TECORE_DTYPE_F32, o->in_cols, og);
   TE_CHECK(tecore_rmsnorm_bwd(&x->grad[1], &x->act[0], o->saved[0], &g, o->d.norm_flags, &d, &dg,
                               x->workspace, x->workspace_bytes, x->stream));
-  return te_accum_f32(s, o->grad[0], s->dvec, TECORE_DTYPE_F32, o->in_cols, x->stream);
+  return te_grad_add(o->grad[0], og, o->in_cols, x->stream);
 }
 
 static tecore_result_t scale_fwd(const struct tecore_seq_exec *x) {
