@@ -284,8 +284,9 @@ static size_t attn_ws_bytes(const struct te_attn_problem *p, const struct te_att
 }
 
 /* The first bytes of the workspace hold the fixed lengths' prefix sums
- * (filled by a kernel, so a capture records it); the backend gets the
- * rest. */
+ * (filled by a kernel, so a capture records it, unless the backend says
+ * it reads none: cuDNN's BF16/F16 graphs for fixed lengths); the backend
+ * gets the rest. */
 static tecore_result_t attn_split_workspace(const struct tecore_attention_args *a,
                                             struct te_attn_problem *p,
                                             const struct te_attn_backend *b, int backward,
@@ -303,8 +304,9 @@ static tecore_result_t attn_split_workspace(const struct tecore_attention_args *
   if (sl) {
     p->cu_seqlens_q = a->workspace;
     p->cu_seqlens_kv = a->workspace + sl / 2;
-    TE_CHECK(te_attn_launch_seqlens(p->cu_seqlens_q, p->cu_seqlens_kv, p->batch,
-                                    p->fixed_seqlen_q, p->fixed_seqlen_kv, stream));
+    if (!b->fixed_seqlens || b->fixed_seqlens(p, backward))
+      TE_CHECK(te_attn_launch_seqlens(p->cu_seqlens_q, p->cu_seqlens_kv, p->batch,
+                                      p->fixed_seqlen_q, p->fixed_seqlen_kv, stream));
   }
   return TECORE_SUCCESS;
 }

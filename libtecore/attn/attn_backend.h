@@ -89,13 +89,16 @@ struct te_attn_problem {
  * or backward when backward != 0) and 0 with the reason in why; it makes
  * no driver call that could break a capture.  workspace() says the bytes
  * it needs.  fwd()/bwd() queue the work on stream, allocate nothing while
- * the stream captures, and return a libtecore result with the detail set. */
+ * the stream captures, and return a libtecore result with the detail set.
+ * fixed_seqlens(), where set, says whether a call with fixed lengths reads
+ * the prefix sums attn.c writes for them (NULL: it does). */
 struct te_attn_backend {
   const char *name;
   int (*supports)(const struct te_attn_problem *p, int backward, char *why, size_t why_len);
   size_t (*workspace)(const struct te_attn_problem *p, int backward);
   tecore_result_t (*fwd)(const struct te_attn_problem *p, tecore_stream_t stream);
   tecore_result_t (*bwd)(const struct te_attn_problem *p, tecore_stream_t stream);
+  int (*fixed_seqlens)(const struct te_attn_problem *p, int backward);
 };
 
 /* The rows, in the order auto walks them (attn_backends.c). */

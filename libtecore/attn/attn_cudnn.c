@@ -518,10 +518,17 @@ static tecore_result_t cudnn_bwd(const struct te_attn_problem *p, tecore_stream_
 
 #endif
 
+/* With fixed lengths only the E4M3 forward's packed statistics read the
+ * prefix sums (te_acd_launch_stats); the ragged graphs are variable lengths'. */
+static int cudnn_fixed_seqlens(const struct te_attn_problem *p, int backward) {
+  return p->qkv_dtype == TECORE_DTYPE_E4M3 && !backward;
+}
+
 const struct te_attn_backend te_attn_backend_cudnn = {
     .name = "cudnn",
     .supports = cudnn_supports,
     .workspace = cudnn_workspace,
     .fwd = cudnn_fwd,
     .bwd = cudnn_bwd,
+    .fixed_seqlens = cudnn_fixed_seqlens,
 };
