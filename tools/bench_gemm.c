@@ -662,6 +662,12 @@ void tb_gemm(struct tb_ctx *c) {
     bench_pair(c, &lt, ws, ws_bytes, TECORE_DTYPE_BF16, tokens[i], 8192, 4096, 0);
   }
   bench_mlp(c, ws, ws_bytes, TECORE_DTYPE_E4M3, 8192, 16384, 4096);
+  /* GPT-2 124M's step without epilogue (batch 32 x 1024 tokens): the
+   * attention projection (k 768), fc2 (k 3072), QKV and its dgrad; under
+   * TECORE_GEMM_OWN=2 the libte rows are libte's own kernel */
+  static const size_t gpt2[][2] = {{768, 768}, {768, 3072}, {2304, 768}, {768, 2304}};
+  for (int i = 0; i < 4; i++)
+    bench_pair(c, &lt, ws, ws_bytes, TECORE_DTYPE_BF16, 32768, gpt2[i][0], gpt2[i][1], 0);
   /* GPT-2 124M's fc1 (batch 32 x 1024 tokens): on Hopper libte's own
    * GEMM runs the fused row (TECORE_GEMM_OWN) */
   bench_mlp(c, ws, ws_bytes, TECORE_DTYPE_BF16, 32768, 3072, 768);
