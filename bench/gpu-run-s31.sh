@@ -12,6 +12,11 @@
 # the old kernel): check_xent and check_embedding under cuda, te-bench
 # --model (the cross-entropy rows), GPT-2 124M's step with the position
 # kernel and without beside torch.compile's, the profile.
+# Phase b: the one pass's row read twice through L2 (TECORE_XENT_TRAIN_L2=1)
+# against the row kept in shared memory; the norm backwards writing a
+# fresh dgamma/dbeta in place (no copy nodes); cuDNN's fixed-length calls
+# without the prefix-sum kernel; te-bench --gemm's GPT-2 rows with the
+# default (tuned cuBLASLt) and TECORE_GEMM_OWN=2 (libte's own kernel).
 set -u
 default_phases="a"
 . "$(dirname "$0")/gpu-lib.sh"
@@ -29,4 +34,25 @@ if has a; then
   step small-2 $small
   step profile $prof
   step bench-model tools/te-bench --model
+fi
+if has b; then
+  make -s tools/te-gpt tools/te-bench t/core/check_xent t/core/check_ops t/core/check_transformer \
+    t/core/check_attention t/core/check_attn_cudnn t/graph/check_graph_seq > /dev/null 2>&1
+  step check_xent env TE_DEVICE=cuda t/core/check_xent
+  step check_xent-l2 env TE_DEVICE=cuda TECORE_XENT_TRAIN_L2=1 t/core/check_xent
+  step check_transformer env TE_DEVICE=cuda t/core/check_transformer
+  step small-1 $small
+  step small-l2 env TECORE_XENT_TRAIN_L2=1 $small
+  step small-peer20 python3 bench/gpt_peer.py speed --model gpt2-124m --batch 32 --compile --steps 20 --warmup 3
+  step small-2 $small
+  step small-l2b env TECORE_XENT_TRAIN_L2=1 $small
+  step profile-l2 env TECORE_XENT_TRAIN_L2=1 $prof
+  step bench-model tools/te-bench --model
+  step bench-model-l2 env TECORE_XENT_TRAIN_L2=1 tools/te-bench --model
+  step bench-gemm tools/te-bench --gemm
+  step bench-gemm-own env TECORE_GEMM_OWN=2 tools/te-bench --gemm
+  step check_attention env TE_DEVICE=cuda t/core/check_attention
+  step check_attn_cudnn env TE_DEVICE=cuda t/core/check_attn_cudnn
+  step check_ops env TE_DEVICE=cuda t/core/check_ops
+  step check_graph_seq env TE_DEVICE=cuda t/graph/check_graph_seq
 fi
