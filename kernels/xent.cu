@@ -361,76 +361,6 @@ struct train_k {
   TE_KMEMBERS(TE_XENT_TRAIN_PARAMS)
 };
 
-// 8 values of a vector as loaded (F32: two quads).
-template <int DT>
-__device__ __forceinline__ void xent_unpack(const uint4 *q, float *v) {
-  if constexpr (DT == TE_FP8_DT_F32) {
-    const uint32_t w[8] = {q[0].x, q[0].y, q[0].z, q[0].w, q[1].x, q[1].y, q[1].z, q[1].w};
-#pragma unroll
-    for (int k = 0; k < 8; k++) v[k] = __uint_as_float(w[k]);
-  } else {
-    te_dev_unpack8t<DT>(q[0], v);
-  }
-}
-
-// A row's end, once each thread has its (m, s, sx): the label's logit
-// (read before the barrier), the block's sums, loss and lse, then the
-// gradient from the row in shared memory (SM; the slots take the next
-// row nxt) or from x again (in L2).
-template <int DT, bool SM>
-__device__ __forceinline__ void xent_train_row_end(const train_k &a, const row_k &r,
-                                                   const bwd_k &b, unsigned long long t,
-                                                   float m, float s, float sx, float c1,
-                                                   float c2, float osc, float &am, uint4 *sm,
-                                                   const uint4 *nxt) {
-  const float xl = threadIdx.x == 0 ? xent_label_logit(r, t) : 0.0f;
-  xent_block_reduce(m, s, sx, false);
-  if (threadIdx.x == 0) xent_finish(r, t, m, s, xl, sx);
-  const float lse2 = te_xent_lse2(te_xent_lse(m, s));
-  const int st = te_xent_label_state(a.labels[t], a.ignore, a.vocab_total);
-  const float scale = (a.flags & TE_XENT_DLOSS_MEAN)
-                          ? (a.mean[1] > 0.0f ? te_div_rn(a.dloss[0], a.mean[1]) : 0.0f)
-                          : a.dloss[t];
-  xent_bwd_vec_out<DT, XT, SM>(b, t * a.vocab, 0, a.vocab / 8, lse2, (long long)a.labels[t], c1,
-                               c2, scale, st, osc, am, sm, nxt);
-}
-
-// TE_XENT_TRAIN_L2: no shared memory; each thread loads its vectors of
-// the row (u = tid, tid + XT, ... as te_xent_row: the same sums), U at a
-// time before it adds them in that order, then the gradient pass reads
-// them again -- from L2, which holds the rows of all the blocks in
-// flight (2 an SM: 26 MB of GPT-2's 100 KB rows).
-template <int DT, bool SX>
-__device__ __forceinline__ void xent_train_rows_l2(const train_k &a, const row_k &r,
-                                                   const bwd_k &b, float c1, float c2,
-                                                   float osc, float &am) {
-  constexpr int NQ = DT == TE_FP8_DT_F32 ? 2 : 1, U = TE_XENT_BWD_UNROLL / NQ;
-  const uint64_t units = a.vocab / 8;
-  const size_t rowb = (size_t)a.vocab * (NQ == 2 ? 4 : 2);
-  for (unsigned long long t = blockIdx.x; t < a.tokens; t += gridDim.x) {
-    float m = -INFINITY, s = 0.0f, sx = 0.0f;
-    const uint4 *row = (const uint4 *)((const char *)a.x + t * rowb);
-    for (uint64_t ub = threadIdx.x; ub < units; ub += (uint64_t)U * XT) {
-      uint4 q[U][NQ];
-#pragma unroll
-      for (int k = 0; k < U; k++) {
-        const uint64_t u = ub + (uint64_t)k * XT;
-        if (u < units)
-#pragma unroll
-          for (int h = 0; h < NQ; h++) q[k][h] = row[u * NQ + h];
-      }
-#pragma unroll
-      for (int k = 0; k < U; k++) {
-        if (ub + (uint64_t)k * XT >= units) break;
-        float v[8];
-        xent_unpack<DT>(q[k], v);
-        xent_add<SX>(m, s, sx, v, 8, false);
-      }
-    }
-    xent_train_row_end<DT, false>(a, r, b, t, m, s, sx, c1, c2, osc, am, nullptr, nullptr);
-  }
-}
-
 template <int DT, bool SX>
 __device__ __forceinline__ void xent_train_rows(const train_k &a, const row_k &r, const bwd_k &b,
                                                 float c1, float c2, float osc, float &am,
@@ -449,18 +379,35 @@ __device__ __forceinline__ void xent_train_rows(const train_k &a, const row_k &r
   }
   for (unsigned long long t = blockIdx.x; t < a.tokens; t += gridDim.x) {
     float m = -INFINITY, s = 0.0f, sx = 0.0f;
+    const uint64_t base = t * a.vocab;
     asm volatile("cp.async.commit_group;\n" ::);
     asm volatile("cp.async.wait_group 0;\n" ::: "memory");
     for (uint64_t u = threadIdx.x; u < units; u += XT) {
       float v[8];
-      xent_unpack<DT>(sm + u * NQ, v);
+      if constexpr (NQ == 2) {
+        const uint4 q0 = sm[u * 2], q1 = sm[u * 2 + 1];
+        const uint32_t w[8] = {q0.x, q0.y, q0.z, q0.w, q1.x, q1.y, q1.z, q1.w};
+#pragma unroll
+        for (int k = 0; k < 8; k++) v[k] = __uint_as_float(w[k]);
+      } else {
+        te_dev_unpack8t<DT>(sm[u], v);
+      }
       xent_add<SX>(m, s, sx, v, 8, false);
     }
+    const float xl = threadIdx.x == 0 ? xent_label_logit(r, t) : 0.0f;
+    xent_block_reduce(m, s, sx, false);
+    if (threadIdx.x == 0) xent_finish(r, t, m, s, xl, sx);
+    const float lse2 = te_xent_lse2(te_xent_lse(m, s));
+    const int st = te_xent_label_state(a.labels[t], a.ignore, a.vocab_total);
+    const float scale = (a.flags & TE_XENT_DLOSS_MEAN)
+                            ? (a.mean[1] > 0.0f ? te_div_rn(a.dloss[0], a.mean[1]) : 0.0f)
+                            : a.dloss[t];
     // the gradient from shared memory; each batch's slots then take the
     // next row's vectors (its reads overlap this row's writes)
     const unsigned long long tn = t + gridDim.x;
     const uint4 *nxt = tn < a.tokens ? (const uint4 *)((const char *)a.x + tn * rowb) : nullptr;
-    xent_train_row_end<DT, true>(a, r, b, t, m, s, sx, c1, c2, osc, am, sm, nxt);
+    xent_bwd_vec_out<DT, XT, true>(b, base, 0, units, lse2, (long long)a.labels[t], c1, c2, scale,
+                                   st, osc, am, sm, nxt);
   }
 }
 
@@ -468,20 +415,12 @@ template <bool SX>
 __device__ __forceinline__ void xent_train_dt(const train_k &a, const row_k &r, const bwd_k &b,
                                               float c1, float c2, float osc, float &am,
                                               uint4 *sm) {
-  if (a.flags & TE_XENT_TRAIN_L2) {
-    if (a.dtype == TE_FP8_DT_BF16)
-      xent_train_rows_l2<TE_FP8_DT_BF16, SX>(a, r, b, c1, c2, osc, am);
-    else if (a.dtype == TE_FP8_DT_F16)
-      xent_train_rows_l2<TE_FP8_DT_F16, SX>(a, r, b, c1, c2, osc, am);
-    else
-      xent_train_rows_l2<TE_FP8_DT_F32, SX>(a, r, b, c1, c2, osc, am);
-  } else if (a.dtype == TE_FP8_DT_BF16) {
+  if (a.dtype == TE_FP8_DT_BF16)
     xent_train_rows<TE_FP8_DT_BF16, SX>(a, r, b, c1, c2, osc, am, sm);
-  } else if (a.dtype == TE_FP8_DT_F16) {
+  else if (a.dtype == TE_FP8_DT_F16)
     xent_train_rows<TE_FP8_DT_F16, SX>(a, r, b, c1, c2, osc, am, sm);
-  } else {
+  else
     xent_train_rows<TE_FP8_DT_F32, SX>(a, r, b, c1, c2, osc, am, sm);
-  }
 }
 
 extern "C" __global__ void __launch_bounds__(XT) te_xent_train(TE_KSIG(TE_XENT_TRAIN_PARAMS)) {

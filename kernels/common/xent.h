@@ -34,7 +34,6 @@
 /* flags */
 #define TE_XENT_VEC 0x10        /* rows 16-byte aligned, vocab % 8 == 0 */
 #define TE_XENT_DLOSS_MEAN 0x20 /* backward: dloss[0] / mean[1] */
-#define TE_XENT_TRAIN_L2 0x40   /* te_xent_train: the row read twice (L2), not kept in shared */
 
 #define TE_XENT_THREADS 512
 #define TE_XENT_MEAN_THREADS 1024
@@ -96,9 +95,7 @@
  * its gradient from the same lse into y or over x.  A block a row (blocks
  * loop over rows, two an SM); rows 16-byte aligned with vocab % 8 == 0
  * (TE_XENT_VEC).  With TE_XENT_DLOSS_MEAN, mean[1] holds the count already
- * (te_xent_mean with count_only ran before).  With TE_XENT_TRAIN_L2 in
- * flags the row is not kept: read for the sums, then again (from L2) for
- * the gradient, with no shared memory and no bound on its length. */
+ * (te_xent_mean with count_only ran before). */
 #define TE_XENT_TRAIN_MAX_ROW (110 * 1024)
 #define TE_XENT_TRAIN_PARAMS(P)       \
   P(void *, x, eptr(15, TE_KP_WHOLE)) \

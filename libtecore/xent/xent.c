@@ -390,11 +390,6 @@ TE_EXPORT tecore_result_t tecore_xent_bwd(const struct tecore_xent_args *args, t
 
 /* ---- forward and backward in one pass ---------------------------------------------------- */
 
-TE_PARAM_INT(xent_train_l2, "TECORE_XENT_TRAIN_L2", 0, 0, 1,
-             "tecore_xent_fwd_bwd's one pass: 0 keeps each row in shared memory between its "
-             "sums and its gradient (rows up to 110 KiB); 1 reads it twice, the second time "
-             "from L2 (any length).  The same bits either way");
-
 struct xent_train_slice {
   const struct xent_call *c;
   const struct xent_bwd_plan *pl;
@@ -418,7 +413,7 @@ static tecore_result_t xent_train_slice(void *ctx, size_t a, size_t b, void *out
   unsigned blocks = (unsigned)(k.tokens < sl->blocks ? k.tokens : sl->blocks);
   struct tecore_launch_cfg cfg = {
       .grid = {blocks, 1, 1}, .block = {TE_XENT_THREADS, 1, 1},
-      .shared_bytes = (k.flags & TE_XENT_TRAIN_L2) ? 0u : (unsigned)(V * es)};
+      .shared_bytes = (unsigned)(V * es)};
   void *kargs[TE_KNPARAMS(TE_XENT_TRAIN_PARAMS)];
   te_xent_train_args_ptrs(&k, kargs);
   return te_kernel_launch_pdl(sl->id + K_TRAIN, &cfg, kargs, sl->stream);
@@ -438,9 +433,8 @@ TE_EXPORT tecore_result_t tecore_xent_fwd_bwd(const struct tecore_xent_args *arg
   struct xent_bwd_plan pl;
   TE_CHECK(xent_bwd_plan_make(args, &c, lse, dloss, m ? mean : 0, flags, fn, &pl));
   size_t row_bytes = c.vocab * tecore_dtype_size(args->logits->dtype);
-  const int l2 = tecore_tunable_int(&xent_train_l2) != 0;
   if (args->reduce || !pl.vec || (pl.y && te_qout_passes(pl.y) > 1) ||
-      (!l2 && row_bytes > TE_XENT_TRAIN_MAX_ROW)) {
+      row_bytes > TE_XENT_TRAIN_MAX_ROW) {
     /* a vocabulary split across ranks (the sums cross ranks before any
      * gradient), current scaling (the amax before any code), unaligned
      * rows or rows longer than a block's shared memory holds: the two
@@ -461,8 +455,7 @@ TE_EXPORT tecore_result_t tecore_xent_fwd_bwd(const struct tecore_xent_args *arg
   if (pl.m) TE_CHECK(xent_mean(args, &c, loss, mean, 1, id, stream));
   struct te_qout q = {0};
   if (pl.y) TE_CHECK(te_qout_begin(pl.y, 0, 0, stream, &q));
-  /* two blocks an SM, each holding its row in shared memory (or, with
-   * TECORE_XENT_TRAIN_L2, its registers' share of two rows in flight) */
+  /* two blocks an SM, each holding its row in shared memory */
   struct xent_train_slice sl = {
       .c = &c, .pl = &pl, .blocks = te_sm_count() * 2u, .id = id, .stream = stream,
       .k = {.x = TE_DPTR(args->logits->data), .labels = TE_DPTR(args->labels),
@@ -470,8 +463,7 @@ TE_EXPORT tecore_result_t tecore_xent_fwd_bwd(const struct tecore_xent_args *arg
             .mean = TE_DPTR(mean), .y = pl.y ? TE_DPTR(pl.y->data) : NULL, .scale = q.scale,
             .amax = q.amax, .scale_inv = q.scale_inv, .tokens = c.tokens, .vocab = c.vocab,
             .vocab_total = (long long)c.vtot, .ignore = args->ignore_index,
-            .smoothing = args->label_smoothing, .dtype = c.dt,
-            .flags = (pl.m ? TE_XENT_DLOSS_MEAN : 0) | (l2 ? TE_XENT_TRAIN_L2 : 0),
+            .smoothing = args->label_smoothing, .dtype = c.dt, .flags = pl.m ? TE_XENT_DLOSS_MEAN : 0,
             .ydtype = pl.y ? (int)pl.y->dtype : c.dt}};
   if (pl.in8)
     TE_CHECK(xent_slices(args, &c, pl.first, xent_train_slice, &sl, stream));
