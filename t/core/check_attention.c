@@ -368,6 +368,13 @@ static void check_o(struct prob *p, const struct fref *r, double o_f, double c) 
 static void check_lse(struct prob *p, const struct fref *r) {
   buf_down(&p->blse);
   const float *l = (const float *)p->blse.h;
+  double worst = 0;
+  for (int h = 0; h < p->c.H; h++)
+    for (size_t t = 0; t < p->tq; t++) {
+      double want = r->lse[h * p->rows_q + t], got = l[h * p->rows_q + t];
+      if (!isinf(want)) worst = fmax(worst, fabs(got - want) / (1e-4 * (1 + fabs(want))));
+    }
+  printf("# lse %s: largest |err| / tolerance %.4g\n", tecore_dtype_name(p->c.dt), worst);
   for (int h = 0; h < p->c.H; h++)
     for (size_t t = 0; t < p->tq; t++) {
       double want = r->lse[h * p->rows_q + t];
