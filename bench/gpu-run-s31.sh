@@ -17,12 +17,18 @@
 # fresh dgamma/dbeta in place (no copy nodes); cuDNN's fixed-length calls
 # without the prefix-sum kernel; te-bench --gemm's GPT-2 rows with the
 # default (tuned cuBLASLt) and TECORE_GEMM_OWN=2 (libte's own kernel).
+# Phase c: the final code: check_attention with c2's failing seed and two
+# fresh ones (each printing its largest lse error against the tolerance),
+# GPT-2 124M's step three times beside torch.compile twice, the profile,
+# llama-1b and 1.3B FP8 beside their torch.compile peers, the decode.
 set -u
 default_phases="a"
 . "$(dirname "$0")/gpu-lib.sh"
 gpt=tools/te-gpt
 small="$gpt --model gpt2-124m --synthetic --batch 32 --steps 20 --eval-every 0 --sample 0 --json"
 prof="$gpt --model gpt2-124m --synthetic --batch 32 --steps 3 --eval-every 0 --sample 0 --profile"
+llama="$gpt --model llama-1b --synthetic --batch 4 --steps 14 --eval-every 0 --sample 0 --recipe delayed --json"
+big="$gpt --model gpt-1.3b --synthetic --batch 8 --steps 14 --eval-every 0 --sample 0 --recipe delayed --json"
 step machine sh -c 'nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm,power.limit --format=csv; nvcc --version | tail -2'
 if has a; then
   make -s tools/te-gpt tools/te-bench t/core/check_xent t/core/check_embedding > /dev/null 2>&1
@@ -55,4 +61,21 @@ if has b; then
   step check_attn_cudnn env TE_DEVICE=cuda t/core/check_attn_cudnn
   step check_ops env TE_DEVICE=cuda t/core/check_ops
   step check_graph_seq env TE_DEVICE=cuda t/graph/check_graph_seq
+fi
+if has c; then
+  make -s tools/te-gpt t/core/check_attention > /dev/null 2>&1
+  step check_attention-seed env TE_DEVICE=cuda TE_TEST_SEED=3289181330733004824 t/core/check_attention
+  step check_attention-1 env TE_DEVICE=cuda t/core/check_attention
+  step check_attention-2 env TE_DEVICE=cuda t/core/check_attention
+  step small-1 $small
+  step small-peer20 python3 bench/gpt_peer.py speed --model gpt2-124m --batch 32 --compile --steps 20 --warmup 3
+  step small-2 $small
+  step small-peer20b python3 bench/gpt_peer.py speed --model gpt2-124m --batch 32 --compile --steps 20 --warmup 3
+  step small-3 $small
+  step profile $prof
+  step llama $llama
+  step llama-peer python3 bench/gpt_peer.py speed --model llama-1b --batch 4 --compile --steps 8 --warmup 3
+  step big $big
+  step big-peer python3 bench/gpt_peer.py speed --model gpt-1.3b --batch 8 --compile --steps 8 --warmup 3
+  step decode tools/te-gpt --model gpt2-124m --synthetic --steps 0 --sample 256 --json
 fi
