@@ -143,7 +143,7 @@ __device__ __forceinline__ void prefetch_l2(const void *p) {
 }
 #endif
 
-static_assert(TE_GEMM16_THREADS == 4 * 128, "two load/epilogue warpgroups, two MMA ones");
+static_assert(TE_GEMM16_THREADS == 3 * 128, "a load/epilogue warpgroup, two MMA ones");
 
 #if TE_WGMMA
 // The registers a warpgroup's threads hold: a launch gives every thread
@@ -154,9 +154,9 @@ static_assert(TE_GEMM16_THREADS == 4 * 128, "two load/epilogue warpgroups, two M
 // 640 threads (96 each) the others would keep 48, and eleven epilogue
 // warps that spill ran the dGELU slower than seven
 // (bench/2026-12-04-gpu.md).
-constexpr int REGS_LAUNCH = 65536 / TE_GEMM16_THREADS / 8 * 8, REGS_MMA = 168;
-constexpr int REGS_EPI = (TE_GEMM16_THREADS * REGS_LAUNCH - 2 * 128 * REGS_MMA) / 256 / 8 * 8;
-static_assert(REGS_EPI == 88, "the epilogue's registers");
+constexpr int REGS_LAUNCH = 65536 / TE_GEMM16_THREADS / 8 * 8, REGS_MMA = 200;
+constexpr int REGS_EPI = (TE_GEMM16_THREADS * REGS_LAUNCH - 2 * 128 * REGS_MMA) / 128 / 8 * 8;
+static_assert(REGS_LAUNCH == 168 && REGS_EPI == 104, "the epilogue's registers");
 template <int N> __device__ __forceinline__ void regs_inc() {
   asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(N));
 }
@@ -211,9 +211,9 @@ __device__ __forceinline__ void epi_chunk(uint4 v, uint4 x, void *d, void *aux, 
 template <int DT, int BMN, int EPI>
 __device__ __forceinline__ void gemm16(const te_gemm16_params &p) {
 #if TE_WGMMA
-  // The roles of a block's 512 threads: warp 0 loads (one lane issues the
-  // TMA copies), warps 1-7 run the epilogue, warpgroups 2 and 3 the MMAs.
-  constexpr int EPI_WARPS = 7, EPI_THREADS = EPI_WARPS * 32, MMA_THREADS = 256;
+  // The roles of a block's 384 threads: warp 0 loads (one lane issues the
+  // TMA copies), warps 1-3 run the epilogue, warpgroups 1 and 2 the MMAs.
+  constexpr int EPI_WARPS = 3, EPI_THREADS = EPI_WARPS * 32, MMA_THREADS = 256;
   // an epilogue warp's rows: e + 7 i, the first FULL of them below 128 for
   // every warp, one more for warps 0 and 1
   constexpr int FULL = BM / EPI_WARPS, EXTRA = BM % EPI_WARPS;
@@ -243,7 +243,7 @@ __device__ __forceinline__ void gemm16(const te_gemm16_params &p) {
   }
   __syncthreads();
 
-  if (warp < 8) {
+  if (warp < 4) {
     regs_dec<REGS_EPI>();
     if (warp == 0) {
       // The producer: stage it % ST of every k-tile it, in the order the
@@ -376,11 +376,11 @@ __device__ __forceinline__ void gemm16(const te_gemm16_params &p) {
   // the 16-bit type to the output tile in shared memory: four 128-byte
   // swizzled column blocks of 64, so a warp's fragment stores fall on 32
   // banks and the epilogue warps read whole rows.
-  const int wg = tid / 128 - 2, mw = warp % 4, g = lane / 4, tq = lane % 4;
+  const int wg = tid / 128 - 1, mw = warp % 4, g = lane / 4, tq = lane % 4;
   const int rl = wg * 64 + mw * 16 + g;  // this thread's rows rl and rl + 8 (rl % 8 == g)
   int it = 0;
   for (int tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
-    float acc[2][64];  // columns 128 h .. 128 h + 127 of the warpgroup's 64 rows
+    float acc[128];  // acc[64 h ..]: columns 128 h .. 128 h + 127 of the warpgroup's 64 rows
     for (int t = 0; t < kt; t++, it++) {
       const int s = it % ST;
       mbar_wait(full0 + 8 * s, (it / ST) & 1);
@@ -390,14 +390,13 @@ __device__ __forceinline__ void gemm16(const te_gemm16_params &p) {
       for (int kk = 0; kk < BK / 16; kk++) {
         const int accum = t > 0 || kk > 0;
         const uint64_t da = wg_desc_k(sa + wg * 64 * 128 + kk * 32);
-#pragma unroll
-        for (int h = 0; h < 2; h++) {
-          if (BMN == 0)
-            wg_ss_n128<DT, 0, 0>(acc[h], da, wg_desc_k(sb + h * 128 * 128 + kk * 32), accum);
-          else
-            wg_ss_n128<DT, 0, 1>(acc[h], da,
-                                 wg_desc_mn(sb + h * 2 * BK * 128 + kk * 2048, BK * 128), accum);
-        }
+        // all 256 columns in one MMA (A read from shared memory once, not
+        // once for each half): B's rows 1024 bytes an 8-row group apart,
+        // or its 64-column blocks BK * 128 bytes apart
+        if (BMN == 0)
+          wg_ss_n256<DT, 0, 0>(acc, da, wg_desc_k(sb + kk * 32), accum);
+        else
+          wg_ss_n256<DT, 0, 1>(acc, da, wg_desc_mn(sb + kk * 2048, BK * 128), accum);
       }
       wg_commit();
       wg_wait<1>();  // k-tile t - 1's MMAs are done: its stage is free
@@ -406,7 +405,7 @@ __device__ __forceinline__ void gemm16(const te_gemm16_params &p) {
     wg_wait<0>();
     if (lane == 0) mbar_arrive(empty0 + 8 * ((it - 1) % ST));
 #pragma unroll
-    for (int h = 0; h < 2; h++) wg_keep_all<64>(acc[h]);
+    for (int h = 0; h < 2; h++) wg_keep_all<64>(acc + 64 * h);
 
     bar_sync(BAR_EMPTY, HANDOFF);  // the epilogue warps are done with the last tile
 #pragma unroll
@@ -422,8 +421,8 @@ __device__ __forceinline__ void gemm16(const te_gemm16_params &p) {
 #pragma unroll
         for (int hr = 0; hr < 2; hr++)
           *reinterpret_cast<uint32_t *>(o + hr * 8 * 128) =
-              elem<DT>::pack(fmaf(acc[h][4 * j + 2 * hr], p.alpha, b.x),
-                             fmaf(acc[h][4 * j + 2 * hr + 1], p.alpha, b.y));
+              elem<DT>::pack(fmaf(acc[64 * h + 4 * j + 2 * hr], p.alpha, b.x),
+                             fmaf(acc[64 * h + 4 * j + 2 * hr + 1], p.alpha, b.y));
       }
     bar_arrive(BAR_FULL, HANDOFF);
   }
