@@ -21,6 +21,11 @@
 # fresh ones (each printing its largest lse error against the tolerance),
 # GPT-2 124M's step three times beside torch.compile twice, the profile,
 # llama-1b and 1.3B FP8 beside their torch.compile peers, the decode.
+# Phase d: libte's own GEMM with 384 threads (three epilogue warps) and
+# one m64n256k16 MMA a k-step: check_gemm's reference case and
+# check_transformer under cuda, te-bench --gemm (the GELU rows; with
+# TECORE_GEMM_OWN=2 the plain ones), the step beside torch.compile;
+# check_attention with c2's seed (the E4M3 lse bound).
 set -u
 default_phases="a"
 . "$(dirname "$0")/gpu-lib.sh"
@@ -78,4 +83,19 @@ if has c; then
   step big $big
   step big-peer python3 bench/gpt_peer.py speed --model gpt-1.3b --batch 8 --compile --steps 8 --warmup 3
   step decode tools/te-gpt --model gpt2-124m --synthetic --steps 0 --sample 256 --json
+fi
+if has d; then
+  make -s tools/te-gpt tools/te-bench t/core/check_gemm t/core/check_transformer \
+    t/core/check_attention > /dev/null 2>&1
+  STEP_TIMEOUT=150 step check_gemm env TE_DEVICE=cuda CK_RUN_CASE=reference t/core/check_gemm
+  if grep -q "^not ok" "$out/check_gemm.txt" || ! grep -q "^1\.\." "$out/check_gemm.txt"; then
+    exit 0
+  fi
+  step bench-gemm tools/te-bench --gemm
+  step bench-gemm-own env TECORE_GEMM_OWN=2 tools/te-bench --gemm
+  step small-1 $small
+  step small-peer20 python3 bench/gpt_peer.py speed --model gpt2-124m --batch 32 --compile --steps 20 --warmup 3
+  step small-2 $small
+  step check_transformer env TE_DEVICE=cuda t/core/check_transformer
+  step check_attention-seed env TE_DEVICE=cuda TE_TEST_SEED=3289181330733004824 t/core/check_attention
 fi
