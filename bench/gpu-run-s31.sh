@@ -26,6 +26,11 @@
 # check_transformer under cuda, te-bench --gemm (the GELU rows; with
 # TECORE_GEMM_OWN=2 the plain ones), the step beside torch.compile;
 # check_attention with c2's seed (the E4M3 lse bound).
+# Phase e: the wide kernel for the DAUX product only (TECORE_GEMM16_WIDE=1;
+# 384 threads, m64n256k16, three epilogue warps with six aux rows each in
+# flight) against the 512-thread one: check_gemm's reference case and
+# check_transformer under cuda with it, te-bench --gemm both ways, the
+# step both ways beside torch.compile.
 set -u
 default_phases="a"
 . "$(dirname "$0")/gpu-lib.sh"
@@ -98,4 +103,19 @@ if has d; then
   step small-2 $small
   step check_transformer env TE_DEVICE=cuda t/core/check_transformer
   step check_attention-seed env TE_DEVICE=cuda TE_TEST_SEED=3289181330733004824 t/core/check_attention
+fi
+if has e; then
+  make -s tools/te-gpt tools/te-bench t/core/check_gemm t/core/check_transformer > /dev/null 2>&1
+  STEP_TIMEOUT=150 step check_gemm-wide env TE_DEVICE=cuda TECORE_GEMM16_WIDE=1 CK_RUN_CASE=reference t/core/check_gemm
+  if grep -q "^not ok" "$out/check_gemm-wide.txt" || ! grep -q "^1\.\." "$out/check_gemm-wide.txt"; then
+    exit 0
+  fi
+  step check_transformer-wide env TE_DEVICE=cuda TECORE_GEMM16_WIDE=1 t/core/check_transformer
+  step bench-gemm tools/te-bench --gemm
+  step bench-gemm-wide env TECORE_GEMM16_WIDE=1 tools/te-bench --gemm
+  step small-1 $small
+  step small-wide env TECORE_GEMM16_WIDE=1 $small
+  step small-peer20 python3 bench/gpt_peer.py speed --model gpt2-124m --batch 32 --compile --steps 20 --warmup 3
+  step small-2 $small
+  step small-wide2 env TECORE_GEMM16_WIDE=1 $small
 fi
