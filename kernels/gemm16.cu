@@ -40,18 +40,6 @@
 //  - blocks are persistent, one an SM, taking output blocks grid apart
 //    (columns fastest: the blocks running together share A's rows in L2).
 //
-// The wide kernels (te_gemm16_*_dmul_w, TE_GEMM16_THREADS_WIDE, chosen by
-// TECORE_GEMM16_WIDE): 384 threads, one m64n256k16 MMA a k-step where the
-// others issue two m64n128k16 -- those read A from shared memory twice,
-// which with the TMA's writes is about 288 cycles of shared-memory
-// traffic to 256 of MMAs a k-step; the m64n256k16 names 128 accumulator
-// registers, which a 512-thread kernel (128 registers a thread) cannot
-// compile, so the block keeps three epilogue warps.  Measured (c4, H100):
-// the plain mainloop 10% faster (32768 x 768 x 3072: 237 us against 267),
-// but three warps cannot keep up with the GELU epilogues (the forward with
-// gelu' 347 us against 293), so only the product epilogue has a wide
-// kernel.
-//
 // Shapes: m a multiple of 128, n of 256, k of 64, every row 16-byte
 // aligned (libtecore/cuda/cuda_gemm16.c checks; anything else goes to
 // cuBLASLt).  Built for anything but sm_90a the kernels trap:
@@ -156,24 +144,19 @@ __device__ __forceinline__ void prefetch_l2(const void *p) {
 #endif
 
 static_assert(TE_GEMM16_THREADS == 4 * 128, "two load/epilogue warpgroups, two MMA ones");
-static_assert(TE_GEMM16_THREADS_WIDE == 3 * 128, "a load/epilogue warpgroup, two MMA ones");
 
 #if TE_WGMMA
-// The registers a warpgroup's threads hold (NT threads a block): a launch
-// gives every thread LAUNCH (the SM's 65536 over the block, in 8s: 128 at
-// 512 threads); then the MMA warpgroups take MMA (their accumulators are
-// 128) from what the others give back.  A raise (setmaxnreg, inc) waits
-// for registers of the block's own pool, so the two must balance within
-// the launch's share: at 640 threads (96 each) the others would keep 48,
-// and eleven epilogue warps that spill ran the dGELU slower than seven
-// (bench/2026-12-04-gpu.md).  The wide kernels' 384 threads launch with
-// 168, which the m64n256k16 MMA needs (ptxas: 154), and raise to 200.
-template <int NT> struct g16_regs {
-  static constexpr int LAUNCH = 65536 / NT / 8 * 8, MMA = NT == 384 ? 200 : 168;
-  static constexpr int EPI = (NT * LAUNCH - 2 * 128 * MMA) / (NT - 256) / 8 * 8;
-};
-static_assert(g16_regs<512>::EPI == 88 && g16_regs<384>::LAUNCH == 168 &&
-                  g16_regs<384>::EPI == 104, "the epilogue's registers");
+// The registers a warpgroup's threads hold: a launch gives every thread
+// REGS_LAUNCH (the SM's 65536 over the block, in 8s: 128); then the MMA
+// warpgroups take 168 (their accumulators are 128) from what the others
+// give back.  A raise (setmaxnreg, inc) waits for registers of the
+// block's own pool, so the two must balance within the launch's share: at
+// 640 threads (96 each) the others would keep 48, and eleven epilogue
+// warps that spill ran the dGELU slower than seven
+// (bench/2026-12-04-gpu.md).
+constexpr int REGS_LAUNCH = 65536 / TE_GEMM16_THREADS / 8 * 8, REGS_MMA = 168;
+constexpr int REGS_EPI = (TE_GEMM16_THREADS * REGS_LAUNCH - 2 * 128 * REGS_MMA) / 256 / 8 * 8;
+static_assert(REGS_EPI == 88, "the epilogue's registers");
 template <int N> __device__ __forceinline__ void regs_inc() {
   asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(N));
 }
@@ -225,15 +208,12 @@ __device__ __forceinline__ void epi_chunk(uint4 v, uint4 x, void *d, void *aux, 
 }
 #endif
 
-template <int DT, int BMN, int EPI, int NT>
+template <int DT, int BMN, int EPI>
 __device__ __forceinline__ void gemm16(const te_gemm16_params &p) {
 #if TE_WGMMA
-  // The roles of a block's NT threads: warp 0 loads (one lane issues the
-  // TMA copies), warps 1-7 (wide: 1-3) run the epilogue, the last two
-  // warpgroups the MMAs.
-  constexpr bool WIDE = NT == TE_GEMM16_THREADS_WIDE;
-  constexpr int EPI_WARPS = WIDE ? 3 : 7, EPI_THREADS = EPI_WARPS * 32, MMA_THREADS = 256;
-  constexpr int LOAD_WARPS = (NT - MMA_THREADS) / 32;
+  // The roles of a block's 512 threads: warp 0 loads (one lane issues the
+  // TMA copies), warps 1-7 run the epilogue, warpgroups 2 and 3 the MMAs.
+  constexpr int EPI_WARPS = 7, EPI_THREADS = EPI_WARPS * 32, MMA_THREADS = 256;
   // an epilogue warp's rows: e + 7 i, the first FULL of them below 128 for
   // every warp, one more for warps 0 and 1
   constexpr int FULL = BM / EPI_WARPS, EXTRA = BM % EPI_WARPS;
@@ -263,8 +243,8 @@ __device__ __forceinline__ void gemm16(const te_gemm16_params &p) {
   }
   __syncthreads();
 
-  if (warp < LOAD_WARPS) {
-    regs_dec<g16_regs<NT>::EPI>();
+  if (warp < 8) {
+    regs_dec<REGS_EPI>();
     if (warp == 0) {
       // The producer: stage it % ST of every k-tile it, in the order the
       // MMA warpgroups take them, once they have released it.
@@ -333,7 +313,7 @@ __device__ __forceinline__ void gemm16(const te_gemm16_params &p) {
       const uint4 none = make_uint4(0, 0, 0, 0);
       // the dGELU's aux three rows ahead, the first ones before the tile
       // is ready
-      constexpr int RB = WIDE ? 6 : 3;
+      constexpr int RB = 3;
       static_assert(FULL % RB == 0, "whole batches");
       uint4 x[RB], xn[RB];
       if (epi_kind<EPI>::bwd) {
@@ -389,18 +369,18 @@ __device__ __forceinline__ void gemm16(const te_gemm16_params &p) {
     return;
   }
 
-  regs_inc<g16_regs<NT>::MMA>();
+  regs_inc<REGS_MMA>();
   // The MMA warpgroups: rows 64 wg .. 64 wg + 63 of each output block,
   // k-tile by k-tile as the stages fill; then the block's values (alpha A
   // B + bias: D, or the GELU's pre-activation; the dGELU's alpha A B) in
   // the 16-bit type to the output tile in shared memory: four 128-byte
   // swizzled column blocks of 64, so a warp's fragment stores fall on 32
   // banks and the epilogue warps read whole rows.
-  const int wg = warp / 4 - LOAD_WARPS / 4, mw = warp % 4, g = lane / 4, tq = lane % 4;
+  const int wg = tid / 128 - 2, mw = warp % 4, g = lane / 4, tq = lane % 4;
   const int rl = wg * 64 + mw * 16 + g;  // this thread's rows rl and rl + 8 (rl % 8 == g)
   int it = 0;
   for (int tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
-    float acc[128];  // acc[64 h ..]: columns 128 h .. 128 h + 127 of the warpgroup's 64 rows
+    float acc[2][64];  // columns 128 h .. 128 h + 127 of the warpgroup's 64 rows
     for (int t = 0; t < kt; t++, it++) {
       const int s = it % ST;
       mbar_wait(full0 + 8 * s, (it / ST) & 1);
@@ -410,25 +390,13 @@ __device__ __forceinline__ void gemm16(const te_gemm16_params &p) {
       for (int kk = 0; kk < BK / 16; kk++) {
         const int accum = t > 0 || kk > 0;
         const uint64_t da = wg_desc_k(sa + wg * 64 * 128 + kk * 32);
-        if constexpr (WIDE) {
-          // all 256 columns in one MMA (A read from shared memory once, not
-          // once for each half): B's rows 1024 bytes an 8-row group apart,
-          // or its 64-column blocks BK * 128 bytes apart
-          if (BMN == 0)
-            wg_ss_n256<DT, 0, 0>(acc, da, wg_desc_k(sb + kk * 32), accum);
-          else
-            wg_ss_n256<DT, 0, 1>(acc, da, wg_desc_mn(sb + kk * 2048, BK * 128), accum);
-        } else {
 #pragma unroll
-          for (int h = 0; h < 2; h++) {
-            if (BMN == 0)
-              wg_ss_n128<DT, 0, 0>(acc + 64 * h, da, wg_desc_k(sb + h * 128 * 128 + kk * 32),
-                                   accum);
-            else
-              wg_ss_n128<DT, 0, 1>(acc + 64 * h, da,
-                                   wg_desc_mn(sb + h * 2 * BK * 128 + kk * 2048, BK * 128),
-                                   accum);
-          }
+        for (int h = 0; h < 2; h++) {
+          if (BMN == 0)
+            wg_ss_n128<DT, 0, 0>(acc[h], da, wg_desc_k(sb + h * 128 * 128 + kk * 32), accum);
+          else
+            wg_ss_n128<DT, 0, 1>(acc[h], da,
+                                 wg_desc_mn(sb + h * 2 * BK * 128 + kk * 2048, BK * 128), accum);
         }
       }
       wg_commit();
@@ -438,7 +406,7 @@ __device__ __forceinline__ void gemm16(const te_gemm16_params &p) {
     wg_wait<0>();
     if (lane == 0) mbar_arrive(empty0 + 8 * ((it - 1) % ST));
 #pragma unroll
-    for (int h = 0; h < 2; h++) wg_keep_all<64>(acc + 64 * h);
+    for (int h = 0; h < 2; h++) wg_keep_all<64>(acc[h]);
 
     bar_sync(BAR_EMPTY, HANDOFF);  // the epilogue warps are done with the last tile
 #pragma unroll
@@ -454,8 +422,8 @@ __device__ __forceinline__ void gemm16(const te_gemm16_params &p) {
 #pragma unroll
         for (int hr = 0; hr < 2; hr++)
           *reinterpret_cast<uint32_t *>(o + hr * 8 * 128) =
-              elem<DT>::pack(fmaf(acc[64 * h + 4 * j + 2 * hr], p.alpha, b.x),
-                             fmaf(acc[64 * h + 4 * j + 2 * hr + 1], p.alpha, b.y));
+              elem<DT>::pack(fmaf(acc[h][4 * j + 2 * hr], p.alpha, b.x),
+                             fmaf(acc[h][4 * j + 2 * hr + 1], p.alpha, b.y));
       }
     bar_arrive(BAR_FULL, HANDOFF);
   }
@@ -466,13 +434,12 @@ __device__ __forceinline__ void gemm16(const te_gemm16_params &p) {
 
 }  // namespace
 
-#define GEMM16_KERNEL_NT(name, DT, BMN, EPI, NT)                                    \
-  extern "C" __global__ void __launch_bounds__(NT, 1) name(TE_KSIG(TE_GEMM16_PARAMS)) { \
+#define GEMM16_KERNEL(name, DT, BMN, EPI)                                           \
+  extern "C" __global__ void __launch_bounds__(TE_GEMM16_THREADS, 1)                \
+      name(TE_KSIG(TE_GEMM16_PARAMS)) {                                             \
     te_pdl_enter();                                                                 \
-    gemm16<DT, BMN, EPI, NT>(p);                                                    \
+    gemm16<DT, BMN, EPI>(p);                                                        \
   }
-#define GEMM16_KERNEL(name, DT, BMN, EPI) \
-  GEMM16_KERNEL_NT(name, DT, BMN, EPI, TE_GEMM16_THREADS)
 #define GEMM16_EPIS(t, DT, b, BMN)                                                  \
   GEMM16_KERNEL(te_gemm16_##t##_##b##_lin, DT, BMN, EPI_LIN)                        \
   GEMM16_KERNEL(te_gemm16_##t##_##b##_gelu, DT, BMN, EPI_GELU)                      \
@@ -483,11 +450,6 @@ GEMM16_EPIS(bf16, BF16, kn, 0)
 GEMM16_EPIS(bf16, BF16, nk, 1)
 GEMM16_EPIS(f16, F16, kn, 0)
 GEMM16_EPIS(f16, F16, nk, 1)
-// the wide kernels (TE_GEMM16_THREADS_WIDE): the DAUX backward's product
-GEMM16_KERNEL_NT(te_gemm16_bf16_kn_dmul_w, BF16, 0, EPI_DMUL, TE_GEMM16_THREADS_WIDE)
-GEMM16_KERNEL_NT(te_gemm16_bf16_nk_dmul_w, BF16, 1, EPI_DMUL, TE_GEMM16_THREADS_WIDE)
-GEMM16_KERNEL_NT(te_gemm16_f16_kn_dmul_w, F16, 0, EPI_DMUL, TE_GEMM16_THREADS_WIDE)
-GEMM16_KERNEL_NT(te_gemm16_f16_nk_dmul_w, F16, 1, EPI_DMUL, TE_GEMM16_THREADS_WIDE)
 
 // The bias gradient from the parts (TE_GEMM16_BGRAD_PARAMS): lane l of a
 // column adds parts l, l + LANES, ... in order; lane 0 then the lanes.

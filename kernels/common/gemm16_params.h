@@ -19,11 +19,8 @@
 #define TE_GEMM16_BN 256     /* columns of D a block computes */
 #define TE_GEMM16_BK 64      /* k a pipeline stage holds */
 #define TE_GEMM16_STAGES 3   /* stages in shared memory, filled by the TMA */
-/* a loading warp and seven epilogue warps, then two MMA warpgroups; the
- * wide kernels (te_gemm16_*_dmul_w): a loading warp and three epilogue
- * warps, then two MMA warpgroups of one m64n256k16 MMA a k-step */
+/* a loading warp and seven epilogue warps, then two MMA warpgroups */
 #define TE_GEMM16_THREADS 512
-#define TE_GEMM16_THREADS_WIDE 384
 /* shared memory: the stages, the output tile (the 16-bit values the
  * epilogue warps take), the epilogue warps' column sums, the bias, the
  * stages' mbarriers, and 1 KiB to align the stages */

@@ -34,12 +34,6 @@ TE_PARAM_INT(gemm_own_param, "TECORE_GEMM_OWN", 1, 0, 2,
              "those with a GELU or dGELU epilogue; 2 also those without epilogue or with a "
              "bias")
 
-TE_PARAM_INT(gemm16_wide_param, "TECORE_GEMM16_WIDE", 0, 0, 1,
-             "1: the DAUX backward (the product with gelu') on libte's own GEMM runs the wide "
-             "kernel: 384 threads, one m64n256k16 MMA a k-step (A read from shared memory "
-             "once), three epilogue warps; 0: 512 threads, two m64n128k16 MMAs, seven "
-             "epilogue warps")
-
 TE_KARGS(te_gemm16_args, TE_GEMM16_PARAMS)
 TE_KARGS(te_gemm16_bgrad_args, TE_GEMM16_BGRAD_PARAMS)
 
@@ -55,25 +49,19 @@ TE_KARGS(te_gemm16_bgrad_args, TE_GEMM16_BGRAD_PARAMS)
 static const struct tecore_kernel_def g16_kernels[] = {
     G16_SET("te_gemm16"),
     TE_KDEF("te_gemm16_bgrad", NULL, TE_GEMM16_BGRAD_PARAMS),
-    /* the wide kernels (TE_GEMM16_THREADS_WIDE) of the product epilogue */
-    TE_KDEF("te_gemm16_bf16_kn_dmul_w", NULL, TE_GEMM16_PARAMS),
-    TE_KDEF("te_gemm16_bf16_nk_dmul_w", NULL, TE_GEMM16_PARAMS),
-    TE_KDEF("te_gemm16_f16_kn_dmul_w", NULL, TE_GEMM16_PARAMS),
-    TE_KDEF("te_gemm16_f16_nk_dmul_w", NULL, TE_GEMM16_PARAMS),
 };
 #define G16_EPIS 5
 #define K_BGRAD (4 * G16_EPIS)
-#define K_DMUL_W (K_BGRAD + 1)
 #define A16 TE_KALIGN(TE_GEMM16_PARAMS)
 #define A16_5 A16, A16, A16, A16, A16
 #define A16_SET A16_5, A16_5, A16_5, A16_5
 static const struct te_kalign g16_align[] = {
-    A16_SET, TE_KALIGN(TE_GEMM16_BGRAD_PARAMS), A16, A16, A16, A16,
+    A16_SET, TE_KALIGN(TE_GEMM16_BGRAD_PARAMS),
 };
 TE_KERNEL_TABLE_FATBIN_ALIGNED(g16_first_id, "libtecore/gemm16", g16_kernels, g16_align, gemm16)
 
 enum { EPI_LIN, EPI_GELU, EPI_DGELU, EPI_GELUD, EPI_DMUL };
-_Static_assert(TE_ARRAY_SIZE(g16_kernels) == K_DMUL_W + 4, "the kernel table's layout");
+_Static_assert(TE_ARRAY_SIZE(g16_kernels) == K_BGRAD + 1, "the kernel table's layout");
 
 /* 1 where the kernels run: sm_90a code in the build and compute
  * capability 9.0 (cc 90). */
@@ -189,16 +177,13 @@ tecore_result_t te_gemm16_run(const struct te_gemm_problem *p, tecore_devptr_t w
   TE_CHECK(te_cuda_device_sms(dev, &sms));
   size_t grid = (size_t)(sms > 0 ? sms : 1);
   if (grid > tiles) grid = tiles;
-  const int wide = epi == EPI_DMUL && tecore_tunable_int(&gemm16_wide_param) != 0;
   struct tecore_launch_cfg cfg = {
-      .grid = {(unsigned)grid, 1, 1},
-      .block = {wide ? TE_GEMM16_THREADS_WIDE : TE_GEMM16_THREADS, 1, 1},
+      .grid = {(unsigned)grid, 1, 1}, .block = {TE_GEMM16_THREADS, 1, 1},
       .shared_bytes = TE_GEMM16_SMEM};
   struct te_gemm16_args a = {.p = &kp};
   void *args[TE_KNPARAMS(TE_GEMM16_PARAMS)];
   te_gemm16_args_ptrs(&a, args);
-  const int kid = wide ? K_DMUL_W + f16 * 2 + nk : (f16 * 2 + nk) * G16_EPIS + epi;
-  TE_CHECK(te_kernel_launch_pdl(id + kid, &cfg, args, stream));
+  TE_CHECK(te_kernel_launch_pdl(id + (f16 * 2 + nk) * G16_EPIS + epi, &cfg, args, stream));
   if (!part_bytes) return TECORE_SUCCESS;
 
   struct te_gemm16_bgrad_args b = {.out = TE_DPTR(p->bias), .part = TE_DPTR(ws),
