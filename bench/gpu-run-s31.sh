@@ -50,6 +50,9 @@
 # Phase e result (c5): correct; the DAUX backward 369 us against 323, the
 # step 57.38-58.07 ms against 56.54-56.66 (reverted: 278e3eb; the phase
 # needs 2d6839a's code to run again).
+# Phase f: the final code's checks under cuda (the families this session
+# touched and the fuser, graph and te-gpt suites) and the step once more
+# beside torch.compile.
 set -u
 default_phases="a"
 . "$(dirname "$0")/gpu-lib.sh"
@@ -137,4 +140,19 @@ if has e; then
   step small-peer20 python3 bench/gpt_peer.py speed --model gpt2-124m --batch 32 --compile --steps 20 --warmup 3
   step small-2 $small
   step small-wide2 env TECORE_GEMM16_WIDE=1 $small
+fi
+if has f; then
+  make -s tools/te-gpt $(for t in xent embedding norm ops transformer attention attn_cudnn gemm; do
+    echo t/core/check_$t; done) t/graph/check_graph_seq t/graph/check_graph_callable > /dev/null 2>&1
+  step small-1 $small
+  step small-peer20 python3 bench/gpt_peer.py speed --model gpt2-124m --batch 32 --compile --steps 20 --warmup 3
+  step small-2 $small
+  for t in xent embedding norm ops transformer attention attn_cudnn; do
+    STEP_TIMEOUT=120 step check_$t env TE_DEVICE=cuda t/core/check_$t
+  done
+  STEP_TIMEOUT=150 step check_gemm env TE_DEVICE=cuda CK_RUN_CASE=reference t/core/check_gemm
+  STEP_TIMEOUT=120 step check_graph_seq env TE_DEVICE=cuda t/graph/check_graph_seq
+  STEP_TIMEOUT=120 step check_graph_callable env TE_DEVICE=cuda t/graph/check_graph_callable
+  STEP_TIMEOUT=240 step te-gpt-sh make -s check TESTS=t/demo/te-gpt.sh TE_DEVICE=cuda
+  cp t/demo/te-gpt.sh.log "$out/" 2>/dev/null
 fi
