@@ -53,6 +53,10 @@
 # Phase f: the final code's checks under cuda (the families this session
 # touched and the fuser, graph and te-gpt suites) and the step once more
 # beside torch.compile.
+# Phase f result (c6): every check passes but t/demo/te-gpt.sh (its log did
+# not come back); the step 57.04 / 57.08 ms against 68.86.
+# Phase g result (c7: the log's name was wrong; c8): te-gpt.sh fails only
+# "te-gpt --profile lists no te_attn" (fixed in 4826710).
 set -u
 default_phases="a"
 . "$(dirname "$0")/gpu-lib.sh"
