@@ -55,6 +55,8 @@
 # beside torch.compile.
 # Phase f result (c6): every check passes but t/demo/te-gpt.sh (its log did
 # not come back); the step 57.04 / 57.08 ms against 68.86.
+# Phase g: t/demo/te-gpt.sh under cuda again, its log kept (phase f's
+# failed, and its log did not come back).
 # Phase g result (c7: the log's name was wrong; c8): te-gpt.sh fails only
 # "te-gpt --profile lists no te_attn" (fixed in 4826710).
 set -u
@@ -159,8 +161,6 @@ if has f; then
   STEP_TIMEOUT=240 step te-gpt-sh make -s check TESTS=t/demo/te-gpt.sh TE_DEVICE=cuda
   step te-gpt-sh-log sh -c "cat t/demo/te-gpt.log || cat test-suite.log"
 fi
-# Phase g: t/demo/te-gpt.sh under cuda again, its log kept (phase f's
-# failed, and its log did not come back).
 if has g; then
   STEP_TIMEOUT=300 step te-gpt-sh make -s check TESTS=t/demo/te-gpt.sh TE_DEVICE=cuda
   step te-gpt-sh-log sh -c "cat t/demo/te-gpt.log || cat test-suite.log"
