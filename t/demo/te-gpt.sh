@@ -302,8 +302,8 @@ done
   { echo "FAIL: te-gpt --profile fails"; cat "$tmp/prof.err"; fail=1; }
 # (attention: libte's kernels te_attn_* on vdev, cuDNN's cudnn_sdpa_* rows
 # on a GPU, which with fixed lengths launch no kernel of libte's)
-for k in gemm "te_attn\|cudnn_sdpa" te_optim_adam te_xent te_norm; do
-  grep -q "^\($k\)" "$tmp/prof.err" ||
+for k in gemm "te_attn|cudnn_sdpa" te_optim_adam te_xent te_norm; do
+  grep -E -q "^($k)" "$tmp/prof.err" ||
     { echo "FAIL: te-gpt --profile lists no $k"; cat "$tmp/prof.err"; fail=1; }
 done
 # --plan: the fuser's plans, forward and backward; delayed FP8 (every
