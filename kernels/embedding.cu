@@ -351,16 +351,7 @@ __device__ void emb_rows_elem(const bwd_k &a, unsigned long long c0, long long v
 
 template <int DW>
 __device__ __forceinline__ void emb_round8(float *v) {
-  if constexpr (DW != TE_FP8_DT_F32) {
-    uint4 u;
-    if constexpr (DW == TE_FP8_DT_BF16)
-      u = make_uint4(te_dev_bf16x2(v[0], v[1]), te_dev_bf16x2(v[2], v[3]),
-                     te_dev_bf16x2(v[4], v[5]), te_dev_bf16x2(v[6], v[7]));
-    else
-      u = make_uint4(te_dev_f16x2(v[0], v[1]), te_dev_f16x2(v[2], v[3]),
-                     te_dev_f16x2(v[4], v[5]), te_dev_f16x2(v[6], v[7]));
-    te_dev_unpack8t<DW>(u, v);
-  }
+  if constexpr (DW != TE_FP8_DT_F32) te_dev_unpack8t<DW>(te_dev_pack8t<DW>(v), v);
 }
 
 template <int DY, int DW>

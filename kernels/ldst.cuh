@@ -159,20 +159,24 @@ __device__ __forceinline__ void te_dev_unpack8t(uint4 u, float *v) {
     }
   }
 }
+// 8 floats rounded to a 16-bit type (BF16 or F16), packed as te_dev_unpack8t reads them.
+template <int DT>
+__device__ __forceinline__ uint4 te_dev_pack8t(const float *v) {
+  if constexpr (DT == TE_FP8_DT_BF16)
+    return make_uint4(te_dev_bf16x2(v[0], v[1]), te_dev_bf16x2(v[2], v[3]),
+                      te_dev_bf16x2(v[4], v[5]), te_dev_bf16x2(v[6], v[7]));
+  else
+    return make_uint4(te_dev_f16x2(v[0], v[1]), te_dev_f16x2(v[2], v[3]),
+                      te_dev_f16x2(v[4], v[5]), te_dev_f16x2(v[6], v[7]));
+}
 template <int DT>
 __device__ __forceinline__ void te_dev_st8t(void *p, uint64_t i, const float *v) {
   if constexpr (DT == TE_FP8_DT_F32) {
     float4 *q = (float4 *)((float *)p + i);
     q[0] = make_float4(v[0], v[1], v[2], v[3]);
     q[1] = make_float4(v[4], v[5], v[6], v[7]);
-  } else if constexpr (DT == TE_FP8_DT_BF16) {
-    *(uint4 *)((uint16_t *)p + i) =
-        make_uint4(te_dev_bf16x2(v[0], v[1]), te_dev_bf16x2(v[2], v[3]),
-                   te_dev_bf16x2(v[4], v[5]), te_dev_bf16x2(v[6], v[7]));
-  } else if constexpr (DT == TE_FP8_DT_F16) {
-    *(uint4 *)((uint16_t *)p + i) =
-        make_uint4(te_dev_f16x2(v[0], v[1]), te_dev_f16x2(v[2], v[3]),
-                   te_dev_f16x2(v[4], v[5]), te_dev_f16x2(v[6], v[7]));
+  } else if constexpr (DT == TE_FP8_DT_BF16 || DT == TE_FP8_DT_F16) {
+    *(uint4 *)((uint16_t *)p + i) = te_dev_pack8t<DT>(v);
   } else {
     uint32_t lo = te_dev_fp8x2(v[0], v[1], DT) | (te_dev_fp8x2(v[2], v[3], DT) << 16);
     uint32_t hi = te_dev_fp8x2(v[4], v[5], DT) | (te_dev_fp8x2(v[6], v[7], DT) << 16);
