@@ -56,7 +56,7 @@ tecore_result_t te_accum_f32(tecore_seq_t *s, tecore_devptr_t dst, tecore_devptr
     TE_CHECK(te_cast(s, s->dvec_tmp, TECORE_DTYPE_F32, src, dt, n, stream));
     src = s->dvec_tmp;
   }
-  return tecore_scale_add(dst, dst, 1.0f, src, 1.0f, TECORE_DTYPE_F32, n, stream);
+  return te_grad_add(dst, src, n, stream);
 }
 
 /* Where a kernel writes an F32 parameter gradient: straight into grad
