@@ -1,0 +1,41 @@
+#!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
+# bench/gpu-run-s32.sh -- session 32's GPU checks, from the top of a
+# configured and built tree (.devdeps/run builds it):
+#
+#     bash .devdeps/run 'T=$OUT; OUT=/tmp/o TAR=$T/r.tgz PHASES=a bash bench/gpu-run-s32.sh'
+#
+# Outputs: bench/2026-12-07/c1 (phase a) ..; record: bench/2026-12-07-gpu.md.
+# Phase a: libte's own 16-bit GEMM in clusters of two blocks that share
+# B's tiles through the TMA's multicast (TECORE_GEMM16_CLUSTER=2, the
+# default; 1: every block alone): check_gemm's reference case under cuda
+# (the own shapes: odd and even rows of blocks), te-bench --gemm both
+# ways (the GELU rows; TECORE_GEMM_OWN=2 the plain ones), GPT-2 124M's
+# step both ways beside torch.compile's, check_transformer; Nsight
+# Compute's throughputs of the fc1 forward kernel both ways.
+set -u
+default_phases="a"
+. "$(dirname "$0")/gpu-lib.sh"
+gpt=tools/te-gpt
+small="$gpt --model gpt2-124m --synthetic --batch 32 --steps 20 --eval-every 0 --sample 0 --json"
+prof="$gpt --model gpt2-124m --synthetic --batch 32 --steps 3 --eval-every 0 --sample 0 --profile"
+peer="python3 bench/gpt_peer.py speed --model gpt2-124m --batch 32 --compile --steps 20 --warmup 3"
+ncu="/usr/local/cuda/bin/ncu --clock-control none --section SpeedOfLight --section MemoryWorkloadAnalysis --kernel-name regex:te_gemm16_bf16_.*_gelud --launch-skip 2 --launch-count 1"
+step machine sh -c 'nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm,power.limit --format=csv; nvcc --version | tail -2'
+if has a; then
+  make -s tools/te-gpt tools/te-bench t/core/check_gemm t/core/check_transformer > /dev/null 2>&1
+  step check_gemm env TE_DEVICE=cuda CK_RUN_CASE=reference t/core/check_gemm
+  step bench-gemm tools/te-bench --gemm
+  step bench-gemm-alone env TECORE_GEMM16_CLUSTER=1 tools/te-bench --gemm
+  if grep -q "^ok.*gemm_own_shapes" "$out/check_gemm.txt"; then
+    step small-1 $small
+    step small-peer20 $peer
+    step small-alone env TECORE_GEMM16_CLUSTER=1 $small
+    step small-2 $small
+  fi
+  step bench-gemm-own env TECORE_GEMM_OWN=2 tools/te-bench --gemm
+  step bench-gemm-own-alone env TECORE_GEMM_OWN=2 TECORE_GEMM16_CLUSTER=1 tools/te-bench --gemm
+  step check_transformer env TE_DEVICE=cuda t/core/check_transformer
+  step ncu-gemm $ncu tools/te-bench --gemm
+  step ncu-gemm-alone env TECORE_GEMM16_CLUSTER=1 $ncu tools/te-bench --gemm
+fi
