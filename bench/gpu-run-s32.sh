@@ -13,6 +13,16 @@
 # ways (the GELU rows; TECORE_GEMM_OWN=2 the plain ones), GPT-2 124M's
 # step both ways beside torch.compile's, check_transformer; Nsight
 # Compute's throughputs of the fc1 forward kernel both ways.
+# Phase a result (c1): correct (check_gemm 11/11, 128 own GEMMs;
+# check_transformer 17/17) and slower: the fc1 forward with gelu' 0.414 ms
+# against 0.302 alone, the DAUX backward 0.451 against 0.305, plain
+# 32768x768x3072 0.382 against 0.274; the step 58.20 / 58.28 ms against
+# 55.79 alone (torch.compile 68.67).  Nsight Compute: alone, L2 55%,
+# L1 58%, SM 55%, DRAM 44% -- nothing saturated; in pairs L2 69%.
+# Phase b: where the own GEMM's warps wait: Nsight Compute's full set with
+# its per-instruction stall samples (the source page as CSV) for the fc1
+# forward (gelu' as aux) and the fc2 dgrad (the DAUX product) alone, and
+# the fc1 forward in pairs.
 set -u
 default_phases="a"
 . "$(dirname "$0")/gpu-lib.sh"
@@ -38,4 +48,24 @@ if has a; then
   step check_transformer env TE_DEVICE=cuda t/core/check_transformer
   step ncu-gemm $ncu tools/te-bench --gemm
   step ncu-gemm-alone env TECORE_GEMM16_CLUSTER=1 $ncu tools/te-bench --gemm
+fi
+if has b; then
+  make -s tools/te-bench > /dev/null 2>&1
+  full="/usr/local/cuda/bin/ncu --clock-control none --set full --import-source no --launch-skip 3 --launch-count 1"
+  export_rep() {
+    /usr/local/cuda/bin/ncu --import "$1.ncu-rep" --page details > "$1-details.txt" 2>&1
+    /usr/local/cuda/bin/ncu --import "$1.ncu-rep" --page source --csv --print-source sass \
+      2>&1 | gzip > "$1-source.csv.gz"
+    rm -f "$1.ncu-rep"
+  }
+  step ncu-gelud env TECORE_GEMM16_CLUSTER=1 $full --kernel-name regex:te_gemm16_bf16_kn_gelud \
+    -o "$out/gelud" tools/te-bench --gemm
+  export_rep "$out/gelud"
+  step ncu-dmul env TECORE_GEMM16_CLUSTER=1 $full --kernel-name regex:te_gemm16_bf16_nk_dmul \
+    -o "$out/dmul" tools/te-bench --gemm
+  export_rep "$out/dmul"
+  step ncu-gelud-pair env TECORE_GEMM16_CLUSTER=2 $full --kernel-name regex:te_gemm16_bf16_kn_gelud \
+    -o "$out/gelud-pair" tools/te-bench --gemm
+  export_rep "$out/gelud-pair"
+  step done true
 fi
