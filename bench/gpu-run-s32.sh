@@ -23,6 +23,19 @@
 # its per-instruction stall samples (the source page as CSV) for the fc1
 # forward (gelu' as aux) and the fc2 dgrad (the DAUX product) alone, and
 # the fc1 forward in pairs.
+# Phase b result (c2, 3): alone, the MMA warps wait at the stages' full
+# barrier (13% of all samples of the fc1 forward, 15% of the DAUX
+# product's), the epilogue warps wait for the tile (17%: they keep up),
+# the DAUX epilogue waits on its aux loads (17%); the three 64-deep stages
+# leave the TMA one k-tile of MMAs (about 1000 cycles) to land a stage.
+# In pairs 28% more wait at the cluster-scope release of the remote
+# arrive (MEMBAR.ALL.GPU, ERRBAR in every k-step).
+# Phase c: six stages of k = 32 (the same shared memory; the TMA has four
+# 32-deep k-steps, twice the time, to land one), the pairs' remote
+# arrive without the cluster-scope fence: check_gemm's reference case
+# under cuda, te-bench --gemm in pairs and alone, GPT-2's step both ways
+# beside torch.compile's, check_transformer, the plain rows
+# (TECORE_GEMM_OWN=2) both ways, the stall samples again.
 set -u
 default_phases="a"
 . "$(dirname "$0")/gpu-lib.sh"
@@ -67,5 +80,32 @@ if has b; then
   step ncu-gelud-pair env TECORE_GEMM16_CLUSTER=2 $full --kernel-name regex:te_gemm16_bf16_kn_gelud \
     -o "$out/gelud-pair" tools/te-bench --gemm
   export_rep "$out/gelud-pair"
+  step done true
+fi
+if has c; then
+  make -s tools/te-gpt tools/te-bench t/core/check_gemm t/core/check_transformer > /dev/null 2>&1
+  step check_gemm env TE_DEVICE=cuda CK_RUN_CASE=reference t/core/check_gemm
+  if grep -q "^ok.*gemm_own_shapes" "$out/check_gemm.txt"; then
+    step bench-gemm tools/te-bench --gemm
+    step bench-gemm-alone env TECORE_GEMM16_CLUSTER=1 tools/te-bench --gemm
+    step small-1 $small
+    step small-peer20 $peer
+    step small-alone env TECORE_GEMM16_CLUSTER=1 $small
+    step small-2 $small
+    step check_transformer env TE_DEVICE=cuda t/core/check_transformer
+    step bench-gemm-own env TECORE_GEMM_OWN=2 tools/te-bench --gemm
+    step bench-gemm-own-alone env TECORE_GEMM_OWN=2 TECORE_GEMM16_CLUSTER=1 tools/te-bench --gemm
+    full="/usr/local/cuda/bin/ncu --clock-control none --set full --import-source no --launch-skip 3 --launch-count 1"
+    step ncu-gelud env TECORE_GEMM16_CLUSTER=1 $full --kernel-name regex:te_gemm16_bf16_kn_gelud \
+      -o "$out/gelud" tools/te-bench --gemm
+    /usr/local/cuda/bin/ncu --import "$out/gelud.ncu-rep" --page source --csv --print-source sass \
+      2>&1 | gzip > "$out/gelud-source.csv.gz"
+    rm -f "$out/gelud.ncu-rep"
+    step ncu-gelud-pair env TECORE_GEMM16_CLUSTER=2 $full --kernel-name regex:te_gemm16_bf16_kn_gelud \
+      -o "$out/gelud-pair" tools/te-bench --gemm
+    /usr/local/cuda/bin/ncu --import "$out/gelud-pair.ncu-rep" --page source --csv --print-source sass \
+      2>&1 | gzip > "$out/gelud-pair-source.csv.gz"
+    rm -f "$out/gelud-pair.ncu-rep"
+  fi
   step done true
 fi

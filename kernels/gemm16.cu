@@ -62,7 +62,9 @@
 namespace {
 
 constexpr int BM = TE_GEMM16_BM, BK = TE_GEMM16_BK;
-static_assert(BK == 64, "a stage is one 128-byte column block of k");
+// A stage holds k of 32: A's and a B [n][k]'s rows are 64 bytes (the
+// 64-byte swizzle), a B [k][n]'s 32 rows of 128-byte column blocks.
+static_assert(BK == 32, "a stage is k of 32: rows of 64 bytes");
 static_assert(BM == 128, "two MMA warpgroups of 64 rows");
 
 // GELU and its derivative on the special-function unit (ex2.approx,
@@ -138,13 +140,15 @@ __device__ __forceinline__ void tma_load_mc(uint32_t dst, const te_gemm16_tmap *
       : "memory");
 }
 // An arrival on the mbarrier at bar in the cluster's CTA `rank` (this
-// one's own included), releasing what this thread did before at cluster
-// scope: the peer's producer may then write the stage with its TMA.
+// one's own included): the warp's MMAs are done reading the stage (their
+// wgmma wait returned), and the peer's producer may write it with its TMA.
+// The default release is the CTA's: at cluster scope it is a fence
+// (MEMBAR, ERRBAR) in every MMA warp's k-loop, which Nsight Compute found
+// in 28% of the pairs' stall samples (bench/2026-12-07-gpu.md).
 __device__ __forceinline__ void mbar_arrive_cta(uint32_t bar, uint32_t rank) {
   uint32_t remote;
   asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(remote) : "r"(bar), "r"(rank));
-  asm volatile("mbarrier.arrive.release.cluster.shared::cluster.b64 _, [%0];\n" ::"r"(remote)
-               : "memory");
+  asm volatile("mbarrier.arrive.shared::cluster.b64 _, [%0];\n" ::"r"(remote) : "memory");
 }
 // Every thread of the cluster: the CTAs' mbarriers initialized before any
 // peer signals them, and no CTA's shared memory freed while a peer may
@@ -284,7 +288,8 @@ __device__ __forceinline__ void gemm16(const te_gemm16_params &p) {
   typedef typename elem<DT>::t T;
   constexpr int BN = TE_GEMM16_BN, ST = TE_GEMM16_STAGES;
   static_assert(BN == 256, "two m64n128 MMAs a k-step, 32 16-byte chunks an output row");
-  constexpr uint32_t A_BYTES = BM * BK * 2, STAGE = A_BYTES + BN * BK * 2, BH = BN / 2 * 128;
+  constexpr int ROWB = BK * 2;  // bytes of a K-major row in a stage
+  constexpr uint32_t A_BYTES = BM * BK * 2, STAGE = A_BYTES + BN * BK * 2, BH = BN / 2 * ROWB;
   constexpr uint32_t OUT = ST * STAGE, OUT_BYTES = BM * BN * 2, SUMS = OUT + OUT_BYTES;
   constexpr uint32_t BIAS = SUMS + EPI_WARPS * BN * 4, BARS = BIAS + BN * 4;
   static_assert(BARS + 2 * ST * 8 + 1024 <= TE_GEMM16_SMEM, "the shared memory asked for");
@@ -481,11 +486,11 @@ __device__ __forceinline__ void gemm16(const te_gemm16_params &p) {
 #pragma unroll
       for (int kk = 0; kk < BK / 16; kk++) {
         const int accum = t > 0 || kk > 0;
-        const uint64_t da = wg_desc_k(sa + wg * 64 * 128 + kk * 32);
+        const uint64_t da = wg_desc_k64(sa + wg * 64 * ROWB + kk * 32);
 #pragma unroll
         for (int h = 0; h < 2; h++) {
           if (BMN == 0)
-            wg_ss_n128<DT, 0, 0>(acc[h], da, wg_desc_k(sb + h * 128 * 128 + kk * 32), accum);
+            wg_ss_n128<DT, 0, 0>(acc[h], da, wg_desc_k64(sb + h * 128 * ROWB + kk * 32), accum);
           else
             wg_ss_n128<DT, 0, 1>(acc[h], da,
                                  wg_desc_mn(sb + h * 2 * BK * 128 + kk * 2048, BK * 128), accum);

@@ -17,8 +17,8 @@
 
 #define TE_GEMM16_BM 128     /* rows of D a block computes (two warpgroups of 64) */
 #define TE_GEMM16_BN 256     /* columns of D a block computes */
-#define TE_GEMM16_BK 64      /* k a pipeline stage holds */
-#define TE_GEMM16_STAGES 3   /* stages in shared memory, filled by the TMA */
+#define TE_GEMM16_BK 32      /* k a pipeline stage holds */
+#define TE_GEMM16_STAGES 6   /* stages in shared memory, filled by the TMA */
 /* a loading warp and seven epilogue warps, then two MMA warpgroups */
 #define TE_GEMM16_THREADS 512
 /* shared memory: the stages, the output tile (the 16-bit values the
@@ -43,8 +43,9 @@ typedef struct te_gemm16_tmap {
 } te_gemm16_tmap;
 
 struct te_gemm16_params {
-  te_gemm16_tmap ta;  /* A: [m][k], boxes of 128 rows x 64 k, 128-byte swizzle */
-  te_gemm16_tmap tb;  /* B [n][k]: 256 rows x 64 k; B [k][n]: 64 k-rows x 64 n */
+  te_gemm16_tmap ta;  /* A: [m][k], boxes of 128 rows x 32 k, 64-byte swizzle */
+  te_gemm16_tmap tb;  /* B [n][k]: 128 rows x 32 k (64-byte swizzle); B [k][n]: 32
+                       * k-rows x 64 n (128-byte swizzle) */
   void *d;
   const void *bias;   /* 0: none */
   void *aux;          /* GELU: written (the pre-activation); dGELU: read */

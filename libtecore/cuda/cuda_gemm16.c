@@ -176,16 +176,17 @@ static int g16_pair_slots(int id, CUdevice dev) {
 }
 
 /* A 2-D tensor map of 16-bit elements: rows of `cols` elements `ld` apart,
- * boxes of box_rows x 64 (128 bytes, the 128-byte swizzle wgmma reads). */
+ * boxes of box_rows x box_cols (64 or 32: 128 or 64 bytes, swizzled so,
+ * as wgmma reads them). */
 static tecore_result_t g16_tmap(te_gemm16_tmap *out, int f16, tecore_devptr_t base, int64_t cols,
-                                int64_t rows, int64_t ld, unsigned box_rows) {
+                                int64_t rows, int64_t ld, unsigned box_cols, unsigned box_rows) {
   CUtensorMap m;
   cuuint64_t dim[2] = {(cuuint64_t)cols, (cuuint64_t)rows}, stride[1] = {(cuuint64_t)ld * 2};
-  cuuint32_t box[2] = {64, box_rows}, step[2] = {1, 1};
+  cuuint32_t box[2] = {box_cols, box_rows}, step[2] = {1, 1};
   TE_CHECK(TE_CU(cuTensorMapEncodeTiled, &m,
                  f16 ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16 : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2,
                  (void *)(uintptr_t)base, dim, stride, box, step, CU_TENSOR_MAP_INTERLEAVE_NONE,
-                 CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+                 box_cols == 64 ? CU_TENSOR_MAP_SWIZZLE_128B : CU_TENSOR_MAP_SWIZZLE_64B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
                  CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE));
   _Static_assert(sizeof m == sizeof *out, "a CUtensorMap is 128 bytes");
   memcpy(out, &m, sizeof m);
@@ -206,14 +207,15 @@ tecore_result_t te_gemm16_run(const struct te_gemm_problem *p, tecore_devptr_t w
       .aux = TE_DPTR(p->aux), .part = part_bytes ? TE_DPTR(ws) : NULL,
       .ldd = (long long)p->n, .m = (int)p->m, .n = (int)p->n, .k = (int)p->k,
       .alpha = p->alpha};
-  /* A [m][k] in boxes of 128 rows; B [n][k] in boxes of 128 rows (two a
-   * block's tile, or one from each block of a pair), or B [k][n] in boxes
-   * of 64 k-rows x 64 columns */
-  TE_CHECK(g16_tmap(&kp.ta, f16, p->a.data, p->k, p->m, p->a.si, TE_GEMM16_BM));
+  /* A [m][k] in boxes of 128 rows x the stage's k; B [n][k] in boxes of
+   * 128 rows (two a block's tile, or one from each block of a pair), or B
+   * [k][n] in boxes of the stage's k-rows x 64 columns */
+  TE_CHECK(g16_tmap(&kp.ta, f16, p->a.data, p->k, p->m, p->a.si, TE_GEMM16_BK, TE_GEMM16_BM));
   if (nk)
-    TE_CHECK(g16_tmap(&kp.tb, f16, p->b.data, p->n, p->k, p->b.sk, TE_GEMM16_BK));
+    TE_CHECK(g16_tmap(&kp.tb, f16, p->b.data, p->n, p->k, p->b.sk, 64, TE_GEMM16_BK));
   else
-    TE_CHECK(g16_tmap(&kp.tb, f16, p->b.data, p->k, p->n, p->b.si, TE_GEMM16_BN / 2));
+    TE_CHECK(g16_tmap(&kp.tb, f16, p->b.data, p->k, p->n, p->b.si, TE_GEMM16_BK,
+                      TE_GEMM16_BN / 2));
   const size_t tiles = p->m / TE_GEMM16_BM * (p->n / TE_GEMM16_BN);
   const int kid = id + (f16 * 2 + nk) * G16_EPIS + epi;
   /* persistent blocks: one an SM, each taking every grid-th output block;
