@@ -36,6 +36,20 @@
 # under cuda, te-bench --gemm in pairs and alone, GPT-2's step both ways
 # beside torch.compile's, check_transformer, the plain rows
 # (TECORE_GEMM_OWN=2) both ways, the stall samples again.
+# Phase c result (c3, 4): correct (check_gemm 11/11, check_transformer
+# 17/17); the full-barrier waits fall (13% to 5% alone, 2% in pairs), but
+# alone the kernels are slower (fc1 with gelu' 0.331 ms, plain 32768 x
+# 2304 x 768 0.222 against c1's 0.302 and 0.191 with 64-deep stages); in
+# pairs plain GEMMs gain 10% (0.245 against 0.271 alone at 32768 x 768 x
+# 3072) and the GELU ones do not (0.307-0.318, the DAUX product
+# 0.317-0.321); the step 56.97 / 56.86 ms in pairs, 56.58 alone
+# (torch.compile 69.05).
+# Phase d: both stage depths in one build (TECORE_GEMM16_STAGE_K 64, the
+# default, or 32) and the pairs' cheap arrive with 64-deep stages:
+# check_gemm's reference case (pairs and 64-deep stages, the defaults),
+# te-bench --gemm with 64-deep stages in pairs and alone and 32-deep in
+# pairs, GPT-2's step each way beside torch.compile's, t/demo/te-gpt.sh
+# and check_transformer under cuda with the defaults.
 set -u
 default_phases="a"
 . "$(dirname "$0")/gpu-lib.sh"
@@ -106,6 +120,25 @@ if has c; then
     /usr/local/cuda/bin/ncu --import "$out/gelud-pair.ncu-rep" --page source --csv --print-source sass \
       2>&1 | gzip > "$out/gelud-pair-source.csv.gz"
     rm -f "$out/gelud-pair.ncu-rep"
+  fi
+  step done true
+fi
+if has d; then
+  make -s tools/te-gpt tools/te-bench t/core/check_gemm t/core/check_transformer > /dev/null 2>&1
+  step check_gemm env TE_DEVICE=cuda CK_RUN_CASE=reference t/core/check_gemm
+  if grep -q "^ok.*gemm_own_shapes" "$out/check_gemm.txt"; then
+    step bench-gemm tools/te-bench --gemm
+    step bench-gemm-alone env TECORE_GEMM16_CLUSTER=1 tools/te-bench --gemm
+    step bench-gemm-k32 env TECORE_GEMM16_STAGE_K=32 tools/te-bench --gemm
+    step small-1 $small
+    step small-peer20 $peer
+    step small-alone env TECORE_GEMM16_CLUSTER=1 $small
+    step small-k32 env TECORE_GEMM16_STAGE_K=32 $small
+    step small-2 $small
+    step small-alone2 env TECORE_GEMM16_CLUSTER=1 $small
+    STEP_TIMEOUT=200 step te-gpt-sh make -s check TESTS=t/demo/te-gpt.sh TE_DEVICE=cuda
+    step te-gpt-sh-log sh -c "cat t/demo/te-gpt.log || cat test-suite.log"
+    step check_transformer env TE_DEVICE=cuda t/core/check_transformer
   fi
   step done true
 fi

@@ -61,10 +61,11 @@
 
 namespace {
 
-constexpr int BM = TE_GEMM16_BM, BK = TE_GEMM16_BK;
-// A stage holds k of 32: A's and a B [n][k]'s rows are 64 bytes (the
-// 64-byte swizzle), a B [k][n]'s 32 rows of 128-byte column blocks.
-static_assert(BK == 32, "a stage is k of 32: rows of 64 bytes");
+constexpr int BM = TE_GEMM16_BM;
+// A stage holds k of BK (64, three stages, or 32, six, in the same shared
+// memory: TE_GEMM16_STAGE_BYTES): A's and a B [n][k]'s rows are 2 BK bytes (the
+// 128- or 64-byte swizzle), a B [k][n]'s BK rows of 128-byte column
+// blocks.
 static_assert(BM == 128, "two MMA warpgroups of 64 rows");
 
 // GELU and its derivative on the special-function unit (ex2.approx,
@@ -265,6 +266,10 @@ __device__ __forceinline__ void epi_chunk(uint4 v, uint4 x, void *d, void *aux, 
 // each loading half of B and multicasting it to both.  Columns fastest:
 // the clusters running together share A's rows in L2.
 #if TE_WGMMA
+// A K-major operand's descriptor for rows of 2 BK bytes.
+template <int BK> __device__ __forceinline__ uint64_t k_desc(uint32_t saddr) {
+  return BK == 64 ? wg_desc_k(saddr) : wg_desc_k64(saddr);
+}
 struct tile_seq {
   int first, step, count, nb, cn, r;
   __device__ __forceinline__ int at(int v) const {
@@ -273,8 +278,9 @@ struct tile_seq {
 };
 #endif
 
-template <int DT, int BMN, int EPI>
+template <int DT, int BMN, int EPI, int BK>
 __device__ __forceinline__ void gemm16(const te_gemm16_params &p) {
+  static_assert(BK == 64 || BK == 32, "rows of 128 or 64 bytes");
 #if TE_WGMMA
   // The roles of a block's 512 threads: warp 0 loads (one lane issues the
   // TMA copies), warps 1-7 run the epilogue, warpgroups 2 and 3 the MMAs.
@@ -286,7 +292,7 @@ __device__ __forceinline__ void gemm16(const te_gemm16_params &p) {
   // the epilogue warps among themselves (the column sums)
   constexpr int BAR_FULL = 1, BAR_EMPTY = 2, BAR_EPI = 3, HANDOFF = MMA_THREADS + EPI_THREADS;
   typedef typename elem<DT>::t T;
-  constexpr int BN = TE_GEMM16_BN, ST = TE_GEMM16_STAGES;
+  constexpr int BN = TE_GEMM16_BN, ST = TE_GEMM16_STAGE_BYTES / ((BM + BN) * BK * 2);
   static_assert(BN == 256, "two m64n128 MMAs a k-step, 32 16-byte chunks an output row");
   constexpr int ROWB = BK * 2;  // bytes of a K-major row in a stage
   constexpr uint32_t A_BYTES = BM * BK * 2, STAGE = A_BYTES + BN * BK * 2, BH = BN / 2 * ROWB;
@@ -486,11 +492,11 @@ __device__ __forceinline__ void gemm16(const te_gemm16_params &p) {
 #pragma unroll
       for (int kk = 0; kk < BK / 16; kk++) {
         const int accum = t > 0 || kk > 0;
-        const uint64_t da = wg_desc_k64(sa + wg * 64 * ROWB + kk * 32);
+        const uint64_t da = k_desc<BK>(sa + wg * 64 * ROWB + kk * 32);
 #pragma unroll
         for (int h = 0; h < 2; h++) {
           if (BMN == 0)
-            wg_ss_n128<DT, 0, 0>(acc[h], da, wg_desc_k64(sb + h * 128 * ROWB + kk * 32), accum);
+            wg_ss_n128<DT, 0, 0>(acc[h], da, k_desc<BK>(sb + h * 128 * ROWB + kk * 32), accum);
           else
             wg_ss_n128<DT, 0, 1>(acc[h], da,
                                  wg_desc_mn(sb + h * 2 * BK * 128 + kk * 2048, BK * 128), accum);
@@ -535,22 +541,25 @@ __device__ __forceinline__ void gemm16(const te_gemm16_params &p) {
 
 }  // namespace
 
-#define GEMM16_KERNEL(name, DT, BMN, EPI)                                           \
+#define GEMM16_KERNEL(name, DT, BMN, EPI, BK)                                       \
   extern "C" __global__ void __launch_bounds__(TE_GEMM16_THREADS, 1)                \
       name(TE_KSIG(TE_GEMM16_PARAMS)) {                                             \
     te_pdl_enter();                                                                 \
-    gemm16<DT, BMN, EPI>(p);                                                        \
+    gemm16<DT, BMN, EPI, BK>(p);                                                    \
   }
-#define GEMM16_EPIS(t, DT, b, BMN)                                                  \
-  GEMM16_KERNEL(te_gemm16_##t##_##b##_lin, DT, BMN, EPI_LIN)                        \
-  GEMM16_KERNEL(te_gemm16_##t##_##b##_gelu, DT, BMN, EPI_GELU)                      \
-  GEMM16_KERNEL(te_gemm16_##t##_##b##_dgelu, DT, BMN, EPI_DGELU)                    \
-  GEMM16_KERNEL(te_gemm16_##t##_##b##_gelud, DT, BMN, EPI_GELUD)                    \
-  GEMM16_KERNEL(te_gemm16_##t##_##b##_dmul, DT, BMN, EPI_DMUL)
-GEMM16_EPIS(bf16, BF16, kn, 0)
-GEMM16_EPIS(bf16, BF16, nk, 1)
-GEMM16_EPIS(f16, F16, kn, 0)
-GEMM16_EPIS(f16, F16, nk, 1)
+#define GEMM16_EPIS(t, DT, b, BMN, k, BK)                                           \
+  GEMM16_KERNEL(te_gemm16##k##_##t##_##b##_lin, DT, BMN, EPI_LIN, BK)               \
+  GEMM16_KERNEL(te_gemm16##k##_##t##_##b##_gelu, DT, BMN, EPI_GELU, BK)             \
+  GEMM16_KERNEL(te_gemm16##k##_##t##_##b##_dgelu, DT, BMN, EPI_DGELU, BK)           \
+  GEMM16_KERNEL(te_gemm16##k##_##t##_##b##_gelud, DT, BMN, EPI_GELUD, BK)           \
+  GEMM16_KERNEL(te_gemm16##k##_##t##_##b##_dmul, DT, BMN, EPI_DMUL, BK)
+#define GEMM16_SET(k, BK)                                                           \
+  GEMM16_EPIS(bf16, BF16, kn, 0, k, BK)                                             \
+  GEMM16_EPIS(bf16, BF16, nk, 1, k, BK)                                             \
+  GEMM16_EPIS(f16, F16, kn, 0, k, BK)                                               \
+  GEMM16_EPIS(f16, F16, nk, 1, k, BK)
+GEMM16_SET(, 64)
+GEMM16_SET(_k32, 32)
 
 // The bias gradient from the parts (TE_GEMM16_BGRAD_PARAMS): lane l of a
 // column adds parts l, l + LANES, ... in order; lane 0 then the lanes.

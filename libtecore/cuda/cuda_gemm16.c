@@ -42,6 +42,12 @@ TE_PARAM_INT(gemm16_cluster_param, "TECORE_GEMM16_CLUSTER", 2, 1, 2,
              "multicast: 2, pairs of blocks on the same columns (where the rows of 128-row "
              "blocks are even); 1, every block loads its own")
 
+/* The k a pipeline stage holds: 64 (three stages) or 32 (six in the same
+ * shared memory, twice the time for the TMA to land one). */
+TE_PARAM_INT(gemm16_stage_k_param, "TECORE_GEMM16_STAGE_K", 64, 32, 64,
+             "k a pipeline stage of libte's own 16-bit GEMM holds: 64 (three stages) or 32 "
+             "(six stages in the same shared memory)")
+
 TE_KARGS(te_gemm16_args, TE_GEMM16_PARAMS)
 TE_KARGS(te_gemm16_bgrad_args, TE_GEMM16_BGRAD_PARAMS)
 
@@ -56,15 +62,17 @@ TE_KARGS(te_gemm16_bgrad_args, TE_GEMM16_BGRAD_PARAMS)
 #define G16_SET(pre) G16(pre, bf16, kn), G16(pre, bf16, nk), G16(pre, f16, kn), G16(pre, f16, nk)
 static const struct tecore_kernel_def g16_kernels[] = {
     G16_SET("te_gemm16"),
+    G16_SET("te_gemm16_k32"),
     TE_KDEF("te_gemm16_bgrad", NULL, TE_GEMM16_BGRAD_PARAMS),
 };
 #define G16_EPIS 5
-#define K_BGRAD (4 * G16_EPIS)
+#define K_K32 (4 * G16_EPIS)
+#define K_BGRAD (8 * G16_EPIS)
 #define A16 TE_KALIGN(TE_GEMM16_PARAMS)
 #define A16_5 A16, A16, A16, A16, A16
 #define A16_SET A16_5, A16_5, A16_5, A16_5
 static const struct te_kalign g16_align[] = {
-    A16_SET, TE_KALIGN(TE_GEMM16_BGRAD_PARAMS),
+    A16_SET, A16_SET, TE_KALIGN(TE_GEMM16_BGRAD_PARAMS),
 };
 TE_KERNEL_TABLE_FATBIN_ALIGNED(g16_first_id, "libtecore/gemm16", g16_kernels, g16_align, gemm16)
 
@@ -210,14 +218,14 @@ tecore_result_t te_gemm16_run(const struct te_gemm_problem *p, tecore_devptr_t w
   /* A [m][k] in boxes of 128 rows x the stage's k; B [n][k] in boxes of
    * 128 rows (two a block's tile, or one from each block of a pair), or B
    * [k][n] in boxes of the stage's k-rows x 64 columns */
-  TE_CHECK(g16_tmap(&kp.ta, f16, p->a.data, p->k, p->m, p->a.si, TE_GEMM16_BK, TE_GEMM16_BM));
+  const unsigned bk = (unsigned)tecore_tunable_int(&gemm16_stage_k_param) == 32 ? 32 : 64;
+  TE_CHECK(g16_tmap(&kp.ta, f16, p->a.data, p->k, p->m, p->a.si, bk, TE_GEMM16_BM));
   if (nk)
-    TE_CHECK(g16_tmap(&kp.tb, f16, p->b.data, p->n, p->k, p->b.sk, 64, TE_GEMM16_BK));
+    TE_CHECK(g16_tmap(&kp.tb, f16, p->b.data, p->n, p->k, p->b.sk, 64, bk));
   else
-    TE_CHECK(g16_tmap(&kp.tb, f16, p->b.data, p->k, p->n, p->b.si, TE_GEMM16_BK,
-                      TE_GEMM16_BN / 2));
+    TE_CHECK(g16_tmap(&kp.tb, f16, p->b.data, p->k, p->n, p->b.si, bk, TE_GEMM16_BN / 2));
   const size_t tiles = p->m / TE_GEMM16_BM * (p->n / TE_GEMM16_BN);
-  const int kid = id + (f16 * 2 + nk) * G16_EPIS + epi;
+  const int kid = id + (bk == 32 ? K_K32 : 0) + (f16 * 2 + nk) * G16_EPIS + epi;
   /* persistent blocks: one an SM, each taking every grid-th output block;
    * or pairs of them, as many as run at once, each taking every
    * (grid / 2)-th pair of blocks on the same columns */
