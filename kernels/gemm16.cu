@@ -61,11 +61,8 @@
 
 namespace {
 
-constexpr int BM = TE_GEMM16_BM;
-// A stage holds k of BK (64, three stages, or 32, six, in the same shared
-// memory: TE_GEMM16_STAGE_BYTES): A's and a B [n][k]'s rows are 2 BK bytes (the
-// 128- or 64-byte swizzle), a B [k][n]'s BK rows of 128-byte column
-// blocks.
+constexpr int BM = TE_GEMM16_BM, BK = TE_GEMM16_BK;
+static_assert(BK == 64, "a stage is one 128-byte column block of k");
 static_assert(BM == 128, "two MMA warpgroups of 64 rows");
 
 // GELU and its derivative on the special-function unit (ex2.approx,
@@ -129,54 +126,6 @@ __device__ __forceinline__ void tma_load(uint32_t dst, const te_gemm16_tmap *tm,
       " [%0], [%1, {%2, %3}], [%4];\n" ::"r"(dst),
       "l"(reinterpret_cast<uint64_t>(tm)), "r"(c0), "r"(c1), "r"(bar)
       : "memory");
-}
-// The same load, multicast: the box lands at dst in every CTA of the
-// cluster that mask names, each counting it on its own mbarrier at bar.
-__device__ __forceinline__ void tma_load_mc(uint32_t dst, const te_gemm16_tmap *tm, int c0, int c1,
-                                            uint32_t bar, uint16_t mask) {
-  asm volatile(
-      "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes"
-      ".multicast::cluster [%0], [%1, {%2, %3}], [%4], %5;\n" ::"r"(dst),
-      "l"(reinterpret_cast<uint64_t>(tm)), "r"(c0), "r"(c1), "r"(bar), "h"(mask)
-      : "memory");
-}
-// An arrival on the mbarrier at bar in the cluster's CTA `rank` (this
-// one's own included): the warp's MMAs are done reading the stage (their
-// wgmma wait returned), and the peer's producer may write it with its TMA.
-// The default release is the CTA's: at cluster scope it is a fence
-// (MEMBAR, ERRBAR) in every MMA warp's k-loop, which Nsight Compute found
-// in 28% of the pairs' stall samples (bench/2026-12-07-gpu.md).
-__device__ __forceinline__ void mbar_arrive_cta(uint32_t bar, uint32_t rank) {
-  uint32_t remote;
-  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(remote) : "r"(bar), "r"(rank));
-  asm volatile("mbarrier.arrive.shared::cluster.b64 _, [%0];\n" ::"r"(remote) : "memory");
-}
-// Every thread of the cluster: the CTAs' mbarriers initialized before any
-// peer signals them, and no CTA's shared memory freed while a peer may
-// still write it.
-__device__ __forceinline__ void cluster_sync() {
-  asm volatile("barrier.cluster.arrive.release.aligned;\n"
-               "barrier.cluster.wait.acquire.aligned;\n" ::: "memory");
-}
-__device__ __forceinline__ uint32_t sreg_cluster_rank() {
-  uint32_t v;
-  asm("mov.u32 %0, %%cluster_ctarank;\n" : "=r"(v));
-  return v;
-}
-__device__ __forceinline__ uint32_t sreg_cluster_size() {
-  uint32_t v;
-  asm("mov.u32 %0, %%cluster_nctarank;\n" : "=r"(v));
-  return v;
-}
-__device__ __forceinline__ uint32_t sreg_cluster_id() {
-  uint32_t v;
-  asm("mov.u32 %0, %%clusterid.x;\n" : "=r"(v));
-  return v;
-}
-__device__ __forceinline__ uint32_t sreg_clusters() {
-  uint32_t v;
-  asm("mov.u32 %0, %%nclusterid.x;\n" : "=r"(v));
-  return v;
 }
 // Named barriers between the MMA warpgroups and the epilogue warps.
 __device__ __forceinline__ void bar_sync(int id, int n) {
@@ -259,28 +208,8 @@ __device__ __forceinline__ void epi_chunk(uint4 v, uint4 x, void *d, void *aux, 
 }
 #endif
 
-// The output blocks a CTA takes, in order: at(v) for v = first, first +
-// step, ... below count.  A CTA alone (a cluster of one) takes every
-// grid-th block; the two CTAs of a cluster take pairs of blocks on the
-// same columns, rows of blocks 2 i and 2 i + 1 (rank r the row 2 i + r),
-// each loading half of B and multicasting it to both.  Columns fastest:
-// the clusters running together share A's rows in L2.
-#if TE_WGMMA
-// A K-major operand's descriptor for rows of 2 BK bytes.
-template <int BK> __device__ __forceinline__ uint64_t k_desc(uint32_t saddr) {
-  return BK == 64 ? wg_desc_k(saddr) : wg_desc_k64(saddr);
-}
-struct tile_seq {
-  int first, step, count, nb, cn, r;
-  __device__ __forceinline__ int at(int v) const {
-    return cn == 1 ? v : (2 * (v / nb) + r) * nb + v % nb;
-  }
-};
-#endif
-
-template <int DT, int BMN, int EPI, int BK>
+template <int DT, int BMN, int EPI>
 __device__ __forceinline__ void gemm16(const te_gemm16_params &p) {
-  static_assert(BK == 64 || BK == 32, "rows of 128 or 64 bytes");
 #if TE_WGMMA
   // The roles of a block's 512 threads: warp 0 loads (one lane issues the
   // TMA copies), warps 1-7 run the epilogue, warpgroups 2 and 3 the MMAs.
@@ -292,10 +221,9 @@ __device__ __forceinline__ void gemm16(const te_gemm16_params &p) {
   // the epilogue warps among themselves (the column sums)
   constexpr int BAR_FULL = 1, BAR_EMPTY = 2, BAR_EPI = 3, HANDOFF = MMA_THREADS + EPI_THREADS;
   typedef typename elem<DT>::t T;
-  constexpr int BN = TE_GEMM16_BN, ST = TE_GEMM16_STAGE_BYTES / ((BM + BN) * BK * 2);
+  constexpr int BN = TE_GEMM16_BN, ST = TE_GEMM16_STAGES;
   static_assert(BN == 256, "two m64n128 MMAs a k-step, 32 16-byte chunks an output row");
-  constexpr int ROWB = BK * 2;  // bytes of a K-major row in a stage
-  constexpr uint32_t A_BYTES = BM * BK * 2, STAGE = A_BYTES + BN * BK * 2, BH = BN / 2 * ROWB;
+  constexpr uint32_t A_BYTES = BM * BK * 2, STAGE = A_BYTES + BN * BK * 2;
   constexpr uint32_t OUT = ST * STAGE, OUT_BYTES = BM * BN * 2, SUMS = OUT + OUT_BYTES;
   constexpr uint32_t BIAS = SUMS + EPI_WARPS * BN * 4, BARS = BIAS + BN * 4;
   static_assert(BARS + 2 * ST * 8 + 1024 <= TE_GEMM16_SMEM, "the shared memory asked for");
@@ -306,60 +234,39 @@ __device__ __forceinline__ void gemm16(const te_gemm16_params &p) {
   const uint32_t full0 = s0 + BARS, empty0 = full0 + 8 * ST;
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
   const int nb = p.n / BN, tiles = nb * (p.m / BM), kt = p.k / BK;
-  // a cluster of one, or of two CTAs sharing B (the host launches pairs
-  // only where the rows of blocks are even)
-  const int cn = (int)sreg_cluster_size(), cr = (int)sreg_cluster_rank();
-  const tile_seq seq = {(int)sreg_cluster_id(), (int)sreg_clusters(), tiles / cn, nb, cn, cr};
   if (tid == 0) {
     for (int s = 0; s < ST; s++) {
       mbar_init(full0 + 8 * s, 1);        // the producer's expect_tx
-      mbar_init(empty0 + 8 * s, 8 * cn);  // lane 0 of each MMA warp of each CTA
+      mbar_init(empty0 + 8 * s, 8);       // lane 0 of each MMA warp
     }
     asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
   }
-  if (cn > 1) cluster_sync();
-  else __syncthreads();
+  __syncthreads();
 
   if (warp < 8) {
     regs_dec<REGS_EPI>();
     if (warp == 0) {
       // The producer: stage it % ST of every k-tile it, in the order the
-      // MMA warpgroups take them, once they (those of both CTAs of a
-      // cluster) have released it: A's rows of this CTA's block, and B --
-      // in a cluster, the half of it this CTA multicasts.
-      if (lane == 0) {
-        int it = 0;
-        for (int v = seq.first; v < seq.count; v += seq.step) {
-          const int tile = seq.at(v);
-          const int m0 = tile / nb * BM, n0 = tile % nb * BN;
-          for (int t = 0; t < kt; t++, it++) {
-            const int s = it % ST;
-            mbar_wait(empty0 + 8 * s, ((it / ST) & 1) ^ 1);
-            const uint32_t sa = s0 + s * STAGE, sb = sa + A_BYTES, fb = full0 + 8 * s;
-            mbar_expect(fb, STAGE);
-            tma_load(sa, &p.ta, t * BK, m0, fb);
-            if (BMN == 0) {
-              // B's rows in two boxes of 128 (BH bytes each)
-              if (cn == 1) {
-                tma_load(sb, &p.tb, t * BK, n0, fb);
-                tma_load(sb + BH, &p.tb, t * BK, n0 + BN / 2, fb);
-              } else {
-                tma_load_mc(sb + cr * BH, &p.tb, t * BK, n0 + cr * (BN / 2), fb, 3);
-              }
-            } else {
+      // MMA warpgroups take them, once they have released it.
+      if (lane != 0) return;
+      int it = 0;
+      for (int tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
+        const int m0 = tile / nb * BM, n0 = tile % nb * BN;
+        for (int t = 0; t < kt; t++, it++) {
+          const int s = it % ST;
+          mbar_wait(empty0 + 8 * s, ((it / ST) & 1) ^ 1);
+          const uint32_t sa = s0 + s * STAGE, sb = sa + A_BYTES, fb = full0 + 8 * s;
+          mbar_expect(fb, STAGE);
+          tma_load(sa, &p.ta, t * BK, m0, fb);
+          if (BMN == 0) {
+            tma_load(sb, &p.tb, t * BK, n0, fb);
+          } else {
 #pragma unroll
-              for (int cb = 0; cb < BN / 64; cb++) {
-                if (cn == 1)
-                  tma_load(sb + cb * BK * 128, &p.tb, n0 + cb * 64, t * BK, fb);
-                else if (cb / 2 == cr)
-                  tma_load_mc(sb + cb * BK * 128, &p.tb, n0 + cb * 64, t * BK, fb, 3);
-              }
-            }
+            for (int cb = 0; cb < BN / 64; cb++)
+              tma_load(sb + cb * BK * 128, &p.tb, n0 + cb * 64, t * BK, fb);
           }
         }
       }
-      __syncwarp();
-      if (cn > 1) cluster_sync();
       return;
     }
 
@@ -388,17 +295,16 @@ __device__ __forceinline__ void gemm16(const te_gemm16_params &p) {
       const T *b = static_cast<const T *>(p.bias) + tile % nb * BN;
       for (int c = tid - 32; c < BN; c += EPI_THREADS) sbias[c] = elem<DT>::to_float(b[c]);
     };
-    if (bias) bias_of(seq.at(seq.first));
+    if (bias) bias_of(blockIdx.x);
     if (epi_kind<EPI>::bwd)
-      for (int r = e; r < BM; r += EPI_WARPS) prefetch_l2(auxr + tile_at(seq.at(seq.first)) + at(r));
+      for (int r = e; r < BM; r += EPI_WARPS) prefetch_l2(auxr + tile_at(blockIdx.x) + at(r));
     bar_arrive(BAR_EMPTY, HANDOFF);  // the tile is free for the first block
-    for (int v = seq.first; v < seq.count; v += seq.step) {
-      const int tile = seq.at(v);
+    for (int tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
       const int m0 = tile / nb * BM, n0 = tile % nb * BN;
-      const bool more = v + seq.step < seq.count;
-      const int next = more ? seq.at(v + seq.step) : tile;
+      const bool more = tile + (int)gridDim.x < tiles;
       if (epi_kind<EPI>::bwd && more)
-        for (int r = e; r < BM; r += EPI_WARPS) prefetch_l2(auxr + tile_at(next) + at(r));
+        for (int r = e; r < BM; r += EPI_WARPS)
+          prefetch_l2(auxr + tile_at(tile + gridDim.x) + at(r));
       T *const d = static_cast<T *>(p.d) + tile_at(tile);
       T *const aux = static_cast<T *>(p.aux) + tile_at(tile);
       float cs[8];
@@ -415,7 +321,7 @@ __device__ __forceinline__ void gemm16(const te_gemm16_params &p) {
         for (int i = 0; i < RB; i++) x[i] = ld_g16(aux + at(e + EPI_WARPS * i));
       }
       bar_sync(BAR_FULL, HANDOFF);
-      if (bias && more) bias_of(next);  // the MMAs are done with this block's
+      if (bias && more) bias_of(tile + gridDim.x);  // the MMAs are done with this block's
       if (!epi_kind<EPI>::bwd) {
 #pragma unroll 3
         for (int i = 0; i < FULL; i++) {
@@ -460,7 +366,6 @@ __device__ __forceinline__ void gemm16(const te_gemm16_params &p) {
         bar_sync(BAR_EPI, EPI_THREADS);  // ws free for the next tile
       }
     }
-    if (cn > 1) cluster_sync();
     return;
   }
 
@@ -473,16 +378,8 @@ __device__ __forceinline__ void gemm16(const te_gemm16_params &p) {
   // banks and the epilogue warps read whole rows.
   const int wg = tid / 128 - 2, mw = warp % 4, g = lane / 4, tq = lane % 4;
   const int rl = wg * 64 + mw * 16 + g;  // this thread's rows rl and rl + 8 (rl % 8 == g)
-  // a stage's release: to this CTA's producer, and in a cluster to both
-  auto release = [&](int s) {
-    if (cn == 1) {
-      if (lane == 0) mbar_arrive(empty0 + 8 * s);
-    } else if (lane < cn) {
-      mbar_arrive_cta(empty0 + 8 * s, lane);
-    }
-  };
   int it = 0;
-  for (int v = seq.first; v < seq.count; v += seq.step) {
+  for (int tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
     float acc[2][64];  // columns 128 h .. 128 h + 127 of the warpgroup's 64 rows
     for (int t = 0; t < kt; t++, it++) {
       const int s = it % ST;
@@ -492,11 +389,11 @@ __device__ __forceinline__ void gemm16(const te_gemm16_params &p) {
 #pragma unroll
       for (int kk = 0; kk < BK / 16; kk++) {
         const int accum = t > 0 || kk > 0;
-        const uint64_t da = k_desc<BK>(sa + wg * 64 * ROWB + kk * 32);
+        const uint64_t da = wg_desc_k(sa + wg * 64 * 128 + kk * 32);
 #pragma unroll
         for (int h = 0; h < 2; h++) {
           if (BMN == 0)
-            wg_ss_n128<DT, 0, 0>(acc[h], da, k_desc<BK>(sb + h * 128 * ROWB + kk * 32), accum);
+            wg_ss_n128<DT, 0, 0>(acc[h], da, wg_desc_k(sb + h * 128 * 128 + kk * 32), accum);
           else
             wg_ss_n128<DT, 0, 1>(acc[h], da,
                                  wg_desc_mn(sb + h * 2 * BK * 128 + kk * 2048, BK * 128), accum);
@@ -504,10 +401,10 @@ __device__ __forceinline__ void gemm16(const te_gemm16_params &p) {
       }
       wg_commit();
       wg_wait<1>();  // k-tile t - 1's MMAs are done: its stage is free
-      if (t > 0) release((it - 1) % ST);
+      if (t > 0 && lane == 0) mbar_arrive(empty0 + 8 * ((it - 1) % ST));
     }
     wg_wait<0>();
-    release((it - 1) % ST);
+    if (lane == 0) mbar_arrive(empty0 + 8 * ((it - 1) % ST));
 #pragma unroll
     for (int h = 0; h < 2; h++) wg_keep_all<64>(acc[h]);
 
@@ -530,10 +427,6 @@ __device__ __forceinline__ void gemm16(const te_gemm16_params &p) {
       }
     bar_arrive(BAR_FULL, HANDOFF);
   }
-  // no CTA of a cluster leaves while its peer may still signal its
-  // mbarriers (the last stages' releases): every thread of both, the
-  // producer and epilogue warps where they end above
-  if (cn > 1) cluster_sync();
 #else
   __trap();
 #endif
@@ -541,25 +434,22 @@ __device__ __forceinline__ void gemm16(const te_gemm16_params &p) {
 
 }  // namespace
 
-#define GEMM16_KERNEL(name, DT, BMN, EPI, BK)                                       \
+#define GEMM16_KERNEL(name, DT, BMN, EPI)                                           \
   extern "C" __global__ void __launch_bounds__(TE_GEMM16_THREADS, 1)                \
       name(TE_KSIG(TE_GEMM16_PARAMS)) {                                             \
     te_pdl_enter();                                                                 \
-    gemm16<DT, BMN, EPI, BK>(p);                                                    \
+    gemm16<DT, BMN, EPI>(p);                                                        \
   }
-#define GEMM16_EPIS(t, DT, b, BMN, k, BK)                                           \
-  GEMM16_KERNEL(te_gemm16##k##_##t##_##b##_lin, DT, BMN, EPI_LIN, BK)               \
-  GEMM16_KERNEL(te_gemm16##k##_##t##_##b##_gelu, DT, BMN, EPI_GELU, BK)             \
-  GEMM16_KERNEL(te_gemm16##k##_##t##_##b##_dgelu, DT, BMN, EPI_DGELU, BK)           \
-  GEMM16_KERNEL(te_gemm16##k##_##t##_##b##_gelud, DT, BMN, EPI_GELUD, BK)           \
-  GEMM16_KERNEL(te_gemm16##k##_##t##_##b##_dmul, DT, BMN, EPI_DMUL, BK)
-#define GEMM16_SET(k, BK)                                                           \
-  GEMM16_EPIS(bf16, BF16, kn, 0, k, BK)                                             \
-  GEMM16_EPIS(bf16, BF16, nk, 1, k, BK)                                             \
-  GEMM16_EPIS(f16, F16, kn, 0, k, BK)                                               \
-  GEMM16_EPIS(f16, F16, nk, 1, k, BK)
-GEMM16_SET(, 64)
-GEMM16_SET(_k32, 32)
+#define GEMM16_EPIS(t, DT, b, BMN)                                                  \
+  GEMM16_KERNEL(te_gemm16_##t##_##b##_lin, DT, BMN, EPI_LIN)                        \
+  GEMM16_KERNEL(te_gemm16_##t##_##b##_gelu, DT, BMN, EPI_GELU)                      \
+  GEMM16_KERNEL(te_gemm16_##t##_##b##_dgelu, DT, BMN, EPI_DGELU)                    \
+  GEMM16_KERNEL(te_gemm16_##t##_##b##_gelud, DT, BMN, EPI_GELUD)                    \
+  GEMM16_KERNEL(te_gemm16_##t##_##b##_dmul, DT, BMN, EPI_DMUL)
+GEMM16_EPIS(bf16, BF16, kn, 0)
+GEMM16_EPIS(bf16, BF16, nk, 1)
+GEMM16_EPIS(f16, F16, kn, 0)
+GEMM16_EPIS(f16, F16, nk, 1)
 
 // The bias gradient from the parts (TE_GEMM16_BGRAD_PARAMS): lane l of a
 // column adds parts l, l + LANES, ... in order; lane 0 then the lanes.

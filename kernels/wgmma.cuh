@@ -39,12 +39,6 @@ __device__ __forceinline__ uint64_t wg_desc(uint32_t saddr, uint32_t lbo, uint32
 }
 // K-major operand at saddr: 8-row groups 1024 bytes apart.
 __device__ __forceinline__ uint64_t wg_desc_k(uint32_t saddr) { return wg_desc(saddr, 16, 1024); }
-// K-major operand of 64-byte rows (32 k, the 64-byte swizzle: chunk c of
-// row r at (c ^ ((r >> 1) & 3)) * 16, layout type 2) at saddr: 8-row
-// groups 512 bytes apart.
-__device__ __forceinline__ uint64_t wg_desc_k64(uint32_t saddr) {
-  return (wg_desc(saddr, 16, 512) & ~(3ull << 62)) | (2ull << 62);
-}
 // MN-major operand at saddr: 8-row (K) groups 1024 bytes apart, 64-column
 // (MN) blocks lbo bytes apart.
 __device__ __forceinline__ uint64_t wg_desc_mn(uint32_t saddr, uint32_t lbo) {

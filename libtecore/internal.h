@@ -141,10 +141,6 @@ tecore_result_t te_error_deferred_take(void);
  * for kernels whose first statement is te_pdl_enter (kernels/pdl.cuh). */
 tecore_result_t te_kernel_launch_pdl(int id, const struct tecore_launch_cfg *cfg,
                                      void *const *args, tecore_stream_t stream);
-/* te_kernel_launch_pdl in clusters of two blocks along x (cuda; grid[0]
- * even): the kernel reads its cluster from %cluster_ctarank and friends. */
-tecore_result_t te_kernel_launch_pair(int id, const struct tecore_launch_cfg *cfg,
-                                      void *const *args, tecore_stream_t stream);
 /* Kernel ids first .. first+count-1 need the pointer alignments in
  * aligns[0 .. count) (kernel.c; aligns has static storage; NULL: none). */
 struct te_kalign;

@@ -17,18 +17,16 @@
 
 #define TE_GEMM16_BM 128     /* rows of D a block computes (two warpgroups of 64) */
 #define TE_GEMM16_BN 256     /* columns of D a block computes */
-#define TE_GEMM16_BK 64      /* the k shapes are a multiple of */
-/* the pipeline stages' bytes: three of k 64 (te_gemm16_*), or six of k 32
- * (te_gemm16_k32_*), filled by the TMA */
-#define TE_GEMM16_STAGE_BYTES (3 * (TE_GEMM16_BM + TE_GEMM16_BN) * 64 * 2)
+#define TE_GEMM16_BK 64      /* k a pipeline stage holds */
+#define TE_GEMM16_STAGES 3   /* stages in shared memory, filled by the TMA */
 /* a loading warp and seven epilogue warps, then two MMA warpgroups */
 #define TE_GEMM16_THREADS 512
 /* shared memory: the stages, the output tile (the 16-bit values the
  * epilogue warps take), the epilogue warps' column sums, the bias, the
  * stages' mbarriers, and 1 KiB to align the stages */
 #define TE_GEMM16_SMEM                                                              \
-  (TE_GEMM16_STAGE_BYTES + TE_GEMM16_BM * TE_GEMM16_BN * 2 + 8 * TE_GEMM16_BN * 4 +  \
-   6 * 16 + 1024)
+  (TE_GEMM16_STAGES * (TE_GEMM16_BM + TE_GEMM16_BN) * TE_GEMM16_BK * 2 +            \
+   TE_GEMM16_BM * TE_GEMM16_BN * 2 + 8 * TE_GEMM16_BN * 4 + TE_GEMM16_STAGES * 16 + 1024)
 /* te_gemm16_bgrad: columns a block, lanes adding parts */
 #define TE_GEMM16_BG_COLS 32
 #define TE_GEMM16_BG_LANES 8
@@ -45,9 +43,8 @@ typedef struct te_gemm16_tmap {
 } te_gemm16_tmap;
 
 struct te_gemm16_params {
-  te_gemm16_tmap ta;  /* A: [m][k], boxes of 128 rows x 32 k, 64-byte swizzle */
-  te_gemm16_tmap tb;  /* B [n][k]: 128 rows x 32 k (64-byte swizzle); B [k][n]: 32
-                       * k-rows x 64 n (128-byte swizzle) */
+  te_gemm16_tmap ta;  /* A: [m][k], boxes of 128 rows x 64 k, 128-byte swizzle */
+  te_gemm16_tmap tb;  /* B [n][k]: 256 rows x 64 k; B [k][n]: 64 k-rows x 64 n */
   void *d;
   const void *bias;   /* 0: none */
   void *aux;          /* GELU: written (the pre-activation); dGELU: read */

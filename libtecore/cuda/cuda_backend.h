@@ -129,8 +129,7 @@
   X(cuMulticastBindMem, 12010, 0)                                              \
   X(cuMulticastUnbind, 12010, 0)                                               \
   /* TMA tensor maps (the own 16-bit GEMM, cuda_gemm16.c) */                  \
-  X(cuTensorMapEncodeTiled, 12000, 0)                                          \
-  X(cuOccupancyMaxActiveClusters, 11070, 0)
+  X(cuTensorMapEncodeTiled, 12000, 0)
 
 /* The fetched entry points; a NULL field is a symbol the driver lacks.
  * Fields are p_<name> so that <cuda.h>'s renaming macros (cuMemAlloc ->

@@ -34,20 +34,6 @@ TE_PARAM_INT(gemm_own_param, "TECORE_GEMM_OWN", 1, 0, 2,
              "those with a GELU or dGELU epilogue; 2 also those without epilogue or with a "
              "bias")
 
-/* Two blocks a cluster: each loads half of B's tile and multicasts it to
- * both (kernels/gemm16.cu), so the blocks read 32 KiB a k-step from L2
- * where they read 48. */
-TE_PARAM_INT(gemm16_cluster_param, "TECORE_GEMM16_CLUSTER", 2, 1, 2,
-             "blocks of libte's own 16-bit GEMM that share B's tiles through the TMA's "
-             "multicast: 2, pairs of blocks on the same columns (where the rows of 128-row "
-             "blocks are even); 1, every block loads its own")
-
-/* The k a pipeline stage holds: 64 (three stages) or 32 (six in the same
- * shared memory, twice the time for the TMA to land one). */
-TE_PARAM_INT(gemm16_stage_k_param, "TECORE_GEMM16_STAGE_K", 64, 32, 64,
-             "k a pipeline stage of libte's own 16-bit GEMM holds: 64 (three stages) or 32 "
-             "(six stages in the same shared memory)")
-
 TE_KARGS(te_gemm16_args, TE_GEMM16_PARAMS)
 TE_KARGS(te_gemm16_bgrad_args, TE_GEMM16_BGRAD_PARAMS)
 
@@ -62,17 +48,15 @@ TE_KARGS(te_gemm16_bgrad_args, TE_GEMM16_BGRAD_PARAMS)
 #define G16_SET(pre) G16(pre, bf16, kn), G16(pre, bf16, nk), G16(pre, f16, kn), G16(pre, f16, nk)
 static const struct tecore_kernel_def g16_kernels[] = {
     G16_SET("te_gemm16"),
-    G16_SET("te_gemm16_k32"),
     TE_KDEF("te_gemm16_bgrad", NULL, TE_GEMM16_BGRAD_PARAMS),
 };
 #define G16_EPIS 5
-#define K_K32 (4 * G16_EPIS)
-#define K_BGRAD (8 * G16_EPIS)
+#define K_BGRAD (4 * G16_EPIS)
 #define A16 TE_KALIGN(TE_GEMM16_PARAMS)
 #define A16_5 A16, A16, A16, A16, A16
 #define A16_SET A16_5, A16_5, A16_5, A16_5
 static const struct te_kalign g16_align[] = {
-    A16_SET, A16_SET, TE_KALIGN(TE_GEMM16_BGRAD_PARAMS),
+    A16_SET, TE_KALIGN(TE_GEMM16_BGRAD_PARAMS),
 };
 TE_KERNEL_TABLE_FATBIN_ALIGNED(g16_first_id, "libtecore/gemm16", g16_kernels, g16_align, gemm16)
 
@@ -147,54 +131,17 @@ int te_gemm16_takes(const struct te_gemm_problem *p, int cc, tecore_devptr_t ws,
   return !part || (part <= ws_bytes && aligned16(ws));
 }
 
-/* The clusters of two of the gemm16 kernels (all alike: threads, shared
- * memory) the current device runs at once, asked of the driver once per
- * device (kernel id: any of them, prepared); 0 where it cannot say, and
- * the blocks then load alone. */
-static int g16_pair_slots(int id, CUdevice dev) {
-  enum { DEVS = 64 };
-  static int cached[DEVS];   /* slots + 1; 0: not asked yet */
-  if (dev >= 0 && dev < DEVS) {
-    int c = __atomic_load_n(&cached[dev], __ATOMIC_RELAXED);
-    if (c) return c - 1;
-  }
-  int n = 0;
-  struct te_kernel_entry *k = te_kernel_entry_at(id);
-  CUkernel kern = k ? __atomic_load_n(&k->backend_handle, __ATOMIC_ACQUIRE) : NULL;
-  CUfunction fn = NULL;
-  CUlaunchAttribute attr;
-  memset(&attr, 0, sizeof attr);
-  attr.id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
-  attr.value.clusterDim.x = 2;
-  attr.value.clusterDim.y = attr.value.clusterDim.z = 1;
-  CUlaunchConfig lc = {.gridDimX = 2, .gridDimY = 1, .gridDimZ = 1,
-                       .blockDimX = TE_GEMM16_THREADS, .blockDimY = 1, .blockDimZ = 1,
-                       .sharedMemBytes = TE_GEMM16_SMEM, .attrs = &attr, .numAttrs = 1};
-  if (!kern) return 0;   /* not looked up yet: asked again next time */
-  if (TE_CU(cuKernelGetFunction, &fn, kern) != TECORE_SUCCESS ||
-      TE_CU(cuKernelSetAttribute, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
-            TE_GEMM16_SMEM, kern, dev) != TECORE_SUCCESS ||
-      TE_CU(cuOccupancyMaxActiveClusters, &n, fn, &lc) != TECORE_SUCCESS || n < 0) {
-    tecore_clear_error();
-    n = 0;
-  }
-  TE_INFO(TECORE_SUBSYS_KERNEL, "gemm16: device %d runs %d clusters of two blocks at once", dev, n);
-  if (dev >= 0 && dev < DEVS) __atomic_store_n(&cached[dev], n + 1, __ATOMIC_RELAXED);
-  return n;
-}
-
 /* A 2-D tensor map of 16-bit elements: rows of `cols` elements `ld` apart,
- * boxes of box_rows x box_cols (64 or 32: 128 or 64 bytes, swizzled so,
- * as wgmma reads them). */
+ * boxes of box_rows x 64 (128 bytes, the 128-byte swizzle wgmma reads). */
 static tecore_result_t g16_tmap(te_gemm16_tmap *out, int f16, tecore_devptr_t base, int64_t cols,
-                                int64_t rows, int64_t ld, unsigned box_cols, unsigned box_rows) {
+                                int64_t rows, int64_t ld, unsigned box_rows) {
   CUtensorMap m;
   cuuint64_t dim[2] = {(cuuint64_t)cols, (cuuint64_t)rows}, stride[1] = {(cuuint64_t)ld * 2};
-  cuuint32_t box[2] = {box_cols, box_rows}, step[2] = {1, 1};
+  cuuint32_t box[2] = {64, box_rows}, step[2] = {1, 1};
   TE_CHECK(TE_CU(cuTensorMapEncodeTiled, &m,
                  f16 ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16 : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2,
                  (void *)(uintptr_t)base, dim, stride, box, step, CU_TENSOR_MAP_INTERLEAVE_NONE,
-                 box_cols == 64 ? CU_TENSOR_MAP_SWIZZLE_128B : CU_TENSOR_MAP_SWIZZLE_64B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+                 CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
                  CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE));
   _Static_assert(sizeof m == sizeof *out, "a CUtensorMap is 128 bytes");
   memcpy(out, &m, sizeof m);
@@ -215,41 +162,28 @@ tecore_result_t te_gemm16_run(const struct te_gemm_problem *p, tecore_devptr_t w
       .aux = TE_DPTR(p->aux), .part = part_bytes ? TE_DPTR(ws) : NULL,
       .ldd = (long long)p->n, .m = (int)p->m, .n = (int)p->n, .k = (int)p->k,
       .alpha = p->alpha};
-  /* A [m][k] in boxes of 128 rows x the stage's k; B [n][k] in boxes of
-   * 128 rows (two a block's tile, or one from each block of a pair), or B
-   * [k][n] in boxes of the stage's k-rows x 64 columns */
-  const unsigned bk = (unsigned)tecore_tunable_int(&gemm16_stage_k_param) == 32 ? 32 : 64;
-  TE_CHECK(g16_tmap(&kp.ta, f16, p->a.data, p->k, p->m, p->a.si, bk, TE_GEMM16_BM));
+  /* A [m][k] in boxes of 128 rows; B [n][k] in boxes of 256 rows, or B
+   * [k][n] in boxes of 64 k-rows x 64 columns */
+  TE_CHECK(g16_tmap(&kp.ta, f16, p->a.data, p->k, p->m, p->a.si, TE_GEMM16_BM));
   if (nk)
-    TE_CHECK(g16_tmap(&kp.tb, f16, p->b.data, p->n, p->k, p->b.sk, 64, bk));
+    TE_CHECK(g16_tmap(&kp.tb, f16, p->b.data, p->n, p->k, p->b.sk, TE_GEMM16_BK));
   else
-    TE_CHECK(g16_tmap(&kp.tb, f16, p->b.data, p->k, p->n, p->b.si, bk, TE_GEMM16_BN / 2));
+    TE_CHECK(g16_tmap(&kp.tb, f16, p->b.data, p->k, p->n, p->b.si, TE_GEMM16_BN));
   const size_t tiles = p->m / TE_GEMM16_BM * (p->n / TE_GEMM16_BN);
-  const int kid = id + (bk == 32 ? K_K32 : 0) + (f16 * 2 + nk) * G16_EPIS + epi;
-  /* persistent blocks: one an SM, each taking every grid-th output block;
-   * or pairs of them, as many as run at once, each taking every
-   * (grid / 2)-th pair of blocks on the same columns */
+  /* persistent blocks: one an SM, each taking every grid-th output block */
   CUdevice dev;
   int sms = 0;
   TE_CHECK(te_cuda_current_device(&dev));
   TE_CHECK(te_cuda_device_sms(dev, &sms));
-  size_t grid = (size_t)(sms > 0 ? sms : 1), pairs = 0;
-  if (tecore_tunable_int(&gemm16_cluster_param) == 2 && p->m / TE_GEMM16_BM % 2 == 0)
-    pairs = (size_t)g16_pair_slots(kid, dev);
-  if (pairs) {
-    if (pairs > tiles / 2) pairs = tiles / 2;
-    grid = 2 * pairs;
-  } else if (grid > tiles) {
-    grid = tiles;
-  }
+  size_t grid = (size_t)(sms > 0 ? sms : 1);
+  if (grid > tiles) grid = tiles;
   struct tecore_launch_cfg cfg = {
       .grid = {(unsigned)grid, 1, 1}, .block = {TE_GEMM16_THREADS, 1, 1},
       .shared_bytes = TE_GEMM16_SMEM};
   struct te_gemm16_args a = {.p = &kp};
   void *args[TE_KNPARAMS(TE_GEMM16_PARAMS)];
   te_gemm16_args_ptrs(&a, args);
-  if (pairs) TE_CHECK(te_kernel_launch_pair(kid, &cfg, args, stream));
-  else TE_CHECK(te_kernel_launch_pdl(kid, &cfg, args, stream));
+  TE_CHECK(te_kernel_launch_pdl(id + (f16 * 2 + nk) * G16_EPIS + epi, &cfg, args, stream));
   if (!part_bytes) return TECORE_SUCCESS;
 
   struct te_gemm16_bgrad_args b = {.out = TE_DPTR(p->bias), .part = TE_DPTR(ws),

@@ -99,18 +99,7 @@ tecore_result_t te_cuda_kernel_launch(struct te_kernel_entry *k, struct te_kerne
       .gridDimX = cfg->grid[0], .gridDimY = cfg->grid[1], .gridDimZ = cfg->grid[2],
       .blockDimX = cfg->block[0], .blockDimY = cfg->block[1], .blockDimZ = cfg->block[2],
       .sharedMemBytes = cfg->shared_bytes, .hStream = stream, .attrs = NULL, .numAttrs = 0};
-  _Static_assert(TECORE_LAUNCH_FLAGS_ALL_ == 0x1u && !(TE_LAUNCH_CLUSTER_PAIR & 0x1u),
-                 "the flags below");
-  CUlaunchAttribute attr[2];
-  memset(attr, 0, sizeof attr);
-  lc.attrs = attr;
-  if (flags & TE_LAUNCH_CLUSTER_PAIR) {
-    attr[lc.numAttrs].id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
-    attr[lc.numAttrs].value.clusterDim.x = 2;
-    attr[lc.numAttrs].value.clusterDim.y = 1;
-    attr[lc.numAttrs].value.clusterDim.z = 1;
-    lc.numAttrs++;
-  }
+  CUlaunchAttribute attr[1];
   if (flags & TECORE_LAUNCH_PDL) {
     CUdevice dev;
     TE_CHECK_GOTO(te_cuda_current_device(&dev), res, fail);
@@ -118,9 +107,11 @@ tecore_result_t te_cuda_kernel_launch(struct te_kernel_entry *k, struct te_kerne
       /* The launch may begin once the stream's previous kernel has
        * triggered (griddepcontrol.launch_dependents) or ended; captured,
        * the edge from that kernel's node is a programmatic one. */
-      attr[lc.numAttrs].id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
-      attr[lc.numAttrs].value.programmaticStreamSerializationAllowed = 1;
-      lc.numAttrs++;
+      memset(attr, 0, sizeof attr);
+      attr[0].id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
+      attr[0].value.programmaticStreamSerializationAllowed = 1;
+      lc.attrs = attr;
+      lc.numAttrs = 1;
     }
   }
   /* A CUkernel passes as a CUfunction: the driver resolves it for the

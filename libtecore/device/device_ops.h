@@ -161,7 +161,7 @@ struct te_kernel_module {
    * there.  vdev has nothing to prepare. */                                                      \
   X(pfx, kernel_prepare, (struct te_kernel_entry *k, struct te_kernel_module *mod))               \
   /* Launches (or, in a capturing stream, records) one kernel; flags are                          \
-   * TECORE_LAUNCH_* (checked by the caller) and TE_LAUNCH_CLUSTER_PAIR. */                       \
+   * TECORE_LAUNCH_* (checked by the caller). */                                                  \
   X(pfx, kernel_launch, (struct te_kernel_entry *k, struct te_kernel_module *mod,                 \
                          const struct tecore_launch_cfg *cfg, void *const *args,                  \
                          unsigned flags, tecore_stream_t stream))                                 \
@@ -277,11 +277,6 @@ struct te_device_ops {
 #define TE_DEVICE_OPS_TABLE(pfx, id)                                          \
   const struct te_device_ops te_##pfx##_ops = {                               \
       .name = #pfx, .backend = id, TE_DEVICE_OPS(TE_DEVICE_OP_ENTRY, pfx)}
-
-/* A launch flag libtecore's own calls add (te_kernel_launch_pair, never
- * the public API): blocks in clusters of two along x (cuda; vdev runs
- * its C kernels, which do not know clusters, as before). */
-#define TE_LAUNCH_CLUSTER_PAIR 0x100u
 
 /* The registry's entries (kernel.c), for backends that map a driver's
  * kernel handle back to its id: entries 0 .. te_kernel_count()-1, never

@@ -245,8 +245,7 @@ static uint32_t shared_limit(const struct te_device_ops *o) {
 /* The launch behind tecore_kernel_launch and tecore_kernel_launch_ex;
  * api names the public call in messages. */
 static tecore_result_t kernel_launch(const char *api, int id, const struct tecore_launch_cfg *cfg,
-                                     void *const *args, unsigned flags, unsigned own,
-                                     tecore_stream_t stream) {
+                                     void *const *args, unsigned flags, tecore_stream_t stream) {
   TE_ARG(cfg, "%s: cfg is NULL", api);
   int n = __atomic_load_n(&reg_nkernels, __ATOMIC_ACQUIRE);
   TE_ARG(id >= 0 && id < n, "%s: kernel id %d outside [0, %d)", api, id, n);
@@ -274,21 +273,20 @@ static tecore_result_t kernel_launch(const char *api, int id, const struct tecor
   TE_CHECK(module_ready(o, k->table_index));
   struct te_prof_mark pm;
   te_prof_begin(&pm, stream);
-  tecore_result_t r =
-      o->kernel_launch(k, &reg_modules[k->table_index], cfg, args, flags | own, stream);
+  tecore_result_t r = o->kernel_launch(k, &reg_modules[k->table_index], cfg, args, flags, stream);
   te_prof_end(&pm, k->def->name, NULL, r);
   return r;
 }
 
 TE_EXPORT tecore_result_t tecore_kernel_launch(int id, const struct tecore_launch_cfg *cfg,
                                                void *const *args, tecore_stream_t stream) {
-  return kernel_launch("tecore_kernel_launch", id, cfg, args, 0, 0, stream);
+  return kernel_launch("tecore_kernel_launch", id, cfg, args, 0, stream);
 }
 
 TE_EXPORT tecore_result_t tecore_kernel_launch_ex(int id, const struct tecore_launch_cfg *cfg,
                                                   void *const *args, unsigned flags,
                                                   tecore_stream_t stream) {
-  return kernel_launch("tecore_kernel_launch_ex", id, cfg, args, flags, 0, stream);
+  return kernel_launch("tecore_kernel_launch_ex", id, cfg, args, flags, stream);
 }
 
 /* libtecore's own kernels that begin with te_pdl_enter (kernels/pdl.cuh):
@@ -306,16 +304,7 @@ TE_PARAM_INT(kernel_pdl, "TECORE_PDL", 1, 0, 1,
 tecore_result_t te_kernel_launch_pdl(int id, const struct tecore_launch_cfg *cfg,
                                      void *const *args, tecore_stream_t stream) {
   const unsigned flags = tecore_tunable_int(&kernel_pdl) ? TECORE_LAUNCH_PDL : 0;
-  return kernel_launch("tecore_kernel_launch", id, cfg, args, flags, 0, stream);
-}
-
-tecore_result_t te_kernel_launch_pair(int id, const struct tecore_launch_cfg *cfg,
-                                      void *const *args, tecore_stream_t stream) {
-  const unsigned flags = tecore_tunable_int(&kernel_pdl) ? TECORE_LAUNCH_PDL : 0;
-  TE_ARG(cfg && cfg->grid[0] % 2 == 0, "te_kernel_launch_pair: the grid's x (%u) is odd",
-         cfg ? cfg->grid[0] : 0u);
-  return kernel_launch("tecore_kernel_launch", id, cfg, args, flags, TE_LAUNCH_CLUSTER_PAIR,
-                       stream);
+  return kernel_launch("tecore_kernel_launch", id, cfg, args, flags, stream);
 }
 
 tecore_result_t te_kernel_node_replace(int id, tecore_graph_t graph, tecore_graph_node_t node,
