@@ -50,6 +50,16 @@
 # te-bench --gemm with 64-deep stages in pairs and alone and 32-deep in
 # pairs, GPT-2's step each way beside torch.compile's, t/demo/te-gpt.sh
 # and check_transformer under cuda with the defaults.
+# Phase d result (c5): correct (check_gemm 11/11, check_transformer 17/17,
+# t/demo/te-gpt.sh passes); fc1 with gelu' 0.304 ms in pairs, 0.300
+# alone, 0.305 with 32-deep stages; the DAUX product 0.319 / 0.308 /
+# 0.316; the step 55.66 / 55.91 ms in pairs, 56.61 / 55.49 alone, 55.69
+# with 32-deep stages (torch.compile 68.36).  Neither kept (91ea8bb: the
+# kernel is session 31's again, the same SASS).
+# Phase e: where the step's time goes between kernels: Nsight Compute
+# times every kernel of GPT-2's three-step run one at a time
+# (gpu__time_duration, graph nodes one by one), to set their sum for a
+# replayed step beside the step's own time.
 set -u
 default_phases="a"
 . "$(dirname "$0")/gpu-lib.sh"
@@ -140,5 +150,14 @@ if has d; then
     step te-gpt-sh-log sh -c "cat t/demo/te-gpt.log || cat test-suite.log"
     step check_transformer env TE_DEVICE=cuda t/core/check_transformer
   fi
+  step done true
+fi
+if has e; then
+  make -s tools/te-gpt > /dev/null 2>&1
+  step small-1 $small
+  STEP_TIMEOUT=330 step ncu-step /usr/local/cuda/bin/ncu --clock-control none \
+    --graph-profiling node --metrics gpu__time_duration.sum --csv --print-units base \
+    $gpt --model gpt2-124m --synthetic --batch 32 --steps 3 --eval-every 0 --sample 0
+  gzip -f "$out/ncu-step.txt"
   step done true
 fi
