@@ -60,6 +60,11 @@
 # times every kernel of GPT-2's three-step run one at a time
 # (gpu__time_duration, graph nodes one by one), to set their sum for a
 # replayed step beside the step's own time.
+# Phase e result (c6): ncu saw the first, eager step only (1725 kernels,
+# most of them cuBLASLt's algorithm measurements): the step graph is
+# fired from the device (te_graph_fire), whose nodes ncu does not time.
+# Phase f: the same over te-gpt --profile's eager steps (caches not
+# flushed), to sum the third step's kernels.
 set -u
 default_phases="a"
 . "$(dirname "$0")/gpu-lib.sh"
@@ -159,5 +164,13 @@ if has e; then
     --graph-profiling node --metrics gpu__time_duration.sum --csv --print-units base \
     $gpt --model gpt2-124m --synthetic --batch 32 --steps 3 --eval-every 0 --sample 0
   gzip -f "$out/ncu-step.txt"
+  step done true
+fi
+if has f; then
+  make -s tools/te-gpt > /dev/null 2>&1
+  STEP_TIMEOUT=330 step ncu-prof /usr/local/cuda/bin/ncu --clock-control none --cache-control none \
+    --metrics gpu__time_duration.sum --csv --print-units base $prof
+  gzip -f "$out/ncu-prof.txt"
+  step small-1 $small
   step done true
 fi
