@@ -68,6 +68,10 @@
 # Phase f result (c6): the third eager step's 456 kernels take 53.37 ms
 # one by one (the second's 603, with the eager zero-grad fills, 53.88);
 # the graph step 55.56 ms: 2.2 ms between kernels and in clocks.
+# Phase g: the clocks and power of a sustained step (nvidia-smi every 50
+# ms beside te-gpt and beside torch.compile's peer), and the step without
+# programmatic dependent launch (TECORE_PDL=0): how much of those 2.2 ms
+# is clocks and how much boundaries.
 set -u
 default_phases="a"
 . "$(dirname "$0")/gpu-lib.sh"
@@ -175,5 +179,15 @@ if has f; then
     --metrics gpu__time_duration.sum --csv --print-units base $prof
   gzip -f "$out/ncu-prof.txt"
   step small-1 $small
+  step done true
+fi
+if has g; then
+  make -s tools/te-gpt > /dev/null 2>&1
+  smi="nvidia-smi --query-gpu=timestamp,clocks.sm,clocks.mem,power.draw,temperature.gpu --format=csv,noheader -lms 50"
+  step small-1 sh -c "$smi > $out/clocks-te.csv & p=\$!; $small; kill \$p"
+  step small-nopdl env TECORE_PDL=0 $small
+  step small-peer20 sh -c "$smi > $out/clocks-peer.csv & p=\$!; $peer; kill \$p"
+  step small-2 $small
+  step small-nopdl2 env TECORE_PDL=0 $small
   step done true
 fi
