@@ -72,6 +72,11 @@
 # ms beside te-gpt and beside torch.compile's peer), and the step without
 # programmatic dependent launch (TECORE_PDL=0): how much of those 2.2 ms
 # is clocks and how much boundaries.
+# Phase g result (c7): te-gpt's replayed steps draw 666-693 W (the limit
+# is 700) at a median SM clock of 1695 MHz (1410-1965), where Nsight
+# Compute's one-by-one kernels ran near 1965: the step is held by power.
+# Without PDL 56.45 / 55.39 ms against 55.18 / 56.32 with it (within the
+# calls' spread); torch.compile 68.43.
 set -u
 default_phases="a"
 . "$(dirname "$0")/gpu-lib.sh"
