@@ -159,6 +159,17 @@ __device__ __forceinline__ void te_dev_unpack8t(uint4 u, float *v) {
     }
   }
 }
+// The two 16-bit elements of one word of such a quad.
+template <int DT>
+__device__ __forceinline__ void te_dev_unpack2t(uint32_t w, float *v) {
+  if constexpr (DT == TE_FP8_DT_BF16) {
+    v[0] = __uint_as_float(w << 16);
+    v[1] = __uint_as_float(w & 0xffff0000u);
+  } else {
+    v[0] = te_dev_h2f(w & 0xffffu);
+    v[1] = te_dev_h2f(w >> 16);
+  }
+}
 // 8 floats rounded to a 16-bit type (BF16 or F16), packed as te_dev_unpack8t reads them.
 template <int DT>
 __device__ __forceinline__ uint4 te_dev_pack8t(const float *v) {

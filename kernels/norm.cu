@@ -440,7 +440,13 @@ struct bwd_args {
 // if nvcc inlines them all and keeps every index constant, which has to be
 // shown on the SASS (cuobjdump -sass, every instantiation) before and
 // after; until then the phases stay in one body.
-template <int VEC, bool STREAM, int DT, int LNC, int ADDC>
+// CS (te_norm_bwd_fast_cs: DT 16-bit, TE_NORM_BWD_BLOCK threads): dx's
+// column sums as stored into a.cs, each thread's in shared memory behind
+// the slot-combine area (float4 [vector j][half][thread], rows in order:
+// constant offsets from one address, so no registers beyond the fast
+// kernel's), the slots then added in slot order as the dgamma partials
+// are.
+template <int VEC, bool STREAM, int DT, int LNC, int ADDC, bool CS = false>
 __device__ __forceinline__ void norm_bwd(const bwd_args &a) {
   extern __shared__ float comb[];
   __shared__ float red[2][2][32];
@@ -467,6 +473,14 @@ __device__ __forceinline__ void norm_bwd(const bwd_args &a) {
   float accg[NVR * VEC], accb[NVR * VEC];
 #pragma unroll
   for (int k = 0; k < NVR * VEC; k++) accg[k] = accb[k] = 0.0f;
+  static_assert(!CS || (!STREAM && VEC == 8 && (DT == BF16 || DT == F16)),
+                "column sums of dx: the 16-bit kernel with the row in registers only");
+  constexpr int CB = TE_NORM_BWD_BLOCK;
+  float4 *csm = (float4 *)(comb + (R - 1) * T * NVR * VEC * 2);
+  if constexpr (CS) {
+#pragma unroll
+    for (int e = 0; e < NVR * 2; e++) csm[e * CB + threadIdx.x] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+  }
   if (STREAM) {
     for (int j = 0; j < nv; j++) {
       const unsigned vi = (unsigned)j * T + t;
@@ -555,7 +569,24 @@ __device__ __forceinline__ void norm_bwd(const bwd_args &a) {
         float d = ln ? te_ln_dx(rs, dyg, xe[k], m1, m2) : te_rms_dx(rs, dyg, xe[k], m2);
         o[k] = add ? te_add_rn(d, ex[k]) : d;
       }
-      nv_st<VEC, DT>(a.dx, off, dtdx, o);
+      if constexpr (CS) {
+        const uint4 q = te_dev_pack8t<DT>(o);
+        *(uint4 *)((uint16_t *)a.dx + off) = q;
+        const uint32_t qw[4] = {q.x, q.y, q.z, q.w};
+#pragma unroll
+        for (int h2 = 0; h2 < 2; h2++) {   // the values as stored, one half at a time
+          float4 *cp = &csm[(j * 2 + h2) * CB + threadIdx.x];
+          float4 u = *cp;
+          float r[4];
+          te_dev_unpack2t<DT>(qw[2 * h2], r);
+          te_dev_unpack2t<DT>(qw[2 * h2 + 1], r + 2);
+          u.x = te_add_rn(u.x, r[0]); u.y = te_add_rn(u.y, r[1]);
+          u.z = te_add_rn(u.z, r[2]); u.w = te_add_rn(u.w, r[3]);
+          *cp = u;
+        }
+      } else {
+        nv_st<VEC, DT>(a.dx, off, dtdx, o);
+      }
       if (!STREAM) {
 #pragma unroll
         for (int k = 0; k < VEC; k++) {
@@ -603,6 +634,24 @@ __device__ __forceinline__ void norm_bwd(const bwd_args &a) {
         }
   }
   if (slot != 0) return;
+  if constexpr (CS) {   // the slots' sums, in slot order (R > 1: after the barrier above)
+    float *out = a.cs + (unsigned long long)blockIdx.x * hidden;
+#pragma unroll
+    for (int j = 0; j < NVR; j++) {
+      const unsigned vi = (unsigned)j * T + t;
+      if (!(j < nv && vi < nvec)) continue;
+#pragma unroll
+      for (int h2 = 0; h2 < 2; h2++) {
+        float4 v = csm[(j * 2 + h2) * CB + t];
+        for (int s2 = 1; s2 < R; s2++) {
+          const float4 w = csm[(j * 2 + h2) * CB + s2 * T + t];
+          v.x = te_add_rn(v.x, w.x); v.y = te_add_rn(v.y, w.y);
+          v.z = te_add_rn(v.z, w.z); v.w = te_add_rn(v.w, w.w);
+        }
+        *(float4 *)(out + vi * 8 + h2 * 4) = v;
+      }
+    }
+  }
 #pragma unroll
   for (int j = 0; j < NVR; j++) {
     const unsigned vi = (unsigned)j * T + t;
@@ -625,22 +674,32 @@ __device__ __forceinline__ void norm_bwd(const bwd_args &a) {
 
 // The common cases (one 16-bit dtype for everything, VEC 8, rows in
 // registers), a kernel of their own as te_norm_fwd_fast, held to 80
-// registers (3 blocks of 256 threads an SM; a few bytes spill to L1).
-extern "C" __global__ void __maxnreg__(80)
-    te_norm_bwd_fast(TE_KSIG(TE_NORM_BWD_PARAMS)) {
-  te_pdl_enter();
-  const bwd_args a = {TE_KNAMES(TE_NORM_BWD_PARAMS)};
-  const int d = TE_NORM_DT(dtypes, 0);
-  const int ln = (flags & TE_NORM_LAYERNORM) != 0, add = (flags & TE_NORM_EXTRA_GRAD) != 0;
+// registers (3 blocks of 256 threads an SM; a few bytes spill to L1);
+// te_norm_bwd_fast_cs the same with dx's column sums (CS).
+template <bool CS>
+__device__ __forceinline__ void norm_bwd_fast(const bwd_args &a) {
+  const int d = TE_NORM_DT(a.dtypes, 0);
+  const int ln = (a.flags & TE_NORM_LAYERNORM) != 0, add = (a.flags & TE_NORM_EXTRA_GRAD) != 0;
   switch (d * 4 + ln * 2 + add) {
 #define NORM_BWD_CASE(D, L, A) \
-  case D * 4 + L * 2 + A: norm_bwd<8, false, D, L, A>(a); return;
+  case D * 4 + L * 2 + A: norm_bwd<8, false, D, L, A, CS>(a); return;
     NORM_BWD_CASE(BF16, 1, 0) NORM_BWD_CASE(BF16, 1, 1) NORM_BWD_CASE(BF16, 0, 0)
     NORM_BWD_CASE(BF16, 0, 1) NORM_BWD_CASE(F16, 1, 0) NORM_BWD_CASE(F16, 1, 1)
     NORM_BWD_CASE(F16, 0, 0) NORM_BWD_CASE(F16, 0, 1)
 #undef NORM_BWD_CASE
     default: break;
   }
+}
+
+extern "C" __global__ void __maxnreg__(80)
+    te_norm_bwd_fast(TE_KSIG(TE_NORM_BWD_PARAMS)) {
+  te_pdl_enter();
+  norm_bwd_fast<false>({TE_KNAMES(TE_NORM_BWD_PARAMS)});
+}
+extern "C" __global__ void __maxnreg__(80)
+    te_norm_bwd_fast_cs(TE_KSIG(TE_NORM_BWD_PARAMS)) {
+  te_pdl_enter();
+  norm_bwd_fast<true>({TE_KNAMES(TE_NORM_BWD_PARAMS)});
 }
 
 #define TE_NORM_BWD_KERNEL(name, VEC, STREAM)                                                 \

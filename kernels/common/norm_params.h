@@ -26,7 +26,10 @@
   P(int, tpr, val)                   \
   P(int, nv, val)
 
-/* te_norm_bwd_v8 / _v1 / _stream_v8 / _stream_v1 / _fast */
+/* te_norm_bwd_v8 / _v1 / _stream_v8 / _stream_v1 / _fast.  cs (te_norm_bwd_fast
+ * only, else NULL): dx's column sums as stored, a partial row [parts][hidden]
+ * per block, in the order of the dgamma partials (the fuser's bias
+ * gradient of the Linear before the norm, added by te_colsum_final). */
 #define TE_NORM_BWD_PARAMS(P)        \
   P(const void *, dy, eptr(11, 1))   \
   P(const void *, x, eptr(11, 0))    \
@@ -42,7 +45,8 @@
   P(int, dtypes, val)                \
   P(int, tpr, val)                   \
   P(int, nv, val)                    \
-  P(unsigned, parts, val)
+  P(unsigned, parts, val)            \
+  P(float *, cs, ptr)
 
 /* te_norm_bwd_reduce: column sums of ws [which][parts][hidden] into out0
  * (and out1 when set), dtypes slots 0 and 1. */

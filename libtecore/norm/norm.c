@@ -11,7 +11,7 @@
 
 enum { K_FWD_V8, K_FWD_V1, K_FWD_STREAM_V8, K_FWD_STREAM_V1,
        K_BWD_V8, K_BWD_V1, K_BWD_STREAM_V8, K_BWD_STREAM_V1, K_BWD_REDUCE,
-       K_FWD_FAST, K_BWD_FAST, K_FWD_FAST16, K_FWD_FULL16 };
+       K_FWD_FAST, K_BWD_FAST, K_FWD_FAST16, K_FWD_FULL16, K_BWD_FAST_CS };
 
 #define NORM_FWD_DEF(sym, fn) TE_KDEF(sym, fn, TE_NORM_FWD_PARAMS)
 #define NORM_BWD_DEF(sym, fn) TE_KDEF(sym, fn, TE_NORM_BWD_PARAMS)
@@ -29,6 +29,7 @@ static const struct tecore_kernel_def norm_kernels[] = {
     [K_BWD_FAST] = NORM_BWD_DEF("te_norm_bwd_fast", te_norm_vdev_bwd_v8),
     [K_FWD_FAST16] = NORM_FWD_DEF("te_norm_fwd_fast16", te_norm_vdev_fwd_v8),
     [K_FWD_FULL16] = NORM_FWD_DEF("te_norm_fwd_full16", te_norm_vdev_fwd_v8),
+    [K_BWD_FAST_CS] = NORM_BWD_DEF("te_norm_bwd_fast_cs", te_norm_vdev_bwd_v8),
 };
 
 #define NORM_FWD_ALIGN TE_KALIGN(TE_NORM_FWD_PARAMS)
@@ -41,6 +42,7 @@ static const struct te_kalign norm_align[] = {
     [K_BWD_REDUCE] = TE_KALIGN(TE_NORM_REDUCE_PARAMS),
     [K_FWD_FAST] = NORM_FWD_ALIGN,      [K_BWD_FAST] = NORM_BWD_ALIGN,
     [K_FWD_FAST16] = NORM_FWD_ALIGN,   [K_FWD_FULL16] = NORM_FWD_ALIGN,
+    [K_BWD_FAST_CS] = NORM_BWD_ALIGN,
 };
 
 TE_KERNEL_TABLE_FATBIN_ALIGNED(norm_first_id, "libtecore/norm", norm_kernels, norm_align, norm)
@@ -118,20 +120,6 @@ struct norm_fwd_call {
   const char *fn;
 };
 
-/* A backward: dy and what the forward saw (x, mu, rsigma, gamma), the
- * extra gradient added to dx (the _bwd_add calls, or NULL), the outputs and
- * the workspace. */
-struct norm_bwd_call {
-  int ln;
-  const struct tecore_tensor *dy, *x, *gamma, *extra;
-  tecore_devptr_t mu, rsigma;
-  unsigned flags;
-  struct tecore_tensor *dx, *dgamma, *dbeta;
-  tecore_devptr_t workspace;
-  size_t workspace_bytes;
-  const char *fn;
-};
-
 /* ---- aliasing ------------------------------------------------------------------------ */
 
 /* te/norm.h's rule: what a call writes (y, its amax and scale_inv, mu,
@@ -160,7 +148,7 @@ static tecore_result_t norm_fwd_alias(const struct norm_fwd_call *c, size_t rows
 
 /* ws_used: the workspace bytes the backward writes.  RMSNorm's mu and
  * dbeta are not touched. */
-static tecore_result_t norm_bwd_alias(const struct norm_bwd_call *c, size_t ws_used,
+static tecore_result_t norm_bwd_alias(const struct te_norm_bwd_call *c, size_t ws_used,
                                       size_t rows) {
   struct te_tensor_spans l = {.access = TE_ACCESS_WRITE, .pair = 1};
   te_tensor_spans(c->dx, "dx", TE_SPAN_DATA, &l);
@@ -333,7 +321,8 @@ static tecore_result_t norm_check_grad_out(const struct tecore_tensor *t, const 
   return TECORE_SUCCESS;
 }
 
-static tecore_result_t norm_bwd(const struct norm_bwd_call *c, tecore_stream_t stream) {
+tecore_result_t te_norm_bwd(const struct te_norm_bwd_call *c, tecore_stream_t stream) {
+  if (c->cs_parts) *c->cs_parts = 0;
   const int ln = c->ln;
   const struct tecore_tensor *dy = c->dy, *x = c->x, *gamma = c->gamma, *extra = c->extra;
   struct tecore_tensor *dx = c->dx, *dgamma = c->dgamma, *dbeta = c->dbeta;
@@ -399,6 +388,17 @@ static tecore_result_t norm_bwd(const struct norm_bwd_call *c, tecore_stream_t s
     comb = (unsigned)((ln ? 2u : 1u) * hidden * sizeof(float));
     smem_partials = TE_NORM_SMEM_PARTIALS;
   }
+  /* dx's column sums from the same kernel: te_norm_bwd_fast's layout with
+   * 256 threads (hidden up to 4096), the parts' rows in the caller's
+   * scratch */
+  size_t cs_need = (size_t)parts * hidden * sizeof(float);
+  const int cs = c->cs && k == K_BWD_FAST && p.threads == TE_NORM_BWD_BLOCK &&
+                 cs_need <= c->cs_bytes && c->cs % 16 == 0;
+  if (c->cs_parts) *c->cs_parts = cs ? parts : 0;
+  if (cs) {
+    k = K_BWD_FAST_CS;
+    comb += (unsigned)(TE_NORM_BWD_NV_MAX * 2 * TE_NORM_BWD_BLOCK * 4 * sizeof(float));
+  }
   struct tecore_launch_cfg cfg = {.grid = {parts, 1, 1}, .block = {p.threads, 1, 1},
                                   .shared_bytes = comb};
   struct te_norm_bwd_args a = {
@@ -411,7 +411,7 @@ static tecore_result_t norm_bwd(const struct norm_bwd_call *c, tecore_stream_t s
                smem_partials,
       .dtypes = TE_NORM_DT_PACK((int)x->dtype, (int)dy->dtype, (int)gamma->dtype, (int)dx->dtype,
                                 extra ? (int)extra->dtype : 0),
-      .tpr = p.tpr, .nv = p.nv, .parts = parts};
+      .tpr = p.tpr, .nv = p.nv, .parts = parts, .cs = cs ? TE_DPTR(c->cs) : NULL};
   void *args[TE_KNPARAMS(TE_NORM_BWD_PARAMS)];
   te_norm_bwd_args_ptrs(&a, args);
   TE_CHECK(te_kernel_launch_pdl(id + k, &cfg, args, stream));
@@ -438,7 +438,7 @@ TE_EXPORT tecore_result_t tecore_layernorm_bwd(const struct tecore_tensor *dy,
                                                struct tecore_tensor *dbeta,
                                                tecore_devptr_t workspace, size_t workspace_bytes,
                                                tecore_stream_t stream) {
-  return norm_bwd(&(struct norm_bwd_call){.ln = 1, .dy = dy, .x = x, .gamma = gamma, .mu = mu,
+  return te_norm_bwd(&(struct te_norm_bwd_call){.ln = 1, .dy = dy, .x = x, .gamma = gamma, .mu = mu,
                                           .rsigma = rsigma, .flags = flags, .dx = dx,
                                           .dgamma = dgamma, .dbeta = dbeta,
                                           .workspace = workspace,
@@ -453,7 +453,7 @@ TE_EXPORT tecore_result_t tecore_rmsnorm_bwd(const struct tecore_tensor *dy,
                                              struct tecore_tensor *dgamma,
                                              tecore_devptr_t workspace, size_t workspace_bytes,
                                              tecore_stream_t stream) {
-  return norm_bwd(&(struct norm_bwd_call){.dy = dy, .x = x, .gamma = gamma, .rsigma = rsigma,
+  return te_norm_bwd(&(struct te_norm_bwd_call){.dy = dy, .x = x, .gamma = gamma, .rsigma = rsigma,
                                           .flags = flags, .dx = dx, .dgamma = dgamma,
                                           .workspace = workspace,
                                           .workspace_bytes = workspace_bytes, .fn = __func__},
@@ -467,7 +467,7 @@ TE_EXPORT tecore_result_t tecore_layernorm_bwd_add(
     struct tecore_tensor *dgamma, struct tecore_tensor *dbeta, tecore_devptr_t workspace,
     size_t workspace_bytes, tecore_stream_t stream) {
   TE_ARG(extra_grad, "%s: extra_grad is NULL", __func__);
-  return norm_bwd(&(struct norm_bwd_call){.ln = 1, .dy = dy, .x = x, .gamma = gamma, .mu = mu,
+  return te_norm_bwd(&(struct te_norm_bwd_call){.ln = 1, .dy = dy, .x = x, .gamma = gamma, .mu = mu,
                                           .rsigma = rsigma, .extra = extra_grad, .flags = flags,
                                           .dx = dx, .dgamma = dgamma, .dbeta = dbeta,
                                           .workspace = workspace,
@@ -485,7 +485,7 @@ TE_EXPORT tecore_result_t tecore_rmsnorm_bwd_add(const struct tecore_tensor *dy,
                                                  tecore_devptr_t workspace,
                                                  size_t workspace_bytes, tecore_stream_t stream) {
   TE_ARG(extra_grad, "%s: extra_grad is NULL", __func__);
-  return norm_bwd(&(struct norm_bwd_call){.dy = dy, .x = x, .gamma = gamma, .rsigma = rsigma,
+  return te_norm_bwd(&(struct te_norm_bwd_call){.dy = dy, .x = x, .gamma = gamma, .rsigma = rsigma,
                                           .extra = extra_grad, .flags = flags, .dx = dx,
                                           .dgamma = dgamma, .workspace = workspace,
                                           .workspace_bytes = workspace_bytes, .fn = __func__},

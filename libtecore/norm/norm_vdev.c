@@ -84,7 +84,7 @@ static void norm_vdev_fwd(int vec, void *const *args) {
 
 /* ---- vdev: backward ----------------------------------------------------------------
  * Parameters: dy, x, mu, rsigma, gamma, extra, dx, ws, rows, hidden, flags,
- * dtypes, tpr, nv, parts; the block is tpr * R threads (R row slots), the
+ * dtypes, tpr, nv, parts, cs; the block is tpr * R threads (R row slots), the
  * grid parts blocks. */
 
 static void norm_vdev_bwd(int vec, const struct tecore_launch_cfg *cfg, void *const *args) {
@@ -106,17 +106,18 @@ static void norm_vdev_bwd(int vec, const struct tecore_launch_cfg *cfg, void *co
   float h = (float)hidden;
   float part1[1024], part2[1024];
   /* per-slot column sums, added into the block's partial row in slot order */
-  float *accg = malloc(2 * (size_t)hidden * sizeof(float));
+  float *cs = a.cs;   /* te_norm_bwd_fast_cs: dx's column sums as stored */
+  float *accg = malloc(3 * (size_t)hidden * sizeof(float));
   if (!accg) {
     TE_LOG_ERROR(TECORE_SUBSYS_KERNEL, "vdev norm backward: out of memory (%u columns)", hidden);
     return;
   }
-  float *accb = accg + hidden;
+  float *accb = accg + hidden, *acco = accb + hidden;
   for (unsigned b = 0; b < parts; b++) {
     float *wsg = ws + (unsigned long long)b * hidden;
     float *wsb = ws + ((unsigned long long)parts + b) * hidden;
     for (unsigned s = 0; s < R; s++) {
-      for (unsigned c = 0; c < hidden; c++) accg[c] = accb[c] = 0.0f;
+      for (unsigned c = 0; c < hidden; c++) accg[c] = accb[c] = acco[c] = 0.0f;
       for (unsigned long long grp = b; grp * R < rows; grp += parts) {
         unsigned long long row = grp * R + s;
         if (row >= rows) continue;
@@ -148,6 +149,7 @@ static void norm_vdev_bwd(int vec, const struct tecore_launch_cfg *cfg, void *co
           float d = ln ? te_ln_dx(rs, dyg, xh, m1, m2) : te_rms_dx(rs, dyg, xh, m2);
           if (add) d = te_add_rn(d, te_ld(extra, base + c, dte));
           te_st(dx, base + c, dtdx, d);
+          if (cs) acco[c] = te_add_rn(acco[c], te_ld(dx, base + c, dtdx));
           accg[c] = te_fma_rn(g, xh, accg[c]);
           if (ln) accb[c] = te_add_rn(accb[c], g);
         }
@@ -155,6 +157,10 @@ static void norm_vdev_bwd(int vec, const struct tecore_launch_cfg *cfg, void *co
       for (unsigned c = 0; c < hidden; c++) {
         wsg[c] = s == 0 ? accg[c] : te_add_rn(wsg[c], accg[c]);
         if (ln) wsb[c] = s == 0 ? accb[c] : te_add_rn(wsb[c], accb[c]);
+        if (cs) {
+          float *o = cs + (unsigned long long)b * hidden + c;
+          *o = s == 0 ? acco[c] : te_add_rn(*o, acco[c]);
+        }
       }
     }
   }

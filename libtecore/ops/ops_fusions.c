@@ -55,6 +55,7 @@
  *   linear_dgrad+add  [MakeExtraOutput, Linear]: the dgrad GEMM accumulates
  *       into the residual's gradient (C = it, beta = 1). */
 #include "ops/ops_internal.h"
+#include "norm/norm_internal.h"
 #include "transpose/transpose_internal.h"
 
 #include <string.h>
@@ -279,8 +280,12 @@ static tecore_result_t x_rmsnorm_bwd_add(const struct tecore_seq_exec *x) {
   te_vec(&g, s->cfg.dtype, o->in_cols, o->param[0]);
   te_vec(&dg, TECORE_DTYPE_F32, o->in_cols, og);
   te_t2d(&extra, s->cfg.dtype, o->in_rows, o->in_cols, te_slot_grad(s, m->pair));
-  TE_CHECK(tecore_rmsnorm_bwd_add(&x->grad[2], &x->act[1], o->saved[0], &g, &extra,
-                                  o->d.norm_flags, &dx, &dg, s->ws, s->ws_bytes, x->stream));
+  struct te_norm_bwd_call c = {.dy = &x->grad[2], .x = &x->act[1], .gamma = &g,
+                               .rsigma = o->saved[0], .extra = &extra,
+                               .flags = o->d.norm_flags, .dx = &dx, .dgamma = &dg,
+                               .workspace = s->ws, .workspace_bytes = s->ws_bytes,
+                               .fn = "tecore_rmsnorm_bwd_add"};
+  TE_CHECK(te_linear_norm_bwd(s, x->first, &c, x->stream));
   return te_grad_add(o->grad[0], og, o->in_cols, x->stream);
 }
 
@@ -294,9 +299,12 @@ static tecore_result_t x_layernorm_bwd_add(const struct tecore_seq_exec *x) {
   te_vec(&dg, TECORE_DTYPE_F32, o->in_cols, og);
   te_vec(&db, TECORE_DTYPE_F32, o->in_cols, ob);
   te_t2d(&extra, s->cfg.dtype, o->in_rows, o->in_cols, te_slot_grad(s, m->pair));
-  TE_CHECK(tecore_layernorm_bwd_add(&x->grad[2], &x->act[1], o->saved[1], o->saved[0], &g,
-                                    &extra, o->d.norm_flags, &dx, &dg, &db, s->ws, s->ws_bytes,
-                                    x->stream));
+  struct te_norm_bwd_call c = {.ln = 1, .dy = &x->grad[2], .x = &x->act[1], .gamma = &g,
+                               .mu = o->saved[1], .rsigma = o->saved[0], .extra = &extra,
+                               .flags = o->d.norm_flags, .dx = &dx, .dgamma = &dg, .dbeta = &db,
+                               .workspace = s->ws, .workspace_bytes = s->ws_bytes,
+                               .fn = "tecore_layernorm_bwd_add"};
+  TE_CHECK(te_linear_norm_bwd(s, x->first, &c, x->stream));
   TE_CHECK(te_grad_add(o->grad[0], og, o->in_cols, x->stream));
   return te_grad_add(o->grad[1], ob, o->in_cols, x->stream);
 }

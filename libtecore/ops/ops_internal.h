@@ -277,9 +277,12 @@ struct tecore_seq {
                                       epilogue, ops_linear.c); 0: none */
   size_t cws_bytes;
   size_t cs_op;                    /* the Linear whose output gradient's column sums an
-                                      activation's backward left in cws (te_linear_act_bwd),
-                                      cs_parts parts of it; SIZE_MAX: none */
+                                      activation's or a norm's backward left in cws
+                                      (te_linear_act_bwd, te_linear_norm_bwd), cs_parts
+                                      parts of it, summed over the tensor at cs_src;
+                                      SIZE_MAX: none */
   size_t cs_parts;
+  tecore_devptr_t cs_src;
   tecore_devptr_t g0;              /* dx when the caller wants none */
   tecore_devptr_t garena;          /* the shared activation gradients (laid out by the backward plan) */
   size_t garena_bytes;
@@ -535,6 +538,16 @@ size_t te_linear_cws_bytes(const tecore_seq_t *s);
 tecore_result_t te_linear_act_bwd(tecore_seq_t *s, size_t act_op, tecore_activation_t act,
                                   const struct tecore_tensor *dy, const struct tecore_tensor *x,
                                   const struct tecore_tensor *dx, tecore_stream_t stream);
+
+/* A norm operation's backward (its executor fills c; `first`: its group's
+ * first op, whose input gradient is c->dx); when the op before that
+ * boundary, past AddExtraInput operations (which pass the gradient
+ * through), is a biased 16-bit Linear whose bias gradient is taken by
+ * column sums, the norm kernel makes those sums of dx on the way
+ * (TECORE_OPS_NORM_COLSUM), left for that Linear's backward. */
+struct te_norm_bwd_call;
+tecore_result_t te_linear_norm_bwd(tecore_seq_t *s, size_t first, struct te_norm_bwd_call *c,
+                                   tecore_stream_t stream);
 
 /* The weight-gradient GEMM that te_linear_bwd recorded in s->pend (on
  * stream), or nothing when none is pending. */

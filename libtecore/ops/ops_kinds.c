@@ -12,6 +12,7 @@
  * through F32 scratch and are then added into the F32 gradient buffers,
  * which is what makes gradients accumulate across microbatches. */
 #include "ops/ops_internal.h"
+#include "norm/norm_internal.h"
 
 #include <math.h>
 
@@ -209,9 +210,13 @@ static tecore_result_t layernorm_bwd(const struct tecore_seq_exec *x) {
   te_vec(&g, s->cfg.dtype, o->in_cols, o->param[0]);
   te_vec(&dg, TECORE_DTYPE_F32, o->in_cols, og);
   te_vec(&db, TECORE_DTYPE_F32, o->in_cols, ob);
-  TE_CHECK(tecore_layernorm_bwd(&x->grad[1], &x->act[0], o->saved[1], o->saved[0], &g,
-                                o->d.norm_flags, &d, &dg, &db, x->workspace, x->workspace_bytes,
-                                x->stream));
+  struct te_norm_bwd_call c = {.ln = 1, .dy = &x->grad[1], .x = &x->act[0], .gamma = &g,
+                               .mu = o->saved[1], .rsigma = o->saved[0],
+                               .flags = o->d.norm_flags, .dx = &d, .dgamma = &dg, .dbeta = &db,
+                               .workspace = x->workspace,
+                               .workspace_bytes = x->workspace_bytes,
+                               .fn = "tecore_layernorm_bwd"};
+  TE_CHECK(te_linear_norm_bwd(s, x->first, &c, x->stream));
   TE_CHECK(te_grad_add(o->grad[0], og, o->in_cols, x->stream));
   return te_grad_add(o->grad[1], ob, o->in_cols, x->stream);
 }
@@ -231,8 +236,12 @@ static tecore_result_t rmsnorm_bwd(const struct tecore_seq_exec *x) {
   const tecore_devptr_t og = te_grad_out(s, o->grad[0], s->dvec);
   te_vec(&g, s->cfg.dtype, o->in_cols, o->param[0]);
   te_vec(&dg, TECORE_DTYPE_F32, o->in_cols, og);
-  TE_CHECK(tecore_rmsnorm_bwd(&x->grad[1], &x->act[0], o->saved[0], &g, o->d.norm_flags, &d, &dg,
-                              x->workspace, x->workspace_bytes, x->stream));
+  struct te_norm_bwd_call c = {.dy = &x->grad[1], .x = &x->act[0], .gamma = &g,
+                               .rsigma = o->saved[0], .flags = o->d.norm_flags, .dx = &d,
+                               .dgamma = &dg, .workspace = x->workspace,
+                               .workspace_bytes = x->workspace_bytes,
+                               .fn = "tecore_rmsnorm_bwd"};
+  TE_CHECK(te_linear_norm_bwd(s, x->first, &c, x->stream));
   return te_grad_add(o->grad[0], og, o->in_cols, x->stream);
 }
 

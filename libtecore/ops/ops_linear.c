@@ -26,6 +26,7 @@
 #include "transpose/transpose_internal.h"
 #include "elementwise/elementwise_internal.h"
 #include "act/act_internal.h"
+#include "norm/norm_internal.h"
 #include "gemm/gemm_problem.h"
 
 #include <string.h>
@@ -470,10 +471,53 @@ tecore_result_t te_linear_act_bwd(tecore_seq_t *s, size_t act_op, tecore_activat
     TE_CHECK(te_act_bwd_colsum(act, dy, x, dx, s->cws, rpp, parts, stream));
     s->cs_op = l;
     s->cs_parts = parts;
+    s->cs_src = dx->data;
     return TECORE_SUCCESS;
   }
   struct tecore_tensor d = *dx;
   return tecore_act_bwd(act, dy, x, &d, stream);
+}
+
+/* A pre-norm block's proj and fc2 bias gradients are the column sums of
+ * the gradient a norm's backward writes (the residual stream's, through
+ * AddExtraInput): GPT-2 124M's 24 of them took 21 us each by te_colsum
+ * on an H100, reading that gradient once more (bench/2026-12-07/c6). */
+TE_PARAM_INT(ops_norm_colsum, "TECORE_OPS_NORM_COLSUM", 1, 0, 1,
+             "1: a norm's backward also makes the column sums of its input gradient where "
+             "they are the bias gradient of the 16-bit Linear before it (past residual adds); "
+             "0: that Linear's backward sums its output gradient again")
+
+/* The Linear whose bias gradient is the column sums of g, the gradient at
+ * boundary b (the input of op b), or SIZE_MAX. */
+static size_t norm_cs_target(const tecore_seq_t *s, size_t b, const struct tecore_tensor *g) {
+  if (!tecore_tunable_int(&ops_norm_colsum) || s->cfg.dtype == TECORE_DTYPE_F32) return SIZE_MAX;
+  while (b > 0 && s->ops[b - 1].d.kind == TECORE_OP_ADD_EXTRA_INPUT) b--;
+  if (b == 0) return SIZE_MAX;
+  const size_t l = b - 1;
+  const struct te_op *o = &s->ops[l];
+  if (o->d.kind != TECORE_OP_LINEAR || !(o->fp8 & TE_KIND_GEMM) || !o->d.bias ||
+      te_op_fp8(s, l) || o->out_cols != g->shape[1] || !bgrad_split(s, g))
+    return SIZE_MAX;
+  return l;
+}
+
+tecore_result_t te_linear_norm_bwd(tecore_seq_t *s, size_t first, struct te_norm_bwd_call *c,
+                                   tecore_stream_t stream) {
+  const size_t l = norm_cs_target(s, first, c->dx);
+  size_t parts = 0;
+  s->cs_op = SIZE_MAX;
+  if (l != SIZE_MAX) {
+    c->cs = s->cws;
+    c->cs_bytes = s->cws_bytes;
+    c->cs_parts = &parts;
+  }
+  TE_CHECK(te_norm_bwd(c, stream));
+  if (parts) {
+    s->cs_op = l;
+    s->cs_parts = parts;
+    s->cs_src = c->dx->data;
+  }
+  return TECORE_SUCCESS;
 }
 
 /* The weight gradient dW += dy^T x (F32, beta = 1) from the prepared
@@ -500,7 +544,8 @@ static tecore_result_t wgrad(tecore_seq_t *s, size_t op, const struct tecore_ten
   /* the first contribution after tecore_seq_zero_grad overwrites */
   const float beta = te_grad_take_fresh(s, o->grad[0]) ? 0.0f : 1.0f;
   TE_CHECK(tecore_gemm(DY, TECORE_GEMM_T, &Xc, TECORE_GEMM_N, &gW, 1.0f, beta, &wo, st));
-  if (split && s->cs_op == op) {   /* the activation's backward left dy's column sums */
+  if (split && s->cs_op == op && s->cs_src == DY->data) {
+    /* the activation's or the norm's backward left dy's column sums */
     s->cs_op = SIZE_MAX;
     return te_colsum_final(bias_grad, s->cws, s->cs_parts, DY->shape[1],
                            !te_grad_take_fresh(s, bias_grad), st);
