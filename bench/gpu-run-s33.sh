@@ -1,0 +1,38 @@
+#!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
+# bench/gpu-run-s33.sh -- session 33's GPU checks, from the top of a
+# configured and built tree (.devdeps/run builds it):
+#
+#     bash .devdeps/run 'T=$OUT; OUT=/tmp/o TAR=$T/r.tgz PHASES=a bash bench/gpu-run-s33.sh'
+#
+# Outputs: bench/2026-12-08/c1 (phase a) ..; record: bench/2026-12-08-gpu.md.
+# Phase a: the norm backward's column sums (te_norm_bwd_fast_cs, the proj
+# and fc2 bias gradients; TECORE_OPS_NORM_COLSUM=0 the separate
+# te_colsum as before): check_norm and check_transformer under cuda,
+# GPT-2 124M's step both ways beside torch.compile's, the step with 16
+# cuBLASLt candidates timed (TECORE_GEMM_TUNE_ALGOS=16, default 8), and
+# Nsight Compute's times of the norm, column-sum and cross-entropy
+# kernels of te-gpt --profile's eager steps both ways.
+set -u
+default_phases="a"
+. "$(dirname "$0")/gpu-lib.sh"
+gpt=tools/te-gpt
+small="$gpt --model gpt2-124m --synthetic --batch 32 --steps 20 --eval-every 0 --sample 0 --json"
+prof="$gpt --model gpt2-124m --synthetic --batch 32 --steps 3 --eval-every 0 --sample 0 --profile"
+peer="python3 bench/gpt_peer.py speed --model gpt2-124m --batch 32 --compile --steps 20 --warmup 3"
+kt="/usr/local/cuda/bin/ncu --clock-control none --metrics gpu__time_duration.sum --csv --print-units base"
+step machine sh -c 'nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm,power.limit --format=csv; nvcc --version | tail -2'
+if has a; then
+  make -s tools/te-gpt t/core/check_norm t/core/check_transformer > /dev/null 2>&1
+  step check_transformer env TE_DEVICE=cuda t/core/check_transformer
+  step check_norm env TE_DEVICE=cuda t/core/check_norm
+  step small-1 $small
+  step small-peer20 $peer
+  step small-nocs env TECORE_OPS_NORM_COLSUM=0 $small
+  step small-tune16 env TECORE_GEMM_TUNE_ALGOS=16 $small
+  step small-2 $small
+  step small-nocs2 env TECORE_OPS_NORM_COLSUM=0 $small
+  step ncu-norm $kt --kernel-name 'regex:te_norm|te_colsum|te_xent' $prof
+  step ncu-norm-nocs env TECORE_OPS_NORM_COLSUM=0 $kt --kernel-name 'regex:te_norm|te_colsum|te_xent' $prof
+  step done true
+fi
