@@ -717,50 +717,55 @@ TE_NORM_BWD_KERNEL(te_norm_bwd_stream_v1, 1, true)
 // Column sums of the workspace: block (32 columns) x (32 groups); group g
 // adds partial rows g, g+32, ... in order, then the 32 group sums of a
 // column are butterflied by one warp.  ws holds nsum arrays [parts][hidden]
-// (dgamma, then dbeta); out0/out1 get them in dtypes' slots 0 and 1.
+// (dgamma, then dbeta); out0/out1 get them in dtypes' slots 0 and 1; cs
+// (te_norm_bwd_fast_cs's partials of dx's column sums), when cs_out is
+// set, the same way into cs_out (F32, added to it when cs_acc).
 extern "C" __global__ void __launch_bounds__(1024)
     te_norm_bwd_reduce(TE_KSIG(TE_NORM_REDUCE_PARAMS)) {
   te_pdl_enter();
   __shared__ float s[TE_NORM_REDUCE_GROUPS][TE_NORM_REDUCE_COLS + 1];
   const unsigned c = blockIdx.x * TE_NORM_REDUCE_COLS + threadIdx.x;
   const unsigned g = threadIdx.y;
-  // both sums' partials of a group, all of them loaded before any is
-  // added (a thread's dozen or so were two sums of dependent round trips,
-  // 8-9 us a call for GPT-2's 396 x 768): each sum still in part order
+  // all sums' partials of a group loaded before any is added (a thread's
+  // dozen or so were two sums of dependent round trips, 8-9 us a call for
+  // GPT-2's 396 x 768): each sum still in part order
   constexpr int PMAX = 16;
   const int nsum = out1 ? 2 : 1;
-  float acc2[2] = {0.0f, 0.0f};
+  const bool third = cs_out != nullptr;
+  float acc3[3] = {0.0f, 0.0f, 0.0f};
   if (c < hidden) {
     unsigned p = g;
     for (; p < parts; p += PMAX * TE_NORM_REDUCE_GROUPS) {
-      float v[2][PMAX];
+      float v[3][PMAX];
 #pragma unroll
-      for (int which = 0; which < 2; which++)
+      for (int which = 0; which < 3; which++)
 #pragma unroll
         for (int i = 0; i < PMAX; i++) {
           const unsigned q = p + (unsigned)i * TE_NORM_REDUCE_GROUPS;
-          v[which][i] = which < nsum && q < parts
-                            ? ws[((unsigned long long)which * parts + q) * hidden + c]
-                            : 0.0f;
+          const bool on = which < nsum || (which == 2 && third);
+          const float *src = which == 2 ? cs : ws + (unsigned long long)which * parts * hidden;
+          v[which][i] = on && q < parts ? src[(unsigned long long)q * hidden + c] : 0.0f;
         }
 #pragma unroll
-      for (int which = 0; which < 2; which++)
+      for (int which = 0; which < 3; which++)
 #pragma unroll
         for (int i = 0; i < PMAX; i++)
           if (p + (unsigned)i * TE_NORM_REDUCE_GROUPS < parts)
-            acc2[which] = te_add_rn(acc2[which], v[which][i]);
+            acc3[which] = te_add_rn(acc3[which], v[which][i]);
     }
   }
-  for (int which = 0; which < nsum; which++) {
-    const float acc = acc2[which];
-    s[g][threadIdx.x] = acc;
+  for (int which = 0; which < 3; which++) {
+    if (which == 2 ? !third : which >= nsum) continue;
+    s[g][threadIdx.x] = acc3[which];
     __syncthreads();
     float v = s[threadIdx.x][threadIdx.y];
 #pragma unroll
     for (int off = 16; off >= 1; off >>= 1) v = te_add_rn(v, __shfl_xor_sync(FULL_MASK, v, off));
     const unsigned col = blockIdx.x * TE_NORM_REDUCE_COLS + threadIdx.y;
-    if (threadIdx.x == 0 && col < hidden)
-      te_st(which ? out1 : out0, col, TE_NORM_DT(dtypes, which), v);
+    if (threadIdx.x == 0 && col < hidden) {
+      if (which < 2) te_st(which ? out1 : out0, col, TE_NORM_DT(dtypes, which), v);
+      else cs_out[col] = cs_acc ? te_add_rn(cs_out[col], v) : v;
+    }
     __syncthreads();
   }
 }

@@ -49,13 +49,18 @@
   P(float *, cs, ptr)
 
 /* te_norm_bwd_reduce: column sums of ws [which][parts][hidden] into out0
- * (and out1 when set), dtypes slots 0 and 1. */
+ * (and out1 when set), dtypes slots 0 and 1; with cs_out, also those of
+ * cs [parts][hidden] (te_norm_bwd_fast_cs's) into the F32 cs_out, added
+ * to its values when cs_acc. */
 #define TE_NORM_REDUCE_PARAMS(P)     \
   P(const float *, ws, ptr)          \
   P(void *, out0, eptr(5, 0))        \
   P(void *, out1, eptr(5, 1))        \
   P(unsigned, parts, val)            \
   P(unsigned, hidden, val)           \
-  P(int, dtypes, val)
+  P(int, dtypes, val)                \
+  P(const float *, cs, ptr)          \
+  P(float *, cs_out, ptr)            \
+  P(int, cs_acc, val)
 
 #endif

@@ -20,9 +20,11 @@ TE_KARGS(te_norm_reduce_args, TE_NORM_REDUCE_PARAMS)
  * the workspace; ln: LayerNorm (else RMSNorm); fn names the public call in
  * messages.  cs (the fuser: 0 from the public calls): where the kernel may
  * also write dx's column sums, the values as stored, as *cs_parts partial
- * rows [parts][hidden] (cs_bytes of room, 16-byte aligned) for
- * te_colsum_final; *cs_parts is set to 0 when this call's kernel cannot
- * (only te_norm_bwd_fast's 256-thread layout does). */
+ * rows [parts][hidden] (cs_bytes of room, 16-byte aligned), which the
+ * dgamma/dbeta reduction then adds into cs_out (F32 [hidden]; to its
+ * values when cs_acc); *cs_parts is set to 0 when this call's kernel
+ * cannot (only te_norm_bwd_fast's 256-thread layout does) and cs_out is
+ * then not touched. */
 struct te_norm_bwd_call {
   int ln;
   const struct tecore_tensor *dy, *x, *gamma, *extra;
@@ -32,8 +34,9 @@ struct te_norm_bwd_call {
   tecore_devptr_t workspace;
   size_t workspace_bytes;
   const char *fn;
-  tecore_devptr_t cs;
+  tecore_devptr_t cs, cs_out;
   size_t cs_bytes;
+  int cs_acc;
   size_t *cs_parts;
 };
 /* The checks and kernels of tecore_layernorm_bwd and the others (norm.c). */

@@ -167,7 +167,7 @@ static void norm_vdev_bwd(int vec, const struct tecore_launch_cfg *cfg, void *co
   free(accg);
 }
 
-/* Parameters: ws, out0, out1, parts, hidden, dtypes. */
+/* Parameters: ws, out0, out1, parts, hidden, dtypes, cs, cs_out, cs_acc. */
 void te_norm_vdev_bwd_reduce(const struct tecore_launch_cfg *cfg, void *const *args) {
   const struct te_norm_reduce_args a = te_norm_reduce_args_of(args);
   const float *ws = a.ws;
@@ -175,8 +175,9 @@ void te_norm_vdev_bwd_reduce(const struct tecore_launch_cfg *cfg, void *const *a
   unsigned parts = a.parts, hidden = a.hidden;
   int dtypes = a.dtypes;
   (void)cfg;
-  for (int which = 0; which < (out[1] ? 2 : 1); which++) {
-    const float *w = ws + (unsigned long long)which * parts * hidden;
+  for (int which = 0; which < 3; which++) {
+    if (which == 2 ? !a.cs_out : which >= (out[1] ? 2 : 1)) continue;
+    const float *w = which == 2 ? a.cs : ws + (unsigned long long)which * parts * hidden;
     for (unsigned c = 0; c < hidden; c++) {
       float g[TE_NORM_REDUCE_GROUPS];
       for (unsigned grp = 0; grp < TE_NORM_REDUCE_GROUPS; grp++) {
@@ -185,7 +186,9 @@ void te_norm_vdev_bwd_reduce(const struct tecore_launch_cfg *cfg, void *const *a
           acc = te_add_rn(acc, w[(unsigned long long)p * hidden + c]);
         g[grp] = acc;
       }
-      te_st(out[which], c, TE_NORM_DT(dtypes, which), te_norm_tree_sum(g, TE_NORM_REDUCE_GROUPS));
+      float v = te_norm_tree_sum(g, TE_NORM_REDUCE_GROUPS);
+      if (which < 2) te_st(out[which], c, TE_NORM_DT(dtypes, which), v);
+      else a.cs_out[c] = a.cs_acc ? te_add_rn(a.cs_out[c], v) : v;
     }
   }
 }

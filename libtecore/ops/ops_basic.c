@@ -42,6 +42,17 @@ int te_grad_take_fresh(tecore_seq_t *s, tecore_devptr_t g) {
   return hit;
 }
 
+void te_grad_put_fresh(tecore_seq_t *s, tecore_devptr_t g) {
+  for (size_t i = 0; g && i < s->nops; i++) {
+    struct te_op *o = &s->ops[i];
+    for (size_t p = 0; p < o->nparams; p++)
+      if (o->grad[p] == g && !(o->grad_fresh & (1u << p))) {
+        o->grad_fresh |= 1u << p;
+        s->nfresh++;
+      }
+  }
+}
+
 /* dst (F32) += src; a parameter gradient marked to be overwritten gets
  * src itself (a copy, or the cast into dst): the same values as adding
  * to the zeros a fill wrote, but for a -0.0 that stays -0.0 (0 + -0 is

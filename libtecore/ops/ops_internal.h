@@ -283,6 +283,8 @@ struct tecore_seq {
                                       SIZE_MAX: none */
   size_t cs_parts;
   tecore_devptr_t cs_src;
+  int cs_done;                     /* the norm's reduction already added the sums into that
+                                      Linear's bias gradient */
   tecore_devptr_t g0;              /* dx when the caller wants none */
   tecore_devptr_t garena;          /* the shared activation gradients (laid out by the backward plan) */
   size_t garena_bytes;
@@ -401,6 +403,9 @@ static inline int te_w8_in_given(const tecore_seq_t *s, size_t op) {
  * instead of adding.  Decided when the work is queued, so a captured step
  * (zero_grad, forward, backward) replays the same choices. */
 int te_grad_take_fresh(tecore_seq_t *s, tecore_devptr_t g);
+/* Gives back a mark te_grad_take_fresh took (it returned 1) when the
+ * writer it was taken for did not write after all. */
+void te_grad_put_fresh(tecore_seq_t *s, tecore_devptr_t g);
 /* The end of a backward: fills the gradients whose mark no writer took. */
 tecore_result_t te_grad_fill_fresh(tecore_seq_t *s, tecore_stream_t stream);
 /* The start of a backward: marks made in a capture that is not this

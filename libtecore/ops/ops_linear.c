@@ -472,6 +472,7 @@ tecore_result_t te_linear_act_bwd(tecore_seq_t *s, size_t act_op, tecore_activat
     s->cs_op = l;
     s->cs_parts = parts;
     s->cs_src = dx->data;
+    s->cs_done = 0;
     return TECORE_SUCCESS;
   }
   struct tecore_tensor d = *dx;
@@ -498,26 +499,36 @@ static size_t norm_cs_target(const tecore_seq_t *s, size_t b, const struct tecor
   if (o->d.kind != TECORE_OP_LINEAR || !(o->fp8 & TE_KIND_GEMM) || !o->d.bias ||
       te_op_fp8(s, l) || o->out_cols != g->shape[1] || !bgrad_split(s, g))
     return SIZE_MAX;
-  return l;
+  /* the Linear's dy is g itself (the AddExtraInputs between alias it) */
+  return te_bnd_grad(s, l + 1) == g->data ? l : SIZE_MAX;
 }
 
 tecore_result_t te_linear_norm_bwd(tecore_seq_t *s, size_t first, struct te_norm_bwd_call *c,
                                    tecore_stream_t stream) {
   const size_t l = norm_cs_target(s, first, c->dx);
   size_t parts = 0;
+  int fresh = 0;
   s->cs_op = SIZE_MAX;
   if (l != SIZE_MAX) {
+    /* the sums go straight into the bias gradient with the norm's own
+     * (a store when it is marked to be overwritten) */
     c->cs = s->cws;
     c->cs_bytes = s->cws_bytes;
     c->cs_parts = &parts;
+    c->cs_out = s->ops[l].grad[1];
+    fresh = te_grad_take_fresh(s, c->cs_out);
+    c->cs_acc = !fresh;
   }
-  TE_CHECK(te_norm_bwd(c, stream));
-  if (parts) {
+  tecore_result_t r = te_norm_bwd(c, stream);
+  if (parts && r == TECORE_SUCCESS) {
     s->cs_op = l;
     s->cs_parts = parts;
     s->cs_src = c->dx->data;
+    s->cs_done = 1;
+  } else if (fresh) {
+    te_grad_put_fresh(s, c->cs_out);
   }
-  return TECORE_SUCCESS;
+  return r;
 }
 
 /* The weight gradient dW += dy^T x (F32, beta = 1) from the prepared
@@ -544,8 +555,8 @@ static tecore_result_t wgrad(tecore_seq_t *s, size_t op, const struct tecore_ten
   /* the first contribution after tecore_seq_zero_grad overwrites */
   const float beta = te_grad_take_fresh(s, o->grad[0]) ? 0.0f : 1.0f;
   TE_CHECK(tecore_gemm(DY, TECORE_GEMM_T, &Xc, TECORE_GEMM_N, &gW, 1.0f, beta, &wo, st));
-  if (split && s->cs_op == op && s->cs_src == DY->data) {
-    /* the activation's or the norm's backward left dy's column sums */
+  if (split && s->cs_op == op && s->cs_src == DY->data && !s->cs_done) {
+    /* the activation's backward left dy's column sums */
     s->cs_op = SIZE_MAX;
     return te_colsum_final(bias_grad, s->cws, s->cs_parts, DY->shape[1],
                            !te_grad_take_fresh(s, bias_grad), st);
@@ -663,6 +674,9 @@ static tecore_result_t linear_bwd(tecore_seq_t *s, const struct te_lin_bwd *a) {
     te_t2d(&W, dt, out, in, te_w16_cast(s, a->op) ? o->w16 : o->param[0]);
   }
   tecore_devptr_t bgrad = !f8 && a->bias_grad && !bias_done ? a->bias_grad : 0;
+  /* the norm's backward added dy's column sums into the bias gradient
+   * (te_linear_norm_bwd) */
+  if (bgrad && s->cs_done && s->cs_op == a->op && s->cs_src == DY.data) bgrad = 0;
 
   /* wgrad, accumulated into the F32 gradient: now, or (overlap) after the
    * next group's collective was queued on the side stream -- its

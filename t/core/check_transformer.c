@@ -883,9 +883,36 @@ static void norm_colsum_case(int kind, int residual) {
          residual ? "make_extra_output, " : "", residual ? "add_extra_input, " : "",
          ln ? "layernorm" : "rmsnorm", e);
   ck_assert_msg(e <= 1e-6, "bias gradient %.3g from dh's column sums > 1e-06", e);
-  ck_assert_msg(profile_has(prof, "te_norm_bwd_fast_cs") && !profile_has(prof, "te_colsum_part"),
+  ck_assert_msg(profile_has(prof, "te_norm_bwd_fast_cs") && !profile_has(prof, "te_colsum_part") &&
+                !profile_has(prof, "te_colsum_final"),
                 "the norm's backward did not make the bias gradient's sums:\n%s", prof);
   free(prof);
+  /* captured as te-gpt's step: zero_grad marks the bias gradient and the
+   * norm's reduction stores the sums there (instead of adding them to
+   * the zeros a fill wrote): the bits of the eager step, over a poisoned
+   * gradient */
+  TE_OK(tecore_seq_zero_grad(q, bs));
+  TE_OK(tecore_seq_forward(q, &x, &y, 0, bs));
+  TE_OK(tecore_seq_backward(q, &dy, &dx, bs));
+  from_dev(want, sp[1].grad.data, H, TECORE_DTYPE_F32);
+  tecore_graph_t gr;
+  tecore_graph_exec_t ge;
+  TE_OK(tecore_stream_synchronize(bs));
+  TE_OK(tecore_stream_begin_capture(bs, TECORE_CAPTURE_THREAD_LOCAL));
+  TE_OK(tecore_seq_zero_grad(q, bs));
+  TE_OK(tecore_seq_forward(q, &x, &y, 0, bs));
+  TE_OK(tecore_seq_backward(q, &dy, &dx, bs));
+  TE_OK(tecore_stream_end_capture(bs, &gr));
+  TE_OK(tecore_graph_instantiate(&ge, gr));
+  poison(sp[1].grad.data, H * 4);
+  TE_OK(tecore_graph_launch(ge, bs));
+  TE_OK(tecore_stream_synchronize(bs));
+  from_dev(got, sp[1].grad.data, H, TECORE_DTYPE_F32);
+  for (size_t j = 0; j < H; j++)
+    ck_assert_msg(memcmp(&got[j], &want[j], sizeof got[j]) == 0,
+                  "captured step: bias gradient [%zu] %.9g, eager %.9g", j, got[j], want[j]);
+  TE_OK(tecore_graph_exec_destroy(ge));
+  TE_OK(tecore_graph_destroy(gr));
   free(hv);
   free(want);
   free(got);
