@@ -714,17 +714,20 @@ TE_NORM_BWD_KERNEL(te_norm_bwd_v1, 1, false)
 TE_NORM_BWD_KERNEL(te_norm_bwd_stream_v8, 8, true)
 TE_NORM_BWD_KERNEL(te_norm_bwd_stream_v1, 1, true)
 
-// Column sums of the workspace: block (32 columns) x (32 groups); group g
+// Column sums of the workspace: block (8 columns) x (32 groups); group g
 // adds partial rows g, g+32, ... in order, then the 32 group sums of a
-// column are butterflied by one warp.  ws holds nsum arrays [parts][hidden]
+// column are butterflied by one warp (warp w the block's column w).  ws holds nsum arrays [parts][hidden]
 // (dgamma, then dbeta); out0/out1 get them in dtypes' slots 0 and 1; cs
 // (te_norm_bwd_fast_cs's partials of dx's column sums), when cs_out is
 // set, the same way into cs_out (F32, added to it when cs_acc).
-extern "C" __global__ void __launch_bounds__(1024)
+extern "C" __global__ void __launch_bounds__(TE_NORM_REDUCE_COLS * TE_NORM_REDUCE_GROUPS)
     te_norm_bwd_reduce(TE_KSIG(TE_NORM_REDUCE_PARAMS)) {
   te_pdl_enter();
+  static_assert(TE_NORM_REDUCE_GROUPS == 32, "a warp's lanes are the groups");
   __shared__ float s[TE_NORM_REDUCE_GROUPS][TE_NORM_REDUCE_COLS + 1];
   const unsigned c = blockIdx.x * TE_NORM_REDUCE_COLS + threadIdx.x;
+  const unsigned lin = threadIdx.y * TE_NORM_REDUCE_COLS + threadIdx.x;
+  const unsigned lane = lin % 32, warp = lin / 32;
   const unsigned g = threadIdx.y;
   // all sums' partials of a group loaded before any is added (a thread's
   // dozen or so were two sums of dependent round trips, 8-9 us a call for
@@ -758,13 +761,15 @@ extern "C" __global__ void __launch_bounds__(1024)
     if (which == 2 ? !third : which >= nsum) continue;
     s[g][threadIdx.x] = acc3[which];
     __syncthreads();
-    float v = s[threadIdx.x][threadIdx.y];
+    if (warp < TE_NORM_REDUCE_COLS) {
+      float v = s[lane][warp];
 #pragma unroll
-    for (int off = 16; off >= 1; off >>= 1) v = te_add_rn(v, __shfl_xor_sync(FULL_MASK, v, off));
-    const unsigned col = blockIdx.x * TE_NORM_REDUCE_COLS + threadIdx.y;
-    if (threadIdx.x == 0 && col < hidden) {
-      if (which < 2) te_st(which ? out1 : out0, col, TE_NORM_DT(dtypes, which), v);
-      else cs_out[col] = cs_acc ? te_add_rn(cs_out[col], v) : v;
+      for (int off = 16; off >= 1; off >>= 1) v = te_add_rn(v, __shfl_xor_sync(FULL_MASK, v, off));
+      const unsigned col = blockIdx.x * TE_NORM_REDUCE_COLS + warp;
+      if (lane == 0 && col < hidden) {
+        if (which < 2) te_st(which ? out1 : out0, col, TE_NORM_DT(dtypes, which), v);
+        else cs_out[col] = cs_acc ? te_add_rn(cs_out[col], v) : v;
+      }
     }
     __syncthreads();
   }
