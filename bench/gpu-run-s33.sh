@@ -13,6 +13,16 @@
 # cuBLASLt candidates timed (TECORE_GEMM_TUNE_ALGOS=16, default 8), and
 # Nsight Compute's times of the norm, column-sum and cross-entropy
 # kernels of te-gpt --profile's eager steps both ways.
+# Phase a result (c1): correct (check_transformer 18/18, check_norm 31/31);
+# the step 54.91 / 55.59 ms with the sums against 55.46 / 55.54 without
+# (torch.compile 68.00); te_norm_bwd_fast_cs 87.0 us a call against
+# te_norm_bwd_fast's 78.9, the 24 te_colsum_part calls (19.7 us) gone;
+# 16 candidates timed: 55.56 ms (no gain).
+# Phase b: the sums added by te_norm_bwd_reduce (no te_colsum_final for
+# proj and fc2), that reduction over 96 blocks: check_transformer and
+# check_norm under cuda; the step three times beside torch.compile's,
+# without the sums, with a 256 MB cuBLASLt workspace, with 264 norm parts;
+# clocks and power beside one step run; the norm kernels' times.
 set -u
 default_phases="a"
 . "$(dirname "$0")/gpu-lib.sh"
@@ -34,5 +44,21 @@ if has a; then
   step small-nocs2 env TECORE_OPS_NORM_COLSUM=0 $small
   step ncu-norm $kt --kernel-name 'regex:te_norm|te_colsum|te_xent' $prof
   step ncu-norm-nocs env TECORE_OPS_NORM_COLSUM=0 $kt --kernel-name 'regex:te_norm|te_colsum|te_xent' $prof
+  step done true
+fi
+if has b; then
+  make -s tools/te-gpt t/core/check_norm t/core/check_transformer > /dev/null 2>&1
+  step check_transformer env TE_DEVICE=cuda t/core/check_transformer
+  step check_norm env TE_DEVICE=cuda t/core/check_norm
+  smi="nvidia-smi --query-gpu=timestamp,clocks.sm,clocks.mem,power.draw,temperature.gpu --format=csv,noheader -lms 50"
+  step small-1 sh -c "$smi > $out/clocks-te.csv & p=\$!; $small; kill \$p"
+  step small-nocs env TECORE_OPS_NORM_COLSUM=0 $small
+  step small-peer20 $peer
+  step small-2 $small
+  step small-ws256 env TECORE_GEMM_WORKSPACE_MB=256 $small
+  step small-parts264 env TECORE_NORM_BWD_FAST_PARTS=264 $small
+  step small-nocs2 env TECORE_OPS_NORM_COLSUM=0 $small
+  step small-3 $small
+  step ncu-norm $kt --kernel-name 'regex:te_norm|te_colsum' $prof
   step done true
 fi
