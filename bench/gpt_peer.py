@@ -323,6 +323,7 @@ def speed(args):
         e1.record()
         e1.synchronize()
         times.append(e0.elapsed_time(e1))
+    run_order = list(times)
     times.sort()
     ms = times[len(times) // 2]
     tps = B * T / (ms / 1e3)
@@ -333,7 +334,8 @@ def speed(args):
           f"warmup {warm_s:.0f} s, last loss {loss.item():.4f}, torch {torch.__version__}")
     if args.json:
         json.dump({"model": args.model, "mode": name, "batch": B, "seq": T, "ms": ms,
-                   "tokens_per_s": tps, "tflops": tps * fpt / 1e12, "peak_mib": peak_mib()},
+                   "tokens_per_s": tps, "tflops": tps * fpt / 1e12, "peak_mib": peak_mib(),
+                   "times_ms": run_order},
                   open(args.json, "w"))
     return 0
 

@@ -23,6 +23,17 @@
 # check_norm under cuda; the step three times beside torch.compile's,
 # without the sums, with a 256 MB cuBLASLt workspace, with 264 norm parts;
 # clocks and power beside one step run; the norm kernels' times.
+# Phase b result (c2): correct (check_transformer 18/18, check_norm
+# 31/31); the step 55.67 / 55.51 / 56.07 ms, without the sums 55.86 /
+# 56.13, with a 256 MB workspace 56.78, with 264 parts 56.52
+# (torch.compile 68.61); te_norm_bwd_reduce 10.5 us a call (was 6.8 + 5.1
+# for te_colsum_final); 681 W, SM clock median 1665 MHz.
+# Phase c: how the step time moves over a longer run (the 20-step runs'
+# last five steps took 58-61 ms where steps 4-15 took 55): te-gpt and
+# torch.compile's peer for 60 steps each, every step's time kept, with
+# clocks and power beside both; te-gpt without the norm's sums for 60
+# steps; Nsight Compute's view of te_norm_bwd_reduce (10.5 us a call in
+# c2 with three sums over 96 blocks).
 set -u
 default_phases="a"
 . "$(dirname "$0")/gpu-lib.sh"
@@ -60,5 +71,19 @@ if has b; then
   step small-nocs2 env TECORE_OPS_NORM_COLSUM=0 $small
   step small-3 $small
   step ncu-norm $kt --kernel-name 'regex:te_norm|te_colsum' $prof
+  step done true
+fi
+if has c; then
+  make -s tools/te-gpt > /dev/null 2>&1
+  smi="nvidia-smi --query-gpu=timestamp,clocks.sm,clocks.mem,power.draw,temperature.gpu --format=csv,noheader -lms 50"
+  long="$gpt --model gpt2-124m --synthetic --batch 32 --steps 60 --eval-every 0 --sample 0 --json"
+  step long-1 sh -c "$smi > $out/clocks-long-te.csv & p=\$!; $long; kill \$p"
+  step long-peer sh -c "$smi > $out/clocks-long-peer.csv & p=\$!; python3 bench/gpt_peer.py speed --model gpt2-124m --batch 32 --compile --steps 60 --warmup 3 --json $out/long-peer.json; kill \$p"
+  step long-nocs env TECORE_OPS_NORM_COLSUM=0 $long
+  step long-2 $long
+  step small-1 $small
+  step ncu-reduce /usr/local/cuda/bin/ncu --clock-control none --section SpeedOfLight \
+    --section LaunchStats --section Occupancy --section WarpStateStats --section MemoryWorkloadAnalysis \
+    --kernel-name te_norm_bwd_reduce --launch-skip 30 --launch-count 1 $prof
   step done true
 fi
