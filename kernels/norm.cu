@@ -714,63 +714,53 @@ TE_NORM_BWD_KERNEL(te_norm_bwd_v1, 1, false)
 TE_NORM_BWD_KERNEL(te_norm_bwd_stream_v8, 8, true)
 TE_NORM_BWD_KERNEL(te_norm_bwd_stream_v1, 1, true)
 
-// Column sums of the workspace: block (8 columns) x (32 groups); group g
-// adds partial rows g, g+32, ... in order, then the 32 group sums of a
-// column are butterflied by one warp (warp w the block's column w).  ws holds nsum arrays [parts][hidden]
+// Column sums of the workspace: block (8 columns) x (32 groups) x (3
+// sums); group g of sum z adds partial rows g, g+32, ... in order, then
+// the 32 group sums of a column are butterflied by one warp (warp w: sum
+// w / 8, the block's column w % 8).  ws holds nsum arrays [parts][hidden]
 // (dgamma, then dbeta); out0/out1 get them in dtypes' slots 0 and 1; cs
 // (te_norm_bwd_fast_cs's partials of dx's column sums), when cs_out is
-// set, the same way into cs_out (F32, added to it when cs_acc).
-extern "C" __global__ void __launch_bounds__(TE_NORM_REDUCE_COLS * TE_NORM_REDUCE_GROUPS)
+// set, the same way into cs_out (F32, added to it when cs_acc).  A thread
+// one sum's dozen or so partials, all loaded before any is added (one
+// round trip; with the three sums in one thread, 56 registers held them
+// in batches: 11 us a GPT-2 call on an H100, bench/2026-12-08/c3).
+extern "C" __global__ void __launch_bounds__(TE_NORM_REDUCE_COLS * TE_NORM_REDUCE_GROUPS * 3)
     te_norm_bwd_reduce(TE_KSIG(TE_NORM_REDUCE_PARAMS)) {
   te_pdl_enter();
   static_assert(TE_NORM_REDUCE_GROUPS == 32, "a warp's lanes are the groups");
-  __shared__ float s[TE_NORM_REDUCE_GROUPS][TE_NORM_REDUCE_COLS + 1];
+  __shared__ float s[3][TE_NORM_REDUCE_GROUPS][TE_NORM_REDUCE_COLS + 1];
   const unsigned c = blockIdx.x * TE_NORM_REDUCE_COLS + threadIdx.x;
-  const unsigned lin = threadIdx.y * TE_NORM_REDUCE_COLS + threadIdx.x;
+  const unsigned g = threadIdx.y, which = threadIdx.z;
+  const unsigned lin = (which * TE_NORM_REDUCE_GROUPS + g) * TE_NORM_REDUCE_COLS + threadIdx.x;
   const unsigned lane = lin % 32, warp = lin / 32;
-  const unsigned g = threadIdx.y;
-  // all sums' partials of a group loaded before any is added (a thread's
-  // dozen or so were two sums of dependent round trips, 8-9 us a call for
-  // GPT-2's 396 x 768): each sum still in part order
+  const bool on = which == 2 ? cs_out != nullptr : which < (out1 ? 2u : 1u);
+  const float *src = which == 2 ? cs : ws + (unsigned long long)which * parts * hidden;
   constexpr int PMAX = 16;
-  const int nsum = out1 ? 2 : 1;
-  const bool third = cs_out != nullptr;
-  float acc3[3] = {0.0f, 0.0f, 0.0f};
-  if (c < hidden) {
-    unsigned p = g;
-    for (; p < parts; p += PMAX * TE_NORM_REDUCE_GROUPS) {
-      float v[3][PMAX];
+  float acc = 0.0f;
+  if (on && c < hidden) {
+    for (unsigned p = g; p < parts; p += PMAX * TE_NORM_REDUCE_GROUPS) {
+      float v[PMAX];
 #pragma unroll
-      for (int which = 0; which < 3; which++)
+      for (int i = 0; i < PMAX; i++) {
+        const unsigned q = p + (unsigned)i * TE_NORM_REDUCE_GROUPS;
+        v[i] = q < parts ? src[(unsigned long long)q * hidden + c] : 0.0f;
+      }
 #pragma unroll
-        for (int i = 0; i < PMAX; i++) {
-          const unsigned q = p + (unsigned)i * TE_NORM_REDUCE_GROUPS;
-          const bool on = which < nsum || (which == 2 && third);
-          const float *src = which == 2 ? cs : ws + (unsigned long long)which * parts * hidden;
-          v[which][i] = on && q < parts ? src[(unsigned long long)q * hidden + c] : 0.0f;
-        }
-#pragma unroll
-      for (int which = 0; which < 3; which++)
-#pragma unroll
-        for (int i = 0; i < PMAX; i++)
-          if (p + (unsigned)i * TE_NORM_REDUCE_GROUPS < parts)
-            acc3[which] = te_add_rn(acc3[which], v[which][i]);
+      for (int i = 0; i < PMAX; i++)
+        if (p + (unsigned)i * TE_NORM_REDUCE_GROUPS < parts) acc = te_add_rn(acc, v[i]);
     }
   }
-  for (int which = 0; which < 3; which++) {
-    if (which == 2 ? !third : which >= nsum) continue;
-    s[g][threadIdx.x] = acc3[which];
-    __syncthreads();
-    if (warp < TE_NORM_REDUCE_COLS) {
-      float v = s[lane][warp];
+  s[which][g][threadIdx.x] = acc;
+  __syncthreads();
+  const unsigned wz = warp / TE_NORM_REDUCE_COLS, wc = warp % TE_NORM_REDUCE_COLS;
+  const bool won = wz == 2 ? cs_out != nullptr : wz < (out1 ? 2u : 1u);
+  if (!won) return;
+  float v = s[wz][lane][wc];
 #pragma unroll
-      for (int off = 16; off >= 1; off >>= 1) v = te_add_rn(v, __shfl_xor_sync(FULL_MASK, v, off));
-      const unsigned col = blockIdx.x * TE_NORM_REDUCE_COLS + warp;
-      if (lane == 0 && col < hidden) {
-        if (which < 2) te_st(which ? out1 : out0, col, TE_NORM_DT(dtypes, which), v);
-        else cs_out[col] = cs_acc ? te_add_rn(cs_out[col], v) : v;
-      }
-    }
-    __syncthreads();
+  for (int off = 16; off >= 1; off >>= 1) v = te_add_rn(v, __shfl_xor_sync(FULL_MASK, v, off));
+  const unsigned col = blockIdx.x * TE_NORM_REDUCE_COLS + wc;
+  if (lane == 0 && col < hidden) {
+    if (wz < 2) te_st(wz ? out1 : out0, col, TE_NORM_DT(dtypes, wz), v);
+    else cs_out[col] = cs_acc ? te_add_rn(cs_out[col], v) : v;
   }
 }

@@ -85,10 +85,10 @@
  * loads in flight (at two blocks a GPT-2 LayerNorm backward, 32768 x
  * 768, ran at about 60% of the copy floor on an H100). */
 #define TE_NORM_BWD_FAST_MAX_PARTS 396
-/* The reduce kernel: 8 columns x 32 groups of partials per block (96
- * blocks for hidden 768: with 32 columns a block, GPT-2's 24 blocks took
- * 6.8 us a call on an H100, bench/2026-12-08/c1).  The groups' butterfly,
- * a warp a column, needs 32 groups. */
+/* The reduce kernel: 8 columns x 32 groups of partials x 3 sums per block
+ * (96 blocks for hidden 768: with 32 columns a block, GPT-2's 24 blocks
+ * took 6.8 us a call on an H100, bench/2026-12-08/c1).  The groups'
+ * butterfly, a warp a column, needs 32 groups. */
 #define TE_NORM_REDUCE_COLS 8
 #define TE_NORM_REDUCE_GROUPS 32
 

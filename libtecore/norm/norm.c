@@ -418,7 +418,7 @@ tecore_result_t te_norm_bwd(const struct te_norm_bwd_call *c, tecore_stream_t st
 
   struct tecore_launch_cfg rcfg = {
       .grid = {(unsigned)((hidden + TE_NORM_REDUCE_COLS - 1) / TE_NORM_REDUCE_COLS), 1, 1},
-      .block = {TE_NORM_REDUCE_COLS, TE_NORM_REDUCE_GROUPS, 1}};
+      .block = {TE_NORM_REDUCE_COLS, TE_NORM_REDUCE_GROUPS, 3}};
   struct te_norm_reduce_args ra = {
       .ws = a.ws, .out0 = TE_DPTR(dgamma->data), .out1 = ln ? TE_DPTR(dbeta->data) : NULL,
       .parts = parts, .hidden = (unsigned)hidden,
