@@ -34,6 +34,16 @@
 # clocks and power beside both; te-gpt without the norm's sums for 60
 # steps; Nsight Compute's view of te_norm_bwd_reduce (10.5 us a call in
 # c2 with three sums over 96 blocks).
+# Phase c result (c3): over 60 steps te-gpt's step time cycles with the
+# power limit (about 16 steps at 55-57 ms, 4-6 at 58-63): medians of
+# steps 3-60 56.85 / 57.15 ms, 56.99 without the sums; torch.compile's
+# 69.26 (its own bumps to 70-76 ms): 1.21-1.22x; the 20-step run 56.86.
+# te_norm_bwd_reduce: 11.0 us, 13% occupancy, warps waiting on loads
+# (48 partials a thread loaded in batches).
+# Phase d: the reduction a thread a sum; check_transformer, check_norm and
+# t/demo/te-gpt.sh under cuda; the norm kernels' times; 60-step runs of
+# te-gpt around torch.compile's, and 20-step runs with and without the
+# norm's sums.
 set -u
 default_phases="a"
 . "$(dirname "$0")/gpu-lib.sh"
@@ -85,5 +95,21 @@ if has c; then
   step ncu-reduce /usr/local/cuda/bin/ncu --clock-control none --section SpeedOfLight \
     --section LaunchStats --section Occupancy --section WarpStateStats --section MemoryWorkloadAnalysis \
     --kernel-name te_norm_bwd_reduce --launch-skip 30 --launch-count 1 $prof
+  step done true
+fi
+if has d; then
+  make -s tools/te-gpt t/core/check_norm t/core/check_transformer > /dev/null 2>&1
+  step check_transformer env TE_DEVICE=cuda t/core/check_transformer
+  step check_norm env TE_DEVICE=cuda t/core/check_norm
+  step ncu-norm $kt --kernel-name 'regex:te_norm|te_colsum' $prof
+  long="$gpt --model gpt2-124m --synthetic --batch 32 --steps 60 --eval-every 0 --sample 0 --json"
+  step long-1 $long
+  step long-peer python3 bench/gpt_peer.py speed --model gpt2-124m --batch 32 --compile --steps 60 --warmup 3 --json $out/long-peer.json
+  step long-2 $long
+  step small-1 $small
+  step small-nocs env TECORE_OPS_NORM_COLSUM=0 $small
+  step small-2 $small
+  STEP_TIMEOUT=200 step te-gpt-sh make -s check TESTS=t/demo/te-gpt.sh TE_DEVICE=cuda
+  step te-gpt-sh-log sh -c "cat t/demo/te-gpt.log || cat test-suite.log"
   step done true
 fi
