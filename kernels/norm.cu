@@ -476,10 +476,16 @@ __device__ __forceinline__ void norm_bwd(const bwd_args &a) {
   static_assert(!CS || (!STREAM && VEC == 8 && (DT == BF16 || DT == F16)),
                 "column sums of dx: the 16-bit kernel with the row in registers only");
   constexpr int CB = TE_NORM_BWD_BLOCK;
+  // CS: set 0 the column sums of dx, set 1 dbeta's (dy's), in shared
+  // memory: 16 registers fewer than accb[], which spilled beside the sums
   float4 *csm = (float4 *)(comb + (R - 1) * T * NVR * VEC * 2);
+  float4 *bsm = csm + NVR * 2 * CB;
   if constexpr (CS) {
 #pragma unroll
-    for (int e = 0; e < NVR * 2; e++) csm[e * CB + threadIdx.x] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    for (int e = 0; e < NVR * 2; e++) {
+      csm[e * CB + threadIdx.x] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+      bsm[e * CB + threadIdx.x] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    }
   }
   if (STREAM) {
     for (int j = 0; j < nv; j++) {
@@ -591,7 +597,17 @@ __device__ __forceinline__ void norm_bwd(const bwd_args &a) {
 #pragma unroll
         for (int k = 0; k < VEC; k++) {
           accg[j * VEC + k] = te_fma_rn(ge[k], xe[k], accg[j * VEC + k]);
-          if (ln) accb[j * VEC + k] = te_add_rn(accb[j * VEC + k], ge[k]);
+          if (ln && !CS) accb[j * VEC + k] = te_add_rn(accb[j * VEC + k], ge[k]);
+        }
+        if (CS && ln) {
+#pragma unroll
+          for (int h2 = 0; h2 < 2; h2++) {
+            float4 *bp = &bsm[(j * 2 + h2) * CB + threadIdx.x];
+            float4 u = *bp;
+            u.x = te_add_rn(u.x, ge[h2 * 4]); u.y = te_add_rn(u.y, ge[h2 * 4 + 1]);
+            u.z = te_add_rn(u.z, ge[h2 * 4 + 2]); u.w = te_add_rn(u.w, ge[h2 * 4 + 3]);
+            *bp = u;
+          }
         }
       } else {
         for (int k = 0; k < VEC; k++) {
@@ -622,7 +638,7 @@ __device__ __forceinline__ void norm_bwd(const bwd_args &a) {
 #pragma unroll
       for (int e = 0; e < per; e++) {
         comb[(((slot - 1) * per + e) * 2 + 0) * T + t] = accg[e];
-        comb[(((slot - 1) * per + e) * 2 + 1) * T + t] = accb[e];
+        if (!CS) comb[(((slot - 1) * per + e) * 2 + 1) * T + t] = accb[e];
       }
     __syncthreads();
     if (slot == 0)
@@ -630,7 +646,7 @@ __device__ __forceinline__ void norm_bwd(const bwd_args &a) {
 #pragma unroll
         for (int e = 0; e < per; e++) {
           accg[e] = te_add_rn(accg[e], comb[(((s2 - 1) * per + e) * 2 + 0) * T + t]);
-          accb[e] = te_add_rn(accb[e], comb[(((s2 - 1) * per + e) * 2 + 1) * T + t]);
+          if (!CS) accb[e] = te_add_rn(accb[e], comb[(((s2 - 1) * per + e) * 2 + 1) * T + t]);
         }
   }
   if (slot != 0) return;
@@ -642,13 +658,23 @@ __device__ __forceinline__ void norm_bwd(const bwd_args &a) {
       if (!(j < nv && vi < nvec)) continue;
 #pragma unroll
       for (int h2 = 0; h2 < 2; h2++) {
-        float4 v = csm[(j * 2 + h2) * CB + t];
-        for (int s2 = 1; s2 < R; s2++) {
-          const float4 w = csm[(j * 2 + h2) * CB + s2 * T + t];
-          v.x = te_add_rn(v.x, w.x); v.y = te_add_rn(v.y, w.y);
-          v.z = te_add_rn(v.z, w.z); v.w = te_add_rn(v.w, w.w);
+#pragma unroll
+        for (int set = 0; set < 2; set++) {
+          if (set == 1 && !ln) continue;
+          const float4 *src = set ? bsm : csm;
+          float4 v = src[(j * 2 + h2) * CB + t];
+          for (int s2 = 1; s2 < R; s2++) {
+            const float4 w = src[(j * 2 + h2) * CB + s2 * T + t];
+            v.x = te_add_rn(v.x, w.x); v.y = te_add_rn(v.y, w.y);
+            v.z = te_add_rn(v.z, w.z); v.w = te_add_rn(v.w, w.w);
+          }
+          if (set) {
+            accb[j * 8 + h2 * 4] = v.x; accb[j * 8 + h2 * 4 + 1] = v.y;
+            accb[j * 8 + h2 * 4 + 2] = v.z; accb[j * 8 + h2 * 4 + 3] = v.w;
+          } else {
+            *(float4 *)(out + vi * 8 + h2 * 4) = v;
+          }
         }
-        *(float4 *)(out + vi * 8 + h2 * 4) = v;
       }
     }
   }

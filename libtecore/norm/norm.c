@@ -397,7 +397,8 @@ tecore_result_t te_norm_bwd(const struct te_norm_bwd_call *c, tecore_stream_t st
   if (c->cs_parts) *c->cs_parts = cs ? parts : 0;
   if (cs) {
     k = K_BWD_FAST_CS;
-    comb += (unsigned)(TE_NORM_BWD_NV_MAX * 2 * TE_NORM_BWD_BLOCK * 4 * sizeof(float));
+    /* two sets (dx's sums, dbeta's) of float4 [vector][half][thread] */
+    comb += (unsigned)(2 * TE_NORM_BWD_NV_MAX * 2 * TE_NORM_BWD_BLOCK * 4 * sizeof(float));
   }
   struct tecore_launch_cfg cfg = {.grid = {parts, 1, 1}, .block = {p.threads, 1, 1},
                                   .shared_bytes = comb};

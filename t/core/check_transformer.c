@@ -786,7 +786,8 @@ END_TEST
  * the three cases on vdev was 7.4e-8); a part of the rows lost or doubled
  * moves it 1e-2 and more.  The profile of a step shows that the kernel
  * that makes the sums ran, and no separate column sums did (with
- * TECORE_OPS_NORM_COLSUM=0 the case fails there). */
+ * TECORE_OPS_NORM_COLSUM=0 the case fails there); its gamma and beta
+ * gradients have the public call's bits (the same order of sums). */
 static int profile_has(const char *text, const char *name) {
   size_t n = strlen(name);
   for (const char *p = strstr(text, name); p; p = strstr(p + 1, name))
@@ -895,6 +896,19 @@ static void norm_colsum_case(int kind, int residual) {
   TE_OK(tecore_seq_forward(q, &x, &y, 0, bs));
   TE_OK(tecore_seq_backward(q, &dy, &dx, bs));
   from_dev(want, sp[1].grad.data, H, TECORE_DTYPE_F32);
+  /* the kernel that makes the sums keeps dgamma's and dbeta's order: the
+   * bits of the public call's (the last one above took this step's x and
+   * dy) */
+  for (int w = 0; w < (ln ? 2 : 1); w++) {
+    double *pub = malloc(H * 8);
+    from_dev(got, sp[2 + w].grad.data, H, TECORE_DTYPE_F32);
+    from_dev(pub, (w ? db : dg).data, H, TECORE_DTYPE_F32);
+    for (size_t j = 0; j < H; j++)
+      ck_assert_msg(memcmp(&got[j], &pub[j], sizeof got[j]) == 0,
+                    "%s gradient [%zu] %.9g, the public call's %.9g", w ? "beta" : "gamma", j,
+                    got[j], pub[j]);
+    free(pub);
+  }
   tecore_graph_t gr;
   tecore_graph_exec_t ge;
   TE_OK(tecore_stream_synchronize(bs));
