@@ -699,6 +699,14 @@ START_TEST(test_bgrad_colsum) {
 }
 END_TEST
 
+/* want[j] += the column sums of the BF16 [rows][cols] at d (hv: scratch
+ * of rows * cols doubles), in double. */
+static void add_col_sums(double *want, double *hv, tecore_devptr_t d, size_t rows, size_t cols) {
+  from_dev(hv, d, rows * cols, TECORE_DTYPE_BF16);
+  for (size_t r = 0; r < rows; r++)
+    for (size_t j = 0; j < cols; j++) want[j] += hv[r * cols + j];
+}
+
 /* [Linear (bias), GELU] with the GELU in a group by itself
  * (TECORE_OPS_GELU_EPILOGUE=0, set before this forked case plans
  * anything): the GELU's backward writes dx and, on the way, the column
@@ -756,9 +764,7 @@ START_TEST(test_act_bias_colsum) {
     struct tecore_gemm_opts o = {.epilogue = TECORE_GEMM_EPI_BIAS, .bias = &b};
     TE_OK(tecore_gemm(&x, TECORE_GEMM_N, &W, TECORE_GEMM_T, &h, 1.0f, 0.0f, &o, bs));
     TE_OK(tecore_act_bwd(TECORE_ACT_GELU, &dy, &h, &dh, bs));
-    from_dev(hv, dh.data, R * OUT, TECORE_DTYPE_BF16);
-    for (size_t r = 0; r < R; r++)
-      for (size_t j = 0; j < OUT; j++) want[j] += hv[r * OUT + j];
+    add_col_sums(want, hv, dh.data, R, OUT);
   }
   from_dev(got, sp[1].grad.data, OUT, TECORE_DTYPE_F32);
   double e = rel_err(got, want, OUT);
@@ -873,9 +879,7 @@ static void norm_colsum_case(int kind, int residual) {
       TE_OK(tecore_rmsnorm_fwd(&h, &g, 1e-5f, 0, &yr, rs, bs));
       TE_OK(tecore_rmsnorm_bwd(&dy, &h, rs, &g, 0, &dh, &dg, nws, wsb, bs));
     }
-    from_dev(hv, dh.data, R * H, TECORE_DTYPE_BF16);
-    for (size_t r = 0; r < R; r++)
-      for (size_t j = 0; j < H; j++) want[j] += hv[r * H + j];
+    add_col_sums(want, hv, dh.data, R, H);
   }
   from_dev(got, sp[1].grad.data, H, TECORE_DTYPE_F32);
   double e = rel_err(got, want, H);
