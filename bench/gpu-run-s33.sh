@@ -61,6 +61,10 @@
 # torch.compile 68.46 (1.237-1.240x); llama-1b FP8 93.35 against 145.75
 # (1.561x); 1.3B FP8 183.08 against 282.20 (1.541x); decode 1856
 # tokens/s steady.
+# Phase f: for the next session, Nsight Compute's full set (with the
+# per-instruction stall samples as CSV) for the two memory-bound kernels
+# furthest from the copy floor: the cross-entropy (te_xent_train, 2.6 ms,
+# 85%) and the norm forward (te_norm_fwd_fast16, 39 us a call, 85%).
 set -u
 default_phases="a"
 . "$(dirname "$0")/gpu-lib.sh"
@@ -146,5 +150,20 @@ if has e; then
   step big $big
   step big-peer python3 bench/gpt_peer.py speed --model gpt-1.3b --batch 8 --compile --steps 8 --warmup 3
   step decode $gpt --model gpt2-124m --synthetic --steps 0 --sample 256 --json
+  step done true
+fi
+if has f; then
+  make -s tools/te-gpt > /dev/null 2>&1
+  full="/usr/local/cuda/bin/ncu --clock-control none --set full --import-source no --launch-count 1"
+  export_rep() {
+    /usr/local/cuda/bin/ncu --import "$1.ncu-rep" --page details > "$1-details.txt" 2>&1
+    /usr/local/cuda/bin/ncu --import "$1.ncu-rep" --page source --csv --print-source sass \
+      2>&1 | gzip > "$1-source.csv.gz"
+    rm -f "$1.ncu-rep"
+  }
+  step ncu-xent $full --kernel-name te_xent_train --launch-skip 1 -o "$out/xent" $prof
+  export_rep "$out/xent"
+  step ncu-normfwd $full --kernel-name te_norm_fwd_fast16 --launch-skip 30 -o "$out/normfwd" $prof
+  export_rep "$out/normfwd"
   step done true
 fi
