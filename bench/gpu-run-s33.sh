@@ -65,6 +65,8 @@
 # per-instruction stall samples as CSV) for the two memory-bound kernels
 # furthest from the copy floor: the cross-entropy (te_xent_train, 2.6 ms,
 # 85%) and the norm forward (te_norm_fwd_fast16, 39 us a call, 85%).
+# Phase f result: none -- its call ran out of the session's device time
+# while the tree was still building (no output came back).
 set -u
 default_phases="a"
 . "$(dirname "$0")/gpu-lib.sh"
