@@ -440,6 +440,12 @@ struct bwd_args {
 // if nvcc inlines them all and keeps every index constant, which has to be
 // shown on the SASS (cuobjdump -sass, every instantiation) before and
 // after; until then the phases stay in one body.
+// u += (a, b, c, d), lane by lane, each add rounded to nearest.
+__device__ __forceinline__ void f4_add(float4 &u, float a, float b, float c, float d) {
+  u.x = te_add_rn(u.x, a); u.y = te_add_rn(u.y, b);
+  u.z = te_add_rn(u.z, c); u.w = te_add_rn(u.w, d);
+}
+
 // CS (te_norm_bwd_fast_cs: DT 16-bit, TE_NORM_BWD_BLOCK threads): dx's
 // column sums as stored into a.cs, each thread's in shared memory behind
 // the slot-combine area (float4 [vector j][half][thread], rows in order:
@@ -586,8 +592,7 @@ __device__ __forceinline__ void norm_bwd(const bwd_args &a) {
           float r[4];
           te_dev_unpack2t<DT>(qw[2 * h2], r);
           te_dev_unpack2t<DT>(qw[2 * h2 + 1], r + 2);
-          u.x = te_add_rn(u.x, r[0]); u.y = te_add_rn(u.y, r[1]);
-          u.z = te_add_rn(u.z, r[2]); u.w = te_add_rn(u.w, r[3]);
+          f4_add(u, r[0], r[1], r[2], r[3]);
           *cp = u;
         }
       } else {
@@ -604,8 +609,7 @@ __device__ __forceinline__ void norm_bwd(const bwd_args &a) {
           for (int h2 = 0; h2 < 2; h2++) {
             float4 *bp = &bsm[(j * 2 + h2) * CB + threadIdx.x];
             float4 u = *bp;
-            u.x = te_add_rn(u.x, ge[h2 * 4]); u.y = te_add_rn(u.y, ge[h2 * 4 + 1]);
-            u.z = te_add_rn(u.z, ge[h2 * 4 + 2]); u.w = te_add_rn(u.w, ge[h2 * 4 + 3]);
+            f4_add(u, ge[h2 * 4], ge[h2 * 4 + 1], ge[h2 * 4 + 2], ge[h2 * 4 + 3]);
             *bp = u;
           }
         }
@@ -665,8 +669,7 @@ __device__ __forceinline__ void norm_bwd(const bwd_args &a) {
           float4 v = src[(j * 2 + h2) * CB + t];
           for (int s2 = 1; s2 < R; s2++) {
             const float4 w = src[(j * 2 + h2) * CB + s2 * T + t];
-            v.x = te_add_rn(v.x, w.x); v.y = te_add_rn(v.y, w.y);
-            v.z = te_add_rn(v.z, w.z); v.w = te_add_rn(v.w, w.w);
+            f4_add(v, w.x, w.y, w.z, w.w);
           }
           if (set) {
             accb[j * 8 + h2 * 4] = v.x; accb[j * 8 + h2 * 4 + 1] = v.y;
