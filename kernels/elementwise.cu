@@ -127,7 +127,7 @@ extern "C" __global__ void __launch_bounds__(TE_COLSUM_VECS * TE_COLSUM_LANES)
       float v[TE_COLSUM_UNROLL][8];
 #pragma unroll
       for (int u = 0; u < TE_COLSUM_UNROLL; u++)
-        te_dev_ld8(in, (r + (unsigned long long)u * TE_COLSUM_LANES) * cols + c, dtype, v[u]);
+        te_dev_ld8(in, (r + (unsigned long long)u * TE_COLSUM_LANES) * ld + c, dtype, v[u]);
 #pragma unroll
       for (int u = 0; u < TE_COLSUM_UNROLL; u++)
 #pragma unroll
@@ -135,7 +135,7 @@ extern "C" __global__ void __launch_bounds__(TE_COLSUM_VECS * TE_COLSUM_LANES)
     }
     for (; r < r1; r += TE_COLSUM_LANES) {
       float v[8];
-      te_dev_ld8(in, r * cols + c, dtype, v);
+      te_dev_ld8(in, r * ld + c, dtype, v);
 #pragma unroll
       for (int k = 0; k < 8; k++) s[k] = te_add_rn(s[k], v[k]);
     }
@@ -175,4 +175,36 @@ extern "C" __global__ void __launch_bounds__(TE_COLSUM_FCOLS * TE_COLSUM_FLANES)
     for (int l = 1; l < TE_COLSUM_FLANES; l++) t = te_add_rn(t, lane[l][tx]);
     out[c] = acc ? te_add_rn(out[c], t) : t;
   }
+}
+
+// The key and value parts of a packed QKV bias gradient
+// (TE_QKV_KV_BIAS_PARAMS): lane l of a column adds its rows' products in
+// order, then lane 0 the lanes.
+extern "C" __global__ void __launch_bounds__(TE_QKV_KV_COLS * TE_QKV_KV_LANES)
+    te_qkv_kv_bias(TE_KSIG(TE_QKV_KV_BIAS_PARAMS)) {
+  te_pdl_enter();
+  __shared__ float lane[TE_QKV_KV_LANES][TE_QKV_KV_COLS + 1];
+  const unsigned tx = threadIdx.x, ty = threadIdx.y;
+  const unsigned kvd = (unsigned)(kv_heads * head_dim), n_in = (unsigned)(heads * head_dim);
+  const unsigned c = blockIdx.x * TE_QKV_KV_COLS + tx;
+  float s_l = 0.0f;
+  if (c >= kvd && c < 2 * kvd) {
+    const unsigned g = (c - kvd) / (unsigned)head_dim, d = (c - kvd) % (unsigned)head_dim;
+    const unsigned rep = (unsigned)(heads / kv_heads);
+    for (unsigned r = 0; r < rep; r++) {
+      const unsigned j = (g * rep + r) * (unsigned)head_dim + d;
+      for (unsigned i = ty; i < n_out; i += TE_QKV_KV_LANES)
+        s_l = te_add_rn(s_l, te_mul_rn(s[i], te_ew_load(w, (unsigned long long)i * n_in + j, dtype)));
+    }
+  }
+  lane[ty][tx] = s_l;
+  __syncthreads();
+  if (ty != 0 || c >= 2 * kvd) return;
+  if (c < kvd) {   // the key part: exactly 0
+    if (!acc) out[c] = 0.0f;
+    return;
+  }
+  float t = lane[0][tx];
+  for (int l = 1; l < TE_QKV_KV_LANES; l++) t = te_add_rn(t, lane[l][tx]);
+  out[c] = acc ? te_add_rn(out[c], t) : t;
 }

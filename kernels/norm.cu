@@ -790,6 +790,9 @@ extern "C" __global__ void __launch_bounds__(TE_NORM_REDUCE_COLS * TE_NORM_REDUC
   const unsigned col = blockIdx.x * TE_NORM_REDUCE_COLS + wc;
   if (lane == 0 && col < hidden) {
     if (wz < 2) te_st(wz ? out1 : out0, col, TE_NORM_DT(dtypes, wz), v);
-    else cs_out[col] = cs_acc ? te_add_rn(cs_out[col], v) : v;
+    else {
+      cs_out[col] = cs_acc ? te_add_rn(cs_out[col], v) : v;
+      if (cs_copy) cs_copy[col] = v;
+    }
   }
 }

@@ -58,9 +58,10 @@
   P(unsigned long long, ssi, val)    \
   P(unsigned long long, ssj, val)
 
-/* te_colsum_part: the column sums of a [rows][cols] matrix (F32, F16 or
- * BF16: dtype, 16-byte aligned, cols % 8 == 0) in parts of rpp rows:
- * ws[part][c] = sum of in[r][c] over the part's rows.  Blocks of
+/* te_colsum_part: the column sums of a [rows][cols] matrix whose rows are
+ * ld elements apart (F32, F16 or BF16: dtype, 16-byte aligned, cols and
+ * ld % 8 == 0) in parts of rpp rows: ws[part][c] = sum of in[r][c] over
+ * the part's rows.  Blocks of
  * TE_COLSUM_VECS x TE_COLSUM_LANES threads: a thread owns 8 columns and a
  * lane of rows (part start + lane, + TE_COLSUM_LANES, ...), added in row
  * order; the lanes' sums are then added in lane order.  grid.x covers
@@ -70,6 +71,7 @@
   P(float *, ws, nnptr)              \
   P(unsigned long long, rows, val)   \
   P(unsigned long long, cols, val)   \
+  P(unsigned long long, ld, val)     \
   P(unsigned long long, rpp, val)    \
   P(int, dtype, val)
 
@@ -83,6 +85,30 @@
   P(unsigned long long, parts, val)  \
   P(unsigned long long, cols, val)   \
   P(int, acc, val)
+
+/* te_qkv_kv_bias: the key and value parts of a packed QKV Linear's bias
+ * gradient from the output Linear's (ops_linear.c, qkv_bias_kv).  out is
+ * [2 kv_heads head_dim] (F32): the key part gets 0 (kept when acc), the
+ * value part, for head g and element d,
+ *   sum over the heads h of g's group (heads / kv_heads of them, in order)
+ *   of sum over i of s[i] w[i][h head_dim + d]
+ * (plus out's old value when acc): s the output Linear's bias gradient
+ * [n_out] (F32), w its weight [n_out][heads head_dim] of dtype (F16 or
+ * BF16).  Blocks of TE_QKV_KV_COLS columns x TE_QKV_KV_LANES lanes; lane
+ * l adds the products of rows l, l + TE_QKV_KV_LANES, ... (each head in
+ * order, each product rounded), then lane 0 the lanes in order. */
+#define TE_QKV_KV_BIAS_PARAMS(P)     \
+  P(float *, out, nnptr)             \
+  P(const float *, s, nnptr)         \
+  P(const void *, w, nnptr)          \
+  P(unsigned, n_out, val)            \
+  P(int, heads, val)                 \
+  P(int, kv_heads, val)              \
+  P(int, head_dim, val)              \
+  P(int, dtype, val)                 \
+  P(int, acc, val)
+#define TE_QKV_KV_COLS 32
+#define TE_QKV_KV_LANES 32
 
 #define TE_COLSUM_VECS 32
 #define TE_COLSUM_LANES 8

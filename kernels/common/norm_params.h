@@ -51,7 +51,8 @@
 /* te_norm_bwd_reduce: column sums of ws [which][parts][hidden] into out0
  * (and out1 when set), dtypes slots 0 and 1; with cs_out, also those of
  * cs [parts][hidden] (te_norm_bwd_fast_cs's) into the F32 cs_out, added
- * to its values when cs_acc. */
+ * to its values when cs_acc, and (cs_copy set) the sums alone into the F32
+ * cs_copy. */
 #define TE_NORM_REDUCE_PARAMS(P)     \
   P(const float *, ws, ptr)          \
   P(void *, out0, eptr(5, 0))        \
@@ -61,6 +62,7 @@
   P(int, dtypes, val)                \
   P(const float *, cs, ptr)          \
   P(float *, cs_out, ptr)            \
-  P(int, cs_acc, val)
+  P(int, cs_acc, val)                \
+  P(float *, cs_copy, ptr)
 
 #endif

@@ -12,7 +12,9 @@
 
 /* ---- the table --------------------------------------------------------- */
 
-enum { K_FILL, K_SCALE_ADD, K_MEMSET, K_COPY, K_COPY2D, K_COLSUM_PART, K_COLSUM_FINAL };
+enum {
+  K_FILL, K_SCALE_ADD, K_MEMSET, K_COPY, K_COPY2D, K_COLSUM_PART, K_COLSUM_FINAL, K_QKV_KV_BIAS
+};
 static const struct tecore_kernel_def ew_kernels[] = {
     [K_FILL] = TE_KDEF("te_fill", te_ew_vdev_fill, TE_FILL_PARAMS),
     [K_SCALE_ADD] = TE_KDEF("te_scale_add", te_ew_vdev_scale_add, TE_SCALE_ADD_PARAMS),
@@ -22,6 +24,7 @@ static const struct tecore_kernel_def ew_kernels[] = {
     [K_COLSUM_PART] = TE_KDEF("te_colsum_part", te_ew_vdev_colsum_part, TE_COLSUM_PART_PARAMS),
     [K_COLSUM_FINAL] = TE_KDEF("te_colsum_final", te_ew_vdev_colsum_final,
                                TE_COLSUM_FINAL_PARAMS),
+    [K_QKV_KV_BIAS] = TE_KDEF("te_qkv_kv_bias", te_ew_vdev_qkv_kv_bias, TE_QKV_KV_BIAS_PARAMS),
 };
 
 static const struct te_kalign ew_align[] = {
@@ -32,6 +35,7 @@ static const struct te_kalign ew_align[] = {
     [K_COPY2D] = TE_KALIGN(TE_COPY2D_U32_PARAMS),
     [K_COLSUM_PART] = TE_KALIGN(TE_COLSUM_PART_PARAMS),
     [K_COLSUM_FINAL] = TE_KALIGN(TE_COLSUM_FINAL_PARAMS),
+    [K_QKV_KV_BIAS] = TE_KALIGN(TE_QKV_KV_BIAS_PARAMS),
 };
 
 TE_KERNEL_TABLE_FATBIN_ALIGNED(ew_first_id, "libtecore/elementwise", ew_kernels, ew_align,
@@ -103,15 +107,22 @@ size_t te_colsum_ws_bytes(size_t cols) {
 
 tecore_result_t te_colsum(tecore_devptr_t out, const struct tecore_tensor *in, int acc,
                           tecore_devptr_t ws, size_t ws_bytes, tecore_stream_t stream) {
+  return te_colsum_cols(out, in, 0, in->ndim == 2 ? in->shape[1] : 0, acc, ws, ws_bytes, stream);
+}
+
+tecore_result_t te_colsum_cols(tecore_devptr_t out, const struct tecore_tensor *in, size_t c0,
+                               size_t cols, int acc, tecore_devptr_t ws, size_t ws_bytes,
+                               tecore_stream_t stream) {
   int id = ew_first_id();
   if (id < 0) return TE_ERR(TECORE_ERR_INTERNAL, "the elementwise kernels did not register");
-  size_t rows = in->shape[0], cols = in->shape[1];
-  if (in->ndim != 2 || cols % 8 || in->data % 16 ||
+  size_t rows = in->shape[0], ld = in->shape[1];
+  const tecore_devptr_t data = in->data + c0 * tecore_dtype_size(in->dtype);
+  if (in->ndim != 2 || ld % 8 || cols % 8 || c0 % 8 || c0 + cols > ld || data % 16 ||
       (in->dtype != TECORE_DTYPE_F32 && in->dtype != TECORE_DTYPE_F16 &&
        in->dtype != TECORE_DTYPE_BF16))
-    return TE_ERR(TECORE_ERR_INTERNAL, "column sums: a 2-D f32/f16/bf16 tensor, 16-byte aligned, "
-                  "columns a multiple of 8 (got %s [%zu][%zu])", tecore_dtype_name(in->dtype),
-                  rows, cols);
+    return TE_ERR(TECORE_ERR_INTERNAL, "column sums: columns %zu..%zu of a 2-D f32/f16/bf16 "
+                  "tensor, 16-byte aligned, columns and row length multiples of 8 (got %s "
+                  "[%zu][%zu])", c0, c0 + cols, tecore_dtype_name(in->dtype), rows, ld);
   if (!cols) return TECORE_SUCCESS;
   size_t parts = 1, rpp = rows ? te_colsum_plan(rows, cols, &parts) : 1;
   if (!rows) parts = 0;
@@ -122,8 +133,9 @@ tecore_result_t te_colsum(tecore_devptr_t out, const struct tecore_tensor *in, i
     size_t gx = te_cdiv(cols, TE_COLSUM_VECS * 8);
     struct tecore_launch_cfg cfg = {.grid = {(unsigned)gx, (unsigned)parts, 1},
                                     .block = {TE_COLSUM_VECS, TE_COLSUM_LANES, 1}};
-    struct te_colsum_part_args k = {.in = TE_DPTR(in->data), .ws = TE_DPTR(ws), .rows = rows,
-                                    .cols = cols, .rpp = rpp, .dtype = (int)in->dtype};
+    struct te_colsum_part_args k = {.in = TE_DPTR(data), .ws = TE_DPTR(ws), .rows = rows,
+                                    .cols = cols, .ld = ld, .rpp = rpp,
+                                    .dtype = (int)in->dtype};
     void *args[TE_KNPARAMS(TE_COLSUM_PART_PARAMS)];
     te_colsum_part_args_ptrs(&k, args);
     TE_CHECK(te_kernel_launch_pdl(id + K_COLSUM_PART, &cfg, args, stream));
@@ -143,6 +155,28 @@ tecore_result_t te_colsum_final(tecore_devptr_t out, tecore_devptr_t ws, size_t 
   void *args[TE_KNPARAMS(TE_COLSUM_FINAL_PARAMS)];
   te_colsum_final_args_ptrs(&f, args);
   return te_kernel_launch_pdl(id + K_COLSUM_FINAL, &cfg, args, stream);
+}
+
+tecore_result_t te_qkv_kv_bias(tecore_devptr_t out, tecore_devptr_t s, tecore_devptr_t w,
+                               tecore_dtype_t wdt, size_t n_out, int heads, int kv_heads,
+                               int head_dim, int acc, tecore_stream_t stream) {
+  int id = ew_first_id();
+  if (id < 0) return TE_ERR(TECORE_ERR_INTERNAL, "the elementwise kernels did not register");
+  if (!out || !s || !w || out % 4 || s % 4 || (wdt != TECORE_DTYPE_BF16 && wdt != TECORE_DTYPE_F16) ||
+      w % 2 || n_out == 0 || n_out > UINT32_MAX || heads < 1 || kv_heads < 1 ||
+      heads % kv_heads || head_dim < 1 || (size_t)heads * (size_t)head_dim > UINT32_MAX / 2)
+    return TE_ERR(TECORE_ERR_INTERNAL, "te_qkv_kv_bias: %zu rows of %s, heads %d over %d of %d: "
+                  "not a case it takes", n_out, tecore_dtype_name(wdt), heads, kv_heads, head_dim);
+  const size_t cols = 2 * (size_t)kv_heads * (size_t)head_dim;
+  struct tecore_launch_cfg cfg = {.grid = {(unsigned)te_cdiv(cols, TE_QKV_KV_COLS), 1, 1},
+                                  .block = {TE_QKV_KV_COLS, TE_QKV_KV_LANES, 1}};
+  struct te_qkv_kv_bias_args k = {.out = TE_DPTR(out), .s = TE_DPTR(s), .w = TE_DPTR(w),
+                                  .n_out = (unsigned)n_out, .heads = heads,
+                                  .kv_heads = kv_heads, .head_dim = head_dim, .dtype = (int)wdt,
+                                  .acc = acc != 0};
+  void *args[TE_KNPARAMS(TE_QKV_KV_BIAS_PARAMS)];
+  te_qkv_kv_bias_args_ptrs(&k, args);
+  return te_kernel_launch_pdl(id + K_QKV_KV_BIAS, &cfg, args, stream);
 }
 
 static tecore_result_t ew_check_dtype(tecore_dtype_t dtype, const char *fn) {

@@ -18,6 +18,7 @@ TE_KARGS(te_copy_args, TE_COPY_PARAMS)
 TE_KARGS(te_copy2d_u32_args, TE_COPY2D_U32_PARAMS)
 TE_KARGS(te_colsum_part_args, TE_COLSUM_PART_PARAMS)
 TE_KARGS(te_colsum_final_args, TE_COLSUM_FINAL_PARAMS)
+TE_KARGS(te_qkv_kv_bias_args, TE_QKV_KV_BIAS_PARAMS)
 
 void te_ew_vdev_fill(const struct tecore_launch_cfg *cfg, void *const *args);
 void te_ew_vdev_scale_add(const struct tecore_launch_cfg *cfg, void *const *args);
@@ -26,6 +27,7 @@ void te_ew_vdev_copy(const struct tecore_launch_cfg *cfg, void *const *args);
 void te_ew_vdev_copy2d_u32(const struct tecore_launch_cfg *cfg, void *const *args);
 void te_ew_vdev_colsum_part(const struct tecore_launch_cfg *cfg, void *const *args);
 void te_ew_vdev_colsum_final(const struct tecore_launch_cfg *cfg, void *const *args);
+void te_ew_vdev_qkv_kv_bias(const struct tecore_launch_cfg *cfg, void *const *args);
 
 /* The column sums of a [rows][cols] tensor, out[c] = sum_r in[r][c] in
  * F32 (plus out's old value when acc), in a fixed order (the same bits on
@@ -42,5 +44,17 @@ tecore_result_t te_colsum_final(tecore_devptr_t out, tecore_devptr_t ws, size_t 
                                 size_t cols, int acc, tecore_stream_t stream);
 tecore_result_t te_colsum(tecore_devptr_t out, const struct tecore_tensor *in, int acc,
                           tecore_devptr_t ws, size_t ws_bytes, tecore_stream_t stream);
+/* The key and value parts of a packed QKV Linear's bias gradient (out:
+ * its F32 [2 kv_heads head_dim] after the query part) from the output
+ * Linear's bias gradient s (F32 [n_out]) and weight w (F16/BF16 [n_out]
+ * [heads head_dim]): TE_QKV_KV_BIAS_PARAMS. */
+tecore_result_t te_qkv_kv_bias(tecore_devptr_t out, tecore_devptr_t s, tecore_devptr_t w,
+                               tecore_dtype_t wdt, size_t n_out, int heads, int kv_heads,
+                               int head_dim, int acc, tecore_stream_t stream);
+/* te_colsum over columns c0 .. c0 + cols - 1 of in (c0 and cols multiples
+ * of 8) into out[0 .. cols - 1]. */
+tecore_result_t te_colsum_cols(tecore_devptr_t out, const struct tecore_tensor *in, size_t c0,
+                               size_t cols, int acc, tecore_devptr_t ws, size_t ws_bytes,
+                               tecore_stream_t stream);
 
 #endif

@@ -56,7 +56,7 @@ void te_ew_vdev_copy2d_u32(const struct tecore_launch_cfg *cfg, void *const *arg
  * in order. */
 static float colsum_in(void *ctx, uint64_t i) {
   const struct te_colsum_part_args *a = ctx;
-  return te_ew_load(a->in, i, a->dtype);
+  return te_ew_load(a->in, i / a->cols * a->ld + i % a->cols, a->dtype);
 }
 
 void te_ew_vdev_colsum_part(const struct tecore_launch_cfg *cfg, void *const *args) {
@@ -75,6 +75,30 @@ void te_ew_vdev_colsum_final(const struct tecore_launch_cfg *cfg, void *const *a
       float s = 0.0f;
       for (unsigned long long p = l; p < a.parts; p += TE_COLSUM_FLANES)
         s = te_add_rn(s, a.ws[p * a.cols + c]);
+      t = l == 0 ? s : te_add_rn(t, s);
+    }
+    a.out[c] = a.acc ? te_add_rn(a.out[c], t) : t;
+  }
+}
+
+/* te_qkv_kv_bias in the kernel's order. */
+void te_ew_vdev_qkv_kv_bias(const struct tecore_launch_cfg *cfg, void *const *args) {
+  const struct te_qkv_kv_bias_args a = te_qkv_kv_bias_args_of(args);
+  (void)cfg;
+  const unsigned kvd = (unsigned)(a.kv_heads * a.head_dim), n_in = (unsigned)(a.heads * a.head_dim);
+  const unsigned rep = (unsigned)(a.heads / a.kv_heads);
+  for (unsigned c = 0; c < kvd; c++)
+    if (!a.acc) a.out[c] = 0.0f;
+  for (unsigned c = kvd; c < 2 * kvd; c++) {
+    const unsigned g = (c - kvd) / (unsigned)a.head_dim, d = (c - kvd) % (unsigned)a.head_dim;
+    float t = 0.0f;
+    for (unsigned l = 0; l < TE_QKV_KV_LANES; l++) {
+      float s = 0.0f;
+      for (unsigned r = 0; r < rep; r++) {
+        const unsigned j = (g * rep + r) * (unsigned)a.head_dim + d;
+        for (unsigned i = l; i < a.n_out; i += TE_QKV_KV_LANES)
+          s = te_add_rn(s, te_mul_rn(a.s[i], te_ew_load(a.w, (uint64_t)i * n_in + j, a.dtype)));
+      }
       t = l == 0 ? s : te_add_rn(t, s);
     }
     a.out[c] = a.acc ? te_add_rn(a.out[c], t) : t;

@@ -393,7 +393,8 @@ tecore_result_t te_norm_bwd(const struct te_norm_bwd_call *c, tecore_stream_t st
    * scratch */
   size_t cs_need = (size_t)parts * hidden * sizeof(float);
   const int cs = c->cs && c->cs_out && k == K_BWD_FAST && p.threads == TE_NORM_BWD_BLOCK &&
-                 cs_need <= c->cs_bytes && c->cs % 16 == 0 && c->cs_out % 4 == 0;
+                 cs_need <= c->cs_bytes && c->cs % 16 == 0 && c->cs_out % 4 == 0 &&
+                 c->cs_copy % 4 == 0;
   if (c->cs_parts) *c->cs_parts = cs ? parts : 0;
   if (cs) {
     k = K_BWD_FAST_CS;
@@ -424,7 +425,8 @@ tecore_result_t te_norm_bwd(const struct te_norm_bwd_call *c, tecore_stream_t st
       .ws = a.ws, .out0 = TE_DPTR(dgamma->data), .out1 = ln ? TE_DPTR(dbeta->data) : NULL,
       .parts = parts, .hidden = (unsigned)hidden,
       .dtypes = TE_NORM_DT_PACK((int)dgamma->dtype, ln ? (int)dbeta->dtype : 0, 0, 0, 0),
-      .cs = a.cs, .cs_out = cs ? TE_DPTR(c->cs_out) : NULL, .cs_acc = c->cs_acc != 0};
+      .cs = a.cs, .cs_out = cs ? TE_DPTR(c->cs_out) : NULL, .cs_acc = c->cs_acc != 0,
+      .cs_copy = cs ? TE_DPTR(c->cs_copy) : NULL};
   void *rargs[TE_KNPARAMS(TE_NORM_REDUCE_PARAMS)];
   te_norm_reduce_args_ptrs(&ra, rargs);
   TE_CHECK(te_kernel_launch_pdl(id + K_BWD_REDUCE, &rcfg, rargs, stream));

@@ -22,7 +22,8 @@ TE_KARGS(te_norm_reduce_args, TE_NORM_REDUCE_PARAMS)
  * also write dx's column sums, the values as stored, as *cs_parts partial
  * rows [parts][hidden] (cs_bytes of room, 16-byte aligned), which the
  * dgamma/dbeta reduction then adds into cs_out (F32 [hidden]; to its
- * values when cs_acc); *cs_parts is set to 0 when this call's kernel
+ * values when cs_acc; the sums alone also into cs_copy, F32 [hidden], when
+ * set); *cs_parts is set to 0 when this call's kernel
  * cannot (only te_norm_bwd_fast's 256-thread layout does) and cs_out is
  * then not touched. */
 struct te_norm_bwd_call {
@@ -34,7 +35,7 @@ struct te_norm_bwd_call {
   tecore_devptr_t workspace;
   size_t workspace_bytes;
   const char *fn;
-  tecore_devptr_t cs, cs_out;
+  tecore_devptr_t cs, cs_out, cs_copy;
   size_t cs_bytes;
   int cs_acc;
   size_t *cs_parts;

@@ -167,7 +167,8 @@ static void norm_vdev_bwd(int vec, const struct tecore_launch_cfg *cfg, void *co
   free(accg);
 }
 
-/* Parameters: ws, out0, out1, parts, hidden, dtypes, cs, cs_out, cs_acc. */
+/* Parameters: ws, out0, out1, parts, hidden, dtypes, cs, cs_out, cs_acc,
+ * cs_copy. */
 void te_norm_vdev_bwd_reduce(const struct tecore_launch_cfg *cfg, void *const *args) {
   const struct te_norm_reduce_args a = te_norm_reduce_args_of(args);
   const float *ws = a.ws;
@@ -188,7 +189,10 @@ void te_norm_vdev_bwd_reduce(const struct tecore_launch_cfg *cfg, void *const *a
       }
       float v = te_norm_tree_sum(g, TE_NORM_REDUCE_GROUPS);
       if (which < 2) te_st(out[which], c, TE_NORM_DT(dtypes, which), v);
-      else a.cs_out[c] = a.cs_acc ? te_add_rn(a.cs_out[c], v) : v;
+      else {
+        a.cs_out[c] = a.cs_acc ? te_add_rn(a.cs_out[c], v) : v;
+        if (a.cs_copy) a.cs_copy[c] = v;
+      }
     }
   }
 }

@@ -386,6 +386,7 @@ TE_EXPORT tecore_result_t tecore_seq_backward(tecore_seq_t *s, const struct teco
   s->run_dy8_row = given8 && s->grad8_given ? dy->data : 0;
   s->run_dx = dx ? dx->data : s->g0;
   s->cs_op = SIZE_MAX;
+  s->kvb_op = SIZE_MAX;
   const struct te_plan *p = &s->plan;
   const struct te_group *g = p->groups[TECORE_SEQ_BACKWARD];
   for (size_t k = p->ngroups[TECORE_SEQ_BACKWARD]; k-- > 0;) {

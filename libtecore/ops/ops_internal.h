@@ -285,6 +285,11 @@ struct tecore_seq {
   tecore_devptr_t cs_src;
   int cs_done;                     /* the norm's reduction already added the sums into that
                                       Linear's bias gradient */
+  tecore_devptr_t kvb;             /* F32 [max_cols]: an attention block's output Linear's
+                                      bias gradient from this backward alone (the norm's
+                                      reduction copies it), for the QKV Linear's key and value
+                                      bias gradients (ops_linear.c); 0: none */
+  size_t kvb_op;                   /* that output Linear, or SIZE_MAX */
   tecore_devptr_t g0;              /* dx when the caller wants none */
   tecore_devptr_t garena;          /* the shared activation gradients (laid out by the backward plan) */
   size_t garena_bytes;

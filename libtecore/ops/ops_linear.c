@@ -479,6 +479,59 @@ tecore_result_t te_linear_act_bwd(tecore_seq_t *s, size_t act_op, tecore_activat
   return tecore_act_bwd(act, dy, x, &d, stream);
 }
 
+/* A packed QKV Linear's bias gradient without the column sums of its key
+ * and value parts.  The key bias adds q . b_k to every score of a query,
+ * which the softmax takes away: its gradient is 0.  The value bias adds
+ * b_v to every output row (each row of the softmax sums to 1): its
+ * gradient is the sum of the rows of the attention output's gradient dO,
+ * and dO = dy W_o for the output Linear after attention, so it is
+ * (column sums of dy) W_o -- that Linear's bias gradient times its
+ * weight, summed over the query heads of each key/value head.  GPT-2
+ * 124M's QKV bias gradient read 2304 columns of dQKV at 52 us a layer on
+ * an H100 (bench/2026-12-07/c6); the query part alone is a third of it.
+ * Taken when the output Linear's bias gradient was made by the norm after
+ * it (te_linear_norm_bwd, which keeps this backward's sums apart in
+ * s->kvb), the attention has no cu_seqlens (no padding rows, whose dO
+ * would count) and no RoPE between (a rotated key bias is not constant
+ * over the keys). */
+TE_PARAM_INT(ops_qkv_bias, "TECORE_OPS_QKV_BIAS", 1, 0, 1,
+             "1: a packed QKV Linear's key and value bias gradients come from the softmax's "
+             "identities (0, and the output Linear's bias gradient times its weight) where "
+             "they hold; 0: column sums of the whole dQKV")
+
+/* The QKV Linear whose key and value bias gradients the output Linear
+ * o_op's bias gradient gives (above), or SIZE_MAX. */
+static size_t qkv_chain(const tecore_seq_t *s, size_t o_op) {
+  if (!tecore_tunable_int(&ops_qkv_bias) || !s->kvb || o_op < 2) return SIZE_MAX;
+  const struct te_op *o = &s->ops[o_op], *a = &s->ops[o_op - 1], *q = &s->ops[o_op - 2];
+  if (a->d.kind != TECORE_OP_ATTENTION || !a->own_ctx || q->d.kind != TECORE_OP_LINEAR ||
+      !q->d.bias || !(q->fp8 & TE_KIND_GEMM) || te_op_fp8(s, o_op - 2) ||
+      o->d.kind != TECORE_OP_LINEAR || !o->d.bias || te_op_fp8(s, o_op) ||
+      (s->cfg.dtype != TECORE_DTYPE_BF16 && s->cfg.dtype != TECORE_DTYPE_F16) ||
+      te_param_dtype(s, o, 0) != s->cfg.dtype)
+    return SIZE_MAX;
+  const struct tecore_op_attention_args *p = &a->prm.attn;
+  const size_t hd = (size_t)p->head_dim, qc = (size_t)p->heads * hd, kc = (size_t)p->kv_heads * hd;
+  if (p->cu_seqlens || q->out_cols != qc + 2 * kc || o->in_cols != qc || qc % 8 ||
+      o->out_cols > s->max_cols)
+    return SIZE_MAX;
+  return o_op - 2;
+}
+
+/* The QKV Linear q's bias gradient: the query part's column sums of dy,
+ * the key and value parts from s->kvb (qkv_chain). */
+static tecore_result_t qkv_bias_grad(tecore_seq_t *s, size_t q, const struct tecore_tensor *DY,
+                                     tecore_devptr_t bias_grad, tecore_stream_t st) {
+  const struct te_op *o = &s->ops[q + 2];
+  const struct tecore_op_attention_args *p = &s->ops[q + 1].prm.attn;
+  const size_t qc = (size_t)p->heads * (size_t)p->head_dim;
+  const int acc = !te_grad_take_fresh(s, bias_grad);
+  s->kvb_op = SIZE_MAX;
+  TE_CHECK(te_colsum_cols(bias_grad, DY, 0, qc, acc, s->cws, s->cws_bytes, st));
+  return te_qkv_kv_bias(bias_grad + qc * 4, s->kvb, o->param[0], s->cfg.dtype, o->out_cols,
+                        p->heads, p->kv_heads, p->head_dim, acc, st);
+}
+
 /* A pre-norm block's proj and fc2 bias gradients are the column sums of
  * the gradient a norm's backward writes (the residual stream's, through
  * AddExtraInput): GPT-2 124M's 24 of them took 21 us each by te_colsum
@@ -518,6 +571,8 @@ tecore_result_t te_linear_norm_bwd(tecore_seq_t *s, size_t first, struct te_norm
     c->cs_out = s->ops[l].grad[1];
     fresh = te_grad_take_fresh(s, c->cs_out);
     c->cs_acc = !fresh;
+    /* this backward's sums alone, for the QKV Linear's bias gradient */
+    if (qkv_chain(s, l) != SIZE_MAX) c->cs_copy = s->kvb;
   }
   tecore_result_t r = te_norm_bwd(c, stream);
   if (parts && r == TECORE_SUCCESS) {
@@ -525,6 +580,7 @@ tecore_result_t te_linear_norm_bwd(tecore_seq_t *s, size_t first, struct te_norm
     s->cs_parts = parts;
     s->cs_src = c->dx->data;
     s->cs_done = 1;
+    s->kvb_op = c->cs_copy ? l : SIZE_MAX;
   } else if (fresh) {
     te_grad_put_fresh(s, c->cs_out);
   }
@@ -555,6 +611,8 @@ static tecore_result_t wgrad(tecore_seq_t *s, size_t op, const struct tecore_ten
   /* the first contribution after tecore_seq_zero_grad overwrites */
   const float beta = te_grad_take_fresh(s, o->grad[0]) ? 0.0f : 1.0f;
   TE_CHECK(tecore_gemm(DY, TECORE_GEMM_T, &Xc, TECORE_GEMM_N, &gW, 1.0f, beta, &wo, st));
+  if (split && s->kvb_op == op + 2 && qkv_chain(s, op + 2) == op)
+    return qkv_bias_grad(s, op, DY, bias_grad, st);
   if (split && s->cs_op == op && s->cs_src == DY->data && !s->cs_done) {
     /* the activation's backward left dy's column sums */
     s->cs_op = SIZE_MAX;

@@ -610,7 +610,9 @@ static tecore_result_t alloc_workspaces(tecore_seq_t *s, const char *fn) {
   }
   s->cws_bytes = te_linear_cws_bytes(s);
   s->cs_op = SIZE_MAX;
+  s->kvb_op = SIZE_MAX;
   if (s->cws_bytes) TE_CHECK(te_seq_alloc(s, s->cws_bytes, 0, &s->cws));
+  if (s->cws_bytes) TE_CHECK(te_seq_alloc(s, s->max_cols * 4, 0, &s->kvb));
   return TECORE_SUCCESS;
 }
 
@@ -640,6 +642,7 @@ static void unbuild(tecore_seq_t *s) {
   s->gemm_ws_bytes = 0;
   s->cws = 0;
   s->cws_bytes = 0;
+  s->kvb = 0;
   s->nfresh = 0;
   te_plan_free(&s->plan);
   free(s->bnd);

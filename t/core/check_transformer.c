@@ -950,6 +950,150 @@ START_TEST(test_norm_bias_colsum) {
 }
 END_TEST
 
+/* ---- the QKV bias gradient from the softmax's identities ------------------------------------- */
+
+/* [MakeExtraOutput, Linear (QKV, bias), Attention, Linear (bias),
+ * AddExtraInput, LayerNorm]: the QKV Linear's key bias gradient is 0 and
+ * its value bias gradient the output Linear's bias gradient times that
+ * Linear's weight (TECORE_OPS_QKV_BIAS, ops_linear.c qkv_chain), the query
+ * part the column sums of dQ.  The twin with a ConstantScale of 1 between
+ * the QKV Linear and the attention (where the identities are not taken:
+ * the same dQKV, summed whole), its parameters copied:
+ *   query part: the same float sums of the same values in another order,
+ *     1e-6 relative (observed below 1e-7);
+ *   key part: exactly 0 (the twin's sums of the rounded dK: what rounding
+ *     leaves of 0, printed beside the value part's size);
+ *   value part: the twin sums dV (rounded to bf16 after the attention's
+ *     float products with the rounded dO) where the identity takes the
+ *     float bias gradient through the bf16 weight: 2^-9 roundings on
+ *     both sides, TOL_QKV_V relative (the worst over TE_TEST_SEED 1..30
+ *     on vdev: in the test's output);
+ * and the captured step (zero_grad in the capture: stores where the eager
+ * step added to zeros) has the eager step's bits.  MHA and 4 heads over
+ * 2 key/value heads, fixed-length causal, bf16. */
+#define TOL_QKV_V 1e-2
+static void qkv_bias_case(int kv_heads) {
+  const size_t B = 4, T = 128, R = B * T, H = 64;
+  const int heads = 4, hd = 16;
+  const size_t qc = (size_t)heads * hd, kc = (size_t)kv_heads * hd, QKV = qc + 2 * kc;
+  struct tecore_op_attention_args aa = {.heads = heads, .kv_heads = kv_heads, .head_dim = hd,
+                                        .flags = TECORE_ATTN_CAUSAL, .batch = B,
+                                        .max_seqlen = T};
+  tecore_seq_t *q[2];
+  struct tecore_seq_param sp[2][8];
+  size_t np[2];
+  for (int t = 0; t < 2; t++) {
+    struct tecore_seq_config cfg = {.rows = R, .features = H, .dtype = TECORE_DTYPE_BF16,
+                                    .seed = 0x9b1};
+    TE_OK(tecore_seq_create(&cfg, &q[t]));
+    struct tecore_op_desc d[8];
+    memset(d, 0, sizeof d);
+    size_t n = 0;
+    d[n++] = (struct tecore_op_desc){.kind = TECORE_OP_MAKE_EXTRA_OUTPUT, .slot = 0};
+    d[n++] = (struct tecore_op_desc){.kind = TECORE_OP_LINEAR, .features = QKV, .bias = 1};
+    if (t) d[n++] = (struct tecore_op_desc){.kind = TECORE_OP_CONSTANT_SCALE, .scale = 1.0f};
+    d[n++] = (struct tecore_op_desc){.kind = TECORE_OP_ATTENTION, .ctx = &aa};
+    d[n++] = (struct tecore_op_desc){.kind = TECORE_OP_LINEAR, .features = H, .bias = 1};
+    d[n++] = (struct tecore_op_desc){.kind = TECORE_OP_ADD_EXTRA_INPUT, .slot = 0};
+    d[n++] = (struct tecore_op_desc){.kind = TECORE_OP_LAYERNORM, .epsilon = 1e-5f};
+    for (size_t i = 0; i < n; i++) TE_OK(tecore_seq_add(q[t], &d[i], NULL));
+    TE_OK(tecore_seq_build(q[t], bs));
+    TE_OK(tecore_seq_params(q[t], sp[t], 8, &np[t]));
+  }
+  ck_assert_uint_eq(np[0], 6);
+  ck_assert_uint_eq(np[1], 6);
+  ck_assert_str_eq(sp[0][1].name, "bias");
+  ck_assert_uint_eq(tecore_tensor_numel(&sp[0][1].grad), QKV);
+  for (size_t i = 0; i < np[0]; i++) {
+    size_t bytes = tecore_tensor_numel(&sp[0][i].value) * dsz(sp[0][i].value.dtype);
+    TE_OK(tecore_memcpy_async(sp[1][i].value.data, sp[0][i].value.data, bytes, bs));
+  }
+  struct tecore_tensor x = tgt_bf16(R, H), y = tgt_bf16(R, H), dy = tgt_bf16(R, H),
+                       dx = tgt_bf16(R, H);
+  double *hv = malloc(R * H * 8), *got[2], *want = malloc(QKV * 8);
+  rand_vec(hv, R * H, -2, 2);
+  to_dev(x.data, hv, R * H, TECORE_DTYPE_BF16);
+  rand_vec(hv, R * H, -1, 1);
+  to_dev(dy.data, hv, R * H, TECORE_DTYPE_BF16);
+  char *prof = NULL;
+  for (int t = 0; t < 2; t++) {
+    got[t] = malloc(QKV * 8);
+    poison(sp[t][1].grad.data, QKV * 4);
+    TE_OK(tecore_seq_zero_grad(q[t], bs));
+    TE_OK(tecore_seq_forward(q[t], &x, &y, 0, bs));
+    if (t == 0) {
+      TE_OK(tecore_stream_synchronize(bs));
+      TE_OK(tecore_profile_start());
+    }
+    TE_OK(tecore_seq_backward(q[t], &dy, &dx, bs));
+    if (t == 0) {
+      TE_OK(tecore_profile_stop());
+      FILE *f = tmpfile();
+      ck_assert_ptr_nonnull(f);
+      TE_OK(tecore_profile_report(fileno(f), NULL));
+      long len = ftell(f);
+      rewind(f);
+      prof = calloc((size_t)len + 1, 1);
+      ck_assert_uint_eq(fread(prof, 1, (size_t)len, f), (size_t)len);
+      fclose(f);
+    }
+    TE_OK(tecore_stream_synchronize(bs));
+    from_dev(got[t], sp[t][1].grad.data, QKV, TECORE_DTYPE_F32);
+  }
+  ck_assert_msg(profile_has(prof, "te_qkv_kv_bias"), "no te_qkv_kv_bias in the backward:\n%s",
+                prof);
+  free(prof);
+  double eq = rel_err(got[0], got[1], qc), ev = rel_err(got[0] + qc + kc, got[1] + qc + kc, kc);
+  double kn = 0, vn = 0;
+  for (size_t j = 0; j < kc; j++) {
+    ck_assert_msg(got[0][qc + j] == 0.0, "key bias gradient [%zu] = %.9g, not 0", j,
+                  got[0][qc + j]);
+    kn += got[1][qc + j] * got[1][qc + j];
+    vn += got[1][qc + kc + j] * got[1][qc + kc + j];
+  }
+  printf("# [linear, attention %d/%d heads, linear, layernorm] bf16, %zu rows: the QKV bias "
+         "gradient against the twin's column sums: query %.3g (tolerance 1e-06), value %.3g "
+         "(tolerance %.0e), key 0 (the twin's %.3g of the value part's norm)\n",
+         heads, kv_heads, R, eq, ev, TOL_QKV_V, sqrt(kn / vn));
+  ck_assert_msg(eq <= 1e-6, "query bias gradient %.3g from the twin's > 1e-06", eq);
+  ck_assert_msg(ev <= TOL_QKV_V, "value bias gradient %.3g from the twin's > %.0e", ev,
+                TOL_QKV_V);
+  /* captured as te-gpt's step: the marked gradient is stored, not added */
+  tecore_graph_t gr;
+  tecore_graph_exec_t ge;
+  TE_OK(tecore_stream_begin_capture(bs, TECORE_CAPTURE_THREAD_LOCAL));
+  TE_OK(tecore_seq_zero_grad(q[0], bs));
+  TE_OK(tecore_seq_forward(q[0], &x, &y, 0, bs));
+  TE_OK(tecore_seq_backward(q[0], &dy, &dx, bs));
+  TE_OK(tecore_stream_end_capture(bs, &gr));
+  TE_OK(tecore_graph_instantiate(&ge, gr));
+  poison(sp[0][1].grad.data, QKV * 4);
+  TE_OK(tecore_graph_launch(ge, bs));
+  TE_OK(tecore_stream_synchronize(bs));
+  from_dev(want, sp[0][1].grad.data, QKV, TECORE_DTYPE_F32);
+  for (size_t j = 0; j < QKV; j++)
+    ck_assert_msg(memcmp(&got[0][j], &want[j], sizeof want[j]) == 0,
+                  "captured step: QKV bias gradient [%zu] %.9g, eager %.9g", j, want[j],
+                  got[0][j]);
+  TE_OK(tecore_graph_exec_destroy(ge));
+  TE_OK(tecore_graph_destroy(gr));
+  free(hv);
+  free(want);
+  struct tecore_tensor *ts[] = {&x, &y, &dy, &dx};
+  for (size_t i = 0; i < 4; i++) TE_OK(tecore_mem_free(ts[i]->data));
+  for (int t = 0; t < 2; t++) {
+    free(got[t]);
+    TE_OK(tecore_seq_destroy(q[t]));
+  }
+}
+
+START_TEST(test_qkv_bias_identities) {
+  bs = te_stream;
+  qkv_bias_case(4);
+  qkv_bias_case(2);
+}
+END_TEST
+
 /* ---- plans and the parameter table ------------------------------------------------------------ */
 
 /* The man page's table: names and shapes in order, for (a) and (b). */
@@ -1304,6 +1448,7 @@ static Suite *transformer_suite(void) {
   tcase_add_test(tc, test_bgrad_colsum);
   tcase_add_test(tc, test_act_bias_colsum);
   tcase_add_test(tc, test_norm_bias_colsum);
+  tcase_add_test(tc, test_qkv_bias_identities);
   tc = te_tcase(s, "plan", 1);
   tcase_add_test(tc, test_plan_and_params);
   tcase_add_test(tc, test_bad_descs);

@@ -1,0 +1,38 @@
+#!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
+# bench/gpu-run-s34.sh -- session 34's GPU checks, from the top of a
+# configured and built tree (.devdeps/run builds it):
+#
+#     bash .devdeps/run 'T=$OUT; OUT=/tmp/o TAR=$T/r.tgz PHASES=a bash bench/gpu-run-s34.sh'
+#
+# Outputs: bench/2026-12-09/c1 (phase a) ..; record: bench/2026-12-09-gpu.md.
+# Phase a: the QKV bias gradient from the softmax's identities (the query
+# part's column sums only, the key part 0, the value part the output
+# Linear's bias gradient times its weight: TECORE_OPS_QKV_BIAS, default
+# 1): check_transformer and check_norm under cuda, GPT-2 124M's step with
+# and without it beside torch.compile's, Nsight Compute's times of the
+# column-sum kernels and te_qkv_kv_bias in te-gpt --profile's eager steps
+# both ways.
+set -u
+default_phases="a"
+. "$(dirname "$0")/gpu-lib.sh"
+gpt=tools/te-gpt
+small="$gpt --model gpt2-124m --synthetic --batch 32 --steps 20 --eval-every 0 --sample 0 --json"
+prof="$gpt --model gpt2-124m --synthetic --batch 32 --steps 3 --eval-every 0 --sample 0 --profile"
+peer="python3 bench/gpt_peer.py speed --model gpt2-124m --batch 32 --compile --steps 20 --warmup 3"
+kt="/usr/local/cuda/bin/ncu --clock-control none --metrics gpu__time_duration.sum --csv --print-units base"
+step machine sh -c 'nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm,power.limit --format=csv; nvcc --version | tail -2'
+if has a; then
+  make -s tools/te-gpt t/core/check_norm t/core/check_transformer > /dev/null 2>&1
+  step check_transformer env TE_DEVICE=cuda t/core/check_transformer
+  step check_norm env TE_DEVICE=cuda t/core/check_norm
+  step small-1 $small
+  step small-peer20 $peer
+  step small-noqkv env TECORE_OPS_QKV_BIAS=0 $small
+  step small-2 $small
+  step small-noqkv2 env TECORE_OPS_QKV_BIAS=0 $small
+  step small-3 $small
+  step ncu-cs $kt --kernel-name 'regex:te_colsum|te_qkv|te_norm_bwd' $prof
+  step ncu-cs-noqkv env TECORE_OPS_QKV_BIAS=0 $kt --kernel-name 'regex:te_colsum|te_qkv|te_norm_bwd' $prof
+  step done true
+fi
