@@ -193,7 +193,20 @@ extern "C" __global__ void __launch_bounds__(TE_QKV_KV_COLS * TE_QKV_KV_LANES)
     const unsigned rep = (unsigned)(heads / kv_heads);
     for (unsigned r = 0; r < rep; r++) {
       const unsigned j = (g * rep + r) * (unsigned)head_dim + d;
-      for (unsigned i = ty; i < n_out; i += TE_QKV_KV_LANES)
+      // batches of 8 rows' loads in flight before their products are added
+      unsigned i = ty;
+      for (; i + 7 * TE_QKV_KV_LANES < n_out; i += 8 * TE_QKV_KV_LANES) {
+        float sv[8], wv[8];
+#pragma unroll
+        for (int u = 0; u < 8; u++) {
+          const unsigned iu = i + u * TE_QKV_KV_LANES;
+          sv[u] = s[iu];
+          wv[u] = te_ew_load(w, (unsigned long long)iu * n_in + j, dtype);
+        }
+#pragma unroll
+        for (int u = 0; u < 8; u++) s_l = te_add_rn(s_l, te_mul_rn(sv[u], wv[u]));
+      }
+      for (; i < n_out; i += TE_QKV_KV_LANES)
         s_l = te_add_rn(s_l, te_mul_rn(s[i], te_ew_load(w, (unsigned long long)i * n_in + j, dtype)));
     }
   }
