@@ -13,6 +13,17 @@
 # and without it beside torch.compile's, Nsight Compute's times of the
 # column-sum kernels and te_qkv_kv_bias in te-gpt --profile's eager steps
 # both ways.
+# Phase a result (c1): correct (check_transformer 19/19, the new case's
+# query part the same bits as the twin's, the value part 1.6e-3 from it;
+# check_norm 31/31); the step 55.09 / 54.98 / 54.65 ms with it against
+# 55.13 / 55.10 without (torch.compile 68.71: 1.247-1.257x against
+# 1.246-1.247x); the QKV bias gradient's kernels 32.4 us a layer (sums of
+# the query third 20.6 + their final 4.6 + te_qkv_kv_bias 7.2) where the
+# whole dQKV's took 56.2 (51.9 + 4.3).
+# Phase b: te_qkv_kv_bias with eight rows' loads in flight (the final
+# code): check_transformer and check_norm under cuda, its time, and
+# GPT-2's step five times with it and twice without, beside two runs of
+# torch.compile's peer.
 set -u
 default_phases="a"
 . "$(dirname "$0")/gpu-lib.sh"
@@ -34,5 +45,21 @@ if has a; then
   step small-3 $small
   step ncu-cs $kt --kernel-name 'regex:te_colsum|te_qkv|te_norm_bwd' $prof
   step ncu-cs-noqkv env TECORE_OPS_QKV_BIAS=0 $kt --kernel-name 'regex:te_colsum|te_qkv|te_norm_bwd' $prof
+  step done true
+fi
+if has b; then
+  make -s tools/te-gpt t/core/check_norm t/core/check_transformer > /dev/null 2>&1
+  step check_transformer env TE_DEVICE=cuda t/core/check_transformer
+  step check_norm env TE_DEVICE=cuda t/core/check_norm
+  step small-1 $small
+  step small-peer20 $peer
+  step small-noqkv env TECORE_OPS_QKV_BIAS=0 $small
+  step small-2 $small
+  step small-3 $small
+  step small-peer20b $peer
+  step small-noqkv2 env TECORE_OPS_QKV_BIAS=0 $small
+  step small-4 $small
+  step small-5 $small
+  step ncu-cs $kt --kernel-name 'regex:te_colsum|te_qkv' $prof
   step done true
 fi
