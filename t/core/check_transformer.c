@@ -802,6 +802,24 @@ static int profile_has(const char *text, const char *name) {
   return 0;
 }
 
+/* q's backward of dy under the profiler: its report (to free). */
+static char *profiled_backward(tecore_seq_t *q, const struct tecore_tensor *dy,
+                               const struct tecore_tensor *dx) {
+  TE_OK(tecore_stream_synchronize(bs));
+  TE_OK(tecore_profile_start());
+  TE_OK(tecore_seq_backward(q, dy, dx, bs));
+  TE_OK(tecore_profile_stop());
+  FILE *f = tmpfile();
+  ck_assert_ptr_nonnull(f);
+  TE_OK(tecore_profile_report(fileno(f), NULL));
+  long len = ftell(f);
+  rewind(f);
+  char *prof = calloc((size_t)len + 1, 1);
+  ck_assert_uint_eq(fread(prof, 1, (size_t)len, f), (size_t)len);
+  fclose(f);
+  return prof;
+}
+
 static void norm_colsum_case(int kind, int residual) {
   const size_t R = 996, H = 64;
   struct tecore_seq_config cfg = {.rows = R, .features = H, .dtype = TECORE_DTYPE_BF16,
@@ -852,22 +870,10 @@ static void norm_colsum_case(int kind, int residual) {
     rand_vec(hv, R * H, -1, 1);
     to_dev(dy.data, hv, R * H, TECORE_DTYPE_BF16);
     TE_OK(tecore_seq_forward(q, &x, &y, 0, bs));
-    if (st == 1) {
-      TE_OK(tecore_stream_synchronize(bs));
-      TE_OK(tecore_profile_start());
-    }
-    TE_OK(tecore_seq_backward(q, &dy, &dx, bs));
-    if (st == 1) {
-      TE_OK(tecore_profile_stop());
-      FILE *f = tmpfile();
-      ck_assert_ptr_nonnull(f);
-      TE_OK(tecore_profile_report(fileno(f), NULL));
-      long len = ftell(f);
-      rewind(f);
-      prof = calloc((size_t)len + 1, 1);
-      ck_assert_uint_eq(fread(prof, 1, (size_t)len, f), (size_t)len);
-      fclose(f);
-    }
+    if (st == 1)
+      prof = profiled_backward(q, &dy, &dx);
+    else
+      TE_OK(tecore_seq_backward(q, &dy, &dx, bs));
     struct tecore_gemm_opts o = {.epilogue = TECORE_GEMM_EPI_BIAS, .bias = &b,
                                  .C = residual ? &x : NULL};
     TE_OK(tecore_gemm(&x, TECORE_GEMM_N, &W, TECORE_GEMM_T, &h, 1.0f, residual ? 1.0f : 0.0f, &o,
@@ -1022,22 +1028,10 @@ static void qkv_bias_case(int kv_heads) {
     poison(sp[t][1].grad.data, QKV * 4);
     TE_OK(tecore_seq_zero_grad(q[t], bs));
     TE_OK(tecore_seq_forward(q[t], &x, &y, 0, bs));
-    if (t == 0) {
-      TE_OK(tecore_stream_synchronize(bs));
-      TE_OK(tecore_profile_start());
-    }
-    TE_OK(tecore_seq_backward(q[t], &dy, &dx, bs));
-    if (t == 0) {
-      TE_OK(tecore_profile_stop());
-      FILE *f = tmpfile();
-      ck_assert_ptr_nonnull(f);
-      TE_OK(tecore_profile_report(fileno(f), NULL));
-      long len = ftell(f);
-      rewind(f);
-      prof = calloc((size_t)len + 1, 1);
-      ck_assert_uint_eq(fread(prof, 1, (size_t)len, f), (size_t)len);
-      fclose(f);
-    }
+    if (t == 0)
+      prof = profiled_backward(q[t], &dy, &dx);
+    else
+      TE_OK(tecore_seq_backward(q[t], &dy, &dx, bs));
     TE_OK(tecore_stream_synchronize(bs));
     from_dev(got[t], sp[t][1].grad.data, QKV, TECORE_DTYPE_F32);
   }
