@@ -24,6 +24,16 @@
 # code): check_transformer and check_norm under cuda, its time, and
 # GPT-2's step five times with it and twice without, beside two runs of
 # torch.compile's peer.
+# Phase b result (c2): correct (check_transformer 19/19, check_norm
+# 31/31); te_qkv_kv_bias 6.1 us (the QKV bias gradient's kernels 31.2 us
+# a layer); the step 55.48 / 55.75 / 55.87 / 55.38 / 55.14 ms with the
+# identities, 56.31 / 55.81 without, torch.compile 69.36 / 69.51:
+# 1.243-1.259x (without 1.233-1.244x).
+# Phase c: Nsight Compute's full set (the per-instruction stall samples
+# as CSV) for the memory-bound kernels of the step furthest from the copy
+# floor: the cross-entropy (te_xent_train, 2.6 ms, 85%), the norm forward
+# (te_norm_fwd_fast16, 39 us a call) and backward with the column sums
+# (te_norm_bwd_fast_cs, 78 us a call).
 set -u
 default_phases="a"
 . "$(dirname "$0")/gpu-lib.sh"
@@ -61,5 +71,22 @@ if has b; then
   step small-4 $small
   step small-5 $small
   step ncu-cs $kt --kernel-name 'regex:te_colsum|te_qkv' $prof
+  step done true
+fi
+if has c; then
+  make -s tools/te-gpt > /dev/null 2>&1
+  full="/usr/local/cuda/bin/ncu --clock-control none --set full --import-source no --launch-count 1"
+  export_rep() {
+    /usr/local/cuda/bin/ncu --import "$1.ncu-rep" --page details > "$1-details.txt" 2>&1
+    /usr/local/cuda/bin/ncu --import "$1.ncu-rep" --page source --csv --print-source sass \
+      2>&1 | gzip > "$1-source.csv.gz"
+    rm -f "$1.ncu-rep"
+  }
+  step ncu-xent $full --kernel-name te_xent_train --launch-skip 1 -o "$out/xent" $prof
+  export_rep "$out/xent"
+  step ncu-normfwd $full --kernel-name te_norm_fwd_fast16 --launch-skip 30 -o "$out/normfwd" $prof
+  export_rep "$out/normfwd"
+  step ncu-normbwd $full --kernel-name te_norm_bwd_fast_cs --launch-skip 30 -o "$out/normbwd" $prof
+  export_rep "$out/normbwd"
   step done true
 fi
