@@ -158,9 +158,10 @@ tecore_result_t te_colsum_final(tecore_devptr_t out, tecore_devptr_t ws, size_t 
 }
 
 tecore_result_t te_qkv_kv_bias(tecore_devptr_t out, tecore_devptr_t s, tecore_devptr_t w,
-                               tecore_dtype_t wdt, size_t n_out, int heads, int kv_heads,
-                               int head_dim, int acc, tecore_stream_t stream) {
+                               tecore_dtype_t wdt, size_t n_out, const struct te_qkv_heads *h,
+                               int acc, tecore_stream_t stream) {
   int id = ew_first_id();
+  const int heads = h->heads, kv_heads = h->kv_heads, head_dim = h->head_dim;
   if (id < 0) return TE_ERR(TECORE_ERR_INTERNAL, "the elementwise kernels did not register");
   if (!out || !s || !w || out % 4 || s % 4 || (wdt != TECORE_DTYPE_BF16 && wdt != TECORE_DTYPE_F16) ||
       w % 2 || n_out == 0 || n_out > UINT32_MAX || heads < 1 || kv_heads < 1 ||

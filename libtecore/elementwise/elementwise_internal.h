@@ -48,9 +48,12 @@ tecore_result_t te_colsum(tecore_devptr_t out, const struct tecore_tensor *in, i
  * its F32 [2 kv_heads head_dim] after the query part) from the output
  * Linear's bias gradient s (F32 [n_out]) and weight w (F16/BF16 [n_out]
  * [heads head_dim]): TE_QKV_KV_BIAS_PARAMS. */
+struct te_qkv_heads {
+  int heads, kv_heads, head_dim;
+};
 tecore_result_t te_qkv_kv_bias(tecore_devptr_t out, tecore_devptr_t s, tecore_devptr_t w,
-                               tecore_dtype_t wdt, size_t n_out, int heads, int kv_heads,
-                               int head_dim, int acc, tecore_stream_t stream);
+                               tecore_dtype_t wdt, size_t n_out, const struct te_qkv_heads *h,
+                               int acc, tecore_stream_t stream);
 /* te_colsum over columns c0 .. c0 + cols - 1 of in (c0 and cols multiples
  * of 8) into out[0 .. cols - 1]. */
 tecore_result_t te_colsum_cols(tecore_devptr_t out, const struct tecore_tensor *in, size_t c0,

@@ -528,8 +528,9 @@ static tecore_result_t qkv_bias_grad(tecore_seq_t *s, size_t q, const struct tec
   const int acc = !te_grad_take_fresh(s, bias_grad);
   s->kvb_op = SIZE_MAX;
   TE_CHECK(te_colsum_cols(bias_grad, DY, 0, qc, acc, s->cws, s->cws_bytes, st));
-  return te_qkv_kv_bias(bias_grad + qc * 4, s->kvb, o->param[0], s->cfg.dtype, o->out_cols,
-                        p->heads, p->kv_heads, p->head_dim, acc, st);
+  const struct te_qkv_heads h = {p->heads, p->kv_heads, p->head_dim};
+  return te_qkv_kv_bias(bias_grad + qc * 4, s->kvb, o->param[0], s->cfg.dtype, o->out_cols, &h,
+                        acc, st);
 }
 
 /* A pre-norm block's proj and fc2 bias gradients are the column sums of
