@@ -38,6 +38,9 @@
 # occupancy, the row reduction's barrier 18.6% of the samples;
 # te_norm_fwd_fast16 40.5 us at 59.5%, the first loads 28%;
 # te_norm_bwd_fast_cs 80.2 us at 72.5%, 80 registers (37.5% occupancy).
+# Phase d: the final code (te_qkv_kv_bias's launcher takes the heads as a
+# struct; the kernels as in phase b): check_transformer and check_norm
+# under cuda, and GPT-2's step four times around two runs of the peer.
 set -u
 default_phases="a"
 . "$(dirname "$0")/gpu-lib.sh"
@@ -92,5 +95,17 @@ if has c; then
   export_rep "$out/normfwd"
   step ncu-normbwd $full --kernel-name te_norm_bwd_fast_cs --launch-skip 30 -o "$out/normbwd" $prof
   export_rep "$out/normbwd"
+  step done true
+fi
+if has d; then
+  make -s tools/te-gpt t/core/check_norm t/core/check_transformer > /dev/null 2>&1
+  step check_transformer env TE_DEVICE=cuda t/core/check_transformer
+  step check_norm env TE_DEVICE=cuda t/core/check_norm
+  step small-1 $small
+  step small-peer20 $peer
+  step small-2 $small
+  step small-3 $small
+  step small-peer20b $peer
+  step small-4 $small
   step done true
 fi
