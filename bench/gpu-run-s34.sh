@@ -41,6 +41,9 @@
 # Phase d: the final code (te_qkv_kv_bias's launcher takes the heads as a
 # struct; the kernels as in phase b): check_transformer and check_norm
 # under cuda, and GPT-2's step four times around two runs of the peer.
+# Phase d result (c4): correct (check_transformer 19/19, check_norm
+# 31/31); the step 55.19 / 54.98 / 55.38 / 54.94 ms, torch.compile 68.45
+# / 68.53: 1.237-1.247x.
 set -u
 default_phases="a"
 . "$(dirname "$0")/gpu-lib.sh"
