@@ -56,9 +56,14 @@ __device__ __forceinline__ void xent_add(float &m, float &s, float &sx, const fl
   }
 }
 
-// The block's (m, s, sx); every thread gets them.
-__device__ void xent_block_reduce(float &m, float &s, float &sx, bool fixed) {
-  __shared__ float sm[XT / 32], ss[XT / 32], sxs[XT / 32];
+// The block's (m, s, sx); every thread gets them.  at_barrier runs in
+// every thread once all of them have arrived at the first barrier and
+// before any leaves the last (te_xent_train reads its label's logit there).
+__shared__ float xent_red[3][XT / 32];   // one a kernel, whichever reduction uses it
+template <typename F>
+__device__ __forceinline__ void xent_block_reduce(float &m, float &s, float &sx, bool fixed,
+                                                  F at_barrier) {
+  float *sm = xent_red[0], *ss = xent_red[1], *sxs = xent_red[2];
   for (int o = 16; o > 0; o >>= 1) {
     float m2 = __shfl_xor_sync(0xffffffffu, m, o), s2 = __shfl_xor_sync(0xffffffffu, s, o);
     sx += __shfl_xor_sync(0xffffffffu, sx, o);
@@ -67,6 +72,7 @@ __device__ void xent_block_reduce(float &m, float &s, float &sx, bool fixed) {
   const int w = threadIdx.x / 32, l = threadIdx.x % 32;
   if (l == 0) { sm[w] = m; ss[w] = s; sxs[w] = sx; }
   __syncthreads();
+  at_barrier();
   if (w == 0) {
     m = l < XT / 32 ? sm[l] : -INFINITY;
     s = l < XT / 32 ? ss[l] : 0.0f;
@@ -82,6 +88,9 @@ __device__ void xent_block_reduce(float &m, float &s, float &sx, bool fixed) {
   __syncthreads();
   m = sm[0]; s = ss[0]; sx = sxs[0];
   __syncthreads();
+}
+__device__ void xent_block_reduce(float &m, float &s, float &sx, bool fixed) {
+  xent_block_reduce(m, s, sx, fixed, [] {});
 }
 
 __device__ __forceinline__ float xent_label_logit(const row_k &a, unsigned long long t) {
@@ -263,6 +272,7 @@ __device__ __forceinline__ void xent_bwd_vec(const bwd_k &a, uint64_t base, uint
 #pragma unroll
         for (int h = 0; h < NQ; h++) xent_cp16(&sm[u * NQ + h], &nxt[u * NQ + h]);
       }
+      asm volatile("cp.async.commit_group;\n" ::);   // one group a batch (xent_row_copy's)
     }
   }
 }
@@ -354,35 +364,81 @@ extern "C" __global__ void __launch_bounds__(TE_XENT_BWD_THREADS, 4)
 // memory, then te_xent_bwd's per-vector gradient from that lse (the same
 // bits) read from there: the logits leave memory once.  The rows come in
 // with cp.async, the whole row in flight, the next one copied during the
-// gradient pass of the one before.  The label's
-// logit is read before the block's barrier, so no thread's gradient store
-// can overwrite it first.
+// gradient pass of the one before, a group a batch so that the sums start
+// as the first batches land.  The label's logit is read from shared memory
+// inside the reduction's barriers (every copy landed, none begun into its
+// slot), and the row's scalars are loaded before its logits are waited for.
 struct train_k {
   TE_KMEMBERS(TE_XENT_TRAIN_PARAMS)
 };
+
+// A row's copies into shared memory in xent_bwd_vec's batches (units tid +
+// (U k + q) XT), one cp.async group a batch: the sums start on the first
+// batches while the last are in flight.
+template <int NQ>
+__device__ __forceinline__ void xent_row_copy(uint4 *sm, const uint4 *row, uint64_t units) {
+  constexpr int U = TE_XENT_BWD_UNROLL / NQ;
+  for (uint64_t ub = threadIdx.x; ub < units; ub += (uint64_t)U * XT) {
+#pragma unroll
+    for (int q = 0; q < U; q++) {
+      const uint64_t u = ub + (uint64_t)q * XT;
+      if (u >= units) continue;
+#pragma unroll
+      for (int h = 0; h < NQ; h++) xent_cp16(&sm[u * NQ + h], &row[u * NQ + h]);
+    }
+    asm volatile("cp.async.commit_group;\n" ::);
+  }
+}
+
+// Waits until at most `pending` of the thread's groups are in flight (an
+// immediate operand: more than 3 waits as for 3, which is only sooner).
+__device__ __forceinline__ void xent_wait_groups(int pending) {
+  if (pending <= 0) asm volatile("cp.async.wait_group 0;\n" ::: "memory");
+  else if (pending == 1) asm volatile("cp.async.wait_group 1;\n" ::: "memory");
+  else if (pending == 2) asm volatile("cp.async.wait_group 2;\n" ::: "memory");
+  else asm volatile("cp.async.wait_group 3;\n" ::: "memory");
+}
+
+// One element of a 16-bit or F32 row kept in shared memory.
+template <int DT>
+__device__ __forceinline__ float xent_sm_elem(const uint4 *sm, uint64_t i) {
+  if constexpr (DT == TE_FP8_DT_F32) {
+    return ((const float *)sm)[i];
+  } else {
+    const uint32_t w = ((const uint16_t *)sm)[i];
+    float v[2];
+    te_dev_unpack2t<DT>(w, v);
+    return v[0];
+  }
+}
 
 template <int DT, bool SX>
 __device__ __forceinline__ void xent_train_rows(const train_k &a, const row_k &r, const bwd_k &b,
                                                 float c1, float c2, float osc, float &am,
                                                 uint4 *sm) {
-  constexpr int NQ = DT == TE_FP8_DT_F32 ? 2 : 1;
+  constexpr int NQ = DT == TE_FP8_DT_F32 ? 2 : 1, U = TE_XENT_BWD_UNROLL / NQ;
   const uint64_t units = a.vocab / 8;
   const size_t rowb = (size_t)a.vocab * (NQ == 2 ? 4 : 2);
-  // each thread copies its vectors (u = tid, tid + XT, ...) to shared
-  // memory and reads back only those, so its own waits suffice: the first
-  // row here, each next one during the gradient pass of the one before
-  if (blockIdx.x < a.tokens) {
-    const uint4 *row = (const uint4 *)((const char *)a.x + blockIdx.x * rowb);
-    for (uint64_t u = threadIdx.x; u < units; u += XT)
-#pragma unroll
-      for (int h = 0; h < NQ; h++) xent_cp16(&sm[u * NQ + h], &row[u * NQ + h]);
-  }
+  // the thread's batches of a row (the same for every row)
+  const int nb = threadIdx.x < units ? (int)((units - threadIdx.x + U * XT - 1) / (U * XT)) : 0;
+  // each thread copies its vectors to shared memory and reads back only
+  // those, so its own waits suffice: the first row here, each next one
+  // during the gradient pass of the one before
+  if (blockIdx.x < a.tokens)
+    xent_row_copy<NQ>(sm, (const uint4 *)((const char *)a.x + blockIdx.x * rowb), units);
+  // the mean's scale is the same for every row: formed once
+  const bool mean = (a.flags & TE_XENT_DLOSS_MEAN) != 0;
+  const float mscale =
+      mean ? (a.mean[1] > 0.0f ? te_div_rn(a.dloss[0], a.mean[1]) : 0.0f) : 0.0f;
   for (unsigned long long t = blockIdx.x; t < a.tokens; t += gridDim.x) {
+    // the row's scalars are loaded before its logits are waited for
+    const int label = a.labels[t];
+    const float scale = mean ? mscale : a.dloss[t];
     float m = -INFINITY, s = 0.0f, sx = 0.0f;
     const uint64_t base = t * a.vocab;
-    asm volatile("cp.async.commit_group;\n" ::);
-    asm volatile("cp.async.wait_group 0;\n" ::: "memory");
-    for (uint64_t u = threadIdx.x; u < units; u += XT) {
+    int j = 0;
+    for (uint64_t u = threadIdx.x; u < units; u += XT, j++) {
+      if (j % U == 0) xent_wait_groups(nb - 1 - j / U);
       float v[8];
       if constexpr (NQ == 2) {
         const uint4 q0 = sm[u * 2], q1 = sm[u * 2 + 1];
@@ -394,20 +450,29 @@ __device__ __forceinline__ void xent_train_rows(const train_k &a, const row_k &r
       }
       xent_add<SX>(m, s, sx, v, 8, false);
     }
-    const float xl = threadIdx.x == 0 ? xent_label_logit(r, t) : 0.0f;
-    xent_block_reduce(m, s, sx, false);
-    if (threadIdx.x == 0) xent_finish(r, t, m, s, xl, sx);
-    const float lse2 = te_xent_lse2(te_xent_lse(m, s));
-    const int st = te_xent_label_state(a.labels[t], a.ignore, a.vocab_total);
-    const float scale = (a.flags & TE_XENT_DLOSS_MEAN)
-                            ? (a.mean[1] > 0.0f ? te_div_rn(a.dloss[0], a.mean[1]) : 0.0f)
-                            : a.dloss[t];
+    // the label's logit from the row in shared memory: whole once every
+    // thread has arrived at the reduction's first barrier, and no slot is
+    // copied into before its last
+    const long long lab = label;
+    float xl = 0.0f;
+    xent_block_reduce(m, s, sx, false, [&] {
+      if (threadIdx.x == 0 && lab >= 0 && (unsigned long long)lab < a.vocab)
+        xl = xent_sm_elem<DT>(sm, (uint64_t)lab);
+    });
+    const float lse = te_xent_lse(m, s);
+    const int st = te_xent_label_state(label, a.ignore, a.vocab_total);
+    if (threadIdx.x == 0) {
+      r.lse[t] = lse;
+      r.loss[t] = st == 0 ? 0.0f : st < 0 ? __int_as_float(0x7fc00000)
+                                          : te_xent_loss(lse, xl, sx, a.smoothing, (float)a.vocab_total);
+    }
+    const float lse2 = te_xent_lse2(lse);
     // the gradient from shared memory; each batch's slots then take the
     // next row's vectors (its reads overlap this row's writes)
     const unsigned long long tn = t + gridDim.x;
     const uint4 *nxt = tn < a.tokens ? (const uint4 *)((const char *)a.x + tn * rowb) : nullptr;
-    xent_bwd_vec_out<DT, XT, true>(b, base, 0, units, lse2, (long long)a.labels[t], c1, c2, scale,
-                                   st, osc, am, sm, nxt);
+    xent_bwd_vec_out<DT, XT, true>(b, base, 0, units, lse2, lab, c1, c2, scale, st, osc, am, sm,
+                                   nxt);
   }
 }
 

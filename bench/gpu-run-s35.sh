@@ -1,0 +1,51 @@
+#!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
+# bench/gpu-run-s35.sh -- session 35's GPU checks, from the top of a
+# configured and built tree (.devdeps/run builds it):
+#
+#     bash .devdeps/run 'T=$OUT; OUT=/tmp/o TAR=$T/r.tgz PHASES=a bash bench/gpu-run-s35.sh'
+#
+# Outputs: bench/2026-12-10/c1 (phase a) ..; record: bench/2026-12-10-gpu.md.
+# Phase a: te_xent_train without its per-row stalls (session 34's c3: the
+# row's scalars loaded after its reduction, the label's logit from
+# global memory, a spilled register reloaded each row, every copy of the
+# next row waited for before the first sum): check_xent under cuda (a
+# case of more rows than blocks), GPT-2 124M's step four times beside two
+# runs of torch.compile's peer, Nsight Compute's times of te_xent_train
+# and of te_norm_fwd_fast16 with TECORE_NORM_FWD_WAVES 0 (a block a row
+# group), 1, 2 and 4, and te_xent_train's full set.
+set -u
+default_phases="a"
+. "$(dirname "$0")/gpu-lib.sh"
+gpt=tools/te-gpt
+small="$gpt --model gpt2-124m --synthetic --batch 32 --steps 20 --eval-every 0 --sample 0 --json"
+prof="$gpt --model gpt2-124m --synthetic --batch 32 --steps 3 --eval-every 0 --sample 0 --profile"
+peer="python3 bench/gpt_peer.py speed --model gpt2-124m --batch 32 --compile --steps 20 --warmup 3"
+kt="/usr/local/cuda/bin/ncu --clock-control none --metrics gpu__time_duration.sum --csv --print-units base"
+full="/usr/local/cuda/bin/ncu --clock-control none --set full --import-source no --launch-count 1"
+export_rep() {
+  /usr/local/cuda/bin/ncu --import "$1.ncu-rep" --page details > "$1-details.txt" 2>&1
+  /usr/local/cuda/bin/ncu --import "$1.ncu-rep" --page source --csv --print-source sass \
+    2>&1 | gzip > "$1-source.csv.gz"
+  rm -f "$1.ncu-rep"
+}
+step machine sh -c 'nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm,power.limit --format=csv; nvcc --version | tail -2'
+if has a; then
+  make -s tools/te-gpt t/core/check_xent > /dev/null 2>&1
+  step check_xent env TE_DEVICE=cuda t/core/check_xent
+  step small-1 $small
+  step small-peer20 $peer
+  step small-2 $small
+  step small-3 $small
+  step small-peer20b $peer
+  step small-4 $small
+  nk='regex:te_xent_train|te_norm_fwd_fast16'
+  step ncu-k $kt --kernel-name "$nk" --launch-count 60 $prof
+  for w in 1 2 4; do
+    step ncu-k-waves$w env TECORE_NORM_FWD_WAVES=$w $kt --kernel-name "$nk" --launch-count 60 $prof
+  done
+  step small-waves2 env TECORE_NORM_FWD_WAVES=2 $small
+  step ncu-xent $full --kernel-name te_xent_train --launch-skip 1 -o "$out/xent" $prof
+  export_rep "$out/xent"
+  step done true
+fi
