@@ -14,6 +14,19 @@
 # runs of torch.compile's peer, Nsight Compute's times of te_xent_train
 # and of te_norm_fwd_fast16 with TECORE_NORM_FWD_WAVES 0 (a block a row
 # group), 1, 2 and 4, and te_xent_train's full set.
+# Phase a result (c1): correct (check_xent 10/10), but no faster:
+# te_xent_train 2.56 ms at 76.7% of DRAM's peak (2.58 before); the step
+# 56.38 / 55.31 / 55.76 / 55.09 ms against torch.compile's 68.99 / 69.20;
+# te_norm_fwd_fast16 39.5 us a call with a block a row group, 41.2 / 40.9
+# / 39.1 with 1 / 2 / 4 waves (no gain: the default stays).  The stall
+# samples moved (the barrier 14%, the row's label load 7%) without the
+# time moving: the two blocks of an SM run the same phases at the same
+# time, so while both sum a row nothing of theirs is in flight.
+# Phase b: te_xent_train sums the next row batch by batch during the
+# gradient pass of the one before (a batch once the copy of the batch
+# after it is issued), so a block keeps writing and copying while it
+# sums: check_xent under cuda, te_xent_train's time, GPT-2's step four
+# times around two runs of the peer, and te_xent_train's full set.
 set -u
 default_phases="a"
 . "$(dirname "$0")/gpu-lib.sh"
@@ -45,6 +58,20 @@ if has a; then
     step ncu-k-waves$w env TECORE_NORM_FWD_WAVES=$w $kt --kernel-name "$nk" --launch-count 60 $prof
   done
   step small-waves2 env TECORE_NORM_FWD_WAVES=2 $small
+  step ncu-xent $full --kernel-name te_xent_train --launch-skip 1 -o "$out/xent" $prof
+  export_rep "$out/xent"
+  step done true
+fi
+if has b; then
+  make -s tools/te-gpt t/core/check_xent > /dev/null 2>&1
+  step check_xent env TE_DEVICE=cuda t/core/check_xent
+  step ncu-xent-t $kt --kernel-name te_xent_train $prof
+  step small-1 $small
+  step small-peer20 $peer
+  step small-2 $small
+  step small-3 $small
+  step small-peer20b $peer
+  step small-4 $small
   step ncu-xent $full --kernel-name te_xent_train --launch-skip 1 -o "$out/xent" $prof
   export_rep "$out/xent"
   step done true
