@@ -27,6 +27,12 @@
 # after it is issued), so a block keeps writing and copying while it
 # sums: check_xent under cuda, te_xent_train's time, GPT-2's step four
 # times around two runs of the peer, and te_xent_train's full set.
+# Phase b result (c2): correct (check_xent 10/10, its case of more rows
+# than blocks), and again no faster: te_xent_train 2.58-2.59 ms, 75.9% of
+# DRAM's peak (the barrier still 14.6% of the samples, short scoreboard
+# 21.6%); the step 54.93 / 54.93 / 54.83 / 54.68 ms against
+# torch.compile's 68.47 / 68.47 (1.247-1.252x).  Not kept: the kernel is
+# phase a's again (simpler, the same time).
 set -u
 default_phases="a"
 . "$(dirname "$0")/gpu-lib.sh"

@@ -207,50 +207,29 @@ __device__ __forceinline__ void xent_cp16(uint4 *dst, const uint4 *src) {
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(d), "l"(src) : "memory");
 }
 
-// A 16-byte vector (16-bit: 8 elements) or two (F32) as 8 floats.
-template <int DT>
-__device__ __forceinline__ void xent_unpack(const uint4 *r, float *v) {
-  if constexpr (DT == TE_FP8_DT_F32) {
-    const uint32_t w[8] = {r[0].x, r[0].y, r[0].z, r[0].w, r[1].x, r[1].y, r[1].z, r[1].w};
-#pragma unroll
-    for (int k = 0; k < 8; k++) v[k] = __uint_as_float(w[k]);
-  } else {
-    te_dev_unpack8t<DT>(r[0], v);
-  }
-}
-
-// No work after a batch (xent_bwd_vec's post).
-struct xent_no_post {
-  __device__ __forceinline__ void operator()(int) const {}
-};
-
 // NT: the threads that share the units; SM (te_xent_train): the row's
 // vectors in shared memory at sm, read there instead of from x; nxt (with
 // SM): the next row, whose vectors are copied (cp.async) into the slots of
-// a batch once the batch's values have been used, a group a batch, then
-// post(k) runs for the thread's k-th batch; SMOOTH: xent_grad's.
-template <int DT, int DO, int NT, bool SM, bool SMOOTH, typename P>
+// a batch once the batch's values have been used; SMOOTH: xent_grad's.
+template <int DT, int DO, int NT, bool SM, bool SMOOTH>
 __device__ __forceinline__ void xent_bwd_vec(const bwd_k &a, uint64_t base, uint64_t u0,
                                              uint64_t u1, float lse2, long long lab, float c1,
                                              float c2, float scale, int st, float osc,
-                                             float &am, uint4 *sm, const uint4 *nxt,
-                                             const P &post) {
+                                             float &am, uint4 *sm, const uint4 *nxt) {
   constexpr int NQ = DT == TE_FP8_DT_F32 ? 2 : 1, U = TE_XENT_BWD_UNROLL / NQ;  // 64 B a thread
   constexpr bool F8 = DO == TE_FP8_DT_E4M3 || DO == TE_FP8_DT_E5M2;
   void *out = a.y ? a.y : a.x;
   const float cst = st == 0 ? 0.0f : __int_as_float(0x7fc00000);
-  int kb = 0;
-  for (uint64_t ub = u0 + threadIdx.x; ub < u1; ub += (uint64_t)U * NT, kb++) {
-    // from global memory the batch's loads are all issued before any is
-    // used; from shared memory each just before its use (fewer registers)
-    uint4 r[SM ? 1 : U][NQ];
+  for (uint64_t ub = u0 + threadIdx.x; ub < u1; ub += (uint64_t)U * NT) {
+    uint4 r[U][NQ];
 #pragma unroll
     for (int q = 0; q < U; q++) {
       const uint64_t u = ub + (uint64_t)q * NT;
-      if (SM || u >= u1 || st != 1) continue;
-      const uint4 *p = (const uint4 *)((const char *)a.x + (base + u * 8) * (NQ == 2 ? 4 : 2));
+      if (u >= u1 || st != 1) continue;
+      const uint4 *p = SM ? sm + u * NQ
+                          : (const uint4 *)((const char *)a.x + (base + u * 8) * (NQ == 2 ? 4 : 2));
 #pragma unroll
-      for (int h = 0; h < NQ; h++) r[SM ? 0 : q][h] = p[h];
+      for (int h = 0; h < NQ; h++) r[q][h] = p[h];
     }
 #pragma unroll
     for (int q = 0; q < U; q++) {
@@ -258,11 +237,14 @@ __device__ __forceinline__ void xent_bwd_vec(const bwd_k &a, uint64_t base, uint
       if (u >= u1) continue;
       float v[8];
       if (st == 1) {
-        if (SM) {
+        if constexpr (NQ == 2) {
+          const uint32_t w[8] = {r[q][0].x, r[q][0].y, r[q][0].z, r[q][0].w,
+                                 r[q][1].x, r[q][1].y, r[q][1].z, r[q][1].w};
 #pragma unroll
-          for (int h = 0; h < NQ; h++) r[0][h] = sm[u * NQ + h];
+          for (int k = 0; k < 8; k++) v[k] = __uint_as_float(w[k]);
+        } else {
+          te_dev_unpack8t<DT>(r[q][0], v);
         }
-        xent_unpack<DT>(r[SM ? 0 : q], v);
         const long long d = lab - (long long)(u * 8);  // the label's place in this vector
         const int dk = d >= 0 && d < 8 ? (int)d : -1;
 #pragma unroll
@@ -291,42 +273,40 @@ __device__ __forceinline__ void xent_bwd_vec(const bwd_k &a, uint64_t base, uint
         for (int h = 0; h < NQ; h++) xent_cp16(&sm[u * NQ + h], &nxt[u * NQ + h]);
       }
       asm volatile("cp.async.commit_group;\n" ::);   // one group a batch (xent_row_copy's)
-      post(kb);
     }
   }
 }
 
-template <int DT, int NT, bool SM, bool SMOOTH, typename P>
+template <int DT, int NT, bool SM, bool SMOOTH>
 __device__ __forceinline__ void xent_bwd_vec_to(const bwd_k &a, uint64_t base, uint64_t u0,
                                                 uint64_t u1, float lse2, long long lab, float c1,
                                                 float c2, float scale, int st, float osc,
-                                                float &am, uint4 *sm, const uint4 *nxt,
-                                                const P &post) {
+                                                float &am, uint4 *sm, const uint4 *nxt) {
   if (!a.y || a.ydtype == DT)
     xent_bwd_vec<DT, DT, NT, SM, SMOOTH>(a, base, u0, u1, lse2, lab, c1, c2, scale, st, osc, am,
-                                         sm, nxt, post);
+                                         sm, nxt);
   else if (a.ydtype == TE_FP8_DT_E4M3)
     xent_bwd_vec<DT, TE_FP8_DT_E4M3, NT, SM, SMOOTH>(a, base, u0, u1, lse2, lab, c1, c2, scale,
-                                                     st, osc, am, sm, nxt, post);
+                                                     st, osc, am, sm, nxt);
   else
     xent_bwd_vec<DT, TE_FP8_DT_E5M2, NT, SM, SMOOTH>(a, base, u0, u1, lse2, lab, c1, c2, scale,
-                                                     st, osc, am, sm, nxt, post);
+                                                     st, osc, am, sm, nxt);
 }
 
 // The row's gradient into its output type; lse2 = lse log2 e (as
 // te_xent_grad forms it).
-template <int DT, int NT = TE_XENT_BWD_THREADS, bool SM = false, typename P = xent_no_post>
+template <int DT, int NT = TE_XENT_BWD_THREADS, bool SM = false>
 __device__ __forceinline__ void xent_bwd_vec_out(const bwd_k &a, uint64_t base, uint64_t u0,
                                                  uint64_t u1, float lse2, long long lab, float c1,
                                                  float c2, float scale, int st, float osc,
                                                  float &am, uint4 *sm = nullptr,
-                                                 const uint4 *nxt = nullptr, const P &post = P()) {
+                                                 const uint4 *nxt = nullptr) {
   if (c1 != 0.0f)
     xent_bwd_vec_to<DT, NT, SM, true>(a, base, u0, u1, lse2, lab, c1, c2, scale, st, osc, am, sm,
-                                      nxt, post);
+                                      nxt);
   else
     xent_bwd_vec_to<DT, NT, SM, false>(a, base, u0, u1, lse2, lab, c1, c2, scale, st, osc, am, sm,
-                                       nxt, post);
+                                       nxt);
 }
 
 // Blocks (chunk blockIdx.x of a.chunk units, rows blockIdx.y, +
@@ -384,10 +364,10 @@ extern "C" __global__ void __launch_bounds__(TE_XENT_BWD_THREADS, 4)
 // memory, then te_xent_bwd's per-vector gradient from that lse (the same
 // bits) read from there: the logits leave memory once.  The rows come in
 // with cp.async, the whole row in flight, the next one copied during the
-// gradient pass of the one before, a group a batch, and summed there batch
-// by batch as they land (xent_train_rows).  The label's logit is read from
-// shared memory inside the reduction's barriers (every copy landed, none
-// begun into its slot); a row's scalars are loaded a row ahead.
+// gradient pass of the one before, a group a batch so that the sums start
+// as the first batches land.  The label's logit is read from shared memory
+// inside the reduction's barriers (every copy landed, none begun into its
+// slot), and the row's scalars are loaded before its logits are waited for.
 struct train_k {
   TE_KMEMBERS(TE_XENT_TRAIN_PARAMS)
 };
@@ -432,116 +412,88 @@ __device__ __forceinline__ float xent_sm_elem(const uint4 *sm, uint64_t i) {
   }
 }
 
-// The sums (te_xent_row's online max, sum-exp and sum x) over the thread's
-// batch kb of the row in shared memory: its vectors in te_xent_row's order.
 template <int DT, bool SX>
-__device__ __forceinline__ void xent_sums_batch(const uint4 *sm, uint64_t units, int kb, float &m,
-                                                float &s, float &sx) {
-  constexpr int NQ = DT == TE_FP8_DT_F32 ? 2 : 1, U = TE_XENT_BWD_UNROLL / NQ;
-#pragma unroll
-  for (int q = 0; q < U; q++) {
-    const uint64_t u = threadIdx.x + ((uint64_t)kb * U + q) * XT;
-    if (u >= units) break;
-    float v[8];
-    xent_unpack<DT>(sm + u * NQ, v);
-    xent_add<SX>(m, s, sx, v, 8, false);
-  }
-}
-
-// A row's scalars: its label and the scale of its gradient.
-struct xent_row_sc {
-  int label;
-  float scale;
-};
-
-// Rows t, t + grid, ...: row t's sums are ready when its turn comes (the
-// first row's here), its reduction, then its gradient, during which the
-// next row's batches land in the freed slots and the next row's sums take
-// each batch once the one after it is under way (the last after the
-// gradient): the block keeps writing and copying while it sums, instead
-// of the two blocks of an SM summing at once with nothing in flight.
-template <int DT, bool SX>
-__device__ __forceinline__ void xent_train_rows(const train_k &a, const bwd_k &b, float c1,
-                                                float c2, float osc, float &am, uint4 *sm) {
+__device__ __forceinline__ void xent_train_rows(const train_k &a, const row_k &r, const bwd_k &b,
+                                                float c1, float c2, float osc, float &am,
+                                                uint4 *sm) {
   constexpr int NQ = DT == TE_FP8_DT_F32 ? 2 : 1, U = TE_XENT_BWD_UNROLL / NQ;
   const uint64_t units = a.vocab / 8;
   const size_t rowb = (size_t)a.vocab * (NQ == 2 ? 4 : 2);
   // the thread's batches of a row (the same for every row)
   const int nb = threadIdx.x < units ? (int)((units - threadIdx.x + U * XT - 1) / (U * XT)) : 0;
+  // each thread copies its vectors to shared memory and reads back only
+  // those, so its own waits suffice: the first row here, each next one
+  // during the gradient pass of the one before
+  if (blockIdx.x < a.tokens)
+    xent_row_copy<NQ>(sm, (const uint4 *)((const char *)a.x + blockIdx.x * rowb), units);
   // the mean's scale is the same for every row: formed once
   const bool mean = (a.flags & TE_XENT_DLOSS_MEAN) != 0;
   const float mscale =
       mean ? (a.mean[1] > 0.0f ? te_div_rn(a.dloss[0], a.mean[1]) : 0.0f) : 0.0f;
-  auto scalars = [&](unsigned long long t) {
-    return xent_row_sc{a.labels[t], mean ? mscale : a.dloss[t]};
-  };
-  unsigned long long t = blockIdx.x;
-  if (t >= a.tokens) return;
-  // each thread copies its vectors to shared memory and reads back only
-  // those, so its own waits suffice
-  xent_row_copy<NQ>(sm, (const uint4 *)((const char *)a.x + t * rowb), units);
-  xent_row_sc rs = scalars(t);
-  float m = -INFINITY, s = 0.0f, sx = 0.0f;
-  for (int kb = 0; kb < nb; kb++) {
-    xent_wait_groups(nb - 1 - kb);
-    xent_sums_batch<DT, SX>(sm, units, kb, m, s, sx);
-  }
-  for (;;) {
+  for (unsigned long long t = blockIdx.x; t < a.tokens; t += gridDim.x) {
+    // the row's scalars are loaded before its logits are waited for
+    const int label = a.labels[t];
+    const float scale = mean ? mscale : a.dloss[t];
+    float m = -INFINITY, s = 0.0f, sx = 0.0f;
+    const uint64_t base = t * a.vocab;
+    int j = 0;
+    for (uint64_t u = threadIdx.x; u < units; u += XT, j++) {
+      if (j % U == 0) xent_wait_groups(nb - 1 - j / U);
+      float v[8];
+      if constexpr (NQ == 2) {
+        const uint4 q0 = sm[u * 2], q1 = sm[u * 2 + 1];
+        const uint32_t w[8] = {q0.x, q0.y, q0.z, q0.w, q1.x, q1.y, q1.z, q1.w};
+#pragma unroll
+        for (int k = 0; k < 8; k++) v[k] = __uint_as_float(w[k]);
+      } else {
+        te_dev_unpack8t<DT>(sm[u], v);
+      }
+      xent_add<SX>(m, s, sx, v, 8, false);
+    }
     // the label's logit from the row in shared memory: whole once every
     // thread has arrived at the reduction's first barrier, and no slot is
     // copied into before its last
-    const long long lab = rs.label;
+    const long long lab = label;
     float xl = 0.0f;
     xent_block_reduce(m, s, sx, false, [&] {
       if (threadIdx.x == 0 && lab >= 0 && (unsigned long long)lab < a.vocab)
         xl = xent_sm_elem<DT>(sm, (uint64_t)lab);
     });
     const float lse = te_xent_lse(m, s);
-    const int st = te_xent_label_state(rs.label, a.ignore, a.vocab_total);
+    const int st = te_xent_label_state(label, a.ignore, a.vocab_total);
     if (threadIdx.x == 0) {
-      a.lse[t] = lse;
-      a.loss[t] = st == 0 ? 0.0f : st < 0 ? __int_as_float(0x7fc00000)
+      r.lse[t] = lse;
+      r.loss[t] = st == 0 ? 0.0f : st < 0 ? __int_as_float(0x7fc00000)
                                           : te_xent_loss(lse, xl, sx, a.smoothing, (float)a.vocab_total);
     }
+    const float lse2 = te_xent_lse2(lse);
+    // the gradient from shared memory; each batch's slots then take the
+    // next row's vectors (its reads overlap this row's writes)
     const unsigned long long tn = t + gridDim.x;
-    const bool more = tn < a.tokens;
-    const xent_row_sc rn = more ? scalars(tn) : rs;
-    const uint4 *nxt = more ? (const uint4 *)((const char *)a.x + tn * rowb) : nullptr;
-    m = -INFINITY, s = 0.0f, sx = 0.0f;
-    // batch k - 1 of the next row once batch k is copied (its group the
-    // one in flight)
-    auto sums_behind = [&](int kb) {
-      if (kb == 0) return;
-      xent_wait_groups(1);
-      xent_sums_batch<DT, SX>(sm, units, kb - 1, m, s, sx);
-    };
-    xent_bwd_vec_out<DT, XT, true>(b, t * a.vocab, 0, units, te_xent_lse2(lse), lab, c1, c2,
-                                   rs.scale, st, osc, am, sm, nxt, sums_behind);
-    if (!more) break;
-    if (nb > 0) {
-      xent_wait_groups(0);
-      xent_sums_batch<DT, SX>(sm, units, nb - 1, m, s, sx);
-    }
-    t = tn;
-    rs = rn;
+    const uint4 *nxt = tn < a.tokens ? (const uint4 *)((const char *)a.x + tn * rowb) : nullptr;
+    xent_bwd_vec_out<DT, XT, true>(b, base, 0, units, lse2, lab, c1, c2, scale, st, osc, am, sm,
+                                   nxt);
   }
 }
 
 template <bool SX>
-__device__ __forceinline__ void xent_train_dt(const train_k &a, const bwd_k &b, float c1,
-                                              float c2, float osc, float &am, uint4 *sm) {
+__device__ __forceinline__ void xent_train_dt(const train_k &a, const row_k &r, const bwd_k &b,
+                                              float c1, float c2, float osc, float &am,
+                                              uint4 *sm) {
   if (a.dtype == TE_FP8_DT_BF16)
-    xent_train_rows<TE_FP8_DT_BF16, SX>(a, b, c1, c2, osc, am, sm);
+    xent_train_rows<TE_FP8_DT_BF16, SX>(a, r, b, c1, c2, osc, am, sm);
   else if (a.dtype == TE_FP8_DT_F16)
-    xent_train_rows<TE_FP8_DT_F16, SX>(a, b, c1, c2, osc, am, sm);
+    xent_train_rows<TE_FP8_DT_F16, SX>(a, r, b, c1, c2, osc, am, sm);
   else
-    xent_train_rows<TE_FP8_DT_F32, SX>(a, b, c1, c2, osc, am, sm);
+    xent_train_rows<TE_FP8_DT_F32, SX>(a, r, b, c1, c2, osc, am, sm);
 }
 
-extern "C" __global__ void __launch_bounds__(XT, 2) te_xent_train(TE_KSIG(TE_XENT_TRAIN_PARAMS)) {
+extern "C" __global__ void __launch_bounds__(XT) te_xent_train(TE_KSIG(TE_XENT_TRAIN_PARAMS)) {
   te_pdl_enter();
   extern __shared__ uint4 xent_row_sm[];
   const train_k a = {TE_KNAMES(TE_XENT_TRAIN_PARAMS)};
+  const row_k r = {a.x, a.labels, a.loss, a.lse, nullptr, a.tokens, a.vocab, 0ll,
+                   a.vocab_total, a.ignore, a.smoothing, TE_XENT_FULL | TE_XENT_VEC, a.dtype};
   const bwd_k b = {a.x, a.labels, a.lse, a.dloss, a.mean, a.tokens, a.vocab, 0ull, 0ll,
                    a.vocab_total, a.ignore, a.smoothing, a.dtype, a.flags | TE_XENT_VEC,
                    a.y, a.scale, a.amax, a.scale_inv, a.ydtype};
@@ -553,8 +505,8 @@ extern "C" __global__ void __launch_bounds__(XT, 2) te_xent_train(TE_KSIG(TE_XEN
     *a.scale_inv = te_fp8_scale_inv(*a.scale);
   float am = 0.0f;
   if (a.smoothing != 0.0f)
-    xent_train_dt<true>(a, b, c1, c2, osc, am, xent_row_sm);
+    xent_train_dt<true>(a, r, b, c1, c2, osc, am, xent_row_sm);
   else
-    xent_train_dt<false>(a, b, c1, c2, osc, am, xent_row_sm);
+    xent_train_dt<false>(a, r, b, c1, c2, osc, am, xent_row_sm);
   if (a.amax) te_dev_block_amax_f(a.amax, am);
 }
