@@ -33,6 +33,13 @@
 # 21.6%); the step 54.93 / 54.93 / 54.83 / 54.68 ms against
 # torch.compile's 68.47 / 68.47 (1.247-1.252x).  Not kept: the kernel is
 # phase a's again (simpler, the same time).
+# Phase c: te_xent_train's row copies (and its 16-bit gradient stores)
+# with an evict-first L2 policy: the rows are read once, and their
+# gradients are next read after 3 GB of other traffic.  TE_XENT_L2_HINT 2
+# (copies and stores), 1 (copies) and 0 (neither), each rebuilt here:
+# check_xent under cuda, te_xent_train's time and GPT-2's step twice for
+# each, the peer once; llama-1b and the 1.3B model in FP8 with the
+# default, against their session-33 figures (bench/2026-12-08-gpu.md).
 set -u
 default_phases="a"
 . "$(dirname "$0")/gpu-lib.sh"
@@ -80,5 +87,31 @@ if has b; then
   step small-4 $small
   step ncu-xent $full --kernel-name te_xent_train --launch-skip 1 -o "$out/xent" $prof
   export_rep "$out/xent"
+  step done true
+fi
+if has c; then
+  # TE_XENT_L2_HINT (kernels/xent.cu): 2 (as built), then 1 and 0, each
+  # rebuilt by adding the define to the compiler's command
+  nv=$(sed -n 's/^NVCC = //p' Makefile)
+  make -s tools/te-gpt t/core/check_xent > /dev/null 2>&1
+  step check_xent env TE_DEVICE=cuda t/core/check_xent
+  step ncu-xent-h2 $kt --kernel-name te_xent_train $prof
+  step small-h2-1 $small
+  step small-peer20 $peer
+  step small-h2-2 $small
+  for h in 1 0; do
+    touch kernels/xent.cu
+    make -s kernels/xent.fatbin NVCC="$nv -DTE_XENT_L2_HINT=$h" > /dev/null 2>&1
+    make -s tools/te-gpt > /dev/null 2>&1
+    step ncu-xent-h$h $kt --kernel-name te_xent_train $prof
+    step small-h$h-1 $small
+    step small-h$h-2 $small
+  done
+  touch kernels/xent.cu
+  make -s tools/te-gpt > /dev/null 2>&1
+  step ncu-xent-h2b $kt --kernel-name te_xent_train $prof
+  step small-h2-3 $small
+  step llama $gpt --model llama-1b --synthetic --batch 4 --steps 14 --eval-every 0 --sample 0 --recipe delayed --json
+  step big $gpt --model gpt-1.3b --synthetic --batch 8 --steps 14 --eval-every 0 --sample 0 --recipe delayed --json
   step done true
 fi
