@@ -40,6 +40,20 @@
 # check_xent under cuda, te_xent_train's time and GPT-2's step twice for
 # each, the peer once; llama-1b and the 1.3B model in FP8 with the
 # default, against their session-33 figures (bench/2026-12-08-gpu.md).
+# Phase c result (c3): correct (check_xent 10/10); no policy moves it:
+# te_xent_train 2.54-2.57 ms with copies and stores evict-first, 2.56-2.58
+# with copies only, 2.52-2.54 with neither (2.53-2.55 again with both);
+# the step 54.61 / 54.69 / 54.93, 54.95 / 55.00 and 54.80 / 54.84 ms
+# against torch.compile's 68.35 (1.244-1.252x).  llama-1b FP8 93.71 ms,
+# the 1.3B FP8 182.13 (session 33: 93.35, 183.08).  The knob is gone: the
+# kernel is phase a's.
+# Phase d: GPT-2's LayerNorm rows (768: a warp a row, 3 vectors a thread)
+# in a kernel compiled for that width (te_norm_fwd_warp16, norm_fwd's FT
+# 32 and FNV 3: no per-vector tests, constant offsets), against
+# te_norm_fwd_fast16 (TECORE_NORM_FWD_WARP16=0): check_norm under cuda,
+# the forward norms' times both ways, and GPT-2's step four times with it
+# and twice without (the same losses, bit for bit, if the kernels agree)
+# beside the peer.
 set -u
 default_phases="a"
 . "$(dirname "$0")/gpu-lib.sh"
@@ -113,5 +127,20 @@ if has c; then
   step small-h2-3 $small
   step llama $gpt --model llama-1b --synthetic --batch 4 --steps 14 --eval-every 0 --sample 0 --recipe delayed --json
   step big $gpt --model gpt-1.3b --synthetic --batch 8 --steps 14 --eval-every 0 --sample 0 --recipe delayed --json
+  step done true
+fi
+if has d; then
+  make -s tools/te-gpt t/core/check_norm > /dev/null 2>&1
+  step check_norm env TE_DEVICE=cuda t/core/check_norm
+  nf='regex:te_norm_fwd'
+  step ncu-nf $kt --kernel-name "$nf" --launch-count 50 $prof
+  step ncu-nf-w0 env TECORE_NORM_FWD_WARP16=0 $kt --kernel-name "$nf" --launch-count 50 $prof
+  step small-1 $small
+  step small-w0 env TECORE_NORM_FWD_WARP16=0 $small
+  step small-2 $small
+  step small-peer20 $peer
+  step small-3 $small
+  step small-w0b env TECORE_NORM_FWD_WARP16=0 $small
+  step small-4 $small
   step done true
 fi

@@ -182,30 +182,31 @@ struct fwd_args {
 // ZCC: zero-centered gamma known at compile time (0, 1), or -1: read the
 // flag (g + zc, te_norm_gamma).
 // FT: 0, or the threads of a row known at compile time when every thread
-// holds exactly NVR vectors of its row (nv == NVR, hidden == NVR * FT *
-// VEC: FT 128 is hidden 4096, 256 is 8192; te_norm_fwd_fast16 checks and
-// takes that instantiation).  Then no per-vector tests, and every address
+// holds exactly FNV vectors of its row (nv == FNV, hidden == FNV * FT *
+// VEC: FT 128 and FNV 4 is hidden 4096, 256 is 8192, FT 32 and FNV 3 is
+// 768; the host checks and takes that instantiation).  Then no per-vector tests, and every address
 // is a row base plus constant offsets (te_norm_fwd_fast16's LayerNorm is
 // bound by instruction issue: these were about 70 of its 900 instructions
 // a row, ncu).  A row slot past the last row (FT < the block, R > 1) loads
 // the last row instead, so that passes 1 and 2 need no test (their sums
 // are never used), and skips the output pass.
-template <int VEC, bool STREAM, int DX, int DW, int DY, int LNC, int ZCC, int FT = 0>
+template <int VEC, bool STREAM, int DX, int DW, int DY, int LNC, int ZCC, int FT = 0,
+          int FNV = TE_NORM_FWD_NV_MAX>
 __device__ __forceinline__ void norm_fwd(const fwd_args &a) {
   __shared__ float red[2][1][32];
   constexpr bool FULL = FT > 0;
   // T is a power of two: shifts, not divisions by a run-time value.
   const int T = FULL ? FT : a.tpr, lgT = 31 - __clz(T), t = threadIdx.x & (T - 1);
-  const int nv = FULL ? TE_NORM_FWD_NV_MAX : a.nv;
+  const int nv = FULL ? FNV : a.nv;
   const int R = FULL && FT >= TE_NORM_FWD_BLOCK ? 1 : blockDim.x >> lgT;
   const int dx = TE_NORM_DT(a.dtypes, 0), dw = TE_NORM_DT(a.dtypes, 1), dy = TE_NORM_DT(a.dtypes, 2);
   const bool ln = LNC >= 0 ? (LNC != 0) : ((a.flags & TE_NORM_LAYERNORM) != 0);
   const float zc = te_norm_zc(a.flags);
   const float sc = (te_dt_is_fp8(DY >= 0 ? DY : dy) && a.scale) ? *a.scale : 1.0f;
-  const unsigned hidden = FULL ? (unsigned)(TE_NORM_FWD_NV_MAX * FT * VEC) : a.hidden;
+  const unsigned hidden = FULL ? (unsigned)(FNV * FT * VEC) : a.hidden;
   const unsigned nvec = VEC == 8 ? hidden / 8 : hidden;
   const float h = (float)hidden, hinv = te_norm_inv_pow2(h);
-  constexpr int NVR = STREAM ? 1 : TE_NORM_FWD_NV_MAX;
+  constexpr int NVR = STREAM ? 1 : FULL ? FNV : TE_NORM_FWD_NV_MAX;
   // RAW: a 16-bit row kept packed (16 registers for 4 vectors, not 32) and
   // widened in each pass, for occupancy (measured: LayerNorm keeping
   // x - mean as floats instead ran 30% slower); x - mean is recomputed, to
@@ -393,23 +394,35 @@ NORM_FWD_FAST(te_norm_fwd_fast, __launch_bounds__(TE_NORM_FAST_TMAX, 2),
 // that their register allocation is their own (inside te_norm_fwd_fast16
 // they spilled).  F16 rows stay in te_norm_fwd_fast16: their later passes
 // widen with the same instruction as the first, the compiler keeps the
-// first pass's floats and spills.
+// first pass's floats and spills.  te_norm_fwd_warp16: the same for rows
+// of one warp with 3 vectors a thread (FNV: hidden 768), four rows a
+// block; a kernel of its own again (inside te_norm_fwd_full16 it made that
+// spill; 4 vectors a thread, hidden 1024, spill at 48 registers and stay
+// in te_norm_fwd_fast16).
 #define NORM_FULL_CASE(L, O)                                          \
   case L * 64 + O:                                                    \
     if (tpr == 128) norm_fwd<8, false, BF16, BF16, O, L, 0, 128>(a);  \
     else norm_fwd<8, false, BF16, BF16, O, L, 0, 256>(a);             \
     return;
-extern "C" __global__ void __maxnreg__(48) te_norm_fwd_full16(TE_KSIG(TE_NORM_FWD_PARAMS)) {
-  te_pdl_enter();
-  const fwd_args a = {TE_KNAMES(TE_NORM_FWD_PARAMS)};
-  norm_fwd_prologue(a);
-  const int ln = (flags & TE_NORM_LAYERNORM) != 0, dy = TE_NORM_DT(dtypes, 2);
-  switch (ln * 64 + dy) {
-    NORM_FULL_CASE(0, BF16) NORM_FULL_CASE(0, E4M3) NORM_FULL_CASE(0, E5M2)
-    NORM_FULL_CASE(1, BF16) NORM_FULL_CASE(1, E4M3) NORM_FULL_CASE(1, E5M2)
-    default: break;
+#define NORM_WARP_CASE(L, O)                                          \
+  case L * 64 + O:                                                    \
+    norm_fwd<8, false, BF16, BF16, O, L, 0, 32, 3>(a);                \
+    return;
+#define NORM_WHOLE_ROWS(name, CASE)                                                  \
+  extern "C" __global__ void __maxnreg__(48) name(TE_KSIG(TE_NORM_FWD_PARAMS)) {     \
+    te_pdl_enter();                                                                  \
+    const fwd_args a = {TE_KNAMES(TE_NORM_FWD_PARAMS)};                              \
+    norm_fwd_prologue(a);                                                            \
+    const int ln = (flags & TE_NORM_LAYERNORM) != 0, dy = TE_NORM_DT(dtypes, 2);     \
+    switch (ln * 64 + dy) {                                                          \
+      CASE(0, BF16) CASE(0, E4M3) CASE(0, E5M2) CASE(1, BF16) CASE(1, E4M3) CASE(1, E5M2) \
+      default: break;                                                                \
+    }                                                                                \
   }
-}
+NORM_WHOLE_ROWS(te_norm_fwd_full16, NORM_FULL_CASE)
+NORM_WHOLE_ROWS(te_norm_fwd_warp16, NORM_WARP_CASE)
+#undef NORM_WHOLE_ROWS
+#undef NORM_WARP_CASE
 #undef NORM_FULL_CASE
 
 #define TE_NORM_FWD_KERNEL(name, VEC, STREAM)                                                 \

@@ -11,7 +11,7 @@
 
 enum { K_FWD_V8, K_FWD_V1, K_FWD_STREAM_V8, K_FWD_STREAM_V1,
        K_BWD_V8, K_BWD_V1, K_BWD_STREAM_V8, K_BWD_STREAM_V1, K_BWD_REDUCE,
-       K_FWD_FAST, K_BWD_FAST, K_FWD_FAST16, K_FWD_FULL16, K_BWD_FAST_CS };
+       K_FWD_FAST, K_BWD_FAST, K_FWD_FAST16, K_FWD_FULL16, K_BWD_FAST_CS, K_FWD_WARP16 };
 
 #define NORM_FWD_DEF(sym, fn) TE_KDEF(sym, fn, TE_NORM_FWD_PARAMS)
 #define NORM_BWD_DEF(sym, fn) TE_KDEF(sym, fn, TE_NORM_BWD_PARAMS)
@@ -30,6 +30,7 @@ static const struct tecore_kernel_def norm_kernels[] = {
     [K_FWD_FAST16] = NORM_FWD_DEF("te_norm_fwd_fast16", te_norm_vdev_fwd_v8),
     [K_FWD_FULL16] = NORM_FWD_DEF("te_norm_fwd_full16", te_norm_vdev_fwd_v8),
     [K_BWD_FAST_CS] = NORM_BWD_DEF("te_norm_bwd_fast_cs", te_norm_vdev_bwd_v8),
+    [K_FWD_WARP16] = NORM_FWD_DEF("te_norm_fwd_warp16", te_norm_vdev_fwd_v8),
 };
 
 #define NORM_FWD_ALIGN TE_KALIGN(TE_NORM_FWD_PARAMS)
@@ -42,7 +43,7 @@ static const struct te_kalign norm_align[] = {
     [K_BWD_REDUCE] = TE_KALIGN(TE_NORM_REDUCE_PARAMS),
     [K_FWD_FAST] = NORM_FWD_ALIGN,      [K_BWD_FAST] = NORM_BWD_ALIGN,
     [K_FWD_FAST16] = NORM_FWD_ALIGN,   [K_FWD_FULL16] = NORM_FWD_ALIGN,
-    [K_BWD_FAST_CS] = NORM_BWD_ALIGN,
+    [K_BWD_FAST_CS] = NORM_BWD_ALIGN,  [K_FWD_WARP16] = NORM_FWD_ALIGN,
 };
 
 TE_KERNEL_TABLE_FATBIN_ALIGNED(norm_first_id, "libtecore/norm", norm_kernels, norm_align, norm)
@@ -183,6 +184,12 @@ TE_PARAM_INT(norm_fwd_waves, "TECORE_NORM_FWD_WAVES", 0, 0, 1024,
              "of resident blocks, looping over the rows (0, the default: a block per row "
              "group)");
 
+/* te_norm_fwd_warp16 measured against te_norm_fwd_fast16 at GPT-2's
+ * LayerNorm (bench/gpu-run-s35.sh phase d). */
+TE_PARAM_INT(norm_fwd_warp16, "TECORE_NORM_FWD_WARP16", 1, 0, 1,
+             "1 (the default): BF16 rows of 768 (a warp a row, 3 vectors a thread), gamma as "
+             "stored, take the forward kernel without per-vector tests; 0: the general one");
+
 /* Blocks of `threads` resident on one multiprocessor for a kernel held to
  * 48 registers (__maxnreg__(48)): 64K registers, 2048 threads, 32 blocks. */
 static unsigned norm_resident_48(unsigned threads) {
@@ -234,9 +241,15 @@ static tecore_result_t norm_fwd(const struct norm_fwd_call *c, tecore_stream_t s
       (p.tpr == 128 || p.tpr == 256) && hidden == (size_t)TE_NORM_FWD_NV_MAX * 8 * p.tpr &&
       !(c->flags & TECORE_NORM_ZERO_CENTERED_GAMMA))
     k = K_FWD_FULL16;
+  /* te_norm_fwd_warp16: BF16 rows that fill 3 vectors of each thread of a
+   * warp (hidden 768), gamma as stored */
+  if (k == K_FWD_FAST16 && x->dtype == TECORE_DTYPE_BF16 && p.tpr == 32 && p.nv == 3 &&
+      hidden == 3 * 8 * 32 && !(c->flags & TECORE_NORM_ZERO_CENTERED_GAMMA) &&
+      tecore_tunable_int(&norm_fwd_warp16))
+    k = K_FWD_WARP16;
   unsigned long long blocks = (rows + (unsigned)p.rows_per_block - 1) / (unsigned)p.rows_per_block;
   const int64_t waves = tecore_tunable_int(&norm_fwd_waves);
-  if ((k == K_FWD_FAST16 || k == K_FWD_FULL16) && waves > 0) {
+  if ((k == K_FWD_FAST16 || k == K_FWD_FULL16 || k == K_FWD_WARP16) && waves > 0) {
     unsigned long long cap =
         (unsigned long long)te_sm_count() * norm_resident_48(p.threads) * (unsigned long long)waves;
     if (blocks > cap) blocks = cap;

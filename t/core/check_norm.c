@@ -226,16 +226,18 @@ START_TEST(test_norm_fwd) {
 END_TEST
 
 /* BF16 rows that fill 4 vectors of every thread (hidden 4096: 128 threads a
- * row, 8192: 256), gamma as stored: the kernel without per-vector tests
- * (te_norm_fwd_full16 on a GPU), LayerNorm and RMSNorm, BF16 and FP8
+ * row, 8192: 256) or 3 of a warp (768), gamma as stored: the kernels
+ * without per-vector tests (te_norm_fwd_full16, te_norm_fwd_warp16 on a
+ * GPU; 37 rows leave a block of four rows of 768 with three slots past the
+ * end), LayerNorm and RMSNorm, BF16 and FP8
  * outputs, delayed and current scaling; and more rows than its grid of one
  * wave of resident blocks (132 SMs x 10 blocks of 128 threads, x 5 of
  * 256), so each block loops over rows.  Zero-centered gamma at the same
  * shape takes the other kernel (te_norm_fwd_fast16). */
 START_TEST(test_norm_fwd_whole_rows) {
-  static const size_t hid[2] = {4096, 8192}, many[2] = {1400, 700};
+  static const size_t hid[3] = {4096, 8192, 768}, many[3] = {1400, 700, 6000};
   const tecore_dtype_t bf = TECORE_DTYPE_BF16;
-  for (int i = 0; i < 2; i++) {
+  for (int i = 0; i < 3; i++) {
     run_fwd(1, 37, hid[i], bf, bf, TECORE_DTYPE_BF16, 0);
     run_fwd(0, 37, hid[i], bf, bf, TECORE_DTYPE_E5M2, 0);
     run_fwd_mode(1, 37, hid[i], bf, bf, TECORE_DTYPE_E4M3, 0, 1, i);
@@ -256,6 +258,7 @@ START_TEST(test_norm_fwd_one_wave_loops) {
   run_fwd(1, 1400, 4096, bf, bf, TECORE_DTYPE_E4M3, 0);
   run_fwd(0, 700, 8192, bf, bf, TECORE_DTYPE_E4M3, 0);
   run_fwd(0, 1500, 1024, bf, bf, TECORE_DTYPE_BF16, 0);
+  run_fwd(1, 6001, 768, bf, bf, TECORE_DTYPE_BF16, 0);
   ck_assert_int_eq(unsetenv("TECORE_NORM_FWD_WAVES"), 0);
 }
 END_TEST
