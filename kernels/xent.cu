@@ -201,37 +201,10 @@ __device__ __forceinline__ float xent_grad(float x, float lse2, bool is_label, f
 // bytes a thread in flight.  st != 1: a constant (0 or NaN), x not read.
 // DO: the output's dtype, DT (over x or into a.y) or E4M3/E5M2 (into a.y,
 // times osc, the amax of the unscaled values kept in am).
-// te_xent_train's L2 policy (an experiment, bench/gpu-run-s35.sh phase c):
-// 0 none, 1 its row copies evict first, 2 its 16-bit gradient stores too.
-#ifndef TE_XENT_L2_HINT
-#define TE_XENT_L2_HINT 2
-#endif
-__device__ __forceinline__ uint64_t xent_evict_first() {
-  uint64_t p;
-  asm("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(p));
-  return p;
-}
-
 // 16 bytes global -> shared, asynchronously (cp.async, bypassing L1).
 __device__ __forceinline__ void xent_cp16(uint4 *dst, const uint4 *src) {
   const unsigned d = (unsigned)__cvta_generic_to_shared(dst);
-#if TE_XENT_L2_HINT >= 1
-  asm volatile("cp.async.cg.shared.global.L2::cache_hint [%0], [%1], 16, %2;\n" ::"r"(d),
-               "l"(src), "l"(xent_evict_first())
-               : "memory");
-#else
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(d), "l"(src) : "memory");
-#endif
-}
-
-// 8 values into a 16-bit output, evicted from L2 first (TE_XENT_L2_HINT 2).
-template <int DT>
-__device__ __forceinline__ void xent_st8_evict(void *out, uint64_t i, const float *v) {
-  const uint4 q = te_dev_pack8t<DT>(v);
-  asm volatile("st.global.L2::cache_hint.v4.b32 [%0], {%1, %2, %3, %4}, %5;\n" ::"l"(
-                   (uint16_t *)out + i),
-               "r"(q.x), "r"(q.y), "r"(q.z), "r"(q.w), "l"(xent_evict_first())
-               : "memory");
 }
 
 // NT: the threads that share the units; SM (te_xent_train): the row's
@@ -287,8 +260,6 @@ __device__ __forceinline__ void xent_bwd_vec(const bwd_k &a, uint64_t base, uint
           v[k] = te_mul_rn(v[k], osc);
         }
         te_dev_st8t<DO>(out, base + u * 8, v);
-      } else if constexpr (SM && TE_XENT_L2_HINT >= 2 && DT != TE_FP8_DT_F32) {
-        xent_st8_evict<DT>(out, base + u * 8, v);
       } else {
         te_dev_st8t<DT>(out, base + u * 8, v);
       }
