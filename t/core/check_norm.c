@@ -263,6 +263,69 @@ START_TEST(test_norm_fwd_one_wave_loops) {
 }
 END_TEST
 
+/* Which kernel the forward of 8 rows of `hidden` (x, gamma, beta and y
+ * of dtype dt) launches, as the profile names it: the host's choice, the
+ * same on vdev as on a GPU. */
+static void fwd_kernel_is(int ln, size_t hidden, tecore_dtype_t dt, unsigned flags,
+                          const char *want) {
+  const size_t rows = 8, n = rows * hidden;
+  struct hbuf x, g, b;
+  hbuf_rand(&x, n, dt, -2.0f, 3.0f);
+  hbuf_rand(&g, hidden, dt, 0.5f, 1.5f);
+  hbuf_rand(&b, hidden, dt, -1.0f, 1.0f);
+  tecore_devptr_t y = te_dalloc(n * ref_esize(dt) + 16), st = te_dalloc(8 * rows);
+  struct tecore_tensor tx = ref_tensor2(dt, rows, hidden, x.d), ty = ref_tensor2(dt, rows, hidden, y);
+  struct tecore_tensor tg = ref_tensor1(dt, hidden, g.d), tb = ref_tensor1(dt, hidden, b.d);
+  TE_OK(tecore_stream_synchronize(te_stream));
+  TE_OK(tecore_profile_start());
+  if (ln)
+    TE_OK(tecore_layernorm_fwd(&tx, &tg, &tb, 1e-5f, flags, &ty, st, st + 4 * rows, te_stream));
+  else
+    TE_OK(tecore_rmsnorm_fwd(&tx, &tg, 1e-5f, flags, &ty, st, te_stream));
+  TE_OK(tecore_profile_stop());
+  FILE *f = tmpfile();
+  ck_assert_ptr_nonnull(f);
+  TE_OK(tecore_profile_report(fileno(f), NULL));
+  long len = ftell(f);
+  ck_assert(len > 0);
+  rewind(f);
+  char *prof = calloc((size_t)len + 1, 1);
+  ck_assert_ptr_nonnull(prof);
+  ck_assert_uint_eq(fread(prof, 1, (size_t)len, f), (size_t)len);
+  fclose(f);
+  ck_assert_msg(strstr(prof, want), "%s [%zu] %s flags %u: want %s, the profile says:\n%s",
+                ln ? "LayerNorm" : "RMSNorm", hidden, tecore_dtype_name(dt), flags, want, prof);
+  free(prof);
+  hbuf_free(&x);
+  hbuf_free(&g);
+  hbuf_free(&b);
+  TE_OK(tecore_mem_free(y));
+  TE_OK(tecore_mem_free(st));
+}
+
+/* The 16-bit forward's kernels: BF16 rows of 768 with gamma as stored
+ * take te_norm_fwd_warp16; zero-centered gamma, F16 and 1024 the general
+ * te_norm_fwd_fast16; 4096 te_norm_fwd_full16. */
+START_TEST(test_norm_fwd_kernel_choice) {
+  const tecore_dtype_t bf = TECORE_DTYPE_BF16;
+  fwd_kernel_is(1, 768, bf, 0, "te_norm_fwd_warp16");
+  fwd_kernel_is(0, 768, bf, 0, "te_norm_fwd_warp16");
+  fwd_kernel_is(1, 768, bf, TECORE_NORM_ZERO_CENTERED_GAMMA, "te_norm_fwd_fast16");
+  fwd_kernel_is(0, 768, TECORE_DTYPE_F16, 0, "te_norm_fwd_fast16");
+  fwd_kernel_is(1, 1024, bf, 0, "te_norm_fwd_fast16");
+  fwd_kernel_is(0, 4096, bf, 0, "te_norm_fwd_full16");
+}
+END_TEST
+
+/* TECORE_NORM_FWD_WARP16=0: rows of 768 take the general kernel (check
+ * forks a process per test, so the tunable is read afresh here). */
+START_TEST(test_norm_fwd_warp16_off) {
+  ck_assert_int_eq(setenv("TECORE_NORM_FWD_WARP16", "0", 1), 0);
+  fwd_kernel_is(1, 768, TECORE_DTYPE_BF16, 0, "te_norm_fwd_fast16");
+  ck_assert_int_eq(unsetenv("TECORE_NORM_FWD_WARP16"), 0);
+}
+END_TEST
+
 /* ---- backward ---------------------------------------------------------------------- */
 
 /* mode: 0 LayerNorm, 1 RMSNorm, 2 rmsnorm_bwd_add, 3 rmsnorm_bwd_add with
@@ -605,6 +668,8 @@ static Suite *norm_suite(void) {
   tcase_add_loop_test(tc, test_norm_fwd, 0, (int)TE_ARRAY_N(nshapes));
   tcase_add_test(tc, test_norm_fwd_whole_rows);
   tcase_add_test(tc, test_norm_fwd_one_wave_loops);
+  tcase_add_test(tc, test_norm_fwd_kernel_choice);
+  tcase_add_test(tc, test_norm_fwd_warp16_off);
   tc = te_tcase(s, "bwd", 1);
   tcase_add_loop_test(tc, test_norm_bwd, 0, (int)TE_ARRAY_N(nshapes));
   tcase_add_loop_test(tc, test_norm_bwd_one_dtype, 0, 2);
