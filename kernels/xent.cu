@@ -207,6 +207,21 @@ __device__ __forceinline__ void xent_cp16(uint4 *dst, const uint4 *src) {
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(d), "l"(src) : "memory");
 }
 
+// One batch of a row's copies into shared memory (units ub, ub + NT, ...,
+// U of them below u1: NQ 16-byte vectors each), one cp.async group.
+template <int NQ, int U, int NT>
+__device__ __forceinline__ void xent_copy_batch(uint4 *sm, const uint4 *src, uint64_t ub,
+                                                uint64_t u1) {
+#pragma unroll
+  for (int q = 0; q < U; q++) {
+    const uint64_t u = ub + (uint64_t)q * NT;
+    if (u >= u1) continue;
+#pragma unroll
+    for (int h = 0; h < NQ; h++) xent_cp16(&sm[u * NQ + h], &src[u * NQ + h]);
+  }
+  asm volatile("cp.async.commit_group;\n" ::);
+}
+
 // NT: the threads that share the units; SM (te_xent_train): the row's
 // vectors in shared memory at sm, read there instead of from x; nxt (with
 // SM): the next row, whose vectors are copied (cp.async) into the slots of
@@ -264,16 +279,8 @@ __device__ __forceinline__ void xent_bwd_vec(const bwd_k &a, uint64_t base, uint
         te_dev_st8t<DT>(out, base + u * 8, v);
       }
     }
-    if (SM && nxt) {   // the batch's values are used: its slots take the next row's
-#pragma unroll
-      for (int q = 0; q < U; q++) {
-        const uint64_t u = ub + (uint64_t)q * NT;
-        if (u >= u1) continue;
-#pragma unroll
-        for (int h = 0; h < NQ; h++) xent_cp16(&sm[u * NQ + h], &nxt[u * NQ + h]);
-      }
-      asm volatile("cp.async.commit_group;\n" ::);   // one group a batch (xent_row_copy's)
-    }
+    // the batch's values are used: its slots take the next row's
+    if (SM && nxt) xent_copy_batch<NQ, U, NT>(sm, nxt, ub, u1);
   }
 }
 
@@ -378,16 +385,8 @@ struct train_k {
 template <int NQ>
 __device__ __forceinline__ void xent_row_copy(uint4 *sm, const uint4 *row, uint64_t units) {
   constexpr int U = TE_XENT_BWD_UNROLL / NQ;
-  for (uint64_t ub = threadIdx.x; ub < units; ub += (uint64_t)U * XT) {
-#pragma unroll
-    for (int q = 0; q < U; q++) {
-      const uint64_t u = ub + (uint64_t)q * XT;
-      if (u >= units) continue;
-#pragma unroll
-      for (int h = 0; h < NQ; h++) xent_cp16(&sm[u * NQ + h], &row[u * NQ + h]);
-    }
-    asm volatile("cp.async.commit_group;\n" ::);
-  }
+  for (uint64_t ub = threadIdx.x; ub < units; ub += (uint64_t)U * XT)
+    xent_copy_batch<NQ, U, XT>(sm, row, ub, units);
 }
 
 // Waits until at most `pending` of the thread's groups are in flight (an
