@@ -99,13 +99,17 @@ __device__ __forceinline__ float xent_label_logit(const row_k &a, unsigned long 
   return te_ld(a.x, t * a.vocab + (uint64_t)lab, a.dtype);
 }
 
-__device__ __forceinline__ void xent_finish(const row_k &a, unsigned long long t, float m, float s,
-                                            float xl, float sx) {
-  int st = te_xent_label_state(a.labels[t], a.ignore, a.vocab_total);
-  float lse = te_xent_lse(m, s);
+// Row t's lse and loss (st: te_xent_label_state of its label).
+__device__ __forceinline__ void xent_store_loss(const row_k &a, unsigned long long t, int st,
+                                                float lse, float xl, float sx) {
   a.lse[t] = lse;
   a.loss[t] = st == 0 ? 0.0f : st < 0 ? __int_as_float(0x7fc00000)
                                       : te_xent_loss(lse, xl, sx, a.smoothing, (float)a.vocab_total);
+}
+__device__ __forceinline__ void xent_finish(const row_k &a, unsigned long long t, float m, float s,
+                                            float xl, float sx) {
+  xent_store_loss(a, t, te_xent_label_state(a.labels[t], a.ignore, a.vocab_total),
+                  te_xent_lse(m, s), xl, sx);
 }
 
 extern "C" __global__ void __launch_bounds__(XT) te_xent_row(TE_KSIG(TE_XENT_ROW_PARAMS)) {
@@ -460,11 +464,7 @@ __device__ __forceinline__ void xent_train_rows(const train_k &a, const row_k &r
     });
     const float lse = te_xent_lse(m, s);
     const int st = te_xent_label_state(label, a.ignore, a.vocab_total);
-    if (threadIdx.x == 0) {
-      r.lse[t] = lse;
-      r.loss[t] = st == 0 ? 0.0f : st < 0 ? __int_as_float(0x7fc00000)
-                                          : te_xent_loss(lse, xl, sx, a.smoothing, (float)a.vocab_total);
-    }
+    if (threadIdx.x == 0) xent_store_loss(r, t, st, lse, xl, sx);
     const float lse2 = te_xent_lse2(lse);
     // the gradient from shared memory; each batch's slots then take the
     // next row's vectors (its reads overlap this row's writes)
