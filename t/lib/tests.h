@@ -306,6 +306,23 @@ static TE_T_UNUSED void te_read_text(const char *path, char *buf, size_t n) {
   fclose(fp);
 }
 
+/* Stops the profile (tecore_profile_start) and returns its report as a
+ * string the caller frees: which kernels ran, a row each. */
+static TE_T_UNUSED char *te_profile_text(void) {
+  TE_OK(tecore_profile_stop());
+  FILE *f = tmpfile();
+  ck_assert_ptr_nonnull(f);
+  TE_OK(tecore_profile_report(fileno(f), NULL));
+  long len = ftell(f);
+  ck_assert(len >= 0);
+  rewind(f);
+  char *text = calloc((size_t)len + 1, 1);
+  ck_assert_ptr_nonnull(text);
+  ck_assert_uint_eq(fread(text, 1, (size_t)len, f), (size_t)len);
+  fclose(f);
+  return text;
+}
+
 /* A fresh private folder for files a test writes (removed by te_rmtree). */
 static TE_T_UNUSED void te_tmpdir(char *out, size_t n) {
   const char *base = getenv("TMPDIR");
