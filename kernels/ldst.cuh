@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 // ldst.cuh -- device-side loads and stores of 8 elements (one 16-byte
 // vector of a 16-bit type, two of F32, 8 bytes of FP8) of a runtime dtype,
-// converting to and from float.  Used by act.cu, norm.cu, transpose.cu and
-// optim.cu.
+// converting to and from float.  Used by act.cu, norm.cu, transpose.cu,
+// optim.cu and xent.cu; with cp.async's copies into shared memory.
 //
 // The conversions use the hardware's cvt instructions, which round to
 // nearest even and saturate like kernels/common/convert.h and fp8.h and so
@@ -212,6 +212,32 @@ __device__ __forceinline__ void te_dev_block_amax(unsigned *amax, uint32_t mine)
 // The same from a float max (te_amax_f32: >= 0 or NaN).
 __device__ __forceinline__ void te_dev_block_amax_f(unsigned *amax, float mine) {
   te_dev_block_amax(amax, te_abs_bits(mine));
+}
+
+// ---- asynchronous copies into shared memory (cp.async, sm_80 on) ----
+// A thread's copies land in shared memory in the groups it committed;
+// after te_cp_async_wait the thread reads what its own finished groups
+// wrote (other threads' copies need a barrier besides).
+
+// 16 bytes global -> shared, bypassing L1.
+__device__ __forceinline__ void te_cp_async16(void *dst, const void *src) {
+  const unsigned d = (unsigned)__cvta_generic_to_shared(dst);
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(d), "l"(src) : "memory");
+}
+// 8 bytes global -> shared (through L1: .cg takes 16 only).
+__device__ __forceinline__ void te_cp_async8(void *dst, const void *src) {
+  const unsigned d = (unsigned)__cvta_generic_to_shared(dst);
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 8;\n" ::"r"(d), "l"(src) : "memory");
+}
+// The copies issued since the last commit become one group.
+__device__ __forceinline__ void te_cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+// Waits until at most `pending` of the thread's groups are in flight (an
+// immediate operand: more than 3 waits as for 3, which is only sooner).
+__device__ __forceinline__ void te_cp_async_wait(int pending) {
+  if (pending <= 0) asm volatile("cp.async.wait_group 0;\n" ::: "memory");
+  else if (pending == 1) asm volatile("cp.async.wait_group 1;\n" ::: "memory");
+  else if (pending == 2) asm volatile("cp.async.wait_group 2;\n" ::: "memory");
+  else asm volatile("cp.async.wait_group 3;\n" ::: "memory");
 }
 
 #endif

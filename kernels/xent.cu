@@ -200,17 +200,6 @@ __device__ __forceinline__ float xent_grad(float x, float lse2, bool is_label, f
   return te_mul_rn(g, scale);
 }
 
-// Units [u0, u1) of row base (VEC: 8-element vectors), TE_XENT_BWD_UNROLL
-// a thread loaded before any is used, so that a block keeps UNROLL * 16
-// bytes a thread in flight.  st != 1: a constant (0 or NaN), x not read.
-// DO: the output's dtype, DT (over x or into a.y) or E4M3/E5M2 (into a.y,
-// times osc, the amax of the unscaled values kept in am).
-// 16 bytes global -> shared, asynchronously (cp.async, bypassing L1).
-__device__ __forceinline__ void xent_cp16(uint4 *dst, const uint4 *src) {
-  const unsigned d = (unsigned)__cvta_generic_to_shared(dst);
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(d), "l"(src) : "memory");
-}
-
 // One batch of a row's copies into shared memory (units ub, ub + NT, ...,
 // U of them below u1: NQ 16-byte vectors each), one cp.async group.
 template <int NQ, int U, int NT>
@@ -221,11 +210,16 @@ __device__ __forceinline__ void xent_copy_batch(uint4 *sm, const uint4 *src, uin
     const uint64_t u = ub + (uint64_t)q * NT;
     if (u >= u1) continue;
 #pragma unroll
-    for (int h = 0; h < NQ; h++) xent_cp16(&sm[u * NQ + h], &src[u * NQ + h]);
+    for (int h = 0; h < NQ; h++) te_cp_async16(&sm[u * NQ + h], &src[u * NQ + h]);
   }
-  asm volatile("cp.async.commit_group;\n" ::);
+  te_cp_async_commit();
 }
 
+// Units [u0, u1) of row base (VEC: 8-element vectors), TE_XENT_BWD_UNROLL
+// a thread loaded before any is used, so that a block keeps UNROLL * 16
+// bytes a thread in flight.  st != 1: a constant (0 or NaN), x not read.
+// DO: the output's dtype, DT (over x or into a.y) or E4M3/E5M2 (into a.y,
+// times osc, the amax of the unscaled values kept in am).
 // NT: the threads that share the units; SM (te_xent_train): the row's
 // vectors in shared memory at sm, read there instead of from x; nxt (with
 // SM): the next row, whose vectors are copied (cp.async) into the slots of
@@ -393,15 +387,6 @@ __device__ __forceinline__ void xent_row_copy(uint4 *sm, const uint4 *row, uint6
     xent_copy_batch<NQ, U, XT>(sm, row, ub, units);
 }
 
-// Waits until at most `pending` of the thread's groups are in flight (an
-// immediate operand: more than 3 waits as for 3, which is only sooner).
-__device__ __forceinline__ void xent_wait_groups(int pending) {
-  if (pending <= 0) asm volatile("cp.async.wait_group 0;\n" ::: "memory");
-  else if (pending == 1) asm volatile("cp.async.wait_group 1;\n" ::: "memory");
-  else if (pending == 2) asm volatile("cp.async.wait_group 2;\n" ::: "memory");
-  else asm volatile("cp.async.wait_group 3;\n" ::: "memory");
-}
-
 // One element of a 16-bit or F32 row kept in shared memory.
 template <int DT>
 __device__ __forceinline__ float xent_sm_elem(const uint4 *sm, uint64_t i) {
@@ -441,7 +426,7 @@ __device__ __forceinline__ void xent_train_rows(const train_k &a, const row_k &r
     const uint64_t base = t * a.vocab;
     int j = 0;
     for (uint64_t u = threadIdx.x; u < units; u += XT, j++) {
-      if (j % U == 0) xent_wait_groups(nb - 1 - j / U);
+      if (j % U == 0) te_cp_async_wait(nb - 1 - j / U);
       float v[8];
       if constexpr (NQ == 2) {
         const uint4 q0 = sm[u * 2], q1 = sm[u * 2 + 1];

@@ -1,0 +1,53 @@
+#!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
+# bench/gpu-run-s36.sh -- session 36's GPU checks, from the top of a
+# configured and built tree (.devdeps/run builds it):
+#
+#     bash .devdeps/run 'T=$OUT; OUT=/tmp/o TAR=$T/r.tgz PHASES=a bash bench/gpu-run-s36.sh'
+#
+# Outputs: bench/2026-12-11/c1 (phase a) ..; record: bench/2026-12-11-gpu.md.
+# Phase a: AdamW through shared memory (te_optim_adam_staged: each full
+# chunk's p, m, v and g copied with cp.async before the block reads the
+# step's values and works out its hyperparameters) against the register
+# kernel (TECORE_OPTIM_ADAM_STAGED=0): check_optim under cuda, GPT-2
+# 124M's step four times with it and twice without beside one run of
+# torch.compile's peer, Nsight Compute's times of both Adam kernels and
+# of the norm's partial sums, and the full sets of the staged kernel,
+# te_optim_l2_partial and te_norm_bwd_fast_cs (what to take on next).
+set -u
+default_phases="a"
+. "$(dirname "$0")/gpu-lib.sh"
+gpt=tools/te-gpt
+small="$gpt --model gpt2-124m --synthetic --batch 32 --steps 20 --eval-every 0 --sample 0 --json"
+prof="$gpt --model gpt2-124m --synthetic --batch 32 --steps 3 --eval-every 0 --sample 0 --profile"
+peer="python3 bench/gpt_peer.py speed --model gpt2-124m --batch 32 --compile --steps 20 --warmup 3"
+kt="/usr/local/cuda/bin/ncu --clock-control none --metrics gpu__time_duration.sum --csv --print-units base"
+full="/usr/local/cuda/bin/ncu --clock-control none --set full --import-source no --launch-count 1"
+export_rep() {
+  /usr/local/cuda/bin/ncu --import "$1.ncu-rep" --page details > "$1-details.txt" 2>&1
+  /usr/local/cuda/bin/ncu --import "$1.ncu-rep" --page source --csv --print-source sass \
+    2>&1 | gzip > "$1-source.csv.gz"
+  rm -f "$1.ncu-rep"
+}
+step machine sh -c 'nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm,power.limit --format=csv; nvcc --version | tail -2'
+if has a; then
+  make -s tools/te-gpt t/core/check_optim > /dev/null 2>&1
+  step check_optim env TE_DEVICE=cuda t/core/check_optim
+  step small-1 $small
+  step small-peer20 $peer
+  step small-2 $small
+  step small-s0-1 env TECORE_OPTIM_ADAM_STAGED=0 $small
+  step small-3 $small
+  step small-s0-2 env TECORE_OPTIM_ADAM_STAGED=0 $small
+  step small-4 $small
+  ak='regex:te_optim_adam|te_optim_l2_partial'
+  step ncu-adam $kt --kernel-name "$ak" --launch-count 40 $prof
+  step ncu-adam-s0 env TECORE_OPTIM_ADAM_STAGED=0 $kt --kernel-name "$ak" --launch-count 40 $prof
+  step ncu-adam-full $full --kernel-name te_optim_adam_staged --launch-skip 5 -o "$out/adam" $prof
+  export_rep "$out/adam"
+  step ncu-l2-full $full --kernel-name te_optim_l2_partial --launch-skip 2 -o "$out/l2" $prof
+  export_rep "$out/l2"
+  step ncu-nbwd-full $full --kernel-name te_norm_bwd_fast_cs --launch-skip 30 -o "$out/nbwd" $prof
+  export_rep "$out/nbwd"
+  step done true
+fi
