@@ -224,11 +224,6 @@ __device__ __forceinline__ void te_cp_async16(void *dst, const void *src) {
   const unsigned d = (unsigned)__cvta_generic_to_shared(dst);
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(d), "l"(src) : "memory");
 }
-// 8 bytes global -> shared (through L1: .cg takes 16 only).
-__device__ __forceinline__ void te_cp_async8(void *dst, const void *src) {
-  const unsigned d = (unsigned)__cvta_generic_to_shared(dst);
-  asm volatile("cp.async.ca.shared.global [%0], [%1], 8;\n" ::"r"(d), "l"(src) : "memory");
-}
 // The copies issued since the last commit become one group.
 __device__ __forceinline__ void te_cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
 // Waits until at most `pending` of the thread's groups are in flight (an

@@ -15,9 +15,6 @@
 //       aligned for them, else element by element.  The whole launch returns
 //       at once when *found_inf != 0.  FP8 copies: one atomicMax of |p| bits
 //       per block into the tensor's amax; chunk 0 writes scale_inv.
-//   te_optim_adam_staged   te_optim_adam with each full chunk of a vector
-//       tensor copied into shared memory (cp.async) before the block reads
-//       the step's values: the same bits, more bytes in flight.
 //   te_optim_l2_partial   sum of squares (double) of one 16384-element chunk
 //       of one tensor per block into partial[base + blockIdx.x]; up to
 //       TE_L2_MAX tensors.
@@ -55,24 +52,20 @@ static __device__ __forceinline__ int find_entry(const P &p) {
 // Vector forms need i % 4 == 0 and the pointer aligned to 4 elements; the
 // element forms take the first k (1..4) elements.
 
-// Four 16-bit values (BF16 or F16) to floats.
-template <int DT>
-static __device__ __forceinline__ void unpack4(uint2 u, float *x) {
-  if constexpr (DT == TE_FP8_DT_BF16) {
-    x[0] = __uint_as_float(u.x << 16), x[1] = __uint_as_float(u.x & 0xffff0000u);
-    x[2] = __uint_as_float(u.y << 16), x[3] = __uint_as_float(u.y & 0xffff0000u);
-  } else {
-    x[0] = te_dev_h2f(u.x & 0xffffu), x[1] = te_dev_h2f(u.x >> 16);
-    x[2] = te_dev_h2f(u.y & 0xffffu), x[3] = te_dev_h2f(u.y >> 16);
-  }
-}
 template <int DT>
 static __device__ __forceinline__ void ld4v(const void *b, uint64_t i, float *x) {
   if constexpr (DT == TE_FP8_DT_F32) {
     float4 f = *(const float4 *)((const float *)b + i);
     x[0] = f.x, x[1] = f.y, x[2] = f.z, x[3] = f.w;
   } else {
-    unpack4<DT>(*(const uint2 *)((const uint16_t *)b + i), x);
+    uint2 u = *(const uint2 *)((const uint16_t *)b + i);
+    if constexpr (DT == TE_FP8_DT_BF16) {
+      x[0] = __uint_as_float(u.x << 16), x[1] = __uint_as_float(u.x & 0xffff0000u);
+      x[2] = __uint_as_float(u.y << 16), x[3] = __uint_as_float(u.y & 0xffff0000u);
+    } else {
+      x[0] = te_dev_h2f(u.x & 0xffffu), x[1] = te_dev_h2f(u.x >> 16);
+      x[2] = te_dev_h2f(u.y & 0xffffu), x[3] = te_dev_h2f(u.y >> 16);
+    }
   }
 }
 template <int DT>
@@ -109,48 +102,7 @@ static __device__ __forceinline__ void st4w(void *b, uint64_t i, bool vec, int k
 
 // ---- Adam / SGD ---------------------------------------------------------------
 
-// One group's update from its loaded values (k of its 4 elements are in
-// the tensor; vec: stored as vectors): the element math, then the stores of p, m (write_m), v
-// (Adam) and the model copy; am gathers the FP8 copy's amax bits.
-template <bool SGD, int WDT>
-static __device__ __forceinline__ void group_update(const te_optim_entry &e, const te_optim_hp &h,
-                                                    const float *gsi_p, float gsi, float scale,
-                                                    uint64_t i, int k, bool vec, bool write_m,
-                                                    float *p, const float *g, float *m, float *v,
-                                                    uint32_t &am) {
-  constexpr bool FP8 = WDT == TE_FP8_DT_E4M3 || WDT == TE_FP8_DT_E5M2;
-#pragma unroll
-  for (int q = 0; q < 4; q++) {
-    float gq = gsi_p ? te_mul_rn(g[q], gsi) : g[q];
-    if constexpr (SGD) te_sgd_elem(&p[q], &m[q], gq, &h);
-    else te_adam_elem(&p[q], &m[q], &v[q], gq, &h);
-  }
-  st4f(e.p, i, vec, k, p);
-  if (write_m) st4f(e.m, i, vec, k, m);
-  if constexpr (!SGD) st4f(e.v, i, vec, k, v);
-  if constexpr (WDT != TE_OPTIM_W_NONE) {
-    float w[4];
-#pragma unroll
-    for (int q = 0; q < 4; q++) {
-      w[q] = te_optim_w_value(p[q], WDT, scale);
-      if (FP8 && q < k) am = te_max_u32(am, te_abs_bits(p[q]));
-    }
-    st4w<WDT>(e.w, i, vec, k, w);
-  }
-}
-
-// After a chunk: the FP8 copy's amax and (chunk 0) its scale_inv.
-template <int WDT>
-static __device__ __forceinline__ void chunk_finish(const te_optim_entry &e, unsigned c,
-                                                    float scale, uint32_t am) {
-  if constexpr (WDT == TE_FP8_DT_E4M3 || WDT == TE_FP8_DT_E5M2) {
-    if (e.w_amax) te_dev_block_amax(e.w_amax, am);   // uniform per block
-    if (c == 0 && threadIdx.x == 0 && e.w_scale_inv) *e.w_scale_inv = te_fp8_scale_inv(scale);
-  }
-}
-
-// One chunk of one tensor, through registers.  WDT: model-copy type or
-// TE_OPTIM_W_NONE.
+// One chunk of one tensor.  WDT: model-copy type or TE_OPTIM_W_NONE.
 template <bool SGD, int GDT, int WDT>
 static __device__ __forceinline__ void step_chunk(const te_optim_entry &e, const te_optim_hp &h,
                                                   const float *gsi_p) {
@@ -180,9 +132,29 @@ static __device__ __forceinline__ void step_chunk(const te_optim_entry &e, const
       if (read_m) ld4s<TE_FP8_DT_F32>(e.m, i, k, m);
       if constexpr (!SGD) ld4s<TE_FP8_DT_F32>(e.v, i, k, v);
     }
-    group_update<SGD, WDT>(e, h, gsi_p, gsi, scale, i, k, vec, write_m, p, g, m, v, am);
+#pragma unroll
+    for (int q = 0; q < 4; q++) {
+      float gq = gsi_p ? te_mul_rn(g[q], gsi) : g[q];
+      if constexpr (SGD) te_sgd_elem(&p[q], &m[q], gq, &h);
+      else te_adam_elem(&p[q], &m[q], &v[q], gq, &h);
+    }
+    st4f(e.p, i, vec, k, p);
+    if (write_m) st4f(e.m, i, vec, k, m);
+    if constexpr (!SGD) st4f(e.v, i, vec, k, v);
+    if constexpr (WDT != TE_OPTIM_W_NONE) {
+      float w[4];
+#pragma unroll
+      for (int q = 0; q < 4; q++) {
+        w[q] = te_optim_w_value(p[q], WDT, scale);
+        if (FP8 && q < k) am = te_max_u32(am, te_abs_bits(p[q]));
+      }
+      st4w<WDT>(e.w, i, vec, k, w);
+    }
   }
-  chunk_finish<WDT>(e, c, scale, am);
+  if constexpr (FP8) {
+    if (e.w_amax) te_dev_block_amax(e.w_amax, am);   // uniform per block
+    if (c == 0 && threadIdx.x == 0 && e.w_scale_inv) *e.w_scale_inv = te_fp8_scale_inv(scale);
+  }
 }
 
 template <bool SGD, int GDT>
@@ -217,116 +189,6 @@ extern "C" __global__ void __launch_bounds__(OT) te_optim_adam(TE_KSIG(TE_OPTIM_
 extern "C" __global__ void __launch_bounds__(OT) te_optim_sgd(TE_KSIG(TE_OPTIM_STEP_PARAMS)) {
   te_pdl_enter();
   step<true>(p);
-}
-
-// ---- Adam through shared memory -------------------------------------------------
-// te_optim_adam_staged: te_optim_adam's update, with each full chunk of a
-// tensor whose pointers take vectors copied into shared memory first: the
-// thread's TE_OPTIM_STEPS groups of p, m, v and g (cp.async, one commit
-// group per group index; 16 bytes of F32, 8 of a 16-bit gradient), issued
-// before the block reads found_inf, the gradient scale and the step's
-// values from device memory, so that those reads and the hyperparameters'
-// double math overlap the copies; each group is computed as its copies
-// land.  A thread reads back only its own copies: no barrier.  Other
-// chunks (a tensor's last, or element access) take the register path.
-// The element math and stores are te_optim_adam's: the same bits.
-//
-// Shared memory (TE_OPTIM_STAGE_BYTES(gradient bytes)): p, m, v as float4
-// [group][thread], then g as float4 or uint2 [group][thread].
-#define STG TE_OPTIM_STEPS
-
-template <int GDT>
-static __device__ __forceinline__ void stage_copies(const te_optim_entry &e, uint64_t start,
-                                                    float4 *sm) {
-  uint2 *sg = (uint2 *)(sm + 3 * STG * OT);
-#pragma unroll
-  for (int s = 0; s < STG; s++) {
-    const int o = s * OT + threadIdx.x;
-    const uint64_t i = start + (uint64_t)o * TE_OPTIM_VEC;
-    te_cp_async16(&sm[o], e.p + i);
-    te_cp_async16(&sm[STG * OT + o], e.m + i);
-    te_cp_async16(&sm[2 * STG * OT + o], e.v + i);
-    if constexpr (GDT == TE_FP8_DT_F32) te_cp_async16(&sm[3 * STG * OT + o], (const float *)e.g + i);
-    else te_cp_async8(&sg[o], (const uint16_t *)e.g + i);
-    te_cp_async_commit();
-  }
-}
-
-static __device__ __forceinline__ void f4_to(float4 f, float *x) {
-  x[0] = f.x, x[1] = f.y, x[2] = f.z, x[3] = f.w;
-}
-
-template <int GDT, int WDT>
-static __device__ __forceinline__ void staged_chunk(const te_optim_entry &e, const te_optim_hp &h,
-                                                    const float *gsi_p, const float4 *sm) {
-  const unsigned c = blockIdx.x - e.block0;
-  const uint64_t start = (uint64_t)c * TE_OPTIM_CHUNK;
-  const float gsi = gsi_p ? *gsi_p : 1.0f;
-  float scale = 1.0f;
-  if constexpr (WDT == TE_FP8_DT_E4M3 || WDT == TE_FP8_DT_E5M2) scale = *e.w_scale;
-  uint32_t am = 0;
-#pragma unroll
-  for (int s = 0; s < STG; s++) {
-    te_cp_async_wait(STG - 1 - s);
-    const int o = s * OT + threadIdx.x;
-    float p[4], g[4], m[4], v[4];
-    f4_to(sm[o], p);
-    f4_to(sm[STG * OT + o], m);
-    f4_to(sm[2 * STG * OT + o], v);
-    if constexpr (GDT == TE_FP8_DT_F32) f4_to(sm[3 * STG * OT + o], g);
-    else unpack4<GDT>(((const uint2 *)(sm + 3 * STG * OT))[o], g);
-    group_update<false, WDT>(e, h, gsi_p, gsi, scale, start + (uint64_t)o * TE_OPTIM_VEC, 4,
-                             true, true, p, g, m, v, am);
-  }
-  chunk_finish<WDT>(e, c, scale, am);
-}
-
-template <int GDT>
-static __device__ __forceinline__ void staged_w(const te_optim_entry &e, const te_optim_hp &h,
-                                                const float *gsi, const float4 *sm) {
-  switch (e.w_dt) {
-  case TE_FP8_DT_BF16: staged_chunk<GDT, TE_FP8_DT_BF16>(e, h, gsi, sm); break;
-  case TE_FP8_DT_F16: staged_chunk<GDT, TE_FP8_DT_F16>(e, h, gsi, sm); break;
-  case TE_FP8_DT_E4M3: staged_chunk<GDT, TE_FP8_DT_E4M3>(e, h, gsi, sm); break;
-  case TE_FP8_DT_E5M2: staged_chunk<GDT, TE_FP8_DT_E5M2>(e, h, gsi, sm); break;
-  default: staged_chunk<GDT, TE_OPTIM_W_NONE>(e, h, gsi, sm); break;
-  }
-}
-
-extern "C" __global__ void __launch_bounds__(OT)
-    te_optim_adam_staged(TE_KSIG(TE_OPTIM_STEP_PARAMS)) {
-  extern __shared__ float4 stage[];
-  te_pdl_enter();
-  const te_optim_entry &e = p.e[find_entry(p)];
-  const uint64_t start = (uint64_t)(blockIdx.x - e.block0) * TE_OPTIM_CHUNK;
-  const bool staged = e.vec && e.n - start >= TE_OPTIM_CHUNK;
-  if (staged) {
-    switch (e.g_dt) {
-    case TE_FP8_DT_BF16: stage_copies<TE_FP8_DT_BF16>(e, start, stage); break;
-    case TE_FP8_DT_F16: stage_copies<TE_FP8_DT_F16>(e, start, stage); break;
-    default: stage_copies<TE_FP8_DT_F32>(e, start, stage); break;
-    }
-  }
-  if (p.found_inf && *p.found_inf) {
-    te_cp_async_wait(0);
-    return;
-  }
-  te_optim_hp h = p.hp;
-  if (p.state) te_optim_hp_from_state(&h, p.state, &p.dhp);
-  switch (e.g_dt) {
-  case TE_FP8_DT_BF16:
-    if (staged) staged_w<TE_FP8_DT_BF16>(e, h, p.gsi, stage);
-    else step_w<false, TE_FP8_DT_BF16>(e, h, p.gsi);
-    break;
-  case TE_FP8_DT_F16:
-    if (staged) staged_w<TE_FP8_DT_F16>(e, h, p.gsi, stage);
-    else step_w<false, TE_FP8_DT_F16>(e, h, p.gsi);
-    break;
-  default:
-    if (staged) staged_w<TE_FP8_DT_F32>(e, h, p.gsi, stage);
-    else step_w<false, TE_FP8_DT_F32>(e, h, p.gsi);
-    break;
-  }
 }
 
 // After every launch of a step that read its values from state: the step

@@ -44,11 +44,6 @@
  * fixed costs (finding its tensor, the block reduction) stay small against
  * its bytes (measured on an H100: F32 94% -> 100% of the copy rate, BF16
  * 70% -> 77%). */
-/* te_optim_adam_staged's shared memory for gradients of gsz bytes an
- * element: p, m, v (16 bytes a group) and g (4 gsz) for every group of a
- * chunk; 56 KiB for 16-bit gradients, four blocks an SM. */
-#define TE_OPTIM_STAGE_BYTES(gsz) \
-  ((3 * 16 + 4 * (gsz)) * TE_OPTIM_STEPS * TE_OPTIM_THREADS)
 #define TE_RED_STEPS 16
 #define TE_RED_CHUNK (TE_OPTIM_THREADS * TE_OPTIM_VEC * TE_RED_STEPS)       /* 16384 */
 

@@ -33,9 +33,6 @@ static const struct tecore_kernel_def optim_kernels[] = {
     [TE_OPTIM_K_UNSCALE] =
         TE_KDEF("te_optim_unscale", te_optim_vdev_unscale, TE_OPTIM_UNSCALE_PARAMS),
     [TE_OPTIM_K_COMMIT] = TE_KDEF("te_optim_commit", te_optim_vdev_commit, TE_OPTIM_COMMIT_PARAMS),
-    /* the same update through shared memory: one vdev implementation */
-    [TE_OPTIM_K_ADAM_STAGED] =
-        TE_KDEF("te_optim_adam_staged", te_optim_vdev_adam, TE_OPTIM_STEP_PARAMS),
 };
 _Static_assert(TE_ARRAY_SIZE(optim_kernels) == TE_OPTIM_K_COUNT_, "optim kernel table");
 
@@ -46,31 +43,20 @@ static const struct te_kalign optim_align[] = {
     [TE_OPTIM_K_L2_FINAL] = TE_KALIGN(TE_OPTIM_L2_FINAL_PARAMS),
     [TE_OPTIM_K_UNSCALE] = TE_KALIGN(TE_OPTIM_UNSCALE_PARAMS),
     [TE_OPTIM_K_COMMIT] = TE_KALIGN(TE_OPTIM_COMMIT_PARAMS),
-    [TE_OPTIM_K_ADAM_STAGED] = TE_KALIGN(TE_OPTIM_STEP_PARAMS),
 };
 
 TE_KERNEL_TABLE_FATBIN_ALIGNED(optim_first_id, "libtecore/optim", optim_kernels, optim_align,
                                optim)
 
-tecore_result_t te_optim_launch_smem(int k, unsigned blocks, unsigned smem, void **args,
-                                     tecore_stream_t stream) {
+tecore_result_t te_optim_launch(int k, unsigned blocks, void **args, tecore_stream_t stream) {
   int optim_id = optim_first_id();
   if (optim_id < 0)
     return TE_ERR(TECORE_ERR_INTERNAL, "the optimizer kernel table could not be registered");
   struct tecore_launch_cfg cfg = {.grid = {blocks ? blocks : 1, 1, 1},
-                                  .block = {TE_OPTIM_THREADS, 1, 1}, .shared_bytes = smem};
+                                  .block = {TE_OPTIM_THREADS, 1, 1}};
   TE_CHECK(te_kernel_launch_pdl(optim_id + k, &cfg, args, stream));
   return TECORE_SUCCESS;
 }
-
-tecore_result_t te_optim_launch(int k, unsigned blocks, void **args, tecore_stream_t stream) {
-  return te_optim_launch_smem(k, blocks, 0, args, stream);
-}
-
-/* te_optim_adam_staged against te_optim_adam: bench/gpu-run-s36.sh. */
-TE_PARAM_INT(optim_adam_staged, "TECORE_OPTIM_ADAM_STAGED", 1, 0, 1,
-             "1 (the default): Adam/AdamW copy each full chunk of a tensor into shared memory "
-             "(cp.async) before updating it; 0: the kernel that loads into registers");
 
 /* ---- argument checks ---------------------------------------------------------- */
 
@@ -218,18 +204,6 @@ static tecore_result_t check_step_alias(const struct optim_step *st) {
 
 /* ---- batching ------------------------------------------------------------------- */
 
-/* One batch.  Adam takes te_optim_adam_staged (TECORE_OPTIM_ADAM_STAGED)
- * when a tensor of the batch has a full chunk of vectors, with room for
- * the widest such tensor's gradient; gsz: that width, 0 for none. */
-static tecore_result_t batch_launch(int k, struct te_optim_params *p, uint64_t blocks,
-                                    size_t gsz, tecore_stream_t stream) {
-  void *args[] = {p};
-  if (k == TE_OPTIM_K_ADAM && gsz && tecore_tunable_int(&optim_adam_staged))
-    return te_optim_launch_smem(TE_OPTIM_K_ADAM_STAGED, (unsigned)blocks,
-                                (unsigned)TE_OPTIM_STAGE_BYTES(gsz), args, stream);
-  return te_optim_launch(k, (unsigned)blocks, args, stream);
-}
-
 /* Launches the tensors in batches of TE_OPTIM_MAX, each batch's grid one
  * block per chunk of each of its tensors. */
 static tecore_result_t step_launch(int k, const struct optim_step *st,
@@ -244,16 +218,15 @@ static tecore_result_t step_launch(int k, const struct optim_step *st,
   p.dhp = *dhp;
   p.hp = *hp;
   uint64_t blocks = 0;
-  size_t gstage = 0;   /* the batch's widest gradient with a full chunk of vectors */
   for (size_t i = 0; i < st->count; i++) {
     const struct tecore_optim_tensor *t = &st->tensors[i];
     if (t->numel == 0) continue;
     uint64_t nb = te_optim_blocks(t->numel);
     if (p.count == TE_OPTIM_MAX || blocks + nb > TE_OPTIM_MAX_BLOCKS) {
-      TE_CHECK(batch_launch(k, &p, blocks, gstage, stream));
+      void *args[] = {&p};
+      TE_CHECK(te_optim_launch(k, (unsigned)blocks, args, stream));
       p.count = 0;
       blocks = 0;
-      gstage = 0;
     }
     struct te_optim_entry *e = &p.e[p.count++];
     size_t gsz = tecore_dtype_size(t->grad_dtype);
@@ -277,10 +250,12 @@ static tecore_result_t step_launch(int k, const struct optim_step *st,
              te_optim_aligned(need_m ? t->exp_avg : 0, 16) &&
              te_optim_aligned(need_v ? t->exp_avg_sq : 0, 16) &&
              te_optim_aligned(t->model, 4 * wsz);
-    if (e->vec && t->numel >= TE_OPTIM_CHUNK && gsz > gstage) gstage = gsz;
     blocks += nb;
   }
-  if (p.count) TE_CHECK(batch_launch(k, &p, blocks, gstage, stream));
+  if (p.count) {
+    void *args[] = {&p};
+    TE_CHECK(te_optim_launch(k, (unsigned)blocks, args, stream));
+  }
   if (st->state) {   /* after every batch has read the step number */
     struct te_optim_commit_args a = {.state = TE_DPTR(st->state),
                                      .found_inf = TE_DPTR(st->found_inf)};

@@ -21,7 +21,7 @@ TE_KARGS(te_optim_l2_final_args, TE_OPTIM_L2_FINAL_PARAMS)
 
 /* Kernel ids relative to the table's first id. */
 enum { TE_OPTIM_K_ADAM, TE_OPTIM_K_SGD, TE_OPTIM_K_L2_PARTIAL, TE_OPTIM_K_L2_FINAL,
-       TE_OPTIM_K_UNSCALE, TE_OPTIM_K_COMMIT, TE_OPTIM_K_ADAM_STAGED, TE_OPTIM_K_COUNT_ };
+       TE_OPTIM_K_UNSCALE, TE_OPTIM_K_COMMIT, TE_OPTIM_K_COUNT_ };
 
 /* vdev implementations (optim_vdev.c): each runs the whole grid. */
 void te_optim_vdev_adam(const struct tecore_launch_cfg *cfg, void *const *args);
@@ -32,11 +32,8 @@ void te_optim_vdev_unscale(const struct tecore_launch_cfg *cfg, void *const *arg
 void te_optim_vdev_commit(const struct tecore_launch_cfg *cfg, void *const *args);
 
 /* Launches kernel k of the table (registered on first use) on a 1-D grid
- * of `blocks` blocks of TE_OPTIM_THREADS threads; _smem with that many
- * bytes of dynamic shared memory a block. */
+ * of `blocks` blocks of TE_OPTIM_THREADS threads. */
 tecore_result_t te_optim_launch(int k, unsigned blocks, void **args, tecore_stream_t stream);
-tecore_result_t te_optim_launch_smem(int k, unsigned blocks, unsigned smem, void **args,
-                                     tecore_stream_t stream);
 
 /* Blocks (4096-element chunks) a tensor of n elements takes in a step,
  * and (16384-element chunks) in the norm and unscale. */
