@@ -14,6 +14,18 @@
 # torch.compile's peer, Nsight Compute's times of both Adam kernels and
 # of the norm's partial sums, and the full sets of the staged kernel,
 # te_optim_l2_partial and te_norm_bwd_fast_cs (what to take on next).
+# Phase a result (c1): correct (check_optim 22/22 under cuda), no faster:
+# the two AdamW launches of GPT-2's decayed tensors 1019.4 / 550.8 us
+# staged against 1020.6 / 563.3 in registers (2.9 TB/s either way, 87% of
+# DRAM's peak for the 28 bytes a parameter moves); the step 55.27 / 54.35
+# / 55.01 / 54.26 ms staged, 55.16 / 54.87 not, torch.compile 68.19.  The
+# staged kernel is gone (b974421).  te_optim_l2_partial 116 + 55 us at
+# 77% of DRAM's peak; te_norm_bwd_fast_cs 80.5 us at 72%, 36% of its
+# samples waiting on a row's first loads, 41% of issue slots busy.
+# Phase b: where GPT-2's graphed step goes: Nsight Systems over 20 steps
+# (every kernel node of the replayed graph: the GPU's busy time against
+# the step, the gaps between kernels) and Nsight Compute's times of every
+# kernel of te-gpt --profile with the caches as the kernels leave them.
 set -u
 default_phases="a"
 . "$(dirname "$0")/gpu-lib.sh"
@@ -49,5 +61,17 @@ if has a; then
   export_rep "$out/l2"
   step ncu-nbwd-full $full --kernel-name te_norm_bwd_fast_cs --launch-skip 30 -o "$out/nbwd" $prof
   export_rep "$out/nbwd"
+  step done true
+fi
+if has b; then
+  make -s tools/te-gpt > /dev/null 2>&1
+  nsys=$(command -v nsys || ls /usr/local/cuda/bin/nsys /opt/nvidia/nsight-systems/*/bin/nsys 2>/dev/null | head -1)
+  step small-1 $small
+  step nsys $nsys profile --cuda-graph-trace=node --trace=cuda -o "$out/gpt" -f true $small
+  step nsys-sum $nsys stats --report cuda_gpu_kern_sum --format csv -o "$out/gpt" "$out/gpt.nsys-rep"
+  $nsys stats --report cuda_gpu_trace --format csv "$out/gpt.nsys-rep" 2>/dev/null | gzip > "$out/gpt-trace.csv.gz"
+  rm -f "$out/gpt.nsys-rep" "$out/gpt.sqlite"
+  step ncu-all $kt --cache-control none $prof
+  gzip -f "$out/ncu-all.txt"
   step done true
 fi
