@@ -26,6 +26,14 @@
 # (every kernel node of the replayed graph: the GPU's busy time against
 # the step, the gaps between kernels) and Nsight Compute's times of every
 # kernel of te-gpt --profile with the caches as the kernels leave them.
+# Phase b result (c2): Nsight Systems is not on the machine; the eager
+# step's kernels add up to 53.39 ms (te_fill and te_scale_add, which the
+# graph does not hold, 0.64 of it).  In every run of phase a (and of
+# session 35) steps 15-19 take 57-61 ms against 54-55 for steps 3-14.
+# Phase c: what slows steps 15-19: GPT-2's step for 40 steps (twice) and
+# torch.compile's peer for 40 (its per-step times in JSON), each with
+# the GPU's SM clock, power, temperature and throttle reasons sampled
+# every 50 ms by nvidia-smi.
 set -u
 default_phases="a"
 . "$(dirname "$0")/gpu-lib.sh"
@@ -73,5 +81,24 @@ if has b; then
   rm -f "$out/gpt.nsys-rep" "$out/gpt.sqlite"
   step ncu-all $kt --cache-control none $prof
   gzip -f "$out/ncu-all.txt"
+  step done true
+fi
+if has c; then
+  make -s tools/te-gpt > /dev/null 2>&1
+  smi() {   # smi NAME COMMAND...: COMMAND's step with the clocks sampled beside it
+    local name=$1
+    shift
+    nvidia-smi --query-gpu=timestamp,clocks.sm,clocks.mem,power.draw,temperature.gpu,clocks_event_reasons.active \
+      --format=csv -lms 50 > "$out/$name-smi.csv" 2>/dev/null &
+    local mon=$!
+    step "$name" "$@"
+    kill $mon 2>/dev/null
+    wait $mon 2>/dev/null
+  }
+  long="$gpt --model gpt2-124m --synthetic --batch 32 --steps 40 --eval-every 0 --sample 0 --json"
+  smi gpt40-1 $long
+  smi peer40 python3 bench/gpt_peer.py speed --model gpt2-124m --batch 32 --compile --steps 40 \
+    --warmup 3 --json "$out/peer40.json"
+  smi gpt40-2 $long
   step done true
 fi
