@@ -512,6 +512,13 @@ static int run(struct opts *op, const struct gpt_tp *tp, double *losses, uint64_
   double first = NAN, last = NAN, last_val = NAN, tsum = 0;
   int nsteps = 0;
   double plain_ms = 0;
+  /* the steady steps' times for the median: from the third step (the
+   * first two make the lazy choices and capture the graph), the last
+   * GPT_MEDIAN_STEPS of them */
+  enum { GPT_MEDIAN_STEPS = 1024 };
+  double ring[GPT_MEDIAN_STEPS];
+  int nring = 0, first_steady = o.steps >= 3 ? 3 : 1;
+  long long ring_from = 0;
   while (t.step < o.steps) {
     /* a given prefetch needs no plain steps: attached before the first,
      * so a model that fits only with offload runs at all */
@@ -557,6 +564,12 @@ static int run(struct opts *op, const struct gpt_tp *tp, double *losses, uint64_
     if (losses && t.step <= o.steps) losses[t.step - 1] = loss;
     last = loss;
     tsum += dt, nsteps++;
+    if (nsteps >= first_steady) {
+      if (nring == GPT_MEDIAN_STEPS) ring_from++;
+      else if (!nring) ring_from = t.step;
+      ring[(nsteps - first_steady) % GPT_MEDIAN_STEPS] = dt;
+      if (nring < GPT_MEDIAN_STEPS) nring++;
+    }
     struct te_out_val val = TE_OUT_NONE;
     if (o.eval_every && t.step % o.eval_every == 0) {
       last_val = gpt_val_loss(&t, &m, &d, o.eval_batches, s);
@@ -575,9 +588,16 @@ static int run(struct opts *op, const struct gpt_tp *tp, double *losses, uint64_
                                            TE_OUT_N(mem_mib)});
   }
   te_out_table_end(&OUT);
-  if (nsteps)
-    te_out_note(&OUT, "loss %.4f -> %.4f over %d steps, %.1f ms/step, %.0f tokens/s", first, last,
-                nsteps, tsum / nsteps * 1e3, tokens * nsteps / tsum);
+  if (nsteps) {
+    const double med = gpt_median(ring, (size_t)nring);
+    te_out_note(&OUT, "loss %.4f -> %.4f over %d steps; %.1f ms/step, %.0f tokens/s (the median "
+                "of steps %lld-%lld), %.1f ms/step on average over all", first, last, nsteps,
+                med * 1e3, tokens / med, ring_from, ring_from + nring - 1,
+                tsum / nsteps * 1e3);
+    te_out_field_n(&OUT, "ms_median", med * 1e3);
+    te_out_field_n(&OUT, "tokens_per_s_median", tokens / med);
+    te_out_field_n(&OUT, "median_first_step", (double)ring_from);
+  }
   if (t.launch_us > 0) {
     char census[128];
     gpt_graph_census(&t, census, sizeof census);

@@ -66,6 +66,16 @@ awk -v v="$val" -v m="$GPT_VAL_MAX" 'BEGIN { exit !(v + 0 == v && v < m) }' ||
 sample=$(sed -n 's/.*"sample": *"\(\([^"\\]\|\\.\)*\)".*/\1/p' "$tmp/run.json" |
   sed 's/\\u00[0-9a-f][0-9a-f]/?/g; s/\\./?/g')
 [ ${#sample} = 24 ] || { echo "FAIL: the sample has ${#sample} bytes, not 24: '$sample'"; fail=1; }
+# the summary's ms/step: the median of the step rows from the third (the
+# first two make the lazy choices and capture the graph), the row figure
+# printed with 6 digits, so within 1e-5 relative
+med=$(field ms_median) from=$(field median_first_step)
+rows_med=$(grep -o '"step": [0-9]*, [^}]*"ms": [^,]*' "$tmp/run.json" |
+  sed 's/"step": \([0-9]*\),.*"ms": \(.*\)/\1 \2/' | awk '$1 >= 3 { print $2 }' | sort -g |
+  awk '{ v[NR] = $1 } END { print NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }')
+awk -v a="$med" -v b="$rows_med" -v f="$from" \
+  'BEGIN { d = a - b; if (d < 0) d = -d; exit !(f == 3 && b > 0 && d <= 1e-5 * b) }' ||
+  { echo "FAIL: ms_median $med (from step $from) is not the rows' median $rows_med of steps 3-"; fail=1; }
 
 # FP8 with the block recipe (E4M3, 1x128 and 128x128 scales; every Linear
 # in FP8): the same 30 steps learn as BF16's do, and the validation loss

@@ -273,6 +273,8 @@ struct gpt_train {
 };
 /* The median host time of the step graph's launches so far (0: none). */
 double gpt_launch_median(const struct gpt_train *t);
+/* The median of v[0..n) (sorted in place); NAN for none. */
+double gpt_median(double *v, size_t n);
 void gpt_train_init(struct gpt_train *t, struct gpt_model *m, tecore_stream_t s);
 void gpt_train_free(struct gpt_train *t);
 double gpt_lr_at(const struct gpt_train *t, int64_t step);

@@ -392,12 +392,17 @@ static int cmp_double(const void *a, const void *b) {
   return x < y ? -1 : x > y;
 }
 
+double gpt_median(double *v, size_t n) {
+  if (!n) return NAN;
+  qsort(v, n, sizeof v[0], cmp_double);
+  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
 double gpt_launch_median(const struct gpt_train *t) {
   if (t->nlaunch <= 0) return 0;
   double v[64];
   memcpy(v, t->launch_all, (size_t)t->nlaunch * sizeof v[0]);
-  qsort(v, (size_t)t->nlaunch, sizeof v[0], cmp_double);
-  return t->nlaunch % 2 ? v[t->nlaunch / 2] : (v[t->nlaunch / 2 - 1] + v[t->nlaunch / 2]) / 2;
+  return gpt_median(v, (size_t)t->nlaunch);
 }
 
 void gpt_graph_census(const struct gpt_train *t, char *buf, size_t n) {
