@@ -34,6 +34,18 @@
 # torch.compile's peer for 40 (its per-step times in JSON), each with
 # the GPU's SM clock, power, temperature and throttle reasons sampled
 # every 50 ms by nvidia-smi.
+# Phase c result (c3): the GPU is held at its power limit (700 W; the
+# throttle reason is the software power cap, 0x4, in every sample over
+# 400 W): te-gpt's SM clock averages 1630-1665 MHz at 633-639 W, the
+# peer's 1791 at 632.  The step time swings with a period of about 17
+# steps: steps 15-19 and 32-38 of te-gpt's runs take 57-62 ms against
+# 54-56 for the others, the peer's 16-18 73 ms against 69-70.  Medians:
+# te-gpt 55.37 / 55.96 ms over steps 3-20, 55.49 / 56.20 over 3-40; the
+# peer 69.85 over its 40 (69.77 over its first 20): 1.243-1.259x.
+# Phase d: the final code: check_xent under cuda (its copies now through
+# ldst.cuh's helpers), GPT-2's step for 40 steps four times around two
+# 40-step runs of the peer (clocks sampled), llama-1b and the 1.3B model
+# in FP8 each beside its torch.compile peer.
 set -u
 default_phases="a"
 . "$(dirname "$0")/gpu-lib.sh"
@@ -48,6 +60,16 @@ export_rep() {
   /usr/local/cuda/bin/ncu --import "$1.ncu-rep" --page source --csv --print-source sass \
     2>&1 | gzip > "$1-source.csv.gz"
   rm -f "$1.ncu-rep"
+}
+smi() {   # smi NAME COMMAND...: COMMAND's step with the clocks sampled beside it
+  local name=$1
+  shift
+  nvidia-smi --query-gpu=timestamp,clocks.sm,clocks.mem,power.draw,temperature.gpu,clocks_event_reasons.active \
+    --format=csv -lms 50 > "$out/$name-smi.csv" 2>/dev/null &
+  local mon=$!
+  step "$name" "$@"
+  kill $mon 2>/dev/null
+  wait $mon 2>/dev/null
 }
 step machine sh -c 'nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm,power.limit --format=csv; nvcc --version | tail -2'
 if has a; then
@@ -85,20 +107,27 @@ if has b; then
 fi
 if has c; then
   make -s tools/te-gpt > /dev/null 2>&1
-  smi() {   # smi NAME COMMAND...: COMMAND's step with the clocks sampled beside it
-    local name=$1
-    shift
-    nvidia-smi --query-gpu=timestamp,clocks.sm,clocks.mem,power.draw,temperature.gpu,clocks_event_reasons.active \
-      --format=csv -lms 50 > "$out/$name-smi.csv" 2>/dev/null &
-    local mon=$!
-    step "$name" "$@"
-    kill $mon 2>/dev/null
-    wait $mon 2>/dev/null
-  }
   long="$gpt --model gpt2-124m --synthetic --batch 32 --steps 40 --eval-every 0 --sample 0 --json"
   smi gpt40-1 $long
   smi peer40 python3 bench/gpt_peer.py speed --model gpt2-124m --batch 32 --compile --steps 40 \
     --warmup 3 --json "$out/peer40.json"
   smi gpt40-2 $long
+  step done true
+fi
+if has d; then
+  make -s tools/te-gpt t/core/check_xent > /dev/null 2>&1
+  step check_xent env TE_DEVICE=cuda t/core/check_xent
+  long="$gpt --model gpt2-124m --synthetic --batch 32 --steps 40 --eval-every 0 --sample 0 --json"
+  peer40="python3 bench/gpt_peer.py speed --model gpt2-124m --batch 32 --compile --steps 40 --warmup 3"
+  smi gpt40-1 $long
+  smi peer40-1 $peer40 --json "$out/peer40-1.json"
+  smi gpt40-2 $long
+  smi gpt40-3 $long
+  smi peer40-2 $peer40 --json "$out/peer40-2.json"
+  smi gpt40-4 $long
+  step llama $gpt --model llama-1b --synthetic --batch 4 --steps 14 --eval-every 0 --sample 0 --recipe delayed --json
+  step llama-peer python3 bench/gpt_peer.py speed --model llama-1b --batch 4 --compile --steps 8 --warmup 3
+  step big $gpt --model gpt-1.3b --synthetic --batch 8 --steps 14 --eval-every 0 --sample 0 --recipe delayed --json
+  step big-peer python3 bench/gpt_peer.py speed --model gpt-1.3b --batch 8 --compile --steps 8 --warmup 3
   step done true
 fi
