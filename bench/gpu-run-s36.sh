@@ -46,6 +46,13 @@
 # ldst.cuh's helpers), GPT-2's step for 40 steps four times around two
 # 40-step runs of the peer (clocks sampled), llama-1b and the 1.3B model
 # in FP8 each beside its torch.compile peer.
+# Phase d result (c4): check_xent 10/10 under cuda; GPT-2 55.04 / 55.49
+# / 55.37 / 55.19 ms (medians of steps 3-40) against torch.compile's
+# 68.04 / 68.58 (its 40): 1.231-1.246x (steps 3-20 against the peer's
+# first 20: 1.228-1.250x); te-gpt's clock 1638 MHz at 655 W, the peer's
+# 1829 at 624.  llama-1b FP8 93.26 ms against 145.64 (1.562x), the 1.3B
+# FP8 182.98 against 280.62 (1.534x); peak memory 16831 / 18763, 34283
+# / 35439 and 45495 / 49847 MiB.
 set -u
 default_phases="a"
 . "$(dirname "$0")/gpu-lib.sh"
