@@ -53,6 +53,14 @@
 # 1829 at 624.  llama-1b FP8 93.26 ms against 145.64 (1.562x), the 1.3B
 # FP8 182.98 against 280.62 (1.534x); peak memory 16831 / 18763, 34283
 # / 35439 and 45495 / 49847 MiB.
+# Phase e: the norm kernels ask L2 for the rows they take next
+# (cp.async.bulk.prefetch.L2): te_norm_bwd_fast(_cs) each row slot's next
+# row (x, dy, extra_grad), the 16-bit forwards the rows of the block that
+# starts as this one ends.  check_norm under cuda; Nsight Compute's times
+# of te_norm_bwd_fast_cs and te_norm_fwd_warp16 with the prefetches
+# (the default) and without (TECORE_NORM_BWD_PREFETCH=0,
+# TECORE_NORM_FWD_PREFETCH=0); GPT-2's step for 40 steps with, without,
+# with, without, beside one 40-step run of the peer.
 set -u
 default_phases="a"
 . "$(dirname "$0")/gpu-lib.sh"
@@ -136,5 +144,21 @@ if has d; then
   step llama-peer python3 bench/gpt_peer.py speed --model llama-1b --batch 4 --compile --steps 8 --warmup 3
   step big $gpt --model gpt-1.3b --synthetic --batch 8 --steps 14 --eval-every 0 --sample 0 --recipe delayed --json
   step big-peer python3 bench/gpt_peer.py speed --model gpt-1.3b --batch 8 --compile --steps 8 --warmup 3
+  step done true
+fi
+if has e; then
+  make -s tools/te-gpt t/core/check_norm > /dev/null 2>&1
+  step check_norm env TE_DEVICE=cuda t/core/check_norm
+  off="env TECORE_NORM_BWD_PREFETCH=0 TECORE_NORM_FWD_PREFETCH=0"
+  nk='regex:te_norm_bwd_fast_cs|te_norm_fwd_warp16'
+  step ncu-norm $kt --kernel-name "$nk" --launch-count 100 $prof
+  step ncu-norm-off $off $kt --kernel-name "$nk" --launch-count 100 $prof
+  long="$gpt --model gpt2-124m --synthetic --batch 32 --steps 40 --eval-every 0 --sample 0 --json"
+  smi gpt40-1 $long
+  smi gpt40-off-1 $off $long
+  smi peer40 python3 bench/gpt_peer.py speed --model gpt2-124m --batch 32 --compile --steps 40 \
+    --warmup 3 --json "$out/peer40.json"
+  smi gpt40-2 $long
+  smi gpt40-off-2 $off $long
   step done true
 fi
