@@ -61,6 +61,12 @@
 # (the default) and without (TECORE_NORM_BWD_PREFETCH=0,
 # TECORE_NORM_FWD_PREFETCH=0); GPT-2's step for 40 steps with, without,
 # with, without, beside one 40-step run of the peer.
+# Phase e result (c5): correct (check_norm 33/33 under cuda) and no
+# faster: te_norm_bwd_fast_cs 81.47 us a call (median of 48) with the
+# prefetch, 82.03 without; te_norm_fwd_warp16 34.72 with, 33.89 without;
+# the step 54.05 / 55.00 ms with, 54.30 / 55.13 without, torch.compile
+# 68.62 (1.245-1.270x: the pairs differ by less than the runs).  Both
+# prefetches were removed again (1abed1d).
 set -u
 default_phases="a"
 . "$(dirname "$0")/gpu-lib.sh"

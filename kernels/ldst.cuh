@@ -224,15 +224,6 @@ __device__ __forceinline__ void te_cp_async16(void *dst, const void *src) {
   const unsigned d = (unsigned)__cvta_generic_to_shared(dst);
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(d), "l"(src) : "memory");
 }
-// Asks L2 to fetch the n bytes at p (both multiples of 16) from memory,
-// one bulk prefetch by the calling thread: no registers, nothing to wait
-// for, the data still read the usual way later.  A hint: nothing on
-// devices before sm_90.
-__device__ __forceinline__ void te_prefetch_l2(const void *p, unsigned n) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;\n" ::"l"(p), "r"(n) : "memory");
-#endif
-}
 // The copies issued since the last commit become one group.
 __device__ __forceinline__ void te_cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
 // Waits until at most `pending` of the thread's groups are in flight (an

@@ -214,13 +214,10 @@ __device__ __forceinline__ void norm_fwd(const fwd_args &a) {
   constexpr bool RAW = VEC == 8 && !STREAM && (DX == BF16 || DX == F16);
   float am = 0.0f;
   int buf = 0;
-  const unsigned long long pfr = RAW ? (unsigned long long)((unsigned)a.flags >> TE_NORM_PF_SHIFT) * R : 0;
   for (unsigned long long grp = blockIdx.x; grp * R < a.rows; grp += gridDim.x) {
     const unsigned long long row = grp * R + (threadIdx.x >> lgT);
     const bool valid = (FULL && R == 1) || row < a.rows;
     const unsigned long long base = (FULL && !valid ? a.rows - 1 : row) * hidden;
-    if (pfr && t == 0 && row + pfr < a.rows)   // TE_NORM_PF_SHIFT
-      te_prefetch_l2((const uint16_t *)a.x + (row + pfr) * hidden, hidden * 2);
     float v[RAW ? VEC : NVR * VEC];
     uint4 xr[RAW ? NVR : 1];
     float s[1] = {0.0f};
@@ -523,19 +520,10 @@ __device__ __forceinline__ void norm_bwd(const bwd_args &a) {
   // bits) in the second pass; halves the registers of the row.
   constexpr bool RAW = VEC == 8 && !STREAM && (DT == BF16 || DT == F16);
   int buf = 0;
-  // TE_NORM_PREFETCH (RAW): lane 0 of a row slot asks L2 for the slot's
-  // next row while this one runs, so that its loads find it there
-  const bool pf = RAW && (a.flags & TE_NORM_PREFETCH);
   for (unsigned long long grp = blockIdx.x; grp * R < a.rows; grp += a.parts) {
     const unsigned long long row = grp * R + slot;
     const bool valid = row < a.rows;
     const unsigned long long base = row * hidden;
-    if (pf && t == 0 && row + (unsigned long long)a.parts * R < a.rows) {
-      const unsigned long long nb = (row + (unsigned long long)a.parts * R) * hidden;
-      te_prefetch_l2((const uint16_t *)a.x + nb, hidden * 2);
-      te_prefetch_l2((const uint16_t *)a.dy + nb, hidden * 2);
-      if (add) te_prefetch_l2((const uint16_t *)a.extra + nb, hidden * 2);
-    }
     const float rs = valid ? a.rsigma[row] : 0.0f;
     const float m = (ln && valid) ? a.mu[row] : 0.0f;
     float xh[RAW ? VEC : NVR * VEC], g[RAW ? VEC : NVR * VEC];

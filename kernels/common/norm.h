@@ -50,13 +50,6 @@
 #define TE_NORM_EXTRA_GRAD 0x4     /* backward: dx += extra_grad */
 #define TE_NORM_SMEM_PARTIALS 0x8  /* streaming backward: column partials in
                                       dynamic shared memory (GPU only) */
-#define TE_NORM_PREFETCH 0x10      /* 16-bit backward held in registers: the
-                                      next row's x, dy and extra_grad asked
-                                      into L2 while this one runs (GPU only) */
-/* 16-bit forward held in registers: flags >> TE_NORM_PF_SHIFT is a distance
- * d in row groups (0: none); a block asks L2 for the rows of group + d,
- * which a block starting about when this one ends takes (GPU only). */
-#define TE_NORM_PF_SHIFT 8
 /* The most shared memory the streaming backward takes for its partials. */
 #define TE_NORM_SMEM_MAX (200u * 1024u)
 

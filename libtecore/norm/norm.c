@@ -190,12 +190,6 @@ TE_PARAM_INT(norm_fwd_warp16, "TECORE_NORM_FWD_WARP16", 1, 0, 1,
              "1 (the default): BF16 rows of 768 (a warp a row, 3 vectors a thread), gamma as "
              "stored, take the forward kernel without per-vector tests; 0: the general one");
 
-/* TE_NORM_PF_SHIFT measured against its absence at GPT-2's LayerNorm
- * (bench/gpu-run-s36.sh phase e). */
-TE_PARAM_INT(norm_fwd_prefetch, "TECORE_NORM_FWD_PREFETCH", 1, 0, 1,
-             "1 (the default): the 16-bit LayerNorm/RMSNorm forward kernels held in registers "
-             "ask L2 for the rows of the block that starts as this one ends; 0: they do not");
-
 /* Blocks of `threads` resident on one multiprocessor for a kernel held to
  * 48 registers (__maxnreg__(48)): 64K registers, 2048 threads, 32 blocks. */
 static unsigned norm_resident_48(unsigned threads) {
@@ -261,14 +255,6 @@ static tecore_result_t norm_fwd(const struct norm_fwd_call *c, tecore_stream_t s
     if (blocks > cap) blocks = cap;
   }
   struct tecore_launch_cfg cfg = {.grid = {(unsigned)blocks, 1, 1}, .block = {p.threads, 1, 1}};
-  /* the prefetch distance: the grid when blocks loop, else the blocks the
-   * device holds at once (the block that starts as this one ends) */
-  unsigned long long pf = 0;
-  if ((k == K_FWD_FAST16 || k == K_FWD_FULL16 || k == K_FWD_WARP16) &&
-      tecore_tunable_int(&norm_fwd_prefetch)) {
-    pf = waves > 0 ? blocks : (unsigned long long)te_sm_count() * norm_resident_48(p.threads);
-    if (pf > 0x7fffffull) pf = 0x7fffffull;   /* flags stays a positive int */
-  }
 
   struct te_norm_fwd_args a = {
       .x = TE_DPTR(x->data), .gamma = TE_DPTR(gamma->data),
@@ -276,8 +262,7 @@ static tecore_result_t norm_fwd(const struct norm_fwd_call *c, tecore_stream_t s
       .mu = ln ? TE_DPTR(c->mu) : NULL, .rsigma = TE_DPTR(c->rsigma), .rows = rows,
       .hidden = (unsigned)hidden, .eps = c->eps,
       .flags = (ln ? TE_NORM_LAYERNORM : 0) |
-               ((c->flags & TECORE_NORM_ZERO_CENTERED_GAMMA) ? TE_NORM_ZERO_CENTERED : 0) |
-               (int)(pf << TE_NORM_PF_SHIFT),
+               ((c->flags & TECORE_NORM_ZERO_CENTERED_GAMMA) ? TE_NORM_ZERO_CENTERED : 0),
       .dtypes = TE_NORM_DT_PACK((int)x->dtype, (int)gamma->dtype, (int)y->dtype, 0, 0),
       .tpr = p.tpr, .nv = p.nv};
   /* current scaling: a pass for the amax, then one with the scale */
@@ -323,12 +308,6 @@ TE_PARAM_INT(norm_bwd_fast_parts, "TECORE_NORM_BWD_FAST_PARTS", TE_NORM_BWD_FAST
              "blocks (partial rows of the weight gradients) of the 16-bit LayerNorm/RMSNorm "
              "backward kernel, at most: 396, three waves of 132 SMs, by default; the sums' "
              "order, and so their bits, follow it")
-
-/* TE_NORM_PREFETCH measured against its absence at GPT-2's norm backward
- * (bench/gpu-run-s36.sh phase e). */
-TE_PARAM_INT(norm_bwd_prefetch, "TECORE_NORM_BWD_PREFETCH", 1, 0, 1,
-             "1 (the default): the 16-bit LayerNorm/RMSNorm backward kernel asks L2 for each "
-             "row slot's next row while it works on the row; 0: it does not")
 
 /* An upper bound of the parts any plan uses, so the size needs no pointers. */
 static size_t norm_ws_bytes(int ln, size_t rows, size_t hidden) {
@@ -444,7 +423,7 @@ tecore_result_t te_norm_bwd(const struct te_norm_bwd_call *c, tecore_stream_t st
       .ws = TE_DPTR(c->workspace), .rows = rows, .hidden = (unsigned)hidden,
       .flags = (ln ? TE_NORM_LAYERNORM : 0) | (extra ? TE_NORM_EXTRA_GRAD : 0) |
                ((c->flags & TECORE_NORM_ZERO_CENTERED_GAMMA) ? TE_NORM_ZERO_CENTERED : 0) |
-               smem_partials | (tecore_tunable_int(&norm_bwd_prefetch) ? TE_NORM_PREFETCH : 0),
+               smem_partials,
       .dtypes = TE_NORM_DT_PACK((int)x->dtype, (int)dy->dtype, (int)gamma->dtype, (int)dx->dtype,
                                 extra ? (int)extra->dtype : 0),
       .tpr = p.tpr, .nv = p.nv, .parts = parts, .cs = cs ? TE_DPTR(c->cs) : NULL};
