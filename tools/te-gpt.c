@@ -512,12 +512,13 @@ static int run(struct opts *op, const struct gpt_tp *tp, double *losses, uint64_
   double first = NAN, last = NAN, last_val = NAN, tsum = 0;
   int nsteps = 0;
   double plain_ms = 0;
-  /* the steady steps' times for the median: from the third step (the
-   * first two make the lazy choices and capture the graph), the last
-   * GPT_MEDIAN_STEPS of them */
+  /* the steady steps' times for the median: from this run's third step
+   * (the first two make the lazy choices and capture the graph; a run
+   * resumed from --load counts from its own first), the last
+   * GPT_MEDIAN_STEPS of them; runs of fewer than three steps, all */
   enum { GPT_MEDIAN_STEPS = 1024 };
   double ring[GPT_MEDIAN_STEPS];
-  int nring = 0, first_steady = o.steps >= 3 ? 3 : 1;
+  int nring = 0, first_steady = o.steps - (long long)t.step >= 3 ? 3 : 1;
   long long ring_from = 0;
   while (t.step < o.steps) {
     /* a given prefetch needs no plain steps: attached before the first,
