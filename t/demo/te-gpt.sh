@@ -237,6 +237,13 @@ if ! cmp -s "$tmp/a.cut" "$tmp/b.cut"; then
   echo "FAIL: 6 steps straight and 3 + 3 resumed give other losses:"; diff "$tmp/a.cut" "$tmp/b.cut"
   fail=1
 fi
+# a resumed run of two steps (4 and 5): its summary's median takes both
+"$gpt" --seed "$seed" --batch 2 --sample 0 --eval-every 0 --load "$tmp/b" --steps 5 --json \
+  > "$tmp/r5.json" 2>> "$tmp/b.err" || { echo "FAIL: the two-step resume fails"; fail=1; }
+r5med=$(sed -n 's/.*"ms_median": *\([^,}]*\).*/\1/p' "$tmp/r5.json" | head -1)
+r5from=$(sed -n 's/.*"median_first_step": *\([^,}]*\).*/\1/p' "$tmp/r5.json" | head -1)
+awk -v m="$r5med" -v f="$r5from" 'BEGIN { exit !(m + 0 == m && m > 0 && f == 4) }' ||
+  { echo "FAIL: resumed at step 3 for 2 steps: ms_median '$r5med' from step '$r5from' (want 4)"; fail=1; }
 # the step graph (the default) and eager launches: the same bits
 "$gpt" $opts --steps 6 --no-graph > "$tmp/e.csv" 2> "$tmp/e.err" ||
   { echo "FAIL: te-gpt --no-graph fails"; cat "$tmp/e.err"; fail=1; }
