@@ -12,6 +12,11 @@
 #                         output to $out/NAME.txt and .err, nvidia-smi's memory
 #                         every MEM_MS ms (100) to $out/NAME.mem, a summary line
 #   has PHASE             is PHASE among $phases
+#   smi NAME COMMAND...   step NAME with nvidia-smi's SM clock, power,
+#                         temperature and throttle reasons every 50 ms to
+#                         $out/NAME-smi.csv
+#   export_rep BASE       BASE.ncu-rep (Nsight Compute) to BASE-details.txt
+#                         and BASE-source.csv.gz, the report removed
 # With TAR set, every step ends by packing $out into the file TAR (for the
 # device tool, which brings back at most 8 files under its $OUT, and what
 # is there when a call runs out of time: a call cut short keeps its
@@ -47,3 +52,19 @@ step() {
   if [ -n "${TAR:-}" ]; then tar czf "$TAR.part" -C "$out" . && mv "$TAR.part" "$TAR"; fi
 }
 has() { case " $phases " in *" $1 "*) return 0 ;; esac; return 1; }
+export_rep() {
+  /usr/local/cuda/bin/ncu --import "$1.ncu-rep" --page details > "$1-details.txt" 2>&1
+  /usr/local/cuda/bin/ncu --import "$1.ncu-rep" --page source --csv --print-source sass \
+    2>&1 | gzip > "$1-source.csv.gz"
+  rm -f "$1.ncu-rep"
+}
+smi() {
+  local name=$1
+  shift
+  nvidia-smi --query-gpu=timestamp,clocks.sm,clocks.mem,power.draw,temperature.gpu,clocks_event_reasons.active \
+    --format=csv -lms 50 > "$out/$name-smi.csv" 2>/dev/null &
+  local mon=$!
+  step "$name" "$@"
+  kill $mon 2>/dev/null
+  wait $mon 2>/dev/null
+}

@@ -66,7 +66,7 @@
 # prefetch, 82.03 without; te_norm_fwd_warp16 34.72 with, 33.89 without;
 # the step 54.05 / 55.00 ms with, 54.30 / 55.13 without, torch.compile
 # 68.62 (1.245-1.270x: the pairs differ by less than the runs).  Both
-# prefetches were removed again (1abed1d).
+# prefetches were removed again (c2c0e91).
 set -u
 default_phases="a"
 . "$(dirname "$0")/gpu-lib.sh"
@@ -76,22 +76,6 @@ prof="$gpt --model gpt2-124m --synthetic --batch 32 --steps 3 --eval-every 0 --s
 peer="python3 bench/gpt_peer.py speed --model gpt2-124m --batch 32 --compile --steps 20 --warmup 3"
 kt="/usr/local/cuda/bin/ncu --clock-control none --metrics gpu__time_duration.sum --csv --print-units base"
 full="/usr/local/cuda/bin/ncu --clock-control none --set full --import-source no --launch-count 1"
-export_rep() {
-  /usr/local/cuda/bin/ncu --import "$1.ncu-rep" --page details > "$1-details.txt" 2>&1
-  /usr/local/cuda/bin/ncu --import "$1.ncu-rep" --page source --csv --print-source sass \
-    2>&1 | gzip > "$1-source.csv.gz"
-  rm -f "$1.ncu-rep"
-}
-smi() {   # smi NAME COMMAND...: COMMAND's step with the clocks sampled beside it
-  local name=$1
-  shift
-  nvidia-smi --query-gpu=timestamp,clocks.sm,clocks.mem,power.draw,temperature.gpu,clocks_event_reasons.active \
-    --format=csv -lms 50 > "$out/$name-smi.csv" 2>/dev/null &
-  local mon=$!
-  step "$name" "$@"
-  kill $mon 2>/dev/null
-  wait $mon 2>/dev/null
-}
 step machine sh -c 'nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm,power.limit --format=csv; nvcc --version | tail -2'
 if has a; then
   make -s tools/te-gpt t/core/check_optim > /dev/null 2>&1
