@@ -40,6 +40,9 @@
 //  - blocks are persistent, one an SM, taking output blocks grid apart
 //    (columns fastest: the blocks running together share A's rows in L2).
 //
+// EPI_DMUL also has a wide form, gemm16w below (384 threads, one
+// m64n256k16 MMA a k-step, the aux tile through the TMA).
+//
 // Shapes: m a multiple of 128, n of 256, k of 64, every row 16-byte
 // aligned (libtecore/cuda/cuda_gemm16.c checks; anything else goes to
 // cuBLASLt).  Built for anything but sm_90a the kernels trap:
@@ -432,6 +435,186 @@ __device__ __forceinline__ void gemm16(const te_gemm16_params &p) {
 #endif
 }
 
+// The wide product kernel (EPI_DMUL, te_gemm16_*_dmulw, 384 threads): the
+// 512-thread kernel's two m64n128k16 MMAs a k-step read A from shared
+// memory twice, which with the TMA's writes costs more shared-memory
+// cycles than the MMAs take (bench/2026-12-06-gpu.md); one m64n256k16
+// reads it once, but its 128 accumulators compile only where a thread may
+// hold 154 registers, which leaves a block of 384 threads and three
+// epilogue warps -- too few to load the aux rows and multiply as the
+// 512-thread kernel's seven do.  So here the aux tile comes through the
+// TMA, into the output tile itself, once the epilogue warps have stored
+// the last block's; the MMA warpgroups multiply their (rounded) values by
+// it in place, and the epilogue warps only store the products and add
+// their columns (the 16-bit products, in the fixed order of the
+// 512-thread kernel: a lane's rows in order, then the warps in order).
+//
+//  - warp 0: the producer, as in gemm16;
+//  - warps 1-3: the epilogue; thread 32 also asks the TMA for the next
+//    block's aux tile (mbarrier AUXF) once the three have read the tile;
+//  - warpgroups 1 and 2: the MMAs, 64 rows of the 128 x 256 block each.
+template <int DT, int BMN>
+__device__ __forceinline__ void gemm16w(const te_gemm16_params &p) {
+#if TE_WGMMA
+  constexpr int EPI_WARPS = 3, EPI_THREADS = EPI_WARPS * 32, MMA_THREADS = 256;
+  constexpr int FULL = BM / EPI_WARPS, EXTRA = BM % EPI_WARPS;
+  constexpr int BAR_FULL = 1, BAR_EPI = 3, HANDOFF = MMA_THREADS + EPI_THREADS;
+  typedef typename elem<DT>::t T;
+  constexpr int BN = TE_GEMM16_BN, ST = TE_GEMM16_STAGES;
+  constexpr uint32_t A_BYTES = BM * BK * 2, STAGE = A_BYTES + BN * BK * 2;
+  constexpr uint32_t OUT = ST * STAGE, OUT_BYTES = BM * BN * 2, SUMS = OUT + OUT_BYTES;
+  constexpr uint32_t BARS = SUMS + EPI_WARPS * BN * 4;
+  static_assert(TE_GEMM16_THREADS_W == 128 + MMA_THREADS, "a loading warpgroup, two MMA ones");
+  static_assert(BARS + (2 * ST + 1) * 8 + 1024 <= TE_GEMM16_SMEM_W, "the shared memory asked for");
+  extern __shared__ __align__(128) unsigned char smem[];
+  const uint32_t s0 = (smem_addr(smem) + 1023u) & ~1023u;
+  unsigned char *const sp = smem + (s0 - smem_addr(smem));
+  const uint32_t full0 = s0 + BARS, empty0 = full0 + 8 * ST, auxf = empty0 + 8 * ST;
+  const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
+  const int nb = p.n / BN, tiles = nb * (p.m / BM), kt = p.k / BK;
+  if (tid == 0) {
+    for (int s = 0; s < ST; s++) {
+      mbar_init(full0 + 8 * s, 1);
+      mbar_init(empty0 + 8 * s, 8);
+    }
+    mbar_init(auxf, 1);  // thread 32's expect_tx
+    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+  }
+  __syncthreads();
+
+  if (warp < 4) {
+    if (warp == 0) {
+      if (lane != 0) return;
+      int it = 0;
+      for (int tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
+        const int m0 = tile / nb * BM, n0 = tile % nb * BN;
+        for (int t = 0; t < kt; t++, it++) {
+          const int s = it % ST;
+          mbar_wait(empty0 + 8 * s, ((it / ST) & 1) ^ 1);
+          const uint32_t sa = s0 + s * STAGE, sb = sa + A_BYTES, fb = full0 + 8 * s;
+          mbar_expect(fb, STAGE);
+          tma_load(sa, &p.ta, t * BK, m0, fb);
+          if (BMN == 0) {
+            tma_load(sb, &p.tb, t * BK, n0, fb);
+          } else {
+#pragma unroll
+            for (int cb = 0; cb < BN / 64; cb++)
+              tma_load(sb + cb * BK * 128, &p.tb, n0 + cb * 64, t * BK, fb);
+          }
+        }
+      }
+      return;
+    }
+    const int e = warp - 1;
+    // the aux tile of output block `tile` into the output tile: four
+    // column blocks of 64, swizzled as the MMA warpgroups address it
+    auto aux_load = [&](int tile) {
+      mbar_expect(auxf, OUT_BYTES);
+#pragma unroll
+      for (int cb = 0; cb < BN / 64; cb++)
+        tma_load(s0 + OUT + cb * (BM * 128), &p.tx, tile % nb * BN + cb * 64, tile / nb * BM,
+                 auxf);
+    };
+    if (tid == 32) aux_load(blockIdx.x);
+    const unsigned char *const ob = sp + OUT + (lane / 8) * (BM * 128);
+    float *const ws = reinterpret_cast<float *>(sp + SUMS);
+    auto row = [&](int r) {
+      return *reinterpret_cast<const uint4 *>(ob + r * 128 + (((lane % 8) ^ (r % 8)) << 4));
+    };
+    for (int tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
+      const int m0 = tile / nb * BM, n0 = tile % nb * BN;
+      T *const d = static_cast<T *>(p.d) + (long long)m0 * p.ldd + n0 + 8 * lane;
+      float cs[8];
+#pragma unroll
+      for (int i = 0; i < 8; i++) cs[i] = 0.0f;
+      auto one = [&](int r) {
+        const uint4 v = row(r);
+        if (p.part) {
+          const uint32_t *u = reinterpret_cast<const uint32_t *>(&v);
+#pragma unroll
+          for (int j = 0; j < 4; j++) {
+            const float2 y = elem<DT>::unpack(u[j]);
+            cs[2 * j] = te_add_rn(cs[2 * j], y.x);
+            cs[2 * j + 1] = te_add_rn(cs[2 * j + 1], y.y);
+          }
+        }
+        st_g16(d + (long long)r * p.ldd, v);
+      };
+      bar_sync(BAR_FULL, HANDOFF);  // the products are in the tile
+#pragma unroll 6
+      for (int i = 0; i < FULL; i++) one(e + EPI_WARPS * i);
+      if (e < EXTRA) one(e + EPI_WARPS * FULL);
+      if (p.part) {
+#pragma unroll
+        for (int i = 0; i < 8; i++) ws[e * BN + 8 * lane + i] = cs[i];
+      }
+      bar_sync(BAR_EPI, EPI_THREADS);  // the tile read, the sums written
+      if (tid == 32 && tile + (int)gridDim.x < tiles) {
+        wg_proxy_fence();
+        aux_load(tile + gridDim.x);
+      }
+      if (p.part)
+        for (int c = tid - 32; c < BN; c += EPI_THREADS) {
+          float s = ws[c];
+#pragma unroll
+          for (int w = 1; w < EPI_WARPS; w++) s = te_add_rn(s, ws[w * BN + c]);
+          p.part[(long long)(m0 / BM) * p.n + n0 + c] = s;
+        }
+      // ws is next written after the next FULL, which every epilogue
+      // thread reaches only past these sums
+    }
+    return;
+  }
+
+  const int wg = tid / 128 - 1, mw = warp % 4, g = lane / 4, tq = lane % 4;
+  const int rl = wg * 64 + mw * 16 + g;  // this thread's rows rl and rl + 8 (rl % 8 == g)
+  int it = 0, nt = 0;
+  for (int tile = blockIdx.x; tile < tiles; tile += gridDim.x, nt++) {
+    float acc[128];  // the m64n256 fragment: column 8 j + 2 tq (+1) at 4 j (+1), row + 8 at + 2
+    for (int t = 0; t < kt; t++, it++) {
+      const int s = it % ST;
+      mbar_wait(full0 + 8 * s, (it / ST) & 1);
+      const uint32_t sa = s0 + s * STAGE, sb = sa + A_BYTES;
+      wg_fence();
+#pragma unroll
+      for (int kk = 0; kk < BK / 16; kk++) {
+        const int accum = t > 0 || kk > 0;
+        const uint64_t da = wg_desc_k(sa + wg * 64 * 128 + kk * 32);
+        if (BMN == 0)
+          wg_ss_n256<DT, 0, 0>(acc, da, wg_desc_k(sb + kk * 32), accum);
+        else
+          wg_ss_n256<DT, 0, 1>(acc, da, wg_desc_mn(sb + kk * 2048, BK * 128), accum);
+      }
+      wg_commit();
+      wg_wait<1>();
+      if (t > 0 && lane == 0) mbar_arrive(empty0 + 8 * ((it - 1) % ST));
+    }
+    wg_wait<0>();
+    if (lane == 0) mbar_arrive(empty0 + 8 * ((it - 1) % ST));
+    wg_keep_all<128>(acc);
+
+    mbar_wait(auxf, nt & 1);  // the block's aux is in the tile
+#pragma unroll
+    for (int j = 0; j < 32; j++) {
+      unsigned char *const o =
+          sp + OUT + (j / 8) * (BM * 128) + rl * 128 + (((j % 8) ^ g) << 4) + 4 * tq;
+#pragma unroll
+      for (int hr = 0; hr < 2; hr++) {
+        uint32_t *const q = reinterpret_cast<uint32_t *>(o + hr * 8 * 128);
+        const float2 z = elem<DT>::unpack(*q);
+        // alpha A B rounded to the type, as the 512-thread kernel's tile
+        const float2 y = elem<DT>::unpack(elem<DT>::pack(
+            fmaf(acc[4 * j + 2 * hr], p.alpha, 0.0f), fmaf(acc[4 * j + 2 * hr + 1], p.alpha, 0.0f)));
+        *q = elem<DT>::pack(y.x * z.x, y.y * z.y);
+      }
+    }
+    bar_arrive(BAR_FULL, HANDOFF);
+  }
+#else
+  __trap();
+#endif
+}
+
 }  // namespace
 
 #define GEMM16_KERNEL(name, DT, BMN, EPI)                                           \
@@ -440,12 +623,19 @@ __device__ __forceinline__ void gemm16(const te_gemm16_params &p) {
     te_pdl_enter();                                                                 \
     gemm16<DT, BMN, EPI>(p);                                                        \
   }
+#define GEMM16W_KERNEL(name, DT, BMN)                                               \
+  extern "C" __global__ void __launch_bounds__(TE_GEMM16_THREADS_W, 1)              \
+      name(TE_KSIG(TE_GEMM16_PARAMS)) {                                             \
+    te_pdl_enter();                                                                 \
+    gemm16w<DT, BMN>(p);                                                            \
+  }
 #define GEMM16_EPIS(t, DT, b, BMN)                                                  \
   GEMM16_KERNEL(te_gemm16_##t##_##b##_lin, DT, BMN, EPI_LIN)                        \
   GEMM16_KERNEL(te_gemm16_##t##_##b##_gelu, DT, BMN, EPI_GELU)                      \
   GEMM16_KERNEL(te_gemm16_##t##_##b##_dgelu, DT, BMN, EPI_DGELU)                    \
   GEMM16_KERNEL(te_gemm16_##t##_##b##_gelud, DT, BMN, EPI_GELUD)                    \
-  GEMM16_KERNEL(te_gemm16_##t##_##b##_dmul, DT, BMN, EPI_DMUL)
+  GEMM16_KERNEL(te_gemm16_##t##_##b##_dmul, DT, BMN, EPI_DMUL)                      \
+  GEMM16W_KERNEL(te_gemm16_##t##_##b##_dmulw, DT, BMN)
 GEMM16_EPIS(bf16, BF16, kn, 0)
 GEMM16_EPIS(bf16, BF16, nk, 1)
 GEMM16_EPIS(f16, F16, kn, 0)

@@ -21,12 +21,22 @@
 #define TE_GEMM16_STAGES 3   /* stages in shared memory, filled by the TMA */
 /* a loading warp and seven epilogue warps, then two MMA warpgroups */
 #define TE_GEMM16_THREADS 512
+/* the wide product kernels (te_gemm16_<t>_<b>_dmulw, EPI_DMUL): a loading
+ * warp and three epilogue warps, then two MMA warpgroups of one
+ * m64n256k16 MMA a k-step (168 registers a thread) */
+#define TE_GEMM16_THREADS_W 384
 /* shared memory: the stages, the output tile (the 16-bit values the
  * epilogue warps take), the epilogue warps' column sums, the bias, the
  * stages' mbarriers, and 1 KiB to align the stages */
 #define TE_GEMM16_SMEM                                                              \
   (TE_GEMM16_STAGES * (TE_GEMM16_BM + TE_GEMM16_BN) * TE_GEMM16_BK * 2 +            \
    TE_GEMM16_BM * TE_GEMM16_BN * 2 + 8 * TE_GEMM16_BN * 4 + TE_GEMM16_STAGES * 16 + 1024)
+/* the wide kernels: the stages, the output tile (the aux tile first, the
+ * TMA's), three warps' column sums, the stages' mbarriers and the aux
+ * tile's, 1 KiB to align the stages */
+#define TE_GEMM16_SMEM_W                                                            \
+  (TE_GEMM16_STAGES * (TE_GEMM16_BM + TE_GEMM16_BN) * TE_GEMM16_BK * 2 +            \
+   TE_GEMM16_BM * TE_GEMM16_BN * 2 + 3 * TE_GEMM16_BN * 4 + TE_GEMM16_STAGES * 16 + 8 + 1024)
 /* te_gemm16_bgrad: columns a block, lanes adding parts */
 #define TE_GEMM16_BG_COLS 32
 #define TE_GEMM16_BG_LANES 8
@@ -45,6 +55,7 @@ typedef struct te_gemm16_tmap {
 struct te_gemm16_params {
   te_gemm16_tmap ta;  /* A: [m][k], boxes of 128 rows x 64 k, 128-byte swizzle */
   te_gemm16_tmap tb;  /* B [n][k]: 256 rows x 64 k; B [k][n]: 64 k-rows x 64 n */
+  te_gemm16_tmap tx;  /* the wide kernels' aux [m][ldd]: 128 rows x 64 columns */
   void *d;
   const void *bias;   /* 0: none */
   void *aux;          /* GELU: written (the pre-activation); dGELU: read */
@@ -57,7 +68,9 @@ struct te_gemm16_params {
 /* te_gemm16_<t>_<b>_<epi>: t bf16 | f16; b kn (B [n][k]) | nk (B [k][n]);
  * epi lin (D = alpha A B + bias), gelu (aux = alpha A B + bias rounded to
  * the type, D = gelu(aux)), dgelu (D = dy gelu'(aux), dy = alpha A B
- * rounded to the type, the sums of D's float values into part) */
+ * rounded to the type, the sums of D's float values into part), gelud
+ * (gelu' as aux), dmul (D = dy aux), dmulw (dmul on the wide kernel: the
+ * sums of D's 16-bit values into part) */
 #define TE_GEMM16_PARAMS(P) P(struct te_gemm16_params, p, gcblk)
 /* te_gemm16_bgrad: out[c] = the sum over parts of part[p][c], lane l adding
  * parts l, l + TE_GEMM16_BG_LANES, ... in order, then the lanes in order;

@@ -20,7 +20,10 @@
  * maps made here, per call); TECORE_GEMM_OWN says which epilogues.  The
  * dGELU's bias gradient is made from column sums of each 128-row block
  * (in the GEMM's workspace) by te_gemm16_bgrad, in a fixed order: the
- * same bits on every run. */
+ * same bits on every run.  The DAUX product runs on the wide kernel
+ * (te_gemm16_*_dmulw: 384 threads, one m64n256k16 MMA a k-step, the aux
+ * tile through the TMA, TECORE_GEMM16_WIDE), whose column sums add the
+ * 16-bit products. */
 #include "cuda/cuda_backend.h"
 #include "cuda/cuda_gemm.h"
 #include "ksupport/ksupport.h"
@@ -34,33 +37,41 @@ TE_PARAM_INT(gemm_own_param, "TECORE_GEMM_OWN", 1, 0, 2,
              "those with a GELU or dGELU epilogue; 2 also those without epilogue or with a "
              "bias")
 
+TE_PARAM_INT(gemm16_wide_param, "TECORE_GEMM16_WIDE", 1, 0, 1,
+             "1: the DAUX product GEMMs (fc2's dgrad after a GELU) of libte's own 16-bit "
+             "GEMM run on its wide kernel (384 threads, one m64n256k16 MMA a k-step, the aux "
+             "tile through the TMA); 0: on the 512-thread kernel, whose bias gradient adds "
+             "the float products rather than the 16-bit ones")
+
 TE_KARGS(te_gemm16_args, TE_GEMM16_PARAMS)
 TE_KARGS(te_gemm16_bgrad_args, TE_GEMM16_BGRAD_PARAMS)
 
 /* kernel index: type (bf16, f16) x B (kn, nk) x epilogue (lin, gelu,
- * dgelu, gelu with gelu' as aux, the product with aux), then bgrad */
+ * dgelu, gelu with gelu' as aux, the product with aux, that product on the
+ * wide kernel), then bgrad */
 #define G16(pre, t, b)                                                                   \
   TE_KDEF(pre "_" #t "_" #b "_lin", NULL, TE_GEMM16_PARAMS),                             \
       TE_KDEF(pre "_" #t "_" #b "_gelu", NULL, TE_GEMM16_PARAMS),                        \
       TE_KDEF(pre "_" #t "_" #b "_dgelu", NULL, TE_GEMM16_PARAMS),                       \
       TE_KDEF(pre "_" #t "_" #b "_gelud", NULL, TE_GEMM16_PARAMS),                       \
-      TE_KDEF(pre "_" #t "_" #b "_dmul", NULL, TE_GEMM16_PARAMS)
+      TE_KDEF(pre "_" #t "_" #b "_dmul", NULL, TE_GEMM16_PARAMS),                        \
+      TE_KDEF(pre "_" #t "_" #b "_dmulw", NULL, TE_GEMM16_PARAMS)
 #define G16_SET(pre) G16(pre, bf16, kn), G16(pre, bf16, nk), G16(pre, f16, kn), G16(pre, f16, nk)
 static const struct tecore_kernel_def g16_kernels[] = {
     G16_SET("te_gemm16"),
     TE_KDEF("te_gemm16_bgrad", NULL, TE_GEMM16_BGRAD_PARAMS),
 };
-#define G16_EPIS 5
+#define G16_EPIS 6
 #define K_BGRAD (4 * G16_EPIS)
 #define A16 TE_KALIGN(TE_GEMM16_PARAMS)
-#define A16_5 A16, A16, A16, A16, A16
-#define A16_SET A16_5, A16_5, A16_5, A16_5
+#define A16_6 A16, A16, A16, A16, A16, A16
+#define A16_SET A16_6, A16_6, A16_6, A16_6
 static const struct te_kalign g16_align[] = {
     A16_SET, TE_KALIGN(TE_GEMM16_BGRAD_PARAMS),
 };
 TE_KERNEL_TABLE_FATBIN_ALIGNED(g16_first_id, "libtecore/gemm16", g16_kernels, g16_align, gemm16)
 
-enum { EPI_LIN, EPI_GELU, EPI_DGELU, EPI_GELUD, EPI_DMUL };
+enum { EPI_LIN, EPI_GELU, EPI_DGELU, EPI_GELUD, EPI_DMUL, EPI_DMULW };
 _Static_assert(TE_ARRAY_SIZE(g16_kernels) == K_BGRAD + 1, "the kernel table's layout");
 
 /* 1 where the kernels run: sm_90a code in the build and compute
@@ -152,7 +163,9 @@ tecore_result_t te_gemm16_run(const struct te_gemm_problem *p, tecore_devptr_t w
                               size_t ws_bytes, tecore_stream_t stream) {
   int id = g16_first_id();
   if (id < 0) return TE_ERR(TECORE_ERR_INTERNAL, "gemm16: the kernels did not register");
-  const int epi = g16_epi(p), f16 = p->d_dtype == TECORE_DTYPE_F16, nk = p->b.sk != 1;
+  const int f16 = p->d_dtype == TECORE_DTYPE_F16, nk = p->b.sk != 1;
+  int epi = g16_epi(p);
+  const int wide = epi == EPI_DMUL && tecore_tunable_int(&gemm16_wide_param);
   const size_t part_bytes = g16_part_bytes(p);
   if (epi < 0 || part_bytes > ws_bytes || ws % 16)
     return TE_ERR(TECORE_ERR_INTERNAL, "gemm16: a problem te_gemm16_takes refuses");
@@ -169,6 +182,11 @@ tecore_result_t te_gemm16_run(const struct te_gemm_problem *p, tecore_devptr_t w
     TE_CHECK(g16_tmap(&kp.tb, f16, p->b.data, p->n, p->k, p->b.sk, TE_GEMM16_BK));
   else
     TE_CHECK(g16_tmap(&kp.tb, f16, p->b.data, p->k, p->n, p->b.si, TE_GEMM16_BN));
+  /* the wide kernel's aux [m][n] in boxes of 128 rows x 64 columns */
+  if (wide) {
+    TE_CHECK(g16_tmap(&kp.tx, f16, p->aux, p->n, p->m, p->n, TE_GEMM16_BM));
+    epi = EPI_DMULW;
+  }
   const size_t tiles = p->m / TE_GEMM16_BM * (p->n / TE_GEMM16_BN);
   /* persistent blocks: one an SM, each taking every grid-th output block */
   CUdevice dev;
@@ -178,8 +196,9 @@ tecore_result_t te_gemm16_run(const struct te_gemm_problem *p, tecore_devptr_t w
   size_t grid = (size_t)(sms > 0 ? sms : 1);
   if (grid > tiles) grid = tiles;
   struct tecore_launch_cfg cfg = {
-      .grid = {(unsigned)grid, 1, 1}, .block = {TE_GEMM16_THREADS, 1, 1},
-      .shared_bytes = TE_GEMM16_SMEM};
+      .grid = {(unsigned)grid, 1, 1},
+      .block = {wide ? TE_GEMM16_THREADS_W : TE_GEMM16_THREADS, 1, 1},
+      .shared_bytes = wide ? TE_GEMM16_SMEM_W : TE_GEMM16_SMEM};
   struct te_gemm16_args a = {.p = &kp};
   void *args[TE_KNPARAMS(TE_GEMM16_PARAMS)];
   te_gemm16_args_ptrs(&a, args);

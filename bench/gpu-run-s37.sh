@@ -1,0 +1,77 @@
+#!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
+# bench/gpu-run-s37.sh -- session 37's GPU checks, from the top of a
+# configured and built tree (.devdeps/run builds it):
+#
+#     bash .devdeps/run 'T=$OUT; OUT=/tmp/o TAR=$T/r.tgz PHASES=a bash bench/gpu-run-s37.sh'
+#
+# Outputs: bench/2026-12-12/c1 (phase a) ..; record: bench/2026-12-12-gpu.md.
+# Phase a: the wide DAUX product kernel (te_gemm16_*_dmulw: 384 threads,
+# one m64n256k16 MMA a k-step, the aux tile through the TMA into the
+# output tile, multiplied there by the MMA warpgroups) against the
+# 512-thread one (TECORE_GEMM16_WIDE=0): check_transformer and
+# check_gemm's reference case under cuda, Nsight Compute's times of the
+# own GEMMs in GPT-2's step both ways, GPT-2's step for 40 steps with,
+# without, with, without beside one 40-step run of the peer (clocks
+# sampled), and the full set of one wide launch.
+# Phase a result (c1): correct (check_transformer 19/19, check_gemm's
+# reference case 11/11 under cuda); GPT-2's fc2 dgrad (DAUX product +
+# bias gradient, 32768 x 3072 x 768) 273.0 us a call (median of 12) on
+# the wide kernel against 316.1 on the 512-thread one; the step 54.22 /
+# 54.11 ms wide, 54.63 / 55.16 not, torch.compile 68.18 (1.257 / 1.260x
+# wide, 1.248 / 1.236x not).  The wide kernel's tensor pipe is busy 63%
+# of the time; 20% of its stall samples are the MMA warps at the stages'
+# full barrier, L2 at 74% of its peak, DRAM at 49%.
+# Phase b: the final code: GPT-2 BF16 from a saved initial checkpoint
+# against bench/gpt_peer.py check on the same batches (50 steps, the
+# DAUX pair on the wide kernel), then GPT-2's step for 40 steps four
+# times around two 40-step runs of the peer (clocks sampled).
+set -u
+default_phases="a"
+. "$(dirname "$0")/gpu-lib.sh"
+gpt=tools/te-gpt
+prof="$gpt --model gpt2-124m --synthetic --batch 32 --steps 3 --eval-every 0 --sample 0 --profile"
+long="$gpt --model gpt2-124m --synthetic --batch 32 --steps 40 --eval-every 0 --sample 0 --json"
+peer40="python3 bench/gpt_peer.py speed --model gpt2-124m --batch 32 --compile --steps 40 --warmup 3"
+kt="/usr/local/cuda/bin/ncu --clock-control none --metrics gpu__time_duration.sum --csv --print-units base"
+full="/usr/local/cuda/bin/ncu --clock-control none --set full --import-source no --launch-count 1"
+w0="env TECORE_GEMM16_WIDE=0"
+step machine sh -c 'nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm,power.limit --format=csv; nvcc --version | tail -2'
+if has a; then
+  make -s tools/te-gpt t/core/check_gemm t/core/check_transformer > /dev/null 2>&1
+  STEP_TIMEOUT=60 step check_transformer env TE_DEVICE=cuda t/core/check_transformer
+  if ! grep -q "^1\.\." "$out/check_transformer.txt" || grep -q "^not ok" "$out/check_transformer.txt"; then
+    step stop true
+    exit 0
+  fi
+  gk='regex:te_gemm16_bf16'
+  step ncu-g16 $kt --kernel-name "$gk" --launch-count 24 $prof
+  step ncu-g16-w0 $w0 $kt --kernel-name "$gk" --launch-count 24 $prof
+  smi gpt40-1 $long
+  smi gpt40-w0-1 $w0 $long
+  smi peer40 $peer40 --json "$out/peer40.json"
+  smi gpt40-2 $long
+  smi gpt40-w0-2 $w0 $long
+  STEP_TIMEOUT=120 step check_gemm env TE_DEVICE=cuda CK_RUN_CASE=reference t/core/check_gemm
+  step ncu-w-full $full --kernel-name regex:dmulw --launch-skip 3 -o "$out/dmulw" $prof
+  export_rep "$out/dmulw"
+  step done true
+fi
+if has b; then
+  make -s tools/te-gpt > /dev/null 2>&1
+  corpus=/tmp/te-gpt-corpus.txt
+  cat man/man1/*.1 man/man3/*.3 man/man7/*.7 > "$corpus"
+  rm -rf /tmp/te-gpt-init
+  step check-init $gpt --model gpt2-124m --data "$corpus" --steps 0 --save /tmp/te-gpt-init --sample 0
+  step check-te $gpt --model gpt2-124m --load /tmp/te-gpt-init --data "$corpus" --steps 50 \
+    --batch 8 --lr 6e-4 --eval-every 0 --sample 0 --json
+  step check-peer python3 bench/gpt_peer.py check --ckpt /tmp/te-gpt-init --data "$corpus" \
+    --te-json "$out/check-te.txt" --steps 50 --batch 8 --lr 6e-4
+  smi gpt40-1 $long
+  smi peer40-1 $peer40 --json "$out/peer40-1.json"
+  smi gpt40-2 $long
+  smi gpt40-3 $long
+  smi peer40-2 $peer40 --json "$out/peer40-2.json"
+  smi gpt40-4 $long
+  step done true
+fi
