@@ -26,6 +26,13 @@
 # against bench/gpt_peer.py check on the same batches (50 steps, the
 # DAUX pair on the wide kernel), then GPT-2's step for 40 steps four
 # times around two 40-step runs of the peer (clocks sampled).
+# Phase b result (c2): te-gpt's losses from the saved checkpoint against
+# PyTorch's on the same batches: step 1 within 1.5e-6, at most 3.0% apart
+# (step 26, where the loss falls fastest; 0.6% at step 50: BF16's drift,
+# as in bench/2026-11-23g, 2.8% at step 24).  GPT-2 54.71 / 55.09 /
+# 54.72 / 55.57 ms (medians of steps 3-40; 1623-1670 MHz, 635-659 W)
+# against torch.compile's 68.95 / 69.06 (1826 MHz, 615-631 W):
+# 1.241-1.262x, 1.257x median to median; peak memory 16831 / 18763 MiB.
 set -u
 default_phases="a"
 . "$(dirname "$0")/gpu-lib.sh"
