@@ -33,6 +33,29 @@
 # 54.72 / 55.57 ms (medians of steps 3-40; 1623-1670 MHz, 635-659 W)
 # against torch.compile's 68.95 / 69.06 (1826 MHz, 615-631 W):
 # 1.241-1.262x, 1.257x median to median; peak memory 16831 / 18763 MiB.
+# Phase c: the wide forward kernel (te_gemm16_*_geludw: 288 threads, the
+# m64n256k16 mainloop, no epilogue warps: each MMA warp stores the GELU
+# and gelu' of its 16 rows of the last block in slices between the next
+# block's k-tiles, 224 registers a thread) against the 512-thread one
+# (TECORE_GEMM16_WIDE=1: the product alone wide): check_transformer and
+# check_gemm's reference case under cuda, Nsight Compute's times of the
+# own GEMMs both ways, GPT-2's step for 40 steps with, without, with,
+# without beside one 40-step run of the peer, and the full set of one
+# wide forward launch.
+# Phase c result (c3-c5): correct and slower; removed.  c3: the kernel at
+# 224 registers a thread (__maxnreg__) did not launch (too many
+# resources: 288 threads are 9 warps, three of them on one SM
+# sub-partition, whose 16384 registers allow 170 a thread), so it went
+# back to 168 registers with the bias in shared memory.  c4 (a slice
+# after each k-tile's wait) and c5 (before it, while two k-tiles are
+# queued): the forward 358.2 / 353.2 us a call against the 512-thread
+# kernel's 293.4 / 291.8 -- the slices, latency-bound chains of ex2 and
+# rcp in the MMA warps, hold back the next k-tile's MMAs (tensor pipe 46%
+# busy).  gemm_own_shapes passed with it (c4, c5: check_gemm 12/12 in
+# c5).  The step with the product alone wide (TECORE_GEMM16_WIDE=1, the
+# final code): 54.77 / 54.37 ms (c4), 54.97 / 54.68 (c5) against
+# torch.compile's 68.83 / 68.68: 1.249-1.266x.  The kernel is gone
+# again; phase c now runs the same kernels both ways.
 set -u
 default_phases="a"
 . "$(dirname "$0")/gpu-lib.sh"
@@ -80,5 +103,26 @@ if has b; then
   smi gpt40-3 $long
   smi peer40-2 $peer40 --json "$out/peer40-2.json"
   smi gpt40-4 $long
+  step done true
+fi
+if has c; then
+  make -s tools/te-gpt t/core/check_gemm t/core/check_transformer > /dev/null 2>&1
+  STEP_TIMEOUT=60 step check_transformer env TE_DEVICE=cuda t/core/check_transformer
+  if ! grep -q "^1\.\." "$out/check_transformer.txt" || grep -q "^not ok" "$out/check_transformer.txt"; then
+    step stop true
+    exit 0
+  fi
+  w1="env TECORE_GEMM16_WIDE=1"
+  gk='regex:te_gemm16_bf16'
+  step ncu-g16 $kt --kernel-name "$gk" --launch-count 24 $prof
+  step ncu-g16-w1 $w1 $kt --kernel-name "$gk" --launch-count 24 $prof
+  smi gpt40-1 $long
+  smi gpt40-w1-1 $w1 $long
+  smi peer40 $peer40 --json "$out/peer40.json"
+  smi gpt40-2 $long
+  smi gpt40-w1-2 $w1 $long
+  STEP_TIMEOUT=200 step check_gemm env TE_DEVICE=cuda CK_RUN_CASE=reference t/core/check_gemm
+  step ncu-g-full $full --kernel-name regex:geludw --launch-skip 3 -o "$out/geludw" $prof
+  export_rep "$out/geludw"
   step done true
 fi
