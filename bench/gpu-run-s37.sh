@@ -56,6 +56,19 @@
 # final code): 54.77 / 54.37 ms (c4), 54.97 / 54.68 (c5) against
 # torch.compile's 68.83 / 68.68: 1.249-1.266x.  The kernel is gone
 # again; phase c now runs the same kernels both ways.
+# Phase d: the wide product kernel in clusters of two (each CTA loads its
+# A and half of B, multicast to both: 32 KiB a k-step from L2 instead of
+# 48) against alone (TECORE_GEMM16_CLUSTER=1): check_transformer,
+# Nsight Compute's times of the own GEMMs both ways, GPT-2's step for 40
+# steps with, without, with, without beside one 40-step run of the peer,
+# check_gemm's reference case under cuda.
+# Phase d result (c6): correct (check_transformer 19/19, check_gemm 12/12
+# under cuda) and no faster: the product 290.4 us a call in pairs against
+# 280.5 alone (Nsight Compute, medians of 12; grid 132 both ways, so 66
+# pairs ran at once); the step 54.63 / 54.93 ms in pairs, 55.34 / 54.90
+# alone, torch.compile 67.75 (1.224-1.240x: this call's peer ran 1-2%
+# faster than in c1-c5).  The pairs were removed again (their launch code
+# is session 32's, 5dbaf29); phase d now needs them back to run.
 set -u
 default_phases="a"
 . "$(dirname "$0")/gpu-lib.sh"
@@ -124,5 +137,24 @@ if has c; then
   STEP_TIMEOUT=200 step check_gemm env TE_DEVICE=cuda CK_RUN_CASE=reference t/core/check_gemm
   step ncu-g-full $full --kernel-name regex:geludw --launch-skip 3 -o "$out/geludw" $prof
   export_rep "$out/geludw"
+  step done true
+fi
+if has d; then
+  make -s tools/te-gpt t/core/check_gemm t/core/check_transformer > /dev/null 2>&1
+  STEP_TIMEOUT=60 step check_transformer env TE_DEVICE=cuda t/core/check_transformer
+  if ! grep -q "^1\.\." "$out/check_transformer.txt" || grep -q "^not ok" "$out/check_transformer.txt"; then
+    step stop true
+    exit 0
+  fi
+  c1="env TECORE_GEMM16_CLUSTER=1"
+  gk='regex:te_gemm16_bf16'
+  step ncu-g16 $kt --kernel-name "$gk" --launch-count 24 $prof
+  step ncu-g16-c1 $c1 $kt --kernel-name "$gk" --launch-count 24 $prof
+  smi gpt40-1 $long
+  smi gpt40-c1-1 $c1 $long
+  smi peer40 $peer40 --json "$out/peer40.json"
+  smi gpt40-2 $long
+  smi gpt40-c1-2 $c1 $long
+  STEP_TIMEOUT=200 step check_gemm env TE_DEVICE=cuda CK_RUN_CASE=reference t/core/check_gemm
   step done true
 fi
