@@ -211,6 +211,35 @@ __device__ __forceinline__ void epi_chunk(uint4 v, uint4 x, void *d, void *aux, 
 }
 #endif
 
+// The producer of both kernels (one lane): stage it % ST of every k-tile
+// it, in the order the MMA warpgroups take them, once they have released
+// it -- A's 128 rows of the block and B's 256 columns, through the TMA;
+// nb blocks a row of them, tiles blocks, kt k-tiles a block.
+template <int BMN>
+__device__ __forceinline__ void produce(const te_gemm16_params &p, uint32_t s0, uint32_t full0,
+                                        uint32_t empty0, int nb, int tiles, int kt) {
+  constexpr int BN = TE_GEMM16_BN, ST = TE_GEMM16_STAGES;
+  constexpr uint32_t A_BYTES = BM * BK * 2, STAGE = A_BYTES + BN * BK * 2;
+  int it = 0;
+  for (int tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
+    const int m0 = tile / nb * BM, n0 = tile % nb * BN;
+    for (int t = 0; t < kt; t++, it++) {
+      const int s = it % ST;
+      mbar_wait(empty0 + 8 * s, ((it / ST) & 1) ^ 1);
+      const uint32_t sa = s0 + s * STAGE, sb = sa + A_BYTES, fb = full0 + 8 * s;
+      mbar_expect(fb, STAGE);
+      tma_load(sa, &p.ta, t * BK, m0, fb);
+      if (BMN == 0) {
+        tma_load(sb, &p.tb, t * BK, n0, fb);
+      } else {
+#pragma unroll
+        for (int cb = 0; cb < BN / 64; cb++)
+          tma_load(sb + cb * BK * 128, &p.tb, n0 + cb * 64, t * BK, fb);
+      }
+    }
+  }
+}
+
 template <int DT, int BMN, int EPI>
 __device__ __forceinline__ void gemm16(const te_gemm16_params &p) {
 #if TE_WGMMA
@@ -249,27 +278,7 @@ __device__ __forceinline__ void gemm16(const te_gemm16_params &p) {
   if (warp < 8) {
     regs_dec<REGS_EPI>();
     if (warp == 0) {
-      // The producer: stage it % ST of every k-tile it, in the order the
-      // MMA warpgroups take them, once they have released it.
-      if (lane != 0) return;
-      int it = 0;
-      for (int tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
-        const int m0 = tile / nb * BM, n0 = tile % nb * BN;
-        for (int t = 0; t < kt; t++, it++) {
-          const int s = it % ST;
-          mbar_wait(empty0 + 8 * s, ((it / ST) & 1) ^ 1);
-          const uint32_t sa = s0 + s * STAGE, sb = sa + A_BYTES, fb = full0 + 8 * s;
-          mbar_expect(fb, STAGE);
-          tma_load(sa, &p.ta, t * BK, m0, fb);
-          if (BMN == 0) {
-            tma_load(sb, &p.tb, t * BK, n0, fb);
-          } else {
-#pragma unroll
-            for (int cb = 0; cb < BN / 64; cb++)
-              tma_load(sb + cb * BK * 128, &p.tb, n0 + cb * 64, t * BK, fb);
-          }
-        }
-      }
+      if (lane == 0) produce<BMN>(p, s0, full0, empty0, nb, tiles, kt);
       return;
     }
 
@@ -484,25 +493,7 @@ __device__ __forceinline__ void gemm16w(const te_gemm16_params &p) {
 
   if (warp < 4) {
     if (warp == 0) {
-      if (lane != 0) return;
-      int it = 0;
-      for (int tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
-        const int m0 = tile / nb * BM, n0 = tile % nb * BN;
-        for (int t = 0; t < kt; t++, it++) {
-          const int s = it % ST;
-          mbar_wait(empty0 + 8 * s, ((it / ST) & 1) ^ 1);
-          const uint32_t sa = s0 + s * STAGE, sb = sa + A_BYTES, fb = full0 + 8 * s;
-          mbar_expect(fb, STAGE);
-          tma_load(sa, &p.ta, t * BK, m0, fb);
-          if (BMN == 0) {
-            tma_load(sb, &p.tb, t * BK, n0, fb);
-          } else {
-#pragma unroll
-            for (int cb = 0; cb < BN / 64; cb++)
-              tma_load(sb + cb * BK * 128, &p.tb, n0 + cb * 64, t * BK, fb);
-          }
-        }
-      }
+      if (lane == 0) produce<BMN>(p, s0, full0, empty0, nb, tiles, kt);
       return;
     }
     const int e = warp - 1;
