@@ -40,8 +40,8 @@
 # (TECORE_GEMM16_WIDE=1: the product alone wide): check_transformer and
 # check_gemm's reference case under cuda, Nsight Compute's times of the
 # own GEMMs both ways, GPT-2's step for 40 steps with, without, with,
-# without beside one 40-step run of the peer, and the full set of one
-# wide forward launch.
+# without beside one 40-step run of the peer (c4 and c5 also took the
+# full set of one wide forward launch: geludw-details.txt).
 # Phase c result (c3-c5): correct and slower; removed.  c3: the kernel at
 # 224 registers a thread (__maxnreg__) did not launch (too many
 # resources: 288 threads are 9 warps, three of them on one SM
@@ -78,24 +78,30 @@ long="$gpt --model gpt2-124m --synthetic --batch 32 --steps 40 --eval-every 0 --
 peer40="python3 bench/gpt_peer.py speed --model gpt2-124m --batch 32 --compile --steps 40 --warmup 3"
 kt="/usr/local/cuda/bin/ncu --clock-control none --metrics gpu__time_duration.sum --csv --print-units base"
 full="/usr/local/cuda/bin/ncu --clock-control none --set full --import-source no --launch-count 1"
-w0="env TECORE_GEMM16_WIDE=0"
-step machine sh -c 'nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm,power.limit --format=csv; nvcc --version | tail -2'
-if has a; then
+# ab SFX CMD...: the own GEMM's times and GPT-2's step with the defaults
+# and under CMD (an env setting; steps named ...-SFX), after
+# check_transformer under cuda; then check_gemm's reference case.
+# Returns 1, with a step "stop", where check_transformer fails.
+ab() {
+  local sfx=$1 gk='regex:te_gemm16_bf16'
+  shift
   make -s tools/te-gpt t/core/check_gemm t/core/check_transformer > /dev/null 2>&1
   STEP_TIMEOUT=60 step check_transformer env TE_DEVICE=cuda t/core/check_transformer
   if ! grep -q "^1\.\." "$out/check_transformer.txt" || grep -q "^not ok" "$out/check_transformer.txt"; then
     step stop true
-    exit 0
+    return 1
   fi
-  gk='regex:te_gemm16_bf16'
   step ncu-g16 $kt --kernel-name "$gk" --launch-count 24 $prof
-  step ncu-g16-w0 $w0 $kt --kernel-name "$gk" --launch-count 24 $prof
+  step "ncu-g16-$sfx" "$@" $kt --kernel-name "$gk" --launch-count 24 $prof
   smi gpt40-1 $long
-  smi gpt40-w0-1 $w0 $long
+  smi "gpt40-$sfx-1" "$@" $long
   smi peer40 $peer40 --json "$out/peer40.json"
   smi gpt40-2 $long
-  smi gpt40-w0-2 $w0 $long
-  STEP_TIMEOUT=120 step check_gemm env TE_DEVICE=cuda CK_RUN_CASE=reference t/core/check_gemm
+  smi "gpt40-$sfx-2" "$@" $long
+  STEP_TIMEOUT=200 step check_gemm env TE_DEVICE=cuda CK_RUN_CASE=reference t/core/check_gemm
+}
+step machine sh -c 'nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm,power.limit --format=csv; nvcc --version | tail -2'
+if has a && ab w0 env TECORE_GEMM16_WIDE=0; then
   step ncu-w-full $full --kernel-name regex:dmulw --launch-skip 3 -o "$out/dmulw" $prof
   export_rep "$out/dmulw"
   step done true
@@ -118,43 +124,9 @@ if has b; then
   smi gpt40-4 $long
   step done true
 fi
-if has c; then
-  make -s tools/te-gpt t/core/check_gemm t/core/check_transformer > /dev/null 2>&1
-  STEP_TIMEOUT=60 step check_transformer env TE_DEVICE=cuda t/core/check_transformer
-  if ! grep -q "^1\.\." "$out/check_transformer.txt" || grep -q "^not ok" "$out/check_transformer.txt"; then
-    step stop true
-    exit 0
-  fi
-  w1="env TECORE_GEMM16_WIDE=1"
-  gk='regex:te_gemm16_bf16'
-  step ncu-g16 $kt --kernel-name "$gk" --launch-count 24 $prof
-  step ncu-g16-w1 $w1 $kt --kernel-name "$gk" --launch-count 24 $prof
-  smi gpt40-1 $long
-  smi gpt40-w1-1 $w1 $long
-  smi peer40 $peer40 --json "$out/peer40.json"
-  smi gpt40-2 $long
-  smi gpt40-w1-2 $w1 $long
-  STEP_TIMEOUT=200 step check_gemm env TE_DEVICE=cuda CK_RUN_CASE=reference t/core/check_gemm
-  step ncu-g-full $full --kernel-name regex:geludw --launch-skip 3 -o "$out/geludw" $prof
-  export_rep "$out/geludw"
+if has c && ab w1 env TECORE_GEMM16_WIDE=1; then
   step done true
 fi
-if has d; then
-  make -s tools/te-gpt t/core/check_gemm t/core/check_transformer > /dev/null 2>&1
-  STEP_TIMEOUT=60 step check_transformer env TE_DEVICE=cuda t/core/check_transformer
-  if ! grep -q "^1\.\." "$out/check_transformer.txt" || grep -q "^not ok" "$out/check_transformer.txt"; then
-    step stop true
-    exit 0
-  fi
-  c1="env TECORE_GEMM16_CLUSTER=1"
-  gk='regex:te_gemm16_bf16'
-  step ncu-g16 $kt --kernel-name "$gk" --launch-count 24 $prof
-  step ncu-g16-c1 $c1 $kt --kernel-name "$gk" --launch-count 24 $prof
-  smi gpt40-1 $long
-  smi gpt40-c1-1 $c1 $long
-  smi peer40 $peer40 --json "$out/peer40.json"
-  smi gpt40-2 $long
-  smi gpt40-c1-2 $c1 $long
-  STEP_TIMEOUT=200 step check_gemm env TE_DEVICE=cuda CK_RUN_CASE=reference t/core/check_gemm
+if has d && ab c1 env TECORE_GEMM16_CLUSTER=1; then
   step done true
 fi
