@@ -240,6 +240,31 @@ __device__ __forceinline__ void produce(const te_gemm16_params &p, uint32_t s0, 
   }
 }
 
+// The MMA warpgroups' k-loop of one output block, in both kernels:
+// k-tile t as stage it % ST fills (it counting on across blocks), a
+// fence, mma(sa, sb, kk, accumulate) for its four 16-deep steps, one
+// k-tile's MMAs in flight while the next are issued, each stage released
+// (lane 0 of every MMA warp) once its MMAs are done.
+template <typename Mma>
+__device__ __forceinline__ void mma_block(uint32_t s0, uint32_t full0, uint32_t empty0, int kt,
+                                          int &it, int lane, Mma mma) {
+  constexpr int ST = TE_GEMM16_STAGES;
+  constexpr uint32_t A_BYTES = BM * BK * 2, STAGE = A_BYTES + TE_GEMM16_BN * BK * 2;
+  for (int t = 0; t < kt; t++, it++) {
+    const int s = it % ST;
+    mbar_wait(full0 + 8 * s, (it / ST) & 1);
+    const uint32_t sa = s0 + s * STAGE, sb = sa + A_BYTES;
+    wg_fence();
+#pragma unroll
+    for (int kk = 0; kk < BK / 16; kk++) mma(sa, sb, kk, t > 0 || kk > 0);
+    wg_commit();
+    wg_wait<1>();  // k-tile t - 1's MMAs are done: its stage is free
+    if (t > 0 && lane == 0) mbar_arrive(empty0 + 8 * ((it - 1) % ST));
+  }
+  wg_wait<0>();
+  if (lane == 0) mbar_arrive(empty0 + 8 * ((it - 1) % ST));
+}
+
 template <int DT, int BMN, int EPI>
 __device__ __forceinline__ void gemm16(const te_gemm16_params &p) {
 #if TE_WGMMA
@@ -393,30 +418,17 @@ __device__ __forceinline__ void gemm16(const te_gemm16_params &p) {
   int it = 0;
   for (int tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
     float acc[2][64];  // columns 128 h .. 128 h + 127 of the warpgroup's 64 rows
-    for (int t = 0; t < kt; t++, it++) {
-      const int s = it % ST;
-      mbar_wait(full0 + 8 * s, (it / ST) & 1);
-      const uint32_t sa = s0 + s * STAGE, sb = sa + A_BYTES;
-      wg_fence();
+    mma_block(s0, full0, empty0, kt, it, lane, [&](uint32_t sa, uint32_t sb, int kk, int accum) {
+      const uint64_t da = wg_desc_k(sa + wg * 64 * 128 + kk * 32);
 #pragma unroll
-      for (int kk = 0; kk < BK / 16; kk++) {
-        const int accum = t > 0 || kk > 0;
-        const uint64_t da = wg_desc_k(sa + wg * 64 * 128 + kk * 32);
-#pragma unroll
-        for (int h = 0; h < 2; h++) {
-          if (BMN == 0)
-            wg_ss_n128<DT, 0, 0>(acc[h], da, wg_desc_k(sb + h * 128 * 128 + kk * 32), accum);
-          else
-            wg_ss_n128<DT, 0, 1>(acc[h], da,
-                                 wg_desc_mn(sb + h * 2 * BK * 128 + kk * 2048, BK * 128), accum);
-        }
+      for (int h = 0; h < 2; h++) {
+        if (BMN == 0)
+          wg_ss_n128<DT, 0, 0>(acc[h], da, wg_desc_k(sb + h * 128 * 128 + kk * 32), accum);
+        else
+          wg_ss_n128<DT, 0, 1>(acc[h], da,
+                               wg_desc_mn(sb + h * 2 * BK * 128 + kk * 2048, BK * 128), accum);
       }
-      wg_commit();
-      wg_wait<1>();  // k-tile t - 1's MMAs are done: its stage is free
-      if (t > 0 && lane == 0) mbar_arrive(empty0 + 8 * ((it - 1) % ST));
-    }
-    wg_wait<0>();
-    if (lane == 0) mbar_arrive(empty0 + 8 * ((it - 1) % ST));
+    });
 #pragma unroll
     for (int h = 0; h < 2; h++) wg_keep_all<64>(acc[h]);
 
@@ -562,26 +574,13 @@ __device__ __forceinline__ void gemm16w(const te_gemm16_params &p) {
   int it = 0, nt = 0;
   for (int tile = blockIdx.x; tile < tiles; tile += gridDim.x, nt++) {
     float acc[128];  // the m64n256 fragment: column 8 j + 2 tq (+1) at 4 j (+1), row + 8 at + 2
-    for (int t = 0; t < kt; t++, it++) {
-      const int s = it % ST;
-      mbar_wait(full0 + 8 * s, (it / ST) & 1);
-      const uint32_t sa = s0 + s * STAGE, sb = sa + A_BYTES;
-      wg_fence();
-#pragma unroll
-      for (int kk = 0; kk < BK / 16; kk++) {
-        const int accum = t > 0 || kk > 0;
-        const uint64_t da = wg_desc_k(sa + wg * 64 * 128 + kk * 32);
-        if (BMN == 0)
-          wg_ss_n256<DT, 0, 0>(acc, da, wg_desc_k(sb + kk * 32), accum);
-        else
-          wg_ss_n256<DT, 0, 1>(acc, da, wg_desc_mn(sb + kk * 2048, BK * 128), accum);
-      }
-      wg_commit();
-      wg_wait<1>();
-      if (t > 0 && lane == 0) mbar_arrive(empty0 + 8 * ((it - 1) % ST));
-    }
-    wg_wait<0>();
-    if (lane == 0) mbar_arrive(empty0 + 8 * ((it - 1) % ST));
+    mma_block(s0, full0, empty0, kt, it, lane, [&](uint32_t sa, uint32_t sb, int kk, int accum) {
+      const uint64_t da = wg_desc_k(sa + wg * 64 * 128 + kk * 32);
+      if (BMN == 0)
+        wg_ss_n256<DT, 0, 0>(acc, da, wg_desc_k(sb + kk * 32), accum);
+      else
+        wg_ss_n256<DT, 0, 1>(acc, da, wg_desc_mn(sb + kk * 2048, BK * 128), accum);
+    });
     wg_keep_all<128>(acc);
 
     mbar_wait(auxf, nt & 1);  // the block's aux is in the tile
