@@ -593,8 +593,9 @@ __device__ __forceinline__ void gemm16w(const te_gemm16_params &p) {
         uint32_t *const q = reinterpret_cast<uint32_t *>(o + hr * 8 * 128);
         const float2 z = elem<DT>::unpack(*q);
         // alpha A B rounded to the type, as the 512-thread kernel's tile
-        const float2 y = elem<DT>::unpack(elem<DT>::pack(
-            fmaf(acc[4 * j + 2 * hr], p.alpha, 0.0f), fmaf(acc[4 * j + 2 * hr + 1], p.alpha, 0.0f)));
+        const float2 y = elem<DT>::unpack(elem<DT>::pack(fmaf(acc[4 * j + 2 * hr], p.alpha, 0.0f),
+                                                         fmaf(acc[4 * j + 2 * hr + 1], p.alpha,
+                                                              0.0f)));
         *q = elem<DT>::pack(y.x * z.x, y.y * z.y);
       }
     }
