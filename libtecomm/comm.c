@@ -400,7 +400,9 @@ TE_EXPORT tecomm_result_t tecomm_comm_destroy(tecomm_comm_t comm) {
   if (!comm) return TECOMM_SUCCESS;
   TC_COMM(comm, fn);
   te_handle_del(comm);
+  int64_t t0 = tc_now_ms();
   tecomm_result_t r = destroy_wait();
+  int64_t t_wait = tc_now_ms() - t0;
   char why[TE_UPPER_DETAIL_MAX] = "";
   if (r != TECOMM_SUCCESS) snprintf(why, sizeof why, "%s", tecore_last_error());
   /* a communicator that failed (a collective timed out, mismatched or was
@@ -421,8 +423,12 @@ TE_EXPORT tecomm_result_t tecomm_comm_destroy(tecomm_comm_t comm) {
     }
   }
   tecore_ctx_t ctx = comm->ctx;
+  int64_t t_free = tc_now_ms();
   comm_free(comm);
   if (ctx) (void)tecore_ctx_destroy(ctx);
+  TC_INFO("tecomm_comm_destroy: %lld ms (device wait %lld, barrier %lld, freeing %lld)",
+          (long long)(tc_now_ms() - t0), (long long)t_wait, (long long)(t_free - t0 - t_wait),
+          (long long)(tc_now_ms() - t_free));
   /* the detail of the failure returned, not what freeing left there */
   if (r != TECOMM_SUCCESS) tecore_set_error("%s", why);
   return r;

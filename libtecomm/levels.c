@@ -30,8 +30,16 @@ tecomm_result_t tc_levels_open(struct tecomm_comm *c, tecore_stream_t st) {
   return TECOMM_SUCCESS;
 }
 
+/* Each level's close is timed at TE_DEBUG=INFO: a slow teardown (a
+ * backend's own, such as NCCL's) names itself. */
 void tc_levels_close(struct tecomm_comm *c) {
-  for (int i = TC_LV_COUNT - 1; i >= 0; i--) tc_levels[i]->close(c);
+  for (int i = TC_LV_COUNT - 1; i >= 0; i--) {
+    int64_t t0 = tc_now_ms();
+    tc_levels[i]->close(c);
+    int64_t ms = tc_now_ms() - t0;
+    if (ms > 0) TC_INFO("tecomm_comm_destroy: level %s closed in %lld ms", tc_levels[i]->name,
+                        (long long)ms);
+  }
 }
 
 tecomm_result_t tc_levels_health(struct tecomm_comm *c, const char *fn, int check_device) {

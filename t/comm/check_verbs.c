@@ -318,13 +318,42 @@ END_TEST
  * which skips the one at exit): nonzero when memory leaked. */
 extern int __lsan_do_recoverable_leak_check(void) __attribute__((weak));
 
-static int open_fds(void) {
+/* The descriptors open now; with out, their targets ("fd:target ...", the
+ * directory's own among them), so that a failure names what stayed open. */
+static int open_fds_list(char *out, size_t len) {
   int k = 0;
   DIR *d = opendir("/proc/self/fd");
   if (!d) return -1;
-  for (struct dirent *e; (e = readdir(d));) k += e->d_name[0] != '.';
+  if (out && len) out[0] = 0;
+  for (struct dirent *e; (e = readdir(d));) {
+    if (e->d_name[0] == '.') continue;
+    k++;
+    if (!out) continue;
+    char path[300], target[256];
+    snprintf(path, sizeof path, "/proc/self/fd/%s", e->d_name);
+    ssize_t t = readlink(path, target, sizeof target - 1);
+    target[t > 0 ? t : 0] = 0;
+    size_t used = strlen(out);
+    snprintf(out + used, len - used, "%s:%s ", e->d_name, target);
+  }
   closedir(d);
   return k - 1;   /* the directory's own */
+}
+
+/* The entries of after ("fd:target " each) that before lacks, into out. */
+static void fds_new(const char *before, const char *after, char *out, size_t len) {
+  out[0] = 0;
+  for (const char *p = after; *p;) {
+    const char *e = strchr(p, ' ');
+    size_t n = e ? (size_t)(e - p) + 1 : strlen(p);
+    char one[300];
+    snprintf(one, sizeof one, "%.*s", (int)n, p);
+    if (!strstr(before, one)) {
+      size_t used = strlen(out);
+      snprintf(out + used, len - used, "%s", one);
+    }
+    p += n;
+  }
 }
 
 static tecore_result_t nothing(void *arg) {
@@ -372,7 +401,8 @@ static void rank_fault(int rank, int n, void *arg) {
   tecore_ctx_t own = NULL;
   RK_CORE(tecore_ctx_create(rank, &own));
   warm_device();
-  int fds0 = open_fds();
+  static char before[8192], after[8192];
+  int fds0 = open_fds_list(before, sizeof before);
   size_t count = 20000;
   tecomm_comm_t c = verbs_comm(rank, n, count);
   tecore_devptr_t buf = 0;
@@ -413,9 +443,11 @@ static void rank_fault(int rank, int n, void *arg) {
   RK_ASSERT(now_s() - t1 < 3 * 3.0 + 3.0, "destroy took %.1f s", now_s() - t1);
   RK_CORE(tecore_mem_free(buf));
   RK_CORE(tecore_stream_destroy(st));
-  int fds1 = open_fds();
-  RK_ASSERT(fds1 <= fds0, "%d file descriptors open after destroy, %d before the communicator",
-            fds1, fds0);
+  int fds1 = open_fds_list(after, sizeof after);
+  char extra[700];
+  fds_new(before, after, extra, sizeof extra);
+  RK_ASSERT(fds1 <= fds0, "%d file descriptors open after destroy, %d before the communicator; "
+            "new: %s", fds1, fds0, extra);
   RK_CORE(tecore_ctx_destroy(own));
   if (__lsan_do_recoverable_leak_check)
     RK_ASSERT(__lsan_do_recoverable_leak_check() == 0, "memory leaked (LeakSanitizer's report "
