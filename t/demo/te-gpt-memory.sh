@@ -172,6 +172,9 @@ for shape in "--hidden 128:245760" "--vocab 1024:147456"; do
     echo "ok: $opt, $recipe: weights' columnwise copies in the backward and zero_grad without a fill give the same bytes"
   else
     echo "FAIL: $opt, $recipe: the new layout or zero_grad changes the training:"; diff "$tmp/w1.rows" "$tmp/w0.rows"; fail=1
+    for f in model.safetensors optimizer.safetensors; do
+      cmp "$tmp/ck1/$f" "$tmp/ck0/$f" 2>&1 | sed "s/^/  | $f: /"
+    done
   fi
   [ $recipe = none ] && continue
   for v in 1 0; do
