@@ -49,6 +49,11 @@ struct tecore_svc_job {
   _Atomic uint64_t runs;
   tecore_result_t err;                     /* sticky (under lock) */
   char errmsg[512];
+  /* The creator's current context (or NULL): callbacks run with it
+   * current on the engine thread, never with the driver's fallback
+   * (device 0's primary context, which a rank of another GPU would then
+   * open and keep: seen on 4 H100s as 16 descriptors of /dev/nvidia0). */
+  tecore_ctx_t ctx;
 };
 
 /* A page of pinned, device-mapped host memory holding flag-word pairs. */

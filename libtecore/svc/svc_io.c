@@ -79,6 +79,15 @@ static long sync_io(const struct tecore_svc_op *op) {
   return (long)done;
 }
 
+/* A callback of j is about to run on the engine thread: j's creator's
+ * context current (set only when it changes). */
+static void job_ctx(const struct tecore_svc_job *j) {
+  static __thread tecore_ctx_t set;
+  if (!j->ctx || j->ctx == set) return;
+  if (tecore_ctx_set_current(j->ctx) == TECORE_SUCCESS) set = j->ctx;
+  else tecore_clear_error();   /* the callback reports what then fails */
+}
+
 void te_svc_io_start(struct tecore_svc_job *j) {
   j->t_start = te_now_ns();
   j->timed_out = j->forced = 0;
@@ -96,6 +105,7 @@ void te_svc_io_start(struct tecore_svc_job *j) {
       continue;
     }
     atomic_fetch_add(&te_svc.ops, 1);
+    job_ctx(j);
     tecore_result_t r = op->fn(op->arg);
     if (r != TECORE_SUCCESS)
       te_svc_job_fail(j, r, "%s: the callback failed: %s (%s)", op->name, tecore_strerror(r),
@@ -117,6 +127,7 @@ int te_svc_poll(struct tecore_svc_job *active) {
     for (size_t i = 0; i < j->nops; i++) {
       if (!j->st[i].polling) continue;
       const struct tecore_svc_op *op = &j->ops[i];
+      job_ctx(j);
       tecore_result_t r = op->fn(op->arg);
       if (r == TECORE_ERR_NOT_READY) continue;
       j->st[i].polling = 0;

@@ -94,6 +94,10 @@ TE_EXPORT tecore_result_t tecore_svc_job_create(const struct tecore_svc_op *ops,
   }
   memcpy(j->ops, ops, nops * sizeof *ops);
   j->nops = nops;
+  if (tecore_ctx_get_current(&j->ctx) != TECORE_SUCCESS) {
+    j->ctx = NULL;
+    tecore_clear_error();
+  }
   for (size_t i = 0; i < nops; i++) {
     if (ops[i].name)
       snprintf(j->names[i], SVC_NAME_LEN, "%s", ops[i].name);

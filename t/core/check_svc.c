@@ -211,6 +211,28 @@ START_TEST(poll_op_lets_other_jobs_run) {
 }
 END_TEST
 
+static tecore_result_t ctx_cb(void *arg) { return tecore_ctx_get_current(arg); }
+
+/* The engine thread ran callbacks with no current context, so a device
+ * call in one opened device 0's primary context whatever the job's
+ * creator used (on 4 H100s rank 2 of check_verbs was left 16 descriptors
+ * of /dev/nvidia0): a callback runs in its creator's context. */
+START_TEST(callback_runs_in_the_creators_context) {
+  tecore_ctx_t mine = NULL, seen = (tecore_ctx_t)(uintptr_t)0x5a5a;
+  TE_OK(tecore_ctx_get_current(&mine));
+  ck_assert_msg(mine != NULL, "the fixture's thread has no current context");
+  struct tecore_svc_op op = {.kind = TECORE_SVC_CALL, .fn = ctx_cb, .arg = &seen, .name = "ctx"};
+  tecore_svc_job_t *j = NULL;
+  TE_OK(tecore_svc_job_create(&op, 1, &j));
+  TE_OK(tecore_svc_job_enqueue(j, te_stream));
+  TE_OK(tecore_svc_kick());
+  ck_assert_int_eq(te_stream_wait(te_stream, WAIT_MS), TECORE_SUCCESS);
+  ck_assert_msg(seen == mine, "the callback ran in context %p, its creator's is %p", (void *)seen,
+                (void *)mine);
+  TE_OK(tecore_svc_job_destroy(j));
+}
+END_TEST
+
 START_TEST(graph_replays_hand_off_each_time) {
   int count = 0;
   struct tecore_svc_op op = {.kind = TECORE_SVC_CALL, .fn = count_cb, .arg = &count};
@@ -507,6 +529,7 @@ static Suite *svc_suite(void) {
   TCase *tc = te_tcase(s, "handoff", 1);
   tcase_add_test(tc, write_then_read_in_stream_order);
   tcase_add_test(tc, callback_between_stream_work);
+  tcase_add_test(tc, callback_runs_in_the_creators_context);
   tcase_add_test(tc, graph_replays_hand_off_each_time);
   tcase_add_test(tc, poll_op_lets_other_jobs_run);
   tc = te_tcase(s, "errors", 1);
