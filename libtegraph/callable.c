@@ -36,6 +36,11 @@ tegraph_result_t tg_callable_usable(struct tegraph_callable *c, const char *fn) 
   return TEGRAPH_SUCCESS;
 }
 
+tegraph_result_t tg_callable_replayable(struct tegraph_callable *c, const char *fn) {
+  TG_CHECK(tg_callable_usable(c, fn));
+  return c->user_alive ? c->user_alive(c->user, fn) : TEGRAPH_SUCCESS;
+}
+
 struct tg_slot *tg_slot_find(struct tegraph_callable *c, tegraph_slot_kind_t kind, size_t index) {
   for (size_t i = 0; i < c->nslots; i++)
     if (c->slots[i].kind == kind && c->slots[i].index == index) return &c->slots[i];

@@ -59,6 +59,10 @@ struct tegraph_callable {
   tegraph_fn fn[TG_NPASS];
   void *user;
   void (*user_free)(void *user);  /* called by tegraph_callable_destroy */
+  /* set by a maker that replays an object of another library (from_seq):
+   * TEGRAPH_SUCCESS while that object may still be replayed, else an
+   * error naming why; asked before each replay */
+  tegraph_result_t (*user_alive)(void *user, const char *fn);
   tegraph_hook pre_warmup, post_warmup;
   int num_warmup;
   tecore_capture_mode_t mode;
@@ -102,5 +106,8 @@ tegraph_result_t tg_slot_rebind(struct tegraph_callable *c, struct tg_slot *s,
                                 tecore_devptr_t addr, const char *fn);
 /* Fails with TEGRAPH_ERR_STATE when c may not be called now. */
 tegraph_result_t tg_callable_usable(struct tegraph_callable *c, const char *fn);
+/* tg_callable_usable, and the object its graphs replay still there
+ * (user_alive): the replays' check. */
+tegraph_result_t tg_callable_replayable(struct tegraph_callable *c, const char *fn);
 
 #endif

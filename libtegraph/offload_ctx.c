@@ -268,21 +268,46 @@ fail:
   return res;
 }
 
+/* A context that failed already reported it (the restore, the
+ * sequence's pass or tegraph_offload_check that found it returned it, and
+ * each later call repeats it): its streams keep that error (an illegal
+ * address of the copy that failed), so what destroy meets on the way out
+ * is the same failure again, not news.  Logged, not returned: the context
+ * is freed whole and destroy succeeds. */
+static tegraph_result_t destroy_failed(tegraph_offload_t *c, tegraph_result_t res,
+                                       tecore_result_t sync, const char *fn) {
+  char why[256] = "";
+  if (res != TEGRAPH_SUCCESS || sync != TECORE_SUCCESS)
+    snprintf(why, sizeof why, "; on the way out: %s", tecore_last_error());
+  tecore_log(TECORE_LOG_INFO, TECORE_SUBSYS_OFFLOAD, __FILE__, __LINE__,
+             "%s: the context had failed (%s): %s%s; freed whole", fn,
+             tegraph_result_name(c->failed), c->failmsg, why);
+  tecore_clear_error();
+  return TEGRAPH_SUCCESS;
+}
+
 TE_EXPORT tegraph_result_t tegraph_offload_destroy(tegraph_offload_t *c) {
   static const char fn[] = "tegraph_offload_destroy";
   TG_CHECK(ol_live(c, fn));
+  /* a sequence destroyed first left nothing to wait for or to detach */
+  (void)ol_seq_forget_gone(c, fn);
   /* a forward's tensors out: the backward would read freed memory */
   TG_CHECK(ol_seq_idle(c, fn));
   /* from here everything goes, whatever fails (the first failure is
    * returned): a context whose restore failed is still freed whole */
+  const int failed = c->failed != TEGRAPH_SUCCESS;
   tegraph_result_t res = TEGRAPH_SUCCESS;
   if (c->sq) res = tegraph_offload_detach(c);
   tecore_result_t r1 = tecore_stream_synchronize(c->d2h);
   tecore_result_t r2 = tecore_stream_synchronize(c->h2d);
-  if (res == TEGRAPH_SUCCESS && r1 != TECORE_SUCCESS) res = tg_core(r1, fn);
-  if (res == TEGRAPH_SUCCESS && r2 != TECORE_SUCCESS) res = tg_core(r2, fn);
+  if (failed) {
+    res = destroy_failed(c, res, r1 != TECORE_SUCCESS ? r1 : r2, fn);
+  } else {
+    if (res == TEGRAPH_SUCCESS && r1 != TECORE_SUCCESS) res = tg_core(r1, fn);
+    if (res == TEGRAPH_SUCCESS && r2 != TECORE_SUCCESS) res = tg_core(r2, fn);
+  }
   tegraph_result_t rr = ol_saves_free(c);
-  if (res == TEGRAPH_SUCCESS) res = rr;
+  if (res == TEGRAPH_SUCCESS && !failed) res = rr;
   if (c->sq) ol_seq_drop(c);
   te_handle_del(c);
   free(c->saves);

@@ -125,6 +125,10 @@ tegraph_result_t ol_seq_check(tegraph_offload_t *c);
 tegraph_result_t ol_seq_idle(const tegraph_offload_t *c, const char *fn);
 /* The plan goes whatever fails (tegraph_offload_destroy). */
 void ol_seq_drop(tegraph_offload_t *c);
+/* When the attached sequence was destroyed: the plan goes without a call
+ * to it (its saved-tensor pointers and hooks went with it) and 1 is
+ * returned; else 0.  fn names the caller in the log line. */
+int ol_seq_forget_gone(tegraph_offload_t *c, const char *fn);
 
 /* TEGRAPH_ERR_INVALID naming fn unless c is a live context (te_handles.h:
  * a destroyed one is never read); inline, so that the context's file and

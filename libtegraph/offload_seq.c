@@ -413,6 +413,22 @@ out:
   return res;
 }
 
+int ol_seq_forget_gone(tegraph_offload_t *c, const char *fn) {
+  size_t total = 0;
+  if (!c->sq || tecore_seq_memory(c->sq->seq, NULL, &total) == TECORE_SUCCESS) return 0;
+  tecore_clear_error();
+  tecore_log(TECORE_LOG_INFO, TECORE_SUBSYS_OFFLOAD, __FILE__, __LINE__,
+             "%s: the attached sequence %p was destroyed first; its plan is dropped without "
+             "calling it", fn, (void *)c->sq->seq);
+  seq_free(c->sq);
+  c->sq = NULL;
+  if (!c->nsaves) {
+    c->host_used = 0;
+    c->file_used = 0;
+  }
+  return 1;
+}
+
 void ol_seq_drop(tegraph_offload_t *c) {
   if (!c->sq) return;
   (void)set_storage(c, 0, "tegraph_offload_destroy");
@@ -426,6 +442,7 @@ TE_EXPORT tegraph_result_t tegraph_offload_detach(tegraph_offload_t *c) {
   static const char fn[] = "tegraph_offload_detach";
   TG_CHECK(ol_live(c, fn));
   TG_ARG(c->sq, "%s: no sequence is attached", fn);
+  if (ol_seq_forget_gone(c, fn)) return TEGRAPH_SUCCESS;
   TG_CHECK(ol_seq_idle(c, fn));
   TG_CORE(tecore_stream_synchronize(c->d2h), fn);
   TG_CORE(tecore_stream_synchronize(c->h2d), fn);

@@ -143,6 +143,29 @@ TE_EXPORT tegraph_result_t tegraph_offload_save_done(tegraph_offload_t *c, int i
   return TEGRAPH_SUCCESS;
 }
 
+/* The copy in of sv on the context's h2d stream, ordered after the copy
+ * out and after the caller's work on stream; stream waits for it. */
+static tegraph_result_t restore_in(tegraph_offload_t *c, struct ol_save *sv,
+                                   tecore_stream_t stream, const char *fn) {
+  TG_CORE(tecore_stream_wait_event(c->h2d, sv->out_done), fn);
+  TG_CORE(tecore_event_record(sv->in_done, stream), fn);
+  TG_CORE(tecore_stream_wait_event(c->h2d, sv->in_done), fn);
+  TG_CHECK(ol_in(c, &sv->x, fn));
+  TG_CORE(tecore_event_record(sv->in_done, c->h2d), fn);
+  TG_CORE(tecore_stream_wait_event(stream, sv->in_done), fn);
+  return TEGRAPH_SUCCESS;
+}
+
+/* A failed copy in leaves the context's h2d stream with the error (an
+ * illegal address is sticky): every later transfer would fail the same
+ * way, so the context is failed from here, as after a spill error --
+ * tegraph_offload_check and later calls report it, destroy frees it. */
+static tegraph_result_t restore_failed(tegraph_offload_t *c, tegraph_result_t r) {
+  c->failed = r;
+  snprintf(c->failmsg, sizeof c->failmsg, "a restore failed: %s", tegraph_last_error());
+  return r;
+}
+
 TE_EXPORT tegraph_result_t tegraph_offload_restore(tegraph_offload_t *c, int id,
                                                    tecore_stream_t stream,
                                                    struct tecore_tensor *t) {
@@ -152,13 +175,8 @@ TE_EXPORT tegraph_result_t tegraph_offload_restore(tegraph_offload_t *c, int id,
   TG_ARG(t, "%s: t is NULL", fn);
   if (!sv->kept) {
     if (c->failed != TEGRAPH_SUCCESS) return TG_ERR(c->failed, "%s: %s", fn, c->failmsg);
-    /* after the copy out, and after the caller's work on stream */
-    TG_CORE(tecore_stream_wait_event(c->h2d, sv->out_done), fn);
-    TG_CORE(tecore_event_record(sv->in_done, stream), fn);
-    TG_CORE(tecore_stream_wait_event(c->h2d, sv->in_done), fn);
-    TG_CHECK(ol_in(c, &sv->x, fn));
-    TG_CORE(tecore_event_record(sv->in_done, c->h2d), fn);
-    TG_CORE(tecore_stream_wait_event(stream, sv->in_done), fn);
+    tegraph_result_t r = restore_in(c, sv, stream, fn);
+    if (r != TEGRAPH_SUCCESS) return restore_failed(c, r);
     sv->restored = 1;
   }
   *t = sv->t;

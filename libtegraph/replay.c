@@ -249,7 +249,7 @@ TE_EXPORT tegraph_result_t tegraph_callable_forward(tegraph_callable_t *c,
   char what[96];
   TG_ARG(c, "%s: c is NULL", fn);
   TG_ARG(te_handle_live(c), "%s: c %p is not a live callable (destroyed?)", fn, (void *)c);
-  TG_CHECK(tg_callable_usable(c, fn));
+  TG_CHECK(tg_callable_replayable(c, fn));
   TG_ARG(ninputs == c->nin, "%s: ninputs is %zu; the callable was captured with %zu", fn, ninputs,
          c->nin);
   TG_ARG(!ninputs || inputs, "%s: inputs is NULL", fn);
@@ -328,7 +328,7 @@ TE_EXPORT tegraph_result_t tegraph_callable_backward(tegraph_callable_t *c,
   char what[96];
   TG_ARG(c, "%s: c is NULL", fn);
   TG_ARG(te_handle_live(c), "%s: c %p is not a live callable (destroyed?)", fn, (void *)c);
-  TG_CHECK(tg_callable_usable(c, fn));
+  TG_CHECK(tg_callable_replayable(c, fn));
   if (!c->pass[TEGRAPH_PASS_BACKWARD].present)
     return TG_ERR(TEGRAPH_ERR_STATE, "%s: callable %zu has no backward function", fn, c->index);
   TG_ARG(noutputs == c->nout, "%s: noutputs is %zu; the callable has %zu output(s)", fn, noutputs,
@@ -381,7 +381,7 @@ TE_EXPORT tegraph_result_t tegraph_callable_backward_dw(tegraph_callable_t *c,
   static const char fn[] = "tegraph_callable_backward_dw";
   TG_ARG(c, "%s: c is NULL", fn);
   TG_ARG(te_handle_live(c), "%s: c %p is not a live callable (destroyed?)", fn, (void *)c);
-  TG_CHECK(tg_callable_usable(c, fn));
+  TG_CHECK(tg_callable_replayable(c, fn));
   if (!c->pass[TEGRAPH_PASS_BACKWARD_DW].present)
     return TG_ERR(TEGRAPH_ERR_STATE, "%s: callable %zu has no backward_dw function", fn, c->index);
   TG_CHECK(check_opts(opts, fn));

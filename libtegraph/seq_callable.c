@@ -10,7 +10,7 @@
  * tegraph_callable_destroy.  The sequence is held (tecore_seq_hold) for
  * the callable's life: it cannot be destroyed under it, nor given to a
  * second callable. */
-#include "tg_internal.h"
+#include "callable.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,13 +18,37 @@
 /* What the functions need; owned by the callable (user_free). */
 struct seq_ctx {
   tecore_seq_t *seq;
+  tecore_devptr_t param0;   /* the first parameter's address (0: none) */
   int need_dx;
 };
 
-/* The callable's end: the sequence may be destroyed again. */
+
+/* The sequence is still there: its hold is a public flag, and a caller
+ * that dropped it (tecore_seq_hold(seq, 0)) and destroyed the sequence
+ * had the graphs replay on freed buffers and report success.  Asked
+ * before each replay, with libtecore's registry (the pointer compared,
+ * never read) and, against another sequence made at the same address,
+ * the first parameter's address the graphs were captured with. */
+static tegraph_result_t seq_alive(void *user, const char *fn) {
+  const struct seq_ctx *x = user;
+  struct tecore_seq_param p;
+  size_t n = 0;
+  tecore_result_t r = tecore_seq_params(x->seq, &p, 1, &n);
+  if (r == TECORE_SUCCESS && (n ? p.value.data : 0) == x->param0) return TEGRAPH_SUCCESS;
+  tecore_clear_error();
+  return TG_ERR(TEGRAPH_ERR_STATE, "%s: the callable's sequence %p was destroyed (its hold "
+                "dropped with tecore_seq_hold(seq, 0)): the graphs would run on freed buffers; "
+                "destroy the callable", fn, (void *)x->seq);
+}
+
+/* The callable's end: the sequence may be destroyed again (a sequence
+ * already gone, or another one at its address, is left alone). */
 static void seq_ctx_free(void *user) {
   struct seq_ctx *x = user;
-  (void)tecore_seq_hold(x->seq, 0);
+  if (seq_alive(x, "tegraph_callable_destroy") == TEGRAPH_SUCCESS)
+    (void)tecore_seq_hold(x->seq, 0);
+  else
+    tecore_clear_error();
   free(x);
 }
 
@@ -181,6 +205,9 @@ TE_EXPORT tegraph_result_t tegraph_callable_from_seq(const struct tegraph_seq_ca
   }
   x->seq = d->seq;
   x->need_dx = d->need_dx != 0;
+  struct tecore_seq_param p0;
+  size_t n0 = 0;
+  if (tecore_seq_params(d->seq, &p0, 1, &n0) == TECORE_SUCCESS && n0) x->param0 = p0.value.data;
   unsigned char needs_grad = (unsigned char)x->need_dx;
   struct tegraph_callable_desc cd = {
       .forward = seq_forward, .backward = seq_backward, .user = x,
@@ -190,5 +217,6 @@ TE_EXPORT tegraph_result_t tegraph_callable_from_seq(const struct tegraph_seq_ca
       .instantiate_flags = d->instantiate_flags, .flags = d->flags, .user_free = seq_ctx_free};
   tegraph_result_t res = tegraph_callable_create(&cd, pool, out);
   if (res != TEGRAPH_SUCCESS) seq_ctx_free(x); /* a failed creation leaves user to us */
+  else (*out)->user_alive = seq_alive;
   return res;
 }

@@ -25,6 +25,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 TE_PARAM_INT(chain_timeout_ms, "TECORE_GRAPH_CHAIN_TIMEOUT_MS", 1000, 1, 3600000,
              "milliseconds a graph chain's launcher waits on the device for the next "
@@ -40,11 +41,28 @@ struct tecore_graph_chain {
   int running;                /* started and not yet seen gone */
   uint64_t queued;            /* the last ticket queued */
   uint64_t starts;            /* host launches of the launcher */
+  long creator;               /* getpid() of the process that made it */
 };
 
 _Static_assert(TECORE_GRAPH_CHAIN_MAX == TE_CHAIN_MAX_EXECS, "one limit");
 
 static void fence(void) { __atomic_thread_fence(__ATOMIC_SEQ_CST); }
+
+/* A live chain of this process.  Only the pointer is compared with the
+ * registry, so a destroyed chain is never read; a fork's copy is refused
+ * since its launcher (a device graph, or a vdev thread) and its
+ * page-locked ring stayed with the parent: a ticket queued there would
+ * never run. */
+static tecore_result_t chain_valid(const struct tecore_graph_chain *c, const char *fn) {
+  TE_ARG(c, "%s: chain is NULL", fn);
+  TE_ARG(te_handle_live(c), "%s: chain %p is not a live graph chain (destroyed, or not made by "
+         "tecore_graph_chain_create)", fn, (const void *)c);
+  long me = (long)getpid();
+  TE_ARG(c->creator == me, "%s: chain was made by process %ld; process %ld (a fork of it) may "
+         "not use it: its launcher and ring belong to the process that made it", fn, c->creator,
+         me);
+  return TECORE_SUCCESS;
+}
 
 /* A poller's pause: yields first, then sleeps from 1 us, doubling up to 64 us. */
 struct poll {
@@ -191,6 +209,13 @@ TE_EXPORT tecore_result_t tecore_graph_chain_create(const tecore_graph_exec_t *e
     (void)te_graph_device_take_dirty(execs[i]);   /* prepare uploaded them */
     (void)te_graph_device_chain(execs[i], 1, fn);
   }
+  c->creator = (long)getpid();
+  if (te_handle_add(c) != 0) {
+    r = TE_ERR(TECORE_ERR_NOMEM, "%s: out of host memory", fn);
+    (void)o->graph_chain_release(c->state);
+    for (int i = 0; i < count; i++) (void)te_graph_device_chain(execs[i], -1, fn);
+    goto fail;
+  }
   *chain = c;
   return TECORE_SUCCESS;
 fail:
@@ -202,7 +227,7 @@ fail:
 TE_EXPORT tecore_result_t tecore_graph_chain_queue(tecore_graph_chain_t c, int index,
                                                    uint64_t *ticket) {
   static const char fn[] = "tecore_graph_chain_queue";
-  TE_ARG(c, "%s: chain is NULL", fn);
+  TE_CHECK(chain_valid(c, fn));
   TE_ARG(index >= 0 && index < c->n, "%s: index %d is not in [0, %d)", fn, index, c->n);
   const struct te_device_ops *o = NULL;
   TE_CHECK(te_ops_get(&o));
@@ -248,7 +273,7 @@ TE_EXPORT tecore_result_t tecore_graph_chain_queue(tecore_graph_chain_t c, int i
 
 TE_EXPORT tecore_result_t tecore_graph_chain_wait(tecore_graph_chain_t c, uint64_t ticket) {
   static const char fn[] = "tecore_graph_chain_wait";
-  TE_ARG(c, "%s: chain is NULL", fn);
+  TE_CHECK(chain_valid(c, fn));
   TE_ARG(ticket >= 1 && ticket <= c->queued, "%s: ticket %llu was not queued (the last is %llu)",
          fn, (unsigned long long)ticket, (unsigned long long)c->queued);
   const struct te_device_ops *o = NULL;
@@ -257,7 +282,7 @@ TE_EXPORT tecore_result_t tecore_graph_chain_wait(tecore_graph_chain_t c, uint64
 }
 
 TE_EXPORT tecore_result_t tecore_graph_chain_stop(tecore_graph_chain_t c) {
-  TE_ARG(c, "tecore_graph_chain_stop: chain is NULL");
+  TE_CHECK(chain_valid(c, "tecore_graph_chain_stop"));
   const struct te_device_ops *o = NULL;
   TE_CHECK(te_ops_get(&o));
   return stop(o, c, "tecore_graph_chain_stop");
@@ -266,8 +291,10 @@ TE_EXPORT tecore_result_t tecore_graph_chain_stop(tecore_graph_chain_t c) {
 TE_EXPORT tecore_result_t tecore_graph_chain_destroy(tecore_graph_chain_t c) {
   static const char fn[] = "tecore_graph_chain_destroy";
   if (!c) return TECORE_SUCCESS;
+  TE_CHECK(chain_valid(c, fn));
   const struct te_device_ops *o = NULL;
   TE_CHECK(te_ops_get(&o));
+  te_handle_del(c);
   tecore_result_t r = stop(o, c, fn), q;
   if ((q = o->graph_chain_release(c->state)) != TECORE_SUCCESS && r == TECORE_SUCCESS) r = q;
   for (int i = 0; i < c->n; i++) (void)te_graph_device_chain(c->exec[i], -1, fn);
@@ -278,7 +305,7 @@ TE_EXPORT tecore_result_t tecore_graph_chain_destroy(tecore_graph_chain_t c) {
 
 TE_EXPORT tecore_result_t tecore_graph_chain_stats(tecore_graph_chain_t c,
                                                    struct tecore_graph_chain_counts *stats) {
-  TE_ARG(c, "tecore_graph_chain_stats: chain is NULL");
+  TE_CHECK(chain_valid(c, "tecore_graph_chain_stats"));
   TE_ARG(stats, "tecore_graph_chain_stats: stats is NULL");
   stats->queued = c->queued;
   stats->done = c->ctl->done;

@@ -156,10 +156,21 @@ TE_EXPORT tecore_result_t tecore_mc_allowed(void) {
   return te_multicast_allowed("tecore_mc_allowed");
 }
 
+/* The most GPUs one NVLink domain joins (GB200 NVL576); the driver
+ * answered a granularity query for 1000 devices, so the bound is ours. */
+#define TE_MC_MAX_DEVICES 576
+
+static tecore_result_t mc_ndevices(int ndevices, const char *fn) {
+  TE_ARG(ndevices > 0, "%s: ndevices %d is not positive", fn, ndevices);
+  TE_ARG(ndevices <= TE_MC_MAX_DEVICES, "%s: ndevices %d is more than the %d GPUs an NVLink "
+         "domain joins", fn, ndevices, TE_MC_MAX_DEVICES);
+  return TECORE_SUCCESS;
+}
+
 TE_EXPORT tecore_result_t tecore_mc_granularity(size_t bytes, int ndevices, size_t *granularity) {
   TE_ARG(granularity, "tecore_mc_granularity: granularity is NULL");
   TE_ARG(bytes > 0, "tecore_mc_granularity: bytes is 0");
-  TE_ARG(ndevices > 0, "tecore_mc_granularity: ndevices %d is not positive", ndevices);
+  TE_CHECK(mc_ndevices(ndevices, "tecore_mc_granularity"));
   OPS(o);
   TE_CHECK(mc_allowed(o, __func__));
   return o->mc_granularity(bytes, ndevices, granularity);
@@ -169,7 +180,7 @@ TE_EXPORT tecore_result_t tecore_mc_create(size_t bytes, int ndevices, unsigned 
                                            tecore_mc_handle_t *mc) {
   TE_ARG(mc, "tecore_mc_create: mc is NULL");
   TE_ARG(bytes > 0, "tecore_mc_create: bytes is 0");
-  TE_ARG(ndevices > 0, "tecore_mc_create: ndevices %d is not positive", ndevices);
+  TE_CHECK(mc_ndevices(ndevices, "tecore_mc_create"));
   TE_ARG(flags == 0, "tecore_mc_create: flags must be 0 (got 0x%x)", flags);
   OPS(o);
   TE_CHECK(mc_allowed(o, __func__));

@@ -412,6 +412,16 @@ TE_EXPORT tecore_result_t tecore_compute_scale(const struct tecore_tensor *t,
          tecore_scaling_name(t->scaling));
   TE_ARG(noop_flag % 4 == 0, "tecore_compute_scale: noop_flag (0x%llx) is not aligned to 4 bytes",
          (unsigned long long)noop_flag);
+  {
+    /* the kernel writes scale and the scale inverses from amax: a scale
+     * that is scale_inv (or amax, or the flag) was accepted, and the
+     * value read back depended on the order of the writes */
+    struct te_tensor_spans w = {0}, r = {0};
+    te_tensor_spans(t, "t", TE_SPAN_SCALE | TE_SPAN_SCALE_INV, &w);
+    te_tensor_spans(t, "t", TE_SPAN_AMAX, &r);
+    te_span_add(&r, "noop_flag", noop_flag, 4);
+    TE_CHECK(te_check_alias(w.span, w.n, r.span, r.n, TE_ALIAS_FORBID, __func__));
+  }
   if (noop_flag) TE_CHECK(te_dev_check_range(noop_flag, 4, __func__, "noop_flag"));
   TE_CHECK(te_fp8_scale_from_amax(t, noop_flag, stream));
   return TECORE_SUCCESS;

@@ -2,7 +2,8 @@
 /* tensor.c -- the tensor descriptor (te/tensor.h): init, numel, 2-D view,
  * scale-buffer shapes per scaling mode, validation, and DLPack import and
  * export, over the checks of the kernel-support layer
- * (ksupport/tensor_check.c).  No device work happens here. */
+ * (ksupport/tensor_check.c).  No device work happens here
+ * (tecore_tensor_validate may start the backend to count its devices). */
 #include <string.h>
 #include "fp8/fp8_internal.h"
 
@@ -49,8 +50,21 @@ TE_EXPORT tecore_result_t tecore_tensor_scale_shape(const struct tecore_tensor *
   return TECORE_SUCCESS;
 }
 
+/* The shared checks compare the device ordinal with the count only once a
+ * backend is up; validation is asked for on its own, often first, so it
+ * asks for the count itself (starting the backend when it can: a device
+ * past 0 means device work is coming).  With no backend at all there is
+ * no count to compare with. */
 TE_EXPORT tecore_result_t tecore_tensor_validate(const struct tecore_tensor *t, unsigned flags) {
-  return te_tensor_check_desc(t, flags, __func__, "t");
+  TE_CHECK(te_tensor_check_desc(t, flags, __func__, "t"));
+  int n = 0;
+  if (t->device == 0) return TECORE_SUCCESS;
+  if (tecore_device_count(&n) != TECORE_SUCCESS) {
+    tecore_clear_error();
+    return TECORE_SUCCESS;
+  }
+  TE_ARG(t->device < n, "%s: t: device %d outside [0, %d)", __func__, t->device, n);
+  return TECORE_SUCCESS;
 }
 
 /* ---- DLPack ----------------------------------------------------------------- */

@@ -6,6 +6,7 @@
  * events are created per record and destroyed by the report, so nothing
  * outlives it. */
 #include <errno.h>
+#include <fcntl.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <unistd.h>
@@ -120,10 +121,14 @@ static struct prof_row *row_find(struct prof_row *rows, size_t *nrows, const str
 }
 
 /* One line to fd (no stdio: dprintf's stream buffer is the leak this
- * replaced); a short write is retried, an error ends the report. */
-static void put_line(int out, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void put_line(int out, const char *fmt, ...) {
+ * replaced); a short write is retried.  *err keeps the first failure's
+ * errno: a report that did not arrive is an error, not a success, and
+ * after one the rest is not tried. */
+static void put_line(int out, int *err, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static void put_line(int out, int *err, const char *fmt, ...) {
   char line[512];
+  if (*err) return;
   va_list ap;
   va_start(ap, fmt);
   int n = vsnprintf(line, sizeof line, fmt, ap);
@@ -133,25 +138,46 @@ static void put_line(int out, const char *fmt, ...) {
   while (at < len) {
     ssize_t w = write(out, line + at, len - at);
     if (w < 0 && errno == EINTR) continue;
-    if (w <= 0) return;
+    if (w <= 0) {
+      *err = w < 0 ? errno : EIO;
+      return;
+    }
     at += (size_t)w;
   }
 }
 
-static void print_rows(int out, const struct prof_row *rows, size_t nrows, double total,
-                       size_t nrec, size_t ndropped) {
-  put_line(out, "%-34s %-26s %8s %12s %10s %6s\n", "kernel", "shape", "calls", "total us",
-           "mean us", "share");
+/* The table; 0 or the errno of the write that failed. */
+static int print_rows(int out, const struct prof_row *rows, size_t nrows, double total,
+                      size_t nrec, size_t ndropped) {
+  int err = 0;
+  put_line(out, &err, "%-34s %-26s %8s %12s %10s %6s\n", "kernel", "shape", "calls",
+           "total us", "mean us", "share");
   for (size_t i = 0; i < nrows; i++)
-    put_line(out, "%-34s %-26s %8zu %12.1f %10.2f %5.1f%%\n", rows[i].name, rows[i].label,
-             rows[i].calls, rows[i].us, rows[i].us / (double)rows[i].calls,
+    put_line(out, &err, "%-34s %-26s %8zu %12.1f %10.2f %5.1f%%\n", rows[i].name,
+             rows[i].label, rows[i].calls, rows[i].us, rows[i].us / (double)rows[i].calls,
              total > 0 ? 100.0 * rows[i].us / total : 0.0);
-  put_line(out, "%-34s %-26s %8zu %12.1f\n", "all", "", nrec, total);
+  put_line(out, &err, "%-34s %-26s %8zu %12.1f\n", "all", "", nrec, total);
   if (ndropped)
-    put_line(out, "(%zu launches past %u records were not timed)\n", ndropped, PROF_MAX_RECORDS);
+    put_line(out, &err, "(%zu launches past %u records were not timed)\n", ndropped,
+             PROF_MAX_RECORDS);
+  return err;
+}
+
+/* fd must be open for writing; checked before the records are taken, so
+ * that a wrong descriptor loses nothing. */
+static tecore_result_t report_fd_check(int fd) {
+  if (fd < 0) return TECORE_SUCCESS;
+  int fl = fcntl(fd, F_GETFL);
+  if (fl < 0)
+    return TE_ERR(TECORE_ERR_INVALID, "tecore_profile_report: fd %d is not an open descriptor "
+                  "(%s); the records are kept", fd, strerror(errno));
+  TE_ARG((fl & O_ACCMODE) != O_RDONLY, "tecore_profile_report: fd %d is open for reading "
+         "only; the records are kept", fd);
+  return TECORE_SUCCESS;
 }
 
 TE_EXPORT tecore_result_t tecore_profile_report(int fd, double *total_us) {
+  TE_CHECK(report_fd_check(fd));
   pthread_mutex_lock(&prof_lock);
   struct prof_rec *r = recs;
   size_t n = nrecs, nd = dropped;
@@ -178,7 +204,10 @@ TE_EXPORT tecore_result_t tecore_profile_report(int fd, double *total_us) {
   }
   if (res == TECORE_SUCCESS && fd >= 0) {
     if (nrows) qsort(rows, nrows, sizeof *rows, row_cmp);
-    print_rows(fd, rows, nrows, total, n, nd);
+    int err = print_rows(fd, rows, nrows, total, n, nd);
+    if (err)
+      res = TE_ERR(TECORE_ERR_SYSTEM, "tecore_profile_report: writing the report to fd %d: %s "
+                   "(the records are released)", fd, strerror(err));
   }
   for (size_t i = 0; i < n; i++) {
     tecore_event_destroy(r[i].e0);

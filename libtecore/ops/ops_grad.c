@@ -10,6 +10,21 @@
  * it; later plans leave it where the caller put it (TE_EXT_GRAD). */
 #include "ops/ops_internal.h"
 
+/* The backward writes all of the gradient's bytes at ptr (on a GPU
+ * nothing would catch a short buffer): they must lie inside one
+ * allocation the device layer knows, as tecore_seq_set_saved's must. */
+static tecore_result_t grad_fits(tecore_devptr_t ptr, size_t bytes, size_t bnd, const char *fn) {
+  tecore_devptr_t base = 0;
+  size_t len = 0;
+  TE_ARG(tecore_mem_range(ptr, &base, &len) == TECORE_SUCCESS,
+         "%s: ptr 0x%llx is not in an allocation of the device layer", fn,
+         (unsigned long long)ptr);
+  size_t left = ptr - base <= len ? len - (size_t)(ptr - base) : 0;
+  TE_ARG(bytes <= left, "%s: the gradient of boundary %zu needs %zu bytes; ptr 0x%llx has %zu "
+         "to the end of its allocation", fn, bnd, bytes, (unsigned long long)ptr, left);
+  return TECORE_SUCCESS;
+}
+
 TE_EXPORT tecore_result_t tecore_seq_set_grad(tecore_seq_t *s, size_t bnd, tecore_devptr_t ptr) {
   static const char fn[] = "tecore_seq_set_grad";
   TE_ARG(s, "%s: seq is NULL", fn);
@@ -28,7 +43,9 @@ TE_EXPORT tecore_result_t tecore_seq_set_grad(tecore_seq_t *s, size_t bnd, tecor
          "after it alias their gradients up to the sequence's output)", fn, bnd);
   struct te_bnd *bd = &s->bnd[o];
   int ext = (bd->ext & TE_EXT_GRAD) != 0;
+  const size_t bytes = bd->rows * bd->cols * tecore_dtype_size(s->cfg.dtype);
   if (ptr) {
+    TE_CHECK(grad_fits(ptr, bytes, bnd, fn));
     if (!ext && !bd->gshared) TE_CHECK(te_seq_release(s, bd->g));
     bd->g = ptr;
     bd->gshared = 0;
@@ -37,7 +54,7 @@ TE_EXPORT tecore_result_t tecore_seq_set_grad(tecore_seq_t *s, size_t bnd, tecor
   }
   if (!ext) return TECORE_SUCCESS;   /* already the sequence's own */
   tecore_devptr_t own = 0;
-  TE_CHECK(te_seq_alloc(s, bd->rows * bd->cols * tecore_dtype_size(s->cfg.dtype), 0, &own));
+  TE_CHECK(te_seq_alloc(s, bytes, 0, &own));
   bd->g = own;
   bd->ext &= ~TE_EXT_GRAD;
   return TECORE_SUCCESS;

@@ -39,19 +39,22 @@ static tecore_result_t l2_check(const struct tecore_tensor *tensors, size_t coun
   return TECORE_SUCCESS;
 }
 
-/* te/optim.h's rule: the partial sums (the used part of workspace), norm
- * and found_inf are written, the tensors read; none shares a byte with
- * another. */
+/* te/optim.h's rule: the partial sums (the used part of workspace), norm,
+ * found_inf and (clip) scale are written, the tensors read; none shares a
+ * byte with another (a scale inside a gradient would change the norm's
+ * input while it is read). */
 static tecore_result_t l2_alias(const struct tecore_tensor *tensors, size_t count,
                                 tecore_devptr_t ws, size_t ws_used, tecore_devptr_t norm,
-                                tecore_devptr_t found_inf, const char *fn) {
+                                tecore_devptr_t found_inf, tecore_devptr_t scale,
+                                const char *fn) {
   struct te_span small[8], *s = small;
-  if (count + 3 > TE_ARRAY_SIZE(small) && !(s = malloc((count + 3) * sizeof *s)))
+  if (count + 4 > TE_ARRAY_SIZE(small) && !(s = malloc((count + 4) * sizeof *s)))
     return TE_ERR(TECORE_ERR_NOMEM, "%s: no host memory to check %zu tensors", fn, count);
   size_t n = 0;
   s[n++] = (struct te_span){"workspace", ws, ws_used, TE_ACCESS_WRITE, 0, NULL, 0};
   s[n++] = (struct te_span){"norm", norm, 4, TE_ACCESS_WRITE, 0, NULL, 0};
   s[n++] = (struct te_span){"found_inf", found_inf, 4, TE_ACCESS_WRITE, 0, NULL, 0};
+  s[n++] = (struct te_span){"scale", scale, scale ? 4 : 0, TE_ACCESS_WRITE, 0, NULL, 0};
   for (size_t i = 0; i < count; i++) {
     size_t bytes = tecore_tensor_numel(&tensors[i]) * tecore_dtype_size(tensors[i].dtype);
     s[n++] = (struct te_span){"tensors", tensors[i].data, bytes, TE_ACCESS_READ, 0, "", i};
@@ -104,7 +107,7 @@ static tecore_result_t l2_run(const struct tecore_tensor *tensors, size_t count,
   TE_CHECK(te_dev_check_range(norm, sizeof(float), fn, "norm"));
   if (found_inf) TE_CHECK(te_dev_check_range(found_inf, sizeof(int32_t), fn, "found_inf"));
   TE_CHECK(l2_alias(tensors, count, workspace, (size_t)nparts * sizeof(double), norm, found_inf,
-                    fn));
+                    o->scale, fn));
 
   /* stage 1: partial sums, TE_L2_MAX tensors a launch */
   struct te_l2_params p;

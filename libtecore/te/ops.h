@@ -345,8 +345,9 @@ tecore_result_t tecore_seq_hold(tecore_seq_t *seq, int hold);
 tecore_result_t tecore_seq_add(tecore_seq_t *seq, const struct tecore_op_desc *desc,
                                size_t *index);
 /* Sets the FP8 recipe (copied; NULL: no FP8, the GEMMs take 16-bit
- * operands).  Delayed and current per-tensor scaling are supported
- * (other kinds: TECORE_ERR_NOT_SUPPORTED), with E4M3 or HYBRID formats.
+ * operands).  Delayed and current per-tensor scaling and block scaling
+ * are supported (MXFP8: TECORE_ERR_NOT_SUPPORTED), with E4M3 or HYBRID
+ * formats.
  * After tecore_seq_build it recreates the scaling state on stream and
  * plans both passes again: no work of the sequence may be queued. */
 tecore_result_t tecore_seq_set_recipe(tecore_seq_t *seq, const struct tecore_recipe *recipe,

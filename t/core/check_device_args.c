@@ -327,6 +327,18 @@ START_TEST(bad_multicast_args) {
 }
 END_TEST
 
+/* tecore_mc_granularity answered for 1000 devices (a query only: the
+ * argument check comes before the operator's rule and the driver, so no
+ * multicast object is made or asked about). */
+START_TEST(mc_granularity_ndevices_1000_refused) {
+  size_t g = 12345;
+  TE_EXPECT_INVALID("ndevices 1000", tecore_mc_granularity(1 << 21, 1000, &g));
+  TE_EXPECT_INVALID("ndevices 577", tecore_mc_granularity(1 << 21, 577, &g));
+  TE_EXPECT_INVALID("ndevices -1", tecore_mc_granularity(1 << 21, -1, &g));
+  ck_assert_msg(g == 12345, "a refused query wrote *granularity");
+}
+END_TEST
+
 /* ---- kernels ---- */
 
 static void vdev_nop(const struct tecore_launch_cfg *cfg, void *const *args) {
@@ -511,6 +523,7 @@ static Suite *device_args_suite(void) {
   tcase_add_test(tc, bad_graph_args);
   tcase_add_test(tc, bad_vmm_args);
   tcase_add_test(tc, bad_multicast_args);
+  tcase_add_test(tc, mc_granularity_ndevices_1000_refused);
   tcase_add_test(tc, bad_kernel_args);
   tcase_add_test(tc, bad_kernel_launch_ex_args);
   tcase_add_test(tc, kernel_launch_ex_runs);

@@ -391,6 +391,43 @@ START_TEST(embedding_bad_arguments) {
 }
 END_TEST
 
+/* A status word that is not live mapped host memory (a plain heap word
+ * holding what looks like a report, a freed mapped word) is refused
+ * before it is read or cleared: the heap word keeps its bits, the freed
+ * one is never touched (ASan would see it), and nothing is queued. */
+START_TEST(embedding_status_unmapped_untouched) {
+  tecore_devptr_t b = te_dalloc(1 << 16);
+  struct tecore_tensor tw = pu_tensor2(TECORE_DTYPE_F32, 10, 64, b),
+                       to = pu_tensor2(TECORE_DTYPE_F32, 4, 64, b + 8192);
+  tecore_devptr_t ids = b + 32768;
+  TE_OK(tecore_memset_d32_async(ids, 1, 4, te_stream));
+  te_poison_dev(to.data, 4 * 64 * 4);
+  uint64_t *heap = malloc(sizeof *heap), *freed = NULL;
+  ck_assert_ptr_nonnull(heap);
+  const uint64_t word = (3ull << 32) | 77u;   /* "id 77 at token 3" */
+  *heap = word;
+  struct tecore_embedding_args a = {.weight = &tw, .ids = ids, .tokens = 4, .status = heap};
+  TE_EXPECT_INVALID("not mapped host memory", tecore_embedding_fwd(&a, &to, te_stream));
+  ck_assert_msg(*heap == word, "the refused status word was cleared: %#llx",
+                (unsigned long long)*heap);
+  TE_EXPECT_INVALID("not mapped host memory", tecore_embedding_check(heap, te_stream));
+  ck_assert_msg(*heap == word, "tecore_embedding_check cleared an unmapped word");
+  TE_OK(tecore_mem_alloc_host(sizeof *freed, (void **)&freed));
+  TE_OK(tecore_mem_free_host(freed));
+  a.status = freed;
+  TE_EXPECT_INVALID("args->status", tecore_embedding_fwd(&a, &to, te_stream));
+  TE_EXPECT_INVALID("args->status", tecore_embedding_bwd(&a, &to, &tw, NULL, te_stream));
+  TE_EXPECT_INVALID("status", tecore_embedding_store(&to, ids, &tw, freed, te_stream));
+  TE_EXPECT_INVALID("status", tecore_embedding_check(freed, te_stream));
+  TE_OK(tecore_stream_synchronize(te_stream));
+  uint32_t got;
+  te_d2h(&got, to.data, sizeof got);
+  ck_assert_msg(got == 0xA5A5A5A5u, "a refused call wrote out: %#x", got);
+  free(heap);
+  TE_OK(tecore_mem_free(b));
+}
+END_TEST
+
 static Suite *make_suite(void) {
   Suite *s = suite_create("embedding");
   TCase *tc = te_tcase(s, "values", 1);
@@ -403,6 +440,7 @@ static Suite *make_suite(void) {
   tcase_add_test(tc, embedding_store_rows);
   tc = te_tcase(s, "arguments", 1);
   tcase_add_test(tc, embedding_bad_arguments);
+  tcase_add_test(tc, embedding_status_unmapped_untouched);
   return s;
 }
 

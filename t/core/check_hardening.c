@@ -168,6 +168,54 @@ static tecore_result_t stray_fwd(void *user, tecore_stream_t stream, const struc
 
 /* A forward that enqueued on an unrelated stream gave an empty graph while
  * its work ran eagerly during capture. */
+/* A from_seq callable whose sequence was destroyed (its hold dropped
+ * with tecore_seq_hold(seq, 0) first) replayed on the freed buffers and
+ * returned success.  Now the replay is refused before anything runs (the
+ * output keeps its poison), also when another held sequence is made
+ * right after (it may take the old address), and destroying the callable
+ * leaves that other sequence's hold alone. */
+START_TEST(test_callable_forward_after_seq_destroyed_fails) {
+  tecore_seq_t *s = small_seq();
+  tecore_devptr_t x = te_dalloc(8 * 16 * 4), y = te_dalloc(8 * 32 * 4);
+  float hx[8 * 16], hy[8 * 32];
+  te_rand_floats(hx, 8 * 16, -1, 1);
+  te_h2d(x, hx, sizeof hx);
+  size_t shape[2] = {8, 16}, oshape[2] = {8, 32};
+  struct tecore_tensor in, out;
+  TE_OK(tecore_tensor_init(&in, TECORE_DTYPE_F32, 2, shape, x));
+  TE_OK(tecore_tensor_init(&out, TECORE_DTYPE_F32, 2, oshape, y));
+  struct tegraph_seq_callable_desc d = {.seq = s, .sample_input = &in,
+                                        .capture_mode = TECORE_CAPTURE_THREAD_LOCAL};
+  tegraph_callable_t *c = NULL;
+  TG_OK(tegraph_callable_from_seq(&d, NULL, &c));
+  struct tegraph_replay_opts o = {.stream = te_stream};
+  te_poison_dev(y, sizeof hy);
+  TG_OK(tegraph_callable_forward(c, &in, 1, NULL, NULL, 0, &out, 1, &o));
+  TE_OK(tecore_stream_synchronize(te_stream));
+  te_d2h(hy, y, sizeof hy);
+  for (size_t i = 0; i < 8 * 32; i++) ck_assert_msg(isfinite(hy[i]), "y[%zu] = %g", i, hy[i]);
+  TE_OK(tecore_seq_hold(s, 0));
+  TE_OK(tecore_seq_destroy(s));
+  te_poison_dev(y, sizeof hy);
+  TG_EXPECT(TEGRAPH_ERR_STATE, "was destroyed",
+            tegraph_callable_forward(c, &in, 1, NULL, NULL, 0, &out, 1, &o));
+  tecore_seq_t *s2 = small_seq();
+  TE_OK(tecore_seq_hold(s2, 1));
+  TG_EXPECT(TEGRAPH_ERR_STATE, "was destroyed",
+            tegraph_callable_forward(c, &in, 1, NULL, NULL, 0, &out, 1, &o));
+  TE_OK(tecore_stream_synchronize(te_stream));
+  uint32_t w;
+  te_d2h(&w, y, 4);
+  ck_assert_msg(w == 0xA5A5A5A5u, "a refused replay wrote the output (%#x)", w);
+  TG_OK(tegraph_callable_destroy(c));
+  TE_EXPECT_INVALID("held", tecore_seq_destroy(s2));   /* its hold is still its own */
+  TE_OK(tecore_seq_hold(s2, 0));
+  TE_OK(tecore_seq_destroy(s2));
+  TE_OK(tecore_mem_free(x));
+  TE_OK(tecore_mem_free(y));
+}
+END_TEST
+
 START_TEST(test_callable_forward_on_unrelated_stream_is_refused) {
   TE_OK(tecore_stream_create(TECORE_STREAM_NON_BLOCKING, 0, &stray_stream));
   size_t n = 32;
@@ -543,6 +591,26 @@ START_TEST(test_quantize_aliasing_is_refused) {
 }
 END_TEST
 
+/* tecore_tensor_validate compared the device ordinal with the count only
+ * once a backend was up: device 99 passed when validation came first (this
+ * tcase has no device fixture: no backend is up when the test starts). */
+START_TEST(test_tensor_validate_device_before_backend) {
+  size_t n = 8;
+  struct tecore_tensor t;
+  TE_OK(tecore_tensor_init(&t, TECORE_DTYPE_F32, 1, &n, 0x100000));
+  t.device = 99;
+  tecore_result_t r = tecore_tensor_validate(&t, TECORE_TENSOR_ROWWISE);
+  char msg[512];
+  snprintf(msg, sizeof msg, "%s", tecore_last_error());
+  int count = 0;
+  if (tecore_device_count(&count) != TECORE_SUCCESS) return;   /* no backend: no count */
+  ck_assert_msg(r == TECORE_ERR_INVALID && strstr(msg, "device 99"), "device 99 of %d: %s (%s)",
+                count, tecore_result_name(r), msg);
+  t.device = 0;
+  TE_OK(tecore_tensor_validate(&t, TECORE_TENSOR_ROWWISE));
+}
+END_TEST
+
 static Suite *hardening_suite(void) {
   Suite *s = suite_create("hardening");
   TCase *tc = te_tcase(s, "seq", 1);
@@ -559,6 +627,7 @@ static Suite *hardening_suite(void) {
   tcase_add_test(tc, test_callable_create_errors_name_callable_create);
   tcase_add_test(tc, test_callable_from_seq_holds_its_sequence);
   tcase_add_test(tc, test_callable_forward_on_unrelated_stream_is_refused);
+  tcase_add_test(tc, test_callable_forward_after_seq_destroyed_fails);
   tc = te_tcase(s, "tensors", 1);
   tcase_add_test(tc, test_from_dlpack_stride_overflow_is_refused);
   tcase_add_test(tc, test_from_dlpack_byte_count_overflow_is_refused);
@@ -568,6 +637,8 @@ static Suite *hardening_suite(void) {
   tcase_add_test(tc, test_to_dlpack_stride_overflow_is_refused);
   tcase_add_test(tc, test_tensor_validate_checks_device);
   tcase_add_test(tc, test_delayed_update_rejects_misaligned_state);
+  tc = te_tcase(s, "cold", 0);
+  tcase_add_test(tc, test_tensor_validate_device_before_backend);
   tc = te_tcase(s, "aliasing", 1);
   tcase_add_test(tc, test_quantize_aliasing_is_refused);
   tc = te_tcase(s, "out_params", 1);

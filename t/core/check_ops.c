@@ -3411,6 +3411,29 @@ START_TEST(test_set_grad) {
 }
 END_TEST
 
+/* tecore_seq_set_grad checked alignment only: a 256-byte block for the
+ * 1024-byte gradient, a block whose end is short, or 0x1000 (no
+ * allocation) were taken and the backward wrote past them.  Now each is
+ * refused naming the bytes, and a block that just fits is taken. */
+START_TEST(test_set_grad_short_buffer) {
+  ovl_register();
+  struct tecore_op_desc d[14];
+  size_t hidden = 32, ffn = 64, rows = 16, need = rows * hidden * 2;
+  size_t n = ovl_blocks(d, 2, hidden, ffn, 0);
+  tecore_seq_t *a = make_seq(d, n, rows, hidden, TECORE_DTYPE_BF16, 0, NULL);
+  tecore_devptr_t small = te_dalloc(256), big = te_dalloc(2 * need);
+  TE_EXPECT_INVALID("needs 1024 bytes", tecore_seq_set_grad(a, 3, small));
+  TE_EXPECT_INVALID("needs 1024 bytes", tecore_seq_set_grad(a, 3, big + need + 256));
+  TE_EXPECT_INVALID("not in an allocation", tecore_seq_set_grad(a, 3, 0x1000));
+  TE_OK(tecore_seq_set_grad(a, 3, big + need));   /* the last 1024 bytes: fits */
+  TE_OK(tecore_seq_set_grad(a, 3, 0));
+  TE_OK(tecore_seq_destroy(a));
+  TE_OK(tecore_mem_free(small));
+  TE_OK(tecore_mem_free(big));
+  ovl_unregister();
+}
+END_TEST
+
 static Suite *ops_suite(void) {
   Suite *s = suite_create("ops");
   TCase *tc = te_tcase(s, "plan", 1);
@@ -3461,6 +3484,7 @@ static Suite *ops_suite(void) {
   tcase_add_test(tc, test_overlap_capture_replay);
   tcase_add_test(tc, test_overlap_side_error_surfaces);
   tcase_add_test(tc, test_set_grad);
+  tcase_add_test(tc, test_set_grad_short_buffer);
   tc = te_tcase(s, "api", 1);
   tcase_add_test(tc, test_register);
   tcase_add_test(tc, test_register_kind_def);

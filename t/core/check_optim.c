@@ -977,6 +977,33 @@ END_TEST
 
 /* ---- arguments ------------------------------------------------------------------------- */
 
+/* tecore_clip_grad_norm took a scale inside a gradient it reads (the
+ * final stage would write the scale into the gradient): refused, naming
+ * both, and the gradient is left as it was; a scale inside the workspace
+ * too. */
+START_TEST(clip_grad_norm_scale_in_gradient) {
+  enum { N = 1000 };
+  float h[N], back[N];
+  te_rand_floats(h, N, -1, 1);
+  tecore_devptr_t g = te_dalloc(N * 4), n = te_dalloc(4);
+  te_h2d(g, h, sizeof h);
+  struct tecore_tensor t = plain(F32, N, g);
+  size_t wb;
+  TE_OK(tecore_l2norm_multi_workspace_size(&t, 1, &wb));
+  tecore_devptr_t ws = te_dalloc(wb);
+  TE_EXPECT_INVALID("scale overlaps tensors[0]",
+                    tecore_clip_grad_norm(&t, 1, ws, wb, 1.0f, n, g + 4 * 17, 0, te_stream));
+  TE_EXPECT_INVALID("scale",
+                    tecore_clip_grad_norm(&t, 1, ws, wb, 1.0f, n, g + 4 * (N - 1), 0, te_stream));
+  TE_EXPECT_INVALID("workspace", tecore_clip_grad_norm(&t, 1, ws, wb, 1.0f, n, ws, 0, te_stream));
+  TE_OK(tecore_stream_synchronize(te_stream));
+  te_d2h(back, g, sizeof back);
+  ck_assert_msg(!memcmp(h, back, sizeof h), "a refused call changed the gradient");
+  tecore_devptr_t b[] = {g, n, ws};
+  for (int i = 0; i < 3; i++) TE_OK(tecore_mem_free(b[i]));
+}
+END_TEST
+
 START_TEST(bad_arguments) {
   struct ot t[2];
   ot_init(&t[0], 100, 0, F32, E4M3, 1, 1);
@@ -1142,6 +1169,7 @@ static Suite *make_suite(void) {
   tcase_add_test(tc, l2norm_nan_sets_found_inf);
   tcase_add_test(tc, l2norm_empty);
   tcase_add_test(tc, clip_grad_norm_scale);
+  tcase_add_test(tc, clip_grad_norm_scale_in_gradient);
   tc = te_tcase(s, "arguments", 1);
   tcase_add_test(tc, bad_arguments);
   return s;

@@ -5,9 +5,12 @@
  *     is unchanged (the filled buffer is checked against the host);
  *   - the report's "all" line adds up the rows, and a second report is
  *     empty (the records were released);
- *   - start while recording and stop while not are refused.
+ *   - start while recording and stop while not are refused;
+ *   - a report to a closed or read-only descriptor is refused with the
+ *     records kept; one whose write fails is an error.
  * SPDX-License-Identifier: Apache-2.0 */
 #include "tests.h"
+#include <fcntl.h>
 #include <te/profile.h>
 
 /* The report's rows: calls of the row whose first two columns start with
@@ -105,11 +108,49 @@ START_TEST(start_and_stop_refuse_misuse) {
 }
 END_TEST
 
+/* tecore_profile_report to a closed descriptor returned success and lost
+ * the records.  A closed or read-only fd is refused with the records kept
+ * (the next report has them); a write that fails (/dev/full) is
+ * TECORE_ERR_SYSTEM naming the fd. */
+START_TEST(report_to_closed_fd_fails) {
+  int fills = 1 + (int)te_rand_below(4);
+  tecore_devptr_t d = te_dalloc(1024);
+  TE_OK(tecore_profile_start());
+  for (int i = 0; i < fills; i++) TE_OK(tecore_fill(d, TECORE_DTYPE_F32, 256, 1.5f, te_stream));
+  TE_OK(tecore_profile_stop());
+  int p[2];
+  ck_assert_int_eq(pipe(p), 0);
+  close(p[0]);
+  close(p[1]);
+  double total = -1;
+  TE_EXPECT_INVALID("not an open descriptor", tecore_profile_report(p[1], &total));
+  ck_assert_msg(total == -1, "total_us written by a refused report");
+  int ro = open("/dev/null", O_RDONLY);
+  ck_assert_int_ge(ro, 0);
+  TE_EXPECT_INVALID("reading only", tecore_profile_report(ro, &total));
+  close(ro);
+  char *text = report_text(&total);
+  ck_assert_msg(row_calls(text, "te_fill", NULL) == fills, "the refused reports lost the "
+                "records: %d fills, the report:\n%s", fills, text);
+  free(text);
+  int full = open("/dev/full", O_WRONLY);
+  if (full >= 0) {
+    TE_OK(tecore_profile_start());
+    TE_OK(tecore_fill(d, TECORE_DTYPE_F32, 256, 1.5f, te_stream));
+    TE_OK(tecore_profile_stop());
+    TE_EXPECT_ERR(TECORE_ERR_SYSTEM, "writing the report", tecore_profile_report(full, NULL));
+    close(full);
+  }
+  TE_OK(tecore_mem_free(d));
+}
+END_TEST
+
 static Suite *profile_suite(void) {
   Suite *s = suite_create("profile");
   TCase *tc = te_tcase(s, "profile", 1);
   tcase_add_test(tc, counts_each_eager_launch_once);
   tcase_add_test(tc, start_and_stop_refuse_misuse);
+  tcase_add_test(tc, report_to_closed_fd_fails);
   return s;
 }
 

@@ -732,6 +732,35 @@ END_TEST
 
 /* ---- argument checks ----------------------------------------------------------------- */
 
+/* tecore_compute_scale took scale == scale_inv (and a scale on the amax):
+ * the word read back was whichever write came last.  Refused naming
+ * both, nothing written. */
+START_TEST(compute_scale_scale_aliasing_scale_inv) {
+  size_t shape[1] = {64};
+  tecore_devptr_t ds = te_dalloc(64);
+  float amax = te_rand_float(1.0f, 100.0f), poison = -7.0f;
+  dset_f32(ds, amax);
+  dset_f32(ds + 4, poison);
+  struct tecore_tensor t;
+  TE_OK(tecore_tensor_init(&t, TECORE_DTYPE_E4M3, 1, shape, 0));
+  t.scaling = TECORE_SCALING_CURRENT;
+  t.amax = ds, t.scale = ds + 4, t.scale_inv = ds + 4;
+  TE_EXPECT_INVALID("t->scale_inv", tecore_compute_scale(&t, 0, te_stream));
+  t.scale_inv = ds + 8, t.scale = ds;
+  TE_EXPECT_INVALID("t->amax", tecore_compute_scale(&t, 0, te_stream));
+  t.scale = ds + 4, t.scale_inv = ds + 8, t.columnwise_scale_inv = ds + 8;
+  TE_EXPECT_INVALID("overlaps", tecore_compute_scale(&t, 0, te_stream));
+  t.columnwise_scale_inv = 0;
+  TE_EXPECT_INVALID("noop_flag", tecore_compute_scale(&t, ds + 4, te_stream));
+  ck_assert_msg(dget_f32(ds + 4) == poison && dget_f32(ds) == amax,
+                "a refused tecore_compute_scale wrote");
+  TE_OK(tecore_compute_scale(&t, 0, te_stream));
+  ck_assert_msg(dget_f32(ds + 8) == 1.0f / dget_f32(ds + 4), "scale_inv %a, scale %a",
+                (double)dget_f32(ds + 8), (double)dget_f32(ds + 4));
+  TE_OK(tecore_mem_free(ds));
+}
+END_TEST
+
 START_TEST(bad_arguments) {
   size_t shape[2] = {4, 64};
   tecore_devptr_t d = te_dalloc(4096);
@@ -932,6 +961,7 @@ static Suite *make_suite(void) {
   tcase_add_test(tc, amax_and_compute_scale);
   tc = te_tcase(s, "api", 1);
   tcase_add_test(tc, bad_arguments);
+  tcase_add_test(tc, compute_scale_scale_aliasing_scale_inv);
   tcase_add_test(tc, tensor_descriptor);
   tcase_add_test(tc, dlpack_round_trip);
   return s;

@@ -27,9 +27,16 @@
  *   - refusals: NULL arguments (the stream too), counts 0 and 9, an executable not
  *     instantiated for device launch, an index out of range, a ticket not
  *     queued, a capturing stream, and destroying an executable the chain
- *     holds; each names what is wrong. */
+ *     holds; each names what is wrong;
+ *   - destroyed_chain_refused: every call on a destroyed chain (or a
+ *     pointer never made by create) is refused without reading it;
+ *   - fork_child_refused: a forked child's calls are refused (its launcher
+ *     stayed with the parent); the parent's chain still runs. */
 #include "check_graph_common.h"
+#include <errno.h>
+#include <sys/wait.h>
 #include <time.h>
+#include <unistd.h>
 
 #define N 512
 #define STEPS 12
@@ -316,6 +323,73 @@ START_TEST(refusals) {
 }
 END_TEST
 
+/* A destroyed chain: every call is refused by the registry of live
+ * chains, the freed chain never read (ASan saw stats and destroy read it). */
+START_TEST(destroyed_chain_refused) {
+  struct work w;
+  work_init(&w, 1);
+  tecore_graph_chain_t ch = NULL;
+  TE_OK(tecore_graph_chain_create(w.exec, 1, te_stream, &ch));
+  run_one(&w, ch, 0);
+  TE_OK(tecore_graph_chain_destroy(ch));
+  struct tecore_graph_chain_counts st;
+  const char *gone = "not a live graph chain";
+  TE_EXPECT_INVALID(gone, tecore_graph_chain_stats(ch, &st));
+  TE_EXPECT_INVALID(gone, tecore_graph_chain_destroy(ch));
+  TE_EXPECT_INVALID(gone, tecore_graph_chain_queue(ch, 0, NULL));
+  TE_EXPECT_INVALID(gone, tecore_graph_chain_wait(ch, 1));
+  TE_EXPECT_INVALID(gone, tecore_graph_chain_stop(ch));
+  int foreign = 0;
+  TE_EXPECT_INVALID(gone, tecore_graph_chain_stats((tecore_graph_chain_t)(void *)&foreign, &st));
+  ck_assert_msg(counter(&w) == 1.0f, "the counter is %g: the destroyed chain ran a ticket",
+                (double)counter(&w));
+  work_free(&w);
+}
+END_TEST
+
+/* A forked child's copy of a chain: its launcher stayed with the parent,
+ * so a queued ticket would never run; every call is refused there, as a
+ * communicator's are, and the parent's chain still works. */
+START_TEST(fork_child_refused) {
+  struct work w;
+  work_init(&w, 1);
+  tecore_graph_chain_t ch = NULL;
+  TE_OK(tecore_graph_chain_create(w.exec, 1, te_stream, &ch));
+  run_one(&w, ch, 0);
+  fflush(NULL);
+  pid_t pid = fork();
+  ck_assert_msg(pid >= 0, "fork: %s", strerror(errno));
+  if (pid == 0) {
+    alarm(20);   /* unfixed, stop waited forever for a launcher the child lacks */
+    uint64_t t = 0;
+    struct tecore_graph_chain_counts st;
+    int bad = 0;
+    tecore_result_t r[] = {tecore_graph_chain_queue(ch, 0, &t), tecore_graph_chain_wait(ch, 1),
+                           tecore_graph_chain_stats(ch, &st), tecore_graph_chain_stop(ch),
+                           tecore_graph_chain_destroy(ch)};
+    for (size_t i = 0; i < sizeof r / sizeof r[0]; i++)
+      if (r[i] != TECORE_ERR_INVALID) {
+        fprintf(stderr, "# child: call %zu returned %s\n", i, tecore_result_name(r[i]));
+        bad = 1;
+      }
+    if (!strstr(tecore_last_error(), "a fork of it")) {
+      fprintf(stderr, "# child: detail: %s\n", tecore_last_error());
+      bad = 1;
+    }
+    _exit(bad ? 1 : 0);
+  }
+  int status = 0;
+  ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+  ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0,
+                "a forked child's chain calls were not all refused as a fork's (status %#x)",
+                status);
+  run_one(&w, ch, 0);
+  TE_OK(tecore_graph_chain_destroy(ch));
+  ck_assert_msg(counter(&w) == 2.0f, "the counter is %g after 2 tickets", (double)counter(&w));
+  work_free(&w);
+}
+END_TEST
+
 static Suite *chain_suite(void) {
   Suite *s = suite_create("graph_chain");
   TCase *tc = tgt_tcase(s, "chain");
@@ -324,6 +398,8 @@ static Suite *chain_suite(void) {
   tcase_add_test(tc, after_update);
   tcase_add_test(tc, device_fault);
   tcase_add_test(tc, refusals);
+  tcase_add_test(tc, destroyed_chain_refused);
+  tcase_add_test(tc, fork_child_refused);
   return s;
 }
 

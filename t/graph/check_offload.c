@@ -818,6 +818,62 @@ START_TEST(seq_set_saved_small_buffer_refused) {
 }
 END_TEST
 
+/* destroy (and detach) after the attached sequence was destroyed returned
+ * INVALID with an empty message: detach called into the gone sequence,
+ * and the error was cleared on the way out.  The sequence took its hooks
+ * and saved-tensor pointers with it: both now let the plan go and
+ * succeed, after a full step too. */
+START_TEST(offload_destroy_after_seq_destroyed) {
+  const tecore_dtype_t dt = TECORE_DTYPE_BF16;
+  for (int detach_first = 0; detach_first < 2; detach_first++) {
+    tecore_seq_t *b = make_seq(dt, NULL, te_rand_u64());
+    tegraph_offload_t *c = make_ctx(16u << 20, NULL, 1);
+    struct tegraph_offload_block blocks[NB];
+    struct tegraph_offload_seq_desc d = seq_desc(b, blocks);
+    TG_OK(tegraph_offload_attach(c, &d));
+    struct step_io io;
+    io_make(&io, dt);
+    run_step(b, &io, dt, 0);
+    ck_assert_int_eq(te_stream_wait(te_stream, WAIT_MS), TECORE_SUCCESS);
+    TE_OK(tecore_seq_destroy(b));
+    if (detach_first) TG_OK(tegraph_offload_detach(c));
+    TG_OK(tegraph_offload_destroy(c));
+    io_free(&io);
+  }
+}
+END_TEST
+
+/* A restore into memory freed after the save fails (the copy in meets an
+ * illegal address); the check then said success, and destroy returned
+ * TEGRAPH_ERR_DEVICE, that same earlier failure kept by the context's
+ * stream.  Now the context is failed from the restore on (the check
+ * names the illegal address), and destroy frees it and succeeds. */
+START_TEST(offload_destroy_after_failed_restore) {
+  if (te_backend_kind != TECORE_BACKEND_VDEV) return;   /* cuda may not fault on freed memory */
+  tegraph_offload_t *c = make_ctx(4u << 20, NULL, 0);
+  struct held h;
+  make_tensor(&h, 0);
+  int id = -1;
+  TG_OK(tegraph_offload_save(c, &h.t, 0, te_stream, &id));
+  TG_OK(tegraph_offload_save_done(c, id, te_stream));
+  ck_assert_int_eq(te_stream_wait(te_stream, WAIT_MS), TECORE_SUCCESS);
+  TE_OK(tecore_mem_free(h.buf[0]));
+  tecore_stream_t s = NULL;   /* its own: a fault is sticky */
+  TE_OK(tecore_stream_create(TECORE_STREAM_NON_BLOCKING, 0, &s));
+  struct tecore_tensor back;
+  tegraph_result_t r = tegraph_offload_restore(c, id, s, &back);
+  if (r == TEGRAPH_SUCCESS) (void)te_stream_wait(s, WAIT_MS);
+  tegraph_result_t rc = tegraph_offload_check(c);
+  ck_assert_msg(rc != TEGRAPH_SUCCESS && strstr(tegraph_last_error(), "illegal address"),
+                "a restore into freed memory (restore: %s): the check says %s: %s",
+                tegraph_result_name(r), tegraph_result_name(rc), tegraph_last_error());
+  TG_OK(tegraph_offload_destroy(c));
+  TE_OK(tecore_mem_free(h.copy[0]));
+  (void)tecore_stream_destroy(s);
+  tecore_clear_error();
+}
+END_TEST
+
 static Suite *offload_suite(void) {
   Suite *s = suite_create("offload");
   TCase *tc = te_tcase(s, "tensors", 1);
@@ -844,6 +900,8 @@ static Suite *offload_suite(void) {
   tc = te_tcase(s, "misuse", 1);
   tcase_add_test(tc, detach_between_forward_and_backward_refused);
   tcase_add_test(tc, destroy_twice_and_use_after_destroy);
+  tcase_add_test(tc, offload_destroy_after_seq_destroyed);
+  tcase_add_test(tc, offload_destroy_after_failed_restore);
   tcase_add_test(tc, stripe_and_staging_sizes_refused);
   tcase_add_test(tc, seq_set_saved_small_buffer_refused);
   return s;
