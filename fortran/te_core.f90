@@ -555,6 +555,7 @@ module te_core
     type(tecore_attn_view) :: dv
     integer(tecore_devptr_t) :: workspace
     integer(c_size_t) :: workspace_bytes
+    type(c_ptr) :: status
   end type tecore_attention_args
 
   ! struct tecore_optim_tensor (libtecore/te/optim.h)
@@ -2102,6 +2103,13 @@ module te_core
       type(c_ptr), value :: stream
       integer(c_int) :: tecore_rmsnorm_bwd_add
     end function tecore_rmsnorm_bwd_add
+    function tecore_attention_check(status, stream) bind(C, name="tecore_attention_check")
+      import
+      implicit none
+      integer(c_int64_t), optional :: status
+      type(c_ptr), value :: stream
+      integer(c_int) :: tecore_attention_check
+    end function tecore_attention_check
     function tecore_attention_fwd(args, stream) bind(C, name="tecore_attention_fwd")
       import
       implicit none

@@ -200,6 +200,7 @@ int main(void) {
   printf("tecore_attention_args.dv %zu\n", offsetof(struct tecore_attention_args, dv));
   printf("tecore_attention_args.workspace %zu\n", offsetof(struct tecore_attention_args, workspace));
   printf("tecore_attention_args.workspace_bytes %zu\n", offsetof(struct tecore_attention_args, workspace_bytes));
+  printf("tecore_attention_args.status %zu\n", offsetof(struct tecore_attention_args, status));
   printf("tecore_optim_tensor size %zu\n", sizeof(struct tecore_optim_tensor));
   printf("tecore_optim_tensor.param %zu\n", offsetof(struct tecore_optim_tensor, param));
   printf("tecore_optim_tensor.grad %zu\n", offsetof(struct tecore_optim_tensor, grad));
