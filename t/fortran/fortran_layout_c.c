@@ -257,6 +257,7 @@ int main(void) {
   printf("tecore_rope_args.q_out %zu\n", offsetof(struct tecore_rope_args, q_out));
   printf("tecore_rope_args.k_in %zu\n", offsetof(struct tecore_rope_args, k_in));
   printf("tecore_rope_args.k_out %zu\n", offsetof(struct tecore_rope_args, k_out));
+  printf("tecore_rope_args.status %zu\n", offsetof(struct tecore_rope_args, status));
   printf("tecore_embedding_args size %zu\n", sizeof(struct tecore_embedding_args));
   printf("tecore_embedding_args.weight %zu\n", offsetof(struct tecore_embedding_args, weight));
   printf("tecore_embedding_args.pos_weight %zu\n", offsetof(struct tecore_embedding_args, pos_weight));
