@@ -555,6 +555,7 @@ module te_core
     type(tecore_attn_view) :: dv
     integer(tecore_devptr_t) :: workspace
     integer(c_size_t) :: workspace_bytes
+    type(c_ptr) :: status
   end type tecore_attention_args
 
   ! struct tecore_optim_tensor (libtecore/te/optim.h)
@@ -629,6 +630,7 @@ module te_core
     type(tecore_rope_view) :: q_out
     type(tecore_rope_view) :: k_in
     type(tecore_rope_view) :: k_out
+    type(c_ptr) :: status
   end type tecore_rope_args
 
   ! struct tecore_embedding_args (libtecore/te/embedding.h)
@@ -2102,6 +2104,13 @@ module te_core
       type(c_ptr), value :: stream
       integer(c_int) :: tecore_rmsnorm_bwd_add
     end function tecore_rmsnorm_bwd_add
+    function tecore_attention_check(status, stream) bind(C, name="tecore_attention_check")
+      import
+      implicit none
+      integer(c_int64_t), optional :: status
+      type(c_ptr), value :: stream
+      integer(c_int) :: tecore_attention_check
+    end function tecore_attention_check
     function tecore_attention_fwd(args, stream) bind(C, name="tecore_attention_fwd")
       import
       implicit none
@@ -2264,6 +2273,13 @@ module te_core
       type(c_ptr), value :: stream
       integer(c_int) :: tecore_rope_bwd
     end function tecore_rope_bwd
+    function tecore_rope_check(status, stream) bind(C, name="tecore_rope_check")
+      import
+      implicit none
+      integer(c_int64_t), optional :: status
+      type(c_ptr), value :: stream
+      integer(c_int) :: tecore_rope_check
+    end function tecore_rope_check
     function tecore_rope_fwd_fp8(args, v_in, v_heads, q8, k8, v8, stream) bind(C, &
         & name="tecore_rope_fwd_fp8")
       import

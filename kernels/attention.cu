@@ -198,6 +198,26 @@ extern "C" __global__ void te_attn_seqlens(TE_KSIG(TE_ATTN_SEQLENS_PARAMS)) {
   }
 }
 
+// ---- the caller's lengths ----------------------------------------------------------------------
+
+// The first entry seen out of bounds goes to *status (mapped host memory);
+// the attention kernels clamp on their own (te_attn_seq_of), so this one
+// only reports.
+__device__ __forceinline__ void attn_report(unsigned long long *st, unsigned long long w) {
+  if (w && *(volatile unsigned long long *)st == 0) {
+    *(volatile unsigned long long *)st = w;
+    __threadfence_system();
+  }
+}
+
+extern "C" __global__ void te_attn_seqlens_check(TE_KSIG(TE_ATTN_CHECK_PARAMS)) {
+  te_pdl_enter();
+  for (int i = threadIdx.x; i <= batch; i += blockDim.x) {
+    attn_report(status, te_attn_seqlens_fault(cu_q, i, total_q, max_q, 0));
+    attn_report(status, te_attn_seqlens_fault(cu_kv, i, total_kv, max_kv, 1));
+  }
+}
+
 // ---- forward ---------------------------------------------------------------------------------
 
 #define FWD_WARPS (TE_ATTN_FWD_THREADS / 32)
@@ -214,9 +234,11 @@ __device__ __forceinline__ void attn_fwd(const te_attn_params &p) {
 
   // the last query blocks, which see the most keys when causal, first
   const int b = blockIdx.z, h = blockIdx.y, m0 = (gridDim.x - 1 - blockIdx.x) * BM;
-  const int q0 = p.cu_q[b], lq = min(p.cu_q[b + 1] - q0, p.max_q);
+  const te_attn_seq seqq = te_attn_seq_of(p.cu_q, b, p.total_q, p.max_q);
+  const int q0 = seqq.t0, lq = seqq.len;
   if (m0 >= lq) return;
-  const int k0 = p.cu_kv[b], lk = p.cu_kv[b + 1] - k0;
+  const te_attn_seq seqk = te_attn_seq_of(p.cu_kv, b, p.total_kv, p.max_kv);
+  const int k0 = seqk.t0, lk = seqk.len;
   const int kvh = h / (p.heads / p.kv_heads), d = p.head_dim;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const T *Q = static_cast<const T *>(p.q), *K = static_cast<const T *>(p.k),
@@ -440,9 +462,11 @@ __device__ __forceinline__ void attn_fwd2(const te_attn_params &p) {
   T *sv = sk + 2 * BN * PITCH;
 
   const int h = blockIdx.x, b = blockIdx.y, m0 = (gridDim.z - 1 - blockIdx.z) * BM;
-  const int q0 = p.cu_q[b], lq = min(p.cu_q[b + 1] - q0, p.max_q);
+  const te_attn_seq seqq = te_attn_seq_of(p.cu_q, b, p.total_q, p.max_q);
+  const int q0 = seqq.t0, lq = seqq.len;
   if (m0 >= lq) return;
-  const int k0 = p.cu_kv[b], lk = p.cu_kv[b + 1] - k0;
+  const te_attn_seq seqk = te_attn_seq_of(p.cu_kv, b, p.total_kv, p.max_kv);
+  const int k0 = seqk.t0, lk = seqk.len;
   const int kvh = h / (p.heads / p.kv_heads), d = p.head_dim;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const T *Q = static_cast<const T *>(p.q), *K = static_cast<const T *>(p.k),
@@ -729,9 +753,11 @@ __device__ __forceinline__ void attn_bwd(const te_attn_params &p) {
   float *stl = reinterpret_cast<float *>(stq + 2 * BM * DP);
 
   const int b = blockIdx.z, kvh = blockIdx.y, n0 = blockIdx.x * BN;
-  const int k0 = p.cu_kv[b], lk = min(p.cu_kv[b + 1] - k0, p.max_kv);
+  const te_attn_seq seqk = te_attn_seq_of(p.cu_kv, b, p.total_kv, p.max_kv);
+  const int k0 = seqk.t0, lk = seqk.len;
   if (n0 >= lk) return;
-  const int q0 = p.cu_q[b], lq = min(p.cu_q[b + 1] - q0, p.max_q);
+  const te_attn_seq seqq = te_attn_seq_of(p.cu_q, b, p.total_q, p.max_q);
+  const int q0 = seqq.t0, lq = seqq.len;
   const int group = p.heads / p.kv_heads, d = p.head_dim;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, tq = lane % 4;
   const T *Q = static_cast<const T *>(p.q), *K = static_cast<const T *>(p.k),

@@ -46,9 +46,11 @@ __device__ __forceinline__ void attn_bwd2(const te_attn_params &p) {
   float *sl = reinterpret_cast<float *>(sds + BN * SP);  // two buffers of lse[BM], D[BM]
 
   const int kvh = blockIdx.x, b = blockIdx.y, n0 = blockIdx.z * BN;
-  const int k0 = p.cu_kv[b], lk = min(p.cu_kv[b + 1] - k0, p.max_kv);
+  const te_attn_seq seqk = te_attn_seq_of(p.cu_kv, b, p.total_kv, p.max_kv);
+  const int k0 = seqk.t0, lk = seqk.len;
   if (n0 >= lk) return;
-  const int q0 = p.cu_q[b], lq = min(p.cu_q[b + 1] - q0, p.max_q);
+  const te_attn_seq seqq = te_attn_seq_of(p.cu_q, b, p.total_q, p.max_q);
+  const int q0 = seqq.t0, lq = seqq.len;
   const int group = p.heads / p.kv_heads, d = p.head_dim;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, tq = lane % 4;
   const int m = lane / 8;

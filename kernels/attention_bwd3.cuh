@@ -65,9 +65,11 @@ __device__ __forceinline__ void attn_bwd3(const te_attn_params &p) {
   float *sl = reinterpret_cast<float *>(smem + (sds + 2 * SB - smem_addr(smem)));  // 2 x (lse, D)
 
   const int kvh = blockIdx.y, b = blockIdx.z, n0 = blockIdx.x * BN;
-  const int k0 = p.cu_kv[b], lk = min(p.cu_kv[b + 1] - k0, p.max_kv);
+  const te_attn_seq seqk = te_attn_seq_of(p.cu_kv, b, p.total_kv, p.max_kv);
+  const int k0 = seqk.t0, lk = seqk.len;
   if (n0 >= lk) return;
-  const int q0 = p.cu_q[b], lq = min(p.cu_q[b + 1] - q0, p.max_q);
+  const te_attn_seq seqq = te_attn_seq_of(p.cu_q, b, p.total_q, p.max_q);
+  const int q0 = seqq.t0, lq = seqq.len;
   const int group = p.heads / p.kv_heads, d = p.head_dim;
   const int wg = threadIdx.x / 128, warp = (threadIdx.x / 32) % 4, lane = threadIdx.x % 32;
   const int g = lane / 4, tq = lane % 4;

@@ -54,9 +54,11 @@ __device__ __forceinline__ void attn_fwd3(const te_attn_params &p) {
   const uint32_t sq = s0, sk = s0 + QB, sv = s0 + QB + 2 * KB;  // K, V: two buffers each
 
   const int h = blockIdx.y, b = blockIdx.z, m0 = (gridDim.x - 1 - blockIdx.x) * BM;
-  const int q0 = p.cu_q[b], lq = min(p.cu_q[b + 1] - q0, p.max_q);
+  const te_attn_seq seqq = te_attn_seq_of(p.cu_q, b, p.total_q, p.max_q);
+  const int q0 = seqq.t0, lq = seqq.len;
   if (m0 >= lq) return;
-  const int k0 = p.cu_kv[b], lk = p.cu_kv[b + 1] - k0;
+  const te_attn_seq seqk = te_attn_seq_of(p.cu_kv, b, p.total_kv, p.max_kv);
+  const int k0 = seqk.t0, lk = seqk.len;
   const int kvh = h / (p.heads / p.kv_heads), d = p.head_dim;
   const int wg = threadIdx.x / 128, warp = (threadIdx.x / 32) % 4, lane = threadIdx.x % 32;
   const T *Q = static_cast<const T *>(p.q), *K = static_cast<const T *>(p.k),

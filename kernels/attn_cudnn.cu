@@ -15,9 +15,10 @@ extern "C" __global__ void __launch_bounds__(TE_ACD_THREADS)
     te_attn_cudnn_ragged(TE_KSIG(TE_ACD_RAGGED_PARAMS)) {
   te_pdl_enter();
   const long long m[TE_ACD_ROLES] = {m0, m1, m2, m3, m4, m5, m6, m7};
+  const te_acd_bounds bd = {total_q, total_kv, max_q, max_kv};
   for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i <= batch;
        i += (long long)gridDim.x * blockDim.x)
-    te_acd_ragged_item(cu_q, cu_kv, out, batch, stride, m, i);
+    te_acd_ragged_item(cu_q, cu_kv, out, batch, stride, m, &bd, i);
 }
 
 extern "C" __global__ void __launch_bounds__(TE_ACD_THREADS)

@@ -35,6 +35,16 @@ __device__ __forceinline__ void rope_cs(const rope_k &a, long long pos, int i, i
     te_rope_cs(pos, f, inv, c, s);
 }
 
+// A position outside the caller's table: its rotated part is written as
+// zeros (te_rope_cs_table) and, once a token, reported to *status.
+__device__ __forceinline__ void rope_report(const rope_k &a, unsigned long long t, long long pos) {
+  unsigned long long *st = a.status;
+  if (st && te_rope_table_miss(a.flags, pos, a.table_len) && *(volatile unsigned long long *)st == 0) {
+    *(volatile unsigned long long *)st = te_rope_status(t, pos);
+    __threadfence_system();
+  }
+}
+
 __device__ __forceinline__ float rope_scale(const rope_k &a, int dy) {
   return (te_dt_is_fp8(dy) && a.scale) ? *a.scale : 1.0f;
 }
@@ -63,6 +73,7 @@ __device__ __forceinline__ void rope_table(const rope_k &a, unsigned long long t
     const int k = e / half, i = e - k * half;
     const long long pos = te_rope_pos(t0 + k, a.positions, a.cu_seqlens, a.batch, a.seq_len);
     const double f = (a.flags & TE_ROPE_TABLE) ? 0.0 : te_rope_inv_freq(i, a.rot_dim, a.log2_theta);
+    if (i == 0) rope_report(a, t0 + k, pos);
     rope_cs(a, pos, i, half, inv, f, &tc[e], &ts[e]);
   }
 }
@@ -204,6 +215,7 @@ extern "C" __global__ void __launch_bounds__(TE_ROPE_THREADS) te_rope_v1(TE_KSIG
   float am = 0.0f;
   for (unsigned long long t = blockIdx.x; t < a.tokens; t += gridDim.x) {
     const long long pos = te_rope_pos(t, a.positions, a.cu_seqlens, a.batch, a.seq_len);
+    if (threadIdx.x == 0) rope_report(a, t, pos);
     for (int w = threadIdx.x; w < half * a.heads; w += blockDim.x) {
       const int h = w / half, i = w - h * half;
       float c, s, y1, y2;

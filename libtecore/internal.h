@@ -197,6 +197,17 @@ void te_dev_check_range_later(tecore_devptr_t p, size_t bytes, const char *fn, c
 struct te_span;
 int te_span_past_buffer(const struct te_span *s, size_t n, char *msg, size_t len);
 
+/* ---- status words (status_word.c) --------------------------------------------
+ * A caller's uint64_t in mapped host memory (tecore_mem_alloc_host) that
+ * kernels write when they meet device-resident input out of bounds.
+ * te_status_word_dev: *d, the word's device address, once it is checked
+ * to be 8-byte aligned mapped host memory (TECORE_ERR_INVALID naming arg
+ * otherwise); nothing is read or written before.  te_status_word_take:
+ * the word, cleared. */
+tecore_result_t te_status_word_dev(uint64_t *status, tecore_devptr_t *d, const char *fn,
+                                   const char *arg);
+uint64_t te_status_word_take(uint64_t *status);
+
 /* ---- live handles of heap objects ---------------------------------------------
  * te_handle_add, te_handle_del, te_handle_live: the registry that
  * libtegraph uses too (common/te_handles.h, common/handles.c), libtecore's

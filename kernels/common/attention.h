@@ -13,6 +13,12 @@
  *   te_attn_seqlens   cu_q[b] = b * fixed_q, cu_kv[b] = b * fixed_kv
  *                     (fixed lengths; one block of up to 1024 threads
  *                     looping over batch + 1)
+ *   te_attn_seqlens_check  the caller's cu_q and cu_kv against total_q,
+ *                     total_kv, max_q, max_kv: the first entry out of
+ *                     bounds (te_attn_seqlens_fault) into *status (one
+ *                     block looping over batch + 1).  Every kernel that
+ *                     reads cu_q or cu_kv clamps them (te_attn_seq_of)
+ *                     whether or not this one runs.
  *   te_attn_fwd       grid (ceil(max_q / TE_ATTN_FWD_BM), heads, batch),
  *                     TE_ATTN_FWD_THREADS threads: O, lse
  *   te_attn_fwd2      the same at 2 blocks an SM: grid (heads, batch,
@@ -91,6 +97,45 @@ struct te_attn_params {
   float *o_scale_inv;
   unsigned *o_amax, *s_amax;
 };
+
+/* Sequence b's tokens in a view of `total` rows, from prefix sums that
+ * live in device memory (the host never sees them): the start clamped
+ * into [0, total], the end into [start, total], the length to at most
+ * max.  Whatever cu holds, rows [t0, t0 + len) lie inside the view, so a
+ * bad cu_seqlens can give wrong sequences but never a read or write
+ * outside Q, K, V, O, lse or the gradients (te_attn_seqlens_fault
+ * reports it). */
+struct te_attn_seq {
+  int t0, len;
+};
+TE_HD struct te_attn_seq te_attn_seq_of(const int *cu, long long b, long long total, int max) {
+  long long s = cu[b], e = cu[b + 1];
+  s = s < 0 ? 0 : (s > total ? total : s);
+  e = e < s ? s : (e > total ? total : e);
+  struct te_attn_seq r = {(int)s, (int)(e - s < max ? e - s : max)};
+  return r;
+}
+
+/* Status word of te_attn_seqlens_check (a uint64_t the host reads): 0, or
+ * bit 63 | bit 62 for cu_seqlens_kv (clear: cu_seqlens_q) | the reason in
+ * bits 60-61 | the entry's index in bits 32-59 | its value in bits 0-31. */
+#define TE_ATTN_STATUS_SET (1ull << 63)
+#define TE_ATTN_STATUS_KV (1ull << 62)
+#define TE_ATTN_BAD_RANGE 1ull /* outside [0, tokens] */
+#define TE_ATTN_BAD_ORDER 2ull /* below the entry before it */
+#define TE_ATTN_BAD_LONG 3ull  /* a sequence longer than max_seqlen */
+
+/* 0 when entry i of cu (of batch + 1) is in bounds, else its status word. */
+TE_HD unsigned long long te_attn_seqlens_fault(const int *cu, long long i, long long total,
+                                               int max, int kv) {
+  long long v = cu[i], prev = i > 0 ? cu[i - 1] : 0;
+  unsigned long long why = v < 0 || v > total ? TE_ATTN_BAD_RANGE
+                           : i > 0 && v < prev ? TE_ATTN_BAD_ORDER
+                           : i > 0 && v - prev > max ? TE_ATTN_BAD_LONG : 0ull;
+  if (!why) return 0ull;
+  return TE_ATTN_STATUS_SET | (kv ? TE_ATTN_STATUS_KV : 0ull) | (why << 60) |
+         (((unsigned long long)i & 0xfffffffull) << 32) | (unsigned long long)(unsigned)v;
+}
 
 /* The first and one-past-last key query i (of lq) sees among lk keys. */
 TE_HD void te_attn_key_range(const struct te_attn_params *p, long long i, long long lq,

@@ -19,4 +19,16 @@
   P(int, len_q, val)              \
   P(int, len_kv, val)
 
+/* te_attn_seqlens_check: entries of cu_q, cu_kv (batch + 1 each) out of
+ * bounds reported into *status (see te_attn_seqlens_fault) */
+#define TE_ATTN_CHECK_PARAMS(P)         \
+  P(const int *, cu_q, nnptr)           \
+  P(const int *, cu_kv, nnptr)          \
+  P(unsigned long long *, status, nnptr) \
+  P(int, batch, val)                    \
+  P(long long, total_q, val)            \
+  P(long long, total_kv, val)           \
+  P(int, max_q, val)                    \
+  P(int, max_kv, val)
+
 #endif

@@ -13,6 +13,11 @@
  *     (cu_q for Q O dO dQ, cu_kv for K V dK dV): the element offset of
  *     sequence i's first token in that tensor (its token stride times the
  *     token index); mult_r 0 writes zeros.
+ *   Every sequence is first clamped to the views' rows as libte's kernels
+ *   clamp it (te_attn_seq_of, attention.h: start in [0, total], length
+ *   at most max_seqlen and the rows left), so a bad cu_seqlens never
+ *   leads cuDNN outside Q, K, V, O or the gradients; the cu and len
+ *   above are the clamped ones (here and in te_attn_cudnn_stats).
  * te_attn_cudnn_stats moves the softmax statistics between cuDNN's padded
  * [batch][heads][max_q] and the caller's lse [heads][total_q]:
  *   TE_ACD_TO_LSE, item (h, t) of heads x total_q: lse[h][t] =
@@ -45,6 +50,7 @@
 #include "kparams.h"
 #include "te_hd.h"
 #include "ldst.h"
+#include "attention.h"
 #ifndef __CUDACC__
 #include <math.h>
 #endif
@@ -60,6 +66,10 @@
   P(int *, out, nnptr)               \
   P(long long, batch, val)           \
   P(long long, stride, val)          \
+  P(long long, total_q, val)         \
+  P(long long, total_kv, val)        \
+  P(int, max_q, val)                 \
+  P(int, max_kv, val)                \
   P(long long, m0, val)              \
   P(long long, m1, val)              \
   P(long long, m2, val)              \
@@ -116,17 +126,35 @@ enum {
 /* Roles whose offsets follow cu_kv (K V dK dV); the others follow cu_q. */
 TE_HD int te_acd_role_kv(int r) { return r == 1 || r == 2 || r == 6 || r == 7; }
 
-/* Item i in [0, batch] of te_attn_cudnn_ragged; m: the 8 multipliers. */
+/* The bounds te_attn_seq_of clamps sequences to (attention.h): tokens and
+ * max_seqlen of Q and of K/V. */
+struct te_acd_bounds {
+  long long total_q, total_kv;
+  int max_q, max_kv;
+};
+
+/* Item i in [0, batch] of te_attn_cudnn_ragged; m: the 8 multipliers.
+ * Each sequence clamped as libte's kernels clamp it (te_attn_seq_of), so
+ * cuDNN's reads and writes stay inside the views whatever cu holds; entry
+ * batch (no sequence of its own) is the clamped end of the last one. */
 TE_HD void te_acd_ragged_item(const int *cu_q, const int *cu_kv, int *out, long long batch,
-                              long long stride, const long long *m, long long i) {
+                              long long stride, const long long *m,
+                              const struct te_acd_bounds *bd, long long i) {
+  long long j = i < batch ? i : i - 1;
+  struct te_attn_seq q = {0, 0}, kv = {0, 0};
+  if (j >= 0) {
+    q = te_attn_seq_of(cu_q, j, bd->total_q, bd->max_q);
+    kv = te_attn_seq_of(cu_kv, j, bd->total_kv, bd->max_kv);
+  }
   if (i < batch) {
-    out[i] = cu_q[i + 1] - cu_q[i];
-    out[stride + i] = cu_kv[i + 1] - cu_kv[i];
+    out[i] = q.len;
+    out[stride + i] = kv.len;
+  } else {
+    q.t0 += q.len;
+    kv.t0 += kv.len;
   }
-  for (int r = 0; r < TE_ACD_ROLES; r++) {
-    const int *cu = te_acd_role_kv(r) ? cu_kv : cu_q;
-    out[(2 + r) * stride + i] = (int)((long long)cu[i] * m[r]);
-  }
+  for (int r = 0; r < TE_ACD_ROLES; r++)
+    out[(2 + r) * stride + i] = (int)((long long)(te_acd_role_kv(r) ? kv.t0 : q.t0) * m[r]);
 }
 
 /* The sequence b in [0, batch) with cu[b] <= t < cu[b + 1], or -1. */
@@ -157,8 +185,10 @@ TE_HD void te_acd_stats_item(const int *cu_q, const int *cu_kv, float *padded, f
     long long h = i / total_q, t = i % total_q;
     long long b = te_acd_seq_of(cu_q, batch, t);
     if (b < 0) return;
-    long long r = t - cu_q[b];
-    if (te_acd_row_blind(r, cu_q[b + 1] - cu_q[b], cu_kv[b + 1] - cu_kv[b], causal)) {
+    struct te_attn_seq q = te_attn_seq_of(cu_q, b, total_q, (int)max_q);
+    long long r = t - q.t0;
+    if (r < 0 || r >= q.len) return; /* outside its clamped sequence */
+    if (te_acd_row_blind(r, q.len, cu_kv[b + 1] - cu_kv[b], causal)) {
       lse[i] = -INFINITY;
       if (o)
         for (int e = 0; e < d; e++) o[t * o_ts + h * o_hs + e] = 0;
@@ -168,7 +198,8 @@ TE_HD void te_acd_stats_item(const int *cu_q, const int *cu_kv, float *padded, f
     lse[i] = padded[(b * heads + h) * max_q + r];
   } else {
     long long b = i / (heads * max_q), h = (i / max_q) % heads, r = i % max_q;
-    float v = r < cu_q[b + 1] - cu_q[b] ? lse[h * total_q + cu_q[b] + r] : 0.0f;
+    struct te_attn_seq q = te_attn_seq_of(cu_q, b, total_q, (int)max_q);
+    float v = r < q.len ? lse[h * total_q + q.t0 + r] : 0.0f;
     padded[i] = v == -INFINITY ? 0.0f : v;
   }
 }

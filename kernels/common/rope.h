@@ -67,7 +67,8 @@ TE_HD int te_rope_group(int heads, int rot) {
   P(long long, table_len, val)             \
   P(double, log2_theta, val)               \
   P(int, flags, val)                       \
-  P(int, dtypes, val)
+  P(int, dtypes, val)                      \
+  P(unsigned long long *, status, ptr)
 
 #define TE_ROPE_2PI_HI 6.28318530717958623200e+00
 #define TE_ROPE_2PI_LO 2.44929359829470635445e-16
@@ -106,7 +107,8 @@ TE_HD void te_rope_cs(long long pos, double inv_freq, int inverse, float *c, flo
 }
 
 /* The same from a caller's table (a position outside it: cos 0, sin 0,
- * so the rotated part is written as zeros, never read from outside). */
+ * so the rotated part is written as zeros, never read from outside; the
+ * kernels report it, te_rope_status). */
 TE_HD void te_rope_cs_table(long long pos, int i, int half, const float *ct, const float *st,
                             long long table_len, int inverse, float *c, float *s) {
   if (pos < 0 || pos >= table_len) {
@@ -117,6 +119,19 @@ TE_HD void te_rope_cs_table(long long pos, int i, int half, const float *ct, con
   *c = ct[pos * half + i];
   float v = st[pos * half + i];
   *s = inverse ? -v : v;
+}
+
+/* Status word (a uint64_t the host reads) of a table lookup that missed:
+ * 0, or bit 63 | the token in bits 32-62 | the position (int32, clamped)
+ * in bits 0-31.  The first miss a kernel sees is kept. */
+#define TE_ROPE_STATUS_SET (1ull << 63)
+TE_HD unsigned long long te_rope_status(unsigned long long t, long long pos) {
+  long long p = pos < -2147483647ll - 1 ? -2147483647ll - 1 : (pos > 2147483647ll ? 2147483647ll : pos);
+  return TE_ROPE_STATUS_SET | ((t & 0x7fffffffull) << 32) | (unsigned long long)(unsigned)(int)p;
+}
+/* 1 when token t's position misses the caller's table (flags TE_ROPE_TABLE). */
+TE_HD int te_rope_table_miss(int flags, long long pos, long long table_len) {
+  return (flags & TE_ROPE_TABLE) && (pos < 0 || pos >= table_len);
 }
 
 /* The rotation of one pair. */

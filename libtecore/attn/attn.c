@@ -5,6 +5,7 @@
  * this file's copy of fixed sequence lengths and the backend's scratch,
  * and the description of the choice. */
 #include "attn/attn_internal.h"
+#include <inttypes.h>
 #include <limits.h>
 #include <math.h>
 #include <stdio.h>
@@ -89,6 +90,24 @@ struct attn_use {
   int written;
 };
 
+/* The view's bytes, ((tokens - 1) token_stride + (heads - 1) head_stride
+ * + head_dim) elements from its address, fit the address space: the
+ * extent every later check and the kernels' offsets rest on. */
+static tecore_result_t attn_view_fits(const struct te_attn_view *v, const struct attn_use *u,
+                                      int d, const char *fn) {
+  if (u->tokens == 0) return TECORE_SUCCESS;
+  size_t t, h, e;
+  int ovf = __builtin_mul_overflow(u->tokens - 1, v->token_stride, &t) ||
+            __builtin_mul_overflow((size_t)(u->heads - 1), v->head_stride, &h) ||
+            __builtin_add_overflow(t, h, &e) || __builtin_add_overflow(e, (size_t)d, &e) ||
+            __builtin_mul_overflow(e, tecore_dtype_size(u->dtype), &e) ||
+            __builtin_add_overflow(v->ptr, e, &t);
+  TE_ARG(!ovf && e <= (size_t)LLONG_MAX,
+         "%s: %s: %zu tokens at token_stride %zu and %d heads at head_stride %zu reach past the "
+         "address space", fn, u->arg, u->tokens, v->token_stride, u->heads, v->head_stride);
+  return TECORE_SUCCESS;
+}
+
 /* A view's strides (0: packed), its alignment, and, for an output, that
  * no two of its elements share a byte. */
 static tecore_result_t attn_view(const struct tecore_attn_view *v, const struct attn_use *u,
@@ -103,6 +122,7 @@ static tecore_result_t attn_view(const struct tecore_attn_view *v, const struct 
          u->arg, (unsigned long long)v->data, es);
   TE_ARG(out->token_stride <= (size_t)LLONG_MAX / es && out->head_stride <= (size_t)LLONG_MAX / es,
          "%s: %s: stride too large", fn, u->arg);
+  TE_CHECK(attn_view_fits(out, u, a->head_dim, fn));
   if (u->written && u->tokens > 0) {
     size_t hs = out->head_stride, ts = out->token_stride, h = (size_t)u->heads;
     int heads_inner = hs >= d && (u->tokens == 1 || ts >= (h - 1) * hs + d);
@@ -209,6 +229,18 @@ static int attn_overlap(const struct attn_span *x, const struct attn_span *y) {
   return x->bytes && y->bytes && x->p < y->p + y->bytes && y->p < x->p + x->bytes;
 }
 
+/* The E4M3 factors and amaxes are floats the kernels dereference: each
+ * must be memory the device reaches, not just an aligned number. */
+static tecore_result_t attn_check_scalars(const struct te_attn_problem *p, const char *fn) {
+  const struct attn_span s[7] = {
+      {"q.scale_inv", p->q_scale_inv, 4}, {"k.scale_inv", p->k_scale_inv, 4},
+      {"v.scale_inv", p->v_scale_inv, 4}, {"o.scale", p->o_scale, 4},
+      {"o.scale_inv", p->o_scale_inv, 4}, {"o.amax", p->o_amax, 4}, {"s_amax", p->s_amax, 4}};
+  for (size_t i = 0; i < 7; i++)
+    if (s[i].p) TE_CHECK(te_dev_check_range(s[i].p, s[i].bytes, fn, s[i].name));
+  return TECORE_SUCCESS;
+}
+
 /* What a call writes shares no byte with what it reads (the written
  * gradients may interleave with each other: one packed dQKV). */
 static tecore_result_t attn_check_spans(const struct te_attn_problem *p, int backward,
@@ -244,7 +276,7 @@ static tecore_result_t attn_check_spans(const struct te_attn_problem *p, int bac
       TE_CHECK(te_dev_check_range(out[i].p, out[i].bytes, fn, out[i].name));
   }
   for (size_t j = 0; j < nin; j++) TE_CHECK(te_dev_check_range(in[j].p, in[j].bytes, fn, in[j].name));
-  return TECORE_SUCCESS;
+  return attn_check_scalars(p, fn);
 }
 
 /* ---- the backend walk ------------------------------------------------------------------ */
@@ -323,11 +355,44 @@ static void attn_log_choice(const struct te_attn_backend *b, int backward, const
   if (why[0]) TE_TRACE(TECORE_SUBSYS_KERNEL, "attention: %s runs; %s", b->name, why);
 }
 
+/* ---- the status word --------------------------------------------------------------------- */
+
+/* An error naming the entry a status word holds, or success for 0. */
+static tecore_result_t attn_status_err(uint64_t w, const char *fn, const char *when) {
+  static const char *const why[4] = {"", "is outside [0, tokens]", "is below the entry before it",
+                                     "ends a sequence longer than max_seqlen"};
+  if (!w) return TECORE_SUCCESS;
+  const char *kv = (w & TE_ATTN_STATUS_KV) ? "kv" : "q";
+  return TE_ERR(TECORE_ERR_INVALID, "%s: status: %s met cu_seqlens_%s[%llu] = %" PRId32 ", which "
+                "%s", fn, when, kv, (unsigned long long)((w >> 32) & 0xfffffffu),
+                (int32_t)(uint32_t)w, why[(w >> 60) & 3]);
+}
+
+/* The status word's device address (0: none), after the report of an
+ * earlier call, which fails this one. */
+static tecore_result_t attn_status_dev(const struct tecore_attention_args *a,
+                                       tecore_devptr_t *d, const char *fn) {
+  *d = 0;
+  if (!a->status) return TECORE_SUCCESS;
+  TE_CHECK(te_status_word_dev(a->status, d, fn, "args->status"));
+  return attn_status_err(te_status_word_take(a->status), fn, "an earlier call");
+}
+
+TE_EXPORT tecore_result_t tecore_attention_check(uint64_t *status, tecore_stream_t stream) {
+  TE_ARG(status, "%s: status is NULL", __func__);
+  tecore_devptr_t d;
+  TE_CHECK(te_status_word_dev(status, &d, __func__, "status"));
+  TE_CHECK(tecore_stream_synchronize(stream));
+  return attn_status_err(te_status_word_take(status), __func__, "a call");
+}
+
 static tecore_result_t attn_run(const struct tecore_attention_args *a, int backward,
                                 tecore_stream_t stream, const char *fn) {
   struct te_attn_problem p;
+  tecore_devptr_t status;
   TE_CHECK(attn_fill(a, backward, &p, fn));
   TE_CHECK(attn_check_spans(&p, backward, fn));
+  TE_CHECK(attn_status_dev(a, &status, fn));
   char why[1024];
   const struct te_attn_backend *b = attn_choose(&p, backward, why, sizeof why);
   if (!b)
@@ -335,7 +400,11 @@ static tecore_result_t attn_run(const struct tecore_attention_args *a, int backw
                   "(TECORE_ATTN_BACKEND=%s): %s", fn, attn_wanted(), why);
   TE_CHECK(attn_split_workspace(a, &p, b, backward, stream, fn));
   attn_log_choice(b, backward, why);
-  if (p.batch == 0 || p.total_q == 0) return TECORE_SUCCESS;
+  if (p.batch == 0) return TECORE_SUCCESS;
+  /* the caller's lengths (fixed ones are ours): reported, and clamped by
+   * every kernel whether or not this runs */
+  if (status && a->cu_seqlens_q) TE_CHECK(te_attn_launch_check(&p, status, stream));
+  if (p.total_q == 0) return TECORE_SUCCESS;
   return backward ? b->bwd(&p, stream) : b->fwd(&p, stream);
 }
 

@@ -388,7 +388,7 @@ static tecore_result_t ragged_prep(const struct te_attn_problem *p, int backward
   for (int r = 0; r < TE_ACD_ROLES; r++)
     ptrs[TE_DNN_OFF_Q + r] = DEV(at + (size_t)(2 + r) * stride);
   ptrs[TE_DNN_STATS] = DEV(p->workspace + w->stats);
-  return te_acd_launch_ragged(p->cu_seqlens_q, p->cu_seqlens_kv, at, p->batch, mult, stream);
+  return te_acd_launch_ragged(p, at, mult, stream);
 }
 
 /* Stats between the workspace and lse; the forward also writes O = 0 and

@@ -3,6 +3,7 @@
  * twins are in attn_vdev.c) and the launches the cuDNN attention row makes for
  * variable sequence lengths and around its E4M3 forward (attn_cudnn_kern.h). */
 #include "attn/attn_cudnn_kern.h"
+#include "attn/attn_backend.h"
 
 enum { K_RAGGED, K_STATS, K_FP8 };
 static const struct tecore_kernel_def acd_kernels[] = {
@@ -23,17 +24,19 @@ static unsigned blocks_for(size_t n) {
   return (unsigned)(b < cap ? b : cap);
 }
 
-tecore_result_t te_acd_launch_ragged(tecore_devptr_t cu_q, tecore_devptr_t cu_kv,
-                                     tecore_devptr_t out, size_t batch,
+tecore_result_t te_acd_launch_ragged(const struct te_attn_problem *p, tecore_devptr_t out,
                                      const long long mult[TE_ACD_ROLES], tecore_stream_t stream) {
+  size_t batch = p->batch;
   int id = acd_first_id();
   if (id < 0)
     return TE_ERR(TECORE_ERR_INTERNAL, "attention (cudnn): the attn_cudnn kernels did not register");
   struct tecore_launch_cfg cfg = {.grid = {blocks_for(batch + 1), 1, 1},
                                   .block = {TE_ACD_THREADS, 1, 1}};
   struct te_acd_ragged_args k = {
-      .cu_q = TE_DPTR(cu_q), .cu_kv = TE_DPTR(cu_kv), .out = TE_DPTR(out),
+      .cu_q = TE_DPTR(p->cu_seqlens_q), .cu_kv = TE_DPTR(p->cu_seqlens_kv), .out = TE_DPTR(out),
       .batch = (long long)batch, .stride = (long long)te_acd_ragged_stride(batch),
+      .total_q = (long long)p->total_q, .total_kv = (long long)p->total_kv,
+      .max_q = (int)p->max_seqlen_q, .max_kv = (int)p->max_seqlen_kv,
       .m0 = mult[0], .m1 = mult[1], .m2 = mult[2], .m3 = mult[3],
       .m4 = mult[4], .m5 = mult[5], .m6 = mult[6], .m7 = mult[7]};
   void *kargs[TE_KNPARAMS(TE_ACD_RAGGED_PARAMS)];

@@ -27,9 +27,10 @@ static inline size_t te_acd_ragged_bytes(size_t batch) {
 }
 
 /* Lengths and element offsets (mult[r]: token stride of role r: Q K V O dO
- * dQ dK dV, 0 when absent) into out (16-byte aligned), from cu_q/cu_kv. */
-tecore_result_t te_acd_launch_ragged(tecore_devptr_t cu_q, tecore_devptr_t cu_kv,
-                                     tecore_devptr_t out, size_t batch,
+ * dQ dK dV, 0 when absent) into out (16-byte aligned), from p's cu_seqlens
+ * clamped to its tokens and max_seqlen. */
+struct te_attn_problem;
+tecore_result_t te_acd_launch_ragged(const struct te_attn_problem *p, tecore_devptr_t out,
                                      const long long mult[TE_ACD_ROLES], tecore_stream_t stream);
 /* What te_acd_launch_stats moves: padded float [batch][heads][max_q],
  * lse [heads][total_q], the lengths (cu_q, cu_kv), and O (16-bit elements,

@@ -21,7 +21,8 @@
 /* ---- the table ------------------------------------------------------------------------- */
 
 enum { K_SEQLENS, K_FWD64, K_FWD128, K_BWD_PREP, K_BWD64, K_BWD128, K_BWD_DQ, K_FWD2_64,
-       K_FWD2_128, K_BWD2_64, K_BWD2_128, K_FWD3_64, K_FWD3_128, K_BWD3_64, K_BWD3_128 };
+       K_FWD2_128, K_BWD2_64, K_BWD2_128, K_FWD3_64, K_FWD3_128, K_BWD3_64, K_BWD3_128,
+       K_CHECK };
 
 #define ATTN_DEF(sym, fn) TE_KDEF(sym, fn, TE_ATTN_PARAMS)
 static const struct tecore_kernel_def attn_kernels[] = {
@@ -40,6 +41,7 @@ static const struct tecore_kernel_def attn_kernels[] = {
     [K_FWD3_128] = ATTN_DEF("te_attn_fwd3_d128", te_attn_vdev_fwd),
     [K_BWD3_64] = ATTN_DEF("te_attn_bwd3_d64", te_attn_vdev_bwd),
     [K_BWD3_128] = ATTN_DEF("te_attn_bwd3_d128", te_attn_vdev_bwd),
+    [K_CHECK] = TE_KDEF("te_attn_seqlens_check", te_attn_vdev_seqlens_check, TE_ATTN_CHECK_PARAMS),
 };
 #define ATTN_ALIGN TE_KALIGN(TE_ATTN_PARAMS)
 static const struct te_kalign attn_align[] = {
@@ -50,6 +52,7 @@ static const struct te_kalign attn_align[] = {
     [K_BWD2_64] = ATTN_ALIGN, [K_BWD2_128] = ATTN_ALIGN,
     [K_FWD3_64] = ATTN_ALIGN, [K_FWD3_128] = ATTN_ALIGN,
     [K_BWD3_64] = ATTN_ALIGN, [K_BWD3_128] = ATTN_ALIGN,
+    [K_CHECK] = TE_KALIGN(TE_ATTN_CHECK_PARAMS),
 };
 
 TE_KERNEL_TABLE_FATBIN_ALIGNED(attn_first_id, "libtecore/attn", attn_kernels, attn_align, attention)
@@ -78,6 +81,21 @@ tecore_result_t te_attn_launch_seqlens(tecore_devptr_t cu_q, tecore_devptr_t cu_
   void *args[TE_KNPARAMS(TE_ATTN_SEQLENS_PARAMS)];
   te_attn_seqlens_args_ptrs(&a, args);
   return te_kernel_launch_pdl(id + K_SEQLENS, &cfg, args, stream);
+}
+
+tecore_result_t te_attn_launch_check(const struct te_attn_problem *p, tecore_devptr_t status,
+                                     tecore_stream_t stream) {
+  int id;
+  TE_CHECK(attn_id(&id));
+  struct te_attn_check_args a = {
+      .cu_q = TE_DPTR(p->cu_seqlens_q), .cu_kv = TE_DPTR(p->cu_seqlens_kv),
+      .status = TE_DPTR(status), .batch = (int)p->batch, .total_q = (long long)p->total_q,
+      .total_kv = (long long)p->total_kv, .max_q = (int)p->max_seqlen_q,
+      .max_kv = (int)p->max_seqlen_kv};
+  struct tecore_launch_cfg cfg = {.grid = {1, 1, 1}, .block = {256, 1, 1}};
+  void *args[TE_KNPARAMS(TE_ATTN_CHECK_PARAMS)];
+  te_attn_check_args_ptrs(&a, args);
+  return te_kernel_launch_pdl(id + K_CHECK, &cfg, args, stream);
 }
 
 static size_t attn_bwd_workspace(const struct te_attn_problem *p) {

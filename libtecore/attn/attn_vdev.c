@@ -67,6 +67,19 @@ void te_attn_vdev_seqlens(const struct tecore_launch_cfg *cfg, void *const *args
   }
 }
 
+static void attn_vdev_report(unsigned long long *st, unsigned long long w) {
+  if (w && __atomic_load_n(st, __ATOMIC_RELAXED) == 0) __atomic_store_n(st, w, __ATOMIC_RELAXED);
+}
+
+void te_attn_vdev_seqlens_check(const struct tecore_launch_cfg *cfg, void *const *args) {
+  (void)cfg;
+  struct te_attn_check_args a = te_attn_check_args_of(args);
+  for (int i = 0; i <= a.batch; i++) {
+    attn_vdev_report(a.status, te_attn_seqlens_fault(a.cu_q, i, a.total_q, a.max_q, 0));
+    attn_vdev_report(a.status, te_attn_seqlens_fault(a.cu_kv, i, a.total_kv, a.max_kv, 1));
+  }
+}
+
 /* ---- forward ------------------------------------------------------------------------------ */
 
 struct attn_fp8 {
@@ -149,17 +162,10 @@ void te_attn_vdev_fwd(const struct tecore_launch_cfg *cfg, void *const *args) {
   float *q = malloc((size_t)d * 3 * sizeof(float)), *s = malloc(((size_t)p->max_kv + 1) * sizeof(float));
   float *kr = q + d, *o = q + 2 * d, am = 0.0f;
   const struct attn_src qv = ATTN_SRC(p, q, q);
-  long long cap = p->max_kv;
   for (int b = 0; q && s && b < p->batch; b++) {
-    long long q0 = p->cu_q[b], lq = p->cu_q[b + 1] - q0, k0 = p->cu_kv[b];
-    long long lk = p->cu_kv[b + 1] - k0;
-    if (lq > p->max_q) lq = p->max_q;
-    if (lk > cap) { /* longer than max_seqlen_kv: the scores need more room */
-      float *n = realloc(s, ((size_t)lk + 1) * sizeof(float));
-      if (!n) break;
-      s = n;
-      cap = lk;
-    }
+    struct te_attn_seq sq = te_attn_seq_of(p->cu_q, b, p->total_q, p->max_q);
+    struct te_attn_seq sk = te_attn_seq_of(p->cu_kv, b, p->total_kv, p->max_kv);
+    long long q0 = sq.t0, lq = sq.len, k0 = sk.t0, lk = sk.len;
     for (int h = 0; h < p->heads; h++)
       for (long long i = 0; i < lq; i++) {
         struct attn_keys ks = {.k0 = k0, .kvh = h / group};
@@ -236,10 +242,9 @@ void te_attn_vdev_bwd(const struct tecore_launch_cfg *cfg, void *const *args) {
   int d = p->head_dim, group = p->heads / p->kv_heads;
   float *buf = malloc((size_t)d * 4 * sizeof(float));
   for (int b = 0; buf && b < p->batch; b++) {
-    long long q0 = p->cu_q[b], lq = p->cu_q[b + 1] - q0, k0 = p->cu_kv[b];
-    long long lk = p->cu_kv[b + 1] - k0;
-    if (lq > p->max_q) lq = p->max_q;
-    if (lk > p->max_kv) lk = p->max_kv;
+    struct te_attn_seq sq = te_attn_seq_of(p->cu_q, b, p->total_q, p->max_q);
+    struct te_attn_seq sk = te_attn_seq_of(p->cu_kv, b, p->total_kv, p->max_kv);
+    long long q0 = sq.t0, lq = sq.len, k0 = sk.t0, lk = sk.len;
     float *dk = calloc((size_t)(lk > 0 ? lk : 1) * (size_t)d * 2, sizeof(float));
     if (!dk) break;
     float *dv = dk + lk * d;
@@ -275,8 +280,9 @@ void te_acd_vdev_ragged(const struct tecore_launch_cfg *cfg, void *const *args) 
   const struct te_acd_ragged_args a = te_acd_ragged_args_of(args);
   (void)cfg;
   const long long m[TE_ACD_ROLES] = {a.m0, a.m1, a.m2, a.m3, a.m4, a.m5, a.m6, a.m7};
+  const struct te_acd_bounds bd = {a.total_q, a.total_kv, a.max_q, a.max_kv};
   for (long long i = 0; i <= a.batch; i++)
-    te_acd_ragged_item(a.cu_q, a.cu_kv, a.out, a.batch, a.stride, m, i);
+    te_acd_ragged_item(a.cu_q, a.cu_kv, a.out, a.batch, a.stride, m, &bd, i);
 }
 
 void te_acd_vdev_stats(const struct tecore_launch_cfg *cfg, void *const *args) {

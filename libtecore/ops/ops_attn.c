@@ -30,13 +30,15 @@ static const char add_fn[] = "tecore_seq_add";
 /* The heads of a packed QKV and the sequence structure, common to both. */
 static tecore_result_t check_heads(const char *kn, int heads, int kv_heads, int head_dim,
                                    const struct tecore_op_shape *sh) {
-  TE_ARG(heads >= 1 && kv_heads >= 1, "%s: %s: ctx->heads %d and ctx->kv_heads %d must be "
-         "positive", add_fn, kn, heads, kv_heads);
+  /* RoPE's and attention's bound, which also keeps heads + 2 kv_heads an int */
+  TE_ARG(heads >= 1 && heads <= 65536 && kv_heads >= 1 && kv_heads <= 65536,
+         "%s: %s: ctx->heads %d and ctx->kv_heads %d must be in 1..65536", add_fn, kn, heads,
+         kv_heads);
   TE_ARG(heads % kv_heads == 0, "%s: %s: ctx->heads %d is not a multiple of ctx->kv_heads %d",
          add_fn, kn, heads, kv_heads);
   TE_ARG(head_dim >= 1 && head_dim <= 4096, "%s: %s: ctx->head_dim %d is not in 1..4096", add_fn,
          kn, head_dim);
-  size_t qkv = (size_t)(heads + 2 * kv_heads) * (size_t)head_dim;
+  size_t qkv = ((size_t)heads + 2 * (size_t)kv_heads) * (size_t)head_dim;
   TE_ARG(sh->in_features == qkv, "%s: %s: the input has %zu features, but a packed QKV of %d "
          "query heads, %d key and %d value heads of %d has (heads + 2 kv_heads) head_dim = %zu",
          add_fn, kn, sh->in_features, heads, kv_heads, kv_heads, head_dim, qkv);

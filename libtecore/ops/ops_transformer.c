@@ -60,7 +60,10 @@ static tecore_result_t check_shape(const tecore_seq_t *s, const struct tecore_tr
   int hd = d->head_dim ? d->head_dim : (int)(d->hidden / (size_t)d->heads);
   TE_ARG(hd % 8 == 0 && hd <= 256, "%s: the head dimension %d (d->head_dim, or hidden / heads) "
          "is not a multiple of 8 in 8..256 (attention's kernels)", fn, hd);
-  TE_ARG(d->ffn >= 1, "%s: d->ffn is 0 (the MLP width)", fn);
+  /* bounded like a Linear's width (2^40), so that a gated MLP's 2 ffn
+   * features cannot wrap */
+  TE_ARG(d->ffn >= 1 && d->ffn <= (size_t)1 << 40, "%s: d->ffn %zu (the MLP width) is not in "
+         "1..2^40", fn, d->ffn);
   TE_ARG(d->norm == TECORE_OP_LAYERNORM || d->norm == TECORE_OP_RMSNORM, "%s: d->norm %d is not "
          "TECORE_OP_LAYERNORM or TECORE_OP_RMSNORM", fn, d->norm);
   TE_ARG(isfinite(d->epsilon) && d->epsilon >= 0.0f, "%s: d->epsilon %g is not 0 (1e-5) or "

@@ -4,6 +4,7 @@
  * and aliasing checks, and the public entry points, which launch one
  * kernel per tensor (Q, K, and V for the FP8 variant). */
 #include "rope/rope_internal.h"
+#include <inttypes.h>
 #include <limits.h>
 #include <math.h>
 #include <te/rope.h>
@@ -47,6 +48,21 @@ static size_t rope_foot(const struct rope_v *v, int dim) {
   return ((size_t)(v->heads - 1) * v->hs + (size_t)dim) * v->es;
 }
 
+/* The view's bytes (rope_extent) fit the address space from its address:
+ * every later check and the kernels' offsets rest on it. */
+static tecore_result_t rope_check_extent(const struct rope_v *v, size_t tokens, int dim,
+                                         const char *fn, const char *arg) {
+  if (!tokens) return TECORE_SUCCESS;
+  size_t t, h, e;
+  int ovf = __builtin_mul_overflow(tokens - 1, v->ts, &t) ||
+            __builtin_mul_overflow((size_t)(v->heads - 1), v->hs, &h) ||
+            __builtin_add_overflow(t, h, &e) || __builtin_add_overflow(e, (size_t)dim, &e) ||
+            __builtin_mul_overflow(e, v->es, &e) || __builtin_add_overflow(v->p, e, &t);
+  TE_ARG(!ovf && e <= (size_t)LLONG_MAX, "%s: %s: %zu tokens at token_stride %zu and %d heads at "
+         "head_stride %zu reach past the address space", fn, arg, tokens, v->ts, v->heads, v->hs);
+  return TECORE_SUCCESS;
+}
+
 static tecore_result_t rope_check_view(const struct rope_v *v, size_t tokens, int dim,
                                        const char *fn, const char *arg) {
   TE_ARG(v->p || tokens == 0, "%s: %s.data is 0", fn, arg);
@@ -54,12 +70,13 @@ static tecore_result_t rope_check_view(const struct rope_v *v, size_t tokens, in
          arg, (unsigned long long)v->p, v->es);
   TE_ARG(v->hs >= (size_t)dim, "%s: %s.head_stride %zu is below head_dim %d", fn, arg, v->hs, dim);
   TE_ARG(v->ts >= (size_t)dim, "%s: %s.token_stride %zu is below head_dim %d", fn, arg, v->ts, dim);
+  TE_ARG(v->ts < (1ull << 40) && v->hs < (1ull << 40), "%s: %s: strides exceed 2^40", fn, arg);
+  TE_CHECK(rope_check_extent(v, tokens, dim, fn, arg));
   /* elements must not repeat: heads inside a token, or tokens inside a head */
   int ok = v->ts >= (size_t)(v->heads - 1) * v->hs + (size_t)dim ||
            v->hs >= (tokens ? tokens - 1 : 0) * v->ts + (size_t)dim;
   TE_ARG(ok, "%s: %s: token_stride %zu and head_stride %zu make heads and tokens overlap", fn,
          arg, v->ts, v->hs);
-  TE_ARG(v->ts < (1ull << 40) && v->hs < (1ull << 40), "%s: %s: strides exceed 2^40", fn, arg);
   if (tokens && te_dev_checks_on())
     TE_CHECK(te_dev_check_range(v->p, rope_extent(v, tokens, dim), fn, arg));
   return TECORE_SUCCESS;
@@ -93,6 +110,7 @@ struct rope_call {
   struct rope_v q_in, q_out, k_in, k_out;
   int has_k;
   double log2_theta;
+  tecore_devptr_t status; /* the word's device address, or 0 */
 };
 
 static tecore_result_t rope_check_range(tecore_devptr_t p, size_t bytes, const char *fn,
@@ -163,6 +181,32 @@ static tecore_result_t rope_check_args(const struct tecore_rope_args *a, int fp8
     else TE_ARG(!a->k_out.data, "%s: args->k_out.data is set: the FP8 variant writes k8", fn);
   }
   return TECORE_SUCCESS;
+}
+
+/* ---- the status word ------------------------------------------------------------------ */
+
+static tecore_result_t rope_status_err(uint64_t w, const char *fn, const char *when) {
+  if (!w) return TECORE_SUCCESS;
+  return TE_ERR(TECORE_ERR_INVALID, "%s: status: %s met position %" PRId32 " at token %" PRIu64
+                " outside the cos/sin table", fn, when, (int32_t)(uint32_t)w,
+                (w >> 32) & 0x7fffffffu);
+}
+
+/* c->status from args->status, checked before anything touches it; a
+ * report of an earlier call fails this one. */
+static tecore_result_t rope_status(const struct tecore_rope_args *a, struct rope_call *c,
+                                   const char *fn) {
+  if (!a->status) return TECORE_SUCCESS;
+  TE_CHECK(te_status_word_dev(a->status, &c->status, fn, "args->status"));
+  return rope_status_err(te_status_word_take(a->status), fn, "an earlier call");
+}
+
+TE_EXPORT tecore_result_t tecore_rope_check(uint64_t *status, tecore_stream_t stream) {
+  TE_ARG(status, "%s: status is NULL", __func__);
+  tecore_devptr_t d;
+  TE_CHECK(te_status_word_dev(status, &d, __func__, "status"));
+  TE_CHECK(tecore_stream_synchronize(stream));
+  return rope_status_err(te_status_word_take(status), __func__, "a call");
 }
 
 /* What an output may share: nothing, except being exactly its own input. */
@@ -236,7 +280,8 @@ static tecore_result_t rope_launch(const struct tecore_rope_args *a, const struc
       .x_ts = x->ts, .x_hs = x->hs, .y_ts = y->ts, .y_hs = y->hs, .heads = x->heads,
       .head_dim = c->head_dim, .rot_dim = rot, .batch = (int)a->batch,
       .seq_len = (long long)a->seq_len, .table_len = (long long)a->table_len,
-      .log2_theta = c->log2_theta, .flags = flags, .dtypes = c->dt | (ydt << 4)};
+      .log2_theta = c->log2_theta, .flags = flags, .dtypes = c->dt | (ydt << 4),
+      .status = TE_DPTR(c->status)};
   void *args[TE_KNPARAMS(TE_ROPE_PARAMS)];
   te_rope_args_ptrs(&ka, args);
   return te_kernel_launch_pdl(id + (v8 ? K_V8 : K_V1), &cfg, args, stream);
@@ -263,6 +308,7 @@ static tecore_result_t rope_run(const struct tecore_rope_args *a, int inverse,
   struct rope_call c;
   TE_CHECK(rope_check_args(a, 0, &c, fn));
   TE_CHECK(rope_check_out_alias(a, &c, fn));
+  TE_CHECK(rope_status(a, &c, fn));
   struct rope_v qk_in, qk_out;
   if (rope_merge(&c, &qk_in, &qk_out))
     return rope_launch(a, &c, &(struct rope_pass){.x = &qk_in, .y = &qk_out, .ydt = c.dt,
@@ -356,6 +402,7 @@ TE_EXPORT tecore_result_t tecore_rope_fwd_fp8(const struct tecore_rope_args *arg
   if (c.has_k) rope_in_span(&l, "args->k_in", &c.k_in, c.tokens, c.head_dim);
   if (v8) rope_in_span(&l, "v_in", &vv, c.tokens, c.head_dim);
   TE_CHECK(te_check_spans(l.span, l.n, fn));
+  TE_CHECK(rope_status(args, &c, fn));
 
   TE_CHECK(rope_fp8_one(args, &c, &c.q_in, q8, c.rot, stream));
   if (c.has_k) TE_CHECK(rope_fp8_one(args, &c, &c.k_in, k8, c.rot, stream));

@@ -21,6 +21,9 @@ void te_rope_vdev(const struct tecore_launch_cfg *cfg, void *const *args) {
   if (a.scale_inv && a.scale) *a.scale_inv = te_fp8_scale_inv(*a.scale);
   for (unsigned long long t = 0; t < a.tokens; t++) {
     long long pos = te_rope_pos(t, a.positions, a.cu_seqlens, a.batch, a.seq_len);
+    if (a.status && te_rope_table_miss(a.flags, pos, a.table_len) &&
+        __atomic_load_n(a.status, __ATOMIC_RELAXED) == 0)
+      __atomic_store_n(a.status, te_rope_status(t, pos), __ATOMIC_RELAXED);
     for (int h = 0; h < a.heads; h++) {
       uint64_t xb = t * a.x_ts + (uint64_t)h * a.x_hs, yb = t * a.y_ts + (uint64_t)h * a.y_hs;
       for (int i = 0; i < half; i++) {

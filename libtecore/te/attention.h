@@ -33,6 +33,19 @@
  * TECORE_ERR_NOT_SUPPORTED and the reasons; nothing falls back to another
  * precision.
  *
+ * Lengths out of bounds.  cu_seqlens live in device memory, so the host
+ * cannot check them: every kernel clamps sequence b to rows
+ * [s, s + n) with s = cu[b] clamped into [0, tokens], its end cu[b+1]
+ * into [s, tokens], and n at most max_seqlen, so a bad entry gives wrong
+ * sequences (in rows the call may write) but never a read or write
+ * outside Q, K, V, O, lse or the gradients.  When args->status is set
+ * (a uint64_t in mapped host memory, tecore_mem_alloc_host, zeroed once),
+ * a kernel records there the first entry that is outside [0, tokens],
+ * below the one before it, or that ends a sequence longer than
+ * max_seqlen; the next call given the same word fails with
+ * TECORE_ERR_INVALID naming it (and clears it), and
+ * tecore_attention_check reports it after waiting for the stream.
+ *
  * Everything runs in stream order on stream and is graph-capturable:
  * nothing allocates or waits on the host; scratch is the caller's
  * (tecore_attention_workspace_size). */
@@ -40,6 +53,7 @@
 #define TE_ATTENTION_H
 
 #include <stddef.h>
+#include <stdint.h>
 #include <te/result.h>
 #include <te/device.h>
 #include <te/dtype.h>
@@ -96,7 +110,15 @@ struct tecore_attention_args {
    * (may be 0 when that size is 0); contents undefined after. */
   tecore_devptr_t workspace;
   size_t workspace_bytes;
+  /* A uint64_t in mapped host memory (tecore_mem_alloc_host, zeroed once),
+   * or NULL: where the kernels report cu_seqlens out of bounds (below). */
+  uint64_t *status;
 };
+
+/* Waits for stream, then reads and clears *status: TECORE_SUCCESS, or
+ * TECORE_ERR_INVALID naming the cu_seqlens entry an earlier call met out
+ * of bounds.  Synchronous: not for use while capturing a graph. */
+tecore_result_t tecore_attention_check(uint64_t *status, tecore_stream_t stream);
 
 /* The forward: O (and lse) from Q, K, V. */
 tecore_result_t tecore_attention_fwd(const struct tecore_attention_args *args,

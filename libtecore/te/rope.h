@@ -22,6 +22,17 @@
  * float, angles reduced in double, so positions far into a long context
  * keep their accuracy.
  *
+ * Positions outside the table.  Positions live in device memory (given,
+ * or implied by cu_seqlens), so the host cannot check them against
+ * table_len.  A token whose position is negative or >= table_len is never
+ * looked up: its rotated part (each head's first rotary_dim elements) is
+ * written as zeros, the rest passes through as usual.  When args->status
+ * is set (a uint64_t in mapped host memory, tecore_mem_alloc_host, zeroed
+ * once), the kernel records one such token and its position there; the
+ * next call given the same word fails with TECORE_ERR_INVALID naming them
+ * (and clears it), and tecore_rope_check reports it after waiting for the
+ * stream.  Without a table every position is valid.
+ *
  * In place (out == in: same address and strides) or out of place (no
  * byte shared).  Everything runs in stream order on stream, allocates
  * nothing and is graph-capturable. */
@@ -69,6 +80,7 @@ struct tecore_rope_args {
   size_t seq_len;                /* fixed length without cu_seqlens/positions; 0: one sequence */
   struct tecore_rope_view q_in, q_out;
   struct tecore_rope_view k_in, k_out;  /* unused when k_heads is 0 */
+  uint64_t *status;              /* mapped host word for positions outside the table, or NULL */
 };
 
 /* Rotates Q and K: q_out = rope(q_in), k_out = rope(k_in). */
@@ -77,6 +89,11 @@ tecore_result_t tecore_rope_fwd(const struct tecore_rope_args *args, tecore_stre
 /* The backward: q_out = rope^-1(q_in), the same for K (q_in holds dQ after
  * the rotation, q_out receives dQ before it). */
 tecore_result_t tecore_rope_bwd(const struct tecore_rope_args *args, tecore_stream_t stream);
+
+/* Waits for stream, then reads and clears *status: TECORE_SUCCESS, or
+ * TECORE_ERR_INVALID naming the token and position outside the table that
+ * an earlier call met.  Synchronous: not for use while capturing a graph. */
+tecore_result_t tecore_rope_check(uint64_t *status, tecore_stream_t stream);
 
 /* Forward fused with the FP8 quantization of attention's inputs: q8 =
  * fp8(rope(q_in)), k8 = fp8(rope(k_in)), and v8 = fp8(v_in) (v_heads heads

@@ -631,7 +631,10 @@ START_TEST(ragged_lengths_and_offsets_exact) {
   te_h2d(dcu, cq, sizeof cq);
   te_h2d(dcu + sizeof cq, ck, sizeof ck);
   te_poison_dev(dout, bytes);
-  TE_OK(te_acd_launch_ragged(dcu, dcu + sizeof cq, dout, B, mult, te_stream));
+  struct te_attn_problem pr = {.batch = B, .cu_seqlens_q = dcu, .cu_seqlens_kv = dcu + sizeof cq,
+                               .total_q = (size_t)cq[B], .total_kv = (size_t)ck[B],
+                               .max_seqlen_q = 300, .max_seqlen_kv = 300};
+  TE_OK(te_acd_launch_ragged(&pr, dout, mult, te_stream));
   TE_OK(tecore_stream_synchronize(te_stream));
   int *out = malloc(bytes);
   te_d2h(out, dout, bytes);
@@ -645,6 +648,46 @@ START_TEST(ragged_lengths_and_offsets_exact) {
       ck_assert_msg((long long)out[(2 + r) * stride + i] == cu[i] * mult[r],
                     "role %d offset %d: %d, want %lld", r, i, out[(2 + r) * stride + i],
                     cu[i] * mult[r]);
+  }
+  free(out);
+  TE_OK(tecore_mem_free(dcu));
+  TE_OK(tecore_mem_free(dout));
+}
+END_TEST
+
+/* cu_seqlens out of bounds (issue 57: cuDNN was handed lengths and
+ * offsets past K): every sequence clamped to start in [0, tokens], end
+ * in [start, tokens] and hold at most max_seqlen rows. */
+START_TEST(ragged_clamps_cu_seqlens_out_of_bounds) {
+  enum { B = 4, T = 16, M = 8 };
+  const int cq[B + 1] = {-32, 4, 1 << 20, 2, 12}, ck[B + 1] = {0, 8, 6, 40, 16};
+  const int lq[B] = {4, 8, 0, 8}, oq[B + 1] = {0, 4, 16, 2, 10};
+  const int lk[B] = {8, 0, 8, 0}, ok[B + 1] = {0, 8, 6, 16, 16};
+  long long mult[TE_ACD_ROLES];
+  for (int r = 0; r < TE_ACD_ROLES; r++) mult[r] = 8 * (1 + (long long)te_rand_below(256));
+  size_t stride = te_acd_ragged_stride(B), bytes = te_acd_ragged_bytes(B);
+  tecore_devptr_t dcu = te_dalloc(2 * (B + 1) * sizeof(int)), dout = te_dalloc(bytes);
+  te_h2d(dcu, cq, sizeof cq);
+  te_h2d(dcu + sizeof cq, ck, sizeof ck);
+  te_poison_dev(dout, bytes);
+  struct te_attn_problem pr = {.batch = B, .cu_seqlens_q = dcu, .cu_seqlens_kv = dcu + sizeof cq,
+                               .total_q = T, .total_kv = T, .max_seqlen_q = M,
+                               .max_seqlen_kv = M};
+  TE_OK(te_acd_launch_ragged(&pr, dout, mult, te_stream));
+  TE_OK(tecore_stream_synchronize(te_stream));
+  int *out = malloc(bytes);
+  te_d2h(out, dout, bytes);
+  for (int b = 0; b < B; b++) {
+    ck_assert_int_eq(out[b], lq[b]);
+    ck_assert_int_eq(out[stride + b], lk[b]);
+  }
+  for (int r = 0; r < TE_ACD_ROLES; r++) {
+    const int *o = te_acd_role_kv(r) ? ok : oq;
+    for (int i = 0; i <= B; i++) {
+      long long off = out[(2 + r) * stride + i];
+      ck_assert_msg(off == o[i] * mult[r], "role %d offset %d: %lld, want %lld", r, i, off,
+                    o[i] * mult[r]);
+    }
   }
   free(out);
   TE_OK(tecore_mem_free(dcu));
@@ -830,6 +873,7 @@ static Suite *attn_cudnn_suite(void) {
   }
   tc = te_tcase(s, "kernels", 1);
   tcase_add_test(tc, ragged_lengths_and_offsets_exact);
+  tcase_add_test(tc, ragged_clamps_cu_seqlens_out_of_bounds);
   tcase_add_test(tc, stats_to_and_from_lse_exact);
   tcase_add_loop_test(tc, fp8_bracket_exact, 0, 4);
   tc = te_tcase(s, "tunable", 0);

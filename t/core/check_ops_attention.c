@@ -842,6 +842,12 @@ START_TEST(test_bad_descs) {
   a.heads = 2;   /* (2 + 4) * 16 = 96 features, the input has 128 */
   TE_EXPECT_INVALID("packed QKV", tecore_seq_add(q, &d, NULL));
   a.heads = H;
+  /* issue 57: heads + 2 kv_heads overflowed an int (UBSan) */
+  a.heads = a.kv_heads = 1 << 30;
+  TE_EXPECT_INVALID("ctx->heads 1073741824 and ctx->kv_heads 1073741824 must be in 1..65536",
+                    tecore_seq_add(q, &d, NULL));
+  a.heads = H;
+  a.kv_heads = KVH;
   a.head_dim = 12;
   TE_EXPECT_INVALID("head_dim", tecore_seq_add(q, &d, NULL));
   a.head_dim = D;

@@ -328,6 +328,102 @@ START_TEST(rope_bad_arguments) {
 }
 END_TEST
 
+/* ---- hostile input (issue 57) ------------------------------------------------------------- */
+
+/* In place, tokens 2^25 + 1 at token_stride 2^39: the byte extent
+ * (2^25 2^39 + 64) 2 wrapped to 128, the range check passed and the kernel
+ * ran off the address space (SEGV).  Refused, naming the view. */
+START_TEST(rope_refuses_extent_wrapping) {
+  tecore_devptr_t b = te_dalloc(4096);
+  te_poison_dev(b, 4096);
+  struct tecore_rope_args a = {.dtype = TECORE_DTYPE_BF16, .tokens = (1u << 25) + 1,
+                               .q_heads = 1, .head_dim = 64,
+                               .q_in = {b, (size_t)1 << 39, 0}, .q_out = {b, (size_t)1 << 39, 0}};
+  TE_EXPECT_INVALID("args->q_in: 33554433 tokens at token_stride 549755813888",
+                    tecore_rope_fwd(&a, te_stream));
+  TE_EXPECT_INVALID("args->q_in: 33554433 tokens", tecore_rope_bwd(&a, te_stream));
+  TE_OK(tecore_stream_synchronize(te_stream));
+  unsigned char h[4096];
+  te_d2h(h, b, sizeof h);
+  te_expect_bytes_eq(h, TE_POISON_BYTE, sizeof h, "the buffer of a refused call");
+  TE_OK(tecore_mem_free(b));
+}
+END_TEST
+
+/* A position outside the cos/sin table was silently zeroed.  Now the
+ * documented contract (te/rope.h): the rotated part written as zeros
+ * (exactly), the pass-through part copied, the in-table tokens rotated
+ * (reference within 2e-6, F32), nothing written around the output
+ * (256-byte poison guards), and the token reported through the status
+ * word. */
+START_TEST(rope_position_outside_table_zeroed_and_reported) {
+  enum { T = 12, H = 2, D = 32, ROT = 16, L = 8, G = 256 };
+  float x[T * H * D], got[T * H * D];
+  double y[D];
+  te_rand_floats(x, T * H * D, -1.0f, 1.0f);
+  int32_t pos[T];
+  for (int t = 0; t < T; t++) pos[t] = (int32_t)te_rand_below(L);
+  pos[3] = -1, pos[7] = L, pos[10] = 100000;
+  float ct[L * ROT / 2], st[L * ROT / 2];
+  for (int p = 0; p < L; p++)
+    for (int i = 0; i < ROT / 2; i++) {
+      double ang = p * pow(10000.0, -2.0 * i / ROT);
+      ct[p * ROT / 2 + i] = (float)cos(ang), st[p * ROT / 2 + i] = (float)sin(ang);
+    }
+  tecore_devptr_t dx = pu_upload(x, T * H * D, TECORE_DTYPE_F32), dpos = pu_upload_i32(pos, T);
+  tecore_devptr_t dct = pu_upload(ct, L * ROT / 2, TECORE_DTYPE_F32);
+  tecore_devptr_t dst = pu_upload(st, L * ROT / 2, TECORE_DTYPE_F32);
+  size_t nb = sizeof got;
+  tecore_devptr_t out = te_dalloc(nb + 2 * G);
+  te_poison_dev(out, nb + 2 * G);
+  void *hs = NULL;
+  TE_OK(tecore_mem_alloc_host(8, &hs));
+  uint64_t *status = hs;
+  *status = 0;
+  struct tecore_rope_args a = {.dtype = TECORE_DTYPE_F32, .tokens = T, .q_heads = H,
+                               .head_dim = D, .rotary_dim = ROT, .cos_table = dct,
+                               .sin_table = dst, .table_len = L, .positions = dpos,
+                               .q_in = {dx}, .q_out = {out + G}, .status = status};
+  TE_OK(tecore_rope_fwd(&a, te_stream));
+  TE_OK(tecore_stream_synchronize(te_stream));
+  pu_download(got, out + G, T * H * D, TECORE_DTYPE_F32);
+  for (int t = 0; t < T; t++)
+    for (int h = 0; h < H; h++) {
+      const float *xi = x + (t * H + h) * D, *g = got + (t * H + h) * D;
+      int miss = pos[t] < 0 || pos[t] >= L;
+      if (!miss) ref_head(xi, y, D, ROT, 0, pos[t], 1);
+      for (int j = 0; j < D; j++) {
+        double want = j >= ROT ? xi[j] : miss ? 0.0 : y[j];
+        ck_assert_msg(fabs(g[j] - want) <= (miss || j >= ROT ? 0.0 : 2e-6),
+                      "token %d (position %d) head %d [%d]: %.9g, want %.9g", t, pos[t], h, j,
+                      (double)g[j], want);
+      }
+    }
+  unsigned char guard[G];
+  te_d2h(guard, out, G);
+  te_expect_bytes_eq(guard, TE_POISON_BYTE, G, "the guard before q_out");
+  te_d2h(guard, out + G + nb, G);
+  te_expect_bytes_eq(guard, TE_POISON_BYTE, G, "the guard after q_out");
+  const char *want = te_backend_kind == TECORE_BACKEND_VDEV ? "position -1 at token 3"
+                                                            : "outside the cos/sin table";
+  TE_EXPECT_INVALID(want, tecore_rope_check(status, te_stream));
+  ck_assert_uint_eq(*status, 0);
+  /* the next call given a word that holds a report fails with it */
+  TE_OK(tecore_rope_fwd(&a, te_stream));
+  TE_OK(tecore_stream_synchronize(te_stream));
+  TE_EXPECT_INVALID("an earlier call met position", tecore_rope_fwd(&a, te_stream));
+  ck_assert_uint_eq(*status, 0);
+  uint64_t plain[2] = {7, 7};
+  a.status = plain;
+  TE_EXPECT_INVALID("args->status is not mapped host memory", tecore_rope_fwd(&a, te_stream));
+  TE_EXPECT_INVALID("status", tecore_rope_check(plain, te_stream));
+  ck_assert_uint_eq(plain[0], 7);
+  TE_OK(tecore_mem_free_host(hs));
+  tecore_devptr_t f[] = {dx, dpos, dct, dst, out};
+  for (int i = 0; i < 5; i++) TE_OK(tecore_mem_free(f[i]));
+}
+END_TEST
+
 static Suite *make_suite(void) {
   Suite *s = suite_create("rope");
   TCase *tc = te_tcase(s, "values", 1);
@@ -339,6 +435,8 @@ static Suite *make_suite(void) {
   tcase_add_test(tc, rope_fp8_qkv);
   tc = te_tcase(s, "arguments", 1);
   tcase_add_test(tc, rope_bad_arguments);
+  tcase_add_test(tc, rope_refuses_extent_wrapping);
+  tcase_add_test(tc, rope_position_outside_table_zeroed_and_reported);
   return s;
 }
 

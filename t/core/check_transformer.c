@@ -535,6 +535,66 @@ START_TEST(test_two_blocks_one_slot) {
 }
 END_TEST
 
+/* issue 57: cu_seqlens {0, 8, 40} over 16 rows (max_seqlen 8) ran
+ * attention past the block's QKV (SEGV through the fuser).  The kernels
+ * clamp sequence 1 to rows 8..15, what {0, 8, 16} says: the same y and dx
+ * (rel err <= 1e-2: the GPU backward's dQ atomics may add in another
+ * order; vdev gives the same bits), nothing written around x, y, dy, dx
+ * (256-byte poison guards). */
+START_TEST(test_cu_seqlens_past_rows_clamped) {
+  bs = te_stream;
+  struct tcfg c = cfg_b(TECORE_DTYPE_BF16, 1);
+  c.rows = 16;
+  tecore_devptr_t cu = balloc(3 * 4);
+  tecore_seq_t *q = make_seq(&c, cu, 0x5eed, NULL);
+  struct model m;
+  model_init(&m, &c, q);
+  enum { G = 256 };
+  size_t n = c.rows * c.hidden, nb = n * 2, sh[2] = {c.rows, c.hidden};
+  struct tecore_tensor t[4]; /* x, y, dy, dx */
+  double *h = malloc(4 * n * 8), *got = h + 2 * n;
+  for (int i = 0; i < 4; i++) {
+    tecore_devptr_t b = balloc(nb + 2 * G);
+    poison(b, nb + 2 * G);
+    TE_OK(tecore_tensor_init(&t[i], c.dt, 2, sh, b + G));
+  }
+  rand_vec(h, n, -2, 2);
+  rand_vec(h + n, n, -1, 1);
+  to_dev(t[0].data, h, n, c.dt);
+  to_dev(t[2].data, h + n, n, c.dt);
+  static const int32_t bad[3] = {0, 8, 40}, good[3] = {0, 8, 16};
+  const int32_t *lens[2] = {bad, good};
+  for (int run = 0; run < 2; run++) {
+    B_OK(tecore_memcpy_async(cu, te_hptr(lens[run]), sizeof bad, bs));
+    TE_OK(tecore_seq_zero_grad(q, bs));
+    TE_OK(tecore_seq_forward(q, &t[0], &t[1], 0, bs));
+    TE_OK(tecore_seq_backward(q, &t[2], &t[3], bs));
+    TE_OK(tecore_stream_synchronize(bs));
+    double *out = run ? h : got; /* the good run's over x's and dy's host copies */
+    from_dev(out, t[1].data, n, c.dt);
+    from_dev(out + n, t[3].data, n, c.dt);
+  }
+  double ey = rel_err(got, h, n), edx = rel_err(got + n, h + n, n);
+  ck_assert_msg(ey <= 1e-2 && edx <= 1e-2, "clamped lengths: y rel err %.3e, dx %.3e", ey, edx);
+  unsigned char *gb = malloc(G);
+  for (int i = 0; i < 4; i++) {
+    tecore_devptr_t b = t[i].data - G;
+    B_OK(tecore_memcpy_async(te_hptr(gb), b, G, bs));
+    B_OK(tecore_stream_synchronize(bs));
+    te_expect_bytes_eq(gb, TE_POISON_BYTE, G, "the guard before a tensor");
+    B_OK(tecore_memcpy_async(te_hptr(gb), b + G + nb, G, bs));
+    B_OK(tecore_stream_synchronize(bs));
+    te_expect_bytes_eq(gb, TE_POISON_BYTE, G, "the guard after a tensor");
+    TE_OK(tecore_mem_free(b));
+  }
+  free(gb);
+  free(h);
+  model_fini(&m);
+  TE_OK(tecore_seq_destroy(q));
+  TE_OK(tecore_mem_free(cu));
+}
+END_TEST
+
 /* ---- FP8 against the BF16 twin ---------------------------------------------------------------- */
 
 static struct tecore_tensor tgt_bf16(size_t rows, size_t cols) {
@@ -1159,6 +1219,14 @@ START_TEST(test_bad_descs) {
   BAD(heads, 3, "d->hidden 16 is not a multiple of d->heads 3");
   BAD(head_dim, 12, "head dimension 12");
   BAD(ffn, 0, "d->ffn");
+  /* issue 57: 2 ffn wrapped for a gated MLP, which built fc1 with 2 outputs */
+  BAD(ffn, ((size_t)1 << 63) + 1, "d->ffn 9223372036854775809");
+  d = good;
+  d.activation = TECORE_OP_SWIGLU;
+  d.ffn = ((size_t)1 << 63) + 1;
+  TE_EXPECT_INVALID("d->ffn 9223372036854775809", tecore_seq_add_transformer(q, &d));
+  d.activation = TECORE_OP_GEGLU;
+  TE_EXPECT_INVALID("d->ffn 9223372036854775809", tecore_seq_add_transformer(q, &d));
   BAD(norm, TECORE_OP_GELU, "d->norm");
   BAD(epsilon, -1.0f, "d->epsilon");
   BAD(norm_flags, 0x8u, "d->norm_flags");
@@ -1429,6 +1497,7 @@ static Suite *transformer_suite(void) {
   tcase_add_loop_test(tc, test_c_gelu_daux, 0, 2);
   tcase_add_loop_test(tc, test_b_rmsnorm_swiglu_rope_gqa, 0, 2);
   tcase_add_test(tc, test_two_blocks_one_slot);
+  tcase_add_test(tc, test_cu_seqlens_past_rows_clamped);
   tc = te_tcase(s, "fp8", 1);
   tcase_add_loop_test(tc, test_fp8_vs_bf16, 0, 3);
   tcase_add_test(tc, test_bgrad_colsum);

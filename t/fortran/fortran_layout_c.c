@@ -200,6 +200,7 @@ int main(void) {
   printf("tecore_attention_args.dv %zu\n", offsetof(struct tecore_attention_args, dv));
   printf("tecore_attention_args.workspace %zu\n", offsetof(struct tecore_attention_args, workspace));
   printf("tecore_attention_args.workspace_bytes %zu\n", offsetof(struct tecore_attention_args, workspace_bytes));
+  printf("tecore_attention_args.status %zu\n", offsetof(struct tecore_attention_args, status));
   printf("tecore_optim_tensor size %zu\n", sizeof(struct tecore_optim_tensor));
   printf("tecore_optim_tensor.param %zu\n", offsetof(struct tecore_optim_tensor, param));
   printf("tecore_optim_tensor.grad %zu\n", offsetof(struct tecore_optim_tensor, grad));
@@ -256,6 +257,7 @@ int main(void) {
   printf("tecore_rope_args.q_out %zu\n", offsetof(struct tecore_rope_args, q_out));
   printf("tecore_rope_args.k_in %zu\n", offsetof(struct tecore_rope_args, k_in));
   printf("tecore_rope_args.k_out %zu\n", offsetof(struct tecore_rope_args, k_out));
+  printf("tecore_rope_args.status %zu\n", offsetof(struct tecore_rope_args, status));
   printf("tecore_embedding_args size %zu\n", sizeof(struct tecore_embedding_args));
   printf("tecore_embedding_args.weight %zu\n", offsetof(struct tecore_embedding_args, weight));
   printf("tecore_embedding_args.pos_weight %zu\n", offsetof(struct tecore_embedding_args, pos_weight));

@@ -267,6 +267,7 @@ program fortran_layout
   print '(a,1x,i0)', 'tecore_attention_args.workspace', off(c_loc(v20), c_loc(v20%workspace))
   print '(a,1x,i0)', 'tecore_attention_args.workspace_bytes', off(c_loc(v20), &
       & c_loc(v20%workspace_bytes))
+  print '(a,1x,i0)', 'tecore_attention_args.status', off(c_loc(v20), c_loc(v20%status))
   print '(a,1x,i0)', 'tecore_optim_tensor size', c_sizeof(v21)
   print '(a,1x,i0)', 'tecore_optim_tensor.param', off(c_loc(v21), c_loc(v21%param))
   print '(a,1x,i0)', 'tecore_optim_tensor.grad', off(c_loc(v21), c_loc(v21%grad))
@@ -324,6 +325,7 @@ program fortran_layout
   print '(a,1x,i0)', 'tecore_rope_args.q_out', off(c_loc(v26), c_loc(v26%q_out))
   print '(a,1x,i0)', 'tecore_rope_args.k_in', off(c_loc(v26), c_loc(v26%k_in))
   print '(a,1x,i0)', 'tecore_rope_args.k_out', off(c_loc(v26), c_loc(v26%k_out))
+  print '(a,1x,i0)', 'tecore_rope_args.status', off(c_loc(v26), c_loc(v26%status))
   print '(a,1x,i0)', 'tecore_embedding_args size', c_sizeof(v27)
   print '(a,1x,i0)', 'tecore_embedding_args.weight', off(c_loc(v27), c_loc(v27%weight))
   print '(a,1x,i0)', 'tecore_embedding_args.pos_weight', off(c_loc(v27), c_loc(v27%pos_weight))
