@@ -483,6 +483,10 @@ TE_EXPORT tecomm_result_t tecomm_comm_status(tecomm_comm_t comm, int *peer) {
   int transport = r != TECOMM_SUCCESS && r != TECOMM_ERR_MISMATCH;
   int lp = transport ? tc_levels_failed_peer(comm) : -1;
   if (peer && lp >= 0) *peer = lp;
+  /* a timeout no level named a rank for came from the host exchange (a
+   * staged call's, or the host agreement's): the rank it waited for */
+  if (peer && *peer < 0 && r == TECOMM_ERR_TIMEOUT && comm->xchg)
+    *peer = comm->xchg->failed_peer;
   return r;
 }
 

@@ -51,6 +51,7 @@ static tecomm_result_t tcp_allgather(struct tc_boot *b, const void *send, void *
   struct tcp_boot *t = (struct tcp_boot *)b;
   int n = b->nranks;
   int64_t to = tc_timeout_ms();
+  b->failed_peer = -1;
   memmove((unsigned char *)recv + (size_t)b->rank * bytes, send, bytes);
   if (n == 1) return TECOMM_SUCCESS;
   uint32_t seq = t->seq++;
@@ -67,11 +68,12 @@ static tecomm_result_t tcp_allgather(struct tc_boot *b, const void *send, void *
     for (int i = 0; i < n; i++) rb[i] = (unsigned char *)recv + (size_t)i * bytes;
     /* gather first, then answer with the whole: two rounds */
     tecomm_result_t r =
-        tc_msg_exchange(t->fd, n, seq, &(struct tc_msg_blocks){NULL, 0, rb, bytes}, to,
-                        "tcp bootstrap gather");
+        tc_msg_exchange(t->fd, n, seq, &(struct tc_msg_blocks){NULL, 0, rb, bytes, &b->failed_peer},
+                        to, "tcp bootstrap gather");
     for (int i = 0; i < n; i++) sb[i] = recv;
     if (r == TECOMM_SUCCESS)
-      r = tc_msg_exchange(t->fd, n, seq, &(struct tc_msg_blocks){sb, (size_t)n * bytes, NULL, 0},
+      r = tc_msg_exchange(t->fd, n, seq,
+                          &(struct tc_msg_blocks){sb, (size_t)n * bytes, NULL, 0, &b->failed_peer},
                           to, "tcp bootstrap answer");
     free(rb);
     free(sb);
@@ -83,10 +85,13 @@ static tecomm_result_t tcp_allgather(struct tc_boot *b, const void *send, void *
   memcpy(mine, send, bytes);
   const void *sb[1] = {mine};
   void *rb[1] = {recv};
-  tecomm_result_t r = tc_msg_exchange(t->fd, 1, seq, &(struct tc_msg_blocks){sb, bytes, NULL, 0},
-                                      to, "tcp bootstrap send");
+  /* this rank meets rank 0 alone: fds[0] is rank 0 (failed_peer right as it is) */
+  tecomm_result_t r =
+      tc_msg_exchange(t->fd, 1, seq, &(struct tc_msg_blocks){sb, bytes, NULL, 0, &b->failed_peer},
+                      to, "tcp bootstrap send");
   if (r == TECOMM_SUCCESS)
-    r = tc_msg_exchange(t->fd, 1, seq, &(struct tc_msg_blocks){NULL, 0, rb, (size_t)n * bytes},
+    r = tc_msg_exchange(t->fd, 1, seq,
+                        &(struct tc_msg_blocks){NULL, 0, rb, (size_t)n * bytes, &b->failed_peer},
                         to, "tcp bootstrap receive");
   if (r == TECOMM_SUCCESS && memcmp((unsigned char *)recv + (size_t)b->rank * bytes, mine, bytes))
     r = TC_ERR(TECOMM_ERR_BOOTSTRAP, "tcp bootstrap: rank 0's answer does not hold this rank's block");
@@ -231,7 +236,8 @@ tecomm_result_t tc_boot_tcp_open(const char *root, int *rank, int *nranks, struc
     return TC_ERR(TECOMM_ERR_NOMEM, "%s: out of host memory", fn);
   }
   for (int i = 0; i < n; i++) t->fd[i] = -1;
-  t->b = (struct tc_boot){.rank = *rank, .nranks = n, .kind = "tcp", .allgather = tcp_allgather,
+  t->b = (struct tc_boot){.rank = *rank, .nranks = n, .kind = "tcp", .failed_peer = -1,
+                          .allgather = tcp_allgather,
                           .barrier = tc_boot_barrier, .close = tcp_close};
   tecomm_result_t res = TECOMM_SUCCESS;
   if (n > 1) { /* one rank meets no one: it needs no secret */
