@@ -149,8 +149,8 @@ static tecomm_result_t gather_caps(struct tecomm_comm *c, struct tc_caps *k, str
                     "%s: the bootstrap's allgather (%s, %s) did not fill rank %d's block of %zu "
                     "bytes (%s): an allgather must give every rank every rank's block, rank r's "
                     "at r * bytes", fn, c->world->kind, round, i, sizeof *k,
-                    all[i].rank == (int32_t)0xa5a5a5a5u ? "it was left as it was"
-                                                         : "it holds another rank's");
+                    all[i].rank == (int32_t)0xa5a5a5a5u ? "it was left unwritten"
+                                                          : "it holds another rank's");
   return TECOMM_SUCCESS;
 }
 
