@@ -16,7 +16,9 @@
  *     timeout on one rank only);
  *   - sticky errors: after a timeout, status keeps saying TIMEOUT, later
  *     calls are refused with the first error's text, and destroy returns
- *     within one TECOMM_TIMEOUT;
+ *     within one TECOMM_TIMEOUT; a lonely rank's timeout (its peer never
+ *     made the call) names that peer in status at every level (was -1
+ *     where a host exchange timed out);
  *   - a stream's error from another call (a copy past its source) is not
  *     the communicator's: its allreduces sum right, destroy succeeds (was
  *     TECOMM_ERR_DEVICE with an empty detail). */

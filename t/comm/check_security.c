@@ -13,11 +13,14 @@
  *     allreduce gives the right sums;
  *   - the TCP listener binds TECOMM_ROOT's address, not every interface;
  *   - a host name with no NUL in its field from the bootstrap fails init
- *     on every rank with a clear error (no read past it);
+ *     on every rank with a clear error (no read past it); so does a
+ *     caller's allgather that fills only its own block (issue 57);
  *   - no secret: the TCP rendezvous refuses to start and says how to make
  *     one; TECOMM_INSECURE=1 lets it start; TECOMM_SECRET_FILE must be
  *     mode 0600 and owned by the user, a short secret is refused, a good
- *     file works.
+ *     file works; (issue 57) a FIFO is refused at once (init blocked in
+ *     open()), so are a file under a directory others may write (or a
+ *     link to one), a secret of 32 blanks, a port outside 1..65535.
  * Before the fix (main at 51511b1) every test here fails but the hash
  * vectors (which had no code to test): the strangers take a rank's place
  * or fail init, the listener is on [::], the host name is read past its
