@@ -134,6 +134,26 @@ static tecomm_result_t comm_start(struct tecomm_comm *c, const struct tc_caps *a
   return r;
 }
 
+/* An allgather of init's facts, all poisoned first: a bootstrap that
+ * leaves some rank's block unwritten (a caller's allgather that fills
+ * only its own) would otherwise pass stale or zero facts for a success. */
+static tecomm_result_t gather_caps(struct tecomm_comm *c, struct tc_caps *k, struct tc_caps *all,
+                                   const char *round) {
+  static const char fn[] = "tecomm_comm_init";
+  k->rank = c->rank;
+  memset(all, 0xa5, (size_t)c->nranks * sizeof *all);
+  TC_CHECK(c->world->allgather(c->world, k, all, sizeof *k));
+  for (int i = 0; i < c->nranks; i++)
+    if (all[i].rank != i)
+      return TC_ERR(TECOMM_ERR_BOOTSTRAP,
+                    "%s: the bootstrap's allgather (%s, %s) did not fill rank %d's block of %zu "
+                    "bytes (%s): an allgather must give every rank every rank's block, rank r's "
+                    "at r * bytes", fn, c->world->kind, round, i, sizeof *k,
+                    all[i].rank == (int32_t)0xa5a5a5a5u ? "it was left unwritten"
+                                                          : "it holds another rank's");
+  return TECOMM_SUCCESS;
+}
+
 /* Round 1's facts from the wire: every host name ends within its field,
  * and rank 0 drew a seed (the same verdict on every rank: all have the
  * same bytes). */
@@ -205,7 +225,7 @@ TE_EXPORT tecomm_result_t tecomm_comm_init(int rank, int nranks, int device,
   /* rank 0's seed makes the secret; a rank 0 without one says so with a
    * zero nonce, so every rank fails together instead of waiting */
   if (rank == 0 && tc_random_bytes(k.seed, sizeof k.seed) != 0) k.nonce = 0;
-  if ((r = c->world->allgather(c->world, &k, all, sizeof k)) != TECOMM_SUCCESS) goto fail;
+  if ((r = gather_caps(c, &k, all, "round 1")) != TECOMM_SUCCESS) goto fail;
   te_wipe(k.seed, sizeof k.seed);
   if ((r = check_identities(all, nranks)) != TECOMM_SUCCESS) goto fail;
   int local_rank = 0;
@@ -243,7 +263,7 @@ TE_EXPORT tecomm_result_t tecomm_comm_init(int rank, int nranks, int device,
   memset(&k, 0, sizeof k);
   if (c->ctx) my_caps(c, &k);
   else k.device = -1;
-  tecomm_result_t r2 = c->world->allgather(c->world, &k, all, sizeof k);
+  tecomm_result_t r2 = gather_caps(c, &k, all, "round 2");
   if (r != TECOMM_SUCCESS) goto fail;
   if ((r = r2) != TECOMM_SUCCESS) goto fail;
   for (int i = 0; i < nranks; i++)
@@ -463,6 +483,10 @@ TE_EXPORT tecomm_result_t tecomm_comm_status(tecomm_comm_t comm, int *peer) {
   int transport = r != TECOMM_SUCCESS && r != TECOMM_ERR_MISMATCH;
   int lp = transport ? tc_levels_failed_peer(comm) : -1;
   if (peer && lp >= 0) *peer = lp;
+  /* a timeout no level named a rank for came from the host exchange (a
+   * staged call's, or the host agreement's): the rank it waited for */
+  if (peer && *peer < 0 && r == TECOMM_ERR_TIMEOUT && comm->xchg)
+    *peer = comm->xchg->failed_peer;
   return r;
 }
 

@@ -56,7 +56,7 @@ struct tc_caps {
   int32_t nccl;         /* libnccl.so.2 loaded */
   int32_t kernels;      /* IPC allreduce kernels present */
   int32_t backend;
-  int32_t pad_;
+  int32_t rank;         /* the sender's: init checks every block was written */
   uint64_t nccl_host;   /* vdev's NCCL: tc_machine_id(), whose ranks it joins (0 on cuda) */
 };
 

@@ -7,7 +7,8 @@
  * it draws from the kernel, carried to the others by the bootstrap in use
  * (comm.c).  The TCP rendezvous needs one before any rank has spoken:
  * TECOMM_SECRET, or the file TECOMM_SECRET_FILE names (mode 0600 or
- * stricter, owned by this user); its key is SHA-256 of that text, and the
+ * stricter, owned by this user, under directories no one else can write
+ * to); its key is SHA-256 of that text, and the
  * communicator's secret is then an HMAC of rank 0's seed under it, so the
  * seed crossing the network tells an eavesdropper nothing.
  *
@@ -28,6 +29,7 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <stdio.h>
@@ -39,17 +41,21 @@
 #include <unistd.h>
 
 TECORE_TUNABLE_STR(tc_tun_secret, "TECOMM_SECRET", "", NULL,
-                   "the TCP rendezvous's shared secret (text, at least 32 characters: e.g. 64 hex "
-                   "digits from /dev/urandom); every rank of the job must have the same; "
+                   "the TCP rendezvous's shared secret (text, at least 32 characters, 6 of them "
+                   "distinct: e.g. 64 hex digits from /dev/urandom); every rank of the job must "
+                   "have the same; "
                    "te-info shows only whether it is set")
 TECORE_TUNABLE_STR(tc_tun_secret_file, "TECOMM_SECRET_FILE", "", NULL,
-                   "a file holding the TCP rendezvous's secret (mode 0600, owned by the user); "
+                   "a file holding the TCP rendezvous's secret (a regular file of mode 0600, owned "
+                   "by the user, under directories of the user or root that others cannot write); "
                    "read when TECOMM_SECRET is unset")
 TECORE_TUNABLE_INT(tc_tun_insecure, "TECOMM_INSECURE", 0, 0, 1,
                    "1: the TCP rendezvous may run without a secret (any process that reaches its "
                    "port can join: only on a network and host whose every user is trusted)")
 
 #define TC_SECRET_MIN 32    /* characters of TECOMM_SECRET (128 bits as hex) */
+#define TC_SECRET_DISTINCT 6 /* distinct bytes in it: 32 random hex digits have fewer in
+                              * about one draw in 3e12; 32 blanks have 1 */
 #define TC_SECRET_MAX 4096
 #define TC_PENDING_MAX 32   /* connections proving themselves at once */
 #define TC_WARN_MAX 20      /* strangers logged per listener, then a count */
@@ -73,13 +79,88 @@ int tc_random_bytes(void *p, size_t n) {
   return got == n ? 0 : -1;
 }
 
-/* The secret's text from TECOMM_SECRET_FILE: its owner and mode checked
- * on the open file (no race with a rename), trailing white space cut. */
+/* A directory above the secret file: this user's or root's, and not
+ * writable by others unless sticky (as /tmp is), so that no one else can
+ * put another file or directory in the secret's place (the rule ssh
+ * applies to its key files).  0, or -1 with why. */
+static int dir_safe(int dfd, const char *name, char *why, size_t wl) {
+  struct stat st;
+  if (fstat(dfd, &st) != 0) {
+    snprintf(why, wl, "directory %s: %s", name, strerror(errno));
+    return -1;
+  }
+  if (st.st_uid != 0 && st.st_uid != geteuid()) {
+    snprintf(why, wl, "lies under directory %s of uid %u (neither this user nor root)", name,
+             (unsigned)st.st_uid);
+    return -1;
+  }
+  if ((st.st_mode & 022) && !(st.st_mode & S_ISVTX)) {
+    snprintf(why, wl, "lies under directory %s of mode %04o: other users may replace the file",
+             name, (unsigned)(st.st_mode & 07777));
+    return -1;
+  }
+  return 0;
+}
+
+/* The directory real (an absolute path without links) opened from "/"
+ * one component at a time with O_NOFOLLOW, each checked (dir_safe) on
+ * its own descriptor: a link swapped in after realpath is refused, not
+ * followed.  An O_PATH descriptor (search permission is enough), or -1
+ * with why. */
+static int walk_dirs(char *real, char *why, size_t wl) {
+  int dfd = open("/", O_PATH | O_DIRECTORY | O_CLOEXEC);
+  if (dfd < 0) return snprintf(why, wl, "cannot be reached: /: %s", strerror(errno)), -1;
+  if (dir_safe(dfd, "/", why, wl) != 0) return close(dfd), -1;
+  char *c = real + 1;
+  while (*c) {
+    char *end = strchr(c, '/');
+    if (!end) end = c + strlen(c);
+    char was = *end;
+    *end = '\0';   /* real up to here names this directory in messages */
+    int nfd = openat(dfd, c, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    close(dfd);
+    if (nfd < 0) snprintf(why, wl, "lies under directory %s, which cannot be opened: %s", real,
+                          strerror(errno));
+    else if (dir_safe(nfd, real, why, wl) != 0) close(nfd), nfd = -1;
+    *end = was;
+    if (nfd < 0) return -1;
+    dfd = nfd;
+    c = was ? end + 1 : end;
+  }
+  return dfd;
+}
+
+/* Opens the file path names without blocking (a FIFO's open would wait
+ * for a writer, and TECOMM_TIMEOUT would not apply) and without
+ * following a link of its own; the directories above it may be links,
+ * but where they lead must be safe (dir_safe, on the real path).  The
+ * descriptor, or -1 with why (a phrase after the file's name). */
+static int open_secret(const char *path, char *why, size_t wl) {
+  const char *slash = strrchr(path, '/'), *base = slash ? slash + 1 : path;
+  char dir[PATH_MAX], real[PATH_MAX];
+  if (!base[0]) return snprintf(why, wl, "names a directory, not a file"), -1;
+  if (!slash) snprintf(dir, sizeof dir, ".");
+  else snprintf(dir, sizeof dir, "%.*s", slash == path ? 1 : (int)(slash - path), path);
+  if (!realpath(dir, real))
+    return snprintf(why, wl, "lies under directory %s, which cannot be resolved: %s", dir,
+                    strerror(errno)), -1;
+  int dfd = walk_dirs(real, why, wl);
+  if (dfd < 0) return -1;
+  int fd = openat(dfd, base, O_RDONLY | O_NONBLOCK | O_NOFOLLOW | O_CLOEXEC);
+  if (fd < 0 && errno == ELOOP) snprintf(why, wl, "is a symbolic link (name the file itself)");
+  else if (fd < 0) snprintf(why, wl, "cannot be opened: %s", strerror(errno));
+  close(dfd);
+  return fd;
+}
+
+/* The secret's text from TECOMM_SECRET_FILE: its type, owner and mode
+ * checked on the open file (no race with a rename), trailing white space
+ * cut. */
 static tecomm_result_t secret_file(const char *path, char *text, size_t cap, const char *fn) {
-  int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+  char why[PATH_MAX + 128];
+  int fd = open_secret(path, why, sizeof why);
   if (fd < 0)
-    return TC_ERR(TECOMM_ERR_INVALID, "%s: TECOMM_SECRET_FILE \"%s\": %s", fn, path,
-                  strerror(errno));
+    return TC_ERR(TECOMM_ERR_INVALID, "%s: TECOMM_SECRET_FILE \"%s\" %s", fn, path, why);
   struct stat st;
   tecomm_result_t r = TECOMM_SUCCESS;
   if (fstat(fd, &st) != 0)
@@ -113,6 +194,15 @@ static tecomm_result_t secret_file(const char *path, char *text, size_t cap, con
   return TECOMM_SUCCESS;
 }
 
+/* How many different byte values s[0..n) holds. */
+static int distinct_bytes(const char *s, size_t n) {
+  unsigned char seen[256] = {0};
+  int d = 0;
+  for (size_t i = 0; i < n; i++)
+    if (!seen[(unsigned char)s[i]]) seen[(unsigned char)s[i]] = 1, d++;
+  return d;
+}
+
 tecomm_result_t tc_auth_env_key(unsigned char key[32], int *keyed, const char *fn) {
   char text[TC_SECRET_MAX];
   const char *s = tecore_tunable_str(&tc_tun_secret), *path = tecore_tunable_str(&tc_tun_secret_file);
@@ -134,11 +224,17 @@ tecomm_result_t tc_auth_env_key(unsigned char key[32], int *keyed, const char *f
                   "the job: %s", fn, how);
   }
   size_t len = strlen(text);
-  if (len < TC_SECRET_MIN) {
+  int distinct = distinct_bytes(text, len);
+  if (len < TC_SECRET_MIN || distinct < TC_SECRET_DISTINCT) {
     te_wipe(text, sizeof text);
+    if (len < TC_SECRET_MIN)
+      return TC_ERR(TECOMM_ERR_INVALID,
+                    "%s: the secret in %s has %zu characters (at least %d: 128 random bits as "
+                    "hex): %s", fn, from, len, TC_SECRET_MIN, how);
     return TC_ERR(TECOMM_ERR_INVALID,
-                  "%s: the secret in %s has %zu characters (at least %d: 128 random bits as hex): "
-                  "%s", fn, from, len, TC_SECRET_MIN, how);
+                  "%s: the secret in %s has only %d distinct characters (at least %d: a secret "
+                  "drawn at random has many; one character repeated, or blanks, is a mistake): "
+                  "%s", fn, from, distinct, TC_SECRET_DISTINCT, how);
   }
   static const char label[] = "tecomm rendezvous secret v1";
   struct te_sha256 h;

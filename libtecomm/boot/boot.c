@@ -40,6 +40,7 @@ static tecomm_result_t tc_boot_callbacks_open(const struct tecomm_bootstrap *bs,
   struct cb_boot *c = calloc(1, sizeof *c);
   if (!c) return TC_ERR(TECOMM_ERR_NOMEM, "%s: out of host memory", fn);
   c->b = (struct tc_boot){.rank = rank, .nranks = nranks, .kind = "callbacks",
+                          .failed_peer = -1,
                           .allgather = cb_allgather, .barrier = cb_barrier, .close = cb_close};
   c->allgather = bs->allgather;
   c->barrier = bs->barrier;

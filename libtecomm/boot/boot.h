@@ -23,6 +23,10 @@ struct tc_boot {
    * derived from it (comm.c); the other bootstraps carry the secret */
   unsigned char key[32];
   int keyed;
+  /* the rank the last allgather failed on (gone, or not there within
+   * TECOMM_TIMEOUT); -1: none, or not known (the caller's callbacks,
+   * NCCL's): tecomm_comm_status names it */
+  int failed_peer;
   /* recv gets nranks * bytes, rank r's block at r * bytes */
   tecomm_result_t (*allgather)(struct tc_boot *b, const void *send, void *recv, size_t bytes);
   tecomm_result_t (*barrier)(struct tc_boot *b);
@@ -64,6 +68,7 @@ struct tc_msg_blocks {
   size_t slen;
   void *const *rbuf;       /* NULL: nothing to receive */
   size_t rlen;
+  int *failed;             /* the i of fds[i] a failure was on, or -1 (NULL: not wanted) */
 };
 tecomm_result_t tc_msg_exchange(const int *fds, int n, uint32_t seq, const struct tc_msg_blocks *x,
                                 int64_t timeout_ms, const char *what);

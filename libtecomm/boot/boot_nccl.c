@@ -93,7 +93,8 @@ tecomm_result_t tc_boot_nccl_open(void *nccl_comm, int *rank, int *nranks, struc
   *nranks = c;
   struct nccl_boot *nb = calloc(1, sizeof *nb);
   if (!nb) return TC_ERR(TECOMM_ERR_NOMEM, "%s: out of host memory", fn);
-  nb->b = (struct tc_boot){.rank = r, .nranks = c, .kind = "nccl", .allgather = nb_allgather,
+  nb->b = (struct tc_boot){.rank = r, .nranks = c, .kind = "nccl", .failed_peer = -1,
+                           .allgather = nb_allgather,
                            .barrier = tc_boot_barrier, .close = nb_close};
   nb->comm = nccl_comm;
   tecore_result_t cr = tecore_stream_create(TECORE_STREAM_NON_BLOCKING, 0, &nb->stream);

@@ -33,7 +33,8 @@ TECORE_TUNABLE_INT(tc_tun_rank, "TECOMM_RANK", -1, -1, 1048575,
 TECORE_TUNABLE_INT(tc_tun_nranks, "TECOMM_NRANKS", -1, -1, 1048576,
                    "the number of ranks, for the environment (TCP) bootstrap")
 TECORE_TUNABLE_STR(tc_tun_root, "TECOMM_ROOT", "", NULL,
-                   "host:port where rank 0 listens for the environment (TCP) bootstrap")
+                   "host:port where rank 0 listens for the environment (TCP) bootstrap (port "
+                   "1..65535)")
 TECORE_TUNABLE_STR(tc_tun_listen, "TECOMM_LISTEN", "", NULL,
                    "the address rank 0's TCP rendezvous listens on (its port is TECOMM_ROOT's); "
                    "empty: the address of TECOMM_ROOT's host; \"*\": every interface")
@@ -50,6 +51,7 @@ static tecomm_result_t tcp_allgather(struct tc_boot *b, const void *send, void *
   struct tcp_boot *t = (struct tcp_boot *)b;
   int n = b->nranks;
   int64_t to = tc_timeout_ms();
+  b->failed_peer = -1;
   memmove((unsigned char *)recv + (size_t)b->rank * bytes, send, bytes);
   if (n == 1) return TECOMM_SUCCESS;
   uint32_t seq = t->seq++;
@@ -66,11 +68,12 @@ static tecomm_result_t tcp_allgather(struct tc_boot *b, const void *send, void *
     for (int i = 0; i < n; i++) rb[i] = (unsigned char *)recv + (size_t)i * bytes;
     /* gather first, then answer with the whole: two rounds */
     tecomm_result_t r =
-        tc_msg_exchange(t->fd, n, seq, &(struct tc_msg_blocks){NULL, 0, rb, bytes}, to,
-                        "tcp bootstrap gather");
+        tc_msg_exchange(t->fd, n, seq, &(struct tc_msg_blocks){NULL, 0, rb, bytes, &b->failed_peer},
+                        to, "tcp bootstrap gather");
     for (int i = 0; i < n; i++) sb[i] = recv;
     if (r == TECOMM_SUCCESS)
-      r = tc_msg_exchange(t->fd, n, seq, &(struct tc_msg_blocks){sb, (size_t)n * bytes, NULL, 0},
+      r = tc_msg_exchange(t->fd, n, seq,
+                          &(struct tc_msg_blocks){sb, (size_t)n * bytes, NULL, 0, &b->failed_peer},
                           to, "tcp bootstrap answer");
     free(rb);
     free(sb);
@@ -82,10 +85,13 @@ static tecomm_result_t tcp_allgather(struct tc_boot *b, const void *send, void *
   memcpy(mine, send, bytes);
   const void *sb[1] = {mine};
   void *rb[1] = {recv};
-  tecomm_result_t r = tc_msg_exchange(t->fd, 1, seq, &(struct tc_msg_blocks){sb, bytes, NULL, 0},
-                                      to, "tcp bootstrap send");
+  /* this rank meets rank 0 alone: fds[0] is rank 0 (failed_peer right as it is) */
+  tecomm_result_t r =
+      tc_msg_exchange(t->fd, 1, seq, &(struct tc_msg_blocks){sb, bytes, NULL, 0, &b->failed_peer},
+                      to, "tcp bootstrap send");
   if (r == TECOMM_SUCCESS)
-    r = tc_msg_exchange(t->fd, 1, seq, &(struct tc_msg_blocks){NULL, 0, rb, (size_t)n * bytes},
+    r = tc_msg_exchange(t->fd, 1, seq,
+                        &(struct tc_msg_blocks){NULL, 0, rb, (size_t)n * bytes, &b->failed_peer},
                         to, "tcp bootstrap receive");
   if (r == TECOMM_SUCCESS && memcmp((unsigned char *)recv + (size_t)b->rank * bytes, mine, bytes))
     r = TC_ERR(TECOMM_ERR_BOOTSTRAP, "tcp bootstrap: rank 0's answer does not hold this rank's block");
@@ -103,20 +109,30 @@ static void tcp_close(struct tc_boot *b) {
   free(t);
 }
 
-static int split_hostport(const char *root, char *host, size_t hn, char *port, size_t pn) {
+/* root as host and port: 0, or -1 with why (a phrase after root). */
+static int split_hostport(const char *root, char *host, size_t hn, char *port, size_t pn,
+                          char *why, size_t wl) {
   const char *colon = strrchr(root, ':');
+  snprintf(why, wl, "is not host:port");
   if (!colon || colon == root || !colon[1]) return -1;
   size_t hl = (size_t)(colon - root);
   if (root[0] == '[' && hl >= 2 && root[hl - 1] == ']') { /* [v6]:port */
     root++;
     hl -= 2;
   }
-  if (hl >= hn || strlen(colon + 1) >= pn) return -1;
+  if (hl >= hn) return -1;
   memcpy(host, root, hl);
   host[hl] = '\0';
-  snprintf(port, pn, "%s", colon + 1);
-  for (const char *p = port; *p; p++)
-    if (*p < '0' || *p > '9') return -1;
+  /* a port getaddrinfo would take modulo 65536, or as a service name, is
+   * not the one the user meant: only 1..65535 in decimal */
+  unsigned long v = 0;
+  const char *p = colon + 1;
+  for (; *p >= '0' && *p <= '9' && v <= 65535; p++) v = v * 10 + (unsigned long)(*p - '0');
+  if (*p || v < 1 || v > 65535) {
+    snprintf(why, wl, "has port \"%s\": a port is a number in 1..65535", colon + 1);
+    return -1;
+  }
+  snprintf(port, pn, "%lu", v);
   return 0;
 }
 
@@ -208,10 +224,10 @@ tecomm_result_t tc_boot_tcp_open(const char *root, int *rank, int *nranks, struc
   TC_ARG(*nranks >= 1, "%s: nranks unknown: pass it or set TECOMM_NRANKS", fn);
   TC_ARG(*rank >= 0 && *rank < *nranks, "%s: rank %d is not in [0, %d): pass it or set TECOMM_RANK",
          fn, *rank, *nranks);
-  char host[256], port[16];
+  char host[256], port[16], why[128];
   if (*nranks > 1)
-    TC_ARG(root && split_hostport(root, host, sizeof host, port, sizeof port) == 0,
-           "%s: TECOMM_ROOT \"%s\" is not host:port", fn, root ? root : "");
+    TC_ARG(root && split_hostport(root, host, sizeof host, port, sizeof port, why, sizeof why) == 0,
+           "%s: TECOMM_ROOT \"%s\" %s", fn, root ? root : "", root ? why : "is not host:port");
   struct tcp_boot *t = calloc(1, sizeof *t);
   int n = *nranks;
   if (t) t->fd = malloc((size_t)n * sizeof *t->fd);
@@ -220,7 +236,8 @@ tecomm_result_t tc_boot_tcp_open(const char *root, int *rank, int *nranks, struc
     return TC_ERR(TECOMM_ERR_NOMEM, "%s: out of host memory", fn);
   }
   for (int i = 0; i < n; i++) t->fd[i] = -1;
-  t->b = (struct tc_boot){.rank = *rank, .nranks = n, .kind = "tcp", .allgather = tcp_allgather,
+  t->b = (struct tc_boot){.rank = *rank, .nranks = n, .kind = "tcp", .failed_peer = -1,
+                          .allgather = tcp_allgather,
                           .barrier = tc_boot_barrier, .close = tcp_close};
   tecomm_result_t res = TECOMM_SUCCESS;
   if (n > 1) { /* one rank meets no one: it needs no secret */

@@ -63,10 +63,14 @@ static int wait_fd(int fd, short events, int64_t deadline) {
   }
 }
 
-/* The exchange of raw bytes under tc_msg_exchange's frames. */
-static tecomm_result_t tc_sock_exchange(const int *fds, int n, const void *const *sbuf,
-                                        size_t slen, void *const *rbuf, size_t rlen,
+/* The exchange of raw bytes under tc_msg_exchange's frames (x: the
+ * frames, x->failed not NULL). */
+static tecomm_result_t tc_sock_exchange(const int *fds, int n, const struct tc_msg_blocks *x,
                                         int64_t timeout_ms, const char *what) {
+  const void *const *sbuf = x->sbuf;
+  void *const *rbuf = x->rbuf;
+  const size_t slen = x->slen, rlen = x->rlen;
+  int *failed = x->failed;
   size_t *soff = calloc((size_t)n, sizeof *soff), *roff = calloc((size_t)n, sizeof *roff);
   struct pollfd *p = calloc((size_t)n, sizeof *p);
   int *idx = calloc((size_t)n, sizeof *idx);
@@ -90,6 +94,7 @@ static tecomm_result_t tc_sock_exchange(const int *fds, int n, const void *const
     if (np == 0) break;
     int64_t left = deadline - tc_now_ms();
     if (left <= 0) {
+      *failed = idx[0];
       res = TC_ERR(TECOMM_ERR_TIMEOUT, "%s: rank %d did not answer within TECOMM_TIMEOUT (%lld ms)",
                    what, idx[0], (long long)timeout_ms);
       goto out;
@@ -106,6 +111,7 @@ static tecomm_result_t tc_sock_exchange(const int *fds, int n, const void *const
                          MSG_NOSIGNAL);
         if (w > 0) soff[i] += (size_t)w;
         else if (w < 0 && errno != EAGAIN && errno != EINTR) {
+          *failed = i;
           res = TC_ERR(TECOMM_ERR_BOOTSTRAP, "%s: rank %d is gone (send: %s)", what, i,
                        strerror(errno));
           goto out;
@@ -115,10 +121,12 @@ static tecomm_result_t tc_sock_exchange(const int *fds, int n, const void *const
         ssize_t r = recv(fds[i], (unsigned char *)rbuf[i] + roff[i], rlen - roff[i], 0);
         if (r > 0) roff[i] += (size_t)r;
         else if (r == 0 || (errno != EAGAIN && errno != EINTR)) {
+          *failed = i;
           res = TC_ERR(TECOMM_ERR_BOOTSTRAP, "%s: rank %d is gone (connection closed)", what, i);
           goto out;
         }
       } else if ((p[j].revents & (POLLHUP | POLLERR)) && soff[i] < slen) {
+        *failed = i;
         res = TC_ERR(TECOMM_ERR_BOOTSTRAP, "%s: rank %d is gone (connection closed)", what, i);
         goto out;
       }
@@ -137,6 +145,8 @@ tecomm_result_t tc_msg_exchange(const int *fds, int n, uint32_t seq, const struc
   const void *const *sbuf = x->sbuf;
   void *const *rbuf = x->rbuf;
   const size_t slen = x->slen, rlen = x->rlen;
+  int failed_here = -1, *failed = x->failed ? x->failed : &failed_here;
+  *failed = -1;
   if (slen > TC_WIRE_MAX_BODY || rlen > TC_WIRE_MAX_BODY)
     return TC_ERR(TECOMM_ERR_INVALID, "%s: a block of %zu bytes (at most %u)", what,
                   slen > rlen ? slen : rlen, (unsigned)TC_WIRE_MAX_BODY);
@@ -163,13 +173,15 @@ tecomm_result_t tc_msg_exchange(const int *fds, int n, uint32_t seq, const struc
     s[i] = sm;
     r[i] = rm ? rm + (size_t)i * rf : NULL;
   }
-  res = tc_sock_exchange(fds, n, sm ? s : NULL, sf, rm ? r : NULL, rf, timeout_ms, what);
+  const struct tc_msg_blocks frames = {sm ? s : NULL, sf, rm ? r : NULL, rf, failed};
+  res = tc_sock_exchange(fds, n, &frames, timeout_ms, what);
   for (int i = 0; res == TECOMM_SUCCESS && rm && i < n; i++) {
     if (fds[i] < 0) continue;
     struct tc_wire_hdr h;
     char why[160];
     if (tc_wire_get_hdr(r[i], rf, &h, why, sizeof why) != 0 ||
         tc_wire_expect(&h, TC_WIRE_DATA, (uint32_t)rlen, seq, why, sizeof why) != 0) {
+      *failed = i;
       res = TC_ERR(TECOMM_ERR_BOOTSTRAP, "%s: rank %d sent a bad message: %s", what, i, why);
       break;
     }
@@ -187,6 +199,7 @@ static tecomm_result_t mesh_allgather(struct tc_boot *b, const void *send, void 
                                       size_t bytes) {
   struct mesh *m = (struct mesh *)b;
   int n = b->nranks;
+  b->failed_peer = -1;
   const void **s = malloc((size_t)n * sizeof *s);
   void **r = malloc((size_t)n * sizeof *r);
   if (!s || !r) {
@@ -199,8 +212,8 @@ static tecomm_result_t mesh_allgather(struct tc_boot *b, const void *send, void 
     r[i] = (unsigned char *)recv + (size_t)i * bytes;
   }
   memmove(r[b->rank], send, bytes);
-  tecomm_result_t res = tc_msg_exchange(m->fd, n, m->seq++, &(struct tc_msg_blocks){s, bytes, r, bytes},
-                                        tc_timeout_ms(), "host allgather");
+  const struct tc_msg_blocks x = {s, bytes, r, bytes, &b->failed_peer};
+  tecomm_result_t res = tc_msg_exchange(m->fd, n, m->seq++, &x, tc_timeout_ms(), "host allgather");
   free(s);
   free(r);
   return res;
@@ -258,7 +271,8 @@ tecomm_result_t tc_mesh_open(const unsigned char secret[32], uint64_t tag, int m
     return TC_ERR(TECOMM_ERR_NOMEM, "%s: out of host memory", fn);
   }
   for (int i = 0; i < n; i++) fd[i] = -1;
-  m->b = (struct tc_boot){.rank = me, .nranks = n, .kind = "mesh", .allgather = mesh_allgather,
+  m->b = (struct tc_boot){.rank = me, .nranks = n, .kind = "mesh", .failed_peer = -1,
+                          .allgather = mesh_allgather,
                           .barrier = tc_boot_barrier, .close = mesh_close};
   m->fd = fd;
   m->tag = tag;

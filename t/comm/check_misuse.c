@@ -16,7 +16,9 @@
  *     timeout on one rank only);
  *   - sticky errors: after a timeout, status keeps saying TIMEOUT, later
  *     calls are refused with the first error's text, and destroy returns
- *     within one TECOMM_TIMEOUT;
+ *     within one TECOMM_TIMEOUT; a lonely rank's timeout (its peer never
+ *     made the call) names that peer in status at every level (was -1
+ *     where a host exchange timed out);
  *   - a stream's error from another call (a copy past its source) is not
  *     the communicator's: its allreduces sum right, destroy succeeds (was
  *     TECOMM_ERR_DEVICE with an empty detail). */
@@ -303,6 +305,61 @@ START_TEST(timeout_is_sticky_and_destroy_bounded) {
 }
 END_TEST
 
+/* A lonely rank: rank 0 makes a collective call that rank 1 never makes,
+ * at each level.  TIMEOUT, and status names rank 1, the one that did
+ * not come (it named peer -1 where the host agreement's exchange timed
+ * out: the NCCL level). */
+struct lonely {
+  const char *name;
+  tecomm_algo_t algo;
+  const char *test_fail;   /* TECOMM_TEST_FAIL: the level forced, or NULL */
+};
+static const struct lonely lonely_cases[] = {
+    {"one-shot (IPC)", TECOMM_ALGO_ONESHOT, NULL},
+    {"NCCL, at the pool level", TECOMM_ALGO_NCCL, NULL},
+    {"NCCL level", TECOMM_ALGO_AUTO, "ipc:1"},
+};
+
+static void rank_lonely(int rank, int n, void *arg) {
+  const struct lonely *k = arg;
+  setenv("TECOMM_TIMEOUT", "1000", 1);
+  if (k->test_fail) setenv("TECOMM_TEST_FAIL", k->test_fail, 1);
+  tecomm_comm_t c = tc_rank_comm(rank, n);
+  const size_t count = 4096;
+  tecore_devptr_t buf = 0;
+  RK_CORE(tecore_mem_alloc(count * 4, &buf));
+  if (rank == 0) {
+    tecomm_result_t r =
+        tecomm_allreduce_algo(c, buf, buf, count, TECORE_DTYPE_F32, TECOMM_SUM, k->algo, NULL);
+    RK_ASSERT(r == TECOMM_SUCCESS || r == TECOMM_ERR_TIMEOUT, "%s: the call: %s (%s)", k->name,
+              tecomm_result_name(r), tecomm_last_error());
+    (void)tecore_ctx_synchronize();
+    int peer = -2;
+    r = tecomm_comm_status(c, &peer);
+    RK_ASSERT(r == TECOMM_ERR_TIMEOUT, "%s: status %s (%s)", k->name, tecomm_result_name(r),
+              tecomm_last_error());
+    RK_ASSERT(peer == 1, "%s: status named peer %d, not rank 1, the one that did not come (%s)",
+              k->name, peer, tecomm_last_error());
+  }
+  RK_ASSERT(tc_shm_barrier(tc_shm) == 0, "barrier");
+  (void)tecomm_comm_destroy(c);
+  RK_CORE(tecore_mem_free(buf));
+}
+
+START_TEST(lonely_rank_status_names_the_missing_peer) {
+  const struct lonely *k = &lonely_cases[_i];
+  printf("# %s\n", k->name);
+  if (k->algo == TECOMM_ALGO_NCCL || k->test_fail) {
+    if (!tc_on_vdev()) {
+      printf("# skipped: vdev's NCCL only (a GPU host's needs a GPU a rank)\n");
+      return;
+    }
+  }
+  tc_run_ranks(2, rank_lonely, (void *)k, 60);
+  tc_shm_release();
+}
+END_TEST
+
 /* ---- another call's device error ------------------------------------------------------ */
 /* A copy one byte past its source's allocation, on a stream of the rank's
  * own, leaves that stream a sticky error on vdev (on cuda an error, or
@@ -377,6 +434,8 @@ static Suite *comm_misuse_suite(void) {
                       (int)(sizeof mcases / sizeof mcases[0]));
   tc = te_tcase(s, "sticky", 0);
   tcase_add_test(tc, timeout_is_sticky_and_destroy_bounded);
+  tcase_add_loop_test(tc, lonely_rank_status_names_the_missing_peer, 0,
+                      (int)(sizeof lonely_cases / sizeof lonely_cases[0]));
   tcase_add_test(tc, another_streams_error_does_not_fail_the_communicator);
   return s;
 }

@@ -13,11 +13,14 @@
  *     allreduce gives the right sums;
  *   - the TCP listener binds TECOMM_ROOT's address, not every interface;
  *   - a host name with no NUL in its field from the bootstrap fails init
- *     on every rank with a clear error (no read past it);
+ *     on every rank with a clear error (no read past it); so does a
+ *     caller's allgather that fills only its own block (issue 57);
  *   - no secret: the TCP rendezvous refuses to start and says how to make
  *     one; TECOMM_INSECURE=1 lets it start; TECOMM_SECRET_FILE must be
  *     mode 0600 and owned by the user, a short secret is refused, a good
- *     file works.
+ *     file works; (issue 57) a FIFO is refused at once (init blocked in
+ *     open()), so are a file under a directory others may write (or a
+ *     link to one), a secret of 32 blanks, a port outside 1..65535.
  * Before the fix (main at 51511b1) every test here fails but the hash
  * vectors (which had no code to test): the strangers take a rank's place
  * or fail init, the listener is on [::], the host name is read past its
@@ -633,6 +636,32 @@ START_TEST(host_name_without_nul) {
 }
 END_TEST
 
+/* A caller's allgather that writes only this rank's own block: init must
+ * fail on every rank naming the block it did not fill (it returned
+ * success on rank 0, which saw zeros for its peers' facts). */
+static int own_block_allgather(const void *send, void *recv, size_t bytes, void *ctx) {
+  (void)ctx;
+  memcpy((char *)recv + (size_t)tc_my_rank * bytes, send, bytes);
+  return 0;
+}
+
+static void rank_own_block(int rank, int n, void *arg) {
+  (void)arg;
+  struct tecomm_bootstrap b = tc_boot_shm();
+  b.allgather = own_block_allgather;
+  tecomm_comm_t c = NULL;
+  RK_EXPECT(TECOMM_ERR_BOOTSTRAP, "did not fill rank", tecomm_comm_init(rank, n, rank, &b, &c));
+  RK_ASSERT(c == NULL, "a failed init left a communicator");
+  RK_ASSERT(strstr(tecomm_last_error(), "every rank's block"), "the detail does not say what an "
+            "allgather must do: %s", tecomm_last_error());
+}
+
+START_TEST(allgather_filling_only_its_own_block) {
+  tc_run_ranks(3, rank_own_block, NULL, 60);
+  tc_shm_release();
+}
+END_TEST
+
 /* ---- secrets --------------------------------------------------------------------- */
 
 static void no_secret_env(void) {
@@ -675,7 +704,7 @@ START_TEST(tcp_refuses_to_start_without_secret) {
 }
 END_TEST
 
-static char secret_path[256];
+static char secret_path[512];
 
 static void rank_secret_file(int rank, int n, void *arg) {
   const char *want = arg;
@@ -732,6 +761,132 @@ START_TEST(secret_file_must_be_private) {
 }
 END_TEST
 
+/* One process as rank 1 of 2 (no rank 0: a secret taken makes it dial
+ * and time out, "did not listen"), or as rank 0 of 2 at a root, with the
+ * secret from env (TECOMM_SECRET) or file (TECOMM_SECRET_FILE). */
+struct secret_case {
+  const char *env, *file, *root;
+  tecomm_result_t code;
+  const char *want;
+};
+
+static void rank_secret_case(int rank, int n, void *arg) {
+  (void)rank, (void)n;
+  const struct secret_case *k = arg;
+  no_secret_env();
+  if (k->env) setenv("TECOMM_SECRET", k->env, 1);
+  if (k->file) setenv("TECOMM_SECRET_FILE", k->file, 1);
+  char v[64];
+  snprintf(v, sizeof v, "127.0.0.1:%d", sec_port);
+  struct tecomm_bootstrap b = {.kind = TECOMM_BOOTSTRAP_ENV, .root = k->root ? k->root : v};
+  tecomm_comm_t c = NULL;
+  RK_EXPECT(k->code, k->want, tecomm_comm_init(k->code == TECOMM_ERR_TIMEOUT, 2, 0, &b, &c));
+  RK_ASSERT(c == NULL, "a failed init left a communicator");
+}
+
+static void secret_expect(struct secret_case k, int timeout_s) {
+  tc_run_ranks(1, rank_secret_case, &k, timeout_s);
+  tc_shm_release();
+}
+
+/* A FIFO as TECOMM_SECRET_FILE: refused at once (init blocked in open()
+ * for a writer, past TECOMM_TIMEOUT: the run is killed after 15 s). */
+START_TEST(secret_file_fifo_refused_at_once) {
+  char dir[256], fifo[300];
+  snprintf(dir, sizeof dir, "%s/te-fifo-XXXXXX", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
+  ck_assert_ptr_nonnull(mkdtemp(dir));
+  snprintf(fifo, sizeof fifo, "%s/secret", dir);
+  ck_assert_int_eq(mkfifo(fifo, 0600), 0);
+  sec_port = free_port();
+  secret_expect((struct secret_case){.file = fifo, .code = TECOMM_ERR_INVALID,
+                                     .want = "is not a regular file"}, 15);
+  unlink(fifo);
+  rmdir(dir);
+}
+END_TEST
+
+/* 32 blanks, or two characters repeated, are at least 32 characters but
+ * no secret: refused (were accepted); a random one of 32 hex digits is
+ * taken.  A port outside 1..65535 is refused (99999 was taken). */
+START_TEST(secret_of_blanks_and_port_out_of_range_refused) {
+  sec_port = free_port();
+  secret_expect((struct secret_case){.env = "                                ",
+                                     .code = TECOMM_ERR_INVALID,
+                                     .want = "has only 1 distinct characters"}, 30);
+  secret_expect((struct secret_case){.env = "abababababababababababababababababab",
+                                     .code = TECOMM_ERR_INVALID,
+                                     .want = "has only 2 distinct characters"}, 30);
+  unsigned char b[16];
+  char good[40];
+  rand_bytes(b, sizeof b);
+  hex(b, sizeof b, good);
+  secret_expect((struct secret_case){.env = good, .code = TECOMM_ERR_TIMEOUT,
+                                     .want = "did not listen"}, 30);
+  static const char *const roots[] = {"127.0.0.1:99999", "127.0.0.1:0", "127.0.0.1:65536",
+                                      "127.0.0.1:-1", "127.0.0.1:http"};
+  for (size_t i = 0; i < sizeof roots / sizeof roots[0]; i++)
+    secret_expect((struct secret_case){.env = good, .root = roots[i], .code = TECOMM_ERR_INVALID,
+                                       .want = "a port is a number in 1..65535"}, 30);
+}
+END_TEST
+
+/* The directories above TECOMM_SECRET_FILE (where links lead) must be
+ * this user's or root's and not writable by others unless sticky: a
+ * file under a directory of mode 0777, or reached through a link to one,
+ * is refused (only the file itself was checked); a link to a safe
+ * directory, and a sticky one (as /tmp), are fine. */
+START_TEST(secret_file_under_unsafe_directory_refused) {
+  char top[256], safe[300], open_dir[300], link_safe[300], link_open[300], path[400];
+  snprintf(top, sizeof top, "%s/te-dirs-XXXXXX", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
+  ck_assert_ptr_nonnull(mkdtemp(top));
+  snprintf(safe, sizeof safe, "%s/safe", top);
+  snprintf(open_dir, sizeof open_dir, "%s/open", top);
+  snprintf(link_safe, sizeof link_safe, "%s/to-safe", top);
+  snprintf(link_open, sizeof link_open, "%s/to-open", top);
+  ck_assert_int_eq(mkdir(safe, 0700), 0);
+  ck_assert_int_eq(mkdir(open_dir, 0700), 0);
+  ck_assert_int_eq(chmod(open_dir, 0777), 0);
+  ck_assert_int_eq(symlink(safe, link_safe), 0);
+  ck_assert_int_eq(symlink(open_dir, link_open), 0);
+  unsigned char b[32];
+  char good[80];
+  rand_bytes(b, sizeof b);
+  hex(b, sizeof b, good);
+  const char *dirs[] = {safe, open_dir};
+  for (int i = 0; i < 2; i++) {
+    snprintf(secret_path, sizeof secret_path, "%s/secret", dirs[i]);
+    write_secret(good, 0600);
+  }
+  sec_port = free_port();
+  const struct {
+    const char *dir;
+    tecomm_result_t code;
+    const char *want;
+  } cases[] = {{safe, TECOMM_ERR_TIMEOUT, "did not listen"},
+               {link_safe, TECOMM_ERR_TIMEOUT, "did not listen"},
+               {open_dir, TECOMM_ERR_INVALID, "of mode 0777: other users may replace the file"},
+               {link_open, TECOMM_ERR_INVALID, "of mode 0777: other users may replace the file"}};
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    snprintf(path, sizeof path, "%s/secret", cases[i].dir);
+    printf("# TECOMM_SECRET_FILE=%s\n", path);
+    secret_expect((struct secret_case){.file = path, .code = cases[i].code,
+                                       .want = cases[i].want}, 30);
+  }
+  ck_assert_int_eq(chmod(open_dir, 01777), 0);   /* sticky: others cannot replace our files */
+  snprintf(path, sizeof path, "%s/secret", link_open);
+  secret_expect((struct secret_case){.file = path, .code = TECOMM_ERR_TIMEOUT,
+                                     .want = "did not listen"}, 30);
+  for (int i = 0; i < 2; i++) {
+    snprintf(path, sizeof path, "%s/secret", dirs[i]);
+    unlink(path);
+    rmdir(dirs[i]);
+  }
+  unlink(link_safe);
+  unlink(link_open);
+  rmdir(top);
+}
+END_TEST
+
 static Suite *security_suite(void) {
   setenv("TECORE_VDEV_DEVICES", "8", 0);
   Suite *s = suite_create("comm_security");
@@ -743,9 +898,13 @@ static Suite *security_suite(void) {
   tcase_add_loop_test(tc, stranger_cannot_join_mesh, 0, 2);
   tc = te_tcase(s, "wire", 0);
   tcase_add_test(tc, host_name_without_nul);
+  tcase_add_test(tc, allgather_filling_only_its_own_block);
   tc = te_tcase(s, "secret", 0);
   tcase_add_test(tc, tcp_refuses_to_start_without_secret);
   tcase_add_test(tc, secret_file_must_be_private);
+  tcase_add_test(tc, secret_file_fifo_refused_at_once);
+  tcase_add_test(tc, secret_of_blanks_and_port_out_of_range_refused);
+  tcase_add_test(tc, secret_file_under_unsafe_directory_refused);
   return s;
 }
 

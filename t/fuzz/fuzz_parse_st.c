@@ -3,9 +3,11 @@
  * fuzz_parse_st.c -- fuzz-parse's target 7: te-gpt's safetensors reader
  * (tools/gpt/st.c, compiled in), whose input is an untrusted checkpoint
  * file.  The bytes after the target byte are the file.  The oracle: a
- * refusal leaves a message and an empty result; an accepted file's
- * tensors each lie inside the data, span exactly their shape's bytes,
- * overlap no other tensor and have distinct non-empty names, and its
+ * refusal leaves a message of printable ASCII only (it quotes the file's
+ * names: an escape sequence there must not reach a terminal) and an
+ * empty result; an accepted file's tensors each lie inside the data,
+ * span exactly their shape's bytes, overlap no other tensor, have
+ * distinct non-empty names and are found by st_find under them, and its
  * metadata keys are distinct. */
 #include "fuzz_parse.h"
 #include "st.h"
@@ -27,6 +29,11 @@ void fz_parse_st(const uint8_t *data, size_t len) {
   fz_parse_calls++;
   if (rc) {
     bad(!err[0], "a refusal without a message", NULL);
+    for (const char *c = err; *c; c++)
+      if (*c < 0x20 || *c > 0x7e) {
+        bad(1, "a refusal's message holds a byte outside printable ASCII", NULL);
+        break;
+      }
     bad(f.nt || f.t || f.nmeta || f.meta, "a refusal left a result", err);
     return;
   }
@@ -40,6 +47,7 @@ void fz_parse_st(const uint8_t *data, size_t len) {
     bad(bytes != (unsigned __int128)(t->end - t->begin), "a span that is not its shape", t->name);
     bad((const uint8_t *)t->data != data + len - f.data_len + t->begin,
         "a data pointer elsewhere", t->name);
+    bad(st_find(&f, t->name) != t, "st_find does not find a tensor by its name", t->name);
     for (size_t j = i + 1; j < f.nt; j++) {
       const struct st_tensor *u = &f.t[j];
       bad(!strcmp(t->name, u->name), "a name twice", t->name);

@@ -4,8 +4,8 @@
  * -> LM head as one fuser sequence, cross-entropy), the training step and
  * AdamW (gpt_train.c), the byte corpus and its sampler (gpt_data.c),
  * checkpoints in safetensors (gpt_ckpt.c over st.c), generation
- * (gpt_sample.c) and, under --tp, where a rank's slices lie in the whole
- * tensors (gpt_tp.c).
+ * (gpt_sample.c), under --tp, where a rank's slices lie in the whole
+ * tensors (gpt_tp.c), and the reads of files (gpt_io.c).
  *
  * Shapes: a microbatch is batch sequences of seq tokens, rows = batch *
  * seq; activations [rows][hidden] BF16, logits [rows][vocab] BF16,
@@ -193,7 +193,16 @@ float *gpt_tp_gather(const struct gpt_model *m, const struct gpt_param *p, const
 void gpt_tp_slice(const struct gpt_model *m, const struct gpt_param *p, const void *whole,
                   float *slice);
 
+/* ---- files (gpt_io.c) ---- */
+/* path opened for reading without waiting, refused (a message, -1)
+ * unless a regular file; the descriptor and its *size. */
+int gpt_open_regular(const char *path, uint64_t *size);
+/* n bytes at off of fd into buf: 0, or a message naming path and -1. */
+int gpt_read_at(int fd, uint64_t off, void *buf, size_t n, const char *path);
+
 /* ---- the corpus ---- */
+/* The most bytes --data's files may hold in all (te-gpt(1)). */
+#define GPT_DATA_MAX ((uint64_t)1 << 30)
 struct gpt_data {
   uint8_t *bytes;
   size_t n, ntrain;            /* training: [0, ntrain); validation: [ntrain, n) */

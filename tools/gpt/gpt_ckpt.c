@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 #include "gpt.h"
 #include "st.h"
 
@@ -138,37 +139,69 @@ int gpt_save(const char *dir, struct gpt_model *m, struct gpt_train *t, tecore_s
   return rc;
 }
 
-/* the whole file into memory, parsed; buf freed by the caller */
-static int read_st(const char *dir, const char *file, uint8_t **buf, struct st_file *f) {
-  char path[4096], err[512];
-  snprintf(path, sizeof path, "%s/%s", dir, file);
-  *buf = NULL;
-  FILE *h = fopen(path, "rb");
-  if (!h) return GPT_ERR("%s: %s", path, strerror(errno)), -1;
-  struct stat stt;
-  if (fstat(fileno(h), &stt) || !S_ISREG(stt.st_mode)) {
-    fclose(h);
-    return GPT_ERR("%s: not a regular file", path), -1;
+/* One checkpoint file, its header parsed; the tensors' bytes stay in
+ * the file until load_tensor reads one (after checking its shape against
+ * the model's), so a file costs no more memory than the model's largest
+ * tensor, whatever its header or size claim. */
+struct ckpt {
+  char path[4096];
+  int fd;
+  uint64_t data_off;   /* where the data starts: 8 + the header */
+  struct st_file f;
+};
+
+static void ckpt_close(struct ckpt *c) {
+  if (c->fd >= 0) close(c->fd);
+  c->fd = -1;
+  st_free(&c->f);
+}
+
+/* The 8-byte length checked against the file's size before the header
+ * is read (a header length past the file costs nothing), then the
+ * header parsed. */
+static int ckpt_open(const char *dir, const char *file, struct ckpt *c) {
+  char err[512];
+  uint8_t first[8] = {0};
+  uint64_t size, n;
+  memset(&c->f, 0, sizeof c->f);
+  snprintf(c->path, sizeof c->path, "%s/%s", dir, file);
+  c->fd = gpt_open_regular(c->path, &size);
+  if (c->fd < 0) return -1;
+  if (gpt_read_at(c->fd, 0, first, size < 8 ? (size_t)size : 8, c->path)) return ckpt_close(c), -1;
+  if (st_header_len(first, size, &n, err, sizeof err)) {
+    GPT_ERR("%s: not a valid safetensors file: %s", c->path, err);
+    return ckpt_close(c), -1;
   }
-  size_t len = (size_t)stt.st_size;
-  *buf = gpt_xalloc(len);
-  size_t got = fread(*buf, 1, len, h);
-  fclose(h);
-  if (got != len) return GPT_ERR("%s: short read (%zu of %zu bytes)", path, got, len), -1;
-  if (st_parse(*buf, len, f, err, sizeof err))
-    return GPT_ERR("%s: not a valid safetensors file: %s", path, err), -1;
-  return 0;
+  char *hdr = gpt_xalloc((size_t)n);
+  int rc = gpt_read_at(c->fd, 8, hdr, (size_t)n, c->path);
+  if (!rc && st_parse_header(hdr, (size_t)n, size - 8 - n, &c->f, err, sizeof err)) {
+    GPT_ERR("%s: not a valid safetensors file: %s", c->path, err);
+    rc = -1;
+  }
+  free(hdr);
+  c->data_off = 8 + n;
+  if (rc) ckpt_close(c);
+  return rc;
+}
+
+/* a metadata value of the file as printable text: never its bytes as
+ * they are (an escape sequence in a checkpoint would reach the user's
+ * terminal) */
+static const char *shown(const char *v, char *buf, size_t n) {
+  if (!v) return "missing";
+  st_escape(v, buf, n);
+  return buf;
 }
 
 /* an integer metadata value in [lo, hi] */
 static int meta_int(const struct st_file *f, const char *key, long lo, long hi, int *out) {
   const char *v = st_meta_get(f, key);
-  char *end;
+  char *end, b[256];
   errno = 0;
   long x = v ? strtol(v, &end, 10) : 0;
   if (!v || !*v || *end || errno || x < lo || x > hi) {
     GPT_ERR("checkpoint metadata \"%s\": %s%s%s (an integer in %ld..%ld expected)", key,
-            v ? "\"" : "missing", v ? v : "", v ? "\"" : "", lo, hi);
+            v ? "\"" : "", shown(v, b, sizeof b), v ? "\"" : "", lo, hi);
     return -1;
   }
   *out = (int)x;
@@ -178,21 +211,23 @@ static int meta_int(const struct st_file *f, const char *key, long lo, long hi, 
 static int meta_name(const struct st_file *f, const char *key, const char *const *names, int n,
                      int *out) {
   const char *v = st_meta_get(f, key);
+  char b[256];
   for (int i = 0; v && i < n; i++)
     if (!strcmp(v, names[i])) return *out = i, 0;
-  GPT_ERR("checkpoint metadata \"%s\": %s", key, v ? v : "missing");
+  GPT_ERR("checkpoint metadata \"%s\": %s", key, shown(v, b, sizeof b));
   return -1;
 }
 
 int gpt_load_config(const char *dir, struct gpt_config *c) {
-  uint8_t *buf;
-  struct st_file f;
-  if (read_st(dir, "model.safetensors", &buf, &f)) return free(buf), -1;
+  struct ckpt ck;
+  if (ckpt_open(dir, "model.safetensors", &ck)) return -1;
+  const struct st_file f = ck.f;
   const char *fmt = st_meta_get(&f, "format");
+  char b[256];
   int rc = 0;
   if (!fmt || strcmp(fmt, "te-gpt 1")) {
     GPT_ERR("%s/model.safetensors: not a te-gpt checkpoint (metadata \"format\": %s)", dir,
-            fmt ? fmt : "missing");
+            shown(fmt, b, sizeof b));
     rc = -1;
   }
   rc = rc || meta_int(&f, "layers", 1, 1024, &c->layers) ||
@@ -202,18 +237,17 @@ int gpt_load_config(const char *dir, struct gpt_config *c) {
        meta_int(&f, "vocab", 2, 1 << 24, &c->vocab) || meta_int(&f, "rope", 0, 1, &c->rope) ||
        meta_int(&f, "bias", 0, 1, &c->bias) || meta_name(&f, "norm", norm_names, 2, &c->norm) ||
        meta_name(&f, "act", act_names, 4, &c->act);
-  st_free(&f);
-  free(buf);
+  ckpt_close(&ck);
   return rc ? -1 : 0;
 }
 
 /* The F32 tensor name into device dst: [rows][cols] (a vector when rows
  * is 1), or with p (--tp, a split parameter) p's whole shape, of which
  * this rank's slice. */
-static int load_tensor(const struct st_file *f, const char *file, const char *name,
+static int load_tensor(const struct ckpt *ck, const char *file, const char *name,
                        const struct gpt_model *m, const struct gpt_param *p, size_t rows,
                        size_t cols, tecore_devptr_t dst) {
-  const struct st_tensor *t = st_find(f, name);
+  const struct st_tensor *t = st_find(&ck->f, name);
   if (!t) return GPT_ERR("%s: no tensor \"%s\"", file, name), -1;
   int split = p && gpt_tp_split(m, p);
   size_t wr = rows, wc = cols;
@@ -227,21 +261,23 @@ static int load_tensor(const struct st_file *f, const char *file, const char *na
             want0, ndim == 2 ? ", ..." : "");
     return -1;
   }
-  if (!split) {
-    GPT_CHECK(tecore_memcpy(dst, (tecore_devptr_t)(uintptr_t)t->data, rows * cols * 4));
-    return 0;
+  /* the shape is the model's: its bytes are what the model allocated */
+  size_t bytes = (size_t)(t->end - t->begin);
+  float *whole = gpt_xalloc(bytes), *h = whole;
+  if (gpt_read_at(ck->fd, ck->data_off + t->begin, whole, bytes, ck->path)) return free(whole), -1;
+  if (split) {
+    h = gpt_xalloc(rows * cols * sizeof *h);
+    gpt_tp_slice(m, p, whole, h);
   }
-  float *h = gpt_xalloc(rows * cols * sizeof *h);
-  gpt_tp_slice(m, p, t->data, h);
   GPT_CHECK(tecore_memcpy(dst, (tecore_devptr_t)(uintptr_t)h, rows * cols * 4));
-  free(h);
+  if (h != whole) free(h);
+  free(whole);
   return 0;
 }
 
 static int load_model(const char *dir, struct gpt_model *m, tecore_stream_t s) {
-  uint8_t *buf;
-  struct st_file f;
-  if (read_st(dir, "model.safetensors", &buf, &f)) return free(buf), -1;
+  struct ckpt ck;
+  if (ckpt_open(dir, "model.safetensors", &ck)) return -1;
   int rc = 0;
   tecore_devptr_t one = gpt_dalloc(4, NULL);
   GPT_CHECK(tecore_memset_d32_async(one, 0x3f800000u, 1, s));
@@ -252,7 +288,7 @@ static int load_model(const char *dir, struct gpt_model *m, tecore_stream_t s) {
     tecore_devptr_t dst = p->master ? p->master : p->bf16 ? 0 : p->value;
     tecore_devptr_t tmp = 0;
     if (!dst) dst = tmp = gpt_dalloc(n * 4, NULL);   /* generation: no masters */
-    rc = load_tensor(&f, "model.safetensors", p->name, m, p, p->rows, p->cols, dst);
+    rc = load_tensor(&ck, "model.safetensors", p->name, m, p, p->rows, p->cols, dst);
     if (!rc && p->bf16) {
       /* the BF16 copy as AdamW writes it: nearest even */
       struct tecore_tensor a = gpt_tensor2(TECORE_DTYPE_F32, 1, n, dst);
@@ -264,28 +300,27 @@ static int load_model(const char *dir, struct gpt_model *m, tecore_stream_t s) {
   }
   /* --tp: rank 0 holds every name (the others lack the biases of the
    * row-parallel Linears) */
-  if (!rc && (m->tp.size <= 1 || m->tp.rank == 0) && f.nt != m->np) {
-    GPT_ERR("%s/model.safetensors holds %zu tensors, the model %zu", dir, f.nt, m->np);
+  if (!rc && (m->tp.size <= 1 || m->tp.rank == 0) && ck.f.nt != m->np) {
+    GPT_ERR("%s/model.safetensors holds %zu tensors, the model %zu", dir, ck.f.nt, m->np);
     rc = -1;
   }
   GPT_CHECK(tecore_mem_free(one));
-  st_free(&f);
-  free(buf);
+  ckpt_close(&ck);
   return rc;
 }
 
 static int load_optim(const char *dir, struct gpt_model *m, struct gpt_train *t) {
-  uint8_t *buf;
-  struct st_file f;
-  if (read_st(dir, "optimizer.safetensors", &buf, &f)) return free(buf), -1;
+  struct ckpt ck;
+  if (ckpt_open(dir, "optimizer.safetensors", &ck)) return -1;
+  const struct st_file f = ck.f;
   int rc = 0;
   char name[256];
   for (size_t i = 0; i < m->np && !rc; i++) {
     struct gpt_param *p = &m->p[i];
     snprintf(name, sizeof name, "%s.exp_avg", p->name);
-    rc = load_tensor(&f, "optimizer.safetensors", name, m, p, p->rows, p->cols, p->m);
+    rc = load_tensor(&ck, "optimizer.safetensors", name, m, p, p->rows, p->cols, p->m);
     snprintf(name, sizeof name, "%s.exp_avg_sq", p->name);
-    rc = rc || load_tensor(&f, "optimizer.safetensors", name, m, p, p->rows, p->cols, p->v);
+    rc = rc || load_tensor(&ck, "optimizer.safetensors", name, m, p, p->rows, p->cols, p->v);
   }
   for (int r = 0; r < 3 && !rc; r++) {
     struct tecore_delayed_state st;
@@ -297,7 +332,7 @@ static int load_optim(const char *dir, struct gpt_model *m, struct gpt_train *t)
               "another --recipe", have ? "has" : "lacks", name);
       rc = -1;
     } else if (have) {
-      rc = load_tensor(&f, "optimizer.safetensors", name, m, NULL, 3 + (size_t)st.history_len,
+      rc = load_tensor(&ck, "optimizer.safetensors", name, m, NULL, 3 + (size_t)st.history_len,
                        st.count, st.base);
     }
   }
@@ -314,8 +349,7 @@ static int load_optim(const char *dir, struct gpt_model *m, struct gpt_train *t)
     t->step = sv;
     t->rng = rv;
   }
-  st_free(&f);
-  free(buf);
+  ckpt_close(&ck);
   return rc;
 }
 

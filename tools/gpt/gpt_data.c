@@ -10,33 +10,33 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 #include "gpt.h"
 
-static int append_file(struct gpt_data *d, const char *path, size_t *cap) {
-  FILE *f = fopen(path, "rb");
-  if (!f) {
-    GPT_ERR("%s: %s", path, strerror(errno));
+/* path's bytes after d's: a regular file (a FIFO would block, a device
+ * such as /dev/zero never end), read to the size it had when opened, all
+ * files together at most GPT_DATA_MAX bytes (checked before reading). */
+static int append_file(struct gpt_data *d, const char *path) {
+  uint64_t size;
+  int fd = gpt_open_regular(path, &size);
+  if (fd < 0) return -1;
+  if (size > GPT_DATA_MAX - d->n) {
+    GPT_ERR("%s: %llu bytes, with the files before it past te-gpt's corpus limit of %llu MiB",
+            path, (unsigned long long)size, (unsigned long long)(GPT_DATA_MAX >> 20));
+    close(fd);
     return -1;
   }
-  for (;;) {
-    if (d->n == *cap) {
-      *cap = *cap ? 2 * *cap : 1 << 20;
-      uint8_t *b = realloc(d->bytes, *cap);
-      if (!b) {
-        fclose(f);
-        GPT_ERR("out of host memory reading %s", path);
-        return -1;
-      }
-      d->bytes = b;
-    }
-    size_t k = fread(d->bytes + d->n, 1, *cap - d->n, f);
-    d->n += k;
-    if (k == 0) break;
+  uint8_t *b = realloc(d->bytes, d->n + (size_t)size + 1);
+  if (!b) {
+    GPT_ERR("out of host memory reading %s", path);
+    close(fd);
+    return -1;
   }
-  int bad = ferror(f);
-  fclose(f);
-  if (bad) GPT_ERR("%s: read error", path);
-  return bad ? -1 : 0;
+  d->bytes = b;
+  int rc = gpt_read_at(fd, 0, d->bytes + d->n, (size_t)size, path);
+  close(fd);
+  if (!rc) d->n += (size_t)size;
+  return rc;
 }
 
 /* libte's pages only (an installed man dir holds everyone's) */
@@ -45,7 +45,7 @@ static int is_libte_page(const char *name) {
 }
 
 /* dir's man1, man3 and man7 pages in name order; the number of files */
-static int read_man_dir(struct gpt_data *d, const char *dir, size_t *cap) {
+static int read_man_dir(struct gpt_data *d, const char *dir) {
   static const char *const sect[] = {"man1", "man3", "man7"};
   int files = 0;
   for (int k = 0; k < 3; k++) {
@@ -58,7 +58,7 @@ static int read_man_dir(struct gpt_data *d, const char *dir, size_t *cap) {
       struct stat st;
       snprintf(path, sizeof path, "%s/%s", sub, e[i]->d_name);
       if (is_libte_page(e[i]->d_name) && !stat(path, &st) && S_ISREG(st.st_mode)) {
-        if (append_file(d, path, cap)) files = -1;
+        if (append_file(d, path)) files = -1;
         else if (files >= 0) files++;
       }
       free(e[i]);
@@ -89,17 +89,16 @@ int gpt_data_load(struct gpt_data *d, char **files, int nfiles, const char *corp
     GPT_ERR("--vocab %d: byte data needs a vocabulary of at least 256 (or --synthetic)", vocab);
     return -1;
   }
-  size_t cap = 0;
   if (nfiles) {
     for (int i = 0; i < nfiles; i++)
-      if (append_file(d, files[i], &cap)) return gpt_data_free(d), -1;
+      if (append_file(d, files[i])) return gpt_data_free(d), -1;
     snprintf(d->source, sizeof d->source, "%d file%s (%s%s)", nfiles, nfiles > 1 ? "s" : "",
              files[0], nfiles > 1 ? ", ..." : "");
   } else {
     const char *dirs[3] = {corpus_dir, TE_GPT_MAN_DIR, TE_GPT_SRC_MAN_DIR};
     int got = 0;
     for (int k = corpus_dir ? 0 : 1; k < (corpus_dir ? 1 : 3) && got <= 0; k++) {
-      got = read_man_dir(d, dirs[k], &cap);
+      got = read_man_dir(d, dirs[k]);
       if (got < 0) return gpt_data_free(d), -1;
       if (got > 0)
         snprintf(d->source, sizeof d->source, "libte's man pages, %d files under %s", got,

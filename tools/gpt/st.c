@@ -28,6 +28,7 @@ struct px {
   char *err;
   size_t errlen;
   int failed;
+  int meta_seen;      /* "__metadata__" came (an empty one leaves f->meta NULL) */
 };
 
 static int fail(struct px *p, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -216,11 +217,14 @@ static int tensor_entry(struct px *p, struct st_tensor *t) {
 }
 
 static int meta_object(struct px *p, struct st_file *f) {
-  if (f->meta) return fail(p, "\"__metadata__\" twice");
+  if (p->meta_seen++) return fail(p, "\"__metadata__\" twice");
   size_t cap = 0;
   if (expect(p, '{')) return -1;
   if (peek(p) == '}') return p->i++, 0;
   for (;;) {
+    /* each entry costs sizeof (struct st_meta), over a kilobyte, for a
+     * few bytes of header, and is compared with every other: bounded */
+    if (f->nmeta == ST_MAX_META) return fail(p, "more than %d metadata entries", ST_MAX_META);
     if (f->nmeta == cap) {
       cap = cap ? 2 * cap : 16;
       struct st_meta *m = realloc(f->meta, cap * sizeof *m);
@@ -282,9 +286,15 @@ static int by_begin(const void *a, const void *b) {
   return x->begin < y->begin ? -1 : x->begin > y->begin ? 1 : strcmp(x->name, y->name);
 }
 
-static int check_tensors(struct st_file *f, const uint8_t *data, char *err, size_t errlen) {
+static int by_name(const void *a, const void *b) {
+  return strcmp((*(const struct st_tensor *const *)a)->name,
+                (*(const struct st_tensor *const *)b)->name);
+}
+
+/* Each tensor's shape against its offsets, inside the data. */
+static int check_spans(const struct st_file *f, char *err, size_t errlen) {
   for (size_t i = 0; i < f->nt; i++) {
-    struct st_tensor *t = &f->t[i];
+    const struct st_tensor *t = &f->t[i];
     uint64_t bytes = st_dtype_size(t->dtype);
     for (int d = 0; d < t->ndim; d++) {
       if (t->shape[d] && bytes > UINT64_MAX / t->shape[d]) {
@@ -305,65 +315,129 @@ static int check_tensors(struct st_file *f, const uint8_t *data, char *err, size
                t->name, (unsigned long long)(t->end - t->begin), (unsigned long long)bytes);
       return -1;
     }
-    t->data = data + t->begin;
   }
-  struct st_tensor **s = malloc((f->nt ? f->nt : 1) * sizeof *s);
+  return 0;
+}
+
+/* Overlaps (sorted by offset) and names given twice (sorted by name:
+ * n log n, where comparing every pair took minutes for 200,000 tensors);
+ * the name order stays as st_find's index. */
+static int check_tensors(struct st_file *f, char *err, size_t errlen) {
+  if (check_spans(f, err, errlen)) return -1;
+  const struct st_tensor **s = malloc((f->nt ? f->nt : 1) * sizeof *s);
   if (!s) return snprintf(err, errlen, "out of memory"), -1;
   for (size_t i = 0; i < f->nt; i++) s[i] = &f->t[i];
   qsort(s, f->nt, sizeof *s, by_begin);
-  int rc = 0;
-  for (size_t i = 1; i < f->nt && !rc; i++) {
+  for (size_t i = 1; i < f->nt; i++)
     if (s[i]->begin < s[i - 1]->end) {
       snprintf(err, errlen, "tensors \"%s\" and \"%s\" overlap", s[i - 1]->name, s[i]->name);
-      rc = -1;
+      return free(s), -1;
     }
-  }
-  /* duplicate names: sorted copies of the names would be cheaper; n is small */
-  for (size_t i = 0; i < f->nt && !rc; i++)
-    for (size_t j = i + 1; j < f->nt && !rc; j++)
-      if (!strcmp(f->t[i].name, f->t[j].name)) {
-        snprintf(err, errlen, "tensor \"%s\" named twice", f->t[i].name);
-        rc = -1;
-      }
-  free(s);
-  return rc;
+  qsort(s, f->nt, sizeof *s, by_name);
+  for (size_t i = 1; i < f->nt; i++)
+    if (!strcmp(s[i - 1]->name, s[i]->name)) {
+      snprintf(err, errlen, "tensor \"%s\" named twice", s[i]->name);
+      return free(s), -1;
+    }
+  f->by_name = s;
+  return 0;
 }
 
-int st_parse(const uint8_t *buf, size_t len, struct st_file *f, char *err, size_t errlen) {
-  memset(f, 0, sizeof *f);
-  if (len < 8) {
-    snprintf(err, errlen, "%zu bytes: shorter than the 8-byte header length", len);
+/* err as printable ASCII: the names and values quoted in it are the
+ * file's, and must not reach a terminal as control sequences */
+static void escape_err(char *err, size_t errlen) {
+  char *copy = strdup(err);
+  if (copy) st_escape(copy, err, errlen);
+  free(copy);
+}
+
+int st_header_len(const uint8_t first8[8], uint64_t file_len, uint64_t *n, char *err,
+                  size_t errlen) {
+  if (file_len < 8) {
+    snprintf(err, errlen, "%llu bytes: shorter than the 8-byte header length",
+             (unsigned long long)file_len);
     return -1;
   }
-  uint64_t n = 0;
-  for (int k = 7; k >= 0; k--) n = n << 8 | buf[k];
-  if (n > len - 8 || n > ST_MAX_HEADER) {
-    snprintf(err, errlen, "header length %llu: past the file's %zu bytes (or over %u)",
-             (unsigned long long)n, len, ST_MAX_HEADER);
+  *n = 0;
+  for (int k = 7; k >= 0; k--) *n = *n << 8 | first8[k];
+  if (*n > file_len - 8 || *n > ST_MAX_HEADER) {
+    snprintf(err, errlen, "header length %llu: past the file's %llu bytes (or over %u)",
+             (unsigned long long)*n, (unsigned long long)file_len, ST_MAX_HEADER);
     return -1;
   }
-  if (n == 0) {
+  if (*n == 0) {
     snprintf(err, errlen, "the header is empty");
-    return -1;
-  }
-  struct px p = {.s = (const char *)buf + 8, .n = (size_t)n, .err = err, .errlen = errlen};
-  f->data_len = len - 8 - n;
-  if (header(&p, f) || check_tensors(f, buf + 8 + n, err, errlen)) {
-    st_free(f);
     return -1;
   }
   return 0;
 }
 
+int st_parse_header(const char *hdr, size_t n, uint64_t data_len, struct st_file *f, char *err,
+                    size_t errlen) {
+  memset(f, 0, sizeof *f);
+  struct px p = {.s = hdr, .n = n, .err = err, .errlen = errlen};
+  f->data_len = data_len;
+  if (header(&p, f) || check_tensors(f, err, errlen)) {
+    st_free(f);
+    escape_err(err, errlen);
+    return -1;
+  }
+  return 0;
+}
+
+uint64_t st_data_end(const struct st_file *f) {
+  uint64_t end = 0;
+  for (size_t i = 0; i < f->nt; i++)
+    if (f->t[i].end > end) end = f->t[i].end;
+  return end;
+}
+
+void st_set_data(struct st_file *f, const uint8_t *data) {
+  for (size_t i = 0; i < f->nt; i++) f->t[i].data = data + f->t[i].begin;
+}
+
+int st_parse(const uint8_t *buf, size_t len, struct st_file *f, char *err, size_t errlen) {
+  uint64_t n;
+  memset(f, 0, sizeof *f);
+  if (st_header_len(buf, len, &n, err, errlen) ||
+      st_parse_header((const char *)buf + 8, (size_t)n, len - 8 - n, f, err, errlen))
+    return -1;
+  st_set_data(f, buf + 8 + n);
+  return 0;
+}
+
+size_t st_escape(const char *s, char *out, size_t n) {
+  size_t k = 0;
+  if (!n) return 0;
+  for (; *s; s++) {
+    unsigned char c = (unsigned char)*s;
+    char e[8];
+    int m = c >= 0x20 && c < 0x7f ? snprintf(e, sizeof e, "%c", c)
+                                  : snprintf(e, sizeof e, "\\x%02x", c);
+    if (k + (size_t)m >= n) break;   /* whole escapes only */
+    memcpy(out + k, e, (size_t)m);
+    k += (size_t)m;
+  }
+  out[k] = '\0';
+  return k;
+}
+
 void st_free(struct st_file *f) {
   free(f->t);
   free(f->meta);
+  free(f->by_name);
   memset(f, 0, sizeof *f);
 }
 
 const struct st_tensor *st_find(const struct st_file *f, const char *name) {
-  for (size_t i = 0; i < f->nt; i++)
-    if (!strcmp(f->t[i].name, name)) return &f->t[i];
+  size_t lo = 0, hi = f->by_name ? f->nt : 0;   /* f->by_name: sorted by name */
+  while (lo < hi) {
+    size_t mid = lo + (hi - lo) / 2;
+    int c = strcmp(f->by_name[mid]->name, name);
+    if (!c) return f->by_name[mid];
+    if (c < 0) lo = mid + 1;
+    else hi = mid;
+  }
   return NULL;
 }
 
