@@ -16,7 +16,8 @@
 #  7. every bench/ or doc/ path that code, tests, man pages and documents
 #     cite exists;
 #  8. in a git checkout, every commit a bench/ record cites outside its
-#     verbatim outputs (fenced blocks) is in the history.
+#     verbatim outputs (fenced blocks) is in the history, and every source
+#     path doc/*.md and bench/README.md cite (a whole `...` span) exists.
 # man-lint.sh checks the pages' form; this checks what they say.
 # Exit 0 pass, 1 a finding (all listed), 77 when the tools are not built.
 # Environment (from t/Makefile.inc): top_builddir.
@@ -131,6 +132,13 @@ if git -C "$top" rev-parse --git-dir > /dev/null 2>&1; then
       done
   done > "$tmp/commits"
   [ -s "$tmp/commits" ] && { cat "$tmp/commits"; fail=1; }
+  # the source paths the design documents cite (foo: a placeholder)
+  sed 's/`/\n/g' "$top"/doc/*.md "$top/bench/README.md" |
+    grep -oE '^(libtecore|libtegraph|libtecomm|kernels|tools|t|common|fortran|examples|cmake|m4)/[A-Za-z0-9_./-]*[A-Za-z0-9_]$' |
+    grep -v foo | sort -u | while read -r c; do
+      [ -e "$top/$c" ] || echo "doc-lint: doc/ cites $c, which does not exist"
+    done > "$tmp/docpaths"
+  [ -s "$tmp/docpaths" ] && { cat "$tmp/docpaths"; fail=1; }
 fi
 
 [ $fail = 0 ] && echo "doc-lint: $(wc -l < "$tmp/exports") functions, $(grep -c '^[A-Z]' "$tmp/tunables") tunables, tools: $(echo $tools), algorithms: $(echo $algos)"
