@@ -1,12 +1,12 @@
 #!/bin/bash
 # SPDX-License-Identifier: Apache-2.0
 # bench/gpu-run-ab.sh -- on a GPU machine, from the top of a configured and
-# built tree (.devdeps/run builds it): the whole suite under
+# built tree: the whole suite under
 # TE_DEVICE=cuda, and te-bench --all of this tree beside an older tree's,
 # both built here the same way, so that a refactor shows it changed no
 # figure (issue 30: within 1% of before on every row, same call).
 #
-#     OUT=gpu-out OLD=.devdeps/old/libte-0.2.0.tar.gz PHASES="check ab" bash bench/gpu-run-ab.sh
+#     OUT=gpu-out OLD=/path/to/libte-0.2.0.tar.gz PHASES="check ab" bash bench/gpu-run-ab.sh
 #
 # Phases: check  make -j4 check TE_DEVICE=cuda (test-suite.log kept), while
 #                the old tree builds in /tmp/te-old (kept while the machine

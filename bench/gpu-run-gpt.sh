@@ -90,7 +90,7 @@ if has suites; then
     step "${s#t/}" env TE_DEVICE=cuda "$s"
   done
   step te-gpt.sh make -s check TESTS=t/demo/te-gpt.sh TE_DEVICE=cuda
-  cp t/te-gpt.sh.log "$out/" 2>/dev/null
+  cp t/demo/te-gpt.log "$out/te-gpt.sh.log" 2>/dev/null
   step te-gpt-default $gpt
 fi
 if has profile; then
@@ -99,7 +99,7 @@ if has profile; then
     step "${s#t/}" env TE_DEVICE=cuda "$s"
   done
   step te-gpt.sh make -s check TESTS=t/demo/te-gpt.sh TE_DEVICE=cuda
-  cp t/te-gpt.log "$out/te-gpt.sh.log" 2>/dev/null
+  cp t/demo/te-gpt.log "$out/te-gpt.sh.log" 2>/dev/null
   step prof-bf16 $gpt --model gpt2-124m --synthetic --batch 32 --steps 3 --eval-every 0 \
     --sample 0 --profile
   step prof-fp8 $gpt --model gpt2-124m --synthetic --batch 32 --steps 3 --eval-every 0 \

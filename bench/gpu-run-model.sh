@@ -34,7 +34,8 @@ cudnn=$(python3 -c 'import nvidia.cudnn, os; print(list(nvidia.cudnn.__path__)[0
 [ -n "$cudnn" ] && export TECORE_CUDNN_LIB="$cudnn/lib/libcudnn.so.9"
 step machine sh -c 'nvidia-smi; uname -a; nvcc --version; echo "TECORE_CUDNN_LIB=${TECORE_CUDNN_LIB:-}"'
 export TE_DEVICE=cuda
-suites=${*:-t/check_attention t/core/check_attn_cudnn t/core/check_rope t/core/check_embedding t/core/check_xent}
+suites=${*:-t/core/check_attention t/core/check_attn_cudnn t/core/check_rope t/core/check_embedding \
+  t/core/check_xent t/core/check_ops_attention t/comm/check_security t/comm/check_misuse}
 [ "${BENCH_ONLY:-0}" = 1 ] && suites=
 for s in $suites; do
   [ -x "$s" ] || make -s "$s" > /dev/null 2>&1

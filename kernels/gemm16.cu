@@ -3,9 +3,9 @@
 // (sm_90a), for the epilogues cuBLASLt runs slowly: on an H100 its bias +
 // GELU + aux and dGELU + bias-gradient kernels for GPT-2's fc1 and fc2
 // (32768 x 3072 x 768) took 597-607 us a call, the same GEMM without
-// epilogue 225 (bench/2026-11-23g-gpu.md).  Here the epilogue runs beside
+// epilogue 225 (bench/2026-11-23.md, session 13).  Here the epilogue runs beside
 // the next block's MMAs: 288 us a call for bias + GELU + aux, 387 for
-// dGELU + bias gradient (bench/2026-12-04-gpu.md).  A block is
+// dGELU + bias gradient (bench/2026-11-26.md, session 29).  A block is
 // warp-specialized, 512 threads:
 //
 //  - warp 0 is the producer: one lane feeds three 64-deep stages of
@@ -156,7 +156,7 @@ static_assert(TE_GEMM16_THREADS == 4 * 128, "two load/epilogue warpgroups, two M
 // block's own pool, so the two must balance within the launch's share: at
 // 640 threads (96 each) the others would keep 48, and eleven epilogue
 // warps that spill ran the dGELU slower than seven
-// (bench/2026-12-04-gpu.md).
+// (bench/2026-11-26.md, session 29).
 constexpr int REGS_LAUNCH = 65536 / TE_GEMM16_THREADS / 8 * 8, REGS_MMA = 168;
 constexpr int REGS_EPI = (TE_GEMM16_THREADS * REGS_LAUNCH - 2 * 128 * REGS_MMA) / 256 / 8 * 8;
 static_assert(REGS_EPI == 88, "the epilogue's registers");
@@ -459,7 +459,7 @@ __device__ __forceinline__ void gemm16(const te_gemm16_params &p) {
 // The wide product kernel (EPI_DMUL, te_gemm16_*_dmulw, 384 threads): the
 // 512-thread kernel's two m64n128k16 MMAs a k-step read A from shared
 // memory twice, which with the TMA's writes costs more shared-memory
-// cycles than the MMAs take (bench/2026-12-06-gpu.md); one m64n256k16
+// cycles than the MMAs take (bench/2026-11-26.md, session 31); one m64n256k16
 // reads it once, but its 128 accumulators compile only where a thread may
 // hold 154 registers, which leaves a block of 384 threads and three
 // epilogue warps -- too few to load the aux rows and multiply as the

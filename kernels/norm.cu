@@ -765,7 +765,7 @@ TE_NORM_BWD_KERNEL(te_norm_bwd_stream_v1, 1, true)
 // set, the same way into cs_out (F32, added to it when cs_acc).  A thread
 // one sum's dozen or so partials, all loaded before any is added (one
 // round trip; with the three sums in one thread, 56 registers held them
-// in batches: 11 us a GPT-2 call on an H100, bench/2026-12-08/c3).
+// in batches: 11 us a GPT-2 call on an H100, bench/2026-11-26.md, session 33, c3).
 extern "C" __global__ void __launch_bounds__(TE_NORM_REDUCE_COLS * TE_NORM_REDUCE_GROUPS * 3)
     te_norm_bwd_reduce(TE_KSIG(TE_NORM_REDUCE_PARAMS)) {
   te_pdl_enter();

@@ -131,7 +131,7 @@ static __device__ __forceinline__ uint32_t quant_flat(const void *__restrict__ i
 // loop 0.069-0.070 ms, quant_flat 0.070, against a 0.067 ms copy floor;
 // bulk asynchronous copies through shared memory, both ways or inward
 // only, 0.073, and 64 bytes a lane with L1-bypassing loads 0.071:
-// bench/2026-11-23-gpu.md.  Those loops are gone.)
+// bench/2026-11-23.md, session 7.  Those loops are gone.)
 
 // A 16-byte vector of IDT as V = 16 / element-size floats.
 template <int IDT>

@@ -11,7 +11,7 @@
  *   3-4     512 KiB         512 KiB          two-shot
  *   5-8     128 KiB         256 KiB          two-shot
  * The edges are H200 figures (graph-captured bf16).  2 GPUs, each
- * algorithm forced, twice, with PDL (bench/2026-11-22e): Lamport 5.3,
+ * algorithm forced, twice, with PDL (bench/2026-11-22.md, session 5): Lamport 5.3,
  * 6.2, 7.8, 12.1 us at 256 KiB, 512 KiB, 1 MiB, 2 MiB; two-shot 6.6, 7.6,
  * 9.2, 11.9; one-shot 10.7, 10.8, 11.1, 13.1 (one-shot wins only below
  * that, 6.2 us against two-shot's 8.7 at 8 KiB in the first record).  4

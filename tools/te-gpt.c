@@ -393,9 +393,9 @@ static uint64_t text_sum(const char *text, size_t n) {
  * losses into losses[], the sum of its sample into *sample_sum). */
 /* The GELU in the GEMMs' epilogues where libte's own GEMM runs them (BF16
  * on compute capability 9.0, TECORE_GEMM_OWN: GPT-2 124M's step 1.6 ms
- * faster than with the GELU apart, bench/2026-12-04-gpu.md), as its own
+ * faster than with the GELU apart, bench/2026-11-26.md, session 29), as its own
  * kernels elsewhere (cuBLASLt's epilogues made that step 4.4% slower,
- * bench/2026-11-23g-gpu.md), unless the user set TECORE_OPS_GELU_EPILOGUE. */
+ * bench/2026-11-23.md, session 13), unless the user set TECORE_OPS_GELU_EPILOGUE. */
 static void gelu_choice(const struct opts *o) {
   tecore_backend_t be;
   struct tecore_device_props pr;

@@ -87,7 +87,7 @@
 #define TE_NORM_BWD_FAST_MAX_PARTS 396
 /* The reduce kernel: 8 columns x 32 groups of partials x 3 sums per block
  * (96 blocks for hidden 768: with 32 columns a block, GPT-2's 24 blocks
- * took 6.8 us a call on an H100, bench/2026-12-08/c1).  The groups'
+ * took 6.8 us a call on an H100, bench/2026-11-26.md, session 33, c1).  The groups'
  * butterfly, a warp a column, needs 32 groups. */
 #define TE_NORM_REDUCE_COLS 8
 #define TE_NORM_REDUCE_GROUPS 32

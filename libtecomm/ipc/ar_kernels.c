@@ -182,7 +182,7 @@ TECORE_TUNABLE_INT(tc_tun_ar_blocks, "TECOMM_AR_BLOCKS", TE_AR_MAX_BLOCKS, 1, TE
                    "two-shot, Lamport, NVLS); fewer leave SMs to kernels that run beside it, such "
                    "as an overlapped GEMM.  Every rank must use the same value")
 
-/* Measured on 2x H200 (bench/2026-11-22f-gpu.md): te-demo --tp 2's step
+/* Measured on 2x H200 (bench/2026-11-23.md, session 6): te-demo --tp 2's step
  * with its backward sums beside the wgrad GEMM took 65.18 ms at 128
  * blocks, 64.35 at 32 and 66.80 at 16. */
 TECORE_TUNABLE_INT(tc_tun_ar_overlap_blocks, "TECOMM_AR_OVERLAP_BLOCKS", 32, 1, TE_AR_MAX_BLOCKS,
@@ -197,7 +197,7 @@ TECORE_TUNABLE_INT(tc_tun_ar_overlap_blocks, "TECOMM_AR_OVERLAP_BLOCKS", 32, 1, 
  * picks the smallest of 128 and 256 with which the call fits
  * TECOMM_AR_BLOCKS blocks, else 512: more blocks of fewer warps spread
  * a call over more SMs, whose stores and polls then run side by side.
- * Measured on 2x H200 (bench/2026-11-23b-gpu.md), us per call with 128 /
+ * Measured on 2x H200 (bench/2026-11-23.md, session 8), us per call with 128 /
  * 256 / 512 threads: 8 KB 3.03 / 3.18 / 3.42, 64 KB 3.36 / 3.53 / 3.81,
  * 128 KB 3.56 / 3.64 / 4.03, 256 KB 3.91 / 4.04 / 4.33; at 1 MB, where
  * 256 would need more than 128 blocks, 512 took 6.54 against 6.96. */
@@ -604,7 +604,7 @@ static tecore_result_t ar_ce(const struct tc_ar_call *c, struct te_ar_params *p,
   p->vec = vec;
   /* the whole grid even beside a GEMM: the sum reads local memory only and
    * gets its SMs as the GEMM ends (2x H200, te-demo --tp 2 at 8192 tokens,
-   * bench/2026-11-23d-gpu.md: step 62.54 and 62.94 ms with 128 blocks
+   * bench/2026-11-23.md, session 10: step 62.54 and 62.94 ms with 128 blocks
    * against 64.10 and 64.22 with TECOMM_AR_OVERLAP_BLOCKS' 32) */
   struct tecore_launch_cfg cfg = {
       .grid = {ar_blocks(c->count / (uint64_t)vec, (uint64_t)TE_AR_THREADS * 2, 0), 1, 1},

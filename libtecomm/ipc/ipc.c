@@ -68,7 +68,7 @@ static tecomm_algo_t table_ipc(struct tecomm_comm *c, const struct tc_call_facts
    * gives to two-shot.  At 2 ranks both move the same bytes over NVLink
    * (the peer's input, once), one-shot in one phase with one barrier and no
    * second read of the rows.  2x H200, hidden 4096, te-allreduce-perf
-   * --fused (bench/2026-11-23c-gpu.md): 2 MB 14.7 us against 22.4, 64 MB 214
+   * --fused (bench/2026-11-23.md, session 9): 2 MB 14.7 us against 22.4, 64 MB 214
    * against 279; the plain call keeps two-shot (64 MB 209 against 251). */
   if (f->fused && c->nranks == 2 && tecore_tunable_int(&tc_tun_oneshot_max_kb) == 0 &&
       ipc_can(c, TECOMM_ALGO_ONESHOT, f))

@@ -168,7 +168,7 @@ static int shape_of(const struct te_attn_problem *p, int backward, struct te_dnn
      * it holds, libte's kernels run variable lengths (their results
      * matched float64 in every call). */
     return refuse(why, len, "variable lengths through cuDNN are disabled: its graph gave a "
-                  "wrong dQ and wrong statistics on the H100 (bench/2026-11-23e-gpu.md)");
+                  "wrong dQ and wrong statistics on the H100 (bench/2026-11-23.md, session 11)");
   }
   if (!varlen && p->causal && p->fixed_seqlen_q > p->fixed_seqlen_kv)
     return refuse(why, len, "causal with more queries (%zu) than keys (%zu): rows that see no "

@@ -8,8 +8,8 @@
  * GELU + aux and dGELU + bias-gradient kernels for GPT-2's fc1 and fc2
  * (32768 x 3072 x 768) took 597-607 us a call against 225 without the
  * epilogue, every candidate its heuristic offers measured
- * (bench/2026-11-23g-gpu.md); libte's kernel takes 288 and 387 us there
- * (bench/2026-12-04-gpu.md).
+ * (bench/2026-11-23.md, session 13); libte's kernel takes 288 and 387 us there
+ * (bench/2026-11-26.md, session 29).
  *
  * te_cuda_gemm asks te_gemm16_takes first; a problem this file does not
  * take goes to cuBLASLt as before.  Taken: 16-bit A, B, D (and aux and

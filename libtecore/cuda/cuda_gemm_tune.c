@@ -11,7 +11,7 @@
  * The default, 4096, covers the GEMMs of a transformer of hidden size up
  * to 4096: on an H100 the heuristic's first for GPT-2 124M's (hidden 768)
  * was 5-10% slower than the fastest of eight, the language-model head's
- * three 3.2-3.5 ms GEMMs among them (bench/2026-12-05-gpu.md).
+ * three 3.2-3.5 ms GEMMs among them (bench/2026-11-26.md, session 30).
  *
  * The timed runs write private scratch (one device buffer per context,
  * grown as needed, freed by tecore_fini), never the caller's D, C, aux,
@@ -57,7 +57,7 @@ int te_gemm_tune_count(const struct te_gemm_problem *p) {
   /* an epilogue with an aux tensor (GELU's pre-activation, dGELU) is
    * measured at any size: on an H100 the heuristic's first for a GPT-2
    * fc1 (32768 x 3072 x 768, bias + GELU + aux) ran at 255 TFLOP/s, the
-   * same GEMM without the epilogue at 660 (bench/2026-11-23g-gpu.md) */
+   * same GEMM without the epilogue at 660 (bench/2026-11-23.md, session 13) */
   if (p->aux && n >= 2) return (int)n;
   if (n >= 2 && te_gemm_tune_deep(p)) return (int)n;
   return n >= 2 && d <= lim ? (int)n : 1;
@@ -66,11 +66,11 @@ int te_gemm_tune_count(const struct te_gemm_problem *p) {
 /* Few output tiles over a long k (a weight gradient: m x n a Linear's
  * weight, k the tokens), the GEMMs of a step that ran slowest (GPT-2 124M
  * on an H100: 768 x 768 x 32768 at 383 TFLOP/s, 2304 x 768 x 32768 at
- * 468, the step's wide GEMMs at 660-860; bench/2026-11-28/c6).  Such
+ * 468, the step's wide GEMMs at 660-860; bench/2026-11-25.md, session 23, c6).  Such
  * problems are measured, split-k variants among the candidates
  * (cuda_gemm.c); on that H100 the heuristic's first already split k for
  * most of them, and measuring won 4% on 768 x 3072 x 32768
- * (bench/2026-11-29-gpu.md). */
+ * (bench/2026-11-25.md, session 24). */
 int te_gemm_tune_deep(const struct te_gemm_problem *p) {
   size_t lim = (size_t)tecore_tunable_int(&gemm_tune_max_mn);
   size_t big = p->m > p->n ? p->m : p->n;

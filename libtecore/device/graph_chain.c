@@ -5,7 +5,7 @@
  * Even a device launch (graph_device.c) costs the host one driver
  * submission a step, and on an H100 a submission right after a wait for
  * the device took 17-60 us where the same call back to back took 6
- * (te-bench --graph, bench/2026-11-26-gpu.md).  A chain takes the driver
+ * (te-bench --graph, bench/2026-11-25.md, session 20).  A chain takes the driver
  * out of the step: its launcher (a one-kernel graph, launched from the
  * host once) waits on the device for the host's next ticket in page-locked
  * memory and launches that executable and then itself as tail launches.

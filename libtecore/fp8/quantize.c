@@ -69,7 +69,7 @@ static tecore_result_t q_launch(int k, struct tecore_launch_cfg cfg, void **args
  * bound by DRAM, and which grid gets closest to the copy rate is a
  * measurement on each GPU, so it is a tunable (the default, a block per
  * 4096 elements, measured 0.070 ms at 8192^2 on an H100 against 0.072 for
- * one resident wave: bench/2026-11-22f-gpu.md).  Same bytes out whatever
+ * one resident wave: bench/2026-11-23.md, session 6).  Same bytes out whatever
  * the grid.  The kernels' loop is one: the warp-contiguous loads
  * (kernels/quantize.cu says what the others measured before they went). */
 TE_PARAM_INT(quantize_blocks_per_sm, "TECORE_QUANTIZE_BLOCKS_PER_SM", 0, 0, 64,

@@ -176,7 +176,7 @@ static tecore_result_t norm_bwd_alias(const struct te_norm_bwd_call *c, size_t w
  * of their instructions on set-up and the block's amax, against 600-800 a
  * row, so their grid may be capped at this many waves of resident blocks,
  * which then loop over the row groups (the bytes out do not depend on the
- * grid).  Measured on an H100 (bench/2026-11-22f-gpu.md), LayerNorm +
+ * grid).  Measured on an H100 (bench/2026-11-23.md, session 6), LayerNorm +
  * quantize at 16384x4096 took 0.080 ms with one wave, 0.073 with four and
  * 0.072 with a block per row group: the default is the last. */
 TE_PARAM_INT(norm_fwd_waves, "TECORE_NORM_FWD_WAVES", 0, 0, 1024,
@@ -185,7 +185,7 @@ TE_PARAM_INT(norm_fwd_waves, "TECORE_NORM_FWD_WAVES", 0, 0, 1024,
              "group)");
 
 /* te_norm_fwd_warp16 measured against te_norm_fwd_fast16 at GPT-2's
- * LayerNorm (bench/gpu-run-s35.sh phase d). */
+ * LayerNorm (bench/2026-11-27.md, session 35, phase d). */
 TE_PARAM_INT(norm_fwd_warp16, "TECORE_NORM_FWD_WARP16", 1, 0, 1,
              "1 (the default): BF16 rows of 768 (a warp a row, 3 vectors a thread), gamma as "
              "stored, take the forward kernel without per-vector tests; 0: the general one");

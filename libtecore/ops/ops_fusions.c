@@ -92,7 +92,7 @@ static int p_act_q(const tecore_seq_t *s, size_t i, const struct tecore_recipe *
 
 /* cuBLASLt's GEMMs with a GELU aux epilogue (forward, and dGELU in the
  * dgrad) ran on an H100 at 255 TFLOP/s where the same GEMM without it ran
- * at 660 (te-gpt --profile, GPT-2 124M BF16: bench/2026-11-23g-gpu.md),
+ * at 660 (te-gpt --profile, GPT-2 124M BF16: bench/2026-11-23.md, session 13),
  * also after measuring every candidate algorithm; 0 plans the GELU as its
  * own kernels instead (the GEMM keeps a bias epilogue). */
 TE_PARAM_INT(ops_gelu_epilogue, "TECORE_OPS_GELU_EPILOGUE", 1, 0, 1,

@@ -430,7 +430,7 @@ static tecore_result_t x8_both(tecore_seq_t *s, size_t op, struct tecore_tensor 
 /* cuBLASLt's bias-gradient epilogue made GPT-2 124M's weight-gradient
  * GEMMs 24-96 us a call slower on an H100 (fc1 3072x768 over 32768
  * tokens: 307.9 us with it, 212.0 without), 2.7 ms a step, more than
- * reading the gradients again (bench/2026-12-02-gpu.md).  So a 16-bit
+ * reading the gradients again (bench/2026-11-26.md, session 27).  So a 16-bit
  * Linear's bias gradient is dy's column sums by their own kernel
  * (te_colsum), the GEMM without epilogue. */
 TE_PARAM_INT(ops_bgrad_epilogue, "TECORE_OPS_BGRAD_EPILOGUE", 0, 0, 1,
@@ -488,7 +488,7 @@ tecore_result_t te_linear_act_bwd(tecore_seq_t *s, size_t act_op, tecore_activat
  * (column sums of dy) W_o -- that Linear's bias gradient times its
  * weight, summed over the query heads of each key/value head.  GPT-2
  * 124M's QKV bias gradient read 2304 columns of dQKV at 52 us a layer on
- * an H100 (bench/2026-12-07/c6); the query part alone is a third of it.
+ * an H100 (bench/2026-11-26.md, session 32, c6); the query part alone is a third of it.
  * Taken when the output Linear's bias gradient was made by the norm after
  * it (te_linear_norm_bwd, which keeps this backward's sums apart in
  * s->kvb), the attention has no cu_seqlens (no padding rows, whose dO
@@ -536,7 +536,7 @@ static tecore_result_t qkv_bias_grad(tecore_seq_t *s, size_t q, const struct tec
 /* A pre-norm block's proj and fc2 bias gradients are the column sums of
  * the gradient a norm's backward writes (the residual stream's, through
  * AddExtraInput): GPT-2 124M's 24 of them took 21 us each by te_colsum
- * on an H100, reading that gradient once more (bench/2026-12-07/c6). */
+ * on an H100, reading that gradient once more (bench/2026-11-26.md, session 32, c6). */
 TE_PARAM_INT(ops_norm_colsum, "TECORE_OPS_NORM_COLSUM", 1, 0, 1,
              "1: a norm's backward also makes the column sums of its input gradient where "
              "they are the bias gradient of the 16-bit Linear before it (past residual adds); "

@@ -18,7 +18,7 @@
 // differ).  Part 2 prints, for 8192x8192 inputs, time, GB/s (minimum
 // bytes: inputs read once, outputs written once), the floor (those bytes
 // over the copy bandwidth) and the percentage of copy bandwidth.
-// Exit 0 when every comparison matched.  Results: bench/2026-11-21-h100-cast-transpose.md.
+// Exit 0 when every comparison matched.  Results: bench/2026-11-21.md, cast-transpose.
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>

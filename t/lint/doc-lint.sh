@@ -11,7 +11,13 @@
 #  5. every allreduce algorithm libtecomm knows (the names
 #     tecomm_algo_name returns, read from libtecomm/algos.h) is named by
 #     tecomm_algo_name(3), libtecomm(7) and libte(7), and libte(7) calls
-#     none of them planned.
+#     none of them planned;
+#  6. every man page's footer names configure.ac's version (libte X.Y.Z);
+#  7. every bench/ or doc/ path that code, tests, man pages and documents
+#     cite exists;
+#  8. in a git checkout, every commit a bench/ record cites outside its
+#     verbatim outputs (fenced blocks) is in the history, and every source
+#     path doc/*.md and bench/README.md cite (a whole `...` span) exists.
 # man-lint.sh checks the pages' form; this checks what they say.
 # Exit 0 pass, 1 a finding (all listed), 77 when the tools are not built.
 # Environment (from t/Makefile.inc): top_builddir.
@@ -93,5 +99,47 @@ for a in $algos; do
 done
 grep -qiE 'not there yet|planned' "$tmp/libte7" &&
   say "libte(7) calls something planned: $(grep -iE 'not there yet|planned' "$tmp/libte7" | head -2)"
+# ---- 6: one version in every footer ----------------------------------------
+ver=$(sed -n 's/^AC_INIT(\[libte\], \[\([0-9.]*\)\].*/\1/p' "$top/configure.ac")
+[ -n "$ver" ] || say "no version found in configure.ac's AC_INIT"
+for p in "$top"/man/man[1-8]/*.[1-8]; do
+  th=$(grep -m1 '^\.TH ' "$p") || continue
+  case $th in *"\"libte $ver\""*) ;; *) say "${p#"$top"/}: footer is not \"libte $ver\": $th" ;; esac
+done
+
+# ---- 7: cited bench/ and doc/ paths exist ----------------------------------
+for d in libtecore libtegraph libtecomm kernels common tools t man doc bench fortran; do
+  [ -d "$top/$d" ] && find "$top/$d" -type f \( -name '*.[ch]' -o -name '*.cu' -o -name '*.cuh' \
+    -o -name '*.sh' -o -name '*.py' -o -name '*.md' -o -name '*.inc' -o -name '*.[1-8]' \)
+done > "$tmp/files"
+for f in README.md NEWS; do [ -f "$top/$f" ] && echo "$top/$f"; done >> "$tmp/files"
+while read -r f; do
+  [ "$f" = "$top/t/lint/doc-lint.sh" ] && continue
+  sed 's/\\-/-/g' "$f" | grep -oE '(^|[^A-Za-z0-9_./-])(bench|doc)/[A-Za-z0-9_.-]+[A-Za-z0-9_]' |
+    sed -E 's/^[^bd]//' | sort -u | while read -r c; do
+      [ -e "$top/$c" ] || echo "doc-lint: ${f#"$top"/} cites $c, which does not exist"
+    done
+done < "$tmp/files" > "$tmp/paths"
+[ -s "$tmp/paths" ] && { cat "$tmp/paths"; fail=1; }
+
+# ---- 8: the records' commits exist (git checkouts only) --------------------
+if git -C "$top" rev-parse --git-dir > /dev/null 2>&1; then
+  for r in "$top"/bench/*.md; do
+    awk '/^```/ { f = !f; next } !f' "$r" | grep -ohwE '[0-9a-f]{7,40}' | grep '[a-f]' | grep '[0-9]' |
+      sort -u | while read -r h; do
+        git -C "$top" cat-file -e "$h^{commit}" 2> /dev/null ||
+          echo "doc-lint: ${r#"$top"/} cites commit $h, which is not in the history"
+      done
+  done > "$tmp/commits"
+  [ -s "$tmp/commits" ] && { cat "$tmp/commits"; fail=1; }
+  # the source paths the design documents cite (foo: a placeholder)
+  sed 's/`/\n/g' "$top"/doc/*.md "$top/bench/README.md" |
+    grep -oE '^(libtecore|libtegraph|libtecomm|kernels|tools|t|common|fortran|examples|cmake|m4)/[A-Za-z0-9_./-]*[A-Za-z0-9_]$' |
+    grep -v foo | sort -u | while read -r c; do
+      [ -e "$top/$c" ] || echo "doc-lint: doc/ cites $c, which does not exist"
+    done > "$tmp/docpaths"
+  [ -s "$tmp/docpaths" ] && { cat "$tmp/docpaths"; fail=1; }
+fi
+
 [ $fail = 0 ] && echo "doc-lint: $(wc -l < "$tmp/exports") functions, $(grep -c '^[A-Z]' "$tmp/tunables") tunables, tools: $(echo $tools), algorithms: $(echo $algos)"
 exit $fail

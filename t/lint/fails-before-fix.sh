@@ -25,7 +25,7 @@
 #
 # Environment: BUILD (today's build tree, default ./build-asan), KEEP=1
 # keeps the scratch tree.  Output: stdout; the record of a run lives in
-# bench/ (bench/2026-11-22-issue9-fails-before-fix.txt).
+# bench/ (bench/2026-11-22.md, "Issue 9: the new tests fail before the fix").
 set -u
 shims= defs=
 while getopts s:D: o; do
