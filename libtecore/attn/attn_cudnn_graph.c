@@ -482,8 +482,9 @@ static struct tn dev_scalar(struct te_dnn_graph *g, int role) {
  * * descale_k in float; the masks; softmax with its statistics; amax_s =
  * max |P|; P * scale_s rounded to E4M3; O' = (P8 V) * descale_s *
  * descale_v; O = O' * scale_o in E4M3 and amax_o = max |O'|.  Every
- * scale, dequantize factor and amax is a device float: the caller's, or a
- * slot of the workspace (attn_cudnn.c fills and reads them). */
+ * scale, dequantize factor and amax is a device float in a 16-byte
+ * aligned slot of the workspace (attn_cudnn.c fills and reads them: the
+ * caller's own scale_inv and scale may be only 4-byte aligned). */
 static void build_fwd_fp8(struct te_dnn_graph *g, const struct te_dnn_shape *s) {
   const int F = TE_DNN_DATA_FLOAT;
   struct tn q = view(g, s, &(struct tview){s->hq, s->sq, s->q_ts, s->q_hs, 0, TE_DNN_OFF_Q});
