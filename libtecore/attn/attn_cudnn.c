@@ -49,7 +49,8 @@
  * Workspace, each region at a 256-byte boundary: (backward) rowsum(dO * O)
  * (float [b][h][s]) and a float accumulator of dQ ([b][h][s][d]);
  * (variable lengths) the lengths and offsets, and the padded stats; (E4M3)
- * the constants and amaxes, and a staged O; then the engine's.  The
+ * the scalar slots (constants, the caller's factors, amaxes), and a
+ * staged O; then the engine's.  The
  * caller's workspace is used; nothing is allocated per call.
  *
  * Capture.  supports() and workspace() build the plan (with the thread's
