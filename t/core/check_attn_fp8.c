@@ -13,7 +13,9 @@
  *   - O in BF16 and in E4M3 (at half V's scale, not a power of two),
  *     several sequences and heads, causal (head dims 128 and 64) and not;
  *   - O, the workspace and lse poisoned (NaN bytes) first, so an O that
- *     is never written shows as NaN;
+ *     is never written shows as NaN; the forward run twice, the second
+ *     checked, the first's elements past tolerance and unlike the second
+ *     counted and printed (a plan's first run against later ones);
  *   - the BF16-O forward queued right after the quantize with no host
  *     wait between (te-bench's order: a scale read too early would be
  *     stale), the E4M3-O one after the host read V's scale (te-bench
@@ -240,6 +242,7 @@ static void data_free(struct fdata *f) {
 /* What one forward gave against float64. */
 struct fres {
   size_t checked, bad, nans;
+  size_t bad1, differ;                /* the first run: past tolerance; unlike the second */
   double worst, lse_err;              /* largest |err| / tol; |lse - want| / (1 + |want|) */
   double got_max, want_max, gw, ww;   /* max |O|; sums of got * want and want^2 */
   double s_amax_want, o_amax_want, o_amax_tol;
@@ -266,15 +269,16 @@ static double staged_scale(float v_si) {
 struct orow {
   const struct fdata *f;
   const void *o;       /* O as the forward wrote it (BF16 or E4M3 codes) */
+  const void *o1;      /* O of the first of the two runs */
   int e4;
   float o_si;          /* E4M3 O: its scale_inv read back */
   double o_step;
   double *p;           /* scratch: a row's probabilities */
 };
 
-static double o_got(const struct orow *w, size_t i) {
-  if (w->e4) return (double)tecore_e4m3_to_f32(((const uint8_t *)w->o)[i]) * w->o_si;
-  return tecore_bf16_to_f32(((const uint16_t *)w->o)[i]);
+static double o_of(const struct orow *w, const void *o, size_t i) {
+  if (w->e4) return (double)tecore_e4m3_to_f32(((const uint8_t *)o)[i]) * w->o_si;
+  return tecore_bf16_to_f32(((const uint16_t *)o)[i]);
 }
 
 /* Probabilities of row i of (b, h) into w->p; returns lse, *keys. */
@@ -318,8 +322,11 @@ static void check_row(const struct orow *w, int b, int h, int i, const float *gl
       o += w->p[j] * v, om += w->p[j] * fabs(v), vs += fabs(v);
     }
     size_t io = (tq * H + h) * D + x;
-    double got = o_got(w, io), tol = fp8_tol(o, om, vs, w->o_step, !w->e4), err = fabs(got - o);
+    double got = o_of(w, w->o, io), tol = fp8_tol(o, om, vs, w->o_step, !w->e4);
+    double err = fabs(got - o), got1 = o_of(w, w->o1, io);
     r->checked++;
+    if (!(fabs(got1 - o) <= tol)) r->bad1++;
+    if (memcmp(&got, &got1, sizeof got)) r->differ++;
     if (isnan(got)) r->nans++;
     if (!(err <= tol) && !r->bad++)
       snprintf(r->first, sizeof r->first, "O[token %zu][head %d][%zu] %g, want %g (tolerance %g)",
@@ -377,8 +384,10 @@ static float fwd_prepare(struct fdata *f, tecore_dtype_t o_dt) {
   return os;
 }
 
-/* Runs the forward; 0 when no backend takes it (checked to fail so). */
-static int fwd_run(const struct fdata *f, tecore_dtype_t o_dt, const char *tag, char be[32]) {
+/* Runs the forward twice (O of the first into first: a plan's first run
+ * against a later one); 0 when no backend takes it (checked to fail so). */
+static int fwd_run(const struct fdata *f, tecore_dtype_t o_dt, const char *tag, char be[32],
+                   void *first) {
   struct tecore_attention_args a = fp8_args(f, o_dt);
   char desc[1024];
   TE_OK(tecore_attention_describe(&a, 0, desc, sizeof desc));
@@ -396,6 +405,9 @@ static int fwd_run(const struct fdata *f, tecore_dtype_t o_dt, const char *tag, 
   }
   TE_OK(tecore_attention_fwd(&a, te_stream));
   TE_OK(te_stream_wait(te_stream, 120000));
+  te_d2h(first, f->o, f->n * (o_dt == TECORE_DTYPE_E4M3 ? 1 : 2));
+  TE_OK(tecore_attention_fwd(&a, te_stream));
+  TE_OK(te_stream_wait(te_stream, 120000));
   if (a.workspace) TE_OK(tecore_mem_free(a.workspace));
   return 1;
 }
@@ -407,16 +419,19 @@ static void fwd_case(struct fdata *f, tecore_dtype_t o_dt, const char *variant) 
   snprintf(tag, sizeof tag, "%s: B%d H%d S%d D%d%s%s%s", variant, c->b, c->h, c->s, c->d,
            c->causal ? " causal" : "", c->pow2 ? " pow2-scales" : "", c->same ? " Q=K=V" : "");
   float o_scale = fwd_prepare(f, o_dt);
-  int ran = fwd_run(f, o_dt, tag, be);
+  void *o = malloc(f->n * 2), *o1 = malloc(f->n * 2);
+  int ran = fwd_run(f, o_dt, tag, be, o1);
   TE_OK(tecore_stream_synchronize(te_stream));
   read_inputs(f);
-  if (!ran) return;
-  void *o = malloc(f->n * 2);
+  if (!ran) {
+    free(o), free(o1);
+    return;
+  }
   float *glse = malloc(f->T * c->h * 4), sc[4];
   te_d2h(o, f->o, f->n * (e4 ? 1 : 2));
   te_d2h(glse, f->lse, f->T * c->h * 4);
   te_d2h(sc, f->sc + SC_OAMAX, sizeof sc);
-  struct orow w = {.f = f, .o = o, .e4 = e4, .o_si = sc[3],
+  struct orow w = {.f = f, .o = o, .o1 = o1, .e4 = e4, .o_si = sc[3],
                    .o_step = ldexp(1, -10) / (e4 ? o_scale : staged_scale(f->si[2])),
                    .p = malloc((size_t)c->s * sizeof(double))};
   struct fres r;
@@ -430,10 +445,14 @@ static void fwd_case(struct fdata *f, tecore_dtype_t o_dt, const char *variant) 
          r.checked, r.nans, r.got_max, r.want_max, r.ww > 0 ? r.gw / r.ww : 0.0, r.lse_err,
          sc[0], r.o_amax_want, sc[1], r.s_amax_want);
   if (e4) printf(", o.scale_inv %.6g", sc[3]);
+  printf("; first run: %zu past tolerance, %zu unlike the second", r.bad1, r.differ);
   printf("%s\n", all_rows ? "" : " (amaxes of the sampled rows)");
   ck_assert_msg(r.bad == 0, "%s O %s (%s): %zu of %zu elements past tolerance (%zu NaN: %s); "
                 "the first: %s", tag, tecore_dtype_name(o_dt), be, r.bad, r.checked, r.nans,
                 r.nans ? "O not written there" : "written wrong", r.first);
+  ck_assert_msg(r.bad1 == 0, "%s O %s (%s): the first run had %zu of %zu elements past "
+                "tolerance, the second none (a plan's first run reads something stale)", tag,
+                tecore_dtype_name(o_dt), be, r.bad1, r.checked);
   ck_assert_msg(r.lse_err <= ldexp(1, -9), "%s O %s (%s): lse off by %g of 1 + |lse|", tag,
                 tecore_dtype_name(o_dt), be, r.lse_err);
   if (e4)
@@ -447,7 +466,7 @@ static void fwd_case(struct fdata *f, tecore_dtype_t o_dt, const char *variant) 
                   "%s O %s: s_amax %g, want %g", tag, tecore_dtype_name(o_dt), sc[1],
                   r.s_amax_want);
   }
-  free(o), free(glse), free(w.p);
+  free(o), free(o1), free(glse), free(w.p);
 }
 
 /* Both O types of case c under variant v. */
