@@ -202,6 +202,7 @@ static int shape_of(const struct te_attn_problem *p, int backward, struct te_dnn
                                                              : TE_DNN_DATA_HALF;
   s->causal = p->causal != 0;
   s->window_left = p->window_left < 0 ? -1 : p->window_left;
+  s->mask = te_dnn_mask_choice();
   /* no lse: the workspace's stats.  E4M3, where cuDNN wants them packed
    * (the frontend's layout): in the workspace, copied into lse after */
   s->stats_direct = !varlen && p->lse != 0 && !(fp8 && (variant & TE_DNN_V_PACKED));
