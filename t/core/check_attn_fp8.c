@@ -48,8 +48,22 @@
  * elements past it and NaN, max |O| got and wanted, the least-squares
  * factor got/want (1: right; a constant far from 1: a scale applied
  * wrongly; near 0 with errors: O not computed from these inputs), and the
- * amaxes.  One GPU run thus says which backend, O type, shape and scale
- * range is wrong. */
+ * amaxes; where elements are wrong a second line: the wrong rows, the
+ * heads they are in, their count by 128-row query tile, the first few.
+ * Every case runs even after one fails (the test fails at its end, naming
+ * the first failure), and a last line per test counts the failed ones.
+ * One GPU run thus says which backend, O type, shape and scale range is
+ * wrong.
+ *
+ * TE_FP8_SHAPES (any device): only the shapes it lists run, as the test
+ * "shapes", under the tunables the environment sets (no variants):
+ *   TE_FP8_SHAPES="b,h,s,d,causal[,row_step[,scale_mult]];..."
+ * causal 0 or 1; row_step: every row_step-th query row and the last are
+ * checked (0: every row; default 31: the float64 reference runs on the
+ * host); scale_mult: softmax scale scale_mult / sqrt(d) (default 0.25).
+ * E.g. TE_FP8_SHAPES="4,8,512,128,1;4,8,2048,128,1" TE_DEVICE=cuda
+ * t/core/check_attn_fp8 (TE_DEBUG=INFO TE_DEBUG_SUBSYS=KERNEL names the
+ * cuDNN plan and engine of each shape). */
 #include "tests.h"
 
 #include <math.h>
@@ -239,6 +253,12 @@ static void data_free(struct fdata *f) {
 
 /* ---- the reference and the verdict ------------------------------------------------- */
 
+/* Wrong rows are counted by query tile of FP8_TILE_ROWS (the first
+ * FP8_TILES tiles; later rows count in the last): which tiles go wrong
+ * tells a kernel's tiling from noise. */
+#define FP8_TILE_ROWS 128
+#define FP8_TILES 64
+
 /* What one forward gave against float64. */
 struct fres {
   size_t checked, bad, nans;
@@ -247,6 +267,9 @@ struct fres {
   double got_max, want_max, gw, ww;   /* max |O|; sums of got * want and want^2 */
   double s_amax_want, o_amax_want, o_amax_tol;
   char first[200];                    /* the first element past tolerance */
+  size_t rows, bad_rows, heads_bad;   /* rows checked, rows with a wrong element, their heads */
+  size_t tile_rows[FP8_TILES], tile_bad[FP8_TILES]; /* by query tile of FP8_TILE_ROWS */
+  char rows_first[160];               /* the first wrong rows: (batch, head, row) */
 };
 
 /* The bound of check_attn_cudnn.c's fp8_tol: omag = sum_j p_j |v_j|, vsum
@@ -305,12 +328,14 @@ static double ref_probs(const struct orow *w, int b, int h, int i, int *keys) {
   return lse;
 }
 
-static void check_row(const struct orow *w, int b, int h, int i, const float *glse,
-                      struct fres *r) {
+/* Checks row i of (b, h) into r; 1 when an element of it is wrong. */
+static int check_row(const struct orow *w, int b, int h, int i, const float *glse,
+                     struct fres *r) {
   const struct fdata *f = w->f;
   const struct fcase *c = f->c;
   const size_t H = (size_t)c->h, D = (size_t)c->d, tq = (size_t)b * c->s + (size_t)i;
   int keys;
+  const size_t bad0 = r->bad;
   double lse = ref_probs(w, b, h, i, &keys);
   for (int j = 0; j < keys; j++) r->s_amax_want = fmax(r->s_amax_want, w->p[j]);
   double le = fabs(glse[(size_t)h * f->T + tq] - lse) / (1 + fabs(lse));
@@ -337,15 +362,69 @@ static void check_row(const struct orow *w, int b, int h, int i, const float *gl
     r->o_amax_want = fmax(r->o_amax_want, fabs(o));
     r->o_amax_tol = fmax(r->o_amax_tol, ldexp(om, -4) + ldexp(vs, -10) / 448 + ldexp(om, -12));
   }
+  return r->bad > bad0;
+}
+
+/* Row i of (b, h) counted by its tile; *head_bad set when it is wrong. */
+static void tally_row(struct fres *r, int b, int h, int i, int wrong, int *head_bad) {
+  int t = i / FP8_TILE_ROWS < FP8_TILES ? i / FP8_TILE_ROWS : FP8_TILES - 1;
+  r->rows++, r->tile_rows[t]++;
+  if (!wrong) return;
+  size_t at = strlen(r->rows_first);
+  if (r->bad_rows < 6 && at < sizeof r->rows_first)
+    snprintf(r->rows_first + at, sizeof r->rows_first - at, "%s(%d,%d,%d)", at ? " " : "", b,
+             h, i);
+  r->bad_rows++, r->tile_bad[t]++;
+  *head_bad = 1;
 }
 
 static void check_all(const struct orow *w, const float *glse, struct fres *r) {
   const struct fcase *c = w->f->c;
   memset(r, 0, sizeof *r);
   for (int b = 0; b < c->b; b++)
-    for (int h = 0; h < c->h; h++)
+    for (int h = 0; h < c->h; h++) {
+      int head_bad = 0;
       for (int i = 0; i < c->s; i++)
-        if (!c->row_step || i % c->row_step == 0 || i == c->s - 1) check_row(w, b, h, i, glse, r);
+        if (!c->row_step || i % c->row_step == 0 || i == c->s - 1)
+          tally_row(r, b, h, i, check_row(w, b, h, i, glse, r), &head_bad);
+      r->heads_bad += (size_t)head_bad;
+    }
+}
+
+/* Where the wrong rows are (printed only when some are). */
+static void print_rows(const struct fcase *c, const struct fres *r) {
+  if (!r->bad_rows) return;
+  printf("#   wrong rows: %zu of %zu checked, in %zu of %d heads; by %d-row query tile "
+         "(wrong/checked):", r->bad_rows, r->rows, r->heads_bad, c->b * c->h, FP8_TILE_ROWS);
+  for (int t = 0; t < FP8_TILES; t++)
+    if (r->tile_rows[t]) printf(" %d:%zu/%zu", t, r->tile_bad[t], r->tile_rows[t]);
+  printf("; the first (batch,head,row): %s\n", r->rows_first);
+}
+
+/* ---- the verdict of a test: every case runs, the first failure is named ---------- */
+
+static struct {
+  int cases, failed;
+  char first[640];
+} verdict;
+
+static void case_fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static void case_fail(const char *fmt, ...) {
+  char msg[640];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(msg, sizeof msg, fmt, ap);
+  va_end(ap);
+  printf("# FAIL %s\n", msg);
+  if (!verdict.failed++) snprintf(verdict.first, sizeof verdict.first, "%s", msg);
+}
+
+/* The end of a test: how many forwards failed, the first named. */
+static void verdict_check(const char *test) {
+  printf("# %s: %d of %d forwards failed\n", test, verdict.failed, verdict.cases);
+  fflush(stdout);
+  ck_assert_msg(verdict.failed == 0, "%s: %d of %d forwards failed; the first: %s", test,
+                verdict.failed, verdict.cases, verdict.first);
 }
 
 /* ---- one forward ---------------------------------------------------------------- */
@@ -412,6 +491,32 @@ static int fwd_run(const struct fdata *f, tecore_dtype_t o_dt, const char *tag, 
   return 1;
 }
 
+/* One forward's checks, each a case_fail (o_scale: an E4M3 O's, else 0;
+ * sc: o.amax, s_amax, o.scale, o.scale_inv read back). */
+static void fwd_verdict(const char *tag, tecore_dtype_t o_dt, const char *be,
+                        const struct fres *r, const float sc[4], float o_scale, int all_rows) {
+  const char *ot = tecore_dtype_name(o_dt);
+  int before = verdict.failed;
+  verdict.cases++;
+  if (r->bad)
+    case_fail("%s O %s (%s): %zu of %zu elements past tolerance (%zu NaN: %s); the first: %s",
+              tag, ot, be, r->bad, r->checked, r->nans,
+              r->nans ? "O not written there" : "written wrong", r->first);
+  else if (r->bad1)
+    case_fail("%s O %s (%s): the first run had %zu of %zu elements past tolerance, the "
+              "second none (a plan's first run reads something stale)", tag, ot, be, r->bad1,
+              r->checked);
+  if (!(r->lse_err <= ldexp(1, -9)))
+    case_fail("%s O %s (%s): lse off by %g of 1 + |lse|", tag, ot, be, r->lse_err);
+  if (o_scale && sc[3] != 1.0f / o_scale)
+    case_fail("%s: o.scale_inv %g, want 1 / %g", tag, sc[3], o_scale);
+  if (all_rows && !(fabs(sc[0] - r->o_amax_want) <= r->o_amax_tol + 1e-3 * r->o_amax_want))
+    case_fail("%s O %s: o.amax %g, want %g", tag, ot, sc[0], r->o_amax_want);
+  if (all_rows && !(fabs(sc[1] - r->s_amax_want) <= ldexp(r->s_amax_want, -10)))
+    case_fail("%s O %s: s_amax %g, want %g", tag, ot, sc[1], r->s_amax_want);
+  if (verdict.failed > before) verdict.failed = before + 1; /* one forward, one failure */
+}
+
 static void fwd_case(struct fdata *f, tecore_dtype_t o_dt, const char *variant) {
   const struct fcase *c = f->c;
   const int e4 = o_dt == TECORE_DTYPE_E4M3;
@@ -447,25 +552,9 @@ static void fwd_case(struct fdata *f, tecore_dtype_t o_dt, const char *variant) 
   if (e4) printf(", o.scale_inv %.6g", sc[3]);
   printf("; first run: %zu past tolerance, %zu unlike the second", r.bad1, r.differ);
   printf("%s\n", all_rows ? "" : " (amaxes of the sampled rows)");
-  ck_assert_msg(r.bad == 0, "%s O %s (%s): %zu of %zu elements past tolerance (%zu NaN: %s); "
-                "the first: %s", tag, tecore_dtype_name(o_dt), be, r.bad, r.checked, r.nans,
-                r.nans ? "O not written there" : "written wrong", r.first);
-  ck_assert_msg(r.bad1 == 0, "%s O %s (%s): the first run had %zu of %zu elements past "
-                "tolerance, the second none (a plan's first run reads something stale)", tag,
-                tecore_dtype_name(o_dt), be, r.bad1, r.checked);
-  ck_assert_msg(r.lse_err <= ldexp(1, -9), "%s O %s (%s): lse off by %g of 1 + |lse|", tag,
-                tecore_dtype_name(o_dt), be, r.lse_err);
-  if (e4)
-    ck_assert_msg(sc[3] == 1.0f / o_scale, "%s: o.scale_inv %g, want 1 / %g", tag, sc[3],
-                  o_scale);
-  if (all_rows) {
-    ck_assert_msg(fabs(sc[0] - r.o_amax_want) <= r.o_amax_tol + 1e-3 * r.o_amax_want,
-                  "%s O %s: o.amax %g, want %g", tag, tecore_dtype_name(o_dt), sc[0],
-                  r.o_amax_want);
-    ck_assert_msg(fabs(sc[1] - r.s_amax_want) <= ldexp(r.s_amax_want, -10),
-                  "%s O %s: s_amax %g, want %g", tag, tecore_dtype_name(o_dt), sc[1],
-                  r.s_amax_want);
-  }
+  print_rows(c, &r);
+  fflush(stdout);
+  fwd_verdict(tag, o_dt, be, &r, sc, e4 ? o_scale : 0, all_rows);
   free(o), free(o1), free(glse), free(w.p);
 }
 
@@ -506,6 +595,7 @@ START_TEST(fp8_fwd_after_other_work) {
   if (!variant_set(_i)) return;
   const struct fcase *cs = on_cuda() ? cuda_cases : vdev_cases;
   for (int i = 0; i < 4; i++) run_case(&cs[i], _i);
+  verdict_check("after_other_work");
 }
 END_TEST
 
@@ -521,11 +611,53 @@ START_TEST(fp8_fwd_bench_shapes) {
   };
   if (!variant_set(_i)) return;
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) run_case(&cases[i], _i);
+  verdict_check("bench_shapes");
+}
+END_TEST
+
+/* TE_FP8_SHAPES's entries (the file's header), at most max; -1 when one
+ * does not parse or is out of range. */
+static int shapes_parse(const char *env, struct fcase *out, int max) {
+  int n = 0;
+  for (const char *at = env; *at;) {
+    struct fcase c = {.row_step = 31, .scale_mult = 0.25f};
+    int used = 0;
+    if (n == max || sscanf(at, " %d , %d , %d , %d , %d%n", &c.b, &c.h, &c.s, &c.d, &c.causal,
+                           &used) != 5)
+      return -1;
+    at += used;
+    if (sscanf(at, " , %d%n", &c.row_step, &used) == 1) at += used;
+    if (sscanf(at, " , %f%n", &c.scale_mult, &used) == 1) at += used;
+    if (c.b < 1 || c.h < 1 || c.s < 1 || c.d < 16 || c.d > 256 || c.d % 16 || c.row_step < 0 ||
+        (c.causal != 0 && c.causal != 1) || !(c.scale_mult > 0))
+      return -1;
+    out[n++] = c;
+    while (*at == ' ') at++;
+    if (*at && *at++ != ';') return -1;
+  }
+  return n;
+}
+
+/* The shapes TE_FP8_SHAPES lists, under the environment's tunables. */
+START_TEST(fp8_fwd_env_shapes) {
+  struct fcase cs[32];
+  const char *env = getenv("TE_FP8_SHAPES");
+  int n = shapes_parse(env ? env : "", cs, 32);
+  ck_assert_msg(n > 0, "TE_FP8_SHAPES=\"%s\": want up to 32 entries "
+                "b,h,s,d,causal[,row_step[,scale_mult]] separated by ';'", env ? env : "");
+  for (int i = 0; i < n; i++) run_case(&cs[i], 0);
+  verdict_check("shapes");
 }
 END_TEST
 
 static Suite *attn_fp8_suite(void) {
   Suite *s = suite_create("attn_fp8");
+  if (getenv("TE_FP8_SHAPES")) { /* only the shapes asked for */
+    TCase *tc = te_tcase(s, "shapes", 1);
+    tcase_set_timeout(tc, 8 * TE_TEST_TIMEOUT);
+    tcase_add_test(tc, fp8_fwd_env_shapes);
+    return s;
+  }
   TCase *tc = te_tcase(s, "after_other_work", 1);
   tcase_add_loop_test(tc, fp8_fwd_after_other_work, 0, NVARIANTS);
   const char *dev = getenv("TE_DEVICE");
