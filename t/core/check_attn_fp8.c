@@ -340,12 +340,18 @@ static int check_row(const struct orow *w, int b, int h, int i, const float *gls
   for (int j = 0; j < keys; j++) r->s_amax_want = fmax(r->s_amax_want, w->p[j]);
   double le = fabs(glse[(size_t)h * f->T + tq] - lse) / (1 + fabs(lse));
   r->lse_err = isnan(le) ? INFINITY : fmax(r->lse_err, le);
-  for (size_t x = 0; x < D; x++) {
-    double o = 0, om = 0, vs = 0;
-    for (int j = 0; j < keys; j++) {
-      double v = f->lut[2][f->code[2][(((size_t)b * c->s + j) * H + h) * D + x]];
-      o += w->p[j] * v, om += w->p[j] * fabs(v), vs += fabs(v);
+  /* key by key (each key's V row is contiguous; every element's sum still
+   * runs over the keys in order): O, sum_j p_j |v_j| and sum_j |v_j| */
+  double os[256] = {0}, oms[256] = {0}, vss[256] = {0};
+  for (int j = 0; j < keys; j++) {
+    const uint8_t *vj = f->code[2] + (((size_t)b * c->s + j) * H + h) * D;
+    for (size_t x = 0; x < D; x++) {
+      double v = f->lut[2][vj[x]];
+      os[x] += w->p[j] * v, oms[x] += w->p[j] * fabs(v), vss[x] += fabs(v);
     }
+  }
+  for (size_t x = 0; x < D; x++) {
+    const double o = os[x], om = oms[x], vs = vss[x];
     size_t io = (tq * H + h) * D + x;
     double got = o_of(w, w->o, io), tol = fp8_tol(o, om, vs, w->o_step, !w->e4);
     double err = fabs(got - o), got1 = o_of(w, w->o1, io);
