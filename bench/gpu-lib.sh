@@ -5,7 +5,7 @@
 # gpu-run-s25.sh, gpu-run-s26.sh, gpu-run-s27.sh, gpu-run-s28.sh,
 # gpu-run-s29.sh, gpu-run-s30.sh, gpu-run-s31.sh, gpu-run-s32.sh,
 # gpu-run-s33.sh, gpu-run-s34.sh, gpu-run-s35.sh, gpu-run-s36.sh,
-# gpu-run-s37.sh) share,
+# gpu-run-s37.sh, gpu-fp8attn.sh) share,
 # sourced after they set default_phases: $out,
 # $summary, $phases (PHASES or default_phases), PyTorch's cuDNN as
 # TECORE_CUDNN_LIB, the idle memory, and
