@@ -29,6 +29,7 @@ done
 wait
 for f in "$out"/*.txt; do
   case $f in */summary.txt | */make.txt) continue ;; esac
-  { echo "== $(basename "$f" .txt)"; grep -E '^# (FAIL|shapes:)|wrong rows|^(not )?ok' "$f"; } >> "$summary"
+  { echo "== $(basename "$f" .txt)"; grep -E '^# (FAIL|shapes:)|wrong rows|^(not )?ok' "$f"
+    grep -hoE 'cuDNN fwd plan .*|heuristics offered .*' "${f%.txt}.err"; } >> "$summary"
 done
 if [ -n "${TAR:-}" ]; then tar czf "$TAR.part" -C "$out" . && mv "$TAR.part" "$TAR"; fi
