@@ -57,10 +57,12 @@
  *
  * TE_FP8_SHAPES (any device): only the shapes it lists run, as the test
  * "shapes", under the tunables the environment sets (no variants):
- *   TE_FP8_SHAPES="b,h,s,d,causal[,row_step[,scale_mult]];..."
+ *   TE_FP8_SHAPES="b,h,s,d,causal[,row_step[,scale_mult[,same]]];..."
  * causal 0 or 1; row_step: every row_step-th query row and the last are
  * checked (0: every row; default 31: the float64 reference runs on the
- * host); scale_mult: softmax scale scale_mult / sqrt(d) (default 0.25).
+ * host); scale_mult: softmax scale scale_mult / sqrt(d) (default 0.25);
+ * same 1: Q, K and V hold the same values (te-bench's inputs before
+ * fffcca3, where every row's own key dominates its scores).
  * E.g. TE_FP8_SHAPES="4,8,512,128,1;4,8,2048,128,1" TE_DEVICE=cuda
  * t/core/check_attn_fp8 (TE_DEBUG=INFO TE_DEBUG_SUBSYS=KERNEL names the
  * cuDNN plan and engine of each shape). */
@@ -634,7 +636,8 @@ static int shapes_parse(const char *env, struct fcase *out, int max) {
     at += used;
     if (sscanf(at, " , %d%n", &c.row_step, &used) == 1) at += used;
     if (sscanf(at, " , %f%n", &c.scale_mult, &used) == 1) at += used;
-    if (c.b < 1 || c.h < 1 || c.s < 1 || c.d < 16 || c.d > 256 || c.d % 16 || c.row_step < 0 ||
+    if (sscanf(at, " , %d%n", &c.same, &used) == 1) at += used;
+    if ((c.same != 0 && c.same != 1) || c.b < 1 || c.h < 1 || c.s < 1 || c.d < 16 || c.d > 256 || c.d % 16 || c.row_step < 0 ||
         (c.causal != 0 && c.causal != 1) || !(c.scale_mult > 0))
       return -1;
     out[n++] = c;
@@ -650,7 +653,7 @@ START_TEST(fp8_fwd_env_shapes) {
   const char *env = getenv("TE_FP8_SHAPES");
   int n = shapes_parse(env ? env : "", cs, 32);
   ck_assert_msg(n > 0, "TE_FP8_SHAPES=\"%s\": want up to 32 entries "
-                "b,h,s,d,causal[,row_step[,scale_mult]] separated by ';'", env ? env : "");
+                "b,h,s,d,causal[,row_step[,scale_mult[,same]]] separated by ';'", env ? env : "");
   for (int i = 0; i < n; i++) run_case(&cs[i], 0);
   verdict_check("shapes");
 }
