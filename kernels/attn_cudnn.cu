@@ -65,8 +65,7 @@ extern "C" __global__ void __launch_bounds__(TE_ACD_THREADS)
   const long long step = (long long)gridDim.x * blockDim.x;
   if (mode == TE_ACD_FP8_PRE) {
     if (first == 0)
-      te_acd_fp8_item(slots, v_si, o8, o, s_amax, o_amax, o_scale, o_scale_inv, o_ts, o_hs,
-                      total_q, heads, d, o_dt, mode, 0);
+      te_acd_fp8_pre(slots, q_si, k_si, v_si, o_scale);
     return;
   }
   /* item n - 1's fold, by the first thread (the grid may hold fewer than n) */

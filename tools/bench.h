@@ -66,6 +66,10 @@ void tb_report(struct tb_ctx *c, const char *name, const char *shape, double ms,
 /* Allocates bytes of device memory filled with random values of dtype in
  * [-2, 2) (f32/f16/bf16) or bytes (others). */
 tecore_devptr_t tb_alloc_random(struct tb_ctx *c, size_t count, tecore_dtype_t dtype);
+/* The same with another stream of values for each seed (tb_alloc_random
+ * is seed 0, whose values depend on count alone). */
+tecore_devptr_t tb_alloc_random_seeded(struct tb_ctx *c, size_t count, tecore_dtype_t dtype,
+                                       uint64_t seed);
 
 void tb_elementwise(struct tb_ctx *c);
 void tb_fp8(struct tb_ctx *c);

@@ -11,16 +11,18 @@
  * picks (TECORE_ATTN_BACKEND: run te-bench once per backend); the row
  * names it.  vdev takes one tiny shape (its figures are not speed).
  *
- * E4M3 forward: Q, K, V quantized from the same BF16 data with current
- * scaling (tecore_quantize, a scale per tensor from its amax), causal,
- * two rows: O in BF16 (on Hopper cuDNN writes E4M3 that a kernel widens),
- * and O in E4M3 at half V's scale (what the fuser's attention+quantize
- * takes; dequantized for the error); TFLOP/s counted as the BF16
- * forward's.  Its row gives the
- * speed-up over the BF16 forward of the same shape in this run (issue
- * 29's target: >= 1.3x at 4 16 8192 128) and the error max |O8 - O16| /
- * max |O16| against that forward's O (P and O pass through E4M3: a few
- * percent, te/attention.h). */
+ * Every buffer holds its own random data (a seed each).
+ *
+ * E4M3 forward: Q, K, V quantized from the BF16 forward's inputs with
+ * current scaling (tecore_quantize, a scale per tensor from its amax, not
+ * a power of two), causal, two rows: O in BF16 (on Hopper cuDNN writes
+ * E4M3 that a kernel widens), and O in E4M3 at half V's scale (what the
+ * fuser's attention+quantize takes; dequantized for the error); TFLOP/s
+ * counted as the BF16 forward's.  Its row gives the speed-up over the
+ * BF16 forward of the same shape in this run (issue 29's target: >= 1.3x
+ * at 4 16 8192 128) and the error max |O8 - O16| / max |O16| against that
+ * forward's O (P and O pass through E4M3: a few percent, te/attention.h),
+ * with max |O8| and max |O16| beside it (a wrong scale shows there). */
 #include "bench.h"
 #include <math.h>
 #include <stdio.h>
@@ -99,25 +101,32 @@ static double attn_row(struct tb_ctx *c, struct attn_arg *x, const char *what,
   return ms;
 }
 
-/* *out = max |a - b| / max |b| over n BF16 elements (scratch: n BF16 and
- * 2 floats on the device). */
+/* max |a - b|, max |a| and max |b| over n BF16 elements: the error and
+ * what tells a wrong scale (|a| far from |b|) from noise. */
+struct rel_err {
+  float diff, a, b;
+};
+
+/* *e of a against b (scratch: n BF16 and 3 floats on the device). */
 static tecore_result_t rel_err(struct tb_ctx *c, tecore_devptr_t a, tecore_devptr_t b, size_t n,
-                               tecore_devptr_t scratch, tecore_devptr_t am, double *out) {
+                               tecore_devptr_t scratch, tecore_devptr_t am, struct rel_err *e) {
   struct tecore_tensor t;
   size_t shape[1] = {n};
-  float h[2] = {0, 0};
+  float h[3] = {0, 0, 0};
   tecore_result_t r = tecore_scale_add(scratch, a, 1.0f, b, -1.0f, TECORE_DTYPE_BF16, n, c->s);
   if (r == TECORE_SUCCESS) r = tecore_tensor_init(&t, TECORE_DTYPE_BF16, 1, shape, scratch);
   if (r == TECORE_SUCCESS) r = tecore_amax(&t, am, 0, 0, c->s);
-  if (r == TECORE_SUCCESS) t.data = b, r = tecore_amax(&t, am + 4, 0, 0, c->s);
+  if (r == TECORE_SUCCESS) t.data = a, r = tecore_amax(&t, am + 4, 0, 0, c->s);
+  if (r == TECORE_SUCCESS) t.data = b, r = tecore_amax(&t, am + 8, 0, 0, c->s);
   if (r == TECORE_SUCCESS) r = tecore_stream_synchronize(c->s);
   if (r == TECORE_SUCCESS) r = tecore_memcpy((tecore_devptr_t)(uintptr_t)h, am, sizeof h);
-  *out = h[1] > 0 ? h[0] / h[1] : -1;
+  *e = (struct rel_err){h[0], h[1], h[2]};
   return r;
 }
 
 /* E4M3 copies of q, k, v (one buffer of 3 n bytes) with current scaling:
- * sc holds amax, scale, scale_inv of each (9 floats). */
+ * sc holds amax, scale, scale_inv of each (9 floats; the scale_inv at 8,
+ * 20 and 32 bytes: only 4-byte aligned, which te/attention.h allows). */
 static tecore_result_t quantize_qkv(struct tb_ctx *c, const tecore_devptr_t in[3], size_t n,
                                     tecore_devptr_t q8, tecore_devptr_t sc) {
   size_t shape[1] = {n};
@@ -166,6 +175,13 @@ static void attn_fp8_row(struct tb_ctx *c, const struct attn_arg *x, const struc
     tb_info(c, "attention fwd e4m3: no memory for the E4M3 copies: %s", tecore_last_error());
     goto out;
   }
+  /* recycled memory: o.amax and s_amax are max-accumulated, so they start
+   * at 0 (the rest of sc is written before it is read) */
+  if (tecore_memset_d32_async(sc, 0, 64, c->s) != TECORE_SUCCESS) {
+    tb_info(c, "attention fwd e4m3: %s", tecore_last_error());
+    c->failed = 1;
+    goto out;
+  }
   const tecore_devptr_t in[3] = {x->a.q.data, x->a.k.data, x->a.v.data};
   if (quantize_qkv(c, in, n, q8, sc) != TECORE_SUCCESS) {
     tb_info(c, "attention fwd e4m3: quantize: %s", tecore_last_error());
@@ -192,7 +208,7 @@ static void attn_fp8_row(struct tb_ctx *c, const struct attn_arg *x, const struc
       tecore_mem_alloc(wbytes, &ws) != TECORE_SUCCESS)
     goto out;
   f.a.workspace = ws, f.a.workspace_bytes = wbytes;
-  char desc[512], be[32] = "none", name[96], shape[64], note[160];
+  char desc[512], be[32] = "none", name[96], shape[64], note[256];
   if (tecore_attention_describe(&f.a, 0, desc, sizeof desc) != TECORE_SUCCESS)
     snprintf(desc, sizeof desc, "backend ?");
   (void)sscanf(desc, "backend %31s", be);
@@ -203,17 +219,21 @@ static void attn_fp8_row(struct tb_ctx *c, const struct attn_arg *x, const struc
     tb_info(c, "%s: %s", name, desc);
     goto out;
   }
-  double ms = tb_time(c, attn_body, &f), err = -1;
+  double ms = tb_time(c, attn_body, &f);
   if (ms <= 0) {
     tb_info(c, "%s: %s", name, desc);
     goto out;
   }
   tecore_devptr_t o16 = 0;
+  struct rel_err e = {-1, -1, -1};
   if (o_as_bf16(c, &f, n, &o16, deq) != TECORE_SUCCESS ||
-      rel_err(c, o16, x->a.o.data, n, diff, sc + 64, &err) != TECORE_SUCCESS)
+      rel_err(c, o16, x->a.o.data, n, diff, sc + 64, &e) != TECORE_SUCCESS) {
     tb_info(c, "attention fwd e4m3: error against bf16: %s", tecore_last_error());
-  snprintf(note, sizeof note, "O %s; vs the bf16 fwd's O: max|diff|/max|O| = %.4f",
-           o_dt == TECORE_DTYPE_E4M3 ? "e4m3 (dequantized)" : "bf16", err);
+    c->failed = 1;
+  }
+  snprintf(note, sizeof note, "O %s; vs the bf16 fwd's O: max|diff|/max|O| = %.4f "
+           "(max|O| %.3g e4m3, %.3g bf16)", o_dt == TECORE_DTYPE_E4M3 ? "e4m3 (dequantized)" : "bf16",
+           e.b > 0 ? (double)e.diff / e.b : -1.0, (double)e.a, (double)e.b);
   int judged = c->speed && sh->b == 4 && sh->s == 8192 && bf16_ms > 0;
   struct tb_row r = {.name = name, .shape = shape, .time = ms,
                      .rate = flops / (ms * 1e-3) / 1e12, .rate_unit = "TFLOP/s",
@@ -229,15 +249,18 @@ out:;
 
 static void attn_shape_rows(struct tb_ctx *c, const struct attn_shape *sh, double gemm_tf) {
   size_t T = sh->b * sh->s, n = T * sh->h * sh->d;
-  tecore_devptr_t q = tb_alloc_random(c, n, TECORE_DTYPE_BF16);
-  tecore_devptr_t k = tb_alloc_random(c, n, TECORE_DTYPE_BF16);
-  tecore_devptr_t v = tb_alloc_random(c, n, TECORE_DTYPE_BF16);
-  tecore_devptr_t o = tb_alloc_random(c, n, TECORE_DTYPE_BF16);
-  tecore_devptr_t dout = tb_alloc_random(c, n, TECORE_DTYPE_BF16);
-  tecore_devptr_t dq = tb_alloc_random(c, n, TECORE_DTYPE_BF16);
-  tecore_devptr_t dk = tb_alloc_random(c, n, TECORE_DTYPE_BF16);
-  tecore_devptr_t dv = tb_alloc_random(c, n, TECORE_DTYPE_BF16);
-  tecore_devptr_t lse = tb_alloc_random(c, T * sh->h, TECORE_DTYPE_F32), ws = 0;
+  /* a seed each: tb_alloc_random's values depend on the count alone, so Q,
+   * K and V (and every other buffer of n) held the same data */
+  const tecore_dtype_t B = TECORE_DTYPE_BF16;
+  tecore_devptr_t q = tb_alloc_random_seeded(c, n, B, 1);
+  tecore_devptr_t k = tb_alloc_random_seeded(c, n, B, 2);
+  tecore_devptr_t v = tb_alloc_random_seeded(c, n, B, 3);
+  tecore_devptr_t o = tb_alloc_random_seeded(c, n, B, 4);
+  tecore_devptr_t dout = tb_alloc_random_seeded(c, n, B, 5);
+  tecore_devptr_t dq = tb_alloc_random_seeded(c, n, B, 6);
+  tecore_devptr_t dk = tb_alloc_random_seeded(c, n, B, 7);
+  tecore_devptr_t dv = tb_alloc_random_seeded(c, n, B, 8);
+  tecore_devptr_t lse = tb_alloc_random_seeded(c, T * sh->h, TECORE_DTYPE_F32, 9), ws = 0;
   if (!q || !k || !v || !o || !dout || !dq || !dk || !dv || !lse) goto out;
   /* inputs of a realistic scale: random in [-2, 2) divided down so the
    * softmax is not one-hot (1/sqrt(d) keeps scores O(1)) */

@@ -29,13 +29,16 @@
  *   TE_ACD_FROM_LSE, item (b, h, i) of batch x heads x max_q: padded[b][h][i]
  *     = lse[h][cu_q[b] + i] for i < len_q[b] where that is not -inf, else 0
  *     (so that a row that sees no key gives exp(-inf - 0) = 0, no NaN).
- * te_attn_cudnn_fp8 brackets the E4M3 forward graph (slots: float[8] in
- * the workspace, TE_ACD_SLOT_*):
- *   TE_ACD_FP8_PRE, one item: the constants the graph reads from device
- *     memory (descale_s = 1/448, scale_s = 448) and, for a staged O (BF16
- *     or F16 O: the graph writes E4M3 into o8), scale_o = 0.5 / v_si[0]
- *     rounded down to a power of two (1 when v_si[0] is not a positive
- *     finite number);
+ * te_attn_cudnn_fp8 brackets the E4M3 forward graph (slots:
+ * float[TE_ACD_SLOTS] in the workspace, TE_ACD_SLOT_*):
+ *   TE_ACD_FP8_PRE, one item: every scalar the graph reads from device
+ *     memory, each in a slot of its own 16 bytes apart (the graph declares
+ *     its tensors 16-byte aligned; the caller's scale_inv and scale need
+ *     only 4): descale_s = 1/448, scale_s = 448, copies of q_si[0],
+ *     k_si[0], v_si[0] (1 where absent), and scale_o = o_scale[0] where
+ *     set (an E4M3 O), else, for a staged O (BF16 or F16 O: the graph
+ *     writes E4M3 into o8), 0.5 / v_si[0] rounded down to a power of two
+ *     (1 when v_si[0] is not a positive finite number);
  *   TE_ACD_FP8_POST, item i of n = (o8 ? total_q * heads * d / 8 : 0) + 1:
  *     i < n - 1, the 8 elements e = 8 i .. 8 i + 7 of o8 (d % 8 == 0, so
  *     they share a token and head): o[t * o_ts + h * o_hs + x] (dtype o_dt)
@@ -103,11 +106,14 @@
  * tensor 16-byte aligned. */
 enum {
   TE_ACD_SLOT_DESCALE_S = 0, TE_ACD_SLOT_SCALE_S = 4, TE_ACD_SLOT_SCALE_O = 8,
-  TE_ACD_SLOT_AMAX_S = 12, TE_ACD_SLOT_AMAX_O = 16, TE_ACD_SLOTS = 20
+  TE_ACD_SLOT_AMAX_S = 12, TE_ACD_SLOT_AMAX_O = 16, TE_ACD_SLOT_DESCALE_Q = 20,
+  TE_ACD_SLOT_DESCALE_K = 24, TE_ACD_SLOT_DESCALE_V = 28, TE_ACD_SLOTS = 32
 };
 
 #define TE_ACD_FP8_PARAMS(P)         \
   P(float *, slots, nnptr)           \
+  P(const float *, q_si, ptr)        \
+  P(const float *, k_si, ptr)        \
   P(const float *, v_si, ptr)        \
   P(const unsigned char *, o8, ptr)  \
   P(void *, o, ptr)                  \
@@ -248,18 +254,28 @@ TE_HD void te_acd_fp8_fold(const float *slots, float *s_amax, float *o_amax, con
   if (o_scale && o_scale_inv) *o_scale_inv = te_fp8_scale_inv(o_scale[0]);
 }
 
+/* The one item of TE_ACD_FP8_PRE: the slots the graph reads (see above). */
+TE_HD void te_acd_fp8_pre(float *slots, const float *q_si, const float *k_si, const float *v_si,
+                          const float *o_scale) {
+  slots[TE_ACD_SLOT_DESCALE_S] = 1.0f / TE_ACD_P_SCALE;
+  slots[TE_ACD_SLOT_SCALE_S] = TE_ACD_P_SCALE;
+  slots[TE_ACD_SLOT_DESCALE_Q] = q_si ? q_si[0] : 1.0f;
+  slots[TE_ACD_SLOT_DESCALE_K] = k_si ? k_si[0] : 1.0f;
+  slots[TE_ACD_SLOT_DESCALE_V] = v_si ? v_si[0] : 1.0f;
+  slots[TE_ACD_SLOT_SCALE_O] = o_scale ? o_scale[0] : te_acd_staged_scale(v_si);
+  slots[TE_ACD_SLOT_AMAX_S] = slots[TE_ACD_SLOT_AMAX_O] = 0.0f;
+}
+
 /* Item i of te_attn_cudnn_fp8 (see above), element by element (vdev; the
  * GPU kernel does the same math 8 at a time). */
-TE_HD void te_acd_fp8_item(float *slots, const float *v_si, const unsigned char *o8, void *o,
-                           float *s_amax, float *o_amax, const float *o_scale, float *o_scale_inv,
-                           long long o_ts, long long o_hs, long long total_q, long long heads,
-                           int d, int o_dt, int mode, long long i) {
+TE_HD void te_acd_fp8_item(float *slots, const float *q_si, const float *k_si, const float *v_si,
+                           const unsigned char *o8, void *o, float *s_amax, float *o_amax,
+                           const float *o_scale, float *o_scale_inv, long long o_ts,
+                           long long o_hs, long long total_q, long long heads, int d, int o_dt,
+                           int mode, long long i) {
   long long n = te_acd_fp8_items(o8, total_q, heads, d, mode);
   if (mode == TE_ACD_FP8_PRE) {
-    slots[TE_ACD_SLOT_DESCALE_S] = 1.0f / TE_ACD_P_SCALE;
-    slots[TE_ACD_SLOT_SCALE_S] = TE_ACD_P_SCALE;
-    slots[TE_ACD_SLOT_SCALE_O] = te_acd_staged_scale(v_si);
-    slots[TE_ACD_SLOT_AMAX_S] = slots[TE_ACD_SLOT_AMAX_O] = 0.0f;
+    te_acd_fp8_pre(slots, q_si, k_si, v_si, o_scale);
     return;
   }
   if (i < n - 1) {

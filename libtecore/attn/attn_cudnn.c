@@ -23,9 +23,11 @@
  * the graph where cuDNN takes that (Blackwell); Hopper's FP8 engines write
  * only E4M3 O, so there it is staged: E4M3 at scale 0.5 / v.scale_inv
  * (rounded down to a power of two) in the workspace, widened after
- * (kernels/attn_cudnn.cu), as vdev does.  cuDNN overwrites its amaxes:
- * they land in workspace slots that a kernel max-accumulates into s_amax
- * and o.amax.  The statistics go straight into lse, or (where cuDNN wants
+ * (kernels/attn_cudnn.cu), as vdev does.  Every scalar the graph reads
+ * (the dequantize factors, the O scale, P's constants) is a 16-byte
+ * aligned workspace slot that a kernel fills first.  cuDNN overwrites its
+ * amaxes: they land in workspace slots that a kernel max-accumulates into
+ * s_amax and o.amax.  The statistics go straight into lse, or (where cuDNN wants
  * the frontend's packed [b][h][s]) into the workspace and then lse.
  * plan_get tries these variants in that order.  No E4M3 backward.
  *
@@ -47,7 +49,8 @@
  * Workspace, each region at a 256-byte boundary: (backward) rowsum(dO * O)
  * (float [b][h][s]) and a float accumulator of dQ ([b][h][s][d]);
  * (variable lengths) the lengths and offsets, and the padded stats; (E4M3)
- * the constants and amaxes, and a staged O; then the engine's.  The
+ * the scalar slots (constants, the caller's factors, amaxes), and a
+ * staged O; then the engine's.  The
  * caller's workspace is used; nothing is allocated per call.
  *
  * Capture.  supports() and workspace() build the plan (with the thread's
@@ -199,6 +202,7 @@ static int shape_of(const struct te_attn_problem *p, int backward, struct te_dnn
                                                              : TE_DNN_DATA_HALF;
   s->causal = p->causal != 0;
   s->window_left = p->window_left < 0 ? -1 : p->window_left;
+  s->mask = te_dnn_mask_choice();
   /* no lse: the workspace's stats.  E4M3, where cuDNN wants them packed
    * (the frontend's layout): in the workspace, copied into lse after */
   s->stats_direct = !varlen && p->lse != 0 && !(fp8 && (variant & TE_DNN_V_PACKED));
@@ -403,24 +407,31 @@ static tecore_result_t stats_move(const struct te_attn_problem *p, const struct 
   return te_acd_launch_stats(&c, dir, stream);
 }
 
-/* The E4M3 forward: the constants into the workspace's slots, the graph,
- * then the amaxes folded into the caller's (cuDNN overwrites its own) and
- * a staged O widened into the caller's BF16/F16 O. */
+/* The E4M3 forward: the constants and copies of the caller's scalars into
+ * the workspace's slots, the graph, then the amaxes folded into the
+ * caller's (cuDNN overwrites its own) and a staged O widened into the
+ * caller's BF16/F16 O.  The graph reads only slots: it declares every
+ * tensor 16-byte aligned, and te/attention.h asks only 4 of the caller's
+ * scale_inv and scale (te-bench passed them at 4 and 8 past 16). */
 static tecore_result_t fwd_fp8(const struct te_attn_problem *p, struct te_dnn_plan *plan,
                                void *ptrs[TE_DNN_ROLES], tecore_stream_t stream, const char *who) {
   const struct te_dnn_graph *g = &plan->graph;
   struct ws_at w = ws_layout(g);
   tecore_devptr_t slots = p->workspace + w.slots, o8 = g->ws_o8_bytes ? p->workspace + w.o8 : 0;
-  ptrs[TE_DNN_DESCALE_Q] = DEV(p->q_scale_inv), ptrs[TE_DNN_DESCALE_K] = DEV(p->k_scale_inv);
-  ptrs[TE_DNN_DESCALE_V] = DEV(p->v_scale_inv);
-  ptrs[TE_DNN_DESCALE_S] = DEV(slots + TE_ACD_SLOT_DESCALE_S * sizeof(float));
-  ptrs[TE_DNN_SCALE_S] = DEV(slots + TE_ACD_SLOT_SCALE_S * sizeof(float));
-  ptrs[TE_DNN_SCALE_O] = o8 ? DEV(slots + TE_ACD_SLOT_SCALE_O * sizeof(float)) : DEV(p->o_scale);
-  ptrs[TE_DNN_AMAX_S] = DEV(slots + TE_ACD_SLOT_AMAX_S * sizeof(float));
-  ptrs[TE_DNN_AMAX_O] = DEV(slots + TE_ACD_SLOT_AMAX_O * sizeof(float));
+#define SLOT(k) DEV(slots + (k) * sizeof(float))
+  ptrs[TE_DNN_DESCALE_Q] = SLOT(TE_ACD_SLOT_DESCALE_Q);
+  ptrs[TE_DNN_DESCALE_K] = SLOT(TE_ACD_SLOT_DESCALE_K);
+  ptrs[TE_DNN_DESCALE_V] = SLOT(TE_ACD_SLOT_DESCALE_V);
+  ptrs[TE_DNN_DESCALE_S] = SLOT(TE_ACD_SLOT_DESCALE_S);
+  ptrs[TE_DNN_SCALE_S] = SLOT(TE_ACD_SLOT_SCALE_S);
+  ptrs[TE_DNN_SCALE_O] = SLOT(TE_ACD_SLOT_SCALE_O);
+  ptrs[TE_DNN_AMAX_S] = SLOT(TE_ACD_SLOT_AMAX_S);
+  ptrs[TE_DNN_AMAX_O] = SLOT(TE_ACD_SLOT_AMAX_O);
+#undef SLOT
   if (o8) ptrs[TE_DNN_O] = DEV(o8);
   struct te_acd_fp8_call c = {
-      .slots = slots, .v_si = p->v_scale_inv, .o8 = o8, .o = o8 ? p->o.ptr : 0,
+      .slots = slots, .q_si = p->q_scale_inv, .k_si = p->k_scale_inv,
+      .v_si = p->v_scale_inv, .o8 = o8, .o = o8 ? p->o.ptr : 0,
       .s_amax = p->s_amax, .o_amax = p->o_amax, .o_scale = o8 ? 0 : p->o_scale,
       .o_scale_inv = o8 ? 0 : p->o_scale_inv, .o_ts = p->o.token_stride,
       .o_hs = p->o.head_stride, .total_q = p->total_q, .heads = (size_t)p->heads,

@@ -126,6 +126,12 @@ const char *te_dnn_lib_name(void);
 /* TECORE_CUDNN_ENGINE_CFG (attn_cudnn_lib.c likewise): which of the
  * engine configurations that finalize a plan takes, 0 the first. */
 int te_dnn_engine_cfg(void);
+/* TECORE_CUDNN_MASK_VALUE (likewise): what masked scores become,
+ * TE_DNN_MASK_*; auto is resolved when a graph is built (cuDNN loaded:
+ * its version known), so that a shape's key does not depend on whether
+ * cuDNN was loaded when the key was made. */
+enum { TE_DNN_MASK_AUTO, TE_DNN_MASK_INF, TE_DNN_MASK_LOWEST };
+int te_dnn_mask_choice(void);
 /* cudnnGetVersion() of the loaded library, 0 before a successful load. */
 size_t te_dnn_version(void);
 /* The cuDNN handle of the calling thread's current context, cuDNN loaded
@@ -210,6 +216,7 @@ struct te_dnn_shape {
   int causal;
   long window_left;
   int stats_direct;                /* stats strided straight into lse (0: varlen or no lse) */
+  int mask;                        /* masked scores: TE_DNN_MASK_* (te_dnn_mask_choice) */
   int64_t q_ts, q_hs, k_ts, k_hs, v_ts, v_hs, o_ts, o_hs;      /* token, head strides */
   int64_t do_ts, do_hs, dq_ts, dq_hs, dk_ts, dk_hs, dv_ts, dv_hs;
 };

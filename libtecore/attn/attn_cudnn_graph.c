@@ -300,9 +300,13 @@ static void reshape(struct te_dnn_graph *g, const struct tn *x, const struct tn 
 
 /* ---- masks -------------------------------------------------------------- */
 
-static float neg_inf(void) {
-  /* cuDNN before 9.10 wants the lowest finite float for masked scores */
-  return te_dnn_version() < 91000 ? -FLT_MAX : -INFINITY;
+/* The score of a masked position (TECORE_CUDNN_MASK_VALUE, in the shape
+ * so that a plan keeps its value): by default -inf, but cuDNN before 9.10
+ * wants the lowest finite float. */
+static float neg_inf(const struct te_dnn_shape *s) {
+  int lowest = s->mask == TE_DNN_MASK_LOWEST ||
+               (s->mask == TE_DNN_MASK_AUTO && te_dnn_version() < 91000);
+  return lowest ? -FLT_MAX : -INFINITY;
 }
 
 /* y = x where vis, else the constant c. */
@@ -342,7 +346,7 @@ static struct tn masks_varlen(struct te_dnn_graph *g, const struct te_dnn_shape 
     r = iop(g, TE_DNN_PW_ADD, &r, &lens[1]);
     r = iop(g, TE_DNN_PW_SUB, &r, &lens[0]);
     struct tn vis = pw2(g, TE_DNN_PW_CMP_GE, B, B, &r, &c);
-    x = select_(g, &x, &vis, neg_inf());
+    x = select_(g, &x, &vis, neg_inf(s));
   }
   if (s->window_left >= 0) {
     /* visible: col + window + 1 + lq - lk > row */
@@ -352,7 +356,7 @@ static struct tn masks_varlen(struct te_dnn_graph *g, const struct te_dnn_shape 
     struct tn w = scalar(g, TE_DNN_DATA_INT32, 0, (int32_t)(s->window_left + 1));
     c = iop(g, TE_DNN_PW_ADD, &c, &w);
     struct tn vis = pw2(g, TE_DNN_PW_CMP_GT, B, B, &c, &r);
-    x = select_(g, &x, &vis, neg_inf());
+    x = select_(g, &x, &vis, neg_inf(s));
   }
   return x;
 }
@@ -374,7 +378,7 @@ static struct tn masks(struct te_dnn_graph *g, const struct te_dnn_shape *s, str
       row = pw2(g, TE_DNN_PW_SUB, TE_DNN_DATA_INT32, TE_DNN_DATA_INT32, &row, &sq);
     }
     struct tn vis = pw2(g, TE_DNN_PW_CMP_GE, TE_DNN_DATA_BOOLEAN, TE_DNN_DATA_BOOLEAN, &row, &col);
-    struct tn ninf = scalar(g, TE_DNN_DATA_FLOAT, neg_inf(), 0);
+    struct tn ninf = scalar(g, TE_DNN_DATA_FLOAT, neg_inf(s), 0);
     struct tn y = virt_like(g, &x, TE_DNN_DATA_FLOAT);
     pw(g, TE_DNN_PW_BINARY_SELECT, TE_DNN_DATA_FLOAT, &x, &ninf, &vis, &y, -1);
     x = y;
@@ -388,7 +392,7 @@ static struct tn masks(struct te_dnn_graph *g, const struct te_dnn_shape *s, str
     struct tn lb = scalar(g, TE_DNN_DATA_FLOAT, (float)(s->window_left + 1 - (s->skv - s->sq)), 0);
     col = pw2(g, TE_DNN_PW_ADD, TE_DNN_DATA_FLOAT, TE_DNN_DATA_FLOAT, &col, &lb);
     struct tn vis = pw2(g, TE_DNN_PW_CMP_GT, TE_DNN_DATA_BOOLEAN, TE_DNN_DATA_BOOLEAN, &col, &row);
-    struct tn ninf = scalar(g, TE_DNN_DATA_FLOAT, neg_inf(), 0);
+    struct tn ninf = scalar(g, TE_DNN_DATA_FLOAT, neg_inf(s), 0);
     struct tn y = virt_like(g, &x, TE_DNN_DATA_FLOAT);
     pw(g, TE_DNN_PW_BINARY_SELECT, TE_DNN_DATA_FLOAT, &x, &ninf, &vis, &y, -1);
     x = y;
@@ -482,8 +486,9 @@ static struct tn dev_scalar(struct te_dnn_graph *g, int role) {
  * * descale_k in float; the masks; softmax with its statistics; amax_s =
  * max |P|; P * scale_s rounded to E4M3; O' = (P8 V) * descale_s *
  * descale_v; O = O' * scale_o in E4M3 and amax_o = max |O'|.  Every
- * scale, dequantize factor and amax is a device float: the caller's, or a
- * slot of the workspace (attn_cudnn.c fills and reads them). */
+ * scale, dequantize factor and amax is a device float in a 16-byte
+ * aligned slot of the workspace (attn_cudnn.c fills and reads them: the
+ * caller's own scale_inv and scale may be only 4-byte aligned). */
 static void build_fwd_fp8(struct te_dnn_graph *g, const struct te_dnn_shape *s) {
   const int F = TE_DNN_DATA_FLOAT;
   struct tn q = view(g, s, &(struct tview){s->hq, s->sq, s->q_ts, s->q_hs, 0, TE_DNN_OFF_Q});

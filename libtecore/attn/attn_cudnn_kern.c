@@ -76,7 +76,8 @@ tecore_result_t te_acd_launch_fp8(const struct te_acd_fp8_call *c, int mode,
                                       (long long)c->total_q, (long long)c->heads, c->d, mode);
   struct tecore_launch_cfg cfg = {.grid = {blocks_for(n), 1, 1}, .block = {TE_ACD_THREADS, 1, 1}};
   struct te_acd_fp8_args k = {
-      .slots = TE_DPTR(c->slots), .v_si = TE_DPTR(c->v_si), .o8 = TE_DPTR(c->o8),
+      .slots = TE_DPTR(c->slots), .q_si = TE_DPTR(c->q_si), .k_si = TE_DPTR(c->k_si),
+      .v_si = TE_DPTR(c->v_si), .o8 = TE_DPTR(c->o8),
       .o = TE_DPTR(c->o), .s_amax = TE_DPTR(c->s_amax), .o_amax = TE_DPTR(c->o_amax),
       .o_scale = TE_DPTR(c->o_scale), .o_scale_inv = TE_DPTR(c->o_scale_inv),
       .o_ts = (long long)c->o_ts, .o_hs = (long long)c->o_hs,

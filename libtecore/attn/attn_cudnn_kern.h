@@ -48,12 +48,13 @@ tecore_result_t te_acd_launch_stats(const struct te_acd_stats_call *c, int dir,
                                     tecore_stream_t stream);
 
 /* What te_acd_launch_fp8 brackets the E4M3 forward graph with: slots
- * (float[TE_ACD_SLOTS] in the workspace); V's dequantize factor; the staged
- * E4M3 O (packed [total_q][heads][d], 0: O is E4M3 and the graph wrote it)
- * and the caller's O (o_dt BF16/F16, strides in elements); the caller's
- * amaxes and O scale (each 0 when absent). */
+ * (float[TE_ACD_SLOTS] in the workspace, 16-byte aligned); Q's, K's and
+ * V's dequantize factors (copied into slots); the staged E4M3 O (packed
+ * [total_q][heads][d], 0: O is E4M3 and the graph wrote it) and the
+ * caller's O (o_dt BF16/F16, strides in elements); the caller's amaxes
+ * and O scale (each 0 when absent; a set o_scale is copied into its slot). */
 struct te_acd_fp8_call {
-  tecore_devptr_t slots, v_si, o8, o, s_amax, o_amax, o_scale, o_scale_inv;
+  tecore_devptr_t slots, q_si, k_si, v_si, o8, o, s_amax, o_amax, o_scale, o_scale_inv;
   size_t o_ts, o_hs, total_q, heads;
   int d, o_dt;
 };

@@ -299,6 +299,6 @@ void te_acd_vdev_fp8(const struct tecore_launch_cfg *cfg, void *const *args) {
   (void)cfg;
   long long n = te_acd_fp8_items(a.o8, a.total_q, a.heads, a.d, a.mode);
   for (long long i = 0; i < n; i++)
-    te_acd_fp8_item(a.slots, a.v_si, a.o8, a.o, a.s_amax, a.o_amax, a.o_scale, a.o_scale_inv,
-                    a.o_ts, a.o_hs, a.total_q, a.heads, a.d, a.o_dt, a.mode, i);
+    te_acd_fp8_item(a.slots, a.q_si, a.k_si, a.v_si, a.o8, a.o, a.s_amax, a.o_amax, a.o_scale,
+                    a.o_scale_inv, a.o_ts, a.o_hs, a.total_q, a.heads, a.d, a.o_dt, a.mode, i);
 }

@@ -23,8 +23,9 @@
  *     [h][total_q] both ways, checked exactly (empty sequences, tokens past
  *     the last sequence left alone, rows that see no key: lse -inf and O
  *     zeros forward, -inf read back as 0);
- *   - the two steps around the E4M3 graph (constants; amaxes folded, a
- *     staged O widened), exactly;
+ *   - the two steps around the E4M3 graph (constants and 16-byte aligned
+ *     copies of the caller's scalars; amaxes folded, a staged O widened),
+ *     exactly;
  *   - TECORE_CUDNN_LIB is registered in every build (te-info -e lists it).
  *
  * E4M3 forward (on cuda, where cuDNN loads; printed and passed where it
@@ -818,14 +819,24 @@ START_TEST(fp8_bracket_exact) {
   te_h2d(v, &vsi, 4), te_h2d(am, init, sizeof init), te_h2d(d8, o8, N);
   te_poison_dev(slots, SB);
   te_poison_dev(dout, T * OTS * 2);
-  struct te_acd_fp8_call c = {.slots = slots, .v_si = v, .o8 = d8, .o = dout, .s_amax = am,
-                              .o_amax = am + 4, .o_ts = OTS, .o_hs = OHS, .total_q = T,
-                              .heads = H, .d = (int)D, .o_dt = lay[_i].dt};
+  /* Q's and K's factors at 4 and 8 bytes past a 16-byte boundary, as
+   * te-bench passed them: the slots hold 16-byte aligned copies */
+  float qk[4] = {0, 1.0f / 223.5f, 1.0f / 97.25f, 0};
+  tecore_devptr_t dqk = te_dalloc(sizeof qk);
+  te_h2d(dqk, qk, sizeof qk);
+  struct te_acd_fp8_call c = {.slots = slots, .q_si = dqk + 4, .k_si = dqk + 8, .v_si = v,
+                              .o8 = d8, .o = dout, .s_amax = am, .o_amax = am + 4,
+                              .o_ts = OTS, .o_hs = OHS, .total_q = T, .heads = H, .d = (int)D,
+                              .o_dt = lay[_i].dt};
   TE_OK(te_acd_launch_fp8(&c, TE_ACD_FP8_PRE, te_stream));
   TE_OK(tecore_stream_synchronize(te_stream));
   float sl[TE_ACD_SLOTS];
   te_d2h(sl, slots, SB);
   ck_assert(sl[TE_ACD_SLOT_DESCALE_S] == 1.0f / 448 && sl[TE_ACD_SLOT_SCALE_S] == 448.0f);
+  ck_assert_msg(sl[TE_ACD_SLOT_DESCALE_Q] == qk[1] && sl[TE_ACD_SLOT_DESCALE_K] == qk[2] &&
+                sl[TE_ACD_SLOT_DESCALE_V] == vsi, "descale slots %g %g %g, want %g %g %g",
+                sl[TE_ACD_SLOT_DESCALE_Q], sl[TE_ACD_SLOT_DESCALE_K], sl[TE_ACD_SLOT_DESCALE_V],
+                qk[1], qk[2], vsi);
   ck_assert_msg(sl[TE_ACD_SLOT_SCALE_O] == so, "staged scale %g, want %g",
                 sl[TE_ACD_SLOT_SCALE_O], so);
   ck_assert(sl[TE_ACD_SLOT_AMAX_S] == 0.0f && sl[TE_ACD_SLOT_AMAX_O] == 0.0f);
@@ -849,8 +860,30 @@ START_TEST(fp8_bracket_exact) {
                       w);
       }
   free(o8), free(o);
-  tecore_devptr_t bufs[5] = {slots, v, am, d8, dout};
-  for (int i = 0; i < 5; i++) TE_OK(tecore_mem_free(bufs[i]));
+  tecore_devptr_t bufs[6] = {slots, v, am, d8, dout, dqk};
+  for (int i = 0; i < 6; i++) TE_OK(tecore_mem_free(bufs[i]));
+}
+END_TEST
+
+/* An E4M3 O: its scale (at 4 past a 16-byte boundary) is copied into the
+ * O-scale slot the graph reads, not replaced by the staged one. */
+START_TEST(fp8_pre_copies_o_scale) {
+  float h[4] = {0, 111.75f, 1.0f / 223.5f, 0};
+  tecore_devptr_t d = te_dalloc(sizeof h), slots = te_dalloc(TE_ACD_SLOTS * sizeof(float));
+  te_h2d(d, h, sizeof h);
+  te_poison_dev(slots, TE_ACD_SLOTS * sizeof(float));
+  struct te_acd_fp8_call c = {.slots = slots, .v_si = d + 8, .o_scale = d + 4, .total_q = 1,
+                              .heads = 1, .d = 16, .o_dt = TECORE_DTYPE_E4M3};
+  TE_OK(te_acd_launch_fp8(&c, TE_ACD_FP8_PRE, te_stream));
+  float sl[TE_ACD_SLOTS];
+  te_d2h(sl, slots, sizeof sl);
+  ck_assert_msg(sl[TE_ACD_SLOT_SCALE_O] == 111.75f, "O scale slot %g, want 111.75",
+                sl[TE_ACD_SLOT_SCALE_O]);
+  ck_assert_msg(sl[TE_ACD_SLOT_DESCALE_Q] == 1.0f && sl[TE_ACD_SLOT_DESCALE_K] == 1.0f &&
+                sl[TE_ACD_SLOT_DESCALE_V] == h[2], "descale slots %g %g %g",
+                sl[TE_ACD_SLOT_DESCALE_Q], sl[TE_ACD_SLOT_DESCALE_K], sl[TE_ACD_SLOT_DESCALE_V]);
+  TE_OK(tecore_mem_free(d));
+  TE_OK(tecore_mem_free(slots));
 }
 END_TEST
 
@@ -876,6 +909,7 @@ static Suite *attn_cudnn_suite(void) {
   tcase_add_test(tc, ragged_clamps_cu_seqlens_out_of_bounds);
   tcase_add_test(tc, stats_to_and_from_lse_exact);
   tcase_add_loop_test(tc, fp8_bracket_exact, 0, 4);
+  tcase_add_test(tc, fp8_pre_copies_o_scale);
   tc = te_tcase(s, "tunable", 0);
   tcase_add_test(tc, cudnn_lib_tunable_registered);
   return s;
