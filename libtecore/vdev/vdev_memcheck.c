@@ -59,16 +59,20 @@ uintptr_t te_vdev_rz_place(uintptr_t region, size_t mapped, size_t bytes) {
   return base;
 }
 
-/* Index of the first byte of [p, p+n) that is not poison, or n. */
+/* Index of the first byte of [p, p+n) that is not poison, or n: bytes up
+ * to an 8-byte boundary, then words. */
 static size_t first_bad(const unsigned char *p, size_t n) {
-  static unsigned char poison[4096];
-  if (!poison[0]) memset(poison, RZ_POISON, sizeof poison); /* idempotent: racing is benign */
-  for (size_t off = 0; off < n; off += sizeof poison) {
-    size_t k = n - off < sizeof poison ? n - off : sizeof poison;
-    if (memcmp(p + off, poison, k) == 0) continue;
-    for (size_t i = 0; i < k; i++)
-      if (p[off + i] != RZ_POISON) return off + i;
+  const uint64_t word = 0x0101010101010101ull * RZ_POISON;
+  size_t i = 0;
+  for (; i < n && ((uintptr_t)(p + i) & 7); i++)
+    if (p[i] != RZ_POISON) return i;
+  for (; i + 8 <= n; i += 8) {
+    uint64_t w;
+    memcpy(&w, p + i, 8); /* one aligned load */
+    if (w != word) break;
   }
+  for (; i < n; i++)
+    if (p[i] != RZ_POISON) return i;
   return n;
 }
 
