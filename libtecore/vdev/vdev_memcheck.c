@@ -160,6 +160,12 @@ static tecore_result_t fault(struct vdev_stream *s, const char *fn, const char *
   return TE_ERR(TECORE_ERR_ILLEGAL_ADDRESS, "%s: illegal address: %s", fn, why);
 }
 
+/* The tail of a report that found bad damaged allocations. */
+static const char *others(size_t bad) {
+  if (bad > 2) return "; more allocations damaged too";
+  return bad == 2 ? "; one more allocation damaged too" : "";
+}
+
 #define KERNEL_PTRS_MAX 64
 
 /* After kernel op ran on s: the red zones of what its parameters point
@@ -178,10 +184,11 @@ tecore_result_t te_vdev_memcheck_kernel(struct vdev_stream *s, const struct vdev
   }
   if (!n) return TECORE_SUCCESS;
   struct vdev_rz_hit h;
-  if (!te_vdev_mem_redzones_check(all ? NULL : ptrs, all ? 0 : n, &h)) return TECORE_SUCCESS;
+  size_t bad = te_vdev_mem_redzones_check(all ? NULL : ptrs, all ? 0 : n, &h);
+  if (!bad) return TECORE_SUCCESS;
   char d[300], why[400];
   te_vdev_rz_describe(&h, d, sizeof d);
-  snprintf(why, sizeof why, "kernel %s wrote out of bounds: %s", name, d);
+  snprintf(why, sizeof why, "kernel %s wrote out of bounds: %s%s", name, d, others(bad));
   return fault(s, "vdev kernel", why);
 }
 
@@ -190,13 +197,14 @@ tecore_result_t te_vdev_memcheck_sync(struct vdev_stream *s, const char *fn) {
   if (!te_vdev_memcheck_on()) return TECORE_SUCCESS;
   char d[400], why[640];
   struct vdev_rz_hit h;
-  if (te_vdev_mem_redzones_check(NULL, 0, &h)) {
+  size_t bad = te_vdev_mem_redzones_check(NULL, 0, &h);
+  if (bad) {
     const char *k = s ? __atomic_load_n(&s->last_kernel, __ATOMIC_RELAXED) : NULL;
     te_vdev_rz_describe(&h, d, sizeof d);
     snprintf(why, sizeof why,
-             "%s (found at synchronize: written by no kernel given a pointer into it: "
+             "%s%s (found at synchronize: written by no kernel given a pointer into it: "
              "through a pointer table, or by the host%s%s)",
-             d, k ? "; last kernel on this stream: " : "", k ? k : "");
+             d, others(bad), k ? "; last kernel on this stream: " : "", k ? k : "");
   } else if (take_late(d, sizeof d)) {
     snprintf(why, sizeof why, "%s", d);
   } else {

@@ -88,12 +88,14 @@ START_TEST(test_kernel_writing_before_start_is_named) {
   tecore_devptr_t p = te_dalloc(100);
   tecore_stream_t s = own_stream();
   write_bytes(s, p, -1, 0, 7, 0);
-  TE_EXPECT_ERR(TECORE_ERR_ILLEGAL_ADDRESS, "offsets -1 to -1 (from 1 to 1 bytes before its start)",
+  TE_EXPECT_ERR(TECORE_ERR_ILLEGAL_ADDRESS,
+                "offsets -1 to -1 (from 1 to 1 bytes before its start)",
                 tecore_stream_synchronize(s));
   TE_OK(tecore_stream_destroy(s));
   s = own_stream();
   write_bytes(s, p, -256, -200, 7, 0);
-  TE_EXPECT_ERR(TECORE_ERR_ILLEGAL_ADDRESS, "56 bytes of its red zones written, offsets -256 to -201",
+  TE_EXPECT_ERR(TECORE_ERR_ILLEGAL_ADDRESS,
+                "56 bytes of its red zones written, offsets -256 to -201",
                 tecore_stream_synchronize(s));
   TE_OK(tecore_stream_destroy(s));
   TE_OK(tecore_mem_free(p));
@@ -167,8 +169,8 @@ START_TEST(test_write_through_pointer_table_found_at_synchronize) {
   write_bytes(s, table, 300, 304, 9, 1);
   TE_EXPECT_ERR(TECORE_ERR_ILLEGAL_ADDRESS, "last kernel on this stream: te_test_write_range",
                 tecore_stream_synchronize(s));
-  TE_EXPECT_ERR(TECORE_ERR_ILLEGAL_ADDRESS, "4 bytes of its red zones written, offsets +300 to +303",
-                tecore_stream_query(s));
+  TE_EXPECT_ERR(TECORE_ERR_ILLEGAL_ADDRESS,
+                "4 bytes of its red zones written, offsets +300 to +303", tecore_stream_query(s));
   TE_OK(tecore_stream_destroy(s));
   TE_OK(tecore_mem_free(victim));
   TE_OK(tecore_mem_free(table));
