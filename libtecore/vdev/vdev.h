@@ -268,6 +268,7 @@ struct vdev_stream {
   /* capture state, under te_vdev_cap_lock */
   struct vdev_capture *cap;       /* the capture this stream records into */
   struct vdev_deps frontier;      /* nodes the next captured op depends on */
+  const char *last_kernel;        /* memcheck: the name of the last kernel it ran */
 };
 
 /* Resolves a public stream (NULL: the current context's legacy stream) to a
@@ -491,6 +492,39 @@ int te_vdev_vmm_range(uintptr_t p, uintptr_t *base, size_t *bytes);
 /* TECORE_SUCCESS, or TECORE_ERR_ILLEGAL_ADDRESS (sticky on s when s is
  * not NULL) when op would touch memory outside every live allocation. */
 tecore_result_t te_vdev_check_op(struct vdev_stream *s, const struct vdev_op *op, const char *fn);
+
+/* vdev_memcheck.c: red zones around device memory (TECORE_VDEV_MEMCHECK) */
+int te_vdev_memcheck_on(void);
+/* The damage found in one allocation's red zones: offsets from its base
+ * (negative: before it) of the first and last written byte. */
+struct vdev_rz_hit {
+  uintptr_t base;
+  size_t bytes;
+  ptrdiff_t first, last;
+  size_t nbad;                    /* bytes not poison */
+};
+/* Pages to map for an allocation of bytes with its red zones. */
+size_t te_vdev_rz_mapped(size_t bytes, size_t page);
+/* The allocation's address in [region, region+mapped); poisons the rest. */
+uintptr_t te_vdev_rz_place(uintptr_t region, size_t mapped, size_t bytes);
+/* 1 and *h when a red zone was written (then repainted), else 0. */
+int te_vdev_rz_verify(uintptr_t region, size_t mapped, uintptr_t base, size_t bytes,
+                      struct vdev_rz_hit *h);
+void te_vdev_rz_describe(const struct vdev_rz_hit *h, char *buf, size_t n);
+/* Damage no call can return (a deferred free's): logged, and reported by
+ * the next te_vdev_memcheck_sync. */
+void te_vdev_memcheck_late(const struct vdev_rz_hit *h, const char *when);
+/* After a kernel op ran on s; at a synchronize (s: the stream synchronized,
+ * or NULL).  TECORE_ERR_ILLEGAL_ADDRESS, sticky on s, for a written red zone. */
+tecore_result_t te_vdev_memcheck_kernel(struct vdev_stream *s, const struct vdev_op *op);
+tecore_result_t te_vdev_memcheck_sync(struct vdev_stream *s, const char *fn);
+/* vdev_mem.c: verifies (and repaints) the red zones of the device
+ * allocations whose pages hold one of ptrs[0..n) (every allocation when
+ * ptrs is NULL); the number damaged, the first in *h. */
+size_t te_vdev_mem_redzones_check(const uintptr_t *ptrs, size_t n, struct vdev_rz_hit *h);
+/* 1 and the allocation when p is in the pages of a memcheck allocation
+ * (inside it or in its red zones). */
+int te_vdev_mem_redzone_owner(uintptr_t p, struct vdev_alloc_info *info);
 
 /* waits for every stream of ctx (vdev_stream.c; used by ctx_synchronize) */
 tecore_result_t te_vdev_ctx_drain(struct vdev_ctx *ctx);

@@ -40,7 +40,11 @@ TE_PARAM_INT(vdev_check, "TECORE_VDEV_CHECK", 1, 0, 1,
              "1: vdev checks every launch, copy and memset against its allocation registry "
              "and fails bad addresses with TECORE_ERR_ILLEGAL_ADDRESS; 0: no checks (faster)")
 
-static int check_enabled(void) { return tecore_tunable_int(&vdev_check) != 0; }
+/* memcheck's red zones (vdev_memcheck.c) rely on copies into them being
+ * refused */
+static int check_enabled(void) {
+  return tecore_tunable_int(&vdev_check) != 0 || te_vdev_memcheck_on();
+}
 
 /* 1 when every page of [p, p+bytes) is mapped in this process (bytes >= 1,
  * and the range does not wrap: the caller checked).  The range's last byte,
@@ -95,6 +99,13 @@ static int check_range(uint64_t addr, size_t bytes, int pageable_ok, char *why, 
   if (v < 0) {
     snprintf(why, n, "[0x%" PRIxPTR ", +%zu) is in a VMM reservation but not (entirely) mapped",
              p, bytes);
+    return -1;
+  }
+  if (te_vdev_mem_redzone_owner(p, &a)) {
+    snprintf(why, n, "0x%" PRIxPTR " is in the red zone %zu bytes %s %s [0x%" PRIxPTR ", +%zu)",
+             p, p < a.base ? (size_t)(a.base - p) : (size_t)(p - a.base - a.bytes + 1),
+             p < a.base ? "before" : "past the end of", te_vdev_alloc_kind_name(a.kind), a.base,
+             a.bytes);
     return -1;
   }
   if (te_vdev_mem_in_arena(p)) {

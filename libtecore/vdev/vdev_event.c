@@ -187,6 +187,7 @@ tecore_result_t te_vdev_event_synchronize(tecore_event_t h) {
     struct vdev_marker *m = te_vdev_event_marker(e);
     if (m) te_vdev_marker_wait(m);
     te_vdev_marker_unref(m);
+    r = te_vdev_memcheck_sync(NULL, "vdev event_synchronize");
   }
   event_put(e);
   return r;

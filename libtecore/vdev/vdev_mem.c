@@ -36,7 +36,10 @@
 struct alloc {
   uintptr_t base;
   size_t bytes;                   /* what the caller asked for */
-  size_t span;                    /* device: arena bytes taken (with the guard) */
+  uintptr_t region;               /* arena: the span's start (base, unless memcheck) */
+  size_t span;                    /* arena: bytes taken (with the guard) */
+  size_t mapped;                  /* memcheck: the pages around base with its red
+                                     zones (vdev_memcheck.c); 0: none */
   enum vdev_alloc_kind kind;
 };
 
@@ -190,7 +193,42 @@ static void arena_give_back_locked(uintptr_t base, size_t span) {
 
 static void release_locked(const struct alloc *a) {
   if (a->kind == VDEV_ALLOC_DEVICE || a->kind == VDEV_ALLOC_HOST)
-    arena_give_back_locked(a->base, a->span);
+    arena_give_back_locked(a->region, a->span);
+}
+
+/* memcheck: 1 and *h when a's red zones were written (then repainted). */
+static int redzones_hit(const struct alloc *a, struct vdev_rz_hit *h) {
+  return a->mapped && te_vdev_rz_verify(a->region, a->mapped, a->base, a->bytes, h);
+}
+
+/* The memcheck allocation whose pages (red zones included) hold p, or NULL. */
+static const struct alloc *holder_locked(uintptr_t p) {
+  size_t i = find_le(p);
+  i = i == nallocs ? 0 : i; /* p may sit in the red zone before allocs[0] */
+  for (size_t k = i; k < nallocs && k <= i + 1; k++)
+    if (allocs[k].mapped && p - allocs[k].region < allocs[k].mapped) return &allocs[k];
+  return NULL;
+}
+
+size_t te_vdev_mem_redzones_check(const uintptr_t *ptrs, size_t n, struct vdev_rz_hit *h) {
+  size_t bad = 0;
+  struct vdev_rz_hit one;
+  pthread_mutex_lock(&mem_lock);
+  size_t count = ptrs ? n : nallocs;
+  for (size_t i = 0; i < count; i++) {
+    const struct alloc *a = ptrs ? holder_locked(ptrs[i]) : &allocs[i];
+    if (a && redzones_hit(a, &one) && bad++ == 0) *h = one;
+  }
+  pthread_mutex_unlock(&mem_lock);
+  return bad;
+}
+
+int te_vdev_mem_redzone_owner(uintptr_t p, struct vdev_alloc_info *info) {
+  pthread_mutex_lock(&mem_lock);
+  const struct alloc *a = holder_locked(p);
+  if (a) *info = (struct vdev_alloc_info){.base = a->base, .bytes = a->bytes, .kind = a->kind};
+  pthread_mutex_unlock(&mem_lock);
+  return a != NULL;
 }
 
 /* Releases the frees whose work is done. */
@@ -202,6 +240,8 @@ static void reap_locked(void) {
       continue;
     }
     *pp = d->next;
+    struct vdev_rz_hit h;
+    if (redzones_hit(&d->a, &h)) te_vdev_memcheck_late(&h, "when its deferred free ran");
     release_locked(&d->a);
     te_vdev_op_release(&d->pending);
     free(d);
@@ -237,6 +277,9 @@ void te_vdev_mem_fini(void) {
     te_vdev_op_release(&d->pending);
     free(d);
   }
+  struct vdev_rz_hit h;
+  for (size_t i = 0; i < nallocs; i++)
+    if (redzones_hit(&allocs[i], &h)) te_vdev_memcheck_late(&h, "at tecore_fini");
   if (arena_base) arena_unmap_locked();
   free(allocs);
   allocs = NULL;
@@ -253,6 +296,16 @@ void te_vdev_mem_reap(void) {
   pthread_mutex_lock(&mem_lock);
   reap_locked();
   pthread_mutex_unlock(&mem_lock);
+}
+
+/* memcheck: a free that found its red zones written (it still freed). */
+static tecore_result_t redzone_fault_at_free(const struct vdev_rz_hit *h, const char *fn) {
+  char d[300];
+  te_vdev_rz_describe(h, d, sizeof d);
+  TE_LOG_ERROR(TECORE_SUBSYS_DEVICE, "vdev memcheck: %s: illegal address: %s (found at free)",
+               fn, d);
+  return TE_ERR(TECORE_ERR_ILLEGAL_ADDRESS,
+                "%s: illegal address: %s (found at free; the memory is freed)", fn, d);
 }
 
 /* Removes the allocation based at p, of the wanted kind, from the registry
@@ -288,7 +341,10 @@ static tecore_result_t free_alloc(uintptr_t p, enum vdev_alloc_kind kind, const 
   d->a = allocs[i];
   memmove(&allocs[i], &allocs[i + 1], (nallocs - i - 1) * sizeof *allocs);
   nallocs--;
+  struct vdev_rz_hit h;
+  int hit = 0;
   if (kind == VDEV_ALLOC_HOST_REGISTERED || te_vdev_barrier_reached(&d->pending)) {
+    hit = redzones_hit(&d->a, &h);
     release_locked(&d->a);
     te_vdev_op_release(&d->pending);
     free(d);
@@ -298,7 +354,7 @@ static tecore_result_t free_alloc(uintptr_t p, enum vdev_alloc_kind kind, const 
   }
   reap_locked();
   pthread_mutex_unlock(&mem_lock);
-  return TECORE_SUCCESS;
+  return hit ? redzone_fault_at_free(&h, fn) : TECORE_SUCCESS;
 }
 
 uintptr_t te_vdev_arena_reserve(size_t bytes, size_t align, uintptr_t *span_base, size_t *span) {
@@ -324,17 +380,20 @@ void te_vdev_arena_unreserve(uintptr_t span_base, size_t span) {
 /* bytes of kind from the arena, registered; 0 when there is no room. */
 static uintptr_t arena_alloc(size_t bytes, enum vdev_alloc_kind kind) {
   size_t pg = page_size();
-  size_t len = (bytes + pg - 1) & ~(pg - 1);
+  int rz = kind == VDEV_ALLOC_DEVICE && te_vdev_memcheck_on();
+  size_t len = rz ? te_vdev_rz_mapped(bytes, pg) : (bytes + pg - 1) & ~(pg - 1);
   size_t span = len + pg; /* a guard page after each allocation */
   pthread_mutex_lock(&mem_lock);
   reap_locked();
   uintptr_t p = arena_take_locked(span);
   int ok = p && mprotect((void *)p, len, PROT_READ | PROT_WRITE) == 0;
-  struct alloc a = {.base = p, .bytes = bytes, .span = span, .kind = kind};
+  struct alloc a = {.base = p, .bytes = bytes, .region = p, .span = span,
+                    .mapped = rz ? len : 0, .kind = kind};
+  if (ok && rz) a.base = te_vdev_rz_place(p, len, bytes);
   if (ok && insert_locked(&a) != 0) ok = 0;
   if (!ok && p) arena_give_back_locked(p, span);
   pthread_mutex_unlock(&mem_lock);
-  return ok ? p : 0;
+  return ok ? a.base : 0;
 }
 
 /* The device's memory is the host's: a request above it fails, as one

@@ -152,8 +152,11 @@ tecore_result_t te_vdev_op_run(struct vdev_stream *s, struct vdev_op *op) {
   switch (op->type) {
   case VDEV_OP_EMPTY:
     return TECORE_SUCCESS;
-  case VDEV_OP_KERNEL:
-    return te_vdev_kernel_run(op);
+  case VDEV_OP_KERNEL: {
+    tecore_result_t r = te_vdev_kernel_run(op);
+    if (r == TECORE_SUCCESS && te_vdev_memcheck_on()) r = te_vdev_memcheck_kernel(s, op);
+    return r;
+  }
   case VDEV_OP_MEMCPY:
     /* memmove: overlapping copies are undefined on the driver; be kind */
     memmove((void *)(uintptr_t)op->u.copy.dst, (const void *)(uintptr_t)op->u.copy.src,

@@ -468,6 +468,7 @@ tecore_result_t te_vdev_stream_synchronize(tecore_stream_t h) {
     stream_wait_drained(s);
     r = stream_sticky(s, "vdev stream_synchronize");
   }
+  if (r == TECORE_SUCCESS) r = te_vdev_memcheck_sync(s, "vdev stream_synchronize");
   te_vdev_stream_put(s);
   te_vdev_mem_reap(); /* frees that waited for this work */
   return r;
@@ -529,5 +530,6 @@ tecore_result_t te_vdev_ctx_drain(struct vdev_ctx *ctx) {
   }
   free(all);
   te_vdev_mem_reap(); /* frees that waited for this work */
+  if (r == TECORE_SUCCESS) r = te_vdev_memcheck_sync(NULL, "vdev ctx_synchronize");
   return r;
 }

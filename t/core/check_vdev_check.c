@@ -528,9 +528,11 @@ START_TEST(test_vdev_graph_node_at_freed_buffer_fails_launch) {
 END_TEST
 
 /* TECORE_VDEV_CHECK=0: no checks (a copy one byte past the end of an
- * allocation, inside its page, runs). */
+ * allocation, inside its page, runs); TECORE_VDEV_MEMCHECK=1 (CI's
+ * sanitizer pass) would turn them on again. */
 START_TEST(test_vdev_check_off_tunable_skips_checks) {
   setenv("TECORE_VDEV_CHECK", "0", 1);
+  setenv("TECORE_VDEV_MEMCHECK", "0", 1);
   te_dev_setup();
   if (vdev_only()) {
     tecore_devptr_t a = te_dalloc(100), b = te_dalloc(200);
