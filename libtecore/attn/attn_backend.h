@@ -103,6 +103,12 @@ struct te_attn_backend {
 
 /* The rows, in the order auto walks them (attn_backends.c). */
 extern const struct te_attn_backend te_attn_backend_cudnn; /* attn_cudnn.c */
+
+/* 1 when cuDNN may run this causal E4M3 forward: at most
+ * TECORE_CUDNN_FP8_CAUSAL_MAX_TILES query tiles of 128 rows over all
+ * sequences and heads (attn_cudnn_lib.c says why); else 0 with the reason.
+ * Any other problem: 1. */
+int te_dnn_fp8_causal_fits(const struct te_attn_problem *p, char *why, size_t len);
 extern const struct te_attn_backend te_attn_backend_libte; /* attn_libte.c: kernels/attention.cu */
 extern const struct te_attn_backend te_attn_backend_vdev;  /* attn_libte.c: attn_vdev.c's C twins */
 

@@ -121,7 +121,7 @@ static int fp8_ok(const struct te_attn_problem *p, int backward, char *why, size
     return refuse(why, len, "causal E4M3 with %zu queries and %zu keys: cuDNN's FP8 forward "
                   "aligns the diagonal bottom-right only on Blackwell; libte asks for equal "
                   "lengths", p->fixed_seqlen_q, p->fixed_seqlen_kv);
-  return 1;
+  return te_dnn_fp8_causal_fits(p, why, len);
 }
 
 /* The problem as the graph's shape; 0 with the reason when the graph

@@ -75,6 +75,28 @@ static struct te_attn_problem fake_problem(void) {
   return p;
 }
 
+/* cuDNN 9.19's causal E4M3 forward wrote wrong O past 256 query tiles of
+ * 128 rows on an H100 (B16 H8 S512; check_attn_fp8): such calls are
+ * refused naming the limit; 256 tiles, no mask, or BF16 are not. */
+START_TEST(fp8_causal_past_tile_limit_refused) {
+  struct te_attn_problem p = fake_problem();
+  char why[512] = "";
+  p.qkv_dtype = TECORE_DTYPE_E4M3, p.causal = 1;
+  p.batch = 16, p.heads = 8, p.max_seqlen_q = 512;
+  ck_assert_int_eq(te_dnn_fp8_causal_fits(&p, why, sizeof why), 0);
+  ck_assert_msg(strstr(why, "512 query tiles") && strstr(why, "TECORE_CUDNN_FP8_CAUSAL_MAX_TILES"),
+                "why: %s", why);
+  p.batch = 4, p.max_seqlen_q = 1024;   /* 256 tiles: computed right */
+  ck_assert_int_eq(te_dnn_fp8_causal_fits(&p, why, sizeof why), 1);
+  p.max_seqlen_q = 1025;                /* a partial tile counts */
+  ck_assert_int_eq(te_dnn_fp8_causal_fits(&p, why, sizeof why), 0);
+  p.batch = 16, p.max_seqlen_q = 512, p.causal = 0;
+  ck_assert_int_eq(te_dnn_fp8_causal_fits(&p, why, sizeof why), 1);
+  p.causal = 1, p.qkv_dtype = TECORE_DTYPE_BF16;
+  ck_assert_int_eq(te_dnn_fp8_causal_fits(&p, why, sizeof why), 1);
+}
+END_TEST
+
 START_TEST(cudnn_refuses_on_vdev) {
   if (on_cuda()) {
     printf("# cuda backend: the vdev refusal is checked under TE_DEVICE=vdev\n");
@@ -891,6 +913,7 @@ static Suite *attn_cudnn_suite(void) {
   Suite *s = suite_create("attn_cudnn");
   TCase *tc = te_tcase(s, "refusals", 1);
   tcase_add_test(tc, cudnn_refuses_on_vdev);
+  tcase_add_test(tc, fp8_causal_past_tile_limit_refused);
   tcase_add_test(tc, cudnn_refuses_what_it_cannot_express);
   /* values only where cuDNN can run: on vdev they would pass having
    * checked nothing, so they are not registered there */
