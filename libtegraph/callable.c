@@ -28,7 +28,8 @@ static const char *kind_name(tegraph_slot_kind_t k) {
   return "?";
 }
 
-tegraph_result_t tg_callable_usable(struct tegraph_callable *c, const char *fn) {
+/* Fails with TEGRAPH_ERR_STATE during the capture of a callable. */
+static tegraph_result_t tg_callable_usable(struct tegraph_callable *c, const char *fn) {
   if (c->capturing || tg_thread_capturing)
     return TG_ERR(TEGRAPH_ERR_STATE,
                   "%s: illegal during the capture of a callable (called from one of its "

@@ -104,9 +104,8 @@ struct tg_slot *tg_slot_find(struct tegraph_callable *c, tegraph_slot_kind_t kin
  * says so) and the failure is returned. */
 tegraph_result_t tg_slot_rebind(struct tegraph_callable *c, struct tg_slot *s,
                                 tecore_devptr_t addr, const char *fn);
-/* Fails with TEGRAPH_ERR_STATE when c may not be called now. */
-tegraph_result_t tg_callable_usable(struct tegraph_callable *c, const char *fn);
-/* tg_callable_usable, and the object its graphs replay still there
+/* Fails with TEGRAPH_ERR_STATE when c may not be called now (during a
+ * capture of a callable), or when the object its graphs replay is gone
  * (user_alive): the replays' check. */
 tegraph_result_t tg_callable_replayable(struct tegraph_callable *c, const char *fn);
 
