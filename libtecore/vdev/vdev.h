@@ -492,6 +492,10 @@ int te_vdev_vmm_range(uintptr_t p, uintptr_t *base, size_t *bytes);
 /* TECORE_SUCCESS, or TECORE_ERR_ILLEGAL_ADDRESS (sticky on s when s is
  * not NULL) when op would touch memory outside every live allocation. */
 tecore_result_t te_vdev_check_op(struct vdev_stream *s, const struct vdev_op *op, const char *fn);
+/* An illegal address found by a check: sticky on s (when given and still
+ * clean), logged as "TAG: FN: illegal address: WHY", and returned. */
+tecore_result_t te_vdev_fault(struct vdev_stream *s, const char *tag, const char *fn,
+                              const char *why);
 
 /* vdev_memcheck.c: red zones around device memory (TECORE_VDEV_MEMCHECK) */
 int te_vdev_memcheck_on(void);

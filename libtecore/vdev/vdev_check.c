@@ -207,11 +207,8 @@ static int op_bad(const struct vdev_op *op, char *why, size_t n) {
   }
 }
 
-tecore_result_t te_vdev_check_op(struct vdev_stream *s, const struct vdev_op *op,
-                                 const char *fn) {
-  if (!check_enabled()) return TECORE_SUCCESS;
-  char why[400];
-  if (!op_bad(op, why, sizeof why)) return TECORE_SUCCESS;
+tecore_result_t te_vdev_fault(struct vdev_stream *s, const char *tag, const char *fn,
+                              const char *why) {
   if (s) {
     pthread_mutex_lock(&s->lock);
     if (s->sticky == TECORE_SUCCESS) {
@@ -220,8 +217,16 @@ tecore_result_t te_vdev_check_op(struct vdev_stream *s, const struct vdev_op *op
     }
     pthread_mutex_unlock(&s->lock);
   }
-  TE_LOG_ERROR(TECORE_SUBSYS_DEVICE, "vdev: %s: illegal address: %s", fn, why);
+  TE_LOG_ERROR(TECORE_SUBSYS_DEVICE, "%s: %s: illegal address: %s", tag, fn, why);
   return TE_ERR(TECORE_ERR_ILLEGAL_ADDRESS, "%s: illegal address: %s", fn, why);
+}
+
+tecore_result_t te_vdev_check_op(struct vdev_stream *s, const struct vdev_op *op,
+                                 const char *fn) {
+  if (!check_enabled()) return TECORE_SUCCESS;
+  char why[400];
+  if (!op_bad(op, why, sizeof why)) return TECORE_SUCCESS;
+  return te_vdev_fault(s, "vdev", fn, why);
 }
 
 

@@ -146,18 +146,10 @@ static int take_late(char *buf, size_t n) {
   return had;
 }
 
-/* The error, logged, and sticky on s (when given and still clean). */
+/* The error, logged (CI's logs are searched for "vdev memcheck:"), and
+ * sticky on s (when given and still clean). */
 static tecore_result_t fault(struct vdev_stream *s, const char *fn, const char *why) {
-  if (s) {
-    pthread_mutex_lock(&s->lock);
-    if (s->sticky == TECORE_SUCCESS) {
-      s->sticky = TECORE_ERR_ILLEGAL_ADDRESS;
-      snprintf(s->sticky_msg, sizeof s->sticky_msg, "illegal address: %s", why);
-    }
-    pthread_mutex_unlock(&s->lock);
-  }
-  TE_LOG_ERROR(TECORE_SUBSYS_DEVICE, "vdev memcheck: %s: illegal address: %s", fn, why);
-  return TE_ERR(TECORE_ERR_ILLEGAL_ADDRESS, "%s: illegal address: %s", fn, why);
+  return te_vdev_fault(s, "vdev memcheck", fn, why);
 }
 
 /* The tail of a report that found bad damaged allocations. */
