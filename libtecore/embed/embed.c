@@ -39,29 +39,11 @@ TE_PARAM_INT(emb_pos_kernel, "TECORE_EMB_POS_KERNEL", 1, 0, 1,
 
 /* Reads and clears a status word; an error naming what it holds. */
 static tecore_result_t emb_status_take(uint64_t *status, const char *fn, const char *when) {
-  uint64_t w = __atomic_exchange_n(status, 0, __ATOMIC_ACQ_REL);
+  uint64_t w = te_status_word_take(status);
   if (!w) return TECORE_SUCCESS;
   return TE_ERR(TECORE_ERR_INVALID, "%s: status: %s met %s %" PRId32 " at token %" PRIu64
                 " outside its table", fn, when, (w & TE_EMB_STATUS_POS) ? "position" : "id",
                 (int32_t)(uint32_t)w, (w >> 32) & 0x3fffffffu);
-}
-
-/* The status word's device address, once all 8 bytes are known to be
- * mapped host memory: nothing is read or cleared before then, so an
- * unmapped or freed word is refused untouched. */
-static tecore_result_t emb_status_mapped(uint64_t *status, tecore_devptr_t *d, const char *fn,
-                                         const char *arg) {
-  TE_ARG((uintptr_t)status % 8 == 0, "%s: %s (%p) is not aligned to 8 bytes", fn, arg,
-         (void *)status);
-  tecore_devptr_t last = 0;
-  tecore_result_t r = tecore_mem_host_device_ptr(status, d);
-  if (r == TECORE_SUCCESS) r = tecore_mem_host_device_ptr((char *)status + 7, &last);
-  if (r == TECORE_SUCCESS && last != *d + 7)
-    r = TE_ERR(TECORE_ERR_INVALID, "its 8 bytes span two mappings");
-  if (r == TECORE_SUCCESS) return TECORE_SUCCESS;
-  *d = 0;
-  return TE_ERR(TECORE_ERR_INVALID, "%s: %s (%p) is not mapped host memory "
-                "(tecore_mem_alloc_host): %s", fn, arg, (void *)status, tecore_last_error());
 }
 
 /* The callers check every other argument first, so a refused call
@@ -69,14 +51,14 @@ static tecore_result_t emb_status_mapped(uint64_t *status, tecore_devptr_t *d, c
 static tecore_result_t emb_status_dev(uint64_t *status, tecore_devptr_t *d, const char *fn) {
   *d = 0;
   if (!status) return TECORE_SUCCESS;
-  TE_CHECK(emb_status_mapped(status, d, fn, "args->status"));
+  TE_CHECK(te_status_word_dev(status, d, fn, "args->status"));
   return emb_status_take(status, fn, "an earlier call");
 }
 
 TE_EXPORT tecore_result_t tecore_embedding_check(uint64_t *status, tecore_stream_t stream) {
   TE_ARG(status, "%s: status is NULL", __func__);
   tecore_devptr_t d;
-  TE_CHECK(emb_status_mapped(status, &d, __func__, "status"));
+  TE_CHECK(te_status_word_dev(status, &d, __func__, "status"));
   TE_CHECK(tecore_stream_synchronize(stream));
   return emb_status_take(status, __func__, "a call");
 }

@@ -3,18 +3,26 @@
  * report device-resident input that the host could not check (attention's
  * cu_seqlens, RoPE's positions), checked before anything touches it. */
 #include "internal.h"
+#include <stdio.h>
 
 tecore_result_t te_status_word_dev(uint64_t *status, tecore_devptr_t *d, const char *fn,
                                    const char *arg) {
   *d = 0;
   TE_ARG((uintptr_t)status % 8 == 0, "%s: %s (%p) is not aligned to 8 bytes", fn, arg,
          (void *)status);
-  /* the registry's answer first: a word that is not (or no longer) mapped
-   * host memory is never read or written */
-  if (tecore_mem_host_device_ptr(status, d) != TECORE_SUCCESS)
-    return TE_ERR(TECORE_ERR_INVALID, "%s: %s is not mapped host memory (tecore_mem_alloc_host): "
-                  "%s", fn, arg, tecore_last_error());
-  return TECORE_SUCCESS;
+  /* the registry's answer for both ends first: a word that is not (or no
+   * longer) mapped host memory is never read or written */
+  tecore_devptr_t last = 0;
+  tecore_result_t r = tecore_mem_host_device_ptr(status, d);
+  if (r == TECORE_SUCCESS) r = tecore_mem_host_device_ptr((char *)status + 7, &last);
+  if (r == TECORE_SUCCESS && last != *d + 7)
+    r = TE_ERR(TECORE_ERR_INVALID, "its 8 bytes span two mappings");
+  if (r == TECORE_SUCCESS) return TECORE_SUCCESS;
+  *d = 0;
+  char why[256];   /* the registry's answer, copied before the new error replaces it */
+  snprintf(why, sizeof why, "%s", tecore_last_error());
+  return TE_ERR(TECORE_ERR_INVALID, "%s: %s is not mapped host memory (%p; "
+                "tecore_mem_alloc_host): %s", fn, arg, (void *)status, why);
 }
 
 uint64_t te_status_word_take(uint64_t *status) {
