@@ -62,7 +62,7 @@
  * checked (0: every row; default 31: the float64 reference runs on the
  * host); scale_mult: softmax scale scale_mult / sqrt(d) (default 0.25);
  * same 1: Q, K and V hold the same values (te-bench's inputs before
- * fffcca3, where every row's own key dominates its scores).
+ * 2fc7428, where every row's own key dominates its scores).
  * E.g. TE_FP8_SHAPES="4,8,512,128,1;4,8,2048,128,1" TE_DEVICE=cuda
  * t/core/check_attn_fp8 (TE_DEBUG=INFO TE_DEBUG_SUBSYS=KERNEL names the
  * cuDNN plan and engine of each shape). */
