@@ -368,22 +368,8 @@ static tecore_result_t attn_status_err(uint64_t w, const char *fn, const char *w
                 (int32_t)(uint32_t)w, why[(w >> 60) & 3]);
 }
 
-/* The status word's device address (0: none), after the report of an
- * earlier call, which fails this one. */
-static tecore_result_t attn_status_dev(const struct tecore_attention_args *a,
-                                       tecore_devptr_t *d, const char *fn) {
-  *d = 0;
-  if (!a->status) return TECORE_SUCCESS;
-  TE_CHECK(te_status_word_dev(a->status, d, fn, "args->status"));
-  return attn_status_err(te_status_word_take(a->status), fn, "an earlier call");
-}
-
 TE_EXPORT tecore_result_t tecore_attention_check(uint64_t *status, tecore_stream_t stream) {
-  TE_ARG(status, "%s: status is NULL", __func__);
-  tecore_devptr_t d;
-  TE_CHECK(te_status_word_dev(status, &d, __func__, "status"));
-  TE_CHECK(tecore_stream_synchronize(stream));
-  return attn_status_err(te_status_word_take(status), __func__, "a call");
+  return te_status_word_check(status, stream, attn_status_err, __func__);
 }
 
 static tecore_result_t attn_run(const struct tecore_attention_args *a, int backward,
@@ -392,7 +378,7 @@ static tecore_result_t attn_run(const struct tecore_attention_args *a, int backw
   tecore_devptr_t status;
   TE_CHECK(attn_fill(a, backward, &p, fn));
   TE_CHECK(attn_check_spans(&p, backward, fn));
-  TE_CHECK(attn_status_dev(a, &status, fn));
+  TE_CHECK(te_status_word_arg(a->status, attn_status_err, &status, fn));
   char why[1024];
   const struct te_attn_backend *b = attn_choose(&p, backward, why, sizeof why);
   if (!b)

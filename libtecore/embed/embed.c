@@ -37,30 +37,16 @@ TE_PARAM_INT(emb_pos_kernel, "TECORE_EMB_POS_KERNEL", 1, 0, 1,
 
 /* ---- the status word -------------------------------------------------------------------- */
 
-/* Reads and clears a status word; an error naming what it holds. */
-static tecore_result_t emb_status_take(uint64_t *status, const char *fn, const char *when) {
-  uint64_t w = te_status_word_take(status);
+/* An error naming what a status word holds, or success for 0. */
+static tecore_result_t emb_status_err(uint64_t w, const char *fn, const char *when) {
   if (!w) return TECORE_SUCCESS;
   return TE_ERR(TECORE_ERR_INVALID, "%s: status: %s met %s %" PRId32 " at token %" PRIu64
                 " outside its table", fn, when, (w & TE_EMB_STATUS_POS) ? "position" : "id",
                 (int32_t)(uint32_t)w, (w >> 32) & 0x3fffffffu);
 }
 
-/* The callers check every other argument first, so a refused call
- * writes nothing. */
-static tecore_result_t emb_status_dev(uint64_t *status, tecore_devptr_t *d, const char *fn) {
-  *d = 0;
-  if (!status) return TECORE_SUCCESS;
-  TE_CHECK(te_status_word_dev(status, d, fn, "args->status"));
-  return emb_status_take(status, fn, "an earlier call");
-}
-
 TE_EXPORT tecore_result_t tecore_embedding_check(uint64_t *status, tecore_stream_t stream) {
-  TE_ARG(status, "%s: status is NULL", __func__);
-  tecore_devptr_t d;
-  TE_CHECK(te_status_word_dev(status, &d, __func__, "status"));
-  TE_CHECK(tecore_stream_synchronize(stream));
-  return emb_status_take(status, __func__, "a call");
+  return te_status_word_check(status, stream, emb_status_err, __func__);
 }
 
 /* ---- checks ------------------------------------------------------------------------------ */
@@ -133,7 +119,7 @@ TE_EXPORT tecore_result_t tecore_embedding_fwd(const struct tecore_embedding_arg
   te_span_add(&l, "args->positions", args->positions, args->positions ? args->tokens * 4 : 0);
   TE_CHECK(te_check_spans(l.span, l.n, fn));
   tecore_devptr_t st;
-  TE_CHECK(emb_status_dev(args->status, &st, fn));
+  TE_CHECK(te_status_word_arg(args->status, emb_status_err, &st, fn));
   if (!args->tokens || !hidden) return TECORE_SUCCESS;
   int id = emb_first_id();
   if (id < 0) return TE_ERR(TECORE_ERR_INTERNAL, "%s: the embedding kernels did not register", fn);
@@ -179,7 +165,7 @@ TE_EXPORT tecore_result_t tecore_embedding_store(const struct tecore_tensor *in,
   te_span_add(&l, "ids", ids, tokens * 4);
   TE_CHECK(te_check_spans(l.span, l.n, fn));
   tecore_devptr_t st;
-  TE_CHECK(emb_status_dev(status, &st, fn));
+  TE_CHECK(te_status_word_arg(status, emb_status_err, &st, fn));
   if (!tokens || !hidden) return TECORE_SUCCESS;
   int id = emb_first_id();
   if (id < 0) return TE_ERR(TECORE_ERR_INTERNAL, "%s: the embedding kernels did not register", fn);
@@ -283,7 +269,7 @@ TE_EXPORT tecore_result_t tecore_embedding_bwd(const struct tecore_embedding_arg
   te_span_add(&l, "args->positions", args->positions, args->positions ? args->tokens * 4 : 0);
   TE_CHECK(te_check_spans(l.span, l.n, fn));
   tecore_devptr_t st;
-  TE_CHECK(emb_status_dev(args->status, &st, fn));
+  TE_CHECK(te_status_word_arg(args->status, emb_status_err, &st, fn));
   if (!args->tokens || !hidden) return TECORE_SUCCESS;
   int id = emb_first_id();
   if (id < 0) return TE_ERR(TECORE_ERR_INTERNAL, "%s: the embedding kernels did not register", fn);

@@ -25,6 +25,22 @@ tecore_result_t te_status_word_dev(uint64_t *status, tecore_devptr_t *d, const c
                 "tecore_mem_alloc_host): %s", fn, arg, (void *)status, why);
 }
 
-uint64_t te_status_word_take(uint64_t *status) {
-  return __atomic_exchange_n(status, 0, __ATOMIC_ACQ_REL);
+/* The word, cleared. */
+static uint64_t take(uint64_t *status) { return __atomic_exchange_n(status, 0, __ATOMIC_ACQ_REL); }
+
+tecore_result_t te_status_word_arg(uint64_t *status, te_status_err_fn err, tecore_devptr_t *d,
+                                   const char *fn) {
+  *d = 0;
+  if (!status) return TECORE_SUCCESS;
+  TE_CHECK(te_status_word_dev(status, d, fn, "args->status"));
+  return err(take(status), fn, "an earlier call");
+}
+
+tecore_result_t te_status_word_check(uint64_t *status, tecore_stream_t stream,
+                                     te_status_err_fn err, const char *fn) {
+  TE_ARG(status, "%s: status is NULL", fn);
+  tecore_devptr_t d;
+  TE_CHECK(te_status_word_dev(status, &d, fn, "status"));
+  TE_CHECK(tecore_stream_synchronize(stream));
+  return err(take(status), fn, "a call");
 }

@@ -192,21 +192,8 @@ static tecore_result_t rope_status_err(uint64_t w, const char *fn, const char *w
                 (w >> 32) & 0x7fffffffu);
 }
 
-/* c->status from args->status, checked before anything touches it; a
- * report of an earlier call fails this one. */
-static tecore_result_t rope_status(const struct tecore_rope_args *a, struct rope_call *c,
-                                   const char *fn) {
-  if (!a->status) return TECORE_SUCCESS;
-  TE_CHECK(te_status_word_dev(a->status, &c->status, fn, "args->status"));
-  return rope_status_err(te_status_word_take(a->status), fn, "an earlier call");
-}
-
 TE_EXPORT tecore_result_t tecore_rope_check(uint64_t *status, tecore_stream_t stream) {
-  TE_ARG(status, "%s: status is NULL", __func__);
-  tecore_devptr_t d;
-  TE_CHECK(te_status_word_dev(status, &d, __func__, "status"));
-  TE_CHECK(tecore_stream_synchronize(stream));
-  return rope_status_err(te_status_word_take(status), __func__, "a call");
+  return te_status_word_check(status, stream, rope_status_err, __func__);
 }
 
 /* What an output may share: nothing, except being exactly its own input. */
@@ -308,7 +295,7 @@ static tecore_result_t rope_run(const struct tecore_rope_args *a, int inverse,
   struct rope_call c;
   TE_CHECK(rope_check_args(a, 0, &c, fn));
   TE_CHECK(rope_check_out_alias(a, &c, fn));
-  TE_CHECK(rope_status(a, &c, fn));
+  TE_CHECK(te_status_word_arg(a->status, rope_status_err, &c.status, fn));
   struct rope_v qk_in, qk_out;
   if (rope_merge(&c, &qk_in, &qk_out))
     return rope_launch(a, &c, &(struct rope_pass){.x = &qk_in, .y = &qk_out, .ydt = c.dt,
@@ -402,7 +389,7 @@ TE_EXPORT tecore_result_t tecore_rope_fwd_fp8(const struct tecore_rope_args *arg
   if (c.has_k) rope_in_span(&l, "args->k_in", &c.k_in, c.tokens, c.head_dim);
   if (v8) rope_in_span(&l, "v_in", &vv, c.tokens, c.head_dim);
   TE_CHECK(te_check_spans(l.span, l.n, fn));
-  TE_CHECK(rope_status(args, &c, fn));
+  TE_CHECK(te_status_word_arg(args->status, rope_status_err, &c.status, fn));
 
   TE_CHECK(rope_fp8_one(args, &c, &c.q_in, q8, c.rot, stream));
   if (c.has_k) TE_CHECK(rope_fp8_one(args, &c, &c.k_in, k8, c.rot, stream));
