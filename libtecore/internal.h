@@ -200,17 +200,13 @@ int te_span_past_buffer(const struct te_span *s, size_t n, char *msg, size_t len
 /* ---- status words (status_word.c) --------------------------------------------
  * A caller's uint64_t in mapped host memory (tecore_mem_alloc_host) that
  * kernels write when they meet device-resident input out of bounds.
- * te_status_word_dev: *d, the word's device address, once it is checked
- * to be 8-byte aligned mapped host memory (TECORE_ERR_INVALID naming arg
- * otherwise); nothing is read or written before.
- * te_status_word_arg: the same for a call's args->status (*d 0 when
- * status is NULL), then the report an earlier call left, formatted by err,
- * fails this call.  te_status_word_check: the public *_check calls (the
+ * te_status_word_arg: *d, the device address of a call's args->status
+ * once it is checked to be 8-byte aligned mapped host memory
+ * (TECORE_ERR_INVALID otherwise; *d 0 when status is NULL), then the
+ * report an earlier call left, formatted by err, fails this call.  te_status_word_check: the public *_check calls (the
  * stream drained, then the report).  err gives success for 0, else the
  * error naming what w holds, "met" by when. */
 typedef tecore_result_t (*te_status_err_fn)(uint64_t w, const char *fn, const char *when);
-tecore_result_t te_status_word_dev(uint64_t *status, tecore_devptr_t *d, const char *fn,
-                                   const char *arg);
 tecore_result_t te_status_word_arg(uint64_t *status, te_status_err_fn err, tecore_devptr_t *d,
                                    const char *fn);
 tecore_result_t te_status_word_check(uint64_t *status, tecore_stream_t stream,

@@ -5,8 +5,11 @@
 #include "internal.h"
 #include <stdio.h>
 
-tecore_result_t te_status_word_dev(uint64_t *status, tecore_devptr_t *d, const char *fn,
-                                   const char *arg) {
+/* *d, the word's device address, once it is checked to be 8-byte aligned
+ * mapped host memory (TECORE_ERR_INVALID naming arg otherwise); nothing is
+ * read or written before. */
+static tecore_result_t word_dev(uint64_t *status, tecore_devptr_t *d, const char *fn,
+                                const char *arg) {
   *d = 0;
   TE_ARG((uintptr_t)status % 8 == 0, "%s: %s (%p) is not aligned to 8 bytes", fn, arg,
          (void *)status);
@@ -32,7 +35,7 @@ tecore_result_t te_status_word_arg(uint64_t *status, te_status_err_fn err, tecor
                                    const char *fn) {
   *d = 0;
   if (!status) return TECORE_SUCCESS;
-  TE_CHECK(te_status_word_dev(status, d, fn, "args->status"));
+  TE_CHECK(word_dev(status, d, fn, "args->status"));
   return err(take(status), fn, "an earlier call");
 }
 
@@ -40,7 +43,7 @@ tecore_result_t te_status_word_check(uint64_t *status, tecore_stream_t stream,
                                      te_status_err_fn err, const char *fn) {
   TE_ARG(status, "%s: status is NULL", fn);
   tecore_devptr_t d;
-  TE_CHECK(te_status_word_dev(status, &d, fn, "status"));
+  TE_CHECK(word_dev(status, &d, fn, "status"));
   TE_CHECK(tecore_stream_synchronize(stream));
   return err(take(status), fn, "a call");
 }
