@@ -87,6 +87,13 @@ static const char usage_text[] =
     "  --tp N             tensor parallelism over N ranks (forked processes): every block\n"
     "                     split, the rest replicated; --save writes the one-process files,\n"
     "                     --load takes any run's, every rank decodes --sample, rank 0 prints\n"
+    "  --dp N             data parallelism over N ranks (forked processes): each trains on\n"
+    "                     its slice of the global batch (dp x batch x accum sequences, the\n"
+    "                     ones a single process of --batch dp x batch draws), the gradients\n"
+    "                     reduced in buckets during the backward; with --tp T, dp x T ranks\n"
+    "  --zero 0|1|2       with --dp: 0 every rank steps every parameter (default); 1 AdamW's\n"
+    "                     masters and moments sharded over the ranks, the updated\n"
+    "                     parameters gathered; 2 the gradients reduce-scattered too\n"
     "  --share-saved 0|1  lay the saved tensors the backward never reads over shared\n"
     "                     scratch by their lifetimes (default 1)\n"
     "  --wgrad TYPE       the Linears' weight gradients: bf16 (the GEMM's output, as\n"
@@ -138,7 +145,7 @@ enum {
   O_ROPE, O_BIAS, O_DATA, O_CORPUS, O_SYNTH, O_STEPS, O_BATCH, O_ACCUM, O_LR, O_MINLR, O_WARMUP,
   O_DECAY, O_WD, O_CLIP, O_RECIPE, O_SEED, O_EVAL, O_EVALB, O_SAVE, O_LOAD, O_SAMPLE, O_PROMPT,
   O_TEMP, O_TOPK, O_SCHECK, O_NOGRAPH, O_TP, O_SHARE, O_WGRAD, O_PROFILE, O_PLAN, O_OFFLOAD, O_OFF_LAYERS,
-  O_OFF_PREFETCH, O_OFF_DIR, O_HOST_BUDGET, O_OFF_MIN, O_GLAUNCH, O_NOPIPE
+  O_OFF_PREFETCH, O_OFF_DIR, O_HOST_BUDGET, O_OFF_MIN, O_GLAUNCH, O_NOPIPE, O_DP, O_ZERO
 };
 static const struct option longs[] = {
     TE_CLI_LONGS, TE_CLI_FORMATS,
@@ -171,6 +178,7 @@ static const struct option longs[] = {
     {"offload-min-elems", required_argument, 0, O_OFF_MIN},
     {"graph-launch", required_argument, 0, O_GLAUNCH},
     {"no-pipeline", no_argument, 0, O_NOPIPE},
+    {"dp", required_argument, 0, O_DP}, {"zero", required_argument, 0, O_ZERO},
     {0, 0, 0, 0}};
 
 struct opts {
@@ -187,6 +195,7 @@ struct opts {
   int no_pipeline;   /* --no-pipeline */
   int sample_check, no_graph, tp, sample_given, quiet, share_saved, profile, plan;
   int wgrad;         /* --wgrad: 0 auto, 1 bf16, 2 f32 */
+  int dp, zero;      /* --dp, --zero */
   double lr, min_lr, wd, clip, temperature;
   long long seed;
   struct demo_offload_opts off;   /* --offload and its options */
@@ -257,6 +266,8 @@ static int take(struct te_cli *cli, struct opts *o, int opt, const char *a) {
     o->launch_given = 1;
     return 0;
   case O_TP: return te_cli_int(cli, f, a, 1, DEMO_TP_MAX, &o->tp);
+  case O_DP: return te_cli_int(cli, f, a, 1, DEMO_TP_MAX, &o->dp);
+  case O_ZERO: return te_cli_int(cli, f, a, 0, 2, &o->zero);
   case O_SHARE: return te_cli_int(cli, f, a, 0, 1, &o->share_saved);
   case O_WGRAD: return word_of(cli, f, a, wgrad_words, 3, &o->wgrad);
   case O_PROFILE: o->profile = o->no_graph = 1; return 0;
@@ -283,6 +294,19 @@ static int tp_misfit(struct te_cli *cli, int n, const struct gpt_config *c, cons
   if (c->heads % n == 0 && c->kv_heads % n == 0 && c->ffn % n == 0) return 0;
   return te_cli_error(cli, "--tp %d must divide --heads %d, --kv-heads %d and --ffn %d%s", n,
                       c->heads, c->kv_heads, c->ffn, from);
+}
+
+/* --dp's rules: the ranks fit, --zero needs it; offload's pass hooks
+ * and the group's are one set a sequence */
+static int dp_misfit(struct te_cli *cli, const struct opts *o) {
+  int dp = o->dp > 0 ? o->dp : 1, tp = o->tp > 0 ? o->tp : 1;
+  if (dp * tp > DEMO_TP_MAX)
+    return te_cli_error(cli, "--dp %d x --tp %d: at most %d ranks", dp, tp, DEMO_TP_MAX);
+  if (o->zero && dp < 2) return te_cli_error(cli, "--zero %d needs --dp 2 or more", o->zero);
+  if (o->off.on && dp > 1) return te_cli_error(cli, "--offload and --dp: one or the other");
+  if (o->zero == 2 && tp > 1)
+    return te_cli_error(cli, "--zero 2 and --tp: not together (--zero 0 or 1 with --tp)");
+  return 0;
 }
 
 /* the preset, then the given sizes over it; the shape's rules */
@@ -317,6 +341,7 @@ static int resolve(struct te_cli *cli, struct opts *o, struct gpt_config given, 
     return te_cli_error(cli, "--offload-layers, --offload-prefetch, --offload-min-elems, "
                              "--offload-dir and --host-budget need --offload");
   if (o->off.on && o->tp > 1) return te_cli_error(cli, "--offload and --tp: one or the other");
+  if (dp_misfit(cli, o)) return TE_EXIT_USAGE;
   /* --tp with --load: the checkpoint's shape, checked by parse */
   if (o->tp > 1 && !o->load && tp_misfit(cli, o->tp, c, "")) return TE_EXIT_USAGE;
   return 0;
@@ -382,6 +407,17 @@ static void offload_attach(struct demo_offload *dof, struct opts *o, struct gpt_
                 dof->predicted, plain_ms);
 }
 
+/* --dp: the group over the model (before gpt_train_init, which shards
+ * AdamW's state by it); the loss scale 1 / (accum * dp), so that the
+ * summed gradients are one process's mean over the global batch. */
+static void dp_attach(struct gpt_model *m, const struct gpt_dp *dp,
+                      const struct tecore_recipe *recipe, int accum, tecore_stream_t s) {
+  m->dp = *dp;
+  float dl = 1.0f / (float)(accum * dp->size);
+  GPT_CHECK(tecore_memcpy(m->dloss, (tecore_devptr_t)(uintptr_t)&dl, 4));
+  gpt_dp_create(m, recipe, s);
+}
+
 /* FNV-1a of the sampled bytes: --tp compares the ranks' samples */
 static uint64_t text_sum(const char *text, size_t n) {
   uint64_t h = 0xcbf29ce484222325ull;
@@ -405,7 +441,8 @@ static void gelu_choice(const struct opts *o) {
   setenv("TECORE_OPS_GELU_EPILOGUE", own ? "1" : "0", 0);
 }
 
-static int run(struct opts *op, const struct gpt_tp *tp, double *losses, uint64_t *sample_sum) {
+static int run(struct opts *op, const struct gpt_tp *tp, const struct gpt_dp *dp, void *world,
+               double *losses, uint64_t *sample_sum) {
   struct opts o = *op;
   GPT_CHECK(tecore_init());
   gelu_choice(&o);
@@ -421,13 +458,15 @@ static int run(struct opts *op, const struct gpt_tp *tp, double *losses, uint64_
                                                  TECORE_RECIPE_CURRENT, TECORE_RECIPE_BLOCK};
     GPT_CHECK(tecore_recipe_init(&rec, kinds[o.recipe]));
     if (kinds[o.recipe] == TECORE_RECIPE_DELAYED) rec.margin = 1;
-    if (tp) rec.amax_reduce = tecomm_amax_reduce, rec.amax_reduce_ctx = tp->comm;
+    /* every rank quantizes alike: the amaxes of all of them (--tp, --dp) */
+    if (world) rec.amax_reduce = tecomm_amax_reduce, rec.amax_reduce_ctx = world;
     recipe = &rec;
   }
   struct gpt_model m;
   o.c.share_saved = o.share_saved;
   o.c.wgrad_bf16 = o.wgrad == 1 || (o.wgrad == 0 && o.accum == 1);
   gpt_model_create_tp(&m, &o.c, (size_t)o.batch, o.accum, recipe, (uint64_t)o.seed, tp, s);
+  if (dp) dp_attach(&m, dp, recipe, o.accum, s);
   size_t shared = 0, arenas = 0;
   if (o.share_saved) gpt_share_saved(&m, &shared, &arenas);
   struct gpt_train t = {.lr = o.lr, .min_lr = o.min_lr, .wd = o.wd, .beta1 = 0.9, .beta2 = 0.95,
@@ -462,7 +501,7 @@ static int run(struct opts *op, const struct gpt_tp *tp, double *losses, uint64_
       whole += (size_t)(tp->size - 1) * m.p[i].rows * m.p[i].cols;   /* those two: rank 0 */
   double flops_per_token = 6.0 * (double)(whole - ntab) +
                            6.0 * c->layers * (double)c->hidden * c->seq;
-  double tokens = (double)m.rows * o.accum;
+  double tokens = (double)m.rows * o.accum * (dp ? dp->size : 1);   /* every rank's */
 
   te_out_begin(&OUT);
   te_out_note(&OUT, "te-gpt: %s: %d layers, hidden %d, %d heads (%d kv), ffn %d, seq %d, vocab %d, "
@@ -690,6 +729,7 @@ static int run(struct opts *op, const struct gpt_tp *tp, double *losses, uint64_
 out:
   demo_offload_destroy(&dof);
   gpt_train_free(&t);
+  gpt_dp_destroy(&m);
   gpt_model_destroy(&m);
   gpt_data_free(&d);
   return rc;
@@ -712,10 +752,39 @@ struct tp_arg {
 
 static int page_barrier(void *page) { return demo_tp_barrier(page); }
 
+/* the processes of a --tp and --dp run */
+static int ranks_of(const struct opts *o) {
+  return (o->tp > 1 ? o->tp : 1) * (o->dp > 1 ? o->dp : 1);
+}
+
+/* --dp D --tp T: rank r of the D * T is rank r % T of tensor-parallel
+ * group r / T (consecutive ranks: one replica's slices) and rank r / T of
+ * data-parallel group r % T (the ranks holding the same slices). */
+static int split_groups(struct demo_tp *t, const struct opts *o, int rank, struct gpt_tp *tp,
+                        struct gpt_dp *dp) {
+  int T = o->tp > 1 ? o->tp : 1, D = o->dp > 1 ? o->dp : 1;
+  tecomm_comm_t tpc = t->comm, dpc = t->comm;
+  tecomm_result_t r = TECOMM_SUCCESS;
+  if (T > 1 && D > 1) {
+    r = tecomm_comm_split(t->comm, rank / T, rank % T, &tpc);
+    if (r == TECOMM_SUCCESS) r = tecomm_comm_split(t->comm, rank % T, rank / T, &dpc);
+  }
+  if (r != TECOMM_SUCCESS) {
+    GPT_ERR("rank %d: the groups of --dp %d --tp %d: %s (%s)", rank, D, T, tecomm_strerror(r),
+            tecomm_last_error());
+    return -1;
+  }
+  t->params[DEMO_TP_FUSED].comm = tpc;
+  demo_tp_bwd_nccl(t, 0);   /* the tp_copy operations' too */
+  tp->size = T, tp->rank = rank % T, tp->comm = tpc;
+  *dp = (struct gpt_dp){.size = D, .rank = rank / T, .zero = o->zero, .comm = dpc};
+  return 0;
+}
+
 static int tp_rank(void *arg, int rank) {
   struct tp_arg *a = arg;
   struct demo_tp t;
-  if (demo_tp_init(&t, a->page, a->o->tp, rank)) return TE_EXIT_FAIL;
+  if (demo_tp_init(&t, a->page, ranks_of(a->o), rank)) return TE_EXIT_FAIL;
   struct gpt_tp tp = {.size = a->o->tp, .rank = rank, .ctx = &t.params[DEMO_TP_FUSED],
                       .comm = t.comm, .area = a->sh->area,
                       .area_bytes = a->sh->bytes - sizeof *a->sh, .barrier = page_barrier,
@@ -726,8 +795,13 @@ static int tp_rank(void *arg, int rank) {
     OUT.format = TE_OUT_TABLE;
     if (!freopen("/dev/null", "w", stdout)) return TE_EXIT_FAIL;
   }
-  int rc = run(a->o, &tp, demo_tp_loss(a->page, 0, 0, rank), &a->sh->sample_sum[rank]);
+  struct gpt_dp dp = {0};
+  if (split_groups(&t, a->o, rank, &tp, &dp)) return TE_EXIT_FAIL;
+  int rc = run(a->o, tp.size > 1 ? &tp : NULL, dp.size > 1 ? &dp : NULL, t.comm,
+               demo_tp_loss(a->page, 0, 0, rank), &a->sh->sample_sum[rank]);
   if (!rc && demo_tp_barrier(a->page)) rc = TE_EXIT_FAIL;
+  if (dp.comm && dp.comm != t.comm) (void)tecomm_comm_destroy(dp.comm);
+  if (tp.comm != t.comm) (void)tecomm_comm_destroy(tp.comm);
   demo_tp_fini(&t);
   return rc;
 }
@@ -747,30 +821,31 @@ static struct tp_shared *tp_shared_create(const struct opts *o) {
 }
 
 static int run_tp(struct opts *o) {
-  struct tp_arg a = {.o = o, .page = demo_tp_page_create(o->tp, o->steps),
+  const int n = ranks_of(o);
+  struct tp_arg a = {.o = o, .page = demo_tp_page_create(n, o->steps),
                      .sh = tp_shared_create(o)};
   if (!a.page || !a.sh) {
     demo_tp_page_free(a.page);
     if (a.sh) munmap(a.sh, a.sh->bytes);
     return TE_EXIT_FAIL;
   }
-  int rc = demo_tp_fork(o->tp, tp_rank, &a);
+  int rc = demo_tp_fork(n, tp_rank, &a);
   if (rc == 0) {
     /* every rank computed the same replicated loss: the same bits */
-    for (int r = 1; r < o->tp; r++)
+    for (int r = 1; r < n; r++)
       if (memcmp(demo_tp_loss(a.page, 0, 0, r), demo_tp_loss(a.page, 0, 0, 0),
                  (size_t)o->steps * sizeof(double))) {
-        GPT_ERR("--tp %d: rank %d's losses differ from rank 0's", o->tp, r);
+        GPT_ERR("%d ranks: rank %d's losses differ from rank 0's", n, r);
         rc = TE_EXIT_FAIL;
       }
     /* and sampled the same bytes (the same logits, the same draws) */
-    for (int r = 1; r < o->tp && o->sample > 0; r++)
+    for (int r = 1; r < n && o->sample > 0; r++)
       if (a.sh->sample_sum[r] != a.sh->sample_sum[0]) {
-        GPT_ERR("--tp %d: rank %d sampled other bytes than rank 0", o->tp, r);
+        GPT_ERR("%d ranks: rank %d sampled other bytes than rank 0", n, r);
         rc = TE_EXIT_FAIL;
       }
     if (!rc && !o->quiet && OUT.format == TE_OUT_TABLE)
-      printf("# --tp %d: the losses%s are the same bits on every rank\n", o->tp,
+      printf("# %d ranks: the losses%s are the same bits on every rank\n", n,
              o->sample > 0 ? " and the sample" : "");
   }
   demo_tp_page_free(a.page);
@@ -815,7 +890,7 @@ int main(int argc, char **argv) {
     return 1;
   }
   int rc = parse(&o, argc, argv);
-  if (rc < 0) rc = o.tp > 1 ? run_tp(&o) : run(&o, NULL, NULL, NULL);
+  if (rc < 0) rc = ranks_of(&o) > 1 ? run_tp(&o) : run(&o, NULL, NULL, NULL, NULL, NULL);
   free(o.files);
   return rc;
 }
