@@ -24,18 +24,13 @@ static tecore_devptr_t at(tecore_devptr_t base, size_t elems, tecore_dtype_t dt)
  * of count elements (NCCL's convention), in place in the buffer. */
 static tecomm_result_t dp_reduce_scatter(struct tecomm_dp *d, size_t count, tecore_dtype_t dt,
                                          tecore_stream_t s) {
-  /* PRE-COLL: an allreduce of the whole bucket (the shard is what is read) */
-  return tecomm_allreduce(d->comm, d->buf, d->buf, count * (size_t)d->nranks, dt, TECOMM_SUM, s);
+  tecore_devptr_t mine = at(d->buf, (size_t)d->rank * count, dt);
+  return tecomm_reduce_scatter(d->comm, d->buf, mine, count, dt, TECOMM_SUM, s);
 }
 static tecomm_result_t dp_allgather(struct tecomm_dp *d, size_t count, tecore_dtype_t dt,
                                     tecore_stream_t s) {
-  /* PRE-COLL: the other blocks zeroed, then summed */
-  size_t esz = tecore_dtype_size(dt), lo = (size_t)d->rank * count * esz, blk = count * esz;
-  size_t all = blk * (size_t)d->nranks;
-  if (lo) DP_CORE(tecore_memset_d8_async(d->buf, 0, lo, s), "tecomm_dp_gather");
-  if (lo + blk < all)
-    DP_CORE(tecore_memset_d8_async(d->buf + lo + blk, 0, all - lo - blk, s), "tecomm_dp_gather");
-  return tecomm_allreduce(d->comm, d->buf, d->buf, count * (size_t)d->nranks, dt, TECOMM_SUM, s);
+  tecore_devptr_t mine = at(d->buf, (size_t)d->rank * count, dt);
+  return tecomm_allgather(d->comm, mine, d->buf, count, dt, s);
 }
 
 /* Bucket b's gradients into the buffer (pack 1) or back (pack 0: the
