@@ -342,6 +342,9 @@ static int resolve(struct te_cli *cli, struct opts *o, struct gpt_config given, 
                              "--offload-dir and --host-budget need --offload");
   if (o->off.on && o->tp > 1) return te_cli_error(cli, "--offload and --tp: one or the other");
   if (dp_misfit(cli, o)) return TE_EXIT_USAGE;
+  if (getenv("TECOMM_RANK") && o->tp > 1 && o->save)
+    return te_cli_error(cli, "--tp with --save: not when launched by TECOMM_RANK (the slices "
+                             "meet in memory the forked ranks share)");
   /* --tp with --load: the checkpoint's shape, checked by parse */
   if (o->tp > 1 && !o->load && tp_misfit(cli, o->tp, c, "")) return TE_EXIT_USAGE;
   return 0;
@@ -889,6 +892,14 @@ static int split_groups(struct demo_tp *t, const struct opts *o, int rank, struc
   return 0;
 }
 
+/* A rank but 0 prints nothing (rank 0 speaks for all); nonzero on failure. */
+static int quiet_rank(void) {
+  OUT.quiet = 1;
+  OUT.f = fopen("/dev/null", "w");
+  OUT.format = TE_OUT_TABLE;
+  return !freopen("/dev/null", "w", stdout);
+}
+
 static int tp_rank(void *arg, int rank) {
   struct tp_arg *a = arg;
   struct demo_tp t;
@@ -897,12 +908,7 @@ static int tp_rank(void *arg, int rank) {
                       .comm = t.comm, .area = a->sh->area,
                       .area_bytes = a->sh->bytes - sizeof *a->sh, .barrier = page_barrier,
                       .barrier_ctx = a->page};
-  if (rank) {   /* rank 0 speaks for all */
-    OUT.quiet = 1;
-    OUT.f = fopen("/dev/null", "w");
-    OUT.format = TE_OUT_TABLE;
-    if (!freopen("/dev/null", "w", stdout)) return TE_EXIT_FAIL;
-  }
+  if (rank && quiet_rank()) return TE_EXIT_FAIL;
   struct gpt_dp dp = {0};
   if (split_groups(&t, a->o, rank, &tp, &dp)) return TE_EXIT_FAIL;
   int rc = run(a->o, tp.size > 1 ? &tp : NULL, dp.size > 1 ? &dp : NULL, t.comm,
@@ -961,6 +967,37 @@ static int run_tp(struct opts *o) {
   return rc;
 }
 
+/* Launched by TECOMM_RANK, TECOMM_NRANKS and TECOMM_ROOT (mpirun, srun or
+ * by hand, on one host or several): this process is one rank of the
+ * --dp x --tp grid; no fork, no shared page (so no --tp --save: its
+ * slices meet in the page), rank 0 prints. */
+static int run_env(struct opts *o) {
+  struct tecomm_bootstrap b = {.kind = TECOMM_BOOTSTRAP_ENV};
+  struct demo_tp t = {0};
+  tecomm_result_t r = tecomm_comm_init(-1, -1, -1, &b, &t.comm);
+  if (r == TECOMM_SUCCESS) r = tecomm_comm_rank(t.comm, &t.rank, &t.n, NULL);
+  if (r == TECOMM_SUCCESS) r = tecomm_ops_register();
+  if (r != TECOMM_SUCCESS) {
+    GPT_ERR("TECOMM_RANK: the communicator: %s (%s)", tecomm_strerror(r), tecomm_last_error());
+    return TE_EXIT_FAIL;
+  }
+  int rc = TE_EXIT_FAIL;
+  struct gpt_tp tp = {0};
+  struct gpt_dp dp = {0};
+  if (t.n != ranks_of(o))
+    GPT_ERR("TECOMM_NRANKS %d, but --dp %d x --tp %d ranks", t.n, o->dp > 1 ? o->dp : 1,
+            o->tp > 1 ? o->tp : 1);
+  else if (!split_groups(&t, o, t.rank, &tp, &dp)) {
+    tp.ctx = &t.params[DEMO_TP_FUSED];
+    if (t.rank) quiet_rank();
+    rc = run(o, tp.size > 1 ? &tp : NULL, dp.size > 1 ? &dp : NULL, t.comm, NULL, NULL);
+  }
+  if (dp.comm && dp.comm != t.comm) (void)tecomm_comm_destroy(dp.comm);
+  if (tp.comm && tp.comm != t.comm) (void)tecomm_comm_destroy(tp.comm);
+  (void)tecomm_comm_destroy(t.comm);
+  return rc;
+}
+
 /* The options into o, defaults resolved: -1 to run, else the exit status
  * (--help, --version, a bad option). */
 static int parse(struct opts *o, int argc, char **argv) {
@@ -999,7 +1036,8 @@ int main(int argc, char **argv) {
   }
   demo_tp_set_tool("te-gpt");   /* the ranks' messages */
   int rc = parse(&o, argc, argv);
-  if (rc < 0) rc = ranks_of(&o) > 1 ? run_tp(&o) : run(&o, NULL, NULL, NULL, NULL, NULL);
+  if (rc < 0 && getenv("TECOMM_RANK") && ranks_of(&o) > 1) rc = run_env(&o);
+  else if (rc < 0) rc = ranks_of(&o) > 1 ? run_tp(&o) : run(&o, NULL, NULL, NULL, NULL, NULL);
   free(o.files);
   return rc;
 }

@@ -9,6 +9,8 @@
 #     AdamW per element on the shards); --zero 2 within GPT_DP_TOL (its
 #     global norm adds the shards' norms: another rounding of the clip);
 #  3. --dp 2 --tp 2 (4 ranks, a 2-D grid) within GPT_DP_TOL of one process;
+#     --dp 2 as two processes launched by TECOMM_RANK, TECOMM_NRANKS and
+#     TECOMM_ROOT: the forked run's losses, bit for bit;
 #  4. checkpoints: --dp 2 --zero 1, 3 steps, --save, --load, 3 more: the
 #     losses and files of 6 steps straight, bit for bit; that checkpoint
 #     continued with --dp 4 --zero 2 and with one process within
@@ -81,6 +83,25 @@ close "$tmp/d2.csv" "$tmp/z2.csv" "--zero 2 against --zero 0"
 run "$tmp/dt.csv" $opts --batch 2 --dp 2 --tp 2
 close "$tmp/one.csv" "$tmp/dt.csv" "--dp 2 --tp 2 --batch 2 against one process --batch 4"
 
+# one process a rank, launched by TECOMM_RANK / TECOMM_NRANKS / TECOMM_ROOT
+# (as mpirun or srun would, here on one host): the forked run's bits
+secret=$(od -An -N32 -tx1 /dev/urandom | tr -d ' \n')
+port=$((20000 + seed % 20000))
+for r in 0 1; do
+  TECOMM_SECRET=$secret TECOMM_RANK=$r TECOMM_NRANKS=2 TECOMM_ROOT=127.0.0.1:$port \
+    "$gpt" $opts --batch 2 --dp 2 > "$tmp/env$r.csv" 2> "$tmp/env$r.err" &
+  eval "pid$r=\$!"
+done
+wait $pid0; rc0=$?
+wait $pid1; rc1=$?
+if [ $rc0 = 0 ] && [ $rc1 = 0 ]; then
+  bits "$tmp/d2.csv" "$tmp/env0.csv" "--dp 2 launched by TECOMM_RANK against forked"
+  [ -s "$tmp/env1.csv" ] && { echo "FAIL: rank 1 of a TECOMM_RANK launch printed rows"; fail=1; }
+else
+  echo "FAIL: --dp 2 launched by TECOMM_RANK: exits $rc0 and $rc1:"; cat "$tmp/env0.err" "$tmp/env1.err"
+  fail=1
+fi
+
 # 4. checkpoints
 co="--seed $seed --lr 2e-3 --batch 2 --sample 0 --eval-every 0 --csv -q --decay-steps 6"
 run "$tmp/a.csv" $co --dp 2 --zero 1 --steps 6 --save "$tmp/a"
@@ -102,6 +123,7 @@ close "$tmp/a3.csv" "$tmp/x4.csv" "--dp 2 --zero 1 checkpoint on with --dp 4 --z
 close "$tmp/a3.csv" "$tmp/x1.csv" "--dp 2 --zero 1 checkpoint on with one process"
 
 # 5. a rank killed mid-run: its parent names it and ends the others
+: > "$tmp/k.csv"   # there before the loop below reads it
 "$gpt" --seed "$seed" --batch 2 --dp 2 --steps 100000 --sample 0 --eval-every 0 --csv \
   > "$tmp/k.csv" 2> "$tmp/k.err" &
 pid=$!
