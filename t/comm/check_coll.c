@@ -22,7 +22,10 @@
  *   - ranks that pass different counts, dtypes or collectives: every rank
  *     gets TECOMM_ERR_MISMATCH within 2 s;
  *   - a rank SIGKILLed between calls: the others get TECOMM_ERR_TIMEOUT
- *     naming it within TECOMM_TIMEOUT + 1 s;
+ *     naming it within TECOMM_TIMEOUT + 1 s; a call waiting for a peer
+ *     ends when its rank aborts (TECOMM_ERR_ABORTED, then and after);
+ *   - the verbs level (soft device, ranks as nodes): flat reduce-scatter
+ *     and all-gather, hierarchical reduce-scatter, all-gather refused;
  *   - captured in a graph and replayed with new inputs, each result checked. */
 #include "comm_ranks.h"
 #include <time.h>
@@ -98,7 +101,9 @@ static void case_name(char *w, size_t n, int nranks, const struct coll_case *k) 
            k->kind & 2 ? "symmetric" : "plain", k->kind & 1 ? " in place" : "");
 }
 
-/* Reduce-scatter's block of this rank against float64 and the fold. */
+/* Reduce-scatter's block of this rank against float64 and the fold.
+ * nccl: the partial sums were rounded to the dtype on the way (NCCL, the
+ * verbs ring): the wider tolerance, no bit check. */
 static void check_rs(const void *got, int rank, int n, const struct coll_case *k, uint64_t salt,
                      int nccl, const char *what) {
   const size_t cnt = k->count, esz = tecore_dtype_size(k->dt);
@@ -150,13 +155,14 @@ static void check_ag(const unsigned char *got, int n, const struct coll_case *k,
   free(want);
 }
 
-/* The algorithm a call ran (auto: what the level would take). */
+/* The call ran NCCL or verbs (auto: at those levels), whose partial
+ * sums are rounded to the dtype. */
 static int ran_nccl(tecomm_comm_t c, tecomm_algo_t a) {
-  if (a == TECOMM_ALGO_NCCL) return 1;
+  if (a == TECOMM_ALGO_NCCL || a == TECOMM_ALGO_VERBS) return 1;
   if (a != TECOMM_ALGO_AUTO) return 0;
-  char d[2048];
+  char d[4096];
   RK_OK(tecomm_comm_describe(c, 0, d, sizeof d));
-  return strstr(d, "level: nccl") != NULL;
+  return strstr(d, "level: nccl") != NULL || strstr(d, "level: verbs") != NULL;
 }
 
 /* One case on this rank: inputs, poison, the call, the checks. */
@@ -259,6 +265,68 @@ START_TEST(allgather_every_algo_dtype_count) {
   int rs = 0;
   tc_run_ranks(ranks[_i], rank_matrix, &rs, 110);
   tc_expect_same_digest(ranks[_i], "all-gather results");
+  tc_shm_release();
+}
+END_TEST
+
+/* ---- the verbs level -----------------------------------------------------------------
+ * Ranks of several "nodes" (TECOMM_NODE_MAP) over the soft loopback
+ * device, the links ahead of verbs off: flat (one rank a node: the ring's
+ * all-gather, reduce-scatter over the verbs allreduce) and hierarchical
+ * (reduce-scatter over the hierarchy's allreduce; all-gather refused,
+ * naming the level). */
+static void rank_verbs(int rank, int n, void *arg) {
+  const char *map = arg;
+  setenv("TECOMM_VERBS_LIB", "soft", 1);
+  setenv("TECOMM_NODE_MAP", map, 1);
+  setenv("TECOMM_VERBS_CHUNK_KB", "64", 1);
+  setenv("TECOMM_POOL_MB", "16", 1);
+  setenv("TECOMM_NCCL", "0", 1);
+  setenv("TECOMM_MNNVL_ENABLE", "0", 1);
+  tecomm_comm_t c = tc_rank_comm(rank, n);
+  char d[4096];
+  RK_OK(tecomm_comm_describe(c, 0, d, sizeof d));
+  RK_ASSERT(strstr(d, "level: verbs"), "not at the verbs level:\n%s", d);
+  const int hier = strstr(d, "hierarchical") != NULL;
+  tecore_stream_t s;
+  RK_CORE(tecore_stream_create(TECORE_STREAM_NON_BLOCKING, 0, &s));
+  static const size_t vcounts[] = {1, 7, 4097, 20000};
+  uint64_t salt = 700;
+  for (size_t t = 0; t < 5; t++)
+    for (size_t i = 0; i < sizeof vcounts / sizeof vcounts[0]; i++, salt++) {
+      tecomm_algo_t al = salt & 1 ? TECOMM_ALGO_VERBS : TECOMM_ALGO_AUTO;
+      struct coll_case k = {0, al, all_dtypes[t], TECOMM_SUM, vcounts[i], (int)(salt % 2)};
+      if (t < 3) {
+        k.rs = 1;
+        k.op = (tecomm_op_t)(salt / 2 % 2);
+        run_case(c, s, rank, n, &k, salt);
+        k.rs = 0;
+      }
+      if (!hier) run_case(c, s, rank, n, &k, salt + 10000);
+    }
+  if (hier) {
+    tecore_devptr_t a;
+    RK_CORE(tecore_mem_alloc(4096, &a));
+    RK_EXPECT(TECOMM_ERR_NOT_SUPPORTED, "hierarchical",
+              tecomm_allgather(c, a, a + 1024, 16, TECORE_DTYPE_F32, s));
+    RK_CORE(tecore_mem_free(a));
+  }
+  RK_OK(tecomm_comm_status(c, NULL));
+  RK_CORE(tecore_stream_destroy(s));
+  RK_OK(tecomm_comm_destroy(c));
+}
+
+START_TEST(verbs_flat_and_hierarchical) {
+  static const char *const maps[] = {"0,1", "0,1,2", "0,0,1,1"};
+  setenv("TECOMM_VERBS_LIB", "soft", 1);
+  int nd = 0;
+  char names[2][64];
+  if (tecomm_verbs_devices(&nd, names, 2) != TECOMM_SUCCESS) {
+    printf("# no verbs in this build: %s\n", tecomm_last_error());
+    return;
+  }
+  const char *map = maps[_i];
+  tc_run_ranks((int)(strlen(map) + 1) / 2, rank_verbs, (void *)map, 110);
   tc_shm_release();
 }
 END_TEST
@@ -438,6 +506,53 @@ START_TEST(killed_rank_timeout) {
 }
 END_TEST
 
+/* ---- abort ---------------------------------------------------------------------------- */
+
+/* Rank 0's call waits for rank 1, which never makes it: rank 0's abort
+ * ends the wait (the stream comes back), the call's error is
+ * TECOMM_ERR_ABORTED and so is every later one. */
+static void rank_abort(int rank, int n, void *arg) {
+  const int rs = *(const int *)arg;
+  setenv("TECOMM_TIMEOUT", "30000", 1); /* the abort ends it, not the timeout */
+  tecomm_comm_t c = tc_rank_comm(rank, n);
+  tecore_stream_t s;
+  RK_CORE(tecore_stream_create(TECORE_STREAM_NON_BLOCKING, 0, &s));
+  tecore_devptr_t buf;
+  RK_CORE(tecore_mem_alloc(1 << 16, &buf));
+  RK_CORE(tecore_memset_d8_async(buf, 0x3c, 1 << 16, s));
+  /* one call together first: the staging buffer exists (its growth is a
+   * host exchange, which the lone call must not need) */
+  RK_OK(tecomm_reduce_scatter_algo(c, buf, buf + 32768, 100, TECORE_DTYPE_F32, TECOMM_SUM,
+                                   TECOMM_ALGO_ONESHOT, s));
+  RK_CORE(tecore_stream_synchronize(s));
+  RK_ASSERT(tc_shm_barrier(tc_shm) == 0, "barrier");
+  if (rank == 0) {
+    RK_OK(rs ? tecomm_reduce_scatter_algo(c, buf, buf + 32768, 100, TECORE_DTYPE_F32, TECOMM_SUM,
+                                          TECOMM_ALGO_ONESHOT, s)
+             : tecomm_allgather_algo(c, buf + 32768, buf, 100, TECORE_DTYPE_F16,
+                                     TECOMM_ALGO_ONESHOT, s));
+    usleep(300000);
+    RK_OK(tecomm_comm_abort(c));
+    tecore_result_t w = te_stream_wait(s, 3000);
+    RK_ASSERT(w == TECORE_SUCCESS, "the stream did not come back within 3 s of the abort");
+    RK_EXPECT(TECOMM_ERR_ABORTED, "aborted", tecomm_comm_status(c, NULL));
+    RK_EXPECT(TECOMM_ERR_ABORTED, "aborted",
+              tecomm_allgather(c, buf + 32768, buf, 100, TECORE_DTYPE_E4M3, s));
+  }
+  RK_ASSERT(tc_shm_barrier(tc_shm) == 0, "barrier");
+  if (rank != 0) RK_OK(tecomm_comm_abort(c)); /* its peer is gone from the protocol */
+  RK_CORE(tecore_mem_free(buf));
+  RK_CORE(tecore_stream_destroy(s));
+  RK_OK(tecomm_comm_destroy(c));
+}
+
+START_TEST(abort_ends_a_waiting_call) {
+  int rs = _i;
+  tc_run_ranks(2, rank_abort, &rs, 60);
+  tc_shm_release();
+}
+END_TEST
+
 /* ---- graph capture ---------------------------------------------------------------------- */
 
 #define G_COUNT 777
@@ -529,12 +644,15 @@ static Suite *coll_suite(void) {
   TCase *tc = te_tcase(s, "matrix", 0);
   tcase_add_loop_test(tc, reduce_scatter_every_algo_dtype_op_count, 0, 4);
   tcase_add_loop_test(tc, allgather_every_algo_dtype_count, 0, 4);
+  tc = te_tcase(s, "verbs", 0);
+  tcase_add_loop_test(tc, verbs_flat_and_hierarchical, 0, 3);
   tc = te_tcase(s, "errors", 0);
   tcase_add_loop_test(tc, argument_errors_named, 0, 2);
   tc = te_tcase(s, "agreement", 0);
   tcase_add_loop_test(tc, mismatched_calls_fail_every_rank, 0, 9);
   tc = te_tcase(s, "timeout", 0);
   tcase_add_loop_test(tc, killed_rank_timeout, 0, 6);
+  tcase_add_loop_test(tc, abort_ends_a_waiting_call, 0, 2);
   tc = te_tcase(s, "graph", 0);
   tcase_add_loop_test(tc, graph_replays_new_data, 0, 2);
   return s;
