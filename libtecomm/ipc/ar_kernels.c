@@ -698,6 +698,12 @@ const char *tc_ar_desc_call(const struct tc_ar_desc *d) {
                                    : "allreduce";
 }
 
+const char *tc_ar_desc_input(const struct tc_ar_desc *d) {
+  return d->variant & TE_AR_V_SYM_INPLACE ? "symmetric recv in place"
+         : d->variant & TE_AR_V_SYM       ? "symmetric send in place"
+                                          : "a staged copy";
+}
+
 tecore_result_t tc_ar_desc_read(tecore_devptr_t ws, struct tc_ar_desc *d) {
   AR_ARG(ws && d, "tc_ar_desc_read: ws or d is 0");
   struct te_ar_desc w;
