@@ -16,6 +16,8 @@
  *       all-gather byte for byte (random bytes: NaN patterns of FP8
  *       included), every rank the same bits;
  *   - reduce-scatter's block is the bits allreduce gives for it;
+ *   - without a pool (the registered in-place level): the kernels on
+ *     symmetric inputs, NCCL for plain ones, the kernels refused on them;
  *   - argument errors named (count 0, dtype, FP8 refused for
  *     reduce-scatter, overlapping send/recv that is not the in-place
  *     form, recv past its symmetric allocation, unsupported algorithms);
@@ -265,6 +267,56 @@ START_TEST(allgather_every_algo_dtype_count) {
   int rs = 0;
   tc_run_ranks(ranks[_i], rank_matrix, &rs, 110);
   tc_expect_same_digest(ranks[_i], "all-gather results");
+  tc_shm_release();
+}
+END_TEST
+
+/* ---- the registered in-place level ------------------------------------------------------
+ * No pool (rank 1 cannot have one, so no rank does): the IPC kernels run
+ * on symmetric inputs where they lie, plain inputs go to NCCL, and the
+ * IPC algorithms asked for on a plain input are refused, naming why. */
+static void rank_inplace_level(int rank, int n, void *arg) {
+  (void)arg;
+  if (rank == 1) setenv("TECOMM_POOL_MB", "16777216", 1); /* 16 TiB: refused */
+  tecomm_comm_t c = tc_rank_comm(rank, n);
+  char d[4096];
+  RK_OK(tecomm_comm_describe(c, 0, d, sizeof d));
+  RK_ASSERT(strstr(d, "level: registered in-place"), "not at the in-place level:\n%s", d);
+  const int nccl = strstr(d, "nccl: on") != NULL;
+  tecore_stream_t s;
+  RK_CORE(tecore_stream_create(TECORE_STREAM_NON_BLOCKING, 0, &s));
+  static const tecomm_algo_t sym_algos[] = {TECOMM_ALGO_ONESHOT, TECOMM_ALGO_CE, TECOMM_ALGO_AUTO};
+  uint64_t salt = 1300;
+  for (int a = 0; a < 3; a++)
+    for (int kind = 2; kind < 4; kind++, salt++) {
+      struct coll_case k = {1, sym_algos[a], TECORE_DTYPE_BF16, TECOMM_SUM, 1023, kind};
+      run_case(c, s, rank, n, &k, salt);
+      k.rs = 0;
+      k.dt = TECORE_DTYPE_E5M2;
+      run_case(c, s, rank, n, &k, salt);
+    }
+  for (int kind = 0; kind < 2 && nccl; kind++, salt++) {
+    struct coll_case k = {1, TECOMM_ALGO_AUTO, TECORE_DTYPE_F32, TECOMM_MAX, 513, kind};
+    run_case(c, s, rank, n, &k, salt);
+    k.rs = 0;
+    run_case(c, s, rank, n, &k, salt);
+  }
+  tecore_devptr_t plain;
+  RK_CORE(tecore_mem_alloc(1 << 16, &plain));
+  RK_EXPECT(TECOMM_ERR_NOT_SUPPORTED, "not symmetric",
+            tecomm_reduce_scatter_algo(c, plain, plain + 32768, 64, TECORE_DTYPE_F32, TECOMM_SUM,
+                                       TECOMM_ALGO_ONESHOT, s));
+  RK_EXPECT(TECOMM_ERR_NOT_SUPPORTED, "not symmetric",
+            tecomm_allgather_algo(c, plain, plain + 32768, 64, TECORE_DTYPE_F32, TECOMM_ALGO_CE,
+                                  s));
+  RK_CORE(tecore_mem_free(plain));
+  RK_OK(tecomm_comm_status(c, NULL));
+  RK_CORE(tecore_stream_destroy(s));
+  RK_OK(tecomm_comm_destroy(c));
+}
+
+START_TEST(registered_in_place_level) {
+  tc_run_ranks(2 + _i, rank_inplace_level, NULL, 110);
   tc_shm_release();
 }
 END_TEST
@@ -704,6 +756,7 @@ static Suite *coll_suite(void) {
   tcase_add_loop_test(tc, reduce_scatter_every_algo_dtype_op_count, 0, 4);
   tcase_add_loop_test(tc, allgather_every_algo_dtype_count, 0, 4);
   tcase_add_loop_test(tc, reduce_scatter_is_allreduce_block_bits, 0, 2);
+  tcase_add_loop_test(tc, registered_in_place_level, 0, 2);
   tc = te_tcase(s, "verbs", 0);
   tcase_add_loop_test(tc, verbs_flat_and_hierarchical, 0, 3);
   tc = te_tcase(s, "errors", 0);
