@@ -314,6 +314,11 @@ __device__ __forceinline__ void ar_st_granule(uint64_t out, uint64_t g, uint4 v,
 // everywhere), store.  Stores never precede the peers' reads, so out may
 // be in[rank], and no exit barrier is needed: after the last one no peer
 // reads this rank's input again.  Block 0 also reduces the tail.
+// Reduce-scatter (TE_AR_V_RS, comm_ar.h) runs the same fold over the
+// block this rank keeps, which no peer reads (each reads its own block of
+// the inputs): it stores as it goes, without the barrier of each round,
+// and ends with one barrier so that no peer still reads this rank's input
+// when the kernel ends.
 
 template <int DT, int EPG>
 __device__ void ar_oneshot(const te_ar_params &p) {
@@ -323,9 +328,10 @@ __device__ void ar_oneshot(const te_ar_params &p) {
   const uint64_t per_round = (uint64_t)blockDim.x * TE_AR_UNROLL;
   uint64_t rounds = (hi - lo + per_round - 1) / per_round;
   if (rounds == 0) rounds = 1;
+  const bool rs = (p.desc.variant & TE_AR_V_RS) != 0; // the same on every thread and rank
   ar_block c;
   uint64_t base;
-  if (!ar_begin(p, (int)rounds + 1, c, base)) return;
+  if (!ar_begin(p, rs ? 2 : (int)rounds + 1, c, base)) return;
   if (!ar_barrier(p, c, base + 1)) return;
   const uint64_t t0 = ngran * EPG;
   const bool tail = blockIdx.x == 0 && t0 + threadIdx.x < p.count;
@@ -346,7 +352,7 @@ __device__ void ar_oneshot(const te_ar_params &p) {
         else keep[u] = ar_pack<DT>(a);
       }
     }
-    if (!ar_barrier(p, c, base + 2 + r)) return;
+    if (!rs && !ar_barrier(p, c, base + 2 + r)) return;
 #pragma unroll
     for (int u = 0; u < TE_AR_UNROLL; u++) {
       uint64_t g = g0 + (uint64_t)u * blockDim.x;
@@ -357,6 +363,7 @@ __device__ void ar_oneshot(const te_ar_params &p) {
     }
     if (r == 0 && tail) ar_st<DT, 1>(p.out, t0 + threadIdx.x, &tv);
   }
+  if (rs) ar_barrier(p, c, base + 2);
 }
 
 // ---- all-gather ------------------------------------------------------------------------

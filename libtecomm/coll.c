@@ -120,9 +120,13 @@ static tecomm_result_t pick(struct tecomm_comm *c, tecomm_algo_t asked, const st
     *algo = TECOMM_ALGO_ONESHOT;
     return TECOMM_SUCCESS;
   }
-  for (int i = TC_LV_NCCL; i <= TC_LV_VERBS; i++) {
+  /* then the levels below the kernels that run them, in the chain's order
+   * (the kernel levels' own tables choose allreduce algorithms) */
+  for (int i = 0; i < TC_LV_COUNT; i++) {
+    const struct tc_level *l = tc_levels[i];
     tecomm_algo_t a = TECOMM_ALGO_AUTO;
-    TC_CHECK(tc_levels[i]->pick(c, TECOMM_ALGO_AUTO, &f, &a));
+    if (!l->run_coll || l->at == TC_AT_IPC) continue;
+    TC_CHECK(l->pick(c, TECOMM_ALGO_AUTO, &f, &a));
     if (a != TECOMM_ALGO_AUTO) {
       *algo = a;
       return TECOMM_SUCCESS;

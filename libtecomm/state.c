@@ -62,6 +62,10 @@ static void tc_mismatch_why(struct tecomm_comm *c, int peer, char *why, size_t n
     f = "dtype";
     snprintf(a, sizeof a, "%s", tecore_dtype_name((tecore_dtype_t)me.dtype));
     snprintf(b, sizeof b, "%s", tecore_dtype_name((tecore_dtype_t)them.dtype));
+  } else if (strcmp(tc_ar_desc_input(&me), tc_ar_desc_input(&them)) != 0) {
+    f = "input (read from)";
+    snprintf(a, sizeof a, "%s", tc_ar_desc_input(&me));
+    snprintf(b, sizeof b, "%s", tc_ar_desc_input(&them));
   } else if (me.op != them.op) {
     f = "op";
     snprintf(a, sizeof a, "%s", ar_op_name(me.op));

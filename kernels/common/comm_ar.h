@@ -122,7 +122,10 @@
  * Reduce-scatter is the one-shot kernel (or the copy-engine one-shot)
  * over a range: the host points in[s] at block `rank` of rank s's input,
  * so each rank folds, in rank order, the one block it keeps, with
- * one-shot's barriers and math (the bits allreduce gives for that block).
+ * one-shot's math (the bits allreduce gives for that block).  No peer
+ * reads the block a rank keeps, so the GPU kernel stores as it folds and
+ * meets its peers twice only (inputs in place; no peer still reads),
+ * where the allreduce meets them before each round's stores.
  * The ranks cut a call into granules alike only when their in[] have one
  * alignment, so 16-byte granules are taken only when a block is whole
  * 16-byte lines (the host clears vec otherwise).  All-gather is the

@@ -308,9 +308,9 @@ static tecore_result_t ar_check(const struct tc_ar_call *c, const char *fn) {
            "%s: %zu bytes exceed the NVLS data buffer's %zu", fn, bytes, c->nvls_data_bytes);
     AR_ARG(c->ws_max_bytes > 0, "%s: NVLS needs ws_max_bytes (the region's Lamport size)", fn);
   }
-  if (c->algo == TC_AR_CE) {
+  if (c->algo == TC_AR_CE)
     AR_ARG(c->nranks >= 2, "%s: the copy-engine one-shot needs 2 or more ranks", fn);
-  }
+  /* all-gather's copy-engine form copies straight into out: no scratch */
   if (c->algo == TC_AR_CE && c->coll != TC_AR_COLL_ALLGATHER) {
     size_t need = tc_ar_ce_scratch_bytes(c->nranks, c->count, c->dtype);
     AR_ARG(c->scratch && al16(c->scratch) && c->scratch_bytes >= need,
@@ -669,7 +669,10 @@ tecore_result_t tc_ar_launch(const struct tc_ar_call *call, tecore_stream_t stre
                       : call->algo == TC_AR_CE ? ar_ce(call, &p, stream)
                                                    : ar_plain((int)call->algo, &p, call->beside, stream);
   if (r != TECORE_SUCCESS && r != TECORE_ERR_NOT_SUPPORTED && r != TECORE_ERR_INVALID)
-    tecore_set_error("%s: %s allreduce of %zu elements: %s", fn, tc_ar_kernel_name((int)call->algo),
+    tecore_set_error("%s: %s %s of %zu elements: %s", fn, tc_ar_kernel_name((int)call->algo),
+                     call->coll == TC_AR_COLL_REDUCE_SCATTER ? "reduce-scatter"
+                     : call->coll == TC_AR_COLL_ALLGATHER    ? "all-gather"
+                                                             : "allreduce",
                      call->count, tecore_last_error());
   return r;
 }
@@ -696,6 +699,12 @@ const char *tc_ar_desc_call(const struct tc_ar_desc *d) {
   return d->variant & TE_AR_V_RS ? "reduce-scatter"
          : d->variant & TE_AR_V_AG ? "all-gather"
                                    : "allreduce";
+}
+
+const char *tc_ar_desc_input(const struct tc_ar_desc *d) {
+  return d->variant & TE_AR_V_SYM_INPLACE ? "symmetric recv in place"
+         : d->variant & TE_AR_V_SYM       ? "symmetric send in place"
+                                          : "a staged copy";
 }
 
 tecore_result_t tc_ar_desc_read(tecore_devptr_t ws, struct tc_ar_desc *d) {

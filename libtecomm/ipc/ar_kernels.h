@@ -210,6 +210,9 @@ struct tc_ar_desc {
 /* The collective a descriptor is: "allreduce", "reduce-scatter" or
  * "all-gather" (its variant's bits). */
 const char *tc_ar_desc_call(const struct tc_ar_desc *d);
+/* Where a reduce-scatter or all-gather read its input: "a staged copy",
+ * "symmetric send in place" or "symmetric recv in place". */
+const char *tc_ar_desc_input(const struct tc_ar_desc *d);
 /* The descriptor of the latest call that started on workspace ws (this
  * rank's, or a peer's mapped here); synchronous, like tc_ar_error. */
 tecore_result_t tc_ar_desc_read(tecore_devptr_t ws, struct tc_ar_desc *d);

@@ -252,13 +252,16 @@ static int vmc_members(struct vctx *c, tecore_devptr_t mc_va, tecore_devptr_t *m
 /* ---- one-shot ----------------------------------------------------------------
  * Block b: barrier (every input is ready), reduce its granules of every
  * input in rank order, barrier (every rank has read them), store.  No
- * store happens before every peer has read, so out may be in[rank]. */
+ * store happens before every peer has read, so out may be in[rank].
+ * Reduce-scatter stores before the second barrier, as the GPU's does: no
+ * peer reads the block it keeps. */
 void te_ar_vdev_oneshot(const struct tecore_launch_cfg *cfg, void *const *args) {
   struct vctx c;
   const struct te_ar_params *p = vbegin(args, &c);
   if (!p) return;
   uint32_t G = cfg->grid[0];
   uint64_t vec = (uint64_t)p->vec, ngran = p->count / vec;
+  const int rs = (p->desc.variant & TE_AR_V_RS) != 0;
   float *acc = malloc((size_t)p->count * sizeof(float));
   if (!acc) {
     vfail(&c, TE_AR_ABORTED, p->rank);
@@ -273,10 +276,11 @@ void te_ar_vdev_oneshot(const struct tecore_launch_cfg *cfg, void *const *args) 
     if (vbarrier(&c, (int)b, base + 1)) break;
     for (uint64_t e = e0; e < e1; e++) acc[e] = vreduce_elem(p, e);
     for (uint64_t e = t0; e < p->count; e++) acc[e] = vreduce_elem(p, e);
-    if (vbarrier(&c, (int)b, base + 2)) break;
+    if (!rs && vbarrier(&c, (int)b, base + 2)) break;
     if (p->fflags & TE_AR_F_FUSED) continue; /* the epilogue writes, after every block */
     for (uint64_t e = e0; e < e1; e++) te_st(VP(p->out), e, p->dtype, acc[e]);
     for (uint64_t e = t0; e < p->count; e++) te_st(VP(p->out), e, p->dtype, acc[e]);
+    if (rs && vbarrier(&c, (int)b, base + 2)) break;
   }
   if ((p->fflags & TE_AR_F_FUSED) && !vfailed(&c)) {
     for (uint64_t e = 0; e < p->count; e++) acc[e] = te_ar_round(acc[e], p->dtype);

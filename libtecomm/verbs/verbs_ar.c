@@ -54,13 +54,18 @@ static void step_start(tc_vb_t *vb, struct tc_vb_ar *a) {
   int me = 0, n = 1;
   tc_vb_ranks(vb, &me, &n);
   char *buf = a->buf;
-  size_t es = a->es;
+  size_t es = a->es, so, sl, ro, rl;
+  if (a->gather) {         /* block me - s goes on, block me - s - 1 comes in */
+    segment(a->count, n, ((me - a->step) % n + n) % n, &so, &sl);
+    segment(a->count, n, ((me - a->step - 1) % n + n) % n, &ro, &rl);
+    tc_vb_xfer_start(vb, &a->x, (me + 1) % n, buf + so, sl, (me + n - 1) % n, buf + ro, rl);
+    return;
+  }
   if (a->rd) {
     int partner = me ^ (1 << a->step);
     tc_vb_xfer_start(vb, &a->x, partner, buf, a->count * es, partner, a->tmp, a->count * es);
     return;
   }
-  size_t so, sl, ro, rl;
   if (a->step < n - 1) {   /* reduce-scatter: the peer's partial sum into tmp */
     int s = a->step;
     segment(a->count, n, ((me - s) % n + n) % n, &so, &sl);
@@ -80,6 +85,7 @@ static void step_start(tc_vb_t *vb, struct tc_vb_ar *a) {
 static void step_finish(tc_vb_t *vb, struct tc_vb_ar *a) {
   int me = 0, n = 1;
   tc_vb_ranks(vb, &me, &n);
+  if (a->gather) return;   /* the bytes landed where they belong */
   if (a->rd) {
     tc_vb_reduce(a->buf, a->tmp, a->count, a->dtype, a->op);
   } else if (a->step < n - 1) {
@@ -109,11 +115,28 @@ tecomm_result_t tc_vb_ar_start(tc_vb_t *vb, struct tc_vb_ar *a, void *buf, size_
   a->dtype = dtype;
   a->op = op;
   a->rd = rd;
+  a->gather = 0;
   a->step = 0;
   a->nsteps = 0;
   if (n > 1 && count > 0)
     for (int m = 1; rd && m < n; m <<= 1) a->nsteps++;
   if (n > 1 && count > 0 && !rd) a->nsteps = 2 * (n - 1);
+  if (a->nsteps) step_start(vb, a);
+  return TECOMM_SUCCESS;
+}
+
+tecomm_result_t tc_vb_ag_start(tc_vb_t *vb, struct tc_vb_ar *a, void *buf, size_t bytes) {
+  int me = 0, n = 1;
+  tc_vb_ranks(vb, &me, &n);
+  a->buf = buf;
+  a->count = (size_t)n * bytes;
+  a->es = 1;
+  a->dtype = TECORE_DTYPE_E4M3; /* a byte each; never reduced */
+  a->op = TECOMM_SUM;
+  a->rd = 0;
+  a->gather = 1;
+  a->step = 0;
+  a->nsteps = n > 1 && bytes ? n - 1 : 0;
   if (a->nsteps) step_start(vb, a);
   return TECOMM_SUCCESS;
 }

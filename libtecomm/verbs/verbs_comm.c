@@ -7,6 +7,7 @@
  * error completion) makes the endpoint's sticky error the next call's
  * answer. */
 #include "verbs_lv.h"
+#include "agree.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -137,6 +138,32 @@ static tecomm_result_t verbs_run(struct tecomm_comm *c, const struct tc_call *k)
   return tc_run_agreed(c, k, verbs_reduce);
 }
 
+/* Reduce-scatter: the allreduce of the whole input into local scratch,
+ * then this rank's block (one verbs allreduce moves more than a
+ * reduce-scatter needs, but the fallback keeps one path).  All-gather:
+ * the ring's all-gather (flat; the hierarchy has none yet).  Agreed on
+ * the host first, as the allreduce. */
+static tecomm_result_t verbs_coll(struct tecomm_comm *c, const struct tc_call *k) {
+  const int rs = k->coll == TC_COLL_REDUCE_SCATTER;
+  if (!rs && c->leader >= 0)
+    return TC_ERR(TECOMM_ERR_NOT_SUPPORTED,
+                  "%s: the verbs level over %d nodes of several ranks (hierarchical) has no "
+                  "all-gather yet (NCCL has; with one rank a node, flat verbs does)",
+                  k->fn, c->nnodes);
+  TC_CHECK(tc_agree_host(c, &(struct tc_agree_call){.count = k->count, .dtype = k->dtype,
+                                                     .op = k->op, .algo = k->algo,
+                                                     .coll = (int)k->coll}, k->fn));
+  if (!rs) return tc_verbs_staged_gather(c, k->send, k->recv, k->bytes, k->stream, k->fn);
+  const size_t all = (size_t)c->nranks * k->bytes;
+  TC_CHECK(tc_ce_scratch_get(c, all, k->cap, k->fn));
+  TC_CHECK(verbs_reduce(c, k->send, c->ce_scratch, (size_t)c->nranks * k->count, k->dtype, k->op,
+                        k->stream, k->fn));
+  TC_CORE(tecore_memcpy_async(k->recv, c->ce_scratch + (size_t)c->rank * k->bytes, k->bytes,
+                              k->stream),
+          k->fn);
+  return TECOMM_SUCCESS;
+}
+
 static void verbs_describe(struct tecomm_comm *c, struct tc_text *t) {
   if (c->level != TC_LEVEL_VERBS) return;
   char line[512];
@@ -156,5 +183,6 @@ const struct tc_level tc_level_verbs = {
     .pick = verbs_pick,
     .run = verbs_run,
     .run_fused = verbs_run,
+    .run_coll = verbs_coll,
     .describe = verbs_describe,
 };

@@ -91,6 +91,7 @@ struct tc_vb_ar {
   tecore_dtype_t dtype;
   tecomm_op_t op;
   int rd;                      /* recursive doubling (else the ring) */
+  int gather;                  /* the ring's all-gather alone (tc_vb_ag_start) */
   int step, nsteps;            /* the exchange under way */
   char *tmp;
   size_t tmp_bytes;
@@ -98,6 +99,10 @@ struct tc_vb_ar {
 };
 tecomm_result_t tc_vb_ar_start(tc_vb_t *vb, struct tc_vb_ar *a, void *buf, size_t count,
                                tecore_dtype_t dtype, tecomm_op_t op);
+/* The same state machine as an all-gather of bytes bytes a member, in
+ * place in buf (members * bytes; this member's block at me * bytes):
+ * the ring's all-gather half, n - 1 exchanges, bytes moved untouched. */
+tecomm_result_t tc_vb_ag_start(tc_vb_t *vb, struct tc_vb_ar *a, void *buf, size_t bytes);
 int tc_vb_ar_poll(tc_vb_t *vb, struct tc_vb_ar *a);
 void tc_vb_ar_fini(struct tc_vb_ar *a);
 

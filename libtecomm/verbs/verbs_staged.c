@@ -28,6 +28,7 @@ struct tc_vjob {
   size_t count;
   tecore_dtype_t dtype;
   tecomm_op_t op;
+  int gather;                /* an all-gather of count / nranks bytes a rank */
   struct tc_vb_ar ar;        /* the allreduce under way (engine thread) */
   int failed;                /* the start failed: the poll reports it */
 };
@@ -89,7 +90,10 @@ static tecore_result_t vjob_start(void *arg) {
   struct tc_vjob *j = arg;
   tecomm_result_t r = tc_vb_status(VL(j->c)->vb, "verbs allreduce");
   if (r == TECOMM_SUCCESS && j->c->local) r = hier_node_ok(j->c);
-  if (r == TECOMM_SUCCESS) r = tc_vb_ar_start(VL(j->c)->vb, &j->ar, j->host, j->count, j->dtype, j->op);
+  if (r == TECOMM_SUCCESS && j->gather)
+    r = tc_vb_ag_start(VL(j->c)->vb, &j->ar, j->host, j->count / (size_t)j->c->nranks);
+  else if (r == TECOMM_SUCCESS)
+    r = tc_vb_ar_start(VL(j->c)->vb, &j->ar, j->host, j->count, j->dtype, j->op);
   j->failed = r != TECOMM_SUCCESS;
   return TECORE_SUCCESS;   /* the poll reports it */
 }
@@ -132,20 +136,24 @@ static tecomm_result_t staging(struct tecomm_comm *c, size_t bytes, tecore_strea
   return TECOMM_SUCCESS;
 }
 
+/* The job of one shape (an all-gather when gather: count bytes in all,
+ * dtype E4M3, op SUM). */
 static tecomm_result_t vjob_get(struct tecomm_comm *c, void *host, size_t count,
-                                tecore_dtype_t dtype, tecomm_op_t op, const char *fn,
+                                tecore_dtype_t dtype, tecomm_op_t op, int gather, const char *fn,
                                 struct tc_vjob **out) {
   for (struct tc_vjob *j = VL(c)->jobs; j; j = j->next)
-    if (j->host == host && j->count == count && j->dtype == dtype && j->op == op) {
+    if (j->host == host && j->count == count && j->dtype == dtype && j->op == op &&
+        j->gather == gather) {
       *out = j;
       return TECOMM_SUCCESS;
     }
   struct tc_vjob *j = calloc(1, sizeof *j);
   if (!j) return TC_ERR(TECOMM_ERR_NOMEM, "%s: out of host memory", fn);
-  *j = (struct tc_vjob){.c = c, .host = host, .count = count, .dtype = dtype, .op = op};
+  *j = (struct tc_vjob){.c = c, .host = host, .count = count, .dtype = dtype, .op = op,
+                        .gather = gather};
   char name[96];
-  snprintf(name, sizeof name, "verbs allreduce of %zu %s on rank %d", count,
-           tecore_dtype_name(dtype), c->rank);
+  snprintf(name, sizeof name, "verbs %s of %zu %s on rank %d", gather ? "all-gather" : "allreduce",
+           count, tecore_dtype_name(dtype), c->rank);
   struct tecore_svc_op sop[2] = {
       {.kind = TECORE_SVC_CALL, .fn = vjob_start, .arg = j, .name = name, .buf_index = -1},
       {.kind = TECORE_SVC_POLL, .fn = vjob_poll, .arg = j, .name = name, .buf_index = -1}};
@@ -160,27 +168,59 @@ static tecomm_result_t vjob_get(struct tecomm_comm *c, void *host, size_t count,
   return TECOMM_SUCCESS;
 }
 
-tecomm_result_t tc_verbs_staged(struct tecomm_comm *c, tecore_devptr_t send, tecore_devptr_t recv,
-                                size_t count, tecore_dtype_t dtype, tecomm_op_t op,
-                                tecore_stream_t stream, const char *fn) {
+/* One staged run: send's in_bytes copied to the staging buffer at
+ * in_at, the job, then out_bytes from its start copied to recv. */
+struct staged_run {
+  tecore_devptr_t send, recv;
+  size_t in_at, in_bytes, out_bytes;
+  size_t count;
+  tecore_dtype_t dtype;
+  tecomm_op_t op;
+  int gather;
+};
+
+static tecomm_result_t staged(struct tecomm_comm *c, const struct staged_run *q,
+                              tecore_stream_t stream, const char *fn) {
   if (!VL(c) || !VL(c)->vb)
     return TC_ERR(TECOMM_ERR_NOT_SUPPORTED, "%s: no verbs path (%s)", fn, WHY(c));
   TC_CHECK(tc_vb_status(VL(c)->vb, fn));
-  size_t bytes = count * tecore_dtype_size(dtype);
   void *host = NULL;
   struct tc_vjob *j = NULL;
-  TC_CHECK(staging(c, bytes, stream, fn, &host));
-  TC_CHECK(vjob_get(c, host, count, dtype, op, fn, &j));
-  TC_CORE(tecore_memcpy_async((tecore_devptr_t)(uintptr_t)host, send, bytes, stream), fn);
+  TC_CHECK(staging(c, q->out_bytes, stream, fn, &host));
+  TC_CHECK(vjob_get(c, host, q->count, q->dtype, q->op, q->gather, fn, &j));
+  const tecore_devptr_t h = (tecore_devptr_t)(uintptr_t)host;
+  TC_CORE(tecore_memcpy_async(h + q->in_at, q->send, q->in_bytes, stream), fn);
   tecore_result_t cr = tecore_svc_job_enqueue(j->job, stream);
   if (cr != TECORE_SUCCESS) {
     /* the job's sticky error: the endpoint's says more (names the peer) */
     TC_CHECK(tc_vb_status(VL(c)->vb, fn));
     return tc_core(cr, fn);
   }
-  TC_CORE(tecore_memcpy_async(recv, (tecore_devptr_t)(uintptr_t)host, bytes, stream), fn);
+  TC_CORE(tecore_memcpy_async(q->recv, h, q->out_bytes, stream), fn);
   if (!tc_capturing(stream)) (void)tecore_svc_kick();
   return TECOMM_SUCCESS;
+}
+
+tecomm_result_t tc_verbs_staged(struct tecomm_comm *c, tecore_devptr_t send, tecore_devptr_t recv,
+                                size_t count, tecore_dtype_t dtype, tecomm_op_t op,
+                                tecore_stream_t stream, const char *fn) {
+  const size_t bytes = count * tecore_dtype_size(dtype);
+  return staged(c, &(struct staged_run){.send = send, .recv = recv, .in_bytes = bytes,
+                                        .out_bytes = bytes, .count = count, .dtype = dtype,
+                                        .op = op},
+                stream, fn);
+}
+
+tecomm_result_t tc_verbs_staged_gather(struct tecomm_comm *c, tecore_devptr_t send,
+                                       tecore_devptr_t recv, size_t bytes, tecore_stream_t stream,
+                                       const char *fn) {
+  const size_t all = (size_t)c->nranks * bytes;
+  return staged(c, &(struct staged_run){.send = send, .recv = recv,
+                                        .in_at = (size_t)c->rank * bytes, .in_bytes = bytes,
+                                        .out_bytes = all, .count = all,
+                                        .dtype = TECORE_DTYPE_E4M3, .op = TECOMM_SUM,
+                                        .gather = 1},
+                stream, fn);
 }
 
 void tc_verbs_staged_free(struct tecomm_comm *c) {

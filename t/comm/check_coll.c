@@ -16,13 +16,18 @@
  *       all-gather byte for byte (random bytes: NaN patterns of FP8
  *       included), every rank the same bits;
  *   - reduce-scatter's block is the bits allreduce gives for it;
+ *   - without a pool (the registered in-place level): the kernels on
+ *     symmetric inputs, NCCL for plain ones, the kernels refused on them;
  *   - argument errors named (count 0, dtype, FP8 refused for
  *     reduce-scatter, overlapping send/recv that is not the in-place
  *     form, recv past its symmetric allocation, unsupported algorithms);
  *   - ranks that pass different counts, dtypes or collectives: every rank
  *     gets TECOMM_ERR_MISMATCH within 2 s;
  *   - a rank SIGKILLed between calls: the others get TECOMM_ERR_TIMEOUT
- *     naming it within TECOMM_TIMEOUT + 1 s;
+ *     naming it within TECOMM_TIMEOUT + 1 s; a call waiting for a peer
+ *     ends when its rank aborts (TECOMM_ERR_ABORTED, then and after);
+ *   - the verbs level (soft device, ranks as nodes): flat reduce-scatter
+ *     and all-gather, hierarchical reduce-scatter, all-gather refused;
  *   - captured in a graph and replayed with new inputs, each result checked. */
 #include "comm_ranks.h"
 #include <time.h>
@@ -98,7 +103,9 @@ static void case_name(char *w, size_t n, int nranks, const struct coll_case *k) 
            k->kind & 2 ? "symmetric" : "plain", k->kind & 1 ? " in place" : "");
 }
 
-/* Reduce-scatter's block of this rank against float64 and the fold. */
+/* Reduce-scatter's block of this rank against float64 and the fold.
+ * nccl: the partial sums were rounded to the dtype on the way (NCCL, the
+ * verbs ring): the wider tolerance, no bit check. */
 static void check_rs(const void *got, int rank, int n, const struct coll_case *k, uint64_t salt,
                      int nccl, const char *what) {
   const size_t cnt = k->count, esz = tecore_dtype_size(k->dt);
@@ -150,13 +157,14 @@ static void check_ag(const unsigned char *got, int n, const struct coll_case *k,
   free(want);
 }
 
-/* The algorithm a call ran (auto: what the level would take). */
+/* The call ran NCCL or verbs (auto: at those levels), whose partial
+ * sums are rounded to the dtype. */
 static int ran_nccl(tecomm_comm_t c, tecomm_algo_t a) {
-  if (a == TECOMM_ALGO_NCCL) return 1;
+  if (a == TECOMM_ALGO_NCCL || a == TECOMM_ALGO_VERBS) return 1;
   if (a != TECOMM_ALGO_AUTO) return 0;
-  char d[2048];
+  char d[4096];
   RK_OK(tecomm_comm_describe(c, 0, d, sizeof d));
-  return strstr(d, "level: nccl") != NULL;
+  return strstr(d, "level: nccl") != NULL || strstr(d, "level: verbs") != NULL;
 }
 
 /* One case on this rank: inputs, poison, the call, the checks. */
@@ -263,6 +271,172 @@ START_TEST(allgather_every_algo_dtype_count) {
 }
 END_TEST
 
+/* ---- the registered in-place level ------------------------------------------------------
+ * No pool (rank 1 cannot have one, so no rank does): the IPC kernels run
+ * on symmetric inputs where they lie, plain inputs go to NCCL, and the
+ * IPC algorithms asked for on a plain input are refused, naming why. */
+static void rank_inplace_level(int rank, int n, void *arg) {
+  (void)arg;
+  if (rank == 1) setenv("TECOMM_POOL_MB", "16777216", 1); /* 16 TiB: refused */
+  tecomm_comm_t c = tc_rank_comm(rank, n);
+  char d[4096];
+  RK_OK(tecomm_comm_describe(c, 0, d, sizeof d));
+  RK_ASSERT(strstr(d, "level: registered in-place"), "not at the in-place level:\n%s", d);
+  const int nccl = strstr(d, "nccl: on") != NULL;
+  tecore_stream_t s;
+  RK_CORE(tecore_stream_create(TECORE_STREAM_NON_BLOCKING, 0, &s));
+  static const tecomm_algo_t sym_algos[] = {TECOMM_ALGO_ONESHOT, TECOMM_ALGO_CE, TECOMM_ALGO_AUTO};
+  uint64_t salt = 1300;
+  for (int a = 0; a < 3; a++)
+    for (int kind = 2; kind < 4; kind++, salt++) {
+      struct coll_case k = {1, sym_algos[a], TECORE_DTYPE_BF16, TECOMM_SUM, 1023, kind};
+      run_case(c, s, rank, n, &k, salt);
+      k.rs = 0;
+      k.dt = TECORE_DTYPE_E5M2;
+      run_case(c, s, rank, n, &k, salt);
+    }
+  for (int kind = 0; kind < 2 && nccl; kind++, salt++) {
+    struct coll_case k = {1, TECOMM_ALGO_AUTO, TECORE_DTYPE_F32, TECOMM_MAX, 513, kind};
+    run_case(c, s, rank, n, &k, salt);
+    k.rs = 0;
+    run_case(c, s, rank, n, &k, salt);
+  }
+  tecore_devptr_t plain;
+  RK_CORE(tecore_mem_alloc(1 << 16, &plain));
+  RK_EXPECT(TECOMM_ERR_NOT_SUPPORTED, "not symmetric",
+            tecomm_reduce_scatter_algo(c, plain, plain + 32768, 64, TECORE_DTYPE_F32, TECOMM_SUM,
+                                       TECOMM_ALGO_ONESHOT, s));
+  RK_EXPECT(TECOMM_ERR_NOT_SUPPORTED, "not symmetric",
+            tecomm_allgather_algo(c, plain, plain + 32768, 64, TECORE_DTYPE_F32, TECOMM_ALGO_CE,
+                                  s));
+  RK_CORE(tecore_mem_free(plain));
+  RK_OK(tecomm_comm_status(c, NULL));
+  RK_CORE(tecore_stream_destroy(s));
+  RK_OK(tecomm_comm_destroy(c));
+}
+
+START_TEST(registered_in_place_level) {
+  tc_run_ranks(2 + _i, rank_inplace_level, NULL, 110);
+  tc_shm_release();
+}
+END_TEST
+
+/* ---- reduce-scatter against allreduce ----------------------------------------------
+ * The block each rank keeps is, bit for bit, that block of allreduce's
+ * one-shot result over the same input (one kernel, one fold), for the
+ * one-shot and the copy-engine forms, block sizes that are whole 16-byte
+ * lines and not. */
+static void rank_rs_vs_ar(int rank, int n, void *arg) {
+  (void)arg;
+  tecomm_comm_t c = tc_rank_comm(rank, n);
+  tecore_stream_t s;
+  RK_CORE(tecore_stream_create(TECORE_STREAM_NON_BLOCKING, 0, &s));
+  static const size_t cnts[] = {4096, 4099};
+  uint64_t salt = 900;
+  for (size_t d = 0; d < 3; d++)
+    for (size_t i = 0; i < 2; i++, salt++) {
+      const tecore_dtype_t dt = sum_dtypes[d];
+      const size_t cnt = cnts[i], bytes = cnt * tecore_dtype_size(dt), all = n * bytes;
+      unsigned char *h = malloc(all), *ar = malloc(all), *rs = malloc(bytes);
+      RK_ASSERT(h && ar && rs, "malloc");
+      tc_make_input(h, n * cnt, dt, rank, salt);
+      tecore_devptr_t in, out, blk;
+      RK_CORE(tecore_mem_alloc(all, &in));
+      RK_CORE(tecore_mem_alloc(all, &out));
+      RK_CORE(tecore_mem_alloc(bytes, &blk));
+      RK_CORE(tecore_memcpy_async(in, te_hptr(h), all, s));
+      RK_OK(tecomm_allreduce_algo(c, in, out, n * cnt, dt, TECOMM_SUM, TECOMM_ALGO_ONESHOT, s));
+      RK_CORE(tecore_memcpy_async(te_hptr(ar), out, all, s));
+      const tecomm_algo_t al[2] = {TECOMM_ALGO_ONESHOT, TECOMM_ALGO_CE};
+      for (int a = 0; a < 2; a++) {
+        RK_CORE(tecore_memset_d8_async(blk, 0xA5, bytes, s));
+        RK_OK(tecomm_reduce_scatter_algo(c, in, blk, cnt, dt, TECOMM_SUM, al[a], s));
+        RK_CORE(tecore_memcpy_async(te_hptr(rs), blk, bytes, s));
+        RK_CORE(tecore_stream_synchronize(s));
+        RK_ASSERT(memcmp(rs, ar + rank * bytes, bytes) == 0,
+                  "%d ranks, %s, %s, count %zu: the block differs from allreduce's bits", n,
+                  tecomm_algo_name(al[a]), tecore_dtype_name(dt), cnt);
+      }
+      RK_CORE(tecore_mem_free(in));
+      RK_CORE(tecore_mem_free(out));
+      RK_CORE(tecore_mem_free(blk));
+      free(h);
+      free(ar);
+      free(rs);
+    }
+  RK_OK(tecomm_comm_status(c, NULL));
+  RK_CORE(tecore_stream_destroy(s));
+  RK_OK(tecomm_comm_destroy(c));
+}
+
+START_TEST(reduce_scatter_is_allreduce_block_bits) {
+  tc_run_ranks(2 + 2 * _i, rank_rs_vs_ar, NULL, 110);
+  tc_shm_release();
+}
+END_TEST
+
+/* ---- the verbs level -----------------------------------------------------------------
+ * Ranks of several "nodes" (TECOMM_NODE_MAP) over the soft loopback
+ * device, the links ahead of verbs off: flat (one rank a node: the ring's
+ * all-gather, reduce-scatter over the verbs allreduce) and hierarchical
+ * (reduce-scatter over the hierarchy's allreduce; all-gather refused,
+ * naming the level). */
+static void rank_verbs(int rank, int n, void *arg) {
+  const char *map = arg;
+  setenv("TECOMM_VERBS_LIB", "soft", 1);
+  setenv("TECOMM_NODE_MAP", map, 1);
+  setenv("TECOMM_VERBS_CHUNK_KB", "64", 1);
+  setenv("TECOMM_POOL_MB", "16", 1);
+  setenv("TECOMM_NCCL", "0", 1);
+  setenv("TECOMM_MNNVL_ENABLE", "0", 1);
+  tecomm_comm_t c = tc_rank_comm(rank, n);
+  char d[4096];
+  RK_OK(tecomm_comm_describe(c, 0, d, sizeof d));
+  RK_ASSERT(strstr(d, "level: verbs"), "not at the verbs level:\n%s", d);
+  const int hier = strstr(d, "hierarchical") != NULL;
+  tecore_stream_t s;
+  RK_CORE(tecore_stream_create(TECORE_STREAM_NON_BLOCKING, 0, &s));
+  static const size_t vcounts[] = {1, 7, 4097, 20000};
+  uint64_t salt = 700;
+  for (size_t t = 0; t < 5; t++)
+    for (size_t i = 0; i < sizeof vcounts / sizeof vcounts[0]; i++, salt++) {
+      tecomm_algo_t al = salt & 1 ? TECOMM_ALGO_VERBS : TECOMM_ALGO_AUTO;
+      struct coll_case k = {0, al, all_dtypes[t], TECOMM_SUM, vcounts[i], (int)(salt % 2)};
+      if (t < 3) {
+        k.rs = 1;
+        k.op = (tecomm_op_t)(salt / 2 % 2);
+        run_case(c, s, rank, n, &k, salt);
+        k.rs = 0;
+      }
+      if (!hier) run_case(c, s, rank, n, &k, salt + 10000);
+    }
+  if (hier) {
+    tecore_devptr_t a;
+    RK_CORE(tecore_mem_alloc(4096, &a));
+    RK_EXPECT(TECOMM_ERR_NOT_SUPPORTED, "hierarchical",
+              tecomm_allgather(c, a, a + 1024, 16, TECORE_DTYPE_F32, s));
+    RK_CORE(tecore_mem_free(a));
+  }
+  RK_OK(tecomm_comm_status(c, NULL));
+  RK_CORE(tecore_stream_destroy(s));
+  RK_OK(tecomm_comm_destroy(c));
+}
+
+START_TEST(verbs_flat_and_hierarchical) {
+  static const char *const maps[] = {"0,1", "0,1,2", "0,0,1,1"};
+  setenv("TECOMM_VERBS_LIB", "soft", 1);
+  int nd = 0;
+  char names[2][64];
+  if (tecomm_verbs_devices(&nd, names, 2) != TECOMM_SUCCESS) {
+    printf("# no verbs in this build: %s\n", tecomm_last_error());
+    return;
+  }
+  const char *map = maps[_i];
+  tc_run_ranks((int)(strlen(map) + 1) / 2, rank_verbs, (void *)map, 110);
+  tc_shm_release();
+}
+END_TEST
+
 /* ---- argument errors ---------------------------------------------------------------- */
 
 static void rank_args(int rank, int n, void *arg) {
@@ -317,7 +491,8 @@ END_TEST
 /* ---- ranks that disagree ----------------------------------------------------------- */
 
 /* how: 0 counts differ, 1 dtypes differ, 2 one rank reduce-scatters while
- * the others all-gather */
+ * the others all-gather, 3 one rank's input is symmetric memory, the
+ * others' is not (the kernels would read garbage on the others) */
 struct mismatch_case {
   tecomm_algo_t algo;
   int how;
@@ -329,8 +504,10 @@ static void rank_mismatch(int rank, int n, void *arg) {
   tecomm_comm_t c = tc_rank_comm(rank, n);
   tecore_stream_t s;
   RK_CORE(tecore_stream_create(TECORE_STREAM_NON_BLOCKING, 0, &s));
-  tecore_devptr_t a, b;
-  RK_CORE(tecore_mem_alloc(1 << 16, &a));
+  tecore_devptr_t plain, a, b, sym; /* sym: freed by destroy (the communicator fails) */
+  RK_OK(tecomm_mem_alloc(c, 1 << 16, &sym));
+  RK_CORE(tecore_mem_alloc(1 << 16, &plain));
+  a = plain;
   RK_CORE(tecore_mem_alloc(1 << 16, &b));
   RK_CORE(tecore_memset_d8_async(a, 0x3c, 1 << 16, s));
   /* a first call that agrees: the staging buffer exists, so the mismatch
@@ -342,6 +519,7 @@ static void rank_mismatch(int rank, int n, void *arg) {
   clock_gettime(CLOCK_MONOTONIC, &t0);
   size_t count = k->how == 0 && rank == 1 ? 300 : 200;
   tecore_dtype_t dt = k->how == 1 && rank == 1 ? TECORE_DTYPE_BF16 : TECORE_DTYPE_F32;
+  if (k->how == 3 && rank == 0) a = sym;
   tecomm_result_t r =
       k->how == 2 && rank == 0
           ? tecomm_allgather_algo(c, a, b, count, dt, k->algo, s)
@@ -355,12 +533,12 @@ static void rank_mismatch(int rank, int n, void *arg) {
   double secs = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) * 1e-9;
   RK_ASSERT(r == TECOMM_ERR_MISMATCH, "%s, case %d: got %s (%s)", tecomm_algo_name(k->algo),
             k->how, tecomm_result_name(r), tecomm_last_error());
-  static const char *const says[] = {"count", "dtype", "all-gather"};
+  static const char *const says[] = {"count", "dtype", "all-gather", "symmetric send in place"};
   const char *want = says[k->how];
   RK_ASSERT(strstr(tecomm_last_error(), want), "the detail does not name \"%s\": %s", want,
             tecomm_last_error());
   RK_ASSERT(secs <= 2.0, "TECOMM_ERR_MISMATCH after %.2f s, want <= 2 s", secs);
-  RK_CORE(tecore_mem_free(a));
+  RK_CORE(tecore_mem_free(plain));
   RK_CORE(tecore_mem_free(b));
   RK_CORE(tecore_stream_destroy(s));
   RK_OK(tecomm_comm_destroy(c));
@@ -368,7 +546,8 @@ static void rank_mismatch(int rank, int n, void *arg) {
 
 START_TEST(mismatched_calls_fail_every_rank) {
   static const tecomm_algo_t al[] = {TECOMM_ALGO_ONESHOT, TECOMM_ALGO_CE, TECOMM_ALGO_NCCL};
-  struct mismatch_case k = {al[_i / 3], _i % 3};
+  struct mismatch_case k = {al[_i / 4], _i % 4};
+  if (k.how == 3 && k.algo == TECOMM_ALGO_NCCL) return; /* NCCL reads each rank's own buffer */
   if (k.algo == TECOMM_ALGO_NCCL && !tc_on_vdev()) return; /* NCCL is there on vdev only for sure */
   tc_run_ranks(2 + (_i & 1), rank_mismatch, &k, 30);
   tc_shm_release();
@@ -434,6 +613,53 @@ START_TEST(killed_rank_timeout) {
   struct killed_case k = {al[_i / 2], _i % 2};
   if (k.algo == TECOMM_ALGO_NCCL && !tc_on_vdev()) return; /* a real NCCL's own timing */
   tc_run_ranks_ex(3, rank_killed, &k, 30, 2);
+  tc_shm_release();
+}
+END_TEST
+
+/* ---- abort ---------------------------------------------------------------------------- */
+
+/* Rank 0's call waits for rank 1, which never makes it: rank 0's abort
+ * ends the wait (the stream comes back), the call's error is
+ * TECOMM_ERR_ABORTED and so is every later one. */
+static void rank_abort(int rank, int n, void *arg) {
+  const int rs = *(const int *)arg;
+  setenv("TECOMM_TIMEOUT", "30000", 1); /* the abort ends it, not the timeout */
+  tecomm_comm_t c = tc_rank_comm(rank, n);
+  tecore_stream_t s;
+  RK_CORE(tecore_stream_create(TECORE_STREAM_NON_BLOCKING, 0, &s));
+  tecore_devptr_t buf;
+  RK_CORE(tecore_mem_alloc(1 << 16, &buf));
+  RK_CORE(tecore_memset_d8_async(buf, 0x3c, 1 << 16, s));
+  /* one call together first: the staging buffer exists (its growth is a
+   * host exchange, which the lone call must not need) */
+  RK_OK(tecomm_reduce_scatter_algo(c, buf, buf + 32768, 100, TECORE_DTYPE_F32, TECOMM_SUM,
+                                   TECOMM_ALGO_ONESHOT, s));
+  RK_CORE(tecore_stream_synchronize(s));
+  RK_ASSERT(tc_shm_barrier(tc_shm) == 0, "barrier");
+  if (rank == 0) {
+    RK_OK(rs ? tecomm_reduce_scatter_algo(c, buf, buf + 32768, 100, TECORE_DTYPE_F32, TECOMM_SUM,
+                                          TECOMM_ALGO_ONESHOT, s)
+             : tecomm_allgather_algo(c, buf + 32768, buf, 100, TECORE_DTYPE_F16,
+                                     TECOMM_ALGO_ONESHOT, s));
+    usleep(300000);
+    RK_OK(tecomm_comm_abort(c));
+    tecore_result_t w = te_stream_wait(s, 3000);
+    RK_ASSERT(w == TECORE_SUCCESS, "the stream did not come back within 3 s of the abort");
+    RK_EXPECT(TECOMM_ERR_ABORTED, "aborted", tecomm_comm_status(c, NULL));
+    RK_EXPECT(TECOMM_ERR_ABORTED, "aborted",
+              tecomm_allgather(c, buf + 32768, buf, 100, TECORE_DTYPE_E4M3, s));
+  }
+  RK_ASSERT(tc_shm_barrier(tc_shm) == 0, "barrier");
+  if (rank != 0) RK_OK(tecomm_comm_abort(c)); /* its peer is gone from the protocol */
+  RK_CORE(tecore_mem_free(buf));
+  RK_CORE(tecore_stream_destroy(s));
+  RK_OK(tecomm_comm_destroy(c));
+}
+
+START_TEST(abort_ends_a_waiting_call) {
+  int rs = _i;
+  tc_run_ranks(2, rank_abort, &rs, 60);
   tc_shm_release();
 }
 END_TEST
@@ -529,12 +755,17 @@ static Suite *coll_suite(void) {
   TCase *tc = te_tcase(s, "matrix", 0);
   tcase_add_loop_test(tc, reduce_scatter_every_algo_dtype_op_count, 0, 4);
   tcase_add_loop_test(tc, allgather_every_algo_dtype_count, 0, 4);
+  tcase_add_loop_test(tc, reduce_scatter_is_allreduce_block_bits, 0, 2);
+  tcase_add_loop_test(tc, registered_in_place_level, 0, 2);
+  tc = te_tcase(s, "verbs", 0);
+  tcase_add_loop_test(tc, verbs_flat_and_hierarchical, 0, 3);
   tc = te_tcase(s, "errors", 0);
   tcase_add_loop_test(tc, argument_errors_named, 0, 2);
   tc = te_tcase(s, "agreement", 0);
-  tcase_add_loop_test(tc, mismatched_calls_fail_every_rank, 0, 9);
+  tcase_add_loop_test(tc, mismatched_calls_fail_every_rank, 0, 12);
   tc = te_tcase(s, "timeout", 0);
   tcase_add_loop_test(tc, killed_rank_timeout, 0, 6);
+  tcase_add_loop_test(tc, abort_ends_a_waiting_call, 0, 2);
   tc = te_tcase(s, "graph", 0);
   tcase_add_loop_test(tc, graph_replays_new_data, 0, 2);
   return s;
