@@ -1,10 +1,14 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* te-allreduce-perf.c -- allreduce bandwidth and latency, in the form of
+/* te-allreduce-perf.c -- collective bandwidth and latency, in the form of
  * nccl-tests' all_reduce_perf: a sweep of sizes (-b/-e/-f), one dtype (-d),
- * one algorithm (-a, default the table), eager or N operations captured in
- * one graph (-G N: time per operation), the fused allreduce + residual add
- * + RMSNorm (--fused H), and, in the same run, NCCL's time for the same
- * size and the ratio.  Columns: size, count, dtype, algo, time (us), algbw,
+ * one collective (-C: allreduce, reduce-scatter or all-gather), one
+ * algorithm (-a, default the table), eager or N operations captured in one
+ * graph (-G N: time per operation), the fused allreduce + residual add +
+ * RMSNorm (--fused H), and, in the same run, NCCL's time for the same
+ * size and the ratio.  NCCL is the library itself, called by the tool on a
+ * communicator of its own (nccl_peer.h), not libtecomm's nccl level.
+ * Sizes are nccl-tests': the whole buffer (all ranks' blocks for
+ * reduce-scatter's input and all-gather's output).  Columns: size, count, dtype, algo, time (us), algbw,
  * busbw (GB/s), #wrong, NCCL time (us), ratio, then the average bus
  * bandwidth; --csv and --json for a machine (tools/out.h: the document
  * alone on stdout, the header's lines on stderr).  The header gives the
@@ -40,12 +44,18 @@
 #include "cli.h"
 #include "out.h"
 #include "common/convert.h"
+#include "nccl_peer.h"
 #ifdef TE_HAVE_MPI
 #include <mpi.h>
 #endif
 
+/* -C: the collective timed */
+enum coll { COLL_ALLREDUCE, COLL_REDUCE_SCATTER, COLL_ALLGATHER };
+static const char *const coll_words[] = {"allreduce", "reduce-scatter", "allgather"};
+
 struct opts {
   int nranks;            /* -n; 0: from the launcher */
+  enum coll coll;        /* -C */
   size_t minb, maxb;
   double factor;
   tecore_dtype_t dtype;
@@ -146,13 +156,51 @@ struct bench {
   size_t cap;                                  /* bytes of x */
   int x_plain;                                 /* x is tecore memory (no symmetric memory) */
   int probe;                                   /* >= 0: op_once is tecomm_probe(probe) */
+  struct nccl_peer *peer;                      /* NCCL itself, or NULL */
+  int on_peer;                                 /* op_once calls the peer */
+  char peer_why[200];                          /* why there is no peer */
   double floor_us[2];                          /* the probes' times (-1: none) */
 };
 
-/* One operation of the benchmark on algo. */
+/* The byte offset of this rank's block of a buffer of count elements. */
+static size_t block_off(const struct bench *b, size_t count) {
+  return (size_t)b->rank * (count / (size_t)b->n) * tecore_dtype_size(b->o->dtype);
+}
+
+/* One operation of NCCL itself; --fused: the allreduce, then libtecore's
+ * add and RMSNorm kernels (what the fused call replaces). */
+static tecomm_result_t peer_once(struct bench *b, size_t count) {
+  const struct opts *o = b->o;
+  size_t blk = count / (size_t)b->n, off = block_off(b, count);
+  int r = o->coll == COLL_REDUCE_SCATTER
+              ? nccl_peer_call(b->peer, NCCL_PEER_REDUCE_SCATTER, b->x, b->x + off, blk, o->dtype, b->s)
+          : o->coll == COLL_ALLGATHER
+              ? nccl_peer_call(b->peer, NCCL_PEER_ALLGATHER, b->x + off, b->x, blk, o->dtype, b->s)
+              : nccl_peer_call(b->peer, NCCL_PEER_ALLREDUCE, b->x, b->x, count, o->dtype, b->s);
+  if (r != 0) DIE("NCCL (the peer): result %d", r);
+  if (!o->fused_hidden) return TECOMM_SUCCESS;
+  CORE(tecore_scale_add(b->resid, b->x, 1.0f, b->resid, 1.0f, o->dtype, count, b->s));
+  size_t shape[2] = {count / o->fused_hidden, o->fused_hidden};
+  struct tecore_tensor x, g, y;
+  CORE(tecore_tensor_init(&x, o->dtype, 2, shape, b->resid));
+  CORE(tecore_tensor_init(&g, o->dtype, 1, &o->fused_hidden, b->gamma));
+  CORE(tecore_tensor_init(&y, o->dtype, 2, shape, b->out));
+  CORE(tecore_rmsnorm_fwd(&x, &g, 1e-5f, 0, &y, 0, b->s));
+  return TECOMM_SUCCESS;
+}
+
+/* One operation of the benchmark on algo (in place on the symmetric
+ * input: reduce-scatter into this rank's block, all-gather from it). */
 static tecomm_result_t op_once(struct bench *b, size_t count, tecomm_algo_t algo) {
   const struct opts *o = b->o;
   if (b->probe >= 0) return tecomm_probe(b->comm, (tecomm_probe_t)b->probe, b->s);
+  if (b->on_peer) return peer_once(b, count);
+  size_t blk = count / (size_t)b->n, off = block_off(b, count);
+  if (o->coll == COLL_REDUCE_SCATTER)
+    return tecomm_reduce_scatter_algo(b->comm, b->x, b->x + off, blk, o->dtype, TECOMM_SUM, algo,
+                                      b->s);
+  if (o->coll == COLL_ALLGATHER)
+    return tecomm_allgather_algo(b->comm, b->x + off, b->x, blk, o->dtype, algo, b->s);
   if (o->fused_hidden) {
     struct tecomm_add_rmsnorm a = {.x = b->x, .rows = count / o->fused_hidden,
                                    .hidden = o->fused_hidden, .dtype = o->dtype,
@@ -211,9 +259,40 @@ static double measure(struct bench *b, size_t count, tecomm_algo_t algo) {
   return us;
 }
 
+/* Reduce-scatter and all-gather: fresh inputs (all-gather: this rank's
+ * block, the rest of the buffer poisoned), one checked call; the elements
+ * of the output that are wrong. */
+static long check_blocks(struct bench *b, size_t count, tecomm_algo_t algo) {
+  const struct opts *o = b->o;
+  const int rs = o->coll == COLL_REDUCE_SCATTER;
+  size_t esz = tecore_dtype_size(o->dtype), blk = count / (size_t)b->n;
+  size_t off = block_off(b, count), bytes = count * esz;
+  unsigned char *h = malloc(bytes);
+  if (!h) DIE("out of host memory");
+  for (size_t i = 0; i < count; i++)
+    store(h, i, o->dtype, rs ? input_value(i, b->rank)
+                          : i / blk == (size_t)b->rank ? input_value(i % blk, b->rank) : -1024.0f);
+  CORE(tecore_memcpy_async(b->x, (tecore_devptr_t)(uintptr_t)h, bytes, b->s));
+  COMM(op_once(b, count, algo));
+  CORE(tecore_memcpy_async((tecore_devptr_t)(uintptr_t)h, b->x, bytes, b->s));
+  CORE(tecore_stream_synchronize(b->s));
+  long wrong = 0;
+  for (size_t i = 0; i < (rs ? blk : count); i++) {
+    float want = 0;
+    if (rs)
+      for (int r = 0; r < b->n; r++) want += input_value((size_t)b->rank * blk + i, r);
+    else
+      want = input_value(i % blk, (int)(i / blk));
+    if (load(h + (rs ? off : 0), i, o->dtype) != want) wrong++;
+  }
+  free(h);
+  return wrong;
+}
+
 /* Fresh inputs, one checked call; the elements that are wrong. */
 static long check_once(struct bench *b, size_t count, tecomm_algo_t algo) {
   const struct opts *o = b->o;
+  if (o->coll != COLL_ALLREDUCE) return check_blocks(b, count, algo);
   size_t esz = tecore_dtype_size(o->dtype), bytes = count * esz;
   unsigned char *h = malloc(bytes), *got = malloc(bytes);
   unsigned char *res = NULL, *gam = NULL;
@@ -309,6 +388,7 @@ static void header(struct bench *b) {
   te_out_field_s(out, "backend", tecore_backend_name(be));
   te_out_field_s(out, "gpu", p.name);
   te_out_field_s(out, "nccl", nccl);
+  te_out_field_s(out, "coll", coll_words[o->coll]);
   te_out_field_s(out, "dtype", dtype_str(o->dtype));
   te_out_field_s(out, "algo", tecomm_algo_name(o->algo));
   te_out_field_n(out, "graph_ops", o->graph_ops);
@@ -318,9 +398,14 @@ static void header(struct bench *b) {
   te_out_note(out, "te-allreduce-perf: machine %s, %d ranks, backend %s, GPUs %d x %s (sm_%d%d), NCCL %s",
               host, b->n, tecore_backend_name(be), b->n, p.name, p.cc_major, p.cc_minor, nccl);
   te_out_note(out, "minBytes %zu maxBytes %zu step: %g(factor) warmup iters: %d iters: %d graph: %d "
-              "dtype: %s algo: %s fused: %zu",
+              "dtype: %s coll: %s algo: %s fused: %zu",
               o->minb, o->maxb, o->factor, o->warmup, o->iters, o->graph_ops, dtype_str(o->dtype),
-              tecomm_algo_name(o->algo), o->fused_hidden);
+              coll_words[o->coll], tecomm_algo_name(o->algo), o->fused_hidden);
+  if (b->peer)
+    te_out_note(out, "nccl(us): NCCL called directly on a communicator of its own%s",
+                o->fused_hidden ? ", then libtecore's add and RMSNorm kernels" : "");
+  else if (o->nccl)
+    te_out_note(out, "nccl(us): none (%s)", b->peer_why);
   char d[2048];
   if (!out->quiet && tecomm_comm_describe(b->comm, 0, d, sizeof d) == TECOMM_SUCCESS)
     for (char *l = strtok(d, "\n"); l; l = strtok(NULL, "\n")) te_out_note(out, "%s", l);
@@ -393,23 +478,21 @@ static int run_rank(const struct opts *o, int rank, int n, int device,
   b.probe = TECOMM_PROBE_EXCHANGE;
   b.floor_us[1] = b.floor_us[0] >= 0 ? measure(&b, 1, TECOMM_ALGO_AUTO) : -1.0;
   b.probe = -1;
+  if (o->nccl) b.peer = nccl_peer_open(b.comm, b.s, b.peer_why, sizeof b.peer_why);
   if (b.rank == 0) header(&b);
-  int nccl_ok = 0, ran = 0;
+  int ran = 0;
   double busbw_sum = 0;
   long wrong_total = 0;
-  if (o->nccl) {
-    int v;
-    nccl_ok = tecomm_nccl_version(&v) == TECOMM_SUCCESS;
-  }
   for (double sz = (double)o->minb; sz <= (double)o->maxb * 1.0000001;
        sz = o->factor > 1 ? sz * o->factor : sz + (double)o->minb) {
     size_t bytes = (size_t)sz, count = bytes / esz;
     if (o->fused_hidden) count = count / o->fused_hidden * o->fused_hidden;
+    if (o->coll != COLL_ALLREDUCE) count = count / (size_t)b.n * (size_t)b.n;
     if (count == 0) continue;
     bytes = count * esz;
     tecomm_algo_t algo = o->algo;
     if (b.rank == 0) te_out_progress(o->out, "%zu bytes ...", bytes);
-    if (algo == TECOMM_ALGO_AUTO &&
+    if (algo == TECOMM_ALGO_AUTO && o->coll == COLL_ALLREDUCE &&
         tecomm_comm_choose(b.comm, count, o->dtype, o->fused_hidden != 0, &algo) != TECOMM_SUCCESS)
       algo = TECOMM_ALGO_AUTO;
     long wrong = -1;
@@ -425,11 +508,18 @@ static int run_rank(const struct opts *o, int rank, int n, int device,
       CORE(tecore_stream_synchronize(b.s));
       wrong = (long)fw;
     }
-    double nus = nccl_ok && algo != TECOMM_ALGO_NCCL ? measure(&b, count, TECOMM_ALGO_NCCL) : -1.0;
+    double nus = -1.0;
+    if (b.peer) {
+      b.on_peer = 1;
+      nus = measure(&b, count, TECOMM_ALGO_AUTO);
+      b.on_peer = 0;
+    }
     if (wrong > 0) wrong_total += wrong;
     if (b.rank == 0) {
       double algbw = us > 0 ? (double)bytes / us * 1e-3 : 0;
-      double busbw = algbw * 2.0 * (b.n - 1) / b.n;
+      /* nccl-tests' factors: allreduce moves 2 (n - 1) / n of the buffer
+       * over each rank's links, reduce-scatter and all-gather (n - 1) / n */
+      double busbw = algbw * (o->coll == COLL_ALLREDUCE ? 2.0 : 1.0) * (b.n - 1) / b.n;
       if (us >= 0) {
         ran++;
         busbw_sum += busbw;
@@ -444,6 +534,7 @@ static int run_rank(const struct opts *o, int rank, int n, int device,
     }
   }
   if (b.rank == 0) footer(&b, busbw_sum, ran, wrong_total);
+  nccl_peer_close(b.peer);
   if (b.x_plain)
     CORE(tecore_mem_free(b.x));
   else
@@ -464,7 +555,7 @@ static int run_rank(const struct opts *o, int rank, int n, int device,
 
 static const char usage_text[] =
     "usage: te-allreduce-perf [-n ranks] [-b minbytes] [-e maxbytes] [-f factor]\n"
-    "         [-d float|bf16|half]\n"
+    "         [-d float|bf16|half] [-C allreduce|reduce-scatter|allgather]\n"
     "         [-a auto|oneshot|twoshot|lamport|nccl|verbs|nvls|nvls-lamport|mnnvl|ce]\n"
     "         [-G ops] [-w warmup] [-i iters] [-c 0|1] [--fused hidden] [--no-nccl]\n"
     "         [--csv | --json] [-q] [-h] [--version]\n"
@@ -474,6 +565,8 @@ static const char usage_text[] =
     "  -e BYTES       the largest size (default 64M; K, M or G may follow)\n"
     "  -f FACTOR      multiply the size by FACTOR each step (default 2; 1: add -b instead)\n"
     "  -d DTYPE       float, bf16 or half (default bf16)\n"
+    "  -C COLL        the collective: allreduce (default), reduce-scatter or allgather;\n"
+    "                 sizes are the whole buffer, a multiple of the ranks' count\n"
     "  -a ALGO        the algorithm for every size (default auto: libtecomm's table)\n"
     "  -G N           capture N operations in one graph and time its replays (per op;\n"
     "                 default 0: eager launches)\n"
@@ -481,7 +574,7 @@ static const char usage_text[] =
     "  -i N           timed operations per size (default 20)\n"
     "  -c 0|1         check the result of one more call per size (#wrong; default 1)\n"
     "  --fused H      allreduce + residual add + RMSNorm over rows of H elements\n"
-    "  --no-nccl      do not time NCCL beside each size\n"
+    "  --no-nccl      do not time NCCL (the library itself, on cuda) beside each size\n"
     "  --csv          CSV on stdout: a header row, then one row per size\n"
     "  --json         one JSON object on stdout: the run, \"rows\", the average bus bandwidth\n"
     "  -q, --quiet    the rows, the floor and the average only (no header lines)\n"
@@ -490,10 +583,9 @@ static const char usage_text[] =
     "  with --csv or --json, the header, floor and average lines go to stderr\n"
     "exit status: 0 ok, 1 a rank failed or an element was wrong, 2 a wrong command line\n"
     "see te-allreduce-perf(1)\n";
+static int fork_ranks(const struct opts *o_);
+
 int main(int argc, char **argv) {
-  /* NCCL, the peer, is timed as NCCL runs: without the watchdog's writes
-   * around its calls (libtecomm(7)), unless the caller set the variable */
-  setenv("TECOMM_NCCL_WATCHDOG", "0", 0);
   struct te_out out = {.tool = "te-allreduce-perf", .head_prefix = "#"};
   struct opts o = {.out = &out, .nranks = 0, .minb = 8, .maxb = 64u << 20, .factor = 2, .dtype = TECORE_DTYPE_BF16,
                    .algo = TECOMM_ALGO_AUTO, .graph_ops = 0, .warmup = 5, .iters = 20,
@@ -504,7 +596,7 @@ int main(int argc, char **argv) {
                                      TE_CLI_LONGS,
                                      {0, 0, 0, 0}};
   struct te_cli cli = {.prog = "te-allreduce-perf", .usage = usage_text,
-                       .shorts = "n:b:e:f:d:a:G:w:i:c:qh", .longs = lo,
+                       .shorts = "n:b:e:f:d:C:a:G:w:i:c:qh", .longs = lo,
                        .out = &out};
   long long v;
   int ch;
@@ -535,6 +627,14 @@ int main(int argc, char **argv) {
       else
         return te_cli_error(&cli, "-d %s: not float, bf16 or half", optarg);
       break;
+    case 'C': {
+      int c = -1;
+      for (int i = 0; i < 3; i++)
+        if (!strcmp(optarg, coll_words[i])) c = i;
+      if (c < 0) return te_cli_error(&cli, "-C %s: not allreduce, reduce-scatter or allgather", optarg);
+      o.coll = (enum coll)c;
+      break;
+    }
     case 'a':
       if (tecomm_algo_parse(optarg, &o.algo) != TECOMM_SUCCESS)
         return te_cli_error(&cli, "-a %s: %s", optarg, tecomm_last_error());
@@ -560,6 +660,8 @@ int main(int argc, char **argv) {
   }
   if (te_cli_end(&cli, argc, argv)) return cli.status;
   if (o.maxb < o.minb) return te_cli_error(&cli, "-e %zu is below -b %zu", o.maxb, o.minb);
+  if (o.fused_hidden && o.coll != COLL_ALLREDUCE)
+    return te_cli_error(&cli, "--fused is an allreduce's epilogue, not %s's", coll_words[o.coll]);
   o.quiet = cli.quiet;
   setvbuf(stdout, NULL, _IOLBF, 0);
   if (o.nranks == 0) {
@@ -575,8 +677,14 @@ int main(int argc, char **argv) {
 #endif
     return run_rank(&o, -1, -1, -1, NULL); /* TECOMM_RANK / NRANKS / ROOT */
   }
-  /* -n: fork the ranks before anything touches the device (a CUDA context
-   * does not survive fork); rank r uses device r on cuda */
+  return fork_ranks(&o);
+}
+
+/* -n: fork the ranks before anything touches the device (a CUDA context
+ * does not survive fork); rank r uses device r on cuda.  The exit status:
+ * 1 when a rank failed. */
+static int fork_ranks(const struct opts *o_) {
+  struct opts o = *o_;
   g_shm = mmap(NULL, sizeof *g_shm, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
   if (g_shm == MAP_FAILED) {
     perror("te-allreduce-perf: mmap");

@@ -2,7 +2,7 @@
 # SPDX-License-Identifier: Apache-2.0
 # allreduce-perf.sh -- te-allreduce-perf as a newcomer first runs it, on a
 # machine with no GPU: vdev ranks forked by -n, eager and graph-captured,
-# plain and fused.  Every size must have run (a time, not n/a) with no
+# plain and fused allreduce, reduce-scatter and all-gather.  Every size must have run (a time, not n/a) with no
 # wrong element, and the header must give the latency floor.
 set -u
 tool=${top_builddir:-.}/tools/te-allreduce-perf
@@ -29,4 +29,11 @@ run -n 2 -b 8 -e 1M -f 16 -d bf16
 run -n 3 -b 4 -e 64K -f 8 -d float -G 4
 run -n 4 -b 1K -e 64K -f 8 -d half -a twoshot
 run -n 2 -b 8K -e 32K -f 2 -d bf16 --fused 1024 -G 2
+# reduce-scatter and all-gather: every size a multiple of the ranks, each checked
+run -n 2 -b 8 -e 256K -f 16 -d bf16 -C reduce-scatter
+run -n 3 -b 12 -e 48K -f 8 -d float -C allgather -G 2
+run -n 4 -b 16 -e 64K -f 16 -d half -C reduce-scatter -G 2
+# --fused is an allreduce's: refused with another collective (exit 2)
+TE_DEVICE=vdev "$tool" -n 2 -C allgather --fused 64 > /dev/null 2>&1
+if [ $? -ne 2 ]; then echo "FAIL: -C allgather --fused was not refused with exit 2"; fail=1; fi
 exit $fail
