@@ -68,10 +68,13 @@ static const char usage_text[] =
     "  --rope 0|1         RoPE on queries and keys (0: a learned position table)\n"
     "  --bias 0|1         biases in the Linears (the LM head has none)\n"
     "data:\n"
-    "  --data FILE        train on FILE's bytes (repeat for more files); the last tenth\n"
-    "                     is held out for the validation loss\n"
+    "  --data FILE        train on FILE's bytes, or its tokens when it is an llm.c shard\n"
+    "                     (repeat for more files); the last tenth is held out for the\n"
+    "                     validation loss\n"
     "  --corpus-dir DIR   without --data: the man pages under DIR (man1, man3, man7)\n"
     "  --synthetic        random tokens at any vocabulary (speed runs)\n"
+    "  --val FILE         the validation set (bytes or a shard; default: the last tenth)\n"
+    "  --tokenize IN OUT  write IN's bytes as an llm.c token shard (uint16) OUT, and exit\n"
     "training:\n"
     "  --steps N          train until step N (default 30)\n"
     "  --batch N          sequences per microbatch (preset's)\n"
@@ -84,9 +87,10 @@ static const char usage_text[] =
     "  --clip X           global gradient-norm clip (default 1.0; 0: none)\n"
     "  --recipe NAME      none (BF16, default), delayed (margin 1), current, block\n"
     "  --seed N           initialization and sampling (default 1)\n"
-    "  --tp N             tensor parallelism over N ranks (forked processes): every block\n"
-    "                     split, the rest replicated; --save writes the one-process files,\n"
-    "                     --load takes any run's, every rank decodes --sample, rank 0 prints\n"
+    "  --tp N             tensor parallelism over N = 1..8 ranks (forked processes): every\n"
+    "                     block split, the rest replicated; --save writes the one-process\n"
+    "                     files, --load takes any run's, every rank decodes --sample,\n"
+    "                     rank 0 prints\n"
     "  --share-saved 0|1  lay the saved tensors the backward never reads over shared\n"
     "                     scratch by their lifetimes (default 1)\n"
     "  --wgrad TYPE       the Linears' weight gradients: bf16 (the GEMM's output, as\n"
@@ -115,9 +119,13 @@ static const char usage_text[] =
     "  --plan             print the fuser's forward and backward plans (its fusions)\n"
     "  --eval-every N     validation loss every N steps (default 10; 0: never)\n"
     "  --eval-batches N   batches of the validation loss (default 4)\n"
+    "  --eval FILE        no training: the loss and perplexity over FILE's windows\n"
+    "  --log FILE         the step rows also appended to FILE\n"
     "checkpoints (safetensors):\n"
     "  --save DIR         after the last step: DIR/model.safetensors, DIR/optimizer.safetensors\n"
-    "  --load DIR         resume from DIR (its model shape; the run continues at its step)\n"
+    "  --save-every N     also every N steps (needs --save)\n"
+    "  --load DIR         resume from DIR (its model shape and its run's options, those\n"
+    "                     given again excepted; the run continues at its step)\n"
     "generation:\n"
     "  --sample N         bytes to generate after training (default 64; 0: none)\n"
     "  --prompt TEXT      the text to continue (default a newline)\n"
@@ -138,7 +146,8 @@ enum {
   O_ROPE, O_BIAS, O_DATA, O_CORPUS, O_SYNTH, O_STEPS, O_BATCH, O_ACCUM, O_LR, O_MINLR, O_WARMUP,
   O_DECAY, O_WD, O_CLIP, O_RECIPE, O_SEED, O_EVAL, O_EVALB, O_SAVE, O_LOAD, O_SAMPLE, O_PROMPT,
   O_TEMP, O_TOPK, O_SCHECK, O_NOGRAPH, O_TP, O_SHARE, O_WGRAD, O_PROFILE, O_PLAN, O_OFFLOAD, O_OFF_LAYERS,
-  O_OFF_PREFETCH, O_OFF_DIR, O_HOST_BUDGET, O_OFF_MIN, O_GLAUNCH, O_NOPIPE
+  O_OFF_PREFETCH, O_OFF_DIR, O_HOST_BUDGET, O_OFF_MIN, O_GLAUNCH, O_NOPIPE,
+  O_VAL, O_TOKENIZE, O_EVALFILE, O_SAVE_EVERY, O_LOG, O_LAST
 };
 static const struct option longs[] = {
     TE_CLI_LONGS, TE_CLI_FORMATS,
@@ -171,6 +180,9 @@ static const struct option longs[] = {
     {"offload-min-elems", required_argument, 0, O_OFF_MIN},
     {"graph-launch", required_argument, 0, O_GLAUNCH},
     {"no-pipeline", no_argument, 0, O_NOPIPE},
+    {"val", required_argument, 0, O_VAL}, {"tokenize", required_argument, 0, O_TOKENIZE},
+    {"eval", required_argument, 0, O_EVALFILE}, {"save-every", required_argument, 0, O_SAVE_EVERY},
+    {"log", required_argument, 0, O_LOG},
     {0, 0, 0, 0}};
 
 struct opts {
@@ -191,6 +203,13 @@ struct opts {
   long long seed;
   struct demo_offload_opts off;   /* --offload and its options */
   int off_given;                  /* an --offload-* option or --host-budget was given */
+  const char *val, *tokenize, *tokenize_out, *eval_file, *log;
+  int save_every;
+  struct gpt_run_args run_args;   /* the options that define the run (--save stores them) */
+  int pass;                       /* parse: 0 the command line, 1 the checkpoint's, 2 again */
+  char **words;                   /* the checkpoint's options (nwords), which o points into */
+  int nwords;
+  unsigned char stored[O_LAST - O_MODEL];   /* given by the checkpoint */
 };
 
 static int word_of(struct te_cli *cli, const char *flag, const char *arg, const char *const *w,
@@ -198,6 +217,32 @@ static int word_of(struct te_cli *cli, const char *flag, const char *arg, const 
   for (int i = 0; i < n; i++)
     if (!strcmp(arg, w[i])) return *out = i, 0;
   return te_cli_error(cli, "%s: unknown value '%s'", flag, arg);
+}
+
+/* The options a checkpoint keeps (te-gpt(1), "Checkpoints"): the model,
+ * the data and the training, not where files go nor what is printed. */
+static int run_option(int opt) {
+  return (opt >= O_MODEL && opt <= O_EVALB) || opt == O_SHARE || opt == O_WGRAD ||
+         opt == O_VAL || opt == O_SAVE_EVERY;
+}
+
+/* opt into the run's record; given again after the checkpoint's (pass 2),
+ * it replaces the checkpoint's (every --data of it, for --data) */
+static int record(struct te_cli *cli, struct opts *o, int opt, const char *name, const char *a) {
+  if (!run_option(opt)) {
+    if (o->pass != 1) return 0;
+    return te_cli_error(cli, "%s: the checkpoint's options hold --%s, not an option a run "
+                        "stores", o->load, name ? name : "?");
+  }
+  unsigned char *st = &o->stored[opt - O_MODEL];
+  if (o->pass == 2 && *st) {
+    gpt_run_args_drop(&o->run_args, name);
+    if (opt == O_DATA) o->nfiles = 0;
+    *st = 0;
+  }
+  if (o->pass == 1) *st = 1;
+  gpt_run_args_add(&o->run_args, name, a);
+  return 0;
 }
 
 /* the option at hand; TE_EXIT_USAGE after a reported error */
@@ -211,6 +256,7 @@ static int take(struct te_cli *cli, struct opts *o, int opt, const char *a) {
     if (l->val == opt) flag = l->name;
   char f[40];
   snprintf(f, sizeof f, "--%s", flag ? flag : "?");
+  if (record(cli, o, opt, flag, a)) return TE_EXIT_USAGE;
   if (opt >= O_LAYERS && opt <= O_BIAS) o->given[opt - O_LAYERS] = 1;
   if (opt >= O_LAYERS && opt <= O_VOCAB)
     return te_cli_int(cli, f, a, lo[opt - O_LAYERS], hi[opt - O_LAYERS], shape[opt - O_LAYERS]);
@@ -221,7 +267,16 @@ static int take(struct te_cli *cli, struct opts *o, int opt, const char *a) {
   case O_ACT: return word_of(cli, f, a, act_words, 4, &o->c.act);
   case O_ROPE: return te_cli_int(cli, f, a, 0, 1, &o->c.rope);
   case O_BIAS: return te_cli_int(cli, f, a, 0, 1, &o->c.bias);
-  case O_DATA: o->files[o->nfiles++] = (char *)a; return 0;
+  case O_DATA:
+    o->files = realloc(o->files, ((size_t)o->nfiles + 2) * sizeof *o->files);
+    if (!o->files) return te_cli_error(cli, "out of memory");
+    o->files[o->nfiles++] = (char *)a;
+    return 0;
+  case O_VAL: o->val = a; return 0;
+  case O_TOKENIZE: o->tokenize = a; return 0;
+  case O_EVALFILE: o->eval_file = a; return 0;
+  case O_LOG: o->log = a; return 0;
+  case O_SAVE_EVERY: return te_cli_int(cli, f, a, 1, 100000000, &o->save_every);
   case O_CORPUS: o->corpus_dir = a; return 0;
   case O_SYNTH: o->synthetic = 1; return 0;
   case O_STEPS: return te_cli_int(cli, f, a, 0, 100000000, &o->steps);
@@ -312,6 +367,9 @@ static int resolve(struct te_cli *cli, struct opts *o, struct gpt_config given, 
   if (!o->synthetic && c->vocab < 256)
     return te_cli_error(cli, "--vocab %d: byte data needs at least 256 (or --synthetic)", c->vocab);
   if (o->nfiles && o->synthetic) return te_cli_error(cli, "--data and --synthetic: one or the other");
+  if (o->val && o->synthetic) return te_cli_error(cli, "--val and --synthetic: one or the other");
+  if (o->save_every && !o->save) return te_cli_error(cli, "--save-every needs --save DIR");
+  if (o->eval_file && o->tp > 1) return te_cli_error(cli, "--eval and --tp: one or the other");
   if (o->top_k && o->temperature <= 0) return te_cli_error(cli, "--top-k needs --temperature > 0");
   if (o->off_given && !o->off.on)
     return te_cli_error(cli, "--offload-layers, --offload-prefetch, --offload-min-elems, "
@@ -413,7 +471,10 @@ static int run(struct opts *op, const struct gpt_tp *tp, double *losses, uint64_
   GPT_CHECK(tecore_stream_create(0, 0, &s));
   if (o.load && gpt_load_config(o.load, &o.c)) return TE_EXIT_FAIL;
   struct gpt_data d;
-  if (gpt_data_load(&d, o.files, o.nfiles, o.corpus_dir, o.c.seq, o.c.vocab, o.synthetic))
+  if (gpt_data_load(&d, &(struct gpt_data_opts){.files = o.files, .nfiles = o.nfiles,
+                                                .corpus_dir = o.corpus_dir, .val = o.val,
+                                                .seq = o.c.seq, .vocab = o.c.vocab,
+                                                .synthetic = o.synthetic}))
     return TE_EXIT_FAIL;
   struct tecore_recipe rec, *recipe = NULL;
   if (o.recipe) {
@@ -439,13 +500,22 @@ static int run(struct opts *op, const struct gpt_tp *tp, double *losses, uint64_
                         .host_launch = o.host_launch || (o.off.on && !o.launch_given),
                         .pipeline = !o.no_pipeline && !o.off.on,
                         .chain_mode = !o.no_chain && !o.off.on,
-                        .sum_ranks = tp ? sum_ranks : NULL};
+                        .sum_ranks = tp ? sum_ranks : NULL, .run_args = &o.run_args};
   gpt_train_init(&t, &m, s);
   struct demo_offload dof;
   memset(&dof, 0, sizeof dof);
+  struct gpt_log lg = {NULL};
   if (o.off.on) t.use_graph = 0;   /* plain eager steps until offload is attached */
   int rc = TE_EXIT_OK;
   if (o.load && gpt_load(o.load, &m, &t, s)) {
+    rc = TE_EXIT_FAIL;
+    goto out;
+  }
+  if (o.eval_file) {
+    rc = gpt_eval_report(&OUT, &t, &m, o.eval_file, s);
+    goto out;
+  }
+  if (gpt_log_open(&lg, !tp || !tp->rank ? o.log : NULL)) {
     rc = TE_EXIT_FAIL;
     goto out;
   }
@@ -470,7 +540,7 @@ static int run(struct opts *op, const struct gpt_tp *tp, double *losses, uint64_
               c->layers, c->hidden, c->heads, c->kv_heads, c->ffn, c->seq, c->vocab,
               norm_words[c->norm], act_words[c->act], c->rope ? "RoPE" : "learned positions",
               (double)whole / 1e6);
-  te_out_note(&OUT, "data: %s; %zu training bytes, %zu held out", d.source, d.ntrain,
+  te_out_note(&OUT, "data: %s; %zu training tokens, %zu held out", d.source, d.ntrain,
               d.n - d.ntrain);
   te_out_note(&OUT, "%s, batch %d x %d tokens x accum %d; AdamW lr %g (warmup %d, cosine to %g at "
               "step %d), weight decay %g, clip %g; %s",
@@ -542,7 +612,8 @@ static int run(struct opts *op, const struct gpt_tp *tp, double *losses, uint64_
     if (prof) GPT_CHECK(tecore_profile_start());
     /* the next step may be queued before this one is waited for when
      * nothing runs between them (a validation pass, the last step) */
-    t.queue_next = t.step + 2 <= o.steps && !(o.eval_every && (t.step + 1) % o.eval_every == 0);
+    t.queue_next = t.step + 2 <= o.steps && !(o.eval_every && (t.step + 1) % o.eval_every == 0) &&
+                   !(o.save_every && (t.step + 1) % o.save_every == 0);
     double loss = gpt_train_step(&t, &m, &d, s, &gn);
     double dt = now_s() - t0;
     if (prof) {
@@ -587,6 +658,15 @@ static int run(struct opts *op, const struct gpt_tp *tp, double *losses, uint64_
                                            TE_OUT_N(tokens / dt),
                                            TE_OUT_N(tokens / dt * flops_per_token / 1e12),
                                            TE_OUT_N(mem_mib)});
+    gpt_log_step(&lg, &(struct gpt_log_row){t.step, loss, val.set ? val.n : NAN, lr, gn,
+                                            dt * 1e3, tokens / dt});
+    if (o.save_every && t.step % o.save_every == 0 && t.step < o.steps) {
+      if (gpt_save(o.save, &m, &t, s)) {
+        rc = TE_EXIT_FAIL;
+        goto out;
+      }
+      te_out_note(&OUT, "saved step %lld to %s", (long long)t.step, o.save);
+    }
   }
   te_out_table_end(&OUT);
   if (nsteps) {
@@ -629,7 +709,11 @@ static int run(struct opts *op, const struct gpt_tp *tp, double *losses, uint64_
     double s0 = now_s(), steady = 0;
     so.steady_t0 = &steady;
     if (o.profile) GPT_CHECK(tecore_profile_start());
-    gpt_sample(&m, &so, text, s);
+    if (gpt_sample(&m, &so, text, s)) {
+      free(text);
+      rc = TE_EXIT_FAIL;
+      goto out;
+    }
     if (sample_sum) *sample_sum = text_sum(text, (size_t)o.sample);
     double s1 = now_s(), sdt = s1 - s0;
     if (o.profile) {
@@ -688,6 +772,7 @@ static int run(struct opts *op, const struct gpt_tp *tp, double *losses, uint64_
   }
   te_out_end(&OUT);
 out:
+  gpt_log_close(&lg);
   demo_offload_destroy(&dof);
   gpt_train_free(&t);
   gpt_model_destroy(&m);
@@ -778,17 +863,51 @@ static int run_tp(struct opts *o) {
   return rc;
 }
 
+/* argv's options into o: -1, or the exit status; --tokenize IN OUT
+ * takes the word after the options */
+static int parse_words(struct te_cli *cli, struct opts *o, int argc, char **argv) {
+  int opt;
+  optind = 0;   /* glibc: a fresh scan */
+  while ((opt = te_cli_next(cli, argc, argv)) != -1) {
+    if (opt == TE_CLI_EXIT) return cli->status;
+    if (take(cli, o, opt, optarg)) return cli->status;
+  }
+  if (o->tokenize && o->pass != 1) {
+    if (optind >= argc) return te_cli_error(cli, "--tokenize IN OUT: OUT is missing");
+    o->tokenize_out = argv[optind++];
+  }
+  if (te_cli_end(cli, argc, argv)) return cli->status;
+  return -1;
+}
+
+/* --load: the checkpoint's stored options, then the command line's again
+ * over them (te-gpt(1), "Checkpoints") */
+static int with_stored(struct te_cli *cli, struct opts *o, const struct opts *dflt, int argc,
+                       char **argv) {
+  char **w;
+  int n;
+  if (gpt_load_run_args(o->load, &w, &n)) return TE_EXIT_FAIL;
+  if (n <= 1) return free(w), -1;
+  const char *load = o->load;
+  char **files = o->files;
+  gpt_run_args_free(&o->run_args);
+  *o = *dflt;
+  o->files = files, o->load = load, o->pass = 1, o->words = w, o->nwords = n;
+  int rc = parse_words(cli, o, n, w);
+  if (rc >= 0) return rc;
+  o->pass = 2;
+  return parse_words(cli, o, argc, argv);
+}
+
 /* The options into o, defaults resolved: -1 to run, else the exit status
  * (--help, --version, a bad option). */
 static int parse(struct opts *o, int argc, char **argv) {
   struct te_cli cli = {.prog = "te-gpt", .usage = usage_text, .shorts = "qh", .longs = longs,
                        .out = &OUT};
-  int opt;
-  while ((opt = te_cli_next(&cli, argc, argv)) != -1) {
-    if (opt == TE_CLI_EXIT) return cli.status;
-    if (take(&cli, o, opt, optarg)) return cli.status;
-  }
-  if (te_cli_end(&cli, argc, argv)) return cli.status;
+  const struct opts dflt = *o;
+  int rc = parse_words(&cli, o, argc, argv);
+  if (rc < 0 && o->load) rc = with_stored(&cli, o, &dflt, argc, argv);
+  if (rc >= 0) return rc;
   struct gpt_config given = o->c;
   if (resolve(&cli, o, given, &o->batch)) return cli.status;
   if (o->tp > 1 && o->load) {
@@ -809,13 +928,17 @@ int main(int argc, char **argv) {
   struct opts o = {.model = "tiny", .steps = 30, .accum = 1, .lr = -1, .min_lr = -1,
                    .warmup = -1, .wd = 0.1, .clip = 1.0, .seed = 1, .eval_every = 10,
                    .eval_batches = 4, .sample = 64, .prompt = "", .share_saved = 1};
-  o.files = calloc((size_t)argc + 1, sizeof *o.files);
+  o.files = calloc(1, sizeof *o.files);
   if (!o.files) {
     fprintf(stderr, "te-gpt: out of memory\n");
     return 1;
   }
   int rc = parse(&o, argc, argv);
+  if (rc < 0 && o.tokenize) rc = gpt_shard_write(o.tokenize, o.tokenize_out) ? TE_EXIT_FAIL : 0;
   if (rc < 0) rc = o.tp > 1 ? run_tp(&o) : run(&o, NULL, NULL, NULL);
+  gpt_run_args_free(&o.run_args);
+  for (int i = 1; i < o.nwords; i++) free(o.words[i]);
+  free(o.words);
   free(o.files);
   return rc;
 }

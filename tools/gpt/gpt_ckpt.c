@@ -12,6 +12,7 @@
  * AdamW does, so that a resumed run continues with the same bits. */
 #include <errno.h>
 #include <inttypes.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -102,14 +103,19 @@ int gpt_save(const char *dir, struct gpt_model *m, struct gpt_train *t, tecore_s
     GPT_ERR("--save %s: %s", dir, strerror(errno));
     return -1;
   }
-  struct st_meta meta[20];
+  size_t room = t->run_args ? t->run_args->n : 0;
+  struct st_meta *meta = gpt_xalloc((20 + room) * sizeof *meta);
   size_t nm = config_meta(&m->c, t->step, meta);
+  size_t na = gpt_run_args_meta(t->run_args, meta + nm, room);
+  if (na == (size_t)-1) return free(meta), -1;
+  nm += na;
   /* rank 0 has every tensor's name (the biases of the row-parallel Linears
    * are its own), so m->np of them, twice for the moments */
   struct st_tensor *w = gpt_xalloc((2 * m->np + 3) * sizeof *w);
   size_t k = 0;
   for (size_t i = 0; i < m->np; i++) add_whole(w, &k, m, &m->p[i], "", m->p[i].master, s);
-  if (writer && write_free(dir, "model.safetensors", w, k, meta, nm)) return free(w), -1;
+  if (writer && write_free(dir, "model.safetensors", w, k, meta, nm))
+    return free(w), free(meta), -1;
   k = 0;
   for (size_t i = 0; i < m->np; i++) {
     add_whole(w, &k, m, &m->p[i], ".exp_avg", m->p[i].m, s);
@@ -136,6 +142,7 @@ int gpt_save(const char *dir, struct gpt_model *m, struct gpt_train *t, tecore_s
     rc = write_free(dir, "optimizer.safetensors", w, k, meta, nm);
   }
   free(w);
+  free(meta);
   return rc;
 }
 
@@ -241,6 +248,27 @@ int gpt_load_config(const char *dir, struct gpt_config *c) {
   return rc ? -1 : 0;
 }
 
+int gpt_load_run_args(const char *dir, char ***words, int *n) {
+  struct ckpt ck;
+  if (ckpt_open(dir, "model.safetensors", &ck)) return -1;
+  int rc = gpt_run_args_words(&ck.f, ck.path, words, n);
+  ckpt_close(&ck);
+  return rc;
+}
+
+/* a loaded tensor holds finite numbers only: a NaN or an infinity is
+ * refused with its name and place (it would train to a NaN loss, or
+ * sample from logits that are not numbers) */
+static int all_finite(const float *v, size_t n, const char *file, const char *name) {
+  for (size_t i = 0; i < n; i++)
+    if (!isfinite(v[i])) {
+      GPT_ERR("%s: tensor \"%s\" holds %s at element %zu", file, name,
+              isnan(v[i]) ? "a NaN" : "an infinity", i);
+      return 0;
+    }
+  return 1;
+}
+
 /* The F32 tensor name into device dst: [rows][cols] (a vector when rows
  * is 1), or with p (--tp, a split parameter) p's whole shape, of which
  * this rank's slice. */
@@ -264,7 +292,9 @@ static int load_tensor(const struct ckpt *ck, const char *file, const char *name
   /* the shape is the model's: its bytes are what the model allocated */
   size_t bytes = (size_t)(t->end - t->begin);
   float *whole = gpt_xalloc(bytes), *h = whole;
-  if (gpt_read_at(ck->fd, ck->data_off + t->begin, whole, bytes, ck->path)) return free(whole), -1;
+  if (gpt_read_at(ck->fd, ck->data_off + t->begin, whole, bytes, ck->path) ||
+      !all_finite(whole, bytes / sizeof *whole, file, name))
+    return free(whole), -1;
   if (split) {
     h = gpt_xalloc(rows * cols * sizeof *h);
     gpt_tp_slice(m, p, whole, h);
@@ -353,7 +383,20 @@ static int load_optim(const char *dir, struct gpt_model *m, struct gpt_train *t)
   return rc;
 }
 
+/* The model file alone (no optimizer.safetensors: an exported model, a
+ * checkpoint trimmed for sampling) samples and starts training: AdamW's
+ * moments zero, the FP8 state fresh, step 0, the sampler from --seed. */
+static int optim_absent(const char *dir) {
+  char path[4096];
+  struct stat st;
+  snprintf(path, sizeof path, "%s/optimizer.safetensors", dir);
+  if (stat(path, &st) == 0 || errno != ENOENT) return 0;
+  fprintf(stderr, "# te-gpt: %s has no optimizer.safetensors: the model alone, AdamW starts "
+          "afresh from step 0\n", dir);
+  return 1;
+}
+
 int gpt_load(const char *dir, struct gpt_model *m, struct gpt_train *t, tecore_stream_t s) {
   if (load_model(dir, m, s)) return -1;
-  return t ? load_optim(dir, m, t) : 0;
+  return t && !optim_absent(dir) ? load_optim(dir, m, t) : 0;
 }

@@ -373,16 +373,23 @@ double gpt_train_step(struct gpt_train *t, struct gpt_model *m, const struct gpt
   return loss / t->accum;
 }
 
+void gpt_forward_loss(struct gpt_train *t, struct gpt_model *m, tecore_stream_t s, double *mean,
+                      double *count) {
+  upload(t, m, 0, s);
+  gpt_forward(m, 0, 0, s);
+  GPT_CHECK(tecore_memcpy_async((tecore_devptr_t)(uintptr_t)&t->pinned[4], m->means, 8, s));
+  GPT_CHECK(tecore_stream_synchronize(s));
+  *mean = t->pinned[4];
+  *count = t->pinned[5];
+}
+
 double gpt_val_loss(struct gpt_train *t, struct gpt_model *m, const struct gpt_data *d, int nval,
                     tecore_stream_t s) {
-  double sum = 0;
+  double sum = 0, mean, count;
   for (int k = 0; k < nval; k++) {
-    gpt_data_val_batch(d, m->c.seq, m->batch, k, t->hids, t->hlabels);
-    upload(t, m, 0, s);
-    gpt_forward(m, 0, 0, s);
-    GPT_CHECK(tecore_memcpy_async((tecore_devptr_t)(uintptr_t)&t->pinned[4], m->means, 8, s));
-    GPT_CHECK(tecore_stream_synchronize(s));
-    sum += t->pinned[4];
+    gpt_data_val_batch(d, m->c.seq, m->batch, k, nval, t->hids, t->hlabels);
+    gpt_forward_loss(t, m, s, &mean, &count);
+    sum += mean;
   }
   return nval ? sum / nval : NAN;
 }
