@@ -147,7 +147,7 @@ enum {
   O_DECAY, O_WD, O_CLIP, O_RECIPE, O_SEED, O_EVAL, O_EVALB, O_SAVE, O_LOAD, O_SAMPLE, O_PROMPT,
   O_TEMP, O_TOPK, O_SCHECK, O_NOGRAPH, O_TP, O_SHARE, O_WGRAD, O_PROFILE, O_PLAN, O_OFFLOAD, O_OFF_LAYERS,
   O_OFF_PREFETCH, O_OFF_DIR, O_HOST_BUDGET, O_OFF_MIN, O_GLAUNCH, O_NOPIPE,
-  O_VAL, O_TOKENIZE, O_EVALFILE, O_SAVE_EVERY, O_LOG, O_LAST
+  O_VAL, O_TOKENIZE, O_EVALFILE, O_SAVE_EVERY, O_LOG
 };
 static const struct option longs[] = {
     TE_CLI_LONGS, TE_CLI_FORMATS,
@@ -209,7 +209,7 @@ struct opts {
   int pass;                       /* parse: 0 the command line, 1 the checkpoint's, 2 again */
   char **words;                   /* the checkpoint's options (nwords), which o points into */
   int nwords;
-  unsigned char stored[O_LAST - O_MODEL];   /* given by the checkpoint */
+  int stored_data;                /* the checkpoint gave --data */
 };
 
 static int word_of(struct te_cli *cli, const char *flag, const char *arg, const char *const *w,
@@ -226,23 +226,44 @@ static int run_option(int opt) {
          opt == O_VAL || opt == O_SAVE_EVERY;
 }
 
-/* opt into the run's record; given again after the checkpoint's (pass 2),
- * it replaces the checkpoint's (every --data of it, for --data) */
-static int record(struct te_cli *cli, struct opts *o, int opt, const char *name, const char *a) {
-  if (!run_option(opt)) {
-    if (o->pass != 1) return 0;
+/* The checkpoint's words (pass 1) are run options only; a --data given
+ * again (pass 2) replaces every stored one. */
+static int record(struct te_cli *cli, struct opts *o, int opt, const char *name) {
+  if (o->pass == 1 && !run_option(opt))
     return te_cli_error(cli, "%s: the checkpoint's options hold --%s, not an option a run "
                         "stores", o->load, name ? name : "?");
-  }
-  unsigned char *st = &o->stored[opt - O_MODEL];
-  if (o->pass == 2 && *st) {
-    gpt_run_args_drop(&o->run_args, name);
-    if (opt == O_DATA) o->nfiles = 0;
-    *st = 0;
-  }
-  if (o->pass == 1) *st = 1;
-  gpt_run_args_add(&o->run_args, name, a);
+  if (opt == O_DATA && o->pass == 1) o->stored_data = 1;
+  if (opt == O_DATA && o->pass == 2 && o->stored_data) o->nfiles = 0, o->stored_data = 0;
   return 0;
+}
+
+/* The run's settings, resolved, as the words its checkpoint stores: the
+ * same run gives the same words however its options were spelled. */
+static void record_run(struct opts *o) {
+  struct gpt_run_args *a = &o->run_args;
+  char v[64];
+#define GPT_RUN_NUM(name, fmt, x) (snprintf(v, sizeof v, fmt, x), gpt_run_args_add(a, name, v))
+  for (int i = 0; i < o->nfiles; i++) gpt_run_args_add(a, "data", o->files[i]);
+  if (o->corpus_dir) gpt_run_args_add(a, "corpus-dir", o->corpus_dir);
+  if (o->synthetic) gpt_run_args_add(a, "synthetic", NULL);
+  if (o->val) gpt_run_args_add(a, "val", o->val);
+  GPT_RUN_NUM("steps", "%d", o->steps);
+  GPT_RUN_NUM("batch", "%d", o->batch);
+  GPT_RUN_NUM("accum", "%d", o->accum);
+  GPT_RUN_NUM("lr", "%.17g", o->lr);
+  GPT_RUN_NUM("min-lr", "%.17g", o->min_lr);
+  GPT_RUN_NUM("warmup", "%d", o->warmup);
+  GPT_RUN_NUM("decay-steps", "%d", o->decay_steps);
+  GPT_RUN_NUM("weight-decay", "%.17g", o->wd);
+  GPT_RUN_NUM("clip", "%.17g", o->clip);
+  gpt_run_args_add(a, "recipe", recipe_words[o->recipe]);
+  GPT_RUN_NUM("seed", "%lld", o->seed);
+  GPT_RUN_NUM("eval-every", "%d", o->eval_every);
+  GPT_RUN_NUM("eval-batches", "%d", o->eval_batches);
+  GPT_RUN_NUM("share-saved", "%d", o->share_saved);
+  gpt_run_args_add(a, "wgrad", wgrad_words[o->wgrad]);
+  if (o->save_every) GPT_RUN_NUM("save-every", "%d", o->save_every);
+#undef GPT_RUN_NUM
 }
 
 /* the option at hand; TE_EXIT_USAGE after a reported error */
@@ -256,7 +277,7 @@ static int take(struct te_cli *cli, struct opts *o, int opt, const char *a) {
     if (l->val == opt) flag = l->name;
   char f[40];
   snprintf(f, sizeof f, "--%s", flag ? flag : "?");
-  if (record(cli, o, opt, flag, a)) return TE_EXIT_USAGE;
+  if (record(cli, o, opt, flag)) return TE_EXIT_USAGE;
   if (opt >= O_LAYERS && opt <= O_BIAS) o->given[opt - O_LAYERS] = 1;
   if (opt >= O_LAYERS && opt <= O_VOCAB)
     return te_cli_int(cli, f, a, lo[opt - O_LAYERS], hi[opt - O_LAYERS], shape[opt - O_LAYERS]);
@@ -890,7 +911,6 @@ static int with_stored(struct te_cli *cli, struct opts *o, const struct opts *df
   if (n <= 1) return free(w), -1;
   const char *load = o->load;
   char **files = o->files;
-  gpt_run_args_free(&o->run_args);
   *o = *dflt;
   o->files = files, o->load = load, o->pass = 1, o->words = w, o->nwords = n;
   int rc = parse_words(cli, o, n, w);
@@ -920,6 +940,7 @@ static int parse(struct opts *o, int argc, char **argv) {
   if (o->decay_steps <= 0) o->decay_steps = o->steps > 0 ? o->steps : 1;
   if (o->warmup < 0) o->warmup = o->decay_steps / 10;
   if (o->min_lr < 0) o->min_lr = o->lr / 10;
+  record_run(o);
   o->quiet = cli.quiet;
   return -1;
 }

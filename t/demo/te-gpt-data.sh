@@ -143,8 +143,9 @@ losses "$tmp/straight.json" | tail -2 > "$tmp/s.l"
 losses "$tmp/resumed.json" > "$tmp/r.l"
 cmp -s "$tmp/s.l" "$tmp/r.l" ||
   bad "--load without the run's options: losses $(tr '\n' ' ' < "$tmp/r.l"), straight $(tr '\n' ' ' < "$tmp/s.l")"
-runs "$tmp/over.json" --load "$tmp/ck2" --steps 3 --lr 0.002 --decay-steps 3 --warmup 0
-near "$(jf "$tmp/over.json" lr 3)" 0.0002 1e-9 || bad "--lr given again: step 3's lr is $(jf "$tmp/over.json" lr 3)"
+# given again, they win: step 3 of a 3-step warmup runs at the peak
+runs "$tmp/over.json" --load "$tmp/ck2" --steps 3 --lr 0.002 --warmup 3
+near "$(jf "$tmp/over.json" lr 3)" 0.002 1e-12 || bad "--lr given again: step 3's lr is $(jf "$tmp/over.json" lr 3)"
 [ "$(grep -c '^step [1-4] loss [0-9.]* val_loss' "$tmp/log")" = 4 ] ||
   bad "--log: not 4 step lines: $(head -2 "$tmp/log")"
 l2=$(printf %.4f "$(jf "$tmp/straight.json" loss 2)") v2=$(printf %.4f "$(jf "$tmp/straight.json" val_loss 2)")

@@ -327,15 +327,13 @@ void gpt_forward_loss(struct gpt_train *t, struct gpt_model *m, tecore_stream_t 
                       double *count);
 
 /* ---- the run's options and its log (gpt_run.c) ---- */
-/* "--name=value" (or "--name") words, malloc'd: the options that define
- * a run, stored in its checkpoint (te-gpt(1), "Checkpoints") */
+/* "--name=value" (or "--name") words, malloc'd: the resolved settings
+ * that define a run, stored in its checkpoint (te-gpt(1), "Checkpoints") */
 struct gpt_run_args {
   char **arg;
   size_t n, cap;
 };
 void gpt_run_args_add(struct gpt_run_args *a, const char *name, const char *value);
-/* every word of the option name out */
-void gpt_run_args_drop(struct gpt_run_args *a, const char *name);
 void gpt_run_args_free(struct gpt_run_args *a);
 /* The words as metadata "te-gpt.arg.N" into meta (room entries): their
  * count, or (size_t)-1 with a message when one does not fit. */

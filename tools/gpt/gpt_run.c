@@ -25,21 +25,6 @@ void gpt_run_args_add(struct gpt_run_args *a, const char *name, const char *valu
   a->arg[a->n++] = dup_word(name, value);
 }
 
-/* w is "--name" or "--name=..." */
-static int word_is(const char *w, const char *name) {
-  size_t k = strlen(name);
-  return !strncmp(w, "--", 2) && !strncmp(w + 2, name, k) && (!w[k + 2] || w[k + 2] == '=');
-}
-
-void gpt_run_args_drop(struct gpt_run_args *a, const char *name) {
-  size_t k = 0;
-  for (size_t i = 0; i < a->n; i++) {
-    if (word_is(a->arg[i], name)) free(a->arg[i]);
-    else a->arg[k++] = a->arg[i];
-  }
-  a->n = k;
-}
-
 void gpt_run_args_free(struct gpt_run_args *a) {
   for (size_t i = 0; i < a->n; i++) free(a->arg[i]);
   free(a->arg);
