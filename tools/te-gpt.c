@@ -124,6 +124,8 @@ static const char usage_text[] =
     "checkpoints (safetensors):\n"
     "  --save DIR         after the last step: DIR/model.safetensors, DIR/optimizer.safetensors\n"
     "  --save-every N     also every N steps (needs --save)\n"
+    "  --save-hf DIR      also GPT-2's Hugging Face layout: DIR/model.safetensors, config.json\n"
+    "  --load-hf DIR      start from a Hugging Face GPT-2 checkpoint (its shape; step 0)\n"
     "  --load DIR         resume from DIR (its model shape and its run's options, those\n"
     "                     given again excepted; the run continues at its step)\n"
     "generation:\n"
@@ -147,7 +149,7 @@ enum {
   O_DECAY, O_WD, O_CLIP, O_RECIPE, O_SEED, O_EVAL, O_EVALB, O_SAVE, O_LOAD, O_SAMPLE, O_PROMPT,
   O_TEMP, O_TOPK, O_SCHECK, O_NOGRAPH, O_TP, O_SHARE, O_WGRAD, O_PROFILE, O_PLAN, O_OFFLOAD, O_OFF_LAYERS,
   O_OFF_PREFETCH, O_OFF_DIR, O_HOST_BUDGET, O_OFF_MIN, O_GLAUNCH, O_NOPIPE,
-  O_VAL, O_TOKENIZE, O_EVALFILE, O_SAVE_EVERY, O_LOG
+  O_VAL, O_TOKENIZE, O_EVALFILE, O_SAVE_EVERY, O_LOG, O_LOAD_HF, O_SAVE_HF
 };
 static const struct option longs[] = {
     TE_CLI_LONGS, TE_CLI_FORMATS,
@@ -182,7 +184,8 @@ static const struct option longs[] = {
     {"no-pipeline", no_argument, 0, O_NOPIPE},
     {"val", required_argument, 0, O_VAL}, {"tokenize", required_argument, 0, O_TOKENIZE},
     {"eval", required_argument, 0, O_EVALFILE}, {"save-every", required_argument, 0, O_SAVE_EVERY},
-    {"log", required_argument, 0, O_LOG},
+    {"log", required_argument, 0, O_LOG}, {"load-hf", required_argument, 0, O_LOAD_HF},
+    {"save-hf", required_argument, 0, O_SAVE_HF},
     {0, 0, 0, 0}};
 
 struct opts {
@@ -203,7 +206,7 @@ struct opts {
   long long seed;
   struct demo_offload_opts off;   /* --offload and its options */
   int off_given;                  /* an --offload-* option or --host-budget was given */
-  const char *val, *tokenize, *tokenize_out, *eval_file, *log;
+  const char *val, *tokenize, *tokenize_out, *eval_file, *log, *load_hf, *save_hf;
   int save_every;
   struct gpt_run_args run_args;   /* the options that define the run (--save stores them) */
   int pass;                       /* parse: 0 the command line, 1 the checkpoint's, 2 again */
@@ -297,6 +300,8 @@ static int take(struct te_cli *cli, struct opts *o, int opt, const char *a) {
   case O_TOKENIZE: o->tokenize = a; return 0;
   case O_EVALFILE: o->eval_file = a; return 0;
   case O_LOG: o->log = a; return 0;
+  case O_LOAD_HF: o->load_hf = a; return 0;
+  case O_SAVE_HF: o->save_hf = a; return 0;
   case O_SAVE_EVERY: return te_cli_int(cli, f, a, 1, 100000000, &o->save_every);
   case O_CORPUS: o->corpus_dir = a; return 0;
   case O_SYNTH: o->synthetic = 1; return 0;
@@ -391,6 +396,9 @@ static int resolve(struct te_cli *cli, struct opts *o, struct gpt_config given, 
   if (o->val && o->synthetic) return te_cli_error(cli, "--val and --synthetic: one or the other");
   if (o->save_every && !o->save) return te_cli_error(cli, "--save-every needs --save DIR");
   if (o->eval_file && o->tp > 1) return te_cli_error(cli, "--eval and --tp: one or the other");
+  if (o->load_hf && o->load) return te_cli_error(cli, "--load and --load-hf: one or the other");
+  if ((o->load_hf || o->save_hf) && o->tp > 1)
+    return te_cli_error(cli, "--load-hf and --save-hf take one process, not --tp");
   if (o->top_k && o->temperature <= 0) return te_cli_error(cli, "--top-k needs --temperature > 0");
   if (o->off_given && !o->off.on)
     return te_cli_error(cli, "--offload-layers, --offload-prefetch, --offload-min-elems, "
@@ -491,6 +499,7 @@ static int run(struct opts *op, const struct gpt_tp *tp, double *losses, uint64_
   tecore_stream_t s;
   GPT_CHECK(tecore_stream_create(0, 0, &s));
   if (o.load && gpt_load_config(o.load, &o.c)) return TE_EXIT_FAIL;
+  if (o.load_hf && gpt_hf_config(o.load_hf, &o.c)) return TE_EXIT_FAIL;
   struct gpt_data d;
   if (gpt_data_load(&d, &(struct gpt_data_opts){.files = o.files, .nfiles = o.nfiles,
                                                 .corpus_dir = o.corpus_dir, .val = o.val,
@@ -529,6 +538,10 @@ static int run(struct opts *op, const struct gpt_tp *tp, double *losses, uint64_
   if (o.off.on) t.use_graph = 0;   /* plain eager steps until offload is attached */
   int rc = TE_EXIT_OK;
   if (o.load && gpt_load(o.load, &m, &t, s)) {
+    rc = TE_EXIT_FAIL;
+    goto out;
+  }
+  if (o.load_hf && gpt_hf_load(o.load_hf, &m, s)) {
     rc = TE_EXIT_FAIL;
     goto out;
   }
@@ -720,6 +733,7 @@ static int run(struct opts *op, const struct gpt_tp *tp, double *losses, uint64_
   te_out_field_n(&OUT, "last_val_loss", last_val);
   if (o.save && gpt_save(o.save, &m, &t, s)) rc = TE_EXIT_FAIL;
   else if (o.save) te_out_note(&OUT, "saved step %lld to %s", (long long)t.step, o.save);
+  if (o.save_hf && gpt_hf_save(o.save_hf, &m, s)) rc = TE_EXIT_FAIL;
   if (o.sample > 0 && rc == TE_EXIT_OK) {
     char *text = gpt_xalloc((size_t)o.sample + 1);
     struct gpt_sample_opts so = {.n = o.sample, .top_k = o.top_k, .temperature = o.temperature,

@@ -382,6 +382,15 @@ int gpt_load_config(const char *dir, struct gpt_config *c);
  * one process or of any --tp). */
 int gpt_load(const char *dir, struct gpt_model *m, struct gpt_train *t, tecore_stream_t s);
 
+/* ---- Hugging Face GPT-2 checkpoints (gpt_hf.c) ---- */
+/* --load-hf: the shape from dir/config.json (GPT-2's keys) */
+int gpt_hf_config(const char *dir, struct gpt_config *c);
+/* --load-hf: the weights from dir/model.safetensors (GPT-2's names) */
+int gpt_hf_load(const char *dir, struct gpt_model *m, tecore_stream_t s);
+/* --save-hf: dir/model.safetensors and dir/config.json of a GPT-2-shaped
+ * model (one process); 0, or -1 with a message */
+int gpt_hf_save(const char *dir, struct gpt_model *m, tecore_stream_t s);
+
 /* ---- generation ---- */
 struct gpt_sample_opts {
   int n, top_k;

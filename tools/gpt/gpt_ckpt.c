@@ -19,6 +19,7 @@
 #include <unistd.h>
 #include "gpt.h"
 #include "st.h"
+#include "gpt_ckpt.h"
 
 static const char *const norm_names[] = {"layernorm", "rmsnorm"};
 static const char *const act_names[] = {"gelu", "swiglu", "geglu", "relu"};
@@ -146,18 +147,7 @@ int gpt_save(const char *dir, struct gpt_model *m, struct gpt_train *t, tecore_s
   return rc;
 }
 
-/* One checkpoint file, its header parsed; the tensors' bytes stay in
- * the file until load_tensor reads one (after checking its shape against
- * the model's), so a file costs no more memory than the model's largest
- * tensor, whatever its header or size claim. */
-struct ckpt {
-  char path[4096];
-  int fd;
-  uint64_t data_off;   /* where the data starts: 8 + the header */
-  struct st_file f;
-};
-
-static void ckpt_close(struct ckpt *c) {
+void gpt_ckpt_close(struct gpt_ckpt *c) {
   if (c->fd >= 0) close(c->fd);
   c->fd = -1;
   st_free(&c->f);
@@ -166,7 +156,7 @@ static void ckpt_close(struct ckpt *c) {
 /* The 8-byte length checked against the file's size before the header
  * is read (a header length past the file costs nothing), then the
  * header parsed. */
-static int ckpt_open(const char *dir, const char *file, struct ckpt *c) {
+int gpt_ckpt_open(const char *dir, const char *file, struct gpt_ckpt *c) {
   char err[512];
   uint8_t first[8] = {0};
   uint64_t size, n;
@@ -174,10 +164,10 @@ static int ckpt_open(const char *dir, const char *file, struct ckpt *c) {
   snprintf(c->path, sizeof c->path, "%s/%s", dir, file);
   c->fd = gpt_open_regular(c->path, &size);
   if (c->fd < 0) return -1;
-  if (gpt_read_at(c->fd, 0, first, size < 8 ? (size_t)size : 8, c->path)) return ckpt_close(c), -1;
+  if (gpt_read_at(c->fd, 0, first, size < 8 ? (size_t)size : 8, c->path)) return gpt_ckpt_close(c), -1;
   if (st_header_len(first, size, &n, err, sizeof err)) {
     GPT_ERR("%s: not a valid safetensors file: %s", c->path, err);
-    return ckpt_close(c), -1;
+    return gpt_ckpt_close(c), -1;
   }
   char *hdr = gpt_xalloc((size_t)n);
   int rc = gpt_read_at(c->fd, 8, hdr, (size_t)n, c->path);
@@ -187,7 +177,7 @@ static int ckpt_open(const char *dir, const char *file, struct ckpt *c) {
   }
   free(hdr);
   c->data_off = 8 + n;
-  if (rc) ckpt_close(c);
+  if (rc) gpt_ckpt_close(c);
   return rc;
 }
 
@@ -226,8 +216,8 @@ static int meta_name(const struct st_file *f, const char *key, const char *const
 }
 
 int gpt_load_config(const char *dir, struct gpt_config *c) {
-  struct ckpt ck;
-  if (ckpt_open(dir, "model.safetensors", &ck)) return -1;
+  struct gpt_ckpt ck;
+  if (gpt_ckpt_open(dir, "model.safetensors", &ck)) return -1;
   const struct st_file f = ck.f;
   const char *fmt = st_meta_get(&f, "format");
   char b[256];
@@ -244,15 +234,15 @@ int gpt_load_config(const char *dir, struct gpt_config *c) {
        meta_int(&f, "vocab", 2, 1 << 24, &c->vocab) || meta_int(&f, "rope", 0, 1, &c->rope) ||
        meta_int(&f, "bias", 0, 1, &c->bias) || meta_name(&f, "norm", norm_names, 2, &c->norm) ||
        meta_name(&f, "act", act_names, 4, &c->act);
-  ckpt_close(&ck);
+  gpt_ckpt_close(&ck);
   return rc ? -1 : 0;
 }
 
 int gpt_load_run_args(const char *dir, char ***words, int *n) {
-  struct ckpt ck;
-  if (ckpt_open(dir, "model.safetensors", &ck)) return -1;
+  struct gpt_ckpt ck;
+  if (gpt_ckpt_open(dir, "model.safetensors", &ck)) return -1;
   int rc = gpt_run_args_words(&ck.f, ck.path, words, n);
-  ckpt_close(&ck);
+  gpt_ckpt_close(&ck);
   return rc;
 }
 
@@ -269,32 +259,38 @@ static int all_finite(const float *v, size_t n, const char *file, const char *na
   return 1;
 }
 
-/* The F32 tensor name into device dst: [rows][cols] (a vector when rows
- * is 1), or with p (--tp, a split parameter) p's whole shape, of which
- * this rank's slice. */
-static int load_tensor(const struct ckpt *ck, const char *file, const char *name,
-                       const struct gpt_model *m, const struct gpt_param *p, size_t rows,
-                       size_t cols, tecore_devptr_t dst) {
+float *gpt_ckpt_read(const struct gpt_ckpt *ck, const char *name, size_t rows, size_t cols) {
+  const char *file = strrchr(ck->path, '/') ? strrchr(ck->path, '/') + 1 : ck->path;
   const struct st_tensor *t = st_find(&ck->f, name);
-  if (!t) return GPT_ERR("%s: no tensor \"%s\"", file, name), -1;
-  int split = p && gpt_tp_split(m, p);
-  size_t wr = rows, wc = cols;
-  if (split) gpt_tp_whole_shape(m, p, &wr, &wc);
-  uint64_t want0 = wr > 1 ? wr : wc;
-  int ndim = wr > 1 ? 2 : 1;
+  if (!t) return GPT_ERR("%s: no tensor \"%s\"", file, name), NULL;
+  uint64_t want0 = rows > 1 ? rows : cols;
+  int ndim = rows > 1 ? 2 : 1;
   if (t->dtype != ST_F32 || t->ndim != ndim || t->shape[0] != want0 ||
-      (ndim == 2 && t->shape[1] != wc)) {
+      (ndim == 2 && t->shape[1] != cols)) {
     GPT_ERR("%s: tensor \"%s\" is %s [%" PRIu64 "%s], te-gpt expects F32 [%" PRIu64 "%s]", file,
             name, st_dtype_name(t->dtype), t->ndim ? t->shape[0] : 0, t->ndim > 1 ? ", ..." : "",
             want0, ndim == 2 ? ", ..." : "");
-    return -1;
+    return NULL;
   }
-  /* the shape is the model's: its bytes are what the model allocated */
+  /* the shape is the one asked for: its bytes are what the caller expects */
   size_t bytes = (size_t)(t->end - t->begin);
-  float *whole = gpt_xalloc(bytes), *h = whole;
-  if (gpt_read_at(ck->fd, ck->data_off + t->begin, whole, bytes, ck->path) ||
-      !all_finite(whole, bytes / sizeof *whole, file, name))
-    return free(whole), -1;
+  float *h = gpt_xalloc(bytes);
+  if (gpt_read_at(ck->fd, ck->data_off + t->begin, h, bytes, ck->path) ||
+      !all_finite(h, bytes / sizeof *h, file, name))
+    return free(h), NULL;
+  return h;
+}
+
+/* The F32 tensor name into device dst: [rows][cols] (a vector when rows
+ * is 1), or with p (--tp, a split parameter) p's whole shape, of which
+ * this rank's slice. */
+static int load_tensor(const struct gpt_ckpt *ck, const char *name, const struct gpt_model *m,
+                       const struct gpt_param *p, size_t rows, size_t cols, tecore_devptr_t dst) {
+  int split = p && gpt_tp_split(m, p);
+  size_t wr = rows, wc = cols;
+  if (split) gpt_tp_whole_shape(m, p, &wr, &wc);
+  float *whole = gpt_ckpt_read(ck, name, wr, wc), *h = whole;
+  if (!whole) return -1;
   if (split) {
     h = gpt_xalloc(rows * cols * sizeof *h);
     gpt_tp_slice(m, p, whole, h);
@@ -305,28 +301,55 @@ static int load_tensor(const struct ckpt *ck, const char *file, const char *name
   return 0;
 }
 
-static int load_model(const char *dir, struct gpt_model *m, tecore_stream_t s) {
-  struct ckpt ck;
-  if (ckpt_open(dir, "model.safetensors", &ck)) return -1;
-  int rc = 0;
+/* Where p's F32 values go: its master, else (generation) its F32 value,
+ * else a temporary *tmp for the BF16 copy to be rounded from. */
+static tecore_devptr_t param_dst(const struct gpt_param *p, tecore_devptr_t *tmp) {
+  tecore_devptr_t dst = p->master ? p->master : p->bf16 ? 0 : p->value;
+  *tmp = 0;
+  if (!dst) dst = *tmp = gpt_dalloc(p->rows * p->cols * 4, NULL);   /* no masters */
+  return dst;
+}
+
+/* p's BF16 copy from its F32 values at dst as AdamW writes it (nearest
+ * even), scaled by one (a device float 1); *tmp freed */
+static void param_round(struct gpt_param *p, tecore_devptr_t dst, tecore_devptr_t *tmp,
+                        tecore_devptr_t one, tecore_stream_t s) {
+  size_t n = p->rows * p->cols;
+  if (p->bf16) {
+    struct tecore_tensor a = gpt_tensor2(TECORE_DTYPE_F32, 1, n, dst);
+    struct tecore_tensor b = gpt_tensor2(TECORE_DTYPE_BF16, 1, n, p->value);
+    GPT_CHECK(tecore_unscale_multi(&a, &b, 1, one, 0, s));
+  }
+  GPT_CHECK(tecore_stream_synchronize(s));
+  if (*tmp) GPT_CHECK(tecore_mem_free(*tmp));
+  *tmp = 0;
+}
+
+static tecore_devptr_t device_one(tecore_stream_t s) {
   tecore_devptr_t one = gpt_dalloc(4, NULL);
   GPT_CHECK(tecore_memset_d32_async(one, 0x3f800000u, 1, s));
   GPT_CHECK(tecore_stream_synchronize(s));
+  return one;
+}
+
+void gpt_param_set(struct gpt_model *m, struct gpt_param *p, const float *h, tecore_stream_t s) {
+  (void)m;
+  tecore_devptr_t tmp, dst = param_dst(p, &tmp), one = device_one(s);
+  GPT_CHECK(tecore_memcpy(dst, (tecore_devptr_t)(uintptr_t)h, p->rows * p->cols * 4));
+  param_round(p, dst, &tmp, one, s);
+  GPT_CHECK(tecore_mem_free(one));
+}
+
+static int load_model(const char *dir, struct gpt_model *m, tecore_stream_t s) {
+  struct gpt_ckpt ck;
+  if (gpt_ckpt_open(dir, "model.safetensors", &ck)) return -1;
+  int rc = 0;
+  tecore_devptr_t one = device_one(s);
   for (size_t i = 0; i < m->np && !rc; i++) {
     struct gpt_param *p = &m->p[i];
-    size_t n = p->rows * p->cols;
-    tecore_devptr_t dst = p->master ? p->master : p->bf16 ? 0 : p->value;
-    tecore_devptr_t tmp = 0;
-    if (!dst) dst = tmp = gpt_dalloc(n * 4, NULL);   /* generation: no masters */
-    rc = load_tensor(&ck, "model.safetensors", p->name, m, p, p->rows, p->cols, dst);
-    if (!rc && p->bf16) {
-      /* the BF16 copy as AdamW writes it: nearest even */
-      struct tecore_tensor a = gpt_tensor2(TECORE_DTYPE_F32, 1, n, dst);
-      struct tecore_tensor b = gpt_tensor2(TECORE_DTYPE_BF16, 1, n, p->value);
-      GPT_CHECK(tecore_unscale_multi(&a, &b, 1, one, 0, s));
-    }
-    GPT_CHECK(tecore_stream_synchronize(s));
-    if (tmp) GPT_CHECK(tecore_mem_free(tmp));
+    tecore_devptr_t tmp, dst = param_dst(p, &tmp);
+    rc = load_tensor(&ck, p->name, m, p, p->rows, p->cols, dst);
+    param_round(p, dst, &tmp, one, s);
   }
   /* --tp: rank 0 holds every name (the others lack the biases of the
    * row-parallel Linears) */
@@ -335,22 +358,22 @@ static int load_model(const char *dir, struct gpt_model *m, tecore_stream_t s) {
     rc = -1;
   }
   GPT_CHECK(tecore_mem_free(one));
-  ckpt_close(&ck);
+  gpt_ckpt_close(&ck);
   return rc;
 }
 
 static int load_optim(const char *dir, struct gpt_model *m, struct gpt_train *t) {
-  struct ckpt ck;
-  if (ckpt_open(dir, "optimizer.safetensors", &ck)) return -1;
+  struct gpt_ckpt ck;
+  if (gpt_ckpt_open(dir, "optimizer.safetensors", &ck)) return -1;
   const struct st_file f = ck.f;
   int rc = 0;
   char name[256];
   for (size_t i = 0; i < m->np && !rc; i++) {
     struct gpt_param *p = &m->p[i];
     snprintf(name, sizeof name, "%s.exp_avg", p->name);
-    rc = load_tensor(&ck, "optimizer.safetensors", name, m, p, p->rows, p->cols, p->m);
+    rc = load_tensor(&ck, name, m, p, p->rows, p->cols, p->m);
     snprintf(name, sizeof name, "%s.exp_avg_sq", p->name);
-    rc = rc || load_tensor(&ck, "optimizer.safetensors", name, m, p, p->rows, p->cols, p->v);
+    rc = rc || load_tensor(&ck, name, m, p, p->rows, p->cols, p->v);
   }
   for (int r = 0; r < 3 && !rc; r++) {
     struct tecore_delayed_state st;
@@ -362,7 +385,7 @@ static int load_optim(const char *dir, struct gpt_model *m, struct gpt_train *t)
               "another --recipe", have ? "has" : "lacks", name);
       rc = -1;
     } else if (have) {
-      rc = load_tensor(&ck, "optimizer.safetensors", name, m, NULL, 3 + (size_t)st.history_len,
+      rc = load_tensor(&ck, name, m, NULL, 3 + (size_t)st.history_len,
                        st.count, st.base);
     }
   }
@@ -379,7 +402,7 @@ static int load_optim(const char *dir, struct gpt_model *m, struct gpt_train *t)
     t->step = sv;
     t->rng = rv;
   }
-  ckpt_close(&ck);
+  gpt_ckpt_close(&ck);
   return rc;
 }
 
