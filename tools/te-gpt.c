@@ -500,8 +500,8 @@ static int run(struct opts *op, const struct gpt_tp *tp, double *losses, uint64_
   GPT_CHECK(tecore_stream_create(0, 0, &s));
   if (o.load && gpt_load_config(o.load, &o.c)) return TE_EXIT_FAIL;
   if (o.load_hf && gpt_hf_config(o.load_hf, &o.c)) return TE_EXIT_FAIL;
-  struct gpt_data d;
-  if (gpt_data_load(&d, &(struct gpt_data_opts){.files = o.files, .nfiles = o.nfiles,
+  struct gpt_data d = {NULL};   /* --eval reads no training data */
+  if (!o.eval_file && gpt_data_load(&d, &(struct gpt_data_opts){.files = o.files, .nfiles = o.nfiles,
                                                 .corpus_dir = o.corpus_dir, .val = o.val,
                                                 .seq = o.c.seq, .vocab = o.c.vocab,
                                                 .synthetic = o.synthetic}))

@@ -8,11 +8,13 @@
 #     same tokens, gives the bytes' losses bit for bit; shards with a
 #     wrong version, a count the size disagrees with, a negative count, a
 #     header cut short, or a token past --vocab are refused (exit 1, a
-#     message naming what is wrong);
+#     message naming what is wrong), and so are tokens that widened to a
+#     shard's width pass the 1 GiB limit;
 #  2. the validation windows are te-gpt(1)'s: the held-out tenth's and a
 #     --val file's validation loss is --eval's loss over that tenth or that
 #     file (N = W windows: every one, in order); --eval ignores a last
-#     batch's unused rows (17 windows = 16 + 1, weighted);
+#     batch's unused rows (17 windows = 16 + 1, weighted) and reads no
+#     training data (a checkpoint whose --data is gone is scored);
 #  3. runs: the options a run was given come back on --load (a resume
 #     without them continues the straight run's losses), those given
 #     again win; --save-every saves mid-run without changing the losses;
@@ -105,6 +107,17 @@ refused "says -4 tokens" --data "$tmp/neg.bin"
 { le32 20240520; le32 1; } > "$tmp/short.bin"
 refused "its header alone is 1024" --data "$tmp/short.bin"
 refused "a directory, not a regular file" --data "$tmp"
+# the tokens before a wider shard pass the limit once widened: 600 MB of
+# bytes are 1200 MB as uint16 (was an unsigned wrap: read, widened, trained)
+truncate -s 600000000 "$tmp/big.txt" && { header 20240520 1 1; printf 'a\000'; } > "$tmp/one.bin"
+if command -v timeout > /dev/null; then
+  timeout 120 "$gpt" --data "$tmp/big.txt" --data "$tmp/one.bin" --steps 1 --sample 0 -q \
+    > /dev/null 2> "$tmp/err"
+  rc=$?
+  [ $rc = 1 ] && grep -q "corpus limit of 1024 MiB" "$tmp/err" ||
+    bad "600 MB of bytes, then a shard: exit $rc (want 1), $(head -1 "$tmp/err")"
+fi
+rm -f "$tmp/big.txt"
 { header 20240520 1 1024; head -c 2000 "$tmp/toks"; printf '\054\001'; tail -c 46 "$tmp/toks"; } \
   > "$tmp/big.bin"
 refused "token 1000 is 300, past the vocabulary (--vocab 256)" --data "$tmp/big.bin"
@@ -122,6 +135,10 @@ runs "$tmp/trv.json" $common --data "$tmp/d.txt" --val "$tmp/val.txt" --save "$t
 runs "$tmp/evv.json" --load "$tmp/ckv" --eval "$tmp/val.txt"
 v=$(jf "$tmp/trv.json" last_val_loss) e=$(jf "$tmp/evv.json" eval_loss)
 near "$v" "$e" 1e-5 || bad "--val: the validation loss $v is not --eval's $e over the file"
+# --eval reads no training data: a checkpoint whose --data is gone scores
+cp "$tmp/d.txt" "$tmp/gone.txt"
+runs "$tmp/g.json" --seed "$seed" --steps 1 --sample 0 --data "$tmp/gone.txt" --save "$tmp/ckg" &&
+  rm "$tmp/gone.txt" && runs "$tmp/ge.json" --load "$tmp/ckg" --eval "$tmp/val.txt"
 # a last batch of one window: 17 L(17) = 16 L(16) + L(1)
 head -c $((17 * 64 + 1)) "$tmp/d.txt" > "$tmp/w17"
 head -c $((16 * 64 + 1)) "$tmp/d.txt" > "$tmp/w16"

@@ -62,7 +62,8 @@ static int append_file(struct gpt_data *d, const char *path) {
   if (shard < 0) return close(fd), -1;
   if (!shard) count = size;
   int nw = w > d->width ? w : d->width;
-  if (count > GPT_DATA_MAX / (uint64_t)nw - d->n) {
+  /* widened, the tokens before may pass the limit by themselves */
+  if (d->n > GPT_DATA_MAX / (uint64_t)nw || count > GPT_DATA_MAX / (uint64_t)nw - d->n) {
     GPT_ERR("%s: %llu tokens, with the files before it past te-gpt's corpus limit of %llu MiB",
             path, (unsigned long long)count, (unsigned long long)(GPT_DATA_MAX >> 20));
     close(fd);
