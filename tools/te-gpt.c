@@ -1,7 +1,10 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* te-gpt -- libte's main job: trains a GPT- or Llama-style transformer
  * from C on bytes (vocabulary 256; by default libte's own man pages, so it
- * runs anywhere with nothing to download), then samples text from it.
+ * runs anywhere with nothing to download) or token shards
+ * (tools/gpt/gpt_shard.c), then samples text from it; --eval scores a
+ * file (gpt_eval.c), --save-hf/--load-hf speak GPT-2's Hugging Face
+ * layout (gpt_hf.c).
  * The model (tools/gpt/gpt_model.c): token embedding -> `layers` pre-norm
  * blocks, final norm and an untied LM head, all one fuser sequence
  * (te/ops.h) -> cross-entropy; AdamW with warmup and cosine decay, global
@@ -52,8 +55,9 @@ static const char *const wgrad_words[] = {"auto", "bf16", "f32"};
 
 static const char usage_text[] =
     "usage: te-gpt [options]   (te-gpt -h | --help | --version)\n"
-    "  trains a GPT/Llama-style transformer on bytes (default: libte's man pages), then\n"
-    "  samples text; a row per step: loss, validation loss, ms, tokens/s, TFLOP/s, memory\n"
+    "  trains a GPT/Llama-style transformer on bytes or token shards (default: libte's\n"
+    "  man pages), then samples text; a row per step: loss, validation loss, ms,\n"
+    "  tokens/s, TFLOP/s, memory\n"
     "model (a preset, then any of its sizes changed):\n"
     "  --model NAME       tiny (default), gpt2-124m, gpt2-350m, gpt-1.3b, llama-1b\n"
     "  --layers N         blocks\n"
