@@ -12,7 +12,8 @@
 #     shard's width pass the 1 GiB limit;
 #  2. the validation windows are te-gpt(1)'s: the held-out tenth's and a
 #     --val file's validation loss is --eval's loss over that tenth or that
-#     file (N = W windows: every one, in order); --eval ignores a last
+#     file (N = W windows: every one, in order), and with N = W / 2 the
+#     mean of windows 0, 2, ..; --eval ignores a last
 #     batch's unused rows (17 windows = 16 + 1, weighted) and reads no
 #     training data (a checkpoint whose --data is gone is scored);
 #  3. runs: the options a run was given come back on --load (a resume
@@ -130,6 +131,17 @@ runs "$tmp/ev.json" --load "$tmp/ck" --eval "$tmp/tail.txt"
 v=$(jf "$tmp/tr.json" last_val_loss) e=$(jf "$tmp/ev.json" eval_loss)
 echo "# held-out tenth: validation loss $v, --eval of it $e ($(jf "$tmp/ev.json" eval_windows) windows)"
 near "$v" "$e" 1e-5 || bad "the validation loss $v is not --eval's $e over the last tenth"
+# N = 8 of W = 16 (--eval-batches 2): windows 0, 2, .., 14, not the first 8
+runs "$tmp/tr8.json" $common --data "$tmp/d.txt" --eval-batches 2 --save "$tmp/ck8"
+sum=0
+for j in 0 2 4 6 8 10 12 14; do
+  tail -c +$((j * 64 + 1)) "$tmp/tail.txt" | head -c 65 > "$tmp/w"
+  runs "$tmp/w.json" --load "$tmp/ck8" --eval "$tmp/w"
+  sum=$(awk -v s="$sum" -v l="$(jf "$tmp/w.json" eval_loss)" 'BEGIN { printf "%.9g", s + l / 8 }')
+done
+v=$(jf "$tmp/tr8.json" last_val_loss)
+echo "# 8 of 16 windows: validation loss $v, the mean of windows 0, 2, .., 14 $sum"
+near "$v" "$sum" 1e-5 || bad "--eval-batches 2: the validation loss $v is not windows 0, 2, .., 14's $sum"
 head -c 1025 "$tmp/d.txt" > "$tmp/val.txt"
 runs "$tmp/trv.json" $common --data "$tmp/d.txt" --val "$tmp/val.txt" --save "$tmp/ckv"
 runs "$tmp/evv.json" --load "$tmp/ckv" --eval "$tmp/val.txt"
