@@ -230,6 +230,58 @@ module te_comm
       type(c_ptr), value :: stream
       integer(c_int) :: tecomm_allreduce_algo
     end function tecomm_allreduce_algo
+    function tecomm_reduce_scatter(comm, send, recv, count, dtype, op, stream) bind(C, &
+        & name="tecomm_reduce_scatter")
+      import
+      implicit none
+      type(c_ptr), value :: comm
+      integer(tecore_devptr_t), value :: send
+      integer(tecore_devptr_t), value :: recv
+      integer(c_size_t), value :: count
+      integer(c_int), value :: dtype
+      integer(c_int), value :: op
+      type(c_ptr), value :: stream
+      integer(c_int) :: tecomm_reduce_scatter
+    end function tecomm_reduce_scatter
+    function tecomm_reduce_scatter_algo(comm, send, recv, count, dtype, op, algo, stream) bind(C, &
+        & name="tecomm_reduce_scatter_algo")
+      import
+      implicit none
+      type(c_ptr), value :: comm
+      integer(tecore_devptr_t), value :: send
+      integer(tecore_devptr_t), value :: recv
+      integer(c_size_t), value :: count
+      integer(c_int), value :: dtype
+      integer(c_int), value :: op
+      integer(c_int), value :: algo
+      type(c_ptr), value :: stream
+      integer(c_int) :: tecomm_reduce_scatter_algo
+    end function tecomm_reduce_scatter_algo
+    function tecomm_allgather(comm, send, recv, count, dtype, stream) bind(C, &
+        & name="tecomm_allgather")
+      import
+      implicit none
+      type(c_ptr), value :: comm
+      integer(tecore_devptr_t), value :: send
+      integer(tecore_devptr_t), value :: recv
+      integer(c_size_t), value :: count
+      integer(c_int), value :: dtype
+      type(c_ptr), value :: stream
+      integer(c_int) :: tecomm_allgather
+    end function tecomm_allgather
+    function tecomm_allgather_algo(comm, send, recv, count, dtype, algo, stream) bind(C, &
+        & name="tecomm_allgather_algo")
+      import
+      implicit none
+      type(c_ptr), value :: comm
+      integer(tecore_devptr_t), value :: send
+      integer(tecore_devptr_t), value :: recv
+      integer(c_size_t), value :: count
+      integer(c_int), value :: dtype
+      integer(c_int), value :: algo
+      type(c_ptr), value :: stream
+      integer(c_int) :: tecomm_allgather_algo
+    end function tecomm_allgather_algo
     function tecomm_allreduce_add_rmsnorm(comm, args, stream) bind(C, &
         & name="tecomm_allreduce_add_rmsnorm")
       import

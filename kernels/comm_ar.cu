@@ -2,7 +2,9 @@
 // comm_ar.cu -- libtecomm's allreduce protocols on the GPU: IPC one-shot,
 // two-shot and Lamport one-shot, NVLS simple (multimem load-reduce and
 // store) and NVLS Lamport (multimem store), plain and with the
-// residual-add + RMSNorm (+ FP8) epilogue fused in.  The workspace layout, parameter block, work
+// residual-add + RMSNorm (+ FP8) epilogue fused in; the gather kernel of
+// all-gather (reduce-scatter is one-shot over a range: comm_ar.h).  The
+// workspace layout, parameter block, work
 // split, element math and sentinel rules are kernels/common/comm_ar.h,
 // shared with the vdev implementations (libtecomm/ipc/ar_vdev.c); the norm's
 // summation order is kernels/common/norm.h's, so the fused results are the
@@ -355,6 +357,40 @@ __device__ void ar_oneshot(const te_ar_params &p) {
     }
     if (r == 0 && tail) ar_st<DT, 1>(p.out, t0 + threadIdx.x, &tv);
   }
+}
+
+// ---- all-gather ------------------------------------------------------------------------
+// p.count is the bytes of one rank's block (comm_ar.h).  Barrier (every
+// input in place); block b copies its 16-byte granules of every rank's
+// input to that rank's slot of out, as 16-byte moves where both ends are
+// aligned and bytes otherwise (each rank's own choice: no barrier depends
+// on it); barrier (no peer still reads this rank's input, so the caller
+// may overwrite it and the next call may stage into it).  A slot that
+// already is the input (in place on symmetric memory) is skipped.
+
+__device__ void ar_gather(const te_ar_params &p) {
+  const uint64_t bytes = p.count, ngran = (bytes + 15u) / 16u;
+  uint64_t lo, hi;
+  te_ar_split(ngran, gridDim.x, blockIdx.x, &lo, &hi);
+  ar_block c;
+  uint64_t base;
+  if (!ar_begin(p, 2, c, base)) return;
+  if (!ar_barrier(p, c, base + 1)) return;
+  for (int s = 0; s < p.nranks; s++) {
+    const uint64_t src = p.in[s], dst = p.out + (uint64_t)s * bytes;
+    if (src == dst) continue;
+    const bool al = ((src | dst) & 15u) == 0;
+    for (uint64_t g = lo + threadIdx.x; g < hi; g += blockDim.x) {
+      if (al && 16u * g + 16u <= bytes) {
+        ar_ptr<uint4>(dst)[g] = __ldcg(ar_ptr<const uint4>(src) + g);
+      } else {
+        const uint64_t end = 16u * g + 16u < bytes ? 16u * g + 16u : bytes;
+        for (uint64_t i = 16u * g; i < end; i++)
+          ar_ptr<unsigned char>(dst)[i] = __ldcg(ar_ptr<const unsigned char>(src) + i);
+      }
+    }
+  }
+  ar_barrier(p, c, base + 2);
 }
 
 // ---- two-shot ---------------------------------------------------------------------------
@@ -1679,6 +1715,10 @@ extern "C" __global__ void __launch_bounds__(TE_AR_THREADS) te_comm_ar_oneshot(c
 extern "C" __global__ void __launch_bounds__(TE_AR_THREADS) te_comm_ar_twoshot(const te_ar_params p) {
   ar_pdl_enter();
   AR_DISPATCH(ar_twoshot)
+}
+extern "C" __global__ void __launch_bounds__(TE_AR_THREADS) te_comm_ar_gather(const te_ar_params p) {
+  ar_pdl_enter();
+  ar_gather(p);
 }
 extern "C" __global__ void __launch_bounds__(TE_AR_THREADS) te_comm_ar_ce_reduce(const te_ar_params p) {
   ar_pdl_enter();

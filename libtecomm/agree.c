@@ -47,13 +47,20 @@ struct tc_agree_wire {
   uint32_t hidden;
   float eps;
   int32_t failed;   /* 0, or the result that failed this rank's communicator */
-  int32_t pad_;
+  int32_t coll;     /* tc_coll_t */
 };
 
 static int host_agree_on(void) { return tecore_tunable_int(&tc_tun_host_agree) != 0; }
 
 static const char *op_name(int32_t op) {
   return op == TECOMM_SUM ? "SUM" : op == TECOMM_MAX ? "MAX" : "?";
+}
+
+/* The collective a call is (tc_coll_t, fused). */
+static const char *call_name(const struct tc_agree_wire *w) {
+  if (w->coll == 1) return "reduce-scatter";
+  if (w->coll == 2) return "all-gather";
+  return w->fused ? "allreduce + add + RMSNorm" : "allreduce";
 }
 
 /* The first field of a and b that differs, named, with both values
@@ -76,10 +83,10 @@ static int first_diff(const struct tc_agree_wire *a, const struct tc_agree_wire 
     *field = "algorithm";
     snprintf(va, n, "%s", tecomm_algo_name((tecomm_algo_t)a->algo));
     snprintf(vb, n, "%s", tecomm_algo_name((tecomm_algo_t)b->algo));
-  } else if (a->fused != b->fused) {
+  } else if (a->fused != b->fused || a->coll != b->coll) {
     *field = "call";
-    snprintf(va, n, "%s", a->fused ? "allreduce + add + RMSNorm" : "allreduce");
-    snprintf(vb, n, "%s", b->fused ? "allreduce + add + RMSNorm" : "allreduce");
+    snprintf(va, n, "%s", call_name(a));
+    snprintf(vb, n, "%s", call_name(b));
   } else if (a->hidden != b->hidden) {
     *field = "hidden (fused)";
     snprintf(va, n, "%u", a->hidden);
@@ -108,7 +115,8 @@ tecomm_result_t tc_agree_host(struct tecomm_comm *c, const struct tc_agree_call 
                              .algo = (int32_t)call->algo,
                              .fused = call->hidden != 0,
                              .hidden = (uint32_t)call->hidden,
-                             .eps = call->hidden ? call->eps : 0.0f};
+                             .eps = call->hidden ? call->eps : 0.0f,
+                             .coll = (int32_t)call->coll};
   struct tc_agree_wire few[16], *all = few;
   if (c->nranks > 16 && !(all = malloc((size_t)c->nranks * sizeof *all)))
     return TC_ERR(TECOMM_ERR_NOMEM, "%s: out of host memory", fn);

@@ -16,6 +16,7 @@ struct tc_agree_call {
   tecomm_algo_t algo;   /* the algorithm chosen (nccl, verbs) */
   size_t hidden;        /* the fused call's row; 0: a plain allreduce */
   float eps;            /* the fused call's */
+  int coll;             /* tc_coll_t: allreduce (0), reduce-scatter, all-gather */
 };
 
 /* Collective over c->xchg (every rank of c calls it for the same call):

@@ -75,8 +75,8 @@ static tecomm_result_t run(struct tecomm_comm *c, const struct tc_ar_run *q) {
 /* An operand in symmetric memory must lie inside its allocation: the
  * kernels read and write the same offsets of every peer's slot, so a
  * count past it would reach another allocation, or a peer's memory. */
-static tecomm_result_t sym_bounds(struct tecomm_comm *c, tecore_devptr_t p, size_t bytes,
-                                  const char *what, const char *fn) {
+tecomm_result_t tc_sym_bounds(struct tecomm_comm *c, tecore_devptr_t p, size_t bytes,
+                              const char *what, const char *fn) {
   struct tc_seg *s = NULL;
   size_t off = 0, room = 0;
   if (!p || !tc_sym_room(c, p, &s, &off, &room)) return TECOMM_SUCCESS;
@@ -119,8 +119,8 @@ static tecomm_result_t allreduce_live(struct tecomm_comm *comm, const struct tc_
   size_t bytes = q->count * esz;
   TC_ARG(send == recv || send + bytes <= recv || recv + bytes <= send,
          "%s: send and recv overlap without being equal", fn);
-  TC_CHECK(sym_bounds(comm, send, bytes, "send", fn));
-  TC_CHECK(sym_bounds(comm, recv, bytes, "recv", fn));
+  TC_CHECK(tc_sym_bounds(comm, send, bytes, "send", fn));
+  TC_CHECK(tc_sym_bounds(comm, recv, bytes, "recv", fn));
   return tc_comm_fail(comm, run(comm, q));
 }
 
@@ -194,10 +194,10 @@ static tecomm_result_t add_rmsnorm(tecomm_comm_t comm, const struct tecomm_add_r
          (unsigned long long)a->rsigma);
   TC_ARG(!a->rsigma || a->x + bytes <= a->rsigma || a->rsigma + a->rows * 4 <= a->x,
          "%s: args->x overlaps args->rsigma", fn);
-  TC_CHECK(sym_bounds(comm, a->x, bytes, "args->x", fn));
-  TC_CHECK(sym_bounds(comm, a->residual_in, bytes, "args->residual_in", fn));
-  TC_CHECK(sym_bounds(comm, a->residual_out, bytes, "args->residual_out", fn));
-  TC_CHECK(sym_bounds(comm, a->out, bytes, "args->out", fn));
+  TC_CHECK(tc_sym_bounds(comm, a->x, bytes, "args->x", fn));
+  TC_CHECK(tc_sym_bounds(comm, a->residual_in, bytes, "args->residual_in", fn));
+  TC_CHECK(tc_sym_bounds(comm, a->residual_out, bytes, "args->residual_out", fn));
+  TC_CHECK(tc_sym_bounds(comm, a->out, bytes, "args->out", fn));
   return tc_comm_fail(comm, run(comm, &(struct tc_ar_run){.send = a->x,
                                                           .count = a->rows * a->hidden,
                                                           .dtype = a->dtype, .op = TECOMM_SUM,

@@ -20,9 +20,18 @@
 #include "comm_priv.h"
 #include "algos.h"
 
-/* One allreduce after selection: the caller's arguments and what
+/* The collective of a call (coll.c): allreduce, or reduce-scatter and
+ * all-gather, whose count is one rank's block. */
+typedef enum tc_coll {
+  TC_COLL_ALLREDUCE = 0,
+  TC_COLL_REDUCE_SCATTER = 1,
+  TC_COLL_ALLGATHER = 2
+} tc_coll_t;
+
+/* One collective after selection: the caller's arguments and what
  * selection saw.  fa non-NULL: the fused allreduce + add + RMSNorm. */
 struct tc_call {
+  tc_coll_t coll;                      /* reduce-scatter, all-gather: run by run_coll */
   tecore_devptr_t send, recv;
   size_t count, bytes;
   tecore_dtype_t dtype;
@@ -68,6 +77,9 @@ struct tc_level {
   /* Runs the plain and the fused call with the algorithm chosen. */
   tecomm_result_t (*run)(struct tecomm_comm *c, const struct tc_call *k);
   tecomm_result_t (*run_fused)(struct tecomm_comm *c, const struct tc_call *k);
+  /* Optional: runs a reduce-scatter or all-gather (k->coll) with the
+   * algorithm chosen; NULL: the level has none (TECOMM_ERR_NOT_SUPPORTED). */
+  tecomm_result_t (*run_coll)(struct tecomm_comm *c, const struct tc_call *k);
   /* Appends the level's lines to tecomm_comm_describe's text. */
   void (*describe)(struct tecomm_comm *c, struct tc_text *t);
 };
@@ -93,6 +105,23 @@ extern const struct tc_level tc_level_nvls, tc_level_mnnvl, tc_level_ipc, tc_lev
  * (ar_run.c): stages the input where the protocol needs it, then
  * launches the kernel. */
 tecomm_result_t tc_run_kernel(struct tecomm_comm *c, const struct tc_call *k);
+/* The IPC kernels' reduce-scatter and all-gather (ipc/coll_run.c): the
+ * input read in place or staged in the pool, then one-shot, the gather
+ * kernel or their copy-engine forms. */
+tecomm_result_t tc_run_coll_kernel(struct tecomm_comm *c, const struct tc_call *k);
+/* The staging buffer for count elements of dtype in the pool or a
+ * segment past it (c->stage_seg at c->stage); collective when it grows
+ * (ar_run.c). */
+tecomm_result_t tc_stage_get(struct tecomm_comm *c, size_t count, tecore_dtype_t dtype, int cap,
+                             const char *fn);
+/* The copy-engine one-shot's local scratch of at least bytes
+ * (c->ce_scratch; ar_run.c). */
+tecomm_result_t tc_ce_scratch_get(struct tecomm_comm *c, size_t bytes, int cap, const char *fn);
+/* TECOMM_ERR_INVALID when p lies in symmetric memory and bytes from it
+ * run past its allocation, or it is free pool space (allreduce.c). */
+tecomm_result_t tc_sym_bounds(struct tecomm_comm *c, tecore_devptr_t p, size_t bytes,
+                              const char *what, const char *fn);
+
 /* The fused call on a level that only sums (nccl, verbs): allreduce with
  * reduce, then add and RMSNorm as kernels of their own, on operands
  * aligned as the IPC kernels' (ar_run.c). */

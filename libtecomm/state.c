@@ -50,7 +50,11 @@ static void tc_mismatch_why(struct tecomm_comm *c, int peer, char *why, size_t n
   }
   const char *f = "the call sequence";
   char a[64] = "", b[64] = "";
-  if (me.count != them.count) {
+  if (strcmp(tc_ar_desc_call(&me), tc_ar_desc_call(&them)) != 0) {
+    f = "call";
+    snprintf(a, sizeof a, "%s", tc_ar_desc_call(&me));
+    snprintf(b, sizeof b, "%s", tc_ar_desc_call(&them));
+  } else if (me.count != them.count) {
     f = "count";
     snprintf(a, sizeof a, "%llu", (unsigned long long)me.count);
     snprintf(b, sizeof b, "%llu", (unsigned long long)them.count);

@@ -95,6 +95,13 @@ static const char usage_text[] =
     "                     block split, the rest replicated; --save writes the one-process\n"
     "                     files, --load takes any run's, every rank decodes --sample,\n"
     "                     rank 0 prints\n"
+    "  --dp N             data parallelism over N ranks (forked processes): each trains on\n"
+    "                     its slice of the global batch (dp x batch x accum sequences, the\n"
+    "                     ones a single process of --batch dp x batch draws), the gradients\n"
+    "                     reduced in buckets during the backward; with --tp T, dp x T ranks\n"
+    "  --zero 0|1|2       with --dp: 0 every rank steps every parameter (default); 1 AdamW's\n"
+    "                     masters and moments sharded over the ranks, the updated\n"
+    "                     parameters gathered; 2 the gradients reduce-scattered too\n"
     "  --share-saved 0|1  lay the saved tensors the backward never reads over shared\n"
     "                     scratch by their lifetimes (default 1)\n"
     "  --wgrad TYPE       the Linears' weight gradients: bf16 (the GEMM's output, as\n"
@@ -152,7 +159,7 @@ enum {
   O_ROPE, O_BIAS, O_DATA, O_CORPUS, O_SYNTH, O_STEPS, O_BATCH, O_ACCUM, O_LR, O_MINLR, O_WARMUP,
   O_DECAY, O_WD, O_CLIP, O_RECIPE, O_SEED, O_EVAL, O_EVALB, O_SAVE, O_LOAD, O_SAMPLE, O_PROMPT,
   O_TEMP, O_TOPK, O_SCHECK, O_NOGRAPH, O_TP, O_SHARE, O_WGRAD, O_PROFILE, O_PLAN, O_OFFLOAD, O_OFF_LAYERS,
-  O_OFF_PREFETCH, O_OFF_DIR, O_HOST_BUDGET, O_OFF_MIN, O_GLAUNCH, O_NOPIPE,
+  O_OFF_PREFETCH, O_OFF_DIR, O_HOST_BUDGET, O_OFF_MIN, O_GLAUNCH, O_NOPIPE, O_DP, O_ZERO,
   O_VAL, O_TOKENIZE, O_EVALFILE, O_SAVE_EVERY, O_LOG, O_LOAD_HF, O_SAVE_HF
 };
 static const struct option longs[] = {
@@ -186,6 +193,7 @@ static const struct option longs[] = {
     {"offload-min-elems", required_argument, 0, O_OFF_MIN},
     {"graph-launch", required_argument, 0, O_GLAUNCH},
     {"no-pipeline", no_argument, 0, O_NOPIPE},
+    {"dp", required_argument, 0, O_DP}, {"zero", required_argument, 0, O_ZERO},
     {"val", required_argument, 0, O_VAL}, {"tokenize", required_argument, 0, O_TOKENIZE},
     {"eval", required_argument, 0, O_EVALFILE}, {"save-every", required_argument, 0, O_SAVE_EVERY},
     {"log", required_argument, 0, O_LOG}, {"load-hf", required_argument, 0, O_LOAD_HF},
@@ -206,6 +214,7 @@ struct opts {
   int no_pipeline;   /* --no-pipeline */
   int sample_check, no_graph, tp, sample_given, quiet, share_saved, profile, plan;
   int wgrad;         /* --wgrad: 0 auto, 1 bf16, 2 f32 */
+  int dp, zero;      /* --dp, --zero */
   double lr, min_lr, wd, clip, temperature;
   long long seed;
   struct demo_offload_opts off;   /* --offload and its options */
@@ -307,6 +316,7 @@ static int take(struct te_cli *cli, struct opts *o, int opt, const char *a) {
   case O_LOAD_HF: o->load_hf = a; return 0;
   case O_SAVE_HF: o->save_hf = a; return 0;
   case O_SAVE_EVERY: return te_cli_int(cli, f, a, 1, 100000000, &o->save_every);
+
   case O_CORPUS: o->corpus_dir = a; return 0;
   case O_SYNTH: o->synthetic = 1; return 0;
   case O_STEPS: return te_cli_int(cli, f, a, 0, 100000000, &o->steps);
@@ -342,6 +352,8 @@ static int take(struct te_cli *cli, struct opts *o, int opt, const char *a) {
     o->launch_given = 1;
     return 0;
   case O_TP: return te_cli_int(cli, f, a, 1, DEMO_TP_MAX, &o->tp);
+  case O_DP: return te_cli_int(cli, f, a, 1, DEMO_TP_MAX, &o->dp);
+  case O_ZERO: return te_cli_int(cli, f, a, 0, 2, &o->zero);
   case O_SHARE: return te_cli_int(cli, f, a, 0, 1, &o->share_saved);
   case O_WGRAD: return word_of(cli, f, a, wgrad_words, 3, &o->wgrad);
   case O_PROFILE: o->profile = o->no_graph = 1; return 0;
@@ -368,6 +380,19 @@ static int tp_misfit(struct te_cli *cli, int n, const struct gpt_config *c, cons
   if (c->heads % n == 0 && c->kv_heads % n == 0 && c->ffn % n == 0) return 0;
   return te_cli_error(cli, "--tp %d must divide --heads %d, --kv-heads %d and --ffn %d%s", n,
                       c->heads, c->kv_heads, c->ffn, from);
+}
+
+/* --dp's rules: the ranks fit, --zero needs it; offload's pass hooks
+ * and the group's are one set a sequence */
+static int dp_misfit(struct te_cli *cli, const struct opts *o) {
+  int dp = o->dp > 0 ? o->dp : 1, tp = o->tp > 0 ? o->tp : 1;
+  if (dp * tp > DEMO_TP_MAX)
+    return te_cli_error(cli, "--dp %d x --tp %d: at most %d ranks", dp, tp, DEMO_TP_MAX);
+  if (o->zero && dp < 2) return te_cli_error(cli, "--zero %d needs --dp 2 or more", o->zero);
+  if (o->off.on && dp > 1) return te_cli_error(cli, "--offload and --dp: one or the other");
+  if (o->zero == 2 && tp > 1)
+    return te_cli_error(cli, "--zero 2 and --tp: not together (--zero 0 or 1 with --tp)");
+  return 0;
 }
 
 /* the preset, then the given sizes over it; the shape's rules */
@@ -399,15 +424,18 @@ static int resolve(struct te_cli *cli, struct opts *o, struct gpt_config given, 
   if (o->nfiles && o->synthetic) return te_cli_error(cli, "--data and --synthetic: one or the other");
   if (o->val && o->synthetic) return te_cli_error(cli, "--val and --synthetic: one or the other");
   if (o->save_every && !o->save) return te_cli_error(cli, "--save-every needs --save DIR");
-  if (o->eval_file && o->tp > 1) return te_cli_error(cli, "--eval and --tp: one or the other");
   if (o->load_hf && o->load) return te_cli_error(cli, "--load and --load-hf: one or the other");
-  if ((o->load_hf || o->save_hf) && o->tp > 1)
-    return te_cli_error(cli, "--load-hf and --save-hf take one process, not --tp");
+  if ((o->eval_file || o->load_hf || o->save_hf) && (o->tp > 1 || o->dp > 1))
+    return te_cli_error(cli, "--eval, --load-hf and --save-hf take one process, not --tp or --dp");
   if (o->top_k && o->temperature <= 0) return te_cli_error(cli, "--top-k needs --temperature > 0");
   if (o->off_given && !o->off.on)
     return te_cli_error(cli, "--offload-layers, --offload-prefetch, --offload-min-elems, "
                              "--offload-dir and --host-budget need --offload");
   if (o->off.on && o->tp > 1) return te_cli_error(cli, "--offload and --tp: one or the other");
+  if (dp_misfit(cli, o)) return TE_EXIT_USAGE;
+  if (getenv("TECOMM_RANK") && o->tp > 1 && o->save)
+    return te_cli_error(cli, "--tp with --save: not when launched by TECOMM_RANK (the slices "
+                             "meet in memory the forked ranks share)");
   /* --tp with --load: the checkpoint's shape, checked by parse */
   if (o->tp > 1 && !o->load && tp_misfit(cli, o->tp, c, "")) return TE_EXIT_USAGE;
   return 0;
@@ -473,6 +501,17 @@ static void offload_attach(struct demo_offload *dof, struct opts *o, struct gpt_
                 dof->predicted, plain_ms);
 }
 
+/* --dp: the group over the model (before gpt_train_init, which shards
+ * AdamW's state by it); the loss scale 1 / (accum * dp), so that the
+ * summed gradients are one process's mean over the global batch. */
+static void dp_attach(struct gpt_model *m, const struct gpt_dp *dp,
+                      const struct tecore_recipe *recipe, int accum, tecore_stream_t s) {
+  m->dp = *dp;
+  float dl = 1.0f / (float)(accum * dp->size);
+  GPT_CHECK(tecore_memcpy(m->dloss, (tecore_devptr_t)(uintptr_t)&dl, 4));
+  gpt_dp_create(m, recipe, s);
+}
+
 /* FNV-1a of the sampled bytes: --tp compares the ranks' samples */
 static uint64_t text_sum(const char *text, size_t n) {
   uint64_t h = 0xcbf29ce484222325ull;
@@ -480,8 +519,6 @@ static uint64_t text_sum(const char *text, size_t n) {
   return h;
 }
 
-/* One training run (one process, or rank tp->rank of a --tp run: its
- * losses into losses[], the sum of its sample into *sample_sum). */
 /* The GELU in the GEMMs' epilogues where libte's own GEMM runs them (BF16
  * on compute capability 9.0, TECORE_GEMM_OWN: GPT-2 124M's step 1.6 ms
  * faster than with the GELU apart, bench/2026-11-26.md, session 29), as its own
@@ -496,326 +533,426 @@ static void gelu_choice(const struct opts *o) {
   setenv("TECORE_OPS_GELU_EPILOGUE", own ? "1" : "0", 0);
 }
 
-static int run(struct opts *op, const struct gpt_tp *tp, double *losses, uint64_t *sample_sum) {
-  struct opts o = *op;
-  GPT_CHECK(tecore_init());
-  gelu_choice(&o);
+/* One training run's state, phase to phase (run() below). */
+enum { GPT_MEDIAN_STEPS = 1024 };
+struct run_state {
+  struct opts o;
+  const struct gpt_tp *tp;     /* --tp: this rank's place; NULL: one process */
+  const struct gpt_dp *dp;     /* --dp: likewise */
+  void *world;                 /* the communicator of every rank, or NULL */
+  double *losses;              /* --tp, --dp: this rank's losses, for the parent */
+  uint64_t *sample_sum;
   tecore_stream_t s;
-  GPT_CHECK(tecore_stream_create(0, 0, &s));
-  if (o.load && gpt_load_config(o.load, &o.c)) return TE_EXIT_FAIL;
-  if (o.load_hf && gpt_hf_config(o.load_hf, &o.c)) return TE_EXIT_FAIL;
-  struct gpt_data d = {NULL};   /* --eval reads no training data */
-  if (!o.eval_file && gpt_data_load(&d, &(struct gpt_data_opts){.files = o.files, .nfiles = o.nfiles,
-                                                .corpus_dir = o.corpus_dir, .val = o.val,
-                                                .seq = o.c.seq, .vocab = o.c.vocab,
-                                                .synthetic = o.synthetic}))
-    return TE_EXIT_FAIL;
-  struct tecore_recipe rec, *recipe = NULL;
-  if (o.recipe) {
-    static const tecore_recipe_kind_t kinds[] = {TECORE_RECIPE_DELAYED, TECORE_RECIPE_DELAYED,
-                                                 TECORE_RECIPE_CURRENT, TECORE_RECIPE_BLOCK};
-    GPT_CHECK(tecore_recipe_init(&rec, kinds[o.recipe]));
-    if (kinds[o.recipe] == TECORE_RECIPE_DELAYED) rec.margin = 1;
-    if (tp) rec.amax_reduce = tecomm_amax_reduce, rec.amax_reduce_ctx = tp->comm;
-    recipe = &rec;
-  }
+  struct gpt_data d;
+  struct tecore_recipe rec, *recipe;
   struct gpt_model m;
-  o.c.share_saved = o.share_saved;
-  o.c.wgrad_bf16 = o.wgrad == 1 || (o.wgrad == 0 && o.accum == 1);
-  gpt_model_create_tp(&m, &o.c, (size_t)o.batch, o.accum, recipe, (uint64_t)o.seed, tp, s);
-  size_t shared = 0, arenas = 0;
-  if (o.share_saved) gpt_share_saved(&m, &shared, &arenas);
-  struct gpt_train t = {.lr = o.lr, .min_lr = o.min_lr, .wd = o.wd, .beta1 = 0.9, .beta2 = 0.95,
-                        .eps = 1e-8, .clip = o.clip, .warmup = o.warmup,
-                        .decay_steps = o.decay_steps, .accum = o.accum,
-                        .rng = (uint64_t)o.seed * 0x2545f4914f6cdd1dull + 0x6461746101ull,
-                        .use_graph = !o.no_graph,
-                        /* offload's copies overlap kernels only from the host */
-                        .host_launch = o.host_launch || (o.off.on && !o.launch_given),
-                        .pipeline = !o.no_pipeline && !o.off.on,
-                        .chain_mode = !o.no_chain && !o.off.on,
-                        .sum_ranks = tp ? sum_ranks : NULL, .run_args = &o.run_args};
-  gpt_train_init(&t, &m, s);
+  struct gpt_train t;
   struct demo_offload dof;
-  memset(&dof, 0, sizeof dof);
-  struct gpt_log lg = {NULL};
-  if (o.off.on) t.use_graph = 0;   /* plain eager steps until offload is attached */
-  int rc = TE_EXIT_OK;
-  if (o.load && gpt_load(o.load, &m, &t, s)) {
-    rc = TE_EXIT_FAIL;
-    goto out;
-  }
-  if (o.load_hf && gpt_hf_load(o.load_hf, &m, s)) {
-    rc = TE_EXIT_FAIL;
-    goto out;
-  }
-  if (o.eval_file) {
-    rc = gpt_eval_report(&OUT, &t, &m, o.eval_file, s);
-    goto out;
-  }
-  if (gpt_log_open(&lg, !tp || !tp->rank ? o.log : NULL)) {
-    rc = TE_EXIT_FAIL;
-    goto out;
-  }
+  struct gpt_log lg;           /* --log */
+  int have_data, have_model;   /* what run_free frees */
+  size_t shared, arenas, whole;
+  double mem_mib, flops_per_token, tokens;
+  /* the step loop's */
+  double first, last, last_val, tsum, plain_ms;
+  int nsteps;
+  /* the steady steps' times for the median: from this run's third step
+   * (the first two make the lazy choices and capture the graph; a run
+   * resumed from --load counts from its own first), the last
+   * GPT_MEDIAN_STEPS of them; runs of fewer than three steps, all */
+  double ring[GPT_MEDIAN_STEPS];
+  int nring, first_steady;
+  long long ring_from;
+};
 
+/* The recipe of --recipe (NULL: BF16); every rank quantizes alike: the
+ * amaxes of all of them (--tp, --dp) are reduced. */
+static void run_recipe(struct run_state *r) {
+  static const tecore_recipe_kind_t kinds[] = {TECORE_RECIPE_DELAYED, TECORE_RECIPE_DELAYED,
+                                               TECORE_RECIPE_CURRENT, TECORE_RECIPE_BLOCK};
+  r->recipe = NULL;
+  if (!r->o.recipe) return;
+  GPT_CHECK(tecore_recipe_init(&r->rec, kinds[r->o.recipe]));
+  if (kinds[r->o.recipe] == TECORE_RECIPE_DELAYED) r->rec.margin = 1;
+  if (r->world) r->rec.amax_reduce = tecomm_amax_reduce, r->rec.amax_reduce_ctx = r->world;
+  r->recipe = &r->rec;
+}
+
+/* Setup: the device, the data, the model (--dp: its group), AdamW, a
+ * checkpoint.  TE_EXIT_OK or the exit status. */
+static int run_setup(struct run_state *r) {
+  struct opts *o = &r->o;
+  GPT_CHECK(tecore_init());
+  gelu_choice(o);
+  GPT_CHECK(tecore_stream_create(0, 0, &r->s));
+  if (o->load && gpt_load_config(o->load, &o->c)) return TE_EXIT_FAIL;
+  if (o->load_hf && gpt_hf_config(o->load_hf, &o->c)) return TE_EXIT_FAIL;
+  /* --eval reads no training data */
+  if (!o->eval_file && gpt_data_load(&r->d, &(struct gpt_data_opts){.files = o->files,
+                                         .nfiles = o->nfiles, .corpus_dir = o->corpus_dir,
+                                         .val = o->val, .seq = o->c.seq, .vocab = o->c.vocab,
+                                         .synthetic = o->synthetic}))
+    return TE_EXIT_FAIL;
+  r->have_data = !o->eval_file;
+  run_recipe(r);
+  struct gpt_model *m = &r->m;
+  o->c.share_saved = o->share_saved;
+  o->c.wgrad_bf16 = o->wgrad == 1 || (o->wgrad == 0 && o->accum == 1);
+  gpt_model_create_tp(m, &o->c, (size_t)o->batch, o->accum, r->recipe, (uint64_t)o->seed, r->tp,
+                      r->s);
+  r->have_model = 1;
+  if (r->dp) dp_attach(m, r->dp, r->recipe, o->accum, r->s);
+  if (o->share_saved) gpt_share_saved(m, &r->shared, &r->arenas);
+  r->t = (struct gpt_train){.lr = o->lr, .min_lr = o->min_lr, .wd = o->wd, .beta1 = 0.9,
+                            .beta2 = 0.95, .eps = 1e-8, .clip = o->clip, .warmup = o->warmup,
+                            .decay_steps = o->decay_steps, .accum = o->accum,
+                            .rng = (uint64_t)o->seed * 0x2545f4914f6cdd1dull + 0x6461746101ull,
+                            .use_graph = !o->no_graph,
+                            /* offload's copies overlap kernels only from the host */
+                            .host_launch = o->host_launch || (o->off.on && !o->launch_given),
+                            .pipeline = !o->no_pipeline && !o->off.on,
+                            .chain_mode = !o->no_chain && !o->off.on,
+                            .sum_ranks = r->tp ? sum_ranks : NULL, .run_args = &o->run_args};
+  gpt_train_init(&r->t, m, r->s);
+  if (o->off.on) r->t.use_graph = 0;   /* plain eager steps until offload is attached */
+  if (o->load && gpt_load(o->load, m, &r->t, r->s)) return TE_EXIT_FAIL;
+  if (o->load_hf && gpt_hf_load(o->load_hf, m, r->s)) return TE_EXIT_FAIL;
+  int speaks = !r->tp && !r->dp ? 1 : (!r->tp || !r->tp->rank) && (!r->dp || !r->dp->rank);
+  if (gpt_log_open(&r->lg, speaks ? o->log : NULL)) return TE_EXIT_FAIL;
+  return TE_EXIT_OK;
+}
+
+/* The figures the rows and notes use: memory, parameters (--tp: every
+ * rank's slices), the model FLOPs a token, the tokens a step. */
+static void run_figures(struct run_state *r) {
+  const struct gpt_model *m = &r->m;
   size_t seq_total = 0;
-  GPT_CHECK(tecore_seq_memory(m.seq, NULL, &seq_total));
-  double mem_mib = (double)(seq_total + m.dev_bytes) / 1048576.0;
-  const struct gpt_config *c = &m.c;
+  GPT_CHECK(tecore_seq_memory(m->seq, NULL, &seq_total));
+  r->mem_mib = (double)(seq_total + m->dev_bytes) / 1048576.0;
+  const struct gpt_config *c = &m->c;
   /* N: every parameter but the embedding tables (lookups, no GEMM) */
   size_t ntab = (size_t)c->vocab * c->hidden + (c->rope ? 0 : (size_t)c->seq * c->hidden);
-  size_t whole = m.nparams;   /* --tp: the other ranks' slices too */
-  for (size_t i = 0; i < m.np && tp; i++)
-    if (m.p[i].sharded && !strstr(m.p[i].name, "proj.bias") && !strstr(m.p[i].name, "fc2.bias"))
-      whole += (size_t)(tp->size - 1) * m.p[i].rows * m.p[i].cols;   /* those two: rank 0 */
-  double flops_per_token = 6.0 * (double)(whole - ntab) +
-                           6.0 * c->layers * (double)c->hidden * c->seq;
-  double tokens = (double)m.rows * o.accum;
+  r->whole = m->nparams;   /* --tp: the other ranks' slices too */
+  for (size_t i = 0; i < m->np && r->tp; i++)
+    if (m->p[i].sharded && !strstr(m->p[i].name, "proj.bias") &&
+        !strstr(m->p[i].name, "fc2.bias"))
+      r->whole += (size_t)(r->tp->size - 1) * m->p[i].rows * m->p[i].cols;   /* those two: rank 0 */
+  r->flops_per_token = 6.0 * (double)(r->whole - ntab) +
+                       6.0 * c->layers * (double)c->hidden * c->seq;
+  r->tokens = (double)m->rows * r->o.accum * (r->dp ? r->dp->size : 1);   /* every rank's */
+}
 
-  te_out_begin(&OUT);
-  te_out_note(&OUT, "te-gpt: %s: %d layers, hidden %d, %d heads (%d kv), ffn %d, seq %d, vocab %d, "
-              "%s, %s, %s, LM head untied; %.2fM parameters", o.load ? "loaded" : o.model,
-              c->layers, c->hidden, c->heads, c->kv_heads, c->ffn, c->seq, c->vocab,
-              norm_words[c->norm], act_words[c->act], c->rope ? "RoPE" : "learned positions",
-              (double)whole / 1e6);
-  te_out_note(&OUT, "data: %s; %zu training tokens, %zu held out", d.source, d.ntrain,
-              d.n - d.ntrain);
-  te_out_note(&OUT, "%s, batch %d x %d tokens x accum %d; AdamW lr %g (warmup %d, cosine to %g at "
-              "step %d), weight decay %g, clip %g; %s",
-              o.recipe ? recipe_words[o.recipe] : "BF16", o.batch, c->seq, o.accum, o.lr,
-              o.warmup, o.min_lr, o.decay_steps, o.wd, o.clip,
-              o.no_graph ? "eager launches" : "the whole step one graph from the second step");
-  if (o.share_saved)
-    te_out_note(&OUT, "saved tensors the backward never reads: %.1f MiB laid over %.1f MiB of "
-                "shared scratch", (double)shared / 1048576.0, (double)arenas / 1048576.0);
+/* Where the device memory goes, and the fuser's plans (--plan). */
+static void run_memory_notes(struct run_state *r) {
+  const struct gpt_model *m = &r->m;
   struct gpt_mem gm;
-  gpt_mem_count(&m, &t, &gm);
-  {
-    const double Mi = 1048576.0;
-    te_out_note(&OUT, "device memory %.1f MiB: parameters %.1f, their gradients %.1f, AdamW's "
-                "masters and moments %.1f, embedding tables and gradients %.1f, saved for the "
-                "backward %.1f, other saved tensors %.1f, FP8 copies and workspaces %.1f, "
-                "logits %.1f, the rest %.1f", gm.total / Mi, gm.params / Mi, gm.grads / Mi,
-                gm.optim / Mi, gm.tables / Mi, gm.saved_back / Mi, gm.saved_other / Mi,
-                gm.fp8_other / Mi, gm.logits / Mi, gm.rest / Mi);
-  }
-  if (o.plan) {
-    if (m.dlogits8)
+  gpt_mem_count(m, &r->t, &gm);
+  const double Mi = 1048576.0;
+  te_out_note(&OUT, "device memory %.1f MiB: parameters %.1f, their gradients %.1f, AdamW's "
+              "masters and moments %.1f, embedding tables and gradients %.1f, saved for the "
+              "backward %.1f, other saved tensors %.1f, FP8 copies and workspaces %.1f, "
+              "logits %.1f, the rest %.1f", gm.total / Mi, gm.params / Mi, gm.grads / Mi,
+              gm.optim / Mi, gm.tables / Mi, gm.saved_back / Mi, gm.saved_other / Mi,
+              gm.fp8_other / Mi, gm.logits / Mi, gm.rest / Mi);
+  if (r->o.plan) {
+    if (m->dlogits8)
       te_out_note(&OUT, "plan: cross-entropy backward -> the LM head's FP8 gradient%s",
-                  m.dlogits8 == 2 ? ", over the logits" : "");
+                  m->dlogits8 == 2 ? ", over the logits" : "");
     for (int k = 0; k < 2; k++) {
-      char *pl = gpt_describe(&m, k ? TECORE_SEQ_BACKWARD : TECORE_SEQ_FORWARD);
+      char *pl = gpt_describe(m, k ? TECORE_SEQ_BACKWARD : TECORE_SEQ_FORWARD);
       te_out_note(&OUT, "plan %s", pl);
       te_out_field_s(&OUT, k ? "plan_backward" : "plan_forward", pl);
       free(pl);
     }
   }
-  te_out_field_n(&OUT, "mem_saved_back_mib", gm.saved_back / 1048576.0);
-  te_out_field_n(&OUT, "dlogits_fp8", m.dlogits8);
-  te_out_field_n(&OUT, "mem_fp8_other_mib", gm.fp8_other / 1048576.0);
-  te_out_field_s(&OUT, "model", o.load ? "loaded" : o.model);
-  te_out_field_n(&OUT, "saved_shared_mib", (double)shared / 1048576.0);
-  te_out_field_n(&OUT, "parameters", (double)whole);
+  te_out_field_n(&OUT, "mem_saved_back_mib", gm.saved_back / Mi);
+  te_out_field_n(&OUT, "dlogits_fp8", m->dlogits8);
+  te_out_field_n(&OUT, "mem_fp8_other_mib", gm.fp8_other / Mi);
+}
+
+/* The notes before the first row: model, data, training, memory. */
+static void run_notes(struct run_state *r) {
+  const struct opts *o = &r->o;
+  const struct gpt_config *c = &r->m.c;
+  te_out_begin(&OUT);
+  te_out_note(&OUT, "te-gpt: %s: %d layers, hidden %d, %d heads (%d kv), ffn %d, seq %d, vocab %d, "
+              "%s, %s, %s, LM head untied; %.2fM parameters", o->load ? "loaded" : o->model,
+              c->layers, c->hidden, c->heads, c->kv_heads, c->ffn, c->seq, c->vocab,
+              norm_words[c->norm], act_words[c->act], c->rope ? "RoPE" : "learned positions",
+              (double)r->whole / 1e6);
+  te_out_note(&OUT, "data: %s; %zu training tokens, %zu held out", r->d.source, r->d.ntrain,
+              r->d.n - r->d.ntrain);
+  te_out_note(&OUT, "%s, batch %d x %d tokens x accum %d; AdamW lr %g (warmup %d, cosine to %g at "
+              "step %d), weight decay %g, clip %g; %s",
+              o->recipe ? recipe_words[o->recipe] : "BF16", o->batch, c->seq, o->accum, o->lr,
+              o->warmup, o->min_lr, o->decay_steps, o->wd, o->clip,
+              o->no_graph ? "eager launches" : "the whole step one graph from the second step");
+  if (o->share_saved)
+    te_out_note(&OUT, "saved tensors the backward never reads: %.1f MiB laid over %.1f MiB of "
+                "shared scratch", (double)r->shared / 1048576.0, (double)r->arenas / 1048576.0);
+  run_memory_notes(r);
+  te_out_field_s(&OUT, "model", o->load ? "loaded" : o->model);
+  te_out_field_n(&OUT, "saved_shared_mib", (double)r->shared / 1048576.0);
+  te_out_field_n(&OUT, "parameters", (double)r->whole);
+}
+
+/* --offload: attached after two plain steps (or before the first with a
+ * given prefetch, so a model that fits only with offload runs at all). */
+static void run_offload_maybe(struct run_state *r) {
+  const struct opts *o = &r->o;
+  if (!o->off.on || r->dof.ctx || !(r->nsteps == 2 || o->off.prefetch > 0)) return;
+  GPT_CHECK(tecore_stream_synchronize(r->s));
+  offload_attach(&r->dof, &r->o, &r->m, r->plain_ms, (long long)r->t.step);
+  size_t after = 0;
+  GPT_CHECK(tecore_seq_memory(r->m.seq, NULL, &after));
+  r->mem_mib = (double)(after + r->m.dev_bytes + r->dof.st.ring_bytes) / 1048576.0;
+  r->t.use_graph = !o->no_graph;
+  r->t.eager_steps = 0;   /* one eager step with offload, then the capture */
+}
+
+/* A step's loss and time into the run's figures. */
+static void run_account(struct run_state *r, double loss, double dt) {
+  if (r->nsteps == 1) r->plain_ms = dt * 1e3;   /* the second plain step: lazy choices made */
+  if (isnan(r->first)) r->first = loss;
+  if (r->losses && r->t.step <= r->o.steps) r->losses[r->t.step - 1] = loss;
+  r->last = loss;
+  r->tsum += dt, r->nsteps++;
+  if (r->nsteps >= r->first_steady) {
+    if (r->nring == GPT_MEDIAN_STEPS) r->ring_from++;
+    else if (!r->nring) r->ring_from = r->t.step;
+    r->ring[(r->nsteps - r->first_steady) % GPT_MEDIAN_STEPS] = dt;
+    if (r->nring < GPT_MEDIAN_STEPS) r->nring++;
+  }
+}
+
+/* One step and its row: TE_EXIT_OK or TE_EXIT_FAIL (said why). */
+static int run_one_step(struct run_state *r) {
+  const struct opts *o = &r->o;
+  struct gpt_train *t = &r->t;
+  run_offload_maybe(r);
+  double t0 = now_s(), gn = 0;
+  double lr = gpt_lr_at(t, t->step + 1);
+  /* step 1 makes the lazy choices, measuring GEMM algorithms among them:
+   * on an H100 the step after that ran ~12% slow (clocks recovering),
+   * so with three steps or more the third is the one profiled */
+  const int pstep = o->steps >= 3 ? 3 : 2;
+  int prof = o->profile && t->step + 1 == pstep;
+  if (prof) GPT_CHECK(tecore_profile_start());
+  /* the next step may be queued before this one is waited for when
+   * nothing runs between them (a validation pass, the last step) */
+  t->queue_next = t->step + 2 <= o->steps && !(o->eval_every && (t->step + 1) % o->eval_every == 0) &&
+                  !(o->save_every && (t->step + 1) % o->save_every == 0);
+  double loss = gpt_train_step(t, &r->m, &r->d, r->s, &gn);
+  double dt = now_s() - t0;
+  if (prof) {
+    GPT_CHECK(tecore_profile_stop());
+    te_out_progress_clear(&OUT);
+    fprintf(stderr, "# te-gpt --profile: step %d, device time per kernel (eager launches):\n",
+            pstep);
+    fflush(stderr);
+    GPT_CHECK(tecore_profile_report(2, NULL));
+  }
+  if (!isfinite(loss)) {
+    te_out_progress_clear(&OUT);
+    GPT_ERR("step %lld: the loss is %g", (long long)t->step, loss);
+    return TE_EXIT_FAIL;
+  }
+  if (r->dof.ctx) demo_offload_check(&r->dof, (int)t->step);
+  run_account(r, loss, dt);
+  struct te_out_val val = TE_OUT_NONE;
+  if (o->eval_every && t->step % o->eval_every == 0) {
+    r->last_val = gpt_val_loss(t, &r->m, &r->d, o->eval_batches, r->s);
+    /* those forwards have no backward: offload forgets what they saved */
+    if (r->dof.ctx && tegraph_offload_reset(r->dof.ctx) != TEGRAPH_SUCCESS) {
+      GPT_ERR("--offload: tegraph_offload_reset: %s", tegraph_last_error());
+      return TE_EXIT_FAIL;
+    }
+    val = TE_OUT_N(r->last_val);
+  }
+  te_out_row(&OUT, (struct te_out_val[]){TE_OUT_N(t->step), TE_OUT_N(loss), val, TE_OUT_N(lr),
+                                         TE_OUT_N(gn), TE_OUT_N(dt * 1e3),
+                                         TE_OUT_N(r->tokens / dt),
+                                         TE_OUT_N(r->tokens / dt * r->flops_per_token / 1e12),
+                                         TE_OUT_N(r->mem_mib)});
+  gpt_log_step(&r->lg, &(struct gpt_log_row){t->step, loss, val.set ? val.n : NAN, lr, gn,
+                                              dt * 1e3, r->tokens / dt});
+  if (o->save_every && t->step % o->save_every == 0 && t->step < o->steps) {
+    if (gpt_save(o->save, &r->m, t, r->s)) return TE_EXIT_FAIL;
+    te_out_note(&OUT, "saved step %lld to %s", (long long)t->step, o->save);
+  }
+  return TE_EXIT_OK;
+}
+
+/* The step loop, a row a step. */
+static int run_steps(struct run_state *r) {
   te_out_table(&OUT, "steps", step_cols, (int)(sizeof step_cols / sizeof step_cols[0]));
-  double first = NAN, last = NAN, last_val = NAN, tsum = 0;
-  int nsteps = 0;
-  double plain_ms = 0;
-  /* the steady steps' times for the median: from this run's third step
-   * (the first two make the lazy choices and capture the graph; a run
-   * resumed from --load counts from its own first), the last
-   * GPT_MEDIAN_STEPS of them; runs of fewer than three steps, all */
-  enum { GPT_MEDIAN_STEPS = 1024 };
-  double ring[GPT_MEDIAN_STEPS];
-  int nring = 0, first_steady = o.steps - (long long)t.step >= 3 ? 3 : 1;
-  long long ring_from = 0;
-  while (t.step < o.steps) {
-    /* a given prefetch needs no plain steps: attached before the first,
-     * so a model that fits only with offload runs at all */
-    if (o.off.on && !dof.ctx && (nsteps == 2 || o.off.prefetch > 0)) {
-      GPT_CHECK(tecore_stream_synchronize(s));
-      offload_attach(&dof, &o, &m, plain_ms, (long long)t.step);
-      size_t after = 0;
-      GPT_CHECK(tecore_seq_memory(m.seq, NULL, &after));
-      mem_mib = (double)(after + m.dev_bytes + dof.st.ring_bytes) / 1048576.0;
-      t.use_graph = !o.no_graph;
-      t.eager_steps = 0;   /* one eager step with offload, then the capture */
-    }
-    double t0 = now_s(), gn = 0;
-    double lr = gpt_lr_at(&t, t.step + 1);
-    /* step 1 makes the lazy choices, measuring GEMM algorithms among them:
-     * on an H100 the step after that ran ~12% slow (clocks recovering),
-     * so with three steps or more the third is the one profiled */
-    const int pstep = o.steps >= 3 ? 3 : 2;
-    int prof = o.profile && t.step + 1 == pstep;
-    if (prof) GPT_CHECK(tecore_profile_start());
-    /* the next step may be queued before this one is waited for when
-     * nothing runs between them (a validation pass, the last step) */
-    t.queue_next = t.step + 2 <= o.steps && !(o.eval_every && (t.step + 1) % o.eval_every == 0) &&
-                   !(o.save_every && (t.step + 1) % o.save_every == 0);
-    double loss = gpt_train_step(&t, &m, &d, s, &gn);
-    double dt = now_s() - t0;
-    if (prof) {
-      GPT_CHECK(tecore_profile_stop());
-      te_out_progress_clear(&OUT);
-      fprintf(stderr, "# te-gpt --profile: step %d, device time per kernel (eager launches):\n",
-              pstep);
-      fflush(stderr);
-      GPT_CHECK(tecore_profile_report(2, NULL));
-    }
-    if (!isfinite(loss)) {
-      te_out_progress_clear(&OUT);
-      GPT_ERR("step %lld: the loss is %g", (long long)t.step, loss);
-      rc = TE_EXIT_FAIL;
-      goto out;
-    }
-    if (dof.ctx) demo_offload_check(&dof, (int)t.step);
-    if (nsteps == 1) plain_ms = dt * 1e3;   /* the second plain step: lazy choices made */
-    if (isnan(first)) first = loss;
-    if (losses && t.step <= o.steps) losses[t.step - 1] = loss;
-    last = loss;
-    tsum += dt, nsteps++;
-    if (nsteps >= first_steady) {
-      if (nring == GPT_MEDIAN_STEPS) ring_from++;
-      else if (!nring) ring_from = t.step;
-      ring[(nsteps - first_steady) % GPT_MEDIAN_STEPS] = dt;
-      if (nring < GPT_MEDIAN_STEPS) nring++;
-    }
-    struct te_out_val val = TE_OUT_NONE;
-    if (o.eval_every && t.step % o.eval_every == 0) {
-      last_val = gpt_val_loss(&t, &m, &d, o.eval_batches, s);
-      /* those forwards have no backward: offload forgets what they saved */
-      if (dof.ctx && tegraph_offload_reset(dof.ctx) != TEGRAPH_SUCCESS) {
-        GPT_ERR("--offload: tegraph_offload_reset: %s", tegraph_last_error());
-        rc = TE_EXIT_FAIL;
-        goto out;
-      }
-      val = TE_OUT_N(last_val);
-    }
-    te_out_row(&OUT, (struct te_out_val[]){TE_OUT_N(t.step), TE_OUT_N(loss), val, TE_OUT_N(lr),
-                                           TE_OUT_N(gn), TE_OUT_N(dt * 1e3),
-                                           TE_OUT_N(tokens / dt),
-                                           TE_OUT_N(tokens / dt * flops_per_token / 1e12),
-                                           TE_OUT_N(mem_mib)});
-    gpt_log_step(&lg, &(struct gpt_log_row){t.step, loss, val.set ? val.n : NAN, lr, gn,
-                                            dt * 1e3, tokens / dt});
-    if (o.save_every && t.step % o.save_every == 0 && t.step < o.steps) {
-      if (gpt_save(o.save, &m, &t, s)) {
-        rc = TE_EXIT_FAIL;
-        goto out;
-      }
-      te_out_note(&OUT, "saved step %lld to %s", (long long)t.step, o.save);
-    }
-  }
+  r->first = r->last = r->last_val = NAN;
+  r->first_steady = r->o.steps - (long long)r->t.step >= 3 ? 3 : 1;
+  while (r->t.step < r->o.steps)
+    if (run_one_step(r) != TE_EXIT_OK) return TE_EXIT_FAIL;
   te_out_table_end(&OUT);
-  if (nsteps) {
-    const double med = gpt_median(ring, (size_t)nring);
+  return TE_EXIT_OK;
+}
+
+/* After the loop: the losses, the median step, the step graph's launches,
+ * --save.  TE_EXIT_OK or TE_EXIT_FAIL. */
+static int run_summary(struct run_state *r) {
+  const struct gpt_train *t = &r->t;
+  if (r->nsteps) {
+    const double med = gpt_median(r->ring, (size_t)r->nring);
     te_out_note(&OUT, "loss %.4f -> %.4f over %d steps; %.1f ms/step, %.0f tokens/s (the median "
-                "of steps %lld-%lld), %.1f ms/step on average over all", first, last, nsteps,
-                med * 1e3, tokens / med, ring_from, ring_from + nring - 1,
-                tsum / nsteps * 1e3);
+                "of steps %lld-%lld), %.1f ms/step on average over all", r->first, r->last,
+                r->nsteps, med * 1e3, r->tokens / med, r->ring_from,
+                r->ring_from + r->nring - 1, r->tsum / r->nsteps * 1e3);
     te_out_field_n(&OUT, "ms_median", med * 1e3);
-    te_out_field_n(&OUT, "tokens_per_s_median", tokens / med);
-    te_out_field_n(&OUT, "median_first_step", (double)ring_from);
+    te_out_field_n(&OUT, "tokens_per_s_median", r->tokens / med);
+    te_out_field_n(&OUT, "median_first_step", (double)r->ring_from);
   }
-  if (t.launch_us > 0) {
+  if (t->launch_us > 0) {
     char census[128];
-    gpt_graph_census(&t, census, sizeof census);
-    const char *how = t.chain_launches ? "chain" : t.host_launch ? "host" : "device";
+    gpt_graph_census(t, census, sizeof census);
+    const char *how = t->chain_launches ? "chain" : t->host_launch ? "host" : "device";
     te_out_note(&OUT, "step graph: %s (%s), %s in %.1f us of host time at the least, %.1f us "
                 "median over %d launches%s",
-                tp ? "every microbatch, the norm summed over the ranks, the clipping and AdamW"
-                   : "every microbatch, the norm, the clipping and AdamW",
-                census, t.chain_launches ? "queued to its launcher on the device (graph chain)"
-                : t.host_launch ? "launched from the host" : "launched from the device",
-                t.launch_us, gpt_launch_median(&t), t.nlaunch, t.chain_note);
-    te_out_field_n(&OUT, "graph_launch_us", t.launch_us);
-    te_out_field_n(&OUT, "graph_launch_us_median", gpt_launch_median(&t));
+                r->tp ? "every microbatch, the norm summed over the ranks, the clipping and AdamW"
+                      : "every microbatch, the norm, the clipping and AdamW",
+                census, t->chain_launches ? "queued to its launcher on the device (graph chain)"
+                : t->host_launch ? "launched from the host" : "launched from the device",
+                t->launch_us, gpt_launch_median(t), t->nlaunch, t->chain_note);
+    te_out_field_n(&OUT, "graph_launch_us", t->launch_us);
+    te_out_field_n(&OUT, "graph_launch_us_median", gpt_launch_median(t));
     te_out_field_s(&OUT, "graph_launch", how);
   }
-  te_out_field_n(&OUT, "first_loss", first);
-  te_out_field_n(&OUT, "last_loss", last);
-  te_out_field_n(&OUT, "last_val_loss", last_val);
-  if (o.save && gpt_save(o.save, &m, &t, s)) rc = TE_EXIT_FAIL;
-  else if (o.save) te_out_note(&OUT, "saved step %lld to %s", (long long)t.step, o.save);
-  if (o.save_hf && gpt_hf_save(o.save_hf, &m, s)) rc = TE_EXIT_FAIL;
-  if (o.sample > 0 && rc == TE_EXIT_OK) {
-    char *text = gpt_xalloc((size_t)o.sample + 1);
-    struct gpt_sample_opts so = {.n = o.sample, .top_k = o.top_k, .temperature = o.temperature,
-                                 .seed = (uint64_t)o.seed, .prompt = o.prompt,
-                                 .no_graph = o.no_graph};
-    double diff = 0, big = 0, margin = 0;
-    so.check = o.sample_check, so.check_diff = &diff, so.check_max = &big, so.margin = &margin;
-    double s0 = now_s(), steady = 0;
-    so.steady_t0 = &steady;
-    if (o.profile) GPT_CHECK(tecore_profile_start());
-    if (gpt_sample(&m, &so, text, s)) {
-      free(text);
-      rc = TE_EXIT_FAIL;
-      goto out;
-    }
-    if (sample_sum) *sample_sum = text_sum(text, (size_t)o.sample);
-    double s1 = now_s(), sdt = s1 - s0;
-    if (o.profile) {
-      GPT_CHECK(tecore_profile_stop());
-      fprintf(stderr, "# te-gpt --profile: the decode steps, device time per kernel (eager):\n");
-      fflush(stderr);
-      GPT_CHECK(tecore_profile_report(2, NULL));
-    }
-    if (!o.sample_check) {
-      /* the prompt's tokens and each new one run through the decode step
-       * one at a time (batch 1, the KV cache), each new one read back;
-       * steady: from the third step on (the first is eager, the second
-       * captures the graph) */
-      size_t ntok = (o.prompt[0] ? strlen(o.prompt) : 1) + (size_t)o.sample;
-      double rate = (double)ntok / sdt, srate = steady > 0 && ntok > 2 ? (ntok - 2) / (s1 - steady) : 0;
-      te_out_note(&OUT, "sample: %zu decode steps (batch 1, KV cache%s) in %.1f ms: %.0f tokens/s; "
-                  "%.0f tokens/s after the first two", ntok,
-                  o.no_graph ? ", eager" : ", one graph", sdt * 1e3, rate, srate);
-      te_out_field_n(&OUT, "decode_tokens_per_s", rate);
-      te_out_field_n(&OUT, "decode_steady_tokens_per_s", srate);
-    }
-    if (o.sample_check) {
-      double lim = GPT_KV_TOL * (big > 1 ? big : 1);
-      te_out_note(&OUT, "KV-cache decode vs the whole model: logits differ by %.4g at most "
-                  "(largest |logit| %.3g, limit %.3g)", diff, big, lim);
-      te_out_field_n(&OUT, "kv_check_diff", diff);
-      if (!(diff <= lim)) {
-        GPT_ERR("--sample-check: the KV-cache logits differ from the whole model's by %g "
-                "(limit %g)", diff, lim);
-        rc = TE_EXIT_FAIL;
-      }
-    }
-    /* printed as bytes (a NUL as '?'); JSON gets ASCII: other bytes '?' */
-    char *ascii = gpt_xalloc((size_t)o.sample + 1);
-    for (int i = 0; i < o.sample; i++) {
-      unsigned char b = (unsigned char)text[i];
-      if (!b) text[i] = '?';
-      ascii[i] = b && b < 0x80 ? (char)b : '?';
-    }
-    te_out_field_s(&OUT, "sample", ascii);
-    /* the greedy choices' margin: a sample that another rounding of the
-     * logits (--tp's sums) turns elsewhere had one below that change */
-    te_out_field_n(&OUT, "sample_margin", margin);
-    FILE *f = OUT.format == TE_OUT_TABLE ? stdout : o.quiet ? NULL : te_out_notes(&OUT);
-    if (f) fprintf(f, "%s%s\n", o.prompt, text);
-    free(ascii);
-    free(text);
+  te_out_field_n(&OUT, "first_loss", r->first);
+  te_out_field_n(&OUT, "last_loss", r->last);
+  te_out_field_n(&OUT, "last_val_loss", r->last_val);
+  const char *save = r->o.save;
+  if (save && gpt_save(save, &r->m, &r->t, r->s)) return TE_EXIT_FAIL;
+  if (save) te_out_note(&OUT, "saved step %lld to %s", (long long)t->step, save);
+  if (r->o.save_hf && gpt_hf_save(r->o.save_hf, &r->m, r->s)) return TE_EXIT_FAIL;
+  return TE_EXIT_OK;
+}
+
+/* The decode's rate, or --sample-check's verdict (TE_EXIT_FAIL past
+ * GPT_KV_TOL). */
+static int sample_figures(const struct opts *o, double sdt, double s1, double steady,
+                          double diff, double big) {
+  if (!o->sample_check) {
+    /* the prompt's tokens and each new one run through the decode step
+     * one at a time (batch 1, the KV cache), each new one read back;
+     * steady: from the third step on (the first is eager, the second
+     * captures the graph) */
+    size_t ntok = (o->prompt[0] ? strlen(o->prompt) : 1) + (size_t)o->sample;
+    double rate = (double)ntok / sdt, srate = steady > 0 && ntok > 2 ? (ntok - 2) / (s1 - steady) : 0;
+    te_out_note(&OUT, "sample: %zu decode steps (batch 1, KV cache%s) in %.1f ms: %.0f tokens/s; "
+                "%.0f tokens/s after the first two", ntok,
+                o->no_graph ? ", eager" : ", one graph", sdt * 1e3, rate, srate);
+    te_out_field_n(&OUT, "decode_tokens_per_s", rate);
+    te_out_field_n(&OUT, "decode_steady_tokens_per_s", srate);
+    return TE_EXIT_OK;
   }
-  if (o.off.on && !dof.ctx)
+  double lim = GPT_KV_TOL * (big > 1 ? big : 1);
+  te_out_note(&OUT, "KV-cache decode vs the whole model: logits differ by %.4g at most "
+              "(largest |logit| %.3g, limit %.3g)", diff, big, lim);
+  te_out_field_n(&OUT, "kv_check_diff", diff);
+  if (diff <= lim) return TE_EXIT_OK;
+  GPT_ERR("--sample-check: the KV-cache logits differ from the whole model's by %g (limit %g)",
+          diff, lim);
+  return TE_EXIT_FAIL;
+}
+
+/* The sampled bytes, printed as bytes (a NUL as '?'); JSON gets ASCII:
+ * other bytes '?'. */
+static void sample_print(const struct opts *o, char *text, double margin) {
+  char *ascii = gpt_xalloc((size_t)o->sample + 1);
+  for (int i = 0; i < o->sample; i++) {
+    unsigned char b = (unsigned char)text[i];
+    if (!b) text[i] = '?';
+    ascii[i] = b && b < 0x80 ? (char)b : '?';
+  }
+  te_out_field_s(&OUT, "sample", ascii);
+  /* the greedy choices' margin: a sample that another rounding of the
+   * logits (--tp's sums) turns elsewhere had one below that change */
+  te_out_field_n(&OUT, "sample_margin", margin);
+  FILE *f = OUT.format == TE_OUT_TABLE ? stdout : o->quiet ? NULL : te_out_notes(&OUT);
+  if (f) fprintf(f, "%s%s\n", o->prompt, text);
+  free(ascii);
+}
+
+/* --sample: generation from the trained model.  TE_EXIT_OK or FAIL. */
+static int run_sample(struct run_state *r) {
+  const struct opts *o = &r->o;
+  char *text = gpt_xalloc((size_t)o->sample + 1);
+  struct gpt_sample_opts so = {.n = o->sample, .top_k = o->top_k, .temperature = o->temperature,
+                               .seed = (uint64_t)o->seed, .prompt = o->prompt,
+                               .no_graph = o->no_graph};
+  double diff = 0, big = 0, margin = 0;
+  so.check = o->sample_check, so.check_diff = &diff, so.check_max = &big, so.margin = &margin;
+  double s0 = now_s(), steady = 0;
+  so.steady_t0 = &steady;
+  if (o->profile) GPT_CHECK(tecore_profile_start());
+  if (gpt_sample(&r->m, &so, text, r->s)) return free(text), TE_EXIT_FAIL;
+  if (r->sample_sum) *r->sample_sum = text_sum(text, (size_t)o->sample);
+  double s1 = now_s();
+  if (o->profile) {
+    GPT_CHECK(tecore_profile_stop());
+    fprintf(stderr, "# te-gpt --profile: the decode steps, device time per kernel (eager):\n");
+    fflush(stderr);
+    GPT_CHECK(tecore_profile_report(2, NULL));
+  }
+  int rc = sample_figures(o, s1 - s0, s1, steady, diff, big);
+  sample_print(o, text, margin);
+  free(text);
+  return rc;
+}
+
+/* --offload's figures at the end. */
+static void run_offload_notes(const struct run_state *r) {
+  if (r->o.off.on && !r->dof.ctx)
     te_out_note(&OUT, "offload: not attached: it attaches after two plain steps of the run");
-  if (dof.ctx) {
-    te_out_field_n(&OUT, "offload_ring_mib", dof.st.ring_bytes / 1048576.0);
-    te_out_field_n(&OUT, "offload_saved_mib",
-                   ((double)dof.st.seq_bytes_before - (double)dof.st.seq_bytes_after -
-                    (double)dof.st.ring_bytes) / 1048576.0);
+  if (!r->dof.ctx) return;
+  const struct tegraph_offload_stats *st = &r->dof.st;
+  te_out_field_n(&OUT, "offload_ring_mib", st->ring_bytes / 1048576.0);
+  te_out_field_n(&OUT, "offload_saved_mib",
+                 ((double)st->seq_bytes_before - (double)st->seq_bytes_after -
+                  (double)st->ring_bytes) / 1048576.0);
+}
+
+static void run_free(struct run_state *r) {
+  gpt_log_close(&r->lg);
+  demo_offload_destroy(&r->dof);
+  if (r->have_model) {
+    gpt_train_free(&r->t);
+    gpt_dp_destroy(&r->m);
+    gpt_model_destroy(&r->m);
   }
-  te_out_end(&OUT);
-out:
-  gpt_log_close(&lg);
-  demo_offload_destroy(&dof);
-  gpt_train_free(&t);
-  gpt_model_destroy(&m);
-  gpt_data_free(&d);
+  if (r->have_data) gpt_data_free(&r->d);
+}
+
+/* One training run (one process, or a rank of a --tp/--dp run: its losses
+ * into losses[], the sum of its sample into *sample_sum), phase by phase:
+ * setup, notes, the steps, the summary (and --save), the sample. */
+static int run(struct opts *op, const struct gpt_tp *tp, const struct gpt_dp *dp, void *world,
+               double *losses, uint64_t *sample_sum) {
+  struct run_state *r = gpt_xalloc(sizeof *r);   /* zeroed */
+  r->o = *op, r->tp = tp, r->dp = dp, r->world = world;
+  r->losses = losses, r->sample_sum = sample_sum;
+  int rc = run_setup(r);
+  if (rc == TE_EXIT_OK && r->o.eval_file) {
+    rc = gpt_eval_report(&OUT, &r->t, &r->m, r->o.eval_file, r->s);
+  } else if (rc == TE_EXIT_OK) {
+    run_figures(r);
+    run_notes(r);
+    rc = run_steps(r);
+    /* the steps done: the output is ended whatever --save and --sample say */
+    if (rc == TE_EXIT_OK) {
+      rc = run_summary(r);
+      if (rc == TE_EXIT_OK && r->o.sample > 0) rc = run_sample(r);
+      run_offload_notes(r);
+      te_out_end(&OUT);
+    }
+  }
+  run_free(r);
+  free(r);
   return rc;
 }
 
@@ -836,22 +973,59 @@ struct tp_arg {
 
 static int page_barrier(void *page) { return demo_tp_barrier(page); }
 
+/* the processes of a --tp and --dp run */
+static int ranks_of(const struct opts *o) {
+  return (o->tp > 1 ? o->tp : 1) * (o->dp > 1 ? o->dp : 1);
+}
+
+/* --dp D --tp T: rank r of the D * T is rank r % T of tensor-parallel
+ * group r / T (consecutive ranks: one replica's slices) and rank r / T of
+ * data-parallel group r % T (the ranks holding the same slices). */
+static int split_groups(struct demo_tp *t, const struct opts *o, int rank, struct gpt_tp *tp,
+                        struct gpt_dp *dp) {
+  int T = o->tp > 1 ? o->tp : 1, D = o->dp > 1 ? o->dp : 1;
+  tecomm_comm_t tpc = t->comm, dpc = t->comm;
+  tecomm_result_t r = TECOMM_SUCCESS;
+  if (T > 1 && D > 1) {
+    r = tecomm_comm_split(t->comm, rank / T, rank % T, &tpc);
+    if (r == TECOMM_SUCCESS) r = tecomm_comm_split(t->comm, rank % T, rank / T, &dpc);
+  }
+  if (r != TECOMM_SUCCESS) {
+    GPT_ERR("rank %d: the groups of --dp %d --tp %d: %s (%s)", rank, D, T, tecomm_strerror(r),
+            tecomm_last_error());
+    return -1;
+  }
+  t->params[DEMO_TP_FUSED].comm = tpc;
+  demo_tp_bwd_nccl(t, 0);   /* the tp_copy operations' too */
+  tp->size = T, tp->rank = rank % T, tp->comm = tpc;
+  *dp = (struct gpt_dp){.size = D, .rank = rank / T, .zero = o->zero, .comm = dpc};
+  return 0;
+}
+
+/* A rank but 0 prints nothing (rank 0 speaks for all); nonzero on failure. */
+static int quiet_rank(void) {
+  OUT.quiet = 1;
+  OUT.f = fopen("/dev/null", "w");
+  OUT.format = TE_OUT_TABLE;
+  return !freopen("/dev/null", "w", stdout);
+}
+
 static int tp_rank(void *arg, int rank) {
   struct tp_arg *a = arg;
   struct demo_tp t;
-  if (demo_tp_init(&t, a->page, a->o->tp, rank)) return TE_EXIT_FAIL;
+  if (demo_tp_init(&t, a->page, ranks_of(a->o), rank)) return TE_EXIT_FAIL;
   struct gpt_tp tp = {.size = a->o->tp, .rank = rank, .ctx = &t.params[DEMO_TP_FUSED],
                       .comm = t.comm, .area = a->sh->area,
                       .area_bytes = a->sh->bytes - sizeof *a->sh, .barrier = page_barrier,
                       .barrier_ctx = a->page};
-  if (rank) {   /* rank 0 speaks for all */
-    OUT.quiet = 1;
-    OUT.f = fopen("/dev/null", "w");
-    OUT.format = TE_OUT_TABLE;
-    if (!freopen("/dev/null", "w", stdout)) return TE_EXIT_FAIL;
-  }
-  int rc = run(a->o, &tp, demo_tp_loss(a->page, 0, 0, rank), &a->sh->sample_sum[rank]);
+  if (rank && quiet_rank()) return TE_EXIT_FAIL;
+  struct gpt_dp dp = {0};
+  if (split_groups(&t, a->o, rank, &tp, &dp)) return TE_EXIT_FAIL;
+  int rc = run(a->o, tp.size > 1 ? &tp : NULL, dp.size > 1 ? &dp : NULL, t.comm,
+               demo_tp_loss(a->page, 0, 0, rank), &a->sh->sample_sum[rank]);
   if (!rc && demo_tp_barrier(a->page)) rc = TE_EXIT_FAIL;
+  if (dp.comm && dp.comm != t.comm) (void)tecomm_comm_destroy(dp.comm);
+  if (tp.comm != t.comm) (void)tecomm_comm_destroy(tp.comm);
   demo_tp_fini(&t);
   return rc;
 }
@@ -871,34 +1045,66 @@ static struct tp_shared *tp_shared_create(const struct opts *o) {
 }
 
 static int run_tp(struct opts *o) {
-  struct tp_arg a = {.o = o, .page = demo_tp_page_create(o->tp, o->steps),
+  const int n = ranks_of(o);
+  struct tp_arg a = {.o = o, .page = demo_tp_page_create(n, o->steps),
                      .sh = tp_shared_create(o)};
   if (!a.page || !a.sh) {
     demo_tp_page_free(a.page);
     if (a.sh) munmap(a.sh, a.sh->bytes);
     return TE_EXIT_FAIL;
   }
-  int rc = demo_tp_fork(o->tp, tp_rank, &a);
+  int rc = demo_tp_fork(n, tp_rank, &a);
   if (rc == 0) {
     /* every rank computed the same replicated loss: the same bits */
-    for (int r = 1; r < o->tp; r++)
+    for (int r = 1; r < n; r++)
       if (memcmp(demo_tp_loss(a.page, 0, 0, r), demo_tp_loss(a.page, 0, 0, 0),
                  (size_t)o->steps * sizeof(double))) {
-        GPT_ERR("--tp %d: rank %d's losses differ from rank 0's", o->tp, r);
+        GPT_ERR("%d ranks: rank %d's losses differ from rank 0's", n, r);
         rc = TE_EXIT_FAIL;
       }
     /* and sampled the same bytes (the same logits, the same draws) */
-    for (int r = 1; r < o->tp && o->sample > 0; r++)
+    for (int r = 1; r < n && o->sample > 0; r++)
       if (a.sh->sample_sum[r] != a.sh->sample_sum[0]) {
-        GPT_ERR("--tp %d: rank %d sampled other bytes than rank 0", o->tp, r);
+        GPT_ERR("%d ranks: rank %d sampled other bytes than rank 0", n, r);
         rc = TE_EXIT_FAIL;
       }
     if (!rc && !o->quiet && OUT.format == TE_OUT_TABLE)
-      printf("# --tp %d: the losses%s are the same bits on every rank\n", o->tp,
+      printf("# %d ranks: the losses%s are the same bits on every rank\n", n,
              o->sample > 0 ? " and the sample" : "");
   }
   demo_tp_page_free(a.page);
   munmap(a.sh, a.sh->bytes);
+  return rc;
+}
+
+/* Launched by TECOMM_RANK, TECOMM_NRANKS and TECOMM_ROOT (mpirun, srun or
+ * by hand, on one host or several): this process is one rank of the
+ * --dp x --tp grid; no fork, no shared page (so no --tp --save: its
+ * slices meet in the page), rank 0 prints. */
+static int run_env(struct opts *o) {
+  struct tecomm_bootstrap b = {.kind = TECOMM_BOOTSTRAP_ENV};
+  struct demo_tp t = {0};
+  tecomm_result_t r = tecomm_comm_init(-1, -1, -1, &b, &t.comm);
+  if (r == TECOMM_SUCCESS) r = tecomm_comm_rank(t.comm, &t.rank, &t.n, NULL);
+  if (r == TECOMM_SUCCESS) r = tecomm_ops_register();
+  if (r != TECOMM_SUCCESS) {
+    GPT_ERR("TECOMM_RANK: the communicator: %s (%s)", tecomm_strerror(r), tecomm_last_error());
+    return TE_EXIT_FAIL;
+  }
+  int rc = TE_EXIT_FAIL;
+  struct gpt_tp tp = {0};
+  struct gpt_dp dp = {0};
+  if (t.n != ranks_of(o))
+    GPT_ERR("TECOMM_NRANKS %d, but --dp %d x --tp %d ranks", t.n, o->dp > 1 ? o->dp : 1,
+            o->tp > 1 ? o->tp : 1);
+  else if (!split_groups(&t, o, t.rank, &tp, &dp)) {
+    tp.ctx = &t.params[DEMO_TP_FUSED];
+    if (t.rank) quiet_rank();
+    rc = run(o, tp.size > 1 ? &tp : NULL, dp.size > 1 ? &dp : NULL, t.comm, NULL, NULL);
+  }
+  if (dp.comm && dp.comm != t.comm) (void)tecomm_comm_destroy(dp.comm);
+  if (tp.comm && tp.comm != t.comm) (void)tecomm_comm_destroy(tp.comm);
+  (void)tecomm_comm_destroy(t.comm);
   return rc;
 }
 
@@ -972,9 +1178,11 @@ int main(int argc, char **argv) {
     fprintf(stderr, "te-gpt: out of memory\n");
     return 1;
   }
+  demo_tp_set_tool("te-gpt");   /* the ranks' messages */
   int rc = parse(&o, argc, argv);
   if (rc < 0 && o.tokenize) rc = gpt_shard_write(o.tokenize, o.tokenize_out) ? TE_EXIT_FAIL : 0;
-  if (rc < 0) rc = o.tp > 1 ? run_tp(&o) : run(&o, NULL, NULL, NULL);
+  if (rc < 0 && getenv("TECOMM_RANK") && ranks_of(&o) > 1) rc = run_env(&o);
+  else if (rc < 0) rc = ranks_of(&o) > 1 ? run_tp(&o) : run(&o, NULL, NULL, NULL, NULL, NULL);
   gpt_run_args_free(&o.run_args);
   for (int i = 1; i < o.nwords; i++) free(o.words[i]);
   free(o.words);

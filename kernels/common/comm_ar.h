@@ -116,7 +116,22 @@
  * Every rank folds the same values in the same order with one-shot's
  * math: the same bits on every rank, and as one-shot and two-shot.  On 2
  * ranks it moves the bytes two-shot does (the peer's input, once); on
- * more, n - 1 inputs. */
+ * more, n - 1 inputs.
+ *
+ * Reduce-scatter and all-gather (TE_AR_V_RS, TE_AR_V_AG in the variant).
+ * Reduce-scatter is the one-shot kernel (or the copy-engine one-shot)
+ * over a range: the host points in[s] at block `rank` of rank s's input,
+ * so each rank folds, in rank order, the one block it keeps, with
+ * one-shot's barriers and math (the bits allreduce gives for that block).
+ * The ranks cut a call into granules alike only when their in[] have one
+ * alignment, so 16-byte granules are taken only when a block is whole
+ * 16-byte lines (the host clears vec otherwise).  All-gather is the
+ * gather kernel: p.count is the bytes of one block; barrier (every input
+ * in place); block b copies its 16-byte granules of every rank's input
+ * in[s] to out + s * count (16-byte moves where both ends allow, bytes
+ * otherwise: no barrier depends on that choice); barrier (no peer still
+ * reads this rank's input).  Its copy-engine form is the same with the
+ * probe exchange as both barriers and stream memcpys between them. */
 #ifndef TE_KERNELS_COMM_AR_H
 #define TE_KERNELS_COMM_AR_H
 
@@ -203,6 +218,10 @@ struct te_ar_desc {
 #define TE_AR_V_FUSED 0x1u        /* the fused epilogue */
 #define TE_AR_V_RS_ROWS 0x2u      /* fused two-shot by rows (TECOMM_FUSED_TWOSHOT) */
 #define TE_AR_V_MC 0x4u           /* through a multicast region (NVLS Lamport) */
+#define TE_AR_V_RS 0x8u           /* reduce-scatter (Reduce-scatter and all-gather, above) */
+#define TE_AR_V_AG 0x10u          /* all-gather */
+#define TE_AR_V_SYM 0x20u         /* inputs read where the callers' send lies (symmetric) */
+#define TE_AR_V_SYM_INPLACE 0x40u /* all-gather: read in place from the peers' recv */
 
 /* The one kernel parameter, passed by value (the same bytes on both
  * sides: fixed-width fields, 8-byte ones first). */

@@ -80,7 +80,7 @@ tecomm_result_t tc_boot_nccl_open(void *nccl_comm, int *rank, int *nranks, struc
   const char *why = NULL;
   const struct tc_nccl *n = tc_nccl_get(&why);
   if (!n) return TC_ERR(TECOMM_ERR_NOT_SUPPORTED, "%s: %s", fn, why);
-  if (!n->AllGather) /* vdev's NCCL: no communicator of the caller's can be one of its own */
+  if (n->emulated) /* vdev's NCCL: no communicator of the caller's can be one of its own */
     return TC_ERR(TECOMM_ERR_NOT_SUPPORTED, "%s: %s has no ncclAllGather for a caller's "
                   "communicator", fn, why);
   int r = -1, c = -1;

@@ -37,6 +37,7 @@ enum {
   TE_AR_K_TWOSHOT_FUSED,      /* the fused two-shot by rows (one kernel), */
   TE_AR_K_TWOSHOT_FUSED_WIDE, /* and for plans of more than TE_AR_FUSED_RS_THREADS */
   TE_AR_K_CE_REDUCE, /* the copy-engine one-shot's local sum */
+  TE_AR_K_GATHER,    /* all-gather (bytes) */
   TE_AR_K_COUNT_
 };
 
@@ -47,6 +48,7 @@ void te_ar_vdev_lamport(const struct tecore_launch_cfg *cfg, void *const *args);
 void te_ar_vdev_addnorm(const struct tecore_launch_cfg *cfg, void *const *args);
 void te_ar_vdev_nvls(const struct tecore_launch_cfg *cfg, void *const *args);
 void te_ar_vdev_twoshot_fused(const struct tecore_launch_cfg *cfg, void *const *args);
+void te_ar_vdev_gather(const struct tecore_launch_cfg *cfg, void *const *args);
 void te_ar_vdev_ce_reduce(const struct tecore_launch_cfg *cfg, void *const *args);
 void te_ar_vdev_probe_launch(const struct tecore_launch_cfg *cfg, void *const *args);
 void te_ar_vdev_probe_exchange(const struct tecore_launch_cfg *cfg, void *const *args);

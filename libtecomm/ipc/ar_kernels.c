@@ -49,6 +49,7 @@ static const struct tecore_kernel_def ar_defs[TE_AR_K_COUNT_] = {
     [TE_AR_K_TWOSHOT_FUSED] = AR_DEF("te_comm_ar_twoshot_fused", te_ar_vdev_twoshot_fused),
     [TE_AR_K_TWOSHOT_FUSED_WIDE] = AR_DEF("te_comm_ar_twoshot_fused_wide", te_ar_vdev_twoshot_fused),
     [TE_AR_K_CE_REDUCE] = AR_DEF("te_comm_ar_ce_reduce", te_ar_vdev_ce_reduce),
+    [TE_AR_K_GATHER] = AR_DEF("te_comm_ar_gather", te_ar_vdev_gather),
 };
 
 /* Programmatic dependent launch of every allreduce kernel: on an sm_90
@@ -264,8 +265,17 @@ static tecore_result_t ar_check(const struct tc_ar_call *c, const char *fn) {
   AR_ARG(c->op == TC_AR_SUM || c->op == TC_AR_MAX, "%s: op %d is not SUM or MAX", fn,
          (int)c->op);
   AR_ARG(c->dtype == TECORE_DTYPE_F32 || c->dtype == TECORE_DTYPE_BF16 ||
-             c->dtype == TECORE_DTYPE_F16,
-         "%s: dtype %s is not f32, bf16 or f16", fn, tecore_dtype_name(c->dtype));
+             c->dtype == TECORE_DTYPE_F16 ||
+             (c->coll == TC_AR_COLL_ALLGATHER &&
+              (c->dtype == TECORE_DTYPE_E4M3 || c->dtype == TECORE_DTYPE_E5M2)),
+         "%s: dtype %s is not f32, bf16 or f16%s", fn, tecore_dtype_name(c->dtype),
+         c->coll == TC_AR_COLL_ALLGATHER ? " (or e4m3, e5m2 for all-gather)" : "");
+  AR_ARG(c->coll >= TC_AR_COLL_ALLREDUCE && c->coll <= TC_AR_COLL_ALLGATHER,
+         "%s: coll %d is not a tc_ar_coll_t", fn, (int)c->coll);
+  AR_ARG(c->coll == TC_AR_COLL_ALLREDUCE ||
+             ((c->algo == TC_AR_ONESHOT || c->algo == TC_AR_CE) && !c->fused),
+         "%s: reduce-scatter and all-gather run one-shot or the copy engines, unfused (algo %d)",
+         fn, (int)c->algo);
   AR_ARG(c->nranks >= 1 && c->nranks <= TC_AR_MAX_RANKS, "%s: nranks %d outside [1, %d]", fn,
          c->nranks, TC_AR_MAX_RANKS);
   AR_ARG(c->rank >= 0 && c->rank < c->nranks, "%s: rank %d outside [0, %d)", fn, c->rank,
@@ -300,6 +310,8 @@ static tecore_result_t ar_check(const struct tc_ar_call *c, const char *fn) {
   }
   if (c->algo == TC_AR_CE) {
     AR_ARG(c->nranks >= 2, "%s: the copy-engine one-shot needs 2 or more ranks", fn);
+  }
+  if (c->algo == TC_AR_CE && c->coll != TC_AR_COLL_ALLGATHER) {
     size_t need = tc_ar_ce_scratch_bytes(c->nranks, c->count, c->dtype);
     AR_ARG(c->scratch && al16(c->scratch) && c->scratch_bytes >= need,
            "%s: the copy-engine one-shot needs %zu bytes of 16-byte aligned scratch (scratch "
@@ -346,6 +358,9 @@ static void ar_params_base(const struct tc_ar_call *c, struct te_ar_params *p) {
       d->variant |= TE_AR_V_RS_ROWS;
   }
   if (c->nvls_mc) d->variant |= TE_AR_V_MC;
+  if (c->coll == TC_AR_COLL_REDUCE_SCATTER) d->variant |= TE_AR_V_RS;
+  if (c->coll == TC_AR_COLL_ALLGATHER) d->variant |= TE_AR_V_AG;
+  if (c->sym_in) d->variant |= c->sym_in == 2 ? TE_AR_V_SYM | TE_AR_V_SYM_INPLACE : TE_AR_V_SYM;
   d->hash = te_ar_desc_hash(d);
 }
 
@@ -370,6 +385,9 @@ static tecore_result_t ar_plain(int algo, struct te_ar_params *p, int beside,
    * on another (the kernels then store its granules element by element).
    * Lamport and NVLS share out a call by bytes, whatever vec is. */
   if (algo != TC_AR_ONESHOT && algo != TC_AR_TWOSHOT && !al16(p->out)) vec = 1;
+  /* reduce-scatter: in[] lie rank * count elements into the inputs, so
+   * every rank's in[] have one alignment only when a block is whole lines */
+  if ((p->desc.variant & TE_AR_V_RS) && p->count * (uint64_t)te_ar_esize(p->dtype) % 16u) vec = 1;
   p->vec = vec;
   uint64_t ngran = p->count / (uint64_t)vec;
   struct tecore_launch_cfg cfg = {.grid = {1, 1, 1}, .block = {TE_AR_THREADS, 1, 1}};
@@ -615,6 +633,30 @@ static tecore_result_t ar_ce(const struct tc_ar_call *c, struct te_ar_params *p,
   return in_place ? TECORE_SUCCESS : tc_ar_probe(c, 1, stream);
 }
 
+/* All-gather (kernels/common/comm_ar.h): the gather kernel over the
+ * bytes of a block, or its copy-engine form (probe exchange, a stream
+ * memcpy of every rank's input, probe exchange).  A block already in
+ * place (in place on symmetric memory: in[rank] is its own slot of out)
+ * is not copied. */
+static tecore_result_t ar_gather(const struct tc_ar_call *c, struct te_ar_params *p,
+                                 tecore_stream_t stream) {
+  const uint64_t bytes = c->count * (uint64_t)tecore_dtype_size(c->dtype);
+  if (c->algo == TC_AR_CE) {
+    AR_CHECK(tc_ar_probe(c, 1, stream));
+    for (int s = 0; s < c->nranks; s++)
+      if (c->out + (uint64_t)s * bytes != c->in[s])
+        AR_CHECK(tecore_memcpy_async(c->out + (uint64_t)s * bytes, c->in[s], bytes, stream));
+    return tc_ar_probe(c, 1, stream);
+  }
+  p->count = bytes; /* the kernel moves bytes; the descriptor keeps the call's count */
+  p->vec = 16;
+  uint64_t work = (bytes + 15u) / 16u * (uint64_t)c->nranks;
+  struct tecore_launch_cfg cfg = {
+      .grid = {ar_blocks(work, (uint64_t)TE_AR_THREADS * TE_AR_UNROLL, c->beside), 1, 1},
+      .block = {TE_AR_THREADS, 1, 1}};
+  return ar_go(TE_AR_K_GATHER, &cfg, p, stream);
+}
+
 tecore_result_t tc_ar_launch(const struct tc_ar_call *call, tecore_stream_t stream) {
   static const char fn[] = "tc_ar_launch";
   AR_CHECK(ar_check(call, fn));
@@ -622,7 +664,8 @@ tecore_result_t tc_ar_launch(const struct tc_ar_call *call, tecore_stream_t stre
   if (call->count == 0) return TECORE_SUCCESS;
   struct te_ar_params p;
   ar_params_base(call, &p);
-  tecore_result_t r = call->fused                   ? ar_fused(call, &p, stream, fn)
+  tecore_result_t r = call->coll == TC_AR_COLL_ALLGATHER ? ar_gather(call, &p, stream)
+                      : call->fused                   ? ar_fused(call, &p, stream, fn)
                       : call->algo == TC_AR_CE ? ar_ce(call, &p, stream)
                                                    : ar_plain((int)call->algo, &p, call->beside, stream);
   if (r != TECORE_SUCCESS && r != TECORE_ERR_NOT_SUPPORTED && r != TECORE_ERR_INVALID)
@@ -647,6 +690,12 @@ static tecore_result_t ar_bytes_io(tecore_devptr_t dev, void *host, size_t n, in
 
 static tecore_result_t ar_word_io(tecore_devptr_t dev, uint32_t *host, int write) {
   return ar_bytes_io(dev, host, 4, write);
+}
+
+const char *tc_ar_desc_call(const struct tc_ar_desc *d) {
+  return d->variant & TE_AR_V_RS ? "reduce-scatter"
+         : d->variant & TE_AR_V_AG ? "all-gather"
+                                   : "allreduce";
 }
 
 tecore_result_t tc_ar_desc_read(tecore_devptr_t ws, struct tc_ar_desc *d) {

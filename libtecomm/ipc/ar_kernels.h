@@ -56,6 +56,18 @@ typedef enum tc_ar_algo {
 
 typedef enum tc_ar_op { TC_AR_SUM = 0, TC_AR_MAX = 1 } tc_ar_op_t;
 
+/* The collective a call runs (kernels/common/comm_ar.h, Reduce-scatter
+ * and all-gather).  count is one rank's block.  REDUCE_SCATTER (ONESHOT
+ * or CE): in[s] is block `rank` of rank s's input, out gets their fold.
+ * ALLGATHER (ONESHOT: the gather kernel, or CE): in[s] is rank s's block,
+ * out + s * count * esize gets it; any dtype of 1, 2 or 4 bytes (FP8
+ * included: bytes move, op is ignored); no scratch. */
+typedef enum tc_ar_coll {
+  TC_AR_COLL_ALLREDUCE = 0,
+  TC_AR_COLL_REDUCE_SCATTER = 1,
+  TC_AR_COLL_ALLGATHER = 2
+} tc_ar_coll_t;
+
 /* Optional fused epilogue: residual_out = allreduce(x) + residual_in;
  * out = rmsnorm(residual_out) * gamma over rows of `hidden` elements
  * (count = rows * hidden); optional FP8 copy of out (delayed or current
@@ -103,6 +115,12 @@ struct tc_ar_call {
    * nothing else until the call has run */
   tecore_devptr_t scratch;
   size_t scratch_bytes;
+  tc_ar_coll_t coll;
+  /* reduce-scatter, all-gather: in[] lie where the callers' send does
+   * (symmetric memory; 2: all-gather in place, in[s] in rank s's recv),
+   * 0: staged copies.  Part of the descriptor, so that ranks that read
+   * differently fail with TC_AR_ERR_MISMATCH instead of reading garbage */
+  int sym_in;
 };
 
 /* Device error word contents (TC_AR_ERR_MISMATCH: the peer's call
@@ -180,13 +198,18 @@ tecore_result_t tc_ar_probe(const struct tc_ar_call *call, int exchange,
 
 /* A call's descriptor as the kernels publish it (kernels/common/comm_ar.h,
  * Agreement): every rank's call must have the same.  variant: 1 fused, 2
- * fused two-shot by rows, 4 through a multicast region. */
+ * fused two-shot by rows, 4 through a multicast region, 8 reduce-scatter,
+ * 16 all-gather, 32 inputs read where the callers' send lies, 64 (with
+ * 32) all-gather in place (the TE_AR_V_* of comm_ar.h). */
 struct tc_ar_desc {
   uint64_t hash, count;
   int algo, op, dtype, nranks;
   unsigned hidden, variant;
   float eps;
 };
+/* The collective a descriptor is: "allreduce", "reduce-scatter" or
+ * "all-gather" (its variant's bits). */
+const char *tc_ar_desc_call(const struct tc_ar_desc *d);
 /* The descriptor of the latest call that started on workspace ws (this
  * rank's, or a peer's mapped here); synchronous, like tc_ar_error. */
 tecore_result_t tc_ar_desc_read(tecore_devptr_t ws, struct tc_ar_desc *d);

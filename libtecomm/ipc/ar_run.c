@@ -33,8 +33,8 @@ TECORE_TUNABLE_INT(tc_tun_stage_mb, "TECOMM_STAGE_MB", 4096, 0, 16777216,
  * any rank allows).  A segment is not made during a capture (device
  * memory is not allocated then): an eager call of the size must come
  * first, as a graph's warm-up does. */
-static tecomm_result_t stage_get(struct tecomm_comm *c, size_t count, tecore_dtype_t dtype,
-                                 int cap, const char *fn) {
+tecomm_result_t tc_stage_get(struct tecomm_comm *c, size_t count, tecore_dtype_t dtype, int cap,
+                             const char *fn) {
   size_t bytes = count * tecore_dtype_size(dtype);
   if (c->stage_seg && c->stage_bytes >= bytes) return TECOMM_SUCCESS;
   if (!c->pool)
@@ -144,8 +144,7 @@ static tecomm_result_t scratch_get(const struct scratch_ref *s, size_t bytes, in
   return TECOMM_SUCCESS;
 }
 
-static tecomm_result_t ce_scratch_get(struct tecomm_comm *c, size_t bytes, int cap,
-                                      const char *fn) {
+tecomm_result_t tc_ce_scratch_get(struct tecomm_comm *c, size_t bytes, int cap, const char *fn) {
   const struct scratch_ref s = {&c->ce_scratch, &c->ce_scratch_bytes, c->ce_old, &c->n_ce_old,
                                 (int)(sizeof c->ce_old / sizeof c->ce_old[0]),
                                 "the copy-engine one-shot"};
@@ -333,7 +332,7 @@ static tecomm_result_t kernel_inputs(struct tecomm_comm *c, const struct tc_call
   } else if (call->algo == TC_AR_LAMPORT || call->algo == TC_AR_NVLS) {
     call->in[c->rank] = k->send; /* they push their own input; peers' in[] unused */
   } else {
-    TC_CHECK(stage_get(c, k->count, k->dtype, k->cap, k->fn));
+    TC_CHECK(tc_stage_get(c, k->count, k->dtype, k->cap, k->fn));
     for (int r = 0; r < c->nranks; r++) call->in[r] = tc_seg_addr(c->stage_seg, r, c->stage);
     TC_CORE(tecore_memcpy_async(call->in[c->rank], k->send, k->bytes, k->stream), k->fn);
   }
@@ -357,7 +356,7 @@ tecomm_result_t tc_run_kernel(struct tecomm_comm *c, const struct tc_call *k) {
   call.ws_max_bytes = c->ws.max_bytes;
   call.beside = (k->how & TC_AR_BESIDE) != 0;
   if (call.algo == TC_AR_CE) {
-    TC_CHECK(ce_scratch_get(c, tc_ar_ce_scratch_bytes(c->nranks, k->count, k->dtype), k->cap,
+    TC_CHECK(tc_ce_scratch_get(c, tc_ar_ce_scratch_bytes(c->nranks, k->count, k->dtype), k->cap,
                             k->fn));
     call.scratch = c->ce_scratch;
     call.scratch_bytes = c->ce_scratch_bytes;

@@ -323,6 +323,30 @@ void te_ar_vdev_twoshot(const struct tecore_launch_cfg *cfg, void *const *args) 
   }
 }
 
+/* ---- all-gather (kernels/common/comm_ar.h) ------------------------------------------
+ * p->count is the bytes of one block.  Block b: barrier (every input in
+ * place), its 16-byte granules of every rank's input into that rank's
+ * slot of out (a slot that is already the input is left alone), barrier
+ * (no peer still reads this rank's input). */
+void te_ar_vdev_gather(const struct tecore_launch_cfg *cfg, void *const *args) {
+  struct vctx c;
+  const struct te_ar_params *p = vbegin(args, &c);
+  if (!p) return;
+  const uint32_t G = cfg->grid[0];
+  const uint64_t bytes = p->count, ngran = (bytes + 15u) / 16u;
+  for (uint32_t b = 0; b < G; b++) {
+    uint64_t base = vphases(p, (int)b, 2), lo, hi;
+    if (vbarrier(&c, (int)b, base + 1)) return;
+    te_ar_split(ngran, G, b, &lo, &hi);
+    uint64_t e0 = lo * 16u, e1 = hi * 16u < bytes ? hi * 16u : bytes;
+    for (int s = 0; s < p->nranks && e1 > e0; s++) {
+      uint64_t dst = p->out + (uint64_t)s * bytes;
+      if (dst != p->in[s]) memcpy(VP(dst + e0), VP(p->in[s] + e0), (size_t)(e1 - e0));
+    }
+    if (vbarrier(&c, (int)b, base + 2)) return;
+  }
+}
+
 /* ---- the copy-engine one-shot's sum (kernels/common/comm_ar.h) -------------------
  * in[] are local: this rank's input and the scratch copies of the peers';
  * element e folded in rank order into out.  No waits. */

@@ -153,5 +153,6 @@ const struct tc_level tc_level_ipc = {
     .pick = ipc_pick,
     .run = tc_run_kernel,
     .run_fused = tc_run_kernel,
+    .run_coll = tc_run_coll_kernel,
     .describe = ipc_describe,
 };

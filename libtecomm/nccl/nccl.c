@@ -54,6 +54,7 @@ static void nccl_load(void) {
       {"ncclGetErrorString", (void **)&nccl.GetErrorString},
       {"ncclAllReduce", (void **)&nccl.AllReduce},
       {"ncclAllGather", (void **)&nccl.AllGather},
+      {"ncclReduceScatter", (void **)&nccl.ReduceScatter},
   };
   for (size_t i = 0; i < TE_ARRAY_SIZE(syms); i++) {
     *syms[i].slot = dlsym(lib, syms[i].name);

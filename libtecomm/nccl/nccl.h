@@ -34,7 +34,10 @@ struct tc_nccl {
                    tc_nccl_comm_t comm, tecore_stream_t stream);
   int (*AllGather)(const void *send, void *recv, size_t count, int dtype, tc_nccl_comm_t comm,
                    tecore_stream_t stream);
+  int (*ReduceScatter)(const void *send, void *recv, size_t count, int dtype, int op,
+                       tc_nccl_comm_t comm, tecore_stream_t stream);
   int version;
+  int emulated; /* vdev's emulation (nccl_vdev.c): no caller's communicator is one of its own */
 };
 
 /* ncclResult_t values libtecomm tells apart */

@@ -4,9 +4,11 @@
  * emulates it on vdev, nccl_watch.c guards its collectives), made at init
  * only when every rank has NCCL and bounded so that no rank waits on
  * another's init.  It runs the plain allreduce as ncclAllReduce and the
- * fused one as that plus add and RMSNorm kernels; both are agreed on the
- * host first (agree.c): an enqueued NCCL call cannot be stopped. */
+ * fused one as that plus add and RMSNorm kernels, reduce-scatter and
+ * all-gather as ncclReduceScatter and ncclAllGather; all are agreed on
+ * the host first (agree.c): an enqueued NCCL call cannot be stopped. */
 #include "nccl_lv.h"
+#include "agree.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -126,25 +128,41 @@ static int nccl_dtype(tecore_dtype_t d) {
                                                                           : TC_NCCL_BFLOAT16;
 }
 
-/* recv = allreduce(send) on the NCCL communicator, under its lock and
- * its watchdog. */
+/* One NCCL collective (k->coll; allreduce when 0) of k's buffers, under
+ * the communicator's lock and its watchdog.  All-gather moves bytes
+ * (ncclUint8: FP8 included, never converted). */
+static tecomm_result_t nccl_enqueue(struct tecomm_comm *c, const struct tc_call *k) {
+  static const char *const what[] = {"ncclAllReduce", "ncclReduceScatter", "ncclAllGather"};
+  const struct tc_nccl *n = tc_nccl_get(NULL);
+  const void *send = (const void *)(uintptr_t)k->send;
+  void *recv = (void *)(uintptr_t)k->recv;
+  const int op = k->op == TECOMM_MAX ? TC_NCCL_MAX : TC_NCCL_SUM;
+  TC_CHECK(tc_nccl_lock(c, k->fn));
+  struct tc_nccl_op *watched = tc_nccl_watch_begin(c, k->stream);
+  int r = k->coll == TC_COLL_ALLGATHER
+              ? n->AllGather(send, recv, k->bytes, TC_NCCL_UINT8, NL(c)->comm, k->stream)
+          : k->coll == TC_COLL_REDUCE_SCATTER
+              ? n->ReduceScatter(send, recv, k->count, nccl_dtype(k->dtype), op, NL(c)->comm,
+                                 k->stream)
+              : n->AllReduce(send, recv, k->count, nccl_dtype(k->dtype), op, NL(c)->comm,
+                             k->stream);
+  r = tc_nccl_wait(n, NL(c)->comm, r, tc_timeout_ms()); /* non-blocking: may still be connecting */
+  tc_nccl_watch_end(c, watched, k->stream, r == 0);
+  tc_nccl_unlock(c);
+  if (r == -1)
+    return TC_ERR(TECOMM_ERR_TIMEOUT, "%s: %s did not complete its enqueue within "
+                  "TECOMM_TIMEOUT (%lld ms)", k->fn, what[k->coll], (long long)tc_timeout_ms());
+  if (r != 0) return tc_nccl_err(r, k->fn);
+  return TECOMM_SUCCESS;
+}
+
+/* recv = allreduce(send) on the NCCL communicator. */
 static tecomm_result_t nccl_reduce(struct tecomm_comm *c, tecore_devptr_t send,
                                    tecore_devptr_t recv, size_t count, tecore_dtype_t dtype,
                                    tecomm_op_t op, tecore_stream_t stream, const char *fn) {
-  const struct tc_nccl *n = tc_nccl_get(NULL);
-  TC_CHECK(tc_nccl_lock(c, fn));
-  struct tc_nccl_op *watched = tc_nccl_watch_begin(c, stream);
-  int r = n->AllReduce((const void *)(uintptr_t)send, (void *)(uintptr_t)recv, count,
-                       nccl_dtype(dtype), op == TECOMM_MAX ? TC_NCCL_MAX : TC_NCCL_SUM,
-                       NL(c)->comm, stream);
-  r = tc_nccl_wait(n, NL(c)->comm, r, tc_timeout_ms()); /* non-blocking: may still be connecting */
-  tc_nccl_watch_end(c, watched, stream, r == 0);
-  tc_nccl_unlock(c);
-  if (r == -1)
-    return TC_ERR(TECOMM_ERR_TIMEOUT, "%s: ncclAllReduce did not complete its enqueue within "
-                  "TECOMM_TIMEOUT (%lld ms)", fn, (long long)tc_timeout_ms());
-  if (r != 0) return tc_nccl_err(r, fn);
-  return TECOMM_SUCCESS;
+  return nccl_enqueue(c, &(struct tc_call){.coll = TC_COLL_ALLREDUCE, .send = send, .recv = recv,
+                                           .count = count, .dtype = dtype, .op = op,
+                                           .stream = stream, .fn = fn});
 }
 
 static tecomm_result_t nccl_pick(struct tecomm_comm *c, tecomm_algo_t asked,
@@ -168,6 +186,14 @@ static tecomm_result_t nccl_run(struct tecomm_comm *c, const struct tc_call *k) 
   return tc_run_agreed(c, k, nccl_reduce);
 }
 
+/* Reduce-scatter and all-gather: agreed on the host first, as allreduce. */
+static tecomm_result_t nccl_coll(struct tecomm_comm *c, const struct tc_call *k) {
+  TC_CHECK(tc_agree_host(c, &(struct tc_agree_call){.count = k->count, .dtype = k->dtype,
+                                                     .op = k->op, .algo = k->algo,
+                                                     .coll = (int)k->coll}, k->fn));
+  return nccl_enqueue(c, k);
+}
+
 static void nccl_describe(struct tecomm_comm *c, struct tc_text *t) {
   if (c->nranks > 1) tc_put(t, "nccl: %s\n", WHY(c)[0] ? WHY(c) : "off");
   if (c->level == TC_LEVEL_NCCL) tc_put(t, "table: nccl at every size\n");
@@ -183,5 +209,6 @@ const struct tc_level tc_level_nccl = {
     .pick = nccl_pick,
     .run = nccl_run,
     .run_fused = nccl_run,
+    .run_coll = nccl_coll,
     .describe = nccl_describe,
 };

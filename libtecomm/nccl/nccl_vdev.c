@@ -275,15 +275,19 @@ static int nv_joined_all(struct nv_comm *c) {
 
 /* ---- the collective kernel -------------------------------------------------------- */
 
+/* kind: NV_ALLREDUCE, NV_REDUCE_SCATTER (count: the block each rank
+ * keeps), NV_ALLGATHER (count: each rank's block) */
+enum { NV_ALLREDUCE, NV_REDUCE_SCATTER, NV_ALLGATHER };
 struct nv_params {
   uint64_t comm_id, count;
-  int32_t dtype, op;
+  int32_t dtype, op, kind, pad_;
 };
 
 static size_t nv_esz(int dtype) {
   switch (dtype) {
   case TC_NCCL_FLOAT16: case TC_NCCL_BFLOAT16: return 2;
   case TC_NCCL_FLOAT32: return 4;
+  case TC_NCCL_UINT8: return 1;
   default: return 0;
   }
 }
@@ -306,24 +310,47 @@ static void nv_store(void *p, size_t i, int dtype, float v) {
   }
 }
 
+/* Allreduce over the ranks' send, count elements; reduce-scatter is the
+ * same over the nranks blocks of send, each rank storing only the
+ * elements of its own block (recv at its start). */
 static void nv_allreduce(struct nv_comm *c, const struct nv_params *p, const char *send,
                          char *recv) {
-  size_t esz = nv_esz(p->dtype), per = NV_SLOT / esz;
+  const int rs = p->kind == NV_REDUCE_SCATTER;
+  const size_t esz = nv_esz(p->dtype), per = NV_SLOT / esz;
+  const uint64_t total = rs ? p->count * (uint64_t)c->nranks : p->count;
+  const uint64_t lo = rs ? p->count * (uint64_t)c->rank : 0, hi = rs ? lo + p->count : total;
   char *mine = (char *)c->shm + NV_HDR + (size_t)c->rank * NV_SLOT;
-  for (uint64_t off = 0; off < p->count; off += per) {
-    size_t n = p->count - off < per ? (size_t)(p->count - off) : per;
+  for (uint64_t off = 0; off < total; off += per) {
+    size_t n = total - off < per ? (size_t)(total - off) : per;
     memcpy(mine, send + off * esz, n * esz);
     if (nv_barrier(c, "allreduce")) return;
     for (size_t i = 0; i < n; i++) {
+      if (off + i < lo || off + i >= hi) continue;
       float acc = nv_load((char *)c->shm + NV_HDR, i, p->dtype);
       for (int r = 1; r < c->nranks; r++) {
         float v = nv_load((char *)c->shm + NV_HDR + (size_t)r * NV_SLOT, i, p->dtype);
         if (p->op == TC_NCCL_MAX) acc = isnan(acc) || isnan(v) ? NAN : v > acc ? v : acc;
         else acc += v;
       }
-      nv_store(recv + off * esz, i, p->dtype, acc);
+      nv_store(recv + (off - lo) * esz, i, p->dtype, acc);
     }
     if (nv_barrier(c, "allreduce")) return;
+  }
+}
+
+/* All-gather: each rank's count elements into its slot of every recv, a
+ * staging slot at a time. */
+static void nv_allgather(struct nv_comm *c, const struct nv_params *p, const char *send,
+                         char *recv) {
+  const size_t bytes = p->count * nv_esz(p->dtype);
+  char *mine = (char *)c->shm + NV_HDR + (size_t)c->rank * NV_SLOT;
+  for (size_t off = 0; off < bytes; off += NV_SLOT) {
+    size_t n = bytes - off < NV_SLOT ? bytes - off : NV_SLOT;
+    memcpy(mine, send + off, n);
+    if (nv_barrier(c, "allgather")) return;
+    for (int r = 0; r < c->nranks; r++)
+      memcpy(recv + (size_t)r * bytes + off, (char *)c->shm + NV_HDR + (size_t)r * NV_SLOT, n);
+    if (nv_barrier(c, "allgather")) return;
   }
 }
 
@@ -339,7 +366,10 @@ static void nv_kernel(const struct tecore_launch_cfg *cfg, void *const *args) {
   if (!c) return;
   pthread_mutex_lock(&c->mu);
   int a = __atomic_load_n(&c->async, __ATOMIC_ACQUIRE);
-  if (a == NV_OK || a == NV_IN_PROGRESS) nv_allreduce(c, p, send, recv);
+  if (a == NV_OK || a == NV_IN_PROGRESS) {
+    if (p->kind == NV_ALLGATHER) nv_allgather(c, p, send, recv);
+    else nv_allreduce(c, p, send, recv);
+  }
   pthread_mutex_unlock(&c->mu);
   nv_release(c);
 }
@@ -625,7 +655,19 @@ static int nv_launch(struct nv_params *p, const void *send, void *recv, tc_nccl_
 
 static int nv_all_reduce(const void *send, void *recv, size_t count, int dtype, int op,
                          tc_nccl_comm_t comm, tecore_stream_t stream) {
-  struct nv_params p = {0, count, dtype, op};
+  struct nv_params p = {0, count, dtype, op, NV_ALLREDUCE, 0};
+  return nv_launch(&p, send, recv, comm, stream);
+}
+
+static int nv_reduce_scatter(const void *send, void *recv, size_t count, int dtype, int op,
+                             tc_nccl_comm_t comm, tecore_stream_t stream) {
+  struct nv_params p = {0, count, dtype, op, NV_REDUCE_SCATTER, 0};
+  return nv_launch(&p, send, recv, comm, stream);
+}
+
+static int nv_all_gather(const void *send, void *recv, size_t count, int dtype,
+                         tc_nccl_comm_t comm, tecore_stream_t stream) {
+  struct nv_params p = {0, count, dtype, TC_NCCL_SUM, NV_ALLGATHER, 0};
   return nv_launch(&p, send, recv, comm, stream);
 }
 
@@ -642,7 +684,10 @@ void tc_nccl_vdev_fill(struct tc_nccl *n) {
   n->CommGetAsyncError = nv_get_async_error;
   n->GetErrorString = nv_error_string;
   n->AllReduce = nv_all_reduce;
-  /* AllGather stays NULL: its one user, the bootstrap over a caller's
-   * NCCL communicator, has no communicator of vdev's to be given */
+  n->ReduceScatter = nv_reduce_scatter;
+  n->AllGather = nv_all_gather;
+  /* the bootstrap over a caller's NCCL communicator has no communicator
+   * of vdev's to be given */
+  n->emulated = 1;
   (void)nv_get_version(&n->version);
 }

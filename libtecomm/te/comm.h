@@ -2,13 +2,15 @@
 /* te/comm.h -- libtecomm: communicators, a symmetric memory pool and
  * allreduce (NVLS over NVLink multicast, IPC one-shot, two-shot and
  * Lamport kernels over the pool, MNNVL across nodes, NCCL and verbs as
- * the fallbacks) with residual-add + RMSNorm fused in.
+ * the fallbacks) with residual-add + RMSNorm fused in, reduce-scatter and
+ * all-gather.
  * Link with `pkg-config --libs te-comm`.  libtecomm(7) is the overview:
  * algorithms, the selection table, the fallback chain, every variable.
  *
  * Ownership and threads.  A communicator is used by one thread at a time,
  * with its device's context current (init makes it current); its
- * collective calls (init, split, mem_alloc, mem_free, allreduce, destroy)
+ * collective calls (init, split, mem_alloc, mem_free, allreduce,
+ * reduce_scatter, allgather, destroy)
  * must be made by every rank in the same order.  Results of stream-ordered calls are ready on the
  * stream passed in; nothing blocks the host except init, split, mem_alloc,
  * mem_free and destroy (host exchanges with the peers, each bounded by
@@ -191,6 +193,36 @@ tecomm_result_t tecomm_allreduce(tecomm_comm_t comm, tecore_devptr_t send, tecor
 tecomm_result_t tecomm_allreduce_algo(tecomm_comm_t comm, tecore_devptr_t send,
                                       tecore_devptr_t recv, size_t count, tecore_dtype_t dtype,
                                       tecomm_op_t op, tecomm_algo_t algo, tecore_stream_t stream);
+
+/* ---- reduce-scatter and all-gather ----------------------------------------
+ * NCCL's convention: count is the elements of ONE rank's block.  Both are
+ * collective (every rank passes the same count and dtype, and op), enqueued
+ * on stream (captured when it captures), and run on the level table as
+ * allreduce does: the IPC kernels over the symmetric pool (oneshot; send
+ * staged into the pool unless it is symmetric memory), the copy engines
+ * (ce), NCCL or verbs.  algo: TECOMM_ALGO_AUTO, _ONESHOT, _CE, _NCCL or
+ * _VERBS (others: TECOMM_ERR_NOT_SUPPORTED); TECOMM_ALGO does not apply.
+ *
+ * Reduce-scatter: recv[0..count) = op over the ranks of
+ * send[rank*count .. rank*count+count); send holds nranks*count elements.
+ * In place when recv == send + rank*count*esize.  F32, BF16, F16; SUM,
+ * MAX.  Every rank's block is folded in rank order: the bits do not depend
+ * on timing, and are the bits tecomm_allreduce gives for that block. */
+tecomm_result_t tecomm_reduce_scatter(tecomm_comm_t comm, tecore_devptr_t send, tecore_devptr_t recv,
+                                      size_t count, tecore_dtype_t dtype, tecomm_op_t op,
+                                      tecore_stream_t stream);
+tecomm_result_t tecomm_reduce_scatter_algo(tecomm_comm_t comm, tecore_devptr_t send,
+                                           tecore_devptr_t recv, size_t count, tecore_dtype_t dtype,
+                                           tecomm_op_t op, tecomm_algo_t algo, tecore_stream_t stream);
+/* All-gather: recv[r*count .. r*count+count) = rank r's send[0..count),
+ * for every r; recv holds nranks*count elements.  In place when
+ * send == recv + rank*count*esize.  F32, BF16, F16, E4M3, E5M2: bytes are
+ * moved, never converted. */
+tecomm_result_t tecomm_allgather(tecomm_comm_t comm, tecore_devptr_t send, tecore_devptr_t recv,
+                                 size_t count, tecore_dtype_t dtype, tecore_stream_t stream);
+tecomm_result_t tecomm_allgather_algo(tecomm_comm_t comm, tecore_devptr_t send, tecore_devptr_t recv,
+                                      size_t count, tecore_dtype_t dtype, tecomm_algo_t algo,
+                                      tecore_stream_t stream);
 
 /* Allreduce fused with the residual add and RMSNorm that follow it in a
  * tensor-parallel block:

@@ -847,7 +847,7 @@ END_TEST
 
 /* ---- backward overlap and tp_copy's symmetric gradient -------------------------------- */
 
-/* te-demo's tensor-parallel blocks (tools/demo_tp.c), OL of them, on each
+/* te-demo's tensor-parallel blocks (tools/lib/demo_tp.c), OL of them, on each
  * rank its own random weights (so a sum that drops or doubles a rank
  * shows), the fuser's backward overlap (te/ops.h) on or off (flags), and
  * tp_copy's gradient (fc1's input gradient, boundary 7b + 3) in the

@@ -81,6 +81,11 @@ struct gpt_param {
   int sharded;                 /* --tp: split over the ranks (the block's Linears) */
   size_t op;                   /* the sequence operation it belongs to (not a table) */
   int lin_weight;              /* a Linear's weight (tecore_seq_fp8_weight) */
+  /* --dp: the elements [dp_first, dp_first + dp_count) this rank owns
+   * (tecomm_dp_shard); dp_sharded: --zero 1 or 2, AdamW's master and
+   * moments hold those elements only */
+  size_t dp_first, dp_count;
+  int dp_sharded;
 };
 
 /* Tensor parallelism (--tp): this rank's part of every block (te/transformer.h). */
@@ -96,9 +101,18 @@ struct gpt_tp {
   void *barrier_ctx;
 };
 
+/* Data parallelism (--dp, gpt_dp.c): this rank's place, its group's
+ * communicator and the data-parallel group (te/comm_dp.h). */
+struct gpt_dp {
+  int size, rank, zero;        /* size 0 or 1: one replica */
+  void *comm;                  /* tecomm_comm_t: the ranks holding the same slices */
+  void *group;                 /* tecomm_dp_t */
+};
+
 struct gpt_model {
   struct gpt_config c;
   struct gpt_tp tp;            /* size 0: one process */
+  struct gpt_dp dp;
   size_t batch, rows;
   tecore_seq_t *seq;
   struct gpt_param *p;
@@ -193,6 +207,24 @@ float *gpt_tp_gather(const struct gpt_model *m, const struct gpt_param *p, const
 void gpt_tp_slice(const struct gpt_model *m, const struct gpt_param *p, const void *whole,
                   float *slice);
 
+/* ---- --dp: the data-parallel group (gpt_dp.c) ---- */
+/* The group over m->dp.comm: every trained tensor, the sequence's in the
+ * order the backward finishes them, then the embedding tables; each
+ * parameter's shard (dp_first, dp_count; dp_sharded under --zero 1, 2).
+ * recipe: compared across the ranks.  Before gpt_train_init.  Exits 1
+ * on failure. */
+void gpt_dp_create(struct gpt_model *m, const struct tecore_recipe *recipe, tecore_stream_t s);
+void gpt_dp_destroy(struct gpt_model *m);
+/* n floats at buf summed over the data-parallel ranks, on s (capturable). */
+void gpt_dp_sum(const struct gpt_model *m, tecore_devptr_t buf, size_t n, tecore_stream_t s);
+/* A new device buffer of p's whole F32 tensor from every rank's shard
+ * (shard: this rank's dp_count floats), on s; the caller frees it. */
+tecore_devptr_t gpt_dp_whole(const struct gpt_model *m, const struct gpt_param *p, tecore_devptr_t shard,
+                             tecore_stream_t s);
+/* Rows [first, first + count) of a drawn batch of batch * dp sequences:
+ * this rank's slice (ids and labels of batch * dp * seq entries each). */
+void gpt_dp_slice(const struct gpt_model *m, const int32_t *all, int32_t *mine);
+
 /* ---- files (gpt_io.c) ---- */
 /* path opened for reading without waiting, refused (a message, -1)
  * unless a regular file; the descriptor and its *size. */
@@ -250,7 +282,7 @@ struct gpt_train {
   int64_t step;                /* steps taken */
   uint64_t rng;                /* the sampler's state */
   struct tecore_optim_tensor *ot;   /* [np]: decayed first, then the others */
-  size_t ndecay;
+  size_t ndecay, nopt;         /* ot[0, ndecay) decayed, [ndecay, nopt) not */
   tecore_devptr_t l2ws;
   size_t l2wsb;
   struct tecore_tensor *grads; /* [np + 1] views for the norm: replicated, (--tp) the

@@ -86,7 +86,10 @@ static int write_free(const char *dir, const char *file, struct st_tensor *t, si
 static void add_whole(struct st_tensor *t, size_t *k, const struct gpt_model *m,
                       const struct gpt_param *p, const char *suffix, tecore_devptr_t buf,
                       tecore_stream_t s) {
-  float *h = download(buf, p->rows * p->cols, s);
+  /* --zero 1, 2: the ranks' shards made whole (every rank takes part) */
+  tecore_devptr_t whole_dev = p->dp_sharded ? gpt_dp_whole(m, p, buf, s) : 0;
+  float *h = download(whole_dev ? whole_dev : buf, p->rows * p->cols, s);
+  if (whole_dev) GPT_CHECK(tecore_mem_free(whole_dev));
   size_t rows = p->rows, cols = p->cols;
   if (gpt_tp_split(m, p)) {
     float *whole = gpt_tp_gather(m, p, h);
@@ -94,12 +97,13 @@ static void add_whole(struct st_tensor *t, size_t *k, const struct gpt_model *m,
     h = whole;
     gpt_tp_whole_shape(m, p, &rows, &cols);
   }
-  if (m->tp.size > 1 && m->tp.rank) return free(h);
+  if ((m->tp.size > 1 && m->tp.rank) || (m->dp.size > 1 && m->dp.rank)) return free(h);
   set_tensor(&t[(*k)++], p->name, suffix, rows, cols, h);
 }
 
 int gpt_save(const char *dir, struct gpt_model *m, struct gpt_train *t, tecore_stream_t s) {
-  int writer = m->tp.size <= 1 || m->tp.rank == 0;   /* --tp: rank 0 alone writes */
+  /* --tp, --dp: rank 0 alone writes */
+  int writer = (m->tp.size <= 1 || m->tp.rank == 0) && (m->dp.size <= 1 || m->dp.rank == 0);
   if (writer && mkdir(dir, 0777) && errno != EEXIST) {
     GPT_ERR("--save %s: %s", dir, strerror(errno));
     return -1;
@@ -114,7 +118,14 @@ int gpt_save(const char *dir, struct gpt_model *m, struct gpt_train *t, tecore_s
    * are its own), so m->np of them, twice for the moments */
   struct st_tensor *w = gpt_xalloc((2 * m->np + 3) * sizeof *w);
   size_t k = 0;
-  for (size_t i = 0; i < m->np; i++) add_whole(w, &k, m, &m->p[i], "", m->p[i].master, s);
+  /* an F32 parameter's master is its value (whole on every rank, also
+   * under --zero 1, 2, whose master is a view of the shard) */
+  for (size_t i = 0; i < m->np; i++) {
+    const struct gpt_param *p = &m->p[i];
+    struct gpt_param whole = *p;
+    whole.dp_sharded = p->dp_sharded && p->bf16;
+    add_whole(w, &k, m, &whole, "", p->bf16 ? p->master : p->value, s);
+  }
   if (writer && write_free(dir, "model.safetensors", w, k, meta, nm))
     return free(w), free(meta), -1;
   k = 0;
@@ -301,20 +312,25 @@ static int load_tensor(const struct gpt_ckpt *ck, const char *name, const struct
   return 0;
 }
 
-/* Where p's F32 values go: its master, else (generation) its F32 value,
- * else a temporary *tmp for the BF16 copy to be rounded from. */
+/* Where p's whole F32 values go: a BF16 parameter's master, an F32 one's
+ * value (its master a view of it), else (generation, or --zero 1, 2,
+ * whose BF16 master is the rank's shard) a temporary *tmp. */
 static tecore_devptr_t param_dst(const struct gpt_param *p, tecore_devptr_t *tmp) {
-  tecore_devptr_t dst = p->master ? p->master : p->bf16 ? 0 : p->value;
+  int part = p->dp_sharded && p->bf16;
+  tecore_devptr_t dst = part ? 0 : p->bf16 ? p->master : p->value;
   *tmp = 0;
-  if (!dst) dst = *tmp = gpt_dalloc(p->rows * p->cols * 4, NULL);   /* no masters */
+  if (!dst) dst = *tmp = gpt_dalloc(p->rows * p->cols * 4, NULL);
   return dst;
 }
 
-/* p's BF16 copy from its F32 values at dst as AdamW writes it (nearest
- * even), scaled by one (a device float 1); *tmp freed */
+/* From p's whole F32 values at dst: --zero's shard of them into the
+ * master, the BF16 copy as AdamW writes it (nearest even, scaled by one,
+ * a device float 1); *tmp freed */
 static void param_round(struct gpt_param *p, tecore_devptr_t dst, tecore_devptr_t *tmp,
                         tecore_devptr_t one, tecore_stream_t s) {
   size_t n = p->rows * p->cols;
+  if (p->dp_sharded && p->bf16 && p->dp_count)
+    GPT_CHECK(tecore_memcpy(p->master, dst + p->dp_first * 4, p->dp_count * 4));
   if (p->bf16) {
     struct tecore_tensor a = gpt_tensor2(TECORE_DTYPE_F32, 1, n, dst);
     struct tecore_tensor b = gpt_tensor2(TECORE_DTYPE_BF16, 1, n, p->value);
@@ -362,6 +378,19 @@ static int load_model(const char *dir, struct gpt_model *m, tecore_stream_t s) {
   return rc;
 }
 
+/* A moment into dst: whole, or (--zero 1, 2) this rank's shard of it,
+ * so a checkpoint of any number of ranks resumes on any other. */
+static int load_moment(const struct gpt_ckpt *ck, const char *name, const struct gpt_model *m,
+                       const struct gpt_param *p, tecore_devptr_t dst) {
+  if (!p->dp_sharded)
+    return load_tensor(ck, name, m, p, p->rows, p->cols, dst);
+  tecore_devptr_t tmp = gpt_dalloc(p->rows * p->cols * 4, NULL);
+  int rc = load_tensor(ck, name, m, p, p->rows, p->cols, tmp);
+  if (!rc && p->dp_count) GPT_CHECK(tecore_memcpy(dst, tmp + p->dp_first * 4, p->dp_count * 4));
+  GPT_CHECK(tecore_mem_free(tmp));
+  return rc;
+}
+
 static int load_optim(const char *dir, struct gpt_model *m, struct gpt_train *t) {
   struct gpt_ckpt ck;
   if (gpt_ckpt_open(dir, "optimizer.safetensors", &ck)) return -1;
@@ -371,9 +400,9 @@ static int load_optim(const char *dir, struct gpt_model *m, struct gpt_train *t)
   for (size_t i = 0; i < m->np && !rc; i++) {
     struct gpt_param *p = &m->p[i];
     snprintf(name, sizeof name, "%s.exp_avg", p->name);
-    rc = load_tensor(&ck, name, m, p, p->rows, p->cols, p->m);
+    rc = load_moment(&ck, name, m, p, p->m);
     snprintf(name, sizeof name, "%s.exp_avg_sq", p->name);
-    rc = rc || load_tensor(&ck, name, m, p, p->rows, p->cols, p->v);
+    rc = rc || load_moment(&ck, name, m, p, p->v);
   }
   for (int r = 0; r < 3 && !rc; r++) {
     struct tecore_delayed_state st;

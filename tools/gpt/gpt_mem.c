@@ -164,7 +164,9 @@ void gpt_mem_count(const struct gpt_model *m, const struct gpt_train *t, struct 
     size_t e = m->p[i].rows * m->p[i].cols;
     if (i < ntab) g->tables += e * 4 * (m->p[i].grad ? 2 : 1);
     else if (m->p[i].grad) g->grads += e * tecore_dtype_size(m->p[i].grad_dtype);
-    if (t && t->ot) g->optim += e * 4 * (m->p[i].bf16 ? 3 : 2);
+    /* --zero 1, 2: the masters and moments of the shard only */
+    size_t eo = m->p[i].dp_sharded ? m->p[i].dp_count : e;
+    if (t && t->ot) g->optim += eo * 4 * (m->p[i].bf16 ? 3 : 2);
   }
   g->params = param_grad > g->grads ? param_grad - g->grads : 0;
   g->params = param_grad > g->grads ? param_grad - g->grads : 0;

@@ -30,7 +30,14 @@
 #include <stdlib.h>
 #include <string.h>
 #include <te/graph.h>
+#include <te/comm_dp.h>
 #include "gpt.h"
+
+static void dp_call(tecomm_result_t r, const char *what) {
+  if (r == TECOMM_SUCCESS) return;
+  GPT_ERR("--dp: %s: %s (%s)", what, tecomm_strerror(r), tecomm_last_error());
+  exit(1);
+}
 
 void gpt_train_init(struct gpt_train *t, struct gpt_model *m, tecore_stream_t s) {
   size_t np = m->np, *db = &m->dev_bytes;
@@ -43,26 +50,33 @@ void gpt_train_init(struct gpt_train *t, struct gpt_model *m, tecore_stream_t s)
     for (size_t i = 0; i < np; i++) {
       struct gpt_param *p = &m->p[i];
       if (p->decay != !pass) continue;
-      size_t n = p->rows * p->cols;
-      p->master = p->bf16 ? gpt_dalloc(n * 4, db) : p->value;
-      p->m = gpt_dalloc(n * 4, db);
-      p->v = gpt_dalloc(n * 4, db);
+      /* --zero 1, 2: this rank's shard only (gpt_dp.c) */
+      size_t n = p->dp_sharded ? p->dp_count : p->rows * p->cols;
+      size_t f0 = p->dp_sharded ? p->dp_first : 0;
+      tecore_devptr_t value = p->value + f0 * (p->bf16 ? 2 : 4);
+      size_t nb = (n ? n : 1) * 4;
+      p->master = p->bf16 ? gpt_dalloc(nb, db) : value;
+      p->m = gpt_dalloc(nb, db);
+      p->v = gpt_dalloc(nb, db);
+      if (!n) continue;   /* a shard without elements of p */
       if (p->bf16) {
-        struct tecore_tensor b = gpt_tensor2(TECORE_DTYPE_BF16, 1, n, p->value);
+        struct tecore_tensor b = gpt_tensor2(TECORE_DTYPE_BF16, 1, n, value);
         struct tecore_tensor f = gpt_tensor2(TECORE_DTYPE_F32, 1, n, p->master);
         GPT_CHECK(tecore_unscale_multi(&b, &f, 1, one, 0, s));
       }
       GPT_CHECK(tecore_memset_d32_async(p->m, 0, n, s));
       GPT_CHECK(tecore_memset_d32_async(p->v, 0, n, s));
       t->ot[k] = (struct tecore_optim_tensor){
-          .param = p->master, .grad = p->grad, .exp_avg = p->m, .exp_avg_sq = p->v,
-          .model = p->bf16 ? p->value : 0, .numel = n, .grad_dtype = p->grad_dtype,
-          .model_dtype = TECORE_DTYPE_BF16};
+          .param = p->master, .grad = p->grad + f0 * tecore_dtype_size(p->grad_dtype),
+          .exp_avg = p->m, .exp_avg_sq = p->v, .model = p->bf16 ? value : 0, .numel = n,
+          .grad_dtype = p->grad_dtype, .model_dtype = TECORE_DTYPE_BF16};
       /* an FP8 Linear's F32 weight (delayed scaling): AdamW writes the
        * next forward's FP8 codes too, and that forward reads 4 bytes a
-       * weight fewer (TECORE_OPS_FUSION_OFF=weight_fp8: not) */
+       * weight fewer (TECORE_OPS_FUSION_OFF=weight_fp8: not; nor under
+       * --zero 1, 2, where AdamW writes a shard and the gather the rest
+       * of the F32 weight, which the forward then quantizes) */
       struct tecore_tensor w8;
-      if (p->lin_weight && !p->bf16 && !p->table) {
+      if (p->lin_weight && !p->bf16 && !p->table && !p->dp_sharded) {
         if (tecore_seq_fp8_weight(m->seq, p->op, &w8) == TECORE_SUCCESS) {
           t->ot[k].model = w8.data;
           t->ot[k].model_dtype = w8.dtype;
@@ -78,6 +92,7 @@ void gpt_train_init(struct gpt_train *t, struct gpt_model *m, tecore_stream_t s)
     }
     if (!pass) t->ndecay = k;
   }
+  t->nopt = k;
   /* the gradients for the norm: replicated ones first, then (--tp) the
    * vector of the ranks' split norms, then this rank's split ones */
   t->nrep = t->nsh = 0;
@@ -174,8 +189,10 @@ static void queue_adam(struct gpt_train *t, struct gpt_model *m, tecore_stream_t
   GPT_CHECK(tecore_adam_step(t->ot, t->ndecay, &ac, gscale, 0, s));
   ac.weight_decay = 0;
   ac.state = t->ostate + sizeof(struct tecore_optim_state);
-  GPT_CHECK(tecore_adam_step(t->ot + t->ndecay, m->np - t->ndecay, &ac, gscale, 0, s));
+  GPT_CHECK(tecore_adam_step(t->ot + t->ndecay, t->nopt - t->ndecay, &ac, gscale, 0, s));
   w8_current(t, m, s);
+  /* --zero 1, 2: each rank stepped its shard; every rank gets them all */
+  if (m->dp.zero > 0) dp_call(tecomm_dp_gather((tecomm_dp_t)m->dp.group, s), "tecomm_dp_gather");
 }
 
 /* The device part of a step, with no host synchronization (so that a
@@ -191,10 +208,17 @@ static void queue_fwd_bwd(struct gpt_train *t, struct gpt_model *m, tecore_strea
   size_t H = (size_t)m->c.hidden;
   GPT_CHECK(tecore_memset_d32_async(m->tok_grad, 0, (size_t)m->c.vocab * H, s));
   if (m->pos_grad) GPT_CHECK(tecore_memset_d32_async(m->pos_grad, 0, (size_t)m->c.seq * H, s));
+  tecomm_dp_t dp = (tecomm_dp_t)m->dp.group;
   for (int mb = 0; mb < t->accum; mb++) {
     upload(t, m, mb, s);
     gpt_logits(m, mb > 0, s);   /* FP8 weights quantized on the first microbatch */
+    /* --dp: the last backward reduces each bucket as it finishes it */
+    if (dp && mb == t->accum - 1) dp_call(tecomm_dp_arm(dp), "tecomm_dp_arm");
     gpt_backward(m, mb, 1, s);  /* the loss and its gradient in one pass */
+  }
+  if (dp) {
+    dp_call(tecomm_dp_finish(dp, s), "tecomm_dp_finish");
+    gpt_dp_sum(m, m->means, 2 * (size_t)t->accum, s);   /* the ranks' losses and counts */
   }
   GPT_CHECK(tecore_seq_update_scales(m->seq, s));
   /* pinned memory's device address is its host address */
@@ -209,11 +233,18 @@ static void queue_fwd_bwd(struct gpt_train *t, struct gpt_model *m, tecore_strea
     t->sum_ranks(t->normvec, tp, m, s);
   }
   size_t nn = t->nrep + t->nvec;
+  const struct tecore_tensor *gv = t->grads;
+  struct tecore_tensor parts;
+  if (m->dp.zero == 2) {
+    /* a rank holds its shard's sums only: the ranks' shard norms */
+    dp_call(tecomm_dp_norm_parts(dp, &parts, s), "tecomm_dp_norm_parts");
+    gv = &parts, nn = 1;
+  }
   if (t->clip > 0)
-    GPT_CHECK(tecore_clip_grad_norm(t->grads, nn, t->l2ws, t->l2wsb, (float)t->clip, norm,
-                                    t->clipf, 0, s));
+    GPT_CHECK(tecore_clip_grad_norm(gv, nn, t->l2ws, t->l2wsb, (float)t->clip, norm, t->clipf,
+                                    0, s));
   else
-    GPT_CHECK(tecore_l2norm_multi(t->grads, nn, t->l2ws, t->l2wsb, norm, 0, s));
+    GPT_CHECK(tecore_l2norm_multi(gv, nn, t->l2ws, t->l2wsb, norm, 0, s));
   GPT_CHECK(tecore_memcpy_async((tecore_devptr_t)(uintptr_t)&t->pinned[4], m->means,
                                 8 * (size_t)t->accum, s));
   queue_adam(t, m, s);
@@ -237,14 +268,29 @@ static void second_set(struct gpt_train *t, struct gpt_model *m) {
   GPT_CHECK(tecore_mem_alloc_host(2 * sizeof *g->hstate, (void **)&g->hstate));
 }
 
+/* A training batch into ids and labels (m->rows each): --dp draws the
+ * batch of all the ranks, batch * dp sequences, as one process of that
+ * batch draws them, and keeps this rank's slice, so that the ranks
+ * together train on what that process trains on. */
+static void draw(struct gpt_train *t, struct gpt_model *m, const struct gpt_data *d, int32_t *ids,
+                 int32_t *labels) {
+  if (m->dp.size <= 1) return gpt_data_batch(d, m->c.seq, m->batch, &t->rng, ids, labels);
+  size_t all = m->rows * (size_t)m->dp.size;
+  int32_t *ai = gpt_xalloc(all * 4), *al = gpt_xalloc(all * 4);
+  gpt_data_batch(d, m->c.seq, m->batch * (size_t)m->dp.size, &t->rng, ai, al);
+  gpt_dp_slice(m, ai, ids);
+  gpt_dp_slice(m, al, labels);
+  free(ai);
+  free(al);
+}
+
 /* The current set's staging: the batches of step number step, the step's
  * number and learning rate where AdamW reads them (written while no
  * queued work reads this set). */
 static void stage(struct gpt_train *t, struct gpt_model *m, const struct gpt_data *d,
                   int64_t step) {
   for (int mb = 0; mb < t->accum; mb++)
-    gpt_data_batch(d, m->c.seq, m->batch, &t->rng, t->hids + (size_t)mb * m->rows,
-                   t->hlabels + (size_t)mb * m->rows);
+    draw(t, m, d, t->hids + (size_t)mb * m->rows, t->hlabels + (size_t)mb * m->rows);
   for (int g = 0; g < 2; g++)
     t->hstate[g] = (struct tecore_optim_state){.step = step - 1, .lr = gpt_lr_at(t, step)};
 }
@@ -370,7 +416,20 @@ double gpt_train_step(struct gpt_train *t, struct gpt_model *m, const struct gpt
   double loss = 0;
   for (int mb = 0; mb < t->accum; mb++) loss += out[4 + 2 * mb];
   t->step = step;
-  return loss / t->accum;
+  return loss / t->accum / (m->dp.size > 1 ? m->dp.size : 1);   /* --dp: summed over ranks */
+}
+
+/* Validation batch k of nval, this rank's slice under --dp (as draw). */
+static void val_draw(struct gpt_model *m, const struct gpt_data *d, int k, int nval, int32_t *ids,
+                     int32_t *labels) {
+  if (m->dp.size <= 1) return gpt_data_val_batch(d, m->c.seq, m->batch, k, nval, ids, labels);
+  size_t all = m->rows * (size_t)m->dp.size;
+  int32_t *ai = gpt_xalloc(all * 4), *al = gpt_xalloc(all * 4);
+  gpt_data_val_batch(d, m->c.seq, m->batch * (size_t)m->dp.size, k, nval, ai, al);
+  gpt_dp_slice(m, ai, ids);
+  gpt_dp_slice(m, al, labels);
+  free(ai);
+  free(al);
 }
 
 void gpt_forward_loss(struct gpt_train *t, struct gpt_model *m, tecore_stream_t s, double *mean,
@@ -385,11 +444,15 @@ void gpt_forward_loss(struct gpt_train *t, struct gpt_model *m, tecore_stream_t 
 
 double gpt_val_loss(struct gpt_train *t, struct gpt_model *m, const struct gpt_data *d, int nval,
                     tecore_stream_t s) {
-  double sum = 0, mean, count;
+  double sum = 0;
   for (int k = 0; k < nval; k++) {
-    gpt_data_val_batch(d, m->c.seq, m->batch, k, nval, t->hids, t->hlabels);
-    gpt_forward_loss(t, m, s, &mean, &count);
-    sum += mean;
+    val_draw(m, d, k, nval, t->hids, t->hlabels);
+    upload(t, m, 0, s);
+    gpt_forward(m, 0, 0, s);
+    if (m->dp.size > 1) gpt_dp_sum(m, m->means, 2, s);
+    GPT_CHECK(tecore_memcpy_async((tecore_devptr_t)(uintptr_t)&t->pinned[4], m->means, 8, s));
+    GPT_CHECK(tecore_stream_synchronize(s));
+    sum += t->pinned[4] / (m->dp.size > 1 ? m->dp.size : 1);
   }
   return nval ? sum / nval : NAN;
 }

@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0
- * demo_tp.h -- te-demo's tensor-parallel runs (--tp N): N ranks as forked
+ * demo_tp.h -- the tools' multi-rank runs (libtetools: te-demo --tp, te-gpt
+ * --tp and --dp), and te-demo's tensor-parallel model: N ranks as forked
  * processes (one per GPU on cuda, device = rank; vdev ranks need none),
  * bootstrapped through a shared page (libtecomm's caller-callbacks
  * bootstrap: an allgather and a barrier, both bounded), the MLP blocks
@@ -47,6 +48,9 @@ struct demo_tp {
   tecore_devptr_t *sym;               /* demo_tp_symmetric's allocations */
   size_t nsym;
 };
+
+/* The calling tool's name, for the messages (default "te-demo"). */
+void demo_tp_set_tool(const char *name);
 
 /* The shared page for n ranks, steps steps; NULL after saying why. */
 struct demo_tp_page *demo_tp_page_create(int n, int steps);

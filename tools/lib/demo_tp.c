@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0
- * demo_tp.c -- te-demo's tensor-parallel machinery (demo_tp.h): the
- * shared page and its bootstrap, forking the ranks, the split MLP block
- * and the weight slices. */
+ * demo_tp.c -- the tools' multi-rank machinery (demo_tp.h; libtetools,
+ * linked by te-demo and te-gpt): the shared page and its bootstrap,
+ * forking the ranks, te-demo's split MLP block and its weight slices.
+ * Messages name the calling tool (demo_tp_set_tool). */
 #include "demo_tp.h"
 
 #include <errno.h>
@@ -14,6 +15,10 @@
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
+
+static const char *tool = "te-demo";
+
+void demo_tp_set_tool(const char *name) { tool = name ? name : "te-demo"; }
 
 #define SLOT_BYTES 16384   /* the largest block one bootstrap allgather moves */
 
@@ -32,7 +37,7 @@ struct demo_tp_page *demo_tp_page_create(int n, int steps) {
   struct demo_tp_page *p =
       mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
   if (p == MAP_FAILED) {
-    fprintf(stderr, "te-demo: --tp: mmap of %zu bytes: %s\n", bytes, strerror(errno));
+    fprintf(stderr, "%s: ranks: mmap of %zu bytes: %s\n", tool, bytes, strerror(errno));
     return NULL;
   }
   memset(p, 0, sizeof *p);
@@ -69,7 +74,7 @@ int demo_tp_fork(int count, int (*fn)(void *arg, int rank), void *arg) {
   for (; started < count; started++) {
     pid[started] = fork();
     if (pid[started] < 0) {
-      fprintf(stderr, "te-demo: --tp: fork: %s\n", strerror(errno));
+      fprintf(stderr, "%s: ranks: fork: %s\n", tool, strerror(errno));
       worst = 1;
       break;
     }
@@ -100,7 +105,7 @@ int demo_tp_fork(int count, int (*fn)(void *arg, int rank), void *arg) {
     left--;
     int rc = WIFEXITED(st) ? WEXITSTATUS(st) : 1;
     if (WIFSIGNALED(st))
-      fprintf(stderr, "te-demo: --tp: rank %d died of signal %d\n", r, WTERMSIG(st));
+      fprintf(stderr, "%s: rank %d died of signal %d\n", tool, r, WTERMSIG(st));
     if (rc > worst) worst = rc;
     if (rc != 0)
       for (int k = 0; k < started; k++)
@@ -166,7 +171,8 @@ int demo_tp_init(struct demo_tp *t, struct demo_tp_page *page, int n, int rank) 
   tecomm_result_t r = tecomm_comm_init(rank, n, -1, &b, &t->comm);
   if (r == TECOMM_SUCCESS) r = tecomm_ops_register();
   if (r != TECOMM_SUCCESS) {
-    fprintf(stderr, "te-demo: rank %d: %s (%s)\n", rank, tecomm_strerror(r), tecomm_last_error());
+    fprintf(stderr, "%s: rank %d: %s (%s)\n", tool, rank, tecomm_strerror(r),
+            tecomm_last_error());
     return 1;
   }
   t->params[DEMO_TP_FUSED] = (struct tecomm_op_params){.comm = t->comm};

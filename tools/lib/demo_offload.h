@@ -2,7 +2,7 @@
 /* demo_offload.h -- the tools' activation offload (te-demo and te-gpt
  * --offload): a context sized for the model's offloaded blocks, attached
  * to the model's sequence, the warmup switches, the per-step check and the
- * figures the tools print (tools/demo_offload.c). */
+ * figures the tools print (tools/lib/demo_offload.c, libtetools). */
 #ifndef TE_TOOLS_DEMO_OFFLOAD_H
 #define TE_TOOLS_DEMO_OFFLOAD_H
 

@@ -1,0 +1,250 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* dp.c -- the data-parallel group's public calls (te/comm_dp.h) and the
+ * sequence's pass hooks that launch each bucket once the backward wrote
+ * its last gradient: the after hook of a backward group marks the
+ * tensors its operations write; a bucket whose tensors are all marked is
+ * reduced on the communication stream right away (dp_run.c), so the
+ * reduction runs while the backward goes on.  Only the armed backward
+ * (the step's last microbatch) launches: the earlier ones accumulate. */
+#include "dp_priv.h"
+#include "comm_priv.h"
+#include "te_handles.h"
+#include "te_results.h"
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+TECORE_TUNABLE_INT(tc_tun_dp_bucket_mb, "TECOMM_DP_BUCKET_MB", 25, 1, 65536,
+                   "MiB of gradients a data-parallel bucket holds (tecomm_dp_create, "
+                   "desc.bucket_bytes 0): smaller buckets start reducing earlier in the "
+                   "backward, larger ones make fewer collective calls.  Every rank must use the "
+                   "same value")
+
+static void dp_free(struct tecomm_dp *d) {
+  if (!d) return;
+  te_handle_del(d);
+  if (d->seq) (void)tecore_seq_set_hooks(d->seq, NULL);
+  if (d->side) (void)tecore_stream_synchronize(d->side);
+  if (d->buf) (void)tecomm_mem_free(d->comm, d->buf);
+  if (d->scale_dev) (void)tecore_mem_free(d->scale_dev);
+  if (d->normvec) (void)tecore_mem_free(d->normvec);
+  if (d->l2ws) (void)tecore_mem_free(d->l2ws);
+  if (d->fork) (void)tecore_event_destroy(d->fork);
+  if (d->join) (void)tecore_event_destroy(d->join);
+  if (d->side) (void)tecore_stream_destroy(d->side);
+  free(d->views);
+  free(d->t);
+  free(d->b);
+  free(d);
+}
+
+static int dtype_ok(tecore_dtype_t dt) { return dt == TECORE_DTYPE_F32 || dt == TECORE_DTYPE_BF16; }
+
+/* Tensor i of the description, checked against the sequence. */
+static tecomm_result_t check_tensor(const struct tecomm_dp_desc *desc, size_t i) {
+  const struct tecomm_dp_tensor *t = &desc->tensors[i];
+  const char *fn = "tecomm_dp_create";
+  TC_ARG(t->grad, "%s: desc->tensors[%zu].grad is 0", fn, i);
+  TC_ARG(t->count > 0, "%s: desc->tensors[%zu].count is 0", fn, i);
+  TC_ARG(dtype_ok(t->grad_dtype), "%s: desc->tensors[%zu].grad_dtype %s: F32 or BF16", fn, i,
+         tecore_dtype_name(t->grad_dtype));
+  TC_ARG(!t->value || dtype_ok(t->value_dtype),
+         "%s: desc->tensors[%zu].value_dtype %s: F32 or BF16", fn, i,
+         tecore_dtype_name(t->value_dtype));
+  TC_ARG(t->value || desc->zero == 0,
+         "%s: desc->tensors[%zu].value is 0 under ZeRO-%d (the gather needs it)", fn, i,
+         desc->zero);
+  if (t->op == TECOMM_DP_NO_OP) return TECOMM_SUCCESS;
+  TC_ARG(desc->seq, "%s: desc->tensors[%zu].op %zu without desc->seq", fn, i, t->op);
+  struct tecore_op_info info;
+  if (tecore_seq_op(desc->seq, t->op, &info) != TECORE_SUCCESS) {
+    tecore_clear_error();
+    return TC_ERR(TECOMM_ERR_INVALID, "%s: desc->tensors[%zu].op %zu: no such operation in "
+                  "desc->seq", fn, i, t->op);
+  }
+  return TECOMM_SUCCESS;
+}
+
+static tecomm_result_t check_desc(const struct tecomm_dp_desc *desc, tecomm_dp_t *dp) {
+  const char *fn = "tecomm_dp_create";
+  TC_ARG(dp, "%s: dp is NULL", fn);
+  *dp = NULL;
+  TC_ARG(desc, "%s: desc is NULL", fn);
+  TC_COMM(desc->comm, fn);
+  TC_ARG(desc->tensors && desc->ntensors, "%s: desc->tensors is %s", fn,
+         desc->tensors ? "empty (ntensors 0)" : "NULL");
+  TC_ARG(desc->zero >= 0 && desc->zero <= 2, "%s: desc->zero %d: 0, 1 or 2", fn, desc->zero);
+  TC_ARG(isfinite(desc->scale) && desc->scale >= 0, "%s: desc->scale %g: finite, >= 0", fn,
+         (double)desc->scale);
+  for (size_t i = 0; i < desc->ntensors; i++) TC_CHECK(check_tensor(desc, i));
+  return TECOMM_SUCCESS;
+}
+
+/* The tensors copied in, their names kept. */
+static tecomm_result_t copy_in(struct tecomm_dp *d, const struct tecomm_dp_desc *desc) {
+  d->t = calloc(desc->ntensors, sizeof *d->t);
+  if (!d->t) return TC_ERR(TECOMM_ERR_NOMEM, "tecomm_dp_create: out of host memory");
+  d->nt = desc->ntensors;
+  for (size_t i = 0; i < d->nt; i++) {
+    d->t[i].t = desc->tensors[i];
+    d->t[i].t.name = NULL;
+    snprintf(d->t[i].name, sizeof d->t[i].name, "%s",
+             desc->tensors[i].name ? desc->tensors[i].name : "unnamed");
+  }
+  return TECOMM_SUCCESS;
+}
+
+/* The largest bucket's bytes, gradient or value. */
+static size_t buffer_bytes(const struct tecomm_dp *d) {
+  size_t most = 0;
+  for (size_t k = 0; k < d->nb; k++) {
+    size_t g = tecore_dtype_size(d->b[k].gdt), v = tecore_dtype_size(d->b[k].vdt);
+    size_t n = d->b[k].elems * (g > v ? g : v);
+    if (n > most) most = n;
+  }
+  return most;
+}
+
+static tecore_result_t dp_hook_after(void *ctx, tecore_seq_t *seq, tecore_seq_dir_t dir,
+                                     size_t first, size_t count, tecore_stream_t stream);
+
+/* The device side: the buffer (collective), the scale, the stream and
+ * events, the norm's views; then the hooks. */
+static tecomm_result_t setup(struct tecomm_dp *d) {
+  d->buf_bytes = buffer_bytes(d);
+  TC_CHECK(tecomm_mem_alloc(d->comm, d->buf_bytes, &d->buf));
+  TC_CORE(tecore_stream_create(TECORE_STREAM_NON_BLOCKING, 0, &d->side),
+          "tecomm_dp_create: the communication stream");
+  /* the padding between tensors is summed too: finite from the start */
+  TC_CORE(tecore_memset_d8_async(d->buf, 0, d->buf_bytes, d->side), "tecomm_dp_create");
+  TC_CORE(tecore_mem_alloc(4, &d->scale_dev), "tecomm_dp_create: the scale");
+  TC_CORE(tecore_memcpy(d->scale_dev, (tecore_devptr_t)(uintptr_t)&d->scale, 4),
+          "tecomm_dp_create: the scale");
+  TC_CORE(tecore_event_create(TECORE_EVENT_DISABLE_TIMING, &d->fork), "tecomm_dp_create");
+  TC_CORE(tecore_event_create(TECORE_EVENT_DISABLE_TIMING, &d->join), "tecomm_dp_create");
+  TC_CHECK(tc_dp_norm_setup(d));
+  TC_CORE(tecore_stream_synchronize(d->side), "tecomm_dp_create");
+  if (!d->seq) return TECOMM_SUCCESS;
+  struct tecore_seq_hooks h = {.after = dp_hook_after, .ctx = d};
+  TC_CORE(tecore_seq_set_hooks(d->seq, &h), "tecomm_dp_create: the sequence's hooks");
+  return TECOMM_SUCCESS;
+}
+
+TE_EXPORT tecomm_result_t tecomm_dp_create(const struct tecomm_dp_desc *desc, tecomm_dp_t *dp) {
+  TC_CHECK(check_desc(desc, dp));
+  struct tecomm_dp *d = calloc(1, sizeof *d);
+  if (!d) return TC_ERR(TECOMM_ERR_NOMEM, "tecomm_dp_create: out of host memory");
+  d->comm = desc->comm;
+  d->zero = desc->zero;
+  d->bucket_bytes = desc->bucket_bytes ? desc->bucket_bytes
+                    : (size_t)tecore_tunable_int(&tc_tun_dp_bucket_mb) << 20;
+  tecomm_result_t r = tecomm_comm_rank(d->comm, &d->rank, &d->nranks, NULL);
+  d->scale = desc->scale > 0 ? desc->scale : 1.0f / (float)d->nranks;
+  if (r == TECOMM_SUCCESS) r = copy_in(d, desc);
+  if (r == TECOMM_SUCCESS) r = tc_dp_layout(d);
+  if (r == TECOMM_SUCCESS) r = tc_dp_agree(d, desc->recipe);
+  if (r == TECOMM_SUCCESS) {
+    d->seq = desc->seq;   /* from here on dp_free removes its hooks */
+    r = setup(d);
+  }
+  if (r != TECOMM_SUCCESS) {
+    char text[512];
+    snprintf(text, sizeof text, "%s", tecomm_last_error());
+    dp_free(d);
+    tecore_set_error("%s", text);
+    return r;
+  }
+  TC_INFO("tecomm_dp_create: rank %d of %d, ZeRO-%d, %zu tensors in %zu buckets of at most %zu "
+          "bytes, scale %g", d->rank, d->nranks, d->zero, d->nt, d->nb, d->bucket_bytes,
+          (double)d->scale);
+  if (te_handle_add(d) != 0) {
+    dp_free(d);
+    return TC_ERR(TECOMM_ERR_NOMEM, "tecomm_dp_create: out of host memory (handle registry)");
+  }
+  *dp = d;
+  return TECOMM_SUCCESS;
+}
+
+/* dp is a live group of this library (never one destroyed). */
+#define DP_LIVE(dp, fn)                                                        \
+  do {                                                                         \
+    TC_ARG(dp, "%s: dp is NULL", fn);                                          \
+    TC_ARG(te_handle_live(dp), "%s: dp is not a live data-parallel group", fn); \
+  } while (0)
+
+TE_EXPORT tecomm_result_t tecomm_dp_destroy(tecomm_dp_t dp) {
+  if (!dp) return TECOMM_SUCCESS;
+  DP_LIVE(dp, "tecomm_dp_destroy");
+  dp_free(dp);
+  return TECOMM_SUCCESS;
+}
+
+TE_EXPORT tecomm_result_t tecomm_dp_arm(tecomm_dp_t dp) {
+  DP_LIVE(dp, "tecomm_dp_arm");
+  dp->armed = 1;
+  return TECOMM_SUCCESS;
+}
+
+/* Marks tensor i written; launches its bucket when it was the last. */
+static tecomm_result_t written(struct tecomm_dp *d, size_t i, tecore_stream_t stream) {
+  struct dp_bucket *b = &d->b[d->t[i].bucket];
+  if (b->launched || b->pending == 0) return TECOMM_SUCCESS;
+  if (--b->pending) return TECOMM_SUCCESS;
+  return tc_dp_launch(d, d->t[i].bucket, stream);
+}
+
+static tecore_result_t dp_hook_after(void *ctx, tecore_seq_t *seq, tecore_seq_dir_t dir,
+                                     size_t first, size_t count, tecore_stream_t stream) {
+  struct tecomm_dp *d = ctx;
+  (void)seq;
+  if (dir != TECORE_SEQ_BACKWARD || !d->armed || d->hook_err) return TECORE_SUCCESS;
+  tecomm_result_t r = TECOMM_SUCCESS;
+  for (size_t i = 0; r == TECOMM_SUCCESS && i < d->nt; i++)
+    if (d->t[i].t.op != TECOMM_DP_NO_OP && d->t[i].t.op >= first && d->t[i].t.op < first + count)
+      r = written(d, i, stream);
+  if (r == TECOMM_SUCCESS) return TECORE_SUCCESS;
+  d->hook_err = r;
+  return (tecore_result_t)te_result_to_core((int)r);
+}
+
+TE_EXPORT tecomm_result_t tecomm_dp_finish(tecomm_dp_t dp, tecore_stream_t stream) {
+  DP_LIVE(dp, "tecomm_dp_finish");
+  tecomm_result_t r = dp->hook_err;
+  if (r != TECOMM_SUCCESS)
+    r = TC_ERR(r, "tecomm_dp_finish: a bucket's reduction failed in the backward: %s",
+               tecomm_last_error());
+  for (size_t k = 0; r == TECOMM_SUCCESS && k < dp->nb; k++)
+    if (!dp->b[k].launched) r = tc_dp_launch(dp, k, stream);
+  tecomm_result_t j = tc_dp_join(dp, stream);
+  for (size_t k = 0; k < dp->nb; k++)
+    dp->b[k].launched = 0, dp->b[k].pending = dp->b[k].t1 - dp->b[k].t0;
+  dp->armed = 0;
+  dp->hook_err = TECOMM_SUCCESS;
+  return r != TECOMM_SUCCESS ? r : j;
+}
+
+TE_EXPORT tecomm_result_t tecomm_dp_shard(tecomm_dp_t dp, size_t index, size_t *first, size_t *count) {
+  DP_LIVE(dp, "tecomm_dp_shard");
+  TC_ARG(first && count, "tecomm_dp_shard: %s is NULL", first ? "count" : "first");
+  TC_ARG(index < dp->nt, "tecomm_dp_shard: index %zu: the group has %zu tensors", index, dp->nt);
+  tc_dp_part(dp, index, dp->rank, first, count);
+  return TECOMM_SUCCESS;
+}
+
+TE_EXPORT tecomm_result_t tecomm_dp_gather(tecomm_dp_t dp, tecore_stream_t stream) {
+  DP_LIVE(dp, "tecomm_dp_gather");
+  TC_ARG(dp->zero > 0, "tecomm_dp_gather: ZeRO-0 keeps every value on every rank (nothing to "
+         "gather)");
+  return tc_dp_gather_all(dp, stream);
+}
+
+TE_EXPORT tecomm_result_t tecomm_dp_norm_parts(tecomm_dp_t dp, struct tecore_tensor *vec,
+                                     tecore_stream_t stream) {
+  DP_LIVE(dp, "tecomm_dp_norm_parts");
+  TC_ARG(vec, "tecomm_dp_norm_parts: vec is NULL");
+  TC_CHECK(tc_dp_norm(dp, stream));
+  size_t sh[1] = {(size_t)dp->nranks};
+  TC_CORE(tecore_tensor_init(vec, TECORE_DTYPE_F32, 1, sh, dp->normvec), "tecomm_dp_norm_parts");
+  return TECOMM_SUCCESS;
+}

@@ -1,0 +1,50 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* dp_layout.c -- the data-parallel group's buckets and shards (dp_priv.h
+ * says the rules): computed from the tensors alone, so every rank of a
+ * group with the same model (tc_dp_agree) lays them out alike. */
+#include "dp_priv.h"
+#include <stdlib.h>
+
+static size_t round_up(size_t x, size_t m) { return (x + m - 1) / m * m; }
+
+/* Bucket k's padding and shard, once its last tensor is in. */
+static void close_bucket(struct tecomm_dp *d, struct dp_bucket *b, size_t used) {
+  b->elems = round_up(used ? used : 1, (size_t)DP_ALIGN * (size_t)d->nranks);
+  b->shard = b->elems / (size_t)d->nranks;
+  b->pending = b->t1 - b->t0;
+}
+
+tecomm_result_t tc_dp_layout(struct tecomm_dp *d) {
+  d->b = calloc(d->nt ? d->nt : 1, sizeof *d->b);
+  if (!d->b) return TC_ERR(TECOMM_ERR_NOMEM, "tecomm_dp_create: out of host memory");
+  size_t used = 0;
+  struct dp_bucket *b = NULL;
+  for (size_t i = 0; i < d->nt; i++) {
+    struct dp_tensor *t = &d->t[i];
+    size_t esz = tecore_dtype_size(t->t.grad_dtype);
+    size_t at = round_up(used, DP_ALIGN);
+    int fits = b && b->gdt == t->t.grad_dtype && b->vdt == t->t.value_dtype &&
+               (at + t->t.count) * esz <= d->bucket_bytes;
+    if (!fits) {
+      if (b) close_bucket(d, b, used);
+      b = &d->b[d->nb++];
+      *b = (struct dp_bucket){.t0 = i, .t1 = i, .gdt = t->t.grad_dtype, .vdt = t->t.value_dtype};
+      at = 0;
+    }
+    t->bucket = (size_t)(b - d->b);
+    t->off = at;
+    used = at + t->t.count;
+    b->t1 = i + 1;
+  }
+  if (b) close_bucket(d, b, used);
+  return TECOMM_SUCCESS;
+}
+
+void tc_dp_part(const struct tecomm_dp *d, size_t i, int r, size_t *first, size_t *n) {
+  const struct dp_tensor *t = &d->t[i];
+  const struct dp_bucket *b = &d->b[t->bucket];
+  size_t lo = (size_t)r * b->shard, hi = lo + b->shard;
+  size_t a = t->off > lo ? t->off : lo, e = t->off + t->t.count < hi ? t->off + t->t.count : hi;
+  *first = a < e ? a - t->off : 0;
+  *n = a < e ? e - a : 0;
+}

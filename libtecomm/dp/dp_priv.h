@@ -1,0 +1,82 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* dp_priv.h -- the data-parallel group's state (te/comm_dp.h), shared by
+ * dp.c (the public calls and the pass hooks), dp_layout.c (buckets and
+ * shards), dp_agree.c (the ranks' models compared) and dp_run.c (the
+ * reductions, the gather and the norm's parts).
+ *
+ * Layout.  The tensors, in the caller's order, fill buckets of at most
+ * bucket_bytes of gradient (a tensor larger than that is a bucket of its
+ * own; a bucket holds one gradient dtype and one value dtype).  Inside a
+ * bucket each tensor starts at a multiple of DP_ALIGN elements, and the
+ * bucket is padded to a multiple of DP_ALIGN * nranks elements: shard r
+ * of a bucket is its elements [r * shard, (r + 1) * shard), so every
+ * shard, and every tensor's part of it, starts DP_ALIGN-aligned (the
+ * optimizer's vector kernels read the parts where they lie). */
+#ifndef TECOMM_DP_PRIV_H
+#define TECOMM_DP_PRIV_H
+
+#include "tc_internal.h"
+#include <te/comm_dp.h>
+
+#define DP_ALIGN 64   /* elements */
+
+struct dp_tensor {
+  struct tecomm_dp_tensor t;
+  char name[64];
+  size_t bucket;
+  size_t off;          /* its first element in the bucket */
+};
+
+struct dp_bucket {
+  size_t t0, t1;       /* tensors [t0, t1) */
+  size_t elems;        /* padded: a multiple of DP_ALIGN * nranks */
+  size_t shard;        /* elems / nranks */
+  tecore_dtype_t gdt, vdt;
+  size_t pending;      /* tensors not written yet in this backward */
+  int launched;
+};
+
+struct tecomm_dp {
+  tecomm_comm_t comm;
+  int rank, nranks, zero;
+  float scale;
+  struct dp_tensor *t;
+  size_t nt;
+  struct dp_bucket *b;
+  size_t nb;
+  size_t bucket_bytes;
+  tecore_seq_t *seq;
+  int armed;
+  int forked;                  /* the side stream has work the caller's has not joined */
+  tecomm_result_t hook_err;    /* a hook's launch failed: finish says so */
+  tecore_stream_t side;        /* the communication stream */
+  tecore_event_t fork, join;
+  tecore_devptr_t buf;         /* symmetric: the largest bucket, gradient or value bytes */
+  size_t buf_bytes;
+  tecore_devptr_t scale_dev;   /* F32: scale */
+  tecore_devptr_t normvec;     /* F32 [nranks] */
+  tecore_devptr_t l2ws;
+  size_t l2wsb;
+  struct tecore_tensor *views; /* this rank's shard of each gradient (norm) */
+  size_t nviews;
+};
+
+/* dp_layout.c: buckets and offsets from d->t (the tensors copied in). */
+tecomm_result_t tc_dp_layout(struct tecomm_dp *d);
+/* The part of tensor i in shard r of its bucket: [*first, *first + *n). */
+void tc_dp_part(const struct tecomm_dp *d, size_t i, int r, size_t *first, size_t *n);
+
+/* dp_agree.c: collective; TECOMM_ERR_MISMATCH naming the first field
+ * where a rank's model differs from this rank's. */
+tecomm_result_t tc_dp_agree(struct tecomm_dp *d, const struct tecore_recipe *recipe);
+
+/* dp_run.c: bucket k reduced on d->side after stream's work so far. */
+tecomm_result_t tc_dp_launch(struct tecomm_dp *d, size_t k, tecore_stream_t stream);
+/* stream waits for d->side (when it has work). */
+tecomm_result_t tc_dp_join(struct tecomm_dp *d, tecore_stream_t stream);
+tecomm_result_t tc_dp_gather_all(struct tecomm_dp *d, tecore_stream_t stream);
+tecomm_result_t tc_dp_norm(struct tecomm_dp *d, tecore_stream_t stream);
+/* The norm's shard views and workspace (at create). */
+tecomm_result_t tc_dp_norm_setup(struct tecomm_dp *d);
+
+#endif

@@ -1,0 +1,89 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* te/comm_dp.h -- data parallelism over a libtecomm communicator: every
+ * rank holds the whole model, trains on its own rows, and the gradients
+ * are reduced over the ranks in buckets, each as soon as the backward
+ * wrote its last gradient, on a communication stream that overlaps the
+ * rest of the backward (and is captured with it into a step graph).
+ * ZeRO stages: 0, every bucket allreduced; 1, the same, and each rank
+ * updates its shard of the parameters (the optimizer's masters and
+ * moments exist for the shard only), then tecomm_dp_gather all-gathers
+ * the updated values; 2, every bucket reduce-scattered: a rank's
+ * gradients are reduced inside its shard only.  tecomm_dp_create(3) is
+ * the overview: the layout of the buckets and shards, the mean over the
+ * ranks, validation, errors. */
+#ifndef TE_COMM_DP_H
+#define TE_COMM_DP_H
+
+#include <stddef.h>
+#include <te/comm.h>
+#include <te/ops.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct tecomm_dp *tecomm_dp_t;
+
+/* tecomm_dp_tensor.op of a gradient no sequence operation writes (it is
+ * reduced by tecomm_dp_finish). */
+#define TECOMM_DP_NO_OP ((size_t)-1)
+
+/* One trained tensor: its gradient (reduced over the ranks), its value
+ * (gathered under ZeRO-1/2; 0 under ZeRO-0), count elements each. */
+struct tecomm_dp_tensor {
+  const char *name;            /* for messages, or NULL */
+  tecore_devptr_t grad;
+  tecore_dtype_t grad_dtype;   /* F32 or BF16 */
+  tecore_devptr_t value;
+  tecore_dtype_t value_dtype;  /* F32 or BF16 (with value) */
+  size_t count;
+  size_t op;                   /* the operation of desc.seq whose backward writes the
+                                  gradient last, or TECOMM_DP_NO_OP */
+};
+
+struct tecomm_dp_desc {
+  tecomm_comm_t comm;          /* the data-parallel group (the caller's; outlives dp) */
+  const struct tecomm_dp_tensor *tensors;   /* in the order the backward finishes them */
+  size_t ntensors;
+  tecore_seq_t *seq;           /* NULL: every bucket reduced by tecomm_dp_finish */
+  size_t bucket_bytes;         /* 0: TECOMM_DP_BUCKET_MB */
+  int zero;                    /* 0, 1 or 2 */
+  float scale;                 /* the reduced gradients times scale; 0: 1 / nranks (the mean) */
+  const struct tecore_recipe *recipe;   /* compared across the ranks; NULL: none */
+};
+
+/* Collective over desc->comm.  Refuses (TECOMM_ERR_MISMATCH on every
+ * rank, the first differing field and the rank named) ranks whose
+ * tensors, stage, bucket size or recipe differ.  Installs desc->seq's
+ * pass hooks (te/ops.h: one set a sequence).  Free with
+ * tecomm_dp_destroy. */
+tecomm_result_t tecomm_dp_create(const struct tecomm_dp_desc *desc, tecomm_dp_t *dp);
+/* Collective; waits for dp's work, frees its memory, removes the hooks.
+ * NULL is accepted. */
+tecomm_result_t tecomm_dp_destroy(tecomm_dp_t dp);
+/* The next backward of desc.seq is the step's last microbatch: its hooks
+ * launch each bucket as its last gradient is written.  Host only. */
+tecomm_result_t tecomm_dp_arm(tecomm_dp_t dp);
+/* Launches the buckets not launched yet (all of them without a sequence,
+ * or when not armed) and makes stream wait for every reduction; disarms.
+ * Collective (every rank calls it once a step, after its last backward);
+ * capturable.  The reduced gradients are ready on stream. */
+tecomm_result_t tecomm_dp_finish(tecomm_dp_t dp, tecore_stream_t stream);
+/* The elements [*first, *first + *count) of tensor index that this rank
+ * owns (its shard; *count may be 0), under every stage. */
+tecomm_result_t tecomm_dp_shard(tecomm_dp_t dp, size_t index, size_t *first, size_t *count);
+/* ZeRO-1/2: every tensor's value all-gathered from the ranks' shards
+ * (each rank updated its own), on stream.  Collective; capturable. */
+tecomm_result_t tecomm_dp_gather(tecomm_dp_t dp, tecore_stream_t stream);
+/* The global gradient norm's parts: on stream, this rank's shard norm of
+ * the reduced gradients into slot rank of an F32 vector [nranks], summed
+ * over the ranks; *vec (the dp's) is that vector, whose L2 norm is the
+ * global norm: pass it to tecore_l2norm_multi or tecore_clip_grad_norm.
+ * Collective; capturable; after tecomm_dp_finish. */
+tecomm_result_t tecomm_dp_norm_parts(tecomm_dp_t dp, struct tecore_tensor *vec,
+                                     tecore_stream_t stream);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

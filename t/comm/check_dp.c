@@ -1,0 +1,453 @@
+/* SPDX-License-Identifier: Apache-2.0
+ * check_dp.c -- the data-parallel group (te/comm_dp.h), ranks as forked
+ * processes (t/lib/comm_ranks.h) training a two-Linear MLP (F32 fuser
+ * sequence: Linear + bias, GELU, Linear + bias; loss sum(y .* W) / rows):
+ *   - dp = 2 and 4 ranks of B rows each give the gradients of one process
+ *     with N * B rows, within DP_TOL of the largest gradient, over
+ *     DP_SEEDS fresh inputs (the worst printed beside the tolerance);
+ *     buckets small enough that most launch from the backward's hooks;
+ *     every rank's reduced gradients the same bits;
+ *   - ZeRO-1 and ZeRO-2 against ZeRO-0: the gradients in each rank's
+ *     shard, and AdamW run on the shards only, then tecomm_dp_gather, give
+ *     every rank ZeRO-0's parameters bit for bit (reduce-scatter folds the
+ *     ranks in allreduce's order), 2 and 4 ranks; the global norm's parts;
+ *   - ranks whose models differ (a tensor's count, the stage, the
+ *     recipe) refused on every rank with the field named;
+ *   - a rank killed mid-step: the other's finish or status names it
+ *     within TECOMM_TIMEOUT (1 s here), no hang;
+ *   - argument errors name the argument. */
+#include "comm_ranks.h"
+#include <math.h>
+#include <te/comm_dp.h>
+
+enum { F = 32, H = 48, O = 16, B = 8, DP_SEEDS = 200 };
+/* F32 sums of at most 4 * B rows in another order than one process's:
+ * observed worst ~1e-7 of the largest gradient (the test prints it); the
+ * limit leaves 100x */
+#define DP_TOL 1e-5
+
+static tecore_devptr_t dalloc(size_t bytes) {
+  tecore_devptr_t p = 0;
+  RK_CORE(tecore_mem_alloc(bytes, &p));
+  return p;
+}
+
+static struct tecore_tensor t2(size_t r, size_t c, tecore_devptr_t p) {
+  struct tecore_tensor t;
+  size_t sh[2] = {r, c};
+  RK_CORE(tecore_tensor_init(&t, TECORE_DTYPE_F32, 2, sh, p));
+  return t;
+}
+
+/* The MLP over rows rows (the same parameters for every rows: one seed). */
+static tecore_seq_t *mlp(size_t rows, tecore_stream_t s) {
+  struct tecore_seq_config cfg = {.rows = rows, .features = F, .dtype = TECORE_DTYPE_F32,
+                                  .seed = 7};
+  tecore_seq_t *q;
+  RK_CORE(tecore_seq_create(&cfg, &q));
+  const struct tecore_op_desc d[] = {{.kind = TECORE_OP_LINEAR, .features = H, .bias = 1},
+                                     {.kind = TECORE_OP_GELU},
+                                     {.kind = TECORE_OP_LINEAR, .features = O, .bias = 1}};
+  for (size_t k = 0; k < 3; k++) RK_CORE(tecore_seq_add(q, &d[k], NULL));
+  RK_CORE(tecore_seq_build(q, s));
+  return q;
+}
+
+enum { NP = 4 };   /* fc1 weight, bias, fc2 weight, bias */
+static void params(tecore_seq_t *q, struct tecore_seq_param *p) {
+  size_t n = 0;
+  RK_CORE(tecore_seq_params(q, p, NP, &n));
+  RK_ASSERT(n == NP, "%zu parameters", n);
+}
+
+/* The group's tensors: the parameters in the order the backward finishes
+ * them (the last operation's first). */
+static void dp_tensors(const struct tecore_seq_param *p, struct tecomm_dp_tensor *t) {
+  for (size_t i = 0; i < NP; i++) {
+    const struct tecore_seq_param *q = &p[NP - 1 - i];
+    t[i] = (struct tecomm_dp_tensor){.name = q->name, .grad = q->grad.data,
+                                     .grad_dtype = TECORE_DTYPE_F32, .value = q->value.data,
+                                     .value_dtype = TECORE_DTYPE_F32,
+                                     .count = tecore_tensor_numel(&q->value), .op = q->op};
+  }
+}
+
+static tecomm_dp_t dp_make(tecomm_comm_t c, tecore_seq_t *q, int zero, size_t bucket) {
+  struct tecore_seq_param p[NP];
+  struct tecomm_dp_tensor t[NP];
+  params(q, p);
+  dp_tensors(p, t);
+  struct tecomm_dp_desc desc = {.comm = c, .tensors = t, .ntensors = NP, .seq = q,
+                                .bucket_bytes = bucket, .zero = zero};
+  tecomm_dp_t dp = NULL;
+  RK_OK(tecomm_dp_create(&desc, &dp));
+  return dp;
+}
+
+/* Seed k's global input [rows][F] and loss weights [rows][O] (every rank
+ * draws the same). */
+static void draw(float *x, float *w, size_t rows, uint64_t k) {
+  tc_make_input(x, rows * F, TECORE_DTYPE_F32, 99, 2 * k);
+  tc_make_input(w, rows * O, TECORE_DTYPE_F32, 99, 2 * k + 1);
+}
+
+/* One step of q on rows rows of x (dy = w / rows): zeroed gradients,
+ * forward, (armed) backward, finish. */
+static void step(tecore_seq_t *q, tecomm_dp_t dp, const float *x, const float *w, size_t rows,
+                 tecore_devptr_t dx, tecore_devptr_t dy, tecore_devptr_t y, tecore_stream_t s) {
+  static float dyh[4 * B * O];
+  for (size_t i = 0; i < rows * O; i++) dyh[i] = w[i] / (float)rows;
+  RK_CORE(tecore_memcpy_async(dx, te_hptr(x), rows * F * 4, s));
+  RK_CORE(tecore_memcpy_async(dy, te_hptr(dyh), rows * O * 4, s));
+  RK_CORE(tecore_seq_zero_grad(q, s));
+  struct tecore_tensor X = t2(rows, F, dx), Y = t2(rows, O, y), DY = t2(rows, O, dy);
+  RK_CORE(tecore_seq_forward(q, &X, &Y, 0, s));
+  if (dp) RK_OK(tecomm_dp_arm(dp));
+  RK_CORE(tecore_seq_backward(q, &DY, NULL, s));
+  if (dp) RK_OK(tecomm_dp_finish(dp, s));
+  RK_CORE(tecore_stream_synchronize(s));
+}
+
+/* The parameters' gradients (or values) of q, concatenated, on the host. */
+static size_t fetch(tecore_seq_t *q, int values, float *out) {
+  struct tecore_seq_param p[NP];
+  params(q, p);
+  size_t n = 0;
+  for (size_t i = 0; i < NP; i++) {
+    const struct tecore_tensor *t = values ? &p[i].value : &p[i].grad;
+    size_t k = tecore_tensor_numel(t);
+    RK_CORE(tecore_memcpy(te_hptr(out + n), t->data, k * 4));
+    n += k;
+  }
+  return n;
+}
+
+enum { NG = F * H + H + H * O + O };
+
+/* ---- dp N ranks == one process of N * B rows ------------------------------------ */
+
+static void rank_equals_one(int rank, int n, void *arg) {
+  (void)arg;
+  tecomm_comm_t c = tc_rank_comm(rank, n);
+  tecore_stream_t s;
+  RK_CORE(tecore_stream_create(TECORE_STREAM_NON_BLOCKING, 0, &s));
+  tecore_seq_t *qd = mlp(B, s), *qr = mlp((size_t)n * B, s);
+  /* 2 KiB buckets: fc2's bias and weight, fc1's bias, fc1's weight apart */
+  tecomm_dp_t dp = dp_make(c, qd, 0, 2048);
+  size_t rows = (size_t)n * B;
+  tecore_devptr_t dx = dalloc(rows * F * 4), dy = dalloc(rows * O * 4), y = dalloc(rows * O * 4);
+  static float x[4 * B * F], w[4 * B * O], gd[NG], gr[NG];
+  double worst = 0;
+  for (uint64_t k = 0; k < DP_SEEDS; k++) {
+    draw(x, w, rows, k);
+    memset(gd, 0xff, sizeof gd);   /* poisoned: NaN */
+    step(qd, dp, x + (size_t)rank * B * F, w + (size_t)rank * B * O, B, dx, dy, y, s);
+    step(qr, NULL, x, w, rows, dx, dy, y, s);
+    fetch(qd, 0, gd);
+    fetch(qr, 0, gr);
+    double big = 0, diff = 0;
+    for (size_t i = 0; i < NG; i++) big = fmax(big, fabs(gr[i]));
+    for (size_t i = 0; i < NG; i++) diff = fmax(diff, fabs((double)gd[i] - gr[i]));
+    RK_ASSERT(!isnan(diff), "seed %llu: a gradient is NaN", (unsigned long long)k);
+    worst = fmax(worst, diff / big);
+    tc_rank_digest(gd, sizeof gd);
+  }
+  tc_shm->value[rank][0] = worst;
+  RK_ASSERT(worst <= DP_TOL, "dp %d: gradients differ from one process's by %g of the largest "
+            "(limit %g)", n, worst, DP_TOL);
+  RK_OK(tecomm_dp_destroy(dp));
+  RK_CORE(tecore_seq_destroy(qd));
+  RK_CORE(tecore_seq_destroy(qr));
+  (void)tecomm_comm_destroy(c);
+}
+
+START_TEST(dp_ranks_equal_one_process) {
+  int n = _i ? 4 : 2;
+  tc_run_ranks(n, rank_equals_one, NULL, 300);
+  tc_expect_same_digest(n, "the reduced gradients");
+  double worst = 0;
+  for (int r = 0; r < n; r++) worst = fmax(worst, tc_shm->value[r][0]);
+  printf("# dp %d x %d rows vs one process of %d rows, %d seeds: worst gradient difference %.3g "
+         "of the largest (limit %g)\n", n, B, n * B, DP_SEEDS, worst, DP_TOL);
+  tc_shm_release();
+}
+END_TEST
+
+/* ---- ZeRO-1 and ZeRO-2 against ZeRO-0 ------------------------------------------- */
+
+struct adam_set {
+  struct tecore_optim_tensor ot[NP];
+};
+
+/* AdamW state for dp's tensors: all of each (ZeRO-0) or this rank's shard. */
+static void adam_init(tecomm_dp_t dp, tecore_seq_t *q, int zero, struct adam_set *a) {
+  struct tecore_seq_param p[NP];
+  struct tecomm_dp_tensor t[NP];
+  params(q, p);
+  dp_tensors(p, t);
+  for (size_t i = 0; i < NP; i++) {
+    size_t first = 0, n = t[i].count;
+    if (zero) RK_OK(tecomm_dp_shard(dp, i, &first, &n));
+    tecore_devptr_t m = dalloc(n ? n * 4 : 4), v = dalloc(n ? n * 4 : 4);
+    RK_CORE(tecore_memset_d32_async(m, 0, n ? n : 1, NULL));
+    RK_CORE(tecore_memset_d32_async(v, 0, n ? n : 1, NULL));
+    a->ot[i] = (struct tecore_optim_tensor){.param = t[i].value + first * 4,
+                                            .grad = t[i].grad + first * 4, .exp_avg = m,
+                                            .exp_avg_sq = v, .numel = n,
+                                            .grad_dtype = TECORE_DTYPE_F32};
+  }
+  RK_CORE(tecore_stream_synchronize(NULL));
+}
+
+static void adam(struct adam_set *a, int64_t stepno, tecore_stream_t s) {
+  struct tecore_adam_config ac = {.lr = 1e-2, .beta1 = 0.9, .beta2 = 0.95, .eps = 1e-8,
+                                  .weight_decay = 0.1, .step = stepno, .flags = TECORE_ADAM_W};
+  RK_CORE(tecore_adam_step(a->ot, NP, &ac, 0, 0, s));
+}
+
+/* |a - b| at most tol of the largest |b| (tol 0: the same bits) */
+static void same(const float *a, const float *b, size_t n, double tol, const char *what, int z) {
+  double big = 0;
+  for (size_t i = 0; i < n; i++) big = fmax(big, fabs(b[i]));
+  for (size_t i = 0; i < n; i++) {
+    if (tol == 0)
+      RK_ASSERT(memcmp(&a[i], &b[i], 4) == 0, "ZeRO-%d %s [%zu]: %a, ZeRO-0 %a", z, what, i,
+                (double)a[i], (double)b[i]);
+    else
+      RK_ASSERT(fabs((double)a[i] - b[i]) <= tol * big, "ZeRO-%d %s [%zu]: %g, ZeRO-0 %g", z,
+                what, i, (double)a[i], (double)b[i]);
+  }
+}
+
+/* The gradients of q in this rank's shards, against ref (all of them). */
+static void same_shard_grads(tecomm_dp_t dp, tecore_seq_t *q, const float *ref, double tol,
+                             int z) {
+  static float g[NG];
+  fetch(q, 0, g);
+  struct tecore_seq_param p[NP];
+  params(q, p);
+  size_t base[NP], at = 0;
+  for (size_t i = 0; i < NP; i++) base[i] = at, at += tecore_tensor_numel(&p[i].value);
+  for (size_t i = 0; i < NP; i++) {
+    size_t first, n, k = NP - 1 - i;   /* the group's tensor i is parameter k */
+    RK_OK(tecomm_dp_shard(dp, i, &first, &n));
+    same(g + base[k] + first, ref + base[k] + first, n, tol, "gradient", z);
+  }
+}
+
+/* The global norm from the parts, against the host's of ref. */
+static void same_norm(tecomm_dp_t dp, const float *ref, tecore_stream_t s) {
+  struct tecore_tensor vec;
+  RK_OK(tecomm_dp_norm_parts(dp, &vec, s));
+  size_t wsb = 0;
+  RK_CORE(tecore_l2norm_multi_workspace_size(&vec, 1, &wsb));
+  tecore_devptr_t ws = dalloc(wsb ? wsb : 8), nd = dalloc(4);
+  RK_CORE(tecore_l2norm_multi(&vec, 1, ws, wsb, nd, 0, s));
+  float got = 0;
+  RK_CORE(tecore_memcpy_async(te_hptr(&got), nd, 4, s));
+  RK_CORE(tecore_stream_synchronize(s));
+  double want = 0;
+  for (size_t i = 0; i < NG; i++) want += (double)ref[i] * ref[i];
+  want = sqrt(want);
+  RK_ASSERT(fabs(got - want) <= 1e-5 * want, "global norm %.9g, want %.9g", (double)got, want);
+  RK_CORE(tecore_mem_free(ws));
+  RK_CORE(tecore_mem_free(nd));
+}
+
+static void rank_zero_stages(int rank, int n, void *arg) {
+  (void)arg;
+  tecomm_comm_t c = tc_rank_comm(rank, n);
+  tecore_stream_t s;
+  RK_CORE(tecore_stream_create(TECORE_STREAM_NON_BLOCKING, 0, &s));
+  tecore_seq_t *q[3];
+  tecomm_dp_t dp[3];
+  struct adam_set a[3];
+  for (int z = 0; z < 3; z++) {
+    q[z] = mlp(B, s);
+    dp[z] = dp_make(c, q[z], z, 2048);
+    adam_init(dp[z], q[z], z, &a[z]);
+  }
+  tecore_devptr_t dx = dalloc(B * F * 4), dy = dalloc(B * O * 4), y = dalloc(B * O * 4);
+  static float x[4 * B * F], w[4 * B * O], g0[NG], v0[NG], v[NG];
+  /* reduce-scatter folds every block in rank order, as the allreduce
+   * does (tecomm_reduce_scatter(3)): the same bits on any number of ranks */
+  double tol = 0;
+  (void)n;
+  for (int64_t k = 1; k <= 3; k++) {
+    draw(x, w, (size_t)n * B, 1000 + (uint64_t)k);
+    for (int z = 0; z < 3; z++)
+      step(q[z], dp[z], x + (size_t)rank * B * F, w + (size_t)rank * B * O, B, dx, dy, y, s);
+    fetch(q[0], 0, g0);
+    same_norm(dp[0], g0, s);
+    same_norm(dp[2], g0, s);
+    for (int z = 1; z < 3; z++) same_shard_grads(dp[z], q[z], g0, tol, z);
+    for (int z = 0; z < 3; z++) adam(&a[z], k, s);
+    for (int z = 1; z < 3; z++) RK_OK(tecomm_dp_gather(dp[z], s));
+    RK_CORE(tecore_stream_synchronize(s));
+    fetch(q[0], 1, v0);
+    for (int z = 1; z < 3; z++) {
+      memset(v, 0, sizeof v);
+      fetch(q[z], 1, v);
+      same(v, v0, NG, tol, "parameter after AdamW and the gather", z);
+    }
+    tc_rank_digest(v0, sizeof v0);
+  }
+  for (int z = 0; z < 3; z++) {
+    RK_OK(tecomm_dp_destroy(dp[z]));
+    RK_CORE(tecore_seq_destroy(q[z]));
+  }
+  (void)tecomm_comm_destroy(c);
+}
+
+START_TEST(zero_1_2_take_zero_0_steps) {
+  int n = _i ? 4 : 2;
+  tc_run_ranks(n, rank_zero_stages, NULL, 300);
+  tc_expect_same_digest(n, "the parameters after three steps");
+  tc_shm_release();
+}
+END_TEST
+
+/* ---- models that differ --------------------------------------------------------- */
+
+static void rank_mismatch(int rank, int n, void *arg) {
+  int k = *(const int *)arg;
+  tecomm_comm_t c = tc_rank_comm(rank, n);
+  tecore_stream_t s;
+  RK_CORE(tecore_stream_create(TECORE_STREAM_NON_BLOCKING, 0, &s));
+  tecore_seq_t *q = mlp(B, s);
+  struct tecore_seq_param p[NP];
+  struct tecomm_dp_tensor t[NP];
+  params(q, p);
+  dp_tensors(p, t);
+  struct tecore_recipe rc;
+  RK_CORE(tecore_recipe_init(&rc, TECORE_RECIPE_DELAYED));
+  struct tecomm_dp_desc desc = {.comm = c, .tensors = t, .ntensors = NP, .seq = q,
+                                .zero = 1, .recipe = &rc};
+  static const char *const field[] = {"tensor 2 (bias): count", "ZeRO stage", "margin",
+                                      "value_dtype"};
+  if (rank == n - 1) {   /* the last rank's model differs */
+    if (k == 0) t[2].count--;
+    if (k == 1) desc.zero = 2;
+    if (k == 2) rc.margin = 3;
+    if (k == 3) t[1].value_dtype = TECORE_DTYPE_BF16;
+  }
+  tecomm_dp_t dp = NULL;
+  RK_EXPECT(TECOMM_ERR_MISMATCH, field[k], tecomm_dp_create(&desc, &dp));
+  RK_ASSERT(dp == NULL, "a refused group was handed out");
+  RK_CORE(tecore_seq_destroy(q));
+  (void)tecomm_comm_destroy(c);
+}
+
+START_TEST(mismatched_models_refused_with_the_field_named) {
+  int k = _i;
+  tc_run_ranks(2, rank_mismatch, &k, 120);
+  tc_shm_release();
+}
+END_TEST
+
+/* ---- a rank killed mid-step ------------------------------------------------------ */
+
+static void rank_killed(int rank, int n, void *arg) {
+  (void)arg;
+  setenv("TECOMM_TIMEOUT", "1000", 1);
+  tecomm_comm_t c = tc_rank_comm(rank, n);
+  tecore_stream_t s;
+  RK_CORE(tecore_stream_create(TECORE_STREAM_NON_BLOCKING, 0, &s));
+  tecore_seq_t *q = mlp(B, s);
+  tecomm_dp_t dp = dp_make(c, q, 0, 2048);
+  tecore_devptr_t dx = dalloc(B * F * 4), dy = dalloc(B * O * 4), y = dalloc(B * O * 4);
+  static float x[B * F], w[B * O];
+  draw(x, w, B, 5);
+  step(q, dp, x, w, B, dx, dy, y, s);   /* one whole step: set-up done */
+  RK_ASSERT(tc_shm_barrier(tc_shm) == 0, "barrier");
+  if (rank == n - 1) raise(SIGKILL);
+  struct tecore_tensor X = t2(B, F, dx), Y = t2(B, O, y), DY = t2(B, O, dy);
+  RK_CORE(tecore_seq_forward(q, &X, &Y, 0, s));
+  RK_OK(tecomm_dp_arm(dp));
+  tecore_result_t r = tecore_seq_backward(q, &DY, NULL, s);
+  tecomm_result_t f = tecomm_dp_finish(dp, s);
+  tecore_result_t w8 = te_stream_wait(s, 5000);
+  RK_ASSERT(w8 == TECORE_SUCCESS, "the stream did not come back within 5 s");
+  int peer = -2;
+  tecomm_result_t st = tecomm_comm_status(c, &peer);
+  RK_ASSERT(r != TECORE_SUCCESS || f != TECOMM_SUCCESS || st != TECOMM_SUCCESS,
+            "every call succeeded with a peer dead");
+  RK_ASSERT(st == TECOMM_ERR_TIMEOUT, "status after a peer died: %s (%s)",
+            tecomm_result_name(st), tecomm_last_error());
+  RK_ASSERT(peer == n - 1, "status names peer %d, want %d", peer, n - 1);
+  (void)tecomm_dp_destroy(dp);
+  (void)tecore_seq_destroy(q);
+  (void)tecomm_comm_destroy(c);
+}
+
+START_TEST(killed_rank_named_not_hung) {
+  tc_run_ranks_ex(2, rank_killed, NULL, 60, 1);
+  tc_shm_release();
+}
+END_TEST
+
+/* ---- arguments ------------------------------------------------------------------ */
+
+static void rank_args(int rank, int n, void *arg) {
+  (void)arg;
+  tecomm_comm_t c = tc_rank_comm(rank, n);
+  tecore_stream_t s;
+  RK_CORE(tecore_stream_create(TECORE_STREAM_NON_BLOCKING, 0, &s));
+  tecore_seq_t *q = mlp(B, s);
+  struct tecore_seq_param p[NP];
+  struct tecomm_dp_tensor t[NP], bad[NP];
+  params(q, p);
+  dp_tensors(p, t);
+  struct tecomm_dp_desc desc = {.comm = c, .tensors = t, .ntensors = NP, .seq = q}, d2;
+  tecomm_dp_t dp = NULL;
+  RK_EXPECT(TECOMM_ERR_INVALID, "desc is NULL", tecomm_dp_create(NULL, &dp));
+  RK_EXPECT(TECOMM_ERR_INVALID, "dp is NULL", tecomm_dp_create(&desc, NULL));
+  d2 = desc, d2.zero = 3;
+  RK_EXPECT(TECOMM_ERR_INVALID, "desc->zero 3", tecomm_dp_create(&d2, &dp));
+  d2 = desc, d2.ntensors = 0;
+  RK_EXPECT(TECOMM_ERR_INVALID, "ntensors 0", tecomm_dp_create(&d2, &dp));
+  d2 = desc, d2.scale = -1;
+  RK_EXPECT(TECOMM_ERR_INVALID, "desc->scale", tecomm_dp_create(&d2, &dp));
+  d2 = desc, d2.tensors = bad;
+  memcpy(bad, t, sizeof bad), bad[1].grad = 0;
+  RK_EXPECT(TECOMM_ERR_INVALID, "tensors[1].grad is 0", tecomm_dp_create(&d2, &dp));
+  memcpy(bad, t, sizeof bad), bad[2].grad_dtype = TECORE_DTYPE_F16;
+  RK_EXPECT(TECOMM_ERR_INVALID, "tensors[2].grad_dtype", tecomm_dp_create(&d2, &dp));
+  memcpy(bad, t, sizeof bad), bad[3].op = 9;
+  RK_EXPECT(TECOMM_ERR_INVALID, "tensors[3].op 9", tecomm_dp_create(&d2, &dp));
+  memcpy(bad, t, sizeof bad), bad[0].value = 0, d2.zero = 1;
+  RK_EXPECT(TECOMM_ERR_INVALID, "tensors[0].value is 0 under ZeRO-1", tecomm_dp_create(&d2, &dp));
+  RK_ASSERT(dp == NULL, "a refused group was handed out");
+  dp = dp_make(c, q, 0, 0);
+  size_t first, count;
+  RK_EXPECT(TECOMM_ERR_INVALID, "index 4", tecomm_dp_shard(dp, 4, &first, &count));
+  RK_EXPECT(TECOMM_ERR_INVALID, "first is NULL", tecomm_dp_shard(dp, 0, NULL, &count));
+  RK_EXPECT(TECOMM_ERR_INVALID, "ZeRO-0", tecomm_dp_gather(dp, s));
+  RK_EXPECT(TECOMM_ERR_INVALID, "dp is NULL", tecomm_dp_finish(NULL, s));
+  RK_EXPECT(TECOMM_ERR_INVALID, "vec is NULL", tecomm_dp_norm_parts(dp, NULL, s));
+  RK_OK(tecomm_dp_destroy(dp));
+  RK_EXPECT(TECOMM_ERR_INVALID, "not a live", tecomm_dp_arm(dp));
+  RK_OK(tecomm_dp_destroy(NULL));
+  RK_CORE(tecore_seq_destroy(q));
+  (void)tecomm_comm_destroy(c);
+}
+
+START_TEST(bad_arguments_named) {
+  tc_run_ranks(2, rank_args, NULL, 120);
+  tc_shm_release();
+}
+END_TEST
+
+static Suite *dp_suite(void) {
+  setenv("TECORE_VDEV_DEVICES", "8", 0);
+  Suite *s = suite_create("comm_dp");
+  TCase *tc = te_tcase(s, "dp", 0);
+  tcase_add_loop_test(tc, dp_ranks_equal_one_process, 0, 2);
+  tcase_add_loop_test(tc, zero_1_2_take_zero_0_steps, 0, 2);
+  tcase_add_loop_test(tc, mismatched_models_refused_with_the_field_named, 0, 4);
+  tcase_add_test(tc, killed_rank_named_not_hung);
+  tcase_add_test(tc, bad_arguments_named);
+  return s;
+}
+
+TE_TEST_MAIN(dp_suite, TE_TEST_DEVICE)

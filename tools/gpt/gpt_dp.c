@@ -1,0 +1,90 @@
+/* SPDX-License-Identifier: Apache-2.0
+ * gpt_dp.c -- te-gpt's data parallelism (--dp, --zero) over libtecomm's
+ * data-parallel group (te/comm_dp.h): every trained tensor handed to the
+ * group in the order the backward finishes them (the sequence's
+ * parameters by their operations, last first; then the embedding tables,
+ * whose gradients the embedding's backward writes after the sequence's),
+ * each parameter's shard recorded for AdamW (--zero 1 and 2 keep masters
+ * and moments for the shard only), the sums of the ranks' losses, a
+ * sharded tensor made whole for --save, and a rank's slice of a batch.
+ *
+ * The mean over the ranks is te-gpt's loss scale: dloss is 1 / (accum *
+ * dp) (te-gpt.c), so the group sums (desc.scale 1). */
+#include <stdlib.h>
+#include <string.h>
+#include <te/comm_dp.h>
+#include "gpt.h"
+
+static void dp_fail(const char *what, tecomm_result_t r) {
+  GPT_ERR("--dp: %s: %s (%s)", what, tecomm_strerror(r), tecomm_last_error());
+  exit(1);
+}
+
+/* The group's order: the sequence's parameters by operation, the last
+ * first (stable: a weight before its bias), then the tables. */
+static size_t *dp_order(const struct gpt_model *m) {
+  size_t *ord = gpt_xalloc(m->np * sizeof *ord), k = 0;
+  for (size_t i = m->np; i-- > 0;)
+    if (!m->p[i].table) ord[k++] = i;
+  for (size_t i = 0; i < m->np; i++)
+    if (m->p[i].table) ord[k++] = i;
+  return ord;
+}
+
+static struct tecomm_dp_tensor dp_tensor(const struct gpt_param *p) {
+  return (struct tecomm_dp_tensor){
+      .name = p->name, .grad = p->grad, .grad_dtype = p->grad_dtype, .value = p->value,
+      .value_dtype = p->bf16 ? TECORE_DTYPE_BF16 : TECORE_DTYPE_F32, .count = p->rows * p->cols,
+      .op = p->table ? TECOMM_DP_NO_OP : p->op};
+}
+
+void gpt_dp_create(struct gpt_model *m, const struct tecore_recipe *recipe, tecore_stream_t s) {
+  size_t *ord = dp_order(m);
+  struct tecomm_dp_tensor *t = gpt_xalloc(m->np * sizeof *t);
+  for (size_t k = 0; k < m->np; k++) t[k] = dp_tensor(&m->p[ord[k]]);
+  struct tecomm_dp_desc desc = {.comm = m->dp.comm, .tensors = t, .ntensors = m->np,
+                                .seq = m->seq, .zero = m->dp.zero, .scale = 1.0f,
+                                .recipe = recipe};
+  tecomm_dp_t g = NULL;
+  tecomm_result_t r = tecomm_dp_create(&desc, &g);
+  if (r != TECOMM_SUCCESS) dp_fail("tecomm_dp_create", r);
+  m->dp.group = g;
+  for (size_t k = 0; k < m->np; k++) {
+    struct gpt_param *p = &m->p[ord[k]];
+    r = tecomm_dp_shard(g, k, &p->dp_first, &p->dp_count);
+    if (r != TECOMM_SUCCESS) dp_fail("tecomm_dp_shard", r);
+    p->dp_sharded = m->dp.zero > 0;
+  }
+  free(t);
+  free(ord);
+  GPT_CHECK(tecore_stream_synchronize(s));
+}
+
+void gpt_dp_destroy(struct gpt_model *m) {
+  if (m->dp.group) (void)tecomm_dp_destroy((tecomm_dp_t)m->dp.group);
+  m->dp.group = NULL;
+}
+
+void gpt_dp_sum(const struct gpt_model *m, tecore_devptr_t buf, size_t n, tecore_stream_t s) {
+  tecomm_result_t r = tecomm_allreduce((tecomm_comm_t)m->dp.comm, buf, buf, n, TECORE_DTYPE_F32,
+                                       TECOMM_SUM, s);
+  if (r != TECOMM_SUCCESS) dp_fail("the losses' sum", r);
+}
+
+/* Every rank's shard in its place, zeros elsewhere, summed: the whole
+ * tensor (x + 0 is x). */
+tecore_devptr_t gpt_dp_whole(const struct gpt_model *m, const struct gpt_param *p, tecore_devptr_t shard,
+                             tecore_stream_t s) {
+  size_t n = p->rows * p->cols;
+  tecore_devptr_t w = gpt_dalloc(n * 4, NULL);
+  GPT_CHECK(tecore_memset_d32_async(w, 0, n, s));
+  if (p->dp_count)
+    GPT_CHECK(tecore_memcpy_async(w + p->dp_first * 4, shard, p->dp_count * 4, s));
+  gpt_dp_sum(m, w, n, s);
+  GPT_CHECK(tecore_stream_synchronize(s));
+  return w;
+}
+
+void gpt_dp_slice(const struct gpt_model *m, const int32_t *all, int32_t *mine) {
+  memcpy(mine, all + (size_t)m->dp.rank * m->rows, m->rows * sizeof *mine);
+}
