@@ -11,7 +11,8 @@
  * first value within STEPS steps.
  *
  * Build and run against an installed libte:
- *   cc -std=c99 tutorial_layer.c $(pkg-config --cflags --libs te-core) -lm -o tutorial_layer
+ *   cc -std=c99 tutorial_layer.c $(pkg-config --cflags --libs te-core) -lm \
+ *     -Wl,-rpath,"$(pkg-config --variable=libdir te-core)" -o tutorial_layer
  *   ./tutorial_layer      (TE_DEVICE=vdev runs it without a GPU)
  * Exit 0 when the loss fell, 1 otherwise. */
 #include <te/core.h>

@@ -425,7 +425,20 @@ def field_line(api, sname, f):
                 die("array size %r of %s" % (dim, where))
             vals.append(str(v))
         dims = "(" + ",".join(vals) + ")"
-    return "    %s :: %s%s" % (t, f.name, dims)
+    return "    %s :: %s%s%s" % (t, f.name, dims, default_init(t))
+
+
+def default_init(t):
+    """Every component zero (a null pointer, a NUL character): a declared
+    variable is a zeroed C struct, and the structure constructor
+    tecore_x() with no argument compiles.  A nested struct's components
+    have their own."""
+    for prefix, init in (("type(c_ptr)", "c_null_ptr"), ("type(c_funptr)", "c_null_funptr"),
+                         ("integer(", "0"), ("real(", "0"), ("character(", "c_null_char"),
+                         ("logical(", ".false.")):
+        if t.startswith(prefix):
+            return " = " + init
+    return ""
 
 
 class Param:

@@ -44,36 +44,36 @@ module te_comm
 
   ! struct tecomm_bootstrap (libtecomm/te/comm.h)
   type, bind(C) :: tecomm_bootstrap
-    integer(c_int) :: kind
-    type(c_funptr) :: allgather
-    type(c_funptr) :: barrier
-    type(c_ptr) :: ctx
-    type(c_ptr) :: root
-    type(c_ptr) :: nccl_comm
-    type(c_ptr) :: mpi_comm
+    integer(c_int) :: kind = 0
+    type(c_funptr) :: allgather = c_null_funptr
+    type(c_funptr) :: barrier = c_null_funptr
+    type(c_ptr) :: ctx = c_null_ptr
+    type(c_ptr) :: root = c_null_ptr
+    type(c_ptr) :: nccl_comm = c_null_ptr
+    type(c_ptr) :: mpi_comm = c_null_ptr
   end type tecomm_bootstrap
 
   ! struct tecomm_add_rmsnorm (libtecomm/te/comm.h)
   type, bind(C) :: tecomm_add_rmsnorm
-    integer(tecore_devptr_t) :: x
-    integer(c_size_t) :: rows
-    integer(c_size_t) :: hidden
-    integer(c_int) :: dtype
-    integer(tecore_devptr_t) :: residual_in
-    integer(tecore_devptr_t) :: residual_out
-    integer(tecore_devptr_t) :: gamma
-    real(c_float) :: eps
-    integer(tecore_devptr_t) :: out
-    type(c_ptr) :: fp8_out
-    integer(c_int) :: algo
-    integer(tecore_devptr_t) :: rsigma
+    integer(tecore_devptr_t) :: x = 0
+    integer(c_size_t) :: rows = 0
+    integer(c_size_t) :: hidden = 0
+    integer(c_int) :: dtype = 0
+    integer(tecore_devptr_t) :: residual_in = 0
+    integer(tecore_devptr_t) :: residual_out = 0
+    integer(tecore_devptr_t) :: gamma = 0
+    real(c_float) :: eps = 0
+    integer(tecore_devptr_t) :: out = 0
+    type(c_ptr) :: fp8_out = c_null_ptr
+    integer(c_int) :: algo = 0
+    integer(tecore_devptr_t) :: rsigma = 0
   end type tecomm_add_rmsnorm
 
   ! struct tecomm_op_params (libtecomm/te/comm.h)
   type, bind(C) :: tecomm_op_params
-    type(c_ptr) :: comm
-    integer(c_int) :: algo
-    integer(c_int) :: flags
+    type(c_ptr) :: comm = c_null_ptr
+    integer(c_int) :: algo = 0
+    integer(c_int) :: flags = 0
   end type tecomm_op_params
 
   interface

@@ -306,417 +306,417 @@ module te_core
 
   ! struct tecore_tunable (libtecore/te/tunable.h)
   type, bind(C) :: tecore_tunable
-    type(c_ptr) :: name
-    type(c_ptr) :: env
-    integer(c_int) :: type
-    integer(c_int64_t) :: def_int
-    integer(c_int64_t) :: min
-    integer(c_int64_t) :: max
-    type(c_ptr) :: def_str
-    type(c_ptr) :: choices
-    type(c_ptr) :: help
-    type(c_ptr) :: old_env
-    integer(c_int) :: state_
-    integer(c_int64_t) :: int_
-    type(c_ptr) :: str_
-    type(c_ptr) :: next_
+    type(c_ptr) :: name = c_null_ptr
+    type(c_ptr) :: env = c_null_ptr
+    integer(c_int) :: type = 0
+    integer(c_int64_t) :: def_int = 0
+    integer(c_int64_t) :: min = 0
+    integer(c_int64_t) :: max = 0
+    type(c_ptr) :: def_str = c_null_ptr
+    type(c_ptr) :: choices = c_null_ptr
+    type(c_ptr) :: help = c_null_ptr
+    type(c_ptr) :: old_env = c_null_ptr
+    integer(c_int) :: state_ = 0
+    integer(c_int64_t) :: int_ = 0
+    type(c_ptr) :: str_ = c_null_ptr
+    type(c_ptr) :: next_ = c_null_ptr
   end type tecore_tunable
 
   ! struct tecore_tunable_info (libtecore/te/tunable.h)
   type, bind(C) :: tecore_tunable_info
-    type(c_ptr) :: name
-    type(c_ptr) :: env
-    type(c_ptr) :: help
-    type(c_ptr) :: choices
-    integer(c_int) :: type
-    integer(c_int64_t) :: def_int
-    integer(c_int64_t) :: min
-    integer(c_int64_t) :: max
-    integer(c_int64_t) :: value_int
-    type(c_ptr) :: def_str
-    type(c_ptr) :: value_str
-    integer(c_int) :: set_in_env
-    type(c_ptr) :: old_env
+    type(c_ptr) :: name = c_null_ptr
+    type(c_ptr) :: env = c_null_ptr
+    type(c_ptr) :: help = c_null_ptr
+    type(c_ptr) :: choices = c_null_ptr
+    integer(c_int) :: type = 0
+    integer(c_int64_t) :: def_int = 0
+    integer(c_int64_t) :: min = 0
+    integer(c_int64_t) :: max = 0
+    integer(c_int64_t) :: value_int = 0
+    type(c_ptr) :: def_str = c_null_ptr
+    type(c_ptr) :: value_str = c_null_ptr
+    integer(c_int) :: set_in_env = 0
+    type(c_ptr) :: old_env = c_null_ptr
   end type tecore_tunable_info
 
   ! struct tecore_device_props (libtecore/te/device.h)
   type, bind(C) :: tecore_device_props
-    character(kind=c_char) :: name(256)
-    integer(c_int) :: ordinal
-    integer(c_int) :: cc_major
-    integer(c_int) :: cc_minor
-    integer(c_int) :: sm_count
-    integer(c_int) :: max_threads_per_block
-    integer(c_int) :: max_shared_per_block
-    integer(c_int) :: warp_size
-    integer(c_int) :: clock_khz
-    integer(c_int) :: mem_clock_khz
-    integer(c_int) :: mem_bus_width
-    integer(c_int) :: l2_bytes
-    integer(c_size_t) :: total_mem
-    integer(c_int) :: pci_domain
-    integer(c_int) :: pci_bus
-    integer(c_int) :: pci_device
-    integer(c_int) :: unified_addressing
-    integer(c_int) :: vmm_supported
-    integer(c_int) :: posix_fd_handles
-    integer(c_int) :: multicast_supported
-    integer(c_int) :: stream_mem_ops
-    integer(c_int) :: dma_buf
+    character(kind=c_char) :: name(256) = c_null_char
+    integer(c_int) :: ordinal = 0
+    integer(c_int) :: cc_major = 0
+    integer(c_int) :: cc_minor = 0
+    integer(c_int) :: sm_count = 0
+    integer(c_int) :: max_threads_per_block = 0
+    integer(c_int) :: max_shared_per_block = 0
+    integer(c_int) :: warp_size = 0
+    integer(c_int) :: clock_khz = 0
+    integer(c_int) :: mem_clock_khz = 0
+    integer(c_int) :: mem_bus_width = 0
+    integer(c_int) :: l2_bytes = 0
+    integer(c_size_t) :: total_mem = 0
+    integer(c_int) :: pci_domain = 0
+    integer(c_int) :: pci_bus = 0
+    integer(c_int) :: pci_device = 0
+    integer(c_int) :: unified_addressing = 0
+    integer(c_int) :: vmm_supported = 0
+    integer(c_int) :: posix_fd_handles = 0
+    integer(c_int) :: multicast_supported = 0
+    integer(c_int) :: stream_mem_ops = 0
+    integer(c_int) :: dma_buf = 0
   end type tecore_device_props
 
   ! struct tecore_graph_chain_counts (libtecore/te/device.h)
   type, bind(C) :: tecore_graph_chain_counts
-    integer(c_int64_t) :: queued
-    integer(c_int64_t) :: done
-    integer(c_int64_t) :: starts
-    integer(c_int64_t) :: runs
+    integer(c_int64_t) :: queued = 0
+    integer(c_int64_t) :: done = 0
+    integer(c_int64_t) :: starts = 0
+    integer(c_int64_t) :: runs = 0
   end type tecore_graph_chain_counts
 
   ! struct tecore_launch_cfg (libtecore/te/device.h)
   type, bind(C) :: tecore_launch_cfg
-    integer(c_int) :: grid(3)
-    integer(c_int) :: block(3)
-    integer(c_int) :: shared_bytes
+    integer(c_int) :: grid(3) = 0
+    integer(c_int) :: block(3) = 0
+    integer(c_int) :: shared_bytes = 0
   end type tecore_launch_cfg
 
   ! struct tecore_graph_node_desc (libtecore/te/device.h)
   type, bind(C) :: tecore_graph_node_desc
-    type(c_ptr) :: node
-    integer(c_int) :: type
-    integer(c_int) :: kernel_id
+    type(c_ptr) :: node = c_null_ptr
+    integer(c_int) :: type = 0
+    integer(c_int) :: kernel_id = 0
     type(tecore_launch_cfg) :: cfg
-    integer(tecore_devptr_t) :: dst
-    integer(tecore_devptr_t) :: src
-    integer(c_size_t) :: bytes
-    integer(c_int32_t) :: value
-    integer(c_int) :: elem_size
-    integer(c_size_t) :: count
+    integer(tecore_devptr_t) :: dst = 0
+    integer(tecore_devptr_t) :: src = 0
+    integer(c_size_t) :: bytes = 0
+    integer(c_int32_t) :: value = 0
+    integer(c_int) :: elem_size = 0
+    integer(c_size_t) :: count = 0
   end type tecore_graph_node_desc
 
   ! struct tecore_fabric_handle (libtecore/te/device.h)
   type, bind(C) :: tecore_fabric_handle
-    integer(c_int8_t) :: data(64)
+    integer(c_int8_t) :: data(64) = 0
   end type tecore_fabric_handle
 
   ! struct tecore_kernel_def (libtecore/te/kernel.h)
   type, bind(C) :: tecore_kernel_def
-    type(c_ptr) :: name
-    type(c_funptr) :: vdev
-    integer(c_int) :: nparams
-    integer(c_int16_t) :: param_size(24)
-    integer(c_int8_t) :: param_is_ptr(24)
+    type(c_ptr) :: name = c_null_ptr
+    type(c_funptr) :: vdev = c_null_funptr
+    integer(c_int) :: nparams = 0
+    integer(c_int16_t) :: param_size(24) = 0
+    integer(c_int8_t) :: param_is_ptr(24) = 0
   end type tecore_kernel_def
 
   ! struct tecore_kernel_table (libtecore/te/kernel.h)
   type, bind(C) :: tecore_kernel_table
-    type(c_ptr) :: module
-    type(c_ptr) :: fatbin
-    integer(c_size_t) :: fatbin_bytes
-    integer(c_int) :: count
-    type(c_ptr) :: kernels
+    type(c_ptr) :: module = c_null_ptr
+    type(c_ptr) :: fatbin = c_null_ptr
+    integer(c_size_t) :: fatbin_bytes = 0
+    integer(c_int) :: count = 0
+    type(c_ptr) :: kernels = c_null_ptr
   end type tecore_kernel_table
 
   ! struct DLPackVersion (libtecore/te/dlpack.h)
   type, bind(C) :: DLPackVersion
-    integer(c_int32_t) :: major
-    integer(c_int32_t) :: minor
+    integer(c_int32_t) :: major = 0
+    integer(c_int32_t) :: minor = 0
   end type DLPackVersion
 
   ! struct DLDevice (libtecore/te/dlpack.h)
   type, bind(C) :: DLDevice
-    integer(c_int) :: device_type
-    integer(c_int32_t) :: device_id
+    integer(c_int) :: device_type = 0
+    integer(c_int32_t) :: device_id = 0
   end type DLDevice
 
   ! struct DLDataType (libtecore/te/dlpack.h)
   type, bind(C) :: DLDataType
-    integer(c_int8_t) :: code
-    integer(c_int8_t) :: bits
-    integer(c_int16_t) :: lanes
+    integer(c_int8_t) :: code = 0
+    integer(c_int8_t) :: bits = 0
+    integer(c_int16_t) :: lanes = 0
   end type DLDataType
 
   ! struct DLTensor (libtecore/te/dlpack.h)
   type, bind(C) :: DLTensor
-    type(c_ptr) :: data
+    type(c_ptr) :: data = c_null_ptr
     type(DLDevice) :: device
-    integer(c_int32_t) :: ndim
+    integer(c_int32_t) :: ndim = 0
     type(DLDataType) :: dtype
-    type(c_ptr) :: shape
-    type(c_ptr) :: strides
-    integer(c_int64_t) :: byte_offset
+    type(c_ptr) :: shape = c_null_ptr
+    type(c_ptr) :: strides = c_null_ptr
+    integer(c_int64_t) :: byte_offset = 0
   end type DLTensor
 
   ! struct DLManagedTensor (libtecore/te/dlpack.h)
   type, bind(C) :: DLManagedTensor
     type(DLTensor) :: dl_tensor
-    type(c_ptr) :: manager_ctx
-    type(c_funptr) :: deleter
+    type(c_ptr) :: manager_ctx = c_null_ptr
+    type(c_funptr) :: deleter = c_null_funptr
   end type DLManagedTensor
 
   ! struct DLManagedTensorVersioned (libtecore/te/dlpack.h)
   type, bind(C) :: DLManagedTensorVersioned
     type(DLPackVersion) :: version
-    type(c_ptr) :: manager_ctx
-    type(c_funptr) :: deleter
-    integer(c_int64_t) :: flags
+    type(c_ptr) :: manager_ctx = c_null_ptr
+    type(c_funptr) :: deleter = c_null_funptr
+    integer(c_int64_t) :: flags = 0
     type(DLTensor) :: dl_tensor
   end type DLManagedTensorVersioned
 
   ! struct tecore_tensor (libtecore/te/tensor.h)
   type, bind(C) :: tecore_tensor
-    integer(c_int) :: dtype
-    integer(c_int) :: scaling
-    integer(c_int) :: ndim
-    integer(c_size_t) :: shape(8)
-    integer(tecore_devptr_t) :: data
-    integer(tecore_devptr_t) :: columnwise_data
-    integer(tecore_devptr_t) :: amax
-    integer(tecore_devptr_t) :: scale
-    integer(tecore_devptr_t) :: scale_inv
-    integer(tecore_devptr_t) :: columnwise_scale_inv
-    real(c_float) :: amax_epsilon
-    integer(c_int) :: flags
-    integer(c_int) :: device
+    integer(c_int) :: dtype = 0
+    integer(c_int) :: scaling = 0
+    integer(c_int) :: ndim = 0
+    integer(c_size_t) :: shape(8) = 0
+    integer(tecore_devptr_t) :: data = 0
+    integer(tecore_devptr_t) :: columnwise_data = 0
+    integer(tecore_devptr_t) :: amax = 0
+    integer(tecore_devptr_t) :: scale = 0
+    integer(tecore_devptr_t) :: scale_inv = 0
+    integer(tecore_devptr_t) :: columnwise_scale_inv = 0
+    real(c_float) :: amax_epsilon = 0
+    integer(c_int) :: flags = 0
+    integer(c_int) :: device = 0
   end type tecore_tensor
 
   ! struct tecore_recipe (libtecore/te/recipe.h)
   type, bind(C) :: tecore_recipe
-    integer(c_int) :: kind
-    integer(c_int) :: format
-    integer(c_int) :: margin
-    integer(c_int) :: history_len
-    integer(c_int) :: amax_algo
-    type(c_funptr) :: amax_reduce
-    type(c_ptr) :: amax_reduce_ctx
-    real(c_float) :: amax_epsilon
-    integer(c_int) :: flags
+    integer(c_int) :: kind = 0
+    integer(c_int) :: format = 0
+    integer(c_int) :: margin = 0
+    integer(c_int) :: history_len = 0
+    integer(c_int) :: amax_algo = 0
+    type(c_funptr) :: amax_reduce = c_null_funptr
+    type(c_ptr) :: amax_reduce_ctx = c_null_ptr
+    real(c_float) :: amax_epsilon = 0
+    integer(c_int) :: flags = 0
   end type tecore_recipe
 
   ! struct tecore_delayed_state (libtecore/te/recipe.h)
   type, bind(C) :: tecore_delayed_state
-    integer(c_size_t) :: count
-    integer(c_int) :: history_len
-    integer(c_int) :: dtype
-    integer(tecore_devptr_t) :: base
-    integer(tecore_devptr_t) :: amax
-    integer(tecore_devptr_t) :: history
-    integer(tecore_devptr_t) :: scale
-    integer(tecore_devptr_t) :: scale_inv
+    integer(c_size_t) :: count = 0
+    integer(c_int) :: history_len = 0
+    integer(c_int) :: dtype = 0
+    integer(tecore_devptr_t) :: base = 0
+    integer(tecore_devptr_t) :: amax = 0
+    integer(tecore_devptr_t) :: history = 0
+    integer(tecore_devptr_t) :: scale = 0
+    integer(tecore_devptr_t) :: scale_inv = 0
   end type tecore_delayed_state
 
   ! struct tecore_gemm_opts (libtecore/te/gemm.h)
   type, bind(C) :: tecore_gemm_opts
-    integer(c_int) :: epilogue
-    type(c_ptr) :: C
-    type(c_ptr) :: bias
-    type(c_ptr) :: aux
-    integer(c_int) :: fast_accum
-    integer(tecore_devptr_t) :: workspace
-    integer(c_size_t) :: workspace_bytes
+    integer(c_int) :: epilogue = 0
+    type(c_ptr) :: C = c_null_ptr
+    type(c_ptr) :: bias = c_null_ptr
+    type(c_ptr) :: aux = c_null_ptr
+    integer(c_int) :: fast_accum = 0
+    integer(tecore_devptr_t) :: workspace = 0
+    integer(c_size_t) :: workspace_bytes = 0
   end type tecore_gemm_opts
 
   ! struct tecore_attn_view (libtecore/te/attention.h)
   type, bind(C) :: tecore_attn_view
-    integer(tecore_devptr_t) :: data
-    integer(c_size_t) :: token_stride
-    integer(c_size_t) :: head_stride
-    integer(tecore_devptr_t) :: scale_inv
-    integer(tecore_devptr_t) :: scale
-    integer(tecore_devptr_t) :: amax
+    integer(tecore_devptr_t) :: data = 0
+    integer(c_size_t) :: token_stride = 0
+    integer(c_size_t) :: head_stride = 0
+    integer(tecore_devptr_t) :: scale_inv = 0
+    integer(tecore_devptr_t) :: scale = 0
+    integer(tecore_devptr_t) :: amax = 0
   end type tecore_attn_view
 
   ! struct tecore_attention_args (libtecore/te/attention.h)
   type, bind(C) :: tecore_attention_args
-    integer(c_size_t) :: batch
-    integer(tecore_devptr_t) :: cu_seqlens_q
-    integer(tecore_devptr_t) :: cu_seqlens_kv
-    integer(c_size_t) :: max_seqlen_q
-    integer(c_size_t) :: max_seqlen_kv
-    integer(c_size_t) :: tokens_q
-    integer(c_size_t) :: tokens_kv
-    integer(c_int) :: heads
-    integer(c_int) :: kv_heads
-    integer(c_int) :: head_dim
-    real(c_float) :: scale
-    integer(c_int) :: flags
-    integer(c_size_t) :: window_left
-    integer(c_int) :: dtype
-    integer(c_int) :: o_dtype
+    integer(c_size_t) :: batch = 0
+    integer(tecore_devptr_t) :: cu_seqlens_q = 0
+    integer(tecore_devptr_t) :: cu_seqlens_kv = 0
+    integer(c_size_t) :: max_seqlen_q = 0
+    integer(c_size_t) :: max_seqlen_kv = 0
+    integer(c_size_t) :: tokens_q = 0
+    integer(c_size_t) :: tokens_kv = 0
+    integer(c_int) :: heads = 0
+    integer(c_int) :: kv_heads = 0
+    integer(c_int) :: head_dim = 0
+    real(c_float) :: scale = 0
+    integer(c_int) :: flags = 0
+    integer(c_size_t) :: window_left = 0
+    integer(c_int) :: dtype = 0
+    integer(c_int) :: o_dtype = 0
     type(tecore_attn_view) :: q
     type(tecore_attn_view) :: k
     type(tecore_attn_view) :: v
     type(tecore_attn_view) :: o
-    integer(tecore_devptr_t) :: lse
-    integer(tecore_devptr_t) :: s_amax
+    integer(tecore_devptr_t) :: lse = 0
+    integer(tecore_devptr_t) :: s_amax = 0
     type(tecore_attn_view) :: d_o
     type(tecore_attn_view) :: dq
     type(tecore_attn_view) :: dk
     type(tecore_attn_view) :: dv
-    integer(tecore_devptr_t) :: workspace
-    integer(c_size_t) :: workspace_bytes
-    type(c_ptr) :: status
+    integer(tecore_devptr_t) :: workspace = 0
+    integer(c_size_t) :: workspace_bytes = 0
+    type(c_ptr) :: status = c_null_ptr
   end type tecore_attention_args
 
   ! struct tecore_optim_tensor (libtecore/te/optim.h)
   type, bind(C) :: tecore_optim_tensor
-    integer(tecore_devptr_t) :: param
-    integer(tecore_devptr_t) :: grad
-    integer(tecore_devptr_t) :: exp_avg
-    integer(tecore_devptr_t) :: exp_avg_sq
-    integer(tecore_devptr_t) :: model
-    integer(tecore_devptr_t) :: model_scale
-    integer(tecore_devptr_t) :: model_scale_inv
-    integer(tecore_devptr_t) :: model_amax
-    integer(c_size_t) :: numel
-    integer(c_int) :: grad_dtype
-    integer(c_int) :: model_dtype
+    integer(tecore_devptr_t) :: param = 0
+    integer(tecore_devptr_t) :: grad = 0
+    integer(tecore_devptr_t) :: exp_avg = 0
+    integer(tecore_devptr_t) :: exp_avg_sq = 0
+    integer(tecore_devptr_t) :: model = 0
+    integer(tecore_devptr_t) :: model_scale = 0
+    integer(tecore_devptr_t) :: model_scale_inv = 0
+    integer(tecore_devptr_t) :: model_amax = 0
+    integer(c_size_t) :: numel = 0
+    integer(c_int) :: grad_dtype = 0
+    integer(c_int) :: model_dtype = 0
   end type tecore_optim_tensor
 
   ! struct tecore_optim_state (libtecore/te/optim.h)
   type, bind(C) :: tecore_optim_state
-    integer(c_int64_t) :: step
-    real(c_double) :: lr
+    integer(c_int64_t) :: step = 0
+    real(c_double) :: lr = 0
   end type tecore_optim_state
 
   ! struct tecore_adam_config (libtecore/te/optim.h)
   type, bind(C) :: tecore_adam_config
-    real(c_double) :: lr
-    real(c_double) :: beta1
-    real(c_double) :: beta2
-    real(c_double) :: eps
-    real(c_double) :: weight_decay
-    integer(c_int64_t) :: step
-    integer(c_int) :: flags
-    integer(tecore_devptr_t) :: state
+    real(c_double) :: lr = 0
+    real(c_double) :: beta1 = 0
+    real(c_double) :: beta2 = 0
+    real(c_double) :: eps = 0
+    real(c_double) :: weight_decay = 0
+    integer(c_int64_t) :: step = 0
+    integer(c_int) :: flags = 0
+    integer(tecore_devptr_t) :: state = 0
   end type tecore_adam_config
 
   ! struct tecore_sgd_config (libtecore/te/optim.h)
   type, bind(C) :: tecore_sgd_config
-    real(c_double) :: lr
-    real(c_double) :: momentum
-    real(c_double) :: dampening
-    real(c_double) :: weight_decay
-    integer(c_int64_t) :: step
-    integer(c_int) :: flags
-    integer(tecore_devptr_t) :: state
+    real(c_double) :: lr = 0
+    real(c_double) :: momentum = 0
+    real(c_double) :: dampening = 0
+    real(c_double) :: weight_decay = 0
+    integer(c_int64_t) :: step = 0
+    integer(c_int) :: flags = 0
+    integer(tecore_devptr_t) :: state = 0
   end type tecore_sgd_config
 
   ! struct tecore_rope_view (libtecore/te/rope.h)
   type, bind(C) :: tecore_rope_view
-    integer(tecore_devptr_t) :: data
-    integer(c_size_t) :: token_stride
-    integer(c_size_t) :: head_stride
+    integer(tecore_devptr_t) :: data = 0
+    integer(c_size_t) :: token_stride = 0
+    integer(c_size_t) :: head_stride = 0
   end type tecore_rope_view
 
   ! struct tecore_rope_args (libtecore/te/rope.h)
   type, bind(C) :: tecore_rope_args
-    integer(c_int) :: dtype
-    integer(c_size_t) :: tokens
-    integer(c_int) :: q_heads
-    integer(c_int) :: k_heads
-    integer(c_int) :: head_dim
-    integer(c_int) :: rotary_dim
-    integer(c_int) :: style
-    real(c_float) :: theta
-    integer(tecore_devptr_t) :: cos_table
-    integer(tecore_devptr_t) :: sin_table
-    integer(c_size_t) :: table_len
-    integer(tecore_devptr_t) :: positions
-    integer(tecore_devptr_t) :: cu_seqlens
-    integer(c_size_t) :: batch
-    integer(c_size_t) :: seq_len
+    integer(c_int) :: dtype = 0
+    integer(c_size_t) :: tokens = 0
+    integer(c_int) :: q_heads = 0
+    integer(c_int) :: k_heads = 0
+    integer(c_int) :: head_dim = 0
+    integer(c_int) :: rotary_dim = 0
+    integer(c_int) :: style = 0
+    real(c_float) :: theta = 0
+    integer(tecore_devptr_t) :: cos_table = 0
+    integer(tecore_devptr_t) :: sin_table = 0
+    integer(c_size_t) :: table_len = 0
+    integer(tecore_devptr_t) :: positions = 0
+    integer(tecore_devptr_t) :: cu_seqlens = 0
+    integer(c_size_t) :: batch = 0
+    integer(c_size_t) :: seq_len = 0
     type(tecore_rope_view) :: q_in
     type(tecore_rope_view) :: q_out
     type(tecore_rope_view) :: k_in
     type(tecore_rope_view) :: k_out
-    type(c_ptr) :: status
+    type(c_ptr) :: status = c_null_ptr
   end type tecore_rope_args
 
   ! struct tecore_embedding_args (libtecore/te/embedding.h)
   type, bind(C) :: tecore_embedding_args
-    type(c_ptr) :: weight
-    type(c_ptr) :: pos_weight
-    integer(tecore_devptr_t) :: ids
-    integer(c_size_t) :: tokens
-    integer(tecore_devptr_t) :: positions
-    integer(c_size_t) :: seq_len
-    type(c_ptr) :: status
+    type(c_ptr) :: weight = c_null_ptr
+    type(c_ptr) :: pos_weight = c_null_ptr
+    integer(tecore_devptr_t) :: ids = 0
+    integer(c_size_t) :: tokens = 0
+    integer(tecore_devptr_t) :: positions = 0
+    integer(c_size_t) :: seq_len = 0
+    type(c_ptr) :: status = c_null_ptr
   end type tecore_embedding_args
 
   ! struct tecore_xent_args (libtecore/te/loss.h)
   type, bind(C) :: tecore_xent_args
-    type(c_ptr) :: logits
-    integer(tecore_devptr_t) :: labels
-    integer(c_int) :: ignore_index
-    real(c_float) :: label_smoothing
-    integer(c_size_t) :: vocab_offset
-    integer(c_size_t) :: vocab_total
-    type(c_funptr) :: reduce
-    type(c_ptr) :: reduce_ctx
-    integer(tecore_devptr_t) :: workspace
-    integer(c_size_t) :: workspace_bytes
-    type(c_ptr) :: dlogits
+    type(c_ptr) :: logits = c_null_ptr
+    integer(tecore_devptr_t) :: labels = 0
+    integer(c_int) :: ignore_index = 0
+    real(c_float) :: label_smoothing = 0
+    integer(c_size_t) :: vocab_offset = 0
+    integer(c_size_t) :: vocab_total = 0
+    type(c_funptr) :: reduce = c_null_funptr
+    type(c_ptr) :: reduce_ctx = c_null_ptr
+    integer(tecore_devptr_t) :: workspace = 0
+    integer(c_size_t) :: workspace_bytes = 0
+    type(c_ptr) :: dlogits = c_null_ptr
   end type tecore_xent_args
 
   ! struct tecore_op_rope_args (libtecore/te/ops.h)
   type, bind(C) :: tecore_op_rope_args
-    integer(c_int) :: heads
-    integer(c_int) :: kv_heads
-    integer(c_int) :: head_dim
-    integer(c_int) :: rotary_dim
-    real(c_float) :: theta
-    integer(c_int) :: style
-    integer(tecore_devptr_t) :: cu_seqlens
-    integer(c_size_t) :: batch
-    integer(c_size_t) :: max_seqlen
+    integer(c_int) :: heads = 0
+    integer(c_int) :: kv_heads = 0
+    integer(c_int) :: head_dim = 0
+    integer(c_int) :: rotary_dim = 0
+    real(c_float) :: theta = 0
+    integer(c_int) :: style = 0
+    integer(tecore_devptr_t) :: cu_seqlens = 0
+    integer(c_size_t) :: batch = 0
+    integer(c_size_t) :: max_seqlen = 0
   end type tecore_op_rope_args
 
   ! struct tecore_op_attention_args (libtecore/te/ops.h)
   type, bind(C) :: tecore_op_attention_args
-    integer(c_int) :: heads
-    integer(c_int) :: kv_heads
-    integer(c_int) :: head_dim
-    real(c_float) :: scale
-    integer(c_int) :: flags
-    integer(c_size_t) :: window_left
-    integer(tecore_devptr_t) :: cu_seqlens
-    integer(c_size_t) :: batch
-    integer(c_size_t) :: max_seqlen
+    integer(c_int) :: heads = 0
+    integer(c_int) :: kv_heads = 0
+    integer(c_int) :: head_dim = 0
+    real(c_float) :: scale = 0
+    integer(c_int) :: flags = 0
+    integer(c_size_t) :: window_left = 0
+    integer(tecore_devptr_t) :: cu_seqlens = 0
+    integer(c_size_t) :: batch = 0
+    integer(c_size_t) :: max_seqlen = 0
   end type tecore_op_attention_args
 
   ! struct tecore_op_desc (libtecore/te/ops.h)
   type, bind(C) :: tecore_op_desc
-    integer(c_int) :: kind
-    integer(c_size_t) :: features
-    integer(c_int) :: bias
-    real(c_float) :: epsilon
-    integer(c_int) :: norm_flags
-    real(c_float) :: scale
-    integer(c_int) :: slot
-    type(c_ptr) :: ctx
+    integer(c_int) :: kind = 0
+    integer(c_size_t) :: features = 0
+    integer(c_int) :: bias = 0
+    real(c_float) :: epsilon = 0
+    integer(c_int) :: norm_flags = 0
+    real(c_float) :: scale = 0
+    integer(c_int) :: slot = 0
+    type(c_ptr) :: ctx = c_null_ptr
   end type tecore_op_desc
 
   ! struct tecore_seq_config (libtecore/te/ops.h)
   type, bind(C) :: tecore_seq_config
-    integer(c_size_t) :: rows
-    integer(c_size_t) :: features
-    integer(c_int) :: dtype
-    integer(c_int64_t) :: seed
-    integer(c_int) :: flags
+    integer(c_size_t) :: rows = 0
+    integer(c_size_t) :: features = 0
+    integer(c_int) :: dtype = 0
+    integer(c_int64_t) :: seed = 0
+    integer(c_int) :: flags = 0
   end type tecore_seq_config
 
   ! struct tecore_seq_group (libtecore/te/ops.h)
   type, bind(C) :: tecore_seq_group
-    type(c_ptr) :: name
-    integer(c_size_t) :: first
-    integer(c_size_t) :: count
+    type(c_ptr) :: name = c_null_ptr
+    integer(c_size_t) :: first = 0
+    integer(c_size_t) :: count = 0
   end type tecore_seq_group
 
   ! struct tecore_seq_param (libtecore/te/ops.h)
   type, bind(C) :: tecore_seq_param
-    integer(c_size_t) :: op
-    type(c_ptr) :: name
+    integer(c_size_t) :: op = 0
+    type(c_ptr) :: name = c_null_ptr
     type(tecore_tensor) :: value
     type(tecore_tensor) :: grad
   end type tecore_seq_param
@@ -724,12 +724,12 @@ module te_core
   ! struct tecore_op_info (libtecore/te/ops.h)
   type, bind(C) :: tecore_op_info
     type(tecore_op_desc) :: desc
-    type(c_ptr) :: name
-    integer(c_size_t) :: in_rows
-    integer(c_size_t) :: in_features
-    integer(c_size_t) :: out_rows
-    integer(c_size_t) :: out_features
-    integer(c_size_t) :: nparams
+    type(c_ptr) :: name = c_null_ptr
+    integer(c_size_t) :: in_rows = 0
+    integer(c_size_t) :: in_features = 0
+    integer(c_size_t) :: out_rows = 0
+    integer(c_size_t) :: out_features = 0
+    integer(c_size_t) :: nparams = 0
     type(tecore_tensor) :: param(2)
     type(tecore_tensor) :: grad(2)
     type(tecore_tensor) :: saved(2)
@@ -739,150 +739,150 @@ module te_core
 
   ! struct tecore_seq_saved (libtecore/te/ops.h)
   type, bind(C) :: tecore_seq_saved
-    integer(c_size_t) :: bnd
-    integer(c_int) :: part
-    integer(c_size_t) :: op_first
-    integer(c_size_t) :: op_last
-    integer(c_int) :: dtype
-    integer(c_size_t) :: rows
-    integer(c_size_t) :: cols
-    integer(c_size_t) :: bytes
-    integer(tecore_devptr_t) :: ptr
-    integer(c_int) :: external
-    integer(c_int) :: written
-    integer(c_int) :: read_back
+    integer(c_size_t) :: bnd = 0
+    integer(c_int) :: part = 0
+    integer(c_size_t) :: op_first = 0
+    integer(c_size_t) :: op_last = 0
+    integer(c_int) :: dtype = 0
+    integer(c_size_t) :: rows = 0
+    integer(c_size_t) :: cols = 0
+    integer(c_size_t) :: bytes = 0
+    integer(tecore_devptr_t) :: ptr = 0
+    integer(c_int) :: external = 0
+    integer(c_int) :: written = 0
+    integer(c_int) :: read_back = 0
   end type tecore_seq_saved
 
   ! struct tecore_seq_hooks (libtecore/te/ops.h)
   type, bind(C) :: tecore_seq_hooks
-    type(c_funptr) :: before
-    type(c_funptr) :: after
-    type(c_ptr) :: ctx
+    type(c_funptr) :: before = c_null_funptr
+    type(c_funptr) :: after = c_null_funptr
+    type(c_ptr) :: ctx = c_null_ptr
   end type tecore_seq_hooks
 
   ! struct tecore_seq_exec (libtecore/te/ops.h)
   type, bind(C) :: tecore_seq_exec
-    type(c_ptr) :: seq
-    integer(c_int) :: dir
-    integer(c_size_t) :: first
-    integer(c_size_t) :: count
-    type(c_ptr) :: act
-    type(c_ptr) :: grad
-    integer(tecore_devptr_t) :: noop_flag
-    type(c_ptr) :: recipe
-    type(c_ptr) :: stream
-    type(c_ptr) :: ctx
-    integer(tecore_devptr_t) :: workspace
-    integer(c_size_t) :: workspace_bytes
-    integer(c_int) :: flags
-    integer(c_size_t) :: row0
+    type(c_ptr) :: seq = c_null_ptr
+    integer(c_int) :: dir = 0
+    integer(c_size_t) :: first = 0
+    integer(c_size_t) :: count = 0
+    type(c_ptr) :: act = c_null_ptr
+    type(c_ptr) :: grad = c_null_ptr
+    integer(tecore_devptr_t) :: noop_flag = 0
+    type(c_ptr) :: recipe = c_null_ptr
+    type(c_ptr) :: stream = c_null_ptr
+    type(c_ptr) :: ctx = c_null_ptr
+    integer(tecore_devptr_t) :: workspace = 0
+    integer(c_size_t) :: workspace_bytes = 0
+    integer(c_int) :: flags = 0
+    integer(c_size_t) :: row0 = 0
   end type tecore_seq_exec
 
   ! struct tecore_op_param_def (libtecore/te/ops.h)
   type, bind(C) :: tecore_op_param_def
-    type(c_ptr) :: name
-    integer(c_size_t) :: rows
-    integer(c_size_t) :: cols
-    integer(c_int) :: init
-    real(c_double) :: bound
+    type(c_ptr) :: name = c_null_ptr
+    integer(c_size_t) :: rows = 0
+    integer(c_size_t) :: cols = 0
+    integer(c_int) :: init = 0
+    real(c_double) :: bound = 0
   end type tecore_op_param_def
 
   ! struct tecore_op_shape (libtecore/te/ops.h)
   type, bind(C) :: tecore_op_shape
-    integer(c_size_t) :: in_rows
-    integer(c_size_t) :: in_features
-    integer(c_size_t) :: out_rows
-    integer(c_size_t) :: out_features
-    integer(c_size_t) :: nparams
+    integer(c_size_t) :: in_rows = 0
+    integer(c_size_t) :: in_features = 0
+    integer(c_size_t) :: out_rows = 0
+    integer(c_size_t) :: out_features = 0
+    integer(c_size_t) :: nparams = 0
     type(tecore_op_param_def) :: param(2)
-    integer(c_size_t) :: nsaved
+    integer(c_size_t) :: nsaved = 0
   end type tecore_op_shape
 
   ! struct tecore_op_kind_def (libtecore/te/ops.h)
   type, bind(C) :: tecore_op_kind_def
-    type(c_ptr) :: name
-    integer(c_int) :: fields
-    integer(c_int) :: flags
-    type(c_funptr) :: shape
-    type(c_funptr) :: workspace
-    type(c_funptr) :: forward
-    type(c_funptr) :: backward
-    type(c_ptr) :: ctx
+    type(c_ptr) :: name = c_null_ptr
+    integer(c_int) :: fields = 0
+    integer(c_int) :: flags = 0
+    type(c_funptr) :: shape = c_null_funptr
+    type(c_funptr) :: workspace = c_null_funptr
+    type(c_funptr) :: forward = c_null_funptr
+    type(c_funptr) :: backward = c_null_funptr
+    type(c_ptr) :: ctx = c_null_ptr
   end type tecore_op_kind_def
 
   ! struct tecore_fusion_def (libtecore/te/ops.h)
   type, bind(C) :: tecore_fusion_def
-    type(c_ptr) :: name
-    integer(c_int) :: dir
-    integer(c_size_t) :: nops
-    integer(c_int) :: kinds(8)
-    type(c_funptr) :: applies
-    type(c_funptr) :: run
-    type(c_ptr) :: ctx
-    integer(c_int) :: priority
-    type(c_funptr) :: workspace
-    integer(c_int) :: flags
+    type(c_ptr) :: name = c_null_ptr
+    integer(c_int) :: dir = 0
+    integer(c_size_t) :: nops = 0
+    integer(c_int) :: kinds(8) = 0
+    type(c_funptr) :: applies = c_null_funptr
+    type(c_funptr) :: run = c_null_funptr
+    type(c_ptr) :: ctx = c_null_ptr
+    integer(c_int) :: priority = 0
+    type(c_funptr) :: workspace = c_null_funptr
+    integer(c_int) :: flags = 0
   end type tecore_fusion_def
 
   ! struct tecore_transformer_desc (libtecore/te/transformer.h)
   type, bind(C) :: tecore_transformer_desc
-    integer(c_size_t) :: hidden
-    integer(c_int) :: heads
-    integer(c_int) :: kv_heads
-    integer(c_int) :: head_dim
-    integer(c_size_t) :: ffn
-    integer(c_int) :: norm
-    real(c_float) :: epsilon
-    integer(c_int) :: norm_flags
-    integer(c_int) :: activation
-    integer(c_int) :: qkv_bias
-    integer(c_int) :: proj_bias
-    integer(c_int) :: mlp_bias
-    integer(c_int) :: rope
-    integer(c_int) :: rope_style
-    real(c_float) :: rope_theta
-    integer(c_int) :: rotary_dim
-    integer(c_int) :: attn_flags
-    integer(c_size_t) :: window_left
-    real(c_float) :: attn_scale
-    integer(tecore_devptr_t) :: cu_seqlens
-    integer(c_size_t) :: batch
-    integer(c_size_t) :: max_seqlen
-    integer(c_int) :: slot
-    integer(c_int) :: tp_size
-    integer(c_int) :: tp_rank
-    type(c_ptr) :: tp_ctx
-    type(c_ptr) :: tp_copy_ctx
+    integer(c_size_t) :: hidden = 0
+    integer(c_int) :: heads = 0
+    integer(c_int) :: kv_heads = 0
+    integer(c_int) :: head_dim = 0
+    integer(c_size_t) :: ffn = 0
+    integer(c_int) :: norm = 0
+    real(c_float) :: epsilon = 0
+    integer(c_int) :: norm_flags = 0
+    integer(c_int) :: activation = 0
+    integer(c_int) :: qkv_bias = 0
+    integer(c_int) :: proj_bias = 0
+    integer(c_int) :: mlp_bias = 0
+    integer(c_int) :: rope = 0
+    integer(c_int) :: rope_style = 0
+    real(c_float) :: rope_theta = 0
+    integer(c_int) :: rotary_dim = 0
+    integer(c_int) :: attn_flags = 0
+    integer(c_size_t) :: window_left = 0
+    real(c_float) :: attn_scale = 0
+    integer(tecore_devptr_t) :: cu_seqlens = 0
+    integer(c_size_t) :: batch = 0
+    integer(c_size_t) :: max_seqlen = 0
+    integer(c_int) :: slot = 0
+    integer(c_int) :: tp_size = 0
+    integer(c_int) :: tp_rank = 0
+    type(c_ptr) :: tp_ctx = c_null_ptr
+    type(c_ptr) :: tp_copy_ctx = c_null_ptr
   end type tecore_transformer_desc
 
   ! struct tecore_svc_op (libtecore/te/svc.h)
   type, bind(C) :: tecore_svc_op
-    integer(c_int) :: kind
-    integer(c_int) :: fd
-    type(c_ptr) :: buf
-    integer(c_size_t) :: bytes
-    integer(c_int64_t) :: offset
-    integer(c_int) :: buf_index
-    type(c_funptr) :: fn
-    type(c_ptr) :: arg
-    type(c_ptr) :: name
+    integer(c_int) :: kind = 0
+    integer(c_int) :: fd = 0
+    type(c_ptr) :: buf = c_null_ptr
+    integer(c_size_t) :: bytes = 0
+    integer(c_int64_t) :: offset = 0
+    integer(c_int) :: buf_index = 0
+    type(c_funptr) :: fn = c_null_funptr
+    type(c_ptr) :: arg = c_null_ptr
+    type(c_ptr) :: name = c_null_ptr
   end type tecore_svc_op
 
   ! struct tecore_svc_stats (libtecore/te/svc.h)
   type, bind(C) :: tecore_svc_stats
-    integer(c_int) :: running
-    integer(c_int) :: uring
-    integer(c_int) :: fixed_buffers
-    character(kind=c_char) :: why(160)
-    integer(c_int64_t) :: runs
-    integer(c_int64_t) :: ops
-    integer(c_int64_t) :: errors
-    integer(c_int64_t) :: wakeups
-    integer(c_int64_t) :: bytes_read
-    integer(c_int64_t) :: bytes_written
-    real(c_double) :: up_s
-    real(c_double) :: busy_s
-    real(c_double) :: cpu_s
+    integer(c_int) :: running = 0
+    integer(c_int) :: uring = 0
+    integer(c_int) :: fixed_buffers = 0
+    character(kind=c_char) :: why(160) = c_null_char
+    integer(c_int64_t) :: runs = 0
+    integer(c_int64_t) :: ops = 0
+    integer(c_int64_t) :: errors = 0
+    integer(c_int64_t) :: wakeups = 0
+    integer(c_int64_t) :: bytes_read = 0
+    integer(c_int64_t) :: bytes_written = 0
+    real(c_double) :: up_s = 0
+    real(c_double) :: busy_s = 0
+    real(c_double) :: cpu_s = 0
   end type tecore_svc_stats
 
   interface

@@ -47,139 +47,139 @@ module te_graph
 
   ! struct tegraph_update_info (libtegraph/te/graph.h)
   type, bind(C) :: tegraph_update_info
-    integer(c_int) :: had_exec
-    integer(c_int) :: updated
-    integer(c_int) :: reinstantiated
-    integer(c_int) :: why
+    integer(c_int) :: had_exec = 0
+    integer(c_int) :: updated = 0
+    integer(c_int) :: reinstantiated = 0
+    integer(c_int) :: why = 0
   end type tegraph_update_info
 
   ! struct tegraph_kernel_node (libtegraph/te/graph.h)
   type, bind(C) :: tegraph_kernel_node
-    integer(c_size_t) :: node
-    integer(c_int) :: kernel_id
-    type(c_ptr) :: name
-    integer(c_int) :: nparams
+    integer(c_size_t) :: node = 0
+    integer(c_int) :: kernel_id = 0
+    type(c_ptr) :: name = c_null_ptr
+    integer(c_int) :: nparams = 0
     type(tecore_launch_cfg) :: cfg
   end type tegraph_kernel_node
 
   ! struct tegraph_io (libtegraph/te/graph.h)
   type, bind(C) :: tegraph_io
-    integer(c_int) :: phase
-    type(c_ptr) :: inputs
-    integer(c_size_t) :: ninputs
-    type(c_ptr) :: kw_names
-    type(c_ptr) :: kw
-    integer(c_size_t) :: nkw
-    type(c_ptr) :: outputs
-    integer(c_size_t) :: noutputs
-    type(c_ptr) :: grad_outputs
-    type(c_ptr) :: grad_inputs
-    integer(tecore_devptr_t) :: noop_flag
+    integer(c_int) :: phase = 0
+    type(c_ptr) :: inputs = c_null_ptr
+    integer(c_size_t) :: ninputs = 0
+    type(c_ptr) :: kw_names = c_null_ptr
+    type(c_ptr) :: kw = c_null_ptr
+    integer(c_size_t) :: nkw = 0
+    type(c_ptr) :: outputs = c_null_ptr
+    integer(c_size_t) :: noutputs = 0
+    type(c_ptr) :: grad_outputs = c_null_ptr
+    type(c_ptr) :: grad_inputs = c_null_ptr
+    integer(tecore_devptr_t) :: noop_flag = 0
   end type tegraph_io
 
   ! struct tegraph_callable_desc (libtegraph/te/graph.h)
   type, bind(C) :: tegraph_callable_desc
-    type(c_funptr) :: forward
-    type(c_funptr) :: backward
-    type(c_funptr) :: backward_dw
-    type(c_ptr) :: user
-    type(c_ptr) :: sample_inputs
-    integer(c_size_t) :: ninputs
-    type(c_ptr) :: kw_names
-    type(c_ptr) :: sample_kw
-    integer(c_size_t) :: nkw
-    type(c_ptr) :: outputs
-    integer(c_size_t) :: noutputs
-    type(c_ptr) :: input_needs_grad
-    integer(c_int) :: num_warmup
-    type(c_funptr) :: pre_warmup
-    type(c_funptr) :: post_warmup
-    integer(c_int) :: capture_mode
-    integer(c_int) :: instantiate_flags
-    integer(c_int) :: flags
-    type(c_funptr) :: user_free
+    type(c_funptr) :: forward = c_null_funptr
+    type(c_funptr) :: backward = c_null_funptr
+    type(c_funptr) :: backward_dw = c_null_funptr
+    type(c_ptr) :: user = c_null_ptr
+    type(c_ptr) :: sample_inputs = c_null_ptr
+    integer(c_size_t) :: ninputs = 0
+    type(c_ptr) :: kw_names = c_null_ptr
+    type(c_ptr) :: sample_kw = c_null_ptr
+    integer(c_size_t) :: nkw = 0
+    type(c_ptr) :: outputs = c_null_ptr
+    integer(c_size_t) :: noutputs = 0
+    type(c_ptr) :: input_needs_grad = c_null_ptr
+    integer(c_int) :: num_warmup = 0
+    type(c_funptr) :: pre_warmup = c_null_funptr
+    type(c_funptr) :: post_warmup = c_null_funptr
+    integer(c_int) :: capture_mode = 0
+    integer(c_int) :: instantiate_flags = 0
+    integer(c_int) :: flags = 0
+    type(c_funptr) :: user_free = c_null_funptr
   end type tegraph_callable_desc
 
   ! struct tegraph_schedule_entry (libtegraph/te/graph.h)
   type, bind(C) :: tegraph_schedule_entry
-    integer(c_size_t) :: callable
-    integer(c_int) :: pass
+    integer(c_size_t) :: callable = 0
+    integer(c_int) :: pass = 0
   end type tegraph_schedule_entry
 
   ! struct tegraph_replay_opts (libtegraph/te/graph.h)
   type, bind(C) :: tegraph_replay_opts
-    type(c_ptr) :: stream
-    type(c_ptr) :: replay_stream
-    type(c_ptr) :: done
-    integer(c_int) :: is_first_microbatch
+    type(c_ptr) :: stream = c_null_ptr
+    type(c_ptr) :: replay_stream = c_null_ptr
+    type(c_ptr) :: done = c_null_ptr
+    integer(c_int) :: is_first_microbatch = 0
   end type tegraph_replay_opts
 
   ! struct tegraph_slot_info (libtegraph/te/graph.h)
   type, bind(C) :: tegraph_slot_info
     type(tecore_tensor) :: tensor
-    integer(c_int) :: rebindable
-    integer(c_size_t) :: uses
-    integer(tecore_devptr_t) :: bound
-    integer(c_int) :: last_path
-    character(kind=c_char) :: why(160)
+    integer(c_int) :: rebindable = 0
+    integer(c_size_t) :: uses = 0
+    integer(tecore_devptr_t) :: bound = 0
+    integer(c_int) :: last_path = 0
+    character(kind=c_char) :: why(160) = c_null_char
   end type tegraph_slot_info
 
   ! struct tegraph_seq_callable_desc (libtegraph/te/graph.h)
   type, bind(C) :: tegraph_seq_callable_desc
-    type(c_ptr) :: seq
-    type(c_ptr) :: sample_input
-    type(c_ptr) :: output
-    integer(c_int) :: need_dx
-    integer(c_int) :: num_warmup
-    integer(c_int) :: capture_mode
-    integer(c_int) :: instantiate_flags
-    integer(c_int) :: flags
+    type(c_ptr) :: seq = c_null_ptr
+    type(c_ptr) :: sample_input = c_null_ptr
+    type(c_ptr) :: output = c_null_ptr
+    integer(c_int) :: need_dx = 0
+    integer(c_int) :: num_warmup = 0
+    integer(c_int) :: capture_mode = 0
+    integer(c_int) :: instantiate_flags = 0
+    integer(c_int) :: flags = 0
   end type tegraph_seq_callable_desc
 
   ! struct tegraph_offload_config (libtegraph/te/offload.h)
   type, bind(C) :: tegraph_offload_config
-    integer(c_size_t) :: host_budget
-    integer(c_size_t) :: min_elems
-    integer(c_int) :: prefetch
-    type(c_ptr) :: dirs
-    integer(c_size_t) :: ndirs
-    integer(c_int) :: files_per_dir
-    integer(c_size_t) :: stripe_bytes
-    integer(c_size_t) :: staging_bytes
-    integer(c_int) :: flags
+    integer(c_size_t) :: host_budget = 0
+    integer(c_size_t) :: min_elems = 0
+    integer(c_int) :: prefetch = 0
+    type(c_ptr) :: dirs = c_null_ptr
+    integer(c_size_t) :: ndirs = 0
+    integer(c_int) :: files_per_dir = 0
+    integer(c_size_t) :: stripe_bytes = 0
+    integer(c_size_t) :: staging_bytes = 0
+    integer(c_int) :: flags = 0
   end type tegraph_offload_config
 
   ! struct tegraph_offload_block (libtegraph/te/offload.h)
   type, bind(C) :: tegraph_offload_block
-    integer(c_size_t) :: first
-    integer(c_size_t) :: count
+    integer(c_size_t) :: first = 0
+    integer(c_size_t) :: count = 0
   end type tegraph_offload_block
 
   ! struct tegraph_offload_seq_desc (libtegraph/te/offload.h)
   type, bind(C) :: tegraph_offload_seq_desc
-    type(c_ptr) :: seq
-    type(c_ptr) :: blocks
-    integer(c_size_t) :: nblocks
-    type(c_ptr) :: keep
-    integer(c_size_t) :: nkeep
+    type(c_ptr) :: seq = c_null_ptr
+    type(c_ptr) :: blocks = c_null_ptr
+    integer(c_size_t) :: nblocks = 0
+    type(c_ptr) :: keep = c_null_ptr
+    integer(c_size_t) :: nkeep = 0
   end type tegraph_offload_seq_desc
 
   ! struct tegraph_offload_stats (libtegraph/te/offload.h)
   type, bind(C) :: tegraph_offload_stats
-    integer(c_int) :: spill
-    character(kind=c_char) :: why(200)
-    integer(c_size_t) :: pool_bytes
-    integer(c_size_t) :: host_bytes
-    integer(c_size_t) :: file_bytes
-    integer(c_size_t) :: ring_bytes
-    integer(c_size_t) :: seq_bytes_before
-    integer(c_size_t) :: seq_bytes_after
-    integer(c_size_t) :: offloaded
-    integer(c_size_t) :: kept
-    integer(c_size_t) :: pass_to_host
-    integer(c_size_t) :: pass_to_files
-    integer(c_int64_t) :: saves_to_host
-    integer(c_int64_t) :: saves_to_files
+    integer(c_int) :: spill = 0
+    character(kind=c_char) :: why(200) = c_null_char
+    integer(c_size_t) :: pool_bytes = 0
+    integer(c_size_t) :: host_bytes = 0
+    integer(c_size_t) :: file_bytes = 0
+    integer(c_size_t) :: ring_bytes = 0
+    integer(c_size_t) :: seq_bytes_before = 0
+    integer(c_size_t) :: seq_bytes_after = 0
+    integer(c_size_t) :: offloaded = 0
+    integer(c_size_t) :: kept = 0
+    integer(c_size_t) :: pass_to_host = 0
+    integer(c_size_t) :: pass_to_files = 0
+    integer(c_int64_t) :: saves_to_host = 0
+    integer(c_int64_t) :: saves_to_files = 0
   end type tegraph_offload_stats
 
   interface

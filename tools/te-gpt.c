@@ -1,7 +1,10 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* te-gpt -- libte's main job: trains a GPT- or Llama-style transformer
  * from C on bytes (vocabulary 256; by default libte's own man pages, so it
- * runs anywhere with nothing to download), then samples text from it.
+ * runs anywhere with nothing to download) or token shards
+ * (tools/gpt/gpt_shard.c), then samples text from it; --eval scores a
+ * file (gpt_eval.c), --save-hf/--load-hf speak GPT-2's Hugging Face
+ * layout (gpt_hf.c).
  * The model (tools/gpt/gpt_model.c): token embedding -> `layers` pre-norm
  * blocks, final norm and an untied LM head, all one fuser sequence
  * (te/ops.h) -> cross-entropy; AdamW with warmup and cosine decay, global
@@ -52,8 +55,9 @@ static const char *const wgrad_words[] = {"auto", "bf16", "f32"};
 
 static const char usage_text[] =
     "usage: te-gpt [options]   (te-gpt -h | --help | --version)\n"
-    "  trains a GPT/Llama-style transformer on bytes (default: libte's man pages), then\n"
-    "  samples text; a row per step: loss, validation loss, ms, tokens/s, TFLOP/s, memory\n"
+    "  trains a GPT/Llama-style transformer on bytes or token shards (default: libte's\n"
+    "  man pages), then samples text; a row per step: loss, validation loss, ms,\n"
+    "  tokens/s, TFLOP/s, memory\n"
     "model (a preset, then any of its sizes changed):\n"
     "  --model NAME       tiny (default), gpt2-124m, gpt2-350m, gpt-1.3b, llama-1b\n"
     "  --layers N         blocks\n"
@@ -68,10 +72,13 @@ static const char usage_text[] =
     "  --rope 0|1         RoPE on queries and keys (0: a learned position table)\n"
     "  --bias 0|1         biases in the Linears (the LM head has none)\n"
     "data:\n"
-    "  --data FILE        train on FILE's bytes (repeat for more files); the last tenth\n"
-    "                     is held out for the validation loss\n"
+    "  --data FILE        train on FILE's bytes, or its tokens when it is an llm.c shard\n"
+    "                     (repeat for more files); the last tenth is held out for the\n"
+    "                     validation loss\n"
     "  --corpus-dir DIR   without --data: the man pages under DIR (man1, man3, man7)\n"
     "  --synthetic        random tokens at any vocabulary (speed runs)\n"
+    "  --val FILE         the validation set (bytes or a shard; default: the last tenth)\n"
+    "  --tokenize IN OUT  write IN's bytes as an llm.c token shard (uint16) OUT, and exit\n"
     "training:\n"
     "  --steps N          train until step N (default 30)\n"
     "  --batch N          sequences per microbatch (preset's)\n"
@@ -84,9 +91,10 @@ static const char usage_text[] =
     "  --clip X           global gradient-norm clip (default 1.0; 0: none)\n"
     "  --recipe NAME      none (BF16, default), delayed (margin 1), current, block\n"
     "  --seed N           initialization and sampling (default 1)\n"
-    "  --tp N             tensor parallelism over N ranks (forked processes): every block\n"
-    "                     split, the rest replicated; --save writes the one-process files,\n"
-    "                     --load takes any run's, every rank decodes --sample, rank 0 prints\n"
+    "  --tp N             tensor parallelism over N = 1..8 ranks (forked processes): every\n"
+    "                     block split, the rest replicated; --save writes the one-process\n"
+    "                     files, --load takes any run's, every rank decodes --sample,\n"
+    "                     rank 0 prints\n"
     "  --dp N             data parallelism over N ranks (forked processes): each trains on\n"
     "                     its slice of the global batch (dp x batch x accum sequences, the\n"
     "                     ones a single process of --batch dp x batch draws), the gradients\n"
@@ -122,9 +130,15 @@ static const char usage_text[] =
     "  --plan             print the fuser's forward and backward plans (its fusions)\n"
     "  --eval-every N     validation loss every N steps (default 10; 0: never)\n"
     "  --eval-batches N   batches of the validation loss (default 4)\n"
+    "  --eval FILE        no training: the loss and perplexity over FILE's windows\n"
+    "  --log FILE         the step rows also appended to FILE\n"
     "checkpoints (safetensors):\n"
     "  --save DIR         after the last step: DIR/model.safetensors, DIR/optimizer.safetensors\n"
-    "  --load DIR         resume from DIR (its model shape; the run continues at its step)\n"
+    "  --save-every N     also every N steps (needs --save)\n"
+    "  --save-hf DIR      also GPT-2's Hugging Face layout: DIR/model.safetensors, config.json\n"
+    "  --load-hf DIR      start from a Hugging Face GPT-2 checkpoint (its shape; step 0)\n"
+    "  --load DIR         resume from DIR (its model shape and its run's options, those\n"
+    "                     given again excepted; the run continues at its step)\n"
     "generation:\n"
     "  --sample N         bytes to generate after training (default 64; 0: none)\n"
     "  --prompt TEXT      the text to continue (default a newline)\n"
@@ -145,7 +159,8 @@ enum {
   O_ROPE, O_BIAS, O_DATA, O_CORPUS, O_SYNTH, O_STEPS, O_BATCH, O_ACCUM, O_LR, O_MINLR, O_WARMUP,
   O_DECAY, O_WD, O_CLIP, O_RECIPE, O_SEED, O_EVAL, O_EVALB, O_SAVE, O_LOAD, O_SAMPLE, O_PROMPT,
   O_TEMP, O_TOPK, O_SCHECK, O_NOGRAPH, O_TP, O_SHARE, O_WGRAD, O_PROFILE, O_PLAN, O_OFFLOAD, O_OFF_LAYERS,
-  O_OFF_PREFETCH, O_OFF_DIR, O_HOST_BUDGET, O_OFF_MIN, O_GLAUNCH, O_NOPIPE, O_DP, O_ZERO
+  O_OFF_PREFETCH, O_OFF_DIR, O_HOST_BUDGET, O_OFF_MIN, O_GLAUNCH, O_NOPIPE, O_DP, O_ZERO,
+  O_VAL, O_TOKENIZE, O_EVALFILE, O_SAVE_EVERY, O_LOG, O_LOAD_HF, O_SAVE_HF
 };
 static const struct option longs[] = {
     TE_CLI_LONGS, TE_CLI_FORMATS,
@@ -179,6 +194,10 @@ static const struct option longs[] = {
     {"graph-launch", required_argument, 0, O_GLAUNCH},
     {"no-pipeline", no_argument, 0, O_NOPIPE},
     {"dp", required_argument, 0, O_DP}, {"zero", required_argument, 0, O_ZERO},
+    {"val", required_argument, 0, O_VAL}, {"tokenize", required_argument, 0, O_TOKENIZE},
+    {"eval", required_argument, 0, O_EVALFILE}, {"save-every", required_argument, 0, O_SAVE_EVERY},
+    {"log", required_argument, 0, O_LOG}, {"load-hf", required_argument, 0, O_LOAD_HF},
+    {"save-hf", required_argument, 0, O_SAVE_HF},
     {0, 0, 0, 0}};
 
 struct opts {
@@ -200,6 +219,13 @@ struct opts {
   long long seed;
   struct demo_offload_opts off;   /* --offload and its options */
   int off_given;                  /* an --offload-* option or --host-budget was given */
+  const char *val, *tokenize, *tokenize_out, *eval_file, *log, *load_hf, *save_hf;
+  int save_every;
+  struct gpt_run_args run_args;   /* the options that define the run (--save stores them) */
+  int pass;                       /* parse: 0 the command line, 1 the checkpoint's, 2 again */
+  char **words;                   /* the checkpoint's options (nwords), which o points into */
+  int nwords;
+  int stored_data;                /* the checkpoint gave --data */
 };
 
 static int word_of(struct te_cli *cli, const char *flag, const char *arg, const char *const *w,
@@ -207,6 +233,53 @@ static int word_of(struct te_cli *cli, const char *flag, const char *arg, const 
   for (int i = 0; i < n; i++)
     if (!strcmp(arg, w[i])) return *out = i, 0;
   return te_cli_error(cli, "%s: unknown value '%s'", flag, arg);
+}
+
+/* The options a checkpoint keeps (te-gpt(1), "Checkpoints"): the model,
+ * the data and the training, not where files go nor what is printed. */
+static int run_option(int opt) {
+  return (opt >= O_MODEL && opt <= O_EVALB) || opt == O_SHARE || opt == O_WGRAD ||
+         opt == O_VAL || opt == O_SAVE_EVERY;
+}
+
+/* The checkpoint's words (pass 1) are run options only; a --data given
+ * again (pass 2) replaces every stored one. */
+static int record(struct te_cli *cli, struct opts *o, int opt, const char *name) {
+  if (o->pass == 1 && !run_option(opt))
+    return te_cli_error(cli, "%s: the checkpoint's options hold --%s, not an option a run "
+                        "stores", o->load, name ? name : "?");
+  if (opt == O_DATA && o->pass == 1) o->stored_data = 1;
+  if (opt == O_DATA && o->pass == 2 && o->stored_data) o->nfiles = 0, o->stored_data = 0;
+  return 0;
+}
+
+/* The run's settings, resolved, as the words its checkpoint stores: the
+ * same run gives the same words however its options were spelled. */
+static void record_run(struct opts *o) {
+  struct gpt_run_args *a = &o->run_args;
+  char v[64];
+#define GPT_RUN_NUM(name, fmt, x) (snprintf(v, sizeof v, fmt, x), gpt_run_args_add(a, name, v))
+  for (int i = 0; i < o->nfiles; i++) gpt_run_args_add(a, "data", o->files[i]);
+  if (o->corpus_dir) gpt_run_args_add(a, "corpus-dir", o->corpus_dir);
+  if (o->synthetic) gpt_run_args_add(a, "synthetic", NULL);
+  if (o->val) gpt_run_args_add(a, "val", o->val);
+  GPT_RUN_NUM("steps", "%d", o->steps);
+  GPT_RUN_NUM("batch", "%d", o->batch);
+  GPT_RUN_NUM("accum", "%d", o->accum);
+  GPT_RUN_NUM("lr", "%.17g", o->lr);
+  GPT_RUN_NUM("min-lr", "%.17g", o->min_lr);
+  GPT_RUN_NUM("warmup", "%d", o->warmup);
+  GPT_RUN_NUM("decay-steps", "%d", o->decay_steps);
+  GPT_RUN_NUM("weight-decay", "%.17g", o->wd);
+  GPT_RUN_NUM("clip", "%.17g", o->clip);
+  gpt_run_args_add(a, "recipe", recipe_words[o->recipe]);
+  GPT_RUN_NUM("seed", "%lld", o->seed);
+  GPT_RUN_NUM("eval-every", "%d", o->eval_every);
+  GPT_RUN_NUM("eval-batches", "%d", o->eval_batches);
+  GPT_RUN_NUM("share-saved", "%d", o->share_saved);
+  gpt_run_args_add(a, "wgrad", wgrad_words[o->wgrad]);
+  if (o->save_every) GPT_RUN_NUM("save-every", "%d", o->save_every);
+#undef GPT_RUN_NUM
 }
 
 /* the option at hand; TE_EXIT_USAGE after a reported error */
@@ -220,6 +293,7 @@ static int take(struct te_cli *cli, struct opts *o, int opt, const char *a) {
     if (l->val == opt) flag = l->name;
   char f[40];
   snprintf(f, sizeof f, "--%s", flag ? flag : "?");
+  if (record(cli, o, opt, flag)) return TE_EXIT_USAGE;
   if (opt >= O_LAYERS && opt <= O_BIAS) o->given[opt - O_LAYERS] = 1;
   if (opt >= O_LAYERS && opt <= O_VOCAB)
     return te_cli_int(cli, f, a, lo[opt - O_LAYERS], hi[opt - O_LAYERS], shape[opt - O_LAYERS]);
@@ -230,7 +304,19 @@ static int take(struct te_cli *cli, struct opts *o, int opt, const char *a) {
   case O_ACT: return word_of(cli, f, a, act_words, 4, &o->c.act);
   case O_ROPE: return te_cli_int(cli, f, a, 0, 1, &o->c.rope);
   case O_BIAS: return te_cli_int(cli, f, a, 0, 1, &o->c.bias);
-  case O_DATA: o->files[o->nfiles++] = (char *)a; return 0;
+  case O_DATA:
+    o->files = realloc(o->files, ((size_t)o->nfiles + 2) * sizeof *o->files);
+    if (!o->files) return te_cli_error(cli, "out of memory");
+    o->files[o->nfiles++] = (char *)a;
+    return 0;
+  case O_VAL: o->val = a; return 0;
+  case O_TOKENIZE: o->tokenize = a; return 0;
+  case O_EVALFILE: o->eval_file = a; return 0;
+  case O_LOG: o->log = a; return 0;
+  case O_LOAD_HF: o->load_hf = a; return 0;
+  case O_SAVE_HF: o->save_hf = a; return 0;
+  case O_SAVE_EVERY: return te_cli_int(cli, f, a, 1, 100000000, &o->save_every);
+
   case O_CORPUS: o->corpus_dir = a; return 0;
   case O_SYNTH: o->synthetic = 1; return 0;
   case O_STEPS: return te_cli_int(cli, f, a, 0, 100000000, &o->steps);
@@ -336,6 +422,11 @@ static int resolve(struct te_cli *cli, struct opts *o, struct gpt_config given, 
   if (!o->synthetic && c->vocab < 256)
     return te_cli_error(cli, "--vocab %d: byte data needs at least 256 (or --synthetic)", c->vocab);
   if (o->nfiles && o->synthetic) return te_cli_error(cli, "--data and --synthetic: one or the other");
+  if (o->val && o->synthetic) return te_cli_error(cli, "--val and --synthetic: one or the other");
+  if (o->save_every && !o->save) return te_cli_error(cli, "--save-every needs --save DIR");
+  if (o->load_hf && o->load) return te_cli_error(cli, "--load and --load-hf: one or the other");
+  if ((o->eval_file || o->load_hf || o->save_hf) && (o->tp > 1 || o->dp > 1))
+    return te_cli_error(cli, "--eval, --load-hf and --save-hf take one process, not --tp or --dp");
   if (o->top_k && o->temperature <= 0) return te_cli_error(cli, "--top-k needs --temperature > 0");
   if (o->off_given && !o->off.on)
     return te_cli_error(cli, "--offload-layers, --offload-prefetch, --offload-min-elems, "
@@ -457,6 +548,7 @@ struct run_state {
   struct gpt_model m;
   struct gpt_train t;
   struct demo_offload dof;
+  struct gpt_log lg;           /* --log */
   int have_data, have_model;   /* what run_free frees */
   size_t shared, arenas, whole;
   double mem_mib, flops_per_token, tokens;
@@ -493,10 +585,14 @@ static int run_setup(struct run_state *r) {
   gelu_choice(o);
   GPT_CHECK(tecore_stream_create(0, 0, &r->s));
   if (o->load && gpt_load_config(o->load, &o->c)) return TE_EXIT_FAIL;
-  if (gpt_data_load(&r->d, o->files, o->nfiles, o->corpus_dir, o->c.seq, o->c.vocab,
-                    o->synthetic))
+  if (o->load_hf && gpt_hf_config(o->load_hf, &o->c)) return TE_EXIT_FAIL;
+  /* --eval reads no training data */
+  if (!o->eval_file && gpt_data_load(&r->d, &(struct gpt_data_opts){.files = o->files,
+                                         .nfiles = o->nfiles, .corpus_dir = o->corpus_dir,
+                                         .val = o->val, .seq = o->c.seq, .vocab = o->c.vocab,
+                                         .synthetic = o->synthetic}))
     return TE_EXIT_FAIL;
-  r->have_data = 1;
+  r->have_data = !o->eval_file;
   run_recipe(r);
   struct gpt_model *m = &r->m;
   o->c.share_saved = o->share_saved;
@@ -515,10 +611,13 @@ static int run_setup(struct run_state *r) {
                             .host_launch = o->host_launch || (o->off.on && !o->launch_given),
                             .pipeline = !o->no_pipeline && !o->off.on,
                             .chain_mode = !o->no_chain && !o->off.on,
-                            .sum_ranks = r->tp ? sum_ranks : NULL};
+                            .sum_ranks = r->tp ? sum_ranks : NULL, .run_args = &o->run_args};
   gpt_train_init(&r->t, m, r->s);
   if (o->off.on) r->t.use_graph = 0;   /* plain eager steps until offload is attached */
   if (o->load && gpt_load(o->load, m, &r->t, r->s)) return TE_EXIT_FAIL;
+  if (o->load_hf && gpt_hf_load(o->load_hf, m, r->s)) return TE_EXIT_FAIL;
+  int speaks = !r->tp && !r->dp ? 1 : (!r->tp || !r->tp->rank) && (!r->dp || !r->dp->rank);
+  if (gpt_log_open(&r->lg, speaks ? o->log : NULL)) return TE_EXIT_FAIL;
   return TE_EXIT_OK;
 }
 
@@ -580,7 +679,7 @@ static void run_notes(struct run_state *r) {
               c->layers, c->hidden, c->heads, c->kv_heads, c->ffn, c->seq, c->vocab,
               norm_words[c->norm], act_words[c->act], c->rope ? "RoPE" : "learned positions",
               (double)r->whole / 1e6);
-  te_out_note(&OUT, "data: %s; %zu training bytes, %zu held out", r->d.source, r->d.ntrain,
+  te_out_note(&OUT, "data: %s; %zu training tokens, %zu held out", r->d.source, r->d.ntrain,
               r->d.n - r->d.ntrain);
   te_out_note(&OUT, "%s, batch %d x %d tokens x accum %d; AdamW lr %g (warmup %d, cosine to %g at "
               "step %d), weight decay %g, clip %g; %s",
@@ -640,7 +739,8 @@ static int run_one_step(struct run_state *r) {
   if (prof) GPT_CHECK(tecore_profile_start());
   /* the next step may be queued before this one is waited for when
    * nothing runs between them (a validation pass, the last step) */
-  t->queue_next = t->step + 2 <= o->steps && !(o->eval_every && (t->step + 1) % o->eval_every == 0);
+  t->queue_next = t->step + 2 <= o->steps && !(o->eval_every && (t->step + 1) % o->eval_every == 0) &&
+                  !(o->save_every && (t->step + 1) % o->save_every == 0);
   double loss = gpt_train_step(t, &r->m, &r->d, r->s, &gn);
   double dt = now_s() - t0;
   if (prof) {
@@ -673,6 +773,12 @@ static int run_one_step(struct run_state *r) {
                                          TE_OUT_N(r->tokens / dt),
                                          TE_OUT_N(r->tokens / dt * r->flops_per_token / 1e12),
                                          TE_OUT_N(r->mem_mib)});
+  gpt_log_step(&r->lg, &(struct gpt_log_row){t->step, loss, val.set ? val.n : NAN, lr, gn,
+                                              dt * 1e3, r->tokens / dt});
+  if (o->save_every && t->step % o->save_every == 0 && t->step < o->steps) {
+    if (gpt_save(o->save, &r->m, t, r->s)) return TE_EXIT_FAIL;
+    te_out_note(&OUT, "saved step %lld to %s", (long long)t->step, o->save);
+  }
   return TE_EXIT_OK;
 }
 
@@ -722,6 +828,7 @@ static int run_summary(struct run_state *r) {
   const char *save = r->o.save;
   if (save && gpt_save(save, &r->m, &r->t, r->s)) return TE_EXIT_FAIL;
   if (save) te_out_note(&OUT, "saved step %lld to %s", (long long)t->step, save);
+  if (r->o.save_hf && gpt_hf_save(r->o.save_hf, &r->m, r->s)) return TE_EXIT_FAIL;
   return TE_EXIT_OK;
 }
 
@@ -783,7 +890,7 @@ static int run_sample(struct run_state *r) {
   double s0 = now_s(), steady = 0;
   so.steady_t0 = &steady;
   if (o->profile) GPT_CHECK(tecore_profile_start());
-  gpt_sample(&r->m, &so, text, r->s);
+  if (gpt_sample(&r->m, &so, text, r->s)) return free(text), TE_EXIT_FAIL;
   if (r->sample_sum) *r->sample_sum = text_sum(text, (size_t)o->sample);
   double s1 = now_s();
   if (o->profile) {
@@ -811,6 +918,7 @@ static void run_offload_notes(const struct run_state *r) {
 }
 
 static void run_free(struct run_state *r) {
+  gpt_log_close(&r->lg);
   demo_offload_destroy(&r->dof);
   if (r->have_model) {
     gpt_train_free(&r->t);
@@ -829,7 +937,9 @@ static int run(struct opts *op, const struct gpt_tp *tp, const struct gpt_dp *dp
   r->o = *op, r->tp = tp, r->dp = dp, r->world = world;
   r->losses = losses, r->sample_sum = sample_sum;
   int rc = run_setup(r);
-  if (rc == TE_EXIT_OK) {
+  if (rc == TE_EXIT_OK && r->o.eval_file) {
+    rc = gpt_eval_report(&OUT, &r->t, &r->m, r->o.eval_file, r->s);
+  } else if (rc == TE_EXIT_OK) {
     run_figures(r);
     run_notes(r);
     rc = run_steps(r);
@@ -998,17 +1108,50 @@ static int run_env(struct opts *o) {
   return rc;
 }
 
+/* argv's options into o: -1, or the exit status; --tokenize IN OUT
+ * takes the word after the options */
+static int parse_words(struct te_cli *cli, struct opts *o, int argc, char **argv) {
+  int opt;
+  optind = 0;   /* glibc: a fresh scan */
+  while ((opt = te_cli_next(cli, argc, argv)) != -1) {
+    if (opt == TE_CLI_EXIT) return cli->status;
+    if (take(cli, o, opt, optarg)) return cli->status;
+  }
+  if (o->tokenize && o->pass != 1) {
+    if (optind >= argc) return te_cli_error(cli, "--tokenize IN OUT: OUT is missing");
+    o->tokenize_out = argv[optind++];
+  }
+  if (te_cli_end(cli, argc, argv)) return cli->status;
+  return -1;
+}
+
+/* --load: the checkpoint's stored options, then the command line's again
+ * over them (te-gpt(1), "Checkpoints") */
+static int with_stored(struct te_cli *cli, struct opts *o, const struct opts *dflt, int argc,
+                       char **argv) {
+  char **w;
+  int n;
+  if (gpt_load_run_args(o->load, &w, &n)) return TE_EXIT_FAIL;
+  if (n <= 1) return free(w), -1;
+  const char *load = o->load;
+  char **files = o->files;
+  *o = *dflt;
+  o->files = files, o->load = load, o->pass = 1, o->words = w, o->nwords = n;
+  int rc = parse_words(cli, o, n, w);
+  if (rc >= 0) return rc;
+  o->pass = 2;
+  return parse_words(cli, o, argc, argv);
+}
+
 /* The options into o, defaults resolved: -1 to run, else the exit status
  * (--help, --version, a bad option). */
 static int parse(struct opts *o, int argc, char **argv) {
   struct te_cli cli = {.prog = "te-gpt", .usage = usage_text, .shorts = "qh", .longs = longs,
                        .out = &OUT};
-  int opt;
-  while ((opt = te_cli_next(&cli, argc, argv)) != -1) {
-    if (opt == TE_CLI_EXIT) return cli.status;
-    if (take(&cli, o, opt, optarg)) return cli.status;
-  }
-  if (te_cli_end(&cli, argc, argv)) return cli.status;
+  const struct opts dflt = *o;
+  int rc = parse_words(&cli, o, argc, argv);
+  if (rc < 0 && o->load) rc = with_stored(&cli, o, &dflt, argc, argv);
+  if (rc >= 0) return rc;
   struct gpt_config given = o->c;
   if (resolve(&cli, o, given, &o->batch)) return cli.status;
   if (o->tp > 1 && o->load) {
@@ -1021,6 +1164,7 @@ static int parse(struct opts *o, int argc, char **argv) {
   if (o->decay_steps <= 0) o->decay_steps = o->steps > 0 ? o->steps : 1;
   if (o->warmup < 0) o->warmup = o->decay_steps / 10;
   if (o->min_lr < 0) o->min_lr = o->lr / 10;
+  record_run(o);
   o->quiet = cli.quiet;
   return -1;
 }
@@ -1029,15 +1173,19 @@ int main(int argc, char **argv) {
   struct opts o = {.model = "tiny", .steps = 30, .accum = 1, .lr = -1, .min_lr = -1,
                    .warmup = -1, .wd = 0.1, .clip = 1.0, .seed = 1, .eval_every = 10,
                    .eval_batches = 4, .sample = 64, .prompt = "", .share_saved = 1};
-  o.files = calloc((size_t)argc + 1, sizeof *o.files);
+  o.files = calloc(1, sizeof *o.files);
   if (!o.files) {
     fprintf(stderr, "te-gpt: out of memory\n");
     return 1;
   }
   demo_tp_set_tool("te-gpt");   /* the ranks' messages */
   int rc = parse(&o, argc, argv);
+  if (rc < 0 && o.tokenize) rc = gpt_shard_write(o.tokenize, o.tokenize_out) ? TE_EXIT_FAIL : 0;
   if (rc < 0 && getenv("TECOMM_RANK") && ranks_of(&o) > 1) rc = run_env(&o);
   else if (rc < 0) rc = ranks_of(&o) > 1 ? run_tp(&o) : run(&o, NULL, NULL, NULL, NULL, NULL);
+  gpt_run_args_free(&o.run_args);
+  for (int i = 1; i < o.nwords; i++) free(o.words[i]);
+  free(o.words);
   free(o.files);
   return rc;
 }

@@ -14,7 +14,12 @@
 !                 (tecore_tensor_numel and tecore_tensor_2d read it back);
 !   5 convert     the host conversions through array arguments: all 256
 !                 E4M3 bytes decode as the Fortran decoder says, and random
-!                 floats encode to the Fortran reference (exact).
+!                 floats encode to the Fortran reference (exact);
+!   6 defaults    a declared bind(C) variable and the empty constructor
+!                 tecore_attention_args() are zeroed structs (numbers 0,
+!                 pointers null; issue 60: the constructor did not
+!                 compile), over a variable poisoned first; the describe
+!                 functions take and fill an allocatable string.
 ! Inputs are random (xorshift, seed printed; TE_TEST_SEED=N repeats a run).
 ! A missing device on TE_DEVICE=cuda is a skip ("1..0 # SKIP").
 program check_fortran
@@ -44,7 +49,7 @@ program check_fortran
     print '(a)', 'Bail out! tecore_init: ' // tecore_result_name(r) // ': ' // tecore_last_error()
     stop 1
   end if
-  print '(a)', '1..5'
+  print '(a)', '1..6'
   print '(a)', '# backend ' // backend()
   call check(tecore_stream_create(TECORE_STREAM_NON_BLOCKING, 0, stream), 'stream_create')
 
@@ -53,11 +58,34 @@ program check_fortran
   call test_graph()
   call test_tensor_init()
   call test_convert()
+  call test_defaults()
 
   call check(tecore_stream_destroy(stream), 'stream_destroy')
   if (nfail > 0) stop 1
 
 contains
+
+  ! ---- 6: default initialization ------------------------------------------
+
+  subroutine test_defaults()
+    type(tecore_transformer_desc) :: d
+    type(tecore_attention_args) :: a
+    character(len=:), allocatable :: text
+    integer(c_int) :: rd
+    logical :: zero
+    integer(c_int), target :: poison
+    a%heads = 7                      ! poisoned, then the constructor's zeros
+    a%status = c_loc(poison)
+    a%q%token_stride = 99
+    a = tecore_attention_args()
+    zero = a%batch == 0 .and. a%heads == 0 .and. a%scale == 0 .and. a%q%token_stride == 0 .and. &
+           .not. c_associated(a%status) .and. d%hidden == 0 .and. d%epsilon == 0 .and. &
+           d%rotary_dim == 0 .and. .not. c_associated(d%tp_ctx)
+    ! a zeroed call is refused with a reason, the text an allocatable string
+    rd = tecore_attention_describe(a, 0_c_int, text)
+    call ok(zero .and. rd /= TECORE_SUCCESS .and. len(tecore_last_error()) > 0, 'defaults', &
+            'a declared or constructed bind(C) type is not all zero')
+  end subroutine test_defaults
 
   ! ---- harness --------------------------------------------------------------
 

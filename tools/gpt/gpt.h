@@ -232,26 +232,48 @@ int gpt_open_regular(const char *path, uint64_t *size);
 /* n bytes at off of fd into buf: 0, or a message naming path and -1. */
 int gpt_read_at(int fd, uint64_t off, void *buf, size_t n, const char *path);
 
-/* ---- the corpus ---- */
-/* The most bytes --data's files may hold in all (te-gpt(1)). */
+/* ---- the corpus (gpt_data.c, gpt_shard.c) ---- */
+/* The most bytes --data's tokens may take in memory in all (te-gpt(1)). */
 #define GPT_DATA_MAX ((uint64_t)1 << 30)
 struct gpt_data {
-  uint8_t *bytes;
+  uint8_t *tok;                /* n tokens, width bytes each, little-endian */
+  int width;                   /* 1: bytes; 2 or 4: the widest shard's tokens */
   size_t n, ntrain;            /* training: [0, ntrain); validation: [ntrain, n) */
   int synthetic;               /* random tokens, drawn per batch */
   int vocab;
   char source[512];            /* what was read, for the notes */
 };
-/* files (nfiles) or, when none, every file under the corpus directories */
-int gpt_data_load(struct gpt_data *d, char **files, int nfiles, const char *corpus_dir, int seq,
-                  int vocab, int synthetic);
+struct gpt_data_opts {
+  char **files;                /* --data (nfiles), else the man pages under corpus_dir */
+  int nfiles;
+  const char *corpus_dir;
+  const char *val;             /* --val: the validation set (else the last tenth) */
+  int seq, vocab, synthetic;
+};
+int gpt_data_load(struct gpt_data *d, const struct gpt_data_opts *o);
+/* --eval: path's tokens, all of them validation windows */
+int gpt_data_load_eval(struct gpt_data *d, const char *path, int seq, int vocab);
 void gpt_data_free(struct gpt_data *d);
 /* Fills ids and labels (host int32 [batch * seq]) with a training batch
- * drawn with *rng, or validation batch k (fixed places). */
+ * drawn with *rng, or validation batch k of nbatch (fixed windows). */
 void gpt_data_batch(const struct gpt_data *d, int seq, size_t batch, uint64_t *rng, int32_t *ids,
                     int32_t *labels);
-void gpt_data_val_batch(const struct gpt_data *d, int seq, size_t batch, int k, int32_t *ids,
-                        int32_t *labels);
+void gpt_data_val_batch(const struct gpt_data *d, int seq, size_t batch, int k, int nbatch,
+                        int32_t *ids, int32_t *labels);
+/* The validation windows: their number, and window j into ids and labels
+ * (int32 [seq]; 0 past the last, 1 else). */
+size_t gpt_data_windows(const struct gpt_data *d, int seq);
+int gpt_data_window(const struct gpt_data *d, int seq, size_t j, int32_t *ids, int32_t *labels);
+/* llm token shards: the header's bytes and magics (gpt_shard.c) */
+#define GPT_SHARD_HEADER 1024
+#define GPT_SHARD_MAGIC16 20240520u
+#define GPT_SHARD_MAGIC32 20240801u
+/* fd (of size bytes) as a shard: 1 with the token *width and count *ntok,
+ * 0 when it is no shard (no magic: bytes), -1 with a message when its
+ * header is wrong (version, count against the size) */
+int gpt_shard_probe(int fd, uint64_t size, const char *path, int *width, uint64_t *ntok);
+/* --tokenize: in's bytes as a version 1 (uint16) shard at out; 0 or -1 */
+int gpt_shard_write(const char *in, const char *out);
 
 /* ---- training ---- */
 struct gpt_train {
@@ -311,6 +333,7 @@ struct gpt_train {
   double launch_us;            /* the least host time of a step graph's launch */
   double launch_all[64];       /* the host time of each launch, the first 64 */
   int nlaunch;
+  const struct gpt_run_args *run_args;   /* stored by gpt_save (or NULL) */
 };
 /* The median host time of the step graph's launches so far (0: none). */
 double gpt_launch_median(const struct gpt_train *t);
@@ -323,23 +346,82 @@ double gpt_lr_at(const struct gpt_train *t, int64_t step);
  * gradient norm before clipping. */
 double gpt_train_step(struct gpt_train *t, struct gpt_model *m, const struct gpt_data *d,
                       tecore_stream_t s, double *gnorm);
-/* The mean loss over nval validation batches. */
 /* The step graph's nodes by kind (kernels, copies, memsets, other) into
  * buf, e.g. "812 kernel, 0 memcpy, 0 memset, 3 other nodes"; "" when there
  * is no step graph. */
 void gpt_graph_census(const struct gpt_train *t, char *buf, size_t n);
+/* The mean loss over nval validation batches (gpt_data_val_batch). */
 double gpt_val_loss(struct gpt_train *t, struct gpt_model *m, const struct gpt_data *d, int nval,
                     tecore_stream_t s);
+/* The forward of the batch staged in t->hids and t->hlabels (labels
+ * -100 ignored): the mean loss and the tokens it is over. */
+void gpt_forward_loss(struct gpt_train *t, struct gpt_model *m, tecore_stream_t s, double *mean,
+                      double *count);
+
+/* ---- the run's options and its log (gpt_run.c) ---- */
+/* "--name=value" (or "--name") words, malloc'd: the resolved settings
+ * that define a run, stored in its checkpoint (te-gpt(1), "Checkpoints") */
+struct gpt_run_args {
+  char **arg;
+  size_t n, cap;
+};
+void gpt_run_args_add(struct gpt_run_args *a, const char *name, const char *value);
+void gpt_run_args_free(struct gpt_run_args *a);
+/* The words as metadata "te-gpt.arg.N" into meta (room entries): their
+ * count, or (size_t)-1 with a message when one does not fit. */
+struct st_meta;
+struct st_file;
+size_t gpt_run_args_meta(const struct gpt_run_args *a, struct st_meta *meta, size_t room);
+/* The stored words of f (path for messages) as an argv: *words[0] is
+ * "te-gpt", the rest malloc'd and kept for the run (the options point
+ * into them); each checked to be an option without control bytes.  0, or -1 with a message. */
+int gpt_run_args_words(const struct st_file *f, const char *path, char ***words, int *n);
+/* --log FILE: the step rows appended as "step N loss X val_loss Y ..." */
+struct gpt_log {
+  FILE *f;                     /* NULL: no --log */
+};
+struct gpt_log_row {
+  int64_t step;
+  double loss, val_loss, lr, grad_norm, ms, tokens_per_s;   /* val_loss NAN: none */
+};
+int gpt_log_open(struct gpt_log *l, const char *path);   /* path NULL: none; 0 or -1 */
+void gpt_log_step(struct gpt_log *l, const struct gpt_log_row *r);
+void gpt_log_close(struct gpt_log *l);
+
+/* ---- --eval FILE (gpt_eval.c) ---- */
+struct gpt_eval_result {
+  size_t windows;              /* of the file (gpt_data_windows) */
+  double tokens;               /* predicted: windows * seq */
+  double loss, perplexity;     /* the mean over those tokens, exp(loss) */
+};
+/* The loss over every window of path; 0, or -1 with a message. */
+int gpt_eval(struct gpt_train *t, struct gpt_model *m, const char *path, tecore_stream_t s,
+             struct gpt_eval_result *r);
+/* gpt_eval printed as out's document (notes and fields): an exit status. */
+struct te_out;
+int gpt_eval_report(struct te_out *out, struct gpt_train *t, struct gpt_model *m,
+                    const char *path, tecore_stream_t s);
 
 /* ---- checkpoints ---- */
 /* --tp: every rank calls it; the slices are gathered (gpt_tp_gather), rank
  * 0 alone writes the files, the layout of a one-process run's. */
 int gpt_save(const char *dir, struct gpt_model *m, struct gpt_train *t, tecore_stream_t s);
+/* The options a checkpoint's run was given (gpt_run_args_words). */
+int gpt_load_run_args(const char *dir, char ***words, int *n);
 /* Reads the configuration of a checkpoint (model.safetensors). */
 int gpt_load_config(const char *dir, struct gpt_config *c);
 /* --tp: each rank takes its slices of the whole tensors (a checkpoint of
  * one process or of any --tp). */
 int gpt_load(const char *dir, struct gpt_model *m, struct gpt_train *t, tecore_stream_t s);
+
+/* ---- Hugging Face GPT-2 checkpoints (gpt_hf.c) ---- */
+/* --load-hf: the shape from dir/config.json (GPT-2's keys) */
+int gpt_hf_config(const char *dir, struct gpt_config *c);
+/* --load-hf: the weights from dir/model.safetensors (GPT-2's names) */
+int gpt_hf_load(const char *dir, struct gpt_model *m, tecore_stream_t s);
+/* --save-hf: dir/model.safetensors and dir/config.json of a GPT-2-shaped
+ * model (one process); 0, or -1 with a message */
+int gpt_hf_save(const char *dir, struct gpt_model *m, tecore_stream_t s);
 
 /* ---- generation ---- */
 struct gpt_sample_opts {
@@ -353,7 +435,8 @@ struct gpt_sample_opts {
   double *check_diff, *check_max;   /* check: max |kv - whole|, max |whole| */
   double *margin;              /* or NULL: the least gap between the two largest logits */
 };
-/* Generates o->n bytes after the prompt into out (n + 1 bytes). */
+/* Generates o->n bytes after the prompt into out (n + 1 bytes): 0, or -1
+ * with a message when a logit is not finite (no sample). */
 int gpt_sample(struct gpt_model *m, const struct gpt_sample_opts *o, char *out,
                tecore_stream_t s);
 

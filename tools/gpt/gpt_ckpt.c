@@ -12,12 +12,14 @@
  * AdamW does, so that a resumed run continues with the same bits. */
 #include <errno.h>
 #include <inttypes.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include "gpt.h"
 #include "st.h"
+#include "gpt_ckpt.h"
 
 static const char *const norm_names[] = {"layernorm", "rmsnorm"};
 static const char *const act_names[] = {"gelu", "swiglu", "geglu", "relu"};
@@ -106,8 +108,12 @@ int gpt_save(const char *dir, struct gpt_model *m, struct gpt_train *t, tecore_s
     GPT_ERR("--save %s: %s", dir, strerror(errno));
     return -1;
   }
-  struct st_meta meta[20];
+  size_t room = t->run_args ? t->run_args->n : 0;
+  struct st_meta *meta = gpt_xalloc((20 + room) * sizeof *meta);
   size_t nm = config_meta(&m->c, t->step, meta);
+  size_t na = gpt_run_args_meta(t->run_args, meta + nm, room);
+  if (na == (size_t)-1) return free(meta), -1;
+  nm += na;
   /* rank 0 has every tensor's name (the biases of the row-parallel Linears
    * are its own), so m->np of them, twice for the moments */
   struct st_tensor *w = gpt_xalloc((2 * m->np + 3) * sizeof *w);
@@ -120,7 +126,8 @@ int gpt_save(const char *dir, struct gpt_model *m, struct gpt_train *t, tecore_s
     whole.dp_sharded = p->dp_sharded && p->bf16;
     add_whole(w, &k, m, &whole, "", p->bf16 ? p->master : p->value, s);
   }
-  if (writer && write_free(dir, "model.safetensors", w, k, meta, nm)) return free(w), -1;
+  if (writer && write_free(dir, "model.safetensors", w, k, meta, nm))
+    return free(w), free(meta), -1;
   k = 0;
   for (size_t i = 0; i < m->np; i++) {
     add_whole(w, &k, m, &m->p[i], ".exp_avg", m->p[i].m, s);
@@ -147,21 +154,11 @@ int gpt_save(const char *dir, struct gpt_model *m, struct gpt_train *t, tecore_s
     rc = write_free(dir, "optimizer.safetensors", w, k, meta, nm);
   }
   free(w);
+  free(meta);
   return rc;
 }
 
-/* One checkpoint file, its header parsed; the tensors' bytes stay in
- * the file until load_tensor reads one (after checking its shape against
- * the model's), so a file costs no more memory than the model's largest
- * tensor, whatever its header or size claim. */
-struct ckpt {
-  char path[4096];
-  int fd;
-  uint64_t data_off;   /* where the data starts: 8 + the header */
-  struct st_file f;
-};
-
-static void ckpt_close(struct ckpt *c) {
+void gpt_ckpt_close(struct gpt_ckpt *c) {
   if (c->fd >= 0) close(c->fd);
   c->fd = -1;
   st_free(&c->f);
@@ -170,7 +167,7 @@ static void ckpt_close(struct ckpt *c) {
 /* The 8-byte length checked against the file's size before the header
  * is read (a header length past the file costs nothing), then the
  * header parsed. */
-static int ckpt_open(const char *dir, const char *file, struct ckpt *c) {
+int gpt_ckpt_open(const char *dir, const char *file, struct gpt_ckpt *c) {
   char err[512];
   uint8_t first[8] = {0};
   uint64_t size, n;
@@ -178,10 +175,10 @@ static int ckpt_open(const char *dir, const char *file, struct ckpt *c) {
   snprintf(c->path, sizeof c->path, "%s/%s", dir, file);
   c->fd = gpt_open_regular(c->path, &size);
   if (c->fd < 0) return -1;
-  if (gpt_read_at(c->fd, 0, first, size < 8 ? (size_t)size : 8, c->path)) return ckpt_close(c), -1;
+  if (gpt_read_at(c->fd, 0, first, size < 8 ? (size_t)size : 8, c->path)) return gpt_ckpt_close(c), -1;
   if (st_header_len(first, size, &n, err, sizeof err)) {
     GPT_ERR("%s: not a valid safetensors file: %s", c->path, err);
-    return ckpt_close(c), -1;
+    return gpt_ckpt_close(c), -1;
   }
   char *hdr = gpt_xalloc((size_t)n);
   int rc = gpt_read_at(c->fd, 8, hdr, (size_t)n, c->path);
@@ -191,7 +188,7 @@ static int ckpt_open(const char *dir, const char *file, struct ckpt *c) {
   }
   free(hdr);
   c->data_off = 8 + n;
-  if (rc) ckpt_close(c);
+  if (rc) gpt_ckpt_close(c);
   return rc;
 }
 
@@ -230,8 +227,8 @@ static int meta_name(const struct st_file *f, const char *key, const char *const
 }
 
 int gpt_load_config(const char *dir, struct gpt_config *c) {
-  struct ckpt ck;
-  if (ckpt_open(dir, "model.safetensors", &ck)) return -1;
+  struct gpt_ckpt ck;
+  if (gpt_ckpt_open(dir, "model.safetensors", &ck)) return -1;
   const struct st_file f = ck.f;
   const char *fmt = st_meta_get(&f, "format");
   char b[256];
@@ -248,34 +245,63 @@ int gpt_load_config(const char *dir, struct gpt_config *c) {
        meta_int(&f, "vocab", 2, 1 << 24, &c->vocab) || meta_int(&f, "rope", 0, 1, &c->rope) ||
        meta_int(&f, "bias", 0, 1, &c->bias) || meta_name(&f, "norm", norm_names, 2, &c->norm) ||
        meta_name(&f, "act", act_names, 4, &c->act);
-  ckpt_close(&ck);
+  gpt_ckpt_close(&ck);
   return rc ? -1 : 0;
+}
+
+int gpt_load_run_args(const char *dir, char ***words, int *n) {
+  struct gpt_ckpt ck;
+  if (gpt_ckpt_open(dir, "model.safetensors", &ck)) return -1;
+  int rc = gpt_run_args_words(&ck.f, ck.path, words, n);
+  gpt_ckpt_close(&ck);
+  return rc;
+}
+
+/* a loaded tensor holds finite numbers only: a NaN or an infinity is
+ * refused with its name and place (it would train to a NaN loss, or
+ * sample from logits that are not numbers) */
+static int all_finite(const float *v, size_t n, const char *file, const char *name) {
+  for (size_t i = 0; i < n; i++)
+    if (!isfinite(v[i])) {
+      GPT_ERR("%s: tensor \"%s\" holds %s at element %zu", file, name,
+              isnan(v[i]) ? "a NaN" : "an infinity", i);
+      return 0;
+    }
+  return 1;
+}
+
+float *gpt_ckpt_read(const struct gpt_ckpt *ck, const char *name, size_t rows, size_t cols) {
+  const char *file = strrchr(ck->path, '/') ? strrchr(ck->path, '/') + 1 : ck->path;
+  const struct st_tensor *t = st_find(&ck->f, name);
+  if (!t) return GPT_ERR("%s: no tensor \"%s\"", file, name), NULL;
+  uint64_t want0 = rows > 1 ? rows : cols;
+  int ndim = rows > 1 ? 2 : 1;
+  if (t->dtype != ST_F32 || t->ndim != ndim || t->shape[0] != want0 ||
+      (ndim == 2 && t->shape[1] != cols)) {
+    GPT_ERR("%s: tensor \"%s\" is %s [%" PRIu64 "%s], te-gpt expects F32 [%" PRIu64 "%s]", file,
+            name, st_dtype_name(t->dtype), t->ndim ? t->shape[0] : 0, t->ndim > 1 ? ", ..." : "",
+            want0, ndim == 2 ? ", ..." : "");
+    return NULL;
+  }
+  /* the shape is the one asked for: its bytes are what the caller expects */
+  size_t bytes = (size_t)(t->end - t->begin);
+  float *h = gpt_xalloc(bytes);
+  if (gpt_read_at(ck->fd, ck->data_off + t->begin, h, bytes, ck->path) ||
+      !all_finite(h, bytes / sizeof *h, file, name))
+    return free(h), NULL;
+  return h;
 }
 
 /* The F32 tensor name into device dst: [rows][cols] (a vector when rows
  * is 1), or with p (--tp, a split parameter) p's whole shape, of which
  * this rank's slice. */
-static int load_tensor(const struct ckpt *ck, const char *file, const char *name,
-                       const struct gpt_model *m, const struct gpt_param *p, size_t rows,
-                       size_t cols, tecore_devptr_t dst) {
-  const struct st_tensor *t = st_find(&ck->f, name);
-  if (!t) return GPT_ERR("%s: no tensor \"%s\"", file, name), -1;
+static int load_tensor(const struct gpt_ckpt *ck, const char *name, const struct gpt_model *m,
+                       const struct gpt_param *p, size_t rows, size_t cols, tecore_devptr_t dst) {
   int split = p && gpt_tp_split(m, p);
   size_t wr = rows, wc = cols;
   if (split) gpt_tp_whole_shape(m, p, &wr, &wc);
-  uint64_t want0 = wr > 1 ? wr : wc;
-  int ndim = wr > 1 ? 2 : 1;
-  if (t->dtype != ST_F32 || t->ndim != ndim || t->shape[0] != want0 ||
-      (ndim == 2 && t->shape[1] != wc)) {
-    GPT_ERR("%s: tensor \"%s\" is %s [%" PRIu64 "%s], te-gpt expects F32 [%" PRIu64 "%s]", file,
-            name, st_dtype_name(t->dtype), t->ndim ? t->shape[0] : 0, t->ndim > 1 ? ", ..." : "",
-            want0, ndim == 2 ? ", ..." : "");
-    return -1;
-  }
-  /* the shape is the model's: its bytes are what the model allocated */
-  size_t bytes = (size_t)(t->end - t->begin);
-  float *whole = gpt_xalloc(bytes), *h = whole;
-  if (gpt_read_at(ck->fd, ck->data_off + t->begin, whole, bytes, ck->path)) return free(whole), -1;
+  float *whole = gpt_ckpt_read(ck, name, wr, wc), *h = whole;
+  if (!whole) return -1;
   if (split) {
     h = gpt_xalloc(rows * cols * sizeof *h);
     gpt_tp_slice(m, p, whole, h);
@@ -286,33 +312,60 @@ static int load_tensor(const struct ckpt *ck, const char *file, const char *name
   return 0;
 }
 
-static int load_model(const char *dir, struct gpt_model *m, tecore_stream_t s) {
-  struct ckpt ck;
-  if (ckpt_open(dir, "model.safetensors", &ck)) return -1;
-  int rc = 0;
+/* Where p's whole F32 values go: a BF16 parameter's master, an F32 one's
+ * value (its master a view of it), else (generation, or --zero 1, 2,
+ * whose BF16 master is the rank's shard) a temporary *tmp. */
+static tecore_devptr_t param_dst(const struct gpt_param *p, tecore_devptr_t *tmp) {
+  int part = p->dp_sharded && p->bf16;
+  tecore_devptr_t dst = part ? 0 : p->bf16 ? p->master : p->value;
+  *tmp = 0;
+  if (!dst) dst = *tmp = gpt_dalloc(p->rows * p->cols * 4, NULL);
+  return dst;
+}
+
+/* From p's whole F32 values at dst: --zero's shard of them into the
+ * master, the BF16 copy as AdamW writes it (nearest even, scaled by one,
+ * a device float 1); *tmp freed */
+static void param_round(struct gpt_param *p, tecore_devptr_t dst, tecore_devptr_t *tmp,
+                        tecore_devptr_t one, tecore_stream_t s) {
+  size_t n = p->rows * p->cols;
+  if (p->dp_sharded && p->bf16 && p->dp_count)
+    GPT_CHECK(tecore_memcpy(p->master, dst + p->dp_first * 4, p->dp_count * 4));
+  if (p->bf16) {
+    struct tecore_tensor a = gpt_tensor2(TECORE_DTYPE_F32, 1, n, dst);
+    struct tecore_tensor b = gpt_tensor2(TECORE_DTYPE_BF16, 1, n, p->value);
+    GPT_CHECK(tecore_unscale_multi(&a, &b, 1, one, 0, s));
+  }
+  GPT_CHECK(tecore_stream_synchronize(s));
+  if (*tmp) GPT_CHECK(tecore_mem_free(*tmp));
+  *tmp = 0;
+}
+
+static tecore_devptr_t device_one(tecore_stream_t s) {
   tecore_devptr_t one = gpt_dalloc(4, NULL);
   GPT_CHECK(tecore_memset_d32_async(one, 0x3f800000u, 1, s));
   GPT_CHECK(tecore_stream_synchronize(s));
+  return one;
+}
+
+void gpt_param_set(struct gpt_model *m, struct gpt_param *p, const float *h, tecore_stream_t s) {
+  (void)m;
+  tecore_devptr_t tmp, dst = param_dst(p, &tmp), one = device_one(s);
+  GPT_CHECK(tecore_memcpy(dst, (tecore_devptr_t)(uintptr_t)h, p->rows * p->cols * 4));
+  param_round(p, dst, &tmp, one, s);
+  GPT_CHECK(tecore_mem_free(one));
+}
+
+static int load_model(const char *dir, struct gpt_model *m, tecore_stream_t s) {
+  struct gpt_ckpt ck;
+  if (gpt_ckpt_open(dir, "model.safetensors", &ck)) return -1;
+  int rc = 0;
+  tecore_devptr_t one = device_one(s);
   for (size_t i = 0; i < m->np && !rc; i++) {
     struct gpt_param *p = &m->p[i];
-    size_t n = p->rows * p->cols;
-    /* --zero 1, 2: a BF16 parameter's master is its shard: the whole
-     * tensor first (an F32 one's master is a view of its value) */
-    int part = p->dp_sharded && p->bf16;
-    tecore_devptr_t dst = part ? 0 : p->bf16 ? p->master : p->value;
-    tecore_devptr_t tmp = 0;
-    if (!dst) dst = tmp = gpt_dalloc(n * 4, NULL);   /* generation: no masters */
-    rc = load_tensor(&ck, "model.safetensors", p->name, m, p, p->rows, p->cols, dst);
-    if (!rc && part && p->dp_count)
-      GPT_CHECK(tecore_memcpy(p->master, dst + p->dp_first * 4, p->dp_count * 4));
-    if (!rc && p->bf16) {
-      /* the BF16 copy as AdamW writes it: nearest even */
-      struct tecore_tensor a = gpt_tensor2(TECORE_DTYPE_F32, 1, n, dst);
-      struct tecore_tensor b = gpt_tensor2(TECORE_DTYPE_BF16, 1, n, p->value);
-      GPT_CHECK(tecore_unscale_multi(&a, &b, 1, one, 0, s));
-    }
-    GPT_CHECK(tecore_stream_synchronize(s));
-    if (tmp) GPT_CHECK(tecore_mem_free(tmp));
+    tecore_devptr_t tmp, dst = param_dst(p, &tmp);
+    rc = load_tensor(&ck, p->name, m, p, p->rows, p->cols, dst);
+    param_round(p, dst, &tmp, one, s);
   }
   /* --tp: rank 0 holds every name (the others lack the biases of the
    * row-parallel Linears) */
@@ -321,26 +374,26 @@ static int load_model(const char *dir, struct gpt_model *m, tecore_stream_t s) {
     rc = -1;
   }
   GPT_CHECK(tecore_mem_free(one));
-  ckpt_close(&ck);
+  gpt_ckpt_close(&ck);
   return rc;
 }
 
 /* A moment into dst: whole, or (--zero 1, 2) this rank's shard of it,
  * so a checkpoint of any number of ranks resumes on any other. */
-static int load_moment(const struct ckpt *ck, const char *name, const struct gpt_model *m,
+static int load_moment(const struct gpt_ckpt *ck, const char *name, const struct gpt_model *m,
                        const struct gpt_param *p, tecore_devptr_t dst) {
   if (!p->dp_sharded)
-    return load_tensor(ck, "optimizer.safetensors", name, m, p, p->rows, p->cols, dst);
+    return load_tensor(ck, name, m, p, p->rows, p->cols, dst);
   tecore_devptr_t tmp = gpt_dalloc(p->rows * p->cols * 4, NULL);
-  int rc = load_tensor(ck, "optimizer.safetensors", name, m, p, p->rows, p->cols, tmp);
+  int rc = load_tensor(ck, name, m, p, p->rows, p->cols, tmp);
   if (!rc && p->dp_count) GPT_CHECK(tecore_memcpy(dst, tmp + p->dp_first * 4, p->dp_count * 4));
   GPT_CHECK(tecore_mem_free(tmp));
   return rc;
 }
 
 static int load_optim(const char *dir, struct gpt_model *m, struct gpt_train *t) {
-  struct ckpt ck;
-  if (ckpt_open(dir, "optimizer.safetensors", &ck)) return -1;
+  struct gpt_ckpt ck;
+  if (gpt_ckpt_open(dir, "optimizer.safetensors", &ck)) return -1;
   const struct st_file f = ck.f;
   int rc = 0;
   char name[256];
@@ -361,7 +414,7 @@ static int load_optim(const char *dir, struct gpt_model *m, struct gpt_train *t)
               "another --recipe", have ? "has" : "lacks", name);
       rc = -1;
     } else if (have) {
-      rc = load_tensor(&ck, "optimizer.safetensors", name, m, NULL, 3 + (size_t)st.history_len,
+      rc = load_tensor(&ck, name, m, NULL, 3 + (size_t)st.history_len,
                        st.count, st.base);
     }
   }
@@ -378,11 +431,24 @@ static int load_optim(const char *dir, struct gpt_model *m, struct gpt_train *t)
     t->step = sv;
     t->rng = rv;
   }
-  ckpt_close(&ck);
+  gpt_ckpt_close(&ck);
   return rc;
+}
+
+/* The model file alone (no optimizer.safetensors: an exported model, a
+ * checkpoint trimmed for sampling) samples and starts training: AdamW's
+ * moments zero, the FP8 state fresh, step 0, the sampler from --seed. */
+static int optim_absent(const char *dir) {
+  char path[4096];
+  struct stat st;
+  snprintf(path, sizeof path, "%s/optimizer.safetensors", dir);
+  if (stat(path, &st) == 0 || errno != ENOENT) return 0;
+  fprintf(stderr, "# te-gpt: %s has no optimizer.safetensors: the model alone, AdamW starts "
+          "afresh from step 0\n", dir);
+  return 1;
 }
 
 int gpt_load(const char *dir, struct gpt_model *m, struct gpt_train *t, tecore_stream_t s) {
   if (load_model(dir, m, s)) return -1;
-  return t ? load_optim(dir, m, t) : 0;
+  return t && !optim_absent(dir) ? load_optim(dir, m, t) : 0;
 }

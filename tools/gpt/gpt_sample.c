@@ -51,6 +51,18 @@ static int pick(const float *lg, int V, const struct gpt_sample_opts *o, uint64_
   return r;
 }
 
+/* a logit that is no number (weights that overflow BF16's range on the
+ * way) would be drawn as a byte: refused, with where it came */
+static int finite_logits(const float *lg, int V, size_t len) {
+  for (int i = 0; i < V; i++)
+    if (!isfinite(lg[i])) {
+      GPT_ERR("--sample: after %zu tokens the logit of token %d is %g: the model's output is "
+              "not finite, no sample", len, i, (double)lg[i]);
+      return 0;
+    }
+  return 1;
+}
+
 /* the largest logit less the second largest: how far the logits must
  * move before greedy decoding takes another byte */
 static double top_gap(const float *lg, int V) {
@@ -116,6 +128,7 @@ int gpt_sample(struct gpt_model *m, const struct gpt_sample_opts *o, char *out,
   size_t base = len > (size_t)T ? len - (size_t)T / 2 : 0;
   int pos = 0;
   double maxdiff = 0, maxabs = 0, margin = INFINITY;
+  int rc = 0;
   for (int k = 0; k <= o->n; k++) {
     if (pos == T && base + (size_t)pos < len) {
       /* the cache is full: start again from the last half of the window */
@@ -132,6 +145,10 @@ int gpt_sample(struct gpt_model *m, const struct gpt_sample_opts *o, char *out,
                                   (size_t)m->c.vocab * 2, s));
     GPT_CHECK(tecore_stream_synchronize(s));
     for (int i = 0; i < V; i++) lg[i] = tecore_bf16_to_f32(row[i]);
+    if (!finite_logits(lg, V, len)) {
+      rc = -1;
+      break;
+    }
     if (o->check) {
       recompute(&g, text + base, (size_t)pos, row, lg2, V, s);
       for (int i = 0; i < V; i++) {
@@ -154,5 +171,5 @@ int gpt_sample(struct gpt_model *m, const struct gpt_sample_opts *o, char *out,
   free(lg2);
   gpt_decoder_destroy(&d);
   if (o->check) gpt_model_destroy(&g);
-  return 0;
+  return rc;
 }

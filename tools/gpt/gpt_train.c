@@ -419,24 +419,34 @@ double gpt_train_step(struct gpt_train *t, struct gpt_model *m, const struct gpt
   return loss / t->accum / (m->dp.size > 1 ? m->dp.size : 1);   /* --dp: summed over ranks */
 }
 
-/* Validation batch k, this rank's slice under --dp (as draw). */
-static void val_draw(struct gpt_model *m, const struct gpt_data *d, int k, int32_t *ids,
+/* Validation batch k of nval, this rank's slice under --dp (as draw). */
+static void val_draw(struct gpt_model *m, const struct gpt_data *d, int k, int nval, int32_t *ids,
                      int32_t *labels) {
-  if (m->dp.size <= 1) return gpt_data_val_batch(d, m->c.seq, m->batch, k, ids, labels);
+  if (m->dp.size <= 1) return gpt_data_val_batch(d, m->c.seq, m->batch, k, nval, ids, labels);
   size_t all = m->rows * (size_t)m->dp.size;
   int32_t *ai = gpt_xalloc(all * 4), *al = gpt_xalloc(all * 4);
-  gpt_data_val_batch(d, m->c.seq, m->batch * (size_t)m->dp.size, k, ai, al);
+  gpt_data_val_batch(d, m->c.seq, m->batch * (size_t)m->dp.size, k, nval, ai, al);
   gpt_dp_slice(m, ai, ids);
   gpt_dp_slice(m, al, labels);
   free(ai);
   free(al);
 }
 
+void gpt_forward_loss(struct gpt_train *t, struct gpt_model *m, tecore_stream_t s, double *mean,
+                      double *count) {
+  upload(t, m, 0, s);
+  gpt_forward(m, 0, 0, s);
+  GPT_CHECK(tecore_memcpy_async((tecore_devptr_t)(uintptr_t)&t->pinned[4], m->means, 8, s));
+  GPT_CHECK(tecore_stream_synchronize(s));
+  *mean = t->pinned[4];
+  *count = t->pinned[5];
+}
+
 double gpt_val_loss(struct gpt_train *t, struct gpt_model *m, const struct gpt_data *d, int nval,
                     tecore_stream_t s) {
   double sum = 0;
   for (int k = 0; k < nval; k++) {
-    val_draw(m, d, k, t->hids, t->hlabels);
+    val_draw(m, d, k, nval, t->hids, t->hlabels);
     upload(t, m, 0, s);
     gpt_forward(m, 0, 0, s);
     if (m->dp.size > 1) gpt_dp_sum(m, m->means, 2, s);

@@ -1,0 +1,32 @@
+/* SPDX-License-Identifier: Apache-2.0
+ * gpt_ckpt.h -- one safetensors file open for reading tensors by name,
+ * shared by te-gpt's checkpoints (gpt_ckpt.c) and its Hugging Face
+ * import (gpt_hf.c). */
+#ifndef TE_GPT_CKPT_H
+#define TE_GPT_CKPT_H
+
+#include "gpt.h"
+#include "st.h"
+
+/* The file's header parsed; the tensors' bytes stay in the file until
+ * gpt_ckpt_read reads one (after checking its shape), so a file costs no
+ * more memory than its largest tensor asked for, whatever its header or
+ * size claim. */
+struct gpt_ckpt {
+  char path[4096];
+  int fd;
+  uint64_t data_off;   /* where the data starts: 8 + the header */
+  struct st_file f;
+};
+/* dir/file opened and its header checked: 0, or -1 with a message */
+int gpt_ckpt_open(const char *dir, const char *file, struct gpt_ckpt *c);
+void gpt_ckpt_close(struct gpt_ckpt *c);
+/* The F32 tensor name, [rows][cols] (a vector of cols when rows is 1),
+ * every value finite, as a new host array (caller frees); NULL with a
+ * message naming the tensor. */
+float *gpt_ckpt_read(const struct gpt_ckpt *ck, const char *name, size_t rows, size_t cols);
+/* p's values from host F32 h [rows][cols]: its master (or F32 value) and
+ * its BF16 copy rounded as AdamW rounds it. */
+void gpt_param_set(struct gpt_model *m, struct gpt_param *p, const float *h, tecore_stream_t s);
+
+#endif
