@@ -47,14 +47,9 @@ kernels/quantize.cu quant_pt the loaded vector and its scale, amax, dtype
 kernels/quantize.cu quant_pt_w the same, wide
 kernels/quantize.cu quant_mx the block's values and its scale slot
 kernels/quantize.cu quant_blk the block's values, scale and both outputs
-kernels/rope.cu rope_item the loaded halves and the table entries
 kernels/transpose.cu ct_pt2_row the row's values and both outputs
-kernels/xent.cu xent_bwd_vec the row's logits vector, its max, sum and label
-kernels/xent.cu xent_bwd_vec_to the same
-kernels/xent.cu xent_bwd_vec_out the same
 kernels/common/attn_cudnn.h te_acd_stats_item one element's inputs, shared with vdev's C
 kernels/common/attn_cudnn.h te_acd_fp8_item the same
-kernels/common/rope.h te_rope_cs_table shared with vdev's C
 LIST
 status=0
 for dir in libtecore libtecomm libtegraph common tools kernels; do
