@@ -38,15 +38,14 @@ kernels/gemm16.cu gemm16w the wide form's accumulators and TMA aux tile, the sam
 kernels/transpose.cu ct_body the tile in registers from the load through amax to both stores
 # __forceinline__ stage helpers that take a kernel's registers by pointer:
 # a struct of them is plain inlining, but must be shown on the SASS too
-kernels/act.cu act_fwd the loaded vector, dtypes and scale of the caller's registers
-kernels/act.cu act_bwd the same
+kernels/act.cu act_bwd a struct of its arguments changed the gated kinds' backward code (nvcc 13.0 sm_90a): to time on a GPU
 kernels/attention.cu store_o_row the accumulator fragment and the row's scale
 kernels/attention.cu store_dkdv the dK/dV fragments
 kernels/attention_bwd3.cuh bwd3_probs the score fragments and the row statistics
-kernels/quantize.cu quant_pt the loaded vector and its scale, amax, dtype
-kernels/quantize.cu quant_pt_w the same, wide
-kernels/quantize.cu quant_mx the block's values and its scale slot
-kernels/quantize.cu quant_blk the block's values, scale and both outputs
+kernels/quantize.cu quant_pt a struct of its arguments changed te_fp8_quantize_pt's and _multi's code (nvcc 13.0 sm_90a): to time on a GPU
+kernels/quantize.cu quant_pt_w the same
+kernels/quantize.cu quant_mx the same kind of helper: its arguments are the kernel's own, read where used
+kernels/quantize.cu quant_blk the same
 kernels/transpose.cu ct_pt2_row the row's values and both outputs
 kernels/common/attn_cudnn.h te_acd_stats_item one element's inputs, shared with vdev's C
 kernels/common/attn_cudnn.h te_acd_fp8_item the same
