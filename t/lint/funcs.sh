@@ -39,9 +39,6 @@ kernels/transpose.cu ct_body the tile in registers from the load through amax to
 # __forceinline__ stage helpers that take a kernel's registers by pointer:
 # a struct of them is plain inlining, but must be shown on the SASS too
 kernels/act.cu act_bwd a struct of its arguments changed the gated kinds' backward code (nvcc 13.0 sm_90a): to time on a GPU
-kernels/attention.cu store_o_row the accumulator fragment and the row's scale
-kernels/attention.cu store_dkdv the dK/dV fragments
-kernels/attention_bwd3.cuh bwd3_probs the score fragments and the row statistics
 kernels/quantize.cu quant_pt a struct of its arguments changed te_fp8_quantize_pt's and _multi's code (nvcc 13.0 sm_90a): to time on a GPU
 kernels/quantize.cu quant_pt_w the same
 kernels/quantize.cu quant_mx the same kind of helper: its arguments are the kernel's own, read where used
