@@ -43,8 +43,6 @@ kernels/quantize.cu quant_pt a struct of its arguments changed te_fp8_quantize_p
 kernels/quantize.cu quant_pt_w the same
 kernels/quantize.cu quant_mx the same kind of helper: its arguments are the kernel's own, read where used
 kernels/quantize.cu quant_blk the same
-kernels/common/attn_cudnn.h te_acd_stats_item one element's inputs, shared with vdev's C
-kernels/common/attn_cudnn.h te_acd_fp8_item the same
 LIST
 status=0
 for dir in libtecore libtecomm libtegraph common tools kernels; do
