@@ -33,7 +33,6 @@ kernels/attention.cu attn_bwd dQ/dK/dV accumulators in registers across the key 
 kernels/attention_fwd3.cuh attn_fwd3 wgmma accumulators live across the key loop
 kernels/attention_bwd2.cuh attn_bwd2 dK/dV fragments in registers across the query loop
 kernels/attention_bwd3.cuh attn_bwd3 wgmma dK/dV accumulators across the query loop
-kernels/gemm16.cu gemm16 the mainloop's pipeline state and accumulators feed the epilogue in registers
 kernels/transpose.cu ct_body the tile in registers from the load through amax to both stores
 # __forceinline__ stage helpers that take a kernel's registers by pointer:
 # a struct of them is plain inlining, but must be shown on the SASS too
