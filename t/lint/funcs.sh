@@ -23,8 +23,9 @@ kernels/comm_ar.cu ar_fused_fast being changed on branch coll
 kernels/comm_ar.cu ar_fused_spread being changed on branch coll
 # GPU kernel bodies: each keeps a row (or a tile) and its partial sums in
 # registers from its load stage through its math to its store stage; a
-# split into __forceinline__ stages must give the same SASS for every
-# instantiation (cuobjdump -sass) and the same time on a GPU, not shown yet
+# split into __forceinline__ stages must give the same machine code for
+# every instantiation (t/gpu/cubin-same.py on the sm_90a cubins before
+# and after, as gemm16's and gemm16w's did), or else a GPU's timing
 kernels/norm.cu norm_fwd the row packed in registers across the sum, variance and output passes
 kernels/norm.cu norm_bwd x, dy and the dgamma/dbeta column partials in registers across both passes
 kernels/attention.cu attn_fwd the query tile, running max/sum and output accumulators in registers
@@ -34,13 +35,12 @@ kernels/attention_fwd3.cuh attn_fwd3 wgmma accumulators live across the key loop
 kernels/attention_bwd2.cuh attn_bwd2 dK/dV fragments in registers across the query loop
 kernels/attention_bwd3.cuh attn_bwd3 wgmma dK/dV accumulators across the query loop
 kernels/transpose.cu ct_body the tile in registers from the load through amax to both stores
-# __forceinline__ stage helpers that take a kernel's registers by pointer:
-# a struct of them is plain inlining, but must be shown on the SASS too
+# helpers whose arguments gathered in a struct changed the machine code
+# (t/gpu/cubin-same.py): to time on a GPU first
 kernels/act.cu act_bwd a struct of its arguments changed the gated kinds' backward code (nvcc 13.0 sm_90a): to time on a GPU
 kernels/quantize.cu quant_pt a struct of its arguments changed te_fp8_quantize_pt's and _multi's code (nvcc 13.0 sm_90a): to time on a GPU
 kernels/quantize.cu quant_pt_w the same
-kernels/quantize.cu quant_mx the same kind of helper: its arguments are the kernel's own, read where used
-kernels/quantize.cu quant_blk the same
+kernels/quantize.cu quant_blk the same for te_fp8_quantize_blk
 LIST
 status=0
 for dir in libtecore libtecomm libtegraph common tools kernels; do
