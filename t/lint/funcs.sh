@@ -26,7 +26,6 @@ kernels/comm_ar.cu ar_fused_spread being changed on branch coll
 # split into __forceinline__ stages must give the same machine code for
 # every instantiation (t/gpu/cubin-same.py on the sm_90a cubins before
 # and after, as gemm16's and gemm16w's did), or else a GPU's timing
-kernels/norm.cu norm_fwd the row packed in registers across the sum, variance and output passes
 kernels/norm.cu norm_bwd x, dy and the dgamma/dbeta column partials in registers across both passes
 kernels/attention.cu attn_fwd the query tile, running max/sum and output accumulators in registers
 kernels/attention.cu attn_fwd2 the same, on mma.sync fragments
