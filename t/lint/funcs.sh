@@ -18,14 +18,14 @@ trap 'rm -f "$tmp"' EXIT
 # path function reason
 cat > "$tmp" <<'LIST'
 tools/te-gpt.c run being changed on branch dp (run() split by phase there)
-tools/te-allreduce-perf.c main kept off this branch (reserved for another helper); one line over
+tools/te-allreduce-perf.c main not tidy's to edit (no helper holds it now); one line over
 kernels/comm_ar.cu ar_fused_fast being changed on branch coll
 kernels/comm_ar.cu ar_fused_spread being changed on branch coll
 # GPU kernel bodies: each keeps a row (or a tile) and its partial sums in
 # registers from its load stage through its math to its store stage; a
 # split into __forceinline__ stages must give the same machine code for
 # every instantiation (t/gpu/cubin-same.py on the sm_90a cubins before
-# and after, as gemm16's and gemm16w's did), or else a GPU's timing
+# and after, as gemm16's, gemm16w's and norm_fwd's did), or else a GPU's timing
 kernels/norm.cu norm_bwd x, dy and the dgamma/dbeta column partials in registers across both passes
 kernels/attention.cu attn_fwd the query tile, running max/sum and output accumulators in registers
 kernels/attention.cu attn_fwd2 the same, on mma.sync fragments
@@ -33,7 +33,7 @@ kernels/attention.cu attn_bwd dQ/dK/dV accumulators in registers across the key 
 kernels/attention_fwd3.cuh attn_fwd3 wgmma accumulators live across the key loop
 kernels/attention_bwd2.cuh attn_bwd2 dK/dV fragments in registers across the query loop
 kernels/attention_bwd3.cuh attn_bwd3 wgmma dK/dV accumulators across the query loop
-kernels/transpose.cu ct_body the tile in registers from the load through amax to both stores
+kernels/transpose.cu ct_body the tile in registers from the load through amax to both stores (its two store stages as functions changed 50 kernels' code)
 # helpers whose arguments gathered in a struct changed the machine code
 # (t/gpu/cubin-same.py): to time on a GPU first
 kernels/act.cu act_bwd a struct of its arguments changed the gated kinds' backward code (nvcc 13.0 sm_90a): to time on a GPU
