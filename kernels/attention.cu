@@ -117,9 +117,15 @@ __device__ __forceinline__ void key_range(const te_attn_params &p, int i, int lq
 // row's lse: l is the thread's part of the sum (added over the quad here,
 // so every lane calls), m the row max in base 2.  Rows past lq are not
 // written.
+// Where a thread's output row lies: the sequence's first query q0, the
+// row r of its lq, head h, the thread's column pair tq.
+struct o_row_at {
+  int q0, r, lq, h, tq;
+};
 template <int DT, int NO>
 __device__ __forceinline__ void store_o_row(const te_attn_params &p, const float *o, float l,
-                                            float m, int q0, int r, int lq, int h, int tq) {
+                                            float m, const o_row_at at) {
+  const int q0 = at.q0, r = at.r, lq = at.lq, h = at.h, tq = at.tq;
   typedef typename elem<DT>::t T;
   l += __shfl_xor_sync(0xffffffffu, l, 1);
   l += __shfl_xor_sync(0xffffffffu, l, 2);
@@ -163,10 +169,16 @@ __device__ __forceinline__ bool pair_seen(const te_attn_params &p, int key, int 
 // dK and dV of the warp's 16 keys (rows g and g + 8 from key kw): the
 // m16n8 accumulator quads of NJ 8-column groups, dk[4 j + e], in the
 // tensors' dtype, columns past d (head_dim) and keys past lk not written.
+// Where a warp's keys lie: the sequence's first key k0, the warp's kw of
+// its lk, the key/value head kvh, head_dim d, the thread's row g and
+// column pair tq.
+struct dkdv_at {
+  int k0, kw, lk, kvh, d, g, tq;
+};
 template <int DT, int NJ>
 __device__ __forceinline__ void store_dkdv(const te_attn_params &p, const float *dk,
-                                           const float *dv, int k0, int kw, int lk, int kvh,
-                                           int d, int g, int tq) {
+                                           const float *dv, const dkdv_at at) {
+  const int k0 = at.k0, kw = at.kw, lk = at.lk, kvh = at.kvh, d = at.d, g = at.g, tq = at.tq;
   typedef typename elem<DT>::t T;
   T *DK = static_cast<T *>(p.dk), *DV = static_cast<T *>(p.dv);
 #pragma unroll
@@ -383,7 +395,7 @@ __device__ __forceinline__ void attn_fwd(const te_attn_params &p) {
   // the row sums over the quad, then O / l and lse
 #pragma unroll
   for (int hr = 0; hr < 2; hr++)
-    store_o_row<DT, NTILE_O>(p, &o[0][hr * 2], lrow[hr], mrow[hr], q0, hr ? r1 : r0, lq, h, tq);
+    store_o_row<DT, NTILE_O>(p, &o[0][hr * 2], lrow[hr], mrow[hr], {q0, hr ? r1 : r0, lq, h, tq});
 }
 
 // head_dim 64 fits two blocks an SM (128 registers, 48 KiB each)

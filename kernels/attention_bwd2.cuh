@@ -253,7 +253,7 @@ __device__ __forceinline__ void attn_bwd2(const te_attn_params &p) {
   }
   cp_async_wait<0>();  // no query tile: K and V are still in flight
 
-  store_dkdv<DT, ND>(p, &dk[0][0], &dv[0][0], k0, kw, lk, kvh, d, g, tq);
+  store_dkdv<DT, ND>(p, &dk[0][0], &dv[0][0], {k0, kw, lk, kvh, d, g, tq});
 }
 
 #define BWD2_KERNEL(name, DP, BM)                                                     \

@@ -29,12 +29,18 @@
 // but sm_90a the kernels trap (attn_libte.c launches them only where fwd3
 // runs).
 
+// The thread's first key and query, the sequence's lq queries and lk
+// keys, shift = lk - lq (pair_seen's arguments).
+struct probs_at {
+  int key0, i0, lq, lk, shift;
+};
+
 // P^T of the thread's 64 x BM elements of S^T (in place) and their A
 // fragments; MASK: some pair of the warp's may be unseen.
 template <int DT, int BM, bool MASK>
 __device__ __forceinline__ void bwd3_probs(const te_attn_params &p, float *s, uint32_t (*pa)[4],
-                                           const float *lse, int key0, int i0, int lq, int lk,
-                                           int shift) {
+                                           const float *lse, const probs_at at) {
+  const int key0 = at.key0, i0 = at.i0, lq = at.lq, lk = at.lk, shift = at.shift;
 #pragma unroll
   for (int j = 0; j < BM / 8; j++) {
     const float2 l2 = *reinterpret_cast<const float2 *>(lse + j * 8);
@@ -214,8 +220,9 @@ __device__ __forceinline__ void attn_bwd3(const te_attn_params &p) {
     uint32_t pa[BM / 16][4], da[BM / 16][4];
     wg_wait<1>();  // S^T
     wg_keep_all<NSA>(s);
-    if (whole) bwd3_probs<DT, BM, false>(p, s, pa, tl, kw + g, m0 + tq * 2, lq, lk, shift);
-    else bwd3_probs<DT, BM, true>(p, s, pa, tl, kw + g, m0 + tq * 2, lq, lk, shift);
+    const probs_at at = {kw + g, m0 + tq * 2, lq, lk, shift};
+    if (whole) bwd3_probs<DT, BM, false>(p, s, pa, tl, at);
+    else bwd3_probs<DT, BM, true>(p, s, pa, tl, at);
     // dV += P^T dO (64 keys x DP, the queries as k) while dS^T is formed
     wg_rs_mn_group<DT, DP, BM / 16>(dv, pa, tdo, BM * 128);
     wg_wait<1>();  // dP^T
@@ -260,7 +267,7 @@ __device__ __forceinline__ void attn_bwd3(const te_attn_params &p) {
   }
   cp_async_wait<0>();  // no query tile: K and V are still in flight
 
-  store_dkdv<DT, DP / 8>(p, dk, dv, k0, kw, lk, kvh, d, g, tq);
+  store_dkdv<DT, DP / 8>(p, dk, dv, {k0, kw, lk, kvh, d, g, tq});
 #else
   __trap();
 #endif

@@ -209,7 +209,7 @@ __device__ __forceinline__ void attn_fwd3(const te_attn_params &p) {
   // the row sums over the quad, then O / l and lse
 #pragma unroll
   for (int hr = 0; hr < 2; hr++)
-    store_o_row<DT, DP / 8>(p, &o[2 * hr], lrow[hr], mrow[hr], q0, wf + hr * 8 + g, lq, h, tq);
+    store_o_row<DT, DP / 8>(p, &o[2 * hr], lrow[hr], mrow[hr], {q0, wf + hr * 8 + g, lq, h, tq});
 #else
   __trap();
 #endif

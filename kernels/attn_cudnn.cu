@@ -24,11 +24,11 @@ extern "C" __global__ void __launch_bounds__(TE_ACD_THREADS)
 extern "C" __global__ void __launch_bounds__(TE_ACD_THREADS)
     te_attn_cudnn_stats(TE_KSIG(TE_ACD_STATS_PARAMS)) {
   te_pdl_enter();
+  const te_acd_stats_args a = {TE_KNAMES(TE_ACD_STATS_PARAMS)};
   const long long n = dir == TE_ACD_TO_LSE ? heads * total_q : batch * heads * max_q;
   for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n;
        i += (long long)gridDim.x * blockDim.x)
-    te_acd_stats_item(cu_q, cu_kv, padded, lse, o, o_ts, o_hs, batch, heads, max_q, total_q, d,
-                      causal, dir, i);
+    te_acd_stats_item(&a, i);
 }
 
 // Two E4M3 codes to floats through the hardware's exact E4M3 -> F16

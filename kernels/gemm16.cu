@@ -265,40 +265,166 @@ __device__ __forceinline__ void mma_block(uint32_t s0, uint32_t full0, uint32_t 
   if (lane == 0) mbar_arrive(empty0 + 8 * ((it - 1) % ST));
 }
 
+#if TE_WGMMA
+// What every role of a block knows: the shared memory's aligned address
+// (s0) and pointer (sp), its barriers (auxf: the wide kernel's only), the
+// blocks of n, the output blocks and the k-steps.
+struct g_block {
+  uint32_t s0;
+  unsigned char *sp;
+  uint32_t full0, empty0, auxf;
+  int nb, tiles, kt;
+};
+
+// The 512-thread kernel's roles: warp 0 loads (one lane issues the TMA
+// copies), warps 1-7 run the epilogue, warpgroups 2 and 3 the MMAs.
+struct g_layout {
+  static constexpr int EPI_WARPS = 7, EPI_THREADS = EPI_WARPS * 32, MMA_THREADS = 256;
+  // an epilogue warp's rows: e + 7 i, the first FULL of them below 128 for
+  // every warp, one more for warps 0 and 1
+  static constexpr int FULL = BM / EPI_WARPS, EXTRA = BM % EPI_WARPS;
+  // named barriers: the output tile written (FULL) and read (EMPTY), and
+  // the epilogue warps among themselves (the column sums)
+  static constexpr int BAR_FULL = 1, BAR_EMPTY = 2, BAR_EPI = 3;
+  static constexpr int HANDOFF = MMA_THREADS + EPI_THREADS;
+  static constexpr int BN = TE_GEMM16_BN, ST = TE_GEMM16_STAGES;
+  static constexpr uint32_t A_BYTES = BM * BK * 2, STAGE = A_BYTES + BN * BK * 2;
+  static constexpr uint32_t OUT = ST * STAGE, OUT_BYTES = BM * BN * 2, SUMS = OUT + OUT_BYTES;
+  static constexpr uint32_t BIAS = SUMS + EPI_WARPS * BN * 4, BARS = BIAS + BN * 4;
+};
+static_assert(g_layout::BN == 256, "two m64n128 MMAs a k-step, 32 16-byte chunks an output row");
+static_assert(g_layout::BARS + 2 * g_layout::ST * 8 + 1024 <= TE_GEMM16_SMEM,
+              "the shared memory asked for");
+
+// The epilogue warps: rows e, e + 7, ... of each output tile, 16 bytes
+// (8 columns) a lane, from the tile the MMA warpgroups leave in shared
+// memory to D (and aux); the dGELU's column sums in a fixed order (a
+// lane's rows in order, then the seven warps in order).
+template <int DT, int EPI>
+__device__ __forceinline__ void gemm16_epilogue(const te_gemm16_params &p, const g_block gb,
+                                                int tid, int e, int lane) {
+  typedef g_layout L;
+  typedef typename elem<DT>::t T;
+  constexpr int EPI_WARPS = L::EPI_WARPS, EPI_THREADS = L::EPI_THREADS, BN = L::BN;
+  constexpr int FULL = L::FULL, BAR_EMPTY = L::BAR_EMPTY, BAR_EPI = L::BAR_EPI;
+  constexpr int HANDOFF = L::HANDOFF;
+  unsigned char *const sp = gb.sp;
+  const int nb = gb.nb, tiles = gb.tiles;
+  const unsigned char *const ob = sp + L::OUT + (lane / 8) * (BM * 128);
+  float *const ws = reinterpret_cast<float *>(sp + L::SUMS);
+  const bool sums = epi_kind<EPI>::bwd && p.part;
+  // element offset of row r's chunk in D and aux, relative to the tile
+  auto at = [&](int r) { return (long long)r * p.ldd + 8 * lane; };
+  auto tile_at = [&](int tile) {
+    return (long long)(tile / nb * BM) * p.ldd + tile % nb * BN;
+  };
+  auto row = [&](int r) {  // row r's chunk of the shared tile
+    return *reinterpret_cast<const uint4 *>(ob + r * 128 + (((lane % 8) ^ (r % 8)) << 4));
+  };
+  const T *const auxr = static_cast<const T *>(p.aux);
+  // the bias of an output block's columns, as floats in shared memory
+  // for the MMA warpgroups (global loads there would stall the MMAs)
+  float *const sbias = reinterpret_cast<float *>(sp + L::BIAS);
+  const bool bias = !epi_kind<EPI>::bwd && p.bias;
+  auto bias_of = [&](int tile) {
+    const T *b = static_cast<const T *>(p.bias) + tile % nb * BN;
+    for (int c = tid - 32; c < BN; c += EPI_THREADS) sbias[c] = elem<DT>::to_float(b[c]);
+  };
+  if (bias) bias_of(blockIdx.x);
+  if (epi_kind<EPI>::bwd)
+    for (int r = e; r < BM; r += EPI_WARPS) prefetch_l2(auxr + tile_at(blockIdx.x) + at(r));
+  bar_arrive(BAR_EMPTY, HANDOFF);  // the tile is free for the first block
+  for (int tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
+    const int m0 = tile / nb * BM, n0 = tile % nb * BN;
+    const bool more = tile + (int)gridDim.x < tiles;
+    if (epi_kind<EPI>::bwd && more)
+      for (int r = e; r < BM; r += EPI_WARPS)
+        prefetch_l2(auxr + tile_at(tile + gridDim.x) + at(r));
+    T *const d = static_cast<T *>(p.d) + tile_at(tile);
+    T *const aux = static_cast<T *>(p.aux) + tile_at(tile);
+    float cs[8];
+#pragma unroll
+    for (int i = 0; i < 8; i++) cs[i] = 0.0f;
+    const uint4 none = make_uint4(0, 0, 0, 0);
+    // the dGELU's aux three rows ahead, the first ones before the tile
+    // is ready
+    constexpr int RB = 3;
+    static_assert(FULL % RB == 0, "whole batches");
+    uint4 x[RB], xn[RB];
+    if (epi_kind<EPI>::bwd) {
+#pragma unroll
+      for (int i = 0; i < RB; i++) x[i] = ld_g16(aux + at(e + EPI_WARPS * i));
+    }
+    bar_sync(L::BAR_FULL, HANDOFF);
+    if (bias && more) bias_of(tile + gridDim.x);  // the MMAs are done with this block's
+    if (!epi_kind<EPI>::bwd) {
+#pragma unroll 3
+      for (int i = 0; i < FULL; i++) {
+        const int r = e + EPI_WARPS * i;
+        epi_chunk<DT, EPI>(row(r), none, d + at(r), aux + at(r), cs);
+      }
+    } else {
+      // batches of RB rows, the next batch's aux loading while one is
+      // computed
+#pragma unroll 1
+      for (int b = 0; b < FULL / RB; b++) {
+        if (b + 1 < FULL / RB) {
+#pragma unroll
+          for (int i = 0; i < RB; i++)
+            xn[i] = ld_g16(aux + at(e + EPI_WARPS * ((b + 1) * RB + i)));
+        }
+#pragma unroll
+        for (int i = 0; i < RB; i++) {
+          const int r = e + EPI_WARPS * (b * RB + i);
+          epi_chunk<DT, EPI>(row(r), x[i], d + at(r), nullptr, cs);
+        }
+#pragma unroll
+        for (int i = 0; i < RB; i++) x[i] = xn[i];
+      }
+    }
+    if (e < L::EXTRA) {
+      const int r = e + EPI_WARPS * FULL;
+      epi_chunk<DT, EPI>(row(r), epi_kind<EPI>::bwd ? ld_g16(aux + at(r)) : none, d + at(r),
+                         aux + at(r), cs);
+    }
+    if (more) bar_arrive(BAR_EMPTY, HANDOFF);  // done reading the tile
+    if (sums) {
+#pragma unroll
+      for (int i = 0; i < 8; i++) ws[e * BN + 8 * lane + i] = cs[i];
+      bar_sync(BAR_EPI, EPI_THREADS);
+      for (int c = tid - 32; c < BN; c += EPI_THREADS) {
+        float s = ws[c];
+#pragma unroll
+        for (int w = 1; w < EPI_WARPS; w++) s = te_add_rn(s, ws[w * BN + c]);
+        p.part[(long long)(m0 / BM) * p.n + n0 + c] = s;
+      }
+      bar_sync(BAR_EPI, EPI_THREADS);  // ws free for the next tile
+    }
+  }
+}
+
+#endif
+
 template <int DT, int BMN, int EPI>
 __device__ __forceinline__ void gemm16(const te_gemm16_params &p) {
 #if TE_WGMMA
-  // The roles of a block's 512 threads: warp 0 loads (one lane issues the
-  // TMA copies), warps 1-7 run the epilogue, warpgroups 2 and 3 the MMAs.
-  constexpr int EPI_WARPS = 7, EPI_THREADS = EPI_WARPS * 32, MMA_THREADS = 256;
-  // an epilogue warp's rows: e + 7 i, the first FULL of them below 128 for
-  // every warp, one more for warps 0 and 1
-  constexpr int FULL = BM / EPI_WARPS, EXTRA = BM % EPI_WARPS;
-  // named barriers: the output tile written (FULL) and read (EMPTY), and
-  // the epilogue warps among themselves (the column sums)
-  constexpr int BAR_FULL = 1, BAR_EMPTY = 2, BAR_EPI = 3, HANDOFF = MMA_THREADS + EPI_THREADS;
-  typedef typename elem<DT>::t T;
-  constexpr int BN = TE_GEMM16_BN, ST = TE_GEMM16_STAGES;
-  static_assert(BN == 256, "two m64n128 MMAs a k-step, 32 16-byte chunks an output row");
-  constexpr uint32_t A_BYTES = BM * BK * 2, STAGE = A_BYTES + BN * BK * 2;
-  constexpr uint32_t OUT = ST * STAGE, OUT_BYTES = BM * BN * 2, SUMS = OUT + OUT_BYTES;
-  constexpr uint32_t BIAS = SUMS + EPI_WARPS * BN * 4, BARS = BIAS + BN * 4;
-  static_assert(BARS + 2 * ST * 8 + 1024 <= TE_GEMM16_SMEM, "the shared memory asked for");
+  typedef g_layout L;
   extern __shared__ __align__(128) unsigned char smem[];  // aligned to 1024 below
   const uint32_t s0 = (smem_addr(smem) + 1023u) & ~1023u;
   unsigned char *const sp = smem + (s0 - smem_addr(smem));
   // full[s] at BARS + 8 s, empty[s] at BARS + 8 (ST + s)
-  const uint32_t full0 = s0 + BARS, empty0 = full0 + 8 * ST;
+  const uint32_t full0 = s0 + L::BARS, empty0 = full0 + 8 * L::ST;
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
-  const int nb = p.n / BN, tiles = nb * (p.m / BM), kt = p.k / BK;
+  const int nb = p.n / L::BN, tiles = nb * (p.m / BM), kt = p.k / BK;
   if (tid == 0) {
-    for (int s = 0; s < ST; s++) {
+    for (int s = 0; s < L::ST; s++) {
       mbar_init(full0 + 8 * s, 1);        // the producer's expect_tx
       mbar_init(empty0 + 8 * s, 8);       // lane 0 of each MMA warp
     }
     asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
   }
   __syncthreads();
+  const g_block gb = {s0, sp, full0, empty0, 0, nb, tiles, kt};
 
   if (warp < 8) {
     regs_dec<REGS_EPI>();
@@ -306,106 +432,13 @@ __device__ __forceinline__ void gemm16(const te_gemm16_params &p) {
       if (lane == 0) produce<BMN>(p, s0, full0, empty0, nb, tiles, kt);
       return;
     }
-
-    // The epilogue warps: rows e, e + 7, ... of each output tile, 16 bytes
-    // (8 columns) a lane, from the tile the MMA warpgroups leave in shared
-    // memory to D (and aux); the dGELU's column sums in a fixed order (a
-    // lane's rows in order, then the seven warps in order).
-    const int e = warp - 1;
-    const unsigned char *const ob = sp + OUT + (lane / 8) * (BM * 128);
-    float *const ws = reinterpret_cast<float *>(sp + SUMS);
-    const bool sums = epi_kind<EPI>::bwd && p.part;
-    // element offset of row r's chunk in D and aux, relative to the tile
-    auto at = [&](int r) { return (long long)r * p.ldd + 8 * lane; };
-    auto tile_at = [&](int tile) {
-      return (long long)(tile / nb * BM) * p.ldd + tile % nb * BN;
-    };
-    auto row = [&](int r) {  // row r's chunk of the shared tile
-      return *reinterpret_cast<const uint4 *>(ob + r * 128 + (((lane % 8) ^ (r % 8)) << 4));
-    };
-    const T *const auxr = static_cast<const T *>(p.aux);
-    // the bias of an output block's columns, as floats in shared memory
-    // for the MMA warpgroups (global loads there would stall the MMAs)
-    float *const sbias = reinterpret_cast<float *>(sp + BIAS);
-    const bool bias = !epi_kind<EPI>::bwd && p.bias;
-    auto bias_of = [&](int tile) {
-      const T *b = static_cast<const T *>(p.bias) + tile % nb * BN;
-      for (int c = tid - 32; c < BN; c += EPI_THREADS) sbias[c] = elem<DT>::to_float(b[c]);
-    };
-    if (bias) bias_of(blockIdx.x);
-    if (epi_kind<EPI>::bwd)
-      for (int r = e; r < BM; r += EPI_WARPS) prefetch_l2(auxr + tile_at(blockIdx.x) + at(r));
-    bar_arrive(BAR_EMPTY, HANDOFF);  // the tile is free for the first block
-    for (int tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
-      const int m0 = tile / nb * BM, n0 = tile % nb * BN;
-      const bool more = tile + (int)gridDim.x < tiles;
-      if (epi_kind<EPI>::bwd && more)
-        for (int r = e; r < BM; r += EPI_WARPS)
-          prefetch_l2(auxr + tile_at(tile + gridDim.x) + at(r));
-      T *const d = static_cast<T *>(p.d) + tile_at(tile);
-      T *const aux = static_cast<T *>(p.aux) + tile_at(tile);
-      float cs[8];
-#pragma unroll
-      for (int i = 0; i < 8; i++) cs[i] = 0.0f;
-      const uint4 none = make_uint4(0, 0, 0, 0);
-      // the dGELU's aux three rows ahead, the first ones before the tile
-      // is ready
-      constexpr int RB = 3;
-      static_assert(FULL % RB == 0, "whole batches");
-      uint4 x[RB], xn[RB];
-      if (epi_kind<EPI>::bwd) {
-#pragma unroll
-        for (int i = 0; i < RB; i++) x[i] = ld_g16(aux + at(e + EPI_WARPS * i));
-      }
-      bar_sync(BAR_FULL, HANDOFF);
-      if (bias && more) bias_of(tile + gridDim.x);  // the MMAs are done with this block's
-      if (!epi_kind<EPI>::bwd) {
-#pragma unroll 3
-        for (int i = 0; i < FULL; i++) {
-          const int r = e + EPI_WARPS * i;
-          epi_chunk<DT, EPI>(row(r), none, d + at(r), aux + at(r), cs);
-        }
-      } else {
-        // batches of RB rows, the next batch's aux loading while one is
-        // computed
-#pragma unroll 1
-        for (int b = 0; b < FULL / RB; b++) {
-          if (b + 1 < FULL / RB) {
-#pragma unroll
-            for (int i = 0; i < RB; i++)
-              xn[i] = ld_g16(aux + at(e + EPI_WARPS * ((b + 1) * RB + i)));
-          }
-#pragma unroll
-          for (int i = 0; i < RB; i++) {
-            const int r = e + EPI_WARPS * (b * RB + i);
-            epi_chunk<DT, EPI>(row(r), x[i], d + at(r), nullptr, cs);
-          }
-#pragma unroll
-          for (int i = 0; i < RB; i++) x[i] = xn[i];
-        }
-      }
-      if (e < EXTRA) {
-        const int r = e + EPI_WARPS * FULL;
-        epi_chunk<DT, EPI>(row(r), epi_kind<EPI>::bwd ? ld_g16(aux + at(r)) : none, d + at(r),
-                           aux + at(r), cs);
-      }
-      if (more) bar_arrive(BAR_EMPTY, HANDOFF);  // done reading the tile
-      if (sums) {
-#pragma unroll
-        for (int i = 0; i < 8; i++) ws[e * BN + 8 * lane + i] = cs[i];
-        bar_sync(BAR_EPI, EPI_THREADS);
-        for (int c = tid - 32; c < BN; c += EPI_THREADS) {
-          float s = ws[c];
-#pragma unroll
-          for (int w = 1; w < EPI_WARPS; w++) s = te_add_rn(s, ws[w * BN + c]);
-          p.part[(long long)(m0 / BM) * p.n + n0 + c] = s;
-        }
-        bar_sync(BAR_EPI, EPI_THREADS);  // ws free for the next tile
-      }
-    }
+    gemm16_epilogue<DT, EPI>(p, gb, tid, warp - 1, lane);
     return;
   }
-
+  // The MMA warpgroups stay in this body: as a function of their own
+  // (gemm16w_mma's shape) nvcc 13.0 scheduled them differently.
+  constexpr int BAR_FULL = L::BAR_FULL, BAR_EMPTY = L::BAR_EMPTY, HANDOFF = L::HANDOFF;
+  constexpr uint32_t OUT = L::OUT, BIAS = L::BIAS;
   regs_inc<REGS_MMA>();
   // The MMA warpgroups: rows 64 wg .. 64 wg + 63 of each output block,
   // k-tile by k-tile as the stages fill; then the block's values (alpha A
@@ -474,101 +507,101 @@ __device__ __forceinline__ void gemm16(const te_gemm16_params &p) {
 //  - warps 1-3: the epilogue; thread 32 also asks the TMA for the next
 //    block's aux tile (mbarrier AUXF) once the three have read the tile;
 //  - warpgroups 1 and 2: the MMAs, 64 rows of the 128 x 256 block each.
-template <int DT, int BMN>
-__device__ __forceinline__ void gemm16w(const te_gemm16_params &p) {
 #if TE_WGMMA
-  constexpr int EPI_WARPS = 3, EPI_THREADS = EPI_WARPS * 32, MMA_THREADS = 256;
-  constexpr int FULL = BM / EPI_WARPS, EXTRA = BM % EPI_WARPS;
-  constexpr int BAR_FULL = 1, BAR_EPI = 3, HANDOFF = MMA_THREADS + EPI_THREADS;
+// The wide kernel's shared memory: the stages, the output tile, the
+// epilogue warps' column sums, then the barriers (full, empty, auxf).
+struct w_layout {
+  static constexpr int EPI_WARPS = 3, EPI_THREADS = EPI_WARPS * 32, MMA_THREADS = 256;
+  static constexpr int FULL = BM / EPI_WARPS, EXTRA = BM % EPI_WARPS;
+  static constexpr int BAR_FULL = 1, BAR_EPI = 3, HANDOFF = MMA_THREADS + EPI_THREADS;
+  static constexpr int BN = TE_GEMM16_BN, ST = TE_GEMM16_STAGES;
+  static constexpr uint32_t A_BYTES = BM * BK * 2, STAGE = A_BYTES + BN * BK * 2;
+  static constexpr uint32_t OUT = ST * STAGE, OUT_BYTES = BM * BN * 2, SUMS = OUT + OUT_BYTES;
+  static constexpr uint32_t BARS = SUMS + EPI_WARPS * BN * 4;
+};
+static_assert(TE_GEMM16_THREADS_W == 128 + w_layout::MMA_THREADS, "a loading warpgroup, two MMA ones");
+static_assert(w_layout::BARS + (2 * w_layout::ST + 1) * 8 + 1024 <= TE_GEMM16_SMEM_W,
+              "the shared memory asked for");
+
+// Epilogue warp e (1-3 less one): stores the products of each output
+// block and sums its columns; thread 32 loads the next block's aux tile.
+template <int DT>
+__device__ __forceinline__ void gemm16w_epilogue(const te_gemm16_params &p, const g_block &b,
+                                                 int tid, int e, int lane) {
+  typedef w_layout L;
   typedef typename elem<DT>::t T;
-  constexpr int BN = TE_GEMM16_BN, ST = TE_GEMM16_STAGES;
-  constexpr uint32_t A_BYTES = BM * BK * 2, STAGE = A_BYTES + BN * BK * 2;
-  constexpr uint32_t OUT = ST * STAGE, OUT_BYTES = BM * BN * 2, SUMS = OUT + OUT_BYTES;
-  constexpr uint32_t BARS = SUMS + EPI_WARPS * BN * 4;
-  static_assert(TE_GEMM16_THREADS_W == 128 + MMA_THREADS, "a loading warpgroup, two MMA ones");
-  static_assert(BARS + (2 * ST + 1) * 8 + 1024 <= TE_GEMM16_SMEM_W, "the shared memory asked for");
-  extern __shared__ __align__(128) unsigned char smem[];
-  const uint32_t s0 = (smem_addr(smem) + 1023u) & ~1023u;
-  unsigned char *const sp = smem + (s0 - smem_addr(smem));
-  const uint32_t full0 = s0 + BARS, empty0 = full0 + 8 * ST, auxf = empty0 + 8 * ST;
-  const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
-  const int nb = p.n / BN, tiles = nb * (p.m / BM), kt = p.k / BK;
-  if (tid == 0) {
-    for (int s = 0; s < ST; s++) {
-      mbar_init(full0 + 8 * s, 1);
-      mbar_init(empty0 + 8 * s, 8);
-    }
-    mbar_init(auxf, 1);  // thread 32's expect_tx
-    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
-  }
-  __syncthreads();
-
-  if (warp < 4) {
-    if (warp == 0) {
-      if (lane == 0) produce<BMN>(p, s0, full0, empty0, nb, tiles, kt);
-      return;
-    }
-    const int e = warp - 1;
-    // the aux tile of output block `tile` into the output tile: four
-    // column blocks of 64, swizzled as the MMA warpgroups address it
-    auto aux_load = [&](int tile) {
-      mbar_expect(auxf, OUT_BYTES);
+  constexpr int EPI_WARPS = L::EPI_WARPS, EPI_THREADS = L::EPI_THREADS, BN = L::BN;
+  const uint32_t s0 = b.s0, auxf = b.auxf;
+  unsigned char *const sp = b.sp;
+  const int nb = b.nb, tiles = b.tiles;
+  // the aux tile of output block `tile` into the output tile: four
+  // column blocks of 64, swizzled as the MMA warpgroups address it
+  auto aux_load = [&](int tile) {
+    mbar_expect(auxf, L::OUT_BYTES);
 #pragma unroll
-      for (int cb = 0; cb < BN / 64; cb++)
-        tma_load(s0 + OUT + cb * (BM * 128), &p.tx, tile % nb * BN + cb * 64, tile / nb * BM,
-                 auxf);
-    };
-    if (tid == 32) aux_load(blockIdx.x);
-    const unsigned char *const ob = sp + OUT + (lane / 8) * (BM * 128);
-    float *const ws = reinterpret_cast<float *>(sp + SUMS);
-    auto row = [&](int r) {
-      return *reinterpret_cast<const uint4 *>(ob + r * 128 + (((lane % 8) ^ (r % 8)) << 4));
-    };
-    for (int tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
-      const int m0 = tile / nb * BM, n0 = tile % nb * BN;
-      T *const d = static_cast<T *>(p.d) + (long long)m0 * p.ldd + n0 + 8 * lane;
-      float cs[8];
+    for (int cb = 0; cb < BN / 64; cb++)
+      tma_load(s0 + L::OUT + cb * (BM * 128), &p.tx, tile % nb * BN + cb * 64, tile / nb * BM,
+               auxf);
+  };
+  if (tid == 32) aux_load(blockIdx.x);
+  const unsigned char *const ob = sp + L::OUT + (lane / 8) * (BM * 128);
+  float *const ws = reinterpret_cast<float *>(sp + L::SUMS);
+  auto row = [&](int r) {
+    return *reinterpret_cast<const uint4 *>(ob + r * 128 + (((lane % 8) ^ (r % 8)) << 4));
+  };
+  for (int tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
+    const int m0 = tile / nb * BM, n0 = tile % nb * BN;
+    T *const d = static_cast<T *>(p.d) + (long long)m0 * p.ldd + n0 + 8 * lane;
+    float cs[8];
 #pragma unroll
-      for (int i = 0; i < 8; i++) cs[i] = 0.0f;
-      auto one = [&](int r) {
-        const uint4 v = row(r);
-        if (p.part) {
-          const uint32_t *u = reinterpret_cast<const uint32_t *>(&v);
-#pragma unroll
-          for (int j = 0; j < 4; j++) {
-            const float2 y = elem<DT>::unpack(u[j]);
-            cs[2 * j] = te_add_rn(cs[2 * j], y.x);
-            cs[2 * j + 1] = te_add_rn(cs[2 * j + 1], y.y);
-          }
-        }
-        st_g16(d + (long long)r * p.ldd, v);
-      };
-      bar_sync(BAR_FULL, HANDOFF);  // the products are in the tile
-#pragma unroll 6
-      for (int i = 0; i < FULL; i++) one(e + EPI_WARPS * i);
-      if (e < EXTRA) one(e + EPI_WARPS * FULL);
+    for (int i = 0; i < 8; i++) cs[i] = 0.0f;
+    auto one = [&](int r) {
+      const uint4 v = row(r);
       if (p.part) {
+        const uint32_t *u = reinterpret_cast<const uint32_t *>(&v);
 #pragma unroll
-        for (int i = 0; i < 8; i++) ws[e * BN + 8 * lane + i] = cs[i];
-      }
-      bar_sync(BAR_EPI, EPI_THREADS);  // the tile read, the sums written
-      if (tid == 32 && tile + (int)gridDim.x < tiles) {
-        wg_proxy_fence();
-        aux_load(tile + gridDim.x);
-      }
-      if (p.part)
-        for (int c = tid - 32; c < BN; c += EPI_THREADS) {
-          float s = ws[c];
-#pragma unroll
-          for (int w = 1; w < EPI_WARPS; w++) s = te_add_rn(s, ws[w * BN + c]);
-          p.part[(long long)(m0 / BM) * p.n + n0 + c] = s;
+        for (int j = 0; j < 4; j++) {
+          const float2 y = elem<DT>::unpack(u[j]);
+          cs[2 * j] = te_add_rn(cs[2 * j], y.x);
+          cs[2 * j + 1] = te_add_rn(cs[2 * j + 1], y.y);
         }
-      // ws is next written after the next FULL, which every epilogue
-      // thread reaches only past these sums
+      }
+      st_g16(d + (long long)r * p.ldd, v);
+    };
+    bar_sync(L::BAR_FULL, L::HANDOFF);  // the products are in the tile
+#pragma unroll 6
+    for (int i = 0; i < L::FULL; i++) one(e + EPI_WARPS * i);
+    if (e < L::EXTRA) one(e + EPI_WARPS * L::FULL);
+    if (p.part) {
+#pragma unroll
+      for (int i = 0; i < 8; i++) ws[e * BN + 8 * lane + i] = cs[i];
     }
-    return;
+    bar_sync(L::BAR_EPI, EPI_THREADS);  // the tile read, the sums written
+    if (tid == 32 && tile + (int)gridDim.x < tiles) {
+      wg_proxy_fence();
+      aux_load(tile + gridDim.x);
+    }
+    if (p.part)
+      for (int c = tid - 32; c < BN; c += EPI_THREADS) {
+        float s = ws[c];
+#pragma unroll
+        for (int w = 1; w < EPI_WARPS; w++) s = te_add_rn(s, ws[w * BN + c]);
+        p.part[(long long)(m0 / BM) * p.n + n0 + c] = s;
+      }
+    // ws is next written after the next FULL, which every epilogue
+    // thread reaches only past these sums
   }
+}
 
+// The MMA warpgroups: each output block's 64 x 256 half, times alpha,
+// rounded, times the aux tile in place.
+template <int DT, int BMN>
+__device__ __forceinline__ void gemm16w_mma(const te_gemm16_params &p, const g_block &b, int tid,
+                                            int warp, int lane) {
+  typedef w_layout L;
+  const uint32_t s0 = b.s0, full0 = b.full0, empty0 = b.empty0, auxf = b.auxf;
+  unsigned char *const sp = b.sp;
+  const int tiles = b.tiles, kt = b.kt;
   const int wg = tid / 128 - 1, mw = warp % 4, g = lane / 4, tq = lane % 4;
   const int rl = wg * 64 + mw * 16 + g;  // this thread's rows rl and rl + 8 (rl % 8 == g)
   int it = 0, nt = 0;
@@ -587,7 +620,7 @@ __device__ __forceinline__ void gemm16w(const te_gemm16_params &p) {
 #pragma unroll
     for (int j = 0; j < 32; j++) {
       unsigned char *const o =
-          sp + OUT + (j / 8) * (BM * 128) + rl * 128 + (((j % 8) ^ g) << 4) + 4 * tq;
+          sp + L::OUT + (j / 8) * (BM * 128) + rl * 128 + (((j % 8) ^ g) << 4) + 4 * tq;
 #pragma unroll
       for (int hr = 0; hr < 2; hr++) {
         uint32_t *const q = reinterpret_cast<uint32_t *>(o + hr * 8 * 128);
@@ -599,8 +632,40 @@ __device__ __forceinline__ void gemm16w(const te_gemm16_params &p) {
         *q = elem<DT>::pack(y.x * z.x, y.y * z.y);
       }
     }
-    bar_arrive(BAR_FULL, HANDOFF);
+    bar_arrive(L::BAR_FULL, L::HANDOFF);
   }
+}
+#endif
+
+template <int DT, int BMN>
+__device__ __forceinline__ void gemm16w(const te_gemm16_params &p) {
+#if TE_WGMMA
+  typedef w_layout L;
+  extern __shared__ __align__(128) unsigned char smem[];
+  const uint32_t s0 = (smem_addr(smem) + 1023u) & ~1023u;
+  unsigned char *const sp = smem + (s0 - smem_addr(smem));
+  const uint32_t full0 = s0 + L::BARS, empty0 = full0 + 8 * L::ST, auxf = empty0 + 8 * L::ST;
+  const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
+  const int nb = p.n / L::BN, tiles = nb * (p.m / BM), kt = p.k / BK;
+  if (tid == 0) {
+    for (int s = 0; s < L::ST; s++) {
+      mbar_init(full0 + 8 * s, 1);
+      mbar_init(empty0 + 8 * s, 8);
+    }
+    mbar_init(auxf, 1);  // thread 32's expect_tx
+    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+  }
+  __syncthreads();
+  const g_block b = {s0, sp, full0, empty0, auxf, nb, tiles, kt};
+  if (warp < 4) {
+    if (warp == 0) {
+      if (lane == 0) produce<BMN>(p, s0, full0, empty0, nb, tiles, kt);
+      return;
+    }
+    gemm16w_epilogue<DT>(p, b, tid, warp - 1, lane);
+    return;
+  }
+  gemm16w_mma<DT, BMN>(p, b, tid, warp, lane);
 #else
   __trap();
 #endif

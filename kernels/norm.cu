@@ -170,15 +170,14 @@ struct fwd_args {
   TE_KMEMBERS(TE_NORM_FWD_PARAMS)
 };
 
-// One function on purpose (about 135 lines, past the project's 120): the
-// row lives in registers (v[] or the packed xr[], NVR * VEC values a
+// The row lives in registers (v[] or the packed xr[], NVR * VEC values a
 // thread) from the sum pass through the variance pass into the output
-// pass, with the running amax beside it.  Helpers would take those arrays
-// by reference; nvcc keeps them in registers only if every helper is
-// inlined and every index stays a compile-time constant, which has to be
-// shown instruction for instruction (cuobjdump -sass, every instantiation)
-// before and after.  Until that is done the passes stay in one body,
-// marked "pass 1", "output pass".
+// pass, with the running amax beside it.  A pass moved into a helper
+// takes those arrays by pointer: nvcc keeps them in registers only if the
+// helper is inlined and every index stays a compile-time constant, so
+// each move is shown on the machine code of every instantiation
+// (t/gpu/cubin-same.py before and after: pass 1, norm_fwd_sum, gives the
+// same bytes); the other passes are still marked in this body.
 // ZCC: zero-centered gamma known at compile time (0, 1), or -1: read the
 // flag (g + zc, te_norm_gamma).
 // FT: 0, or the threads of a row known at compile time when every thread
@@ -190,6 +189,65 @@ struct fwd_args {
 // a row, ncu).  A row slot past the last row (FT < the block, R > 1) loads
 // the last row instead, so that passes 1 and 2 need no test (their sums
 // are never used), and skips the output pass.
+// A thread's place in its row for norm_fwd's passes: T threads a row,
+// this one t; nv vectors a thread, nvec in the row; the row at base,
+// valid or a padding slot; x's dtype (dx) and LayerNorm or RMSNorm (ln).
+struct fwd_row {
+  int T, t, nv;
+  unsigned nvec;
+  unsigned long long base;
+  bool valid, ln;
+  int dx;
+};
+
+// Pass 1: the thread's part of S(x) (LayerNorm) or S(x*x) (RMSNorm) into
+// s[0], the row kept in v (or packed in xr when RAW) for the later passes.
+template <int VEC, bool STREAM, int DX, bool FULL, int NVR, bool RAW>
+__device__ __forceinline__ void norm_fwd_sum(const fwd_args &a, const fwd_row &w, float *v,
+                                             uint4 *xr, float *s) {
+  const int T = w.T, t = w.t, nv = w.nv, dx = w.dx;
+  const unsigned nvec = w.nvec;
+  const unsigned long long base = w.base;
+  const bool valid = w.valid, ln = w.ln;
+  if (RAW) {
+#pragma unroll
+    for (int j = 0; j < NVR; j++) {
+      const unsigned vi = (unsigned)j * T + t;
+      if (FULL || (j < nv && valid && vi < nvec))
+        xr[j] = te_dev_ld8raw<DX>(a.x, base + (unsigned long long)vi * VEC);
+    }
+#pragma unroll
+    for (int j = 0; j < NVR; j++) {
+      const unsigned vi = (unsigned)j * T + t;
+      if (FULL || (j < nv && valid && vi < nvec)) {
+        te_dev_unpack8t<DX>(xr[j], v);
+#pragma unroll
+        for (int k = 0; k < VEC; k++) s[0] = ln ? te_add_rn(s[0], v[k]) : te_fma_rn(v[k], v[k], s[0]);
+      }
+    }
+  } else if (!STREAM) {
+#pragma unroll
+    for (int j = 0; j < NVR; j++) {
+      const unsigned vi = (unsigned)j * T + t;
+      if (j < nv && valid && vi < nvec) {
+        nv_ld<VEC, DX>(a.x, base + (unsigned long long)vi * VEC, dx, &v[j * VEC]);
+#pragma unroll
+        for (int k = 0; k < VEC; k++)
+          s[0] = ln ? te_add_rn(s[0], v[j * VEC + k]) : te_fma_rn(v[j * VEC + k], v[j * VEC + k], s[0]);
+      }
+    }
+  } else {
+    for (int j = 0; j < nv; j++) {
+      const unsigned vi = (unsigned)j * T + t;
+      if (valid && vi < nvec) {
+        nv_ld<VEC, DX>(a.x, base + (unsigned long long)vi * VEC, dx, v);
+#pragma unroll
+        for (int k = 0; k < VEC; k++) s[0] = ln ? te_add_rn(s[0], v[k]) : te_fma_rn(v[k], v[k], s[0]);
+      }
+    }
+  }
+}
+
 template <int VEC, bool STREAM, int DX, int DW, int DY, int LNC, int ZCC, int FT = 0,
           int FNV = TE_NORM_FWD_NV_MAX>
 __device__ __forceinline__ void norm_fwd(const fwd_args &a) {
@@ -223,43 +281,8 @@ __device__ __forceinline__ void norm_fwd(const fwd_args &a) {
     float s[1] = {0.0f};
 
     // pass 1: S(x) (LN) or S(x*x) (RMS)
-    if (RAW) {
-#pragma unroll
-      for (int j = 0; j < NVR; j++) {
-        const unsigned vi = (unsigned)j * T + t;
-        if (FULL || (j < nv && valid && vi < nvec))
-          xr[j] = te_dev_ld8raw<DX>(a.x, base + (unsigned long long)vi * VEC);
-      }
-#pragma unroll
-      for (int j = 0; j < NVR; j++) {
-        const unsigned vi = (unsigned)j * T + t;
-        if (FULL || (j < nv && valid && vi < nvec)) {
-          te_dev_unpack8t<DX>(xr[j], v);
-#pragma unroll
-          for (int k = 0; k < VEC; k++) s[0] = ln ? te_add_rn(s[0], v[k]) : te_fma_rn(v[k], v[k], s[0]);
-        }
-      }
-    } else if (!STREAM) {
-#pragma unroll
-      for (int j = 0; j < NVR; j++) {
-        const unsigned vi = (unsigned)j * T + t;
-        if (j < nv && valid && vi < nvec) {
-          nv_ld<VEC, DX>(a.x, base + (unsigned long long)vi * VEC, dx, &v[j * VEC]);
-#pragma unroll
-          for (int k = 0; k < VEC; k++)
-            s[0] = ln ? te_add_rn(s[0], v[j * VEC + k]) : te_fma_rn(v[j * VEC + k], v[j * VEC + k], s[0]);
-        }
-      }
-    } else {
-      for (int j = 0; j < nv; j++) {
-        const unsigned vi = (unsigned)j * T + t;
-        if (valid && vi < nvec) {
-          nv_ld<VEC, DX>(a.x, base + (unsigned long long)vi * VEC, dx, v);
-#pragma unroll
-          for (int k = 0; k < VEC; k++) s[0] = ln ? te_add_rn(s[0], v[k]) : te_fma_rn(v[k], v[k], s[0]);
-        }
-      }
-    }
+    const fwd_row w = {T, t, nv, nvec, base, valid, ln, dx};
+    norm_fwd_sum<VEC, STREAM, DX, FULL, NVR, RAW>(a, w, v, xr, s);
     row_reduce<1, RAW>(s, T, buf, red);
     buf ^= 1;
     float mean = 0.0f, rs;

@@ -438,11 +438,20 @@ struct mx_stage {
   uint4 w[MX_THREADS / 32][8][2][32];   // [warp][step][half][lane]
 };
 
+// The kernel's arguments, gathered (kernels/common/quantize_params.h).
+struct mx_k {
+  TE_KMEMBERS(TE_FP8_QUANTIZE_MX_PARAMS)
+};
+
 template <int IDT, int ODT>
-static __device__ void quant_mx(const void *__restrict__ in, uint64_t rows, uint64_t cols,
-                                uint8_t *__restrict__ out_row, uint8_t *__restrict__ out_col,
-                                uint8_t *__restrict__ s_row, uint8_t *__restrict__ s_col,
-                                unsigned *amax, mx_stage &stage) {
+static __device__ void quant_mx(const mx_k &k, mx_stage &stage) {
+  const void *__restrict__ in = k.in;
+  const uint64_t rows = k.rows, cols = k.cols;
+  uint8_t *__restrict__ out_row = (uint8_t *)k.out_row;
+  uint8_t *__restrict__ out_col = (uint8_t *)k.out_col;
+  uint8_t *__restrict__ s_row = (uint8_t *)k.s_row;
+  uint8_t *__restrict__ s_col = (uint8_t *)k.s_col;
+  unsigned *amax = k.amax;
   constexpr bool staged = IDT != TE_FP8_DT_F32;
   uint4(*const stw)[2][32] = stage.w[threadIdx.x >> 5];
   const uint64_t ntc = (cols + TE_MX_TILE_C - 1) / TE_MX_TILE_C;
@@ -544,12 +553,11 @@ static __device__ void quant_mx(const void *__restrict__ in, uint64_t rows, uint
     __shared__ mx_stage stage;                                                              \
     (void)in_dt;                                                                            \
     if (noop_set(noop)) return;                                                             \
+    const mx_k k = {TE_KNAMES(TE_FP8_QUANTIZE_MX_PARAMS)};                                  \
     if (out_dt == TE_FP8_DT_E4M3)                                                           \
-      quant_mx<IDT, TE_FP8_DT_E4M3>(in, rows, cols, (uint8_t *)out_row, (uint8_t *)out_col, \
-                                    (uint8_t *)s_row, (uint8_t *)s_col, amax, stage);       \
+      quant_mx<IDT, TE_FP8_DT_E4M3>(k, stage);                                              \
     else                                                                                    \
-      quant_mx<IDT, TE_FP8_DT_E5M2>(in, rows, cols, (uint8_t *)out_row, (uint8_t *)out_col, \
-                                    (uint8_t *)s_row, (uint8_t *)s_col, amax, stage);       \
+      quant_mx<IDT, TE_FP8_DT_E5M2>(k, stage);                                              \
   }
 MX_KERNEL(f32, TE_FP8_DT_F32)
 MX_KERNEL(bf16, TE_FP8_DT_BF16)

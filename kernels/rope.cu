@@ -30,7 +30,7 @@ struct rope_k {
 __device__ __forceinline__ void rope_cs(const rope_k &a, long long pos, int i, int half, int inv,
                                         double f, float *c, float *s) {
   if (a.flags & TE_ROPE_TABLE)
-    te_rope_cs_table(pos, i, half, a.cos_t, a.sin_t, a.table_len, inv, c, s);
+    te_rope_cs_table(pos, i, half, te_rope_tab{a.cos_t, a.sin_t, a.table_len}, inv, c, s);
   else
     te_rope_cs(pos, f, inv, c, s);
 }
@@ -78,11 +78,20 @@ __device__ __forceinline__ void rope_table(const rope_k &a, unsigned long long t
   }
 }
 
+// What every item of a launch is stored with: the layout (interleaved,
+// half the rotated width), y's dtype and its FP8 scale.
+struct rope_out {
+  int inter, half, dy;
+  float sc;
+};
+
 // One item's rotation from loaded u, v (HALVES: 8 of each half;
 // INTERLEAVED: 16 contiguous) with the table entries from ci.
-__device__ __forceinline__ void rope_item(const rope_k &a, int inter, uint64_t yb, int half,
+__device__ __forceinline__ void rope_item(const rope_k &a, const rope_out &o, uint64_t yb,
                                           const float *c, const float *s, float *u, float *v,
-                                          int dy, float sc, float *am) {
+                                          float *am) {
+  const int inter = o.inter, half = o.half, dy = o.dy;
+  const float sc = o.sc;
   float p[8], q[8];
   if (inter) {
 #pragma unroll
@@ -169,7 +178,7 @@ __device__ __forceinline__ void rope_v8(const rope_k &a, float *tc, float *ts) {
         float fu[8], fv[8];
         rope_unpack<DX>(u[r], fu);
         rope_unpack<DX>(v[r], fv);
-        rope_item(a, inter, yb[r], half, tc + cb[r], ts + cb[r], fu, fv, dy, sc, &am);
+        rope_item(a, rope_out{inter, half, dy, sc}, yb[r], tc + cb[r], ts + cb[r], fu, fv, &am);
       }
     }
     if (!(a.flags & TE_ROPE_INPLACE)) {

@@ -415,10 +415,17 @@ __device__ __forceinline__ uint32_t ct_amax2_bits(const ct_amax2 *m) {
 // One row chunk of ct_body_pt2: v = dy * act'(x) from the packed inputs;
 // the amax; s = v (first row) or s + v (second, when sum); w = the FP8
 // codes of v * mult.
+// What ct_pt2_row adds to: the running amax and the dbias row sums.
+struct pt2_acc {
+  ct_amax2 *am;
+  float *s;
+};
 template <int IN, int ACT>
 __device__ __forceinline__ void ct_pt2_row(const uint32_t *d, const uint32_t *xs, float mult,
-                                           int out_dt, bool want_amax, ct_amax2 *am, float *s,
+                                           int out_dt, bool want_amax, const pt2_acc acc,
                                            bool sum, uint32_t *w) {
+  ct_amax2 *am = acc.am;
+  float *s = acc.s;
   float v[TE_CT_CHUNK];
 #pragma unroll
   for (int k = 0; k < TE_CT_CHUNK; k++)
@@ -481,8 +488,8 @@ __device__ __forceinline__ void ct_body_pt2(CT_PARAMS) {
     // row's floats are live at a time
     float s[TE_CT_CHUNK];
     uint32_t w0[4], w1[4];
-    ct_pt2_row<IN, ACT>(d0, x0, mult, cw.out_dt, amax != nullptr, &am, s, false, w0);
-    ct_pt2_row<IN, ACT>(d1, x1, mult, cw.out_dt, amax != nullptr, &am, s, DB, w1);
+    ct_pt2_row<IN, ACT>(d0, x0, mult, cw.out_dt, amax != nullptr, {&am, s}, false, w0);
+    ct_pt2_row<IN, ACT>(d1, x1, mult, cw.out_dt, amax != nullptr, {&am, s}, DB, w1);
     if (dbias) {
       float r4[4];
       ct_pt2_rs(s, r4, lane);

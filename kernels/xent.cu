@@ -224,11 +224,26 @@ __device__ __forceinline__ void xent_copy_batch(uint4 *sm, const uint4 *src, uin
 // vectors in shared memory at sm, read there instead of from x; nxt (with
 // SM): the next row, whose vectors are copied (cp.async) into the slots of
 // a batch once the batch's values have been used; SMOOTH: xent_grad's.
+// One row's slice and the facts of its gradient: units [u0, u1) of the
+// row at base, lse2, the label's column (lab), xent_grad's c1, c2 and
+// scale, the label's state st and the output's FP8 scale osc.  Passed by
+// value: with a reference nvcc scheduled te_xent_train differently.
+struct xent_row {
+  uint64_t base, u0, u1;
+  float lse2;
+  long long lab;
+  float c1, c2, scale;
+  int st;
+  float osc;
+};
+
 template <int DT, int DO, int NT, bool SM, bool SMOOTH>
-__device__ __forceinline__ void xent_bwd_vec(const bwd_k &a, uint64_t base, uint64_t u0,
-                                             uint64_t u1, float lse2, long long lab, float c1,
-                                             float c2, float scale, int st, float osc,
-                                             float &am, uint4 *sm, const uint4 *nxt) {
+__device__ __forceinline__ void xent_bwd_vec(const bwd_k &a, const xent_row row, float &am,
+                                             uint4 *sm, const uint4 *nxt) {
+  const uint64_t base = row.base, u0 = row.u0, u1 = row.u1;
+  const float lse2 = row.lse2, c1 = row.c1, c2 = row.c2, scale = row.scale, osc = row.osc;
+  const long long lab = row.lab;
+  const int st = row.st;
   constexpr int NQ = DT == TE_FP8_DT_F32 ? 2 : 1, U = TE_XENT_BWD_UNROLL / NQ;  // 64 B a thread
   constexpr bool F8 = DO == TE_FP8_DT_E4M3 || DO == TE_FP8_DT_E5M2;
   void *out = a.y ? a.y : a.x;
@@ -283,35 +298,25 @@ __device__ __forceinline__ void xent_bwd_vec(const bwd_k &a, uint64_t base, uint
 }
 
 template <int DT, int NT, bool SM, bool SMOOTH>
-__device__ __forceinline__ void xent_bwd_vec_to(const bwd_k &a, uint64_t base, uint64_t u0,
-                                                uint64_t u1, float lse2, long long lab, float c1,
-                                                float c2, float scale, int st, float osc,
-                                                float &am, uint4 *sm, const uint4 *nxt) {
+__device__ __forceinline__ void xent_bwd_vec_to(const bwd_k &a, const xent_row w, float &am,
+                                                uint4 *sm, const uint4 *nxt) {
   if (!a.y || a.ydtype == DT)
-    xent_bwd_vec<DT, DT, NT, SM, SMOOTH>(a, base, u0, u1, lse2, lab, c1, c2, scale, st, osc, am,
-                                         sm, nxt);
+    xent_bwd_vec<DT, DT, NT, SM, SMOOTH>(a, w, am, sm, nxt);
   else if (a.ydtype == TE_FP8_DT_E4M3)
-    xent_bwd_vec<DT, TE_FP8_DT_E4M3, NT, SM, SMOOTH>(a, base, u0, u1, lse2, lab, c1, c2, scale,
-                                                     st, osc, am, sm, nxt);
+    xent_bwd_vec<DT, TE_FP8_DT_E4M3, NT, SM, SMOOTH>(a, w, am, sm, nxt);
   else
-    xent_bwd_vec<DT, TE_FP8_DT_E5M2, NT, SM, SMOOTH>(a, base, u0, u1, lse2, lab, c1, c2, scale,
-                                                     st, osc, am, sm, nxt);
+    xent_bwd_vec<DT, TE_FP8_DT_E5M2, NT, SM, SMOOTH>(a, w, am, sm, nxt);
 }
 
 // The row's gradient into its output type; lse2 = lse log2 e (as
 // te_xent_grad forms it).
 template <int DT, int NT = TE_XENT_BWD_THREADS, bool SM = false>
-__device__ __forceinline__ void xent_bwd_vec_out(const bwd_k &a, uint64_t base, uint64_t u0,
-                                                 uint64_t u1, float lse2, long long lab, float c1,
-                                                 float c2, float scale, int st, float osc,
-                                                 float &am, uint4 *sm = nullptr,
-                                                 const uint4 *nxt = nullptr) {
-  if (c1 != 0.0f)
-    xent_bwd_vec_to<DT, NT, SM, true>(a, base, u0, u1, lse2, lab, c1, c2, scale, st, osc, am, sm,
-                                      nxt);
+__device__ __forceinline__ void xent_bwd_vec_out(const bwd_k &a, const xent_row w, float &am,
+                                                 uint4 *sm = nullptr, const uint4 *nxt = nullptr) {
+  if (w.c1 != 0.0f)
+    xent_bwd_vec_to<DT, NT, SM, true>(a, w, am, sm, nxt);
   else
-    xent_bwd_vec_to<DT, NT, SM, false>(a, base, u0, u1, lse2, lab, c1, c2, scale, st, osc, am, sm,
-                                       nxt);
+    xent_bwd_vec_to<DT, NT, SM, false>(a, w, am, sm, nxt);
 }
 
 // Blocks (chunk blockIdx.x of a.chunk units, rows blockIdx.y, +
@@ -342,12 +347,13 @@ extern "C" __global__ void __launch_bounds__(TE_XENT_BWD_THREADS, 4)
     const long long lab = (long long)a.labels[t] - a.vocab_off;
     const float lse2 = te_xent_lse2(a.lse[t]);
     if (vec) {
+      const xent_row w = {base, u0, u1, lse2, lab, c1, c2, scale, st, osc};
       if (a.dtype == TE_FP8_DT_BF16)
-        xent_bwd_vec_out<TE_FP8_DT_BF16>(a, base, u0, u1, lse2, lab, c1, c2, scale, st, osc, am);
+        xent_bwd_vec_out<TE_FP8_DT_BF16>(a, w, am);
       else if (a.dtype == TE_FP8_DT_F16)
-        xent_bwd_vec_out<TE_FP8_DT_F16>(a, base, u0, u1, lse2, lab, c1, c2, scale, st, osc, am);
+        xent_bwd_vec_out<TE_FP8_DT_F16>(a, w, am);
       else
-        xent_bwd_vec_out<TE_FP8_DT_F32>(a, base, u0, u1, lse2, lab, c1, c2, scale, st, osc, am);
+        xent_bwd_vec_out<TE_FP8_DT_F32>(a, w, am);
     } else {
       const float nan = __int_as_float(0x7fc00000);
       for (uint64_t j = u0 + threadIdx.x; j < u1; j += TE_XENT_BWD_THREADS) {
@@ -455,8 +461,8 @@ __device__ __forceinline__ void xent_train_rows(const train_k &a, const row_k &r
     // next row's vectors (its reads overlap this row's writes)
     const unsigned long long tn = t + gridDim.x;
     const uint4 *nxt = tn < a.tokens ? (const uint4 *)((const char *)a.x + tn * rowb) : nullptr;
-    xent_bwd_vec_out<DT, XT, true>(b, base, 0, units, lse2, lab, c1, c2, scale, st, osc, am, sm,
-                                   nxt);
+    const xent_row w = {base, 0, units, lse2, lab, c1, c2, scale, st, osc};
+    xent_bwd_vec_out<DT, XT, true>(b, w, am, sm, nxt);
   }
 }
 

@@ -95,10 +95,24 @@ static void shape_str(char *s, size_t n, size_t rows, size_t cols) {
   snprintf(s, n, "%zux%zu", rows, cols);
 }
 
+/* One row of tb_fp8's table: a kernel, its shape and what it is held to.
+ * kind: 0 plain, 1 RMSNorm (gamma, rsigma), 2 LayerNorm (beta, mu too),
+ * 3 dact (x, dbias, workspace). */
+struct fp8_case {
+  const char *name;
+  size_t rows, cols;
+  tecore_scaling_mode_t mode;
+  int columnwise;
+  tb_body body;
+  double bytes_per_el, target;
+  int kind;
+};
+
 /* One kernel: builds inputs and outputs, times, reports, frees. */
-static void run_one(struct tb_ctx *c, const char *name, size_t rows, size_t cols,
-                    tecore_scaling_mode_t mode, int columnwise, tb_body body, double bytes_per_el,
-                    double target, int kind) {
+static void run_one(struct tb_ctx *c, const struct fp8_case *k) {
+  const char *name = k->name;
+  const size_t rows = k->rows, cols = k->cols;
+  const int kind = k->kind;
   struct fp8_arg a;
   tb_progress(c, name);
   memset(&a, 0, sizeof a);
@@ -106,7 +120,7 @@ static void run_one(struct tb_ctx *c, const char *name, size_t rows, size_t cols
   char shape[32];
   shape_str(shape, sizeof shape, rows, cols);
   if (make_in(c, &a.in, rows, cols, TECORE_DTYPE_BF16) ||
-      make_out(c, &a.out, rows, cols, mode, columnwise))
+      make_out(c, &a.out, rows, cols, k->mode, k->columnwise))
     goto out;
   if (kind == 1 || kind == 2) { /* norms: gamma (and beta) [cols], rsigma/mu [rows] */
     if (make_in(c, &a.gamma, 1, cols, TECORE_DTYPE_BF16)) goto out;
@@ -127,7 +141,7 @@ static void run_one(struct tb_ctx *c, const char *name, size_t rows, size_t cols
         (a.ws_bytes && tecore_mem_alloc(a.ws_bytes, &a.ws)))
       goto out;
   }
-  tb_report(c, name, shape, tb_time(c, body, &a), bytes_per_el * rows * cols, target);
+  tb_report(c, name, shape, tb_time(c, k->body, &a), k->bytes_per_el * rows * cols, k->target);
   goto done;
 out:
   fprintf(stderr, "te-bench: %s: set-up failed: %s\n", name, tecore_last_error());
@@ -151,20 +165,20 @@ void tb_fp8(struct tb_ctx *c) {
   double target = c->backend == TECORE_BACKEND_CUDA ? 90 : 0;
   c->section = "fp8";
   tb_info(c, "fp8 kernels: BF16 in, E4M3 out; bytes/element counted: read + write");
-  run_one(c, "quantize delayed (3 B/el)", R, C, TECORE_SCALING_DELAYED, 0, quantize_body, 3,
-          target, 0);
   /* current scaling: amax pass (2 B/el) + quantize pass (3 B/el); target
    * 110% of the floor = 100/1.1 = 90.9% of copy bandwidth over 5 B/el */
-  run_one(c, "quantize current (5 B/el 2-pass)", R, C, TECORE_SCALING_CURRENT, 0, quantize_body,
-          5, target ? 100.0 / 1.1 : 0, 0);
-  run_one(c, "quantize mxfp8 row+col (4.06 B/el)", R, C, TECORE_SCALING_MXFP8, 1, quantize_body,
-          4.0 + 2.0 / 32, target ? 85 : 0, 0);
-  run_one(c, "cast+transpose (4 B/el)", R, C, TECORE_SCALING_DELAYED, 1, ct_body, 4, target, 0);
-  run_one(c, "rmsnorm+quantize (3 B/el)", NR, NC, TECORE_SCALING_DELAYED, 0, rms_body, 3, target,
-          1);
-  run_one(c, "layernorm+quantize (3 B/el)", NR, NC, TECORE_SCALING_DELAYED, 0, ln_body, 3, target,
-          2);
-  run_one(c, "gelu+quantize (3 B/el)", NR, NC, TECORE_SCALING_DELAYED, 0, act_body, 3, target, 0);
-  run_one(c, "dgelu+dbias+cast+transpose (6 B/el)", R, C, TECORE_SCALING_DELAYED, 1, dact_body, 6,
-          target, 3);
+  const double cur = target ? 100.0 / 1.1 : 0, mx = target ? 85 : 0;
+  const tecore_scaling_mode_t dl = TECORE_SCALING_DELAYED;
+  const struct fp8_case cases[] = {
+      {"quantize delayed (3 B/el)", R, C, dl, 0, quantize_body, 3, target, 0},
+      {"quantize current (5 B/el 2-pass)", R, C, TECORE_SCALING_CURRENT, 0, quantize_body, 5, cur, 0},
+      {"quantize mxfp8 row+col (4.06 B/el)", R, C, TECORE_SCALING_MXFP8, 1, quantize_body,
+       4.0 + 2.0 / 32, mx, 0},
+      {"cast+transpose (4 B/el)", R, C, dl, 1, ct_body, 4, target, 0},
+      {"rmsnorm+quantize (3 B/el)", NR, NC, dl, 0, rms_body, 3, target, 1},
+      {"layernorm+quantize (3 B/el)", NR, NC, dl, 0, ln_body, 3, target, 2},
+      {"gelu+quantize (3 B/el)", NR, NC, dl, 0, act_body, 3, target, 0},
+      {"dgelu+dbias+cast+transpose (6 B/el)", R, C, dl, 1, dact_body, 6, target, 3},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) run_one(c, &cases[i]);
 }

@@ -331,12 +331,10 @@ static void prob_free(struct gemm_prob *p) {
 
 /* One GEMM row: TFLOP/s beside a peer (cuBLASLt called directly, or the
  * unfused pair); target judged on a GPU only (tb_row). */
-static void report_flops(struct tb_ctx *c, const char *name, const char *shape, double ms,
-                         double flops, const char *peer, double peer_ms, const char *target,
-                         int met, const char *note) {
-  struct tb_row r = {.name = name, .shape = shape, .time = ms, .unit = "ms",
-                     .rate = flops / (ms * 1e-3) / 1e12, .rate_unit = "TFLOP/s", .peer = peer,
-                     .peer_time = peer_ms, .target = target, .met = met, .note = note};
+static void report_flops(struct tb_ctx *c, struct tb_row r, double flops) {
+  r.unit = "ms";
+  r.rate = flops / (r.time * 1e-3) / 1e12;
+  r.rate_unit = "TFLOP/s";
   tb_row(c, &r);
 }
 
@@ -345,10 +343,10 @@ static void report_flops(struct tb_ctx *c, const char *name, const char *shape, 
  * measures its candidates on the first call (cuda_gemm_tune.c), so the
  * ratio there is what measuring wins; the note then also gives the floor,
  * the operands' and D's bytes over the copy bandwidth. */
-static void bench_pair(struct tb_ctx *c, struct lt_fns *lt, tecore_devptr_t ws, size_t ws_bytes,
-                       tecore_dtype_t in, size_t m, size_t n, size_t k, int fast) {
-  struct gemm_prob p = {.m = m, .n = n, .k = k, .in = in, .fast = fast, .ws = ws,
-                        .ws_bytes = ws_bytes, .lt = lt};
+static void bench_pair(struct tb_ctx *c, const struct gemm_prob *where, tecore_dtype_t in,
+                       size_t m, size_t n, size_t k, int fast) {
+  struct gemm_prob p = {.m = m, .n = n, .k = k, .in = in, .fast = fast, .ws = where->ws,
+                        .ws_bytes = where->ws_bytes, .lt = where->lt};
   char shape[48], name[64];
   snprintf(shape, sizeof shape, "%zux%zux%zu", m, n, k);
   if (prob_alloc(c, &p) || direct_setup(&p)) {
@@ -369,7 +367,7 @@ static void bench_pair(struct tb_ctx *c, struct lt_fns *lt, tecore_devptr_t ws, 
     char algo[160];
     te_lt_algo_describe(lt->algo_get, &p.algo, algo, sizeof algo);
     snprintf(name, sizeof name, "gemm %s cuBLASLt direct", kind);
-    report_flops(c, name, shape, t_lt, flops, NULL, 0, NULL, 0, algo);
+    report_flops(c, (struct tb_row){.name = name, .shape = shape, .time = t_lt, .note = algo}, flops);
     if (t_lt > 0 && t_te > 0) {
       double h_lt = host_us_per_call(c, direct_body, &p), h_te = host_us_per_call(c, libte_body, &p);
       char note[160];
@@ -381,8 +379,9 @@ static void bench_pair(struct tb_ctx *c, struct lt_fns *lt, tecore_devptr_t ws, 
                  "bandwidth)", bytes / (c->copy_gbs * 1e9) * 1e6, bytes / 1e6);
       }
       snprintf(name, sizeof name, "gemm %s libte", kind);
-      report_flops(c, name, shape, t_te, flops, "cuBLASLt direct", t_lt, ">= 97% of cuBLASLt",
-                   100.0 * t_lt / t_te >= 97.0, note);
+      report_flops(c, (struct tb_row){.name = name, .shape = shape, .time = t_te,
+                       .peer = "cuBLASLt direct", .peer_time = t_lt,
+                       .target = ">= 97% of cuBLASLt", .met = 100.0 * t_lt / t_te >= 97.0, .note = note}, flops);
     }
   }
   direct_free(&p);
@@ -411,7 +410,8 @@ static void report_variant(struct tb_ctx *c, const struct variant *v, tb_body bo
                            const char *shape, double flops, double peer_t) {
   double t = tb_time(c, body, arg);
   if (t > 0)
-    report_flops(c, v->name, shape, t, flops, v->peer, peer_t, NULL, 0, v->note);
+    report_flops(c, (struct tb_row){.name = v->name, .shape = shape, .time = t, .peer = v->peer,
+                     .peer_time = peer_t, .note = v->note}, flops);
   else
     tb_info(c, "gemm: %s not run here: %s", v->epi, tecore_last_error());
 }
@@ -496,13 +496,15 @@ static void bench_mlp(struct tb_ctx *c, tecore_devptr_t ws, size_t ws_bytes, tec
     double wfloor = (double)n * k * tecore_dtype_size(it) / (c->copy_gbs * 1e9) * 1e3;
     snprintf(note, sizeof note, "floor %.1f us (the %.1f MB weight over copy bandwidth)",
              wfloor * 1e3, (double)n * k * tecore_dtype_size(it) / 1e6);
-    report_flops(c, "linear+bias+gelu unfused", shape, tu, flops, NULL, 0, NULL, 0, note);
-    report_flops(c, "linear+bias+gelu fused epilogue", shape, tf, flops, "unfused", tu, NULL, 0,
-                 note);
+    report_flops(c, (struct tb_row){.name = "linear+bias+gelu unfused", .shape = shape, .time = tu,
+                     .note = note}, flops);
+    report_flops(c, (struct tb_row){.name = "linear+bias+gelu fused epilogue", .shape = shape,
+                     .time = tf, .peer = "unfused", .peer_time = tu, .note = note}, flops);
     goto out;
   }
-  report_flops(c, "linear+bias+gelu unfused", shape, tu, flops, NULL, 0, NULL, 0,
-               "gemm+bias then tecore_act_fwd gelu: no bias+gelu kernel exists");
+  report_flops(c, (struct tb_row){.name = "linear+bias+gelu unfused", .shape = shape, .time = tu,
+                   .note = "gemm+bias then tecore_act_fwd gelu: no bias+gelu kernel exists"},
+                   flops);
   if (tf > 0 && tu > 0) {
     double saved_bytes = 2.0 * (double)m * n;   /* the GELU kernel's read of pre (bf16) */
     double floor_ms = saved_bytes / (c->copy_gbs * 1e9) * 1e3;
@@ -510,8 +512,9 @@ static void bench_mlp(struct tb_ctx *c, tecore_devptr_t ws, size_t ws_bytes, tec
     snprintf(target, sizeof target, "saves >= %.3f ms", floor_ms);
     snprintf(note, sizeof note, "saves %.3f ms; floor: %.0f MB over copy bandwidth; the "
              "GEMM+bias alone %.3f ms", tu - tf, saved_bytes / 1e6, tb_time(c, mlp_gemm, &a));
-    report_flops(c, "linear+bias+gelu fused epilogue", shape, tf, flops, "unfused", tu, target,
-                 tu - tf >= floor_ms, note);
+    report_flops(c, (struct tb_row){.name = "linear+bias+gelu fused epilogue", .shape = shape,
+                     .time = tf, .peer = "unfused", .peer_time = tu, .target = target,
+                     .met = tu - tf >= floor_ms, .note = note}, flops);
   }
   /* the derivative-aux forward, where the GEMM library runs it (BF16 on
    * libte's own Hopper GEMM): beside the pre-activation one */
@@ -594,15 +597,15 @@ static void bench_dgelu(struct tb_ctx *c, tecore_devptr_t ws, size_t ws_bytes, s
   double tf, tu;
   time_pair(c, dgelu_fused, dgelu_unfused, &a, &tf, &tu);
   double tg = tb_time(c, dgelu_gemm, &a);
-  report_flops(c, "linear dgelu unfused", shape, tu, flops, NULL, 0, NULL, 0,
-               "gemm then tecore_act_bwd gelu (no bias gradient)");
+  report_flops(c, (struct tb_row){.name = "linear dgelu unfused", .shape = shape, .time = tu,
+                   .note = "gemm then tecore_act_bwd gelu (no bias gradient)"}, flops);
   if (tf > 0 && tu > 0) {
     /* what fusing saves: the GEMM's write of dh and its read back (bf16) */
     double saved_bytes = 4.0 * (double)m * n;
     snprintf(note, sizeof note, "saves %.3f ms and adds the bias gradient; floor: %.0f MB over "
              "copy bandwidth; the GEMM alone %.3f ms", tu - tf, saved_bytes / 1e6, tg);
-    report_flops(c, "linear dgelu+dbias fused epilogue", shape, tf, flops, "unfused", tu, NULL, 0,
-                 note);
+    report_flops(c, (struct tb_row){.name = "linear dgelu+dbias fused epilogue", .shape = shape,
+                     .time = tf, .peer = "unfused", .peer_time = tu, .note = note}, flops);
     static const struct variant v = {
         "linear dgelu+dbias from gelu' as aux", "dgelu from the pre-activation",
         "DAUX_BGRAD: dh = dY W2 times the saved gelu', with the bias gradient", "daux_bgrad"};
@@ -647,19 +650,21 @@ void tb_gemm(struct tb_ctx *c) {
     c->failed = 1;
     return;
   }
+  /* where every bench_pair runs: the library's functions and workspace */
+  const struct gemm_prob at = {.lt = &lt, .ws = ws, .ws_bytes = ws_bytes};
   static const size_t sizes[] = {4096, 8192};
   for (int i = 0; i < 2; i++) {
     size_t z = sizes[i];
-    bench_pair(c, &lt, ws, ws_bytes, TECORE_DTYPE_E4M3, z, z, z, 0);
-    bench_pair(c, &lt, ws, ws_bytes, TECORE_DTYPE_E4M3, z, z, z, 1);
-    bench_pair(c, &lt, ws, ws_bytes, TECORE_DTYPE_BF16, z, z, z, 0);
+    bench_pair(c, &at, TECORE_DTYPE_E4M3, z, z, z, 0);
+    bench_pair(c, &at, TECORE_DTYPE_E4M3, z, z, z, 1);
+    bench_pair(c, &at, TECORE_DTYPE_BF16, z, z, z, 0);
   }
   /* a few tokens through a tensor-parallel rank's FFN weight (hidden
    * 4096, ffn 16384 over 2 ranks): bound by reading the weight once */
   static const size_t tokens[] = {16, 64, 128};
   for (int i = 0; i < 3; i++) {
-    bench_pair(c, &lt, ws, ws_bytes, TECORE_DTYPE_E4M3, tokens[i], 8192, 4096, 1);
-    bench_pair(c, &lt, ws, ws_bytes, TECORE_DTYPE_BF16, tokens[i], 8192, 4096, 0);
+    bench_pair(c, &at, TECORE_DTYPE_E4M3, tokens[i], 8192, 4096, 1);
+    bench_pair(c, &at, TECORE_DTYPE_BF16, tokens[i], 8192, 4096, 0);
   }
   bench_mlp(c, ws, ws_bytes, TECORE_DTYPE_E4M3, 8192, 16384, 4096);
   /* GPT-2 124M's step without epilogue (batch 32 x 1024 tokens): the
@@ -667,7 +672,7 @@ void tb_gemm(struct tb_ctx *c) {
    * TECORE_GEMM_OWN=2 the libte rows are libte's own kernel */
   static const size_t gpt2[][2] = {{768, 768}, {768, 3072}, {2304, 768}, {768, 2304}};
   for (int i = 0; i < 4; i++)
-    bench_pair(c, &lt, ws, ws_bytes, TECORE_DTYPE_BF16, 32768, gpt2[i][0], gpt2[i][1], 0);
+    bench_pair(c, &at, TECORE_DTYPE_BF16, 32768, gpt2[i][0], gpt2[i][1], 0);
   /* GPT-2 124M's fc1 (batch 32 x 1024 tokens): on Hopper libte's own
    * GEMM runs the fused row (TECORE_GEMM_OWN) */
   bench_mlp(c, ws, ws_bytes, TECORE_DTYPE_BF16, 32768, 3072, 768);

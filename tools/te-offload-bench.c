@@ -75,9 +75,25 @@ static const struct te_out_col cols[] = {
     {"verdict", TE_OUT_STR, -7, 0, 0, 0},     {"note", TE_OUT_STR, 0, 0, 0, 0}};
 enum { NCOLS = sizeof cols / sizeof cols[0] };
 
-static void row(const char *section, const char *name, double time, const char *unit,
-                double bytes, const char *peer, double peer_time, const char *target, int met,
-                const char *note) {
+/* bytes: what the row moved, for its rates (0: none); peer, target,
+ * note: NULL for none */
+struct ob_row {
+  const char *section, *name;
+  double time;
+  const char *unit;
+  double bytes;
+  const char *peer;
+  double peer_time;
+  const char *target;
+  int met;
+  const char *note;
+};
+
+static void row(const struct ob_row *r) {
+  const char *section = r->section, *name = r->name, *unit = r->unit, *peer = r->peer;
+  const char *target = r->target, *note = r->note;
+  const double time = r->time, bytes = r->bytes, peer_time = r->peer_time;
+  const int met = r->met;
   int judged = target && judge;
   struct te_out_val v[NCOLS] = {
       TE_OUT_S(section), TE_OUT_S(name), TE_OUT_N(time), TE_OUT_S(unit),
@@ -102,7 +118,9 @@ static void line(const char *section, const char *what, double bytes, double ms,
                  double peer_ms, double target) {
   char t[32];
   snprintf(t, sizeof t, ">= %.0f%% of peer", target);
-  row(section, what, ms, "ms", bytes, peer, peer_ms, t, peer_ms / ms * 100.0 >= target, NULL);
+  row(&(struct ob_row){.section = section, .name = what, .time = ms, .unit = "ms", .bytes = bytes,
+                       .peer = peer, .peer_time = peer_ms, .target = t,
+                       .met = peer_ms / ms * 100.0 >= target});
 }
 
 /* ---- pool and spill vs their peers ------------------------------------------------ */
@@ -357,8 +375,9 @@ static void bench_step(size_t tokens, size_t hidden, int layers, int iters) {
   snprintf(note, sizeof note, "memory %.1f MiB -> %.1f MiB + ring %.1f MiB; %.1f MiB each way",
            before / 1048576.0, after / 1048576.0, ring / 1048576.0, moved / 1048576.0);
   /* with offload, against the same step without it */
-  row("step", name, ms[1], "ms", 0, "the step without offload", ms[0], "<= 1.05x the time",
-      ms[1] / ms[0] <= 1.05, note);
+  row(&(struct ob_row){.section = "step", .name = name, .time = ms[1], .unit = "ms",
+                       .peer = "the step without offload", .peer_time = ms[0],
+                       .target = "<= 1.05x the time", .met = ms[1] / ms[0] <= 1.05, .note = note});
   CK(tecore_mem_free(x));
   CK(tecore_mem_free(y));
   CK(tecore_mem_free(dy));
@@ -390,7 +409,8 @@ static void bench_engine(int handoffs) {
   snprintf(note, sizeof note, "CPU %.3f s/s while handing off; idle CPU %.4f s/s, %.0f wake-ups/s "
            "(%s)", (b.cpu_s - a.cpu_s) / (b.up_s - a.up_s), (c.cpu_s - b.cpu_s) / (c.up_s - b.up_s),
            (double)(c.wakeups - b.wakeups) / (c.up_s - b.up_s), c.why);
-  row("engine", name, t / handoffs * 1e6, "us", 0, NULL, 0, NULL, 0, note);
+  row(&(struct ob_row){.section = "engine", .name = name, .time = t / handoffs * 1e6, .unit = "us",
+                       .note = note});
   CK(tecore_svc_job_destroy(j));
 }
 

@@ -97,6 +97,11 @@
   P(int, d, val)                     \
   P(int, causal, val)                \
   P(int, dir, val)
+/* The kernel's arguments as one (C and CUDA; TE_KARGS_FNS in
+ * attn_cudnn_kern.h reads them from a launch's args[] on vdev). */
+struct te_acd_stats_args {
+  TE_KMEMBERS(TE_ACD_STATS_PARAMS)
+};
 
 #define TE_ACD_FP8_PRE 0
 #define TE_ACD_FP8_POST 1
@@ -128,6 +133,9 @@ enum {
   P(int, d, val)                     \
   P(int, o_dt, val)                  \
   P(int, mode, val)
+struct te_acd_fp8_args {
+  TE_KMEMBERS(TE_ACD_FP8_PARAMS)
+};
 
 /* Roles whose offsets follow cu_kv (K V dK dV); the others follow cu_q. */
 TE_HD int te_acd_role_kv(int r) { return r == 1 || r == 2 || r == 6 || r == 7; }
@@ -183,10 +191,13 @@ TE_HD int te_acd_row_blind(long long r, long long lq, long long lk, int causal) 
 }
 
 /* Item i of te_attn_cudnn_stats (see above for the two directions). */
-TE_HD void te_acd_stats_item(const int *cu_q, const int *cu_kv, float *padded, float *lse,
-                             unsigned short *o, long long o_ts, long long o_hs, long long batch,
-                             long long heads, long long max_q, long long total_q, int d,
-                             int causal, int dir, long long i) {
+TE_HD void te_acd_stats_item(const struct te_acd_stats_args *a, long long i) {
+  const int *cu_q = a->cu_q, *cu_kv = a->cu_kv;
+  float *padded = a->padded, *lse = a->lse;
+  unsigned short *o = a->o;
+  const long long o_ts = a->o_ts, o_hs = a->o_hs, batch = a->batch, heads = a->heads;
+  const long long max_q = a->max_q, total_q = a->total_q;
+  const int d = a->d, causal = a->causal, dir = a->dir;
   if (dir == TE_ACD_TO_LSE) {
     long long h = i / total_q, t = i % total_q;
     long long b = te_acd_seq_of(cu_q, batch, t);
@@ -268,11 +279,14 @@ TE_HD void te_acd_fp8_pre(float *slots, const float *q_si, const float *k_si, co
 
 /* Item i of te_attn_cudnn_fp8 (see above), element by element (vdev; the
  * GPU kernel does the same math 8 at a time). */
-TE_HD void te_acd_fp8_item(float *slots, const float *q_si, const float *k_si, const float *v_si,
-                           const unsigned char *o8, void *o, float *s_amax, float *o_amax,
-                           const float *o_scale, float *o_scale_inv, long long o_ts,
-                           long long o_hs, long long total_q, long long heads, int d, int o_dt,
-                           int mode, long long i) {
+TE_HD void te_acd_fp8_item(const struct te_acd_fp8_args *a, long long i) {
+  float *slots = a->slots;
+  const float *q_si = a->q_si, *k_si = a->k_si, *v_si = a->v_si, *o_scale = a->o_scale;
+  const unsigned char *o8 = a->o8;
+  void *o = a->o;
+  float *s_amax = a->s_amax, *o_amax = a->o_amax, *o_scale_inv = a->o_scale_inv;
+  const long long o_ts = a->o_ts, o_hs = a->o_hs, total_q = a->total_q, heads = a->heads;
+  const int d = a->d, o_dt = a->o_dt, mode = a->mode;
   long long n = te_acd_fp8_items(o8, total_q, heads, d, mode);
   if (mode == TE_ACD_FP8_PRE) {
     te_acd_fp8_pre(slots, q_si, k_si, v_si, o_scale);

@@ -191,6 +191,10 @@ struct te_kalign {
   struct tag {                                                                     \
     TE_KMEMBERS(LIST)                                                              \
   };                                                                               \
+  TE_KARGS_FNS(tag, LIST)
+/* The same functions for a struct tag defined elsewhere (a header that
+ * nvcc reads too: its helpers take the kernel's arguments as one). */
+#define TE_KARGS_FNS(tag, LIST)                                                    \
   static inline struct tag tag##_of(void *const *args) {                           \
     struct tag a;                                                                  \
     unsigned i = 0;                                                                \

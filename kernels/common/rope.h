@@ -109,15 +109,20 @@ TE_HD void te_rope_cs(long long pos, double inv_freq, int inverse, float *c, flo
 /* The same from a caller's table (a position outside it: cos 0, sin 0,
  * so the rotated part is written as zeros, never read from outside; the
  * kernels report it, te_rope_status). */
-TE_HD void te_rope_cs_table(long long pos, int i, int half, const float *ct, const float *st,
-                            long long table_len, int inverse, float *c, float *s) {
-  if (pos < 0 || pos >= table_len) {
+/* The caller's table: cos and sin [len][half]. */
+struct te_rope_tab {
+  const float *cos_t, *sin_t;
+  long long len;
+};
+TE_HD void te_rope_cs_table(long long pos, int i, int half, struct te_rope_tab t, int inverse,
+                            float *c, float *s) {
+  if (pos < 0 || pos >= t.len) {
     *c = 0.0f;
     *s = 0.0f;
     return;
   }
-  *c = ct[pos * half + i];
-  float v = st[pos * half + i];
+  *c = t.cos_t[pos * half + i];
+  float v = t.sin_t[pos * half + i];
   *s = inverse ? -v : v;
 }
 

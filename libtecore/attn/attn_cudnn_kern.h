@@ -11,8 +11,8 @@
 #include "common/attn_cudnn.h"
 
 TE_KARGS(te_acd_ragged_args, TE_ACD_RAGGED_PARAMS)
-TE_KARGS(te_acd_stats_args, TE_ACD_STATS_PARAMS)
-TE_KARGS(te_acd_fp8_args, TE_ACD_FP8_PARAMS)
+TE_KARGS_FNS(te_acd_stats_args, TE_ACD_STATS_PARAMS) /* the structs: common/attn_cudnn.h */
+TE_KARGS_FNS(te_acd_fp8_args, TE_ACD_FP8_PARAMS)
 
 /* The vdev twins of the two kernels (attn_vdev.c). */
 void te_acd_vdev_ragged(const struct tecore_launch_cfg *cfg, void *const *args);

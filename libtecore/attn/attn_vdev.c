@@ -290,8 +290,7 @@ void te_acd_vdev_stats(const struct tecore_launch_cfg *cfg, void *const *args) {
   (void)cfg;
   long long n = a.dir == TE_ACD_TO_LSE ? a.heads * a.total_q : a.batch * a.heads * a.max_q;
   for (long long i = 0; i < n; i++)
-    te_acd_stats_item(a.cu_q, a.cu_kv, a.padded, a.lse, a.o, a.o_ts, a.o_hs, a.batch, a.heads,
-                      a.max_q, a.total_q, a.d, a.causal, a.dir, i);
+    te_acd_stats_item(&a, i);
 }
 
 void te_acd_vdev_fp8(const struct tecore_launch_cfg *cfg, void *const *args) {
@@ -299,6 +298,5 @@ void te_acd_vdev_fp8(const struct tecore_launch_cfg *cfg, void *const *args) {
   (void)cfg;
   long long n = te_acd_fp8_items(a.o8, a.total_q, a.heads, a.d, a.mode);
   for (long long i = 0; i < n; i++)
-    te_acd_fp8_item(a.slots, a.q_si, a.k_si, a.v_si, a.o8, a.o, a.s_amax, a.o_amax, a.o_scale,
-                    a.o_scale_inv, a.o_ts, a.o_hs, a.total_q, a.heads, a.d, a.o_dt, a.mode, i);
+    te_acd_fp8_item(&a, i);
 }

@@ -184,12 +184,6 @@ TE_PARAM_INT(norm_fwd_waves, "TECORE_NORM_FWD_WAVES", 0, 0, 1024,
              "of resident blocks, looping over the rows (0, the default: a block per row "
              "group)");
 
-/* te_norm_fwd_warp16 measured against te_norm_fwd_fast16 at GPT-2's
- * LayerNorm (bench/2026-11-27.md, session 35, phase d). */
-TE_PARAM_INT(norm_fwd_warp16, "TECORE_NORM_FWD_WARP16", 1, 0, 1,
-             "1 (the default): BF16 rows of 768 (a warp a row, 3 vectors a thread), gamma as "
-             "stored, take the forward kernel without per-vector tests; 0: the general one");
-
 /* Blocks of `threads` resident on one multiprocessor for a kernel held to
  * 48 registers (__maxnreg__(48)): 64K registers, 2048 threads, 32 blocks. */
 static unsigned norm_resident_48(unsigned threads) {
@@ -242,10 +236,11 @@ static tecore_result_t norm_fwd(const struct norm_fwd_call *c, tecore_stream_t s
       !(c->flags & TECORE_NORM_ZERO_CENTERED_GAMMA))
     k = K_FWD_FULL16;
   /* te_norm_fwd_warp16: BF16 rows that fill 3 vectors of each thread of a
-   * warp (hidden 768), gamma as stored */
+   * warp (hidden 768), gamma as stored (measured against te_norm_fwd_fast16
+   * at GPT-2's LayerNorm, bench/2026-11-27.md, session 35, phase d; the
+   * same operations in the same order) */
   if (k == K_FWD_FAST16 && x->dtype == TECORE_DTYPE_BF16 && p.tpr == 32 && p.nv == 3 &&
-      hidden == 3 * 8 * 32 && !(c->flags & TECORE_NORM_ZERO_CENTERED_GAMMA) &&
-      tecore_tunable_int(&norm_fwd_warp16))
+      hidden == 3 * 8 * 32 && !(c->flags & TECORE_NORM_ZERO_CENTERED_GAMMA))
     k = K_FWD_WARP16;
   unsigned long long blocks = (rows + (unsigned)p.rows_per_block - 1) / (unsigned)p.rows_per_block;
   const int64_t waves = tecore_tunable_int(&norm_fwd_waves);

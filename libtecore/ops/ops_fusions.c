@@ -98,14 +98,18 @@ static int p_act_q(const tecore_seq_t *s, size_t i, const struct tecore_recipe *
 TE_PARAM_INT(ops_gelu_epilogue, "TECORE_OPS_GELU_EPILOGUE", 1, 0, 1,
              "1: a Linear followed by GELU runs the GELU in the GEMM's epilogue (forward: "
              "bias + GELU with the pre-activation saved as aux; backward: the next Linear's "
-             "dgrad with dGELU); 0: the GELU and its gradient as separate kernels")
+             "dgrad with dGELU); 0: the GELU and its gradient as separate kernels (as "
+             "TECORE_SEQ_NO_GELU_EPILOGUE)")
 
-static int gelu_epilogue(void) { return tecore_tunable_int(&ops_gelu_epilogue) != 0; }
+/* The sequence's flag or the process's tunable turns the epilogue off. */
+static int gelu_epilogue(const tecore_seq_t *s) {
+  return !(s->cfg.flags & TECORE_SEQ_NO_GELU_EPILOGUE) && tecore_tunable_int(&ops_gelu_epilogue);
+}
 
 static int p_linear(const tecore_seq_t *s, size_t i, const struct tecore_recipe *r, void *ctx) {
   (void)r;
   unsigned f = (unsigned)(uintptr_t)ctx;
-  if ((f & L_GELU) && !gelu_epilogue()) return 0;
+  if ((f & L_GELU) && !gelu_epilogue(s)) return 0;
   const struct te_op *l = op_at(s, i);
   if ((f & L_OWN_BIAS) && !l->d.bias) return 0;
   if ((f & L_NO_BIAS) && l->d.bias) return 0;
@@ -134,7 +138,7 @@ static int p_dgrad_dgelu(const tecore_seq_t *s, size_t i, const struct tecore_re
   const struct te_op *l = op_at(s, i);
   if ((f & L_OWN_BIAS) && !l->d.bias) return 0;
   if ((f & L_NO_BIAS) && l->d.bias) return 0;
-  if (te_op_fp8(s, i) || l->out_cols % 8 || !gelu_epilogue()) return 0;
+  if (te_op_fp8(s, i) || l->out_cols % 8 || !gelu_epilogue(s)) return 0;
   /* the second Linear's dgrad GEMM takes the dGELU epilogue: not in FP8 either */
   for (size_t k = i + 1; k < s->nops && k <= i + 3; k++)
     if (op_at(s, k)->fp8 & TE_KIND_GEMM) return !te_op_fp8(s, k);

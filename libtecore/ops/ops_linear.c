@@ -237,12 +237,6 @@ tecore_result_t te_dy8_tensor(const tecore_seq_t *s, size_t op, struct tecore_te
   return fp8_entry(s, &s->st_g, o->lin, TECORE_FP8_GRADIENT, s->dy8_srow, s->dy8_scol, t);
 }
 
-TE_PARAM_INT(ops_gelu_daux, "TECORE_OPS_GELU_DAUX", 1, 0, 1,
-             "1: a Linear with the GELU epilogue saves gelu' (not the pre-activation) for the "
-             "backward where the GEMM library runs that epilogue (libte's own GEMM on compute "
-             "capability 9.0; vdev), so the next Linear's dgrad multiplies instead of "
-             "evaluating gelu'; 0: the pre-activation, as cuBLASLt's epilogues save it")
-
 /* The Linear whose dgrad reads op's GELU aux: the last of the backward
  * plan's dgrad+dgelu group that starts at op (x_dgrad_dgelu passes it the
  * aux), or SIZE_MAX when the plan has none there -- then the GELU's own
@@ -261,7 +255,8 @@ static size_t daux_reader(const tecore_seq_t *s, size_t op) {
  * dgrad+dgelu group reads the aux (daux_reader) and the GEMM library
  * runs the epilogue for this forward and that dgrad (16-bit, no
  * residual, the shapes of gemm.c's daux rule), which then multiplies by
- * aux instead of evaluating gelu' (TECORE_OPS_GELU_DAUX).
+ * aux instead of evaluating gelu' (the dGELU GEMM is bound by its
+ * epilogue warps' aux loads and gelu', doc/kernels.md).
  * TECORE_ERR_NOT_SUPPORTED: not here -- the pre-activation epilogue then
  * runs, as before (a refusal of the library marks the op: not asked
  * again). */
@@ -275,7 +270,7 @@ static tecore_result_t gelu_daux_fwd(tecore_seq_t *s, const struct te_lin_fwd *a
   /* the backward's DAUX GEMM is that Linear's dgrad: rows x out (this
    * one's) x its out */
   const size_t next = daux_reader(s, a->op);
-  if (!tecore_tunable_int(&ops_gelu_daux) || o->gelu_daux_off || a->C || next == SIZE_MAX ||
+  if (o->gelu_daux_off || a->C || next == SIZE_MAX ||
       (dt != TECORE_DTYPE_BF16 && dt != TECORE_DTYPE_F16) || A->dtype != dt || B->dtype != dt ||
       !te_gemm_daux_shapes(a->y->shape[0], o->out_cols, o->in_cols) ||
       !te_gemm_daux_shapes(a->y->shape[0], o->out_cols, s->ops[next].out_cols))

@@ -49,14 +49,16 @@ TE_EXPORT tecore_result_t tecore_seq_create(const struct tecore_seq_config *cfg,
   TE_ARG((cfg->flags & ~(TECORE_SEQ_NO_FUSION | TECORE_SEQ_NO_GRAD_SHARING |
                          TECORE_SEQ_NO_OVERLAP | TECORE_SEQ_INFERENCE |
                          TECORE_SEQ_F32_WEIGHTS | TECORE_SEQ_DEFER_SAVED |
-                         TECORE_SEQ_GRAD_FP8_GIVEN | TECORE_SEQ_BF16_WGRAD)) == 0,
+                         TECORE_SEQ_GRAD_FP8_GIVEN | TECORE_SEQ_BF16_WGRAD |
+                         TECORE_SEQ_NO_GELU_EPILOGUE)) == 0,
          "%s: cfg->flags 0x%x has unknown bits (TECORE_SEQ_NO_FUSION 0x%x, "
          "TECORE_SEQ_NO_GRAD_SHARING 0x%x, TECORE_SEQ_NO_OVERLAP 0x%x, "
          "TECORE_SEQ_INFERENCE 0x%x, TECORE_SEQ_F32_WEIGHTS 0x%x, TECORE_SEQ_DEFER_SAVED "
-         "0x%x, TECORE_SEQ_GRAD_FP8_GIVEN 0x%x, TECORE_SEQ_BF16_WGRAD 0x%x)", fn, cfg->flags,
+         "0x%x, TECORE_SEQ_GRAD_FP8_GIVEN 0x%x, TECORE_SEQ_BF16_WGRAD 0x%x, "
+         "TECORE_SEQ_NO_GELU_EPILOGUE 0x%x)", fn, cfg->flags,
          TECORE_SEQ_NO_FUSION, TECORE_SEQ_NO_GRAD_SHARING, TECORE_SEQ_NO_OVERLAP,
          TECORE_SEQ_INFERENCE, TECORE_SEQ_F32_WEIGHTS, TECORE_SEQ_DEFER_SAVED,
-         TECORE_SEQ_GRAD_FP8_GIVEN, TECORE_SEQ_BF16_WGRAD);
+         TECORE_SEQ_GRAD_FP8_GIVEN, TECORE_SEQ_BF16_WGRAD, TECORE_SEQ_NO_GELU_EPILOGUE);
   TE_ARG(!(cfg->flags & TECORE_SEQ_BF16_WGRAD) || cfg->dtype != TECORE_DTYPE_F32,
          "%s: cfg->flags has TECORE_SEQ_BF16_WGRAD, but cfg->dtype is f32: BF16 weight "
          "gradients are for 16-bit sequences", fn);

@@ -29,7 +29,8 @@ void te_rope_vdev(const struct tecore_launch_cfg *cfg, void *const *args) {
       for (int i = 0; i < half; i++) {
         float c, s, y1, y2;
         if (a.flags & TE_ROPE_TABLE)
-          te_rope_cs_table(pos, i, half, a.cos_t, a.sin_t, a.table_len, inv, &c, &s);
+          te_rope_cs_table(pos, i, half, (struct te_rope_tab){a.cos_t, a.sin_t, a.table_len}, inv,
+                           &c, &s);
         else
           te_rope_cs(pos, te_rope_inv_freq(i, a.rot_dim, a.log2_theta), inv, &c, &s);
         int j1 = inter ? 2 * i : i, j2 = inter ? 2 * i + 1 : i + half;

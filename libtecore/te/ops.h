@@ -256,6 +256,15 @@ struct tecore_op_desc {
 #define TECORE_SEQ_GRAD_FP8_GIVEN 0x40u /* the last Linear's FP8 gradient copies in the
                                            caller's memory (tecore_seq_grad_fp8) */
 #define TECORE_SEQ_BF16_WGRAD 0x80u /* Linear weight gradients in BF16 (below) */
+#define TECORE_SEQ_NO_GELU_EPILOGUE 0x100u /* GELU apart from the GEMMs (below) */
+
+/* GELU apart.  A sequence created with TECORE_SEQ_NO_GELU_EPILOGUE plans a
+ * Linear followed by GELU without the GEMM's GELU epilogue: the GELU and,
+ * in the backward, its gradient run as kernels of their own (the GEMM
+ * keeps a bias epilogue), as under TECORE_OPS_GELU_EPILOGUE=0.  For a GEMM
+ * library whose GELU epilogues are slower than the separate kernels (a
+ * caller that knows its device sets it per sequence, not the process's
+ * environment). */
 
 /* BF16 weight gradients.  In a BF16 or F16 sequence created with
  * TECORE_SEQ_BF16_WGRAD every Linear's weight gradient is stored in BF16,

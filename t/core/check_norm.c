@@ -307,15 +307,6 @@ START_TEST(test_norm_fwd_kernel_choice) {
 }
 END_TEST
 
-/* TECORE_NORM_FWD_WARP16=0: rows of 768 take the general kernel (check
- * forks a process per test, so the tunable is read afresh here). */
-START_TEST(test_norm_fwd_warp16_off) {
-  ck_assert_int_eq(setenv("TECORE_NORM_FWD_WARP16", "0", 1), 0);
-  fwd_kernel_is(1, 768, TECORE_DTYPE_BF16, 0, "te_norm_fwd_fast16");
-  ck_assert_int_eq(unsetenv("TECORE_NORM_FWD_WARP16"), 0);
-}
-END_TEST
-
 /* ---- backward ---------------------------------------------------------------------- */
 
 /* mode: 0 LayerNorm, 1 RMSNorm, 2 rmsnorm_bwd_add, 3 rmsnorm_bwd_add with
@@ -659,7 +650,6 @@ static Suite *norm_suite(void) {
   tcase_add_test(tc, test_norm_fwd_whole_rows);
   tcase_add_test(tc, test_norm_fwd_one_wave_loops);
   tcase_add_test(tc, test_norm_fwd_kernel_choice);
-  tcase_add_test(tc, test_norm_fwd_warp16_off);
   tc = te_tcase(s, "bwd", 1);
   tcase_add_loop_test(tc, test_norm_bwd, 0, (int)TE_ARRAY_N(nshapes));
   tcase_add_loop_test(tc, test_norm_bwd_one_dtype, 0, 2);

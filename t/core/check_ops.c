@@ -800,11 +800,14 @@ static void free_mbs(struct dt2 *x, struct dt2 *dy) {
   }
 }
 
+/* the fused sequence's flags in fused_vs_unfused (test_seq_no_gelu_epilogue) */
+static unsigned fused_flags;
+
 static void fused_vs_unfused(tecore_dtype_t dt, const struct tecore_recipe *r, double tol,
                              const char *name) {
   struct tecore_op_desc d[12];
   size_t n = block_ops(d, 2, 64, 128), rows = 32, cols = 64;
-  tecore_seq_t *a = make_seq(d, n, rows, cols, dt, 0, r);
+  tecore_seq_t *a = make_seq(d, n, rows, cols, dt, fused_flags, r);
   tecore_seq_t *b = make_seq(d, n, rows, cols, dt, TECORE_SEQ_NO_FUSION, r);
   set_params(a, 0);
   copy_params(a, b);
@@ -832,6 +835,33 @@ static void fused_vs_unfused(tecore_dtype_t dt, const struct tecore_recipe *r, d
   TE_OK(tecore_seq_destroy(a));
   TE_OK(tecore_seq_destroy(b));
 }
+
+/* TECORE_SEQ_NO_GELU_EPILOGUE (the API for what te-gpt set through
+ * TECORE_OPS_GELU_EPILOGUE=0): the sequence plans the GELU and its
+ * gradient apart from the GEMMs, in this process, beside a sequence
+ * without the flag that keeps the epilogues; its values against the
+ * unfused sequence's within the BF16 bound of test_fused_bf16. */
+START_TEST(test_seq_no_gelu_epilogue) {
+  struct tecore_op_desc d[12];
+  size_t n = block_ops(d, 1, 64, 128);
+  tecore_seq_t *s = make_seq(d, n, 32, 64, TECORE_DTYPE_BF16, TECORE_SEQ_NO_GELU_EPILOGUE, NULL);
+  expect_plan(s, TECORE_SEQ_FORWARD,
+              "forward: make_extra_output[0] | rmsnorm[1] | linear[2] | gelu[3] | "
+              "linear+bias+add[4-5]");
+  char bw[512];
+  size_t need = 0;
+  TE_OK(tecore_seq_describe(s, TECORE_SEQ_BACKWARD, bw, sizeof bw, &need));
+  ck_assert_msg(!strstr(bw, "dgelu"), "backward plan with the flag: %s", bw);
+  TE_OK(tecore_seq_destroy(s));
+  s = make_seq(d, n, 32, 64, TECORE_DTYPE_BF16, 0, NULL);
+  expect_plan(s, TECORE_SEQ_FORWARD, FWD_BF16);
+  expect_plan(s, TECORE_SEQ_BACKWARD, BWD_BF16);
+  TE_OK(tecore_seq_destroy(s));
+  fused_flags = TECORE_SEQ_NO_GELU_EPILOGUE;
+  fused_vs_unfused(TECORE_DTYPE_BF16, NULL, 2e-2, "bf16, GELU apart");
+  fused_flags = 0;
+}
+END_TEST
 
 START_TEST(test_fused_f32) { fused_vs_unfused(TECORE_DTYPE_F32, NULL, 2e-3, "f32"); }
 END_TEST
@@ -2950,7 +2980,7 @@ START_TEST(test_args) {
   bad.rows = 0;
   TE_EXPECT_INVALID("rows", tecore_seq_create(&bad, &s));
   bad = cfg;
-  bad.flags = 0x100;
+  bad.flags = 0x200;   /* past TECORE_SEQ_NO_GELU_EPILOGUE */
   TE_EXPECT_INVALID("flags", tecore_seq_create(&bad, &s));
   TE_OK(tecore_seq_create(&cfg, &s));
   TE_EXPECT_INVALID("build", tecore_seq_build(s, S()));   /* no operations */
@@ -3396,7 +3426,7 @@ START_TEST(test_set_grad) {
   TE_OK(tecore_seq_create(&cfg, &a));
   TE_EXPECT_INVALID("not built", tecore_seq_set_grad(a, 1, buf));
   TE_OK(tecore_seq_destroy(a));
-  cfg.flags = 0x100;
+  cfg.flags = 0x200;
   TE_EXPECT_INVALID("flags", tecore_seq_create(&cfg, &a));
   TE_OK(tecore_mem_free(buf));
   /* the row-block flag is for forward patterns; no unknown pattern flags */
@@ -3450,6 +3480,7 @@ static Suite *ops_suite(void) {
   tc = te_tcase(s, "fused", 1);
   tcase_add_test(tc, test_fused_f32);
   tcase_add_test(tc, test_fused_bf16);
+  tcase_add_test(tc, test_seq_no_gelu_epilogue);
   tcase_add_test(tc, test_fused_fp8_delayed);
   tcase_add_test(tc, test_fused_fp8_current);
   tcase_add_test(tc, test_fused_layernorm);

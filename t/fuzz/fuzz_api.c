@@ -1436,9 +1436,11 @@ static void op_seq_create(const int64_t *a) {
                                   .features = clamp_dim(a[2]),
                                   .dtype = (tecore_dtype_t)ix(a[3], 4),
                                   .seed = (uint64_t)a[5],
-                                  /* the first three flags, GRAD_FP8_GIVEN, BF16_WGRAD */
+                                  /* the first three flags, GRAD_FP8_GIVEN, BF16_WGRAD,
+                                   * NO_GELU_EPILOGUE */
                                   .flags = (unsigned)a[4] & (7u | TECORE_SEQ_GRAD_FP8_GIVEN |
-                                                              TECORE_SEQ_BF16_WGRAD)};
+                                                              TECORE_SEQ_BF16_WGRAD |
+                                                              TECORE_SEQ_NO_GELU_EPILOGUE)};
   tecore_seq_t *s = NULL;
   if (C(tecore_seq_create(&cfg, &s)) == TECORE_SUCCESS) {
     q->q = s;

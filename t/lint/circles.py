@@ -12,8 +12,13 @@ merged into that folder before the circles are looked for; with
 service engine) is one unit, and only circles between units count;
 with --same-folder-ok, a circle whose files all lie in one folder is
 not reported (a family's or a subsystem's files taken as one part).
+--known FILE lists dependencies taken out of the graph before circles
+are looked for ("from to reason" a line, units as printed: a file, or a
+folder with its trailing /; # comments): calls up a layer that are
+known and not fixed yet.  A listed dependency that no longer exists is
+reported too, so that the list only shrinks.
 
-usage: circles.py [--allow DIR]... [--folders DIR]... [--same-folder-ok] DIR...
+usage: circles.py [--allow DIR]... [--folders DIR]... [--same-folder-ok] [--known FILE] DIR...
 Prints every circle, one per line ("a.c -> b.c -> a.c"), and exits 1 when
 there is one; 0 when there is none.
 """
@@ -133,8 +138,20 @@ def path_in(graph, comp):
     return comp
 
 
+def read_known(path):
+    known = set()
+    for n, line in enumerate(open(path), 1):
+        words = line.split('#', 1)[0].split()
+        if not words:
+            continue
+        if len(words) < 3:
+            sys.exit('%s:%d: "from to reason" expected' % (path, n))
+        known.add((words[0], words[1]))
+    return known
+
+
 def main(argv):
-    allow, folders, dirs, same_ok = [], [], [], False
+    allow, folders, dirs, same_ok, known = [], [], [], False, set()
     i = 0
     while i < len(argv):
         if argv[i] == '--allow':
@@ -143,6 +160,9 @@ def main(argv):
         elif argv[i] == '--same-folder-ok':
             same_ok = True
             i += 1
+        elif argv[i] == '--known':
+            known = read_known(argv[i + 1])
+            i += 2
         elif argv[i] == '--folders':
             folders.append(argv[i + 1])
             i += 2
@@ -169,13 +189,18 @@ def main(argv):
                 v = unit(g, allow, folders)
                 if v != u:
                     graph[u].add(v)
+    stale = sorted(e for e in known if e[0] in graph and e[1] not in graph[e[0]])
+    for u, v in known:
+        graph.get(u, set()).discard(v)
     bad = sccs(graph)
     if same_ok:
         bad = [c for c in bad if len({os.path.dirname(f.rstrip('/')) for f in c}) > 1]
     for comp in bad:
         print('circle of %d files: %s' % (len(comp), ' -> '.join(path_in(graph, comp))))
         print('  all of them: %s' % ' '.join(comp))
-    return 1 if bad else 0
+    for u, v in stale:
+        print('%s -> %s is listed as known but is gone: take it off the list' % (u, v))
+    return 1 if bad or stale else 0
 
 
 if __name__ == '__main__':

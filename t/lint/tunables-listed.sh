@@ -4,8 +4,10 @@
 # sources (TECORE_TUNABLE_* of te/tunable.h, or libtecore's TE_PARAM_*
 # names for them) is listed by te-info -e with a help line under it: the
 # registration runs when each library loads, so nothing is missed because
-# no call has read it yet.  The names are taken from the sources, so a new
-# tunable is checked without editing this script.
+# no call has read it yet.  And each is documented as a user's knob: an
+# entry of its own (a .TP tag naming it) in the ENVIRONMENT section of a
+# man page under man/ (issue 58).  The names are taken from the sources,
+# so a new tunable is checked without editing this script.
 # Exit 0: all listed; 1: some missing (named); 77: no perl or no te-info.
 set -u
 top=${top_srcdir:-${srcdir:-.}}
@@ -42,4 +44,20 @@ while read -r name; do
   fi
 done < "$tmp.src"
 test $status -eq 0 && echo "ok: te-info -e lists the $n tunables the sources define, each with its help"
+
+# the names each ENVIRONMENT section gives an entry (a .TP paragraph's tag)
+perl -ne '
+  $in = ($1 =~ /^ENVIRONMENT/) if /^\.SH\s+"?(.*?)"?\s*$/;
+  if ($in && $tp && /^\.B[RI]?\s/) { print "$1\n" while /\b([A-Z][A-Z0-9]*_[A-Z0-9_]+)\b/g }
+  $tp = /^\.TP/;
+  close ARGV if eof;' "$top"/man/man[137]/*.[137] | sort -u > "$tmp.man"
+missing=$(comm -23 "$tmp.src" "$tmp.man")
+if test -n "$missing"; then
+  for name in $missing; do
+    echo "FAIL: $name has no entry in the ENVIRONMENT section of any man page"
+  done
+  status=1
+else
+  echo "ok: each of the $n tunables has an entry in a man page's ENVIRONMENT section"
+fi
 exit $status

@@ -5,7 +5,7 @@
  * (ksupport/tensor_check.c).  No device work happens here
  * (tecore_tensor_validate may start the backend to count its devices). */
 #include <string.h>
-#include "fp8/fp8_internal.h"
+#include "ksupport/ksupport.h"
 
 TE_EXPORT tecore_result_t tecore_tensor_init(struct tecore_tensor *t, tecore_dtype_t dtype,
                                              int ndim, const size_t *shape,
