@@ -401,6 +401,10 @@ tecore_result_t te_attn_q_ws(const tecore_seq_t *s, size_t first, size_t *bytes,
 /* ---- ops_recompute.c / ops_saved.c: activation recomputation ------------------------ */
 /* 1 when a group of ops [first, first + count) would cross a unit's edge. */
 int te_rc_splits(const tecore_seq_t *s, size_t first, size_t count);
+/* 1 when op c's forward, run again in the backward inside its unit, reads
+ * boundary b's storage written outside that unit (by op b - 1): the
+ * backward then reads it (tecore_seq_get_saved's read_back). */
+int te_rc_reads(const tecore_seq_t *s, size_t b, size_t c);
 /* After the plan: the units' forward groups and triggers, and their saved
  * tensors laid over the pool (te_rc_layout, ops_saved.c). */
 tecore_result_t te_rc_plan(tecore_seq_t *s);

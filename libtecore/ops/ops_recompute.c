@@ -38,6 +38,19 @@ int te_rc_splits(const tecore_seq_t *s, size_t first, size_t count) {
   return 0;
 }
 
+/* The unit holding op i, or SIZE_MAX. */
+static size_t unit_of(const tecore_seq_t *s, size_t i) {
+  for (size_t u = 0; u < s->nrc; u++)
+    if (s->rc[u].first <= i && i < s->rc[u].first + s->rc[u].count) return u;
+  return SIZE_MAX;
+}
+
+int te_rc_reads(const tecore_seq_t *s, size_t b, size_t c) {
+  if (!s->nrc || b == 0) return 0;
+  size_t u = unit_of(s, c);
+  return u != SIZE_MAX && unit_of(s, b - 1) != u;
+}
+
 static tecore_result_t add_unit(tecore_seq_t *s, size_t first, size_t count) {
   struct te_rc *n = realloc(s->rc, (s->nrc + 1) * sizeof *n);
   if (!n) return TE_ERR(TECORE_ERR_NOMEM, "tecore_seq_set_recompute: out of host memory");

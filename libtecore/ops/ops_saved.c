@@ -33,6 +33,20 @@ static int bwd_reads_input_hp(const tecore_seq_t *s, size_t c) {
   return !(o->def.flags & TECORE_OP_BACKWARD_NO_INPUT);
 }
 
+/* The slots forked from boundary b's storage: *last grows to their
+ * adders; 1 when an adder inside a recomputed unit that did not make the
+ * slot adds it again in the backward (the storage is read back). */
+static int slot_readers(const tecore_seq_t *s, size_t b, size_t *last) {
+  int again = 0;
+  for (size_t p = 0; p < s->npairs; p++) {
+    const struct te_slot *sl = &s->pairs[p];
+    if (sl->maker < 0 || sl->adder < 0 || owner(s, (size_t)sl->maker) != b) continue;
+    if ((size_t)sl->adder > *last) *last = (size_t)sl->adder;
+    if (te_rc_reads(s, b, (size_t)sl->adder)) again = 1;
+  }
+  return again;
+}
+
 /* One saved tensor and where its pointer lives. */
 struct saved_ref {
   struct tecore_seq_saved info;
@@ -60,17 +74,12 @@ static int walk(const tecore_seq_t *cs, int (*visit)(struct saved_ref *r, void *
     for (size_t c = b; c < n; c++) {
       if (owner(s, c) != b) continue;
       last = c;
-      if (bwd_reads_input_hp(s, c)) hp_back = 1;
+      if (bwd_reads_input_hp(s, c) || te_rc_reads(s, b, c)) hp_back = 1;
     }
     /* an operation whose backward reads its output (attention's O) */
     for (size_t c = b > 0 ? b - 1 : 0; c + 1 < n; c++)
       if ((s->ops[c].def.flags & TECORE_OP_BACKWARD_OUTPUT) && owner(s, c + 1) == b) hp_back = 1;
-    for (size_t p = 0; p < s->npairs; p++) {
-      const struct te_slot *sl = &s->pairs[p];
-      if (sl->maker >= 0 && sl->adder >= 0 && owner(s, (size_t)sl->maker) == b &&
-          (size_t)sl->adder > last)
-        last = (size_t)sl->adder;
-    }
+    if (slot_readers(s, b, &last)) hp_back = 1;
     struct saved_ref r;
     memset(&r, 0, sizeof r);
     r.info.bnd = b;
@@ -104,6 +113,8 @@ static int walk(const tecore_seq_t *cs, int (*visit)(struct saved_ref *r, void *
        * k-major operand); the rowwise one only when it makes that copy
        * from it (after a norm+quantize, which writes rowwise only) */
       r.info.read_back = r.info.written && lin && (bd->f8_rowonly || !bd->f8_col);
+      /* a unit's Linear run again reads the FP8 input written before it */
+      if (bd->f8_ready && lin && te_rc_reads(s, b, b)) r.info.read_back = 1;
       if (visit(&r, arg)) return 1;
       if (!bd->f8_col) continue;   /* inference: no columnwise copy at all */
       r.info.part = TECORE_SEQ_SAVED_FP8_COL;

@@ -55,9 +55,9 @@ static struct tecore_transformer_desc block(void) {
 }
 
 /* The model, unbuilt; mode: each block's recomputation (NONE: none). */
-static tecore_seq_t *model_add(tecore_seq_recompute_t mode, uint64_t seed) {
+static tecore_seq_t *model_add(tecore_seq_recompute_t mode, uint64_t seed, unsigned flags) {
   struct tecore_seq_config cfg = {.rows = ROWS, .features = HID, .dtype = TECORE_DTYPE_BF16,
-                                  .seed = seed};
+                                  .seed = seed, .flags = flags};
   tecore_seq_t *s = NULL;
   TE_OK(tecore_seq_create(&cfg, &s));
   const struct tecore_transformer_desc d = block();
@@ -73,12 +73,17 @@ static tecore_seq_t *model_add(tecore_seq_recompute_t mode, uint64_t seed) {
   return s;
 }
 
-static tecore_seq_t *model(tecore_seq_recompute_t mode, const struct tecore_recipe *r,
-                           uint64_t seed) {
-  tecore_seq_t *s = model_add(mode, seed);
+static tecore_seq_t *model_f(tecore_seq_recompute_t mode, const struct tecore_recipe *r,
+                             uint64_t seed, unsigned flags) {
+  tecore_seq_t *s = model_add(mode, seed, flags);
   if (r) TE_OK(tecore_seq_set_recipe(s, r, S()));
   TE_OK(tecore_seq_build(s, S()));
   return s;
+}
+
+static tecore_seq_t *model(tecore_seq_recompute_t mode, const struct tecore_recipe *r,
+                           uint64_t seed) {
+  return model_f(mode, r, seed, 0);
 }
 
 /* n random bf16 values in [lo, hi) at p. */
@@ -416,6 +421,84 @@ START_TEST(test_recompute_pool_not_movable) {
 }
 END_TEST
 
+/* ---- what the backward reads ------------------------------------------------- */
+
+/* TECORE_SEQ_DEFER_SAVED, each pending tensor given a buffer of its own;
+ * returns them (*n) for the caller to poison and free. */
+static tecore_devptr_t *give_pending(tecore_seq_t *s, size_t *n) {
+  struct tecore_seq_saved sv[MAXS];
+  size_t k = 0;
+  TE_OK(tecore_seq_get_saved(s, sv, MAXS, &k));
+  tecore_devptr_t *b = calloc(MAXS, sizeof *b);
+  *n = 0;
+  for (size_t i = 0; i < k; i++) {
+    if (sv[i].ptr || sv[i].external) continue;
+    b[*n] = te_dalloc(sv[i].bytes);
+    TE_OK(tecore_seq_set_saved(s, i, b[(*n)++]));
+  }
+  return b;
+}
+
+/* Every saved tensor the list says the backward does not read (read_back
+ * 0: the never-read ones and the pool) poisoned after the forward, as a
+ * caller that lays them over shared memory leaves them. */
+static void poison_unread(const tecore_seq_t *s) {
+  struct tecore_seq_saved sv[MAXS];
+  size_t k = 0;
+  TE_OK(tecore_stream_synchronize(S()));
+  TE_OK(tecore_seq_get_saved(s, sv, MAXS, &k));
+  for (size_t i = 0; i < k; i++)
+    if (!sv[i].read_back && sv[i].ptr) te_poison_dev(sv[i].ptr, sv[i].bytes);
+}
+
+static void step_poisoned(tecore_seq_t *s, const struct io *io, struct grads *g) {
+  te_poison_dev(io->y.data, ROWS * VOC * 2);
+  te_poison_dev(io->dx.data, ROWS * HID * 2);
+  TE_OK(tecore_seq_zero_grad(s, S()));
+  TE_OK(tecore_seq_forward(s, &io->x, &io->y, 0, S()));
+  poison_unread(s);
+  TE_OK(tecore_seq_backward(s, &io->dy, &io->dx, S()));
+  read_grads(s, io, g);
+}
+
+/* A unit's input that no plain backward reads (RoPE's input, the QKV
+ * Linear's output: RoPE's backward reads nothing) is read by the forward
+ * run again: it must be listed as read back, or a caller (te-gpt's
+ * --share-saved) lays it over scratch the backward finds overwritten.
+ * BF16 and FP8 delayed (the FP8 input a norm+quantize writes before a
+ * unit's Linear). */
+START_TEST(test_recompute_unit_input_read_back) {
+  struct tecore_recipe dl;
+  TE_OK(tecore_recipe_init(&dl, TECORE_RECIPE_DELAYED));
+  const struct tecore_recipe *rs[2] = {NULL, &dl};
+  const tecore_seq_recompute_t modes[2] = {TECORE_SEQ_RECOMPUTE_SELECTIVE,
+                                           TECORE_SEQ_RECOMPUTE_FULL};
+  for (int ri = 0; ri < 2; ri++)
+    for (int mi = 0; mi < 2; mi++) {
+      tecore_seq_t *plain = model(TECORE_SEQ_RECOMPUTE_NONE, rs[ri], 4);
+      tecore_seq_t *rc = model_f(modes[mi], rs[ri], 4, TECORE_SEQ_DEFER_SAVED);
+      size_t nb = 0;
+      tecore_devptr_t *bufs = give_pending(rc, &nb);
+      struct io io = io_new();
+      io_draw(&io);
+      struct grads a, b;
+      step(plain, &io, &a);
+      step_poisoned(rc, &io, &b);
+      char what[96];
+      snprintf(what, sizeof what, "%s, %s, unread tensors poisoned",
+               mi ? "full" : "selective", ri ? "fp8 delayed" : "bf16");
+      expect_grads(&b, &a, 1, 1e-2, what);
+      grads_free(&a);
+      grads_free(&b);
+      io_free(&io);
+      TE_OK(tecore_seq_destroy(plain));
+      TE_OK(tecore_seq_destroy(rc));
+      for (size_t i = 0; i < nb; i++) TE_OK(tecore_mem_free(bufs[i]));
+      free(bufs);
+    }
+}
+END_TEST
+
 /* ---- refusals ---------------------------------------------------------------- */
 
 static tecore_result_t hook_nop(void *ctx, tecore_seq_t *s, tecore_seq_dir_t dir, size_t first,
@@ -425,7 +508,7 @@ static tecore_result_t hook_nop(void *ctx, tecore_seq_t *s, tecore_seq_dir_t dir
 }
 
 START_TEST(test_recompute_bad_ranges_named) {
-  tecore_seq_t *s = model_add(TECORE_SEQ_RECOMPUTE_NONE, 1);
+  tecore_seq_t *s = model_add(TECORE_SEQ_RECOMPUTE_NONE, 1, 0);
   const size_t n = nops_of(s);
   const tecore_seq_recompute_t full = TECORE_SEQ_RECOMPUTE_FULL;
   TE_EXPECT_INVALID("seq is NULL", tecore_seq_set_recompute(NULL, 0, 1, full));
@@ -445,7 +528,7 @@ START_TEST(test_recompute_bad_ranges_named) {
   struct tecore_seq_hooks h = {.before = hook_nop};
   TE_EXPECT_ERR(TECORE_ERR_NOT_SUPPORTED, "do not combine", tecore_seq_set_hooks(s, &h));
   TE_OK(tecore_seq_destroy(s));
-  s = model_add(TECORE_SEQ_RECOMPUTE_NONE, 1);
+  s = model_add(TECORE_SEQ_RECOMPUTE_NONE, 1, 0);
   TE_OK(tecore_seq_set_hooks(s, &h));
   TE_EXPECT_ERR(TECORE_ERR_NOT_SUPPORTED, "pass hooks", tecore_seq_set_recompute(s, 0, 2, full));
   TE_OK(tecore_seq_set_hooks(s, NULL));
@@ -498,6 +581,7 @@ static Suite *recompute_suite(void) {
   tc = te_tcase(s, "memory", 1);
   tcase_add_test(tc, test_recompute_pool_shares_one_block);
   tcase_add_test(tc, test_recompute_pool_not_movable);
+  tcase_add_test(tc, test_recompute_unit_input_read_back);
   tc = te_tcase(s, "api", 1);
   tcase_add_test(tc, test_recompute_bad_ranges_named);
   tcase_add_test(tc, test_recompute_range_after_capture_refused);
