@@ -399,8 +399,9 @@ tecore_result_t te_attn_q_fwd(const struct tecore_seq_exec *x);
 tecore_result_t te_attn_q_ws(const tecore_seq_t *s, size_t first, size_t *bytes, void *ctx);
 
 /* ---- ops_recompute.c / ops_saved.c: activation recomputation ------------------------ */
-/* 1 when a group of ops [first, first + count) would cross a unit's edge. */
-int te_rc_splits(const tecore_seq_t *s, size_t first, size_t count);
+/* 1 when a group of pass dir of ops [first, first + count) would cross a
+ * unit's edge where the plan may not. */
+int te_rc_splits(const tecore_seq_t *s, tecore_seq_dir_t dir, size_t first, size_t count);
 /* 1 when op c's forward, run again in the backward inside its unit, reads
  * boundary b's storage written outside that unit (by op b - 1): the
  * backward then reads it (tecore_seq_get_saved's read_back). */

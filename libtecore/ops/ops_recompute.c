@@ -2,7 +2,8 @@
 /* ops_recompute.c -- activation recomputation (tecore_seq_set_recompute):
  * the caller's ranges, cut into units (a FULL range is one; a SELECTIVE
  * range gives one per run of attention-core and activation operations),
- * which the planner keeps whole (no group crosses a unit's edge), and per
+ * which the planner keeps whole (no forward group crosses a unit's edge,
+ * no backward group the edge between two units), and per
  * unit the forward groups the backward runs again and the backward group
  * before which it runs them.  Where the units' saved tensors lie (the
  * pool) is ops_saved.c's te_rc_layout; the runs are ops_exec.c's.
@@ -11,7 +12,8 @@
  * and only the unit (and the operation right after it) reads them; in the
  * backward the unit's forward runs again right before the first group
  * that reads them, and the unit before it runs its own only after this
- * unit's backward is done (no backward group crosses the edge). */
+ * unit's backward is done (no backward group crosses the edge between
+ * them). */
 #include "ops/ops_internal.h"
 
 #include <stdlib.h>
@@ -30,10 +32,26 @@ static int selective_kind(int kind) {
   }
 }
 
-int te_rc_splits(const tecore_seq_t *s, size_t first, size_t count) {
+/* Is boundary e strictly inside [first, first + count)? */
+static int inside(size_t e, size_t first, size_t count) {
+  return first < e && e < first + count;
+}
+
+static size_t unit_of(const tecore_seq_t *s, size_t i);
+
+/* Forward: the unit runs its own groups again, so none crosses its edges.
+ * Backward: a group may cross an edge, except between two units: the
+ * later one's recompute and the earlier one's would both come before it,
+ * and the second would overwrite the pool the first's operations in the
+ * group read. */
+int te_rc_splits(const tecore_seq_t *s, tecore_seq_dir_t dir, size_t first, size_t count) {
   for (size_t u = 0; u < s->nrc; u++) {
     size_t a = s->rc[u].first, b = a + s->rc[u].count;
-    if ((first < a && a < first + count) || (first < b && b < first + count)) return 1;
+    if (dir == TECORE_SEQ_FORWARD && (inside(a, first, count) || inside(b, first, count)))
+      return 1;
+    if (dir == TECORE_SEQ_BACKWARD && a > 0 && unit_of(s, a - 1) != SIZE_MAX &&
+        inside(a, first, count))
+      return 1;
   }
   return 0;
 }

@@ -828,8 +828,8 @@ const char *tecore_op_kind_name(int kind);
  * The saved tensors a recomputed forward writes share one pool, sized for
  * the largest unit (a block's worth), which tecore_seq_get_saved lists
  * with external TECORE_SEQ_SAVED_RECOMPUTED and read_back 0, and which
- * tecore_seq_set_saved refuses to move.  No fusion group crosses a unit's
- * edge.  The forward run again reads the last forward's noop_flag and
+ * tecore_seq_set_saved refuses to move.  No forward group crosses a unit's
+ * edge, nor a backward group the edge between two units.  The forward run again reads the last forward's noop_flag and
  * records the same amaxes (max-accumulated: delayed histories see each
  * value once), so the gradients are those of the plain backward. */
 typedef enum tecore_seq_recompute {

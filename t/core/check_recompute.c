@@ -17,10 +17,15 @@
  * fusion crosses a block's edge) the same kernels run on the same bytes
  * in the same order: bit for bit on vdev (and the test says whether the
  * bits matched on cuda, where ||a - b|| / ||b|| <= 1e-2 is asked: a GEMM
- * library may pick another algorithm).  SELECTIVE cuts the plan around
- * the recomputed operations, so fusions across those cuts run unfused
- * (other roundings of BF16 intermediates): ||a - b|| / ||b|| <= 2e-2 per
- * gradient, and the test prints the value. */
+ * library may pick another algorithm).  SELECTIVE cuts the forward plan
+ * around the recomputed operations, so a fusion across a cut (a Linear's
+ * GELU epilogue) runs unfused, another rounding of the pre-activation:
+ * ||a - b|| / ||b|| <= 2e-2 per gradient in BF16, 0.15 in FP8 (one FP8
+ * code that flips moves a value by up to 2^-3 of itself: the bound
+ * check_ops uses between FP8 plans; 0.09 seen on vdev), and the test
+ * prints the value.  With that fusion off in both
+ * (TECORE_OPS_FUSION_OFF=linear+bias+gelu) the plans and bits are the
+ * same. */
 #include "tests.h"
 #include "common/convert.h"
 
@@ -46,10 +51,14 @@ static size_t nops_of(const tecore_seq_t *s) {
   return n;
 }
 
+/* The blocks' activation (a test may take GELU: its FP8 backward fuses
+ * with the Linear before it, dgelu+dbias+cast_transpose). */
+static int block_act = TECORE_OP_SWIGLU;
+
 static struct tecore_transformer_desc block(void) {
   return (struct tecore_transformer_desc){
       .hidden = HID, .heads = HEADS, .kv_heads = KVH, .head_dim = HD, .ffn = FFN,
-      .norm = TECORE_OP_RMSNORM, .activation = TECORE_OP_SWIGLU, .qkv_bias = 1,
+      .norm = TECORE_OP_RMSNORM, .activation = block_act, .qkv_bias = 1,
       .proj_bias = 1, .mlp_bias = 1, .rope = 1, .attn_flags = TECORE_ATTN_CAUSAL,
       .batch = ROWS / SEQ, .max_seqlen = SEQ};
 }
@@ -210,8 +219,8 @@ static void expect_grads(const struct grads *got, const struct grads *want, int 
   ck_assert_msg(worst <= tol, "%s: ||a - b|| / ||b|| = %.3g > %.3g", what, worst, tol);
 }
 
-static int same_plans(const tecore_seq_t *a, const tecore_seq_t *b) {
-  for (int dir = 0; dir < 2; dir++) {
+static int same_plan(const tecore_seq_t *a, const tecore_seq_t *b, int from, int to) {
+  for (int dir = from; dir <= to; dir++) {
     char pa[4096], pb[4096];
     TE_OK(tecore_seq_describe(a, (tecore_seq_dir_t)dir, pa, sizeof pa, NULL));
     TE_OK(tecore_seq_describe(b, (tecore_seq_dir_t)dir, pb, sizeof pb, NULL));
@@ -221,6 +230,10 @@ static int same_plans(const tecore_seq_t *a, const tecore_seq_t *b) {
     }
   }
   return 1;
+}
+
+static int same_plans(const tecore_seq_t *a, const tecore_seq_t *b) {
+  return same_plan(a, b, TECORE_SEQ_FORWARD, TECORE_SEQ_BACKWARD);
 }
 
 /* The FP8 scaling state (every role) of s, as floats. */
@@ -259,7 +272,7 @@ static void same_grads_case(tecore_seq_recompute_t mode, const struct tecore_rec
       step(rc, &io, &b);
       char what[160];
       snprintf(what, sizeof what, "%s, seed %llu, step %d", name, (unsigned long long)seed, it);
-      expect_grads(&b, &a, same, same ? 1e-2 : 2e-2, what);
+      expect_grads(&b, &a, same, same ? 1e-2 : r ? 0.15 : 2e-2, what);
       grads_free(&a);
       grads_free(&b);
       if (!r) continue;
@@ -305,6 +318,26 @@ START_TEST(test_recompute_selective_fp8_delayed_same_grads) {
   TE_OK(tecore_recipe_init(&r, TECORE_RECIPE_DELAYED));
   r.history_len = 4;
   same_grads_case(TECORE_SEQ_RECOMPUTE_SELECTIVE, &r, "selective, fp8 delayed");
+}
+END_TEST
+
+/* SELECTIVE's unit of a GELU starts between fc1 and the GELU, which an
+ * FP8 backward fuses (dgelu+dbias+cast_transpose): the backward plan
+ * keeps that group (only the forward runs units whole; its Linear+GELU
+ * epilogue is cut, so the header's SELECTIVE tolerance). */
+START_TEST(test_recompute_selective_keeps_dgelu_fusion) {
+  struct tecore_recipe r;
+  TE_OK(tecore_recipe_init(&r, TECORE_RECIPE_DELAYED));
+  block_act = TECORE_OP_GELU;
+  tecore_seq_t *plain = model(TECORE_SEQ_RECOMPUTE_NONE, &r, 1);
+  tecore_seq_t *rc = model(TECORE_SEQ_RECOMPUTE_SELECTIVE, &r, 1);
+  ck_assert_msg(same_plan(plain, rc, TECORE_SEQ_BACKWARD, TECORE_SEQ_BACKWARD),
+                "SELECTIVE cut a backward fusion at a unit's first edge");
+  TE_OK(tecore_seq_destroy(plain));
+  TE_OK(tecore_seq_destroy(rc));
+  same_grads_case(TECORE_SEQ_RECOMPUTE_SELECTIVE, &r, "selective, gelu, fp8 delayed");
+  same_grads_case(TECORE_SEQ_RECOMPUTE_FULL, &r, "full, gelu, fp8 delayed");
+  block_act = TECORE_OP_SWIGLU;
 }
 END_TEST
 
@@ -578,6 +611,7 @@ static Suite *recompute_suite(void) {
   tcase_add_test(tc, test_recompute_full_fp8_delayed_same_grads_and_scales);
   tcase_add_test(tc, test_recompute_selective_fp8_delayed_same_grads);
   tcase_add_test(tc, test_recompute_captured_step_same_grads);
+  tcase_add_test(tc, test_recompute_selective_keeps_dgelu_fusion);
   tc = te_tcase(s, "memory", 1);
   tcase_add_test(tc, test_recompute_pool_shares_one_block);
   tcase_add_test(tc, test_recompute_pool_not_movable);
