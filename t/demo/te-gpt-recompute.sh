@@ -8,8 +8,8 @@
 #     the printed digits (tolerance: exact -- the same kernels on the same
 #     data, the recomputed forward writing the same bits, and under
 #     delayed scaling the same amaxes, max-accumulated, so the scales and
-#     histories are the same); the memory note's "saved for the backward"
-#     is smaller with full than without;
+#     histories are the same); the memory note's device total is smaller
+#     with full than without;
 #  2. the llama3-8b preset, shrunk by the shape options (its RoPE base
 #     500000, RMSNorm, SwiGLU, grouped queries kept), trains two steps
 #     with --recompute full to finite losses;
@@ -30,8 +30,8 @@ base="--layers 4 --seed $seed --steps 6 --eval-every 3 --sample 0"
 
 # the step rows: step, loss, val_loss, grad_norm
 rows() { grep -E '^ +[0-9]+ ' "$1" | awk '{print $1, $2, $3, $5}'; }
-# the memory note's "saved for the backward N" (MiB)
-saved() { sed -n 's/.*saved for the backward \([0-9.]*\).*/\1/p' "$1" | head -1; }
+# the memory note's "device memory N MiB"
+saved() { sed -n 's/.*device memory \([0-9.]*\) MiB.*/\1/p' "$1" | head -1; }
 
 for recipe in none delayed; do
   for mode in none selective full; do
@@ -54,9 +54,9 @@ for recipe in none delayed; do
   done
   a=$(saved "$tmp/none.txt"); b=$(saved "$tmp/full.txt")
   if test -n "$a" && test -n "$b" && awk -v a="$a" -v b="$b" 'BEGIN { exit !(b < a) }'; then
-    echo "ok: --recipe $recipe: saved for the backward $a MiB -> $b MiB with --recompute full"
+    echo "ok: --recipe $recipe: device memory $a MiB -> $b MiB with --recompute full"
   else
-    echo "FAIL: --recipe $recipe: saved for the backward '$a' -> '$b' MiB: not smaller"; fail=1
+    echo "FAIL: --recipe $recipe: device memory '$a' -> '$b' MiB: not smaller"; fail=1
   fi
 done
 
