@@ -213,6 +213,9 @@ module te_core
   integer(c_int), parameter :: TECORE_OP_INIT_ZERO = 0
   integer(c_int), parameter :: TECORE_OP_INIT_ONE = 1
   integer(c_int), parameter :: TECORE_OP_INIT_UNIFORM = 2
+  integer(c_int), parameter :: TECORE_SEQ_RECOMPUTE_NONE = 0
+  integer(c_int), parameter :: TECORE_SEQ_RECOMPUTE_FULL = 1
+  integer(c_int), parameter :: TECORE_SEQ_RECOMPUTE_SELECTIVE = 2
   ! from libtecore/te/svc.h
   integer(c_int), parameter :: TECORE_SVC_READ = 1
   integer(c_int), parameter :: TECORE_SVC_WRITE = 2
@@ -268,6 +271,7 @@ module te_core
   integer(c_int), parameter :: TECORE_SEQ_DEFER_SAVED = 32
   integer(c_int), parameter :: TECORE_SEQ_GRAD_FP8_GIVEN = 64
   integer(c_int), parameter :: TECORE_SEQ_BF16_WGRAD = 128
+  integer(c_int), parameter :: TECORE_SEQ_NO_GELU_EPILOGUE = 256
   integer(c_int), parameter :: TECORE_EXEC_GRAD_DEAD = 1
   integer(c_int), parameter :: TECORE_EXEC_SIDE = 2
   integer(c_int), parameter :: TECORE_OP_FIELD_FEATURES = 1
@@ -288,6 +292,7 @@ module te_core
   integer(c_int), parameter :: TECORE_FUSION_MAX_OPS = 8
   integer(c_int), parameter :: TECORE_FUSION_WRITES_FP8 = 1
   integer(c_int), parameter :: TECORE_FUSION_ROWS = 2
+  integer(c_int), parameter :: TECORE_SEQ_SAVED_RECOMPUTED = 2
   ! from libtecore/te/optim.h
   integer(c_int), parameter :: TECORE_OPTIM_BATCH = 40
   integer(c_int), parameter :: TECORE_ADAM_W = 1
@@ -2595,6 +2600,16 @@ module te_core
       integer(c_int), value :: kind
       type(c_ptr) :: tecore_op_kind_name_c
     end function tecore_op_kind_name_c
+    function tecore_seq_set_recompute(seq, first, count, mode) bind(C, &
+        & name="tecore_seq_set_recompute")
+      import
+      implicit none
+      type(c_ptr), value :: seq
+      integer(c_size_t), value :: first
+      integer(c_size_t), value :: count
+      integer(c_int), value :: mode
+      integer(c_int) :: tecore_seq_set_recompute
+    end function tecore_seq_set_recompute
     function tecore_seq_add_transformer(seq, d) bind(C, name="tecore_seq_add_transformer")
       import
       implicit none

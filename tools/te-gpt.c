@@ -34,13 +34,14 @@ struct preset {
   double lr;
 };
 /* layers, hidden, heads, kv_heads, ffn, seq, vocab, norm, act, rope, bias (share_saved,
- * wgrad_bf16: the run's options, set later) */
+ * wgrad_bf16, recompute: the run's options, set later), rope_theta */
 static const struct preset presets[] = {
-    {"tiny", {2, 64, 4, 4, 256, 64, 256, GPT_LAYERNORM, GPT_GELU, 1, 1, 0, 0}, 4, 1e-2},
-    {"gpt2-124m", {12, 768, 12, 12, 3072, 1024, 50304, GPT_LAYERNORM, GPT_GELU, 0, 1, 0, 0}, 8, 6e-4},
-    {"gpt2-350m", {24, 1024, 16, 16, 4096, 1024, 50304, GPT_LAYERNORM, GPT_GELU, 0, 1, 0, 0}, 8, 6e-4},
-    {"gpt-1.3b", {24, 2048, 16, 16, 8192, 2048, 50304, GPT_LAYERNORM, GPT_GELU, 0, 1, 0, 0}, 8, 6e-4},
-    {"llama-1b", {16, 2048, 32, 8, 8192, 2048, 128256, GPT_RMSNORM, GPT_SWIGLU, 1, 0, 0, 0}, 4, 3e-4},
+    {"tiny", {2, 64, 4, 4, 256, 64, 256, GPT_LAYERNORM, GPT_GELU, 1, 1, 0, 0, 0, 0}, 4, 1e-2},
+    {"gpt2-124m", {12, 768, 12, 12, 3072, 1024, 50304, GPT_LAYERNORM, GPT_GELU, 0, 1, 0, 0, 0, 0}, 8, 6e-4},
+    {"gpt2-350m", {24, 1024, 16, 16, 4096, 1024, 50304, GPT_LAYERNORM, GPT_GELU, 0, 1, 0, 0, 0, 0}, 8, 6e-4},
+    {"gpt-1.3b", {24, 2048, 16, 16, 8192, 2048, 50304, GPT_LAYERNORM, GPT_GELU, 0, 1, 0, 0, 0, 0}, 8, 6e-4},
+    {"llama-1b", {16, 2048, 32, 8, 8192, 2048, 128256, GPT_RMSNORM, GPT_SWIGLU, 1, 0, 0, 0, 0, 0}, 4, 3e-4},
+    {"llama3-8b", {32, 4096, 32, 8, 14336, 8192, 128256, GPT_RMSNORM, GPT_SWIGLU, 1, 0, 0, 0, 0, 500000.0f}, 1, 3e-4},
 };
 /* --sample-check's limit on |logit(KV cache) - logit(whole model)|, a
  * fraction of the largest |logit| (both BF16: a rounding of the logits
@@ -52,6 +53,7 @@ static const char *const norm_words[] = {"layernorm", "rmsnorm"};
 static const char *const act_words[] = {"gelu", "swiglu", "geglu", "relu"};
 static const char *const recipe_words[] = {"none", "delayed", "current", "block"};
 static const char *const wgrad_words[] = {"auto", "bf16", "f32"};
+static const char *const recompute_words[] = {"none", "selective", "full"};
 
 static const char usage_text[] =
     "usage: te-gpt [options]   (te-gpt -h | --help | --version)\n"
@@ -59,7 +61,7 @@ static const char usage_text[] =
     "  man pages), then samples text; a row per step: loss, validation loss, ms,\n"
     "  tokens/s, TFLOP/s, memory\n"
     "model (a preset, then any of its sizes changed):\n"
-    "  --model NAME       tiny (default), gpt2-124m, gpt2-350m, gpt-1.3b, llama-1b\n"
+    "  --model NAME       tiny (default), gpt2-124m, gpt2-350m, gpt-1.3b, llama-1b, llama3-8b\n"
     "  --layers N         blocks\n"
     "  --hidden N         model width\n"
     "  --heads N          query heads\n"
@@ -107,6 +109,9 @@ static const char usage_text[] =
     "  --wgrad TYPE       the Linears' weight gradients: bf16 (the GEMM's output, as\n"
     "                     PyTorch's autocast), f32, or auto (default: bf16 with --accum 1,\n"
     "                     else f32, which sums the microbatches unrounded)\n"
+    "  --recompute MODE   none (default), selective (RoPE, attention and the MLP's\n"
+    "                     activation again in the backward) or full (every block again\n"
+    "                     from its input): less activation memory for more work\n"
     "  --offload          activation offload: the blocks' saved tensors go to pinned host\n"
     "                     memory during the forward and come back ahead of the backward\n"
     "                     (attached after two plain steps, whose time sizes the prefetch)\n"
@@ -160,7 +165,7 @@ enum {
   O_DECAY, O_WD, O_CLIP, O_RECIPE, O_SEED, O_EVAL, O_EVALB, O_SAVE, O_LOAD, O_SAMPLE, O_PROMPT,
   O_TEMP, O_TOPK, O_SCHECK, O_NOGRAPH, O_TP, O_SHARE, O_WGRAD, O_PROFILE, O_PLAN, O_OFFLOAD, O_OFF_LAYERS,
   O_OFF_PREFETCH, O_OFF_DIR, O_HOST_BUDGET, O_OFF_MIN, O_GLAUNCH, O_NOPIPE, O_DP, O_ZERO,
-  O_VAL, O_TOKENIZE, O_EVALFILE, O_SAVE_EVERY, O_LOG, O_LOAD_HF, O_SAVE_HF
+  O_VAL, O_TOKENIZE, O_EVALFILE, O_SAVE_EVERY, O_LOG, O_LOAD_HF, O_SAVE_HF, O_RECOMP
 };
 static const struct option longs[] = {
     TE_CLI_LONGS, TE_CLI_FORMATS,
@@ -198,6 +203,7 @@ static const struct option longs[] = {
     {"eval", required_argument, 0, O_EVALFILE}, {"save-every", required_argument, 0, O_SAVE_EVERY},
     {"log", required_argument, 0, O_LOG}, {"load-hf", required_argument, 0, O_LOAD_HF},
     {"save-hf", required_argument, 0, O_SAVE_HF},
+    {"recompute", required_argument, 0, O_RECOMP},
     {0, 0, 0, 0}};
 
 struct opts {
@@ -356,6 +362,7 @@ static int take(struct te_cli *cli, struct opts *o, int opt, const char *a) {
   case O_ZERO: return te_cli_int(cli, f, a, 0, 2, &o->zero);
   case O_SHARE: return te_cli_int(cli, f, a, 0, 1, &o->share_saved);
   case O_WGRAD: return word_of(cli, f, a, wgrad_words, 3, &o->wgrad);
+  case O_RECOMP: return word_of(cli, f, a, recompute_words, 3, &o->c.recompute);
   case O_PROFILE: o->profile = o->no_graph = 1; return 0;
   case O_PLAN: o->plan = 1; return 0;
   case O_OFFLOAD: o->off.on = 1; return 0;
@@ -408,6 +415,7 @@ static int resolve(struct te_cli *cli, struct opts *o, struct gpt_config given, 
   const int *pre[] = {&p->c.layers, &p->c.hidden, &p->c.heads, &p->c.kv_heads, &p->c.ffn,
                       &p->c.seq, &p->c.vocab, &p->c.norm, &p->c.act, &p->c.rope, &p->c.bias};
   for (int i = 0; i < 11; i++) *dst[i] = o->given[i] ? *src[i] : *pre[i];
+  o->c.rope_theta = p->c.rope_theta;   /* no option: the preset's (0: 10000) */
   /* a preset's kv_heads follow a given --heads unless given too */
   if (o->given[2] && !o->given[3]) o->c.kv_heads = o->c.heads;
   if (!*batch) *batch = p->batch;
@@ -436,6 +444,8 @@ static int resolve(struct te_cli *cli, struct opts *o, struct gpt_config given, 
   if (getenv("TECOMM_RANK") && o->tp > 1 && o->save)
     return te_cli_error(cli, "--tp with --save: not when launched by TECOMM_RANK (the slices "
                              "meet in memory the forked ranks share)");
+  if (o->off.on && o->c.recompute)
+    return te_cli_error(cli, "--offload and --recompute: one or the other");
   /* --tp with --load: the checkpoint's shape, checked by parse */
   if (o->tp > 1 && !o->load && tp_misfit(cli, o->tp, c, "")) return TE_EXIT_USAGE;
   return 0;
@@ -523,14 +533,16 @@ static uint64_t text_sum(const char *text, size_t n) {
  * on compute capability 9.0, TECORE_GEMM_OWN: GPT-2 124M's step 1.6 ms
  * faster than with the GELU apart, bench/2026-11-26.md, session 29), as its own
  * kernels elsewhere (cuBLASLt's epilogues made that step 4.4% slower,
- * bench/2026-11-23.md, session 13), unless the user set TECORE_OPS_GELU_EPILOGUE. */
-static void gelu_choice(const struct opts *o) {
+ * bench/2026-11-23.md, session 13): the sequence's flag
+ * TECORE_SEQ_NO_GELU_EPILOGUE (TECORE_OPS_GELU_EPILOGUE=0 turns the
+ * epilogue off everywhere). */
+static void gelu_choice(struct opts *o) {
   tecore_backend_t be;
   struct tecore_device_props pr;
   int own = !o->recipe && tecore_backend(&be) == TECORE_SUCCESS && be == TECORE_BACKEND_CUDA &&
             tecore_device_get_props(0, &pr) == TECORE_SUCCESS && pr.cc_major == 9 &&
             pr.cc_minor == 0;
-  setenv("TECORE_OPS_GELU_EPILOGUE", own ? "1" : "0", 0);
+  o->c.gelu_apart = !own;
 }
 
 /* One training run's state, phase to phase (run() below). */

@@ -255,6 +255,22 @@ static tecore_result_t run_chunked(tecore_seq_t *s, const struct te_group *lin,
   return group_end(s, lin, fwd, stream);
 }
 
+/* Activation recomputation (ops_recompute.c): before backward group k,
+ * the forward groups of every unit whose trigger it is, as the last
+ * forward ran them (its noop_flag: the FP8 weights it quantized are read
+ * again, not quantized anew).  No hooks: recomputation and hooks do not
+ * combine (tecore_seq_set_hooks refuses). */
+static tecore_result_t recompute_before(tecore_seq_t *s, size_t k, tecore_stream_t stream) {
+  const struct te_group *g = s->plan.groups[TECORE_SEQ_FORWARD];
+  for (size_t u = s->nrc; u-- > 0;) {
+    const struct te_rc *c = &s->rc[u];
+    if (c->trig != k) continue;
+    for (size_t f = c->gf0; f < c->gf1; f++)
+      TE_CHECK(group_exec(s, &g[f], TECORE_SEQ_FORWARD, s->run_noop, stream, 0, 0));
+  }
+  return TECORE_SUCCESS;
+}
+
 /* Backward groups k (a Linear first) and k - 1 (a collective) overlapped
  * (te/ops.h, "Overlap"; ops_overlap.c): group k with the Linear's wgrad
  * held back; fork: the side stream waits for what the caller's stream
@@ -340,6 +356,7 @@ TE_EXPORT tecore_result_t tecore_seq_forward(tecore_seq_t *s, const struct tecor
   }
   s->run_in = in->data;
   s->run_out = out->data;
+  s->run_noop = noop_flag;
   s->have_forward = 0;
   const struct te_plan *p = &s->plan;
   const struct te_group *g = p->groups[TECORE_SEQ_FORWARD];
@@ -390,8 +407,14 @@ TE_EXPORT tecore_result_t tecore_seq_backward(tecore_seq_t *s, const struct teco
   const struct te_plan *p = &s->plan;
   const struct te_group *g = p->groups[TECORE_SEQ_BACKWARD];
   for (size_t k = p->ngroups[TECORE_SEQ_BACKWARD]; k-- > 0;) {
-    tecore_result_t r;
-    if (g[k].overlap && s->side) {
+    const int pair = g[k].overlap && s->side;
+    tecore_result_t r = recompute_before(s, k, stream);
+    if (r == TECORE_SUCCESS && pair) r = recompute_before(s, k - 1, stream);
+    if (r != TECORE_SUCCESS) {
+      s->run_dy8_col = s->run_dy8_row = 0;
+      return r;
+    }
+    if (pair) {
       r = run_overlapped(s, &g[k], &g[k - 1], stream);
       k--;   /* the collective ran too */
     } else {

@@ -139,6 +139,7 @@ struct te_op {
   /* a slot role (MakeExtraOutput / AddExtraInput) */
   int pair;                        /* its use of the slot: an index into tecore_seq.pairs, or -1 */
   unsigned ext;                    /* TE_EXT_X16: x16 is the caller's (tecore_seq_set_saved) */
+  unsigned rc;                     /* TE_EXT_X16: x16 lies in the recompute pool */
 };
 
 struct te_bnd {
@@ -159,6 +160,7 @@ struct te_bnd {
   int f8_rowonly;                  /* ... rowwise only (the columnwise copy is made in backward) */
   int hp_valid;                    /* the high-precision data is written */
   unsigned ext;                    /* storage the caller gave (tecore_seq_set_saved): TE_EXT_* */
+  unsigned rc;                     /* parts in the recompute pool (ops_recompute.c): TE_EXT_* */
 };
 /* TECORE_SEQ_DEFER_SAVED: a saved tensor's storage field before the caller
  * gives it (tecore_seq_set_saved); never dereferenced: a forward is refused
@@ -200,6 +202,21 @@ struct te_plan {
   size_t nfusions;
   struct te_group *groups[2];
   size_t ngroups[2];
+};
+
+/* Activation recomputation (ops_recompute.c): a range the caller set, and
+ * a unit, the ops [first, first + count) whose forward the backward runs
+ * again (a FULL range is one unit; a SELECTIVE one, a unit per run of
+ * attention-core and activation operations in it). */
+struct te_rc_range {
+  size_t first, count;
+  int mode;                        /* tecore_seq_recompute_t */
+};
+struct te_rc {
+  size_t first, count;
+  /* set by the plan (te_rc_plan) */
+  size_t trig;                     /* the backward group before which the forward runs again */
+  size_t gf0, gf1;                 /* its forward groups [gf0, gf1) */
 };
 
 struct te_alloc {
@@ -323,6 +340,15 @@ struct tecore_seq {
     tecore_devptr_t bias_grad;     /* F32 bias gradient the GEMM's BGRAD epilogue adds to, or 0 */
   } pend;
 
+  /* activation recomputation (ops_recompute.c) */
+  struct te_rc_range *rcr;         /* tecore_seq_set_recompute's ranges, in op order */
+  size_t nrcr;
+  struct te_rc *rc;                /* their units, in op order */
+  size_t nrc;
+  tecore_devptr_t rc_pool;         /* the units' saved tensors, one unit's worth */
+  size_t rc_pool_bytes;
+  tecore_devptr_t run_noop;        /* the last forward's noop_flag (the recompute's) */
+
   struct te_alloc *allocs;
   size_t nallocs, cap_allocs;
   size_t bytes_total, bytes_param;
@@ -371,6 +397,20 @@ int te_attn_fp8_takes(const tecore_seq_t *s, size_t i, int o8);
 tecore_result_t te_rope_q_fwd(const struct tecore_seq_exec *x);
 tecore_result_t te_attn_q_fwd(const struct tecore_seq_exec *x);
 tecore_result_t te_attn_q_ws(const tecore_seq_t *s, size_t first, size_t *bytes, void *ctx);
+
+/* ---- ops_recompute.c / ops_saved.c: activation recomputation ------------------------ */
+/* 1 when a group of pass dir of ops [first, first + count) would cross a
+ * unit's edge where the plan may not. */
+int te_rc_splits(const tecore_seq_t *s, tecore_seq_dir_t dir, size_t first, size_t count);
+/* 1 when op c's forward, run again in the backward inside its unit, reads
+ * boundary b's storage written outside that unit (by op b - 1): the
+ * backward then reads it (tecore_seq_get_saved's read_back). */
+int te_rc_reads(const tecore_seq_t *s, size_t b, size_t c);
+/* After the plan: the units' forward groups and triggers, and their saved
+ * tensors laid over the pool (te_rc_layout, ops_saved.c). */
+tecore_result_t te_rc_plan(tecore_seq_t *s);
+tecore_result_t te_rc_layout(tecore_seq_t *s, size_t *last_reader);
+void te_rc_free(tecore_seq_t *s);
 
 /* ---- ops_plan.c --------------------------------------------------------------------- */
 /* Plans both passes, records what the forward groups leave at the

@@ -66,6 +66,7 @@ static int pattern_matches(const tecore_seq_t *s, const struct te_fusion *f, siz
                            tecore_seq_dir_t dir, const struct tecore_recipe *rc) {
   const struct tecore_fusion_def *d = &f->def;
   if (d->dir != dir || d->nops > s->nops - i) return 0;
+  if (te_rc_splits(s, dir, i, d->nops)) return 0;   /* recomputed units (ops_recompute.c) */
   for (size_t k = 0; k < d->nops; k++)
     if (s->ops[i + k].d.kind != d->kinds[k]) return 0;
   /* a registered pattern writing the next Linear's rowwise FP8 input

@@ -33,11 +33,26 @@ static int bwd_reads_input_hp(const tecore_seq_t *s, size_t c) {
   return !(o->def.flags & TECORE_OP_BACKWARD_NO_INPUT);
 }
 
+/* The slots forked from boundary b's storage: *last grows to their
+ * adders; 1 when an adder inside a recomputed unit that did not make the
+ * slot adds it again in the backward (the storage is read back). */
+static int slot_readers(const tecore_seq_t *s, size_t b, size_t *last) {
+  int again = 0;
+  for (size_t p = 0; p < s->npairs; p++) {
+    const struct te_slot *sl = &s->pairs[p];
+    if (sl->maker < 0 || sl->adder < 0 || owner(s, (size_t)sl->maker) != b) continue;
+    if ((size_t)sl->adder > *last) *last = (size_t)sl->adder;
+    if (te_rc_reads(s, b, (size_t)sl->adder)) again = 1;
+  }
+  return again;
+}
+
 /* One saved tensor and where its pointer lives. */
 struct saved_ref {
   struct tecore_seq_saved info;
   tecore_devptr_t *field;
   unsigned *ext;
+  unsigned *rcm;                   /* its te_bnd.rc or te_op.rc */
   unsigned bit;
 };
 
@@ -59,17 +74,12 @@ static int walk(const tecore_seq_t *cs, int (*visit)(struct saved_ref *r, void *
     for (size_t c = b; c < n; c++) {
       if (owner(s, c) != b) continue;
       last = c;
-      if (bwd_reads_input_hp(s, c)) hp_back = 1;
+      if (bwd_reads_input_hp(s, c) || te_rc_reads(s, b, c)) hp_back = 1;
     }
     /* an operation whose backward reads its output (attention's O) */
     for (size_t c = b > 0 ? b - 1 : 0; c + 1 < n; c++)
       if ((s->ops[c].def.flags & TECORE_OP_BACKWARD_OUTPUT) && owner(s, c + 1) == b) hp_back = 1;
-    for (size_t p = 0; p < s->npairs; p++) {
-      const struct te_slot *sl = &s->pairs[p];
-      if (sl->maker >= 0 && sl->adder >= 0 && owner(s, (size_t)sl->maker) == b &&
-          (size_t)sl->adder > last)
-        last = (size_t)sl->adder;
-    }
+    if (slot_readers(s, b, &last)) hp_back = 1;
     struct saved_ref r;
     memset(&r, 0, sizeof r);
     r.info.bnd = b;
@@ -78,6 +88,7 @@ static int walk(const tecore_seq_t *cs, int (*visit)(struct saved_ref *r, void *
     r.info.rows = bd->rows;
     r.info.cols = bd->cols;
     r.ext = &bd->ext;
+    r.rcm = &bd->rc;
     if (b > 0 && b < n && bd->alias < 0 && bd->hp) {
       r.info.part = TECORE_SEQ_SAVED_DATA;
       r.info.dtype = s->cfg.dtype;
@@ -102,6 +113,8 @@ static int walk(const tecore_seq_t *cs, int (*visit)(struct saved_ref *r, void *
        * k-major operand); the rowwise one only when it makes that copy
        * from it (after a norm+quantize, which writes rowwise only) */
       r.info.read_back = r.info.written && lin && (bd->f8_rowonly || !bd->f8_col);
+      /* a unit's Linear run again reads the FP8 input written before it */
+      if (bd->f8_ready && lin && te_rc_reads(s, b, b)) r.info.read_back = 1;
       if (visit(&r, arg)) return 1;
       if (!bd->f8_col) continue;   /* inference: no columnwise copy at all */
       r.info.part = TECORE_SEQ_SAVED_FP8_COL;
@@ -129,6 +142,7 @@ static int walk(const tecore_seq_t *cs, int (*visit)(struct saved_ref *r, void *
     r.info.bytes = o->in_rows * o->in_cols * 2;
     r.field = &o->x16;
     r.ext = &o->ext;
+    r.rcm = &o->rc;
     r.bit = TE_EXT_X16;
     r.info.written = r.info.read_back = !s->fp8_run && s->cfg.dtype == TECORE_DTYPE_F32;
     if (visit(&r, arg)) return 1;
@@ -147,6 +161,10 @@ static int list_visit(struct saved_ref *r, void *arg) {
     a->out[a->k] = r->info;
     a->out[a->k].ptr = *r->field == TE_SAVED_PENDING ? 0 : *r->field;
     a->out[a->k].external = (*r->ext & r->bit) != 0;
+    if (*r->rcm & r->bit) {   /* the backward reads what the forward run again writes */
+      a->out[a->k].external = TECORE_SEQ_SAVED_RECOMPUTED;
+      a->out[a->k].read_back = 0;
+    }
   }
   a->k++;
   return 0;
@@ -193,6 +211,8 @@ TE_EXPORT tecore_result_t tecore_seq_set_saved(tecore_seq_t *s, size_t index, te
   walk(s, find_visit, &a);
   TE_ARG(a.hit, "%s: index %zu is out of range (the sequence saves %zu tensors)", fn, index, a.k);
   struct saved_ref *r = &a.found;
+  TE_ARG(!(*r->rcm & r->bit), "%s: saved tensor %zu lies in the recompute pool "
+         "(tecore_seq_set_recompute): the sequence lays it out itself", fn, index);
   int ext = (*r->ext & r->bit) != 0;
   if (ptr) {
     /* the tensor's bytes must fit where ptr points: the sequence writes
@@ -230,6 +250,7 @@ tecore_result_t te_saved_alloc(tecore_seq_t *s, size_t bytes, tecore_devptr_t *f
 
 struct settle_arg {
   tecore_seq_t *s;
+  int own;                         /* give every pending tensor the sequence's storage */
   size_t pending;
   tecore_result_t r;
 };
@@ -237,7 +258,7 @@ struct settle_arg {
 static int settle_visit(struct saved_ref *r, void *arg) {
   struct settle_arg *a = arg;
   if (*r->field != TE_SAVED_PENDING) return 0;
-  if (!r->info.read_back) {
+  if (!r->info.read_back && !a->own) {
     a->pending++;
     return 0;
   }
@@ -252,10 +273,100 @@ tecore_result_t te_saved_settle(tecore_seq_t *s, size_t *pending) {
   return a.r;
 }
 
+/* ---- the recompute pool (ops_recompute.c) ---------------------------------------- */
+
+static int unit_starts(const tecore_seq_t *s, size_t b) {
+  for (size_t u = 0; u < s->nrc; u++)
+    if (s->rc[u].first == b) return 1;
+  return 0;
+}
+
+/* Does unit u's forward write saved tensor r, which nothing past the
+ * operation right after the unit reads (and no other unit's forward run
+ * again)?  Then the unit's run gives it back and it may lie in the pool. */
+static int unit_makes(const tecore_seq_t *s, size_t u, const struct saved_ref *r) {
+  const size_t a = s->rc[u].first, b = a + s->rc[u].count, x = r->info.bnd;
+  if (*r->ext & r->bit) return 0;   /* the caller's */
+  if (r->info.part == TECORE_SEQ_SAVED_BF16) return a <= x && x < b;
+  if (x < a || x > b || x >= s->nops) return 0;
+  if (r->info.op_last > b || (r->info.op_last == b && unit_starts(s, b))) return 0;
+  const struct te_bnd *bd = &s->bnd[x];
+  const int data = r->info.part == TECORE_SEQ_SAVED_DATA;
+  if (x == a) return !data && te_op_fp8(s, a) && !bd->f8_ready;   /* the Linear quantizes it */
+  if (x == b) return data ? bd->hp_valid : bd->f8_ready;          /* the unit's last op writes */
+  return 1;
+}
+
+struct pool_arg {
+  tecore_seq_t *s;
+  size_t u, off, last;
+  int assign;
+  tecore_result_t r;
+};
+
+static int pool_visit(struct saved_ref *r, void *arg) {
+  struct pool_arg *a = arg;
+  if (!unit_makes(a->s, a->u, r)) return 0;
+  if (r->info.op_last > a->last) a->last = r->info.op_last;
+  if (a->assign) {
+    if (*r->field != TE_SAVED_PENDING) {
+      a->r = te_seq_release(a->s, *r->field);
+      if (a->r != TECORE_SUCCESS) return 1;
+    }
+    *r->field = a->s->rc_pool + a->off;
+    *r->rcm |= r->bit;
+  }
+  a->off += (r->info.bytes + 255) & ~(size_t)255;
+  return 0;
+}
+
+/* Tensors of an older layout leave the pool (pending: given storage below). */
+static int unpool_visit(struct saved_ref *r, void *arg) {
+  (void)arg;
+  if (!(*r->rcm & r->bit)) return 0;
+  *r->rcm &= ~r->bit;
+  *r->field = TE_SAVED_PENDING;
+  return 0;
+}
+
+/* Lays each unit's saved tensors over the pool from its start (one unit's
+ * worth: the largest), freeing their own storage; last_reader[u] gets the
+ * last operation reading unit u's pooled tensors.  A new layout (a recipe
+ * changed) allocates a larger pool where needed: the old one stays
+ * allocated until destroy, so graphs captured before still replay. */
+tecore_result_t te_rc_layout(tecore_seq_t *s, size_t *last_reader) {
+  walk(s, unpool_visit, NULL);
+  size_t need = 0;
+  for (size_t u = 0; u < s->nrc; u++) {
+    struct pool_arg a = {.s = s, .u = u};
+    walk(s, pool_visit, &a);
+    last_reader[u] = a.last;
+    if (a.off > need) need = a.off;
+  }
+  if (need > s->rc_pool_bytes) {
+    TE_CHECK(te_seq_alloc(s, need, 0, &s->rc_pool));
+    s->rc_pool_bytes = need;
+  }
+  for (size_t u = 0; u < s->nrc; u++) {
+    struct pool_arg a = {.s = s, .u = u, .assign = 1, .r = TECORE_SUCCESS};
+    walk(s, pool_visit, &a);
+    TE_CHECK(a.r);
+  }
+  /* what left the pool: its own storage again (or pending, deferred) */
+  struct settle_arg st = {.s = s, .own = !(s->cfg.flags & TECORE_SEQ_DEFER_SAVED),
+                          .r = TECORE_SUCCESS};
+  if (st.own) walk(s, settle_visit, &st);
+  return st.r;
+}
+
 TE_EXPORT tecore_result_t tecore_seq_set_hooks(tecore_seq_t *s, const struct tecore_seq_hooks *h) {
   TE_ARG(s, "tecore_seq_set_hooks: seq is NULL");
   TE_ARG(te_handle_live(s), "tecore_seq_set_hooks: seq %p is not a live sequence (destroyed?)",
          (const void *)s);
+  if (h && s->nrcr)
+    return TE_ERR(TECORE_ERR_NOT_SUPPORTED, "tecore_seq_set_hooks: the sequence recomputes "
+                  "%zu ranges (tecore_seq_set_recompute): recomputation and pass hooks "
+                  "(activation offload) do not combine", s->nrcr);
   if (h) {
     TE_ARG(h->before || h->after, "tecore_seq_set_hooks: hooks has neither before nor after");
     s->hooks = *h;

@@ -126,6 +126,7 @@ TE_EXPORT tecore_result_t tecore_seq_destroy(tecore_seq_t *s) {
   }
   te_handle_del(s);
   te_plan_free(&s->plan);
+  te_rc_free(s);
   free(s->allocs);
   free(s->bnd);
   free(s->ops);
@@ -635,7 +636,10 @@ static void unbuild(tecore_seq_t *s) {
     o->w16 = o->x16 = o->w8_row = o->w8_col = o->w8_srow = o->w8_scol = 0;
     o->grad_fresh = 0;
     o->lse = o->qkv16 = o->o16 = o->do16 = o->dqkv16 = 0;
+    o->rc = 0;
   }
+  s->rc_pool = 0;
+  s->rc_pool_bytes = 0;
   for (size_t i = 0; i < s->npairs; i++) s->pairs[i].value = s->pairs[i].grad = 0;
   s->dy16 = s->dy8_row = s->dy8_col = s->w8_col = s->gemm_ws = 0;
   s->dy8_srow = s->dy8_scol = s->w8_scol = 0;
@@ -886,6 +890,7 @@ static tecore_result_t prepare_fp8(tecore_seq_t *s, tecore_stream_t stream) {
       TE_CHECK(te_seq_alloc(s, s->ops[i].plen[0] * 2, 0, &s->ops[i].w16));
   TE_CHECK(te_plan_build(s));
   TE_CHECK(alloc_grad8(s));
+  TE_CHECK(te_rc_plan(s));
   return te_saved_settle(s, NULL);
 }
 

@@ -576,7 +576,8 @@ struct tecore_seq_saved {
   size_t rows, cols;     /* as stored (FP8_COL: [cols][rows] of the boundary) */
   size_t bytes;
   tecore_devptr_t ptr;   /* where it is stored now */
-  int external;          /* 1: storage given by tecore_seq_set_saved */
+  int external;          /* 1: storage given by tecore_seq_set_saved; TECORE_SEQ_SAVED_RECOMPUTED:
+                            the recompute pool (tecore_seq_set_recompute) */
   int written;           /* 1: the current plan's forward writes it */
   int read_back;         /* 1: the current plan's backward may read what forward wrote */
 };
@@ -823,6 +824,35 @@ tecore_result_t tecore_ops_unregister_fusion(const char *name);
 
 /* "linear", "rmsnorm", ... a registered kind's name, or "?". */
 const char *tecore_op_kind_name(int kind);
+
+/* ---- activation recomputation --------------------------------------------
+ * A range of operations whose activations the backward computes again
+ * instead of keeping them from the forward (tecore_seq_set_recompute(3)):
+ *   FULL       the range keeps only its input (boundary first); its
+ *              backward first runs the range's forward again from it
+ *   SELECTIVE  within the range, each run of consecutive attention-core
+ *              and activation operations (ROPE, ATTENTION, GELU, RELU,
+ *              SILU, QGELU, SWIGLU, GEGLU, REGLU) is recomputed as FULL
+ *              is: the Linears' (GEMMs') outputs stay kept
+ * The saved tensors a recomputed forward writes share one pool, sized for
+ * the largest unit (a block's worth), which tecore_seq_get_saved lists
+ * with external TECORE_SEQ_SAVED_RECOMPUTED and read_back 0, and which
+ * tecore_seq_set_saved refuses to move.  No forward group crosses a unit's
+ * edge, nor a backward group the edge between two units.  The forward run again reads the last forward's noop_flag and
+ * records the same amaxes (max-accumulated: delayed histories see each
+ * value once), so the gradients are those of the plain backward. */
+typedef enum tecore_seq_recompute {
+  TECORE_SEQ_RECOMPUTE_NONE = 0,
+  TECORE_SEQ_RECOMPUTE_FULL = 1,
+  TECORE_SEQ_RECOMPUTE_SELECTIVE = 2
+} tecore_seq_recompute_t;
+/* tecore_seq_saved.external of a tensor in the recompute pool */
+#define TECORE_SEQ_SAVED_RECOMPUTED 2
+/* Marks ops [first, first + count) as recomputed with mode (FULL or
+ * SELECTIVE), before tecore_seq_build; ranges may not overlap.  Not with
+ * pass hooks (activation offload): TECORE_ERR_NOT_SUPPORTED either way. */
+tecore_result_t tecore_seq_set_recompute(tecore_seq_t *seq, size_t first, size_t count,
+                                         tecore_seq_recompute_t mode);
 
 #ifdef __cplusplus
 }

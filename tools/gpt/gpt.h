@@ -61,7 +61,15 @@ struct gpt_config {
   /* a run option too: the Linears' weight gradients in BF16
    * (TECORE_SEQ_BF16_WGRAD) */
   int wgrad_bf16;
+  /* a run option too: GELU as its own kernels, not in the GEMMs'
+   * epilogues (TECORE_SEQ_NO_GELU_EPILOGUE) */
+  int gelu_apart;
+  /* a run option too: each block recomputed in the backward (--recompute) */
+  int recompute;  /* enum gpt_recompute */
+  /* the model's RoPE base (0: 10000) */
+  float rope_theta;
 };
+enum gpt_recompute { GPT_RECOMPUTE_NONE = 0, GPT_RECOMPUTE_SELECTIVE = 1, GPT_RECOMPUTE_FULL = 2 };
 
 /* One trained tensor: the PyTorch-style name, the model's copy (BF16 in
  * the sequence, or the F32 table itself), its F32 gradient, AdamW's
@@ -166,6 +174,8 @@ void gpt_logits(struct gpt_model *m, int reuse_fp8, tecore_stream_t s);
  * their forward lifetimes (gpt_mem.c): *shared_bytes of them on
  * *arena_bytes; before any capture.  gpt_share_free: the arenas. */
 void gpt_share_saved(struct gpt_model *m, size_t *shared_bytes, size_t *arena_bytes);
+/* --recompute: every block of a training sequence (gpt_recompute.c), before its build */
+void gpt_recompute_blocks(struct gpt_model *m, int inference);
 void gpt_share_free(struct gpt_model *m);
 /* group[i]: the forward group of operation i (tecore_seq_groups), -1 for
  * one the plan does not list; *nops: the operations the plan covers.

@@ -46,6 +46,10 @@ static size_t config_meta(const struct gpt_config *c, int64_t step, struct st_me
   snprintf(meta[n++].value, ST_MAX_VALUE, "untied");
   snprintf(meta[n].key, ST_MAX_NAME, "layout");
   snprintf(meta[n++].value, ST_MAX_VALUE, "nn.Linear [out][in]; attn.qkv rows: query heads, key heads, value heads");
+  if (c->rope_theta > 0) {   /* written only where not the default 10000 (llama3-8b) */
+    snprintf(meta[n].key, ST_MAX_NAME, "rope_theta");
+    snprintf(meta[n++].value, ST_MAX_VALUE, "%d", (int)c->rope_theta);
+  }
   snprintf(meta[n].key, ST_MAX_NAME, "step");
   snprintf(meta[n++].value, ST_MAX_VALUE, "%" PRId64, step);
   return n;
@@ -245,6 +249,10 @@ int gpt_load_config(const char *dir, struct gpt_config *c) {
        meta_int(&f, "vocab", 2, 1 << 24, &c->vocab) || meta_int(&f, "rope", 0, 1, &c->rope) ||
        meta_int(&f, "bias", 0, 1, &c->bias) || meta_name(&f, "norm", norm_names, 2, &c->norm) ||
        meta_name(&f, "act", act_names, 4, &c->act);
+  /* optional: checkpoints of the default RoPE base carry none */
+  int theta = 0;
+  if (!rc && st_meta_get(&f, "rope_theta")) rc = meta_int(&f, "rope_theta", 1, 1 << 30, &theta);
+  c->rope_theta = (float)theta;
   gpt_ckpt_close(&ck);
   return rc ? -1 : 0;
 }

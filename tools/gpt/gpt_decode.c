@@ -181,7 +181,8 @@ static void attend(struct gpt_decoder *d, int l, tecore_stream_t s) {
     struct tecore_rope_view qv = {q, d->qkv_w, hd}, kvv = {k, d->qkv_w, hd};
     struct tecore_rope_args ra = {.dtype = TECORE_DTYPE_BF16, .tokens = 1, .q_heads = d->heads,
                                   .k_heads = d->kv_heads, .head_dim = (int)hd,
-                                  .style = TECORE_ROPE_HALVES, .positions = d->meta + 4,
+                                  .style = TECORE_ROPE_HALVES, .theta = c->rope_theta,
+                                  .positions = d->meta + 4,
                                   .q_in = qv, .q_out = qv, .k_in = kvv, .k_out = kvv};
     GPT_CHECK(tecore_rope_fwd(&ra, s));
   }

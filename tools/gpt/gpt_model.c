@@ -85,7 +85,8 @@ static void add_ops(struct gpt_model *m) {
         .activation = c->act == GPT_SWIGLU ? TECORE_OP_SWIGLU : c->act == GPT_GEGLU ? TECORE_OP_GEGLU
                       : c->act == GPT_RELU ? TECORE_OP_RELU : TECORE_OP_GELU,
         .qkv_bias = c->bias, .proj_bias = c->bias, .mlp_bias = c->bias, .rope = c->rope,
-        .rope_style = TECORE_ROPE_HALVES, .attn_flags = TECORE_ATTN_CAUSAL,
+        .rope_style = TECORE_ROPE_HALVES, .rope_theta = c->rope_theta,
+        .attn_flags = TECORE_ATTN_CAUSAL,
         .batch = m->batch, .max_seqlen = (size_t)c->seq, .slot = 0,
         .tp_size = m->tp.size > 1 ? m->tp.size : 0, .tp_rank = m->tp.size > 1 ? m->tp.rank : 0,
         .tp_ctx = m->tp.size > 1 ? m->tp.ctx : NULL};
@@ -190,6 +191,7 @@ static void create(struct gpt_model *m, const struct gpt_config *c, size_t batch
   /* --wgrad bf16: the Linears' weight gradients as the GEMMs write them,
    * rounded to BF16 (what autocast's BF16 weight copies give PyTorch) */
   if (c->wgrad_bf16 && !inference) cfg.flags |= TECORE_SEQ_BF16_WGRAD;
+  if (c->gelu_apart) cfg.flags |= TECORE_SEQ_NO_GELU_EPILOGUE;
   /* FP8 training under delayed scaling: the LM head's two FP8 gradient
    * copies fill the dead BF16 logits exactly (rows * vocab bytes each,
    * the second 16-byte aligned), so the sequence keeps no buffer of that
@@ -201,6 +203,7 @@ static void create(struct gpt_model *m, const struct gpt_config *c, size_t batch
     cfg.flags |= TECORE_SEQ_GRAD_FP8_GIVEN;
   GPT_CHECK(tecore_seq_create(&cfg, &m->seq));
   add_ops(m);
+  gpt_recompute_blocks(m, inference);
   if (recipe) GPT_CHECK(tecore_seq_set_recipe(m->seq, recipe, s));
   GPT_CHECK(tecore_seq_build(m->seq, s));
   size_t H = (size_t)c->hidden, V = (size_t)c->vocab, R = m->rows;
