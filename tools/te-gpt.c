@@ -34,14 +34,14 @@ struct preset {
   double lr;
 };
 /* layers, hidden, heads, kv_heads, ffn, seq, vocab, norm, act, rope, bias (share_saved,
- * wgrad_bf16, recompute: the run's options, set later), rope_theta */
+ * wgrad_bf16, gelu_apart, recompute: the run's options, set later), rope_theta */
 static const struct preset presets[] = {
-    {"tiny", {2, 64, 4, 4, 256, 64, 256, GPT_LAYERNORM, GPT_GELU, 1, 1, 0, 0, 0, 0}, 4, 1e-2},
-    {"gpt2-124m", {12, 768, 12, 12, 3072, 1024, 50304, GPT_LAYERNORM, GPT_GELU, 0, 1, 0, 0, 0, 0}, 8, 6e-4},
-    {"gpt2-350m", {24, 1024, 16, 16, 4096, 1024, 50304, GPT_LAYERNORM, GPT_GELU, 0, 1, 0, 0, 0, 0}, 8, 6e-4},
-    {"gpt-1.3b", {24, 2048, 16, 16, 8192, 2048, 50304, GPT_LAYERNORM, GPT_GELU, 0, 1, 0, 0, 0, 0}, 8, 6e-4},
-    {"llama-1b", {16, 2048, 32, 8, 8192, 2048, 128256, GPT_RMSNORM, GPT_SWIGLU, 1, 0, 0, 0, 0, 0}, 4, 3e-4},
-    {"llama3-8b", {32, 4096, 32, 8, 14336, 8192, 128256, GPT_RMSNORM, GPT_SWIGLU, 1, 0, 0, 0, 0, 500000.0f}, 1, 3e-4},
+    {"tiny", {2, 64, 4, 4, 256, 64, 256, GPT_LAYERNORM, GPT_GELU, 1, 1, 0, 0, 0, 0, 0}, 4, 1e-2},
+    {"gpt2-124m", {12, 768, 12, 12, 3072, 1024, 50304, GPT_LAYERNORM, GPT_GELU, 0, 1, 0, 0, 0, 0, 0}, 8, 6e-4},
+    {"gpt2-350m", {24, 1024, 16, 16, 4096, 1024, 50304, GPT_LAYERNORM, GPT_GELU, 0, 1, 0, 0, 0, 0, 0}, 8, 6e-4},
+    {"gpt-1.3b", {24, 2048, 16, 16, 8192, 2048, 50304, GPT_LAYERNORM, GPT_GELU, 0, 1, 0, 0, 0, 0, 0}, 8, 6e-4},
+    {"llama-1b", {16, 2048, 32, 8, 8192, 2048, 128256, GPT_RMSNORM, GPT_SWIGLU, 1, 0, 0, 0, 0, 0, 0}, 4, 3e-4},
+    {"llama3-8b", {32, 4096, 32, 8, 14336, 8192, 128256, GPT_RMSNORM, GPT_SWIGLU, 1, 0, 0, 0, 0, 0, 500000.0f}, 1, 3e-4},
 };
 /* --sample-check's limit on |logit(KV cache) - logit(whole model)|, a
  * fraction of the largest |logit| (both BF16: a rounding of the logits

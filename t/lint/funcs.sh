@@ -17,8 +17,6 @@ tmp=${TMPDIR:-/tmp}/funcs.$$
 trap 'rm -f "$tmp"' EXIT
 # path function reason
 cat > "$tmp" <<'LIST'
-tools/te-gpt.c run being changed on branch dp (run() split by phase there)
-tools/te-allreduce-perf.c main not tidy's to edit (no helper holds it now); one line over
 kernels/comm_ar.cu ar_fused_fast being changed on branch coll
 kernels/comm_ar.cu ar_fused_spread being changed on branch coll
 # GPU kernel bodies: each keeps a row (or a tile) and its partial sums in
