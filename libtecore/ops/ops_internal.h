@@ -406,10 +406,11 @@ int te_rc_splits(const tecore_seq_t *s, tecore_seq_dir_t dir, size_t first, size
  * boundary b's storage written outside that unit (by op b - 1): the
  * backward then reads it (tecore_seq_get_saved's read_back). */
 int te_rc_reads(const tecore_seq_t *s, size_t b, size_t c);
-/* After the plan: the units' forward groups and triggers, and their saved
- * tensors laid over the pool (te_rc_layout, ops_saved.c). */
-tecore_result_t te_rc_plan(tecore_seq_t *s);
+/* After the plan: the units' saved tensors laid over the pool, last[u]
+ * the last operation reading unit u's (te_rc_layout, ops_saved.c), then
+ * the units' forward groups and triggers from last (te_rc_plan). */
 tecore_result_t te_rc_layout(tecore_seq_t *s, size_t *last_reader);
+void te_rc_plan(tecore_seq_t *s, const size_t *last);
 void te_rc_free(tecore_seq_t *s);
 
 /* ---- ops_plan.c --------------------------------------------------------------------- */

@@ -6,7 +6,8 @@
  * no backward group the edge between two units), and per
  * unit the forward groups the backward runs again and the backward group
  * before which it runs them.  Where the units' saved tensors lie (the
- * pool) is ops_saved.c's te_rc_layout; the runs are ops_exec.c's.
+ * pool) is ops_saved.c's te_rc_layout (the build in ops_seq.c calls it,
+ * then te_rc_plan); the runs are ops_exec.c's.
  *
  * Why one pool serves every unit: a unit's forward writes its tensors
  * and only the unit (and the operation right after it) reads them; in the
@@ -160,12 +161,8 @@ static size_t group_of(const tecore_seq_t *s, tecore_seq_dir_t dir, size_t i) {
   return k;
 }
 
-tecore_result_t te_rc_plan(tecore_seq_t *s) {
-  if (!s->nrc) return TECORE_SUCCESS;
-  size_t *last = calloc(s->nrc, sizeof *last);
-  if (!last) return TE_ERR(TECORE_ERR_NOMEM, "tecore_seq_build: out of host memory");
-  tecore_result_t r = te_rc_layout(s, last);
-  for (size_t u = 0; u < s->nrc && r == TECORE_SUCCESS; u++) {
+void te_rc_plan(tecore_seq_t *s, const size_t *last) {
+  for (size_t u = 0; u < s->nrc; u++) {
     struct te_rc *c = &s->rc[u];
     size_t b = c->first + c->count;
     /* the unit's own backward, or the reader after it, whichever is later */
@@ -174,8 +171,6 @@ tecore_result_t te_rc_plan(tecore_seq_t *s) {
     c->gf0 = group_of(s, TECORE_SEQ_FORWARD, c->first);
     c->gf1 = group_of(s, TECORE_SEQ_FORWARD, b - 1) + 1;
   }
-  free(last);
-  return r;
 }
 
 void te_rc_free(tecore_seq_t *s) {

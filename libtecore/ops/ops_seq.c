@@ -890,7 +890,14 @@ static tecore_result_t prepare_fp8(tecore_seq_t *s, tecore_stream_t stream) {
       TE_CHECK(te_seq_alloc(s, s->ops[i].plen[0] * 2, 0, &s->ops[i].w16));
   TE_CHECK(te_plan_build(s));
   TE_CHECK(alloc_grad8(s));
-  TE_CHECK(te_rc_plan(s));
+  if (s->nrc) {
+    size_t *last = calloc(s->nrc, sizeof *last);
+    if (!last) return TE_ERR(TECORE_ERR_NOMEM, "tecore_seq_build: out of host memory");
+    tecore_result_t r = te_rc_layout(s, last);
+    if (r == TECORE_SUCCESS) te_rc_plan(s, last);
+    free(last);
+    TE_CHECK(r);
+  }
   return te_saved_settle(s, NULL);
 }
 

@@ -4,7 +4,7 @@
 # TE_VM_NODE=0 or 1): two ranks of a 2-node x 2-rank communicator per
 # guest (processes on vdev; node 0 holds ranks 0-1 and the bootstrap
 # root: the hierarchical path, IPC in each guest and verbs between the
-# two leaders), through every test in turn, each on a bootstrap port of its own
+# two leaders; te-gpt runs one rank a guest), through every test in turn, each on a bootstrap port of its own
 # so the guests stay in step.  Every result is a "TE-VM-TEST name ..."
 # line on the console; the host (t/vm/run-vm.sh) checks them all.
 node=${TE_VM_NODE:-0}
@@ -78,6 +78,19 @@ in_step 29514
 # an injected error completion at node 0's leader (its 40th: a few calls in)
 TECOMM_VERBS_FAULT=wc:40:0 ranks 29506 /te/bin/vm_allreduce wcfault
 in_step 29515
+# te-gpt --dp 2 --zero 1, one rank a guest: the gradients' allreduce and
+# the parameters' all-gather over verbs between the guests; node 0 prints
+# the losses, which the host compares with its own forked --dp 2 run
+# (run-vm.sh reads gpt_opts from this file)
+gpt_opts="--synthetic --lr 2e-3 --steps 3 --batch 1 --dp 2 --zero 1 --sample 0 --eval-every 0 --csv -q"
+# shellcheck disable=SC2086
+if TECOMM_NRANKS=2 TECOMM_RANK=$node TECOMM_ROOT=$root:29507 /te/bin/te-gpt $gpt_opts --seed "$seed" \
+     > /tmp/gpt.csv 2> /tmp/gpt.err; then
+  echo "TE-VM-TEST gpt rank=node$node PASS: losses $(sed 1d /tmp/gpt.csv | cut -d, -f2 | tr '\n' ' ')"
+else
+  echo "TE-VM-TEST gpt rank=node$node FAIL:"; cat /tmp/gpt.err /tmp/gpt.csv
+fi
+in_step 29516
 # the link cut mid-transfer: node 1 takes its NIC down while the ranks loop
 if [ "$node" = 1 ]; then (sleep 6; ip link set eth0 down; echo "TE-VM: eth0 down") & fi
 ranks 29505 /te/bin/vm_allreduce cut

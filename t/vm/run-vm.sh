@@ -4,7 +4,8 @@
 # soft-RoCE, joined by a virtual link, run libtecomm's inter-node tests
 # (t/vm/guest-tests.sh: the verbs devices, a 2-node x 2-rank hierarchical
 # allreduce on vdev, the same bits on every rank, te-allreduce-perf -a
-# verbs, a failed memory registration, a peer that exits, an injected
+# verbs, te-gpt --dp 2 --zero 1 with one rank a guest (its losses this
+# host's forked run's), a failed memory registration, a peer that exits, an injected
 # error completion, the link cut mid-transfer).  Each guest boots Debian's own
 # kernel (a linux-image package unpacked, not installed) with an
 # initramfs made here (t/vm/mkinitrd.sh); results come back as
@@ -57,6 +58,7 @@ prog() {   # the ELF behind a libtool wrapper
 vmar=$(prog t/vm vm_allreduce) || { echo "FAIL: t/vm/vm_allreduce not built"; exit 1; }
 info=$(prog tools te-info) || { echo "FAIL: tools/te-info not built"; exit 1; }
 perf=$(prog tools te-allreduce-perf) || { echo "FAIL: tools/te-allreduce-perf not built"; exit 1; }
+gpt=$(prog tools te-gpt) || { echo "FAIL: tools/te-gpt not built"; exit 1; }
 
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/te-vm.XXXXXX") || exit 1
 pids=
@@ -70,7 +72,7 @@ start=$(date +%s)
 cp "$here/guest-tests.sh" "$tmp/guest-tests.sh"
 sh "$here/mkinitrd.sh" "$kroot" "$tmp/initrd.cpio" "$here/init.sh" \
    "$b/libtecore/.libs:$b/libtegraph/.libs:$b/libtecomm/.libs" \
-   "$vmar" "$info" "$perf" "$tmp/guest-tests.sh"
+   "$vmar" "$info" "$perf" "$gpt" "$tmp/guest-tests.sh"
 rc=$?
 [ $rc = 77 ] && skip "the initramfs cannot be made (see above)"
 [ $rc = 0 ] || { echo "FAIL: mkinitrd.sh failed ($rc)"; exit 1; }
@@ -78,6 +80,14 @@ echo "# initramfs: $(($(wc -c < "$tmp/initrd.cpio") / 1048576)) MiB in $(($(date
 
 seed=${TE_TEST_SEED:-$(od -An -N4 -tu4 /dev/urandom | tr -d ' ')}
 echo "# seed $seed (TE_TEST_SEED=$seed reproduces the inputs)"
+# the guests' te-gpt --dp 2, here as forked ranks on this host: the
+# losses both guests must give (the two ranks' sums are one addition,
+# the same bits whichever level adds)
+gpt_opts=$(sed -n 's/^gpt_opts="\(.*\)"$/\1/p' "$here/guest-tests.sh")
+# shellcheck disable=SC2086
+gpt_want=$(TE_DEVICE=vdev "$b/tools/te-gpt" $gpt_opts --seed "$seed" 2> "$tmp/gpt.err" |
+           sed 1d | cut -d, -f2 | tr '\n' ' ')
+[ -n "$gpt_want" ] || { echo "FAIL: te-gpt $gpt_opts on this host:"; cat "$tmp/gpt.err"; exit 1; }
 limit=${TE_VM_TIMEOUT:-280}
 # the guests' link: a Unix stream socket in the run's own directory (no
 # TCP port another job on the machine could hold); guest 0 listens, and
@@ -112,7 +122,7 @@ pids=
 secs=$(($(date +%s) - start))
 
 # every test, and the ranks (or nodes) that must report it
-expect="devices:node0,node1 check:0,1,2,3 nomr:0,1,2,3 perf:node0,node1 exit:0,1,2,3 wcfault:0,1,2,3 cut:0,1,2,3"
+expect="devices:node0,node1 check:0,1,2,3 nomr:0,1,2,3 perf:node0,node1 gpt:node0,node1 exit:0,1,2,3 wcfault:0,1,2,3 cut:0,1,2,3"
 status=0
 cat "$tmp/console.0" "$tmp/console.1" 2> /dev/null | grep '^TE-VM-TEST ' > "$tmp/results"
 for e in $expect; do
@@ -132,6 +142,13 @@ case $(echo "$digests" | grep -c .) in
   1) echo "ok: the check results are the same bits on every rank (digest $digests)" ;;
   *) echo "FAIL: the ranks' check results differ: $(echo $digests)"; status=1 ;;
 esac
+# te-gpt across the guests: the one-host run's losses
+got=$(sed -n 's/^TE-VM-TEST gpt rank=node0 PASS: losses //p' "$tmp/results" | head -n 1)
+if [ -n "$got" ] && [ "$got" = "$gpt_want" ]; then
+  echo "ok: te-gpt --dp 2 across the guests gives this host's losses: $got"
+else
+  echo "FAIL: te-gpt --dp 2 across the guests: losses '$got', on this host '$gpt_want'"; status=1
+fi
 echo "# the VM run took $secs s (limit $limit s)"
 if [ $status != 0 ]; then
   for n in 0 1; do
