@@ -116,6 +116,10 @@ tecomm_result_t tc_stage_get(struct tecomm_comm *c, size_t count, tecore_dtype_t
                              const char *fn);
 /* The copy-engine one-shot's local scratch of at least bytes
  * (c->ce_scratch; ar_run.c). */
+/* The kernel call of k as every IPC path starts it (ar_run.c): the
+ * protocol, op, dtype, count, ranks, output, timeout and workspaces. */
+struct tc_ar_call;
+void tc_ar_call_init(struct tecomm_comm *c, const struct tc_call *k, struct tc_ar_call *call);
 tecomm_result_t tc_ce_scratch_get(struct tecomm_comm *c, size_t bytes, int cap, const char *fn);
 /* TECOMM_ERR_INVALID when p lies in symmetric memory and bytes from it
  * run past its allocation, or it is free pool space (allreduce.c). */

@@ -339,21 +339,26 @@ static tecomm_result_t kernel_inputs(struct tecomm_comm *c, const struct tc_call
   return TECOMM_SUCCESS;
 }
 
+void tc_ar_call_init(struct tecomm_comm *c, const struct tc_call *k, struct tc_ar_call *call) {
+  memset(call, 0, sizeof *call);
+  call->algo = (tc_ar_algo_t)tc_algo_kernel(k->algo);
+  call->op = k->op == TECOMM_MAX ? TC_AR_MAX : TC_AR_SUM;
+  call->dtype = k->dtype;
+  call->count = k->count;
+  call->rank = c->rank;
+  call->nranks = c->nranks;
+  call->out = k->recv;
+  call->timeout_ns = (uint64_t)tc_timeout_ms() * 1000000ull;
+  call->ws_max_bytes = c->ws.max_bytes;
+  for (int r = 0; r < c->nranks; r++) call->ws[r] = c->ws.peer[r];
+}
+
 tecomm_result_t tc_run_kernel(struct tecomm_comm *c, const struct tc_call *k) {
   struct tc_ar_call call;
-  memset(&call, 0, sizeof call);
-  call.algo = (tc_ar_algo_t)tc_algo_kernel(k->algo);
+  tc_ar_call_init(c, k, &call);
   call.nvls_uc = k->nvls_uc;
   call.nvls_mc = k->nvls_mc;
   call.nvls_data_bytes = k->nvls_data_bytes;
-  call.op = k->op == TECOMM_MAX ? TC_AR_MAX : TC_AR_SUM;
-  call.dtype = k->dtype;
-  call.count = k->count;
-  call.rank = c->rank;
-  call.nranks = c->nranks;
-  call.out = k->recv;
-  call.timeout_ns = (uint64_t)tc_timeout_ms() * 1000000ull;
-  call.ws_max_bytes = c->ws.max_bytes;
   call.beside = (k->how & TC_AR_BESIDE) != 0;
   if (call.algo == TC_AR_CE) {
     TC_CHECK(tc_ce_scratch_get(c, tc_ar_ce_scratch_bytes(c->nranks, k->count, k->dtype), k->cap,
@@ -361,7 +366,6 @@ tecomm_result_t tc_run_kernel(struct tecomm_comm *c, const struct tc_call *k) {
     call.scratch = c->ce_scratch;
     call.scratch_bytes = c->ce_scratch_bytes;
   }
-  for (int r = 0; r < c->nranks; r++) call.ws[r] = c->ws.peer[r];
   TC_CHECK(kernel_inputs(c, k, &call));
   struct tc_ar_fused f;
   struct al_call alc;

@@ -63,18 +63,8 @@ static tecomm_result_t coll_staged_inputs(struct tecomm_comm *c, const struct tc
 
 tecomm_result_t tc_run_coll_kernel(struct tecomm_comm *c, const struct tc_call *k) {
   struct tc_ar_call call;
-  memset(&call, 0, sizeof call);
-  call.algo = (tc_ar_algo_t)tc_algo_kernel(k->algo);
+  tc_ar_call_init(c, k, &call);
   call.coll = k->coll == TC_COLL_REDUCE_SCATTER ? TC_AR_COLL_REDUCE_SCATTER : TC_AR_COLL_ALLGATHER;
-  call.op = k->op == TECOMM_MAX ? TC_AR_MAX : TC_AR_SUM;
-  call.dtype = k->dtype;
-  call.count = k->count;
-  call.rank = c->rank;
-  call.nranks = c->nranks;
-  call.out = k->recv;
-  call.timeout_ns = (uint64_t)tc_timeout_ms() * 1000000ull;
-  call.ws_max_bytes = c->ws.max_bytes;
-  for (int r = 0; r < c->nranks; r++) call.ws[r] = c->ws.peer[r];
   if (call.algo == TC_AR_CE && call.coll == TC_AR_COLL_REDUCE_SCATTER) {
     TC_CHECK(tc_ce_scratch_get(c, tc_ar_ce_scratch_bytes(c->nranks, k->count, k->dtype), k->cap,
                                k->fn));
