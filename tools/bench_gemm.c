@@ -365,7 +365,7 @@ static void bench_pair(struct tb_ctx *c, const struct gemm_prob *where, tecore_d
      * TE_DEBUG_SUBSYS=TUNE ("gemm: heuristic for ..."): equal lines, the
      * same kernel */
     char algo[160];
-    te_lt_algo_describe(lt->algo_get, &p.algo, algo, sizeof algo);
+    te_lt_algo_describe(p.lt->algo_get, &p.algo, algo, sizeof algo);
     snprintf(name, sizeof name, "gemm %s cuBLASLt direct", kind);
     report_flops(c, (struct tb_row){.name = name, .shape = shape, .time = t_lt, .note = algo}, flops);
     if (t_lt > 0 && t_te > 0) {

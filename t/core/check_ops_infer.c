@@ -583,7 +583,7 @@ START_TEST(test_infer_backward_and_args_refused) {
   TE_EXPECT_INVALID("not built", tecore_seq_fp8_state(nb, TECORE_FP8_WEIGHT, &st));
   TE_OK(tecore_seq_weights_changed(nb));   /* host state only: fine before build */
   TE_OK(tecore_seq_destroy(nb));
-  cfg.flags = 0x100;
+  cfg.flags = 0x200;
   TE_EXPECT_INVALID("flags", tecore_seq_create(&cfg, &nb));
   TE_OK(tecore_mem_free(x.data));
   TE_OK(tecore_mem_free(y.data));
