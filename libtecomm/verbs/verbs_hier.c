@@ -1,7 +1,8 @@
 /* verbs_hier.c -- the hierarchical allreduce across nodes: reduce inside
  * each node over IPC, allreduce among the node leaders over verbs,
- * broadcast inside each node; which ranks share a node; and GPUDirect
- * RDMA for the description (gpudirect.c detects it).
+ * broadcast inside each node; the hierarchical all-gather (below
+ * tc_hier_allreduce); which ranks share a node; and GPUDirect RDMA for
+ * the description (gpudirect.c detects it).
  * SPDX-License-Identifier: Apache-2.0
  *
  * Why: a flat verbs allreduce moves every rank's data through host
