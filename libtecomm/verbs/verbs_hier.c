@@ -1,7 +1,8 @@
 /* verbs_hier.c -- the hierarchical allreduce across nodes: reduce inside
  * each node over IPC, allreduce among the node leaders over verbs,
- * broadcast inside each node; which ranks share a node; and GPUDirect
- * RDMA for the description (gpudirect.c detects it).
+ * broadcast inside each node; the hierarchical all-gather (below
+ * tc_hier_allreduce); which ranks share a node; and GPUDirect RDMA for
+ * the description (gpudirect.c detects it).
  * SPDX-License-Identifier: Apache-2.0
  *
  * Why: a flat verbs allreduce moves every rank's data through host
@@ -38,6 +39,7 @@
 #include "verbs_lv.h"
 #include "verbs_ep.h"   /* tc_vb_fail */
 #include "common/comm_ar.h"   /* TE_AR_OFF_ABORT */
+#include "agree.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -208,6 +210,80 @@ tecomm_result_t tc_hier_allreduce(struct tecomm_comm *c, tecore_devptr_t send,
                                       stream), fn);
   }
   return c->groups->allreduce(lc, recv, recv, count, dtype, op, stream, fn);
+}
+
+/* The hierarchical all-gather.  Blocks are bytes a rank; a node's group
+ * holds n ranks (local index = order among the node's ranks, which is
+ * global order), the largest node maxn, so each node's share is one
+ * uniform leader block of maxn * bytes (the ring wants equal blocks; a
+ * smaller node's tail is padding).  Scratch: A (one leader block) then C
+ * (n leader results of nnodes * maxn * bytes each).
+ *   1. the node's blocks into A (the group's all-gather of send);
+ *   2. the leader: the leaders' all-gather of A over verbs into C's
+ *      first result (node k's share at k * maxn * bytes: leaders are
+ *      members in rank order, nodes numbered by their first rank);
+ *   3. C's first result to the node: the group's in-place all-gather of
+ *      C (the others' results are not read: no kernel broadcasts exact
+ *      bytes, an allreduce would turn -0.0 and NaN payloads);
+ *   4. every rank's block from C to recv + r * bytes, runs of
+ *      consecutive ranks in one copy.
+ * A failure at the leader stops the node in step 3, as the allreduce's. */
+static int largest_node(const struct tecomm_comm *c) {
+  int maxn = 1;
+  for (int k = 0; k < c->nnodes; k++) {
+    int n = 0;
+    for (int i = 0; i < c->nranks; i++) n += c->node_of[i] == k;
+    if (n > maxn) maxn = n;
+  }
+  return maxn;
+}
+
+/* Where rank r's block sits in a leader result (in blocks). */
+static size_t block_at(const struct tecomm_comm *c, int r, int maxn) {
+  int j = 0;
+  for (int i = 0; i < r; i++) j += c->node_of[i] == c->node_of[r];
+  return (size_t)c->node_of[r] * (size_t)maxn + (size_t)j;
+}
+
+static tecomm_result_t spread(struct tecomm_comm *c, const struct tc_call *k,
+                              tecore_devptr_t res, int maxn) {
+  for (int r = 0; r < c->nranks;) {
+    size_t from = block_at(c, r, maxn);
+    int e = r + 1;
+    while (e < c->nranks && block_at(c, e, maxn) == from + (size_t)(e - r)) e++;
+    TC_CORE(tecore_memcpy_async(k->recv + (size_t)r * k->bytes, res + from * k->bytes,
+                                (size_t)(e - r) * k->bytes, k->stream), k->fn);
+    r = e;
+  }
+  return TECOMM_SUCCESS;
+}
+
+tecomm_result_t tc_hier_allgather(struct tecomm_comm *c, const struct tc_call *k,
+                                  tc_group_gather_fn gather) {
+  struct tecomm_comm *lc = c->local;
+  const int maxn = largest_node(c), n = lc ? lc->nranks : 1, me = lc ? lc->rank : 0;
+  const size_t share = (size_t)maxn * k->bytes, result = (size_t)c->nnodes * share;
+  TC_CHECK(tc_agree_host(c, &(struct tc_agree_call){.count = k->count, .dtype = k->dtype,
+                                                     .op = k->op, .algo = k->algo,
+                                                     .coll = (int)k->coll}, k->fn));
+  TC_CHECK(tc_ce_scratch_get(c, share + (size_t)n * result, k->cap, k->fn));
+  const tecore_devptr_t a = c->ce_scratch, res = a + share;
+  if (lc)
+    TC_CHECK(gather(lc, k->send, a, k->count, k->dtype, k->stream, k->fn));
+  else
+    TC_CORE(tecore_memcpy_async(a, k->send, k->bytes, k->stream), k->fn);
+  if (c->leader == 1) {
+    int at = -1, nm = 0;
+    if (VL(c) && VL(c)->vb) tc_vb_ranks(VL(c)->vb, &at, &nm);
+    if (at != c->node || nm != c->nnodes)   /* the layout step 2 relies on */
+      return TC_ERR(TECOMM_ERR_SYSTEM, "%s: leader %d is member %d of %d, not node %d of %d",
+                    k->fn, c->rank, at, nm, c->node, c->nnodes);
+    TC_CHECK(tc_verbs_staged_gather(c, a, res, share, k->stream, k->fn));
+  }
+  if (lc)
+    TC_CHECK(gather(lc, res + (size_t)me * result, res, result, TECORE_DTYPE_E4M3, k->stream,
+                    k->fn));
+  return spread(c, k, res, maxn);
 }
 
 void tc_gdr_detect(struct tecomm_comm *c) {

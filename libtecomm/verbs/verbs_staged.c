@@ -90,8 +90,10 @@ static tecore_result_t vjob_start(void *arg) {
   struct tc_vjob *j = arg;
   tecomm_result_t r = tc_vb_status(VL(j->c)->vb, "verbs allreduce");
   if (r == TECOMM_SUCCESS && j->c->local) r = hier_node_ok(j->c);
+  int me = 0, n = 1;
+  tc_vb_ranks(VL(j->c)->vb, &me, &n);   /* the leaders alone, in the hierarchy */
   if (r == TECOMM_SUCCESS && j->gather)
-    r = tc_vb_ag_start(VL(j->c)->vb, &j->ar, j->host, j->count / (size_t)j->c->nranks);
+    r = tc_vb_ag_start(VL(j->c)->vb, &j->ar, j->host, j->count / (size_t)n);
   else if (r == TECOMM_SUCCESS)
     r = tc_vb_ar_start(VL(j->c)->vb, &j->ar, j->host, j->count, j->dtype, j->op);
   j->failed = r != TECOMM_SUCCESS;
@@ -214,9 +216,13 @@ tecomm_result_t tc_verbs_staged(struct tecomm_comm *c, tecore_devptr_t send, tec
 tecomm_result_t tc_verbs_staged_gather(struct tecomm_comm *c, tecore_devptr_t send,
                                        tecore_devptr_t recv, size_t bytes, tecore_stream_t stream,
                                        const char *fn) {
-  const size_t all = (size_t)c->nranks * bytes;
+  if (!VL(c) || !VL(c)->vb)
+    return TC_ERR(TECOMM_ERR_NOT_SUPPORTED, "%s: no verbs path (%s)", fn, WHY(c));
+  int me = 0, n = 1;   /* the endpoint's members: every rank, or the node leaders */
+  tc_vb_ranks(VL(c)->vb, &me, &n);
+  const size_t all = (size_t)n * bytes;
   return staged(c, &(struct staged_run){.send = send, .recv = recv,
-                                        .in_at = (size_t)c->rank * bytes, .in_bytes = bytes,
+                                        .in_at = (size_t)me * bytes, .in_bytes = bytes,
                                         .out_bytes = all, .count = all,
                                         .dtype = TECORE_DTYPE_E4M3, .op = TECOMM_SUM,
                                         .gather = 1},

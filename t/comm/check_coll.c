@@ -379,8 +379,11 @@ END_TEST
  * Ranks of several "nodes" (TECOMM_NODE_MAP) over the soft loopback
  * device, the links ahead of verbs off: flat (one rank a node: the ring's
  * all-gather, reduce-scatter over the verbs allreduce) and hierarchical
- * (reduce-scatter over the hierarchy's allreduce; all-gather refused,
- * naming the level). */
+ * (reduce-scatter over the hierarchy's allreduce; the all-gather gathers
+ * in the node, the leaders over verbs, then spread in the node: 2 nodes
+ * of 2 ranks, 2 + 1 uneven, and 2 + 1 interleaved (rank 1 alone on
+ * node 1), every dtype, E4M3 too, checked to the byte, in place and
+ * not. */
 static void rank_verbs(int rank, int n, void *arg) {
   const char *map = arg;
   setenv("TECOMM_VERBS_LIB", "soft", 1);
@@ -408,22 +411,17 @@ static void rank_verbs(int rank, int n, void *arg) {
         run_case(c, s, rank, n, &k, salt);
         k.rs = 0;
       }
-      if (!hier) run_case(c, s, rank, n, &k, salt + 10000);
+      run_case(c, s, rank, n, &k, salt + 10000);
     }
-  if (hier) {
-    tecore_devptr_t a;
-    RK_CORE(tecore_mem_alloc(4096, &a));
-    RK_EXPECT(TECOMM_ERR_NOT_SUPPORTED, "hierarchical",
-              tecomm_allgather(c, a, a + 1024, 16, TECORE_DTYPE_F32, s));
-    RK_CORE(tecore_mem_free(a));
-  }
+  RK_ASSERT(hier == (strchr(map, '0') != strrchr(map, '0')), "hierarchical: %d, map %s", hier,
+            map);
   RK_OK(tecomm_comm_status(c, NULL));
   RK_CORE(tecore_stream_destroy(s));
   RK_OK(tecomm_comm_destroy(c));
 }
 
 START_TEST(verbs_flat_and_hierarchical) {
-  static const char *const maps[] = {"0,1", "0,1,2", "0,0,1,1"};
+  static const char *const maps[] = {"0,1", "0,1,2", "0,0,1,1", "0,0,1", "0,1,0"};
   setenv("TECOMM_VERBS_LIB", "soft", 1);
   int nd = 0;
   char names[2][64];
@@ -433,6 +431,69 @@ START_TEST(verbs_flat_and_hierarchical) {
   }
   const char *map = maps[_i];
   tc_run_ranks((int)(strlen(map) + 1) / 2, rank_verbs, (void *)map, 110);
+  tc_shm_release();
+}
+END_TEST
+
+/* A rank of the hierarchical all-gather killed between calls (2 nodes of
+ * 2; rank 3, a non-leader, dies): every survivor's next call or status
+ * fails within TECOMM_TIMEOUT and slack, its stream comes back, and the
+ * failure is sticky.  The host agreement is off: across "nodes" it runs
+ * over the caller's bootstrap, this harness's shared-memory allgather,
+ * which gives up on a dead rank only after 20 s; the data path must find
+ * it: the dead rank's leader times out in its node gather and fails its
+ * endpoint, the other leader's ring fails and stops its node. */
+static double now_secs(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
+
+static void rank_verbs_killed(int rank, int n, void *arg) {
+  (void)arg;
+  setenv("TECOMM_VERBS_LIB", "soft", 1);
+  setenv("TECOMM_NODE_MAP", "0,0,1,1", 1);
+  setenv("TECOMM_NCCL", "0", 1);
+  setenv("TECOMM_MNNVL_ENABLE", "0", 1);
+  setenv("TECOMM_TIMEOUT", "1000", 1);
+  setenv("TECOMM_HOST_AGREE", "0", 1);
+  tecomm_comm_t c = tc_rank_comm(rank, n);
+  tecore_stream_t s;
+  RK_CORE(tecore_stream_create(TECORE_STREAM_NON_BLOCKING, 0, &s));
+  tecore_devptr_t buf;
+  RK_CORE(tecore_mem_alloc(1 << 16, &buf));
+  RK_CORE(tecore_memset_d8_async(buf, 0x3c, 1 << 16, s));
+  RK_OK(tecomm_allgather(c, buf + 32768, buf, 1000, TECORE_DTYPE_E4M3, s));
+  RK_CORE(tecore_stream_synchronize(s));
+  RK_ASSERT(tc_shm_barrier(tc_shm) == 0, "barrier");
+  if (rank == n - 1) raise(SIGKILL);
+  double t0 = now_secs();
+  tecomm_result_t r = tecomm_allgather(c, buf + 32768, buf, 1000, TECORE_DTYPE_E4M3, s);
+  RK_ASSERT(te_stream_wait(s, 5000) == TECORE_SUCCESS, "the stream did not come back in 5 s");
+  if (r == TECOMM_SUCCESS) r = tecomm_comm_status(c, NULL);
+  for (int i = 0; i < 20 && r == TECOMM_SUCCESS; i++) {   /* the leader's failure reaches it */
+    usleep(100 * 1000);
+    r = tecomm_comm_status(c, NULL);
+  }
+  const double secs = now_secs() - t0;
+  RK_ASSERT(r == TECOMM_ERR_TIMEOUT || r == TECOMM_ERR_ABORTED || r == TECOMM_ERR_SYSTEM,
+            "after rank %d died: %s (%s)", n - 1, tecomm_result_name(r), tecomm_last_error());
+  RK_ASSERT(secs <= 4.0, "failed after %.2f s, want <= 4 s (TECOMM_TIMEOUT 1 s): %s (%s)", secs,
+            tecomm_result_name(r), tecomm_last_error());
+  tecomm_result_t again = tecomm_allgather(c, buf + 32768, buf, 1000, TECORE_DTYPE_E4M3, s);
+  RK_ASSERT(again != TECOMM_SUCCESS, "a call after the failure succeeded");
+  (void)tecore_stream_synchronize(s);
+  RK_CORE(tecore_mem_free(buf));
+  RK_CORE(tecore_stream_destroy(s));
+  (void)tecomm_comm_destroy(c);
+}
+
+START_TEST(verbs_hier_allgather_killed_rank) {
+  setenv("TECOMM_VERBS_LIB", "soft", 1);
+  int nd = 0;
+  char names[2][64];
+  if (tecomm_verbs_devices(&nd, names, 2) != TECOMM_SUCCESS) return;
+  tc_run_ranks_ex(4, rank_verbs_killed, NULL, 40, 3);
   tc_shm_release();
 }
 END_TEST
@@ -758,7 +819,8 @@ static Suite *coll_suite(void) {
   tcase_add_loop_test(tc, reduce_scatter_is_allreduce_block_bits, 0, 2);
   tcase_add_loop_test(tc, registered_in_place_level, 0, 2);
   tc = te_tcase(s, "verbs", 0);
-  tcase_add_loop_test(tc, verbs_flat_and_hierarchical, 0, 3);
+  tcase_add_loop_test(tc, verbs_flat_and_hierarchical, 0, 5);
+  tcase_add_test(tc, verbs_hier_allgather_killed_rank);
   tc = te_tcase(s, "errors", 0);
   tcase_add_loop_test(tc, argument_errors_named, 0, 2);
   tc = te_tcase(s, "agreement", 0);
