@@ -26,6 +26,10 @@
 #include "demo_tp.h"
 #include "demo_offload.h"
 #include "gpt/gpt.h"
+#ifdef TE_HAVE_MPI
+#include <mpi.h>
+#include <te/comm_mpi.h>
+#endif
 
 struct preset {
   const char *name;
@@ -402,6 +406,27 @@ static int dp_misfit(struct te_cli *cli, const struct opts *o) {
   return 0;
 }
 
+/* a count of the environment's: its value, or -1 when unset or not one */
+static int env_int(const char *name) {
+  const char *v = getenv(name);
+  char *end;
+  long x = v && *v ? strtol(v, &end, 10) : -1;
+  return v && *v && !*end && x >= 0 && x <= 1048576 ? (int)x : -1;
+}
+
+static int under_mpi(void) {
+#ifdef TE_HAVE_MPI
+  return getenv("OMPI_COMM_WORLD_RANK") || getenv("PMI_RANK") || getenv("PMIX_RANK");
+#else
+  return 0;
+#endif
+}
+
+/* this process one rank of several by its launcher (struct launch) */
+static int launched(void) {
+  return getenv("TECOMM_RANK") || under_mpi() || env_int("SLURM_NTASKS") > 1;
+}
+
 /* the preset, then the given sizes over it; the shape's rules */
 static int resolve(struct te_cli *cli, struct opts *o, struct gpt_config given, int *batch) {
   const struct preset *p = NULL;
@@ -441,9 +466,9 @@ static int resolve(struct te_cli *cli, struct opts *o, struct gpt_config given, 
                              "--offload-dir and --host-budget need --offload");
   if (o->off.on && o->tp > 1) return te_cli_error(cli, "--offload and --tp: one or the other");
   if (dp_misfit(cli, o)) return TE_EXIT_USAGE;
-  if (getenv("TECOMM_RANK") && o->tp > 1 && o->save)
-    return te_cli_error(cli, "--tp with --save: not when launched by TECOMM_RANK (the slices "
-                             "meet in memory the forked ranks share)");
+  if (launched() && o->tp > 1 && o->save)
+    return te_cli_error(cli, "--tp with --save: not when launched by mpirun, srun or "
+                             "TECOMM_RANK (the slices meet in memory the forked ranks share)");
   if (o->off.on && o->c.recompute)
     return te_cli_error(cli, "--offload and --recompute: one or the other");
   /* --tp with --load: the checkpoint's shape, checked by parse */
@@ -1089,25 +1114,89 @@ static int run_tp(struct opts *o) {
   return rc;
 }
 
-/* Launched by TECOMM_RANK, TECOMM_NRANKS and TECOMM_ROOT (mpirun, srun or
- * by hand, on one host or several): this process is one rank of the
- * --dp x --tp grid; no fork, no shared page (so no --tp --save: its
- * slices meet in the page), rank 0 prints. */
-static int run_env(struct opts *o) {
-  struct tecomm_bootstrap b = {.kind = TECOMM_BOOTSTRAP_ENV};
+/* Who started this process as one rank of several: TECOMM_RANK (wins
+ * when set), mpirun (Open MPI's OMPI_COMM_WORLD_*, MPICH's PMI_*, PMIx's;
+ * a build with MPI only) or Slurm's srun (SLURM_PROCID, SLURM_NTASKS; one
+ * task is one process, as in a batch script outside srun).  n: the
+ * launcher's size, -1 when it is libtecomm's to read (TECOMM_NRANKS). */
+struct launch {
+  const char *by;   /* the launcher in messages; NULL: none (fork the ranks) */
+  struct tecomm_bootstrap b;
+  int rank, n, device;
+};
+
+/* *l for this process's launcher; under mpirun MPI is initialized here
+ * (launch_end finalizes it) */
+static void launch_find(struct launch *l) {
+  *l = (struct launch){.b = {.kind = TECOMM_BOOTSTRAP_ENV}, .rank = -1, .n = -1, .device = -1};
+  if (getenv("TECOMM_RANK")) {
+    l->by = "TECOMM_NRANKS", l->n = env_int("TECOMM_NRANKS");
+  } else if (under_mpi()) {
+#ifdef TE_HAVE_MPI
+    static MPI_Comm world;   /* outlives the communicator */
+    if (MPI_Init(NULL, NULL) == MPI_SUCCESS) world = MPI_COMM_WORLD;
+    l->by = "mpirun";
+    /* device -1: libtecomm's local rank (the ranks before this one on its host) */
+    if (tecomm_mpi_bootstrap(&world, &l->b, &l->rank, &l->n) != TECOMM_SUCCESS) l->n = 0;
+#endif
+  } else if (env_int("SLURM_NTASKS") > 1 && env_int("SLURM_PROCID") >= 0) {
+    l->by = "srun", l->n = env_int("SLURM_NTASKS"), l->rank = env_int("SLURM_PROCID");
+    int local = env_int("SLURM_LOCALID"), count = 0;
+    if (local >= 0 && tecore_device_count(&count) == TECORE_SUCCESS && count > 0)
+      l->device = local % count;   /* one GPU a task (CUDA_VISIBLE_DEVICES) or all */
+  }
+}
+
+static void launch_end(const struct launch *l) {
+#ifdef TE_HAVE_MPI
+  int done = 0;
+  if (l->by && !strcmp(l->by, "mpirun") && MPI_Finalized(&done) == MPI_SUCCESS && !done)
+    MPI_Finalize();
+#else
+  (void)l;
+#endif
+}
+
+/* The launcher's fit: -1 to run, else the exit status (a misfit of
+ * sizes is a usage error, the same on every rank: none waits) */
+static int launch_misfit(const struct launch *l, const struct opts *o) {
+  if (!l->by) return -1;
+  if (!strcmp(l->by, "mpirun") && l->n < 1) {
+    GPT_ERR("mpirun: MPI_Init or MPI_COMM_WORLD's rank and size failed");
+    return TE_EXIT_FAIL;
+  }
+  if (l->n >= 1 && l->n != ranks_of(o)) {
+    GPT_ERR("%s: %d ranks, but --dp %d x --tp %d is %d (they must multiply to %d)", l->by, l->n,
+            o->dp > 1 ? o->dp : 1, o->tp > 1 ? o->tp : 1, ranks_of(o), l->n);
+    return TE_EXIT_USAGE;
+  }
+  const char *root = getenv("TECOMM_ROOT");
+  if (!strcmp(l->by, "srun") && (!root || !*root)) {
+    GPT_ERR("srun: %d tasks and no MPI: set TECOMM_ROOT=host:port (rank 0's host, a free "
+            "port) and TECOMM_SECRET for every task (te-gpt(1), ENVIRONMENT)", l->n);
+    return TE_EXIT_USAGE;
+  }
+  return -1;
+}
+
+/* Launched as one rank of the --dp x --tp grid (struct launch): no
+ * fork, no shared page (so no --tp --save: its slices meet in the page),
+ * rank 0 prints. */
+static int run_launched(struct opts *o, const struct launch *l) {
   struct demo_tp t = {0};
-  tecomm_result_t r = tecomm_comm_init(-1, -1, -1, &b, &t.comm);
+  struct tecomm_bootstrap b = l->b;
+  tecomm_result_t r = tecomm_comm_init(l->rank, l->n, l->device, &b, &t.comm);
   if (r == TECOMM_SUCCESS) r = tecomm_comm_rank(t.comm, &t.rank, &t.n, NULL);
   if (r == TECOMM_SUCCESS) r = tecomm_ops_register();
   if (r != TECOMM_SUCCESS) {
-    GPT_ERR("TECOMM_RANK: the communicator: %s (%s)", tecomm_strerror(r), tecomm_last_error());
+    GPT_ERR("%s: the communicator: %s (%s)", l->by, tecomm_strerror(r), tecomm_last_error());
     return TE_EXIT_FAIL;
   }
   int rc = TE_EXIT_FAIL;
   struct gpt_tp tp = {0};
   struct gpt_dp dp = {0};
-  if (t.n != ranks_of(o))
-    GPT_ERR("TECOMM_NRANKS %d, but --dp %d x --tp %d ranks", t.n, o->dp > 1 ? o->dp : 1,
+  if (t.n != ranks_of(o))   /* TECOMM_NRANKS as libtecomm read it */
+    GPT_ERR("%s %d, but --dp %d x --tp %d ranks", l->by, t.n, o->dp > 1 ? o->dp : 1,
             o->tp > 1 ? o->tp : 1);
   else if (!split_groups(&t, o, t.rank, &tp, &dp)) {
     tp.ctx = &t.params[DEMO_TP_FUSED];
@@ -1117,6 +1206,17 @@ static int run_env(struct opts *o) {
   if (dp.comm && dp.comm != t.comm) (void)tecomm_comm_destroy(dp.comm);
   if (tp.comm && tp.comm != t.comm) (void)tecomm_comm_destroy(tp.comm);
   (void)tecomm_comm_destroy(t.comm);
+  return rc;
+}
+
+/* A launched process: one rank, or (a launcher of one) the whole run */
+static int run_ranks(struct opts *o) {
+  struct launch l;
+  launch_find(&l);
+  int rc = launch_misfit(&l, o);
+  if (rc < 0 && l.by && (l.n != 1 || ranks_of(o) > 1)) rc = run_launched(o, &l);
+  else if (rc < 0) rc = ranks_of(o) > 1 ? run_tp(o) : run(o, NULL, NULL, NULL, NULL, NULL);
+  launch_end(&l);
   return rc;
 }
 
@@ -1193,8 +1293,7 @@ int main(int argc, char **argv) {
   demo_tp_set_tool("te-gpt");   /* the ranks' messages */
   int rc = parse(&o, argc, argv);
   if (rc < 0 && o.tokenize) rc = gpt_shard_write(o.tokenize, o.tokenize_out) ? TE_EXIT_FAIL : 0;
-  if (rc < 0 && getenv("TECOMM_RANK") && ranks_of(&o) > 1) rc = run_env(&o);
-  else if (rc < 0) rc = ranks_of(&o) > 1 ? run_tp(&o) : run(&o, NULL, NULL, NULL, NULL, NULL);
+  if (rc < 0) rc = run_ranks(&o);
   gpt_run_args_free(&o.run_args);
   for (int i = 1; i < o.nwords; i++) free(o.words[i]);
   free(o.words);
