@@ -255,8 +255,10 @@ tecomm_result_t tc_gather_codes(struct tc_boot *b, int32_t code, int *nfail, int
 tecomm_result_t tc_verbs_staged(struct tecomm_comm *c, tecore_devptr_t send, tecore_devptr_t recv,
                                 size_t count, tecore_dtype_t dtype, tecomm_op_t op,
                                 tecore_stream_t stream, const char *fn);
-/* The verbs all-gather (flat): bytes of send from every rank into recv
- * (nranks * bytes), the ring's all-gather over page-locked staging. */
+/* The verbs all-gather among the endpoint's members (every rank flat, or
+ * the node leaders under the hierarchy): bytes of send from every member
+ * into recv (members * bytes), the ring's all-gather over page-locked
+ * staging. */
 tecomm_result_t tc_verbs_staged_gather(struct tecomm_comm *c, tecore_devptr_t send,
                                        tecore_devptr_t recv, size_t bytes, tecore_stream_t stream,
                                        const char *fn);
