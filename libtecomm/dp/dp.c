@@ -26,7 +26,8 @@ static void dp_free(struct tecomm_dp *d) {
   te_handle_del(d);
   if (d->seq) (void)tecore_seq_set_hooks(d->seq, NULL);
   if (d->side) (void)tecore_stream_synchronize(d->side);
-  if (d->buf) (void)tecomm_mem_free(d->comm, d->buf);
+  if (d->buf && d->buf_plain) (void)tecore_mem_free(d->buf);
+  else if (d->buf) (void)tecomm_mem_free(d->comm, d->buf);
   if (d->scale_dev) (void)tecore_mem_free(d->scale_dev);
   if (d->normvec) (void)tecore_mem_free(d->normvec);
   if (d->l2ws) (void)tecore_mem_free(d->l2ws);
@@ -113,7 +114,16 @@ static tecore_result_t dp_hook_after(void *ctx, tecore_seq_t *seq, tecore_seq_di
  * events, the norm's views; then the hooks. */
 static tecomm_result_t setup(struct tecomm_dp *d) {
   d->buf_bytes = buffer_bytes(d);
-  TC_CHECK(tecomm_mem_alloc(d->comm, d->buf_bytes, &d->buf));
+  /* symmetric memory, which the IPC kernels read where it lies; a level
+   * without it (the ranks span hosts: NCCL, verbs) says so on every rank
+   * alike, and there the collectives take plain device memory */
+  tecomm_result_t r = tecomm_mem_alloc(d->comm, d->buf_bytes, &d->buf);
+  if (r == TECOMM_ERR_NOT_SUPPORTED) {
+    d->buf_plain = 1;
+    TC_CORE(tecore_mem_alloc(d->buf_bytes, &d->buf), "tecomm_dp_create: the bucket buffer");
+  } else {
+    TC_CHECK(r);
+  }
   TC_CORE(tecore_stream_create(TECORE_STREAM_NON_BLOCKING, 0, &d->side),
           "tecomm_dp_create: the communication stream");
   /* the padding between tensors is summed too: finite from the start */

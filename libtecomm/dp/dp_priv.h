@@ -52,6 +52,8 @@ struct tecomm_dp {
   tecore_stream_t side;        /* the communication stream */
   tecore_event_t fork, join;
   tecore_devptr_t buf;         /* symmetric: the largest bucket, gradient or value bytes */
+  int buf_plain;               /* buf is plain device memory (no symmetric memory at the
+                                  communicator's level: ranks across hosts) */
   size_t buf_bytes;
   tecore_devptr_t scale_dev;   /* F32: scale */
   tecore_devptr_t normvec;     /* F32 [nranks] */

@@ -1,9 +1,9 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* verbs_hier.c -- the hierarchical allreduce across nodes: reduce inside
  * each node over IPC, allreduce among the node leaders over verbs,
  * broadcast inside each node; the hierarchical all-gather (below
  * tc_hier_allreduce); which ranks share a node; and GPUDirect RDMA for
  * the description (gpudirect.c detects it).
- * SPDX-License-Identifier: Apache-2.0
  *
  * Why: a flat verbs allreduce moves every rank's data through host
  * staging and the network; inside a node the IPC kernels are far faster,
