@@ -143,7 +143,10 @@ case $(echo "$digests" | grep -c .) in
   *) echo "FAIL: the ranks' check results differ: $(echo $digests)"; status=1 ;;
 esac
 # te-gpt across the guests: the one-host run's losses
-got=$(sed -n 's/^TE-VM-TEST gpt rank=node0 PASS: losses //p' "$tmp/results" | head -n 1)
+# (the serial console ends its lines with \r; the words compared alone)
+got=$(sed -n 's/^TE-VM-TEST gpt rank=node0 PASS: losses //p' "$tmp/results" | head -n 1 | tr -d '\r')
+got=$(echo $got)
+gpt_want=$(echo $gpt_want)
 if [ -n "$got" ] && [ "$got" = "$gpt_want" ]; then
   echo "ok: te-gpt --dp 2 across the guests gives this host's losses: $got"
 else
