@@ -41,3 +41,19 @@ else
   seed=$(($(od -An -N2 -tu2 /dev/urandom | tr -d ' ') % 100000 + 1))
 fi
 echo "# seed $seed (TE_TEST_SEED=$seed reproduces this run)"
+
+# close A B WHAT [TOL]: the loss columns of te-gpt CSV files A and B
+# (header, then rows) agree within TOL (else $gpt_tol), relative, in as
+# many rows as A has; prints the largest difference, sets fail=1 when
+# they do not.  Uses the caller's $tmp.
+close() {
+  tol=${4:-$gpt_tol}
+  cut -d, -f2 "$1" > "$tmp/l1"
+  cut -d, -f2 "$2" > "$tmp/l2"
+  rows=$(($(wc -l < "$1") - 1))
+  paste -d' ' "$tmp/l1" "$tmp/l2" | awk -v t="$tol" -v c="$3" -v want="$rows" '
+    NR > 1 { d = ($1 - $2) / $1; if (d < 0) d = -d; if (d > m || d != d) m = d; n++ }
+    END { printf "# %s: losses within %.2g (limit %g)\n", c, m, t;
+          exit !(n == want && n > 0 && m <= t) }' ||
+    { echo "FAIL: $3: the losses differ past $tol:"; paste "$tmp/l1" "$tmp/l2"; fail=1; }
+}

@@ -38,19 +38,7 @@ GPT_DP_TOL=0.005
 # step)
 GPT_DP_TOL_FP8=0.02
 
-# close A B WHAT: the loss columns of CSV files A and B agree within
-# GPT_DP_TOL, relative, in as many rows as A has
-close() {
-  tol=${4:-$GPT_DP_TOL}
-  cut -d, -f2 "$1" > "$tmp/l1"
-  cut -d, -f2 "$2" > "$tmp/l2"
-  rows=$(($(wc -l < "$1") - 1))
-  paste -d' ' "$tmp/l1" "$tmp/l2" | awk -v t="$tol" -v c="$3" -v want="$rows" '
-    NR > 1 { d = ($1 - $2) / $1; if (d < 0) d = -d; if (d > m || d != d) m = d; n++ }
-    END { printf "# %s: losses within %.2g (limit %g)\n", c, m, t;
-          exit !(n == want && n > 0 && m <= t) }' ||
-    { echo "FAIL: $3: the losses differ past $tol:"; paste "$tmp/l1" "$tmp/l2"; fail=1; }
-}
+gpt_tol=$GPT_DP_TOL   # close's default (demo-lib.sh)
 # bits A B WHAT: step, loss, val_loss, lr, grad_norm of A and B the same
 bits() {
   cut -d, -f1-4 "$1" > "$tmp/b1"

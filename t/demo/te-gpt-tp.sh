@@ -53,19 +53,7 @@ GPT_TP_TOL_FP8=0.02
 # 2x more.
 GPT_SAMPLE_TIE=0.125
 
-# close A B WHAT [TOL]: the loss columns of CSV files A and B (header,
-# then rows) agree within TOL (GPT_TP_TOL), relative, in as many rows as A has
-close() {
-  tol=${4:-$GPT_TP_TOL}
-  cut -d, -f2 "$1" > "$tmp/l1"
-  cut -d, -f2 "$2" > "$tmp/l2"
-  rows=$(($(wc -l < "$1") - 1))
-  paste -d' ' "$tmp/l1" "$tmp/l2" | awk -v t="$tol" -v c="$3" -v want="$rows" '
-    NR > 1 { d = ($1 - $2) / $1; if (d < 0) d = -d; if (d > m || d != d) m = d; n++ }
-    END { printf "# %s: losses within %.2g (limit %g)\n", c, m, t;
-          exit !(n == want && n > 0 && m <= t) }' ||
-    { echo "FAIL: $3: the losses differ past $tol:"; paste "$tmp/l1" "$tmp/l2"; fail=1; }
-}
+gpt_tol=$GPT_TP_TOL   # close's default (demo-lib.sh)
 # same A B WHAT: files A and B are the same bytes
 same() {
   cmp -s "$1" "$2" || { echo "FAIL: $3: $(basename "$1") differs"; fail=1; }
