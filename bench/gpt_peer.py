@@ -21,7 +21,11 @@ Three modes:
           BF16 autocast, fused AdamW, its SDPA and (--compile) torch.compile,
           and prints ms/step, tokens/s, model TFLOP/s counted as te-gpt
           counts them (tokens/s x (6N + 6 L d T), N without the embedding
-          tables) and the peak of torch.cuda.max_memory_allocated.
+          tables) and the peak of torch.cuda.max_memory_allocated.  Under
+          torchrun (WORLD_SIZE > 1) each rank trains --batch sequences of
+          its own, wrapped in DDP (or --fsdp: FSDP2's fully_shard per
+          block and at the top); rank 0 prints, tokens/s counting every
+          rank's, memory of rank 0.
   decode  batch 1 greedy decoding with a KV cache (a plain PyTorch loop,
           BF16 weights, each token read back to the host as te-gpt does),
           tokens/s.
@@ -32,6 +36,7 @@ header, raw little-endian data), so nothing beyond torch is needed.
 import argparse
 import json
 import math
+import os
 import struct
 import sys
 import time
@@ -285,6 +290,11 @@ def peak_mib():
 
 
 def speed(args):
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    rank = int(os.environ.get("RANK", "0"))
+    if world > 1:
+        torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))
+        torch.distributed.init_process_group("nccl")
     dev = torch.device("cuda")
     c = config_of(args)
     torch.backends.cuda.matmul.allow_tf32 = True
@@ -293,11 +303,20 @@ def speed(args):
     init_params(model, 1)
     N = model.n_flop_params()
     fpt = 6.0 * N + 6.0 * c["layers"] * c["hidden"] * c["seq"]
+    wrapped = model
+    if world > 1 and args.fsdp:
+        from torch.distributed.fsdp import fully_shard
+        for blk in model.layers:
+            fully_shard(blk)
+        wrapped = fully_shard(model)
+    elif world > 1:
+        wrapped = torch.nn.parallel.DistributedDataParallel(model, device_ids=[dev.index or
+                                                                               torch.cuda.current_device()])
     opt = torch.optim.AdamW(param_groups(model, 0.1), lr=6e-4, betas=(0.9, 0.95), eps=1e-8,
                             fused=True)
-    fwd = torch.compile(model) if args.compile else model
+    fwd = torch.compile(wrapped) if args.compile else wrapped
     B, T = args.batch, c["seq"]
-    g = torch.Generator(device=dev).manual_seed(1)
+    g = torch.Generator(device=dev).manual_seed(1 + rank)
 
     def step():
         ids = torch.randint(0, c["vocab"], (B, T + 1), device=dev, generator=g)
@@ -326,8 +345,13 @@ def speed(args):
     run_order = list(times)
     times.sort()
     ms = times[len(times) // 2]
-    tps = B * T / (ms / 1e3)
+    tps = world * B * T / (ms / 1e3)
     name = "torch.compile" if args.compile else "eager"
+    if world > 1:
+        name += (" FSDP2" if args.fsdp else " DDP") + f" x{world}"
+    if rank:
+        torch.distributed.destroy_process_group()
+        return 0
     print(f"peer {args.model} {name} BF16: batch {B} x {T}, {N / 1e6:.1f}M flop parameters; "
           f"median {ms:.2f} ms/step (min {times[0]:.2f}), {tps:.0f} tokens/s, "
           f"{tps * fpt / 1e12:.1f} TFLOP/s, peak allocated {peak_mib():.0f} MiB, "
@@ -337,6 +361,8 @@ def speed(args):
                    "tokens_per_s": tps, "tflops": tps * fpt / 1e12, "peak_mib": peak_mib(),
                    "times_ms": run_order},
                   open(args.json, "w"))
+    if world > 1:
+        torch.distributed.destroy_process_group()
     return 0
 
 
@@ -406,6 +432,7 @@ def main():
     ap.add_argument("--weight-decay", type=float, default=0.1)
     ap.add_argument("--clip", type=float, default=1.0)
     ap.add_argument("--compile", action="store_true")
+    ap.add_argument("--fsdp", action="store_true", help="speed under torchrun: FSDP2, not DDP")
     ap.add_argument("--ckpt")
     ap.add_argument("--data")
     ap.add_argument("--te-json")

@@ -1,0 +1,109 @@
+#!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
+# bench/gpu-run-dp.sh -- data parallelism and the suites on a multi-GPU
+# machine, beside PyTorch's DDP and FSDP2 in the same call, from the top of
+# a configured and built tree:
+#
+#     OUT=gpu-out PHASES="check coll small big" bash bench/gpu-run-dp.sh
+#
+# Phases (any subset, in this order):
+#   check   make -k check under TE_DEVICE=cuda (CHECK_JOBS parallel, bounded
+#           by CHECK_TIMEOUT seconds); the failed suites' logs in check.tgz,
+#           then each failed suite again alone (alone-NAME.txt)
+#   coll    te-allreduce-perf -C reduce-scatter, allgather and allreduce on
+#           2 and 4 GPUs, graph-captured, each size beside NCCL's own time
+#   small   GPT-2 124M BF16, batch 32 x 1024 a GPU: te-gpt --dp 1 and 4,
+#           --zero 1; torchrun DDP + torch.compile on 1 and 4 GPUs
+#   big     1.3B FP8 delayed, batch 8 x 2048 a GPU: te-gpt --dp 1, 4 and
+#           --zero 1 (memory); DDP and FSDP2 + torch.compile BF16 on 4 GPUs
+#   attn    te-bench -A alone, then te-bench --all (the FP8 attention rows
+#           of both); compute-sanitizer memcheck over the model path's suites
+# Each step is bounded by STEP_TIMEOUT seconds (300), writes $OUT/NAME.txt,
+# and samples device memory (the busiest GPU's peak above idle in the
+# summary).  Never changes clocks, power, MIG or multicast
+# (NCCL_NVLS_ENABLE=0 as the machine sets it).
+set -u
+out=${OUT:-gpu-out}
+mkdir -p "$out"
+summary="$out/summary.txt"
+phases=${PHASES:-check coll small big}
+ngpu=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')
+cudnn=$(python3 -c 'import nvidia.cudnn, os; print(list(nvidia.cudnn.__path__)[0])' 2>/dev/null)
+[ -n "$cudnn" ] && export TECORE_CUDNN_LIB="$cudnn/lib/libcudnn.so.9"
+base=$(nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits | sort -n | tail -1)
+
+step() {   # step NAME COMMAND...: output to $out/NAME.txt, the summary line
+  local name=$1
+  shift
+  local t0=$SECONDS
+  nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits -lms 100 > "$out/$name.mem" 2>/dev/null &
+  local mon=$!
+  timeout "${STEP_TIMEOUT:-300}" "$@" > "$out/$name.txt" 2>&1
+  local rc=$?
+  kill "$mon" 2>/dev/null
+  wait "$mon" 2>/dev/null
+  local peak
+  peak=$(sort -n "$out/$name.mem" | tail -1)
+  rm -f "$out/$name.mem"
+  printf '%-22s rc %3d %5d s  peak %6s MiB  %s\n' "$name" "$rc" $((SECONDS - t0)) \
+    "$(( ${peak:-0} - ${base:-0} ))" "$*" >> "$summary"
+}
+has() { case " $phases " in *" $1 "*) return 0 ;; esac; return 1; }
+peer() {   # peer NRANKS: gpt_peer.py speed's command, under torchrun past one rank
+  if [ "$1" -gt 1 ]; then
+    echo "python3 -m torch.distributed.run --standalone --nproc_per_node $1 bench/gpt_peer.py speed"
+  else
+    echo "python3 bench/gpt_peer.py speed"
+  fi
+}
+
+if has check; then
+  t0=$SECONDS
+  TE_DEVICE=cuda timeout "${CHECK_TIMEOUT:-420}" make -k -j"${CHECK_JOBS:-8}" check > "$out/check.txt" 2>&1
+  rc=$?
+  printf '%-22s rc %3d %5d s  make -k check TE_DEVICE=cuda\n' check "$rc" $((SECONDS - t0)) >> "$summary"
+  grep -E '^(# |FAIL|ERROR|XPASS)' "$out/check.txt" | sort | uniq >> "$summary"
+  fails=$(grep -lE '^:test-result: (FAIL|ERROR)' $(find t -name '*.trs') 2>/dev/null | sed 's/\.trs$/.log/')
+  [ -n "$fails" ] && tar -czf "$out/check.tgz" $fails
+  # each failed suite again, alone on the machine: a fault or contention?
+  for f in $fails; do
+    t=${f%.log}
+    TE_DEVICE=cuda timeout 300 make check TESTS="$t" > "$out/alone-$(basename "$t").txt" 2>&1
+    rc=$?
+    printf '%-22s rc %3d  alone\n' "$(basename "$t")" "$rc" >> "$summary"
+    cp "$f" "$out/alone-$(basename "$t").log" 2>/dev/null
+  done
+fi
+if has coll; then
+  for n in 2 4; do
+    [ "$ngpu" -ge "$n" ] || continue
+    for c in reduce-scatter allgather allreduce; do
+      step "$c-$n" tools/te-allreduce-perf -n "$n" -C "$c" -G 20 -b 8K -e 256M -f 4 -d bf16
+    done
+  done
+fi
+n=$(( ngpu >= 4 ? 4 : ngpu ))   # the data-parallel size
+g="tools/te-gpt --synthetic --eval-every 0 --sample 0 --json"
+if has small; then
+  step small-dp1 $g --model gpt2-124m --batch 32 --steps 20
+  [ "$n" -ge 2 ] && step small-dp$n $g --model gpt2-124m --batch 32 --steps 20 --dp $n
+  [ "$n" -ge 2 ] && step small-dp$n-z1 $g --model gpt2-124m --batch 32 --steps 20 --dp $n --zero 1
+  step small-peer1 $(peer 1) --model gpt2-124m --batch 32 --compile --steps 10 --warmup 3
+  [ "$n" -ge 2 ] && step small-peer$n $(peer $n) --model gpt2-124m --batch 32 --compile --steps 10 --warmup 3
+fi
+if has big; then
+  step big-dp1 $g --model gpt-1.3b --batch 8 --steps 12 --recipe delayed
+  [ "$n" -ge 2 ] && step big-dp$n $g --model gpt-1.3b --batch 8 --steps 12 --recipe delayed --dp $n
+  [ "$n" -ge 2 ] && step big-dp$n-z1 $g --model gpt-1.3b --batch 8 --steps 12 --recipe delayed --dp $n --zero 1
+  [ "$n" -ge 2 ] && step big-peer$n $(peer $n) --model gpt-1.3b --batch 8 --compile --steps 8 --warmup 3
+  [ "$n" -ge 2 ] && step big-fsdp$n $(peer $n) --model gpt-1.3b --batch 8 --compile --fsdp --steps 8 --warmup 3
+fi
+if has attn; then
+  step bench-attn tools/te-bench -A
+  step bench-all tools/te-bench --all
+  cs=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
+  for s in check_attention check_attn_fp8 check_rope check_embedding check_xent check_norm check_gemm; do
+    step "memcheck-$s" env TE_DEVICE=cuda CK_FORK=no "$cs" --tool memcheck --error-exitcode 9 "t/core/$s"
+  done
+fi
+cat "$summary"
