@@ -6,7 +6,7 @@
  * kernels' path and the composite fused call they share are in
  * ar_run.c). */
 #include "level.h"
-#include "agree.h"
+#include "base/agree.h"
 #include "te_results.h"
 #include <stdio.h>
 #include <string.h>

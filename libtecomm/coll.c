@@ -11,7 +11,7 @@
  * at the registered in-place level), else NCCL, else verbs.  TECOMM_ALGO
  * names allreduce algorithms and does not apply here.  One rank: a copy. */
 #include "level.h"
-#include "agree.h"
+#include "base/agree.h"
 #include "verbs/verbs_lv.h"   /* tc_hier_allgather */
 #include <string.h>
 

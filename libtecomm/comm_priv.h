@@ -8,7 +8,7 @@
 
 #include "boot/boot.h"
 #include "nccl/nccl.h"
-#include "ipc/ar_kernels.h"
+#include "base/ar_kernels.h"
 
 /* The fallback chain, best first; every rank of a communicator stands at
  * the same place (decided from allgathered facts only). */

@@ -18,7 +18,7 @@
 #define TC_LEVEL_H
 
 #include "comm_priv.h"
-#include "algos.h"
+#include "base/algos.h"
 
 /* The collective of a call (coll.c): allreduce, or reduce-scatter and
  * all-gather, whose count is one rank's block. */

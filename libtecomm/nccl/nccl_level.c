@@ -8,7 +8,7 @@
  * all-gather as ncclReduceScatter and ncclAllGather; all are agreed on
  * the host first (agree.c): an enqueued NCCL call cannot be stopped. */
 #include "nccl_lv.h"
-#include "agree.h"
+#include "base/agree.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

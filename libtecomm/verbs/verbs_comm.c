@@ -7,7 +7,7 @@
  * error completion) makes the endpoint's sticky error the next call's
  * answer. */
 #include "verbs_lv.h"
-#include "agree.h"
+#include "base/agree.h"
 
 #include <stdio.h>
 #include <stdlib.h>

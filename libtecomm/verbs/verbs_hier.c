@@ -39,7 +39,7 @@
 #include "verbs_lv.h"
 #include "verbs_ep.h"   /* tc_vb_fail */
 #include "common/comm_ar.h"   /* TE_AR_OFF_ABORT */
-#include "agree.h"
+#include "base/agree.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -24,7 +24,7 @@
 #define TC_ALGOS_H
 
 #include <te/comm.h>
-#include "ipc/ar_kernels.h"
+#include "ar_kernels.h"
 
 #define TC_ALGOS(X)                                \
   X(AUTO, "auto", NONE, TABLE, 0)                  \
