@@ -69,7 +69,7 @@ static tecomm_result_t run(struct tecomm_comm *c, const struct tc_ar_run *q) {
                                       .beside = (q->how & TC_AR_BESIDE) != 0};
   TC_CHECK(tc_select(c, q->asked, &facts, &k.algo));
   const struct tc_level *l = tc_level_at(tc_algo_at(k.algo));
-  return q->fa ? l->run_fused(c, &k) : l->run(c, &k);
+  return l->run(c, &k);
 }
 
 /* An operand in symmetric memory must lie inside its allocation: the

@@ -147,12 +147,12 @@ static void ipc_describe(struct tecomm_comm *c, struct tc_text *t) {
 
 const struct tc_level tc_level_ipc = {
     .name = "ipc",
-    .at = TC_AT_IPC,
+    .chain = "ipc pool (lamport, oneshot, twoshot by size) -> ipc registered in-place",
+    .hosts = TC_ONE_HOST,
     .open = ipc_open,
     .close = ipc_close,
     .pick = ipc_pick,
     .run = tc_run_kernel,
-    .run_fused = tc_run_kernel,
     .run_coll = tc_run_coll_kernel,
     .describe = ipc_describe,
 };
