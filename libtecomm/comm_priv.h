@@ -135,7 +135,7 @@ struct tecomm_comm {
   tecore_devptr_t al_old[24];
   int n_al_old;
 
-  /* nodes, and the hierarchical verbs path (verbs_hier.c) */
+  /* nodes (base/nodes.c), and the hierarchical verbs path (verbs_hier.c) */
   int *node_of;              /* every rank's node (its host, or TECOMM_NODE_MAP) */
   int nnodes, node;
   int no_verbs;              /* a hierarchical communicator's node-local group */

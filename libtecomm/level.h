@@ -37,7 +37,7 @@ struct tc_call {
   size_t count, bytes;
   tecore_dtype_t dtype;
   tecomm_op_t op;
-  tecomm_algo_t algo;                  /* the algorithm selection gave */
+  tecomm_algo_t algo;                  /* the algorithm selection gave (before: the one asked) */
   const struct tecomm_add_rmsnorm *fa;
   unsigned how;                        /* TC_AR_SCRATCH, TC_AR_BESIDE */
   int cap;                             /* the stream is capturing */
@@ -118,10 +118,6 @@ TC_LEVELS(TC_LV_DECL_)
  * (ar_run.c): stages the input where the protocol needs it, then
  * launches the kernel. */
 tecomm_result_t tc_run_kernel(struct tecomm_comm *c, const struct tc_call *k);
-/* The IPC kernels' reduce-scatter and all-gather (ipc/coll_run.c): the
- * input read in place or staged in the pool, then one-shot, the gather
- * kernel or their copy-engine forms. */
-tecomm_result_t tc_run_coll_kernel(struct tecomm_comm *c, const struct tc_call *k);
 /* The staging buffer for count elements of dtype in the pool or a
  * segment past it (c->stage_seg at c->stage); collective when it grows
  * (ar_run.c). */

@@ -11,7 +11,7 @@
  * The table (payload bytes, per rank count; TECOMM_LAMPORT_MAX_KB and
  * TECOMM_ONESHOT_MAX_KB move its edges) is described in select.c's
  * header, with the figures it comes from. */
-#include "level.h"
+#include "ipc_lv.h"
 #include <stdio.h>
 #include <string.h>
 
