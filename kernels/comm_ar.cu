@@ -6,7 +6,7 @@
 // all-gather (reduce-scatter is one-shot over a range: comm_ar.h).  The
 // workspace layout, parameter block, work
 // split, element math and sentinel rules are kernels/common/comm_ar.h,
-// shared with the vdev implementations (libtecomm/ipc/ar_vdev.c); the norm's
+// shared with the vdev implementations (libtecomm/base/ar_vdev.c); the norm's
 // summation order is kernels/common/norm.h's, so the fused results are the
 // bits tecore_rmsnorm_fwd gives on the unfused path.
 //
@@ -682,7 +682,7 @@ __device__ __forceinline__ void ar_fold(const te_ar_params &p, const uint4 *raw,
 // advances the counter, so a replayed graph walks the buffers; the next
 // call reads them only after this kernel has ended.  The kernels do
 // both before they wait for the peers' bytes (te_ar_vdev_lamport in
-// libtecomm/ipc/ar_vdev.c says why re-arming then is safe), so neither is on
+// libtecomm/base/ar_vdev.c says why re-arming then is safe), so neither is on
 // the call's critical path; a block that then gives up has re-armed a
 // buffer no one writes before call k + 2, which a failed rank never
 // reaches (its error word stays set).

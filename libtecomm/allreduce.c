@@ -6,29 +6,19 @@
  * kernels' path and the composite fused call they share are in
  * ar_run.c). */
 #include "level.h"
-#include "agree.h"
+#include "base/agree.h"
 #include "te_results.h"
 #include <stdio.h>
 #include <string.h>
 
-/* One allreduce as the common path takes it: the public call's arguments,
- * checked.  fa: the fused call's arguments, NULL for a plain allreduce
- * (send is then fa->x, recv unused).  how: TC_AR_SCRATCH, the caller reads
- * send no more after this call (tc_allreduce_scratch), so an algorithm
- * that reduce-scatters into its input may use symmetric send where it
- * lies instead of a staged copy; TC_AR_BESIDE, a narrow grid
- * (tc_internal.h). */
-struct tc_ar_run {
-  tecore_devptr_t send, recv;
-  size_t count;
-  tecore_dtype_t dtype;
-  tecomm_op_t op;
-  tecomm_algo_t asked; /* TECOMM_ALGO_AUTO: the table */
-  const struct tecomm_add_rmsnorm *fa;
-  unsigned how;
-  tecore_stream_t stream;
-  const char *fn; /* the public function, for messages */
-};
+/* One allreduce as the common path takes it: a struct tc_call (level.h)
+ * holding the public call's arguments, checked, and in algo the
+ * algorithm asked for (TECOMM_ALGO_AUTO: the table).  fa: the fused
+ * call's arguments, NULL for a plain allreduce (send is then fa->x, recv
+ * unused).  how: TC_AR_SCRATCH, the caller reads send no more after this
+ * call (tc_allreduce_scratch), so an algorithm that reduce-scatters into
+ * its input may use symmetric send where it lies instead of a staged
+ * copy; TC_AR_BESIDE, a narrow grid (tc_internal.h). */
 
 static int dtype_ok(tecore_dtype_t d) {
   return d == TECORE_DTYPE_F32 || d == TECORE_DTYPE_BF16 || d == TECORE_DTYPE_F16;
@@ -36,20 +26,20 @@ static int dtype_ok(tecore_dtype_t d) {
 
 /* The common path: the communicator's health, the algorithm, then the
  * level that runs it. */
-static tecomm_result_t run(struct tecomm_comm *c, const struct tc_ar_run *q) {
+static tecomm_result_t run(struct tecomm_comm *c, const struct tc_call *q) {
   const int scratch = (q->how & TC_AR_SCRATCH) != 0;
-  struct tc_call k = {.send = q->send, .recv = q->recv, .count = q->count,
-                      .bytes = q->count * tecore_dtype_size(q->dtype), .dtype = q->dtype,
-                      .op = q->op, .fa = q->fa, .how = q->how, .cap = tc_capturing(q->stream),
-                      .stream = q->stream, .fn = q->fn};
+  struct tc_call k = *q;
+  k.algo = TECOMM_ALGO_AUTO; /* selection's, below */
+  k.bytes = q->count * tecore_dtype_size(q->dtype);
+  k.cap = tc_capturing(q->stream);
   tecomm_result_t ready = tc_comm_ready(c, q->fn, !k.cap);
   if (ready != TECOMM_SUCCESS) return tc_agree_refused(c, ready, q->fn); /* peers may wait */
   k.seg = tc_seg_find(c, q->send, k.bytes, &k.off);
   if (c->nranks == 1) {
-    if (q->asked != TECOMM_ALGO_AUTO && q->asked != TECOMM_ALGO_NCCL &&
+    if (q->algo != TECOMM_ALGO_AUTO && q->algo != TECOMM_ALGO_NCCL &&
         c->level > TC_LEVEL_INPLACE)
       return TC_ERR(TECOMM_ERR_NOT_SUPPORTED, "%s: algorithm %s: level %s", q->fn,
-                    tecomm_algo_name(q->asked), tc_level_name(c->level));
+                    tecomm_algo_name(q->algo), tc_level_name(c->level));
     return q->fa ? tc_run_composite(c, &k, tc_copy_reduce)
                  : tc_copy_reduce(c, q->send, q->recv, q->count, q->dtype, q->op, q->stream, q->fn);
   }
@@ -62,14 +52,14 @@ static tecomm_result_t run(struct tecomm_comm *c, const struct tc_ar_run *q) {
    * this rank's operands are not aligned for it, fused_align gives it
    * aligned copies (a choice made from hidden alone, the same on every
    * rank) */
+  const int lamport_ok = !q->fa || tc_ar_fused_rows_vec(q->fa->hidden);
   const struct tc_call_facts facts = {.bytes = k.bytes, .symmetric = k.seg != NULL,
-                                      .in_place = k.in_place,
-                                      .fused_lamport_ok = !q->fa || q->fa->hidden % 8 == 0,
+                                      .in_place = k.in_place, .fused_lamport_ok = lamport_ok,
                                       .sum = q->op == TECOMM_SUM, .fused = q->fa != NULL,
                                       .beside = (q->how & TC_AR_BESIDE) != 0};
-  TC_CHECK(tc_select(c, q->asked, &facts, &k.algo));
+  TC_CHECK(tc_select(c, q->algo, &facts, &k.algo));
   const struct tc_level *l = tc_level_at(tc_algo_at(k.algo));
-  return q->fa ? l->run_fused(c, &k) : l->run(c, &k);
+  return l->run(c, &k);
 }
 
 /* An operand in symmetric memory must lie inside its allocation: the
@@ -106,10 +96,10 @@ static tecomm_result_t check_common(size_t count, tecore_dtype_t dtype, tecomm_a
 /* tecomm_allreduce_algo on a communicator known to be live (one the
  * caller gave and tc_comm_valid passed, or a node group of the hierarchy,
  * which only libtecomm holds): the plain call's checks, then run. */
-static tecomm_result_t allreduce_live(struct tecomm_comm *comm, const struct tc_ar_run *q) {
+static tecomm_result_t allreduce_live(struct tecomm_comm *comm, const struct tc_call *q) {
   const tecore_devptr_t send = q->send, recv = q->recv;
   const char *fn = q->fn;
-  TC_CHECK(check_common(q->count, q->dtype, q->asked, fn));
+  TC_CHECK(check_common(q->count, q->dtype, q->algo, fn));
   TC_ARG(send, "%s: send is 0", fn);
   TC_ARG(recv, "%s: recv is 0", fn);
   TC_ARG(q->op == TECOMM_SUM || q->op == TECOMM_MAX, "%s: op %d is not TECOMM_SUM or TECOMM_MAX",
@@ -126,7 +116,7 @@ static tecomm_result_t allreduce_live(struct tecomm_comm *comm, const struct tc_
 
 /* A communicator from the caller: a live one (the handle registry), then
  * allreduce_live (q->fn is set here). */
-static tecomm_result_t allreduce(tecomm_comm_t comm, struct tc_ar_run q) {
+static tecomm_result_t allreduce(tecomm_comm_t comm, struct tc_call q) {
   static const char fn[] = "tecomm_allreduce";
   TC_COMM(comm, fn);
   q.fn = fn;
@@ -136,19 +126,19 @@ static tecomm_result_t allreduce(tecomm_comm_t comm, struct tc_ar_run q) {
 tecomm_result_t tc_allreduce_group(struct tecomm_comm *c, tecore_devptr_t send,
                                    tecore_devptr_t recv, size_t count, tecore_dtype_t dtype,
                                    tecomm_op_t op, tecore_stream_t stream, const char *fn) {
-  return allreduce_live(c, &(struct tc_ar_run){.send = send, .recv = recv, .count = count,
-                                               .dtype = dtype, .op = op,
-                                               .asked = TECOMM_ALGO_AUTO, .stream = stream,
-                                               .fn = fn});
+  return allreduce_live(c, &(struct tc_call){.send = send, .recv = recv, .count = count,
+                                             .dtype = dtype, .op = op,
+                                             .algo = TECOMM_ALGO_AUTO, .stream = stream,
+                                             .fn = fn});
 }
 
 TE_EXPORT tecomm_result_t tecomm_allreduce_algo(tecomm_comm_t comm, tecore_devptr_t send,
                                                 tecore_devptr_t recv, size_t count,
                                                 tecore_dtype_t dtype, tecomm_op_t op,
                                                 tecomm_algo_t algo, tecore_stream_t stream) {
-  return allreduce(comm, (struct tc_ar_run){.send = send, .recv = recv, .count = count,
-                                            .dtype = dtype, .op = op, .asked = algo,
-                                            .stream = stream});
+  return allreduce(comm, (struct tc_call){.send = send, .recv = recv, .count = count,
+                                          .dtype = dtype, .op = op, .algo = algo,
+                                          .stream = stream});
 }
 
 TE_EXPORT tecomm_result_t tecomm_allreduce(tecomm_comm_t comm, tecore_devptr_t send,
@@ -198,11 +188,11 @@ static tecomm_result_t add_rmsnorm(tecomm_comm_t comm, const struct tecomm_add_r
   TC_CHECK(tc_sym_bounds(comm, a->residual_in, bytes, "args->residual_in", fn));
   TC_CHECK(tc_sym_bounds(comm, a->residual_out, bytes, "args->residual_out", fn));
   TC_CHECK(tc_sym_bounds(comm, a->out, bytes, "args->out", fn));
-  return tc_comm_fail(comm, run(comm, &(struct tc_ar_run){.send = a->x,
-                                                          .count = a->rows * a->hidden,
-                                                          .dtype = a->dtype, .op = TECOMM_SUM,
-                                                          .asked = a->algo, .fa = a, .how = how,
-                                                          .stream = stream, .fn = fn}));
+  return tc_comm_fail(comm, run(comm, &(struct tc_call){.send = a->x,
+                                                        .count = a->rows * a->hidden,
+                                                        .dtype = a->dtype, .op = TECOMM_SUM,
+                                                        .algo = a->algo, .fa = a, .how = how,
+                                                        .stream = stream, .fn = fn}));
 }
 
 TE_EXPORT tecomm_result_t tecomm_allreduce_add_rmsnorm(tecomm_comm_t comm,
@@ -216,9 +206,9 @@ tecomm_result_t tc_allreduce_scratch(tecomm_comm_t comm, tecore_devptr_t send, t
                                      size_t count, tecore_dtype_t dtype, tecomm_algo_t algo,
                                      unsigned how, tecore_stream_t stream) {
   TC_ARG(!(how & ~(TC_AR_SCRATCH | TC_AR_BESIDE)), "tc_allreduce_scratch: how 0x%x", how);
-  return allreduce(comm, (struct tc_ar_run){.send = send, .recv = recv, .count = count,
-                                            .dtype = dtype, .op = TECOMM_SUM, .asked = algo,
-                                            .how = how, .stream = stream});
+  return allreduce(comm, (struct tc_call){.send = send, .recv = recv, .count = count,
+                                          .dtype = dtype, .op = TECOMM_SUM, .algo = algo,
+                                          .how = how, .stream = stream});
 }
 
 tecomm_result_t tc_allreduce_add_rmsnorm_scratch(tecomm_comm_t comm,

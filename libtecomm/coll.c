@@ -11,7 +11,7 @@
  * at the registered in-place level), else NCCL, else verbs.  TECOMM_ALGO
  * names allreduce algorithms and does not apply here.  One rank: a copy. */
 #include "level.h"
-#include "agree.h"
+#include "base/agree.h"
 #include "verbs/verbs_lv.h"   /* tc_hier_allgather */
 #include <string.h>
 
@@ -126,7 +126,7 @@ static tecomm_result_t pick(struct tecomm_comm *c, tecomm_algo_t asked, const st
   for (int i = 0; i < TC_LV_COUNT; i++) {
     const struct tc_level *l = tc_levels[i];
     tecomm_algo_t a = TECOMM_ALGO_AUTO;
-    if (!l->run_coll || l->at == TC_AT_IPC) continue;
+    if (!l->run_coll || i == TC_LV_IPC) continue;
     TC_CHECK(l->pick(c, TECOMM_ALGO_AUTO, &f, &a));
     if (a != TECOMM_ALGO_AUTO) {
       *algo = a;

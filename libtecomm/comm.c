@@ -176,12 +176,7 @@ static void my_caps(struct tecomm_comm *c, struct tc_caps *k) {
   (void)tecore_device_get_props(c->device, &pr);
   k->device = c->device;
   k->vmm_fd = pr.vmm_supported && pr.posix_fd_handles;
-  /* TECOMM_TEST_FAIL=nccl:R: rank R reports NCCL unusable here, in the
-   * exchange every rank decides from, as a rank whose libnccl.so.2 does
-   * not load would.  (nccl-init:R, a rank stuck inside its init, is
-   * injected in vdev's NCCL: nccl_vdev.c.) */
-  k->nccl = tc_nccl_get(NULL) != NULL && !tc_test_fail("nccl", c->rank);
-  k->nccl_host = k->nccl && c->backend == TECORE_BACKEND_VDEV ? tc_machine_id() : 0;
+  tc_levels_caps(c, k);
   k->kernels = tc_ar_kernels_register() == TECORE_SUCCESS &&
                tc_ar_max_bytes(TC_AR_ONESHOT, c->nranks < 2 ? 2 : c->nranks,
                                    1u << 20) > 0;
@@ -220,7 +215,7 @@ TE_EXPORT tecomm_result_t tecomm_comm_init(int rank, int nranks, int device,
   struct tc_caps k;
   memset(&k, 0, sizeof k);
   host_identity(&k, c->backend);
-  tc_hier_identity(k.host, sizeof k.host, &k.boot_id, rank);   /* TECOMM_NODE_MAP */
+  tc_node_map_identity(k.host, sizeof k.host, &k.boot_id, rank);   /* TECOMM_NODE_MAP */
   k.nonce = random_nonce();
   /* rank 0's seed makes the secret; a rank 0 without one says so with a
    * zero nonce, so every rank fails together instead of waiting */
@@ -246,7 +241,7 @@ TE_EXPORT tecomm_result_t tecomm_comm_init(int rank, int nranks, int device,
   else
     memcpy(c->secret, all[0].seed, sizeof c->secret);
   for (int i = 0; i < nranks; i++) te_wipe(all[i].seed, sizeof all[i].seed);
-  if ((r = tc_hier_nodes(c, all)) != TECOMM_SUCCESS) goto fail;
+  if ((r = tc_nodes_find(c, all)) != TECOMM_SUCCESS) goto fail;
   if (device < 0) {
     int count = 0;
     if (tecore_device_count(&count) != TECORE_SUCCESS || count < 1) count = 1;

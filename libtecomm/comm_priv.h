@@ -7,23 +7,12 @@
 #define TECOMM_COMM_PRIV_H
 
 #include "boot/boot.h"
-#include "nccl/nccl.h"
-#include "ipc/ar_kernels.h"
+#include "base/ar_kernels.h"
+#include "base/level_list.h"
 
-/* The fallback chain, best first; every rank of a communicator stands at
- * the same place (decided from allgathered facts only). */
-typedef enum {
-  TC_LEVEL_POOL = 0,     /* symmetric pool on every rank: IPC kernels, inputs staged in */
-  TC_LEVEL_INPLACE = 1,  /* no pool: IPC in place on registered (tecomm_mem_alloc) inputs */
-  TC_LEVEL_NCCL = 2,     /* ncclAllReduce */
-  TC_LEVEL_VERBS = 3,    /* host-staged allreduce over InfiniBand/RoCE verbs (verbs_comm.c) */
-  TC_LEVEL_NONE = 4      /* nothing can run (no IPC, NCCL or verbs): calls fail clearly */
-} tc_level_t;
-
-/* The levels of the fallback chain, best first: the rows of tc_levels[]
- * (level.h, levels.c).  Each keeps its state in c->lv[id] and says why it
- * is off in c->lv_why[id]. */
-enum tc_lv { TC_LV_NVLS, TC_LV_MNNVL, TC_LV_IPC, TC_LV_NCCL, TC_LV_VERBS, TC_LV_COUNT };
+/* The levels (enum tc_lv) and the places in the chain (tc_level_t): one
+ * list, base/level_list.h.  Each level keeps its state in c->lv[id] and
+ * says why it is off in c->lv_why[id]. */
 
 /* The IPC kernels' workspace (flags, barriers, Lamport buffers) that the
  * kernel levels share: every rank's, mapped here.  Made with the
@@ -146,7 +135,7 @@ struct tecomm_comm {
   tecore_devptr_t al_old[24];
   int n_al_old;
 
-  /* nodes, and the hierarchical verbs path (verbs_hier.c) */
+  /* nodes (base/nodes.c), and the hierarchical verbs path (verbs_hier.c) */
   int *node_of;              /* every rank's node (its host, or TECOMM_NODE_MAP) */
   int nnodes, node;
   int no_verbs;              /* a hierarchical communicator's node-local group */
@@ -227,8 +216,17 @@ tecomm_result_t tc_select(struct tecomm_comm *c, tecomm_algo_t asked,
 void tc_level_log(struct tecomm_comm *c);
 const char *tc_level_name(tc_level_t l);
 
-/* TECOMM_VDEV_NODE (comm.c): the vdev node this process plays, or -1. */
+/* ---- base/nodes.c -------------------------------------------------------------- */
+/* TECOMM_VDEV_NODE: the vdev node this process plays, or -1. */
 int64_t tc_vdev_node(void);
+/* TECOMM_NODE_MAP: this rank's host identity becomes its node's, so that
+ * ranks of one host act as ranks of several nodes (tests). */
+void tc_node_map_identity(char *host, size_t hl, uint64_t *boot_id, int rank);
+/* The node of every rank (c->node_of, nnodes, node), from the allgathered
+ * identities (all). */
+tecomm_result_t tc_nodes_find(struct tecomm_comm *c, const struct tc_caps *all);
+/* FNV-1a of the n bytes at p, from h. */
+uint64_t tc_fnv(const void *p, size_t n, uint64_t h);
 
 /* ---- testfail.c --------------------------------------------------------------- */
 /* 1 when TECOMM_TEST_FAIL names link for this rank (tests force each link
@@ -247,45 +245,6 @@ tecomm_result_t tc_count_all(struct tc_boot *b, int flag, int *count);
  * *first with code *first_code. */
 tecomm_result_t tc_gather_codes(struct tc_boot *b, int32_t code, int *nfail, int *first,
                                 int32_t *first_code);
-
-/* ---- verbs_staged.c ---------------------------------------------------------- */
-/* The verbs allreduce of send into recv on this rank's endpoint, staged
- * through page-locked memory; the hierarchy's leaders run their
- * inter-node step with it. */
-tecomm_result_t tc_verbs_staged(struct tecomm_comm *c, tecore_devptr_t send, tecore_devptr_t recv,
-                                size_t count, tecore_dtype_t dtype, tecomm_op_t op,
-                                tecore_stream_t stream, const char *fn);
-/* The verbs all-gather among the endpoint's members (every rank flat, or
- * the node leaders under the hierarchy): bytes of send from every member
- * into recv (members * bytes), the ring's all-gather over page-locked
- * staging. */
-tecomm_result_t tc_verbs_staged_gather(struct tecomm_comm *c, tecore_devptr_t send,
-                                       tecore_devptr_t recv, size_t bytes, tecore_stream_t stream,
-                                       const char *fn);
-/* Its jobs and staging, freed (the verbs level's close). */
-void tc_verbs_staged_free(struct tecomm_comm *c);
-
-/* ---- verbs_hier.c ------------------------------------------------------------ */
-/* TECOMM_NODE_MAP: this rank's host identity becomes its node's, so that
- * ranks of one host act as ranks of several nodes (tests). */
-void tc_hier_identity(char *host, size_t hl, uint64_t *boot_id, int rank);
-/* The node of every rank, from the allgathered identities (all). */
-tecomm_result_t tc_hier_nodes(struct tecomm_comm *c, const struct tc_caps *all);
-/* Collective over c->xchg: the node-local group and whether every node
- * can take part; sets c->local (NULL: flat verbs over every rank) and
- * *member (this rank opens verbs: a node leader, or every rank when
- * flat). */
-tecomm_result_t tc_hier_open(struct tecomm_comm *c, int *member);
-/* The node-local group's health, named as the hierarchy's. */
-tecomm_result_t tc_hier_ready(struct tecomm_comm *c, const char *fn, int check_device);
-int tc_hier_failed_peer(struct tecomm_comm *c);
-/* recv = allreduce(send): reduce in the node, leaders over verbs, broadcast. */
-tecomm_result_t tc_hier_allreduce(struct tecomm_comm *c, tecore_devptr_t send,
-                                  tecore_devptr_t recv, size_t count, tecore_dtype_t dtype,
-                                  tecomm_op_t op, tecore_stream_t stream, const char *fn);
-/* GPUDirect RDMA: whether the device memory could be registered (sets
- * c->gdr and c->gdr_why). */
-void tc_gdr_detect(struct tecomm_comm *c);
 
 /* ---- comm.c ----------------------------------------------------------------- */
 /* The checks every public call makes first: comm is a live communicator

@@ -15,7 +15,7 @@
  *
  * Shapes: activations [rows][features] of the sequence's dtype; the sums
  * are over rows * features elements; rsigma F32 [rows]. */
-#include "tc_internal.h"
+#include "base/tc_internal.h"
 #include "te_results.h"
 
 #include <pthread.h>

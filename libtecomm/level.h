@@ -11,14 +11,15 @@
  * level on one host or imported by mnnvl across nodes.
  *
  * A new level is a folder with one file that defines its struct
- * tc_level, one row in tc_levels[] (levels.c), one value of enum tc_lv,
- * and the rows of its algorithms in algos.h (their "at" column names the
+ * tc_level, one row of TC_LEVELS (base/level_list.h), which makes its
+ * place in tc_levels[], its enum tc_lv and tc_algo_at_t values, and the
+ * rows of its algorithms in base/algos.h (their "at" column names the
  * level). */
 #ifndef TC_LEVEL_H
 #define TC_LEVEL_H
 
 #include "comm_priv.h"
-#include "algos.h"
+#include "base/algos.h"
 
 /* The collective of a call (coll.c): allreduce, or reduce-scatter and
  * all-gather, whose count is one rank's block. */
@@ -36,7 +37,7 @@ struct tc_call {
   size_t count, bytes;
   tecore_dtype_t dtype;
   tecomm_op_t op;
-  tecomm_algo_t algo;                  /* the algorithm selection gave */
+  tecomm_algo_t algo;                  /* the algorithm selection gave (before: the one asked) */
   const struct tecomm_add_rmsnorm *fa;
   unsigned how;                        /* TC_AR_SCRATCH, TC_AR_BESIDE */
   int cap;                             /* the stream is capturing */
@@ -49,13 +50,25 @@ struct tc_call {
   const char *fn;
 };
 
+/* struct tc_level's hosts. */
+#define TC_ONE_HOST 1u
+#define TC_ACROSS_HOSTS 2u
+
 struct tc_level {
   const char *name;
-  /* The algorithms of algos.h whose "at" column is this. */
-  tc_algo_at_t at;
+  /* Its links in tecomm_comm_describe's chain line, and where it is in
+   * the chain: on one host, across hosts or both (TC_ONE_HOST, ...). */
+  const char *chain;
+  unsigned hosts;
+  /* An algorithm of another level this one runs instead when it is open
+   * (mnnvl: lamport across nodes); TECOMM_ALGO_AUTO: none. */
+  tecomm_algo_t claims;
   /* Opened only when no level above it gave the communicator a place in
    * the chain (c->level still TC_LEVEL_NONE). */
   int last_resort;
+  /* Optional: fills the level's fields of this rank's report at init
+   * (struct tc_caps, allgathered before any level opens). */
+  void (*caps)(struct tecomm_comm *c, struct tc_caps *k);
   /* Collective: opens the level, or leaves it off with c->lv_why[id]
    * saying why (the same on every rank).  An error return is a broken
    * exchange, not "the level is off". */
@@ -74,9 +87,8 @@ struct tc_level {
    * refused with TECOMM_ERR_NOT_SUPPORTED and why. */
   tecomm_result_t (*pick)(struct tecomm_comm *c, tecomm_algo_t asked,
                           const struct tc_call_facts *f, tecomm_algo_t *algo);
-  /* Runs the plain and the fused call with the algorithm chosen. */
+  /* Runs the plain and the fused call (k->fa) with the algorithm chosen. */
   tecomm_result_t (*run)(struct tecomm_comm *c, const struct tc_call *k);
-  tecomm_result_t (*run_fused)(struct tecomm_comm *c, const struct tc_call *k);
   /* Optional: runs a reduce-scatter or all-gather (k->coll) with the
    * algorithm chosen; NULL: the level has none (TECOMM_ERR_NOT_SUPPORTED). */
   tecomm_result_t (*run_coll)(struct tecomm_comm *c, const struct tc_call *k);
@@ -84,12 +96,13 @@ struct tc_level {
   void (*describe)(struct tecomm_comm *c, struct tc_text *t);
 };
 
-/* The table, best first (levels.c). */
+/* The table, best first (levels.c, from TC_LEVELS). */
 extern const struct tc_level *const tc_levels[TC_LV_COUNT];
-/* The level that runs algorithms at a (NULL for TC_AT_TABLE). */
+/* The level that runs algorithms at at (NULL for TC_AT_TABLE). */
 const struct tc_level *tc_level_at(tc_algo_at_t at);
 
 /* The walks (levels.c). */
+void tc_levels_caps(struct tecomm_comm *c, struct tc_caps *k);
 tecomm_result_t tc_levels_open(struct tecomm_comm *c, tecore_stream_t st);
 void tc_levels_close(struct tecomm_comm *c);
 tecomm_result_t tc_levels_health(struct tecomm_comm *c, const char *fn, int check_device);
@@ -98,17 +111,13 @@ int tc_levels_failed_peer(struct tecomm_comm *c);
 void tc_levels_describe(struct tecomm_comm *c, struct tc_text *t);
 
 /* Each level's row (its own file). */
-extern const struct tc_level tc_level_nvls, tc_level_mnnvl, tc_level_ipc, tc_level_nccl,
-    tc_level_verbs;
+#define TC_LV_DECL_(id, name, places) extern const struct tc_level tc_level_##name;
+TC_LEVELS(TC_LV_DECL_)
 
 /* The IPC kernels' path, shared by the nvls, mnnvl and ipc levels
  * (ar_run.c): stages the input where the protocol needs it, then
  * launches the kernel. */
 tecomm_result_t tc_run_kernel(struct tecomm_comm *c, const struct tc_call *k);
-/* The IPC kernels' reduce-scatter and all-gather (ipc/coll_run.c): the
- * input read in place or staged in the pool, then one-shot, the gather
- * kernel or their copy-engine forms. */
-tecomm_result_t tc_run_coll_kernel(struct tecomm_comm *c, const struct tc_call *k);
 /* The staging buffer for count elements of dtype in the pool or a
  * segment past it (c->stage_seg at c->stage); collective when it grows
  * (ar_run.c). */

@@ -7,18 +7,17 @@
  * others gave the communicator a place). */
 #include "level.h"
 
-const struct tc_level *const tc_levels[TC_LV_COUNT] = {
-    [TC_LV_NVLS] = &tc_level_nvls,
-    [TC_LV_MNNVL] = &tc_level_mnnvl,
-    [TC_LV_IPC] = &tc_level_ipc,
-    [TC_LV_NCCL] = &tc_level_nccl,
-    [TC_LV_VERBS] = &tc_level_verbs,
-};
+#define TC_LV_ROW_(id, name, places) [TC_LV_##id] = &tc_level_##name,
+const struct tc_level *const tc_levels[TC_LV_COUNT] = {TC_LEVELS(TC_LV_ROW_)};
 
+/* tc_algo_at_t's values are the rows' indices (base/level_list.h). */
 const struct tc_level *tc_level_at(tc_algo_at_t at) {
+  return (int)at >= 0 && (int)at < TC_LV_COUNT ? tc_levels[at] : NULL;
+}
+
+void tc_levels_caps(struct tecomm_comm *c, struct tc_caps *k) {
   for (int i = 0; i < TC_LV_COUNT; i++)
-    if (tc_levels[i]->at == at) return tc_levels[i];
-  return NULL;
+    if (tc_levels[i]->caps) tc_levels[i]->caps(c, k);
 }
 
 tecomm_result_t tc_levels_open(struct tecomm_comm *c, tecore_stream_t st) {

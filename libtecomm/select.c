@@ -69,6 +69,14 @@ static tecomm_result_t select_auto(struct tecomm_comm *c, const struct tc_call_f
                 c->lv_why[TC_LV_NCCL][0] ? c->lv_why[TC_LV_NCCL] : "absent");
 }
 
+/* The level that runs a (not auto): an open level that claims it (mnnvl
+ * lamport across nodes), else the one its at column names. */
+static const struct tc_level *level_of(struct tecomm_comm *c, tecomm_algo_t a) {
+  for (int i = 0; i < TC_LV_COUNT; i++)
+    if (tc_levels[i]->claims == a && c->lv[i]) return tc_levels[i];
+  return tc_level_at(tc_algo_at(a));
+}
+
 tecomm_result_t tc_select(struct tecomm_comm *c, tecomm_algo_t asked,
                           const struct tc_call_facts *f, tecomm_algo_t *algo) {
   tecomm_algo_t a = asked;
@@ -81,10 +89,20 @@ tecomm_result_t tc_select(struct tecomm_comm *c, tecomm_algo_t asked,
     a = e < 0 ? TECOMM_ALGO_AUTO : (tecomm_algo_t)e;
   }
   if (a == TECOMM_ALGO_AUTO) return select_auto(c, f, algo);
-  /* Lamport on ranks across nodes is the MNNVL Lamport */
-  const struct tc_level *l = tc_level_at(tc_algo_at(a));
-  if (a == TECOMM_ALGO_LAMPORT && c->lv[TC_LV_MNNVL]) l = tc_levels[TC_LV_MNNVL];
-  return l->pick(c, a, f, algo);
+  return level_of(c, a)->pick(c, a, f, algo);
+}
+
+/* The chain's links where the communicator's ranks are, from the table. */
+static void put_chain(struct tecomm_comm *c, struct tc_text *t) {
+  unsigned where = c->all_local ? TC_ONE_HOST : TC_ACROSS_HOSTS;
+  const char *sep = "";
+  tc_put(t, "chain: ");
+  for (int i = 0; i < TC_LV_COUNT; i++) {
+    if (!(tc_levels[i]->hosts & where)) continue;
+    tc_put(t, "%s%s", sep, tc_levels[i]->chain);
+    sep = " -> ";
+  }
+  tc_put(t, "\n");
 }
 
 static void describe(struct tecomm_comm *c, size_t bytes, char *buf, size_t cap) {
@@ -92,10 +110,7 @@ static void describe(struct tecomm_comm *c, size_t bytes, char *buf, size_t cap)
   buf[0] = '\0';
   tc_put(&t, "tecomm: %d ranks%s, backend %s\n", c->nranks,
          c->all_local ? " on one host" : " on several hosts", tecore_backend_name(c->backend));
-  tc_put(&t, "chain: %s\n",
-         c->all_local ? "nvls (lamport, simple) -> ipc pool (lamport, oneshot, twoshot by size) -> "
-                        "ipc registered in-place -> nccl -> verbs"
-                      : "mnnvl (lamport) -> nccl -> verbs");
+  put_chain(c, &t);
   tc_put(&t,
          "capabilities: p2p %d/%d, vmm posix-fd %d/%d, ipc kernels %d/%d, nccl %d/%d, pool %d/%d\n",
          c->n_p2p, c->nranks, c->n_vmm_fd, c->nranks, c->n_kernels, c->nranks, c->n_nccl, c->nranks,

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* comm_ar.h -- the allreduce protocols' shared definitions, for
- * kernels/comm_ar.cu (the GPU) and libtecomm/ipc/ar_vdev.c (vdev, the same
+ * kernels/comm_ar.cu (the GPU) and libtecomm/base/ar_vdev.c (vdev, the same
  * protocol in C on shared memfd memory): the workspace layout, the kernel
  * parameter block, how work is cut between blocks, the element math of a
  * reduction and the Lamport sentinel rules.  Both sides include this file
@@ -100,7 +100,7 @@
  * One rank reduces each row in rank order, so every rank gets the same
  * bits, and the epilogue sees the values the two-shot + ADDNORM path does.
  *
- * Copy-engine one-shot (TE_AR_CE; libtecomm/ipc/ar_kernels.c drives it).  The
+ * Copy-engine one-shot (TE_AR_CE; libtecomm/base/ar_kernels.c drives it).  The
  * bytes move by the copy engines (stream memcpys from peer mappings) and
  * the SMs only read local memory, so a GEMM beside it keeps its SMs while
  * the bytes travel:
@@ -164,7 +164,7 @@
 #define TE_AR_LAM_USED 8u     /* u64 [3] */
 #define TE_AR_LAM_DONE 32u    /* u32: blocks that have read the counter */
 
-/* error codes in the error word (same values as TC_AR_*, libtecomm/ipc/ar_kernels.h) */
+/* error codes in the error word (same values as TC_AR_*, libtecomm/base/ar_kernels.h) */
 #define TE_AR_OK 0u
 #define TE_AR_TIMEOUT 1u
 #define TE_AR_ABORTED 2u
@@ -196,7 +196,7 @@
  * row's loads, waits and element math run on up to this many threads
  * while the sum over the row keeps the plan's order (kernels/comm_ar.cu). */
 #define TE_AR_SPREAD_THREADS 512
-/* calls of at most this many rows take a spread of 2 (libtecomm/ipc/ar_kernels.c) */
+/* calls of at most this many rows take a spread of 2 (libtecomm/base/ar_kernels.c) */
 #define TE_AR_SPREAD_FEW_ROWS 16
 /* The fused two-shot by rows: threads per block it aims for (rows of the
  * RMSNorm plan stacked: tpr x rows-per-block, at most this many), so a

@@ -13,7 +13,7 @@
 #ifndef TECOMM_BOOT_H
 #define TECOMM_BOOT_H
 
-#include "tc_internal.h"
+#include "base/tc_internal.h"
 #include "wire.h"
 
 struct tc_boot {

@@ -15,7 +15,7 @@
 #ifndef TECOMM_DP_PRIV_H
 #define TECOMM_DP_PRIV_H
 
-#include "tc_internal.h"
+#include "base/tc_internal.h"
 #include <te/comm_dp.h>
 
 #define DP_ALIGN 64   /* elements */

@@ -11,7 +11,7 @@
  * rank s's own slot of its recv.  Where the input lies (staged, in place
  * on symmetric memory) goes into the call's descriptor, so ranks that
  * read differently fail with TECOMM_ERR_MISMATCH. */
-#include "level.h"
+#include "ipc_lv.h"
 #include <string.h>
 
 /* All-gather in place on symmetric memory: send is recv's slot `rank`

@@ -11,7 +11,7 @@
  * The table (payload bytes, per rank count; TECOMM_LAMPORT_MAX_KB and
  * TECOMM_ONESHOT_MAX_KB move its edges) is described in select.c's
  * header, with the figures it comes from. */
-#include "level.h"
+#include "ipc_lv.h"
 #include <stdio.h>
 #include <string.h>
 
@@ -147,12 +147,12 @@ static void ipc_describe(struct tecomm_comm *c, struct tc_text *t) {
 
 const struct tc_level tc_level_ipc = {
     .name = "ipc",
-    .at = TC_AT_IPC,
+    .chain = "ipc pool (lamport, oneshot, twoshot by size) -> ipc registered in-place",
+    .hosts = TC_ONE_HOST,
     .open = ipc_open,
     .close = ipc_close,
     .pick = ipc_pick,
     .run = tc_run_kernel,
-    .run_fused = tc_run_kernel,
     .run_coll = tc_run_coll_kernel,
     .describe = ipc_describe,
 };

@@ -36,14 +36,6 @@ TECORE_TUNABLE_INT(tc_tun_mnnvl_timeout, "TECOMM_MNNVL_TIMEOUT", 10000, 1, 36000
                    "milliseconds a rank may take to import and map its peers' fabric handles "
                    "before every rank gives up multi-node NVLink together")
 
-/* vdev plays several nodes on one machine (the MNNVL path in CI). */
-TECORE_TUNABLE_INT(tc_tun_vdev_node, "TECOMM_VDEV_NODE", -1, -1, 1048576,
-                   "vdev only: this process's node id; ranks with different ids act as ranks on "
-                   "different hosts of one NVLink domain (no local mesh, MNNVL across them); "
-                   "-1: the real host")
-
-int64_t tc_vdev_node(void) { return tecore_tunable_int(&tc_tun_vdev_node); }
-
 struct tc_mnnvl {
   size_t bytes, stride;
   tecore_devptr_t va;                     /* every rank's workspace, rank r at va + r*stride */
@@ -320,11 +312,12 @@ static void mnnvl_describe(struct tecomm_comm *c, struct tc_text *t) {
 
 const struct tc_level tc_level_mnnvl = {
     .name = "mnnvl",
-    .at = TC_AT_MNNVL,
+    .chain = "mnnvl (lamport)",
+    .hosts = TC_ACROSS_HOSTS,
+    .claims = TECOMM_ALGO_LAMPORT,
     .open = mnnvl_open,
     .close = mnnvl_close,
     .pick = mnnvl_pick,
     .run = tc_run_kernel,
-    .run_fused = tc_run_kernel,
     .describe = mnnvl_describe,
 };

@@ -6,7 +6,7 @@
 #ifndef TECOMM_NCCL_H
 #define TECOMM_NCCL_H
 
-#include "tc_internal.h"
+#include "base/tc_internal.h"
 
 typedef struct tc_nccl_uid {
   char internal[128];          /* ncclUniqueId */

@@ -8,7 +8,7 @@
  * all-gather as ncclReduceScatter and ncclAllGather; all are agreed on
  * the host first (agree.c): an enqueued NCCL call cannot be stopped. */
 #include "nccl_lv.h"
-#include "agree.h"
+#include "base/agree.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -199,16 +199,26 @@ static void nccl_describe(struct tecomm_comm *c, struct tc_text *t) {
   if (c->level == TC_LEVEL_NCCL) tc_put(t, "table: nccl at every size\n");
 }
 
+/* This rank's report at init.  TECOMM_TEST_FAIL=nccl:R: rank R reports
+ * NCCL unusable here, in the exchange every rank decides from, as a rank
+ * whose libnccl.so.2 does not load would.  (nccl-init:R, a rank stuck
+ * inside its init, is injected in vdev's NCCL: nccl_vdev.c.) */
+static void nccl_caps(struct tecomm_comm *c, struct tc_caps *k) {
+  k->nccl = tc_nccl_get(NULL) != NULL && !tc_test_fail("nccl", c->rank);
+  k->nccl_host = k->nccl && c->backend == TECORE_BACKEND_VDEV ? tc_machine_id() : 0;
+}
+
 const struct tc_level tc_level_nccl = {
     .name = "nccl",
-    .at = TC_AT_NCCL,
+    .chain = "nccl",
+    .hosts = TC_ONE_HOST | TC_ACROSS_HOSTS,
+    .caps = nccl_caps,
     .open = nccl_open,
     .close = nccl_close,
     .health = nccl_health,
     .abort = tc_nccl_abort,
     .pick = nccl_pick,
     .run = nccl_run,
-    .run_fused = nccl_run,
     .run_coll = nccl_coll,
     .describe = nccl_describe,
 };

@@ -6,6 +6,7 @@
 #define TC_NCCL_LV_H
 
 #include "level.h"
+#include "nccl.h"
 
 struct tc_nccl_watch;
 struct tc_nccl_lv {

@@ -308,11 +308,11 @@ static void nvls_describe(struct tecomm_comm *c, struct tc_text *t) {
 
 const struct tc_level tc_level_nvls = {
     .name = "nvls",
-    .at = TC_AT_NVLS,
+    .chain = "nvls (lamport, simple)",
+    .hosts = TC_ONE_HOST,
     .open = nvls_open,
     .close = nvls_close,
     .pick = nvls_pick,
     .run = nvls_run,
-    .run_fused = nvls_run,
     .describe = nvls_describe,
 };

@@ -11,7 +11,7 @@
  * attribute: tecore_device_get_props), which ibv_reg_dmabuf_mr takes
  * without any module.  vdev's device memory is host memory: nothing to
  * detect. */
-#include "tc_internal.h"
+#include "base/tc_internal.h"
 
 #include <stdio.h>
 #include <string.h>

@@ -12,7 +12,7 @@
 #ifndef TECOMM_VERBS_API_H
 #define TECOMM_VERBS_API_H
 
-#include "tc_internal.h"
+#include "base/tc_internal.h"
 
 #ifdef TE_HAVE_VERBS
 #include <infiniband/verbs.h>

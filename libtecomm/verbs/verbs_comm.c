@@ -7,7 +7,7 @@
  * error completion) makes the endpoint's sticky error the next call's
  * answer. */
 #include "verbs_lv.h"
-#include "agree.h"
+#include "base/agree.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -173,7 +173,8 @@ static void verbs_describe(struct tecomm_comm *c, struct tc_text *t) {
 
 const struct tc_level tc_level_verbs = {
     .name = "verbs",
-    .at = TC_AT_VERBS,
+    .chain = "verbs",
+    .hosts = TC_ONE_HOST | TC_ACROSS_HOSTS,
     .last_resort = 1,
     .open = verbs_open,
     .close = verbs_close,
@@ -181,7 +182,6 @@ const struct tc_level tc_level_verbs = {
     .failed_peer = verbs_failed_peer,
     .pick = verbs_pick,
     .run = verbs_run,
-    .run_fused = verbs_run,
     .run_coll = verbs_coll,
     .describe = verbs_describe,
 };

@@ -39,62 +39,16 @@
 #include "verbs_lv.h"
 #include "verbs_ep.h"   /* tc_vb_fail */
 #include "common/comm_ar.h"   /* TE_AR_OFF_ABORT */
-#include "agree.h"
+#include "base/agree.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
-TECORE_TUNABLE_STR(tc_tun_node_map, "TECOMM_NODE_MAP", "", NULL,
-                   "debug: the node of every rank, comma-separated (e.g. 0,0,1,1): ranks of one "
-                   "host then act as ranks of several nodes (tests of the inter-node paths); "
-                   "empty: each rank's host")
 TECORE_TUNABLE_INT(tc_tun_verbs_hier, "TECOMM_VERBS_HIER", 1, 0, 1,
                    "across nodes, 1: reduce in each node over IPC and run verbs among the node "
                    "leaders only (hierarchical); 0: verbs among every rank (flat)")
-
-static uint64_t fnv(const void *p, size_t n, uint64_t h) {
-  const unsigned char *b = p;
-  for (size_t i = 0; i < n; i++) h = (h ^ b[i]) * 0x100000001b3ull;
-  return h;
-}
-
-void tc_hier_identity(char *host, size_t hl, uint64_t *boot_id, int rank) {
-  const char *m = tecore_tunable_str(&tc_tun_node_map);
-  if (!m || !*m || rank < 0) return;
-  const char *p = m;
-  for (int i = 0; i < rank && p; i++) {
-    p = strchr(p, ',');
-    if (p) p++;
-  }
-  if (!p || *p < '0' || *p > '9') {
-    TC_WARN("TECOMM_NODE_MAP=\"%s\" has no node for rank %d: it stays on its host", m, rank);
-    return;
-  }
-  int node = atoi(p);
-  char h[64];
-  snprintf(h, sizeof h, "%s", host);
-  snprintf(host, hl, "%.40s#node%d", h, node);
-  *boot_id = fnv(&node, sizeof node, *boot_id);
-}
-
-tecomm_result_t tc_hier_nodes(struct tecomm_comm *c, const struct tc_caps *all) {
-  c->node_of = calloc((size_t)c->nranks, sizeof *c->node_of);
-  if (!c->node_of) return TC_ERR(TECOMM_ERR_NOMEM, "tecomm_comm_init: out of host memory");
-  c->nnodes = 0;
-  for (int i = 0; i < c->nranks; i++) {
-    int j = 0;
-    /* the names came over the wire: bounded by their field (comm.c
-     * checked each ends within it) */
-    while (j < i && (all[j].boot_id != all[i].boot_id ||
-                     strncmp(all[j].host, all[i].host, sizeof all[i].host) != 0))
-      j++;
-    c->node_of[i] = j < i ? c->node_of[j] : c->nnodes++;
-  }
-  c->node = c->node_of[c->rank];
-  return TECOMM_SUCCESS;
-}
 
 /* The communicator rank of the leader of node. */
 static int leader_of(const struct tecomm_comm *c, int node) {
@@ -124,7 +78,7 @@ tecomm_result_t tc_hier_open(struct tecomm_comm *c, int *member) {
   if (!all) return TC_ERR(TECOMM_ERR_NOMEM, "tecomm_comm_init: out of host memory");
   if (n > 1) {
     uint64_t mix[3] = {c->tag, 0x68696572u, (uint64_t)c->node};
-    tecomm_result_t r = c->groups->make(c, fnv(mix, sizeof mix, 0xcbf29ce484222325ull), me, n, 1, &lc);
+    tecomm_result_t r = c->groups->make(c, tc_fnv(mix, sizeof mix, 0xcbf29ce484222325ull), me, n, 1, &lc);
     if (r != TECOMM_SUCCESS) {
       TC_WARN("tecomm: rank %d: node %d's group: %s: verbs goes flat", c->rank, c->node,
               tecore_last_error());

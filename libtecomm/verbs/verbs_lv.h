@@ -35,4 +35,38 @@ typedef tecomm_result_t (*tc_group_gather_fn)(struct tecomm_comm *g, tecore_devp
 tecomm_result_t tc_hier_allgather(struct tecomm_comm *c, const struct tc_call *k,
                                   tc_group_gather_fn gather);
 
+/* ---- verbs_staged.c ---------------------------------------------------------- */
+/* The verbs allreduce of send into recv on this rank's endpoint, staged
+ * through page-locked memory; the hierarchy's leaders run their
+ * inter-node step with it. */
+tecomm_result_t tc_verbs_staged(struct tecomm_comm *c, tecore_devptr_t send, tecore_devptr_t recv,
+                                size_t count, tecore_dtype_t dtype, tecomm_op_t op,
+                                tecore_stream_t stream, const char *fn);
+/* The verbs all-gather among the endpoint's members (every rank flat, or
+ * the node leaders under the hierarchy): bytes of send from every member
+ * into recv (members * bytes), the ring's all-gather over page-locked
+ * staging. */
+tecomm_result_t tc_verbs_staged_gather(struct tecomm_comm *c, tecore_devptr_t send,
+                                       tecore_devptr_t recv, size_t bytes, tecore_stream_t stream,
+                                       const char *fn);
+/* Its jobs and staging, freed (the verbs level's close). */
+void tc_verbs_staged_free(struct tecomm_comm *c);
+
+/* ---- verbs_hier.c ------------------------------------------------------------ */
+/* Collective over c->xchg: the node-local group and whether every node
+ * can take part; sets c->local (NULL: flat verbs over every rank) and
+ * *member (this rank opens verbs: a node leader, or every rank when
+ * flat). */
+tecomm_result_t tc_hier_open(struct tecomm_comm *c, int *member);
+/* The node-local group's health, named as the hierarchy's. */
+tecomm_result_t tc_hier_ready(struct tecomm_comm *c, const char *fn, int check_device);
+int tc_hier_failed_peer(struct tecomm_comm *c);
+/* recv = allreduce(send): reduce in the node, leaders over verbs, broadcast. */
+tecomm_result_t tc_hier_allreduce(struct tecomm_comm *c, tecore_devptr_t send,
+                                  tecore_devptr_t recv, size_t count, tecore_dtype_t dtype,
+                                  tecomm_op_t op, tecore_stream_t stream, const char *fn);
+/* GPUDirect RDMA: whether the device memory could be registered (sets
+ * c->gdr and c->gdr_why). */
+void tc_gdr_detect(struct tecomm_comm *c);
+
 #endif

@@ -65,8 +65,9 @@ static void rank_init(int rank, int n, void *arg) {
             dev, rank, n, rank);
   char d[4096];
   RK_OK(tecomm_comm_describe(c, 4096, d, sizeof d));
-  RK_ASSERT(strstr(d, "-> ipc pool (lamport, oneshot, twoshot by size) -> ipc registered in-place "
-                       "-> nccl -> verbs"),
+  /* the whole line, as the level table generates it */
+  RK_ASSERT(strstr(d, "\nchain: nvls (lamport, simple) -> ipc pool (lamport, oneshot, twoshot by "
+                       "size) -> ipc registered in-place -> nccl -> verbs\n"),
             "describe: %s", d);
   tecore_backend_t be;
   RK_CORE(tecore_backend(&be));

@@ -28,6 +28,13 @@ static void rank_mnnvl(int rank, int n, void *arg) {
   RK_ASSERT(strstr(d, "several hosts") && strstr(d, "mnnvl: on") &&
                 strstr(d, "choice for 4096 bytes: mnnvl"),
             "describe: %s", d);
+  /* the chain's line comes from the level table (each row's text where
+   * its hosts say it stands); lamport asked by name across nodes goes to
+   * the row that claims it, mnnvl, whose refusal names it */
+  RK_ASSERT(strstr(d, "\nchain: mnnvl (lamport) -> nccl -> verbs\n"), "describe: %s", d);
+  RK_EXPECT(TECOMM_ERR_NOT_SUPPORTED, "algorithm lamport across nodes cannot run",
+            tecomm_allreduce_algo(c, 64, 64, (size_t)64 << 20, TECORE_DTYPE_F32, TECOMM_SUM,
+                                  TECOMM_ALGO_LAMPORT, s));
   uint64_t salt = 900;
   for (size_t k = 0; k < sizeof dtypes / sizeof dtypes[0]; k++, salt += 2) {
     plain_case(c, s, rank, n, TECOMM_ALGO_AUTO, dtypes[k], TECOMM_SUM, 1001, salt);

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* check_protocols.c -- the allreduce protocols (libtecomm/ipc/ar_kernels.h)
+/* check_protocols.c -- the allreduce protocols (libtecomm/base/ar_kernels.h)
  * without the communicator layer: each test forks N rank processes; each
  * makes one exportable VMM allocation (its pool: workspace, then input
  * region), sends its POSIX fd to the test process over a SOCK_SEQPACKET
@@ -26,7 +26,7 @@
 #include <sys/socket.h>
 #include <te/elementwise.h>
 #include <te/norm.h>
-#include "ipc/ar_kernels.h"
+#include "base/ar_kernels.h"
 #include "common/comm_ar.h"
 
 #define MAXN TC_AR_MAX_RANKS

@@ -262,7 +262,7 @@ int main(int argc, char **argv) {
     }
     const uint64_t count = (uint64_t)rows * H, ngr = count * 2 / 16;
     struct te_norm_plan plan = te_norm_plan_fwd(H, 8);
-    /* the library's spread (libtecomm/ipc/ar_kernels.c), and the other one */
+    /* the library's spread (libtecomm/base/ar_kernels.c), and the other one */
     unsigned spread = TE_AR_SPREAD_THREADS / plan.threads;
     if (spread > (unsigned)plan.nv) spread = (unsigned)plan.nv;
     const unsigned spread_max = spread;

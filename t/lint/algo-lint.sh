@@ -1,7 +1,7 @@
 #!/bin/sh
 # SPDX-License-Identifier: Apache-2.0
 # algo-lint.sh -- the pages list libtecomm's allreduce algorithms as the one
-# list does (TC_ALGOS in libtecomm/algos.h, issue 30):
+# list does (TC_ALGOS in libtecomm/base/algos.h, issue 30):
 #  1. libtecomm(7)'s Algorithms section has one tagged entry per algorithm
 #     (every name but auto), and no entry the list lacks;
 #  2. tecomm_comm_describe(3) lists what tecomm_algo_name returns: every
@@ -18,9 +18,9 @@ say() { echo "algo-lint: $*"; fail=1; }
 text() { sed 's/\\-/-/g' "$1"; }
 
 # the list: X(ID, "name", kernel, at, clobbers) rows of TC_ALGOS
-sed -n '/^#define TC_ALGOS(X)/,/^$/p' "$top/libtecomm/algos.h" |
+sed -n '/^#define TC_ALGOS(X)/,/^$/p' "$top/libtecomm/base/algos.h" |
   sed -n 's/^ *X([A-Z_]*, "\([a-z-]*\)",.*/\1/p' > "$tmp/list"
-[ -s "$tmp/list" ] || { say "no algorithms found in libtecomm/algos.h"; exit 1; }
+[ -s "$tmp/list" ] || { say "no algorithms found in libtecomm/base/algos.h"; exit 1; }
 grep -v '^auto$' "$tmp/list" | sort > "$tmp/list-noauto"
 
 # 1: libtecomm(7), Algorithms: the first word of each .TP tag
@@ -32,7 +32,7 @@ comm -23 "$tmp/list-noauto" "$tmp/page7" | while read -r a; do
   echo "algo-lint: libtecomm(7), Algorithms, has no entry for '$a'"
 done > "$tmp/missing"
 comm -13 "$tmp/list-noauto" "$tmp/page7" | while read -r a; do
-  echo "algo-lint: libtecomm(7), Algorithms, has an entry '$a' that libtecomm/algos.h lacks"
+  echo "algo-lint: libtecomm(7), Algorithms, has an entry '$a' that libtecomm/base/algos.h lacks"
 done >> "$tmp/missing"
 [ -s "$tmp/missing" ] && { cat "$tmp/missing"; fail=1; }
 
@@ -51,5 +51,5 @@ sed -n '/^\.SH ENVIRONMENT$/,/^\.SH [A-Z]/p' "$tmp/tecomm7" |
 cmp -s "$tmp/list" "$tmp/env7" ||
   say "libtecomm(7)'s TECOMM_ALGO gives $(echo $(cat "$tmp/env7")), not $(echo $(cat "$tmp/list"))"
 
-[ $fail = 0 ] && echo "algo-lint: $(wc -l < "$tmp/list") algorithms, as libtecomm/algos.h lists them"
+[ $fail = 0 ] && echo "algo-lint: $(wc -l < "$tmp/list") algorithms, as libtecomm/base/algos.h lists them"
 exit $fail

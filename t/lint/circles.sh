@@ -23,7 +23,7 @@ libtecore/infra/ libtecore/svc/ fini.c stops the service engine; deprecated.c wr
 libtecore/infra/ libtecore/ops/ deprecated.c wraps tecore_seq_get_saved
 libtecore/device/ libtecore/ksupport/ dev_check.c names a span by span.c's rule (te_span_name)
 libtecore/device/ libtecore/elementwise/ graph_memset.c turns memset/copy nodes into elementwise's kernels
-libtecomm/ipc/ libtecomm/symm/ the shared kernel runner (ar_run.c) lives in ipc/; being changed on branch coll
+libtecomm/base/ libtecomm/symm/ ar_run.c stages inputs in the symmetric pool (tc_stage_get takes its blocks)
 libtecomm/symm/ libtecomm/state.c symm/mem.c marks the communicator failed; being changed on branch coll
 libtecomm/boot/ libtecomm/nccl/ boot_nccl.c bootstraps through nccl/; being changed on branch coll
 LIST

@@ -9,7 +9,7 @@
 #     section-1 page, and every installed tool is in libte(7)'s diagram
 #     and SEE ALSO;
 #  5. every allreduce algorithm libtecomm knows (the names
-#     tecomm_algo_name returns, read from libtecomm/algos.h) is named by
+#     tecomm_algo_name returns, read from libtecomm/base/algos.h) is named by
 #     tecomm_algo_name(3), libtecomm(7) and libte(7), and libte(7) calls
 #     none of them planned;
 #  6. every man page's footer names configure.ac's version (libte X.Y.Z);
@@ -84,9 +84,9 @@ for t in $tools; do
 done
 
 # ---- 5: the allreduce algorithms ------------------------------------------
-algos=$(sed -n '/^#define TC_ALGOS(X)/,/^$/p' "$top/libtecomm/algos.h" |
+algos=$(sed -n '/^#define TC_ALGOS(X)/,/^$/p' "$top/libtecomm/base/algos.h" |
           sed -n 's/^ *X([A-Z_]*, "\([a-z-]*\)",.*/\1/p' | grep -v '^auto$')
-[ -n "$algos" ] || say "no algorithm names found in libtecomm/algos.h"
+[ -n "$algos" ] || say "no algorithm names found in libtecomm/base/algos.h"
 page=$top/man/man3/tecomm_algo_name.3
 first=$(sed -n 1p "$page")
 case $first in .so\ *) page=$top/man/${first#.so } ;; esac

@@ -38,16 +38,6 @@ TECORE_TUNABLE_INT(tc_tun_timeout_ms, "TECOMM_TIMEOUT", 30000, 1, 86400000,
 
 int64_t tc_timeout_ms(void) { return tecore_tunable_int(&tc_tun_timeout_ms); }
 
-TECORE_TUNABLE_INT(tc_tun_nccl_init_timeout, "TECOMM_NCCL_INIT_TIMEOUT", 0, 0, 86400000,
-                   "milliseconds NCCL's (non-blocking) init may take before every rank gives it "
-                   "up and takes the next link; 0: TECOMM_TIMEOUT.  A large job's NCCL init can "
-                   "take longer than the device-side waits should")
-
-int64_t tc_nccl_init_timeout_ms(void) {
-  int64_t t = tecore_tunable_int(&tc_tun_nccl_init_timeout);
-  return t > 0 ? t : tc_timeout_ms();
-}
-
 uint64_t tc_machine_id(void) {
   static uint64_t h;
   uint64_t v = __atomic_load_n(&h, __ATOMIC_ACQUIRE);
@@ -73,15 +63,12 @@ int tc_capturing(tecore_stream_t stream) {
 }
 
 const char *tc_level_name(tc_level_t l) {
+#define TC_PLACE_NAME_(place, text) \
+  case TC_LEVEL_##place:            \
+    return text;
+#define TC_LV_PLACE_NAME_(id, name, places) places(TC_PLACE_NAME_)
   switch (l) {
-  case TC_LEVEL_POOL:
-    return "pool";
-  case TC_LEVEL_INPLACE:
-    return "registered in-place";
-  case TC_LEVEL_NCCL:
-    return "nccl";
-  case TC_LEVEL_VERBS:
-    return "verbs";
+    TC_LEVELS(TC_LV_PLACE_NAME_)
   default:
     return "none";
   }

@@ -473,7 +473,7 @@ static tecore_result_t ar_fused(const struct tc_ar_call *c, struct te_ar_params 
   int current = q && q->scaling == TECORE_SCALING_CURRENT;
   fused_params(c, p);
   /* the row plan tecore_rmsnorm_fwd takes for x = residual_out, y = out */
-  int nvec = f->hidden % 8 == 0 && al16(f->residual_in) && al16(f->residual_out) &&
+  int nvec = tc_ar_fused_rows_vec(f->hidden) && al16(f->residual_in) && al16(f->residual_out) &&
                      al16(f->gamma) && al16(f->out) && (!q || al16(q->data))
                  ? 8
                  : 1;

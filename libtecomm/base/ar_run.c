@@ -190,7 +190,7 @@ static tecomm_result_t fused_align(struct tecomm_comm *c, const struct tecomm_ad
   struct al_post *post = &al->post;
   *b = *a;
   post->n = 0;
-  if (a->hidden % 8 != 0 || !fused_unaligned(a, reads_x)) return TECOMM_SUCCESS;
+  if (!tc_ar_fused_rows_vec(a->hidden) || !fused_unaligned(a, reads_x)) return TECOMM_SUCCESS;
   const size_t esz = tecore_dtype_size(a->dtype), count = a->rows * a->hidden;
   const size_t line = 256, bytes = (count * esz + line - 1) / line * line;
   const size_t gbytes = (a->hidden * esz + line - 1) / line * line;

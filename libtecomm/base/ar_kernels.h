@@ -159,6 +159,13 @@ size_t tc_ar_ce_scratch_bytes(int nranks, size_t count, tecore_dtype_t dtype);
  * (the clobbers column of the algorithm list, algos.h; in algos.c). */
 int tc_ar_clobbers_input(tc_ar_algo_t algo);
 
+/* The one rule on a fused call's row length: the fused kernels read and
+ * write rows of hidden elements in vectors of 8 (16 bytes of 16-bit
+ * elements) only when hidden is a multiple of 8; fused Lamport takes no
+ * other rows, and selection, the alignment copies (ar_run.c) and the
+ * launch (ar_kernels.c) all ask this. */
+static inline int tc_ar_fused_rows_vec(size_t hidden) { return hidden % 8 == 0; }
+
 /* Enqueues one allreduce on stream (captured when stream captures).
  * Every rank must make the same sequence of calls (algo, count, dtype,
  * fused shape): the launch grid, and with it the barrier counters, follow

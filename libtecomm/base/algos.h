@@ -24,7 +24,8 @@
 #define TC_ALGOS_H
 
 #include <te/comm.h>
-#include "ipc/ar_kernels.h"
+#include "ar_kernels.h"
+#include "level_list.h"   /* tc_algo_at_t */
 
 #define TC_ALGOS(X)                                \
   X(AUTO, "auto", NONE, TABLE, 0)                  \
@@ -37,16 +38,6 @@
   X(NVLS_LAMPORT, "nvls-lamport", LAMPORT, NVLS, 0) \
   X(MNNVL, "mnnvl", LAMPORT, MNNVL, 0)             \
   X(CE, "ce", CE, IPC, 0)
-
-/* Where an algorithm runs (the list's at column). */
-typedef enum tc_algo_at {
-  TC_AT_TABLE,
-  TC_AT_IPC,
-  TC_AT_NVLS,
-  TC_AT_MNNVL,
-  TC_AT_NCCL,
-  TC_AT_VERBS
-} tc_algo_at_t;
 
 /* No IPC kernel (the list's kernel column NONE). */
 #define TC_AR_KERNEL_NONE (-1)
