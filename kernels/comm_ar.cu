@@ -3,7 +3,8 @@
 // two-shot and Lamport one-shot, NVLS simple (multimem load-reduce and
 // store) and NVLS Lamport (multimem store), plain and with the
 // residual-add + RMSNorm (+ FP8) epilogue fused in; the gather kernel of
-// all-gather (reduce-scatter is one-shot over a range: comm_ar.h).  The
+// all-gather (reduce-scatter is one-shot over a range: comm_ar.h); the
+// Lamport kernel also runs both (ar_lam_store_rs, ar_lam_gather).  The
 // workspace layout, parameter block, work
 // split, element math and sentinel rules are kernels/common/comm_ar.h,
 // shared with the vdev implementations (libtecomm/base/ar_vdev.c); the norm's
@@ -568,16 +569,21 @@ __device__ __forceinline__ bool ar_lam_start(const te_ar_params &p, uint64_t use
   return !s_failed;
 }
 
-// Granule g (16 bytes) of this rank's input, bytes past the input zero.
-__device__ __forceinline__ uint4 ar_lam_load(const te_ar_params &p, uint64_t g, uint64_t nbytes,
-                                             bool aligned) {
+// Granule g (16 bytes) of the nbytes at base, bytes past them zero.
+__device__ __forceinline__ uint4 ar_lam_load_at(uint64_t base, uint64_t g, uint64_t nbytes,
+                                                bool aligned) {
   uint64_t off = g * 16;
-  if (aligned && off + 16 <= nbytes) return *ar_ptr<const uint4>(p.in[p.rank] + off);
+  if (aligned && off + 16 <= nbytes) return *ar_ptr<const uint4>(base + off);
   uint32_t b[4] = {0, 0, 0, 0};
-  const unsigned char *src = ar_ptr<const unsigned char>(p.in[p.rank] + off);
+  const unsigned char *src = ar_ptr<const unsigned char>(base + off);
   for (int i = 0; i < 16 && off + (uint64_t)i < nbytes; i++)
     b[i / 4] |= (uint32_t)src[i] << (8 * (i % 4));
   return make_uint4(b[0], b[1], b[2], b[3]);
+}
+// Granule g of this rank's input.
+__device__ __forceinline__ uint4 ar_lam_load(const te_ar_params &p, uint64_t g, uint64_t nbytes,
+                                             bool aligned) {
+  return ar_lam_load_at(p.in[p.rank], g, nbytes, aligned);
 }
 
 // 16 bytes through a multicast address: every member gets them (sm_90).
@@ -620,6 +626,27 @@ __device__ __forceinline__ void ar_lam_store(const te_ar_params &p, const ar_lam
     if (s < p.nranks)
       ar_st_volatile16(
           ar_ptr<void>(te_ar_lam_addr(p.ws[s], p.lam_slot, p.nranks, l.bi, p.rank) + g * 16), w);
+}
+
+// Reduce-scatter: granule g of block s of the input into slot `rank` of
+// rank s's buffer bi (comm_ar.h, Lamport reduce-scatter and all-gather).
+template <int MR = TE_AR_MAX_RANKS>
+__device__ __forceinline__ void ar_lam_store_rs(const te_ar_params &p, const ar_lam &l, uint64_t g,
+                                                uint64_t nbytes, bool aligned) {
+  uint4 w[MR];
+#pragma unroll
+  for (int s = 0; s < MR; s++) /* every load out before the first store */
+    if (s < p.nranks) w[s] = ar_lam_load_at(p.in[p.rank] + (uint64_t)s * nbytes, g, nbytes, aligned);
+#pragma unroll
+  for (int s = 0; s < MR; s++)
+    if (s < p.nranks) {
+      w[s].x = te_ar_lam_fix(w[s].x, p.dtype);
+      w[s].y = te_ar_lam_fix(w[s].y, p.dtype);
+      w[s].z = te_ar_lam_fix(w[s].z, p.dtype);
+      w[s].w = te_ar_lam_fix(w[s].w, p.dtype);
+      ar_st_volatile16(
+          ar_ptr<void>(te_ar_lam_addr(p.ws[s], p.lam_slot, p.nranks, l.bi, p.rank) + g * 16), w[s]);
+    }
 }
 
 __device__ __forceinline__ bool ar_lam_ready(uint4 v, int dt) {
@@ -755,17 +782,18 @@ template <int DT, int MR = TE_AR_MAX_RANKS>
 __device__ void ar_lamport(const te_ar_params &p) {
   constexpr int EPG = DT == F32 ? 4 : 8;
   const uint64_t nbytes = p.count * (DT == F32 ? 4u : 2u), ngr = (nbytes + 15) / 16;
-  const bool aligned = p.vec > 1;
+  const bool aligned = p.vec > 1, rs = (p.desc.variant & TE_AR_V_RS) != 0;
   uint64_t lo, hi;
   te_ar_split(ngr, gridDim.x, blockIdx.x, &lo, &hi);
   const uint64_t g0 = lo + threadIdx.x;
   uint4 w0 = make_uint4(0, 0, 0, 0);
-  if (g0 < hi) w0 = ar_lam_load(p, g0, nbytes, aligned); /* on its way during the set-up */
+  if (g0 < hi && !rs) w0 = ar_lam_load(p, g0, nbytes, aligned); /* on its way during the set-up */
   ar_block c;
   ar_lam l;
   if (!ar_lam_start(p, ngr * 16, c, l)) return;
   for (uint64_t g = g0; g < hi; g += blockDim.x)
-    ar_lam_store<MR>(p, l, g, g == g0 ? w0 : ar_lam_load(p, g, nbytes, aligned));
+    if (rs) ar_lam_store_rs<MR>(p, l, g, nbytes, aligned);
+    else ar_lam_store<MR>(p, l, g, g == g0 ? w0 : ar_lam_load(p, g, nbytes, aligned));
   ar_lam_desc_send<MR>(p, l);
   ar_lam_rearm(p, l); /* off the critical path: while the peers' bytes travel */
   bool ok = g0 >= hi || ar_lam_desc_ok<MR>(p, l, c);
@@ -784,6 +812,105 @@ __device__ void ar_lamport(const te_ar_params &p) {
     } else {
       for (int k = 0; k < EPG && g * EPG + k < p.count; k++) ar_st<DT, 1>(p.out, g * EPG + k, &acc[k]);
     }
+  }
+}
+
+// ---- Lamport all-gather ----------------------------------------------------------
+// comm_ar.h: a slot granule is {4 data bytes, flag, 4 data bytes, flag},
+// stored and polled as two 64-bit words (each lands whole), so any byte
+// pattern moves exactly.  p.count is the bytes of a block; p.vec > 1:
+// input, out and the blocks allow 8-byte moves.
+
+__device__ __forceinline__ void ar_st_volatile2x64(uint64_t a, uint64_t x, uint64_t y) {
+  asm volatile("st.volatile.global.v2.u64 [%0], {%1, %2};" ::"l"(a), "l"(x), "l"(y) : "memory");
+}
+__device__ __forceinline__ ulonglong2 ar_ld_volatile2x64(uint64_t a) {
+  ulonglong2 v;
+  asm volatile("ld.volatile.global.v2.u64 {%0, %1}, [%2];" : "=l"(v.x), "=l"(v.y) : "l"(a) : "memory");
+  return v;
+}
+__device__ __forceinline__ bool ar_ag_ready(ulonglong2 v, uint64_t flag) {
+  return (v.x >> 32) == (flag >> 32) && (v.y >> 32) == (flag >> 32);
+}
+// Bytes 8g .. 8g+7 of the nbytes at base (past them zero), and back.
+__device__ __forceinline__ ulonglong2 ar_ag_load8(uint64_t base, uint64_t g, uint64_t nbytes,
+                                                  bool aligned, uint64_t flag) {
+  uint32_t b[2] = {0, 0};
+  if (aligned) {
+    uint2 v = *ar_ptr<const uint2>(base + g * 8);
+    b[0] = v.x;
+    b[1] = v.y;
+  } else {
+    const unsigned char *src = ar_ptr<const unsigned char>(base + g * 8);
+    for (int i = 0; i < 8 && g * 8 + (uint64_t)i < nbytes; i++)
+      b[i / 4] |= (uint32_t)src[i] << (8 * (i % 4));
+  }
+  return make_ulonglong2(b[0] | flag, b[1] | flag);
+}
+__device__ __forceinline__ void ar_ag_store8(uint64_t base, uint64_t g, uint64_t nbytes,
+                                             bool aligned, ulonglong2 v) {
+  if (aligned) {
+    *ar_ptr<uint2>(base + g * 8) = make_uint2((uint32_t)v.x, (uint32_t)v.y);
+    return;
+  }
+  unsigned char *dst = ar_ptr<unsigned char>(base + g * 8);
+  for (int i = 0; i < 8 && g * 8 + (uint64_t)i < nbytes; i++)
+    dst[i] = (unsigned char)((i < 4 ? v.x : v.y) >> (8 * (i % 4)));
+}
+
+// Waits for granule g of every slot of buffer bi (all loads out first).
+template <int MR>
+__device__ __forceinline__ bool ar_ag_wait(const te_ar_params &p, const ar_lam &l,
+                                           const ar_block &c, uint64_t g, uint64_t flag,
+                                           ulonglong2 *v) {
+  const uint64_t b0 = te_ar_lam_addr(te_ar_lam_ws(&p), p.lam_slot, p.nranks, l.bi, 0) + g * 16;
+#pragma unroll
+  for (int s = 0; s < MR; s++)
+    if (s < p.nranks) v[s] = ar_ld_volatile2x64(b0 + (uint64_t)s * p.lam_slot);
+  unsigned it = 0;
+  for (;;) {
+    int waiting = -1;
+#pragma unroll
+    for (int s = 0; s < MR; s++)
+      if (s < p.nranks && waiting < 0 && !ar_ag_ready(v[s], flag)) waiting = s;
+    if (waiting < 0) return true;
+    if (!ar_poll_again(c, waiting, it)) return false;
+#pragma unroll
+    for (int s = 0; s < MR; s++)
+      if (s < p.nranks && !ar_ag_ready(v[s], flag))
+        v[s] = ar_ld_volatile2x64(b0 + (uint64_t)s * p.lam_slot);
+  }
+}
+
+template <int MR = TE_AR_MAX_RANKS>
+__device__ void ar_lam_gather(const te_ar_params &p) {
+  const uint64_t bytes = p.count, ngr = (bytes + 7) / 8;
+  const bool aligned = p.vec > 1;
+  uint64_t lo, hi;
+  te_ar_split(ngr, gridDim.x, blockIdx.x, &lo, &hi);
+  const uint64_t g0 = lo + threadIdx.x;
+  ar_block c;
+  ar_lam l;
+  if (!ar_lam_start(p, te_ar_lam_ag_slot(bytes), c, l)) return;
+  const uint64_t flag = (uint64_t)te_ar_lam_ag_flag(l.k) << 32;
+  for (uint64_t g = g0; g < hi; g += blockDim.x) {
+    const ulonglong2 v = ar_ag_load8(p.in[p.rank], g, bytes, aligned, flag);
+#pragma unroll
+    for (int s = 0; s < MR; s++)
+      if (s < p.nranks)
+        ar_st_volatile2x64(te_ar_lam_addr(p.ws[s], p.lam_slot, p.nranks, l.bi, p.rank) + g * 16,
+                           v.x, v.y);
+  }
+  ar_lam_desc_send<MR>(p, l);
+  ar_lam_rearm(p, l); /* while the peers' bytes travel */
+  bool ok = g0 >= hi || ar_lam_desc_ok<MR>(p, l, c);
+  for (uint64_t g = g0; ok && g < hi; g += blockDim.x) {
+    ulonglong2 v[MR];
+    if (!ar_ag_wait<MR>(p, l, c, g, flag, v)) break;
+#pragma unroll
+    for (int s = 0; s < MR; s++)
+      if (s < p.nranks && (s != p.rank || p.out + (uint64_t)s * bytes != p.in[p.rank]))
+        ar_ag_store8(p.out + (uint64_t)s * bytes, g, bytes, aligned, v[s]);
   }
 }
 
@@ -1736,7 +1863,8 @@ extern "C" __global__ void __launch_bounds__(TE_AR_THREADS) te_comm_ar_ce_reduce
 #define AR_LAMPORT_KERNEL(name, MR)                                                        \
   extern "C" __global__ void __launch_bounds__(TE_AR_THREADS) name(const te_ar_params p) { \
     ar_pdl_enter();                                                                        \
-    if (p.dtype == F32) ar_lamport<F32, MR>(p);                                            \
+    if (p.desc.variant & TE_AR_V_AG) ar_lam_gather<MR>(p);                                 \
+    else if (p.dtype == F32) ar_lamport<F32, MR>(p);                                       \
     else if (p.dtype == BF16) ar_lamport<BF16, MR>(p);                                     \
     else ar_lamport<F16, MR>(p);                                                           \
   }

@@ -4,11 +4,14 @@
  * next call, as for allreduce), the algorithm, then the level that runs
  * it (level.h: run_coll).
  *
- * The algorithms: oneshot (the IPC kernels: one-shot over the block each
- * rank keeps, or the gather kernel), ce (the same with the copy engines
- * moving the bytes), nccl, verbs.  auto takes the IPC kernels where the
- * communicator has them for this input (the pool, or symmetric memory
- * at the registered in-place level), else NCCL, else verbs.  TECOMM_ALGO
+ * The algorithms: lamport (the IPC Lamport kernel: each rank pushes into
+ * the peers' buffers, no barrier, any send), oneshot (the IPC kernels:
+ * one-shot over the block each rank keeps, or the gather kernel), ce (the
+ * same with the copy engines moving the bytes), nccl, verbs.  auto takes
+ * lamport where the block fits its buffers and allreduce's Lamport edge
+ * (tc_table_edges), else the IPC kernels where the communicator has them
+ * for this input (the pool, or symmetric memory at the registered
+ * in-place level), else NCCL, else verbs.  TECOMM_ALGO
  * names allreduce algorithms and does not apply here.  One rank: a copy. */
 #include "level.h"
 #include "base/agree.h"
@@ -42,7 +45,7 @@ static int fp8_dtype(tecore_dtype_t d) {
 /* The algorithms the two collectives have. */
 static int coll_algo(tecomm_algo_t a) {
   return a == TECOMM_ALGO_AUTO || a == TECOMM_ALGO_ONESHOT || a == TECOMM_ALGO_CE ||
-         a == TECOMM_ALGO_NCCL || a == TECOMM_ALGO_VERBS;
+         a == TECOMM_ALGO_LAMPORT || a == TECOMM_ALGO_NCCL || a == TECOMM_ALGO_VERBS;
 }
 
 /* count, dtype, op and algo. */
@@ -66,7 +69,9 @@ static tecomm_result_t check_kind(const struct coll_q *q) {
          (int)q->asked);
   if (!coll_algo(q->asked))
     return TC_ERR(TECOMM_ERR_NOT_SUPPORTED,
-                  "%s: algorithm %s does not run %s (auto, oneshot, ce, nccl and verbs do)", fn,
+                  "%s: algorithm %s does not run %s (auto, oneshot, lamport, ce, nccl and verbs "
+                  "do)",
+                  fn,
                   tecomm_algo_name(q->asked), coll_name(q->coll));
   return TECOMM_SUCCESS;
 }
@@ -101,6 +106,31 @@ static int ipc_ready(const struct tecomm_comm *c, const struct tc_call *k) {
   return c->level == TC_LEVEL_POOL || (c->level == TC_LEVEL_INPLACE && k->seg);
 }
 
+/* The Lamport kernel can run the call: the workspace on every rank (any
+ * send: it pushes it itself), and the block within limit bytes. */
+static int lamport_ready(const struct tecomm_comm *c, const struct tc_call *k, size_t limit) {
+  if (!c->ws.me || c->n_kernels != c->nranks || c->level > TC_LEVEL_INPLACE) return 0;
+  tc_ar_coll_t ac = k->coll == TC_COLL_REDUCE_SCATTER ? TC_AR_COLL_REDUCE_SCATTER
+                                                      : TC_AR_COLL_ALLGATHER;
+  return k->bytes <= tc_ar_lamport_block_max(ac, limit < c->ws.max_bytes ? limit : c->ws.max_bytes);
+}
+
+/* Lamport asked for by name. */
+static tecomm_result_t pick_lamport(struct tecomm_comm *c, const struct tc_call *k) {
+  if (lamport_ready(c, k, SIZE_MAX)) return TECOMM_SUCCESS;
+  if (!c->ws.me || c->n_kernels != c->nranks || c->level > TC_LEVEL_INPLACE)
+    return TC_ERR(TECOMM_ERR_NOT_SUPPORTED, "%s: algorithm lamport needs the IPC kernels: level %s (%s)",
+                  k->fn, tc_level_name(c->level), c->level_why);
+  return TC_ERR(TECOMM_ERR_NOT_SUPPORTED,
+                "%s: algorithm lamport takes blocks of at most %zu bytes here (count * esize is "
+                "%zu; TECOMM_MAX_TOKENS x TECOMM_MAX_HIDDEN size its buffers)",
+                k->fn,
+                tc_ar_lamport_block_max(k->coll == TC_COLL_REDUCE_SCATTER ? TC_AR_COLL_REDUCE_SCATTER
+                                                                          : TC_AR_COLL_ALLGATHER,
+                                        c->ws.max_bytes),
+                k->bytes);
+}
+
 /* The algorithm: asked, checked, or auto's choice. */
 static tecomm_result_t pick(struct tecomm_comm *c, tecomm_algo_t asked, const struct tc_call *k,
                             tecomm_algo_t *algo) {
@@ -114,9 +144,20 @@ static tecomm_result_t pick(struct tecomm_comm *c, tecomm_algo_t asked, const st
     *algo = asked;
     return TECOMM_SUCCESS;
   }
+  if (asked == TECOMM_ALGO_LAMPORT) {
+    TC_CHECK(pick_lamport(c, k));
+    *algo = asked;
+    return TECOMM_SUCCESS;
+  }
   const struct tc_call_facts f = {.bytes = k->bytes, .symmetric = k->seg != NULL,
                                   .in_place = k->in_place, .sum = k->op == TECOMM_SUM};
   if (asked != TECOMM_ALGO_AUTO) return tc_level_at(tc_algo_at(asked))->pick(c, asked, &f, algo);
+  size_t lam_edge, one_edge;
+  tc_table_edges(c->nranks, &lam_edge, &one_edge);
+  if (lamport_ready(c, k, lam_edge)) {
+    *algo = TECOMM_ALGO_LAMPORT;
+    return TECOMM_SUCCESS;
+  }
   if (ipc_ready(c, k)) {
     *algo = TECOMM_ALGO_ONESHOT;
     return TECOMM_SUCCESS;

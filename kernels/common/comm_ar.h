@@ -134,7 +134,23 @@
  * in[s] to out + s * count (16-byte moves where both ends allow, bytes
  * otherwise: no barrier depends on that choice); barrier (no peer still
  * reads this rank's input).  Its copy-engine form is the same with the
- * probe exchange as both barriers and stream memcpys between them. */
+ * probe exchange as both barriers and stream memcpys between them.
+ *
+ * Lamport reduce-scatter and all-gather (TE_AR_LAMPORT with TE_AR_V_RS
+ * or TE_AR_V_AG): allreduce's Lamport kernel, its buffers, counter,
+ * re-arm and descriptor granule, with a slot holding one block.  Only
+ * in[rank] (this rank's send, anywhere in device memory) is read.
+ *   reduce-scatter: block s of the input goes to slot `rank` of rank s's
+ *     buffer, under allreduce's sentinel rule; a rank folds its n slots in
+ *     rank order: allreduce's Lamport bits for that block.
+ *   all-gather: bytes must arrive exactly (FP8, a -0.0, any pattern), so
+ *     the sentinel cannot be in the data: a slot holds 16-byte granules
+ *     {4 data bytes, flag, 4 data bytes, flag} written and read as two
+ *     64-bit words (each lands whole), flag te_ar_lam_ag_flag(k), never
+ *     the armed word.  A slot carries 8 bytes of the block a granule, so
+ *     all-gather's blocks are half the allreduce's Lamport bytes
+ *     (te_ar_lam_ag_slot).  Granule g of slot s goes to out + s * bytes +
+ *     8 g. */
 #ifndef TE_KERNELS_COMM_AR_H
 #define TE_KERNELS_COMM_AR_H
 
@@ -323,6 +339,11 @@ TE_HD void te_ar_desc_words(const struct te_ar_params *p, uint64_t k, uint32_t *
   w[2] = te_ar_desc_fix((uint32_t)k);
   w[3] = te_ar_desc_fix((uint32_t)p->desc.count);
 }
+/* Lamport all-gather: the flag of call k's granules (odd, so never the
+ * armed word), and the slot bytes a block of bytes takes. */
+TE_HD uint32_t te_ar_lam_ag_flag(uint64_t k) { return (uint32_t)k | 1u; }
+TE_HD uint64_t te_ar_lam_ag_slot(uint64_t bytes) { return (bytes + 7u) / 8u * 16u; }
+
 /* Offset of the descriptor granule in a slot of slot_bytes. */
 TE_HD uint64_t te_ar_lam_desc_off(uint64_t slot_bytes) { return slot_bytes - 16u; }
 

@@ -153,6 +153,11 @@ tecore_result_t tc_ar_nvls_init(tecore_devptr_t uc, int nranks, size_t lamport_m
   return tc_ar_workspace_init(uc, nranks, lamport_max_bytes, stream);
 }
 
+size_t tc_ar_lamport_block_max(tc_ar_coll_t coll, size_t ws_max_bytes) {
+  /* all-gather's slot carries 8 bytes a 16-byte granule (comm_ar.h) */
+  return coll == TC_AR_COLL_ALLGATHER ? ws_max_bytes / 16u * 8u : ws_max_bytes;
+}
+
 size_t tc_ar_max_bytes(tc_ar_algo_t algo, int nranks, size_t ws_max_bytes) {
   if (nranks < 1 || nranks > TC_AR_MAX_RANKS) return 0;
   if (algo == TC_AR_LAMPORT) return ws_max_bytes;
@@ -273,8 +278,11 @@ static tecore_result_t ar_check(const struct tc_ar_call *c, const char *fn) {
   AR_ARG(c->coll >= TC_AR_COLL_ALLREDUCE && c->coll <= TC_AR_COLL_ALLGATHER,
          "%s: coll %d is not a tc_ar_coll_t", fn, (int)c->coll);
   AR_ARG(c->coll == TC_AR_COLL_ALLREDUCE ||
-             ((c->algo == TC_AR_ONESHOT || c->algo == TC_AR_CE) && !c->fused),
-         "%s: reduce-scatter and all-gather run one-shot or the copy engines, unfused (algo %d)",
+             ((c->algo == TC_AR_ONESHOT || c->algo == TC_AR_CE ||
+               (c->algo == TC_AR_LAMPORT && !c->nvls_mc)) &&
+              !c->fused),
+         "%s: reduce-scatter and all-gather run one-shot, Lamport (no multicast) or the copy "
+         "engines, unfused (algo %d)",
          fn, (int)c->algo);
   AR_ARG(c->nranks >= 1 && c->nranks <= TC_AR_MAX_RANKS, "%s: nranks %d outside [1, %d]", fn,
          c->nranks, TC_AR_MAX_RANKS);
@@ -291,9 +299,10 @@ static tecore_result_t ar_check(const struct tc_ar_call *c, const char *fn) {
   size_t bytes = c->count * (size_t)tecore_dtype_size(c->dtype);
   if (c->algo == TC_AR_LAMPORT) {
     AR_ARG(c->ws_max_bytes > 0, "%s: Lamport needs ws_max_bytes (the workspaces' max_bytes)", fn);
-    AR_ARG(bytes <= c->ws_max_bytes,
-           "%s: %zu bytes exceed the %zu bytes the Lamport buffers were sized for (tc_ar_max_bytes)",
-           fn, bytes, c->ws_max_bytes);
+    AR_ARG(bytes <= tc_ar_lamport_block_max(c->coll, c->ws_max_bytes),
+           "%s: %zu bytes exceed the %zu bytes the Lamport buffers were sized for "
+           "(tc_ar_lamport_block_max)",
+           fn, bytes, tc_ar_lamport_block_max(c->coll, c->ws_max_bytes));
   }
   AR_ARG(!c->nvls_uc == !c->nvls_mc, "%s: nvls_uc and nvls_mc go together", fn);
   AR_ARG(c->algo != TC_AR_NVLS || c->nvls_mc,
@@ -371,6 +380,23 @@ static tecore_result_t ar_go(int k, const struct tecore_launch_cfg *cfg, struct 
   return tecore_kernel_launch_ex(ar_first_id + k, cfg, args, flags, stream);
 }
 
+/* The Lamport kernel and grid for ngr granules a slot on n ranks. */
+static int ar_lam_cfg(uint64_t ngr, int n, int beside, struct tecore_launch_cfg *cfg) {
+  uint32_t t = (uint32_t)tecore_tunable_int(&tc_tun_lam_threads) / 32u * 32u;
+  if (tecore_tunable_int(&tc_tun_lam_threads) == 0) {
+    uint64_t mb = ar_max_blocks(beside);
+    t = ngr <= 128u * mb ? 128u : ngr <= 256u * mb ? 256u : TE_AR_THREADS;
+  } else if (t < 32u) {
+    t = 32u;
+  }
+  cfg->grid[0] = ar_blocks(ngr, t, beside);
+  /* one block: no more warps than granules (a 16-byte call is one) */
+  cfg->block[0] = cfg->grid[0] == 1 && ngr < t ? (uint32_t)(ngr + 31) / 32u * 32u : t;
+  /* the build for the fewest ranks that holds n: less code on a small
+   * call's critical path (kernels/comm_ar.cu, ar_lamport) */
+  return n <= 2 ? TE_AR_K_LAMPORT2 : n <= 4 ? TE_AR_K_LAMPORT4 : TE_AR_K_LAMPORT;
+}
+
 /* The plain allreduce of p (count elements from in[] to out). */
 static tecore_result_t ar_plain(int algo, struct te_ar_params *p, int beside,
                                 tecore_stream_t stream) {
@@ -403,20 +429,7 @@ static tecore_result_t ar_plain(int algo, struct te_ar_params *p, int beside,
     cfg.grid[0] = ar_blocks((ngr + (uint64_t)n - 1) / (uint64_t)n, TE_AR_THREADS, beside);
     k = TE_AR_K_NVLS;
   } else {
-    uint64_t ngr = (p->count * (uint64_t)te_ar_esize(p->dtype) + 15) / 16;
-    uint32_t t = (uint32_t)tecore_tunable_int(&tc_tun_lam_threads) / 32u * 32u;
-    if (tecore_tunable_int(&tc_tun_lam_threads) == 0) {
-      uint64_t mb = ar_max_blocks(beside);
-      t = ngr <= 128u * mb ? 128u : ngr <= 256u * mb ? 256u : TE_AR_THREADS;
-    }
-    else if (t < 32u)
-      t = 32u;
-    cfg.grid[0] = ar_blocks(ngr, t, beside);
-    /* one block: no more warps than granules (a 16-byte call is one) */
-    cfg.block[0] = cfg.grid[0] == 1 && ngr < t ? (uint32_t)(ngr + 31) / 32u * 32u : t;
-    /* the build for the fewest ranks that holds n: less code on a small
-     * call's critical path (kernels/comm_ar.cu, ar_lamport) */
-    k = n <= 2 ? TE_AR_K_LAMPORT2 : n <= 4 ? TE_AR_K_LAMPORT4 : TE_AR_K_LAMPORT;
+    k = ar_lam_cfg((p->count * (uint64_t)te_ar_esize(p->dtype) + 15) / 16, n, beside, &cfg);
   }
   return ar_go(k, &cfg, p, stream);
 }
@@ -649,6 +662,13 @@ static tecore_result_t ar_gather(const struct tc_ar_call *c, struct te_ar_params
     return tc_ar_probe(c, 1, stream);
   }
   p->count = bytes; /* the kernel moves bytes; the descriptor keeps the call's count */
+  if (c->algo == TC_AR_LAMPORT) {
+    /* 8-byte moves where the input, out and every block allow them */
+    p->vec = (c->in[c->rank] | c->out | bytes) % 8u == 0 ? 8 : 1;
+    struct tecore_launch_cfg lc = {.grid = {1, 1, 1}, .block = {TE_AR_THREADS, 1, 1}};
+    int k = ar_lam_cfg((bytes + 7u) / 8u, c->nranks, c->beside, &lc);
+    return ar_go(k, &lc, p, stream);
+  }
   p->vec = 16;
   uint64_t work = (bytes + 15u) / 16u * (uint64_t)c->nranks;
   struct tecore_launch_cfg cfg = {

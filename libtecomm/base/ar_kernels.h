@@ -61,7 +61,10 @@ typedef enum tc_ar_op { TC_AR_SUM = 0, TC_AR_MAX = 1 } tc_ar_op_t;
  * or CE): in[s] is block `rank` of rank s's input, out gets their fold.
  * ALLGATHER (ONESHOT: the gather kernel, or CE): in[s] is rank s's block,
  * out + s * count * esize gets it; any dtype of 1, 2 or 4 bytes (FP8
- * included: bytes move, op is ignored); no scratch. */
+ * included: bytes move, op is ignored); no scratch.  LAMPORT (either,
+ * no multicast): only in[rank] is read, this rank's whole input (reduce-
+ * scatter: nranks blocks; all-gather: its block), anywhere in device
+ * memory; blocks up to tc_ar_lamport_block_max. */
 typedef enum tc_ar_coll {
   TC_AR_COLL_ALLREDUCE = 0,
   TC_AR_COLL_REDUCE_SCATTER = 1,
@@ -150,6 +153,12 @@ tecore_result_t tc_ar_workspace_init(tecore_devptr_t ws, int nranks, size_t max_
 /* Largest payload in bytes an algorithm accepts for a workspace sized for
  * max_bytes (Lamport is bounded by its buffers; the others by the input). */
 size_t tc_ar_max_bytes(tc_ar_algo_t algo, int nranks, size_t ws_max_bytes);
+
+/* The largest block (bytes) a Lamport reduce-scatter or all-gather
+ * takes with workspaces sized for ws_max_bytes: a reduce-scatter's block
+ * is a slot's payload, an all-gather's half of it (its granules carry
+ * flags, kernels/common/comm_ar.h). */
+size_t tc_ar_lamport_block_max(tc_ar_coll_t coll, size_t ws_max_bytes);
 
 /* Bytes of scratch a TC_AR_CE call of count elements of dtype needs
  * on nranks ranks (0 for nranks < 2 or out of range). */

@@ -429,12 +429,66 @@ static int vlam_desc(struct vctx *c, uint64_t lws, const tecore_devptr_t *dst, i
   return 0;
 }
 
+/* Block b's part of buffer bj (the previous call's, used_j bytes a slot)
+ * re-armed in every slot. */
+static void vlam_rearm(const struct te_ar_params *p, uint64_t lws, int bj, uint64_t used_j,
+                       uint32_t G, uint32_t b) {
+  uint64_t wlo, whi;
+  te_ar_split(used_j / 4, G, b, &wlo, &whi);
+  for (int s = 0; s < p->nranks; s++) {
+    uint32_t *d = VP(te_ar_lam_addr(lws, p->lam_slot, p->nranks, bj, s));
+    for (uint64_t i = wlo; i < whi; i++) __atomic_store_n(&d[i], TE_AR_LAM_ARM, __ATOMIC_RELAXED);
+  }
+}
+
+/* Lamport all-gather (comm_ar.h): p->count is the bytes of a block; granule
+ * g of slot `rank` of every rank gets bytes 8g .. 8g+7 of the input as two
+ * 64-bit words {data, flag}; then every slot's granule g, once both flags
+ * are call k's, goes to out + s * bytes + 8g. */
+static void vlam_gather(struct vctx *c, uint32_t G, uint64_t lws, const tecore_devptr_t *dst,
+                        uint64_t k, int bj, uint64_t used_j) {
+  const struct te_ar_params *p = c->p;
+  const int n = p->nranks, bi = (int)(k % 3);
+  const uint64_t bytes = p->count, ngr = (bytes + 7u) / 8u;
+  const uint64_t flag = (uint64_t)te_ar_lam_ag_flag(k) << 32;
+  const char *src = VP(p->in[p->rank]);
+  for (uint32_t b = 0; b < G; b++) {
+    uint64_t lo, hi;
+    te_ar_split(ngr, G, b, &lo, &hi);
+    for (uint64_t g = lo; g < hi; g++) {
+      uint32_t w[2] = {0, 0};
+      memcpy(w, src + g * 8, (size_t)(bytes - g * 8 < 8 ? bytes - g * 8 : 8));
+      for (int s = 0; s < n; s++)
+        for (int j = 0; j < 2; j++) {
+          if (j == 1 && g % 61 == 7) sched_yield(); /* the granule lands in pieces */
+          __atomic_store_n((uint64_t *)VP(dst[s] + g * 16) + j, w[j] | flag, __ATOMIC_RELEASE);
+        }
+    }
+    vlam_rearm(p, lws, bj, used_j, G, b);
+    for (uint64_t g = lo; g < hi; g++)
+      for (int s = 0; s < n; s++) {
+        const uint64_t *q = VP(te_ar_lam_addr(lws, p->lam_slot, n, bi, s) + g * 16);
+        uint32_t w[2];
+        for (int j = 0; j < 2; j++) {
+          uint64_t v;
+          while (((v = __atomic_load_n(&q[j], __ATOMIC_ACQUIRE)) & ~0xffffffffull) != flag)
+            if (vpoll_again(c, s)) return;
+          w[j] = (uint32_t)v;
+        }
+        uint64_t to = p->out + (uint64_t)s * bytes;
+        if (to != p->in[p->rank])
+          memcpy(VP(to + g * 8), w, (size_t)(bytes - g * 8 < 8 ? bytes - g * 8 : 8));
+      }
+  }
+}
+
 void te_ar_vdev_lamport(const struct tecore_launch_cfg *cfg, void *const *args) {
   struct vctx c;
   const struct te_ar_params *p = vbegin(args, &c);
   if (!p) return;
   uint32_t G = cfg->grid[0];
   int n = p->nranks, r = p->rank, dt = p->dtype;
+  const int rs = (p->desc.variant & TE_AR_V_RS) != 0, ag = (p->desc.variant & TE_AR_V_AG) != 0;
   uint64_t lws = te_ar_lam_ws(p);
   char *lam = VP(lws + TE_AR_OFF_LAM);
   uint64_t k = __atomic_load_n((uint64_t *)(lam + TE_AR_LAM_COUNTER), __ATOMIC_ACQUIRE);
@@ -444,7 +498,7 @@ void te_ar_vdev_lamport(const struct tecore_launch_cfg *cfg, void *const *args) 
   size_t esz = (size_t)te_ar_esize(dt);
   uint64_t nbytes = p->count * esz, ngr = (nbytes + 15) / 16;
   /* every block has the counter: record this call's bytes, advance */
-  __atomic_store_n(&used[bi], ngr * 16, __ATOMIC_RELAXED);
+  __atomic_store_n(&used[bi], ag ? te_ar_lam_ag_slot(p->count) : ngr * 16, __ATOMIC_RELAXED);
   __atomic_store_n((uint64_t *)(lam + TE_AR_LAM_COUNTER), k + 1, __ATOMIC_RELEASE);
   uint64_t epg = 16 / esz; /* elements per granule */
   float *acc = (p->fflags & TE_AR_F_FUSED) ? malloc((size_t)p->count * sizeof(float)) : NULL;
@@ -473,15 +527,20 @@ void te_ar_vdev_lamport(const struct tecore_launch_cfg *cfg, void *const *args) 
     free(acc);
     return;
   }
+  if (ag) {
+    vlam_gather(&c, G, lws, dst, k, bj, used_j);
+    return;
+  }
   for (uint32_t b = 0; b < G; b++) {
     uint64_t lo, hi;
     te_ar_split(ngr, G, b, &lo, &hi);
     for (uint64_t g = lo; g < hi; g++) {
-      uint32_t w[4] = {0, 0, 0, 0};
       uint64_t off = g * 16, len = nbytes - off < 16 ? nbytes - off : 16;
-      memcpy(w, src + off, (size_t)len);
-      for (int j = 0; j < 4; j++) w[j] = te_ar_lam_fix(w[j], dt);
       for (int s = 0; s < ndst; s++) {
+        /* reduce-scatter: rank s gets block s of the input */
+        uint32_t w[4] = {0, 0, 0, 0};
+        memcpy(w, src + (rs ? (uint64_t)s * nbytes : 0) + off, (size_t)len);
+        for (int j = 0; j < 4; j++) w[j] = te_ar_lam_fix(w[j], dt);
         uint32_t *d = VP(dst[s] + off);
         for (int j = 0; j < 4; j++) {
           /* a GPU's 16-byte store may land in pieces: now and then this
@@ -492,13 +551,7 @@ void te_ar_vdev_lamport(const struct tecore_launch_cfg *cfg, void *const *args) 
         }
       }
     }
-    /* re-arm this block's part of the previous call's buffer */
-    uint64_t wlo, whi;
-    te_ar_split(used_j / 4, G, b, &wlo, &whi);
-    for (int s = 0; s < n; s++) {
-      uint32_t *d = VP(te_ar_lam_addr(lws, p->lam_slot, n, bj, s));
-      for (uint64_t i = wlo; i < whi; i++) __atomic_store_n(&d[i], TE_AR_LAM_ARM, __ATOMIC_RELAXED);
-    }
+    vlam_rearm(p, lws, bj, used_j, G, b); /* the previous call's buffer */
     for (uint64_t g = lo; g < hi; g++) {
       uint64_t off = g * 16;
       for (int s = 0; s < n; s++)

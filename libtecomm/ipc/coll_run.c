@@ -10,7 +10,9 @@
  * input: in[s] = rank s's input, which in place on symmetric memory is
  * rank s's own slot of its recv.  Where the input lies (staged, in place
  * on symmetric memory) goes into the call's descriptor, so ranks that
- * read differently fail with TECOMM_ERR_MISMATCH. */
+ * read differently fail with TECOMM_ERR_MISMATCH.  Lamport reads only
+ * this rank's send, wherever it lies, and pushes it into the peers'
+ * buffers itself: nothing is staged. */
 #include "ipc_lv.h"
 #include <string.h>
 
@@ -71,7 +73,8 @@ tecomm_result_t tc_run_coll_kernel(struct tecomm_comm *c, const struct tc_call *
     call.scratch = c->ce_scratch;
     call.scratch_bytes = c->ce_scratch_bytes;
   }
-  if (!coll_sym_inputs(c, k, &call)) TC_CHECK(coll_staged_inputs(c, k, &call));
+  if (call.algo == TC_AR_LAMPORT) call.in[c->rank] = k->send;
+  else if (!coll_sym_inputs(c, k, &call)) TC_CHECK(coll_staged_inputs(c, k, &call));
   TC_CORE(tc_ar_launch(&call, k->stream), k->fn);
   return TECOMM_SUCCESS;
 }

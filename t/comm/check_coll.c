@@ -2,8 +2,8 @@
 /* check_coll.c -- tecomm_reduce_scatter and tecomm_allgather through the
  * communicator, ranks as forked processes (t/lib/comm_ranks.h), 1, 2, 3
  * and 4 ranks:
- *   - every algorithm the level offers (auto, oneshot, ce, and nccl where
- *     the communicator has it) x every dtype (FP8 too for all-gather) x
+ *   - every algorithm the level offers (auto, oneshot, ce, lamport, and
+ *     nccl where the communicator has it) x every dtype (FP8 too for all-gather) x
  *     SUM, MAX x odd counts (1, 7, 1023, 4097), plain or symmetric
  *     memory, in place or not, poisoned outputs and guard bytes around
  *     recv:
@@ -16,6 +16,9 @@
  *       all-gather byte for byte (random bytes: NaN patterns of FP8
  *       included), every rank the same bits;
  *   - reduce-scatter's block is the bits allreduce gives for it;
+ *   - Lamport reduce-scatter, all-gather and allreduce back to back
+ *     (its rotating buffers), checked after; all-gather of the armed
+ *     pattern's bytes, every dtype, moved exactly;
  *   - without a pool (the registered in-place level): the kernels on
  *     symmetric inputs, NCCL for plain ones, the kernels refused on them;
  *   - argument errors named (count 0, dtype, FP8 refused for
@@ -228,7 +231,8 @@ static int offered(tecomm_comm_t c, tecomm_algo_t *a) {
   int n = 0;
   RK_OK(tecomm_comm_describe(c, 0, d, sizeof d));
   a[n++] = TECOMM_ALGO_AUTO;
-  if (strstr(d, "level: pool")) a[n++] = TECOMM_ALGO_ONESHOT, a[n++] = TECOMM_ALGO_CE;
+  if (strstr(d, "level: pool"))
+    a[n++] = TECOMM_ALGO_ONESHOT, a[n++] = TECOMM_ALGO_CE, a[n++] = TECOMM_ALGO_LAMPORT;
   if (strstr(d, "nccl: on")) a[n++] = TECOMM_ALGO_NCCL;
   return n;
 }
@@ -238,7 +242,7 @@ static void rank_matrix(int rank, int n, void *arg) {
   tecomm_comm_t c = tc_rank_comm(rank, n);
   tecore_stream_t s;
   RK_CORE(tecore_stream_create(TECORE_STREAM_NON_BLOCKING, 0, &s));
-  tecomm_algo_t algos[4];
+  tecomm_algo_t algos[6];
   const int na = offered(c, algos);
   const tecore_dtype_t *dts = rs ? sum_dtypes : all_dtypes;
   const size_t nd = rs ? 3 : 5;
@@ -347,8 +351,8 @@ static void rank_rs_vs_ar(int rank, int n, void *arg) {
       RK_CORE(tecore_memcpy_async(in, te_hptr(h), all, s));
       RK_OK(tecomm_allreduce_algo(c, in, out, n * cnt, dt, TECOMM_SUM, TECOMM_ALGO_ONESHOT, s));
       RK_CORE(tecore_memcpy_async(te_hptr(ar), out, all, s));
-      const tecomm_algo_t al[2] = {TECOMM_ALGO_ONESHOT, TECOMM_ALGO_CE};
-      for (int a = 0; a < 2; a++) {
+      const tecomm_algo_t al[3] = {TECOMM_ALGO_ONESHOT, TECOMM_ALGO_CE, TECOMM_ALGO_LAMPORT};
+      for (int a = 0; a < 3; a++) {
         RK_CORE(tecore_memset_d8_async(blk, 0xA5, bytes, s));
         RK_OK(tecomm_reduce_scatter_algo(c, in, blk, cnt, dt, TECOMM_SUM, al[a], s));
         RK_CORE(tecore_memcpy_async(te_hptr(rs), blk, bytes, s));
@@ -371,6 +375,106 @@ static void rank_rs_vs_ar(int rank, int n, void *arg) {
 
 START_TEST(reduce_scatter_is_allreduce_block_bits) {
   tc_run_ranks(2 + 2 * _i, rank_rs_vs_ar, NULL, 110);
+  tc_shm_release();
+}
+END_TEST
+
+/* ---- Lamport: back to back, mixed, sentinel bytes -------------------------------------
+ * Lamport reduce-scatter, all-gather of its blocks and allreduce, each on
+ * buffers of its own, ITERS rounds enqueued back to back with no sync
+ * (the three rotating buffers, each collective re-arming what the one
+ * before used, dtypes changing between calls), then checked: the block
+ * against the float64 reference and the fold's bits, the all-gather of the
+ * blocks byte for byte the allreduce's result (one fold, one rounding).
+ * Then an all-gather of bytes that are the armed pattern (0x00 0x80: -0.0
+ * in bf16 and f16, E4M3/E5M2 zero and -0, the f32 word 0x80008000) moves
+ * them exactly. */
+#define LM_ITERS 6
+
+/* h: the input, kept until lamport_check (the copy is still queued) */
+static void lamport_round(tecomm_comm_t c, tecore_stream_t s, int rank, int n, int it,
+                          tecore_devptr_t *b, unsigned char **hp) {
+  const tecore_dtype_t dt = sum_dtypes[it % 3];
+  const size_t cnt = 1000 + 37 * (size_t)it, bytes = cnt * tecore_dtype_size(dt), all = n * bytes;
+  unsigned char *h = *hp = malloc(all);
+  RK_ASSERT(h, "malloc");
+  tc_make_input(h, n * cnt, dt, rank, 7000 + (uint64_t)it);
+  for (int i = 0; i < 4; i++) RK_CORE(tecore_mem_alloc(all, &b[i])); /* in, blk, ag, ar */
+  RK_CORE(tecore_memcpy_async(b[0], te_hptr(h), all, s));
+  RK_CORE(tecore_memset_d8_async(b[1], 0xA5, all, s));
+  RK_CORE(tecore_memset_d8_async(b[2], 0xA5, all, s));
+  RK_CORE(tecore_memset_d8_async(b[3], 0xA5, all, s));
+  RK_OK(tecomm_reduce_scatter_algo(c, b[0], b[1], cnt, dt, TECOMM_SUM, TECOMM_ALGO_LAMPORT, s));
+  RK_OK(tecomm_allgather_algo(c, b[1], b[2], cnt, dt, TECOMM_ALGO_LAMPORT, s));
+  RK_OK(tecomm_allreduce_algo(c, b[0], b[3], n * cnt, dt, TECOMM_SUM, TECOMM_ALGO_LAMPORT, s));
+}
+
+static void lamport_check(int rank, int n, int it, const tecore_devptr_t *b, tecore_stream_t s) {
+  const tecore_dtype_t dt = sum_dtypes[it % 3];
+  const size_t cnt = 1000 + 37 * (size_t)it, bytes = cnt * tecore_dtype_size(dt), all = n * bytes;
+  unsigned char *ag = malloc(all), *ar = malloc(all);
+  RK_ASSERT(ag && ar, "malloc");
+  RK_CORE(tecore_memcpy_async(te_hptr(ag), b[2], all, s));
+  RK_CORE(tecore_memcpy_async(te_hptr(ar), b[3], all, s));
+  RK_CORE(tecore_stream_synchronize(s));
+  char what[128];
+  snprintf(what, sizeof what, "%d ranks, lamport round %d, %s", n, it, tecore_dtype_name(dt));
+  const struct coll_case k = {1, TECOMM_ALGO_LAMPORT, dt, TECOMM_SUM, cnt, 0};
+  check_rs(ag + rank * bytes, rank, n, &k, 7000 + (uint64_t)it, 0, what);
+  RK_ASSERT(memcmp(ag, ar, all) == 0, "%s: the all-gathered blocks differ from allreduce's bits",
+            what);
+  for (int i = 0; i < 4; i++) RK_CORE(tecore_mem_free(b[i]));
+  free(ag);
+  free(ar);
+}
+
+/* All-gather of the armed pattern, one byte a rank marked. */
+static void lamport_sentinel_bytes(tecomm_comm_t c, tecore_stream_t s, int rank, int n,
+                                   tecore_dtype_t dt) {
+  const size_t cnt = 4099, bytes = cnt * tecore_dtype_size(dt), all = n * bytes;
+  unsigned char *h = malloc(bytes), *got = malloc(all);
+  RK_ASSERT(h && got, "malloc");
+  for (size_t i = 0; i < bytes; i++) h[i] = i % 2 ? 0x80 : 0x00;
+  h[(size_t)rank * 3 % bytes] = (unsigned char)(rank + 1);
+  struct gbuf send = gbuf_make(c, bytes, 0, s), recv = gbuf_make(c, all, 0, s);
+  RK_CORE(tecore_memcpy_async(send.p, te_hptr(h), bytes, s));
+  RK_CORE(tecore_memset_d8_async(recv.p, 0xA5, all, s));
+  RK_OK(tecomm_allgather_algo(c, send.p, recv.p, cnt, dt, TECOMM_ALGO_LAMPORT, s));
+  RK_CORE(tecore_memcpy_async(te_hptr(got), recv.p, all, s));
+  RK_CORE(tecore_stream_synchronize(s));
+  for (int r = 0; r < n; r++)
+    for (size_t i = 0; i < bytes; i++) {
+      unsigned char want = i == (size_t)r * 3 % bytes ? (unsigned char)(r + 1) : i % 2 ? 0x80 : 0;
+      RK_ASSERT(got[r * bytes + i] == want, "%s: rank %d's byte %zu: got 0x%02x, want 0x%02x",
+                tecore_dtype_name(dt), r, i, got[r * bytes + i], want);
+    }
+  gbuf_check_free(c, &send, s, "sentinel bytes: send");
+  gbuf_check_free(c, &recv, s, "sentinel bytes: recv");
+  free(h);
+  free(got);
+}
+
+static void rank_lamport_mix(int rank, int n, void *arg) {
+  (void)arg;
+  tecomm_comm_t c = tc_rank_comm(rank, n);
+  tecore_stream_t s;
+  RK_CORE(tecore_stream_create(TECORE_STREAM_NON_BLOCKING, 0, &s));
+  tecore_devptr_t b[LM_ITERS][4];
+  unsigned char *h[LM_ITERS];
+  for (int it = 0; it < LM_ITERS; it++) lamport_round(c, s, rank, n, it, b[it], &h[it]);
+  for (int it = 0; it < LM_ITERS; it++) {
+    lamport_check(rank, n, it, b[it], s);
+    free(h[it]);
+  }
+  for (size_t d = 0; d < sizeof all_dtypes / sizeof all_dtypes[0]; d++)
+    lamport_sentinel_bytes(c, s, rank, n, all_dtypes[d]);
+  RK_OK(tecomm_comm_status(c, NULL));
+  RK_CORE(tecore_stream_destroy(s));
+  RK_OK(tecomm_comm_destroy(c));
+}
+
+START_TEST(lamport_back_to_back_and_sentinel_bytes) {
+  tc_run_ranks(2 + _i, rank_lamport_mix, NULL, 110);
   tc_shm_release();
 }
 END_TEST
@@ -524,8 +628,11 @@ static void rank_args(int rank, int n, void *arg) {
             tecomm_reduce_scatter_algo(c, a, a + 2048, 8, F, TECOMM_SUM, (tecomm_algo_t)99, s));
   RK_EXPECT(TECOMM_ERR_NOT_SUPPORTED, "twoshot",
             tecomm_reduce_scatter_algo(c, a, a + 2048, 8, F, TECOMM_SUM, TECOMM_ALGO_TWOSHOT, s));
-  RK_EXPECT(TECOMM_ERR_NOT_SUPPORTED, "lamport",
-            tecomm_allgather_algo(c, a, a + 2048, 8, F, TECOMM_ALGO_LAMPORT, s));
+  /* Lamport's buffers (2 MiB a slot by default) take all-gather blocks of
+   * half that: recv is never touched */
+  if (n > 1)
+    RK_EXPECT(TECOMM_ERR_NOT_SUPPORTED, "at most",
+              tecomm_allgather_algo(c, a, a + (1u << 24), 300000, F, TECOMM_ALGO_LAMPORT, s));
   /* overlaps that are not the in-place form: recv one element into send's
    * blocks, and send overlapping another rank's slot */
   const size_t mine = (size_t)rank * 32;
@@ -606,9 +713,11 @@ static void rank_mismatch(int rank, int n, void *arg) {
 }
 
 START_TEST(mismatched_calls_fail_every_rank) {
-  static const tecomm_algo_t al[] = {TECOMM_ALGO_ONESHOT, TECOMM_ALGO_CE, TECOMM_ALGO_NCCL};
+  static const tecomm_algo_t al[] = {TECOMM_ALGO_ONESHOT, TECOMM_ALGO_CE, TECOMM_ALGO_NCCL,
+                                     TECOMM_ALGO_LAMPORT};
   struct mismatch_case k = {al[_i / 4], _i % 4};
-  if (k.how == 3 && k.algo == TECOMM_ALGO_NCCL) return; /* NCCL reads each rank's own buffer */
+  /* NCCL and Lamport read each rank's own buffer, wherever it lies */
+  if (k.how == 3 && (k.algo == TECOMM_ALGO_NCCL || k.algo == TECOMM_ALGO_LAMPORT)) return;
   if (k.algo == TECOMM_ALGO_NCCL && !tc_on_vdev()) return; /* NCCL is there on vdev only for sure */
   tc_run_ranks(2 + (_i & 1), rank_mismatch, &k, 30);
   tc_shm_release();
@@ -670,7 +779,8 @@ static void rank_killed(int rank, int n, void *arg) {
 }
 
 START_TEST(killed_rank_timeout) {
-  static const tecomm_algo_t al[] = {TECOMM_ALGO_ONESHOT, TECOMM_ALGO_CE, TECOMM_ALGO_NCCL};
+  static const tecomm_algo_t al[] = {TECOMM_ALGO_ONESHOT, TECOMM_ALGO_CE, TECOMM_ALGO_NCCL,
+                                     TECOMM_ALGO_LAMPORT};
   struct killed_case k = {al[_i / 2], _i % 2};
   if (k.algo == TECOMM_ALGO_NCCL && !tc_on_vdev()) return; /* a real NCCL's own timing */
   tc_run_ranks_ex(3, rank_killed, &k, 30, 2);
@@ -735,11 +845,11 @@ static void rank_graph(int rank, int n, void *arg) {
   tecomm_comm_t c = tc_rank_comm(rank, n);
   tecore_stream_t s;
   RK_CORE(tecore_stream_create(TECORE_STREAM_NON_BLOCKING, 0, &s));
-  tecomm_algo_t al[4];
+  tecomm_algo_t al[6];
   const int na = offered(c, al);
   const tecore_dtype_t dt = TECORE_DTYPE_BF16;
   const size_t bytes = G_COUNT * 2, all = n * bytes;
-  tecore_devptr_t rs_in[4], rs_out[4], ag_in[4], ag_out[4];
+  tecore_devptr_t rs_in[6], rs_out[6], ag_in[6], ag_out[6];
   for (int a = 0; a < na; a++) {
     RK_CORE(tecore_mem_alloc(all, &rs_in[a]));
     RK_CORE(tecore_mem_alloc(bytes, &rs_out[a]));
@@ -761,7 +871,7 @@ static void rank_graph(int rank, int n, void *arg) {
   }
   RK_CORE(tecore_stream_end_capture(s, &g));
   RK_CORE(tecore_graph_instantiate(&e, g));
-  unsigned char *h_rs[4], *h_ag[4], *got = malloc(all);
+  unsigned char *h_rs[6], *h_ag[6], *got = malloc(all);
   for (int a = 0; a < na; a++) h_rs[a] = malloc(all), h_ag[a] = malloc(bytes);
   for (int it = 0; it < G_REPLAYS; it++) {
     for (int a = 0; a < na; a++) { /* new inputs, poisoned outputs */
@@ -817,6 +927,7 @@ static Suite *coll_suite(void) {
   tcase_add_loop_test(tc, reduce_scatter_every_algo_dtype_op_count, 0, 4);
   tcase_add_loop_test(tc, allgather_every_algo_dtype_count, 0, 4);
   tcase_add_loop_test(tc, reduce_scatter_is_allreduce_block_bits, 0, 2);
+  tcase_add_loop_test(tc, lamport_back_to_back_and_sentinel_bytes, 0, 3);
   tcase_add_loop_test(tc, registered_in_place_level, 0, 2);
   tc = te_tcase(s, "verbs", 0);
   tcase_add_loop_test(tc, verbs_flat_and_hierarchical, 0, 5);
@@ -824,9 +935,9 @@ static Suite *coll_suite(void) {
   tc = te_tcase(s, "errors", 0);
   tcase_add_loop_test(tc, argument_errors_named, 0, 2);
   tc = te_tcase(s, "agreement", 0);
-  tcase_add_loop_test(tc, mismatched_calls_fail_every_rank, 0, 12);
+  tcase_add_loop_test(tc, mismatched_calls_fail_every_rank, 0, 16);
   tc = te_tcase(s, "timeout", 0);
-  tcase_add_loop_test(tc, killed_rank_timeout, 0, 6);
+  tcase_add_loop_test(tc, killed_rank_timeout, 0, 8);
   tcase_add_loop_test(tc, abort_ends_a_waiting_call, 0, 2);
   tc = te_tcase(s, "graph", 0);
   tcase_add_loop_test(tc, graph_replays_new_data, 0, 2);
