@@ -65,6 +65,50 @@ void gpt_dp_destroy(struct gpt_model *m) {
   m->dp.group = NULL;
 }
 
+/* ---- the gradients in symmetric memory ---- */
+
+struct gpt_gsym {
+  tecomm_comm_t comm;
+  int plain;   /* no symmetric memory: plain device memory (every rank alike) */
+};
+
+void *gpt_dp_gsym_new(const struct gpt_dp *dp) {
+  if (!dp || dp->size <= 1 || dp->zero >= 2 || !dp->comm) return NULL;
+  struct gpt_gsym *g = gpt_xalloc(sizeof *g);
+  g->comm = (tecomm_comm_t)dp->comm;
+  return g;
+}
+
+/* Collective: tecomm_mem_alloc compares every rank's bytes, so ranks
+ * whose models differ fail here, the rank named, instead of hanging. */
+tecore_result_t gpt_dp_gsym_alloc(void *ctx, size_t bytes, tecore_devptr_t *p) {
+  struct gpt_gsym *g = ctx;
+  if (!g->plain) {
+    tecomm_result_t r = tecomm_mem_alloc(g->comm, bytes, p);
+    if (r == TECOMM_SUCCESS) return TECORE_SUCCESS;
+    if (r != TECOMM_ERR_NOT_SUPPORTED) {
+      tecore_set_error("--dp: %zu bytes of gradients in symmetric memory: %s (%s)", bytes,
+                       tecomm_strerror(r), tecomm_last_error());
+      return r == TECOMM_ERR_NOMEM ? TECORE_ERR_NOMEM : TECORE_ERR_INVALID;
+    }
+    g->plain = 1;   /* the level says so on every rank */
+  }
+  return tecore_mem_alloc(bytes, p);
+}
+
+tecore_result_t gpt_dp_gsym_release(void *ctx, tecore_devptr_t p) {
+  struct gpt_gsym *g = ctx;
+  if (g->plain) return tecore_mem_free(p);
+  /* symmetric memory goes back to the pool at once: no work may use it */
+  tecore_result_t c = tecore_ctx_synchronize();
+  if (c != TECORE_SUCCESS) return c;
+  tecomm_result_t r = tecomm_mem_free(g->comm, p);
+  if (r == TECOMM_SUCCESS) return TECORE_SUCCESS;
+  tecore_set_error("--dp: the gradients' symmetric memory: %s (%s)", tecomm_strerror(r),
+                   tecomm_last_error());
+  return TECORE_ERR_INVALID;
+}
+
 void gpt_dp_sum(const struct gpt_model *m, tecore_devptr_t buf, size_t n, tecore_stream_t s) {
   tecomm_result_t r = tecomm_allreduce((tecomm_comm_t)m->dp.comm, buf, buf, n, TECORE_DTYPE_F32,
                                        TECOMM_SUM, s);
