@@ -414,12 +414,13 @@ static void rank_inplace(int rank, int n, void *arg) {
   (void)tecomm_comm_destroy(c);
 }
 
-/* ZeRO-0 and ZeRO-1, one bucket and four, 2 ranks (and 4 for the first):
- * the same bits as the packed path; ZeRO-2 packs. */
+/* ZeRO-0 and ZeRO-1, one bucket and four, 2 ranks (then 4; and 3, where
+ * fc2's 16-element bias is a span no rank count divides): the same bits
+ * as the packed path; ZeRO-2 packs. */
 START_TEST(inplace_buckets_same_bits_as_packed) {
   static const struct inplace_case cases[] = {{0, 0}, {0, 2048}, {1, 0}, {1, 2048}, {2, 0},
-                                              {0, 0}};
-  int n = _i == 5 ? 4 : 2;
+                                              {0, 0}, {1, 2048}};
+  int n = _i == 5 ? 4 : _i == 6 ? 3 : 2;
   struct inplace_case ic = cases[_i];
   tc_run_ranks(n, rank_inplace, &ic, 300);
   tc_expect_same_digest(n, "the parameters after three steps");
@@ -598,7 +599,7 @@ static Suite *dp_suite(void) {
   tcase_add_loop_test(tc, zero_1_2_take_zero_0_steps, 0, 2);
   tcase_add_loop_test(tc, mismatched_models_refused_with_the_field_named, 0, 4);
   tcase_add_loop_test(tc, killed_rank_named_not_hung, 0, 2);
-  tcase_add_loop_test(tc, inplace_buckets_same_bits_as_packed, 0, 6);
+  tcase_add_loop_test(tc, inplace_buckets_same_bits_as_packed, 0, 7);
   tcase_add_test(tc, inplace_on_one_rank_only_refused);
   tcase_add_test(tc, bad_arguments_named);
   return s;
