@@ -14,11 +14,18 @@
 
 #define DP_SPAN_ALIGN 256   /* bytes: the padding a gradient may have after it */
 
+TECORE_TUNABLE_INT(tc_tun_dp_inplace, "TECOMM_DP_INPLACE", 1, 0, 1,
+                   "1: a data-parallel bucket whose gradients lie in symmetric memory as one "
+                   "span is reduced where it lies (tecomm_dp_create); 0: every bucket is packed "
+                   "into the group's buffer (the reference to measure against).  Every rank "
+                   "must use the same value")
+
 static const char *const why_text[] = {
     [DP_PACKED_ZERO2] = "ZeRO-2 reduce-scatters",
     [DP_PACKED_ONE_RANK] = "one rank",
     [DP_PACKED_NOT_SYMMETRIC] = "not in one symmetric allocation",
     [DP_PACKED_NOT_CONTIGUOUS] = "gradients not contiguous",
+    [DP_PACKED_OFF] = "TECOMM_DP_INPLACE=0",
 };
 
 const char *tc_dp_packed_why(int why) {
@@ -64,6 +71,7 @@ static int tile(struct tecomm_dp *d, struct dp_bucket *b, const size_t *ix, size
 static int bucket_why(struct tecomm_dp *d, struct dp_bucket *b, size_t *ix) {
   if (d->zero >= 2) return DP_PACKED_ZERO2;
   if (d->nranks < 2) return DP_PACKED_ONE_RANK;
+  if (!tecore_tunable_int(&tc_tun_dp_inplace)) return DP_PACKED_OFF;
   size_t n = b->t1 - b->t0;
   for (size_t i = 0; i < n; i++) ix[i] = b->t0 + i;
   sort_by_grad(d, ix, n);

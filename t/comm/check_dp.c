@@ -428,10 +428,33 @@ START_TEST(inplace_buckets_same_bits_as_packed) {
 }
 END_TEST
 
-/* The last rank's first bucket is packed (its gradient moved out of the
- * region), the others' in place: refused on every rank, the field named. */
-static void rank_inplace_mismatch(int rank, int n, void *arg) {
+/* TECOMM_DP_INPLACE=0 on every rank: the region's buckets packed. */
+static void rank_inplace_off(int rank, int n, void *arg) {
   (void)arg;
+  setenv("TECOMM_DP_INPLACE", "0", 1);
+  tecomm_comm_t c = tc_rank_comm(rank, n);
+  tecore_stream_t s;
+  RK_CORE(tecore_stream_create(TECORE_STREAM_NON_BLOCKING, 0, &s));
+  tecore_seq_t *q = mlp_in(B, s, c);
+  tecomm_dp_t dp = dp_make(c, q, 0, 2048);
+  expect_inplace(dp, 0, "TECOMM_DP_INPLACE=0");
+  RK_OK(tecomm_dp_destroy(dp));
+  RK_CORE(tecore_seq_destroy(q));
+  (void)tecomm_comm_destroy(c);
+}
+
+START_TEST(inplace_off_packs_every_bucket) {
+  tc_run_ranks(2, rank_inplace_off, NULL, 120);
+  tc_shm_release();
+}
+END_TEST
+
+/* The last rank's first bucket is packed (its gradient moved out of the
+ * region, or TECOMM_DP_INPLACE=0 there), the others' in place: refused on
+ * every rank, the field named. */
+static void rank_inplace_mismatch(int rank, int n, void *arg) {
+  const int k = *(const int *)arg;   /* 0: a gradient moved; 1: TECOMM_DP_INPLACE=0 there */
+  if (k == 1 && rank == n - 1) setenv("TECOMM_DP_INPLACE", "0", 1);
   tecomm_comm_t c = tc_rank_comm(rank, n);
   tecore_stream_t s;
   RK_CORE(tecore_stream_create(TECORE_STREAM_NON_BLOCKING, 0, &s));
@@ -441,7 +464,7 @@ static void rank_inplace_mismatch(int rank, int n, void *arg) {
   params(q, p);
   dp_tensors(p, t);
   tecore_devptr_t moved = dalloc(O * 4);
-  if (rank == n - 1) t[0].grad = moved;
+  if (k == 0 && rank == n - 1) t[0].grad = moved;
   struct tecomm_dp_desc desc = {.comm = c, .tensors = t, .ntensors = NP, .seq = q,
                                 .bucket_bytes = 2048};
   tecomm_dp_t dp = NULL;
@@ -454,7 +477,8 @@ static void rank_inplace_mismatch(int rank, int n, void *arg) {
 }
 
 START_TEST(inplace_on_one_rank_only_refused) {
-  tc_run_ranks(2, rank_inplace_mismatch, NULL, 120);
+  int k = _i;
+  tc_run_ranks(2, rank_inplace_mismatch, &k, 120);
   tc_shm_release();
 }
 END_TEST
@@ -600,7 +624,8 @@ static Suite *dp_suite(void) {
   tcase_add_loop_test(tc, mismatched_models_refused_with_the_field_named, 0, 4);
   tcase_add_loop_test(tc, killed_rank_named_not_hung, 0, 2);
   tcase_add_loop_test(tc, inplace_buckets_same_bits_as_packed, 0, 7);
-  tcase_add_test(tc, inplace_on_one_rank_only_refused);
+  tcase_add_loop_test(tc, inplace_on_one_rank_only_refused, 0, 2);
+  tcase_add_test(tc, inplace_off_packs_every_bucket);
   tcase_add_test(tc, bad_arguments_named);
   return s;
 }

@@ -163,13 +163,18 @@ void gpt_model_create(struct gpt_model *m, const struct gpt_config *c, size_t ba
 void gpt_model_create_tp(struct gpt_model *m, const struct gpt_config *c, size_t batch,
                          int max_mb, const struct tecore_recipe *recipe, uint64_t seed,
                          const struct gpt_tp *tp, tecore_stream_t s);
-/* The same under --dp (dp may be NULL): with --zero 0 or 1 the gradients
- * (the sequence's region and the tables') in dp's symmetric memory, so
- * that the data-parallel group reduces them where they lie.  Collective
- * over dp->comm: every rank creates its model in lockstep. */
+/* The same under --tp and --dp (either may be NULL): with --dp and --zero
+ * 0 or 1 the gradients (the sequence's region and the tables') in dp's
+ * symmetric memory, so that the data-parallel group reduces them where
+ * they lie.  Collective over dp->comm: every rank creates its model in
+ * lockstep. */
+struct gpt_ranks {
+  const struct gpt_tp *tp;
+  const struct gpt_dp *dp;
+};
 void gpt_model_create_dp(struct gpt_model *m, const struct gpt_config *c, size_t batch,
                          int max_mb, const struct tecore_recipe *recipe, uint64_t seed,
-                         const struct gpt_tp *tp, const struct gpt_dp *dp, tecore_stream_t s);
+                         const struct gpt_ranks *ranks, tecore_stream_t s);
 void gpt_model_destroy(struct gpt_model *m);
 /* Forward of one microbatch (ids/labels on the device) to the loss:
  * means[mb] = {mean, count}.  backward: the gradients added (dloss);

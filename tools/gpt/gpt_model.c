@@ -189,8 +189,10 @@ static void grad_region(struct gpt_model *m, const struct gpt_dp *dp, int infere
 }
 
 static void create(struct gpt_model *m, const struct gpt_config *c, size_t batch, int max_mb,
-                   const struct tecore_recipe *recipe, uint64_t seed, const struct gpt_tp *tp,
-                   const struct gpt_dp *dp, tecore_stream_t s) {
+                   const struct tecore_recipe *recipe, uint64_t seed,
+                   const struct gpt_ranks *ranks, tecore_stream_t s) {
+  const struct gpt_tp *tp = ranks ? ranks->tp : NULL;
+  const struct gpt_dp *dp = ranks ? ranks->dp : NULL;
   memset(m, 0, sizeof *m);
   m->c = *c;
   if (tp) m->tp = *tp;
@@ -276,22 +278,23 @@ static void create(struct gpt_model *m, const struct gpt_config *c, size_t batch
 
 void gpt_model_create(struct gpt_model *m, const struct gpt_config *c, size_t batch, int max_mb,
                       const struct tecore_recipe *recipe, uint64_t seed, tecore_stream_t s) {
-  create(m, c, batch, max_mb, recipe, seed, NULL, NULL, s);
+  create(m, c, batch, max_mb, recipe, seed, NULL, s);
 }
 
 void gpt_model_create_tp(struct gpt_model *m, const struct gpt_config *c, size_t batch,
                          int max_mb, const struct tecore_recipe *recipe, uint64_t seed,
                          const struct gpt_tp *tp, tecore_stream_t s) {
-  gpt_model_create_dp(m, c, batch, max_mb, recipe, seed, tp, NULL, s);
+  gpt_model_create_dp(m, c, batch, max_mb, recipe, seed, &(struct gpt_ranks){.tp = tp}, s);
 }
 
 void gpt_model_create_dp(struct gpt_model *m, const struct gpt_config *c, size_t batch,
                          int max_mb, const struct tecore_recipe *recipe, uint64_t seed,
-                         const struct gpt_tp *tp, const struct gpt_dp *dp, tecore_stream_t s) {
-  create(m, c, batch, max_mb, recipe, seed, tp, dp, s);
+                         const struct gpt_ranks *ranks, tecore_stream_t s) {
+  create(m, c, batch, max_mb, recipe, seed, ranks, s);
+  const struct gpt_tp *tp = ranks ? ranks->tp : NULL;
   if (!tp || tp->size <= 1) return;
   struct gpt_model full;
-  create(&full, c, batch, 1, NULL, seed, NULL, NULL, s);
+  create(&full, c, batch, 1, NULL, seed, NULL, s);
   for (size_t i = 0; i < m->np; i++) {
     struct gpt_param *p = &m->p[i];
     if (p->table) continue;   /* the same seed, the same values */
