@@ -545,6 +545,9 @@ static void dp_attach(struct gpt_model *m, const struct gpt_dp *dp,
   float dl = 1.0f / (float)(accum * dp->size);
   GPT_CHECK(tecore_memcpy(m->dloss, (tecore_devptr_t)(uintptr_t)&dl, 4));
   gpt_dp_create(m, recipe, s);
+  char line[512];
+  gpt_dp_summary(m, line, sizeof line);
+  te_out_note(&OUT, "dp: %s", line);
 }
 
 /* FNV-1a of the sampled bytes: --tp compares the ranks' samples */

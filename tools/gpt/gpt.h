@@ -239,6 +239,8 @@ void gpt_tp_slice(const struct gpt_model *m, const struct gpt_param *p, const vo
  * on failure. */
 void gpt_dp_create(struct gpt_model *m, const struct tecore_recipe *recipe, tecore_stream_t s);
 void gpt_dp_destroy(struct gpt_model *m);
+/* The group's stage, buckets and how many run in place (one line). */
+void gpt_dp_summary(const struct gpt_model *m, char *buf, size_t len);
 /* The gradients' symmetric memory on dp->comm under --zero 0 or 1 (free
  * with free() after the last release); NULL without --dp or under
  * --zero 2.  alloc and release take it as ctx (tecore_seq_grad_region):

@@ -8,8 +8,13 @@
  * and moments for the shard only), the sums of the ranks' losses, a
  * sharded tensor made whole for --save, and a rank's slice of a batch.
  *
+ * Under --zero 0 and 1 the gradients lie in the dp communicator's
+ * symmetric memory (gpt_dp_gsym_*: the sequence's region and the
+ * tables'), so the group reduces every bucket where it lies.
+ *
  * The mean over the ranks is te-gpt's loss scale: dloss is 1 / (accum *
  * dp) (te-gpt.c), so the group sums (desc.scale 1). */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <te/comm_dp.h>
@@ -58,6 +63,14 @@ void gpt_dp_create(struct gpt_model *m, const struct tecore_recipe *recipe, teco
   free(t);
   free(ord);
   GPT_CHECK(tecore_stream_synchronize(s));
+}
+
+void gpt_dp_summary(const struct gpt_model *m, char *buf, size_t len) {
+  size_t need = 0;
+  tecomm_result_t r = tecomm_dp_describe((tecomm_dp_t)m->dp.group, buf, len, &need);
+  char *end = r == TECOMM_SUCCESS ? strstr(buf, "):") : NULL;   /* the buckets' list after it */
+  if (end) end[1] = '\0';
+  else snprintf(buf, len, "no description: %s", tecomm_last_error());
 }
 
 void gpt_dp_destroy(struct gpt_model *m) {
