@@ -60,7 +60,8 @@
  * TECORE_SEQ_NO_GRAD_SHARING gives every gradient a buffer of its own.
  *
  * Ownership.  The sequence owns every buffer it allocates and frees them in
- * tecore_seq_destroy.  The input and output tensors of forward and the
+ * tecore_seq_destroy (parameter gradients in a region of the caller's:
+ * tecore_seq_set_grad_region).  The input and output tensors of forward and the
  * gradients of backward are the caller's; forward keeps a reference to its
  * input (it is the first Linear's saved activation, or a residual), so the
  * input must stay unchanged until the backward of that microbatch ran.
