@@ -545,6 +545,9 @@ static void dp_attach(struct gpt_model *m, const struct gpt_dp *dp,
   float dl = 1.0f / (float)(accum * dp->size);
   GPT_CHECK(tecore_memcpy(m->dloss, (tecore_devptr_t)(uintptr_t)&dl, 4));
   gpt_dp_create(m, recipe, s);
+  char line[512];
+  gpt_dp_summary(m, line, sizeof line);
+  te_out_note(&OUT, "dp: %s", line);
 }
 
 /* FNV-1a of the sampled bytes: --tp compares the ranks' samples */
@@ -634,8 +637,8 @@ static int run_setup(struct run_state *r) {
   struct gpt_model *m = &r->m;
   o->c.share_saved = o->share_saved;
   o->c.wgrad_bf16 = o->wgrad == 1 || (o->wgrad == 0 && o->accum == 1);
-  gpt_model_create_tp(m, &o->c, (size_t)o->batch, o->accum, r->recipe, (uint64_t)o->seed, r->tp,
-                      r->s);
+  gpt_model_create_dp(m, &o->c, (size_t)o->batch, o->accum, r->recipe, (uint64_t)o->seed,
+                      &(struct gpt_ranks){.tp = r->tp, .dp = r->dp}, r->s);
   r->have_model = 1;
   if (r->dp) dp_attach(m, r->dp, r->recipe, o->accum, r->s);
   if (o->share_saved) gpt_share_saved(m, &r->shared, &r->arenas);

@@ -11,6 +11,7 @@
 #include "te_handles.h"
 #include "te_results.h"
 #include <math.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -96,11 +97,13 @@ static tecomm_result_t copy_in(struct tecomm_dp *d, const struct tecomm_dp_desc 
   return TECOMM_SUCCESS;
 }
 
-/* The largest bucket's bytes, gradient or value. */
+/* The largest bucket's bytes, gradient (a packed bucket's) or value
+ * (ZeRO-1/2's gather); 0 when no bucket needs the buffer. */
 static size_t buffer_bytes(const struct tecomm_dp *d) {
   size_t most = 0;
   for (size_t k = 0; k < d->nb; k++) {
-    size_t g = tecore_dtype_size(d->b[k].gdt), v = tecore_dtype_size(d->b[k].vdt);
+    size_t g = d->b[k].inplace ? 0 : tecore_dtype_size(d->b[k].gdt);
+    size_t v = d->zero > 0 ? tecore_dtype_size(d->b[k].vdt) : 0;
     size_t n = d->b[k].elems * (g > v ? g : v);
     if (n > most) most = n;
   }
@@ -110,13 +113,11 @@ static size_t buffer_bytes(const struct tecomm_dp *d) {
 static tecore_result_t dp_hook_after(void *ctx, tecore_seq_t *seq, tecore_seq_dir_t dir,
                                      size_t first, size_t count, tecore_stream_t stream);
 
-/* The device side: the buffer (collective), the scale, the stream and
- * events, the norm's views; then the hooks. */
-static tecomm_result_t setup(struct tecomm_dp *d) {
-  d->buf_bytes = buffer_bytes(d);
-  /* symmetric memory, which the IPC kernels read where it lies; a level
-   * without it (the ranks span hosts: NCCL, verbs) says so on every rank
-   * alike, and there the collectives take plain device memory */
+/* The bucket buffer: symmetric memory, which the IPC kernels read where
+ * it lies; a level without it (the ranks span hosts: NCCL, verbs) says
+ * so on every rank alike, and there the collectives take plain device
+ * memory.  Zeroed on the side stream. */
+static tecomm_result_t setup_buffer(struct tecomm_dp *d) {
   tecomm_result_t r = tecomm_mem_alloc(d->comm, d->buf_bytes, &d->buf);
   if (r == TECOMM_ERR_NOT_SUPPORTED) {
     d->buf_plain = 1;
@@ -124,10 +125,19 @@ static tecomm_result_t setup(struct tecomm_dp *d) {
   } else {
     TC_CHECK(r);
   }
-  TC_CORE(tecore_stream_create(TECORE_STREAM_NON_BLOCKING, 0, &d->side),
-          "tecomm_dp_create: the communication stream");
   /* the padding between tensors is summed too: finite from the start */
   TC_CORE(tecore_memset_d8_async(d->buf, 0, d->buf_bytes, d->side), "tecomm_dp_create");
+  return TECOMM_SUCCESS;
+}
+
+/* The device side: the buffer (collective), the scale, the stream and
+ * events, the norm's views; then the hooks. */
+static tecomm_result_t setup(struct tecomm_dp *d) {
+  d->buf_bytes = buffer_bytes(d);
+  TC_CORE(tecore_stream_create(TECORE_STREAM_NON_BLOCKING, 0, &d->side),
+          "tecomm_dp_create: the communication stream");
+  /* every rank agreed on the layout: all of them skip it alike */
+  if (d->buf_bytes) TC_CHECK(setup_buffer(d));
   TC_CORE(tecore_mem_alloc(4, &d->scale_dev), "tecomm_dp_create: the scale");
   TC_CORE(tecore_memcpy(d->scale_dev, (tecore_devptr_t)(uintptr_t)&d->scale, 4),
           "tecomm_dp_create: the scale");
@@ -153,6 +163,7 @@ TE_EXPORT tecomm_result_t tecomm_dp_create(const struct tecomm_dp_desc *desc, te
   d->scale = desc->scale > 0 ? desc->scale : 1.0f / (float)d->nranks;
   if (r == TECOMM_SUCCESS) r = copy_in(d, desc);
   if (r == TECOMM_SUCCESS) r = tc_dp_layout(d);
+  if (r == TECOMM_SUCCESS) r = tc_dp_inplace(d);
   if (r == TECOMM_SUCCESS) r = tc_dp_agree(d, desc->recipe);
   if (r == TECOMM_SUCCESS) {
     d->seq = desc->seq;   /* from here on dp_free removes its hooks */
@@ -165,9 +176,11 @@ TE_EXPORT tecomm_result_t tecomm_dp_create(const struct tecomm_dp_desc *desc, te
     tecore_set_error("%s", text);
     return r;
   }
+  size_t nin = 0;
+  for (size_t k = 0; k < d->nb; k++) nin += d->b[k].inplace != 0;
   TC_INFO("tecomm_dp_create: rank %d of %d, ZeRO-%d, %zu tensors in %zu buckets of at most %zu "
-          "bytes, scale %g", d->rank, d->nranks, d->zero, d->nt, d->nb, d->bucket_bytes,
-          (double)d->scale);
+          "bytes (%zu reduced in place), scale %g", d->rank, d->nranks, d->zero, d->nt, d->nb,
+          d->bucket_bytes, nin, (double)d->scale);
   if (te_handle_add(d) != 0) {
     dp_free(d);
     return TC_ERR(TECOMM_ERR_NOMEM, "tecomm_dp_create: out of host memory (handle registry)");
@@ -182,6 +195,38 @@ TE_EXPORT tecomm_result_t tecomm_dp_create(const struct tecomm_dp_desc *desc, te
     TC_ARG(dp, "%s: dp is NULL", fn);                                          \
     TC_ARG(te_handle_live(dp), "%s: dp is not a live data-parallel group", fn); \
   } while (0)
+
+/* Appends to buf at *at (snprintf's rules: *at may pass len). */
+static void put(char *buf, size_t len, size_t *at, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+static void put(char *buf, size_t len, size_t *at, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  int n = vsnprintf(buf && *at < len ? buf + *at : NULL, *at < len ? len - *at : 0, fmt, ap);
+  va_end(ap);
+  if (n > 0) *at += (size_t)n;
+}
+
+TE_EXPORT tecomm_result_t tecomm_dp_describe(tecomm_dp_t dp, char *buf, size_t len,
+                                             size_t *needed) {
+  DP_LIVE(dp, "tecomm_dp_describe");
+  TC_ARG(buf || len == 0, "tecomm_dp_describe: buf is NULL with len %zu", len);
+  size_t at = 0, nin = 0;
+  for (size_t k = 0; k < dp->nb; k++) nin += dp->b[k].inplace != 0;
+  put(buf, len, &at, "ZeRO-%d, %d ranks, %zu tensors in %zu buckets (%zu in place, %zu packed; "
+      "buffer %zu bytes):", dp->zero, dp->nranks, dp->nt, dp->nb, nin, dp->nb - nin,
+      dp->buf_bytes);
+  for (size_t k = 0; k < dp->nb; k++) {
+    const struct dp_bucket *b = &dp->b[k];
+    put(buf, len, &at, " %zu %s [%zu,%zu) %zu %s", k, b->inplace ? "in-place" : "packed",
+        b->t0, b->t1, b->inplace ? b->span_elems : b->elems, tecore_dtype_name(b->gdt));
+    if (!b->inplace) put(buf, len, &at, " (%s)", tc_dp_packed_why(b->why));
+    put(buf, len, &at, ";");
+  }
+  if (buf && len) buf[at < len ? at : len - 1] = '\0';
+  if (needed) *needed = at;
+  return TECOMM_SUCCESS;
+}
 
 TE_EXPORT tecomm_result_t tecomm_dp_destroy(tecomm_dp_t dp) {
   if (!dp) return TECOMM_SUCCESS;

@@ -3,8 +3,8 @@
  * made, with the first difference named: a rank that trained another
  * shape (or dtype, or recipe) would otherwise reduce its gradients into
  * the wrong places, silently.  One host allgather of a summary (the
- * stage, bucket size, recipe and a hash of every tensor's count, dtypes
- * and operation); only when a hash differs, the tensors' records in
+ * stage, bucket size, recipe and a hash of every tensor's count, dtypes,
+ * operation and in-place layout, dp_inplace.c); only when a hash differs, the tensors' records in
  * rounds of DP_ROUND, to name the first tensor and field that differ.
  * Every rank sees every rank's records, so all of them fail alike. */
 #include "dp_priv.h"
@@ -22,8 +22,8 @@ struct dp_wire {
 
 struct dp_rec {
   uint64_t count, op;
-  int32_t gdt, vdt, has_value, pad_;
-  uint64_t pad2_;
+  int32_t gdt, vdt, has_value, inplace;
+  uint64_t sym_off;    /* in place: the gradient's offset in its symmetric allocation */
 };
 
 static uint64_t fnv(const void *p, size_t n, uint64_t h) {
@@ -32,7 +32,7 @@ static uint64_t fnv(const void *p, size_t n, uint64_t h) {
   return h;
 }
 
-static struct dp_rec rec_of(const struct dp_tensor *t) {
+static struct dp_rec rec_of(const struct tecomm_dp *d, const struct dp_tensor *t) {
   struct dp_rec r;
   memset(&r, 0, sizeof r);
   r.count = t->t.count;
@@ -40,6 +40,8 @@ static struct dp_rec rec_of(const struct dp_tensor *t) {
   r.gdt = (int32_t)t->t.grad_dtype;
   r.vdt = t->t.value ? (int32_t)t->t.value_dtype : -1;
   r.has_value = t->t.value != 0;
+  r.inplace = d->b[t->bucket].inplace;
+  r.sym_off = r.inplace ? d->b[t->bucket].seg_off + t->span_off : 0;
   return r;
 }
 
@@ -49,7 +51,7 @@ static struct dp_wire wire_of(const struct tecomm_dp *d, const struct tecore_rec
   w.ntensors = d->nt, w.bucket_bytes = d->bucket_bytes, w.zero = d->zero;
   w.hash = 0xcbf29ce484222325ull;
   for (size_t i = 0; i < d->nt; i++) {
-    struct dp_rec r = rec_of(&d->t[i]);
+    struct dp_rec r = rec_of(d, &d->t[i]);
     w.hash = fnv(&r, sizeof r, w.hash);
   }
   if (rc) {
@@ -86,6 +88,8 @@ static const char *rec_diff(const struct dp_rec *a, const struct dp_rec *b, long
   DP_FIELD(has_value, "value given (1) or not (0)");
   DP_FIELD(vdt, "value_dtype");
   DP_FIELD(op, "op (the writing operation)");
+  DP_FIELD(inplace, "its bucket reduced in place (1) or packed (0): the gradients' layout");
+  DP_FIELD(sym_off, "its gradient's offset in the symmetric allocation (in place)");
 #undef DP_FIELD
   return NULL;
 }
@@ -105,7 +109,7 @@ static tecomm_result_t rec_round(struct tecomm_dp *d, size_t k, struct dp_rec *a
   struct dp_rec me[DP_ROUND];
   size_t i0 = k * DP_ROUND, n = d->nt - i0 < DP_ROUND ? d->nt - i0 : DP_ROUND;
   memset(me, 0, sizeof me);
-  for (size_t i = 0; i < n; i++) me[i] = rec_of(&d->t[i0 + i]);
+  for (size_t i = 0; i < n; i++) me[i] = rec_of(d, &d->t[i0 + i]);
   TC_CHECK(xchg(d, me, all, sizeof me));
   for (size_t i = 0; i < n; i++)
     for (int p = 0; p < d->nranks; p++) {

@@ -25,6 +25,7 @@ struct dp_tensor {
   char name[64];
   size_t bucket;
   size_t off;          /* its first element in the bucket */
+  size_t span_off;     /* in place: its gradient's byte offset in the bucket's span */
 };
 
 struct dp_bucket {
@@ -34,6 +35,21 @@ struct dp_bucket {
   tecore_dtype_t gdt, vdt;
   size_t pending;      /* tensors not written yet in this backward */
   int launched;
+  int inplace;         /* reduced where the gradients lie (dp_inplace.c) */
+  int why;             /* 0 (in place) or the dp_packed_why it is packed */
+  tecore_devptr_t span;        /* in place: the first gradient's address */
+  size_t span_elems;           /* in place: to the last gradient's end, padding included */
+  size_t seg_off;              /* in place: the span's offset in its symmetric allocation */
+};
+
+/* Why a bucket is packed into the buffer (dp_inplace.c). */
+enum dp_packed_why {
+  DP_PACKED_ZERO2 = 1,
+  DP_PACKED_ONE_RANK,
+  DP_PACKED_NOT_SYMMETRIC,
+  DP_PACKED_NOT_CONTIGUOUS,
+  DP_PACKED_OFF,
+  DP_PACKED_COUNT_
 };
 
 struct tecomm_dp {
@@ -67,6 +83,11 @@ struct tecomm_dp {
 tecomm_result_t tc_dp_layout(struct tecomm_dp *d);
 /* The part of tensor i in shard r of its bucket: [*first, *first + *n). */
 void tc_dp_part(const struct tecomm_dp *d, size_t i, int r, size_t *first, size_t *n);
+
+/* dp_inplace.c: each bucket in place or packed (b->inplace, b->why),
+ * from the layout alone; after tc_dp_layout. */
+tecomm_result_t tc_dp_inplace(struct tecomm_dp *d);
+const char *tc_dp_packed_why(int why);
 
 /* dp_agree.c: collective; TECOMM_ERR_MISMATCH naming the first field
  * where a rank's model differs from this rank's. */

@@ -5,7 +5,9 @@
  * norm's parts.  A bucket's tensors are packed into the symmetric buffer
  * (so the collective reads it where it lies), reduced there in place,
  * scaled, and copied back: under ZeRO-0/1 all of the bucket, under
- * ZeRO-2 (reduce-scatter) this rank's shard only. */
+ * ZeRO-2 (reduce-scatter) this rank's shard only.  A bucket whose
+ * gradients already lie in symmetric memory as one span (dp_inplace.c)
+ * is allreduced and scaled there, with no copy. */
 #include "dp_priv.h"
 #include <stdlib.h>
 #include <string.h>
@@ -49,15 +51,28 @@ static tecomm_result_t move_grads(struct tecomm_dp *d, const struct dp_bucket *b
   return TECOMM_SUCCESS;
 }
 
-/* elems elements of the buffer from first times d->scale (when not 1). */
-static tecomm_result_t scale(struct tecomm_dp *d, const struct dp_bucket *b, size_t first,
-                             size_t elems, tecore_stream_t s) {
+/* elems elements from p times d->scale (when not 1). */
+static tecomm_result_t scale_at(struct tecomm_dp *d, const struct dp_bucket *b, tecore_devptr_t p,
+                                size_t elems, tecore_stream_t s) {
   if (d->scale == 1.0f) return TECOMM_SUCCESS;
   struct tecore_tensor v;
   size_t sh[1] = {elems};
-  DP_CORE(tecore_tensor_init(&v, b->gdt, 1, sh, at(d->buf, first, b->gdt)), "tecomm_dp: scale");
+  DP_CORE(tecore_tensor_init(&v, b->gdt, 1, sh, p), "tecomm_dp: scale");
   DP_CORE(tecore_unscale_multi(&v, &v, 1, d->scale_dev, 0, s), "tecomm_dp: scale");
   return TECOMM_SUCCESS;
+}
+
+/* elems elements of the buffer from first times d->scale (when not 1). */
+static tecomm_result_t scale(struct tecomm_dp *d, const struct dp_bucket *b, size_t first,
+                             size_t elems, tecore_stream_t s) {
+  return scale_at(d, b, at(d->buf, first, b->gdt), elems, s);
+}
+
+/* An in-place bucket (dp_inplace.c): its span allreduced where it lies. */
+static tecomm_result_t reduce_span(struct tecomm_dp *d, const struct dp_bucket *b,
+                                   tecore_stream_t s) {
+  TC_CHECK(tecomm_allreduce(d->comm, b->span, b->span, b->span_elems, b->gdt, TECOMM_SUM, s));
+  return scale_at(d, b, b->span, b->span_elems, s);
 }
 
 /* The bucket's sum: allreduce (ZeRO-0/1) or reduce-scatter into this
@@ -82,6 +97,7 @@ tecomm_result_t tc_dp_launch(struct tecomm_dp *d, size_t k, tecore_stream_t stre
   struct dp_bucket *b = &d->b[k];
   TC_CHECK(fork_side(d, stream));
   b->launched = 1;
+  if (b->inplace) return reduce_span(d, b, d->side);
   TC_CHECK(move_grads(d, b, 1, -1, d->side));
   TC_CHECK(reduce(d, b, d->side));
   return move_grads(d, b, 0, d->zero < 2 ? -1 : d->rank, d->side);

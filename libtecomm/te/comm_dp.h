@@ -82,6 +82,11 @@ tecomm_result_t tecomm_dp_gather(tecomm_dp_t dp, tecore_stream_t stream);
  * Collective; capturable; after tecomm_dp_finish. */
 tecomm_result_t tecomm_dp_norm_parts(tecomm_dp_t dp, struct tecore_tensor *vec,
                                      tecore_stream_t stream);
+/* One line: the stage, the buckets, and for each whether it is reduced
+ * in place (its gradients one span of symmetric memory) or packed into
+ * the buffer, and why; into buf (len bytes, NUL-terminated, truncated),
+ * *needed (may be NULL) the length without the NUL.  Host only. */
+tecomm_result_t tecomm_dp_describe(tecomm_dp_t dp, char *buf, size_t len, size_t *needed);
 
 #ifdef __cplusplus
 }

@@ -352,6 +352,11 @@ struct tecore_seq {
   struct te_alloc *allocs;
   size_t nallocs, cap_allocs;
   size_t bytes_total, bytes_param;
+
+  /* the parameters' gradients in the caller's region (ops_gregion.c) */
+  struct tecore_seq_grad_region gregion;   /* alloc NULL: none set */
+  tecore_devptr_t gr_base;         /* what alloc gave at build; 0: none */
+  size_t gr_bytes, gr_used;
 };
 
 /* ---- ops_store.c: the bottom of ops/, which every other file may call ---------------- */
@@ -502,6 +507,15 @@ static inline tecore_dtype_t te_grad_dtype(const tecore_seq_t *s, const struct t
     return TECORE_DTYPE_BF16;
   return TECORE_DTYPE_F32;
 }
+/* ops_gregion.c (tecore_seq_set_grad_region): build opens the caller's
+ * region (one alloc for every parameter gradient, zeroed on stream;
+ * nothing when none is set), init_params takes each gradient from it in operation order (or
+ * from te_seq_alloc without a region), unbuild and destroy close it (the
+ * caller's release). */
+tecore_result_t te_gregion_open(tecore_seq_t *s, tecore_stream_t stream);
+tecore_result_t te_gregion_take(tecore_seq_t *s, const struct te_op *o, size_t p,
+                                tecore_devptr_t *g);
+tecore_result_t te_gregion_close(tecore_seq_t *s);
 /* Storage for a saved tensor (bytes into *field): the sequence's own, or
  * TE_SAVED_PENDING under TECORE_SEQ_DEFER_SAVED (te_saved_settle gives
  * the ones the backward reads their own after planning). */

@@ -124,6 +124,8 @@ TE_EXPORT tecore_result_t tecore_seq_destroy(tecore_seq_t *s) {
     tecore_result_t r = tecore_mem_free(s->allocs[i].p);
     if (r != TECORE_SUCCESS && res == TECORE_SUCCESS) res = r;
   }
+  tecore_result_t gr = te_gregion_close(s);
+  if (gr != TECORE_SUCCESS && res == TECORE_SUCCESS) res = gr;
   te_handle_del(s);
   te_plan_free(&s->plan);
   te_rc_free(s);
@@ -354,8 +356,7 @@ static tecore_result_t init_params(tecore_seq_t *s, size_t i, uint64_t *rng,
     TE_CHECK(te_seq_alloc(s, n * tecore_dtype_size(dt), 1, &op->param[p]));
     /* inference: no backward, no gradient (op->grad[p] stays 0) */
     const tecore_dtype_t gdt = te_grad_dtype(s, op, p);
-    if (!te_seq_infer(s))
-      TE_CHECK(te_seq_alloc(s, n * tecore_dtype_size(gdt), 1, &op->grad[p]));
+    if (!te_seq_infer(s)) TE_CHECK(te_gregion_take(s, op, p, &op->grad[p]));
     float *v = malloc(n * sizeof *v);
     if (!v) return TE_ERR(TECORE_ERR_NOMEM, "tecore_seq_build: out of host memory");
     const struct tecore_op_param_def *pd = &op->pdef[p];
@@ -626,6 +627,7 @@ static void unbuild(tecore_seq_t *s) {
   free_state(s);
   te_overlap_release(s);
   for (size_t i = 0; i < s->nallocs; i++) (void)tecore_mem_free(s->allocs[i].p);
+  (void)te_gregion_close(s);
   s->nallocs = 0;
   s->bytes_total = s->bytes_param = 0;
   for (size_t i = 0; i < s->nops; i++) {
@@ -666,6 +668,7 @@ TE_EXPORT tecore_result_t tecore_seq_build(tecore_seq_t *s, tecore_stream_t stre
   tecore_result_t res = TECORE_SUCCESS;
   uint64_t rng = s->cfg.seed;
   size_t max_rows = 0;
+  TE_CHECK_GOTO(te_gregion_open(s, stream), res, fail);
   for (size_t i = 0; i < s->nops; i++) TE_CHECK_GOTO(init_params(s, i, &rng, stream), res, fail);
   TE_CHECK_GOTO(alloc_activations(s, &max_rows), res, fail);
   TE_CHECK_GOTO(alloc_grads(s, stream), res, fail);

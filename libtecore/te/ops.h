@@ -60,7 +60,8 @@
  * TECORE_SEQ_NO_GRAD_SHARING gives every gradient a buffer of its own.
  *
  * Ownership.  The sequence owns every buffer it allocates and frees them in
- * tecore_seq_destroy.  The input and output tensors of forward and the
+ * tecore_seq_destroy (parameter gradients in a region of the caller's:
+ * tecore_seq_set_grad_region).  The input and output tensors of forward and the
  * gradients of backward are the caller's; forward keeps a reference to its
  * input (it is the first Linear's saved activation, or a residual), so the
  * input must stay unchanged until the backward of that microbatch ran.
@@ -483,6 +484,23 @@ struct tecore_seq_param {
  * total in *count.  Needs a built sequence. */
 tecore_result_t tecore_seq_params(const tecore_seq_t *seq, struct tecore_seq_param *params,
                                   size_t max, size_t *count);
+
+/* The parameters' gradients in memory of the caller's (a collective's
+ * symmetric memory, so that it reduces them where they lie).  At build
+ * the sequence lays every parameter gradient out in operation order, each
+ * at a multiple of 256 bytes from the start, calls alloc once with the
+ * total and places them there; destroy (or a failed build) calls release
+ * with what alloc gave.  tecore_seq_set_grad_region(3). */
+struct tecore_seq_grad_region {
+  /* *base: at least bytes of device memory, 256-byte aligned */
+  tecore_result_t (*alloc)(void *ctx, size_t bytes, tecore_devptr_t *base);
+  tecore_result_t (*release)(void *ctx, tecore_devptr_t base);   /* NULL: none */
+  void *ctx;
+};
+/* Before build, on a training sequence; the struct is copied; NULL: the
+ * sequence's own allocations again. */
+tecore_result_t tecore_seq_set_grad_region(tecore_seq_t *seq,
+                                           const struct tecore_seq_grad_region *region);
 
 /* What an operation is after tecore_seq_add (and, after build, its buffers). */
 struct tecore_op_info {

@@ -13,8 +13,14 @@
  *     ranks in allreduce's order), 2 and 4 ranks; the global norm's parts;
  *   - ranks whose models differ (a tensor's count, the stage, the
  *     recipe) refused on every rank with the field named;
- *   - a rank killed mid-step: the other's finish or status names it
- *     within TECOMM_TIMEOUT (1 s here), no hang;
+ *   - gradients in a region of symmetric memory (tecore_seq_set_grad_region
+ *     over tecomm_mem_alloc): every bucket reduced in place under ZeRO-0
+ *     and ZeRO-1 (tecomm_dp_describe says so; packed under ZeRO-2, and
+ *     where the gradients are not one span), the same bits as the packed
+ *     path, gradients and parameters after AdamW, 2 and 4 ranks; one rank
+ *     in place where another packs: refused, the field named;
+ *   - a rank killed mid-step, packed and in place: the other's finish or
+ *     status names it within TECOMM_TIMEOUT (1 s here), no hang;
  *   - argument errors name the argument. */
 #include "comm_ranks.h"
 #include <math.h>
@@ -39,8 +45,22 @@ static struct tecore_tensor t2(size_t r, size_t c, tecore_devptr_t p) {
   return t;
 }
 
-/* The MLP over rows rows (the same parameters for every rows: one seed). */
-static tecore_seq_t *mlp(size_t rows, tecore_stream_t s) {
+/* The gradient region in symmetric memory of the communicator ctx
+ * (tecore_seq_set_grad_region; collective: every rank builds alike). */
+static tecore_result_t sym_alloc(void *ctx, size_t bytes, tecore_devptr_t *base) {
+  tecomm_result_t r = tecomm_mem_alloc((tecomm_comm_t)ctx, bytes, base);
+  return r == TECOMM_SUCCESS ? TECORE_SUCCESS : TECORE_ERR_NOMEM;
+}
+static tecore_result_t sym_release(void *ctx, tecore_devptr_t base) {
+  tecore_result_t r = tecore_ctx_synchronize();
+  if (r != TECORE_SUCCESS) return r;
+  return tecomm_mem_free((tecomm_comm_t)ctx, base) == TECOMM_SUCCESS ? TECORE_SUCCESS
+                                                                      : TECORE_ERR_INVALID;
+}
+
+/* The MLP over rows rows (the same parameters for every rows: one seed);
+ * with sym, its gradients in sym's symmetric memory. */
+static tecore_seq_t *mlp_in(size_t rows, tecore_stream_t s, tecomm_comm_t sym) {
   struct tecore_seq_config cfg = {.rows = rows, .features = F, .dtype = TECORE_DTYPE_F32,
                                   .seed = 7};
   tecore_seq_t *q;
@@ -49,9 +69,13 @@ static tecore_seq_t *mlp(size_t rows, tecore_stream_t s) {
                                      {.kind = TECORE_OP_GELU},
                                      {.kind = TECORE_OP_LINEAR, .features = O, .bias = 1}};
   for (size_t k = 0; k < 3; k++) RK_CORE(tecore_seq_add(q, &d[k], NULL));
+  struct tecore_seq_grad_region g = {.alloc = sym_alloc, .release = sym_release, .ctx = sym};
+  if (sym) RK_CORE(tecore_seq_set_grad_region(q, &g));
   RK_CORE(tecore_seq_build(q, s));
   return q;
 }
+
+static tecore_seq_t *mlp(size_t rows, tecore_stream_t s) { return mlp_in(rows, s, NULL); }
 
 enum { NP = 4 };   /* fc1 weight, bias, fc2 weight, bias */
 static void params(tecore_seq_t *q, struct tecore_seq_param *p) {
@@ -307,6 +331,158 @@ START_TEST(zero_1_2_take_zero_0_steps) {
 }
 END_TEST
 
+/* ---- buckets reduced where the gradients lie ------------------------------------ */
+
+/* dp's describe line says want buckets in place (and also, when given). */
+static void expect_inplace(tecomm_dp_t dp, size_t want, const char *also) {
+  char line[1024], key[64];
+  size_t need = 0;
+  RK_OK(tecomm_dp_describe(dp, line, sizeof line, &need));
+  RK_ASSERT(need < sizeof line && strlen(line) == need, "describe: %zu bytes, \"%s\"", need, line);
+  snprintf(key, sizeof key, "(%zu in place,", want);
+  RK_ASSERT(strstr(line, key) != NULL, "describe: \"%s\", want \"%s\"", line, key);
+  RK_ASSERT(!also || strstr(line, also), "describe: \"%s\", want \"%s\"", line, also);
+}
+
+static void same_bits(const float *a, const float *b, size_t n, const char *what) {
+  for (size_t i = 0; i < n; i++)
+    RK_ASSERT(memcmp(&a[i], &b[i], 4) == 0, "%s [%zu]: in place %a, packed %a", what, i,
+              (double)a[i], (double)b[i]);
+}
+
+/* The group's tensors 1 and 3 (the weights) alone, in one bucket: fc1's
+ * bias lies between them, so they are no span. */
+static void expect_gap_packed(tecomm_comm_t c, tecore_seq_t *q) {
+  struct tecore_seq_param p[NP];
+  struct tecomm_dp_tensor t[NP], w[2];
+  params(q, p);
+  dp_tensors(p, t);
+  w[0] = t[1], w[1] = t[3];
+  w[0].op = w[1].op = TECOMM_DP_NO_OP;
+  struct tecomm_dp_desc desc = {.comm = c, .tensors = w, .ntensors = 2};
+  tecomm_dp_t dp = NULL;
+  RK_OK(tecomm_dp_create(&desc, &dp));
+  expect_inplace(dp, 0, "gradients not contiguous");
+  RK_OK(tecomm_dp_destroy(dp));
+}
+
+struct inplace_case {
+  int zero;
+  size_t bucket;   /* 0: one bucket of the four tensors; 2048: one each */
+};
+
+static void rank_inplace(int rank, int n, void *arg) {
+  const struct inplace_case *ic = arg;
+  tecomm_comm_t c = tc_rank_comm(rank, n);
+  tecore_stream_t s;
+  RK_CORE(tecore_stream_create(TECORE_STREAM_NON_BLOCKING, 0, &s));
+  tecore_seq_t *qp = mlp(B, s), *qi = mlp_in(B, s, c);
+  tecomm_dp_t dp = dp_make(c, qp, ic->zero, ic->bucket), di = dp_make(c, qi, ic->zero, ic->bucket);
+  /* the sequence's own allocations: apart, each in no symmetric memory */
+  expect_inplace(dp, 0, ic->zero == 2 ? "ZeRO-2"
+                        : ic->bucket ? "not in one symmetric allocation"
+                                     : "gradients not contiguous");
+  expect_inplace(di, ic->zero == 2 ? 0 : ic->bucket ? NP : 1, NULL);
+  expect_gap_packed(c, qi);
+  struct adam_set a[2];
+  adam_init(dp, qp, ic->zero, &a[0]);
+  adam_init(di, qi, ic->zero, &a[1]);
+  tecore_devptr_t dx = dalloc(B * F * 4), dy = dalloc(B * O * 4), y = dalloc(B * O * 4);
+  static float x[4 * B * F], w[4 * B * O], gp[NG], gi[NG], vp[NG], vi[NG];
+  for (int64_t k = 1; k <= 3; k++) {
+    draw(x, w, (size_t)n * B, 3000 + (uint64_t)k);
+    memset(gi, 0xff, sizeof gi);   /* poisoned: NaN */
+    step(qp, dp, x + (size_t)rank * B * F, w + (size_t)rank * B * O, B, dx, dy, y, s);
+    step(qi, di, x + (size_t)rank * B * F, w + (size_t)rank * B * O, B, dx, dy, y, s);
+    fetch(qp, 0, gp);
+    fetch(qi, 0, gi);
+    same_bits(gi, gp, NG, "reduced gradient");
+    adam(&a[0], k, s);
+    adam(&a[1], k, s);
+    if (ic->zero) RK_OK(tecomm_dp_gather(dp, s));
+    if (ic->zero) RK_OK(tecomm_dp_gather(di, s));
+    RK_CORE(tecore_stream_synchronize(s));
+    fetch(qp, 1, vp);
+    fetch(qi, 1, vi);
+    same_bits(vi, vp, NG, "parameter after AdamW");
+    tc_rank_digest(vi, sizeof vi);
+  }
+  RK_OK(tecomm_dp_destroy(dp));
+  RK_OK(tecomm_dp_destroy(di));
+  RK_CORE(tecore_seq_destroy(qp));
+  RK_CORE(tecore_seq_destroy(qi));   /* its region back to c */
+  (void)tecomm_comm_destroy(c);
+}
+
+/* ZeRO-0 and ZeRO-1, one bucket and four, 2 ranks (then 4; and 3, where
+ * fc2's 16-element bias is a span no rank count divides): the same bits
+ * as the packed path; ZeRO-2 packs. */
+START_TEST(inplace_buckets_same_bits_as_packed) {
+  static const struct inplace_case cases[] = {{0, 0}, {0, 2048}, {1, 0}, {1, 2048}, {2, 0},
+                                              {0, 0}, {1, 2048}};
+  int n = _i == 5 ? 4 : _i == 6 ? 3 : 2;
+  struct inplace_case ic = cases[_i];
+  tc_run_ranks(n, rank_inplace, &ic, 300);
+  tc_expect_same_digest(n, "the parameters after three steps");
+  tc_shm_release();
+}
+END_TEST
+
+/* TECOMM_DP_INPLACE=0 on every rank: the region's buckets packed. */
+static void rank_inplace_off(int rank, int n, void *arg) {
+  (void)arg;
+  setenv("TECOMM_DP_INPLACE", "0", 1);
+  tecomm_comm_t c = tc_rank_comm(rank, n);
+  tecore_stream_t s;
+  RK_CORE(tecore_stream_create(TECORE_STREAM_NON_BLOCKING, 0, &s));
+  tecore_seq_t *q = mlp_in(B, s, c);
+  tecomm_dp_t dp = dp_make(c, q, 0, 2048);
+  expect_inplace(dp, 0, "TECOMM_DP_INPLACE=0");
+  RK_OK(tecomm_dp_destroy(dp));
+  RK_CORE(tecore_seq_destroy(q));
+  (void)tecomm_comm_destroy(c);
+}
+
+START_TEST(inplace_off_packs_every_bucket) {
+  tc_run_ranks(2, rank_inplace_off, NULL, 120);
+  tc_shm_release();
+}
+END_TEST
+
+/* The last rank's first bucket is packed (its gradient moved out of the
+ * region, or TECOMM_DP_INPLACE=0 there), the others' in place: refused on
+ * every rank, the field named. */
+static void rank_inplace_mismatch(int rank, int n, void *arg) {
+  const int k = *(const int *)arg;   /* 0: a gradient moved; 1: TECOMM_DP_INPLACE=0 there */
+  if (k == 1 && rank == n - 1) setenv("TECOMM_DP_INPLACE", "0", 1);
+  tecomm_comm_t c = tc_rank_comm(rank, n);
+  tecore_stream_t s;
+  RK_CORE(tecore_stream_create(TECORE_STREAM_NON_BLOCKING, 0, &s));
+  tecore_seq_t *q = mlp_in(B, s, c);
+  struct tecore_seq_param p[NP];
+  struct tecomm_dp_tensor t[NP];
+  params(q, p);
+  dp_tensors(p, t);
+  tecore_devptr_t moved = dalloc(O * 4);
+  if (k == 0 && rank == n - 1) t[0].grad = moved;
+  struct tecomm_dp_desc desc = {.comm = c, .tensors = t, .ntensors = NP, .seq = q,
+                                .bucket_bytes = 2048};
+  tecomm_dp_t dp = NULL;
+  RK_EXPECT(TECOMM_ERR_MISMATCH, "tensor 0 (bias): its bucket reduced in place",
+            tecomm_dp_create(&desc, &dp));
+  RK_ASSERT(dp == NULL, "a refused group was handed out");
+  RK_CORE(tecore_mem_free(moved));
+  RK_CORE(tecore_seq_destroy(q));
+  (void)tecomm_comm_destroy(c);
+}
+
+START_TEST(inplace_on_one_rank_only_refused) {
+  int k = _i;
+  tc_run_ranks(2, rank_inplace_mismatch, &k, 120);
+  tc_shm_release();
+}
+END_TEST
+
 /* ---- models that differ --------------------------------------------------------- */
 
 static void rank_mismatch(int rank, int n, void *arg) {
@@ -348,12 +524,12 @@ END_TEST
 /* ---- a rank killed mid-step ------------------------------------------------------ */
 
 static void rank_killed(int rank, int n, void *arg) {
-  (void)arg;
+  const int inplace = *(const int *)arg;
   setenv("TECOMM_TIMEOUT", "1000", 1);
   tecomm_comm_t c = tc_rank_comm(rank, n);
   tecore_stream_t s;
   RK_CORE(tecore_stream_create(TECORE_STREAM_NON_BLOCKING, 0, &s));
-  tecore_seq_t *q = mlp(B, s);
+  tecore_seq_t *q = mlp_in(B, s, inplace ? c : NULL);
   tecomm_dp_t dp = dp_make(c, q, 0, 2048);
   tecore_devptr_t dx = dalloc(B * F * 4), dy = dalloc(B * O * 4), y = dalloc(B * O * 4);
   static float x[B * F], w[B * O];
@@ -381,7 +557,8 @@ static void rank_killed(int rank, int n, void *arg) {
 }
 
 START_TEST(killed_rank_named_not_hung) {
-  tc_run_ranks_ex(2, rank_killed, NULL, 60, 1);
+  int inplace = _i;   /* 1: the buckets reduced in place */
+  tc_run_ranks_ex(2, rank_killed, &inplace, 60, 1);
   tc_shm_release();
 }
 END_TEST
@@ -445,7 +622,10 @@ static Suite *dp_suite(void) {
   tcase_add_loop_test(tc, dp_ranks_equal_one_process, 0, 2);
   tcase_add_loop_test(tc, zero_1_2_take_zero_0_steps, 0, 2);
   tcase_add_loop_test(tc, mismatched_models_refused_with_the_field_named, 0, 4);
-  tcase_add_test(tc, killed_rank_named_not_hung);
+  tcase_add_loop_test(tc, killed_rank_named_not_hung, 0, 2);
+  tcase_add_loop_test(tc, inplace_buckets_same_bits_as_packed, 0, 7);
+  tcase_add_loop_test(tc, inplace_on_one_rank_only_refused, 0, 2);
+  tcase_add_test(tc, inplace_off_packs_every_bucket);
   tcase_add_test(tc, bad_arguments_named);
   return s;
 }

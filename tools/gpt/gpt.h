@@ -148,6 +148,8 @@ struct gpt_model {
   tecore_devptr_t xent_ws;         /* dlogits8 2: the first rows' codes (XENT_WS_ROWS) */
   size_t xent_ws_bytes;
   int max_mb;
+  void *gsym;                  /* --dp, --zero 0/1: the gradients' symmetric memory
+                                  (gpt_dp.c); NULL: plain allocations */
   void *scratch;               /* gpt_share_saved's arenas */
   size_t nscratch;
 };
@@ -161,6 +163,18 @@ void gpt_model_create(struct gpt_model *m, const struct gpt_config *c, size_t ba
 void gpt_model_create_tp(struct gpt_model *m, const struct gpt_config *c, size_t batch,
                          int max_mb, const struct tecore_recipe *recipe, uint64_t seed,
                          const struct gpt_tp *tp, tecore_stream_t s);
+/* The same under --tp and --dp (either may be NULL): with --dp and --zero
+ * 0 or 1 the gradients (the sequence's region and the tables') in dp's
+ * symmetric memory, so that the data-parallel group reduces them where
+ * they lie.  Collective over dp->comm: every rank creates its model in
+ * lockstep. */
+struct gpt_ranks {
+  const struct gpt_tp *tp;
+  const struct gpt_dp *dp;
+};
+void gpt_model_create_dp(struct gpt_model *m, const struct gpt_config *c, size_t batch,
+                         int max_mb, const struct tecore_recipe *recipe, uint64_t seed,
+                         const struct gpt_ranks *ranks, tecore_stream_t s);
 void gpt_model_destroy(struct gpt_model *m);
 /* Forward of one microbatch (ids/labels on the device) to the loss:
  * means[mb] = {mean, count}.  backward: the gradients added (dloss);
@@ -225,6 +239,16 @@ void gpt_tp_slice(const struct gpt_model *m, const struct gpt_param *p, const vo
  * on failure. */
 void gpt_dp_create(struct gpt_model *m, const struct tecore_recipe *recipe, tecore_stream_t s);
 void gpt_dp_destroy(struct gpt_model *m);
+/* The group's stage, buckets and how many run in place (one line). */
+void gpt_dp_summary(const struct gpt_model *m, char *buf, size_t len);
+/* The gradients' symmetric memory on dp->comm under --zero 0 or 1 (free
+ * with free() after the last release); NULL without --dp or under
+ * --zero 2.  alloc and release take it as ctx (tecore_seq_grad_region):
+ * tecomm_mem_alloc, or plain device memory on every rank alike where
+ * the communicator has no symmetric memory (ranks across hosts). */
+void *gpt_dp_gsym_new(const struct gpt_dp *dp);
+tecore_result_t gpt_dp_gsym_alloc(void *ctx, size_t bytes, tecore_devptr_t *p);
+tecore_result_t gpt_dp_gsym_release(void *ctx, tecore_devptr_t p);
 /* n floats at buf summed over the data-parallel ranks, on s (capturable). */
 void gpt_dp_sum(const struct gpt_model *m, tecore_devptr_t buf, size_t n, tecore_stream_t s);
 /* A new device buffer of p's whole F32 tensor from every rank's shard

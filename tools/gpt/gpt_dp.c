@@ -8,8 +8,13 @@
  * and moments for the shard only), the sums of the ranks' losses, a
  * sharded tensor made whole for --save, and a rank's slice of a batch.
  *
+ * Under --zero 0 and 1 the gradients lie in the dp communicator's
+ * symmetric memory (gpt_dp_gsym_*: the sequence's region and the
+ * tables'), so the group reduces every bucket where it lies.
+ *
  * The mean over the ranks is te-gpt's loss scale: dloss is 1 / (accum *
  * dp) (te-gpt.c), so the group sums (desc.scale 1). */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <te/comm_dp.h>
@@ -60,9 +65,61 @@ void gpt_dp_create(struct gpt_model *m, const struct tecore_recipe *recipe, teco
   GPT_CHECK(tecore_stream_synchronize(s));
 }
 
+void gpt_dp_summary(const struct gpt_model *m, char *buf, size_t len) {
+  size_t need = 0;
+  tecomm_result_t r = tecomm_dp_describe((tecomm_dp_t)m->dp.group, buf, len, &need);
+  char *end = r == TECOMM_SUCCESS ? strstr(buf, "):") : NULL;   /* the buckets' list after it */
+  if (end) end[1] = '\0';
+  else snprintf(buf, len, "no description: %s", tecomm_last_error());
+}
+
 void gpt_dp_destroy(struct gpt_model *m) {
   if (m->dp.group) (void)tecomm_dp_destroy((tecomm_dp_t)m->dp.group);
   m->dp.group = NULL;
+}
+
+/* ---- the gradients in symmetric memory ---- */
+
+struct gpt_gsym {
+  tecomm_comm_t comm;
+  int plain;   /* no symmetric memory: plain device memory (every rank alike) */
+};
+
+void *gpt_dp_gsym_new(const struct gpt_dp *dp) {
+  if (!dp || dp->size <= 1 || dp->zero >= 2 || !dp->comm) return NULL;
+  struct gpt_gsym *g = gpt_xalloc(sizeof *g);
+  g->comm = (tecomm_comm_t)dp->comm;
+  return g;
+}
+
+/* Collective: tecomm_mem_alloc compares every rank's bytes, so ranks
+ * whose models differ fail here, the rank named, instead of hanging. */
+tecore_result_t gpt_dp_gsym_alloc(void *ctx, size_t bytes, tecore_devptr_t *p) {
+  struct gpt_gsym *g = ctx;
+  if (!g->plain) {
+    tecomm_result_t r = tecomm_mem_alloc(g->comm, bytes, p);
+    if (r == TECOMM_SUCCESS) return TECORE_SUCCESS;
+    if (r != TECOMM_ERR_NOT_SUPPORTED) {
+      tecore_set_error("--dp: %zu bytes of gradients in symmetric memory: %s (%s)", bytes,
+                       tecomm_strerror(r), tecomm_last_error());
+      return r == TECOMM_ERR_NOMEM ? TECORE_ERR_NOMEM : TECORE_ERR_INVALID;
+    }
+    g->plain = 1;   /* the level says so on every rank */
+  }
+  return tecore_mem_alloc(bytes, p);
+}
+
+tecore_result_t gpt_dp_gsym_release(void *ctx, tecore_devptr_t p) {
+  struct gpt_gsym *g = ctx;
+  if (g->plain) return tecore_mem_free(p);
+  /* symmetric memory goes back to the pool at once: no work may use it */
+  tecore_result_t c = tecore_ctx_synchronize();
+  if (c != TECORE_SUCCESS) return c;
+  tecomm_result_t r = tecomm_mem_free(g->comm, p);
+  if (r == TECOMM_SUCCESS) return TECORE_SUCCESS;
+  tecore_set_error("--dp: the gradients' symmetric memory: %s (%s)", tecomm_strerror(r),
+                   tecomm_last_error());
+  return TECORE_ERR_INVALID;
 }
 
 void gpt_dp_sum(const struct gpt_model *m, tecore_devptr_t buf, size_t n, tecore_stream_t s) {

@@ -169,9 +169,30 @@ static void collect_params(struct gpt_model *m, int inference) {
   free(sp);
 }
 
+/* A table's gradient: in the gradients' symmetric memory under --dp. */
+static tecore_devptr_t grad_dalloc(struct gpt_model *m, size_t bytes) {
+  if (!m->gsym) return gpt_dalloc(bytes, &m->dev_bytes);
+  tecore_devptr_t p = 0;
+  GPT_CHECK(gpt_dp_gsym_alloc(m->gsym, bytes, &p));
+  m->dev_bytes += bytes;
+  return p;
+}
+
+/* --dp, --zero 0/1: the sequence's parameter gradients in one region of
+ * symmetric memory (tecore_seq_set_grad_region), before its build. */
+static void grad_region(struct gpt_model *m, const struct gpt_dp *dp, int inference) {
+  m->gsym = inference ? NULL : gpt_dp_gsym_new(dp);
+  if (!m->gsym) return;
+  const struct tecore_seq_grad_region g = {.alloc = gpt_dp_gsym_alloc,
+                                           .release = gpt_dp_gsym_release, .ctx = m->gsym};
+  GPT_CHECK(tecore_seq_set_grad_region(m->seq, &g));
+}
+
 static void create(struct gpt_model *m, const struct gpt_config *c, size_t batch, int max_mb,
-                   const struct tecore_recipe *recipe, uint64_t seed, const struct gpt_tp *tp,
-                   tecore_stream_t s) {
+                   const struct tecore_recipe *recipe, uint64_t seed,
+                   const struct gpt_ranks *ranks, tecore_stream_t s) {
+  const struct gpt_tp *tp = ranks ? ranks->tp : NULL;
+  const struct gpt_dp *dp = ranks ? ranks->dp : NULL;
   memset(m, 0, sizeof *m);
   m->c = *c;
   if (tp) m->tp = *tp;
@@ -205,16 +226,17 @@ static void create(struct gpt_model *m, const struct gpt_config *c, size_t batch
   add_ops(m);
   gpt_recompute_blocks(m, inference);
   if (recipe) GPT_CHECK(tecore_seq_set_recipe(m->seq, recipe, s));
+  grad_region(m, dp, inference);
   GPT_CHECK(tecore_seq_build(m->seq, s));
   size_t H = (size_t)c->hidden, V = (size_t)c->vocab, R = m->rows;
   size_t *db = &m->dev_bytes;
   m->tok = gpt_dalloc(V * H * 4, db);
   fill_table(m->tok, V * H, 0.1, seed ^ 0x746f6bull);
-  if (!inference) m->tok_grad = gpt_dalloc(V * H * 4, db);
+  if (!inference) m->tok_grad = grad_dalloc(m, V * H * 4);
   if (!c->rope) {
     m->pos = gpt_dalloc((size_t)c->seq * H * 4, db);
     fill_table(m->pos, (size_t)c->seq * H, 0.1, seed ^ 0x706f73ull);
-    if (!inference) m->pos_grad = gpt_dalloc((size_t)c->seq * H * 4, db);
+    if (!inference) m->pos_grad = grad_dalloc(m, (size_t)c->seq * H * 4);
   }
   m->ids = gpt_dalloc(R * 4, db);
   m->labels = gpt_dalloc(R * 4, db);
@@ -262,7 +284,14 @@ void gpt_model_create(struct gpt_model *m, const struct gpt_config *c, size_t ba
 void gpt_model_create_tp(struct gpt_model *m, const struct gpt_config *c, size_t batch,
                          int max_mb, const struct tecore_recipe *recipe, uint64_t seed,
                          const struct gpt_tp *tp, tecore_stream_t s) {
-  create(m, c, batch, max_mb, recipe, seed, tp, s);
+  gpt_model_create_dp(m, c, batch, max_mb, recipe, seed, &(struct gpt_ranks){.tp = tp}, s);
+}
+
+void gpt_model_create_dp(struct gpt_model *m, const struct gpt_config *c, size_t batch,
+                         int max_mb, const struct tecore_recipe *recipe, uint64_t seed,
+                         const struct gpt_ranks *ranks, tecore_stream_t s) {
+  create(m, c, batch, max_mb, recipe, seed, ranks, s);
+  const struct gpt_tp *tp = ranks ? ranks->tp : NULL;
   if (!tp || tp->size <= 1) return;
   struct gpt_model full;
   create(&full, c, batch, 1, NULL, seed, NULL, s);
@@ -301,12 +330,18 @@ void gpt_model_create_tp(struct gpt_model *m, const struct gpt_config *c, size_t
 }
 
 void gpt_model_destroy(struct gpt_model *m) {
+  if (m->gsym) {   /* the tables' gradients: symmetric memory */
+    if (m->tok_grad) GPT_CHECK(gpt_dp_gsym_release(m->gsym, m->tok_grad));
+    if (m->pos_grad) GPT_CHECK(gpt_dp_gsym_release(m->gsym, m->pos_grad));
+    m->tok_grad = m->pos_grad = 0;
+  }
   tecore_devptr_t *b[] = {&m->tok, &m->tok_grad, &m->pos, &m->pos_grad, &m->ids, &m->labels,
                           &m->x, &m->dx, &m->logits, &m->loss, &m->lse, &m->means, &m->dloss,
                           &m->noop, &m->xent_ws};
   for (size_t i = 0; i < sizeof b / sizeof b[0]; i++)
     if (*b[i]) GPT_CHECK(tecore_mem_free(*b[i]));
-  if (m->seq) GPT_CHECK(tecore_seq_destroy(m->seq));
+  if (m->seq) GPT_CHECK(tecore_seq_destroy(m->seq));   /* its region back too */
+  free(m->gsym);
   if (m->scratch) gpt_share_free(m);
   free(m->p);
   memset(m, 0, sizeof *m);
