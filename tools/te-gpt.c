@@ -84,7 +84,10 @@ static const char usage_text[] =
     "  --corpus-dir DIR   without --data: the man pages under DIR (man1, man3, man7)\n"
     "  --synthetic        random tokens at any vocabulary (speed runs)\n"
     "  --val FILE         the validation set (bytes or a shard; default: the last tenth)\n"
-    "  --tokenize IN OUT  write IN's bytes as an llm.c token shard (uint16) OUT, and exit\n"
+    "  --tokenize IN OUT  write IN's bytes (or --tokenizer's ids) as an llm.c token shard\n"
+    "                     OUT, and exit\n"
+    "  --tokenizer FILE   a byte-level BPE tokenizer (tokenizer.json, or vocab.json with\n"
+    "                     merges.txt beside it) for --tokenize and to decode --sample\n"
     "training:\n"
     "  --steps N          train until step N (default 30)\n"
     "  --batch N          sequences per microbatch (preset's)\n"
@@ -169,7 +172,8 @@ enum {
   O_DECAY, O_WD, O_CLIP, O_RECIPE, O_SEED, O_EVAL, O_EVALB, O_SAVE, O_LOAD, O_SAMPLE, O_PROMPT,
   O_TEMP, O_TOPK, O_SCHECK, O_NOGRAPH, O_TP, O_SHARE, O_WGRAD, O_PROFILE, O_PLAN, O_OFFLOAD, O_OFF_LAYERS,
   O_OFF_PREFETCH, O_OFF_DIR, O_HOST_BUDGET, O_OFF_MIN, O_GLAUNCH, O_NOPIPE, O_DP, O_ZERO,
-  O_VAL, O_TOKENIZE, O_EVALFILE, O_SAVE_EVERY, O_LOG, O_LOAD_HF, O_SAVE_HF, O_RECOMP
+  O_VAL, O_TOKENIZE, O_EVALFILE, O_SAVE_EVERY, O_LOG, O_LOAD_HF, O_SAVE_HF, O_RECOMP,
+  O_TOKENIZER
 };
 static const struct option longs[] = {
     TE_CLI_LONGS, TE_CLI_FORMATS,
@@ -208,6 +212,7 @@ static const struct option longs[] = {
     {"log", required_argument, 0, O_LOG}, {"load-hf", required_argument, 0, O_LOAD_HF},
     {"save-hf", required_argument, 0, O_SAVE_HF},
     {"recompute", required_argument, 0, O_RECOMP},
+    {"tokenizer", required_argument, 0, O_TOKENIZER},
     {0, 0, 0, 0}};
 
 struct opts {
@@ -230,6 +235,7 @@ struct opts {
   struct demo_offload_opts off;   /* --offload and its options */
   int off_given;                  /* an --offload-* option or --host-budget was given */
   const char *val, *tokenize, *tokenize_out, *eval_file, *log, *load_hf, *save_hf;
+  const char *tokenizer;          /* --tokenizer */
   int save_every;
   struct gpt_run_args run_args;   /* the options that define the run (--save stores them) */
   int pass;                       /* parse: 0 the command line, 1 the checkpoint's, 2 again */
@@ -321,6 +327,7 @@ static int take(struct te_cli *cli, struct opts *o, int opt, const char *a) {
     return 0;
   case O_VAL: o->val = a; return 0;
   case O_TOKENIZE: o->tokenize = a; return 0;
+  case O_TOKENIZER: o->tokenizer = a; return 0;
   case O_EVALFILE: o->eval_file = a; return 0;
   case O_LOG: o->log = a; return 0;
   case O_LOAD_HF: o->load_hf = a; return 0;
@@ -1292,7 +1299,7 @@ int main(int argc, char **argv) {
   }
   demo_tp_set_tool("te-gpt");   /* the ranks' messages */
   int rc = parse(&o, argc, argv);
-  if (rc < 0 && o.tokenize) rc = gpt_shard_write(o.tokenize, o.tokenize_out) ? TE_EXIT_FAIL : 0;
+  if (rc < 0 && o.tokenize) rc = gpt_shard_write(o.tokenize, o.tokenize_out, o.tokenizer) ? TE_EXIT_FAIL : 0;
   if (rc < 0) rc = run_ranks(&o);
   gpt_run_args_free(&o.run_args);
   for (int i = 1; i < o.nwords; i++) free(o.words[i]);

@@ -282,8 +282,10 @@ int gpt_data_window(const struct gpt_data *d, int seq, size_t j, int32_t *ids, i
  * 0 when it is no shard (no magic: bytes), -1 with a message when its
  * header is wrong (version, count against the size) */
 int gpt_shard_probe(int fd, uint64_t size, const char *path, int *width, uint64_t *ntok);
-/* --tokenize: in's bytes as a version 1 (uint16) shard at out; 0 or -1 */
-int gpt_shard_write(const char *in, const char *out);
+/* --tokenize: in's bytes, or its byte-level BPE ids when tokenizer (a
+ * tokenizer.json or vocab.json path) is given, as a shard at out (version
+ * 1, uint16; version 2, uint32, for a vocabulary past 65536); 0 or -1 */
+int gpt_shard_write(const char *in, const char *out, const char *tokenizer);
 
 /* ---- training ---- */
 struct gpt_train {
