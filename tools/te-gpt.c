@@ -598,6 +598,7 @@ struct run_state {
   double mem_mib, flops_per_token, tokens;
   /* the step loop's */
   double first, last, last_val, tsum, plain_ms;
+  double t_start;              /* now_s() as the step loop began: the progress line's */
   int nsteps;
   /* the steady steps' times for the median: from this run's third step
    * (the first two make the lazy choices and capture the graph; a run
@@ -768,6 +769,29 @@ static void run_account(struct run_state *r, double loss, double dt) {
   }
 }
 
+/* The time the steps left take at the median step so far (the steady
+ * steps', else every step's mean): the ETA.  A copy is sorted, so the
+ * ring keeps its order. */
+static double run_eta(const struct run_state *r) {
+  double v[GPT_MEDIAN_STEPS];
+  memcpy(v, r->ring, (size_t)r->nring * sizeof v[0]);
+  double med = r->nring ? gpt_median(v, (size_t)r->nring) : r->tsum / (r->nsteps ? r->nsteps : 1);
+  return med * (double)(r->o.steps - (long long)r->t.step);
+}
+
+/* After a step's row: the progress line on a terminal (elapsed, ETA,
+ * tokens/s at the median), and the same figures in the --log row. */
+static void run_progress(struct run_state *r, double loss, struct te_out_val val, double lr,
+                         double gn, double dt) {
+  double elapsed = now_s() - r->t_start, eta = run_eta(r);
+  double med = r->o.steps > r->t.step ? eta / (double)(r->o.steps - (long long)r->t.step) : dt;
+  te_out_progress(&OUT, "step %lld/%d, %.1f s elapsed, ETA %.1f s (%.1f ms/step, the median), "
+                  "%.0f tokens/s", (long long)r->t.step, r->o.steps, elapsed, eta, med * 1e3,
+                  r->tokens / med);
+  gpt_log_step(&r->lg, &(struct gpt_log_row){r->t.step, loss, val.set ? val.n : NAN, lr, gn,
+                                              dt * 1e3, r->tokens / dt, elapsed, eta});
+}
+
 /* One step and its row: TE_EXIT_OK or TE_EXIT_FAIL (said why). */
 static int run_one_step(struct run_state *r) {
   const struct opts *o = &r->o;
@@ -817,8 +841,7 @@ static int run_one_step(struct run_state *r) {
                                          TE_OUT_N(r->tokens / dt),
                                          TE_OUT_N(r->tokens / dt * r->flops_per_token / 1e12),
                                          TE_OUT_N(r->mem_mib)});
-  gpt_log_step(&r->lg, &(struct gpt_log_row){t->step, loss, val.set ? val.n : NAN, lr, gn,
-                                              dt * 1e3, r->tokens / dt});
+  run_progress(r, loss, val, lr, gn, dt);
   if (o->save_every && t->step % o->save_every == 0 && t->step < o->steps) {
     if (gpt_save(o->save, &r->m, t, r->s)) return TE_EXIT_FAIL;
     te_out_note(&OUT, "saved step %lld to %s", (long long)t->step, o->save);
@@ -831,8 +854,10 @@ static int run_steps(struct run_state *r) {
   te_out_table(&OUT, "steps", step_cols, (int)(sizeof step_cols / sizeof step_cols[0]));
   r->first = r->last = r->last_val = NAN;
   r->first_steady = r->o.steps - (long long)r->t.step >= 3 ? 3 : 1;
+  r->t_start = now_s();
   while (r->t.step < r->o.steps)
     if (run_one_step(r) != TE_EXIT_OK) return TE_EXIT_FAIL;
+  te_out_progress_clear(&OUT);
   te_out_table_end(&OUT);
   return TE_EXIT_OK;
 }

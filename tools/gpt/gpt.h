@@ -395,6 +395,7 @@ struct gpt_log {
 struct gpt_log_row {
   int64_t step;
   double loss, val_loss, lr, grad_norm, ms, tokens_per_s;   /* val_loss NAN: none */
+  double elapsed_s, eta_s;     /* since the first step began; the steps left at the median */
 };
 int gpt_log_open(struct gpt_log *l, const char *path);   /* path NULL: none; 0 or -1 */
 void gpt_log_step(struct gpt_log *l, const struct gpt_log_row *r);
