@@ -26,6 +26,7 @@
 #include "demo_tp.h"
 #include "demo_offload.h"
 #include "gpt/gpt.h"
+#include "gpt/gpt_bpe.h"
 #ifdef TE_HAVE_MPI
 #include <mpi.h>
 #include <te/comm_mpi.h>
@@ -929,11 +930,11 @@ static int sample_figures(const struct opts *o, double sdt, double s1, double st
   return TE_EXIT_FAIL;
 }
 
-/* The sampled bytes, printed as bytes (a NUL as '?'); JSON gets ASCII:
- * other bytes '?'. */
-static void sample_print(const struct opts *o, char *text, double margin) {
-  char *ascii = gpt_xalloc((size_t)o->sample + 1);
-  for (int i = 0; i < o->sample; i++) {
+/* The sampled bytes (n), printed as bytes (a NUL as '?'); JSON gets
+ * ASCII: other bytes '?'. */
+static void sample_print(const struct opts *o, char *text, size_t n, double margin) {
+  char *ascii = gpt_xalloc(n + 1);
+  for (size_t i = 0; i < n; i++) {
     unsigned char b = (unsigned char)text[i];
     if (!b) text[i] = '?';
     ascii[i] = b && b < 0x80 ? (char)b : '?';
@@ -947,20 +948,51 @@ static void sample_print(const struct opts *o, char *text, double margin) {
   free(ascii);
 }
 
+/* --tokenizer for --sample: the tokenizer, whose vocabulary the model's
+ * must hold; *bpe NULL without one.  0 or -1. */
+static int sample_tokenizer(const struct opts *o, const struct gpt_model *m, struct gpt_bpe **bpe) {
+  *bpe = o->tokenizer ? gpt_bpe_load(o->tokenizer) : NULL;
+  if (o->tokenizer && !*bpe) return -1;
+  if (*bpe && (*bpe)->vocab > (uint32_t)m->c.vocab) {
+    GPT_ERR("--tokenizer %s: %u tokens, more than the model's vocabulary (%d)", o->tokenizer,
+            (*bpe)->vocab, m->c.vocab);
+    gpt_bpe_free(*bpe);
+    return -1;
+  }
+  return 0;
+}
+
+/* the sample's ids as text, replacing *text (*n bytes); 0 or -1 */
+static int sample_decode(const struct gpt_bpe *bpe, const uint32_t *ids, int count, char **text,
+                         size_t *n) {
+  uint8_t *t = gpt_bpe_decode(bpe, ids, (size_t)count, n);
+  if (!t) return -1;
+  free(*text);
+  *text = (char *)t;
+  return 0;
+}
+
 /* --sample: generation from the trained model.  TE_EXIT_OK or FAIL. */
 static int run_sample(struct run_state *r) {
   const struct opts *o = &r->o;
+  struct gpt_bpe *bpe;
+  if (sample_tokenizer(o, &r->m, &bpe)) return TE_EXIT_FAIL;
   char *text = gpt_xalloc((size_t)o->sample + 1);
+  uint32_t *ids = gpt_xalloc((size_t)o->sample * sizeof *ids + 1);
+  size_t n = (size_t)o->sample;
   struct gpt_sample_opts so = {.n = o->sample, .top_k = o->top_k, .temperature = o->temperature,
                                .seed = (uint64_t)o->seed, .prompt = o->prompt,
-                               .no_graph = o->no_graph};
+                               .no_graph = o->no_graph, .bpe = bpe, .ids = ids};
   double diff = 0, big = 0, margin = 0;
   so.check = o->sample_check, so.check_diff = &diff, so.check_max = &big, so.margin = &margin;
   double s0 = now_s(), steady = 0;
   so.steady_t0 = &steady;
   if (o->profile) GPT_CHECK(tecore_profile_start());
-  if (gpt_sample(&r->m, &so, text, r->s)) return free(text), TE_EXIT_FAIL;
-  if (r->sample_sum) *r->sample_sum = text_sum(text, (size_t)o->sample);
+  int bad = gpt_sample(&r->m, &so, text, r->s) || (bpe && sample_decode(bpe, ids, o->sample, &text, &n));
+  gpt_bpe_free(bpe);
+  free(ids);
+  if (bad) return free(text), TE_EXIT_FAIL;
+  if (r->sample_sum) *r->sample_sum = text_sum(text, n);
   double s1 = now_s();
   if (o->profile) {
     GPT_CHECK(tecore_profile_stop());
@@ -969,7 +1001,7 @@ static int run_sample(struct run_state *r) {
     GPT_CHECK(tecore_profile_report(2, NULL));
   }
   int rc = sample_figures(o, s1 - s0, s1, steady, diff, big);
-  sample_print(o, text, margin);
+  sample_print(o, text, n, margin);
   free(text);
   return rc;
 }

@@ -3,7 +3,8 @@
 # te-gpt-bpe.sh -- te-gpt --tokenize with --tokenizer (issue 60): the
 # fixture t/demo/bpe/ (tokenizer.json; vocab.json + merges.txt) turns a
 # text into the ids worked out by hand, in a version 1 shard (magic
-# 20240520, uint16) that --data then trains on; a hostile tokenizer file
+# 20240520, uint16) that --data then trains on; --sample decoded through
+# it; a hostile tokenizer file
 # is refused (exit 1, the byte offset named) and writes no shard.
 # The tokenizer itself: t/demo/bpe_check.
 # Exit 0 pass, 1 fail, 77 skip (TE_DEVICE=cuda without a GPU).
@@ -37,6 +38,23 @@ for i in 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15; do cat "$tmp/in.txt"; done > "$tmp
   bad "--tokenize of 15 copies: $(head -1 "$tmp/err")"
 "$gpt" --seed "$seed" --data "$tmp/in15.bin" --vocab 272 --seq 8 --batch 1 --steps 1 --sample 0 -q \
   > /dev/null 2> "$tmp/err" || bad "--data of the BPE shard: $(head -1 "$tmp/err")"
+
+# sampling decoded through the tokenizer: a model trained on the shard
+# writes the text's words (ids past 255 among them), the prompt encoded
+for i in 1 2 3; do cat "$tmp/in15.txt"; done > "$tmp/in45.txt"
+"$gpt" --tokenize "$tmp/in45.txt" "$tmp/in45.bin" --tokenizer "$fix/tokenizer.json" 2> /dev/null
+"$gpt" --seed "$seed" --data "$tmp/in45.bin" --vocab 272 --seq 16 --steps 40 --sample 30 \
+  --prompt "the" --tokenizer "$fix/tokenizer.json" > "$tmp/out" 2> "$tmp/err" ||
+  bad "--sample --tokenizer: $(head -1 "$tmp/err")"
+last=$(tail -1 "$tmp/out")
+case $last in
+  the*theater* | the*'<|endoftext|>'*) ;;
+  *) bad "--sample --tokenizer: '$last' holds none of the text's words" ;;
+esac
+"$gpt" --synthetic --vocab 256 --seq 16 --steps 1 --sample 4 --tokenizer "$fix/tokenizer.json" \
+  > /dev/null 2> "$tmp/err"
+[ $? = 1 ] && grep -q "272 tokens, more than the model's vocabulary (256)" "$tmp/err" ||
+  bad "a tokenizer larger than the model: $(head -1 "$tmp/err")"
 
 printf '{"model": {"vocab": {"a": 0, "b": 1}, "merges": ["a b"]}}' > "$tmp/bad.json"
 "$gpt" --tokenize "$tmp/in.txt" "$tmp/bad.bin" --tokenizer "$tmp/bad.json" 2> "$tmp/err"

@@ -437,6 +437,7 @@ int gpt_hf_load(const char *dir, struct gpt_model *m, tecore_stream_t s);
 int gpt_hf_save(const char *dir, struct gpt_model *m, tecore_stream_t s);
 
 /* ---- generation ---- */
+struct gpt_bpe;   /* gpt_bpe.h */
 struct gpt_sample_opts {
   int n, top_k;
   double temperature;          /* 0: greedy */
@@ -447,6 +448,8 @@ struct gpt_sample_opts {
   double *steady_t0;           /* or NULL: gpt_now() before the third decode step */
   double *check_diff, *check_max;   /* check: max |kv - whole|, max |whole| */
   double *margin;              /* or NULL: the least gap between the two largest logits */
+  const struct gpt_bpe *bpe;   /* or NULL: bytes; else the prompt's ids, any id drawn */
+  uint32_t *ids;               /* or NULL: the n ids drawn */
 };
 /* Generates o->n bytes after the prompt into out (n + 1 bytes): 0, or -1
  * with a message when a logit is not finite (no sample). */
