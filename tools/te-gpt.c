@@ -3,8 +3,8 @@
  * from C on bytes (vocabulary 256; by default libte's own man pages, so it
  * runs anywhere with nothing to download) or token shards
  * (tools/gpt/gpt_shard.c), then samples text from it; --eval scores a
- * file (gpt_eval.c), --save-hf/--load-hf speak GPT-2's Hugging Face
- * layout (gpt_hf.c).
+ * file (gpt_eval.c), --save-hf/--load-hf speak GPT-2's and Llama's Hugging
+ * Face layouts (gpt_hf.c, gpt_hf_llama.c).
  * The model (tools/gpt/gpt_model.c): token embedding -> `layers` pre-norm
  * blocks, final norm and an untied LM head, all one fuser sequence
  * (te/ops.h) -> cross-entropy; AdamW with warmup and cosine decay, global
@@ -148,8 +148,10 @@ static const char usage_text[] =
     "checkpoints (safetensors):\n"
     "  --save DIR         after the last step: DIR/model.safetensors, DIR/optimizer.safetensors\n"
     "  --save-every N     also every N steps (needs --save)\n"
-    "  --save-hf DIR      also GPT-2's Hugging Face layout: DIR/model.safetensors, config.json\n"
-    "  --load-hf DIR      start from a Hugging Face GPT-2 checkpoint (its shape; step 0)\n"
+    "  --save-hf DIR      also Hugging Face's layout (GPT-2's, or Llama's with RoPE):\n"
+    "                     DIR/model.safetensors, config.json\n"
+    "  --load-hf DIR      start from a Hugging Face GPT-2 or Llama checkpoint (its shape;\n"
+    "                     step 0)\n"
     "  --load DIR         resume from DIR (its model shape and its run's options, those\n"
     "                     given again excepted; the run continues at its step)\n"
     "generation:\n"
