@@ -88,7 +88,8 @@ static const char usage_text[] =
     "  --tokenize IN OUT  write IN's bytes (or --tokenizer's ids) as an llm.c token shard\n"
     "                     OUT, and exit\n"
     "  --tokenizer FILE   a byte-level BPE tokenizer (tokenizer.json, or vocab.json with\n"
-    "                     merges.txt beside it) for --tokenize and to decode --sample\n"
+    "                     merges.txt beside it): --data and --val text read as its ids,\n"
+    "                     --tokenize writes them, --sample decoded through it\n"
     "training:\n"
     "  --steps N          train until step N (default 30)\n"
     "  --batch N          sequences per microbatch (preset's)\n"
@@ -468,6 +469,9 @@ static int resolve(struct te_cli *cli, struct opts *o, struct gpt_config given, 
   if (o->val && o->synthetic) return te_cli_error(cli, "--val and --synthetic: one or the other");
   if (o->save_every && !o->save) return te_cli_error(cli, "--save-every needs --save DIR");
   if (o->load_hf && o->load) return te_cli_error(cli, "--load and --load-hf: one or the other");
+  if (o->eval_file && o->tokenizer)
+    return te_cli_error(cli, "--eval takes bytes or a shard, not --tokenizer: --tokenize the "
+                        "file first");
   if ((o->eval_file || o->load_hf || o->save_hf) && (o->tp > 1 || o->dp > 1))
     return te_cli_error(cli, "--eval, --load-hf and --save-hf take one process, not --tp or --dp");
   if (o->top_k && o->temperature <= 0) return te_cli_error(cli, "--top-k needs --temperature > 0");
@@ -638,6 +642,7 @@ static int run_setup(struct run_state *r) {
   if (!o->eval_file && gpt_data_load(&r->d, &(struct gpt_data_opts){.files = o->files,
                                          .nfiles = o->nfiles, .corpus_dir = o->corpus_dir,
                                          .val = o->val, .seq = o->c.seq, .vocab = o->c.vocab,
+                                         .tokenizer = o->tokenizer,
                                          .synthetic = o->synthetic}))
     return TE_EXIT_FAIL;
   r->have_data = !o->eval_file;

@@ -3,8 +3,9 @@
 # te-gpt-bpe.sh -- te-gpt --tokenize with --tokenizer (issue 60): the
 # fixture t/demo/bpe/ (tokenizer.json; vocab.json + merges.txt) turns a
 # text into the ids worked out by hand, in a version 1 shard (magic
-# 20240520, uint16) that --data then trains on; --sample decoded through
-# it; a hostile tokenizer file
+# 20240520, uint16) that --data then trains on; --data and --val text
+# with --tokenizer train as their shards do (the same rows); --sample
+# decoded through it; --eval refuses it; a hostile tokenizer file
 # is refused (exit 1, the byte offset named) and writes no shard.
 # The tokenizer itself: t/demo/bpe_check.
 # Exit 0 pass, 1 fail, 77 skip (TE_DEVICE=cuda without a GPU).
@@ -51,6 +52,23 @@ case $last in
   the*theater* | the*'<|endoftext|>'*) ;;
   *) bad "--sample --tokenizer: '$last' holds none of the text's words" ;;
 esac
+# --data and --val text read through the tokenizer: the same losses as
+# the shards of the same text
+"$gpt" --seed "$seed" --data "$tmp/in45.bin" --val "$tmp/in15.bin" --vocab 272 --seq 8 --steps 3 \
+  --sample 0 -q > "$tmp/shard.txt" 2> "$tmp/err" || bad "--data of shards: $(head -1 "$tmp/err")"
+"$gpt" --seed "$seed" --data "$tmp/in45.txt" --val "$tmp/in15.txt" --vocab 272 --seq 8 \
+  --steps 3 --sample 0 -q --tokenizer "$fix/tokenizer.json" > "$tmp/text.txt" 2> "$tmp/err" ||
+  bad "--data of text with --tokenizer: $(head -1 "$tmp/err")"
+# step, loss, validation loss, learning rate, gradient norm (not the times)
+cols() { awk '{ print $1, $2, $3, $4, $5 }' "$1"; }
+[ -s "$tmp/text.txt" ] && [ "$(cols "$tmp/shard.txt")" = "$(cols "$tmp/text.txt")" ] ||
+  bad "--data text --tokenizer: rows '$(cols "$tmp/text.txt" | tail -1)', the shard's '$(cols "$tmp/shard.txt" | tail -1)'"
+"$gpt" --data "$tmp/in45.txt" --seq 8 --steps 1 -q --tokenizer "$fix/tokenizer.json" \
+  > /dev/null 2> "$tmp/err"
+[ $? = 1 ] && grep -q "token 0 is 257 (--tokenizer), past the vocabulary (--vocab 256)" "$tmp/err" ||
+  bad "--tokenizer's ids past --vocab: $(head -1 "$tmp/err")"
+"$gpt" --eval "$tmp/in45.txt" --tokenizer "$fix/tokenizer.json" > /dev/null 2> "$tmp/err"
+[ $? = 2 ] && grep -q "\-\-eval takes bytes or a shard" "$tmp/err" || bad "--eval --tokenizer: $(head -1 "$tmp/err")"
 "$gpt" --synthetic --vocab 256 --seq 16 --steps 1 --sample 4 --tokenizer "$fix/tokenizer.json" \
   > /dev/null 2> "$tmp/err"
 [ $? = 1 ] && grep -q "272 tokens, more than the model's vocabulary (256)" "$tmp/err" ||

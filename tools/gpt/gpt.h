@@ -45,6 +45,7 @@ struct tecore_tensor gpt_tensor2(tecore_dtype_t dt, size_t rows, size_t cols, te
 uint64_t gpt_splitmix(uint64_t *x);
 double gpt_now(void);          /* seconds, CLOCK_MONOTONIC */
 
+struct gpt_bpe;   /* gpt_bpe.h: --tokenizer */
 enum gpt_norm { GPT_LAYERNORM, GPT_RMSNORM };
 enum gpt_act { GPT_GELU, GPT_SWIGLU, GPT_GEGLU, GPT_RELU };
 
@@ -252,12 +253,14 @@ struct gpt_data {
   int synthetic;               /* random tokens, drawn per batch */
   int vocab;
   char source[512];            /* what was read, for the notes */
+  const struct gpt_bpe *bpe;   /* while loading: --tokenizer's, for text files */
 };
 struct gpt_data_opts {
   char **files;                /* --data (nfiles), else the man pages under corpus_dir */
   int nfiles;
   const char *corpus_dir;
   const char *val;             /* --val: the validation set (else the last tenth) */
+  const char *tokenizer;       /* --tokenizer: text files read as its ids (NULL: bytes) */
   int seq, vocab, synthetic;
 };
 int gpt_data_load(struct gpt_data *d, const struct gpt_data_opts *o);
@@ -437,7 +440,6 @@ int gpt_hf_load(const char *dir, struct gpt_model *m, tecore_stream_t s);
 int gpt_hf_save(const char *dir, struct gpt_model *m, tecore_stream_t s);
 
 /* ---- generation ---- */
-struct gpt_bpe;   /* gpt_bpe.h */
 struct gpt_sample_opts {
   int n, top_k;
   double temperature;          /* 0: greedy */
