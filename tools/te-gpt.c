@@ -3,8 +3,8 @@
  * from C on bytes (vocabulary 256; by default libte's own man pages, so it
  * runs anywhere with nothing to download) or token shards
  * (tools/gpt/gpt_shard.c), then samples text from it; --eval scores a
- * file (gpt_eval.c), --save-hf/--load-hf speak GPT-2's Hugging Face
- * layout (gpt_hf.c).
+ * file (gpt_eval.c), --save-hf/--load-hf speak GPT-2's and Llama's Hugging
+ * Face layouts (gpt_hf.c, gpt_hf_llama.c).
  * The model (tools/gpt/gpt_model.c): token embedding -> `layers` pre-norm
  * blocks, final norm and an untied LM head, all one fuser sequence
  * (te/ops.h) -> cross-entropy; AdamW with warmup and cosine decay, global
@@ -26,6 +26,7 @@
 #include "demo_tp.h"
 #include "demo_offload.h"
 #include "gpt/gpt.h"
+#include "gpt/gpt_bpe.h"
 #ifdef TE_HAVE_MPI
 #include <mpi.h>
 #include <te/comm_mpi.h>
@@ -84,7 +85,11 @@ static const char usage_text[] =
     "  --corpus-dir DIR   without --data: the man pages under DIR (man1, man3, man7)\n"
     "  --synthetic        random tokens at any vocabulary (speed runs)\n"
     "  --val FILE         the validation set (bytes or a shard; default: the last tenth)\n"
-    "  --tokenize IN OUT  write IN's bytes as an llm.c token shard (uint16) OUT, and exit\n"
+    "  --tokenize IN OUT  write IN's bytes (or --tokenizer's ids) as an llm.c token shard\n"
+    "                     OUT, and exit\n"
+    "  --tokenizer FILE   a byte-level BPE tokenizer (tokenizer.json, or vocab.json with\n"
+    "                     merges.txt beside it): --data and --val text read as its ids,\n"
+    "                     --tokenize writes them, --sample decoded through it\n"
     "training:\n"
     "  --steps N          train until step N (default 30)\n"
     "  --batch N          sequences per microbatch (preset's)\n"
@@ -144,8 +149,10 @@ static const char usage_text[] =
     "checkpoints (safetensors):\n"
     "  --save DIR         after the last step: DIR/model.safetensors, DIR/optimizer.safetensors\n"
     "  --save-every N     also every N steps (needs --save)\n"
-    "  --save-hf DIR      also GPT-2's Hugging Face layout: DIR/model.safetensors, config.json\n"
-    "  --load-hf DIR      start from a Hugging Face GPT-2 checkpoint (its shape; step 0)\n"
+    "  --save-hf DIR      also Hugging Face's layout (GPT-2's, or Llama's with RoPE):\n"
+    "                     DIR/model.safetensors, config.json\n"
+    "  --load-hf DIR      start from a Hugging Face GPT-2 or Llama checkpoint (its shape;\n"
+    "                     step 0)\n"
     "  --load DIR         resume from DIR (its model shape and its run's options, those\n"
     "                     given again excepted; the run continues at its step)\n"
     "generation:\n"
@@ -169,7 +176,8 @@ enum {
   O_DECAY, O_WD, O_CLIP, O_RECIPE, O_SEED, O_EVAL, O_EVALB, O_SAVE, O_LOAD, O_SAMPLE, O_PROMPT,
   O_TEMP, O_TOPK, O_SCHECK, O_NOGRAPH, O_TP, O_SHARE, O_WGRAD, O_PROFILE, O_PLAN, O_OFFLOAD, O_OFF_LAYERS,
   O_OFF_PREFETCH, O_OFF_DIR, O_HOST_BUDGET, O_OFF_MIN, O_GLAUNCH, O_NOPIPE, O_DP, O_ZERO,
-  O_VAL, O_TOKENIZE, O_EVALFILE, O_SAVE_EVERY, O_LOG, O_LOAD_HF, O_SAVE_HF, O_RECOMP
+  O_VAL, O_TOKENIZE, O_EVALFILE, O_SAVE_EVERY, O_LOG, O_LOAD_HF, O_SAVE_HF, O_RECOMP,
+  O_TOKENIZER
 };
 static const struct option longs[] = {
     TE_CLI_LONGS, TE_CLI_FORMATS,
@@ -208,6 +216,7 @@ static const struct option longs[] = {
     {"log", required_argument, 0, O_LOG}, {"load-hf", required_argument, 0, O_LOAD_HF},
     {"save-hf", required_argument, 0, O_SAVE_HF},
     {"recompute", required_argument, 0, O_RECOMP},
+    {"tokenizer", required_argument, 0, O_TOKENIZER},
     {0, 0, 0, 0}};
 
 struct opts {
@@ -230,6 +239,7 @@ struct opts {
   struct demo_offload_opts off;   /* --offload and its options */
   int off_given;                  /* an --offload-* option or --host-budget was given */
   const char *val, *tokenize, *tokenize_out, *eval_file, *log, *load_hf, *save_hf;
+  const char *tokenizer;          /* --tokenizer */
   int save_every;
   struct gpt_run_args run_args;   /* the options that define the run (--save stores them) */
   int pass;                       /* parse: 0 the command line, 1 the checkpoint's, 2 again */
@@ -321,6 +331,7 @@ static int take(struct te_cli *cli, struct opts *o, int opt, const char *a) {
     return 0;
   case O_VAL: o->val = a; return 0;
   case O_TOKENIZE: o->tokenize = a; return 0;
+  case O_TOKENIZER: o->tokenizer = a; return 0;
   case O_EVALFILE: o->eval_file = a; return 0;
   case O_LOG: o->log = a; return 0;
   case O_LOAD_HF: o->load_hf = a; return 0;
@@ -458,6 +469,9 @@ static int resolve(struct te_cli *cli, struct opts *o, struct gpt_config given, 
   if (o->val && o->synthetic) return te_cli_error(cli, "--val and --synthetic: one or the other");
   if (o->save_every && !o->save) return te_cli_error(cli, "--save-every needs --save DIR");
   if (o->load_hf && o->load) return te_cli_error(cli, "--load and --load-hf: one or the other");
+  if (o->eval_file && o->tokenizer)
+    return te_cli_error(cli, "--eval takes bytes or a shard, not --tokenizer: --tokenize the "
+                        "file first");
   if ((o->eval_file || o->load_hf || o->save_hf) && (o->tp > 1 || o->dp > 1))
     return te_cli_error(cli, "--eval, --load-hf and --save-hf take one process, not --tp or --dp");
   if (o->top_k && o->temperature <= 0) return te_cli_error(cli, "--top-k needs --temperature > 0");
@@ -594,6 +608,7 @@ struct run_state {
   double mem_mib, flops_per_token, tokens;
   /* the step loop's */
   double first, last, last_val, tsum, plain_ms;
+  double t_start;              /* now_s() as the step loop began: the progress line's */
   int nsteps;
   /* the steady steps' times for the median: from this run's third step
    * (the first two make the lazy choices and capture the graph; a run
@@ -630,6 +645,7 @@ static int run_setup(struct run_state *r) {
   if (!o->eval_file && gpt_data_load(&r->d, &(struct gpt_data_opts){.files = o->files,
                                          .nfiles = o->nfiles, .corpus_dir = o->corpus_dir,
                                          .val = o->val, .seq = o->c.seq, .vocab = o->c.vocab,
+                                         .tokenizer = o->tokenizer,
                                          .synthetic = o->synthetic}))
     return TE_EXIT_FAIL;
   r->have_data = !o->eval_file;
@@ -764,6 +780,29 @@ static void run_account(struct run_state *r, double loss, double dt) {
   }
 }
 
+/* The time the steps left take at the median step so far (the steady
+ * steps', else every step's mean): the ETA.  A copy is sorted, so the
+ * ring keeps its order. */
+static double run_eta(const struct run_state *r) {
+  double v[GPT_MEDIAN_STEPS];
+  memcpy(v, r->ring, (size_t)r->nring * sizeof v[0]);
+  double med = r->nring ? gpt_median(v, (size_t)r->nring) : r->tsum / (r->nsteps ? r->nsteps : 1);
+  return med * (double)(r->o.steps - (long long)r->t.step);
+}
+
+/* After a step's row: the progress line on a terminal (elapsed, ETA,
+ * tokens/s at the median), and the same figures in the --log row. */
+static void run_progress(struct run_state *r, double loss, struct te_out_val val, double lr,
+                         double gn, double dt) {
+  double elapsed = now_s() - r->t_start, eta = run_eta(r);
+  double med = r->o.steps > r->t.step ? eta / (double)(r->o.steps - (long long)r->t.step) : dt;
+  te_out_progress(&OUT, "step %lld/%d, %.1f s elapsed, ETA %.1f s (%.1f ms/step, the median), "
+                  "%.0f tokens/s", (long long)r->t.step, r->o.steps, elapsed, eta, med * 1e3,
+                  r->tokens / med);
+  gpt_log_step(&r->lg, &(struct gpt_log_row){r->t.step, loss, val.set ? val.n : NAN, lr, gn,
+                                              dt * 1e3, r->tokens / dt, elapsed, eta});
+}
+
 /* One step and its row: TE_EXIT_OK or TE_EXIT_FAIL (said why). */
 static int run_one_step(struct run_state *r) {
   const struct opts *o = &r->o;
@@ -813,8 +852,7 @@ static int run_one_step(struct run_state *r) {
                                          TE_OUT_N(r->tokens / dt),
                                          TE_OUT_N(r->tokens / dt * r->flops_per_token / 1e12),
                                          TE_OUT_N(r->mem_mib)});
-  gpt_log_step(&r->lg, &(struct gpt_log_row){t->step, loss, val.set ? val.n : NAN, lr, gn,
-                                              dt * 1e3, r->tokens / dt});
+  run_progress(r, loss, val, lr, gn, dt);
   if (o->save_every && t->step % o->save_every == 0 && t->step < o->steps) {
     if (gpt_save(o->save, &r->m, t, r->s)) return TE_EXIT_FAIL;
     te_out_note(&OUT, "saved step %lld to %s", (long long)t->step, o->save);
@@ -827,8 +865,10 @@ static int run_steps(struct run_state *r) {
   te_out_table(&OUT, "steps", step_cols, (int)(sizeof step_cols / sizeof step_cols[0]));
   r->first = r->last = r->last_val = NAN;
   r->first_steady = r->o.steps - (long long)r->t.step >= 3 ? 3 : 1;
+  r->t_start = now_s();
   while (r->t.step < r->o.steps)
     if (run_one_step(r) != TE_EXIT_OK) return TE_EXIT_FAIL;
+  te_out_progress_clear(&OUT);
   te_out_table_end(&OUT);
   return TE_EXIT_OK;
 }
@@ -900,11 +940,11 @@ static int sample_figures(const struct opts *o, double sdt, double s1, double st
   return TE_EXIT_FAIL;
 }
 
-/* The sampled bytes, printed as bytes (a NUL as '?'); JSON gets ASCII:
- * other bytes '?'. */
-static void sample_print(const struct opts *o, char *text, double margin) {
-  char *ascii = gpt_xalloc((size_t)o->sample + 1);
-  for (int i = 0; i < o->sample; i++) {
+/* The sampled bytes (n), printed as bytes (a NUL as '?'); JSON gets
+ * ASCII: other bytes '?'. */
+static void sample_print(const struct opts *o, char *text, size_t n, double margin) {
+  char *ascii = gpt_xalloc(n + 1);
+  for (size_t i = 0; i < n; i++) {
     unsigned char b = (unsigned char)text[i];
     if (!b) text[i] = '?';
     ascii[i] = b && b < 0x80 ? (char)b : '?';
@@ -918,20 +958,51 @@ static void sample_print(const struct opts *o, char *text, double margin) {
   free(ascii);
 }
 
+/* --tokenizer for --sample: the tokenizer, whose vocabulary the model's
+ * must hold; *bpe NULL without one.  0 or -1. */
+static int sample_tokenizer(const struct opts *o, const struct gpt_model *m, struct gpt_bpe **bpe) {
+  *bpe = o->tokenizer ? gpt_bpe_load(o->tokenizer) : NULL;
+  if (o->tokenizer && !*bpe) return -1;
+  if (*bpe && (*bpe)->vocab > (uint32_t)m->c.vocab) {
+    GPT_ERR("--tokenizer %s: %u tokens, more than the model's vocabulary (%d)", o->tokenizer,
+            (*bpe)->vocab, m->c.vocab);
+    gpt_bpe_free(*bpe);
+    return -1;
+  }
+  return 0;
+}
+
+/* the sample's ids as text, replacing *text (*n bytes); 0 or -1 */
+static int sample_decode(const struct gpt_bpe *bpe, const uint32_t *ids, int count, char **text,
+                         size_t *n) {
+  uint8_t *t = gpt_bpe_decode(bpe, ids, (size_t)count, n);
+  if (!t) return -1;
+  free(*text);
+  *text = (char *)t;
+  return 0;
+}
+
 /* --sample: generation from the trained model.  TE_EXIT_OK or FAIL. */
 static int run_sample(struct run_state *r) {
   const struct opts *o = &r->o;
+  struct gpt_bpe *bpe;
+  if (sample_tokenizer(o, &r->m, &bpe)) return TE_EXIT_FAIL;
   char *text = gpt_xalloc((size_t)o->sample + 1);
+  uint32_t *ids = gpt_xalloc((size_t)o->sample * sizeof *ids + 1);
+  size_t n = (size_t)o->sample;
   struct gpt_sample_opts so = {.n = o->sample, .top_k = o->top_k, .temperature = o->temperature,
                                .seed = (uint64_t)o->seed, .prompt = o->prompt,
-                               .no_graph = o->no_graph};
+                               .no_graph = o->no_graph, .bpe = bpe, .ids = ids};
   double diff = 0, big = 0, margin = 0;
   so.check = o->sample_check, so.check_diff = &diff, so.check_max = &big, so.margin = &margin;
   double s0 = now_s(), steady = 0;
   so.steady_t0 = &steady;
   if (o->profile) GPT_CHECK(tecore_profile_start());
-  if (gpt_sample(&r->m, &so, text, r->s)) return free(text), TE_EXIT_FAIL;
-  if (r->sample_sum) *r->sample_sum = text_sum(text, (size_t)o->sample);
+  int bad = gpt_sample(&r->m, &so, text, r->s) || (bpe && sample_decode(bpe, ids, o->sample, &text, &n));
+  gpt_bpe_free(bpe);
+  free(ids);
+  if (bad) return free(text), TE_EXIT_FAIL;
+  if (r->sample_sum) *r->sample_sum = text_sum(text, n);
   double s1 = now_s();
   if (o->profile) {
     GPT_CHECK(tecore_profile_stop());
@@ -940,7 +1011,7 @@ static int run_sample(struct run_state *r) {
     GPT_CHECK(tecore_profile_report(2, NULL));
   }
   int rc = sample_figures(o, s1 - s0, s1, steady, diff, big);
-  sample_print(o, text, margin);
+  sample_print(o, text, n, margin);
   free(text);
   return rc;
 }
@@ -1295,7 +1366,7 @@ int main(int argc, char **argv) {
   }
   demo_tp_set_tool("te-gpt");   /* the ranks' messages */
   int rc = parse(&o, argc, argv);
-  if (rc < 0 && o.tokenize) rc = gpt_shard_write(o.tokenize, o.tokenize_out) ? TE_EXIT_FAIL : 0;
+  if (rc < 0 && o.tokenize) rc = gpt_shard_write(o.tokenize, o.tokenize_out, o.tokenizer) ? TE_EXIT_FAIL : 0;
   if (rc < 0) rc = run_ranks(&o);
   gpt_run_args_free(&o.run_args);
   for (int i = 1; i < o.nwords; i++) free(o.words[i]);

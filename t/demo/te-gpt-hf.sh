@@ -89,12 +89,12 @@ range "$tmp/te2/model.safetensors" tok_embeddings.weight > "$tmp/wte"
 
 # 4. refused
 mkdir "$tmp/llama" && cp "$tmp/hf/model.safetensors" "$tmp/llama/" &&
-  sed 's/"gpt2"/"llama"/' "$tmp/hf/config.json" > "$tmp/llama/config.json"
+  sed 's/"gpt2"/"mistral"/' "$tmp/hf/config.json" > "$tmp/llama/config.json"
 "$gpt" --load-hf "$tmp/llama" --steps 0 -q > /dev/null 2> "$tmp/err"
-[ $? = 1 ] && grep -q 'is not "gpt2"' "$tmp/err" || bad "model_type llama: $(head -1 "$tmp/err")"
-sed -i 's/"gelu_new"/"gelu"/; s/"llama"/"gpt2"/' "$tmp/llama/config.json"
+[ $? = 1 ] && grep -q 'is not "gpt2" or "llama"' "$tmp/err" || bad "model_type mistral: $(head -1 "$tmp/err")"
+sed -i 's/"gelu_new"/"gelu"/; s/"mistral"/"gpt2"/' "$tmp/llama/config.json"
 "$gpt" --load-hf "$tmp/llama" --steps 0 -q > /dev/null 2> "$tmp/err"
 [ $? = 1 ] && grep -q "GELU's tanh form" "$tmp/err" || bad "gelu (erf): $(head -1 "$tmp/err")"
 "$gpt" --steps 1 --sample 0 -q --save-hf "$tmp/rope" > /dev/null 2> "$tmp/err"
-[ $? = 1 ] && grep -q "GPT-2's layout needs" "$tmp/err" || bad "--save-hf with RoPE: $(head -1 "$tmp/err")"
+[ $? = 1 ] && grep -q "Llama's layout needs" "$tmp/err" || bad "--save-hf, RoPE with LayerNorm: $(head -1 "$tmp/err")"
 exit $fail

@@ -45,6 +45,7 @@ struct tecore_tensor gpt_tensor2(tecore_dtype_t dt, size_t rows, size_t cols, te
 uint64_t gpt_splitmix(uint64_t *x);
 double gpt_now(void);          /* seconds, CLOCK_MONOTONIC */
 
+struct gpt_bpe;   /* gpt_bpe.h: --tokenizer */
 enum gpt_norm { GPT_LAYERNORM, GPT_RMSNORM };
 enum gpt_act { GPT_GELU, GPT_SWIGLU, GPT_GEGLU, GPT_RELU };
 
@@ -276,12 +277,14 @@ struct gpt_data {
   int synthetic;               /* random tokens, drawn per batch */
   int vocab;
   char source[512];            /* what was read, for the notes */
+  const struct gpt_bpe *bpe;   /* while loading: --tokenizer's, for text files */
 };
 struct gpt_data_opts {
   char **files;                /* --data (nfiles), else the man pages under corpus_dir */
   int nfiles;
   const char *corpus_dir;
   const char *val;             /* --val: the validation set (else the last tenth) */
+  const char *tokenizer;       /* --tokenizer: text files read as its ids (NULL: bytes) */
   int seq, vocab, synthetic;
 };
 int gpt_data_load(struct gpt_data *d, const struct gpt_data_opts *o);
@@ -306,8 +309,10 @@ int gpt_data_window(const struct gpt_data *d, int seq, size_t j, int32_t *ids, i
  * 0 when it is no shard (no magic: bytes), -1 with a message when its
  * header is wrong (version, count against the size) */
 int gpt_shard_probe(int fd, uint64_t size, const char *path, int *width, uint64_t *ntok);
-/* --tokenize: in's bytes as a version 1 (uint16) shard at out; 0 or -1 */
-int gpt_shard_write(const char *in, const char *out);
+/* --tokenize: in's bytes, or its byte-level BPE ids when tokenizer (a
+ * tokenizer.json or vocab.json path) is given, as a shard at out (version
+ * 1, uint16; version 2, uint32, for a vocabulary past 65536); 0 or -1 */
+int gpt_shard_write(const char *in, const char *out, const char *tokenizer);
 
 /* ---- training ---- */
 struct gpt_train {
@@ -417,6 +422,7 @@ struct gpt_log {
 struct gpt_log_row {
   int64_t step;
   double loss, val_loss, lr, grad_norm, ms, tokens_per_s;   /* val_loss NAN: none */
+  double elapsed_s, eta_s;     /* since the first step began; the steps left at the median */
 };
 int gpt_log_open(struct gpt_log *l, const char *path);   /* path NULL: none; 0 or -1 */
 void gpt_log_step(struct gpt_log *l, const struct gpt_log_row *r);
@@ -468,6 +474,8 @@ struct gpt_sample_opts {
   double *steady_t0;           /* or NULL: gpt_now() before the third decode step */
   double *check_diff, *check_max;   /* check: max |kv - whole|, max |whole| */
   double *margin;              /* or NULL: the least gap between the two largest logits */
+  const struct gpt_bpe *bpe;   /* or NULL: bytes; else the prompt's ids, any id drawn */
+  uint32_t *ids;               /* or NULL: the n ids drawn */
 };
 /* Generates o->n bytes after the prompt into out (n + 1 bytes): 0, or -1
  * with a message when a logit is not finite (no sample). */

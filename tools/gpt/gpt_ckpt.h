@@ -29,4 +29,17 @@ float *gpt_ckpt_read(const struct gpt_ckpt *ck, const char *name, size_t rows, s
  * its BF16 copy rounded as AdamW rounds it. */
 void gpt_param_set(struct gpt_model *m, struct gpt_param *p, const float *h, tecore_stream_t s);
 
+/* config.json's text (gpt_hf.c): the value after "key":, an integer key
+ * in [lo, hi] (def when absent, def < 0: required), a string key's value
+ * among want (absent: def) */
+const char *gpt_hf_json_value(const char *text, const char *key);
+int gpt_hf_json_int(const char *text, const char *path, const char *key, long lo, long hi,
+                    long def, int *out);
+int gpt_hf_json_is(const char *text, const char *key, const char *const *want, int n, int def);
+/* Llama's layout (gpt_hf_llama.c): config.json's text into c, the
+ * weights from an open model.safetensors, --save-hf; each 0 or -1 */
+int gpt_hf_llama_config(const char *text, const char *path, struct gpt_config *c);
+int gpt_hf_llama_load(const struct gpt_ckpt *ck, struct gpt_model *m, tecore_stream_t s);
+int gpt_hf_llama_save(const char *dir, struct gpt_model *m, tecore_stream_t s);
+
 #endif

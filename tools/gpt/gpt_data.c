@@ -4,7 +4,8 @@
  * token any file has; by default libte's own man pages (the installed
  * ones, else the source tree's, both paths fixed at build time).  The
  * last tenth is held out for the validation loss, or --val's file is;
- * --eval's file is all windows.  Or random tokens (--synthetic).  The
+ * --eval's file is all windows.  With --tokenizer a file that is no shard
+ * is text, read as its BPE ids.  Or random tokens (--synthetic).  The
  * sampler draws each sequence's start from a splitmix64 state that the
  * checkpoint keeps, so a resumed run draws the same batches. */
 #include <dirent.h>
@@ -14,6 +15,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 #include "gpt.h"
+#include "gpt_bpe.h"
 
 /* the count tokens at p, from bytes wide each to to bytes (in place,
  * the buffer holding count * to bytes; little-endian, as shards are) */
@@ -50,7 +52,43 @@ static int read_tokens(struct gpt_data *d, int fd, uint64_t off, size_t count, i
   return 0;
 }
 
-/* path's tokens after d's: an llm token shard's (gpt_shard.c) or its bytes.
+/* ids[0..count) after d's tokens (d's width), every one below the vocabulary */
+static int put_ids(struct gpt_data *d, const uint32_t *ids, size_t count, const char *path) {
+  uint8_t *at = d->tok + d->n * (size_t)d->width;
+  for (size_t i = 0; i < count; i++) {
+    if (ids[i] >= (uint32_t)d->vocab) {
+      GPT_ERR("%s: token %zu is %u (--tokenizer), past the vocabulary (--vocab %d)", path, i,
+              ids[i], d->vocab);
+      return -1;
+    }
+    for (int b = 0; b < d->width; b++) at[i * (size_t)d->width + (size_t)b] = (uint8_t)(ids[i] >> (8 * b));
+  }
+  d->n += count;
+  return 0;
+}
+
+/* fd's text (size bytes) as --tokenizer's ids (*count), *w their width */
+static uint32_t *text_ids(const struct gpt_bpe *bpe, int fd, uint64_t size, const char *path,
+                          uint64_t *count, int *w) {
+  if (size > GPT_DATA_MAX) {
+    GPT_ERR("%s: %llu bytes, past te-gpt's corpus limit of %llu MiB", path,
+            (unsigned long long)size, (unsigned long long)(GPT_DATA_MAX >> 20));
+    return NULL;
+  }
+  uint8_t *t = malloc((size_t)size + 1);
+  uint32_t *ids = NULL;
+  size_t n = 0, cap = 0;
+  int rc = !t ? (GPT_ERR("out of host memory reading %s", path), -1)
+              : gpt_read_at(fd, 0, t, (size_t)size, path);
+  if (!rc) rc = gpt_bpe_encode(bpe, t, (size_t)size, &ids, &n, &cap);
+  free(t);
+  if (rc) return free(ids), NULL;
+  *count = n, *w = bpe->vocab > 65536 ? 4 : 2;
+  return ids ? ids : calloc(1, sizeof *ids);
+}
+
+/* path's tokens after d's: an llm token shard's (gpt_shard.c), its text's
+ * --tokenizer ids (gpt_bpe.c), or its bytes.
  * A regular file (a FIFO would block, a device such as /dev/zero never
  * end), read to the size it had when opened, all files together at most
  * GPT_DATA_MAX bytes in memory (checked before reading). */
@@ -60,26 +98,27 @@ static int append_file(struct gpt_data *d, const char *path) {
   if (fd < 0) return -1;
   int shard = gpt_shard_probe(fd, size, path, &w, &count);
   if (shard < 0) return close(fd), -1;
-  if (!shard) count = size;
+  uint32_t *ids = !shard && d->bpe ? text_ids(d->bpe, fd, size, path, &count, &w) : NULL;
+  if (!shard && d->bpe && !ids) return close(fd), -1;
+  if (!shard && !d->bpe) count = size;
   int nw = w > d->width ? w : d->width;
   /* widened, the tokens before may pass the limit by themselves */
   if (d->n > GPT_DATA_MAX / (uint64_t)nw || count > GPT_DATA_MAX / (uint64_t)nw - d->n) {
     GPT_ERR("%s: %llu tokens, with the files before it past te-gpt's corpus limit of %llu MiB",
             path, (unsigned long long)count, (unsigned long long)(GPT_DATA_MAX >> 20));
     close(fd);
+    free(ids);
     return -1;
   }
   uint8_t *b = realloc(d->tok, (d->n + (size_t)count) * (size_t)nw + 1);
-  if (!b) {
-    GPT_ERR("out of host memory reading %s", path);
-    close(fd);
-    return -1;
-  }
-  d->tok = b;
-  if (nw > d->width) widen(d->tok, d->n, d->width, nw);
-  d->width = nw;
-  int rc = read_tokens(d, fd, shard ? GPT_SHARD_HEADER : 0, (size_t)count, w, path);
+  if (!b) GPT_ERR("out of host memory reading %s", path);
+  if (b) d->tok = b;
+  if (b && nw > d->width) widen(d->tok, d->n, d->width, nw);
+  if (b) d->width = nw;
+  int rc = !b ? -1 : ids ? put_ids(d, ids, (size_t)count, path)
+                  : read_tokens(d, fd, shard ? GPT_SHARD_HEADER : 0, (size_t)count, w, path);
   close(fd);
+  free(ids);
   return rc;
 }
 
@@ -177,8 +216,12 @@ int gpt_data_load(struct gpt_data *d, const struct gpt_data_opts *o) {
     GPT_ERR("--vocab %d: byte data needs a vocabulary of at least 256 (or --synthetic)", o->vocab);
     return -1;
   }
-  if (load_train(d, o)) return gpt_data_free(d), -1;
-  if (o->val) return load_val(d, o->val, o->seq) ? (gpt_data_free(d), -1) : 0;
+  if (o->tokenizer && !(d->bpe = gpt_bpe_load(o->tokenizer))) return -1;
+  int rc = load_train(d, o) || (o->val && load_val(d, o->val, o->seq));
+  gpt_bpe_free((struct gpt_bpe *)d->bpe);
+  d->bpe = NULL;
+  if (rc) return gpt_data_free(d), -1;
+  if (o->val) return 0;
   size_t need = 2 * ((size_t)o->seq + 1);
   if (d->n < 10 * need) {
     GPT_ERR("the data holds %zu tokens: at least %zu needed for --seq %d (a tenth is held out)",

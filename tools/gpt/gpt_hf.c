@@ -9,7 +9,8 @@
  * are the query heads, the key heads, the value heads, as te-gpt's qkv
  * rows are.  The names come with or without "transformer."; lm_head.weight
  * absent (tie_word_embeddings) is wte's copy, trained untied from there.
- * The model file alone: training starts afresh (step 0). */
+ * The model file alone: training starts afresh (step 0).  Llama's layout
+ * (model_type "llama", a model with RoPE): gpt_hf_llama.c. */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -74,7 +75,7 @@ static char *read_text(const char *path, size_t max) {
 }
 
 /* the value after "key": in text, or NULL */
-static const char *json_value(const char *text, const char *key) {
+const char *gpt_hf_json_value(const char *text, const char *key) {
   char q[96];
   snprintf(q, sizeof q, "\"%s\"", key);
   for (const char *p = strstr(text, q); p; p = strstr(p + 1, q)) {
@@ -88,9 +89,9 @@ static const char *json_value(const char *text, const char *key) {
 }
 
 /* an integer key in [lo, hi]; def when absent or null (def < 0: required) */
-static int json_int(const char *text, const char *path, const char *key, long lo, long hi,
+int gpt_hf_json_int(const char *text, const char *path, const char *key, long lo, long hi,
                     long def, int *out) {
-  const char *v = json_value(text, key);
+  const char *v = gpt_hf_json_value(text, key);
   if (!v || !strncmp(v, "null", 4)) {
     if (def >= 0) return *out = (int)def, 0;
     return GPT_ERR("%s: no \"%s\"", path, key), -1;
@@ -105,8 +106,8 @@ static int json_int(const char *text, const char *path, const char *key, long lo
 }
 
 /* a string key's value is want (one of n), absent: def */
-static int json_is(const char *text, const char *key, const char *const *want, int n, int def) {
-  const char *v = json_value(text, key);
+int gpt_hf_json_is(const char *text, const char *key, const char *const *want, int n, int def) {
+  const char *v = gpt_hf_json_value(text, key);
   if (!v) return def;
   for (int i = 0; i < n; i++) {
     size_t k = strlen(want[i]);
@@ -118,12 +119,13 @@ static int json_is(const char *text, const char *key, const char *const *want, i
 static int check_gpt2(const char *text, const char *path) {
   static const char *const gpt2[] = {"gpt2"}, *const tanh_gelu[] = {"gelu_new",
                                                                     "gelu_pytorch_tanh"};
-  if (!json_is(text, "model_type", gpt2, 1, 0))
-    return GPT_ERR("%s: \"model_type\" is not \"gpt2\": te-gpt reads GPT-2's layout only", path), -1;
-  if (!json_is(text, "activation_function", tanh_gelu, 2, 1))
+  if (!gpt_hf_json_is(text, "model_type", gpt2, 1, 0))
+    return GPT_ERR("%s: \"model_type\" is not \"gpt2\" or \"llama\": te-gpt reads those "
+                   "layouts only", path), -1;
+  if (!gpt_hf_json_is(text, "activation_function", tanh_gelu, 2, 1))
     return GPT_ERR("%s: \"activation_function\" is not GELU's tanh form (gelu_new), te-gpt's",
                    path), -1;
-  const char *e = json_value(text, "layer_norm_epsilon");
+  const char *e = gpt_hf_json_value(text, "layer_norm_epsilon");
   if (e && strtod(e, NULL) != 1e-5)
     return GPT_ERR("%s: \"layer_norm_epsilon\" is not 1e-05, te-gpt's", path), -1;
   return 0;
@@ -134,17 +136,22 @@ int gpt_hf_config(const char *dir, struct gpt_config *c) {
   snprintf(path, sizeof path, "%s/config.json", dir);
   char *t = read_text(path, 1 << 20);
   if (!t) return -1;
-  int rc = check_gpt2(t, path) || json_int(t, path, "n_layer", 1, 1024, -1, &c->layers) ||
-           json_int(t, path, "n_embd", 8, 65536, -1, &c->hidden) ||
-           json_int(t, path, "n_head", 1, 1024, -1, &c->heads) ||
-           json_int(t, path, "n_positions", 1, 1 << 20, -1, &c->seq) ||
-           json_int(t, path, "vocab_size", 256, 1 << 24, -1, &c->vocab);
+  static const char *const llama[] = {"llama"};
+  if (gpt_hf_json_is(t, "model_type", llama, 1, 0)) {
+    int rc = gpt_hf_llama_config(t, path, c);
+    return free(t), rc;
+  }
+  int rc = check_gpt2(t, path) || gpt_hf_json_int(t, path, "n_layer", 1, 1024, -1, &c->layers) ||
+           gpt_hf_json_int(t, path, "n_embd", 8, 65536, -1, &c->hidden) ||
+           gpt_hf_json_int(t, path, "n_head", 1, 1024, -1, &c->heads) ||
+           gpt_hf_json_int(t, path, "n_positions", 1, 1 << 20, -1, &c->seq) ||
+           gpt_hf_json_int(t, path, "vocab_size", 256, 1 << 24, -1, &c->vocab);
   if (!rc && (c->hidden % c->heads || (c->hidden / c->heads) % 8 || c->hidden / c->heads > 256)) {
     GPT_ERR("%s: head size n_embd / n_head = %d / %d: te-gpt needs a multiple of 8, at most 256",
             path, c->hidden, c->heads);
     rc = 1;
   }
-  rc = rc || json_int(t, path, "n_inner", 1, 1 << 20, 4L * c->hidden, &c->ffn);
+  rc = rc || gpt_hf_json_int(t, path, "n_inner", 1, 1 << 20, 4L * c->hidden, &c->ffn);
   free(t);
   c->kv_heads = c->heads;
   c->norm = GPT_LAYERNORM, c->act = GPT_GELU, c->rope = 0, c->bias = 1;
@@ -188,6 +195,10 @@ static int load_param(const struct gpt_ckpt *ck, const char *prefix, struct gpt_
 int gpt_hf_load(const char *dir, struct gpt_model *m, tecore_stream_t s) {
   struct gpt_ckpt ck;
   if (gpt_ckpt_open(dir, "model.safetensors", &ck)) return -1;
+  if (m->c.rope) {   /* a llama config.json (gpt_hf_config) */
+    int rc = gpt_hf_llama_load(&ck, m, s);
+    return gpt_ckpt_close(&ck), rc;
+  }
   const char *prefix = st_find(&ck.f, "transformer.wte.weight") ? "transformer." : "";
   int rc = 0;
   for (size_t i = 0; i < m->np && !rc; i++) rc = load_param(&ck, prefix, m, &m->p[i], s);
@@ -236,6 +247,7 @@ static float *hf_values(const struct gpt_param *p, int conv, tecore_stream_t s) 
 }
 
 int gpt_hf_save(const char *dir, struct gpt_model *m, tecore_stream_t s) {
+  if (m->c.rope) return gpt_hf_llama_save(dir, m, s);
   if (!fits_gpt2(&m->c)) return -1;
   if (mkdir(dir, 0777) && errno != EEXIST) return GPT_ERR("--save-hf %s: %s", dir, strerror(errno)), -1;
   struct st_tensor *t = gpt_xalloc(m->np * sizeof *t);

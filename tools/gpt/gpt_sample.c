@@ -8,12 +8,33 @@
  * the model for one sequence, a TECORE_SEQ_INFERENCE sequence), and the
  * largest difference is reported.  --tp: every rank runs all of it (the
  * sums inside are collective) and draws the same bytes from the same
- * logits. */
+ * logits.  With a tokenizer (--tokenizer) the prompt is its ids and
+ * every id of the tokenizer's vocabulary may be drawn. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include "gpt.h"
+#include "gpt_bpe.h"
 #include "gpt_decode.h"
+
+/* the prompt as tokens into a new array with room for n more (*len of
+ * them): its bytes, or its BPE ids; an empty prompt is a newline */
+static int32_t *prompt_tokens(const struct gpt_model *m, const struct gpt_sample_opts *o,
+                              size_t *len) {
+  size_t plen = strlen(o->prompt), cap = 0, count = 0;
+  uint32_t *ids = NULL;
+  if (o->bpe && gpt_bpe_encode(o->bpe, (const uint8_t *)o->prompt, plen, &ids, &count, &cap))
+    return NULL;
+  if (o->bpe) plen = count;
+  int32_t *text = gpt_xalloc((plen + (size_t)o->n + 1) * sizeof *text);
+  for (size_t i = 0; i < plen; i++)
+    text[i] = o->bpe ? (int32_t)(ids[i] % (uint32_t)m->c.vocab)
+                     : (unsigned char)o->prompt[i] % m->c.vocab;
+  free(ids);
+  *len = plen;
+  if (!plen) text[(*len)++] = o->bpe ? (int32_t)(o->bpe->byte_id['\n'] % (uint32_t)m->c.vocab) : '\n';
+  return text;
+}
 
 /* the next token from logits [V] (bytes only: ids below 256) */
 static int pick(const float *lg, int V, const struct gpt_sample_opts *o, uint64_t *rng) {
@@ -115,12 +136,15 @@ int gpt_sample(struct gpt_model *m, const struct gpt_sample_opts *o, char *out,
   }
   struct gpt_decoder d;
   gpt_decoder_create(&d, m, !o->no_graph);
-  int T = m->c.seq, V = m->c.vocab < 256 ? m->c.vocab : 256;
-  size_t plen = strlen(o->prompt);
-  int32_t *text = gpt_xalloc((plen + (size_t)o->n + 1) * sizeof *text);
+  int vmax = o->bpe ? (int)o->bpe->vocab : 256;   /* a byte model draws bytes only */
+  int T = m->c.seq, V = m->c.vocab < vmax ? m->c.vocab : vmax;
   size_t len = 0;
-  for (size_t i = 0; i < plen; i++) text[len++] = (unsigned char)o->prompt[i] % m->c.vocab;
-  if (!len) text[len++] = '\n';
+  int32_t *text = prompt_tokens(m, o, &len);
+  if (!text) {
+    gpt_decoder_destroy(&d);
+    if (o->check) gpt_model_destroy(&g);
+    return -1;
+  }
   uint16_t *row = gpt_xalloc((size_t)m->c.vocab * 2);
   float *lg = gpt_xalloc((size_t)m->c.vocab * sizeof *lg), *lg2 = gpt_xalloc((size_t)V * sizeof *lg2);
   uint64_t rng = o->seed;
@@ -160,6 +184,7 @@ int gpt_sample(struct gpt_model *m, const struct gpt_sample_opts *o, char *out,
     int next = pick(lg, V, o, &rng);
     text[len++] = next;
     out[k] = (char)next;
+    if (o->ids) o->ids[k] = (uint32_t)next;
   }
   out[o->n] = 0;
   if (o->check_diff) *o->check_diff = maxdiff;

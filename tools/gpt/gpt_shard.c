@@ -7,14 +7,16 @@
  * The header is untrusted input: a file that starts with neither magic is
  * not a shard (bytes); one that does must have its magic's version and
  * exactly the bytes its count says, and (gpt_data.c) every token below
- * the model's vocabulary.  gpt_shard_write: --tokenize, bytes as uint16
- * tokens. */
+ * the model's vocabulary.  gpt_shard_write: --tokenize, bytes or (with
+ * --tokenizer) byte-level BPE ids (gpt_bpe.c) as uint16 tokens, or uint32
+ * when the vocabulary passes 65536. */
 #include <errno.h>
 #include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 #include "gpt.h"
+#include "gpt_bpe.h"
 
 static uint32_t le32(const uint8_t *p) {
   return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
@@ -57,9 +59,9 @@ int gpt_shard_probe(int fd, uint64_t size, const char *path, int *width, uint64_
   return 1;
 }
 
-/* the header of a version 1 shard of n tokens */
-static void header16(uint8_t *h, uint32_t n) {
-  const uint32_t v[3] = {GPT_SHARD_MAGIC16, 1, n};
+/* the header of a shard of n tokens, width 2 (version 1) or 4 (version 2) */
+static void header(uint8_t *h, uint32_t n, int width) {
+  const uint32_t v[3] = {width == 2 ? GPT_SHARD_MAGIC16 : GPT_SHARD_MAGIC32, width == 2 ? 1 : 2, n};
   memset(h, 0, GPT_SHARD_HEADER);
   for (int i = 0; i < 3; i++)
     for (int b = 0; b < 4; b++) h[4 * i + b] = (uint8_t)(v[i] >> (8 * b));
@@ -75,28 +77,66 @@ static int write_all(int fd, const uint8_t *p, size_t n, const char *path) {
   return 0;
 }
 
-int gpt_shard_write(const char *in, const char *out) {
+/* in's bytes (1 to GPT_DATA_MAX of them) into a new buffer */
+static uint8_t *read_text(const char *in, size_t *n) {
   uint64_t size;
   int fd = gpt_open_regular(in, &size);
-  if (fd < 0) return -1;
+  if (fd < 0) return NULL;
   if (size == 0 || size > 0x7fffffffu || size > GPT_DATA_MAX) {
     GPT_ERR("--tokenize %s: %llu bytes (1 to %llu a shard)", in, (unsigned long long)size,
             (unsigned long long)GPT_DATA_MAX);
-    return close(fd), -1;
+    return close(fd), NULL;
   }
-  uint8_t *b = malloc((size_t)size), *t = malloc(GPT_SHARD_HEADER + 2 * (size_t)size);
-  int rc = !b || !t ? (GPT_ERR("--tokenize %s: out of host memory", in), -1)
-                    : gpt_read_at(fd, 0, b, (size_t)size, in);
+  uint8_t *b = malloc((size_t)size);
+  if (!b) GPT_ERR("--tokenize %s: out of host memory", in);
+  if (b && gpt_read_at(fd, 0, b, (size_t)size, in)) free(b), b = NULL;
   close(fd);
-  int ofd = rc ? -1 : open(out, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
-  if (!rc && ofd < 0) rc = (GPT_ERR("--tokenize: %s: %s", out, strerror(errno)), -1);
+  *n = (size_t)size;
+  return b;
+}
+
+/* the text's tokens: its bytes, or the tokenizer's ids; *width: 2 when
+ * every id fits 16 bits (GPT-2's vocabulary), else 4 (Llama 3's) */
+static uint32_t *tokens(const uint8_t *t, size_t n, const char *tokenizer, size_t *count,
+                        int *width) {
+  uint32_t *ids = NULL;
+  size_t cap = 0;
+  *count = 0, *width = 2;
+  if (!tokenizer) {
+    ids = malloc(n * sizeof *ids);
+    if (!ids) return GPT_ERR("--tokenize: out of host memory"), NULL;
+    for (size_t i = 0; i < n; i++) ids[i] = t[i];
+    return *count = n, ids;
+  }
+  struct gpt_bpe *b = gpt_bpe_load(tokenizer);
+  int rc = b ? gpt_bpe_encode(b, t, n, &ids, count, &cap) : -1;
+  if (b && b->vocab > 65536) *width = 4;
+  gpt_bpe_free(b);
+  if (!rc && *count > 0x7fffffffu) rc = (GPT_ERR("--tokenize: %zu tokens, more than a shard holds", *count), -1);
+  if (rc) free(ids), ids = NULL;
+  return ids;
+}
+
+int gpt_shard_write(const char *in, const char *out, const char *tokenizer) {
+  size_t n, count;
+  int width;
+  uint8_t *text = read_text(in, &n);
+  uint32_t *ids = text ? tokens(text, n, tokenizer, &count, &width) : NULL;
+  free(text);
+  if (!ids) return -1;
+  uint8_t *t = malloc(GPT_SHARD_HEADER + (size_t)width * count);
+  int ofd = t ? open(out, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666) : -1;
+  int rc = !t ? (GPT_ERR("--tokenize: out of host memory"), -1)
+           : ofd < 0 ? (GPT_ERR("--tokenize: %s: %s", out, strerror(errno)), -1) : 0;
   if (!rc) {
-    header16(t, (uint32_t)size);
-    for (size_t i = 0; i < size; i++) t[GPT_SHARD_HEADER + 2 * i] = b[i], t[GPT_SHARD_HEADER + 2 * i + 1] = 0;
-    rc = write_all(ofd, t, GPT_SHARD_HEADER + 2 * (size_t)size, out);
+    header(t, (uint32_t)count, width);
+    for (size_t i = 0; i < count; i++)
+      for (int b = 0; b < width; b++)
+        t[GPT_SHARD_HEADER + (size_t)width * i + (size_t)b] = (uint8_t)(ids[i] >> (8 * b));
+    rc = write_all(ofd, t, GPT_SHARD_HEADER + (size_t)width * count, out);
   }
   if (ofd >= 0 && close(ofd) && !rc) rc = (GPT_ERR("%s: %s", out, strerror(errno)), -1);
-  free(b);
+  free(ids);
   free(t);
   return rc;
 }
