@@ -19,19 +19,8 @@
 demo_tool=te-gpt
 . "$(dirname "$0")/demo-lib.sh"
 gpt=$demo
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/te-gpt-hf-llama.XXXXXX") || exit 1
-trap 'rm -rf "$tmp"' EXIT
-fail=0
-bad() { echo "FAIL: $*"; fail=1; }
-head -c 10250 "$(dirname "$0")/../../man/man1/te-gpt.1" > "$tmp/d.txt"
-tail -c 1025 "$tmp/d.txt" > "$tmp/v.txt"
-hlen() { od -A n -t u4 -N 4 "$1" | tr -d ' '; }
-header() { head -c $((8 + $(hlen "$1"))) "$1" | tail -c "$(hlen "$1")"; }
-# at FILE TENSOR INDEX: the 4 bytes of F32 element INDEX of TENSOR, in hex
-at() {
-  o=$(header "$1" | sed -n "s/.*\"$2\":{[^}]*\"data_offsets\":\[\([0-9]*\),.*/\1/p")
-  od -A n -t x4 -j $((8 + $(hlen "$1") + o + 4 * $3)) -N 4 "$1" | tr -d ' '
-}
+name=te-gpt-hf-llama
+. "$(dirname "$0")/hf-lib.sh"
 same() {   # same TE_TENSOR TE_INDEX HF_TENSOR HF_INDEX
   a=$(at "$tmp/te/model.safetensors" "$1" "$2")
   b=$(at "$tmp/hf/model.safetensors" "$3" "$4")
@@ -70,26 +59,10 @@ same layers.0.mlp.fc2.weight $((5 * 256 + 200)) model.layers.0.mlp.down_proj.wei
 same layers.1.mlp_norm.weight 17 model.layers.1.post_attention_layernorm.weight 17
 
 # 2. imported, the same model
-e1=$("$gpt" --load "$tmp/te" --eval "$tmp/v.txt" -q 2> /dev/null)
-e2=$("$gpt" --load-hf "$tmp/hf" --eval "$tmp/v.txt" -q 2> /dev/null)
-echo "# --eval: te-gpt's checkpoint '$e1', Llama's '$e2'"
-[ -n "$e1" ] && [ "$e1" = "$e2" ] || bad "--load-hf's eval '$e2' is not --load's '$e1'"
-"$gpt" --load-hf "$tmp/hf" --data "$tmp/d.txt" --steps 2 --sample 8 -q > /dev/null 2> "$tmp/err" ||
-  bad "--load-hf then 2 steps and a sample fails: $(head -2 "$tmp/err")"
+hf_import Llama
 
 # 3. tied: lm_head.weight (the file's last tensor) cut off
-f=$tmp/hf/model.safetensors
-hn=$(printf '%s' "$h" | sed 's/,"lm_head.weight":{[^}]*}//')
-while [ $(( $(printf '%s' "$hn" | wc -c) % 8 )) != 0 ]; do hn="$hn "; done
-cut=$(printf '%s' "$h" | sed -n 's/.*"lm_head.weight":{[^}]*"data_offsets":\[\([0-9]*\),.*/\1/p')
-mkdir "$tmp/tied" && cp "$tmp/hf/config.json" "$tmp/tied/"
-{ n=$(printf '%s' "$hn" | wc -c); i=0
-  while [ $i -lt 8 ]; do printf "\\$(printf %03o $((n % 256)))"; n=$((n / 256)) i=$((i + 1)); done
-  printf '%s' "$hn"; tail -c +$((8 + $(hlen "$f") + 1)) "$f" | head -c "$cut"; } \
-  > "$tmp/tied/model.safetensors"
-"$gpt" --load-hf "$tmp/tied" --steps 0 --sample 0 -q --save "$tmp/te2" > /dev/null 2> "$tmp/err" ||
-  bad "--load-hf of a tied model fails: $(head -2 "$tmp/err")"
-grep -q "no lm_head.weight: the LM head starts as embed_tokens' copy" "$tmp/err" || bad "tied: no note"
+hf_tied "embed_tokens'"
 a=$(at "$tmp/te2/model.safetensors" lm_head.weight 777)
 b=$(at "$tmp/te2/model.safetensors" tok_embeddings.weight 777)
 [ -n "$a" ] && [ "$a" = "$b" ] || bad "tied: lm_head.weight[777] $a is not embed_tokens' $b"

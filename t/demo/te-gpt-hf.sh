@@ -18,26 +18,8 @@
 demo_tool=te-gpt
 . "$(dirname "$0")/demo-lib.sh"
 gpt=$demo
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/te-gpt-hf.XXXXXX") || exit 1
-trap 'rm -rf "$tmp"' EXIT
-fail=0
-bad() { echo "FAIL: $*"; fail=1; }
-head -c 10250 "$(dirname "$0")/../../man/man1/te-gpt.1" > "$tmp/d.txt"
-tail -c 1025 "$tmp/d.txt" > "$tmp/v.txt"
-# hlen FILE: the safetensors header's length; header FILE: the header
-hlen() { od -A n -t u4 -N 4 "$1" | tr -d ' '; }
-header() { head -c $((8 + $(hlen "$1"))) "$1" | tail -c "$(hlen "$1")"; }
-# at FILE TENSOR INDEX: the 4 bytes of F32 element INDEX of TENSOR, in hex
-at() {
-  o=$(header "$1" | sed -n "s/.*\"$2\":{[^}]*\"data_offsets\":\[\([0-9]*\),.*/\1/p")
-  od -A n -t x4 -j $((8 + $(hlen "$1") + o + 4 * $3)) -N 4 "$1" | tr -d ' '
-}
-# range FILE TENSOR: the tensor's bytes to stdout
-range() {
-  set -- "$1" "$(header "$1" | sed -n "s/.*\"$2\":{[^}]*\"data_offsets\":\[\([0-9]*\),\([0-9]*\)\].*/\1 \2/p")"
-  b=${2% *} e=${2#* }
-  tail -c +$((8 + $(hlen "$1") + b + 1)) "$1" | head -c $((e - b))
-}
+name=te-gpt-hf
+. "$(dirname "$0")/hf-lib.sh"
 
 # 1. the files
 "$gpt" --seed "$seed" --rope 0 --data "$tmp/d.txt" --steps 4 --sample 0 -q \
@@ -63,26 +45,10 @@ b=$(at "$tmp/hf/model.safetensors" transformer.h.1.mlp.c_proj.weight $((200 * 64
 [ -n "$a" ] && [ "$a" = "$b" ] || bad "fc2.weight[5][200] $a is not mlp.c_proj.weight[200][5] $b"
 
 # 2. imported, the same model
-e1=$("$gpt" --load "$tmp/te" --eval "$tmp/v.txt" -q 2> /dev/null)
-e2=$("$gpt" --load-hf "$tmp/hf" --eval "$tmp/v.txt" -q 2> /dev/null)
-echo "# --eval: te-gpt's checkpoint '$e1', GPT-2's '$e2'"
-[ -n "$e1" ] && [ "$e1" = "$e2" ] || bad "--load-hf's eval '$e2' is not --load's '$e1'"
-"$gpt" --load-hf "$tmp/hf" --data "$tmp/d.txt" --steps 2 --sample 8 -q > /dev/null 2> "$tmp/err" ||
-  bad "--load-hf then 2 steps and a sample fails: $(head -2 "$tmp/err")"
+hf_import GPT-2
 
 # 3. tied: lm_head.weight (the file's last tensor) cut off
-f=$tmp/hf/model.safetensors
-hn=$(printf '%s' "$h" | sed 's/,"lm_head.weight":{[^}]*}//')
-while [ $(( $(printf '%s' "$hn" | wc -c) % 8 )) != 0 ]; do hn="$hn "; done
-cut=$(printf '%s' "$h" | sed -n 's/.*"lm_head.weight":{[^}]*"data_offsets":\[\([0-9]*\),.*/\1/p')
-mkdir "$tmp/tied" && cp "$tmp/hf/config.json" "$tmp/tied/"
-{ n=$(printf '%s' "$hn" | wc -c); i=0
-  while [ $i -lt 8 ]; do printf "\\$(printf %03o $((n % 256)))"; n=$((n / 256)) i=$((i + 1)); done
-  printf '%s' "$hn"; tail -c +$((8 + $(hlen "$f") + 1)) "$f" | head -c "$cut"; } \
-  > "$tmp/tied/model.safetensors"
-"$gpt" --load-hf "$tmp/tied" --steps 0 --sample 0 -q --save "$tmp/te2" > /dev/null 2> "$tmp/err" ||
-  bad "--load-hf of a tied model fails: $(head -2 "$tmp/err")"
-grep -q "no lm_head.weight: the LM head starts as wte's copy" "$tmp/err" || bad "tied: no note"
+hf_tied "wte's"
 range "$tmp/te2/model.safetensors" lm_head.weight > "$tmp/lm"
 range "$tmp/te2/model.safetensors" tok_embeddings.weight > "$tmp/wte"
 [ -s "$tmp/lm" ] && cmp -s "$tmp/lm" "$tmp/wte" || bad "tied: lm_head.weight is not wte's bytes"

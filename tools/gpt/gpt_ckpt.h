@@ -36,6 +36,10 @@ const char *gpt_hf_json_value(const char *text, const char *key);
 int gpt_hf_json_int(const char *text, const char *path, const char *key, long lo, long hi,
                     long def, int *out);
 int gpt_hf_json_is(const char *text, const char *key, const char *const *want, int n, int def);
+/* DIR/config.json written from fmt and its arguments (--save-hf's
+ * errors); 0 or -1 */
+int gpt_hf_write_config(const char *dir, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
 /* Llama's layout (gpt_hf_llama.c): config.json's text into c, the
  * weights from an open model.safetensors, --save-hf; each 0 or -1 */
 int gpt_hf_llama_config(const char *text, const char *path, struct gpt_config *c);

@@ -12,6 +12,7 @@
  * The model file alone: training starts afresh (step 0).  Llama's layout
  * (model_type "llama", a model with RoPE): gpt_hf_llama.c. */
 #include <errno.h>
+#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -217,12 +218,21 @@ static int fits_gpt2(const struct gpt_config *c) {
   return 0;
 }
 
-static int write_config(const char *dir, const struct gpt_config *c) {
+int gpt_hf_write_config(const char *dir, const char *fmt, ...) {
   char path[4200];
   snprintf(path, sizeof path, "%s/config.json", dir);
   FILE *f = fopen(path, "w");
   if (!f) return GPT_ERR("--save-hf %s: %s", path, strerror(errno)), -1;
-  fprintf(f, "{\n  \"architectures\": [\"GPT2LMHeadModel\"],\n  \"model_type\": \"gpt2\",\n"
+  va_list ap;
+  va_start(ap, fmt);
+  vfprintf(f, fmt, ap);
+  va_end(ap);
+  if (fclose(f)) return GPT_ERR("--save-hf %s: %s", path, strerror(errno)), -1;
+  return 0;
+}
+
+static int write_config(const char *dir, const struct gpt_config *c) {
+  return gpt_hf_write_config(dir, "{\n  \"architectures\": [\"GPT2LMHeadModel\"],\n  \"model_type\": \"gpt2\",\n"
           "  \"vocab_size\": %d,\n  \"n_positions\": %d,\n  \"n_ctx\": %d,\n  \"n_embd\": %d,\n"
           "  \"n_layer\": %d,\n  \"n_head\": %d,\n  \"n_inner\": %d,\n"
           "  \"activation_function\": \"gelu_new\",\n  \"layer_norm_epsilon\": 1e-05,\n"
@@ -230,8 +240,6 @@ static int write_config(const char *dir, const struct gpt_config *c) {
           "  \"resid_pdrop\": 0.0,\n  \"embd_pdrop\": 0.0,\n  \"attn_pdrop\": 0.0,\n"
           "  \"torch_dtype\": \"float32\"\n}\n", c->vocab, c->seq, c->seq, c->hidden, c->layers,
           c->heads, c->ffn);
-  if (fclose(f)) return GPT_ERR("--save-hf %s: %s", path, strerror(errno)), -1;
-  return 0;
 }
 
 /* p's F32 values (its master, else its F32 value) in GPT-2's layout */

@@ -170,11 +170,7 @@ int gpt_hf_llama_load(const struct gpt_ckpt *ck, struct gpt_model *m, tecore_str
 /* ---- export ---- */
 
 static int write_config(const char *dir, const struct gpt_config *c) {
-  char path[4200];
-  snprintf(path, sizeof path, "%s/config.json", dir);
-  FILE *f = fopen(path, "w");
-  if (!f) return GPT_ERR("--save-hf %s: %s", path, strerror(errno)), -1;
-  fprintf(f, "{\n  \"architectures\": [\"LlamaForCausalLM\"],\n  \"model_type\": \"llama\",\n"
+  return gpt_hf_write_config(dir, "{\n  \"architectures\": [\"LlamaForCausalLM\"],\n  \"model_type\": \"llama\",\n"
           "  \"vocab_size\": %d,\n  \"hidden_size\": %d,\n  \"intermediate_size\": %d,\n"
           "  \"num_hidden_layers\": %d,\n  \"num_attention_heads\": %d,\n"
           "  \"num_key_value_heads\": %d,\n  \"head_dim\": %d,\n"
@@ -184,8 +180,6 @@ static int write_config(const char *dir, const struct gpt_config *c) {
           "  \"tie_word_embeddings\": false,\n  \"torch_dtype\": \"float32\"\n}\n",
           c->vocab, c->hidden, c->ffn, c->layers, c->heads, c->kv_heads, c->hidden / c->heads,
           c->seq, c->rope_theta > 0 ? (double)c->rope_theta : 10000.0);
-  if (fclose(f)) return GPT_ERR("--save-hf %s: %s", path, strerror(errno)), -1;
-  return 0;
 }
 
 static int fits_llama(const struct gpt_config *c) {
