@@ -726,6 +726,13 @@ module te_core
     type(tecore_tensor) :: grad
   end type tecore_seq_param
 
+  ! struct tecore_seq_grad_region (libtecore/te/ops.h)
+  type, bind(C) :: tecore_seq_grad_region
+    type(c_funptr) :: alloc = c_null_funptr
+    type(c_funptr) :: release = c_null_funptr
+    type(c_ptr) :: ctx = c_null_ptr
+  end type tecore_seq_grad_region
+
   ! struct tecore_op_info (libtecore/te/ops.h)
   type, bind(C) :: tecore_op_info
     type(tecore_op_desc) :: desc
@@ -2502,6 +2509,13 @@ module te_core
       integer(c_size_t), optional :: count
       integer(c_int) :: tecore_seq_params
     end function tecore_seq_params
+    function tecore_seq_set_grad_region(seq, region) bind(C, name="tecore_seq_set_grad_region")
+      import
+      implicit none
+      type(c_ptr), value :: seq
+      type(tecore_seq_grad_region), intent(in), optional :: region
+      integer(c_int) :: tecore_seq_set_grad_region
+    end function tecore_seq_set_grad_region
     function tecore_seq_op(seq, index, info) bind(C, name="tecore_seq_op")
       import
       implicit none

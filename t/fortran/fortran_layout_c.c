@@ -322,6 +322,10 @@ int main(void) {
   printf("tecore_seq_param.name %zu\n", offsetof(struct tecore_seq_param, name));
   printf("tecore_seq_param.value %zu\n", offsetof(struct tecore_seq_param, value));
   printf("tecore_seq_param.grad %zu\n", offsetof(struct tecore_seq_param, grad));
+  printf("tecore_seq_grad_region size %zu\n", sizeof(struct tecore_seq_grad_region));
+  printf("tecore_seq_grad_region.alloc %zu\n", offsetof(struct tecore_seq_grad_region, alloc));
+  printf("tecore_seq_grad_region.release %zu\n", offsetof(struct tecore_seq_grad_region, release));
+  printf("tecore_seq_grad_region.ctx %zu\n", offsetof(struct tecore_seq_grad_region, ctx));
   printf("tecore_op_info size %zu\n", sizeof(struct tecore_op_info));
   printf("tecore_op_info.desc %zu\n", offsetof(struct tecore_op_info, desc));
   printf("tecore_op_info.name %zu\n", offsetof(struct tecore_op_info, name));
