@@ -13,7 +13,9 @@
  *     hand-worked ids, round trips over 200 seeds, and edits of it that
  *     would split wrongly (another regex, byte_fallback) refused;
  *  7. no quadratic costs: a megabyte of spaces, 1e6 merges, in seconds.
- * Environment: srcdir (automake's). */
+ * Environment: srcdir (automake's).  bpe_check --split gpt2|llama3 splits
+ * hex lines of stdin instead (t/demo/bpe-regex.sh compares it with the
+ * regex module). */
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -457,7 +459,26 @@ static struct gpt_bpe *fixture(const char *name) {
   return gpt_bpe_load(p);
 }
 
-int main(void) {
+/* --split gpt2|llama3 (for t/demo/bpe-regex.sh): each stdin line, text in
+ * hex, written back as its pieces in hex joined by commas */
+static int split_lines(int llama3) {
+  static char line[1 << 16];
+  static uint8_t t[1 << 15];
+  while (fgets(line, sizeof line, stdin)) {
+    size_t n = 0;
+    for (unsigned x; n < sizeof t && sscanf(line + 2 * n, "%2x", &x) == 1; n++) t[n] = (uint8_t)x;
+    for (size_t i = 0, e; i < n; i = e) {
+      e = llama3 ? gpt_bpe_piece_end_llama3(t, n, i) : gpt_bpe_piece_end(t, n, i);
+      for (size_t k = i; k < e; k++) printf("%02x", t[k]);
+      if (e < n) putchar(',');
+    }
+    putchar('\n');
+  }
+  return 0;
+}
+
+int main(int argc, char **argv) {
+  if (argc == 3 && !strcmp(argv[1], "--split")) return split_lines(!strcmp(argv[2], "llama3"));
   const char *s = getenv("TE_TEST_SEED");
   rng = s ? strtoull(s, NULL, 10) : (uint64_t)time(NULL);
   printf("# seed %llu\n", (unsigned long long)rng);
