@@ -12,7 +12,8 @@
  * local rank.
  *
  * Build and run against an installed libte, with MPICH or Open MPI:
- *   mpicc allreduce_mpi.c $(pkg-config --cflags --libs te-comm) -o allreduce_mpi
+ *   mpicc allreduce_mpi.c $(pkg-config --cflags --libs te-comm) \
+ *     -Wl,-rpath,"$(pkg-config --variable=libdir te-comm)" -o allreduce_mpi
  *   mpirun -n 2 ./allreduce_mpi      (TE_DEVICE=vdev runs it without a GPU)
  * Exit 0 when every rank's sums are right, 1 otherwise (MPI_Abort). */
 #define _POSIX_C_SOURCE 200809L

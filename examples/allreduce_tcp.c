@@ -21,7 +21,8 @@
  * its own (two are needed).
  *
  * Build and run against an installed libte:
- *   cc -std=c99 allreduce_tcp.c $(pkg-config --cflags --libs te-comm) -lm -o allreduce_tcp
+ *   cc -std=c99 allreduce_tcp.c $(pkg-config --cflags --libs te-comm) -lm \
+ *     -Wl,-rpath,"$(pkg-config --variable=libdir te-comm)" -o allreduce_tcp
  *   ./allreduce_tcp       (TE_DEVICE=vdev runs it without a GPU)
  * Exit 0 when both ranks' results are right, 1 otherwise. */
 #define _POSIX_C_SOURCE 200809L

@@ -11,7 +11,8 @@
  * of |products| covers it.  Outputs are poisoned first (0xff: NaN).
  *
  * Build and run against an installed libte:
- *   cc -std=c99 fp8_gemm.c $(pkg-config --cflags --libs te-core) -lm -o fp8_gemm
+ *   cc -std=c99 fp8_gemm.c $(pkg-config --cflags --libs te-core) -lm \
+ *     -Wl,-rpath,"$(pkg-config --variable=libdir te-core)" -o fp8_gemm
  *   ./fp8_gemm            (TE_DEVICE=vdev runs it without a GPU)
  * Exit 0 when every element is within tolerance, 1 otherwise. */
 #include <te/core.h>

@@ -17,7 +17,8 @@
  * bytes went to host memory, and to files when the context spills.
  *
  * Build and run against an installed libte:
- *   cc -std=c99 offload.c $(pkg-config --cflags --libs te-graph) -o offload
+ *   cc -std=c99 offload.c $(pkg-config --cflags --libs te-graph) \
+ *     -Wl,-rpath,"$(pkg-config --variable=libdir te-graph)" -o offload
  *   ./offload /scratch   (TE_DEVICE=vdev runs it without a GPU)
  * Exit 0 when every activation came back intact, 1 otherwise. */
 #include <te/core.h>

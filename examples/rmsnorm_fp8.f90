@@ -11,7 +11,8 @@
 ! the reference's largest |y| within 1e-5 relative.
 !
 ! Build and run against an installed libte:
-!   gfortran rmsnorm_fp8.f90 $(pkg-config --cflags --libs te-fortran) -o rmsnorm_fp8
+!   gfortran rmsnorm_fp8.f90 $(pkg-config --cflags --libs te-fortran) \
+!     -Wl,-rpath,"$(pkg-config --variable=libdir te-fortran)" -o rmsnorm_fp8
 !   ./rmsnorm_fp8         (TE_DEVICE=vdev runs it without a GPU)
 ! Exit 0 when every value is within tolerance, 1 otherwise.
 program rmsnorm_fp8

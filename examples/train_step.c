@@ -15,7 +15,8 @@
  * first value within STEPS steps.
  *
  * Build and run against an installed libte:
- *   cc -std=c99 train_step.c $(pkg-config --cflags --libs te-core) -lm -o train_step
+ *   cc -std=c99 train_step.c $(pkg-config --cflags --libs te-core) -lm \
+ *     -Wl,-rpath,"$(pkg-config --variable=libdir te-core)" -o train_step
  *   ./train_step          (TE_DEVICE=vdev runs it without a GPU)
  * Exit 0 when the loss fell, 1 otherwise. */
 #include <te/core.h>

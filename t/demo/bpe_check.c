@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0
  * bpe_check.c -- te-gpt's byte-level BPE tokenizer (tools/gpt/gpt_bpe.c),
  * TAP on stdout:
- *  1. GPT-2's pre-tokenizer split of hand-worked strings;
+ *  1. GPT-2's and Llama 3's pre-tokenizer splits of hand-worked strings;
  *  2. the fixture t/demo/bpe/ (256 byte tokens, 15 merges, one added
  *     token), read as tokenizer.json and as vocab.json + merges.txt, gives
  *     the ids worked out by hand from the merge ranks;
@@ -9,8 +9,13 @@
  *     each (the seed printed; TE_TEST_SEED=N repeats a run);
  *  4. malformed files refused, naming the byte offset;
  *  5. 300 randomly mutated tokenizer.json files: refused or sound;
- *  6. no quadratic costs: a megabyte of spaces, 1e6 merges, in seconds.
- * Environment: srcdir (automake's). */
+ *  6. t/demo/bpe/llama3.json (Llama 3's pre_tokenizer and ignore_merges):
+ *     hand-worked ids, round trips over 200 seeds, and edits of it that
+ *     would split wrongly (another regex, byte_fallback) refused;
+ *  7. no quadratic costs: a megabyte of spaces, 1e6 merges, in seconds.
+ * Environment: srcdir (automake's).  bpe_check --split gpt2|llama3 splits
+ * hex lines of stdin instead (t/demo/bpe-regex.sh compares it with the
+ * regex module). */
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -49,11 +54,12 @@ static double now(void) {
   return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
 }
 
-/* the pieces of s joined with '|' into out */
-static void pieces(const char *s, char *out) {
+/* the pieces of s by GPT-2's split (llama3: Llama 3's) joined with '|' into out */
+static void pieces(const char *s, char *out, int llama3) {
   size_t n = strlen(s), o = 0;
   for (size_t i = 0, e; i < n; i = e) {
-    e = gpt_bpe_piece_end((const uint8_t *)s, n, i);
+    e = llama3 ? gpt_bpe_piece_end_llama3((const uint8_t *)s, n, i)
+               : gpt_bpe_piece_end((const uint8_t *)s, n, i);
     if (i) out[o++] = '|';
     memcpy(out + o, s + i, e - i), o += e - i;
   }
@@ -78,9 +84,51 @@ static void test_split(void) {
   };
   char got[256];
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-    pieces(cases[i][0], got);
+    pieces(cases[i][0], got, 0);
     ok(!strcmp(got, cases[i][1]), "pre-tokenizer split of \"%s\"", cases[i][1]);
     if (strcmp(got, cases[i][1])) printf("# wrong split\n");
+  }
+}
+
+/* Llama 3's split, one case or more per alternative of its regex (worked
+ * by hand, and checked against Python's regex module once) */
+static void test_split_llama3(void) {
+  static const char *const cases[][2] = {
+      /* (?i:'s|'t|'re|'ve|'m|'ll|'d): any case, and U+017F for s */
+      {"IT'S We'LL i'D they'Re you'VE I'M", "IT|'S| We|'LL| i|'D| they|'Re| you|'VE| I|'M"},
+      {"don'\xc5\xbf", "don|'\xc5\xbf"},
+      {"''s", "''|s"},
+      /* [^\r\n\p{L}\p{N}]?\p{L}+: one leading space, tab or symbol */
+      {"Hello world", "Hello| world"},
+      {"(hello) $word", "(hello|)| $|word"},
+      {"a\tb", "a|\tb"},
+      {"caf\xc3\xa9 na\xc3\xafve", "caf\xc3\xa9| na\xc3\xafve"},
+      {"\xd0\xbf\xd1\x80\xd0\xb8 \xe4\xb8\xad\xe6\x96\x87", "\xd0\xbf\xd1\x80\xd0\xb8| \xe4\xb8\xad\xe6\x96\x87"},
+      {"\nword", "\n|word"},
+      /* \p{N}{1,3}: digits in groups of three, no leading space */
+      {"12345 678", "123|45| |678"},
+      {"abc1234567def", "abc|123|456|7|def"},
+      {"a\xc2\xb2\xc2\xb3\xc2\xb9\xc2\xbc" "5", "a|\xc2\xb2\xc2\xb3\xc2\xb9|\xc2\xbc" "5"},
+      /*  ?[^\s\p{L}\p{N}]+[\r\n]*: newlines kept with the symbols */
+      {"hi!!! ?? ...", "hi|!!!| ??| ..."},
+      {"foo.\n\nbar", "foo|.\n\n|bar"},
+      {"..\r\n\r\nz", "..\r\n\r\n|z"},
+      {"x\xff\xfey", "x|\xff\xfe|y"},
+      {"x\xffy", "x|\xffy"},
+      /* \s*[\r\n]+: spaces up to the last newline */
+      {"  \n\nfoo", "  \n\n|foo"},
+      {"a \n \n b", "a| \n \n| b"},
+      {" \r\n", " \r\n"},
+      /* \s+(?!\S) and \s+ */
+      {"a   b", "a|  | b"},
+      {"x  ", "x|  "},
+      {"x 1", "x| |1"},
+  };
+  char got[256];
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    pieces(cases[i][0], got, 1);
+    ok(!strcmp(got, cases[i][1]), "Llama 3 split of \"%s\"", cases[i][1]);
+    if (strcmp(got, cases[i][1])) printf("# got \"%s\"\n", got);
   }
 }
 
@@ -330,6 +378,80 @@ static void test_mutants(void) {
   ok(good, "%s", "300 mutated tokenizer.json files: each refused or sound");
 }
 
+/* t/demo/bpe/name's text into buf (NUL-terminated): its length */
+static size_t fixture_text(const char *name, char *buf, size_t cap) {
+  char p[4200];
+  const char *src = getenv("srcdir");
+  snprintf(p, sizeof p, "%s/t/demo/bpe/%s", src ? src : ".", name);
+  FILE *f = fopen(p, "rb");
+  size_t n = f ? fread(buf, 1, cap - 1, f) : 0;
+  if (f) fclose(f);
+  buf[n] = 0;
+  return n;
+}
+
+/* text with the first from replaced by to, loaded as tokenizer.json */
+static void refused_edit(const char *text, const char *from, const char *to, const char *want,
+                         const char *what) {
+  static char m[20000];
+  const char *at = strstr(text, from);
+  if (!at) {
+    ok(0, "%s: the fixture holds the text to edit", what);
+    return;
+  }
+  snprintf(m, sizeof m, "%.*s%s%s", (int)(at - text), text, to, at + strlen(from));
+  refused(m, want, what);
+}
+
+/* t/demo/bpe/llama3.json: the fixture's tokens and merges (as pairs)
+ * under Llama 3's pre_tokenizer, ignore_merges set, one more token
+ * "aaaa" (272) that the merges never make, the added token renamed */
+static void test_llama3(const struct gpt_bpe *b) {
+  static const struct { const char *s; uint32_t ids[8]; size_t n; } cases[] = {
+      {"aaaa", {272}, 1},               /* ignore_merges: the piece is a token */
+      {"aaaaa", {261, 262}, 2},         /* not a token: merged as before */
+      {"it'S", {'i', 't', '\'', 'S'}, 4},   /* the contraction split, no merge of 'S */
+      {"it's", {'i', 't', 265}, 3},
+      {"12345", {266, '3', '4', '5'}, 4},   /* 123|45 */
+      {"the\n\nthe", {257, '\n', '\n', 257}, 4},
+      {" the", {258}, 1},
+      {"x  ", {'x', 263}, 2},
+      {"<|begin_of_text|>the", {271, 257}, 2},
+  };
+  ok(b && b->split == GPT_BPE_LLAMA3 && b->ignore_merges && b->vocab == 273, "%s",
+     "llama3.json: Llama 3's split and ignore_merges recognised");
+  if (!b) return;
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+    ok(encodes(b, cases[i].s, cases[i].ids, cases[i].n), "llama3.json: encode \"%s\" by hand",
+       cases[i].s);
+  test_round_trip(b, 0), test_round_trip(b, 1);
+}
+
+/* pre-tokenizers and flags that would split or encode wrongly refused */
+static void test_llama3_refused(void) {
+  static char text[20000];
+  if (!fixture_text("llama3.json", text, sizeof text)) {
+    ok(0, "%s", "llama3.json reads");
+    return;
+  }
+  refused_edit(text, "{1,3}", "{1,4}", "not GPT-2's or Llama 3's", "Llama 3's regex with {1,4}");
+  refused_edit(text, "\"Split\"", "\"Splat\"", "not GPT-2's or Llama 3's",
+               "an unknown pre-tokenizer type");
+  refused_edit(text, "\"invert\": false", "\"invert\": true", "not GPT-2's or Llama 3's",
+               "an inverted split");
+  refused_edit(text, "\"use_regex\": false", "\"use_regex\": true", "not GPT-2's or Llama 3's",
+               "two splits in a row");
+  refused_edit(text, "\"byte_fallback\": false", "\"byte_fallback\": true", "byte_fallback",
+               "byte_fallback set");
+  refused_edit(text, "\"ignore_merges\": true", "\"ignore_merges\": 1", "ignore_merges",
+               "ignore_merges not a boolean");
+  refused("{\"pre_tokenizer\": {\"type\": \"Split\", \"pattern\": {\"Regex\": \"\\\\s+\"}, "
+          "\"behavior\": \"Isolated\", \"invert\": false}, \"model\": {\"vocab\": {\"a\": 0}, "
+          "\"merges\": []}}", "not GPT-2's or Llama 3's", "a Split on an unknown regex");
+  refused("{\"pre_tokenizer\": null, \"model\": {\"vocab\": {\"a\": 0}, \"merges\": []}}",
+          "not GPT-2's or Llama 3's", "pre_tokenizer null (no split)");
+}
+
 static struct gpt_bpe *fixture(const char *name) {
   char p[4200];
   const char *src = getenv("srcdir");
@@ -337,7 +459,26 @@ static struct gpt_bpe *fixture(const char *name) {
   return gpt_bpe_load(p);
 }
 
-int main(void) {
+/* --split gpt2|llama3 (for t/demo/bpe-regex.sh): each stdin line, text in
+ * hex, written back as its pieces in hex joined by commas */
+static int split_lines(int llama3) {
+  static char line[1 << 16];
+  static uint8_t t[1 << 15];
+  while (fgets(line, sizeof line, stdin)) {
+    size_t n = 0;
+    for (unsigned x; n < sizeof t && sscanf(line + 2 * n, "%2x", &x) == 1; n++) t[n] = (uint8_t)x;
+    for (size_t i = 0, e; i < n; i = e) {
+      e = llama3 ? gpt_bpe_piece_end_llama3(t, n, i) : gpt_bpe_piece_end(t, n, i);
+      for (size_t k = i; k < e; k++) printf("%02x", t[k]);
+      if (e < n) putchar(',');
+    }
+    putchar('\n');
+  }
+  return 0;
+}
+
+int main(int argc, char **argv) {
+  if (argc == 3 && !strcmp(argv[1], "--split")) return split_lines(!strcmp(argv[2], "llama3"));
   const char *s = getenv("TE_TEST_SEED");
   rng = s ? strtoull(s, NULL, 10) : (uint64_t)time(NULL);
   printf("# seed %llu\n", (unsigned long long)rng);
@@ -346,10 +487,15 @@ int main(void) {
   struct gpt_bpe *tj = fixture("tokenizer.json"), *vj = fixture("vocab.json");
   ok(tj && vj && tj->vocab == 272 && vj->nmerges == 15, "%s", "the fixture reads both ways");
   test_split();
+  test_split_llama3();
   if (tj) test_fixture(tj, "tokenizer.json");
   if (vj) test_fixture(vj, "vocab.json");
   if (tj) test_round_trip(tj, 0), test_round_trip(tj, 1), test_long_piece(tj);
   test_refused();
+  struct gpt_bpe *l3 = fixture("llama3.json");
+  test_llama3(l3);
+  gpt_bpe_free(l3);
+  test_llama3_refused();
   test_mutants();
   test_many_merges();
   gpt_bpe_free(tj), gpt_bpe_free(vj);

@@ -6,13 +6,15 @@
 #   the C ones with the link line of the installed .pc files (te-core,
 #   te-graph, te-comm) and their libdir as run path;
 #   graphed_callables.cpp through its CMakeLists.txt (find_package(libte));
-#   rmsnorm_fp8.f90 with FC (gfortran) and pkg-config te-fortran;
+#   rmsnorm_fp8.f90 and train_block.f90 with FC (gfortran) and pkg-config
+#   te-fortran (train_block: its last line must say the loss fell);
 #   allreduce_tcp with a random TECOMM_SECRET (64 hex digits) and
 #   TECOMM_INSECURE=1 in both ranks' environment; offload with its spill
 #   directory in a temporary folder; allreduce_mpi with the mpicc of each
 #   MPI configure found (MPICC_MPICH, MPICC_OPENMPI, MPICC_OTHER), run as
 #   3 ranks under that MPI's mpirun (none found: not run, and said so).
-# Each example checks its own results and exits non-zero on a wrong one.
+# Each example checks its own results and exits non-zero on a wrong one;
+# the build line of each one's opening comment must carry -Wl,-rpath.
 # Exit 0 all passed; 1 one failed (or is not installed); 77 when nothing
 # failed but a compiler was missing (no C++ compiler or cmake for the C++
 # example, no Fortran compiler, or libte built without its Fortran
@@ -30,11 +32,17 @@ trap 'rm -rf "$tmp"' EXIT
 export PKG_CONFIG_PATH="$libdir/pkgconfig"
 export TE_DEVICE=vdev
 fail=0 skipped=""
-for f in README fp8_gemm.c train_step.c tutorial_layer.c graphed_callables.cpp CMakeLists.txt rmsnorm_fp8.f90 \
+for f in README fp8_gemm.c train_step.c tutorial_layer.c graphed_callables.cpp CMakeLists.txt rmsnorm_fp8.f90 train_block.f90 \
     allreduce_tcp.c allreduce_mpi.c offload.c; do
   [ -f "$ex/$f" ] || { echo "$ex/$f: not installed"; fail=1; }
 done
 [ $fail = 0 ] || exit 1
+# the build line in each opening comment names the run path: without it,
+# a prefix the loader does not search gives a binary that cannot start
+for f in fp8_gemm.c train_step.c tutorial_layer.c rmsnorm_fp8.f90 train_block.f90 allreduce_tcp.c \
+    allreduce_mpi.c offload.c; do
+  head -n 30 "$ex/$f" | grep -q -- '-Wl,-rpath,' || { echo "FAIL: $f: its build line has no -Wl,-rpath"; fail=1; }
+done
 
 # run NAME COMMAND...: runs an example, its output in the log
 run() {
@@ -108,18 +116,27 @@ else
   fail=1
 fi
 
-# the Fortran example
+# the Fortran examples; train_block's exit status says whether the loss
+# fell below half, its last line is checked too
 if ! command -v "$FC" >/dev/null 2>&1; then
-  skipped="$skipped rmsnorm_fp8.f90 (no Fortran compiler $FC)"
+  skipped="$skipped rmsnorm_fp8.f90 train_block.f90 (no Fortran compiler $FC)"
 elif [ ! -f "$libdir/pkgconfig/te-fortran.pc" ]; then
-  skipped="$skipped rmsnorm_fp8.f90 (libte built without its Fortran modules)"
+  skipped="$skipped rmsnorm_fp8.f90 train_block.f90 (libte built without its Fortran modules)"
 else
-  # shellcheck disable=SC2046
-  if (cd "$tmp" && "$FC" -o rmsnorm_fp8 "$ex/rmsnorm_fp8.f90" $($PKG_CONFIG --cflags --libs te-fortran) \
-      -Wl,-rpath,"$($PKG_CONFIG --variable=libdir te-fortran)"); then
-    run rmsnorm_fp8 "$tmp/rmsnorm_fp8"
-  else
-    echo "FAIL: rmsnorm_fp8.f90 did not build"
+  for name in rmsnorm_fp8 train_block; do
+    # shellcheck disable=SC2046
+    if ! (cd "$tmp" && "$FC" -o "$name" "$ex/$name.f90" $($PKG_CONFIG --cflags --libs te-fortran) \
+        -Wl,-rpath,"$($PKG_CONFIG --variable=libdir te-fortran)"); then
+      echo "FAIL: $name.f90 did not build"
+      fail=1
+      continue
+    fi
+    # the output kept for the check below ($1 is the inner sh's)
+    # shellcheck disable=SC2016
+    run "$name" sh -c '"$1" > "$1.out" 2>&1; rc=$?; cat "$1.out"; exit $rc' sh "$tmp/$name"
+  done
+  if [ -f "$tmp/train_block.out" ] && ! tail -n 1 "$tmp/train_block.out" | grep -q "^train_block: the loss fell from"; then
+    echo "FAIL: train_block did not say the loss fell"
     fail=1
   fi
 fi

@@ -3,7 +3,9 @@
  * gpt_bpe_load.c).  Encode: the added tokens are cut out of the text
  * first; the rest is split by GPT-2's pre-tokenizer regex
  *   's|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+
- * written by hand over UTF-8 (gpt_bpe_piece_end); each piece starts as
+ * or Llama 3's (below gpt_bpe_piece_end_llama3), each written by hand
+ * over UTF-8; a piece that is a token when the file sets ignore_merges
+ * (Llama 3 does) is that token, else it starts as
  * its bytes' tokens and the adjacent pair of lowest merge rank is merged
  * until none is left, leftmost first among equals (a heap: O(L log L) for
  * a piece of L bytes, so a megabyte of spaces costs no L^2).
@@ -106,6 +108,70 @@ size_t gpt_bpe_piece_end(const uint8_t *t, size_t n, size_t i) {
   return spaces_end(t, n, i);
 }
 
+/* ---- Llama 3's pre-tokenizer ----
+ *   (?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}|
+ *    ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+
+ * each alternative below in the regex's order, over the same classes as
+ * GPT-2's split (an invalid byte: one "other" character). */
+
+static int is_nl(uint8_t c) { return c == '\r' || c == '\n'; }
+
+/* (?i:'s|'t|'re|'ve|'m|'ll|'d) at t[i] (a quote): its length, or 0.  The
+ * regex folds case by Unicode's simple folding, which for these letters
+ * is ASCII's plus U+017F (long s) for s */
+static size_t contraction_ci(const uint8_t *t, size_t n, size_t i) {
+  static const char *const c[] = {"s", "t", "re", "ve", "m", "ll", "d"};
+  if (n - i >= 3 && t[i + 1] == 0xc5 && t[i + 2] == 0xbf) return 3;
+  for (size_t k = 0; k < sizeof c / sizeof c[0]; k++) {
+    size_t l = strlen(c[k]), m = 0;
+    while (m < l && m < n - i - 1 && (t[i + 1 + m] | 0x20) == (uint8_t)c[k][m]) m++;
+    if (m == l) return l + 1;
+  }
+  return 0;
+}
+
+/* [^\r\n\p{L}\p{N}]?\p{L}+ at t[i] (class c, k bytes): its end, or 0 */
+static size_t l3_word(const uint8_t *t, size_t n, size_t i, int c, size_t k) {
+  size_t k2;
+  if (c == C_LETTER) return run_end(t, n, i, C_LETTER);
+  if (c == C_NUMBER || is_nl(t[i]) || i + k >= n || cls_at(t, n, i + k, &k2) != C_LETTER)
+    return 0;
+  return run_end(t, n, i + k, C_LETTER);
+}
+
+/* \p{N}{1,3} from i (a number) */
+static size_t l3_digits(const uint8_t *t, size_t n, size_t i) {
+  size_t k;
+  for (int m = 0; m < 3 && i < n && cls_at(t, n, i, &k) == C_NUMBER; m++) i += k;
+  return i;
+}
+
+/*  ?[^\s\p{L}\p{N}]+[\r\n]* at t[i]: its end, or 0 */
+static size_t l3_punct(const uint8_t *t, size_t n, size_t i) {
+  size_t k, j = t[i] == ' ' && i + 1 < n ? i + 1 : i;
+  if (cls_at(t, n, j, &k) != C_OTHER) return 0;
+  for (j = run_end(t, n, j, C_OTHER); j < n && is_nl(t[j]);) j++;
+  return j;
+}
+
+/* \s*[\r\n]+ at t[i]: the space run up to its last \r or \n, or 0 */
+static size_t l3_newlines(const uint8_t *t, size_t n, size_t i) {
+  size_t k, e = 0;
+  for (; i < n && cls_at(t, n, i, &k) == C_SPACE; i += k)
+    if (k == 1 && is_nl(t[i])) e = i + 1;
+  return e;
+}
+
+size_t gpt_bpe_piece_end_llama3(const uint8_t *t, size_t n, size_t i) {
+  size_t k, e = t[i] == '\'' ? contraction_ci(t, n, i) : 0;
+  if (e) return i + e;
+  int c = cls_at(t, n, i, &k);
+  if ((e = l3_word(t, n, i, c, k))) return e;
+  if (c == C_NUMBER) return l3_digits(t, n, i);
+  if ((e = l3_punct(t, n, i)) || (e = l3_newlines(t, n, i))) return e;
+  return spaces_end(t, n, i);   /* c is a space: the last two alternatives */
+}
+
 /* ---- merges ---- */
 
 static uint32_t merge_of(const struct gpt_bpe *b, uint32_t l, uint32_t r, uint32_t *id) {
@@ -188,6 +254,11 @@ static int reserve(uint32_t **ids, size_t *cap, size_t need) {
 /* the BPE of one piece t[0..n), appended */
 static int encode_piece(const struct gpt_bpe *b, struct piece *p, const uint8_t *t, size_t n,
                         uint32_t **ids, size_t *count, size_t *cap) {
+  uint32_t whole = b->ignore_merges ? gpt_bpe_lookup(b, t, n) : GPT_BPE_NONE;
+  if (whole != GPT_BPE_NONE) {   /* ignore_merges: a piece that is a token is that token */
+    if (reserve(ids, cap, *count + 1)) return -1;
+    return (*ids)[(*count)++] = whole, 0;
+  }
   for (size_t i = 0; i < n; i++) {
     p->id[i] = b->byte_id[t[i]];
     if (p->id[i] == GPT_BPE_NONE)
@@ -220,7 +291,8 @@ static uint32_t special_at(const struct gpt_bpe *b, const uint8_t *t, size_t n, 
 static int encode_plain(const struct gpt_bpe *b, struct piece *p, const uint8_t *t, size_t n,
                         uint32_t **ids, size_t *count, size_t *cap) {
   for (size_t i = 0, e; i < n; i = e) {
-    e = gpt_bpe_piece_end(t, n, i);
+    e = b->split == GPT_BPE_LLAMA3 ? gpt_bpe_piece_end_llama3(t, n, i)
+                                   : gpt_bpe_piece_end(t, n, i);
     if (encode_piece(b, p, t + i, e - i, ids, count, cap)) return -1;
   }
   return 0;

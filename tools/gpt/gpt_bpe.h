@@ -1,9 +1,11 @@
 /* SPDX-License-Identifier: Apache-2.0
- * gpt_bpe.h -- byte-level BPE as GPT-2 uses it: the tokenizer read from a
+ * gpt_bpe.h -- byte-level BPE as GPT-2 and Llama 3 use it: the tokenizer read from a
  * Hugging Face tokenizer.json (model.vocab, model.merges, added_tokens) or
  * from vocab.json with merges.txt beside it (gpt_bpe_load.c); text split
- * by GPT-2's pre-tokenizer, each piece's bytes merged by rank, the ids
- * decoded back to bytes (gpt_bpe.c).  Tokens are held as byte strings:
+ * by GPT-2's pre-tokenizer (or Llama 3's), each piece's bytes merged by rank, the ids
+ * decoded back to bytes (gpt_bpe.c).  Llama 3's tokenizer.json: its
+ * pre-tokenizer regex recognised and split by its rules instead, and
+ * model.ignore_merges honoured.  Tokens are held as byte strings:
  * the files' byte-to-unicode alphabet is undone on reading. */
 #ifndef TE_GPT_BPE_H
 #define TE_GPT_BPE_H
@@ -14,6 +16,8 @@
 #define GPT_BPE_MAX_FILE ((uint64_t)256 << 20)   /* a tokenizer file's bytes */
 #define GPT_BPE_MAX_VOCAB (1u << 21)              /* ids below */
 #define GPT_BPE_NONE UINT32_MAX
+
+enum gpt_bpe_split { GPT_BPE_GPT2, GPT_BPE_LLAMA3 };
 
 struct gpt_bpe_merge {
   uint64_t pair;          /* left id << 32 | right id; 0 with id NONE: an empty slot */
@@ -32,6 +36,8 @@ struct gpt_bpe {
   uint32_t byte_id[256];         /* the token of each single byte (NONE: absent) */
   uint32_t *special;             /* added tokens matched in text before the split */
   size_t nspecial;
+  int split;                     /* enum gpt_bpe_split: the pre-tokenizer */
+  int ignore_merges;             /* a piece that is a token is not merged */
 };
 
 /* Reads path: a tokenizer.json, or a vocab.json (merges.txt from its
@@ -56,5 +62,7 @@ uint8_t *gpt_bpe_decode(const struct gpt_bpe *b, const uint32_t *ids, size_t n, 
 
 /* GPT-2's pre-tokenizer: the end of the piece that starts at t[i] (i < n) */
 size_t gpt_bpe_piece_end(const uint8_t *t, size_t n, size_t i);
+/* Llama 3's pre-tokenizer, the same way */
+size_t gpt_bpe_piece_end_llama3(const uint8_t *t, size_t n, size_t i);
 
 #endif

@@ -2,7 +2,9 @@
  * gpt_bpe_load.c -- a byte-level BPE tokenizer's files, untrusted: a Hugging
  * Face tokenizer.json (model.type "BPE" when given, model.vocab {token: id},
  * model.merges as "a b" strings or ["a", "b"] pairs, added_tokens
- * {content, id}) or vocab.json with merges.txt ("#version" line skipped).
+ * {content, id}, pre_tokenizer recognised as GPT-2's or Llama 3's split,
+ * model.ignore_merges) or vocab.json with merges.txt ("#version" line
+ * skipped).
  * Each token's text is GPT-2's byte-to-unicode alphabet (the printable
  * bytes as themselves, the other 68 bytes as U+0100 onwards), undone here
  * to bytes; an added token's text is its bytes.  Bounded: the file at most
@@ -287,13 +289,91 @@ static int read_added(struct loader *L, const struct gpt_json *j, int at) {
   return 0;
 }
 
+/* ---- the pre-tokenizer and the model's flags ---- */
+
+static const char gpt2_re[] =
+    "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)|\\s+";
+static const char llama3_re[] =
+    "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| "
+    "?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
+
+static int jstr_is(const struct gpt_json *j, int at, const char *s) {
+  return at >= 0 && j->n[at].type == GPT_JSTR && j->n[at].len == strlen(s) &&
+         !memcmp(j->pool + j->n[at].str, s, j->n[at].len);
+}
+
+/* a boolean member key of object at: dflt when absent; -1 when not a boolean */
+static int jflag(const struct gpt_json *j, int at, const char *key, int dflt) {
+  int k = gpt_json_get(j, at, key);
+  if (k < 0) return dflt;
+  return j->n[k].type == GPT_JBOOL ? j->n[k].num != 0 : -1;
+}
+
+/* one pre-tokenizer p: 1 + GPT_BPE_* for a split known here, 0 for a
+ * ByteLevel that does not split, -1 for anything else */
+static int pre_one(const struct gpt_json *j, int p) {
+  int type = gpt_json_get(j, p, "type"), re;
+  if (jstr_is(j, type, "ByteLevel")) {
+    int r = jflag(j, p, "use_regex", 1);
+    return r < 0 ? -1 : r ? 1 + GPT_BPE_GPT2 : 0;
+  }
+  if (!jstr_is(j, type, "Split") || !jstr_is(j, gpt_json_get(j, p, "behavior"), "Isolated") ||
+      jflag(j, p, "invert", 0) != 0)
+    return -1;
+  re = gpt_json_get(j, gpt_json_get(j, p, "pattern"), "Regex");
+  if (jstr_is(j, re, llama3_re)) return 1 + GPT_BPE_LLAMA3;
+  return jstr_is(j, re, gpt2_re) ? 1 + GPT_BPE_GPT2 : -1;
+}
+
+/* a Sequence's list: the one split in it, ByteLevels beside it */
+static int pre_seq(const struct gpt_json *j, int list) {
+  int found = 0;
+  if (list < 0 || j->n[list].type != GPT_JARR) return -1;
+  for (int k = j->n[list].kid; k >= 0; k = j->n[k].next) {
+    int r = pre_one(j, k);
+    if (r < 0 || (r && found)) return -1;
+    found = r ? r : found;
+  }
+  return found;
+}
+
+/* pre_tokenizer: GPT-2's (a ByteLevel with its regex; also when absent,
+ * as from a vocab.json) or Llama 3's (a Sequence of a Split on its regex
+ * and a ByteLevel without); any other is refused, since a split by the
+ * wrong rules gives other ids without a word */
+static int read_pre(struct loader *L, const struct gpt_json *j) {
+  int p = gpt_json_get(j, 0, "pre_tokenizer"), rule;
+  if (p < 0) return 0;
+  rule = jstr_is(j, gpt_json_get(j, p, "type"), "Sequence")
+             ? pre_seq(j, gpt_json_get(j, p, "pretokenizers")) : pre_one(j, p);
+  if (rule <= 0)
+    return GPT_ERR("%s: byte %zu: pre_tokenizer is not GPT-2's or Llama 3's split (a ByteLevel "
+                   "with its regex, or a Split on Llama 3's regex): te-gpt splits by those only",
+                   L->path, j->n[p].off), -1;
+  L->b->split = rule - 1;
+  return 0;
+}
+
+/* model.ignore_merges (Llama 3 sets it) honoured; model.byte_fallback
+ * must be false (a byte-level BPE has a token for every byte already) */
+static int read_flags(struct loader *L, const struct gpt_json *j, int model) {
+  int ig = jflag(j, model, "ignore_merges", 0), fb = gpt_json_get(j, model, "byte_fallback");
+  if (ig < 0) return GPT_ERR("%s: model.ignore_merges is not true or false", L->path), -1;
+  if (fb >= 0 && j->n[fb].type != GPT_JNULL && jflag(j, model, "byte_fallback", 0) != 0)
+    return GPT_ERR("%s: model.byte_fallback is not false: unsupported (byte-level BPE needs "
+                   "none)", L->path), -1;
+  L->b->ignore_merges = ig;
+  return 0;
+}
+
 static int load_tokenizer_json(struct loader *L, const struct gpt_json *j) {
   int model = gpt_json_get(j, 0, "model"), type = gpt_json_get(j, model, "type");
   if (type >= 0 && (j->n[type].type != GPT_JSTR || j->n[type].len != 3 ||
                     memcmp(j->pool + j->n[type].str, "BPE", 3)))
     return GPT_ERR("%s: model.type is not \"BPE\"", L->path), -1;
   int added = gpt_json_get(j, 0, "added_tokens");
-  return read_vocab(L, j, gpt_json_get(j, model, "vocab"), added_top(j, added)) ||
+  return read_pre(L, j) || read_flags(L, j, model) ||
+         read_vocab(L, j, gpt_json_get(j, model, "vocab"), added_top(j, added)) ||
          read_merges_json(L, j, gpt_json_get(j, model, "merges")) || read_added(L, j, added);
 }
 
