@@ -64,8 +64,9 @@ static void host_identity(struct tc_caps *k, tecore_backend_t backend) {
 }
 
 /* What the hierarchy's levels may do with a node-local group: make and
- * free one, check its health, run its allreduce (verbs_hier.c), without
- * calling up into this file or allreduce.c. */
+ * free one, check its health, run its allreduce and all-gather
+ * (verbs_hier.c), without calling up into this file, allreduce.c or
+ * coll.c. */
 static tecomm_result_t child_make(struct tecomm_comm *parent, uint64_t tag, int me, int n,
                                   int no_verbs, struct tecomm_comm **out);
 static void child_free(struct tecomm_comm *c);
@@ -74,6 +75,7 @@ static const struct tc_group_ops group_ops = {
     .free = child_free,
     .ready = tc_comm_ready,
     .allreduce = tc_allreduce_group,
+    .allgather = tc_allgather_group,
 };
 
 static void comm_free(struct tecomm_comm *c) {

@@ -83,6 +83,11 @@ struct tc_group_ops {
   tecomm_result_t (*allreduce)(struct tecomm_comm *c, tecore_devptr_t send, tecore_devptr_t recv,
                                size_t count, tecore_dtype_t dtype, tecomm_op_t op,
                                tecore_stream_t stream, const char *fn);
+  /* an all-gather of count elements of dtype a rank (send and recv as
+   * tecomm_allgather's); a failure is the group's sticky error */
+  tecomm_result_t (*allgather)(struct tecomm_comm *c, tecore_devptr_t send, tecore_devptr_t recv,
+                               size_t count, tecore_dtype_t dtype, tecore_stream_t stream,
+                               const char *fn);
 };
 
 struct tecomm_comm {

@@ -141,14 +141,11 @@ static tecomm_result_t verbs_run(struct tecomm_comm *c, const struct tc_call *k)
 /* Reduce-scatter: the allreduce of the whole input into local scratch,
  * then this rank's block (one verbs allreduce moves more than a
  * reduce-scatter needs, but the fallback keeps one path).  All-gather:
- * the ring's all-gather (flat; the hierarchy's is verbs_hier.c's,
- * which coll.c calls with the node group's all-gather).  Agreed on
- * the host first, as the allreduce. */
+ * the ring's all-gather (flat), or the hierarchy's (verbs_hier.c).
+ * Agreed on the host first, as the allreduce. */
 static tecomm_result_t verbs_coll(struct tecomm_comm *c, const struct tc_call *k) {
   const int rs = k->coll == TC_COLL_REDUCE_SCATTER;
-  if (!rs && c->leader >= 0)   /* coll.c runs it: it needs the node's all-gather */
-    return TC_ERR(TECOMM_ERR_NOT_SUPPORTED, "%s: the hierarchical all-gather runs through "
-                  "tc_hier_allgather", k->fn);
+  if (!rs && c->leader >= 0) return tc_hier_allgather(c, k);
   TC_CHECK(tc_agree_host(c, &(struct tc_agree_call){.count = k->count, .dtype = k->dtype,
                                                      .op = k->op, .algo = k->algo,
                                                      .coll = (int)k->coll}, k->fn));

@@ -212,9 +212,9 @@ static tecomm_result_t spread(struct tecomm_comm *c, const struct tc_call *k,
   return TECOMM_SUCCESS;
 }
 
-tecomm_result_t tc_hier_allgather(struct tecomm_comm *c, const struct tc_call *k,
-                                  tc_group_gather_fn gather) {
+tecomm_result_t tc_hier_allgather(struct tecomm_comm *c, const struct tc_call *k) {
   struct tecomm_comm *lc = c->local;
+  __typeof__(c->groups->allgather) gather = c->groups->allgather;
   const int maxn = largest_node(c), n = lc ? lc->nranks : 1, me = lc ? lc->rank : 0;
   const size_t share = (size_t)maxn * k->bytes, result = (size_t)c->nnodes * share;
   TC_CHECK(tc_agree_host(c, &(struct tc_agree_call){.count = k->count, .dtype = k->dtype,

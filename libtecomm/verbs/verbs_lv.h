@@ -2,8 +2,7 @@
 /* verbs_lv.h -- the verbs level's state (verbs_comm.c, verbs_hier.c),
  * reached through c->lv[TC_LV_VERBS]: this rank's endpoint, the
  * service-engine jobs that drive its allreduces and their page-locked
- * staging; private to the level's files (and the hierarchical all-gather's
- * entry, for coll.c). */
+ * staging; private to the level's files. */
 #ifndef TC_VERBS_LV_H
 #define TC_VERBS_LV_H
 
@@ -19,21 +18,13 @@ struct tc_verbs_lv {
 };
 #define VL(c) ((struct tc_verbs_lv *)(c)->lv[TC_LV_VERBS])
 
-/* The hierarchical all-gather (verbs_hier.c), which coll.c runs: the
- * node's own all-gather is coll.c's, handed down as a function so that
- * the level never calls up into it.  gather: an all-gather of count
- * elements of dtype a rank over the node-local group g (send and recv as
- * tecomm_allgather's). */
-typedef tecomm_result_t (*tc_group_gather_fn)(struct tecomm_comm *g, tecore_devptr_t send,
-                                              tecore_devptr_t recv, size_t count,
-                                              tecore_dtype_t dtype, tecore_stream_t stream,
-                                              const char *fn);
+/* ---- verbs_hier.c ------------------------------------------------------------ */
 /* k's all-gather on a hierarchical verbs communicator (c->leader >= 0):
- * gather in the node, the leaders' all-gather over verbs, the result
- * spread in the node; rank r's block lands at r * count whatever the
- * node layout, bytes moved untouched. */
-tecomm_result_t tc_hier_allgather(struct tecomm_comm *c, const struct tc_call *k,
-                                  tc_group_gather_fn gather);
+ * gather in the node (the node group's all-gather, c->groups, handed
+ * down so that the level never calls up into coll.c), the leaders'
+ * all-gather over verbs, the result spread in the node; rank r's block
+ * lands at r * count whatever the node layout, bytes moved untouched. */
+tecomm_result_t tc_hier_allgather(struct tecomm_comm *c, const struct tc_call *k);
 
 /* ---- verbs_staged.c ---------------------------------------------------------- */
 /* The verbs allreduce of send into recv on this rank's endpoint, staged
@@ -52,7 +43,6 @@ tecomm_result_t tc_verbs_staged_gather(struct tecomm_comm *c, tecore_devptr_t se
 /* Its jobs and staging, freed (the verbs level's close). */
 void tc_verbs_staged_free(struct tecomm_comm *c);
 
-/* ---- verbs_hier.c ------------------------------------------------------------ */
 /* Collective over c->xchg: the node-local group and whether every node
  * can take part; sets c->local (NULL: flat verbs over every rank) and
  * *member (this rank opens verbs: a node leader, or every rank when
