@@ -54,6 +54,13 @@ struct tc_call {
 #define TC_ONE_HOST 1u
 #define TC_ACROSS_HOSTS 2u
 
+/* struct tc_level's why_in: the messages beyond describe that tell why a
+ * level is off, as "; <why_name>: <c->lv_why[id]>".  REFUSED: a call no
+ * level has an algorithm for ("absent" when the text is empty); LOGGED:
+ * init's level line at TE_DEBUG=INFO. */
+#define TC_WHY_REFUSED 1u
+#define TC_WHY_LOGGED 2u
+
 struct tc_level {
   const char *name;
   /* Its links in tecomm_comm_describe's chain line, and where it is in
@@ -66,6 +73,10 @@ struct tc_level {
   /* Opened only when no level above it gave the communicator a place in
    * the chain (c->level still TC_LEVEL_NONE). */
   int last_resort;
+  /* Where its "why off" text is told, under which name (TC_WHY_...;
+   * 0: describe's own lines only). */
+  unsigned why_in;
+  const char *why_name;
   /* Optional: fills the level's fields of this rank's report at init
    * (struct tc_caps, allgathered before any level opens). */
   void (*caps)(struct tecomm_comm *c, struct tc_caps *k);
