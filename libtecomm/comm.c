@@ -98,17 +98,13 @@ static void comm_free(struct tecomm_comm *c) {
 /* Everything after the rank set is known: shared by init and split.  The
  * facts every rank reported are counted, the symmetric memory (pool and
  * the kernels' workspace) made where IPC can run, then the levels open
- * in the chain's order (levels.c). */
+ * in the chain's order (levels.c), each reading the reports' fields of
+ * its own (nccl: whose NCCL joins whose). */
 static tecomm_result_t comm_start(struct tecomm_comm *c, const struct tc_caps *all) {
   tecore_stream_t st = NULL;
-  c->n_vmm_fd = c->n_nccl = c->n_kernels = 0;
-  c->nccl_split = 0;
+  c->n_vmm_fd = c->n_kernels = 0;
   for (int i = 0; i < c->nranks; i++) {
     c->n_vmm_fd += all[i].vmm_fd != 0;
-    /* vdev's NCCL joins the ranks of one machine (vdev nodes of it too) */
-    int same = all[i].nccl_host == all[0].nccl_host;
-    c->n_nccl += all[i].nccl != 0 && same;
-    c->nccl_split |= all[i].nccl != 0 && !same;
     c->n_kernels += all[i].kernels != 0;
   }
   c->level = TC_LEVEL_NONE;
@@ -129,7 +125,7 @@ static tecomm_result_t comm_start(struct tecomm_comm *c, const struct tc_caps *a
   c->ws.max_bytes = (size_t)tecore_tunable_int(&tc_tun_max_tokens) *
                     (size_t)tecore_tunable_int(&tc_tun_max_hidden) * 4;
   tecomm_result_t r = tc_symm_open(c, (size_t)tecore_tunable_int(&tc_tun_pool_mb), st);
-  if (r == TECOMM_SUCCESS) r = tc_levels_open(c, st);
+  if (r == TECOMM_SUCCESS) r = tc_levels_open(c, all, st);
   if (r == TECOMM_SUCCESS) tc_level_log(c);
   (void)tecore_stream_synchronize(st);
   (void)tecore_stream_destroy(st);

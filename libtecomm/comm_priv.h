@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* comm_priv.h -- what a communicator is: its ranks and host transport,
  * the capabilities every rank reported, the place in the fallback chain
- * they all took, its symmetric segments, its NCCL communicator and its
- * error state.  Shared by comm.c, pool.c, select.c and allreduce.c. */
+ * they all took, its symmetric segments, the levels' state (opaque here:
+ * each level's own header says what it keeps) and its error state.
+ * Shared by comm.c, pool.c, select.c and allreduce.c. */
 #ifndef TECOMM_COMM_PRIV_H
 #define TECOMM_COMM_PRIV_H
 
@@ -107,7 +108,6 @@ struct tecomm_comm {
   tecore_backend_t backend;
   tc_level_t level;
   char level_why[256];
-  const char *nccl_why;
 
   /* symmetric memory */
   size_t gran;
@@ -121,7 +121,6 @@ struct tecomm_comm {
   struct tc_seg *stage_seg;
   size_t stage, stage_bytes, stage_seg_total;
 
-  int nccl_split;            /* vdev's NCCL on ranks of several machines */
   /* the levels' own state (opaque here) and why each is off */
   void *lv[TC_LV_COUNT];
   char lv_why[TC_LV_COUNT][320];
@@ -146,8 +145,6 @@ struct tecomm_comm {
   int no_verbs;              /* a hierarchical communicator's node-local group */
   struct tecomm_comm *local; /* hierarchical: this node's ranks, or NULL (flat) */
   int leader;                /* hierarchical: the node's leader (local rank 0) */
-  int gdr;                   /* GPUDirect RDMA could be used (it is not yet: staging) */
-  char gdr_why[160];
 
   /* errors */
   int aborted;

@@ -81,9 +81,10 @@ struct tc_level {
    * (struct tc_caps, allgathered before any level opens). */
   void (*caps)(struct tecomm_comm *c, struct tc_caps *k);
   /* Collective: opens the level, or leaves it off with c->lv_why[id]
-   * saying why (the same on every rank).  An error return is a broken
-   * exchange, not "the level is off". */
-  tecomm_result_t (*open)(struct tecomm_comm *c, tecore_stream_t st);
+   * saying why (the same on every rank), from every rank's report (all,
+   * c->nranks of them).  An error return is a broken exchange, not "the
+   * level is off". */
+  tecomm_result_t (*open)(struct tecomm_comm *c, const struct tc_caps *all, tecore_stream_t st);
   void (*close)(struct tecomm_comm *c);
   /* Optional: the level's failure before a collective (a transport that
    * broke, a peer's error it learnt of); check_device as tc_comm_ready. */
@@ -114,7 +115,8 @@ const struct tc_level *tc_level_at(tc_algo_at_t at);
 
 /* The walks (levels.c). */
 void tc_levels_caps(struct tecomm_comm *c, struct tc_caps *k);
-tecomm_result_t tc_levels_open(struct tecomm_comm *c, tecore_stream_t st);
+tecomm_result_t tc_levels_open(struct tecomm_comm *c, const struct tc_caps *all,
+                               tecore_stream_t st);
 void tc_levels_close(struct tecomm_comm *c);
 tecomm_result_t tc_levels_health(struct tecomm_comm *c, const char *fn, int check_device);
 void tc_levels_abort(struct tecomm_comm *c);

@@ -170,7 +170,9 @@ out_r:
   return r;
 }
 
-static tecomm_result_t nvls_open(struct tecomm_comm *c, tecore_stream_t st) {
+static tecomm_result_t nvls_open(struct tecomm_comm *c, const struct tc_caps *all,
+                                 tecore_stream_t st) {
+  (void)all;
   char mine[256] = "", why[300] = "";
   int ok = 0;
   c->lv[TC_LV_NVLS] = NULL;

@@ -49,7 +49,7 @@ static tecomm_result_t endpoint_open(struct tecomm_comm *c) {
   if (r != TECOMM_SUCCESS) return r;
   tc_gdr_detect(c);
   if (VL(c)->vb)
-    TC_INFO("verbs: rank %d on device %d: gpudirect: %s", c->rank, c->device, c->gdr_why);
+    TC_INFO("verbs: rank %d on device %d: gpudirect: %s", c->rank, c->device, VL(c)->gdr_why);
   if (c->leader >= 0)
     snprintf(WHY(c), sizeof WHY(c), "hierarchical: %d nodes, node leaders over verbs",
              c->nnodes);
@@ -67,9 +67,10 @@ static void verbs_line(struct tecomm_comm *c, char *line, size_t n) {
     snprintf(line, n, "verbs: hierarchical over %d nodes: reduce in the node (%s, %d ranks), "
              "allreduce among node leaders%s, broadcast in the node; gpudirect: %s",
              c->nnodes, c->local ? tc_level_name(c->local->level) : "one rank",
-             c->local ? c->local->nranks : 1, dev, c->gdr_why);
+             c->local ? c->local->nranks : 1, dev, VL(c)->gdr_why);
   else
-    snprintf(line, n, "verbs: flat over %d ranks%s; gpudirect: %s", c->nranks, dev, c->gdr_why);
+    snprintf(line, n, "verbs: flat over %d ranks%s; gpudirect: %s", c->nranks, dev,
+             VL(c)->gdr_why);
 }
 
 static void verbs_close(struct tecomm_comm *c) {
@@ -89,8 +90,10 @@ static tecomm_result_t verbs_reduce(struct tecomm_comm *c, tecore_devptr_t send,
 
 /* The last link of the chain (every rank gets the same answer): a node's
  * non-leader has no endpoint of its own but stands at this level. */
-static tecomm_result_t verbs_open(struct tecomm_comm *c, tecore_stream_t st) {
+static tecomm_result_t verbs_open(struct tecomm_comm *c, const struct tc_caps *all,
+                                  tecore_stream_t st) {
   (void)st;
+  (void)all;
   struct tc_verbs_lv *l = calloc(1, sizeof *l);
   if (!l) return TC_ERR(TECOMM_ERR_NOMEM, "tecomm_comm_init: out of host memory");
   c->lv[TC_LV_VERBS] = l;

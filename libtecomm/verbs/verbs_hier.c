@@ -241,9 +241,10 @@ tecomm_result_t tc_hier_allgather(struct tecomm_comm *c, const struct tc_call *k
 }
 
 void tc_gdr_detect(struct tecomm_comm *c) {
-  if (tecomm_gpudirect(c->device, &c->gdr, c->gdr_why, sizeof c->gdr_why) != TECOMM_SUCCESS) {
-    c->gdr = 0;
-    snprintf(c->gdr_why, sizeof c->gdr_why, "unknown (%.120s): host staging",
+  struct tc_verbs_lv *l = VL(c);
+  if (tecomm_gpudirect(c->device, &l->gdr, l->gdr_why, sizeof l->gdr_why) != TECOMM_SUCCESS) {
+    l->gdr = 0;
+    snprintf(l->gdr_why, sizeof l->gdr_why, "unknown (%.120s): host staging",
              tecore_last_error());
   }
 }

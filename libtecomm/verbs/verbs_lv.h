@@ -15,6 +15,8 @@ struct tc_verbs_lv {
   struct tc_vb *vb;          /* the endpoint, or NULL (lv_why says why) */
   struct tc_vjob *jobs;      /* service-engine jobs, one per shape */
   struct tc_vhost *hosts;    /* page-locked staging, newest first */
+  int gdr;                   /* GPUDirect RDMA could be used (it is not yet: staging) */
+  char gdr_why[160];
 };
 #define VL(c) ((struct tc_verbs_lv *)(c)->lv[TC_LV_VERBS])
 
@@ -56,7 +58,7 @@ tecomm_result_t tc_hier_allreduce(struct tecomm_comm *c, tecore_devptr_t send,
                                   tecore_devptr_t recv, size_t count, tecore_dtype_t dtype,
                                   tecomm_op_t op, tecore_stream_t stream, const char *fn);
 /* GPUDirect RDMA: whether the device memory could be registered (sets
- * c->gdr and c->gdr_why). */
+ * VL(c)->gdr and gdr_why). */
 void tc_gdr_detect(struct tecomm_comm *c);
 
 #endif
