@@ -148,8 +148,7 @@ static tecomm_result_t pick(struct tecomm_comm *c, tecomm_algo_t asked, const st
     *algo = asked;
     return TECOMM_SUCCESS;
   }
-  const struct tc_call_facts f = {.bytes = k->bytes, .symmetric = k->seg != NULL,
-                                  .in_place = k->in_place, .sum = k->op == TECOMM_SUM};
+  const struct tc_call_facts f = tc_call_facts_of(k); /* neither fused nor beside */
   if (asked != TECOMM_ALGO_AUTO) return tc_level_at(tc_algo_at(asked))->pick(c, asked, &f, algo);
   size_t lam_edge, one_edge;
   tc_table_edges(c->nranks, &lam_edge, &one_edge);

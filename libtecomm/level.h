@@ -50,6 +50,11 @@ struct tc_call {
   const char *fn;
 };
 
+/* The facts selection reads (comm_priv.h), from k's fields, so that the
+ * two never disagree; fused_lamport_ok is the allreduce's to set
+ * (select.c). */
+struct tc_call_facts tc_call_facts_of(const struct tc_call *k);
+
 /* struct tc_level's hosts. */
 #define TC_ONE_HOST 1u
 #define TC_ACROSS_HOSTS 2u

@@ -65,6 +65,12 @@ static const char *whys(struct tecomm_comm *c, unsigned where, char *buf) {
   return buf;
 }
 
+struct tc_call_facts tc_call_facts_of(const struct tc_call *k) {
+  return (struct tc_call_facts){.bytes = k->bytes, .symmetric = k->seg != NULL,
+                                .in_place = k->in_place, .sum = k->op == TECOMM_SUM,
+                                .fused = k->fa != NULL, .beside = (k->how & TC_AR_BESIDE) != 0};
+}
+
 /* auto: each level's table in the chain's order; the first with a choice
  * runs the call. */
 static tecomm_result_t select_auto(struct tecomm_comm *c, const struct tc_call_facts *f,
