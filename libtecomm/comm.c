@@ -63,16 +63,18 @@ static void host_identity(struct tc_caps *k, tecore_backend_t backend) {
       hash64(&machine, sizeof machine, hash64(k->host, strlen(k->host), 0xcbf29ce484222325ull));
 }
 
-/* What the hierarchy's levels may do with a node-local group: make and
- * free one, check its health, run its allreduce and all-gather
+/* What the hierarchy's levels may do with a node-local group: make,
+ * free and abort one, check its health, run its allreduce and all-gather
  * (verbs_hier.c), without calling up into this file, allreduce.c or
  * coll.c. */
 static tecomm_result_t child_make(struct tecomm_comm *parent, uint64_t tag, int me, int n,
                                   int no_verbs, struct tecomm_comm **out);
 static void child_free(struct tecomm_comm *c);
+static void child_abort(struct tecomm_comm *c);
 static const struct tc_group_ops group_ops = {
     .make = child_make,
     .free = child_free,
+    .abort = child_abort,
     .ready = tc_comm_ready,
     .allreduce = tc_allreduce_group,
     .allgather = tc_allgather_group,
@@ -86,7 +88,6 @@ static void comm_free(struct tecomm_comm *c) {
   for (int i = 0; i < c->n_ce_old; i++) (void)tecore_mem_free(c->ce_old[i]);
   if (c->al_scratch) (void)tecore_mem_free(c->al_scratch);
   for (int i = 0; i < c->n_al_old; i++) (void)tecore_mem_free(c->al_old[i]);
-  if (c->local) comm_free(c->local);   /* a hierarchical one's node-local group */
   free(c->node_of);
   while (c->segs) tc_seg_destroy(c, c->segs);
   tc_boot_close(c->mesh);
@@ -108,7 +109,6 @@ static tecomm_result_t comm_start(struct tecomm_comm *c, const struct tc_caps *a
     c->n_kernels += all[i].kernels != 0;
   }
   c->level = TC_LEVEL_NONE;
-  c->leader = -1;   /* not hierarchical (verbs_hier.c) */
   snprintf(c->level_why, sizeof c->level_why, "no IPC and no NCCL");
   if (c->all_local) {
     /* P2P between every pair of devices, each rank for its own view */
@@ -447,7 +447,8 @@ TE_EXPORT tecomm_result_t tecomm_comm_destroy(tecomm_comm_t comm) {
   return r;
 }
 
-/* Abort, for the communicator and its node-local group. */
+/* Abort, for the communicator (and, through the levels, a node-local
+ * group: the verbs level's). */
 static tecomm_result_t comm_abort(struct tecomm_comm *comm) {
   comm->aborted = 1;
   tecomm_result_t r = TECOMM_SUCCESS;
@@ -456,10 +457,11 @@ static tecomm_result_t comm_abort(struct tecomm_comm *comm) {
     if (cr != TECORE_SUCCESS) r = tc_core(cr, "tecomm_comm_abort");
   }
   tc_levels_abort(comm);
-  if (comm->local) (void)comm_abort(comm->local);
   TC_INFO("tecomm: rank %d of %d aborted", comm->rank, comm->nranks);
   return r;
 }
+
+static void child_abort(struct tecomm_comm *c) { (void)comm_abort(c); }
 
 TE_EXPORT tecomm_result_t tecomm_comm_abort(tecomm_comm_t comm) {
   TC_COMM(comm, "tecomm_comm_abort");

@@ -80,6 +80,7 @@ struct tc_group_ops {
   tecomm_result_t (*make)(struct tecomm_comm *parent, uint64_t tag, int me, int n, int no_verbs,
                           struct tecomm_comm **out);
   void (*free)(struct tecomm_comm *c);
+  void (*abort)(struct tecomm_comm *c);   /* tecomm_comm_abort's, on the group */
   tecomm_result_t (*ready)(struct tecomm_comm *c, const char *fn, int check_device);
   tecomm_result_t (*allreduce)(struct tecomm_comm *c, tecore_devptr_t send, tecore_devptr_t recv,
                                size_t count, tecore_dtype_t dtype, tecomm_op_t op,
@@ -143,8 +144,6 @@ struct tecomm_comm {
   int *node_of;              /* every rank's node (its host, or TECOMM_NODE_MAP) */
   int nnodes, node;
   int no_verbs;              /* a hierarchical communicator's node-local group */
-  struct tecomm_comm *local; /* hierarchical: this node's ranks, or NULL (flat) */
-  int leader;                /* hierarchical: the node's leader (local rank 0) */
 
   /* errors */
   int aborted;

@@ -15,13 +15,18 @@ struct tc_verbs_lv {
   struct tc_vb *vb;          /* the endpoint, or NULL (lv_why says why) */
   struct tc_vjob *jobs;      /* service-engine jobs, one per shape */
   struct tc_vhost *hosts;    /* page-locked staging, newest first */
+  /* the hierarchy (verbs_hier.c): this node's ranks, a child
+   * communicator made through c->groups, or NULL (flat); this rank is the
+   * node's leader (1), another of its ranks (0), or -1: not hierarchical */
+  struct tecomm_comm *local;
+  int leader;
   int gdr;                   /* GPUDirect RDMA could be used (it is not yet: staging) */
   char gdr_why[160];
 };
 #define VL(c) ((struct tc_verbs_lv *)(c)->lv[TC_LV_VERBS])
 
 /* ---- verbs_hier.c ------------------------------------------------------------ */
-/* k's all-gather on a hierarchical verbs communicator (c->leader >= 0):
+/* k's all-gather on a hierarchical verbs communicator (VL(c)->leader >= 0):
  * gather in the node (the node group's all-gather, c->groups, handed
  * down so that the level never calls up into coll.c), the leaders'
  * all-gather over verbs, the result spread in the node; rank r's block
@@ -46,7 +51,7 @@ tecomm_result_t tc_verbs_staged_gather(struct tecomm_comm *c, tecore_devptr_t se
 void tc_verbs_staged_free(struct tecomm_comm *c);
 
 /* Collective over c->xchg: the node-local group and whether every node
- * can take part; sets c->local (NULL: flat verbs over every rank) and
+ * can take part; sets VL(c)->local (NULL: flat verbs over every rank) and
  * *member (this rank opens verbs: a node leader, or every rank when
  * flat). */
 tecomm_result_t tc_hier_open(struct tecomm_comm *c, int *member);
