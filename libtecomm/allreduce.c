@@ -52,11 +52,8 @@ static tecomm_result_t run(struct tecomm_comm *c, const struct tc_call *q) {
    * this rank's operands are not aligned for it, fused_align gives it
    * aligned copies (a choice made from hidden alone, the same on every
    * rank) */
-  const int lamport_ok = !q->fa || tc_ar_fused_rows_vec(q->fa->hidden);
-  const struct tc_call_facts facts = {.bytes = k.bytes, .symmetric = k.seg != NULL,
-                                      .in_place = k.in_place, .fused_lamport_ok = lamport_ok,
-                                      .sum = q->op == TECOMM_SUM, .fused = q->fa != NULL,
-                                      .beside = (q->how & TC_AR_BESIDE) != 0};
+  struct tc_call_facts facts = tc_call_facts_of(&k);
+  facts.fused_lamport_ok = !q->fa || tc_ar_fused_rows_vec(q->fa->hidden);
   TC_CHECK(tc_select(c, q->algo, &facts, &k.algo));
   const struct tc_level *l = tc_level_at(tc_algo_at(k.algo));
   return l->run(c, &k);

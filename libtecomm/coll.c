@@ -15,7 +15,6 @@
  * names allreduce algorithms and does not apply here.  One rank: a copy. */
 #include "level.h"
 #include "base/agree.h"
-#include "verbs/verbs_lv.h"   /* tc_hier_allgather */
 #include <string.h>
 
 /* One call as the common path takes it: the public call's arguments. */
@@ -149,8 +148,7 @@ static tecomm_result_t pick(struct tecomm_comm *c, tecomm_algo_t asked, const st
     *algo = asked;
     return TECOMM_SUCCESS;
   }
-  const struct tc_call_facts f = {.bytes = k->bytes, .symmetric = k->seg != NULL,
-                                  .in_place = k->in_place, .sum = k->op == TECOMM_SUM};
+  const struct tc_call_facts f = tc_call_facts_of(k); /* neither fused nor beside */
   if (asked != TECOMM_ALGO_AUTO) return tc_level_at(tc_algo_at(asked))->pick(c, asked, &f, algo);
   size_t lam_edge, one_edge;
   tc_table_edges(c->nranks, &lam_edge, &one_edge);
@@ -187,10 +185,10 @@ static tecomm_result_t one_rank(const struct tc_call *k) {
 
 static tecomm_result_t run(struct tecomm_comm *c, const struct coll_q *q);
 
-/* A node-local group's all-gather, for the hierarchical verbs one: the
- * common path on the group (its health, algorithm and level; a failure
- * its sticky error, which the parent's next call reports). */
-static tecomm_result_t group_gather(struct tecomm_comm *g, tecore_devptr_t send,
+/* A node-local group's all-gather (c->groups), for the hierarchical
+ * verbs one: the common path on the group (its health, algorithm and
+ * level). */
+tecomm_result_t tc_allgather_group(struct tecomm_comm *g, tecore_devptr_t send,
                                     tecore_devptr_t recv, size_t count, tecore_dtype_t dtype,
                                     tecore_stream_t stream, const char *fn) {
   const struct coll_q q = {.coll = TC_COLL_ALLGATHER, .send = send, .recv = recv, .count = count,
@@ -213,8 +211,6 @@ static tecomm_result_t run(struct tecomm_comm *c, const struct coll_q *q) {
   k.seg = tc_seg_find(c, q->send, rs ? (size_t)c->nranks * bytes : bytes, &k.off);
   k.in_place = rs ? q->recv == q->send + mine : q->send == q->recv + mine;
   TC_CHECK(pick(c, q->asked, &k, &k.algo));
-  if (k.algo == TECOMM_ALGO_VERBS && !rs && c->leader >= 0)
-    return tc_hier_allgather(c, &k, group_gather);   /* it needs the node's all-gather */
   const struct tc_level *l = tc_level_at(tc_algo_at(k.algo));
   if (!l->run_coll)
     return TC_ERR(TECOMM_ERR_NOT_SUPPORTED, "%s: the %s level has no %s (algorithm %s)", q->fn,

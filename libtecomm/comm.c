@@ -63,17 +63,21 @@ static void host_identity(struct tc_caps *k, tecore_backend_t backend) {
       hash64(&machine, sizeof machine, hash64(k->host, strlen(k->host), 0xcbf29ce484222325ull));
 }
 
-/* What the hierarchy's levels may do with a node-local group: make and
- * free one, check its health, run its allreduce (verbs_hier.c), without
- * calling up into this file or allreduce.c. */
+/* What the hierarchy's levels may do with a node-local group: make,
+ * free and abort one, check its health, run its allreduce and all-gather
+ * (verbs_hier.c), without calling up into this file, allreduce.c or
+ * coll.c. */
 static tecomm_result_t child_make(struct tecomm_comm *parent, uint64_t tag, int me, int n,
                                   int no_verbs, struct tecomm_comm **out);
 static void child_free(struct tecomm_comm *c);
+static void child_abort(struct tecomm_comm *c);
 static const struct tc_group_ops group_ops = {
     .make = child_make,
     .free = child_free,
+    .abort = child_abort,
     .ready = tc_comm_ready,
     .allreduce = tc_allreduce_group,
+    .allgather = tc_allgather_group,
 };
 
 static void comm_free(struct tecomm_comm *c) {
@@ -84,7 +88,6 @@ static void comm_free(struct tecomm_comm *c) {
   for (int i = 0; i < c->n_ce_old; i++) (void)tecore_mem_free(c->ce_old[i]);
   if (c->al_scratch) (void)tecore_mem_free(c->al_scratch);
   for (int i = 0; i < c->n_al_old; i++) (void)tecore_mem_free(c->al_old[i]);
-  if (c->local) comm_free(c->local);   /* a hierarchical one's node-local group */
   free(c->node_of);
   while (c->segs) tc_seg_destroy(c, c->segs);
   tc_boot_close(c->mesh);
@@ -96,21 +99,16 @@ static void comm_free(struct tecomm_comm *c) {
 /* Everything after the rank set is known: shared by init and split.  The
  * facts every rank reported are counted, the symmetric memory (pool and
  * the kernels' workspace) made where IPC can run, then the levels open
- * in the chain's order (levels.c). */
+ * in the chain's order (levels.c), each reading the reports' fields of
+ * its own (nccl: whose NCCL joins whose). */
 static tecomm_result_t comm_start(struct tecomm_comm *c, const struct tc_caps *all) {
   tecore_stream_t st = NULL;
-  c->n_vmm_fd = c->n_nccl = c->n_kernels = 0;
-  c->nccl_split = 0;
+  c->n_vmm_fd = c->n_kernels = 0;
   for (int i = 0; i < c->nranks; i++) {
     c->n_vmm_fd += all[i].vmm_fd != 0;
-    /* vdev's NCCL joins the ranks of one machine (vdev nodes of it too) */
-    int same = all[i].nccl_host == all[0].nccl_host;
-    c->n_nccl += all[i].nccl != 0 && same;
-    c->nccl_split |= all[i].nccl != 0 && !same;
     c->n_kernels += all[i].kernels != 0;
   }
   c->level = TC_LEVEL_NONE;
-  c->leader = -1;   /* not hierarchical (verbs_hier.c) */
   snprintf(c->level_why, sizeof c->level_why, "no IPC and no NCCL");
   if (c->all_local) {
     /* P2P between every pair of devices, each rank for its own view */
@@ -127,7 +125,7 @@ static tecomm_result_t comm_start(struct tecomm_comm *c, const struct tc_caps *a
   c->ws.max_bytes = (size_t)tecore_tunable_int(&tc_tun_max_tokens) *
                     (size_t)tecore_tunable_int(&tc_tun_max_hidden) * 4;
   tecomm_result_t r = tc_symm_open(c, (size_t)tecore_tunable_int(&tc_tun_pool_mb), st);
-  if (r == TECOMM_SUCCESS) r = tc_levels_open(c, st);
+  if (r == TECOMM_SUCCESS) r = tc_levels_open(c, all, st);
   if (r == TECOMM_SUCCESS) tc_level_log(c);
   (void)tecore_stream_synchronize(st);
   (void)tecore_stream_destroy(st);
@@ -449,7 +447,8 @@ TE_EXPORT tecomm_result_t tecomm_comm_destroy(tecomm_comm_t comm) {
   return r;
 }
 
-/* Abort, for the communicator and its node-local group. */
+/* Abort, for the communicator (and, through the levels, a node-local
+ * group: the verbs level's). */
 static tecomm_result_t comm_abort(struct tecomm_comm *comm) {
   comm->aborted = 1;
   tecomm_result_t r = TECOMM_SUCCESS;
@@ -458,10 +457,11 @@ static tecomm_result_t comm_abort(struct tecomm_comm *comm) {
     if (cr != TECORE_SUCCESS) r = tc_core(cr, "tecomm_comm_abort");
   }
   tc_levels_abort(comm);
-  if (comm->local) (void)comm_abort(comm->local);
   TC_INFO("tecomm: rank %d of %d aborted", comm->rank, comm->nranks);
   return r;
 }
+
+static void child_abort(struct tecomm_comm *c) { (void)comm_abort(c); }
 
 TE_EXPORT tecomm_result_t tecomm_comm_abort(tecomm_comm_t comm) {
   TC_COMM(comm, "tecomm_comm_abort");

@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* comm_priv.h -- what a communicator is: its ranks and host transport,
  * the capabilities every rank reported, the place in the fallback chain
- * they all took, its symmetric segments, its NCCL communicator and its
- * error state.  Shared by comm.c, pool.c, select.c and allreduce.c. */
+ * they all took, its symmetric segments, the levels' state (opaque here:
+ * each level's own header says what it keeps) and its error state.
+ * Shared by comm.c, pool.c, select.c and allreduce.c. */
 #ifndef TECOMM_COMM_PRIV_H
 #define TECOMM_COMM_PRIV_H
 
@@ -79,10 +80,16 @@ struct tc_group_ops {
   tecomm_result_t (*make)(struct tecomm_comm *parent, uint64_t tag, int me, int n, int no_verbs,
                           struct tecomm_comm **out);
   void (*free)(struct tecomm_comm *c);
+  void (*abort)(struct tecomm_comm *c);   /* tecomm_comm_abort's, on the group */
   tecomm_result_t (*ready)(struct tecomm_comm *c, const char *fn, int check_device);
   tecomm_result_t (*allreduce)(struct tecomm_comm *c, tecore_devptr_t send, tecore_devptr_t recv,
                                size_t count, tecore_dtype_t dtype, tecomm_op_t op,
                                tecore_stream_t stream, const char *fn);
+  /* an all-gather of count elements of dtype a rank (send and recv as
+   * tecomm_allgather's); a failure is the group's sticky error */
+  tecomm_result_t (*allgather)(struct tecomm_comm *c, tecore_devptr_t send, tecore_devptr_t recv,
+                               size_t count, tecore_dtype_t dtype, tecore_stream_t stream,
+                               const char *fn);
 };
 
 struct tecomm_comm {
@@ -102,7 +109,6 @@ struct tecomm_comm {
   tecore_backend_t backend;
   tc_level_t level;
   char level_why[256];
-  const char *nccl_why;
 
   /* symmetric memory */
   size_t gran;
@@ -116,7 +122,6 @@ struct tecomm_comm {
   struct tc_seg *stage_seg;
   size_t stage, stage_bytes, stage_seg_total;
 
-  int nccl_split;            /* vdev's NCCL on ranks of several machines */
   /* the levels' own state (opaque here) and why each is off */
   void *lv[TC_LV_COUNT];
   char lv_why[TC_LV_COUNT][320];
@@ -139,10 +144,6 @@ struct tecomm_comm {
   int *node_of;              /* every rank's node (its host, or TECOMM_NODE_MAP) */
   int nnodes, node;
   int no_verbs;              /* a hierarchical communicator's node-local group */
-  struct tecomm_comm *local; /* hierarchical: this node's ranks, or NULL (flat) */
-  int leader;                /* hierarchical: the node's leader (local rank 0) */
-  int gdr;                   /* GPUDirect RDMA could be used (it is not yet: staging) */
-  char gdr_why[160];
 
   /* errors */
   int aborted;

@@ -50,9 +50,21 @@ struct tc_call {
   const char *fn;
 };
 
+/* The facts selection reads (comm_priv.h), from k's fields, so that the
+ * two never disagree; fused_lamport_ok is the allreduce's to set
+ * (select.c). */
+struct tc_call_facts tc_call_facts_of(const struct tc_call *k);
+
 /* struct tc_level's hosts. */
 #define TC_ONE_HOST 1u
 #define TC_ACROSS_HOSTS 2u
+
+/* struct tc_level's why_in: the messages beyond describe that tell why a
+ * level is off, as "; <why_name>: <c->lv_why[id]>".  REFUSED: a call no
+ * level has an algorithm for ("absent" when the text is empty); LOGGED:
+ * init's level line at TE_DEBUG=INFO. */
+#define TC_WHY_REFUSED 1u
+#define TC_WHY_LOGGED 2u
 
 struct tc_level {
   const char *name;
@@ -66,13 +78,18 @@ struct tc_level {
   /* Opened only when no level above it gave the communicator a place in
    * the chain (c->level still TC_LEVEL_NONE). */
   int last_resort;
+  /* Where its "why off" text is told, under which name (TC_WHY_...;
+   * 0: describe's own lines only). */
+  unsigned why_in;
+  const char *why_name;
   /* Optional: fills the level's fields of this rank's report at init
    * (struct tc_caps, allgathered before any level opens). */
   void (*caps)(struct tecomm_comm *c, struct tc_caps *k);
   /* Collective: opens the level, or leaves it off with c->lv_why[id]
-   * saying why (the same on every rank).  An error return is a broken
-   * exchange, not "the level is off". */
-  tecomm_result_t (*open)(struct tecomm_comm *c, tecore_stream_t st);
+   * saying why (the same on every rank), from every rank's report (all,
+   * c->nranks of them).  An error return is a broken exchange, not "the
+   * level is off". */
+  tecomm_result_t (*open)(struct tecomm_comm *c, const struct tc_caps *all, tecore_stream_t st);
   void (*close)(struct tecomm_comm *c);
   /* Optional: the level's failure before a collective (a transport that
    * broke, a peer's error it learnt of); check_device as tc_comm_ready. */
@@ -103,7 +120,8 @@ const struct tc_level *tc_level_at(tc_algo_at_t at);
 
 /* The walks (levels.c). */
 void tc_levels_caps(struct tecomm_comm *c, struct tc_caps *k);
-tecomm_result_t tc_levels_open(struct tecomm_comm *c, tecore_stream_t st);
+tecomm_result_t tc_levels_open(struct tecomm_comm *c, const struct tc_caps *all,
+                               tecore_stream_t st);
 void tc_levels_close(struct tecomm_comm *c);
 tecomm_result_t tc_levels_health(struct tecomm_comm *c, const char *fn, int check_device);
 void tc_levels_abort(struct tecomm_comm *c);

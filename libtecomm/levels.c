@@ -20,11 +20,12 @@ void tc_levels_caps(struct tecomm_comm *c, struct tc_caps *k) {
     if (tc_levels[i]->caps) tc_levels[i]->caps(c, k);
 }
 
-tecomm_result_t tc_levels_open(struct tecomm_comm *c, tecore_stream_t st) {
+tecomm_result_t tc_levels_open(struct tecomm_comm *c, const struct tc_caps *all,
+                               tecore_stream_t st) {
   for (int i = 0; i < TC_LV_COUNT; i++) {
     const struct tc_level *l = tc_levels[i];
     if (l->last_resort && c->level != TC_LEVEL_NONE) continue;
-    TC_CHECK(l->open(c, st));
+    TC_CHECK(l->open(c, all, st));
   }
   return TECOMM_SUCCESS;
 }

@@ -49,6 +49,28 @@ TECORE_TUNABLE_STR(tc_tun_algo, "TECOMM_ALGO", "auto", TC_ALGO_CHOICES,
                    "allreduce algorithm for every call that asks for auto (the selection "
                    "table) on the caller's communicators; a hierarchical allreduce's node "
                    "groups keep theirs")
+
+/* "; name: why" for each level whose "why off" text the message where
+ * tells (struct tc_level's why_in), in buf. */
+#define TC_WHYS_CAP (TC_LV_COUNT * 340)
+static const char *whys(struct tecomm_comm *c, unsigned where, char *buf) {
+  struct tc_text t = {buf, TC_WHYS_CAP, 0};
+  buf[0] = '\0';
+  for (int i = 0; i < TC_LV_COUNT; i++) {
+    const struct tc_level *l = tc_levels[i];
+    if (!(l->why_in & where)) continue;
+    const int absent = where == TC_WHY_REFUSED && !c->lv_why[i][0];
+    tc_put(&t, "; %s: %s", l->why_name, absent ? "absent" : c->lv_why[i]);
+  }
+  return buf;
+}
+
+struct tc_call_facts tc_call_facts_of(const struct tc_call *k) {
+  return (struct tc_call_facts){.bytes = k->bytes, .symmetric = k->seg != NULL,
+                                .in_place = k->in_place, .sum = k->op == TECOMM_SUM,
+                                .fused = k->fa != NULL, .beside = (k->how & TC_AR_BESIDE) != 0};
+}
+
 /* auto: each level's table in the chain's order; the first with a choice
  * runs the call. */
 static tecomm_result_t select_auto(struct tecomm_comm *c, const struct tc_call_facts *f,
@@ -61,12 +83,13 @@ static tecomm_result_t select_auto(struct tecomm_comm *c, const struct tc_call_f
       return TECOMM_SUCCESS;
     }
   }
-  return TC_ERR(TECOMM_ERR_NOT_SUPPORTED, "no algorithm for %zu bytes: level %s (%s)%s; NCCL: %s",
+  char why[TC_WHYS_CAP];
+  return TC_ERR(TECOMM_ERR_NOT_SUPPORTED, "no algorithm for %zu bytes: level %s (%s)%s%s",
                 f->bytes, tc_level_name(c->level), c->level_why,
                 c->level == TC_LEVEL_INPLACE && !f->symmetric
                     ? "; the input is not symmetric memory (tecomm_mem_alloc)"
                     : "",
-                c->lv_why[TC_LV_NCCL][0] ? c->lv_why[TC_LV_NCCL] : "absent");
+                whys(c, TC_WHY_REFUSED, why));
 }
 
 /* The level that runs a (not auto): an open level that claims it (mnnvl
@@ -133,8 +156,9 @@ static void describe(struct tecomm_comm *c, size_t bytes, char *buf, size_t cap)
 }
 
 void tc_level_log(struct tecomm_comm *c) {
-  TC_INFO("tecomm: rank %d of %d: level %s (%s); nvls: %s", c->rank, c->nranks,
-          tc_level_name(c->level), c->level_why, c->lv_why[TC_LV_NVLS]);
+  char why[TC_WHYS_CAP];
+  TC_INFO("tecomm: rank %d of %d: level %s (%s)%s", c->rank, c->nranks, tc_level_name(c->level),
+          c->level_why, whys(c, TC_WHY_LOGGED, why));
   if (tecore_log_level() >= TECORE_LOG_INFO && c->rank == 0) {
     char buf[2048];
     describe(c, 0, buf, sizeof buf);

@@ -77,6 +77,12 @@ tecomm_result_t tc_allreduce_scratch(tecomm_comm_t comm, tecore_devptr_t send, t
 tecomm_result_t tc_allreduce_group(struct tecomm_comm *c, tecore_devptr_t send,
                                    tecore_devptr_t recv, size_t count, tecore_dtype_t dtype,
                                    tecomm_op_t op, tecore_stream_t stream, const char *fn);
+/* tecomm_allgather (TECOMM_ALGO_AUTO) on such a communicator (coll.c);
+ * a failure becomes its sticky error, which the parent's next call
+ * reports. */
+tecomm_result_t tc_allgather_group(struct tecomm_comm *c, tecore_devptr_t send,
+                                   tecore_devptr_t recv, size_t count, tecore_dtype_t dtype,
+                                   tecore_stream_t stream, const char *fn);
 tecomm_result_t tc_allreduce_add_rmsnorm_scratch(tecomm_comm_t comm,
                                                  const struct tecomm_add_rmsnorm *a, unsigned how,
                                                  tecore_stream_t stream);

@@ -116,8 +116,10 @@ static tecomm_result_t ipc_pick(struct tecomm_comm *c, tecomm_algo_t asked,
 
 /* The level was settled with the symmetric memory (tc_symm_open): on at
  * the pool and registered in-place levels. */
-static tecomm_result_t ipc_open(struct tecomm_comm *c, tecore_stream_t st) {
+static tecomm_result_t ipc_open(struct tecomm_comm *c, const struct tc_caps *all,
+                                tecore_stream_t st) {
   (void)st;
+  (void)all;
   int on = c->level == TC_LEVEL_POOL || c->level == TC_LEVEL_INPLACE;
   c->lv[TC_LV_IPC] = on ? &c->ws : NULL;
   snprintf(c->lv_why[TC_LV_IPC], sizeof c->lv_why[TC_LV_IPC], "%s (%.280s)", on ? "on" : "off",

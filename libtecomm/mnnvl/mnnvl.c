@@ -164,7 +164,9 @@ static int available(struct tecomm_comm *c, char *why, size_t len) {
   return 1;
 }
 
-static tecomm_result_t mnnvl_open(struct tecomm_comm *c, tecore_stream_t st) {
+static tecomm_result_t mnnvl_open(struct tecomm_comm *c, const struct tc_caps *all,
+                                  tecore_stream_t st) {
+  (void)all;
   if (c->all_local) {
     snprintf(WHY(c), sizeof WHY(c), "off (one host: IPC)");
     return TECOMM_SUCCESS;

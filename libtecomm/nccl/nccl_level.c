@@ -26,13 +26,14 @@ TECORE_TUNABLE_INT(tc_tun_nccl_blocking, "TECOMM_NCCL_BLOCKING", 0, 0, 1,
  * peer that never joins, a wedged transport) cannot hold the others.
  * Every rank keeps NCCL only if every rank made its communicator, so all
  * land on the same link.  Abort, not destroy, drops a made one: it never
- * waits for the peers. */
-static tecomm_result_t setup_nccl(struct tecomm_comm *c) {
+ * waits for the peers.  split: vdev's NCCL is on ranks of several
+ * machines (count_nccl). */
+static tecomm_result_t setup_nccl(struct tecomm_comm *c, int split) {
   const struct tc_nccl *n = tc_nccl_get(&NL(c)->loaded);
   if (c->n_nccl != c->nranks) {
     if (!n)
       snprintf(WHY(c), sizeof WHY(c), "off (%.200s)", NL(c)->loaded);
-    else if (c->nccl_split)
+    else if (split)
       snprintf(WHY(c), sizeof WHY(c),
                "off (vdev's NCCL joins the ranks of one machine; these span several)");
     else
@@ -100,12 +101,27 @@ static tecomm_result_t setup_nccl(struct tecomm_comm *c) {
   return r;
 }
 
-static tecomm_result_t nccl_open(struct tecomm_comm *c, tecore_stream_t st) {
+/* c->n_nccl: the ranks whose NCCL can join rank 0's; 1 when vdev's NCCL
+ * is on ranks of several machines (it joins the ranks of one machine,
+ * vdev nodes of it too; nccl_caps). */
+static int count_nccl(struct tecomm_comm *c, const struct tc_caps *all) {
+  int split = 0;
+  c->n_nccl = 0;
+  for (int i = 0; i < c->nranks; i++) {
+    int same = all[i].nccl_host == all[0].nccl_host;
+    c->n_nccl += all[i].nccl != 0 && same;
+    split |= all[i].nccl != 0 && !same;
+  }
+  return split;
+}
+
+static tecomm_result_t nccl_open(struct tecomm_comm *c, const struct tc_caps *all,
+                                 tecore_stream_t st) {
   (void)st;
   struct tc_nccl_lv *l = calloc(1, sizeof *l);
   if (!l) return TC_ERR(TECOMM_ERR_NOMEM, "tecomm_comm_init: out of host memory");
   c->lv[TC_LV_NCCL] = l;
-  tecomm_result_t r = setup_nccl(c);
+  tecomm_result_t r = setup_nccl(c, count_nccl(c, all));
   if (r == TECOMM_SUCCESS && c->level == TC_LEVEL_NONE && l->comm) c->level = TC_LEVEL_NCCL;
   return r;
 }
@@ -212,6 +228,8 @@ const struct tc_level tc_level_nccl = {
     .name = "nccl",
     .chain = "nccl",
     .hosts = TC_ONE_HOST | TC_ACROSS_HOSTS,
+    .why_in = TC_WHY_REFUSED,
+    .why_name = "NCCL",
     .caps = nccl_caps,
     .open = nccl_open,
     .close = nccl_close,

@@ -170,7 +170,9 @@ out_r:
   return r;
 }
 
-static tecomm_result_t nvls_open(struct tecomm_comm *c, tecore_stream_t st) {
+static tecomm_result_t nvls_open(struct tecomm_comm *c, const struct tc_caps *all,
+                                 tecore_stream_t st) {
+  (void)all;
   char mine[256] = "", why[300] = "";
   int ok = 0;
   c->lv[TC_LV_NVLS] = NULL;
@@ -310,6 +312,8 @@ const struct tc_level tc_level_nvls = {
     .name = "nvls",
     .chain = "nvls (lamport, simple)",
     .hosts = TC_ONE_HOST,
+    .why_in = TC_WHY_LOGGED,
+    .why_name = "nvls",
     .open = nvls_open,
     .close = nvls_close,
     .pick = nvls_pick,

@@ -20,7 +20,7 @@ TECORE_TUNABLE_INT(tc_tun_verbs, "TECOMM_VERBS", 1, 0, 1,
                    "0: never open the verbs path (the fallback after NCCL across nodes)")
 
 static tecomm_result_t endpoint_open(struct tecomm_comm *c) {
-  c->leader = -1;
+  VL(c)->leader = -1;
   if (c->nranks < 2) return TECOMM_SUCCESS;
   if (c->no_verbs) {
     snprintf(WHY(c), sizeof WHY(c), "a node's group of a hierarchical communicator "
@@ -37,9 +37,9 @@ static tecomm_result_t endpoint_open(struct tecomm_comm *c) {
   TC_CHECK(tc_hier_open(c, &member));
   tecomm_result_t r = tc_vb_open(c->xchg, member, &VL(c)->vb);
   if (r != TECOMM_SUCCESS) {
-    if (c->local) c->groups->free(c->local);
-    c->local = NULL;
-    c->leader = -1;
+    if (VL(c)->local) c->groups->free(VL(c)->local);
+    VL(c)->local = NULL;
+    VL(c)->leader = -1;
   }
   if (r == TECOMM_ERR_NOT_SUPPORTED) {
     /* every rank got the same answer: the chain goes on without verbs */
@@ -49,8 +49,8 @@ static tecomm_result_t endpoint_open(struct tecomm_comm *c) {
   if (r != TECOMM_SUCCESS) return r;
   tc_gdr_detect(c);
   if (VL(c)->vb)
-    TC_INFO("verbs: rank %d on device %d: gpudirect: %s", c->rank, c->device, c->gdr_why);
-  if (c->leader >= 0)
+    TC_INFO("verbs: rank %d on device %d: gpudirect: %s", c->rank, c->device, VL(c)->gdr_why);
+  if (VL(c)->leader >= 0)
     snprintf(WHY(c), sizeof WHY(c), "hierarchical: %d nodes, node leaders over verbs",
              c->nnodes);
   else
@@ -63,19 +63,21 @@ static void verbs_line(struct tecomm_comm *c, char *line, size_t n) {
   if (VL(c)->vb)
     snprintf(dev, sizeof dev, " on %s, %u B inline (the device's)", tc_vb_name(VL(c)->vb),
              tc_vb_inline(VL(c)->vb));
-  if (c->leader >= 0)
+  if (VL(c)->leader >= 0)
     snprintf(line, n, "verbs: hierarchical over %d nodes: reduce in the node (%s, %d ranks), "
              "allreduce among node leaders%s, broadcast in the node; gpudirect: %s",
-             c->nnodes, c->local ? tc_level_name(c->local->level) : "one rank",
-             c->local ? c->local->nranks : 1, dev, c->gdr_why);
+             c->nnodes, VL(c)->local ? tc_level_name(VL(c)->local->level) : "one rank",
+             VL(c)->local ? VL(c)->local->nranks : 1, dev, VL(c)->gdr_why);
   else
-    snprintf(line, n, "verbs: flat over %d ranks%s; gpudirect: %s", c->nranks, dev, c->gdr_why);
+    snprintf(line, n, "verbs: flat over %d ranks%s; gpudirect: %s", c->nranks, dev,
+             VL(c)->gdr_why);
 }
 
 static void verbs_close(struct tecomm_comm *c) {
   if (!VL(c)) return;
   tc_verbs_staged_free(c);
   tc_vb_close(VL(c)->vb);
+  if (VL(c)->local) c->groups->free(VL(c)->local);
   free(VL(c));
   c->lv[TC_LV_VERBS] = NULL;
 }
@@ -83,19 +85,22 @@ static void verbs_close(struct tecomm_comm *c) {
 static tecomm_result_t verbs_reduce(struct tecomm_comm *c, tecore_devptr_t send,
                                    tecore_devptr_t recv, size_t count, tecore_dtype_t dtype,
                                    tecomm_op_t op, tecore_stream_t stream, const char *fn) {
-  if (c->leader >= 0) return tc_hier_allreduce(c, send, recv, count, dtype, op, stream, fn);
+  if (VL(c)->leader >= 0)
+    return tc_hier_allreduce(c, send, recv, count, dtype, op, stream, fn);
   return tc_verbs_staged(c, send, recv, count, dtype, op, stream, fn);
 }
 
 /* The last link of the chain (every rank gets the same answer): a node's
  * non-leader has no endpoint of its own but stands at this level. */
-static tecomm_result_t verbs_open(struct tecomm_comm *c, tecore_stream_t st) {
+static tecomm_result_t verbs_open(struct tecomm_comm *c, const struct tc_caps *all,
+                                  tecore_stream_t st) {
   (void)st;
+  (void)all;
   struct tc_verbs_lv *l = calloc(1, sizeof *l);
   if (!l) return TC_ERR(TECOMM_ERR_NOMEM, "tecomm_comm_init: out of host memory");
   c->lv[TC_LV_VERBS] = l;
   TC_CHECK(endpoint_open(c));
-  if (l->vb || c->leader >= 0) {
+  if (l->vb || VL(c)->leader >= 0) {
     c->level = TC_LEVEL_VERBS;
     snprintf(c->level_why, sizeof c->level_why, "%.250s", WHY(c));
   } else if (c->nranks > 1 && WHY(c)[0]) {
@@ -107,14 +112,19 @@ static tecomm_result_t verbs_open(struct tecomm_comm *c, tecore_stream_t st) {
 
 static tecomm_result_t verbs_health(struct tecomm_comm *c, const char *fn, int check_device) {
   if (VL(c) && VL(c)->vb) TC_CHECK(tc_vb_status(VL(c)->vb, fn));
-  if (c->local) TC_CHECK(tc_hier_ready(c, fn, check_device));
+  if (VL(c) && VL(c)->local) TC_CHECK(tc_hier_ready(c, fn, check_device));
   return TECOMM_SUCCESS;
+}
+
+/* The node's group stops with its parent. */
+static void verbs_abort(struct tecomm_comm *c) {
+  if (VL(c) && VL(c)->local) c->groups->abort(VL(c)->local);
 }
 
 /* The endpoint's failure names its peer; the node's group names its. */
 static int verbs_failed_peer(struct tecomm_comm *c) {
   if (VL(c) && VL(c)->vb && tc_vb_failed_peer(VL(c)->vb) >= 0) return tc_vb_failed_peer(VL(c)->vb);
-  if (c->local) return tc_hier_failed_peer(c);
+  if (VL(c) && VL(c)->local) return tc_hier_failed_peer(c);
   return -1;
 }
 
@@ -141,14 +151,11 @@ static tecomm_result_t verbs_run(struct tecomm_comm *c, const struct tc_call *k)
 /* Reduce-scatter: the allreduce of the whole input into local scratch,
  * then this rank's block (one verbs allreduce moves more than a
  * reduce-scatter needs, but the fallback keeps one path).  All-gather:
- * the ring's all-gather (flat; the hierarchy's is verbs_hier.c's,
- * which coll.c calls with the node group's all-gather).  Agreed on
- * the host first, as the allreduce. */
+ * the ring's all-gather (flat), or the hierarchy's (verbs_hier.c).
+ * Agreed on the host first, as the allreduce. */
 static tecomm_result_t verbs_coll(struct tecomm_comm *c, const struct tc_call *k) {
   const int rs = k->coll == TC_COLL_REDUCE_SCATTER;
-  if (!rs && c->leader >= 0)   /* coll.c runs it: it needs the node's all-gather */
-    return TC_ERR(TECOMM_ERR_NOT_SUPPORTED, "%s: the hierarchical all-gather runs through "
-                  "tc_hier_allgather", k->fn);
+  if (!rs && VL(c)->leader >= 0) return tc_hier_allgather(c, k);
   TC_CHECK(tc_agree_host(c, &(struct tc_agree_call){.count = k->count, .dtype = k->dtype,
                                                      .op = k->op, .algo = k->algo,
                                                      .coll = (int)k->coll}, k->fn));
@@ -179,6 +186,7 @@ const struct tc_level tc_level_verbs = {
     .open = verbs_open,
     .close = verbs_close,
     .health = verbs_health,
+    .abort = verbs_abort,
     .failed_peer = verbs_failed_peer,
     .pick = verbs_pick,
     .run = verbs_run,

@@ -10,7 +10,7 @@
  * so only one rank per node (its leader, local rank 0) needs to talk to
  * the other nodes.  On a stream, every rank of a node runs
  *   1. an allreduce of send into recv over the node's group (the IPC
- *      kernels of a child communicator, c->local, made at init);
+ *      kernels of a child communicator, VL(c)->local, made at init);
  *   2. the leader only: the staged verbs allreduce of recv among the
  *      leaders (verbs_comm.c: host copy, service-engine job, copy back);
  *   3. a broadcast of the leader's recv over the node's group: an
@@ -59,8 +59,8 @@ static int leader_of(const struct tecomm_comm *c, int node) {
 
 tecomm_result_t tc_hier_open(struct tecomm_comm *c, int *member) {
   *member = 1;
-  c->leader = -1;
-  c->local = NULL;
+  VL(c)->leader = -1;
+  VL(c)->local = NULL;
   if (c->all_local || !c->node_of || c->nnodes < 2 || !tecore_tunable_int(&tc_tun_verbs_hier))
     return TECOMM_SUCCESS;
   int me = 0, n = 0;
@@ -101,8 +101,8 @@ tecomm_result_t tc_hier_open(struct tecomm_comm *c, int *member) {
     if (lc) c->groups->free(lc);
     return r;
   }
-  c->local = lc;
-  c->leader = me == 0;
+  VL(c)->local = lc;
+  VL(c)->leader = me == 0;
   *member = me == 0;
   return TECOMM_SUCCESS;
 }
@@ -117,17 +117,17 @@ static int node_stopped(struct tecomm_comm *c) {
   tecore_stream_t s = NULL;
   if (tecore_stream_create(TECORE_STREAM_NON_BLOCKING, 0, &s) != TECORE_SUCCESS) return 0;
   tecore_result_t r = tecore_memcpy_async((tecore_devptr_t)(uintptr_t)&w,
-                                          c->local->ws.me + TE_AR_OFF_ABORT, sizeof w, s);
+                                          VL(c)->local->ws.me + TE_AR_OFF_ABORT, sizeof w, s);
   if (r == TECORE_SUCCESS) r = tecore_stream_synchronize(s);
   (void)tecore_stream_destroy(s);
   return r == TECORE_SUCCESS && w != 0;
 }
 
 tecomm_result_t tc_hier_ready(struct tecomm_comm *c, const char *fn, int check_device) {
-  tecomm_result_t r = c->groups->ready(c->local, fn, check_device);
-  if (r == TECOMM_SUCCESS && check_device && c->leader == 0 && c->local->ws.me &&
-      c->local->sticky == TECOMM_SUCCESS && node_stopped(c)) {
-    c->local->sticky = TECOMM_ERR_ABORTED;
+  tecomm_result_t r = c->groups->ready(VL(c)->local, fn, check_device);
+  if (r == TECOMM_SUCCESS && check_device && VL(c)->leader == 0 && VL(c)->local->ws.me &&
+      VL(c)->local->sticky == TECOMM_SUCCESS && node_stopped(c)) {
+    VL(c)->local->sticky = TECOMM_ERR_ABORTED;
     r = TC_ERR(TECOMM_ERR_ABORTED, "%s: the node's leader stopped the group", fn);
   }
   if (r == TECOMM_SUCCESS) return r;
@@ -143,7 +143,7 @@ int tc_hier_failed_peer(struct tecomm_comm *c) { return leader_of(c, c->node); }
 tecomm_result_t tc_hier_allreduce(struct tecomm_comm *c, tecore_devptr_t send,
                                   tecore_devptr_t recv, size_t count, tecore_dtype_t dtype,
                                   tecomm_op_t op, tecore_stream_t stream, const char *fn) {
-  struct tecomm_comm *lc = c->local;
+  struct tecomm_comm *lc = VL(c)->local;
   size_t bytes = count * tecore_dtype_size(dtype);
   /* 1: the node's sum */
   if (lc)
@@ -151,10 +151,11 @@ tecomm_result_t tc_hier_allreduce(struct tecomm_comm *c, tecore_devptr_t send,
   else if (send != recv)
     TC_CORE(tecore_memcpy_async(recv, send, bytes, stream), fn);
   /* 2: the nodes' sum, among the leaders */
-  if (c->leader == 1) TC_CHECK(tc_verbs_staged(c, recv, recv, count, dtype, op, stream, fn));
+  if (VL(c)->leader == 1)
+    TC_CHECK(tc_verbs_staged(c, recv, recv, count, dtype, op, stream, fn));
   if (!lc) return TECOMM_SUCCESS;
   /* 3: the leader's result to the node: the others bring the identity */
-  if (c->leader == 0) {
+  if (VL(c)->leader == 0) {
     if (op == TECOMM_SUM)
       TC_CORE(tecore_memset_d8_async(recv, 0, bytes, stream), fn);
     else if (dtype == TECORE_DTYPE_F32)
@@ -212,9 +213,9 @@ static tecomm_result_t spread(struct tecomm_comm *c, const struct tc_call *k,
   return TECOMM_SUCCESS;
 }
 
-tecomm_result_t tc_hier_allgather(struct tecomm_comm *c, const struct tc_call *k,
-                                  tc_group_gather_fn gather) {
-  struct tecomm_comm *lc = c->local;
+tecomm_result_t tc_hier_allgather(struct tecomm_comm *c, const struct tc_call *k) {
+  struct tecomm_comm *lc = VL(c)->local;
+  __typeof__(c->groups->allgather) gather = c->groups->allgather;
   const int maxn = largest_node(c), n = lc ? lc->nranks : 1, me = lc ? lc->rank : 0;
   const size_t share = (size_t)maxn * k->bytes, result = (size_t)c->nnodes * share;
   TC_CHECK(tc_agree_host(c, &(struct tc_agree_call){.count = k->count, .dtype = k->dtype,
@@ -226,7 +227,7 @@ tecomm_result_t tc_hier_allgather(struct tecomm_comm *c, const struct tc_call *k
     TC_CHECK(gather(lc, k->send, a, k->count, k->dtype, k->stream, k->fn));
   else
     TC_CORE(tecore_memcpy_async(a, k->send, k->bytes, k->stream), k->fn);
-  if (c->leader == 1) {
+  if (VL(c)->leader == 1) {
     int at = -1, nm = 0;
     if (VL(c) && VL(c)->vb) tc_vb_ranks(VL(c)->vb, &at, &nm);
     if (at != c->node || nm != c->nnodes)   /* the layout step 2 relies on */
@@ -241,9 +242,10 @@ tecomm_result_t tc_hier_allgather(struct tecomm_comm *c, const struct tc_call *k
 }
 
 void tc_gdr_detect(struct tecomm_comm *c) {
-  if (tecomm_gpudirect(c->device, &c->gdr, c->gdr_why, sizeof c->gdr_why) != TECOMM_SUCCESS) {
-    c->gdr = 0;
-    snprintf(c->gdr_why, sizeof c->gdr_why, "unknown (%.120s): host staging",
+  struct tc_verbs_lv *l = VL(c);
+  if (tecomm_gpudirect(c->device, &l->gdr, l->gdr_why, sizeof l->gdr_why) != TECOMM_SUCCESS) {
+    l->gdr = 0;
+    snprintf(l->gdr_why, sizeof l->gdr_why, "unknown (%.120s): host staging",
              tecore_last_error());
   }
 }

@@ -44,7 +44,7 @@ struct tc_vhost {
 /* The leader, before its verbs step: TECOMM_SUCCESS, or (the node's group
  * failed: its error word is set) the endpoint made failed. */
 static tecomm_result_t hier_node_ok(struct tecomm_comm *c) {
-  struct tecomm_comm *lc = c->local;
+  struct tecomm_comm *lc = VL(c)->local;
   int code = TC_AR_OK, peer = -1;
   if (!lc || !lc->ws.me || tc_ar_error(lc->ws.me, &code, &peer, 0) != TECORE_SUCCESS ||
       code == TC_AR_OK)
@@ -69,7 +69,7 @@ static tecomm_result_t hier_node_ok(struct tecomm_comm *c) {
 /* Stops the node's ranks after the leader's inter-node step failed (the
  * engine thread calls it): their waits give up. */
 static void hier_stop_node(struct tecomm_comm *c) {
-  struct tecomm_comm *lc = c->local;
+  struct tecomm_comm *lc = VL(c)->local;
   if (!lc || !lc->ws.me) return;   /* an NCCL group: its ranks wait out TECOMM_TIMEOUT */
   for (int r = 0; r < lc->nranks; r++)
     if (lc->ws.peer[r] && tc_ar_abort(lc->ws.peer[r]) != TECORE_SUCCESS)
@@ -80,7 +80,7 @@ static void hier_stop_node(struct tecomm_comm *c) {
  * and the job's error is the endpoint's (it names the peer). */
 static tecore_result_t vjob_failed(struct tc_vjob *j) {
   memset(j->host, 0xff, j->count * tecore_dtype_size(j->dtype));   /* NaN, never partial sums */
-  if (j->c->leader == 1 && j->c->local) hier_stop_node(j->c);
+  if (VL(j->c)->leader == 1 && VL(j->c)->local) hier_stop_node(j->c);
   tecomm_result_t r = tc_vb_status(VL(j->c)->vb, "verbs allreduce");
   return r == TECOMM_ERR_TIMEOUT ? TECORE_ERR_TIMEOUT : TECORE_ERR_SYSTEM;
 }
@@ -89,7 +89,7 @@ static tecore_result_t vjob_failed(struct tc_vjob *j) {
 static tecore_result_t vjob_start(void *arg) {
   struct tc_vjob *j = arg;
   tecomm_result_t r = tc_vb_status(VL(j->c)->vb, "verbs allreduce");
-  if (r == TECOMM_SUCCESS && j->c->local) r = hier_node_ok(j->c);
+  if (r == TECOMM_SUCCESS && VL(j->c)->local) r = hier_node_ok(j->c);
   int me = 0, n = 1;
   tc_vb_ranks(VL(j->c)->vb, &me, &n);   /* the leaders alone, in the hierarchy */
   if (r == TECOMM_SUCCESS && j->gather)

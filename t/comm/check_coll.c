@@ -30,7 +30,7 @@
  *     naming it within TECOMM_TIMEOUT + 1 s; a call waiting for a peer
  *     ends when its rank aborts (TECOMM_ERR_ABORTED, then and after);
  *   - the verbs level (soft device, ranks as nodes): flat reduce-scatter
- *     and all-gather, hierarchical reduce-scatter, all-gather refused;
+ *     and all-gather, hierarchical reduce-scatter and all-gather;
  *   - captured in a graph and replayed with new inputs, each result checked. */
 #include "comm_ranks.h"
 #include <time.h>

@@ -125,7 +125,8 @@ struct link_case {
  * stall inside its (vdev) NCCL init: every rank gives up after
  * TECOMM_TIMEOUT (or sooner, seeing a peer that gave up leave), aborts,
  * and all take verbs together.  Across vdev nodes the chain is mnnvl ->
- * nccl -> verbs, walked the same way. */
+ * nccl -> verbs, walked the same way.  Without verbs after that, no link
+ * is left: every call is refused, saying why. */
 static const struct link_case links[] = {
     {"nvls:1", 0, {"nvls: off (rank 1: TECOMM_TEST_FAIL)", "level: pool", NULL}, 0, NULL},
     {"nvls-bind:1", 0, {"nvls: off (rank 1: bind: TECOMM_TEST_FAIL)", "level: pool", NULL}, 0,
@@ -147,6 +148,12 @@ static const struct link_case links[] = {
      1, NULL},
     {"mnnvl-hang:1", 1, {"mnnvl: off (rank 1: importing the peers' fabric handles took more", NULL,
                          NULL}, 0, NULL},
+    /* no link left: the refusal names the place, why verbs is off and
+     * NCCL's why (the level table's why_in) */
+    {"ipc:1,nccl:1", 0,
+     {"level: none (", "choice for 4096 bytes: none (no algorithm for 4096 bytes: level none (",
+      "; no verbs: TECOMM_VERBS=0); NCCL: off (NCCL on 2 of 3 ranks))\n"},
+     0, "TECOMM_VERBS=0"},
 };
 
 static void rank_link(int rank, int n, void *arg) {
