@@ -473,11 +473,13 @@ TE_EXPORT tecomm_result_t tecomm_comm_status(tecomm_comm_t comm, int *peer) {
   if (peer) *peer = -1;
   tecomm_result_t r = tc_comm_ready(comm, "tecomm_comm_status", 2);
   if (peer && (r == TECOMM_ERR_TIMEOUT || r == TECOMM_ERR_MISMATCH)) *peer = comm->sticky_peer;
-  /* a mismatch names its peer itself (agree.c); the verbs endpoint's or
-   * the node's failure names theirs */
+  /* a mismatch names its peer itself (agree.c), and so does a timeout
+   * the ranks agreed on or the kernels' word reported; otherwise the
+   * verbs endpoint's or the node's failure names theirs (a node's
+   * leader only stands for the rank that failed behind it) */
   int transport = r != TECOMM_SUCCESS && r != TECOMM_ERR_MISMATCH;
   int lp = transport ? tc_levels_failed_peer(comm) : -1;
-  if (peer && lp >= 0) *peer = lp;
+  if (peer && lp >= 0 && *peer < 0) *peer = lp;
   /* a timeout no level named a rank for came from the host exchange (a
    * staged call's, or the host agreement's): the rank it waited for */
   if (peer && *peer < 0 && r == TECOMM_ERR_TIMEOUT && comm->xchg)

@@ -138,7 +138,13 @@ tecomm_result_t tc_hier_ready(struct tecomm_comm *c, const char *fn, int check_d
                 "failed (%s)", fn, c->rank, c->node, leader_of(c, c->node), d);
 }
 
-int tc_hier_failed_peer(struct tecomm_comm *c) { return leader_of(c, c->node); }
+/* A rank's node group stops when its leader does: the leader is the
+ * peer a rank names, unless the rank is the leader (-1: the failure is
+ * not its node group's, so the agreed peer or the endpoint's stands). */
+int tc_hier_failed_peer(struct tecomm_comm *c) {
+  const int l = leader_of(c, c->node);
+  return l == c->rank ? -1 : l;
+}
 
 tecomm_result_t tc_hier_allreduce(struct tecomm_comm *c, tecore_devptr_t send,
                                   tecore_devptr_t recv, size_t count, tecore_dtype_t dtype,

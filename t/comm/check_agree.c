@@ -60,6 +60,7 @@ static const struct acase cases[] = {
     {"verbs hier: match", L_VERBS_HIER, K_MATCH, NULL, NULL, NULL},
     {"verbs hier: count", L_VERBS_HIER, K_COUNT, "count", "3000", "3001"},
     {"verbs hier: op", L_VERBS_HIER, K_OP, "op", "SUM", "MAX"},
+    {"verbs hier: a failed rank is named at once", L_VERBS_HIER, K_GONE, NULL, NULL, NULL},
     {"fused lamport: eps", L_LAMPORT, K_EPS, "eps (fused)", "1e-05", "1e-06"},
 };
 
@@ -218,10 +219,13 @@ static void rank_gone(const struct acase *k, tecomm_comm_t c, int rank, int n) {
     RK_EXPECT(TECOMM_ERR_ABORTED, "aborted",
               tecomm_allreduce(c, send, recv, count, TECORE_DTYPE_F32, TECOMM_SUM, NULL));
   } else {
-    RK_EXPECT(TECOMM_ERR_TIMEOUT, "rank 1 cannot make this call",
+    char gone[64];
+    snprintf(gone, sizeof gone, "rank %d cannot make this call", n - 1);
+    const char *want = gone;
+    RK_EXPECT(TECOMM_ERR_TIMEOUT, want,
               tecomm_allreduce(c, send, recv, count, TECORE_DTYPE_F32, TECOMM_SUM, NULL));
     int peer = -2;
-    RK_EXPECT(TECOMM_ERR_TIMEOUT, "rank 1 cannot make this call", tecomm_comm_status(c, &peer));
+    RK_EXPECT(TECOMM_ERR_TIMEOUT, want, tecomm_comm_status(c, &peer));
     RK_ASSERT(peer == n - 1, "%s: status named peer %d", k->name, peer);
     RK_ASSERT(now_s() - t0 < 1.0, "%s: told after %.2f s (TECOMM_TIMEOUT 2 s)", k->name,
               now_s() - t0);
