@@ -1299,9 +1299,14 @@ static Suite *gemm_suite(void) {
   tcase_add_test(tc, gemm_block);
   tcase_add_test(tc, gemm_accumulate);
   tcase_add_test(tc, gemm_fast_accum);
+  tcase_add_test(tc, gemm_empty);
+  /* libte's own kernel: on a GPU its eight GEMMs of 2 GMAC each are checked
+   * against the host's double reference, which took more than the suite's
+   * limit beside fifteen other suites on a 4-GPU machine (make -j16) */
+  tc = te_tcase(s, "own", 1);
+  tcase_set_timeout(tc, 3 * TE_TEST_TIMEOUT);
   tcase_add_test(tc, gemm_own_shapes);
   tcase_add_test(tc, gemm_own_daux_narrow);
-  tcase_add_test(tc, gemm_empty);
   tc = te_tcase(s, "api", 1);
   tcase_add_test(tc, gemm_errors);
   tcase_add_test(tc, gemm_capture);

@@ -41,6 +41,15 @@ else
   seed=$(($(od -An -N2 -tu2 /dev/urandom | tr -d ' ') % 100000 + 1))
 fi
 echo "# seed $seed (TE_TEST_SEED=$seed reproduces this run)"
+# Runs are compared across processes, often byte for byte (a checkpoint
+# against another, graphed against eager): on a GPU the timed choice of a
+# small GEMM's cuBLASLt algorithm (tecore_gemm(3)) may differ between two
+# processes, and more often on a busy machine (4 H100s under make -j16:
+# the graphed and eager decodes, a text's and its shard's losses), and
+# with it the last bits.  The heuristic's first is the same in every
+# process; a caller's own setting is kept.
+TECORE_GEMM_TUNE_ALGOS=${TECORE_GEMM_TUNE_ALGOS:-1}
+export TECORE_GEMM_TUNE_ALGOS
 
 # close A B WHAT [TOL]: the loss columns of te-gpt CSV files A and B
 # (header, then rows) agree within TOL (else $gpt_tol), relative, in as

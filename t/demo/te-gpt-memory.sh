@@ -36,12 +36,6 @@
 demo_tool=te-gpt
 . "$(dirname "$0")/demo-lib.sh"
 gpt=$demo
-# Runs are compared byte for byte across processes: on a GPU the timed
-# choice of cuBLASLt algorithms (a weight gradient's split-k variants)
-# may differ between two processes and with it the last bits (seen on an
-# H100: attn.proj's weight after 4 steps); the heuristic's first algorithm
-# is the same in every process (tecore_gemm(3)).
-export TECORE_GEMM_TUNE_ALGOS=1
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/te-gpt-off.XXXXXX") || exit 1
 trap 'rm -rf "$tmp"' EXIT
 fail=0

@@ -20,9 +20,6 @@
 demo_tool=te-gpt
 . "$(dirname "$0")/demo-lib.sh"
 gpt=$demo
-# runs are compared across processes: the heuristic's first GEMM
-# algorithm in each (te-gpt-memory.sh says why)
-export TECORE_GEMM_TUNE_ALGOS=1
 # a SELECTIVE unit's GELU runs as its own kernel, so the run without must
 # not fuse it into fc1's epilogue (BF16 on an H100 would): the same kernels
 # on both sides (tecore_seq_set_recompute(3))

@@ -92,7 +92,7 @@ void gpt_log_step(struct gpt_log *l, const struct gpt_log_row *r) {
   char val[32] = "-";
   if (!isnan(r->val_loss)) snprintf(val, sizeof val, "%.4f", r->val_loss);
   fprintf(l->f, "step %lld loss %.4f val_loss %s lr %.3e grad_norm %.4f ms %.2f tokens_per_s %.0f "
-          "elapsed_s %.3f eta_s %.3f\n", (long long)r->step, r->loss, val, r->lr, r->grad_norm,
+          "elapsed_s %.6f eta_s %.3f\n", (long long)r->step, r->loss, val, r->lr, r->grad_norm,
           r->ms, r->tokens_per_s, r->elapsed_s, r->eta_s);
   fflush(l->f);
 }
