@@ -370,6 +370,10 @@ static void ar_params_base(const struct tc_ar_call *c, struct te_ar_params *p) {
   if (c->coll == TC_AR_COLL_REDUCE_SCATTER) d->variant |= TE_AR_V_RS;
   if (c->coll == TC_AR_COLL_ALLGATHER) d->variant |= TE_AR_V_AG;
   if (c->sym_in) d->variant |= c->sym_in == 2 ? TE_AR_V_SYM | TE_AR_V_SYM_INPLACE : TE_AR_V_SYM;
+  if (c->gemm_dim) {
+    d->variant |= TE_AR_V_GEMM;
+    if (!c->fused) d->hidden = (uint32_t)c->gemm_dim;
+  }
   d->hash = te_ar_desc_hash(d);
 }
 
@@ -716,6 +720,8 @@ static tecore_result_t ar_word_io(tecore_devptr_t dev, uint32_t *host, int write
 }
 
 const char *tc_ar_desc_call(const struct tc_ar_desc *d) {
+  if (d->variant & TE_AR_V_GEMM)
+    return d->variant & TE_AR_V_AG ? "all-gather+GEMM" : "GEMM+reduce-scatter";
   return d->variant & TE_AR_V_RS ? "reduce-scatter"
          : d->variant & TE_AR_V_AG ? "all-gather"
                                    : "allreduce";

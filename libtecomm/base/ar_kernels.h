@@ -124,6 +124,11 @@ struct tc_ar_call {
    * 0: staged copies.  Part of the descriptor, so that ranks that read
    * differently fail with TC_AR_ERR_MISMATCH instead of reading garbage */
   int sym_in;
+  /* the overlapped GEMMs (libtecomm/overlap/): their barriers and fold
+   * carry the GEMM's other dimension here (0: not one of them), part of
+   * the descriptor (TE_AR_V_GEMM), so that a rank making another call or
+   * another shape fails with TC_AR_ERR_MISMATCH */
+  size_t gemm_dim;
 };
 
 /* Device error word contents (TC_AR_ERR_MISMATCH: the peer's call

@@ -1,0 +1,154 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* overlap/gemm_rs.c -- tecomm_gemm_rs: GEMM + reduce-scatter, each
+ * destination's block pushed to its owner while the next multiplies.
+ *
+ * Rank r, n ranks, block s = rows s*rows .. of a, whose product rank s
+ * keeps.  Caller's stream: GEMM of block r+1 into staging slot 1, event,
+ * block r+2 into slot 2, ..., then block r straight into its own
+ * partials slot r.  Side stream: a barrier (every peer's previous fold
+ * is done reading its partials), then each staged block pushed by the
+ * copy engine into its owner's partials slot r as its event fires.  The
+ * caller's stream joins the side stream, then the one-shot kernel over
+ * the local slots folds them in rank order (its first barrier: every
+ * rank's pushes have landed), fused with the residual add and RMSNorm
+ * when args->norm is set.  Folding in float and rounding once is exact
+ * to the partials' rounding: a GEMM with beta = 1 into one buffer would
+ * round after every rank and depend on the order pushes arrive. */
+#include "overlap/ov.h"
+
+struct rs_q {
+  const struct tecomm_gemm_rs *g;
+  struct tc_ov_shape sh;
+  size_t achunk;   /* bytes of one block of a */
+  size_t blk;      /* bytes of one block of the product (d_dtype) */
+};
+
+static tecomm_result_t rs_check_norm(struct tecomm_comm *c, const struct rs_q *q,
+                                     const char *fn) {
+  const struct tecomm_gemm_rs *g = q->g;
+  const struct tecomm_rs_add_rmsnorm *m = g->norm;
+  const size_t dsz = tecore_dtype_size(g->d_dtype);
+  if (!m) return tc_ov_check_ptr(c, g->d, q->blk, dsz, "d", fn);
+  TC_ARG(!g->d, "%s: args->d must be 0 with args->norm (the norm writes residual_out and out)",
+         fn);
+  TC_ARG(g->d_dtype == g->dtype, "%s: args->norm: d_dtype must be args->dtype (%s), not %s", fn,
+         tecore_dtype_name(g->dtype), tecore_dtype_name(g->d_dtype));
+  TC_ARG(m->out || m->fp8_out, "%s: args->norm: neither out nor fp8_out is set", fn);
+  TC_ARG(m->eps >= 0.0f && m->eps <= 1e30f, "%s: args->norm->eps %g is not finite and >= 0", fn,
+         (double)m->eps);
+  TC_CHECK(tc_ov_check_ptr(c, m->residual_in, q->blk, dsz, "norm->residual_in", fn));
+  TC_CHECK(tc_ov_check_ptr(c, m->residual_out, q->blk, dsz, "norm->residual_out", fn));
+  TC_CHECK(tc_ov_check_ptr(c, m->gamma, g->n * dsz, dsz, "norm->gamma", fn));
+  if (m->out) TC_CHECK(tc_ov_check_ptr(c, m->out, q->blk, dsz, "norm->out", fn));
+  if (m->rsigma) TC_CHECK(tc_ov_check_ptr(c, m->rsigma, g->rows * 4, 4, "norm->rsigma", fn));
+  return TECOMM_SUCCESS;
+}
+
+static tecomm_result_t rs_check(struct tecomm_comm *c, const struct tecomm_gemm_rs *g,
+                                struct rs_q *q, const char *fn) {
+  TC_ARG(g, "%s: args is NULL", fn);
+  q->g = g;
+  q->sh = (struct tc_ov_shape){.rows = g->rows, .n = g->n, .k = g->k, .dtype = g->dtype,
+                               .d_dtype = g->d_dtype, .b = g->b, .fn = fn};
+  TC_CHECK(tc_ov_check_shape(&q->sh));
+  const size_t esz = tecore_dtype_size(g->dtype), dsz = tecore_dtype_size(g->d_dtype);
+  const size_t n = (size_t)c->nranks;
+  q->achunk = g->rows * g->k * esz;
+  q->blk = g->rows * g->n * dsz;
+  TC_CHECK(tc_ov_check_ptr(c, g->a, n * q->achunk, esz, "a", fn));
+  TC_CHECK(tc_ov_check_ptr(c, g->b, g->n * g->k * esz, esz, "b", fn));
+  TC_CHECK(tc_ov_check_ptr(c, g->partials, n * q->blk, dsz, "partials", fn));
+  TC_CHECK(rs_check_norm(c, q, fn));
+  size_t off, room;
+  struct tc_seg *s;
+  TC_ARG(c->nranks == 1 || tc_sym_room(c, g->partials, &s, &off, &room),
+         "%s: args->partials is not symmetric memory (tecomm_mem_alloc): the peers push into it",
+         fn);
+  const tecore_devptr_t outs[] = {g->d, g->norm ? g->norm->residual_out : 0,
+                                  g->norm ? g->norm->out : 0};
+  for (int i = 0; i < 3; i++)
+    TC_ARG(!outs[i] || (!tc_ov_overlap(outs[i], q->blk, g->partials, n * q->blk) &&
+                        !tc_ov_overlap(outs[i], q->blk, g->a, n * q->achunk) &&
+                        !tc_ov_overlap(outs[i], q->blk, g->b, g->n * g->k * esz)),
+           "%s: args->%s overlaps args->partials, a or b", fn,
+           i == 0 ? "d" : i == 1 ? "norm->residual_out" : "norm->out");
+  TC_ARG(!tc_ov_overlap(g->partials, n * q->blk, g->a, n * q->achunk) &&
+             !tc_ov_overlap(g->partials, n * q->blk, g->b, g->n * g->k * esz),
+         "%s: args->partials overlaps args->a or b", fn);
+  return tc_ov_check_level(c, fn);
+}
+
+/* The fold: the one-shot kernel over this rank's slots, plain or fused. */
+static tecomm_result_t rs_fold(struct tecomm_comm *c, const struct rs_q *q, struct tc_ar_call *k,
+                               tecore_stream_t st) {
+  const struct tecomm_gemm_rs *g = q->g;
+  const struct tecomm_rs_add_rmsnorm *m = g->norm;
+  struct tc_ar_fused f;
+  for (int s = 0; s < c->nranks; s++) k->in[s] = g->partials + (size_t)s * q->blk;
+  k->out = g->d;
+  if (m) {
+    f = (struct tc_ar_fused){.hidden = g->n, .eps = m->eps, .residual_in = m->residual_in,
+                             .residual_out = m->residual_out, .gamma = m->gamma, .out = m->out,
+                             .fp8_out = m->fp8_out, .rsigma = m->rsigma};
+    k->fused = &f;
+    k->out = m->out;
+  }
+  tecore_result_t r = tc_ar_launch(k, st);
+  return r == TECORE_SUCCESS ? TECOMM_SUCCESS : tc_core(r, q->sh.fn);
+}
+
+/* One rank: the GEMM into d, or into partials then the norm. */
+static tecomm_result_t rs_one(struct tecomm_comm *c, const struct rs_q *q, tecore_stream_t st) {
+  if (!q->g->norm) return tc_ov_gemm(&q->sh, q->g->a, q->g->d, st);
+  TC_CHECK(tc_ov_gemm(&q->sh, q->g->a, q->g->partials, st));
+  struct tc_ar_call k;
+  tc_ov_call_init(c, q->g->rows * q->g->n, q->g->d_dtype, q->g->k, &k);
+  return rs_fold(c, q, &k, st);
+}
+
+/* Peer blocks multiplied into staging and pushed, own block last. */
+static tecomm_result_t rs_blocks(struct tecomm_comm *c, struct tc_ov *ov, const struct rs_q *q,
+                                 const struct tc_ar_call *bar, tecore_stream_t st) {
+  const struct tecomm_gemm_rs *g = q->g;
+  const char *fn = q->sh.fn;
+  const int r = c->rank, n = c->nranks;
+  TC_CHECK(tc_ov_barrier(c, bar, ov->side, fn));
+  for (int i = 1; i < n; i++) {
+    const int j = (r + i) % n;
+    const tecore_devptr_t slot = ov->stage + (size_t)(i - 1) * q->blk;
+    TC_CHECK(tc_ov_gemm(&q->sh, g->a + (size_t)j * q->achunk, slot, st));
+    TC_CORE(tecore_event_record(ov->chunk[i], st), fn);
+    TC_CORE(tecore_stream_wait_event(ov->side, ov->chunk[i]), fn);
+    tecore_devptr_t dst;
+    TC_CHECK(tc_ov_peer(c, g->partials + (size_t)r * q->blk, j, &dst, fn));
+    TC_CORE(tecore_memcpy_async(dst, slot, q->blk, ov->side), fn);
+  }
+  TC_CHECK(tc_ov_gemm(&q->sh, g->a + (size_t)r * q->achunk, g->partials + (size_t)r * q->blk, st));
+  TC_CORE(tecore_event_record(ov->done, ov->side), fn);
+  TC_CORE(tecore_stream_wait_event(st, ov->done), fn);
+  return TECOMM_SUCCESS;
+}
+
+static tecomm_result_t rs_run(struct tecomm_comm *c, const struct rs_q *q, tecore_stream_t st) {
+  const char *fn = q->sh.fn;
+  const int cap = tc_capturing(st);
+  TC_CHECK(tc_comm_ready(c, fn, !cap));
+  if (c->nranks == 1) return rs_one(c, q, st);
+  struct tc_ov *ov;
+  TC_CHECK(tc_ov_get(c, (size_t)(c->nranks - 1) * q->blk, cap, fn, &ov));
+  struct tc_ar_call k;
+  tc_ov_call_init(c, q->g->rows * q->g->n, q->g->d_dtype, q->g->k, &k);
+  TC_CORE(tecore_event_record(ov->start, st), fn);
+  TC_CORE(tecore_stream_wait_event(ov->side, ov->start), fn);
+  TC_CHECK(rs_blocks(c, ov, q, &k, st));
+  return rs_fold(c, q, &k, st);
+}
+
+TE_EXPORT tecomm_result_t tecomm_gemm_rs(tecomm_comm_t comm, const struct tecomm_gemm_rs *args,
+                                         tecore_stream_t stream) {
+  static const char fn[] = "tecomm_gemm_rs";
+  TC_COMM(comm, fn);
+  struct rs_q q;
+  TC_CHECK(rs_check(comm, args, &q, fn));
+  return tc_comm_fail(comm, rs_run(comm, &q, stream));
+}

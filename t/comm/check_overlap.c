@@ -1,0 +1,504 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* check_overlap.c -- tecomm_ag_gemm and tecomm_gemm_rs (the GEMMs with
+ * sequence parallelism's all-gather and reduce-scatter overlapped
+ * inside), ranks as forked processes (t/lib/comm_ranks.h), 1 to 4 ranks:
+ *   - all-gather + GEMM: BF16 and F16 operands, D of their dtype or F32,
+ *     odd row counts (1, 5, 7 rows a rank), in place (a inside a
+ *     symmetric a_all) or not, poisoned outputs (NaN bytes), two calls
+ *     back to back with fresh inputs: a_all byte for byte against every
+ *     rank's rows, d against the float64 product with the tolerance
+ *     half an ulp of D's dtype of |ref| plus k * 2^-23 * sum |a b|
+ *     (float accumulation);
+ *   - GEMM + reduce-scatter: the same dtypes and rows, d against the
+ *     float64 sum of every rank's product: each partial is rounded to D's
+ *     dtype before the fold, so half an ulp of each |partial| plus half
+ *     an ulp of |ref| plus n k 2^-23 sum |a b|; every rank's block;
+ *     fused with the residual add and RMSNorm (residual_out, out and
+ *     rsigma against float64 with the error of the sum carried through);
+ *   - argument errors named (NULL, zero rows, dtypes, operands that are
+ *     not symmetric where the peers read them, overlaps, d with norm);
+ *   - a rank SIGKILLed between calls: the others' status is
+ *     TECOMM_ERR_TIMEOUT naming it within TECOMM_TIMEOUT + 1 s, and
+ *     sticky.
+ * On cuda (TE_DEVICE=cuda, 4 GPUs) the same cases run over the copy
+ * engines and cuBLASLt. */
+#include "comm_ranks.h"
+#include <math.h>
+#include <time.h>
+
+static double half_ulp(tecore_dtype_t dt) {
+  return dt == TECORE_DTYPE_F32 ? 0x1p-24 : dt == TECORE_DTYPE_BF16 ? 0x1p-8 : 0x1p-11;
+}
+
+struct ov_case {
+  tecore_dtype_t dt, ddt;
+  size_t rows, n, k;
+  int in_place; /* ag: a inside a_all */
+  int norm;     /* rs: fused residual add + RMSNorm */
+};
+
+static const struct ov_case cases[] = {
+    {TECORE_DTYPE_BF16, TECORE_DTYPE_BF16, 5, 24, 40, 0, 0},
+    {TECORE_DTYPE_BF16, TECORE_DTYPE_F32, 7, 16, 33, 1, 0},
+    {TECORE_DTYPE_F16, TECORE_DTYPE_F16, 1, 8, 64, 1, 1},
+    {TECORE_DTYPE_BF16, TECORE_DTYPE_BF16, 3, 32, 24, 0, 1},
+};
+#define NCASES (sizeof cases / sizeof cases[0])
+
+/* Host copies of one rank's inputs for a case and call (salt). */
+static void *host_make(size_t count, tecore_dtype_t dt, int r, uint64_t salt) {
+  void *p = malloc(count * tecore_dtype_size(dt));
+  RK_ASSERT(p, "malloc");
+  tc_make_input(p, count, dt, r, salt);
+  return p;
+}
+
+static tecore_devptr_t dev_put(const void *h, size_t bytes, tecore_stream_t s) {
+  tecore_devptr_t d;
+  RK_CORE(tecore_mem_alloc(bytes, &d));
+  RK_CORE(tecore_memcpy_async(d, te_hptr(h), bytes, s));
+  return d;
+}
+
+static void *dev_get(tecore_devptr_t d, size_t bytes, tecore_stream_t s) {
+  void *h = malloc(bytes);
+  RK_ASSERT(h, "malloc");
+  RK_CORE(tecore_memcpy_async(te_hptr(h), d, bytes, s));
+  RK_CORE(tecore_stream_synchronize(s));
+  return h;
+}
+
+/* One element of a b^T in float64, and the sum of |a_i b_i|. */
+static double dot(const void *a, size_t ra, const void *b, size_t rb, size_t k, tecore_dtype_t dt,
+                  double *abs_sum) {
+  double s = 0, m = 0;
+  for (size_t i = 0; i < k; i++) {
+    double x = tc_from_dt(a, ra * k + i, dt) * tc_from_dt(b, rb * k + i, dt);
+    s += x;
+    m += fabs(x);
+  }
+  *abs_sum = m;
+  return s;
+}
+
+static uint64_t salt_of(int ci, int it, int what) {
+  return (uint64_t)(ci * 16 + it * 4 + what + 1);
+}
+
+/* ---- all-gather + GEMM ------------------------------------------------------------- */
+
+static void ag_check_all(const unsigned char *all, int n, const struct ov_case *k, int ci, int it) {
+  const size_t chunk = k->rows * k->k * tecore_dtype_size(k->dt);
+  for (int s = 0; s < n; s++) {
+    unsigned char *want = host_make(k->rows * k->k, k->dt, s, salt_of(ci, it, 0));
+    RK_ASSERT(memcmp(all + (size_t)s * chunk, want, chunk) == 0,
+              "case %d call %d: a_all's rows of rank %d differ from its a", ci, it, s);
+    free(want);
+  }
+}
+
+static void ag_check_d(const void *d, const void *all, const void *b, int n,
+                       const struct ov_case *k, int ci, int it) {
+  for (size_t i = 0; i < (size_t)n * k->rows; i++)
+    for (size_t j = 0; j < k->n; j++) {
+      double m, ref = dot(all, i, b, j, k->k, k->dt, &m);
+      double got = tc_from_dt(d, i * k->n + j, k->ddt);
+      double tol = half_ulp(k->ddt) * fabs(ref) + (double)k->k * 0x1p-23 * m + 1e-30;
+      RK_ASSERT(fabs(got - ref) <= tol, "case %d call %d: d[%zu][%zu] = %.9g, float64 %.9g "
+                "(tolerance %.3g)", ci, it, i, j, got, ref, tol);
+    }
+}
+
+static void ag_case(tecomm_comm_t c, tecore_stream_t s, int rank, int n, int ci) {
+  const struct ov_case *k = &cases[ci];
+  const size_t esz = tecore_dtype_size(k->dt), dsz = tecore_dtype_size(k->ddt);
+  const size_t chunk = k->rows * k->k * esz, dbytes = (size_t)n * k->rows * k->n * dsz;
+  tecore_devptr_t all, a = 0;
+  if (k->in_place) RK_OK(tecomm_mem_alloc(c, (size_t)n * chunk, &all));
+  else {
+    RK_CORE(tecore_mem_alloc((size_t)n * chunk, &all));
+    RK_OK(tecomm_mem_alloc(c, chunk, &a));
+  }
+  if (k->in_place) a = all + (size_t)rank * chunk;
+  tecore_devptr_t d;
+  RK_CORE(tecore_mem_alloc(dbytes, &d));
+  for (int it = 0; it < 2; it++) {
+    void *ha = host_make(k->rows * k->k, k->dt, rank, salt_of(ci, it, 0));
+    void *hb = host_make(k->n * k->k, k->dt, rank, salt_of(ci, it, 1));
+    tecore_devptr_t b = dev_put(hb, k->n * k->k * esz, s);
+    RK_CORE(tecore_memset_d8_async(all, 0xff, (size_t)n * chunk, s)); /* NaN bytes */
+    RK_CORE(tecore_memset_d8_async(d, 0xff, dbytes, s));
+    RK_CORE(tecore_memcpy_async(a, te_hptr(ha), chunk, s));
+    struct tecomm_ag_gemm g = {.a = a, .a_all = all, .b = b, .d = d, .rows = k->rows, .n = k->n,
+                               .k = k->k, .dtype = k->dt, .d_dtype = k->ddt};
+    RK_OK(tecomm_ag_gemm(c, &g, s));
+    RK_CORE(tecore_stream_synchronize(s));
+    RK_OK(tecomm_comm_status(c, NULL));
+    unsigned char *hall = dev_get(all, (size_t)n * chunk, s);
+    void *hd = dev_get(d, dbytes, s);
+    ag_check_all(hall, n, k, ci, it);
+    ag_check_d(hd, hall, hb, n, k, ci, it);
+    free(hall);
+    free(hd);
+    free(ha);
+    free(hb);
+    RK_CORE(tecore_mem_free(b));
+  }
+  RK_CORE(tecore_mem_free(d));
+  if (k->in_place) RK_OK(tecomm_mem_free(c, all));
+  else {
+    RK_CORE(tecore_mem_free(all));
+    RK_OK(tecomm_mem_free(c, a));
+  }
+}
+
+static void rank_ag(int rank, int n, void *arg) {
+  (void)arg;
+  tecomm_comm_t c = tc_rank_comm(rank, n);
+  tecore_stream_t s;
+  RK_CORE(tecore_stream_create(TECORE_STREAM_NON_BLOCKING, 0, &s));
+  for (int ci = 0; ci < (int)NCASES; ci++) ag_case(c, s, rank, n, ci);
+  RK_CORE(tecore_stream_destroy(s));
+  RK_OK(tecomm_comm_destroy(c));
+}
+
+START_TEST(ag_gemm_matches_float64) {
+  tc_run_ranks(_i + 1, rank_ag, NULL, 120);
+  tc_shm_release();
+}
+END_TEST
+
+/* ---- GEMM + reduce-scatter ---------------------------------------------------------- */
+
+/* The float64 sum over the ranks of this rank's block, and its tolerance. */
+static void rs_ref(int rank, int n, const struct ov_case *k, int ci, int it, double *ref,
+                   double *tol) {
+  const size_t rows = k->rows, cnt = rows * k->n;
+  double *pabs = calloc(cnt, sizeof *pabs), *mabs = calloc(cnt, sizeof *mabs);
+  RK_ASSERT(pabs && mabs, "calloc");
+  for (size_t e = 0; e < cnt; e++) ref[e] = 0;
+  for (int s = 0; s < n; s++) {
+    void *a = host_make((size_t)n * rows * k->k, k->dt, s, salt_of(ci, it, 0));
+    void *b = host_make(k->n * k->k, k->dt, s, salt_of(ci, it, 1));
+    for (size_t i = 0; i < rows; i++)
+      for (size_t j = 0; j < k->n; j++) {
+        double m, p = dot(a, (size_t)rank * rows + i, b, j, k->k, k->dt, &m);
+        ref[i * k->n + j] += p;
+        pabs[i * k->n + j] += fabs(p);
+        mabs[i * k->n + j] += m;
+      }
+    free(a);
+    free(b);
+  }
+  const double h = half_ulp(k->ddt);
+  for (size_t e = 0; e < cnt; e++)
+    tol[e] = h * (pabs[e] + fabs(ref[e])) + (double)n * (double)k->k * 0x1p-23 * mabs[e] + 1e-30;
+  free(pabs);
+  free(mabs);
+}
+
+static void rs_check_plain(const void *d, const double *ref, const double *tol,
+                           const struct ov_case *k, int ci, int it) {
+  for (size_t e = 0; e < k->rows * k->n; e++) {
+    double got = tc_from_dt(d, e, k->ddt);
+    RK_ASSERT(fabs(got - ref[e]) <= tol[e], "case %d call %d: d[%zu] = %.9g, float64 %.9g "
+              "(tolerance %.3g)", ci, it, e, got, ref[e], tol[e]);
+  }
+}
+
+/* residual_out = sum + residual_in; out and rsigma from the residual_out
+ * the call wrote (so the sum's error is not counted twice). */
+static void rs_check_norm(const void *ro, const void *out, const float *rsig, const void *res,
+                          const void *gamma, const double *ref, const double *tol,
+                          const struct ov_case *k, int ci) {
+  const double h = half_ulp(k->dt);
+  for (size_t i = 0; i < k->rows; i++) {
+    double ss = 0;
+    for (size_t j = 0; j < k->n; j++) {
+      size_t e = i * k->n + j;
+      double want = ref[e] + tc_from_dt(res, e, k->dt), got = tc_from_dt(ro, e, k->dt);
+      double t = tol[e] + h * (fabs(ref[e]) + fabs(want));
+      RK_ASSERT(fabs(got - want) <= t, "case %d: residual_out[%zu] = %.9g, float64 %.9g "
+                "(tolerance %.3g)", ci, e, got, want, t);
+      ss += got * got;
+    }
+    double rs = 1.0 / sqrt(ss / (double)k->n + 1e-5);
+    RK_ASSERT(fabs(rsig[i] - rs) <= 1e-5 * rs, "case %d: rsigma[%zu] = %.9g, float64 %.9g", ci, i,
+              (double)rsig[i], rs);
+    for (size_t j = 0; j < k->n; j++) {
+      size_t e = i * k->n + j;
+      double g = tc_from_dt(gamma, j, k->dt);
+      double want = tc_from_dt(ro, e, k->dt) * rs * g, got = tc_from_dt(out, e, k->dt);
+      double t = 2 * h * fabs(want) + 1e-5 * fabs(g);
+      RK_ASSERT(fabs(got - want) <= t, "case %d: out[%zu] = %.9g, float64 %.9g (tolerance %.3g)",
+                ci, e, got, want, t);
+    }
+  }
+}
+
+struct rs_bufs {
+  tecore_devptr_t a, b, d, partials, res, res_out, gamma, out, rsig;
+  void *hres, *hgamma;
+};
+
+static void rs_norm_bufs(struct rs_bufs *m, const struct ov_case *k, int rank, int ci,
+                         tecore_stream_t s) {
+  const size_t blk = k->rows * k->n * tecore_dtype_size(k->dt);
+  m->hres = host_make(k->rows * k->n, k->dt, rank, salt_of(ci, 0, 2));
+  m->hgamma = host_make(k->n, k->dt, rank, salt_of(ci, 0, 3));
+  m->res = dev_put(m->hres, blk, s);
+  m->gamma = dev_put(m->hgamma, k->n * tecore_dtype_size(k->dt), s);
+  m->res_out = m->res;
+  if (ci % 2 == 0) RK_CORE(tecore_mem_alloc(blk, &m->res_out)); /* else in place */
+  RK_CORE(tecore_mem_alloc(blk, &m->out));
+  RK_CORE(tecore_mem_alloc(k->rows * 4, &m->rsig));
+  RK_CORE(tecore_memset_d8_async(m->out, 0xff, blk, s));
+  RK_CORE(tecore_memset_d8_async(m->rsig, 0xff, k->rows * 4, s));
+  if (m->res_out != m->res) RK_CORE(tecore_memset_d8_async(m->res_out, 0xff, blk, s));
+}
+
+static void rs_norm_free(struct rs_bufs *m) {
+  if (m->res_out != m->res) RK_CORE(tecore_mem_free(m->res_out));
+  RK_CORE(tecore_mem_free(m->res));
+  RK_CORE(tecore_mem_free(m->gamma));
+  RK_CORE(tecore_mem_free(m->out));
+  RK_CORE(tecore_mem_free(m->rsig));
+  free(m->hres);
+  free(m->hgamma);
+}
+
+static void rs_call(tecomm_comm_t c, tecore_stream_t s, int rank, int n, int ci, int it,
+                    struct rs_bufs *m) {
+  const struct ov_case *k = &cases[ci];
+  const size_t esz = tecore_dtype_size(k->dt), dsz = tecore_dtype_size(k->ddt);
+  const size_t blk = k->rows * k->n * dsz, cnt = k->rows * k->n;
+  void *ha = host_make((size_t)n * k->rows * k->k, k->dt, rank, salt_of(ci, it, 0));
+  void *hb = host_make(k->n * k->k, k->dt, rank, salt_of(ci, it, 1));
+  m->a = dev_put(ha, (size_t)n * k->rows * k->k * esz, s);
+  m->b = dev_put(hb, k->n * k->k * esz, s);
+  RK_CORE(tecore_memset_d8_async(m->partials, 0xff, (size_t)n * blk, s));
+  if (m->d) RK_CORE(tecore_memset_d8_async(m->d, 0xff, blk, s));
+  struct tecomm_rs_add_rmsnorm nm = {.residual_in = m->res, .residual_out = m->res_out,
+                                     .gamma = m->gamma, .eps = 1e-5f, .out = m->out,
+                                     .rsigma = m->rsig};
+  struct tecomm_gemm_rs g = {.a = m->a, .b = m->b, .d = m->d, .partials = m->partials,
+                             .rows = k->rows, .n = k->n, .k = k->k, .dtype = k->dt,
+                             .d_dtype = k->ddt, .norm = k->norm ? &nm : NULL};
+  RK_OK(tecomm_gemm_rs(c, &g, s));
+  RK_CORE(tecore_stream_synchronize(s));
+  RK_OK(tecomm_comm_status(c, NULL));
+  double *ref = malloc(cnt * sizeof *ref), *tol = malloc(cnt * sizeof *tol);
+  RK_ASSERT(ref && tol, "malloc");
+  rs_ref(rank, n, k, ci, it, ref, tol);
+  if (!k->norm) {
+    void *hd = dev_get(m->d, blk, s);
+    rs_check_plain(hd, ref, tol, k, ci, it);
+    free(hd);
+  } else {
+    void *ro = dev_get(m->res_out, blk, s), *out = dev_get(m->out, blk, s);
+    float *rsig = dev_get(m->rsig, k->rows * 4, s);
+    rs_check_norm(ro, out, rsig, m->hres, m->hgamma, ref, tol, k, ci);
+    free(ro);
+    free(out);
+    free(rsig);
+    /* the next call's residual_in is what this one read */
+    RK_CORE(tecore_memcpy_async(m->res, te_hptr(m->hres), blk, s));
+    RK_CORE(tecore_stream_synchronize(s));
+  }
+  free(ref);
+  free(tol);
+  free(ha);
+  free(hb);
+  RK_CORE(tecore_mem_free(m->a));
+  RK_CORE(tecore_mem_free(m->b));
+}
+
+static void rs_case(tecomm_comm_t c, tecore_stream_t s, int rank, int n, int ci) {
+  const struct ov_case *k = &cases[ci];
+  const size_t blk = k->rows * k->n * tecore_dtype_size(k->ddt);
+  struct rs_bufs m;
+  memset(&m, 0, sizeof m);
+  RK_OK(tecomm_mem_alloc(c, (size_t)n * blk, &m.partials));
+  if (k->norm) rs_norm_bufs(&m, k, rank, ci, s);
+  else RK_CORE(tecore_mem_alloc(blk, &m.d));
+  for (int it = 0; it < 2; it++) rs_call(c, s, rank, n, ci, it, &m);
+  if (k->norm) rs_norm_free(&m);
+  else RK_CORE(tecore_mem_free(m.d));
+  RK_OK(tecomm_mem_free(c, m.partials));
+}
+
+static void rank_rs(int rank, int n, void *arg) {
+  (void)arg;
+  tecomm_comm_t c = tc_rank_comm(rank, n);
+  tecore_stream_t s;
+  RK_CORE(tecore_stream_create(TECORE_STREAM_NON_BLOCKING, 0, &s));
+  for (int ci = 0; ci < (int)NCASES; ci++) rs_case(c, s, rank, n, ci);
+  RK_CORE(tecore_stream_destroy(s));
+  RK_OK(tecomm_comm_destroy(c));
+}
+
+START_TEST(gemm_rs_matches_float64) {
+  tc_run_ranks(_i + 1, rank_rs, NULL, 120);
+  tc_shm_release();
+}
+END_TEST
+
+/* ---- argument errors ------------------------------------------------------------------ */
+
+struct err_bufs {
+  tecore_devptr_t sym, plain;
+  size_t bytes;
+};
+
+static void ag_errors(tecomm_comm_t c, const struct err_bufs *e, tecore_stream_t s) {
+  const struct tecomm_ag_gemm ok = {.a = e->sym, .a_all = e->plain, .b = e->plain + 4096,
+                                    .d = e->plain + 8192, .rows = 3, .n = 8, .k = 16,
+                                    .dtype = TECORE_DTYPE_BF16, .d_dtype = TECORE_DTYPE_BF16};
+  struct tecomm_ag_gemm g = ok;
+  RK_EXPECT(TECOMM_ERR_INVALID, "args is NULL", tecomm_ag_gemm(c, NULL, s));
+  g.rows = 0;
+  RK_EXPECT(TECOMM_ERR_INVALID, "rows, n and k", tecomm_ag_gemm(c, &g, s));
+  g = ok;
+  g.dtype = TECORE_DTYPE_F32;
+  g.d_dtype = TECORE_DTYPE_F32;
+  RK_EXPECT(TECOMM_ERR_INVALID, "args->dtype", tecomm_ag_gemm(c, &g, s));
+  g = ok;
+  g.d_dtype = TECORE_DTYPE_E4M3;
+  RK_EXPECT(TECOMM_ERR_INVALID, "args->d_dtype", tecomm_ag_gemm(c, &g, s));
+  g = ok;
+  g.a = e->plain + 12288;
+  RK_EXPECT(TECOMM_ERR_INVALID, "a is not symmetric", tecomm_ag_gemm(c, &g, s));
+  g = ok;
+  g.d = 0;
+  RK_EXPECT(TECOMM_ERR_INVALID, "args->d is 0", tecomm_ag_gemm(c, &g, s));
+  g = ok;
+  g.d = e->plain + 2;
+  RK_EXPECT(TECOMM_ERR_INVALID, "overlaps", tecomm_ag_gemm(c, &g, s));
+  g = ok;
+  g.a = e->sym + e->bytes - 64; /* 3 x 16 BF16 = 96 bytes: past the allocation */
+  RK_EXPECT(TECOMM_ERR_INVALID, "run past", tecomm_ag_gemm(c, &g, s));
+}
+
+static void rs_errors(tecomm_comm_t c, const struct err_bufs *e, tecore_stream_t s) {
+  const struct tecomm_gemm_rs ok = {.a = e->plain, .b = e->plain + 4096, .d = e->plain + 8192,
+                                    .partials = e->sym, .rows = 3, .n = 8, .k = 16,
+                                    .dtype = TECORE_DTYPE_BF16, .d_dtype = TECORE_DTYPE_F32};
+  struct tecomm_gemm_rs g = ok;
+  RK_EXPECT(TECOMM_ERR_INVALID, "args is NULL", tecomm_gemm_rs(c, NULL, s));
+  g.k = 0;
+  RK_EXPECT(TECOMM_ERR_INVALID, "rows, n and k", tecomm_gemm_rs(c, &g, s));
+  g = ok;
+  g.partials = e->plain + 12288;
+  RK_EXPECT(TECOMM_ERR_INVALID, "partials is not symmetric", tecomm_gemm_rs(c, &g, s));
+  g = ok;
+  g.d = e->sym;
+  RK_EXPECT(TECOMM_ERR_INVALID, "overlaps", tecomm_gemm_rs(c, &g, s));
+  g = ok;
+  const struct tecomm_rs_add_rmsnorm nm = {.residual_in = e->plain + 16384,
+                                           .residual_out = e->plain + 16384,
+                                           .gamma = e->plain + 20480, .eps = 1e-5f,
+                                           .out = e->plain + 24576};
+  g.norm = &nm;
+  RK_EXPECT(TECOMM_ERR_INVALID, "must be 0", tecomm_gemm_rs(c, &g, s));
+  g.d = 0;
+  RK_EXPECT(TECOMM_ERR_INVALID, "d_dtype must be", tecomm_gemm_rs(c, &g, s));
+}
+
+static void rank_args(int rank, int n, void *arg) {
+  (void)arg;
+  tecomm_comm_t c = tc_rank_comm(rank, n);
+  tecore_stream_t s;
+  RK_CORE(tecore_stream_create(TECORE_STREAM_NON_BLOCKING, 0, &s));
+  struct err_bufs e = {.bytes = 4096};
+  RK_OK(tecomm_mem_alloc(c, e.bytes, &e.sym));
+  RK_CORE(tecore_mem_alloc(1 << 15, &e.plain));
+  ag_errors(c, &e, s);
+  rs_errors(c, &e, s);
+  RK_OK(tecomm_comm_status(c, NULL)); /* refused calls leave the communicator healthy */
+  RK_OK(tecomm_mem_free(c, e.sym));
+  RK_CORE(tecore_mem_free(e.plain));
+  RK_CORE(tecore_stream_destroy(s));
+  RK_OK(tecomm_comm_destroy(c));
+}
+
+START_TEST(argument_errors_named) {
+  tc_run_ranks(2, rank_args, NULL, 60);
+  tc_shm_release();
+}
+END_TEST
+
+/* ---- a killed rank --------------------------------------------------------------------- */
+
+struct killed_bufs {
+  tecore_devptr_t sym, plain;
+};
+
+static tecomm_result_t killed_call(tecomm_comm_t c, int rs, const struct killed_bufs *k, int n,
+                                   tecore_stream_t s) {
+  if (rs) {
+    struct tecomm_gemm_rs g = {.a = k->plain, .b = k->plain + 8192, .d = k->plain + 16384,
+                               .partials = k->sym, .rows = 4, .n = 16, .k = 32,
+                               .dtype = TECORE_DTYPE_BF16, .d_dtype = TECORE_DTYPE_BF16};
+    return tecomm_gemm_rs(c, &g, s);
+  }
+  (void)n;
+  struct tecomm_ag_gemm g = {.a = k->sym, .a_all = k->plain, .b = k->plain + 8192,
+                             .d = k->plain + 16384, .rows = 4, .n = 16, .k = 32,
+                             .dtype = TECORE_DTYPE_BF16, .d_dtype = TECORE_DTYPE_BF16};
+  return tecomm_ag_gemm(c, &g, s);
+}
+
+static void rank_killed(int rank, int n, void *arg) {
+  const int rs = *(const int *)arg;
+  setenv("TECOMM_TIMEOUT", "1000", 1);
+  tecomm_comm_t c = tc_rank_comm(rank, n);
+  tecore_stream_t s;
+  RK_CORE(tecore_stream_create(TECORE_STREAM_NON_BLOCKING, 0, &s));
+  struct killed_bufs k;
+  RK_OK(tecomm_mem_alloc(c, 8192, &k.sym));
+  RK_CORE(tecore_mem_alloc(1 << 16, &k.plain));
+  RK_CORE(tecore_memset_d8_async(k.plain, 0x3c, 1 << 16, s));
+  RK_CORE(tecore_memset_d8_async(k.sym, 0x3c, 8192, s));
+  RK_OK(killed_call(c, rs, &k, n, s));
+  RK_CORE(tecore_stream_synchronize(s));
+  RK_ASSERT(tc_shm_barrier(tc_shm) == 0, "barrier");
+  if (rank == n - 1) raise(SIGKILL); /* between calls: the peers wait in the next one */
+  struct timespec t0, t1;
+  clock_gettime(CLOCK_MONOTONIC, &t0);
+  RK_OK(killed_call(c, rs, &k, n, s));
+  RK_ASSERT(te_stream_wait(s, 5000) == TECORE_SUCCESS, "the stream did not come back in 5 s");
+  int peer = -2;
+  tecomm_result_t st = tecomm_comm_status(c, &peer);
+  clock_gettime(CLOCK_MONOTONIC, &t1);
+  double secs = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) * 1e-9;
+  RK_ASSERT(st == TECOMM_ERR_TIMEOUT, "status after a peer died: %s (%s)", tecomm_result_name(st),
+            tecomm_last_error());
+  RK_ASSERT(peer == n - 1, "status names peer %d, not %d", peer, n - 1);
+  RK_ASSERT(secs <= 2.0, "TIMEOUT after %.2f s, want <= TECOMM_TIMEOUT + 1 s = 2 s", secs);
+  RK_EXPECT(TECOMM_ERR_TIMEOUT, "rank 2", killed_call(c, rs, &k, n, s)); /* sticky */
+  RK_CORE(tecore_mem_free(k.plain));
+  RK_CORE(tecore_stream_destroy(s));
+  RK_OK(tecomm_comm_destroy(c));
+}
+
+START_TEST(killed_rank_times_out) {
+  int rs = _i;
+  tc_run_ranks_ex(3, rank_killed, &rs, 30, 2);
+  tc_shm_release();
+}
+END_TEST
+
+static Suite *overlap_suite(void) {
+  setenv("TECORE_VDEV_DEVICES", "8", 0);
+  Suite *s = suite_create("comm_overlap");
+  TCase *tc = te_tcase(s, "products", 0);
+  tcase_add_loop_test(tc, ag_gemm_matches_float64, 0, 4);
+  tcase_add_loop_test(tc, gemm_rs_matches_float64, 0, 4);
+  tc = te_tcase(s, "errors", 0);
+  tcase_add_test(tc, argument_errors_named);
+  tc = te_tcase(s, "timeout", 0);
+  tcase_add_loop_test(tc, killed_rank_times_out, 0, 2);
+  return s;
+}
+
+TE_TEST_MAIN(overlap_suite, TE_TEST_DEVICE)
