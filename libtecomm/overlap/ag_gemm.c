@@ -13,14 +13,14 @@
 #include "overlap/ov.h"
 
 struct ag_q {
-  const struct tecomm_ag_gemm *g;
+  const struct tecomm_ag_gemm_args *g;
   struct tc_ov_shape sh;
   size_t chunk;    /* bytes of one rank's rows of a */
   size_t dchunk;   /* bytes of one rank's rows of d */
   int in_place;    /* a == a_all + rank * chunk */
 };
 
-static tecomm_result_t ag_check(struct tecomm_comm *c, const struct tecomm_ag_gemm *g,
+static tecomm_result_t ag_check(struct tecomm_comm *c, const struct tecomm_ag_gemm_args *g,
                                 struct ag_q *q, const char *fn) {
   TC_ARG(g, "%s: args is NULL", fn);
   q->g = g;
@@ -64,7 +64,7 @@ static tecomm_result_t ag_one(const struct ag_q *q, tecore_stream_t st) {
  * chunks in ring order (event after each), barrier. */
 static tecomm_result_t ag_side(struct tecomm_comm *c, struct tc_ov *ov, const struct ag_q *q,
                                const struct tc_ar_call *bar) {
-  const struct tecomm_ag_gemm *g = q->g;
+  const struct tecomm_ag_gemm_args *g = q->g;
   const char *fn = q->sh.fn;
   const int r = c->rank, n = c->nranks;
   tecore_stream_t side = ov->side;
@@ -86,7 +86,7 @@ static tecomm_result_t ag_side(struct tecomm_comm *c, struct tc_ov *ov, const st
 /* The caller's stream: own chunk at once, then each as it lands. */
 static tecomm_result_t ag_main(struct tecomm_comm *c, struct tc_ov *ov, const struct ag_q *q,
                                tecore_stream_t st) {
-  const struct tecomm_ag_gemm *g = q->g;
+  const struct tecomm_ag_gemm_args *g = q->g;
   const char *fn = q->sh.fn;
   const int r = c->rank, n = c->nranks;
   TC_CHECK(tc_ov_gemm(&q->sh, g->a, g->d + (size_t)r * q->dchunk, st));
@@ -117,7 +117,7 @@ static tecomm_result_t ag_run(struct tecomm_comm *c, const struct ag_q *q, tecor
   return ag_main(c, ov, q, st);
 }
 
-TE_EXPORT tecomm_result_t tecomm_ag_gemm(tecomm_comm_t comm, const struct tecomm_ag_gemm *args,
+TE_EXPORT tecomm_result_t tecomm_ag_gemm(tecomm_comm_t comm, const struct tecomm_ag_gemm_args *args,
                                          tecore_stream_t stream) {
   static const char fn[] = "tecomm_ag_gemm";
   TC_COMM(comm, fn);

@@ -17,7 +17,7 @@
 #include "overlap/ov.h"
 
 struct rs_q {
-  const struct tecomm_gemm_rs *g;
+  const struct tecomm_gemm_rs_args *g;
   struct tc_ov_shape sh;
   size_t achunk;   /* bytes of one block of a */
   size_t blk;      /* bytes of one block of the product (d_dtype) */
@@ -25,7 +25,7 @@ struct rs_q {
 
 static tecomm_result_t rs_check_norm(struct tecomm_comm *c, const struct rs_q *q,
                                      const char *fn) {
-  const struct tecomm_gemm_rs *g = q->g;
+  const struct tecomm_gemm_rs_args *g = q->g;
   const struct tecomm_rs_add_rmsnorm *m = g->norm;
   const size_t dsz = tecore_dtype_size(g->d_dtype);
   if (!m) return tc_ov_check_ptr(c, g->d, q->blk, dsz, "d", fn);
@@ -44,7 +44,7 @@ static tecomm_result_t rs_check_norm(struct tecomm_comm *c, const struct rs_q *q
   return TECOMM_SUCCESS;
 }
 
-static tecomm_result_t rs_check(struct tecomm_comm *c, const struct tecomm_gemm_rs *g,
+static tecomm_result_t rs_check(struct tecomm_comm *c, const struct tecomm_gemm_rs_args *g,
                                 struct rs_q *q, const char *fn) {
   TC_ARG(g, "%s: args is NULL", fn);
   q->g = g;
@@ -81,7 +81,7 @@ static tecomm_result_t rs_check(struct tecomm_comm *c, const struct tecomm_gemm_
 /* The fold: the one-shot kernel over this rank's slots, plain or fused. */
 static tecomm_result_t rs_fold(struct tecomm_comm *c, const struct rs_q *q, struct tc_ar_call *k,
                                tecore_stream_t st) {
-  const struct tecomm_gemm_rs *g = q->g;
+  const struct tecomm_gemm_rs_args *g = q->g;
   const struct tecomm_rs_add_rmsnorm *m = g->norm;
   struct tc_ar_fused f;
   for (int s = 0; s < c->nranks; s++) k->in[s] = g->partials + (size_t)s * q->blk;
@@ -109,7 +109,7 @@ static tecomm_result_t rs_one(struct tecomm_comm *c, const struct rs_q *q, tecor
 /* Peer blocks multiplied into staging and pushed, own block last. */
 static tecomm_result_t rs_blocks(struct tecomm_comm *c, struct tc_ov *ov, const struct rs_q *q,
                                  const struct tc_ar_call *bar, tecore_stream_t st) {
-  const struct tecomm_gemm_rs *g = q->g;
+  const struct tecomm_gemm_rs_args *g = q->g;
   const char *fn = q->sh.fn;
   const int r = c->rank, n = c->nranks;
   TC_CHECK(tc_ov_barrier(c, bar, ov->side, fn));
@@ -144,7 +144,7 @@ static tecomm_result_t rs_run(struct tecomm_comm *c, const struct rs_q *q, tecor
   return rs_fold(c, q, &k, st);
 }
 
-TE_EXPORT tecomm_result_t tecomm_gemm_rs(tecomm_comm_t comm, const struct tecomm_gemm_rs *args,
+TE_EXPORT tecomm_result_t tecomm_gemm_rs(tecomm_comm_t comm, const struct tecomm_gemm_rs_args *args,
                                          tecore_stream_t stream) {
   static const char fn[] = "tecomm_gemm_rs";
   TC_COMM(comm, fn);

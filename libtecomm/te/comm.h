@@ -273,7 +273,7 @@ tecomm_result_t tecomm_allreduce_add_rmsnorm(tecomm_comm_t comm,
  * offset on every rank, or in place: a == a_all + rank*rows*k with a_all
  * symmetric.  a_all (any device memory unless in place) keeps the
  * gathered rows: the backward's weight gradient needs them. */
-struct tecomm_ag_gemm {
+struct tecomm_ag_gemm_args {
   tecore_devptr_t a;        /* [rows][k]: this rank's rows */
   tecore_devptr_t a_all;    /* [nranks*rows][k]: written (rank s's rows at s*rows) */
   tecore_devptr_t b;        /* [n][k] */
@@ -282,7 +282,7 @@ struct tecomm_ag_gemm {
   tecore_dtype_t dtype;     /* a, a_all, b: BF16 or F16 */
   tecore_dtype_t d_dtype;   /* dtype or F32 */
 };
-tecomm_result_t tecomm_ag_gemm(tecomm_comm_t comm, const struct tecomm_ag_gemm *args,
+tecomm_result_t tecomm_ag_gemm(tecomm_comm_t comm, const struct tecomm_ag_gemm_args *args,
                                tecore_stream_t stream);
 
 /* GEMM + reduce-scatter (after a row-parallel Linear): d = the sum over
@@ -306,7 +306,7 @@ struct tecomm_rs_add_rmsnorm {
   const struct tecore_tensor *fp8_out; /* [rows][n] E4M3/E5M2 or NULL */
   tecore_devptr_t rsigma;        /* rows F32, or 0 */
 };
-struct tecomm_gemm_rs {
+struct tecomm_gemm_rs_args {
   tecore_devptr_t a;        /* [nranks*rows][k]: every rank's rows, this rank's k */
   tecore_devptr_t b;        /* [n][k] */
   tecore_devptr_t d;        /* [rows][n]: written (0 with norm) */
@@ -316,7 +316,7 @@ struct tecomm_gemm_rs {
   tecore_dtype_t d_dtype;   /* dtype or F32 */
   const struct tecomm_rs_add_rmsnorm *norm; /* NULL: a plain reduce-scatter */
 };
-tecomm_result_t tecomm_gemm_rs(tecomm_comm_t comm, const struct tecomm_gemm_rs *args,
+tecomm_result_t tecomm_gemm_rs(tecomm_comm_t comm, const struct tecomm_gemm_rs_args *args,
                                tecore_stream_t stream);
 
 /* A tecore_amax_reduce_fn (te/recipe.h) with ctx = a tecomm_comm_t: MAX

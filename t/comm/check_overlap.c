@@ -129,7 +129,7 @@ static void ag_case(tecomm_comm_t c, tecore_stream_t s, int rank, int n, int ci)
     RK_CORE(tecore_memset_d8_async(all, 0xff, (size_t)n * chunk, s)); /* NaN bytes */
     RK_CORE(tecore_memset_d8_async(d, 0xff, dbytes, s));
     RK_CORE(tecore_memcpy_async(a, te_hptr(ha), chunk, s));
-    struct tecomm_ag_gemm g = {.a = a, .a_all = all, .b = b, .d = d, .rows = k->rows, .n = k->n,
+    struct tecomm_ag_gemm_args g = {.a = a, .a_all = all, .b = b, .d = d, .rows = k->rows, .n = k->n,
                                .k = k->k, .dtype = k->dt, .d_dtype = k->ddt};
     RK_OK(tecomm_ag_gemm(c, &g, s));
     RK_CORE(tecore_stream_synchronize(s));
@@ -281,7 +281,7 @@ static void rs_call(tecomm_comm_t c, tecore_stream_t s, int rank, int n, int ci,
   struct tecomm_rs_add_rmsnorm nm = {.residual_in = m->res, .residual_out = m->res_out,
                                      .gamma = m->gamma, .eps = 1e-5f, .out = m->out,
                                      .rsigma = m->rsig};
-  struct tecomm_gemm_rs g = {.a = m->a, .b = m->b, .d = m->d, .partials = m->partials,
+  struct tecomm_gemm_rs_args g = {.a = m->a, .b = m->b, .d = m->d, .partials = m->partials,
                              .rows = k->rows, .n = k->n, .k = k->k, .dtype = k->dt,
                              .d_dtype = k->ddt, .norm = k->norm ? &nm : NULL};
   RK_OK(tecomm_gemm_rs(c, &g, s));
@@ -351,10 +351,10 @@ struct err_bufs {
 };
 
 static void ag_errors(tecomm_comm_t c, const struct err_bufs *e, tecore_stream_t s) {
-  const struct tecomm_ag_gemm ok = {.a = e->sym, .a_all = e->plain, .b = e->plain + 4096,
+  const struct tecomm_ag_gemm_args ok = {.a = e->sym, .a_all = e->plain, .b = e->plain + 4096,
                                     .d = e->plain + 8192, .rows = 3, .n = 8, .k = 16,
                                     .dtype = TECORE_DTYPE_BF16, .d_dtype = TECORE_DTYPE_BF16};
-  struct tecomm_ag_gemm g = ok;
+  struct tecomm_ag_gemm_args g = ok;
   RK_EXPECT(TECOMM_ERR_INVALID, "args is NULL", tecomm_ag_gemm(c, NULL, s));
   g.rows = 0;
   RK_EXPECT(TECOMM_ERR_INVALID, "rows, n and k", tecomm_ag_gemm(c, &g, s));
@@ -380,10 +380,10 @@ static void ag_errors(tecomm_comm_t c, const struct err_bufs *e, tecore_stream_t
 }
 
 static void rs_errors(tecomm_comm_t c, const struct err_bufs *e, tecore_stream_t s) {
-  const struct tecomm_gemm_rs ok = {.a = e->plain, .b = e->plain + 4096, .d = e->plain + 8192,
+  const struct tecomm_gemm_rs_args ok = {.a = e->plain, .b = e->plain + 4096, .d = e->plain + 8192,
                                     .partials = e->sym, .rows = 3, .n = 8, .k = 16,
                                     .dtype = TECORE_DTYPE_BF16, .d_dtype = TECORE_DTYPE_F32};
-  struct tecomm_gemm_rs g = ok;
+  struct tecomm_gemm_rs_args g = ok;
   RK_EXPECT(TECOMM_ERR_INVALID, "args is NULL", tecomm_gemm_rs(c, NULL, s));
   g.k = 0;
   RK_EXPECT(TECOMM_ERR_INVALID, "rows, n and k", tecomm_gemm_rs(c, &g, s));
@@ -436,13 +436,13 @@ struct killed_bufs {
 static tecomm_result_t killed_call(tecomm_comm_t c, int rs, const struct killed_bufs *k, int n,
                                    tecore_stream_t s) {
   if (rs) {
-    struct tecomm_gemm_rs g = {.a = k->plain, .b = k->plain + 8192, .d = k->plain + 16384,
+    struct tecomm_gemm_rs_args g = {.a = k->plain, .b = k->plain + 8192, .d = k->plain + 16384,
                                .partials = k->sym, .rows = 4, .n = 16, .k = 32,
                                .dtype = TECORE_DTYPE_BF16, .d_dtype = TECORE_DTYPE_BF16};
     return tecomm_gemm_rs(c, &g, s);
   }
   (void)n;
-  struct tecomm_ag_gemm g = {.a = k->sym, .a_all = k->plain, .b = k->plain + 8192,
+  struct tecomm_ag_gemm_args g = {.a = k->sym, .a_all = k->plain, .b = k->plain + 8192,
                              .d = k->plain + 16384, .rows = 4, .n = 16, .k = 32,
                              .dtype = TECORE_DTYPE_BF16, .d_dtype = TECORE_DTYPE_BF16};
   return tecomm_ag_gemm(c, &g, s);
