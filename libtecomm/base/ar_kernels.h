@@ -231,6 +231,12 @@ struct tc_ar_desc {
 /* The collective a descriptor is: "allreduce", "reduce-scatter" or
  * "all-gather" (its variant's bits). */
 const char *tc_ar_desc_call(const struct tc_ar_desc *d);
+/* The descriptor's variant bit of the overlapped GEMMs' barriers and
+ * fold (comm_ar.h's TE_AR_V_GEMM), for the host's messages. */
+#define TC_AR_DESC_GEMM 0x80u
+/* What the descriptor's hidden holds: "hidden (fused)", or the
+ * overlapped GEMM's n (all-gather) or k (reduce-scatter). */
+const char *tc_ar_desc_hidden(const struct tc_ar_desc *d);
 /* Where a reduce-scatter or all-gather read its input: "a staged copy",
  * "symmetric send in place" or "symmetric recv in place". */
 const char *tc_ar_desc_input(const struct tc_ar_desc *d);

@@ -488,6 +488,166 @@ START_TEST(killed_rank_times_out) {
 }
 END_TEST
 
+/* ---- graph capture --------------------------------------------------------------------- */
+
+struct graph_bufs {
+  tecore_devptr_t ag_a, ag_all, ag_b, ag_d; /* all-gather + GEMM */
+  tecore_devptr_t rs_a, rs_b, rs_d, part;   /* GEMM + reduce-scatter */
+};
+
+/* Call it's inputs (case 0's shape) into the buffers. */
+static void graph_inputs(const struct graph_bufs *g, int rank, int n, int it, tecore_stream_t s) {
+  const struct ov_case *k = &cases[0];
+  const size_t esz = tecore_dtype_size(k->dt);
+  void *h[4] = {host_make(k->rows * k->k, k->dt, rank, salt_of(0, it, 0)),
+                host_make(k->n * k->k, k->dt, rank, salt_of(0, it, 1)),
+                host_make((size_t)n * k->rows * k->k, k->dt, rank, salt_of(0, it, 0)),
+                host_make(k->n * k->k, k->dt, rank, salt_of(0, it, 1))};
+  const tecore_devptr_t to[4] = {g->ag_a, g->ag_b, g->rs_a, g->rs_b};
+  const size_t bytes[4] = {k->rows * k->k * esz, k->n * k->k * esz,
+                           (size_t)n * k->rows * k->k * esz, k->n * k->k * esz};
+  for (int i = 0; i < 4; i++) RK_CORE(tecore_memcpy_async(to[i], te_hptr(h[i]), bytes[i], s));
+  RK_CORE(tecore_memset_d8_async(g->ag_d, 0xff, (size_t)n * k->rows * k->n * 2, s));
+  RK_CORE(tecore_memset_d8_async(g->rs_d, 0xff, k->rows * k->n * 2, s));
+  RK_CORE(tecore_stream_synchronize(s));
+  for (int i = 0; i < 4; i++) free(h[i]);
+}
+
+static void graph_calls(tecomm_comm_t c, const struct graph_bufs *g, tecore_stream_t s) {
+  const struct ov_case *k = &cases[0];
+  const struct tecomm_ag_gemm_args ag = {.a = g->ag_a, .a_all = g->ag_all, .b = g->ag_b,
+                                         .d = g->ag_d, .rows = k->rows, .n = k->n, .k = k->k,
+                                         .dtype = k->dt, .d_dtype = k->ddt};
+  const struct tecomm_gemm_rs_args rs = {.a = g->rs_a, .b = g->rs_b, .d = g->rs_d,
+                                         .partials = g->part, .rows = k->rows, .n = k->n,
+                                         .k = k->k, .dtype = k->dt, .d_dtype = k->ddt};
+  RK_OK(tecomm_ag_gemm(c, &ag, s));
+  RK_OK(tecomm_gemm_rs(c, &rs, s));
+}
+
+static void graph_check(const struct graph_bufs *g, int rank, int n, int it, tecore_stream_t s) {
+  const struct ov_case *k = &cases[0];
+  const size_t cnt = k->rows * k->n;
+  unsigned char *all = dev_get(g->ag_all, (size_t)n * k->rows * k->k * 2, s);
+  void *d = dev_get(g->ag_d, (size_t)n * cnt * 2, s), *rd = dev_get(g->rs_d, cnt * 2, s);
+  void *hb = host_make(k->n * k->k, k->dt, rank, salt_of(0, it, 1));
+  ag_check_all(all, n, k, 0, it);
+  ag_check_d(d, all, hb, n, k, 0, it);
+  double *ref = malloc(cnt * sizeof *ref), *tol = malloc(cnt * sizeof *tol);
+  RK_ASSERT(ref && tol, "malloc");
+  rs_ref(rank, n, k, 0, it, ref, tol);
+  rs_check_plain(rd, ref, tol, k, 0, it);
+  free(ref);
+  free(tol);
+  free(all);
+  free(d);
+  free(rd);
+  free(hb);
+}
+
+/* One eager call of each (which makes the side stream and staging), then
+ * both captured in one graph and replayed twice on fresh inputs. */
+static void rank_graph(int rank, int n, void *arg) {
+  (void)arg;
+  const struct ov_case *k = &cases[0];
+  tecomm_comm_t c = tc_rank_comm(rank, n);
+  tecore_stream_t s;
+  RK_CORE(tecore_stream_create(TECORE_STREAM_NON_BLOCKING, 0, &s));
+  struct graph_bufs g;
+  const size_t chunk = k->rows * k->k * 2, blk = k->rows * k->n * 2;
+  RK_OK(tecomm_mem_alloc(c, chunk, &g.ag_a));
+  RK_OK(tecomm_mem_alloc(c, (size_t)n * blk, &g.part));
+  RK_CORE(tecore_mem_alloc((size_t)n * chunk, &g.ag_all));
+  RK_CORE(tecore_mem_alloc(k->n * k->k * 2, &g.ag_b));
+  RK_CORE(tecore_mem_alloc((size_t)n * blk, &g.ag_d));
+  RK_CORE(tecore_mem_alloc((size_t)n * chunk, &g.rs_a));
+  RK_CORE(tecore_mem_alloc(k->n * k->k * 2, &g.rs_b));
+  RK_CORE(tecore_mem_alloc(blk, &g.rs_d));
+  tecore_graph_exec_t exec = NULL;
+  for (int it = 0; it < 3; it++) {
+    graph_inputs(&g, rank, n, it, s);
+    if (it == 0) {
+      graph_calls(c, &g, s);
+      tecore_graph_t gr;
+      RK_CORE(tecore_stream_synchronize(s));
+      graph_check(&g, rank, n, it, s);
+      RK_CORE(tecore_stream_begin_capture(s, TECORE_CAPTURE_THREAD_LOCAL));
+      graph_calls(c, &g, s);
+      RK_CORE(tecore_stream_end_capture(s, &gr));
+      RK_CORE(tecore_graph_instantiate(&exec, gr));
+      RK_CORE(tecore_graph_destroy(gr));
+      continue;
+    }
+    RK_CORE(tecore_graph_launch(exec, s));
+    RK_CORE(tecore_stream_synchronize(s));
+    RK_OK(tecomm_comm_status(c, NULL));
+    graph_check(&g, rank, n, it, s);
+  }
+  RK_CORE(tecore_graph_exec_destroy(exec));
+  const tecore_devptr_t plain[] = {g.ag_all, g.ag_b, g.ag_d, g.rs_a, g.rs_b, g.rs_d};
+  for (int i = 0; i < 6; i++) RK_CORE(tecore_mem_free(plain[i]));
+  RK_OK(tecomm_mem_free(c, g.ag_a));
+  RK_OK(tecomm_mem_free(c, g.part));
+  RK_CORE(tecore_stream_destroy(s));
+  RK_OK(tecomm_comm_destroy(c));
+}
+
+START_TEST(graph_replays_new_inputs) {
+  tc_run_ranks(_i + 2, rank_graph, NULL, 120);
+  tc_shm_release();
+}
+END_TEST
+
+/* ---- ranks that differ ----------------------------------------------------------------- */
+
+/* Rank 1 passes another n: every rank's status is TECOMM_ERR_MISMATCH
+ * within 2 s, and the next call is refused. */
+static void rank_mismatch(int rank, int n, void *arg) {
+  const int rs = *(const int *)arg;
+  setenv("TECOMM_TIMEOUT", "10000", 1); /* a mismatch is found at once, not by the timeout */
+  tecomm_comm_t c = tc_rank_comm(rank, n);
+  tecore_stream_t s;
+  RK_CORE(tecore_stream_create(TECORE_STREAM_NON_BLOCKING, 0, &s));
+  struct killed_bufs k;
+  RK_OK(tecomm_mem_alloc(c, 8192, &k.sym));
+  RK_CORE(tecore_mem_alloc(1 << 16, &k.plain));
+  RK_CORE(tecore_memset_d8_async(k.plain, 0x3c, 1 << 16, s));
+  const size_t nn = rank == 1 ? 8 : 16;
+  struct timespec t0, t1;
+  clock_gettime(CLOCK_MONOTONIC, &t0);
+  if (rs) {
+    struct tecomm_gemm_rs_args g = {.a = k.plain, .b = k.plain + 8192, .d = k.plain + 16384,
+                                    .partials = k.sym, .rows = 4, .n = nn, .k = 32,
+                                    .dtype = TECORE_DTYPE_BF16, .d_dtype = TECORE_DTYPE_BF16};
+    RK_OK(tecomm_gemm_rs(c, &g, s));
+  } else {
+    struct tecomm_ag_gemm_args g = {.a = k.sym, .a_all = k.plain, .b = k.plain + 8192,
+                                    .d = k.plain + 16384, .rows = 4, .n = nn, .k = 32,
+                                    .dtype = TECORE_DTYPE_BF16, .d_dtype = TECORE_DTYPE_BF16};
+    RK_OK(tecomm_ag_gemm(c, &g, s));
+  }
+  RK_ASSERT(te_stream_wait(s, 5000) == TECORE_SUCCESS, "the stream did not come back in 5 s");
+  tecomm_result_t st = tecomm_comm_status(c, NULL);
+  clock_gettime(CLOCK_MONOTONIC, &t1);
+  double secs = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) * 1e-9;
+  RK_ASSERT(st == TECOMM_ERR_MISMATCH, "status: %s (%s)", tecomm_result_name(st),
+            tecomm_last_error());
+  RK_ASSERT(strstr(tecomm_last_error(), rs ? "GEMM+reduce-scatter" : "all-gather+GEMM"),
+            "detail does not name the call: %s", tecomm_last_error());
+  RK_ASSERT(secs <= 2.0, "MISMATCH after %.2f s, want <= 2 s", secs);
+  RK_EXPECT(TECOMM_ERR_MISMATCH, "differs", tecomm_comm_status(c, NULL)); /* sticky */
+  RK_CORE(tecore_mem_free(k.plain));
+  RK_CORE(tecore_stream_destroy(s));
+  RK_OK(tecomm_comm_destroy(c));
+}
+
+START_TEST(mismatched_shapes_fail_every_rank) {
+  int rs = _i;
+  tc_run_ranks(2, rank_mismatch, &rs, 30);
+  tc_shm_release();
+}
+END_TEST
+
 static Suite *overlap_suite(void) {
   setenv("TECORE_VDEV_DEVICES", "8", 0);
   Suite *s = suite_create("comm_overlap");
@@ -496,6 +656,10 @@ static Suite *overlap_suite(void) {
   tcase_add_loop_test(tc, gemm_rs_matches_float64, 0, 4);
   tc = te_tcase(s, "errors", 0);
   tcase_add_test(tc, argument_errors_named);
+  tc = te_tcase(s, "agreement", 0);
+  tcase_add_loop_test(tc, mismatched_shapes_fail_every_rank, 0, 2);
+  tc = te_tcase(s, "graph", 0);
+  tcase_add_loop_test(tc, graph_replays_new_inputs, 0, 2);
   tc = te_tcase(s, "timeout", 0);
   tcase_add_loop_test(tc, killed_rank_times_out, 0, 2);
   return s;
