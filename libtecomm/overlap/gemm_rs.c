@@ -1,19 +1,22 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* overlap/gemm_rs.c -- tecomm_gemm_rs: GEMM + reduce-scatter, each
- * destination's block pushed to its owner while the next multiplies.
+ * destination's block fetched by its owner while the next multiplies.
  *
  * Rank r, n ranks, block s = rows s*rows .. of a, whose product rank s
- * keeps.  Caller's stream: GEMM of block r+1 into staging slot 1, event,
- * block r+2 into slot 2, ..., then block r straight into its own
- * partials slot r.  Side stream: a barrier (every peer's previous fold
- * is done reading its partials), then each staged block pushed by the
- * copy engine into its owner's partials slot r as its event fires.  The
- * caller's stream joins the side stream, then the one-shot kernel over
- * the local slots folds them in rank order (its first barrier: every
- * rank's pushes have landed), fused with the residual add and RMSNorm
- * when args->norm is set.  Folding in float and rounding once is exact
- * to the partials' rounding: a GEMM with beta = 1 into one buffer would
- * round after every rank and depend on the order pushes arrive. */
+ * keeps.  Caller's stream: at step i = 1 .. n-1, the GEMM of block r+i
+ * into this rank's symmetric partials slot r+i, an event; last, block r
+ * into slot r.  Side stream, at step i: after the event, a barrier
+ * (every rank's step-i product is written), then the copy engine pulls
+ * rank r-i's slot r (its product for this rank's rows) into local
+ * scratch.  The caller's stream joins the side stream, then the one-shot
+ * kernel folds slot r and the n-1 copies in rank order (its barrier:
+ * every rank's pulls are done, so the next call may overwrite the
+ * partials), fused with the residual add and RMSNorm when args->norm is
+ * set.  Pulls, not pushes: a peer only ever reads this rank's memory, so
+ * ranks that disagree (other shapes, other allocations) read wrong bytes
+ * and fail, never write over another buffer.  Folding in float and
+ * rounding once keeps the bits independent of timing: a GEMM with beta =
+ * 1 into one buffer would round after every rank, in arrival order. */
 #include "overlap/ov.h"
 
 struct rs_q {
@@ -62,7 +65,7 @@ static tecomm_result_t rs_check(struct tecomm_comm *c, const struct tecomm_gemm_
   size_t off, room;
   struct tc_seg *s;
   TC_ARG(c->nranks == 1 || tc_sym_room(c, g->partials, &s, &off, &room),
-         "%s: args->partials is not symmetric memory (tecomm_mem_alloc): the peers push into it",
+         "%s: args->partials is not symmetric memory (tecomm_mem_alloc): the peers read it",
          fn);
   const tecore_devptr_t outs[] = {g->d, g->norm ? g->norm->residual_out : 0,
                                   g->norm ? g->norm->out : 0};
@@ -78,13 +81,16 @@ static tecomm_result_t rs_check(struct tecomm_comm *c, const struct tecomm_gemm_
   return tc_ov_check_level(c, fn);
 }
 
-/* The fold: the one-shot kernel over this rank's slots, plain or fused. */
-static tecomm_result_t rs_fold(struct tecomm_comm *c, const struct rs_q *q, struct tc_ar_call *k,
-                               tecore_stream_t st) {
+/* The fold: the one-shot kernel over slot rank and the pulled copies
+ * (in[s] for rank s), plain or fused. */
+static tecomm_result_t rs_fold(struct tecomm_comm *c, const struct rs_q *q, tecore_devptr_t pulled,
+                               struct tc_ar_call *k, tecore_stream_t st) {
   const struct tecomm_gemm_rs_args *g = q->g;
   const struct tecomm_rs_add_rmsnorm *m = g->norm;
+  const int r = c->rank, n = c->nranks;
   struct tc_ar_fused f;
-  for (int s = 0; s < c->nranks; s++) k->in[s] = g->partials + (size_t)s * q->blk;
+  k->in[r] = g->partials + (size_t)r * q->blk;
+  for (int i = 1; i < n; i++) k->in[(r - i + n) % n] = pulled + (size_t)(i - 1) * q->blk;
   k->out = g->d;
   if (m) {
     f = (struct tc_ar_fused){.hidden = g->n, .eps = m->eps, .residual_in = m->residual_in,
@@ -93,8 +99,8 @@ static tecomm_result_t rs_fold(struct tecomm_comm *c, const struct rs_q *q, stru
     k->fused = &f;
     k->out = m->out;
   }
-  tecore_result_t r = tc_ar_launch(k, st);
-  return r == TECORE_SUCCESS ? TECOMM_SUCCESS : tc_core(r, q->sh.fn);
+  tecore_result_t e = tc_ar_launch(k, st);
+  return e == TECORE_SUCCESS ? TECOMM_SUCCESS : tc_comm_fail(c, tc_core(e, q->sh.fn));
 }
 
 /* One rank: the GEMM into d, or into partials then the norm. */
@@ -103,27 +109,29 @@ static tecomm_result_t rs_one(struct tecomm_comm *c, const struct rs_q *q, tecor
   TC_CHECK(tc_ov_gemm(&q->sh, q->g->a, q->g->partials, st));
   struct tc_ar_call k;
   tc_ov_call_init(c, q->g->rows * q->g->n, q->g->d_dtype, q->g->k, &k);
-  return rs_fold(c, q, &k, st);
+  return rs_fold(c, q, 0, &k, st);
 }
 
-/* Peer blocks multiplied into staging and pushed, own block last. */
+/* Every block multiplied into its partials slot, own last; each peer's
+ * product for this rank pulled once every rank has made it. */
 static tecomm_result_t rs_blocks(struct tecomm_comm *c, struct tc_ov *ov, const struct rs_q *q,
                                  const struct tc_ar_call *bar, tecore_stream_t st) {
   const struct tecomm_gemm_rs_args *g = q->g;
   const char *fn = q->sh.fn;
   const int r = c->rank, n = c->nranks;
-  TC_CHECK(tc_ov_barrier(c, bar, ov->side, fn));
+  const tecore_devptr_t mine = g->partials + (size_t)r * q->blk; /* slot r, on every rank */
   for (int i = 1; i < n; i++) {
-    const int j = (r + i) % n;
-    const tecore_devptr_t slot = ov->stage + (size_t)(i - 1) * q->blk;
-    TC_CHECK(tc_ov_gemm(&q->sh, g->a + (size_t)j * q->achunk, slot, st));
+    const int j = (r + i) % n, from = (r - i + n) % n;
+    TC_CHECK(tc_ov_gemm(&q->sh, g->a + (size_t)j * q->achunk, g->partials + (size_t)j * q->blk,
+                        st));
     TC_CORE(tecore_event_record(ov->chunk[i], st), fn);
     TC_CORE(tecore_stream_wait_event(ov->side, ov->chunk[i]), fn);
-    tecore_devptr_t dst;
-    TC_CHECK(tc_ov_peer(c, g->partials + (size_t)r * q->blk, j, &dst, fn));
-    TC_CORE(tecore_memcpy_async(dst, slot, q->blk, ov->side), fn);
+    TC_CHECK(tc_ov_barrier(c, bar, ov->side, fn));
+    tecore_devptr_t src;
+    TC_CHECK(tc_ov_peer(c, mine, from, &src, fn));
+    TC_CORE(tecore_memcpy_async(ov->stage + (size_t)(i - 1) * q->blk, src, q->blk, ov->side), fn);
   }
-  TC_CHECK(tc_ov_gemm(&q->sh, g->a + (size_t)r * q->achunk, g->partials + (size_t)r * q->blk, st));
+  TC_CHECK(tc_ov_gemm(&q->sh, g->a + (size_t)r * q->achunk, mine, st));
   TC_CORE(tecore_event_record(ov->done, ov->side), fn);
   TC_CORE(tecore_stream_wait_event(st, ov->done), fn);
   return TECOMM_SUCCESS;
@@ -141,7 +149,7 @@ static tecomm_result_t rs_run(struct tecomm_comm *c, const struct rs_q *q, tecor
   TC_CORE(tecore_event_record(ov->start, st), fn);
   TC_CORE(tecore_stream_wait_event(ov->side, ov->start), fn);
   TC_CHECK(rs_blocks(c, ov, q, &k, st));
-  return rs_fold(c, q, &k, st);
+  return rs_fold(c, q, ov->stage, &k, st);
 }
 
 TE_EXPORT tecomm_result_t tecomm_gemm_rs(tecomm_comm_t comm, const struct tecomm_gemm_rs_args *args,

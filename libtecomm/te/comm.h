@@ -287,16 +287,18 @@ tecomm_result_t tecomm_ag_gemm(tecomm_comm_t comm, const struct tecomm_ag_gemm_a
 
 /* GEMM + reduce-scatter (after a row-parallel Linear): d = the sum over
  * the ranks of rows rank*rows .. rank*rows+rows of a b^T.  Rank r
- * multiplies rank r+1's rows first and pushes them into that rank's
- * partials (slot r) while it multiplies rank r+2's, ..., its own last,
- * straight into its own slot; then one kernel folds the nranks slots in
- * rank order in float and rounds once: the bits do not depend on timing.
- * partials: symmetric memory of nranks*rows*n elements of d_dtype, the
- * same allocation and offset on every rank, used by nothing else while
- * calls run.  With norm set the fold is fused with the residual add and
- * RMSNorm of tecomm_allreduce_add_rmsnorm over rows of n (d_dtype is
- * their dtype; d must be 0): the sequence-parallel block's norm on this
- * rank's rows. */
+ * multiplies rank r+1's rows first into its partials slot r+1, then
+ * r+2's, ..., its own last; after each step every rank pulls its block
+ * of that step's products from the peer that made it, by the copy
+ * engine, while the next block multiplies; then one kernel folds the
+ * nranks blocks in rank order in float and rounds once: the bits do not
+ * depend on timing.  partials: symmetric memory of nranks*rows*n
+ * elements of d_dtype (slot s: this rank's product for rank s), the same
+ * allocation and offset on every rank, used by nothing else while calls
+ * run; peers only read it.  With norm set the fold is fused with the
+ * residual add and RMSNorm of tecomm_allreduce_add_rmsnorm over rows of
+ * n (d_dtype is their dtype; d must be 0): the sequence-parallel block's
+ * norm on this rank's rows. */
 struct tecomm_rs_add_rmsnorm {
   tecore_devptr_t residual_in;   /* [rows][n] */
   tecore_devptr_t residual_out;  /* [rows][n]: the sum + residual_in; may be residual_in */

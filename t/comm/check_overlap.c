@@ -17,6 +17,10 @@
  *     rsigma against float64 with the error of the sum carried through);
  *   - argument errors named (NULL, zero rows, dtypes, operands that are
  *     not symmetric where the peers read them, overlaps, d with norm);
+ *   - ranks passing other shapes: TECOMM_ERR_MISMATCH on every rank
+ *     within 2 s, naming the call; ranks passing other partials: the
+ *     allocation a rank left out is never written (peers only read);
+ *   - both calls captured in one graph, replayed on fresh inputs;
  *   - a rank SIGKILLed between calls: the others' status is
  *     TECOMM_ERR_TIMEOUT naming it within TECOMM_TIMEOUT + 1 s, and
  *     sticky.
@@ -648,6 +652,48 @@ START_TEST(mismatched_shapes_fail_every_rank) {
 }
 END_TEST
 
+/* Rank 1 passes another symmetric allocation as partials than rank 0:
+ * the peers only read, so the allocation each rank left out keeps its
+ * pattern on every rank (nothing is written over), whatever the call
+ * computes. */
+static void rank_other_partials(int rank, int n, void *arg) {
+  (void)arg;
+  tecomm_comm_t c = tc_rank_comm(rank, n);
+  tecore_stream_t s;
+  RK_CORE(tecore_stream_create(TECORE_STREAM_NON_BLOCKING, 0, &s));
+  const size_t bytes = (size_t)n * 4 * 16 * 2;
+  tecore_devptr_t p[2], plain;
+  for (int i = 0; i < 2; i++) {
+    RK_OK(tecomm_mem_alloc(c, bytes, &p[i]));
+    RK_CORE(tecore_memset_d8_async(p[i], 0x5a, bytes, s));
+  }
+  RK_CORE(tecore_mem_alloc(1 << 16, &plain));
+  RK_CORE(tecore_memset_d8_async(plain, 0x3c, 1 << 16, s));
+  RK_CORE(tecore_stream_synchronize(s));
+  RK_ASSERT(tc_shm_barrier(tc_shm) == 0, "barrier");
+  struct tecomm_gemm_rs_args g = {.a = plain, .b = plain + 8192, .d = plain + 16384,
+                                  .partials = p[rank % 2], .rows = 4, .n = 16, .k = 32,
+                                  .dtype = TECORE_DTYPE_BF16, .d_dtype = TECORE_DTYPE_BF16};
+  RK_OK(tecomm_gemm_rs(c, &g, s));
+  RK_CORE(tecore_stream_synchronize(s));
+  RK_ASSERT(tc_shm_barrier(tc_shm) == 0, "barrier");
+  unsigned char *h = dev_get(p[1 - rank % 2], bytes, s);
+  for (size_t i = 0; i < bytes; i++)
+    RK_ASSERT(h[i] == 0x5a, "byte %zu of the partials this rank did not pass was written (0x%02x)",
+              i, h[i]);
+  free(h);
+  for (int i = 0; i < 2; i++) RK_OK(tecomm_mem_free(c, p[i]));
+  RK_CORE(tecore_mem_free(plain));
+  RK_CORE(tecore_stream_destroy(s));
+  RK_OK(tecomm_comm_destroy(c));
+}
+
+START_TEST(other_partials_never_written) {
+  tc_run_ranks(2, rank_other_partials, NULL, 30);
+  tc_shm_release();
+}
+END_TEST
+
 static Suite *overlap_suite(void) {
   setenv("TECORE_VDEV_DEVICES", "8", 0);
   Suite *s = suite_create("comm_overlap");
@@ -658,6 +704,7 @@ static Suite *overlap_suite(void) {
   tcase_add_test(tc, argument_errors_named);
   tc = te_tcase(s, "agreement", 0);
   tcase_add_loop_test(tc, mismatched_shapes_fail_every_rank, 0, 2);
+  tcase_add_test(tc, other_partials_never_written);
   tc = te_tcase(s, "graph", 0);
   tcase_add_loop_test(tc, graph_replays_new_inputs, 0, 2);
   tc = te_tcase(s, "timeout", 0);
