@@ -23,7 +23,7 @@
  *   - both calls captured in one graph, replayed on fresh inputs;
  *   - a rank SIGKILLed between calls: the others' status is
  *     TECOMM_ERR_TIMEOUT naming it within TECOMM_TIMEOUT + 1 s, and
- *     sticky.
+ *     sticky; a call waiting for a peer ends when its rank aborts.
  * On cuda (TE_DEVICE=cuda, 4 GPUs) the same cases run over the copy
  * engines and cuBLASLt. */
 #include "comm_ranks.h"
@@ -694,6 +694,45 @@ START_TEST(other_partials_never_written) {
 }
 END_TEST
 
+/* Rank 0's call waits for rank 1, which never makes it: rank 0's abort
+ * ends the side stream's wait, the stream comes back, and the call's
+ * error is TECOMM_ERR_ABORTED, then and after. */
+static void rank_abort(int rank, int n, void *arg) {
+  const int rs = *(const int *)arg;
+  setenv("TECOMM_TIMEOUT", "30000", 1); /* the abort ends it, not the timeout */
+  tecomm_comm_t c = tc_rank_comm(rank, n);
+  tecore_stream_t s;
+  RK_CORE(tecore_stream_create(TECORE_STREAM_NON_BLOCKING, 0, &s));
+  struct killed_bufs k;
+  RK_OK(tecomm_mem_alloc(c, 8192, &k.sym));
+  RK_CORE(tecore_mem_alloc(1 << 16, &k.plain));
+  RK_CORE(tecore_memset_d8_async(k.plain, 0x3c, 1 << 16, s));
+  RK_OK(killed_call(c, rs, &k, n, s)); /* together first: the side stream and scratch exist */
+  RK_CORE(tecore_stream_synchronize(s));
+  RK_ASSERT(tc_shm_barrier(tc_shm) == 0, "barrier");
+  if (rank == 0) {
+    RK_OK(killed_call(c, rs, &k, n, s));
+    usleep(300000);
+    RK_OK(tecomm_comm_abort(c));
+    RK_ASSERT(te_stream_wait(s, 3000) == TECORE_SUCCESS,
+              "the stream did not come back within 3 s of the abort");
+    RK_EXPECT(TECOMM_ERR_ABORTED, "aborted", tecomm_comm_status(c, NULL));
+    RK_EXPECT(TECOMM_ERR_ABORTED, "aborted", killed_call(c, rs, &k, n, s));
+  }
+  RK_ASSERT(tc_shm_barrier(tc_shm) == 0, "barrier");
+  if (rank != 0) RK_OK(tecomm_comm_abort(c)); /* its peer is gone from the protocol */
+  RK_CORE(tecore_mem_free(k.plain));
+  RK_CORE(tecore_stream_destroy(s));
+  RK_OK(tecomm_comm_destroy(c));
+}
+
+START_TEST(abort_ends_a_waiting_call) {
+  int rs = _i;
+  tc_run_ranks(2, rank_abort, &rs, 60);
+  tc_shm_release();
+}
+END_TEST
+
 static Suite *overlap_suite(void) {
   setenv("TECORE_VDEV_DEVICES", "8", 0);
   Suite *s = suite_create("comm_overlap");
@@ -709,6 +748,7 @@ static Suite *overlap_suite(void) {
   tcase_add_loop_test(tc, graph_replays_new_inputs, 0, 2);
   tc = te_tcase(s, "timeout", 0);
   tcase_add_loop_test(tc, killed_rank_times_out, 0, 2);
+  tcase_add_loop_test(tc, abort_ends_a_waiting_call, 0, 2);
   return s;
 }
 
