@@ -28,7 +28,11 @@ static tecomm_result_t ov_make(struct tecomm_comm *c, const char *fn) {
   if (!ov) return TC_ERR(TECOMM_ERR_NOMEM, "%s: the overlap state", fn);
   c->ov = ov;
   c->ov_free = ov_free;
-  TC_CORE(tecore_stream_create(TECORE_STREAM_NON_BLOCKING, 0, &ov->side), fn);
+  /* the greatest priority: its kernels are one-warp barriers that the
+   * copies wait for, and must not queue behind a GEMM's waves of blocks */
+  int least = 0, greatest = 0;
+  TC_CORE(tecore_stream_priority_range(&least, &greatest), fn);
+  TC_CORE(tecore_stream_create(TECORE_STREAM_NON_BLOCKING, greatest, &ov->side), fn);
   TC_CORE(tecore_event_create(TECORE_EVENT_DISABLE_TIMING, &ov->start), fn);
   TC_CORE(tecore_event_create(TECORE_EVENT_DISABLE_TIMING, &ov->done), fn);
   for (int i = 0; i < TC_AR_MAX_RANKS; i++)
