@@ -4,10 +4,10 @@
  *
  * Rank r, n ranks, chunk s = rank s's rows (rows x k).  Caller's stream:
  * GEMM of chunk r (its own a: no wait), then of chunks r+1, r+2, ...
- * each after its event.  Side stream: the own chunk copied into a_all
- * (unless in place), a barrier (every rank's a is written), the peers'
- * chunks pulled from their symmetric a in the same ring order with an
- * event after each, a closing barrier (no peer still reads this rank's
+ * each after its event.  Side stream: a barrier (every rank's a is
+ * written), the peers' chunks pulled from their symmetric a in the same
+ * ring order with an event after each, the own chunk copied into a_all
+ * (unless in place), a closing barrier (no peer still reads this rank's
  * a: the caller may overwrite it once the call is done), joined into the
  * caller's stream at the end. */
 #include "overlap/ov.h"
@@ -60,16 +60,14 @@ static tecomm_result_t ag_one(const struct ag_q *q, tecore_stream_t st) {
   return tc_ov_gemm(&q->sh, q->g->a, q->g->d, st);
 }
 
-/* The side stream's part: own chunk into a_all, barrier, the peers'
- * chunks in ring order (event after each), barrier. */
+/* The side stream's part: barrier, the peers' chunks in ring order
+ * (event after each), the own chunk into a_all, barrier. */
 static tecomm_result_t ag_side(struct tecomm_comm *c, struct tc_ov *ov, const struct ag_q *q,
                                const struct tc_ar_call *bar) {
   const struct tecomm_ag_gemm_args *g = q->g;
   const char *fn = q->sh.fn;
   const int r = c->rank, n = c->nranks;
   tecore_stream_t side = ov->side;
-  if (!q->in_place)
-    TC_CORE(tecore_memcpy_async(g->a_all + (size_t)r * q->chunk, g->a, q->chunk, side), fn);
   TC_CHECK(tc_ov_barrier(c, bar, side, fn));
   for (int i = 1; i < n; i++) {
     const int j = (r + i) % n;
@@ -78,6 +76,9 @@ static tecomm_result_t ag_side(struct tecomm_comm *c, struct tc_ov *ov, const st
     TC_CORE(tecore_memcpy_async(g->a_all + (size_t)j * q->chunk, src, q->chunk, side), fn);
     TC_CORE(tecore_event_record(ov->chunk[i], side), fn);
   }
+  /* the own rows last: no GEMM waits for them (it reads a) */
+  if (!q->in_place)
+    TC_CORE(tecore_memcpy_async(g->a_all + (size_t)r * q->chunk, g->a, q->chunk, side), fn);
   TC_CHECK(tc_ov_barrier(c, bar, side, fn));
   TC_CORE(tecore_event_record(ov->done, side), fn);
   return TECOMM_SUCCESS;
