@@ -10,6 +10,8 @@
  *             GEMM, then the collective (GEMM + reduce-scatter): the
  *             unoverlapped form, through libtecomm's table
  *   coll      the collective alone: the bytes' own time
+ *   nccl      the pair with NCCL's collective (NCCL itself, nccl_peer.h;
+ *             cuda, unless --no-nccl): the usual unfused baseline
  * Each is eager or -G ops captured in one graph, its time the largest
  * over the ranks of each rank's mean.  vs_gemm is gemm's time over the
  * row's (issue 61 asks >= 0.9 of the overlapped call).  With -c 1 one
@@ -24,10 +26,11 @@
 #include <te/gemm.h>
 #include "cli.h"
 #include "common/convert.h"
+#include "nccl_peer.h"
 #include "perf_gemm.h"
 
-enum { OP_OVERLAP, OP_GEMM, OP_PAIR, OP_COLL, OP_COUNT };
-static const char *const op_names[OP_COUNT] = {"overlap", "gemm", "pair", "coll"};
+enum { OP_OVERLAP, OP_GEMM, OP_PAIR, OP_COLL, OP_NCCL, OP_COUNT };
+static const char *const op_names[OP_COUNT] = {"overlap", "gemm", "pair", "coll", "nccl"};
 
 struct pg {
   const struct perf_gemm_opts *o;
@@ -41,6 +44,8 @@ struct pg {
   tecore_devptr_t d;     /* ag: [m][n]; rs: [rows][n] */
   tecore_devptr_t full;  /* rs: symmetric [m][n] the pair's GEMM writes; partials after it */
   tecore_devptr_t tbuf;
+  struct nccl_peer *peer; /* NULL: no nccl row */
+  char peer_why[200];
 };
 
 #define PG_DIE(...)                                                            \
@@ -85,6 +90,21 @@ static void coll(const struct pg *p) {
   }
 }
 
+/* The pair with NCCL's all-gather or reduce-scatter. */
+static void nccl_pair(const struct pg *p) {
+  const struct perf_gemm_opts *o = p->o;
+  if (!o->rs) {
+    const size_t blk = p->rows * o->k;
+    if (nccl_peer_call(p->peer, NCCL_PEER_ALLGATHER, p->a + p->rank * blk * p->esz, p->a, blk,
+                       o->dtype, p->s))
+      PG_DIE("NCCL's all-gather failed");
+  }
+  gemm(p, p->a, o->m, o->rs ? p->full : p->d);
+  if (o->rs && nccl_peer_call(p->peer, NCCL_PEER_REDUCE_SCATTER, p->full, p->d, p->rows * o->n,
+                              o->dtype, p->s))
+    PG_DIE("NCCL's reduce-scatter failed");
+}
+
 static void overlap(const struct pg *p) {
   const struct perf_gemm_opts *o = p->o;
   if (!o->rs) {
@@ -110,6 +130,7 @@ static void op(const struct pg *p, int which) {
     gemm(p, p->a, o->m, o->rs ? p->full : p->d);
     if (o->rs) coll(p);
     break;
+  case OP_NCCL: nccl_pair(p); break;
   default: coll(p); break;
   }
 }
@@ -219,9 +240,12 @@ static void setup(struct pg *p) {
   if (o->rs) PG_COMM(tecomm_mem_alloc(p->comm, o->m * o->n * p->esz, &p->full));
   fill(p, p->a, o->m * o->k, 1);
   fill(p, p->b, o->n * o->k, 2);
+  snprintf(p->peer_why, sizeof p->peer_why, "--no-nccl");
+  if (o->nccl) p->peer = nccl_peer_open(p->comm, p->s, p->peer_why, sizeof p->peer_why);
 }
 
 static void teardown(struct pg *p) {
+  nccl_peer_close(p->peer);
   if (!p->o->rs) PG_COMM(tecomm_mem_free(p->comm, p->a));
   else PG_CORE(tecore_mem_free(p->a));
   if (p->full) PG_COMM(tecomm_mem_free(p->comm, p->full));
@@ -262,6 +286,7 @@ static void header(const struct pg *p) {
               "n %zu k %zu, %s, %s, %d iterations",
               o->rs ? "gemm-rs" : "ag-gemm", p->n, props.name, o->m, p->rows, o->n, o->k,
               tecore_dtype_name(o->dtype), o->graph_ops > 0 ? "graph-captured" : "eager", o->iters);
+  if (!p->peer) te_out_note(out, "nccl: none (%s)", p->peer_why);
   te_out_note(out, "floor: the gemm row (the whole GEMM alone); coll: the collective's bytes "
               "alone; target: overlap's vs_gemm >= 0.9");
   te_out_table(out, "rows", cols, NCOLS);
@@ -271,12 +296,13 @@ int perf_gemm_run(tecomm_comm_t comm, const struct perf_gemm_opts *o) {
   struct pg p = {.o = o, .comm = comm};
   setup(&p);
   double us[OP_COUNT];
-  for (int w = 0; w < OP_COUNT; w++) us[w] = measure(&p, w);
+  for (int w = 0; w < OP_COUNT; w++) us[w] = w != OP_NCCL || p.peer ? measure(&p, w) : -1.0;
   long wrong = o->check ? check(&p) : -1;
   if (p.rank == 0) {
     header(&p);
     const double flops = 2.0 * (double)o->m * (double)o->n * (double)o->k;
     for (int w = 0; w < OP_COUNT; w++) {
+      if (us[w] < 0) continue;
       struct te_out_val v[NCOLS] = {
           TE_OUT_S(op_names[w]), TE_OUT_N(us[w]),
           w == OP_COLL ? TE_OUT_NONE : TE_OUT_N(flops / us[w] * 1e-6),

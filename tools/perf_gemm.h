@@ -11,11 +11,13 @@ struct perf_gemm_opts {
   size_t m, n, k;         /* m: every rank's rows together (tokens) */
   tecore_dtype_t dtype;   /* BF16 or F16 */
   int warmup, iters, graph_ops, check;
+  int nccl;               /* time the pair with NCCL itself too (cuda) */
   struct te_out *out;     /* rank 0 writes */
 };
 
 /* Times the overlapped call, the GEMM alone, the collective then the GEMM
- * (or the GEMM then the collective), and the collective alone, on comm;
+ * (or the GEMM then the collective; and with NCCL's collective), and the
+ * collective alone, on comm;
  * rank 0 prints.  Returns the tool's exit status (TE_EXIT_FAIL when the
  * overlapped result differs from the unoverlapped pair's). */
 int perf_gemm_run(tecomm_comm_t comm, const struct perf_gemm_opts *o);

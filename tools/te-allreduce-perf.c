@@ -456,7 +456,8 @@ static int run_rank(const struct opts *o, int rank, int n, int device,
     const struct perf_gemm_opts g = {.rs = o->coll == COLL_GEMM_RS, .m = o->mnk[0],
                                      .n = o->mnk[1], .k = o->mnk[2], .dtype = o->dtype,
                                      .warmup = o->warmup, .iters = o->iters,
-                                     .graph_ops = o->graph_ops, .check = o->check, .out = o->out};
+                                     .graph_ops = o->graph_ops, .check = o->check, .out = o->out,
+                                     .nccl = o->nccl};
     int rc = perf_gemm_run(b.comm, &g);
     COMM(tecomm_comm_destroy(b.comm));
     return rc;
