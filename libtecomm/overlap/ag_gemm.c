@@ -27,6 +27,7 @@ static tecomm_result_t ag_check(struct tecomm_comm *c, const struct tecomm_ag_ge
   q->sh = (struct tc_ov_shape){.rows = g->rows, .n = g->n, .k = g->k, .dtype = g->dtype,
                                .d_dtype = g->d_dtype, .b = g->b, .fn = fn};
   TC_CHECK(tc_ov_check_shape(&q->sh));
+  TC_CHECK(tc_ov_check_level(c, fn)); /* before the operands: says why they cannot be read */
   const size_t esz = tecore_dtype_size(g->dtype), dsz = tecore_dtype_size(g->d_dtype);
   const size_t n = (size_t)c->nranks;
   q->chunk = g->rows * g->k * esz;
@@ -51,7 +52,7 @@ static tecomm_result_t ag_check(struct tecomm_comm *c, const struct tecomm_ag_ge
   TC_ARG(c->nranks == 1 || tc_sym_room(c, q->in_place ? g->a_all : g->a, &s, &off, &room),
          "%s: args->%s is not symmetric memory (tecomm_mem_alloc): the peers copy from it", fn,
          q->in_place ? "a_all (in place)" : "a");
-  return tc_ov_check_level(c, fn);
+  return TECOMM_SUCCESS;
 }
 
 /* One rank: the GEMM, and a copied into a_all. */

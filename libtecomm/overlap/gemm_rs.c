@@ -54,6 +54,7 @@ static tecomm_result_t rs_check(struct tecomm_comm *c, const struct tecomm_gemm_
   q->sh = (struct tc_ov_shape){.rows = g->rows, .n = g->n, .k = g->k, .dtype = g->dtype,
                                .d_dtype = g->d_dtype, .b = g->b, .fn = fn};
   TC_CHECK(tc_ov_check_shape(&q->sh));
+  TC_CHECK(tc_ov_check_level(c, fn)); /* before the operands: says why they cannot be read */
   const size_t esz = tecore_dtype_size(g->dtype), dsz = tecore_dtype_size(g->d_dtype);
   const size_t n = (size_t)c->nranks;
   q->achunk = g->rows * g->k * esz;
@@ -78,7 +79,7 @@ static tecomm_result_t rs_check(struct tecomm_comm *c, const struct tecomm_gemm_
   TC_ARG(!tc_ov_overlap(g->partials, n * q->blk, g->a, n * q->achunk) &&
              !tc_ov_overlap(g->partials, n * q->blk, g->b, g->n * g->k * esz),
          "%s: args->partials overlaps args->a or b", fn);
-  return tc_ov_check_level(c, fn);
+  return TECOMM_SUCCESS;
 }
 
 /* The fold: the one-shot kernel over slot rank and the pulled copies

@@ -15,6 +15,8 @@
  *     an ulp of |ref| plus n k 2^-23 sum |a b|; every rank's block;
  *     fused with the residual add and RMSNorm (residual_out, out and
  *     rsigma against float64 with the error of the sum carried through);
+ *   - at the registered in-place level (no pool) the same products; at
+ *     the NCCL level (no IPC workspaces) both refused, saying why;
  *   - argument errors named (NULL, zero rows, dtypes, operands that are
  *     not symmetric where the peers read them, overlaps, d with norm);
  *   - ranks passing other shapes: TECOMM_ERR_MISMATCH on every rank
@@ -733,12 +735,60 @@ START_TEST(abort_ends_a_waiting_call) {
 }
 END_TEST
 
+/* ---- other levels ------------------------------------------------------------------------ */
+
+/* Without a pool (rank 1's refused: the registered in-place level) both
+ * calls run on symmetric segments and match float64; without the IPC
+ * workspaces (TECOMM_TEST_FAIL=ipc: the NCCL level) they are refused
+ * with TECOMM_ERR_NOT_SUPPORTED saying why, and the communicator stays
+ * healthy. */
+static void rank_levels(int rank, int n, void *arg) {
+  const int no_ipc = *(const int *)arg;
+  if (no_ipc) setenv("TECOMM_TEST_FAIL", "ipc:1", 1);
+  else if (rank == 1) setenv("TECOMM_POOL_MB", "16777216", 1); /* 16 TiB: refused */
+  tecomm_comm_t c = tc_rank_comm(rank, n);
+  char d[4096];
+  RK_OK(tecomm_comm_describe(c, 0, d, sizeof d));
+  tecore_stream_t s;
+  RK_CORE(tecore_stream_create(TECORE_STREAM_NON_BLOCKING, 0, &s));
+  if (!no_ipc) {
+    RK_ASSERT(strstr(d, "level: registered in-place"), "not at the in-place level:\n%s", d);
+    ag_case(c, s, rank, n, 0);
+    rs_case(c, s, rank, n, 0);
+  } else {
+    RK_ASSERT(!strstr(d, "level: pool") && !strstr(d, "level: registered in-place"),
+              "still at an IPC level:\n%s", d);
+    tecore_devptr_t plain;
+    RK_CORE(tecore_mem_alloc(1 << 16, &plain));
+    struct tecomm_ag_gemm_args ag = {.a = plain, .a_all = plain + 4096, .b = plain + 8192,
+                                     .d = plain + 16384, .rows = 4, .n = 16, .k = 32,
+                                     .dtype = TECORE_DTYPE_BF16, .d_dtype = TECORE_DTYPE_BF16};
+    struct tecomm_gemm_rs_args rs = {.a = plain, .b = plain + 8192, .d = plain + 16384,
+                                     .partials = plain + 24576, .rows = 4, .n = 16, .k = 32,
+                                     .dtype = TECORE_DTYPE_BF16, .d_dtype = TECORE_DTYPE_BF16};
+    RK_EXPECT(TECOMM_ERR_NOT_SUPPORTED, "IPC mappings", tecomm_ag_gemm(c, &ag, s));
+    RK_EXPECT(TECOMM_ERR_NOT_SUPPORTED, "IPC mappings", tecomm_gemm_rs(c, &rs, s));
+    RK_CORE(tecore_mem_free(plain));
+  }
+  RK_OK(tecomm_comm_status(c, NULL));
+  RK_CORE(tecore_stream_destroy(s));
+  RK_OK(tecomm_comm_destroy(c));
+}
+
+START_TEST(levels_without_pool_or_ipc) {
+  int no_ipc = _i;
+  tc_run_ranks(2, rank_levels, &no_ipc, 110);
+  tc_shm_release();
+}
+END_TEST
+
 static Suite *overlap_suite(void) {
   setenv("TECORE_VDEV_DEVICES", "8", 0);
   Suite *s = suite_create("comm_overlap");
   TCase *tc = te_tcase(s, "products", 0);
   tcase_add_loop_test(tc, ag_gemm_matches_float64, 0, 4);
   tcase_add_loop_test(tc, gemm_rs_matches_float64, 0, 4);
+  tcase_add_loop_test(tc, levels_without_pool_or_ipc, 0, 2);
   tc = te_tcase(s, "errors", 0);
   tcase_add_test(tc, argument_errors_named);
   tc = te_tcase(s, "agreement", 0);
