@@ -14,7 +14,9 @@
  *     dtype before the fold, so half an ulp of each |partial| plus half
  *     an ulp of |ref| plus n k 2^-23 sum |a b|; every rank's block;
  *     fused with the residual add and RMSNorm (residual_out, out and
- *     rsigma against float64 with the error of the sum carried through);
+ *     rsigma against float64 with the error of the sum carried through;
+ *     an E4M3 copy of out with delayed scaling within half an E4M3 ulp,
+ *     and its amax);
  *   - at the registered in-place level (no pool) the same products; at
  *     the NCCL level (no IPC workspaces) both refused, saying why;
  *   - argument errors named (NULL, zero rows, dtypes, operands that are
@@ -31,6 +33,7 @@
 #include "comm_ranks.h"
 #include <math.h>
 #include <time.h>
+#include "common/fp8.h"
 
 static double half_ulp(tecore_dtype_t dt) {
   return dt == TECORE_DTYPE_F32 ? 0x1p-24 : dt == TECORE_DTYPE_BF16 ? 0x1p-8 : 0x1p-11;
@@ -244,8 +247,39 @@ static void rs_check_norm(const void *ro, const void *out, const float *rsig, co
 
 struct rs_bufs {
   tecore_devptr_t a, b, d, partials, res, res_out, gamma, out, rsig;
+  tecore_devptr_t q, sc; /* case 2: the E4M3 copy and its scale, scale_inv, amax */
   void *hres, *hgamma;
 };
+
+static double e4m3_half_ulp(double v) {
+  double a = fabs(v);
+  if (a < 0x1p-6) return 0x1p-10;
+  int e;
+  frexp(a, &e); /* a = m * 2^e, m in [0.5, 1) */
+  return ldexp(1.0, e - 1 - 3) / 2;
+}
+
+/* The FP8 copy: E4M3(residual_out * rsigma * gamma * 3.5) within half an
+ * E4M3 ulp (the kernel's float products add at most 2^-21 before that
+ * rounding); amax (from 0) the largest |residual_out * rsigma * gamma|. */
+static void rs_check_fp8(const struct rs_bufs *m, const void *ro, const float *rsig,
+                         const struct ov_case *k, tecore_stream_t s) {
+  const size_t cnt = k->rows * k->n;
+  unsigned char *q = dev_get(m->q, cnt, s);
+  float *sc = dev_get(m->sc, 16, s);
+  double am = 0;
+  for (size_t i = 0; i < cnt; i++) {
+    double o = tc_from_dt(ro, i, k->dt) * rsig[i / k->n] * tc_from_dt(m->hgamma, i % k->n, k->dt);
+    am = fmax(am, fabs(o));
+    double ref = o * 3.5, got = te_e4m3_to_f32(q[i]);
+    double tol = e4m3_half_ulp(ref) + 0x1p-21 * fabs(ref);
+    RK_ASSERT(fabs(got - ref) <= tol, "fp8_out[%zu] = %g (0x%02x), float64 %.9g (tolerance %.3g)",
+              i, got, q[i], ref, tol);
+  }
+  RK_ASSERT(fabs(sc[2] - am) <= 0x1p-21 * am, "fp8 amax %.9g, float64 %.12g", (double)sc[2], am);
+  free(q);
+  free(sc);
+}
 
 static void rs_norm_bufs(struct rs_bufs *m, const struct ov_case *k, int rank, int ci,
                          tecore_stream_t s) {
@@ -260,10 +294,20 @@ static void rs_norm_bufs(struct rs_bufs *m, const struct ov_case *k, int rank, i
   RK_CORE(tecore_mem_alloc(k->rows * 4, &m->rsig));
   RK_CORE(tecore_memset_d8_async(m->out, 0xff, blk, s));
   RK_CORE(tecore_memset_d8_async(m->rsig, 0xff, k->rows * 4, s));
+  if (ci == 2) {
+    const float scales[4] = {3.5f, 1.0f / 3.5f, 0.0f, 0.0f}; /* scale, scale_inv, amax */
+    RK_CORE(tecore_mem_alloc(k->rows * k->n, &m->q));
+    RK_CORE(tecore_mem_alloc(sizeof scales, &m->sc));
+    RK_CORE(tecore_memset_d8_async(m->q, 0xff, k->rows * k->n, s));
+    RK_CORE(tecore_memcpy_async(m->sc, te_hptr(scales), sizeof scales, s));
+    RK_CORE(tecore_stream_synchronize(s));
+  }
   if (m->res_out != m->res) RK_CORE(tecore_memset_d8_async(m->res_out, 0xff, blk, s));
 }
 
 static void rs_norm_free(struct rs_bufs *m) {
+  if (m->q) RK_CORE(tecore_mem_free(m->q));
+  if (m->sc) RK_CORE(tecore_mem_free(m->sc));
   if (m->res_out != m->res) RK_CORE(tecore_mem_free(m->res_out));
   RK_CORE(tecore_mem_free(m->res));
   RK_CORE(tecore_mem_free(m->gamma));
@@ -283,10 +327,19 @@ static void rs_call(tecomm_comm_t c, tecore_stream_t s, int rank, int n, int ci,
   m->a = dev_put(ha, (size_t)n * k->rows * k->k * esz, s);
   m->b = dev_put(hb, k->n * k->k * esz, s);
   RK_CORE(tecore_memset_d8_async(m->partials, 0xff, (size_t)n * blk, s));
+  /* delayed scaling max-accumulates the amax: each call's from 0 */
+  if (m->sc) RK_CORE(tecore_memset_d8_async(m->sc + 8, 0, 4, s));
   if (m->d) RK_CORE(tecore_memset_d8_async(m->d, 0xff, blk, s));
+  const size_t shape8[2] = {k->rows, k->n};
+  struct tecore_tensor t8;
+  RK_CORE(tecore_tensor_init(&t8, TECORE_DTYPE_E4M3, 2, shape8, m->q));
+  t8.scaling = TECORE_SCALING_DELAYED;
+  t8.scale = m->sc;
+  t8.scale_inv = m->sc + 4;
+  t8.amax = m->sc + 8;
   struct tecomm_rs_add_rmsnorm nm = {.residual_in = m->res, .residual_out = m->res_out,
                                      .gamma = m->gamma, .eps = 1e-5f, .out = m->out,
-                                     .rsigma = m->rsig};
+                                     .fp8_out = m->q ? &t8 : NULL, .rsigma = m->rsig};
   struct tecomm_gemm_rs_args g = {.a = m->a, .b = m->b, .d = m->d, .partials = m->partials,
                              .rows = k->rows, .n = k->n, .k = k->k, .dtype = k->dt,
                              .d_dtype = k->ddt, .norm = k->norm ? &nm : NULL};
@@ -304,6 +357,7 @@ static void rs_call(tecomm_comm_t c, tecore_stream_t s, int rank, int n, int ci,
     void *ro = dev_get(m->res_out, blk, s), *out = dev_get(m->out, blk, s);
     float *rsig = dev_get(m->rsig, k->rows * 4, s);
     rs_check_norm(ro, out, rsig, m->hres, m->hgamma, ref, tol, k, ci);
+    if (m->q) rs_check_fp8(m, ro, rsig, k, s);
     free(ro);
     free(out);
     free(rsig);
