@@ -47,11 +47,10 @@ static tecomm_result_t ag_check(struct tecomm_comm *c, const struct tecomm_ag_ge
          "%s: args->d overlaps args->a, a_all or b", fn);
   TC_ARG(!tc_ov_overlap(g->a_all, n * q->chunk, g->b, g->n * g->k * esz),
          "%s: args->a_all overlaps args->b", fn);
-  size_t off, room;
-  struct tc_seg *s;
-  TC_ARG(c->nranks == 1 || tc_sym_room(c, q->in_place ? g->a_all : g->a, &s, &off, &room),
-         "%s: args->%s is not symmetric memory (tecomm_mem_alloc): the peers copy from it", fn,
-         q->in_place ? "a_all (in place)" : "a");
+  TC_ARG(c->nranks == 1 || tc_ov_mine(c, q->in_place ? g->a_all : g->a,
+                                       q->in_place ? n * q->chunk : q->chunk),
+         "%s: args->%s is not this rank's symmetric memory (tecomm_mem_alloc): the peers copy "
+         "from it", fn, q->in_place ? "a_all (in place)" : "a");
   return TECOMM_SUCCESS;
 }
 

@@ -63,11 +63,9 @@ static tecomm_result_t rs_check(struct tecomm_comm *c, const struct tecomm_gemm_
   TC_CHECK(tc_ov_check_ptr(c, g->b, g->n * g->k * esz, esz, "b", fn));
   TC_CHECK(tc_ov_check_ptr(c, g->partials, n * q->blk, dsz, "partials", fn));
   TC_CHECK(rs_check_norm(c, q, fn));
-  size_t off, room;
-  struct tc_seg *s;
-  TC_ARG(c->nranks == 1 || tc_sym_room(c, g->partials, &s, &off, &room),
-         "%s: args->partials is not symmetric memory (tecomm_mem_alloc): the peers read it",
-         fn);
+  TC_ARG(c->nranks == 1 || tc_ov_mine(c, g->partials, n * q->blk),
+         "%s: args->partials is not this rank's symmetric memory (tecomm_mem_alloc): the peers "
+         "read it", fn);
   const tecore_devptr_t outs[] = {g->d, g->norm ? g->norm->residual_out : 0,
                                   g->norm ? g->norm->out : 0};
   for (int i = 0; i < 3; i++)

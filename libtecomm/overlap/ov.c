@@ -87,6 +87,10 @@ tecomm_result_t tc_ov_check_shape(const struct tc_ov_shape *g) {
   const size_t lim = (size_t)1 << 31;
   TC_ARG(g->rows < lim && g->n < lim && g->k < lim,
          "%s: args->rows, n or k is 2^31 or more (%zu, %zu, %zu)", fn, g->rows, g->n, g->k);
+  /* every byte count (times nranks and 4 bytes an element) fits a size_t */
+  const size_t big = (size_t)1 << 46;
+  TC_ARG(g->rows * g->k < big && g->rows * g->n < big && g->n * g->k < big,
+         "%s: args->rows x k, rows x n or n x k is 2^46 elements or more", fn);
   TC_ARG(gemm_dtype(g->dtype), "%s: args->dtype %s is not BF16 or F16", fn,
          tecore_dtype_name(g->dtype));
   TC_ARG(g->d_dtype == g->dtype || g->d_dtype == TECORE_DTYPE_F32,
@@ -141,6 +145,11 @@ tecomm_result_t tc_ov_barrier(struct tecomm_comm *c, const struct tc_ar_call *ca
                               tecore_stream_t stream, const char *fn) {
   tecore_result_t r = tc_ar_probe(call, 1, stream);
   return r == TECORE_SUCCESS ? TECOMM_SUCCESS : tc_comm_fail(c, tc_core(r, fn));
+}
+
+int tc_ov_mine(struct tecomm_comm *c, tecore_devptr_t ptr, size_t bytes) {
+  size_t off = 0;
+  return tc_seg_find(c, ptr, bytes, &off) != NULL;
 }
 
 tecomm_result_t tc_ov_peer(struct tecomm_comm *c, tecore_devptr_t ptr, int peer,

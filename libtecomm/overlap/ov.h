@@ -63,6 +63,9 @@ void tc_ov_call_init(struct tecomm_comm *c, size_t count, tecore_dtype_t dtype, 
 /* The barrier on stream; a kernel error is the communicator's. */
 tecomm_result_t tc_ov_barrier(struct tecomm_comm *c, const struct tc_ar_call *call,
                               tecore_stream_t stream, const char *fn);
+/* Whether [ptr, ptr+bytes) lies in this rank's slot of one symmetric
+ * segment (where tc_ov_peer finds its peers' copies). */
+int tc_ov_mine(struct tecomm_comm *c, tecore_devptr_t ptr, size_t bytes);
 /* peer's address of ptr (symmetric memory of this rank). */
 tecomm_result_t tc_ov_peer(struct tecomm_comm *c, tecore_devptr_t ptr, int peer,
                            tecore_devptr_t *out, const char *fn);

@@ -408,6 +408,7 @@ END_TEST
 struct err_bufs {
   tecore_devptr_t sym, plain;
   size_t bytes;
+  int rank;
 };
 
 static void ag_errors(tecomm_comm_t c, const struct err_bufs *e, tecore_stream_t s) {
@@ -427,7 +428,10 @@ static void ag_errors(tecomm_comm_t c, const struct err_bufs *e, tecore_stream_t
   RK_EXPECT(TECOMM_ERR_INVALID, "args->d_dtype", tecomm_ag_gemm(c, &g, s));
   g = ok;
   g.a = e->plain + 12288;
-  RK_EXPECT(TECOMM_ERR_INVALID, "a is not symmetric", tecomm_ag_gemm(c, &g, s));
+  RK_EXPECT(TECOMM_ERR_INVALID, "a is not this rank's symmetric", tecomm_ag_gemm(c, &g, s));
+  g = ok; /* a peer's copy of a symmetric buffer is not this rank's */
+  RK_OK(tecomm_mem_peer_ptr(c, e->sym, 1 - e->rank, &g.a));
+  RK_EXPECT(TECOMM_ERR_INVALID, "a is not this rank's symmetric", tecomm_ag_gemm(c, &g, s));
   g = ok;
   g.d = 0;
   RK_EXPECT(TECOMM_ERR_INVALID, "args->d is 0", tecomm_ag_gemm(c, &g, s));
@@ -449,7 +453,8 @@ static void rs_errors(tecomm_comm_t c, const struct err_bufs *e, tecore_stream_t
   RK_EXPECT(TECOMM_ERR_INVALID, "rows, n and k", tecomm_gemm_rs(c, &g, s));
   g = ok;
   g.partials = e->plain + 12288;
-  RK_EXPECT(TECOMM_ERR_INVALID, "partials is not symmetric", tecomm_gemm_rs(c, &g, s));
+  RK_EXPECT(TECOMM_ERR_INVALID, "partials is not this rank's symmetric",
+            tecomm_gemm_rs(c, &g, s));
   g = ok;
   g.d = e->sym;
   RK_EXPECT(TECOMM_ERR_INVALID, "overlaps", tecomm_gemm_rs(c, &g, s));
@@ -469,7 +474,7 @@ static void rank_args(int rank, int n, void *arg) {
   tecomm_comm_t c = tc_rank_comm(rank, n);
   tecore_stream_t s;
   RK_CORE(tecore_stream_create(TECORE_STREAM_NON_BLOCKING, 0, &s));
-  struct err_bufs e = {.bytes = 4096};
+  struct err_bufs e = {.bytes = 4096, .rank = rank};
   RK_OK(tecomm_mem_alloc(c, e.bytes, &e.sym));
   RK_CORE(tecore_mem_alloc(1 << 15, &e.plain));
   ag_errors(c, &e, s);
