@@ -682,6 +682,8 @@ static tecore_result_t ar_gather(const struct tc_ar_call *c, struct te_ar_params
   return ar_go(TE_AR_K_GATHER, &cfg, p, stream);
 }
 
+tecore_result_t tc_ar_check(const struct tc_ar_call *call) { return ar_check(call, "tc_ar_launch"); }
+
 tecore_result_t tc_ar_launch(const struct tc_ar_call *call, tecore_stream_t stream) {
   static const char fn[] = "tc_ar_launch";
   AR_CHECK(ar_check(call, fn));

@@ -201,6 +201,9 @@ static inline int tc_ar_fused_rows_vec(size_t hidden) { return hidden % 8 == 0; 
  * amax): tecore_compute_scale, then tecore_rmsnorm_fwd of residual_out
  * into fp8_out with that scale, libtecore's own second pass. */
 tecore_result_t tc_ar_launch(const struct tc_ar_call *call, tecore_stream_t stream);
+/* What tc_ar_launch checks of call, without queueing anything (a caller
+ * that queues other work first checks before it). */
+tecore_result_t tc_ar_check(const struct tc_ar_call *call);
 
 /* Which fused two-shot a fused TC_AR_TWOSHOT call runs now
  * (TECOMM_FUSED_TWOSHOT): "rows ..." (one kernel, reduce-scatter by rows)

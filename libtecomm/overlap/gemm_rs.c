@@ -18,6 +18,7 @@
  * rounding once keeps the bits independent of timing: a GEMM with beta =
  * 1 into one buffer would round after every rank, in arrival order. */
 #include "overlap/ov.h"
+#include "level.h"
 
 struct rs_q {
   const struct tecomm_gemm_rs_args *g;
@@ -80,35 +81,61 @@ static tecomm_result_t rs_check(struct tecomm_comm *c, const struct tecomm_gemm_
   return TECOMM_SUCCESS;
 }
 
-/* The fold: the one-shot kernel over slot rank and the pulled copies
- * (in[s] for rank s), plain or fused. */
-static tecomm_result_t rs_fold(struct tecomm_comm *c, const struct rs_q *q, tecore_devptr_t pulled,
-                               struct tc_ar_call *k, tecore_stream_t st) {
+/* The fold's kernel call, made and checked before anything is queued
+ * (a call refused after the GEMMs would leave the peers waiting in its
+ * barrier): the one-shot kernel over slot rank and the pulled copies
+ * (in[s] for rank s), plain, or fused with the norm on the operands
+ * every rank plans alike (tc_fused_align: their aligned copies are
+ * queued now, before the GEMMs, which do not touch them). */
+struct rs_fold {
+  struct tc_ar_call k;
+  struct tc_ar_fused f;
+  struct tc_al_call al;
+};
+
+static tecomm_result_t rs_fold_make(struct tecomm_comm *c, const struct rs_q *q,
+                                    tecore_devptr_t pulled, int cap, tecore_stream_t st,
+                                    struct rs_fold *fo) {
   const struct tecomm_gemm_rs_args *g = q->g;
   const struct tecomm_rs_add_rmsnorm *m = g->norm;
   const int r = c->rank, n = c->nranks;
-  struct tc_ar_fused f;
+  struct tc_ar_call *k = &fo->k;
+  tc_ov_call_init(c, g->rows * g->n, g->d_dtype, g->k, k);
   k->in[r] = g->partials + (size_t)r * q->blk;
   for (int i = 1; i < n; i++) k->in[(r - i + n) % n] = pulled + (size_t)(i - 1) * q->blk;
   k->out = g->d;
+  fo->al.post.n = 0;
   if (m) {
-    f = (struct tc_ar_fused){.hidden = g->n, .eps = m->eps, .residual_in = m->residual_in,
-                             .residual_out = m->residual_out, .gamma = m->gamma, .out = m->out,
-                             .fp8_out = m->fp8_out, .rsigma = m->rsigma};
-    k->fused = &f;
-    k->out = m->out;
+    const struct tecomm_add_rmsnorm fa = {
+        .rows = g->rows, .hidden = g->n, .dtype = g->dtype, .residual_in = m->residual_in,
+        .residual_out = m->residual_out, .gamma = m->gamma, .eps = m->eps, .out = m->out,
+        .fp8_out = m->fp8_out, .rsigma = m->rsigma};
+    TC_CHECK(tc_fused_align(c, &fa, 0, cap, st, &fo->al, q->sh.fn));
+    const struct tecomm_add_rmsnorm *al = &fo->al.args;
+    fo->f = (struct tc_ar_fused){.hidden = al->hidden, .eps = al->eps,
+                                 .residual_in = al->residual_in, .residual_out = al->residual_out,
+                                 .gamma = al->gamma, .out = al->out, .fp8_out = al->fp8_out,
+                                 .rsigma = al->rsigma};
+    k->fused = &fo->f;
+    k->out = 0;
   }
-  tecore_result_t e = tc_ar_launch(k, st);
-  return e == TECORE_SUCCESS ? TECOMM_SUCCESS : tc_comm_fail(c, tc_core(e, q->sh.fn));
+  tecore_result_t e = tc_ar_check(k);
+  return e == TECORE_SUCCESS ? TECOMM_SUCCESS : tc_core(e, q->sh.fn);
+}
+
+static tecomm_result_t rs_fold_run(const struct rs_fold *fo, tecore_stream_t st, const char *fn) {
+  TC_CORE(tc_ar_launch(&fo->k, st), fn);
+  return tc_fused_post(&fo->al, st, fn);
 }
 
 /* One rank: the GEMM into d, or into partials then the norm. */
-static tecomm_result_t rs_one(struct tecomm_comm *c, const struct rs_q *q, tecore_stream_t st) {
+static tecomm_result_t rs_one(struct tecomm_comm *c, const struct rs_q *q, int cap,
+                              tecore_stream_t st) {
   if (!q->g->norm) return tc_ov_gemm(&q->sh, q->g->a, q->g->d, st);
+  struct rs_fold fo;
+  TC_CHECK(rs_fold_make(c, q, 0, cap, st, &fo));
   TC_CHECK(tc_ov_gemm(&q->sh, q->g->a, q->g->partials, st));
-  struct tc_ar_call k;
-  tc_ov_call_init(c, q->g->rows * q->g->n, q->g->d_dtype, q->g->k, &k);
-  return rs_fold(c, q, 0, &k, st);
+  return rs_fold_run(&fo, st, q->sh.fn);
 }
 
 /* Every block multiplied into its partials slot, own last; each peer's
@@ -140,15 +167,15 @@ static tecomm_result_t rs_run(struct tecomm_comm *c, const struct rs_q *q, tecor
   const char *fn = q->sh.fn;
   const int cap = tc_capturing(st);
   TC_CHECK(tc_comm_ready(c, fn, !cap));
-  if (c->nranks == 1) return rs_one(c, q, st);
+  if (c->nranks == 1) return rs_one(c, q, cap, st);
   struct tc_ov *ov;
   TC_CHECK(tc_ov_get(c, (size_t)(c->nranks - 1) * q->blk, cap, fn, &ov));
-  struct tc_ar_call k;
-  tc_ov_call_init(c, q->g->rows * q->g->n, q->g->d_dtype, q->g->k, &k);
+  struct rs_fold fo;
+  TC_CHECK(rs_fold_make(c, q, ov->stage, cap, st, &fo));
   TC_CORE(tecore_event_record(ov->start, st), fn);
   TC_CORE(tecore_stream_wait_event(ov->side, ov->start), fn);
-  TC_CHECK(rs_blocks(c, ov, q, &k, st));
-  return rs_fold(c, q, ov->stage, &k, st);
+  TC_CHECK(rs_blocks(c, ov, q, &fo.k, st));
+  return rs_fold_run(&fo, st, fn);
 }
 
 TE_EXPORT tecomm_result_t tecomm_gemm_rs(tecomm_comm_t comm, const struct tecomm_gemm_rs_args *args,
