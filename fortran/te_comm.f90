@@ -80,6 +80,8 @@ module te_comm
     integer(c_size_t) :: k = 0
     integer(c_int) :: dtype = 0
     integer(c_int) :: d_dtype = 0
+    integer(tecore_devptr_t) :: a_scale_inv = 0
+    integer(tecore_devptr_t) :: b_scale_inv = 0
   end type tecomm_ag_gemm_args
 
   ! struct tecomm_rs_add_rmsnorm (libtecomm/te/comm.h)
@@ -105,6 +107,8 @@ module te_comm
     integer(c_int) :: dtype = 0
     integer(c_int) :: d_dtype = 0
     type(c_ptr) :: norm = c_null_ptr
+    integer(tecore_devptr_t) :: a_scale_inv = 0
+    integer(tecore_devptr_t) :: b_scale_inv = 0
   end type tecomm_gemm_rs_args
 
   ! struct tecomm_op_params (libtecomm/te/comm.h)

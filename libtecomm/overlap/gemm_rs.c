@@ -32,11 +32,9 @@ static tecomm_result_t rs_check_norm(struct tecomm_comm *c, const struct rs_q *q
   const struct tecomm_gemm_rs_args *g = q->g;
   const struct tecomm_rs_add_rmsnorm *m = g->norm;
   const size_t dsz = tecore_dtype_size(g->d_dtype);
-  if (!m) return tc_ov_check_ptr(c, g->d, q->blk, dsz, "d", fn);
+  if (!m) return tc_ov_check_ptr(c, g->d, q->blk, tc_ov_align(&q->sh, g->d_dtype), "d", fn);
   TC_ARG(!g->d, "%s: args->d must be 0 with args->norm (the norm writes residual_out and out)",
          fn);
-  TC_ARG(g->d_dtype == g->dtype, "%s: args->norm: d_dtype must be args->dtype (%s), not %s", fn,
-         tecore_dtype_name(g->dtype), tecore_dtype_name(g->d_dtype));
   TC_ARG(m->out || m->fp8_out, "%s: args->norm: neither out nor fp8_out is set", fn);
   TC_ARG(m->eps >= 0.0f && m->eps <= 1e30f, "%s: args->norm->eps %g is not finite and >= 0", fn,
          (double)m->eps);
@@ -53,16 +51,18 @@ static tecomm_result_t rs_check(struct tecomm_comm *c, const struct tecomm_gemm_
   TC_ARG(g, "%s: args is NULL", fn);
   q->g = g;
   q->sh = (struct tc_ov_shape){.rows = g->rows, .n = g->n, .k = g->k, .dtype = g->dtype,
-                               .d_dtype = g->d_dtype, .b = g->b, .fn = fn};
+                               .d_dtype = g->d_dtype, .b = g->b, .a_scale_inv = g->a_scale_inv,
+                               .b_scale_inv = g->b_scale_inv, .fn = fn};
   TC_CHECK(tc_ov_check_shape(&q->sh));
   TC_CHECK(tc_ov_check_level(c, fn)); /* before the operands: says why they cannot be read */
   const size_t esz = tecore_dtype_size(g->dtype), dsz = tecore_dtype_size(g->d_dtype);
   const size_t n = (size_t)c->nranks;
   q->achunk = g->rows * g->k * esz;
   q->blk = g->rows * g->n * dsz;
-  TC_CHECK(tc_ov_check_ptr(c, g->a, n * q->achunk, esz, "a", fn));
-  TC_CHECK(tc_ov_check_ptr(c, g->b, g->n * g->k * esz, esz, "b", fn));
-  TC_CHECK(tc_ov_check_ptr(c, g->partials, n * q->blk, dsz, "partials", fn));
+  const size_t al = tc_ov_align(&q->sh, g->dtype), dal = tc_ov_align(&q->sh, g->d_dtype);
+  TC_CHECK(tc_ov_check_ptr(c, g->a, n * q->achunk, al, "a", fn));
+  TC_CHECK(tc_ov_check_ptr(c, g->b, g->n * g->k * esz, al, "b", fn));
+  TC_CHECK(tc_ov_check_ptr(c, g->partials, n * q->blk, dal, "partials", fn));
   TC_CHECK(rs_check_norm(c, q, fn));
   TC_ARG(c->nranks == 1 || tc_ov_mine(c, g->partials, n * q->blk),
          "%s: args->partials is not this rank's symmetric memory (tecomm_mem_alloc): the peers "
@@ -107,7 +107,7 @@ static tecomm_result_t rs_fold_make(struct tecomm_comm *c, const struct rs_q *q,
   fo->al.post.n = 0;
   if (m) {
     const struct tecomm_add_rmsnorm fa = {
-        .rows = g->rows, .hidden = g->n, .dtype = g->dtype, .residual_in = m->residual_in,
+        .rows = g->rows, .hidden = g->n, .dtype = g->d_dtype, .residual_in = m->residual_in,
         .residual_out = m->residual_out, .gamma = m->gamma, .eps = m->eps, .out = m->out,
         .fp8_out = m->fp8_out, .rsigma = m->rsigma};
     TC_CHECK(tc_fused_align(c, &fa, 0, cap, st, &fo->al, q->sh.fn));

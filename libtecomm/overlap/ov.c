@@ -77,7 +77,30 @@ tecomm_result_t tc_ov_get(struct tecomm_comm *c, size_t stage_bytes, int cap, co
 }
 
 static int gemm_dtype(tecore_dtype_t d) {
-  return d == TECORE_DTYPE_BF16 || d == TECORE_DTYPE_F16;
+  return d == TECORE_DTYPE_BF16 || d == TECORE_DTYPE_F16 || d == TECORE_DTYPE_E4M3;
+}
+
+size_t tc_ov_align(const struct tc_ov_shape *g, tecore_dtype_t dtype) {
+  return g->dtype == TECORE_DTYPE_E4M3 ? 16 : tecore_dtype_size(dtype);
+}
+
+/* E4M3: the scales, and the FP8 GEMM's row rules (cuBLASLt's, on both
+ * backends), checked here because a GEMM refused after the first chunk
+ * would leave the peers waiting. */
+static tecomm_result_t check_fp8(const struct tc_ov_shape *g) {
+  const char *fn = g->fn;
+  TC_ARG(g->d_dtype == TECORE_DTYPE_BF16 || g->d_dtype == TECORE_DTYPE_F16 ||
+             g->d_dtype == TECORE_DTYPE_F32,
+         "%s: args->d_dtype %s: an E4M3 GEMM writes BF16, F16 or F32 here", fn,
+         tecore_dtype_name(g->d_dtype));
+  TC_ARG(g->a_scale_inv && g->a_scale_inv % 4 == 0 && g->b_scale_inv && g->b_scale_inv % 4 == 0,
+         "%s: args->a_scale_inv and b_scale_inv must be set (4-byte aligned) for E4M3", fn);
+  TC_ARG(g->k % 16 == 0, "%s: args->k %zu is not a multiple of 16 (an E4M3 GEMM's rows)", fn,
+         g->k);
+  TC_ARG(g->n * tecore_dtype_size(g->d_dtype) % 16 == 0,
+         "%s: args->n %zu: rows of d are not a multiple of 16 bytes (an E4M3 GEMM's rule)", fn,
+         g->n);
+  return TECOMM_SUCCESS;
 }
 
 tecomm_result_t tc_ov_check_shape(const struct tc_ov_shape *g) {
@@ -91,8 +114,9 @@ tecomm_result_t tc_ov_check_shape(const struct tc_ov_shape *g) {
   const size_t big = (size_t)1 << 46;
   TC_ARG(g->rows * g->k < big && g->rows * g->n < big && g->n * g->k < big,
          "%s: args->rows x k, rows x n or n x k is 2^46 elements or more", fn);
-  TC_ARG(gemm_dtype(g->dtype), "%s: args->dtype %s is not BF16 or F16", fn,
+  TC_ARG(gemm_dtype(g->dtype), "%s: args->dtype %s is not BF16, F16 or E4M3", fn,
          tecore_dtype_name(g->dtype));
+  if (g->dtype == TECORE_DTYPE_E4M3) return check_fp8(g);
   TC_ARG(g->d_dtype == g->dtype || g->d_dtype == TECORE_DTYPE_F32,
          "%s: args->d_dtype %s is not args->dtype (%s) or F32", fn, tecore_dtype_name(g->d_dtype),
          tecore_dtype_name(g->dtype));
@@ -122,6 +146,11 @@ tecomm_result_t tc_ov_gemm(const struct tc_ov_shape *g, tecore_devptr_t a, tecor
   TC_CORE(tecore_tensor_init(&A, g->dtype, 2, sa, a), g->fn);
   TC_CORE(tecore_tensor_init(&B, g->dtype, 2, sb, g->b), g->fn);
   TC_CORE(tecore_tensor_init(&D, g->d_dtype, 2, sd, d), g->fn);
+  if (g->dtype == TECORE_DTYPE_E4M3) { /* per-tensor: *scale_inv dequantizes */
+    A.scaling = B.scaling = TECORE_SCALING_DELAYED;
+    A.scale_inv = g->a_scale_inv;
+    B.scale_inv = g->b_scale_inv;
+  }
   TC_CORE(tecore_gemm(&A, TECORE_GEMM_N, &B, TECORE_GEMM_T, &D, 1.0f, 0.0f, NULL, stream), g->fn);
   return TECOMM_SUCCESS;
 }

@@ -33,6 +33,7 @@ struct tc_ov_shape {
   size_t rows, n, k;
   tecore_dtype_t dtype, d_dtype;
   tecore_devptr_t b;
+  tecore_devptr_t a_scale_inv, b_scale_inv; /* E4M3 operands */
   const char *fn;
 };
 
@@ -41,8 +42,11 @@ struct tc_ov_shape {
  * call needs more. */
 tecomm_result_t tc_ov_get(struct tecomm_comm *c, size_t stage_bytes, int cap, const char *fn,
                           struct tc_ov **ov);
-/* rows, n, k, the dtypes and b; what = "args" for the messages. */
+/* rows, n, k, the dtypes and the scales of E4M3 operands. */
 tecomm_result_t tc_ov_check_shape(const struct tc_ov_shape *g);
+/* p's alignment for the GEMM: 16 bytes for E4M3 operands, else the
+ * element's size. */
+size_t tc_ov_align(const struct tc_ov_shape *g, tecore_dtype_t dtype);
 /* The IPC workspaces the barriers run over. */
 tecomm_result_t tc_ov_check_level(struct tecomm_comm *c, const char *fn);
 /* p set, aligned to esize, and (symmetric memory) inside its allocation. */

@@ -259,7 +259,11 @@ tecomm_result_t tecomm_allreduce_add_rmsnorm(tecomm_comm_t comm,
  * engines' (stream memcpys between symmetric buffers on a side stream of
  * the communicator, ordered by events), so the GEMM keeps every SM.  Row-
  * major, D = A B^T as tecore_gemm(A, N, B, T, D): a and b BF16 or F16, d
- * of their dtype or F32.  Collective (every rank passes the same rows, n,
+ * of their dtype or F32; or a and b E4M3 with per-tensor scales
+ * (a_scale_inv, b_scale_inv: one float each on the device, the
+ * dequantization factors), d BF16, F16 or F32 (k a multiple of 16, rows
+ * of d a multiple of 16 bytes, a, a_all, b and d 16-byte aligned: the FP8
+ * GEMM's rules), so the all-gather moves half the bytes.  Collective (every rank passes the same rows, n,
  * k, dtypes and form), enqueued on stream, captured when it captures
  * (after one uncaptured call has made the side stream and buffers).
  * They need the IPC workspaces (TECOMM_ERR_NOT_SUPPORTED at the NCCL and
@@ -279,8 +283,9 @@ struct tecomm_ag_gemm_args {
   tecore_devptr_t b;        /* [n][k] */
   tecore_devptr_t d;        /* [nranks*rows][n]: written */
   size_t rows, n, k;        /* rows: one rank's */
-  tecore_dtype_t dtype;     /* a, a_all, b: BF16 or F16 */
-  tecore_dtype_t d_dtype;   /* dtype or F32 */
+  tecore_dtype_t dtype;     /* a, a_all, b: BF16, F16 or E4M3 */
+  tecore_dtype_t d_dtype;   /* dtype or F32 (E4M3: BF16, F16 or F32) */
+  tecore_devptr_t a_scale_inv, b_scale_inv; /* E4M3: float[1] each; else unused */
 };
 tecomm_result_t tecomm_ag_gemm(tecomm_comm_t comm, const struct tecomm_ag_gemm_args *args,
                                tecore_stream_t stream);
@@ -314,9 +319,10 @@ struct tecomm_gemm_rs_args {
   tecore_devptr_t d;        /* [rows][n]: written (0 with norm) */
   tecore_devptr_t partials; /* symmetric: [nranks][rows][n] of d_dtype */
   size_t rows, n, k;        /* rows: one rank's */
-  tecore_dtype_t dtype;     /* a, b: BF16 or F16 */
-  tecore_dtype_t d_dtype;   /* dtype or F32 */
+  tecore_dtype_t dtype;     /* a, b: BF16, F16 or E4M3 */
+  tecore_dtype_t d_dtype;   /* dtype or F32 (E4M3: BF16, F16 or F32); the norm's */
   const struct tecomm_rs_add_rmsnorm *norm; /* NULL: a plain reduce-scatter */
+  tecore_devptr_t a_scale_inv, b_scale_inv; /* E4M3: float[1] each; else unused */
 };
 tecomm_result_t tecomm_gemm_rs(tecomm_comm_t comm, const struct tecomm_gemm_rs_args *args,
                                tecore_stream_t stream);

@@ -2,7 +2,8 @@
 /* check_overlap.c -- tecomm_ag_gemm and tecomm_gemm_rs (the GEMMs with
  * sequence parallelism's all-gather and reduce-scatter overlapped
  * inside), ranks as forked processes (t/lib/comm_ranks.h), 1 to 4 ranks:
- *   - all-gather + GEMM: BF16 and F16 operands, D of their dtype or F32,
+ *   - all-gather + GEMM: BF16, F16 and E4M3 operands (E4M3 with
+ *     per-tensor factors 0.5 and 0.25), D of their dtype, BF16 or F32,
  *     odd row counts (1, 5, 7 rows a rank), in place (a inside a
  *     symmetric a_all) or not, poisoned outputs (NaN bytes), two calls
  *     back to back with fresh inputs: a_all byte for byte against every
@@ -54,15 +55,39 @@ static const struct ov_case cases[] = {
     {TECORE_DTYPE_BF16, TECORE_DTYPE_F32, 7, 16, 33, 1, 0},
     {TECORE_DTYPE_F16, TECORE_DTYPE_F16, 1, 8, 64, 1, 1},
     {TECORE_DTYPE_BF16, TECORE_DTYPE_BF16, 5, 2048, 16, 0, 1},
+    {TECORE_DTYPE_E4M3, TECORE_DTYPE_BF16, 5, 32, 32, 1, 0},
+    {TECORE_DTYPE_E4M3, TECORE_DTYPE_F32, 3, 16, 48, 0, 1},
 };
+/* E4M3 cases' per-tensor dequantization factors (a, b) */
+static const float fp8_si[2] = {0.5f, 0.25f};
 #define NCASES (sizeof cases / sizeof cases[0])
 
 /* Host copies of one rank's inputs for a case and call (salt). */
 static void *host_make(size_t count, tecore_dtype_t dt, int r, uint64_t salt) {
   void *p = malloc(count * tecore_dtype_size(dt));
   RK_ASSERT(p, "malloc");
-  tc_make_input(p, count, dt, r, salt);
+  if (dt != TECORE_DTYPE_E4M3) {
+    tc_make_input(p, count, dt, r, salt);
+    return p;
+  }
+  /* random E4M3 bytes of magnitude below 16, never NaN (0x7f, 0xff) */
+  uint64_t x = te_test_seed ^ ((uint64_t)(r + 1) << 40) ^ (salt * 0x9e3779b97f4a7c15ull);
+  unsigned char *b = p;
+  for (size_t i = 0; i < count; i++) {
+    unsigned v = (unsigned)(te_splitmix64(&x) >> 56);
+    b[i] = (unsigned char)((v & 0x80u) | (v & 0x7fu) % 0x58u);
+  }
   return p;
+}
+
+/* The E4M3 factors on the device (a's, then b's), or 0 for 16-bit cases. */
+static tecore_devptr_t scales_put(const struct ov_case *k, tecore_stream_t s) {
+  if (k->dt != TECORE_DTYPE_E4M3) return 0;
+  tecore_devptr_t d;
+  RK_CORE(tecore_mem_alloc(sizeof fp8_si, &d));
+  RK_CORE(tecore_memcpy_async(d, te_hptr(fp8_si), sizeof fp8_si, s));
+  RK_CORE(tecore_stream_synchronize(s));
+  return d;
 }
 
 static tecore_devptr_t dev_put(const void *h, size_t bytes, tecore_stream_t s) {
@@ -80,12 +105,18 @@ static void *dev_get(tecore_devptr_t d, size_t bytes, tecore_stream_t s) {
   return h;
 }
 
+/* Element i of an input: E4M3 bytes times the operand's factor. */
+static double in_val(const void *p, size_t i, tecore_dtype_t dt, int which) {
+  if (dt != TECORE_DTYPE_E4M3) return tc_from_dt(p, i, dt);
+  return (double)te_e4m3_to_f32(((const unsigned char *)p)[i]) * fp8_si[which];
+}
+
 /* One element of a b^T in float64, and the sum of |a_i b_i|. */
 static double dot(const void *a, size_t ra, const void *b, size_t rb, size_t k, tecore_dtype_t dt,
                   double *abs_sum) {
   double s = 0, m = 0;
   for (size_t i = 0; i < k; i++) {
-    double x = tc_from_dt(a, ra * k + i, dt) * tc_from_dt(b, rb * k + i, dt);
+    double x = in_val(a, ra * k + i, dt, 0) * in_val(b, rb * k + i, dt, 1);
     s += x;
     m += fabs(x);
   }
@@ -132,7 +163,7 @@ static void ag_case(tecomm_comm_t c, tecore_stream_t s, int rank, int n, int ci)
     RK_OK(tecomm_mem_alloc(c, chunk, &a));
   }
   if (k->in_place) a = all + (size_t)rank * chunk;
-  tecore_devptr_t d;
+  tecore_devptr_t d, si = scales_put(k, s);
   RK_CORE(tecore_mem_alloc(dbytes, &d));
   for (int it = 0; it < 2; it++) {
     void *ha = host_make(k->rows * k->k, k->dt, rank, salt_of(ci, it, 0));
@@ -141,8 +172,9 @@ static void ag_case(tecomm_comm_t c, tecore_stream_t s, int rank, int n, int ci)
     RK_CORE(tecore_memset_d8_async(all, 0xff, (size_t)n * chunk, s)); /* NaN bytes */
     RK_CORE(tecore_memset_d8_async(d, 0xff, dbytes, s));
     RK_CORE(tecore_memcpy_async(a, te_hptr(ha), chunk, s));
-    struct tecomm_ag_gemm_args g = {.a = a, .a_all = all, .b = b, .d = d, .rows = k->rows, .n = k->n,
-                               .k = k->k, .dtype = k->dt, .d_dtype = k->ddt};
+    struct tecomm_ag_gemm_args g = {.a = a, .a_all = all, .b = b, .d = d, .rows = k->rows,
+                                    .n = k->n, .k = k->k, .dtype = k->dt, .d_dtype = k->ddt,
+                                    .a_scale_inv = si, .b_scale_inv = si ? si + 4 : 0};
     RK_OK(tecomm_ag_gemm(c, &g, s));
     RK_CORE(tecore_stream_synchronize(s));
     RK_OK(tecomm_comm_status(c, NULL));
@@ -157,6 +189,7 @@ static void ag_case(tecomm_comm_t c, tecore_stream_t s, int rank, int n, int ci)
     RK_CORE(tecore_mem_free(b));
   }
   RK_CORE(tecore_mem_free(d));
+  if (si) RK_CORE(tecore_mem_free(si));
   if (k->in_place) RK_OK(tecomm_mem_free(c, all));
   else {
     RK_CORE(tecore_mem_free(all));
@@ -223,12 +256,12 @@ static void rs_check_plain(const void *d, const double *ref, const double *tol,
 static void rs_check_norm(const void *ro, const void *out, const float *rsig, const void *res,
                           const void *gamma, const double *ref, const double *tol,
                           const struct ov_case *k, int ci) {
-  const double h = half_ulp(k->dt);
+  const double h = half_ulp(k->ddt);
   for (size_t i = 0; i < k->rows; i++) {
     double ss = 0;
     for (size_t j = 0; j < k->n; j++) {
       size_t e = i * k->n + j;
-      double want = ref[e] + tc_from_dt(res, e, k->dt), got = tc_from_dt(ro, e, k->dt);
+      double want = ref[e] + tc_from_dt(res, e, k->ddt), got = tc_from_dt(ro, e, k->ddt);
       double t = tol[e] + h * (fabs(ref[e]) + fabs(want));
       RK_ASSERT(fabs(got - want) <= t, "case %d: residual_out[%zu] = %.9g, float64 %.9g "
                 "(tolerance %.3g)", ci, e, got, want, t);
@@ -239,8 +272,8 @@ static void rs_check_norm(const void *ro, const void *out, const float *rsig, co
               (double)rsig[i], rs);
     for (size_t j = 0; j < k->n; j++) {
       size_t e = i * k->n + j;
-      double g = tc_from_dt(gamma, j, k->dt);
-      double want = tc_from_dt(ro, e, k->dt) * rs * g, got = tc_from_dt(out, e, k->dt);
+      double g = tc_from_dt(gamma, j, k->ddt);
+      double want = tc_from_dt(ro, e, k->ddt) * rs * g, got = tc_from_dt(out, e, k->ddt);
       double t = 2 * h * fabs(want) + 1e-5 * fabs(g);
       RK_ASSERT(fabs(got - want) <= t, "case %d: out[%zu] = %.9g, float64 %.9g (tolerance %.3g)",
                 ci, e, got, want, t);
@@ -252,6 +285,7 @@ struct rs_bufs {
   tecore_devptr_t a, b, d, partials, res, res_out, gamma, out, rsig;
   tecore_devptr_t q, sc; /* case 2: the E4M3 copy and its scale, scale_inv, amax */
   tecore_devptr_t res_base, out_base; /* case 3 on odd ranks: 2 bytes before res and out */
+  tecore_devptr_t si;                 /* E4M3 cases: the operands' factors */
   void *hres, *hgamma;
 };
 
@@ -273,7 +307,7 @@ static void rs_check_fp8(const struct rs_bufs *m, const void *ro, const float *r
   float *sc = dev_get(m->sc, 16, s);
   double am = 0;
   for (size_t i = 0; i < cnt; i++) {
-    double o = tc_from_dt(ro, i, k->dt) * rsig[i / k->n] * tc_from_dt(m->hgamma, i % k->n, k->dt);
+    double o = tc_from_dt(ro, i, k->ddt) * rsig[i / k->n] * tc_from_dt(m->hgamma, i % k->n, k->ddt);
     am = fmax(am, fabs(o));
     double ref = o * 3.5, got = te_e4m3_to_f32(q[i]);
     double tol = e4m3_half_ulp(ref) + 0x1p-21 * fabs(ref);
@@ -287,9 +321,9 @@ static void rs_check_fp8(const struct rs_bufs *m, const void *ro, const float *r
 
 static void rs_norm_bufs(struct rs_bufs *m, const struct ov_case *k, int rank, int ci,
                          tecore_stream_t s) {
-  const size_t blk = k->rows * k->n * tecore_dtype_size(k->dt);
-  m->hres = host_make(k->rows * k->n, k->dt, rank, salt_of(ci, 0, 2));
-  m->hgamma = host_make(k->n, k->dt, rank, salt_of(ci, 0, 3));
+  const size_t blk = k->rows * k->n * tecore_dtype_size(k->ddt);
+  m->hres = host_make(k->rows * k->n, k->ddt, rank, salt_of(ci, 0, 2));
+  m->hgamma = host_make(k->n, k->ddt, rank, salt_of(ci, 0, 3));
   /* case 3: odd ranks' residual and out 2 bytes past 16-byte alignment,
    * the even ranks' aligned: every rank must still plan the fused rows
    * alike (the ranks' grids meet at the fold's barriers) */
@@ -297,7 +331,7 @@ static void rs_norm_bufs(struct rs_bufs *m, const struct ov_case *k, int rank, i
   RK_CORE(tecore_mem_alloc(blk + 16, &m->res_base));
   m->res = m->res_base + (tecore_devptr_t)skew;
   RK_CORE(tecore_memcpy_async(m->res, te_hptr(m->hres), blk, s));
-  m->gamma = dev_put(m->hgamma, k->n * tecore_dtype_size(k->dt), s);
+  m->gamma = dev_put(m->hgamma, k->n * tecore_dtype_size(k->ddt), s);
   m->res_out = m->res;
   if (ci % 2 == 0) RK_CORE(tecore_mem_alloc(blk, &m->res_out)); /* else in place */
   RK_CORE(tecore_mem_alloc(blk + 16, &m->out_base));
@@ -352,8 +386,9 @@ static void rs_call(tecomm_comm_t c, tecore_stream_t s, int rank, int n, int ci,
                                      .gamma = m->gamma, .eps = 1e-5f, .out = m->out,
                                      .fp8_out = m->q ? &t8 : NULL, .rsigma = m->rsig};
   struct tecomm_gemm_rs_args g = {.a = m->a, .b = m->b, .d = m->d, .partials = m->partials,
-                             .rows = k->rows, .n = k->n, .k = k->k, .dtype = k->dt,
-                             .d_dtype = k->ddt, .norm = k->norm ? &nm : NULL};
+                                  .rows = k->rows, .n = k->n, .k = k->k, .dtype = k->dt,
+                                  .d_dtype = k->ddt, .norm = k->norm ? &nm : NULL,
+                                  .a_scale_inv = m->si, .b_scale_inv = m->si ? m->si + 4 : 0};
   RK_OK(tecomm_gemm_rs(c, &g, s));
   RK_CORE(tecore_stream_synchronize(s));
   RK_OK(tecomm_comm_status(c, NULL));
@@ -390,12 +425,14 @@ static void rs_case(tecomm_comm_t c, tecore_stream_t s, int rank, int n, int ci)
   struct rs_bufs m;
   memset(&m, 0, sizeof m);
   RK_OK(tecomm_mem_alloc(c, (size_t)n * blk, &m.partials));
+  m.si = scales_put(k, s);
   if (k->norm) rs_norm_bufs(&m, k, rank, ci, s);
   else RK_CORE(tecore_mem_alloc(blk, &m.d));
   for (int it = 0; it < 2; it++) rs_call(c, s, rank, n, ci, it, &m);
   if (k->norm) rs_norm_free(&m);
   else RK_CORE(tecore_mem_free(m.d));
   RK_OK(tecomm_mem_free(c, m.partials));
+  if (m.si) RK_CORE(tecore_mem_free(m.si));
 }
 
 static void rank_rs(int rank, int n, void *arg) {
@@ -477,7 +514,19 @@ static void rs_errors(tecomm_comm_t c, const struct err_bufs *e, tecore_stream_t
   g.norm = &nm;
   RK_EXPECT(TECOMM_ERR_INVALID, "must be 0", tecomm_gemm_rs(c, &g, s));
   g.d = 0;
-  RK_EXPECT(TECOMM_ERR_INVALID, "d_dtype must be", tecomm_gemm_rs(c, &g, s));
+  struct tecomm_rs_add_rmsnorm no_gamma = nm;
+  no_gamma.gamma = 0;
+  g.norm = &no_gamma;
+  RK_EXPECT(TECOMM_ERR_INVALID, "norm->gamma is 0", tecomm_gemm_rs(c, &g, s));
+  g = ok; /* E4M3: the scales and the FP8 GEMM's rules, before anything runs */
+  g.dtype = TECORE_DTYPE_E4M3;
+  RK_EXPECT(TECOMM_ERR_INVALID, "a_scale_inv and b_scale_inv", tecomm_gemm_rs(c, &g, s));
+  g.a_scale_inv = g.b_scale_inv = e->plain + 28672;
+  g.k = 8;
+  RK_EXPECT(TECOMM_ERR_INVALID, "k 8 is not a multiple of 16", tecomm_gemm_rs(c, &g, s));
+  g.k = 16;
+  g.a = e->plain + 4; /* E4M3 operands 16-byte aligned */
+  RK_EXPECT(TECOMM_ERR_INVALID, "args->a (0x", tecomm_gemm_rs(c, &g, s));
 }
 
 static void rank_args(int rank, int n, void *arg) {
