@@ -36,7 +36,9 @@ struct pg {
   const struct perf_gemm_opts *o;
   tecomm_comm_t comm;
   int rank, n;
-  size_t rows, esz;
+  size_t rows, esz, desz;
+  tecore_dtype_t ddt;    /* d's: the operands', BF16 for E4M3 */
+  tecore_devptr_t si;    /* E4M3: the factors of a and b (1.0 each) */
   tecore_stream_t s;
   tecore_event_t e0, e1;
   tecore_devptr_t a;     /* ag: symmetric [m][k] (this rank's rows in place); rs: [m][k] */
@@ -75,7 +77,12 @@ static void gemm(const struct pg *p, tecore_devptr_t a, size_t rows, tecore_devp
   const size_t sa[2] = {rows, o->k}, sb[2] = {o->n, o->k}, sd[2] = {rows, o->n};
   PG_CORE(tecore_tensor_init(&A, o->dtype, 2, sa, a));
   PG_CORE(tecore_tensor_init(&B, o->dtype, 2, sb, p->b));
-  PG_CORE(tecore_tensor_init(&D, o->dtype, 2, sd, d));
+  PG_CORE(tecore_tensor_init(&D, p->ddt, 2, sd, d));
+  if (o->dtype == TECORE_DTYPE_E4M3) {
+    A.scaling = B.scaling = TECORE_SCALING_DELAYED;
+    A.scale_inv = p->si;
+    B.scale_inv = p->si + 4;
+  }
   PG_CORE(tecore_gemm(&A, TECORE_GEMM_N, &B, TECORE_GEMM_T, &D, 1.0f, 0.0f, NULL, p->s));
 }
 
@@ -86,7 +93,7 @@ static void coll(const struct pg *p) {
     PG_COMM(tecomm_allgather(p->comm, p->a + p->rank * blk * p->esz, p->a, blk, o->dtype, p->s));
   } else {
     const size_t blk = p->rows * o->n;
-    PG_COMM(tecomm_reduce_scatter(p->comm, p->full, p->d, blk, o->dtype, TECOMM_SUM, p->s));
+    PG_COMM(tecomm_reduce_scatter(p->comm, p->full, p->d, blk, p->ddt, TECOMM_SUM, p->s));
   }
 }
 
@@ -101,7 +108,7 @@ static void nccl_pair(const struct pg *p) {
   }
   gemm(p, p->a, o->m, o->rs ? p->full : p->d);
   if (o->rs && nccl_peer_call(p->peer, NCCL_PEER_REDUCE_SCATTER, p->full, p->d, p->rows * o->n,
-                              o->dtype, p->s))
+                              p->ddt, p->s))
     PG_DIE("NCCL's reduce-scatter failed");
 }
 
@@ -110,12 +117,14 @@ static void overlap(const struct pg *p) {
   if (!o->rs) {
     struct tecomm_ag_gemm_args g = {.a = p->a + p->rank * p->rows * o->k * p->esz, .a_all = p->a,
                                     .b = p->b, .d = p->d, .rows = p->rows, .n = o->n, .k = o->k,
-                                    .dtype = o->dtype, .d_dtype = o->dtype};
+                                    .dtype = o->dtype, .d_dtype = p->ddt, .a_scale_inv = p->si,
+                                    .b_scale_inv = p->si ? p->si + 4 : 0};
     PG_COMM(tecomm_ag_gemm(p->comm, &g, p->s));
   } else {
     struct tecomm_gemm_rs_args g = {.a = p->a, .b = p->b, .d = p->d, .partials = p->full,
                                     .rows = p->rows, .n = o->n, .k = o->k, .dtype = o->dtype,
-                                    .d_dtype = o->dtype};
+                                    .d_dtype = p->ddt, .a_scale_inv = p->si,
+                                    .b_scale_inv = p->si ? p->si + 4 : 0};
     PG_COMM(tecomm_gemm_rs(p->comm, &g, p->s));
   }
 }
@@ -176,17 +185,22 @@ static double measure(const struct pg *p, int which) {
                     TECOMM_MAX);
 }
 
-/* Small random values, different on every rank. */
+/* Small random values, different on every rank (E4M3: bytes of
+ * magnitude below 1, never NaN). */
 static void fill(const struct pg *p, tecore_devptr_t d, size_t count, unsigned salt) {
   uint16_t *h = malloc(count * 2);
   if (!h) PG_DIE("malloc");
+  unsigned char *h8 = (unsigned char *)h;
   uint64_t x = 0x9e3779b97f4a7c15ull * (uint64_t)(p->rank * 64 + (int)salt + 1);
   for (size_t i = 0; i < count; i++) {
     x = x * 6364136223846793005ull + 1442695040888963407ull;
     float v = (float)((int)(x >> 59) - 16) / 16.0f;
-    h[i] = p->o->dtype == TECORE_DTYPE_BF16 ? te_f32_to_bf16(v) : te_f32_to_f16(v);
+    if (p->o->dtype == TECORE_DTYPE_E4M3)
+      h8[i] = (unsigned char)(((x >> 56) & 0x80u) | ((x >> 40) & 0x7fu) % 0x38u);
+    else
+      h[i] = p->o->dtype == TECORE_DTYPE_BF16 ? te_f32_to_bf16(v) : te_f32_to_f16(v);
   }
-  PG_CORE(tecore_memcpy_async(d, (tecore_devptr_t)(uintptr_t)h, count * 2, p->s));
+  PG_CORE(tecore_memcpy_async(d, (tecore_devptr_t)(uintptr_t)h, count * p->esz, p->s));
   PG_CORE(tecore_stream_synchronize(p->s));
   free(h);
 }
@@ -198,7 +212,7 @@ static float *get(const struct pg *p, tecore_devptr_t d, size_t count) {
   PG_CORE(tecore_memcpy_async((tecore_devptr_t)(uintptr_t)h, d, count * 2, p->s));
   PG_CORE(tecore_stream_synchronize(p->s));
   for (size_t i = 0; i < count; i++)
-    f[i] = p->o->dtype == TECORE_DTYPE_BF16 ? te_bf16_to_f32(h[i]) : te_f16_to_f32(h[i]);
+    f[i] = p->ddt == TECORE_DTYPE_BF16 ? te_bf16_to_f32(h[i]) : te_f16_to_f32(h[i]);
   free(h);
   return f;
 }
@@ -229,6 +243,8 @@ static void setup(struct pg *p) {
   if (o->m % (size_t)p->n) PG_DIE("--mnk: m %zu is not a multiple of the %d ranks", o->m, p->n);
   p->rows = o->m / (size_t)p->n;
   p->esz = tecore_dtype_size(o->dtype);
+  p->ddt = o->dtype == TECORE_DTYPE_E4M3 ? TECORE_DTYPE_BF16 : o->dtype;
+  p->desz = tecore_dtype_size(p->ddt);
   PG_CORE(tecore_stream_create(TECORE_STREAM_NON_BLOCKING, 0, &p->s));
   PG_CORE(tecore_event_create(TECORE_EVENT_DEFAULT, &p->e0));
   PG_CORE(tecore_event_create(TECORE_EVENT_DEFAULT, &p->e1));
@@ -236,8 +252,14 @@ static void setup(struct pg *p) {
   if (!o->rs) PG_COMM(tecomm_mem_alloc(p->comm, o->m * o->k * p->esz, &p->a));
   else PG_CORE(tecore_mem_alloc(o->m * o->k * p->esz, &p->a));
   PG_CORE(tecore_mem_alloc(o->n * o->k * p->esz, &p->b));
-  PG_CORE(tecore_mem_alloc((o->rs ? p->rows : o->m) * o->n * p->esz, &p->d));
-  if (o->rs) PG_COMM(tecomm_mem_alloc(p->comm, o->m * o->n * p->esz, &p->full));
+  PG_CORE(tecore_mem_alloc((o->rs ? p->rows : o->m) * o->n * p->desz, &p->d));
+  if (o->rs) PG_COMM(tecomm_mem_alloc(p->comm, o->m * o->n * p->desz, &p->full));
+  if (o->dtype == TECORE_DTYPE_E4M3) {
+    const float one[2] = {1.0f, 1.0f};
+    PG_CORE(tecore_mem_alloc(sizeof one, &p->si));
+    PG_CORE(tecore_memcpy_async(p->si, (tecore_devptr_t)(uintptr_t)one, sizeof one, p->s));
+    PG_CORE(tecore_stream_synchronize(p->s));
+  }
   fill(p, p->a, o->m * o->k, 1);
   fill(p, p->b, o->n * o->k, 2);
   snprintf(p->peer_why, sizeof p->peer_why, "--no-nccl");
@@ -251,6 +273,7 @@ static void teardown(struct pg *p) {
   if (p->full) PG_COMM(tecomm_mem_free(p->comm, p->full));
   PG_CORE(tecore_mem_free(p->b));
   PG_CORE(tecore_mem_free(p->d));
+  if (p->si) PG_CORE(tecore_mem_free(p->si));
   PG_CORE(tecore_mem_free(p->tbuf));
   PG_CORE(tecore_event_destroy(p->e0));
   PG_CORE(tecore_event_destroy(p->e1));

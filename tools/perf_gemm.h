@@ -9,7 +9,7 @@
 struct perf_gemm_opts {
   int rs;                 /* 0: all-gather + GEMM, 1: GEMM + reduce-scatter */
   size_t m, n, k;         /* m: every rank's rows together (tokens) */
-  tecore_dtype_t dtype;   /* BF16 or F16 */
+  tecore_dtype_t dtype;   /* BF16, F16, or E4M3 (factors 1, d in BF16) */
   int warmup, iters, graph_ops, check;
   int nccl;               /* time the pair with NCCL itself too (cuda) */
   struct te_out *out;     /* rank 0 writes */

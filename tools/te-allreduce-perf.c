@@ -568,7 +568,7 @@ static int run_rank(const struct opts *o, int rank, int n, int device,
 
 static const char usage_text[] =
     "usage: te-allreduce-perf [-n ranks] [-b minbytes] [-e maxbytes] [-f factor]\n"
-    "         [-d float|bf16|half] [-C allreduce|reduce-scatter|allgather|ag-gemm|gemm-rs]\n"
+    "         [-d float|bf16|half|e4m3] [-C allreduce|reduce-scatter|allgather|ag-gemm|gemm-rs]\n"
     "         [-a auto|oneshot|twoshot|lamport|nccl|verbs|nvls|nvls-lamport|mnnvl|ce]\n"
     "         [-G ops] [-w warmup] [-i iters] [-c 0|1] [--fused hidden] [--no-nccl]\n"
     "         [--mnk M,N,K]\n"
@@ -578,7 +578,7 @@ static const char usage_text[] =
     "  -b BYTES       the smallest size (default 8; K, M or G may follow)\n"
     "  -e BYTES       the largest size (default 64M; K, M or G may follow)\n"
     "  -f FACTOR      multiply the size by FACTOR each step (default 2; 1: add -b instead)\n"
-    "  -d DTYPE       float, bf16 or half (default bf16)\n"
+    "  -d DTYPE       float, bf16 or half (default bf16); e4m3 with ag-gemm, gemm-rs\n"
     "  -C COLL        the collective: allreduce (default), reduce-scatter or allgather;\n"
     "                 sizes are the whole buffer, a multiple of the ranks' count;\n"
     "                 ag-gemm or gemm-rs: the overlapped GEMM at --mnk against the GEMM\n"
@@ -658,8 +658,10 @@ int main(int argc, char **argv) {
         o.dtype = TECORE_DTYPE_BF16;
       else if (!strcmp(optarg, "half") || !strcmp(optarg, "f16") || !strcmp(optarg, "fp16"))
         o.dtype = TECORE_DTYPE_F16;
+      else if (!strcmp(optarg, "e4m3"))
+        o.dtype = TECORE_DTYPE_E4M3;
       else
-        return te_cli_error(&cli, "-d %s: not float, bf16 or half", optarg);
+        return te_cli_error(&cli, "-d %s: not float, bf16, half or e4m3", optarg);
       break;
     case 'C': {
       int c = -1;
@@ -699,8 +701,12 @@ int main(int argc, char **argv) {
   }
   if (te_cli_end(&cli, argc, argv)) return cli.status;
   if (o.maxb < o.minb) return te_cli_error(&cli, "-e %zu is below -b %zu", o.maxb, o.minb);
-  if ((o.coll == COLL_AG_GEMM || o.coll == COLL_GEMM_RS) && o.dtype == TECORE_DTYPE_F32)
-    return te_cli_error(&cli, "-C %s: -d bf16 or half (the GEMM's operands)", coll_words[o.coll]);
+  const int gemm_mode = o.coll == COLL_AG_GEMM || o.coll == COLL_GEMM_RS;
+  if (gemm_mode && o.dtype == TECORE_DTYPE_F32)
+    return te_cli_error(&cli, "-C %s: -d bf16, half or e4m3 (the GEMM's operands)",
+                        coll_words[o.coll]);
+  if (!gemm_mode && o.dtype == TECORE_DTYPE_E4M3)
+    return te_cli_error(&cli, "-d e4m3 goes with -C ag-gemm or gemm-rs");
   if (o.fused_hidden && o.coll != COLL_ALLREDUCE)
     return te_cli_error(&cli, "--fused is an allreduce's epilogue, not %s's", coll_words[o.coll]);
   o.quiet = cli.quiet;

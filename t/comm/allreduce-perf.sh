@@ -49,6 +49,7 @@ gemm_run() {
 gemm_run -n 2 -C ag-gemm --mnk 64,48,32 -d bf16
 gemm_run -n 3 -C gemm-rs --mnk 63,32,40 -d half -G 2
 gemm_run -n 4 -C ag-gemm --mnk 20,16,24 -d bf16 -G 2
+gemm_run -n 2 -C gemm-rs --mnk 32,16,32 -d e4m3
 TE_DEVICE=vdev "$tool" -n 2 -C gemm-rs --mnk 3,4 > /dev/null 2>&1
 if [ $? -ne 2 ]; then echo "FAIL: --mnk 3,4 was not refused with exit 2"; fail=1; fi
 # --fused is an allreduce's: refused with another collective (exit 2)
