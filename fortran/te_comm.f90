@@ -69,6 +69,48 @@ module te_comm
     integer(tecore_devptr_t) :: rsigma = 0
   end type tecomm_add_rmsnorm
 
+  ! struct tecomm_ag_gemm_args (libtecomm/te/comm.h)
+  type, bind(C) :: tecomm_ag_gemm_args
+    integer(tecore_devptr_t) :: a = 0
+    integer(tecore_devptr_t) :: a_all = 0
+    integer(tecore_devptr_t) :: b = 0
+    integer(tecore_devptr_t) :: d = 0
+    integer(c_size_t) :: rows = 0
+    integer(c_size_t) :: n = 0
+    integer(c_size_t) :: k = 0
+    integer(c_int) :: dtype = 0
+    integer(c_int) :: d_dtype = 0
+    integer(tecore_devptr_t) :: a_scale_inv = 0
+    integer(tecore_devptr_t) :: b_scale_inv = 0
+  end type tecomm_ag_gemm_args
+
+  ! struct tecomm_rs_add_rmsnorm (libtecomm/te/comm.h)
+  type, bind(C) :: tecomm_rs_add_rmsnorm
+    integer(tecore_devptr_t) :: residual_in = 0
+    integer(tecore_devptr_t) :: residual_out = 0
+    integer(tecore_devptr_t) :: gamma = 0
+    real(c_float) :: eps = 0
+    integer(tecore_devptr_t) :: out = 0
+    type(c_ptr) :: fp8_out = c_null_ptr
+    integer(tecore_devptr_t) :: rsigma = 0
+  end type tecomm_rs_add_rmsnorm
+
+  ! struct tecomm_gemm_rs_args (libtecomm/te/comm.h)
+  type, bind(C) :: tecomm_gemm_rs_args
+    integer(tecore_devptr_t) :: a = 0
+    integer(tecore_devptr_t) :: b = 0
+    integer(tecore_devptr_t) :: d = 0
+    integer(tecore_devptr_t) :: partials = 0
+    integer(c_size_t) :: rows = 0
+    integer(c_size_t) :: n = 0
+    integer(c_size_t) :: k = 0
+    integer(c_int) :: dtype = 0
+    integer(c_int) :: d_dtype = 0
+    type(c_ptr) :: norm = c_null_ptr
+    integer(tecore_devptr_t) :: a_scale_inv = 0
+    integer(tecore_devptr_t) :: b_scale_inv = 0
+  end type tecomm_gemm_rs_args
+
   ! struct tecomm_op_params (libtecomm/te/comm.h)
   type, bind(C) :: tecomm_op_params
     type(c_ptr) :: comm = c_null_ptr
@@ -291,6 +333,22 @@ module te_comm
       type(c_ptr), value :: stream
       integer(c_int) :: tecomm_allreduce_add_rmsnorm
     end function tecomm_allreduce_add_rmsnorm
+    function tecomm_ag_gemm(comm, args, stream) bind(C, name="tecomm_ag_gemm")
+      import
+      implicit none
+      type(c_ptr), value :: comm
+      type(tecomm_ag_gemm_args), intent(in), optional :: args
+      type(c_ptr), value :: stream
+      integer(c_int) :: tecomm_ag_gemm
+    end function tecomm_ag_gemm
+    function tecomm_gemm_rs(comm, args, stream) bind(C, name="tecomm_gemm_rs")
+      import
+      implicit none
+      type(c_ptr), value :: comm
+      type(tecomm_gemm_rs_args), intent(in), optional :: args
+      type(c_ptr), value :: stream
+      integer(c_int) :: tecomm_gemm_rs
+    end function tecomm_gemm_rs
     function tecomm_amax_reduce(amax, count, stream, ctx) bind(C, name="tecomm_amax_reduce")
       import
       implicit none

@@ -82,6 +82,7 @@ static const struct tc_group_ops group_ops = {
 
 static void comm_free(struct tecomm_comm *c) {
   if (!c) return;
+  if (c->ov_free) c->ov_free(c);
   tc_levels_close(c);
   if (c->scratch) (void)tecore_mem_free(c->scratch);
   if (c->ce_scratch) (void)tecore_mem_free(c->ce_scratch);

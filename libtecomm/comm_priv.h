@@ -139,6 +139,10 @@ struct tecomm_comm {
   size_t al_scratch_bytes;
   tecore_devptr_t al_old[24];
   int n_al_old;
+  /* the overlapped GEMMs' state (overlap/: side stream, events, staging),
+   * opaque here, made on their first call; freed by ov_free, set with it */
+  void *ov;
+  void (*ov_free)(struct tecomm_comm *c);
 
   /* nodes (base/nodes.c), and the hierarchical verbs path (verbs_hier.c) */
   int *node_of;              /* every rank's node (its host, or TECOMM_NODE_MAP) */

@@ -148,6 +148,29 @@ tecomm_result_t tc_stage_get(struct tecomm_comm *c, size_t count, tecore_dtype_t
 struct tc_ar_call;
 void tc_ar_call_init(struct tecomm_comm *c, const struct tc_call *k, struct tc_ar_call *call);
 tecomm_result_t tc_ce_scratch_get(struct tecomm_comm *c, size_t bytes, int cap, const char *fn);
+
+/* A fused call's epilogue operands as every rank plans them (ar_run.c):
+ * with hidden % 8 == 0 every rank takes the 16-byte vector row plan, and
+ * the kernels' grids, which meet at the barriers, follow from it; so an
+ * operand of this rank's that is not 16-byte aligned is replaced by an
+ * aligned copy in the communicator's scratch (copied in on stream now,
+ * copied out by tc_fused_post after the launch).  al->args is the call
+ * as it runs; reads_x: the kernel reads x itself (Lamport, NVLS). */
+struct tc_al_post {
+  tecore_devptr_t to[3], from[3];
+  size_t bytes[3];
+  int n;
+};
+struct tc_al_call {
+  struct tecomm_add_rmsnorm args; /* its fp8_out may point to fp8: used in place */
+  struct tecore_tensor fp8;
+  struct tc_al_post post;
+};
+tecomm_result_t tc_fused_align(struct tecomm_comm *c, const struct tecomm_add_rmsnorm *a,
+                               int reads_x, int cap, tecore_stream_t stream,
+                               struct tc_al_call *al, const char *fn);
+tecomm_result_t tc_fused_post(const struct tc_al_call *al, tecore_stream_t stream,
+                              const char *fn);
 /* TECOMM_ERR_INVALID when p lies in symmetric memory and bytes from it
  * run past its allocation, or it is free pool space (allreduce.c). */
 tecomm_result_t tc_sym_bounds(struct tecomm_comm *c, tecore_devptr_t p, size_t bytes,

@@ -75,7 +75,7 @@ static void tc_mismatch_why(struct tecomm_comm *c, int peer, char *why, size_t n
     snprintf(a, sizeof a, "%s (variant %u)", tc_ar_kernel_name(me.algo), me.variant);
     snprintf(b, sizeof b, "%s (variant %u)", tc_ar_kernel_name(them.algo), them.variant);
   } else if (me.hidden != them.hidden) {
-    f = "hidden (fused)";
+    f = tc_ar_desc_hidden(&me);
     snprintf(a, sizeof a, "%u", me.hidden);
     snprintf(b, sizeof b, "%u", them.hidden);
   } else if (me.eps != them.eps) {
@@ -87,7 +87,10 @@ static void tc_mismatch_why(struct tecomm_comm *c, int peer, char *why, size_t n
     snprintf(a, sizeof a, "%d", me.nranks);
     snprintf(b, sizeof b, "%d", them.nranks);
   }
-  if (a[0])
+  if (a[0] && (me.variant & them.variant & TC_AR_DESC_GEMM))
+    snprintf(why, n, "rank %d's collective call differs from this rank's (%s): %s %s here, %s on "
+             "rank %d", peer, tc_ar_desc_call(&me), f, a, b, peer);
+  else if (a[0])
     snprintf(why, n, "rank %d's collective call differs from this rank's: %s %s here, %s on rank %d",
              peer, f, a, b, peer);
   else

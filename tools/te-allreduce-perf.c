@@ -45,13 +45,15 @@
 #include "out.h"
 #include "common/convert.h"
 #include "nccl_peer.h"
+#include "perf_gemm.h"
 #ifdef TE_HAVE_MPI
 #include <mpi.h>
 #endif
 
 /* -C: the collective timed */
-enum coll { COLL_ALLREDUCE, COLL_REDUCE_SCATTER, COLL_ALLGATHER };
-static const char *const coll_words[] = {"allreduce", "reduce-scatter", "allgather"};
+enum coll { COLL_ALLREDUCE, COLL_REDUCE_SCATTER, COLL_ALLGATHER, COLL_AG_GEMM, COLL_GEMM_RS };
+static const char *const coll_words[] = {"allreduce", "reduce-scatter", "allgather", "ag-gemm",
+                                         "gemm-rs"};
 
 struct opts {
   int nranks;            /* -n; 0: from the launcher */
@@ -67,6 +69,7 @@ struct opts {
   int check;
   int nccl;              /* compare with NCCL when present */
   int quiet;             /* --quiet: the column names and the rows only */
+  size_t mnk[3];         /* --mnk: ag-gemm and gemm-rs's shape */
 };
 
 /* ---- the fork bootstrap: shared memory allgather + barrier --------------- */
@@ -449,6 +452,16 @@ static int run_rank(const struct opts *o, int rank, int n, int device,
   COMM(tecomm_comm_init(rank, n, device, bs, &b.comm));
   COMM(tecomm_comm_rank(b.comm, &b.rank, &b.n, NULL));
   g_rank = b.rank;
+  if (o->coll == COLL_AG_GEMM || o->coll == COLL_GEMM_RS) {
+    const struct perf_gemm_opts g = {.rs = o->coll == COLL_GEMM_RS, .m = o->mnk[0],
+                                     .n = o->mnk[1], .k = o->mnk[2], .dtype = o->dtype,
+                                     .warmup = o->warmup, .iters = o->iters,
+                                     .graph_ops = o->graph_ops, .check = o->check, .out = o->out,
+                                     .nccl = o->nccl};
+    int rc = perf_gemm_run(b.comm, &g);
+    COMM(tecomm_comm_destroy(b.comm));
+    return rc;
+  }
   CORE(tecore_stream_create(TECORE_STREAM_NON_BLOCKING, 0, &b.s));
   CORE(tecore_event_create(TECORE_EVENT_DEFAULT, &b.e0));
   CORE(tecore_event_create(TECORE_EVENT_DEFAULT, &b.e1));
@@ -555,18 +568,21 @@ static int run_rank(const struct opts *o, int rank, int n, int device,
 
 static const char usage_text[] =
     "usage: te-allreduce-perf [-n ranks] [-b minbytes] [-e maxbytes] [-f factor]\n"
-    "         [-d float|bf16|half] [-C allreduce|reduce-scatter|allgather]\n"
+    "         [-d float|bf16|half|e4m3] [-C allreduce|reduce-scatter|allgather|ag-gemm|gemm-rs]\n"
     "         [-a auto|oneshot|twoshot|lamport|nccl|verbs|nvls|nvls-lamport|mnnvl|ce]\n"
     "         [-G ops] [-w warmup] [-i iters] [-c 0|1] [--fused hidden] [--no-nccl]\n"
+    "         [--mnk M,N,K]\n"
     "         [--csv | --json] [-q] [-h] [--version]\n"
     "  -n N           fork N ranks (one per GPU, or vdev ranks); without it, ranks come\n"
     "                 from TECOMM_RANK/NRANKS/ROOT and TECOMM_SECRET (or mpirun)\n"
     "  -b BYTES       the smallest size (default 8; K, M or G may follow)\n"
     "  -e BYTES       the largest size (default 64M; K, M or G may follow)\n"
     "  -f FACTOR      multiply the size by FACTOR each step (default 2; 1: add -b instead)\n"
-    "  -d DTYPE       float, bf16 or half (default bf16)\n"
+    "  -d DTYPE       float, bf16 or half (default bf16); e4m3 with ag-gemm, gemm-rs\n"
     "  -C COLL        the collective: allreduce (default), reduce-scatter or allgather;\n"
-    "                 sizes are the whole buffer, a multiple of the ranks' count\n"
+    "                 sizes are the whole buffer, a multiple of the ranks' count;\n"
+    "                 ag-gemm or gemm-rs: the overlapped GEMM at --mnk against the GEMM\n"
+    "                 alone, the unoverlapped pair and the collective alone\n"
     "  -a ALGO        the algorithm for every size (default auto: libtecomm's table)\n"
     "  -G N           capture N operations in one graph and time its replays (per op;\n"
     "                 default 0: eager launches)\n"
@@ -574,6 +590,8 @@ static const char usage_text[] =
     "  -i N           timed operations per size (default 20)\n"
     "  -c 0|1         check the result of one more call per size (#wrong; default 1)\n"
     "  --fused H      allreduce + residual add + RMSNorm over rows of H elements\n"
+    "  --mnk M,N,K    ag-gemm, gemm-rs: d[M][N] = a[M][K] b[N][K]^T, M every rank's rows\n"
+    "                 together (default 8192,4096,4096)\n"
     "  --no-nccl      do not time NCCL (the library itself, on cuda) beside each size\n"
     "  --csv          CSV on stdout: a header row, then one row per size\n"
     "  --json         one JSON object on stdout: the run, \"rows\", the average bus bandwidth\n"
@@ -585,12 +603,28 @@ static const char usage_text[] =
     "see te-allreduce-perf(1)\n";
 static int fork_ranks(const struct opts *o_);
 
+/* --mnk M,N,K: three sizes of 1 to 2^31; 1 when it is not that. */
+static int parse_mnk(const char *arg, size_t mnk[3]) {
+  const char *p = arg;
+  for (int i = 0; i < 3; i++) {
+    char *end;
+    errno = 0;
+    unsigned long long v = strtoull(p, &end, 10);
+    if (end == p || errno || v < 1 || v > (1ull << 31) || *p == '-') return 1;
+    mnk[i] = (size_t)v;
+    if (i < 2 && *end != ',') return 1;
+    p = end + (i < 2);
+  }
+  return *p != 0;
+}
+
 int main(int argc, char **argv) {
   struct te_out out = {.tool = "te-allreduce-perf", .head_prefix = "#"};
   struct opts o = {.out = &out, .nranks = 0, .minb = 8, .maxb = 64u << 20, .factor = 2, .dtype = TECORE_DTYPE_BF16,
                    .algo = TECOMM_ALGO_AUTO, .graph_ops = 0, .warmup = 5, .iters = 20,
-                   .check = 1, .nccl = 1};
+                   .check = 1, .nccl = 1, .mnk = {8192, 4096, 4096}};
   static const struct option lo[] = {{"fused", required_argument, 0, 'F'},
+                                     {"mnk", required_argument, 0, 'M'},
                                      TE_CLI_FORMATS,
                                      {"no-nccl", no_argument, 0, 'N'},
                                      TE_CLI_LONGS,
@@ -624,14 +658,18 @@ int main(int argc, char **argv) {
         o.dtype = TECORE_DTYPE_BF16;
       else if (!strcmp(optarg, "half") || !strcmp(optarg, "f16") || !strcmp(optarg, "fp16"))
         o.dtype = TECORE_DTYPE_F16;
+      else if (!strcmp(optarg, "e4m3"))
+        o.dtype = TECORE_DTYPE_E4M3;
       else
-        return te_cli_error(&cli, "-d %s: not float, bf16 or half", optarg);
+        return te_cli_error(&cli, "-d %s: not float, bf16, half or e4m3", optarg);
       break;
     case 'C': {
       int c = -1;
-      for (int i = 0; i < 3; i++)
+      for (int i = 0; i < (int)(sizeof coll_words / sizeof coll_words[0]); i++)
         if (!strcmp(optarg, coll_words[i])) c = i;
-      if (c < 0) return te_cli_error(&cli, "-C %s: not allreduce, reduce-scatter or allgather", optarg);
+      if (c < 0)
+        return te_cli_error(&cli, "-C %s: not allreduce, reduce-scatter, allgather, ag-gemm or "
+                            "gemm-rs", optarg);
       o.coll = (enum coll)c;
       break;
     }
@@ -656,10 +694,19 @@ int main(int argc, char **argv) {
       o.fused_hidden = (size_t)v;
       break;
     case 'N': o.nccl = 0; break;
+    case 'M':
+      if (parse_mnk(optarg, o.mnk)) return te_cli_error(&cli, "--mnk %s: not M,N,K (each 1 to 2^31)", optarg);
+      break;
     }
   }
   if (te_cli_end(&cli, argc, argv)) return cli.status;
   if (o.maxb < o.minb) return te_cli_error(&cli, "-e %zu is below -b %zu", o.maxb, o.minb);
+  const int gemm_mode = o.coll == COLL_AG_GEMM || o.coll == COLL_GEMM_RS;
+  if (gemm_mode && o.dtype == TECORE_DTYPE_F32)
+    return te_cli_error(&cli, "-C %s: -d bf16, half or e4m3 (the GEMM's operands)",
+                        coll_words[o.coll]);
+  if (!gemm_mode && o.dtype == TECORE_DTYPE_E4M3)
+    return te_cli_error(&cli, "-d e4m3 goes with -C ag-gemm or gemm-rs");
   if (o.fused_hidden && o.coll != COLL_ALLREDUCE)
     return te_cli_error(&cli, "--fused is an allreduce's epilogue, not %s's", coll_words[o.coll]);
   o.quiet = cli.quiet;

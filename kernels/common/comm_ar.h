@@ -241,6 +241,7 @@ struct te_ar_desc {
 #define TE_AR_V_AG 0x10u          /* all-gather */
 #define TE_AR_V_SYM 0x20u         /* inputs read where the callers' send lies (symmetric) */
 #define TE_AR_V_SYM_INPLACE 0x40u /* all-gather: read in place from the peers' recv */
+#define TE_AR_V_GEMM 0x80u        /* a barrier or fold of an overlapped GEMM (libtecomm/overlap/) */
 
 /* The one kernel parameter, passed by value (the same bytes on both
  * sides: fixed-width fields, 8-byte ones first). */

@@ -370,6 +370,11 @@ static void ar_params_base(const struct tc_ar_call *c, struct te_ar_params *p) {
   if (c->coll == TC_AR_COLL_REDUCE_SCATTER) d->variant |= TE_AR_V_RS;
   if (c->coll == TC_AR_COLL_ALLGATHER) d->variant |= TE_AR_V_AG;
   if (c->sym_in) d->variant |= c->sym_in == 2 ? TE_AR_V_SYM | TE_AR_V_SYM_INPLACE : TE_AR_V_SYM;
+  _Static_assert(TC_AR_DESC_GEMM == TE_AR_V_GEMM, "ar_kernels.h's TC_AR_DESC_GEMM");
+  if (c->gemm_dim) {
+    d->variant |= TE_AR_V_GEMM;
+    if (!c->fused) d->hidden = (uint32_t)c->gemm_dim;
+  }
   d->hash = te_ar_desc_hash(d);
 }
 
@@ -677,6 +682,8 @@ static tecore_result_t ar_gather(const struct tc_ar_call *c, struct te_ar_params
   return ar_go(TE_AR_K_GATHER, &cfg, p, stream);
 }
 
+tecore_result_t tc_ar_check(const struct tc_ar_call *call) { return ar_check(call, "tc_ar_launch"); }
+
 tecore_result_t tc_ar_launch(const struct tc_ar_call *call, tecore_stream_t stream) {
   static const char fn[] = "tc_ar_launch";
   AR_CHECK(ar_check(call, fn));
@@ -716,9 +723,16 @@ static tecore_result_t ar_word_io(tecore_devptr_t dev, uint32_t *host, int write
 }
 
 const char *tc_ar_desc_call(const struct tc_ar_desc *d) {
+  if (d->variant & TE_AR_V_GEMM)
+    return d->variant & TE_AR_V_AG ? "all-gather+GEMM" : "GEMM+reduce-scatter";
   return d->variant & TE_AR_V_RS ? "reduce-scatter"
          : d->variant & TE_AR_V_AG ? "all-gather"
                                    : "allreduce";
+}
+
+const char *tc_ar_desc_hidden(const struct tc_ar_desc *d) {
+  if (!(d->variant & TE_AR_V_GEMM) || (d->variant & TE_AR_V_FUSED)) return "hidden (fused)";
+  return d->variant & TE_AR_V_AG ? "n (the GEMM's)" : "k (the GEMM's)";
 }
 
 const char *tc_ar_desc_input(const struct tc_ar_desc *d) {

@@ -124,6 +124,11 @@ struct tc_ar_call {
    * 0: staged copies.  Part of the descriptor, so that ranks that read
    * differently fail with TC_AR_ERR_MISMATCH instead of reading garbage */
   int sym_in;
+  /* the overlapped GEMMs (libtecomm/overlap/): their barriers and fold
+   * carry the GEMM's other dimension here (0: not one of them), part of
+   * the descriptor (TE_AR_V_GEMM), so that a rank making another call or
+   * another shape fails with TC_AR_ERR_MISMATCH */
+  size_t gemm_dim;
 };
 
 /* Device error word contents (TC_AR_ERR_MISMATCH: the peer's call
@@ -196,6 +201,9 @@ static inline int tc_ar_fused_rows_vec(size_t hidden) { return hidden % 8 == 0; 
  * amax): tecore_compute_scale, then tecore_rmsnorm_fwd of residual_out
  * into fp8_out with that scale, libtecore's own second pass. */
 tecore_result_t tc_ar_launch(const struct tc_ar_call *call, tecore_stream_t stream);
+/* What tc_ar_launch checks of call, without queueing anything (a caller
+ * that queues other work first checks before it). */
+tecore_result_t tc_ar_check(const struct tc_ar_call *call);
 
 /* Which fused two-shot a fused TC_AR_TWOSHOT call runs now
  * (TECOMM_FUSED_TWOSHOT): "rows ..." (one kernel, reduce-scatter by rows)
@@ -226,6 +234,12 @@ struct tc_ar_desc {
 /* The collective a descriptor is: "allreduce", "reduce-scatter" or
  * "all-gather" (its variant's bits). */
 const char *tc_ar_desc_call(const struct tc_ar_desc *d);
+/* The descriptor's variant bit of the overlapped GEMMs' barriers and
+ * fold (comm_ar.h's TE_AR_V_GEMM), for the host's messages. */
+#define TC_AR_DESC_GEMM 0x80u
+/* What the descriptor's hidden holds: "hidden (fused)", or the
+ * overlapped GEMM's n (all-gather) or k (reduce-scatter). */
+const char *tc_ar_desc_hidden(const struct tc_ar_desc *d);
 /* Where a reduce-scatter or all-gather read its input: "a staged copy",
  * "symmetric send in place" or "symmetric recv in place". */
 const char *tc_ar_desc_input(const struct tc_ar_desc *d);

@@ -165,16 +165,6 @@ static int al16(tecore_devptr_t p) { return (p & 15u) == 0; }
  * on the same stream (the same bits: the copies move bytes).  al->args
  * (and al->fp8 for the FP8 tensor) is the call as it runs; al->post, when
  * set, the copies out are due after the launch. */
-struct al_post {
-  tecore_devptr_t to[3], from[3];
-  size_t bytes[3];
-  int n;
-};
-struct al_call {
-  struct tecomm_add_rmsnorm args; /* its fp8_out may point to fp8: used in place */
-  struct tecore_tensor fp8;
-  struct al_post post;
-};
 
 static int fused_unaligned(const struct tecomm_add_rmsnorm *a, int reads_x) {
   tecore_devptr_t d8 = a->fp8_out ? a->fp8_out->data : 0;
@@ -184,10 +174,10 @@ static int fused_unaligned(const struct tecomm_add_rmsnorm *a, int reads_x) {
 
 static tecomm_result_t fused_align(struct tecomm_comm *c, const struct tecomm_add_rmsnorm *a,
                                    int reads_x, int cap, tecore_stream_t stream,
-                                   struct al_call *al, const char *fn) {
+                                   struct tc_al_call *al, const char *fn) {
   struct tecomm_add_rmsnorm *b = &al->args;
   struct tecore_tensor *q = &al->fp8;
-  struct al_post *post = &al->post;
+  struct tc_al_post *post = &al->post;
   *b = *a;
   post->n = 0;
   if (!tc_ar_fused_rows_vec(a->hidden) || !fused_unaligned(a, reads_x)) return TECOMM_SUCCESS;
@@ -300,7 +290,7 @@ static tecomm_result_t composite(struct tecomm_comm *c, const struct tecomm_add_
  * this rank's alignment. */
 tecomm_result_t tc_run_composite(struct tecomm_comm *c, const struct tc_call *k,
                                  tc_reduce_fn reduce) {
-  struct al_call al;
+  struct tc_al_call al;
   TC_CHECK(fused_align(c, k->fa, 0, k->cap, k->stream, &al, k->fn));
   TC_CHECK(composite(c, &al.args, reduce, k->stream, k->fn));
   for (int i = 0; i < al.post.n; i++)
@@ -368,7 +358,7 @@ tecomm_result_t tc_run_kernel(struct tecomm_comm *c, const struct tc_call *k) {
   }
   TC_CHECK(kernel_inputs(c, k, &call));
   struct tc_ar_fused f;
-  struct al_call alc;
+  struct tc_al_call alc;
   alc.post.n = 0;
   if (k->fa) {
     /* Lamport and NVLS read this rank's x themselves (in[rank]) */
@@ -384,9 +374,21 @@ tecomm_result_t tc_run_kernel(struct tecomm_comm *c, const struct tc_call *k) {
     call.out = 0;
   }
   TC_CORE(tc_ar_launch(&call, k->stream), k->fn);
-  for (int i = 0; i < alc.post.n; i++)
-    TC_CORE(tecore_memcpy_async(alc.post.to[i], alc.post.from[i], alc.post.bytes[i], k->stream),
-            k->fn);
+  return tc_fused_post(&alc, k->stream, k->fn);
+}
+
+tecomm_result_t tc_fused_align(struct tecomm_comm *c, const struct tecomm_add_rmsnorm *a,
+                               int reads_x, int cap, tecore_stream_t stream,
+                               struct tc_al_call *al, const char *fn) {
+  al->post.n = 0;
+  return fused_align(c, a, reads_x, cap, stream, al, fn);
+}
+
+tecomm_result_t tc_fused_post(const struct tc_al_call *al, tecore_stream_t stream,
+                              const char *fn) {
+  const struct tc_al_post *p = &al->post;
+  for (int i = 0; i < p->n; i++)
+    TC_CORE(tecore_memcpy_async(p->to[i], p->from[i], p->bytes[i], stream), fn);
   return TECOMM_SUCCESS;
 }
 

@@ -10,7 +10,7 @@
  * Ownership and threads.  A communicator is used by one thread at a time,
  * with its device's context current (init makes it current); its
  * collective calls (init, split, mem_alloc, mem_free, allreduce,
- * reduce_scatter, allgather, destroy)
+ * reduce_scatter, allgather, ag_gemm, gemm_rs, destroy)
  * must be made by every rank in the same order.  Results of stream-ordered calls are ready on the
  * stream passed in; nothing blocks the host except init, split, mem_alloc,
  * mem_free and destroy (host exchanges with the peers, each bounded by
@@ -251,6 +251,81 @@ struct tecomm_add_rmsnorm {
 tecomm_result_t tecomm_allreduce_add_rmsnorm(tecomm_comm_t comm,
                                              const struct tecomm_add_rmsnorm *args,
                                              tecore_stream_t stream);
+
+/* ---- GEMMs with the collective of sequence parallelism inside -------------
+ * The two GEMMs of sequence-parallel tensor parallelism, each split in
+ * nranks chunks along the rows (tokens) so that one chunk's copy between
+ * the ranks runs while another chunk multiplies.  The copies are the copy
+ * engines' (stream memcpys between symmetric buffers on a side stream of
+ * the communicator, ordered by events), so the GEMM keeps every SM.  Row-
+ * major, D = A B^T as tecore_gemm(A, N, B, T, D): a and b BF16 or F16, d
+ * of their dtype or F32; or a and b E4M3 with per-tensor scales
+ * (a_scale_inv, b_scale_inv: one float each on the device, the
+ * dequantization factors), d BF16, F16 or F32 (k a multiple of 16, rows
+ * of d a multiple of 16 bytes, a, a_all, b and d 16-byte aligned: the FP8
+ * GEMM's rules), so the all-gather moves half the bytes.  Collective (every rank passes the same rows, n,
+ * k, dtypes and form), enqueued on stream, captured when it captures
+ * (after one uncaptured call has made the side stream and buffers).
+ * They need the IPC workspaces (TECOMM_ERR_NOT_SUPPORTED at the NCCL and
+ * verbs levels).  A peer that does not come is TECOMM_ERR_TIMEOUT within
+ * TECOMM_TIMEOUT, sticky as for the other collectives.
+ *
+ * All-gather + GEMM (before a column-parallel Linear): a_all = the ranks'
+ * a stacked in rank order, d = a_all b^T.  Rank r multiplies its own rows
+ * first, then rank r+1's, r+2's, ... (a ring), each as soon as it is
+ * copied.  a must be symmetric memory (tecomm_mem_alloc), at the same
+ * offset on every rank, or in place: a == a_all + rank*rows*k with a_all
+ * symmetric.  a_all (any device memory unless in place) keeps the
+ * gathered rows: the backward's weight gradient needs them. */
+struct tecomm_ag_gemm_args {
+  tecore_devptr_t a;        /* [rows][k]: this rank's rows */
+  tecore_devptr_t a_all;    /* [nranks*rows][k]: written (rank s's rows at s*rows) */
+  tecore_devptr_t b;        /* [n][k] */
+  tecore_devptr_t d;        /* [nranks*rows][n]: written */
+  size_t rows, n, k;        /* rows: one rank's */
+  tecore_dtype_t dtype;     /* a, a_all, b: BF16, F16 or E4M3 */
+  tecore_dtype_t d_dtype;   /* dtype or F32 (E4M3: BF16, F16 or F32) */
+  tecore_devptr_t a_scale_inv, b_scale_inv; /* E4M3: float[1] each; else unused */
+};
+tecomm_result_t tecomm_ag_gemm(tecomm_comm_t comm, const struct tecomm_ag_gemm_args *args,
+                               tecore_stream_t stream);
+
+/* GEMM + reduce-scatter (after a row-parallel Linear): d = the sum over
+ * the ranks of rows rank*rows .. rank*rows+rows of a b^T.  Rank r
+ * multiplies rank r+1's rows first into its partials slot r+1, then
+ * r+2's, ..., its own last; after each step every rank pulls its block
+ * of that step's products from the peer that made it, by the copy
+ * engine, while the next block multiplies; then one kernel folds the
+ * nranks blocks in rank order in float and rounds once: the bits do not
+ * depend on timing.  partials: symmetric memory of nranks*rows*n
+ * elements of d_dtype (slot s: this rank's product for rank s), the same
+ * allocation and offset on every rank, used by nothing else while calls
+ * run; peers only read it.  With norm set the fold is fused with the
+ * residual add and RMSNorm of tecomm_allreduce_add_rmsnorm over rows of
+ * n (d_dtype is their dtype; d must be 0): the sequence-parallel block's
+ * norm on this rank's rows. */
+struct tecomm_rs_add_rmsnorm {
+  tecore_devptr_t residual_in;   /* [rows][n] */
+  tecore_devptr_t residual_out;  /* [rows][n]: the sum + residual_in; may be residual_in */
+  tecore_devptr_t gamma;         /* [n] */
+  float eps;
+  tecore_devptr_t out;           /* [rows][n]: the norm's output, or 0 */
+  const struct tecore_tensor *fp8_out; /* [rows][n] E4M3/E5M2 or NULL */
+  tecore_devptr_t rsigma;        /* rows F32, or 0 */
+};
+struct tecomm_gemm_rs_args {
+  tecore_devptr_t a;        /* [nranks*rows][k]: every rank's rows, this rank's k */
+  tecore_devptr_t b;        /* [n][k] */
+  tecore_devptr_t d;        /* [rows][n]: written (0 with norm) */
+  tecore_devptr_t partials; /* symmetric: [nranks][rows][n] of d_dtype */
+  size_t rows, n, k;        /* rows: one rank's */
+  tecore_dtype_t dtype;     /* a, b: BF16, F16 or E4M3 */
+  tecore_dtype_t d_dtype;   /* dtype or F32 (E4M3: BF16, F16 or F32); the norm's */
+  const struct tecomm_rs_add_rmsnorm *norm; /* NULL: a plain reduce-scatter */
+  tecore_devptr_t a_scale_inv, b_scale_inv; /* E4M3: float[1] each; else unused */
+};
+tecomm_result_t tecomm_gemm_rs(tecomm_comm_t comm, const struct tecomm_gemm_rs_args *args,
+                               tecore_stream_t stream);
 
 /* A tecore_amax_reduce_fn (te/recipe.h) with ctx = a tecomm_comm_t: MAX
  * over F32 of the count amaxes in place.  Set recipe.amax_reduce to it and

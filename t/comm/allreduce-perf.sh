@@ -33,6 +33,25 @@ run -n 2 -b 8K -e 32K -f 2 -d bf16 --fused 1024 -G 2
 run -n 2 -b 8 -e 256K -f 16 -d bf16 -C reduce-scatter
 run -n 3 -b 12 -e 48K -f 8 -d float -C allgather -G 2
 run -n 4 -b 16 -e 64K -f 16 -d half -C reduce-scatter -G 2
+# the overlapped GEMMs at one shape: four rows (overlap, gemm, pair, coll),
+# each with a time, and no element of the overlapped call off the pair's
+gemm_run() {
+  out=$(TE_DEVICE=vdev "$tool" "$@" -w 1 -i 2 --csv 2>&1)
+  rc=$?
+  rows=$(printf '%s\n' "$out" | grep -E '^(overlap|gemm|pair|coll),[0-9.]+,')
+  if [ $rc -ne 0 ] || [ "$(printf '%s\n' "$rows" | wc -l)" -ne 4 ] ||
+     ! printf '%s\n' "$out" | grep -q '^# wrong elements (overlap against pair): 0$' ||
+     ! printf '%s\n' "$out" | grep -q '^# floor: the gemm row'; then
+    echo "FAIL: te-allreduce-perf $* exited $rc, or lacks a row, the floor or #wrong 0"
+    printf '%s\n' "$out"; fail=1
+  fi
+}
+gemm_run -n 2 -C ag-gemm --mnk 64,48,32 -d bf16
+gemm_run -n 3 -C gemm-rs --mnk 63,32,40 -d half -G 2
+gemm_run -n 4 -C ag-gemm --mnk 20,16,24 -d bf16 -G 2
+gemm_run -n 2 -C gemm-rs --mnk 32,16,32 -d e4m3
+TE_DEVICE=vdev "$tool" -n 2 -C gemm-rs --mnk 3,4 > /dev/null 2>&1
+if [ $? -ne 2 ]; then echo "FAIL: --mnk 3,4 was not refused with exit 2"; fail=1; fi
 # --fused is an allreduce's: refused with another collective (exit 2)
 TE_DEVICE=vdev "$tool" -n 2 -C allgather --fused 64 > /dev/null 2>&1
 if [ $? -ne 2 ]; then echo "FAIL: -C allgather --fused was not refused with exit 2"; fail=1; fi

@@ -68,7 +68,10 @@ program fortran_layout
   type(tegraph_offload_stats), target :: v58
   type(tecomm_bootstrap), target :: v59
   type(tecomm_add_rmsnorm), target :: v60
-  type(tecomm_op_params), target :: v61
+  type(tecomm_ag_gemm_args), target :: v61
+  type(tecomm_rs_add_rmsnorm), target :: v62
+  type(tecomm_gemm_rs_args), target :: v63
+  type(tecomm_op_params), target :: v64
   print '(a,1x,i0)', 'tecore_tunable size', c_sizeof(v0)
   print '(a,1x,i0)', 'tecore_tunable.name', off(c_loc(v0), c_loc(v0%name))
   print '(a,1x,i0)', 'tecore_tunable.env', off(c_loc(v0), c_loc(v0%env))
@@ -663,10 +666,43 @@ program fortran_layout
   print '(a,1x,i0)', 'tecomm_add_rmsnorm.fp8_out', off(c_loc(v60), c_loc(v60%fp8_out))
   print '(a,1x,i0)', 'tecomm_add_rmsnorm.algo', off(c_loc(v60), c_loc(v60%algo))
   print '(a,1x,i0)', 'tecomm_add_rmsnorm.rsigma', off(c_loc(v60), c_loc(v60%rsigma))
-  print '(a,1x,i0)', 'tecomm_op_params size', c_sizeof(v61)
-  print '(a,1x,i0)', 'tecomm_op_params.comm', off(c_loc(v61), c_loc(v61%comm))
-  print '(a,1x,i0)', 'tecomm_op_params.algo', off(c_loc(v61), c_loc(v61%algo))
-  print '(a,1x,i0)', 'tecomm_op_params.flags', off(c_loc(v61), c_loc(v61%flags))
+  print '(a,1x,i0)', 'tecomm_ag_gemm_args size', c_sizeof(v61)
+  print '(a,1x,i0)', 'tecomm_ag_gemm_args.a', off(c_loc(v61), c_loc(v61%a))
+  print '(a,1x,i0)', 'tecomm_ag_gemm_args.a_all', off(c_loc(v61), c_loc(v61%a_all))
+  print '(a,1x,i0)', 'tecomm_ag_gemm_args.b', off(c_loc(v61), c_loc(v61%b))
+  print '(a,1x,i0)', 'tecomm_ag_gemm_args.d', off(c_loc(v61), c_loc(v61%d))
+  print '(a,1x,i0)', 'tecomm_ag_gemm_args.rows', off(c_loc(v61), c_loc(v61%rows))
+  print '(a,1x,i0)', 'tecomm_ag_gemm_args.n', off(c_loc(v61), c_loc(v61%n))
+  print '(a,1x,i0)', 'tecomm_ag_gemm_args.k', off(c_loc(v61), c_loc(v61%k))
+  print '(a,1x,i0)', 'tecomm_ag_gemm_args.dtype', off(c_loc(v61), c_loc(v61%dtype))
+  print '(a,1x,i0)', 'tecomm_ag_gemm_args.d_dtype', off(c_loc(v61), c_loc(v61%d_dtype))
+  print '(a,1x,i0)', 'tecomm_ag_gemm_args.a_scale_inv', off(c_loc(v61), c_loc(v61%a_scale_inv))
+  print '(a,1x,i0)', 'tecomm_ag_gemm_args.b_scale_inv', off(c_loc(v61), c_loc(v61%b_scale_inv))
+  print '(a,1x,i0)', 'tecomm_rs_add_rmsnorm size', c_sizeof(v62)
+  print '(a,1x,i0)', 'tecomm_rs_add_rmsnorm.residual_in', off(c_loc(v62), c_loc(v62%residual_in))
+  print '(a,1x,i0)', 'tecomm_rs_add_rmsnorm.residual_out', off(c_loc(v62), c_loc(v62%residual_out))
+  print '(a,1x,i0)', 'tecomm_rs_add_rmsnorm.gamma', off(c_loc(v62), c_loc(v62%gamma))
+  print '(a,1x,i0)', 'tecomm_rs_add_rmsnorm.eps', off(c_loc(v62), c_loc(v62%eps))
+  print '(a,1x,i0)', 'tecomm_rs_add_rmsnorm.out', off(c_loc(v62), c_loc(v62%out))
+  print '(a,1x,i0)', 'tecomm_rs_add_rmsnorm.fp8_out', off(c_loc(v62), c_loc(v62%fp8_out))
+  print '(a,1x,i0)', 'tecomm_rs_add_rmsnorm.rsigma', off(c_loc(v62), c_loc(v62%rsigma))
+  print '(a,1x,i0)', 'tecomm_gemm_rs_args size', c_sizeof(v63)
+  print '(a,1x,i0)', 'tecomm_gemm_rs_args.a', off(c_loc(v63), c_loc(v63%a))
+  print '(a,1x,i0)', 'tecomm_gemm_rs_args.b', off(c_loc(v63), c_loc(v63%b))
+  print '(a,1x,i0)', 'tecomm_gemm_rs_args.d', off(c_loc(v63), c_loc(v63%d))
+  print '(a,1x,i0)', 'tecomm_gemm_rs_args.partials', off(c_loc(v63), c_loc(v63%partials))
+  print '(a,1x,i0)', 'tecomm_gemm_rs_args.rows', off(c_loc(v63), c_loc(v63%rows))
+  print '(a,1x,i0)', 'tecomm_gemm_rs_args.n', off(c_loc(v63), c_loc(v63%n))
+  print '(a,1x,i0)', 'tecomm_gemm_rs_args.k', off(c_loc(v63), c_loc(v63%k))
+  print '(a,1x,i0)', 'tecomm_gemm_rs_args.dtype', off(c_loc(v63), c_loc(v63%dtype))
+  print '(a,1x,i0)', 'tecomm_gemm_rs_args.d_dtype', off(c_loc(v63), c_loc(v63%d_dtype))
+  print '(a,1x,i0)', 'tecomm_gemm_rs_args.norm', off(c_loc(v63), c_loc(v63%norm))
+  print '(a,1x,i0)', 'tecomm_gemm_rs_args.a_scale_inv', off(c_loc(v63), c_loc(v63%a_scale_inv))
+  print '(a,1x,i0)', 'tecomm_gemm_rs_args.b_scale_inv', off(c_loc(v63), c_loc(v63%b_scale_inv))
+  print '(a,1x,i0)', 'tecomm_op_params size', c_sizeof(v64)
+  print '(a,1x,i0)', 'tecomm_op_params.comm', off(c_loc(v64), c_loc(v64%comm))
+  print '(a,1x,i0)', 'tecomm_op_params.algo', off(c_loc(v64), c_loc(v64%algo))
+  print '(a,1x,i0)', 'tecomm_op_params.flags', off(c_loc(v64), c_loc(v64%flags))
 contains
   integer(c_intptr_t) function off(a, b)
     type(c_ptr), intent(in) :: a, b

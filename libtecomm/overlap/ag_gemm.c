@@ -1,0 +1,130 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* overlap/ag_gemm.c -- tecomm_ag_gemm: all-gather + GEMM, the chunks of
+ * the gathered rows multiplied as they arrive.
+ *
+ * Rank r, n ranks, chunk s = rank s's rows (rows x k).  Caller's stream:
+ * GEMM of chunk r (its own a: no wait), then of chunks r+1, r+2, ...
+ * each after its event.  Side stream: a barrier (every rank's a is
+ * written), the peers' chunks pulled from their symmetric a in the same
+ * ring order with an event after each, the own chunk copied into a_all
+ * (unless in place), a closing barrier (no peer still reads this rank's
+ * a: the caller may overwrite it once the call is done), joined into the
+ * caller's stream at the end. */
+#include "overlap/ov.h"
+
+struct ag_q {
+  const struct tecomm_ag_gemm_args *g;
+  struct tc_ov_shape sh;
+  size_t chunk;    /* bytes of one rank's rows of a */
+  size_t dchunk;   /* bytes of one rank's rows of d */
+  int in_place;    /* a == a_all + rank * chunk */
+};
+
+static tecomm_result_t ag_check(struct tecomm_comm *c, const struct tecomm_ag_gemm_args *g,
+                                struct ag_q *q, const char *fn) {
+  TC_ARG(g, "%s: args is NULL", fn);
+  q->g = g;
+  q->sh = (struct tc_ov_shape){.rows = g->rows, .n = g->n, .k = g->k, .dtype = g->dtype,
+                               .d_dtype = g->d_dtype, .b = g->b, .a_scale_inv = g->a_scale_inv,
+                               .b_scale_inv = g->b_scale_inv, .fn = fn};
+  TC_CHECK(tc_ov_check_shape(&q->sh));
+  TC_CHECK(tc_ov_check_level(c, fn)); /* before the operands: says why they cannot be read */
+  const size_t esz = tecore_dtype_size(g->dtype), dsz = tecore_dtype_size(g->d_dtype);
+  const size_t n = (size_t)c->nranks;
+  q->chunk = g->rows * g->k * esz;
+  q->dchunk = g->rows * g->n * dsz;
+  q->in_place = g->a == g->a_all + (size_t)c->rank * q->chunk;
+  const size_t al = tc_ov_align(&q->sh, g->dtype), dal = tc_ov_align(&q->sh, g->d_dtype);
+  TC_CHECK(tc_ov_check_ptr(c, g->a, q->chunk, al, "a", fn));
+  TC_CHECK(tc_ov_check_ptr(c, g->a_all, n * q->chunk, al, "a_all", fn));
+  TC_CHECK(tc_ov_check_ptr(c, g->b, g->n * g->k * esz, al, "b", fn));
+  TC_CHECK(tc_ov_check_ptr(c, g->d, n * q->dchunk, dal, "d", fn));
+  const tecore_devptr_t all_end = g->a_all + n * q->chunk;
+  TC_ARG(q->in_place || g->a + q->chunk <= g->a_all || all_end <= g->a,
+         "%s: args->a overlaps args->a_all without being the in-place form (a == a_all + "
+         "rank * rows * k * esize)", fn);
+  TC_ARG(!tc_ov_overlap(g->d, n * q->dchunk, g->a_all, n * q->chunk) &&
+             !tc_ov_overlap(g->d, n * q->dchunk, g->a, q->chunk) &&
+             !tc_ov_overlap(g->d, n * q->dchunk, g->b, g->n * g->k * esz),
+         "%s: args->d overlaps args->a, a_all or b", fn);
+  TC_ARG(!tc_ov_overlap(g->a_all, n * q->chunk, g->b, g->n * g->k * esz),
+         "%s: args->a_all overlaps args->b", fn);
+  TC_ARG(c->nranks == 1 || tc_ov_mine(c, q->in_place ? g->a_all : g->a,
+                                       q->in_place ? n * q->chunk : q->chunk),
+         "%s: args->%s is not this rank's symmetric memory (tecomm_mem_alloc): the peers copy "
+         "from it", fn, q->in_place ? "a_all (in place)" : "a");
+  return TECOMM_SUCCESS;
+}
+
+/* One rank: the GEMM, and a copied into a_all. */
+static tecomm_result_t ag_one(const struct ag_q *q, tecore_stream_t st) {
+  if (!q->in_place) TC_CORE(tecore_memcpy_async(q->g->a_all, q->g->a, q->chunk, st), q->sh.fn);
+  return tc_ov_gemm(&q->sh, q->g->a, q->g->d, st);
+}
+
+/* The side stream's part: barrier, the peers' chunks in ring order
+ * (event after each), the own chunk into a_all, barrier. */
+static tecomm_result_t ag_side(struct tecomm_comm *c, struct tc_ov *ov, const struct ag_q *q,
+                               const struct tc_ar_call *bar) {
+  const struct tecomm_ag_gemm_args *g = q->g;
+  const char *fn = q->sh.fn;
+  const int r = c->rank, n = c->nranks;
+  tecore_stream_t side = ov->side;
+  TC_CHECK(tc_ov_barrier(c, bar, side, fn));
+  for (int i = 1; i < n; i++) {
+    const int j = (r + i) % n;
+    tecore_devptr_t src;
+    TC_CHECK(tc_ov_peer(c, q->in_place ? g->a_all + (size_t)j * q->chunk : g->a, j, &src, fn));
+    TC_CORE(tecore_memcpy_async(g->a_all + (size_t)j * q->chunk, src, q->chunk, side), fn);
+    TC_CORE(tecore_event_record(ov->chunk[i], side), fn);
+  }
+  /* the own rows last: no GEMM waits for them (it reads a) */
+  if (!q->in_place)
+    TC_CORE(tecore_memcpy_async(g->a_all + (size_t)r * q->chunk, g->a, q->chunk, side), fn);
+  TC_CHECK(tc_ov_barrier(c, bar, side, fn));
+  TC_CORE(tecore_event_record(ov->done, side), fn);
+  return TECOMM_SUCCESS;
+}
+
+/* The caller's stream: own chunk at once, then each as it lands. */
+static tecomm_result_t ag_main(struct tecomm_comm *c, struct tc_ov *ov, const struct ag_q *q,
+                               tecore_stream_t st) {
+  const struct tecomm_ag_gemm_args *g = q->g;
+  const char *fn = q->sh.fn;
+  const int r = c->rank, n = c->nranks;
+  TC_CHECK(tc_ov_gemm(&q->sh, g->a, g->d + (size_t)r * q->dchunk, st));
+  for (int i = 1; i < n; i++) {
+    const int j = (r + i) % n;
+    TC_CORE(tecore_stream_wait_event(st, ov->chunk[i]), fn);
+    TC_CHECK(tc_ov_gemm(&q->sh, g->a_all + (size_t)j * q->chunk, g->d + (size_t)j * q->dchunk,
+                        st));
+  }
+  TC_CORE(tecore_stream_wait_event(st, ov->done), fn);
+  return TECOMM_SUCCESS;
+}
+
+static tecomm_result_t ag_run(struct tecomm_comm *c, const struct ag_q *q, tecore_stream_t st) {
+  const char *fn = q->sh.fn;
+  const int cap = tc_capturing(st);
+  TC_CHECK(tc_comm_ready(c, fn, !cap));
+  if (c->nranks == 1) return ag_one(q, st);
+  struct tc_ov *ov;
+  TC_CHECK(tc_ov_get(c, 0, cap, fn, &ov));
+  struct tc_ar_call bar;
+  tc_ov_call_init(c, q->g->rows * q->g->k, q->g->dtype, q->g->n, &bar);
+  bar.coll = TC_AR_COLL_ALLGATHER;
+  bar.sym_in = q->in_place ? 2 : 1;
+  TC_CORE(tecore_event_record(ov->start, st), fn);
+  TC_CORE(tecore_stream_wait_event(ov->side, ov->start), fn);
+  TC_CHECK(ag_side(c, ov, q, &bar));
+  return ag_main(c, ov, q, st);
+}
+
+TE_EXPORT tecomm_result_t tecomm_ag_gemm(tecomm_comm_t comm, const struct tecomm_ag_gemm_args *args,
+                                         tecore_stream_t stream) {
+  static const char fn[] = "tecomm_ag_gemm";
+  TC_COMM(comm, fn);
+  struct ag_q q;
+  TC_CHECK(ag_check(comm, args, &q, fn));
+  return tc_comm_fail(comm, ag_run(comm, &q, stream));
+}

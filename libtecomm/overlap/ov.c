@@ -1,0 +1,193 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* overlap/ov.c -- the overlapped GEMMs' shared parts (ov.h): the side
+ * stream, events and staging kept on the communicator, the checks, one
+ * chunk's GEMM, the barrier. */
+#include "overlap/ov.h"
+#include "level.h"
+#include <stdlib.h>
+#include <string.h>
+#include <te/gemm.h>
+
+static void ov_free(struct tecomm_comm *c) {
+  struct tc_ov *ov = c->ov;
+  if (!ov) return;
+  if (ov->side) (void)tecore_stream_synchronize(ov->side); /* copies in flight read stage */
+  if (ov->start) (void)tecore_event_destroy(ov->start);
+  if (ov->done) (void)tecore_event_destroy(ov->done);
+  for (int i = 0; i < TC_AR_MAX_RANKS; i++)
+    if (ov->chunk[i]) (void)tecore_event_destroy(ov->chunk[i]);
+  if (ov->side) (void)tecore_stream_destroy(ov->side);
+  if (ov->stage) (void)tecore_mem_free(ov->stage);
+  for (int i = 0; i < ov->n_old; i++) (void)tecore_mem_free(ov->stage_old[i]);
+  free(ov);
+  c->ov = NULL;
+}
+
+static tecomm_result_t ov_make(struct tecomm_comm *c, const char *fn) {
+  struct tc_ov *ov = calloc(1, sizeof *ov);
+  if (!ov) return TC_ERR(TECOMM_ERR_NOMEM, "%s: the overlap state", fn);
+  c->ov = ov;
+  c->ov_free = ov_free;
+  /* the greatest priority: its kernels are one-warp barriers that the
+   * copies wait for, and must not queue behind a GEMM's waves of blocks */
+  int least = 0, greatest = 0;
+  TC_CORE(tecore_stream_priority_range(&least, &greatest), fn);
+  TC_CORE(tecore_stream_create(TECORE_STREAM_NON_BLOCKING, greatest, &ov->side), fn);
+  TC_CORE(tecore_event_create(TECORE_EVENT_DISABLE_TIMING, &ov->start), fn);
+  TC_CORE(tecore_event_create(TECORE_EVENT_DISABLE_TIMING, &ov->done), fn);
+  for (int i = 0; i < TC_AR_MAX_RANKS; i++)
+    TC_CORE(tecore_event_create(TECORE_EVENT_DISABLE_TIMING, &ov->chunk[i]), fn);
+  return TECOMM_SUCCESS;
+}
+
+/* Staging grows in powers of two from 1 MiB; an outgrown buffer stays
+ * until the communicator goes (a captured graph may still name it). */
+static tecomm_result_t ov_stage(struct tc_ov *ov, size_t bytes, const char *fn) {
+  size_t want = (size_t)1 << 20;
+  while (want < bytes) want *= 2;
+  if (ov->n_old >= (int)(sizeof ov->stage_old / sizeof ov->stage_old[0]))
+    return TC_ERR(TECOMM_ERR_NOMEM, "%s: the staging buffer grew %d times", fn, ov->n_old + 1);
+  tecore_devptr_t d = 0;
+  TC_CORE(tecore_mem_alloc(want, &d), fn);
+  if (ov->stage) ov->stage_old[ov->n_old++] = ov->stage;
+  ov->stage = d;
+  ov->stage_bytes = want;
+  return TECOMM_SUCCESS;
+}
+
+tecomm_result_t tc_ov_get(struct tecomm_comm *c, size_t stage_bytes, int cap, const char *fn,
+                          struct tc_ov **out) {
+  struct tc_ov *ov = c->ov;
+  if ((!ov || ov->stage_bytes < stage_bytes) && cap)
+    return TC_ERR(TECOMM_ERR_CAPTURE,
+                  "%s: its side stream, events and staging (%zu bytes) are made outside a "
+                  "capture: make one eager call of this shape first",
+                  fn, stage_bytes);
+  if (!ov) {
+    tecomm_result_t r = ov_make(c, fn);
+    if (r != TECOMM_SUCCESS) {
+      ov_free(c);
+      return r;
+    }
+    ov = c->ov;
+  }
+  if (ov->stage_bytes < stage_bytes) TC_CHECK(ov_stage(ov, stage_bytes, fn));
+  *out = ov;
+  return TECOMM_SUCCESS;
+}
+
+static int gemm_dtype(tecore_dtype_t d) {
+  return d == TECORE_DTYPE_BF16 || d == TECORE_DTYPE_F16 || d == TECORE_DTYPE_E4M3;
+}
+
+size_t tc_ov_align(const struct tc_ov_shape *g, tecore_dtype_t dtype) {
+  return g->dtype == TECORE_DTYPE_E4M3 ? 16 : tecore_dtype_size(dtype);
+}
+
+/* E4M3: the scales, and the FP8 GEMM's row rules (cuBLASLt's, on both
+ * backends), checked here because a GEMM refused after the first chunk
+ * would leave the peers waiting. */
+static tecomm_result_t check_fp8(const struct tc_ov_shape *g) {
+  const char *fn = g->fn;
+  TC_ARG(g->d_dtype == TECORE_DTYPE_BF16 || g->d_dtype == TECORE_DTYPE_F16 ||
+             g->d_dtype == TECORE_DTYPE_F32,
+         "%s: args->d_dtype %s: an E4M3 GEMM writes BF16, F16 or F32 here", fn,
+         tecore_dtype_name(g->d_dtype));
+  TC_ARG(g->a_scale_inv && g->a_scale_inv % 4 == 0 && g->b_scale_inv && g->b_scale_inv % 4 == 0,
+         "%s: args->a_scale_inv and b_scale_inv must be set (4-byte aligned) for E4M3", fn);
+  TC_ARG(g->k % 16 == 0, "%s: args->k %zu is not a multiple of 16 (an E4M3 GEMM's rows)", fn,
+         g->k);
+  TC_ARG(g->n * tecore_dtype_size(g->d_dtype) % 16 == 0,
+         "%s: args->n %zu: rows of d are not a multiple of 16 bytes (an E4M3 GEMM's rule)", fn,
+         g->n);
+  return TECOMM_SUCCESS;
+}
+
+tecomm_result_t tc_ov_check_shape(const struct tc_ov_shape *g) {
+  const char *fn = g->fn;
+  TC_ARG(g->rows > 0 && g->n > 0 && g->k > 0, "%s: args->rows, n and k must be > 0 (%zu, %zu, %zu)",
+         fn, g->rows, g->n, g->k);
+  const size_t lim = (size_t)1 << 31;
+  TC_ARG(g->rows < lim && g->n < lim && g->k < lim,
+         "%s: args->rows, n or k is 2^31 or more (%zu, %zu, %zu)", fn, g->rows, g->n, g->k);
+  /* every byte count (times nranks and 4 bytes an element) fits a size_t */
+  const size_t big = (size_t)1 << 46;
+  TC_ARG(g->rows * g->k < big && g->rows * g->n < big && g->n * g->k < big,
+         "%s: args->rows x k, rows x n or n x k is 2^46 elements or more", fn);
+  TC_ARG(gemm_dtype(g->dtype), "%s: args->dtype %s is not BF16, F16 or E4M3", fn,
+         tecore_dtype_name(g->dtype));
+  if (g->dtype == TECORE_DTYPE_E4M3) return check_fp8(g);
+  TC_ARG(g->d_dtype == g->dtype || g->d_dtype == TECORE_DTYPE_F32,
+         "%s: args->d_dtype %s is not args->dtype (%s) or F32", fn, tecore_dtype_name(g->d_dtype),
+         tecore_dtype_name(g->dtype));
+  return TECOMM_SUCCESS;
+}
+
+tecomm_result_t tc_ov_check_level(struct tecomm_comm *c, const char *fn) {
+  if (c->nranks == 1 || (c->ws.me && c->n_kernels == c->nranks && c->level <= TC_LEVEL_INPLACE))
+    return TECOMM_SUCCESS;
+  return TC_ERR(TECOMM_ERR_NOT_SUPPORTED,
+                "%s: the overlapped GEMMs copy over the IPC mappings: level %s (%s)", fn,
+                tc_level_name(c->level), c->level_why);
+}
+
+tecomm_result_t tc_ov_check_ptr(struct tecomm_comm *c, tecore_devptr_t p, size_t bytes,
+                                size_t esize, const char *what, const char *fn) {
+  TC_ARG(p, "%s: args->%s is 0", fn, what);
+  TC_ARG(p % esize == 0, "%s: args->%s (0x%llx) is not aligned to %zu bytes", fn, what,
+         (unsigned long long)p, esize);
+  return tc_sym_bounds(c, p, bytes, what, fn);
+}
+
+tecomm_result_t tc_ov_gemm(const struct tc_ov_shape *g, tecore_devptr_t a, tecore_devptr_t d,
+                           tecore_stream_t stream) {
+  struct tecore_tensor A, B, D;
+  const size_t sa[2] = {g->rows, g->k}, sb[2] = {g->n, g->k}, sd[2] = {g->rows, g->n};
+  TC_CORE(tecore_tensor_init(&A, g->dtype, 2, sa, a), g->fn);
+  TC_CORE(tecore_tensor_init(&B, g->dtype, 2, sb, g->b), g->fn);
+  TC_CORE(tecore_tensor_init(&D, g->d_dtype, 2, sd, d), g->fn);
+  if (g->dtype == TECORE_DTYPE_E4M3) { /* per-tensor: *scale_inv dequantizes */
+    A.scaling = B.scaling = TECORE_SCALING_DELAYED;
+    A.scale_inv = g->a_scale_inv;
+    B.scale_inv = g->b_scale_inv;
+  }
+  TC_CORE(tecore_gemm(&A, TECORE_GEMM_N, &B, TECORE_GEMM_T, &D, 1.0f, 0.0f, NULL, stream), g->fn);
+  return TECOMM_SUCCESS;
+}
+
+void tc_ov_call_init(struct tecomm_comm *c, size_t count, tecore_dtype_t dtype, size_t dim,
+                     struct tc_ar_call *call) {
+  memset(call, 0, sizeof *call);
+  call->algo = TC_AR_ONESHOT;
+  call->op = TC_AR_SUM;
+  call->dtype = dtype;
+  call->count = count;
+  call->rank = c->rank;
+  call->nranks = c->nranks;
+  call->timeout_ns = (uint64_t)tc_timeout_ms() * 1000000ull;
+  call->ws_max_bytes = c->ws.max_bytes;
+  for (int r = 0; r < c->nranks; r++) call->ws[r] = c->ws.peer[r];
+  call->gemm_dim = dim;
+}
+
+tecomm_result_t tc_ov_barrier(struct tecomm_comm *c, const struct tc_ar_call *call,
+                              tecore_stream_t stream, const char *fn) {
+  tecore_result_t r = tc_ar_probe(call, 1, stream);
+  return r == TECORE_SUCCESS ? TECOMM_SUCCESS : tc_comm_fail(c, tc_core(r, fn));
+}
+
+int tc_ov_mine(struct tecomm_comm *c, tecore_devptr_t ptr, size_t bytes) {
+  size_t off = 0;
+  return tc_seg_find(c, ptr, bytes, &off) != NULL;
+}
+
+tecomm_result_t tc_ov_peer(struct tecomm_comm *c, tecore_devptr_t ptr, int peer,
+                           tecore_devptr_t *out, const char *fn) {
+  size_t off = 0;
+  struct tc_seg *s = tc_seg_find(c, ptr, 1, &off);
+  if (!s)
+    return TC_ERR(TECOMM_ERR_INVALID, "%s: 0x%llx is not this rank's symmetric memory", fn,
+                  (unsigned long long)ptr);
+  *out = tc_seg_addr(s, peer, off);
+  return TECOMM_SUCCESS;
+}

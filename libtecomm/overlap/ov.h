@@ -1,0 +1,77 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* overlap/ov.h -- what the two overlapped GEMMs (ag_gemm.c, gemm_rs.c)
+ * share: the communicator's side stream and events, the staging buffer,
+ * the argument checks, one chunk's GEMM, and the barrier every rank's
+ * side stream passes (the probe exchange of base/ar_kernels.c with the
+ * call's descriptor: bounded by TECOMM_TIMEOUT, a different call or shape
+ * on a peer is TECOMM_ERR_MISMATCH).
+ *
+ * Why a side stream: the peer copies go to the copy engines as stream
+ * memcpys, and a memcpy queued behind a GEMM on the caller's stream would
+ * wait for it.  Events order each chunk's copy against its GEMM, and the
+ * side stream joins the caller's before the call returns, so the call is
+ * stream-ordered like any other collective (and captured with it). */
+#ifndef TC_OVERLAP_OV_H
+#define TC_OVERLAP_OV_H
+
+#include "comm_priv.h"
+#include "base/ar_kernels.h"
+
+struct tc_ov {
+  tecore_stream_t side;
+  tecore_event_t start;                 /* the call's start, on the caller's stream */
+  tecore_event_t chunk[TC_AR_MAX_RANKS]; /* chunk i (ring order) copied, or multiplied */
+  tecore_event_t done;                  /* the side stream's last work */
+  tecore_devptr_t stage;                /* gemm_rs: the peers' blocks before their push */
+  size_t stage_bytes;
+  tecore_devptr_t stage_old[16];        /* outgrown (a captured graph may name them) */
+  int n_old;
+};
+
+/* One call's shape, as the checks and the chunk GEMMs read it. */
+struct tc_ov_shape {
+  size_t rows, n, k;
+  tecore_dtype_t dtype, d_dtype;
+  tecore_devptr_t b;
+  tecore_devptr_t a_scale_inv, b_scale_inv; /* E4M3 operands */
+  const char *fn;
+};
+
+/* The communicator's state, made on the first call (not under capture)
+ * with at least stage_bytes of staging; grown (outside capture) when a
+ * call needs more. */
+tecomm_result_t tc_ov_get(struct tecomm_comm *c, size_t stage_bytes, int cap, const char *fn,
+                          struct tc_ov **ov);
+/* rows, n, k, the dtypes and the scales of E4M3 operands. */
+tecomm_result_t tc_ov_check_shape(const struct tc_ov_shape *g);
+/* p's alignment for the GEMM: 16 bytes for E4M3 operands, else the
+ * element's size. */
+size_t tc_ov_align(const struct tc_ov_shape *g, tecore_dtype_t dtype);
+/* The IPC workspaces the barriers run over. */
+tecomm_result_t tc_ov_check_level(struct tecomm_comm *c, const char *fn);
+/* p set, aligned to esize, and (symmetric memory) inside its allocation. */
+tecomm_result_t tc_ov_check_ptr(struct tecomm_comm *c, tecore_devptr_t p, size_t bytes,
+                                size_t esize, const char *what, const char *fn);
+/* Whether [p, p+pb) and [q, q+qb) share a byte. */
+static inline int tc_ov_overlap(tecore_devptr_t p, size_t pb, tecore_devptr_t q, size_t qb) {
+  return p < q + qb && q < p + pb;
+}
+/* d[rows][n] = a[rows][k] b^T on stream. */
+tecomm_result_t tc_ov_gemm(const struct tc_ov_shape *g, tecore_devptr_t a, tecore_devptr_t d,
+                           tecore_stream_t stream);
+/* The kernel call the barriers and the fold start from: this rank, the
+ * workspaces, the timeout, and the descriptor's count, dtype and the
+ * GEMM's other dimension. */
+void tc_ov_call_init(struct tecomm_comm *c, size_t count, tecore_dtype_t dtype, size_t dim,
+                     struct tc_ar_call *call);
+/* The barrier on stream; a kernel error is the communicator's. */
+tecomm_result_t tc_ov_barrier(struct tecomm_comm *c, const struct tc_ar_call *call,
+                              tecore_stream_t stream, const char *fn);
+/* Whether [ptr, ptr+bytes) lies in this rank's slot of one symmetric
+ * segment (where tc_ov_peer finds its peers' copies). */
+int tc_ov_mine(struct tecomm_comm *c, tecore_devptr_t ptr, size_t bytes);
+/* peer's address of ptr (symmetric memory of this rank). */
+tecomm_result_t tc_ov_peer(struct tecomm_comm *c, tecore_devptr_t ptr, int peer,
+                           tecore_devptr_t *out, const char *fn);
+
+#endif
