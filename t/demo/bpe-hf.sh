@@ -14,15 +14,25 @@
 # ids back to x).  Random bytes, invalid UTF-8 among them (tokenizers
 # takes no such text), round-trip through te-gpt alone.  The seed is
 # printed; TE_TEST_SEED repeats a run.
+# bpe_check's modes are checked on the hand-worked fixture first.
 # Exit 0 pass, 1 fail, 77 skip (no python3, or no tokenizers package:
 # no generated fixture stands in for it).
 # Environment (from t/Makefile.inc): top_builddir, srcdir.
 set -u
+check=${BPE_CHECK:-${top_builddir:-.}/t/demo/bpe_check}
+[ -x "$check" ] || { echo "FAIL: $check not built"; exit 1; }
+# the modes the comparison drives, on the hand-worked fixture first (so
+# they are checked where tokenizers is missing too): "the the", "", 0xff
+fix=${srcdir:-.}/t/demo/bpe/tokenizer.json
+got=$(printf '74686520746865\n\nff\n' | "$check" --encode "$fix" | tr '\n' '|')
+[ "$got" = "257 258||255|" ] || { echo "FAIL: bpe_check --encode: '$got', not '257 258||255|'"; exit 1; }
+got=$(printf '257 258\n\n255\n' | "$check" --decode "$fix" | tr '\n' '|')
+[ "$got" = "74686520746865||ff|" ] || { echo "FAIL: bpe_check --decode: '$got'"; exit 1; }
+printf '99999\n' | "$check" --decode "$fix" > /dev/null 2>&1 &&
+  { echo "FAIL: bpe_check --decode took an id that is no token"; exit 1; }
 command -v python3 >/dev/null 2>&1 || { echo "# skip: no python3"; exit 77; }
 python3 -c 'import tokenizers' 2>/dev/null ||
   { echo "# skip: Python's tokenizers package (Hugging Face) is not installed"; exit 77; }
-check=${BPE_CHECK:-${top_builddir:-.}/t/demo/bpe_check}
-[ -x "$check" ] || { echo "FAIL: $check not built"; exit 1; }
 man=${srcdir:-.}/man
 [ -d "$man/man1" ] || { echo "FAIL: no man pages under $man"; exit 1; }
 seed=${TE_TEST_SEED:-$(date +%s)}
