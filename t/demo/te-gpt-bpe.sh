@@ -8,7 +8,8 @@
 # decoded through it; the tokenizer travels with checkpoints (--save and
 # --save-hf copy it, --load and --load-hf use it without --tokenizer and
 # sample the same text, --eval reads text through it, another
-# --tokenizer than the checkpoint's is refused); a hostile tokenizer
+# --tokenizer than the checkpoint's is refused, and a metadata
+# "tokenizer" that names a path); a hostile tokenizer
 # file is refused (exit 1, the byte offset named) and writes no shard.
 # The tokenizer itself: t/demo/bpe_check.
 # Exit 0 pass, 1 fail, 77 skip (TE_DEVICE=cuda without a GPU).
@@ -108,6 +109,12 @@ grep -q '^eval loss' "$tmp/e1" && cmp -s "$tmp/e1" "$tmp/e2" ||
 rm "$tmp/ck/tokenizer.json"
 "$gpt" --load "$tmp/ck" --sample 4 > /dev/null 2> "$tmp/err"
 [ $? = 1 ] && grep -q "ck/tokenizer.json" "$tmp/err" || bad "--load, its tokenizer.json gone: $(head -1 "$tmp/err")"
+# the metadata's "tokenizer" names a file te-gpt writes, never a path
+mkdir "$tmp/m" && h='{"__metadata__":{"format":"te-gpt 1","tokenizer":"../../etc/passwd"}}'
+{ printf "\\$(printf %03o ${#h})\\0\\0\\0\\0\\0\\0\\0"; printf '%s' "$h"; } > "$tmp/m/model.safetensors"
+"$gpt" --load "$tmp/m" --steps 1 > /dev/null 2> "$tmp/err"
+[ $? = 1 ] && grep -q 'metadata "tokenizer" is neither' "$tmp/err" ||
+  bad "a checkpoint's tokenizer named ../../etc/passwd: $(head -1 "$tmp/err")"
 
 printf '{"model": {"vocab": {"a": 0, "b": 1}, "merges": ["a b"]}}' > "$tmp/bad.json"
 "$gpt" --tokenize "$tmp/in.txt" "$tmp/bad.bin" --tokenizer "$tmp/bad.json" 2> "$tmp/err"
