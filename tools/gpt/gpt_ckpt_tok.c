@@ -122,7 +122,10 @@ char *gpt_tok_of_hf(const char *dir) {
   snprintf(path, n, "%s/tokenizer.json", dir);
   if (stat(path, &st)) return free(path), NULL;
   struct gpt_bpe *b = gpt_bpe_load(path);   /* its refusal said why on stderr */
-  if (b) return gpt_bpe_free(b), path;
+  if (b) {
+    fprintf(stderr, "# te-gpt: --load-hf: the tokenizer is %s (%u tokens)\n", path, b->vocab);
+    return gpt_bpe_free(b), path;
+  }
   fprintf(stderr, "# te-gpt: --load-hf: %s not used (te-gpt does not read it): the model's ids "
           "as bytes; give --tokenizer to use another\n", path);
   return free(path), NULL;
