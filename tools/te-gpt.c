@@ -88,8 +88,9 @@ static const char usage_text[] =
     "  --tokenize IN OUT  write IN's bytes (or --tokenizer's ids) as an llm.c token shard\n"
     "                     OUT, and exit\n"
     "  --tokenizer FILE   a byte-level BPE tokenizer (tokenizer.json, or vocab.json with\n"
-    "                     merges.txt beside it): --data and --val text read as its ids,\n"
-    "                     --tokenize writes them, --sample decoded through it\n"
+    "                     merges.txt beside it): --data, --val and --eval text read as its\n"
+    "                     ids, --tokenize writes them, --sample decoded through it; --save\n"
+    "                     and --save-hf copy it, --load and --load-hf use their copy\n"
     "training:\n"
     "  --steps N          train until step N (default 30)\n"
     "  --batch N          sequences per microbatch (preset's)\n"
@@ -150,7 +151,7 @@ static const char usage_text[] =
     "  --save DIR         after the last step: DIR/model.safetensors, DIR/optimizer.safetensors\n"
     "  --save-every N     also every N steps (needs --save)\n"
     "  --save-hf DIR      also Hugging Face's layout (GPT-2's, or Llama's with RoPE):\n"
-    "                     DIR/model.safetensors, config.json\n"
+    "                     DIR/model.safetensors, config.json (and tokenizer.json)\n"
     "  --load-hf DIR      start from a Hugging Face GPT-2 or Llama checkpoint (its shape;\n"
     "                     step 0)\n"
     "  --load DIR         resume from DIR (its model shape and its run's options, those\n"
@@ -239,7 +240,8 @@ struct opts {
   struct demo_offload_opts off;   /* --offload and its options */
   int off_given;                  /* an --offload-* option or --host-budget was given */
   const char *val, *tokenize, *tokenize_out, *eval_file, *log, *load_hf, *save_hf;
-  const char *tokenizer;          /* --tokenizer */
+  const char *tokenizer;          /* --tokenizer, or the checkpoint's (tok_path) */
+  char *tok_path;                 /* --load's or --load-hf's tokenizer (ckpt_tokenizer) */
   int save_every;
   struct gpt_run_args run_args;   /* the options that define the run (--save stores them) */
   int pass;                       /* parse: 0 the command line, 1 the checkpoint's, 2 again */
@@ -469,24 +471,19 @@ static int resolve(struct te_cli *cli, struct opts *o, struct gpt_config given, 
   if (o->val && o->synthetic) return te_cli_error(cli, "--val and --synthetic: one or the other");
   if (o->save_every && !o->save) return te_cli_error(cli, "--save-every needs --save DIR");
   if (o->load_hf && o->load) return te_cli_error(cli, "--load and --load-hf: one or the other");
-  if (o->eval_file && o->tokenizer)
-    return te_cli_error(cli, "--eval takes bytes or a shard, not --tokenizer: --tokenize the "
-                        "file first");
-  if ((o->eval_file || o->load_hf || o->save_hf) && (o->tp > 1 || o->dp > 1))
-    return te_cli_error(cli, "--eval, --load-hf and --save-hf take one process, not --tp or --dp");
   if (o->top_k && o->temperature <= 0) return te_cli_error(cli, "--top-k needs --temperature > 0");
   if (o->off_given && !o->off.on)
     return te_cli_error(cli, "--offload-layers, --offload-prefetch, --offload-min-elems, "
                              "--offload-dir and --host-budget need --offload");
   if (o->off.on && o->tp > 1) return te_cli_error(cli, "--offload and --tp: one or the other");
   if (dp_misfit(cli, o)) return TE_EXIT_USAGE;
-  if (launched() && o->tp > 1 && o->save)
-    return te_cli_error(cli, "--tp with --save: not when launched by mpirun, srun or "
+  if (launched() && o->tp > 1 && (o->save || o->save_hf))
+    return te_cli_error(cli, "--tp with --save or --save-hf: not when launched by mpirun, srun or "
                              "TECOMM_RANK (the slices meet in memory the forked ranks share)");
   if (o->off.on && o->c.recompute)
     return te_cli_error(cli, "--offload and --recompute: one or the other");
-  /* --tp with --load: the checkpoint's shape, checked by parse */
-  if (o->tp > 1 && !o->load && tp_misfit(cli, o->tp, c, "")) return TE_EXIT_USAGE;
+  /* --tp with --load or --load-hf: the checkpoint's shape, checked by parse */
+  if (o->tp > 1 && !o->load && !o->load_hf && tp_misfit(cli, o->tp, c, "")) return TE_EXIT_USAGE;
   return 0;
 }
 
@@ -667,7 +664,8 @@ static int run_setup(struct run_state *r) {
                             .host_launch = o->host_launch || (o->off.on && !o->launch_given),
                             .pipeline = !o->no_pipeline && !o->off.on,
                             .chain_mode = !o->no_chain && !o->off.on,
-                            .sum_ranks = r->tp ? sum_ranks : NULL, .run_args = &o->run_args};
+                            .sum_ranks = r->tp ? sum_ranks : NULL, .run_args = &o->run_args,
+                            .tokenizer = o->tokenizer};
   gpt_train_init(&r->t, m, r->s);
   if (o->off.on) r->t.use_graph = 0;   /* plain eager steps until offload is attached */
   if (o->load && gpt_load(o->load, m, &r->t, r->s)) return TE_EXIT_FAIL;
@@ -908,7 +906,7 @@ static int run_summary(struct run_state *r) {
   const char *save = r->o.save;
   if (save && gpt_save(save, &r->m, &r->t, r->s)) return TE_EXIT_FAIL;
   if (save) te_out_note(&OUT, "saved step %lld to %s", (long long)t->step, save);
-  if (r->o.save_hf && gpt_hf_save(r->o.save_hf, &r->m, r->s)) return TE_EXIT_FAIL;
+  if (r->o.save_hf && gpt_hf_save(r->o.save_hf, &r->m, r->o.tokenizer, r->s)) return TE_EXIT_FAIL;
   return TE_EXIT_OK;
 }
 
@@ -1142,7 +1140,7 @@ static int tp_rank(void *arg, int rank) {
 }
 
 static struct tp_shared *tp_shared_create(const struct opts *o) {
-  size_t bytes = sizeof(struct tp_shared) + (o->save ? gpt_tp_area_bytes(&o->c) : 0);
+  size_t bytes = sizeof(struct tp_shared) + (o->save || o->save_hf ? gpt_tp_area_bytes(&o->c) : 0);
   /* touched only where a gather writes */
   void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS | MAP_NORESERVE,
                  -1, 0);
@@ -1329,6 +1327,26 @@ static int with_stored(struct te_cli *cli, struct opts *o, const struct opts *df
   return parse_words(cli, o, argc, argv);
 }
 
+/* The tokenizer of --load's checkpoint (a --tokenizer given must match
+ * it) or of --load-hf's directory (unless --tokenizer is given): 0 or -1 */
+static int ckpt_tokenizer(struct opts *o) {
+  if (o->load && gpt_tok_of_checkpoint(o->load, o->tokenizer, &o->tok_path)) return -1;
+  if (o->load_hf && !o->tokenizer) o->tok_path = gpt_tok_of_hf(o->load_hf);
+  if (o->tok_path) o->tokenizer = o->tok_path;
+  return 0;
+}
+
+/* --tp n against --load's or --load-hf's shape: -1 when it splits, else
+ * the exit status */
+static int tp_fits_loaded(struct te_cli *cli, struct opts *o) {
+  const char *dir = o->load ? o->load : o->load_hf;
+  if (o->tp <= 1 || !dir) return -1;
+  char from[4200];
+  snprintf(from, sizeof from, " (the shape of the checkpoint %s)", dir);
+  if (o->load ? gpt_load_config(dir, &o->c) : gpt_hf_config(dir, &o->c)) return TE_EXIT_FAIL;
+  return tp_misfit(cli, o->tp, &o->c, from) ? cli->status : -1;
+}
+
 /* The options into o, defaults resolved: -1 to run, else the exit status
  * (--help, --version, a bad option). */
 static int parse(struct opts *o, int argc, char **argv) {
@@ -1340,13 +1358,9 @@ static int parse(struct opts *o, int argc, char **argv) {
   if (rc >= 0) return rc;
   struct gpt_config given = o->c;
   if (resolve(&cli, o, given, &o->batch)) return cli.status;
-  if (o->tp > 1 && o->load) {
-    /* the ranks take the checkpoint's shape: it must split n ways */
-    char from[4200];
-    snprintf(from, sizeof from, " (the shape of the checkpoint %s)", o->load);
-    if (gpt_load_config(o->load, &o->c)) return TE_EXIT_FAIL;
-    if (tp_misfit(&cli, o->tp, &o->c, from)) return cli.status;
-  }
+  /* the ranks take the checkpoint's shape: it must split n ways */
+  if ((rc = tp_fits_loaded(&cli, o)) >= 0) return rc;
+  if (ckpt_tokenizer(o)) return TE_EXIT_FAIL;
   if (o->decay_steps <= 0) o->decay_steps = o->steps > 0 ? o->steps : 1;
   if (o->warmup < 0) o->warmup = o->decay_steps / 10;
   if (o->min_lr < 0) o->min_lr = o->lr / 10;
@@ -1369,6 +1383,7 @@ int main(int argc, char **argv) {
   if (rc < 0 && o.tokenize) rc = gpt_shard_write(o.tokenize, o.tokenize_out, o.tokenizer) ? TE_EXIT_FAIL : 0;
   if (rc < 0) rc = run_ranks(&o);
   gpt_run_args_free(&o.run_args);
+  free(o.tok_path);
   for (int i = 1; i < o.nwords; i++) free(o.words[i]);
   free(o.words);
   free(o.files);

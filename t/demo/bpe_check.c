@@ -11,11 +11,14 @@
  *  5. 300 randomly mutated tokenizer.json files: refused or sound;
  *  6. t/demo/bpe/llama3.json (Llama 3's pre_tokenizer and ignore_merges):
  *     hand-worked ids, round trips over 200 seeds, and edits of it that
- *     would split wrongly (another regex, byte_fallback) refused;
+ *     would split or encode wrongly (another regex, byte_fallback,
+ *     add_prefix_space, a normalizer) refused;
  *  7. no quadratic costs: a megabyte of spaces, 1e6 merges, in seconds.
  * Environment: srcdir (automake's).  bpe_check --split gpt2|llama3 splits
  * hex lines of stdin instead (t/demo/bpe-regex.sh compares it with the
- * regex module). */
+ * regex module); bpe_check --encode FILE turns hex lines into FILE's ids,
+ * --decode FILE lines of ids into hex (t/demo/bpe-hf.sh compares them
+ * with Hugging Face's tokenizers). */
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -441,6 +444,10 @@ static void test_llama3_refused(void) {
                "an inverted split");
   refused_edit(text, "\"use_regex\": false", "\"use_regex\": true", "not GPT-2's or Llama 3's",
                "two splits in a row");
+  refused_edit(text, "\"add_prefix_space\": false", "\"add_prefix_space\": true",
+               "not GPT-2's or Llama 3's", "a ByteLevel pre-tokenizer adding a space");
+  refused_edit(text, "\"normalizer\": null", "\"normalizer\": {\"type\": \"NFC\"}",
+               "normalizer is not null", "an NFC normalizer");
   refused_edit(text, "\"byte_fallback\": false", "\"byte_fallback\": true", "byte_fallback",
                "byte_fallback set");
   refused_edit(text, "\"ignore_merges\": true", "\"ignore_merges\": 1", "ignore_merges",
@@ -477,8 +484,77 @@ static int split_lines(int llama3) {
   return 0;
 }
 
+/* a hex line (any length) as bytes into *t (grown): the byte count */
+static size_t unhex(const char *line, uint8_t **t, size_t *cap) {
+  size_t n = 0;
+  for (unsigned x; sscanf(line + 2 * n, "%2x", &x) == 1; n++) {
+    if (n == *cap && !(*t = realloc(*t, *cap = 2 * *cap + 64))) exit(1);
+    (*t)[n] = (uint8_t)x;
+  }
+  return n;
+}
+
+/* --encode FILE (for t/demo/bpe-hf.sh): each stdin line, text in hex,
+ * written back as FILE's ids joined by spaces; exit 1 on the first
+ * refusal */
+static int encode_lines(const struct gpt_bpe *b) {
+  char *line = NULL;
+  size_t lcap = 0, cap = 0, nid = 0, icap = 0;
+  uint8_t *t = NULL;
+  uint32_t *ids = NULL;
+  int rc = 0;
+  while (!rc && getline(&line, &lcap, stdin) > 0) {
+    size_t n = unhex(line, &t, &cap);
+    nid = 0;
+    static const uint8_t none[1];
+    rc = gpt_bpe_encode(b, t ? t : none, n, &ids, &nid, &icap) ? 1 : 0;
+    for (size_t i = 0; i < nid && !rc; i++) printf(i ? " %u" : "%u", ids[i]);
+    putchar('\n');
+  }
+  free(line), free(t), free(ids);
+  return rc;
+}
+
+/* --decode FILE: each stdin line of ids (decimal, spaces between)
+ * written back as its bytes in hex; exit 1 on an id that is no token */
+static int decode_lines(const struct gpt_bpe *b) {
+  char *line = NULL;
+  size_t lcap = 0, n = 0, cap = 0;
+  uint32_t *ids = NULL;
+  int rc = 0;
+  while (!rc && getline(&line, &lcap, stdin) > 0) {
+    char *at = line, *end;
+    n = 0;
+    for (unsigned long x; (x = strtoul(at, &end, 10)), end != at; at = end) {
+      if (n == cap && !(ids = realloc(ids, (cap = 2 * cap + 64) * sizeof *ids))) exit(1);
+      ids[n++] = x > UINT32_MAX ? GPT_BPE_NONE : (uint32_t)x;
+    }
+    size_t len = 0;
+    static const uint32_t none[1];
+    uint8_t *d = gpt_bpe_decode(b, ids ? ids : none, n, &len);
+    rc = !d;
+    for (size_t i = 0; d && i < len; i++) printf("%02x", d[i]);
+    putchar('\n');
+    free(d);
+  }
+  free(line), free(ids);
+  return rc;
+}
+
+/* --encode FILE, --decode FILE: FILE loaded (exit 1 when refused) */
+static int code_lines(const char *mode, const char *path) {
+  struct gpt_bpe *b = gpt_bpe_load(path);
+  if (!b) return 1;
+  int rc = !strcmp(mode, "--encode") ? encode_lines(b) : decode_lines(b);
+  fflush(stdout);
+  gpt_bpe_free(b);
+  return rc;
+}
+
 int main(int argc, char **argv) {
   if (argc == 3 && !strcmp(argv[1], "--split")) return split_lines(!strcmp(argv[2], "llama3"));
+  if (argc == 3 && (!strcmp(argv[1], "--encode") || !strcmp(argv[1], "--decode")))
+    return code_lines(argv[1], argv[2]);
   const char *s = getenv("TE_TEST_SEED");
   rng = s ? strtoull(s, NULL, 10) : (uint64_t)time(NULL);
   printf("# seed %llu\n", (unsigned long long)rng);

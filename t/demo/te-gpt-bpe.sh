@@ -5,8 +5,12 @@
 # text into the ids worked out by hand, in a version 1 shard (magic
 # 20240520, uint16) that --data then trains on; --data and --val text
 # with --tokenizer train as their shards do (the same rows); --sample
-# decoded through it; --eval refuses it; a hostile tokenizer file
-# is refused (exit 1, the byte offset named) and writes no shard.
+# decoded through it; the tokenizer travels with checkpoints (--save and
+# --save-hf copy it, --load and --load-hf use it without --tokenizer and
+# sample the same text, --eval reads text through it, another
+# --tokenizer than the checkpoint's is refused, and a metadata
+# "tokenizer" that names a path); a hostile tokenizer
+# file is refused (exit 1, the byte offset named) and writes no shard.
 # The tokenizer itself: t/demo/bpe_check.
 # Exit 0 pass, 1 fail, 77 skip (TE_DEVICE=cuda without a GPU).
 # Environment (from t/Makefile.inc): top_builddir, srcdir.
@@ -67,12 +71,50 @@ cols() { awk '{ print $1, $2, $3, $4, $5 }' "$1"; }
   > /dev/null 2> "$tmp/err"
 [ $? = 1 ] && grep -q "token 0 is 257 (--tokenizer), past the vocabulary (--vocab 256)" "$tmp/err" ||
   bad "--tokenizer's ids past --vocab: $(head -1 "$tmp/err")"
-"$gpt" --eval "$tmp/in45.txt" --tokenizer "$fix/tokenizer.json" > /dev/null 2> "$tmp/err"
-[ $? = 2 ] && grep -q "\-\-eval takes bytes or a shard" "$tmp/err" || bad "--eval --tokenizer: $(head -1 "$tmp/err")"
 "$gpt" --synthetic --vocab 256 --seq 16 --steps 1 --sample 4 --tokenizer "$fix/tokenizer.json" \
   > /dev/null 2> "$tmp/err"
 [ $? = 1 ] && grep -q "272 tokens, more than the model's vocabulary (256)" "$tmp/err" ||
   bad "a tokenizer larger than the model: $(head -1 "$tmp/err")"
+
+# the tokenizer travels with the checkpoint: --save copies it, --load
+# without --tokenizer decodes the sample as with it, and --eval reads text
+# through it as the shard of the same text scores
+"$gpt" --seed "$seed" --data "$tmp/in45.txt" --vocab 272 --seq 16 --steps 40 --sample 0 -q \
+  --tokenizer "$fix/tokenizer.json" --save "$tmp/ck" --rope 0 --save-hf "$tmp/hf" > /dev/null 2> "$tmp/err" ||
+  bad "--save --tokenizer: $(head -1 "$tmp/err")"
+cmp -s "$fix/tokenizer.json" "$tmp/ck/tokenizer.json" || bad "--save: the checkpoint holds no copy of --tokenizer"
+cmp -s "$fix/tokenizer.json" "$tmp/hf/tokenizer.json" || bad "--save-hf: no tokenizer.json beside the model"
+sample() {   # sample OUT ARGS...: te-gpt's sample after the prompt "the"
+  out=$1; shift
+  "$gpt" --sample 30 --prompt the "$@" > "$tmp/out" 2> "$tmp/err" || bad "$*: $(head -1 "$tmp/err")"
+  tail -1 "$tmp/out" > "$out"
+}
+sample "$tmp/s0" --load "$tmp/ck" --tokenizer "$fix/tokenizer.json"
+sample "$tmp/s1" --load "$tmp/ck"
+sample "$tmp/s2" --load-hf "$tmp/hf" --steps 0
+case $(cat "$tmp/s1") in
+  the*theater* | the*'<|endoftext|>'*) ;;
+  *) bad "--load's tokenizer: '$(cat "$tmp/s1")' holds none of the text's words" ;;
+esac
+cmp -s "$tmp/s0" "$tmp/s1" || bad "--load without --tokenizer: '$(cat "$tmp/s1")', with it '$(cat "$tmp/s0")'"
+cmp -s "$tmp/s0" "$tmp/s2" || bad "--load-hf's tokenizer.json: '$(cat "$tmp/s2")', --load's '$(cat "$tmp/s0")'"
+"$gpt" --load "$tmp/ck" --eval "$tmp/in15.txt" -q > "$tmp/e1" 2> "$tmp/err" || bad "--eval of text: $(head -1 "$tmp/err")"
+"$gpt" --load "$tmp/ck" --eval "$tmp/in15.bin" -q > "$tmp/e2" 2> "$tmp/err" || bad "--eval of a shard: $(head -1 "$tmp/err")"
+grep -q '^eval loss' "$tmp/e1" && cmp -s "$tmp/e1" "$tmp/e2" ||
+  bad "--eval of text through the checkpoint's tokenizer: '$(cat "$tmp/e1")', of its shard '$(cat "$tmp/e2")'"
+# another tokenizer than the checkpoint's: refused, both named
+"$gpt" --load "$tmp/ck" --tokenizer "$fix/llama3.json" --sample 4 > /dev/null 2> "$tmp/err"
+[ $? = 1 ] && grep -q "llama3.json is not the checkpoint's tokenizer $tmp/ck/tokenizer.json" "$tmp/err" ||
+  bad "--load with another --tokenizer: $(head -1 "$tmp/err")"
+rm "$tmp/ck/tokenizer.json"
+"$gpt" --load "$tmp/ck" --sample 4 > /dev/null 2> "$tmp/err"
+[ $? = 1 ] && grep -q "ck/tokenizer.json" "$tmp/err" || bad "--load, its tokenizer.json gone: $(head -1 "$tmp/err")"
+# the metadata's "tokenizer" names a file te-gpt writes, never a path
+mkdir "$tmp/m" && h='{"__metadata__":{"format":"te-gpt 1","tokenizer":"../../etc/passwd"}}'
+{ printf "\\$(printf %03o ${#h})\\0\\0\\0\\0\\0\\0\\0"; printf '%s' "$h"; } > "$tmp/m/model.safetensors"
+"$gpt" --load "$tmp/m" --steps 1 > /dev/null 2> "$tmp/err"
+[ $? = 1 ] && grep -q 'metadata "tokenizer" is neither' "$tmp/err" ||
+  bad "a checkpoint's tokenizer named ../../etc/passwd: $(head -1 "$tmp/err")"
 
 printf '{"model": {"vocab": {"a": 0, "b": 1}, "merges": ["a b"]}}' > "$tmp/bad.json"
 "$gpt" --tokenize "$tmp/in.txt" "$tmp/bad.bin" --tokenizer "$tmp/bad.json" 2> "$tmp/err"

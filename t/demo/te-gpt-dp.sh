@@ -16,7 +16,11 @@
 #     continued with --dp 4 --zero 2 and with one process within
 #     GPT_DP_TOL; the model file of --zero 1 the same bytes as --zero 0's;
 #  5. a rank killed mid-run: te-gpt exits 1 naming it, no hang;
-#  6. the misfits exit 2.
+#  6. the misfits exit 2;
+#  7. --eval with --dp (the batches shared out) within GPT_EVAL_TOL of one
+#     process, with --tp within GPT_DP_TOL; --save-hf from --dp --zero 1
+#     and --dp --tp the bytes of one process's; --load-hf on --dp --zero 2
+#     and --tp 2 scores as one process.
 # Random seed each run (TE_TEST_SEED to repeat).
 # Exit 0 pass, 1 fail, 77 skip (TE_DEVICE=cuda without a GPU).
 demo_tool=te-gpt
@@ -109,6 +113,37 @@ run "$tmp/x4.csv" $co --dp 4 --batch 1 --zero 2 --steps 6 --load "$tmp/b3"
 run "$tmp/x1.csv" $co --batch 4 --steps 6 --load "$tmp/b3"
 close "$tmp/a3.csv" "$tmp/x4.csv" "--dp 2 --zero 1 checkpoint on with --dp 4 --zero 2"
 close "$tmp/a3.csv" "$tmp/x1.csv" "--dp 2 --zero 1 checkpoint on with one process"
+
+# 7. --eval, --save-hf and --load-hf with --dp (and --tp): every rank
+# holds the whole model.  --eval's batches are shared out, their sums
+# added: one process's loss within GPT_EVAL_TOL (each batch the same
+# forward; the sums added in F32, 6e-8 of themselves: observed the same
+# printed digits); with --tp the partial sums round otherwise: GPT_DP_TOL
+GPT_EVAL_TOL=1e-5
+"$gpt" --help > "$tmp/ev.txt"
+ev() { "$gpt" --eval "$tmp/ev.txt" -q "$@" 2> "$tmp/err" | sed -n 's/^eval loss \([^ ]*\) .*/\1/p'; }
+within() {   # within A B TOL WHAT
+  awk -v a="$1" -v b="$2" -v t="$3" 'BEGIN { d = (a - b) / a; if (d < 0) d = -d
+    exit !(a != "" && b != "" && d <= t) }' ||
+    { echo "FAIL: $4: loss '$2', one process '$1' (limit $3): $(head -1 "$tmp/err")"; fail=1; }
+}
+one=$(ev --load "$tmp/b3")
+within "$one" "$(ev --load "$tmp/b3" --dp 2)" $GPT_EVAL_TOL "--eval --dp 2"
+within "$one" "$(ev --load "$tmp/b3" --dp 3 --zero 1)" $GPT_EVAL_TOL "--eval --dp 3 --zero 1"
+within "$one" "$(ev --load "$tmp/b3" --dp 2 --tp 2)" $GPT_DP_TOL "--eval --dp 2 --tp 2"
+# GPT-2's layout: --save-hf from the ranks writes one process's bytes (the
+# shards made whole, the slices gathered), --load-hf on the ranks scores
+# as one process
+run "$tmp/g.csv" --seed "$seed" --rope 0 --steps 2 --sample 0 -q --save "$tmp/g" --save-hf "$tmp/g1"
+for r in "--dp 2 --zero 1" "--dp 2 --tp 2"; do
+  rm -rf "$tmp/g2"
+  run "$tmp/g.csv" --load "$tmp/g" --sample 0 -q --save-hf "$tmp/g2" $r
+  cmp -s "$tmp/g1/model.safetensors" "$tmp/g2/model.safetensors" ||
+    { echo "FAIL: --save-hf $r: another model.safetensors than one process's"; fail=1; }
+done
+one=$(ev --load-hf "$tmp/g1")
+within "$one" "$(ev --load-hf "$tmp/g1" --dp 2 --zero 2)" $GPT_EVAL_TOL "--load-hf --dp 2 --zero 2 --eval"
+within "$one" "$(ev --load-hf "$tmp/g1" --tp 2)" $GPT_DP_TOL "--load-hf --tp 2 --eval"
 
 # 5. a rank killed mid-run: its parent names it and ends the others
 : > "$tmp/k.csv"   # there before the loop below reads it

@@ -288,8 +288,10 @@ struct gpt_data_opts {
   int seq, vocab, synthetic;
 };
 int gpt_data_load(struct gpt_data *d, const struct gpt_data_opts *o);
-/* --eval: path's tokens, all of them validation windows */
-int gpt_data_load_eval(struct gpt_data *d, const char *path, int seq, int vocab);
+/* --eval: path's tokens (text through tokenizer when given and path is no
+ * shard), all of them validation windows */
+int gpt_data_load_eval(struct gpt_data *d, const char *path, int seq, int vocab,
+                       const char *tokenizer);
 void gpt_data_free(struct gpt_data *d);
 /* Fills ids and labels (host int32 [batch * seq]) with a training batch
  * drawn with *rng, or validation batch k of nbatch (fixed windows). */
@@ -373,6 +375,8 @@ struct gpt_train {
   double launch_all[64];       /* the host time of each launch, the first 64 */
   int nlaunch;
   const struct gpt_run_args *run_args;   /* stored by gpt_save (or NULL) */
+  const char *tokenizer;       /* --tokenizer (or NULL): copied into gpt_save's directory,
+                                  --eval's text read through it */
 };
 /* The median host time of the step graph's launches so far (0: none). */
 double gpt_launch_median(const struct gpt_train *t);
@@ -434,7 +438,8 @@ struct gpt_eval_result {
   double tokens;               /* predicted: windows * seq */
   double loss, perplexity;     /* the mean over those tokens, exp(loss) */
 };
-/* The loss over every window of path; 0, or -1 with a message. */
+/* The loss over every window of path (text through t->tokenizer); under
+ * --dp collective, the ranks' sums added.  0, or -1 with a message. */
 int gpt_eval(struct gpt_train *t, struct gpt_model *m, const char *path, tecore_stream_t s,
              struct gpt_eval_result *r);
 /* gpt_eval printed as out's document (notes and fields): an exit status. */
@@ -454,14 +459,30 @@ int gpt_load_config(const char *dir, struct gpt_config *c);
  * one process or of any --tp). */
 int gpt_load(const char *dir, struct gpt_model *m, struct gpt_train *t, tecore_stream_t s);
 
+/* ---- the tokenizer in a checkpoint (gpt_ckpt_tok.c) ---- */
+/* The tokenizer file path copied into dir: tokenizer.json, or a
+ * vocab.json with the merges.txt beside it; *name the file written
+ * ("tokenizer.json" or "vocab.json").  0, or -1 with a message. */
+int gpt_tok_copy(const char *path, const char *dir, const char **name);
+/* --load dir: the tokenizer its metadata records as a new path (the
+ * caller frees), *path NULL when it records none; given (--tokenizer, or
+ * NULL) must hold the same bytes.  0, or -1 with a message naming both. */
+int gpt_tok_of_checkpoint(const char *dir, const char *given, char **path);
+/* --load-hf dir: dir/tokenizer.json as a new path when te-gpt reads it,
+ * else NULL (a note on stderr when the file is there but refused). */
+char *gpt_tok_of_hf(const char *dir);
+
 /* ---- Hugging Face GPT-2 checkpoints (gpt_hf.c) ---- */
 /* --load-hf: the shape from dir/config.json (GPT-2's keys) */
 int gpt_hf_config(const char *dir, struct gpt_config *c);
-/* --load-hf: the weights from dir/model.safetensors (GPT-2's names) */
+/* --load-hf: the weights from dir/model.safetensors (GPT-2's names), on
+ * every rank (--tp: each its slices) */
 int gpt_hf_load(const char *dir, struct gpt_model *m, tecore_stream_t s);
 /* --save-hf: dir/model.safetensors and dir/config.json of a GPT-2-shaped
- * model (one process); 0, or -1 with a message */
-int gpt_hf_save(const char *dir, struct gpt_model *m, tecore_stream_t s);
+ * model, and the tokenizer (or NULL) as dir/tokenizer.json; under --tp
+ * and --dp every rank calls it (the tensors made whole), rank 0 writes.
+ * 0, or -1 with a message */
+int gpt_hf_save(const char *dir, struct gpt_model *m, const char *tokenizer, tecore_stream_t s);
 
 /* ---- generation ---- */
 struct gpt_sample_opts {

@@ -38,6 +38,7 @@ struct gpt_bpe {
   size_t nspecial;
   int split;                     /* enum gpt_bpe_split: the pre-tokenizer */
   int ignore_merges;             /* a piece that is a token is not merged */
+  int vocab_json;                /* read from vocab.json and merges.txt, not a tokenizer.json */
 };
 
 /* Reads path: a tokenizer.json, or a vocab.json (merges.txt from its
@@ -45,6 +46,9 @@ struct gpt_bpe {
  * offset of what is wrong.  Freed by gpt_bpe_free. */
 struct gpt_bpe *gpt_bpe_load(const char *path);
 void gpt_bpe_free(struct gpt_bpe *b);
+/* A tokenizer file's bytes (at most GPT_BPE_MAX_FILE, a regular file) in
+ * a new NUL-terminated buffer, *len of them; NULL with a message. */
+char *gpt_bpe_file(const char *path, size_t *len);
 
 /* the id of bytes s[0..n) (NONE: no such token) */
 uint32_t gpt_bpe_lookup(const struct gpt_bpe *b, const uint8_t *s, size_t n);

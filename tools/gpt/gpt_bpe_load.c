@@ -3,7 +3,7 @@
  * Face tokenizer.json (model.type "BPE" when given, model.vocab {token: id},
  * model.merges as "a b" strings or ["a", "b"] pairs, added_tokens
  * {content, id}, pre_tokenizer recognised as GPT-2's or Llama 3's split,
- * model.ignore_merges) or vocab.json with merges.txt ("#version" line
+ * model.ignore_merges, normalizer null) or vocab.json with merges.txt ("#version" line
  * skipped).
  * Each token's text is GPT-2's byte-to-unicode alphabet (the printable
  * bytes as themselves, the other 68 bytes as U+0100 onwards), undone here
@@ -223,7 +223,7 @@ static int read_merges_json(struct loader *L, const struct gpt_json *j, int m) {
 
 /* ---- the files ---- */
 
-static char *read_file(const char *path, size_t *len) {
+char *gpt_bpe_file(const char *path, size_t *len) {
   uint64_t size;
   int fd = gpt_open_regular(path, &size);
   if (fd < 0) return NULL;
@@ -242,7 +242,7 @@ static char *read_file(const char *path, size_t *len) {
 
 static int parse(const char *path, struct gpt_json *j, size_t *len) {
   char err[256];
-  char *t = read_file(path, len);
+  char *t = gpt_bpe_file(path, len);
   if (!t) return -1;
   int rc = gpt_json_parse(j, t, *len, err, sizeof err);
   free(t);
@@ -314,8 +314,9 @@ static int jflag(const struct gpt_json *j, int at, const char *key, int dflt) {
 static int pre_one(const struct gpt_json *j, int p) {
   int type = gpt_json_get(j, p, "type"), re;
   if (jstr_is(j, type, "ByteLevel")) {
+    /* add_prefix_space: a space before the text, which te-gpt never adds */
     int r = jflag(j, p, "use_regex", 1);
-    return r < 0 ? -1 : r ? 1 + GPT_BPE_GPT2 : 0;
+    return r < 0 || jflag(j, p, "add_prefix_space", 0) ? -1 : r ? 1 + GPT_BPE_GPT2 : 0;
   }
   if (!jstr_is(j, type, "Split") || !jstr_is(j, gpt_json_get(j, p, "behavior"), "Isolated") ||
       jflag(j, p, "invert", 0) != 0)
@@ -348,8 +349,8 @@ static int read_pre(struct loader *L, const struct gpt_json *j) {
              ? pre_seq(j, gpt_json_get(j, p, "pretokenizers")) : pre_one(j, p);
   if (rule <= 0)
     return GPT_ERR("%s: byte %zu: pre_tokenizer is not GPT-2's or Llama 3's split (a ByteLevel "
-                   "with its regex, or a Split on Llama 3's regex): te-gpt splits by those only",
-                   L->path, j->n[p].off), -1;
+                   "with its regex, or a Split on Llama 3's regex; add_prefix_space false): "
+                   "te-gpt splits by those only", L->path, j->n[p].off), -1;
   L->b->split = rule - 1;
   return 0;
 }
@@ -366,13 +367,22 @@ static int read_flags(struct loader *L, const struct gpt_json *j, int model) {
   return 0;
 }
 
+/* normalizer: none (GPT-2's and Llama 3's), since te-gpt encodes the text
+ * as it is: an NFC or a lowercasing would give other ids without a word */
+static int read_normalizer(struct loader *L, const struct gpt_json *j) {
+  int nz = gpt_json_get(j, 0, "normalizer");
+  if (nz < 0 || j->n[nz].type == GPT_JNULL) return 0;
+  return GPT_ERR("%s: byte %zu: normalizer is not null: te-gpt encodes the text unnormalized",
+                 L->path, j->n[nz].off), -1;
+}
+
 static int load_tokenizer_json(struct loader *L, const struct gpt_json *j) {
   int model = gpt_json_get(j, 0, "model"), type = gpt_json_get(j, model, "type");
   if (type >= 0 && (j->n[type].type != GPT_JSTR || j->n[type].len != 3 ||
                     memcmp(j->pool + j->n[type].str, "BPE", 3)))
     return GPT_ERR("%s: model.type is not \"BPE\"", L->path), -1;
   int added = gpt_json_get(j, 0, "added_tokens");
-  return read_pre(L, j) || read_flags(L, j, model) ||
+  return read_normalizer(L, j) || read_pre(L, j) || read_flags(L, j, model) ||
          read_vocab(L, j, gpt_json_get(j, model, "vocab"), added_top(j, added)) ||
          read_merges_json(L, j, gpt_json_get(j, model, "merges")) || read_added(L, j, added);
 }
@@ -384,7 +394,7 @@ static int load_merges_txt(struct loader *L, const char *vocab_path) {
   int dir = slash ? (int)(slash - vocab_path) + 1 : 0;
   snprintf(path, sizeof path, "%.*smerges.txt", dir, vocab_path);
   size_t len, lines = 0;
-  char *t = read_file(path, &len);
+  char *t = gpt_bpe_file(path, &len);
   if (!t) return -1;
   for (size_t i = 0; i < len; i++) lines += t[i] == '\n';
   L->path = path;
@@ -410,6 +420,7 @@ struct gpt_bpe *gpt_bpe_load(const char *path) {
   int model = gpt_json_get(&j, 0, "model");
   if (!rc && model >= 0) rc = load_tokenizer_json(&L, &j);
   else if (!rc) rc = read_vocab(&L, &j, 0, 0) || load_merges_txt(&L, path);
+  if (b) b->vocab_json = model < 0;
   free(L.scratch);
   gpt_json_free(&j);
   if (rc) return gpt_bpe_free(b), NULL;

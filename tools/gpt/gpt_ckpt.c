@@ -84,30 +84,50 @@ static int write_free(const char *dir, const char *file, struct st_tensor *t, si
   return rc;
 }
 
-/* p's buffer (its master or a moment) as the whole tensor into t[*k]:
- * --tp gathers a split one's slices to rank 0, which alone adds it (the
- * others free theirs and add nothing) */
-static void add_whole(struct st_tensor *t, size_t *k, const struct gpt_model *m,
-                      const struct gpt_param *p, const char *suffix, tecore_devptr_t buf,
-                      tecore_stream_t s) {
-  /* --zero 1, 2: the ranks' shards made whole (every rank takes part) */
-  tecore_devptr_t whole_dev = p->dp_sharded ? gpt_dp_whole(m, p, buf, s) : 0;
+int gpt_ckpt_writer(const struct gpt_model *m) {
+  return (m->tp.size <= 1 || m->tp.rank == 0) && (m->dp.size <= 1 || m->dp.rank == 0);
+}
+
+/* p's buffer buf (its master or a moment) as the whole tensor on the
+ * host: --zero's shards made whole (sharded), --tp's slices gathered
+ * (every rank takes part); the writer's array, *rows x *cols, NULL on
+ * the other ranks */
+static float *whole_host(const struct gpt_model *m, const struct gpt_param *p, int sharded,
+                         tecore_devptr_t buf, size_t *rows, size_t *cols, tecore_stream_t s) {
+  tecore_devptr_t whole_dev = sharded ? gpt_dp_whole(m, p, buf, s) : 0;
   float *h = download(whole_dev ? whole_dev : buf, p->rows * p->cols, s);
   if (whole_dev) GPT_CHECK(tecore_mem_free(whole_dev));
-  size_t rows = p->rows, cols = p->cols;
+  *rows = p->rows, *cols = p->cols;
   if (gpt_tp_split(m, p)) {
     float *whole = gpt_tp_gather(m, p, h);
     free(h);
     h = whole;
-    gpt_tp_whole_shape(m, p, &rows, &cols);
+    gpt_tp_whole_shape(m, p, rows, cols);
   }
-  if ((m->tp.size > 1 && m->tp.rank) || (m->dp.size > 1 && m->dp.rank)) return free(h);
-  set_tensor(&t[(*k)++], p->name, suffix, rows, cols, h);
+  if (!gpt_ckpt_writer(m)) return free(h), NULL;
+  return h;
+}
+
+/* an F32 parameter's master is its value (whole on every rank, also
+ * under --zero 1, 2, whose master is a view of the shard) */
+float *gpt_param_values(const struct gpt_model *m, const struct gpt_param *p, size_t *rows,
+                        size_t *cols, tecore_stream_t s) {
+  return whole_host(m, p, p->dp_sharded && p->bf16, p->bf16 ? p->master : p->value, rows, cols,
+                    s);
+}
+
+/* p's buffer as the whole tensor into t[*k] on the writer */
+static void add_whole(struct st_tensor *t, size_t *k, const struct gpt_model *m,
+                      const struct gpt_param *p, const char *suffix, tecore_devptr_t buf,
+                      tecore_stream_t s) {
+  size_t rows, cols;
+  float *h = whole_host(m, p, p->dp_sharded, buf, &rows, &cols, s);
+  if (h) set_tensor(&t[(*k)++], p->name, suffix, rows, cols, h);
 }
 
 int gpt_save(const char *dir, struct gpt_model *m, struct gpt_train *t, tecore_stream_t s) {
   /* --tp, --dp: rank 0 alone writes */
-  int writer = (m->tp.size <= 1 || m->tp.rank == 0) && (m->dp.size <= 1 || m->dp.rank == 0);
+  int writer = gpt_ckpt_writer(m);
   if (writer && mkdir(dir, 0777) && errno != EEXIST) {
     GPT_ERR("--save %s: %s", dir, strerror(errno));
     return -1;
@@ -115,6 +135,12 @@ int gpt_save(const char *dir, struct gpt_model *m, struct gpt_train *t, tecore_s
   size_t room = t->run_args ? t->run_args->n : 0;
   struct st_meta *meta = gpt_xalloc((20 + room) * sizeof *meta);
   size_t nm = config_meta(&m->c, t->step, meta);
+  const char *tok = NULL;   /* the tokenizer first: the metadata names it */
+  if (writer && t->tokenizer && gpt_tok_copy(t->tokenizer, dir, &tok)) return free(meta), -1;
+  if (tok) {
+    snprintf(meta[nm].key, ST_MAX_NAME, "tokenizer");
+    snprintf(meta[nm++].value, ST_MAX_VALUE, "%s", tok);
+  }
   size_t na = gpt_run_args_meta(t->run_args, meta + nm, room);
   if (na == (size_t)-1) return free(meta), -1;
   nm += na;
@@ -122,13 +148,10 @@ int gpt_save(const char *dir, struct gpt_model *m, struct gpt_train *t, tecore_s
    * are its own), so m->np of them, twice for the moments */
   struct st_tensor *w = gpt_xalloc((2 * m->np + 3) * sizeof *w);
   size_t k = 0;
-  /* an F32 parameter's master is its value (whole on every rank, also
-   * under --zero 1, 2, whose master is a view of the shard) */
   for (size_t i = 0; i < m->np; i++) {
-    const struct gpt_param *p = &m->p[i];
-    struct gpt_param whole = *p;
-    whole.dp_sharded = p->dp_sharded && p->bf16;
-    add_whole(w, &k, m, &whole, "", p->bf16 ? p->master : p->value, s);
+    size_t rows, cols;
+    float *h = gpt_param_values(m, &m->p[i], &rows, &cols, s);
+    if (h) set_tensor(&w[k++], m->p[i].name, "", rows, cols, h);
   }
   if (writer && write_free(dir, "model.safetensors", w, k, meta, nm))
     return free(w), free(meta), -1;
@@ -357,9 +380,15 @@ static tecore_devptr_t device_one(tecore_stream_t s) {
 }
 
 void gpt_param_set(struct gpt_model *m, struct gpt_param *p, const float *h, tecore_stream_t s) {
-  (void)m;
   tecore_devptr_t tmp, dst = param_dst(p, &tmp), one = device_one(s);
+  float *slice = NULL;
+  if (gpt_tp_split(m, p)) {   /* --tp: this rank's slice of the whole h */
+    slice = gpt_xalloc(p->rows * p->cols * sizeof *slice);
+    gpt_tp_slice(m, p, h, slice);
+    h = slice;
+  }
   GPT_CHECK(tecore_memcpy(dst, (tecore_devptr_t)(uintptr_t)h, p->rows * p->cols * 4));
+  free(slice);
   param_round(p, dst, &tmp, one, s);
   GPT_CHECK(tecore_mem_free(one));
 }

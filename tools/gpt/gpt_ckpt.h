@@ -25,9 +25,19 @@ void gpt_ckpt_close(struct gpt_ckpt *c);
  * every value finite, as a new host array (caller frees); NULL with a
  * message naming the tensor. */
 float *gpt_ckpt_read(const struct gpt_ckpt *ck, const char *name, size_t rows, size_t cols);
-/* p's values from host F32 h [rows][cols]: its master (or F32 value) and
- * its BF16 copy rounded as AdamW rounds it. */
+/* p's values from host F32 h, the whole tensor (gpt_tp_whole_shape; --tp:
+ * this rank's slice taken): its master (or F32 value) and its BF16 copy
+ * rounded as AdamW rounds it. */
 void gpt_param_set(struct gpt_model *m, struct gpt_param *p, const float *h, tecore_stream_t s);
+/* This rank writes the files of --save and --save-hf (rank 0 of --tp and
+ * of --dp, or one process). */
+int gpt_ckpt_writer(const struct gpt_model *m);
+/* p's whole F32 values as a host array (the caller frees), *rows x *cols:
+ * --zero's shards made whole, --tp's slices gathered.  Collective: every
+ * rank calls it for every parameter in m's order; NULL on all but the
+ * writer. */
+float *gpt_param_values(const struct gpt_model *m, const struct gpt_param *p, size_t *rows,
+                        size_t *cols, tecore_stream_t s);
 
 /* config.json's text (gpt_hf.c): the value after "key":, an integer key
  * in [lo, hi] (def when absent, def < 0: required), a string key's value
@@ -44,6 +54,9 @@ int gpt_hf_write_config(const char *dir, const char *fmt, ...)
  * weights from an open model.safetensors, --save-hf; each 0 or -1 */
 int gpt_hf_llama_config(const char *text, const char *path, struct gpt_config *c);
 int gpt_hf_llama_load(const struct gpt_ckpt *ck, struct gpt_model *m, tecore_stream_t s);
-int gpt_hf_llama_save(const char *dir, struct gpt_model *m, tecore_stream_t s);
+int gpt_hf_llama_save(const char *dir, struct gpt_model *m, const char *tokenizer,
+                      tecore_stream_t s);
+/* --save-hf's last part: the tokenizer (or NULL) copied into dir; 0 or -1 */
+int gpt_hf_finish(const char *dir, const char *tokenizer);
 
 #endif

@@ -233,11 +233,16 @@ int gpt_data_load(struct gpt_data *d, const struct gpt_data_opts *o) {
   return 0;
 }
 
-int gpt_data_load_eval(struct gpt_data *d, const char *path, int seq, int vocab) {
+int gpt_data_load_eval(struct gpt_data *d, const char *path, int seq, int vocab,
+                       const char *tokenizer) {
   memset(d, 0, sizeof *d);
   d->vocab = vocab;
   d->width = 1;
-  if (append_file(d, path)) return gpt_data_free(d), -1;
+  if (tokenizer && !(d->bpe = gpt_bpe_load(tokenizer))) return -1;
+  int rc = append_file(d, path);
+  gpt_bpe_free((struct gpt_bpe *)d->bpe);
+  d->bpe = NULL;
+  if (rc) return gpt_data_free(d), -1;
   if (d->n < (size_t)seq + 1) {
     GPT_ERR("--eval %s: %zu tokens, at least %d needed for --seq %d (one window)", path, d->n,
             seq + 1, seq);

@@ -5,7 +5,9 @@
  * of the W = (n - 1) / seq windows is predicted once), in batches of the
  * model's batch, the last one's unused rows ignored (label -100); the
  * mean over the predicted tokens and its perplexity exp(loss).  Forward
- * only: no step, the weights untouched. */
+ * only: no step, the weights untouched.  A text file with --tokenizer is
+ * read as its ids.  Under --dp the ranks share the batches and add their
+ * sums. */
 #include <math.h>
 #include "gpt.h"
 #include "../cli.h"
@@ -23,18 +25,34 @@ static void stage_windows(struct gpt_train *t, const struct gpt_model *m,
   }
 }
 
+/* --dp: *sum and *tokens added over the data-parallel ranks (F32 on the
+ * device: the sum to 1e-7 of itself) */
+static void sum_ranks(struct gpt_model *m, double *sum, double *tokens, tecore_stream_t s) {
+  float v[2] = {(float)*sum, (float)*tokens};
+  GPT_CHECK(tecore_memcpy(m->means, (tecore_devptr_t)(uintptr_t)v, sizeof v));
+  gpt_dp_sum(m, m->means, 2, s);
+  GPT_CHECK(tecore_stream_synchronize(s));
+  GPT_CHECK(tecore_memcpy((tecore_devptr_t)(uintptr_t)v, m->means, sizeof v));
+  *sum = v[0], *tokens = v[1];
+}
+
 int gpt_eval(struct gpt_train *t, struct gpt_model *m, const char *path, tecore_stream_t s,
              struct gpt_eval_result *r) {
   struct gpt_data d;
-  if (gpt_data_load_eval(&d, path, m->c.seq, m->c.vocab)) return -1;
+  if (gpt_data_load_eval(&d, path, m->c.seq, m->c.vocab, t->tokenizer)) return -1;
   size_t nwin = gpt_data_windows(&d, m->c.seq);
+  /* --dp: rank q takes batches q, q + D, ...; every rank runs as many
+   * forwards (one past the file ignores every row), since an FP8
+   * recipe's amaxes are reduced over the ranks in each */
+  size_t D = m->dp.size > 1 ? (size_t)m->dp.size : 1, me = D > 1 ? (size_t)m->dp.rank : 0;
+  size_t nb = (nwin + m->batch - 1) / m->batch;
   double sum = 0, tokens = 0, mean, count;
-  for (size_t k = 0; k * m->batch < nwin; k++) {
-    stage_windows(t, m, &d, k);
+  for (size_t q = 0; q * D < nb; q++) {
+    stage_windows(t, m, &d, q * D + me);
     gpt_forward_loss(t, m, s, &mean, &count);
-    sum += mean * count;
-    tokens += count;
+    if (count > 0) sum += mean * count, tokens += count;
   }
+  if (D > 1) sum_ranks(m, &sum, &tokens, s);
   gpt_data_free(&d);
   r->windows = nwin;
   r->tokens = tokens;

@@ -181,10 +181,12 @@ static int load_param(const struct gpt_ckpt *ck, const char *prefix, struct gpt_
     fprintf(stderr, "# te-gpt: --load-hf: no lm_head.weight: the LM head starts as wte's "
             "copy (tied), and trains untied\n");
   }
-  float *h = conv ? gpt_ckpt_read(ck, hf, p->cols, p->rows) : gpt_ckpt_read(ck, hf, p->rows, p->cols);
+  size_t rows, cols;   /* the whole tensor's (--tp: gpt_param_set takes the slice) */
+  gpt_tp_whole_shape(m, p, &rows, &cols);
+  float *h = conv ? gpt_ckpt_read(ck, hf, cols, rows) : gpt_ckpt_read(ck, hf, rows, cols);
   if (!h) return -1;
   if (conv) {
-    float *t = transposed(h, p->cols, p->rows);
+    float *t = transposed(h, cols, rows);
     free(h);
     h = t;
   }
@@ -242,40 +244,46 @@ static int write_config(const char *dir, const struct gpt_config *c) {
           c->heads, c->ffn);
 }
 
-/* p's F32 values (its master, else its F32 value) in GPT-2's layout */
-static float *hf_values(const struct gpt_param *p, int conv, tecore_stream_t s) {
-  size_t n = p->rows * p->cols;
-  float *h = gpt_xalloc(n * sizeof *h);
-  GPT_CHECK(tecore_stream_synchronize(s));
-  GPT_CHECK(tecore_memcpy((tecore_devptr_t)(uintptr_t)h, p->master ? p->master : p->value, n * 4));
-  if (!conv) return h;
-  float *t = transposed(h, p->rows, p->cols);
-  free(h);
-  return t;
+/* p as t (its whole F32 values in GPT-2's layout) on the writer: 1, else
+ * 0 (every rank takes part: gpt_param_values) */
+static int hf_tensor(const struct gpt_model *m, const struct gpt_param *p, struct st_tensor *t,
+                     tecore_stream_t s) {
+  size_t rows, cols;
+  int conv;
+  float *h = gpt_param_values(m, p, &rows, &cols, s);
+  if (!h) return 0;
+  hf_name(p->name, "transformer.", t->name, sizeof t->name, &conv);
+  t->dtype = ST_F32;
+  t->ndim = rows > 1 ? 2 : 1;
+  t->shape[0] = rows > 1 ? (conv ? cols : rows) : cols;
+  t->shape[1] = conv ? rows : cols;
+  t->data = h;
+  if (conv) t->data = transposed(h, rows, cols), free(h);
+  return 1;
 }
 
-int gpt_hf_save(const char *dir, struct gpt_model *m, tecore_stream_t s) {
-  if (m->c.rope) return gpt_hf_llama_save(dir, m, s);
+int gpt_hf_finish(const char *dir, const char *tokenizer) {
+  const char *name;
+  return tokenizer ? gpt_tok_copy(tokenizer, dir, &name) : 0;
+}
+
+int gpt_hf_save(const char *dir, struct gpt_model *m, const char *tokenizer, tecore_stream_t s) {
+  if (m->c.rope) return gpt_hf_llama_save(dir, m, tokenizer, s);
   if (!fits_gpt2(&m->c)) return -1;
-  if (mkdir(dir, 0777) && errno != EEXIST) return GPT_ERR("--save-hf %s: %s", dir, strerror(errno)), -1;
+  int writer = gpt_ckpt_writer(m);
+  if (writer && mkdir(dir, 0777) && errno != EEXIST)
+    return GPT_ERR("--save-hf %s: %s", dir, strerror(errno)), -1;
+  /* lm_head last (m->p's last): a file a tied model's is a prefix of */
   struct st_tensor *t = gpt_xalloc(m->np * sizeof *t);
-  for (size_t i = 0; i < m->np; i++) {
-    /* lm_head last (m->p's last): a file a tied model's is a prefix of */
-    const struct gpt_param *p = &m->p[i];
-    int conv;
-    hf_name(p->name, "transformer.", t[i].name, sizeof t[i].name, &conv);
-    t[i].dtype = ST_F32;
-    t[i].ndim = p->rows > 1 ? 2 : 1;
-    t[i].shape[0] = p->rows > 1 ? (conv ? p->cols : p->rows) : p->cols;
-    t[i].shape[1] = conv ? p->rows : p->cols;
-    t[i].data = hf_values(p, conv, s);
-  }
+  size_t n = 0;
+  for (size_t i = 0; i < m->np; i++) n += (size_t)hf_tensor(m, &m->p[i], &t[n], s);
+  if (!writer) return free(t), 0;
   struct st_meta meta = {.key = "format", .value = "pt"};
   char path[4200], err[512];
   snprintf(path, sizeof path, "%s/model.safetensors", dir);
-  int rc = st_write(path, t, m->np, &meta, 1, err, sizeof err);
+  int rc = st_write(path, t, n, &meta, 1, err, sizeof err);
   if (rc) GPT_ERR("--save-hf: %s", err);
-  for (size_t i = 0; i < m->np; i++) free((void *)t[i].data);
+  for (size_t i = 0; i < n; i++) free((void *)t[i].data);
   free(t);
-  return rc ? -1 : write_config(dir, &m->c);
+  return rc || write_config(dir, &m->c) ? -1 : gpt_hf_finish(dir, tokenizer);
 }

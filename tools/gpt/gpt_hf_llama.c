@@ -59,12 +59,15 @@ static void part_rows(const struct gpt_config *c, size_t i, size_t rows, struct 
 }
 
 /* HF's parts of te-gpt's tensor p: 0, or -1 (no counterpart) */
-static int hf_parts(const struct gpt_config *c, const struct gpt_param *p, struct parts *out) {
+static int hf_parts(const struct gpt_model *m, const struct gpt_param *p, struct parts *out) {
+  const struct gpt_config *c = &m->c;
+  size_t rows, cols;   /* the whole tensor's (--tp) */
+  gpt_tp_whole_shape(m, p, &rows, &cols);
   static const char *const top[][2] = {{"tok_embeddings.weight", "model.embed_tokens.weight"},
                                        {"norm.weight", "model.norm.weight"},
                                        {"lm_head.weight", "lm_head.weight"}};
   int layer, at = 0;
-  out->n = 1, out->rows[0] = p->rows;
+  out->n = 1, out->rows[0] = rows;
   for (size_t i = 0; i < 3; i++)
     if (!strcmp(p->name, top[i][0])) return snprintf(out->name[0], 160, "%s", top[i][1]), 0;
   if (sscanf(p->name, "layers.%d.%n", &layer, &at) != 1 || !at) return -1;
@@ -72,7 +75,7 @@ static int hf_parts(const struct gpt_config *c, const struct gpt_param *p, struc
     if (strcmp(p->name + at, block_names[i].te)) continue;
     for (out->n = 0; out->n < 3 && block_names[i].hf[out->n]; out->n++)
       snprintf(out->name[out->n], 160, "model.layers.%d.%s", layer, block_names[i].hf[out->n]);
-    part_rows(c, i, p->rows, out);
+    part_rows(c, i, rows, out);
     return 0;
   }
   return -1;
@@ -140,19 +143,21 @@ int gpt_hf_llama_config(const char *t, const char *path, struct gpt_config *c) {
 static int load_param(const struct gpt_ckpt *ck, struct gpt_model *m, struct gpt_param *p,
                       tecore_stream_t s) {
   struct parts pt;
-  if (hf_parts(&m->c, p, &pt))
+  if (hf_parts(m, p, &pt))
     return GPT_ERR("--load-hf: te-gpt's %s has no Llama counterpart", p->name), -1;
+  size_t rows, cols;   /* the whole tensor's (--tp: gpt_param_set takes the slice) */
+  gpt_tp_whole_shape(m, p, &rows, &cols);
   if (!strcmp(pt.name[0], "lm_head.weight") && !st_find(&ck->f, pt.name[0])) {
     snprintf(pt.name[0], sizeof pt.name[0], "model.embed_tokens.weight");   /* tied */
     fprintf(stderr, "# te-gpt: --load-hf: no lm_head.weight: the LM head starts as "
             "embed_tokens' copy (tied), and trains untied\n");
   }
-  float *h = gpt_xalloc(p->rows * p->cols * sizeof *h);
+  float *h = gpt_xalloc(rows * cols * sizeof *h);
   size_t row = 0;
   for (int k = 0; k < pt.n; k++) {
-    float *part = gpt_ckpt_read(ck, pt.name[k], pt.rows[k], p->cols);
+    float *part = gpt_ckpt_read(ck, pt.name[k], pt.rows[k], cols);
     if (!part) return free(h), -1;
-    memcpy(h + row * p->cols, part, pt.rows[k] * p->cols * sizeof *h);
+    memcpy(h + row * cols, part, pt.rows[k] * cols * sizeof *h);
     row += pt.rows[k];
     free(part);
   }
@@ -189,38 +194,41 @@ static int fits_llama(const struct gpt_config *c) {
   return 0;
 }
 
-/* p's F32 values (its master, else its F32 value), cut into its parts
- * appended at t[*n] */
+/* p's whole F32 values cut into its parts appended at t[*n], on the
+ * writer (every rank takes part: gpt_param_values) */
 static void add_parts(const struct gpt_model *m, const struct gpt_param *p, struct st_tensor *t,
                       size_t *n, tecore_stream_t s) {
   struct parts pt;
-  hf_parts(&m->c, p, &pt);
-  float *h = gpt_xalloc(p->rows * p->cols * sizeof *h);
-  GPT_CHECK(tecore_stream_synchronize(s));
-  GPT_CHECK(tecore_memcpy((tecore_devptr_t)(uintptr_t)h, p->master ? p->master : p->value,
-                          p->rows * p->cols * 4));
+  size_t rows, cols;
+  float *h = gpt_param_values(m, p, &rows, &cols, s);
+  if (!h) return;
+  hf_parts(m, p, &pt);
   size_t row = 0;
   for (int k = 0; k < pt.n; k++, (*n)++) {
     struct st_tensor *x = &t[*n];
-    float *d = gpt_xalloc(pt.rows[k] * p->cols * sizeof *d);
-    memcpy(d, h + row * p->cols, pt.rows[k] * p->cols * sizeof *d);
+    float *d = gpt_xalloc(pt.rows[k] * cols * sizeof *d);
+    memcpy(d, h + row * cols, pt.rows[k] * cols * sizeof *d);
     row += pt.rows[k];
     snprintf(x->name, sizeof x->name, "%s", pt.name[k]);
     x->dtype = ST_F32;
-    x->ndim = p->rows > 1 ? 2 : 1;
-    x->shape[0] = p->rows > 1 ? pt.rows[k] : p->cols;
-    x->shape[1] = p->cols;
+    x->ndim = rows > 1 ? 2 : 1;
+    x->shape[0] = rows > 1 ? pt.rows[k] : cols;
+    x->shape[1] = cols;
     x->data = d;
   }
   free(h);
 }
 
-int gpt_hf_llama_save(const char *dir, struct gpt_model *m, tecore_stream_t s) {
+int gpt_hf_llama_save(const char *dir, struct gpt_model *m, const char *tokenizer,
+                      tecore_stream_t s) {
   if (!fits_llama(&m->c)) return -1;
-  if (mkdir(dir, 0777) && errno != EEXIST) return GPT_ERR("--save-hf %s: %s", dir, strerror(errno)), -1;
+  int writer = gpt_ckpt_writer(m);
+  if (writer && mkdir(dir, 0777) && errno != EEXIST)
+    return GPT_ERR("--save-hf %s: %s", dir, strerror(errno)), -1;
   struct st_tensor *t = gpt_xalloc(3 * m->np * sizeof *t);
   size_t n = 0;
   for (size_t i = 0; i < m->np; i++) add_parts(m, &m->p[i], t, &n, s);
+  if (!writer) return free(t), 0;
   struct st_meta meta = {.key = "format", .value = "pt"};
   char path[4200], err[512];
   snprintf(path, sizeof path, "%s/model.safetensors", dir);
@@ -228,5 +236,5 @@ int gpt_hf_llama_save(const char *dir, struct gpt_model *m, tecore_stream_t s) {
   if (rc) GPT_ERR("--save-hf: %s", err);
   for (size_t i = 0; i < n; i++) free((void *)t[i].data);
   free(t);
-  return rc ? -1 : write_config(dir, &m->c);
+  return rc || write_config(dir, &m->c) ? -1 : gpt_hf_finish(dir, tokenizer);
 }
