@@ -11,6 +11,12 @@
  *     shard, and AdamW run on the shards only, then tecomm_dp_gather, give
  *     every rank ZeRO-0's parameters bit for bit (reduce-scatter folds the
  *     ranks in allreduce's order), 2 and 4 ranks; the global norm's parts;
+ *   - ZeRO-3 against ZeRO-0 on a six-layer model, two microbatches a
+ *     step: outputs, the gradients in each rank's shards and the
+ *     parameters after AdamW (tecomm_dp_gather_value) the same bits, eager
+ *     and replayed from the captured step graph, 2 and 4 ranks; the
+ *     parameters' bytes a step holds are ZeRO-0's less the values plus a
+ *     shard and two layers; destroy gives the sequence its values back;
  *   - ranks whose models differ (a tensor's count, the stage, the
  *     recipe) refused on every rank with the field named;
  *   - gradients in a region of symmetric memory (tecore_seq_set_grad_region
@@ -19,7 +25,7 @@
  *     where the gradients are not one span), the same bits as the packed
  *     path, gradients and parameters after AdamW, 2 and 4 ranks; one rank
  *     in place where another packs: refused, the field named;
- *   - a rank killed mid-step, packed and in place: the other's finish or
+ *   - a rank killed mid-step, packed, in place and ZeRO-3: the other's finish or
  *     status names it within TECOMM_TIMEOUT (1 s here), no hang;
  *   - argument errors name the argument. */
 #include "comm_ranks.h"
@@ -816,13 +822,13 @@ END_TEST
 /* ---- a rank killed mid-step ------------------------------------------------------ */
 
 static void rank_killed(int rank, int n, void *arg) {
-  const int inplace = *(const int *)arg;
+  const int mode = *(const int *)arg;   /* 0 packed, 1 in place, 2 ZeRO-3 */
   setenv("TECOMM_TIMEOUT", "1000", 1);
   tecomm_comm_t c = tc_rank_comm(rank, n);
   tecore_stream_t s;
   RK_CORE(tecore_stream_create(TECORE_STREAM_NON_BLOCKING, 0, &s));
-  tecore_seq_t *q = mlp_in(B, s, inplace ? c : NULL);
-  tecomm_dp_t dp = dp_make(c, q, 0, 2048);
+  tecore_seq_t *q = mlp_in(B, s, mode == 1 ? c : NULL);
+  tecomm_dp_t dp = dp_make(c, q, mode == 2 ? 3 : 0, 2048);
   tecore_devptr_t dx = dalloc(B * F * 4), dy = dalloc(B * O * 4), y = dalloc(B * O * 4);
   static float x[B * F], w[B * O];
   draw(x, w, B, 5);
@@ -830,9 +836,10 @@ static void rank_killed(int rank, int n, void *arg) {
   RK_ASSERT(tc_shm_barrier(tc_shm) == 0, "barrier");
   if (rank == n - 1) raise(SIGKILL);
   struct tecore_tensor X = t2(B, F, dx), Y = t2(B, O, y), DY = t2(B, O, dy);
-  RK_CORE(tecore_seq_forward(q, &X, &Y, 0, s));
+  /* ZeRO-3: the forward's gathers already need the peer */
+  tecore_result_t r = tecore_seq_forward(q, &X, &Y, 0, s);
   RK_OK(tecomm_dp_arm(dp));
-  tecore_result_t r = tecore_seq_backward(q, &DY, NULL, s);
+  if (r == TECORE_SUCCESS) r = tecore_seq_backward(q, &DY, NULL, s);
   tecomm_result_t f = tecomm_dp_finish(dp, s);
   tecore_result_t w8 = te_stream_wait(s, 5000);
   RK_ASSERT(w8 == TECORE_SUCCESS, "the stream did not come back within 5 s");
@@ -848,9 +855,11 @@ static void rank_killed(int rank, int n, void *arg) {
   (void)tecomm_comm_destroy(c);
 }
 
+/* Packed, in place, and ZeRO-3 (the peer gone before the forward's
+ * gathers). */
 START_TEST(killed_rank_named_not_hung) {
-  int inplace = _i;   /* 1: the buckets reduced in place */
-  tc_run_ranks_ex(2, rank_killed, &inplace, 60, 1);
+  int mode = _i;
+  tc_run_ranks_ex(2, rank_killed, &mode, 60, 1);
   tc_shm_release();
 }
 END_TEST
@@ -886,6 +895,16 @@ static void rank_args(int rank, int n, void *arg) {
   RK_EXPECT(TECOMM_ERR_INVALID, "tensors[3].op 9", tecomm_dp_create(&d2, &dp));
   memcpy(bad, t, sizeof bad), bad[0].value = 0, d2.zero = 1;
   RK_EXPECT(TECOMM_ERR_INVALID, "tensors[0].value is 0 under ZeRO-1", tecomm_dp_create(&d2, &dp));
+  /* ZeRO-3 points the sequence's parameters into its ring: a value that
+   * is no parameter of it, or another operation's, is refused */
+  tecore_devptr_t other = dalloc(H * F * 4);
+  memcpy(bad, t, sizeof bad), bad[3].value = other, d2.zero = 3;
+  RK_EXPECT(TECOMM_ERR_INVALID, "tensors[3].value is no parameter's value",
+            tecomm_dp_create(&d2, &dp));
+  memcpy(bad, t, sizeof bad), bad[1].op = 0;
+  RK_EXPECT(TECOMM_ERR_INVALID, "tensors[1].op 0: the parameter is operation 2's",
+            tecomm_dp_create(&d2, &dp));
+  RK_CORE(tecore_mem_free(other));
   RK_ASSERT(dp == NULL, "a refused group was handed out");
   dp = dp_make(c, q, 0, 0);
   size_t first, count;
@@ -894,6 +913,12 @@ static void rank_args(int rank, int n, void *arg) {
   RK_EXPECT(TECOMM_ERR_INVALID, "ZeRO-0", tecomm_dp_gather(dp, s));
   RK_EXPECT(TECOMM_ERR_INVALID, "dp is NULL", tecomm_dp_finish(NULL, s));
   RK_EXPECT(TECOMM_ERR_INVALID, "vec is NULL", tecomm_dp_norm_parts(dp, NULL, s));
+  tecore_devptr_t vp = 0;
+  RK_EXPECT(TECOMM_ERR_INVALID, "ptr is NULL", tecomm_dp_value_shard(dp, 0, NULL));
+  RK_EXPECT(TECOMM_ERR_INVALID, "index 4", tecomm_dp_value_shard(dp, 4, &vp));
+  RK_EXPECT(TECOMM_ERR_INVALID, "dst is 0", tecomm_dp_gather_value(dp, 0, 0, s));
+  RK_EXPECT(TECOMM_ERR_INVALID, "index 7", tecomm_dp_gather_value(dp, 7, t[0].grad, s));
+  RK_EXPECT(TECOMM_ERR_INVALID, "dp is NULL", tecomm_dp_gather_value(NULL, 0, t[0].grad, s));
   RK_OK(tecomm_dp_destroy(dp));
   RK_EXPECT(TECOMM_ERR_INVALID, "not a live", tecomm_dp_arm(dp));
   RK_OK(tecomm_dp_destroy(NULL));
@@ -916,7 +941,7 @@ static Suite *dp_suite(void) {
   tcase_add_loop_test(tc, zero_3_takes_zero_0_steps, 0, 2);
   tcase_add_loop_test(tc, zero_3_holds_a_shard_of_the_values, 0, 2);
   tcase_add_loop_test(tc, mismatched_models_refused_with_the_field_named, 0, 4);
-  tcase_add_loop_test(tc, killed_rank_named_not_hung, 0, 2);
+  tcase_add_loop_test(tc, killed_rank_named_not_hung, 0, 3);
   tcase_add_loop_test(tc, inplace_buckets_same_bits_as_packed, 0, 7);
   tcase_add_loop_test(tc, inplace_on_one_rank_only_refused, 0, 2);
   tcase_add_test(tc, inplace_off_packs_every_bucket);
