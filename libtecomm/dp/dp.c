@@ -155,7 +155,7 @@ static tecomm_result_t setup(struct tecomm_dp *d) {
   TC_CORE(tecore_stream_synchronize(d->side), "tecomm_dp_create");
   TC_CHECK(tc_dp_zero3_setup(d));
   if (!d->seq) return TECOMM_SUCCESS;
-  struct tecore_seq_hooks h = {.before = d->nfwd ? dp_hook_before : NULL,
+  struct tecore_seq_hooks h = {.before = d->nu ? dp_hook_before : NULL,
                                .after = dp_hook_after, .ctx = d};
   TC_CORE(tecore_seq_set_hooks(d->seq, &h), "tecomm_dp_create: the sequence's hooks");
   d->hooked = 1;
@@ -226,9 +226,9 @@ TE_EXPORT tecomm_result_t tecomm_dp_describe(tecomm_dp_t dp, char *buf, size_t l
   put(buf, len, &at, "ZeRO-%d, %d ranks, %zu tensors in %zu buckets (%zu in place, %zu packed; "
       "buffer %zu bytes", dp->zero, dp->nranks, dp->nt, dp->nb, nin, dp->nb - nin,
       dp->buf_bytes);
-  if (dp->nfwd)   /* ZeRO-3: the values held across a step */
-    put(buf, len, &at, "; values: %zu sharded buckets, shards %zu bytes, ring 2 x %zu bytes",
-        dp->nfwd, dp->vshard_bytes, dp->slot_bytes);
+  if (dp->nu)   /* ZeRO-3: the values held across a step */
+    put(buf, len, &at, "; values: %zu sharded buckets in %zu units, shards %zu bytes, ring 2 "
+        "x %zu bytes", dp->nfwd, dp->nu, dp->vshard_bytes, dp->slot_bytes);
   put(buf, len, &at, "):");
   for (size_t k = 0; k < dp->nb; k++) {
     const struct dp_bucket *b = &dp->b[k];

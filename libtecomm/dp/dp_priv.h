@@ -42,11 +42,22 @@ struct dp_bucket {
   size_t span_elems;           /* in place: to the last gradient's end, padding included */
   size_t seg_off;              /* in place: the span's offset in its symmetric allocation */
   /* ZeRO-3 (dp_zero3.c): a bucket of the sequence's parameters holds
-   * its value shard in vshard and is all-gathered into ring slot `slot`
-   * before the passes read it */
+   * its value shard in vshard and is all-gathered, with the other
+   * buckets of its unit, into the unit's ring slot before the passes
+   * read it */
   int sharded;
   size_t op_lo, op_hi;         /* the operations its tensors belong to */
   size_t vs_off;               /* bytes: its value shard in d->vshard */
+  size_t unit;                 /* its gather unit (d->u) */
+  size_t ring_off;             /* bytes: its values in the unit's slot */
+};
+
+/* ZeRO-3: buckets whose operations overlap (an operation's weight and
+ * bias of two gradient dtypes) gathered together, into one ring slot. */
+struct dp_unit {
+  size_t f0, f1;               /* its buckets: d->fwd[f0 .. f1) */
+  size_t op_lo, op_hi;
+  size_t bytes;                /* its values in the slot */
   int slot;                    /* its forward position mod 2 */
   int gathered, used;          /* this pass: launched; every group reading it ran */
   tecore_event_t ready;        /* recorded on the side stream after its gather */
@@ -96,6 +107,8 @@ struct tecomm_dp {
   int ring_plain;              /* plain device memory (no symmetric memory) */
   size_t slot_bytes;
   size_t *fwd, nfwd;           /* the sharded buckets in forward order */
+  struct dp_unit *u;           /* the gather units in forward order */
+  size_t nu;
   int swapped;                 /* the sequence's parameters point into the ring */
   int pass_dir;                /* the pass the hooks are in, or -1 */
   tecore_stream_t pass_stream;

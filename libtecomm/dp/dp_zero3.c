@@ -6,18 +6,20 @@
  * hooks all-gather each bucket into its slot right before the first
  * group that reads it, forward and backward alike.
  *
- * Why a ring of two with fixed slots: a captured graph holds the
- * addresses, so a bucket always lies in the same slot (its forward
- * position mod 2; the backward walks the buckets in reverse, so they
- * alternate there too).  The next bucket is gathered on the
- * communication stream as soon as its slot's previous bucket has been
+ * The gather unit is a bucket, or buckets whose operations overlap (an
+ * operation's weight and bias apart by their gradient dtypes): a unit
+ * is gathered whole into one slot.  Why a ring of two with fixed slots:
+ * a captured graph holds the addresses, so a unit always lies in the
+ * same slot (its forward position mod 2; the backward walks the units in
+ * reverse, so they alternate there too).  The next unit is gathered on
+ * the communication stream as soon as its slot's previous unit has been
  * read by every group queued (the after hook of its last group forks the
- * gather from the pass's stream there): one bucket computes while the
- * next is gathered, and the parameters held across a step are the
- * shards plus two buckets.  A group reading three buckets at once would
- * need a third slot: refused in the pass, naming the bucket size to
- * raise.  Tensors no operation of the sequence reads are kept as ZeRO-2
- * keeps them (tecomm_dp_gather). */
+ * gather from the pass's stream there): one unit computes while the next
+ * is gathered, and the parameters held across a step are the shards
+ * plus two units.  A group reading three units at once would need a
+ * third slot: refused in the pass, naming the bucket size to raise.
+ * Tensors no operation of the sequence reads are kept as ZeRO-2 keeps
+ * them (tecomm_dp_gather). */
 #include "dp_priv.h"
 #include "te_results.h"
 #include <stdlib.h>
@@ -32,8 +34,9 @@ static const char FN[] = "tecomm_dp_create";
 
 static size_t round256(size_t x) { return (x + 255) / 256 * 256; }
 
+/* Bucket b's values in its unit's slot. */
 static tecore_devptr_t slot_at(const struct tecomm_dp *d, const struct dp_bucket *b) {
-  return d->ring + (size_t)b->slot * d->slot_bytes;
+  return d->ring + (size_t)d->u[b->unit].slot * d->slot_bytes + b->ring_off;
 }
 
 tecore_devptr_t tc_dp_value_at(const struct tecomm_dp *d, size_t i, size_t first) {
@@ -90,29 +93,55 @@ static void mark_buckets(struct tecomm_dp *d) {
   }
 }
 
-/* The sharded buckets in forward order; their operations must not
- * interleave (a pass reads them one after another). */
+/* The sharded buckets in forward order (by their first operation, then
+ * their last). */
 static tecomm_result_t order_buckets(struct tecomm_dp *d) {
   d->fwd = calloc(d->nb ? d->nb : 1, sizeof *d->fwd);
   if (!d->fwd) return TC_ERR(TECOMM_ERR_NOMEM, "%s: out of host memory", FN);
   for (size_t k = 0; k < d->nb; k++) {
-    if (!d->b[k].sharded) continue;
+    const struct dp_bucket *b = &d->b[k];
+    if (!b->sharded) continue;
     size_t f = d->nfwd++;
-    for (; f > 0 && d->b[d->fwd[f - 1]].op_lo > d->b[k].op_lo; f--) d->fwd[f] = d->fwd[f - 1];
+    for (; f > 0; f--) {
+      const struct dp_bucket *a = &d->b[d->fwd[f - 1]];
+      if (a->op_lo < b->op_lo || (a->op_lo == b->op_lo && a->op_hi <= b->op_hi)) break;
+      d->fwd[f] = d->fwd[f - 1];
+    }
     d->fwd[f] = k;
   }
+  return TECOMM_SUCCESS;
+}
+
+/* Bucket f (forward order) into the open unit, or a new one when its
+ * operations start past the unit's. */
+static void unit_take(struct tecomm_dp *d, size_t f) {
+  struct dp_bucket *b = &d->b[d->fwd[f]];
+  struct dp_unit *u = d->nu ? &d->u[d->nu - 1] : NULL;
+  if (!u || b->op_lo > u->op_hi) {
+    u = &d->u[d->nu++];
+    *u = (struct dp_unit){.f0 = f, .op_lo = b->op_lo, .op_hi = b->op_hi,
+                          .slot = (int)((d->nu - 1) % 2)};
+  }
+  if (b->op_hi > u->op_hi) u->op_hi = b->op_hi;
+  u->f1 = f + 1;
+  b->unit = (size_t)(u - d->u);
+  b->ring_off = u->bytes;
+  u->bytes += round256(b->elems * tecore_dtype_size(b->vdt));
+  if (u->bytes > d->slot_bytes) d->slot_bytes = u->bytes;
+}
+
+/* The units and the shards' places. */
+static tecomm_result_t make_units(struct tecomm_dp *d) {
+  d->u = calloc(d->nfwd ? d->nfwd : 1, sizeof *d->u);
+  if (!d->u) return TC_ERR(TECOMM_ERR_NOMEM, "%s: out of host memory", FN);
   size_t vs = 0;
   for (size_t f = 0; f < d->nfwd; f++) {
-    struct dp_bucket *b = &d->b[d->fwd[f]], *n = f + 1 < d->nfwd ? &d->b[d->fwd[f + 1]] : NULL;
-    TC_ARG(!n || b->op_hi < n->op_lo, "%s: ZeRO-3: bucket %zu's operations [%zu, %zu] and "
-           "bucket %zu's [%zu, %zu] interleave (give each operation's tensors one after "
-           "another)", FN, d->fwd[f], b->op_lo, b->op_hi, d->fwd[f + 1], n->op_lo, n->op_hi);
-    b->slot = (int)(f % 2);
+    struct dp_bucket *b = &d->b[d->fwd[f]];
     b->vs_off = vs;
     vs += round256(b->shard * tecore_dtype_size(b->vdt));
-    size_t bytes = round256(b->elems * tecore_dtype_size(b->vdt));
-    if (bytes > d->slot_bytes) d->slot_bytes = bytes;
+    unit_take(d, f);
   }
+  d->vshard_bytes = vs;
   return TECOMM_SUCCESS;
 }
 
@@ -124,7 +153,8 @@ tecomm_result_t tc_dp_zero3_check(struct tecomm_dp *d) {
   while (tecore_seq_op(d->seq, d->nops, &info) == TECORE_SUCCESS) d->nops++;
   tecore_clear_error();
   TC_CHECK(match_params(d));
-  return order_buckets(d);
+  TC_CHECK(order_buckets(d));
+  return make_units(d);
 }
 
 /* ---- create: the device side (collective) ----------------------------------- */
@@ -141,12 +171,7 @@ static tecomm_result_t alloc_ring(struct tecomm_dp *d) {
 /* This rank's shard of every sharded value, from the values the
  * sequence holds now (padding zeroed: it is gathered too). */
 static tecomm_result_t fill_shards(struct tecomm_dp *d) {
-  size_t bytes = 0;
-  for (size_t f = 0; f < d->nfwd; f++) {
-    const struct dp_bucket *b = &d->b[d->fwd[f]];
-    bytes = b->vs_off + round256(b->shard * tecore_dtype_size(b->vdt));
-  }
-  d->vshard_bytes = bytes;
+  size_t bytes = d->vshard_bytes;
   Z3_CORE(tecore_mem_alloc(bytes, &d->vshard), "tecomm_dp_create: ZeRO-3's shards");
   Z3_CORE(tecore_memset_d8_async(d->vshard, 0, bytes, d->side), FN);
   for (size_t i = 0; i < d->nt; i++) {
@@ -176,45 +201,55 @@ static tecomm_result_t swap_params(struct tecomm_dp *d) {
 }
 
 tecomm_result_t tc_dp_zero3_setup(struct tecomm_dp *d) {
-  if (!d->nfwd) return TECOMM_SUCCESS;
+  if (!d->nu) return TECOMM_SUCCESS;
   TC_CHECK(alloc_ring(d));
-  for (size_t f = 0; f < d->nfwd; f++)
-    Z3_CORE(tecore_event_create(TECORE_EVENT_DISABLE_TIMING, &d->b[d->fwd[f]].ready), FN);
+  for (size_t k = 0; k < d->nu; k++)
+    Z3_CORE(tecore_event_create(TECORE_EVENT_DISABLE_TIMING, &d->u[k].ready), FN);
   TC_CHECK(fill_shards(d));
   return swap_params(d);
 }
 
 /* ---- the passes --------------------------------------------------------------- */
 
-static struct dp_bucket *at_pos(struct tecomm_dp *d, size_t pos) {
-  return &d->b[d->fwd[d->pass_dir == TECORE_SEQ_FORWARD ? pos : d->nfwd - 1 - pos]];
+static struct dp_unit *at_pos(struct tecomm_dp *d, size_t pos) {
+  return &d->u[d->pass_dir == TECORE_SEQ_FORWARD ? pos : d->nu - 1 - pos];
 }
 
-static int reads(const struct dp_bucket *b, size_t first, size_t count) {
-  return b->op_lo < first + count && b->op_hi >= first;
+static int reads(const struct dp_unit *u, size_t first, size_t count) {
+  return u->op_lo < first + count && u->op_hi >= first;
 }
 
-/* Every group of the pass that reads b is queued once this one is. */
-static int read_out(const struct dp_bucket *b, tecore_seq_dir_t dir, size_t first, size_t count) {
-  return dir == TECORE_SEQ_FORWARD ? first + count > b->op_hi : first <= b->op_lo;
+/* Every group of the pass that reads u is queued once this one is. */
+static int read_out(const struct dp_unit *u, tecore_seq_dir_t dir, size_t first, size_t count) {
+  return dir == TECORE_SEQ_FORWARD ? first + count > u->op_hi : first <= u->op_lo;
 }
 
 static void pass_start(struct tecomm_dp *d, tecore_seq_dir_t dir, tecore_stream_t stream) {
   d->pass_dir = (int)dir;
   d->pass_stream = stream;
   d->pass_next = 0;
-  for (size_t f = 0; f < d->nfwd; f++) d->b[d->fwd[f]].gathered = d->b[d->fwd[f]].used = 0;
+  for (size_t k = 0; k < d->nu; k++) d->u[k].gathered = d->u[k].used = 0;
 }
 
-/* The gathers whose slots are free: the bucket two positions back read
- * by every group queued on stream (the fork orders the gather after). */
+/* Unit u's buckets gathered into its slot on the side stream. */
+static tecomm_result_t gather_unit(struct tecomm_dp *d, const struct dp_unit *u,
+                                   tecore_stream_t s) {
+  for (size_t f = u->f0; f < u->f1; f++) {
+    const struct dp_bucket *b = &d->b[d->fwd[f]];
+    TC_CHECK(tc_dp_gather_to(d, b, d->vshard + b->vs_off, slot_at(d, b), s));
+  }
+  return TECOMM_SUCCESS;
+}
+
+/* The gathers whose slots are free: the unit two positions back read by
+ * every group queued on stream (the fork orders the gather after). */
 static tecomm_result_t prefetch(struct tecomm_dp *d, tecore_stream_t stream) {
-  while (d->pass_next < d->nfwd && (d->pass_next < 2 || at_pos(d, d->pass_next - 2)->used)) {
-    struct dp_bucket *b = at_pos(d, d->pass_next++);
+  while (d->pass_next < d->nu && (d->pass_next < 2 || at_pos(d, d->pass_next - 2)->used)) {
+    struct dp_unit *u = at_pos(d, d->pass_next++);
     TC_CHECK(tc_dp_fork(d, stream));
-    TC_CHECK(tc_dp_gather_to(d, b, d->vshard + b->vs_off, slot_at(d, b), d->side));
-    Z3_CORE(tecore_event_record(b->ready, d->side), "tecomm_dp: ZeRO-3's gather");
-    b->gathered = 1;
+    TC_CHECK(gather_unit(d, u, d->side));
+    Z3_CORE(tecore_event_record(u->ready, d->side), "tecomm_dp: ZeRO-3's gather");
+    u->gathered = 1;
   }
   return TECOMM_SUCCESS;
 }
@@ -223,23 +258,24 @@ static tecore_result_t to_core(tecomm_result_t r) {
   return r == TECOMM_SUCCESS ? TECORE_SUCCESS : (tecore_result_t)te_result_to_core((int)r);
 }
 
-/* The group waits for the buckets it reads. */
+/* The group waits for the units it reads. */
 static tecomm_result_t wait_reads(struct tecomm_dp *d, size_t first, size_t count,
                                   tecore_stream_t stream) {
-  for (size_t pos = 0; pos < d->nfwd; pos++) {
-    struct dp_bucket *b = at_pos(d, pos);
-    if (!reads(b, first, count)) continue;
-    TC_ARG(b->gathered, "tecomm_dp: ZeRO-3: operations [%zu, %zu) read bucket %zu while its "
-           "ring slot is still another's: a group reads more than two buckets (raise "
-           "desc->bucket_bytes)", first, first + count, (size_t)(b - d->b));
-    Z3_CORE(tecore_stream_wait_event(stream, b->ready), "tecomm_dp: ZeRO-3's gather");
+  for (size_t pos = 0; pos < d->nu; pos++) {
+    struct dp_unit *u = at_pos(d, pos);
+    if (!reads(u, first, count)) continue;
+    TC_ARG(u->gathered, "tecomm_dp: ZeRO-3: operations [%zu, %zu) read the values of "
+           "operations [%zu, %zu] while their ring slot is still another's: a group reads "
+           "more than two buckets (raise desc->bucket_bytes)", first, first + count,
+           u->op_lo, u->op_hi);
+    Z3_CORE(tecore_stream_wait_event(stream, u->ready), "tecomm_dp: ZeRO-3's gather");
   }
   return TECOMM_SUCCESS;
 }
 
 tecore_result_t tc_dp_zero3_before(struct tecomm_dp *d, tecore_seq_dir_t dir, size_t first,
                                    size_t count, tecore_stream_t stream) {
-  if (!d->nfwd) return TECORE_SUCCESS;
+  if (!d->nu) return TECORE_SUCCESS;
   int start = dir == TECORE_SEQ_FORWARD ? first == 0 : first + count >= d->nops;
   if (start || d->pass_dir != (int)dir) pass_start(d, dir, stream);
   if (stream != d->pass_stream) return TECORE_SUCCESS;   /* nested: the outer group waited */
@@ -250,10 +286,10 @@ tecore_result_t tc_dp_zero3_before(struct tecomm_dp *d, tecore_seq_dir_t dir, si
 
 tecore_result_t tc_dp_zero3_after(struct tecomm_dp *d, tecore_seq_dir_t dir, size_t first,
                                   size_t count, tecore_stream_t stream) {
-  if (!d->nfwd || d->pass_dir != (int)dir || stream != d->pass_stream) return TECORE_SUCCESS;
+  if (!d->nu || d->pass_dir != (int)dir || stream != d->pass_stream) return TECORE_SUCCESS;
   for (size_t pos = 0; pos < d->pass_next; pos++) {
-    struct dp_bucket *b = at_pos(d, pos);
-    if (b->gathered && read_out(b, dir, first, count)) b->used = 1;
+    struct dp_unit *u = at_pos(d, pos);
+    if (u->gathered && read_out(u, dir, first, count)) u->used = 1;
   }
   return to_core(prefetch(d, stream));
 }
@@ -300,10 +336,11 @@ static void restore(struct tecomm_dp *d) {
 
 void tc_dp_zero3_free(struct tecomm_dp *d) {
   if (d->swapped) restore(d);
-  for (size_t f = 0; f < d->nfwd; f++)
-    if (d->b[d->fwd[f]].ready) (void)tecore_event_destroy(d->b[d->fwd[f]].ready);
+  for (size_t k = 0; k < d->nu; k++)
+    if (d->u[k].ready) (void)tecore_event_destroy(d->u[k].ready);
   if (d->vshard) (void)tecore_mem_free(d->vshard);
   if (d->ring && d->ring_plain) (void)tecore_mem_free(d->ring);
   else if (d->ring) (void)tecomm_mem_free(d->comm, d->ring);
   free(d->fwd);
+  free(d->u);
 }

@@ -770,15 +770,16 @@ static size_t zero_step_bytes(tecomm_comm_t c, int rank, int n, int zero, tecore
   zdraw(&z, rank, n, 9, s);
   zpasses(q, dp, &z, s);
   RK_CORE(tecore_stream_synchronize(s));
-  size_t held = 0, nz = 0, shards = 0, slot = 0;
+  size_t held = 0, nz = 0, nu = 0, shards = 0, slot = 0;
   RK_CORE(tecore_seq_memory(q, &held, NULL));
   char line[2048];
   RK_OK(tecomm_dp_describe(dp, line, sizeof line, NULL));
   const char *v = strstr(line, "; values: ");
   RK_ASSERT(!v == (zero < 3), "describe: \"%s\"", line);
   if (v)
-    RK_ASSERT(sscanf(v, "; values: %zu sharded buckets, shards %zu bytes, ring 2 x %zu bytes",
-                     &nz, &shards, &slot) == 3 && nz == ZL, "describe: \"%s\"", line);
+    RK_ASSERT(sscanf(v, "; values: %zu sharded buckets in %zu units, shards %zu bytes, ring 2 "
+                     "x %zu bytes", &nz, &nu, &shards, &slot) == 4 && nz == ZL && nu == ZL,
+              "describe: \"%s\"", line);
   RK_OK(tecomm_dp_destroy(dp));
   RK_CORE(tecore_seq_destroy(q));
   for (int m = 0; m < MB; m++) {

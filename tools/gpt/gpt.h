@@ -91,10 +91,14 @@ struct gpt_param {
   size_t op;                   /* the sequence operation it belongs to (not a table) */
   int lin_weight;              /* a Linear's weight (tecore_seq_fp8_weight) */
   /* --dp: the elements [dp_first, dp_first + dp_count) this rank owns
-   * (tecomm_dp_shard); dp_sharded: --zero 1 or 2, AdamW's master and
-   * moments hold those elements only */
+   * (tecomm_dp_shard); dp_sharded: --zero 1, 2 or 3, AdamW's master and
+   * moments hold those elements only; dp_z3: --zero 3 and a parameter of
+   * the sequence, whose value (in the ring the passes gather into) is
+   * no copy to read: this rank's shard of it lies at dp_value
+   * (tecomm_dp_value_shard; 0 when dp_count is) */
   size_t dp_first, dp_count;
-  int dp_sharded;
+  int dp_sharded, dp_z3;
+  tecore_devptr_t dp_value;
 };
 
 /* Tensor parallelism (--tp): this rank's part of every block (te/transformer.h). */
