@@ -53,7 +53,8 @@ struct dp_bucket {
 };
 
 /* ZeRO-3: buckets whose operations overlap (an operation's weight and
- * bias of two gradient dtypes) gathered together, into one ring slot. */
+ * bias of two gradient dtypes) gathered together into one ring slot;
+ * also those of a group of the plan that would read three units. */
 struct dp_unit {
   size_t f0, f1;               /* its buckets: d->fwd[f0 .. f1) */
   size_t op_lo, op_hi;

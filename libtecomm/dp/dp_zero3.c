@@ -3,12 +3,14 @@
  * sequence's parameters keeps only this rank's shard of its values
  * (vshard, where the optimizer updates them); the sequence's parameters
  * point into a ring of two slots (tecore_seq_set_param), and the pass
- * hooks all-gather each bucket into its slot right before the first
- * group that reads it, forward and backward alike.
+ * hooks all-gather each bucket into its unit's slot right before the
+ * first group that reads it, forward and backward alike.
  *
  * The gather unit is a bucket, or buckets whose operations overlap (an
  * operation's weight and bias apart by their gradient dtypes): a unit
- * is gathered whole into one slot.  Why a ring of two with fixed slots:
+ * is gathered whole into one slot.  Units a group of the plan reads
+ * three or more of (a fusion across a separate Bias op) are made one.
+ * Why a ring of two with fixed slots:
  * a captured graph holds the addresses, so a unit always lies in the
  * same slot (its forward position mod 2; the backward walks the units in
  * reverse, so they alternate there too).  The next unit is gathered on
@@ -17,7 +19,9 @@
  * gather from the pass's stream there): one unit computes while the next
  * is gathered, and the parameters held across a step are the shards
  * plus two units.  A group reading three units at once would need a
- * third slot: refused in the pass, naming the bucket size to raise.
+ * third slot: units are merged at create so that none of the plan's
+ * groups does; a later plan (a recipe change) that does fails its pass,
+ * naming the bucket size to raise.
  * Tensors no operation of the sequence reads are kept as ZeRO-2 keeps
  * them (tecomm_dp_gather). */
 #include "dp_priv.h"
@@ -112,12 +116,11 @@ static tecomm_result_t order_buckets(struct tecomm_dp *d) {
   return TECOMM_SUCCESS;
 }
 
-/* Bucket f (forward order) into the open unit, or a new one when its
- * operations start past the unit's. */
-static void unit_take(struct tecomm_dp *d, size_t f) {
+/* Bucket f (forward order) into the open unit, or a new one. */
+static void unit_take(struct tecomm_dp *d, size_t f, int fresh) {
   struct dp_bucket *b = &d->b[d->fwd[f]];
   struct dp_unit *u = d->nu ? &d->u[d->nu - 1] : NULL;
-  if (!u || b->op_lo > u->op_hi) {
+  if (!u || fresh) {
     u = &d->u[d->nu++];
     *u = (struct dp_unit){.f0 = f, .op_lo = b->op_lo, .op_hi = b->op_hi,
                           .slot = (int)((d->nu - 1) % 2)};
@@ -130,19 +133,60 @@ static void unit_take(struct tecomm_dp *d, size_t f) {
   if (u->bytes > d->slot_bytes) d->slot_bytes = u->bytes;
 }
 
+/* The units: buckets whose operations overlap together; with merge, the
+ * units of the overlap alone marked to join the one before. */
+static void build_units(struct tecomm_dp *d, const unsigned char *merge) {
+  size_t ou = 0, ou_hi = 0;   /* the overlap unit and its last operation */
+  d->nu = 0, d->slot_bytes = 0;
+  for (size_t f = 0; f < d->nfwd; f++) {
+    const struct dp_bucket *b = &d->b[d->fwd[f]];
+    int fresh = f == 0 || b->op_lo > ou_hi;
+    if (fresh && f) ou++;
+    if (fresh || b->op_hi > ou_hi) ou_hi = b->op_hi;
+    unit_take(d, f, fresh && !(merge && merge[ou]));
+  }
+}
+
+/* merge[k]: unit k joins k - 1, for each group of dir reading three or
+ * more units (a ring of two could not hold them). */
+static tecomm_result_t mark_merges(struct tecomm_dp *d, tecore_seq_dir_t dir,
+                                   unsigned char *merge) {
+  size_t n = 0;
+  Z3_CORE(tecore_seq_groups(d->seq, dir, NULL, 0, &n), FN);
+  struct tecore_seq_group *g = calloc(n ? n : 1, sizeof *g);
+  if (!g) return TC_ERR(TECOMM_ERR_NOMEM, "%s: out of host memory", FN);
+  tecore_result_t r = tecore_seq_groups(d->seq, dir, g, n, &n);
+  for (size_t k = 0; r == TECORE_SUCCESS && k < n; k++) {
+    size_t lo = d->nu, hi = 0;
+    for (size_t i = 0; i < d->nu; i++)
+      if (d->u[i].op_lo < g[k].first + g[k].count && d->u[i].op_hi >= g[k].first)
+        lo = i < lo ? i : lo, hi = i;
+    for (size_t i = lo + 1; lo < d->nu && hi >= lo + 2 && i <= hi; i++) merge[i] = 1;
+  }
+  free(g);
+  Z3_CORE(r, FN);
+  return TECOMM_SUCCESS;
+}
+
 /* The units and the shards' places. */
 static tecomm_result_t make_units(struct tecomm_dp *d) {
-  d->u = calloc(d->nfwd ? d->nfwd : 1, sizeof *d->u);
-  if (!d->u) return TC_ERR(TECOMM_ERR_NOMEM, "%s: out of host memory", FN);
   size_t vs = 0;
   for (size_t f = 0; f < d->nfwd; f++) {
     struct dp_bucket *b = &d->b[d->fwd[f]];
     b->vs_off = vs;
     vs += round256(b->shard * tecore_dtype_size(b->vdt));
-    unit_take(d, f);
   }
   d->vshard_bytes = vs;
-  return TECOMM_SUCCESS;
+  d->u = calloc(d->nfwd ? d->nfwd : 1, sizeof *d->u);
+  unsigned char *merge = calloc(d->nfwd ? d->nfwd : 1, 1);
+  tecomm_result_t r = TECOMM_SUCCESS;
+  if (!d->u || !merge) r = TC_ERR(TECOMM_ERR_NOMEM, "%s: out of host memory", FN);
+  if (r == TECOMM_SUCCESS) build_units(d, NULL);
+  if (r == TECOMM_SUCCESS) r = mark_merges(d, TECORE_SEQ_FORWARD, merge);
+  if (r == TECOMM_SUCCESS) r = mark_merges(d, TECORE_SEQ_BACKWARD, merge);
+  if (r == TECOMM_SUCCESS) build_units(d, merge);
+  free(merge);
+  return r;
 }
 
 tecomm_result_t tc_dp_zero3_check(struct tecomm_dp *d) {

@@ -10,9 +10,10 @@
  * the updated values; 2, every bucket reduce-scattered: a rank's
  * gradients are reduced inside its shard only; 3, as 2, and each rank
  * holds only its shard of the values of the sequence's parameters (the
- * sequence's parameters point into a ring of two buckets that the pass
- * hooks all-gather each bucket into before the first group that reads
- * it, the next bucket's gather overlapping the current one's work:
+ * sequence's parameters point into a ring of two gather units (a bucket,
+ * or buckets one operation or one fused group reads) that the pass hooks
+ * all-gather each unit into before the first group that reads it, the
+ * next unit's gather overlapping the current one's work:
  * tecore_seq_set_param).  tecomm_dp_create(3) is
  * the overview: the layout of the buckets and shards, the mean over the
  * ranks, validation, errors. */

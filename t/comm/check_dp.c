@@ -530,18 +530,21 @@ END_TEST
 /* ---- ZeRO-3: the values sharded, gathered by the passes ------------------------- */
 
 /* A deeper model, so that a ring of two buckets is less than the whole:
- * ZL Linears [ZH][ZH] with bias and a GELU between, F32. */
+ * ZL Linears [ZH][ZH] with bias and a GELU between, F32; with sep, each
+ * bias a Bias operation of its own, so that the backward's fused group
+ * [Linear, Bias, GELU, Linear] reads three operations' parameters. */
 enum { ZL = 6, ZH = 128, ZNP = 2 * ZL, MB = 2, ZG = ZL * (ZH * ZH + ZH) };
 
-static tecore_seq_t *deep(tecore_stream_t s) {
+static tecore_seq_t *deep(tecore_stream_t s, int sep) {
   struct tecore_seq_config cfg = {.rows = B, .features = ZH, .dtype = TECORE_DTYPE_F32,
                                   .seed = 11};
   tecore_seq_t *q;
   RK_CORE(tecore_seq_create(&cfg, &q));
-  const struct tecore_op_desc lin = {.kind = TECORE_OP_LINEAR, .features = ZH, .bias = 1},
-                              act = {.kind = TECORE_OP_GELU};
+  const struct tecore_op_desc lin = {.kind = TECORE_OP_LINEAR, .features = ZH, .bias = !sep},
+                              bias = {.kind = TECORE_OP_BIAS}, act = {.kind = TECORE_OP_GELU};
   for (size_t l = 0; l < ZL; l++) {
     RK_CORE(tecore_seq_add(q, &lin, NULL));
+    if (sep) RK_CORE(tecore_seq_add(q, &bias, NULL));
     if (l + 1 < ZL) RK_CORE(tecore_seq_add(q, &act, NULL));
   }
   RK_CORE(tecore_seq_build(q, s));
@@ -693,13 +696,16 @@ static void zsame_shard_grads(tecomm_dp_t d3, tecore_seq_t *q3, const float *g0,
 }
 
 static void rank_zero3(int rank, int n, void *arg) {
-  (void)arg;
+  const int sep = *(const int *)arg;
   tecomm_comm_t c = tc_rank_comm(rank, n);
   tecore_stream_t s;
   RK_CORE(tecore_stream_create(TECORE_STREAM_NON_BLOCKING, 0, &s));
-  tecore_seq_t *q0 = deep(s), *q3 = deep(s);
+  tecore_seq_t *q0 = deep(s, sep), *q3 = deep(s, sep);
   tecomm_dp_t d0 = zdp_make(c, q0, 0), d3 = zdp_make(c, q3, 3);
-  expect_inplace(d3, 0, "ZeRO-3");
+  /* a layer a unit; with sep the backward's dgrad+dgelu+dbias groups
+   * [Linear, Bias, GELU, Linear] each make three operations one unit
+   * (the next Bias stays apart): 6 of 12 */
+  expect_inplace(d3, 0, sep ? "12 sharded buckets in 6 units" : "6 sharded buckets in 6 units");
   static struct tecore_optim_tensor a0[ZNP], a3[ZNP];
   zadam_init(d0, q0, 0, a0);
   zadam_init(d3, q3, 3, a3);
@@ -750,10 +756,11 @@ static void rank_zero3(int rank, int n, void *arg) {
 /* The same bits as ZeRO-0 (the same reduction order: reduce-scatter
  * folds the ranks as allreduce does; the gathered values are the
  * values): outputs, gradients, parameters after AdamW, eager and from
- * the captured step graph, 2 and 4 ranks. */
+ * the captured step graph, 2 and 4 ranks; and where a fused group reads
+ * three operations' parameters. */
 START_TEST(zero_3_takes_zero_0_steps) {
-  int n = _i ? 4 : 2;
-  tc_run_ranks(n, rank_zero3, NULL, 300);
+  int n = _i % 2 ? 4 : 2, sep = _i >= 2;
+  tc_run_ranks(n, rank_zero3, &sep, 300);
   tc_expect_same_digest(n, "the parameters after four steps");
   tc_shm_release();
 }
@@ -763,7 +770,7 @@ END_TEST
  * stage zero: the sequence's parameters (tecore_seq_memory, its
  * allocator's count) and ZeRO-3's shards and ring (tecomm_dp_describe). */
 static size_t zero_step_bytes(tecomm_comm_t c, int rank, int n, int zero, tecore_stream_t s) {
-  tecore_seq_t *q = deep(s);
+  tecore_seq_t *q = deep(s, 0);
   tecomm_dp_t dp = zdp_make(c, q, zero);
   struct zbufs z;
   zbufs_init(&z);
@@ -939,7 +946,7 @@ static Suite *dp_suite(void) {
   TCase *tc = te_tcase(s, "dp", 0);
   tcase_add_loop_test(tc, dp_ranks_equal_one_process, 0, 2);
   tcase_add_loop_test(tc, zero_1_2_take_zero_0_steps, 0, 2);
-  tcase_add_loop_test(tc, zero_3_takes_zero_0_steps, 0, 2);
+  tcase_add_loop_test(tc, zero_3_takes_zero_0_steps, 0, 4);
   tcase_add_loop_test(tc, zero_3_holds_a_shard_of_the_values, 0, 2);
   tcase_add_loop_test(tc, mismatched_models_refused_with_the_field_named, 0, 4);
   tcase_add_loop_test(tc, killed_rank_named_not_hung, 0, 3);
