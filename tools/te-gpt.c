@@ -690,7 +690,7 @@ static void run_figures(struct run_state *r) {
   const struct gpt_model *m = &r->m;
   size_t seq_total = 0;
   GPT_CHECK(tecore_seq_memory(m->seq, NULL, &seq_total));
-  r->mem_mib = (double)(seq_total + m->dev_bytes) / 1048576.0;
+  r->mem_mib = (double)(seq_total + m->dev_bytes + gpt_dp_value_bytes(m)) / 1048576.0;
   const struct gpt_config *c = &m->c;
   /* N: every parameter but the embedding tables (lookups, no GEMM) */
   size_t ntab = (size_t)c->vocab * c->hidden + (c->rope ? 0 : (size_t)c->seq * c->hidden);

@@ -246,6 +246,9 @@ void gpt_dp_create(struct gpt_model *m, const struct tecore_recipe *recipe, teco
 void gpt_dp_destroy(struct gpt_model *m);
 /* The group's stage, buckets and how many run in place (one line). */
 void gpt_dp_summary(const struct gpt_model *m, char *buf, size_t len);
+/* --zero 3: the device bytes of the blocks' values the group holds (the
+ * shards and the ring of two gathered units; tecomm_dp_describe); else 0. */
+size_t gpt_dp_value_bytes(const struct gpt_model *m);
 /* The gradients' symmetric memory on dp->comm under --zero 0 or 1 (free
  * with free() after the last release); NULL without --dp or under
  * --zero 2.  alloc and release take it as ctx (tecore_seq_grad_region):

@@ -89,6 +89,18 @@ void gpt_dp_summary(const struct gpt_model *m, char *buf, size_t len) {
   else snprintf(buf, len, "no description: %s", tecomm_last_error());
 }
 
+size_t gpt_dp_value_bytes(const struct gpt_model *m) {
+  if (!m->dp.group || m->dp.zero != 3) return 0;
+  char line[512];
+  size_t nb = 0, nu = 0, shards = 0, slot = 0;
+  (void)tecomm_dp_describe((tecomm_dp_t)m->dp.group, line, sizeof line, NULL);
+  const char *v = strstr(line, "; values: ");
+  if (!v || sscanf(v, "; values: %zu sharded buckets in %zu units, shards %zu bytes, ring 2 x "
+                   "%zu bytes", &nb, &nu, &shards, &slot) != 4)
+    return 0;
+  return shards + 2 * slot;
+}
+
 void gpt_dp_destroy(struct gpt_model *m) {
   if (m->dp.group) (void)tecomm_dp_destroy((tecomm_dp_t)m->dp.group);
   m->dp.group = NULL;
