@@ -114,6 +114,8 @@ struct tecomm_dp {
   int pass_dir;                /* the pass the hooks are in, or -1 */
   tecore_stream_t pass_stream;
   size_t pass_next;            /* the next position (of the pass's order) to gather */
+  int fwd_done;                /* the last pass was a whole forward: its last two units
+                                  are still in their slots for the backward */
 };
 
 /* dp_layout.c: buckets and offsets from d->t (the tensors copied in). */

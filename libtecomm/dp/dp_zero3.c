@@ -268,11 +268,18 @@ static int read_out(const struct dp_unit *u, tecore_seq_dir_t dir, size_t first,
   return dir == TECORE_SEQ_FORWARD ? first + count > u->op_hi : first <= u->op_lo;
 }
 
+/* A backward right after a whole forward reads first the units the
+ * forward read last: they still lie in their slots (no gather between),
+ * so they count as gathered, their events as recorded then. */
 static void pass_start(struct tecomm_dp *d, tecore_seq_dir_t dir, tecore_stream_t stream) {
+  int keep = dir == TECORE_SEQ_BACKWARD && d->fwd_done;
+  d->fwd_done = 0;
   d->pass_dir = (int)dir;
   d->pass_stream = stream;
   d->pass_next = 0;
   for (size_t k = 0; k < d->nu; k++) d->u[k].gathered = d->u[k].used = 0;
+  for (; keep && d->pass_next < 2 && d->pass_next < d->nu; d->pass_next++)
+    at_pos(d, d->pass_next)->gathered = 1;
 }
 
 /* Unit u's buckets gathered into its slot on the side stream. */
@@ -335,6 +342,7 @@ tecore_result_t tc_dp_zero3_after(struct tecomm_dp *d, tecore_seq_dir_t dir, siz
     struct dp_unit *u = at_pos(d, pos);
     if (u->gathered && read_out(u, dir, first, count)) u->used = 1;
   }
+  if (dir == TECORE_SEQ_FORWARD && first + count >= d->nops) d->fwd_done = 1;
   return to_core(prefetch(d, stream));
 }
 
