@@ -316,8 +316,9 @@ static tecomm_result_t wait_reads(struct tecomm_dp *d, size_t first, size_t coun
     struct dp_unit *u = at_pos(d, pos);
     if (!reads(u, first, count)) continue;
     TC_ARG(u->gathered, "tecomm_dp: ZeRO-3: operations [%zu, %zu) read the values of "
-           "operations [%zu, %zu] while their ring slot is still another's: a group reads "
-           "more than two buckets (raise desc->bucket_bytes)", first, first + count,
+           "operations [%zu, %zu] while their ring slot is still another's: the group reads "
+           "three gather units, which a plan made since create may (raise "
+           "desc->bucket_bytes)", first, first + count,
            u->op_lo, u->op_hi);
     Z3_CORE(tecore_stream_wait_event(stream, u->ready), "tecomm_dp: ZeRO-3's gather");
   }
