@@ -11,12 +11,15 @@
  *     shard, and AdamW run on the shards only, then tecomm_dp_gather, give
  *     every rank ZeRO-0's parameters bit for bit (reduce-scatter folds the
  *     ranks in allreduce's order), 2 and 4 ranks; the global norm's parts;
+ *     tecomm_dp_value_shard and tecomm_dp_gather_value below ZeRO-3;
  *   - ZeRO-3 against ZeRO-0 on a six-layer model, two microbatches a
  *     step: outputs, the gradients in each rank's shards and the
  *     parameters after AdamW (tecomm_dp_gather_value) the same bits, eager
  *     and replayed from the captured step graph, 2 and 4 ranks; the
  *     parameters' bytes a step holds are ZeRO-0's less the values plus a
  *     shard and two layers; destroy gives the sequence its values back;
+ *     with each bias a Bias operation, the fused backward group over
+ *     [Linear, Bias, GELU, Linear] gathered as one unit;
  *   - ranks whose models differ (a tensor's count, the stage, the
  *     recipe) refused on every rank with the field named;
  *   - gradients in a region of symmetric memory (tecore_seq_set_grad_region
@@ -284,6 +287,32 @@ static void same_norm(tecomm_dp_t dp, const float *ref, tecore_stream_t s) {
   RK_CORE(tecore_mem_free(nd));
 }
 
+/* Below ZeRO-3 a shard lies in the value itself, and a tensor's whole
+ * value is a copy of it (no rank takes part): the same bits. */
+static void same_value_calls(tecomm_dp_t dp, tecore_seq_t *q, tecore_stream_t s) {
+  struct tecore_seq_param p[NP];
+  struct tecomm_dp_tensor t[NP];
+  params(q, p);
+  dp_tensors(p, t);
+  static float want[H * F], got[H * F];
+  tecore_devptr_t w = dalloc(H * F * 4);
+  for (size_t i = 0; i < NP; i++) {
+    size_t first, cnt;
+    tecore_devptr_t at = 0;
+    RK_OK(tecomm_dp_shard(dp, i, &first, &cnt));
+    RK_OK(tecomm_dp_value_shard(dp, i, &at));
+    RK_ASSERT(at == (cnt ? t[i].value + first * 4 : 0), "tensor %zu: shard at 0x%llx", i,
+              (unsigned long long)at);
+    RK_CORE(tecore_memset_d32_async(w, 0x7fc00000u, t[i].count, s));   /* poisoned: NaN */
+    RK_OK(tecomm_dp_gather_value(dp, i, w, s));
+    RK_CORE(tecore_stream_synchronize(s));
+    RK_CORE(tecore_memcpy(te_hptr(got), w, t[i].count * 4));
+    RK_CORE(tecore_memcpy(te_hptr(want), t[i].value, t[i].count * 4));
+    RK_ASSERT(memcmp(got, want, t[i].count * 4) == 0, "tensor %zu: gather_value differs", i);
+  }
+  RK_CORE(tecore_mem_free(w));
+}
+
 static void rank_zero_stages(int rank, int n, void *arg) {
   (void)arg;
   tecomm_comm_t c = tc_rank_comm(rank, n);
@@ -314,6 +343,7 @@ static void rank_zero_stages(int rank, int n, void *arg) {
     for (int z = 0; z < 3; z++) adam(&a[z], k, s);
     for (int z = 1; z < 3; z++) RK_OK(tecomm_dp_gather(dp[z], s));
     RK_CORE(tecore_stream_synchronize(s));
+    for (int z = 0; z < 3; z++) same_value_calls(dp[z], q[z], s);
     fetch(q[0], 1, v0);
     for (int z = 1; z < 3; z++) {
       memset(v, 0, sizeof v);
