@@ -365,17 +365,23 @@ tecomm_result_t tc_dp_value_whole(struct tecomm_dp *d, size_t i, tecore_devptr_t
 }
 
 /* The sequence's parameters in storage of its own again, holding the
- * gathered values (zeros where the gather fails: a peer gone). */
+ * gathered values (zeros where the gather fails; none tried on a
+ * communicator that failed already: a peer gone would make each one wait
+ * out TECOMM_TIMEOUT). */
 static void restore(struct tecomm_dp *d) {
   (void)tecore_stream_synchronize(d->side);
+  int healthy = tecomm_comm_status(d->comm, NULL) == TECOMM_SUCCESS;
+  tecore_clear_error();
   size_t np = 0;
   (void)tecore_seq_params(d->seq, NULL, 0, &np);
   struct tecore_seq_param *p = calloc(np ? np : 1, sizeof *p);
   for (size_t f = 0; f < d->nfwd; f++) {
     struct dp_bucket *b = &d->b[d->fwd[f]];
-    tecomm_result_t g = tc_dp_gather_to(d, b, d->vshard + b->vs_off, slot_at(d, b), d->side);
+    tecomm_result_t g = TECOMM_ERR_ABORTED;
+    if (healthy) g = tc_dp_gather_to(d, b, d->vshard + b->vs_off, slot_at(d, b), d->side);
     if (g == TECOMM_SUCCESS && tecore_stream_synchronize(d->side) != TECORE_SUCCESS)
       g = TECOMM_ERR_DEVICE;
+    healthy = healthy && g == TECOMM_SUCCESS;
     for (size_t i = b->t0; i < b->t1; i++) {
       const struct dp_tensor *t = &d->t[i];
       if (tecore_seq_set_param(d->seq, t->param, 0) != TECORE_SUCCESS || !p || g) continue;
