@@ -2509,6 +2509,14 @@ module te_core
       integer(c_size_t), optional :: count
       integer(c_int) :: tecore_seq_params
     end function tecore_seq_params
+    function tecore_seq_set_param(seq, index, ptr) bind(C, name="tecore_seq_set_param")
+      import
+      implicit none
+      type(c_ptr), value :: seq
+      integer(c_size_t), value :: index
+      integer(tecore_devptr_t), value :: ptr
+      integer(c_int) :: tecore_seq_set_param
+    end function tecore_seq_set_param
     function tecore_seq_set_grad_region(seq, region) bind(C, name="tecore_seq_set_grad_region")
       import
       implicit none

@@ -111,9 +111,11 @@ static const char usage_text[] =
     "                     its slice of the global batch (dp x batch x accum sequences, the\n"
     "                     ones a single process of --batch dp x batch draws), the gradients\n"
     "                     reduced in buckets during the backward; with --tp T, dp x T ranks\n"
-    "  --zero 0|1|2       with --dp: 0 every rank steps every parameter (default); 1 AdamW's\n"
+    "  --zero 0|1|2|3     with --dp: 0 every rank steps every parameter (default); 1 AdamW's\n"
     "                     masters and moments sharded over the ranks, the updated\n"
-    "                     parameters gathered; 2 the gradients reduce-scattered too\n"
+    "                     parameters gathered; 2 the gradients reduce-scattered too; 3\n"
+    "                     the blocks' values sharded too, each layer's gathered before\n"
+    "                     its forward and its backward (not with --tp or --sample)\n"
     "  --share-saved 0|1  lay the saved tensors the backward never reads over shared\n"
     "                     scratch by their lifetimes (default 1)\n"
     "  --wgrad TYPE       the Linears' weight gradients: bf16 (the GEMM's output, as\n"
@@ -376,7 +378,7 @@ static int take(struct te_cli *cli, struct opts *o, int opt, const char *a) {
     return 0;
   case O_TP: return te_cli_int(cli, f, a, 1, DEMO_TP_MAX, &o->tp);
   case O_DP: return te_cli_int(cli, f, a, 1, DEMO_TP_MAX, &o->dp);
-  case O_ZERO: return te_cli_int(cli, f, a, 0, 2, &o->zero);
+  case O_ZERO: return te_cli_int(cli, f, a, 0, 3, &o->zero);
   case O_SHARE: return te_cli_int(cli, f, a, 0, 1, &o->share_saved);
   case O_WGRAD: return word_of(cli, f, a, wgrad_words, 3, &o->wgrad);
   case O_RECOMP: return word_of(cli, f, a, recompute_words, 3, &o->c.recompute);
@@ -414,8 +416,13 @@ static int dp_misfit(struct te_cli *cli, const struct opts *o) {
     return te_cli_error(cli, "--dp %d x --tp %d: at most %d ranks", dp, tp, DEMO_TP_MAX);
   if (o->zero && dp < 2) return te_cli_error(cli, "--zero %d needs --dp 2 or more", o->zero);
   if (o->off.on && dp > 1) return te_cli_error(cli, "--offload and --dp: one or the other");
-  if (o->zero == 2 && tp > 1)
-    return te_cli_error(cli, "--zero 2 and --tp: not together (--zero 0 or 1 with --tp)");
+  if (o->zero >= 2 && tp > 1)
+    return te_cli_error(cli, "--zero %d and --tp: not together (--zero 0 or 1 with --tp)",
+                        o->zero);
+  /* the values are shards between the passes: nothing whole to decode */
+  if (o->zero == 3 && o->sample_given && o->sample > 0)
+    return te_cli_error(cli, "--zero 3 and --sample: not together (--save, then --sample "
+                        "with --load in one process)");
   return 0;
 }
 
@@ -681,7 +688,7 @@ static void run_figures(struct run_state *r) {
   const struct gpt_model *m = &r->m;
   size_t seq_total = 0;
   GPT_CHECK(tecore_seq_memory(m->seq, NULL, &seq_total));
-  r->mem_mib = (double)(seq_total + m->dev_bytes) / 1048576.0;
+  r->mem_mib = (double)(seq_total + m->dev_bytes + gpt_dp_value_bytes(m)) / 1048576.0;
   const struct gpt_config *c = &m->c;
   /* N: every parameter but the embedding tables (lookups, no GEMM) */
   size_t ntab = (size_t)c->vocab * c->hidden + (c->rope ? 0 : (size_t)c->seq * c->hidden);
@@ -1055,7 +1062,8 @@ static int run(struct opts *op, const struct gpt_tp *tp, const struct gpt_dp *dp
     /* the steps done: the output is ended whatever --save and --sample say */
     if (rc == TE_EXIT_OK) {
       rc = run_summary(r);
-      if (rc == TE_EXIT_OK && r->o.sample > 0) rc = run_sample(r);
+      /* --zero 3 holds no whole values to decode with (refused if asked) */
+      if (rc == TE_EXIT_OK && r->o.sample > 0 && r->o.zero != 3) rc = run_sample(r);
       run_offload_notes(r);
       te_out_end(&OUT);
     }

@@ -25,8 +25,9 @@ TECORE_TUNABLE_INT(tc_tun_dp_bucket_mb, "TECOMM_DP_BUCKET_MB", 25, 1, 65536,
 static void dp_free(struct tecomm_dp *d) {
   if (!d) return;
   te_handle_del(d);
-  if (d->seq) (void)tecore_seq_set_hooks(d->seq, NULL);
+  if (d->hooked) (void)tecore_seq_set_hooks(d->seq, NULL);
   if (d->side) (void)tecore_stream_synchronize(d->side);
+  tc_dp_zero3_free(d);
   if (d->buf && d->buf_plain) (void)tecore_mem_free(d->buf);
   else if (d->buf) (void)tecomm_mem_free(d->comm, d->buf);
   if (d->scale_dev) (void)tecore_mem_free(d->scale_dev);
@@ -76,7 +77,7 @@ static tecomm_result_t check_desc(const struct tecomm_dp_desc *desc, tecomm_dp_t
   TC_COMM(desc->comm, fn);
   TC_ARG(desc->tensors && desc->ntensors, "%s: desc->tensors is %s", fn,
          desc->tensors ? "empty (ntensors 0)" : "NULL");
-  TC_ARG(desc->zero >= 0 && desc->zero <= 2, "%s: desc->zero %d: 0, 1 or 2", fn, desc->zero);
+  TC_ARG(desc->zero >= 0 && desc->zero <= 3, "%s: desc->zero %d: 0, 1, 2 or 3", fn, desc->zero);
   TC_ARG(isfinite(desc->scale) && desc->scale >= 0, "%s: desc->scale %g: finite, >= 0", fn,
          (double)desc->scale);
   for (size_t i = 0; i < desc->ntensors; i++) TC_CHECK(check_tensor(desc, i));
@@ -103,7 +104,7 @@ static size_t buffer_bytes(const struct tecomm_dp *d) {
   size_t most = 0;
   for (size_t k = 0; k < d->nb; k++) {
     size_t g = d->b[k].inplace ? 0 : tecore_dtype_size(d->b[k].gdt);
-    size_t v = d->zero > 0 ? tecore_dtype_size(d->b[k].vdt) : 0;
+    size_t v = d->zero > 0 && !d->b[k].sharded ? tecore_dtype_size(d->b[k].vdt) : 0;
     size_t n = d->b[k].elems * (g > v ? g : v);
     if (n > most) most = n;
   }
@@ -112,6 +113,13 @@ static size_t buffer_bytes(const struct tecomm_dp *d) {
 
 static tecore_result_t dp_hook_after(void *ctx, tecore_seq_t *seq, tecore_seq_dir_t dir,
                                      size_t first, size_t count, tecore_stream_t stream);
+
+/* ZeRO-3's only: the group's buckets gathered (dp_zero3.c). */
+static tecore_result_t dp_hook_before(void *ctx, tecore_seq_t *seq, tecore_seq_dir_t dir,
+                                      size_t first, size_t count, tecore_stream_t stream) {
+  (void)seq;
+  return tc_dp_zero3_before(ctx, dir, first, count, stream);
+}
 
 /* The bucket buffer: symmetric memory, which the IPC kernels read where
  * it lies; a level without it (the ranks span hosts: NCCL, verbs) says
@@ -145,9 +153,12 @@ static tecomm_result_t setup(struct tecomm_dp *d) {
   TC_CORE(tecore_event_create(TECORE_EVENT_DISABLE_TIMING, &d->join), "tecomm_dp_create");
   TC_CHECK(tc_dp_norm_setup(d));
   TC_CORE(tecore_stream_synchronize(d->side), "tecomm_dp_create");
+  TC_CHECK(tc_dp_zero3_setup(d));
   if (!d->seq) return TECOMM_SUCCESS;
-  struct tecore_seq_hooks h = {.after = dp_hook_after, .ctx = d};
+  struct tecore_seq_hooks h = {.before = d->nu ? dp_hook_before : NULL,
+                               .after = dp_hook_after, .ctx = d};
   TC_CORE(tecore_seq_set_hooks(d->seq, &h), "tecomm_dp_create: the sequence's hooks");
+  d->hooked = 1;
   return TECOMM_SUCCESS;
 }
 
@@ -164,11 +175,10 @@ TE_EXPORT tecomm_result_t tecomm_dp_create(const struct tecomm_dp_desc *desc, te
   if (r == TECOMM_SUCCESS) r = copy_in(d, desc);
   if (r == TECOMM_SUCCESS) r = tc_dp_layout(d);
   if (r == TECOMM_SUCCESS) r = tc_dp_inplace(d);
+  d->seq = desc->seq;   /* dp_free takes ZeRO-3's ring out of it */
+  if (r == TECOMM_SUCCESS) r = tc_dp_zero3_check(d);
   if (r == TECOMM_SUCCESS) r = tc_dp_agree(d, desc->recipe);
-  if (r == TECOMM_SUCCESS) {
-    d->seq = desc->seq;   /* from here on dp_free removes its hooks */
-    r = setup(d);
-  }
+  if (r == TECOMM_SUCCESS) r = setup(d);
   if (r != TECOMM_SUCCESS) {
     char text[512];
     snprintf(text, sizeof text, "%s", tecomm_last_error());
@@ -214,8 +224,12 @@ TE_EXPORT tecomm_result_t tecomm_dp_describe(tecomm_dp_t dp, char *buf, size_t l
   size_t at = 0, nin = 0;
   for (size_t k = 0; k < dp->nb; k++) nin += dp->b[k].inplace != 0;
   put(buf, len, &at, "ZeRO-%d, %d ranks, %zu tensors in %zu buckets (%zu in place, %zu packed; "
-      "buffer %zu bytes):", dp->zero, dp->nranks, dp->nt, dp->nb, nin, dp->nb - nin,
+      "buffer %zu bytes", dp->zero, dp->nranks, dp->nt, dp->nb, nin, dp->nb - nin,
       dp->buf_bytes);
+  if (dp->nu)   /* ZeRO-3: the values held across a step */
+    put(buf, len, &at, "; values: %zu sharded buckets in %zu units, shards %zu bytes, ring 2 "
+        "x %zu bytes", dp->nfwd, dp->nu, dp->vshard_bytes, dp->slot_bytes);
+  put(buf, len, &at, "):");
   for (size_t k = 0; k < dp->nb; k++) {
     const struct dp_bucket *b = &dp->b[k];
     put(buf, len, &at, " %zu %s [%zu,%zu) %zu %s", k, b->inplace ? "in-place" : "packed",
@@ -253,6 +267,8 @@ static tecore_result_t dp_hook_after(void *ctx, tecore_seq_t *seq, tecore_seq_di
                                      size_t first, size_t count, tecore_stream_t stream) {
   struct tecomm_dp *d = ctx;
   (void)seq;
+  tecore_result_t z = tc_dp_zero3_after(d, dir, first, count, stream);
+  if (z != TECORE_SUCCESS) return z;
   if (dir != TECORE_SEQ_BACKWARD || !d->armed || d->hook_err) return TECORE_SUCCESS;
   tecomm_result_t r = TECOMM_SUCCESS;
   for (size_t i = 0; r == TECOMM_SUCCESS && i < d->nt; i++)
@@ -285,6 +301,29 @@ TE_EXPORT tecomm_result_t tecomm_dp_shard(tecomm_dp_t dp, size_t index, size_t *
   TC_ARG(index < dp->nt, "tecomm_dp_shard: index %zu: the group has %zu tensors", index, dp->nt);
   tc_dp_part(dp, index, dp->rank, first, count);
   return TECOMM_SUCCESS;
+}
+
+TE_EXPORT tecomm_result_t tecomm_dp_value_shard(tecomm_dp_t dp, size_t index,
+                                               tecore_devptr_t *ptr) {
+  DP_LIVE(dp, "tecomm_dp_value_shard");
+  TC_ARG(ptr, "tecomm_dp_value_shard: ptr is NULL");
+  TC_ARG(index < dp->nt, "tecomm_dp_value_shard: index %zu: the group has %zu tensors", index,
+         dp->nt);
+  size_t first, n;
+  tc_dp_part(dp, index, dp->rank, &first, &n);
+  *ptr = n ? tc_dp_value_at(dp, index, first) : 0;
+  return TECOMM_SUCCESS;
+}
+
+TE_EXPORT tecomm_result_t tecomm_dp_gather_value(tecomm_dp_t dp, size_t index,
+                                                tecore_devptr_t dst, tecore_stream_t stream) {
+  DP_LIVE(dp, "tecomm_dp_gather_value");
+  TC_ARG(index < dp->nt, "tecomm_dp_gather_value: index %zu: the group has %zu tensors", index,
+         dp->nt);
+  TC_ARG(dst, "tecomm_dp_gather_value: dst is 0");
+  TC_ARG(dp->t[index].t.value, "tecomm_dp_gather_value: tensor %zu (%s) has no value", index,
+         dp->t[index].name);
+  return tc_dp_value_whole(dp, index, dst, stream);
 }
 
 TE_EXPORT tecomm_result_t tecomm_dp_gather(tecomm_dp_t dp, tecore_stream_t stream) {

@@ -21,7 +21,7 @@ TECORE_TUNABLE_INT(tc_tun_dp_inplace, "TECOMM_DP_INPLACE", 1, 0, 1,
                    "must use the same value")
 
 static const char *const why_text[] = {
-    [DP_PACKED_ZERO2] = "ZeRO-2 reduce-scatters",
+    [DP_PACKED_ZERO2] = "ZeRO-2 and 3 reduce-scatter",
     [DP_PACKED_ONE_RANK] = "one rank",
     [DP_PACKED_NOT_SYMMETRIC] = "not in one symmetric allocation",
     [DP_PACKED_NOT_CONTIGUOUS] = "gradients not contiguous",

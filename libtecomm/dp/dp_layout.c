@@ -7,6 +7,20 @@
 
 static size_t round_up(size_t x, size_t m) { return (x + m - 1) / m * m; }
 
+/* Tensor t joins bucket b (prev its last tensor), at element at.  Under
+ * ZeRO-3 an operation's parameters are gathered together (never split
+ * by the size), and a bucket holds either the sequence's parameters or
+ * tensors no operation reads, never both. */
+static int joins(const struct tecomm_dp *d, const struct dp_bucket *b, const struct dp_tensor *prev,
+                 const struct dp_tensor *t, size_t at) {
+  if (!b || b->gdt != t->t.grad_dtype || b->vdt != t->t.value_dtype) return 0;
+  size_t esz = tecore_dtype_size(t->t.grad_dtype);
+  int fits = (at + t->t.count) * esz <= d->bucket_bytes;
+  if (d->zero < 3) return fits;
+  if ((prev->t.op == TECOMM_DP_NO_OP) != (t->t.op == TECOMM_DP_NO_OP)) return 0;
+  return fits || (t->t.op != TECOMM_DP_NO_OP && t->t.op == prev->t.op);
+}
+
 /* Bucket k's padding and shard, once its last tensor is in. */
 static void close_bucket(struct tecomm_dp *d, struct dp_bucket *b, size_t used) {
   b->elems = round_up(used ? used : 1, (size_t)DP_ALIGN * (size_t)d->nranks);
@@ -21,11 +35,8 @@ tecomm_result_t tc_dp_layout(struct tecomm_dp *d) {
   struct dp_bucket *b = NULL;
   for (size_t i = 0; i < d->nt; i++) {
     struct dp_tensor *t = &d->t[i];
-    size_t esz = tecore_dtype_size(t->t.grad_dtype);
     size_t at = round_up(used, DP_ALIGN);
-    int fits = b && b->gdt == t->t.grad_dtype && b->vdt == t->t.value_dtype &&
-               (at + t->t.count) * esz <= d->bucket_bytes;
-    if (!fits) {
+    if (!joins(d, b, i ? &d->t[i - 1] : NULL, t, at)) {
       if (b) close_bucket(d, b, used);
       b = &d->b[d->nb++];
       *b = (struct dp_bucket){.t0 = i, .t1 = i, .gdt = t->t.grad_dtype, .vdt = t->t.value_dtype};

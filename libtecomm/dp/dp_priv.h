@@ -26,6 +26,7 @@ struct dp_tensor {
   size_t bucket;
   size_t off;          /* its first element in the bucket */
   size_t span_off;     /* in place: its gradient's byte offset in the bucket's span */
+  size_t param;        /* ZeRO-3: its index in tecore_seq_params of the sequence */
 };
 
 struct dp_bucket {
@@ -40,6 +41,27 @@ struct dp_bucket {
   tecore_devptr_t span;        /* in place: the first gradient's address */
   size_t span_elems;           /* in place: to the last gradient's end, padding included */
   size_t seg_off;              /* in place: the span's offset in its symmetric allocation */
+  /* ZeRO-3 (dp_zero3.c): a bucket of the sequence's parameters holds
+   * its value shard in vshard and is all-gathered, with the other
+   * buckets of its unit, into the unit's ring slot before the passes
+   * read it */
+  int sharded;
+  size_t op_lo, op_hi;         /* the operations its tensors belong to */
+  size_t vs_off;               /* bytes: its value shard in d->vshard */
+  size_t unit;                 /* its gather unit (d->u) */
+  size_t ring_off;             /* bytes: its values in the unit's slot */
+};
+
+/* ZeRO-3: buckets whose operations overlap (an operation's weight and
+ * bias of two gradient dtypes) gathered together into one ring slot;
+ * also those of a group of the plan that would read three units. */
+struct dp_unit {
+  size_t f0, f1;               /* its buckets: d->fwd[f0 .. f1) */
+  size_t op_lo, op_hi;
+  size_t bytes;                /* its values in the slot */
+  int slot;                    /* its forward position mod 2 */
+  int gathered, used;          /* this pass: launched; every group reading it ran */
+  tecore_event_t ready;        /* recorded on the side stream after its gather */
 };
 
 /* Why a bucket is packed into the buffer (dp_inplace.c). */
@@ -62,6 +84,7 @@ struct tecomm_dp {
   size_t nb;
   size_t bucket_bytes;
   tecore_seq_t *seq;
+  int hooked;                  /* seq's hooks are this group's */
   int armed;
   int forked;                  /* the side stream has work the caller's has not joined */
   tecomm_result_t hook_err;    /* a hook's launch failed: finish says so */
@@ -77,6 +100,22 @@ struct tecomm_dp {
   size_t l2wsb;
   struct tecore_tensor *views; /* this rank's shard of each gradient (norm) */
   size_t nviews;
+  /* ZeRO-3 (dp_zero3.c) */
+  size_t nops;                 /* the sequence's operations */
+  tecore_devptr_t vshard;      /* the value shards of the sharded buckets */
+  size_t vshard_bytes;
+  tecore_devptr_t ring;        /* 2 slots of slot_bytes: the gathered values */
+  int ring_plain;              /* plain device memory (no symmetric memory) */
+  size_t slot_bytes;
+  size_t *fwd, nfwd;           /* the sharded buckets in forward order */
+  struct dp_unit *u;           /* the gather units in forward order */
+  size_t nu;
+  int swapped;                 /* the sequence's parameters point into the ring */
+  int pass_dir;                /* the pass the hooks are in, or -1 */
+  tecore_stream_t pass_stream;
+  size_t pass_next;            /* the next position (of the pass's order) to gather */
+  int fwd_done;                /* the last pass was a whole forward: its last two units
+                                  are still in their slots for the backward */
 };
 
 /* dp_layout.c: buckets and offsets from d->t (the tensors copied in). */
@@ -95,11 +134,35 @@ tecomm_result_t tc_dp_agree(struct tecomm_dp *d, const struct tecore_recipe *rec
 
 /* dp_run.c: bucket k reduced on d->side after stream's work so far. */
 tecomm_result_t tc_dp_launch(struct tecomm_dp *d, size_t k, tecore_stream_t stream);
+/* d->side waits for stream's work so far. */
+tecomm_result_t tc_dp_fork(struct tecomm_dp *d, tecore_stream_t stream);
 /* stream waits for d->side (when it has work). */
 tecomm_result_t tc_dp_join(struct tecomm_dp *d, tecore_stream_t stream);
 tecomm_result_t tc_dp_gather_all(struct tecomm_dp *d, tecore_stream_t stream);
 tecomm_result_t tc_dp_norm(struct tecomm_dp *d, tecore_stream_t stream);
 /* The norm's shard views and workspace (at create). */
 tecomm_result_t tc_dp_norm_setup(struct tecomm_dp *d);
+/* dp_run.c: bucket b's gathered value into dst (bytes of b->elems),
+ * from the shard this rank holds at src, on s. */
+tecomm_result_t tc_dp_gather_to(struct tecomm_dp *d, const struct dp_bucket *b,
+                                tecore_devptr_t src, tecore_devptr_t dst, tecore_stream_t s);
+
+/* dp_zero3.c: ZeRO-3's set-up (after tc_dp_layout: the buckets' op
+ * ranges, the shards, the ring, the sequence's parameters pointed into
+ * it), its pass hooks, and the undoing at destroy (the whole values
+ * gathered back into storage of the sequence's own). */
+tecomm_result_t tc_dp_zero3_check(struct tecomm_dp *d);
+tecomm_result_t tc_dp_zero3_setup(struct tecomm_dp *d);
+tecore_result_t tc_dp_zero3_before(struct tecomm_dp *d, tecore_seq_dir_t dir, size_t first,
+                                   size_t count, tecore_stream_t stream);
+tecore_result_t tc_dp_zero3_after(struct tecomm_dp *d, tecore_seq_dir_t dir, size_t first,
+                                  size_t count, tecore_stream_t stream);
+void tc_dp_zero3_free(struct tecomm_dp *d);
+/* Tensor i's whole value into dst on s (ZeRO-3: gathered; collective). */
+tecomm_result_t tc_dp_value_whole(struct tecomm_dp *d, size_t i, tecore_devptr_t dst,
+                                  tecore_stream_t s);
+/* The device address of tensor i's value element `first` of this rank's
+ * shard (ZeRO-3 sharded bucket: in vshard; else in the value). */
+tecore_devptr_t tc_dp_value_at(const struct tecomm_dp *d, size_t i, size_t first);
 
 #endif

@@ -5,7 +5,7 @@
  * norm's parts.  A bucket's tensors are packed into the symmetric buffer
  * (so the collective reads it where it lies), reduced there in place,
  * scaled, and copied back: under ZeRO-0/1 all of the bucket, under
- * ZeRO-2 (reduce-scatter) this rank's shard only.  A bucket whose
+ * ZeRO-2 and 3 (reduce-scatter) this rank's shard only.  A bucket whose
  * gradients already lie in symmetric memory as one span (dp_inplace.c)
  * is allreduced and scaled there, with no copy. */
 #include "dp_priv.h"
@@ -86,7 +86,7 @@ static tecomm_result_t reduce(struct tecomm_dp *d, const struct dp_bucket *b, te
   return scale(d, b, (size_t)d->rank * b->shard, b->shard, s);
 }
 
-static tecomm_result_t fork_side(struct tecomm_dp *d, tecore_stream_t stream) {
+tecomm_result_t tc_dp_fork(struct tecomm_dp *d, tecore_stream_t stream) {
   DP_CORE(tecore_event_record(d->fork, stream), "tecomm_dp: the fork");
   DP_CORE(tecore_stream_wait_event(d->side, d->fork), "tecomm_dp: the fork");
   d->forked = 1;
@@ -95,7 +95,7 @@ static tecomm_result_t fork_side(struct tecomm_dp *d, tecore_stream_t stream) {
 
 tecomm_result_t tc_dp_launch(struct tecomm_dp *d, size_t k, tecore_stream_t stream) {
   struct dp_bucket *b = &d->b[k];
-  TC_CHECK(fork_side(d, stream));
+  TC_CHECK(tc_dp_fork(d, stream));
   b->launched = 1;
   if (b->inplace) return reduce_span(d, b, d->side);
   TC_CHECK(move_grads(d, b, 1, -1, d->side));
@@ -130,11 +130,20 @@ static tecomm_result_t move_values(struct tecomm_dp *d, const struct dp_bucket *
 tecomm_result_t tc_dp_gather_all(struct tecomm_dp *d, tecore_stream_t stream) {
   for (size_t k = 0; k < d->nb; k++) {
     const struct dp_bucket *b = &d->b[k];
+    if (b->sharded) continue;   /* ZeRO-3: gathered by the passes */
     TC_CHECK(move_values(d, b, 1, stream));
     TC_CHECK(dp_allgather(d, b->shard, b->vdt, stream));
     TC_CHECK(move_values(d, b, 0, stream));
   }
   return TECOMM_SUCCESS;
+}
+
+tecomm_result_t tc_dp_gather_to(struct tecomm_dp *d, const struct dp_bucket *b,
+                                tecore_devptr_t src, tecore_devptr_t dst, tecore_stream_t s) {
+  tecore_devptr_t mine = at(dst, (size_t)d->rank * b->shard, b->vdt);
+  DP_CORE(tecore_memcpy_async(mine, src, b->shard * tecore_dtype_size(b->vdt), s),
+          "tecomm_dp: a shard into the ring");
+  return tecomm_allgather(d->comm, mine, dst, b->shard, b->vdt, s);
 }
 
 tecomm_result_t tc_dp_norm_setup(struct tecomm_dp *d) {

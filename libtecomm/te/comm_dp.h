@@ -8,7 +8,13 @@
  * updates its shard of the parameters (the optimizer's masters and
  * moments exist for the shard only), then tecomm_dp_gather all-gathers
  * the updated values; 2, every bucket reduce-scattered: a rank's
- * gradients are reduced inside its shard only.  tecomm_dp_create(3) is
+ * gradients are reduced inside its shard only; 3, as 2, and each rank
+ * holds only its shard of the values of the sequence's parameters (the
+ * sequence's parameters point into a ring of two gather units (a bucket,
+ * or buckets one operation or one fused group reads) that the pass hooks
+ * all-gather each unit into before the first group that reads it, the
+ * next unit's gather overlapping the current one's work:
+ * tecore_seq_set_param).  tecomm_dp_create(3) is
  * the overview: the layout of the buckets and shards, the mean over the
  * ranks, validation, errors. */
 #ifndef TE_COMM_DP_H
@@ -29,7 +35,9 @@ typedef struct tecomm_dp *tecomm_dp_t;
 #define TECOMM_DP_NO_OP ((size_t)-1)
 
 /* One trained tensor: its gradient (reduced over the ranks), its value
- * (gathered under ZeRO-1/2; 0 under ZeRO-0), count elements each. */
+ * (gathered under ZeRO-1/2/3; may be 0 under ZeRO-0; under ZeRO-3 a
+ * tensor with an op is that operation's parameter of the sequence, as
+ * tecore_seq_params gives it), count elements each. */
 struct tecomm_dp_tensor {
   const char *name;            /* for messages, or NULL */
   tecore_devptr_t grad;
@@ -47,7 +55,7 @@ struct tecomm_dp_desc {
   size_t ntensors;
   tecore_seq_t *seq;           /* NULL: every bucket reduced by tecomm_dp_finish */
   size_t bucket_bytes;         /* 0: TECOMM_DP_BUCKET_MB */
-  int zero;                    /* 0, 1 or 2 */
+  int zero;                    /* 0, 1, 2 or 3 */
   float scale;                 /* the reduced gradients times scale; 0: 1 / nranks (the mean) */
   const struct tecore_recipe *recipe;   /* compared across the ranks; NULL: none */
 };
@@ -73,8 +81,21 @@ tecomm_result_t tecomm_dp_finish(tecomm_dp_t dp, tecore_stream_t stream);
  * owns (its shard; *count may be 0), under every stage. */
 tecomm_result_t tecomm_dp_shard(tecomm_dp_t dp, size_t index, size_t *first, size_t *count);
 /* ZeRO-1/2: every tensor's value all-gathered from the ranks' shards
- * (each rank updated its own), on stream.  Collective; capturable. */
+ * (each rank updated its own), on stream (ZeRO-3: the tensors no
+ * operation reads; the passes gather the others).  Collective;
+ * capturable. */
 tecomm_result_t tecomm_dp_gather(tecomm_dp_t dp, tecore_stream_t stream);
+/* Where this rank's shard of tensor index's value lies (its element
+ * first of tecomm_dp_shard; 0 for an empty shard): the value itself, or
+ * under ZeRO-3 the group's shard storage, which the optimizer updates
+ * and the passes gather from.  Host only. */
+tecomm_result_t tecomm_dp_value_shard(tecomm_dp_t dp, size_t index, tecore_devptr_t *ptr);
+/* Tensor index's whole value (count elements of value_dtype) into dst on
+ * stream: under ZeRO-3 all-gathered from the shards (collective: every
+ * rank calls it with the same index; outside the passes), else copied
+ * from the value (ZeRO-1/2: as the last tecomm_dp_gather left it). */
+tecomm_result_t tecomm_dp_gather_value(tecomm_dp_t dp, size_t index, tecore_devptr_t dst,
+                                       tecore_stream_t stream);
 /* The global gradient norm's parts: on stream, this rank's shard norm of
  * the reduced gradients into slot rank of an F32 vector [nranks], summed
  * over the ranks; *vec (the dp's) is that vector, whose L2 norm is the

@@ -108,6 +108,8 @@ struct te_op {
   tecore_devptr_t w8_srow, w8_scol;/* block recipe: the 128x128 blocks' scale_inv of w8_row
                                       and of w8_col (kept), [cdiv(out,128)][cdiv(in,128)] and
                                       its transpose; else 0 */
+  unsigned param_ext;              /* bit p: param[p] is the caller's (tecore_seq_set_param):
+                                      never freed by the sequence */
   unsigned grad_fresh;             /* bit p: grad[p] is to be overwritten, not added to
                                       (tecore_seq_zero_grad marked it; its first writer in
                                       the next backward clears the bit: te_grad_take_fresh) */

@@ -485,6 +485,18 @@ struct tecore_seq_param {
 tecore_result_t tecore_seq_params(const tecore_seq_t *seq, struct tecore_seq_param *params,
                                   size_t max, size_t *count);
 
+/* Gives parameter index (as tecore_seq_params lists it) the storage ptr:
+ * device memory of the caller's, 16-byte aligned, at least the
+ * parameter's bytes inside one allocation; the sequence frees its own.
+ * The value is what lies at ptr when a pass reads it (nothing is copied):
+ * a fully sharded data-parallel group (tecomm_dp_create, ZeRO-3) points
+ * each layer's weights into a ring it all-gathers them into before the
+ * layer's forward and backward.  Several parameters may share storage
+ * when the caller orders their lives.  ptr 0: storage of the sequence's
+ * own again, zeroed.  No work of the sequence may be queued or captured;
+ * graphs captured before keep the old address.  tecore_seq_set_param(3). */
+tecore_result_t tecore_seq_set_param(tecore_seq_t *seq, size_t index, tecore_devptr_t ptr);
+
 /* The parameters' gradients in memory of the caller's (a collective's
  * symmetric memory, so that it reduces them where they lie).  At build
  * the sequence lays every parameter gradient out in operation order, each

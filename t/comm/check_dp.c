@@ -11,6 +11,15 @@
  *     shard, and AdamW run on the shards only, then tecomm_dp_gather, give
  *     every rank ZeRO-0's parameters bit for bit (reduce-scatter folds the
  *     ranks in allreduce's order), 2 and 4 ranks; the global norm's parts;
+ *     tecomm_dp_value_shard and tecomm_dp_gather_value below ZeRO-3;
+ *   - ZeRO-3 against ZeRO-0 on a six-layer model, two microbatches a
+ *     step: outputs, the gradients in each rank's shards and the
+ *     parameters after AdamW (tecomm_dp_gather_value) the same bits, eager
+ *     and replayed from the captured step graph, 2 and 4 ranks; the
+ *     parameters' bytes a step holds are ZeRO-0's less the values plus a
+ *     shard and two layers; destroy gives the sequence its values back;
+ *     with each bias a Bias operation, the fused backward group over
+ *     [Linear, Bias, GELU, Linear] gathered as one unit;
  *   - ranks whose models differ (a tensor's count, the stage, the
  *     recipe) refused on every rank with the field named;
  *   - gradients in a region of symmetric memory (tecore_seq_set_grad_region
@@ -19,7 +28,7 @@
  *     where the gradients are not one span), the same bits as the packed
  *     path, gradients and parameters after AdamW, 2 and 4 ranks; one rank
  *     in place where another packs: refused, the field named;
- *   - a rank killed mid-step, packed and in place: the other's finish or
+ *   - a rank killed mid-step, packed, in place and ZeRO-3: the other's finish or
  *     status names it within TECOMM_TIMEOUT (1 s here), no hang;
  *   - argument errors name the argument. */
 #include "comm_ranks.h"
@@ -278,6 +287,32 @@ static void same_norm(tecomm_dp_t dp, const float *ref, tecore_stream_t s) {
   RK_CORE(tecore_mem_free(nd));
 }
 
+/* Below ZeRO-3 a shard lies in the value itself, and a tensor's whole
+ * value is a copy of it (no rank takes part): the same bits. */
+static void same_value_calls(tecomm_dp_t dp, tecore_seq_t *q, tecore_stream_t s) {
+  struct tecore_seq_param p[NP];
+  struct tecomm_dp_tensor t[NP];
+  params(q, p);
+  dp_tensors(p, t);
+  static float want[H * F], got[H * F];
+  tecore_devptr_t w = dalloc(H * F * 4);
+  for (size_t i = 0; i < NP; i++) {
+    size_t first, cnt;
+    tecore_devptr_t at = 0;
+    RK_OK(tecomm_dp_shard(dp, i, &first, &cnt));
+    RK_OK(tecomm_dp_value_shard(dp, i, &at));
+    RK_ASSERT(at == (cnt ? t[i].value + first * 4 : 0), "tensor %zu: shard at 0x%llx", i,
+              (unsigned long long)at);
+    RK_CORE(tecore_memset_d32_async(w, 0x7fc00000u, t[i].count, s));   /* poisoned: NaN */
+    RK_OK(tecomm_dp_gather_value(dp, i, w, s));
+    RK_CORE(tecore_stream_synchronize(s));
+    RK_CORE(tecore_memcpy(te_hptr(got), w, t[i].count * 4));
+    RK_CORE(tecore_memcpy(te_hptr(want), t[i].value, t[i].count * 4));
+    RK_ASSERT(memcmp(got, want, t[i].count * 4) == 0, "tensor %zu: gather_value differs", i);
+  }
+  RK_CORE(tecore_mem_free(w));
+}
+
 static void rank_zero_stages(int rank, int n, void *arg) {
   (void)arg;
   tecomm_comm_t c = tc_rank_comm(rank, n);
@@ -308,6 +343,7 @@ static void rank_zero_stages(int rank, int n, void *arg) {
     for (int z = 0; z < 3; z++) adam(&a[z], k, s);
     for (int z = 1; z < 3; z++) RK_OK(tecomm_dp_gather(dp[z], s));
     RK_CORE(tecore_stream_synchronize(s));
+    for (int z = 0; z < 3; z++) same_value_calls(dp[z], q[z], s);
     fetch(q[0], 1, v0);
     for (int z = 1; z < 3; z++) {
       memset(v, 0, sizeof v);
@@ -521,16 +557,316 @@ START_TEST(mismatched_models_refused_with_the_field_named) {
 }
 END_TEST
 
+/* ---- ZeRO-3: the values sharded, gathered by the passes ------------------------- */
+
+/* A deeper model, so that a ring of two buckets is less than the whole:
+ * ZL Linears [ZH][ZH] with bias and a GELU between, F32; with sep, each
+ * bias a Bias operation of its own, so that the backward's fused group
+ * [Linear, Bias, GELU, Linear] reads three operations' parameters. */
+enum { ZL = 6, ZH = 128, ZNP = 2 * ZL, MB = 2, ZG = ZL * (ZH * ZH + ZH) };
+
+static tecore_seq_t *deep(tecore_stream_t s, int sep) {
+  struct tecore_seq_config cfg = {.rows = B, .features = ZH, .dtype = TECORE_DTYPE_F32,
+                                  .seed = 11};
+  tecore_seq_t *q;
+  RK_CORE(tecore_seq_create(&cfg, &q));
+  const struct tecore_op_desc lin = {.kind = TECORE_OP_LINEAR, .features = ZH, .bias = !sep},
+                              bias = {.kind = TECORE_OP_BIAS}, act = {.kind = TECORE_OP_GELU};
+  for (size_t l = 0; l < ZL; l++) {
+    RK_CORE(tecore_seq_add(q, &lin, NULL));
+    if (sep) RK_CORE(tecore_seq_add(q, &bias, NULL));
+    if (l + 1 < ZL) RK_CORE(tecore_seq_add(q, &act, NULL));
+  }
+  RK_CORE(tecore_seq_build(q, s));
+  return q;
+}
+
+static void zparams(tecore_seq_t *q, struct tecore_seq_param *p) {
+  size_t n = 0;
+  RK_CORE(tecore_seq_params(q, p, ZNP, &n));
+  RK_ASSERT(n == ZNP, "%zu parameters", n);
+}
+
+/* The deep model's group: its parameters, the last operation's first. */
+static tecomm_dp_t zdp_make(tecomm_comm_t c, tecore_seq_t *q, int zero) {
+  struct tecore_seq_param p[ZNP];
+  struct tecomm_dp_tensor t[ZNP];
+  zparams(q, p);
+  for (size_t i = 0; i < ZNP; i++) {
+    const struct tecore_seq_param *r = &p[ZNP - 1 - i];
+    t[i] = (struct tecomm_dp_tensor){.name = r->name, .grad = r->grad.data,
+                                     .grad_dtype = TECORE_DTYPE_F32, .value = r->value.data,
+                                     .value_dtype = TECORE_DTYPE_F32,
+                                     .count = tecore_tensor_numel(&r->value), .op = r->op};
+  }
+  /* 4 KiB: ZeRO-0 buckets each bias and each weight apart; ZeRO-3 keeps
+   * an operation's two together (one layer a bucket) */
+  struct tecomm_dp_desc desc = {.comm = c, .tensors = t, .ntensors = ZNP, .seq = q,
+                                .bucket_bytes = 4096, .zero = zero};
+  tecomm_dp_t dp = NULL;
+  RK_OK(tecomm_dp_create(&desc, &dp));
+  return dp;
+}
+
+/* The device buffers of a step: MB microbatches' inputs and output
+ * gradients, and the outputs. */
+struct zbufs {
+  tecore_devptr_t x[MB], dy[MB], y;
+};
+
+static void zbufs_init(struct zbufs *z) {
+  for (int m = 0; m < MB; m++) z->x[m] = dalloc(B * ZH * 4), z->dy[m] = dalloc(B * ZH * 4);
+  z->y = dalloc(B * ZH * 4);
+}
+
+/* Seed k's inputs: this rank's rows of each microbatch (dy = w / rows). */
+static void zdraw(struct zbufs *z, int rank, int n, uint64_t k, tecore_stream_t s) {
+  static float x[MB * 4 * B * ZH], w[MB * 4 * B * ZH];
+  size_t rows = (size_t)MB * (size_t)n * B;
+  tc_make_input(x, rows * ZH, TECORE_DTYPE_F32, 77, 2 * k);
+  tc_make_input(w, rows * ZH, TECORE_DTYPE_F32, 77, 2 * k + 1);
+  for (size_t i = 0; i < rows * ZH; i++) w[i] /= (float)rows;
+  for (int m = 0; m < MB; m++) {
+    size_t at = ((size_t)m * (size_t)n + (size_t)rank) * B * ZH;
+    RK_CORE(tecore_memcpy(z->x[m], te_hptr(x + at), B * ZH * 4));
+    RK_CORE(tecore_memcpy(z->dy[m], te_hptr(w + at), B * ZH * 4));
+  }
+  (void)s;
+}
+
+/* One step's passes: MB microbatches accumulated, the last armed. */
+static void zpasses(tecore_seq_t *q, tecomm_dp_t dp, const struct zbufs *z, tecore_stream_t s) {
+  RK_CORE(tecore_seq_zero_grad(q, s));
+  for (int m = 0; m < MB; m++) {
+    struct tecore_tensor X = t2(B, ZH, z->x[m]), Y = t2(B, ZH, z->y), DY = t2(B, ZH, z->dy[m]);
+    RK_CORE(tecore_seq_forward(q, &X, &Y, 0, s));
+    if (m == MB - 1) RK_OK(tecomm_dp_arm(dp));
+    RK_CORE(tecore_seq_backward(q, &DY, NULL, s));
+  }
+  RK_OK(tecomm_dp_finish(dp, s));
+}
+
+/* AdamW over this rank's shard of every tensor of dp (ZeRO-0: all). */
+static void zadam_init(tecomm_dp_t dp, tecore_seq_t *q, int zero, struct tecore_optim_tensor *ot) {
+  struct tecore_seq_param p[ZNP];
+  zparams(q, p);
+  for (size_t i = 0; i < ZNP; i++) {
+    const struct tecore_seq_param *r = &p[ZNP - 1 - i];
+    size_t first = 0, n = tecore_tensor_numel(&r->value);
+    tecore_devptr_t v = r->value.data;
+    if (zero) RK_OK(tecomm_dp_shard(dp, i, &first, &n));
+    if (zero) RK_OK(tecomm_dp_value_shard(dp, i, &v));
+    else v += first * 4;
+    tecore_devptr_t m1 = dalloc(n ? n * 4 : 4), m2 = dalloc(n ? n * 4 : 4);
+    RK_CORE(tecore_memset_d32_async(m1, 0, n ? n : 1, NULL));
+    RK_CORE(tecore_memset_d32_async(m2, 0, n ? n : 1, NULL));
+    ot[i] = (struct tecore_optim_tensor){.param = v, .grad = r->grad.data + first * 4,
+                                         .exp_avg = m1, .exp_avg_sq = m2, .numel = n,
+                                         .grad_dtype = TECORE_DTYPE_F32};
+  }
+  RK_CORE(tecore_stream_synchronize(NULL));
+}
+
+static void zadam(struct tecore_optim_tensor *ot, int64_t stepno, tecore_stream_t s) {
+  struct tecore_adam_config ac = {.lr = 1e-2, .beta1 = 0.9, .beta2 = 0.95, .eps = 1e-8,
+                                  .weight_decay = 0.1, .step = stepno, .flags = TECORE_ADAM_W};
+  RK_CORE(tecore_adam_step(ot, ZNP, &ac, 0, 0, s));
+}
+
+/* The deep model's gradients (values 0) or values (1), its parameter
+ * order, concatenated on the host. */
+static void zfetch(tecore_seq_t *q, int values, float *out) {
+  struct tecore_seq_param p[ZNP];
+  zparams(q, p);
+  size_t at = 0;
+  for (size_t i = 0; i < ZNP; i++) {
+    const struct tecore_tensor *t = values ? &p[i].value : &p[i].grad;
+    size_t k = tecore_tensor_numel(t);
+    RK_CORE(tecore_memcpy(te_hptr(out + at), t->data, k * 4));
+    at += k;
+  }
+}
+
+/* Every tensor of d3 whole (tecomm_dp_gather_value), the parameter order. */
+static void zgathered(tecomm_dp_t d3, tecore_seq_t *q, float *out, tecore_stream_t s) {
+  struct tecore_seq_param p[ZNP];
+  zparams(q, p);
+  tecore_devptr_t w = dalloc(ZH * ZH * 4);
+  size_t at = 0;
+  for (size_t k = 0; k < ZNP; k++) {   /* parameter k is the group's tensor ZNP - 1 - k */
+    size_t cnt = tecore_tensor_numel(&p[k].value);
+    RK_CORE(tecore_memset_d32_async(w, 0x7fc00000u, cnt, s));   /* poisoned: NaN */
+    RK_OK(tecomm_dp_gather_value(d3, ZNP - 1 - k, w, s));
+    RK_CORE(tecore_stream_synchronize(s));
+    RK_CORE(tecore_memcpy(te_hptr(out + at), w, cnt * 4));
+    at += cnt;
+  }
+  RK_CORE(tecore_mem_free(w));
+}
+
+static void zsame_bits(const float *a, const float *b, size_t n, const char *what, int64_t k) {
+  for (size_t i = 0; i < n; i++)
+    RK_ASSERT(memcmp(&a[i], &b[i], 4) == 0, "step %lld: ZeRO-3 %s [%zu]: %a, ZeRO-0 %a",
+              (long long)k, what, i, (double)a[i], (double)b[i]);
+}
+
+/* d3's gradients in this rank's shards against ZeRO-0's g0 (bits). */
+static void zsame_shard_grads(tecomm_dp_t d3, tecore_seq_t *q3, const float *g0, int64_t k) {
+  static float g[ZG];
+  zfetch(q3, 0, g);
+  size_t base[ZNP], at = 0;
+  struct tecore_seq_param p[ZNP];
+  zparams(q3, p);
+  for (size_t i = 0; i < ZNP; i++) base[i] = at, at += tecore_tensor_numel(&p[i].value);
+  for (size_t i = 0; i < ZNP; i++) {
+    size_t first, n, j = ZNP - 1 - i;
+    RK_OK(tecomm_dp_shard(d3, i, &first, &n));
+    zsame_bits(g + base[j] + first, g0 + base[j] + first, n, "gradient", k);
+  }
+}
+
+static void rank_zero3(int rank, int n, void *arg) {
+  const int sep = *(const int *)arg;
+  tecomm_comm_t c = tc_rank_comm(rank, n);
+  tecore_stream_t s;
+  RK_CORE(tecore_stream_create(TECORE_STREAM_NON_BLOCKING, 0, &s));
+  tecore_seq_t *q0 = deep(s, sep), *q3 = deep(s, sep);
+  tecomm_dp_t d0 = zdp_make(c, q0, 0), d3 = zdp_make(c, q3, 3);
+  /* a layer a unit; with sep the backward's dgrad+dgelu+dbias groups
+   * [Linear, Bias, GELU, Linear] each make three operations one unit
+   * (the next Bias stays apart): 6 of 12 */
+  expect_inplace(d3, 0, sep ? "12 sharded buckets in 6 units" : "6 sharded buckets in 6 units");
+  static struct tecore_optim_tensor a0[ZNP], a3[ZNP];
+  zadam_init(d0, q0, 0, a0);
+  zadam_init(d3, q3, 3, a3);
+  struct zbufs z;
+  zbufs_init(&z);
+  static float y0[B * ZH], y3[B * ZH], g0[ZG], v0[ZG], v3[ZG];
+  tecore_graph_exec_t exec = NULL;
+  for (int64_t k = 1; k <= 4; k++) {
+    zdraw(&z, rank, n, 500 + (uint64_t)k, s);
+    zpasses(q0, d0, &z, s);
+    RK_CORE(tecore_stream_synchronize(s));
+    RK_CORE(tecore_memcpy(te_hptr(y0), z.y, sizeof y0));
+    RK_CORE(tecore_memset_d32_async(z.y, 0x7fc00000u, B * ZH, s));   /* poisoned: NaN */
+    if (k == 2) {   /* from the second step on, the step graph (the gathers inside) */
+      tecore_graph_t g = NULL;
+      RK_CORE(tecore_stream_begin_capture(s, TECORE_CAPTURE_THREAD_LOCAL));
+      zpasses(q3, d3, &z, s);
+      RK_CORE(tecore_stream_end_capture(s, &g));
+      RK_CORE(tecore_graph_instantiate(&exec, g));
+      RK_CORE(tecore_graph_destroy(g));
+    }
+    if (exec) RK_CORE(tecore_graph_launch(exec, s));
+    else zpasses(q3, d3, &z, s);
+    RK_CORE(tecore_stream_synchronize(s));
+    RK_CORE(tecore_memcpy(te_hptr(y3), z.y, sizeof y3));
+    zsame_bits(y3, y0, B * ZH, "output", k);
+    zfetch(q0, 0, g0);
+    zsame_shard_grads(d3, q3, g0, k);
+    zadam(a0, k, s);
+    zadam(a3, k, s);
+    RK_CORE(tecore_stream_synchronize(s));
+    zfetch(q0, 1, v0);
+    memset(v3, 0xff, sizeof v3);
+    zgathered(d3, q3, v3, s);
+    zsame_bits(v3, v0, ZG, "parameter after AdamW", k);
+    tc_rank_digest(v3, sizeof v3);
+  }
+  RK_CORE(tecore_graph_exec_destroy(exec));
+  RK_OK(tecomm_dp_destroy(d3));   /* the whole values back in the sequence */
+  zfetch(q3, 1, v3);
+  zsame_bits(v3, v0, ZG, "parameter given back at destroy", 5);
+  RK_OK(tecomm_dp_destroy(d0));
+  RK_CORE(tecore_seq_destroy(q0));
+  RK_CORE(tecore_seq_destroy(q3));
+  (void)tecomm_comm_destroy(c);
+}
+
+/* The same bits as ZeRO-0 (the same reduction order: reduce-scatter
+ * folds the ranks as allreduce does; the gathered values are the
+ * values): outputs, gradients, parameters after AdamW, eager and from
+ * the captured step graph, 2 and 4 ranks; and where a fused group reads
+ * three operations' parameters. */
+START_TEST(zero_3_takes_zero_0_steps) {
+  int n = _i % 2 ? 4 : 2, sep = _i >= 2;
+  tc_run_ranks(n, rank_zero3, &sep, 300);
+  tc_expect_same_digest(n, "the parameters after four steps");
+  tc_shm_release();
+}
+END_TEST
+
+/* The bytes of values and gradients a step of the deep model holds under
+ * stage zero: the sequence's parameters (tecore_seq_memory, its
+ * allocator's count) and ZeRO-3's shards and ring (tecomm_dp_describe). */
+static size_t zero_step_bytes(tecomm_comm_t c, int rank, int n, int zero, tecore_stream_t s) {
+  tecore_seq_t *q = deep(s, 0);
+  tecomm_dp_t dp = zdp_make(c, q, zero);
+  struct zbufs z;
+  zbufs_init(&z);
+  zdraw(&z, rank, n, 9, s);
+  zpasses(q, dp, &z, s);
+  RK_CORE(tecore_stream_synchronize(s));
+  size_t held = 0, nz = 0, nu = 0, shards = 0, slot = 0;
+  RK_CORE(tecore_seq_memory(q, &held, NULL));
+  char line[2048];
+  RK_OK(tecomm_dp_describe(dp, line, sizeof line, NULL));
+  const char *v = strstr(line, "; values: ");
+  RK_ASSERT(!v == (zero < 3), "describe: \"%s\"", line);
+  if (v)
+    RK_ASSERT(sscanf(v, "; values: %zu sharded buckets in %zu units, shards %zu bytes, ring 2 "
+                     "x %zu bytes", &nz, &nu, &shards, &slot) == 4 && nz == ZL && nu == ZL,
+              "describe: \"%s\"", line);
+  RK_OK(tecomm_dp_destroy(dp));
+  RK_CORE(tecore_seq_destroy(q));
+  for (int m = 0; m < MB; m++) {
+    RK_CORE(tecore_mem_free(z.x[m]));
+    RK_CORE(tecore_mem_free(z.dy[m]));
+  }
+  RK_CORE(tecore_mem_free(z.y));
+  return held + shards + 2 * slot;
+}
+
+static void rank_zero3_memory(int rank, int n, void *arg) {
+  (void)arg;
+  tecomm_comm_t c = tc_rank_comm(rank, n);
+  tecore_stream_t s;
+  RK_CORE(tecore_stream_create(TECORE_STREAM_NON_BLOCKING, 0, &s));
+  size_t u0 = zero_step_bytes(c, rank, n, 0, s), u3 = zero_step_bytes(c, rank, n, 3, s);
+  /* ZeRO-0 less the values, plus their shard (1 / n, each layer padded
+   * to 64 * n elements and 256 bytes) and two layers (the ring) */
+  size_t all = (size_t)ZG * 4, layer = (ZH * ZH + 64 + ZH) * 4;
+  size_t want = u0 - all + all / (size_t)n + 2 * layer + ZL * (64 * 4 * (size_t)n + 256);
+  tc_shm->value[rank][0] = (double)u0, tc_shm->value[rank][1] = (double)u3;
+  tc_shm->value[rank][2] = (double)want;
+  RK_ASSERT(u3 <= want, "ZeRO-3 holds %zu bytes of parameters in a step, ZeRO-0 %zu: more than "
+            "the bound %zu (ZeRO-0 less the values %zu, plus a shard and two layers)", u3, u0,
+            want, all);
+  (void)tecomm_comm_destroy(c);
+}
+
+/* The parameters' bytes a step holds under ZeRO-3 are ZeRO-0's less the
+ * values, plus a shard of them and two layers (the ring). */
+START_TEST(zero_3_holds_a_shard_of_the_values) {
+  int n = _i ? 4 : 2;
+  tc_run_ranks(n, rank_zero3_memory, NULL, 300);
+  printf("# ZeRO-3, %d ranks, %d layers of %d x %d: a step holds %.0f bytes of values and "
+         "gradients (ZeRO-0 %.0f; the values %d; bound %.0f)\n", n, ZL, ZH, ZH, tc_shm->value[0][1], tc_shm->value[0][0],
+         ZG * 4, tc_shm->value[0][2]);
+  tc_shm_release();
+}
+END_TEST
+
 /* ---- a rank killed mid-step ------------------------------------------------------ */
 
 static void rank_killed(int rank, int n, void *arg) {
-  const int inplace = *(const int *)arg;
+  const int mode = *(const int *)arg;   /* 0 packed, 1 in place, 2 ZeRO-3 */
   setenv("TECOMM_TIMEOUT", "1000", 1);
   tecomm_comm_t c = tc_rank_comm(rank, n);
   tecore_stream_t s;
   RK_CORE(tecore_stream_create(TECORE_STREAM_NON_BLOCKING, 0, &s));
-  tecore_seq_t *q = mlp_in(B, s, inplace ? c : NULL);
-  tecomm_dp_t dp = dp_make(c, q, 0, 2048);
+  tecore_seq_t *q = mlp_in(B, s, mode == 1 ? c : NULL);
+  tecomm_dp_t dp = dp_make(c, q, mode == 2 ? 3 : 0, 2048);
   tecore_devptr_t dx = dalloc(B * F * 4), dy = dalloc(B * O * 4), y = dalloc(B * O * 4);
   static float x[B * F], w[B * O];
   draw(x, w, B, 5);
@@ -538,9 +874,10 @@ static void rank_killed(int rank, int n, void *arg) {
   RK_ASSERT(tc_shm_barrier(tc_shm) == 0, "barrier");
   if (rank == n - 1) raise(SIGKILL);
   struct tecore_tensor X = t2(B, F, dx), Y = t2(B, O, y), DY = t2(B, O, dy);
-  RK_CORE(tecore_seq_forward(q, &X, &Y, 0, s));
+  /* ZeRO-3: the forward's gathers already need the peer */
+  tecore_result_t r = tecore_seq_forward(q, &X, &Y, 0, s);
   RK_OK(tecomm_dp_arm(dp));
-  tecore_result_t r = tecore_seq_backward(q, &DY, NULL, s);
+  if (r == TECORE_SUCCESS) r = tecore_seq_backward(q, &DY, NULL, s);
   tecomm_result_t f = tecomm_dp_finish(dp, s);
   tecore_result_t w8 = te_stream_wait(s, 5000);
   RK_ASSERT(w8 == TECORE_SUCCESS, "the stream did not come back within 5 s");
@@ -551,14 +888,23 @@ static void rank_killed(int rank, int n, void *arg) {
   RK_ASSERT(st == TECOMM_ERR_TIMEOUT, "status after a peer died: %s (%s)",
             tecomm_result_name(st), tecomm_last_error());
   RK_ASSERT(peer == n - 1, "status names peer %d, want %d", peer, n - 1);
+  /* ZeRO-3's destroy gathers the values back; with the peer gone it
+   * tries no gather (each would wait out TECOMM_TIMEOUT) */
+  struct timespec t0, t1;
+  clock_gettime(CLOCK_MONOTONIC, &t0);
   (void)tecomm_dp_destroy(dp);
+  clock_gettime(CLOCK_MONOTONIC, &t1);
+  double ms = (double)(t1.tv_sec - t0.tv_sec) * 1e3 + (double)(t1.tv_nsec - t0.tv_nsec) / 1e6;
+  RK_ASSERT(ms < 500, "tecomm_dp_destroy took %.0f ms with a peer gone", ms);
   (void)tecore_seq_destroy(q);
   (void)tecomm_comm_destroy(c);
 }
 
+/* Packed, in place, and ZeRO-3 (the peer gone before the forward's
+ * gathers). */
 START_TEST(killed_rank_named_not_hung) {
-  int inplace = _i;   /* 1: the buckets reduced in place */
-  tc_run_ranks_ex(2, rank_killed, &inplace, 60, 1);
+  int mode = _i;
+  tc_run_ranks_ex(2, rank_killed, &mode, 60, 1);
   tc_shm_release();
 }
 END_TEST
@@ -579,8 +925,8 @@ static void rank_args(int rank, int n, void *arg) {
   tecomm_dp_t dp = NULL;
   RK_EXPECT(TECOMM_ERR_INVALID, "desc is NULL", tecomm_dp_create(NULL, &dp));
   RK_EXPECT(TECOMM_ERR_INVALID, "dp is NULL", tecomm_dp_create(&desc, NULL));
-  d2 = desc, d2.zero = 3;
-  RK_EXPECT(TECOMM_ERR_INVALID, "desc->zero 3", tecomm_dp_create(&d2, &dp));
+  d2 = desc, d2.zero = 4;
+  RK_EXPECT(TECOMM_ERR_INVALID, "desc->zero 4", tecomm_dp_create(&d2, &dp));
   d2 = desc, d2.ntensors = 0;
   RK_EXPECT(TECOMM_ERR_INVALID, "ntensors 0", tecomm_dp_create(&d2, &dp));
   d2 = desc, d2.scale = -1;
@@ -594,6 +940,16 @@ static void rank_args(int rank, int n, void *arg) {
   RK_EXPECT(TECOMM_ERR_INVALID, "tensors[3].op 9", tecomm_dp_create(&d2, &dp));
   memcpy(bad, t, sizeof bad), bad[0].value = 0, d2.zero = 1;
   RK_EXPECT(TECOMM_ERR_INVALID, "tensors[0].value is 0 under ZeRO-1", tecomm_dp_create(&d2, &dp));
+  /* ZeRO-3 points the sequence's parameters into its ring: a value that
+   * is no parameter of it, or another operation's, is refused */
+  tecore_devptr_t other = dalloc(H * F * 4);
+  memcpy(bad, t, sizeof bad), bad[3].value = other, d2.zero = 3;
+  RK_EXPECT(TECOMM_ERR_INVALID, "tensors[3].value is no parameter's value",
+            tecomm_dp_create(&d2, &dp));
+  memcpy(bad, t, sizeof bad), bad[1].op = 0;
+  RK_EXPECT(TECOMM_ERR_INVALID, "tensors[1].op 0: the parameter is operation 2's",
+            tecomm_dp_create(&d2, &dp));
+  RK_CORE(tecore_mem_free(other));
   RK_ASSERT(dp == NULL, "a refused group was handed out");
   dp = dp_make(c, q, 0, 0);
   size_t first, count;
@@ -602,6 +958,12 @@ static void rank_args(int rank, int n, void *arg) {
   RK_EXPECT(TECOMM_ERR_INVALID, "ZeRO-0", tecomm_dp_gather(dp, s));
   RK_EXPECT(TECOMM_ERR_INVALID, "dp is NULL", tecomm_dp_finish(NULL, s));
   RK_EXPECT(TECOMM_ERR_INVALID, "vec is NULL", tecomm_dp_norm_parts(dp, NULL, s));
+  tecore_devptr_t vp = 0;
+  RK_EXPECT(TECOMM_ERR_INVALID, "ptr is NULL", tecomm_dp_value_shard(dp, 0, NULL));
+  RK_EXPECT(TECOMM_ERR_INVALID, "index 4", tecomm_dp_value_shard(dp, 4, &vp));
+  RK_EXPECT(TECOMM_ERR_INVALID, "dst is 0", tecomm_dp_gather_value(dp, 0, 0, s));
+  RK_EXPECT(TECOMM_ERR_INVALID, "index 7", tecomm_dp_gather_value(dp, 7, t[0].grad, s));
+  RK_EXPECT(TECOMM_ERR_INVALID, "dp is NULL", tecomm_dp_gather_value(NULL, 0, t[0].grad, s));
   RK_OK(tecomm_dp_destroy(dp));
   RK_EXPECT(TECOMM_ERR_INVALID, "not a live", tecomm_dp_arm(dp));
   RK_OK(tecomm_dp_destroy(NULL));
@@ -621,8 +983,10 @@ static Suite *dp_suite(void) {
   TCase *tc = te_tcase(s, "dp", 0);
   tcase_add_loop_test(tc, dp_ranks_equal_one_process, 0, 2);
   tcase_add_loop_test(tc, zero_1_2_take_zero_0_steps, 0, 2);
+  tcase_add_loop_test(tc, zero_3_takes_zero_0_steps, 0, 4);
+  tcase_add_loop_test(tc, zero_3_holds_a_shard_of_the_values, 0, 2);
   tcase_add_loop_test(tc, mismatched_models_refused_with_the_field_named, 0, 4);
-  tcase_add_loop_test(tc, killed_rank_named_not_hung, 0, 2);
+  tcase_add_loop_test(tc, killed_rank_named_not_hung, 0, 3);
   tcase_add_loop_test(tc, inplace_buckets_same_bits_as_packed, 0, 7);
   tcase_add_loop_test(tc, inplace_on_one_rank_only_refused, 0, 2);
   tcase_add_test(tc, inplace_off_packs_every_bucket);

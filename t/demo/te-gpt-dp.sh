@@ -8,6 +8,9 @@
 #  2. --zero 1 the same losses as --zero 0, bit for bit (the same sums;
 #     AdamW per element on the shards); --zero 2 within GPT_DP_TOL (its
 #     global norm adds the shards' norms: another rounding of the clip);
+#     --zero 3 within GPT_DP_TOL of --zero 0 and bit for bit --zero 2's
+#     (the same reductions; each layer's gathered values are the values),
+#     FP8 delayed too;
 #  3. --dp 2 --tp 2 (4 ranks, a 2-D grid) within GPT_DP_TOL of one process;
 #     --dp 2 as two processes launched by TECOMM_RANK, TECOMM_NRANKS and
 #     TECOMM_ROOT: the forked run's losses, bit for bit;
@@ -15,6 +18,9 @@
 #     losses and files of 6 steps straight, bit for bit; that checkpoint
 #     continued with --dp 4 --zero 2 and with one process within
 #     GPT_DP_TOL; the model file of --zero 1 the same bytes as --zero 0's;
+#     --zero 3: 6 steps straight and 3 + 3 resumed bit for bit, its files
+#     the same bytes as --zero 2's, and the --zero 1 checkpoint continued
+#     with --dp 4 --zero 3 within GPT_DP_TOL;
 #  5. a rank killed mid-run: te-gpt exits 1 naming it, no hang;
 #  6. the misfits exit 2;
 #  7. --eval with --dp (the batches shared out) within GPT_EVAL_TOL of one
@@ -71,6 +77,11 @@ run "$tmp/z1.csv" $opts --batch 2 --dp 2 --zero 1
 run "$tmp/z2.csv" $opts --batch 2 --dp 2 --zero 2
 bits "$tmp/d2.csv" "$tmp/z1.csv" "--zero 1 against --zero 0"
 close "$tmp/d2.csv" "$tmp/z2.csv" "--zero 2 against --zero 0"
+run "$tmp/z3.csv" $opts --batch 2 --dp 2 --zero 3
+close "$tmp/d2.csv" "$tmp/z3.csv" "--zero 3 against --zero 0"
+bits "$tmp/z2.csv" "$tmp/z3.csv" "--zero 3 against --zero 2"
+run "$tmp/f3.csv" $opts --batch 2 --dp 2 --zero 3 --recipe delayed
+close "$tmp/f2.csv" "$tmp/f3.csv" "--zero 3 --recipe delayed against --zero 0" "$GPT_DP_TOL_FP8"
 # 3. --dp 2 --tp 2
 run "$tmp/dt.csv" $opts --batch 2 --dp 2 --tp 2
 close "$tmp/one.csv" "$tmp/dt.csv" "--dp 2 --tp 2 --batch 2 against one process --batch 4"
@@ -113,6 +124,19 @@ run "$tmp/x4.csv" $co --dp 4 --batch 1 --zero 2 --steps 6 --load "$tmp/b3"
 run "$tmp/x1.csv" $co --batch 4 --steps 6 --load "$tmp/b3"
 close "$tmp/a3.csv" "$tmp/x4.csv" "--dp 2 --zero 1 checkpoint on with --dp 4 --zero 2"
 close "$tmp/a3.csv" "$tmp/x1.csv" "--dp 2 --zero 1 checkpoint on with one process"
+# --zero 3: the passes gather the values; --save the masters' shards
+run "$tmp/c.csv" $co --dp 2 --zero 3 --steps 6
+run "$tmp/c1.csv" $co --dp 2 --zero 3 --steps 3 --save "$tmp/c3"
+run "$tmp/c2.csv" $co --dp 2 --zero 3 --steps 6 --load "$tmp/c3"
+{ cat "$tmp/c1.csv"; sed 1d "$tmp/c2.csv"; } > "$tmp/cc.csv"
+bits "$tmp/c.csv" "$tmp/cc.csv" "--dp 2 --zero 3: 6 steps straight and 3 + 3 resumed"
+run "$tmp/y2.csv" $co --dp 2 --zero 2 --steps 3 --save "$tmp/y2"
+for f in model optimizer; do
+  cmp -s "$tmp/y2/$f.safetensors" "$tmp/c3/$f.safetensors" ||
+    { echo "FAIL: --dp 2: $f.safetensors of --zero 3 differs from --zero 2's"; fail=1; }
+done
+run "$tmp/x3.csv" $co --dp 4 --batch 1 --zero 3 --steps 6 --load "$tmp/b3"
+close "$tmp/a3.csv" "$tmp/x3.csv" "--dp 2 --zero 1 checkpoint on with --dp 4 --zero 3"
 
 # 7. --eval, --save-hf and --load-hf with --dp (and --tp): every rank
 # holds the whole model.  --eval's batches are shared out, their sums
@@ -168,7 +192,8 @@ else
 fi
 
 # 6. misfits
-for bad in "--zero 1" "--dp 4 --tp 4" "--dp 2 --offload" "--dp 2 --tp 2 --zero 2" "--zero 3 --dp 2"; do
+for bad in "--zero 1" "--dp 4 --tp 4" "--dp 2 --offload" "--dp 2 --tp 2 --zero 2" \
+           "--zero 4 --dp 2" "--dp 2 --tp 2 --zero 3" "--dp 2 --zero 3 --sample 8"; do
   "$gpt" $bad --steps 1 > /dev/null 2>&1
   rc=$?
   [ $rc = 2 ] || { echo "FAIL: te-gpt $bad exits $rc, not 2"; fail=1; }

@@ -91,10 +91,14 @@ struct gpt_param {
   size_t op;                   /* the sequence operation it belongs to (not a table) */
   int lin_weight;              /* a Linear's weight (tecore_seq_fp8_weight) */
   /* --dp: the elements [dp_first, dp_first + dp_count) this rank owns
-   * (tecomm_dp_shard); dp_sharded: --zero 1 or 2, AdamW's master and
-   * moments hold those elements only */
+   * (tecomm_dp_shard); dp_sharded: --zero 1, 2 or 3, AdamW's master and
+   * moments hold those elements only; dp_z3: --zero 3 and a parameter of
+   * the sequence, whose value (in the ring the passes gather into) is
+   * no copy to read: this rank's shard of it lies at dp_value
+   * (tecomm_dp_value_shard; 0 when dp_count is) */
   size_t dp_first, dp_count;
-  int dp_sharded;
+  int dp_sharded, dp_z3;
+  tecore_devptr_t dp_value;
 };
 
 /* Tensor parallelism (--tp): this rank's part of every block (te/transformer.h). */
@@ -242,6 +246,9 @@ void gpt_dp_create(struct gpt_model *m, const struct tecore_recipe *recipe, teco
 void gpt_dp_destroy(struct gpt_model *m);
 /* The group's stage, buckets and how many run in place (one line). */
 void gpt_dp_summary(const struct gpt_model *m, char *buf, size_t len);
+/* --zero 3: the device bytes of the blocks' values the group holds (the
+ * shards and the ring of two gathered units; tecomm_dp_describe); else 0. */
+size_t gpt_dp_value_bytes(const struct gpt_model *m);
 /* The gradients' symmetric memory on dp->comm under --zero 0 or 1 (free
  * with free() after the last release); NULL without --dp or under
  * --zero 2.  alloc and release take it as ctx (tecore_seq_grad_region):

@@ -112,8 +112,11 @@ static float *whole_host(const struct gpt_model *m, const struct gpt_param *p, i
  * under --zero 1, 2, whose master is a view of the shard) */
 float *gpt_param_values(const struct gpt_model *m, const struct gpt_param *p, size_t *rows,
                         size_t *cols, tecore_stream_t s) {
-  return whole_host(m, p, p->dp_sharded && p->bf16, p->bf16 ? p->master : p->value, rows, cols,
-                    s);
+  /* an F32 parameter's master is its value (whole on every rank under
+   * --zero 1, 2, whose master is a view of the shard); under --zero 3 the
+   * sequence's F32 values are shards too */
+  const int shard = p->bf16 || p->dp_z3;
+  return whole_host(m, p, p->dp_sharded && shard, shard ? p->master : p->value, rows, cols, s);
 }
 
 /* p's buffer as the whole tensor into t[*k] on the writer */
@@ -345,9 +348,10 @@ static int load_tensor(const struct gpt_ckpt *ck, const char *name, const struct
 
 /* Where p's whole F32 values go: a BF16 parameter's master, an F32 one's
  * value (its master a view of it), else (generation, or --zero 1, 2,
- * whose BF16 master is the rank's shard) a temporary *tmp. */
+ * whose BF16 master is the rank's shard; --zero 3, whose values are) a
+ * temporary *tmp. */
 static tecore_devptr_t param_dst(const struct gpt_param *p, tecore_devptr_t *tmp) {
-  int part = p->dp_sharded && p->bf16;
+  int part = p->dp_sharded && (p->bf16 || p->dp_z3);
   tecore_devptr_t dst = part ? 0 : p->bf16 ? p->master : p->value;
   *tmp = 0;
   if (!dst) dst = *tmp = gpt_dalloc(p->rows * p->cols * 4, NULL);
@@ -355,14 +359,21 @@ static tecore_devptr_t param_dst(const struct gpt_param *p, tecore_devptr_t *tmp
 }
 
 /* From p's whole F32 values at dst: --zero's shard of them into the
- * master, the BF16 copy as AdamW writes it (nearest even, scaled by one,
+ * master (--zero 3: and the BF16 value's shard), the BF16 copy as AdamW
+ * writes it (nearest even, scaled by one,
  * a device float 1); *tmp freed */
 static void param_round(struct gpt_param *p, tecore_devptr_t dst, tecore_devptr_t *tmp,
                         tecore_devptr_t one, tecore_stream_t s) {
   size_t n = p->rows * p->cols;
-  if (p->dp_sharded && p->bf16 && p->dp_count)
+  if (p->dp_sharded && (p->bf16 || p->dp_z3) && p->dp_count)
     GPT_CHECK(tecore_memcpy(p->master, dst + p->dp_first * 4, p->dp_count * 4));
-  if (p->bf16) {
+  if (p->dp_z3) {   /* --zero 3: the BF16 shard only (the passes gather it) */
+    if (p->bf16 && p->dp_count) {
+      struct tecore_tensor a = gpt_tensor2(TECORE_DTYPE_F32, 1, p->dp_count, p->master);
+      struct tecore_tensor b = gpt_tensor2(TECORE_DTYPE_BF16, 1, p->dp_count, p->dp_value);
+      GPT_CHECK(tecore_unscale_multi(&a, &b, 1, one, 0, s));
+    }
+  } else if (p->bf16) {
     struct tecore_tensor a = gpt_tensor2(TECORE_DTYPE_F32, 1, n, dst);
     struct tecore_tensor b = gpt_tensor2(TECORE_DTYPE_BF16, 1, n, p->value);
     GPT_CHECK(tecore_unscale_multi(&a, &b, 1, one, 0, s));

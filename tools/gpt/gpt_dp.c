@@ -4,8 +4,9 @@
  * group in the order the backward finishes them (the sequence's
  * parameters by their operations, last first; then the embedding tables,
  * whose gradients the embedding's backward writes after the sequence's),
- * each parameter's shard recorded for AdamW (--zero 1 and 2 keep masters
- * and moments for the shard only), the sums of the ranks' losses, a
+ * each parameter's shard recorded for AdamW (--zero 1, 2 and 3 keep
+ * masters and moments for the shard only; --zero 3 the sequence's BF16
+ * values too, which the passes gather), the sums of the ranks' losses, a
  * sharded tensor made whole for --save, and a rank's slice of a batch.
  *
  * Under --zero 0 and 1 the gradients lie in the dp communicator's
@@ -43,6 +44,17 @@ static struct tecomm_dp_tensor dp_tensor(const struct gpt_param *p) {
       .op = p->table ? TECOMM_DP_NO_OP : p->op};
 }
 
+/* --zero 3: the sequence's parameters now lie in the group's ring (their
+ * own storage freed): p->value follows them there. */
+static void dp_ring_values(struct gpt_model *m) {
+  size_t ns = 0, ntab = m->c.rope ? 1 : 2;
+  GPT_CHECK(tecore_seq_params(m->seq, NULL, 0, &ns));
+  struct tecore_seq_param *sp = gpt_xalloc((ns ? ns : 1) * sizeof *sp);
+  GPT_CHECK(tecore_seq_params(m->seq, sp, ns, &ns));
+  for (size_t i = 0; i < ns && ntab + i < m->np; i++) m->p[ntab + i].value = sp[i].value.data;
+  free(sp);
+}
+
 void gpt_dp_create(struct gpt_model *m, const struct tecore_recipe *recipe, tecore_stream_t s) {
   size_t *ord = dp_order(m);
   struct tecomm_dp_tensor *t = gpt_xalloc(m->np * sizeof *t);
@@ -59,7 +71,11 @@ void gpt_dp_create(struct gpt_model *m, const struct tecore_recipe *recipe, teco
     r = tecomm_dp_shard(g, k, &p->dp_first, &p->dp_count);
     if (r != TECOMM_SUCCESS) dp_fail("tecomm_dp_shard", r);
     p->dp_sharded = m->dp.zero > 0;
+    p->dp_z3 = m->dp.zero == 3 && !p->table;
+    if (p->dp_z3 && (r = tecomm_dp_value_shard(g, k, &p->dp_value)) != TECOMM_SUCCESS)
+      dp_fail("tecomm_dp_value_shard", r);
   }
+  if (m->dp.zero == 3) dp_ring_values(m);
   free(t);
   free(ord);
   GPT_CHECK(tecore_stream_synchronize(s));
@@ -71,6 +87,18 @@ void gpt_dp_summary(const struct gpt_model *m, char *buf, size_t len) {
   char *end = r == TECOMM_SUCCESS ? strstr(buf, "):") : NULL;   /* the buckets' list after it */
   if (end) end[1] = '\0';
   else snprintf(buf, len, "no description: %s", tecomm_last_error());
+}
+
+size_t gpt_dp_value_bytes(const struct gpt_model *m) {
+  if (!m->dp.group || m->dp.zero != 3) return 0;
+  char line[512];
+  size_t nb = 0, nu = 0, shards = 0, slot = 0;
+  (void)tecomm_dp_describe((tecomm_dp_t)m->dp.group, line, sizeof line, NULL);
+  const char *v = strstr(line, "; values: ");
+  if (!v || sscanf(v, "; values: %zu sharded buckets in %zu units, shards %zu bytes, ring 2 x "
+                   "%zu bytes", &nb, &nu, &shards, &slot) != 4)
+    return 0;
+  return shards + 2 * slot;
 }
 
 void gpt_dp_destroy(struct gpt_model *m) {

@@ -169,7 +169,8 @@ void gpt_mem_count(const struct gpt_model *m, const struct gpt_train *t, struct 
     if (t && t->ot) g->optim += eo * 4 * (m->p[i].bf16 ? 3 : 2);
   }
   g->params = param_grad > g->grads ? param_grad - g->grads : 0;
-  g->params = param_grad > g->grads ? param_grad - g->grads : 0;
+  size_t z3 = gpt_dp_value_bytes(m);   /* --zero 3: the values live in the group */
+  g->params += z3;
   GPT_CHECK(tecore_seq_get_saved(m->seq, NULL, 0, &n));
   struct tecore_seq_saved *sv = gpt_xalloc((n ? n : 1) * sizeof *sv);
   GPT_CHECK(tecore_seq_get_saved(m->seq, sv, n, &n));
@@ -182,10 +183,10 @@ void gpt_mem_count(const struct gpt_model *m, const struct gpt_train *t, struct 
   free(sv);
   const struct arena *ar = m->scratch;
   for (size_t a = 0; a < m->nscratch; a++) g->saved_other += ar[a].bytes;
-  size_t in_seq = g->params + g->grads + own_saved;
+  size_t in_seq = g->params - z3 + g->grads + own_saved;
   g->fp8_other = seq_total > in_seq ? seq_total - in_seq : 0;
   g->logits = m->rows * (size_t)m->c.vocab * 2;
-  g->total = seq_total + m->dev_bytes;
+  g->total = seq_total + m->dev_bytes + z3;
   size_t known = g->params + g->grads + g->optim + g->tables + g->saved_back + g->saved_other +
                  g->fp8_other + g->logits;
   g->rest = g->total > known ? g->total - known : 0;

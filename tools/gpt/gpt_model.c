@@ -204,8 +204,10 @@ static void create(struct gpt_model *m, const struct gpt_config *c, size_t batch
                                   .dtype = TECORE_DTYPE_BF16, .seed = seed,
                                   .flags = inference ? TECORE_SEQ_INFERENCE : 0u};
   /* FP8 training: the Linears' weights are their own F32 masters (no BF16
-   * copy: 2 bytes a weight, 2.6 GiB at 1.3B) */
-  if (recipe && !inference) cfg.flags |= TECORE_SEQ_F32_WEIGHTS;
+   * copy: 2 bytes a weight, 2.6 GiB at 1.3B); not under --zero 3, whose
+   * passes gather the values: BF16 ones are half the bytes (the F32
+   * masters are AdamW's shards) */
+  if (recipe && !inference && !(dp && dp->zero == 3)) cfg.flags |= TECORE_SEQ_F32_WEIGHTS;
   /* --share-saved: the never-read saved tensors get no storage of their
    * own first, so the build's peak is not the shared layout's plus them */
   if (c->share_saved && !inference) cfg.flags |= TECORE_SEQ_DEFER_SAVED;

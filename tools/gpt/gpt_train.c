@@ -50,10 +50,11 @@ void gpt_train_init(struct gpt_train *t, struct gpt_model *m, tecore_stream_t s)
     for (size_t i = 0; i < np; i++) {
       struct gpt_param *p = &m->p[i];
       if (p->decay != !pass) continue;
-      /* --zero 1, 2: this rank's shard only (gpt_dp.c) */
+      /* --zero 1, 2, 3: this rank's shard only (gpt_dp.c); under 3 the
+       * value's shard lies in the group */
       size_t n = p->dp_sharded ? p->dp_count : p->rows * p->cols;
       size_t f0 = p->dp_sharded ? p->dp_first : 0;
-      tecore_devptr_t value = p->value + f0 * (p->bf16 ? 2 : 4);
+      tecore_devptr_t value = p->dp_z3 ? p->dp_value : p->value + f0 * (p->bf16 ? 2 : 4);
       size_t nb = (n ? n : 1) * 4;
       p->master = p->bf16 ? gpt_dalloc(nb, db) : value;
       p->m = gpt_dalloc(nb, db);
@@ -191,7 +192,8 @@ static void queue_adam(struct gpt_train *t, struct gpt_model *m, tecore_stream_t
   ac.state = t->ostate + sizeof(struct tecore_optim_state);
   GPT_CHECK(tecore_adam_step(t->ot + t->ndecay, t->nopt - t->ndecay, &ac, gscale, 0, s));
   w8_current(t, m, s);
-  /* --zero 1, 2: each rank stepped its shard; every rank gets them all */
+  /* --zero 1, 2: each rank stepped its shard; every rank gets them all
+   * (--zero 3: the tables; the passes gather the sequence's) */
   if (m->dp.zero > 0) dp_call(tecomm_dp_gather((tecomm_dp_t)m->dp.group, s), "tecomm_dp_gather");
 }
 
@@ -235,7 +237,7 @@ static void queue_fwd_bwd(struct gpt_train *t, struct gpt_model *m, tecore_strea
   size_t nn = t->nrep + t->nvec;
   const struct tecore_tensor *gv = t->grads;
   struct tecore_tensor parts;
-  if (m->dp.zero == 2) {
+  if (m->dp.zero >= 2) {
     /* a rank holds its shard's sums only: the ranks' shard norms */
     dp_call(tecomm_dp_norm_parts(dp, &parts, s), "tecomm_dp_norm_parts");
     gv = &parts, nn = 1;

@@ -1,0 +1,83 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* ops_param.c -- tecore_seq_set_param: a parameter's value in storage the
+ * caller gives.  What it is for: fully sharded data parallelism
+ * (libtecomm's ZeRO-3), where no rank holds every weight across a step;
+ * the group points each layer's weights into a small ring of buffers it
+ * all-gathers them into right before the layer's forward and backward.
+ *
+ * The executors read op->param[p] when they queue work, so the new
+ * address holds from the next pass on; the parameter's own allocation is
+ * freed (the memory the sharding saves) and param_ext keeps destroy from
+ * freeing the caller's. */
+#include "ops/ops_internal.h"
+
+/* The operation and slot of parameter index in tecore_seq_params' order. */
+static int param_at(tecore_seq_t *s, size_t index, struct te_op **op, size_t *p) {
+  size_t k = 0;
+  for (size_t i = 0; i < s->nops; i++) {
+    if (index < k + s->ops[i].nparams) {
+      *op = &s->ops[i];
+      *p = index - k;
+      return 1;
+    }
+    k += s->ops[i].nparams;
+  }
+  return 0;
+}
+
+static size_t param_count(const tecore_seq_t *s) {
+  size_t k = 0;
+  for (size_t i = 0; i < s->nops; i++) k += s->ops[i].nparams;
+  return k;
+}
+
+/* The pass writes and reads all of the parameter's bytes at ptr. */
+static tecore_result_t param_fits(tecore_devptr_t ptr, size_t bytes, size_t index) {
+  static const char fn[] = "tecore_seq_set_param";
+  tecore_devptr_t base = 0;
+  size_t len = 0;
+  TE_ARG(tecore_mem_range(ptr, &base, &len) == TECORE_SUCCESS,
+         "%s: ptr 0x%llx is not in an allocation of the device layer", fn,
+         (unsigned long long)ptr);
+  size_t left = ptr - base <= len ? len - (size_t)(ptr - base) : 0;
+  TE_ARG(bytes <= left, "%s: parameter %zu needs %zu bytes; ptr 0x%llx has %zu to the end of "
+         "its allocation", fn, index, bytes, (unsigned long long)ptr, left);
+  return TECORE_SUCCESS;
+}
+
+/* Storage of the sequence's own again, zeroed (the caller's is gone). */
+static tecore_result_t param_own(tecore_seq_t *s, struct te_op *op, size_t p, size_t bytes) {
+  tecore_devptr_t own = 0;
+  TE_CHECK(te_seq_alloc(s, bytes, 1, &own));
+  tecore_result_t r = tecore_memset_d8_async(own, 0, bytes, NULL);
+  if (r == TECORE_SUCCESS) r = tecore_stream_synchronize(NULL);
+  if (r != TECORE_SUCCESS) {
+    (void)te_seq_release(s, own);
+    return r;
+  }
+  op->param[p] = own;
+  op->param_ext &= ~(1u << p);
+  return TECORE_SUCCESS;
+}
+
+TE_EXPORT tecore_result_t tecore_seq_set_param(tecore_seq_t *s, size_t index, tecore_devptr_t ptr) {
+  static const char fn[] = "tecore_seq_set_param";
+  TE_ARG(s, "%s: seq is NULL", fn);
+  TE_ARG(te_handle_live(s), "%s: seq %p is not a live sequence (destroyed?)", fn,
+         (const void *)s);
+  TE_ARG(s->built, "%s: the sequence is not built (tecore_seq_build)", fn);
+  struct te_op *op = NULL;
+  size_t p = 0;
+  TE_ARG(param_at(s, index, &op, &p), "%s: index %zu is out of range (the sequence has %zu "
+         "parameters)", fn, index, param_count(s));
+  TE_ARG(ptr % 16 == 0, "%s: ptr 0x%llx is not 16-byte aligned", fn, (unsigned long long)ptr);
+  const size_t bytes = op->plen[p] * tecore_dtype_size(te_param_dtype(s, op, p));
+  int ext = (op->param_ext >> p) & 1u;
+  if (!ptr) return ext ? param_own(s, op, p, bytes) : TECORE_SUCCESS;
+  TE_CHECK(param_fits(ptr, bytes, index));
+  if (!ext) TE_CHECK(te_seq_release(s, op->param[p]));
+  op->param[p] = ptr;
+  op->param_ext |= 1u << p;
+  op->w8_cached = 0;   /* an inference FP8 copy was of the old value */
+  return TECORE_SUCCESS;
+}

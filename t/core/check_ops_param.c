@@ -1,0 +1,262 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* check_ops_param.c -- tecore_seq_set_param (te/ops.h): a parameter's
+ * value in storage the caller gives (what libtecomm's ZeRO-3 points into
+ * its ring).  Every parameter moved into one allocation of the caller's:
+ * tecore_seq_params reports the new addresses, the sequence's parameter
+ * bytes drop by theirs, and fresh random values written there give two
+ * microbatches of forward and backward the same bits as the twin
+ * sequence holding the same values in its own storage (BF16; FP8
+ * delayed, whose forward quantizes the moved weights).  ptr 0 gives
+ * storage of the sequence's own again, zeroed, and the caller's memory is
+ * no longer read or written.  Refusals name the argument.  Destroy never
+ * frees the caller's memory (ASan would see the double free).
+ *
+ * Shapes: two pre-norm MLP blocks (RMSNorm, Linear+bias, GELU,
+ * Linear+bias, residual), hidden 48, ffn 80, 32 tokens.
+ *
+ * Tolerance: none -- the same kernels on the same bytes at other
+ * addresses, on vdev and cuda alike. */
+#include "tests.h"
+#include "common/convert.h"
+
+/* the small Linears in FP8 on cuda too (its default keeps them in BF16) */
+__attribute__((constructor)) static void fp8_everywhere(void) {
+  setenv("TECORE_OPS_FP8_MIN_MNK", "0", 0);
+}
+
+enum { HID = 48, FFN = 80, ROWS = 32, NBLK = 2, MAXP = 64 };
+#define NY ((size_t)ROWS * HID)
+
+static size_t round256(size_t b) { return (b + 255) / 256 * 256; }
+
+static tecore_seq_t *mlp(const struct tecore_recipe *rc) {
+  struct tecore_seq_config cfg = {.rows = ROWS, .features = HID, .dtype = TECORE_DTYPE_BF16,
+                                  .seed = 13};
+  tecore_seq_t *s = NULL;
+  TE_OK(tecore_seq_create(&cfg, &s));
+  for (int b = 0; b < NBLK; b++) {
+    const struct tecore_op_desc d[6] = {
+        {.kind = TECORE_OP_MAKE_EXTRA_OUTPUT, .slot = b},
+        {.kind = TECORE_OP_RMSNORM, .epsilon = 1e-5f},
+        {.kind = TECORE_OP_LINEAR, .features = FFN, .bias = 1},
+        {.kind = TECORE_OP_GELU},
+        {.kind = TECORE_OP_LINEAR, .features = HID, .bias = 1},
+        {.kind = TECORE_OP_ADD_EXTRA_INPUT, .slot = b}};
+    for (int k = 0; k < 6; k++) TE_OK(tecore_seq_add(s, &d[k], NULL));
+  }
+  if (rc) TE_OK(tecore_seq_set_recipe(s, rc, te_stream));
+  TE_OK(tecore_seq_build(s, te_stream));
+  return s;
+}
+
+static size_t param_list(tecore_seq_t *s, struct tecore_seq_param *p) {
+  size_t n = 0;
+  TE_OK(tecore_seq_params(s, p, MAXP, &n));
+  ck_assert_uint_gt(n, 0);
+  return n;
+}
+
+static size_t value_bytes(const struct tecore_seq_param *p) {
+  return tecore_tensor_numel(&p->value) * tecore_dtype_size(p->value.dtype);
+}
+
+static void put_bf16(tecore_devptr_t p, size_t n, float lo, float hi) {
+  uint16_t *h = malloc(n * 2);
+  ck_assert_ptr_nonnull(h);
+  for (size_t i = 0; i < n; i++) h[i] = te_f32_to_bf16(te_rand_float(lo, hi));
+  te_h2d(p, h, n * 2);
+  free(h);
+}
+
+/* Every parameter of s into one allocation (returned), 256 bytes apart
+ * at least, poisoned first: the values are what the caller writes. */
+static tecore_devptr_t move_all(tecore_seq_t *s) {
+  struct tecore_seq_param p[MAXP];
+  size_t n = param_list(s, p), total = 0;
+  for (size_t i = 0; i < n; i++) total += round256(value_bytes(&p[i]));
+  tecore_devptr_t base = te_dalloc(total);
+  te_poison_dev(base, total);
+  size_t p0 = 0, p1 = 0, off = 0;
+  TE_OK(tecore_seq_memory(s, &p0, NULL));
+  for (size_t i = 0; i < n; i++) {
+    TE_OK(tecore_seq_set_param(s, i, base + off));
+    off += round256(value_bytes(&p[i]));
+  }
+  TE_OK(tecore_seq_memory(s, &p1, NULL));
+  ck_assert_uint_eq(p1, p0 - total);   /* the sequence's own are freed */
+  param_list(s, p);
+  off = 0;
+  for (size_t i = 0; i < n; i++) {
+    ck_assert_msg(p[i].value.data == base + off, "parameter %zu (%s): at 0x%llx, given base + "
+                  "%zu", i, p[i].name, (unsigned long long)p[i].value.data, off);
+    off += round256(value_bytes(&p[i]));
+  }
+  return base;
+}
+
+/* Fresh random values into a's parameters, the same bytes into b's. */
+static void draw_params(tecore_seq_t *a, tecore_seq_t *b) {
+  struct tecore_seq_param pa[MAXP], pb[MAXP];
+  size_t na = param_list(a, pa), nb = param_list(b, pb);
+  ck_assert_uint_eq(na, nb);
+  for (size_t i = 0; i < na; i++) {
+    float lo = -0.2f, hi = 0.2f;
+    if (strcmp(pa[i].name, "gamma") == 0) lo = 0.5f, hi = 1.5f;
+    put_bf16(pa[i].value.data, tecore_tensor_numel(&pa[i].value), lo, hi);
+    TE_OK(tecore_memcpy(pb[i].value.data, pa[i].value.data, value_bytes(&pa[i])));
+  }
+}
+
+/* Two microbatches (forward, backward accumulating); dx into dx_h. */
+static void two_steps(tecore_seq_t *s, tecore_devptr_t const xs[2], tecore_devptr_t const dys[2],
+                      uint16_t *dx_h) {
+  size_t sh[2] = {ROWS, HID};
+  tecore_devptr_t yp = te_dalloc(NY * 2), dxp = te_dalloc(NY * 2);
+  struct tecore_tensor y, dx;
+  TE_OK(tecore_tensor_init(&y, TECORE_DTYPE_BF16, 2, sh, yp));
+  TE_OK(tecore_tensor_init(&dx, TECORE_DTYPE_BF16, 2, sh, dxp));
+  TE_OK(tecore_seq_zero_grad(s, te_stream));
+  for (int k = 0; k < 2; k++) {
+    struct tecore_tensor x, dy;
+    TE_OK(tecore_tensor_init(&x, TECORE_DTYPE_BF16, 2, sh, xs[k]));
+    TE_OK(tecore_tensor_init(&dy, TECORE_DTYPE_BF16, 2, sh, dys[k]));
+    te_poison_dev(dxp, NY * 2);
+    TE_OK(tecore_seq_forward(s, &x, &y, 0, te_stream));
+    TE_OK(tecore_seq_backward(s, &dy, &dx, te_stream));
+  }
+  TE_OK(tecore_seq_update_scales(s, te_stream));
+  TE_OK(tecore_stream_synchronize(te_stream));
+  te_d2h(dx_h, dxp, NY * 2);
+  TE_OK(tecore_mem_free(yp));
+  TE_OK(tecore_mem_free(dxp));
+}
+
+static void expect_same_grads(tecore_seq_t *a, tecore_seq_t *b) {
+  struct tecore_seq_param pa[MAXP], pb[MAXP];
+  size_t na = param_list(a, pa), nb = param_list(b, pb);
+  ck_assert_uint_eq(na, nb);
+  for (size_t i = 0; i < na; i++) {
+    size_t bytes = tecore_tensor_numel(&pa[i].grad) * tecore_dtype_size(pa[i].grad.dtype);
+    unsigned char *ha = malloc(bytes), *hb = malloc(bytes);
+    ck_assert(ha && hb);
+    te_d2h(ha, pa[i].grad.data, bytes);
+    te_d2h(hb, pb[i].grad.data, bytes);
+    te_expect_mem_eq(hb, ha, bytes, pa[i].name);
+    free(ha);
+    free(hb);
+  }
+}
+
+static void same_bits(const struct tecore_recipe *rc) {
+  tecore_seq_t *own = mlp(rc), *moved = mlp(rc);
+  tecore_devptr_t base = move_all(moved);
+  draw_params(moved, own);
+  tecore_devptr_t xs[2], dys[2];
+  for (int k = 0; k < 2; k++) {
+    put_bf16(xs[k] = te_dalloc(NY * 2), NY, -1.5f, 1.5f);
+    put_bf16(dys[k] = te_dalloc(NY * 2), NY, -0.05f, 0.05f);
+  }
+  uint16_t *dx0 = malloc(NY * 2), *dx1 = malloc(NY * 2);
+  ck_assert(dx0 && dx1);
+  two_steps(own, xs, dys, dx0);
+  two_steps(moved, xs, dys, dx1);
+  te_expect_mem_eq(dx0, dx1, NY * 2, "dx");
+  expect_same_grads(own, moved);
+  TE_OK(tecore_seq_destroy(moved));   /* the caller's memory stays the caller's */
+  TE_OK(tecore_seq_destroy(own));
+  TE_OK(tecore_mem_free(base));
+  for (int k = 0; k < 2; k++) {
+    TE_OK(tecore_mem_free(xs[k]));
+    TE_OK(tecore_mem_free(dys[k]));
+  }
+  free(dx0);
+  free(dx1);
+}
+
+START_TEST(test_param_moved_bf16_same_bits) { same_bits(NULL); }
+END_TEST
+
+START_TEST(test_param_moved_fp8_delayed_same_bits) {
+  struct tecore_recipe rc;
+  TE_OK(tecore_recipe_init(&rc, TECORE_RECIPE_DELAYED));
+  same_bits(&rc);
+}
+END_TEST
+
+/* ptr 0: the sequence's own storage again, zeroed; the caller's memory
+ * no longer touched by a pass. */
+START_TEST(test_param_back_to_own_zeroed) {
+  tecore_seq_t *s = mlp(NULL);
+  struct tecore_seq_param p[MAXP];
+  size_t n = param_list(s, p);
+  size_t bytes = value_bytes(&p[1]);   /* block 0's fc1 weight */
+  tecore_devptr_t mine = te_dalloc(bytes);
+  put_bf16(mine, bytes / 2, -0.2f, 0.2f);
+  unsigned char *want = malloc(bytes), *got = malloc(bytes);
+  ck_assert(want && got);
+  te_d2h(want, mine, bytes);
+  TE_OK(tecore_seq_set_param(s, 1, mine));
+  TE_OK(tecore_seq_set_param(s, 1, 0));
+  TE_OK(tecore_seq_set_param(s, 1, 0));   /* already its own: nothing to do */
+  param_list(s, p);
+  ck_assert(p[1].value.data != mine);
+  te_d2h(got, p[1].value.data, bytes);
+  for (size_t i = 0; i < bytes; i++) ck_assert_msg(got[i] == 0, "own byte %zu: 0x%02x", i, got[i]);
+  tecore_devptr_t x = te_dalloc(NY * 2), y = te_dalloc(NY * 2);
+  size_t sh[2] = {ROWS, HID};
+  struct tecore_tensor X, Y;
+  put_bf16(x, NY, -1.f, 1.f);
+  TE_OK(tecore_tensor_init(&X, TECORE_DTYPE_BF16, 2, sh, x));
+  TE_OK(tecore_tensor_init(&Y, TECORE_DTYPE_BF16, 2, sh, y));
+  TE_OK(tecore_seq_forward(s, &X, &Y, 0, te_stream));
+  TE_OK(tecore_stream_synchronize(te_stream));
+  te_d2h(got, mine, bytes);
+  te_expect_mem_eq(want, got, bytes, "the caller's memory after ptr 0");
+  ck_assert_uint_eq(n, NBLK * 5);
+  TE_OK(tecore_seq_destroy(s));
+  TE_OK(tecore_mem_free(mine));
+  TE_OK(tecore_mem_free(x));
+  TE_OK(tecore_mem_free(y));
+  free(want);
+  free(got);
+}
+END_TEST
+
+START_TEST(test_param_args_refused) {
+  tecore_seq_t *s = mlp(NULL);
+  struct tecore_seq_param p[MAXP];
+  size_t n = param_list(s, p), bytes = value_bytes(&p[1]);
+  tecore_devptr_t m = te_dalloc(bytes);
+  TE_EXPECT_INVALID("seq is NULL", tecore_seq_set_param(NULL, 0, m));
+  char msg[32];
+  snprintf(msg, sizeof msg, "index %zu is out of range", n);
+  TE_EXPECT_INVALID(msg, tecore_seq_set_param(s, n, m));
+  TE_EXPECT_INVALID("16-byte aligned", tecore_seq_set_param(s, 1, m + 8));
+  TE_EXPECT_INVALID("needs", tecore_seq_set_param(s, 1, m + 256));
+  uint64_t host = 0;
+  TE_EXPECT_INVALID("not in an allocation",
+                    tecore_seq_set_param(s, 1, (tecore_devptr_t)(uintptr_t)&host & ~(tecore_devptr_t)15));
+  param_list(s, p);
+  ck_assert(p[1].value.data != m);   /* nothing changed */
+  struct tecore_seq_config cfg = {.rows = ROWS, .features = HID, .dtype = TECORE_DTYPE_BF16};
+  tecore_seq_t *u = NULL;
+  TE_OK(tecore_seq_create(&cfg, &u));
+  TE_EXPECT_INVALID("not built", tecore_seq_set_param(u, 0, m));
+  TE_OK(tecore_seq_destroy(u));
+  TE_OK(tecore_seq_destroy(s));
+  TE_EXPECT_INVALID("not a live sequence", tecore_seq_set_param(s, 0, m));
+  TE_OK(tecore_mem_free(m));
+}
+END_TEST
+
+static Suite *ops_param_suite(void) {
+  Suite *s = suite_create("ops_param");
+  TCase *tc = te_tcase(s, "param", 1);
+  tcase_add_test(tc, test_param_moved_bf16_same_bits);
+  tcase_add_test(tc, test_param_moved_fp8_delayed_same_bits);
+  tcase_add_test(tc, test_param_back_to_own_zeroed);
+  tcase_add_test(tc, test_param_args_refused);
+  return s;
+}
+
+TE_TEST_MAIN(ops_param_suite, TE_TEST_DEVICE)
