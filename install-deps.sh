@@ -15,7 +15,8 @@
 # when present and builds the vdev-only libraries without it.  The default
 # set adds: check and libsubunit (the test suites), mandoc (man-page lint),
 # valgrind, MPICH and Open MPI (te/comm_mpi.h's test under each), cmake and gfortran (make
-# installcheck's CMake and Fortran consumers, the Fortran modules), python3,
+# installcheck's CMake and Fortran consumers, the Fortran modules), python3
+# (its regex module and venv: the tokenizer's tests; .ci/run adds tokenizers),
 # and qemu, busybox, rdma-core's rxe provider and iproute2's rdma tool for
 # the test VM (t/vm/run-vm.sh), whose guest kernel .ci/run fetches.
 # Exit 0 done, 1 apt-get failed, 2 bad usage.
@@ -23,13 +24,13 @@ set -eu
 runtime_pkgs="build-essential autoconf automake libtool pkg-config liburing-dev libibverbs-dev"
 test_pkgs="check libsubunit-dev mandoc valgrind mpich libmpich-dev openmpi-bin libopenmpi-dev
   qemu-system-x86 busybox-static rdma-core ibverbs-providers iproute2
-  cmake gfortran python3"
+  cmake gfortran python3 python3-venv python3-regex"
 mode=full print=0
 for a in "$@"; do
   case $a in
     --runtime) mode=runtime ;;
     --print) print=1 ;;
-    -h|--help) sed -n '3,21p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '3,22p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "install-deps.sh: unknown option '$a' (try --help)" >&2; exit 2 ;;
   esac
 done

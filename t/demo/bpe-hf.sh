@@ -17,7 +17,9 @@
 # bpe_check's modes are checked on the hand-worked fixture first.
 # Exit 0 pass, 1 fail, 77 skip (no python3, or no tokenizers package:
 # no generated fixture stands in for it).
-# Environment (from t/Makefile.inc): top_builddir, srcdir.
+# Environment (from t/Makefile.inc): top_builddir, srcdir;
+# TE_TOKENIZERS_PYTHON, a Python that has tokenizers (else python3):
+# Debian packages none, so .ci/run makes a virtual environment with it.
 set -u
 check=${BPE_CHECK:-${top_builddir:-.}/t/demo/bpe_check}
 [ -x "$check" ] || { echo "FAIL: $check not built"; exit 1; }
@@ -30,8 +32,9 @@ got=$(printf '257 258\n\n255\n' | "$check" --decode "$fix" | tr '\n' '|')
 [ "$got" = "74686520746865||ff|" ] || { echo "FAIL: bpe_check --decode: '$got'"; exit 1; }
 printf '99999\n' | "$check" --decode "$fix" > /dev/null 2>&1 &&
   { echo "FAIL: bpe_check --decode took an id that is no token"; exit 1; }
-command -v python3 >/dev/null 2>&1 || { echo "# skip: no python3"; exit 77; }
-python3 -c 'import tokenizers' 2>/dev/null ||
+py=${TE_TOKENIZERS_PYTHON:-python3}
+command -v "$py" >/dev/null 2>&1 || { echo "# skip: no $py"; exit 77; }
+"$py" -c 'import tokenizers' 2>/dev/null ||
   { echo "# skip: Python's tokenizers package (Hugging Face) is not installed"; exit 77; }
 man=${srcdir:-.}/man
 [ -d "$man/man1" ] || { echo "FAIL: no man pages under $man"; exit 1; }
@@ -39,7 +42,7 @@ seed=${TE_TEST_SEED:-$(date +%s)}
 echo "# seed $seed"
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/bpe-hf.XXXXXX") || exit 1
 trap 'rm -rf "$tmp"' EXIT
-python3 - "$check" "$seed" "$man" "$tmp" <<'PY'
+"$py" - "$check" "$seed" "$man" "$tmp" <<'PY'
 import glob, json, os, random, subprocess, sys
 check, seed, man, tmp = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4]
 try:

@@ -126,6 +126,18 @@ static void test_split_llama3(void) {
       {"a   b", "a|  | b"},
       {"x  ", "x|  "},
       {"x 1", "x| |1"},
+      /* letters and numbers outside the common blocks, as Hugging Face's
+       * tokenizers 0.23 splits them (each was "other" when te-gpt knew only
+       * those blocks): U+066F Arabic dotless qaf, U+31350 (Unicode 15's
+       * CJK extension H), U+0D5F, U+0E33 Thai sara am, U+02EC/U+02EE
+       * modifier letters, U+1D7CE.. mathematical digits */
+      {"\xd9\xaf_L", "\xd9\xaf|_L"},
+      {"a\xf0\xb1\x8d\x90" "b", "a\xf0\xb1\x8d\x90" "b"},
+      {"x\xe0\xb5\x9f\xe0\xb5\x9f", "x\xe0\xb5\x9f\xe0\xb5\x9f"},
+      {"q\xe0\xb8\xb3\xe0\xb8\xb3", "q\xe0\xb8\xb3\xe0\xb8\xb3"},
+      {"z\xcb\xac\xcb\xae", "z\xcb\xac\xcb\xae"},
+      {"7\xf0\x9d\x9f\x8e\xf0\x9d\x9f\x8f\xf0\x9d\x9f\x90\xf0\x9d\x9f\x91",
+       "7\xf0\x9d\x9f\x8e\xf0\x9d\x9f\x8f|\xf0\x9d\x9f\x90\xf0\x9d\x9f\x91"},
   };
   char got[256];
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {

@@ -9,42 +9,31 @@
  * its bytes' tokens and the adjacent pair of lowest merge rank is merged
  * until none is left, leftmost first among equals (a heap: O(L log L) for
  * a piece of L bytes, so a megabyte of spaces costs no L^2).
- * What is approximate: \p{L}, \p{N} and \s are the Unicode classes of
- * the blocks in the tables below (Latin, Greek, Cyrillic, Armenian,
- * Hebrew, Arabic, Devanagari, Thai, Hangul, kana, CJK ideographs, the
- * common digits and number forms); a code point outside them counts as
- * neither letter, number nor space.  Invalid UTF-8 (which Hugging Face's
+ * \p{L}, \p{N} and \s are the Unicode classes exactly as Hugging Face's
+ * tokenizers matches them (gpt_bpe_classes.h, generated from that package
+ * by gen-bpe-classes.py: Python's unicodedata is of an older Unicode).
+ * Invalid UTF-8 (which Hugging Face's
  * tokenizers cannot take at all: a Python str is valid) is one "other"
  * character per byte, so decode(encode(x)) == x for any bytes. */
 #include <stdlib.h>
 #include <string.h>
 #include "gpt.h"
 #include "gpt_bpe.h"
+#include "gpt_bpe_classes.h"
 
 /* ---- character classes ---- */
 
 enum cls { C_OTHER, C_LETTER, C_NUMBER, C_SPACE };
 
-static const uint32_t letters[][2] = {
-    {0x41, 0x5a}, {0x61, 0x7a}, {0xaa, 0xaa}, {0xb5, 0xb5}, {0xba, 0xba}, {0xc0, 0xd6},
-    {0xd8, 0xf6}, {0xf8, 0x2c1}, {0x2c6, 0x2d1}, {0x2e0, 0x2e4}, {0x370, 0x374},
-    {0x376, 0x377}, {0x37a, 0x37d}, {0x37f, 0x37f}, {0x386, 0x386}, {0x388, 0x3f5},
-    {0x3f7, 0x481}, {0x48a, 0x52f}, {0x531, 0x556}, {0x560, 0x588}, {0x5d0, 0x5ea},
-    {0x620, 0x64a}, {0x671, 0x6d3}, {0x904, 0x939}, {0xe01, 0xe30}, {0x10a0, 0x10ff},
-    {0x1100, 0x11ff}, {0x1e00, 0x1f15}, {0x1f18, 0x1ffc}, {0x3041, 0x3096}, {0x30a1, 0x30fa},
-    {0x3400, 0x4dbf}, {0x4e00, 0x9fff}, {0xac00, 0xd7a3}, {0xf900, 0xfaff}, {0xff21, 0xff3a},
-    {0xff41, 0xff5a}, {0x20000, 0x2ffff}};
-static const uint32_t numbers[][2] = {
-    {0x30, 0x39}, {0xb2, 0xb3}, {0xb9, 0xb9}, {0xbc, 0xbe}, {0x660, 0x669}, {0x6f0, 0x6f9},
-    {0x966, 0x96f}, {0x2070, 0x2070}, {0x2074, 0x2079}, {0x2080, 0x2089}, {0x2150, 0x2182},
-    {0x2460, 0x249b}, {0x3007, 0x3007}, {0x3021, 0x3029}, {0xff10, 0xff19}};
-static const uint32_t spaces[][2] = {
-    {0x09, 0x0d}, {0x20, 0x20}, {0x85, 0x85}, {0xa0, 0xa0}, {0x1680, 0x1680},
-    {0x2000, 0x200a}, {0x2028, 0x2029}, {0x202f, 0x202f}, {0x205f, 0x205f}, {0x3000, 0x3000}};
-
+/* the ranges are sorted and disjoint: a binary search */
 static int in(uint32_t c, const uint32_t (*r)[2], size_t n) {
-  for (size_t i = 0; i < n; i++)
-    if (c >= r[i][0] && c <= r[i][1]) return 1;
+  size_t lo = 0, hi = n;
+  while (lo < hi) {
+    size_t mid = lo + (hi - lo) / 2;
+    if (c < r[mid][0]) hi = mid;
+    else if (c > r[mid][1]) lo = mid + 1;
+    else return 1;
+  }
   return 0;
 }
 
@@ -68,7 +57,10 @@ static int cls_at(const uint8_t *t, size_t n, size_t i, size_t *len) {
   }
   if (!k) return *len = 1, C_OTHER;
   *len = k;
-  return IN(c, letters) ? C_LETTER : IN(c, numbers) ? C_NUMBER : IN(c, spaces) ? C_SPACE : C_OTHER;
+  return IN(c, gpt_bpe_letters)   ? C_LETTER
+         : IN(c, gpt_bpe_numbers) ? C_NUMBER
+         : IN(c, gpt_bpe_spaces)  ? C_SPACE
+                                  : C_OTHER;
 }
 
 /* ---- the pre-tokenizer ---- */
