@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0
  * fuser_ops.c -- libtecomm's operations in libtecore's fuser (te/ops.h):
- * the allreduce and the tensor-parallel pair as operation kinds, and the
+ * the allreduce, the tensor-parallel pair and the sequence-parallel
+ * all-gather and reduce-scatter (over rows) as operation kinds, and the
  * forward fusion allreduce -> residual add -> RMSNorm as one
  * tecomm_allreduce_add_rmsnorm call, which also writes the norm's rsigma
  * for libtecore's own backward and, before an FP8 Linear, that Linear's
