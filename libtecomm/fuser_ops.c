@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0
  * fuser_ops.c -- libtecomm's operations in libtecore's fuser (te/ops.h):
- * the allreduce and the tensor-parallel pair as operation kinds, and the
+ * the allreduce, the tensor-parallel pair and the sequence-parallel
+ * all-gather and reduce-scatter (over rows) as operation kinds, and the
  * forward fusion allreduce -> residual add -> RMSNorm as one
  * tecomm_allreduce_add_rmsnorm call, which also writes the norm's rsigma
  * for libtecore's own backward and, before an FP8 Linear, that Linear's
@@ -113,7 +114,67 @@ static tecore_result_t sum_bwd(const struct tecore_seq_exec *x) {
 static tecore_result_t pass_fwd(const struct tecore_seq_exec *x) { return pass(x, &x->act[0], &x->act[1]); }
 static tecore_result_t pass_bwd(const struct tecore_seq_exec *x) { return pass(x, &x->grad[1], &x->grad[0]); }
 
-/* None of the three reads an activation in backward.  The pair's identity
+/* ---- sequence parallelism: the row shards ------------------------------------------- */
+
+/* The all-gather and the reduce-scatter move row blocks: rank r's shard
+ * is rows [r * rows / n, (r + 1) * rows / n) of the full activation,
+ * which is NCCL's block order (tecomm_allgather, tecomm_reduce_scatter),
+ * so the collectives work on the tensors as they lie.  Only the
+ * algorithms those two run are taken (the others would fail at the first
+ * pass, not at tecore_seq_add). */
+static tecore_result_t sp_shape(const struct tecore_op_desc *d, struct tecore_op_shape *sh,
+                                void *ctx) {
+  CORE_CHECK(comm_shape(d, sh, ctx));
+  int kind = (int)(uintptr_t)ctx, n = 0;
+  const char *kn = tecore_op_kind_name(kind);
+  const struct tecomm_op_params *p = d->ctx;
+  tecomm_algo_t a = p->algo;
+  if (a != TECOMM_ALGO_AUTO && a != TECOMM_ALGO_ONESHOT && a != TECOMM_ALGO_CE &&
+      a != TECOMM_ALGO_NCCL && a != TECOMM_ALGO_VERBS)
+    return core_of(TC_ERR(TECOMM_ERR_INVALID, "%s: %s: desc->ctx->algo %d: the all-gather and "
+                          "reduce-scatter run TECOMM_ALGO_AUTO, _ONESHOT, _CE, _NCCL or _VERBS",
+                          add_fn, kn, (int)a));
+  tecomm_result_t r = tecomm_comm_rank(p->comm, NULL, &n, NULL);
+  if (r != TECOMM_SUCCESS) return core_of(r);
+  if (kind == TECORE_OP_ALLGATHER) {
+    sh->out_rows = sh->in_rows * (size_t)n;
+    return TECORE_SUCCESS;
+  }
+  if (sh->in_rows % (size_t)n)
+    return core_of(TC_ERR(TECOMM_ERR_INVALID, "%s: %s: the input's %zu rows do not split over "
+                          "the communicator's %d ranks (rows must be a multiple of the ranks)",
+                          add_fn, kn, sh->in_rows, n));
+  sh->out_rows = sh->in_rows / (size_t)n;
+  return TECORE_SUCCESS;
+}
+
+/* full = every rank's shard, in rank order. */
+static tecore_result_t gather(const struct tecore_seq_exec *x, const struct tecore_tensor *shard,
+                              const struct tecore_tensor *full) {
+  const struct tecomm_op_params *p = params_of(x, x->first);
+  if (!p) return TECORE_ERR_INVALID;
+  return core_of(tecomm_allgather_algo(p->comm, shard->data, full->data, numel(shard),
+                                       shard->dtype, p->algo, x->stream));
+}
+
+/* shard = this rank's block of the sum over the ranks of full. */
+static tecore_result_t scatter(const struct tecore_seq_exec *x, const struct tecore_tensor *full,
+                               const struct tecore_tensor *shard) {
+  const struct tecomm_op_params *p = params_of(x, x->first);
+  if (!p) return TECORE_ERR_INVALID;
+  return core_of(tecomm_reduce_scatter_algo(p->comm, full->data, shard->data, numel(shard),
+                                            full->dtype, TECOMM_SUM, p->algo, x->stream));
+}
+
+/* allgather's adjoint is the reduce-scatter: every rank's copy of the
+ * gathered rows feeds a loss term of its own (a column-parallel Linear's
+ * weight shard), so a shard's gradient is the sum of the copies'. */
+static tecore_result_t ag_fwd(const struct tecore_seq_exec *x) { return gather(x, &x->act[0], &x->act[1]); }
+static tecore_result_t ag_bwd(const struct tecore_seq_exec *x) { return scatter(x, &x->grad[1], &x->grad[0]); }
+static tecore_result_t rs_fwd(const struct tecore_seq_exec *x) { return scatter(x, &x->act[0], &x->act[1]); }
+static tecore_result_t rs_bwd(const struct tecore_seq_exec *x) { return gather(x, &x->grad[1], &x->grad[0]); }
+
+/* None of the five reads an activation in backward.  The pair's identity
  * side aliases (no bytes move); the sums do not: an allreduce in place
  * would leave the boundary before it holding the sum, not what the
  * operation before wrote.  The backward sums touch nothing but their
@@ -137,6 +198,16 @@ static const struct {
                            .flags = TECORE_OP_BACKWARD_NO_INPUT | TECORE_OP_ALIAS_BACKWARD,
                            .shape = comm_shape, .forward = sum_fwd, .backward = pass_bwd,
                            .ctx = (void *)(uintptr_t)TECORE_OP_TP_REDUCE}},
+    /* before a column-parallel Linear in a sequence-parallel block: its
+     * backward reduce-scatter may run under that Linear's wgrad GEMM */
+    {TECORE_OP_ALLGATHER, {.name = "allgather", .fields = TECORE_OP_FIELD_CTX,
+                           .flags = TECORE_OP_BACKWARD_NO_INPUT | TECORE_OP_BACKWARD_OVERLAP,
+                           .shape = sp_shape, .forward = ag_fwd, .backward = ag_bwd,
+                           .ctx = (void *)(uintptr_t)TECORE_OP_ALLGATHER}},
+    {TECORE_OP_REDUCE_SCATTER, {.name = "reduce_scatter", .fields = TECORE_OP_FIELD_CTX,
+                                .flags = TECORE_OP_BACKWARD_NO_INPUT, .shape = sp_shape,
+                                .forward = rs_fwd, .backward = rs_bwd,
+                                .ctx = (void *)(uintptr_t)TECORE_OP_REDUCE_SCATTER}},
 };
 
 /* ---- the fusion: [sum, add_extra_input, make_extra_output, rmsnorm] ---------------------- */
@@ -321,7 +392,8 @@ TE_EXPORT tecomm_result_t tecomm_ops_register(void) {
     }
   }
   registered = 1;
-  TC_INFO("%s: kinds allreduce, tp_copy, tp_reduce and the forward fusions "
+  TC_INFO("%s: kinds allreduce, tp_copy, tp_reduce, allgather, reduce_scatter and the "
+          "forward fusions "
           "allreduce+add+rmsnorm, tp_reduce+add+rmsnorm and their FP8 variants, "
           "rmsnorm+tp_copy+fp8 and layernorm+tp_copy+fp8 registered", fn);
   goto out;

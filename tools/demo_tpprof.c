@@ -84,7 +84,8 @@ static int group_of(struct demo_tpprof *p, tecore_seq_t *seq, tecore_seq_dir_t d
     struct tecore_op_info info;
     if (tecore_seq_op(seq, i, &info) != TECORE_SUCCESS) continue;
     int k = info.desc.kind;
-    comm |= k == TECORE_OP_TP_REDUCE || k == TECORE_OP_TP_COPY || k == TECORE_OP_ALLREDUCE;
+    comm |= k == TECORE_OP_TP_REDUCE || k == TECORE_OP_TP_COPY || k == TECORE_OP_ALLREDUCE ||
+            k == TECORE_OP_ALLGATHER || k == TECORE_OP_REDUCE_SCATTER;   /* --sp's */
     if (len < sizeof name)
       len += (size_t)snprintf(name + len, sizeof name - len, "%s%s", i > first ? "+" : "",
                               tecore_op_kind_name(k));

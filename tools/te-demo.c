@@ -39,7 +39,8 @@
  * curve against the reference and prints the step and forward-alone
  * times side by side (the forward alone: the trained model's inference
  * twin, TECORE_SEQ_INFERENCE, its output checked against the training
- * forward's).
+ * forward's).  --sp: the blocks sequence-parallel (demo_tp.h): each rank
+ * holds tokens / N rows, its loss share over all the tokens.
  *
  * Shapes: activations [tokens][hidden], the MLP's inner width ffn
  * (4 * hidden by default); weights [ffn][hidden] and [hidden][ffn]. */
@@ -109,6 +110,7 @@ struct opts {
   int tp_profile;          /* --tp-profile: the eager pass timed phase by phase */
   int tp_bwd_nccl;         /* --tp-bwd-comm nccl: the fused variant's backward sums */
   int tp_base_overlap;     /* --tp-base-overlap: the baseline again, with backward overlap */
+  int sp;                  /* --sp: the --tp blocks sequence-parallel (demo_tp.h) */
   struct demo_tp *tpc;     /* in a rank of a --tp run: its communicator and variant */
 };
 
@@ -170,6 +172,15 @@ static void fill_random(tecore_devptr_t dst, size_t n, uint64_t seed, tecore_dev
   CHECK(tecore_stream_synchronize(s));
   CHECK(tecore_mem_free(f));
   free(h);
+}
+
+/* The elements the loss averages over: a sequence-parallel rank holds
+ * 1/tp of the tokens (o->tokens its rows), and its share of the loss and
+ * of its gradient are over all of them, so that the ranks' shares add up
+ * to the one-process loss and the gradients sum to its gradients. */
+static size_t loss_elems(const struct opts *o) {
+  size_t n = o->tokens * o->hidden;
+  return o->tpc && o->tpc->sp ? n * (size_t)o->tp : n;
 }
 
 /* The MLP stack as a fuser sequence: the whole model (full), or in a rank
@@ -285,7 +296,7 @@ static void queue_step(const struct stepper *st, tecore_stream_t s, struct demo_
     /* pinned memory's device address is its host address */
     CHECK(tecore_l2norm_multi(&diff_t, 1, st->ws, st->wsb,
                               (tecore_devptr_t)(uintptr_t)&st->norms[mb], 0, s));
-    float g = 2.0f / ((float)n * (float)o->microbatches);
+    float g = 2.0f / ((float)loss_elems(o) * (float)o->microbatches);
     CHECK(tecore_scale_add(st->dy, st->diff, g, st->diff, 0.0f, TECORE_DTYPE_BF16, n, s));
     phase(prof, TPP_BWD, s);
     if (callables)
@@ -294,6 +305,7 @@ static void queue_step(const struct stepper *st, tecore_stream_t s, struct demo_
       CHECK(tecore_seq_backward(st->m->seq, &dy_t, NULL, s));
   }
   phase(prof, TPP_OPT, s);
+  if (o->tpc && o->tpc->sp) CHECK(demo_tp_sp_grads(o->tpc, st->p, st->np, s));
   CHECK(tecore_seq_update_scales(st->m->seq, s));
   /* lr and the step number from device memory: every mode takes the same
    * step, and a graph replays it */
@@ -401,7 +413,7 @@ static void calibrate(const struct stepper *st, const struct tecore_recipe *reci
   struct tecore_tensor yo = tensor2(TECORE_DTYPE_BF16, o->tokens, o->hidden, st->y_eager);
   CHECK(tecore_memset_d32_async(st->noop, 0, 1, s));
   CHECK(tecore_seq_forward(st->m->seq, &xin, &yo, st->noop, s));
-  float inv = 2.0f / (float)n;
+  float inv = 2.0f / (float)loss_elems(o);
   CHECK(tecore_scale_add(st->dy, st->y_eager, inv, st->dd->t[0], -inv, TECORE_DTYPE_BF16, n, s));
   CHECK(tecore_seq_backward(st->m->seq, &dy_t, NULL, s));
   if (recipe) CHECK(tecore_seq_update_scales(st->m->seq, s));
@@ -483,7 +495,6 @@ static void print_profile(const char *name, int mode) {
 static void run_steps(const struct stepper *st, tegraph_graph_t *step_graph, struct run *R,
                       tecore_stream_t s) {
   const struct opts *o = st->o;
-  size_t n = o->tokens * o->hidden;
   double flops = step_flops(o);
   double tokens = (double)o->tokens * o->microbatches;
   for (int step = 1; step <= o->steps; step++) {
@@ -503,7 +514,8 @@ static void run_steps(const struct stepper *st, tegraph_graph_t *step_graph, str
     double dt = now_s() - t0;
     double loss = 0;
     for (int mb = 0; mb < o->microbatches; mb++) loss += (double)st->norms[mb] * st->norms[mb];
-    loss /= (double)n * o->microbatches;
+    loss /= (double)loss_elems(o) * o->microbatches;
+    if (o->tpc && o->tpc->sp) CHECK(demo_tp_sum_loss(o->tpc, &loss, s));   /* the shares */
     R->loss[step - 1] = loss;
     R->ms[step - 1] = dt * 1e3;
     R->host_us[step - 1] = (t1 - t0) * 1e6;
@@ -886,6 +898,11 @@ static int resolve_opts(struct opts *o, int gpu, const struct given *g) {
       fprintf(stderr, "te-demo: --offload and --tp do not go together (yet)\n");
       return 2;
     }
+    if (o->sp && o->tokens % (size_t)o->tp) {
+      fprintf(stderr, "te-demo: --tp %d --sp splits --tokens (%zu) across the ranks: it must "
+              "be a multiple of %d\n", o->tp, o->tokens, o->tp);
+      return 2;
+    }
   }
   if (o->layers > 1000 || o->steps > 1000000 || o->microbatches > 1024) {
     fprintf(stderr, "te-demo: --layers (<= 1000), --steps or --microbatches (<= 1024) too large\n");
@@ -1142,6 +1159,10 @@ static const char usage_text[] =
     "                     column-parallel, fc2 row-parallel, its sum fused with the residual\n"
     "                     add and the next RMSNorm; each run against the one-process run,\n"
     "                     and the fused step and forward times next to the baseline's\n"
+    "  --sp               with --tp: sequence parallel: each rank's norms and residuals on\n"
+    "                     its 1/N of the tokens, an all-gather before fc1 and a\n"
+    "                     reduce-scatter after fc2 instead of the allreduce (--tokens a\n"
+    "                     multiple of N)\n"
     "  --tp-comm C        the unfused baseline's allreduce: nccl (the default where there\n"
     "                     is NCCL: libnccl.so.2 on cuda, vdev's NCCL on vdev) or tecomm\n"
     "                     (libtecomm's table, unfused; the default with TECOMM_NCCL=0)\n"
@@ -1180,7 +1201,7 @@ static int parse_opts(int argc, char **argv, struct opts *o, struct given *g) {
   enum { O_HIDDEN = 1000, O_FFN, O_LAYERS, O_TOKENS, O_STEPS, O_MB, O_LR, O_TOL, O_SEED,
          O_NOGRAPH, O_STEPGRAPH, O_NOBF16, O_OFFLOAD, O_ODIR, O_BUDGET, O_OLAYERS,
          O_OMIN, O_OPREFETCH, O_PROFILE, O_TP, O_TPCOMM, O_TPPROF, O_TPBWD, O_TPBOVL,
-         O_ONEORDER };
+         O_ONEORDER, O_SP };
   static const struct option longs[] = {
       {"hidden", required_argument, 0, O_HIDDEN}, {"ffn", required_argument, 0, O_FFN},
       {"layers", required_argument, 0, O_LAYERS}, {"tokens", required_argument, 0, O_TOKENS},
@@ -1196,7 +1217,7 @@ static int parse_opts(int argc, char **argv, struct opts *o, struct given *g) {
       {"offload-prefetch", required_argument, 0, O_OPREFETCH},
       {"profile", no_argument, 0, O_PROFILE},
       {"tp", required_argument, 0, O_TP}, {"tp-comm", required_argument, 0, O_TPCOMM},
-      {"tp-profile", no_argument, 0, O_TPPROF},
+      {"tp-profile", no_argument, 0, O_TPPROF}, {"sp", no_argument, 0, O_SP},
       {"tp-bwd-comm", required_argument, 0, O_TPBWD},
       {"tp-base-overlap", no_argument, 0, O_TPBOVL},
       TE_CLI_FORMATS, TE_CLI_LONGS, {0, 0, 0, 0}};
@@ -1261,6 +1282,7 @@ static int parse_opts(int argc, char **argv, struct opts *o, struct given *g) {
     case O_PROFILE: o->profile = 1; break;
     case O_TPPROF: o->tp_profile = 1; break;
     case O_TPBOVL: o->tp_base_overlap = 1; break;
+    case O_SP: o->sp = 1; break;
     case O_TPBWD:
       if (!strcmp(optarg, "nccl")) {
         o->tp_bwd_nccl = 1;
@@ -1276,6 +1298,7 @@ static int parse_opts(int argc, char **argv, struct opts *o, struct given *g) {
   if (o->tp_profile && !o->tp) return te_cli_error(&cli, "--tp-profile needs --tp");
   if (o->tp_bwd_nccl && !o->tp) return te_cli_error(&cli, "--tp-bwd-comm needs --tp");
   if (o->tp_base_overlap && !o->tp) return te_cli_error(&cli, "--tp-base-overlap needs --tp");
+  if (o->sp && !o->tp) return te_cli_error(&cli, "--sp needs --tp");
   if (o->tp && OUT.format != TE_OUT_TABLE)
     return te_cli_error(&cli, "--tp: --csv and --json are not there yet (the table only)");
   o->quiet = cli.quiet;
@@ -1512,6 +1535,22 @@ static int tp_report(const struct opts *o, struct demo_tp_page *pg, const char *
   return fail;
 }
 
+/* --sp: this rank's rows of the data (the whole of it made on every rank,
+ * as --tp makes it), from then on o->tokens its rows; sh's arrays are
+ * views into dd's (free sh's arrays only). */
+static void sp_shard(struct opts *o, int rank, const struct data *dd, struct data *sh) {
+  size_t rows = o->tokens / (size_t)o->tp, off = (size_t)rank * rows * o->hidden * 2;
+  sh->mb = dd->mb;
+  sh->x = calloc((size_t)dd->mb, sizeof *sh->x);
+  sh->t = calloc((size_t)dd->mb, sizeof *sh->t);
+  if (!sh->x || !sh->t) {
+    fprintf(stderr, "te-demo: rank %d: out of host memory\n", rank);
+    exit(TE_EXIT_FAIL);
+  }
+  for (int mb = 0; mb < dd->mb; mb++) sh->x[mb] = dd->x[mb] + off, sh->t[mb] = dd->t[mb] + off;
+  o->tokens = rows;
+}
+
 /* One rank of a --tp run: the communicator, the data, then per precision
  * the fused and the baseline variant; rank 0 checks and reports. */
 static int tp_rank(void *arg, int rank) {
@@ -1527,14 +1566,19 @@ static int tp_rank(void *arg, int rank) {
   if (resolve_opts(&o, gpu, a->g)) return 2;   /* the reference said why */
   demo_tp_baseline(&t, o.tp_comm == TP_COMM_NCCL);
   demo_tp_bwd_nccl(&t, o.tp_bwd_nccl);
+  t.sp = o.sp;
   o.tpc = &t;
   if (rank) o.quiet = 1;
   const char *base_name = o.tp_comm == TP_COMM_NCCL ? " (nccl, unfused)"
                                                      : " (libtecomm, unfused)";
   if (!o.quiet)
-    printf("te-demo: --tp %d: %d ranks, fc1 column-parallel, fc2 row-parallel; fused: "
-           "the row-parallel sum + residual add + next RMSNorm in one libtecomm call; "
-           "baseline%s%s\n", o.tp, o.tp, base_name,
+    printf("te-demo: --tp %d: %d ranks, fc1 column-parallel, fc2 row-parallel; %s; "
+           "baseline%s%s\n", o.tp, o.tp,
+           o.sp ? "sequence parallel: norms and residuals on 1/N of the tokens, all-gather "
+                  "before fc1, reduce-scatter after fc2"
+                : "fused: the row-parallel sum + residual add + next RMSNorm in one libtecomm "
+                  "call",
+           base_name,
            gpu ? "" : " (vdev has no NCCL: the unfused libtecomm allreduce is the baseline)");
 
   tecore_stream_t s;
@@ -1557,6 +1601,8 @@ static int tp_rank(void *arg, int rank) {
     }
   }
   CHECK(tecore_stream_synchronize(s));
+  struct data whole = dd;
+  if (o.sp) sp_shard(&o, rank, &whole, &dd);
   /* delayed scaling across the ranks: every amax is the MAX over them
    * (inside the step graph too), so the scales are the one-process run's */
   struct tecore_recipe recipe;
@@ -1590,7 +1636,11 @@ static int tp_rank(void *arg, int rank) {
   } else if (rank == 0 && tp_report(&o, a->page, base_name, prof)) {
     fail = 1;
   }
-  data_free(&o, &dd);
+  if (o.sp) {
+    free(dd.x);
+    free(dd.t);
+  }
+  data_free(&o, &whole);
   CHECK(tecore_mem_free(one));
   CHECK(tecore_stream_destroy(s));
   demo_tp_fini(&t);

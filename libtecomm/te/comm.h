@@ -345,6 +345,14 @@ tecore_result_t tecomm_amax_reduce(tecore_devptr_t amax, size_t count, tecore_st
  *                        its dgrad a partial sum)
  *   TECORE_OP_TP_REDUCE  "tp_reduce": y = sum of x; backward dx = dy (after
  *                        a row-parallel Linear: the loss is replicated)
+ *   TECORE_OP_ALLGATHER  "allgather": y = every rank's x in rank order
+ *                        (rows * nranks rows); backward dx = this rank's
+ *                        rows of the sum of dy (sequence parallel: before
+ *                        a column-parallel Linear, for tp_copy)
+ *   TECORE_OP_REDUCE_SCATTER "reduce_scatter": y = this rank's rows of
+ *                        the sum of x (rows / nranks; rows a multiple of
+ *                        nranks); backward dx = every rank's dy (after a
+ *                        row-parallel Linear, for tp_reduce)
  * Each operation's desc.ctx points to a struct tecomm_op_params (the
  * caller's; it and its communicator must outlive the sequence).  The sums
  * are tecomm_allreduce_algo calls on the pass's stream (captured when it
@@ -379,7 +387,7 @@ struct tecomm_op_params {
   unsigned flags;         /* TECOMM_OP_* */
 };
 
-/* Registers the three kinds and the fusion patterns with libtecore's
+/* Registers the five kinds and the fusion patterns with libtecore's
  * tables (process-wide; idempotent and thread-safe: later calls return
  * TECOMM_SUCCESS and change nothing).  Sequences add the kinds after it. */
 tecomm_result_t tecomm_ops_register(void);

@@ -20,7 +20,16 @@
 # only), and the Amdahl bounds >= 1.  --tp 4 also runs the third variant,
 # the baseline with the fuser's backward overlap (--tp-base-overlap), whose
 # losses must be within the tolerance too (the fused variant overlaps by
-# default: both overlap paths are checked).  Random seed each run (TE_TEST_SEED to repeat).
+# default: both overlap paths are checked).  --tp 2 --sp (sequence
+# parallel: norms and residuals on each rank's half of the tokens, an
+# all-gather before fc1 and a reduce-scatter after fc2) on the same model
+# and seed gives --tp 2's baseline losses of the same precision within
+# 1e-4 of the first loss on vdev, 1e-3 on cuda (the same model: what may
+# differ is the order of float sums -- the reduce-scatter's against the
+# allreduce's, the gamma gradients summed from the ranks' shards, the
+# loss from the ranks' shares; on vdev the printed losses are the same.
+# Gamma gradients left unsummed move them by ~2.5e-4 of the first loss
+# by step 2), its plans naming both collectives.  Random seed each run (TE_TEST_SEED to repeat).
 # Exit 0: ok; 77: skip (TE_DEVICE=cuda with fewer GPUs than ranks);
 # 1: a run failed or a loss left the one-process curve.
 # Environment (from t/Makefile.inc): top_builddir.
@@ -36,7 +45,8 @@ if test "x$TE_DEVICE" = xcuda && command -v nvidia-smi > /dev/null 2>&1; then
   gpus=$(nvidia-smi -L 2> /dev/null | grep -c '^GPU')
 fi
 # the --tp options' misuse: refused with status 2 and a reason
-for bad in "--tp-profile" "--tp-bwd-comm nccl" "--tp 2 --tp-bwd-comm sideways" "--tp-base-overlap"; do
+for bad in "--tp-profile" "--tp-bwd-comm nccl" "--tp 2 --tp-bwd-comm sideways" "--tp-base-overlap" \
+    "--sp" "--tp 3 --sp --ffn 192 -q"; do
   rc=0
   # shellcheck disable=SC2086
   "$demo" $bad > "$tmp.cli" 2>&1 || rc=$?
@@ -165,6 +175,40 @@ for n in 2 4; do
     status=1
   fi
 done
+# --tp 2 --sp against --tp 2 (the loop's run of the same model and seed)
+sptol=0.0001
+test "x$TE_DEVICE" = xcuda && sptol=0.001
+if test -s "$tmp.2.loss"; then
+  if ! TECORE_OPS_FP8_MIN_MNK=0 "$demo" --tp 2 --sp --seed "$seed" --steps 5 --layers 3 --hidden 64 \
+      --ffn 256 --tokens 16 > "$tmp.sp" 2>&1; then
+    echo "FAIL: te-demo --tp 2 --sp --seed $seed:"
+    cat "$tmp.sp"
+    status=1
+  else
+    sed -n 's/^ *\(fp8\|bf16\)\(\/[a-z+]*\) *step *\([0-9]*\)\/[0-9]* *loss \([0-9.e+-]*\).*/sp \1\2 \3 \4/p' \
+      "$tmp.sp" > "$tmp.sp.loss"
+    if ! cat "$tmp.2.loss" "$tmp.sp.loss" | awk -v tol=$sptol '
+      $1 != "sp" { if ($1 ~ /\/baseline$/) { p = $1; sub(/\/.*/, "", p); tp[p, $2] = $3 } next }
+      { p = $2; sub(/\/.*/, "", p); cnt++
+        if (!((p, $3) in tp)) { print "FAIL: --tp 2 --sp " $2 " step " $3 ": no --tp 2 baseline loss to compare"; bad = 1; next }
+        d = $4 - tp[p, $3]; if (d < 0) d = -d
+        if (!(d <= tol * tp[p, 1])) { printf "FAIL: --tp 2 --sp %s step %d: loss %s, --tp 2 %s baseline %s (tolerance %g)\n", $2, $3, $4, p, tp[p, $3], tol * tp[p, 1]; bad = 1 } }
+      END {
+        if (cnt != 20) { printf "FAIL: --tp 2 --sp: %d losses, want 20 (fused and baseline, fp8 and bf16, 5 steps)\n", cnt; bad = 1 }
+        if (!bad) printf "ok: --tp 2 --sp: %d losses within %g of the first loss of --tp 2 (baseline, same precision)\n", cnt, tol
+        exit bad
+      }'; then
+      cat "$tmp.sp"
+      status=1
+    fi
+    if ! grep -q 'plan forward: .*rmsnorm\[[0-9]*\] | allgather\[.*reduce_scatter\[' "$tmp.sp" ||
+        ! grep -q 'plan backward: .*allgather(side)\[' "$tmp.sp"; then
+      echo "FAIL: --tp 2 --sp: the plans do not show the all-gather and reduce-scatter (and the backward overlap):"
+      grep 'plan' "$tmp.sp"
+      status=1
+    fi
+  fi
+fi
 # the fused variant's backward sums on NCCL (libnccl.so.2 on cuda, vdev's
 # NCCL on vdev): te-demo checks its losses against the one-process run
 if test $ran -gt 0; then

@@ -201,6 +201,8 @@ void demo_tp_bwd_nccl(struct demo_tp *t, int nccl) {
 
 void demo_tp_fini(struct demo_tp *t) {
   demo_tp_release(t);
+  if (t->loss_sum) (void)tecore_mem_free(t->loss_sum);
+  t->loss_sum = 0;
   if (t->comm) (void)tecomm_comm_destroy(t->comm);
   t->comm = NULL;
 }
@@ -214,11 +216,11 @@ tecore_result_t demo_tp_add_block(tecore_seq_t *q, const struct demo_tp *t, int 
   const struct tecore_op_desc d[] = {
       {.kind = TECORE_OP_MAKE_EXTRA_OUTPUT, .slot = slot},
       {.kind = TECORE_OP_RMSNORM, .epsilon = 1e-5f},
-      {.kind = TECORE_OP_TP_COPY, .ctx = cctx},
+      {.kind = t->sp ? TECORE_OP_ALLGATHER : TECORE_OP_TP_COPY, .ctx = cctx},
       {.kind = TECORE_OP_LINEAR, .features = ffn / (size_t)t->n, .bias = 1},
       {.kind = TECORE_OP_GELU},
       {.kind = TECORE_OP_LINEAR, .features = hidden, .bias = t->rank == 0},
-      {.kind = TECORE_OP_TP_REDUCE, .ctx = ctx},
+      {.kind = t->sp ? TECORE_OP_REDUCE_SCATTER : TECORE_OP_TP_REDUCE, .ctx = ctx},
       {.kind = TECORE_OP_ADD_EXTRA_INPUT, .slot = slot},
   };
   for (size_t k = 0; k < sizeof d / sizeof d[0]; k++) {
@@ -226,6 +228,36 @@ tecore_result_t demo_tp_add_block(tecore_seq_t *q, const struct demo_tp *t, int 
     if (r != TECORE_SUCCESS) return r;
   }
   return TECORE_SUCCESS;
+}
+
+/* The libtecomm failure of call as libtecore's, its detail kept. */
+static tecore_result_t comm_failed(const char *call) {
+  tecore_set_error("%s: %s", call, tecomm_last_error());
+  return TECORE_ERR_INTERNAL;
+}
+
+tecore_result_t demo_tp_sp_grads(const struct demo_tp *t, const struct tecore_seq_param *p,
+                                 size_t n, tecore_stream_t s) {
+  for (size_t i = 0; i < n; i++) {
+    if (strcmp(p[i].name, "gamma") != 0) continue;
+    if (tecomm_allreduce(t->comm, p[i].grad.data, p[i].grad.data,
+                         tecore_tensor_numel(&p[i].grad), TECORE_DTYPE_F32, TECOMM_SUM, s))
+      return comm_failed("demo_tp_sp_grads: tecomm_allreduce");
+  }
+  return TECORE_SUCCESS;
+}
+
+tecore_result_t demo_tp_sum_loss(struct demo_tp *t, double *loss, tecore_stream_t s) {
+  float v = (float)*loss;
+  tecore_result_t r = t->loss_sum ? TECORE_SUCCESS : tecore_mem_alloc(4, &t->loss_sum);
+  if (r == TECORE_SUCCESS) r = tecore_memcpy(t->loss_sum, (tecore_devptr_t)(uintptr_t)&v, 4);
+  if (r == TECORE_SUCCESS &&
+      tecomm_allreduce(t->comm, t->loss_sum, t->loss_sum, 1, TECORE_DTYPE_F32, TECOMM_SUM, s))
+    return comm_failed("demo_tp_sum_loss: tecomm_allreduce");
+  if (r == TECORE_SUCCESS) r = tecore_stream_synchronize(s);
+  if (r == TECORE_SUCCESS) r = tecore_memcpy((tecore_devptr_t)(uintptr_t)&v, t->loss_sum, 4);
+  if (r == TECORE_SUCCESS) *loss = v;
+  return r;
 }
 
 /* The parameters of a built sequence (caller frees). */

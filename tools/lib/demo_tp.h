@@ -15,7 +15,15 @@
  * row-parallel (those columns); the weights are sliced from the full
  * model of the same seed, so the N ranks compute the single-process model.
  * tp_reduce -> add -> the next block's make_extra_output -> rmsnorm is the
- * fuser pattern libtecomm registers (one tecomm_allreduce_add_rmsnorm). */
+ * fuser pattern libtecomm registers (one tecomm_allreduce_add_rmsnorm).
+ *
+ * Sequence-parallel (sp): the sequence holds this rank's rows of the
+ * tokens (rows r * tokens / N ..), so the norm and the residual work on
+ * a shard; allgather stands for tp_copy (the column-parallel Linear reads
+ * every token) and reduce_scatter for tp_reduce (each rank keeps the sum
+ * of its rows).  The norm's gamma gradient is then a partial sum over
+ * this rank's rows: demo_tp_sp_grads sums it over the ranks before the
+ * optimizer, so every rank keeps the same gamma. */
 #ifndef TE_TOOLS_DEMO_TP_H
 #define TE_TOOLS_DEMO_TP_H
 
@@ -44,6 +52,8 @@ struct demo_tp {
    * fused variant's with NCCL's backward sum (demo_tp_bwd_nccl) */
   struct tecomm_op_params copy_params[DEMO_TP_NVARIANTS];
   int variant;                        /* the model make_model builds now */
+  int sp;                             /* sequence-parallel blocks (above) */
+  tecore_devptr_t loss_sum;           /* demo_tp_sum_loss's F32 (0: not yet) */
   struct demo_tp_page *page;
   tecore_devptr_t *sym;               /* demo_tp_symmetric's allocations */
   size_t nsym;
@@ -83,6 +93,14 @@ unsigned demo_tp_seq_flags(const struct demo_tp *t);
 /* Appends block `layer` for rank t->rank with t->params[t->variant]. */
 tecore_result_t demo_tp_add_block(tecore_seq_t *q, const struct demo_tp *t, int layer,
                                   size_t hidden, size_t ffn);
+/* Sequence parallel: adds the gamma gradients of the n parameters p of
+ * this rank's sequence over the ranks, in place, on s (captured when s
+ * captures): the norms saw this rank's rows only. */
+tecore_result_t demo_tp_sp_grads(const struct demo_tp *t, const struct tecore_seq_param *p,
+                                 size_t n, tecore_stream_t s);
+/* Sequence parallel: *loss (this rank's rows' share of the loss) becomes
+ * the sum over the ranks, the same bits on every rank.  Synchronous. */
+tecore_result_t demo_tp_sum_loss(struct demo_tp *t, double *loss, tecore_stream_t s);
 /* Overwrites the parameters of tp (the sequence of this rank's blocks)
  * with this rank's slices of full's (the single-process model); both
  * BF16.  Synchronous. */
