@@ -7,8 +7,12 @@
 #     OUT=gpu-out PHASES="check coll small big" bash bench/gpu-run-dp.sh
 #
 # Phases (any subset, in this order):
+#   build   the test programs, none run (make check TESTS=): the check
+#           phase's time then goes to the suites alone
 #   check   make -k check under TE_DEVICE=cuda (CHECK_JOBS parallel, bounded
-#           by CHECK_TIMEOUT seconds); the failed suites' logs in check.tgz,
+#           by CHECK_TIMEOUT seconds; CHECK_TESTS: only these, e.g. the
+#           suites a call before did not reach -- a suite killed by the
+#           bound starts over); the failed suites' logs in check.tgz,
 #           then each failed suite again alone (alone-NAME.txt)
 #   coll    te-allreduce-perf -C reduce-scatter, allgather and allreduce on
 #           2 and 4 GPUs, graph-captured, each size beside NCCL's own time
@@ -57,9 +61,15 @@ peer() {   # peer NRANKS: gpt_peer.py speed's command, under torchrun past one r
   fi
 }
 
+if has build; then
+  t0=$SECONDS
+  make -j"$(nproc)" check TESTS= > "$out/build.txt" 2>&1
+  printf '%-22s rc %3d %5d s  make check TESTS=\n' build "$?" $((SECONDS - t0)) >> "$summary"
+fi
 if has check; then
   t0=$SECONDS
-  TE_DEVICE=cuda timeout "${CHECK_TIMEOUT:-420}" make -k -j"${CHECK_JOBS:-8}" check > "$out/check.txt" 2>&1
+  TE_DEVICE=cuda timeout "${CHECK_TIMEOUT:-420}" make -k -j"${CHECK_JOBS:-8}" check \
+    ${CHECK_TESTS:+TESTS="$CHECK_TESTS"} > "$out/check.txt" 2>&1
   rc=$?
   printf '%-22s rc %3d %5d s  make -k check TE_DEVICE=cuda\n' check "$rc" $((SECONDS - t0)) >> "$summary"
   grep -E '^(# |FAIL|ERROR|XPASS)' "$out/check.txt" | sort | uniq >> "$summary"
