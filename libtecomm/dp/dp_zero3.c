@@ -24,9 +24,11 @@
  * naming the bucket size to raise.
  * A recomputed forward inside the backward (its groups' hooks say
  * TECORE_SEQ_RECOMPUTE) reads its units in forward order: each is
- * gathered into its slot when a group needs it and is not there; the
- * units it evicts are gathered again by the backward's prefetch, which
- * knows what a slot holds (occ), not only what it gathered itself.
+ * gathered into its slot when a group needs it and is not there, and
+ * after each group the next unit (unless the backward read it out: past
+ * the range); the units it evicts are gathered again by the backward's
+ * prefetch, which knows what a slot holds (occ), not only what it
+ * gathered itself.
  * Tensors no operation of the sequence reads are kept as ZeRO-2 keeps
  * them (tecomm_dp_gather). */
 #include "dp_priv.h"
@@ -364,8 +366,23 @@ tecore_result_t tc_dp_zero3_before(struct tecomm_dp *d, tecore_seq_dir_t dir, si
   return to_core(r);
 }
 
+/* After a recomputed group: the unit after the last it read, gathered
+ * while the next group computes, unless the backward has read it out
+ * (then it lies past the recomputed range: the range ends before the
+ * operations of the backward's groups queued). */
+static tecore_result_t recompute_after(struct tecomm_dp *d, size_t first, size_t count,
+                                       tecore_stream_t stream) {
+  if (d->pass_dir != TECORE_SEQ_BACKWARD || stream != d->pass_stream) return TECORE_SUCCESS;
+  size_t h = d->nu;
+  for (size_t k = 0; k < d->nu; k++)
+    if (reads(&d->u[k], first, count)) h = k;
+  if (h + 1 >= d->nu || d->u[h + 1].used || d->u[h + 1].gathered) return TECORE_SUCCESS;
+  return to_core(gather_unit(d, &d->u[h + 1], stream));
+}
+
 tecore_result_t tc_dp_zero3_after(struct tecomm_dp *d, tecore_seq_dir_t dir, size_t first,
                                   size_t count, tecore_stream_t stream) {
+  if (d->nu && dir == TECORE_SEQ_RECOMPUTE) return recompute_after(d, first, count, stream);
   if (!d->nu || d->pass_dir != (int)dir || stream != d->pass_stream) return TECORE_SUCCESS;
   for (size_t pos = 0; pos < d->nu; pos++) {
     struct dp_unit *u = at_pos(d, pos);

@@ -621,6 +621,8 @@ static void hooks_case(tecore_seq_recompute_t mode, const char *name) {
   size_t n = check_backward_calls(rc, fwd);
   printf("# %s: %zu recomputed groups seen by the hooks\n", name, n);
   ck_assert_msg(n > 0, "%s: the hooks saw no recomputed group", name);
+  size_t ng = 0;   /* the hooks' direction only: no plan of its own */
+  TE_EXPECT_INVALID("pass hooks' only", tecore_seq_groups(rc, TECORE_SEQ_RECOMPUTE, NULL, 0, &ng));
   expect_grads(&b, &a, same_plans(plain, rc), mode == TECORE_SEQ_RECOMPUTE_FULL ? 1e-2 : 2e-2,
                name);
   grads_free(&a);
