@@ -206,6 +206,7 @@ module te_core
   integer(c_int), parameter :: TECORE_OP_KIND_MAX = 128
   integer(c_int), parameter :: TECORE_SEQ_FORWARD_VALUE = 0
   integer(c_int), parameter :: TECORE_SEQ_BACKWARD_VALUE = 1
+  integer(c_int), parameter :: TECORE_SEQ_RECOMPUTE = 2
   integer(c_int), parameter :: TECORE_SEQ_SAVED_DATA = 0
   integer(c_int), parameter :: TECORE_SEQ_SAVED_FP8_ROW = 1
   integer(c_int), parameter :: TECORE_SEQ_SAVED_FP8_COL = 2

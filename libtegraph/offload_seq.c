@@ -69,7 +69,7 @@ static tecore_result_t hook_before(void *ctx, tecore_seq_t *seq, tecore_seq_dir_
   (void)seq;
   tegraph_offload_t *c = ctx;
   struct ol_seq *q = c->sq;
-  if (!q || !q->enabled) return TECORE_SUCCESS;
+  if (!q || !q->enabled || dir == TECORE_SEQ_RECOMPUTE) return TECORE_SUCCESS;
   tecore_result_t r = TECORE_SUCCESS;
   if (dir == TECORE_SEQ_FORWARD) {
     if (first == 0) {
@@ -104,7 +104,7 @@ static tecore_result_t hook_after(void *ctx, tecore_seq_t *seq, tecore_seq_dir_t
   (void)seq;
   tegraph_offload_t *c = ctx;
   struct ol_seq *q = c->sq;
-  if (!q || !q->enabled) return TECORE_SUCCESS;
+  if (!q || !q->enabled || dir == TECORE_SEQ_RECOMPUTE) return TECORE_SUCCESS;
   tecore_result_t r = TECORE_SUCCESS;
   if (dir == TECORE_SEQ_FORWARD) {
     for (size_t j = 0; j < q->nb && r == TECORE_SUCCESS; j++) {
@@ -345,6 +345,17 @@ static tegraph_result_t install(tegraph_offload_t *c, tecore_seq_t *seq, struct 
   return res;
 }
 
+/* Offload moves the saved tensors a recomputed forward rewrites in the
+ * backward (tecore_seq_set_recompute): the two do not combine. */
+static tegraph_result_t refuse_recompute(const struct attach_work *w, const char *fn) {
+  for (size_t i = 0; i < w->ns; i++)
+    if (w->sv[i].external == TECORE_SEQ_SAVED_RECOMPUTED)
+      return TG_ERR(TEGRAPH_ERR_NOT_SUPPORTED, "%s: d->seq recomputes activations "
+                    "(tecore_seq_set_recompute): offload and recomputation do not combine",
+                    fn);
+  return TEGRAPH_SUCCESS;
+}
+
 TE_EXPORT tegraph_result_t tegraph_offload_attach(tegraph_offload_t *c,
                                                   const struct tegraph_offload_seq_desc *d) {
   static const char fn[] = "tegraph_offload_attach";
@@ -381,6 +392,8 @@ TE_EXPORT tegraph_result_t tegraph_offload_attach(tegraph_offload_t *c,
     res = tg_core(r, fn);
     goto out;
   }
+  res = refuse_recompute(&w, fn);
+  if (res != TEGRAPH_SUCCESS) goto out;
   q->seq = d->seq;
   q->nops = nops;
   q->nb = d->nblocks;

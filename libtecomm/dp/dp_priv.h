@@ -60,7 +60,8 @@ struct dp_unit {
   size_t op_lo, op_hi;
   size_t bytes;                /* its values in the slot */
   int slot;                    /* its forward position mod 2 */
-  int gathered, used;          /* this pass: launched; every group reading it ran */
+  int gathered, used;          /* its values lie in its slot (gather queued); this
+                                  pass: every group reading it ran */
   tecore_event_t ready;        /* recorded on the side stream after its gather */
 };
 
@@ -113,9 +114,10 @@ struct tecomm_dp {
   int swapped;                 /* the sequence's parameters point into the ring */
   int pass_dir;                /* the pass the hooks are in, or -1 */
   tecore_stream_t pass_stream;
-  size_t pass_next;            /* the next position (of the pass's order) to gather */
+  size_t occ[2];               /* the unit each slot holds, or SIZE_MAX */
   int fwd_done;                /* the last pass was a whole forward: its last two units
                                   are still in their slots for the backward */
+  int rc_started;              /* a recomputed forward began this backward pass */
 };
 
 /* dp_layout.c: buckets and offsets from d->t (the tensors copied in). */

@@ -22,6 +22,13 @@
  * third slot: units are merged at create so that none of the plan's
  * groups does; a later plan (a recipe change) that does fails its pass,
  * naming the bucket size to raise.
+ * A recomputed forward inside the backward (its groups' hooks say
+ * TECORE_SEQ_RECOMPUTE) reads its units in forward order: each is
+ * gathered into its slot when a group needs it and is not there, and
+ * after each group the next unit (unless the backward read it out: past
+ * the range); the units it evicts are gathered again by the backward's
+ * prefetch, which knows what a slot holds (occ), not only what it
+ * gathered itself.
  * Tensors no operation of the sequence reads are kept as ZeRO-2 keeps
  * them (tecomm_dp_gather). */
 #include "dp_priv.h"
@@ -191,6 +198,7 @@ static tecomm_result_t make_units(struct tecomm_dp *d) {
 
 tecomm_result_t tc_dp_zero3_check(struct tecomm_dp *d) {
   d->pass_dir = -1;
+  d->occ[0] = d->occ[1] = SIZE_MAX;
   if (d->zero < 3 || !d->seq) return TECOMM_SUCCESS;
   mark_buckets(d);
   struct tecore_op_info info;
@@ -270,38 +278,41 @@ static int read_out(const struct dp_unit *u, tecore_seq_dir_t dir, size_t first,
 
 /* A backward right after a whole forward reads first the units the
  * forward read last: they still lie in their slots (no gather between),
- * so they count as gathered, their events as recorded then. */
+ * so they stay gathered, their events as recorded then. */
 static void pass_start(struct tecomm_dp *d, tecore_seq_dir_t dir, tecore_stream_t stream) {
   int keep = dir == TECORE_SEQ_BACKWARD && d->fwd_done;
   d->fwd_done = 0;
   d->pass_dir = (int)dir;
   d->pass_stream = stream;
-  d->pass_next = 0;
-  for (size_t k = 0; k < d->nu; k++) d->u[k].gathered = d->u[k].used = 0;
-  for (; keep && d->pass_next < 2 && d->pass_next < d->nu; d->pass_next++)
-    at_pos(d, d->pass_next)->gathered = 1;
+  for (size_t k = 0; k < d->nu; k++) d->u[k].used = 0, d->u[k].gathered &= keep;
+  if (!keep) d->occ[0] = d->occ[1] = SIZE_MAX;
 }
 
-/* Unit u's buckets gathered into its slot on the side stream. */
-static tecomm_result_t gather_unit(struct tecomm_dp *d, const struct dp_unit *u,
-                                   tecore_stream_t s) {
+/* Unit u gathered into its slot on the side stream, forked from stream
+ * (so after every read of the slot's unit before queued there). */
+static tecomm_result_t gather_unit(struct tecomm_dp *d, struct dp_unit *u,
+                                   tecore_stream_t stream) {
+  TC_CHECK(tc_dp_fork(d, stream));
   for (size_t f = u->f0; f < u->f1; f++) {
     const struct dp_bucket *b = &d->b[d->fwd[f]];
-    TC_CHECK(tc_dp_gather_to(d, b, d->vshard + b->vs_off, slot_at(d, b), s));
+    TC_CHECK(tc_dp_gather_to(d, b, d->vshard + b->vs_off, slot_at(d, b), d->side));
   }
+  Z3_CORE(tecore_event_record(u->ready, d->side), "tecomm_dp: ZeRO-3's gather");
+  size_t *o = &d->occ[u->slot], k = (size_t)(u - d->u);
+  if (*o != SIZE_MAX && *o != k) d->u[*o].gathered = 0;   /* evicted */
+  *o = k;
+  u->gathered = 1;
   return TECOMM_SUCCESS;
 }
 
-/* The gathers whose slots are free: the unit two positions back read by
- * every group queued on stream (the fork orders the gather after). */
+/* The pass's next two units gathered: the first whose groups are not all
+ * queued and the one after (a unit read out frees its slot: the groups of
+ * a pass read the units in its order, so the read-out ones come first). */
 static tecomm_result_t prefetch(struct tecomm_dp *d, tecore_stream_t stream) {
-  while (d->pass_next < d->nu && (d->pass_next < 2 || at_pos(d, d->pass_next - 2)->used)) {
-    struct dp_unit *u = at_pos(d, d->pass_next++);
-    TC_CHECK(tc_dp_fork(d, stream));
-    TC_CHECK(gather_unit(d, u, d->side));
-    Z3_CORE(tecore_event_record(u->ready, d->side), "tecomm_dp: ZeRO-3's gather");
-    u->gathered = 1;
-  }
+  size_t p = 0;
+  while (p < d->nu && at_pos(d, p)->used) p++;
+  for (size_t q = p; q < p + 2 && q < d->nu; q++)
+    if (!at_pos(d, q)->gathered) TC_CHECK(gather_unit(d, at_pos(d, q), stream));
   return TECOMM_SUCCESS;
 }
 
@@ -309,12 +320,14 @@ static tecore_result_t to_core(tecomm_result_t r) {
   return r == TECOMM_SUCCESS ? TECORE_SUCCESS : (tecore_result_t)te_result_to_core((int)r);
 }
 
-/* The group waits for the units it reads. */
-static tecomm_result_t wait_reads(struct tecomm_dp *d, size_t first, size_t count,
+/* The group waits for the units it reads; with fetch, a unit not in its
+ * slot is gathered first. */
+static tecomm_result_t wait_reads(struct tecomm_dp *d, size_t first, size_t count, int fetch,
                                   tecore_stream_t stream) {
   for (size_t pos = 0; pos < d->nu; pos++) {
     struct dp_unit *u = at_pos(d, pos);
     if (!reads(u, first, count)) continue;
+    if (fetch && !u->gathered) TC_CHECK(gather_unit(d, u, stream));
     TC_ARG(u->gathered, "tecomm_dp: ZeRO-3: operations [%zu, %zu) read the values of "
            "operations [%zu, %zu] while their ring slot is still another's: the group reads "
            "three gather units, which a plan made since create may (raise "
@@ -325,23 +338,55 @@ static tecomm_result_t wait_reads(struct tecomm_dp *d, size_t first, size_t coun
   return TECOMM_SUCCESS;
 }
 
+/* A recomputed forward group (tecore_seq_set_recompute) inside the
+ * backward: its units gathered where they are not (evicting what the
+ * backward held; its prefetch gathers that again), no unit marked read
+ * out.  The first recomputation of a backward starts the pass. */
+static tecore_result_t recompute_before(struct tecomm_dp *d, size_t first, size_t count,
+                                        tecore_stream_t stream) {
+  if (d->pass_dir != TECORE_SEQ_BACKWARD) {
+    pass_start(d, TECORE_SEQ_BACKWARD, stream);
+    d->rc_started = 1;
+  }
+  if (stream != d->pass_stream) return TECORE_SUCCESS;
+  return to_core(wait_reads(d, first, count, 1, stream));
+}
+
 tecore_result_t tc_dp_zero3_before(struct tecomm_dp *d, tecore_seq_dir_t dir, size_t first,
                                    size_t count, tecore_stream_t stream) {
   if (!d->nu) return TECORE_SUCCESS;
+  if (dir == TECORE_SEQ_RECOMPUTE) return recompute_before(d, first, count, stream);
   int start = dir == TECORE_SEQ_FORWARD ? first == 0 : first + count >= d->nops;
+  if (d->rc_started) start = 0;   /* the recomputation before began this backward */
+  d->rc_started = 0;
   if (start || d->pass_dir != (int)dir) pass_start(d, dir, stream);
   if (stream != d->pass_stream) return TECORE_SUCCESS;   /* nested: the outer group waited */
   tecomm_result_t r = prefetch(d, stream);
-  if (r == TECOMM_SUCCESS) r = wait_reads(d, first, count, stream);
+  if (r == TECOMM_SUCCESS) r = wait_reads(d, first, count, 0, stream);
   return to_core(r);
+}
+
+/* After a recomputed group: the unit after the last it read, gathered
+ * while the next group computes, unless the backward has read it out
+ * (then it lies past the recomputed range: the range ends before the
+ * operations of the backward's groups queued). */
+static tecore_result_t recompute_after(struct tecomm_dp *d, size_t first, size_t count,
+                                       tecore_stream_t stream) {
+  if (d->pass_dir != TECORE_SEQ_BACKWARD || stream != d->pass_stream) return TECORE_SUCCESS;
+  size_t h = d->nu;
+  for (size_t k = 0; k < d->nu; k++)
+    if (reads(&d->u[k], first, count)) h = k;
+  if (h + 1 >= d->nu || d->u[h + 1].used || d->u[h + 1].gathered) return TECORE_SUCCESS;
+  return to_core(gather_unit(d, &d->u[h + 1], stream));
 }
 
 tecore_result_t tc_dp_zero3_after(struct tecomm_dp *d, tecore_seq_dir_t dir, size_t first,
                                   size_t count, tecore_stream_t stream) {
+  if (d->nu && dir == TECORE_SEQ_RECOMPUTE) return recompute_after(d, first, count, stream);
   if (!d->nu || d->pass_dir != (int)dir || stream != d->pass_stream) return TECORE_SUCCESS;
-  for (size_t pos = 0; pos < d->pass_next; pos++) {
+  for (size_t pos = 0; pos < d->nu; pos++) {
     struct dp_unit *u = at_pos(d, pos);
-    if (u->gathered && read_out(u, dir, first, count)) u->used = 1;
+    if (read_out(u, dir, first, count)) u->used = 1;
   }
   if (dir == TECORE_SEQ_FORWARD && first + count >= d->nops) d->fwd_done = 1;
   return to_core(prefetch(d, stream));
@@ -360,6 +405,7 @@ tecomm_result_t tc_dp_value_whole(struct tecomm_dp *d, size_t i, tecore_devptr_t
   }
   TC_CHECK(tc_dp_join(d, s));   /* a pass's gathers into the slot are done */
   TC_CHECK(tc_dp_gather_to(d, b, d->vshard + b->vs_off, slot_at(d, b), s));
+  d->fwd_done = 0;   /* the slot's unit is no longer whole: a backward gathers anew */
   Z3_CORE(tecore_memcpy_async(dst, t->t.value, bytes, s), "tecomm_dp_gather_value");
   return TECOMM_SUCCESS;
 }

@@ -136,7 +136,9 @@ static tecore_result_t group_error(const struct te_group *gr, tecore_seq_dir_t d
   if (r == TECORE_SUCCESS) return r;
   char keep[768];
   snprintf(keep, sizeof keep, "%s", tecore_last_error());
-  const char *pass = dir == TECORE_SEQ_FORWARD ? "forward" : "backward";
+  const char *pass = dir == TECORE_SEQ_FORWARD    ? "forward"
+                     : dir == TECORE_SEQ_BACKWARD ? "backward"
+                                                  : "recomputed forward";
   if (gr->count == 1)
     tecore_set_error("%s of op %zu (%s): %s", pass, gr->first, gr->name, keep);
   else
@@ -258,15 +260,20 @@ static tecore_result_t run_chunked(tecore_seq_t *s, const struct te_group *lin,
 /* Activation recomputation (ops_recompute.c): before backward group k,
  * the forward groups of every unit whose trigger it is, as the last
  * forward ran them (its noop_flag: the FP8 weights it quantized are read
- * again, not quantized anew).  No hooks: recomputation and hooks do not
- * combine (tecore_seq_set_hooks refuses). */
+ * again, not quantized anew).  The hooks see them as TECORE_SEQ_RECOMPUTE:
+ * a data-parallel group must not take them for a forward (nor its after
+ * for gradients written), but ZeRO-3 gathers the weights they read. */
 static tecore_result_t recompute_before(tecore_seq_t *s, size_t k, tecore_stream_t stream) {
   const struct te_group *g = s->plan.groups[TECORE_SEQ_FORWARD];
+  const tecore_seq_dir_t rc = TECORE_SEQ_RECOMPUTE;
   for (size_t u = s->nrc; u-- > 0;) {
     const struct te_rc *c = &s->rc[u];
     if (c->trig != k) continue;
-    for (size_t f = c->gf0; f < c->gf1; f++)
+    for (size_t f = c->gf0; f < c->gf1; f++) {
+      TE_CHECK(group_hook_before(s, &g[f], rc, stream));
       TE_CHECK(group_exec(s, &g[f], TECORE_SEQ_FORWARD, s->run_noop, stream, 0, 0));
+      TE_CHECK(group_end(s, &g[f], rc, stream));
+    }
   }
   return TECORE_SUCCESS;
 }

@@ -120,10 +120,6 @@ static tecore_result_t check_range(const tecore_seq_t *s, size_t first, size_t c
            "%s: ops [%zu, %zu) overlap the range [%zu, %zu) set before", fn, first,
            first + count, g->first, g->first + g->count);
   }
-  if (s->hooks.before || s->hooks.after)
-    return TE_ERR(TECORE_ERR_NOT_SUPPORTED, "%s: the sequence has pass hooks (activation "
-                  "offload, tecore_seq_set_hooks): recomputation and offload do not combine "
-                  "(the hooks would move tensors the recomputed forward rewrites)", fn);
   return TECORE_SUCCESS;
 }
 

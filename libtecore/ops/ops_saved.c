@@ -363,10 +363,6 @@ TE_EXPORT tecore_result_t tecore_seq_set_hooks(tecore_seq_t *s, const struct tec
   TE_ARG(s, "tecore_seq_set_hooks: seq is NULL");
   TE_ARG(te_handle_live(s), "tecore_seq_set_hooks: seq %p is not a live sequence (destroyed?)",
          (const void *)s);
-  if (h && s->nrcr)
-    return TE_ERR(TECORE_ERR_NOT_SUPPORTED, "tecore_seq_set_hooks: the sequence recomputes "
-                  "%zu ranges (tecore_seq_set_recompute): recomputation and pass hooks "
-                  "(activation offload) do not combine", s->nrcr);
   if (h) {
     TE_ARG(h->before || h->after, "tecore_seq_set_hooks: hooks has neither before nor after");
     s->hooks = *h;

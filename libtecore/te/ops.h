@@ -446,7 +446,10 @@ tecore_result_t tecore_seq_fp8_state(const tecore_seq_t *seq, tecore_fp8_role_t 
 
 typedef enum tecore_seq_dir {
   TECORE_SEQ_FORWARD = 0,
-  TECORE_SEQ_BACKWARD = 1
+  TECORE_SEQ_BACKWARD = 1,
+  /* pass hooks only: a recomputed unit's forward groups, run again inside
+   * the backward pass (tecore_seq_set_recompute, tecore_seq_set_hooks) */
+  TECORE_SEQ_RECOMPUTE = 2
 } tecore_seq_dir_t;
 
 /* One group of a pass: ops [first, first + count) run by `name` (a fusion
@@ -652,7 +655,13 @@ tecore_result_t tecore_seq_set_saved(tecore_seq_t *seq, size_t index, tecore_dev
  * (above) an overlapped operation's (or row-block pattern's) hooks get
  * the side stream and are called between the before and after of the
  * Linear's group, whose after comes once its weight-gradient GEMM is
- * queued (forward: once the side stream is joined): the calls nest. */
+ * queued (forward: once the side stream is joined): the calls nest.
+ * Recomputation (tecore_seq_set_recompute): within the backward pass, on
+ * its stream, each forward group a unit runs again gets before and after
+ * with dir TECORE_SEQ_RECOMPUTE, ahead of the backward group whose before
+ * follows (not FORWARD: it is no forward pass; a hook with nothing to do
+ * there returns; one that provides the operations' parameters, as ZeRO-3
+ * does, sees their reads). */
 struct tecore_seq_hooks {
   tecore_result_t (*before)(void *ctx, tecore_seq_t *seq, tecore_seq_dir_t dir, size_t first,
                             size_t count, tecore_stream_t stream);
@@ -870,7 +879,8 @@ const char *tecore_op_kind_name(int kind);
  * tecore_seq_set_saved refuses to move.  No forward group crosses a unit's
  * edge, nor a backward group the edge between two units.  The forward run again reads the last forward's noop_flag and
  * records the same amaxes (max-accumulated: delayed histories see each
- * value once), so the gradients are those of the plain backward. */
+ * value once), so the gradients are those of the plain backward.  Pass
+ * hooks see each group run again with dir TECORE_SEQ_RECOMPUTE. */
 typedef enum tecore_seq_recompute {
   TECORE_SEQ_RECOMPUTE_NONE = 0,
   TECORE_SEQ_RECOMPUTE_FULL = 1,
@@ -879,8 +889,7 @@ typedef enum tecore_seq_recompute {
 /* tecore_seq_saved.external of a tensor in the recompute pool */
 #define TECORE_SEQ_SAVED_RECOMPUTED 2
 /* Marks ops [first, first + count) as recomputed with mode (FULL or
- * SELECTIVE), before tecore_seq_build; ranges may not overlap.  Not with
- * pass hooks (activation offload): TECORE_ERR_NOT_SUPPORTED either way. */
+ * SELECTIVE), before tecore_seq_build; ranges may not overlap. */
 tecore_result_t tecore_seq_set_recompute(tecore_seq_t *seq, size_t first, size_t count,
                                          tecore_seq_recompute_t mode);
 

@@ -7,7 +7,9 @@
  * must not see an amax twice), eager and captured into a graph, on fresh
  * random inputs over several seeds; the pool shares one block's worth of
  * memory (tecore_seq_get_saved lists the tensors in it, tecore_seq_memory
- * shows the saving); bad ranges and the offload combination are refused.
+ * shows the saving); bad ranges are refused; pass hooks see each group
+ * the backward runs again as TECORE_SEQ_RECOMPUTE, before the backward
+ * groups of its operations, and never a forward inside the backward.
  *
  * Shapes: two pre-norm blocks (hidden 64, 4 query heads and 2 KV heads of
  * 16, RoPE, causal attention, SwiGLU of 96, biases), a final RMSNorm and a
@@ -532,6 +534,110 @@ START_TEST(test_recompute_unit_input_read_back) {
 }
 END_TEST
 
+/* ---- pass hooks ------------------------------------------------------------- */
+
+enum { MAXCALLS = 1024 };
+struct hook_call {
+  int before;
+  tecore_seq_dir_t dir;
+  size_t first, count;
+};
+static struct hook_call calls[MAXCALLS];
+static size_t ncalls;
+
+static tecore_result_t note(int before, tecore_seq_dir_t dir, size_t first, size_t count) {
+  ck_assert_uint_lt(ncalls, MAXCALLS);
+  calls[ncalls++] = (struct hook_call){before, dir, first, count};
+  return TECORE_SUCCESS;
+}
+static tecore_result_t note_before(void *ctx, tecore_seq_t *s, tecore_seq_dir_t dir,
+                                   size_t first, size_t count, tecore_stream_t st) {
+  (void)ctx, (void)s, (void)st;
+  return note(1, dir, first, count);
+}
+static tecore_result_t note_after(void *ctx, tecore_seq_t *s, tecore_seq_dir_t dir,
+                                  size_t first, size_t count, tecore_stream_t st) {
+  (void)ctx, (void)s, (void)st;
+  return note(0, dir, first, count);
+}
+
+/* Is [first, first + count) one of the forward plan's groups? */
+static int forward_group(const tecore_seq_t *s, size_t first, size_t count) {
+  struct tecore_seq_group g[MAXS];
+  size_t n = 0;
+  TE_OK(tecore_seq_groups(s, TECORE_SEQ_FORWARD, g, MAXS, &n));
+  for (size_t k = 0; k < n; k++)
+    if (g[k].first == first && g[k].count == count) return 1;
+  return 0;
+}
+
+/* The calls from index from: before and after in pairs; RECOMPUTE ones
+ * are forward groups, each before every BACKWARD call over its operations;
+ * returns how many RECOMPUTE pairs. */
+static size_t check_backward_calls(const tecore_seq_t *s, size_t from) {
+  size_t rc = 0;
+  for (size_t i = from; i < ncalls; i += 2) {
+    const struct hook_call *b = &calls[i], *a = &calls[i + 1];
+    ck_assert_msg(i + 1 < ncalls && b->before && !a->before && a->dir == b->dir &&
+                  a->first == b->first && a->count == b->count, "call %zu: no pair", i);
+    ck_assert_msg(b->dir != TECORE_SEQ_FORWARD, "a FORWARD hook inside the backward");
+    if (b->dir != TECORE_SEQ_RECOMPUTE) continue;
+    rc++;
+    ck_assert_msg(forward_group(s, b->first, b->count), "RECOMPUTE ops [%zu, +%zu): no "
+                  "forward group", b->first, b->count);
+    for (size_t j = from; j < i; j++)
+      ck_assert_msg(calls[j].dir != TECORE_SEQ_BACKWARD ||
+                        calls[j].first + calls[j].count <= b->first ||
+                        calls[j].first >= b->first + b->count,
+                    "ops [%zu, +%zu) recomputed after their backward group's hook",
+                    b->first, b->count);
+  }
+  return rc;
+}
+
+/* The hooks' view of a recomputed step: the forward sees FORWARD only;
+ * the backward BACKWARD and, for each recomputed unit's forward groups,
+ * RECOMPUTE, first; the gradients are those of the plain sequence. */
+static void hooks_case(tecore_seq_recompute_t mode, const char *name) {
+  tecore_seq_t *plain = model(TECORE_SEQ_RECOMPUTE_NONE, NULL, 4);
+  tecore_seq_t *rc = model(mode, NULL, 4);
+  const struct tecore_seq_hooks h = {.before = note_before, .after = note_after};
+  TE_OK(tecore_seq_set_hooks(rc, &h));
+  struct io io = io_new();
+  io_draw(&io);
+  struct grads a, b;
+  step(plain, &io, &a);
+  ncalls = 0;
+  te_poison_dev(io.y.data, ROWS * VOC * 2);
+  te_poison_dev(io.dx.data, ROWS * HID * 2);
+  TE_OK(tecore_seq_zero_grad(rc, S()));
+  TE_OK(tecore_seq_forward(rc, &io.x, &io.y, 0, S()));
+  for (size_t i = 0; i < ncalls; i++)
+    ck_assert_msg(calls[i].dir == TECORE_SEQ_FORWARD, "%s: forward call %zu: dir %d", name, i,
+                  (int)calls[i].dir);
+  size_t fwd = ncalls;
+  TE_OK(tecore_seq_backward(rc, &io.dy, &io.dx, S()));
+  read_grads(rc, &io, &b);
+  size_t n = check_backward_calls(rc, fwd);
+  printf("# %s: %zu recomputed groups seen by the hooks\n", name, n);
+  ck_assert_msg(n > 0, "%s: the hooks saw no recomputed group", name);
+  size_t ng = 0;   /* the hooks' direction only: no plan of its own */
+  TE_EXPECT_INVALID("pass hooks' only", tecore_seq_groups(rc, TECORE_SEQ_RECOMPUTE, NULL, 0, &ng));
+  expect_grads(&b, &a, same_plans(plain, rc), mode == TECORE_SEQ_RECOMPUTE_FULL ? 1e-2 : 2e-2,
+               name);
+  grads_free(&a);
+  grads_free(&b);
+  io_free(&io);
+  TE_OK(tecore_seq_destroy(plain));
+  TE_OK(tecore_seq_destroy(rc));
+}
+
+START_TEST(test_recompute_hooks_see_the_recomputed_forward) {
+  hooks_case(TECORE_SEQ_RECOMPUTE_FULL, "hooks, full");
+  hooks_case(TECORE_SEQ_RECOMPUTE_SELECTIVE, "hooks, selective");
+}
+END_TEST
+
 /* ---- refusals ---------------------------------------------------------------- */
 
 static tecore_result_t hook_nop(void *ctx, tecore_seq_t *s, tecore_seq_dir_t dir, size_t first,
@@ -557,14 +663,12 @@ START_TEST(test_recompute_bad_ranges_named) {
   TE_EXPECT_INVALID("overlap the range [2, 6)", tecore_seq_set_recompute(s, 0, n, full));
   TE_OK(tecore_seq_set_recompute(s, 6, 2, TECORE_SEQ_RECOMPUTE_SELECTIVE));   /* adjacent */
   TE_OK(tecore_seq_set_recompute(s, 0, 2, full));
-  /* offload's hooks: refused either way */
+  /* pass hooks combine with recomputation, set before or after the ranges */
   struct tecore_seq_hooks h = {.before = hook_nop};
-  TE_EXPECT_ERR(TECORE_ERR_NOT_SUPPORTED, "do not combine", tecore_seq_set_hooks(s, &h));
+  TE_OK(tecore_seq_set_hooks(s, &h));
   TE_OK(tecore_seq_destroy(s));
   s = model_add(TECORE_SEQ_RECOMPUTE_NONE, 1, 0);
   TE_OK(tecore_seq_set_hooks(s, &h));
-  TE_EXPECT_ERR(TECORE_ERR_NOT_SUPPORTED, "pass hooks", tecore_seq_set_recompute(s, 0, 2, full));
-  TE_OK(tecore_seq_set_hooks(s, NULL));
   TE_OK(tecore_seq_set_recompute(s, 0, 2, full));
   TE_OK(tecore_seq_destroy(s));
   struct tecore_seq_config cfg = {.rows = ROWS, .features = HID, .dtype = TECORE_DTYPE_BF16,
@@ -618,6 +722,7 @@ static Suite *recompute_suite(void) {
   tcase_add_test(tc, test_recompute_unit_input_read_back);
   tc = te_tcase(s, "api", 1);
   tcase_add_test(tc, test_recompute_bad_ranges_named);
+  tcase_add_test(tc, test_recompute_hooks_see_the_recomputed_forward);
   tcase_add_test(tc, test_recompute_range_after_capture_refused);
   return s;
 }

@@ -13,7 +13,13 @@
 #  2. the llama3-8b preset, shrunk by the shape options (its RoPE base
 #     500000, RMSNorm, SwiGLU, grouped queries kept), trains two steps
 #     with --recompute full to finite losses;
-#  3. bad uses exit 2: --recompute with an unknown mode, with --offload.
+#  3. with --dp 2 (ranks as forked processes; the data-parallel group's
+#     pass hooks see the recomputed forward as TECORE_SEQ_RECOMPUTE):
+#     --recompute selective, and full, with --zero 0, --zero 3 and
+#     --zero 3 --recipe delayed give the losses and learning rates of the
+#     same run without, bit for bit (the same kernels; ZeRO-3 gathers each
+#     recomputed layer's weights before its forward runs again);
+#  4. bad uses exit 2: --recompute with an unknown mode, with --offload.
 # Random seed each run (TE_TEST_SEED to repeat).
 # Exit 0 pass, 1 fail, 77 skip (TE_DEVICE=cuda without a GPU).
 # Environment (from t/Makefile.inc): top_builddir.
@@ -71,6 +77,31 @@ if "$gpt" $small --seed $seed --steps 2 --sample 0 --recompute full > "$tmp/l3.t
 else
   echo "FAIL: te-gpt $small fails"; cat "$tmp/l3.err"; fail=1
 fi
+
+# 3. with --dp 2: step, loss, val_loss, lr of the CSV rows, bit for bit
+dpopts="--seed $seed --lr 2e-3 --steps 4 --batch 2 --dp 2 --sample 0 --eval-every 0 --csv -q"
+for zr in "0 none" "3 none" "3 delayed"; do
+  set -- $zr
+  zero=$1 recipe=$2
+  "$gpt" $dpopts --zero $zero --recipe $recipe > "$tmp/dp.csv" 2> "$tmp/dp.err" ||
+    { echo "FAIL: te-gpt $dpopts --zero $zero --recipe $recipe fails"; cat "$tmp/dp.err"
+      exit 1; }
+  cut -d, -f1-4 "$tmp/dp.csv" > "$tmp/dp.rows"
+  for mode in selective full; do
+    what="--dp 2 --zero $zero --recipe $recipe --recompute $mode"
+    if ! "$gpt" $dpopts --zero $zero --recipe $recipe --recompute $mode > "$tmp/dprc.csv" \
+        2> "$tmp/dp.err"; then
+      echo "FAIL: te-gpt $what fails"; cat "$tmp/dp.err"; fail=1; continue
+    fi
+    cut -d, -f1-4 "$tmp/dprc.csv" > "$tmp/dprc.rows"
+    if test "$(wc -l < "$tmp/dp.rows")" -ge 4 && cmp -s "$tmp/dp.rows" "$tmp/dprc.rows"; then
+      echo "ok: $what: the losses without, bit for bit"
+    else
+      echo "FAIL: $what: other losses than without:"; diff "$tmp/dp.rows" "$tmp/dprc.rows"
+      fail=1
+    fi
+  done
+done
 
 for bad in "--recompute some" "--recompute full --offload"; do
   "$gpt" $bad --steps 1 --sample 0 > /dev/null 2> "$tmp/bad.err"

@@ -256,8 +256,9 @@ END_TEST
 #define NB 5
 #define MAXP 64
 
-static tecore_seq_t *make_seq(tecore_dtype_t dt, const struct tecore_recipe *recipe,
-                              uint64_t seed) {
+/* The blocks' sequence; rc: the first block recomputed (FULL). */
+static tecore_seq_t *make_seq_rc(tecore_dtype_t dt, const struct tecore_recipe *recipe,
+                                 uint64_t seed, int rc) {
   struct tecore_seq_config cfg = {.rows = ROWS, .features = HIDDEN, .dtype = dt, .seed = seed};
   tecore_seq_t *q = NULL;
   TE_OK(tecore_seq_create(&cfg, &q));
@@ -277,9 +278,15 @@ static tecore_seq_t *make_seq(tecore_dtype_t dt, const struct tecore_recipe *rec
     d[5].kind = TECORE_OP_ADD_EXTRA_INPUT;
     for (int k = 0; k < 6; k++) TE_OK(tecore_seq_add(q, &d[k], NULL));
   }
+  if (rc) TE_OK(tecore_seq_set_recompute(q, 0, 6, TECORE_SEQ_RECOMPUTE_FULL));
   if (recipe) TE_OK(tecore_seq_set_recipe(q, recipe, te_stream));
   TE_OK(tecore_seq_build(q, te_stream));
   return q;
+}
+
+static tecore_seq_t *make_seq(tecore_dtype_t dt, const struct tecore_recipe *recipe,
+                              uint64_t seed) {
+  return make_seq_rc(dt, recipe, seed, 0);
 }
 
 static struct tegraph_offload_seq_desc seq_desc(tecore_seq_t *q,
@@ -770,6 +777,21 @@ START_TEST(detach_between_forward_and_backward_refused) {
 }
 END_TEST
 
+/* pass hooks and recomputation combine since the recomputed forward got
+ * its own hook direction; offload's would move the tensors it rewrites:
+ * attach refuses a recomputing sequence, and leaves it without hooks */
+START_TEST(attach_to_recomputing_seq_refused) {
+  tecore_seq_t *q = make_seq_rc(TECORE_DTYPE_BF16, NULL, te_rand_u64(), 1);
+  tegraph_offload_t *c = make_ctx(16u << 20, NULL, 1);
+  struct tegraph_offload_block blocks[NB];
+  struct tegraph_offload_seq_desc d = seq_desc(q, blocks);
+  TG_EXPECT(TEGRAPH_ERR_NOT_SUPPORTED, "recomputes", tegraph_offload_attach(c, &d));
+  TG_EXPECT(TEGRAPH_ERR_INVALID, "no sequence is attached", tegraph_offload_detach(c));
+  TG_OK(tegraph_offload_destroy(c));
+  TE_OK(tecore_seq_destroy(q));
+}
+END_TEST
+
 /* a second destroy, or a call after destroy, was a use-after-free */
 START_TEST(destroy_twice_and_use_after_destroy) {
   struct tegraph_offload_config cfg = {.host_budget = 1 << 20};
@@ -900,6 +922,7 @@ static Suite *offload_suite(void) {
   tc = te_tcase(s, "misuse", 1);
   tcase_add_test(tc, detach_between_forward_and_backward_refused);
   tcase_add_test(tc, destroy_twice_and_use_after_destroy);
+  tcase_add_test(tc, attach_to_recomputing_seq_refused);
   tcase_add_test(tc, offload_destroy_after_seq_destroyed);
   tcase_add_test(tc, offload_destroy_after_failed_restore);
   tcase_add_test(tc, stripe_and_staging_sizes_refused);
