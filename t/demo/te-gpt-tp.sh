@@ -24,7 +24,8 @@
 #     --sp whose tokens do not split over the ranks, without --tp or
 #     with --dp exits 2;
 #  5. --tp 2 --sp (sequence parallelism) gives --tp 2's losses and
-#     validation losses within GPT_TP_TOL, two shapes (its plan has the
+#     validation losses within GPT_TP_TOL, two shapes, and in FP8
+#     (current scaling) within GPT_TP_TOL_FP8 (its plan has the
 #     all-gathers and reduce-scatters); a one-process checkpoint goes on
 #     with --tp 2 --sp as with one process, a --tp 2 --sp one goes on in
 #     one process as with --tp 2 --sp, within GPT_TP_TOL.
@@ -191,11 +192,14 @@ expect 2 "--sp and --dp: not together" --tp 2 --sp --dp 2
 
 # 5. --sp against --tp 2 alone.  The val_loss column: the rows that have one
 vals() { awk -F, 'NR == 1 || $3 != "" { print $1 "," $3 }' "$1" > "$2"; }
-for cfg in "--eval-every 2" "--norm rmsnorm --act swiglu --kv-heads 2 --bias 0 --eval-every 0"; do
+for cfg in "--eval-every 2" "--norm rmsnorm --act swiglu --kv-heads 2 --bias 0 --eval-every 0" \
+           "--recipe current --norm rmsnorm --act swiglu --kv-heads 2 --eval-every 0"; do
+  tol=$GPT_TP_TOL
+  case $cfg in *recipe*) tol=$GPT_TP_TOL_FP8 ;; esac
   topts="$cfg --tp 2 --seed $seed --lr 2e-3 --steps 4 --batch 2 --sample 0 --csv -q"
   "$gpt" $topts > "$tmp/sp1.csv" 2> "$tmp/sp.err" && "$gpt" $topts --sp > "$tmp/sp2.csv" 2>> "$tmp/sp.err" ||
     { echo "FAIL: te-gpt $cfg --tp 2 --sp (or --tp 2 alone) fails:"; cat "$tmp/sp.err"; fail=1; continue; }
-  close "$tmp/sp1.csv" "$tmp/sp2.csv" "--tp 2 --sp $cfg against --tp 2"
+  close "$tmp/sp1.csv" "$tmp/sp2.csv" "--tp 2 --sp $cfg against --tp 2" $tol
   vals "$tmp/sp1.csv" "$tmp/v1.csv"; vals "$tmp/sp2.csv" "$tmp/v2.csv"
   [ "$(wc -l < "$tmp/v1.csv")" = 1 ] || close "$tmp/v1.csv" "$tmp/v2.csv" "--tp 2 --sp $cfg: val_loss"
 done
