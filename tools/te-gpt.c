@@ -110,7 +110,7 @@ static const char usage_text[] =
     "  --sp               with --tp: sequence parallelism: each rank's norms, residuals,\n"
     "                     LM head and loss on its batch x seq / N tokens, an all-gather\n"
     "                     before the QKV and fc1 Linears and a reduce-scatter after the\n"
-    "                     output Linear and fc2 in place of the allreduces (not with --dp)\n"
+    "                     output Linear and fc2 in place of the allreduces\n"
     "  --dp N             data parallelism over N ranks (forked processes): each trains on\n"
     "                     its slice of the global batch (dp x batch x accum sequences, the\n"
     "                     ones a single process of --batch dp x batch draws), the gradients\n"
@@ -415,13 +415,11 @@ static int tp_misfit(struct te_cli *cli, int n, const struct gpt_config *c, cons
 }
 
 /* --sp's rules: with --tp, the tokens of a microbatch split over its
- * ranks (each its block of rows); not with --dp (the replicated
- * gradients' sum over the group would meet the data-parallel buckets) */
+ * ranks (each its block of rows) */
 static int sp_misfit(struct te_cli *cli, const struct opts *o, int batch, const char *from) {
   if (!o->sp) return 0;
   if (o->tp < 2) return te_cli_error(cli, "--sp needs --tp 2 or more (it splits the tokens over "
                                           "the tensor-parallel ranks)");
-  if (o->dp > 1) return te_cli_error(cli, "--sp and --dp: not together (--tp N --sp, or --dp)");
   long tokens = (long)batch * o->c.seq;
   if (tokens % o->tp)
     return te_cli_error(cli, "--tp %d --sp splits a microbatch's --batch %d x --seq %d = %ld "
@@ -584,7 +582,8 @@ static void offload_attach(struct demo_offload *dof, struct opts *o, struct gpt_
 static void dp_attach(struct gpt_model *m, const struct gpt_dp *dp,
                       const struct tecore_recipe *recipe, int accum, tecore_stream_t s) {
   m->dp = *dp;
-  float dl = 1.0f / (float)(accum * dp->size);
+  /* --sp: each rank's loss is over its 1 / tp of the rows */
+  float dl = 1.0f / (float)(accum * dp->size * (m->tp.sp ? m->tp.size : 1));
   GPT_CHECK(tecore_memcpy(m->dloss, (tecore_devptr_t)(uintptr_t)&dl, 4));
   gpt_dp_create(m, recipe, s);
   char line[512];

@@ -452,6 +452,16 @@ static void sp_loss(struct gpt_model *m, tecore_stream_t s, double *mean, double
   *mean = v[1] > 0 ? v[0] / v[1] : 0;
 }
 
+/* --sp: means[0..1] of this rank's rows made those of every row */
+static void sp_means(struct gpt_train *t, struct gpt_model *m, tecore_stream_t s) {
+  GPT_CHECK(tecore_memcpy_async((tecore_devptr_t)(uintptr_t)&t->pinned[4], m->means, 8, s));
+  GPT_CHECK(tecore_stream_synchronize(s));
+  double mean = t->pinned[4], count = t->pinned[5];
+  sp_loss(m, s, &mean, &count);
+  float v[2] = {(float)mean, (float)count};
+  GPT_CHECK(tecore_memcpy(m->means, (tecore_devptr_t)(uintptr_t)v, sizeof v));
+}
+
 void gpt_forward_loss(struct gpt_train *t, struct gpt_model *m, tecore_stream_t s, double *mean,
                       double *count) {
   upload(t, m, 0, s);
@@ -470,12 +480,11 @@ double gpt_val_loss(struct gpt_train *t, struct gpt_model *m, const struct gpt_d
     val_draw(m, d, k, nval, t->hids, t->hlabels);
     upload(t, m, 0, s);
     gpt_forward(m, 0, 0, s);
+    if (m->tp.sp) sp_means(t, m, s);   /* before --dp's sum of the replicas' means */
     if (m->dp.size > 1) gpt_dp_sum(m, m->means, 2, s);
     GPT_CHECK(tecore_memcpy_async((tecore_devptr_t)(uintptr_t)&t->pinned[4], m->means, 8, s));
     GPT_CHECK(tecore_stream_synchronize(s));
-    double mean = t->pinned[4], count = t->pinned[5];
-    if (m->tp.sp) sp_loss(m, s, &mean, &count);
-    sum += mean / (m->dp.size > 1 ? m->dp.size : 1);
+    sum += t->pinned[4] / (m->dp.size > 1 ? m->dp.size : 1);
   }
   return nval ? sum / nval : NAN;
 }
