@@ -866,6 +866,7 @@ module te_core
     integer(c_int) :: tp_rank = 0
     type(c_ptr) :: tp_ctx = c_null_ptr
     type(c_ptr) :: tp_copy_ctx = c_null_ptr
+    integer(c_int) :: sequence_parallel = 0
   end type tecore_transformer_desc
 
   ! struct tecore_svc_op (libtecore/te/svc.h)

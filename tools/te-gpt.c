@@ -107,6 +107,10 @@ static const char usage_text[] =
     "                     block split, the rest replicated; --save writes the one-process\n"
     "                     files, --load takes any run's, every rank decodes --sample,\n"
     "                     rank 0 prints\n"
+    "  --sp               with --tp: sequence parallelism: each rank's norms, residuals,\n"
+    "                     LM head and loss on its batch x seq / N tokens, an all-gather\n"
+    "                     before the QKV and fc1 Linears and a reduce-scatter after the\n"
+    "                     output Linear and fc2 in place of the allreduces\n"
     "  --dp N             data parallelism over N ranks (forked processes): each trains on\n"
     "                     its slice of the global batch (dp x batch x accum sequences, the\n"
     "                     ones a single process of --batch dp x batch draws), the gradients\n"
@@ -180,7 +184,7 @@ enum {
   O_TEMP, O_TOPK, O_SCHECK, O_NOGRAPH, O_TP, O_SHARE, O_WGRAD, O_PROFILE, O_PLAN, O_OFFLOAD, O_OFF_LAYERS,
   O_OFF_PREFETCH, O_OFF_DIR, O_HOST_BUDGET, O_OFF_MIN, O_GLAUNCH, O_NOPIPE, O_DP, O_ZERO,
   O_VAL, O_TOKENIZE, O_EVALFILE, O_SAVE_EVERY, O_LOG, O_LOAD_HF, O_SAVE_HF, O_RECOMP,
-  O_TOKENIZER
+  O_TOKENIZER, O_SP
 };
 static const struct option longs[] = {
     TE_CLI_LONGS, TE_CLI_FORMATS,
@@ -219,7 +223,7 @@ static const struct option longs[] = {
     {"log", required_argument, 0, O_LOG}, {"load-hf", required_argument, 0, O_LOAD_HF},
     {"save-hf", required_argument, 0, O_SAVE_HF},
     {"recompute", required_argument, 0, O_RECOMP},
-    {"tokenizer", required_argument, 0, O_TOKENIZER},
+    {"tokenizer", required_argument, 0, O_TOKENIZER}, {"sp", no_argument, 0, O_SP},
     {0, 0, 0, 0}};
 
 struct opts {
@@ -237,6 +241,7 @@ struct opts {
   int sample_check, no_graph, tp, sample_given, quiet, share_saved, profile, plan;
   int wgrad;         /* --wgrad: 0 auto, 1 bf16, 2 f32 */
   int dp, zero;      /* --dp, --zero */
+  int sp;            /* --sp */
   double lr, min_lr, wd, clip, temperature;
   long long seed;
   struct demo_offload_opts off;   /* --offload and its options */
@@ -377,6 +382,7 @@ static int take(struct te_cli *cli, struct opts *o, int opt, const char *a) {
     o->launch_given = 1;
     return 0;
   case O_TP: return te_cli_int(cli, f, a, 1, DEMO_TP_MAX, &o->tp);
+  case O_SP: o->sp = 1; return 0;
   case O_DP: return te_cli_int(cli, f, a, 1, DEMO_TP_MAX, &o->dp);
   case O_ZERO: return te_cli_int(cli, f, a, 0, 3, &o->zero);
   case O_SHARE: return te_cli_int(cli, f, a, 0, 1, &o->share_saved);
@@ -406,6 +412,20 @@ static int tp_misfit(struct te_cli *cli, int n, const struct gpt_config *c, cons
   if (c->heads % n == 0 && c->kv_heads % n == 0 && c->ffn % n == 0) return 0;
   return te_cli_error(cli, "--tp %d must divide --heads %d, --kv-heads %d and --ffn %d%s", n,
                       c->heads, c->kv_heads, c->ffn, from);
+}
+
+/* --sp's rules: with --tp, the tokens of a microbatch split over its
+ * ranks (each its block of rows) */
+static int sp_misfit(struct te_cli *cli, const struct opts *o, int batch, const char *from) {
+  if (!o->sp) return 0;
+  if (o->tp < 2) return te_cli_error(cli, "--sp needs --tp 2 or more (it splits the tokens over "
+                                          "the tensor-parallel ranks)");
+  long tokens = (long)batch * o->c.seq;
+  if (tokens % o->tp)
+    return te_cli_error(cli, "--tp %d --sp splits a microbatch's --batch %d x --seq %d = %ld "
+                        "tokens over the ranks: it must be a multiple of %d%s", o->tp, batch,
+                        o->c.seq, tokens, o->tp, from);
+  return 0;
 }
 
 /* --dp's rules: the ranks fit, --zero needs it; offload's pass hooks
@@ -491,6 +511,8 @@ static int resolve(struct te_cli *cli, struct opts *o, struct gpt_config given, 
     return te_cli_error(cli, "--offload and --recompute: one or the other");
   /* --tp with --load or --load-hf: the checkpoint's shape, checked by parse */
   if (o->tp > 1 && !o->load && !o->load_hf && tp_misfit(cli, o->tp, c, "")) return TE_EXIT_USAGE;
+  /* with --load or --load-hf the tokens are counted on the checkpoint's --seq (parse) */
+  if (sp_misfit(cli, o, o->load || o->load_hf ? 0 : *batch, "")) return TE_EXIT_USAGE;
   return 0;
 }
 
@@ -560,7 +582,8 @@ static void offload_attach(struct demo_offload *dof, struct opts *o, struct gpt_
 static void dp_attach(struct gpt_model *m, const struct gpt_dp *dp,
                       const struct tecore_recipe *recipe, int accum, tecore_stream_t s) {
   m->dp = *dp;
-  float dl = 1.0f / (float)(accum * dp->size);
+  /* --sp: each rank's loss is over its 1 / tp of the rows */
+  float dl = 1.0f / (float)(accum * dp->size * (m->tp.sp ? m->tp.size : 1));
   GPT_CHECK(tecore_memcpy(m->dloss, (tecore_devptr_t)(uintptr_t)&dl, 4));
   gpt_dp_create(m, recipe, s);
   char line[512];
@@ -1114,7 +1137,7 @@ static int split_groups(struct demo_tp *t, const struct opts *o, int rank, struc
   }
   t->params[DEMO_TP_FUSED].comm = tpc;
   demo_tp_bwd_nccl(t, 0);   /* the tp_copy operations' too */
-  tp->size = T, tp->rank = rank % T, tp->comm = tpc;
+  tp->size = T, tp->rank = rank % T, tp->comm = tpc, tp->sp = o->sp;
   *dp = (struct gpt_dp){.size = D, .rank = rank / T, .zero = o->zero, .comm = dpc};
   return 0;
 }
@@ -1352,7 +1375,8 @@ static int tp_fits_loaded(struct te_cli *cli, struct opts *o) {
   char from[4200];
   snprintf(from, sizeof from, " (the shape of the checkpoint %s)", dir);
   if (o->load ? gpt_load_config(dir, &o->c) : gpt_hf_config(dir, &o->c)) return TE_EXIT_FAIL;
-  return tp_misfit(cli, o->tp, &o->c, from) ? cli->status : -1;
+  if (tp_misfit(cli, o->tp, &o->c, from) || sp_misfit(cli, o, o->batch, from)) return cli->status;
+  return -1;
 }
 
 /* The options into o, defaults resolved: -1 to run, else the exit status

@@ -10,7 +10,9 @@
  * The order is chosen for the fuser's patterns: linear+bias+act (GEMM
  * epilogue) forward, and at a block boundary (or between the two halves)
  * [tp_reduce, add_extra_input, make_extra_output, rmsnorm, tp_copy], which
- * libtecomm runs as one allreduce+add+rmsnorm call.  Every field is checked
+ * libtecomm runs as one allreduce+add+rmsnorm call.  sequence_parallel:
+ * allgather for tp_copy and reduce_scatter for tp_reduce, the norms and
+ * the residual slot on this rank's rows.  Every field is checked
  * first, with a message naming it; should an operation still be refused,
  * the ones appended before it are taken back, so a failed call leaves the
  * sequence as it was. */
@@ -26,6 +28,11 @@ static const char fn[] = "tecore_seq_add_transformer";
 /* The features of the sequence's output so far. */
 static size_t cur_features(const tecore_seq_t *s) {
   return s->nops ? s->ops[s->nops - 1].out_cols : s->cfg.features;
+}
+
+/* The rows of the sequence's output so far. */
+static size_t cur_rows(const tecore_seq_t *s) {
+  return s->nops ? s->ops[s->nops - 1].out_rows : s->cfg.rows;
 }
 
 static int is_act(int a) {
@@ -102,14 +109,15 @@ static tecore_result_t check_attn(const tecore_seq_t *s, const struct tecore_tra
          "%zu without TECORE_ATTN_WINDOW in d->attn_flags", fn, d->window_left);
   TE_ARG(isfinite(d->attn_scale) && d->attn_scale >= 0.0f, "%s: d->attn_scale %g is not 0 "
          "(1 / sqrt(head_dim)) or positive", fn, (double)d->attn_scale);
-  size_t rows = s->cfg.rows;
+  /* the attention's rows: gathered ones under sequence parallelism */
+  size_t rows = cur_rows(s) * (d->sequence_parallel && d->tp_size > 1 ? (size_t)d->tp_size : 1);
   TE_ARG(d->batch >= 1, "%s: d->batch is 0 (the number of sequences)", fn);
   TE_ARG(d->max_seqlen >= 1 && d->max_seqlen <= rows, "%s: d->max_seqlen %zu is not in 1..%zu "
-         "(the sequence's rows)", fn, d->max_seqlen, rows);
+         "(the attention's rows)", fn, d->max_seqlen, rows);
   TE_ARG(d->cu_seqlens % 4 == 0, "%s: d->cu_seqlens 0x%llx is not 4-byte aligned (int32)", fn,
          (unsigned long long)d->cu_seqlens);
   TE_ARG(d->cu_seqlens || d->batch * d->max_seqlen == rows, "%s: d->cu_seqlens is 0, so the rows "
-         "are d->batch * d->max_seqlen (%zu * %zu), but the sequence has %zu", fn, d->batch,
+         "are d->batch * d->max_seqlen (%zu * %zu), but the attention has %zu", fn, d->batch,
          d->max_seqlen, rows);
   TE_ARG(d->slot >= 0 && d->slot < TECORE_SEQ_MAX_SLOTS, "%s: d->slot %d is not in 0..%d", fn,
          d->slot, TECORE_SEQ_MAX_SLOTS - 1);
@@ -122,6 +130,10 @@ static tecore_result_t check_attn(const tecore_seq_t *s, const struct tecore_tra
 
 static tecore_result_t check_tp(const struct tecore_transformer_desc *d) {
   TE_ARG(d->tp_size >= 0, "%s: d->tp_size %d is negative", fn, d->tp_size);
+  TE_CHECK(check_01(d->sequence_parallel, "sequence_parallel"));
+  TE_ARG(!d->sequence_parallel || d->tp_size > 1, "%s: d->sequence_parallel is 1, but "
+         "d->tp_size is %d (it splits rows over the tensor-parallel ranks: tp_size > 1)", fn,
+         d->tp_size);
   if (d->tp_size <= 1) {
     TE_ARG(d->tp_rank == 0 && !d->tp_ctx && !d->tp_copy_ctx, "%s: d->tp_size is %d (no tensor "
            "parallelism), but d->tp_rank, d->tp_ctx or d->tp_copy_ctx is set", fn, d->tp_size);
@@ -150,6 +162,16 @@ struct block_ops {
 
 static void push(struct block_ops *b, struct tecore_op_desc d) { b->op[b->n++] = d; }
 
+/* before a column-parallel Linear: the whole input on every rank */
+static int copy_kind(const struct tecore_transformer_desc *d) {
+  return d->sequence_parallel ? TECORE_OP_ALLGATHER : TECORE_OP_TP_COPY;
+}
+
+/* after a row-parallel one: the partial sums summed (each rank its rows) */
+static int reduce_kind(const struct tecore_transformer_desc *d) {
+  return d->sequence_parallel ? TECORE_OP_REDUCE_SCATTER : TECORE_OP_TP_REDUCE;
+}
+
 static void attention_half(struct block_ops *b, const struct tecore_transformer_desc *d,
                            float eps) {
   int tp = d->tp_size > 1 ? d->tp_size : 1;
@@ -168,7 +190,7 @@ static void attention_half(struct block_ops *b, const struct tecore_transformer_
                                               .max_seqlen = d->max_seqlen};
   push(b, (struct tecore_op_desc){.kind = TECORE_OP_MAKE_EXTRA_OUTPUT, .slot = d->slot});
   push(b, (struct tecore_op_desc){.kind = d->norm, .epsilon = eps, .norm_flags = d->norm_flags});
-  if (tp > 1) push(b, (struct tecore_op_desc){.kind = TECORE_OP_TP_COPY, .ctx = cctx});
+  if (tp > 1) push(b, (struct tecore_op_desc){.kind = copy_kind(d), .ctx = cctx});
   push(b, (struct tecore_op_desc){.kind = TECORE_OP_LINEAR,
                                   .features = (size_t)(h + 2 * kv) * (size_t)hd,
                                   .bias = d->qkv_bias});
@@ -177,7 +199,7 @@ static void attention_half(struct block_ops *b, const struct tecore_transformer_
   /* row-parallel: the bias is added once, on rank 0, before the sum */
   push(b, (struct tecore_op_desc){.kind = TECORE_OP_LINEAR, .features = d->hidden,
                                   .bias = d->proj_bias && d->tp_rank == 0});
-  if (tp > 1) push(b, (struct tecore_op_desc){.kind = TECORE_OP_TP_REDUCE, .ctx = d->tp_ctx});
+  if (tp > 1) push(b, (struct tecore_op_desc){.kind = reduce_kind(d), .ctx = d->tp_ctx});
   push(b, (struct tecore_op_desc){.kind = TECORE_OP_ADD_EXTRA_INPUT, .slot = d->slot});
 }
 
@@ -187,14 +209,14 @@ static void mlp_half(struct block_ops *b, const struct tecore_transformer_desc *
   void *cctx = d->tp_copy_ctx ? d->tp_copy_ctx : d->tp_ctx;
   push(b, (struct tecore_op_desc){.kind = TECORE_OP_MAKE_EXTRA_OUTPUT, .slot = d->slot});
   push(b, (struct tecore_op_desc){.kind = d->norm, .epsilon = eps, .norm_flags = d->norm_flags});
-  if (tp > 1) push(b, (struct tecore_op_desc){.kind = TECORE_OP_TP_COPY, .ctx = cctx});
+  if (tp > 1) push(b, (struct tecore_op_desc){.kind = copy_kind(d), .ctx = cctx});
   push(b, (struct tecore_op_desc){.kind = TECORE_OP_LINEAR,
                                   .features = is_gated(d->activation) ? 2 * f : f,
                                   .bias = d->mlp_bias});
   push(b, (struct tecore_op_desc){.kind = d->activation});
   push(b, (struct tecore_op_desc){.kind = TECORE_OP_LINEAR, .features = d->hidden,
                                   .bias = d->mlp_bias && d->tp_rank == 0});
-  if (tp > 1) push(b, (struct tecore_op_desc){.kind = TECORE_OP_TP_REDUCE, .ctx = d->tp_ctx});
+  if (tp > 1) push(b, (struct tecore_op_desc){.kind = reduce_kind(d), .ctx = d->tp_ctx});
   push(b, (struct tecore_op_desc){.kind = TECORE_OP_ADD_EXTRA_INPUT, .slot = d->slot});
 }
 

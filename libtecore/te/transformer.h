@@ -12,7 +12,8 @@
  * heads and the MLP width are split across the ranks (column-parallel
  * QKV and fc1, row-parallel output Linear and fc2), the sums through
  * libtecomm's TP_COPY / TP_REDUCE operations (te/comm.h), whose
- * parameters the caller passes as tp_ctx. */
+ * parameters the caller passes as tp_ctx; sequence_parallel puts the
+ * ALLGATHER / REDUCE_SCATTER pair in their places. */
 #ifndef TE_TRANSFORMER_H
 #define TE_TRANSFORMER_H
 
@@ -56,6 +57,12 @@ struct tecore_transformer_desc {
                              (libtecomm: a struct tecomm_op_params, the caller's,
                              outliving the sequence) */
   void *tp_copy_ctx;      /* desc.ctx of the TP_COPY operations; NULL: tp_ctx */
+  int sequence_parallel;  /* 1 (tp_size > 1): the block's input and output are this
+                             rank's rows (rows / tp_size of the gathered ones): the
+                             norms and residuals on them, ALLGATHER before QKV and
+                             fc1 (tp_copy_ctx), REDUCE_SCATTER after the output
+                             Linear and fc2 (tp_ctx); batch * max_seqlen counts the
+                             gathered rows */
 };
 
 /* Appends the block's operations to seq (before tecore_seq_build), in

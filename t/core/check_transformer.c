@@ -16,7 +16,9 @@
  *   bad descriptors refused with the field named, nothing appended;
  *   tp_size 2, ranks as forked processes (vdev devices 0 and 1), each
  *   rank's slices copied from a one-process block: the same output, input
- *   gradient and gradient slices, and the same output bits on both ranks.
+ *   gradient and gradient slices, and the same output bits on both ranks;
+ *   the same with sequence_parallel (each rank its half of the rows in
+ *   and out, the norms' gradients summed over the ranks by the test).
  *
  * The reference's gradients are central finite differences of L = sum(dy
  * * y) (step 1e-3 in float64: truncation about 1e-6 relative for these
@@ -159,10 +161,12 @@ static void set_lens(tecore_devptr_t cu, const struct tcfg *c, const int *lens) 
   B_OK(tecore_stream_synchronize(bs));
 }
 
-/* A built sequence of c->layers blocks (tp: desc's tensor parallelism). */
+/* A built sequence of c->layers blocks (tp: desc's tensor parallelism;
+ * sequence-parallel: the rank's rows / tp_size). */
 static tecore_seq_t *make_seq(const struct tcfg *c, tecore_devptr_t cu, uint64_t seed,
                               const struct tecore_transformer_desc *tp) {
-  struct tecore_seq_config cfg = {.rows = c->rows, .features = c->hidden, .dtype = c->dt,
+  size_t split = tp && tp->sequence_parallel ? (size_t)tp->tp_size : 1;
+  struct tecore_seq_config cfg = {.rows = c->rows / split, .features = c->hidden, .dtype = c->dt,
                                   .seed = seed};
   tecore_seq_t *q = NULL;
   B_OK(tecore_seq_create(&cfg, &q));
@@ -171,6 +175,7 @@ static tecore_seq_t *make_seq(const struct tcfg *c, tecore_devptr_t cu, uint64_t
     d.tp_size = tp->tp_size;
     d.tp_rank = tp->tp_rank;
     d.tp_ctx = tp->tp_ctx;
+    d.sequence_parallel = tp->sequence_parallel;
   }
   for (int l = 0; l < c->layers; l++) B_OK(tecore_seq_add_transformer(q, &d));
   B_OK(tecore_seq_build(q, bs));
@@ -1244,6 +1249,15 @@ START_TEST(test_bad_descs) {
   BAD(slot, TECORE_SEQ_MAX_SLOTS, "d->slot");
   BAD(tp_size, -1, "d->tp_size");
   BAD(tp_rank, 1, "d->tp_rank");
+  BAD(sequence_parallel, 2, "d->sequence_parallel is 2");
+  BAD(sequence_parallel, 1, "d->sequence_parallel is 1, but d->tp_size is 0");
+  /* sequence-parallel: the attention's rows are the gathered ones, 2 x 12 */
+  int sp_ctx = 0;
+  d = good;
+  d.tp_size = 2;
+  d.tp_ctx = &sp_ctx;
+  d.sequence_parallel = 1;
+  TE_EXPECT_INVALID("but the attention has 24", tecore_seq_add_transformer(q, &d));
   d = good;
   d.rope = 1;
   d.rope_style = 7;
@@ -1320,6 +1334,7 @@ END_TEST
  * tensor-parallel block's (the man page's layout). */
 struct tp_case {
   struct tcfg c;
+  int sp;   /* sequence_parallel */
 };
 
 static size_t qkv_row(const struct tcfg *c, int tp, int r, size_t i) {
@@ -1364,13 +1379,18 @@ static void rank_tp(int rank, int n, void *arg) {
   tecore_devptr_t cu = balloc((c->batch + 1) * 4);
   set_lens(cu, c, c->lens);
   tecore_seq_t *full = make_seq(c, cu, 77, NULL);
-  struct tecore_transformer_desc tpd = {.tp_size = n, .tp_rank = rank, .tp_ctx = &prm};
+  struct tecore_transformer_desc tpd = {.tp_size = n, .tp_rank = rank, .tp_ctx = &prm,
+                                       .sequence_parallel = tc->sp};
   tecore_seq_t *part = make_seq(c, cu, 78, &tpd);
   char buf[1024];
   RK_CORE(tecore_seq_describe(part, TECORE_SEQ_FORWARD, buf, sizeof buf, NULL));
-  if (rank == 0) printf("# tp %d: %s\n", n, buf);
-  RK_ASSERT(strstr(buf, "tp_reduce+add+rmsnorm"), "the plan lacks the fused sum, add and "
-            "norm: %s", buf);
+  if (rank == 0) printf("# tp %d%s: %s\n", n, tc->sp ? " sp" : "", buf);
+  if (tc->sp)
+    RK_ASSERT(strstr(buf, "allgather") && strstr(buf, "reduce_scatter") && !strstr(buf, "tp_"),
+              "the sequence-parallel plan lacks allgather or reduce_scatter: %s", buf);
+  else
+    RK_ASSERT(strstr(buf, "tp_reduce+add+rmsnorm"), "the plan lacks the fused sum, add and "
+              "norm: %s", buf);
   /* the same fresh values on every rank: the test's seed, not the rank's */
   te_rng_seed(te_test_seed ^ 0x7a11u);
   struct model m;
@@ -1416,23 +1436,30 @@ static void rank_tp(int rank, int n, void *arg) {
     if (i != 3) poison(ts[i]->data, N * es);
   RK_CORE(tecore_seq_forward(full, &x, &y1, 0, bs));
   RK_CORE(tecore_seq_backward(full, &dy, &dx1, bs));
-  RK_CORE(tecore_seq_forward(part, &x, &y2, 0, bs));
-  RK_CORE(tecore_seq_backward(part, &dy, &dx2, bs));
+  /* sequence-parallel: the rank's rows of x, dy, y2 and dx2 (compared
+   * with the same rows of the one-process block's) */
+  size_t Rp = tc->sp ? R / (size_t)n : R, off = tc->sp ? (size_t)rank * Rp * H * es : 0;
+  struct tecore_tensor xs = x, ys = y2, dys = dy, dxs = dx2;
+  struct tecore_tensor *vs[] = {&xs, &ys, &dys, &dxs};
+  for (size_t i = 0; i < 4; i++) vs[i]->shape[0] = Rp, vs[i]->data += off;
+  RK_CORE(tecore_seq_forward(part, &xs, &ys, 0, bs));
+  RK_CORE(tecore_seq_backward(part, &dys, &dxs, bs));
   RK_CORE(tecore_stream_synchronize(bs));
-  from_dev(a, y2.data, N, c->dt);
-  from_dev(b, y1.data, N, c->dt);
+  N = Rp * H;   /* the rows compared */
+  from_dev(a, y2.data + off, N, c->dt);
+  from_dev(b, y1.data + off, N, c->dt);
   double tol = c->dt == TECORE_DTYPE_F32 ? TOL_TP_F32 : TOL_TP_BF16;
   char worst_what[96] = "y";
   double e = rel_err(a, b, N), worst = e;
   {
     void *raw = malloc(N * es);
-    RK_CORE(tecore_memcpy_async(te_hptr(raw), y2.data, N * es, bs));
+    RK_CORE(tecore_memcpy_async(te_hptr(raw), y2.data + off, N * es, bs));
     RK_CORE(tecore_stream_synchronize(bs));
     tc_rank_digest(raw, N * es);
     free(raw);
   }
-  from_dev(a, dx2.data, N, c->dt);
-  from_dev(b, dx1.data, N, c->dt);
+  from_dev(a, dx2.data + off, N, c->dt);
+  from_dev(b, dx1.data + off, N, c->dt);
   e = rel_err(a, b, N);
   if (e > worst) {
     worst = e;
@@ -1442,6 +1469,14 @@ static void rank_tp(int rank, int n, void *arg) {
     const struct tecore_tensor *g = &pp[i].grad;
     size_t rows = g->ndim == 2 ? g->shape[0] : 1, cols = tecore_tensor_numel(g) / rows;
     size_t fn_ = tecore_tensor_numel(&pf[fidx[i]].grad);
+    int kind = kinds[i % per];
+    /* sequence-parallel: a norm's gradient is of the rank's rows (the
+     * caller's sum, as a data-parallel one) */
+    if (tc->sp && (kind == G1 || kind == B1 || kind == G2 || kind == B2)) {
+      RK_OK(tecomm_allreduce(comm, g->data, g->data, rows * cols, TECORE_DTYPE_F32, TECOMM_SUM,
+                             bs));
+      RK_CORE(tecore_stream_synchronize(bs));
+    }
     double *gp = malloc(rows * cols * 8), *gf = malloc(fn_ * 8), *want = malloc(rows * cols * 8);
     from_dev(gp, g->data, rows * cols, TECORE_DTYPE_F32);
     from_dev(gf, pf[fidx[i]].grad.data, fn_, TECORE_DTYPE_F32);
@@ -1472,18 +1507,21 @@ static void rank_tp(int rank, int n, void *arg) {
   RK_OK(tecomm_comm_destroy(comm));
 }
 
+/* _i 0, 1: F32, BF16; 2, 3: the same sequence-parallel */
 START_TEST(test_tp2_vs_one_process) {
   static const int lens[2] = {13, 16};
-  struct tp_case tc = {.c = cfg_b(_i ? TECORE_DTYPE_BF16 : TECORE_DTYPE_F32, 2)};
+  struct tp_case tc = {.c = cfg_b(_i % 2 ? TECORE_DTYPE_BF16 : TECORE_DTYPE_F32, 2),
+                       .sp = _i >= 2};
   tc.c.rows = 32;
   tc.c.max_seqlen = 16;
   tc.c.lens = lens;
   tc.c.ffn = 32;
   tc_run_ranks(2, rank_tp, &tc, 120);
-  printf("# tp 2 (%s): worst rel err vs one process %.3e, %.3e (tol %.0e)\n",
-         _i ? "bf16" : "f32", tc_shm->value[0][0], tc_shm->value[1][0],
-         _i ? TOL_TP_BF16 : TOL_TP_F32);
-  tc_expect_same_digest(2, "the output of the tensor-parallel block");
+  printf("# tp 2%s (%s): worst rel err vs one process %.3e, %.3e (tol %.0e)\n",
+         tc.sp ? " sp" : "", _i % 2 ? "bf16" : "f32", tc_shm->value[0][0], tc_shm->value[1][0],
+         _i % 2 ? TOL_TP_BF16 : TOL_TP_F32);
+  /* sequence-parallel ranks hold other rows */
+  if (!tc.sp) tc_expect_same_digest(2, "the output of the tensor-parallel block");
   tc_shm_release();
 }
 END_TEST
@@ -1507,7 +1545,7 @@ static Suite *transformer_suite(void) {
   tcase_add_test(tc, test_bad_descs);
   tcase_add_test(tc, test_attention_ctx_gone_before_build);
   tc = te_tcase(s, "tp", 0);
-  tcase_add_loop_test(tc, test_tp2_vs_one_process, 0, 2);
+  tcase_add_loop_test(tc, test_tp2_vs_one_process, 0, 4);
   return s;
 }
 

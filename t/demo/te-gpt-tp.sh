@@ -20,7 +20,18 @@
 #     te-gpt's own limit) past the cache's positions and with grouped
 #     key/value heads; the graphed and the eager decode the same text;
 #  4. --tp N that does not divide the shape (the options' or a
-#     checkpoint's) exits 2, a checkpoint that is not there exits 1.
+#     checkpoint's) exits 2, a checkpoint that is not there exits 1;
+#     --sp whose tokens do not split over the ranks or without --tp
+#     exits 2;
+#  5. --tp 2 --sp (sequence parallelism) gives --tp 2's losses and
+#     validation losses and gradient norms within GPT_TP_TOL, two
+#     shapes, and (the losses) in FP8
+#     (current scaling) within GPT_TP_TOL_FP8 (its plan has the
+#     all-gathers and reduce-scatters); a one-process checkpoint goes on
+#     with --tp 2 --sp as with one process, a --tp 2 --sp one goes on in
+#     one process as with --tp 2 --sp, within GPT_TP_TOL; --dp 2 --tp 2
+#     --zero 1 --accum 2 --sp gives the losses of the same without --sp
+#     within GPT_TP_TOL.
 # Random seed each run (TE_TEST_SEED to repeat).
 # Exit 0 pass, 1 fail, 77 skip (TE_DEVICE=cuda without a GPU).
 # Environment (from t/Makefile.inc): top_builddir.
@@ -174,4 +185,59 @@ expect() {
 expect 2 "must divide" --tp 3
 expect 2 "the shape of the checkpoint" --tp 3 --load "$tmp/o3" --steps 6
 expect 1 "no-such-dir" --tp 2 --load "$tmp/no-such-dir" --steps 6
+expect 2 "15 tokens over the ranks: it must be a multiple of 2" --tp 2 --sp --batch 1 --seq 15
+"$gpt" --seq 15 --steps 0 --sample 0 -q --save "$tmp/q15" > /dev/null 2>&1 ||
+  { echo "FAIL: te-gpt --seq 15 --save at step 0 fails"; fail=1; }
+expect 2 "must be a multiple of 2 (the shape of the checkpoint" --tp 2 --sp --batch 1 \
+  --load "$tmp/q15" --steps 1
+expect 2 "--sp needs --tp 2" --sp
+
+# 5. --sp against --tp 2 alone.  The val_loss column: the rows that have
+# one; the grad_norm column (AdamW hides a gradient scaled wrong from the
+# losses, not from the norm).  Observed over 12 seeds (both BF16 shapes,
+# 4 steps): losses 1.7e-4, validation losses 5.1e-5, gradient norms
+# 8.5e-4 apart at most; GPT_TP_TOL is 6x that.  A wrong sum doubles a
+# norm, or moves the first loss by far more.
+vals() { awk -F, 'NR == 1 || $3 != "" { print $1 "," $3 }' "$1" > "$2"; }
+norms() { cut -d, -f1,5 "$1" > "$2"; }
+for cfg in "--eval-every 2" "--norm rmsnorm --act swiglu --kv-heads 2 --bias 0 --eval-every 0" \
+           "--recipe current --norm rmsnorm --act swiglu --kv-heads 2 --eval-every 0"; do
+  tol=$GPT_TP_TOL
+  case $cfg in *recipe*) tol=$GPT_TP_TOL_FP8 ;; esac
+  topts="$cfg --tp 2 --seed $seed --lr 2e-3 --steps 4 --batch 2 --sample 0 --csv -q"
+  "$gpt" $topts > "$tmp/sp1.csv" 2> "$tmp/sp.err" && "$gpt" $topts --sp > "$tmp/sp2.csv" 2>> "$tmp/sp.err" ||
+    { echo "FAIL: te-gpt $cfg --tp 2 --sp (or --tp 2 alone) fails:"; cat "$tmp/sp.err"; fail=1; continue; }
+  close "$tmp/sp1.csv" "$tmp/sp2.csv" "--tp 2 --sp $cfg against --tp 2" $tol
+  vals "$tmp/sp1.csv" "$tmp/v1.csv"; vals "$tmp/sp2.csv" "$tmp/v2.csv"
+  [ "$(wc -l < "$tmp/v1.csv")" = 1 ] || close "$tmp/v1.csv" "$tmp/v2.csv" "--tp 2 --sp $cfg: val_loss"
+  # FP8: the losses alone (its norms part faster; a gradient scaled wrong
+  # shows in the BF16 shapes' norms)
+  [ "$tol" = "$GPT_TP_TOL" ] || continue
+  norms "$tmp/sp1.csv" "$tmp/n1.csv"; norms "$tmp/sp2.csv" "$tmp/n2.csv"
+  close "$tmp/n1.csv" "$tmp/n2.csv" "--tp 2 --sp $cfg: grad_norm"
+done
+"$gpt" --tp 2 --sp --steps 0 --sample 0 --plan > "$tmp/plan" 2>&1 &&
+  grep -q "allgather.*reduce_scatter" "$tmp/plan" ||
+  { echo "FAIL: te-gpt --tp 2 --sp --plan shows no allgather and reduce_scatter:"; head -3 "$tmp/plan"; fail=1; }
+# checkpoints: o3 (one process, 3 steps) on with --tp 2 --sp against on in
+# one process (x11, section 2); --tp 2 --sp's checkpoint of 3 steps on in
+# one process against on with --tp 2 --sp
+opts="--seed $seed --lr 2e-3 --batch 2 --sample 0 --eval-every 0 --csv -q"
+"$gpt" $opts --steps 6 --load "$tmp/o3" --tp 2 --sp > "$tmp/y12.csv" 2> "$tmp/c.err" &&
+  "$gpt" $opts --tp 2 --sp --steps 3 --decay-steps 6 --save "$tmp/p3" > /dev/null 2>> "$tmp/c.err" &&
+  "$gpt" $opts --steps 6 --load "$tmp/p3" > "$tmp/y21.csv" 2>> "$tmp/c.err" &&
+  "$gpt" $opts --steps 6 --load "$tmp/p3" --tp 2 --sp > "$tmp/y22.csv" 2>> "$tmp/c.err" ||
+  { echo "FAIL: the --sp runs across checkpoints fail"; cat "$tmp/c.err"; fail=1; }
+close "$tmp/x11.csv" "$tmp/y12.csv" "one-process checkpoint: on with --tp 2 --sp against one process"
+close "$tmp/y22.csv" "$tmp/y21.csv" "--tp 2 --sp checkpoint: on with one process against --tp 2 --sp"
+# with --dp: the replicas' sums after the backward's buckets, then the
+# tensor-parallel group's (both sums, so either order)
+topts="--dp 2 --tp 2 --zero 1 --accum 2 --seed $seed --lr 2e-3 --steps 3 --batch 2 --sample 0 --eval-every 3 --csv -q"
+"$gpt" $topts > "$tmp/d1.csv" 2> "$tmp/d.err" && "$gpt" $topts --sp > "$tmp/d2.csv" 2>> "$tmp/d.err" ||
+  { echo "FAIL: te-gpt --dp 2 --tp 2 --sp (or without --sp) fails:"; cat "$tmp/d.err"; fail=1; }
+close "$tmp/d1.csv" "$tmp/d2.csv" "--dp 2 --tp 2 --zero 1 --accum 2 --sp against no --sp"
+vals "$tmp/d1.csv" "$tmp/v1.csv"; vals "$tmp/d2.csv" "$tmp/v2.csv"
+close "$tmp/v1.csv" "$tmp/v2.csv" "--dp 2 --tp 2 --zero 1 --accum 2 --sp: val_loss"
+norms "$tmp/d1.csv" "$tmp/n1.csv"; norms "$tmp/d2.csv" "$tmp/n2.csv"
+close "$tmp/n1.csv" "$tmp/n2.csv" "--dp 2 --tp 2 --zero 1 --accum 2 --sp: grad_norm"
 exit $fail

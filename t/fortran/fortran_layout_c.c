@@ -433,6 +433,7 @@ int main(void) {
   printf("tecore_transformer_desc.tp_rank %zu\n", offsetof(struct tecore_transformer_desc, tp_rank));
   printf("tecore_transformer_desc.tp_ctx %zu\n", offsetof(struct tecore_transformer_desc, tp_ctx));
   printf("tecore_transformer_desc.tp_copy_ctx %zu\n", offsetof(struct tecore_transformer_desc, tp_copy_ctx));
+  printf("tecore_transformer_desc.sequence_parallel %zu\n", offsetof(struct tecore_transformer_desc, sequence_parallel));
   printf("tecore_svc_op size %zu\n", sizeof(struct tecore_svc_op));
   printf("tecore_svc_op.kind %zu\n", offsetof(struct tecore_svc_op, kind));
   printf("tecore_svc_op.fd %zu\n", offsetof(struct tecore_svc_op, fd));

@@ -505,6 +505,8 @@ program fortran_layout
   print '(a,1x,i0)', 'tecore_transformer_desc.tp_rank', off(c_loc(v44), c_loc(v44%tp_rank))
   print '(a,1x,i0)', 'tecore_transformer_desc.tp_ctx', off(c_loc(v44), c_loc(v44%tp_ctx))
   print '(a,1x,i0)', 'tecore_transformer_desc.tp_copy_ctx', off(c_loc(v44), c_loc(v44%tp_copy_ctx))
+  print '(a,1x,i0)', 'tecore_transformer_desc.sequence_parallel', off(c_loc(v44), &
+      & c_loc(v44%sequence_parallel))
   print '(a,1x,i0)', 'tecore_svc_op size', c_sizeof(v45)
   print '(a,1x,i0)', 'tecore_svc_op.kind', off(c_loc(v45), c_loc(v45%kind))
   print '(a,1x,i0)', 'tecore_svc_op.fd', off(c_loc(v45), c_loc(v45%fd))

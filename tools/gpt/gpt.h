@@ -104,6 +104,7 @@ struct gpt_param {
 /* Tensor parallelism (--tp): this rank's part of every block (te/transformer.h). */
 struct gpt_tp {
   int size, rank;
+  int sp;                      /* --sp: the training model's blocks sequence-parallel */
   void *ctx;                   /* the TP operations' struct tecomm_op_params */
   void *comm;                  /* tecomm_comm_t: the gradient norm's and the decode's sums */
   /* --save: host memory every rank maps (made before the ranks fork),
@@ -127,6 +128,12 @@ struct gpt_model {
   struct gpt_tp tp;            /* size 0: one process */
   struct gpt_dp dp;
   size_t batch, rows;
+  /* the sequence's rows: rows, or under --sp (tp.sp, a training model)
+   * this rank's rows / tp.size of them from row0 on: the blocks' norms and
+   * residuals, the final norm, the LM head and the loss on those */
+  size_t srows, row0;
+  tecore_devptr_t dx_sh;           /* --sp: BF16 [srows][hidden], gathered into dx */
+  tecore_devptr_t sp_sum;          /* --sp: F32 [2], the eval loss's sums over the ranks */
   tecore_seq_t *seq;
   struct gpt_param *p;
   size_t np;
@@ -231,6 +238,13 @@ size_t gpt_tp_area_bytes(const struct gpt_config *c);
  * array of the whole tensor (caller frees), NULL on the others.  Exits 1
  * when a rank is gone. */
 float *gpt_tp_gather(const struct gpt_model *m, const struct gpt_param *p, const float *slice);
+/* --sp: n elements of dt at buf summed over the tensor-parallel ranks (in
+ * stream order); the replicated parameters' gradients summed so; dx_sh of
+ * every rank gathered into dx.  Exit 1 when the communicator fails. */
+void gpt_sp_sum(const struct gpt_model *m, tecore_devptr_t buf, size_t n, tecore_dtype_t dt,
+                tecore_stream_t s);
+void gpt_sp_grads(const struct gpt_model *m, tecore_stream_t s);
+void gpt_sp_gather_dx(const struct gpt_model *m, tecore_stream_t s);
 /* This rank's slice of p from the whole F32 tensor's bytes (any alignment)
  * into slice (host [rows][cols]). */
 void gpt_tp_slice(const struct gpt_model *m, const struct gpt_param *p, const void *whole,

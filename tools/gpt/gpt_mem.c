@@ -185,7 +185,7 @@ void gpt_mem_count(const struct gpt_model *m, const struct gpt_train *t, struct 
   for (size_t a = 0; a < m->nscratch; a++) g->saved_other += ar[a].bytes;
   size_t in_seq = g->params - z3 + g->grads + own_saved;
   g->fp8_other = seq_total > in_seq ? seq_total - in_seq : 0;
-  g->logits = m->rows * (size_t)m->c.vocab * 2;
+  g->logits = m->srows * (size_t)m->c.vocab * 2;   /* --sp: the rank's rows */
   g->total = seq_total + m->dev_bytes + z3;
   size_t known = g->params + g->grads + g->optim + g->tables + g->saved_back + g->saved_other +
                  g->fp8_other + g->logits;

@@ -89,7 +89,7 @@ static void add_ops(struct gpt_model *m) {
         .attn_flags = TECORE_ATTN_CAUSAL,
         .batch = m->batch, .max_seqlen = (size_t)c->seq, .slot = 0,
         .tp_size = m->tp.size > 1 ? m->tp.size : 0, .tp_rank = m->tp.size > 1 ? m->tp.rank : 0,
-        .tp_ctx = m->tp.size > 1 ? m->tp.ctx : NULL};
+        .tp_ctx = m->tp.size > 1 ? m->tp.ctx : NULL, .sequence_parallel = m->tp.sp};
     GPT_CHECK(tecore_seq_add_transformer(m->seq, &b));
   }
   struct tecore_op_desc d = {.kind = c->norm == GPT_RMSNORM ? TECORE_OP_RMSNORM : TECORE_OP_LAYERNORM,
@@ -197,10 +197,14 @@ static void create(struct gpt_model *m, const struct gpt_config *c, size_t batch
   m->c = *c;
   if (tp) m->tp = *tp;
   m->batch = batch;
-  m->rows = batch * (size_t)c->seq;
+  m->rows = m->srows = batch * (size_t)c->seq;
   m->max_mb = max_mb;
   int inference = max_mb == 0;   /* generation: forward only, no table gradients */
-  struct tecore_seq_config cfg = {.rows = m->rows, .features = (size_t)c->hidden,
+  /* --sp: training only (a generation twin takes the same parameters
+   * whole-rowed); te-gpt checks that the rows split */
+  m->tp.sp = tp && tp->sp && tp->size > 1 && !inference;
+  if (m->tp.sp) m->srows = m->rows / (size_t)tp->size, m->row0 = m->srows * (size_t)tp->rank;
+  struct tecore_seq_config cfg = {.rows = m->srows, .features = (size_t)c->hidden,
                                   .dtype = TECORE_DTYPE_BF16, .seed = seed,
                                   .flags = inference ? TECORE_SEQ_INFERENCE : 0u};
   /* FP8 training: the Linears' weights are their own F32 masters (no BF16
@@ -221,7 +225,7 @@ static void create(struct gpt_model *m, const struct gpt_config *c, size_t batch
    * size (llama-1b: 1 GiB).  Current scaling's amax pass would read the
    * logits after the codes overwrote them: its codes in the sequence's
    * buffer, as before. */
-  const size_t RV = m->rows * (size_t)c->vocab;
+  const size_t RV = m->srows * (size_t)c->vocab;
   if (recipe && recipe->kind == TECORE_RECIPE_DELAYED && !inference && RV % 16 == 0)
     cfg.flags |= TECORE_SEQ_GRAD_FP8_GIVEN;
   GPT_CHECK(tecore_seq_create(&cfg, &m->seq));
@@ -230,7 +234,7 @@ static void create(struct gpt_model *m, const struct gpt_config *c, size_t batch
   if (recipe) GPT_CHECK(tecore_seq_set_recipe(m->seq, recipe, s));
   grad_region(m, dp, inference);
   GPT_CHECK(tecore_seq_build(m->seq, s));
-  size_t H = (size_t)c->hidden, V = (size_t)c->vocab, R = m->rows;
+  size_t H = (size_t)c->hidden, V = (size_t)c->vocab, R = m->rows, SR = m->srows;
   size_t *db = &m->dev_bytes;
   m->tok = gpt_dalloc(V * H * 4, db);
   fill_table(m->tok, V * H, 0.1, seed ^ 0x746f6bull);
@@ -244,15 +248,21 @@ static void create(struct gpt_model *m, const struct gpt_config *c, size_t batch
   m->labels = gpt_dalloc(R * 4, db);
   m->x = gpt_dalloc(R * H * 2, db);
   m->dx = gpt_dalloc(R * H * 2, db);
-  m->logits = gpt_dalloc(R * V * 2, db);
-  m->loss = gpt_dalloc(R * 4, db);
-  m->lse = gpt_dalloc(R * 4, db);
+  m->logits = gpt_dalloc(SR * V * 2, db);
+  m->loss = gpt_dalloc(SR * 4, db);
+  m->lse = gpt_dalloc(SR * 4, db);
+  if (m->tp.sp) {
+    m->dx_sh = gpt_dalloc(SR * H * 2, db);
+    m->sp_sum = gpt_dalloc(8, db);
+  }
   m->means = gpt_dalloc(8 * (size_t)(max_mb ? max_mb : 1), db);
   m->dloss = gpt_dalloc(4, db);
   m->noop = gpt_dalloc(8, db);
   static const int32_t first_rest[2] = {0, 1};
   GPT_CHECK(tecore_memcpy(m->noop, (tecore_devptr_t)(uintptr_t)first_rest, sizeof first_rest));
-  float dl = 1.0f / (float)(max_mb ? max_mb : 1);
+  /* --sp: each rank's loss is the mean over its rows, the model's the
+   * mean of the ranks' (rows the same for each) */
+  float dl = 1.0f / (float)(max_mb ? max_mb : 1) / (float)(m->tp.sp ? m->tp.size : 1);
   GPT_CHECK(tecore_memcpy(m->dloss, (tecore_devptr_t)(uintptr_t)&dl, 4));
   collect_params(m, inference);
   /* TECORE_OPS_FUSION_OFF=grad_fp8 (or the block recipe, or a fused head)
@@ -265,8 +275,8 @@ static void create(struct gpt_model *m, const struct gpt_config *c, size_t batch
          * overwritten before it is read, the first XENT_WS_ROWS through
          * a workspace of their own */
         m->g8.data = m->logits;
-        m->g8.columnwise_data = m->logits + R * V;
-        size_t wr = R < GPT_XENT_WS_ROWS ? R : GPT_XENT_WS_ROWS;
+        m->g8.columnwise_data = m->logits + SR * V;
+        size_t wr = SR < GPT_XENT_WS_ROWS ? SR : GPT_XENT_WS_ROWS;
         m->xent_ws_bytes = wr * V;
         m->xent_ws = gpt_dalloc(m->xent_ws_bytes, db);
         m->dlogits8 = 2;
@@ -339,7 +349,7 @@ void gpt_model_destroy(struct gpt_model *m) {
   }
   tecore_devptr_t *b[] = {&m->tok, &m->tok_grad, &m->pos, &m->pos_grad, &m->ids, &m->labels,
                           &m->x, &m->dx, &m->logits, &m->loss, &m->lse, &m->means, &m->dloss,
-                          &m->noop, &m->xent_ws};
+                          &m->noop, &m->xent_ws, &m->dx_sh, &m->sp_sum};
   for (size_t i = 0; i < sizeof b / sizeof b[0]; i++)
     if (*b[i]) GPT_CHECK(tecore_mem_free(*b[i]));
   if (m->seq) GPT_CHECK(tecore_seq_destroy(m->seq));   /* its region back too */
@@ -359,19 +369,25 @@ static struct tecore_embedding_args emb_args(const struct gpt_model *m, struct t
                                         .seq_len = (size_t)m->c.seq};
 }
 
+/* --sp: this rank's rows' labels */
 static struct tecore_xent_args xent_args(struct gpt_model *m, struct tecore_tensor *lg) {
-  *lg = gpt_tensor2(TECORE_DTYPE_BF16, m->rows, (size_t)m->c.vocab, m->logits);
-  return (struct tecore_xent_args){.logits = lg, .labels = m->labels, .ignore_index = -100};
+  *lg = gpt_tensor2(TECORE_DTYPE_BF16, m->srows, (size_t)m->c.vocab, m->logits);
+  return (struct tecore_xent_args){.logits = lg, .labels = m->labels + m->row0 * 4,
+                                   .ignore_index = -100};
 }
 
-/* embedding and the sequence: the logits of the ids on the device */
+/* embedding and the sequence: the logits of the ids on the device.  --sp:
+ * every rank embeds every row (the positions are the rows' own), the
+ * sequence reads this rank's */
 void gpt_logits(struct gpt_model *m, int reuse_fp8, tecore_stream_t s) {
   struct tecore_tensor tok, pos;
   struct tecore_embedding_args ea = emb_args(m, &tok, &pos);
-  struct tecore_tensor x = gpt_tensor2(TECORE_DTYPE_BF16, m->rows, (size_t)m->c.hidden, m->x);
-  struct tecore_tensor lg = gpt_tensor2(TECORE_DTYPE_BF16, m->rows, (size_t)m->c.vocab, m->logits);
+  size_t H = (size_t)m->c.hidden;
+  struct tecore_tensor x = gpt_tensor2(TECORE_DTYPE_BF16, m->rows, H, m->x);
+  struct tecore_tensor lg = gpt_tensor2(TECORE_DTYPE_BF16, m->srows, (size_t)m->c.vocab, m->logits);
   GPT_CHECK(tecore_embedding_fwd(&ea, &x, s));
-  GPT_CHECK(tecore_seq_forward(m->seq, &x, &lg, m->noop + (reuse_fp8 ? 4 : 0), s));
+  struct tecore_tensor xs = gpt_tensor2(TECORE_DTYPE_BF16, m->srows, H, m->x + m->row0 * H * 2);
+  GPT_CHECK(tecore_seq_forward(m->seq, &xs, &lg, m->noop + (reuse_fp8 ? 4 : 0), s));
 }
 
 void gpt_forward(struct gpt_model *m, int mb, int reuse_fp8, tecore_stream_t s) {
@@ -399,8 +415,12 @@ void gpt_backward(struct gpt_model *m, int mb, int with_loss, tecore_stream_t s)
     GPT_CHECK(tecore_xent_bwd(&xa, m->lse, m->dloss, m->means + 8 * (size_t)mb,
                               TECORE_XENT_DLOSS_MEAN, s));
   size_t H = (size_t)m->c.hidden;
-  struct tecore_tensor dx = gpt_tensor2(TECORE_DTYPE_BF16, m->rows, H, m->dx);
+  /* --sp: this rank's rows' gradient, gathered: the tables' gradients of
+   * every row on every rank, the same as without --sp (no sum) */
+  struct tecore_tensor dx = gpt_tensor2(TECORE_DTYPE_BF16, m->srows, H, m->tp.sp ? m->dx_sh : m->dx);
   GPT_CHECK(tecore_seq_backward(m->seq, m->dlogits8 ? &m->g8 : &lg, &dx, s));
+  if (m->tp.sp) gpt_sp_gather_dx(m, s);
+  dx = gpt_tensor2(TECORE_DTYPE_BF16, m->rows, H, m->dx);
   struct tecore_embedding_args ea = emb_args(m, &tok, &pos);
   struct tecore_tensor dtok = gpt_tensor2(TECORE_DTYPE_F32, (size_t)m->c.vocab, H, m->tok_grad);
   struct tecore_tensor dpos;

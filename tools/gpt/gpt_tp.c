@@ -11,10 +11,15 @@
  * row-parallel (the rank's columns), their biases whole on rank 0 alone
  * (added once before the sum).  Everything else is replicated.  Element
  * (row, col) of rank r's slice [rows][cols] is element gpt_tp_whole_index
- * of the whole [whole rows][whole cols], row-major; a bias is one row. */
+ * of the whole [whole rows][whole cols], row-major; a bias is one row.
+ *
+ * --sp (a training model): the sums sequence parallelism adds outside the
+ * blocks: the replicated parameters' gradients, the embedding's gradient
+ * gathered, the losses. */
 #include <stdlib.h>
 #include <string.h>
 #include "gpt.h"
+#include <te/comm.h>
 
 /* the rank-0-only biases of the row-parallel Linears */
 static int rank0_bias(const char *name) {
@@ -108,4 +113,36 @@ void gpt_tp_slice(const struct gpt_model *m, const struct gpt_param *p, const vo
       size_t i = gpt_tp_whole_index(&m->c, p->name, tp->size, tp->rank, r, k, p->cols);
       memcpy(&slice[r * p->cols + k], w + i * sizeof(float), sizeof(float));
     }
+}
+
+/* ---- --sp: sequence parallelism's sums ---- */
+
+static void sp_call(tecomm_result_t r, const char *what) {
+  if (r == TECOMM_SUCCESS) return;
+  GPT_ERR("--sp: %s: %s (%s)", what, tecomm_strerror(r), tecomm_last_error());
+  exit(1);
+}
+
+void gpt_sp_sum(const struct gpt_model *m, tecore_devptr_t buf, size_t n, tecore_dtype_t dt,
+                tecore_stream_t s) {
+  sp_call(tecomm_allreduce((tecomm_comm_t)m->tp.comm, buf, buf, n, dt, TECOMM_SUM, s),
+          "the sum over the tensor-parallel ranks");
+}
+
+/* The replicated parameters of the sequence (the norms, the LM head) saw
+ * this rank's rows only: their gradients summed over the ranks.  The
+ * row-parallel biases (rank 0's) saw every row, the tables are
+ * backpropagated over the gathered rows on every rank (gpt_backward). */
+void gpt_sp_grads(const struct gpt_model *m, tecore_stream_t s) {
+  for (size_t i = 0; i < m->np; i++) {
+    const struct gpt_param *p = &m->p[i];
+    if (p->sharded || p->table) continue;
+    gpt_sp_sum(m, p->grad, p->rows * p->cols, p->grad_dtype, s);
+  }
+}
+
+void gpt_sp_gather_dx(const struct gpt_model *m, tecore_stream_t s) {
+  sp_call(tecomm_allgather((tecomm_comm_t)m->tp.comm, m->dx_sh, m->dx,
+                           m->srows * (size_t)m->c.hidden, TECORE_DTYPE_BF16, s),
+          "the all-gather of the embedding's gradient");
 }

@@ -17,7 +17,9 @@
  * gradients' norm into its slot of a zeroed vector, an allreduce on the
  * device (sum_ranks) gives every rank all of them, and the clip norm is
  * taken over the replicated gradients and that vector: the global norm,
- * the same bits on every rank, inside the graph too.
+ * the same bits on every rank, inside the graph too.  --sp: the ranks'
+ * losses and the replicated gradients (of each rank's rows) summed after
+ * the backward, before the norm.
  * The step graph is launched from the device (one kernel node queued by
  * the host, tecore_graph_launch_device) unless host_launch is set or the
  * graph cannot be (then it is captured again for host launches).  With
@@ -222,6 +224,10 @@ static void queue_fwd_bwd(struct gpt_train *t, struct gpt_model *m, tecore_strea
     dp_call(tecomm_dp_finish(dp, s), "tecomm_dp_finish");
     gpt_dp_sum(m, m->means, 2 * (size_t)t->accum, s);   /* the ranks' losses and counts */
   }
+  if (m->tp.sp) {   /* each rank's rows: the replicated gradients and the losses summed */
+    gpt_sp_grads(m, s);
+    gpt_sp_sum(m, m->means, 2 * (size_t)t->accum, TECORE_DTYPE_F32, s);
+  }
   GPT_CHECK(tecore_seq_update_scales(m->seq, s));
   /* pinned memory's device address is its host address */
   tecore_devptr_t norm = (tecore_devptr_t)(uintptr_t)&t->pinned[0];
@@ -418,7 +424,8 @@ double gpt_train_step(struct gpt_train *t, struct gpt_model *m, const struct gpt
   double loss = 0;
   for (int mb = 0; mb < t->accum; mb++) loss += out[4 + 2 * mb];
   t->step = step;
-  return loss / t->accum / (m->dp.size > 1 ? m->dp.size : 1);   /* --dp: summed over ranks */
+  /* --dp, --sp: summed over the ranks */
+  return loss / t->accum / (m->dp.size > 1 ? m->dp.size : 1) / (m->tp.sp ? m->tp.size : 1);
 }
 
 /* Validation batch k of nval, this rank's slice under --dp (as draw). */
@@ -434,6 +441,27 @@ static void val_draw(struct gpt_model *m, const struct gpt_data *d, int k, int n
   free(al);
 }
 
+/* --sp: *mean and *count of this rank's rows in, of every row out */
+static void sp_loss(struct gpt_model *m, tecore_stream_t s, double *mean, double *count) {
+  float v[2] = {(float)(*mean * *count), (float)*count};
+  GPT_CHECK(tecore_memcpy(m->sp_sum, (tecore_devptr_t)(uintptr_t)v, sizeof v));
+  gpt_sp_sum(m, m->sp_sum, 2, TECORE_DTYPE_F32, s);
+  GPT_CHECK(tecore_stream_synchronize(s));
+  GPT_CHECK(tecore_memcpy((tecore_devptr_t)(uintptr_t)v, m->sp_sum, sizeof v));
+  *count = v[1];
+  *mean = v[1] > 0 ? v[0] / v[1] : 0;
+}
+
+/* --sp: means[0..1] of this rank's rows made those of every row */
+static void sp_means(struct gpt_train *t, struct gpt_model *m, tecore_stream_t s) {
+  GPT_CHECK(tecore_memcpy_async((tecore_devptr_t)(uintptr_t)&t->pinned[4], m->means, 8, s));
+  GPT_CHECK(tecore_stream_synchronize(s));
+  double mean = t->pinned[4], count = t->pinned[5];
+  sp_loss(m, s, &mean, &count);
+  float v[2] = {(float)mean, (float)count};
+  GPT_CHECK(tecore_memcpy(m->means, (tecore_devptr_t)(uintptr_t)v, sizeof v));
+}
+
 void gpt_forward_loss(struct gpt_train *t, struct gpt_model *m, tecore_stream_t s, double *mean,
                       double *count) {
   upload(t, m, 0, s);
@@ -442,6 +470,7 @@ void gpt_forward_loss(struct gpt_train *t, struct gpt_model *m, tecore_stream_t 
   GPT_CHECK(tecore_stream_synchronize(s));
   *mean = t->pinned[4];
   *count = t->pinned[5];
+  if (m->tp.sp) sp_loss(m, s, mean, count);
 }
 
 double gpt_val_loss(struct gpt_train *t, struct gpt_model *m, const struct gpt_data *d, int nval,
@@ -451,6 +480,7 @@ double gpt_val_loss(struct gpt_train *t, struct gpt_model *m, const struct gpt_d
     val_draw(m, d, k, nval, t->hids, t->hlabels);
     upload(t, m, 0, s);
     gpt_forward(m, 0, 0, s);
+    if (m->tp.sp) sp_means(t, m, s);   /* before --dp's sum of the replicas' means */
     if (m->dp.size > 1) gpt_dp_sum(m, m->means, 2, s);
     GPT_CHECK(tecore_memcpy_async((tecore_devptr_t)(uintptr_t)&t->pinned[4], m->means, 8, s));
     GPT_CHECK(tecore_stream_synchronize(s));
