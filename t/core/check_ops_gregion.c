@@ -28,6 +28,7 @@ __attribute__((constructor)) static void fp8_everywhere(void) {
 
 enum { HID = 48, FFN = 80, ROWS = 32, NBLK = 2, MAXP = 64 };
 #define NY ((size_t)ROWS * HID)
+#include "seq_twin.h"
 
 /* The caller's side of the region: what alloc was asked and gave. */
 enum gr_mode { GR_OK, GR_FAIL, GR_ZERO, GR_MISALIGNED, GR_RELEASE_FAILS };
@@ -97,31 +98,6 @@ static tecore_seq_t *mlp_unbuilt(unsigned flags, const struct tecore_recipe *rc)
   return s;
 }
 
-static void put_bf16(tecore_devptr_t p, size_t n, float lo, float hi) {
-  uint16_t *h = malloc(n * 2);
-  ck_assert_ptr_nonnull(h);
-  for (size_t i = 0; i < n; i++) h[i] = te_f32_to_bf16(te_rand_float(lo, hi));
-  te_h2d(p, h, n * 2);
-  free(h);
-}
-
-/* Fresh random parameters in a, the same bytes in b. */
-static void draw_params(tecore_seq_t *a, tecore_seq_t *b) {
-  struct tecore_seq_param pa[MAXP], pb[MAXP];
-  size_t na = 0, nb = 0;
-  TE_OK(tecore_seq_params(a, pa, MAXP, &na));
-  TE_OK(tecore_seq_params(b, pb, MAXP, &nb));
-  ck_assert_uint_eq(na, nb);
-  for (size_t i = 0; i < na; i++) {
-    size_t m = tecore_tensor_numel(&pa[i].value), es = tecore_dtype_size(pa[i].value.dtype);
-    ck_assert_int_eq(pa[i].value.dtype, TECORE_DTYPE_BF16);
-    float lo = -0.2f, hi = 0.2f;
-    if (strcmp(pa[i].name, "gamma") == 0) lo = 0.5f, hi = 1.5f;
-    put_bf16(pa[i].value.data, m, lo, hi);
-    TE_OK(tecore_memcpy(pb[i].value.data, pa[i].value.data, m * es));
-  }
-}
-
 /* The gradients of s lie in r's region, in order, 256-byte aligned, and
  * fill it exactly. */
 static void expect_in_region(tecore_seq_t *s, const struct region *r) {
@@ -156,51 +132,6 @@ static void expect_padding_zero(tecore_seq_t *s, const struct region *r) {
     off += round256(bytes);
   }
   free(h);
-}
-
-/* Two microbatches on s: forward, backward (accumulating), the same x
- * and dy for every sequence of a test; dx read back into dx_h. */
-static void two_steps(tecore_seq_t *s, tecore_devptr_t const xs[2], tecore_devptr_t const dys[2],
-                      uint16_t *dx_h) {
-  size_t sh[2] = {ROWS, HID};
-  tecore_devptr_t yp = te_dalloc(NY * 2), dxp = te_dalloc(NY * 2);
-  struct tecore_tensor y, dx;
-  TE_OK(tecore_tensor_init(&y, TECORE_DTYPE_BF16, 2, sh, yp));
-  TE_OK(tecore_tensor_init(&dx, TECORE_DTYPE_BF16, 2, sh, dxp));
-  TE_OK(tecore_seq_zero_grad(s, te_stream));
-  for (int k = 0; k < 2; k++) {
-    struct tecore_tensor x, dy;
-    TE_OK(tecore_tensor_init(&x, TECORE_DTYPE_BF16, 2, sh, xs[k]));
-    TE_OK(tecore_tensor_init(&dy, TECORE_DTYPE_BF16, 2, sh, dys[k]));
-    te_poison_dev(dxp, NY * 2);
-    TE_OK(tecore_seq_forward(s, &x, &y, 0, te_stream));
-    TE_OK(tecore_seq_backward(s, &dy, &dx, te_stream));
-  }
-  TE_OK(tecore_seq_update_scales(s, te_stream));
-  TE_OK(tecore_stream_synchronize(te_stream));
-  te_d2h(dx_h, dxp, NY * 2);
-  TE_OK(tecore_mem_free(yp));
-  TE_OK(tecore_mem_free(dxp));
-}
-
-/* Every gradient of a and b: the same bytes. */
-static void expect_same_grads(tecore_seq_t *a, tecore_seq_t *b) {
-  struct tecore_seq_param pa[MAXP], pb[MAXP];
-  size_t na = 0, nb = 0;
-  TE_OK(tecore_seq_params(a, pa, MAXP, &na));
-  TE_OK(tecore_seq_params(b, pb, MAXP, &nb));
-  ck_assert_uint_eq(na, nb);
-  for (size_t i = 0; i < na; i++) {
-    ck_assert_int_eq(pa[i].grad.dtype, pb[i].grad.dtype);
-    size_t bytes = tecore_tensor_numel(&pa[i].grad) * tecore_dtype_size(pa[i].grad.dtype);
-    unsigned char *ha = malloc(bytes), *hb = malloc(bytes);
-    ck_assert(ha && hb);
-    te_d2h(ha, pa[i].grad.data, bytes);
-    te_d2h(hb, pb[i].grad.data, bytes);
-    te_expect_mem_eq(hb, ha, bytes, pa[i].name);
-    free(ha);
-    free(hb);
-  }
 }
 
 /* A sequence with a region against its twin without: layout, memory,

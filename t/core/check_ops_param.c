@@ -26,6 +26,7 @@ __attribute__((constructor)) static void fp8_everywhere(void) {
 
 enum { HID = 48, FFN = 80, ROWS = 32, NBLK = 2, MAXP = 64 };
 #define NY ((size_t)ROWS * HID)
+#include "seq_twin.h"
 
 static size_t round256(size_t b) { return (b + 255) / 256 * 256; }
 
@@ -60,14 +61,6 @@ static size_t value_bytes(const struct tecore_seq_param *p) {
   return tecore_tensor_numel(&p->value) * tecore_dtype_size(p->value.dtype);
 }
 
-static void put_bf16(tecore_devptr_t p, size_t n, float lo, float hi) {
-  uint16_t *h = malloc(n * 2);
-  ck_assert_ptr_nonnull(h);
-  for (size_t i = 0; i < n; i++) h[i] = te_f32_to_bf16(te_rand_float(lo, hi));
-  te_h2d(p, h, n * 2);
-  free(h);
-}
-
 /* Every parameter of s into one allocation (returned), 256 bytes apart
  * at least, poisoned first: the values are what the caller writes. */
 static tecore_devptr_t move_all(tecore_seq_t *s) {
@@ -92,59 +85,6 @@ static tecore_devptr_t move_all(tecore_seq_t *s) {
     off += round256(value_bytes(&p[i]));
   }
   return base;
-}
-
-/* Fresh random values into a's parameters, the same bytes into b's. */
-static void draw_params(tecore_seq_t *a, tecore_seq_t *b) {
-  struct tecore_seq_param pa[MAXP], pb[MAXP];
-  size_t na = param_list(a, pa), nb = param_list(b, pb);
-  ck_assert_uint_eq(na, nb);
-  for (size_t i = 0; i < na; i++) {
-    float lo = -0.2f, hi = 0.2f;
-    if (strcmp(pa[i].name, "gamma") == 0) lo = 0.5f, hi = 1.5f;
-    put_bf16(pa[i].value.data, tecore_tensor_numel(&pa[i].value), lo, hi);
-    TE_OK(tecore_memcpy(pb[i].value.data, pa[i].value.data, value_bytes(&pa[i])));
-  }
-}
-
-/* Two microbatches (forward, backward accumulating); dx into dx_h. */
-static void two_steps(tecore_seq_t *s, tecore_devptr_t const xs[2], tecore_devptr_t const dys[2],
-                      uint16_t *dx_h) {
-  size_t sh[2] = {ROWS, HID};
-  tecore_devptr_t yp = te_dalloc(NY * 2), dxp = te_dalloc(NY * 2);
-  struct tecore_tensor y, dx;
-  TE_OK(tecore_tensor_init(&y, TECORE_DTYPE_BF16, 2, sh, yp));
-  TE_OK(tecore_tensor_init(&dx, TECORE_DTYPE_BF16, 2, sh, dxp));
-  TE_OK(tecore_seq_zero_grad(s, te_stream));
-  for (int k = 0; k < 2; k++) {
-    struct tecore_tensor x, dy;
-    TE_OK(tecore_tensor_init(&x, TECORE_DTYPE_BF16, 2, sh, xs[k]));
-    TE_OK(tecore_tensor_init(&dy, TECORE_DTYPE_BF16, 2, sh, dys[k]));
-    te_poison_dev(dxp, NY * 2);
-    TE_OK(tecore_seq_forward(s, &x, &y, 0, te_stream));
-    TE_OK(tecore_seq_backward(s, &dy, &dx, te_stream));
-  }
-  TE_OK(tecore_seq_update_scales(s, te_stream));
-  TE_OK(tecore_stream_synchronize(te_stream));
-  te_d2h(dx_h, dxp, NY * 2);
-  TE_OK(tecore_mem_free(yp));
-  TE_OK(tecore_mem_free(dxp));
-}
-
-static void expect_same_grads(tecore_seq_t *a, tecore_seq_t *b) {
-  struct tecore_seq_param pa[MAXP], pb[MAXP];
-  size_t na = param_list(a, pa), nb = param_list(b, pb);
-  ck_assert_uint_eq(na, nb);
-  for (size_t i = 0; i < na; i++) {
-    size_t bytes = tecore_tensor_numel(&pa[i].grad) * tecore_dtype_size(pa[i].grad.dtype);
-    unsigned char *ha = malloc(bytes), *hb = malloc(bytes);
-    ck_assert(ha && hb);
-    te_d2h(ha, pa[i].grad.data, bytes);
-    te_d2h(hb, pb[i].grad.data, bytes);
-    te_expect_mem_eq(hb, ha, bytes, pa[i].name);
-    free(ha);
-    free(hb);
-  }
 }
 
 static void same_bits(const struct tecore_recipe *rc) {
