@@ -27,6 +27,7 @@
 #include <te/profile.h>
 #include "common/convert.h"
 #include "common/fp8.h"
+#include "fuser_vals.h"
 
 /* The forward row blocks (TECORE_OPS_FWD_CHUNKS, te/ops.h "Overlap"; off
  * by default) in 4 blocks at any size, so the overlap tests' 64-row
@@ -39,31 +40,6 @@ __attribute__((constructor)) static void fwd_blocks_everywhere(void) {
 
 static const tecore_dtype_t dtypes[] = {TECORE_DTYPE_F32, TECORE_DTYPE_BF16};
 
-static double from_dt(const void *p, size_t i, tecore_dtype_t dt) {
-  if (dt == TECORE_DTYPE_F32) return ((const float *)p)[i];
-  return te_bf16_to_f32(((const uint16_t *)p)[i]);
-}
-static void to_dt(void *p, size_t i, tecore_dtype_t dt, float v) {
-  if (dt == TECORE_DTYPE_F32) ((float *)p)[i] = v;
-  else ((uint16_t *)p)[i] = te_f32_to_bf16(v);
-}
-
-/* Rank r's values for salt: uniform in [-2, 2) without zeros; any rank
- * regenerates any peer's. */
-static void make_vals(void *p, size_t n, tecore_dtype_t dt, int r, uint64_t salt) {
-  uint64_t x = te_test_seed ^ ((uint64_t)(r + 1) << 40) ^ (salt * 0x9e3779b97f4a7c15ull);
-  for (size_t i = 0; i < n; i++) {
-    float v = (float)((double)(te_splitmix64(&x) >> 11) / 9007199254740992.0 * 4.0 - 2.0);
-    to_dt(p, i, dt, v == 0.0f ? 0.5f : v);
-  }
-}
-
-static tecore_devptr_t dev_alloc(size_t bytes) {
-  tecore_devptr_t p = 0;
-  RK_CORE(tecore_mem_alloc(bytes, &p));
-  return p;
-}
-
 static void put(tecore_devptr_t d, const void *h, size_t bytes, tecore_stream_t s) {
   RK_CORE(tecore_memcpy_async(d, te_hptr(h), bytes, s));
   RK_CORE(tecore_stream_synchronize(s));
@@ -71,13 +47,6 @@ static void put(tecore_devptr_t d, const void *h, size_t bytes, tecore_stream_t 
 static void get(void *h, tecore_devptr_t d, size_t bytes, tecore_stream_t s) {
   RK_CORE(tecore_memcpy_async(te_hptr(h), d, bytes, s));
   RK_CORE(tecore_stream_synchronize(s));
-}
-
-static struct tecore_tensor t2(tecore_dtype_t dt, size_t r, size_t c, tecore_devptr_t p) {
-  struct tecore_tensor t;
-  size_t sh[2] = {r, c};
-  RK_CORE(tecore_tensor_init(&t, dt, 2, sh, p));
-  return t;
 }
 
 /* The rank's communicator with the kinds registered. */
