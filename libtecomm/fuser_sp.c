@@ -7,6 +7,9 @@
  * beside fuser_ops.c's patterns:
  *   "allgather+linear"       [ALLGATHER, LINEAR]
  *   "linear+reduce_scatter"  [LINEAR, REDUCE_SCATTER]
+ *   "linear+reduce_scatter+add+rmsnorm"  [LINEAR, REDUCE_SCATTER,
+ *        ADD_EXTRA_INPUT, MAKE_EXTRA_OUTPUT, RMSNORM]: the fold fused with
+ *        the residual add and the next norm (tecomm_gemm_rs's norm)
  *
  * Shapes (n ranks, R a rank's rows, k in, m out features, all of the
  * sequence's dtype, BF16 or F16): allgather+linear: act[0] the shard
@@ -42,7 +45,10 @@ TECORE_TUNABLE_INT(tc_tun_sp_overlap, "TECOMM_SP_OVERLAP", 1, 0, 1,
 
 static const char sp_fn[] = "tecomm_ops_register: sequence-parallel overlap";
 
-enum { SP_AG_LIN = 0, SP_LIN_RS = 1 };   /* the pattern (the registration's ctx) */
+/* the pattern (the registration's ctx) */
+enum { SP_AG_LIN = 0, SP_LIN_RS = 1, SP_LIN_RS_NORM = 2 };
+/* linear+reduce_scatter+add+rmsnorm: the operations after the Linear */
+enum { N_RS = 1, N_ADD = 2, N_MAKE = 3, N_NORM = 4, N_NOPS = 5 };
 
 /* One place of a pattern, as the predicate and the executor read it. */
 struct sp_place {
@@ -118,10 +124,10 @@ static tecomm_result_t sp_grow(struct tecomm_comm *c, tecore_devptr_t *buf, size
 
 /* What the calls need, made now, outside any capture: the symmetric
  * buffer and the overlap state (side stream, events, staging). */
-static tecomm_result_t sp_prepare(struct tecomm_comm *c, int which, const struct sp_place *pl) {
+static tecomm_result_t sp_prepare(struct tecomm_comm *c, int rs, const struct sp_place *pl) {
   const size_t es = tecore_dtype_size(pl->dt), n = (size_t)c->nranks;
   struct tc_ov *ov;
-  if (which == SP_AG_LIN) {
+  if (!rs) {
     TC_CHECK(sp_grow(c, &c->sp_stage, &c->sp_stage_bytes, pl->rows * pl->k * es));
     return tc_ov_get(c, 0, 0, sp_fn, &ov);
   }
@@ -129,14 +135,25 @@ static tecomm_result_t sp_prepare(struct tecomm_comm *c, int which, const struct
   return tc_ov_get(c, (n - 1) * pl->rows * pl->m * es, 0, sp_fn, &ov);
 }
 
+/* The norm of linear+reduce_scatter+add+rmsnorm: the fused fold has no
+ * zero-centered gamma, and writes the norm's output in the sequence's
+ * dtype only (an FP8 Linear after it quantizes it as ever). */
+static const char *sp_norm_why_not(const tecore_seq_t *seq, size_t first) {
+  struct tecore_op_info norm;
+  if (tecore_seq_op(seq, first + N_NORM, &norm) != TECORE_SUCCESS) return "no norm";
+  return norm.desc.norm_flags ? "the RMSNorm's gamma is zero-centered" : NULL;
+}
+
 static int sp_applies(const tecore_seq_t *seq, size_t first, const struct tecore_recipe *r,
                       void *ctx) {
   const int which = (int)(uintptr_t)ctx;
   struct sp_place pl;
-  if (!sp_find(seq, first, which, &pl)) return 0;
+  if (!sp_find(seq, first, which == SP_AG_LIN ? SP_AG_LIN : SP_LIN_RS, &pl)) return 0;
   const char *why = sp_why_not(seq, first + (which == SP_AG_LIN ? 1 : 0), &pl, r);
+  if (!why && which == SP_LIN_RS_NORM) why = sp_norm_why_not(seq, first);
   int ok = sp_agree(pl.c, why == NULL);
-  if (ok && sp_prepare(pl.c, which, &pl) != TECOMM_SUCCESS) why = tecomm_last_error(), ok = 0;
+  if (ok && sp_prepare(pl.c, which != SP_AG_LIN, &pl) != TECOMM_SUCCESS)
+    why = tecomm_last_error(), ok = 0;
   if (!ok)
     TC_INFO("%s: op %zu runs apart from its Linear: %s", sp_fn, first,
             why ? why : "a peer declines");
@@ -181,6 +198,28 @@ static tecore_result_t lin_rs_run(const struct tecore_seq_exec *x) {
   return core_of(tecomm_gemm_rs(pl.c, &a, x->stream));
 }
 
+/* The same, the fold fused with the residual add and the next RMSNorm
+ * (tecomm_gemm_rs's norm, as fuser_ops.c's allreduce+add+rmsnorm): the
+ * bare sum (boundary N_RS + 1) is not written, nothing reads it; the
+ * kernel writes the norm's rsigma, which libtecore's rmsnorm_bwd_add
+ * reads in the backward. */
+static tecore_result_t lin_rs_norm_run(const struct tecore_seq_exec *x) {
+  struct sp_place pl;
+  struct tecore_op_info add, norm;
+  tecore_result_t e = sp_place_of(x, SP_LIN_RS, &pl);
+  if (e == TECORE_SUCCESS) e = tecore_seq_op(x->seq, x->first + N_ADD, &add);
+  if (e == TECORE_SUCCESS) e = tecore_seq_op(x->seq, x->first + N_NORM, &norm);
+  if (e != TECORE_SUCCESS) return e;
+  const struct tecomm_rs_add_rmsnorm nm = {
+      .residual_in = add.extra_value.data, .residual_out = x->act[N_ADD + 1].data,
+      .gamma = norm.param[0].data, .eps = norm.desc.epsilon, .out = x->act[N_NOPS].data,
+      .rsigma = norm.saved[0].data};
+  const struct tecomm_gemm_rs_args a = {
+      .a = x->act[0].data, .b = pl.lin.param[0].data, .partials = pl.c->sp_parts,
+      .rows = pl.rows, .n = pl.m, .k = pl.k, .dtype = pl.dt, .d_dtype = pl.dt, .norm = &nm};
+  return core_of(tecomm_gemm_rs(pl.c, &a, x->stream));
+}
+
 /* Above libtecore's Linear+activation epilogues (priority 10-30) where
  * both cover the pass in as many groups. */
 const struct tecore_fusion_def tc_sp_fusions[] = {
@@ -190,5 +229,10 @@ const struct tecore_fusion_def tc_sp_fusions[] = {
     {.name = "linear+reduce_scatter", .dir = TECORE_SEQ_FORWARD, .nops = 2,
      .kinds = {TECORE_OP_LINEAR, TECORE_OP_REDUCE_SCATTER}, .applies = sp_applies,
      .run = lin_rs_run, .ctx = (void *)(uintptr_t)SP_LIN_RS, .priority = 60},
+    {.name = "linear+reduce_scatter+add+rmsnorm", .dir = TECORE_SEQ_FORWARD, .nops = N_NOPS,
+     .kinds = {TECORE_OP_LINEAR, TECORE_OP_REDUCE_SCATTER, TECORE_OP_ADD_EXTRA_INPUT,
+               TECORE_OP_MAKE_EXTRA_OUTPUT, TECORE_OP_RMSNORM},
+     .applies = sp_applies, .run = lin_rs_norm_run,
+     .ctx = (void *)(uintptr_t)SP_LIN_RS_NORM, .priority = 60},
 };
 const size_t tc_sp_nfusions = sizeof tc_sp_fusions / sizeof tc_sp_fusions[0];

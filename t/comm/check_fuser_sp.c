@@ -183,24 +183,38 @@ END_TEST
  * 16: the overlapped GEMMs' alignment). */
 enum { BR = 8, BH = 32, BF = 48, BMAX = BR * BH * TC_MAX_RANKS };
 
-/* [allgather, Linear BH -> BF, SiLU, Linear BF -> BH, reduce_scatter], no
- * biases, BF16, seeded by rank (each rank its own weight shards, the
- * same in both sequences). */
+/* Two pre-norm sequence-parallel MLP blocks, no biases, BF16:
+ *   make(0) rmsnorm allgather linear(BH -> BF) silu linear(BF -> BH)
+ *   reduce_scatter add(0)  (twice)
+ * seeded by rank (each rank its own weight shards, the same in both
+ * sequences); the norms' gamma random, the same on every rank. */
+enum { OV_NOPS = 16 };
 static tecore_seq_t *ov_seq(int rank, struct tecomm_op_params *prm, tecore_stream_t s) {
   struct tecore_seq_config cfg = {.rows = BR, .features = BH, .dtype = TECORE_DTYPE_BF16,
                                   .seed = 7 + (uint64_t)rank};
   tecore_seq_t *q;
   RK_CORE(tecore_seq_create(&cfg, &q));
   const struct tecore_op_desc d[] = {
+      {.kind = TECORE_OP_MAKE_EXTRA_OUTPUT, .slot = 0},
+      {.kind = TECORE_OP_RMSNORM, .epsilon = 1e-5f},
       {.kind = TECORE_OP_ALLGATHER, .ctx = prm},
       {.kind = TECORE_OP_LINEAR, .features = BF},
       {.kind = TECORE_OP_SILU},
       {.kind = TECORE_OP_LINEAR, .features = BH},
       {.kind = TECORE_OP_REDUCE_SCATTER, .ctx = prm},
+      {.kind = TECORE_OP_ADD_EXTRA_INPUT, .slot = 0},
   };
-  for (size_t k = 0; k < sizeof d / sizeof d[0]; k++) RK_CORE(tecore_seq_add(q, &d[k], NULL));
+  for (size_t k = 0; k < OV_NOPS; k++) RK_CORE(tecore_seq_add(q, &d[k % 8], NULL));
   RK_CORE(tecore_seq_build(q, s));
   RK_CORE(tecore_seq_zero_grad(q, s));   /* the passes add to them */
+  static uint16_t g[BH];
+  for (size_t op = 1; op < OV_NOPS; op += 8) {
+    struct tecore_op_info info;
+    RK_CORE(tecore_seq_op(q, op, &info));
+    make_vals(g, BH, TECORE_DTYPE_BF16, 0, 30 + op);
+    RK_CORE(tecore_memcpy_async(info.param[0].data, te_hptr(g), sizeof g, s));
+    RK_CORE(tecore_stream_synchronize(s));
+  }
   return q;
 }
 
@@ -208,7 +222,9 @@ static tecore_seq_t *ov_seq(int rank, struct tecomm_op_params *prm, tecore_strea
 static void ov_expect_plan(tecore_seq_t *q, int want, const char *what) {
   char buf[512];
   RK_CORE(tecore_seq_describe(q, TECORE_SEQ_FORWARD, buf, sizeof buf, NULL));
-  int has = strstr(buf, "allgather+linear") && strstr(buf, "linear+reduce_scatter");
+  int has = strstr(buf, "| allgather+linear[2-3] |") &&
+            strstr(buf, "| linear+reduce_scatter+add+rmsnorm[5-9] |") &&
+            strstr(buf, "| allgather+linear[10-11] |") && strstr(buf, "| linear+reduce_scatter[13-14] |");
   RK_ASSERT(has == want, "%s: forward plan \"%s\", want the overlap groups %s", what, buf,
             want ? "in it" : "out of it");
 }
@@ -237,7 +253,7 @@ static size_t ov_fetch(tecore_seq_t *q, const struct ov_io *b, char *out, tecore
   size_t np = 0;
   RK_CORE(tecore_seq_params(q, prm, 8, &np));
   for (size_t i = 0; i < np; i++) {
-    size_t bytes = prm[i].grad.shape[0] * prm[i].grad.shape[1] * 4;
+    size_t bytes = tecore_tensor_numel(&prm[i].grad) * 4;
     RK_CORE(tecore_memcpy_async(te_hptr(out + off), prm[i].grad.data, bytes, s));
     off += bytes;
   }
@@ -268,7 +284,7 @@ static void rank_ov(int rank, int n, void *arg) {
     b[v].x = dev_alloc(act), b[v].dy = dev_alloc(act);
     b[v].y = dev_alloc(act), b[v].dx = dev_alloc(act);
   }
-  static char host[2][BR * BH * 4 + 4 * BH * BF * 4 * 2];
+  static char host[2][BR * BH * 4 + 4 * (BH * BF * 4 + BH * 4)];
   static char xv[BMAX * 2], dyv[BMAX * 2];   /* apart: the uploads read them later */
   tecore_graph_exec_t ge[2] = {NULL, NULL};
   tecore_graph_t g[2] = {NULL, NULL};
