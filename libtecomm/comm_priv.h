@@ -143,6 +143,12 @@ struct tecomm_comm {
    * opaque here, made on their first call; freed by ov_free, set with it */
   void *ov;
   void (*ov_free)(struct tecomm_comm *c);
+  /* the fuser's overlapped sequence-parallel groups (fuser_sp.c): the
+   * shard's staging and the partial products, symmetric, made at plan
+   * time and grown there (outgrown ones stay in the pool: a captured
+   * graph may name them); they go with the segments */
+  tecore_devptr_t sp_stage, sp_parts;
+  size_t sp_stage_bytes, sp_parts_bytes;
 
   /* nodes (base/nodes.c), and the hierarchical verbs path (verbs_hier.c) */
   int *node_of;              /* every rank's node (its host, or TECOMM_NODE_MAP) */

@@ -365,9 +365,16 @@ static const struct tecore_fusion_def fusions[] = {
 static pthread_mutex_t reg_lock = PTHREAD_MUTEX_INITIALIZER;
 static int registered;
 
+/* The i-th pattern tecomm_ops_register adds: this file's, then
+ * fuser_sp.c's. */
+enum { NFUSIONS = TE_ARRAY_SIZE(fusions) };
+static const struct tecore_fusion_def *fusion_at(size_t i) {
+  return i < NFUSIONS ? &fusions[i] : &tc_sp_fusions[i - NFUSIONS];
+}
+
 /* Removes the first nk kinds and nf fusions (a failed or undone register). */
 static void undo(size_t nk, size_t nf) {
-  for (size_t i = 0; i < nf; i++) (void)tecore_ops_unregister_fusion(fusions[i].name);
+  for (size_t i = 0; i < nf; i++) (void)tecore_ops_unregister_fusion(fusion_at(i)->name);
   for (size_t i = 0; i < nk; i++) (void)tecore_ops_register_kind(kinds[i].kind, NULL);
 }
 
@@ -384,8 +391,8 @@ TE_EXPORT tecomm_result_t tecomm_ops_register(void) {
       goto fail;
     }
   }
-  for (; nf < TE_ARRAY_SIZE(fusions); nf++) {
-    tecore_result_t r = tecore_ops_register_fusion(&fusions[nf]);
+  for (; nf < NFUSIONS + tc_sp_nfusions; nf++) {
+    tecore_result_t r = tecore_ops_register_fusion(fusion_at(nf));
     if (r != TECORE_SUCCESS) {
       res = tc_core(r, fn);
       goto fail;
@@ -395,7 +402,8 @@ TE_EXPORT tecomm_result_t tecomm_ops_register(void) {
   TC_INFO("%s: kinds allreduce, tp_copy, tp_reduce, allgather, reduce_scatter and the "
           "forward fusions "
           "allreduce+add+rmsnorm, tp_reduce+add+rmsnorm and their FP8 variants, "
-          "rmsnorm+tp_copy+fp8 and layernorm+tp_copy+fp8 registered", fn);
+          "rmsnorm+tp_copy+fp8, layernorm+tp_copy+fp8, allgather+linear and "
+          "linear+reduce_scatter registered", fn);
   goto out;
 fail:
   undo(nk, nf);
@@ -406,7 +414,7 @@ out:
 
 TE_EXPORT tecomm_result_t tecomm_ops_unregister(void) {
   pthread_mutex_lock(&reg_lock);
-  if (registered) undo(TE_ARRAY_SIZE(kinds), TE_ARRAY_SIZE(fusions));
+  if (registered) undo(TE_ARRAY_SIZE(kinds), NFUSIONS + tc_sp_nfusions);
   registered = 0;
   pthread_mutex_unlock(&reg_lock);
   return TECOMM_SUCCESS;

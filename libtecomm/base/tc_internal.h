@@ -87,4 +87,9 @@ tecomm_result_t tc_allreduce_add_rmsnorm_scratch(tecomm_comm_t comm,
                                                  const struct tecomm_add_rmsnorm *a, unsigned how,
                                                  tecore_stream_t stream);
 
+/* The sequence-parallel overlap fusions (fuser_sp.c) tecomm_ops_register
+ * adds after fuser_ops.c's own. */
+extern const struct tecore_fusion_def tc_sp_fusions[];
+extern const size_t tc_sp_nfusions;
+
 #endif

@@ -378,7 +378,15 @@ tecore_result_t tecomm_amax_reduce(tecore_devptr_t amax, size_t count, tecore_st
  * "rmsnorm+tp_copy+fp8" and "layernorm+tp_copy+fp8": [RMSNORM | LAYERNORM,
  * TP_COPY] before such a Linear where no sum precedes the norm (a model's
  * first block): the norm writes the Linear's FP8 input; not when the
- * tp_copy has TECOMM_OP_NO_FUSION. */
+ * tp_copy has TECOMM_OP_NO_FUSION.
+ * "allgather+linear" [ALLGATHER, LINEAR] and "linear+reduce_scatter"
+ * [LINEAR, REDUCE_SCATTER] (forward): the collective inside the Linear's
+ * GEMM (tecomm_ag_gemm, tecomm_gemm_rs) over symmetric scratch the plan
+ * makes in the communicator's pool; where the Linear is 16-bit, without
+ * bias, not FP8, the communicator has the IPC workspaces, the flags lack
+ * TECOMM_OP_NO_FUSION and TECOMM_SP_OVERLAP is not 0 -- on every rank:
+ * the planner's answer is agreed over the ranks at plan time
+ * (tecomm_ops_register(3)). */
 #define TECOMM_OP_NO_FUSION 0x1u   /* this operation always runs by itself */
 
 struct tecomm_op_params {

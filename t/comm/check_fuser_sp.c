@@ -10,9 +10,17 @@
  *     poisoned, eager and then as a captured graph replayed on fresh
  *     inputs (the collectives are captured with the pass);
  *   - refusals: rows that do not split over the ranks, an algorithm the
- *     collectives do not run. */
+ *     collectives do not run;
+ *   - the forward overlap fusions (allgather+linear,
+ *     linear+reduce_scatter[+add+rmsnorm], libtecomm/fuser_sp.c): planned
+ *     where they apply, the same bits as the plain path eager and
+ *     graphed, declined on every rank alike, a rank killed between steps
+ *     reported by the others within TECOMM_TIMEOUT. */
 #include "comm_ranks.h"
 #include <math.h>
+#include <signal.h>
+#include <time.h>
+#include <unistd.h>
 #include "common/convert.h"
 
 #include "fuser_vals.h"
@@ -174,6 +182,279 @@ START_TEST(sp_ops_forward_backward_vs_float64) {
 }
 END_TEST
 
+/* ---- the overlapped block: allgather+linear, linear+reduce_scatter ----------------------- */
+
+/* BR rows a shard, BH hidden, BF the column-parallel width (multiples of
+ * 16: the overlapped GEMMs' alignment). */
+enum { BR = 8, BH = 32, BF = 48, BMAX = BR * BH * TC_MAX_RANKS };
+
+/* Two pre-norm sequence-parallel MLP blocks, no biases, BF16:
+ *   make(0) rmsnorm allgather linear(BH -> BF) silu linear(BF -> BH)
+ *   reduce_scatter add(0)  (twice)
+ * seeded by rank (each rank its own weight shards, the same in both
+ * sequences); the norms' gamma random, the same on every rank. */
+enum { OV_NOPS = 16 };
+static tecore_seq_t *ov_seq(int rank, struct tecomm_op_params *prm, tecore_stream_t s) {
+  struct tecore_seq_config cfg = {.rows = BR, .features = BH, .dtype = TECORE_DTYPE_BF16,
+                                  .seed = 7 + (uint64_t)rank};
+  tecore_seq_t *q;
+  RK_CORE(tecore_seq_create(&cfg, &q));
+  const struct tecore_op_desc d[] = {
+      {.kind = TECORE_OP_MAKE_EXTRA_OUTPUT, .slot = 0},
+      {.kind = TECORE_OP_RMSNORM, .epsilon = 1e-5f},
+      {.kind = TECORE_OP_ALLGATHER, .ctx = prm},
+      {.kind = TECORE_OP_LINEAR, .features = BF},
+      {.kind = TECORE_OP_SILU},
+      {.kind = TECORE_OP_LINEAR, .features = BH},
+      {.kind = TECORE_OP_REDUCE_SCATTER, .ctx = prm},
+      {.kind = TECORE_OP_ADD_EXTRA_INPUT, .slot = 0},
+  };
+  for (size_t k = 0; k < OV_NOPS; k++) RK_CORE(tecore_seq_add(q, &d[k % 8], NULL));
+  RK_CORE(tecore_seq_build(q, s));
+  RK_CORE(tecore_seq_zero_grad(q, s));   /* the passes add to them */
+  static uint16_t g[BH];
+  for (size_t op = 1; op < OV_NOPS; op += 8) {
+    struct tecore_op_info info;
+    RK_CORE(tecore_seq_op(q, op, &info));
+    make_vals(g, BH, TECORE_DTYPE_BF16, 0, 30 + op);
+    RK_CORE(tecore_memcpy_async(info.param[0].data, te_hptr(g), sizeof g, s));
+    RK_CORE(tecore_stream_synchronize(s));
+  }
+  return q;
+}
+
+/* want: whether seq's forward plan has both overlap groups. */
+static void ov_expect_plan(tecore_seq_t *q, int want, const char *what) {
+  char buf[512];
+  RK_CORE(tecore_seq_describe(q, TECORE_SEQ_FORWARD, buf, sizeof buf, NULL));
+  int has = strstr(buf, "| allgather+linear[2-3] |") &&
+            strstr(buf, "| linear+reduce_scatter+add+rmsnorm[5-9] |") &&
+            strstr(buf, "| allgather+linear[10-11] |") && strstr(buf, "| linear+reduce_scatter[13-14] |");
+  RK_ASSERT(has == want, "%s: forward plan \"%s\", want the overlap groups %s", what, buf,
+            want ? "in it" : "out of it");
+}
+
+/* One pass of seq on x, dy into poisoned y, dx; then y, dx and the
+ * parameter gradients to host out (in that order). */
+struct ov_io {
+  tecore_devptr_t x, dy, y, dx;
+};
+static void ov_pass(tecore_seq_t *q, const struct ov_io *b, tecore_stream_t s) {
+  struct tecore_tensor X = t2(TECORE_DTYPE_BF16, BR, BH, b->x),
+                       Y = t2(TECORE_DTYPE_BF16, BR, BH, b->y),
+                       DY = t2(TECORE_DTYPE_BF16, BR, BH, b->dy),
+                       DX = t2(TECORE_DTYPE_BF16, BR, BH, b->dx);
+  RK_CORE(tecore_seq_forward(q, &X, &Y, 0, s));
+  RK_CORE(tecore_seq_backward(q, &DY, &DX, s));
+}
+
+/* y, dx and every parameter gradient of q, end to end, into out; bytes. */
+static size_t ov_fetch(tecore_seq_t *q, const struct ov_io *b, char *out, tecore_stream_t s) {
+  size_t off = 0, act = (size_t)BR * BH * 2;
+  RK_CORE(tecore_memcpy_async(te_hptr(out), b->y, act, s));
+  RK_CORE(tecore_memcpy_async(te_hptr(out + act), b->dx, act, s));
+  off = 2 * act;
+  struct tecore_seq_param prm[8];
+  size_t np = 0;
+  RK_CORE(tecore_seq_params(q, prm, 8, &np));
+  for (size_t i = 0; i < np; i++) {
+    size_t bytes = tecore_tensor_numel(&prm[i].grad) * 4;
+    RK_CORE(tecore_memcpy_async(te_hptr(out + off), prm[i].grad.data, bytes, s));
+    off += bytes;
+  }
+  RK_CORE(tecore_stream_synchronize(s));
+  return off;
+}
+
+/* got (overlapped) against want (plain): y | dx (BF16, act bytes each),
+ * then the parameter gradients (F32); bit for bit on vdev, else within
+ * 2^-6 of (1 + the largest magnitude of want's part). */
+static void ov_compare(const char *got, const char *want, size_t nb, size_t act, int it) {
+  const int exact = tc_on_vdev();
+  double big[2] = {0, 0};
+  for (int pass = 0; pass < 2; pass++)
+    for (size_t i = 0; i < nb;) {
+      const int bf = i < 2 * act;
+      const size_t w = bf ? 2 : 4;
+      double g = bf ? from_dt(got, i / 2, TECORE_DTYPE_BF16) : *(const float *)(got + i);
+      double v = bf ? from_dt(want, i / 2, TECORE_DTYPE_BF16) : *(const float *)(want + i);
+      if (pass == 0 && fabs(v) > big[!bf]) big[!bf] = fabs(v);
+      if (pass == 1)
+        RK_ASSERT(exact ? !memcmp(got + i, want + i, w) : fabs(g - v) <= 0x1p-6 * (1 + big[!bf]),
+                  "pass %d: byte %zu of y | dx | parameter gradients: overlapped %.9g, plain "
+                  "%.9g (%s; y and dx: %zu bytes each; nan: still the poison)", it, i, g, v,
+                  exact ? "bit for bit on vdev" : "within 2^-6 of the largest", act);
+      i += w;
+    }
+}
+
+/* The blocks with the overlap groups and with TECOMM_OP_NO_FUSION on the
+ * same weights and inputs: pass 0 eager, pass 1 captured and replayed,
+ * pass 2 replayed on fresh inputs; y, dx and the parameter gradients
+ * (summed over the passes) the same bits each time.  Both GEMMs are cut
+ * in row blocks that each multiply alone as in the whole GEMM, and
+ * tecomm_gemm_rs folds the partials in rank order in float, then adds
+ * the residual and normalizes, in the order and roundings of the plain
+ * reduce-scatter, add and rmsnorm: on vdev, bit-identical.  On cuda the
+ * chunked GEMMs may take other kernels than the whole one (other bits):
+ * there the comparison is the sequences' tolerance, 2^-6 relative to the
+ * largest magnitude. */
+static void rank_ov(int rank, int n, void *arg) {
+  (void)arg;
+  tecore_stream_t s;
+  tecomm_comm_t comm = tc_rank_comm(rank, n);
+  RK_OK(tecomm_ops_register());
+  RK_CORE(tecore_stream_create(TECORE_STREAM_NON_BLOCKING, 0, &s));
+  struct tecomm_op_params pf = {.comm = comm}, pp = {.comm = comm, .flags = TECOMM_OP_NO_FUSION};
+  tecore_seq_t *q[2] = {ov_seq(rank, &pf, s), ov_seq(rank, &pp, s)};
+  ov_expect_plan(q[0], 1, "fused");
+  ov_expect_plan(q[1], 0, "TECOMM_OP_NO_FUSION");
+  struct ov_io b[2];
+  size_t act = (size_t)BR * BH * 2;
+  for (int v = 0; v < 2; v++) {
+    b[v].x = dev_alloc(act), b[v].dy = dev_alloc(act);
+    b[v].y = dev_alloc(act), b[v].dx = dev_alloc(act);
+  }
+  static char host[2][BR * BH * 4 + 4 * (BH * BF * 4 + BH * 4)];
+  static char xv[BMAX * 2], dyv[BMAX * 2];   /* apart: the uploads read them later */
+  tecore_graph_exec_t ge[2] = {NULL, NULL};
+  tecore_graph_t g[2] = {NULL, NULL};
+  for (int it = 0; it < 3; it++) {
+    make_vals(xv, (size_t)BR * BH, TECORE_DTYPE_BF16, rank, 40 + 2 * (uint64_t)it);
+    make_vals(dyv, (size_t)BR * BH, TECORE_DTYPE_BF16, rank, 41 + 2 * (uint64_t)it);
+    for (int v = 0; v < 2; v++) {
+      RK_CORE(tecore_memcpy_async(b[v].x, te_hptr(xv), act, s));
+      RK_CORE(tecore_memcpy_async(b[v].dy, te_hptr(dyv), act, s));
+      RK_CORE(tecore_memset_d8_async(b[v].y, 0xff, act, s));
+      RK_CORE(tecore_memset_d8_async(b[v].dx, 0xff, act, s));
+      if (it == 0) ov_pass(q[v], &b[v], s);
+      if (it == 1) {
+        RK_CORE(tecore_stream_begin_capture(s, TECORE_CAPTURE_THREAD_LOCAL));
+        ov_pass(q[v], &b[v], s);
+        RK_CORE(tecore_stream_end_capture(s, &g[v]));
+        RK_CORE(tecore_graph_instantiate(&ge[v], g[v]));
+      }
+      if (it > 0) RK_CORE(tecore_graph_launch(ge[v], s));
+    }
+    size_t nb = ov_fetch(q[0], &b[0], host[0], s);
+    RK_ASSERT(ov_fetch(q[1], &b[1], host[1], s) == nb, "the two sequences' gradients differ in size");
+    ov_compare(host[0], host[1], nb, act, it);
+  }
+  for (int v = 0; v < 2; v++) {
+    RK_CORE(tecore_graph_exec_destroy(ge[v]));
+    RK_CORE(tecore_graph_destroy(g[v]));
+    RK_CORE(tecore_seq_destroy(q[v]));
+    tecore_devptr_t all[] = {b[v].x, b[v].y, b[v].dy, b[v].dx};
+    for (size_t k = 0; k < 4; k++) RK_CORE(tecore_mem_free(all[k]));
+  }
+  RK_CORE(tecore_stream_destroy(s));
+  RK_OK(tecomm_comm_destroy(comm));
+}
+
+START_TEST(sp_overlap_block_matches_plain_bitwise) {
+  tc_run_ranks(_i ? 4 : 2, rank_ov, NULL, 90);
+  tc_shm_release();
+}
+END_TEST
+
+/* how 0: TECOMM_SP_OVERLAP=0; 1: a rank-0-only condition (a bias on rank
+ * 0's row-parallel Linear, as te-demo and tecore_seq_add_transformer
+ * place it): the plain reduce-scatter on every rank, none waits for
+ * another; 2: an FP8 recipe (the overlapped groups are BF16 and F16
+ * only): the plain collectives. */
+static void rank_ov_declines(int rank, int n, void *arg) {
+  const int how = *(const int *)arg;
+  if (how == 0) setenv("TECOMM_SP_OVERLAP", "0", 1);
+  if (how == 2) setenv("TECORE_OPS_FP8_MIN_MNK", "0", 1);   /* these small GEMMs in FP8 too */
+  tecore_stream_t s;
+  tecomm_comm_t comm = tc_rank_comm(rank, n);
+  RK_OK(tecomm_ops_register());
+  RK_CORE(tecore_stream_create(TECORE_STREAM_NON_BLOCKING, 0, &s));
+  struct tecomm_op_params prm = {.comm = comm};
+  struct tecore_seq_config cfg = {.rows = BR, .features = BH, .dtype = TECORE_DTYPE_BF16,
+                                  .seed = 3};
+  tecore_seq_t *q;
+  RK_CORE(tecore_seq_create(&cfg, &q));
+  const struct tecore_op_desc d[] = {
+      {.kind = TECORE_OP_ALLGATHER, .ctx = &prm},
+      {.kind = TECORE_OP_LINEAR, .features = BF},
+      {.kind = TECORE_OP_LINEAR, .features = BH, .bias = rank == 0},
+      {.kind = TECORE_OP_REDUCE_SCATTER, .ctx = &prm},
+  };
+  for (size_t k = 0; k < sizeof d / sizeof d[0]; k++) RK_CORE(tecore_seq_add(q, &d[k], NULL));
+  if (how == 2) {
+    struct tecore_recipe r;
+    RK_CORE(tecore_recipe_init(&r, TECORE_RECIPE_DELAYED));
+    RK_CORE(tecore_seq_set_recipe(q, &r, s));
+  }
+  RK_CORE(tecore_seq_build(q, s));
+  char buf[512];
+  RK_CORE(tecore_seq_describe(q, TECORE_SEQ_FORWARD, buf, sizeof buf, NULL));
+  static const char *const why[] = {"under TECOMM_SP_OVERLAP=0",
+                                    "though rank 0's Linear has a bias", "under FP8"};
+  RK_ASSERT(!strstr(buf, "linear+reduce_scatter"),
+            "rank %d: forward plan \"%s\" overlaps the reduce-scatter %s", rank, buf, why[how]);
+  RK_ASSERT(!strstr(buf, "allgather+linear") == (how != 1),
+            "rank %d: forward plan \"%s\": allgather+linear %s", rank, buf,
+            how == 1 ? "missing (nothing stops it)" : why[how]);
+  RK_ASSERT(how != 2 || strstr(buf, "linear[1]"), "rank %d: forward plan \"%s\": no FP8 Linear",
+            rank, buf);
+  RK_CORE(tecore_seq_destroy(q));
+  RK_CORE(tecore_stream_destroy(s));
+  RK_OK(tecomm_comm_destroy(comm));
+}
+
+START_TEST(sp_overlap_declined_on_every_rank_alike) {
+  int how = _i;
+  tc_run_ranks(2, rank_ov_declines, &how, 60);
+  tc_shm_release();
+}
+END_TEST
+
+/* A rank killed between two steps of the overlapped block: the others'
+ * next forward fails with TECOMM_ERR_TIMEOUT naming it within
+ * TECOMM_TIMEOUT + 1 s. */
+static void rank_ov_killed(int rank, int n, void *arg) {
+  (void)arg;
+  setenv("TECOMM_TIMEOUT", "1000", 1);
+  tecore_stream_t s;
+  tecomm_comm_t comm = tc_rank_comm(rank, n);
+  RK_OK(tecomm_ops_register());
+  RK_CORE(tecore_stream_create(TECORE_STREAM_NON_BLOCKING, 0, &s));
+  struct tecomm_op_params prm = {.comm = comm};
+  tecore_seq_t *q = ov_seq(rank, &prm, s);
+  ov_expect_plan(q, 1, "killed-rank block");
+  struct ov_io b;
+  size_t act = (size_t)BR * BH * 2;
+  b.x = dev_alloc(act), b.dy = dev_alloc(act), b.y = dev_alloc(act), b.dx = dev_alloc(act);
+  RK_CORE(tecore_memset_d8_async(b.x, 0x3c, act, s));
+  RK_CORE(tecore_memset_d8_async(b.dy, 0x3c, act, s));
+  ov_pass(q, &b, s);
+  RK_CORE(tecore_stream_synchronize(s));
+  RK_ASSERT(tc_shm_barrier(tc_shm) == 0, "barrier");
+  if (rank == n - 1) raise(SIGKILL);
+  struct timespec t0, t1;
+  clock_gettime(CLOCK_MONOTONIC, &t0);
+  struct tecore_tensor X = t2(TECORE_DTYPE_BF16, BR, BH, b.x), Y = t2(TECORE_DTYPE_BF16, BR, BH, b.y);
+  (void)tecore_seq_forward(q, &X, &Y, 0, s);
+  RK_ASSERT(te_stream_wait(s, 5000) == TECORE_SUCCESS, "the stream did not come back in 5 s");
+  int peer = -2;
+  tecomm_result_t st = tecomm_comm_status(comm, &peer);
+  clock_gettime(CLOCK_MONOTONIC, &t1);
+  double secs = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) * 1e-9;
+  RK_ASSERT(st == TECOMM_ERR_TIMEOUT && peer == n - 1,
+            "status after rank %d died in the overlapped forward: %s, peer %d (%s)", n - 1,
+            tecomm_result_name(st), peer, tecomm_last_error());
+  RK_ASSERT(secs <= 2.0, "TIMEOUT after %.2f s, want <= TECOMM_TIMEOUT + 1 s = 2 s", secs);
+  _exit(0);   /* the communicator is broken: nothing more to free collectively */
+}
+
+START_TEST(sp_overlap_killed_rank_times_out) {
+  tc_run_ranks_ex(3, rank_ov_killed, NULL, 30, 2);
+  tc_shm_release();
+}
+END_TEST
+
 /* ---- refusals ------------------------------------------------------------------------ */
 
 static void expect_refused(tecomm_comm_t comm, size_t rows, int kind, tecomm_algo_t algo,
@@ -230,6 +511,10 @@ static Suite *sp_suite(void) {
   Suite *s = suite_create("comm_sp_ops");
   TCase *tc = te_tcase(s, "passes", 0);
   tcase_add_loop_test(tc, sp_ops_forward_backward_vs_float64, 0, 8);
+  tc = te_tcase(s, "overlap", 0);
+  tcase_add_loop_test(tc, sp_overlap_block_matches_plain_bitwise, 0, 2);
+  tcase_add_loop_test(tc, sp_overlap_declined_on_every_rank_alike, 0, 3);
+  tcase_add_test(tc, sp_overlap_killed_rank_times_out);
   tc = te_tcase(s, "misuse", 0);
   tcase_add_loop_test(tc, sp_ops_refuse_rows_not_divisible_by_ranks, 0, 2);
   return s;

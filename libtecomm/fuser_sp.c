@@ -1,0 +1,238 @@
+/* SPDX-License-Identifier: Apache-2.0
+ * fuser_sp.c -- the forward fusions of sequence parallelism: the
+ * all-gather before a column-parallel Linear and the reduce-scatter
+ * after a row-parallel one, each run inside the Linear's GEMM
+ * (tecomm_ag_gemm, tecomm_gemm_rs: the chunks' copies on the copy engines
+ * while the previous chunk multiplies), registered by tecomm_ops_register
+ * beside fuser_ops.c's patterns:
+ *   "allgather+linear"       [ALLGATHER, LINEAR]
+ *   "linear+reduce_scatter"  [LINEAR, REDUCE_SCATTER]
+ *   "linear+reduce_scatter+add+rmsnorm"  [LINEAR, REDUCE_SCATTER,
+ *        ADD_EXTRA_INPUT, MAKE_EXTRA_OUTPUT, RMSNORM]: the fold fused with
+ *        the residual add and the next norm (tecomm_gemm_rs's norm)
+ *
+ * Shapes (n ranks, R a rank's rows, k in, m out features, all of the
+ * sequence's dtype, BF16 or F16): allgather+linear: act[0] the shard
+ * [R][k], act[1] the gathered input [nR][k] (the Linear's backward reads
+ * it), act[2] = act[1] W^T [nR][m].  linear+reduce_scatter: act[0] [nR][k],
+ * act[2] this rank's rows of the sum of act[0] W^T [R][m]; act[1], the
+ * partial product, is not written (the reduce-scatter's backward reads
+ * no input, the Linear's reads its input).
+ *
+ * Both calls want symmetric memory: the shard is copied into a staging
+ * buffer of the communicator's pool, and the partial products go to
+ * another; both are made at plan time (growing, an outgrown one kept:
+ * a graph captured before may name it) and go with the communicator.
+ * One of each serves every group: the calls on one communicator are
+ * ordered (each ends with a barrier after which no peer reads them).
+ *
+ * Every rank must take the same cover (a rank running the plain
+ * collective would wait for peers inside an overlapped call), yet a row-
+ * parallel Linear's bias lives on rank 0 only: the predicate ANDs its
+ * answer over the ranks by a host exchange.  The planner asks in the
+ * same order on every rank (it walks the same kinds); a rank that never
+ * asks (its fusions turned off alone) makes its peers' exchange fail
+ * within TECOMM_TIMEOUT, and they decline. */
+#include "base/tc_internal.h"
+#include "comm_priv.h"
+#include "overlap/ov.h"
+#include "te_results.h"
+
+TECORE_TUNABLE_INT(tc_tun_sp_overlap, "TECOMM_SP_OVERLAP", 1, 0, 1,
+                   "1: the fuser runs a sequence-parallel all-gather before a Linear and a "
+                   "reduce-scatter after one inside the Linear's GEMM (allgather+linear, "
+                   "linear+reduce_scatter) where it can; 0: the collective, then the GEMM")
+
+static const char sp_fn[] = "tecomm_ops_register: sequence-parallel overlap";
+
+/* the pattern (the registration's ctx) */
+enum { SP_AG_LIN = 0, SP_LIN_RS = 1, SP_LIN_RS_NORM = 2 };
+/* linear+reduce_scatter+add+rmsnorm: the operations after the Linear */
+enum { N_RS = 1, N_ADD = 2, N_MAKE = 3, N_NORM = 4, N_NOPS = 5 };
+
+/* One place of a pattern, as the predicate and the executor read it. */
+struct sp_place {
+  struct tecomm_comm *c;
+  const struct tecomm_op_params *p;   /* the collective's */
+  struct tecore_op_info lin;
+  size_t rows, k, m;                   /* one rank's rows; the Linear's in and out features */
+  tecore_dtype_t dt;
+};
+
+static tecore_result_t core_of(tecomm_result_t r) {
+  return (tecore_result_t)te_result_to_core((int)r);
+}
+
+/* The collective and the Linear of the group at first. */
+static int sp_find(const tecore_seq_t *seq, size_t first, int which, struct sp_place *pl) {
+  struct tecore_op_info coll;
+  size_t lin = first + (which == SP_AG_LIN ? 1 : 0);
+  if (tecore_seq_op(seq, first + (which == SP_AG_LIN ? 0 : 1), &coll) != TECORE_SUCCESS ||
+      tecore_seq_op(seq, lin, &pl->lin) != TECORE_SUCCESS || !coll.desc.ctx)
+    return 0;
+  pl->p = coll.desc.ctx;
+  pl->c = pl->p->comm;
+  pl->k = pl->lin.in_features;
+  pl->m = pl->lin.out_features;
+  pl->rows = which == SP_AG_LIN ? coll.in_rows : coll.out_rows;
+  /* a 16-bit weight is the sequence's dtype (F32 weights, F32 sequences:
+   * neither call takes them) */
+  pl->dt = pl->lin.param[0].dtype;
+  return pl->c != NULL;
+}
+
+/* Why this rank's group cannot run overlapped, or NULL. */
+static const char *sp_why_not(const tecore_seq_t *seq, size_t lin, const struct sp_place *pl,
+                              const struct tecore_recipe *r) {
+  struct tecore_tensor t;
+  if (pl->p->flags & TECOMM_OP_NO_FUSION) return "TECOMM_OP_NO_FUSION";
+  if (!tecore_tunable_int(&tc_tun_sp_overlap)) return "TECOMM_SP_OVERLAP=0";
+  if (pl->dt != TECORE_DTYPE_BF16 && pl->dt != TECORE_DTYPE_F16)
+    return "the Linear's weight is not BF16 or F16";
+  if (pl->lin.desc.bias) return "the Linear has a bias";
+  if (r && tecore_seq_fp8_input(seq, lin, &t) == TECORE_SUCCESS) return "the Linear runs in FP8";
+  if (pl->c->nranks < 2) return "one rank";
+  struct tc_ov_shape sh = {.rows = pl->rows, .n = pl->m, .k = pl->k, .dtype = pl->dt,
+                           .d_dtype = pl->dt, .fn = sp_fn};
+  if (tc_ov_check_shape(&sh) != TECOMM_SUCCESS || tc_ov_check_level(pl->c, sp_fn) != TECOMM_SUCCESS)
+    return tecomm_last_error();
+  return NULL;
+}
+
+/* 1 when every rank's ok is 1 (a host exchange over the communicator). */
+static int sp_agree(struct tecomm_comm *c, int ok) {
+  int32_t me = ok, all[TC_AR_MAX_RANKS];
+  if (c->nranks > TC_AR_MAX_RANKS) return 0;   /* every rank: no IPC level for it */
+  if (c->xchg->allgather(c->xchg, &me, all, sizeof me) != TECOMM_SUCCESS) return 0;
+  for (int i = 0; i < c->nranks; i++) ok &= all[i] != 0;
+  return ok;
+}
+
+/* A symmetric buffer of at least bytes in *buf (grown by powers of two
+ * from 1 MiB; collective: every rank grows alike, at plan time). */
+static tecomm_result_t sp_grow(struct tecomm_comm *c, tecore_devptr_t *buf, size_t *have,
+                               size_t bytes) {
+  if (*have >= bytes) return TECOMM_SUCCESS;
+  size_t want = (size_t)1 << 20;
+  while (want < bytes) want *= 2;
+  tecore_devptr_t p = 0;
+  TC_CHECK(tecomm_mem_alloc(c, want, &p));
+  *buf = p;   /* the old one stays in the pool: a captured graph may name it */
+  *have = want;
+  return TECOMM_SUCCESS;
+}
+
+/* What the calls need, made now, outside any capture: the symmetric
+ * buffer and the overlap state (side stream, events, staging). */
+static tecomm_result_t sp_prepare(struct tecomm_comm *c, int rs, const struct sp_place *pl) {
+  const size_t es = tecore_dtype_size(pl->dt), n = (size_t)c->nranks;
+  struct tc_ov *ov;
+  if (!rs) {
+    TC_CHECK(sp_grow(c, &c->sp_stage, &c->sp_stage_bytes, pl->rows * pl->k * es));
+    return tc_ov_get(c, 0, 0, sp_fn, &ov);
+  }
+  TC_CHECK(sp_grow(c, &c->sp_parts, &c->sp_parts_bytes, n * pl->rows * pl->m * es));
+  return tc_ov_get(c, (n - 1) * pl->rows * pl->m * es, 0, sp_fn, &ov);
+}
+
+/* The norm of linear+reduce_scatter+add+rmsnorm: the fused fold has no
+ * zero-centered gamma, and writes the norm's output in the sequence's
+ * dtype only (an FP8 Linear after it quantizes it as ever). */
+static const char *sp_norm_why_not(const tecore_seq_t *seq, size_t first) {
+  struct tecore_op_info norm;
+  if (tecore_seq_op(seq, first + N_NORM, &norm) != TECORE_SUCCESS) return "no norm";
+  return norm.desc.norm_flags ? "the RMSNorm's gamma is zero-centered" : NULL;
+}
+
+static int sp_applies(const tecore_seq_t *seq, size_t first, const struct tecore_recipe *r,
+                      void *ctx) {
+  const int which = (int)(uintptr_t)ctx;
+  struct sp_place pl;
+  if (!sp_find(seq, first, which == SP_AG_LIN ? SP_AG_LIN : SP_LIN_RS, &pl)) return 0;
+  const char *why = sp_why_not(seq, first + (which == SP_AG_LIN ? 1 : 0), &pl, r);
+  if (!why && which == SP_LIN_RS_NORM) why = sp_norm_why_not(seq, first);
+  int ok = sp_agree(pl.c, why == NULL);
+  if (ok && sp_prepare(pl.c, which != SP_AG_LIN, &pl) != TECOMM_SUCCESS)
+    why = tecomm_last_error(), ok = 0;
+  if (!ok)
+    TC_INFO("%s: op %zu runs apart from its Linear: %s", sp_fn, first,
+            why ? why : "a peer declines");
+  return ok;
+}
+
+/* ---- the executors ---------------------------------------------------------------------- */
+
+static tecore_result_t sp_place_of(const struct tecore_seq_exec *x, int which,
+                                   struct sp_place *pl) {
+  if (sp_find(x->seq, x->first, which, pl)) return TECORE_SUCCESS;
+  return core_of(TC_ERR(TECOMM_ERR_INVALID, "%s: op %zu is not the planned group", sp_fn,
+                        x->first));
+}
+
+/* The shard into the staging buffer (the peers pull it from there), then
+ * the gathered rows multiplied as they land. */
+static tecore_result_t ag_lin_run(const struct tecore_seq_exec *x) {
+  struct sp_place pl;
+  tecore_result_t e = sp_place_of(x, SP_AG_LIN, &pl);
+  if (e != TECORE_SUCCESS) return e;
+  size_t bytes = pl.rows * pl.k * tecore_dtype_size(pl.dt);
+  e = tecore_memcpy_async(pl.c->sp_stage, x->act[0].data, bytes, x->stream);
+  if (e != TECORE_SUCCESS) return e;
+  const struct tecomm_ag_gemm_args a = {
+      .a = pl.c->sp_stage, .a_all = x->act[1].data, .b = pl.lin.param[0].data,
+      .d = x->act[2].data, .rows = pl.rows, .n = pl.m, .k = pl.k, .dtype = pl.dt,
+      .d_dtype = pl.dt};
+  return core_of(tecomm_ag_gemm(pl.c, &a, x->stream));
+}
+
+/* The products into the symmetric partials, this rank's rows folded in
+ * rank order (the bits do not depend on timing). */
+static tecore_result_t lin_rs_run(const struct tecore_seq_exec *x) {
+  struct sp_place pl;
+  tecore_result_t e = sp_place_of(x, SP_LIN_RS, &pl);
+  if (e != TECORE_SUCCESS) return e;
+  const struct tecomm_gemm_rs_args a = {
+      .a = x->act[0].data, .b = pl.lin.param[0].data, .d = x->act[2].data,
+      .partials = pl.c->sp_parts, .rows = pl.rows, .n = pl.m, .k = pl.k, .dtype = pl.dt,
+      .d_dtype = pl.dt};
+  return core_of(tecomm_gemm_rs(pl.c, &a, x->stream));
+}
+
+/* The same, the fold fused with the residual add and the next RMSNorm
+ * (tecomm_gemm_rs's norm, as fuser_ops.c's allreduce+add+rmsnorm): the
+ * bare sum (boundary N_RS + 1) is not written, nothing reads it; the
+ * kernel writes the norm's rsigma, which libtecore's rmsnorm_bwd_add
+ * reads in the backward. */
+static tecore_result_t lin_rs_norm_run(const struct tecore_seq_exec *x) {
+  struct sp_place pl;
+  struct tecore_op_info add, norm;
+  tecore_result_t e = sp_place_of(x, SP_LIN_RS, &pl);
+  if (e == TECORE_SUCCESS) e = tecore_seq_op(x->seq, x->first + N_ADD, &add);
+  if (e == TECORE_SUCCESS) e = tecore_seq_op(x->seq, x->first + N_NORM, &norm);
+  if (e != TECORE_SUCCESS) return e;
+  const struct tecomm_rs_add_rmsnorm nm = {
+      .residual_in = add.extra_value.data, .residual_out = x->act[N_ADD + 1].data,
+      .gamma = norm.param[0].data, .eps = norm.desc.epsilon, .out = x->act[N_NOPS].data,
+      .rsigma = norm.saved[0].data};
+  const struct tecomm_gemm_rs_args a = {
+      .a = x->act[0].data, .b = pl.lin.param[0].data, .partials = pl.c->sp_parts,
+      .rows = pl.rows, .n = pl.m, .k = pl.k, .dtype = pl.dt, .d_dtype = pl.dt, .norm = &nm};
+  return core_of(tecomm_gemm_rs(pl.c, &a, x->stream));
+}
+
+/* Above libtecore's Linear+activation epilogues (priority 10-30) where
+ * both cover the pass in as many groups. */
+const struct tecore_fusion_def tc_sp_fusions[] = {
+    {.name = "allgather+linear", .dir = TECORE_SEQ_FORWARD, .nops = 2,
+     .kinds = {TECORE_OP_ALLGATHER, TECORE_OP_LINEAR}, .applies = sp_applies,
+     .run = ag_lin_run, .ctx = (void *)(uintptr_t)SP_AG_LIN, .priority = 60},
+    {.name = "linear+reduce_scatter", .dir = TECORE_SEQ_FORWARD, .nops = 2,
+     .kinds = {TECORE_OP_LINEAR, TECORE_OP_REDUCE_SCATTER}, .applies = sp_applies,
+     .run = lin_rs_run, .ctx = (void *)(uintptr_t)SP_LIN_RS, .priority = 60},
+    {.name = "linear+reduce_scatter+add+rmsnorm", .dir = TECORE_SEQ_FORWARD, .nops = N_NOPS,
+     .kinds = {TECORE_OP_LINEAR, TECORE_OP_REDUCE_SCATTER, TECORE_OP_ADD_EXTRA_INPUT,
+               TECORE_OP_MAKE_EXTRA_OUTPUT, TECORE_OP_RMSNORM},
+     .applies = sp_applies, .run = lin_rs_norm_run,
+     .ctx = (void *)(uintptr_t)SP_LIN_RS_NORM, .priority = 60},
+};
+const size_t tc_sp_nfusions = sizeof tc_sp_fusions / sizeof tc_sp_fusions[0];
