@@ -12,7 +12,9 @@
 #   check   make -k check under TE_DEVICE=cuda (CHECK_JOBS parallel, bounded
 #           by CHECK_TIMEOUT seconds; CHECK_TESTS: only these, e.g. the
 #           suites a call before did not reach -- a suite killed by the
-#           bound starts over); the failed suites' logs in check.tgz,
+#           bound starts over; CHECK_SHARD=i/n: the i-th of n round-robin
+#           parts of `make print-tests`, so that n calls cover the whole
+#           suite); the failed suites' logs in check.tgz,
 #           then each failed suite again alone (alone-NAME.txt)
 #   coll    te-allreduce-perf -C reduce-scatter, allgather and allreduce on
 #           2 and 4 GPUs, graph-captured, each size beside NCCL's own time
@@ -67,6 +69,10 @@ if has build; then
   printf '%-22s rc %3d %5d s  make check TESTS=\n' build "$?" $((SECONDS - t0)) >> "$summary"
 fi
 if has check; then
+  if [ -n "${CHECK_SHARD:-}" ]; then
+    CHECK_TESTS=$(make -s print-tests | awk -v i="${CHECK_SHARD%/*}" -v n="${CHECK_SHARD#*/}" \
+      '(NR - 1) % n == i - 1' | tr '\n' ' ')
+  fi
   t0=$SECONDS
   TE_DEVICE=cuda timeout "${CHECK_TIMEOUT:-420}" make -k -j"${CHECK_JOBS:-8}" check \
     ${CHECK_TESTS:+TESTS="$CHECK_TESTS"} > "$out/check.txt" 2>&1
