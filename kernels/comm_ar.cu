@@ -1971,14 +1971,19 @@ extern "C" __global__ void __launch_bounds__(TE_AR_THREADS) te_comm_ar_ce_reduce
   AR_DISPATCH(ar_ce_reduce)
 }
 // The Lamport kernel for up to 8 ranks, and for up to 2 and 4 (smaller
-// code and registers: see ar_lamport).
-#define AR_LAMPORT_KERNEL(name, MR)                                                        \
-  extern "C" __global__ void __launch_bounds__(TE_AR_THREADS) name(const te_ar_params p) { \
-    ar_pdl_enter();                                                                        \
-    if (p.desc.variant & TE_AR_V_AG) ar_lam_gather<MR>(p);                                 \
-    else if (p.dtype == F32) ar_lamport<F32, MR>(p);                                       \
-    else if (p.dtype == BF16) ar_lamport<BF16, MR>(p);                                     \
-    else ar_lamport<F16, MR>(p);                                                           \
+// code and registers: see ar_lamport).  One block an SM is all a call
+// needs (at most TE_AR_MAX_BLOCKS blocks): said so, ptxas gives the
+// kernels the registers they use instead of capping them at 64 and
+// spilling on a small call's critical path (CUDA 13.0, sm_90: the 4-rank
+// build spilled 128 bytes).
+#define AR_LAMPORT_KERNEL(name, MR)                              \
+  extern "C" __global__ void __launch_bounds__(TE_AR_THREADS, 1) \
+      name(const te_ar_params p) {                               \
+    ar_pdl_enter();                                              \
+    if (p.desc.variant & TE_AR_V_AG) ar_lam_gather<MR>(p);       \
+    else if (p.dtype == F32) ar_lamport<F32, MR>(p);             \
+    else if (p.dtype == BF16) ar_lamport<BF16, MR>(p);           \
+    else ar_lamport<F16, MR>(p);                                 \
   }
 AR_LAMPORT_KERNEL(te_comm_ar_lamport, TE_AR_MAX_RANKS)
 AR_LAMPORT_KERNEL(te_comm_ar_lamport2, 2)
