@@ -653,15 +653,19 @@ __device__ __forceinline__ void ar_lam_store(const te_ar_params &p, const ar_lam
           ar_ptr<void>(te_ar_lam_addr(p.ws[s], p.lam_slot, p.nranks, l.bi, p.rank) + g * 16), w);
 }
 
-// Reduce-scatter: granule g of block s of the input into slot `rank` of
-// rank s's buffer bi (comm_ar.h, Lamport reduce-scatter and all-gather).
+// Reduce-scatter: granule g of every block s of the input (every load
+// out before the first store), then block s's into slot `rank` of rank
+// s's buffer bi (comm_ar.h, Lamport reduce-scatter and all-gather).
 template <int MR = TE_AR_MAX_RANKS>
-__device__ __forceinline__ void ar_lam_store_rs(const te_ar_params &p, const ar_lam &l, uint64_t g,
-                                                uint64_t nbytes, bool aligned) {
-  uint4 w[MR];
+__device__ __forceinline__ void ar_lam_load_rs(const te_ar_params &p, uint64_t g, uint64_t nbytes,
+                                               bool aligned, uint4 *w) {
 #pragma unroll
-  for (int s = 0; s < MR; s++) /* every load out before the first store */
+  for (int s = 0; s < MR; s++)
     if (s < p.nranks) w[s] = ar_lam_load_at(p.in[p.rank] + (uint64_t)s * nbytes, g, nbytes, aligned);
+}
+template <int MR = TE_AR_MAX_RANKS>
+__device__ __forceinline__ void ar_lam_send_rs(const te_ar_params &p, const ar_lam &l, uint64_t g,
+                                               uint4 *w) {
 #pragma unroll
   for (int s = 0; s < MR; s++)
     if (s < p.nranks) {
@@ -674,6 +678,18 @@ __device__ __forceinline__ void ar_lam_store_rs(const te_ar_params &p, const ar_
     }
 }
 
+// All-gather's granules: two {data, flag} 64-bit words (below).
+__device__ __forceinline__ void ar_st_volatile2x64(uint64_t a, uint64_t x, uint64_t y) {
+  asm volatile("st.volatile.global.v2.u64 [%0], {%1, %2};" ::"l"(a), "l"(x), "l"(y) : "memory");
+}
+__device__ __forceinline__ ulonglong2 ar_ld_volatile2x64(uint64_t a) {
+  ulonglong2 v;
+  asm volatile("ld.volatile.global.v2.u64 {%0, %1}, [%2];" : "=l"(v.x), "=l"(v.y) : "l"(a) : "memory");
+  return v;
+}
+__device__ __forceinline__ bool ar_ag_ready(ulonglong2 v, uint64_t flag) {
+  return (v.x >> 32) == (flag >> 32) && (v.y >> 32) == (flag >> 32);
+}
 __device__ __forceinline__ bool ar_lam_ready(uint4 v, int dt) {
   return te_ar_lam_ready(v.x, dt) && te_ar_lam_ready(v.y, dt) && te_ar_lam_ready(v.z, dt) &&
          te_ar_lam_ready(v.w, dt);
@@ -798,6 +814,75 @@ __device__ __forceinline__ bool ar_lam_desc_ok(const te_ar_params &p, const ar_l
   return true;
 }
 
+// The plain kernels' first wait: every slot's descriptor granule and
+// granule g of every slot polled in the same rounds.  A wait for the
+// descriptors, then one for the data, cost a small call a round trip to
+// L2 of its own after the last descriptor had come; here the data is
+// usually seen in the round that sees the descriptors.  The agreement
+// stands (comm_ar.h): the data counts only once every descriptor has come
+// and equals this call's, so a peer that sends other granules (another
+// count) is named a mismatch, never waited for.  G: uint4 (the sums,
+// sentinels of p.dtype) or ulonglong2 (all-gather, flag).
+__device__ __forceinline__ void ar_lam_poll(uint64_t a, uint4 &v) {
+  v = ar_ld_volatile16(ar_ptr<const void>(a));
+}
+__device__ __forceinline__ void ar_lam_poll(uint64_t a, ulonglong2 &v) { v = ar_ld_volatile2x64(a); }
+__device__ __forceinline__ bool ar_lam_here(uint4 v, int dt, uint64_t) { return ar_lam_ready(v, dt); }
+__device__ __forceinline__ bool ar_lam_here(ulonglong2 v, int, uint64_t flag) {
+  return ar_ag_ready(v, flag);
+}
+// The first slot whose descriptor granule d[s] has not come, -1 when all
+// have and equal mine, -2 when one differs (then in the error word).
+template <int MR>
+__device__ __forceinline__ int ar_lam_desc_seen(const te_ar_params &p, const ar_block &c,
+                                                const uint4 *d, uint4 mine) {
+#pragma unroll
+  for (int s = 0; s < MR; s++)
+    if (s < p.nranks && !ar_lam_ready(d[s], p.dtype)) return s;
+#pragma unroll
+  for (int s = 0; s < MR; s++)
+    if (s < p.nranks && (d[s].x != mine.x || d[s].y != mine.y || d[s].z != mine.z ||
+                         d[s].w != mine.w)) {
+      ar_fail(c, TE_AR_MISMATCH, s);
+      return -2;
+    }
+  return -1;
+}
+template <int MR, typename G>
+__device__ __forceinline__ bool ar_lam_wait_agreed(const te_ar_params &p, const ar_lam &l,
+                                                   const ar_block &c, uint64_t g, uint64_t flag,
+                                                   G *raw) {
+  const uint64_t b0 = te_ar_lam_addr(te_ar_lam_ws(&p), p.lam_slot, p.nranks, l.bi, 0);
+  const uint64_t doff = te_ar_lam_desc_off(p.lam_slot);
+  const bool agree = p.desc.hash != 0;
+  const uint4 mine = ar_desc_granule(p, l);
+  uint4 d[MR];
+#pragma unroll
+  for (int s = 0; s < MR; s++)
+    if (s < p.nranks) {
+      if (agree) d[s] = ar_ld_volatile16(ar_ptr<const void>(b0 + (uint64_t)s * p.lam_slot + doff));
+      ar_lam_poll(b0 + (uint64_t)s * p.lam_slot + g * 16, raw[s]);
+    }
+  unsigned it = 0;
+  for (;;) {
+    int waiting = agree ? ar_lam_desc_seen<MR>(p, c, d, mine) : -1;
+    if (waiting == -2) return false;
+#pragma unroll
+    for (int s = 0; s < MR; s++)
+      if (waiting == -1 && s < p.nranks && !ar_lam_here(raw[s], p.dtype, flag)) waiting = s;
+    if (waiting < 0) return true;
+    if (!ar_poll_again(c, waiting, it)) return false;
+#pragma unroll
+    for (int s = 0; s < MR; s++)
+      if (s < p.nranks) {
+        if (agree && !ar_lam_ready(d[s], p.dtype))
+          d[s] = ar_ld_volatile16(ar_ptr<const void>(b0 + (uint64_t)s * p.lam_slot + doff));
+        if (!ar_lam_here(raw[s], p.dtype, flag))
+          ar_lam_poll(b0 + (uint64_t)s * p.lam_slot + g * 16, raw[s]);
+      }
+  }
+}
+
 // MR bounds nranks: te_comm_ar_lamport2 and _4 instantiate it small.  A
 // small call is a chain of dependent steps, so the instructions it runs
 // matter: with MR 8 and predicates the 2-rank call ran eight unrolled
@@ -811,25 +896,32 @@ __device__ void ar_lamport(const te_ar_params &p) {
   uint64_t lo, hi;
   te_ar_split(ngr, gridDim.x, blockIdx.x, &lo, &hi);
   const uint64_t g0 = lo + threadIdx.x;
-  uint4 w0 = make_uint4(0, 0, 0, 0);
-  if (g0 < hi && !rs) w0 = ar_lam_load(p, g0, nbytes, aligned); /* on its way during the set-up */
+  // granule g0 of the input (reduce-scatter: of every block) is on its
+  // way during the set-up: loaded after it, it was a trip to memory on
+  // the call's critical path
+  uint4 w[MR];
+  if (g0 < hi && rs) ar_lam_load_rs<MR>(p, g0, nbytes, aligned, w);
+  else if (g0 < hi) w[0] = ar_lam_load(p, g0, nbytes, aligned);
   ar_block c;
   ar_lam l;
   if (!ar_lam_start(p, ngr * 16, c, l)) return;
-  for (uint64_t g = g0; g < hi; g += blockDim.x)
-    if (rs) ar_lam_store_rs<MR>(p, l, g, nbytes, aligned);
-    else ar_lam_store<MR>(p, l, g, g == g0 ? w0 : ar_lam_load(p, g, nbytes, aligned));
+  for (uint64_t g = g0; g < hi; g += blockDim.x) {
+    if (rs) {
+      if (g != g0) ar_lam_load_rs<MR>(p, g, nbytes, aligned, w);
+      ar_lam_send_rs<MR>(p, l, g, w);
+    } else {
+      ar_lam_store<MR>(p, l, g, g == g0 ? w[0] : ar_lam_load(p, g, nbytes, aligned));
+    }
+  }
   ar_lam_desc_send<MR>(p, l);
   ar_lam_rearm(p, l); /* off the critical path: while the peers' bytes travel */
-  bool ok = g0 >= hi || ar_lam_desc_ok<MR>(p, l, c);
-  for (uint64_t g = g0; ok && g < hi; g += blockDim.x) {
+  for (uint64_t g = g0; g < hi; g += blockDim.x) {
     uint4 raw[1][MR];
     const uint64_t gg[1] = {g};
     const bool gv[1] = {true};
-    if (!ar_lam_wait<1, MR>(p, l, c, gg, gv, raw)) {
-      ok = false;
+    if (g == g0 ? !ar_lam_wait_agreed<MR>(p, l, c, g, 0, raw[0])
+                : !ar_lam_wait<1, MR>(p, l, c, gg, gv, raw))
       break;
-    }
     float acc[EPG];
     ar_fold<DT, MR>(p, raw[0], acc);
     if (aligned && (g + 1) * EPG <= p.count) {
@@ -846,17 +938,6 @@ __device__ void ar_lamport(const te_ar_params &p) {
 // pattern moves exactly.  p.count is the bytes of a block; p.vec > 1:
 // input, out and the blocks allow 8-byte moves.
 
-__device__ __forceinline__ void ar_st_volatile2x64(uint64_t a, uint64_t x, uint64_t y) {
-  asm volatile("st.volatile.global.v2.u64 [%0], {%1, %2};" ::"l"(a), "l"(x), "l"(y) : "memory");
-}
-__device__ __forceinline__ ulonglong2 ar_ld_volatile2x64(uint64_t a) {
-  ulonglong2 v;
-  asm volatile("ld.volatile.global.v2.u64 {%0, %1}, [%2];" : "=l"(v.x), "=l"(v.y) : "l"(a) : "memory");
-  return v;
-}
-__device__ __forceinline__ bool ar_ag_ready(ulonglong2 v, uint64_t flag) {
-  return (v.x >> 32) == (flag >> 32) && (v.y >> 32) == (flag >> 32);
-}
 // Bytes 8g .. 8g+7 of the nbytes at base (past them zero), and back.
 __device__ __forceinline__ ulonglong2 ar_ag_load8(uint64_t base, uint64_t g, uint64_t nbytes,
                                                   bool aligned, uint64_t flag) {
@@ -914,12 +995,17 @@ __device__ void ar_lam_gather(const te_ar_params &p) {
   uint64_t lo, hi;
   te_ar_split(ngr, gridDim.x, blockIdx.x, &lo, &hi);
   const uint64_t g0 = lo + threadIdx.x;
+  // granule g0 is on its way during the set-up (its flag, the call
+  // counter's, is known only after it)
+  ulonglong2 v0 = make_ulonglong2(0, 0);
+  if (g0 < hi) v0 = ar_ag_load8(p.in[p.rank], g0, bytes, aligned, 0);
   ar_block c;
   ar_lam l;
   if (!ar_lam_start(p, te_ar_lam_ag_slot(bytes), c, l)) return;
   const uint64_t flag = (uint64_t)te_ar_lam_ag_flag(l.k) << 32;
   for (uint64_t g = g0; g < hi; g += blockDim.x) {
-    const ulonglong2 v = ar_ag_load8(p.in[p.rank], g, bytes, aligned, flag);
+    const ulonglong2 v = g == g0 ? make_ulonglong2(v0.x | flag, v0.y | flag)
+                                 : ar_ag_load8(p.in[p.rank], g, bytes, aligned, flag);
 #pragma unroll
     for (int s = 0; s < MR; s++)
       if (s < p.nranks)
@@ -928,10 +1014,11 @@ __device__ void ar_lam_gather(const te_ar_params &p) {
   }
   ar_lam_desc_send<MR>(p, l);
   ar_lam_rearm(p, l); /* while the peers' bytes travel */
-  bool ok = g0 >= hi || ar_lam_desc_ok<MR>(p, l, c);
-  for (uint64_t g = g0; ok && g < hi; g += blockDim.x) {
+  for (uint64_t g = g0; g < hi; g += blockDim.x) {
     ulonglong2 v[MR];
-    if (!ar_ag_wait<MR>(p, l, c, g, flag, v)) break;
+    if (g == g0 ? !ar_lam_wait_agreed<MR>(p, l, c, g, flag, v)
+                : !ar_ag_wait<MR>(p, l, c, g, flag, v))
+      break;
 #pragma unroll
     for (int s = 0; s < MR; s++)
       if (s < p.nranks && (s != p.rank || p.out + (uint64_t)s * bytes != p.in[p.rank]))
@@ -1884,14 +1971,19 @@ extern "C" __global__ void __launch_bounds__(TE_AR_THREADS) te_comm_ar_ce_reduce
   AR_DISPATCH(ar_ce_reduce)
 }
 // The Lamport kernel for up to 8 ranks, and for up to 2 and 4 (smaller
-// code and registers: see ar_lamport).
-#define AR_LAMPORT_KERNEL(name, MR)                                                        \
-  extern "C" __global__ void __launch_bounds__(TE_AR_THREADS) name(const te_ar_params p) { \
-    ar_pdl_enter();                                                                        \
-    if (p.desc.variant & TE_AR_V_AG) ar_lam_gather<MR>(p);                                 \
-    else if (p.dtype == F32) ar_lamport<F32, MR>(p);                                       \
-    else if (p.dtype == BF16) ar_lamport<BF16, MR>(p);                                     \
-    else ar_lamport<F16, MR>(p);                                                           \
+// code and registers: see ar_lamport).  One block an SM is all a call
+// needs (at most TE_AR_MAX_BLOCKS blocks): said so, ptxas gives the
+// kernels the registers they use instead of capping them at 64 and
+// spilling on a small call's critical path (CUDA 13.0, sm_90: the 4-rank
+// build spilled 128 bytes).
+#define AR_LAMPORT_KERNEL(name, MR)                              \
+  extern "C" __global__ void __launch_bounds__(TE_AR_THREADS, 1) \
+      name(const te_ar_params p) {                               \
+    ar_pdl_enter();                                              \
+    if (p.desc.variant & TE_AR_V_AG) ar_lam_gather<MR>(p);       \
+    else if (p.dtype == F32) ar_lamport<F32, MR>(p);             \
+    else if (p.dtype == BF16) ar_lamport<BF16, MR>(p);           \
+    else ar_lamport<F16, MR>(p);                                 \
   }
 AR_LAMPORT_KERNEL(te_comm_ar_lamport, TE_AR_MAX_RANKS)
 AR_LAMPORT_KERNEL(te_comm_ar_lamport2, 2)

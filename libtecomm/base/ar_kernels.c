@@ -208,8 +208,9 @@ TECORE_TUNABLE_INT(tc_tun_ar_overlap_blocks, "TECOMM_AR_OVERLAP_BLOCKS", 32, 1, 
  * 128 KB 3.56 / 3.64 / 4.03, 256 KB 3.91 / 4.04 / 4.33; at 1 MB, where
  * 256 would need more than 128 blocks, 512 took 6.54 against 6.96. */
 TECORE_TUNABLE_INT(tc_tun_lam_threads, "TECOMM_LAMPORT_THREADS", 0, 0, TE_AR_THREADS,
-                   "on a GPU, threads a block of the plain Lamport allreduce kernel, rounded "
-                   "down to a multiple of 32 (at least 32); 0 (default): 128 while the call "
+                   "on a GPU, threads a block of the plain Lamport kernel (allreduce, "
+                   "reduce-scatter, all-gather), rounded down to a multiple of 32 (at least "
+                   "32); 0 (default): 128 while the call "
                    "fits TECOMM_AR_BLOCKS such blocks, else 256 while it fits, else 512.  "
                    "Every rank must use the same value")
 
