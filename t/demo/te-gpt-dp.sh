@@ -10,7 +10,8 @@
 #     global norm adds the shards' norms: another rounding of the clip);
 #     --zero 3 within GPT_DP_TOL of --zero 0 and bit for bit --zero 2's
 #     (the same reductions; each layer's gathered values are the values),
-#     FP8 delayed too;
+#     FP8 delayed too; --zero 3 --recipe delayed gathers FP8 codes, bit for
+#     bit the losses of gathering the values (TECORE_OPS_FUSION_OFF);
 #  3. --dp 2 --tp 2 (4 ranks, a 2-D grid) within GPT_DP_TOL of one process;
 #     --dp 2 as two processes launched by TECOMM_RANK, TECOMM_NRANKS and
 #     TECOMM_ROOT: the forked run's losses, bit for bit;
@@ -82,6 +83,16 @@ close "$tmp/d2.csv" "$tmp/z3.csv" "--zero 3 against --zero 0"
 bits "$tmp/z2.csv" "$tmp/z3.csv" "--zero 3 against --zero 2"
 run "$tmp/f3.csv" $opts --batch 2 --dp 2 --zero 3 --recipe delayed
 close "$tmp/f2.csv" "$tmp/f3.csv" "--zero 3 --recipe delayed against --zero 0" "$GPT_DP_TOL_FP8"
+# delayed scaling: the Linears' weights gathered as FP8 codes (the group
+# says how many buckets), the losses those of gathering their BF16 values
+# (TECORE_OPS_FUSION_OFF=weight_fp8) bit for bit
+"$gpt" --seed $seed --steps 1 --sample 0 --eval-every 0 --batch 2 --dp 2 --zero 3 \
+  --recipe delayed > "$tmp/f3d" 2>&1
+grep -q "[1-9][0-9]* buckets of FP8 codes" "$tmp/f3d" ||
+  { echo "FAIL: --zero 3 --recipe delayed gathers no FP8 codes:"; grep "dp:" "$tmp/f3d"; fail=1; }
+TECORE_OPS_FUSION_OFF=weight_fp8 run "$tmp/f3v.csv" $opts --batch 2 --dp 2 --zero 3 \
+  --recipe delayed
+bits "$tmp/f3.csv" "$tmp/f3v.csv" "--zero 3 --recipe delayed: FP8 codes against BF16 values"
 # 3. --dp 2 --tp 2
 run "$tmp/dt.csv" $opts --batch 2 --dp 2 --tp 2
 close "$tmp/one.csv" "$tmp/dt.csv" "--dp 2 --tp 2 --batch 2 against one process --batch 4"
