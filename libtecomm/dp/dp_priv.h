@@ -54,7 +54,9 @@ struct dp_bucket {
   size_t unit;                 /* its gather unit (d->u) */
   size_t ring_off;             /* bytes: its values in the unit's slot */
   int fp8;                     /* its tensors are FP8 weights (dp_tensor.fp8): their codes
-                                  are gathered in the forwards, not their values */
+                                  are gathered in the forwards, not their values ... */
+  int codes;                   /* ... while the recipe still has them so (each forward
+                                  asks: tc_dp_zero3_fp8_refresh); else the values */
 };
 
 /* ZeRO-3: buckets whose operations overlap (an operation's weight and
@@ -176,6 +178,8 @@ tecomm_result_t tc_dp_zero3_check(struct tecomm_dp *d);
 void tc_dp_zero3_fp8_mark(struct tecomm_dp *d);
 tecomm_result_t tc_dp_zero3_fp8_setup(struct tecomm_dp *d);
 tecomm_result_t tc_dp_zero3_fp8_gather(struct tecomm_dp *d, const struct dp_bucket *b);
+/* At a forward's start: each FP8 bucket's codes or values (b->codes). */
+void tc_dp_zero3_fp8_refresh(struct tecomm_dp *d);
 void tc_dp_zero3_fp8_free(struct tecomm_dp *d);
 tecomm_result_t tc_dp_zero3_setup(struct tecomm_dp *d);
 tecore_result_t tc_dp_zero3_before(struct tecomm_dp *d, tecore_seq_dir_t dir, size_t first,

@@ -277,6 +277,7 @@ static void pass_start(struct tecomm_dp *d, tecore_seq_dir_t dir, tecore_stream_
   d->fwd_done = 0;
   d->pass_dir = (int)dir;
   d->pass_stream = stream;
+  if (dir == TECORE_SEQ_FORWARD) tc_dp_zero3_fp8_refresh(d);
   for (size_t k = 0; k < d->nu; k++) d->u[k].used = 0, d->u[k].gathered &= keep;
   if (!keep) d->occ[0] = d->occ[1] = SIZE_MAX;
 }
@@ -288,7 +289,7 @@ static tecomm_result_t gather_unit(struct tecomm_dp *d, struct dp_unit *u,
   TC_CHECK(tc_dp_fork(d, stream));
   for (size_t f = u->f0; f < u->f1; f++) {
     const struct dp_bucket *b = &d->b[d->fwd[f]];
-    if (b->fp8) {   /* codes, in the forwards only: the backward reads them still */
+    if (b->fp8 && b->codes) {   /* in the forwards only: the backward reads them still */
       if (d->pass_dir == TECORE_SEQ_FORWARD) TC_CHECK(tc_dp_zero3_fp8_gather(d, b));
       continue;
     }

@@ -21,7 +21,9 @@
  * The codes stay in the sequence's FP8 weight for the backward (its dgrad
  * reads their byte transpose), so a weight is gathered in the forwards
  * only; its ring space still holds the values where the group gathers
- * them outside the passes (tecomm_dp_gather_value, destroy). */
+ * them outside the passes (tecomm_dp_gather_value, destroy), and in the
+ * passes after a recipe change that leaves the weight no FP8 copy to
+ * hand out (current scaling): each forward asks again (refresh). */
 #include "dp_priv.h"
 
 #define F8_CORE(call, what)                                                    \
@@ -47,12 +49,35 @@ void tc_dp_zero3_fp8_mark(struct tecomm_dp *d) {
   tecore_clear_error();   /* the refusals only said "values" */
 }
 
+/* Bucket b's codes still gathered (b->codes): every weight still an FP8
+ * one the sequence hands out, told given again (a new recipe clears it);
+ * else the forwards quantize the values, which are gathered then. */
+static void refresh(struct tecomm_dp *d, struct dp_bucket *b) {
+  int ok = 1;
+  for (size_t i = b->t0; i < b->t1 && ok; i++)
+    ok = fp8_weight(d, &d->t[i]) &&
+         tecore_seq_set_fp8_weight_given(d->seq, d->t[i].t.op, 1) == TECORE_SUCCESS;
+  for (size_t i = b->t0; i < b->t1 && !ok; i++)
+    (void)tecore_seq_set_fp8_weight_given(d->seq, d->t[i].t.op, 0);
+  if (b->codes != ok)
+    TC_INFO("tecomm_dp: ZeRO-3: the weights of operations [%zu, %zu] gathered as %s from now "
+            "on (the recipe changed)", b->op_lo, b->op_hi, ok ? "FP8 codes" : "values");
+  b->codes = ok;
+}
+
+void tc_dp_zero3_fp8_refresh(struct tecomm_dp *d) {
+  for (size_t k = 0; d->nfp8 && k < d->nb; k++)
+    if (d->b[k].fp8) refresh(d, &d->b[k]);
+  tecore_clear_error();
+}
+
 tecomm_result_t tc_dp_zero3_fp8_setup(struct tecomm_dp *d) {
   for (size_t k = 0; k < d->nb; k++) {
-    const struct dp_bucket *b = &d->b[k];
+    struct dp_bucket *b = &d->b[k];
     if (!b->fp8) continue;
     TC_ARG(d->buf_bytes >= b->elems, "tecomm_dp_create: internal: the bucket buffer (%zu "
            "bytes) is smaller than bucket %zu's codes (%zu)", d->buf_bytes, k, b->elems);
+    b->codes = 1;
     for (size_t i = b->t0; i < b->t1; i++)
       F8_CORE(tecore_seq_set_fp8_weight_given(d->seq, d->t[i].t.op, 1),
               "tecomm_dp_create: ZeRO-3's FP8 gather");

@@ -14,6 +14,9 @@
  *   - an eager step all-gathers at most half the bytes ZeRO-3 gathers with
  *     the codes refused (TECORE_OPS_FUSION_OFF=weight_fp8: the values in
  *     BF16, forward and backward), tecomm_dp_describe's count;
+ *   - the recipe changed under the group: current scaling gathers the
+ *     values (the forwards quantize them), delayed again the codes;
+ *     ZeRO-0's outputs either way;
  *   - destroy gives the sequence its values back, and its forwards
  *     quantize the weights again (ZeRO-0's outputs). */
 #include "comm_ranks.h"
@@ -263,6 +266,44 @@ static void bufs_init(struct bufs *z) {
   z->y = dalloc(FB * FH * 2);
 }
 
+/* A step of both on fresh rows: ZeRO-3's outputs ZeRO-0's bits. */
+static void one_step(tecore_seq_t *q0, tecore_seq_t *q3, tecomm_dp_t d0, tecomm_dp_t d3,
+                     struct bufs *z, const int rn[2], uint64_t k, tecore_stream_t s) {
+  static uint16_t y0[FB * FH], y3[FB * FH];
+  draw(z, rn[0], rn[1], k);
+  passes(q0, d0, z, s);
+  RK_CORE(tecore_stream_synchronize(s));
+  RK_CORE(tecore_memcpy(te_hptr(y0), z->y, sizeof y0));
+  RK_CORE(tecore_memset_d8_async(z->y, 0xff, sizeof y0, s));   /* poisoned: NaN */
+  passes(q3, d3, z, s);
+  RK_CORE(tecore_stream_synchronize(s));
+  RK_CORE(tecore_memcpy(te_hptr(y3), z->y, sizeof y3));
+  same_bytes(y3, y0, sizeof y0, "output after a recipe change", (int64_t)k);
+  RK_CORE(tecore_seq_update_scales(q0, s));
+  RK_CORE(tecore_seq_update_scales(q3, s));
+}
+
+/* The recipe changed under the group: current scaling has no FP8 weight
+ * to hand out (the values gathered, the forwards quantize them), delayed
+ * again the codes; ZeRO-0's outputs either way. */
+static void recipe_change(tecore_seq_t *q0, tecore_seq_t *q3, tecomm_dp_t d0, tecomm_dp_t d3,
+                          struct bufs *z, const int rn[2], tecore_stream_t s) {
+  static const tecore_recipe_kind_t kinds[2] = {TECORE_RECIPE_CURRENT, TECORE_RECIPE_DELAYED};
+  size_t moved[2];
+  for (int i = 0; i < 2; i++) {
+    struct tecore_recipe rc;
+    RK_CORE(tecore_recipe_init(&rc, kinds[i]));
+    RK_CORE(tecore_stream_synchronize(s));
+    RK_CORE(tecore_seq_set_recipe(q0, &rc, s));
+    RK_CORE(tecore_seq_set_recipe(q3, &rc, s));
+    size_t g = gathered(d3);
+    one_step(q0, q3, d0, d3, z, rn, 900 + (uint64_t)i, s);
+    moved[i] = gathered(d3) - g;
+  }
+  RK_ASSERT(2 * moved[1] <= moved[0], "a step gathers %zu bytes under current scaling (the "
+            "values), %zu under delayed (the codes): not half", moved[0], moved[1]);
+}
+
 static void rank_fp8(int rank, int n, void *arg) {
   const int graphed = *(const int *)arg;
   tecomm_comm_t c = tc_rank_comm(rank, n);
@@ -274,6 +315,7 @@ static void rank_fp8(int rank, int n, void *arg) {
   struct bufs z;
   bufs_init(&z);
   step_both(q0, q3, d0, d3, &z, (const int[3]){rank, n, graphed}, s);
+  recipe_change(q0, q3, d0, d3, &z, (const int[2]){rank, n}, s);
   RK_OK(tecomm_dp_destroy(d3));   /* values back; the forwards quantize again */
   static uint16_t y0[FB * FH], y3[FB * FH];
   struct tecore_tensor X = t2(TECORE_DTYPE_BF16, FB, FH, z.x[0]),
