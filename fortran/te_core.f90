@@ -2550,6 +2550,15 @@ module te_core
       type(tecore_tensor), optional :: t
       integer(c_int) :: tecore_seq_fp8_weight
     end function tecore_seq_fp8_weight
+    function tecore_seq_set_fp8_weight_given(seq, index, given) bind(C, &
+        & name="tecore_seq_set_fp8_weight_given")
+      import
+      implicit none
+      type(c_ptr), value :: seq
+      integer(c_size_t), value :: index
+      integer(c_int), value :: given
+      integer(c_int) :: tecore_seq_set_fp8_weight_given
+    end function tecore_seq_set_fp8_weight_given
     function tecore_seq_extra(seq, slot, value, grad) bind(C, name="tecore_seq_extra")
       import
       implicit none

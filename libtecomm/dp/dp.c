@@ -173,9 +173,10 @@ TE_EXPORT tecomm_result_t tecomm_dp_create(const struct tecomm_dp_desc *desc, te
   tecomm_result_t r = tecomm_comm_rank(d->comm, &d->rank, &d->nranks, NULL);
   d->scale = desc->scale > 0 ? desc->scale : 1.0f / (float)d->nranks;
   if (r == TECOMM_SUCCESS) r = copy_in(d, desc);
+  d->seq = desc->seq;   /* dp_free takes ZeRO-3's ring out of it */
+  if (r == TECOMM_SUCCESS) tc_dp_zero3_fp8_mark(d);
   if (r == TECOMM_SUCCESS) r = tc_dp_layout(d);
   if (r == TECOMM_SUCCESS) r = tc_dp_inplace(d);
-  d->seq = desc->seq;   /* dp_free takes ZeRO-3's ring out of it */
   if (r == TECOMM_SUCCESS) r = tc_dp_zero3_check(d);
   if (r == TECOMM_SUCCESS) r = tc_dp_agree(d, desc->recipe);
   if (r == TECOMM_SUCCESS) r = setup(d);
@@ -228,7 +229,8 @@ TE_EXPORT tecomm_result_t tecomm_dp_describe(tecomm_dp_t dp, char *buf, size_t l
       dp->buf_bytes);
   if (dp->nu)   /* ZeRO-3: the values held across a step */
     put(buf, len, &at, "; values: %zu sharded buckets in %zu units, shards %zu bytes, ring 2 "
-        "x %zu bytes", dp->nfwd, dp->nu, dp->vshard_bytes, dp->slot_bytes);
+        "x %zu bytes, %zu buckets of FP8 codes, %zu bytes gathered", dp->nfwd, dp->nu,
+        dp->vshard_bytes, dp->slot_bytes, dp->nfp8, dp->gathered_bytes);
   put(buf, len, &at, "):");
   for (size_t k = 0; k < dp->nb; k++) {
     const struct dp_bucket *b = &dp->b[k];

@@ -10,10 +10,11 @@ static size_t round_up(size_t x, size_t m) { return (x + m - 1) / m * m; }
 /* Tensor t joins bucket b (prev its last tensor), at element at.  Under
  * ZeRO-3 an operation's parameters are gathered together (never split
  * by the size), and a bucket holds either the sequence's parameters or
- * tensors no operation reads, never both. */
+ * tensors no operation reads, never both; FP8 weights whose codes are
+ * gathered (dp_zero3_fp8.c) are buckets of their own. */
 static int joins(const struct tecomm_dp *d, const struct dp_bucket *b, const struct dp_tensor *prev,
                  const struct dp_tensor *t, size_t at) {
-  if (!b || b->gdt != t->t.grad_dtype || b->vdt != t->t.value_dtype) return 0;
+  if (!b || b->gdt != t->t.grad_dtype || b->vdt != t->t.value_dtype || b->fp8 != t->fp8) return 0;
   size_t esz = tecore_dtype_size(t->t.grad_dtype);
   int fits = (at + t->t.count) * esz <= d->bucket_bytes;
   if (d->zero < 3) return fits;
@@ -39,7 +40,8 @@ tecomm_result_t tc_dp_layout(struct tecomm_dp *d) {
     if (!joins(d, b, i ? &d->t[i - 1] : NULL, t, at)) {
       if (b) close_bucket(d, b, used);
       b = &d->b[d->nb++];
-      *b = (struct dp_bucket){.t0 = i, .t1 = i, .gdt = t->t.grad_dtype, .vdt = t->t.value_dtype};
+      *b = (struct dp_bucket){.t0 = i, .t1 = i, .gdt = t->t.grad_dtype, .vdt = t->t.value_dtype,
+                              .fp8 = t->fp8};
       at = 0;
     }
     t->bucket = (size_t)(b - d->b);
@@ -58,4 +60,13 @@ void tc_dp_part(const struct tecomm_dp *d, size_t i, int r, size_t *first, size_
   size_t a = t->off > lo ? t->off : lo, e = t->off + t->t.count < hi ? t->off + t->t.count : hi;
   *first = a < e ? a - t->off : 0;
   *n = a < e ? e - a : 0;
+}
+
+tecore_devptr_t tc_dp_value_at(const struct tecomm_dp *d, size_t i, size_t first) {
+  const struct dp_tensor *t = &d->t[i];
+  const struct dp_bucket *b = &d->b[t->bucket];
+  size_t es = tecore_dtype_size(t->t.value_dtype);
+  if (!b->sharded) return t->t.value + first * es;
+  size_t in = t->off + first - (size_t)d->rank * b->shard;   /* the element in the shard */
+  return d->vshard + b->vs_off + in * es;
 }

@@ -27,6 +27,9 @@ struct dp_tensor {
   size_t off;          /* its first element in the bucket */
   size_t span_off;     /* in place: its gradient's byte offset in the bucket's span */
   size_t param;        /* ZeRO-3: its index in tecore_seq_params of the sequence */
+  int fp8;             /* ZeRO-3: an FP8 Linear's weight, gathered as E4M3 codes into
+                          w8 (dp_zero3_fp8.c) */
+  struct tecore_tensor w8;     /* then: the sequence's FP8 weight (tecore_seq_fp8_weight) */
 };
 
 struct dp_bucket {
@@ -50,6 +53,10 @@ struct dp_bucket {
   size_t vs_off;               /* bytes: its value shard in d->vshard */
   size_t unit;                 /* its gather unit (d->u) */
   size_t ring_off;             /* bytes: its values in the unit's slot */
+  int fp8;                     /* its tensors are FP8 weights (dp_tensor.fp8): their codes
+                                  are gathered in the forwards, not their values ... */
+  int codes;                   /* ... while the recipe still has them so (each forward
+                                  asks: tc_dp_zero3_fp8_refresh); else the values */
 };
 
 /* ZeRO-3: buckets whose operations overlap (an operation's weight and
@@ -118,12 +125,21 @@ struct tecomm_dp {
   int fwd_done;                /* the last pass was a whole forward: its last two units
                                   are still in their slots for the backward */
   int rc_started;              /* a recomputed forward began this backward pass */
+  size_t nfp8;                 /* buckets of FP8 codes (dp_bucket.fp8) */
+  tecore_devptr_t f8_dummy;    /* 256 bytes: a zero to quantize, where a rank holds none of
+                                  a weight, and its code */
+  size_t gathered_bytes;       /* the values' and codes' bytes ZeRO-3's all-gathers have
+                                  queued (nranks shards each) */
 };
 
 /* dp_layout.c: buckets and offsets from d->t (the tensors copied in). */
 tecomm_result_t tc_dp_layout(struct tecomm_dp *d);
 /* The part of tensor i in shard r of its bucket: [*first, *first + *n). */
 void tc_dp_part(const struct tecomm_dp *d, size_t i, int r, size_t *first, size_t *n);
+/* The device address of tensor i's value element `first` of this rank's
+ * shard (ZeRO-3 sharded bucket: in vshard, dp_zero3.c's; else in the
+ * value). */
+tecore_devptr_t tc_dp_value_at(const struct tecomm_dp *d, size_t i, size_t first);
 
 /* dp_inplace.c: each bucket in place or packed (b->inplace, b->why),
  * from the layout alone; after tc_dp_layout. */
@@ -154,6 +170,17 @@ tecomm_result_t tc_dp_gather_to(struct tecomm_dp *d, const struct dp_bucket *b,
  * it), its pass hooks, and the undoing at destroy (the whole values
  * gathered back into storage of the sequence's own). */
 tecomm_result_t tc_dp_zero3_check(struct tecomm_dp *d);
+/* dp_zero3_fp8.c: before tc_dp_layout, the FP8 Linears' weights marked
+ * (dp_tensor.fp8: ZeRO-3 with the sequence under delayed scaling);
+ * setup (after the buffer): the sequence told their codes are given;
+ * gather: bucket b's codes into the sequence's FP8 weights on d->side
+ * (its amaxes reduced); free: the forwards quantize them again. */
+void tc_dp_zero3_fp8_mark(struct tecomm_dp *d);
+tecomm_result_t tc_dp_zero3_fp8_setup(struct tecomm_dp *d);
+tecomm_result_t tc_dp_zero3_fp8_gather(struct tecomm_dp *d, const struct dp_bucket *b);
+/* At a forward's start: each FP8 bucket's codes or values (b->codes). */
+void tc_dp_zero3_fp8_refresh(struct tecomm_dp *d);
+void tc_dp_zero3_fp8_free(struct tecomm_dp *d);
 tecomm_result_t tc_dp_zero3_setup(struct tecomm_dp *d);
 tecore_result_t tc_dp_zero3_before(struct tecomm_dp *d, tecore_seq_dir_t dir, size_t first,
                                    size_t count, tecore_stream_t stream);
@@ -163,8 +190,5 @@ void tc_dp_zero3_free(struct tecomm_dp *d);
 /* Tensor i's whole value into dst on s (ZeRO-3: gathered; collective). */
 tecomm_result_t tc_dp_value_whole(struct tecomm_dp *d, size_t i, tecore_devptr_t dst,
                                   tecore_stream_t s);
-/* The device address of tensor i's value element `first` of this rank's
- * shard (ZeRO-3 sharded bucket: in vshard; else in the value). */
-tecore_devptr_t tc_dp_value_at(const struct tecomm_dp *d, size_t i, size_t first);
 
 #endif

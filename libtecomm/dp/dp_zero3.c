@@ -50,15 +50,6 @@ static tecore_devptr_t slot_at(const struct tecomm_dp *d, const struct dp_bucket
   return d->ring + (size_t)d->u[b->unit].slot * d->slot_bytes + b->ring_off;
 }
 
-tecore_devptr_t tc_dp_value_at(const struct tecomm_dp *d, size_t i, size_t first) {
-  const struct dp_tensor *t = &d->t[i];
-  const struct dp_bucket *b = &d->b[t->bucket];
-  size_t es = tecore_dtype_size(t->t.value_dtype);
-  if (!b->sharded) return t->t.value + first * es;
-  size_t in = t->off + first - (size_t)d->rank * b->shard;   /* the element in the shard */
-  return d->vshard + b->vs_off + in * es;
-}
-
 /* ---- create: the checks (local, before the ranks compare) ------------------ */
 
 /* Tensor i's parameter of the sequence: the one whose value it names. */
@@ -201,6 +192,7 @@ tecomm_result_t tc_dp_zero3_check(struct tecomm_dp *d) {
   d->occ[0] = d->occ[1] = SIZE_MAX;
   if (d->zero < 3 || !d->seq) return TECOMM_SUCCESS;
   mark_buckets(d);
+  for (size_t k = 0; k < d->nb; k++) d->nfp8 += d->b[k].sharded && d->b[k].fp8;
   struct tecore_op_info info;
   while (tecore_seq_op(d->seq, d->nops, &info) == TECORE_SUCCESS) d->nops++;
   tecore_clear_error();
@@ -258,6 +250,7 @@ tecomm_result_t tc_dp_zero3_setup(struct tecomm_dp *d) {
   for (size_t k = 0; k < d->nu; k++)
     Z3_CORE(tecore_event_create(TECORE_EVENT_DISABLE_TIMING, &d->u[k].ready), FN);
   TC_CHECK(fill_shards(d));
+  TC_CHECK(tc_dp_zero3_fp8_setup(d));
   return swap_params(d);
 }
 
@@ -284,6 +277,7 @@ static void pass_start(struct tecomm_dp *d, tecore_seq_dir_t dir, tecore_stream_
   d->fwd_done = 0;
   d->pass_dir = (int)dir;
   d->pass_stream = stream;
+  if (dir == TECORE_SEQ_FORWARD) tc_dp_zero3_fp8_refresh(d);
   for (size_t k = 0; k < d->nu; k++) d->u[k].used = 0, d->u[k].gathered &= keep;
   if (!keep) d->occ[0] = d->occ[1] = SIZE_MAX;
 }
@@ -295,7 +289,12 @@ static tecomm_result_t gather_unit(struct tecomm_dp *d, struct dp_unit *u,
   TC_CHECK(tc_dp_fork(d, stream));
   for (size_t f = u->f0; f < u->f1; f++) {
     const struct dp_bucket *b = &d->b[d->fwd[f]];
+    if (b->fp8 && b->codes) {   /* in the forwards only: the backward reads them still */
+      if (d->pass_dir == TECORE_SEQ_FORWARD) TC_CHECK(tc_dp_zero3_fp8_gather(d, b));
+      continue;
+    }
     TC_CHECK(tc_dp_gather_to(d, b, d->vshard + b->vs_off, slot_at(d, b), d->side));
+    d->gathered_bytes += b->elems * tecore_dtype_size(b->vdt);
   }
   Z3_CORE(tecore_event_record(u->ready, d->side), "tecomm_dp: ZeRO-3's gather");
   size_t *o = &d->occ[u->slot], k = (size_t)(u - d->u);
@@ -440,6 +439,7 @@ static void restore(struct tecomm_dp *d) {
 }
 
 void tc_dp_zero3_free(struct tecomm_dp *d) {
+  tc_dp_zero3_fp8_free(d);
   if (d->swapped) restore(d);
   for (size_t k = 0; k < d->nu; k++)
     if (d->u[k].ready) (void)tecore_event_destroy(d->u[k].ready);

@@ -113,6 +113,10 @@ struct te_op {
   unsigned grad_fresh;             /* bit p: grad[p] is to be overwritten, not added to
                                       (tecore_seq_zero_grad marked it; its first writer in
                                       the next backward clears the bit: te_grad_take_fresh) */
+  int w8_given;                    /* training, delayed scaling: the caller writes w8_row,
+                                      its scale_inv and amax before each forward
+                                      (tecore_seq_set_fp8_weight_given); the forward never
+                                      quantizes the weight; cleared by a new recipe */
   int w8_cached;                   /* inference: w8_row holds the weight at the current
                                       scale; no forward quantizes it again until cleared */
   int gelu_aux_only;               /* inference: the GEMM library refused the GELU epilogue

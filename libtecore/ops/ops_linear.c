@@ -28,6 +28,8 @@
 #include "act/act_internal.h"
 #include "norm/norm_internal.h"
 #include "gemm/gemm_problem.h"
+#include <stdio.h>
+#include <string.h>
 
 #include <string.h>
 
@@ -177,6 +179,25 @@ TE_EXPORT tecore_result_t tecore_seq_fp8_weight(const tecore_seq_t *s, size_t in
     return TE_ERR(TECORE_ERR_NOT_SUPPORTED, "%s: TECORE_OPS_FUSION_OFF names weight_fp8", fn);
   TE_CHECK(w8_tensor(s, o, t));
   t->columnwise_data = 0;
+  return TECORE_SUCCESS;
+}
+
+TE_EXPORT tecore_result_t tecore_seq_set_fp8_weight_given(tecore_seq_t *s, size_t index,
+                                                          int given) {
+  static const char fn[] = "tecore_seq_set_fp8_weight_given";
+  struct tecore_tensor t;
+  TE_ARG(given == 0 || given == 1, "%s: given %d: 0 or 1", fn, given);
+  /* the same conditions as the hand-off itself (its checks name the
+   * argument; a failure here says tecore_seq_fp8_weight, so the text
+   * names this call instead) */
+  tecore_result_t r = tecore_seq_fp8_weight(s, index, &t);
+  if (r != TECORE_SUCCESS) {
+    char text[400];
+    snprintf(text, sizeof text, "%s", tecore_last_error());
+    const char *tail = strncmp(text, "tecore_seq_fp8_weight: ", 23) == 0 ? text + 23 : text;
+    return TE_ERR(r, "%s: %s", fn, tail);
+  }
+  s->ops[index].w8_given = given;
   return TECORE_SUCCESS;
 }
 
@@ -336,8 +357,11 @@ tecore_result_t te_linear_fwd(tecore_seq_t *s, const struct te_lin_fwd *a) {
     if (!s->bnd[a->op].f8_ready) TE_CHECK(tecore_quantize(a->x, &A, 0, st));
     TE_CHECK(w8_tensor(s, o, &B));
     if (!te_seq_infer(s)) {
-      /* the noop flag skips this on later microbatches: the cached copy stays */
-      TE_CHECK(tecore_quantize(&W, &B, a->noop_flag, st));
+      /* the noop flag skips this on later microbatches: the cached copy
+       * stays; a weight given (tecore_seq_set_fp8_weight_given) is never
+       * quantized here: its codes came from the caller, and W may hold
+       * nothing (ZeRO-3 gathers the codes instead of the values) */
+      if (!o->w8_given) TE_CHECK(tecore_quantize(&W, &B, a->noop_flag, st));
     } else if (!o->w8_cached) {
       /* inference: once, rowwise (the forward GEMM reads no other copy);
        * later forwards launch nothing for the weight */

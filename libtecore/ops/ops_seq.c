@@ -825,6 +825,8 @@ static tecore_result_t prepare_fp8(tecore_seq_t *s, tecore_stream_t stream) {
   free_state(s);
   choose_hp(s);
   w8_invalidate(s);   /* new scales (or none): quantize the weights again */
+  /* tecore_seq_fp8_weight's hand-off is valid until the recipe changes */
+  for (size_t i = 0; i < n; i++) s->ops[i].w8_given = 0;
   /* new operand types: the GEMM library may take the GELU epilogue without aux now */
   for (size_t i = 0; i < n; i++) s->ops[i].gelu_aux_only = s->ops[i].gelu_daux_off = 0;
   for (size_t b = 0; b <= n; b++) s->bnd[b].f8 = -1;

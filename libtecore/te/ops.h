@@ -568,6 +568,14 @@ tecore_result_t tecore_seq_fp8_input(const tecore_seq_t *seq, size_t index,
  * weight_fp8.  Valid from tecore_seq_build until the recipe changes. */
 tecore_result_t tecore_seq_fp8_weight(const tecore_seq_t *seq, size_t index,
                                       struct tecore_tensor *t);
+/* given 1: no forward quantizes the weight of the Linear at index any
+ * more, whatever its noop_flag: the caller writes its codes, scale_inv
+ * and amax (tecore_seq_fp8_weight's t) before every forward, and the
+ * weight's high-precision value is read by nothing in the passes (ZeRO-3
+ * gathers the codes instead, te/comm_dp.h).  given 0: the forwards
+ * quantize it again.  The same conditions and errors as
+ * tecore_seq_fp8_weight; a new recipe ends it. */
+tecore_result_t tecore_seq_set_fp8_weight_given(tecore_seq_t *seq, size_t index, int given);
 
 /* The residual slot's value and gradient, [rows][features] of the
  * sequence's dtype.  An extra input (added, never made): write value

@@ -1494,6 +1494,74 @@ START_TEST(test_fp8_weight_from_optimizer) {
 }
 END_TEST
 
+/* The output of sq's forward (noop 0) on x, on the host. */
+static float *fwd_host(tecore_seq_t *sq, const struct dt2 *x, const struct dt2 *y) {
+  TE_OK(tecore_memset_d8_async(y->t.data, 0x7f, y->n * 2, S()));   /* poisoned */
+  TE_OK(tecore_seq_forward(sq, &x->t, &y->t, 0, S()));
+  TE_OK(tecore_stream_synchronize(S()));
+  float *h = malloc(y->n * 4);
+  from_dev(h, y->t.data, y->n, TECORE_DTYPE_BF16);
+  return h;
+}
+
+static int any_nan(const float *v, size_t n) {
+  for (size_t i = 0; i < n; i++)
+    if (v[i] != v[i]) return 1;
+  return 0;
+}
+
+/* tecore_seq_set_fp8_weight_given: the forward (noop_flag 0) never
+ * quantizes a given weight: with the weights' values poisoned (NaN), it
+ * gives the outputs of the codes already there, bit for bit; given 0, or
+ * a new recipe, and it quantizes them again (NaN).  Arguments named. */
+START_TEST(test_fp8_weight_given_never_quantized) {
+  const size_t rows = 32, cols = 64;
+  struct tecore_op_desc d[4] = {op_norm(TECORE_OP_LAYERNORM, 1e-5f, 0), op_linear(96, 1),
+                                op_kind(TECORE_OP_GELU), op_linear(64, 0)};
+  struct tecore_recipe r;
+  TE_OK(tecore_recipe_init(&r, TECORE_RECIPE_DELAYED));
+  tecore_seq_t *sq = make_seq(d, 4, rows, cols, TECORE_DTYPE_BF16, 0, &r);
+  set_params(sq, 0);
+  struct dt2 x[2], dy[2];
+  make_mbs(TECORE_DTYPE_BF16, rows, cols, x, dy);
+  struct dt2 y = dalloc2(TECORE_DTYPE_BF16, rows, 64);
+  float *want = fwd_host(sq, &x[0], &y);
+  ck_assert(!any_nan(want, y.n));
+  struct tecore_seq_param p[MAXP];
+  size_t np = 0;
+  TE_OK(tecore_seq_params(sq, p, MAXP, &np));
+  for (int k = 1; k <= 3; k += 2) TE_OK(tecore_seq_set_fp8_weight_given(sq, (size_t)k, 1));
+  for (size_t i = 0; i < np; i++)   /* the weights' values: NaN */
+    if (strcmp(p[i].name, "weight") == 0)
+      TE_OK(tecore_memset_d8_async(p[i].value.data, 0xff, tecore_tensor_numel(&p[i].value) * 2,
+                                   S()));
+  float *got = fwd_host(sq, &x[0], &y);
+  te_expect_f32_bits(got, want, y.n, "a forward with the weights given");
+  free(got);
+  TE_OK(tecore_seq_set_fp8_weight_given(sq, 1, 0));
+  got = fwd_host(sq, &x[0], &y);
+  ck_assert_msg(any_nan(got, y.n), "given 0: the forward quantized no NaN weight");
+  free(got);
+  TE_OK(tecore_seq_set_fp8_weight_given(sq, 1, 1));
+  TE_OK(tecore_seq_set_recipe(sq, &r, S()));   /* a new recipe ends the hand-off */
+  got = fwd_host(sq, &x[0], &y);
+  ck_assert_msg(any_nan(got, y.n), "a new recipe: the forward quantized no NaN weight");
+  free(got);
+  TE_EXPECT_INVALID("given 2", tecore_seq_set_fp8_weight_given(sq, 1, 2));
+  TE_EXPECT_INVALID("index", tecore_seq_set_fp8_weight_given(sq, 4, 1));
+  TE_EXPECT_INVALID("seq", tecore_seq_set_fp8_weight_given(NULL, 1, 1));
+  TE_EXPECT_ERR(TECORE_ERR_NOT_SUPPORTED, "tecore_seq_set_fp8_weight_given: operation 0",
+                tecore_seq_set_fp8_weight_given(sq, 0, 1));
+  TE_OK(tecore_seq_destroy(sq));
+  sq = make_seq(d, 4, rows, cols, TECORE_DTYPE_BF16, 0, NULL);
+  TE_EXPECT_ERR(TECORE_ERR_NOT_SUPPORTED, "FP8", tecore_seq_set_fp8_weight_given(sq, 1, 1));
+  TE_OK(tecore_seq_destroy(sq));
+  free(want);
+  dfree2(&y);
+  free_mbs(x, dy);
+}
+END_TEST
+
 /* Shared activation gradients: a deep stack gives the same bits as the same
  * stack with a gradient buffer per boundary (TECORE_SEQ_NO_GRAD_SHARING),
  * before and after recipe changes (which lay the arena out anew), and
@@ -3490,6 +3558,7 @@ static Suite *ops_suite(void) {
   tcase_add_test(tc, test_bf16_wgrad);
   tcase_add_test(tc, test_grad_fp8_off);
   tcase_add_test(tc, test_fp8_weight_from_optimizer);
+  tcase_add_test(tc, test_fp8_weight_given_never_quantized);
   tcase_add_test(tc, test_fused_act_quantize);
   tcase_add_test(tc, test_fused_dgated);
   tcase_add_test(tc, test_fp8_rowonly_columnwise_is_transpose);

@@ -10,8 +10,10 @@
 #     global norm adds the shards' norms: another rounding of the clip);
 #     --zero 3 within GPT_DP_TOL of --zero 0 and bit for bit --zero 2's
 #     (the same reductions; each layer's gathered values are the values),
-#     FP8 delayed too;
+#     FP8 delayed too; --zero 3 --recipe delayed gathers FP8 codes, bit for
+#     bit the losses of gathering the values (TECORE_OPS_FUSION_OFF);
 #  3. --dp 2 --tp 2 (4 ranks, a 2-D grid) within GPT_DP_TOL of one process;
+#     with --zero 2 and 3 --zero 0's losses bit for bit (not with --sp);
 #     --dp 2 as two processes launched by TECOMM_RANK, TECOMM_NRANKS and
 #     TECOMM_ROOT: the forked run's losses, bit for bit;
 #  4. checkpoints: --dp 2 --zero 1, 3 steps, --save, --load, 3 more: the
@@ -20,7 +22,8 @@
 #     GPT_DP_TOL; the model file of --zero 1 the same bytes as --zero 0's;
 #     --zero 3: 6 steps straight and 3 + 3 resumed bit for bit, its files
 #     the same bytes as --zero 2's, and the --zero 1 checkpoint continued
-#     with --dp 4 --zero 3 within GPT_DP_TOL;
+#     with --dp 4 --zero 3 within GPT_DP_TOL; the same with --tp 2, its
+#     checkpoint continued by --zero 0 bit for bit;
 #  5. a rank killed mid-run: te-gpt exits 1 naming it, no hang;
 #  6. the misfits exit 2;
 #  7. --eval with --dp (the batches shared out) within GPT_EVAL_TOL of one
@@ -82,9 +85,25 @@ close "$tmp/d2.csv" "$tmp/z3.csv" "--zero 3 against --zero 0"
 bits "$tmp/z2.csv" "$tmp/z3.csv" "--zero 3 against --zero 2"
 run "$tmp/f3.csv" $opts --batch 2 --dp 2 --zero 3 --recipe delayed
 close "$tmp/f2.csv" "$tmp/f3.csv" "--zero 3 --recipe delayed against --zero 0" "$GPT_DP_TOL_FP8"
+# delayed scaling: the Linears' weights gathered as FP8 codes (the group
+# says how many buckets), the losses those of gathering their BF16 values
+# (TECORE_OPS_FUSION_OFF=weight_fp8) bit for bit
+"$gpt" --seed $seed --steps 1 --sample 0 --eval-every 0 --batch 2 --dp 2 --zero 3 \
+  --recipe delayed > "$tmp/f3d" 2>&1
+grep -q "[1-9][0-9]* buckets of FP8 codes" "$tmp/f3d" ||
+  { echo "FAIL: --zero 3 --recipe delayed gathers no FP8 codes:"; grep "dp:" "$tmp/f3d"; fail=1; }
+TECORE_OPS_FUSION_OFF=weight_fp8 run "$tmp/f3v.csv" $opts --batch 2 --dp 2 --zero 3 \
+  --recipe delayed
+bits "$tmp/f3.csv" "$tmp/f3v.csv" "--zero 3 --recipe delayed: FP8 codes against BF16 values"
 # 3. --dp 2 --tp 2
 run "$tmp/dt.csv" $opts --batch 2 --dp 2 --tp 2
 close "$tmp/one.csv" "$tmp/dt.csv" "--dp 2 --tp 2 --batch 2 against one process --batch 4"
+# --zero 2 and 3 with --tp: each dp group shards its tp rank's slices; the
+# norm from the shards (replicated and split apart): --zero 0's bits
+for z in 2 3; do
+  run "$tmp/dt$z.csv" $opts --batch 2 --dp 2 --tp 2 --zero $z
+  bits "$tmp/dt.csv" "$tmp/dt$z.csv" "--dp 2 --tp 2 --zero $z against --zero 0"
+done
 
 # one process a rank, launched by TECOMM_RANK / TECOMM_NRANKS / TECOMM_ROOT
 # (as mpirun or srun would, here on one host): the forked run's bits
@@ -137,6 +156,21 @@ for f in model optimizer; do
 done
 run "$tmp/x3.csv" $co --dp 4 --batch 1 --zero 3 --steps 6 --load "$tmp/b3"
 close "$tmp/a3.csv" "$tmp/x3.csv" "--dp 2 --zero 1 checkpoint on with --dp 4 --zero 3"
+# --dp 2 --tp 2 --zero 3: 3 + 3 resumed bit for bit, the files --zero 2's,
+# and its checkpoint goes on with --zero 0 as with --zero 3
+ct="$co --dp 2 --tp 2"
+run "$tmp/t.csv" $ct --zero 3 --steps 6
+run "$tmp/t1.csv" $ct --zero 3 --steps 3 --save "$tmp/t3"
+run "$tmp/t2.csv" $ct --zero 3 --steps 6 --load "$tmp/t3"
+{ cat "$tmp/t1.csv"; sed 1d "$tmp/t2.csv"; } > "$tmp/tt.csv"
+bits "$tmp/t.csv" "$tmp/tt.csv" "--dp 2 --tp 2 --zero 3: 6 steps straight and 3 + 3 resumed"
+run "$tmp/u2.csv" $ct --zero 2 --steps 3 --save "$tmp/u2"
+for f in model optimizer; do
+  cmp -s "$tmp/u2/$f.safetensors" "$tmp/t3/$f.safetensors" ||
+    { echo "FAIL: --dp 2 --tp 2: $f.safetensors of --zero 3 differs from --zero 2's"; fail=1; }
+done
+run "$tmp/t0.csv" $ct --zero 0 --steps 6 --load "$tmp/t3"
+bits "$tmp/t2.csv" "$tmp/t0.csv" "--dp 2 --tp 2 --zero 3 checkpoint on with --zero 0"
 
 # 7. --eval, --save-hf and --load-hf with --dp (and --tp): every rank
 # holds the whole model.  --eval's batches are shared out, their sums
@@ -192,8 +226,8 @@ else
 fi
 
 # 6. misfits
-for bad in "--zero 1" "--dp 4 --tp 4" "--dp 2 --offload" "--dp 2 --tp 2 --zero 2" \
-           "--zero 4 --dp 2" "--dp 2 --tp 2 --zero 3" "--dp 2 --zero 3 --sample 8"; do
+for bad in "--zero 1" "--dp 4 --tp 4" "--dp 2 --offload" "--dp 2 --tp 2 --zero 2 --sp" \
+           "--zero 4 --dp 2" "--dp 2 --tp 2 --zero 3 --sp" "--dp 2 --zero 3 --sample 8"; do
   "$gpt" $bad --steps 1 > /dev/null 2>&1
   rc=$?
   [ $rc = 2 ] || { echo "FAIL: te-gpt $bad exits $rc, not 2"; fail=1; }

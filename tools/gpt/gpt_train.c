@@ -100,21 +100,28 @@ void gpt_train_init(struct gpt_train *t, struct gpt_model *m, tecore_stream_t s)
    * vector of the ranks' split norms, then this rank's split ones */
   t->nrep = t->nsh = 0;
   t->nvec = m->tp.size > 1;
+  /* --zero 2, 3 with --tp: a rank's gradients are reduced in its dp shard
+   * only, so the views are the shard's parts (zero_tp_norm) */
+  const int ztp = t->nvec && m->dp.zero >= 2;
+  size_t nv = ztp ? (size_t)m->dp.size * (1 + (size_t)m->tp.size) : (size_t)m->tp.size;
   for (int sh = 0; sh < 2; sh++) {
     if (sh && t->nvec) {
-      t->normvec = gpt_dalloc(4 * (size_t)m->tp.size, db);
-      t->grads[t->nrep] = gpt_tensor2(TECORE_DTYPE_F32, 1, (size_t)m->tp.size, t->normvec);
+      t->normvec = gpt_dalloc(4 * nv, db);
+      t->grads[t->nrep] = gpt_tensor2(TECORE_DTYPE_F32, 1, nv, t->normvec);
     }
     for (size_t i = 0; i < np; i++)
       if (m->p[i].sharded == sh) {
-        size_t n = m->p[i].rows * m->p[i].cols;
+        const struct gpt_param *p = &m->p[i];
+        size_t n = ztp ? p->dp_count : p->rows * p->cols, f = ztp ? p->dp_first : 0;
+        if (!n) continue;   /* a shard without elements of p */
         t->grads[sh ? t->nrep + t->nvec + t->nsh : t->nrep] =
-            gpt_tensor2(m->p[i].grad_dtype, 1, n, m->p[i].grad);
+            gpt_tensor2(p->grad_dtype, 1, n, p->grad + f * tecore_dtype_size(p->grad_dtype));
         if (sh) t->nsh++;
         else t->nrep++;
       }
   }
-  GPT_CHECK(tecore_l2norm_multi_workspace_size(t->grads, np + t->nvec, &t->l2wsb));
+  GPT_CHECK(tecore_l2norm_multi_workspace_size(t->grads, t->nrep + t->nvec + t->nsh,
+                                               &t->l2wsb));
   t->l2ws = gpt_dalloc(t->l2wsb, db);
   GPT_CHECK(tecore_mem_alloc_host((4 + 2 * (size_t)m->max_mb) * sizeof(float), (void **)&t->pinned));
   /* AdamW's two groups (decayed, not) each count their steps */
@@ -199,6 +206,25 @@ static void queue_adam(struct gpt_train *t, struct gpt_model *m, tecore_stream_t
   if (m->dp.zero > 0) dp_call(tecomm_dp_gather((tecomm_dp_t)m->dp.group, s), "tecomm_dp_gather");
 }
 
+/* --zero 2, 3 with --tp: the global norm's parts in normvec, F32
+ * [dp][1 + tp]: slot d the replicated gradients' norm in dp shard d (tp
+ * rank 0's: the tp ranks hold the same), slot dp + t * dp + d the split
+ * ones' of tp rank t in shard d; summed over both groups, its L2 norm is
+ * the global norm (each element counted once). */
+static void zero_tp_norm(struct gpt_train *t, struct gpt_model *m, tecore_stream_t s) {
+  size_t D = (size_t)m->dp.size, T = (size_t)m->tp.size, n = D * (1 + T);
+  size_t d = (size_t)m->dp.rank, r = (size_t)m->tp.rank;
+  GPT_CHECK(tecore_memset_d32_async(t->normvec, 0, n, s));
+  if (t->nrep && r == 0)
+    GPT_CHECK(tecore_l2norm_multi(t->grads, t->nrep, t->l2ws, t->l2wsb, t->normvec + 4 * d, 0,
+                                  s));
+  if (t->nsh)
+    GPT_CHECK(tecore_l2norm_multi(t->grads + t->nrep + 1, t->nsh, t->l2ws, t->l2wsb,
+                                  t->normvec + 4 * (D + r * D + d), 0, s));
+  gpt_dp_sum(m, t->normvec, n, s);
+  t->sum_ranks(t->normvec, n, m, s);
+}
+
 /* The device part of a step, with no host synchronization (so that a
  * graph can hold it): zeroed gradients, each microbatch's ids and labels
  * copied from the pinned staging, forward, loss, backward; the FP8 scale
@@ -231,7 +257,10 @@ static void queue_fwd_bwd(struct gpt_train *t, struct gpt_model *m, tecore_strea
   GPT_CHECK(tecore_seq_update_scales(m->seq, s));
   /* pinned memory's device address is its host address */
   tecore_devptr_t norm = (tecore_devptr_t)(uintptr_t)&t->pinned[0];
-  if (t->nvec) {
+  const int ztp = t->nvec && m->dp.zero >= 2;
+  if (ztp) {
+    zero_tp_norm(t, m, s);
+  } else if (t->nvec) {
     /* --tp: this rank's split norm in its slot, the others 0, summed over
      * the ranks: every rank holds all of them */
     size_t tp = (size_t)m->tp.size;
@@ -243,7 +272,9 @@ static void queue_fwd_bwd(struct gpt_train *t, struct gpt_model *m, tecore_strea
   size_t nn = t->nrep + t->nvec;
   const struct tecore_tensor *gv = t->grads;
   struct tecore_tensor parts;
-  if (m->dp.zero >= 2) {
+  if (ztp) {
+    gv = &t->grads[t->nrep], nn = 1;
+  } else if (m->dp.zero >= 2) {
     /* a rank holds its shard's sums only: the ranks' shard norms */
     dp_call(tecomm_dp_norm_parts(dp, &parts, s), "tecomm_dp_norm_parts");
     gv = &parts, nn = 1;
