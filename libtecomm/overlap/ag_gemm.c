@@ -26,7 +26,7 @@ static tecomm_result_t ag_check(struct tecomm_comm *c, const struct tecomm_ag_ge
   q->g = g;
   q->sh = (struct tc_ov_shape){.rows = g->rows, .n = g->n, .k = g->k, .dtype = g->dtype,
                                .d_dtype = g->d_dtype, .b = g->b, .a_scale_inv = g->a_scale_inv,
-                               .b_scale_inv = g->b_scale_inv, .fn = fn};
+                               .b_scale_inv = g->b_scale_inv, .bias = g->bias, .fn = fn};
   TC_CHECK(tc_ov_check_shape(&q->sh));
   TC_CHECK(tc_ov_check_level(c, fn)); /* before the operands: says why they cannot be read */
   const size_t esz = tecore_dtype_size(g->dtype), dsz = tecore_dtype_size(g->d_dtype);
@@ -39,6 +39,7 @@ static tecomm_result_t ag_check(struct tecomm_comm *c, const struct tecomm_ag_ge
   TC_CHECK(tc_ov_check_ptr(c, g->a_all, n * q->chunk, al, "a_all", fn));
   TC_CHECK(tc_ov_check_ptr(c, g->b, g->n * g->k * esz, al, "b", fn));
   TC_CHECK(tc_ov_check_ptr(c, g->d, n * q->dchunk, dal, "d", fn));
+  TC_CHECK(tc_ov_check_bias(c, &q->sh, g->d, n * q->dchunk));
   const tecore_devptr_t all_end = g->a_all + n * q->chunk;
   TC_ARG(q->in_place || g->a + q->chunk <= g->a_all || all_end <= g->a,
          "%s: args->a overlaps args->a_all without being the in-place form (a == a_all + "

@@ -56,7 +56,7 @@ static tecomm_result_t rs_check(struct tecomm_comm *c, const struct tecomm_gemm_
   q->g = g;
   q->sh = (struct tc_ov_shape){.rows = g->rows, .n = g->n, .k = g->k, .dtype = g->dtype,
                                .d_dtype = g->d_dtype, .b = g->b, .a_scale_inv = g->a_scale_inv,
-                               .b_scale_inv = g->b_scale_inv, .fn = fn};
+                               .b_scale_inv = g->b_scale_inv, .bias = g->bias, .fn = fn};
   TC_CHECK(tc_ov_check_shape(&q->sh));
   TC_CHECK(tc_ov_check_level(c, fn)); /* before the operands: says why they cannot be read */
   const size_t esz = tecore_dtype_size(g->dtype), dsz = tecore_dtype_size(g->d_dtype);
@@ -79,6 +79,9 @@ static tecomm_result_t rs_check(struct tecomm_comm *c, const struct tecomm_gemm_
                         !tc_ov_overlap(outs[i], q->blk, g->b, g->n * g->k * esz)),
            "%s: args->%s overlaps args->partials, a or b", fn,
            i == 0 ? "d" : i == 1 ? "norm->residual_out" : "norm->out");
+  TC_CHECK(tc_ov_check_bias(c, &q->sh, g->partials, n * q->blk));
+  for (int i = 0; i < 3; i++)
+    if (outs[i]) TC_CHECK(tc_ov_check_bias(c, &q->sh, outs[i], q->blk));
   TC_ARG(!tc_ov_overlap(g->partials, n * q->blk, g->a, n * q->achunk) &&
              !tc_ov_overlap(g->partials, n * q->blk, g->b, g->n * g->k * esz),
          "%s: args->partials overlaps args->a or b", fn);
