@@ -26,10 +26,15 @@
  * One of each serves every group: the calls on one communicator are
  * ordered (each ends with a barrier after which no peer reads them).
  *
+ * A Linear's bias goes into every chunk's GEMM (the bias epilogue, as
+ * the plain Linear adds it): a column-parallel Linear's slice on every
+ * rank, a row-parallel one's on rank 0 alone, into that rank's partial
+ * products, so the fold sums the same partials as the plain path.
+ *
  * Every rank must take the same cover (a rank running the plain
- * collective would wait for peers inside an overlapped call), yet a row-
- * parallel Linear's bias lives on rank 0 only: the predicate ANDs its
- * answer over the ranks by a host exchange.  The planner asks in the
+ * collective would wait for peers inside an overlapped call), yet what a
+ * rank sees may differ (a norm's flags, a TECOMM_OP_NO_FUSION of its
+ * own): the predicate ANDs its answer over the ranks by a host exchange.  The planner asks in the
  * same order on every rank (it walks the same kinds); a rank that never
  * asks (its fusions turned off alone) makes its peers' exchange fail
  * within TECOMM_TIMEOUT, and they decline. */
@@ -89,8 +94,9 @@ static const char *sp_why_not(const tecore_seq_t *seq, size_t lin, const struct 
   if (!tecore_tunable_int(&tc_tun_sp_overlap)) return "TECOMM_SP_OVERLAP=0";
   if (pl->dt != TECORE_DTYPE_BF16 && pl->dt != TECORE_DTYPE_F16)
     return "the Linear's weight is not BF16 or F16";
-  if (pl->lin.desc.bias) return "the Linear has a bias";
   if (r && tecore_seq_fp8_input(seq, lin, &t) == TECORE_SUCCESS) return "the Linear runs in FP8";
+  if (pl->lin.desc.bias && pl->lin.param[1].dtype != pl->dt)
+    return "the Linear's bias is not of its weight's dtype";
   if (pl->c->nranks < 2) return "one rank";
   struct tc_ov_shape sh = {.rows = pl->rows, .n = pl->m, .k = pl->k, .dtype = pl->dt,
                            .d_dtype = pl->dt, .fn = sp_fn};
@@ -169,6 +175,11 @@ static tecore_result_t sp_place_of(const struct tecore_seq_exec *x, int which,
                         x->first));
 }
 
+/* The Linear's bias (the sequence's dtype, as the weight), or 0. */
+static tecore_devptr_t sp_bias(const struct sp_place *pl) {
+  return pl->lin.desc.bias ? pl->lin.param[1].data : 0;
+}
+
 /* The shard into the staging buffer (the peers pull it from there), then
  * the gathered rows multiplied as they land. */
 static tecore_result_t ag_lin_run(const struct tecore_seq_exec *x) {
@@ -181,7 +192,7 @@ static tecore_result_t ag_lin_run(const struct tecore_seq_exec *x) {
   const struct tecomm_ag_gemm_args a = {
       .a = pl.c->sp_stage, .a_all = x->act[1].data, .b = pl.lin.param[0].data,
       .d = x->act[2].data, .rows = pl.rows, .n = pl.m, .k = pl.k, .dtype = pl.dt,
-      .d_dtype = pl.dt};
+      .d_dtype = pl.dt, .bias = sp_bias(&pl)};
   return core_of(tecomm_ag_gemm(pl.c, &a, x->stream));
 }
 
@@ -194,7 +205,7 @@ static tecore_result_t lin_rs_run(const struct tecore_seq_exec *x) {
   const struct tecomm_gemm_rs_args a = {
       .a = x->act[0].data, .b = pl.lin.param[0].data, .d = x->act[2].data,
       .partials = pl.c->sp_parts, .rows = pl.rows, .n = pl.m, .k = pl.k, .dtype = pl.dt,
-      .d_dtype = pl.dt};
+      .d_dtype = pl.dt, .bias = sp_bias(&pl)};
   return core_of(tecomm_gemm_rs(pl.c, &a, x->stream));
 }
 
@@ -216,7 +227,8 @@ static tecore_result_t lin_rs_norm_run(const struct tecore_seq_exec *x) {
       .rsigma = norm.saved[0].data};
   const struct tecomm_gemm_rs_args a = {
       .a = x->act[0].data, .b = pl.lin.param[0].data, .partials = pl.c->sp_parts,
-      .rows = pl.rows, .n = pl.m, .k = pl.k, .dtype = pl.dt, .d_dtype = pl.dt, .norm = &nm};
+      .rows = pl.rows, .n = pl.m, .k = pl.k, .dtype = pl.dt, .d_dtype = pl.dt, .norm = &nm,
+      .bias = sp_bias(&pl)};
   return core_of(tecomm_gemm_rs(pl.c, &a, x->stream));
 }
 

@@ -188,13 +188,17 @@ END_TEST
  * 16: the overlapped GEMMs' alignment). */
 enum { BR = 8, BH = 32, BF = 48, BMAX = BR * BH * TC_MAX_RANKS };
 
-/* Two pre-norm sequence-parallel MLP blocks, no biases, BF16:
+/* Two pre-norm sequence-parallel MLP blocks, BF16:
  *   make(0) rmsnorm allgather linear(BH -> BF) silu linear(BF -> BH)
  *   reduce_scatter add(0)  (twice)
  * seeded by rank (each rank its own weight shards, the same in both
- * sequences); the norms' gamma random, the same on every rank. */
+ * sequences); the norms' gamma random, the same on every rank.  With
+ * bias, as te-demo and tecore_seq_add_transformer lay them out: the
+ * column-parallel Linears' slices on every rank, the row-parallel ones'
+ * on rank 0 alone. */
 enum { OV_NOPS = 16 };
-static tecore_seq_t *ov_seq(int rank, struct tecomm_op_params *prm, tecore_stream_t s) {
+static tecore_seq_t *ov_seq(int rank, int bias, struct tecomm_op_params *prm,
+                            tecore_stream_t s) {
   struct tecore_seq_config cfg = {.rows = BR, .features = BH, .dtype = TECORE_DTYPE_BF16,
                                   .seed = 7 + (uint64_t)rank};
   tecore_seq_t *q;
@@ -203,9 +207,9 @@ static tecore_seq_t *ov_seq(int rank, struct tecomm_op_params *prm, tecore_strea
       {.kind = TECORE_OP_MAKE_EXTRA_OUTPUT, .slot = 0},
       {.kind = TECORE_OP_RMSNORM, .epsilon = 1e-5f},
       {.kind = TECORE_OP_ALLGATHER, .ctx = prm},
-      {.kind = TECORE_OP_LINEAR, .features = BF},
+      {.kind = TECORE_OP_LINEAR, .features = BF, .bias = bias},
       {.kind = TECORE_OP_SILU},
-      {.kind = TECORE_OP_LINEAR, .features = BH},
+      {.kind = TECORE_OP_LINEAR, .features = BH, .bias = bias && rank == 0},
       {.kind = TECORE_OP_REDUCE_SCATTER, .ctx = prm},
       {.kind = TECORE_OP_ADD_EXTRA_INPUT, .slot = 0},
   };
@@ -254,9 +258,9 @@ static size_t ov_fetch(tecore_seq_t *q, const struct ov_io *b, char *out, tecore
   RK_CORE(tecore_memcpy_async(te_hptr(out), b->y, act, s));
   RK_CORE(tecore_memcpy_async(te_hptr(out + act), b->dx, act, s));
   off = 2 * act;
-  struct tecore_seq_param prm[8];
+  struct tecore_seq_param prm[16];
   size_t np = 0;
-  RK_CORE(tecore_seq_params(q, prm, 8, &np));
+  RK_CORE(tecore_seq_params(q, prm, 16, &np));
   for (size_t i = 0; i < np; i++) {
     size_t bytes = tecore_tensor_numel(&prm[i].grad) * 4;
     RK_CORE(tecore_memcpy_async(te_hptr(out + off), prm[i].grad.data, bytes, s));
@@ -300,13 +304,13 @@ static void ov_compare(const char *got, const char *want, size_t nb, size_t act,
  * there the comparison is the sequences' tolerance, 2^-6 relative to the
  * largest magnitude. */
 static void rank_ov(int rank, int n, void *arg) {
-  (void)arg;
+  const int bias = arg != NULL;
   tecore_stream_t s;
   tecomm_comm_t comm = tc_rank_comm(rank, n);
   RK_OK(tecomm_ops_register());
   RK_CORE(tecore_stream_create(TECORE_STREAM_NON_BLOCKING, 0, &s));
   struct tecomm_op_params pf = {.comm = comm}, pp = {.comm = comm, .flags = TECOMM_OP_NO_FUSION};
-  tecore_seq_t *q[2] = {ov_seq(rank, &pf, s), ov_seq(rank, &pp, s)};
+  tecore_seq_t *q[2] = {ov_seq(rank, bias, &pf, s), ov_seq(rank, bias, &pp, s)};
   ov_expect_plan(q[0], 1, "fused");
   ov_expect_plan(q[1], 0, "TECOMM_OP_NO_FUSION");
   struct ov_io b[2];
@@ -315,7 +319,7 @@ static void rank_ov(int rank, int n, void *arg) {
     b[v].x = dev_alloc(act), b[v].dy = dev_alloc(act);
     b[v].y = dev_alloc(act), b[v].dx = dev_alloc(act);
   }
-  static char host[2][BR * BH * 4 + 4 * (BH * BF * 4 + BH * 4)];
+  static char host[2][BR * BH * 4 + 4 * (BH * BF * 4 + BH * 4 + BF * 4 + BH * 4)];
   static char xv[BMAX * 2], dyv[BMAX * 2];   /* apart: the uploads read them later */
   tecore_graph_exec_t ge[2] = {NULL, NULL};
   tecore_graph_t g[2] = {NULL, NULL};
@@ -357,11 +361,21 @@ START_TEST(sp_overlap_block_matches_plain_bitwise) {
 }
 END_TEST
 
-/* how 0: TECOMM_SP_OVERLAP=0; 1: a rank-0-only condition (a bias on rank
- * 0's row-parallel Linear, as te-demo and tecore_seq_add_transformer
- * place it): the plain reduce-scatter on every rank, none waits for
- * another; 2: an FP8 recipe (the overlapped groups are BF16 and F16
- * only): the plain collectives. */
+/* The Linears with biases (the overlap declined them before, so te-demo
+ * --sp never overlapped): the bias in every chunk's GEMM, rank 0's row-
+ * parallel one in its partials once; the same bits as the plain path. */
+START_TEST(sp_overlap_with_biases_matches_plain_bitwise) {
+  static const int bias = 1;
+  tc_run_ranks(_i ? 4 : 2, rank_ov, (void *)&bias, 90);
+  tc_shm_release();
+}
+END_TEST
+
+/* how 0: TECOMM_SP_OVERLAP=0: the plain collectives; 1: a bias on rank
+ * 0's row-parallel Linear alone (as te-demo and
+ * tecore_seq_add_transformer place it): both groups on every rank, the
+ * bias in rank 0's partials; 2: an FP8 recipe (the overlapped groups are
+ * BF16 and F16 only): the plain collectives. */
 static void rank_ov_declines(int rank, int n, void *arg) {
   const int how = *(const int *)arg;
   if (how == 0) setenv("TECOMM_SP_OVERLAP", "0", 1);
@@ -391,9 +405,10 @@ static void rank_ov_declines(int rank, int n, void *arg) {
   char buf[512];
   RK_CORE(tecore_seq_describe(q, TECORE_SEQ_FORWARD, buf, sizeof buf, NULL));
   static const char *const why[] = {"under TECOMM_SP_OVERLAP=0",
-                                    "though rank 0's Linear has a bias", "under FP8"};
-  RK_ASSERT(!strstr(buf, "linear+reduce_scatter"),
-            "rank %d: forward plan \"%s\" overlaps the reduce-scatter %s", rank, buf, why[how]);
+                                    "(rank 0's row-parallel bias stops nothing)", "under FP8"};
+  RK_ASSERT(!strstr(buf, "linear+reduce_scatter") == (how != 1),
+            "rank %d: forward plan \"%s\": linear+reduce_scatter %s", rank, buf,
+            how == 1 ? "missing (nothing stops it)" : why[how]);
   RK_ASSERT(!strstr(buf, "allgather+linear") == (how != 1),
             "rank %d: forward plan \"%s\": allgather+linear %s", rank, buf,
             how == 1 ? "missing (nothing stops it)" : why[how]);
@@ -422,7 +437,7 @@ static void rank_ov_killed(int rank, int n, void *arg) {
   RK_OK(tecomm_ops_register());
   RK_CORE(tecore_stream_create(TECORE_STREAM_NON_BLOCKING, 0, &s));
   struct tecomm_op_params prm = {.comm = comm};
-  tecore_seq_t *q = ov_seq(rank, &prm, s);
+  tecore_seq_t *q = ov_seq(rank, 0, &prm, s);
   ov_expect_plan(q, 1, "killed-rank block");
   struct ov_io b;
   size_t act = (size_t)BR * BH * 2;
@@ -513,6 +528,7 @@ static Suite *sp_suite(void) {
   tcase_add_loop_test(tc, sp_ops_forward_backward_vs_float64, 0, 8);
   tc = te_tcase(s, "overlap", 0);
   tcase_add_loop_test(tc, sp_overlap_block_matches_plain_bitwise, 0, 2);
+  tcase_add_loop_test(tc, sp_overlap_with_biases_matches_plain_bitwise, 0, 2);
   tcase_add_loop_test(tc, sp_overlap_declined_on_every_rank_alike, 0, 3);
   tcase_add_test(tc, sp_overlap_killed_rank_times_out);
   tc = te_tcase(s, "misuse", 0);
