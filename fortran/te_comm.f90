@@ -83,6 +83,7 @@ module te_comm
     integer(tecore_devptr_t) :: a_scale_inv = 0
     integer(tecore_devptr_t) :: b_scale_inv = 0
     integer(tecore_devptr_t) :: bias = 0
+    integer(tecore_devptr_t) :: gelu_aux = 0
   end type tecomm_ag_gemm_args
 
   ! struct tecomm_rs_add_rmsnorm (libtecomm/te/comm.h)

@@ -138,10 +138,10 @@ static tecomm_result_t rs_fold_run(const struct rs_fold *fo, tecore_stream_t st,
 /* One rank: the GEMM into d, or into partials then the norm. */
 static tecomm_result_t rs_one(struct tecomm_comm *c, const struct rs_q *q, int cap,
                               tecore_stream_t st) {
-  if (!q->g->norm) return tc_ov_gemm(&q->sh, q->g->a, q->g->d, st);
+  if (!q->g->norm) return tc_ov_gemm(&q->sh, q->g->a, q->g->d, 0, st);
   struct rs_fold fo;
   TC_CHECK(rs_fold_make(c, q, 0, cap, st, &fo));
-  TC_CHECK(tc_ov_gemm(&q->sh, q->g->a, q->g->partials, st));
+  TC_CHECK(tc_ov_gemm(&q->sh, q->g->a, q->g->partials, 0, st));
   return rs_fold_run(&fo, st, q->sh.fn);
 }
 
@@ -156,7 +156,7 @@ static tecomm_result_t rs_blocks(struct tecomm_comm *c, struct tc_ov *ov, const 
   for (int i = 1; i < n; i++) {
     const int j = (r + i) % n, from = (r - i + n) % n;
     TC_CHECK(tc_ov_gemm(&q->sh, g->a + (size_t)j * q->achunk, g->partials + (size_t)j * q->blk,
-                        st));
+                        0, st));
     TC_CHECK(tc_ov_barrier(c, bar, st, fn));
     TC_CORE(tecore_event_record(ov->chunk[i], st), fn);
     TC_CORE(tecore_stream_wait_event(ov->side, ov->chunk[i]), fn);
@@ -164,7 +164,7 @@ static tecomm_result_t rs_blocks(struct tecomm_comm *c, struct tc_ov *ov, const 
     TC_CHECK(tc_ov_peer(c, mine, from, &src, fn));
     TC_CORE(tecore_memcpy_async(ov->stage + (size_t)(i - 1) * q->blk, src, q->blk, ov->side), fn);
   }
-  TC_CHECK(tc_ov_gemm(&q->sh, g->a + (size_t)r * q->achunk, mine, st));
+  TC_CHECK(tc_ov_gemm(&q->sh, g->a + (size_t)r * q->achunk, mine, 0, st));
   TC_CORE(tecore_event_record(ov->done, ov->side), fn);
   TC_CORE(tecore_stream_wait_event(st, ov->done), fn);
   return TECOMM_SUCCESS;

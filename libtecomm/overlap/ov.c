@@ -119,6 +119,12 @@ tecomm_result_t tc_ov_check_shape(const struct tc_ov_shape *g) {
   TC_ARG(!g->bias || g->d_dtype == TECORE_DTYPE_BF16 || g->d_dtype == TECORE_DTYPE_F16,
          "%s: args->bias is set with args->d_dtype %s: the bias epilogue here wants a BF16 or "
          "F16 d (the bias has d's dtype)", fn, tecore_dtype_name(g->d_dtype));
+  TC_ARG(!g->gelu || g->d_dtype == TECORE_DTYPE_BF16 || g->d_dtype == TECORE_DTYPE_F16,
+         "%s: args->gelu_aux is set with args->d_dtype %s: the GELU epilogue here wants a BF16 "
+         "or F16 d (gelu_aux has d's dtype)", fn, tecore_dtype_name(g->d_dtype));
+  TC_ARG(!g->gelu || g->n % 8 == 0,
+         "%s: args->gelu_aux is set with args->n %zu: the GELU epilogue wants n a multiple of 8",
+         fn, g->n);
   if (g->dtype == TECORE_DTYPE_E4M3) return check_fp8(g);
   TC_ARG(g->d_dtype == g->dtype || g->d_dtype == TECORE_DTYPE_F32,
          "%s: args->d_dtype %s is not args->dtype (%s) or F32", fn, tecore_dtype_name(g->d_dtype),
@@ -153,8 +159,8 @@ tecomm_result_t tc_ov_check_bias(struct tecomm_comm *c, const struct tc_ov_shape
 }
 
 tecomm_result_t tc_ov_gemm(const struct tc_ov_shape *g, tecore_devptr_t a, tecore_devptr_t d,
-                           tecore_stream_t stream) {
-  struct tecore_tensor A, B, D;
+                           tecore_devptr_t aux, tecore_stream_t stream) {
+  struct tecore_tensor A, B, D, X;
   const size_t sa[2] = {g->rows, g->k}, sb[2] = {g->n, g->k}, sd[2] = {g->rows, g->n};
   TC_CORE(tecore_tensor_init(&A, g->dtype, 2, sa, a), g->fn);
   TC_CORE(tecore_tensor_init(&B, g->dtype, 2, sb, g->b), g->fn);
@@ -164,13 +170,20 @@ tecomm_result_t tc_ov_gemm(const struct tc_ov_shape *g, tecore_devptr_t a, tecor
     A.scale_inv = g->a_scale_inv;
     B.scale_inv = g->b_scale_inv;
   }
+  /* the fuser's Linear adds its bias and GELU so: the same bits */
   struct tecore_tensor bias;
-  struct tecore_gemm_opts o = {.epilogue = TECORE_GEMM_EPI_BIAS};
-  if (g->bias) { /* the fuser's Linear adds its bias so: the same bits */
+  struct tecore_gemm_opts o = {.epilogue = g->gelu ? TECORE_GEMM_EPI_GELU_AUX : TECORE_GEMM_EPI_NONE};
+  if (g->bias) {
     TC_CORE(tecore_tensor_init(&bias, g->d_dtype, 1, &g->n, g->bias), g->fn);
     o.bias = &bias;
+    o.epilogue = g->gelu ? TECORE_GEMM_EPI_BIAS_GELU_AUX : TECORE_GEMM_EPI_BIAS;
   }
-  TC_CORE(tecore_gemm(&A, TECORE_GEMM_N, &B, TECORE_GEMM_T, &D, 1.0f, 0.0f, g->bias ? &o : NULL,
+  if (g->gelu) {
+    TC_CORE(tecore_tensor_init(&X, g->d_dtype, 2, sd, aux), g->fn);
+    o.aux = &X;
+  }
+  const int plain = !g->bias && !g->gelu;
+  TC_CORE(tecore_gemm(&A, TECORE_GEMM_N, &B, TECORE_GEMM_T, &D, 1.0f, 0.0f, plain ? NULL : &o,
                       stream), g->fn);
   return TECOMM_SUCCESS;
 }

@@ -278,7 +278,10 @@ tecomm_result_t tecomm_allreduce_add_rmsnorm(tecomm_comm_t comm,
  * symmetric.  a_all (any device memory unless in place) keeps the
  * gathered rows: the backward's weight gradient needs them.  bias, when
  * set, is added to every row of d (the GEMM's bias epilogue: a column-
- * parallel Linear's bias slice). */
+ * parallel Linear's bias slice).  gelu_aux, when set, takes the GELU
+ * epilogue: gelu_aux = a_all b^T (+ bias), the pre-activation a GELU's
+ * backward reads, and d = gelu of it in float (tanh form; n a multiple of
+ * 8). */
 struct tecomm_ag_gemm_args {
   tecore_devptr_t a;        /* [rows][k]: this rank's rows */
   tecore_devptr_t a_all;    /* [nranks*rows][k]: written (rank s's rows at s*rows) */
@@ -289,6 +292,7 @@ struct tecomm_ag_gemm_args {
   tecore_dtype_t d_dtype;   /* dtype or F32 (E4M3: BF16, F16 or F32) */
   tecore_devptr_t a_scale_inv, b_scale_inv; /* E4M3: float[1] each; else unused */
   tecore_devptr_t bias;     /* [n] of d_dtype (BF16 or F16), or 0 */
+  tecore_devptr_t gelu_aux; /* [nranks*rows][n] of d_dtype: written, or 0 */
 };
 tecomm_result_t tecomm_ag_gemm(tecomm_comm_t comm, const struct tecomm_ag_gemm_args *args,
                                tecore_stream_t stream);

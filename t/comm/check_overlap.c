@@ -7,7 +7,8 @@
  *     odd row counts (1, 5, 7 rows a rank), in place (a inside a
  *     symmetric a_all) or not, poisoned outputs (NaN bytes), two calls
  *     back to back with fresh inputs, a bias of D's dtype in half the
- *     cases (each rank its own): a_all byte for byte against every
+ *     cases (each rank its own), the GELU epilogue in two (gelu_aux the
+ *     pre-activation, d its tanh GELU): a_all byte for byte against every
  *     rank's rows, d against the float64 product with the tolerance
  *     half an ulp of D's dtype of |ref| plus k * 2^-23 * sum |a b|
  *     (float accumulation);
@@ -60,15 +61,16 @@ struct ov_case {
   int in_place; /* ag: a inside a_all */
   int norm;     /* rs: fused residual add + RMSNorm */
   int bias;     /* a bias of D's dtype (each rank its own) */
+  int gelu;     /* ag: the GELU epilogue (gelu_aux written) */
 };
 
 static const struct ov_case cases[] = {
-    {TECORE_DTYPE_BF16, TECORE_DTYPE_BF16, 5, 24, 40, 0, 0, 0},
-    {TECORE_DTYPE_BF16, TECORE_DTYPE_F32, 7, 16, 33, 1, 0, 0},
-    {TECORE_DTYPE_F16, TECORE_DTYPE_F16, 1, 8, 64, 1, 1, 1},
-    {TECORE_DTYPE_BF16, TECORE_DTYPE_BF16, 5, 2048, 16, 0, 1, 1},
-    {TECORE_DTYPE_E4M3, TECORE_DTYPE_BF16, 5, 32, 32, 1, 0, 1},
-    {TECORE_DTYPE_E4M3, TECORE_DTYPE_F32, 3, 16, 48, 0, 1, 0},
+    {TECORE_DTYPE_BF16, TECORE_DTYPE_BF16, 5, 24, 40, 0, 0, 0, 0},
+    {TECORE_DTYPE_BF16, TECORE_DTYPE_F32, 7, 16, 33, 1, 0, 0, 0},
+    {TECORE_DTYPE_F16, TECORE_DTYPE_F16, 1, 8, 64, 1, 1, 1, 1},
+    {TECORE_DTYPE_BF16, TECORE_DTYPE_BF16, 5, 2048, 16, 0, 1, 1, 1},
+    {TECORE_DTYPE_E4M3, TECORE_DTYPE_BF16, 5, 32, 32, 1, 0, 1, 0},
+    {TECORE_DTYPE_E4M3, TECORE_DTYPE_F32, 3, 16, 48, 0, 1, 0, 0},
 };
 /* E4M3 cases' per-tensor dequantization factors (a, b) */
 static const float fp8_si[2] = {0.5f, 0.25f};
@@ -109,6 +111,7 @@ static tecore_devptr_t dev_put(const void *h, size_t bytes, tecore_stream_t s) {
   return d;
 }
 
+/* A bias of bias_make on the device (0 without one). */
 static tecore_devptr_t bias_put(const void *h, const struct ov_case *k, tecore_stream_t s) {
   return h ? dev_put(h, k->n * tecore_dtype_size(k->ddt), s) : 0;
 }
@@ -154,9 +157,6 @@ static double bias_at(const void *bias, size_t j, const struct ov_case *k) {
   return bias ? tc_from_dt(bias, j, k->ddt) : 0.0;
 }
 
-/* The bias on the device (0 without one). */
-static tecore_devptr_t bias_put(const void *h, const struct ov_case *k, tecore_stream_t s);
-
 /* ---- all-gather + GEMM ------------------------------------------------------------- */
 
 static void ag_check_all(const unsigned char *all, int n, const struct ov_case *k, int ci, int it) {
@@ -169,15 +169,27 @@ static void ag_check_all(const unsigned char *all, int n, const struct ov_case *
   }
 }
 
-static void ag_check_d(const void *d, const void *all, const void *b, const void *bias, int n,
-                       const struct ov_case *k, int ci, int it) {
+static double gelu_tanh(double x) {
+  return 0.5 * x * (1.0 + tanh(0.7978845608028654 * (x + 0.044715 * x * x * x)));
+}
+
+/* d (and with the GELU epilogue aux = the pre-activation, d = gelu of its
+ * float value: |gelu'| < 1.2 carries the sum's error, 2^-20 the float
+ * tanh's) against float64. */
+static void ag_check_d(const void *d, const void *aux, const void *all, const void *b,
+                       const void *bias, int n, const struct ov_case *k, int ci, int it) {
   for (size_t i = 0; i < (size_t)n * k->rows; i++)
     for (size_t j = 0; j < k->n; j++) {
       double m, ref = dot(all, i, b, j, k->k, k->dt, &m) + bias_at(bias, j, k);
-      double got = tc_from_dt(d, i * k->n + j, k->ddt);
-      double tol = half_ulp(k->ddt) * fabs(ref) + acc_rel(k->dt, k->k) * m + 1e-30;
-      RK_ASSERT(fabs(got - ref) <= tol, "case %d call %d: d[%zu][%zu] = %.9g, float64 %.9g "
-                "(tolerance %.3g)", ci, it, i, j, got, ref, tol);
+      double got = tc_from_dt(aux ? aux : d, i * k->n + j, k->ddt);
+      double acc = acc_rel(k->dt, k->k) * m + 1e-30, tol = half_ulp(k->ddt) * fabs(ref) + acc;
+      RK_ASSERT(fabs(got - ref) <= tol, "case %d call %d: %s[%zu][%zu] = %.9g, float64 %.9g "
+                "(tolerance %.3g)", ci, it, aux ? "gelu_aux" : "d", i, j, got, ref, tol);
+      if (!aux) continue;
+      double g = gelu_tanh(ref), gd = tc_from_dt(d, i * k->n + j, k->ddt);
+      tol = half_ulp(k->ddt) * fabs(g) + 1.2 * acc + 0x1p-20 * (fabs(ref) + 1);
+      RK_ASSERT(fabs(gd - g) <= tol, "case %d call %d: d[%zu][%zu] = %.9g, float64 gelu %.9g "
+                "(tolerance %.3g)", ci, it, i, j, gd, g, tol);
     }
 }
 
@@ -192,8 +204,9 @@ static void ag_case(tecomm_comm_t c, tecore_stream_t s, int rank, int n, int ci)
     RK_OK(tecomm_mem_alloc(c, chunk, &a));
   }
   if (k->in_place) a = all + (size_t)rank * chunk;
-  tecore_devptr_t d, si = scales_put(k, s);
+  tecore_devptr_t d, aux = 0, si = scales_put(k, s);
   RK_CORE(tecore_mem_alloc(dbytes, &d));
+  if (k->gelu) RK_CORE(tecore_mem_alloc(dbytes, &aux));
   for (int it = 0; it < 2; it++) {
     void *ha = host_make(k->rows * k->k, k->dt, rank, salt_of(ci, it, 0));
     void *hb = host_make(k->n * k->k, k->dt, rank, salt_of(ci, it, 1));
@@ -201,18 +214,20 @@ static void ag_case(tecomm_comm_t c, tecore_stream_t s, int rank, int n, int ci)
     tecore_devptr_t b = dev_put(hb, k->n * k->k * esz, s), bias = bias_put(hbias, k, s);
     RK_CORE(tecore_memset_d8_async(all, 0xff, (size_t)n * chunk, s)); /* NaN bytes */
     RK_CORE(tecore_memset_d8_async(d, 0xff, dbytes, s));
+    if (aux) RK_CORE(tecore_memset_d8_async(aux, 0xff, dbytes, s));
     RK_CORE(tecore_memcpy_async(a, te_hptr(ha), chunk, s));
     struct tecomm_ag_gemm_args g = {.a = a, .a_all = all, .b = b, .d = d, .rows = k->rows,
                                     .n = k->n, .k = k->k, .dtype = k->dt, .d_dtype = k->ddt,
                                     .a_scale_inv = si, .b_scale_inv = si ? si + 4 : 0,
-                                    .bias = bias};
+                                    .bias = bias, .gelu_aux = aux};
     RK_OK(tecomm_ag_gemm(c, &g, s));
     RK_CORE(tecore_stream_synchronize(s));
     RK_OK(tecomm_comm_status(c, NULL));
     unsigned char *hall = dev_get(all, (size_t)n * chunk, s);
-    void *hd = dev_get(d, dbytes, s);
+    void *hd = dev_get(d, dbytes, s), *haux = aux ? dev_get(aux, dbytes, s) : NULL;
     ag_check_all(hall, n, k, ci, it);
-    ag_check_d(hd, hall, hb, hbias, n, k, ci, it);
+    ag_check_d(hd, haux, hall, hb, hbias, n, k, ci, it);
+    free(haux);
     free(hbias);
     if (bias) RK_CORE(tecore_mem_free(bias));
     free(hall);
@@ -222,6 +237,7 @@ static void ag_case(tecomm_comm_t c, tecore_stream_t s, int rank, int n, int ci)
     RK_CORE(tecore_mem_free(b));
   }
   RK_CORE(tecore_mem_free(d));
+  if (aux) RK_CORE(tecore_mem_free(aux));
   if (si) RK_CORE(tecore_mem_free(si));
   if (k->in_place) RK_OK(tecomm_mem_free(c, all));
   else {
@@ -539,6 +555,19 @@ static void ag_errors(tecomm_comm_t c, const struct err_bufs *e, tecore_stream_t
   RK_EXPECT(TECOMM_ERR_INVALID, "args->bias (0x", tecomm_ag_gemm(c, &g, s));
   g.bias = ok.d + 16;
   RK_EXPECT(TECOMM_ERR_INVALID, "args->bias overlaps", tecomm_ag_gemm(c, &g, s));
+  g.bias = ok.a_all;
+  RK_EXPECT(TECOMM_ERR_INVALID, "args->bias overlaps", tecomm_ag_gemm(c, &g, s));
+  g = ok; /* gelu_aux: d's dtype, n a multiple of 8, apart from the rest */
+  g.gelu_aux = e->plain + 16384;
+  g.d_dtype = TECORE_DTYPE_F32;
+  RK_EXPECT(TECOMM_ERR_INVALID, "args->gelu_aux is set with args->d_dtype f32",
+            tecomm_ag_gemm(c, &g, s));
+  g.d_dtype = TECORE_DTYPE_BF16;
+  g.n = 12;
+  RK_EXPECT(TECOMM_ERR_INVALID, "n a multiple of 8", tecomm_ag_gemm(c, &g, s));
+  g.n = 8;
+  g.gelu_aux = ok.d + 2;
+  RK_EXPECT(TECOMM_ERR_INVALID, "args->gelu_aux overlaps", tecomm_ag_gemm(c, &g, s));
 }
 
 static void rs_errors(tecomm_comm_t c, const struct err_bufs *e, tecore_stream_t s) {
@@ -716,7 +745,7 @@ static void graph_check(const struct graph_bufs *g, int rank, int n, int it, tec
   void *d = dev_get(g->ag_d, (size_t)n * cnt * 2, s), *rd = dev_get(g->rs_d, cnt * 2, s);
   void *hb = host_make(k->n * k->k, k->dt, rank, salt_of(0, it, 1));
   ag_check_all(all, n, k, 0, it);
-  ag_check_d(d, all, hb, NULL, n, k, 0, it);
+  ag_check_d(d, NULL, all, hb, NULL, n, k, 0, it);
   double *ref = malloc(cnt * sizeof *ref), *tol = malloc(cnt * sizeof *tol);
   RK_ASSERT(ref && tol, "malloc");
   rs_ref(rank, n, k, 0, it, ref, tol);
