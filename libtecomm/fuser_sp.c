@@ -38,10 +38,10 @@
  * Every rank must take the same cover (a rank running the plain
  * collective would wait for peers inside an overlapped call), yet what a
  * rank sees may differ (a norm's flags, a TECOMM_OP_NO_FUSION of its
- * own): the predicate ANDs its answer over the ranks by a host exchange.  The planner asks in the
- * same order on every rank (it walks the same kinds); a rank that never
- * asks (its fusions turned off alone) makes its peers' exchange fail
- * within TECOMM_TIMEOUT, and they decline. */
+ * own): the predicate ANDs its answer over the ranks by a host exchange.
+ * The planner asks in the same order on every rank (it walks the same
+ * kinds); a rank that never asks (its fusions turned off alone) makes its
+ * peers' exchange fail within TECOMM_TIMEOUT, and they decline. */
 #include "base/tc_internal.h"
 #include "comm_priv.h"
 #include "overlap/ov.h"
