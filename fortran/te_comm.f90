@@ -82,6 +82,8 @@ module te_comm
     integer(c_int) :: d_dtype = 0
     integer(tecore_devptr_t) :: a_scale_inv = 0
     integer(tecore_devptr_t) :: b_scale_inv = 0
+    integer(tecore_devptr_t) :: bias = 0
+    integer(tecore_devptr_t) :: gelu_aux = 0
   end type tecomm_ag_gemm_args
 
   ! struct tecomm_rs_add_rmsnorm (libtecomm/te/comm.h)
@@ -109,6 +111,7 @@ module te_comm
     type(c_ptr) :: norm = c_null_ptr
     integer(tecore_devptr_t) :: a_scale_inv = 0
     integer(tecore_devptr_t) :: b_scale_inv = 0
+    integer(tecore_devptr_t) :: bias = 0
   end type tecomm_gemm_rs_args
 
   ! struct tecomm_op_params (libtecomm/te/comm.h)

@@ -6,6 +6,10 @@
  * while the previous chunk multiplies), registered by tecomm_ops_register
  * beside fuser_ops.c's patterns:
  *   "allgather+linear"       [ALLGATHER, LINEAR]
+ *   "allgather+linear+gelu"  [ALLGATHER, LINEAR, GELU]: with the GELU in the
+ *        GEMM's epilogue where libtecore's linear+gelu would take it
+ *        (TECORE_FUSION_GELU_EPILOGUE; the pre-activation written as aux,
+ *        the GELU's input boundary, which its backward reads)
  *   "linear+reduce_scatter"  [LINEAR, REDUCE_SCATTER]
  *   "linear+reduce_scatter+add+rmsnorm"  [LINEAR, REDUCE_SCATTER,
  *        ADD_EXTRA_INPUT, MAKE_EXTRA_OUTPUT, RMSNORM]: the fold fused with
@@ -26,13 +30,18 @@
  * One of each serves every group: the calls on one communicator are
  * ordered (each ends with a barrier after which no peer reads them).
  *
+ * A Linear's bias goes into every chunk's GEMM (the bias epilogue, as
+ * the plain Linear adds it): a column-parallel Linear's slice on every
+ * rank, a row-parallel one's on rank 0 alone, into that rank's partial
+ * products, so the fold sums the same partials as the plain path.
+ *
  * Every rank must take the same cover (a rank running the plain
- * collective would wait for peers inside an overlapped call), yet a row-
- * parallel Linear's bias lives on rank 0 only: the predicate ANDs its
- * answer over the ranks by a host exchange.  The planner asks in the
- * same order on every rank (it walks the same kinds); a rank that never
- * asks (its fusions turned off alone) makes its peers' exchange fail
- * within TECOMM_TIMEOUT, and they decline. */
+ * collective would wait for peers inside an overlapped call), yet what a
+ * rank sees may differ (a norm's flags, a TECOMM_OP_NO_FUSION of its
+ * own): the predicate ANDs its answer over the ranks by a host exchange.
+ * The planner asks in the same order on every rank (it walks the same
+ * kinds); a rank that never asks (its fusions turned off alone) makes its
+ * peers' exchange fail within TECOMM_TIMEOUT, and they decline. */
 #include "base/tc_internal.h"
 #include "comm_priv.h"
 #include "overlap/ov.h"
@@ -46,7 +55,11 @@ TECORE_TUNABLE_INT(tc_tun_sp_overlap, "TECOMM_SP_OVERLAP", 1, 0, 1,
 static const char sp_fn[] = "tecomm_ops_register: sequence-parallel overlap";
 
 /* the pattern (the registration's ctx) */
-enum { SP_AG_LIN = 0, SP_LIN_RS = 1, SP_LIN_RS_NORM = 2 };
+enum { SP_AG_LIN = 0, SP_LIN_RS = 1, SP_LIN_RS_NORM = 2, SP_AG_LIN_GELU = 3 };
+
+static int sp_is_ag(int which) {
+  return which == SP_AG_LIN || which == SP_AG_LIN_GELU;
+}
 /* linear+reduce_scatter+add+rmsnorm: the operations after the Linear */
 enum { N_RS = 1, N_ADD = 2, N_MAKE = 3, N_NORM = 4, N_NOPS = 5 };
 
@@ -66,15 +79,16 @@ static tecore_result_t core_of(tecomm_result_t r) {
 /* The collective and the Linear of the group at first. */
 static int sp_find(const tecore_seq_t *seq, size_t first, int which, struct sp_place *pl) {
   struct tecore_op_info coll;
-  size_t lin = first + (which == SP_AG_LIN ? 1 : 0);
-  if (tecore_seq_op(seq, first + (which == SP_AG_LIN ? 0 : 1), &coll) != TECORE_SUCCESS ||
+  const int ag = sp_is_ag(which);
+  size_t lin = first + (ag ? 1 : 0);
+  if (tecore_seq_op(seq, first + (ag ? 0 : 1), &coll) != TECORE_SUCCESS ||
       tecore_seq_op(seq, lin, &pl->lin) != TECORE_SUCCESS || !coll.desc.ctx)
     return 0;
   pl->p = coll.desc.ctx;
   pl->c = pl->p->comm;
   pl->k = pl->lin.in_features;
   pl->m = pl->lin.out_features;
-  pl->rows = which == SP_AG_LIN ? coll.in_rows : coll.out_rows;
+  pl->rows = ag ? coll.in_rows : coll.out_rows;
   /* a 16-bit weight is the sequence's dtype (F32 weights, F32 sequences:
    * neither call takes them) */
   pl->dt = pl->lin.param[0].dtype;
@@ -89,8 +103,9 @@ static const char *sp_why_not(const tecore_seq_t *seq, size_t lin, const struct 
   if (!tecore_tunable_int(&tc_tun_sp_overlap)) return "TECOMM_SP_OVERLAP=0";
   if (pl->dt != TECORE_DTYPE_BF16 && pl->dt != TECORE_DTYPE_F16)
     return "the Linear's weight is not BF16 or F16";
-  if (pl->lin.desc.bias) return "the Linear has a bias";
   if (r && tecore_seq_fp8_input(seq, lin, &t) == TECORE_SUCCESS) return "the Linear runs in FP8";
+  if (pl->lin.desc.bias && pl->lin.param[1].dtype != pl->dt)
+    return "the Linear's bias is not of its weight's dtype";
   if (pl->c->nranks < 2) return "one rank";
   struct tc_ov_shape sh = {.rows = pl->rows, .n = pl->m, .k = pl->k, .dtype = pl->dt,
                            .d_dtype = pl->dt, .fn = sp_fn};
@@ -144,15 +159,22 @@ static const char *sp_norm_why_not(const tecore_seq_t *seq, size_t first) {
   return norm.desc.norm_flags ? "the RMSNorm's gamma is zero-centered" : NULL;
 }
 
+/* The GELU of allgather+linear+gelu in the GEMM's epilogue (the
+ * sequence's choice of epilogues is TECORE_FUSION_GELU_EPILOGUE's). */
+static const char *sp_gelu_why_not(const struct sp_place *pl) {
+  return pl->m % 8 ? "the Linear's out features are not a multiple of 8 (the aux's rows)" : NULL;
+}
+
 static int sp_applies(const tecore_seq_t *seq, size_t first, const struct tecore_recipe *r,
                       void *ctx) {
-  const int which = (int)(uintptr_t)ctx;
+  const int which = (int)(uintptr_t)ctx, ag = sp_is_ag(which);
   struct sp_place pl;
-  if (!sp_find(seq, first, which == SP_AG_LIN ? SP_AG_LIN : SP_LIN_RS, &pl)) return 0;
-  const char *why = sp_why_not(seq, first + (which == SP_AG_LIN ? 1 : 0), &pl, r);
+  if (!sp_find(seq, first, which, &pl)) return 0;
+  const char *why = sp_why_not(seq, first + (ag ? 1 : 0), &pl, r);
   if (!why && which == SP_LIN_RS_NORM) why = sp_norm_why_not(seq, first);
+  if (!why && which == SP_AG_LIN_GELU) why = sp_gelu_why_not(&pl);
   int ok = sp_agree(pl.c, why == NULL);
-  if (ok && sp_prepare(pl.c, which != SP_AG_LIN, &pl) != TECOMM_SUCCESS)
+  if (ok && sp_prepare(pl.c, !ag, &pl) != TECOMM_SUCCESS)
     why = tecomm_last_error(), ok = 0;
   if (!ok)
     TC_INFO("%s: op %zu runs apart from its Linear: %s", sp_fn, first,
@@ -169,9 +191,16 @@ static tecore_result_t sp_place_of(const struct tecore_seq_exec *x, int which,
                         x->first));
 }
 
+/* The Linear's bias (the sequence's dtype, as the weight), or 0. */
+static tecore_devptr_t sp_bias(const struct sp_place *pl) {
+  return pl->lin.desc.bias ? pl->lin.param[1].data : 0;
+}
+
 /* The shard into the staging buffer (the peers pull it from there), then
- * the gathered rows multiplied as they land. */
-static tecore_result_t ag_lin_run(const struct tecore_seq_exec *x) {
+ * the gathered rows multiplied as they land into d (and aux, the GELU's
+ * pre-activation, when set). */
+static tecore_result_t ag_lin_call(const struct tecore_seq_exec *x, tecore_devptr_t d,
+                                   tecore_devptr_t aux) {
   struct sp_place pl;
   tecore_result_t e = sp_place_of(x, SP_AG_LIN, &pl);
   if (e != TECORE_SUCCESS) return e;
@@ -179,10 +208,18 @@ static tecore_result_t ag_lin_run(const struct tecore_seq_exec *x) {
   e = tecore_memcpy_async(pl.c->sp_stage, x->act[0].data, bytes, x->stream);
   if (e != TECORE_SUCCESS) return e;
   const struct tecomm_ag_gemm_args a = {
-      .a = pl.c->sp_stage, .a_all = x->act[1].data, .b = pl.lin.param[0].data,
-      .d = x->act[2].data, .rows = pl.rows, .n = pl.m, .k = pl.k, .dtype = pl.dt,
-      .d_dtype = pl.dt};
+      .a = pl.c->sp_stage, .a_all = x->act[1].data, .b = pl.lin.param[0].data, .d = d,
+      .rows = pl.rows, .n = pl.m, .k = pl.k, .dtype = pl.dt, .d_dtype = pl.dt,
+      .bias = sp_bias(&pl), .gelu_aux = aux};
   return core_of(tecomm_ag_gemm(pl.c, &a, x->stream));
+}
+
+static tecore_result_t ag_lin_run(const struct tecore_seq_exec *x) {
+  return ag_lin_call(x, x->act[2].data, 0);
+}
+
+static tecore_result_t ag_lin_gelu_run(const struct tecore_seq_exec *x) {
+  return ag_lin_call(x, x->act[3].data, x->act[2].data);
 }
 
 /* The products into the symmetric partials, this rank's rows folded in
@@ -194,7 +231,7 @@ static tecore_result_t lin_rs_run(const struct tecore_seq_exec *x) {
   const struct tecomm_gemm_rs_args a = {
       .a = x->act[0].data, .b = pl.lin.param[0].data, .d = x->act[2].data,
       .partials = pl.c->sp_parts, .rows = pl.rows, .n = pl.m, .k = pl.k, .dtype = pl.dt,
-      .d_dtype = pl.dt};
+      .d_dtype = pl.dt, .bias = sp_bias(&pl)};
   return core_of(tecomm_gemm_rs(pl.c, &a, x->stream));
 }
 
@@ -216,7 +253,8 @@ static tecore_result_t lin_rs_norm_run(const struct tecore_seq_exec *x) {
       .rsigma = norm.saved[0].data};
   const struct tecomm_gemm_rs_args a = {
       .a = x->act[0].data, .b = pl.lin.param[0].data, .partials = pl.c->sp_parts,
-      .rows = pl.rows, .n = pl.m, .k = pl.k, .dtype = pl.dt, .d_dtype = pl.dt, .norm = &nm};
+      .rows = pl.rows, .n = pl.m, .k = pl.k, .dtype = pl.dt, .d_dtype = pl.dt, .norm = &nm,
+      .bias = sp_bias(&pl)};
   return core_of(tecomm_gemm_rs(pl.c, &a, x->stream));
 }
 
@@ -226,6 +264,10 @@ const struct tecore_fusion_def tc_sp_fusions[] = {
     {.name = "allgather+linear", .dir = TECORE_SEQ_FORWARD, .nops = 2,
      .kinds = {TECORE_OP_ALLGATHER, TECORE_OP_LINEAR}, .applies = sp_applies,
      .run = ag_lin_run, .ctx = (void *)(uintptr_t)SP_AG_LIN, .priority = 60},
+    {.name = "allgather+linear+gelu", .dir = TECORE_SEQ_FORWARD, .nops = 3,
+     .kinds = {TECORE_OP_ALLGATHER, TECORE_OP_LINEAR, TECORE_OP_GELU}, .applies = sp_applies,
+     .run = ag_lin_gelu_run, .ctx = (void *)(uintptr_t)SP_AG_LIN_GELU, .priority = 60,
+     .flags = TECORE_FUSION_GELU_EPILOGUE},
     {.name = "linear+reduce_scatter", .dir = TECORE_SEQ_FORWARD, .nops = 2,
      .kinds = {TECORE_OP_LINEAR, TECORE_OP_REDUCE_SCATTER}, .applies = sp_applies,
      .run = lin_rs_run, .ctx = (void *)(uintptr_t)SP_LIN_RS, .priority = 60},

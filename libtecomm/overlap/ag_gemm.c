@@ -9,7 +9,8 @@
  * ring order with an event after each, the own chunk copied into a_all
  * (unless in place), a closing barrier (no peer still reads this rank's
  * a: the caller may overwrite it once the call is done), joined into the
- * caller's stream at the end. */
+ * caller's stream at the end.  Each chunk's GEMM adds the bias and, with
+ * gelu_aux, applies GELU in its epilogue (ov.c's tc_ov_gemm). */
 #include "overlap/ov.h"
 
 struct ag_q {
@@ -20,13 +21,30 @@ struct ag_q {
   int in_place;    /* a == a_all + rank * chunk */
 };
 
+/* gelu_aux (when set): in bounds, aligned, apart from everything else. */
+static tecomm_result_t ag_check_aux(struct tecomm_comm *c, const struct ag_q *q, const char *fn) {
+  const struct tecomm_ag_gemm_args *g = q->g;
+  if (!g->gelu_aux) return TECOMM_SUCCESS;
+  const size_t n = (size_t)c->nranks, bytes = n * q->dchunk;
+  const size_t esz = tecore_dtype_size(g->dtype);
+  TC_CHECK(tc_ov_check_ptr(c, g->gelu_aux, bytes, tc_ov_align(&q->sh, g->d_dtype), "gelu_aux",
+                           fn));
+  TC_ARG(!tc_ov_overlap(g->gelu_aux, bytes, g->d, bytes) &&
+             !tc_ov_overlap(g->gelu_aux, bytes, g->a_all, n * q->chunk) &&
+             !tc_ov_overlap(g->gelu_aux, bytes, g->a, q->chunk) &&
+             !tc_ov_overlap(g->gelu_aux, bytes, g->b, g->n * g->k * esz),
+         "%s: args->gelu_aux overlaps args->d, a, a_all or b", fn);
+  return tc_ov_check_bias(c, &q->sh, g->gelu_aux, bytes);
+}
+
 static tecomm_result_t ag_check(struct tecomm_comm *c, const struct tecomm_ag_gemm_args *g,
                                 struct ag_q *q, const char *fn) {
   TC_ARG(g, "%s: args is NULL", fn);
   q->g = g;
   q->sh = (struct tc_ov_shape){.rows = g->rows, .n = g->n, .k = g->k, .dtype = g->dtype,
                                .d_dtype = g->d_dtype, .b = g->b, .a_scale_inv = g->a_scale_inv,
-                               .b_scale_inv = g->b_scale_inv, .fn = fn};
+                               .b_scale_inv = g->b_scale_inv, .bias = g->bias,
+                               .gelu = g->gelu_aux != 0, .fn = fn};
   TC_CHECK(tc_ov_check_shape(&q->sh));
   TC_CHECK(tc_ov_check_level(c, fn)); /* before the operands: says why they cannot be read */
   const size_t esz = tecore_dtype_size(g->dtype), dsz = tecore_dtype_size(g->d_dtype);
@@ -39,6 +57,9 @@ static tecomm_result_t ag_check(struct tecomm_comm *c, const struct tecomm_ag_ge
   TC_CHECK(tc_ov_check_ptr(c, g->a_all, n * q->chunk, al, "a_all", fn));
   TC_CHECK(tc_ov_check_ptr(c, g->b, g->n * g->k * esz, al, "b", fn));
   TC_CHECK(tc_ov_check_ptr(c, g->d, n * q->dchunk, dal, "d", fn));
+  TC_CHECK(tc_ov_check_bias(c, &q->sh, g->d, n * q->dchunk));
+  TC_CHECK(tc_ov_check_bias(c, &q->sh, g->a_all, n * q->chunk));
+  TC_CHECK(ag_check_aux(c, q, fn));
   const tecore_devptr_t all_end = g->a_all + n * q->chunk;
   TC_ARG(q->in_place || g->a + q->chunk <= g->a_all || all_end <= g->a,
          "%s: args->a overlaps args->a_all without being the in-place form (a == a_all + "
@@ -59,7 +80,12 @@ static tecomm_result_t ag_check(struct tecomm_comm *c, const struct tecomm_ag_ge
 /* One rank: the GEMM, and a copied into a_all. */
 static tecomm_result_t ag_one(const struct ag_q *q, tecore_stream_t st) {
   if (!q->in_place) TC_CORE(tecore_memcpy_async(q->g->a_all, q->g->a, q->chunk, st), q->sh.fn);
-  return tc_ov_gemm(&q->sh, q->g->a, q->g->d, st);
+  return tc_ov_gemm(&q->sh, q->g->a, q->g->d, q->g->gelu_aux, st);
+}
+
+/* Rank j's rows of gelu_aux (0 without it). */
+static tecore_devptr_t ag_aux(const struct ag_q *q, int j) {
+  return q->g->gelu_aux ? q->g->gelu_aux + (size_t)j * q->dchunk : 0;
 }
 
 /* The side stream's part: barrier, the peers' chunks in ring order
@@ -92,12 +118,12 @@ static tecomm_result_t ag_main(struct tecomm_comm *c, struct tc_ov *ov, const st
   const struct tecomm_ag_gemm_args *g = q->g;
   const char *fn = q->sh.fn;
   const int r = c->rank, n = c->nranks;
-  TC_CHECK(tc_ov_gemm(&q->sh, g->a, g->d + (size_t)r * q->dchunk, st));
+  TC_CHECK(tc_ov_gemm(&q->sh, g->a, g->d + (size_t)r * q->dchunk, ag_aux(q, r), st));
   for (int i = 1; i < n; i++) {
     const int j = (r + i) % n;
     TC_CORE(tecore_stream_wait_event(st, ov->chunk[i]), fn);
     TC_CHECK(tc_ov_gemm(&q->sh, g->a_all + (size_t)j * q->chunk, g->d + (size_t)j * q->dchunk,
-                        st));
+                        ag_aux(q, j), st));
   }
   TC_CORE(tecore_stream_wait_event(st, ov->done), fn);
   return TECOMM_SUCCESS;

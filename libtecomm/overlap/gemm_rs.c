@@ -56,7 +56,7 @@ static tecomm_result_t rs_check(struct tecomm_comm *c, const struct tecomm_gemm_
   q->g = g;
   q->sh = (struct tc_ov_shape){.rows = g->rows, .n = g->n, .k = g->k, .dtype = g->dtype,
                                .d_dtype = g->d_dtype, .b = g->b, .a_scale_inv = g->a_scale_inv,
-                               .b_scale_inv = g->b_scale_inv, .fn = fn};
+                               .b_scale_inv = g->b_scale_inv, .bias = g->bias, .fn = fn};
   TC_CHECK(tc_ov_check_shape(&q->sh));
   TC_CHECK(tc_ov_check_level(c, fn)); /* before the operands: says why they cannot be read */
   const size_t esz = tecore_dtype_size(g->dtype), dsz = tecore_dtype_size(g->d_dtype);
@@ -79,6 +79,9 @@ static tecomm_result_t rs_check(struct tecomm_comm *c, const struct tecomm_gemm_
                         !tc_ov_overlap(outs[i], q->blk, g->b, g->n * g->k * esz)),
            "%s: args->%s overlaps args->partials, a or b", fn,
            i == 0 ? "d" : i == 1 ? "norm->residual_out" : "norm->out");
+  TC_CHECK(tc_ov_check_bias(c, &q->sh, g->partials, n * q->blk));
+  for (int i = 0; i < 3; i++)
+    if (outs[i]) TC_CHECK(tc_ov_check_bias(c, &q->sh, outs[i], q->blk));
   TC_ARG(!tc_ov_overlap(g->partials, n * q->blk, g->a, n * q->achunk) &&
              !tc_ov_overlap(g->partials, n * q->blk, g->b, g->n * g->k * esz),
          "%s: args->partials overlaps args->a or b", fn);
@@ -135,10 +138,10 @@ static tecomm_result_t rs_fold_run(const struct rs_fold *fo, tecore_stream_t st,
 /* One rank: the GEMM into d, or into partials then the norm. */
 static tecomm_result_t rs_one(struct tecomm_comm *c, const struct rs_q *q, int cap,
                               tecore_stream_t st) {
-  if (!q->g->norm) return tc_ov_gemm(&q->sh, q->g->a, q->g->d, st);
+  if (!q->g->norm) return tc_ov_gemm(&q->sh, q->g->a, q->g->d, 0, st);
   struct rs_fold fo;
   TC_CHECK(rs_fold_make(c, q, 0, cap, st, &fo));
-  TC_CHECK(tc_ov_gemm(&q->sh, q->g->a, q->g->partials, st));
+  TC_CHECK(tc_ov_gemm(&q->sh, q->g->a, q->g->partials, 0, st));
   return rs_fold_run(&fo, st, q->sh.fn);
 }
 
@@ -153,7 +156,7 @@ static tecomm_result_t rs_blocks(struct tecomm_comm *c, struct tc_ov *ov, const 
   for (int i = 1; i < n; i++) {
     const int j = (r + i) % n, from = (r - i + n) % n;
     TC_CHECK(tc_ov_gemm(&q->sh, g->a + (size_t)j * q->achunk, g->partials + (size_t)j * q->blk,
-                        st));
+                        0, st));
     TC_CHECK(tc_ov_barrier(c, bar, st, fn));
     TC_CORE(tecore_event_record(ov->chunk[i], st), fn);
     TC_CORE(tecore_stream_wait_event(ov->side, ov->chunk[i]), fn);
@@ -161,7 +164,7 @@ static tecomm_result_t rs_blocks(struct tecomm_comm *c, struct tc_ov *ov, const 
     TC_CHECK(tc_ov_peer(c, mine, from, &src, fn));
     TC_CORE(tecore_memcpy_async(ov->stage + (size_t)(i - 1) * q->blk, src, q->blk, ov->side), fn);
   }
-  TC_CHECK(tc_ov_gemm(&q->sh, g->a + (size_t)r * q->achunk, mine, st));
+  TC_CHECK(tc_ov_gemm(&q->sh, g->a + (size_t)r * q->achunk, mine, 0, st));
   TC_CORE(tecore_event_record(ov->done, ov->side), fn);
   TC_CORE(tecore_stream_wait_event(st, ov->done), fn);
   return TECOMM_SUCCESS;

@@ -116,6 +116,15 @@ tecomm_result_t tc_ov_check_shape(const struct tc_ov_shape *g) {
          "%s: args->rows x k, rows x n or n x k is 2^46 elements or more", fn);
   TC_ARG(gemm_dtype(g->dtype), "%s: args->dtype %s is not BF16, F16 or E4M3", fn,
          tecore_dtype_name(g->dtype));
+  TC_ARG(!g->bias || g->d_dtype == TECORE_DTYPE_BF16 || g->d_dtype == TECORE_DTYPE_F16,
+         "%s: args->bias is set with args->d_dtype %s: the bias epilogue here wants a BF16 or "
+         "F16 d (the bias has d's dtype)", fn, tecore_dtype_name(g->d_dtype));
+  TC_ARG(!g->gelu || g->d_dtype == TECORE_DTYPE_BF16 || g->d_dtype == TECORE_DTYPE_F16,
+         "%s: args->gelu_aux is set with args->d_dtype %s: the GELU epilogue here wants a BF16 "
+         "or F16 d (gelu_aux has d's dtype)", fn, tecore_dtype_name(g->d_dtype));
+  TC_ARG(!g->gelu || g->n % 8 == 0,
+         "%s: args->gelu_aux is set with args->n %zu: the GELU epilogue wants n a multiple of 8",
+         fn, g->n);
   if (g->dtype == TECORE_DTYPE_E4M3) return check_fp8(g);
   TC_ARG(g->d_dtype == g->dtype || g->d_dtype == TECORE_DTYPE_F32,
          "%s: args->d_dtype %s is not args->dtype (%s) or F32", fn, tecore_dtype_name(g->d_dtype),
@@ -139,9 +148,19 @@ tecomm_result_t tc_ov_check_ptr(struct tecomm_comm *c, tecore_devptr_t p, size_t
   return tc_sym_bounds(c, p, bytes, what, fn);
 }
 
+tecomm_result_t tc_ov_check_bias(struct tecomm_comm *c, const struct tc_ov_shape *g,
+                                 tecore_devptr_t out, size_t out_bytes) {
+  if (!g->bias) return TECOMM_SUCCESS;
+  const size_t bytes = g->n * tecore_dtype_size(g->d_dtype);
+  TC_CHECK(tc_ov_check_ptr(c, g->bias, bytes, tc_ov_align(g, g->d_dtype), "bias", g->fn));
+  TC_ARG(!tc_ov_overlap(g->bias, bytes, out, out_bytes), "%s: args->bias overlaps an output",
+         g->fn);
+  return TECOMM_SUCCESS;
+}
+
 tecomm_result_t tc_ov_gemm(const struct tc_ov_shape *g, tecore_devptr_t a, tecore_devptr_t d,
-                           tecore_stream_t stream) {
-  struct tecore_tensor A, B, D;
+                           tecore_devptr_t aux, tecore_stream_t stream) {
+  struct tecore_tensor A, B, D, X;
   const size_t sa[2] = {g->rows, g->k}, sb[2] = {g->n, g->k}, sd[2] = {g->rows, g->n};
   TC_CORE(tecore_tensor_init(&A, g->dtype, 2, sa, a), g->fn);
   TC_CORE(tecore_tensor_init(&B, g->dtype, 2, sb, g->b), g->fn);
@@ -151,7 +170,21 @@ tecomm_result_t tc_ov_gemm(const struct tc_ov_shape *g, tecore_devptr_t a, tecor
     A.scale_inv = g->a_scale_inv;
     B.scale_inv = g->b_scale_inv;
   }
-  TC_CORE(tecore_gemm(&A, TECORE_GEMM_N, &B, TECORE_GEMM_T, &D, 1.0f, 0.0f, NULL, stream), g->fn);
+  /* the fuser's Linear adds its bias and GELU so: the same bits */
+  struct tecore_tensor bias;
+  struct tecore_gemm_opts o = {.epilogue = g->gelu ? TECORE_GEMM_EPI_GELU_AUX : TECORE_GEMM_EPI_NONE};
+  if (g->bias) {
+    TC_CORE(tecore_tensor_init(&bias, g->d_dtype, 1, &g->n, g->bias), g->fn);
+    o.bias = &bias;
+    o.epilogue = g->gelu ? TECORE_GEMM_EPI_BIAS_GELU_AUX : TECORE_GEMM_EPI_BIAS;
+  }
+  if (g->gelu) {
+    TC_CORE(tecore_tensor_init(&X, g->d_dtype, 2, sd, aux), g->fn);
+    o.aux = &X;
+  }
+  const int plain = !g->bias && !g->gelu;
+  TC_CORE(tecore_gemm(&A, TECORE_GEMM_N, &B, TECORE_GEMM_T, &D, 1.0f, 0.0f, plain ? NULL : &o,
+                      stream), g->fn);
   return TECOMM_SUCCESS;
 }
 

@@ -34,6 +34,8 @@ struct tc_ov_shape {
   tecore_dtype_t dtype, d_dtype;
   tecore_devptr_t b;
   tecore_devptr_t a_scale_inv, b_scale_inv; /* E4M3 operands */
+  tecore_devptr_t bias;                     /* [n] of d_dtype, or 0 */
+  int gelu;                                 /* the GELU epilogue, aux written */
   const char *fn;
 };
 
@@ -42,7 +44,8 @@ struct tc_ov_shape {
  * call needs more. */
 tecomm_result_t tc_ov_get(struct tecomm_comm *c, size_t stage_bytes, int cap, const char *fn,
                           struct tc_ov **ov);
-/* rows, n, k, the dtypes and the scales of E4M3 operands. */
+/* rows, n, k, the dtypes, the scales of E4M3 operands and the bias's
+ * dtype (not its pointer: tc_ov_check_bias). */
 tecomm_result_t tc_ov_check_shape(const struct tc_ov_shape *g);
 /* p's alignment for the GEMM: 16 bytes for E4M3 operands, else the
  * element's size. */
@@ -52,13 +55,18 @@ tecomm_result_t tc_ov_check_level(struct tecomm_comm *c, const char *fn);
 /* p set, aligned to esize, and (symmetric memory) inside its allocation. */
 tecomm_result_t tc_ov_check_ptr(struct tecomm_comm *c, tecore_devptr_t p, size_t bytes,
                                 size_t esize, const char *what, const char *fn);
+/* The bias (when set): in bounds, aligned, apart from the outputs
+ * [out, out+out_bytes). */
+tecomm_result_t tc_ov_check_bias(struct tecomm_comm *c, const struct tc_ov_shape *g,
+                                 tecore_devptr_t out, size_t out_bytes);
 /* Whether [p, p+pb) and [q, q+qb) share a byte. */
 static inline int tc_ov_overlap(tecore_devptr_t p, size_t pb, tecore_devptr_t q, size_t qb) {
   return p < q + qb && q < p + pb;
 }
-/* d[rows][n] = a[rows][k] b^T on stream. */
+/* d[rows][n] = a[rows][k] b^T (+ bias, the GEMM's epilogue) on stream;
+ * with g->gelu, aux[rows][n] = that and d = gelu(aux). */
 tecomm_result_t tc_ov_gemm(const struct tc_ov_shape *g, tecore_devptr_t a, tecore_devptr_t d,
-                           tecore_stream_t stream);
+                           tecore_devptr_t aux, tecore_stream_t stream);
 /* The kernel call the barriers and the fold start from: this rank, the
  * workspaces, the timeout, and the descriptor's count, dtype and the
  * GEMM's other dimension. */

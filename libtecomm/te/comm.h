@@ -276,7 +276,12 @@ tecomm_result_t tecomm_allreduce_add_rmsnorm(tecomm_comm_t comm,
  * copied.  a must be symmetric memory (tecomm_mem_alloc), at the same
  * offset on every rank, or in place: a == a_all + rank*rows*k with a_all
  * symmetric.  a_all (any device memory unless in place) keeps the
- * gathered rows: the backward's weight gradient needs them. */
+ * gathered rows: the backward's weight gradient needs them.  bias, when
+ * set, is added to every row of d (the GEMM's bias epilogue: a column-
+ * parallel Linear's bias slice).  gelu_aux, when set, takes the GELU
+ * epilogue: gelu_aux = a_all b^T (+ bias), the pre-activation a GELU's
+ * backward reads, and d = gelu of it in float (tanh form; n a multiple of
+ * 8). */
 struct tecomm_ag_gemm_args {
   tecore_devptr_t a;        /* [rows][k]: this rank's rows */
   tecore_devptr_t a_all;    /* [nranks*rows][k]: written (rank s's rows at s*rows) */
@@ -286,6 +291,8 @@ struct tecomm_ag_gemm_args {
   tecore_dtype_t dtype;     /* a, a_all, b: BF16, F16 or E4M3 */
   tecore_dtype_t d_dtype;   /* dtype or F32 (E4M3: BF16, F16 or F32) */
   tecore_devptr_t a_scale_inv, b_scale_inv; /* E4M3: float[1] each; else unused */
+  tecore_devptr_t bias;     /* [n] of d_dtype (BF16 or F16), or 0 */
+  tecore_devptr_t gelu_aux; /* [nranks*rows][n] of d_dtype: written, or 0 */
 };
 tecomm_result_t tecomm_ag_gemm(tecomm_comm_t comm, const struct tecomm_ag_gemm_args *args,
                                tecore_stream_t stream);
@@ -303,7 +310,10 @@ tecomm_result_t tecomm_ag_gemm(tecomm_comm_t comm, const struct tecomm_ag_gemm_a
  * run; peers only read it.  With norm set the fold is fused with the
  * residual add and RMSNorm of tecomm_allreduce_add_rmsnorm over rows of
  * n (d_dtype is their dtype; d must be 0): the sequence-parallel block's
- * norm on this rank's rows. */
+ * norm on this rank's rows.  bias, when set, is added to each of this
+ * rank's products before the fold (the GEMM's bias epilogue): d = the
+ * sum of (a b^T + bias) over the ranks, as a row-parallel Linear whose
+ * bias lives on one rank makes it. */
 struct tecomm_rs_add_rmsnorm {
   tecore_devptr_t residual_in;   /* [rows][n] */
   tecore_devptr_t residual_out;  /* [rows][n]: the sum + residual_in; may be residual_in */
@@ -323,6 +333,7 @@ struct tecomm_gemm_rs_args {
   tecore_dtype_t d_dtype;   /* dtype or F32 (E4M3: BF16, F16 or F32); the norm's */
   const struct tecomm_rs_add_rmsnorm *norm; /* NULL: a plain reduce-scatter */
   tecore_devptr_t a_scale_inv, b_scale_inv; /* E4M3: float[1] each; else unused */
+  tecore_devptr_t bias;     /* [n] of d_dtype (BF16 or F16), or 0; this rank's */
 };
 tecomm_result_t tecomm_gemm_rs(tecomm_comm_t comm, const struct tecomm_gemm_rs_args *args,
                                tecore_stream_t stream);

@@ -101,15 +101,16 @@ TE_PARAM_INT(ops_gelu_epilogue, "TECORE_OPS_GELU_EPILOGUE", 1, 0, 1,
              "dgrad with dGELU); 0: the GELU and its gradient as separate kernels (as "
              "TECORE_SEQ_NO_GELU_EPILOGUE)")
 
-/* The sequence's flag or the process's tunable turns the epilogue off. */
-static int gelu_epilogue(const tecore_seq_t *s) {
+/* The sequence's flag or the process's tunable turns the epilogue off
+ * (ops_internal.h). */
+int te_gelu_epilogue(const tecore_seq_t *s) {
   return !(s->cfg.flags & TECORE_SEQ_NO_GELU_EPILOGUE) && tecore_tunable_int(&ops_gelu_epilogue);
 }
 
 static int p_linear(const tecore_seq_t *s, size_t i, const struct tecore_recipe *r, void *ctx) {
   (void)r;
   unsigned f = (unsigned)(uintptr_t)ctx;
-  if ((f & L_GELU) && !gelu_epilogue(s)) return 0;
+  if ((f & L_GELU) && !te_gelu_epilogue(s)) return 0;
   const struct te_op *l = op_at(s, i);
   if ((f & L_OWN_BIAS) && !l->d.bias) return 0;
   if ((f & L_NO_BIAS) && l->d.bias) return 0;
@@ -138,7 +139,7 @@ static int p_dgrad_dgelu(const tecore_seq_t *s, size_t i, const struct tecore_re
   const struct te_op *l = op_at(s, i);
   if ((f & L_OWN_BIAS) && !l->d.bias) return 0;
   if ((f & L_NO_BIAS) && l->d.bias) return 0;
-  if (te_op_fp8(s, i) || l->out_cols % 8 || !gelu_epilogue(s)) return 0;
+  if (te_op_fp8(s, i) || l->out_cols % 8 || !te_gelu_epilogue(s)) return 0;
   /* the second Linear's dgrad GEMM takes the dGELU epilogue: not in FP8 either */
   for (size_t k = i + 1; k < s->nops && k <= i + 3; k++)
     if (op_at(s, k)->fp8 & TE_KIND_GEMM) return !te_op_fp8(s, k);

@@ -491,6 +491,9 @@ tecore_result_t te_bias_grad(tecore_seq_t *s, const struct tecore_tensor *dy,
 
 /* The GEMM type the bias / aux of a Linear's GEMM must have. */
 tecore_dtype_t te_linear_companion(const tecore_seq_t *s);
+/* Whether s takes GELU epilogues (its flags, TECORE_OPS_GELU_EPILOGUE):
+ * linear+gelu and TECORE_FUSION_GELU_EPILOGUE patterns (ops_fusions.c). */
+int te_gelu_epilogue(const tecore_seq_t *s);
 /* An inference sequence (TECORE_SEQ_INFERENCE, te/ops.h): forward only,
  * FP8 weights cached, activations quantized rowwise only. */
 static inline int te_seq_infer(const tecore_seq_t *s) {

@@ -75,6 +75,8 @@ static int pattern_matches(const tecore_seq_t *s, const struct te_fusion *f, siz
   if (f->builtin_id < 0 && (d->flags & TECORE_FUSION_WRITES_FP8) && te_seq_block(s) &&
       !te_seq_infer(s))
     return 0;
+  if (f->builtin_id < 0 && (d->flags & TECORE_FUSION_GELU_EPILOGUE) && !te_gelu_epilogue(s))
+    return 0;
   return !d->applies || d->applies(s, i, rc, d->ctx);
 }
 

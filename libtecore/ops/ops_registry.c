@@ -136,9 +136,11 @@ TE_EXPORT tecore_result_t tecore_ops_register_fusion(const struct tecore_fusion_
            "%s: def->kinds[%zu] is %d, not an operation kind (pattern %s)", fn, i, def->kinds[i],
            def->name);
   TE_ARG(def->run, "%s: def->run is NULL (pattern %s)", fn, def->name);
-  TE_ARG(!(def->flags & ~(TECORE_FUSION_WRITES_FP8 | TECORE_FUSION_ROWS)),
-         "%s: def->flags 0x%x has bits other than TECORE_FUSION_WRITES_FP8 and "
-         "TECORE_FUSION_ROWS (pattern %s)", fn, def->flags, def->name);
+  TE_ARG(!(def->flags &
+           ~(TECORE_FUSION_WRITES_FP8 | TECORE_FUSION_ROWS | TECORE_FUSION_GELU_EPILOGUE)),
+         "%s: def->flags 0x%x has bits other than TECORE_FUSION_WRITES_FP8, "
+         "TECORE_FUSION_ROWS and TECORE_FUSION_GELU_EPILOGUE (pattern %s)", fn, def->flags,
+         def->name);
   TE_ARG(!(def->flags & TECORE_FUSION_ROWS) || def->dir == TECORE_SEQ_FORWARD,
          "%s: def->flags TECORE_FUSION_ROWS is for forward patterns (pattern %s)", fn,
          def->name);

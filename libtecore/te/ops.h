@@ -864,6 +864,11 @@ struct tecore_fusion_def {
  * stream, run on each block on the side stream as soon as the GEMM wrote
  * it. */
 #define TECORE_FUSION_ROWS 0x2u
+/* GELU_EPILOGUE: run applies a GELU in a GEMM's epilogue: the pattern is
+ * planned only where libtecore's linear+gelu would be (not for a sequence
+ * created with TECORE_SEQ_NO_GELU_EPILOGUE, nor under
+ * TECORE_OPS_GELU_EPILOGUE=0). */
+#define TECORE_FUSION_GELU_EPILOGUE 0x4u
 /* Adds a pattern (def is copied) for sequences planned from now on. */
 tecore_result_t tecore_ops_register_fusion(const struct tecore_fusion_def *def);
 /* Removes the registered pattern called name. */

@@ -11,8 +11,9 @@
  *     inputs (the collectives are captured with the pass);
  *   - refusals: rows that do not split over the ranks, an algorithm the
  *     collectives do not run;
- *   - the forward overlap fusions (allgather+linear,
- *     linear+reduce_scatter[+add+rmsnorm], libtecomm/fuser_sp.c): planned
+ *   - the forward overlap fusions (allgather+linear[+gelu],
+ *     linear+reduce_scatter[+add+rmsnorm], libtecomm/fuser_sp.c), with
+ *     and without biases, SiLU or GELU between the Linears: planned
  *     where they apply, the same bits as the plain path eager and
  *     graphed, declined on every rank alike, a rank killed between steps
  *     reported by the others within TECOMM_TIMEOUT. */
@@ -188,24 +189,34 @@ END_TEST
  * 16: the overlapped GEMMs' alignment). */
 enum { BR = 8, BH = 32, BF = 48, BMAX = BR * BH * TC_MAX_RANKS };
 
-/* Two pre-norm sequence-parallel MLP blocks, no biases, BF16:
- *   make(0) rmsnorm allgather linear(BH -> BF) silu linear(BF -> BH)
- *   reduce_scatter add(0)  (twice)
+/* Two pre-norm sequence-parallel MLP blocks, BF16:
+ *   make(0) rmsnorm allgather linear(BH -> BF) act linear(BF -> BH)
+ *   reduce_scatter add(0)  (twice), act SiLU or GELU
  * seeded by rank (each rank its own weight shards, the same in both
- * sequences); the norms' gamma random, the same on every rank. */
+ * sequences); the norms' gamma random, the same on every rank.  With
+ * bias, as te-demo and tecore_seq_add_transformer lay them out: the
+ * column-parallel Linears' slices on every rank, the row-parallel ones'
+ * on rank 0 alone. */
 enum { OV_NOPS = 16 };
-static tecore_seq_t *ov_seq(int rank, struct tecomm_op_params *prm, tecore_stream_t s) {
+struct ov_kind {
+  int bias, gelu;
+  int apart;   /* TECORE_SEQ_NO_GELU_EPILOGUE */
+};
+static tecore_seq_t *ov_seq(int rank, const struct ov_kind *v, struct tecomm_op_params *prm,
+                            tecore_stream_t s) {
+  const int bias = v->bias;
   struct tecore_seq_config cfg = {.rows = BR, .features = BH, .dtype = TECORE_DTYPE_BF16,
-                                  .seed = 7 + (uint64_t)rank};
+                                  .seed = 7 + (uint64_t)rank,
+                                  .flags = v->apart ? TECORE_SEQ_NO_GELU_EPILOGUE : 0};
   tecore_seq_t *q;
   RK_CORE(tecore_seq_create(&cfg, &q));
   const struct tecore_op_desc d[] = {
       {.kind = TECORE_OP_MAKE_EXTRA_OUTPUT, .slot = 0},
       {.kind = TECORE_OP_RMSNORM, .epsilon = 1e-5f},
       {.kind = TECORE_OP_ALLGATHER, .ctx = prm},
-      {.kind = TECORE_OP_LINEAR, .features = BF},
-      {.kind = TECORE_OP_SILU},
-      {.kind = TECORE_OP_LINEAR, .features = BH},
+      {.kind = TECORE_OP_LINEAR, .features = BF, .bias = bias},
+      {.kind = v->gelu ? TECORE_OP_GELU : TECORE_OP_SILU},
+      {.kind = TECORE_OP_LINEAR, .features = BH, .bias = bias && rank == 0},
       {.kind = TECORE_OP_REDUCE_SCATTER, .ctx = prm},
       {.kind = TECORE_OP_ADD_EXTRA_INPUT, .slot = 0},
   };
@@ -223,13 +234,15 @@ static tecore_seq_t *ov_seq(int rank, struct tecomm_op_params *prm, tecore_strea
   return q;
 }
 
-/* want: whether seq's forward plan has both overlap groups. */
-static void ov_expect_plan(tecore_seq_t *q, int want, const char *what) {
+/* want: whether seq's forward plan has both overlap groups (with GELU,
+ * the all-gather's takes it in its GEMM's epilogue). */
+static void ov_expect_plan(tecore_seq_t *q, int gelu, int want, const char *what) {
   char buf[512];
   RK_CORE(tecore_seq_describe(q, TECORE_SEQ_FORWARD, buf, sizeof buf, NULL));
-  int has = strstr(buf, "| allgather+linear[2-3] |") &&
-            strstr(buf, "| linear+reduce_scatter+add+rmsnorm[5-9] |") &&
-            strstr(buf, "| allgather+linear[10-11] |") && strstr(buf, "| linear+reduce_scatter[13-14] |");
+  const char *ag1 = gelu ? "| allgather+linear+gelu[2-4] |" : "| allgather+linear[2-3] |";
+  const char *ag2 = gelu ? "| allgather+linear+gelu[10-12] |" : "| allgather+linear[10-11] |";
+  int has = strstr(buf, ag1) && strstr(buf, "| linear+reduce_scatter+add+rmsnorm[5-9] |") &&
+            strstr(buf, ag2) && strstr(buf, "| linear+reduce_scatter[13-14] |");
   RK_ASSERT(has == want, "%s: forward plan \"%s\", want the overlap groups %s", what, buf,
             want ? "in it" : "out of it");
 }
@@ -254,9 +267,9 @@ static size_t ov_fetch(tecore_seq_t *q, const struct ov_io *b, char *out, tecore
   RK_CORE(tecore_memcpy_async(te_hptr(out), b->y, act, s));
   RK_CORE(tecore_memcpy_async(te_hptr(out + act), b->dx, act, s));
   off = 2 * act;
-  struct tecore_seq_param prm[8];
+  struct tecore_seq_param prm[16];
   size_t np = 0;
-  RK_CORE(tecore_seq_params(q, prm, 8, &np));
+  RK_CORE(tecore_seq_params(q, prm, 16, &np));
   for (size_t i = 0; i < np; i++) {
     size_t bytes = tecore_tensor_numel(&prm[i].grad) * 4;
     RK_CORE(tecore_memcpy_async(te_hptr(out + off), prm[i].grad.data, bytes, s));
@@ -300,22 +313,22 @@ static void ov_compare(const char *got, const char *want, size_t nb, size_t act,
  * there the comparison is the sequences' tolerance, 2^-6 relative to the
  * largest magnitude. */
 static void rank_ov(int rank, int n, void *arg) {
-  (void)arg;
+  const struct ov_kind *kind = arg;
   tecore_stream_t s;
   tecomm_comm_t comm = tc_rank_comm(rank, n);
   RK_OK(tecomm_ops_register());
   RK_CORE(tecore_stream_create(TECORE_STREAM_NON_BLOCKING, 0, &s));
   struct tecomm_op_params pf = {.comm = comm}, pp = {.comm = comm, .flags = TECOMM_OP_NO_FUSION};
-  tecore_seq_t *q[2] = {ov_seq(rank, &pf, s), ov_seq(rank, &pp, s)};
-  ov_expect_plan(q[0], 1, "fused");
-  ov_expect_plan(q[1], 0, "TECOMM_OP_NO_FUSION");
+  tecore_seq_t *q[2] = {ov_seq(rank, kind, &pf, s), ov_seq(rank, kind, &pp, s)};
+  ov_expect_plan(q[0], kind->gelu && !kind->apart, 1, "fused");
+  ov_expect_plan(q[1], kind->gelu && !kind->apart, 0, "TECOMM_OP_NO_FUSION");
   struct ov_io b[2];
   size_t act = (size_t)BR * BH * 2;
   for (int v = 0; v < 2; v++) {
     b[v].x = dev_alloc(act), b[v].dy = dev_alloc(act);
     b[v].y = dev_alloc(act), b[v].dx = dev_alloc(act);
   }
-  static char host[2][BR * BH * 4 + 4 * (BH * BF * 4 + BH * 4)];
+  static char host[2][BR * BH * 4 + 4 * (BH * BF * 4 + BH * 4 + BF * 4 + BH * 4)];
   static char xv[BMAX * 2], dyv[BMAX * 2];   /* apart: the uploads read them later */
   tecore_graph_exec_t ge[2] = {NULL, NULL};
   tecore_graph_t g[2] = {NULL, NULL};
@@ -352,16 +365,49 @@ static void rank_ov(int rank, int n, void *arg) {
 }
 
 START_TEST(sp_overlap_block_matches_plain_bitwise) {
-  tc_run_ranks(_i ? 4 : 2, rank_ov, NULL, 90);
+  static const struct ov_kind v = {0, 0, 0};
+  tc_run_ranks(_i ? 4 : 2, rank_ov, (void *)&v, 90);
   tc_shm_release();
 }
 END_TEST
 
-/* how 0: TECOMM_SP_OVERLAP=0; 1: a rank-0-only condition (a bias on rank
- * 0's row-parallel Linear, as te-demo and tecore_seq_add_transformer
- * place it): the plain reduce-scatter on every rank, none waits for
- * another; 2: an FP8 recipe (the overlapped groups are BF16 and F16
- * only): the plain collectives. */
+/* The Linears with biases (the overlap declined them before, so te-demo
+ * --sp never overlapped): the bias in every chunk's GEMM, rank 0's row-
+ * parallel one in its partials once; the same bits as the plain path. */
+START_TEST(sp_overlap_with_biases_matches_plain_bitwise) {
+  static const struct ov_kind v = {1, 0, 0};
+  tc_run_ranks(_i ? 4 : 2, rank_ov, (void *)&v, 90);
+  tc_shm_release();
+}
+END_TEST
+
+/* GELU after the column-parallel Linear (te-demo's and GPT's MLPs): the
+ * plain path runs it in the GEMM's epilogue on the float pre-activation;
+ * allgather+linear alone left it a kernel of its own on the rounded one
+ * (other bits: te-demo --tp 2 --sp's losses moved 2e-4).  With
+ * allgather+linear+gelu the same epilogue: the plain path's bits. */
+START_TEST(sp_overlap_keeps_gelu_epilogue_bitwise) {
+  static const struct ov_kind v = {1, 1, 0};
+  tc_run_ranks(_i ? 4 : 2, rank_ov, (void *)&v, 90);
+  tc_shm_release();
+}
+END_TEST
+
+/* A sequence that keeps GELU apart (TECORE_SEQ_NO_GELU_EPILOGUE, as te-gpt
+ * makes it where cuBLASLt's epilogues are slower): allgather+linear and
+ * the GELU's own kernel, as its plain path; the same bits. */
+START_TEST(sp_overlap_gelu_apart_when_the_sequence_asks) {
+  static const struct ov_kind v = {1, 1, 1};
+  tc_run_ranks(2, rank_ov, (void *)&v, 90);
+  tc_shm_release();
+}
+END_TEST
+
+/* how 0: TECOMM_SP_OVERLAP=0: the plain collectives; 1: a bias on rank
+ * 0's row-parallel Linear alone (as te-demo and
+ * tecore_seq_add_transformer place it): both groups on every rank, the
+ * bias in rank 0's partials; 2: an FP8 recipe (the overlapped groups are
+ * BF16 and F16 only): the plain collectives. */
 static void rank_ov_declines(int rank, int n, void *arg) {
   const int how = *(const int *)arg;
   if (how == 0) setenv("TECOMM_SP_OVERLAP", "0", 1);
@@ -391,9 +437,10 @@ static void rank_ov_declines(int rank, int n, void *arg) {
   char buf[512];
   RK_CORE(tecore_seq_describe(q, TECORE_SEQ_FORWARD, buf, sizeof buf, NULL));
   static const char *const why[] = {"under TECOMM_SP_OVERLAP=0",
-                                    "though rank 0's Linear has a bias", "under FP8"};
-  RK_ASSERT(!strstr(buf, "linear+reduce_scatter"),
-            "rank %d: forward plan \"%s\" overlaps the reduce-scatter %s", rank, buf, why[how]);
+                                    "(rank 0's row-parallel bias stops nothing)", "under FP8"};
+  RK_ASSERT(!strstr(buf, "linear+reduce_scatter") == (how != 1),
+            "rank %d: forward plan \"%s\": linear+reduce_scatter %s", rank, buf,
+            how == 1 ? "missing (nothing stops it)" : why[how]);
   RK_ASSERT(!strstr(buf, "allgather+linear") == (how != 1),
             "rank %d: forward plan \"%s\": allgather+linear %s", rank, buf,
             how == 1 ? "missing (nothing stops it)" : why[how]);
@@ -422,8 +469,9 @@ static void rank_ov_killed(int rank, int n, void *arg) {
   RK_OK(tecomm_ops_register());
   RK_CORE(tecore_stream_create(TECORE_STREAM_NON_BLOCKING, 0, &s));
   struct tecomm_op_params prm = {.comm = comm};
-  tecore_seq_t *q = ov_seq(rank, &prm, s);
-  ov_expect_plan(q, 1, "killed-rank block");
+  static const struct ov_kind v = {0, 0, 0};
+  tecore_seq_t *q = ov_seq(rank, &v, &prm, s);
+  ov_expect_plan(q, 0, 1, "killed-rank block");
   struct ov_io b;
   size_t act = (size_t)BR * BH * 2;
   b.x = dev_alloc(act), b.dy = dev_alloc(act), b.y = dev_alloc(act), b.dx = dev_alloc(act);
@@ -513,6 +561,9 @@ static Suite *sp_suite(void) {
   tcase_add_loop_test(tc, sp_ops_forward_backward_vs_float64, 0, 8);
   tc = te_tcase(s, "overlap", 0);
   tcase_add_loop_test(tc, sp_overlap_block_matches_plain_bitwise, 0, 2);
+  tcase_add_loop_test(tc, sp_overlap_with_biases_matches_plain_bitwise, 0, 2);
+  tcase_add_loop_test(tc, sp_overlap_keeps_gelu_epilogue_bitwise, 0, 2);
+  tcase_add_test(tc, sp_overlap_gelu_apart_when_the_sequence_asks);
   tcase_add_loop_test(tc, sp_overlap_declined_on_every_rank_alike, 0, 3);
   tcase_add_test(tc, sp_overlap_killed_rank_times_out);
   tc = te_tcase(s, "misuse", 0);

@@ -6,12 +6,15 @@
  *     per-tensor factors 0.5 and 0.25), D of their dtype, BF16 or F32,
  *     odd row counts (1, 5, 7 rows a rank), in place (a inside a
  *     symmetric a_all) or not, poisoned outputs (NaN bytes), two calls
- *     back to back with fresh inputs: a_all byte for byte against every
+ *     back to back with fresh inputs, a bias of D's dtype in half the
+ *     cases (each rank its own), the GELU epilogue in two (gelu_aux the
+ *     pre-activation, d its tanh GELU): a_all byte for byte against every
  *     rank's rows, d against the float64 product with the tolerance
  *     half an ulp of D's dtype of |ref| plus k * 2^-23 * sum |a b|
  *     (float accumulation);
  *   - GEMM + reduce-scatter: the same dtypes and rows, d against the
- *     float64 sum of every rank's product: each partial is rounded to D's
+ *     float64 sum of every rank's product (plus its bias): each partial
+ *     is rounded to D's
  *     dtype before the fold, so half an ulp of each |partial| plus half
  *     an ulp of |ref| plus n k 2^-23 sum |a b|; every rank's block;
  *     fused with the residual add and RMSNorm (residual_out, out and
@@ -24,7 +27,8 @@
  *   - at the registered in-place level (no pool) the same products; at
  *     the NCCL level (no IPC workspaces) both refused, saying why;
  *   - argument errors named (NULL, zero rows, dtypes, operands that are
- *     not symmetric where the peers read them, overlaps, d with norm);
+ *     not symmetric where the peers read them, overlaps, d with norm,
+ *     a bias with an F32 d, misaligned or over an output);
  *   - ranks passing other shapes: TECOMM_ERR_MISMATCH on every rank
  *     within 2 s, naming the call; ranks passing other partials: the
  *     allocation a rank left out is never written (peers only read);
@@ -56,15 +60,17 @@ struct ov_case {
   size_t rows, n, k;
   int in_place; /* ag: a inside a_all */
   int norm;     /* rs: fused residual add + RMSNorm */
+  int bias;     /* a bias of D's dtype (each rank its own) */
+  int gelu;     /* ag: the GELU epilogue (gelu_aux written) */
 };
 
 static const struct ov_case cases[] = {
-    {TECORE_DTYPE_BF16, TECORE_DTYPE_BF16, 5, 24, 40, 0, 0},
-    {TECORE_DTYPE_BF16, TECORE_DTYPE_F32, 7, 16, 33, 1, 0},
-    {TECORE_DTYPE_F16, TECORE_DTYPE_F16, 1, 8, 64, 1, 1},
-    {TECORE_DTYPE_BF16, TECORE_DTYPE_BF16, 5, 2048, 16, 0, 1},
-    {TECORE_DTYPE_E4M3, TECORE_DTYPE_BF16, 5, 32, 32, 1, 0},
-    {TECORE_DTYPE_E4M3, TECORE_DTYPE_F32, 3, 16, 48, 0, 1},
+    {TECORE_DTYPE_BF16, TECORE_DTYPE_BF16, 5, 24, 40, 0, 0, 0, 0},
+    {TECORE_DTYPE_BF16, TECORE_DTYPE_F32, 7, 16, 33, 1, 0, 0, 0},
+    {TECORE_DTYPE_F16, TECORE_DTYPE_F16, 1, 8, 64, 1, 1, 1, 1},
+    {TECORE_DTYPE_BF16, TECORE_DTYPE_BF16, 5, 2048, 16, 0, 1, 1, 1},
+    {TECORE_DTYPE_E4M3, TECORE_DTYPE_BF16, 5, 32, 32, 1, 0, 1, 0},
+    {TECORE_DTYPE_E4M3, TECORE_DTYPE_F32, 3, 16, 48, 0, 1, 0, 0},
 };
 /* E4M3 cases' per-tensor dequantization factors (a, b) */
 static const float fp8_si[2] = {0.5f, 0.25f};
@@ -105,6 +111,11 @@ static tecore_devptr_t dev_put(const void *h, size_t bytes, tecore_stream_t s) {
   return d;
 }
 
+/* A bias of bias_make on the device (0 without one). */
+static tecore_devptr_t bias_put(const void *h, const struct ov_case *k, tecore_stream_t s) {
+  return h ? dev_put(h, k->n * tecore_dtype_size(k->ddt), s) : 0;
+}
+
 static void *dev_get(tecore_devptr_t d, size_t bytes, tecore_stream_t s) {
   void *h = malloc(bytes);
   RK_ASSERT(h, "malloc");
@@ -136,6 +147,16 @@ static uint64_t salt_of(int ci, int it, int what) {
   return (uint64_t)(ci * 16 + it * 4 + what + 1);
 }
 
+/* Rank r's bias [n] of D's dtype for a case and call (NULL without one). */
+static void *bias_make(const struct ov_case *k, int r, int ci, int it) {
+  return k->bias ? host_make(k->n, k->ddt, r, 1000 + salt_of(ci, it, 0)) : NULL;
+}
+
+/* Element j of a bias made so, 0 without one. */
+static double bias_at(const void *bias, size_t j, const struct ov_case *k) {
+  return bias ? tc_from_dt(bias, j, k->ddt) : 0.0;
+}
+
 /* ---- all-gather + GEMM ------------------------------------------------------------- */
 
 static void ag_check_all(const unsigned char *all, int n, const struct ov_case *k, int ci, int it) {
@@ -148,15 +169,27 @@ static void ag_check_all(const unsigned char *all, int n, const struct ov_case *
   }
 }
 
-static void ag_check_d(const void *d, const void *all, const void *b, int n,
-                       const struct ov_case *k, int ci, int it) {
+static double gelu_tanh(double x) {
+  return 0.5 * x * (1.0 + tanh(0.7978845608028654 * (x + 0.044715 * x * x * x)));
+}
+
+/* d (and with the GELU epilogue aux = the pre-activation, d = gelu of its
+ * float value: |gelu'| < 1.2 carries the sum's error, 2^-20 the float
+ * tanh's) against float64. */
+static void ag_check_d(const void *d, const void *aux, const void *all, const void *b,
+                       const void *bias, int n, const struct ov_case *k, int ci, int it) {
   for (size_t i = 0; i < (size_t)n * k->rows; i++)
     for (size_t j = 0; j < k->n; j++) {
-      double m, ref = dot(all, i, b, j, k->k, k->dt, &m);
-      double got = tc_from_dt(d, i * k->n + j, k->ddt);
-      double tol = half_ulp(k->ddt) * fabs(ref) + acc_rel(k->dt, k->k) * m + 1e-30;
-      RK_ASSERT(fabs(got - ref) <= tol, "case %d call %d: d[%zu][%zu] = %.9g, float64 %.9g "
-                "(tolerance %.3g)", ci, it, i, j, got, ref, tol);
+      double m, ref = dot(all, i, b, j, k->k, k->dt, &m) + bias_at(bias, j, k);
+      double got = tc_from_dt(aux ? aux : d, i * k->n + j, k->ddt);
+      double acc = acc_rel(k->dt, k->k) * m + 1e-30, tol = half_ulp(k->ddt) * fabs(ref) + acc;
+      RK_ASSERT(fabs(got - ref) <= tol, "case %d call %d: %s[%zu][%zu] = %.9g, float64 %.9g "
+                "(tolerance %.3g)", ci, it, aux ? "gelu_aux" : "d", i, j, got, ref, tol);
+      if (!aux) continue;
+      double g = gelu_tanh(ref), gd = tc_from_dt(d, i * k->n + j, k->ddt);
+      tol = half_ulp(k->ddt) * fabs(g) + 1.2 * acc + 0x1p-20 * (fabs(ref) + 1);
+      RK_ASSERT(fabs(gd - g) <= tol, "case %d call %d: d[%zu][%zu] = %.9g, float64 gelu %.9g "
+                "(tolerance %.3g)", ci, it, i, j, gd, g, tol);
     }
 }
 
@@ -171,25 +204,32 @@ static void ag_case(tecomm_comm_t c, tecore_stream_t s, int rank, int n, int ci)
     RK_OK(tecomm_mem_alloc(c, chunk, &a));
   }
   if (k->in_place) a = all + (size_t)rank * chunk;
-  tecore_devptr_t d, si = scales_put(k, s);
+  tecore_devptr_t d, aux = 0, si = scales_put(k, s);
   RK_CORE(tecore_mem_alloc(dbytes, &d));
+  if (k->gelu) RK_CORE(tecore_mem_alloc(dbytes, &aux));
   for (int it = 0; it < 2; it++) {
     void *ha = host_make(k->rows * k->k, k->dt, rank, salt_of(ci, it, 0));
     void *hb = host_make(k->n * k->k, k->dt, rank, salt_of(ci, it, 1));
-    tecore_devptr_t b = dev_put(hb, k->n * k->k * esz, s);
+    void *hbias = bias_make(k, rank, ci, it);
+    tecore_devptr_t b = dev_put(hb, k->n * k->k * esz, s), bias = bias_put(hbias, k, s);
     RK_CORE(tecore_memset_d8_async(all, 0xff, (size_t)n * chunk, s)); /* NaN bytes */
     RK_CORE(tecore_memset_d8_async(d, 0xff, dbytes, s));
+    if (aux) RK_CORE(tecore_memset_d8_async(aux, 0xff, dbytes, s));
     RK_CORE(tecore_memcpy_async(a, te_hptr(ha), chunk, s));
     struct tecomm_ag_gemm_args g = {.a = a, .a_all = all, .b = b, .d = d, .rows = k->rows,
                                     .n = k->n, .k = k->k, .dtype = k->dt, .d_dtype = k->ddt,
-                                    .a_scale_inv = si, .b_scale_inv = si ? si + 4 : 0};
+                                    .a_scale_inv = si, .b_scale_inv = si ? si + 4 : 0,
+                                    .bias = bias, .gelu_aux = aux};
     RK_OK(tecomm_ag_gemm(c, &g, s));
     RK_CORE(tecore_stream_synchronize(s));
     RK_OK(tecomm_comm_status(c, NULL));
     unsigned char *hall = dev_get(all, (size_t)n * chunk, s);
-    void *hd = dev_get(d, dbytes, s);
+    void *hd = dev_get(d, dbytes, s), *haux = aux ? dev_get(aux, dbytes, s) : NULL;
     ag_check_all(hall, n, k, ci, it);
-    ag_check_d(hd, hall, hb, n, k, ci, it);
+    ag_check_d(hd, haux, hall, hb, hbias, n, k, ci, it);
+    free(haux);
+    free(hbias);
+    if (bias) RK_CORE(tecore_mem_free(bias));
     free(hall);
     free(hd);
     free(ha);
@@ -197,6 +237,7 @@ static void ag_case(tecomm_comm_t c, tecore_stream_t s, int rank, int n, int ci)
     RK_CORE(tecore_mem_free(b));
   }
   RK_CORE(tecore_mem_free(d));
+  if (aux) RK_CORE(tecore_mem_free(aux));
   if (si) RK_CORE(tecore_mem_free(si));
   if (k->in_place) RK_OK(tecomm_mem_free(c, all));
   else {
@@ -233,15 +274,17 @@ static void rs_ref(int rank, int n, const struct ov_case *k, int ci, int it, dou
   for (int s = 0; s < n; s++) {
     void *a = host_make((size_t)n * rows * k->k, k->dt, s, salt_of(ci, it, 0));
     void *b = host_make(k->n * k->k, k->dt, s, salt_of(ci, it, 1));
+    void *bias = bias_make(k, s, ci, it);   /* rank s's, in its partials */
     for (size_t i = 0; i < rows; i++)
       for (size_t j = 0; j < k->n; j++) {
-        double m, p = dot(a, (size_t)rank * rows + i, b, j, k->k, k->dt, &m);
+        double m, p = dot(a, (size_t)rank * rows + i, b, j, k->k, k->dt, &m) + bias_at(bias, j, k);
         ref[i * k->n + j] += p;
         pabs[i * k->n + j] += fabs(p);
         mabs[i * k->n + j] += m;
       }
     free(a);
     free(b);
+    free(bias);
   }
   const double h = half_ulp(k->ddt);
   for (size_t e = 0; e < cnt; e++)
@@ -377,6 +420,8 @@ static void rs_call(tecomm_comm_t c, tecore_stream_t s, int rank, int n, int ci,
   const size_t blk = k->rows * k->n * dsz, cnt = k->rows * k->n;
   void *ha = host_make((size_t)n * k->rows * k->k, k->dt, rank, salt_of(ci, it, 0));
   void *hb = host_make(k->n * k->k, k->dt, rank, salt_of(ci, it, 1));
+  void *hbias = bias_make(k, rank, ci, it);
+  const tecore_devptr_t bias = bias_put(hbias, k, s);
   m->a = dev_put(ha, (size_t)n * k->rows * k->k * esz, s);
   m->b = dev_put(hb, k->n * k->k * esz, s);
   RK_CORE(tecore_memset_d8_async(m->partials, 0xff, (size_t)n * blk, s));
@@ -396,7 +441,8 @@ static void rs_call(tecomm_comm_t c, tecore_stream_t s, int rank, int n, int ci,
   struct tecomm_gemm_rs_args g = {.a = m->a, .b = m->b, .d = m->d, .partials = m->partials,
                                   .rows = k->rows, .n = k->n, .k = k->k, .dtype = k->dt,
                                   .d_dtype = k->ddt, .norm = k->norm ? &nm : NULL,
-                                  .a_scale_inv = m->si, .b_scale_inv = m->si ? m->si + 4 : 0};
+                                  .a_scale_inv = m->si, .b_scale_inv = m->si ? m->si + 4 : 0,
+                                  .bias = bias};
   RK_OK(tecomm_gemm_rs(c, &g, s));
   RK_CORE(tecore_stream_synchronize(s));
   RK_OK(tecomm_comm_status(c, NULL));
@@ -423,6 +469,8 @@ static void rs_call(tecomm_comm_t c, tecore_stream_t s, int rank, int n, int ci,
   free(tol);
   free(ha);
   free(hb);
+  free(hbias);
+  if (bias) RK_CORE(tecore_mem_free(bias));
   RK_CORE(tecore_mem_free(m->a));
   RK_CORE(tecore_mem_free(m->b));
 }
@@ -497,6 +545,29 @@ static void ag_errors(tecomm_comm_t c, const struct err_bufs *e, tecore_stream_t
   g = ok;
   g.a = e->sym + e->bytes - 64; /* 3 x 16 BF16 = 96 bytes: past the allocation */
   RK_EXPECT(TECOMM_ERR_INVALID, "run past", tecomm_ag_gemm(c, &g, s));
+  g = ok; /* the bias: d's dtype, aligned, apart from d */
+  g.bias = e->plain + 28672;
+  g.d_dtype = TECORE_DTYPE_F32;
+  RK_EXPECT(TECOMM_ERR_INVALID, "args->bias is set with args->d_dtype f32",
+            tecomm_ag_gemm(c, &g, s));
+  g.d_dtype = TECORE_DTYPE_BF16;
+  g.bias = e->plain + 28673;
+  RK_EXPECT(TECOMM_ERR_INVALID, "args->bias (0x", tecomm_ag_gemm(c, &g, s));
+  g.bias = ok.d + 16;
+  RK_EXPECT(TECOMM_ERR_INVALID, "args->bias overlaps", tecomm_ag_gemm(c, &g, s));
+  g.bias = ok.a_all;
+  RK_EXPECT(TECOMM_ERR_INVALID, "args->bias overlaps", tecomm_ag_gemm(c, &g, s));
+  g = ok; /* gelu_aux: d's dtype, n a multiple of 8, apart from the rest */
+  g.gelu_aux = e->plain + 16384;
+  g.d_dtype = TECORE_DTYPE_F32;
+  RK_EXPECT(TECOMM_ERR_INVALID, "args->gelu_aux is set with args->d_dtype f32",
+            tecomm_ag_gemm(c, &g, s));
+  g.d_dtype = TECORE_DTYPE_BF16;
+  g.n = 12;
+  RK_EXPECT(TECOMM_ERR_INVALID, "n a multiple of 8", tecomm_ag_gemm(c, &g, s));
+  g.n = 8;
+  g.gelu_aux = ok.d + 2;
+  RK_EXPECT(TECOMM_ERR_INVALID, "args->gelu_aux overlaps", tecomm_ag_gemm(c, &g, s));
 }
 
 static void rs_errors(tecomm_comm_t c, const struct err_bufs *e, tecore_stream_t s) {
@@ -535,6 +606,15 @@ static void rs_errors(tecomm_comm_t c, const struct err_bufs *e, tecore_stream_t
   g.k = 16;
   g.a = e->plain + 4; /* E4M3 operands 16-byte aligned */
   RK_EXPECT(TECOMM_ERR_INVALID, "args->a (0x", tecomm_gemm_rs(c, &g, s));
+  g = ok; /* the bias: d's dtype (not F32), apart from the partials and d */
+  g.bias = e->plain + 28672;
+  RK_EXPECT(TECOMM_ERR_INVALID, "args->bias is set with args->d_dtype f32",
+            tecomm_gemm_rs(c, &g, s));
+  g.d_dtype = TECORE_DTYPE_BF16;
+  g.bias = e->sym;
+  RK_EXPECT(TECOMM_ERR_INVALID, "args->bias overlaps", tecomm_gemm_rs(c, &g, s));
+  g.bias = ok.d;
+  RK_EXPECT(TECOMM_ERR_INVALID, "args->bias overlaps", tecomm_gemm_rs(c, &g, s));
 }
 
 static void rank_args(int rank, int n, void *arg) {
@@ -665,7 +745,7 @@ static void graph_check(const struct graph_bufs *g, int rank, int n, int it, tec
   void *d = dev_get(g->ag_d, (size_t)n * cnt * 2, s), *rd = dev_get(g->rs_d, cnt * 2, s);
   void *hb = host_make(k->n * k->k, k->dt, rank, salt_of(0, it, 1));
   ag_check_all(all, n, k, 0, it);
-  ag_check_d(d, all, hb, n, k, 0, it);
+  ag_check_d(d, NULL, all, hb, NULL, n, k, 0, it);
   double *ref = malloc(cnt * sizeof *ref), *tol = malloc(cnt * sizeof *tol);
   RK_ASSERT(ref && tol, "malloc");
   rs_ref(rank, n, k, 0, it, ref, tol);

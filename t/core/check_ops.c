@@ -3503,7 +3503,7 @@ START_TEST(test_set_grad) {
                                  .flags = TECORE_FUSION_ROWS};
   TE_EXPECT_INVALID("forward patterns", tecore_ops_register_fusion(&fd));
   fd.dir = TECORE_SEQ_FORWARD;
-  fd.flags = 0x4;
+  fd.flags = 0x8;   /* past TECORE_FUSION_GELU_EPILOGUE */
   TE_EXPECT_INVALID("flags", tecore_ops_register_fusion(&fd));
   ovl_unregister();
 }

@@ -29,7 +29,9 @@
 # allreduce's, the gamma gradients summed from the ranks' shards, the
 # loss from the ranks' shares; on vdev the printed losses are the same.
 # Gamma gradients left unsummed move them by ~2.5e-4 of the first loss
-# by step 2), its plans naming both collectives.  Random seed each run (TE_TEST_SEED to repeat).
+# by step 2), its plans naming both collectives, the fused bf16 one the
+# overlapped GEMMs (libtecomm's allgather+linear+gelu, linear+reduce_scatter:
+# the Linears' biases and GELU taken in).  Random seed each run (TE_TEST_SEED to repeat).
 # Exit 0: ok; 77: skip (TE_DEVICE=cuda with fewer GPUs than ranks);
 # 1: a run failed or a loss left the one-process curve.
 # Environment (from t/Makefile.inc): top_builddir.
@@ -205,6 +207,12 @@ if test -s "$tmp.2.loss"; then
         ! grep -q 'plan backward: .*allgather(side)\[' "$tmp.sp"; then
       echo "FAIL: --tp 2 --sp: the plans do not show the all-gather and reduce-scatter (and the backward overlap):"
       grep 'plan' "$tmp.sp"
+      status=1
+    fi
+    # the Linears have biases and a GELU: the fused bf16 variant overlaps both
+    if ! grep -q 'plan forward: .*allgather+linear+gelu\[.*linear+reduce_scatter' "$tmp.sp"; then
+      echo "FAIL: --tp 2 --sp: no forward plan shows allgather+linear+gelu and linear+reduce_scatter:"
+      grep 'plan forward' "$tmp.sp"
       status=1
     fi
   fi

@@ -592,6 +592,8 @@ int main(void) {
   printf("tecomm_ag_gemm_args.d_dtype %zu\n", offsetof(struct tecomm_ag_gemm_args, d_dtype));
   printf("tecomm_ag_gemm_args.a_scale_inv %zu\n", offsetof(struct tecomm_ag_gemm_args, a_scale_inv));
   printf("tecomm_ag_gemm_args.b_scale_inv %zu\n", offsetof(struct tecomm_ag_gemm_args, b_scale_inv));
+  printf("tecomm_ag_gemm_args.bias %zu\n", offsetof(struct tecomm_ag_gemm_args, bias));
+  printf("tecomm_ag_gemm_args.gelu_aux %zu\n", offsetof(struct tecomm_ag_gemm_args, gelu_aux));
   printf("tecomm_rs_add_rmsnorm size %zu\n", sizeof(struct tecomm_rs_add_rmsnorm));
   printf("tecomm_rs_add_rmsnorm.residual_in %zu\n", offsetof(struct tecomm_rs_add_rmsnorm, residual_in));
   printf("tecomm_rs_add_rmsnorm.residual_out %zu\n", offsetof(struct tecomm_rs_add_rmsnorm, residual_out));
@@ -613,6 +615,7 @@ int main(void) {
   printf("tecomm_gemm_rs_args.norm %zu\n", offsetof(struct tecomm_gemm_rs_args, norm));
   printf("tecomm_gemm_rs_args.a_scale_inv %zu\n", offsetof(struct tecomm_gemm_rs_args, a_scale_inv));
   printf("tecomm_gemm_rs_args.b_scale_inv %zu\n", offsetof(struct tecomm_gemm_rs_args, b_scale_inv));
+  printf("tecomm_gemm_rs_args.bias %zu\n", offsetof(struct tecomm_gemm_rs_args, bias));
   printf("tecomm_op_params size %zu\n", sizeof(struct tecomm_op_params));
   printf("tecomm_op_params.comm %zu\n", offsetof(struct tecomm_op_params, comm));
   printf("tecomm_op_params.algo %zu\n", offsetof(struct tecomm_op_params, algo));
