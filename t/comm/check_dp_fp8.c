@@ -19,24 +19,11 @@
  *     ZeRO-0's outputs either way;
  *   - destroy gives the sequence its values back, and its forwards
  *     quantize the weights again (ZeRO-0's outputs). */
-#include "comm_ranks.h"
+#include "fuser_vals.h"
 #include <te/comm_dp.h>
 
 enum { FL = 4, FH = 128, FB = 16, FNP = 2 * FL, MB = 2, FP_STEPS = 5,
        FG = FL * (FH * FH + FH) };
-
-static tecore_devptr_t dalloc(size_t bytes) {
-  tecore_devptr_t p = 0;
-  RK_CORE(tecore_mem_alloc(bytes, &p));
-  return p;
-}
-
-static struct tecore_tensor t2(tecore_dtype_t dt, size_t r, size_t c, tecore_devptr_t p) {
-  struct tecore_tensor t;
-  size_t sh[2] = {r, c};
-  RK_CORE(tecore_tensor_init(&t, dt, 2, sh, p));
-  return t;
-}
 
 static tecore_seq_t *model(tecore_stream_t s) {
   struct tecore_seq_config cfg = {.rows = FB, .features = FH, .dtype = TECORE_DTYPE_BF16,
@@ -127,8 +114,8 @@ static void adam_init(tecomm_dp_t dp, tecore_seq_t *q, int zero, struct tecore_o
     tecore_devptr_t v = r->value.data;
     if (zero) RK_OK(tecomm_dp_shard(dp, i, &first, &n));
     if (zero) RK_OK(tecomm_dp_value_shard(dp, i, &v));
-    tecore_devptr_t m0 = dalloc(n ? n * 4 : 4), m1 = dalloc(n ? n * 4 : 4),
-                    m2 = dalloc(n ? n * 4 : 4);
+    tecore_devptr_t m0 = dev_alloc(n ? n * 4 : 4), m1 = dev_alloc(n ? n * 4 : 4),
+                    m2 = dev_alloc(n ? n * 4 : 4);
     RK_CORE(tecore_memset_d32_async(m1, 0, n ? n : 1, NULL));
     RK_CORE(tecore_memset_d32_async(m2, 0, n ? n : 1, NULL));
     RK_CORE(tecore_memcpy(te_hptr(hb), v, n * 2));
@@ -176,7 +163,7 @@ static void w8_fetch(tecore_seq_t *q, struct w8host *h) {
 static void values(tecore_seq_t *q, tecomm_dp_t d3, uint16_t *out, tecore_stream_t s) {
   struct tecore_seq_param p[FNP];
   params(q, p);
-  tecore_devptr_t w = d3 ? dalloc(FH * FH * 2) : 0;
+  tecore_devptr_t w = d3 ? dev_alloc(FH * FH * 2) : 0;
   size_t at = 0;
   for (size_t k = 0; k < FNP; k++) {
     size_t cnt = tecore_tensor_numel(&p[k].value);
@@ -262,8 +249,8 @@ static void step_both(tecore_seq_t *q0, tecore_seq_t *q3, tecomm_dp_t d0, tecomm
 }
 
 static void bufs_init(struct bufs *z) {
-  for (int m = 0; m < MB; m++) z->x[m] = dalloc(FB * FH * 2), z->dy[m] = dalloc(FB * FH * 2);
-  z->y = dalloc(FB * FH * 2);
+  for (int m = 0; m < MB; m++) z->x[m] = dev_alloc(FB * FH * 2), z->dy[m] = dev_alloc(FB * FH * 2);
+  z->y = dev_alloc(FB * FH * 2);
 }
 
 /* A step of both on fresh rows: ZeRO-3's outputs ZeRO-0's bits. */
