@@ -436,12 +436,6 @@ static int dp_misfit(struct te_cli *cli, const struct opts *o) {
     return te_cli_error(cli, "--dp %d x --tp %d: at most %d ranks", dp, tp, DEMO_TP_MAX);
   if (o->zero && dp < 2) return te_cli_error(cli, "--zero %d needs --dp 2 or more", o->zero);
   if (o->off.on && dp > 1) return te_cli_error(cli, "--offload and --dp: one or the other");
-  /* --sp's replicated gradients are summed over the tp ranks after the
-   * dp reduction: from a reduce-scattered shard that gives other bits
-   * than --zero 0's (not found yet why), so not together */
-  if (o->zero >= 2 && tp > 1 && o->sp)
-    return te_cli_error(cli, "--zero %d and --sp: not together yet (--zero 0 or 1 with --sp)",
-                        o->zero);
   /* the values are shards between the passes: nothing whole to decode */
   if (o->zero == 3 && o->sample_given && o->sample > 0)
     return te_cli_error(cli, "--zero 3 and --sample: not together (--save, then --sample "

@@ -13,7 +13,9 @@
 #     FP8 delayed too; --zero 3 --recipe delayed gathers FP8 codes, bit for
 #     bit the losses of gathering the values (TECORE_OPS_FUSION_OFF);
 #  3. --dp 2 --tp 2 (4 ranks, a 2-D grid) within GPT_DP_TOL of one process;
-#     with --zero 2 and 3 --zero 0's losses bit for bit (not with --sp);
+#     with --zero 2 and 3 --zero 0's losses bit for bit, with --sp too
+#     (te-gpt-dp-zero-sp: the tp sum of the norms' gradients once read
+#     unreduced elements, the tp ranks' dp shards lying apart);
 #     --dp 2 as two processes launched by TECOMM_RANK, TECOMM_NRANKS and
 #     TECOMM_ROOT: the forked run's losses, bit for bit;
 #  4. checkpoints: --dp 2 --zero 1, 3 steps, --save, --load, 3 more: the
@@ -106,6 +108,14 @@ close "$tmp/one.csv" "$tmp/dt.csv" "--dp 2 --tp 2 --batch 2 against one process 
 for z in 2 3; do
   run "$tmp/dt$z.csv" $opts --batch 2 --dp 2 --tp 2 --zero $z
   bits "$tmp/dt.csv" "$tmp/dt$z.csv" "--dp 2 --tp 2 --zero $z against --zero 0"
+done
+# te-gpt-dp-zero-sp: --sp sums the replicated gradients over the tp ranks;
+# under --zero 2, 3 made whole over the dp ranks first (x + 0 is x), so
+# the sums are --zero 0's: its losses bit for bit
+run "$tmp/ds.csv" $opts --batch 2 --dp 2 --tp 2 --sp
+for z in 2 3; do
+  run "$tmp/ds$z.csv" $opts --batch 2 --dp 2 --tp 2 --sp --zero $z
+  bits "$tmp/ds.csv" "$tmp/ds$z.csv" "te-gpt-dp-zero-sp: --dp 2 --tp 2 --sp --zero $z against --zero 0"
 done
 
 # one process a rank, launched by TECOMM_RANK / TECOMM_NRANKS / TECOMM_ROOT
@@ -229,8 +239,8 @@ else
 fi
 
 # 6. misfits
-for bad in "--zero 1" "--dp 4 --tp 4" "--dp 2 --offload" "--dp 2 --tp 2 --zero 2 --sp" \
-           "--zero 4 --dp 2" "--dp 2 --tp 2 --zero 3 --sp" "--dp 2 --zero 3 --sample 8"; do
+for bad in "--zero 1" "--dp 4 --tp 4" "--dp 2 --offload" "--zero 4 --dp 2" \
+           "--dp 2 --zero 3 --sample 8"; do
   "$gpt" $bad --steps 1 > /dev/null 2>&1
   rc=$?
   [ $rc = 2 ] || { echo "FAIL: te-gpt $bad exits $rc, not 2"; fail=1; }

@@ -129,6 +129,22 @@ void gpt_sp_sum(const struct gpt_model *m, tecore_devptr_t buf, size_t n, tecore
           "the sum over the tensor-parallel ranks");
 }
 
+/* --zero 2, 3: p's gradient whole again from the dp ranks' reduced
+ * shards (the rest zeroed, then summed: x + 0 is x).  The tp ranks' dp
+ * groups shard differently (rank 0 alone holds the row-parallel biases,
+ * which shift its buckets), so a tp sum of the shards would add a
+ * reduced element to an unreduced one. */
+static void sp_dp_whole(const struct gpt_model *m, const struct gpt_param *p,
+                        tecore_stream_t s) {
+  size_t es = tecore_dtype_size(p->grad_dtype), n = p->rows * p->cols;
+  size_t end = p->dp_first + p->dp_count;
+  if (p->dp_first) GPT_CHECK(tecore_memset_d8_async(p->grad, 0, p->dp_first * es, s));
+  if (end < n) GPT_CHECK(tecore_memset_d8_async(p->grad + end * es, 0, (n - end) * es, s));
+  sp_call(tecomm_allreduce((tecomm_comm_t)m->dp.comm, p->grad, p->grad, n, p->grad_dtype,
+                           TECOMM_SUM, s),
+          "the sum of the shards over the data-parallel ranks");
+}
+
 /* The replicated parameters of the sequence (the norms, the LM head) saw
  * this rank's rows only: their gradients summed over the ranks.  The
  * row-parallel biases (rank 0's) saw every row, the tables are
@@ -137,6 +153,7 @@ void gpt_sp_grads(const struct gpt_model *m, tecore_stream_t s) {
   for (size_t i = 0; i < m->np; i++) {
     const struct gpt_param *p = &m->p[i];
     if (p->sharded || p->table) continue;
+    if (m->dp.group && m->dp.zero >= 2) sp_dp_whole(m, p, s);
     gpt_sp_sum(m, p->grad, p->rows * p->cols, p->grad_dtype, s);
   }
 }
