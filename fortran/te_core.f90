@@ -2560,6 +2560,19 @@ module te_core
       integer(c_int), value :: given
       integer(c_int) :: tecore_seq_set_fp8_weight_given
     end function tecore_seq_set_fp8_weight_given
+    function tecore_seq_linear_fp8_operands(seq, index, x, noop_flag, stream, a, w) bind(C, &
+        & name="tecore_seq_linear_fp8_operands")
+      import
+      implicit none
+      type(c_ptr), value :: seq
+      integer(c_size_t), value :: index
+      type(tecore_tensor), intent(in), optional :: x
+      integer(tecore_devptr_t), value :: noop_flag
+      type(c_ptr), value :: stream
+      type(tecore_tensor), optional :: a
+      type(tecore_tensor), optional :: w
+      integer(c_int) :: tecore_seq_linear_fp8_operands
+    end function tecore_seq_linear_fp8_operands
     function tecore_seq_extra(seq, slot, value, grad) bind(C, name="tecore_seq_extra")
       import
       implicit none

@@ -16,7 +16,7 @@
  *        the residual add and the next norm (tecomm_gemm_rs's norm)
  *
  * Shapes (n ranks, R a rank's rows, k in, m out features, all of the
- * sequence's dtype, BF16 or F16): allgather+linear: act[0] the shard
+ * sequence's dtype, BF16 or F16, the GEMM's operands E4M3 under FP8): allgather+linear: act[0] the shard
  * [R][k], act[1] the gathered input [nR][k] (the Linear's backward reads
  * it), act[2] = act[1] W^T [nR][m].  linear+reduce_scatter: act[0] [nR][k],
  * act[2] this rank's rows of the sum of act[0] W^T [R][m]; act[1], the
@@ -29,6 +29,16 @@
  * a graph captured before may name it) and go with the communicator.
  * One of each serves every group: the calls on one communicator are
  * ordered (each ends with a barrier after which no peer reads them).
+ *
+ * Under FP8 (delayed scaling only: the current recipe's scale follows
+ * from the tensor, which the all-gather would need agreed first),
+ * linear+reduce_scatter multiplies E4M3 codes into 16-bit partials: the
+ * input's and the weight's, quantized where the plain Linear would
+ * quantize them by libtecore's own code (tecore_seq_linear_fp8_operands:
+ * an act+quantize before may have written the input's codes and left
+ * its 16-bit input unwritten), fast accumulation as its GEMM.
+ * allgather+linear declines FP8 (it would gather the 16-bit shard; the
+ * codes and an agreed scale are still to do).
  *
  * A Linear's bias goes into every chunk's GEMM (the bias epilogue, as
  * the plain Linear adds it): a column-parallel Linear's slice on every
@@ -96,19 +106,27 @@ static int sp_find(const tecore_seq_t *seq, size_t first, int which, struct sp_p
 }
 
 /* Why this rank's group cannot run overlapped, or NULL. */
-static const char *sp_why_not(const tecore_seq_t *seq, size_t lin, const struct sp_place *pl,
-                              const struct tecore_recipe *r) {
+static const char *sp_why_not(const tecore_seq_t *seq, size_t lin, int ag,
+                              const struct sp_place *pl, const struct tecore_recipe *r) {
   struct tecore_tensor t;
   if (pl->p->flags & TECOMM_OP_NO_FUSION) return "TECOMM_OP_NO_FUSION";
   if (!tecore_tunable_int(&tc_tun_sp_overlap)) return "TECOMM_SP_OVERLAP=0";
   if (pl->dt != TECORE_DTYPE_BF16 && pl->dt != TECORE_DTYPE_F16)
     return "the Linear's weight is not BF16 or F16";
-  if (r && tecore_seq_fp8_input(seq, lin, &t) == TECORE_SUCCESS) return "the Linear runs in FP8";
+  const int f8 = r && tecore_seq_fp8_input(seq, lin, &t) == TECORE_SUCCESS;
+  if (f8 && ag) return "the Linear runs in FP8 (the all-gather would gather 16-bit rows)";
+  if (f8 && r->kind != TECORE_RECIPE_DELAYED)
+    return "the Linear runs in FP8 under current or block scaling (delayed only)";
   if (pl->lin.desc.bias && pl->lin.param[1].dtype != pl->dt)
     return "the Linear's bias is not of its weight's dtype";
   if (pl->c->nranks < 2) return "one rank";
-  struct tc_ov_shape sh = {.rows = pl->rows, .n = pl->m, .k = pl->k, .dtype = pl->dt,
+  struct tc_ov_shape sh = {.rows = pl->rows, .n = pl->m, .k = pl->k,
+                           .dtype = f8 ? TECORE_DTYPE_E4M3 : pl->dt,
                            .d_dtype = pl->dt, .fn = sp_fn};
+  /* the scales the check wants set: the input's stands for both here (the
+   * weight's is of the same state, aligned alike; the executor passes
+   * each its own) */
+  if (f8) sh.a_scale_inv = sh.b_scale_inv = t.scale_inv;
   if (tc_ov_check_shape(&sh) != TECOMM_SUCCESS || tc_ov_check_level(pl->c, sp_fn) != TECOMM_SUCCESS)
     return tecomm_last_error();
   return NULL;
@@ -170,7 +188,7 @@ static int sp_applies(const tecore_seq_t *seq, size_t first, const struct tecore
   const int which = (int)(uintptr_t)ctx, ag = sp_is_ag(which);
   struct sp_place pl;
   if (!sp_find(seq, first, which, &pl)) return 0;
-  const char *why = sp_why_not(seq, first + (ag ? 1 : 0), &pl, r);
+  const char *why = sp_why_not(seq, first + (ag ? 1 : 0), ag, &pl, r);
   if (!why && which == SP_LIN_RS_NORM) why = sp_norm_why_not(seq, first);
   if (!why && which == SP_AG_LIN_GELU) why = sp_gelu_why_not(&pl);
   int ok = sp_agree(pl.c, why == NULL);
@@ -222,16 +240,39 @@ static tecore_result_t ag_lin_gelu_run(const struct tecore_seq_exec *x) {
   return ag_lin_call(x, x->act[3].data, x->act[2].data);
 }
 
+/* The GEMM's operands of linear+reduce_scatter[+...] into a: the
+ * Linear's input and weight, or under FP8 (delayed scaling, the
+ * predicate's condition) their E4M3 copies, quantized now where the
+ * plain Linear would quantize them (libtecore's own code, so the same
+ * codes, scales and amaxes; a group before may have written the input's
+ * codes and left act[0] unwritten). */
+static tecore_result_t lin_rs_operands(const struct tecore_seq_exec *x, const struct sp_place *pl,
+                                       struct tecomm_gemm_rs_args *a) {
+  struct tecore_tensor A, W;
+  a->a = x->act[0].data, a->b = pl->lin.param[0].data, a->dtype = pl->dt;
+  if (!x->recipe || tecore_seq_fp8_input(x->seq, x->first, &A) != TECORE_SUCCESS) {
+    tecore_clear_error();
+    return TECORE_SUCCESS;
+  }
+  tecore_result_t e = tecore_seq_linear_fp8_operands(x->seq, x->first, &x->act[0], x->noop_flag,
+                                                     x->stream, &A, &W);
+  if (e != TECORE_SUCCESS) return e;
+  a->a = A.data, a->b = W.data, a->dtype = TECORE_DTYPE_E4M3;
+  a->a_scale_inv = A.scale_inv, a->b_scale_inv = W.scale_inv;
+  return TECORE_SUCCESS;
+}
+
 /* The products into the symmetric partials, this rank's rows folded in
  * rank order (the bits do not depend on timing). */
 static tecore_result_t lin_rs_run(const struct tecore_seq_exec *x) {
   struct sp_place pl;
   tecore_result_t e = sp_place_of(x, SP_LIN_RS, &pl);
   if (e != TECORE_SUCCESS) return e;
-  const struct tecomm_gemm_rs_args a = {
-      .a = x->act[0].data, .b = pl.lin.param[0].data, .d = x->act[2].data,
-      .partials = pl.c->sp_parts, .rows = pl.rows, .n = pl.m, .k = pl.k, .dtype = pl.dt,
+  struct tecomm_gemm_rs_args a = {
+      .d = x->act[2].data, .partials = pl.c->sp_parts, .rows = pl.rows, .n = pl.m, .k = pl.k,
       .d_dtype = pl.dt, .bias = sp_bias(&pl)};
+  e = lin_rs_operands(x, &pl, &a);
+  if (e != TECORE_SUCCESS) return e;
   return core_of(tecomm_gemm_rs(pl.c, &a, x->stream));
 }
 
@@ -251,10 +292,11 @@ static tecore_result_t lin_rs_norm_run(const struct tecore_seq_exec *x) {
       .residual_in = add.extra_value.data, .residual_out = x->act[N_ADD + 1].data,
       .gamma = norm.param[0].data, .eps = norm.desc.epsilon, .out = x->act[N_NOPS].data,
       .rsigma = norm.saved[0].data};
-  const struct tecomm_gemm_rs_args a = {
-      .a = x->act[0].data, .b = pl.lin.param[0].data, .partials = pl.c->sp_parts,
-      .rows = pl.rows, .n = pl.m, .k = pl.k, .dtype = pl.dt, .d_dtype = pl.dt, .norm = &nm,
-      .bias = sp_bias(&pl)};
+  struct tecomm_gemm_rs_args a = {
+      .partials = pl.c->sp_parts, .rows = pl.rows, .n = pl.m, .k = pl.k, .d_dtype = pl.dt,
+      .norm = &nm, .bias = sp_bias(&pl)};
+  e = lin_rs_operands(x, &pl, &a);
+  if (e != TECORE_SUCCESS) return e;
   return core_of(tecomm_gemm_rs(pl.c, &a, x->stream));
 }
 

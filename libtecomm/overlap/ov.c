@@ -182,7 +182,10 @@ tecomm_result_t tc_ov_gemm(const struct tc_ov_shape *g, tecore_devptr_t a, tecor
     TC_CORE(tecore_tensor_init(&X, g->d_dtype, 2, sd, aux), g->fn);
     o.aux = &X;
   }
-  const int plain = !g->bias && !g->gelu;
+  /* E4M3: fast accumulation, as the fuser's FP8 Linear forward runs its
+   * GEMM (the overlapped fusions keep the plain path's bits) */
+  o.fast_accum = g->dtype == TECORE_DTYPE_E4M3;
+  const int plain = !g->bias && !g->gelu && !o.fast_accum;
   TC_CORE(tecore_gemm(&A, TECORE_GEMM_N, &B, TECORE_GEMM_T, &D, 1.0f, 0.0f, plain ? NULL : &o,
                       stream), g->fn);
   return TECOMM_SUCCESS;

@@ -393,8 +393,10 @@ tecore_result_t tecomm_amax_reduce(tecore_devptr_t amax, size_t count, tecore_st
  * "allgather+linear" [ALLGATHER, LINEAR] and "linear+reduce_scatter"
  * [LINEAR, REDUCE_SCATTER] (forward): the collective inside the Linear's
  * GEMM (tecomm_ag_gemm, tecomm_gemm_rs) over symmetric scratch the plan
- * makes in the communicator's pool; where the Linear is 16-bit, without
- * bias, not FP8, the communicator has the IPC workspaces, the flags lack
+ * makes in the communicator's pool; where the Linear is 16-bit (a bias
+ * of its dtype allowed), not FP8 (linear+reduce_scatter: or FP8 under
+ * delayed scaling, on the E4M3 codes of tecore_seq_linear_fp8_operands),
+ * the communicator has the IPC workspaces, the flags lack
  * TECOMM_OP_NO_FUSION and TECOMM_SP_OVERLAP is not 0 -- on every rank:
  * the planner's answer is agreed over the ranks at plan time
  * (tecomm_ops_register(3)). */

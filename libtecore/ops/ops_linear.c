@@ -342,6 +342,65 @@ static tecore_result_t gemm_rows(tecore_seq_t *s, const struct te_lin_fwd *a,
   return TECORE_SUCCESS;
 }
 
+/* The FP8 operands of Linear op's forward GEMM, quantized now where the
+ * forward quantizes them: A its input x (unless the group before wrote
+ * the FP8 copy), B its weight. */
+static tecore_result_t lin_fp8_operands(tecore_seq_t *s, size_t op, const struct tecore_tensor *x,
+                                        tecore_devptr_t noop_flag, tecore_stream_t st,
+                                        struct tecore_tensor *A, struct tecore_tensor *B) {
+  struct te_op *o = &s->ops[op];
+  struct tecore_tensor W;
+  te_t2d(&W, te_param_dtype(s, o, 0), o->out_cols, o->in_cols, o->param[0]);
+  TE_CHECK(te_bnd_f8_tensor(s, op, A));
+  /* rowwise only: a norm wrote it so (training), or nothing will read a
+   * columnwise copy (inference: a plain quantize, no cast+transpose) */
+  if (s->bnd[op].f8_rowonly) A->columnwise_data = 0;
+  if (!s->bnd[op].f8_ready) TE_CHECK(tecore_quantize(x, A, 0, st));
+  TE_CHECK(w8_tensor(s, o, B));
+  if (!te_seq_infer(s)) {
+    /* the noop flag skips this on later microbatches: the cached copy
+     * stays; a weight given (tecore_seq_set_fp8_weight_given) is never
+     * quantized here: its codes came from the caller, and W may hold
+     * nothing (ZeRO-3 gathers the codes instead of the values) */
+    if (!o->w8_given) TE_CHECK(tecore_quantize(&W, B, noop_flag, st));
+  } else if (!o->w8_cached) {
+    /* inference: once, rowwise (the forward GEMM reads no other copy);
+     * later forwards launch nothing for the weight */
+    B->columnwise_data = 0;
+    TE_CHECK(tecore_quantize(&W, B, 0, st));
+    o->w8_cached = 1;
+  }
+  return TECORE_SUCCESS;
+}
+
+TE_EXPORT tecore_result_t tecore_seq_linear_fp8_operands(tecore_seq_t *s, size_t index,
+                                                         const struct tecore_tensor *x,
+                                                         tecore_devptr_t noop_flag,
+                                                         tecore_stream_t stream,
+                                                         struct tecore_tensor *a,
+                                                         struct tecore_tensor *w) {
+  static const char fn[] = "tecore_seq_linear_fp8_operands";
+  TE_ARG(s, "%s: seq is NULL", fn);
+  TE_ARG(te_handle_live(s), "%s: seq %p is not a live sequence (destroyed?)", fn, (const void *)s);
+  TE_ARG(a && w, "%s: %s is NULL", fn, a ? "w" : "a");
+  TE_ARG(index < s->nops, "%s: index %zu is out of range (the sequence has %zu operations)", fn,
+         index, s->nops);
+  const struct te_op *o = &s->ops[index];
+  if (o->d.kind != TECORE_OP_LINEAR || !s->bnd || !te_op_fp8(s, index) || s->bnd[index].f8 < 0 ||
+      !o->w8_row)
+    return TE_ERR(TECORE_ERR_NOT_SUPPORTED, "%s: operation %zu (%s) is no Linear running in "
+                  "FP8 (no recipe, not built, or a high-precision plan for a small GEMM)", fn,
+                  index, o->def.name);
+  if (!s->bnd[index].f8_ready) {
+    TE_ARG(x, "%s: x is NULL (operation %zu quantizes its input)", fn, index);
+    TE_ARG(x->dtype == s->cfg.dtype && tecore_tensor_numel(x) == o->in_rows * o->in_cols,
+           "%s: x is %s of %zu elements, want the sequence's %s [%zu][%zu]", fn,
+           tecore_dtype_name(x->dtype), tecore_tensor_numel(x), tecore_dtype_name(s->cfg.dtype),
+           o->in_rows, o->in_cols);
+  }
+  return lin_fp8_operands(s, index, x, noop_flag, stream, a, w);
+}
+
 tecore_result_t te_linear_fwd(tecore_seq_t *s, const struct te_lin_fwd *a) {
   const struct te_op *o = &s->ops[a->op];
   tecore_dtype_t dt = s->cfg.dtype;
@@ -350,25 +409,7 @@ tecore_result_t te_linear_fwd(tecore_seq_t *s, const struct te_lin_fwd *a) {
   te_t2d(&W, te_param_dtype(s, o, 0), o->out_cols, o->in_cols, o->param[0]);
   const int f8 = te_op_fp8(s, a->op);
   if (f8) {
-    TE_CHECK(te_bnd_f8_tensor(s, a->op, &A));
-    /* rowwise only: a norm wrote it so (training), or nothing will read a
-     * columnwise copy (inference: a plain quantize, no cast+transpose) */
-    if (s->bnd[a->op].f8_rowonly) A.columnwise_data = 0;
-    if (!s->bnd[a->op].f8_ready) TE_CHECK(tecore_quantize(a->x, &A, 0, st));
-    TE_CHECK(w8_tensor(s, o, &B));
-    if (!te_seq_infer(s)) {
-      /* the noop flag skips this on later microbatches: the cached copy
-       * stays; a weight given (tecore_seq_set_fp8_weight_given) is never
-       * quantized here: its codes came from the caller, and W may hold
-       * nothing (ZeRO-3 gathers the codes instead of the values) */
-      if (!o->w8_given) TE_CHECK(tecore_quantize(&W, &B, a->noop_flag, st));
-    } else if (!o->w8_cached) {
-      /* inference: once, rowwise (the forward GEMM reads no other copy);
-       * later forwards launch nothing for the weight */
-      B.columnwise_data = 0;
-      TE_CHECK(tecore_quantize(&W, &B, 0, st));
-      s->ops[a->op].w8_cached = 1;
-    }
+    TE_CHECK(lin_fp8_operands(s, a->op, a->x, a->noop_flag, st, &A, &B));
   } else if (dt == TECORE_DTYPE_F32) {
     size_t xr = a->x->shape[0], xc = a->x->shape[1];
     TE_CHECK(te_cast(s, o->x16, TECORE_DTYPE_BF16, a->x->data, dt, xr * xc, st));

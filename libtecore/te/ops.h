@@ -576,6 +576,21 @@ tecore_result_t tecore_seq_fp8_weight(const tecore_seq_t *seq, size_t index,
  * quantize it again.  The same conditions and errors as
  * tecore_seq_fp8_weight; a new recipe ends it. */
 tecore_result_t tecore_seq_set_fp8_weight_given(tecore_seq_t *seq, size_t index, int given);
+/* The FP8 operands of the forward GEMM of the Linear at index, made on
+ * stream as the Linear's own forward makes them, for a fusion pattern
+ * that runs that GEMM itself (libtecomm's linear+reduce_scatter): *a its
+ * input (rowwise data; columnwise_data 0 where the backward makes that
+ * copy), quantized from x unless the group before wrote it (x is then
+ * not read and may be NULL: that group may leave x unwritten); *w the
+ * weight (rowwise), quantized unless noop_flag (the forward's) says so or
+ * the caller gives the codes (tecore_seq_set_fp8_weight_given); both with
+ * the recipe's scaling state.  Call once per forward, from the pattern's
+ * executor.  TECORE_ERR_NOT_SUPPORTED when the operation is no Linear
+ * running in FP8 (tecore_seq_fp8_input's conditions). */
+tecore_result_t tecore_seq_linear_fp8_operands(tecore_seq_t *seq, size_t index,
+                                               const struct tecore_tensor *x,
+                                               tecore_devptr_t noop_flag, tecore_stream_t stream,
+                                               struct tecore_tensor *a, struct tecore_tensor *w);
 
 /* The residual slot's value and gradient, [rows][features] of the
  * sequence's dtype.  An extra input (added, never made): write value

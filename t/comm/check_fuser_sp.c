@@ -16,7 +16,9 @@
  *     and without biases, SiLU or GELU between the Linears: planned
  *     where they apply, the same bits as the plain path eager and
  *     graphed, declined on every rank alike, a rank killed between steps
- *     reported by the others within TECOMM_TIMEOUT. */
+ *     reported by the others within TECOMM_TIMEOUT; under delayed FP8
+ *     linear+reduce_scatter on the E4M3 codes, the same bits, and under
+ *     current scaling declined. */
 #include "comm_ranks.h"
 #include <math.h>
 #include <signal.h>
@@ -201,6 +203,7 @@ enum { OV_NOPS = 16 };
 struct ov_kind {
   int bias, gelu;
   int apart;   /* TECORE_SEQ_NO_GELU_EPILOGUE */
+  int fp8;     /* the delayed-scaling recipe, every GEMM in FP8 */
 };
 static tecore_seq_t *ov_seq(int rank, const struct ov_kind *v, struct tecomm_op_params *prm,
                             tecore_stream_t s) {
@@ -221,6 +224,11 @@ static tecore_seq_t *ov_seq(int rank, const struct ov_kind *v, struct tecomm_op_
       {.kind = TECORE_OP_ADD_EXTRA_INPUT, .slot = 0},
   };
   for (size_t k = 0; k < OV_NOPS; k++) RK_CORE(tecore_seq_add(q, &d[k % 8], NULL));
+  if (v->fp8) {
+    struct tecore_recipe r;
+    RK_CORE(tecore_recipe_init(&r, TECORE_RECIPE_DELAYED));
+    RK_CORE(tecore_seq_set_recipe(q, &r, s));
+  }
   RK_CORE(tecore_seq_build(q, s));
   RK_CORE(tecore_seq_zero_grad(q, s));   /* the passes add to them */
   static uint16_t g[BH];
@@ -234,17 +242,21 @@ static tecore_seq_t *ov_seq(int rank, const struct ov_kind *v, struct tecomm_op_
   return q;
 }
 
-/* want: whether seq's forward plan has both overlap groups (with GELU,
- * the all-gather's takes it in its GEMM's epilogue). */
-static void ov_expect_plan(tecore_seq_t *q, int gelu, int want, const char *what) {
-  char buf[512];
+/* want: whether seq's forward plan has the overlap groups (with GELU,
+ * the all-gather's takes it in its GEMM's epilogue; under FP8 the
+ * reduce-scatter's alone: allgather+linear declines FP8). */
+static void ov_expect_plan(tecore_seq_t *q, const struct ov_kind *v, int want, const char *what) {
+  char buf[2048];
+  const int gelu = v->gelu && !v->apart;
   RK_CORE(tecore_seq_describe(q, TECORE_SEQ_FORWARD, buf, sizeof buf, NULL));
   const char *ag1 = gelu ? "| allgather+linear+gelu[2-4] |" : "| allgather+linear[2-3] |";
   const char *ag2 = gelu ? "| allgather+linear+gelu[10-12] |" : "| allgather+linear[10-11] |";
-  int has = strstr(buf, ag1) && strstr(buf, "| linear+reduce_scatter+add+rmsnorm[5-9] |") &&
-            strstr(buf, ag2) && strstr(buf, "| linear+reduce_scatter[13-14] |");
-  RK_ASSERT(has == want, "%s: forward plan \"%s\", want the overlap groups %s", what, buf,
-            want ? "in it" : "out of it");
+  int ag = strstr(buf, ag1) && strstr(buf, ag2);
+  int rs = strstr(buf, "| linear+reduce_scatter+add+rmsnorm[5-9] |") &&
+           strstr(buf, "| linear+reduce_scatter[13-14] |");
+  RK_ASSERT(rs == want && ag == (want && !v->fp8),
+            "%s: forward plan \"%s\", want the overlap groups %s%s", what, buf,
+            want ? "in it" : "out of it", v->fp8 ? " (FP8: the reduce-scatter's alone)" : "");
 }
 
 /* One pass of seq on x, dy into poisoned y, dx; then y, dx and the
@@ -314,14 +326,15 @@ static void ov_compare(const char *got, const char *want, size_t nb, size_t act,
  * largest magnitude. */
 static void rank_ov(int rank, int n, void *arg) {
   const struct ov_kind *kind = arg;
+  if (kind->fp8) setenv("TECORE_OPS_FP8_MIN_MNK", "0", 1);   /* these small GEMMs in FP8 too */
   tecore_stream_t s;
   tecomm_comm_t comm = tc_rank_comm(rank, n);
   RK_OK(tecomm_ops_register());
   RK_CORE(tecore_stream_create(TECORE_STREAM_NON_BLOCKING, 0, &s));
   struct tecomm_op_params pf = {.comm = comm}, pp = {.comm = comm, .flags = TECOMM_OP_NO_FUSION};
   tecore_seq_t *q[2] = {ov_seq(rank, kind, &pf, s), ov_seq(rank, kind, &pp, s)};
-  ov_expect_plan(q[0], kind->gelu && !kind->apart, 1, "fused");
-  ov_expect_plan(q[1], kind->gelu && !kind->apart, 0, "TECOMM_OP_NO_FUSION");
+  ov_expect_plan(q[0], kind, 1, "fused");
+  ov_expect_plan(q[1], kind, 0, "TECOMM_OP_NO_FUSION");
   struct ov_io b[2];
   size_t act = (size_t)BR * BH * 2;
   for (int v = 0; v < 2; v++) {
@@ -348,6 +361,9 @@ static void rank_ov(int rank, int n, void *arg) {
         RK_CORE(tecore_graph_instantiate(&ge[v], g[v]));
       }
       if (it > 0) RK_CORE(tecore_graph_launch(ge[v], s));
+      /* the next pass's scales from this one's amaxes: the input's, the
+       * weight's and the gradient's differ from then on */
+      if (kind->fp8) RK_CORE(tecore_seq_update_scales(q[v], s));
     }
     size_t nb = ov_fetch(q[0], &b[0], host[0], s);
     RK_ASSERT(ov_fetch(q[1], &b[1], host[1], s) == nb, "the two sequences' gradients differ in size");
@@ -365,7 +381,7 @@ static void rank_ov(int rank, int n, void *arg) {
 }
 
 START_TEST(sp_overlap_block_matches_plain_bitwise) {
-  static const struct ov_kind v = {0, 0, 0};
+  static const struct ov_kind v = {0, 0, 0, 0};
   tc_run_ranks(_i ? 4 : 2, rank_ov, (void *)&v, 90);
   tc_shm_release();
 }
@@ -375,7 +391,7 @@ END_TEST
  * --sp never overlapped): the bias in every chunk's GEMM, rank 0's row-
  * parallel one in its partials once; the same bits as the plain path. */
 START_TEST(sp_overlap_with_biases_matches_plain_bitwise) {
-  static const struct ov_kind v = {1, 0, 0};
+  static const struct ov_kind v = {1, 0, 0, 0};
   tc_run_ranks(_i ? 4 : 2, rank_ov, (void *)&v, 90);
   tc_shm_release();
 }
@@ -387,7 +403,7 @@ END_TEST
  * (other bits: te-demo --tp 2 --sp's losses moved 2e-4).  With
  * allgather+linear+gelu the same epilogue: the plain path's bits. */
 START_TEST(sp_overlap_keeps_gelu_epilogue_bitwise) {
-  static const struct ov_kind v = {1, 1, 0};
+  static const struct ov_kind v = {1, 1, 0, 0};
   tc_run_ranks(_i ? 4 : 2, rank_ov, (void *)&v, 90);
   tc_shm_release();
 }
@@ -396,8 +412,22 @@ END_TEST
 /* A sequence that keeps GELU apart (TECORE_SEQ_NO_GELU_EPILOGUE, as te-gpt
  * makes it where cuBLASLt's epilogues are slower): allgather+linear and
  * the GELU's own kernel, as its plain path; the same bits. */
+/* Delayed FP8: linear+reduce_scatter[+add+rmsnorm] multiplies the E4M3
+ * codes libtecore's own quantize wrote (the Linear's, or act+quantize's
+ * before it, which leaves the 16-bit input unwritten) with fast
+ * accumulation as the plain FP8 Linear; the same bits on vdev.  _i bit 0:
+ * 4 ranks; bit 1: biases and GELU in the column-parallel GEMM's epilogue
+ * (the row-parallel Linear then quantizes its own input), else SiLU
+ * (act+quantize writes it). */
+START_TEST(sp_overlap_fp8_delayed_matches_plain) {
+  const struct ov_kind v = {_i & 2 ? 1 : 0, _i & 2 ? 1 : 0, 0, 1};
+  tc_run_ranks(_i & 1 ? 4 : 2, rank_ov, (void *)&v, 90);
+  tc_shm_release();
+}
+END_TEST
+
 START_TEST(sp_overlap_gelu_apart_when_the_sequence_asks) {
-  static const struct ov_kind v = {1, 1, 1};
+  static const struct ov_kind v = {1, 1, 1, 0};
   tc_run_ranks(2, rank_ov, (void *)&v, 90);
   tc_shm_release();
 }
@@ -406,12 +436,13 @@ END_TEST
 /* how 0: TECOMM_SP_OVERLAP=0: the plain collectives; 1: a bias on rank
  * 0's row-parallel Linear alone (as te-demo and
  * tecore_seq_add_transformer place it): both groups on every rank, the
- * bias in rank 0's partials; 2: an FP8 recipe (the overlapped groups are
- * BF16 and F16 only): the plain collectives. */
+ * bias in rank 0's partials; 2: delayed FP8: linear+reduce_scatter on
+ * every rank, the all-gather plain (it would gather 16-bit rows); 3:
+ * current FP8 scaling: the plain collectives on every rank. */
 static void rank_ov_declines(int rank, int n, void *arg) {
   const int how = *(const int *)arg;
   if (how == 0) setenv("TECOMM_SP_OVERLAP", "0", 1);
-  if (how == 2) setenv("TECORE_OPS_FP8_MIN_MNK", "0", 1);   /* these small GEMMs in FP8 too */
+  if (how >= 2) setenv("TECORE_OPS_FP8_MIN_MNK", "0", 1);   /* these small GEMMs in FP8 too */
   tecore_stream_t s;
   tecomm_comm_t comm = tc_rank_comm(rank, n);
   RK_OK(tecomm_ops_register());
@@ -428,23 +459,25 @@ static void rank_ov_declines(int rank, int n, void *arg) {
       {.kind = TECORE_OP_REDUCE_SCATTER, .ctx = &prm},
   };
   for (size_t k = 0; k < sizeof d / sizeof d[0]; k++) RK_CORE(tecore_seq_add(q, &d[k], NULL));
-  if (how == 2) {
+  if (how >= 2) {
     struct tecore_recipe r;
-    RK_CORE(tecore_recipe_init(&r, TECORE_RECIPE_DELAYED));
+    RK_CORE(tecore_recipe_init(&r, how == 2 ? TECORE_RECIPE_DELAYED : TECORE_RECIPE_CURRENT));
     RK_CORE(tecore_seq_set_recipe(q, &r, s));
   }
   RK_CORE(tecore_seq_build(q, s));
   char buf[512];
   RK_CORE(tecore_seq_describe(q, TECORE_SEQ_FORWARD, buf, sizeof buf, NULL));
   static const char *const why[] = {"under TECOMM_SP_OVERLAP=0",
-                                    "(rank 0's row-parallel bias stops nothing)", "under FP8"};
-  RK_ASSERT(!strstr(buf, "linear+reduce_scatter") == (how != 1),
-            "rank %d: forward plan \"%s\": linear+reduce_scatter %s", rank, buf,
-            how == 1 ? "missing (nothing stops it)" : why[how]);
-  RK_ASSERT(!strstr(buf, "allgather+linear") == (how != 1),
-            "rank %d: forward plan \"%s\": allgather+linear %s", rank, buf,
-            how == 1 ? "missing (nothing stops it)" : why[how]);
-  RK_ASSERT(how != 2 || strstr(buf, "linear[1]"), "rank %d: forward plan \"%s\": no FP8 Linear",
+                                    "(rank 0's row-parallel bias stops nothing)",
+                                    "under delayed FP8", "under current FP8 scaling"};
+  const int rs = how == 1 || how == 2, ag = how == 1;
+  RK_ASSERT(!strstr(buf, "linear+reduce_scatter") == !rs,
+            "rank %d: forward plan \"%s\": linear+reduce_scatter %s %s", rank, buf,
+            rs ? "missing" : "planned", why[how]);
+  RK_ASSERT(!strstr(buf, "allgather+linear") == !ag,
+            "rank %d: forward plan \"%s\": allgather+linear %s %s", rank, buf,
+            ag ? "missing" : "planned", why[how]);
+  RK_ASSERT(how < 2 || strstr(buf, "linear[1]"), "rank %d: forward plan \"%s\": no FP8 Linear",
             rank, buf);
   RK_CORE(tecore_seq_destroy(q));
   RK_CORE(tecore_stream_destroy(s));
@@ -469,9 +502,9 @@ static void rank_ov_killed(int rank, int n, void *arg) {
   RK_OK(tecomm_ops_register());
   RK_CORE(tecore_stream_create(TECORE_STREAM_NON_BLOCKING, 0, &s));
   struct tecomm_op_params prm = {.comm = comm};
-  static const struct ov_kind v = {0, 0, 0};
+  static const struct ov_kind v = {0, 0, 0, 0};
   tecore_seq_t *q = ov_seq(rank, &v, &prm, s);
-  ov_expect_plan(q, 0, 1, "killed-rank block");
+  ov_expect_plan(q, &v, 1, "killed-rank block");
   struct ov_io b;
   size_t act = (size_t)BR * BH * 2;
   b.x = dev_alloc(act), b.dy = dev_alloc(act), b.y = dev_alloc(act), b.dx = dev_alloc(act);
@@ -564,7 +597,8 @@ static Suite *sp_suite(void) {
   tcase_add_loop_test(tc, sp_overlap_with_biases_matches_plain_bitwise, 0, 2);
   tcase_add_loop_test(tc, sp_overlap_keeps_gelu_epilogue_bitwise, 0, 2);
   tcase_add_test(tc, sp_overlap_gelu_apart_when_the_sequence_asks);
-  tcase_add_loop_test(tc, sp_overlap_declined_on_every_rank_alike, 0, 3);
+  tcase_add_loop_test(tc, sp_overlap_fp8_delayed_matches_plain, 0, 4);
+  tcase_add_loop_test(tc, sp_overlap_declined_on_every_rank_alike, 0, 4);
   tcase_add_test(tc, sp_overlap_killed_rank_times_out);
   tc = te_tcase(s, "misuse", 0);
   tcase_add_loop_test(tc, sp_ops_refuse_rows_not_divisible_by_ranks, 0, 2);

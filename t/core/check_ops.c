@@ -1494,6 +1494,89 @@ START_TEST(test_fp8_weight_from_optimizer) {
 }
 END_TEST
 
+/* rowwise codes of in and w, then their scale_inv, into host h. */
+static void fp8_pair_to_host(uint8_t *h, const struct tecore_tensor *in,
+                             const struct tecore_tensor *w, size_t na, size_t nw) {
+  TE_OK(tecore_memcpy_async(te_hptr(h), in->data, na, S()));
+  TE_OK(tecore_memcpy_async(te_hptr(h + na), w->data, nw, S()));
+  TE_OK(tecore_memcpy_async(te_hptr(h + na + nw), in->scale_inv, 4, S()));
+  TE_OK(tecore_memcpy_async(te_hptr(h + na + nw + 4), w->scale_inv, 4, S()));
+  TE_OK(tecore_stream_synchronize(S()));
+}
+
+/* Every byte of the pair's codes and scale_inv set to 0xff (NaN). */
+static void fp8_pair_poison(const struct tecore_tensor *in, const struct tecore_tensor *w,
+                            size_t na, size_t nw) {
+  TE_OK(tecore_memset_d8_async(in->data, 0xff, na, S()));
+  TE_OK(tecore_memset_d8_async(w->data, 0xff, nw, S()));
+  TE_OK(tecore_memset_d8_async(in->scale_inv, 0xff, 4, S()));
+  TE_OK(tecore_memset_d8_async(w->scale_inv, 0xff, 4, S()));
+}
+
+/* tecore_seq_linear_fp8_operands (libtecomm's linear+reduce_scatter runs
+ * the FP8 Linear's GEMM itself): into poisoned buffers, the bytes the
+ * plain Linear's forward wrote -- its input's rowwise codes, the
+ * weight's, both scale_inv -- under scales other than 1 (after
+ * update_scales); a nonzero noop_flag leaves the weight's codes alone.
+ * Refusals name the argument. */
+START_TEST(test_linear_fp8_operands_match_forward) {
+  const size_t rows = 32, cols = 64, out = 96, na = rows * cols, nw = out * cols;
+  struct tecore_op_desc d[2] = {op_linear(out, 0), op_kind(TECORE_OP_GELU)};
+  struct tecore_recipe r;
+  TE_OK(tecore_recipe_init(&r, TECORE_RECIPE_DELAYED));
+  tecore_seq_t *s = make_seq(d, 2, rows, cols, TECORE_DTYPE_BF16, 0, &r);
+  set_params(s, 0);
+  struct dt2 x[2], dy[2];
+  make_mbs(TECORE_DTYPE_BF16, rows, cols, x, dy);
+  struct dt2 y = dalloc2(TECORE_DTYPE_BF16, rows, out);
+  TE_OK(tecore_seq_forward(s, &x[0].t, &y.t, 0, S()));
+  TE_OK(tecore_seq_update_scales(s, S()));
+  TE_OK(tecore_seq_forward(s, &x[1].t, &y.t, 0, S()));
+  struct tecore_tensor in8, w8, a, w;
+  TE_OK(tecore_seq_fp8_input(s, 0, &in8));
+  TE_OK(tecore_seq_fp8_weight(s, 0, &w8));
+  uint8_t *want = malloc(na + nw + 8), *got = malloc(na + nw + 8);
+  fp8_pair_to_host(want, &in8, &w8, na, nw);
+  fp8_pair_poison(&in8, &w8, na, nw);
+  TE_OK(tecore_seq_linear_fp8_operands(s, 0, &x[1].t, 0, S(), &a, &w));
+  ck_assert(a.data == in8.data && w.data == w8.data && a.scale_inv == in8.scale_inv &&
+            w.scale_inv == w8.scale_inv);
+  ck_assert(a.dtype == TECORE_DTYPE_E4M3 && w.dtype == TECORE_DTYPE_E4M3);
+  fp8_pair_to_host(got, &a, &w, na, nw);
+  for (size_t i = 0; i < na + nw + 8; i++)
+    ck_assert_msg(got[i] == want[i], "byte %zu of input codes | weight codes | scale_invs "
+                  "(%zu, %zu, 4, 4 bytes): 0x%02x, the forward wrote 0x%02x (0xff: the poison)",
+                  i, na, nw, got[i], want[i]);
+  /* the noop flag set: the weight's codes stay as they are */
+  tecore_devptr_t one = te_dalloc(16);
+  TE_OK(tecore_memset_d32_async(one, 1, 1, S()));
+  TE_OK(tecore_memset_d8_async(w8.data, 0xff, nw, S()));
+  TE_OK(tecore_seq_linear_fp8_operands(s, 0, &x[1].t, one, S(), &a, &w));
+  fp8_pair_to_host(got, &a, &w, na, nw);
+  ck_assert_msg(memcmp(got, want, na) == 0, "noop_flag: the input's codes differ");
+  for (size_t i = 0; i < nw; i++)
+    ck_assert_msg(got[na + i] == 0xff, "noop_flag set: weight code %zu written", i);
+  TE_EXPECT_INVALID("seq", tecore_seq_linear_fp8_operands(NULL, 0, &x[1].t, 0, S(), &a, &w));
+  TE_EXPECT_INVALID("a", tecore_seq_linear_fp8_operands(s, 0, &x[1].t, 0, S(), NULL, &w));
+  TE_EXPECT_INVALID("w", tecore_seq_linear_fp8_operands(s, 0, &x[1].t, 0, S(), &a, NULL));
+  TE_EXPECT_INVALID("index", tecore_seq_linear_fp8_operands(s, 2, &x[1].t, 0, S(), &a, &w));
+  TE_EXPECT_INVALID("x", tecore_seq_linear_fp8_operands(s, 0, NULL, 0, S(), &a, &w));
+  TE_EXPECT_INVALID("x", tecore_seq_linear_fp8_operands(s, 0, &y.t, 0, S(), &a, &w));
+  TE_EXPECT_ERR(TECORE_ERR_NOT_SUPPORTED, "no Linear",
+                tecore_seq_linear_fp8_operands(s, 1, &y.t, 0, S(), &a, &w));
+  TE_OK(tecore_seq_destroy(s));
+  s = make_seq(d, 2, rows, cols, TECORE_DTYPE_BF16, 0, NULL);
+  TE_EXPECT_ERR(TECORE_ERR_NOT_SUPPORTED, "FP8",
+                tecore_seq_linear_fp8_operands(s, 0, &x[1].t, 0, S(), &a, &w));
+  TE_OK(tecore_seq_destroy(s));
+  TE_OK(tecore_mem_free(one));
+  free(want);
+  free(got);
+  dfree2(&y);
+  free_mbs(x, dy);
+}
+END_TEST
+
 /* The output of sq's forward (noop 0) on x, on the host. */
 static float *fwd_host(tecore_seq_t *sq, const struct dt2 *x, const struct dt2 *y) {
   TE_OK(tecore_memset_d8_async(y->t.data, 0x7f, y->n * 2, S()));   /* poisoned */
@@ -3558,6 +3641,7 @@ static Suite *ops_suite(void) {
   tcase_add_test(tc, test_bf16_wgrad);
   tcase_add_test(tc, test_grad_fp8_off);
   tcase_add_test(tc, test_fp8_weight_from_optimizer);
+  tcase_add_test(tc, test_linear_fp8_operands_match_forward);
   tcase_add_test(tc, test_fp8_weight_given_never_quantized);
   tcase_add_test(tc, test_fused_act_quantize);
   tcase_add_test(tc, test_fused_dgated);
