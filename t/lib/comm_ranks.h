@@ -40,6 +40,7 @@ struct tc_shm {
   uint64_t digest[TC_MAX_RANKS];
   int skipped[TC_MAX_RANKS];
   double value[TC_MAX_RANKS][4];    /* numbers a rank reports to the test */
+  int turn[TC_MAX_RANKS];            /* a rank's step in an ordered sequence (the test's) */
   unsigned char slot[TC_MAX_RANKS][TC_SLOT];
 };
 
