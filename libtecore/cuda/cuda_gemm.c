@@ -25,6 +25,7 @@
  * internal buffer. */
 #include "cuda/cuda_gemm.h"
 #include "cuda/cuda_gemm_algo.h"
+#include <te/fp8.h>
 
 #include <pthread.h>
 #include <stdio.h>
@@ -619,6 +620,68 @@ static tecore_result_t find_algo(cublasLtHandle_t handle, struct lt_call *c,
   return TECORE_SUCCESS;
 }
 
+/* cuBLASLt's amax of an FP8 D with a bias epilogue counts the columns of
+ * its last tile past cuBLAS's n (our m): epi(bias_j) of an all-zero
+ * product.  Seen with cuBLASLt 13.1 on H200s: m 1, n 16, k 16, BIAS_GELU,
+ * E4M3 and E5M2 D: amax 0.831157 = gelu(the largest bias, 0.99072), where
+ * max |D| was 0.609 (check_gemm).  Such a GEMM (m not a multiple of 256,
+ * the widest tile) runs through D in the bias's type instead: rows in
+ * chunks into the workspace, each quantized into D by tecore_quantize with
+ * D's scale, the amax zeroed first and max-accumulated over the chunks
+ * (set, as te/gemm.h says; the padded columns never reach it).  Needs
+ * per-tensor operand scales, beta 0 and a workspace of 2 MiB; else the
+ * direct call, as before. */
+#define TE_AMAX_PAD_WS (2u << 20)
+static int amax_pad_hazard(const struct te_gemm_problem *p, size_t ws_bytes) {
+  return p->fp8 && p->d_amax && (p->d_dtype == TECORE_DTYPE_E4M3 ||
+                                  p->d_dtype == TECORE_DTYPE_E5M2) &&
+         te_gemm_epi_has_bias_in(p->epilogue) && p->m % 256 != 0 && p->beta == 0.0f &&
+         (p->bias_dtype == TECORE_DTYPE_BF16 || p->bias_dtype == TECORE_DTYPE_F16) &&
+         p->a.scale_kind == TE_GEMM_SCALE_TENSOR && p->b.scale_kind == TE_GEMM_SCALE_TENSOR &&
+         ws_bytes >= TE_AMAX_PAD_WS;
+}
+
+tecore_result_t te_cuda_gemm(const struct te_gemm_problem *p, tecore_stream_t stream);
+
+static tecore_result_t amax_pad_run(const struct te_gemm_problem *p, tecore_devptr_t ws,
+                                    size_t ws_bytes, tecore_stream_t stream) {
+  const size_t bsz = tecore_dtype_size(p->bias_dtype), asz = tecore_dtype_size(p->a.dtype);
+  /* half the workspace holds a chunk of D (and the quantizer's scale_inv
+   * slot), the other half is the chunk's GEMM's own */
+  const size_t half = (ws_bytes / 2) & ~(size_t)255;
+  size_t rows = (half - 256) / (p->n * bsz);
+  if (rows == 0) return TE_ERR(TECORE_ERR_NOT_SUPPORTED, "tecore_gemm: an FP8 D's amax with a "
+                               "bias epilogue at m %zu needs a workspace of at least %zu bytes "
+                               "(got %zu)", p->m, 2 * (p->n * bsz + 256), ws_bytes);
+  if (rows > p->m) rows = p->m;
+  const tecore_devptr_t chunk = ws, slot = ws + ((rows * p->n * bsz + 255) & ~(size_t)255);
+  TE_CHECK(tecore_memset_d32_async(p->d_amax, 0, 1, stream));
+  for (size_t r0 = 0; r0 < p->m; r0 += rows) {
+    const size_t mr = p->m - r0 < rows ? p->m - r0 : rows;
+    struct te_gemm_problem q = *p;
+    q.m = mr;
+    q.a.data = p->a.data + (tecore_devptr_t)(r0 * (size_t)p->a.si * asz);
+    q.d = chunk;
+    q.d_dtype = q.c_dtype = p->bias_dtype;
+    q.c = 0;
+    q.d_scale = q.d_amax = 0;
+    if (p->aux) q.aux = p->aux + (tecore_devptr_t)(r0 * p->n * tecore_dtype_size(p->aux_dtype));
+    q.workspace = ws + half;
+    q.workspace_bytes = ws_bytes - half;
+    TE_CHECK(te_cuda_gemm(&q, stream));
+    struct tecore_tensor in, out;
+    size_t shape[2] = {mr, p->n};
+    TE_CHECK(tecore_tensor_init(&in, p->bias_dtype, 2, shape, chunk));
+    TE_CHECK(tecore_tensor_init(&out, p->d_dtype, 2, shape, p->d + (tecore_devptr_t)(r0 * p->n)));
+    out.scaling = TECORE_SCALING_DELAYED;
+    out.scale = p->d_scale;
+    out.scale_inv = slot;
+    out.amax = p->d_amax;
+    TE_CHECK(tecore_quantize(&in, &out, 0, stream));
+  }
+  return TECORE_SUCCESS;
+}
+
 tecore_result_t te_cuda_gemm(const struct te_gemm_problem *p, tecore_stream_t stream) {
   cublasLtHandle_t handle;
   TE_CHECK(te_lt_ready(&handle));
@@ -649,6 +712,7 @@ tecore_result_t te_cuda_gemm(const struct te_gemm_problem *p, tecore_stream_t st
   } else {
     TE_CHECK(internal_workspace(stream, &c.ws, &c.ws_bytes));
   }
+  if (amax_pad_hazard(p, c.ws_bytes)) return amax_pad_run(p, c.ws, c.ws_bytes, stream);
   /* the GELU epilogues on Hopper: libte's own kernel (cuda_gemm16.c) */
   if (te_gemm16_takes(p, cc, c.ws, c.ws_bytes)) return te_gemm16_run(p, c.ws, c.ws_bytes, stream);
   if (te_gemm_epi_daux(p->epilogue)) {
