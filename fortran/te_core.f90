@@ -2582,6 +2582,13 @@ module te_core
       type(tecore_tensor), optional :: grad
       integer(c_int) :: tecore_seq_extra
     end function tecore_seq_extra
+    function tecore_seq_dtype(seq, dtype) bind(C, name="tecore_seq_dtype")
+      import
+      implicit none
+      type(c_ptr), value :: seq
+      integer(c_int), optional :: dtype
+      integer(c_int) :: tecore_seq_dtype
+    end function tecore_seq_dtype
     function tecore_seq_memory(seq, param_bytes, total_bytes) bind(C, name="tecore_seq_memory")
       import
       implicit none

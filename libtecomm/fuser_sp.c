@@ -36,7 +36,8 @@
  * input's and the weight's, quantized where the plain Linear would
  * quantize them by libtecore's own code (tecore_seq_linear_fp8_operands:
  * an act+quantize before may have written the input's codes and left
- * its 16-bit input unwritten), fast accumulation as its GEMM.
+ * its 16-bit input unwritten; an F32 weight, TECORE_SEQ_F32_WEIGHTS, is
+ * quantized from F32 as the Linear does), fast accumulation as its GEMM.
  * allgather+linear declines FP8 (it would gather the 16-bit shard; the
  * codes and an agreed scale are still to do).
  *
@@ -99,9 +100,10 @@ static int sp_find(const tecore_seq_t *seq, size_t first, int which, struct sp_p
   pl->k = pl->lin.in_features;
   pl->m = pl->lin.out_features;
   pl->rows = ag ? coll.in_rows : coll.out_rows;
-  /* a 16-bit weight is the sequence's dtype (F32 weights, F32 sequences:
-   * neither call takes them) */
-  pl->dt = pl->lin.param[0].dtype;
+  /* the activations' dtype, the GEMMs' output (an F32 weight, under
+   * TECORE_SEQ_F32_WEIGHTS, is quantized under FP8; outside FP8 neither
+   * call takes it) */
+  if (tecore_seq_dtype(seq, &pl->dt) != TECORE_SUCCESS) return 0;
   return pl->c != NULL;
 }
 
@@ -112,13 +114,15 @@ static const char *sp_why_not(const tecore_seq_t *seq, size_t lin, int ag,
   if (pl->p->flags & TECOMM_OP_NO_FUSION) return "TECOMM_OP_NO_FUSION";
   if (!tecore_tunable_int(&tc_tun_sp_overlap)) return "TECOMM_SP_OVERLAP=0";
   if (pl->dt != TECORE_DTYPE_BF16 && pl->dt != TECORE_DTYPE_F16)
-    return "the Linear's weight is not BF16 or F16";
+    return "the sequence is not BF16 or F16";
   const int f8 = r && tecore_seq_fp8_input(seq, lin, &t) == TECORE_SUCCESS;
   if (f8 && ag) return "the Linear runs in FP8 (the all-gather would gather 16-bit rows)";
   if (f8 && r->kind != TECORE_RECIPE_DELAYED)
     return "the Linear runs in FP8 under current or block scaling (delayed only)";
+  if (!f8 && pl->lin.param[0].dtype != pl->dt)
+    return "the Linear's weight is not of the sequence's dtype (F32 weights: only in FP8)";
   if (pl->lin.desc.bias && pl->lin.param[1].dtype != pl->dt)
-    return "the Linear's bias is not of its weight's dtype";
+    return "the Linear's bias is not of the sequence's dtype";
   if (pl->c->nranks < 2) return "one rank";
   struct tc_ov_shape sh = {.rows = pl->rows, .n = pl->m, .k = pl->k,
                            .dtype = f8 ? TECORE_DTYPE_E4M3 : pl->dt,

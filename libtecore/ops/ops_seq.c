@@ -1182,6 +1182,15 @@ TE_EXPORT tecore_result_t tecore_seq_extra(const tecore_seq_t *s, int slot,
   return TECORE_SUCCESS;
 }
 
+TE_EXPORT tecore_result_t tecore_seq_dtype(const tecore_seq_t *s, tecore_dtype_t *dtype) {
+  TE_ARG(s, "tecore_seq_dtype: seq is NULL");
+  TE_ARG(te_handle_live(s), "tecore_seq_dtype: seq %p is not a live sequence (destroyed?)",
+         (const void *)s);
+  TE_ARG(dtype, "tecore_seq_dtype: dtype is NULL");
+  *dtype = s->cfg.dtype;
+  return TECORE_SUCCESS;
+}
+
 TE_EXPORT tecore_result_t tecore_seq_memory(const tecore_seq_t *s, size_t *param_bytes,
                                             size_t *total_bytes) {
   TE_ARG(s, "tecore_seq_memory: seq is NULL");

@@ -603,6 +603,10 @@ tecore_result_t tecore_seq_linear_fp8_operands(tecore_seq_t *seq, size_t index,
  * pointer may be NULL. */
 tecore_result_t tecore_seq_extra(const tecore_seq_t *seq, int slot, struct tecore_tensor *value,
                                  struct tecore_tensor *grad);
+/* The sequence's dtype (its activations' and boundaries', F32, F16 or
+ * BF16: tecore_seq_config.dtype), whatever its weights' (an F32 weight
+ * under TECORE_SEQ_F32_WEIGHTS). */
+tecore_result_t tecore_seq_dtype(const tecore_seq_t *seq, tecore_dtype_t *dtype);
 /* Device bytes the sequence holds (*param_bytes: parameters and their
  * gradients; *total_bytes: everything); either may be NULL. */
 tecore_result_t tecore_seq_memory(const tecore_seq_t *seq, size_t *param_bytes,

@@ -45,6 +45,8 @@ START_TEST(test_seq_use_after_destroy_is_invalid) {
   TE_OK(tecore_seq_destroy(s));
   size_t tb = 0;
   TE_EXPECT_INVALID("not a live sequence", tecore_seq_memory(s, NULL, &tb));
+  tecore_dtype_t dt;
+  TE_EXPECT_INVALID("not a live sequence", tecore_seq_dtype(s, &dt));
   TE_EXPECT_INVALID("not a live sequence", tecore_seq_zero_grad(s, te_stream));
   TE_EXPECT_INVALID("not a live sequence", tecore_seq_destroy(s));
   tecore_seq_t *fake = (tecore_seq_t *)&tb;

@@ -2217,6 +2217,12 @@ static void f32_weights_case(const struct tecore_op_desc *d, size_t n, size_t ro
     if (p[i].value.dtype == TECORE_DTYPE_F32) nw += tecore_tensor_numel(&p[i].value);
   ck_assert_msg(nw > 0 && pb >= pa + 2 * nw, "%s: parameter bytes %zu with F32 weights, %zu "
                 "without, %zu weights", name, pb, pa, nw);
+  /* the sequence's dtype is its activations', not its weights' */
+  tecore_dtype_t sd = TECORE_DTYPE_U8;
+  TE_OK(tecore_seq_dtype(b, &sd));
+  ck_assert_msg(sd == dt, "%s: tecore_seq_dtype gave %s", name, tecore_dtype_name(sd));
+  TE_EXPECT_INVALID("dtype is NULL", tecore_seq_dtype(b, NULL));
+  TE_EXPECT_INVALID("seq is NULL", tecore_seq_dtype(NULL, &sd));
   set_params(a, 0);
   copy_params(a, b);
   struct dt2 x[2], dy[2];
