@@ -632,13 +632,25 @@ static tecore_result_t find_algo(cublasLtHandle_t handle, struct lt_call *c,
  * per-tensor operand scales, beta 0 and a workspace of 2 MiB; else the
  * direct call, as before. */
 #define TE_AMAX_PAD_WS (2u << 20)
+/* Rows of D a chunk holds: half the workspace, less the quantizer's
+ * scale_inv slot (the other half is the chunk's GEMM's own). */
+static size_t amax_pad_rows(const struct te_gemm_problem *p, size_t ws_bytes) {
+  const size_t half = (ws_bytes / 2) & ~(size_t)255;
+  const size_t r = (half - 256) / (p->n * tecore_dtype_size(p->bias_dtype));
+  return r < p->m ? r : p->m;
+}
 static int amax_pad_hazard(const struct te_gemm_problem *p, size_t ws_bytes) {
-  return p->fp8 && p->d_amax && (p->d_dtype == TECORE_DTYPE_E4M3 ||
-                                  p->d_dtype == TECORE_DTYPE_E5M2) &&
-         te_gemm_epi_has_bias_in(p->epilogue) && p->m % 256 != 0 && p->beta == 0.0f &&
-         (p->bias_dtype == TECORE_DTYPE_BF16 || p->bias_dtype == TECORE_DTYPE_F16) &&
-         p->a.scale_kind == TE_GEMM_SCALE_TENSOR && p->b.scale_kind == TE_GEMM_SCALE_TENSOR &&
-         ws_bytes >= TE_AMAX_PAD_WS;
+  if (!(p->fp8 && p->d_amax &&
+        (p->d_dtype == TECORE_DTYPE_E4M3 || p->d_dtype == TECORE_DTYPE_E5M2) &&
+        te_gemm_epi_has_bias_in(p->epilogue) && p->m % 256 != 0 && p->beta == 0.0f &&
+        (p->bias_dtype == TECORE_DTYPE_BF16 || p->bias_dtype == TECORE_DTYPE_F16) &&
+        p->a.scale_kind == TE_GEMM_SCALE_TENSOR && p->b.scale_kind == TE_GEMM_SCALE_TENSOR &&
+        ws_bytes >= TE_AMAX_PAD_WS))
+    return 0;
+  /* chunks of rows need A stored [m][k] (its leading dimension is k; an
+   * A stored [k][m] has m's, so it runs as one chunk or not at all) */
+  const size_t rows = amax_pad_rows(p, ws_bytes);
+  return rows >= p->m || (p->a.kmajor && p->a.si > 0 && rows > 0);
 }
 
 tecore_result_t te_cuda_gemm(const struct te_gemm_problem *p, tecore_stream_t stream);
@@ -646,14 +658,7 @@ tecore_result_t te_cuda_gemm(const struct te_gemm_problem *p, tecore_stream_t st
 static tecore_result_t amax_pad_run(const struct te_gemm_problem *p, tecore_devptr_t ws,
                                     size_t ws_bytes, tecore_stream_t stream) {
   const size_t bsz = tecore_dtype_size(p->bias_dtype), asz = tecore_dtype_size(p->a.dtype);
-  /* half the workspace holds a chunk of D (and the quantizer's scale_inv
-   * slot), the other half is the chunk's GEMM's own */
-  const size_t half = (ws_bytes / 2) & ~(size_t)255;
-  size_t rows = (half - 256) / (p->n * bsz);
-  if (rows == 0) return TE_ERR(TECORE_ERR_NOT_SUPPORTED, "tecore_gemm: an FP8 D's amax with a "
-                               "bias epilogue at m %zu needs a workspace of at least %zu bytes "
-                               "(got %zu)", p->m, 2 * (p->n * bsz + 256), ws_bytes);
-  if (rows > p->m) rows = p->m;
+  const size_t half = (ws_bytes / 2) & ~(size_t)255, rows = amax_pad_rows(p, ws_bytes);
   const tecore_devptr_t chunk = ws, slot = ws + ((rows * p->n * bsz + 255) & ~(size_t)255);
   TE_CHECK(tecore_memset_d32_async(p->d_amax, 0, 1, stream));
   for (size_t r0 = 0; r0 < p->m; r0 += rows) {
