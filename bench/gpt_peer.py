@@ -51,7 +51,9 @@ PRESETS = {  # layers, hidden, heads, kv_heads, ffn, seq, vocab, norm, act, rope
     "gpt2-350m": (24, 1024, 16, 16, 4096, 1024, 50304, "layernorm", "gelu", 0, 1),
     "gpt-1.3b": (24, 2048, 16, 16, 8192, 2048, 50304, "layernorm", "gelu", 0, 1),
     "llama-1b": (16, 2048, 32, 8, 8192, 2048, 128256, "rmsnorm", "swiglu", 1, 0),
+    "llama3-8b": (32, 4096, 32, 8, 14336, 8192, 128256, "rmsnorm", "swiglu", 1, 0),
 }
+ROPE_THETA = {"llama3-8b": 500000.0}  # te-gpt's presets; the others 10000
 KEYS = ("layers", "hidden", "heads", "kv_heads", "ffn", "seq", "vocab", "norm", "act", "rope",
         "bias")
 MASK = (1 << 64) - 1
@@ -112,7 +114,7 @@ class Attn(nn.Module):
 
 def rope_table(c, device):
     d = c["hidden"] // c["heads"]
-    inv = 10000.0 ** (-torch.arange(0, d // 2, dtype=torch.float64, device=device) * 2 / d)
+    inv = c["rope_theta"] ** (-torch.arange(0, d // 2, dtype=torch.float64, device=device) * 2 / d)
     ang = torch.arange(c["seq"], dtype=torch.float64, device=device)[:, None] * inv[None, :]
     return torch.cos(ang).float(), torch.sin(ang).float()
 
@@ -194,6 +196,7 @@ class GPT(nn.Module):
 
 def config_of(args):
     c = dict(zip(KEYS, PRESETS[args.model]))
+    c["rope_theta"] = ROPE_THETA.get(args.model, 10000.0)
     for k in KEYS:
         v = getattr(args, k, None)
         if v is not None:
@@ -243,6 +246,7 @@ def check(args):
     w, meta = read_safetensors(f"{args.ckpt}/model.safetensors")
     _, ometa = read_safetensors(f"{args.ckpt}/optimizer.safetensors")
     c = {k: (meta[k] if k in ("norm", "act") else int(meta[k])) for k in KEYS}
+    c["rope_theta"] = float(meta.get("rope_theta", 10000))   # te-gpt writes it where not 10000
     model = GPT(c, dev).to(dev)
     missing, unexpected = model.load_state_dict(w, strict=True), None
     del missing, unexpected

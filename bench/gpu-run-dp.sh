@@ -22,6 +22,13 @@
 #           --zero 1; torchrun DDP + torch.compile on 1 and 4 GPUs
 #   big     1.3B FP8 delayed, batch 8 x 2048 a GPU: te-gpt --dp 1, 4 and
 #           --zero 1 (memory); DDP and FSDP2 + torch.compile BF16 on 4 GPUs
+#   sp      tensor and sequence parallelism over all the GPUs (n): te-gpt
+#           1.3B FP8 delayed --tp n, --tp n --sp with TECOMM_SP_OVERLAP 1
+#           and 0; te-demo --tp n --sp; te-allreduce-perf -C ag-gemm and
+#           gemm-rs at Llama-3 8B's --tp 4 shapes (fc1 8192 x 7168 x 4096,
+#           fc2 8192 x 4096 x 3584), BF16 and E4M3
+#   llama   Llama-3 8B FP8 delayed, batch 1 x 8192 a GPU: te-gpt --dp n
+#           --zero 3 --recompute selective; FSDP2 + torch.compile BF16
 #   attn    te-bench -A alone, then te-bench --all (the FP8 attention rows
 #           of both); compute-sanitizer memcheck over the model path's suites
 # Each step is bounded by STEP_TIMEOUT seconds (300), writes $OUT/NAME.txt,
@@ -113,6 +120,22 @@ if has big; then
   [ "$n" -ge 2 ] && step big-dp$n-z1 $g --model gpt-1.3b --batch 8 --steps 12 --recipe delayed --dp $n --zero 1
   [ "$n" -ge 2 ] && step big-peer$n $(peer $n) --model gpt-1.3b --batch 8 --compile --steps 8 --warmup 3
   [ "$n" -ge 2 ] && step big-fsdp$n $(peer $n) --model gpt-1.3b --batch 8 --compile --fsdp --steps 8 --warmup 3
+fi
+if has sp && [ "$n" -ge 2 ]; then
+  b="$g --model gpt-1.3b --batch 8 --steps 12 --recipe delayed"
+  step sp-tp$n $b --tp $n
+  step sp-tp$n-sp env TECOMM_SP_OVERLAP=1 $b --tp $n --sp
+  step sp-tp$n-sp-apart env TECOMM_SP_OVERLAP=0 $b --tp $n --sp
+  step sp-demo$n tools/te-demo --tp $n --sp
+  for d in bf16 e4m3; do
+    step ag-gemm-$d tools/te-allreduce-perf -n $n -C ag-gemm --mnk 8192,7168,4096 -G 20 -d $d
+    step gemm-rs-$d tools/te-allreduce-perf -n $n -C gemm-rs --mnk 8192,4096,3584 -G 20 -d $d
+  done
+fi
+if has llama && [ "$n" -ge 2 ]; then
+  step llama-dp$n $g --model llama3-8b --batch 1 --steps 8 --recipe delayed --dp $n --zero 3 \
+    --recompute selective
+  step llama-fsdp$n $(peer $n) --model llama3-8b --batch 1 --compile --fsdp --steps 6 --warmup 2
 fi
 if has attn; then
   step bench-attn tools/te-bench -A
