@@ -13,9 +13,10 @@
 #     FP8 delayed too; --zero 3 --recipe delayed gathers FP8 codes, bit for
 #     bit the losses of gathering the values (TECORE_OPS_FUSION_OFF);
 #  3. --dp 2 --tp 2 (4 ranks, a 2-D grid) within GPT_DP_TOL of one process;
-#     with --zero 2 and 3 --zero 0's losses bit for bit, with --sp too
-#     (te-gpt-dp-zero-sp: the tp sum of the norms' gradients once read
-#     unreduced elements, the tp ranks' dp shards lying apart);
+#     with --zero 2 and 3 --zero 0's losses bit for bit; with --sp too
+#     within GPT_DP_SP_TOL (te-gpt-dp-zero-sp: the tp sum of the norms'
+#     gradients once read unreduced elements, the tp ranks' dp shards
+#     lying apart; the global norm's squares are added in another order);
 #     --dp 2 as two processes launched by TECOMM_RANK, TECOMM_NRANKS and
 #     TECOMM_ROOT: the forked run's losses, bit for bit;
 #  4. checkpoints: --dp 2 --zero 1, 3 steps, --save, --load, 3 more: the
@@ -111,11 +112,18 @@ for z in 2 3; do
 done
 # te-gpt-dp-zero-sp: --sp sums the replicated gradients over the tp ranks;
 # under --zero 2, 3 made whole over the dp ranks first (x + 0 is x), so
-# the sums are --zero 0's: its losses bit for bit
+# the gradients are --zero 0's.  The global norm is not: its squares are
+# summed in another order, so the clip factor differs in its last bits
+# (step 1's norm 4.25158215 against 4.25158262, seed 16234), and with it
+# the later losses: 3 of 9 seeds differed, by at most 1.1e-4 (relative);
+# GPT_DP_SP_TOL is 18x that.  A wrong sum (an unreduced element, a
+# gradient counted twice) moves the first steps by far more.
+GPT_DP_SP_TOL=0.002
 run "$tmp/ds.csv" $opts --batch 2 --dp 2 --tp 2 --sp
 for z in 2 3; do
   run "$tmp/ds$z.csv" $opts --batch 2 --dp 2 --tp 2 --sp --zero $z
-  bits "$tmp/ds.csv" "$tmp/ds$z.csv" "te-gpt-dp-zero-sp: --dp 2 --tp 2 --sp --zero $z against --zero 0"
+  close "$tmp/ds.csv" "$tmp/ds$z.csv" \
+    "te-gpt-dp-zero-sp: --dp 2 --tp 2 --sp --zero $z against --zero 0" $GPT_DP_SP_TOL
 done
 
 # one process a rank, launched by TECOMM_RANK / TECOMM_NRANKS / TECOMM_ROOT
