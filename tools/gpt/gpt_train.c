@@ -19,7 +19,9 @@
  * taken over the replicated gradients and that vector: the global norm,
  * the same bits on every rank, inside the graph too.  --sp: the ranks'
  * losses and the replicated gradients (of each rank's rows) summed after
- * the backward, before the norm.
+ * the backward, before the norm.  --dp: the norm of the parts of each
+ * rank's dp shard (tecomm_dp_norm_parts; with --tp zero_tp_norm), at every
+ * ZeRO stage, so that all stages clip alike, bit for bit.
  * The step graph is launched from the device (one kernel node queued by
  * the host, tecore_graph_launch_device) unless host_launch is set or the
  * graph cannot be (then it is captured again for host launches).  With
@@ -100,9 +102,11 @@ void gpt_train_init(struct gpt_train *t, struct gpt_model *m, tecore_stream_t s)
    * vector of the ranks' split norms, then this rank's split ones */
   t->nrep = t->nsh = 0;
   t->nvec = m->tp.size > 1;
-  /* --zero 2, 3 with --tp: a rank's gradients are reduced in its dp shard
-   * only, so the views are the shard's parts (zero_tp_norm) */
-  const int ztp = t->nvec && m->dp.zero >= 2;
+  /* --dp with --tp: the views are this rank's dp shard's parts
+   * (zero_tp_norm), at every ZeRO stage: under 2 and 3 a rank's gradients
+   * are reduced in its shard only, and under 0 and 1 the same parts give
+   * the same norm bit for bit (the squares added in one order) */
+  const int ztp = t->nvec && m->dp.group;
   size_t nv = ztp ? (size_t)m->dp.size * (1 + (size_t)m->tp.size) : (size_t)m->tp.size;
   for (int sh = 0; sh < 2; sh++) {
     if (sh && t->nvec) {
@@ -257,7 +261,7 @@ static void queue_fwd_bwd(struct gpt_train *t, struct gpt_model *m, tecore_strea
   GPT_CHECK(tecore_seq_update_scales(m->seq, s));
   /* pinned memory's device address is its host address */
   tecore_devptr_t norm = (tecore_devptr_t)(uintptr_t)&t->pinned[0];
-  const int ztp = t->nvec && m->dp.zero >= 2;
+  const int ztp = t->nvec && dp;
   if (ztp) {
     zero_tp_norm(t, m, s);
   } else if (t->nvec) {
@@ -274,8 +278,10 @@ static void queue_fwd_bwd(struct gpt_train *t, struct gpt_model *m, tecore_strea
   struct tecore_tensor parts;
   if (ztp) {
     gv = &t->grads[t->nrep], nn = 1;
-  } else if (m->dp.zero >= 2) {
-    /* a rank holds its shard's sums only: the ranks' shard norms */
+  } else if (dp) {
+    /* the ranks' shard norms: under --zero 2, 3 a rank holds its shard's
+     * sums only; under 0 and 1 the same parts, so that every stage clips
+     * by the same norm, bit for bit */
     dp_call(tecomm_dp_norm_parts(dp, &parts, s), "tecomm_dp_norm_parts");
     gv = &parts, nn = 1;
   }
