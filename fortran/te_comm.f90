@@ -84,6 +84,7 @@ module te_comm
     integer(tecore_devptr_t) :: b_scale_inv = 0
     integer(tecore_devptr_t) :: bias = 0
     integer(tecore_devptr_t) :: gelu_aux = 0
+    type(c_ptr) :: a8 = c_null_ptr
   end type tecomm_ag_gemm_args
 
   ! struct tecomm_rs_add_rmsnorm (libtecomm/te/comm.h)

@@ -38,8 +38,15 @@
  * an act+quantize before may have written the input's codes and left
  * its 16-bit input unwritten; an F32 weight, TECORE_SEQ_F32_WEIGHTS, is
  * quantized from F32 as the Linear does), fast accumulation as its GEMM.
- * allgather+linear declines FP8 (it would gather the 16-bit shard; the
- * codes and an agreed scale are still to do).
+ * allgather+linear gathers the 16-bit rows (act[1] keeps them) and
+ * multiplies E4M3 codes: each rank's rows are quantized as they land
+ * (tecomm_ag_gemm's a8) into the Linear's FP8 input with its scale, the
+ * amax max-accumulated over the chunks, so the codes and amax are those
+ * of the plain Linear quantizing the gathered input whole, and no rank's
+ * scale need be agreed with another's; the patterns say
+ * TECORE_FUSION_QUANTIZES_INPUT, so the Linear's backward makes the
+ * columnwise copy (a byte transpose).  Gathering the codes instead would
+ * move half the bytes, but needs the tp ranks' amaxes reduced first.
  *
  * A Linear's bias goes into every chunk's GEMM (the bias epilogue, as
  * the plain Linear adds it): a column-parallel Linear's slice on every
@@ -116,7 +123,6 @@ static const char *sp_why_not(const tecore_seq_t *seq, size_t lin, int ag,
   if (pl->dt != TECORE_DTYPE_BF16 && pl->dt != TECORE_DTYPE_F16)
     return "the sequence is not BF16 or F16";
   const int f8 = r && tecore_seq_fp8_input(seq, lin, &t) == TECORE_SUCCESS;
-  if (f8 && ag) return "the Linear runs in FP8 (the all-gather would gather 16-bit rows)";
   if (f8 && r->kind != TECORE_RECIPE_DELAYED)
     return "the Linear runs in FP8 under current or block scaling (delayed only)";
   if (!f8 && pl->lin.param[0].dtype != pl->dt)
@@ -229,10 +235,22 @@ static tecore_result_t ag_lin_call(const struct tecore_seq_exec *x, tecore_devpt
   size_t bytes = pl.rows * pl.k * tecore_dtype_size(pl.dt);
   e = tecore_memcpy_async(pl.c->sp_stage, x->act[0].data, bytes, x->stream);
   if (e != TECORE_SUCCESS) return e;
-  const struct tecomm_ag_gemm_args a = {
+  struct tecomm_ag_gemm_args a = {
       .a = pl.c->sp_stage, .a_all = x->act[1].data, .b = pl.lin.param[0].data, .d = d,
       .rows = pl.rows, .n = pl.m, .k = pl.k, .dtype = pl.dt, .d_dtype = pl.dt,
       .bias = sp_bias(&pl), .gelu_aux = aux};
+  /* FP8 (delayed scaling, the predicate's condition): the weight's codes
+   * as the Linear makes them, the input's made by the call as its rows
+   * land (the plan counts them written: TECORE_FUSION_QUANTIZES_INPUT) */
+  struct tecore_tensor A, W;
+  if (x->recipe && tecore_seq_fp8_input(x->seq, x->first + 1, &A) == TECORE_SUCCESS) {
+    e = tecore_seq_linear_fp8_operands(x->seq, x->first + 1, NULL, x->noop_flag, x->stream, &A,
+                                       &W);
+    if (e != TECORE_SUCCESS) return e;
+    a.b = W.data, a.b_scale_inv = W.scale_inv, a.a8 = &A;
+  } else {
+    tecore_clear_error();
+  }
   return core_of(tecomm_ag_gemm(pl.c, &a, x->stream));
 }
 
@@ -309,11 +327,12 @@ static tecore_result_t lin_rs_norm_run(const struct tecore_seq_exec *x) {
 const struct tecore_fusion_def tc_sp_fusions[] = {
     {.name = "allgather+linear", .dir = TECORE_SEQ_FORWARD, .nops = 2,
      .kinds = {TECORE_OP_ALLGATHER, TECORE_OP_LINEAR}, .applies = sp_applies,
-     .run = ag_lin_run, .ctx = (void *)(uintptr_t)SP_AG_LIN, .priority = 60},
+     .run = ag_lin_run, .ctx = (void *)(uintptr_t)SP_AG_LIN, .priority = 60,
+     .flags = TECORE_FUSION_QUANTIZES_INPUT},
     {.name = "allgather+linear+gelu", .dir = TECORE_SEQ_FORWARD, .nops = 3,
      .kinds = {TECORE_OP_ALLGATHER, TECORE_OP_LINEAR, TECORE_OP_GELU}, .applies = sp_applies,
      .run = ag_lin_gelu_run, .ctx = (void *)(uintptr_t)SP_AG_LIN_GELU, .priority = 60,
-     .flags = TECORE_FUSION_GELU_EPILOGUE},
+     .flags = TECORE_FUSION_GELU_EPILOGUE | TECORE_FUSION_QUANTIZES_INPUT},
     {.name = "linear+reduce_scatter", .dir = TECORE_SEQ_FORWARD, .nops = 2,
      .kinds = {TECORE_OP_LINEAR, TECORE_OP_REDUCE_SCATTER}, .applies = sp_applies,
      .run = lin_rs_run, .ctx = (void *)(uintptr_t)SP_LIN_RS, .priority = 60},

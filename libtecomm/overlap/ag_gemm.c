@@ -10,16 +10,56 @@
  * (unless in place), a closing barrier (no peer still reads this rank's
  * a: the caller may overwrite it once the call is done), joined into the
  * caller's stream at the end.  Each chunk's GEMM adds the bias and, with
- * gelu_aux, applies GELU in its epilogue (ov.c's tc_ov_gemm). */
+ * gelu_aux, applies GELU in its epilogue (ov.c's tc_ov_gemm).  With a8
+ * each chunk is quantized on the caller's stream right before its GEMM,
+ * which multiplies the codes: the copies move the 16-bit rows. */
 #include "overlap/ov.h"
 
 struct ag_q {
   const struct tecomm_ag_gemm_args *g;
-  struct tc_ov_shape sh;
+  struct tc_ov_shape sh;   /* the GEMM's: dtype E4M3 with a8 */
   size_t chunk;    /* bytes of one rank's rows of a */
   size_t dchunk;   /* bytes of one rank's rows of d */
   int in_place;    /* a == a_all + rank * chunk */
+  size_t chunk8;   /* a8: bytes of one rank's codes (rows x k), else 0 */
 };
+
+/* a8 (when set): an E4M3 tensor of delayed scaling over n*rows x k codes,
+ * rowwise only, with its scale and scale_inv, in bounds, apart from the
+ * other buffers; dtype (the gathered rows') BF16 or F16. */
+static tecomm_result_t ag_check_a8(struct tecomm_comm *c, const struct ag_q *q, const char *fn) {
+  const struct tecomm_ag_gemm_args *g = q->g;
+  const struct tecore_tensor *t = g->a8;
+  const size_t n = (size_t)c->nranks, bytes = n * q->chunk8;
+  TC_ARG(t->dtype == TECORE_DTYPE_E4M3 && t->scaling == TECORE_SCALING_DELAYED,
+         "%s: args->a8 is %s with scaling %s, not E4M3 with delayed scaling", fn,
+         tecore_dtype_name(t->dtype), tecore_scaling_name(t->scaling));
+  TC_ARG(tecore_tensor_numel(t) == n * g->rows * g->k,
+         "%s: args->a8 has %zu elements, not nranks x rows x k = %zu", fn, tecore_tensor_numel(t),
+         n * g->rows * g->k);
+  TC_ARG(!t->columnwise_data && !t->columnwise_scale_inv,
+         "%s: args->a8 has a columnwise copy: it is written rowwise only", fn);
+  TC_ARG(t->scale && t->scale % 4 == 0 && t->scale_inv && t->scale_inv % 4 == 0 &&
+             t->amax % 4 == 0,
+         "%s: args->a8's scale and scale_inv must be set, and they and amax 4-byte aligned", fn);
+  TC_CHECK(tc_ov_check_ptr(c, t->data, bytes, 16, "a8->data", fn));
+  const size_t dsz = n * q->dchunk;
+  TC_ARG(!tc_ov_overlap(t->data, bytes, g->d, dsz) &&
+             !tc_ov_overlap(t->data, bytes, g->a_all, n * q->chunk) &&
+             !tc_ov_overlap(t->data, bytes, g->a, q->chunk) &&
+             !tc_ov_overlap(t->data, bytes, g->b, g->n * g->k) &&
+             !(g->gelu_aux && tc_ov_overlap(t->data, bytes, g->gelu_aux, dsz)),
+         "%s: args->a8's codes overlap args->d, a, a_all, b or gelu_aux", fn);
+  const tecore_devptr_t w[3] = {t->scale, t->scale_inv, t->amax};
+  for (int i = 0; i < 3; i++)
+    TC_ARG(!w[i] || (!tc_ov_overlap(w[i], 4, t->data, bytes) &&
+                     !tc_ov_overlap(w[i], 4, g->d, dsz) &&
+                     !tc_ov_overlap(w[i], 4, g->a_all, n * q->chunk) &&
+                     !tc_ov_overlap(w[i], 4, g->a, q->chunk) &&
+                     !tc_ov_overlap(w[i], 4, g->b, g->n * g->k)),
+           "%s: args->a8's scale, scale_inv or amax lies in a buffer of the call", fn);
+  return TECOMM_SUCCESS;
+}
 
 /* gelu_aux (when set): in bounds, aligned, apart from everything else. */
 static tecomm_result_t ag_check_aux(struct tecomm_comm *c, const struct ag_q *q, const char *fn) {
@@ -41,21 +81,28 @@ static tecomm_result_t ag_check(struct tecomm_comm *c, const struct tecomm_ag_ge
                                 struct ag_q *q, const char *fn) {
   TC_ARG(g, "%s: args is NULL", fn);
   q->g = g;
-  q->sh = (struct tc_ov_shape){.rows = g->rows, .n = g->n, .k = g->k, .dtype = g->dtype,
-                               .d_dtype = g->d_dtype, .b = g->b, .a_scale_inv = g->a_scale_inv,
+  TC_ARG(!g->a8 || g->dtype == TECORE_DTYPE_BF16 || g->dtype == TECORE_DTYPE_F16,
+         "%s: args->a8 is set with args->dtype %s: the rows gathered and quantized are BF16 or "
+         "F16", fn, tecore_dtype_name(g->dtype));
+  /* with a8 the GEMM multiplies E4M3 codes: its scales are a8's and b's */
+  const tecore_dtype_t mdt = g->a8 ? TECORE_DTYPE_E4M3 : g->dtype;
+  q->sh = (struct tc_ov_shape){.rows = g->rows, .n = g->n, .k = g->k, .dtype = mdt,
+                               .d_dtype = g->d_dtype, .b = g->b,
+                               .a_scale_inv = g->a8 ? g->a8->scale_inv : g->a_scale_inv,
                                .b_scale_inv = g->b_scale_inv, .bias = g->bias,
                                .gelu = g->gelu_aux != 0, .fn = fn};
   TC_CHECK(tc_ov_check_shape(&q->sh));
   TC_CHECK(tc_ov_check_level(c, fn)); /* before the operands: says why they cannot be read */
   const size_t esz = tecore_dtype_size(g->dtype), dsz = tecore_dtype_size(g->d_dtype);
-  const size_t n = (size_t)c->nranks;
+  const size_t bsz = tecore_dtype_size(mdt), n = (size_t)c->nranks;
   q->chunk = g->rows * g->k * esz;
   q->dchunk = g->rows * g->n * dsz;
+  q->chunk8 = g->a8 ? g->rows * g->k : 0;
   q->in_place = g->a == g->a_all + (size_t)c->rank * q->chunk;
   const size_t al = tc_ov_align(&q->sh, g->dtype), dal = tc_ov_align(&q->sh, g->d_dtype);
   TC_CHECK(tc_ov_check_ptr(c, g->a, q->chunk, al, "a", fn));
   TC_CHECK(tc_ov_check_ptr(c, g->a_all, n * q->chunk, al, "a_all", fn));
-  TC_CHECK(tc_ov_check_ptr(c, g->b, g->n * g->k * esz, al, "b", fn));
+  TC_CHECK(tc_ov_check_ptr(c, g->b, g->n * g->k * bsz, al, "b", fn));
   TC_CHECK(tc_ov_check_ptr(c, g->d, n * q->dchunk, dal, "d", fn));
   TC_CHECK(tc_ov_check_bias(c, &q->sh, g->d, n * q->dchunk));
   TC_CHECK(tc_ov_check_bias(c, &q->sh, g->a_all, n * q->chunk));
@@ -66,10 +113,11 @@ static tecomm_result_t ag_check(struct tecomm_comm *c, const struct tecomm_ag_ge
          "rank * rows * k * esize)", fn);
   TC_ARG(!tc_ov_overlap(g->d, n * q->dchunk, g->a_all, n * q->chunk) &&
              !tc_ov_overlap(g->d, n * q->dchunk, g->a, q->chunk) &&
-             !tc_ov_overlap(g->d, n * q->dchunk, g->b, g->n * g->k * esz),
+             !tc_ov_overlap(g->d, n * q->dchunk, g->b, g->n * g->k * bsz),
          "%s: args->d overlaps args->a, a_all or b", fn);
-  TC_ARG(!tc_ov_overlap(g->a_all, n * q->chunk, g->b, g->n * g->k * esz),
+  TC_ARG(!tc_ov_overlap(g->a_all, n * q->chunk, g->b, g->n * g->k * bsz),
          "%s: args->a_all overlaps args->b", fn);
+  if (g->a8) TC_CHECK(ag_check_a8(c, q, fn));
   TC_ARG(c->nranks == 1 || tc_ov_mine(c, q->in_place ? g->a_all : g->a,
                                        q->in_place ? n * q->chunk : q->chunk),
          "%s: args->%s is not this rank's symmetric memory (tecomm_mem_alloc): the peers copy "
@@ -77,10 +125,28 @@ static tecomm_result_t ag_check(struct tecomm_comm *c, const struct tecomm_ag_ge
   return TECOMM_SUCCESS;
 }
 
+/* What chunk j's GEMM multiplies: src (rank j's rows of a or a_all), or
+ * with a8 its codes, quantized from src now on st into a8's rows j. */
+static tecomm_result_t ag_operand(const struct ag_q *q, tecore_devptr_t src, int j,
+                                  tecore_stream_t st, tecore_devptr_t *out) {
+  const struct tecomm_ag_gemm_args *g = q->g;
+  *out = src;
+  if (!g->a8) return TECOMM_SUCCESS;
+  struct tecore_tensor in, y = *g->a8;
+  const size_t sh[2] = {g->rows, g->k};
+  TC_CORE(tecore_tensor_init(&in, g->dtype, 2, sh, src), q->sh.fn);
+  y.ndim = 2, y.shape[0] = g->rows, y.shape[1] = g->k;
+  y.data = *out = g->a8->data + (size_t)j * q->chunk8;
+  TC_CORE(tecore_quantize(&in, &y, 0, st), q->sh.fn);
+  return TECOMM_SUCCESS;
+}
+
 /* One rank: the GEMM, and a copied into a_all. */
 static tecomm_result_t ag_one(const struct ag_q *q, tecore_stream_t st) {
   if (!q->in_place) TC_CORE(tecore_memcpy_async(q->g->a_all, q->g->a, q->chunk, st), q->sh.fn);
-  return tc_ov_gemm(&q->sh, q->g->a, q->g->d, q->g->gelu_aux, st);
+  tecore_devptr_t a;
+  TC_CHECK(ag_operand(q, q->g->a, 0, st, &a));
+  return tc_ov_gemm(&q->sh, a, q->g->d, q->g->gelu_aux, st);
 }
 
 /* Rank j's rows of gelu_aux (0 without it). */
@@ -118,12 +184,14 @@ static tecomm_result_t ag_main(struct tecomm_comm *c, struct tc_ov *ov, const st
   const struct tecomm_ag_gemm_args *g = q->g;
   const char *fn = q->sh.fn;
   const int r = c->rank, n = c->nranks;
-  TC_CHECK(tc_ov_gemm(&q->sh, g->a, g->d + (size_t)r * q->dchunk, ag_aux(q, r), st));
+  tecore_devptr_t a;
+  TC_CHECK(ag_operand(q, g->a, r, st, &a));
+  TC_CHECK(tc_ov_gemm(&q->sh, a, g->d + (size_t)r * q->dchunk, ag_aux(q, r), st));
   for (int i = 1; i < n; i++) {
     const int j = (r + i) % n;
     TC_CORE(tecore_stream_wait_event(st, ov->chunk[i]), fn);
-    TC_CHECK(tc_ov_gemm(&q->sh, g->a_all + (size_t)j * q->chunk, g->d + (size_t)j * q->dchunk,
-                        ag_aux(q, j), st));
+    TC_CHECK(ag_operand(q, g->a_all + (size_t)j * q->chunk, j, st, &a));
+    TC_CHECK(tc_ov_gemm(&q->sh, a, g->d + (size_t)j * q->dchunk, ag_aux(q, j), st));
   }
   TC_CORE(tecore_stream_wait_event(st, ov->done), fn);
   return TECOMM_SUCCESS;

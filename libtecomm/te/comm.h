@@ -281,7 +281,14 @@ tecomm_result_t tecomm_allreduce_add_rmsnorm(tecomm_comm_t comm,
  * parallel Linear's bias slice).  gelu_aux, when set, takes the GELU
  * epilogue: gelu_aux = a_all b^T (+ bias), the pre-activation a GELU's
  * backward reads, and d = gelu of it in float (tanh form; n a multiple of
- * 8). */
+ * 8).  a8, when set, gathers 16-bit rows and multiplies in E4M3: dtype is
+ * BF16 or F16 (a, a_all), b holds E4M3 codes (b_scale_inv), and each
+ * rank's rows, as they land, are quantized into a8's rows (a8: E4M3,
+ * delayed scaling, [nranks*rows][k], rowwise only; its scale read, its
+ * scale_inv written, |x| max-accumulated into its amax when set:
+ * tecore_quantize of a_all whole, chunk by chunk), which the GEMM
+ * multiplies (a_scale_inv unused): an FP8 Linear's input gathered in the
+ * sequence's dtype, its codes made on arrival. */
 struct tecomm_ag_gemm_args {
   tecore_devptr_t a;        /* [rows][k]: this rank's rows */
   tecore_devptr_t a_all;    /* [nranks*rows][k]: written (rank s's rows at s*rows) */
@@ -293,6 +300,7 @@ struct tecomm_ag_gemm_args {
   tecore_devptr_t a_scale_inv, b_scale_inv; /* E4M3: float[1] each; else unused */
   tecore_devptr_t bias;     /* [n] of d_dtype (BF16 or F16), or 0 */
   tecore_devptr_t gelu_aux; /* [nranks*rows][n] of d_dtype: written, or 0 */
+  const struct tecore_tensor *a8; /* NULL, or E4M3 [nranks*rows][k]: written */
 };
 tecomm_result_t tecomm_ag_gemm(tecomm_comm_t comm, const struct tecomm_ag_gemm_args *args,
                                tecore_stream_t stream);

@@ -72,8 +72,8 @@ static int pattern_matches(const tecore_seq_t *s, const struct te_fusion *f, siz
   /* a registered pattern writing the next Linear's rowwise FP8 input
    * leaves its columnwise copy to the backward, a byte transpose, which
    * 1x128 blocks do not allow (te/ops.h) */
-  if (f->builtin_id < 0 && (d->flags & TECORE_FUSION_WRITES_FP8) && te_seq_block(s) &&
-      !te_seq_infer(s))
+  if (f->builtin_id < 0 && (d->flags & (TECORE_FUSION_WRITES_FP8 | TECORE_FUSION_QUANTIZES_INPUT)) &&
+      te_seq_block(s) && !te_seq_infer(s))
     return 0;
   if (f->builtin_id < 0 && (d->flags & TECORE_FUSION_GELU_EPILOGUE) && !te_gelu_epilogue(s))
     return 0;
@@ -245,6 +245,13 @@ tecore_result_t te_plan_build(tecore_seq_t *s) {
       while (b > gr->first + 1 && s->bnd[b].alias == (int)(b - 1)) s->bnd[--b].hp_valid = 0;
     } else if (!gr->f && s->fp8_run && (s->ops[gr->first].fp8 & TE_KIND_FP8_COPY)) {
       s->bnd[gr->first + 1].f8_ready = 1;
+    }
+    if (gr->f && gr->f->builtin_id < 0 && (gr->f->def.flags & TECORE_FUSION_QUANTIZES_INPUT) &&
+        s->fp8_run) {
+      /* the pattern quantizes its Linear's input (rowwise) itself */
+      for (size_t j = 1; j < gr->count; j++)
+        if (s->ops[gr->first + j].d.kind == TECORE_OP_LINEAR && s->bnd[gr->first + j].f8 >= 0)
+          s->bnd[gr->first + j].f8_ready = s->bnd[gr->first + j].f8_rowonly = 1;
     }
   }
   /* inference: no backward, so no FP8 copy is made columnwise */

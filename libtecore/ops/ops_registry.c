@@ -136,17 +136,24 @@ TE_EXPORT tecore_result_t tecore_ops_register_fusion(const struct tecore_fusion_
            "%s: def->kinds[%zu] is %d, not an operation kind (pattern %s)", fn, i, def->kinds[i],
            def->name);
   TE_ARG(def->run, "%s: def->run is NULL (pattern %s)", fn, def->name);
-  TE_ARG(!(def->flags &
-           ~(TECORE_FUSION_WRITES_FP8 | TECORE_FUSION_ROWS | TECORE_FUSION_GELU_EPILOGUE)),
+  TE_ARG(!(def->flags & ~(TECORE_FUSION_WRITES_FP8 | TECORE_FUSION_ROWS |
+                          TECORE_FUSION_GELU_EPILOGUE | TECORE_FUSION_QUANTIZES_INPUT)),
          "%s: def->flags 0x%x has bits other than TECORE_FUSION_WRITES_FP8, "
-         "TECORE_FUSION_ROWS and TECORE_FUSION_GELU_EPILOGUE (pattern %s)", fn, def->flags,
-         def->name);
+         "TECORE_FUSION_ROWS, TECORE_FUSION_GELU_EPILOGUE and TECORE_FUSION_QUANTIZES_INPUT "
+         "(pattern %s)", fn, def->flags, def->name);
   TE_ARG(!(def->flags & TECORE_FUSION_ROWS) || def->dir == TECORE_SEQ_FORWARD,
          "%s: def->flags TECORE_FUSION_ROWS is for forward patterns (pattern %s)", fn,
          def->name);
   TE_ARG(!(def->flags & TECORE_FUSION_WRITES_FP8) || def->dir == TECORE_SEQ_FORWARD,
          "%s: def->flags TECORE_FUSION_WRITES_FP8 is for forward patterns (pattern %s)", fn,
          def->name);
+  if (def->flags & TECORE_FUSION_QUANTIZES_INPUT) {
+    size_t lins = 0;
+    for (size_t i = 1; i < def->nops; i++) lins += def->kinds[i] == TECORE_OP_LINEAR;
+    TE_ARG(def->dir == TECORE_SEQ_FORWARD && lins == 1 && def->kinds[0] != TECORE_OP_LINEAR,
+           "%s: def->flags TECORE_FUSION_QUANTIZES_INPUT is for forward patterns with one "
+           "Linear, not the first operation (pattern %s)", fn, def->name);
+  }
   TE_ARG(def->priority >= 0 && def->priority <= 100,
          "%s: def->priority is %d, not in 0..100 (pattern %s)", fn, def->priority, def->name);
   TE_ARG(!builtin_fusion_named(def->name),

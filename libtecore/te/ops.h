@@ -535,7 +535,8 @@ struct tecore_op_info {
 tecore_result_t tecore_seq_op(const tecore_seq_t *seq, size_t index, struct tecore_op_info *info);
 
 /* The FP8 copy that the Linear at operation index reads as its input, for
- * a fusion pattern that writes it (TECORE_FUSION_WRITES_FP8): E4M3,
+ * a fusion pattern that writes it (TECORE_FUSION_WRITES_FP8 or
+ * TECORE_FUSION_QUANTIZES_INPUT): E4M3,
  * [in_rows][in_features], its rowwise data and the recipe's scaling state
  * (scale, scale_inv, amax of the activation's slot; scaling delayed or
  * current; under the block recipe BLOCK_1X128 with scale_inv the blocks'
@@ -580,8 +581,9 @@ tecore_result_t tecore_seq_set_fp8_weight_given(tecore_seq_t *seq, size_t index,
  * stream as the Linear's own forward makes them, for a fusion pattern
  * that runs that GEMM itself (libtecomm's linear+reduce_scatter): *a its
  * input (rowwise data; columnwise_data 0 where the backward makes that
- * copy), quantized from x unless the group before wrote it (x is then
- * not read and may be NULL: that group may leave x unwritten); *w the
+ * copy), quantized from x unless the group before wrote it or the
+ * calling pattern writes it itself (TECORE_FUSION_QUANTIZES_INPUT): x is
+ * then not read and may be NULL (that group may leave x unwritten); *w the
  * weight (rowwise), quantized unless noop_flag (the forward's) says so or
  * the caller gives the codes (tecore_seq_set_fp8_weight_given); both with
  * the recipe's scaling state.  Call once per forward, from the pattern's
@@ -888,6 +890,18 @@ struct tecore_fusion_def {
  * created with TECORE_SEQ_NO_GELU_EPILOGUE, nor under
  * TECORE_OPS_GELU_EPILOGUE=0). */
 #define TECORE_FUSION_GELU_EPILOGUE 0x4u
+/* QUANTIZES_INPUT (forward): the group holds one Linear, not its first
+ * operation, and where that Linear runs in FP8 run writes its rowwise FP8
+ * input itself (tecore_seq_fp8_input(seq, the Linear's index): the codes
+ * with that tensor's scale, scale_inv written, |x| max-accumulated into
+ * its amax, as tecore_quantize does), beside the group's boundaries in
+ * the sequence's dtype: a pattern that quantizes the input piece by piece
+ * as it arrives (libtecomm's allgather+linear).  The Linear's input then
+ * counts as quantized: tecore_seq_linear_fp8_operands quantizes only the
+ * weight (x may be NULL), and the backward makes the columnwise copy as a
+ * byte transpose of the rowwise one, so that, as for WRITES_FP8, a
+ * training sequence under the block recipe does not plan the pattern. */
+#define TECORE_FUSION_QUANTIZES_INPUT 0x8u
 /* Adds a pattern (def is copied) for sequences planned from now on. */
 tecore_result_t tecore_ops_register_fusion(const struct tecore_fusion_def *def);
 /* Removes the registered pattern called name. */

@@ -12,6 +12,12 @@
  *     rank's rows, d against the float64 product with the tolerance
  *     half an ulp of D's dtype of |ref| plus k * 2^-23 * sum |a b|
  *     (float accumulation);
+ *   - all-gather + GEMM with a8 (16-bit rows gathered, each rank's rows
+ *     quantized to E4M3 as they land, the GEMM on the codes): a_all byte
+ *     for byte, every code the host's encoding of x * scale, scale_inv
+ *     1 / scale, amax max(its old value, max |x| over every rank's rows),
+ *     d against the float64 product of the codes (poisoned outputs, in
+ *     place and not, a bias in one, a GELU epilogue in one);
  *   - GEMM + reduce-scatter: the same dtypes and rows, d against the
  *     float64 sum of every rank's product (plus its bias): each partial
  *     is rounded to D's
@@ -259,6 +265,156 @@ static void rank_ag(int rank, int n, void *arg) {
 
 START_TEST(ag_gemm_matches_float64) {
   tc_run_ranks(_i + 1, rank_ag, NULL, 120);
+  tc_shm_release();
+}
+END_TEST
+
+/* ---- all-gather + GEMM, quantized on arrival (a8) -------------------------------------- */
+
+/* a8 cases: the gathered dtype, rows a rank, n, k, in place, bias, GELU */
+struct a8_case {
+  tecore_dtype_t dt;
+  size_t rows, n, k;
+  int in_place, bias, gelu;
+};
+static const struct a8_case a8_cases[] = {
+    {TECORE_DTYPE_BF16, 5, 16, 32, 0, 0, 0},
+    {TECORE_DTYPE_F16, 3, 24, 48, 1, 1, 0},
+    {TECORE_DTYPE_BF16, 1, 32, 16, 1, 1, 1},
+};
+/* a8's quantization scale and the weight codes' factor */
+static const float a8_scale = 4.0f, a8_bsi = 0.25f;
+
+/* The float64 check of one a8 call: hall (every rank's 16-bit rows),
+ * codes, the scaling words (scale, scale_inv, amax), d (and aux). */
+static void a8_check(const struct a8_case *k, int n, int ci, int it, const void *hall,
+                     const unsigned char *codes, const float *w, float amax0, const void *hb,
+                     const void *hbias, const void *hd, const void *haux) {
+  const size_t all = (size_t)n * k->rows * k->k;
+  double mx = amax0;
+  for (size_t i = 0; i < all; i++) {
+    float x = (float)tc_from_dt(hall, i, k->dt);
+    unsigned char want = te_f32_to_e4m3(x * a8_scale);
+    RK_ASSERT(codes[i] == want, "a8 case %d call %d: code %zu is 0x%02x, want 0x%02x (x %.9g)",
+              ci, it, i, codes[i], want, x);
+    mx = fmax(mx, fabs(x));
+  }
+  RK_ASSERT(w[0] == a8_scale && w[1] == 1.0f / a8_scale,
+            "a8 case %d call %d: scale %.9g, scale_inv %.9g, want %.9g and %.9g", ci, it, w[0],
+            w[1], a8_scale, 1.0f / a8_scale);
+  RK_ASSERT(w[2] == (float)mx, "a8 case %d call %d: amax %.9g, want %.9g (max of %.9g and every "
+            "rank's rows)", ci, it, w[2], mx, amax0);
+  const tecore_dtype_t ddt = TECORE_DTYPE_BF16;
+  for (size_t i = 0; i < (size_t)n * k->rows; i++)
+    for (size_t j = 0; j < k->n; j++) {
+      double ref = 0, m = 0;
+      for (size_t e = 0; e < k->k; e++) {
+        double x = te_e4m3_to_f32(codes[i * k->k + e]) / a8_scale *
+                   te_e4m3_to_f32(((const unsigned char *)hb)[j * k->k + e]) * a8_bsi;
+        ref += x;
+        m += fabs(x);
+      }
+      ref += hbias ? tc_from_dt(hbias, j, ddt) : 0.0;
+      const double acc = acc_rel(TECORE_DTYPE_E4M3, k->k) * m + 1e-30;
+      double got = tc_from_dt(haux ? haux : hd, i * k->n + j, ddt);
+      double tol = half_ulp(ddt) * fabs(ref) + acc;
+      RK_ASSERT(fabs(got - ref) <= tol, "a8 case %d call %d: %s[%zu][%zu] = %.9g, float64 %.9g "
+                "(tolerance %.3g)", ci, it, haux ? "gelu_aux" : "d", i, j, got, ref, tol);
+      if (!haux) continue;
+      double g = gelu_tanh(ref), gd = tc_from_dt(hd, i * k->n + j, ddt);
+      tol = half_ulp(ddt) * fabs(g) + 1.2 * acc + 0x1p-20 * (fabs(ref) + 1);
+      RK_ASSERT(fabs(gd - g) <= tol, "a8 case %d call %d: d[%zu][%zu] = %.9g, float64 gelu %.9g "
+                "(tolerance %.3g)", ci, it, i, j, gd, g, tol);
+    }
+}
+
+static void a8_case(tecomm_comm_t c, tecore_stream_t s, int rank, int n, int ci) {
+  const struct a8_case *k = &a8_cases[ci];
+  const size_t esz = tecore_dtype_size(k->dt), chunk = k->rows * k->k * esz;
+  const size_t nall = (size_t)n * k->rows * k->k, dbytes = (size_t)n * k->rows * k->n * 2;
+  tecore_devptr_t all, a = 0, codes, d, aux = 0, w;
+  if (k->in_place) RK_OK(tecomm_mem_alloc(c, (size_t)n * chunk, &all));
+  else {
+    RK_CORE(tecore_mem_alloc((size_t)n * chunk, &all));
+    RK_OK(tecomm_mem_alloc(c, chunk, &a));
+  }
+  if (k->in_place) a = all + (size_t)rank * chunk;
+  RK_CORE(tecore_mem_alloc(nall, &codes));
+  RK_CORE(tecore_mem_alloc(dbytes, &d));
+  if (k->gelu) RK_CORE(tecore_mem_alloc(dbytes, &aux));
+  RK_CORE(tecore_mem_alloc(16, &w));   /* scale, scale_inv, amax, b's factor */
+  for (int it = 0; it < 2; it++) {
+    void *ha = host_make(k->rows * k->k, k->dt, rank, 500 + salt_of(ci, it, 0));
+    unsigned char *hb = host_make(k->n * k->k, TECORE_DTYPE_E4M3, 0, 500 + salt_of(ci, it, 1));
+    void *hbias = k->bias ? host_make(k->n, TECORE_DTYPE_BF16, rank, 600 + salt_of(ci, it, 0))
+                          : NULL;
+    tecore_devptr_t b = dev_put(hb, k->n * k->k, s);
+    tecore_devptr_t bias = hbias ? dev_put(hbias, k->n * 2, s) : 0;
+    /* the amax before: below every |x| on the first call, above on the second */
+    const float hw[4] = {a8_scale, -1.0f, it ? 1e6f : 1e-6f, a8_bsi};
+    RK_CORE(tecore_memcpy_async(w, te_hptr(hw), sizeof hw, s));
+    RK_CORE(tecore_memset_d8_async(all, 0xff, (size_t)n * chunk, s));   /* NaN bytes */
+    RK_CORE(tecore_memset_d8_async(codes, 0x7f, nall, s));              /* E4M3 NaN */
+    RK_CORE(tecore_memset_d8_async(d, 0xff, dbytes, s));
+    if (aux) RK_CORE(tecore_memset_d8_async(aux, 0xff, dbytes, s));
+    RK_CORE(tecore_memcpy_async(a, te_hptr(ha), chunk, s));
+    const size_t shape[2] = {(size_t)n * k->rows, k->k};
+    struct tecore_tensor t8;
+    RK_CORE(tecore_tensor_init(&t8, TECORE_DTYPE_E4M3, 2, shape, codes));
+    t8.scaling = TECORE_SCALING_DELAYED;
+    t8.scale = w, t8.scale_inv = w + 4, t8.amax = w + 8;
+    struct tecomm_ag_gemm_args g = {.a = a, .a_all = all, .b = b, .d = d, .rows = k->rows,
+                                    .n = k->n, .k = k->k, .dtype = k->dt,
+                                    .d_dtype = TECORE_DTYPE_BF16, .b_scale_inv = w + 12,
+                                    .bias = bias, .gelu_aux = aux, .a8 = &t8};
+    RK_OK(tecomm_ag_gemm(c, &g, s));
+    RK_CORE(tecore_stream_synchronize(s));
+    RK_OK(tecomm_comm_status(c, NULL));
+    unsigned char *hall = dev_get(all, (size_t)n * chunk, s), *hc = dev_get(codes, nall, s);
+    float *hwo = dev_get(w, sizeof hw, s);
+    void *hd = dev_get(d, dbytes, s), *haux = aux ? dev_get(aux, dbytes, s) : NULL;
+    for (int r = 0; r < n; r++) {
+      void *want = host_make(k->rows * k->k, k->dt, r, 500 + salt_of(ci, it, 0));
+      RK_ASSERT(memcmp(hall + (size_t)r * chunk, want, chunk) == 0,
+                "a8 case %d call %d: a_all's rows of rank %d differ from its a", ci, it, r);
+      free(want);
+    }
+    a8_check(k, n, ci, it, hall, hc, hwo, hw[2], hb, hbias, hd, haux);
+    free(haux);
+    free(hd);
+    free(hwo);
+    free(hc);
+    free(hall);
+    free(hbias);
+    free(hb);
+    free(ha);
+    if (bias) RK_CORE(tecore_mem_free(bias));
+    RK_CORE(tecore_mem_free(b));
+  }
+  RK_CORE(tecore_mem_free(w));
+  RK_CORE(tecore_mem_free(d));
+  RK_CORE(tecore_mem_free(codes));
+  if (aux) RK_CORE(tecore_mem_free(aux));
+  if (k->in_place) RK_OK(tecomm_mem_free(c, all));
+  else {
+    RK_CORE(tecore_mem_free(all));
+    RK_OK(tecomm_mem_free(c, a));
+  }
+}
+
+static void rank_a8(int rank, int n, void *arg) {
+  (void)arg;
+  tecomm_comm_t c = tc_rank_comm(rank, n);
+  tecore_stream_t s;
+  RK_CORE(tecore_stream_create(TECORE_STREAM_NON_BLOCKING, 0, &s));
+  for (int ci = 0; ci < (int)(sizeof a8_cases / sizeof a8_cases[0]); ci++)
+    a8_case(c, s, rank, n, ci);
+  RK_CORE(tecore_stream_destroy(s));
+  RK_OK(tecomm_comm_destroy(c));
+}
+
+START_TEST(ag_gemm_a8_quantizes_on_arrival) {
+  tc_run_ranks(_i + 1, rank_a8, NULL, 120);
   tc_shm_release();
 }
 END_TEST
@@ -569,6 +725,41 @@ static void ag_errors(tecomm_comm_t c, const struct err_bufs *e, tecore_stream_t
   g.n = 8;
   g.gelu_aux = ok.d + 2;
   RK_EXPECT(TECOMM_ERR_INVALID, "args->gelu_aux overlaps", tecomm_ag_gemm(c, &g, s));
+  /* a8: E4M3 of delayed scaling, rowwise, its words set, apart from the
+   * rest; the gathered rows 16-bit */
+  const size_t sh8[2] = {(size_t)2 * 3, 16};
+  struct tecore_tensor t8, ok8;
+  RK_CORE(tecore_tensor_init(&ok8, TECORE_DTYPE_E4M3, 2, sh8, e->plain + 20480));
+  ok8.scaling = TECORE_SCALING_DELAYED;
+  ok8.scale = e->plain + 24576, ok8.scale_inv = e->plain + 24580, ok8.amax = e->plain + 24584;
+  g = ok;
+  g.b_scale_inv = e->plain + 24588;
+  g.a8 = &t8;
+  t8 = ok8;
+  t8.scaling = TECORE_SCALING_NONE;
+  RK_EXPECT(TECOMM_ERR_INVALID, "not E4M3 with delayed scaling", tecomm_ag_gemm(c, &g, s));
+  t8 = ok8;
+  t8.shape[0] = 5;
+  RK_EXPECT(TECOMM_ERR_INVALID, "not nranks x rows x k", tecomm_ag_gemm(c, &g, s));
+  t8 = ok8;
+  t8.columnwise_data = e->plain + 22528;
+  RK_EXPECT(TECOMM_ERR_INVALID, "rowwise only", tecomm_ag_gemm(c, &g, s));
+  t8 = ok8;
+  t8.scale = 0;
+  RK_EXPECT(TECOMM_ERR_INVALID, "scale and scale_inv must be set", tecomm_ag_gemm(c, &g, s));
+  t8 = ok8;
+  t8.data = ok.d;
+  RK_EXPECT(TECOMM_ERR_INVALID, "a8's codes overlap", tecomm_ag_gemm(c, &g, s));
+  t8 = ok8;
+  t8.amax = ok.d + 4;
+  RK_EXPECT(TECOMM_ERR_INVALID, "lies in a buffer of the call", tecomm_ag_gemm(c, &g, s));
+  t8 = ok8;
+  g.b_scale_inv = 0;
+  RK_EXPECT(TECOMM_ERR_INVALID, "b_scale_inv must be set", tecomm_ag_gemm(c, &g, s));
+  g.b_scale_inv = e->plain + 24588;
+  g.dtype = TECORE_DTYPE_E4M3;
+  RK_EXPECT(TECOMM_ERR_INVALID, "args->a8 is set with args->dtype e4m3",
+            tecomm_ag_gemm(c, &g, s));
 }
 
 static void rs_errors(tecomm_comm_t c, const struct err_bufs *e, tecore_stream_t s) {
@@ -995,6 +1186,7 @@ static Suite *overlap_suite(void) {
   Suite *s = suite_create("comm_overlap");
   TCase *tc = te_tcase(s, "products", 0);
   tcase_add_loop_test(tc, ag_gemm_matches_float64, 0, 4);
+  tcase_add_loop_test(tc, ag_gemm_a8_quantizes_on_arrival, 0, 4);
   tcase_add_loop_test(tc, gemm_rs_matches_float64, 0, 4);
   tcase_add_loop_test(tc, levels_without_pool_or_ipc, 0, 2);
   tc = te_tcase(s, "errors", 0);

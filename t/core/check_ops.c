@@ -3592,8 +3592,15 @@ START_TEST(test_set_grad) {
                                  .flags = TECORE_FUSION_ROWS};
   TE_EXPECT_INVALID("forward patterns", tecore_ops_register_fusion(&fd));
   fd.dir = TECORE_SEQ_FORWARD;
-  fd.flags = 0x8;   /* past TECORE_FUSION_GELU_EPILOGUE */
+  fd.flags = 0x10;   /* past TECORE_FUSION_QUANTIZES_INPUT */
   TE_EXPECT_INVALID("flags", tecore_ops_register_fusion(&fd));
+  /* QUANTIZES_INPUT wants one Linear after the first operation */
+  fd.flags = TECORE_FUSION_QUANTIZES_INPUT;
+  TE_EXPECT_INVALID("one Linear", tecore_ops_register_fusion(&fd));
+  fd.nops = 2, fd.kinds[0] = TECORE_OP_LINEAR, fd.kinds[1] = OVL_KIND;
+  TE_EXPECT_INVALID("one Linear", tecore_ops_register_fusion(&fd));
+  fd.kinds[0] = OVL_KIND, fd.kinds[1] = TECORE_OP_LINEAR, fd.dir = TECORE_SEQ_BACKWARD;
+  TE_EXPECT_INVALID("forward patterns", tecore_ops_register_fusion(&fd));
   ovl_unregister();
 }
 END_TEST
