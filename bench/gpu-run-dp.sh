@@ -23,7 +23,8 @@
 #   big     1.3B FP8 delayed, batch 8 x 2048 a GPU: te-gpt --dp 1, 4 and
 #           --zero 1 (memory); DDP and FSDP2 + torch.compile BF16 on 4 GPUs
 #   sp      tensor and sequence parallelism over all the GPUs (n): te-gpt
-#           1.3B FP8 delayed --tp n, --tp n --sp with TECOMM_SP_OVERLAP 1
+#           1.3B FP8 delayed --tp n --sp's plan, --tp n, --tp n --sp with
+#           TECOMM_SP_OVERLAP 1
 #           and 0; te-demo --tp n --sp; te-allreduce-perf -C ag-gemm and
 #           gemm-rs at Llama-3 8B's --tp 4 shapes (fc1 8192 x 7168 x 4096,
 #           fc2 8192 x 4096 x 3584), BF16 and E4M3
@@ -123,6 +124,10 @@ if has big; then
 fi
 if has sp && [ "$n" -ge 2 ]; then
   b="$g --model gpt-1.3b --batch 8 --steps 12 --recipe delayed"
+  # the plan: under FP8 both overlap groups (allgather+linear quantizing
+  # the rows as they land, linear+reduce_scatter)
+  step sp-plan$n tools/te-gpt --model gpt-1.3b --batch 8 --recipe delayed --tp $n --sp \
+    --steps 0 --sample 0 --plan
   step sp-tp$n $b --tp $n
   step sp-tp$n-sp env TECOMM_SP_OVERLAP=1 $b --tp $n --sp
   step sp-tp$n-sp-apart env TECOMM_SP_OVERLAP=0 $b --tp $n --sp

@@ -300,7 +300,8 @@ struct tecomm_ag_gemm_args {
   tecore_devptr_t a_scale_inv, b_scale_inv; /* E4M3: float[1] each; else unused */
   tecore_devptr_t bias;     /* [n] of d_dtype (BF16 or F16), or 0 */
   tecore_devptr_t gelu_aux; /* [nranks*rows][n] of d_dtype: written, or 0 */
-  const struct tecore_tensor *a8; /* NULL, or E4M3 [nranks*rows][k]: written */
+  const struct tecore_tensor *a8; /* NULL, or E4M3 [nranks*rows][k]: written (the
+                                   * descriptor is read during the call only) */
 };
 tecomm_result_t tecomm_ag_gemm(tecomm_comm_t comm, const struct tecomm_ag_gemm_args *args,
                                tecore_stream_t stream);
