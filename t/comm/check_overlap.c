@@ -200,17 +200,34 @@ static void ag_check_d(const void *d, const void *aux, const void *all, const vo
     }
 }
 
+/* a_all (n chunks) and a (one): a at this rank's chunk of a symmetric
+ * a_all in place, else a symmetric a beside a plain a_all. */
+static void ag_alloc(tecomm_comm_t c, int in_place, size_t chunk, int n, int rank,
+                     tecore_devptr_t *all, tecore_devptr_t *a) {
+  if (in_place) {
+    RK_OK(tecomm_mem_alloc(c, (size_t)n * chunk, all));
+    *a = *all + (size_t)rank * chunk;
+    return;
+  }
+  RK_CORE(tecore_mem_alloc((size_t)n * chunk, all));
+  RK_OK(tecomm_mem_alloc(c, chunk, a));
+}
+
+static void ag_release(tecomm_comm_t c, int in_place, tecore_devptr_t all, tecore_devptr_t a) {
+  if (in_place) {
+    RK_OK(tecomm_mem_free(c, all));
+    return;
+  }
+  RK_CORE(tecore_mem_free(all));
+  RK_OK(tecomm_mem_free(c, a));
+}
+
 static void ag_case(tecomm_comm_t c, tecore_stream_t s, int rank, int n, int ci) {
   const struct ov_case *k = &cases[ci];
   const size_t esz = tecore_dtype_size(k->dt), dsz = tecore_dtype_size(k->ddt);
   const size_t chunk = k->rows * k->k * esz, dbytes = (size_t)n * k->rows * k->n * dsz;
-  tecore_devptr_t all, a = 0;
-  if (k->in_place) RK_OK(tecomm_mem_alloc(c, (size_t)n * chunk, &all));
-  else {
-    RK_CORE(tecore_mem_alloc((size_t)n * chunk, &all));
-    RK_OK(tecomm_mem_alloc(c, chunk, &a));
-  }
-  if (k->in_place) a = all + (size_t)rank * chunk;
+  tecore_devptr_t all, a;
+  ag_alloc(c, k->in_place, chunk, n, rank, &all, &a);
   tecore_devptr_t d, aux = 0, si = scales_put(k, s);
   RK_CORE(tecore_mem_alloc(dbytes, &d));
   if (k->gelu) RK_CORE(tecore_mem_alloc(dbytes, &aux));
@@ -246,25 +263,27 @@ static void ag_case(tecomm_comm_t c, tecore_stream_t s, int rank, int n, int ci)
   RK_CORE(tecore_mem_free(d));
   if (aux) RK_CORE(tecore_mem_free(aux));
   if (si) RK_CORE(tecore_mem_free(si));
-  if (k->in_place) RK_OK(tecomm_mem_free(c, all));
-  else {
-    RK_CORE(tecore_mem_free(all));
-    RK_OK(tecomm_mem_free(c, a));
-  }
+  ag_release(c, k->in_place, all, a);
 }
 
-static void rank_ag(int rank, int n, void *arg) {
-  (void)arg;
+/* A rank's run of count cases of one kind (arg: struct case_run). */
+struct case_run {
+  void (*one)(tecomm_comm_t c, tecore_stream_t s, int rank, int n, int ci);
+  int count;
+};
+static void rank_cases(int rank, int n, void *arg) {
+  const struct case_run *r = arg;
   tecomm_comm_t c = tc_rank_comm(rank, n);
   tecore_stream_t s;
   RK_CORE(tecore_stream_create(TECORE_STREAM_NON_BLOCKING, 0, &s));
-  for (int ci = 0; ci < (int)NCASES; ci++) ag_case(c, s, rank, n, ci);
+  for (int ci = 0; ci < r->count; ci++) r->one(c, s, rank, n, ci);
   RK_CORE(tecore_stream_destroy(s));
   RK_OK(tecomm_comm_destroy(c));
 }
 
 START_TEST(ag_gemm_matches_float64) {
-  tc_run_ranks(_i + 1, rank_ag, NULL, 120);
+  static const struct case_run run = {ag_case, (int)NCASES};
+  tc_run_ranks(_i + 1, rank_cases, (void *)&run, 120);
   tc_shm_release();
 }
 END_TEST
@@ -332,13 +351,8 @@ static void a8_case(tecomm_comm_t c, tecore_stream_t s, int rank, int n, int ci)
   const struct a8_case *k = &a8_cases[ci];
   const size_t esz = tecore_dtype_size(k->dt), chunk = k->rows * k->k * esz;
   const size_t nall = (size_t)n * k->rows * k->k, dbytes = (size_t)n * k->rows * k->n * 2;
-  tecore_devptr_t all, a = 0, codes, d, aux = 0, w;
-  if (k->in_place) RK_OK(tecomm_mem_alloc(c, (size_t)n * chunk, &all));
-  else {
-    RK_CORE(tecore_mem_alloc((size_t)n * chunk, &all));
-    RK_OK(tecomm_mem_alloc(c, chunk, &a));
-  }
-  if (k->in_place) a = all + (size_t)rank * chunk;
+  tecore_devptr_t all, a, codes, d, aux = 0, w;
+  ag_alloc(c, k->in_place, chunk, n, rank, &all, &a);
   RK_CORE(tecore_mem_alloc(nall, &codes));
   RK_CORE(tecore_mem_alloc(dbytes, &d));
   if (k->gelu) RK_CORE(tecore_mem_alloc(dbytes, &aux));
@@ -395,26 +409,12 @@ static void a8_case(tecomm_comm_t c, tecore_stream_t s, int rank, int n, int ci)
   RK_CORE(tecore_mem_free(d));
   RK_CORE(tecore_mem_free(codes));
   if (aux) RK_CORE(tecore_mem_free(aux));
-  if (k->in_place) RK_OK(tecomm_mem_free(c, all));
-  else {
-    RK_CORE(tecore_mem_free(all));
-    RK_OK(tecomm_mem_free(c, a));
-  }
-}
-
-static void rank_a8(int rank, int n, void *arg) {
-  (void)arg;
-  tecomm_comm_t c = tc_rank_comm(rank, n);
-  tecore_stream_t s;
-  RK_CORE(tecore_stream_create(TECORE_STREAM_NON_BLOCKING, 0, &s));
-  for (int ci = 0; ci < (int)(sizeof a8_cases / sizeof a8_cases[0]); ci++)
-    a8_case(c, s, rank, n, ci);
-  RK_CORE(tecore_stream_destroy(s));
-  RK_OK(tecomm_comm_destroy(c));
+  ag_release(c, k->in_place, all, a);
 }
 
 START_TEST(ag_gemm_a8_quantizes_on_arrival) {
-  tc_run_ranks(_i + 1, rank_a8, NULL, 120);
+  static const struct case_run run = {a8_case, (int)(sizeof a8_cases / sizeof a8_cases[0])};
+  tc_run_ranks(_i + 1, rank_cases, (void *)&run, 120);
   tc_shm_release();
 }
 END_TEST
@@ -648,18 +648,9 @@ static void rs_case(tecomm_comm_t c, tecore_stream_t s, int rank, int n, int ci)
   if (m.si) RK_CORE(tecore_mem_free(m.si));
 }
 
-static void rank_rs(int rank, int n, void *arg) {
-  (void)arg;
-  tecomm_comm_t c = tc_rank_comm(rank, n);
-  tecore_stream_t s;
-  RK_CORE(tecore_stream_create(TECORE_STREAM_NON_BLOCKING, 0, &s));
-  for (int ci = 0; ci < (int)NCASES; ci++) rs_case(c, s, rank, n, ci);
-  RK_CORE(tecore_stream_destroy(s));
-  RK_OK(tecomm_comm_destroy(c));
-}
-
 START_TEST(gemm_rs_matches_float64) {
-  tc_run_ranks(_i + 1, rank_rs, NULL, 120);
+  static const struct case_run run = {rs_case, (int)NCASES};
+  tc_run_ranks(_i + 1, rank_cases, (void *)&run, 120);
   tc_shm_release();
 }
 END_TEST
