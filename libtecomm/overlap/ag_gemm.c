@@ -24,6 +24,17 @@ struct ag_q {
   size_t chunk8;   /* a8: bytes of one rank's codes (rows x k), else 0 */
 };
 
+/* Whether [p, p+bytes) shares a byte with d, a, a_all, b or gelu_aux. */
+static int ag_touches(struct tecomm_comm *c, const struct ag_q *q, tecore_devptr_t p,
+                      size_t bytes) {
+  const struct tecomm_ag_gemm_args *g = q->g;
+  const size_t n = (size_t)c->nranks, dsz = n * q->dchunk;
+  const size_t bsz = g->n * g->k * tecore_dtype_size(q->sh.dtype);
+  return tc_ov_overlap(p, bytes, g->d, dsz) || tc_ov_overlap(p, bytes, g->a_all, n * q->chunk) ||
+         tc_ov_overlap(p, bytes, g->a, q->chunk) || tc_ov_overlap(p, bytes, g->b, bsz) ||
+         (g->gelu_aux && tc_ov_overlap(p, bytes, g->gelu_aux, dsz));
+}
+
 /* a8 (when set): an E4M3 tensor of delayed scaling over n*rows x k codes,
  * rowwise only, with its scale and scale_inv, in bounds, apart from the
  * other buffers; dtype (the gathered rows') BF16 or F16. */
@@ -43,20 +54,11 @@ static tecomm_result_t ag_check_a8(struct tecomm_comm *c, const struct ag_q *q, 
              t->amax % 4 == 0,
          "%s: args->a8's scale and scale_inv must be set, and they and amax 4-byte aligned", fn);
   TC_CHECK(tc_ov_check_ptr(c, t->data, bytes, 16, "a8->data", fn));
-  const size_t dsz = n * q->dchunk;
-  TC_ARG(!tc_ov_overlap(t->data, bytes, g->d, dsz) &&
-             !tc_ov_overlap(t->data, bytes, g->a_all, n * q->chunk) &&
-             !tc_ov_overlap(t->data, bytes, g->a, q->chunk) &&
-             !tc_ov_overlap(t->data, bytes, g->b, g->n * g->k) &&
-             !(g->gelu_aux && tc_ov_overlap(t->data, bytes, g->gelu_aux, dsz)),
+  TC_ARG(!ag_touches(c, q, t->data, bytes),
          "%s: args->a8's codes overlap args->d, a, a_all, b or gelu_aux", fn);
   const tecore_devptr_t w[3] = {t->scale, t->scale_inv, t->amax};
   for (int i = 0; i < 3; i++)
-    TC_ARG(!w[i] || (!tc_ov_overlap(w[i], 4, t->data, bytes) &&
-                     !tc_ov_overlap(w[i], 4, g->d, dsz) &&
-                     !tc_ov_overlap(w[i], 4, g->a_all, n * q->chunk) &&
-                     !tc_ov_overlap(w[i], 4, g->a, q->chunk) &&
-                     !tc_ov_overlap(w[i], 4, g->b, g->n * g->k)),
+    TC_ARG(!w[i] || (!tc_ov_overlap(w[i], 4, t->data, bytes) && !ag_touches(c, q, w[i], 4)),
            "%s: args->a8's scale, scale_inv or amax lies in a buffer of the call", fn);
   return TECOMM_SUCCESS;
 }
