@@ -295,6 +295,7 @@ module te_core
   integer(c_int), parameter :: TECORE_FUSION_ROWS = 2
   integer(c_int), parameter :: TECORE_FUSION_GELU_EPILOGUE = 4
   integer(c_int), parameter :: TECORE_FUSION_QUANTIZES_INPUT = 8
+  integer(c_int), parameter :: TECORE_FUSION_INPUT_FP8_ONLY = 16
   integer(c_int), parameter :: TECORE_SEQ_SAVED_RECOMPUTED = 2
   ! from libtecore/te/optim.h
   integer(c_int), parameter :: TECORE_OPTIM_BATCH = 40

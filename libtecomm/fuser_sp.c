@@ -18,7 +18,8 @@
  * Shapes (n ranks, R a rank's rows, k in, m out features, all of the
  * sequence's dtype, BF16 or F16, the GEMM's operands E4M3 under FP8): allgather+linear: act[0] the shard
  * [R][k], act[1] the gathered input [nR][k] (the Linear's backward reads
- * it), act[2] = act[1] W^T [nR][m].  linear+reduce_scatter: act[0] [nR][k],
+ * it; under FP8 not written, the codes instead), act[2] = act[1] W^T
+ * [nR][m].  linear+reduce_scatter: act[0] [nR][k],
  * act[2] this rank's rows of the sum of act[0] W^T [R][m]; act[1], the
  * partial product, is not written (the reduce-scatter's backward reads
  * no input, the Linear's reads its input).
@@ -38,15 +39,18 @@
  * an act+quantize before may have written the input's codes and left
  * its 16-bit input unwritten; an F32 weight, TECORE_SEQ_F32_WEIGHTS, is
  * quantized from F32 as the Linear does), fast accumulation as its GEMM.
- * allgather+linear gathers the 16-bit rows (act[1] keeps them) and
- * multiplies E4M3 codes: each rank's rows are quantized as they land
- * (tecomm_ag_gemm's a8) into the Linear's FP8 input with its scale, the
- * amax max-accumulated over the chunks, so the codes and amax are those
- * of the plain Linear quantizing the gathered input whole, and no rank's
- * scale need be agreed with another's; the patterns say
- * TECORE_FUSION_QUANTIZES_INPUT, so the Linear's backward makes the
- * columnwise copy (a byte transpose).  Gathering the codes instead would
- * move half the bytes, but needs the tp ranks' amaxes reduced first.
+ * allgather+linear gathers E4M3 codes, half the bytes of the rows: each
+ * rank quantizes its shard with the Linear's input scale into the
+ * staging buffer (its amax into a word after the codes), tecomm_ag_gemm
+ * gathers the codes into the Linear's FP8 input and multiplies them as
+ * they land, then the ranks' amax words are reduced (MAX) and
+ * max-accumulated into the input's amax.  So the codes and amax are
+ * those of the plain Linear quantizing the gathered input whole, and
+ * the scale, which follows from the amax history, is the same on every
+ * rank from the first step on.  The patterns say
+ * TECORE_FUSION_QUANTIZES_INPUT (the Linear's backward makes the
+ * columnwise copy, a byte transpose) and TECORE_FUSION_INPUT_FP8_ONLY
+ * (act[1], the 16-bit gathered rows, is not written).
  *
  * A Linear's bias goes into every chunk's GEMM (the bias epilogue, as
  * the plain Linear adds it): a column-parallel Linear's slice on every
@@ -165,13 +169,21 @@ static tecomm_result_t sp_grow(struct tecomm_comm *c, tecore_devptr_t *buf, size
   return TECOMM_SUCCESS;
 }
 
+/* Under FP8 the shard's codes go to the staging buffer, its amax to the
+ * word after them (sp_amax_at). */
+static size_t sp_amax_at(size_t codes) {
+  return (codes + 255) / 256 * 256;
+}
+
 /* What the calls need, made now, outside any capture: the symmetric
  * buffer and the overlap state (side stream, events, staging). */
 static tecomm_result_t sp_prepare(struct tecomm_comm *c, int rs, const struct sp_place *pl) {
   const size_t es = tecore_dtype_size(pl->dt), n = (size_t)c->nranks;
   struct tc_ov *ov;
   if (!rs) {
-    TC_CHECK(sp_grow(c, &c->sp_stage, &c->sp_stage_bytes, pl->rows * pl->k * es));
+    /* the shard's rows, or under FP8 its codes and their amax word */
+    const size_t codes = pl->rows * pl->k, b16 = codes * es, b8 = sp_amax_at(codes) + 256;
+    TC_CHECK(sp_grow(c, &c->sp_stage, &c->sp_stage_bytes, b16 > b8 ? b16 : b8));
     return tc_ov_get(c, 0, 0, sp_fn, &ov);
   }
   TC_CHECK(sp_grow(c, &c->sp_parts, &c->sp_parts_bytes, n * pl->rows * pl->m * es));
@@ -224,34 +236,62 @@ static tecore_devptr_t sp_bias(const struct sp_place *pl) {
   return pl->lin.desc.bias ? pl->lin.param[1].data : 0;
 }
 
+/* FP8: the shard x quantized into the staging buffer with the Linear's
+ * input scale (its amax from 0 into the staging word), the codes gathered
+ * into A's rows as they land and multiplied, then the ranks' amaxes
+ * reduced (MAX) and max-accumulated into A's amax: the codes and amax of
+ * quantizing the gathered rows whole, at half the bytes of the rows. */
+static tecore_result_t ag_lin_codes(const struct tecore_seq_exec *x, const struct sp_place *pl,
+                                    struct tecomm_ag_gemm_args *a, const struct tecore_tensor *A) {
+  const size_t codes = pl->rows * pl->k, sh[2] = {pl->rows, pl->k}, one = 1;
+  const tecore_devptr_t word = pl->c->sp_stage + sp_amax_at(codes);
+  struct tecore_tensor in, y = *A, w;
+  tecore_result_t e = tecore_tensor_init(&in, pl->dt, 2, sh, x->act[0].data);
+  if (e == TECORE_SUCCESS) e = tecore_memset_d32_async(word, 0, 1, x->stream);
+  if (e != TECORE_SUCCESS) return e;
+  y.ndim = 2, y.shape[0] = pl->rows, y.shape[1] = pl->k;
+  y.data = pl->c->sp_stage, y.amax = word;
+  e = tecore_quantize(&in, &y, 0, x->stream);
+  if (e != TECORE_SUCCESS) return e;
+  a->a = pl->c->sp_stage, a->a_all = A->data, a->dtype = TECORE_DTYPE_E4M3;
+  a->a_scale_inv = A->scale_inv;
+  tecomm_result_t r = tecomm_ag_gemm(pl->c, a, x->stream);
+  if (r == TECOMM_SUCCESS)
+    r = tecomm_allreduce(pl->c, word, word, 1, TECORE_DTYPE_F32, TECOMM_MAX, x->stream);
+  if (r != TECOMM_SUCCESS) return core_of(r);
+  e = tecore_tensor_init(&w, TECORE_DTYPE_F32, 1, &one, word);
+  return e == TECORE_SUCCESS ? tecore_amax(&w, A->amax, TECORE_AMAX_ACCUMULATE, 0, x->stream)
+                             : e;
+}
+
 /* The shard into the staging buffer (the peers pull it from there), then
  * the gathered rows multiplied as they land into d (and aux, the GELU's
- * pre-activation, when set). */
+ * pre-activation, when set); under FP8 the shard's codes instead
+ * (ag_lin_codes; act[1] is then not written: INPUT_FP8_ONLY). */
 static tecore_result_t ag_lin_call(const struct tecore_seq_exec *x, tecore_devptr_t d,
                                    tecore_devptr_t aux) {
   struct sp_place pl;
   tecore_result_t e = sp_place_of(x, SP_AG_LIN, &pl);
-  if (e != TECORE_SUCCESS) return e;
-  size_t bytes = pl.rows * pl.k * tecore_dtype_size(pl.dt);
-  e = tecore_memcpy_async(pl.c->sp_stage, x->act[0].data, bytes, x->stream);
   if (e != TECORE_SUCCESS) return e;
   struct tecomm_ag_gemm_args a = {
       .a = pl.c->sp_stage, .a_all = x->act[1].data, .b = pl.lin.param[0].data, .d = d,
       .rows = pl.rows, .n = pl.m, .k = pl.k, .dtype = pl.dt, .d_dtype = pl.dt,
       .bias = sp_bias(&pl), .gelu_aux = aux};
   /* FP8 (delayed scaling, the predicate's condition): the weight's codes
-   * as the Linear makes them, the input's made by the call as its rows
-   * land (the plan counts them written: TECORE_FUSION_QUANTIZES_INPUT) */
+   * as the Linear makes them, the input's made here (the plan counts them
+   * written: TECORE_FUSION_QUANTIZES_INPUT) */
   struct tecore_tensor A, W;
   if (x->recipe && tecore_seq_fp8_input(x->seq, x->first + 1, &A) == TECORE_SUCCESS) {
     e = tecore_seq_linear_fp8_operands(x->seq, x->first + 1, NULL, x->noop_flag, x->stream, &A,
                                        &W);
     if (e != TECORE_SUCCESS) return e;
-    a.b = W.data, a.b_scale_inv = W.scale_inv, a.a8 = &A;
-  } else {
-    tecore_clear_error();
+    a.b = W.data, a.b_scale_inv = W.scale_inv;
+    return ag_lin_codes(x, &pl, &a, &A);
   }
-  return core_of(tecomm_ag_gemm(pl.c, &a, x->stream));
+  tecore_clear_error();
+  e = tecore_memcpy_async(pl.c->sp_stage, x->act[0].data,
+                          pl.rows * pl.k * tecore_dtype_size(pl.dt), x->stream);
+  return e == TECORE_SUCCESS ? core_of(tecomm_ag_gemm(pl.c, &a, x->stream)) : e;
 }
 
 static tecore_result_t ag_lin_run(const struct tecore_seq_exec *x) {
@@ -328,11 +368,12 @@ const struct tecore_fusion_def tc_sp_fusions[] = {
     {.name = "allgather+linear", .dir = TECORE_SEQ_FORWARD, .nops = 2,
      .kinds = {TECORE_OP_ALLGATHER, TECORE_OP_LINEAR}, .applies = sp_applies,
      .run = ag_lin_run, .ctx = (void *)(uintptr_t)SP_AG_LIN, .priority = 60,
-     .flags = TECORE_FUSION_QUANTIZES_INPUT},
+     .flags = TECORE_FUSION_QUANTIZES_INPUT | TECORE_FUSION_INPUT_FP8_ONLY},
     {.name = "allgather+linear+gelu", .dir = TECORE_SEQ_FORWARD, .nops = 3,
      .kinds = {TECORE_OP_ALLGATHER, TECORE_OP_LINEAR, TECORE_OP_GELU}, .applies = sp_applies,
      .run = ag_lin_gelu_run, .ctx = (void *)(uintptr_t)SP_AG_LIN_GELU, .priority = 60,
-     .flags = TECORE_FUSION_GELU_EPILOGUE | TECORE_FUSION_QUANTIZES_INPUT},
+     .flags = TECORE_FUSION_GELU_EPILOGUE | TECORE_FUSION_QUANTIZES_INPUT |
+              TECORE_FUSION_INPUT_FP8_ONLY},
     {.name = "linear+reduce_scatter", .dir = TECORE_SEQ_FORWARD, .nops = 2,
      .kinds = {TECORE_OP_LINEAR, TECORE_OP_REDUCE_SCATTER}, .applies = sp_applies,
      .run = lin_rs_run, .ctx = (void *)(uintptr_t)SP_LIN_RS, .priority = 60},

@@ -248,10 +248,17 @@ tecore_result_t te_plan_build(tecore_seq_t *s) {
     }
     if (gr->f && gr->f->builtin_id < 0 && (gr->f->def.flags & TECORE_FUSION_QUANTIZES_INPUT) &&
         s->fp8_run) {
-      /* the pattern quantizes its Linear's input (rowwise) itself */
-      for (size_t j = 1; j < gr->count; j++)
-        if (s->ops[gr->first + j].d.kind == TECORE_OP_LINEAR && s->bnd[gr->first + j].f8 >= 0)
-          s->bnd[gr->first + j].f8_ready = s->bnd[gr->first + j].f8_rowonly = 1;
+      /* the pattern quantizes its Linear's input (rowwise) itself; with
+       * INPUT_FP8_ONLY instead of writing that boundary (and those of
+       * the group aliasing it) */
+      for (size_t j = 1; j < gr->count; j++) {
+        size_t b = gr->first + j;
+        if (s->ops[b].d.kind != TECORE_OP_LINEAR || s->bnd[b].f8 < 0) continue;
+        s->bnd[b].f8_ready = s->bnd[b].f8_rowonly = 1;
+        if (!(gr->f->def.flags & TECORE_FUSION_INPUT_FP8_ONLY)) continue;
+        s->bnd[b].hp_valid = 0;
+        while (b > gr->first + 1 && s->bnd[b].alias == (int)(b - 1)) s->bnd[--b].hp_valid = 0;
+      }
     }
   }
   /* inference: no backward, so no FP8 copy is made columnwise */

@@ -137,10 +137,15 @@ TE_EXPORT tecore_result_t tecore_ops_register_fusion(const struct tecore_fusion_
            def->name);
   TE_ARG(def->run, "%s: def->run is NULL (pattern %s)", fn, def->name);
   TE_ARG(!(def->flags & ~(TECORE_FUSION_WRITES_FP8 | TECORE_FUSION_ROWS |
-                          TECORE_FUSION_GELU_EPILOGUE | TECORE_FUSION_QUANTIZES_INPUT)),
+                          TECORE_FUSION_GELU_EPILOGUE | TECORE_FUSION_QUANTIZES_INPUT |
+                          TECORE_FUSION_INPUT_FP8_ONLY)),
          "%s: def->flags 0x%x has bits other than TECORE_FUSION_WRITES_FP8, "
-         "TECORE_FUSION_ROWS, TECORE_FUSION_GELU_EPILOGUE and TECORE_FUSION_QUANTIZES_INPUT "
-         "(pattern %s)", fn, def->flags, def->name);
+         "TECORE_FUSION_ROWS, TECORE_FUSION_GELU_EPILOGUE, TECORE_FUSION_QUANTIZES_INPUT and "
+         "TECORE_FUSION_INPUT_FP8_ONLY (pattern %s)", fn, def->flags, def->name);
+  TE_ARG(!(def->flags & TECORE_FUSION_INPUT_FP8_ONLY) ||
+             (def->flags & TECORE_FUSION_QUANTIZES_INPUT),
+         "%s: def->flags TECORE_FUSION_INPUT_FP8_ONLY needs TECORE_FUSION_QUANTIZES_INPUT "
+         "(pattern %s)", fn, def->name);
   TE_ARG(!(def->flags & TECORE_FUSION_ROWS) || def->dir == TECORE_SEQ_FORWARD,
          "%s: def->flags TECORE_FUSION_ROWS is for forward patterns (pattern %s)", fn,
          def->name);

@@ -902,6 +902,15 @@ struct tecore_fusion_def {
  * byte transpose of the rowwise one, so that, as for WRITES_FP8, a
  * training sequence under the block recipe does not plan the pattern. */
 #define TECORE_FUSION_QUANTIZES_INPUT 0x8u
+/* INPUT_FP8_ONLY (with QUANTIZES_INPUT): where the Linear runs in FP8, run
+ * writes its rowwise FP8 input instead of the boundary before the Linear
+ * (the Linear's input in the sequence's dtype, left unwritten with the
+ * boundaries of the group that alias it: nothing may read them, as after
+ * libtecore's rmsnorm+quantize; the FP8 Linear's backward reads the
+ * codes): a pattern that moves the codes instead of the 16-bit rows
+ * (libtecomm's allgather+linear).  Where the Linear does not run in FP8,
+ * run writes the boundary as without the flag. */
+#define TECORE_FUSION_INPUT_FP8_ONLY 0x10u
 /* Adds a pattern (def is copied) for sequences planned from now on. */
 tecore_result_t tecore_ops_register_fusion(const struct tecore_fusion_def *def);
 /* Removes the registered pattern called name. */

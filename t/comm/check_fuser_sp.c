@@ -258,6 +258,29 @@ static void ov_expect_plan(tecore_seq_t *q, const struct ov_kind *v, int want, c
             what, buf, want ? "in it" : "out of it", v->fp8 ? " (FP8)" : "");
 }
 
+/* Under FP8 whether seq's forward writes the 16-bit gathered input of
+ * the Linears after the all-gathers (boundaries 3 and 11): the overlap
+ * gathers their codes instead (TECORE_FUSION_INPUT_FP8_ONLY), the plain
+ * path the rows; the FP8 rowwise copy is written either way. */
+static void ov_expect_gathered(tecore_seq_t *q, int want16, const char *what) {
+  struct tecore_seq_saved sv[64];
+  size_t n = 0;
+  RK_CORE(tecore_seq_get_saved(q, sv, 64, &n));
+  RK_ASSERT(n <= 64, "%s: %zu saved tensors, the test lists 64", what, n);
+  for (size_t b = 3; b <= 11; b += 8) {
+    int data = 0, row = 0;
+    for (size_t i = 0; i < n; i++) {
+      if (sv[i].bnd != b) continue;
+      if (sv[i].part == TECORE_SEQ_SAVED_DATA) data = sv[i].written ? 1 : -1;
+      if (sv[i].part == TECORE_SEQ_SAVED_FP8_ROW) row = sv[i].written;
+    }
+    RK_ASSERT(want16 ? data == 1 : data != 1, "%s: boundary %zu's 16-bit rows %s, want %s",
+              what, b, data == 1 ? "written" : data ? "not written" : "not listed",
+              want16 ? "written" : "not written (the codes gathered)");
+    RK_ASSERT(row == 1, "%s: boundary %zu's FP8 rowwise copy is not written", what, b);
+  }
+}
+
 /* One pass of seq on x, dy into poisoned y, dx; then y, dx and the
  * parameter gradients to host out (in that order). */
 struct ov_io {
@@ -334,6 +357,10 @@ static void rank_ov(int rank, int n, void *arg) {
   tecore_seq_t *q[2] = {ov_seq(rank, kind, &pf, s), ov_seq(rank, kind, &pp, s)};
   ov_expect_plan(q[0], kind, 1, "fused");
   ov_expect_plan(q[1], kind, 0, "TECOMM_OP_NO_FUSION");
+  if (kind->fp8) {
+    ov_expect_gathered(q[0], 0, "fused");
+    ov_expect_gathered(q[1], 1, "TECOMM_OP_NO_FUSION");
+  }
   struct ov_io b[2];
   size_t act = (size_t)BR * BH * 2;
   for (int v = 0; v < 2; v++) {
@@ -415,8 +442,9 @@ END_TEST
  * codes libtecore's own quantize wrote (the Linear's, or act+quantize's
  * before it, which leaves the 16-bit input unwritten) with fast
  * accumulation as the plain FP8 Linear; allgather+linear[+gelu]
- * quantizes each rank's rows as they land with the Linear's scale (the
- * amax over all of them), and the backward transposes those codes; the
+ * gathers the codes each rank makes of its rows with the Linear's scale
+ * (the ranks' amaxes reduced, so their scales agree), leaves the 16-bit
+ * gathered rows unwritten, and the backward transposes the codes; the
  * same bits on vdev (the forward's outputs, dx and every weight
  * gradient, over steps whose scales follow the amaxes).  _i bit 0:
  * 4 ranks; bit 1: biases and GELU in the column-parallel GEMM's epilogue

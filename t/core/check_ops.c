@@ -3592,8 +3592,11 @@ START_TEST(test_set_grad) {
                                  .flags = TECORE_FUSION_ROWS};
   TE_EXPECT_INVALID("forward patterns", tecore_ops_register_fusion(&fd));
   fd.dir = TECORE_SEQ_FORWARD;
-  fd.flags = 0x10;   /* past TECORE_FUSION_QUANTIZES_INPUT */
-  TE_EXPECT_INVALID("flags", tecore_ops_register_fusion(&fd));
+  fd.flags = 0x20;   /* past TECORE_FUSION_INPUT_FP8_ONLY */
+  TE_EXPECT_INVALID("bits other than", tecore_ops_register_fusion(&fd));
+  /* INPUT_FP8_ONLY qualifies QUANTIZES_INPUT */
+  fd.flags = TECORE_FUSION_INPUT_FP8_ONLY;
+  TE_EXPECT_INVALID("needs TECORE_FUSION_QUANTIZES_INPUT", tecore_ops_register_fusion(&fd));
   /* QUANTIZES_INPUT wants one Linear after the first operation */
   fd.flags = TECORE_FUSION_QUANTIZES_INPUT;
   TE_EXPECT_INVALID("one Linear", tecore_ops_register_fusion(&fd));
