@@ -41,10 +41,10 @@
  * quantized from F32 as the Linear does), fast accumulation as its GEMM.
  * allgather+linear gathers E4M3 codes, half the bytes of the rows: each
  * rank quantizes its shard with the Linear's input scale into the
- * staging buffer (its amax into a word after the codes), tecomm_ag_gemm
- * gathers the codes into the Linear's FP8 input and multiplies them as
- * they land, then the ranks' amax words are reduced (MAX) and
- * max-accumulated into the input's amax.  So the codes and amax are
+ * staging buffer (|x| max-accumulated into the input's amax),
+ * tecomm_ag_gemm gathers the codes into the Linear's FP8 input and
+ * multiplies them as they land, then the ranks' amaxes are reduced
+ * (MAX; equal before the call, every call ends so).  So the codes and amax are
  * those of the plain Linear quantizing the gathered input whole, and
  * the scale, which follows from the amax history, is the same on every
  * rank from the first step on.  The patterns say
@@ -169,21 +169,14 @@ static tecomm_result_t sp_grow(struct tecomm_comm *c, tecore_devptr_t *buf, size
   return TECOMM_SUCCESS;
 }
 
-/* Under FP8 the shard's codes go to the staging buffer, its amax to the
- * word after them (sp_amax_at). */
-static size_t sp_amax_at(size_t codes) {
-  return (codes + 255) / 256 * 256;
-}
-
 /* What the calls need, made now, outside any capture: the symmetric
  * buffer and the overlap state (side stream, events, staging). */
 static tecomm_result_t sp_prepare(struct tecomm_comm *c, int rs, const struct sp_place *pl) {
   const size_t es = tecore_dtype_size(pl->dt), n = (size_t)c->nranks;
   struct tc_ov *ov;
   if (!rs) {
-    /* the shard's rows, or under FP8 its codes and their amax word */
-    const size_t codes = pl->rows * pl->k, b16 = codes * es, b8 = sp_amax_at(codes) + 256;
-    TC_CHECK(sp_grow(c, &c->sp_stage, &c->sp_stage_bytes, b16 > b8 ? b16 : b8));
+    /* the shard's rows (under FP8 its codes, half as many bytes) */
+    TC_CHECK(sp_grow(c, &c->sp_stage, &c->sp_stage_bytes, pl->rows * pl->k * es));
     return tc_ov_get(c, 0, 0, sp_fn, &ov);
   }
   TC_CHECK(sp_grow(c, &c->sp_parts, &c->sp_parts_bytes, n * pl->rows * pl->m * es));
@@ -237,31 +230,27 @@ static tecore_devptr_t sp_bias(const struct sp_place *pl) {
 }
 
 /* FP8: the shard x quantized into the staging buffer with the Linear's
- * input scale (its amax from 0 into the staging word), the codes gathered
- * into A's rows as they land and multiplied, then the ranks' amaxes
- * reduced (MAX) and max-accumulated into A's amax: the codes and amax of
- * quantizing the gathered rows whole, at half the bytes of the rows. */
+ * input scale, |x| max-accumulated into its amax; the codes gathered into
+ * A's rows as they land and multiplied; then the amax reduced (MAX) over
+ * the ranks, whose amaxes were equal before the call (every call ends
+ * so), as ZeRO-3's FP8 gather does: the codes and amax of quantizing the
+ * gathered rows whole, at half the bytes of the rows. */
 static tecore_result_t ag_lin_codes(const struct tecore_seq_exec *x, const struct sp_place *pl,
                                     struct tecomm_ag_gemm_args *a, const struct tecore_tensor *A) {
-  const size_t codes = pl->rows * pl->k, sh[2] = {pl->rows, pl->k}, one = 1;
-  const tecore_devptr_t word = pl->c->sp_stage + sp_amax_at(codes);
-  struct tecore_tensor in, y = *A, w;
+  const size_t sh[2] = {pl->rows, pl->k};
+  struct tecore_tensor in, y = *A;
   tecore_result_t e = tecore_tensor_init(&in, pl->dt, 2, sh, x->act[0].data);
-  if (e == TECORE_SUCCESS) e = tecore_memset_d32_async(word, 0, 1, x->stream);
   if (e != TECORE_SUCCESS) return e;
   y.ndim = 2, y.shape[0] = pl->rows, y.shape[1] = pl->k;
-  y.data = pl->c->sp_stage, y.amax = word;
+  y.data = pl->c->sp_stage;
   e = tecore_quantize(&in, &y, 0, x->stream);
   if (e != TECORE_SUCCESS) return e;
   a->a = pl->c->sp_stage, a->a_all = A->data, a->dtype = TECORE_DTYPE_E4M3;
   a->a_scale_inv = A->scale_inv;
   tecomm_result_t r = tecomm_ag_gemm(pl->c, a, x->stream);
   if (r == TECOMM_SUCCESS)
-    r = tecomm_allreduce(pl->c, word, word, 1, TECORE_DTYPE_F32, TECOMM_MAX, x->stream);
-  if (r != TECOMM_SUCCESS) return core_of(r);
-  e = tecore_tensor_init(&w, TECORE_DTYPE_F32, 1, &one, word);
-  return e == TECORE_SUCCESS ? tecore_amax(&w, A->amax, TECORE_AMAX_ACCUMULATE, 0, x->stream)
-                             : e;
+    r = tecomm_allreduce(pl->c, A->amax, A->amax, 1, TECORE_DTYPE_F32, TECOMM_MAX, x->stream);
+  return core_of(r);
 }
 
 /* The shard into the staging buffer (the peers pull it from there), then
