@@ -14,9 +14,17 @@
 #           suites a call before did not reach -- a suite killed by the
 #           bound starts over; CHECK_SHARD=i/n: the i-th of n round-robin
 #           parts of `make print-tests`, so that n calls cover the whole
-#           suite); the failed suites' logs in check.tgz,
+#           suite; CHECK_FIRST: suites started first, the slow multi-rank
+#           ones by default, so that they do not start last and run past
+#           the bound); the failed suites' logs in check.tgz,
 #           then each failed suite again alone (alone-NAME.txt), and
-#           those the bound cut off when at most ALONE_MAX (3)
+#           those the bound cut off when at most ALONE_MAX (3): a Check
+#           program runs directly, each TAP line stamped with the seconds
+#           since its start, so that a run the bound kills keeps what it
+#           reached (make deletes the .log of a killed suite)
+# END (seconds since the epoch): every bound is cut so that the script
+# ends by then -- a device call that runs past its limit returns nothing
+# (session 46 lost a whole call's results to a rerun alone).
 #   coll    te-allreduce-perf -C reduce-scatter, allgather and allreduce on
 #           2 and 4 GPUs, graph-captured, each size beside NCCL's own time
 #   small   GPT-2 124M BF16, batch 32 x 1024 a GPU: te-gpt --dp 1 and 4,
@@ -53,7 +61,7 @@ step() {   # step NAME COMMAND...: output to $out/NAME.txt, the summary line
   local t0=$SECONDS
   nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits -lms 100 > "$out/$name.mem" 2>/dev/null &
   local mon=$!
-  timeout "${STEP_TIMEOUT:-300}" "$@" > "$out/$name.txt" 2>&1
+  timeout "$(bound "${STEP_TIMEOUT:-300}")" "$@" > "$out/$name.txt" 2>&1
   local rc=$?
   kill "$mon" 2>/dev/null
   wait "$mon" 2>/dev/null
@@ -64,6 +72,14 @@ step() {   # step NAME COMMAND...: output to $out/NAME.txt, the summary line
     "$(( ${peak:-0} - ${base:-0} ))" "$*" >> "$summary"
 }
 has() { case " $phases " in *" $1 "*) return 0 ;; esac; return 1; }
+bound() {   # bound SECONDS: SECONDS, cut to what END leaves less MARGIN
+  local b=$1 left
+  if [ -n "${END:-}" ]; then
+    left=$(( END - $(date +%s) - ${2:-10} ))
+    [ "$left" -lt "$b" ] && b=$left
+  fi
+  echo $(( b > 0 ? b : 0 ))
+}
 peer() {   # peer NRANKS: gpt_peer.py speed's command, under torchrun past one rank
   if [ "$1" -gt 1 ]; then
     echo "python3 -m torch.distributed.run --standalone --nproc_per_node $1 bench/gpt_peer.py speed"
@@ -82,9 +98,16 @@ if has check; then
     CHECK_TESTS=$(make -s print-tests | awk -v i="${CHECK_SHARD%/*}" -v n="${CHECK_SHARD#*/}" \
       '(NR - 1) % n == i - 1' | tr '\n' ' ')
   fi
+  all=${CHECK_TESTS:-$(make -s print-tests | tr '\n' ' ')}
+  first=${CHECK_FIRST-t/comm/check_coll t/comm/check_dp t/comm/check_agree t/comm/check_misuse \
+t/demo/te-gpt-tp.sh t/demo/te-gpt-dp.sh t/comm/check_fuser_sp t/comm/check_overlap}
+  order=
+  for t in $first; do case " $all " in *" $t "*) order="$order $t" ;; esac; done
+  for t in $all; do case " $first " in *" $t "*) ;; *) order="$order $t" ;; esac; done
+  CHECK_TESTS=${order# }
   t0=$SECONDS
-  TE_DEVICE=cuda timeout "${CHECK_TIMEOUT:-420}" make -k -j"${CHECK_JOBS:-8}" check \
-    ${CHECK_TESTS:+TESTS="$CHECK_TESTS"} > "$out/check.txt" 2>&1
+  TE_DEVICE=cuda timeout "$(bound "${CHECK_TIMEOUT:-420}" "${CHECK_MARGIN:-60}")" \
+    make -k -j"${CHECK_JOBS:-8}" check TESTS="$CHECK_TESTS" > "$out/check.txt" 2>&1
   rc=$?
   printf '%-22s rc %3d %5d s  make -k check TE_DEVICE=cuda\n' check "$rc" $((SECONDS - t0)) >> "$summary"
   grep -E '^(# |FAIL|ERROR|XPASS)' "$out/check.txt" | sort | uniq >> "$summary"
@@ -104,11 +127,24 @@ if has check; then
   if [ "$(echo $cut | wc -w)" -le "${ALONE_MAX:-3}" ]; then again="$again$cut"
   else echo "not reached (CHECK_TESTS for the next call):$cut" >> "$summary"; fi
   for t in $again; do
-    TE_DEVICE=cuda timeout "${ALONE_TIMEOUT:-600}" make check TESTS="$t" \
-      > "$out/alone-$(basename "$t").txt" 2>&1
-    rc=$?
-    printf '%-22s rc %3d  alone\n' "$(basename "$t")" "$rc" >> "$summary"
-    cp "${t%.sh}.log" "$out/alone-$(basename "$t").log" 2>/dev/null
+    b=$(bound "${ALONE_TIMEOUT:-600}")
+    if [ "$b" -lt 20 ]; then
+      printf '%-22s not run alone: END leaves %d s\n' "$(basename "$t")" "$b" >> "$summary"
+      continue
+    fi
+    case $t in
+    *.sh)
+      TE_DEVICE=cuda timeout "$b" make check TESTS="$t" > "$out/alone-$(basename "$t").txt" 2>&1
+      rc=$?
+      cp "${t%.sh}.log" "$out/alone-$(basename "$t").log" 2>/dev/null ;;
+    *)
+      s0=$(date +%s)
+      TE_DEVICE=cuda CK_VERBOSITY=verbose timeout "$b" "./$t" 2>&1 |
+        while IFS= read -r l; do printf '%4d %s\n' $(( $(date +%s) - s0 )) "$l"; done \
+        > "$out/alone-$(basename "$t").txt"
+      rc=${PIPESTATUS[0]} ;;
+    esac
+    printf '%-22s rc %3d  alone, bound %d s\n' "$(basename "$t")" "$rc" "$b" >> "$summary"
   done
 fi
 if has coll; then
