@@ -36,7 +36,8 @@
 #           TECOMM_SP_OVERLAP 1
 #           and 0; te-demo --tp n --sp; te-allreduce-perf -C ag-gemm and
 #           gemm-rs at Llama-3 8B's --tp 4 shapes (fc1 8192 x 7168 x 4096,
-#           fc2 8192 x 4096 x 3584), BF16 and E4M3
+#           fc2 8192 x 4096 x 3584), BF16 and E4M3, gemm-rs with
+#           TECOMM_GEMM_RS_PULLS 1, 2 and 4
 #   llama   Llama-3 8B FP8 delayed, batch 1 x 8192 a GPU: te-gpt --dp n
 #           --zero 3 --recompute selective; FSDP2 + torch.compile BF16
 #   attn    te-bench -A alone, then te-bench --all (the FP8 attention rows
@@ -183,7 +184,10 @@ if has sp && [ "$n" -ge 2 ]; then
   step sp-demo$n tools/te-demo --tp $n --sp
   for d in bf16 e4m3; do
     step ag-gemm-$d tools/te-allreduce-perf -n $n -C ag-gemm --mnk 8192,7168,4096 -G 20 -d $d
-    step gemm-rs-$d tools/te-allreduce-perf -n $n -C gemm-rs --mnk 8192,4096,3584 -G 20 -d $d
+    for p in 1 2 4; do   # TECOMM_GEMM_RS_PULLS: copy streams a pull is split over
+      step gemm-rs-$d-p$p env TECOMM_GEMM_RS_PULLS=$p tools/te-allreduce-perf -n $n -C gemm-rs \
+        --mnk 8192,4096,3584 -G 20 -d $d
+    done
   done
 fi
 if has llama && [ "$n" -ge 2 ]; then

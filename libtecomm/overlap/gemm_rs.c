@@ -12,7 +12,12 @@
  * side stream it waited for an SM until the next block's GEMM (one CTA an
  * SM, every SM) ended, and each pull with it (2 H200s, 8192 x 4096 x
  * 7168: 0.85x the GEMM alone); on the caller's stream it costs one
- * barrier a step between the GEMMs.  The caller's stream joins the side stream, then the one-shot
+ * barrier a step between the GEMMs.  TECOMM_GEMM_RS_PULLS splits each
+ * pull into that many pieces on as many streams (more copy engines on
+ * one peer's block; 1: the side stream alone), in case one engine's pull
+ * takes longer than a block's GEMM and the pulls queue behind each other
+ * (2 or 4 H200s, 8192 x 4096 x 3584: 80 us stay exposed with one).  The
+ * caller's stream joins the side stream, then the one-shot
  * kernel folds slot r and the n-1 copies in rank order (its barrier:
  * every rank's pulls are done, so the next call may overwrite the
  * partials), fused with the residual add and RMSNorm when args->norm is
@@ -23,6 +28,10 @@
  * 1 into one buffer would round after every rank, in arrival order. */
 #include "overlap/ov.h"
 #include "level.h"
+
+TECORE_TUNABLE_INT(tc_tun_rs_pulls, "TECOMM_GEMM_RS_PULLS", 1, 1, TC_OV_PULLS,
+                   "tecomm_gemm_rs: copy streams each peer's block is pulled over, in as many "
+                   "pieces (1: one stream; more: more copy engines on each pull)")
 
 struct rs_q {
   const struct tecomm_gemm_rs_args *g;
@@ -153,20 +162,33 @@ static tecomm_result_t rs_blocks(struct tecomm_comm *c, struct tc_ov *ov, const 
   const char *fn = q->sh.fn;
   const int r = c->rank, n = c->nranks;
   const tecore_devptr_t mine = g->partials + (size_t)r * q->blk; /* slot r, on every rank */
+  /* the pieces: 256-byte multiples, one stream each */
+  const size_t want = (size_t)tecore_tunable_int(&tc_tun_rs_pulls);
+  const size_t piece = (q->blk / want + 255) & ~(size_t)255;
+  const int np = (int)((q->blk + piece - 1) / piece);
   for (int i = 1; i < n; i++) {
     const int j = (r + i) % n, from = (r - i + n) % n;
     TC_CHECK(tc_ov_gemm(&q->sh, g->a + (size_t)j * q->achunk, g->partials + (size_t)j * q->blk,
                         0, st));
     TC_CHECK(tc_ov_barrier(c, bar, st, fn));
     TC_CORE(tecore_event_record(ov->chunk[i], st), fn);
-    TC_CORE(tecore_stream_wait_event(ov->side, ov->chunk[i]), fn);
     tecore_devptr_t src;
     TC_CHECK(tc_ov_peer(c, mine, from, &src, fn));
-    TC_CORE(tecore_memcpy_async(ov->stage + (size_t)(i - 1) * q->blk, src, q->blk, ov->side), fn);
+    const tecore_devptr_t dst = ov->stage + (size_t)(i - 1) * q->blk;
+    for (int p = 0; p < np; p++) {
+      tecore_stream_t ps = p ? ov->pull[p - 1] : ov->side;
+      const size_t off = (size_t)p * piece, len = q->blk - off < piece ? q->blk - off : piece;
+      TC_CORE(tecore_stream_wait_event(ps, ov->chunk[i]), fn);
+      TC_CORE(tecore_memcpy_async(dst + off, src + off, len, ps), fn);
+    }
   }
   TC_CHECK(tc_ov_gemm(&q->sh, g->a + (size_t)r * q->achunk, mine, 0, st));
   TC_CORE(tecore_event_record(ov->done, ov->side), fn);
   TC_CORE(tecore_stream_wait_event(st, ov->done), fn);
+  for (int p = 1; p < np; p++) {
+    TC_CORE(tecore_event_record(ov->pulled[p - 1], ov->pull[p - 1]), fn);
+    TC_CORE(tecore_stream_wait_event(st, ov->pulled[p - 1]), fn);
+  }
   return TECOMM_SUCCESS;
 }
 

@@ -16,6 +16,11 @@ static void ov_free(struct tecomm_comm *c) {
   if (ov->done) (void)tecore_event_destroy(ov->done);
   for (int i = 0; i < TC_AR_MAX_RANKS; i++)
     if (ov->chunk[i]) (void)tecore_event_destroy(ov->chunk[i]);
+  for (int i = 0; i < TC_OV_PULLS - 1; i++) {
+    if (ov->pull[i]) (void)tecore_stream_synchronize(ov->pull[i]);
+    if (ov->pulled[i]) (void)tecore_event_destroy(ov->pulled[i]);
+    if (ov->pull[i]) (void)tecore_stream_destroy(ov->pull[i]);
+  }
   if (ov->side) (void)tecore_stream_destroy(ov->side);
   if (ov->stage) (void)tecore_mem_free(ov->stage);
   for (int i = 0; i < ov->n_old; i++) (void)tecore_mem_free(ov->stage_old[i]);
@@ -37,6 +42,12 @@ static tecomm_result_t ov_make(struct tecomm_comm *c, const char *fn) {
   TC_CORE(tecore_event_create(TECORE_EVENT_DISABLE_TIMING, &ov->done), fn);
   for (int i = 0; i < TC_AR_MAX_RANKS; i++)
     TC_CORE(tecore_event_create(TECORE_EVENT_DISABLE_TIMING, &ov->chunk[i]), fn);
+  /* gemm_rs's further pull streams: made here, outside any capture, so
+   * that TECOMM_GEMM_RS_PULLS can be read at each call */
+  for (int i = 0; i < TC_OV_PULLS - 1; i++) {
+    TC_CORE(tecore_stream_create(TECORE_STREAM_NON_BLOCKING, greatest, &ov->pull[i]), fn);
+    TC_CORE(tecore_event_create(TECORE_EVENT_DISABLE_TIMING, &ov->pulled[i]), fn);
+  }
   return TECOMM_SUCCESS;
 }
 

@@ -17,8 +17,13 @@
 #include "comm_priv.h"
 #include "base/ar_kernels.h"
 
+/* Most copy streams gemm_rs splits one pull over (TECOMM_GEMM_RS_PULLS). */
+#define TC_OV_PULLS 4
+
 struct tc_ov {
   tecore_stream_t side;
+  tecore_stream_t pull[TC_OV_PULLS - 1]; /* gemm_rs: the pulls' further pieces */
+  tecore_event_t pulled[TC_OV_PULLS - 1]; /* each one's last copy */
   tecore_event_t start;                 /* the call's start, on the caller's stream */
   tecore_event_t chunk[TC_AR_MAX_RANKS]; /* chunk i (ring order) copied, or multiplied */
   tecore_event_t done;                  /* the side stream's last work */
