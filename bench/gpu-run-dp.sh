@@ -38,6 +38,9 @@
 #           gemm-rs at Llama-3 8B's --tp 4 shapes (fc1 8192 x 7168 x 4096,
 #           fc2 8192 x 4096 x 3584), BF16 and E4M3, gemm-rs with
 #           TECOMM_GEMM_RS_PULLS 1, 2 and 4
+#   profile where --tp n --sp's step goes: te-gpt 1.3B FP8 delayed --profile
+#           (eager, device time per kernel, each rank's report), one GPU and
+#           --tp n --sp (TECOMM_GEMM_RS_PULLS 1 and 4)
 #   llama   Llama-3 8B FP8 delayed, batch 1 x 8192 a GPU: te-gpt --dp n
 #           --zero 3 --recompute selective; FSDP2 + torch.compile BF16
 #   attn    te-bench -A alone, then te-bench --all (the FP8 attention rows
@@ -189,6 +192,14 @@ if has sp && [ "$n" -ge 2 ]; then
         --mnk 8192,4096,3584 -G 20 -d $d
     done
   done
+fi
+if has profile; then
+  p="tools/te-gpt --synthetic --eval-every 0 --sample 0 --model gpt-1.3b --batch 8 --steps 3 \
+    --recipe delayed --profile"
+  step profile-tp1 $p
+  if [ "$n" -ge 2 ]; then
+    for q in 1 4; do step profile-tp$n-sp-p$q env TECOMM_GEMM_RS_PULLS=$q $p --tp $n --sp; done
+  fi
 fi
 if has llama && [ "$n" -ge 2 ]; then
   step llama-dp$n $g --model llama3-8b --batch 1 --steps 8 --recipe delayed --dp $n --zero 3 \
