@@ -33,14 +33,14 @@
 #           --zero 1 (memory); DDP and FSDP2 + torch.compile BF16 on 4 GPUs
 #   sp      tensor and sequence parallelism over all the GPUs (n): te-gpt
 #           1.3B FP8 delayed --tp n --sp's plan, --tp n, --tp n --sp with
-#           TECOMM_SP_OVERLAP 1
-#           and 0; te-demo --tp n --sp; te-allreduce-perf -C ag-gemm and
-#           gemm-rs at Llama-3 8B's --tp 4 shapes (fc1 8192 x 7168 x 4096,
-#           fc2 8192 x 4096 x 3584), BF16 and E4M3, gemm-rs with
-#           TECOMM_GEMM_RS_PULLS 1, 2 and 4
+#           TECOMM_SP_OVERLAP 1 (pulls over 1 and 4 streams) and 0;
+#           te-demo --tp n --sp; te-allreduce-perf -C ag-gemm and gemm-rs
+#           at Llama-3 8B's --tp 4 shapes (fc1 8192 x 7168 x 4096, fc2
+#           8192 x 4096 x 3584), BF16 and E4M3, each with
+#           TECOMM_AG_GEMM_PULLS / TECOMM_GEMM_RS_PULLS 1, 2 and 4
 #   profile where --tp n --sp's step goes: te-gpt 1.3B FP8 delayed --profile
 #           (eager, device time per kernel, each rank's report), one GPU and
-#           --tp n --sp (TECOMM_GEMM_RS_PULLS 1 and 4)
+#           --tp n --sp (TECOMM_AG_GEMM_PULLS and _GEMM_RS_PULLS 1, then 4)
 #   llama   Llama-3 8B FP8 delayed, batch 1 x 8192 a GPU: te-gpt --dp n
 #           --zero 3 --recompute selective; FSDP2 + torch.compile BF16
 #   attn    te-bench -A alone, then te-bench --all (the FP8 attention rows
@@ -183,11 +183,13 @@ if has sp && [ "$n" -ge 2 ]; then
     --recipe delayed --tp $n --sp --steps 0 --sample 0 --plan
   step sp-tp$n $b --tp $n
   step sp-tp$n-sp env TECOMM_SP_OVERLAP=1 $b --tp $n --sp
+  step sp-tp$n-sp-p4 env TECOMM_AG_GEMM_PULLS=4 TECOMM_GEMM_RS_PULLS=4 $b --tp $n --sp
   step sp-tp$n-sp-apart env TECOMM_SP_OVERLAP=0 $b --tp $n --sp
   step sp-demo$n tools/te-demo --tp $n --sp
   for d in bf16 e4m3; do
-    step ag-gemm-$d tools/te-allreduce-perf -n $n -C ag-gemm --mnk 8192,7168,4096 -G 20 -d $d
-    for p in 1 2 4; do   # TECOMM_GEMM_RS_PULLS: copy streams a pull is split over
+    for p in 1 2 4; do   # TECOMM_*_PULLS: copy streams a pull is split over
+      step ag-gemm-$d-p$p env TECOMM_AG_GEMM_PULLS=$p tools/te-allreduce-perf -n $n -C ag-gemm \
+        --mnk 8192,7168,4096 -G 20 -d $d
       step gemm-rs-$d-p$p env TECOMM_GEMM_RS_PULLS=$p tools/te-allreduce-perf -n $n -C gemm-rs \
         --mnk 8192,4096,3584 -G 20 -d $d
     done
@@ -198,7 +200,9 @@ if has profile; then
     --recipe delayed --profile"
   step profile-tp1 $p
   if [ "$n" -ge 2 ]; then
-    for q in 1 4; do step profile-tp$n-sp-p$q env TECOMM_GEMM_RS_PULLS=$q $p --tp $n --sp; done
+    for q in 1 4; do
+      step profile-tp$n-sp-p$q env TECOMM_AG_GEMM_PULLS=$q TECOMM_GEMM_RS_PULLS=$q $p --tp $n --sp
+    done
   fi
 fi
 if has llama && [ "$n" -ge 2 ]; then

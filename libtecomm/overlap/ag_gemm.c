@@ -12,8 +12,15 @@
  * caller's stream at the end.  Each chunk's GEMM adds the bias and, with
  * gelu_aux, applies GELU in its epilogue (ov.c's tc_ov_gemm).  With a8
  * each chunk is quantized on the caller's stream right before its GEMM,
- * which multiplies the codes: the copies move the 16-bit rows. */
+ * which multiplies the codes: the copies move the 16-bit rows.
+ * TECOMM_AG_GEMM_PULLS splits each pull over that many streams (pieces
+ * after the opening barrier, joined into the side stream before the
+ * chunk's event): more copy engines on one chunk. */
 #include "overlap/ov.h"
+
+TECORE_TUNABLE_INT(tc_tun_ag_pulls, "TECOMM_AG_GEMM_PULLS", 1, 1, TC_OV_PULLS,
+                   "tecomm_ag_gemm: copy streams each peer's rows are pulled over, in as many "
+                   "pieces (1: one stream; more: more copy engines on each pull)")
 
 struct ag_q {
   const struct tecomm_ag_gemm_args *g;
@@ -164,12 +171,15 @@ static tecomm_result_t ag_side(struct tecomm_comm *c, struct tc_ov *ov, const st
   const char *fn = q->sh.fn;
   const int r = c->rank, n = c->nranks;
   tecore_stream_t side = ov->side;
+  const int pulls = (int)tecore_tunable_int(&tc_tun_ag_pulls);
   TC_CHECK(tc_ov_barrier(c, bar, side, fn));
+  TC_CORE(tecore_event_record(ov->gate, side), fn);
   for (int i = 1; i < n; i++) {
     const int j = (r + i) % n;
     tecore_devptr_t src;
     TC_CHECK(tc_ov_peer(c, q->in_place ? g->a_all + (size_t)j * q->chunk : g->a, j, &src, fn));
-    TC_CORE(tecore_memcpy_async(g->a_all + (size_t)j * q->chunk, src, q->chunk, side), fn);
+    TC_CHECK(tc_ov_pull(ov, g->a_all + (size_t)j * q->chunk, src, q->chunk, pulls, ov->gate, 1,
+                        NULL, fn));
     TC_CORE(tecore_event_record(ov->chunk[i], side), fn);
   }
   /* the own rows last: no GEMM waits for them (it reads a) */

@@ -162,34 +162,24 @@ static tecomm_result_t rs_blocks(struct tecomm_comm *c, struct tc_ov *ov, const 
   const char *fn = q->sh.fn;
   const int r = c->rank, n = c->nranks;
   const tecore_devptr_t mine = g->partials + (size_t)r * q->blk; /* slot r, on every rank */
-  /* the pieces: 256-byte multiples, one stream each */
-  const size_t want = (size_t)tecore_tunable_int(&tc_tun_rs_pulls);
-  const size_t piece = (q->blk / want + 255) & ~(size_t)255;
-  const int np = (int)((q->blk + piece - 1) / piece);
+  const int pulls = (int)tecore_tunable_int(&tc_tun_rs_pulls);
+  int used = 1;
   for (int i = 1; i < n; i++) {
     const int j = (r + i) % n, from = (r - i + n) % n;
     TC_CHECK(tc_ov_gemm(&q->sh, g->a + (size_t)j * q->achunk, g->partials + (size_t)j * q->blk,
                         0, st));
     TC_CHECK(tc_ov_barrier(c, bar, st, fn));
     TC_CORE(tecore_event_record(ov->chunk[i], st), fn);
+    TC_CORE(tecore_stream_wait_event(ov->side, ov->chunk[i]), fn);
     tecore_devptr_t src;
     TC_CHECK(tc_ov_peer(c, mine, from, &src, fn));
-    const tecore_devptr_t dst = ov->stage + (size_t)(i - 1) * q->blk;
-    for (int p = 0; p < np; p++) {
-      tecore_stream_t ps = p ? ov->pull[p - 1] : ov->side;
-      const size_t off = (size_t)p * piece, len = q->blk - off < piece ? q->blk - off : piece;
-      TC_CORE(tecore_stream_wait_event(ps, ov->chunk[i]), fn);
-      TC_CORE(tecore_memcpy_async(dst + off, src + off, len, ps), fn);
-    }
+    TC_CHECK(tc_ov_pull(ov, ov->stage + (size_t)(i - 1) * q->blk, src, q->blk, pulls,
+                        ov->chunk[i], 0, &used, fn));
   }
   TC_CHECK(tc_ov_gemm(&q->sh, g->a + (size_t)r * q->achunk, mine, 0, st));
   TC_CORE(tecore_event_record(ov->done, ov->side), fn);
   TC_CORE(tecore_stream_wait_event(st, ov->done), fn);
-  for (int p = 1; p < np; p++) {
-    TC_CORE(tecore_event_record(ov->pulled[p - 1], ov->pull[p - 1]), fn);
-    TC_CORE(tecore_stream_wait_event(st, ov->pulled[p - 1]), fn);
-  }
-  return TECOMM_SUCCESS;
+  return tc_ov_pull_join(ov, used, st, fn);
 }
 
 static tecomm_result_t rs_run(struct tecomm_comm *c, const struct rs_q *q, tecore_stream_t st) {

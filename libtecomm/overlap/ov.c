@@ -14,6 +14,7 @@ static void ov_free(struct tecomm_comm *c) {
   if (ov->side) (void)tecore_stream_synchronize(ov->side); /* copies in flight read stage */
   if (ov->start) (void)tecore_event_destroy(ov->start);
   if (ov->done) (void)tecore_event_destroy(ov->done);
+  if (ov->gate) (void)tecore_event_destroy(ov->gate);
   for (int i = 0; i < TC_AR_MAX_RANKS; i++)
     if (ov->chunk[i]) (void)tecore_event_destroy(ov->chunk[i]);
   for (int i = 0; i < TC_OV_PULLS - 1; i++) {
@@ -40,10 +41,12 @@ static tecomm_result_t ov_make(struct tecomm_comm *c, const char *fn) {
   TC_CORE(tecore_stream_create(TECORE_STREAM_NON_BLOCKING, greatest, &ov->side), fn);
   TC_CORE(tecore_event_create(TECORE_EVENT_DISABLE_TIMING, &ov->start), fn);
   TC_CORE(tecore_event_create(TECORE_EVENT_DISABLE_TIMING, &ov->done), fn);
+  TC_CORE(tecore_event_create(TECORE_EVENT_DISABLE_TIMING, &ov->gate), fn);
   for (int i = 0; i < TC_AR_MAX_RANKS; i++)
     TC_CORE(tecore_event_create(TECORE_EVENT_DISABLE_TIMING, &ov->chunk[i]), fn);
-  /* gemm_rs's further pull streams: made here, outside any capture, so
-   * that TECOMM_GEMM_RS_PULLS can be read at each call */
+  /* the further pull streams: made here, outside any capture, so that
+   * TECOMM_AG_GEMM_PULLS and TECOMM_GEMM_RS_PULLS can be read at each
+   * call */
   for (int i = 0; i < TC_OV_PULLS - 1; i++) {
     TC_CORE(tecore_stream_create(TECORE_STREAM_NON_BLOCKING, greatest, &ov->pull[i]), fn);
     TC_CORE(tecore_event_create(TECORE_EVENT_DISABLE_TIMING, &ov->pulled[i]), fn);
@@ -236,5 +239,32 @@ tecomm_result_t tc_ov_peer(struct tecomm_comm *c, tecore_devptr_t ptr, int peer,
     return TC_ERR(TECOMM_ERR_INVALID, "%s: 0x%llx is not this rank's symmetric memory", fn,
                   (unsigned long long)ptr);
   *out = tc_seg_addr(s, peer, off);
+  return TECOMM_SUCCESS;
+}
+
+/* An event may be recorded again once a wait on it is queued: the wait
+ * takes the record made before it. */
+tecomm_result_t tc_ov_pull(struct tc_ov *ov, tecore_devptr_t dst, tecore_devptr_t src,
+                           size_t bytes, int pulls, tecore_event_t after, int join, int *used,
+                           const char *fn) {
+  size_t piece = (bytes / (size_t)pulls + 255) & ~(size_t)255;
+  if (!piece) piece = 256;   /* fewer bytes than pulls: one piece */
+  const int np = (int)((bytes + piece - 1) / piece);
+  for (int p = 0; p < np; p++) {
+    tecore_stream_t ps = p ? ov->pull[p - 1] : ov->side;
+    const size_t off = (size_t)p * piece, len = bytes - off < piece ? bytes - off : piece;
+    if (p) TC_CORE(tecore_stream_wait_event(ps, after), fn);
+    TC_CORE(tecore_memcpy_async(dst + off, src + off, len, ps), fn);
+  }
+  if (used) *used = np;
+  return join ? tc_ov_pull_join(ov, np, ov->side, fn) : TECOMM_SUCCESS;
+}
+
+tecomm_result_t tc_ov_pull_join(struct tc_ov *ov, int used, tecore_stream_t stream,
+                                const char *fn) {
+  for (int p = 1; p < used; p++) {
+    TC_CORE(tecore_event_record(ov->pulled[p - 1], ov->pull[p - 1]), fn);
+    TC_CORE(tecore_stream_wait_event(stream, ov->pulled[p - 1]), fn);
+  }
   return TECOMM_SUCCESS;
 }

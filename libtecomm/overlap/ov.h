@@ -17,13 +17,15 @@
 #include "comm_priv.h"
 #include "base/ar_kernels.h"
 
-/* Most copy streams gemm_rs splits one pull over (TECOMM_GEMM_RS_PULLS). */
+/* Most copy streams one pull is split over (TECOMM_AG_GEMM_PULLS,
+ * TECOMM_GEMM_RS_PULLS). */
 #define TC_OV_PULLS 4
 
 struct tc_ov {
   tecore_stream_t side;
-  tecore_stream_t pull[TC_OV_PULLS - 1]; /* gemm_rs: the pulls' further pieces */
+  tecore_stream_t pull[TC_OV_PULLS - 1]; /* a pull's further pieces */
   tecore_event_t pulled[TC_OV_PULLS - 1]; /* each one's last copy */
+  tecore_event_t gate;                   /* what the further pieces follow */
   tecore_event_t start;                 /* the call's start, on the caller's stream */
   tecore_event_t chunk[TC_AR_MAX_RANKS]; /* chunk i (ring order) copied, or multiplied */
   tecore_event_t done;                  /* the side stream's last work */
@@ -72,6 +74,18 @@ static inline int tc_ov_overlap(tecore_devptr_t p, size_t pb, tecore_devptr_t q,
  * with g->gelu, aux[rows][n] = that and d = gelu(aux). */
 tecomm_result_t tc_ov_gemm(const struct tc_ov_shape *g, tecore_devptr_t a, tecore_devptr_t d,
                            tecore_devptr_t aux, tecore_stream_t stream);
+/* bytes from src to dst (a peer's) in up to pulls pieces of 256-byte
+ * multiples: piece 0 on the side stream (which the caller has ordered),
+ * piece p on pull stream p after event after.  join: the side stream
+ * then waits for every piece (an event recorded on it after the call
+ * marks the whole copy); else *used says how many streams took a piece,
+ * joined by tc_ov_pull_join. */
+tecomm_result_t tc_ov_pull(struct tc_ov *ov, tecore_devptr_t dst, tecore_devptr_t src,
+                           size_t bytes, int pulls, tecore_event_t after, int join, int *used,
+                           const char *fn);
+/* stream waits for the last piece on pull streams 1 .. used-1. */
+tecomm_result_t tc_ov_pull_join(struct tc_ov *ov, int used, tecore_stream_t stream,
+                                const char *fn);
 /* The kernel call the barriers and the fold start from: this rank, the
  * workspaces, the timeout, and the descriptor's count, dtype and the
  * GEMM's other dimension. */

@@ -271,8 +271,19 @@ struct case_run {
   void (*one)(tecomm_comm_t c, tecore_stream_t s, int rank, int n, int ci);
   int count;
 };
+/* Each rank pulls its peers' rows or blocks over its own number of copy
+ * streams (TECOMM_AG_GEMM_PULLS and TECOMM_GEMM_RS_PULLS 2, 3, 4, 1 for
+ * ranks 0..3; the environment's where set): the pieces change nothing a
+ * peer sees, nor any bit. */
+static void pulls_env(int rank) {
+  const char v[2] = {(char)('1' + (rank + 1) % 4), 0};
+  setenv("TECOMM_AG_GEMM_PULLS", v, 0);
+  setenv("TECOMM_GEMM_RS_PULLS", v, 0);
+}
+
 static void rank_cases(int rank, int n, void *arg) {
   const struct case_run *r = arg;
+  pulls_env(rank);
   tecomm_comm_t c = tc_rank_comm(rank, n);
   tecore_stream_t s;
   RK_CORE(tecore_stream_create(TECORE_STREAM_NON_BLOCKING, 0, &s));
@@ -648,22 +659,9 @@ static void rs_case(tecomm_comm_t c, tecore_stream_t s, int rank, int n, int ci)
   if (m.si) RK_CORE(tecore_mem_free(m.si));
 }
 
-/* Each rank pulls its peers' blocks over its own number of copy streams
- * (TECOMM_GEMM_RS_PULLS 2, 3, 4, 1 for ranks 0..3): the pieces change
- * nothing a peer sees, nor any bit. */
-static void rs_pulls_env(int rank) {
-  const char v[2] = {(char)('1' + (rank + 1) % 4), 0};
-  setenv("TECOMM_GEMM_RS_PULLS", v, 0);
-}
-
-static void rank_rs_cases(int rank, int n, void *arg) {
-  rs_pulls_env(rank);
-  rank_cases(rank, n, arg);
-}
-
 START_TEST(gemm_rs_matches_float64) {
   static const struct case_run run = {rs_case, (int)NCASES};
-  tc_run_ranks(_i + 1, rank_rs_cases, (void *)&run, 120);
+  tc_run_ranks(_i + 1, rank_cases, (void *)&run, 120);
   tc_shm_release();
 }
 END_TEST
@@ -860,6 +858,7 @@ static tecomm_result_t killed_call(tecomm_comm_t c, int rs, const struct killed_
 static void rank_killed(int rank, int n, void *arg) {
   const int rs = *(const int *)arg;
   setenv("TECOMM_TIMEOUT", "1000", 1);
+  pulls_env(rank);
   tecomm_comm_t c = tc_rank_comm(rank, n);
   tecore_stream_t s;
   RK_CORE(tecore_stream_create(TECORE_STREAM_NON_BLOCKING, 0, &s));
@@ -958,7 +957,7 @@ static void graph_check(const struct graph_bufs *g, int rank, int n, int it, tec
  * both captured in one graph and replayed twice on fresh inputs. */
 static void rank_graph(int rank, int n, void *arg) {
   (void)arg;
-  rs_pulls_env(rank);   /* the further pull streams join the capture */
+  pulls_env(rank);   /* the further pull streams join the capture */
   const struct ov_case *k = &cases[0];
   tecomm_comm_t c = tc_rank_comm(rank, n);
   tecore_stream_t s;
