@@ -178,7 +178,7 @@ static tecomm_result_t ag_side(struct tecomm_comm *c, struct tc_ov *ov, const st
     const int j = (r + i) % n;
     tecore_devptr_t src;
     TC_CHECK(tc_ov_peer(c, q->in_place ? g->a_all + (size_t)j * q->chunk : g->a, j, &src, fn));
-    TC_CHECK(tc_ov_pull(ov, g->a_all + (size_t)j * q->chunk, src, q->chunk, pulls, ov->gate, 1,
+    TC_CHECK(tc_ov_pull(ov, g->a_all + (size_t)j * q->chunk, src, q->chunk, pulls, ov->gate,
                         NULL, fn));
     TC_CORE(tecore_event_record(ov->chunk[i], side), fn);
   }

@@ -174,7 +174,7 @@ static tecomm_result_t rs_blocks(struct tecomm_comm *c, struct tc_ov *ov, const 
     tecore_devptr_t src;
     TC_CHECK(tc_ov_peer(c, mine, from, &src, fn));
     TC_CHECK(tc_ov_pull(ov, ov->stage + (size_t)(i - 1) * q->blk, src, q->blk, pulls,
-                        ov->chunk[i], 0, &used, fn));
+                        ov->chunk[i], &used, fn));
   }
   TC_CHECK(tc_ov_gemm(&q->sh, g->a + (size_t)r * q->achunk, mine, 0, st));
   TC_CORE(tecore_event_record(ov->done, ov->side), fn);

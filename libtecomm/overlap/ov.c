@@ -245,7 +245,7 @@ tecomm_result_t tc_ov_peer(struct tecomm_comm *c, tecore_devptr_t ptr, int peer,
 /* An event may be recorded again once a wait on it is queued: the wait
  * takes the record made before it. */
 tecomm_result_t tc_ov_pull(struct tc_ov *ov, tecore_devptr_t dst, tecore_devptr_t src,
-                           size_t bytes, int pulls, tecore_event_t after, int join, int *used,
+                           size_t bytes, int pulls, tecore_event_t after, int *used,
                            const char *fn) {
   size_t piece = (bytes / (size_t)pulls + 255) & ~(size_t)255;
   if (!piece) piece = 256;   /* fewer bytes than pulls: one piece */
@@ -256,8 +256,9 @@ tecomm_result_t tc_ov_pull(struct tc_ov *ov, tecore_devptr_t dst, tecore_devptr_
     if (p) TC_CORE(tecore_stream_wait_event(ps, after), fn);
     TC_CORE(tecore_memcpy_async(dst + off, src + off, len, ps), fn);
   }
-  if (used) *used = np;
-  return join ? tc_ov_pull_join(ov, np, ov->side, fn) : TECOMM_SUCCESS;
+  if (!used) return tc_ov_pull_join(ov, np, ov->side, fn);
+  *used = np;
+  return TECOMM_SUCCESS;
 }
 
 tecomm_result_t tc_ov_pull_join(struct tc_ov *ov, int used, tecore_stream_t stream,

@@ -74,14 +74,14 @@ static inline int tc_ov_overlap(tecore_devptr_t p, size_t pb, tecore_devptr_t q,
  * with g->gelu, aux[rows][n] = that and d = gelu(aux). */
 tecomm_result_t tc_ov_gemm(const struct tc_ov_shape *g, tecore_devptr_t a, tecore_devptr_t d,
                            tecore_devptr_t aux, tecore_stream_t stream);
-/* bytes from src to dst (a peer's) in up to pulls pieces of 256-byte
+/* bytes from src (a peer's) to dst in up to pulls pieces of 256-byte
  * multiples: piece 0 on the side stream (which the caller has ordered),
- * piece p on pull stream p after event after.  join: the side stream
- * then waits for every piece (an event recorded on it after the call
- * marks the whole copy); else *used says how many streams took a piece,
- * joined by tc_ov_pull_join. */
+ * piece p on pull stream p after event after.  used NULL: the side
+ * stream then waits for every piece (an event recorded on it after the
+ * call marks the whole copy); else *used says how many streams took a
+ * piece, for tc_ov_pull_join. */
 tecomm_result_t tc_ov_pull(struct tc_ov *ov, tecore_devptr_t dst, tecore_devptr_t src,
-                           size_t bytes, int pulls, tecore_event_t after, int join, int *used,
+                           size_t bytes, int pulls, tecore_event_t after, int *used,
                            const char *fn);
 /* stream waits for the last piece on pull streams 1 .. used-1. */
 tecomm_result_t tc_ov_pull_join(struct tc_ov *ov, int used, tecore_stream_t stream,
