@@ -22,9 +22,6 @@
 #           program runs directly, each TAP line stamped with the seconds
 #           since its start, so that a run the bound kills keeps what it
 #           reached (make deletes the .log of a killed suite)
-# END (seconds since the epoch): every bound is cut so that the script
-# ends by then -- a device call that runs past its limit returns nothing
-# (session 46 lost a whole call's results to a rerun alone).
 #   coll    te-allreduce-perf -C reduce-scatter, allgather and allreduce on
 #           2 and 4 GPUs, graph-captured, each size beside NCCL's own time
 #   small   GPT-2 124M BF16, batch 32 x 1024 a GPU: te-gpt --dp 1 and 4,
@@ -45,6 +42,9 @@
 #           --zero 3 --recompute selective; FSDP2 + torch.compile BF16
 #   attn    te-bench -A alone, then te-bench --all (the FP8 attention rows
 #           of both); compute-sanitizer memcheck over the model path's suites
+# END (seconds since the epoch): every bound is cut so that the script
+# ends by then -- a device call that runs past its limit returns nothing
+# (session 46 lost a whole call's results to a rerun alone).
 # Each step is bounded by STEP_TIMEOUT seconds (300), writes $OUT/NAME.txt,
 # and samples device memory (the busiest GPU's peak above idle in the
 # summary).  Never changes clocks, power, MIG or multicast

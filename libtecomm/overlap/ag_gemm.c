@@ -173,7 +173,7 @@ static tecomm_result_t ag_side(struct tecomm_comm *c, struct tc_ov *ov, const st
   tecore_stream_t side = ov->side;
   const int pulls = (int)tecore_tunable_int(&tc_tun_ag_pulls);
   TC_CHECK(tc_ov_barrier(c, bar, side, fn));
-  TC_CORE(tecore_event_record(ov->gate, side), fn);
+  if (pulls > 1) TC_CORE(tecore_event_record(ov->gate, side), fn);   /* the pieces follow it */
   for (int i = 1; i < n; i++) {
     const int j = (r + i) % n;
     tecore_devptr_t src;
