@@ -22,12 +22,17 @@
  * library may pick another algorithm).  SELECTIVE cuts the forward plan
  * around the recomputed operations, so a fusion across a cut (a Linear's
  * GELU epilogue) runs unfused, another rounding of the pre-activation:
- * ||a - b|| / ||b|| <= 2e-2 per gradient in BF16, 0.15 in FP8 (one FP8
- * code that flips moves a value by up to 2^-3 of itself: the bound
- * check_ops uses between FP8 plans; 0.09 seen on vdev), and the test
- * prints the value.  With that fusion off in both
- * (TECORE_OPS_FUSION_OFF=linear+bias+gelu) the plans and bits are the
- * same. */
+ * ||a - b|| / ||b|| <= 2e-2 per gradient in BF16.  In FP8 that other
+ * rounding flips codes, and the two sequences' gradients then differ by
+ * as much as each differs from the exact ones (0.08 to 0.16 seen on
+ * vdev: two draws of FP8 noise), so no bound between them says anything.
+ * Both are measured instead against the plain BF16 sequence of the same
+ * seed (the same parameters): the recomputed sequence's worst error must
+ * stay within 1.5 times the plain FP8 sequence's (the ratio was 0.71 to
+ * 1.30 over 900 draws on vdev; a gradient computed wrong is off by order
+ * 1, ten times the plain FP8 error).
+ * With that fusion off in both (TECORE_OPS_FUSION_OFF=linear+bias+gelu)
+ * the plans and bits are the same. */
 #include "tests.h"
 #include "common/convert.h"
 
@@ -221,6 +226,31 @@ static void expect_grads(const struct grads *got, const struct grads *want, int 
   ck_assert_msg(worst <= tol, "%s: ||a - b|| / ||b|| = %.3g > %.3g", what, worst, tol);
 }
 
+/* The worst ||got - ref|| / ||ref|| over dx and every parameter gradient. */
+static double worst_rel(const struct grads *got, const struct grads *ref) {
+  ck_assert_uint_eq(got->n, ref->n);
+  double worst = rel_bf16(got->dx, ref->dx, ROWS * HID);
+  for (size_t i = 0; i < got->n; i++) {
+    double e = rel_f32(got->g[i], ref->g[i], got->len[i]);
+    if (!(e <= worst)) worst = e;   /* a NaN is the worst */
+  }
+  return worst;
+}
+
+/* FP8 plans that differ: got (recomputed) and want (plain), both FP8,
+ * against ref (the plain BF16 sequence on the same inputs), as the
+ * header says. */
+static void expect_fp8_grads(const struct grads *got, const struct grads *want,
+                             const struct grads *ref, const char *what) {
+  const double e_got = worst_rel(got, ref), e_want = worst_rel(want, ref);
+  printf("# %s: against BF16, recomputed %.3g, plain %.3g (between them %.3g)\n", what,
+         e_got, e_want, worst_rel(got, want));
+  ck_assert_msg(e_want < 0.5, "%s: the plain FP8 sequence is %.3g off BF16", what, e_want);
+  ck_assert_msg(e_got <= 1.5 * e_want,
+                "%s: recomputed FP8 gradients %.3g off BF16, over 1.5 x the plain's %.3g", what,
+                e_got, e_want);
+}
+
 static int same_plan(const tecore_seq_t *a, const tecore_seq_t *b, int from, int to) {
   for (int dir = from; dir <= to; dir++) {
     char pa[4096], pb[4096];
@@ -266,6 +296,8 @@ static void same_grads_case(tecore_seq_recompute_t mode, const struct tecore_rec
     const int same = same_plans(plain, rc);
     if (mode == TECORE_SEQ_RECOMPUTE_FULL)
       ck_assert_msg(same, "%s: FULL recomputation changed the plan", name);
+    /* FP8 plans that differ are judged against the plain BF16 sequence */
+    tecore_seq_t *ref = r && !same ? model(TECORE_SEQ_RECOMPUTE_NONE, NULL, seed) : NULL;
     struct io io = io_new();
     for (int it = 0; it < 2; it++) {
       struct grads a, b;
@@ -274,7 +306,14 @@ static void same_grads_case(tecore_seq_recompute_t mode, const struct tecore_rec
       step(rc, &io, &b);
       char what[160];
       snprintf(what, sizeof what, "%s, seed %llu, step %d", name, (unsigned long long)seed, it);
-      expect_grads(&b, &a, same, same ? 1e-2 : r ? 0.15 : 2e-2, what);
+      if (ref) {
+        struct grads c;
+        step(ref, &io, &c);
+        expect_fp8_grads(&b, &a, &c, what);
+        grads_free(&c);
+      } else {
+        expect_grads(&b, &a, same, same ? 1e-2 : 2e-2, what);
+      }
       grads_free(&a);
       grads_free(&b);
       if (!r) continue;
@@ -292,6 +331,7 @@ static void same_grads_case(tecore_seq_recompute_t mode, const struct tecore_rec
       free(sb);
     }
     io_free(&io);
+    if (ref) TE_OK(tecore_seq_destroy(ref));
     TE_OK(tecore_seq_destroy(plain));
     TE_OK(tecore_seq_destroy(rc));
   }
