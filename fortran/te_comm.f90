@@ -40,6 +40,7 @@ module te_comm
   integer(c_int), parameter :: TECOMM_PROBE_LAUNCH = 0
   integer(c_int), parameter :: TECOMM_PROBE_EXCHANGE = 1
   integer(c_int), parameter :: TECOMM_SPLIT_NONE = -1
+  integer(c_int), parameter :: TECOMM_AG_GEMM_B_KN = 1
   integer(c_int), parameter :: TECOMM_OP_NO_FUSION = 1
 
   ! struct tecomm_bootstrap (libtecomm/te/comm.h)
@@ -85,6 +86,7 @@ module te_comm
     integer(tecore_devptr_t) :: bias = 0
     integer(tecore_devptr_t) :: gelu_aux = 0
     type(c_ptr) :: a8 = c_null_ptr
+    integer(c_int) :: flags = 0
   end type tecomm_ag_gemm_args
 
   ! struct tecomm_rs_add_rmsnorm (libtecomm/te/comm.h)

@@ -2575,6 +2575,17 @@ module te_core
       type(tecore_tensor), optional :: w
       integer(c_int) :: tecore_seq_linear_fp8_operands
     end function tecore_seq_linear_fp8_operands
+    function tecore_seq_linear_wgrad(seq, index, x, dy, stream) bind(C, &
+        & name="tecore_seq_linear_wgrad")
+      import
+      implicit none
+      type(c_ptr), value :: seq
+      integer(c_size_t), value :: index
+      type(tecore_tensor), intent(in), optional :: x
+      type(tecore_tensor), intent(in), optional :: dy
+      type(c_ptr), value :: stream
+      integer(c_int) :: tecore_seq_linear_wgrad
+    end function tecore_seq_linear_wgrad
     function tecore_seq_extra(seq, slot, value, grad) bind(C, name="tecore_seq_extra")
       import
       implicit none

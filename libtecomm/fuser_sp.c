@@ -76,8 +76,8 @@ TECORE_TUNABLE_INT(tc_tun_sp_overlap, "TECOMM_SP_OVERLAP", 1, 0, 1,
 
 static const char sp_fn[] = "tecomm_ops_register: sequence-parallel overlap";
 
-/* the pattern (the registration's ctx) */
-enum { SP_AG_LIN = 0, SP_LIN_RS = 1, SP_LIN_RS_NORM = 2, SP_AG_LIN_GELU = 3 };
+/* the pattern (the registration's ctx); SP_AG_DGRAD is the backward's */
+enum { SP_AG_LIN = 0, SP_LIN_RS = 1, SP_LIN_RS_NORM = 2, SP_AG_LIN_GELU = 3, SP_AG_DGRAD = 4 };
 
 static int sp_is_ag(int which) {
   return which == SP_AG_LIN || which == SP_AG_LIN_GELU;
@@ -171,12 +171,14 @@ static tecomm_result_t sp_grow(struct tecomm_comm *c, tecore_devptr_t *buf, size
 
 /* What the calls need, made now, outside any capture: the symmetric
  * buffer and the overlap state (side stream, events, staging). */
-static tecomm_result_t sp_prepare(struct tecomm_comm *c, int rs, const struct sp_place *pl) {
+static tecomm_result_t sp_prepare(struct tecomm_comm *c, int which, const struct sp_place *pl) {
   const size_t es = tecore_dtype_size(pl->dt), n = (size_t)c->nranks;
   struct tc_ov *ov;
-  if (!rs) {
-    /* the shard's rows (under FP8 its codes, half as many bytes) */
-    TC_CHECK(sp_grow(c, &c->sp_stage, &c->sp_stage_bytes, pl->rows * pl->k * es));
+  if (sp_is_ag(which) || which == SP_AG_DGRAD) {
+    /* the shard's rows (under FP8 its codes, half as many bytes); the
+     * backward's: the shard of the output's gradient */
+    const size_t cols = which == SP_AG_DGRAD ? pl->m : pl->k;
+    TC_CHECK(sp_grow(c, &c->sp_stage, &c->sp_stage_bytes, pl->rows * cols * es));
     return tc_ov_get(c, 0, 0, sp_fn, &ov);
   }
   TC_CHECK(sp_grow(c, &c->sp_parts, &c->sp_parts_bytes, n * pl->rows * pl->m * es));
@@ -198,6 +200,20 @@ static const char *sp_gelu_why_not(const struct sp_place *pl) {
   return pl->m % 8 ? "the Linear's out features are not a multiple of 8 (the aux's rows)" : NULL;
 }
 
+/* allgather+dgrad: a 16-bit Linear (its FP8 dgrad multiplies E5M2 codes
+ * of dy, which this pattern does not gather), the GEMM's shape with the
+ * weight as it lies ([out][in]: TECOMM_AG_GEMM_B_KN). */
+static const char *sp_dgrad_why_not(const tecore_seq_t *seq, size_t lin,
+                                    const struct sp_place *pl, const struct tecore_recipe *r) {
+  struct tecore_tensor t;
+  if (r && tecore_seq_fp8_input(seq, lin, &t) == TECORE_SUCCESS)
+    return "the Linear runs in FP8 (its data gradient multiplies E5M2 codes)";
+  tecore_clear_error();
+  struct tc_ov_shape sh = {.rows = pl->rows, .n = pl->k, .k = pl->m, .dtype = pl->dt,
+                           .d_dtype = pl->dt, .b_kn = 1, .fn = sp_fn};
+  return tc_ov_check_shape(&sh) != TECOMM_SUCCESS ? tecomm_last_error() : NULL;
+}
+
 static int sp_applies(const tecore_seq_t *seq, size_t first, const struct tecore_recipe *r,
                       void *ctx) {
   const int which = (int)(uintptr_t)ctx, ag = sp_is_ag(which);
@@ -206,8 +222,9 @@ static int sp_applies(const tecore_seq_t *seq, size_t first, const struct tecore
   const char *why = sp_why_not(seq, first + (ag ? 1 : 0), ag, &pl, r);
   if (!why && which == SP_LIN_RS_NORM) why = sp_norm_why_not(seq, first);
   if (!why && which == SP_AG_LIN_GELU) why = sp_gelu_why_not(&pl);
+  if (!why && which == SP_AG_DGRAD) why = sp_dgrad_why_not(seq, first, &pl, r);
   int ok = sp_agree(pl.c, why == NULL);
-  if (ok && sp_prepare(pl.c, !ag, &pl) != TECOMM_SUCCESS)
+  if (ok && sp_prepare(pl.c, which, &pl) != TECOMM_SUCCESS)
     why = tecomm_last_error(), ok = 0;
   if (!ok)
     TC_INFO("%s: op %zu runs apart from its Linear: %s", sp_fn, first,
@@ -351,6 +368,29 @@ static tecore_result_t lin_rs_norm_run(const struct tecore_seq_exec *x) {
   return core_of(tecomm_gemm_rs(pl.c, &a, x->stream));
 }
 
+/* The backward of a row-parallel Linear and its reduce-scatter: the
+ * gradient's shard into the staging buffer, gathered into grad[1] (the
+ * partial product's gradient, which the plain reduce-scatter's backward
+ * writes) while the gathered rows' data gradient multiplies as they land
+ * (dx = dy W, the weight as it lies), then the weight and bias gradients
+ * from the gathered rows as the Linear's own backward makes them
+ * (tecore_seq_linear_wgrad): the plain path's kernels on the same bytes. */
+static tecore_result_t ag_dgrad_run(const struct tecore_seq_exec *x) {
+  struct sp_place pl;
+  tecore_result_t e = sp_place_of(x, SP_AG_DGRAD, &pl);
+  if (e != TECORE_SUCCESS) return e;
+  e = tecore_memcpy_async(pl.c->sp_stage, x->grad[2].data,
+                          pl.rows * pl.m * tecore_dtype_size(pl.dt), x->stream);
+  if (e != TECORE_SUCCESS) return e;
+  const struct tecomm_ag_gemm_args a = {
+      .a = pl.c->sp_stage, .a_all = x->grad[1].data, .b = pl.lin.param[0].data,
+      .d = x->grad[0].data, .rows = pl.rows, .n = pl.k, .k = pl.m, .dtype = pl.dt,
+      .d_dtype = pl.dt, .flags = TECOMM_AG_GEMM_B_KN};
+  e = core_of(tecomm_ag_gemm(pl.c, &a, x->stream));
+  if (e != TECORE_SUCCESS) return e;
+  return tecore_seq_linear_wgrad(x->seq, x->first, &x->act[0], &x->grad[1], x->stream);
+}
+
 /* Above libtecore's Linear+activation epilogues (priority 10-30) where
  * both cover the pass in as many groups. */
 const struct tecore_fusion_def tc_sp_fusions[] = {
@@ -371,5 +411,8 @@ const struct tecore_fusion_def tc_sp_fusions[] = {
                TECORE_OP_MAKE_EXTRA_OUTPUT, TECORE_OP_RMSNORM},
      .applies = sp_applies, .run = lin_rs_norm_run,
      .ctx = (void *)(uintptr_t)SP_LIN_RS_NORM, .priority = 60},
+    {.name = "allgather+dgrad", .dir = TECORE_SEQ_BACKWARD, .nops = 2,
+     .kinds = {TECORE_OP_LINEAR, TECORE_OP_REDUCE_SCATTER}, .applies = sp_applies,
+     .run = ag_dgrad_run, .ctx = (void *)(uintptr_t)SP_AG_DGRAD, .priority = 60},
 };
 const size_t tc_sp_nfusions = sizeof tc_sp_fusions / sizeof tc_sp_fusions[0];

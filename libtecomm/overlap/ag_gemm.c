@@ -90,6 +90,10 @@ static tecomm_result_t ag_check(struct tecomm_comm *c, const struct tecomm_ag_ge
                                 struct ag_q *q, const char *fn) {
   TC_ARG(g, "%s: args is NULL", fn);
   q->g = g;
+  TC_ARG(!(g->flags & ~TECOMM_AG_GEMM_B_KN), "%s: args->flags 0x%x has unknown bits", fn,
+         g->flags);
+  TC_ARG(!g->a8 || !(g->flags & TECOMM_AG_GEMM_B_KN),
+         "%s: args->a8 with TECOMM_AG_GEMM_B_KN: an FP8 GEMM takes b as [n][k] only", fn);
   TC_ARG(!g->a8 || g->dtype == TECORE_DTYPE_BF16 || g->dtype == TECORE_DTYPE_F16,
          "%s: args->a8 is set with args->dtype %s: the rows gathered and quantized are BF16 or "
          "F16", fn, tecore_dtype_name(g->dtype));
@@ -99,7 +103,8 @@ static tecomm_result_t ag_check(struct tecomm_comm *c, const struct tecomm_ag_ge
                                .d_dtype = g->d_dtype, .b = g->b,
                                .a_scale_inv = g->a8 ? g->a8->scale_inv : g->a_scale_inv,
                                .b_scale_inv = g->b_scale_inv, .bias = g->bias,
-                               .gelu = g->gelu_aux != 0, .fn = fn};
+                               .gelu = g->gelu_aux != 0,
+                               .b_kn = (g->flags & TECOMM_AG_GEMM_B_KN) != 0, .fn = fn};
   TC_CHECK(tc_ov_check_shape(&q->sh));
   TC_CHECK(tc_ov_check_level(c, fn)); /* before the operands: says why they cannot be read */
   const size_t esz = tecore_dtype_size(g->dtype), dsz = tecore_dtype_size(g->d_dtype);

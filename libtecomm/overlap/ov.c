@@ -139,6 +139,8 @@ tecomm_result_t tc_ov_check_shape(const struct tc_ov_shape *g) {
   TC_ARG(!g->gelu || g->n % 8 == 0,
          "%s: args->gelu_aux is set with args->n %zu: the GELU epilogue wants n a multiple of 8",
          fn, g->n);
+  TC_ARG(!g->b_kn || g->dtype != TECORE_DTYPE_E4M3,
+         "%s: TECOMM_AG_GEMM_B_KN with E4M3 operands: an FP8 GEMM takes b as [n][k] only", fn);
   if (g->dtype == TECORE_DTYPE_E4M3) return check_fp8(g);
   TC_ARG(g->d_dtype == g->dtype || g->d_dtype == TECORE_DTYPE_F32,
          "%s: args->d_dtype %s is not args->dtype (%s) or F32", fn, tecore_dtype_name(g->d_dtype),
@@ -175,7 +177,8 @@ tecomm_result_t tc_ov_check_bias(struct tecomm_comm *c, const struct tc_ov_shape
 tecomm_result_t tc_ov_gemm(const struct tc_ov_shape *g, tecore_devptr_t a, tecore_devptr_t d,
                            tecore_devptr_t aux, tecore_stream_t stream) {
   struct tecore_tensor A, B, D, X;
-  const size_t sa[2] = {g->rows, g->k}, sb[2] = {g->n, g->k}, sd[2] = {g->rows, g->n};
+  const size_t sa[2] = {g->rows, g->k}, sd[2] = {g->rows, g->n};
+  const size_t sb[2] = {g->b_kn ? g->k : g->n, g->b_kn ? g->n : g->k};
   TC_CORE(tecore_tensor_init(&A, g->dtype, 2, sa, a), g->fn);
   TC_CORE(tecore_tensor_init(&B, g->dtype, 2, sb, g->b), g->fn);
   TC_CORE(tecore_tensor_init(&D, g->d_dtype, 2, sd, d), g->fn);
@@ -200,8 +203,8 @@ tecomm_result_t tc_ov_gemm(const struct tc_ov_shape *g, tecore_devptr_t a, tecor
    * GEMM (the overlapped fusions keep the plain path's bits) */
   o.fast_accum = g->dtype == TECORE_DTYPE_E4M3;
   const int plain = !g->bias && !g->gelu && !o.fast_accum;
-  TC_CORE(tecore_gemm(&A, TECORE_GEMM_N, &B, TECORE_GEMM_T, &D, 1.0f, 0.0f, plain ? NULL : &o,
-                      stream), g->fn);
+  TC_CORE(tecore_gemm(&A, TECORE_GEMM_N, &B, g->b_kn ? TECORE_GEMM_N : TECORE_GEMM_T, &D, 1.0f,
+                      0.0f, plain ? NULL : &o, stream), g->fn);
   return TECOMM_SUCCESS;
 }
 

@@ -43,6 +43,7 @@ struct tc_ov_shape {
   tecore_devptr_t a_scale_inv, b_scale_inv; /* E4M3 operands */
   tecore_devptr_t bias;                     /* [n] of d_dtype, or 0 */
   int gelu;                                 /* the GELU epilogue, aux written */
+  int b_kn;                                 /* b is [k][n]: d = a b (16-bit only) */
   const char *fn;
 };
 
@@ -70,7 +71,7 @@ tecomm_result_t tc_ov_check_bias(struct tecomm_comm *c, const struct tc_ov_shape
 static inline int tc_ov_overlap(tecore_devptr_t p, size_t pb, tecore_devptr_t q, size_t qb) {
   return p < q + qb && q < p + pb;
 }
-/* d[rows][n] = a[rows][k] b^T (+ bias, the GEMM's epilogue) on stream;
+/* d[rows][n] = a[rows][k] b^T (b_kn: a b) (+ bias, the GEMM's epilogue) on stream;
  * with g->gelu, aux[rows][n] = that and d = gelu(aux). */
 tecomm_result_t tc_ov_gemm(const struct tc_ov_shape *g, tecore_devptr_t a, tecore_devptr_t d,
                            tecore_devptr_t aux, tecore_stream_t stream);

@@ -288,11 +288,15 @@ tecomm_result_t tecomm_allreduce_add_rmsnorm(tecomm_comm_t comm,
  * scale_inv written, |x| max-accumulated into its amax when set:
  * tecore_quantize of a_all whole, chunk by chunk), which the GEMM
  * multiplies (a_scale_inv unused): an FP8 Linear's input gathered in the
- * sequence's dtype, its codes made on arrival. */
+ * sequence's dtype, its codes made on arrival.  flags TECOMM_AG_GEMM_B_KN:
+ * b is [k][n] and d = a_all b (16-bit operands only): the data gradient
+ * of a row-parallel Linear, a_all the gathered output gradient and b the
+ * Linear's [out][in] weight as it lies. */
+#define TECOMM_AG_GEMM_B_KN 0x1u
 struct tecomm_ag_gemm_args {
   tecore_devptr_t a;        /* [rows][k]: this rank's rows */
   tecore_devptr_t a_all;    /* [nranks*rows][k]: written (rank s's rows at s*rows) */
-  tecore_devptr_t b;        /* [n][k] */
+  tecore_devptr_t b;        /* [n][k] (TECOMM_AG_GEMM_B_KN: [k][n]) */
   tecore_devptr_t d;        /* [nranks*rows][n]: written */
   size_t rows, n, k;        /* rows: one rank's */
   tecore_dtype_t dtype;     /* a, a_all, b: BF16, F16 or E4M3 */
@@ -302,6 +306,7 @@ struct tecomm_ag_gemm_args {
   tecore_devptr_t gelu_aux; /* [nranks*rows][n] of d_dtype: written, or 0 */
   const struct tecore_tensor *a8; /* NULL, or E4M3 [nranks*rows][k]: written (the
                                    * descriptor is read during the call only) */
+  unsigned flags;           /* 0 or TECOMM_AG_GEMM_B_KN */
 };
 tecomm_result_t tecomm_ag_gemm(tecomm_comm_t comm, const struct tecomm_ag_gemm_args *args,
                                tecore_stream_t stream);

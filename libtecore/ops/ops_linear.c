@@ -686,6 +686,40 @@ static tecore_result_t wgrad(tecore_seq_t *s, size_t op, const struct tecore_ten
   return TECORE_SUCCESS;
 }
 
+/* dy or x of tecore_seq_linear_wgrad: the sequence's dtype, rows x cols. */
+static tecore_result_t wgrad_arg(const tecore_seq_t *s, const struct tecore_tensor *t,
+                                 const char *name, size_t rows, size_t cols, const char *fn) {
+  TE_ARG(t, "%s: %s is NULL", fn, name);
+  TE_ARG(t->dtype == s->cfg.dtype && t->ndim == 2 && t->shape[0] == rows && t->shape[1] == cols &&
+             t->data,
+         "%s: %s is %s [%zu][%zu] at 0x%llx, want the sequence's %s [%zu][%zu] (data set)", fn,
+         name, tecore_dtype_name(t->dtype), t->ndim > 0 ? t->shape[0] : 0,
+         t->ndim > 1 ? t->shape[1] : 0, (unsigned long long)t->data,
+         tecore_dtype_name(s->cfg.dtype), rows, cols);
+  return TECORE_SUCCESS;
+}
+
+TE_EXPORT tecore_result_t tecore_seq_linear_wgrad(tecore_seq_t *s, size_t index,
+                                                  const struct tecore_tensor *x,
+                                                  const struct tecore_tensor *dy,
+                                                  tecore_stream_t stream) {
+  static const char fn[] = "tecore_seq_linear_wgrad";
+  TE_ARG(s, "%s: seq is NULL", fn);
+  TE_ARG(te_handle_live(s), "%s: seq %p is not a live sequence (destroyed?)", fn, (const void *)s);
+  TE_ARG(index < s->nops, "%s: index %zu is out of range (the sequence has %zu operations)", fn,
+         index, s->nops);
+  const struct te_op *o = &s->ops[index];
+  if (o->d.kind != TECORE_OP_LINEAR || !s->bnd || te_op_fp8(s, index) ||
+      (s->cfg.dtype != TECORE_DTYPE_BF16 && s->cfg.dtype != TECORE_DTYPE_F16))
+    return TE_ERR(TECORE_ERR_NOT_SUPPORTED, "%s: operation %zu (%s) is no 16-bit Linear of a "
+                  "built BF16 or F16 sequence (FP8 and F32 sequences make other operands)", fn,
+                  index, o->def.name);
+  TE_CHECK(wgrad_arg(s, x, "x", o->in_rows, o->in_cols, fn));
+  TE_CHECK(wgrad_arg(s, dy, "dy", o->out_rows, o->out_cols, fn));
+  s->cs_op = SIZE_MAX;   /* no activation's column sums are dy's */
+  return wgrad(s, index, dy, x, 0, o->d.bias ? o->grad[1] : 0, stream);
+}
+
 tecore_result_t te_linear_wgrad_pending(tecore_seq_t *s, tecore_stream_t stream) {
   struct te_wgrad *p = &s->pend;
   if (!p->valid) return TECORE_SUCCESS;

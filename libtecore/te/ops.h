@@ -594,6 +594,19 @@ tecore_result_t tecore_seq_linear_fp8_operands(tecore_seq_t *seq, size_t index,
                                                tecore_devptr_t noop_flag, tecore_stream_t stream,
                                                struct tecore_tensor *a, struct tecore_tensor *w);
 
+/* The weight gradient of the Linear at index, dW += dy^T x, and its bias
+ * gradient (the column sums of dy) when it has a bias, added on stream as
+ * its own backward adds them (the same kernels and bits), for a backward
+ * fusion pattern that runs the Linear's data-gradient GEMM itself
+ * (libtecomm's allgather+dgrad, whose all-gather gives dy).  x
+ * [in_rows][in_features] and dy [out_rows][out_features], 2-D, of the
+ * sequence's dtype.  TECORE_ERR_NOT_SUPPORTED unless the sequence is BF16
+ * or F16, built, and the operation a Linear that does not run in FP8.
+ * Call once per backward, from the pattern's executor. */
+tecore_result_t tecore_seq_linear_wgrad(tecore_seq_t *seq, size_t index,
+                                        const struct tecore_tensor *x,
+                                        const struct tecore_tensor *dy, tecore_stream_t stream);
+
 /* The residual slot's value and gradient, [rows][features] of the
  * sequence's dtype.  An extra input (added, never made): write value
  * before forward; its gradient is written by backward.  An extra output

@@ -16,7 +16,10 @@
  *     and without biases, SiLU or GELU between the Linears: planned
  *     where they apply, the same bits as the plain path eager and
  *     graphed, declined on every rank alike, a rank killed between steps
- *     reported by the others within TECOMM_TIMEOUT; under delayed FP8
+ *     reported by the others within TECOMM_TIMEOUT; the backward's
+ *     allgather+dgrad (the gradient's all-gather inside the row-parallel
+ *     Linear's data-gradient GEMM, its weight gradient after) planned
+ *     in 16 bits, not under FP8, the same bits; under delayed FP8
  *     linear+reduce_scatter on the E4M3 codes and allgather+linear on
  *     the codes it makes as the rows land, the same bits, and under
  *     current scaling declined. */
@@ -256,6 +259,15 @@ static void ov_expect_plan(tecore_seq_t *q, const struct ov_kind *v, int want, c
            strstr(buf, "| linear+reduce_scatter[13-14] |");
   RK_ASSERT(rs == want && ag == want, "%s: forward plan \"%s\", want the overlap groups %s%s",
             what, buf, want ? "in it" : "out of it", v->fp8 ? " (FP8)" : "");
+  /* the backward's all-gather of dy inside the row-parallel Linears'
+   * data gradient: 16-bit only, and not where the GELU's backward runs in
+   * that GEMM's epilogue (libtecore's dgrad+dgelu+dbias covers the pass
+   * in fewer groups) */
+  RK_CORE(tecore_seq_describe(q, TECORE_SEQ_BACKWARD, buf, sizeof buf, NULL));
+  const int dg = strstr(buf, "allgather+dgrad[5-6]") && strstr(buf, "allgather+dgrad[13-14]");
+  const int dg_any = strstr(buf, "allgather+dgrad") != NULL, dg_want = want && !v->fp8 && !gelu;
+  RK_ASSERT(dg_want ? dg : !dg_any, "%s: backward plan \"%s\", want allgather+dgrad %s", what,
+            buf, dg_want ? "at [5-6] and [13-14]" : "nowhere");
 }
 
 /* Under FP8 whether seq's forward writes the 16-bit gathered input of
@@ -508,6 +520,10 @@ static void rank_ov_declines(int rank, int n, void *arg) {
   RK_ASSERT(!strstr(buf, "allgather+linear") == !ag,
             "rank %d: forward plan \"%s\": allgather+linear %s %s", rank, buf,
             ag ? "missing" : "planned", why[how]);
+  RK_CORE(tecore_seq_describe(q, TECORE_SEQ_BACKWARD, buf, sizeof buf, NULL));
+  RK_ASSERT(!strstr(buf, "allgather+dgrad[2-3]") == (how != 1),
+            "rank %d: backward plan \"%s\": allgather+dgrad %s %s", rank, buf,
+            how == 1 ? "missing" : "planned", why[how]);
   struct tecore_tensor t8;
   RK_ASSERT(how < 2 || tecore_seq_fp8_input(q, 1, &t8) == TECORE_SUCCESS,
             "rank %d: forward plan \"%s\": the Linear does not run in FP8", rank, buf);

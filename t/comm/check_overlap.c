@@ -8,7 +8,8 @@
  *     symmetric a_all) or not, poisoned outputs (NaN bytes), two calls
  *     back to back with fresh inputs, a bias of D's dtype in half the
  *     cases (each rank its own), the GELU epilogue in two (gelu_aux the
- *     pre-activation, d its tanh GELU): a_all byte for byte against every
+ *     pre-activation, d its tanh GELU), b as [k][n] in two
+ *     (TECOMM_AG_GEMM_B_KN: d = a_all b): a_all byte for byte against every
  *     rank's rows, d against the float64 product with the tolerance
  *     half an ulp of D's dtype of |ref| plus k * 2^-23 * sum |a b|
  *     (float accumulation);
@@ -34,6 +35,7 @@
  *     the NCCL level (no IPC workspaces) both refused, saying why;
  *   - argument errors named (NULL, zero rows, dtypes, operands that are
  *     not symmetric where the peers read them, overlaps, d with norm,
+ *     unknown flags, TECOMM_AG_GEMM_B_KN with E4M3 operands or a8,
  *     a bias with an F32 d, misaligned or over an output);
  *   - ranks passing other shapes: TECOMM_ERR_MISMATCH on every rank
  *     within 2 s, naming the call; ranks passing other partials: the
@@ -69,6 +71,7 @@ struct ov_case {
   int norm;     /* rs: fused residual add + RMSNorm */
   int bias;     /* a bias of D's dtype (each rank its own) */
   int gelu;     /* ag: the GELU epilogue (gelu_aux written) */
+  int b_kn;     /* ag: b is [k][n], d = a_all b (TECOMM_AG_GEMM_B_KN); rs skips the case */
 };
 
 static const struct ov_case cases[] = {
@@ -78,6 +81,8 @@ static const struct ov_case cases[] = {
     {TECORE_DTYPE_BF16, TECORE_DTYPE_BF16, 5, 2048, 16, 0, 1, 1, 1},
     {TECORE_DTYPE_E4M3, TECORE_DTYPE_BF16, 5, 32, 32, 1, 0, 1, 0},
     {TECORE_DTYPE_E4M3, TECORE_DTYPE_F32, 3, 16, 48, 0, 1, 0, 0},
+    {TECORE_DTYPE_BF16, TECORE_DTYPE_BF16, 5, 24, 40, 0, 0, 1, 0, 1},
+    {TECORE_DTYPE_F16, TECORE_DTYPE_F32, 3, 16, 48, 1, 0, 0, 0, 1},
 };
 /* E4M3 cases' per-tensor dequantization factors (a, b) */
 static const float fp8_si[2] = {0.5f, 0.25f};
@@ -137,17 +142,24 @@ static double in_val(const void *p, size_t i, tecore_dtype_t dt, int which) {
   return (double)te_e4m3_to_f32(((const unsigned char *)p)[i]) * fp8_si[which];
 }
 
-/* One element of a b^T in float64, and the sum of |a_i b_i|. */
-static double dot(const void *a, size_t ra, const void *b, size_t rb, size_t k, tecore_dtype_t dt,
-                  double *abs_sum) {
+/* One element of a b^T in float64, and the sum of |a_i b_i|; b_n: b is
+ * [k][b_n] and the element is a b's (b_n 0: b is [n][k]). */
+static double dot_kn(const void *a, size_t ra, const void *b, size_t rb, size_t k, size_t b_n,
+                     tecore_dtype_t dt, double *abs_sum) {
   double s = 0, m = 0;
   for (size_t i = 0; i < k; i++) {
-    double x = in_val(a, ra * k + i, dt, 0) * in_val(b, rb * k + i, dt, 1);
+    const size_t bi = b_n ? i * b_n + rb : rb * k + i;
+    double x = in_val(a, ra * k + i, dt, 0) * in_val(b, bi, dt, 1);
     s += x;
     m += fabs(x);
   }
   *abs_sum = m;
   return s;
+}
+
+static double dot(const void *a, size_t ra, const void *b, size_t rb, size_t k, tecore_dtype_t dt,
+                  double *abs_sum) {
+  return dot_kn(a, ra, b, rb, k, 0, dt, abs_sum);
 }
 
 static uint64_t salt_of(int ci, int it, int what) {
@@ -187,7 +199,8 @@ static void ag_check_d(const void *d, const void *aux, const void *all, const vo
                        const void *bias, int n, const struct ov_case *k, int ci, int it) {
   for (size_t i = 0; i < (size_t)n * k->rows; i++)
     for (size_t j = 0; j < k->n; j++) {
-      double m, ref = dot(all, i, b, j, k->k, k->dt, &m) + bias_at(bias, j, k);
+      double m, ref = dot_kn(all, i, b, j, k->k, k->b_kn ? k->n : 0, k->dt, &m) +
+                      bias_at(bias, j, k);
       double got = tc_from_dt(aux ? aux : d, i * k->n + j, k->ddt);
       double acc = acc_rel(k->dt, k->k) * m + 1e-30, tol = half_ulp(k->ddt) * fabs(ref) + acc;
       RK_ASSERT(fabs(got - ref) <= tol, "case %d call %d: %s[%zu][%zu] = %.9g, float64 %.9g "
@@ -243,7 +256,8 @@ static void ag_case(tecomm_comm_t c, tecore_stream_t s, int rank, int n, int ci)
     struct tecomm_ag_gemm_args g = {.a = a, .a_all = all, .b = b, .d = d, .rows = k->rows,
                                     .n = k->n, .k = k->k, .dtype = k->dt, .d_dtype = k->ddt,
                                     .a_scale_inv = si, .b_scale_inv = si ? si + 4 : 0,
-                                    .bias = bias, .gelu_aux = aux};
+                                    .bias = bias, .gelu_aux = aux,
+                                    .flags = k->b_kn ? TECOMM_AG_GEMM_B_KN : 0};
     RK_OK(tecomm_ag_gemm(c, &g, s));
     RK_CORE(tecore_stream_synchronize(s));
     RK_OK(tecomm_comm_status(c, NULL));
@@ -645,6 +659,7 @@ static void rs_call(tecomm_comm_t c, tecore_stream_t s, int rank, int n, int ci,
 
 static void rs_case(tecomm_comm_t c, tecore_stream_t s, int rank, int n, int ci) {
   const struct ov_case *k = &cases[ci];
+  if (k->b_kn) return;   /* an all-gather layout: gemm_rs takes b as [n][k] */
   const size_t blk = k->rows * k->n * tecore_dtype_size(k->ddt);
   struct rs_bufs m;
   memset(&m, 0, sizeof m);
@@ -762,6 +777,15 @@ static void ag_errors(tecomm_comm_t c, const struct err_bufs *e, tecore_stream_t
   g.dtype = TECORE_DTYPE_E4M3;
   RK_EXPECT(TECOMM_ERR_INVALID, "args->a8 is set with args->dtype e4m3",
             tecomm_ag_gemm(c, &g, s));
+  g.dtype = TECORE_DTYPE_BF16; /* B_KN: 16-bit operands only */
+  g.flags = TECOMM_AG_GEMM_B_KN;
+  RK_EXPECT(TECOMM_ERR_INVALID, "args->a8 with TECOMM_AG_GEMM_B_KN", tecomm_ag_gemm(c, &g, s));
+  g.a8 = NULL;
+  g.dtype = TECORE_DTYPE_E4M3;
+  RK_EXPECT(TECOMM_ERR_INVALID, "TECOMM_AG_GEMM_B_KN with E4M3", tecomm_ag_gemm(c, &g, s));
+  g = ok;
+  g.flags = 0x6;
+  RK_EXPECT(TECOMM_ERR_INVALID, "args->flags 0x6 has unknown bits", tecomm_ag_gemm(c, &g, s));
 }
 
 static void rs_errors(tecomm_comm_t c, const struct err_bufs *e, tecore_stream_t s) {

@@ -1577,6 +1577,94 @@ START_TEST(test_linear_fp8_operands_match_forward) {
 }
 END_TEST
 
+/* tecore_seq_linear_wgrad (libtecomm's allgather+dgrad runs the Linear's
+ * data-gradient GEMM itself): after zero_grad, the weight and bias
+ * gradients of a sequence's backward, bit for bit (the same kernels on the
+ * same bytes), BF16 and F16, the bias's by the GEMM's epilogue or by
+ * column sums (TECORE_OPS_BGRAD_EPILOGUE); a second call adds (twice the
+ * values: a power of two, exact); gradients poisoned before zero_grad.  Refusals
+ * name the argument; FP8, F32 and non-Linear operations are refused. */
+START_TEST(test_linear_wgrad_matches_backward) {
+  const size_t rows = 32, cols = 64, out = 48;
+  struct tecore_op_desc d[1] = {op_linear(out, 1)};
+  static const tecore_dtype_t dts[2] = {TECORE_DTYPE_BF16, TECORE_DTYPE_F16};
+  for (int v = 0; v < 4; v++) {
+    const tecore_dtype_t dt = dts[v & 1];
+    setenv("TECORE_OPS_BGRAD_EPILOGUE", v & 2 ? "0" : "1", 1);
+    tecore_seq_t *a = make_seq(d, 1, rows, cols, dt, 0, NULL);
+    tecore_seq_t *b = make_seq(d, 1, rows, cols, dt, 0, NULL);
+    set_params(a, 0);
+    copy_params(a, b);
+    struct dt2 x[2], dy[2];
+    make_mbs_out(dt, rows, cols, out, x, dy);
+    struct dt2 y = dalloc2(dt, rows, out), dx = dalloc2(dt, rows, cols);
+    TE_OK(tecore_seq_zero_grad(a, S()));
+    TE_OK(tecore_seq_forward(a, &x[0].t, &y.t, 0, S()));
+    TE_OK(tecore_seq_backward(a, &dy[0].t, &dx.t, S()));
+    size_t na, nb, sa[MAXP], sb[MAXP];
+    float **want = get_grads(a, &na, sa);
+    struct tecore_seq_param p[MAXP];
+    TE_OK(tecore_seq_params(b, p, MAXP, &nb));
+    ck_assert_uint_eq(na, 2);
+    ck_assert_uint_eq(nb, na);
+    for (size_t i = 0; i < nb; i++)   /* poisoned, then zero_grad */
+      TE_OK(tecore_memset_d8_async(p[i].grad.data, 0xff, tecore_tensor_numel(&p[i].grad) * 4, S()));
+    TE_OK(tecore_seq_zero_grad(b, S()));
+    for (int call = 1; call <= 2; call++) {
+      TE_OK(tecore_seq_linear_wgrad(b, 0, &x[0].t, &dy[0].t, S()));
+      float **got = get_grads(b, &nb, sb);
+      for (size_t i = 0; i < na; i++)
+        for (size_t j = 0; j < sa[i]; j++)
+          ck_assert_msg(got[i][j] == call * want[i][j],
+                        "%s, bias by %s, call %d: gradient %zu [%zu] = %.9g, the backward's "
+                        "x %d = %.9g", tecore_dtype_name(dt), v & 2 ? "column sums" : "epilogue",
+                        call, i, j, got[i][j], call, call * want[i][j]);
+      free_grads(got, nb);
+    }
+    free_grads(want, na);
+    TE_EXPECT_INVALID("seq", tecore_seq_linear_wgrad(NULL, 0, &x[0].t, &dy[0].t, S()));
+    TE_EXPECT_INVALID("index", tecore_seq_linear_wgrad(b, 1, &x[0].t, &dy[0].t, S()));
+    TE_EXPECT_INVALID("x is NULL", tecore_seq_linear_wgrad(b, 0, NULL, &dy[0].t, S()));
+    TE_EXPECT_INVALID("dy is NULL", tecore_seq_linear_wgrad(b, 0, &x[0].t, NULL, S()));
+    TE_EXPECT_INVALID("x is", tecore_seq_linear_wgrad(b, 0, &dy[0].t, &dy[0].t, S()));
+    TE_EXPECT_INVALID("dy is", tecore_seq_linear_wgrad(b, 0, &x[0].t, &x[0].t, S()));
+    struct tecore_tensor odd = dy[0].t;
+    odd.dtype = dt == TECORE_DTYPE_BF16 ? TECORE_DTYPE_F16 : TECORE_DTYPE_BF16;
+    TE_EXPECT_INVALID("dy is", tecore_seq_linear_wgrad(b, 0, &x[0].t, &odd, S()));
+    odd = dy[0].t;
+    odd.data = 0;
+    TE_EXPECT_INVALID("data set", tecore_seq_linear_wgrad(b, 0, &x[0].t, &odd, S()));
+    TE_OK(tecore_seq_destroy(a));
+    TE_OK(tecore_seq_destroy(b));
+    TE_EXPECT_INVALID("not a live", tecore_seq_linear_wgrad(b, 0, &x[0].t, &dy[0].t, S()));
+    dfree2(&y);
+    dfree2(&dx);
+    free_mbs(x, dy);
+  }
+  unsetenv("TECORE_OPS_BGRAD_EPILOGUE");
+  /* FP8, F32 and a GELU: other operands or no Linear */
+  struct tecore_op_desc d2[2] = {op_linear(out, 0), op_kind(TECORE_OP_GELU)};
+  struct tecore_recipe r;
+  TE_OK(tecore_recipe_init(&r, TECORE_RECIPE_DELAYED));
+  struct dt2 xb = dalloc2(TECORE_DTYPE_BF16, rows, cols), dyb = dalloc2(TECORE_DTYPE_BF16, rows, out);
+  tecore_seq_t *s = make_seq(d2, 2, rows, cols, TECORE_DTYPE_BF16, 0, &r);
+  struct tecore_tensor t8;
+  if (tecore_seq_fp8_input(s, 0, &t8) == TECORE_SUCCESS)
+    TE_EXPECT_ERR(TECORE_ERR_NOT_SUPPORTED, "FP8",
+                  tecore_seq_linear_wgrad(s, 0, &xb.t, &dyb.t, S()));
+  tecore_clear_error();
+  TE_EXPECT_ERR(TECORE_ERR_NOT_SUPPORTED, "no 16-bit Linear",
+                tecore_seq_linear_wgrad(s, 1, &dyb.t, &dyb.t, S()));
+  TE_OK(tecore_seq_destroy(s));
+  s = make_seq(d2, 2, rows, cols, TECORE_DTYPE_F32, 0, NULL);
+  TE_EXPECT_ERR(TECORE_ERR_NOT_SUPPORTED, "BF16 or F16",
+                tecore_seq_linear_wgrad(s, 0, &xb.t, &dyb.t, S()));
+  TE_OK(tecore_seq_destroy(s));
+  dfree2(&xb);
+  dfree2(&dyb);
+}
+END_TEST
+
 /* The output of sq's forward (noop 0) on x, on the host. */
 static float *fwd_host(tecore_seq_t *sq, const struct dt2 *x, const struct dt2 *y) {
   TE_OK(tecore_memset_d8_async(y->t.data, 0x7f, y->n * 2, S()));   /* poisoned */
@@ -3658,6 +3746,7 @@ static Suite *ops_suite(void) {
   tcase_add_test(tc, test_grad_fp8_off);
   tcase_add_test(tc, test_fp8_weight_from_optimizer);
   tcase_add_test(tc, test_linear_fp8_operands_match_forward);
+  tcase_add_test(tc, test_linear_wgrad_matches_backward);
   tcase_add_test(tc, test_fp8_weight_given_never_quantized);
   tcase_add_test(tc, test_fused_act_quantize);
   tcase_add_test(tc, test_fused_dgated);

@@ -595,6 +595,7 @@ int main(void) {
   printf("tecomm_ag_gemm_args.bias %zu\n", offsetof(struct tecomm_ag_gemm_args, bias));
   printf("tecomm_ag_gemm_args.gelu_aux %zu\n", offsetof(struct tecomm_ag_gemm_args, gelu_aux));
   printf("tecomm_ag_gemm_args.a8 %zu\n", offsetof(struct tecomm_ag_gemm_args, a8));
+  printf("tecomm_ag_gemm_args.flags %zu\n", offsetof(struct tecomm_ag_gemm_args, flags));
   printf("tecomm_rs_add_rmsnorm size %zu\n", sizeof(struct tecomm_rs_add_rmsnorm));
   printf("tecomm_rs_add_rmsnorm.residual_in %zu\n", offsetof(struct tecomm_rs_add_rmsnorm, residual_in));
   printf("tecomm_rs_add_rmsnorm.residual_out %zu\n", offsetof(struct tecomm_rs_add_rmsnorm, residual_out));

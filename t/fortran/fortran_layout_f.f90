@@ -683,6 +683,7 @@ program fortran_layout
   print '(a,1x,i0)', 'tecomm_ag_gemm_args.bias', off(c_loc(v61), c_loc(v61%bias))
   print '(a,1x,i0)', 'tecomm_ag_gemm_args.gelu_aux', off(c_loc(v61), c_loc(v61%gelu_aux))
   print '(a,1x,i0)', 'tecomm_ag_gemm_args.a8', off(c_loc(v61), c_loc(v61%a8))
+  print '(a,1x,i0)', 'tecomm_ag_gemm_args.flags', off(c_loc(v61), c_loc(v61%flags))
   print '(a,1x,i0)', 'tecomm_rs_add_rmsnorm size', c_sizeof(v62)
   print '(a,1x,i0)', 'tecomm_rs_add_rmsnorm.residual_in', off(c_loc(v62), c_loc(v62%residual_in))
   print '(a,1x,i0)', 'tecomm_rs_add_rmsnorm.residual_out', off(c_loc(v62), c_loc(v62%residual_out))
