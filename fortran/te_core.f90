@@ -2575,6 +2575,17 @@ module te_core
       type(tecore_tensor), optional :: w
       integer(c_int) :: tecore_seq_linear_fp8_operands
     end function tecore_seq_linear_fp8_operands
+    function tecore_seq_linear_fp8_dgrad_operands(seq, index, stream, dy8, w) bind(C, &
+        & name="tecore_seq_linear_fp8_dgrad_operands")
+      import
+      implicit none
+      type(c_ptr), value :: seq
+      integer(c_size_t), value :: index
+      type(c_ptr), value :: stream
+      type(tecore_tensor), optional :: dy8
+      type(tecore_tensor), optional :: w
+      integer(c_int) :: tecore_seq_linear_fp8_dgrad_operands
+    end function tecore_seq_linear_fp8_dgrad_operands
     function tecore_seq_linear_wgrad(seq, index, x, dy, stream) bind(C, &
         & name="tecore_seq_linear_wgrad")
       import

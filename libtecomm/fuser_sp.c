@@ -200,17 +200,22 @@ static const char *sp_gelu_why_not(const struct sp_place *pl) {
   return pl->m % 8 ? "the Linear's out features are not a multiple of 8 (the aux's rows)" : NULL;
 }
 
-/* allgather+dgrad: a 16-bit Linear (its FP8 dgrad multiplies E5M2 codes
- * of dy, which this pattern does not gather), the GEMM's shape with the
- * weight as it lies ([out][in]: TECOMM_AG_GEMM_B_KN). */
+/* allgather+dgrad: the GEMM's shape, a 16-bit Linear's with the weight
+ * as it lies ([out][in]: TECOMM_AG_GEMM_B_KN), an FP8 one's (delayed
+ * scaling: sp_why_not) on E5M2 codes of the gradient by the weight's
+ * transposed E4M3 codes. */
 static const char *sp_dgrad_why_not(const tecore_seq_t *seq, size_t lin,
                                     const struct sp_place *pl, const struct tecore_recipe *r) {
   struct tecore_tensor t;
-  if (r && tecore_seq_fp8_input(seq, lin, &t) == TECORE_SUCCESS)
-    return "the Linear runs in FP8 (its data gradient multiplies E5M2 codes)";
+  const int f8 = r && tecore_seq_fp8_input(seq, lin, &t) == TECORE_SUCCESS;
   tecore_clear_error();
   struct tc_ov_shape sh = {.rows = pl->rows, .n = pl->k, .k = pl->m, .dtype = pl->dt,
-                           .d_dtype = pl->dt, .b_kn = 1, .fn = sp_fn};
+                           .d_dtype = pl->dt, .b_kn = !f8, .fn = sp_fn};
+  if (f8) {
+    /* the input's scale stands for both (the executor passes each its own) */
+    sh.dtype = TECORE_DTYPE_E4M3, sh.grad8 = 1;
+    sh.a_scale_inv = sh.b_scale_inv = t.scale_inv;
+  }
   return tc_ov_check_shape(&sh) != TECOMM_SUCCESS ? tecomm_last_error() : NULL;
 }
 
@@ -374,21 +379,36 @@ static tecore_result_t lin_rs_norm_run(const struct tecore_seq_exec *x) {
  * writes) while the gathered rows' data gradient multiplies as they land
  * (dx = dy W, the weight as it lies), then the weight and bias gradients
  * from the gathered rows as the Linear's own backward makes them
- * (tecore_seq_linear_wgrad): the plain path's kernels on the same bytes. */
+ * (tecore_seq_linear_wgrad): the plain path's kernels on the same bytes.
+ * Under FP8 each rank's rows are quantized as they land into the
+ * gradient's E5M2 codes (tecomm_ag_gemm's a8: with the recipe's scale,
+ * the amax of every row seen on every rank: no agreement needed), which
+ * multiply the weight's transposed codes, and the weight gradient takes
+ * those codes (tecore_seq_linear_fp8_dgrad_operands). */
 static tecore_result_t ag_dgrad_run(const struct tecore_seq_exec *x) {
   struct sp_place pl;
   tecore_result_t e = sp_place_of(x, SP_AG_DGRAD, &pl);
   if (e != TECORE_SUCCESS) return e;
-  e = tecore_memcpy_async(pl.c->sp_stage, x->grad[2].data,
-                          pl.rows * pl.m * tecore_dtype_size(pl.dt), x->stream);
-  if (e != TECORE_SUCCESS) return e;
-  const struct tecomm_ag_gemm_args a = {
+  struct tecomm_ag_gemm_args a = {
       .a = pl.c->sp_stage, .a_all = x->grad[1].data, .b = pl.lin.param[0].data,
       .d = x->grad[0].data, .rows = pl.rows, .n = pl.k, .k = pl.m, .dtype = pl.dt,
       .d_dtype = pl.dt, .flags = TECOMM_AG_GEMM_B_KN};
+  struct tecore_tensor dy8, w;
+  if (x->recipe && tecore_seq_fp8_input(x->seq, x->first, &w) == TECORE_SUCCESS) {
+    e = tecore_seq_linear_fp8_dgrad_operands(x->seq, x->first, x->stream, &dy8, &w);
+    if (e != TECORE_SUCCESS) return e;
+    a.b = w.columnwise_data, a.b_scale_inv = w.scale_inv, a.a8 = &dy8, a.flags = 0;
+  }
+  tecore_clear_error();
+  e = tecore_memcpy_async(pl.c->sp_stage, x->grad[2].data,
+                          pl.rows * pl.m * tecore_dtype_size(pl.dt), x->stream);
+  if (e != TECORE_SUCCESS) return e;
   e = core_of(tecomm_ag_gemm(pl.c, &a, x->stream));
   if (e != TECORE_SUCCESS) return e;
-  return tecore_seq_linear_wgrad(x->seq, x->first, &x->act[0], &x->grad[1], x->stream);
+  /* under FP8 the input's codes, not its 16-bit rows (which a group
+   * before may leave unwritten) */
+  return tecore_seq_linear_wgrad(x->seq, x->first, a.a8 ? NULL : &x->act[0], &x->grad[1],
+                                 x->stream);
 }
 
 /* Above libtecore's Linear+activation epilogues (priority 10-30) where

@@ -12,7 +12,8 @@
  * caller's stream at the end.  Each chunk's GEMM adds the bias and, with
  * gelu_aux, applies GELU in its epilogue (ov.c's tc_ov_gemm).  With a8
  * each chunk is quantized on the caller's stream right before its GEMM,
- * which multiplies the codes: the copies move the 16-bit rows.
+ * which multiplies the codes (E5M2 ones, a gradient's, without fast
+ * accumulation): the copies move the 16-bit rows.
  * TECOMM_AG_GEMM_PULLS splits each pull over that many streams (pieces
  * after the opening barrier, joined into the side stream before the
  * chunk's event): more copy engines on one chunk. */
@@ -42,15 +43,16 @@ static int ag_touches(struct tecomm_comm *c, const struct ag_q *q, tecore_devptr
          (g->gelu_aux && tc_ov_overlap(p, bytes, g->gelu_aux, dsz));
 }
 
-/* a8 (when set): an E4M3 tensor of delayed scaling over n*rows x k codes,
- * rowwise only, with its scale and scale_inv, in bounds, apart from the
- * other buffers; dtype (the gathered rows') BF16 or F16. */
+/* a8 (when set): an E4M3 or E5M2 tensor of delayed scaling over
+ * n*rows x k codes, rowwise only, with its scale and scale_inv, in bounds,
+ * apart from the other buffers; dtype (the gathered rows') BF16 or F16. */
 static tecomm_result_t ag_check_a8(struct tecomm_comm *c, const struct ag_q *q, const char *fn) {
   const struct tecomm_ag_gemm_args *g = q->g;
   const struct tecore_tensor *t = g->a8;
   const size_t n = (size_t)c->nranks, bytes = n * q->chunk8;
-  TC_ARG(t->dtype == TECORE_DTYPE_E4M3 && t->scaling == TECORE_SCALING_DELAYED,
-         "%s: args->a8 is %s with scaling %s, not E4M3 with delayed scaling", fn,
+  TC_ARG((t->dtype == TECORE_DTYPE_E4M3 || t->dtype == TECORE_DTYPE_E5M2) &&
+             t->scaling == TECORE_SCALING_DELAYED,
+         "%s: args->a8 is %s with scaling %s, not E4M3 or E5M2 with delayed scaling", fn,
          tecore_dtype_name(t->dtype), tecore_scaling_name(t->scaling));
   TC_ARG(tecore_tensor_numel(t) == n * g->rows * g->k,
          "%s: args->a8 has %zu elements, not nranks x rows x k = %zu", fn, tecore_tensor_numel(t),
@@ -97,14 +99,16 @@ static tecomm_result_t ag_check(struct tecomm_comm *c, const struct tecomm_ag_ge
   TC_ARG(!g->a8 || g->dtype == TECORE_DTYPE_BF16 || g->dtype == TECORE_DTYPE_F16,
          "%s: args->a8 is set with args->dtype %s: the rows gathered and quantized are BF16 or "
          "F16", fn, tecore_dtype_name(g->dtype));
-  /* with a8 the GEMM multiplies E4M3 codes: its scales are a8's and b's */
+  /* with a8 the GEMM multiplies FP8 codes (E5M2 ones: a gradient's, by
+   * E4M3 b): its scales are a8's and b's */
   const tecore_dtype_t mdt = g->a8 ? TECORE_DTYPE_E4M3 : g->dtype;
   q->sh = (struct tc_ov_shape){.rows = g->rows, .n = g->n, .k = g->k, .dtype = mdt,
                                .d_dtype = g->d_dtype, .b = g->b,
                                .a_scale_inv = g->a8 ? g->a8->scale_inv : g->a_scale_inv,
                                .b_scale_inv = g->b_scale_inv, .bias = g->bias,
                                .gelu = g->gelu_aux != 0,
-                               .b_kn = (g->flags & TECOMM_AG_GEMM_B_KN) != 0, .fn = fn};
+                               .b_kn = (g->flags & TECOMM_AG_GEMM_B_KN) != 0,
+                               .grad8 = g->a8 && g->a8->dtype == TECORE_DTYPE_E5M2, .fn = fn};
   TC_CHECK(tc_ov_check_shape(&q->sh));
   TC_CHECK(tc_ov_check_level(c, fn)); /* before the operands: says why they cannot be read */
   const size_t esz = tecore_dtype_size(g->dtype), dsz = tecore_dtype_size(g->d_dtype);

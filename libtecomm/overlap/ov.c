@@ -179,7 +179,7 @@ tecomm_result_t tc_ov_gemm(const struct tc_ov_shape *g, tecore_devptr_t a, tecor
   struct tecore_tensor A, B, D, X;
   const size_t sa[2] = {g->rows, g->k}, sd[2] = {g->rows, g->n};
   const size_t sb[2] = {g->b_kn ? g->k : g->n, g->b_kn ? g->n : g->k};
-  TC_CORE(tecore_tensor_init(&A, g->dtype, 2, sa, a), g->fn);
+  TC_CORE(tecore_tensor_init(&A, g->grad8 ? TECORE_DTYPE_E5M2 : g->dtype, 2, sa, a), g->fn);
   TC_CORE(tecore_tensor_init(&B, g->dtype, 2, sb, g->b), g->fn);
   TC_CORE(tecore_tensor_init(&D, g->d_dtype, 2, sd, d), g->fn);
   if (g->dtype == TECORE_DTYPE_E4M3) { /* per-tensor: *scale_inv dequantizes */
@@ -200,8 +200,9 @@ tecomm_result_t tc_ov_gemm(const struct tc_ov_shape *g, tecore_devptr_t a, tecor
     o.aux = &X;
   }
   /* E4M3: fast accumulation, as the fuser's FP8 Linear forward runs its
-   * GEMM (the overlapped fusions keep the plain path's bits) */
-  o.fast_accum = g->dtype == TECORE_DTYPE_E4M3;
+   * GEMM (the overlapped fusions keep the plain path's bits); a
+   * gradient's E5M2 codes (the data gradient) without, as its backward */
+  o.fast_accum = g->dtype == TECORE_DTYPE_E4M3 && !g->grad8;
   const int plain = !g->bias && !g->gelu && !o.fast_accum;
   TC_CORE(tecore_gemm(&A, TECORE_GEMM_N, &B, g->b_kn ? TECORE_GEMM_N : TECORE_GEMM_T, &D, 1.0f,
                       0.0f, plain ? NULL : &o, stream), g->fn);

@@ -44,6 +44,8 @@ struct tc_ov_shape {
   tecore_devptr_t bias;                     /* [n] of d_dtype, or 0 */
   int gelu;                                 /* the GELU epilogue, aux written */
   int b_kn;                                 /* b is [k][n]: d = a b (16-bit only) */
+  int grad8;                                /* dtype E4M3: a's codes are E5M2 (a gradient's,
+                                               b a weight's E4M3), no fast accumulation */
   const char *fn;
 };
 

@@ -288,7 +288,10 @@ tecomm_result_t tecomm_allreduce_add_rmsnorm(tecomm_comm_t comm,
  * scale_inv written, |x| max-accumulated into its amax when set:
  * tecore_quantize of a_all whole, chunk by chunk), which the GEMM
  * multiplies (a_scale_inv unused): an FP8 Linear's input gathered in the
- * sequence's dtype, its codes made on arrival.  flags TECOMM_AG_GEMM_B_KN:
+ * sequence's dtype, its codes made on arrival.  a8 may be E5M2 instead: a
+ * row-parallel Linear's output gradient gathered for its data gradient
+ * (b the weight's transposed E4M3 codes [in][out]), multiplied without
+ * fast accumulation, as libtecore's FP8 backward does.  flags TECOMM_AG_GEMM_B_KN:
  * b is [k][n] and d = a_all b (16-bit operands only): the data gradient
  * of a row-parallel Linear, a_all the gathered output gradient and b the
  * Linear's [out][in] weight as it lies. */
@@ -304,8 +307,8 @@ struct tecomm_ag_gemm_args {
   tecore_devptr_t a_scale_inv, b_scale_inv; /* E4M3: float[1] each; else unused */
   tecore_devptr_t bias;     /* [n] of d_dtype (BF16 or F16), or 0 */
   tecore_devptr_t gelu_aux; /* [nranks*rows][n] of d_dtype: written, or 0 */
-  const struct tecore_tensor *a8; /* NULL, or E4M3 [nranks*rows][k]: written (the
-                                   * descriptor is read during the call only) */
+  const struct tecore_tensor *a8; /* NULL, or E4M3 or E5M2 [nranks*rows][k]: written
+                                   * (the descriptor is read during the call only) */
   unsigned flags;           /* 0 or TECOMM_AG_GEMM_B_KN */
 };
 tecomm_result_t tecomm_ag_gemm(tecomm_comm_t comm, const struct tecomm_ag_gemm_args *args,

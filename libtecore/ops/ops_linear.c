@@ -699,6 +699,65 @@ static tecore_result_t wgrad_arg(const tecore_seq_t *s, const struct tecore_tens
   return TECORE_SUCCESS;
 }
 
+/* Why the FP8 backward of Linear index cannot be split as
+ * tecore_seq_linear_fp8_dgrad_operands says, or NULL. */
+static const char *dgrad8_why_not(const tecore_seq_t *s, size_t index) {
+  const struct te_op *o = &s->ops[index];
+  if (te_seq_infer(s)) return "an inference sequence has no backward";
+  if (s->recipe.kind != TECORE_RECIPE_DELAYED)
+    return "only delayed scaling knows the gradient's scale before the gradient";
+  /* the last Linear's copies may be the caller's (TECORE_SEQ_GRAD_FP8_GIVEN)
+   * or too large for the columnwise scratch (te_seq_grad_fp8) */
+  if ((s->grad8_given && index + 1 == s->nops) || o->out_rows * o->out_cols > s->dy8_col_elems)
+    return "the gradient's FP8 copies are not the sequence's scratch (an LM head's)";
+  return NULL;
+}
+
+TE_EXPORT tecore_result_t tecore_seq_linear_fp8_dgrad_operands(tecore_seq_t *s, size_t index,
+                                                               tecore_stream_t stream,
+                                                               struct tecore_tensor *dy8,
+                                                               struct tecore_tensor *w) {
+  static const char fn[] = "tecore_seq_linear_fp8_dgrad_operands";
+  TE_ARG(s, "%s: seq is NULL", fn);
+  TE_ARG(te_handle_live(s), "%s: seq %p is not a live sequence (destroyed?)", fn, (const void *)s);
+  TE_ARG(dy8, "%s: dy8 is NULL", fn);
+  TE_ARG(index < s->nops, "%s: index %zu is out of range (the sequence has %zu operations)", fn,
+         index, s->nops);
+  const struct te_op *o = &s->ops[index];
+  if (o->d.kind != TECORE_OP_LINEAR || !s->bnd || !te_op_fp8(s, index) || !o->w8_row)
+    return TE_ERR(TECORE_ERR_NOT_SUPPORTED, "%s: operation %zu (%s) is no Linear running in "
+                  "FP8 (no recipe, not built, or a high-precision plan for a small GEMM)", fn,
+                  index, o->def.name);
+  const char *why = dgrad8_why_not(s, index);
+  if (why) return TE_ERR(TECORE_ERR_NOT_SUPPORTED, "%s: operation %zu: %s", fn, index, why);
+  TE_CHECK(te_dy8_tensor(s, index, dy8));
+  dy8->columnwise_data = 0;   /* the caller writes the rowwise codes */
+  dy8->columnwise_scale_inv = 0;
+  return w ? w8_for_dgrad(s, o, w, stream) : TECORE_SUCCESS;
+}
+
+/* FP8: dy's codes are in the sequence's gradient scratch (the caller
+ * wrote them, tecore_seq_linear_fp8_dgrad_operands); the columnwise copy
+ * as the plain backward makes it -- with a bias its cast_transpose_dbias
+ * on dy (the same codes again, both copies, the column sums), else the
+ * byte transpose of the codes -- then the GEMM with x's FP8 copy. */
+static tecore_result_t wgrad8(tecore_seq_t *s, size_t index, const struct tecore_tensor *dy,
+                              tecore_stream_t st) {
+  const struct te_op *o = &s->ops[index];
+  struct tecore_tensor DY, X;
+  TE_CHECK(te_dy8_tensor(s, index, &DY));
+  if (o->d.bias) {
+    struct tecore_tensor db;
+    te_vec(&db, TECORE_DTYPE_F32, o->out_cols, s->dvec);
+    TE_CHECK(tecore_cast_transpose_dbias(dy, &DY, &db, s->ws, s->ws_bytes, st));
+    TE_CHECK(te_accum_f32(s, o->grad[1], s->dvec, TECORE_DTYPE_F32, o->out_cols, st));
+  } else {
+    TE_CHECK(te_byte_transpose(DY.columnwise_data, DY.data, o->out_rows, o->out_cols, st));
+  }
+  TE_CHECK(te_bnd_f8_tensor(s, index, &X));
+  return wgrad(s, index, &DY, &X, 1, 0, st);
+}
+
 TE_EXPORT tecore_result_t tecore_seq_linear_wgrad(tecore_seq_t *s, size_t index,
                                                   const struct tecore_tensor *x,
                                                   const struct tecore_tensor *dy,
@@ -709,14 +768,19 @@ TE_EXPORT tecore_result_t tecore_seq_linear_wgrad(tecore_seq_t *s, size_t index,
   TE_ARG(index < s->nops, "%s: index %zu is out of range (the sequence has %zu operations)", fn,
          index, s->nops);
   const struct te_op *o = &s->ops[index];
-  if (o->d.kind != TECORE_OP_LINEAR || !s->bnd || te_op_fp8(s, index) ||
+  if (o->d.kind != TECORE_OP_LINEAR || !s->bnd ||
       (s->cfg.dtype != TECORE_DTYPE_BF16 && s->cfg.dtype != TECORE_DTYPE_F16))
-    return TE_ERR(TECORE_ERR_NOT_SUPPORTED, "%s: operation %zu (%s) is no 16-bit Linear of a "
-                  "built BF16 or F16 sequence (FP8 and F32 sequences make other operands)", fn,
-                  index, o->def.name);
-  TE_CHECK(wgrad_arg(s, x, "x", o->in_rows, o->in_cols, fn));
+    return TE_ERR(TECORE_ERR_NOT_SUPPORTED, "%s: operation %zu (%s) is no Linear of a built "
+                  "BF16 or F16 sequence (F32 sequences make other operands)", fn, index,
+                  o->def.name);
+  const int f8 = te_op_fp8(s, index);
+  const char *why = f8 ? dgrad8_why_not(s, index) : NULL;
+  if (why) return TE_ERR(TECORE_ERR_NOT_SUPPORTED, "%s: operation %zu runs in FP8: %s", fn,
+                         index, why);
+  if (!f8 || x) TE_CHECK(wgrad_arg(s, x, "x", o->in_rows, o->in_cols, fn));
   TE_CHECK(wgrad_arg(s, dy, "dy", o->out_rows, o->out_cols, fn));
   s->cs_op = SIZE_MAX;   /* no activation's column sums are dy's */
+  if (f8) return wgrad8(s, index, dy, stream);
   return wgrad(s, index, dy, x, 0, o->d.bias ? o->grad[1] : 0, stream);
 }
 

@@ -594,14 +594,38 @@ tecore_result_t tecore_seq_linear_fp8_operands(tecore_seq_t *seq, size_t index,
                                                tecore_devptr_t noop_flag, tecore_stream_t stream,
                                                struct tecore_tensor *a, struct tecore_tensor *w);
 
+/* For a backward fusion pattern that runs the data-gradient GEMM of the
+ * FP8 Linear at index itself, on codes of its output gradient that the
+ * pattern writes (libtecomm's allgather+dgrad quantizes the gradient's
+ * rows as they arrive): *dy8 the gradient's FP8 tensor as the Linear's own
+ * backward fills it (E5M2 [out_rows][out_features], the rowwise data the
+ * sequence's scratch, for the caller to write; the recipe's scale,
+ * scale_inv and amax of the gradient's slot; no columnwise copy), and,
+ * with w set, *w the weight's FP8 copy whose columnwise_data, made now on
+ * stream, holds the transposed codes [in_features][out_features] the GEMM
+ * dx = dy W multiplies (under w's scale_inv).  w NULL queues nothing.
+ * Then tecore_seq_linear_wgrad.  TECORE_ERR_NOT_SUPPORTED when the
+ * operation is no Linear running in FP8, for an inference sequence, under
+ * current or block scaling (the codes are made before the whole gradient
+ * is seen), or where the gradient's copies are not the sequence's scratch
+ * (an LM head's). */
+tecore_result_t tecore_seq_linear_fp8_dgrad_operands(tecore_seq_t *seq, size_t index,
+                                                     tecore_stream_t stream,
+                                                     struct tecore_tensor *dy8,
+                                                     struct tecore_tensor *w);
+
 /* The weight gradient of the Linear at index, dW += dy^T x, and its bias
  * gradient (the column sums of dy) when it has a bias, added on stream as
  * its own backward adds them (the same kernels and bits), for a backward
  * fusion pattern that runs the Linear's data-gradient GEMM itself
  * (libtecomm's allgather+dgrad, whose all-gather gives dy).  x
  * [in_rows][in_features] and dy [out_rows][out_features], 2-D, of the
- * sequence's dtype.  TECORE_ERR_NOT_SUPPORTED unless the sequence is BF16
- * or F16, built, and the operation a Linear that does not run in FP8.
+ * sequence's dtype.  Where the Linear runs in FP8, the codes of dy are
+ * those the caller wrote into tecore_seq_linear_fp8_dgrad_operands' dy8
+ * (dy itself is read only for a bias's column sums) and x is not read
+ * (the forward's FP8 copy is; it may be NULL).  TECORE_ERR_NOT_SUPPORTED
+ * unless the sequence is BF16 or F16 and built and the operation a
+ * Linear (FP8: under tecore_seq_linear_fp8_dgrad_operands' conditions).
  * Call once per backward, from the pattern's executor. */
 tecore_result_t tecore_seq_linear_wgrad(tecore_seq_t *seq, size_t index,
                                         const struct tecore_tensor *x,

@@ -14,7 +14,8 @@
  *     half an ulp of D's dtype of |ref| plus k * 2^-23 * sum |a b|
  *     (float accumulation);
  *   - all-gather + GEMM with a8 (16-bit rows gathered, each rank's rows
- *     quantized to E4M3 as they land, the GEMM on the codes): a_all byte
+ *     quantized to E4M3, or E5M2 by E4M3 b, as they land, the GEMM on
+ *     the codes): a_all byte
  *     for byte, every code the host's encoding of x * scale, scale_inv
  *     1 / scale, amax max(its old value, max |x| over every rank's rows),
  *     d against the float64 product of the codes (poisoned outputs, in
@@ -75,12 +76,12 @@ struct ov_case {
 };
 
 static const struct ov_case cases[] = {
-    {TECORE_DTYPE_BF16, TECORE_DTYPE_BF16, 5, 24, 40, 0, 0, 0, 0},
-    {TECORE_DTYPE_BF16, TECORE_DTYPE_F32, 7, 16, 33, 1, 0, 0, 0},
-    {TECORE_DTYPE_F16, TECORE_DTYPE_F16, 1, 8, 64, 1, 1, 1, 1},
-    {TECORE_DTYPE_BF16, TECORE_DTYPE_BF16, 5, 2048, 16, 0, 1, 1, 1},
-    {TECORE_DTYPE_E4M3, TECORE_DTYPE_BF16, 5, 32, 32, 1, 0, 1, 0},
-    {TECORE_DTYPE_E4M3, TECORE_DTYPE_F32, 3, 16, 48, 0, 1, 0, 0},
+    {TECORE_DTYPE_BF16, TECORE_DTYPE_BF16, 5, 24, 40, 0, 0, 0, 0, 0},
+    {TECORE_DTYPE_BF16, TECORE_DTYPE_F32, 7, 16, 33, 1, 0, 0, 0, 0},
+    {TECORE_DTYPE_F16, TECORE_DTYPE_F16, 1, 8, 64, 1, 1, 1, 1, 0},
+    {TECORE_DTYPE_BF16, TECORE_DTYPE_BF16, 5, 2048, 16, 0, 1, 1, 1, 0},
+    {TECORE_DTYPE_E4M3, TECORE_DTYPE_BF16, 5, 32, 32, 1, 0, 1, 0, 0},
+    {TECORE_DTYPE_E4M3, TECORE_DTYPE_F32, 3, 16, 48, 0, 1, 0, 0, 0},
     {TECORE_DTYPE_BF16, TECORE_DTYPE_BF16, 5, 24, 40, 0, 0, 1, 0, 1},
     {TECORE_DTYPE_F16, TECORE_DTYPE_F32, 3, 16, 48, 1, 0, 0, 0, 1},
 };
@@ -315,17 +316,27 @@ END_TEST
 
 /* ---- all-gather + GEMM, quantized on arrival (a8) -------------------------------------- */
 
-/* a8 cases: the gathered dtype, rows a rank, n, k, in place, bias, GELU */
+/* a8 cases: the gathered dtype, rows a rank, n, k, in place, bias, GELU,
+ * e5m2 (a8 E5M2: a gradient's codes by E4M3 b, as allgather+dgrad) */
 struct a8_case {
   tecore_dtype_t dt;
   size_t rows, n, k;
-  int in_place, bias, gelu;
+  int in_place, bias, gelu, e5m2;
 };
 static const struct a8_case a8_cases[] = {
-    {TECORE_DTYPE_BF16, 5, 16, 32, 0, 0, 0},
-    {TECORE_DTYPE_F16, 3, 24, 48, 1, 1, 0},
-    {TECORE_DTYPE_BF16, 1, 32, 16, 1, 1, 1},
+    {TECORE_DTYPE_BF16, 5, 16, 32, 0, 0, 0, 0},
+    {TECORE_DTYPE_F16, 3, 24, 48, 1, 1, 0, 0},
+    {TECORE_DTYPE_BF16, 1, 32, 16, 1, 1, 1, 0},
+    {TECORE_DTYPE_BF16, 5, 16, 48, 0, 0, 0, 1},
+    {TECORE_DTYPE_F16, 3, 32, 32, 1, 0, 0, 1},
 };
+
+static unsigned char a8_code(const struct a8_case *k, float v) {
+  return k->e5m2 ? te_f32_to_e5m2(v) : te_f32_to_e4m3(v);
+}
+static double a8_value(const struct a8_case *k, unsigned char c) {
+  return k->e5m2 ? te_e5m2_to_f32(c) : te_e4m3_to_f32(c);
+}
 /* a8's quantization scale and the weight codes' factor */
 static const float a8_scale = 4.0f, a8_bsi = 0.25f;
 
@@ -338,7 +349,7 @@ static void a8_check(const struct a8_case *k, int n, int ci, int it, const void 
   double mx = amax0;
   for (size_t i = 0; i < all; i++) {
     float x = (float)tc_from_dt(hall, i, k->dt);
-    unsigned char want = te_f32_to_e4m3(x * a8_scale);
+    unsigned char want = a8_code(k, x * a8_scale);
     RK_ASSERT(codes[i] == want, "a8 case %d call %d: code %zu is 0x%02x, want 0x%02x (x %.9g)",
               ci, it, i, codes[i], want, x);
     mx = fmax(mx, fabs(x));
@@ -353,13 +364,14 @@ static void a8_check(const struct a8_case *k, int n, int ci, int it, const void 
     for (size_t j = 0; j < k->n; j++) {
       double ref = 0, m = 0;
       for (size_t e = 0; e < k->k; e++) {
-        double x = te_e4m3_to_f32(codes[i * k->k + e]) / a8_scale *
+        double x = a8_value(k, codes[i * k->k + e]) / a8_scale *
                    te_e4m3_to_f32(((const unsigned char *)hb)[j * k->k + e]) * a8_bsi;
         ref += x;
         m += fabs(x);
       }
       ref += hbias ? tc_from_dt(hbias, j, ddt) : 0.0;
-      const double acc = acc_rel(TECORE_DTYPE_E4M3, k->k) * m + 1e-30;
+      /* E5M2: no fast accumulation, k float roundings */
+      const double acc = acc_rel(k->e5m2 ? TECORE_DTYPE_BF16 : TECORE_DTYPE_E4M3, k->k) * m + 1e-30;
       double got = tc_from_dt(haux ? haux : hd, i * k->n + j, ddt);
       double tol = half_ulp(ddt) * fabs(ref) + acc;
       RK_ASSERT(fabs(got - ref) <= tol, "a8 case %d call %d: %s[%zu][%zu] = %.9g, float64 %.9g "
@@ -393,13 +405,14 @@ static void a8_case(tecomm_comm_t c, tecore_stream_t s, int rank, int n, int ci)
     const float hw[4] = {a8_scale, -1.0f, it ? 1e6f : 1e-6f, a8_bsi};
     RK_CORE(tecore_memcpy_async(w, te_hptr(hw), sizeof hw, s));
     RK_CORE(tecore_memset_d8_async(all, 0xff, (size_t)n * chunk, s));   /* NaN bytes */
-    RK_CORE(tecore_memset_d8_async(codes, 0x7f, nall, s));              /* E4M3 NaN */
+    RK_CORE(tecore_memset_d8_async(codes, 0x7f, nall, s));   /* NaN in E4M3 and E5M2 */
     RK_CORE(tecore_memset_d8_async(d, 0xff, dbytes, s));
     if (aux) RK_CORE(tecore_memset_d8_async(aux, 0xff, dbytes, s));
     RK_CORE(tecore_memcpy_async(a, te_hptr(ha), chunk, s));
     const size_t shape[2] = {(size_t)n * k->rows, k->k};
     struct tecore_tensor t8;
-    RK_CORE(tecore_tensor_init(&t8, TECORE_DTYPE_E4M3, 2, shape, codes));
+    RK_CORE(tecore_tensor_init(&t8, k->e5m2 ? TECORE_DTYPE_E5M2 : TECORE_DTYPE_E4M3, 2, shape,
+                               codes));
     t8.scaling = TECORE_SCALING_DELAYED;
     t8.scale = w, t8.scale_inv = w + 4, t8.amax = w + 8;
     struct tecomm_ag_gemm_args g = {.a = a, .a_all = all, .b = b, .d = d, .rows = k->rows,
@@ -754,7 +767,7 @@ static void ag_errors(tecomm_comm_t c, const struct err_bufs *e, tecore_stream_t
   g.a8 = &t8;
   t8 = ok8;
   t8.scaling = TECORE_SCALING_NONE;
-  RK_EXPECT(TECOMM_ERR_INVALID, "not E4M3 with delayed scaling", tecomm_ag_gemm(c, &g, s));
+  RK_EXPECT(TECOMM_ERR_INVALID, "not E4M3 or E5M2 with delayed scaling", tecomm_ag_gemm(c, &g, s));
   t8 = ok8;
   t8.shape[0] = 5;
   RK_EXPECT(TECOMM_ERR_INVALID, "not nranks x rows x k", tecomm_ag_gemm(c, &g, s));

@@ -1583,7 +1583,7 @@ END_TEST
  * same bytes), BF16 and F16, the bias's by the GEMM's epilogue or by
  * column sums (TECORE_OPS_BGRAD_EPILOGUE); a second call adds (twice the
  * values: a power of two, exact); gradients poisoned before zero_grad.  Refusals
- * name the argument; FP8, F32 and non-Linear operations are refused. */
+ * name the argument; F32 sequences and non-Linear operations are refused. */
 START_TEST(test_linear_wgrad_matches_backward) {
   const size_t rows = 32, cols = 64, out = 48;
   struct tecore_op_desc d[1] = {op_linear(out, 1)};
@@ -1642,18 +1642,11 @@ START_TEST(test_linear_wgrad_matches_backward) {
     free_mbs(x, dy);
   }
   unsetenv("TECORE_OPS_BGRAD_EPILOGUE");
-  /* FP8, F32 and a GELU: other operands or no Linear */
+  /* a GELU and F32: no Linear, other operands (FP8: the next test) */
   struct tecore_op_desc d2[2] = {op_linear(out, 0), op_kind(TECORE_OP_GELU)};
-  struct tecore_recipe r;
-  TE_OK(tecore_recipe_init(&r, TECORE_RECIPE_DELAYED));
   struct dt2 xb = dalloc2(TECORE_DTYPE_BF16, rows, cols), dyb = dalloc2(TECORE_DTYPE_BF16, rows, out);
-  tecore_seq_t *s = make_seq(d2, 2, rows, cols, TECORE_DTYPE_BF16, 0, &r);
-  struct tecore_tensor t8;
-  if (tecore_seq_fp8_input(s, 0, &t8) == TECORE_SUCCESS)
-    TE_EXPECT_ERR(TECORE_ERR_NOT_SUPPORTED, "FP8",
-                  tecore_seq_linear_wgrad(s, 0, &xb.t, &dyb.t, S()));
-  tecore_clear_error();
-  TE_EXPECT_ERR(TECORE_ERR_NOT_SUPPORTED, "no 16-bit Linear",
+  tecore_seq_t *s = make_seq(d2, 2, rows, cols, TECORE_DTYPE_BF16, 0, NULL);
+  TE_EXPECT_ERR(TECORE_ERR_NOT_SUPPORTED, "no Linear",
                 tecore_seq_linear_wgrad(s, 1, &dyb.t, &dyb.t, S()));
   TE_OK(tecore_seq_destroy(s));
   s = make_seq(d2, 2, rows, cols, TECORE_DTYPE_F32, 0, NULL);
@@ -1661,6 +1654,92 @@ START_TEST(test_linear_wgrad_matches_backward) {
                 tecore_seq_linear_wgrad(s, 0, &xb.t, &dyb.t, S()));
   TE_OK(tecore_seq_destroy(s));
   dfree2(&xb);
+  dfree2(&dyb);
+}
+END_TEST
+
+/* tecore_seq_linear_fp8_dgrad_operands and tecore_seq_linear_wgrad under
+ * delayed FP8 (libtecomm's allgather+dgrad writes the gradient's codes as
+ * the rows land): [Linear, make_extra_output] (the slot's gradient zero,
+ * so the Linear's output gradient is the caller's dy), with and without
+ * a bias.  The caller's dy quantized into dy8 (rowwise), then the
+ * weight gradient: the plain backward's weight and bias gradients bit for
+ * bit; w's columnwise codes the transpose of its rowwise ones (the
+ * forward's), under its scale_inv.  Refusals name the argument; current
+ * scaling and operations that are no FP8 Linear are refused. */
+START_TEST(test_linear_fp8_dgrad_operands_and_wgrad) {
+  const size_t rows = 32, cols = 64, out = 48;
+  struct tecore_recipe r;
+  TE_OK(tecore_recipe_init(&r, TECORE_RECIPE_DELAYED));
+  for (int bias = 0; bias < 2; bias++) {
+    struct tecore_op_desc d[2] = {op_linear(out, bias), op_slot(TECORE_OP_MAKE_EXTRA_OUTPUT, 0)};
+    tecore_seq_t *a = make_seq(d, 2, rows, cols, TECORE_DTYPE_BF16, 0, &r);
+    tecore_seq_t *b = make_seq(d, 2, rows, cols, TECORE_DTYPE_BF16, 0, &r);
+    set_params(a, 0);
+    copy_params(a, b);
+    struct dt2 x[2], dy[2];
+    make_mbs_out(TECORE_DTYPE_BF16, rows, cols, out, x, dy);
+    struct dt2 y = dalloc2(TECORE_DTYPE_BF16, rows, out), dx = dalloc2(TECORE_DTYPE_BF16, rows, cols);
+    TE_OK(tecore_seq_zero_grad(a, S()));
+    TE_OK(tecore_seq_forward(a, &x[0].t, &y.t, 0, S()));
+    TE_OK(tecore_seq_backward(a, &dy[0].t, &dx.t, S()));
+    size_t na, nb, sa[MAXP], sb[MAXP];
+    float **want = get_grads(a, &na, sa);
+    struct tecore_seq_param p[MAXP];
+    TE_OK(tecore_seq_params(b, p, MAXP, &nb));
+    for (size_t i = 0; i < nb; i++)   /* poisoned, then zero_grad */
+      TE_OK(tecore_memset_d8_async(p[i].grad.data, 0xff, tecore_tensor_numel(&p[i].grad) * 4, S()));
+    TE_OK(tecore_seq_zero_grad(b, S()));
+    TE_OK(tecore_seq_forward(b, &x[0].t, &y.t, 0, S()));
+    struct tecore_tensor dy8, w;
+    TE_OK(tecore_seq_linear_fp8_dgrad_operands(b, 0, S(), &dy8, &w));
+    ck_assert(dy8.dtype == TECORE_DTYPE_E5M2 && dy8.shape[0] == rows && dy8.shape[1] == out &&
+              !dy8.columnwise_data && dy8.scale && dy8.scale_inv && dy8.amax);
+    ck_assert(w.dtype == TECORE_DTYPE_E4M3 && w.data && w.columnwise_data && w.scale_inv);
+    uint8_t *wr = malloc(out * cols), *wc = malloc(out * cols);
+    TE_OK(tecore_memcpy_async(te_hptr(wr), w.data, out * cols, S()));
+    TE_OK(tecore_memcpy_async(te_hptr(wc), w.columnwise_data, out * cols, S()));
+    TE_OK(tecore_stream_synchronize(S()));
+    for (size_t i = 0; i < out; i++)
+      for (size_t j = 0; j < cols; j++)
+        ck_assert_msg(wc[j * out + i] == wr[i * cols + j], "w's columnwise code [%zu][%zu] "
+                      "0x%02x, its rowwise [%zu][%zu] 0x%02x", j, i, wc[j * out + i], i, j,
+                      wr[i * cols + j]);
+    free(wr);
+    free(wc);
+    TE_OK(tecore_memset_d8_async(dy8.data, 0x7f, rows * out, S()));   /* NaN codes */
+    TE_OK(tecore_quantize(&dy[0].t, &dy8, 0, S()));
+    TE_OK(tecore_seq_linear_wgrad(b, 0, NULL, &dy[0].t, S()));
+    float **got = get_grads(b, &nb, sb);
+    ck_assert_uint_eq(na, nb);
+    for (size_t i = 0; i < na; i++)
+      for (size_t j = 0; j < sa[i]; j++)
+        ck_assert_msg(got[i][j] == want[i][j], "bias %d: gradient %zu [%zu] = %.9g, the "
+                      "backward's %.9g", bias, i, j, got[i][j], want[i][j]);
+    free_grads(got, nb);
+    free_grads(want, na);
+    TE_EXPECT_INVALID("dy8 is NULL", tecore_seq_linear_fp8_dgrad_operands(b, 0, S(), NULL, &w));
+    TE_EXPECT_INVALID("seq is NULL", tecore_seq_linear_fp8_dgrad_operands(NULL, 0, S(), &dy8, &w));
+    TE_EXPECT_INVALID("index", tecore_seq_linear_fp8_dgrad_operands(b, 2, S(), &dy8, &w));
+    TE_EXPECT_ERR(TECORE_ERR_NOT_SUPPORTED, "no Linear running in FP8",
+                  tecore_seq_linear_fp8_dgrad_operands(b, 1, S(), &dy8, NULL));
+    TE_EXPECT_INVALID("dy is NULL", tecore_seq_linear_wgrad(b, 0, NULL, NULL, S()));
+    TE_OK(tecore_seq_destroy(a));
+    TE_OK(tecore_seq_destroy(b));
+    dfree2(&y);
+    dfree2(&dx);
+    free_mbs(x, dy);
+  }
+  struct tecore_op_desc d[2] = {op_linear(out, 0), op_slot(TECORE_OP_MAKE_EXTRA_OUTPUT, 0)};
+  TE_OK(tecore_recipe_init(&r, TECORE_RECIPE_CURRENT));
+  tecore_seq_t *s = make_seq(d, 2, rows, cols, TECORE_DTYPE_BF16, 0, &r);
+  struct tecore_tensor dy8;
+  TE_EXPECT_ERR(TECORE_ERR_NOT_SUPPORTED, "delayed scaling",
+                tecore_seq_linear_fp8_dgrad_operands(s, 0, S(), &dy8, NULL));
+  struct dt2 dyb = dalloc2(TECORE_DTYPE_BF16, rows, out);
+  TE_EXPECT_ERR(TECORE_ERR_NOT_SUPPORTED, "delayed scaling",
+                tecore_seq_linear_wgrad(s, 0, NULL, &dyb.t, S()));
+  TE_OK(tecore_seq_destroy(s));
   dfree2(&dyb);
 }
 END_TEST
@@ -3747,6 +3826,7 @@ static Suite *ops_suite(void) {
   tcase_add_test(tc, test_fp8_weight_from_optimizer);
   tcase_add_test(tc, test_linear_fp8_operands_match_forward);
   tcase_add_test(tc, test_linear_wgrad_matches_backward);
+  tcase_add_test(tc, test_linear_fp8_dgrad_operands_and_wgrad);
   tcase_add_test(tc, test_fp8_weight_given_never_quantized);
   tcase_add_test(tc, test_fused_act_quantize);
   tcase_add_test(tc, test_fused_dgated);
