@@ -1577,6 +1577,57 @@ START_TEST(test_linear_fp8_operands_match_forward) {
 }
 END_TEST
 
+/* Two sequences of d with the same parameters: a after one eager step on
+ * x[0], dy[0] (its gradients in want), b's gradients poisoned, then
+ * zeroed. */
+struct wg_pair {
+  tecore_seq_t *a, *b;
+  struct dt2 x[2], dy[2], y, dx;
+  float **want;
+  size_t na, sa[MAXP];
+};
+static void wg_pair_make(struct wg_pair *w, const struct tecore_op_desc *d, size_t nops,
+                         size_t rows, size_t cols, size_t out, tecore_dtype_t dt,
+                         const struct tecore_recipe *r) {
+  w->a = make_seq(d, nops, rows, cols, dt, 0, r);
+  w->b = make_seq(d, nops, rows, cols, dt, 0, r);
+  set_params(w->a, 0);
+  copy_params(w->a, w->b);
+  make_mbs_out(dt, rows, cols, out, w->x, w->dy);
+  w->y = dalloc2(dt, rows, out);
+  w->dx = dalloc2(dt, rows, cols);
+  TE_OK(tecore_seq_zero_grad(w->a, S()));
+  TE_OK(tecore_seq_forward(w->a, &w->x[0].t, &w->y.t, 0, S()));
+  TE_OK(tecore_seq_backward(w->a, &w->dy[0].t, &w->dx.t, S()));
+  w->want = get_grads(w->a, &w->na, w->sa);
+  struct tecore_seq_param p[MAXP];
+  size_t nb;
+  TE_OK(tecore_seq_params(w->b, p, MAXP, &nb));
+  ck_assert_uint_eq(nb, w->na);
+  for (size_t i = 0; i < nb; i++)
+    TE_OK(tecore_memset_d8_async(p[i].grad.data, 0xff, tecore_tensor_numel(&p[i].grad) * 4, S()));
+  TE_OK(tecore_seq_zero_grad(w->b, S()));
+}
+/* b's gradients against want times k, bit for bit. */
+static void wg_pair_expect(const struct wg_pair *w, float k, const char *what) {
+  size_t nb, sb[MAXP];
+  float **got = get_grads(w->b, &nb, sb);
+  ck_assert_uint_eq(nb, w->na);
+  for (size_t i = 0; i < w->na; i++)
+    for (size_t j = 0; j < w->sa[i]; j++)
+      ck_assert_msg(got[i][j] == k * w->want[i][j], "%s: gradient %zu [%zu] = %.9g, the "
+                    "backward's x %g = %.9g", what, i, j, got[i][j], k, k * w->want[i][j]);
+  free_grads(got, nb);
+}
+static void wg_pair_free(struct wg_pair *w) {
+  free_grads(w->want, w->na);
+  TE_OK(tecore_seq_destroy(w->a));
+  TE_OK(tecore_seq_destroy(w->b));
+  dfree2(&w->y);
+  dfree2(&w->dx);
+  free_mbs(w->x, w->dy);
+}
+
 /* tecore_seq_linear_wgrad (libtecomm's allgather+dgrad runs the Linear's
  * data-gradient GEMM itself): after zero_grad, the weight and bias
  * gradients of a sequence's backward, bit for bit (the same kernels on the
@@ -1591,37 +1642,18 @@ START_TEST(test_linear_wgrad_matches_backward) {
   for (int v = 0; v < 4; v++) {
     const tecore_dtype_t dt = dts[v & 1];
     setenv("TECORE_OPS_BGRAD_EPILOGUE", v & 2 ? "0" : "1", 1);
-    tecore_seq_t *a = make_seq(d, 1, rows, cols, dt, 0, NULL);
-    tecore_seq_t *b = make_seq(d, 1, rows, cols, dt, 0, NULL);
-    set_params(a, 0);
-    copy_params(a, b);
-    struct dt2 x[2], dy[2];
-    make_mbs_out(dt, rows, cols, out, x, dy);
-    struct dt2 y = dalloc2(dt, rows, out), dx = dalloc2(dt, rows, cols);
-    TE_OK(tecore_seq_zero_grad(a, S()));
-    TE_OK(tecore_seq_forward(a, &x[0].t, &y.t, 0, S()));
-    TE_OK(tecore_seq_backward(a, &dy[0].t, &dx.t, S()));
-    size_t na, nb, sa[MAXP], sb[MAXP];
-    float **want = get_grads(a, &na, sa);
-    struct tecore_seq_param p[MAXP];
-    TE_OK(tecore_seq_params(b, p, MAXP, &nb));
-    ck_assert_uint_eq(na, 2);
-    ck_assert_uint_eq(nb, na);
-    for (size_t i = 0; i < nb; i++)   /* poisoned, then zero_grad */
-      TE_OK(tecore_memset_d8_async(p[i].grad.data, 0xff, tecore_tensor_numel(&p[i].grad) * 4, S()));
-    TE_OK(tecore_seq_zero_grad(b, S()));
+    struct wg_pair w;
+    wg_pair_make(&w, d, 1, rows, cols, out, dt, NULL);
+    ck_assert_uint_eq(w.na, 2);
+    tecore_seq_t *b = w.b;
+    const struct dt2 *x = w.x, *dy = w.dy;
     for (int call = 1; call <= 2; call++) {
       TE_OK(tecore_seq_linear_wgrad(b, 0, &x[0].t, &dy[0].t, S()));
-      float **got = get_grads(b, &nb, sb);
-      for (size_t i = 0; i < na; i++)
-        for (size_t j = 0; j < sa[i]; j++)
-          ck_assert_msg(got[i][j] == call * want[i][j],
-                        "%s, bias by %s, call %d: gradient %zu [%zu] = %.9g, the backward's "
-                        "x %d = %.9g", tecore_dtype_name(dt), v & 2 ? "column sums" : "epilogue",
-                        call, i, j, got[i][j], call, call * want[i][j]);
-      free_grads(got, nb);
+      char what[96];
+      snprintf(what, sizeof what, "%s, bias by %s, call %d", tecore_dtype_name(dt),
+               v & 2 ? "column sums" : "epilogue", call);
+      wg_pair_expect(&w, (float)call, what);
     }
-    free_grads(want, na);
     TE_EXPECT_INVALID("seq", tecore_seq_linear_wgrad(NULL, 0, &x[0].t, &dy[0].t, S()));
     TE_EXPECT_INVALID("index", tecore_seq_linear_wgrad(b, 1, &x[0].t, &dy[0].t, S()));
     TE_EXPECT_INVALID("x is NULL", tecore_seq_linear_wgrad(b, 0, NULL, &dy[0].t, S()));
@@ -1634,12 +1666,9 @@ START_TEST(test_linear_wgrad_matches_backward) {
     odd = dy[0].t;
     odd.data = 0;
     TE_EXPECT_INVALID("data set", tecore_seq_linear_wgrad(b, 0, &x[0].t, &odd, S()));
-    TE_OK(tecore_seq_destroy(a));
-    TE_OK(tecore_seq_destroy(b));
-    TE_EXPECT_INVALID("not a live", tecore_seq_linear_wgrad(b, 0, &x[0].t, &dy[0].t, S()));
-    dfree2(&y);
-    dfree2(&dx);
-    free_mbs(x, dy);
+    const struct tecore_tensor xt = x[0].t, dyt = dy[0].t;
+    wg_pair_free(&w);   /* the liveness check comes before the tensors' */
+    TE_EXPECT_INVALID("not a live", tecore_seq_linear_wgrad(b, 0, &xt, &dyt, S()));
   }
   unsetenv("TECORE_OPS_BGRAD_EPILOGUE");
   /* a GELU and F32: no Linear, other operands (FP8: the next test) */
@@ -1673,24 +1702,11 @@ START_TEST(test_linear_fp8_dgrad_operands_and_wgrad) {
   TE_OK(tecore_recipe_init(&r, TECORE_RECIPE_DELAYED));
   for (int bias = 0; bias < 2; bias++) {
     struct tecore_op_desc d[2] = {op_linear(out, bias), op_slot(TECORE_OP_MAKE_EXTRA_OUTPUT, 0)};
-    tecore_seq_t *a = make_seq(d, 2, rows, cols, TECORE_DTYPE_BF16, 0, &r);
-    tecore_seq_t *b = make_seq(d, 2, rows, cols, TECORE_DTYPE_BF16, 0, &r);
-    set_params(a, 0);
-    copy_params(a, b);
-    struct dt2 x[2], dy[2];
-    make_mbs_out(TECORE_DTYPE_BF16, rows, cols, out, x, dy);
-    struct dt2 y = dalloc2(TECORE_DTYPE_BF16, rows, out), dx = dalloc2(TECORE_DTYPE_BF16, rows, cols);
-    TE_OK(tecore_seq_zero_grad(a, S()));
-    TE_OK(tecore_seq_forward(a, &x[0].t, &y.t, 0, S()));
-    TE_OK(tecore_seq_backward(a, &dy[0].t, &dx.t, S()));
-    size_t na, nb, sa[MAXP], sb[MAXP];
-    float **want = get_grads(a, &na, sa);
-    struct tecore_seq_param p[MAXP];
-    TE_OK(tecore_seq_params(b, p, MAXP, &nb));
-    for (size_t i = 0; i < nb; i++)   /* poisoned, then zero_grad */
-      TE_OK(tecore_memset_d8_async(p[i].grad.data, 0xff, tecore_tensor_numel(&p[i].grad) * 4, S()));
-    TE_OK(tecore_seq_zero_grad(b, S()));
-    TE_OK(tecore_seq_forward(b, &x[0].t, &y.t, 0, S()));
+    struct wg_pair wp;
+    wg_pair_make(&wp, d, 2, rows, cols, out, TECORE_DTYPE_BF16, &r);
+    tecore_seq_t *b = wp.b;
+    const struct dt2 *dy = wp.dy;
+    TE_OK(tecore_seq_forward(b, &wp.x[0].t, &wp.y.t, 0, S()));
     struct tecore_tensor dy8, w;
     TE_OK(tecore_seq_linear_fp8_dgrad_operands(b, 0, S(), &dy8, &w));
     ck_assert(dy8.dtype == TECORE_DTYPE_E5M2 && dy8.shape[0] == rows && dy8.shape[1] == out &&
@@ -1710,25 +1726,14 @@ START_TEST(test_linear_fp8_dgrad_operands_and_wgrad) {
     TE_OK(tecore_memset_d8_async(dy8.data, 0x7f, rows * out, S()));   /* NaN codes */
     TE_OK(tecore_quantize(&dy[0].t, &dy8, 0, S()));
     TE_OK(tecore_seq_linear_wgrad(b, 0, NULL, &dy[0].t, S()));
-    float **got = get_grads(b, &nb, sb);
-    ck_assert_uint_eq(na, nb);
-    for (size_t i = 0; i < na; i++)
-      for (size_t j = 0; j < sa[i]; j++)
-        ck_assert_msg(got[i][j] == want[i][j], "bias %d: gradient %zu [%zu] = %.9g, the "
-                      "backward's %.9g", bias, i, j, got[i][j], want[i][j]);
-    free_grads(got, nb);
-    free_grads(want, na);
+    wg_pair_expect(&wp, 1.0f, bias ? "FP8, bias" : "FP8, no bias");
     TE_EXPECT_INVALID("dy8 is NULL", tecore_seq_linear_fp8_dgrad_operands(b, 0, S(), NULL, &w));
     TE_EXPECT_INVALID("seq is NULL", tecore_seq_linear_fp8_dgrad_operands(NULL, 0, S(), &dy8, &w));
     TE_EXPECT_INVALID("index", tecore_seq_linear_fp8_dgrad_operands(b, 2, S(), &dy8, &w));
     TE_EXPECT_ERR(TECORE_ERR_NOT_SUPPORTED, "no Linear running in FP8",
                   tecore_seq_linear_fp8_dgrad_operands(b, 1, S(), &dy8, NULL));
     TE_EXPECT_INVALID("dy is NULL", tecore_seq_linear_wgrad(b, 0, NULL, NULL, S()));
-    TE_OK(tecore_seq_destroy(a));
-    TE_OK(tecore_seq_destroy(b));
-    dfree2(&y);
-    dfree2(&dx);
-    free_mbs(x, dy);
+    wg_pair_free(&wp);
   }
   struct tecore_op_desc d[2] = {op_linear(out, 0), op_slot(TECORE_OP_MAKE_EXTRA_OUTPUT, 0)};
   TE_OK(tecore_recipe_init(&r, TECORE_RECIPE_CURRENT));
