@@ -38,7 +38,7 @@ void te_ew_vdev_memset(const struct tecore_launch_cfg *cfg, void *const *args) {
 void te_ew_vdev_copy(const struct tecore_launch_cfg *cfg, void *const *args) {
   const struct te_copy_args a = te_copy_args_of(args);
   (void)cfg;
-  memmove(a.dst, a.src, a.n);
+  te_host_move(a.dst, a.src, a.n);
 }
 
 void te_ew_vdev_copy2d_u32(const struct tecore_launch_cfg *cfg, void *const *args) {

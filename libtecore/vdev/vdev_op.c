@@ -158,9 +158,9 @@ tecore_result_t te_vdev_op_run(struct vdev_stream *s, struct vdev_op *op) {
     return r;
   }
   case VDEV_OP_MEMCPY:
-    /* memmove: overlapping copies are undefined on the driver; be kind */
-    memmove((void *)(uintptr_t)op->u.copy.dst, (const void *)(uintptr_t)op->u.copy.src,
-            op->u.copy.bytes);
+    /* overlapping copies are undefined on the driver; be kind */
+    te_host_move((void *)(uintptr_t)op->u.copy.dst, (const void *)(uintptr_t)op->u.copy.src,
+                 op->u.copy.bytes);
     return TECORE_SUCCESS;
   case VDEV_OP_MEMSET:
     memset_run(op);
