@@ -344,8 +344,7 @@ TE_EXPORT tecore_result_t tecore_seq_forward(tecore_seq_t *s, const struct tecor
                                              const struct tecore_tensor *out,
                                              tecore_devptr_t noop_flag, tecore_stream_t stream) {
   static const char fn[] = "tecore_seq_forward";
-  TE_ARG(s, "%s: seq is NULL", fn);
-  TE_ARG(te_handle_live(s), "%s: seq %p is not a live sequence (destroyed?)", fn, (const void *)s);
+  TE_CHECK(te_seq_arg(s, fn));
   TE_ARG(s->built, "%s: the sequence is not built (tecore_seq_build)", fn);
   TE_CHECK(check_act(s, in, fn, "in", 0));
   TE_CHECK(check_act(s, out, fn, "out", s->nops));
@@ -385,8 +384,7 @@ TE_EXPORT tecore_result_t tecore_seq_backward(tecore_seq_t *s, const struct teco
                                               const struct tecore_tensor *dx,
                                               tecore_stream_t stream) {
   static const char fn[] = "tecore_seq_backward";
-  TE_ARG(s, "%s: seq is NULL", fn);
-  TE_ARG(te_handle_live(s), "%s: seq %p is not a live sequence (destroyed?)", fn, (const void *)s);
+  TE_CHECK(te_seq_arg(s, fn));
   TE_ARG(s->built, "%s: the sequence is not built (tecore_seq_build)", fn);
   TE_ARG(!te_seq_infer(s), "%s: seq %p is an inference sequence (TECORE_SEQ_INFERENCE): it "
          "runs forward only, and keeps nothing a backward would read", fn, (const void *)s);

@@ -27,9 +27,7 @@ static tecore_result_t grad_fits(tecore_devptr_t ptr, size_t bytes, size_t bnd, 
 
 TE_EXPORT tecore_result_t tecore_seq_set_grad(tecore_seq_t *s, size_t bnd, tecore_devptr_t ptr) {
   static const char fn[] = "tecore_seq_set_grad";
-  TE_ARG(s, "%s: seq is NULL", fn);
-  TE_ARG(te_handle_live(s), "%s: seq %p is not a live sequence (destroyed?)", fn,
-         (const void *)s);
+  TE_CHECK(te_seq_arg(s, fn));
   TE_ARG(s->built, "%s: the sequence is not built (tecore_seq_build)", fn);
   TE_ARG(!te_seq_infer(s), "%s: seq %p is an inference sequence (TECORE_SEQ_INFERENCE): it has "
          "no gradients", fn, (const void *)s);

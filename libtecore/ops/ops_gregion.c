@@ -27,9 +27,7 @@ static size_t gr_bytes_of(const tecore_seq_t *s, const struct te_op *o, size_t p
 TE_EXPORT tecore_result_t tecore_seq_set_grad_region(tecore_seq_t *s,
                                                      const struct tecore_seq_grad_region *region) {
   static const char fn[] = "tecore_seq_set_grad_region";
-  TE_ARG(s, "%s: seq is NULL", fn);
-  TE_ARG(te_handle_live(s), "%s: seq %p is not a live sequence (destroyed?)", fn,
-         (const void *)s);
+  TE_CHECK(te_seq_arg(s, fn));
   TE_ARG(!s->built, "%s: the sequence is built: the gradients' storage is chosen before "
          "tecore_seq_build", fn);
   TE_ARG(!te_seq_infer(s), "%s: an inference sequence (TECORE_SEQ_INFERENCE) has no gradients",

@@ -365,6 +365,25 @@ struct tecore_seq {
   size_t gr_bytes, gr_used;
 };
 
+/* ---- the argument checks every tecore_seq_* call opens with ---------------
+ * te_seq_arg: s given and a live sequence (not destroyed); te_seq_op_arg:
+ * that, and index naming one of its operations.  TECORE_ERR_INVALID naming
+ * fn, else TECORE_SUCCESS. */
+static inline tecore_result_t te_seq_arg(const tecore_seq_t *s, const char *fn) {
+  TE_ARG(s, "%s: seq is NULL", fn);
+  TE_ARG(te_handle_live(s), "%s: seq %p is not a live sequence (destroyed?)", fn,
+         (const void *)s);
+  return TECORE_SUCCESS;
+}
+
+static inline tecore_result_t te_seq_op_arg(const tecore_seq_t *s, size_t index, const char *fn) {
+  tecore_result_t r = te_seq_arg(s, fn);
+  if (r != TECORE_SUCCESS) return r;
+  TE_ARG(index < s->nops, "%s: index %zu is out of range (the sequence has %zu operations)", fn,
+         index, s->nops);
+  return TECORE_SUCCESS;
+}
+
 /* ---- ops_store.c: the bottom of ops/, which every other file may call ---------------- */
 /* A device allocation of the sequence (param: counted as parameter
  * memory), freed by destroy or by te_seq_release. */

@@ -67,11 +67,8 @@ tecore_result_t te_bnd_f8_tensor(const tecore_seq_t *s, size_t b, struct tecore_
 TE_EXPORT tecore_result_t tecore_seq_fp8_input(const tecore_seq_t *s, size_t index,
                                                struct tecore_tensor *t) {
   static const char fn[] = "tecore_seq_fp8_input";
-  TE_ARG(s, "%s: seq is NULL", fn);
-  TE_ARG(te_handle_live(s), "%s: seq %p is not a live sequence (destroyed?)", fn, (const void *)s);
+  TE_CHECK(te_seq_op_arg(s, index, fn));
   TE_ARG(t, "%s: t is NULL", fn);
-  TE_ARG(index < s->nops, "%s: index %zu is out of range (the sequence has %zu operations)", fn,
-         index, s->nops);
   if (!s->bnd || !te_op_fp8(s, index) || s->bnd[index].f8 < 0)
     return TE_ERR(TECORE_ERR_NOT_SUPPORTED,
                   "%s: operation %zu (%s) does not run in FP8 (no recipe, not built, not a "
@@ -132,8 +129,7 @@ tecore_result_t te_seq_grad_fp8(const tecore_seq_t *s, struct tecore_tensor *t, 
 
 TE_EXPORT tecore_result_t tecore_seq_grad_fp8(const tecore_seq_t *s, struct tecore_tensor *t) {
   static const char fn[] = "tecore_seq_grad_fp8";
-  TE_ARG(s, "%s: seq is NULL", fn);
-  TE_ARG(te_handle_live(s), "%s: seq %p is not a live sequence (destroyed?)", fn, (const void *)s);
+  TE_CHECK(te_seq_arg(s, fn));
   TE_ARG(t, "%s: t is NULL", fn);
   TE_ARG(s->built, "%s: the sequence is not built (tecore_seq_build)", fn);
   if (te_seq_infer(s))
@@ -154,12 +150,9 @@ static tecore_result_t w8_tensor(const tecore_seq_t *s, const struct te_op *o,
 TE_EXPORT tecore_result_t tecore_seq_fp8_weight(const tecore_seq_t *s, size_t index,
                                                 struct tecore_tensor *t) {
   static const char fn[] = "tecore_seq_fp8_weight";
-  TE_ARG(s, "%s: seq is NULL", fn);
-  TE_ARG(te_handle_live(s), "%s: seq %p is not a live sequence (destroyed?)", fn, (const void *)s);
+  TE_CHECK(te_seq_op_arg(s, index, fn));
   TE_ARG(t, "%s: t is NULL", fn);
   TE_ARG(s->built, "%s: the sequence is not built (tecore_seq_build)", fn);
-  TE_ARG(index < s->nops, "%s: index %zu is out of range (the sequence has %zu operations)", fn,
-         index, s->nops);
   const struct te_op *o = &s->ops[index];
   if (o->d.kind != TECORE_OP_LINEAR || !te_op_fp8(s, index) || !o->w8_row)
     return TE_ERR(TECORE_ERR_NOT_SUPPORTED, "%s: operation %zu (%s) is no Linear running in "
@@ -380,11 +373,8 @@ TE_EXPORT tecore_result_t tecore_seq_linear_fp8_operands(tecore_seq_t *s, size_t
                                                          struct tecore_tensor *a,
                                                          struct tecore_tensor *w) {
   static const char fn[] = "tecore_seq_linear_fp8_operands";
-  TE_ARG(s, "%s: seq is NULL", fn);
-  TE_ARG(te_handle_live(s), "%s: seq %p is not a live sequence (destroyed?)", fn, (const void *)s);
+  TE_CHECK(te_seq_op_arg(s, index, fn));
   TE_ARG(a && w, "%s: %s is NULL", fn, a ? "w" : "a");
-  TE_ARG(index < s->nops, "%s: index %zu is out of range (the sequence has %zu operations)", fn,
-         index, s->nops);
   const struct te_op *o = &s->ops[index];
   if (o->d.kind != TECORE_OP_LINEAR || !s->bnd || !te_op_fp8(s, index) || s->bnd[index].f8 < 0 ||
       !o->w8_row)
@@ -718,11 +708,8 @@ TE_EXPORT tecore_result_t tecore_seq_linear_fp8_dgrad_operands(tecore_seq_t *s, 
                                                                struct tecore_tensor *dy8,
                                                                struct tecore_tensor *w) {
   static const char fn[] = "tecore_seq_linear_fp8_dgrad_operands";
-  TE_ARG(s, "%s: seq is NULL", fn);
-  TE_ARG(te_handle_live(s), "%s: seq %p is not a live sequence (destroyed?)", fn, (const void *)s);
+  TE_CHECK(te_seq_op_arg(s, index, fn));
   TE_ARG(dy8, "%s: dy8 is NULL", fn);
-  TE_ARG(index < s->nops, "%s: index %zu is out of range (the sequence has %zu operations)", fn,
-         index, s->nops);
   const struct te_op *o = &s->ops[index];
   if (o->d.kind != TECORE_OP_LINEAR || !s->bnd || !te_op_fp8(s, index) || !o->w8_row)
     return TE_ERR(TECORE_ERR_NOT_SUPPORTED, "%s: operation %zu (%s) is no Linear running in "
@@ -763,10 +750,7 @@ TE_EXPORT tecore_result_t tecore_seq_linear_wgrad(tecore_seq_t *s, size_t index,
                                                   const struct tecore_tensor *dy,
                                                   tecore_stream_t stream) {
   static const char fn[] = "tecore_seq_linear_wgrad";
-  TE_ARG(s, "%s: seq is NULL", fn);
-  TE_ARG(te_handle_live(s), "%s: seq %p is not a live sequence (destroyed?)", fn, (const void *)s);
-  TE_ARG(index < s->nops, "%s: index %zu is out of range (the sequence has %zu operations)", fn,
-         index, s->nops);
+  TE_CHECK(te_seq_op_arg(s, index, fn));
   const struct te_op *o = &s->ops[index];
   if (o->d.kind != TECORE_OP_LINEAR || !s->bnd ||
       (s->cfg.dtype != TECORE_DTYPE_BF16 && s->cfg.dtype != TECORE_DTYPE_F16))

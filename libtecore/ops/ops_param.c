@@ -62,9 +62,7 @@ static tecore_result_t param_own(tecore_seq_t *s, struct te_op *op, size_t p, si
 
 TE_EXPORT tecore_result_t tecore_seq_set_param(tecore_seq_t *s, size_t index, tecore_devptr_t ptr) {
   static const char fn[] = "tecore_seq_set_param";
-  TE_ARG(s, "%s: seq is NULL", fn);
-  TE_ARG(te_handle_live(s), "%s: seq %p is not a live sequence (destroyed?)", fn,
-         (const void *)s);
+  TE_CHECK(te_seq_arg(s, fn));
   TE_ARG(s->built, "%s: the sequence is not built (tecore_seq_build)", fn);
   struct te_op *op = NULL;
   size_t p = 0;

@@ -376,8 +376,7 @@ out:
 /* ---- reports -------------------------------------------------------------------------- */
 
 static tecore_result_t check_plan(const tecore_seq_t *s, tecore_seq_dir_t dir, const char *fn) {
-  TE_ARG(s, "%s: seq is NULL", fn);
-  TE_ARG(te_handle_live(s), "%s: seq %p is not a live sequence (destroyed?)", fn, (const void *)s);
+  TE_CHECK(te_seq_arg(s, fn));
   TE_ARG(dir == TECORE_SEQ_FORWARD || dir == TECORE_SEQ_BACKWARD,
          "%s: dir is %d, not TECORE_SEQ_FORWARD or TECORE_SEQ_BACKWARD (TECORE_SEQ_RECOMPUTE "
          "is the pass hooks' only: the recomputed forward runs the forward's groups)", fn,

@@ -126,9 +126,7 @@ static tecore_result_t check_range(const tecore_seq_t *s, size_t first, size_t c
 TE_EXPORT tecore_result_t tecore_seq_set_recompute(tecore_seq_t *s, size_t first, size_t count,
                                                    tecore_seq_recompute_t mode) {
   static const char fn[] = "tecore_seq_set_recompute";
-  TE_ARG(s, "%s: seq is NULL", fn);
-  TE_ARG(te_handle_live(s), "%s: seq %p is not a live sequence (destroyed?)", fn,
-         (const void *)s);
+  TE_CHECK(te_seq_arg(s, fn));
   TE_CHECK(check_range(s, first, count, (int)mode, fn));
   struct te_rc_range *n = realloc(s->rcr, (s->nrcr + 1) * sizeof *n);
   if (!n) return TE_ERR(TECORE_ERR_NOMEM, "%s: out of host memory", fn);

@@ -174,9 +174,7 @@ TE_EXPORT tecore_result_t tecore_seq_get_saved(const tecore_seq_t *s,
                                                struct tecore_seq_saved *saved, size_t max,
                                                size_t *count) {
   static const char fn[] = "tecore_seq_get_saved";
-  TE_ARG(s, "%s: seq is NULL", fn);
-  TE_ARG(te_handle_live(s), "%s: seq %p is not a live sequence (destroyed?)", fn,
-         (const void *)s);
+  TE_CHECK(te_seq_arg(s, fn));
   TE_ARG(count, "%s: count is NULL", fn);
   TE_ARG(saved || max == 0, "%s: saved is NULL but max is %zu", fn, max);
   TE_ARG(s->built, "%s: the sequence is not built (tecore_seq_build)", fn);
@@ -202,9 +200,7 @@ static int find_visit(struct saved_ref *r, void *arg) {
 
 TE_EXPORT tecore_result_t tecore_seq_set_saved(tecore_seq_t *s, size_t index, tecore_devptr_t ptr) {
   static const char fn[] = "tecore_seq_set_saved";
-  TE_ARG(s, "%s: seq is NULL", fn);
-  TE_ARG(te_handle_live(s), "%s: seq %p is not a live sequence (destroyed?)", fn,
-         (const void *)s);
+  TE_CHECK(te_seq_arg(s, fn));
   TE_ARG(s->built, "%s: the sequence is not built (tecore_seq_build)", fn);
   TE_ARG(ptr % 256 == 0, "%s: ptr 0x%llx is not 256-byte aligned", fn, (unsigned long long)ptr);
   struct find_arg a = {.want = index};
@@ -360,9 +356,7 @@ tecore_result_t te_rc_layout(tecore_seq_t *s, size_t *last_reader) {
 }
 
 TE_EXPORT tecore_result_t tecore_seq_set_hooks(tecore_seq_t *s, const struct tecore_seq_hooks *h) {
-  TE_ARG(s, "tecore_seq_set_hooks: seq is NULL");
-  TE_ARG(te_handle_live(s), "tecore_seq_set_hooks: seq %p is not a live sequence (destroyed?)",
-         (const void *)s);
+  TE_CHECK(te_seq_arg(s, "tecore_seq_set_hooks"));
   if (h) {
     TE_ARG(h->before || h->after, "tecore_seq_set_hooks: hooks has neither before nor after");
     s->hooks = *h;

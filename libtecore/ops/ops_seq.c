@@ -86,9 +86,7 @@ static void free_state(tecore_seq_t *s) {
 
 TE_EXPORT tecore_result_t tecore_seq_hold(tecore_seq_t *s, int hold) {
   static const char fn[] = "tecore_seq_hold";
-  TE_ARG(s, "%s: seq is NULL", fn);
-  TE_ARG(te_handle_live(s), "%s: seq %p is not a live sequence (destroyed?)", fn,
-         (const void *)s);
+  TE_CHECK(te_seq_arg(s, fn));
   TE_ARG(hold == 0 || hold == 1, "%s: hold is %d, not 0 or 1", fn, hold);
   TE_ARG(!hold || !s->held, "%s: seq %p is already held (by a graphed callable?)", fn,
          (const void *)s);
@@ -98,9 +96,7 @@ TE_EXPORT tecore_result_t tecore_seq_hold(tecore_seq_t *s, int hold) {
 }
 
 TE_EXPORT tecore_result_t tecore_seq_destroy(tecore_seq_t *s) {
-  TE_ARG(s, "tecore_seq_destroy: seq is NULL");
-  TE_ARG(te_handle_live(s), "tecore_seq_destroy: seq %p is not a live sequence (destroyed?)",
-         (const void *)s);
+  TE_CHECK(te_seq_arg(s, "tecore_seq_destroy"));
   TE_ARG(!s->held,
          "tecore_seq_destroy: seq %p is held (a graphed callable replays it: destroy that first)",
          (const void *)s);
@@ -287,8 +283,7 @@ static tecore_result_t bind_slot(tecore_seq_t *s, struct te_op *op, size_t n, co
 TE_EXPORT tecore_result_t tecore_seq_add(tecore_seq_t *s, const struct tecore_op_desc *d,
                                          size_t *index) {
   static const char fn[] = "tecore_seq_add";
-  TE_ARG(s, "%s: seq is NULL", fn);
-  TE_ARG(te_handle_live(s), "%s: seq %p is not a live sequence (destroyed?)", fn, (const void *)s);
+  TE_CHECK(te_seq_arg(s, fn));
   TE_ARG(d, "%s: desc is NULL", fn);
   TE_ARG(!s->built, "%s: the sequence is built; operations are added before tecore_seq_build",
          fn);
@@ -659,9 +654,7 @@ static void unbuild(tecore_seq_t *s) {
 
 TE_EXPORT tecore_result_t tecore_seq_build(tecore_seq_t *s, tecore_stream_t stream) {
   static const char fn[] = "tecore_seq_build";
-  TE_ARG(s, "%s: seq is NULL", fn);
-  TE_ARG(te_handle_live(s), "%s: seq %p is not a live sequence (destroyed?)", fn,
-         (const void *)s);
+  TE_CHECK(te_seq_arg(s, fn));
   TE_ARG(!s->built, "%s: the sequence is already built", fn);
   TE_ARG(s->nops >= 1, "%s: the sequence has no operations (tecore_seq_add)", fn);
   TE_CHECK(layout_boundaries(s, fn));
@@ -909,8 +902,7 @@ static tecore_result_t prepare_fp8(tecore_seq_t *s, tecore_stream_t stream) {
 TE_EXPORT tecore_result_t tecore_seq_set_recipe(tecore_seq_t *s, const struct tecore_recipe *r,
                                                 tecore_stream_t stream) {
   static const char fn[] = "tecore_seq_set_recipe";
-  TE_ARG(s, "%s: seq is NULL", fn);
-  TE_ARG(te_handle_live(s), "%s: seq %p is not a live sequence (destroyed?)", fn, (const void *)s);
+  TE_CHECK(te_seq_arg(s, fn));
   if (r) {
     TE_CHECK(tecore_recipe_validate(r));
     /* a limit of the fuser, not of the device: the recipe named, not numbered */
@@ -950,9 +942,7 @@ TE_EXPORT tecore_result_t tecore_seq_set_recipe(tecore_seq_t *s, const struct te
 
 TE_EXPORT tecore_result_t tecore_seq_weights_changed(tecore_seq_t *s) {
   static const char fn[] = "tecore_seq_weights_changed";
-  TE_ARG(s, "%s: seq is NULL", fn);
-  TE_ARG(te_handle_live(s), "%s: seq %p is not a live sequence (destroyed?)", fn,
-         (const void *)s);
+  TE_CHECK(te_seq_arg(s, fn));
   TE_ARG(te_seq_infer(s), "%s: seq %p is a training sequence (its forward quantizes the "
          "weights unless the noop flag says not to); only TECORE_SEQ_INFERENCE sequences cache "
          "them", fn, (const void *)s);
@@ -963,9 +953,7 @@ TE_EXPORT tecore_result_t tecore_seq_weights_changed(tecore_seq_t *s) {
 TE_EXPORT tecore_result_t tecore_seq_fp8_state(const tecore_seq_t *s, tecore_fp8_role_t role,
                                                struct tecore_delayed_state *st) {
   static const char fn[] = "tecore_seq_fp8_state";
-  TE_ARG(s, "%s: seq is NULL", fn);
-  TE_ARG(te_handle_live(s), "%s: seq %p is not a live sequence (destroyed?)", fn,
-         (const void *)s);
+  TE_CHECK(te_seq_arg(s, fn));
   TE_ARG(st, "%s: st is NULL", fn);
   TE_ARG(role == TECORE_FP8_ACTIVATION || role == TECORE_FP8_WEIGHT ||
          role == TECORE_FP8_GRADIENT, "%s: role is %d, not TECORE_FP8_ACTIVATION, "
@@ -1017,8 +1005,7 @@ static int writes_own_grads(const tecore_seq_t *s, size_t i) {
  * of one) must add to zeros every time.  Residual slot gradients read by
  * the caller are filled. */
 TE_EXPORT tecore_result_t tecore_seq_zero_grad(tecore_seq_t *s, tecore_stream_t stream) {
-  TE_ARG(s, "tecore_seq_zero_grad: seq is NULL");
-  TE_ARG(te_handle_live(s), "tecore_seq_zero_grad: seq %p is not a live sequence (destroyed?)", (const void *)s);
+  TE_CHECK(te_seq_arg(s, "tecore_seq_zero_grad"));
   TE_ARG(s->built, "tecore_seq_zero_grad: the sequence is not built (tecore_seq_build)");
   if (te_seq_infer(s)) return TECORE_SUCCESS;   /* no gradients to zero */
   tecore_capture_status_t cs = TECORE_CAPTURE_NONE;
@@ -1069,8 +1056,7 @@ tecore_result_t te_grad_fill_fresh(tecore_seq_t *s, tecore_stream_t stream) {
 }
 
 TE_EXPORT tecore_result_t tecore_seq_update_scales(tecore_seq_t *s, tecore_stream_t stream) {
-  TE_ARG(s, "tecore_seq_update_scales: seq is NULL");
-  TE_ARG(te_handle_live(s), "tecore_seq_update_scales: seq %p is not a live sequence (destroyed?)", (const void *)s);
+  TE_CHECK(te_seq_arg(s, "tecore_seq_update_scales"));
   TE_ARG(s->built, "tecore_seq_update_scales: the sequence is not built (tecore_seq_build)");
   if (!s->fp8_run || s->recipe.kind != TECORE_RECIPE_DELAYED || !s->have_state)
     return TECORE_SUCCESS;
@@ -1110,8 +1096,7 @@ static void param_tensors(const tecore_seq_t *s, const struct te_op *o, size_t p
 TE_EXPORT tecore_result_t tecore_seq_params(const tecore_seq_t *s, struct tecore_seq_param *params,
                                             size_t max, size_t *count) {
   static const char fn[] = "tecore_seq_params";
-  TE_ARG(s, "%s: seq is NULL", fn);
-  TE_ARG(te_handle_live(s), "%s: seq %p is not a live sequence (destroyed?)", fn, (const void *)s);
+  TE_CHECK(te_seq_arg(s, fn));
   TE_ARG(count, "%s: count is NULL", fn);
   TE_ARG(params || max == 0, "%s: params is NULL but max is %zu", fn, max);
   TE_ARG(s->built, "%s: the sequence is not built (tecore_seq_build)", fn);
@@ -1132,11 +1117,8 @@ TE_EXPORT tecore_result_t tecore_seq_params(const tecore_seq_t *s, struct tecore
 TE_EXPORT tecore_result_t tecore_seq_op(const tecore_seq_t *s, size_t index,
                                         struct tecore_op_info *info) {
   static const char fn[] = "tecore_seq_op";
-  TE_ARG(s, "%s: seq is NULL", fn);
-  TE_ARG(te_handle_live(s), "%s: seq %p is not a live sequence (destroyed?)", fn, (const void *)s);
+  TE_CHECK(te_seq_op_arg(s, index, fn));
   TE_ARG(info, "%s: info is NULL", fn);
-  TE_ARG(index < s->nops, "%s: index %zu is out of range (the sequence has %zu operations)", fn,
-         index, s->nops);
   const struct te_op *o = &s->ops[index];
   memset(info, 0, sizeof *info);
   info->desc = o->d;
@@ -1168,8 +1150,7 @@ TE_EXPORT tecore_result_t tecore_seq_extra(const tecore_seq_t *s, int slot,
                                            struct tecore_tensor *value,
                                            struct tecore_tensor *grad) {
   static const char fn[] = "tecore_seq_extra";
-  TE_ARG(s, "%s: seq is NULL", fn);
-  TE_ARG(te_handle_live(s), "%s: seq %p is not a live sequence (destroyed?)", fn, (const void *)s);
+  TE_CHECK(te_seq_arg(s, fn));
   TE_ARG(slot >= 0 && slot < TECORE_SEQ_MAX_SLOTS, "%s: slot %d is not in 0..%d", fn, slot,
          TECORE_SEQ_MAX_SLOTS - 1);
   int p = s->slot_last[slot];   /* a slot used again: its latest use */
@@ -1183,9 +1164,7 @@ TE_EXPORT tecore_result_t tecore_seq_extra(const tecore_seq_t *s, int slot,
 }
 
 TE_EXPORT tecore_result_t tecore_seq_dtype(const tecore_seq_t *s, tecore_dtype_t *dtype) {
-  TE_ARG(s, "tecore_seq_dtype: seq is NULL");
-  TE_ARG(te_handle_live(s), "tecore_seq_dtype: seq %p is not a live sequence (destroyed?)",
-         (const void *)s);
+  TE_CHECK(te_seq_arg(s, "tecore_seq_dtype"));
   TE_ARG(dtype, "tecore_seq_dtype: dtype is NULL");
   *dtype = s->cfg.dtype;
   return TECORE_SUCCESS;
@@ -1193,8 +1172,7 @@ TE_EXPORT tecore_result_t tecore_seq_dtype(const tecore_seq_t *s, tecore_dtype_t
 
 TE_EXPORT tecore_result_t tecore_seq_memory(const tecore_seq_t *s, size_t *param_bytes,
                                             size_t *total_bytes) {
-  TE_ARG(s, "tecore_seq_memory: seq is NULL");
-  TE_ARG(te_handle_live(s), "tecore_seq_memory: seq %p is not a live sequence (destroyed?)", (const void *)s);
+  TE_CHECK(te_seq_arg(s, "tecore_seq_memory"));
   if (param_bytes) *param_bytes = s->bytes_param;
   if (total_bytes) *total_bytes = s->bytes_total;
   return TECORE_SUCCESS;

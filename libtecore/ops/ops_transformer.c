@@ -250,8 +250,7 @@ static void undo_apply(tecore_seq_t *s, const struct undo *u) {
 
 TE_EXPORT tecore_result_t tecore_seq_add_transformer(tecore_seq_t *s,
                                                      const struct tecore_transformer_desc *d) {
-  TE_ARG(s, "%s: seq is NULL", fn);
-  TE_ARG(te_handle_live(s), "%s: seq %p is not a live sequence (destroyed?)", fn, (const void *)s);
+  TE_CHECK(te_seq_arg(s, fn));
   TE_ARG(d, "%s: d is NULL", fn);
   TE_ARG(!s->built, "%s: the sequence is built; blocks are added before tecore_seq_build", fn);
   TE_CHECK(check_shape(s, d));
