@@ -76,8 +76,12 @@ TECORE_TUNABLE_INT(tc_tun_sp_overlap, "TECOMM_SP_OVERLAP", 1, 0, 1,
 
 static const char sp_fn[] = "tecomm_ops_register: sequence-parallel overlap";
 
-/* the pattern (the registration's ctx); SP_AG_DGRAD is the backward's */
-enum { SP_AG_LIN = 0, SP_LIN_RS = 1, SP_LIN_RS_NORM = 2, SP_AG_LIN_GELU = 3, SP_AG_DGRAD = 4 };
+/* the pattern (the registration's ctx); SP_AG_DGRAD and SP_AG_DGRAD8 are
+ * the backward's */
+enum {
+  SP_AG_LIN = 0, SP_LIN_RS = 1, SP_LIN_RS_NORM = 2, SP_AG_LIN_GELU = 3, SP_AG_DGRAD = 4,
+  SP_AG_DGRAD8 = 5
+};
 
 static int sp_is_ag(int which) {
   return which == SP_AG_LIN || which == SP_AG_LIN_GELU;
@@ -174,10 +178,10 @@ static tecomm_result_t sp_grow(struct tecomm_comm *c, tecore_devptr_t *buf, size
 static tecomm_result_t sp_prepare(struct tecomm_comm *c, int which, const struct sp_place *pl) {
   const size_t es = tecore_dtype_size(pl->dt), n = (size_t)c->nranks;
   struct tc_ov *ov;
-  if (sp_is_ag(which) || which == SP_AG_DGRAD) {
+  if (sp_is_ag(which) || which == SP_AG_DGRAD || which == SP_AG_DGRAD8) {
     /* the shard's rows (under FP8 its codes, half as many bytes); the
      * backward's: the shard of the output's gradient */
-    const size_t cols = which == SP_AG_DGRAD ? pl->m : pl->k;
+    const size_t cols = which == SP_AG_DGRAD || which == SP_AG_DGRAD8 ? pl->m : pl->k;
     TC_CHECK(sp_grow(c, &c->sp_stage, &c->sp_stage_bytes, pl->rows * cols * es));
     return tc_ov_get(c, 0, 0, sp_fn, &ov);
   }
@@ -219,6 +223,20 @@ static const char *sp_dgrad_why_not(const tecore_seq_t *seq, size_t lin,
   return tc_ov_check_shape(&sh) != TECOMM_SUCCESS ? tecomm_last_error() : NULL;
 }
 
+/* allgather+dgrad8: that, on a Linear running in FP8 without a bias (on
+ * any rank: the ranks agree), whose gradient's codes are gathered as they
+ * are: a bias's gradient sums the 16-bit rows, which are then not moved. */
+static const char *sp_dgrad8_why_not(const tecore_seq_t *seq, size_t lin,
+                                     const struct sp_place *pl, const struct tecore_recipe *r) {
+  struct tecore_tensor t;
+  if (!r || tecore_seq_fp8_input(seq, lin, &t) != TECORE_SUCCESS) {
+    tecore_clear_error();
+    return "the Linear does not run in FP8";
+  }
+  if (pl->lin.desc.bias) return "the Linear has a bias (its gradient sums the 16-bit rows)";
+  return sp_dgrad_why_not(seq, lin, pl, r);
+}
+
 static int sp_applies(const tecore_seq_t *seq, size_t first, const struct tecore_recipe *r,
                       void *ctx) {
   const int which = (int)(uintptr_t)ctx, ag = sp_is_ag(which);
@@ -228,6 +246,7 @@ static int sp_applies(const tecore_seq_t *seq, size_t first, const struct tecore
   if (!why && which == SP_LIN_RS_NORM) why = sp_norm_why_not(seq, first);
   if (!why && which == SP_AG_LIN_GELU) why = sp_gelu_why_not(&pl);
   if (!why && which == SP_AG_DGRAD) why = sp_dgrad_why_not(seq, first, &pl, r);
+  if (!why && which == SP_AG_DGRAD8) why = sp_dgrad8_why_not(seq, first, &pl, r);
   int ok = sp_agree(pl.c, why == NULL);
   if (ok && sp_prepare(pl.c, which, &pl) != TECOMM_SUCCESS)
     why = tecomm_last_error(), ok = 0;
@@ -411,6 +430,41 @@ static tecore_result_t ag_dgrad_run(const struct tecore_seq_exec *x) {
                                  x->stream);
 }
 
+/* allgather+dgrad under FP8 for a Linear without a bias: each rank
+ * quantizes its own shard of the gradient into the staging buffer with
+ * the recipe's scale (|dy| max-accumulated into the gradient's amax), the
+ * E5M2 codes are gathered as they are into the gradient's scratch (half
+ * the bytes of the 16-bit rows) while the landed ones multiply the
+ * weight's transposed codes, then the amax is reduced (MAX) over the
+ * ranks, whose amaxes were equal before the call (every call ends so):
+ * the codes and amax of quantizing the gathered gradient whole, as the
+ * plain backward does.  The 16-bit gathered rows (grad[1]) are not
+ * written; the weight gradient reads the codes alone. */
+static tecore_result_t ag_dgrad8_run(const struct tecore_seq_exec *x) {
+  struct sp_place pl;
+  tecore_result_t e = sp_place_of(x, SP_AG_DGRAD8, &pl);
+  struct tecore_tensor dy8, w, in, y;
+  if (e == TECORE_SUCCESS)
+    e = tecore_seq_linear_fp8_dgrad_operands(x->seq, x->first, x->stream, &dy8, &w);
+  const size_t sh[2] = {pl.rows, pl.m};
+  if (e == TECORE_SUCCESS) e = tecore_tensor_init(&in, pl.dt, 2, sh, x->grad[2].data);
+  if (e != TECORE_SUCCESS) return e;
+  y = dy8;
+  y.ndim = 2, y.shape[0] = pl.rows, y.shape[1] = pl.m;
+  y.data = pl.c->sp_stage;
+  e = tecore_quantize(&in, &y, 0, x->stream);
+  if (e != TECORE_SUCCESS) return e;
+  const struct tecomm_ag_gemm_args a = {
+      .a = pl.c->sp_stage, .a_all = dy8.data, .b = w.columnwise_data, .d = x->grad[0].data,
+      .rows = pl.rows, .n = pl.k, .k = pl.m, .dtype = TECORE_DTYPE_E5M2, .d_dtype = pl.dt,
+      .a_scale_inv = dy8.scale_inv, .b_scale_inv = w.scale_inv};
+  tecomm_result_t r = tecomm_ag_gemm(pl.c, &a, x->stream);
+  if (r == TECOMM_SUCCESS && dy8.amax)
+    r = tecomm_allreduce(pl.c, dy8.amax, dy8.amax, 1, TECORE_DTYPE_F32, TECOMM_MAX, x->stream);
+  if (r != TECOMM_SUCCESS) return core_of(r);
+  return tecore_seq_linear_wgrad(x->seq, x->first, NULL, NULL, x->stream);
+}
+
 /* Above libtecore's Linear+activation epilogues (priority 10-30) where
  * both cover the pass in as many groups. */
 const struct tecore_fusion_def tc_sp_fusions[] = {
@@ -434,5 +488,9 @@ const struct tecore_fusion_def tc_sp_fusions[] = {
     {.name = "allgather+dgrad", .dir = TECORE_SEQ_BACKWARD, .nops = 2,
      .kinds = {TECORE_OP_LINEAR, TECORE_OP_REDUCE_SCATTER}, .applies = sp_applies,
      .run = ag_dgrad_run, .ctx = (void *)(uintptr_t)SP_AG_DGRAD, .priority = 60},
+    /* asked first: where it applies, the codes move instead of the rows */
+    {.name = "allgather+dgrad8", .dir = TECORE_SEQ_BACKWARD, .nops = 2,
+     .kinds = {TECORE_OP_LINEAR, TECORE_OP_REDUCE_SCATTER}, .applies = sp_applies,
+     .run = ag_dgrad8_run, .ctx = (void *)(uintptr_t)SP_AG_DGRAD8, .priority = 61},
 };
 const size_t tc_sp_nfusions = sizeof tc_sp_fusions / sizeof tc_sp_fusions[0];

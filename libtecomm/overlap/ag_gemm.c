@@ -13,7 +13,8 @@
  * gelu_aux, applies GELU in its epilogue (ov.c's tc_ov_gemm).  With a8
  * each chunk is quantized on the caller's stream right before its GEMM,
  * which multiplies the codes (E5M2 ones, a gradient's, without fast
- * accumulation): the copies move the 16-bit rows.
+ * accumulation): the copies move the 16-bit rows.  dtype E5M2: a
+ * gradient's codes, gathered as they are and multiplied the same way.
  * TECOMM_AG_GEMM_PULLS splits each pull over that many streams (pieces
  * after the opening barrier, joined into the side stream before the
  * chunk's event): more copy engines on one chunk. */
@@ -100,15 +101,18 @@ static tecomm_result_t ag_check(struct tecomm_comm *c, const struct tecomm_ag_ge
          "%s: args->a8 is set with args->dtype %s: the rows gathered and quantized are BF16 or "
          "F16", fn, tecore_dtype_name(g->dtype));
   /* with a8 the GEMM multiplies FP8 codes (E5M2 ones: a gradient's, by
-   * E4M3 b): its scales are a8's and b's */
-  const tecore_dtype_t mdt = g->a8 ? TECORE_DTYPE_E4M3 : g->dtype;
+   * E4M3 b): its scales are a8's and b's; dtype E5M2 gathers such codes
+   * themselves (a's scale a_scale_inv) */
+  const int codes5 = g->dtype == TECORE_DTYPE_E5M2;
+  const tecore_dtype_t mdt = g->a8 || codes5 ? TECORE_DTYPE_E4M3 : g->dtype;
   q->sh = (struct tc_ov_shape){.rows = g->rows, .n = g->n, .k = g->k, .dtype = mdt,
                                .d_dtype = g->d_dtype, .b = g->b,
                                .a_scale_inv = g->a8 ? g->a8->scale_inv : g->a_scale_inv,
                                .b_scale_inv = g->b_scale_inv, .bias = g->bias,
                                .gelu = g->gelu_aux != 0,
                                .b_kn = (g->flags & TECOMM_AG_GEMM_B_KN) != 0,
-                               .grad8 = g->a8 && g->a8->dtype == TECORE_DTYPE_E5M2, .fn = fn};
+                               .grad8 = codes5 || (g->a8 && g->a8->dtype == TECORE_DTYPE_E5M2),
+                               .fn = fn};
   TC_CHECK(tc_ov_check_shape(&q->sh));
   TC_CHECK(tc_ov_check_level(c, fn)); /* before the operands: says why they cannot be read */
   const size_t esz = tecore_dtype_size(g->dtype), dsz = tecore_dtype_size(g->d_dtype);

@@ -294,7 +294,10 @@ tecomm_result_t tecomm_allreduce_add_rmsnorm(tecomm_comm_t comm,
  * fast accumulation, as libtecore's FP8 backward does.  flags TECOMM_AG_GEMM_B_KN:
  * b is [k][n] and d = a_all b (16-bit operands only): the data gradient
  * of a row-parallel Linear, a_all the gathered output gradient and b the
- * Linear's [out][in] weight as it lies. */
+ * Linear's [out][in] weight as it lies.  dtype E5M2 (no a8): a and a_all
+ * hold a gradient's E5M2 codes (a_scale_inv their dequantization factor),
+ * gathered as they are (half a 16-bit row's bytes), b the weight's
+ * transposed E4M3 codes, multiplied without fast accumulation. */
 #define TECOMM_AG_GEMM_B_KN 0x1u
 struct tecomm_ag_gemm_args {
   tecore_devptr_t a;        /* [rows][k]: this rank's rows */
@@ -302,9 +305,9 @@ struct tecomm_ag_gemm_args {
   tecore_devptr_t b;        /* [n][k] (TECOMM_AG_GEMM_B_KN: [k][n]) */
   tecore_devptr_t d;        /* [nranks*rows][n]: written */
   size_t rows, n, k;        /* rows: one rank's */
-  tecore_dtype_t dtype;     /* a, a_all, b: BF16, F16 or E4M3 */
-  tecore_dtype_t d_dtype;   /* dtype or F32 (E4M3: BF16, F16 or F32) */
-  tecore_devptr_t a_scale_inv, b_scale_inv; /* E4M3: float[1] each; else unused */
+  tecore_dtype_t dtype;     /* a, a_all, b: BF16, F16 or E4M3; or E5M2 (a, a_all; b E4M3) */
+  tecore_dtype_t d_dtype;   /* dtype or F32 (FP8: BF16, F16 or F32) */
+  tecore_devptr_t a_scale_inv, b_scale_inv; /* FP8: float[1] each; else unused */
   tecore_devptr_t bias;     /* [n] of d_dtype (BF16 or F16), or 0 */
   tecore_devptr_t gelu_aux; /* [nranks*rows][n] of d_dtype: written, or 0 */
   const struct tecore_tensor *a8; /* NULL, or E4M3 or E5M2 [nranks*rows][k]: written

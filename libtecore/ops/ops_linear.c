@@ -762,7 +762,8 @@ TE_EXPORT tecore_result_t tecore_seq_linear_wgrad(tecore_seq_t *s, size_t index,
   if (why) return TE_ERR(TECORE_ERR_NOT_SUPPORTED, "%s: operation %zu runs in FP8: %s", fn,
                          index, why);
   if (!f8 || x) TE_CHECK(wgrad_arg(s, x, "x", o->in_rows, o->in_cols, fn));
-  TE_CHECK(wgrad_arg(s, dy, "dy", o->out_rows, o->out_cols, fn));
+  /* FP8 without a bias reads the codes alone: dy may be NULL */
+  if (!f8 || o->d.bias || dy) TE_CHECK(wgrad_arg(s, dy, "dy", o->out_rows, o->out_cols, fn));
   s->cs_op = SIZE_MAX;   /* no activation's column sums are dy's */
   if (f8) return wgrad8(s, index, dy, stream);
   return wgrad(s, index, dy, x, 0, o->d.bias ? o->grad[1] : 0, stream);

@@ -19,8 +19,9 @@
  *     reported by the others within TECOMM_TIMEOUT; the backward's
  *     allgather+dgrad (the gradient's all-gather inside the row-parallel
  *     Linear's data-gradient GEMM, its weight gradient after; under
- *     delayed FP8 on the E5M2 codes made as the rows land) planned, the
- *     same bits; under delayed FP8
+ *     delayed FP8 on the E5M2 codes made as the rows land, and without
+ *     a bias on any rank allgather+dgrad8, the codes themselves
+ *     gathered) planned, the same bits; under delayed FP8
  *     linear+reduce_scatter on the E4M3 codes and allgather+linear on
  *     the codes it makes as the rows land, the same bits, and under
  *     current scaling declined. */
@@ -261,15 +262,20 @@ static void ov_expect_plan(tecore_seq_t *q, const struct ov_kind *v, int want, c
   RK_ASSERT(rs == want && ag == want, "%s: forward plan \"%s\", want the overlap groups %s%s",
             what, buf, want ? "in it" : "out of it", v->fp8 ? " (FP8)" : "");
   /* the backward's all-gather of dy inside the row-parallel Linears'
-   * data gradient (under FP8 on the codes made as the rows land), but not
+   * data gradient (under FP8 on the codes made as the rows land; without
+   * a bias on any rank, allgather+dgrad8: the codes gathered), but not
    * where the 16-bit GELU's backward runs in that GEMM's epilogue
    * (libtecore's dgrad+dgelu+dbias covers the pass in fewer groups) */
   RK_CORE(tecore_seq_describe(q, TECORE_SEQ_BACKWARD, buf, sizeof buf, NULL));
-  const int dg = strstr(buf, "allgather+dgrad[5-6]") && strstr(buf, "allgather+dgrad[13-14]");
+  const char *dgn = v->fp8 && !v->bias ? "allgather+dgrad8" : "allgather+dgrad";
+  char at1[64], at2[64];
+  snprintf(at1, sizeof at1, "%s[5-6]", dgn);
+  snprintf(at2, sizeof at2, "%s[13-14]", dgn);
+  const int dg = strstr(buf, at1) && strstr(buf, at2);
   const int dg_any = strstr(buf, "allgather+dgrad") != NULL;
   const int dg_want = want && (v->fp8 || !gelu);
-  RK_ASSERT(dg_want ? dg : !dg_any, "%s: backward plan \"%s\", want allgather+dgrad %s", what,
-            buf, dg_want ? "at [5-6] and [13-14]" : "nowhere");
+  RK_ASSERT(dg_want ? dg : !dg_any, "%s: backward plan \"%s\", want %s %s", what, buf, dgn,
+            dg_want ? "at [5-6] and [13-14]" : "nowhere");
 }
 
 /* Under FP8 whether seq's forward writes the 16-bit gathered input of

@@ -65,6 +65,16 @@ static double acc_rel(tecore_dtype_t dt, size_t k) {
   return dt == TECORE_DTYPE_E4M3 ? 0x1p-8 : (double)k * 0x1p-23;
 }
 
+/* E5M2 cases: a holds a gradient's E5M2 codes, b a weight's E4M3 ones
+ * (no fast accumulation: k float roundings, as 16-bit inputs) */
+static tecore_dtype_t b_dt(tecore_dtype_t dt) {
+  return dt == TECORE_DTYPE_E5M2 ? TECORE_DTYPE_E4M3 : dt;
+}
+
+static int fp8_dt(tecore_dtype_t dt) {
+  return dt == TECORE_DTYPE_E4M3 || dt == TECORE_DTYPE_E5M2;
+}
+
 struct ov_case {
   tecore_dtype_t dt, ddt;
   size_t rows, n, k;
@@ -74,6 +84,8 @@ struct ov_case {
   int gelu;     /* ag: the GELU epilogue (gelu_aux written) */
   int b_kn;     /* ag: b is [k][n], d = a_all b (TECOMM_AG_GEMM_B_KN); rs skips the case */
 };
+/* (dt E5M2: a's codes a gradient's, b E4M3: tecomm_ag_gemm only; rs
+ * skips the case) */
 
 static const struct ov_case cases[] = {
     {TECORE_DTYPE_BF16, TECORE_DTYPE_BF16, 5, 24, 40, 0, 0, 0, 0, 0},
@@ -84,6 +96,8 @@ static const struct ov_case cases[] = {
     {TECORE_DTYPE_E4M3, TECORE_DTYPE_F32, 3, 16, 48, 0, 1, 0, 0, 0},
     {TECORE_DTYPE_BF16, TECORE_DTYPE_BF16, 5, 24, 40, 0, 0, 1, 0, 1},
     {TECORE_DTYPE_F16, TECORE_DTYPE_F32, 3, 16, 48, 1, 0, 0, 0, 1},
+    {TECORE_DTYPE_E5M2, TECORE_DTYPE_BF16, 5, 32, 48, 1, 0, 0, 0, 0},
+    {TECORE_DTYPE_E5M2, TECORE_DTYPE_F32, 3, 16, 32, 0, 0, 0, 0, 0},
 };
 /* E4M3 cases' per-tensor dequantization factors (a, b) */
 static const float fp8_si[2] = {0.5f, 0.25f};
@@ -93,23 +107,25 @@ static const float fp8_si[2] = {0.5f, 0.25f};
 static void *host_make(size_t count, tecore_dtype_t dt, int r, uint64_t salt) {
   void *p = malloc(count * tecore_dtype_size(dt));
   RK_ASSERT(p, "malloc");
-  if (dt != TECORE_DTYPE_E4M3) {
+  if (!fp8_dt(dt)) {
     tc_make_input(p, count, dt, r, salt);
     return p;
   }
-  /* random E4M3 bytes of magnitude below 16, never NaN (0x7f, 0xff) */
+  /* random E4M3 bytes of magnitude below 16, never NaN (0x7f, 0xff); E5M2
+   * ones below 16 (0x4c), never Inf or NaN (0x7c-0x7f) */
   uint64_t x = te_test_seed ^ ((uint64_t)(r + 1) << 40) ^ (salt * 0x9e3779b97f4a7c15ull);
   unsigned char *b = p;
+  const unsigned top = dt == TECORE_DTYPE_E4M3 ? 0x58u : 0x4cu;
   for (size_t i = 0; i < count; i++) {
     unsigned v = (unsigned)(te_splitmix64(&x) >> 56);
-    b[i] = (unsigned char)((v & 0x80u) | (v & 0x7fu) % 0x58u);
+    b[i] = (unsigned char)((v & 0x80u) | (v & 0x7fu) % top);
   }
   return p;
 }
 
 /* The E4M3 factors on the device (a's, then b's), or 0 for 16-bit cases. */
 static tecore_devptr_t scales_put(const struct ov_case *k, tecore_stream_t s) {
-  if (k->dt != TECORE_DTYPE_E4M3) return 0;
+  if (!fp8_dt(k->dt)) return 0;
   tecore_devptr_t d;
   RK_CORE(tecore_mem_alloc(sizeof fp8_si, &d));
   RK_CORE(tecore_memcpy_async(d, te_hptr(fp8_si), sizeof fp8_si, s));
@@ -137,10 +153,13 @@ static void *dev_get(tecore_devptr_t d, size_t bytes, tecore_stream_t s) {
   return h;
 }
 
-/* Element i of an input: E4M3 bytes times the operand's factor. */
+/* Element i of an input: FP8 bytes times the operand's factor (dt E5M2:
+ * a's codes, b's E4M3). */
 static double in_val(const void *p, size_t i, tecore_dtype_t dt, int which) {
-  if (dt != TECORE_DTYPE_E4M3) return tc_from_dt(p, i, dt);
-  return (double)te_e4m3_to_f32(((const unsigned char *)p)[i]) * fp8_si[which];
+  if (!fp8_dt(dt)) return tc_from_dt(p, i, dt);
+  const unsigned char c = ((const unsigned char *)p)[i];
+  const float v = dt == TECORE_DTYPE_E5M2 && which == 0 ? te_e5m2_to_f32(c) : te_e4m3_to_f32(c);
+  return (double)v * fp8_si[which];
 }
 
 /* One element of a b^T in float64, and the sum of |a_i b_i|; b_n: b is
@@ -247,7 +266,7 @@ static void ag_case(tecomm_comm_t c, tecore_stream_t s, int rank, int n, int ci)
   if (k->gelu) RK_CORE(tecore_mem_alloc(dbytes, &aux));
   for (int it = 0; it < 2; it++) {
     void *ha = host_make(k->rows * k->k, k->dt, rank, salt_of(ci, it, 0));
-    void *hb = host_make(k->n * k->k, k->dt, rank, salt_of(ci, it, 1));
+    void *hb = host_make(k->n * k->k, b_dt(k->dt), rank, salt_of(ci, it, 1));
     void *hbias = bias_make(k, rank, ci, it);
     tecore_devptr_t b = dev_put(hb, k->n * k->k * esz, s), bias = bias_put(hbias, k, s);
     RK_CORE(tecore_memset_d8_async(all, 0xff, (size_t)n * chunk, s)); /* NaN bytes */
@@ -672,7 +691,9 @@ static void rs_call(tecomm_comm_t c, tecore_stream_t s, int rank, int n, int ci,
 
 static void rs_case(tecomm_comm_t c, tecore_stream_t s, int rank, int n, int ci) {
   const struct ov_case *k = &cases[ci];
-  if (k->b_kn) return;   /* an all-gather layout: gemm_rs takes b as [n][k] */
+  /* an all-gather layout (gemm_rs takes b as [n][k]), or a gradient's
+   * codes (gemm_rs multiplies E4M3 or 16-bit rows) */
+  if (k->b_kn || k->dt == TECORE_DTYPE_E5M2) return;
   const size_t blk = k->rows * k->n * tecore_dtype_size(k->ddt);
   struct rs_bufs m;
   memset(&m, 0, sizeof m);
@@ -796,6 +817,16 @@ static void ag_errors(tecomm_comm_t c, const struct err_bufs *e, tecore_stream_t
   g.a8 = NULL;
   g.dtype = TECORE_DTYPE_E4M3;
   RK_EXPECT(TECOMM_ERR_INVALID, "TECOMM_AG_GEMM_B_KN with E4M3", tecomm_ag_gemm(c, &g, s));
+  g.dtype = TECORE_DTYPE_E5M2; /* a gradient's codes: as E4M3 rows, no B_KN */
+  RK_EXPECT(TECOMM_ERR_INVALID, "TECOMM_AG_GEMM_B_KN with E4M3", tecomm_ag_gemm(c, &g, s));
+  g.flags = 0;
+  g.a8 = &t8;
+  RK_EXPECT(TECOMM_ERR_INVALID, "args->a8 is set with args->dtype e5m2",
+            tecomm_ag_gemm(c, &g, s));
+  g.a8 = NULL;
+  g.a_scale_inv = 0;
+  RK_EXPECT(TECOMM_ERR_INVALID, "a_scale_inv and b_scale_inv must be set",
+            tecomm_ag_gemm(c, &g, s));
   g = ok;
   g.flags = 0x6;
   RK_EXPECT(TECOMM_ERR_INVALID, "args->flags 0x6 has unknown bits", tecomm_ag_gemm(c, &g, s));

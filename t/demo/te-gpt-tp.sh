@@ -223,23 +223,28 @@ done
 # training): the row-parallel Linears run with their reduce-scatter inside
 # the GEMM (the plan's linear+reduce_scatter), the column-parallel ones
 # with their all-gather (allgather+linear: the rows quantized as they
-# land), and give the bits of the collectives apart from the GEMMs
-# (TECOMM_SP_OVERLAP=0): the same E4M3 codes, amaxes, 16-bit partials and
-# fold order.  TECORE_OPS_FP8_MIN_MNK=0: every Linear
-# in FP8, on a GPU too.
-fopts="--tp 2 --sp --recipe delayed --seed $seed --steps 3 --batch 2 --sample 0 --csv -q"
-TECORE_OPS_FP8_MIN_MNK=0 "$gpt" --tp 2 --sp --recipe delayed --steps 0 --sample 0 --plan \
-  > "$tmp/fplan" 2>&1 &&
-  grep -q "allgather+linear.*linear+reduce_scatter" "$tmp/fplan" ||
-  { echo "FAIL: --tp 2 --sp --recipe delayed: no allgather+linear and linear+reduce_scatter in" \
-      "the plan:"; head -3 "$tmp/fplan"; fail=1; }
-TECORE_OPS_FP8_MIN_MNK=0 TECOMM_SP_OVERLAP=1 "$gpt" $fopts > "$tmp/fo1.csv" 2> "$tmp/fo.err" &&
-  TECORE_OPS_FP8_MIN_MNK=0 TECOMM_SP_OVERLAP=0 "$gpt" $fopts > "$tmp/fo0.csv" 2>> "$tmp/fo.err" ||
-  { echo "FAIL: --tp 2 --sp --recipe delayed fails:"; cat "$tmp/fo.err"; fail=1; }
-cut -d, -f1-5 "$tmp/fo1.csv" > "$tmp/fo1"; cut -d, -f1-5 "$tmp/fo0.csv" > "$tmp/fo0"
-[ "$(wc -l < "$tmp/fo1")" = 4 ] && cmp -s "$tmp/fo1" "$tmp/fo0" ||
-  { echo "FAIL: --tp 2 --sp --recipe delayed: the overlapped collectives change the steps:";
-    paste -d' ' "$tmp/fo1" "$tmp/fo0" | head -5; fail=1; }
+# land), the backward's gradient all-gather inside dgrad (allgather+dgrad;
+# with --bias 0 allgather+dgrad8, the E5M2 codes gathered), and give the
+# bits of the collectives apart from the GEMMs (TECOMM_SP_OVERLAP=0): the
+# same E4M3 and E5M2 codes, amaxes, 16-bit partials and fold order.
+# TECORE_OPS_FP8_MIN_MNK=0: every Linear in FP8, on a GPU too.
+for b in "" "--bias 0"; do
+  fopts="--tp 2 --sp --recipe delayed --seed $seed --steps 3 --batch 2 --sample 0 --csv -q $b"
+  dg="allgather+dgrad\\["
+  [ -n "$b" ] && dg="allgather+dgrad8\\["
+  TECORE_OPS_FP8_MIN_MNK=0 "$gpt" --tp 2 --sp --recipe delayed --steps 0 --sample 0 --plan $b \
+    > "$tmp/fplan" 2>&1 &&
+    grep -q "allgather+linear.*linear+reduce_scatter" "$tmp/fplan" && grep -q "$dg" "$tmp/fplan" ||
+    { echo "FAIL: --tp 2 --sp --recipe delayed $b: no allgather+linear, linear+reduce_scatter" \
+        "and ${dg%%\\*} in the plan:"; head -3 "$tmp/fplan"; fail=1; }
+  TECORE_OPS_FP8_MIN_MNK=0 TECOMM_SP_OVERLAP=1 "$gpt" $fopts > "$tmp/fo1.csv" 2> "$tmp/fo.err" &&
+    TECORE_OPS_FP8_MIN_MNK=0 TECOMM_SP_OVERLAP=0 "$gpt" $fopts > "$tmp/fo0.csv" 2>> "$tmp/fo.err" ||
+    { echo "FAIL: --tp 2 --sp --recipe delayed $b fails:"; cat "$tmp/fo.err"; fail=1; }
+  cut -d, -f1-5 "$tmp/fo1.csv" > "$tmp/fo1"; cut -d, -f1-5 "$tmp/fo0.csv" > "$tmp/fo0"
+  [ "$(wc -l < "$tmp/fo1")" = 4 ] && cmp -s "$tmp/fo1" "$tmp/fo0" ||
+    { echo "FAIL: --tp 2 --sp --recipe delayed $b: the overlapped collectives change the steps:";
+      paste -d' ' "$tmp/fo1" "$tmp/fo0" | head -5; fail=1; }
+done
 # checkpoints: o3 (one process, 3 steps) on with --tp 2 --sp against on in
 # one process (x11, section 2); --tp 2 --sp's checkpoint of 3 steps on in
 # one process against on with --tp 2 --sp
