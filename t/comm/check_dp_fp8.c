@@ -362,8 +362,10 @@ START_TEST(zero_3_fp8_gathers_half_the_bytes) {
   double b[2];
   for (int off = 0; off < 2; off++) {
     tc_run_ranks(2, rank_bytes, &off, 300);
+    const int skipped = tc_ranks_skipped(2);
     b[off] = tc_shm->value[0][0];
     tc_shm_release();
+    if (skipped) return;   /* fewer GPUs than ranks: no bytes were moved (said above) */
   }
   printf("# ZeRO-3, 2 ranks, %d microbatches: a step all-gathers %.0f bytes with FP8 codes, "
          "%.0f with BF16 values\n", MB, b[0], b[1]);

@@ -409,9 +409,7 @@ static void stranger_stop(pid_t p, int want_tcp, int want_mesh) {
   ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "the stranger failed (0x%x)", st);
   /* ranks that found too few GPUs never opened a socket (the same rule as
    * every multi-rank suite on a one-GPU machine: vdev runs it in CI) */
-  int skipped = 0;
-  for (int r = 0; r < 3; r++) skipped |= tc_shm->skipped[r];
-  if (skipped) {
+  if (tc_ranks_skipped(3)) {
     printf("# the job's ranks did not run here: nothing for the stranger to reach\n");
     want_tcp = want_mesh = 0;
   }
