@@ -443,10 +443,10 @@ static tecore_result_t ag_dgrad_run(const struct tecore_seq_exec *x) {
 static tecore_result_t ag_dgrad8_run(const struct tecore_seq_exec *x) {
   struct sp_place pl;
   tecore_result_t e = sp_place_of(x, SP_AG_DGRAD8, &pl);
+  if (e != TECORE_SUCCESS) return e;
   struct tecore_tensor dy8, w, in, y;
-  if (e == TECORE_SUCCESS)
-    e = tecore_seq_linear_fp8_dgrad_operands(x->seq, x->first, x->stream, &dy8, &w);
   const size_t sh[2] = {pl.rows, pl.m};
+  e = tecore_seq_linear_fp8_dgrad_operands(x->seq, x->first, x->stream, &dy8, &w);
   if (e == TECORE_SUCCESS) e = tecore_tensor_init(&in, pl.dt, 2, sh, x->grad[2].data);
   if (e != TECORE_SUCCESS) return e;
   y = dy8;
