@@ -270,34 +270,37 @@ static tecore_devptr_t sp_bias(const struct sp_place *pl) {
   return pl->lin.desc.bias ? pl->lin.param[1].data : 0;
 }
 
-/* FP8: the shard x quantized into the staging buffer with the Linear's
- * input scale, |x| max-accumulated into its amax; the codes gathered into
- * A's rows as they land and multiplied; then the amax reduced (MAX) over
- * the ranks, whose amaxes were equal before the call (every call ends
- * so), as ZeRO-3's FP8 gather does: the codes and amax of quantizing the
+/* FP8: this rank's shard src ([rows][cols] of the sequence's dtype)
+ * quantized into the staging buffer with T's scale (the Linear's input,
+ * E4M3, or its output gradient, E5M2), |src| max-accumulated into T's
+ * amax; the codes gathered into T's rows as they land and multiplied
+ * (a's other fields the caller's); then the amax reduced (MAX) over the
+ * ranks, whose amaxes were equal before the call (every call ends so),
+ * as ZeRO-3's FP8 gather does: the codes and amax of quantizing the
  * gathered rows whole, at half the bytes of the rows. */
-static tecore_result_t ag_lin_codes(const struct tecore_seq_exec *x, const struct sp_place *pl,
-                                    struct tecomm_ag_gemm_args *a, const struct tecore_tensor *A) {
-  const size_t sh[2] = {pl->rows, pl->k};
-  struct tecore_tensor in, y = *A;
-  tecore_result_t e = tecore_tensor_init(&in, pl->dt, 2, sh, x->act[0].data);
+static tecore_result_t ag_codes(const struct tecore_seq_exec *x, const struct sp_place *pl,
+                                tecore_devptr_t src, size_t cols, const struct tecore_tensor *T,
+                                struct tecomm_ag_gemm_args *a) {
+  const size_t sh[2] = {pl->rows, cols};
+  struct tecore_tensor in, y = *T;
+  tecore_result_t e = tecore_tensor_init(&in, pl->dt, 2, sh, src);
   if (e != TECORE_SUCCESS) return e;
-  y.ndim = 2, y.shape[0] = pl->rows, y.shape[1] = pl->k;
+  y.ndim = 2, y.shape[0] = pl->rows, y.shape[1] = cols;
   y.data = pl->c->sp_stage;
   e = tecore_quantize(&in, &y, 0, x->stream);
   if (e != TECORE_SUCCESS) return e;
-  a->a = pl->c->sp_stage, a->a_all = A->data, a->dtype = TECORE_DTYPE_E4M3;
-  a->a_scale_inv = A->scale_inv;
+  a->a = pl->c->sp_stage, a->a_all = T->data, a->dtype = T->dtype;
+  a->a_scale_inv = T->scale_inv;
   tecomm_result_t r = tecomm_ag_gemm(pl->c, a, x->stream);
-  if (r == TECOMM_SUCCESS)
-    r = tecomm_allreduce(pl->c, A->amax, A->amax, 1, TECORE_DTYPE_F32, TECOMM_MAX, x->stream);
+  if (r == TECOMM_SUCCESS && T->amax)
+    r = tecomm_allreduce(pl->c, T->amax, T->amax, 1, TECORE_DTYPE_F32, TECOMM_MAX, x->stream);
   return core_of(r);
 }
 
 /* The shard into the staging buffer (the peers pull it from there), then
  * the gathered rows multiplied as they land into d (and aux, the GELU's
  * pre-activation, when set); under FP8 the shard's codes instead
- * (ag_lin_codes; act[1] is then not written: INPUT_FP8_ONLY). */
+ * (ag_codes; act[1] is then not written: INPUT_FP8_ONLY). */
 static tecore_result_t ag_lin_call(const struct tecore_seq_exec *x, tecore_devptr_t d,
                                    tecore_devptr_t aux) {
   struct sp_place pl;
@@ -316,7 +319,7 @@ static tecore_result_t ag_lin_call(const struct tecore_seq_exec *x, tecore_devpt
                                        &W);
     if (e != TECORE_SUCCESS) return e;
     a.b = W.data, a.b_scale_inv = W.scale_inv;
-    return ag_lin_codes(x, &pl, &a, &A);
+    return ag_codes(x, &pl, x->act[0].data, pl.k, &A, &a);
   }
   tecore_clear_error();
   e = tecore_memcpy_async(pl.c->sp_stage, x->act[0].data,
@@ -430,38 +433,24 @@ static tecore_result_t ag_dgrad_run(const struct tecore_seq_exec *x) {
                                  x->stream);
 }
 
-/* allgather+dgrad under FP8 for a Linear without a bias: each rank
- * quantizes its own shard of the gradient into the staging buffer with
- * the recipe's scale (|dy| max-accumulated into the gradient's amax), the
- * E5M2 codes are gathered as they are into the gradient's scratch (half
- * the bytes of the 16-bit rows) while the landed ones multiply the
- * weight's transposed codes, then the amax is reduced (MAX) over the
- * ranks, whose amaxes were equal before the call (every call ends so):
- * the codes and amax of quantizing the gathered gradient whole, as the
- * plain backward does.  The 16-bit gathered rows (grad[1]) are not
- * written; the weight gradient reads the codes alone. */
+/* allgather+dgrad under FP8 for a Linear without a bias: the gradient's
+ * shard quantized by each rank and its E5M2 codes gathered (ag_codes)
+ * into the gradient's scratch, half the bytes of the 16-bit rows, while
+ * the landed ones multiply the weight's transposed codes.  The 16-bit
+ * gathered rows (grad[1]) are not written; the weight gradient reads the
+ * codes alone. */
 static tecore_result_t ag_dgrad8_run(const struct tecore_seq_exec *x) {
   struct sp_place pl;
   tecore_result_t e = sp_place_of(x, SP_AG_DGRAD8, &pl);
   if (e != TECORE_SUCCESS) return e;
-  struct tecore_tensor dy8, w, in, y;
-  const size_t sh[2] = {pl.rows, pl.m};
+  struct tecore_tensor dy8, w;
   e = tecore_seq_linear_fp8_dgrad_operands(x->seq, x->first, x->stream, &dy8, &w);
-  if (e == TECORE_SUCCESS) e = tecore_tensor_init(&in, pl.dt, 2, sh, x->grad[2].data);
   if (e != TECORE_SUCCESS) return e;
-  y = dy8;
-  y.ndim = 2, y.shape[0] = pl.rows, y.shape[1] = pl.m;
-  y.data = pl.c->sp_stage;
-  e = tecore_quantize(&in, &y, 0, x->stream);
+  struct tecomm_ag_gemm_args a = {
+      .b = w.columnwise_data, .d = x->grad[0].data, .rows = pl.rows, .n = pl.k, .k = pl.m,
+      .d_dtype = pl.dt, .b_scale_inv = w.scale_inv};
+  e = ag_codes(x, &pl, x->grad[2].data, pl.m, &dy8, &a);
   if (e != TECORE_SUCCESS) return e;
-  const struct tecomm_ag_gemm_args a = {
-      .a = pl.c->sp_stage, .a_all = dy8.data, .b = w.columnwise_data, .d = x->grad[0].data,
-      .rows = pl.rows, .n = pl.k, .k = pl.m, .dtype = TECORE_DTYPE_E5M2, .d_dtype = pl.dt,
-      .a_scale_inv = dy8.scale_inv, .b_scale_inv = w.scale_inv};
-  tecomm_result_t r = tecomm_ag_gemm(pl.c, &a, x->stream);
-  if (r == TECOMM_SUCCESS && dy8.amax)
-    r = tecomm_allreduce(pl.c, dy8.amax, dy8.amax, 1, TECORE_DTYPE_F32, TECOMM_MAX, x->stream);
-  if (r != TECOMM_SUCCESS) return core_of(r);
   return tecore_seq_linear_wgrad(x->seq, x->first, NULL, NULL, x->stream);
 }
 
