@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-// elementwise.cu -- fill and scale-and-add over n elements of f32/f16/bf16,
+// elementwise.cu -- fill, uniform initialization and scale-and-add over n elements of f32/f16/bf16,
 // and memset (1-, 2- or 4-byte elements) as a kernel.
 // Grid-stride loops.  scale_add moves 16 bytes per load and store where all
 // three pointers are 16-byte aligned (8 16-bit or 4 f32 elements), with an
@@ -17,6 +17,14 @@ extern "C" __global__ void te_fill(TE_KSIG(TE_FILL_PARAMS)) {
   for (unsigned long long i = (unsigned long long)blockIdx.x * blockDim.x + threadIdx.x; i < n;
        i += stride)
     te_ew_store(dst, i, dtype, value);
+}
+
+extern "C" __global__ void te_init_uniform(TE_KSIG(TE_INIT_UNIFORM_PARAMS)) {
+  te_pdl_enter();
+  unsigned long long stride = (unsigned long long)gridDim.x * blockDim.x;
+  for (unsigned long long i = (unsigned long long)blockIdx.x * blockDim.x + threadIdx.x; i < n;
+       i += stride)
+    te_ew_store(dst, i, dtype, te_ew_uniform(state, i, bound, round));
 }
 
 // A memset as a kernel: 16-byte stores of the repeated pattern where dst

@@ -34,4 +34,24 @@ TE_HD float te_ew_scale_add(float a, float alpha, float b, float beta) {
 #endif
 }
 
+/* Element i of a uniform initialization after splitmix64 state s0 (the
+ * generator advances the state by its golden-ratio step before each draw,
+ * so draw i is a function of s0 + (i + 1) steps, computed anywhere alone):
+ * 53 random bits scaled to [0, 2) (exact), minus 1, times bound, to float,
+ * each step one IEEE rounding to nearest (an fma of the exact product with
+ * the subtraction rounds alike, so contraction changes nothing).  round
+ * (TE_EW_F16 or TE_EW_BF16, else -1) rounds the value through that type
+ * first: an F32 weight holds what the sequence's 16-bit type would. */
+TE_HD float te_ew_uniform(uint64_t s0, uint64_t i, double bound, int round) {
+  uint64_t z = s0 + (i + 1u) * 0x9e3779b97f4a7c15ull;
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  z ^= z >> 31;
+  double t = (double)(z >> 11) * (2.0 / 9007199254740992.0) - 1.0;
+  float v = (float)(bound * t);
+  if (round == TE_EW_F16) v = te_f16_to_f32(te_f32_to_f16(v));
+  else if (round == TE_EW_BF16) v = te_bf16_to_f32(te_f32_to_bf16(v));
+  return v;
+}
+
 #endif

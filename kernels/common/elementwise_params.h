@@ -7,6 +7,17 @@
 
 #include "kparams.h"
 
+/* te_init_uniform: dst[i] = te_ew_uniform(state, i, bound, round) for i
+ * in [0, n), stored as dtype (F32/F16/BF16): a parameter's initial values
+ * drawn on the device (tecore_seq_build). */
+#define TE_INIT_UNIFORM_PARAMS(P)      \
+  P(void *, dst, nneptr(1, TE_KP_WHOLE)) \
+  P(int, dtype, val)                   \
+  P(unsigned long long, n, val)        \
+  P(unsigned long long, state, val)    \
+  P(double, bound, val)                \
+  P(int, round, val)
+
 /* te_fill: dst[0, n) = value, dtype F32/F16/BF16 (TE_EW_*). */
 #define TE_FILL_PARAMS(P)   \
   P(void *, dst, nneptr(1, TE_KP_WHOLE)) \

@@ -13,7 +13,8 @@
 /* ---- the table --------------------------------------------------------- */
 
 enum {
-  K_FILL, K_SCALE_ADD, K_MEMSET, K_COPY, K_COPY2D, K_COLSUM_PART, K_COLSUM_FINAL, K_QKV_KV_BIAS
+  K_FILL, K_SCALE_ADD, K_MEMSET, K_COPY, K_COPY2D, K_COLSUM_PART, K_COLSUM_FINAL, K_QKV_KV_BIAS,
+  K_INIT_UNIFORM
 };
 static const struct tecore_kernel_def ew_kernels[] = {
     [K_FILL] = TE_KDEF("te_fill", te_ew_vdev_fill, TE_FILL_PARAMS),
@@ -25,6 +26,8 @@ static const struct tecore_kernel_def ew_kernels[] = {
     [K_COLSUM_FINAL] = TE_KDEF("te_colsum_final", te_ew_vdev_colsum_final,
                                TE_COLSUM_FINAL_PARAMS),
     [K_QKV_KV_BIAS] = TE_KDEF("te_qkv_kv_bias", te_ew_vdev_qkv_kv_bias, TE_QKV_KV_BIAS_PARAMS),
+    [K_INIT_UNIFORM] = TE_KDEF("te_init_uniform", te_ew_vdev_init_uniform,
+                               TE_INIT_UNIFORM_PARAMS),
 };
 
 static const struct te_kalign ew_align[] = {
@@ -36,6 +39,7 @@ static const struct te_kalign ew_align[] = {
     [K_COLSUM_PART] = TE_KALIGN(TE_COLSUM_PART_PARAMS),
     [K_COLSUM_FINAL] = TE_KALIGN(TE_COLSUM_FINAL_PARAMS),
     [K_QKV_KV_BIAS] = TE_KALIGN(TE_QKV_KV_BIAS_PARAMS),
+    [K_INIT_UNIFORM] = TE_KALIGN(TE_INIT_UNIFORM_PARAMS),
 };
 
 TE_KERNEL_TABLE_FATBIN_ALIGNED(ew_first_id, "libtecore/elementwise", ew_kernels, ew_align,
@@ -178,6 +182,26 @@ tecore_result_t te_qkv_kv_bias(tecore_devptr_t out, tecore_devptr_t s, tecore_de
   void *args[TE_KNPARAMS(TE_QKV_KV_BIAS_PARAMS)];
   te_qkv_kv_bias_args_ptrs(&k, args);
   return te_kernel_launch_pdl(id + K_QKV_KV_BIAS, &cfg, args, stream);
+}
+
+tecore_result_t te_init_uniform(tecore_devptr_t dst, tecore_dtype_t dtype, size_t n,
+                                uint64_t state, double bound, tecore_dtype_t round,
+                                tecore_stream_t stream) {
+  int id = ew_first_id();
+  if (id < 0) return TE_ERR(TECORE_ERR_INTERNAL, "the elementwise kernels did not register");
+  if (!dst || dst % tecore_dtype_size(dtype) ||
+      (dtype != TECORE_DTYPE_F32 && dtype != TECORE_DTYPE_F16 && dtype != TECORE_DTYPE_BF16))
+    return TE_ERR(TECORE_ERR_INTERNAL, "te_init_uniform: %s at 0x%llx: not a case it takes",
+                  tecore_dtype_name(dtype), (unsigned long long)dst);
+  if (n == 0) return TECORE_SUCCESS;
+  struct tecore_launch_cfg cfg;
+  ew_shape(n, &cfg);
+  struct te_init_uniform_args k = {
+      .dst = TE_DPTR(dst), .dtype = (int)dtype, .n = n, .state = state, .bound = bound,
+      .round = round == TECORE_DTYPE_F16 ? TE_EW_F16 : round == TECORE_DTYPE_BF16 ? TE_EW_BF16 : -1};
+  void *args[TE_KNPARAMS(TE_INIT_UNIFORM_PARAMS)];
+  te_init_uniform_args_ptrs(&k, args);
+  return te_kernel_launch_pdl(id + K_INIT_UNIFORM, &cfg, args, stream);
 }
 
 static tecore_result_t ew_check_dtype(tecore_dtype_t dtype, const char *fn) {

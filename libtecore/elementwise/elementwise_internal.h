@@ -12,6 +12,7 @@
 
 /* The kernels' arguments (kernels/common/elementwise_params.h). */
 TE_KARGS(te_fill_args, TE_FILL_PARAMS)
+TE_KARGS(te_init_uniform_args, TE_INIT_UNIFORM_PARAMS)
 TE_KARGS(te_scale_add_args, TE_SCALE_ADD_PARAMS)
 TE_KARGS(te_memset_args, TE_MEMSET_PARAMS)
 TE_KARGS(te_copy_args, TE_COPY_PARAMS)
@@ -21,6 +22,7 @@ TE_KARGS(te_colsum_final_args, TE_COLSUM_FINAL_PARAMS)
 TE_KARGS(te_qkv_kv_bias_args, TE_QKV_KV_BIAS_PARAMS)
 
 void te_ew_vdev_fill(const struct tecore_launch_cfg *cfg, void *const *args);
+void te_ew_vdev_init_uniform(const struct tecore_launch_cfg *cfg, void *const *args);
 void te_ew_vdev_scale_add(const struct tecore_launch_cfg *cfg, void *const *args);
 void te_ew_vdev_memset(const struct tecore_launch_cfg *cfg, void *const *args);
 void te_ew_vdev_copy(const struct tecore_launch_cfg *cfg, void *const *args);
@@ -28,6 +30,14 @@ void te_ew_vdev_copy2d_u32(const struct tecore_launch_cfg *cfg, void *const *arg
 void te_ew_vdev_colsum_part(const struct tecore_launch_cfg *cfg, void *const *args);
 void te_ew_vdev_colsum_final(const struct tecore_launch_cfg *cfg, void *const *args);
 void te_ew_vdev_qkv_kv_bias(const struct tecore_launch_cfg *cfg, void *const *args);
+
+/* n values of dtype (F32, F16, BF16) at dst, uniform in [-bound, bound):
+ * draws 1 .. n of splitmix64 after state (te_ew_uniform), rounded through
+ * round (F16 or BF16; TECORE_DTYPE_F32: not) before the store; on stream.
+ * The caller's generator then stands at state + n steps. */
+tecore_result_t te_init_uniform(tecore_devptr_t dst, tecore_dtype_t dtype, size_t n,
+                                uint64_t state, double bound, tecore_dtype_t round,
+                                tecore_stream_t stream);
 
 /* The column sums of a [rows][cols] tensor, out[c] = sum_r in[r][c] in
  * F32 (plus out's old value when acc), in a fixed order (the same bits on

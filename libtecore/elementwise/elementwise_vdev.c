@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* elementwise_vdev.c -- the vdev twins of kernels/elementwise.cu: fill,
+ * uniform initialization,
  * scale-add and memset over the whole grid on the stream's worker, from
  * the same kernels/common/elementwise.h math (elementwise.c's table names
  * them). */
@@ -14,6 +15,13 @@ void te_ew_vdev_fill(const struct tecore_launch_cfg *cfg, void *const *args) {
   const struct te_fill_args a = te_fill_args_of(args);
   (void)cfg;
   for (unsigned long long i = 0; i < a.n; i++) te_ew_store(a.dst, i, a.dtype, a.value);
+}
+
+void te_ew_vdev_init_uniform(const struct tecore_launch_cfg *cfg, void *const *args) {
+  const struct te_init_uniform_args a = te_init_uniform_args_of(args);
+  (void)cfg;
+  for (unsigned long long i = 0; i < a.n; i++)
+    te_ew_store(a.dst, i, a.dtype, te_ew_uniform(a.state, i, a.bound, a.round));
 }
 
 void te_ew_vdev_scale_add(const struct tecore_launch_cfg *cfg, void *const *args) {

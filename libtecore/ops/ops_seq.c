@@ -9,6 +9,7 @@
  * destroy; forward and backward never allocate, so they can be captured
  * into graphs. */
 #include "ops/ops_internal.h"
+#include "elementwise/elementwise_internal.h"
 #include "gemm/gemm_problem.h"
 #include "common/convert.h"
 
@@ -314,33 +315,12 @@ TE_EXPORT tecore_result_t tecore_seq_add(tecore_seq_t *s, const struct tecore_op
 
 /* ---- build ----------------------------------------------------------------------------- */
 
-/* xoshiro-style generator for parameter initialization (splitmix64). */
-static uint64_t rng_next(uint64_t *x) {
-  uint64_t z = (*x += 0x9e3779b97f4a7c15ull);
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-  return z ^ (z >> 31);
-}
-
-/* Uploads n floats as dtype dt to dst (synchronously on stream). */
-static tecore_result_t upload(tecore_devptr_t dst, const float *v, size_t n, tecore_dtype_t dt,
-                              tecore_stream_t stream) {
-  size_t es = tecore_dtype_size(dt);
-  void *h = malloc(n * es);
-  if (!h) return TE_ERR(TECORE_ERR_NOMEM, "tecore_seq_build: out of host memory");
-  for (size_t i = 0; i < n; i++) {
-    if (dt == TECORE_DTYPE_F32)
-      ((float *)h)[i] = v[i];
-    else if (dt == TECORE_DTYPE_BF16)
-      ((uint16_t *)h)[i] = te_f32_to_bf16(v[i]);
-    else
-      ((uint16_t *)h)[i] = te_f32_to_f16(v[i]);
-  }
-  tecore_result_t r = tecore_memcpy_async(dst, (tecore_devptr_t)(uintptr_t)h, n * es, stream);
-  if (r == TECORE_SUCCESS) r = tecore_stream_synchronize(stream);
-  free(h);
-  return r;
-}
+/* The parameters' initial values come from one splitmix64 generator per
+ * sequence, seeded with cfg.seed and advanced by one step a value, in the
+ * operations' and parameters' order: drawn on the device
+ * (te_init_uniform), each parameter from the state its first value's draw
+ * follows. */
+static const uint64_t rng_step = 0x9e3779b97f4a7c15ull;
 
 static tecore_result_t init_params(tecore_seq_t *s, size_t i, uint64_t *rng,
                                    tecore_stream_t stream) {
@@ -352,27 +332,17 @@ static tecore_result_t init_params(tecore_seq_t *s, size_t i, uint64_t *rng,
     /* inference: no backward, no gradient (op->grad[p] stays 0) */
     const tecore_dtype_t gdt = te_grad_dtype(s, op, p);
     if (!te_seq_infer(s)) TE_CHECK(te_gregion_take(s, op, p, &op->grad[p]));
-    float *v = malloc(n * sizeof *v);
-    if (!v) return TE_ERR(TECORE_ERR_NOMEM, "tecore_seq_build: out of host memory");
     const struct tecore_op_param_def *pd = &op->pdef[p];
     if (pd->init == TECORE_OP_INIT_UNIFORM) {
-      double a = pd->bound;
-      for (size_t j = 0; j < n; j++)
-        v[j] = (float)(a * (2.0 * (double)(rng_next(rng) >> 11) / 9007199254740992.0 - 1.0));
-    } else {
-      float fill = pd->init == TECORE_OP_INIT_ONE ? 1.0f : 0.0f;
-      for (size_t j = 0; j < n; j++) v[j] = fill;
-    }
-    if (dt != s->cfg.dtype) {
       /* an F32 weight starts from the values the sequence's dtype would
        * hold: the same seed, the same model, with or without the flag */
-      for (size_t j = 0; j < n; j++)
-        v[j] = s->cfg.dtype == TECORE_DTYPE_BF16 ? te_bf16_to_f32(te_f32_to_bf16(v[j]))
-                                                 : te_f16_to_f32(te_f32_to_f16(v[j]));
+      TE_CHECK(te_init_uniform(op->param[p], dt, n, *rng, pd->bound,
+                               dt != s->cfg.dtype ? s->cfg.dtype : TECORE_DTYPE_F32, stream));
+      *rng += (uint64_t)n * rng_step;
+    } else {
+      TE_CHECK(tecore_fill(op->param[p], dt, n, pd->init == TECORE_OP_INIT_ONE ? 1.0 : 0.0,
+                           stream));
     }
-    tecore_result_t r = upload(op->param[p], v, n, dt, stream);
-    free(v);
-    TE_CHECK(r);
     if (op->grad[p])
       TE_CHECK(tecore_memset_d8_async(op->grad[p], 0, n * tecore_dtype_size(gdt), stream));
   }

@@ -231,6 +231,11 @@ void gpt_tp_whole_shape(const struct gpt_model *m, const struct gpt_param *p, si
  * name lies in the whole tensor, row-major (a bias: row 0, col the element). */
 size_t gpt_tp_whole_index(const struct gpt_config *c, const char *name, int tp, int r, size_t row,
                           size_t col, size_t cols);
+/* gpt_tp_whole_index of (row, col), and in *len how many elements from
+ * there on in the slice's row follow one another in the whole tensor too
+ * (the moves copy runs, not elements: a name is classified per run). */
+size_t gpt_tp_whole_run(const struct gpt_config *c, const char *name, int tp, int r, size_t row,
+                        size_t col, size_t cols, size_t *len);
 /* The bytes of the largest split tensor of c as F32: struct gpt_tp's area. */
 size_t gpt_tp_area_bytes(const struct gpt_config *c);
 /* Collective over the ranks, every split parameter in m's order: this

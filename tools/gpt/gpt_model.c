@@ -323,15 +323,18 @@ void gpt_model_create_dp(struct gpt_model *m, const struct gpt_config *c, size_t
     uint16_t *hf = gpt_xalloc(nf * 2);
     unsigned char *hp = gpt_xalloc(n * es);
     GPT_CHECK(tecore_memcpy((tecore_devptr_t)(uintptr_t)hf, q->value, nf * 2));
-    for (size_t r = 0; r < p->rows; r++)
-      for (size_t k = 0; k < p->cols; k++) {
-        uint16_t h = hf[gpt_tp_whole_index(c, p->name, tp->size, tp->rank, r, k, p->cols)];
+    for (size_t r = 0, len; r < p->rows; r++)
+      for (size_t k = 0; k < p->cols; k += len) {
+        const uint16_t *h = hf + gpt_tp_whole_run(c, p->name, tp->size, tp->rank, r, k,
+                                                  p->cols, &len);
         size_t at = r * p->cols + k;
         if (es == 2) {
-          memcpy(hp + at * 2, &h, 2);
+          memcpy(hp + at * 2, h, len * 2);
         } else {
-          float f = tecore_bf16_to_f32(h);
-          memcpy(hp + at * 4, &f, 4);
+          for (size_t e = 0; e < len; e++) {
+            float f = tecore_bf16_to_f32(h[e]);
+            memcpy(hp + (at + e) * 4, &f, 4);
+          }
         }
       }
     GPT_CHECK(tecore_memcpy(p->value, (tecore_devptr_t)(uintptr_t)hp, n * es));

@@ -63,6 +63,20 @@ size_t gpt_tp_whole_index(const struct gpt_config *c, const char *name, int tp, 
   return row * cols + col;
 }
 
+size_t gpt_tp_whole_run(const struct gpt_config *c, const char *name, int tp, int r, size_t row,
+                        size_t col, size_t cols, size_t *len) {
+  size_t end = cols;   /* a matrix's row lies whole in a row of the whole one */
+  if (strstr(name, ".bias")) {   /* a column-parallel bias: its q, k, v or halves apart */
+    size_t hd = (size_t)c->hidden / (size_t)c->heads, f = (size_t)c->ffn / (size_t)tp;
+    size_t qn = (size_t)(c->heads / tp) * hd, kn = (size_t)(c->kv_heads / tp) * hd;
+    if (strstr(name, "attn.qkv.")) end = col < qn ? qn : col < qn + kn ? qn + kn : cols;
+    else if (strstr(name, "mlp.fc1.") && col < f) end = f;
+    if (end > cols) end = cols;
+  }
+  *len = end - col;
+  return gpt_tp_whole_index(c, name, tp, r, row, col, cols);
+}
+
 size_t gpt_tp_area_bytes(const struct gpt_config *c) {
   size_t H = (size_t)c->hidden, hd = H / (size_t)c->heads;
   size_t qkv = (size_t)(c->heads + 2 * c->kv_heads) * hd * H;
@@ -93,10 +107,11 @@ float *gpt_tp_gather(const struct gpt_model *m, const struct gpt_param *p, const
   }
   float *area = tp->area;
   tp_barrier(tp);   /* rank 0 has taken the last tensor out */
-  for (size_t r = 0; r < p->rows; r++)
-    for (size_t k = 0; k < p->cols; k++)
-      area[gpt_tp_whole_index(&m->c, p->name, tp->size, tp->rank, r, k, p->cols)] =
-          slice[r * p->cols + k];
+  for (size_t r = 0, len; r < p->rows; r++)
+    for (size_t k = 0; k < p->cols; k += len) {
+      size_t i = gpt_tp_whole_run(&m->c, p->name, tp->size, tp->rank, r, k, p->cols, &len);
+      memcpy(&area[i], &slice[r * p->cols + k], len * sizeof *area);
+    }
   tp_barrier(tp);   /* every slice is in */
   if (tp->rank) return NULL;
   float *whole = gpt_xalloc(n * sizeof *whole);
@@ -108,10 +123,10 @@ void gpt_tp_slice(const struct gpt_model *m, const struct gpt_param *p, const vo
                   float *slice) {
   const struct gpt_tp *tp = &m->tp;
   const unsigned char *w = whole;   /* a file's bytes: no alignment promised */
-  for (size_t r = 0; r < p->rows; r++)
-    for (size_t k = 0; k < p->cols; k++) {
-      size_t i = gpt_tp_whole_index(&m->c, p->name, tp->size, tp->rank, r, k, p->cols);
-      memcpy(&slice[r * p->cols + k], w + i * sizeof(float), sizeof(float));
+  for (size_t r = 0, len; r < p->rows; r++)
+    for (size_t k = 0; k < p->cols; k += len) {
+      size_t i = gpt_tp_whole_run(&m->c, p->name, tp->size, tp->rank, r, k, p->cols, &len);
+      memcpy(&slice[r * p->cols + k], w + i * sizeof(float), len * sizeof(float));
     }
 }
 
