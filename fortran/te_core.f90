@@ -1762,6 +1762,19 @@ module te_core
       type(c_ptr), value :: stream
       integer(c_int) :: tecore_fill
     end function tecore_fill
+    function tecore_fill_uniform(dst, dtype, count, bound, seed, offset, stream) bind(C, &
+        & name="tecore_fill_uniform")
+      import
+      implicit none
+      integer(tecore_devptr_t), value :: dst
+      integer(c_int), value :: dtype
+      integer(c_size_t), value :: count
+      real(c_double), value :: bound
+      integer(c_int64_t), value :: seed
+      integer(c_int64_t), value :: offset
+      type(c_ptr), value :: stream
+      integer(c_int) :: tecore_fill_uniform
+    end function tecore_fill_uniform
     function tecore_scale_add(dst, a, alpha, b, beta, dtype, count, stream) bind(C, &
         & name="tecore_scale_add")
       import

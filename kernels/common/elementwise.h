@@ -42,8 +42,9 @@ TE_HD float te_ew_scale_add(float a, float alpha, float b, float beta) {
  * the subtraction rounds alike, so contraction changes nothing).  round
  * (TE_EW_F16 or TE_EW_BF16, else -1) rounds the value through that type
  * first: an F32 weight holds what the sequence's 16-bit type would. */
+#define TE_SPLITMIX_STEP 0x9e3779b97f4a7c15ull
 TE_HD float te_ew_uniform(uint64_t s0, uint64_t i, double bound, int round) {
-  uint64_t z = s0 + (i + 1u) * 0x9e3779b97f4a7c15ull;
+  uint64_t z = s0 + (i + 1u) * TE_SPLITMIX_STEP;
   z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
   z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
   z ^= z >> 31;

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* elementwise.c -- tecore_fill and tecore_scale_add: libtecore's first
+/* elementwise.c -- tecore_fill, tecore_fill_uniform and tecore_scale_add: libtecore's first
  * kernel table, and the pattern every kernel family follows:
  *   1. kernels/<family>.cu   the CUDA kernels (extern "C" symbols)
  *   2. the vdev C functions (elementwise_vdev.c), built from the same
@@ -255,6 +255,21 @@ TE_EXPORT tecore_result_t tecore_fill(tecore_devptr_t dst, tecore_dtype_t dtype,
   te_fill_args_ptrs(&k, args);
   TE_CHECK(te_kernel_launch_pdl(id + K_FILL, &cfg, args, stream));
   return TECORE_SUCCESS;
+}
+
+TE_EXPORT tecore_result_t tecore_fill_uniform(tecore_devptr_t dst, tecore_dtype_t dtype,
+                                              size_t count, double bound, uint64_t seed,
+                                              uint64_t offset, tecore_stream_t stream) {
+  TE_CHECK(ew_check_dtype(dtype, __func__));
+  TE_CHECK(ew_check_ptr(dst, dtype, __func__, "dst"));
+  TE_ARG(isfinite(bound) && bound >= 0, "%s: bound %g is not finite and >= 0", __func__, bound);
+  if (count == 0) return TECORE_SUCCESS;
+  TE_ARG(count <= SIZE_MAX / tecore_dtype_size(dtype), "%s: count %zu overflows a byte count",
+         __func__, count);
+  TE_CHECK(te_dev_check_range(dst, count * tecore_dtype_size(dtype), __func__, "dst"));
+  /* the generator's state before draw offset + 1 (it steps, then mixes) */
+  uint64_t state = seed + offset * TE_SPLITMIX_STEP;
+  return te_init_uniform(dst, dtype, count, state, bound, TECORE_DTYPE_F32, stream);
 }
 
 TE_EXPORT tecore_result_t tecore_scale_add(tecore_devptr_t dst, tecore_devptr_t a, float alpha,

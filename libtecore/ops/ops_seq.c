@@ -320,8 +320,6 @@ TE_EXPORT tecore_result_t tecore_seq_add(tecore_seq_t *s, const struct tecore_op
  * operations' and parameters' order: drawn on the device
  * (te_init_uniform), each parameter from the state its first value's draw
  * follows. */
-static const uint64_t rng_step = 0x9e3779b97f4a7c15ull;
-
 static tecore_result_t init_params(tecore_seq_t *s, size_t i, uint64_t *rng,
                                    tecore_stream_t stream) {
   struct te_op *op = &s->ops[i];
@@ -338,7 +336,7 @@ static tecore_result_t init_params(tecore_seq_t *s, size_t i, uint64_t *rng,
        * hold: the same seed, the same model, with or without the flag */
       TE_CHECK(te_init_uniform(op->param[p], dt, n, *rng, pd->bound,
                                dt != s->cfg.dtype ? s->cfg.dtype : TECORE_DTYPE_F32, stream));
-      *rng += (uint64_t)n * rng_step;
+      *rng += (uint64_t)n * TE_SPLITMIX_STEP;
     } else {
       TE_CHECK(tecore_fill(op->param[p], dt, n, pd->init == TECORE_OP_INIT_ONE ? 1.0 : 0.0,
                            stream));

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* check_kernels.c -- tecore_fill and tecore_scale_add (te/elementwise.h)
- * against a host reference:
+/* check_kernels.c -- tecore_fill, tecore_fill_uniform and tecore_scale_add
+ * (te/elementwise.h) against a host reference:
  *   - f32 bit for bit; f16 and bf16 bit for bit against the rounding this
  *     file implements on its own (round to nearest, ties to even, done in
  *     double arithmetic with nearbyint, independent of kernels/common);
@@ -10,6 +10,10 @@
  *     (a NaN matches any NaN: payloads differ between CPU and GPU);
  *   - dst aliasing a or b;
  *   - the same launches captured into a graph give the same bits.
+ * fill_uniform's reference draws with t/lib/rng.h's splitmix64 (stepped
+ * draw by draw for small offsets) and rounds double -> float -> dtype with
+ * the conversions above; splits of a range by offset give the same bits,
+ * and bad arguments write nothing.
  * scale_add's reference is fmaf(alpha, a, beta * b) in float: one rounding
  * for beta*b and one for the fused multiply-add. */
 #include "tests.h"
@@ -169,6 +173,102 @@ static size_t test_size(int k) {
 }
 
 /* ---- fill ---- */
+
+/* tecore_fill_uniform's element for generator state x after its draw. */
+static uint32_t uniform_bits(tecore_dtype_t dt, uint64_t z, double bound) {
+  double v = bound * ((double)(z >> 11) / 4503599627370496.0 - 1.0);   /* x / 2^52 - 1 */
+  return store_bits(dt, (float)v);
+}
+
+/* n values at offset off after seed, bound b, against the reference; the
+ * guard after them untouched */
+static void fill_uniform_case(tecore_dtype_t dt, size_t n, double b, uint64_t seed, uint64_t off) {
+  size_t bytes = (n + GUARD) * elem(dt);
+  tecore_devptr_t d = te_dalloc(bytes);
+  void *got = malloc(bytes), *want = malloc(n * elem(dt));
+  te_poison_dev(d, bytes);
+  TE_OK(tecore_fill_uniform(d, dt, n, b, seed, off, te_stream));
+  uint64_t x = seed;
+  if (off < 4096)
+    for (uint64_t k = 0; k < off; k++) (void)te_splitmix64(&x);
+  else
+    x = seed + off * 0x9e3779b97f4a7c15ull;   /* the generator's state after off draws */
+  for (size_t i = 0; i < n; i++) put_elem(dt, want, i, uniform_bits(dt, te_splitmix64(&x), b));
+  te_poison_host(got, bytes);
+  te_d2h(got, d, bytes);
+  char what[160];
+  snprintf(what, sizeof what, "fill_uniform %s n=%zu bound=%.17g seed=%llu offset=%llu",
+           dname(dt), n, b, (unsigned long long)seed, (unsigned long long)off);
+  expect_elems(dt, got, want, n, what);
+  /* in [-b, b] (where dt holds b) */
+  for (size_t i = 0; i < n && b < 60000; i++)
+    ck_assert_msg(fabs((double)load_val(dt, got, i)) <= b * (1 + 1e-2), "%s: element %zu = %g",
+                  what, i, (double)load_val(dt, got, i));
+  TE_OK(tecore_mem_free(d));
+  free(got);
+  free(want);
+}
+
+START_TEST(fill_uniform_values) {
+  for (size_t t = 0; t < 3; t++)
+    for (int k = 0; k < 4; k++) {
+      uint64_t off = te_rand_below(2) ? te_rand_below(4096) : te_rand_u64();
+      fill_uniform_case(dtypes[t], test_size(k), te_rand_float(0.001f, 10.0f), te_rand_u64(), off);
+    }
+  fill_uniform_case(TECORE_DTYPE_BF16, 1000, 0.0, te_rand_u64(), 0);   /* all +-0 */
+  fill_uniform_case(TECORE_DTYPE_F16, 1000, 1e6, te_rand_u64(), 7);    /* infinities */
+}
+END_TEST
+
+/* a range in three calls by offset is the range in one */
+START_TEST(fill_uniform_splits) {
+  for (size_t t = 0; t < 3; t++) {
+    tecore_dtype_t dt = dtypes[t];
+    size_t n = 3 + te_rand_below(20000), a = 1 + te_rand_below(n - 2);
+    size_t b = a + 1 + te_rand_below(n - a - 1), es = elem(dt);
+    uint64_t seed = te_rand_u64(), off = te_rand_u64();
+    double bound = te_rand_float(0.01f, 2.0f);
+    tecore_devptr_t one = te_dalloc(n * es), three = te_dalloc(n * es);
+    te_poison_dev(one, n * es);
+    te_poison_dev(three, n * es);
+    TE_OK(tecore_fill_uniform(one, dt, n, bound, seed, off, te_stream));
+    TE_OK(tecore_fill_uniform(three + b * es, dt, n - b, bound, seed, off + b, te_stream));
+    TE_OK(tecore_fill_uniform(three, dt, a, bound, seed, off, te_stream));
+    TE_OK(tecore_fill_uniform(three + a * es, dt, b - a, bound, seed, off + a, te_stream));
+    void *g1 = malloc(n * es), *g3 = malloc(n * es);
+    te_d2h(g1, one, n * es);
+    te_d2h(g3, three, n * es);
+    te_expect_mem_eq(g3, g1, n * es, "fill_uniform: three calls by offset vs one");
+    TE_OK(tecore_mem_free(one));
+    TE_OK(tecore_mem_free(three));
+    free(g1);
+    free(g3);
+  }
+}
+END_TEST
+
+/* refused before anything is written */
+START_TEST(fill_uniform_refuses) {
+  tecore_devptr_t d = te_dalloc(64);
+  te_poison_dev(d, 64);
+  TE_EXPECT_INVALID("bound", tecore_fill_uniform(d, TECORE_DTYPE_F32, 4, NAN, 1, 0, te_stream));
+  TE_EXPECT_INVALID("bound", tecore_fill_uniform(d, TECORE_DTYPE_F32, 4, -1, 1, 0, te_stream));
+  TE_EXPECT_INVALID("bound",
+                    tecore_fill_uniform(d, TECORE_DTYPE_F32, 4, INFINITY, 1, 0, te_stream));
+  TE_EXPECT_INVALID("dtype", tecore_fill_uniform(d, TECORE_DTYPE_E4M3, 4, 1, 1, 0, te_stream));
+  TE_EXPECT_INVALID("dst", tecore_fill_uniform(0, TECORE_DTYPE_F32, 4, 1, 1, 0, te_stream));
+  TE_EXPECT_INVALID("dst", tecore_fill_uniform(d + 2, TECORE_DTYPE_F32, 4, 1, 1, 0, te_stream));
+  if (te_backend_kind == TECORE_BACKEND_VDEV)   /* vdev checks the extent (tecore_fill(3)) */
+    TE_EXPECT_FAIL(tecore_fill_uniform(d, TECORE_DTYPE_F32, 17, 1, 1, 0, te_stream));
+  TE_EXPECT_INVALID("count",
+                    tecore_fill_uniform(d, TECORE_DTYPE_F32, SIZE_MAX / 2, 1, 1, 0, te_stream));
+  TE_OK(tecore_stream_synchronize(te_stream));
+  unsigned char b[64];
+  te_d2h(b, d, 64);
+  te_expect_bytes_eq(b, TE_POISON_BYTE, 64, "after refused fill_uniform calls");
+  TE_OK(tecore_mem_free(d));
+}
+END_TEST
 
 static void fill_case(tecore_dtype_t dt, size_t n, double value) {
   size_t bytes = (n + GUARD) * elem(dt);
@@ -450,6 +550,9 @@ static Suite *kernels_suite(void) {
   tcase_add_test(tc, fill_sizes);
   tcase_add_test(tc, fill_special_values);
   tcase_add_test(tc, fill_rounds_double_once);
+  tcase_add_test(tc, fill_uniform_values);
+  tcase_add_test(tc, fill_uniform_splits);
+  tcase_add_test(tc, fill_uniform_refuses);
   tc = te_tcase(s, "scale_add", 1);
   tcase_add_test(tc, scale_add_sizes);
   tcase_add_test(tc, scale_add_aliasing);

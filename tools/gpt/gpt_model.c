@@ -64,14 +64,12 @@ uint64_t gpt_splitmix(uint64_t *x) {
   return z ^ (z >> 31);
 }
 
-/* An F32 table [rows][cols], uniform in +-bound from seed (on the host,
- * copied synchronously). */
+/* An F32 table of n values, uniform in +-bound from seed (the draws of
+ * gpt_splitmix from seed, one a value), drawn on the device and ready on
+ * return. */
 static void fill_table(tecore_devptr_t p, size_t n, double bound, uint64_t seed) {
-  float *h = gpt_xalloc(n * sizeof *h);
-  for (size_t i = 0; i < n; i++)
-    h[i] = (float)(bound * (2.0 * (double)(gpt_splitmix(&seed) >> 11) / 9007199254740992.0 - 1.0));
-  GPT_CHECK(tecore_memcpy(p, (tecore_devptr_t)(uintptr_t)h, n * sizeof *h));
-  free(h);
+  GPT_CHECK(tecore_fill_uniform(p, TECORE_DTYPE_F32, n, bound, seed, 0, NULL));
+  GPT_CHECK(tecore_stream_synchronize(NULL));
 }
 
 /* The blocks, the final norm, the LM head. */
