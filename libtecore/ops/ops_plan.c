@@ -26,21 +26,16 @@ TE_PARAM_INT_RENAMED(ops_fusion, "TECORE_OPS_FUSION", "TE_OPS_FUSION", 1, 0, 1,
 static tecore_result_t grad_layout(tecore_seq_t *s);
 
 /* Drops the patterns TECORE_OPS_FUSION_OFF names from the plan's table;
- * a name no built-in pattern has is reported once at WARN (a typo would
- * otherwise change nothing, silently). */
+ * a name that neither a built-in pattern nor one registered by then (the
+ * table before the drop: libtecomm's, a caller's) has is reported once at
+ * WARN (a typo would otherwise change nothing, silently). */
 static void drop_fusions_off(struct te_plan *pl) {
   const char *list = te_fusion_off_list();
   if (!list || !*list) return;
-  size_t k = 0;
-  for (size_t i = 0; i < pl->nfusions; i++) {
-    const char *nm = pl->fusions[i].def.name;
-    if (!te_fusion_named_off(nm)) pl->fusions[k++] = pl->fusions[i];
-  }
-  pl->nfusions = k;
   static int warned;
-  if (__atomic_load_n(&warned, __ATOMIC_RELAXED)) return;
   size_t len;
-  for (const char *p = list, *q; (q = te_fusion_off_next(&p, &len));) {
+  for (const char *p = list, *q; !__atomic_load_n(&warned, __ATOMIC_RELAXED) &&
+                                 (q = te_fusion_off_next(&p, &len));) {
     /* grad_fp8, weight_fp8: tecore_seq_grad_fp8 and tecore_seq_fp8_weight
      * (a caller's kernel writes the FP8 tensor), no patterns of the plan */
     int known = len == 0 || (len == 8 && memcmp(q, "grad_fp8", 8) == 0) ||
@@ -49,10 +44,20 @@ static void drop_fusions_off(struct te_plan *pl) {
       const char *nm = te_builtin_fusions[i].def.name;
       known = strlen(nm) == len && memcmp(nm, q, len) == 0;
     }
+    for (size_t i = 0; i < pl->nfusions && !known; i++) {
+      const char *nm = pl->fusions[i].def.name;
+      known = nm && strlen(nm) == len && memcmp(nm, q, len) == 0;
+    }
     if (!known && !__atomic_exchange_n(&warned, 1, __ATOMIC_RELAXED))
-      TE_WARN(TECORE_SUBSYS_KERNEL, "TECORE_OPS_FUSION_OFF: '%.*s' is no built-in fusion "
-              "pattern's name (a registered one's is matched as given)", (int)len, q);
+      TE_WARN(TECORE_SUBSYS_KERNEL, "TECORE_OPS_FUSION_OFF: '%.*s' is the name of no fusion "
+              "pattern, built in or registered", (int)len, q);
   }
+  size_t k = 0;
+  for (size_t i = 0; i < pl->nfusions; i++) {
+    const char *nm = pl->fusions[i].def.name;
+    if (!te_fusion_named_off(nm)) pl->fusions[k++] = pl->fusions[i];
+  }
+  pl->nfusions = k;
 }
 
 void te_plan_free(struct te_plan *p) {

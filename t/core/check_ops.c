@@ -1031,6 +1031,48 @@ START_TEST(test_fusion_off) {
 }
 END_TEST
 
+/* A name TECORE_OPS_FUSION_OFF gives that only a registered pattern has
+ * is known (libtecomm's patterns are registered ones): no warning for it;
+ * one that nothing has is warned about, once a process, so the first
+ * unknown name of the list.  stderr (the default log) into a file. */
+static int never_applies(const tecore_seq_t *s, size_t first, const struct tecore_recipe *r,
+                         void *ctx) {
+  (void)s, (void)first, (void)r, (void)ctx;
+  return 0;
+}
+static tecore_result_t never_runs(const struct tecore_seq_exec *x) {
+  (void)x;
+  return TECORE_ERR_INTERNAL;
+}
+
+START_TEST(test_fusion_off_registered) {
+  ck_assert_int_eq(setenv("TECORE_OPS_FUSION_OFF", "scale+scale_t, no_such_pattern", 1), 0);
+  struct tecore_fusion_def fd = {.name = "scale+scale_t", .dir = TECORE_SEQ_FORWARD, .nops = 2,
+                                 .kinds = {TECORE_OP_CONSTANT_SCALE, TECORE_OP_CONSTANT_SCALE},
+                                 .applies = never_applies, .run = never_runs, .priority = 1};
+  TE_OK(tecore_ops_register_fusion(&fd));
+  char path[] = "/tmp/te_fusion_off_XXXXXX";
+  int lf = mkstemp(path), saved = dup(2);
+  ck_assert(lf >= 0 && saved >= 0);
+  fflush(stderr);
+  ck_assert_int_eq(dup2(lf, 2), 2);
+  struct tecore_op_desc d[] = {op_scale(0.5f), op_scale(2.0f)};
+  tecore_seq_t *s = make_seq(d, 2, 4, 16, TECORE_DTYPE_F32, 0, NULL);
+  fflush(stderr);
+  ck_assert_int_eq(dup2(saved, 2), 2);
+  close(saved);
+  char log[4096] = {0};
+  ck_assert(pread(lf, log, sizeof log - 1, 0) >= 0);
+  close(lf);
+  unlink(path);
+  ck_assert_msg(strstr(log, "'no_such_pattern'"), "no warning for the unknown name: \"%s\"", log);
+  ck_assert_msg(!strstr(log, "scale+scale_t"), "the registered name warned about: \"%s\"", log);
+  TE_OK(tecore_seq_destroy(s));
+  TE_OK(tecore_ops_unregister_fusion("scale+scale_t"));
+  ck_assert_int_eq(unsetenv("TECORE_OPS_FUSION_OFF"), 0);
+}
+END_TEST
+
 /* After a backward on the test stream: its BF16 dx (waited for) and the
  * parameter gradients, into o; and two such runs' bits compared. */
 static void take_dx_grads(struct run_out *o, tecore_seq_t *s, const struct dt2 *dx) {
@@ -3828,6 +3870,7 @@ static Suite *ops_suite(void) {
   tcase_add_test(tc, test_fused_fp8_current);
   tcase_add_test(tc, test_fused_layernorm);
   tcase_add_test(tc, test_fusion_off);
+  tcase_add_test(tc, test_fusion_off_registered);
   tcase_add_test(tc, test_grad_fp8_given);
   tcase_add_test(tc, test_grad_fp8_caller_buffers);
   tcase_add_test(tc, test_bf16_wgrad);
