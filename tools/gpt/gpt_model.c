@@ -303,8 +303,11 @@ void gpt_model_create_dp(struct gpt_model *m, const struct gpt_config *c, size_t
   create(m, c, batch, max_mb, recipe, seed, ranks, s);
   const struct gpt_tp *tp = ranks ? ranks->tp : NULL;
   if (!tp || tp->size <= 1) return;
+  /* the whole model for its values alone: a generation twin of one
+   * sequence (no gradients, no saved tensors), whose build draws the same
+   * values (the draws follow the operations, not the rows) */
   struct gpt_model full;
-  create(&full, c, batch, 1, NULL, seed, NULL, s);
+  create(&full, c, 1, 0, NULL, seed, NULL, s);
   for (size_t i = 0; i < m->np; i++) {
     struct gpt_param *p = &m->p[i];
     if (p->table) continue;   /* the same seed, the same values */
