@@ -186,7 +186,7 @@ if has sp && [ "$n" -ge 2 ]; then
   step sp-tp$n-sp env TECOMM_SP_OVERLAP=1 $b --tp $n --sp
   step sp-tp$n-sp-p4 env TECOMM_AG_GEMM_PULLS=4 TECOMM_GEMM_RS_PULLS=4 $b --tp $n --sp
   # the backward's gradient gather inside dgrad (allgather+dgrad) off alone
-  step sp-tp$n-sp-nodgrad env TECORE_OPS_FUSION_OFF=allgather+dgrad,allgather+dgrad8 \
+  step sp-tp$n-sp-nodgrad env TECORE_OPS_FUSION_OFF=allgather+dgrad,allgather+dgrad8,allgather+dgrad8+dbias \
     $b --tp $n --sp
   step sp-tp$n-sp-apart env TECOMM_SP_OVERLAP=0 $b --tp $n --sp
   step sp-demo$n tools/te-demo --tp $n --sp

@@ -2610,6 +2610,15 @@ module te_core
       type(c_ptr), value :: stream
       integer(c_int) :: tecore_seq_linear_wgrad
     end function tecore_seq_linear_wgrad
+    function tecore_seq_linear_bgrad(seq, index, db, stream) bind(C, name="tecore_seq_linear_bgrad")
+      import
+      implicit none
+      type(c_ptr), value :: seq
+      integer(c_size_t), value :: index
+      integer(tecore_devptr_t), value :: db
+      type(c_ptr), value :: stream
+      integer(c_int) :: tecore_seq_linear_bgrad
+    end function tecore_seq_linear_bgrad
     function tecore_seq_extra(seq, slot, value, grad) bind(C, name="tecore_seq_extra")
       import
       implicit none

@@ -76,11 +76,11 @@ TECORE_TUNABLE_INT(tc_tun_sp_overlap, "TECOMM_SP_OVERLAP", 1, 0, 1,
 
 static const char sp_fn[] = "tecomm_ops_register: sequence-parallel overlap";
 
-/* the pattern (the registration's ctx); SP_AG_DGRAD and SP_AG_DGRAD8 are
- * the backward's */
+/* the pattern (the registration's ctx); SP_AG_DGRAD, SP_AG_DGRAD8 and
+ * SP_AG_DGRAD8_DBIAS are the backward's */
 enum {
   SP_AG_LIN = 0, SP_LIN_RS = 1, SP_LIN_RS_NORM = 2, SP_AG_LIN_GELU = 3, SP_AG_DGRAD = 4,
-  SP_AG_DGRAD8 = 5
+  SP_AG_DGRAD8 = 5, SP_AG_DGRAD8_DBIAS = 6
 };
 
 static int sp_is_ag(int which) {
@@ -178,10 +178,11 @@ static tecomm_result_t sp_grow(struct tecomm_comm *c, tecore_devptr_t *buf, size
 static tecomm_result_t sp_prepare(struct tecomm_comm *c, int which, const struct sp_place *pl) {
   const size_t es = tecore_dtype_size(pl->dt), n = (size_t)c->nranks;
   struct tc_ov *ov;
-  if (sp_is_ag(which) || which == SP_AG_DGRAD || which == SP_AG_DGRAD8) {
+  const int bwd = which == SP_AG_DGRAD || which == SP_AG_DGRAD8 || which == SP_AG_DGRAD8_DBIAS;
+  if (sp_is_ag(which) || bwd) {
     /* the shard's rows (under FP8 its codes, half as many bytes); the
      * backward's: the shard of the output's gradient */
-    const size_t cols = which == SP_AG_DGRAD || which == SP_AG_DGRAD8 ? pl->m : pl->k;
+    const size_t cols = bwd ? pl->m : pl->k;
     TC_CHECK(sp_grow(c, &c->sp_stage, &c->sp_stage_bytes, pl->rows * cols * es));
     return tc_ov_get(c, 0, 0, sp_fn, &ov);
   }
@@ -223,9 +224,11 @@ static const char *sp_dgrad_why_not(const tecore_seq_t *seq, size_t lin,
   return tc_ov_check_shape(&sh) != TECOMM_SUCCESS ? tecomm_last_error() : NULL;
 }
 
-/* allgather+dgrad8: that, on a Linear running in FP8 without a bias (on
- * any rank: the ranks agree), whose gradient's codes are gathered as they
- * are: a bias's gradient sums the 16-bit rows, which are then not moved. */
+/* allgather+dgrad8 (without a bias on any rank) and allgather+dgrad8+dbias
+ * (with one on some rank; sp_applies has the ranks agree which): that, on
+ * a Linear running in FP8, whose gradient's codes are gathered as they
+ * are.  The 16-bit rows are then not moved: a bias's gradient is summed
+ * from each rank's own rows. */
 static const char *sp_dgrad8_why_not(const tecore_seq_t *seq, size_t lin,
                                      const struct sp_place *pl, const struct tecore_recipe *r) {
   struct tecore_tensor t;
@@ -233,7 +236,6 @@ static const char *sp_dgrad8_why_not(const tecore_seq_t *seq, size_t lin,
     tecore_clear_error();
     return "the Linear does not run in FP8";
   }
-  if (pl->lin.desc.bias) return "the Linear has a bias (its gradient sums the 16-bit rows)";
   return sp_dgrad_why_not(seq, lin, pl, r);
 }
 
@@ -246,8 +248,16 @@ static int sp_applies(const tecore_seq_t *seq, size_t first, const struct tecore
   if (!why && which == SP_LIN_RS_NORM) why = sp_norm_why_not(seq, first);
   if (!why && which == SP_AG_LIN_GELU) why = sp_gelu_why_not(&pl);
   if (!why && which == SP_AG_DGRAD) why = sp_dgrad_why_not(seq, first, &pl, r);
-  if (!why && which == SP_AG_DGRAD8) why = sp_dgrad8_why_not(seq, first, &pl, r);
+  const int dg8 = which == SP_AG_DGRAD8 || which == SP_AG_DGRAD8_DBIAS;
+  if (!why && dg8) why = sp_dgrad8_why_not(seq, first, &pl, r);
   int ok = sp_agree(pl.c, why == NULL);
+  /* the two differ in whether some rank has the bias (then every rank
+   * sums its rows' share of its gradient) */
+  if (ok && dg8) {
+    const int none = sp_agree(pl.c, !pl.lin.desc.bias);
+    if (none != (which == SP_AG_DGRAD8))
+      why = none ? "no rank's Linear has a bias" : "a rank's Linear has a bias", ok = 0;
+  }
   if (ok && sp_prepare(pl.c, which, &pl) != TECOMM_SUCCESS)
     why = tecomm_last_error(), ok = 0;
   if (!ok)
@@ -278,17 +288,37 @@ static tecore_devptr_t sp_bias(const struct sp_place *pl) {
  * ranks, whose amaxes were equal before the call (every call ends so),
  * as ZeRO-3's FP8 gather does: the codes and amax of quantizing the
  * gathered rows whole, at half the bytes of the rows. */
+static tecore_result_t ag_codes_gather(const struct tecore_seq_exec *x, const struct sp_place *pl,
+                                       const struct tecore_tensor *T,
+                                       struct tecomm_ag_gemm_args *a);
+
+/* The shard src as a tensor, and T's FP8 view of it: [rows][cols], the
+ * codes into the staging buffer, no columnwise copy. */
+static tecore_result_t ag_shard(const struct sp_place *pl, tecore_devptr_t src, size_t cols,
+                                const struct tecore_tensor *T, struct tecore_tensor *in,
+                                struct tecore_tensor *y) {
+  const size_t sh[2] = {pl->rows, cols};
+  *y = *T;
+  y->ndim = 2, y->shape[0] = pl->rows, y->shape[1] = cols;
+  y->data = pl->c->sp_stage;
+  y->columnwise_data = 0, y->columnwise_scale_inv = 0;
+  return tecore_tensor_init(in, pl->dt, 2, sh, src);
+}
+
 static tecore_result_t ag_codes(const struct tecore_seq_exec *x, const struct sp_place *pl,
                                 tecore_devptr_t src, size_t cols, const struct tecore_tensor *T,
                                 struct tecomm_ag_gemm_args *a) {
-  const size_t sh[2] = {pl->rows, cols};
-  struct tecore_tensor in, y = *T;
-  tecore_result_t e = tecore_tensor_init(&in, pl->dt, 2, sh, src);
-  if (e != TECORE_SUCCESS) return e;
-  y.ndim = 2, y.shape[0] = pl->rows, y.shape[1] = cols;
-  y.data = pl->c->sp_stage;
-  e = tecore_quantize(&in, &y, 0, x->stream);
-  if (e != TECORE_SUCCESS) return e;
+  struct tecore_tensor in, y;
+  tecore_result_t e = ag_shard(pl, src, cols, T, &in, &y);
+  if (e == TECORE_SUCCESS) e = tecore_quantize(&in, &y, 0, x->stream);
+  return e == TECORE_SUCCESS ? ag_codes_gather(x, pl, T, a) : e;
+}
+
+/* ag_codes' second half: the staged codes gathered into T's rows and
+ * multiplied as they land, then the amax reduced. */
+static tecore_result_t ag_codes_gather(const struct tecore_seq_exec *x, const struct sp_place *pl,
+                                       const struct tecore_tensor *T,
+                                       struct tecomm_ag_gemm_args *a) {
   a->a = pl->c->sp_stage, a->a_all = T->data, a->dtype = T->dtype;
   a->a_scale_inv = T->scale_inv;
   tecomm_result_t r = tecomm_ag_gemm(pl->c, a, x->stream);
@@ -454,6 +484,68 @@ static tecore_result_t ag_dgrad8_run(const struct tecore_seq_exec *x) {
   return tecore_seq_linear_wgrad(x->seq, x->first, NULL, NULL, x->stream);
 }
 
+/* allgather+dgrad8+dbias's workspace: the column sums of this rank's
+ * gradient rows (F32 [m], summed over the ranks in place), then the
+ * cast+dbias's own. */
+static size_t sp_dbias_sums_bytes(size_t m) {
+  return (m * 4 + 255) / 256 * 256;
+}
+
+static tecore_result_t sp_dbias_ws(const tecore_seq_t *seq, size_t first, size_t *bytes,
+                                   void *ctx) {
+  struct sp_place pl;
+  *bytes = 0;
+  if (!sp_find(seq, first, (int)(uintptr_t)ctx, &pl)) return TECORE_SUCCESS;
+  const size_t sh[2] = {pl.rows, pl.m};
+  struct tecore_tensor in;
+  size_t ct = 0;
+  tecore_result_t e = tecore_tensor_init(&in, pl.dt, 2, sh, 0);
+  if (e == TECORE_SUCCESS) e = tecore_cast_transpose_dbias_workspace_size(&in, &ct);
+  *bytes = sp_dbias_sums_bytes(pl.m) + ct;
+  return e;
+}
+
+/* allgather+dgrad8 where some rank's Linear has a bias (te-demo's and
+ * tecore_seq_add_transformer's row-parallel Linears: rank 0's alone):
+ * each rank quantizes its gradient rows and sums their columns in one
+ * pass (cast+dbias), the codes are gathered as allgather+dgrad8 gathers
+ * them, the ranks' column sums are summed (allreduce, rank order) and a
+ * rank with the bias adds them to its gradient (tecore_seq_linear_bgrad).
+ * The bias's gradient sums in another order than the plain path's
+ * column sums over the gathered rows (the same value to F32 rounding);
+ * everything else is the same bits. */
+static tecore_result_t ag_dgrad8_dbias_run(const struct tecore_seq_exec *x) {
+  struct sp_place pl;
+  tecore_result_t e = sp_place_of(x, SP_AG_DGRAD8_DBIAS, &pl);
+  if (e != TECORE_SUCCESS) return e;
+  size_t need = 0;
+  e = sp_dbias_ws(x->seq, x->first, &need, (void *)(uintptr_t)SP_AG_DGRAD8_DBIAS);
+  if (e != TECORE_SUCCESS) return e;
+  if (!x->workspace || x->workspace_bytes < need)
+    return core_of(TC_ERR(TECOMM_ERR_INVALID, "%s: op %zu: %zu bytes of workspace, %zu needed",
+                          sp_fn, x->first, x->workspace_bytes, need));
+  struct tecore_tensor dy8, w, in, y, db;
+  e = tecore_seq_linear_fp8_dgrad_operands(x->seq, x->first, x->stream, &dy8, &w);
+  if (e == TECORE_SUCCESS) e = ag_shard(&pl, x->grad[2].data, pl.m, &dy8, &in, &y);
+  const size_t sb = sp_dbias_sums_bytes(pl.m);
+  if (e == TECORE_SUCCESS) e = tecore_tensor_init(&db, TECORE_DTYPE_F32, 1, &pl.m, x->workspace);
+  if (e == TECORE_SUCCESS)
+    e = tecore_cast_transpose_dbias(&in, &y, &db, x->workspace + sb, x->workspace_bytes - sb,
+                                    x->stream);
+  if (e != TECORE_SUCCESS) return e;
+  struct tecomm_ag_gemm_args a = {
+      .b = w.columnwise_data, .d = x->grad[0].data, .rows = pl.rows, .n = pl.k, .k = pl.m,
+      .d_dtype = pl.dt, .b_scale_inv = w.scale_inv};
+  e = ag_codes_gather(x, &pl, &dy8, &a);
+  if (e != TECORE_SUCCESS) return e;
+  e = core_of(tecomm_allreduce(pl.c, db.data, db.data, pl.m, TECORE_DTYPE_F32, TECOMM_SUM,
+                               x->stream));
+  if (e == TECORE_SUCCESS && pl.lin.desc.bias)
+    e = tecore_seq_linear_bgrad(x->seq, x->first, db.data, x->stream);
+  return e == TECORE_SUCCESS ? tecore_seq_linear_wgrad(x->seq, x->first, NULL, NULL, x->stream)
+                             : e;
+}
+
 /* Above libtecore's Linear+activation epilogues (priority 10-30) where
  * both cover the pass in as many groups. */
 const struct tecore_fusion_def tc_sp_fusions[] = {
@@ -481,5 +573,9 @@ const struct tecore_fusion_def tc_sp_fusions[] = {
     {.name = "allgather+dgrad8", .dir = TECORE_SEQ_BACKWARD, .nops = 2,
      .kinds = {TECORE_OP_LINEAR, TECORE_OP_REDUCE_SCATTER}, .applies = sp_applies,
      .run = ag_dgrad8_run, .ctx = (void *)(uintptr_t)SP_AG_DGRAD8, .priority = 61},
+    {.name = "allgather+dgrad8+dbias", .dir = TECORE_SEQ_BACKWARD, .nops = 2,
+     .kinds = {TECORE_OP_LINEAR, TECORE_OP_REDUCE_SCATTER}, .applies = sp_applies,
+     .run = ag_dgrad8_dbias_run, .ctx = (void *)(uintptr_t)SP_AG_DGRAD8_DBIAS, .priority = 61,
+     .workspace = sp_dbias_ws},
 };
 const size_t tc_sp_nfusions = sizeof tc_sp_fusions / sizeof tc_sp_fusions[0];

@@ -733,7 +733,7 @@ static tecore_result_t wgrad8(tecore_seq_t *s, size_t index, const struct tecore
   const struct te_op *o = &s->ops[index];
   struct tecore_tensor DY, X;
   TE_CHECK(te_dy8_tensor(s, index, &DY));
-  if (o->d.bias) {
+  if (o->d.bias && dy) {
     struct tecore_tensor db;
     te_vec(&db, TECORE_DTYPE_F32, o->out_cols, s->dvec);
     TE_CHECK(tecore_cast_transpose_dbias(dy, &DY, &db, s->ws, s->ws_bytes, st));
@@ -762,11 +762,26 @@ TE_EXPORT tecore_result_t tecore_seq_linear_wgrad(tecore_seq_t *s, size_t index,
   if (why) return TE_ERR(TECORE_ERR_NOT_SUPPORTED, "%s: operation %zu runs in FP8: %s", fn,
                          index, why);
   if (!f8 || x) TE_CHECK(wgrad_arg(s, x, "x", o->in_rows, o->in_cols, fn));
-  /* FP8 without a bias reads the codes alone: dy may be NULL */
-  if (!f8 || o->d.bias || dy) TE_CHECK(wgrad_arg(s, dy, "dy", o->out_rows, o->out_cols, fn));
+  /* FP8 reads the codes alone: dy may be NULL (a bias's gradient is then
+   * the caller's, tecore_seq_linear_bgrad) */
+  if (!f8 || dy) TE_CHECK(wgrad_arg(s, dy, "dy", o->out_rows, o->out_cols, fn));
   s->cs_op = SIZE_MAX;   /* no activation's column sums are dy's */
   if (f8) return wgrad8(s, index, dy, stream);
   return wgrad(s, index, dy, x, 0, o->d.bias ? o->grad[1] : 0, stream);
+}
+
+TE_EXPORT tecore_result_t tecore_seq_linear_bgrad(tecore_seq_t *s, size_t index,
+                                                  tecore_devptr_t db, tecore_stream_t stream) {
+  static const char fn[] = "tecore_seq_linear_bgrad";
+  TE_CHECK(te_seq_op_arg(s, index, fn));
+  const struct te_op *o = &s->ops[index];
+  if (o->d.kind != TECORE_OP_LINEAR || !s->bnd || !o->d.bias || !o->grad[1])
+    return TE_ERR(TECORE_ERR_NOT_SUPPORTED, "%s: operation %zu (%s) is no Linear with a bias of "
+                  "a built training sequence", fn, index, o->def.name);
+  TE_ARG(db && db % 4 == 0, "%s: db (0x%llx) is NULL or not 4-byte aligned", fn,
+         (unsigned long long)db);
+  TE_CHECK(te_dev_check_range(db, o->out_cols * 4, fn, "db"));
+  return te_accum_f32(s, o->grad[1], db, TECORE_DTYPE_F32, o->out_cols, stream);
 }
 
 tecore_result_t te_linear_wgrad_pending(tecore_seq_t *s, tecore_stream_t stream) {

@@ -622,14 +622,26 @@ tecore_result_t tecore_seq_linear_fp8_dgrad_operands(tecore_seq_t *seq, size_t i
  * [in_rows][in_features] and dy [out_rows][out_features], 2-D, of the
  * sequence's dtype.  Where the Linear runs in FP8, the codes of dy are
  * those the caller wrote into tecore_seq_linear_fp8_dgrad_operands' dy8
- * (dy itself is read only for a bias's column sums) and x is not read
- * (the forward's FP8 copy is; it may be NULL).  TECORE_ERR_NOT_SUPPORTED
- * unless the sequence is BF16 or F16 and built and the operation a
- * Linear (FP8: under tecore_seq_linear_fp8_dgrad_operands' conditions).
- * Call once per backward, from the pattern's executor. */
+ * (dy itself is read only for a bias's column sums; it may be NULL, and
+ * then the bias's gradient is the caller's: tecore_seq_linear_bgrad) and
+ * x is not read (the forward's FP8 copy is; it may be NULL).
+ * TECORE_ERR_NOT_SUPPORTED unless the sequence is BF16 or F16 and built
+ * and the operation a Linear (FP8: under
+ * tecore_seq_linear_fp8_dgrad_operands' conditions).  Call once per
+ * backward, from the pattern's executor. */
 tecore_result_t tecore_seq_linear_wgrad(tecore_seq_t *seq, size_t index,
                                         const struct tecore_tensor *x,
                                         const struct tecore_tensor *dy, tecore_stream_t stream);
+/* db (device, F32 [out_features]: column sums of the Linear's output
+ * gradient the caller took, e.g. summed over ranks that each hold some
+ * of its rows) added to the bias gradient of the Linear at index on
+ * stream as its own backward adds its column sums (the first
+ * contribution after tecore_seq_zero_grad overwrites).  For a pattern
+ * that calls tecore_seq_linear_wgrad without dy.  TECORE_ERR_NOT_SUPPORTED
+ * unless the operation is a Linear with a bias of a built training
+ * sequence. */
+tecore_result_t tecore_seq_linear_bgrad(tecore_seq_t *seq, size_t index, tecore_devptr_t db,
+                                        tecore_stream_t stream);
 
 /* The residual slot's value and gradient, [rows][features] of the
  * sequence's dtype.  An extra input (added, never made): write value

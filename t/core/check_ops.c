@@ -1735,7 +1735,8 @@ END_TEST
  * so the Linear's output gradient is the caller's dy), with and without
  * a bias.  The caller's dy quantized into dy8 (rowwise), then the
  * weight gradient: the plain backward's weight and bias gradients bit for
- * bit (without a bias from the codes alone, dy NULL); w's columnwise
+ * bit (without a bias from the codes alone, dy NULL; with one, dy NULL
+ * too and the column sums added by tecore_seq_linear_bgrad); w's columnwise
  * codes the transpose of its rowwise ones (the forward's), under its
  * scale_inv.  Refusals name the argument; current
  * scaling and operations that are no FP8 Linear are refused. */
@@ -1772,12 +1773,38 @@ START_TEST(test_linear_fp8_dgrad_operands_and_wgrad) {
      * 16-bit rows were never gathered: libtecomm's allgather+dgrad8) */
     TE_OK(tecore_seq_linear_wgrad(b, 0, NULL, bias ? &dy[0].t : NULL, S()));
     wg_pair_expect(&wp, 1.0f, bias ? "FP8, bias" : "FP8, no bias, dy NULL");
+    if (bias) {
+      /* dy NULL with a bias: the weight gradient alone, the bias's the
+       * caller's column sums through tecore_seq_linear_bgrad (here the
+       * plain backward's own cast+dbias of dy, the same bits): adds */
+      struct dt2 db = dalloc2(TECORE_DTYPE_F32, 1, out);
+      size_t wsb = 0;
+      TE_OK(tecore_cast_transpose_dbias_workspace_size(&dy[0].t, &wsb));
+      tecore_devptr_t ws = 0;
+      TE_OK(tecore_mem_alloc(wsb ? wsb : 4, &ws));
+      struct tecore_tensor q8 = dy8, dbt = db.t;
+      dbt.ndim = 1, dbt.shape[0] = out;
+      TE_OK(tecore_cast_transpose_dbias(&dy[0].t, &q8, &dbt, ws, wsb, S()));
+      TE_OK(tecore_seq_linear_wgrad(b, 0, NULL, NULL, S()));
+      TE_OK(tecore_seq_linear_bgrad(b, 0, db.t.data, S()));
+      wg_pair_expect(&wp, 2.0f, "FP8, bias, dy NULL and tecore_seq_linear_bgrad");
+      TE_EXPECT_INVALID("seq", tecore_seq_linear_bgrad(NULL, 0, db.t.data, S()));
+      TE_EXPECT_INVALID("index", tecore_seq_linear_bgrad(b, 2, db.t.data, S()));
+      TE_EXPECT_INVALID("db", tecore_seq_linear_bgrad(b, 0, 0, S()));
+      TE_EXPECT_INVALID("db", tecore_seq_linear_bgrad(b, 0, db.t.data + 2, S()));
+      TE_EXPECT_ERR(TECORE_ERR_NOT_SUPPORTED, "no Linear with a bias",
+                    tecore_seq_linear_bgrad(b, 1, db.t.data, S()));
+      TE_OK(tecore_mem_free(ws));
+      dfree2(&db);
+    } else {
+      TE_EXPECT_ERR(TECORE_ERR_NOT_SUPPORTED, "no Linear with a bias",
+                    tecore_seq_linear_bgrad(b, 0, wp.y.t.data, S()));
+    }
     TE_EXPECT_INVALID("dy8 is NULL", tecore_seq_linear_fp8_dgrad_operands(b, 0, S(), NULL, &w));
     TE_EXPECT_INVALID("seq is NULL", tecore_seq_linear_fp8_dgrad_operands(NULL, 0, S(), &dy8, &w));
     TE_EXPECT_INVALID("index", tecore_seq_linear_fp8_dgrad_operands(b, 2, S(), &dy8, &w));
     TE_EXPECT_ERR(TECORE_ERR_NOT_SUPPORTED, "no Linear running in FP8",
                   tecore_seq_linear_fp8_dgrad_operands(b, 1, S(), &dy8, NULL));
-    if (bias) TE_EXPECT_INVALID("dy is NULL", tecore_seq_linear_wgrad(b, 0, NULL, NULL, S()));
     TE_EXPECT_INVALID("dy is", tecore_seq_linear_wgrad(b, 0, NULL, &wp.x[0].t, S()));
     wg_pair_free(&wp);
   }

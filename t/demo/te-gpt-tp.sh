@@ -223,14 +223,15 @@ done
 # training): the row-parallel Linears run with their reduce-scatter inside
 # the GEMM (the plan's linear+reduce_scatter), the column-parallel ones
 # with their all-gather (allgather+linear: the rows quantized as they
-# land), the backward's gradient all-gather inside dgrad (allgather+dgrad;
-# with --bias 0 allgather+dgrad8, the E5M2 codes gathered), and give the
+# land), the backward's gradient all-gather inside dgrad on the E5M2 codes
+# (allgather+dgrad8+dbias, rank 0's biases' gradients summed from every
+# rank's rows; with --bias 0 allgather+dgrad8), and give the
 # bits of the collectives apart from the GEMMs (TECOMM_SP_OVERLAP=0): the
 # same E4M3 and E5M2 codes, amaxes, 16-bit partials and fold order.
 # TECORE_OPS_FP8_MIN_MNK=0: every Linear in FP8, on a GPU too.
 for b in "" "--bias 0"; do
   fopts="--tp 2 --sp --recipe delayed --seed $seed --steps 3 --batch 2 --sample 0 --csv -q $b"
-  dg="allgather+dgrad\\["
+  dg="allgather+dgrad8+dbias\\["
   [ -n "$b" ] && dg="allgather+dgrad8\\["
   TECORE_OPS_FP8_MIN_MNK=0 "$gpt" --tp 2 --sp --recipe delayed --steps 0 --sample 0 --plan $b \
     > "$tmp/fplan" 2>&1 &&
