@@ -30,8 +30,8 @@
 #           --zero 1 (memory); DDP and FSDP2 + torch.compile BF16 on 4 GPUs
 #   sp      tensor and sequence parallelism over all the GPUs (n): te-gpt
 #           1.3B FP8 delayed --tp n --sp's plan, --tp n, --tp n --sp with
-#           TECOMM_SP_OVERLAP 1 (pulls over 1 and 4 streams; allgather+dgrad
-#           off alone) and 0;
+#           TECOMM_SP_OVERLAP 1 (pulls over 1 and 4 streams; the gradient's
+#           rows gathered instead of its codes; allgather+dgrad off) and 0;
 #           te-demo --tp n --sp; te-allreduce-perf -C ag-gemm and gemm-rs
 #           at Llama-3 8B's --tp 4 shapes (fc1 8192 x 7168 x 4096, fc2
 #           8192 x 4096 x 3584), BF16 and E4M3, each with
@@ -185,7 +185,10 @@ if has sp && [ "$n" -ge 2 ]; then
   step sp-tp$n $b --tp $n
   step sp-tp$n-sp env TECOMM_SP_OVERLAP=1 $b --tp $n --sp
   step sp-tp$n-sp-p4 env TECOMM_AG_GEMM_PULLS=4 TECOMM_GEMM_RS_PULLS=4 $b --tp $n --sp
-  # the backward's gradient gather inside dgrad (allgather+dgrad) off alone
+  # the gradient's 16-bit rows gathered instead of its E5M2 codes
+  # (allgather+dgrad, not allgather+dgrad8+dbias), then the backward's
+  # gather inside dgrad off altogether
+  step sp-tp$n-sp-dgrad16 env TECORE_OPS_FUSION_OFF=allgather+dgrad8+dbias $b --tp $n --sp
   step sp-tp$n-sp-nodgrad env TECORE_OPS_FUSION_OFF=allgather+dgrad,allgather+dgrad8,allgather+dgrad8+dbias \
     $b --tp $n --sp
   step sp-tp$n-sp-apart env TECOMM_SP_OVERLAP=0 $b --tp $n --sp
