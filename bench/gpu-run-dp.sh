@@ -189,7 +189,7 @@ if has sp && [ "$n" -ge 2 ]; then
   # (allgather+dgrad, not allgather+dgrad8+dbias), then the backward's
   # gather inside dgrad off altogether
   step sp-tp$n-sp-dgrad16 env TECORE_OPS_FUSION_OFF=allgather+dgrad8+dbias $b --tp $n --sp
-  step sp-tp$n-sp-nodgrad env TECORE_OPS_FUSION_OFF=allgather+dgrad,allgather+dgrad8,allgather+dgrad8+dbias \
+  step sp-tp$n-sp-nodgrad env TECORE_OPS_FUSION_OFF=allgather+dgrad,allgather+dgrad8,allgather+dgrad8+dbias,allgather+dgrad+dgelu \
     $b --tp $n --sp
   step sp-tp$n-sp-apart env TECOMM_SP_OVERLAP=0 $b --tp $n --sp
   step sp-demo$n tools/te-demo --tp $n --sp

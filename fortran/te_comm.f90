@@ -41,6 +41,7 @@ module te_comm
   integer(c_int), parameter :: TECOMM_PROBE_EXCHANGE = 1
   integer(c_int), parameter :: TECOMM_SPLIT_NONE = -1
   integer(c_int), parameter :: TECOMM_AG_GEMM_B_KN = 1
+  integer(c_int), parameter :: TECOMM_AG_GEMM_DGELU = 2
   integer(c_int), parameter :: TECOMM_OP_NO_FUSION = 1
 
   ! struct tecomm_bootstrap (libtecomm/te/comm.h)

@@ -14,6 +14,12 @@
  *   "linear+reduce_scatter+add+rmsnorm"  [LINEAR, REDUCE_SCATTER,
  *        ADD_EXTRA_INPUT, MAKE_EXTRA_OUTPUT, RMSNORM]: the fold fused with
  *        the residual add and the next norm (tecomm_gemm_rs's norm)
+ * and the backward's, the output gradient's all-gather inside a
+ * row-parallel Linear's data-gradient GEMM (tecomm_ag_gemm, b as it lies):
+ *   "allgather+dgrad"        [LINEAR, REDUCE_SCATTER]; under delayed FP8
+ *        "allgather+dgrad8" and "allgather+dgrad8+dbias" (the codes gathered)
+ *   "allgather+dgrad+dgelu"  [GELU, LINEAR, REDUCE_SCATTER]: 16-bit, the
+ *        GELU's backward in the GEMM's dGELU epilogue (TECOMM_AG_GEMM_DGELU)
  *
  * Shapes (n ranks, R a rank's rows, k in, m out features, all of the
  * sequence's dtype, BF16 or F16, the GEMM's operands E4M3 under FP8): allgather+linear: act[0] the shard
@@ -76,15 +82,24 @@ TECORE_TUNABLE_INT(tc_tun_sp_overlap, "TECOMM_SP_OVERLAP", 1, 0, 1,
 
 static const char sp_fn[] = "tecomm_ops_register: sequence-parallel overlap";
 
-/* the pattern (the registration's ctx); SP_AG_DGRAD, SP_AG_DGRAD8 and
- * SP_AG_DGRAD8_DBIAS are the backward's */
+/* the pattern (the registration's ctx); SP_AG_DGRAD, SP_AG_DGRAD8,
+ * SP_AG_DGRAD8_DBIAS and SP_AG_DGRAD_DGELU are the backward's */
 enum {
   SP_AG_LIN = 0, SP_LIN_RS = 1, SP_LIN_RS_NORM = 2, SP_AG_LIN_GELU = 3, SP_AG_DGRAD = 4,
-  SP_AG_DGRAD8 = 5, SP_AG_DGRAD8_DBIAS = 6
+  SP_AG_DGRAD8 = 5, SP_AG_DGRAD8_DBIAS = 6, SP_AG_DGRAD_DGELU = 7
 };
 
 static int sp_is_ag(int which) {
   return which == SP_AG_LIN || which == SP_AG_LIN_GELU;
+}
+static int sp_is_bwd(int which) {
+  return which == SP_AG_DGRAD || which == SP_AG_DGRAD8 || which == SP_AG_DGRAD8_DBIAS ||
+         which == SP_AG_DGRAD_DGELU;
+}
+/* The group's Linear: after the all-gather, or after the GELU of
+ * allgather+dgrad+dgelu [GELU, LINEAR, REDUCE_SCATTER] */
+static size_t sp_lin(size_t first, int which) {
+  return first + (sp_is_ag(which) || which == SP_AG_DGRAD_DGELU ? 1 : 0);
 }
 /* linear+reduce_scatter+add+rmsnorm: the operations after the Linear */
 enum { N_RS = 1, N_ADD = 2, N_MAKE = 3, N_NORM = 4, N_NOPS = 5 };
@@ -106,8 +121,8 @@ static tecore_result_t core_of(tecomm_result_t r) {
 static int sp_find(const tecore_seq_t *seq, size_t first, int which, struct sp_place *pl) {
   struct tecore_op_info coll;
   const int ag = sp_is_ag(which);
-  size_t lin = first + (ag ? 1 : 0);
-  if (tecore_seq_op(seq, first + (ag ? 0 : 1), &coll) != TECORE_SUCCESS ||
+  const size_t lin = sp_lin(first, which);
+  if (tecore_seq_op(seq, ag ? first : lin + 1, &coll) != TECORE_SUCCESS ||
       tecore_seq_op(seq, lin, &pl->lin) != TECORE_SUCCESS || !coll.desc.ctx)
     return 0;
   pl->p = coll.desc.ctx;
@@ -178,7 +193,7 @@ static tecomm_result_t sp_grow(struct tecomm_comm *c, tecore_devptr_t *buf, size
 static tecomm_result_t sp_prepare(struct tecomm_comm *c, int which, const struct sp_place *pl) {
   const size_t es = tecore_dtype_size(pl->dt), n = (size_t)c->nranks;
   struct tc_ov *ov;
-  const int bwd = which == SP_AG_DGRAD || which == SP_AG_DGRAD8 || which == SP_AG_DGRAD8_DBIAS;
+  const int bwd = sp_is_bwd(which);
   if (sp_is_ag(which) || bwd) {
     /* the shard's rows (under FP8 its codes, half as many bytes); the
      * backward's: the shard of the output's gradient */
@@ -239,17 +254,34 @@ static const char *sp_dgrad8_why_not(const tecore_seq_t *seq, size_t lin,
   return sp_dgrad_why_not(seq, lin, pl, r);
 }
 
+/* allgather+dgrad+dgelu: that on a 16-bit Linear after a GELU, the
+ * GELU's backward in the GEMM's dGELU epilogue (the pattern says
+ * TECORE_FUSION_GELU_EPILOGUE: planned where libtecore's dgrad+dgelu would
+ * be).  An FP8 Linear's gradient goes to the GELU's dgelu+cast_transpose
+ * instead. */
+static const char *sp_dgelu_why_not(const tecore_seq_t *seq, size_t lin,
+                                    const struct sp_place *pl, const struct tecore_recipe *r) {
+  struct tecore_tensor t;
+  if (r && tecore_seq_fp8_input(seq, lin, &t) == TECORE_SUCCESS)
+    return "the Linear runs in FP8 (the GELU's backward quantizes for the Linear before)";
+  tecore_clear_error();
+  if (pl->k % 8) return "the Linear's in features are not a multiple of 8 (the aux's rows)";
+  return sp_dgrad_why_not(seq, lin, pl, r);
+}
+
 static int sp_applies(const tecore_seq_t *seq, size_t first, const struct tecore_recipe *r,
                       void *ctx) {
   const int which = (int)(uintptr_t)ctx, ag = sp_is_ag(which);
   struct sp_place pl;
   if (!sp_find(seq, first, which, &pl)) return 0;
-  const char *why = sp_why_not(seq, first + (ag ? 1 : 0), ag, &pl, r);
+  const size_t lin = sp_lin(first, which);
+  const char *why = sp_why_not(seq, lin, ag, &pl, r);
   if (!why && which == SP_LIN_RS_NORM) why = sp_norm_why_not(seq, first);
   if (!why && which == SP_AG_LIN_GELU) why = sp_gelu_why_not(&pl);
-  if (!why && which == SP_AG_DGRAD) why = sp_dgrad_why_not(seq, first, &pl, r);
+  if (!why && which == SP_AG_DGRAD) why = sp_dgrad_why_not(seq, lin, &pl, r);
+  if (!why && which == SP_AG_DGRAD_DGELU) why = sp_dgelu_why_not(seq, lin, &pl, r);
   const int dg8 = which == SP_AG_DGRAD8 || which == SP_AG_DGRAD8_DBIAS;
-  if (!why && dg8) why = sp_dgrad8_why_not(seq, first, &pl, r);
+  if (!why && dg8) why = sp_dgrad8_why_not(seq, lin, &pl, r);
   int ok = sp_agree(pl.c, why == NULL);
   /* the two differ in whether some rank has the bias (then every rank
    * sums its rows' share of its gradient) */
@@ -463,6 +495,31 @@ static tecore_result_t ag_dgrad_run(const struct tecore_seq_exec *x) {
                                  x->stream);
 }
 
+/* allgather+dgrad+dgelu [GELU, LINEAR, REDUCE_SCATTER], 16-bit: as
+ * allgather+dgrad, the gathered rows (grad[2]) multiplied by the weight as
+ * they land, each chunk's product times gelu' of the GELU's input (act[0],
+ * the pre-activation the forward saved) in the GEMM's epilogue into the
+ * GELU's input gradient (grad[0]): the Linear's input gradient (grad[1])
+ * is never written.  Then the Linear's weight gradient from the gathered
+ * rows.  The Linear before the GELU sums its bias's gradient from grad[0]
+ * itself (libtecore's dgrad+dgelu+dbias sums it in the epilogue, before
+ * rounding: another rounding of the same sums). */
+static tecore_result_t ag_dgrad_dgelu_run(const struct tecore_seq_exec *x) {
+  struct sp_place pl;
+  tecore_result_t e = sp_place_of(x, SP_AG_DGRAD_DGELU, &pl);
+  if (e != TECORE_SUCCESS) return e;
+  struct tecomm_ag_gemm_args a = {
+      .a = pl.c->sp_stage, .a_all = x->grad[2].data, .b = pl.lin.param[0].data,
+      .d = x->grad[0].data, .rows = pl.rows, .n = pl.k, .k = pl.m, .dtype = pl.dt,
+      .d_dtype = pl.dt, .gelu_aux = x->act[0].data,
+      .flags = TECOMM_AG_GEMM_B_KN | TECOMM_AG_GEMM_DGELU};
+  e = tecore_memcpy_async(pl.c->sp_stage, x->grad[3].data,
+                          pl.rows * pl.m * tecore_dtype_size(pl.dt), x->stream);
+  if (e == TECORE_SUCCESS) e = core_of(tecomm_ag_gemm(pl.c, &a, x->stream));
+  if (e != TECORE_SUCCESS) return e;
+  return tecore_seq_linear_wgrad(x->seq, x->first + 1, &x->act[1], &x->grad[2], x->stream);
+}
+
 /* allgather+dgrad under FP8 for a Linear without a bias: the gradient's
  * shard quantized by each rank and its E5M2 codes gathered (ag_codes)
  * into the gradient's scratch, half the bytes of the 16-bit rows, while
@@ -569,6 +626,14 @@ const struct tecore_fusion_def tc_sp_fusions[] = {
     {.name = "allgather+dgrad", .dir = TECORE_SEQ_BACKWARD, .nops = 2,
      .kinds = {TECORE_OP_LINEAR, TECORE_OP_REDUCE_SCATTER}, .applies = sp_applies,
      .run = ag_dgrad_run, .ctx = (void *)(uintptr_t)SP_AG_DGRAD, .priority = 60},
+    /* beside libtecore's dgrad+dgelu+dbias [LINEAR, GELU, LINEAR] (priority
+     * 20) the two cover an MLP's backward in as many groups: this one's
+     * priority takes it, and the gather is overlapped */
+    {.name = "allgather+dgrad+dgelu", .dir = TECORE_SEQ_BACKWARD, .nops = 3,
+     .kinds = {TECORE_OP_GELU, TECORE_OP_LINEAR, TECORE_OP_REDUCE_SCATTER},
+     .applies = sp_applies, .run = ag_dgrad_dgelu_run,
+     .ctx = (void *)(uintptr_t)SP_AG_DGRAD_DGELU, .priority = 60,
+     .flags = TECORE_FUSION_GELU_EPILOGUE},
     /* asked first: where it applies, the codes move instead of the rows */
     {.name = "allgather+dgrad8", .dir = TECORE_SEQ_BACKWARD, .nops = 2,
      .kinds = {TECORE_OP_LINEAR, TECORE_OP_REDUCE_SCATTER}, .applies = sp_applies,

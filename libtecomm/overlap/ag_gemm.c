@@ -10,7 +10,8 @@
  * (unless in place), a closing barrier (no peer still reads this rank's
  * a: the caller may overwrite it once the call is done), joined into the
  * caller's stream at the end.  Each chunk's GEMM adds the bias and, with
- * gelu_aux, applies GELU in its epilogue (ov.c's tc_ov_gemm).  With a8
+ * gelu_aux, applies GELU in its epilogue (ov.c's tc_ov_gemm), or with
+ * TECOMM_AG_GEMM_DGELU multiplies by gelu' of gelu_aux's rows.  With a8
  * each chunk is quantized on the caller's stream right before its GEMM,
  * which multiplies the codes (E5M2 ones, a gradient's, without fast
  * accumulation): the copies move the 16-bit rows.  dtype E5M2: a
@@ -73,7 +74,8 @@ static tecomm_result_t ag_check_a8(struct tecomm_comm *c, const struct ag_q *q, 
   return TECOMM_SUCCESS;
 }
 
-/* gelu_aux (when set): in bounds, aligned, apart from everything else. */
+/* gelu_aux (when set; an input under TECOMM_AG_GEMM_DGELU): in bounds,
+ * aligned, apart from everything else. */
 static tecomm_result_t ag_check_aux(struct tecomm_comm *c, const struct ag_q *q, const char *fn) {
   const struct tecomm_ag_gemm_args *g = q->g;
   if (!g->gelu_aux) return TECOMM_SUCCESS;
@@ -93,8 +95,16 @@ static tecomm_result_t ag_check(struct tecomm_comm *c, const struct tecomm_ag_ge
                                 struct ag_q *q, const char *fn) {
   TC_ARG(g, "%s: args is NULL", fn);
   q->g = g;
-  TC_ARG(!(g->flags & ~TECOMM_AG_GEMM_B_KN), "%s: args->flags 0x%x has unknown bits", fn,
-         g->flags);
+  TC_ARG(!(g->flags & ~(TECOMM_AG_GEMM_B_KN | TECOMM_AG_GEMM_DGELU)),
+         "%s: args->flags 0x%x has unknown bits", fn, g->flags);
+  const int dgelu = (g->flags & TECOMM_AG_GEMM_DGELU) != 0;
+  TC_ARG(!dgelu || (g->gelu_aux && !g->bias && !g->a8 &&
+                    (g->dtype == TECORE_DTYPE_BF16 || g->dtype == TECORE_DTYPE_F16) &&
+                    g->d_dtype == g->dtype),
+         "%s: TECOMM_AG_GEMM_DGELU wants gelu_aux set, no bias, no a8, and BF16 or F16 "
+         "operands with d of their dtype (gelu_aux 0x%llx, bias 0x%llx, a8 %s, dtype %s, "
+         "d_dtype %s)", fn, (unsigned long long)g->gelu_aux, (unsigned long long)g->bias,
+         g->a8 ? "set" : "NULL", tecore_dtype_name(g->dtype), tecore_dtype_name(g->d_dtype));
   TC_ARG(!g->a8 || !(g->flags & TECOMM_AG_GEMM_B_KN),
          "%s: args->a8 with TECOMM_AG_GEMM_B_KN: an FP8 GEMM takes b as [n][k] only", fn);
   TC_ARG(!g->a8 || g->dtype == TECORE_DTYPE_BF16 || g->dtype == TECORE_DTYPE_F16,
@@ -109,7 +119,7 @@ static tecomm_result_t ag_check(struct tecomm_comm *c, const struct tecomm_ag_ge
                                .d_dtype = g->d_dtype, .b = g->b,
                                .a_scale_inv = g->a8 ? g->a8->scale_inv : g->a_scale_inv,
                                .b_scale_inv = g->b_scale_inv, .bias = g->bias,
-                               .gelu = g->gelu_aux != 0,
+                               .gelu = g->gelu_aux != 0, .dgelu = dgelu,
                                .b_kn = (g->flags & TECOMM_AG_GEMM_B_KN) != 0,
                                .grad8 = codes5 || (g->a8 && g->a8->dtype == TECORE_DTYPE_E5M2),
                                .fn = fn};

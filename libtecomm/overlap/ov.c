@@ -189,7 +189,9 @@ tecomm_result_t tc_ov_gemm(const struct tc_ov_shape *g, tecore_devptr_t a, tecor
   }
   /* the fuser's Linear adds its bias and GELU so: the same bits */
   struct tecore_tensor bias;
-  struct tecore_gemm_opts o = {.epilogue = g->gelu ? TECORE_GEMM_EPI_GELU_AUX : TECORE_GEMM_EPI_NONE};
+  struct tecore_gemm_opts o = {.epilogue = g->dgelu  ? TECORE_GEMM_EPI_DGELU
+                                           : g->gelu ? TECORE_GEMM_EPI_GELU_AUX
+                                                     : TECORE_GEMM_EPI_NONE};
   if (g->bias) {
     TC_CORE(tecore_tensor_init(&bias, g->d_dtype, 1, &g->n, g->bias), g->fn);
     o.bias = &bias;

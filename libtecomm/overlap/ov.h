@@ -43,6 +43,7 @@ struct tc_ov_shape {
   tecore_devptr_t a_scale_inv, b_scale_inv; /* E4M3 operands */
   tecore_devptr_t bias;                     /* [n] of d_dtype, or 0 */
   int gelu;                                 /* the GELU epilogue, aux written */
+  int dgelu;                                /* with gelu: the dGELU epilogue, aux read */
   int b_kn;                                 /* b is [k][n]: d = a b (16-bit only) */
   int grad8;                                /* dtype E4M3: a's codes are E5M2 (a gradient's,
                                                b a weight's E4M3), no fast accumulation */
@@ -74,7 +75,8 @@ static inline int tc_ov_overlap(tecore_devptr_t p, size_t pb, tecore_devptr_t q,
   return p < q + qb && q < p + pb;
 }
 /* d[rows][n] = a[rows][k] b^T (b_kn: a b) (+ bias, the GEMM's epilogue) on stream;
- * with g->gelu, aux[rows][n] = that and d = gelu(aux). */
+ * with g->gelu, aux[rows][n] = that and d = gelu(aux); with g->dgelu too,
+ * d = that * gelu'(aux) (aux read). */
 tecomm_result_t tc_ov_gemm(const struct tc_ov_shape *g, tecore_devptr_t a, tecore_devptr_t d,
                            tecore_devptr_t aux, tecore_stream_t stream);
 /* bytes from src (a peer's) to dst in up to pulls pieces of 256-byte

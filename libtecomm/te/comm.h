@@ -297,8 +297,15 @@ tecomm_result_t tecomm_allreduce_add_rmsnorm(tecomm_comm_t comm,
  * Linear's [out][in] weight as it lies.  dtype E5M2 (no a8): a and a_all
  * hold a gradient's E5M2 codes (a_scale_inv their dequantization factor),
  * gathered as they are (half a 16-bit row's bytes), b the weight's
- * transposed E4M3 codes, multiplied without fast accumulation. */
+ * transposed E4M3 codes, multiplied without fast accumulation.  flags
+ * TECOMM_AG_GEMM_DGELU: gelu_aux is read, not written: the pre-activation
+ * of a GELU [nranks*rows][n] (of d_dtype), and d = (a_all b^T, or a_all b
+ * with TECOMM_AG_GEMM_B_KN) * gelu'(gelu_aux) in float, rounded once (the
+ * dGELU epilogue: the data gradient of a row-parallel Linear after a GELU
+ * carried through that GELU); 16-bit operands, d of their dtype, no bias,
+ * no a8, n a multiple of 8. */
 #define TECOMM_AG_GEMM_B_KN 0x1u
+#define TECOMM_AG_GEMM_DGELU 0x2u
 struct tecomm_ag_gemm_args {
   tecore_devptr_t a;        /* [rows][k]: this rank's rows */
   tecore_devptr_t a_all;    /* [nranks*rows][k]: written (rank s's rows at s*rows) */
@@ -309,10 +316,11 @@ struct tecomm_ag_gemm_args {
   tecore_dtype_t d_dtype;   /* dtype or F32 (FP8: BF16, F16 or F32) */
   tecore_devptr_t a_scale_inv, b_scale_inv; /* FP8: float[1] each; else unused */
   tecore_devptr_t bias;     /* [n] of d_dtype (BF16 or F16), or 0 */
-  tecore_devptr_t gelu_aux; /* [nranks*rows][n] of d_dtype: written, or 0 */
+  tecore_devptr_t gelu_aux; /* [nranks*rows][n] of d_dtype: written (TECOMM_AG_GEMM_DGELU:
+                             * read), or 0 */
   const struct tecore_tensor *a8; /* NULL, or E4M3 or E5M2 [nranks*rows][k]: written
                                    * (the descriptor is read during the call only) */
-  unsigned flags;           /* 0 or TECOMM_AG_GEMM_B_KN */
+  unsigned flags;           /* 0, TECOMM_AG_GEMM_B_KN, TECOMM_AG_GEMM_DGELU */
 };
 tecomm_result_t tecomm_ag_gemm(tecomm_comm_t comm, const struct tecomm_ag_gemm_args *args,
                                tecore_stream_t stream);

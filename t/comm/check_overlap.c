@@ -8,7 +8,10 @@
  *     symmetric a_all) or not, poisoned outputs (NaN bytes), two calls
  *     back to back with fresh inputs, a bias of D's dtype in half the
  *     cases (each rank its own), the GELU epilogue in two (gelu_aux the
- *     pre-activation, d its tanh GELU), b as [k][n] in two
+ *     pre-activation, d its tanh GELU), the dGELU one in two
+ *     (TECOMM_AG_GEMM_DGELU: a random gelu_aux read and left as it was,
+ *     d the product times the tanh GELU's derivative at it, one of them
+ *     with b as [k][n]), b as [k][n] in three
  *     (TECOMM_AG_GEMM_B_KN: d = a_all b): a_all byte for byte against every
  *     rank's rows, d against the float64 product with the tolerance
  *     half an ulp of D's dtype of |ref| plus k * 2^-23 * sum |a b|
@@ -85,7 +88,8 @@ struct ov_case {
   int in_place; /* ag: a inside a_all */
   int norm;     /* rs: fused residual add + RMSNorm */
   int bias;     /* a bias of D's dtype (each rank its own) */
-  int gelu;     /* ag: the GELU epilogue (gelu_aux written) */
+  int gelu;     /* ag: 1 the GELU epilogue (gelu_aux written); 2 the dGELU one
+                   (TECOMM_AG_GEMM_DGELU: gelu_aux read, d = a_all b^T * gelu'(aux)) */
   int b_kn;     /* ag: b is [k][n], d = a_all b (TECOMM_AG_GEMM_B_KN); rs skips the case */
 };
 /* (dt E5M2: a's codes a gradient's, b E4M3: tecomm_ag_gemm only; rs
@@ -102,6 +106,8 @@ static const struct ov_case cases[] = {
     {TECORE_DTYPE_F16, TECORE_DTYPE_F32, 3, 16, 48, 1, 0, 0, 0, 1},
     {TECORE_DTYPE_E5M2, TECORE_DTYPE_BF16, 5, 32, 48, 1, 0, 0, 0, 0},
     {TECORE_DTYPE_E5M2, TECORE_DTYPE_F32, 3, 16, 32, 0, 0, 0, 0, 0},
+    {TECORE_DTYPE_BF16, TECORE_DTYPE_BF16, 5, 24, 40, 0, 0, 0, 2, 1},
+    {TECORE_DTYPE_F16, TECORE_DTYPE_F16, 3, 16, 48, 1, 0, 0, 2, 0},
 };
 /* E4M3 cases' per-tensor dequantization factors (a, b) */
 static const float fp8_si[2] = {0.5f, 0.25f};
@@ -216,6 +222,30 @@ static double gelu_tanh(double x) {
   return 0.5 * x * (1.0 + tanh(0.7978845608028654 * (x + 0.044715 * x * x * x)));
 }
 
+/* d/dx of gelu_tanh */
+static double dgelu_tanh(double x) {
+  const double c = 0.7978845608028654, t = tanh(c * (x + 0.044715 * x * x * x));
+  return 0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * c * (1.0 + 3.0 * 0.044715 * x * x);
+}
+
+/* TECOMM_AG_GEMM_DGELU: d = the float64 product times gelu' at aux's
+ * value (an input, here |aux| < 2: |gelu'| < 1.2 carries the sum's
+ * error; 2^-20 of the product the float derivative's). */
+static void ag_check_dgelu(const void *d, const void *aux, const void *all, const void *b,
+                           int n, const struct ov_case *k, int ci, int it) {
+  for (size_t i = 0; i < (size_t)n * k->rows; i++)
+    for (size_t j = 0; j < k->n; j++) {
+      double m, ref = dot_kn(all, i, b, j, k->k, k->b_kn ? k->n : 0, k->dt, &m);
+      const double want = ref * dgelu_tanh(tc_from_dt(aux, i * k->n + j, k->ddt));
+      const double got = tc_from_dt(d, i * k->n + j, k->ddt);
+      const double acc = acc_rel(k->dt, k->k) * m + 1e-30;
+      const double tol = half_ulp(k->ddt) * fabs(want) + 1.2 * acc + 0x1p-20 * (fabs(ref) + 1);
+      RK_ASSERT(fabs(got - want) <= tol, "case %d call %d: d[%zu][%zu] = %.9g, float64 product "
+                "%.9g times gelu' of aux: %.9g (tolerance %.3g)", ci, it, i, j, got, ref, want,
+                tol);
+    }
+}
+
 /* d (and with the GELU epilogue aux = the pre-activation, d = gelu of its
  * float value: |gelu'| < 1.2 carries the sum's error, 2^-20 the float
  * tanh's) against float64. */
@@ -275,20 +305,31 @@ static void ag_case(tecomm_comm_t c, tecore_stream_t s, int rank, int n, int ci)
     tecore_devptr_t b = dev_put(hb, k->n * k->k * esz, s), bias = bias_put(hbias, k, s);
     RK_CORE(tecore_memset_d8_async(all, 0xff, (size_t)n * chunk, s)); /* NaN bytes */
     RK_CORE(tecore_memset_d8_async(d, 0xff, dbytes, s));
-    if (aux) RK_CORE(tecore_memset_d8_async(aux, 0xff, dbytes, s));
+    /* dGELU: the pre-activation an input, random; else an output, poisoned */
+    void *hin = k->gelu == 2 ? host_make(dbytes / dsz, k->ddt, rank, salt_of(ci, it, 2)) : NULL;
+    if (hin) RK_CORE(tecore_memcpy_async(aux, te_hptr(hin), dbytes, s));
+    else if (aux) RK_CORE(tecore_memset_d8_async(aux, 0xff, dbytes, s));
     RK_CORE(tecore_memcpy_async(a, te_hptr(ha), chunk, s));
     struct tecomm_ag_gemm_args g = {.a = a, .a_all = all, .b = b, .d = d, .rows = k->rows,
                                     .n = k->n, .k = k->k, .dtype = k->dt, .d_dtype = k->ddt,
                                     .a_scale_inv = si, .b_scale_inv = si ? si + 4 : 0,
                                     .bias = bias, .gelu_aux = aux,
-                                    .flags = k->b_kn ? TECOMM_AG_GEMM_B_KN : 0};
+                                    .flags = (k->b_kn ? TECOMM_AG_GEMM_B_KN : 0) |
+                                             (k->gelu == 2 ? TECOMM_AG_GEMM_DGELU : 0)};
     RK_OK(tecomm_ag_gemm(c, &g, s));
     RK_CORE(tecore_stream_synchronize(s));
     RK_OK(tecomm_comm_status(c, NULL));
     unsigned char *hall = dev_get(all, (size_t)n * chunk, s);
     void *hd = dev_get(d, dbytes, s), *haux = aux ? dev_get(aux, dbytes, s) : NULL;
     ag_check_all(hall, n, k, ci, it);
-    ag_check_d(hd, haux, hall, hb, hbias, n, k, ci, it);
+    if (hin) {
+      RK_ASSERT(!memcmp(haux, hin, dbytes), "case %d call %d: gelu_aux, an input of the dGELU "
+                "epilogue, was written", ci, it);
+      ag_check_dgelu(hd, hin, hall, hb, n, k, ci, it);
+    } else {
+      ag_check_d(hd, haux, hall, hb, hbias, n, k, ci, it);
+    }
+    free(hin);
     free(haux);
     free(hbias);
     if (bias) RK_CORE(tecore_mem_free(bias));
@@ -831,6 +872,28 @@ static void ag_errors(tecomm_comm_t c, const struct err_bufs *e, tecore_stream_t
   g.a_scale_inv = 0;
   RK_EXPECT(TECOMM_ERR_INVALID, "a_scale_inv and b_scale_inv must be set",
             tecomm_ag_gemm(c, &g, s));
+  /* TECOMM_AG_GEMM_DGELU: gelu_aux read; 16-bit operands, d of their
+   * dtype, no bias, no a8 */
+  g = ok;
+  g.flags = TECOMM_AG_GEMM_DGELU;
+  RK_EXPECT(TECOMM_ERR_INVALID, "TECOMM_AG_GEMM_DGELU wants gelu_aux set", tecomm_ag_gemm(c, &g, s));
+  g.gelu_aux = e->plain + 16384;
+  g.bias = e->plain + 28672;
+  RK_EXPECT(TECOMM_ERR_INVALID, "no bias", tecomm_ag_gemm(c, &g, s));
+  g.bias = 0;
+  g.a8 = &ok8;
+  RK_EXPECT(TECOMM_ERR_INVALID, "a8 set", tecomm_ag_gemm(c, &g, s));
+  g.a8 = NULL;
+  g.d_dtype = TECORE_DTYPE_F32;
+  RK_EXPECT(TECOMM_ERR_INVALID, "d_dtype f32", tecomm_ag_gemm(c, &g, s));
+  g.d_dtype = TECORE_DTYPE_BF16;
+  g.dtype = TECORE_DTYPE_E4M3;
+  g.a_scale_inv = g.b_scale_inv = e->plain + 24588;
+  RK_EXPECT(TECOMM_ERR_INVALID, "dtype e4m3", tecomm_ag_gemm(c, &g, s));
+  g = ok;
+  g.flags = TECOMM_AG_GEMM_DGELU;
+  g.gelu_aux = ok.d + 2;
+  RK_EXPECT(TECOMM_ERR_INVALID, "args->gelu_aux overlaps", tecomm_ag_gemm(c, &g, s));
   g = ok;
   g.flags = 0x6;
   RK_EXPECT(TECOMM_ERR_INVALID, "args->flags 0x6 has unknown bits", tecomm_ag_gemm(c, &g, s));

@@ -24,7 +24,8 @@
 # parallel: norms and residuals on each rank's half of the tokens, an
 # all-gather before fc1 and a reduce-scatter after fc2) on the same model
 # and seed gives --tp 2's baseline losses of the same precision within
-# 1e-4 of the first loss on vdev, 1e-3 on cuda (the same model: what may
+# 1e-4 of the first loss on vdev, 1e-3 on cuda and for the fused BF16
+# variant (below) (the same model: what may
 # differ is the order of float sums -- the reduce-scatter's against the
 # allreduce's, the gamma gradients summed from the ranks' shards, the
 # loss from the ranks' shares; on vdev the printed losses are the same.
@@ -180,6 +181,13 @@ done
 # --tp 2 --sp against --tp 2 (the loop's run of the same model and seed)
 sptol=0.0001
 test "x$TE_DEVICE" = xcuda && sptol=0.001
+# the fused BF16 variant's backward runs fc2's dgrad with fc1's GELU in
+# its epilogue and the gather inside (allgather+dgrad+dgelu): fc1 then
+# sums its bias gradient in F32 from the BF16 products, where the
+# baseline's dgrad+dgelu+dbias rounds the epilogue's float sums to BF16 --
+# a few BF16 ulps of each sum, which AdamW's normalized steps carry into
+# the losses (1.8e-4 of the first loss seen by step 5)
+spdtol=0.001
 if test -s "$tmp.2.loss"; then
   if ! TECORE_OPS_FP8_MIN_MNK=0 "$demo" --tp 2 --sp --seed "$seed" --steps 5 --layers 3 --hidden 64 \
       --ffn 256 --tokens 16 > "$tmp.sp" 2>&1; then
@@ -189,15 +197,16 @@ if test -s "$tmp.2.loss"; then
   else
     sed -n 's/^ *\(fp8\|bf16\)\(\/[a-z+]*\) *step *\([0-9]*\)\/[0-9]* *loss \([0-9.e+-]*\).*/sp \1\2 \3 \4/p' \
       "$tmp.sp" > "$tmp.sp.loss"
-    if ! cat "$tmp.2.loss" "$tmp.sp.loss" | awk -v tol=$sptol '
+    if ! cat "$tmp.2.loss" "$tmp.sp.loss" | awk -v tol=$sptol -v dtol=$spdtol '
       $1 != "sp" { if ($1 ~ /\/baseline$/) { p = $1; sub(/\/.*/, "", p); tp[p, $2] = $3 } next }
       { p = $2; sub(/\/.*/, "", p); cnt++
         if (!((p, $3) in tp)) { print "FAIL: --tp 2 --sp " $2 " step " $3 ": no --tp 2 baseline loss to compare"; bad = 1; next }
         d = $4 - tp[p, $3]; if (d < 0) d = -d
-        if (!(d <= tol * tp[p, 1])) { printf "FAIL: --tp 2 --sp %s step %d: loss %s, --tp 2 %s baseline %s (tolerance %g)\n", $2, $3, $4, p, tp[p, $3], tol * tp[p, 1]; bad = 1 } }
+        t = $2 == "bf16/fused" ? dtol : tol
+        if (!(d <= t * tp[p, 1])) { printf "FAIL: --tp 2 --sp %s step %d: loss %s, --tp 2 %s baseline %s (tolerance %g)\n", $2, $3, $4, p, tp[p, $3], t * tp[p, 1]; bad = 1 } }
       END {
         if (cnt != 20) { printf "FAIL: --tp 2 --sp: %d losses, want 20 (fused and baseline, fp8 and bf16, 5 steps)\n", cnt; bad = 1 }
-        if (!bad) printf "ok: --tp 2 --sp: %d losses within %g of the first loss of --tp 2 (baseline, same precision)\n", cnt, tol
+        if (!bad) printf "ok: --tp 2 --sp: %d losses within %g (fused bf16: %g) of the first loss of --tp 2 (baseline, same precision)\n", cnt, tol, dtol
         exit bad
       }'; then
       cat "$tmp.sp"
@@ -209,10 +218,18 @@ if test -s "$tmp.2.loss"; then
       grep 'plan' "$tmp.sp"
       status=1
     fi
-    # the Linears have biases and a GELU: the fused bf16 variant overlaps both
+    # the Linears have biases and a GELU: the fused bf16 variant overlaps both,
+    # and the backward's gather of fc2's output gradient with the GELU's
+    # backward in that dgrad's epilogue (FP8: the E5M2 codes gathered)
     if ! grep -q 'plan forward: .*allgather+linear+gelu\[.*linear+reduce_scatter' "$tmp.sp"; then
       echo "FAIL: --tp 2 --sp: no forward plan shows allgather+linear+gelu and linear+reduce_scatter:"
       grep 'plan forward' "$tmp.sp"
+      status=1
+    fi
+    if ! grep -q 'plan backward: .*allgather+dgrad+dgelu\[' "$tmp.sp" ||
+        ! grep -q 'plan backward: .*allgather+dgrad8+dbias\[' "$tmp.sp"; then
+      echo "FAIL: --tp 2 --sp: no backward plan shows allgather+dgrad+dgelu (bf16) and allgather+dgrad8+dbias (fp8):"
+      grep 'plan backward' "$tmp.sp"
       status=1
     fi
   fi
