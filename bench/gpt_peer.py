@@ -24,8 +24,13 @@ Three modes:
           tables) and the peak of torch.cuda.max_memory_allocated.  Under
           torchrun (WORLD_SIZE > 1) each rank trains --batch sequences of
           its own, wrapped in DDP (or --fsdp: FSDP2's fully_shard per
-          block and at the top); rank 0 prints, tokens/s counting every
-          rank's, memory of rank 0.
+          block and at the top, BF16 parameters gathered and F32
+          gradients reduced, as TorchTitan runs it); rank 0 prints,
+          tokens/s counting every rank's, memory of rank 0.  --float8:
+          torchao's Float8 training (tensorwise scaling) on every Linear
+          but the LM head, where torchao is installed (else said, and
+          BF16); --ac: each block's activations recomputed in the
+          backward (torch.utils.checkpoint).
   decode  batch 1 greedy decoding with a KV cache (a plain PyTorch loop,
           BF16 weights, each token read back to the host as te-gpt does),
           tokens/s.
@@ -307,12 +312,34 @@ def speed(args):
     init_params(model, 1)
     N = model.n_flop_params()
     fpt = 6.0 * N + 6.0 * c["layers"] * c["hidden"] * c["seq"]
+    prec, f8_fsdp = "BF16", None
+    if args.float8:
+        try:
+            from torchao.float8 import Float8LinearConfig, convert_to_float8_training
+            # under FSDP2 the weights are gathered as Float8 and their
+            # scales computed once for all after the step (TorchTitan's setup)
+            fs = world > 1 and args.fsdp
+            convert_to_float8_training(model, config=Float8LinearConfig(
+                enable_fsdp_float8_all_gather=fs),
+                module_filter_fn=lambda m, fqn: fqn != "lm_head")
+            if fs:
+                from torchao.float8 import precompute_float8_dynamic_scale_for_fsdp
+                f8_fsdp = precompute_float8_dynamic_scale_for_fsdp
+            prec = "Float8 (torchao" + (", Float8 all-gather)" if fs else ")")
+        except ImportError:
+            prec = "BF16 (--float8 asked: no torchao on this image)"
+    if args.ac:
+        from torch.utils.checkpoint import checkpoint
+        for blk in model.layers:
+            blk.forward = (lambda f: lambda x, rope: checkpoint(f, x, rope, use_reentrant=False))(
+                blk.forward)
     wrapped = model
     if world > 1 and args.fsdp:
-        from torch.distributed.fsdp import fully_shard
+        from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
+        mp = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)
         for blk in model.layers:
-            fully_shard(blk)
-        wrapped = fully_shard(model)
+            fully_shard(blk, mp_policy=mp)
+        wrapped = fully_shard(model, mp_policy=mp)
     elif world > 1:
         wrapped = torch.nn.parallel.DistributedDataParallel(model, device_ids=[dev.index or
                                                                                torch.cuda.current_device()])
@@ -329,6 +356,8 @@ def speed(args):
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         opt.step()
+        if f8_fsdp:
+            f8_fsdp(model)
         opt.zero_grad(set_to_none=True)
         return loss
 
@@ -356,12 +385,15 @@ def speed(args):
     if rank:
         torch.distributed.destroy_process_group()
         return 0
-    print(f"peer {args.model} {name} BF16: batch {B} x {T}, {N / 1e6:.1f}M flop parameters; "
+    if args.ac:
+        name += ", blocks recomputed"
+    print(f"peer {args.model} {name} {prec}: batch {B} x {T}, {N / 1e6:.1f}M flop parameters; "
           f"median {ms:.2f} ms/step (min {times[0]:.2f}), {tps:.0f} tokens/s, "
           f"{tps * fpt / 1e12:.1f} TFLOP/s, peak allocated {peak_mib():.0f} MiB, "
           f"warmup {warm_s:.0f} s, last loss {loss.item():.4f}, torch {torch.__version__}")
     if args.json:
-        json.dump({"model": args.model, "mode": name, "batch": B, "seq": T, "ms": ms,
+        json.dump({"model": args.model, "mode": name, "precision": prec, "batch": B, "seq": T,
+                   "ms": ms,
                    "tokens_per_s": tps, "tflops": tps * fpt / 1e12, "peak_mib": peak_mib(),
                    "times_ms": run_order},
                   open(args.json, "w"))
@@ -437,6 +469,10 @@ def main():
     ap.add_argument("--clip", type=float, default=1.0)
     ap.add_argument("--compile", action="store_true")
     ap.add_argument("--fsdp", action="store_true", help="speed under torchrun: FSDP2, not DDP")
+    ap.add_argument("--float8", action="store_true",
+                    help="speed: torchao's Float8 training where torchao is installed")
+    ap.add_argument("--ac", action="store_true",
+                    help="speed: each block's activations recomputed in the backward")
     ap.add_argument("--ckpt")
     ap.add_argument("--data")
     ap.add_argument("--te-json")

@@ -40,7 +40,9 @@
 #           (eager, device time per kernel, each rank's report), one GPU and
 #           --tp n --sp (TECOMM_AG_GEMM_PULLS and _GEMM_RS_PULLS 1, then 4)
 #   llama   Llama-3 8B FP8 delayed, batch 1 x 8192 a GPU: te-gpt --dp n
-#           --zero 3 --recompute selective; FSDP2 + torch.compile BF16
+#           --zero 3 --recompute selective; the peer FSDP2 + torch.compile
+#           with torchao's Float8 (BF16, said so, where torchao is absent),
+#           BF16 parameters gathered, F32 gradients reduced
 #   attn    te-bench -A alone, then te-bench --all (the FP8 attention rows
 #           of both); compute-sanitizer memcheck over the model path's suites
 # END (seconds since the epoch): every bound is cut so that the script
@@ -215,7 +217,8 @@ fi
 if has llama && [ "$n" -ge 2 ]; then
   step llama-dp$n $g --model llama3-8b --batch 1 --steps 8 --recipe delayed --dp $n --zero 3 \
     --recompute selective
-  step llama-fsdp$n $(peer $n) --model llama3-8b --batch 1 --compile --fsdp --steps 6 --warmup 2
+  step llama-fsdp$n $(peer $n) --model llama3-8b --batch 1 --compile --fsdp --float8 --steps 6 \
+    --warmup 2
 fi
 if has attn; then
   step bench-attn tools/te-bench -A
