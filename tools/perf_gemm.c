@@ -6,6 +6,11 @@
  *   overlap   the overlapped call
  *   gemm      the whole GEMM alone (m x n x k): the floor, since the
  *             overlapped call does this GEMM's work and more
+ *   chunks    the GEMM cut in --chunks row blocks (default: the ranks'),
+ *             multiplied back to back with no communication: what the
+ *             overlapped call's GEMMs cost alone, so its ceiling; with
+ *             one rank and --chunks n, the ceiling of n ranks' call on
+ *             one GPU
  *   pair      the collective, then the GEMM (all-gather + GEMM), or the
  *             GEMM, then the collective (GEMM + reduce-scatter): the
  *             unoverlapped form, through libtecomm's table
@@ -29,14 +34,16 @@
 #include "nccl_peer.h"
 #include "perf_gemm.h"
 
-enum { OP_OVERLAP, OP_GEMM, OP_PAIR, OP_COLL, OP_NCCL, OP_COUNT };
-static const char *const op_names[OP_COUNT] = {"overlap", "gemm", "pair", "coll", "nccl"};
+enum { OP_OVERLAP, OP_GEMM, OP_CHUNKS, OP_PAIR, OP_COLL, OP_NCCL, OP_COUNT };
+static const char *const op_names[OP_COUNT] = {"overlap", "gemm",  "chunks",
+                                               "pair",    "coll", "nccl"};
 
 struct pg {
   const struct perf_gemm_opts *o;
   tecomm_comm_t comm;
   int rank, n;
   size_t rows, esz, desz;
+  int chunks;            /* the chunks row's row blocks */
   tecore_dtype_t ddt;    /* d's: the operands', BF16 for E4M3 */
   tecore_devptr_t si;    /* E4M3: the factors of a and b (1.0 each) */
   tecore_stream_t s;
@@ -134,6 +141,13 @@ static void op(const struct pg *p, int which) {
   switch (which) {
   case OP_OVERLAP: overlap(p); break;
   case OP_GEMM: gemm(p, p->a, o->m, o->rs ? p->full : p->d); break;
+  case OP_CHUNKS: {
+    const size_t r = o->m / (size_t)p->chunks;
+    for (int j = 0; j < p->chunks; j++)
+      gemm(p, p->a + (size_t)j * r * o->k * p->esz, r,
+           (o->rs ? p->full : p->d) + (size_t)j * r * o->n * p->desz);
+    break;
+  }
   case OP_PAIR:
     if (!o->rs) coll(p);
     gemm(p, p->a, o->m, o->rs ? p->full : p->d);
@@ -242,6 +256,9 @@ static void setup(struct pg *p) {
   PG_COMM(tecomm_comm_rank(p->comm, &p->rank, &p->n, NULL));
   if (o->m % (size_t)p->n) PG_DIE("--mnk: m %zu is not a multiple of the %d ranks", o->m, p->n);
   p->rows = o->m / (size_t)p->n;
+  p->chunks = o->chunks ? o->chunks : p->n;
+  if (o->m % (size_t)p->chunks)
+    PG_DIE("--chunks %d: m %zu is not a multiple of it", p->chunks, o->m);
   p->esz = tecore_dtype_size(o->dtype);
   p->ddt = o->dtype == TECORE_DTYPE_E4M3 ? TECORE_DTYPE_BF16 : o->dtype;
   p->desz = tecore_dtype_size(p->ddt);
@@ -310,8 +327,9 @@ static void header(const struct pg *p) {
               o->rs ? "gemm-rs" : "ag-gemm", p->n, props.name, o->m, p->rows, o->n, o->k,
               tecore_dtype_name(o->dtype), o->graph_ops > 0 ? "graph-captured" : "eager", o->iters);
   if (!p->peer) te_out_note(out, "nccl: none (%s)", p->peer_why);
-  te_out_note(out, "floor: the gemm row (the whole GEMM alone); coll: the collective's bytes "
-              "alone; target: overlap's vs_gemm >= 0.9");
+  te_out_note(out, "floor: the gemm row (the whole GEMM alone); chunks: the GEMM in %d row "
+              "blocks, no communication (the overlapped call's ceiling); coll: the collective's "
+              "bytes alone; target: overlap's vs_gemm >= 0.9", p->chunks);
   te_out_table(out, "rows", cols, NCOLS);
 }
 

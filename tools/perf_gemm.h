@@ -12,6 +12,7 @@ struct perf_gemm_opts {
   tecore_dtype_t dtype;   /* BF16, F16, or E4M3 (factors 1, d in BF16) */
   int warmup, iters, graph_ops, check;
   int nccl;               /* time the pair with NCCL itself too (cuda) */
+  int chunks;             /* the chunks row's row blocks (0: the ranks) */
   struct te_out *out;     /* rank 0 writes */
 };
 

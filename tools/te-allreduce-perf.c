@@ -70,6 +70,7 @@ struct opts {
   int nccl;              /* compare with NCCL when present */
   int quiet;             /* --quiet: the column names and the rows only */
   size_t mnk[3];         /* --mnk: ag-gemm and gemm-rs's shape */
+  int chunks;            /* --chunks: their chunks row's row blocks (0: the ranks) */
 };
 
 /* ---- the fork bootstrap: shared memory allgather + barrier --------------- */
@@ -457,7 +458,7 @@ static int run_rank(const struct opts *o, int rank, int n, int device,
                                      .n = o->mnk[1], .k = o->mnk[2], .dtype = o->dtype,
                                      .warmup = o->warmup, .iters = o->iters,
                                      .graph_ops = o->graph_ops, .check = o->check, .out = o->out,
-                                     .nccl = o->nccl};
+                                     .nccl = o->nccl, .chunks = o->chunks};
     int rc = perf_gemm_run(b.comm, &g);
     COMM(tecomm_comm_destroy(b.comm));
     return rc;
@@ -571,7 +572,7 @@ static const char usage_text[] =
     "         [-d float|bf16|half|e4m3] [-C allreduce|reduce-scatter|allgather|ag-gemm|gemm-rs]\n"
     "         [-a auto|oneshot|twoshot|lamport|nccl|verbs|nvls|nvls-lamport|mnnvl|ce]\n"
     "         [-G ops] [-w warmup] [-i iters] [-c 0|1] [--fused hidden] [--no-nccl]\n"
-    "         [--mnk M,N,K]\n"
+    "         [--mnk M,N,K] [--chunks C]\n"
     "         [--csv | --json] [-q] [-h] [--version]\n"
     "  -n N           fork N ranks (one per GPU, or vdev ranks); without it, ranks come\n"
     "                 from TECOMM_RANK/NRANKS/ROOT and TECOMM_SECRET (or mpirun)\n"
@@ -592,6 +593,8 @@ static const char usage_text[] =
     "  --fused H      allreduce + residual add + RMSNorm over rows of H elements\n"
     "  --mnk M,N,K    ag-gemm, gemm-rs: d[M][N] = a[M][K] b[N][K]^T, M every rank's rows\n"
     "                 together (default 8192,4096,4096)\n"
+    "  --chunks C     ag-gemm, gemm-rs: the chunks row cuts the GEMM in C row blocks,\n"
+    "                 no communication (default: the ranks; 1 to 64, dividing M)\n"
     "  --no-nccl      do not time NCCL (the library itself, on cuda) beside each size\n"
     "  --csv          CSV on stdout: a header row, then one row per size\n"
     "  --json         one JSON object on stdout: the run, \"rows\", the average bus bandwidth\n"
@@ -625,6 +628,7 @@ int main(int argc, char **argv) {
                    .check = 1, .nccl = 1, .mnk = {8192, 4096, 4096}};
   static const struct option lo[] = {{"fused", required_argument, 0, 'F'},
                                      {"mnk", required_argument, 0, 'M'},
+                                     {"chunks", required_argument, 0, 'K'},
                                      TE_CLI_FORMATS,
                                      {"no-nccl", no_argument, 0, 'N'},
                                      TE_CLI_LONGS,
@@ -697,6 +701,9 @@ int main(int argc, char **argv) {
     case 'M':
       if (parse_mnk(optarg, o.mnk)) return te_cli_error(&cli, "--mnk %s: not M,N,K (each 1 to 2^31)", optarg);
       break;
+    case 'K':
+      if (te_cli_int(&cli, "--chunks", optarg, 1, 64, &o.chunks)) return cli.status;
+      break;
     }
   }
   if (te_cli_end(&cli, argc, argv)) return cli.status;
@@ -707,6 +714,10 @@ int main(int argc, char **argv) {
                         coll_words[o.coll]);
   if (!gemm_mode && o.dtype == TECORE_DTYPE_E4M3)
     return te_cli_error(&cli, "-d e4m3 goes with -C ag-gemm or gemm-rs");
+  if (o.chunks && !gemm_mode)
+    return te_cli_error(&cli, "--chunks goes with -C ag-gemm or gemm-rs");
+  if (o.chunks && o.mnk[0] % (size_t)o.chunks)
+    return te_cli_error(&cli, "--chunks %d: M (%zu) is not a multiple of it", o.chunks, o.mnk[0]);
   if (o.fused_hidden && o.coll != COLL_ALLREDUCE)
     return te_cli_error(&cli, "--fused is an allreduce's epilogue, not %s's", coll_words[o.coll]);
   o.quiet = cli.quiet;

@@ -33,23 +33,32 @@ run -n 2 -b 8K -e 32K -f 2 -d bf16 --fused 1024 -G 2
 run -n 2 -b 8 -e 256K -f 16 -d bf16 -C reduce-scatter
 run -n 3 -b 12 -e 48K -f 8 -d float -C allgather -G 2
 run -n 4 -b 16 -e 64K -f 16 -d half -C reduce-scatter -G 2
-# the overlapped GEMMs at one shape: four rows (overlap, gemm, pair, coll),
-# each with a time, and no element of the overlapped call off the pair's
+# the overlapped GEMMs at one shape: five rows (overlap, gemm, chunks,
+# pair, coll), each with a time, and no element of the overlapped call off
+# the pair's; the chunks row's blocks named (--chunks, else the ranks)
 gemm_run() {
   out=$(TE_DEVICE=vdev "$tool" "$@" -w 1 -i 2 --csv 2>&1)
   rc=$?
-  rows=$(printf '%s\n' "$out" | grep -E '^(overlap|gemm|pair|coll),[0-9.]+,')
-  if [ $rc -ne 0 ] || [ "$(printf '%s\n' "$rows" | wc -l)" -ne 4 ] ||
+  rows=$(printf '%s\n' "$out" | grep -E '^(overlap|gemm|chunks|pair|coll),[0-9.]+,')
+  if [ $rc -ne 0 ] || [ "$(printf '%s\n' "$rows" | wc -l)" -ne 5 ] ||
+     ! printf '%s\n' "$out" | grep -q "chunks: the GEMM in $want_chunks row blocks" ||
      ! printf '%s\n' "$out" | grep -q '^# wrong elements (overlap against pair): 0$' ||
      ! printf '%s\n' "$out" | grep -q '^# floor: the gemm row'; then
     echo "FAIL: te-allreduce-perf $* exited $rc, or lacks a row, the floor or #wrong 0"
     printf '%s\n' "$out"; fail=1
   fi
 }
-gemm_run -n 2 -C ag-gemm --mnk 64,48,32 -d bf16
-gemm_run -n 3 -C gemm-rs --mnk 63,32,40 -d half -G 2
-gemm_run -n 4 -C ag-gemm --mnk 20,16,24 -d bf16 -G 2
-gemm_run -n 2 -C gemm-rs --mnk 32,16,32 -d e4m3
+want_chunks=2 gemm_run -n 2 -C ag-gemm --mnk 64,48,32 -d bf16
+want_chunks=3 gemm_run -n 3 -C gemm-rs --mnk 63,32,40 -d half -G 2
+want_chunks=4 gemm_run -n 4 -C ag-gemm --mnk 20,16,24 -d bf16 -G 2
+want_chunks=2 gemm_run -n 2 -C gemm-rs --mnk 32,16,32 -d e4m3
+want_chunks=4 gemm_run -n 1 -C gemm-rs --mnk 64,32,32 -d bf16 --chunks 4
+# --chunks: 1 to 64, dividing M, with the GEMM modes only (exit 2)
+for bad in "-C gemm-rs --mnk 64,32,32 --chunks 3" "-C ag-gemm --chunks 0" "--chunks 2"; do
+  # shellcheck disable=SC2086
+  TE_DEVICE=vdev "$tool" -n 1 $bad > /dev/null 2>&1
+  if [ $? -ne 2 ]; then echo "FAIL: te-allreduce-perf -n 1 $bad was not refused with exit 2"; fail=1; fi
+done
 TE_DEVICE=vdev "$tool" -n 2 -C gemm-rs --mnk 3,4 > /dev/null 2>&1
 if [ $? -ne 2 ]; then echo "FAIL: --mnk 3,4 was not refused with exit 2"; fail=1; fi
 # --fused is an allreduce's: refused with another collective (exit 2)
