@@ -45,7 +45,8 @@
  *     within 2 s, naming the call; ranks passing other partials: the
  *     allocation a rank left out is never written (peers only read);
  *   - both calls captured in one graph, replayed on fresh inputs;
- *   - a rank SIGKILLed between calls: the others' status is
+ *   - a rank SIGKILLed between calls, or inside one (queued, its
+ *     arrival at the first barrier announced, then killed): the others' status is
  *     TECOMM_ERR_TIMEOUT naming it within TECOMM_TIMEOUT + 1 s, and
  *     sticky; a call waiting for a peer ends when its rank aborts.
  * On cuda (TE_DEVICE=cuda, 4 GPUs) the same cases run over the copy
@@ -994,8 +995,12 @@ static tecomm_result_t killed_call(tecomm_comm_t c, int rs, const struct killed_
   return tecomm_ag_gemm(c, &g, s);
 }
 
+/* arg: bit 0 gemm_rs (else ag_gemm); bit 1 the victim dies inside the
+ * call: it queues it, waits 100 ms at its first barrier (the peers come
+ * 300 ms late, so its arrival is announced and nothing after it), then
+ * SIGKILL; else it dies between two calls. */
 static void rank_killed(int rank, int n, void *arg) {
-  const int rs = *(const int *)arg;
+  const int rs = *(const int *)arg & 1, mid = *(const int *)arg & 2;
   setenv("TECOMM_TIMEOUT", "1000", 1);
   pulls_env(rank);
   tecomm_comm_t c = tc_rank_comm(rank, n);
@@ -1009,7 +1014,13 @@ static void rank_killed(int rank, int n, void *arg) {
   RK_OK(killed_call(c, rs, &k, n, s));
   RK_CORE(tecore_stream_synchronize(s));
   RK_ASSERT(tc_shm_barrier(tc_shm) == 0, "barrier");
+  if (rank == n - 1 && mid) {   /* inside the call: queued, at its first barrier */
+    (void)killed_call(c, rs, &k, n, s);
+    usleep(100 * 1000);
+    raise(SIGKILL);
+  }
   if (rank == n - 1) raise(SIGKILL); /* between calls: the peers wait in the next one */
+  if (mid) usleep(300 * 1000);
   struct timespec t0, t1;
   clock_gettime(CLOCK_MONOTONIC, &t0);
   RK_OK(killed_call(c, rs, &k, n, s));
@@ -1029,8 +1040,8 @@ static void rank_killed(int rank, int n, void *arg) {
 }
 
 START_TEST(killed_rank_times_out) {
-  int rs = _i;
-  tc_run_ranks_ex(3, rank_killed, &rs, 30, 2);
+  int how = _i;   /* rank_killed's bits */
+  tc_run_ranks_ex(3, rank_killed, &how, 30, 2);
   tc_shm_release();
 }
 END_TEST
@@ -1340,7 +1351,7 @@ static Suite *overlap_suite(void) {
   tc = te_tcase(s, "graph", 0);
   tcase_add_loop_test(tc, graph_replays_new_inputs, 0, 2);
   tc = te_tcase(s, "timeout", 0);
-  tcase_add_loop_test(tc, killed_rank_times_out, 0, 2);
+  tcase_add_loop_test(tc, killed_rank_times_out, 0, 4);
   tcase_add_loop_test(tc, abort_ends_a_waiting_call, 0, 2);
   return s;
 }
