@@ -469,14 +469,31 @@ static tecore_result_t lin_rs_norm_run(const struct tecore_seq_exec *x) {
  * the amax of every row seen on every rank: no agreement needed), which
  * multiply the weight's transposed codes, and the weight gradient takes
  * those codes (tecore_seq_linear_fp8_dgrad_operands). */
+/* The 16-bit data-gradient GEMM's call: the gathered output gradient into
+ * a_all, times the weight as it lies, into d. */
+static struct tecomm_ag_gemm_args dgrad_args(const struct sp_place *pl, tecore_devptr_t a_all,
+                                             tecore_devptr_t d) {
+  return (struct tecomm_ag_gemm_args){
+      .a = pl->c->sp_stage, .a_all = a_all, .b = pl->lin.param[0].data, .d = d,
+      .rows = pl->rows, .n = pl->k, .k = pl->m, .dtype = pl->dt, .d_dtype = pl->dt,
+      .flags = TECOMM_AG_GEMM_B_KN};
+}
+
+/* This rank's gradient rows (shard, [rows][m]) into the staging buffer,
+ * then the call. */
+static tecore_result_t dgrad_gather(const struct tecore_seq_exec *x, const struct sp_place *pl,
+                                    const struct tecomm_ag_gemm_args *a, tecore_devptr_t shard) {
+  tecore_result_t e = tecore_memcpy_async(pl->c->sp_stage, shard,
+                                          pl->rows * pl->m * tecore_dtype_size(pl->dt),
+                                          x->stream);
+  return e == TECORE_SUCCESS ? core_of(tecomm_ag_gemm(pl->c, a, x->stream)) : e;
+}
+
 static tecore_result_t ag_dgrad_run(const struct tecore_seq_exec *x) {
   struct sp_place pl;
   tecore_result_t e = sp_place_of(x, SP_AG_DGRAD, &pl);
   if (e != TECORE_SUCCESS) return e;
-  struct tecomm_ag_gemm_args a = {
-      .a = pl.c->sp_stage, .a_all = x->grad[1].data, .b = pl.lin.param[0].data,
-      .d = x->grad[0].data, .rows = pl.rows, .n = pl.k, .k = pl.m, .dtype = pl.dt,
-      .d_dtype = pl.dt, .flags = TECOMM_AG_GEMM_B_KN};
+  struct tecomm_ag_gemm_args a = dgrad_args(&pl, x->grad[1].data, x->grad[0].data);
   struct tecore_tensor dy8, w;
   if (x->recipe && tecore_seq_fp8_input(x->seq, x->first, &w) == TECORE_SUCCESS) {
     e = tecore_seq_linear_fp8_dgrad_operands(x->seq, x->first, x->stream, &dy8, &w);
@@ -484,10 +501,7 @@ static tecore_result_t ag_dgrad_run(const struct tecore_seq_exec *x) {
     a.b = w.columnwise_data, a.b_scale_inv = w.scale_inv, a.a8 = &dy8, a.flags = 0;
   }
   tecore_clear_error();
-  e = tecore_memcpy_async(pl.c->sp_stage, x->grad[2].data,
-                          pl.rows * pl.m * tecore_dtype_size(pl.dt), x->stream);
-  if (e != TECORE_SUCCESS) return e;
-  e = core_of(tecomm_ag_gemm(pl.c, &a, x->stream));
+  e = dgrad_gather(x, &pl, &a, x->grad[2].data);
   if (e != TECORE_SUCCESS) return e;
   /* under FP8 the input's codes, not its 16-bit rows (which a group
    * before may leave unwritten) */
@@ -508,14 +522,10 @@ static tecore_result_t ag_dgrad_dgelu_run(const struct tecore_seq_exec *x) {
   struct sp_place pl;
   tecore_result_t e = sp_place_of(x, SP_AG_DGRAD_DGELU, &pl);
   if (e != TECORE_SUCCESS) return e;
-  struct tecomm_ag_gemm_args a = {
-      .a = pl.c->sp_stage, .a_all = x->grad[2].data, .b = pl.lin.param[0].data,
-      .d = x->grad[0].data, .rows = pl.rows, .n = pl.k, .k = pl.m, .dtype = pl.dt,
-      .d_dtype = pl.dt, .gelu_aux = x->act[0].data,
-      .flags = TECOMM_AG_GEMM_B_KN | TECOMM_AG_GEMM_DGELU};
-  e = tecore_memcpy_async(pl.c->sp_stage, x->grad[3].data,
-                          pl.rows * pl.m * tecore_dtype_size(pl.dt), x->stream);
-  if (e == TECORE_SUCCESS) e = core_of(tecomm_ag_gemm(pl.c, &a, x->stream));
+  struct tecomm_ag_gemm_args a = dgrad_args(&pl, x->grad[2].data, x->grad[0].data);
+  a.gelu_aux = x->act[0].data;
+  a.flags |= TECOMM_AG_GEMM_DGELU;
+  e = dgrad_gather(x, &pl, &a, x->grad[3].data);
   if (e != TECORE_SUCCESS) return e;
   return tecore_seq_linear_wgrad(x->seq, x->first + 1, &x->act[1], &x->grad[2], x->stream);
 }
