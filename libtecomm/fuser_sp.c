@@ -457,18 +457,6 @@ static tecore_result_t lin_rs_norm_run(const struct tecore_seq_exec *x) {
   return core_of(tecomm_gemm_rs(pl.c, &a, x->stream));
 }
 
-/* The backward of a row-parallel Linear and its reduce-scatter: the
- * gradient's shard into the staging buffer, gathered into grad[1] (the
- * partial product's gradient, which the plain reduce-scatter's backward
- * writes) while the gathered rows' data gradient multiplies as they land
- * (dx = dy W, the weight as it lies), then the weight and bias gradients
- * from the gathered rows as the Linear's own backward makes them
- * (tecore_seq_linear_wgrad): the plain path's kernels on the same bytes.
- * Under FP8 each rank's rows are quantized as they land into the
- * gradient's E5M2 codes (tecomm_ag_gemm's a8: with the recipe's scale,
- * the amax of every row seen on every rank: no agreement needed), which
- * multiply the weight's transposed codes, and the weight gradient takes
- * those codes (tecore_seq_linear_fp8_dgrad_operands). */
 /* The 16-bit data-gradient GEMM's call: the gathered output gradient into
  * a_all, times the weight as it lies, into d. */
 static struct tecomm_ag_gemm_args dgrad_args(const struct sp_place *pl, tecore_devptr_t a_all,
@@ -489,6 +477,18 @@ static tecore_result_t dgrad_gather(const struct tecore_seq_exec *x, const struc
   return e == TECORE_SUCCESS ? core_of(tecomm_ag_gemm(pl->c, a, x->stream)) : e;
 }
 
+/* The backward of a row-parallel Linear and its reduce-scatter: the
+ * gradient's shard into the staging buffer, gathered into grad[1] (the
+ * partial product's gradient, which the plain reduce-scatter's backward
+ * writes) while the gathered rows' data gradient multiplies as they land
+ * (dx = dy W, the weight as it lies), then the weight and bias gradients
+ * from the gathered rows as the Linear's own backward makes them
+ * (tecore_seq_linear_wgrad): the plain path's kernels on the same bytes.
+ * Under FP8 each rank's rows are quantized as they land into the
+ * gradient's E5M2 codes (tecomm_ag_gemm's a8: with the recipe's scale,
+ * the amax of every row seen on every rank: no agreement needed), which
+ * multiply the weight's transposed codes, and the weight gradient takes
+ * those codes (tecore_seq_linear_fp8_dgrad_operands). */
 static tecore_result_t ag_dgrad_run(const struct tecore_seq_exec *x) {
   struct sp_place pl;
   tecore_result_t e = sp_place_of(x, SP_AG_DGRAD, &pl);

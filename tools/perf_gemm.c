@@ -20,8 +20,8 @@
  * Each is eager or -G ops captured in one graph, its time the largest
  * over the ranks of each rank's mean, the median of three rounds that
  * each start at another row (one order, on one H200, made the first row
- * 7-13 % faster than the same GEMM measured second).  vs_gemm is gemm's time over the
- * row's (issue 61 asks >= 0.9 of the overlapped call).  With -c 1 one
+ * 7-13 % faster than the same GEMM measured second).  vs_gemm is gemm's
+ * time over the row's (issue 61 asks >= 0.9 of the overlapped call).  With -c 1 one
  * more overlapped call is compared with the pair's result (#wrong:
  * elements apart by more than 2^-6 of their size plus 2^-6 of the
  * row's scale, the two GEMMs being cut differently). */
