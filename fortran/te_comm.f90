@@ -43,6 +43,8 @@ module te_comm
   integer(c_int), parameter :: TECOMM_AG_GEMM_B_KN = 1
   integer(c_int), parameter :: TECOMM_AG_GEMM_DGELU = 2
   integer(c_int), parameter :: TECOMM_OP_NO_FUSION = 1
+  ! from libtecomm/te/comm_dp.h
+  integer(c_int), parameter :: TECOMM_DP_GRAD_SHARDS = 1
 
   ! struct tecomm_bootstrap (libtecomm/te/comm.h)
   type, bind(C) :: tecomm_bootstrap

@@ -2535,6 +2535,14 @@ module te_core
       integer(tecore_devptr_t), value :: ptr
       integer(c_int) :: tecore_seq_set_param
     end function tecore_seq_set_param
+    function tecore_seq_set_param_grad(seq, index, ptr) bind(C, name="tecore_seq_set_param_grad")
+      import
+      implicit none
+      type(c_ptr), value :: seq
+      integer(c_size_t), value :: index
+      integer(tecore_devptr_t), value :: ptr
+      integer(c_int) :: tecore_seq_set_param_grad
+    end function tecore_seq_set_param_grad
     function tecore_seq_set_grad_region(seq, region) bind(C, name="tecore_seq_set_grad_region")
       import
       implicit none

@@ -5,7 +5,9 @@
  * tensors its operations write; a bucket whose tensors are all marked is
  * reduced on the communication stream right away (dp_run.c), so the
  * reduction runs while the backward goes on.  Only the armed backward
- * (the step's last microbatch) launches: the earlier ones accumulate. */
+ * (the step's last microbatch) launches: the earlier ones accumulate;
+ * but the buckets of a gradient ring (TECOMM_DP_GRAD_SHARDS,
+ * dp_zero3_grad.c) launch in every backward. */
 #include "dp_priv.h"
 #include "comm_priv.h"
 #include "te_handles.h"
@@ -80,6 +82,11 @@ static tecomm_result_t check_desc(const struct tecomm_dp_desc *desc, tecomm_dp_t
   TC_ARG(desc->zero >= 0 && desc->zero <= 3, "%s: desc->zero %d: 0, 1, 2 or 3", fn, desc->zero);
   TC_ARG(isfinite(desc->scale) && desc->scale >= 0, "%s: desc->scale %g: finite, >= 0", fn,
          (double)desc->scale);
+  TC_ARG(!(desc->flags & ~TECOMM_DP_GRAD_SHARDS), "%s: desc->flags 0x%x: unknown bits 0x%x", fn,
+         desc->flags, desc->flags & ~TECOMM_DP_GRAD_SHARDS);
+  TC_ARG(!(desc->flags & TECOMM_DP_GRAD_SHARDS) || (desc->zero == 3 && desc->seq),
+         "%s: TECOMM_DP_GRAD_SHARDS needs ZeRO-3 and desc->seq (desc->zero %d, seq %s)", fn,
+         desc->zero, desc->seq ? "given" : "NULL");
   for (size_t i = 0; i < desc->ntensors; i++) TC_CHECK(check_tensor(desc, i));
   return TECOMM_SUCCESS;
 }
@@ -103,7 +110,7 @@ static tecomm_result_t copy_in(struct tecomm_dp *d, const struct tecomm_dp_desc 
 static size_t buffer_bytes(const struct tecomm_dp *d) {
   size_t most = 0;
   for (size_t k = 0; k < d->nb; k++) {
-    size_t g = d->b[k].inplace ? 0 : tecore_dtype_size(d->b[k].gdt);
+    size_t g = d->b[k].inplace || tc_dp_zg_owns(d, &d->b[k]) ? 0 : tecore_dtype_size(d->b[k].gdt);
     size_t v = d->zero > 0 && !d->b[k].sharded ? tecore_dtype_size(d->b[k].vdt) : 0;
     size_t n = d->b[k].elems * (g > v ? g : v);
     if (n > most) most = n;
@@ -151,9 +158,9 @@ static tecomm_result_t setup(struct tecomm_dp *d) {
           "tecomm_dp_create: the scale");
   TC_CORE(tecore_event_create(TECORE_EVENT_DISABLE_TIMING, &d->fork), "tecomm_dp_create");
   TC_CORE(tecore_event_create(TECORE_EVENT_DISABLE_TIMING, &d->join), "tecomm_dp_create");
-  TC_CHECK(tc_dp_norm_setup(d));
   TC_CORE(tecore_stream_synchronize(d->side), "tecomm_dp_create");
   TC_CHECK(tc_dp_zero3_setup(d));
+  TC_CHECK(tc_dp_norm_setup(d));   /* its views: in the gradient shards (gshards) */
   if (!d->seq) return TECOMM_SUCCESS;
   struct tecore_seq_hooks h = {.before = d->nu ? dp_hook_before : NULL,
                                .after = dp_hook_after, .ctx = d};
@@ -168,6 +175,7 @@ TE_EXPORT tecomm_result_t tecomm_dp_create(const struct tecomm_dp_desc *desc, te
   if (!d) return TC_ERR(TECOMM_ERR_NOMEM, "tecomm_dp_create: out of host memory");
   d->comm = desc->comm;
   d->zero = desc->zero;
+  d->gshards = (desc->flags & TECOMM_DP_GRAD_SHARDS) != 0;
   d->bucket_bytes = desc->bucket_bytes ? desc->bucket_bytes
                     : (size_t)tecore_tunable_int(&tc_tun_dp_bucket_mb) << 20;
   tecomm_result_t r = tecomm_comm_rank(d->comm, &d->rank, &d->nranks, NULL);
@@ -231,12 +239,17 @@ TE_EXPORT tecomm_result_t tecomm_dp_describe(tecomm_dp_t dp, char *buf, size_t l
     put(buf, len, &at, "; values: %zu sharded buckets in %zu units, shards %zu bytes, ring 2 "
         "x %zu bytes, %zu buckets of FP8 codes, %zu bytes gathered", dp->nfwd, dp->nu,
         dp->vshard_bytes, dp->slot_bytes, dp->nfp8, dp->gathered_bytes);
+  if (dp->gring)   /* TECOMM_DP_GRAD_SHARDS: the gradients held across a step */
+    put(buf, len, &at, "; gradients: shards %zu bytes, ring %d x %zu bytes", dp->gshard_bytes,
+        dp->gslots, dp->gslot_bytes);
   put(buf, len, &at, "):");
   for (size_t k = 0; k < dp->nb; k++) {
     const struct dp_bucket *b = &dp->b[k];
-    put(buf, len, &at, " %zu %s [%zu,%zu) %zu %s", k, b->inplace ? "in-place" : "packed",
-        b->t0, b->t1, b->inplace ? b->span_elems : b->elems, tecore_dtype_name(b->gdt));
-    if (!b->inplace) put(buf, len, &at, " (%s)", tc_dp_packed_why(b->why));
+    const int ring = dp->gring && tc_dp_zg_owns(dp, b);
+    put(buf, len, &at, " %zu %s [%zu,%zu) %zu %s", k,
+        b->inplace ? "in-place" : ring ? "ring" : "packed", b->t0, b->t1,
+        b->inplace ? b->span_elems : b->elems, tecore_dtype_name(b->gdt));
+    if (!b->inplace && !ring) put(buf, len, &at, " (%s)", tc_dp_packed_why(b->why));
     put(buf, len, &at, ";");
   }
   if (buf && len) buf[at < len ? at : len - 1] = '\0';
@@ -257,12 +270,19 @@ TE_EXPORT tecomm_result_t tecomm_dp_arm(tecomm_dp_t dp) {
   return TECOMM_SUCCESS;
 }
 
+/* Bucket k reduced: out of the gradient ring (dp_zero3_grad.c), or
+ * packed or in place (dp_run.c). */
+static tecomm_result_t launch(struct tecomm_dp *d, size_t k, tecore_stream_t stream) {
+  if (d->gring && tc_dp_zg_owns(d, &d->b[k])) return tc_dp_zg_launch(d, k, stream);
+  return tc_dp_launch(d, k, stream);
+}
+
 /* Marks tensor i written; launches its bucket when it was the last. */
 static tecomm_result_t written(struct tecomm_dp *d, size_t i, tecore_stream_t stream) {
   struct dp_bucket *b = &d->b[d->t[i].bucket];
   if (b->launched || b->pending == 0) return TECOMM_SUCCESS;
   if (--b->pending) return TECOMM_SUCCESS;
-  return tc_dp_launch(d, d->t[i].bucket, stream);
+  return launch(d, d->t[i].bucket, stream);
 }
 
 static tecore_result_t dp_hook_after(void *ctx, tecore_seq_t *seq, tecore_seq_dir_t dir,
@@ -271,10 +291,12 @@ static tecore_result_t dp_hook_after(void *ctx, tecore_seq_t *seq, tecore_seq_di
   (void)seq;
   tecore_result_t z = tc_dp_zero3_after(d, dir, first, count, stream);
   if (z != TECORE_SUCCESS) return z;
-  if (dir != TECORE_SEQ_BACKWARD || !d->armed || d->hook_err) return TECORE_SUCCESS;
+  if (dir != TECORE_SEQ_BACKWARD || d->hook_err) return TECORE_SUCCESS;
   tecomm_result_t r = TECOMM_SUCCESS;
+  /* unarmed, only the gradient ring's buckets (every backward) */
   for (size_t i = 0; r == TECOMM_SUCCESS && i < d->nt; i++)
-    if (d->t[i].t.op != TECOMM_DP_NO_OP && d->t[i].t.op >= first && d->t[i].t.op < first + count)
+    if (d->t[i].t.op != TECOMM_DP_NO_OP && d->t[i].t.op >= first && d->t[i].t.op < first + count &&
+        (d->armed || tc_dp_zg_owns(d, &d->b[d->t[i].bucket])))
       r = written(d, i, stream);
   if (r == TECOMM_SUCCESS) return TECORE_SUCCESS;
   d->hook_err = r;
@@ -288,8 +310,9 @@ TE_EXPORT tecomm_result_t tecomm_dp_finish(tecomm_dp_t dp, tecore_stream_t strea
     r = TC_ERR(r, "tecomm_dp_finish: a bucket's reduction failed in the backward: %s",
                tecomm_last_error());
   for (size_t k = 0; r == TECOMM_SUCCESS && k < dp->nb; k++)
-    if (!dp->b[k].launched) r = tc_dp_launch(dp, k, stream);
+    if (!dp->b[k].launched) r = launch(dp, k, stream);
   tecomm_result_t j = tc_dp_join(dp, stream);
+  tc_dp_zg_finish(dp);
   for (size_t k = 0; k < dp->nb; k++)
     dp->b[k].launched = 0, dp->b[k].pending = dp->b[k].t1 - dp->b[k].t0;
   dp->armed = 0;
@@ -302,6 +325,18 @@ TE_EXPORT tecomm_result_t tecomm_dp_shard(tecomm_dp_t dp, size_t index, size_t *
   TC_ARG(first && count, "tecomm_dp_shard: %s is NULL", first ? "count" : "first");
   TC_ARG(index < dp->nt, "tecomm_dp_shard: index %zu: the group has %zu tensors", index, dp->nt);
   tc_dp_part(dp, index, dp->rank, first, count);
+  return TECOMM_SUCCESS;
+}
+
+TE_EXPORT tecomm_result_t tecomm_dp_grad_shard(tecomm_dp_t dp, size_t index,
+                                              tecore_devptr_t *ptr) {
+  DP_LIVE(dp, "tecomm_dp_grad_shard");
+  TC_ARG(ptr, "tecomm_dp_grad_shard: ptr is NULL");
+  TC_ARG(index < dp->nt, "tecomm_dp_grad_shard: index %zu: the group has %zu tensors", index,
+         dp->nt);
+  size_t first, n;
+  tc_dp_part(dp, index, dp->rank, &first, &n);
+  *ptr = n ? tc_dp_grad_at(dp, index, first) : 0;
   return TECOMM_SUCCESS;
 }
 

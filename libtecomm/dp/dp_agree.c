@@ -17,7 +17,7 @@
 
 struct dp_wire {
   uint64_t ntensors, bucket_bytes, hash;
-  int32_t zero, has_recipe, kind, format, margin, history, amax_algo, pad_;
+  int32_t zero, has_recipe, kind, format, margin, history, amax_algo, flags;
 };
 
 struct dp_rec {
@@ -49,6 +49,7 @@ static struct dp_wire wire_of(const struct tecomm_dp *d, const struct tecore_rec
   struct dp_wire w;
   memset(&w, 0, sizeof w);
   w.ntensors = d->nt, w.bucket_bytes = d->bucket_bytes, w.zero = d->zero;
+  w.flags = d->gshards ? (int32_t)TECOMM_DP_GRAD_SHARDS : 0;
   w.hash = 0xcbf29ce484222325ull;
   for (size_t i = 0; i < d->nt; i++) {
     struct dp_rec r = rec_of(d, &d->t[i]);
@@ -69,6 +70,7 @@ static const char *wire_diff(const struct dp_wire *a, const struct dp_wire *b, l
   DP_FIELD(ntensors, "the number of tensors");
   DP_FIELD(zero, "the ZeRO stage");
   DP_FIELD(bucket_bytes, "the bucket size (bytes)");
+  DP_FIELD(flags, "desc->flags");
   DP_FIELD(has_recipe, "an FP8 recipe (1) or none (0)");
   DP_FIELD(kind, "the recipe's kind");
   DP_FIELD(format, "the recipe's FP8 format");

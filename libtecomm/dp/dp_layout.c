@@ -62,6 +62,15 @@ void tc_dp_part(const struct tecomm_dp *d, size_t i, int r, size_t *first, size_
   *n = a < e ? e - a : 0;
 }
 
+tecore_devptr_t tc_dp_grad_at(const struct tecomm_dp *d, size_t i, size_t first) {
+  const struct dp_tensor *t = &d->t[i];
+  const struct dp_bucket *b = &d->b[t->bucket];
+  size_t es = tecore_dtype_size(t->t.grad_dtype);
+  if (!tc_dp_zg_owns(d, b)) return t->t.grad + first * es;
+  size_t in = t->off + first - (size_t)d->rank * b->shard;   /* the element in the shard */
+  return d->gshard + b->gs_off + in * es;   /* dp_zero3_grad.c's */
+}
+
 tecore_devptr_t tc_dp_value_at(const struct tecomm_dp *d, size_t i, size_t first) {
   const struct dp_tensor *t = &d->t[i];
   const struct dp_bucket *b = &d->b[t->bucket];

@@ -57,6 +57,12 @@ struct dp_bucket {
                                   are gathered in the forwards, not their values ... */
   int codes;                   /* ... while the recipe still has them so (each forward
                                   asks: tc_dp_zero3_fp8_refresh); else the values */
+  /* TECOMM_DP_GRAD_SHARDS (dp_zero3_grad.c): its gradients lie in its
+   * unit's slot of the gradient ring, reduce-scattered into gshard */
+  size_t gring_off;            /* bytes: its gradients in the unit's gradient slot */
+  size_t gs_off;               /* bytes: its reduced shard in d->gshard */
+  size_t gacc;                 /* reductions since tecomm_dp_finish: the first writes the
+                                  shard, the later ones add to it */
 };
 
 /* ZeRO-3: buckets whose operations overlap (an operation's weight and
@@ -70,6 +76,9 @@ struct dp_unit {
   int gathered, used;          /* its values lie in its slot (gather queued); this
                                   pass: every group reading it ran */
   tecore_event_t ready;        /* recorded on the side stream after its gather */
+  size_t gbytes;               /* TECOMM_DP_GRAD_SHARDS: its gradients in the slot */
+  size_t gpending;             /* its buckets not reduced yet in this backward */
+  int gready;                  /* this backward: the slot is its (the wait queued) */
 };
 
 /* Why a bucket is packed into the buffer (dp_inplace.c). */
@@ -130,6 +139,21 @@ struct tecomm_dp {
                                   a weight, and its code */
   size_t gathered_bytes;       /* the values' and codes' bytes ZeRO-3's all-gathers have
                                   queued (nranks shards each) */
+  /* TECOMM_DP_GRAD_SHARDS (dp_zero3_grad.c) */
+  int gshards;
+  tecore_devptr_t gring;       /* gslots (2, or 1 for one unit) of gslot_bytes: the
+                                  units' gradients, zero between their writers */
+  int gslots;
+  int gring_plain;
+  size_t gslot_bytes;
+  tecore_devptr_t gshard;      /* this rank's reduced gradients of the sharded buckets */
+  size_t gshard_bytes;
+  tecore_devptr_t gtmp;        /* a shard's reduction before it is added (accumulation) */
+  size_t gtmp_bytes;
+  tecore_event_t gfree[2];     /* recorded on the side stream when a slot's unit is reduced
+                                  and the slot zeroed */
+  int gfree_rec[2];            /* ... since the last join: the next writer waits */
+  size_t gocc[2];              /* the unit whose gradients a slot holds, or SIZE_MAX */
 };
 
 /* dp_layout.c: buckets and offsets from d->t (the tensors copied in). */
@@ -140,6 +164,9 @@ void tc_dp_part(const struct tecomm_dp *d, size_t i, int r, size_t *first, size_
  * shard (ZeRO-3 sharded bucket: in vshard, dp_zero3.c's; else in the
  * value). */
 tecore_devptr_t tc_dp_value_at(const struct tecomm_dp *d, size_t i, size_t first);
+/* Tensor i's reduced gradient at element first of this rank's shard (in
+ * dp_zero3_grad.c's shards under gshards; else in the gradient). */
+tecore_devptr_t tc_dp_grad_at(const struct tecomm_dp *d, size_t i, size_t first);
 
 /* dp_inplace.c: each bucket in place or packed (b->inplace, b->why),
  * from the layout alone; after tc_dp_layout. */
@@ -188,6 +215,25 @@ tecore_result_t tc_dp_zero3_after(struct tecomm_dp *d, tecore_seq_dir_t dir, siz
                                   size_t count, tecore_stream_t stream);
 void tc_dp_zero3_free(struct tecomm_dp *d);
 /* Tensor i's whole value into dst on s (ZeRO-3: gathered; collective). */
+/* dp_zero3_grad.c: TECOMM_DP_GRAD_SHARDS.  layout (host, after the
+ * units): the gradient slots and shards; setup (device): the ring, the
+ * shards, the sequence's gradients pointed into the ring; pass: a
+ * backward begins (its buckets launch again); before: a backward group's
+ * units' slots waited for; launch: bucket k reduce-scattered out of the
+ * ring (dp.c calls it for such a bucket); finish: after the join; free: the sequence's
+ * gradients its own again. */
+tecomm_result_t tc_dp_zg_layout(struct tecomm_dp *d);
+tecomm_result_t tc_dp_zg_setup(struct tecomm_dp *d);
+void tc_dp_zg_pass(struct tecomm_dp *d);
+tecomm_result_t tc_dp_zg_before(struct tecomm_dp *d, size_t first, size_t count,
+                                tecore_stream_t stream);
+tecomm_result_t tc_dp_zg_launch(struct tecomm_dp *d, size_t k, tecore_stream_t stream);
+void tc_dp_zg_finish(struct tecomm_dp *d);
+void tc_dp_zg_free(struct tecomm_dp *d);
+/* Bucket b reduced out of the ring (b->sharded under gshards). */
+static inline int tc_dp_zg_owns(const struct tecomm_dp *d, const struct dp_bucket *b) {
+  return d->gshards && b->sharded;
+}
 tecomm_result_t tc_dp_value_whole(struct tecomm_dp *d, size_t i, tecore_devptr_t dst,
                                   tecore_stream_t s);
 

@@ -155,7 +155,7 @@ tecomm_result_t tc_dp_norm_setup(struct tecomm_dp *d) {
     if (!n) continue;
     size_t sh[1] = {n};
     DP_CORE(tecore_tensor_init(&d->views[d->nviews++], d->t[i].t.grad_dtype, 1, sh,
-                               at(d->t[i].t.grad, first, d->t[i].t.grad_dtype)),
+                               tc_dp_grad_at(d, i, first)),
             "tecomm_dp_create: the norm's views");
   }
   d->l2wsb = 0;

@@ -198,7 +198,8 @@ tecomm_result_t tc_dp_zero3_check(struct tecomm_dp *d) {
   tecore_clear_error();
   TC_CHECK(match_params(d));
   TC_CHECK(order_buckets(d));
-  return make_units(d);
+  TC_CHECK(make_units(d));
+  return tc_dp_zg_layout(d);
 }
 
 /* ---- create: the device side (collective) ----------------------------------- */
@@ -251,6 +252,7 @@ tecomm_result_t tc_dp_zero3_setup(struct tecomm_dp *d) {
     Z3_CORE(tecore_event_create(TECORE_EVENT_DISABLE_TIMING, &d->u[k].ready), FN);
   TC_CHECK(fill_shards(d));
   TC_CHECK(tc_dp_zero3_fp8_setup(d));
+  TC_CHECK(tc_dp_zg_setup(d));
   return swap_params(d);
 }
 
@@ -278,6 +280,7 @@ static void pass_start(struct tecomm_dp *d, tecore_seq_dir_t dir, tecore_stream_
   d->pass_dir = (int)dir;
   d->pass_stream = stream;
   if (dir == TECORE_SEQ_FORWARD) tc_dp_zero3_fp8_refresh(d);
+  else tc_dp_zg_pass(d);   /* a backward: the gradient ring's buckets launch again */
   for (size_t k = 0; k < d->nu; k++) d->u[k].used = 0, d->u[k].gathered &= keep;
   if (!keep) d->occ[0] = d->occ[1] = SIZE_MAX;
 }
@@ -362,6 +365,7 @@ tecore_result_t tc_dp_zero3_before(struct tecomm_dp *d, tecore_seq_dir_t dir, si
   if (stream != d->pass_stream) return TECORE_SUCCESS;   /* nested: the outer group waited */
   tecomm_result_t r = prefetch(d, stream);
   if (r == TECOMM_SUCCESS) r = wait_reads(d, first, count, 0, stream);
+  if (r == TECOMM_SUCCESS && dir == TECORE_SEQ_BACKWARD) r = tc_dp_zg_before(d, first, count, stream);
   return to_core(r);
 }
 
@@ -440,6 +444,7 @@ static void restore(struct tecomm_dp *d) {
 
 void tc_dp_zero3_free(struct tecomm_dp *d) {
   tc_dp_zero3_fp8_free(d);
+  tc_dp_zg_free(d);
   if (d->swapped) restore(d);
   for (size_t k = 0; k < d->nu; k++)
     if (d->u[k].ready) (void)tecore_event_destroy(d->u[k].ready);

@@ -14,7 +14,8 @@
  * or buckets one operation or one fused group reads) that the pass hooks
  * all-gather each unit into before the first group that reads it, the
  * next unit's gather overlapping the current one's work:
- * tecore_seq_set_param).  tecomm_dp_create(3) is
+ * tecore_seq_set_param; with TECOMM_DP_GRAD_SHARDS their gradients in a
+ * second ring, reduce-scattered out of it into shards).  tecomm_dp_create(3) is
  * the overview: the layout of the buckets and shards, the mean over the
  * ranks, validation, errors. */
 #ifndef TE_COMM_DP_H
@@ -58,7 +59,20 @@ struct tecomm_dp_desc {
   int zero;                    /* 0, 1, 2 or 3 */
   float scale;                 /* the reduced gradients times scale; 0: 1 / nranks (the mean) */
   const struct tecore_recipe *recipe;   /* compared across the ranks; NULL: none */
+  unsigned flags;              /* TECOMM_DP_*, below; the same on every rank */
 };
+
+/* desc.flags, ZeRO-3 with desc.seq only: no rank keeps the whole gradient
+ * of the sequence's parameters.  They point into a ring of two gather
+ * units' gradients (tecore_seq_set_param_grad; each unit's slot zeroed
+ * before the backward writes it), every backward reduce-scatters each
+ * bucket out of the ring as soon as it is written (armed or not) into
+ * this rank's gradient shard, which the step's first backward writes and
+ * later microbatches add to; tecomm_dp_grad_shard says where a tensor's
+ * part lies (desc.tensors[i].grad is no longer read or written for
+ * them).  The sequence's own gradient storage is freed; destroy gives it
+ * storage of its own again, zeroed. */
+#define TECOMM_DP_GRAD_SHARDS 0x1u
 
 /* Collective over desc->comm.  Refuses (TECOMM_ERR_MISMATCH on every
  * rank, the first differing field and the rank named) ranks whose
@@ -85,6 +99,12 @@ tecomm_result_t tecomm_dp_shard(tecomm_dp_t dp, size_t index, size_t *first, siz
  * operation reads; the passes gather the others).  Collective;
  * capturable. */
 tecomm_result_t tecomm_dp_gather(tecomm_dp_t dp, tecore_stream_t stream);
+/* Where this rank's reduced gradient of tensor index lies (its element
+ * first of tecomm_dp_shard; 0 for an empty shard): inside the tensor's
+ * gradient (ZeRO-0/1: all of it is reduced; 2 and 3: the shard only), or
+ * under TECOMM_DP_GRAD_SHARDS the group's gradient shards, for the
+ * optimizer and the norm to read after tecomm_dp_finish.  Host only. */
+tecomm_result_t tecomm_dp_grad_shard(tecomm_dp_t dp, size_t index, tecore_devptr_t *ptr);
 /* Where this rank's shard of tensor index's value lies (its element
  * first of tecomm_dp_shard; 0 for an empty shard): the value itself, or
  * under ZeRO-3 the group's shard storage, which the optimizer updates

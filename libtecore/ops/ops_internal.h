@@ -110,6 +110,8 @@ struct te_op {
                                       its transpose; else 0 */
   unsigned param_ext;              /* bit p: param[p] is the caller's (tecore_seq_set_param):
                                       never freed by the sequence */
+  unsigned grad_ext;               /* bit p: grad[p] is the caller's
+                                      (tecore_seq_set_param_grad): never freed */
   unsigned grad_fresh;             /* bit p: grad[p] is to be overwritten, not added to
                                       (tecore_seq_zero_grad marked it; its first writer in
                                       the next backward clears the bit: te_grad_take_fresh) */

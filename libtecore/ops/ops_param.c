@@ -1,9 +1,12 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* ops_param.c -- tecore_seq_set_param: a parameter's value in storage the
- * caller gives.  What it is for: fully sharded data parallelism
- * (libtecomm's ZeRO-3), where no rank holds every weight across a step;
- * the group points each layer's weights into a small ring of buffers it
- * all-gathers them into right before the layer's forward and backward.
+/* ops_param.c -- tecore_seq_set_param and tecore_seq_set_param_grad: a
+ * parameter's value, or its gradient, in storage the caller gives.  What
+ * they are for: fully sharded data parallelism (libtecomm's ZeRO-3),
+ * where no rank holds every weight across a step; the group points each
+ * layer's weights into a small ring of buffers it all-gathers them into
+ * right before the layer's forward and backward, and each layer's
+ * gradients into a second ring it reduce-scatters them out of as soon as
+ * the backward wrote them.
  *
  * The executors read op->param[p] when they queue work, so the new
  * address holds from the next pass on; the parameter's own allocation is
@@ -32,8 +35,8 @@ static size_t param_count(const tecore_seq_t *s) {
 }
 
 /* The pass writes and reads all of the parameter's bytes at ptr. */
-static tecore_result_t param_fits(tecore_devptr_t ptr, size_t bytes, size_t index) {
-  static const char fn[] = "tecore_seq_set_param";
+static tecore_result_t param_fits(const char *fn, tecore_devptr_t ptr, size_t bytes,
+                                  size_t index) {
   tecore_devptr_t base = 0;
   size_t len = 0;
   TE_ARG(tecore_mem_range(ptr, &base, &len) == TECORE_SUCCESS,
@@ -72,10 +75,51 @@ TE_EXPORT tecore_result_t tecore_seq_set_param(tecore_seq_t *s, size_t index, te
   const size_t bytes = op->plen[p] * tecore_dtype_size(te_param_dtype(s, op, p));
   int ext = (op->param_ext >> p) & 1u;
   if (!ptr) return ext ? param_own(s, op, p, bytes) : TECORE_SUCCESS;
-  TE_CHECK(param_fits(ptr, bytes, index));
+  TE_CHECK(param_fits(fn, ptr, bytes, index));
   if (!ext) TE_CHECK(te_seq_release(s, op->param[p]));
   op->param[p] = ptr;
   op->param_ext |= 1u << p;
   op->w8_cached = 0;   /* an inference FP8 copy was of the old value */
+  return TECORE_SUCCESS;
+}
+
+/* The gradient in storage of the sequence's own again, zeroed. */
+static tecore_result_t grad_own(tecore_seq_t *s, struct te_op *op, size_t p, size_t bytes) {
+  tecore_devptr_t own = 0;
+  TE_CHECK(te_seq_alloc(s, bytes, 1, &own));
+  tecore_result_t r = tecore_memset_d8_async(own, 0, bytes, NULL);
+  if (r == TECORE_SUCCESS) r = tecore_stream_synchronize(NULL);
+  if (r != TECORE_SUCCESS) {
+    (void)te_seq_release(s, own);
+    return r;
+  }
+  op->grad[p] = own;
+  op->grad_ext &= ~(1u << p);
+  return TECORE_SUCCESS;
+}
+
+/* A gradient region (tecore_seq_set_grad_region) is one allocation of
+ * the caller's: a gradient moved out of it leaves its bytes there.  A
+ * mark tecore_seq_zero_grad left goes with the gradient (te_grad_take_fresh
+ * looks for op->grad[p]). */
+TE_EXPORT tecore_result_t tecore_seq_set_param_grad(tecore_seq_t *s, size_t index,
+                                                    tecore_devptr_t ptr) {
+  static const char fn[] = "tecore_seq_set_param_grad";
+  TE_CHECK(te_seq_arg(s, fn));
+  TE_ARG(s->built, "%s: the sequence is not built (tecore_seq_build)", fn);
+  TE_ARG(!te_seq_infer(s), "%s: an inference sequence (TECORE_SEQ_INFERENCE) has no gradients",
+         fn);
+  struct te_op *op = NULL;
+  size_t p = 0;
+  TE_ARG(param_at(s, index, &op, &p), "%s: index %zu is out of range (the sequence has %zu "
+         "parameters)", fn, index, param_count(s));
+  TE_ARG(ptr % 16 == 0, "%s: ptr 0x%llx is not 16-byte aligned", fn, (unsigned long long)ptr);
+  const size_t bytes = op->plen[p] * tecore_dtype_size(te_grad_dtype(s, op, p));
+  const int ext = (op->grad_ext >> p) & 1u, region = s->gregion.alloc != NULL;
+  if (!ptr) return ext ? grad_own(s, op, p, bytes) : TECORE_SUCCESS;
+  TE_CHECK(param_fits(fn, ptr, bytes, index));
+  if (!ext && !region) TE_CHECK(te_seq_release(s, op->grad[p]));
+  op->grad[p] = ptr;
+  op->grad_ext |= 1u << p;
   return TECORE_SUCCESS;
 }

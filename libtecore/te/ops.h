@@ -500,6 +500,20 @@ tecore_result_t tecore_seq_params(const tecore_seq_t *seq, struct tecore_seq_par
  * graphs captured before keep the old address.  tecore_seq_set_param(3). */
 tecore_result_t tecore_seq_set_param(tecore_seq_t *seq, size_t index, tecore_devptr_t ptr);
 
+/* Gives parameter index's gradient the storage ptr (its gradient dtype's
+ * bytes, as tecore_seq_params gives it; device memory, 16-byte aligned,
+ * inside one allocation); the sequence frees its own (a gradient in a
+ * region, tecore_seq_set_grad_region, leaves its bytes there).  The
+ * backward adds into what lies at ptr, as into its own storage:
+ * tecore_seq_zero_grad zeroes it.  Several gradients may share storage
+ * when the caller zeroes it between their writers and reads each in
+ * between (a fully sharded data-parallel group reduce-scatters each
+ * layer's gradients out of a ring of two layers as the backward writes
+ * them: tecomm_dp_create, TECOMM_DP_GRAD_SHARDS).  ptr 0: storage of the
+ * sequence's own again, zeroed.  No work of the sequence may be queued
+ * or captured.  tecore_seq_set_param_grad(3). */
+tecore_result_t tecore_seq_set_param_grad(tecore_seq_t *seq, size_t index, tecore_devptr_t ptr);
+
 /* The parameters' gradients in memory of the caller's (a collective's
  * symmetric memory, so that it reduces them where they lie).  At build
  * the sequence lays every parameter gradient out in operation order, each

@@ -20,6 +20,12 @@
  *     shard and two layers; destroy gives the sequence its values back;
  *     with each bias a Bias operation, the fused backward group over
  *     [Linear, Bias, GELU, Linear] gathered as one unit;
+ *   - ZeRO-3 with TECOMM_DP_GRAD_SHARDS (the gradients reduce-scattered
+ *     out of a ring of two layers into shards): one microbatch a step
+ *     ZeRO-0's bits as above; two, each reduced then added in the shard,
+ *     within Z3_MB_TOL of the tensor's largest gradient; the sequence's
+ *     gradient bytes freed and the group holding a shard and two layers;
+ *     a rank killed before the backward named;
  *   - ranks whose models differ (a tensor's count, the stage, the
  *     recipe) refused on every rank with the field named;
  *   - gradients in a region of symmetric memory (tecore_seq_set_grad_region
@@ -105,16 +111,21 @@ static void dp_tensors(const struct tecore_seq_param *p, struct tecomm_dp_tensor
   }
 }
 
-static tecomm_dp_t dp_make(tecomm_comm_t c, tecore_seq_t *q, int zero, size_t bucket) {
+static tecomm_dp_t dp_make_f(tecomm_comm_t c, tecore_seq_t *q, int zero, size_t bucket,
+                             unsigned flags) {
   struct tecore_seq_param p[NP];
   struct tecomm_dp_tensor t[NP];
   params(q, p);
   dp_tensors(p, t);
   struct tecomm_dp_desc desc = {.comm = c, .tensors = t, .ntensors = NP, .seq = q,
-                                .bucket_bytes = bucket, .zero = zero};
+                                .bucket_bytes = bucket, .zero = zero, .flags = flags};
   tecomm_dp_t dp = NULL;
   RK_OK(tecomm_dp_create(&desc, &dp));
   return dp;
+}
+
+static tecomm_dp_t dp_make(tecomm_comm_t c, tecore_seq_t *q, int zero, size_t bucket) {
+  return dp_make_f(c, q, zero, bucket, 0);
 }
 
 /* Seed k's global input [rows][F] and loss weights [rows][O] (every rank
@@ -536,12 +547,14 @@ static void rank_mismatch(int rank, int n, void *arg) {
   struct tecomm_dp_desc desc = {.comm = c, .tensors = t, .ntensors = NP, .seq = q,
                                 .zero = 1, .recipe = &rc};
   static const char *const field[] = {"tensor 2 (bias): count", "ZeRO stage", "margin",
-                                      "value_dtype"};
+                                      "value_dtype", "desc->flags"};
+  if (k == 4) desc.zero = 3;
   if (rank == n - 1) {   /* the last rank's model differs */
     if (k == 0) t[2].count--;
     if (k == 1) desc.zero = 2;
     if (k == 2) rc.margin = 3;
     if (k == 3) t[1].value_dtype = TECORE_DTYPE_BF16;
+    if (k == 4) desc.flags = TECOMM_DP_GRAD_SHARDS;
   }
   tecomm_dp_t dp = NULL;
   RK_EXPECT(TECOMM_ERR_MISMATCH, field[k], tecomm_dp_create(&desc, &dp));
@@ -588,7 +601,7 @@ static void zparams(tecore_seq_t *q, struct tecore_seq_param *p) {
 }
 
 /* The deep model's group: its parameters, the last operation's first. */
-static tecomm_dp_t zdp_make(tecomm_comm_t c, tecore_seq_t *q, int zero) {
+static tecomm_dp_t zdp_make(tecomm_comm_t c, tecore_seq_t *q, int zero, unsigned flags) {
   struct tecore_seq_param p[ZNP];
   struct tecomm_dp_tensor t[ZNP];
   zparams(q, p);
@@ -602,7 +615,7 @@ static tecomm_dp_t zdp_make(tecomm_comm_t c, tecore_seq_t *q, int zero) {
   /* 4 KiB: ZeRO-0 buckets each bias and each weight apart; ZeRO-3 keeps
    * an operation's two together (one layer a bucket) */
   struct tecomm_dp_desc desc = {.comm = c, .tensors = t, .ntensors = ZNP, .seq = q,
-                                .bucket_bytes = 4096, .zero = zero};
+                                .bucket_bytes = 4096, .zero = zero, .flags = flags};
   tecomm_dp_t dp = NULL;
   RK_OK(tecomm_dp_create(&desc, &dp));
   return dp;
@@ -634,16 +647,21 @@ static void zdraw(struct zbufs *z, int rank, int n, uint64_t k, tecore_stream_t 
   (void)s;
 }
 
-/* One step's passes: MB microbatches accumulated, the last armed. */
-static void zpasses(tecore_seq_t *q, tecomm_dp_t dp, const struct zbufs *z, tecore_stream_t s) {
+/* One step's passes: mb microbatches accumulated, the last armed. */
+static void zpasses_mb(tecore_seq_t *q, tecomm_dp_t dp, const struct zbufs *z, int mb,
+                       tecore_stream_t s) {
   RK_CORE(tecore_seq_zero_grad(q, s));
-  for (int m = 0; m < MB; m++) {
+  for (int m = 0; m < mb; m++) {
     struct tecore_tensor X = t2(B, ZH, z->x[m]), Y = t2(B, ZH, z->y), DY = t2(B, ZH, z->dy[m]);
     RK_CORE(tecore_seq_forward(q, &X, &Y, 0, s));
-    if (m == MB - 1) RK_OK(tecomm_dp_arm(dp));
+    if (m == mb - 1) RK_OK(tecomm_dp_arm(dp));
     RK_CORE(tecore_seq_backward(q, &DY, NULL, s));
   }
   RK_OK(tecomm_dp_finish(dp, s));
+}
+
+static void zpasses(tecore_seq_t *q, tecomm_dp_t dp, const struct zbufs *z, tecore_stream_t s) {
+  zpasses_mb(q, dp, z, MB, s);
 }
 
 /* AdamW over this rank's shard of every tensor of dp (ZeRO-0: all). */
@@ -653,14 +671,15 @@ static void zadam_init(tecomm_dp_t dp, tecore_seq_t *q, int zero, struct tecore_
   for (size_t i = 0; i < ZNP; i++) {
     const struct tecore_seq_param *r = &p[ZNP - 1 - i];
     size_t first = 0, n = tecore_tensor_numel(&r->value);
-    tecore_devptr_t v = r->value.data;
+    tecore_devptr_t v = r->value.data, g = r->grad.data;
     if (zero) RK_OK(tecomm_dp_shard(dp, i, &first, &n));
     if (zero) RK_OK(tecomm_dp_value_shard(dp, i, &v));
-    else v += first * 4;
+    if (zero) RK_OK(tecomm_dp_grad_shard(dp, i, &g));
+    RK_ASSERT(!n || zero != 3 || g, "tensor %zu: no gradient shard", i);
     tecore_devptr_t m1 = dalloc(n ? n * 4 : 4), m2 = dalloc(n ? n * 4 : 4);
     RK_CORE(tecore_memset_d32_async(m1, 0, n ? n : 1, NULL));
     RK_CORE(tecore_memset_d32_async(m2, 0, n ? n : 1, NULL));
-    ot[i] = (struct tecore_optim_tensor){.param = v, .grad = r->grad.data + first * 4,
+    ot[i] = (struct tecore_optim_tensor){.param = v, .grad = g,
                                          .exp_avg = m1, .exp_avg_sq = m2, .numel = n,
                                          .grad_dtype = TECORE_DTYPE_F32};
   }
@@ -710,28 +729,65 @@ static void zsame_bits(const float *a, const float *b, size_t n, const char *wha
               (long long)k, what, i, (double)a[i], (double)b[i]);
 }
 
-/* d3's gradients in this rank's shards against ZeRO-0's g0 (bits). */
-static void zsame_shard_grads(tecomm_dp_t d3, tecore_seq_t *q3, const float *g0, int64_t k) {
-  static float g[ZG];
-  zfetch(q3, 0, g);
+/* d3's gradients in this rank's shards (tecomm_dp_grad_shard) against
+ * ZeRO-0's g0: the same bits (tol 0), or within tol of the tensor's
+ * largest |g0|. */
+static void zsame_shard_grads(tecomm_dp_t d3, tecore_seq_t *q3, const float *g0, double tol,
+                              int64_t k) {
+  static float g[ZH * ZH];
   size_t base[ZNP], at = 0;
   struct tecore_seq_param p[ZNP];
   zparams(q3, p);
   for (size_t i = 0; i < ZNP; i++) base[i] = at, at += tecore_tensor_numel(&p[i].value);
   for (size_t i = 0; i < ZNP; i++) {
-    size_t first, n, j = ZNP - 1 - i;
+    size_t first, n, j = ZNP - 1 - i, cnt = tecore_tensor_numel(&p[j].value);
+    tecore_devptr_t at_dev = 0;
     RK_OK(tecomm_dp_shard(d3, i, &first, &n));
-    zsame_bits(g + base[j] + first, g0 + base[j] + first, n, "gradient", k);
+    RK_OK(tecomm_dp_grad_shard(d3, i, &at_dev));
+    RK_ASSERT(!n == !at_dev, "tensor %zu: %zu elements, shard at 0x%llx", i, n,
+              (unsigned long long)at_dev);
+    if (!n) continue;
+    memset(g, 0xff, n * 4);
+    RK_CORE(tecore_memcpy(te_hptr(g), at_dev, n * 4));
+    if (tol == 0) {
+      zsame_bits(g, g0 + base[j] + first, n, "gradient", k);
+      continue;
+    }
+    double big = 0;
+    for (size_t e = 0; e < cnt; e++) big = fmax(big, fabs(g0[base[j] + e]));
+    for (size_t e = 0; e < n; e++) {
+      double want = g0[base[j] + first + e];
+      RK_ASSERT(fabs(g[e] - want) <= tol * big, "step %lld: tensor %zu [%zu]: ZeRO-3 gradient "
+                "shard %.9g, ZeRO-0 %.9g, allowed %.3g", (long long)k, i, first + e,
+                (double)g[e], want, tol * big);
+    }
   }
 }
 
+/* ZeRO-3's test: sep (each bias a Bias op), flags (TECOMM_DP_GRAD_SHARDS)
+ * and the microbatches a step. */
+struct z3arg {
+  int sep, mb;
+  unsigned flags;
+};
+
+/* Two microbatches' gradients reduced apart and added (the gradient
+ * ring) against added, then reduced (ZeRO-0): F32 sums of 2 * 4 terms in
+ * another order, a few ulps of the largest; the limit leaves 20x */
+#define Z3_MB_TOL 1e-5
+
 static void rank_zero3(int rank, int n, void *arg) {
-  const int sep = *(const int *)arg;
+  const struct z3arg *za = arg;
+  const int sep = za->sep;
+  /* accumulated apart: not the same bits, and AdamW would carry the
+   * difference into the next step's gradients: compared each step
+   * without the update */
+  const int adam = !(za->flags && za->mb > 1);
   tecomm_comm_t c = tc_rank_comm(rank, n);
   tecore_stream_t s;
   RK_CORE(tecore_stream_create(TECORE_STREAM_NON_BLOCKING, 0, &s));
   tecore_seq_t *q0 = deep(s, sep), *q3 = deep(s, sep);
-  tecomm_dp_t d0 = zdp_make(c, q0, 0), d3 = zdp_make(c, q3, 3);
+  tecomm_dp_t d0 = zdp_make(c, q0, 0, 0), d3 = zdp_make(c, q3, 3, za->flags);
   /* a layer a unit; with sep the backward's dgrad+dgelu+dbias groups
    * [Linear, Bias, GELU, Linear] each make three operations one unit
    * (the next Bias stays apart): 6 of 12 */
@@ -745,27 +801,27 @@ static void rank_zero3(int rank, int n, void *arg) {
   tecore_graph_exec_t exec = NULL;
   for (int64_t k = 1; k <= 4; k++) {
     zdraw(&z, rank, n, 500 + (uint64_t)k, s);
-    zpasses(q0, d0, &z, s);
+    zpasses_mb(q0, d0, &z, za->mb, s);
     RK_CORE(tecore_stream_synchronize(s));
     RK_CORE(tecore_memcpy(te_hptr(y0), z.y, sizeof y0));
     RK_CORE(tecore_memset_d32_async(z.y, 0x7fc00000u, B * ZH, s));   /* poisoned: NaN */
     if (k == 2) {   /* from the second step on, the step graph (the gathers inside) */
       tecore_graph_t g = NULL;
       RK_CORE(tecore_stream_begin_capture(s, TECORE_CAPTURE_THREAD_LOCAL));
-      zpasses(q3, d3, &z, s);
+      zpasses_mb(q3, d3, &z, za->mb, s);
       RK_CORE(tecore_stream_end_capture(s, &g));
       RK_CORE(tecore_graph_instantiate(&exec, g));
       RK_CORE(tecore_graph_destroy(g));
     }
     if (exec) RK_CORE(tecore_graph_launch(exec, s));
-    else zpasses(q3, d3, &z, s);
+    else zpasses_mb(q3, d3, &z, za->mb, s);
     RK_CORE(tecore_stream_synchronize(s));
     RK_CORE(tecore_memcpy(te_hptr(y3), z.y, sizeof y3));
     zsame_bits(y3, y0, B * ZH, "output", k);
     zfetch(q0, 0, g0);
-    zsame_shard_grads(d3, q3, g0, k);
-    zadam(a0, k, s);
-    zadam(a3, k, s);
+    zsame_shard_grads(d3, q3, g0, adam ? 0 : Z3_MB_TOL, k);
+    if (adam) zadam(a0, k, s);
+    if (adam) zadam(a3, k, s);
     RK_CORE(tecore_stream_synchronize(s));
     zfetch(q0, 1, v0);
     memset(v3, 0xff, sizeof v3);
@@ -789,8 +845,26 @@ static void rank_zero3(int rank, int n, void *arg) {
  * the captured step graph, 2 and 4 ranks; and where a fused group reads
  * three operations' parameters. */
 START_TEST(zero_3_takes_zero_0_steps) {
-  int n = _i % 2 ? 4 : 2, sep = _i >= 2;
-  tc_run_ranks(n, rank_zero3, &sep, 300);
+  struct z3arg za = {.sep = _i >= 2, .mb = MB};
+  int n = _i % 2 ? 4 : 2;
+  tc_run_ranks(n, rank_zero3, &za, 300);
+  tc_expect_same_digest(n, "the parameters after four steps");
+  tc_shm_release();
+}
+END_TEST
+
+/* TECOMM_DP_GRAD_SHARDS: the gradients reduce-scattered out of a ring of
+ * two layers into shards (tecomm_dp_grad_shard).  One microbatch a step:
+ * ZeRO-0's bits (the same reduction, read where it lies), outputs,
+ * gradient shards and the parameters after AdamW, eager and from the
+ * step graph, 2 and 4 ranks, and with the Bias ops apart; two
+ * microbatches (each reduced, then added in the shard): within Z3_MB_TOL
+ * of the largest gradient of the tensor. */
+START_TEST(zero_3_gradient_shards_take_zero_0_steps) {
+  struct z3arg za = {.sep = (_i / 2) % 2, .mb = _i >= 4 ? MB : 1,
+                     .flags = TECOMM_DP_GRAD_SHARDS};
+  int n = _i % 2 ? 4 : 2;
+  tc_run_ranks(n, rank_zero3, &za, 300);
   tc_expect_same_digest(n, "the parameters after four steps");
   tc_shm_release();
 }
@@ -799,15 +873,16 @@ END_TEST
 /* The bytes of values and gradients a step of the deep model holds under
  * stage zero: the sequence's parameters (tecore_seq_memory, its
  * allocator's count) and ZeRO-3's shards and ring (tecomm_dp_describe). */
-static size_t zero_step_bytes(tecomm_comm_t c, int rank, int n, int zero, tecore_stream_t s) {
+static size_t zero_step_bytes(tecomm_comm_t c, int rank, int n, int zero, unsigned flags,
+                              tecore_stream_t s) {
   tecore_seq_t *q = deep(s, 0);
-  tecomm_dp_t dp = zdp_make(c, q, zero);
+  tecomm_dp_t dp = zdp_make(c, q, zero, flags);
   struct zbufs z;
   zbufs_init(&z);
   zdraw(&z, rank, n, 9, s);
   zpasses(q, dp, &z, s);
   RK_CORE(tecore_stream_synchronize(s));
-  size_t held = 0, nz = 0, nu = 0, shards = 0, slot = 0;
+  size_t held = 0, nz = 0, nu = 0, shards = 0, slot = 0, gshards = 0, gslot = 0;
   RK_CORE(tecore_seq_memory(q, &held, NULL));
   char line[2048];
   RK_OK(tecomm_dp_describe(dp, line, sizeof line, NULL));
@@ -817,6 +892,11 @@ static size_t zero_step_bytes(tecomm_comm_t c, int rank, int n, int zero, tecore
     RK_ASSERT(sscanf(v, "; values: %zu sharded buckets in %zu units, shards %zu bytes, ring 2 "
                      "x %zu bytes", &nz, &nu, &shards, &slot) == 4 && nz == ZL && nu == ZL,
               "describe: \"%s\"", line);
+  const char *g = strstr(line, "; gradients: ");
+  RK_ASSERT(!g == !flags, "describe: \"%s\"", line);
+  if (g)
+    RK_ASSERT(sscanf(g, "; gradients: shards %zu bytes, ring 2 x %zu bytes", &gshards, &gslot) == 2,
+              "describe: \"%s\"", line);   /* six units: two slots */
   RK_OK(tecomm_dp_destroy(dp));
   RK_CORE(tecore_seq_destroy(q));
   for (int m = 0; m < MB; m++) {
@@ -824,7 +904,7 @@ static size_t zero_step_bytes(tecomm_comm_t c, int rank, int n, int zero, tecore
     RK_CORE(tecore_mem_free(z.dy[m]));
   }
   RK_CORE(tecore_mem_free(z.y));
-  return held + shards + 2 * slot;
+  return held + shards + 2 * slot + gshards + 2 * gslot;
 }
 
 static void rank_zero3_memory(int rank, int n, void *arg) {
@@ -832,16 +912,22 @@ static void rank_zero3_memory(int rank, int n, void *arg) {
   tecomm_comm_t c = tc_rank_comm(rank, n);
   tecore_stream_t s;
   RK_CORE(tecore_stream_create(TECORE_STREAM_NON_BLOCKING, 0, &s));
-  size_t u0 = zero_step_bytes(c, rank, n, 0, s), u3 = zero_step_bytes(c, rank, n, 3, s);
+  size_t u0 = zero_step_bytes(c, rank, n, 0, 0, s), u3 = zero_step_bytes(c, rank, n, 3, 0, s);
+  size_t ug = zero_step_bytes(c, rank, n, 3, TECOMM_DP_GRAD_SHARDS, s);
   /* ZeRO-0 less the values, plus their shard (1 / n, each layer padded
-   * to 64 * n elements and 256 bytes) and two layers (the ring) */
+   * to 64 * n elements and 256 bytes) and two layers (the ring); with
+   * the gradient ring the same again for the gradients */
   size_t all = (size_t)ZG * 4, layer = (ZH * ZH + 64 + ZH) * 4;
-  size_t want = u0 - all + all / (size_t)n + 2 * layer + ZL * (64 * 4 * (size_t)n + 256);
+  size_t part = all / (size_t)n + 2 * layer + ZL * (64 * 4 * (size_t)n + 256);
+  size_t want = u0 - all + part, wantg = u0 - 2 * all + 2 * part;
   tc_shm->value[rank][0] = (double)u0, tc_shm->value[rank][1] = (double)u3;
-  tc_shm->value[rank][2] = (double)want;
+  tc_shm->value[rank][2] = (double)want, tc_shm->value[rank][3] = (double)ug;
   RK_ASSERT(u3 <= want, "ZeRO-3 holds %zu bytes of parameters in a step, ZeRO-0 %zu: more than "
             "the bound %zu (ZeRO-0 less the values %zu, plus a shard and two layers)", u3, u0,
             want, all);
+  RK_ASSERT(ug <= wantg, "ZeRO-3 with gradient shards holds %zu bytes of parameters and "
+            "gradients in a step, ZeRO-0 %zu: more than the bound %zu (ZeRO-0 less the values "
+            "and gradients, 2 x %zu, plus a shard and two layers of each)", ug, u0, wantg, all);
   (void)tecomm_comm_destroy(c);
 }
 
@@ -851,8 +937,9 @@ START_TEST(zero_3_holds_a_shard_of_the_values) {
   int n = _i ? 4 : 2;
   tc_run_ranks(n, rank_zero3_memory, NULL, 300);
   printf("# ZeRO-3, %d ranks, %d layers of %d x %d: a step holds %.0f bytes of values and "
-         "gradients (ZeRO-0 %.0f; the values %d; bound %.0f)\n", n, ZL, ZH, ZH, tc_shm->value[0][1], tc_shm->value[0][0],
-         ZG * 4, tc_shm->value[0][2]);
+         "gradients (ZeRO-0 %.0f; the values %d; bound %.0f); with gradient shards %.0f\n", n,
+         ZL, ZH, ZH, tc_shm->value[0][1], tc_shm->value[0][0], ZG * 4, tc_shm->value[0][2],
+         tc_shm->value[0][3]);
   tc_shm_release();
 }
 END_TEST
@@ -860,22 +947,32 @@ END_TEST
 /* ---- a rank killed mid-step ------------------------------------------------------ */
 
 static void rank_killed(int rank, int n, void *arg) {
-  const int mode = *(const int *)arg;   /* 0 packed, 1 in place, 2 ZeRO-3 */
+  /* 0 packed, 1 in place, 2 ZeRO-3, 3 ZeRO-3 with gradient shards (the
+   * peer gone after the forward: the backward's reduce-scatters out of
+   * the gradient ring, and its gathers, need it) */
+  const int mode = *(const int *)arg;
   setenv("TECOMM_TIMEOUT", "1000", 1);
   tecomm_comm_t c = tc_rank_comm(rank, n);
   tecore_stream_t s;
   RK_CORE(tecore_stream_create(TECORE_STREAM_NON_BLOCKING, 0, &s));
   tecore_seq_t *q = mlp_in(B, s, mode == 1 ? c : NULL);
-  tecomm_dp_t dp = dp_make(c, q, mode == 2 ? 3 : 0, 2048);
+  tecomm_dp_t dp = dp_make_f(c, q, mode >= 2 ? 3 : 0, 2048,
+                             mode == 3 ? TECOMM_DP_GRAD_SHARDS : 0);
   tecore_devptr_t dx = dalloc(B * F * 4), dy = dalloc(B * O * 4), y = dalloc(B * O * 4);
   static float x[B * F], w[B * O];
   draw(x, w, B, 5);
   step(q, dp, x, w, B, dx, dy, y, s);   /* one whole step: set-up done */
   RK_ASSERT(tc_shm_barrier(tc_shm) == 0, "barrier");
-  if (rank == n - 1) raise(SIGKILL);
+  if (rank == n - 1 && mode < 3) raise(SIGKILL);
   struct tecore_tensor X = t2(B, F, dx), Y = t2(B, O, y), DY = t2(B, O, dy);
   /* ZeRO-3: the forward's gathers already need the peer */
   tecore_result_t r = tecore_seq_forward(q, &X, &Y, 0, s);
+  if (mode == 3) {
+    RK_CORE(r);
+    RK_CORE(tecore_stream_synchronize(s));
+    RK_ASSERT(tc_shm_barrier(tc_shm) == 0, "barrier");
+    if (rank == n - 1) raise(SIGKILL);
+  }
   RK_OK(tecomm_dp_arm(dp));
   if (r == TECORE_SUCCESS) r = tecore_seq_backward(q, &DY, NULL, s);
   tecomm_result_t f = tecomm_dp_finish(dp, s);
@@ -900,8 +997,8 @@ static void rank_killed(int rank, int n, void *arg) {
   (void)tecomm_comm_destroy(c);
 }
 
-/* Packed, in place, and ZeRO-3 (the peer gone before the forward's
- * gathers). */
+/* Packed, in place, ZeRO-3 (the peer gone before the forward's
+ * gathers), and ZeRO-3 with gradient shards (gone before the backward). */
 START_TEST(killed_rank_named_not_hung) {
   int mode = _i;
   tc_run_ranks_ex(2, rank_killed, &mode, 60, 1);
@@ -940,6 +1037,16 @@ static void rank_args(int rank, int n, void *arg) {
   RK_EXPECT(TECOMM_ERR_INVALID, "tensors[3].op 9", tecomm_dp_create(&d2, &dp));
   memcpy(bad, t, sizeof bad), bad[0].value = 0, d2.zero = 1;
   RK_EXPECT(TECOMM_ERR_INVALID, "tensors[0].value is 0 under ZeRO-1", tecomm_dp_create(&d2, &dp));
+  d2 = desc, d2.zero = 3, d2.flags = 0x6;
+  RK_EXPECT(TECOMM_ERR_INVALID, "unknown bits 0x6", tecomm_dp_create(&d2, &dp));
+  d2 = desc, d2.zero = 2, d2.flags = TECOMM_DP_GRAD_SHARDS;
+  RK_EXPECT(TECOMM_ERR_INVALID, "needs ZeRO-3 and desc->seq (desc->zero 2",
+            tecomm_dp_create(&d2, &dp));
+  d2.zero = 3, d2.seq = NULL;
+  for (size_t i = 0; i < NP; i++) bad[i] = t[i], bad[i].op = TECOMM_DP_NO_OP;
+  d2.tensors = bad;
+  RK_EXPECT(TECOMM_ERR_INVALID, "seq NULL", tecomm_dp_create(&d2, &dp));
+  d2 = desc, d2.tensors = bad;
   /* ZeRO-3 points the sequence's parameters into its ring: a value that
    * is no parameter of it, or another operation's, is refused */
   tecore_devptr_t other = dalloc(H * F * 4);
@@ -961,6 +1068,15 @@ static void rank_args(int rank, int n, void *arg) {
   tecore_devptr_t vp = 0;
   RK_EXPECT(TECOMM_ERR_INVALID, "ptr is NULL", tecomm_dp_value_shard(dp, 0, NULL));
   RK_EXPECT(TECOMM_ERR_INVALID, "index 4", tecomm_dp_value_shard(dp, 4, &vp));
+  RK_EXPECT(TECOMM_ERR_INVALID, "ptr is NULL", tecomm_dp_grad_shard(dp, 0, NULL));
+  RK_EXPECT(TECOMM_ERR_INVALID, "index 4", tecomm_dp_grad_shard(dp, 4, &vp));
+  RK_EXPECT(TECOMM_ERR_INVALID, "dp is NULL", tecomm_dp_grad_shard(NULL, 0, &vp));
+  /* ZeRO-0: the shard's part of the gradient, where it lies */
+  RK_OK(tecomm_dp_shard(dp, 1, &first, &count));
+  RK_OK(tecomm_dp_grad_shard(dp, 1, &vp));
+  RK_ASSERT(vp == (count ? t[1].grad + first * 4 : 0), "ZeRO-0: tecomm_dp_grad_shard 0x%llx, "
+            "the gradient 0x%llx, shard [%zu, +%zu)", (unsigned long long)vp,
+            (unsigned long long)t[1].grad, first, count);
   RK_EXPECT(TECOMM_ERR_INVALID, "dst is 0", tecomm_dp_gather_value(dp, 0, 0, s));
   RK_EXPECT(TECOMM_ERR_INVALID, "index 7", tecomm_dp_gather_value(dp, 7, t[0].grad, s));
   RK_EXPECT(TECOMM_ERR_INVALID, "dp is NULL", tecomm_dp_gather_value(NULL, 0, t[0].grad, s));
@@ -984,9 +1100,10 @@ static Suite *dp_suite(void) {
   tcase_add_loop_test(tc, dp_ranks_equal_one_process, 0, 2);
   tcase_add_loop_test(tc, zero_1_2_take_zero_0_steps, 0, 2);
   tcase_add_loop_test(tc, zero_3_takes_zero_0_steps, 0, 4);
+  tcase_add_loop_test(tc, zero_3_gradient_shards_take_zero_0_steps, 0, 6);
   tcase_add_loop_test(tc, zero_3_holds_a_shard_of_the_values, 0, 2);
-  tcase_add_loop_test(tc, mismatched_models_refused_with_the_field_named, 0, 4);
-  tcase_add_loop_test(tc, killed_rank_named_not_hung, 0, 3);
+  tcase_add_loop_test(tc, mismatched_models_refused_with_the_field_named, 0, 5);
+  tcase_add_loop_test(tc, killed_rank_named_not_hung, 0, 4);
   tcase_add_loop_test(tc, inplace_buckets_same_bits_as_packed, 0, 7);
   tcase_add_loop_test(tc, inplace_on_one_rank_only_refused, 0, 2);
   tcase_add_test(tc, inplace_off_packs_every_bucket);

@@ -4,7 +4,9 @@
  * as forked processes (t/lib/comm_ranks.h), on a six-layer F32 MLP
  * (Linear + bias, GELU; one layer a ZeRO-3 gather unit), two microbatches
  * a step:
- *   - ZeRO-0, 1, 2 and 3, each recomputing the whole model (FULL: the
+ *   - ZeRO-0, 1, 2, 3 and 3 with gradient shards (TECOMM_DP_GRAD_SHARDS,
+ *     the gradients reduce-scattered out of a ring of two layers), each
+ *     recomputing the whole model (FULL: the
  *     backward's first group runs six layers' forward again, through
  *     every unit of ZeRO-3's ring of two), three layers a range (FULL),
  *     or the GELUs (SELECTIVE), against the same stage without
@@ -83,8 +85,9 @@ static void params(tecore_seq_t *q, struct tecore_seq_param *p) {
   RK_ASSERT(n == NP, "%zu parameters", n);
 }
 
-/* The group of stage zero: the parameters, the last operation's first;
- * 4 KiB buckets (one layer a ZeRO-3 unit). */
+/* The group of stage zero (4: ZeRO-3 with TECOMM_DP_GRAD_SHARDS): the
+ * parameters, the last operation's first; 4 KiB buckets (one layer a
+ * ZeRO-3 unit). */
 static tecomm_dp_t group(tecomm_comm_t c, tecore_seq_t *q, int zero) {
   struct tecore_seq_param p[NP];
   struct tecomm_dp_tensor t[NP];
@@ -97,7 +100,8 @@ static tecomm_dp_t group(tecomm_comm_t c, tecore_seq_t *q, int zero) {
                                      .count = tecore_tensor_numel(&r->value), .op = r->op};
   }
   struct tecomm_dp_desc desc = {.comm = c, .tensors = t, .ntensors = NP, .seq = q,
-                                .bucket_bytes = 4096, .zero = zero};
+                                .bucket_bytes = 4096, .zero = zero > 3 ? 3 : zero,
+                                .flags = zero > 3 ? TECOMM_DP_GRAD_SHARDS : 0};
   tecomm_dp_t dp = NULL;
   RK_OK(tecomm_dp_create(&desc, &dp));
   return dp;
@@ -122,13 +126,14 @@ static void side_init(struct side *d, tecomm_comm_t c, enum mode m, int zero, te
   for (size_t i = 0; i < NP; i++) {
     const struct tecore_seq_param *r = &p[NP - 1 - i];
     size_t first = 0, n = tecore_tensor_numel(&r->value);
-    tecore_devptr_t v = r->value.data;
+    tecore_devptr_t v = r->value.data, g = r->grad.data;
     if (zero) RK_OK(tecomm_dp_shard(d->dp, i, &first, &n));
     if (zero) RK_OK(tecomm_dp_value_shard(d->dp, i, &v));
+    if (zero) RK_OK(tecomm_dp_grad_shard(d->dp, i, &g));
     tecore_devptr_t m1 = dalloc(n ? n * 4 : 4), m2 = dalloc(n ? n * 4 : 4);
     RK_CORE(tecore_memset_d32_async(m1, 0, n ? n : 1, NULL));
     RK_CORE(tecore_memset_d32_async(m2, 0, n ? n : 1, NULL));
-    d->ot[i] = (struct tecore_optim_tensor){.param = v, .grad = r->grad.data + first * 4,
+    d->ot[i] = (struct tecore_optim_tensor){.param = v, .grad = g,
                                             .exp_avg = m1, .exp_avg_sq = m2, .numel = n,
                                             .grad_dtype = TECORE_DTYPE_F32};
   }
@@ -170,7 +175,7 @@ static void passes(struct side *d, const struct bufs *z, tecore_stream_t s) {
  * and the outputs into y (poisoned first). */
 static void step(struct side *d, const struct bufs *z, int64_t k, float *y, tecore_stream_t s) {
   RK_CORE(tecore_memset_d32_async(z->y, 0x7fc00000u, B * H, s));   /* poisoned: NaN */
-  if (d->zero == 3 && k == 2) {
+  if (d->zero >= 3 && k == 2) {
     tecore_graph_t g = NULL;
     RK_CORE(tecore_stream_begin_capture(s, TECORE_CAPTURE_THREAD_LOCAL));
     passes(d, z, s);
@@ -193,9 +198,11 @@ static void shard_grads(const struct side *d, float *out) {
   for (size_t i = 0; i < NP; i++) {
     const struct tecore_seq_param *r = &p[NP - 1 - i];
     size_t cnt = tecore_tensor_numel(&r->value), first = 0, n = cnt;
+    tecore_devptr_t g = r->grad.data;
     if (d->zero) RK_OK(tecomm_dp_shard(d->dp, i, &first, &n));
+    if (d->zero) RK_OK(tecomm_dp_grad_shard(d->dp, i, &g));
     for (size_t e = 0; e < cnt; e++) out[at + e] = NAN;
-    RK_CORE(tecore_memcpy(te_hptr(out + at + first), r->grad.data + first * 4, n * 4));
+    if (n) RK_CORE(tecore_memcpy(te_hptr(out + at + first), g, n * 4));
     at += cnt;
   }
 }
@@ -284,7 +291,8 @@ static void rank_main(int rank, int n, void *argp) {
   z.y = dalloc(B * H * 4);
   static float y0[B * H], y1[B * H], g0[NG], g1[NG], v0[NG], v1[NG];
   char how[64];
-  snprintf(how, sizeof how, "ZeRO-%d, %s", a->zero, mode_name[a->m]);
+  snprintf(how, sizeof how, "ZeRO-%d%s, %s", a->zero > 3 ? 3 : a->zero,
+           a->zero > 3 ? " (gradient shards)" : "", mode_name[a->m]);
   rank_of_test = rank;
   RK_ASSERT(same_plans(plain.q, rc.q), "%s: the plans differ (TECORE_OPS_FUSION_OFF?)", how);
   tecore_backend_t be;
@@ -309,9 +317,10 @@ static void rank_main(int rank, int n, void *argp) {
   (void)tecomm_comm_destroy(c);
 }
 
-/* _i: the stage (0-3) and the mode (WHOLE, THIRDS, SELECT). */
+/* _i: the stage (0-3; 4 ZeRO-3 with gradient shards) and the mode
+ * (WHOLE, THIRDS, SELECT). */
 START_TEST(dp_with_recompute_takes_the_steps_without) {
-  struct arg a = {.m = (enum mode)(WHOLE + _i / 4), .zero = _i % 4};
+  struct arg a = {.m = (enum mode)(WHOLE + _i / 5), .zero = _i % 5};
   tc_run_ranks(2, rank_main, &a, 300);
   tc_shm_release();
 }
@@ -322,7 +331,7 @@ static Suite *dp_rc_suite(void) {
   setenv("TECORE_OPS_FUSION_OFF", "linear+bias+gelu,dgrad+dgelu+dbias", 1);
   Suite *s = suite_create("comm_dp_recompute");
   TCase *tc = te_tcase(s, "dp_recompute", 0);
-  tcase_add_loop_test(tc, dp_with_recompute_takes_the_steps_without, 0, 12);
+  tcase_add_loop_test(tc, dp_with_recompute_takes_the_steps_without, 0, 15);
   return s;
 }
 

@@ -1,7 +1,11 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* check_ops_param.c -- tecore_seq_set_param (te/ops.h): a parameter's
  * value in storage the caller gives (what libtecomm's ZeRO-3 points into
- * its ring).  Every parameter moved into one allocation of the caller's:
+ * its ring); and tecore_seq_set_param_grad, its gradient so (ZeRO-3's
+ * gradient ring): every gradient moved into one poisoned allocation,
+ * zero_grad and two microbatches give the twin's gradients bit for bit,
+ * the sequence's bytes drop by the gradients', ptr 0 gives its own
+ * zeroed storage back, refusals name the argument.  Every parameter moved into one allocation of the caller's:
  * tecore_seq_params reports the new addresses, the sequence's parameter
  * bytes drop by theirs, and fresh random values written there give two
  * microbatches of forward and backward the same bits as the twin
@@ -162,6 +166,108 @@ START_TEST(test_param_back_to_own_zeroed) {
 }
 END_TEST
 
+static size_t grad_bytes(const struct tecore_seq_param *p) {
+  return tecore_tensor_numel(&p->grad) * tecore_dtype_size(p->grad.dtype);
+}
+
+/* Every gradient into one poisoned allocation of the caller's, 256 bytes
+ * apart at least: zero_grad clears it, the backward adds there. */
+START_TEST(test_grad_moved_same_bits) {
+  tecore_seq_t *own = mlp(NULL), *moved = mlp(NULL);
+  struct tecore_seq_param p[MAXP];
+  size_t n = param_list(moved, p), total = 0, off = 0, b0 = 0, b1 = 0;
+  for (size_t i = 0; i < n; i++) total += round256(grad_bytes(&p[i]));
+  tecore_devptr_t base = te_dalloc(total);
+  te_poison_dev(base, total);
+  TE_OK(tecore_seq_memory(moved, &b0, NULL));
+  for (size_t i = 0; i < n; i++) {
+    TE_OK(tecore_seq_set_param_grad(moved, i, base + off));
+    off += round256(grad_bytes(&p[i]));
+  }
+  TE_OK(tecore_seq_memory(moved, &b1, NULL));
+  ck_assert_uint_eq(b1, b0 - total);   /* the sequence's own are freed */
+  param_list(moved, p);
+  off = 0;
+  for (size_t i = 0; i < n; i++) {
+    ck_assert_msg(p[i].grad.data == base + off, "gradient %zu (%s): at 0x%llx, given base + %zu",
+                  i, p[i].name, (unsigned long long)p[i].grad.data, off);
+    off += round256(grad_bytes(&p[i]));
+  }
+  draw_params(moved, own);
+  tecore_devptr_t xs[2], dys[2];
+  for (int k = 0; k < 2; k++) {
+    put_bf16(xs[k] = te_dalloc(NY * 2), NY, -1.5f, 1.5f);
+    put_bf16(dys[k] = te_dalloc(NY * 2), NY, -0.05f, 0.05f);
+  }
+  uint16_t *dx0 = malloc(NY * 2), *dx1 = malloc(NY * 2);
+  ck_assert(dx0 && dx1);
+  two_steps(own, xs, dys, dx0);
+  two_steps(moved, xs, dys, dx1);
+  te_expect_mem_eq(dx0, dx1, NY * 2, "dx");
+  expect_same_grads(own, moved);
+  /* ptr 0: storage of its own again, zeroed; the caller's untouched */
+  size_t gb = grad_bytes(&p[1]);
+  unsigned char *want = malloc(gb), *got = malloc(gb);
+  ck_assert(want && got);
+  te_d2h(want, p[1].grad.data, gb);
+  TE_OK(tecore_seq_set_param_grad(moved, 1, 0));
+  TE_OK(tecore_seq_set_param_grad(moved, 1, 0));   /* already its own: nothing to do */
+  param_list(moved, p);
+  ck_assert(p[1].grad.data != base + round256(grad_bytes(&p[0])));
+  te_d2h(got, p[1].grad.data, gb);
+  for (size_t i = 0; i < gb; i++) ck_assert_msg(got[i] == 0, "own byte %zu: 0x%02x", i, got[i]);
+  two_steps(moved, xs, dys, dx1);
+  te_d2h(got, base + round256(grad_bytes(&p[0])), gb);
+  te_expect_mem_eq(want, got, gb, "the caller's memory after ptr 0");
+  TE_OK(tecore_seq_destroy(moved));   /* the caller's memory stays the caller's */
+  TE_OK(tecore_seq_destroy(own));
+  TE_OK(tecore_mem_free(base));
+  for (int k = 0; k < 2; k++) {
+    TE_OK(tecore_mem_free(xs[k]));
+    TE_OK(tecore_mem_free(dys[k]));
+  }
+  free(dx0);
+  free(dx1);
+  free(want);
+  free(got);
+}
+END_TEST
+
+START_TEST(test_grad_args_refused) {
+  tecore_seq_t *s = mlp(NULL);
+  struct tecore_seq_param p[MAXP];
+  size_t n = param_list(s, p), bytes = grad_bytes(&p[1]);
+  tecore_devptr_t m = te_dalloc(bytes);
+  TE_EXPECT_INVALID("seq is NULL", tecore_seq_set_param_grad(NULL, 0, m));
+  char msg[32];
+  snprintf(msg, sizeof msg, "index %zu is out of range", n);
+  TE_EXPECT_INVALID(msg, tecore_seq_set_param_grad(s, n, m));
+  TE_EXPECT_INVALID("16-byte aligned", tecore_seq_set_param_grad(s, 1, m + 8));
+  TE_EXPECT_INVALID("needs", tecore_seq_set_param_grad(s, 1, m + 256));
+  uint64_t host = 0;
+  TE_EXPECT_INVALID("not in an allocation",
+                    tecore_seq_set_param_grad(s, 1, (tecore_devptr_t)(uintptr_t)&host &
+                                                        ~(tecore_devptr_t)15));
+  param_list(s, p);
+  ck_assert(p[1].grad.data != m);   /* nothing changed */
+  struct tecore_seq_config cfg = {.rows = ROWS, .features = HID, .dtype = TECORE_DTYPE_BF16};
+  tecore_seq_t *u = NULL;
+  TE_OK(tecore_seq_create(&cfg, &u));
+  TE_EXPECT_INVALID("not built", tecore_seq_set_param_grad(u, 0, m));
+  TE_OK(tecore_seq_destroy(u));
+  cfg.flags = TECORE_SEQ_INFERENCE;
+  TE_OK(tecore_seq_create(&cfg, &u));
+  const struct tecore_op_desc lin = {.kind = TECORE_OP_LINEAR, .features = HID};
+  TE_OK(tecore_seq_add(u, &lin, NULL));
+  TE_OK(tecore_seq_build(u, te_stream));
+  TE_EXPECT_INVALID("inference sequence", tecore_seq_set_param_grad(u, 0, m));
+  TE_OK(tecore_seq_destroy(u));
+  TE_OK(tecore_seq_destroy(s));
+  TE_EXPECT_INVALID("not a live sequence", tecore_seq_set_param_grad(s, 0, m));
+  TE_OK(tecore_mem_free(m));
+}
+END_TEST
+
 START_TEST(test_param_args_refused) {
   tecore_seq_t *s = mlp(NULL);
   struct tecore_seq_param p[MAXP];
@@ -196,6 +302,8 @@ static Suite *ops_param_suite(void) {
   tcase_add_test(tc, test_param_moved_fp8_delayed_same_bits);
   tcase_add_test(tc, test_param_back_to_own_zeroed);
   tcase_add_test(tc, test_param_args_refused);
+  tcase_add_test(tc, test_grad_moved_same_bits);
+  tcase_add_test(tc, test_grad_args_refused);
   return s;
 }
 

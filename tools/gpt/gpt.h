@@ -99,6 +99,13 @@ struct gpt_param {
   size_t dp_first, dp_count;
   int dp_sharded, dp_z3;
   tecore_devptr_t dp_value;
+  /* its reduced gradient at dp_first (tecomm_dp_grad_shard; 0 when
+   * dp_count is), what AdamW and the norm read; dp_gring: --zero 3
+   * without --sp and a parameter of the sequence, its gradient's shard
+   * the group's own (TECOMM_DP_GRAD_SHARDS: grad points into the group's
+   * ring, whole only inside a backward) */
+  tecore_devptr_t dp_grad;
+  int dp_gring;
 };
 
 /* Tensor parallelism (--tp): this rank's part of every block (te/transformer.h). */
@@ -268,6 +275,9 @@ void gpt_dp_summary(const struct gpt_model *m, char *buf, size_t len);
 /* --zero 3: the device bytes of the blocks' values the group holds (the
  * shards and the ring of two gathered units; tecomm_dp_describe); else 0. */
 size_t gpt_dp_value_bytes(const struct gpt_model *m);
+/* --zero 3 with gradient shards: the gradients' bytes the group holds
+ * (its shards and ring); else 0. */
+size_t gpt_dp_grad_bytes(const struct gpt_model *m);
 /* The gradients' symmetric memory on dp->comm under --zero 0 or 1 (free
  * with free() after the last release); NULL without --dp or under
  * --zero 2.  alloc and release take it as ctx (tecore_seq_grad_region):

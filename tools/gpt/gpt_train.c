@@ -72,7 +72,7 @@ void gpt_train_init(struct gpt_train *t, struct gpt_model *m, tecore_stream_t s)
       GPT_CHECK(tecore_memset_d32_async(p->m, 0, n, s));
       GPT_CHECK(tecore_memset_d32_async(p->v, 0, n, s));
       t->ot[k] = (struct tecore_optim_tensor){
-          .param = p->master, .grad = p->grad + f0 * tecore_dtype_size(p->grad_dtype),
+          .param = p->master, .grad = p->dp_sharded ? p->dp_grad : p->grad,
           .exp_avg = p->m, .exp_avg_sq = p->v, .model = p->bf16 ? value : 0, .numel = n,
           .grad_dtype = p->grad_dtype, .model_dtype = TECORE_DTYPE_BF16};
       /* an FP8 Linear's F32 weight (delayed scaling): AdamW writes the
@@ -118,8 +118,11 @@ void gpt_train_init(struct gpt_train *t, struct gpt_model *m, tecore_stream_t s)
         const struct gpt_param *p = &m->p[i];
         size_t n = ztp ? p->dp_count : p->rows * p->cols, f = ztp ? p->dp_first : 0;
         if (!n) continue;   /* a shard without elements of p */
-        t->grads[sh ? t->nrep + t->nvec + t->nsh : t->nrep] =
-            gpt_tensor2(p->grad_dtype, 1, n, p->grad + f * tecore_dtype_size(p->grad_dtype));
+        /* --dp alone: not read (tecomm_dp_norm_parts is), but they size
+         * the workspace; under --zero 3 with gradient shards p->grad is
+         * the group's ring, whole inside a backward only */
+        tecore_devptr_t gp = ztp ? p->dp_grad : p->grad + f * tecore_dtype_size(p->grad_dtype);
+        t->grads[sh ? t->nrep + t->nvec + t->nsh : t->nrep] = gpt_tensor2(p->grad_dtype, 1, n, gp);
         if (sh) t->nsh++;
         else t->nrep++;
       }
