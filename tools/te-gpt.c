@@ -120,6 +120,9 @@ static const char usage_text[] =
     "                     parameters gathered; 2 the gradients reduce-scattered too; 3\n"
     "                     the blocks' values sharded too, each layer's gathered before\n"
     "                     its forward and its backward (not with --tp or --sample)\n"
+    "  --grad-shards 0|1  with --zero 3: each layer's gradients reduce-scattered out of a\n"
+    "                     ring of two layers into this rank's shard, no whole gradient\n"
+    "                     kept (1, the default; not with --sp); 0 whole gradient buffers\n"
     "  --share-saved 0|1  lay the saved tensors the backward never reads over shared\n"
     "                     scratch by their lifetimes (default 1)\n"
     "  --wgrad TYPE       the Linears' weight gradients: bf16 (the GEMM's output, as\n"
@@ -182,7 +185,7 @@ enum {
   O_ROPE, O_BIAS, O_DATA, O_CORPUS, O_SYNTH, O_STEPS, O_BATCH, O_ACCUM, O_LR, O_MINLR, O_WARMUP,
   O_DECAY, O_WD, O_CLIP, O_RECIPE, O_SEED, O_EVAL, O_EVALB, O_SAVE, O_LOAD, O_SAMPLE, O_PROMPT,
   O_TEMP, O_TOPK, O_SCHECK, O_NOGRAPH, O_TP, O_SHARE, O_WGRAD, O_PROFILE, O_PLAN, O_OFFLOAD, O_OFF_LAYERS,
-  O_OFF_PREFETCH, O_OFF_DIR, O_HOST_BUDGET, O_OFF_MIN, O_GLAUNCH, O_NOPIPE, O_DP, O_ZERO,
+  O_OFF_PREFETCH, O_OFF_DIR, O_HOST_BUDGET, O_OFF_MIN, O_GLAUNCH, O_NOPIPE, O_DP, O_ZERO, O_GSHARDS,
   O_VAL, O_TOKENIZE, O_EVALFILE, O_SAVE_EVERY, O_LOG, O_LOAD_HF, O_SAVE_HF, O_RECOMP,
   O_TOKENIZER, O_SP
 };
@@ -218,6 +221,7 @@ static const struct option longs[] = {
     {"graph-launch", required_argument, 0, O_GLAUNCH},
     {"no-pipeline", no_argument, 0, O_NOPIPE},
     {"dp", required_argument, 0, O_DP}, {"zero", required_argument, 0, O_ZERO},
+    {"grad-shards", required_argument, 0, O_GSHARDS},
     {"val", required_argument, 0, O_VAL}, {"tokenize", required_argument, 0, O_TOKENIZE},
     {"eval", required_argument, 0, O_EVALFILE}, {"save-every", required_argument, 0, O_SAVE_EVERY},
     {"log", required_argument, 0, O_LOG}, {"load-hf", required_argument, 0, O_LOAD_HF},
@@ -241,6 +245,7 @@ struct opts {
   int sample_check, no_graph, tp, sample_given, quiet, share_saved, profile, plan;
   int wgrad;         /* --wgrad: 0 auto, 1 bf16, 2 f32 */
   int dp, zero;      /* --dp, --zero */
+  int grad_shards;   /* --grad-shards */
   int sp;            /* --sp */
   double lr, min_lr, wd, clip, temperature;
   long long seed;
@@ -385,6 +390,7 @@ static int take(struct te_cli *cli, struct opts *o, int opt, const char *a) {
   case O_SP: o->sp = 1; return 0;
   case O_DP: return te_cli_int(cli, f, a, 1, DEMO_TP_MAX, &o->dp);
   case O_ZERO: return te_cli_int(cli, f, a, 0, 3, &o->zero);
+  case O_GSHARDS: return te_cli_int(cli, f, a, 0, 1, &o->grad_shards);
   case O_SHARE: return te_cli_int(cli, f, a, 0, 1, &o->share_saved);
   case O_WGRAD: return word_of(cli, f, a, wgrad_words, 3, &o->wgrad);
   case O_RECOMP: return word_of(cli, f, a, recompute_words, 3, &o->c.recompute);
@@ -708,7 +714,8 @@ static void run_figures(struct run_state *r) {
   const struct gpt_model *m = &r->m;
   size_t seq_total = 0;
   GPT_CHECK(tecore_seq_memory(m->seq, NULL, &seq_total));
-  r->mem_mib = (double)(seq_total + m->dev_bytes + gpt_dp_value_bytes(m)) / 1048576.0;
+  r->mem_mib = (double)(seq_total + m->dev_bytes + gpt_dp_value_bytes(m) + gpt_dp_grad_bytes(m)) /
+               1048576.0;
   const struct gpt_config *c = &m->c;
   /* N: every parameter but the embedding tables (lookups, no GEMM) */
   size_t ntab = (size_t)c->vocab * c->hidden + (c->rope ? 0 : (size_t)c->seq * c->hidden);
@@ -1135,7 +1142,8 @@ static int split_groups(struct demo_tp *t, const struct opts *o, int rank, struc
   t->params[DEMO_TP_FUSED].comm = tpc;
   demo_tp_bwd_nccl(t, 0);   /* the tp_copy operations' too */
   tp->size = T, tp->rank = rank % T, tp->comm = tpc, tp->sp = o->sp;
-  *dp = (struct gpt_dp){.size = D, .rank = rank / T, .zero = o->zero, .comm = dpc};
+  *dp = (struct gpt_dp){.size = D, .rank = rank / T, .zero = o->zero, .comm = dpc,
+                        .gshards = o->grad_shards};
   return 0;
 }
 
@@ -1401,7 +1409,8 @@ static int parse(struct opts *o, int argc, char **argv) {
 int main(int argc, char **argv) {
   struct opts o = {.model = "tiny", .steps = 30, .accum = 1, .lr = -1, .min_lr = -1,
                    .warmup = -1, .wd = 0.1, .clip = 1.0, .seed = 1, .eval_every = 10,
-                   .eval_batches = 4, .sample = 64, .prompt = "", .share_saved = 1};
+                   .eval_batches = 4, .sample = 64, .prompt = "", .share_saved = 1,
+                   .grad_shards = 1};
   o.files = calloc(1, sizeof *o.files);
   if (!o.files) {
     fprintf(stderr, "te-gpt: out of memory\n");

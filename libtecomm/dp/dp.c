@@ -236,12 +236,12 @@ TE_EXPORT tecomm_result_t tecomm_dp_describe(tecomm_dp_t dp, char *buf, size_t l
       "buffer %zu bytes", dp->zero, dp->nranks, dp->nt, dp->nb, nin, dp->nb - nin,
       dp->buf_bytes);
   if (dp->nu)   /* ZeRO-3: the values held across a step */
-    put(buf, len, &at, "; values: %zu sharded buckets in %zu units, shards %zu bytes, ring 2 "
-        "x %zu bytes, %zu buckets of FP8 codes, %zu bytes gathered", dp->nfwd, dp->nu,
-        dp->vshard_bytes, dp->slot_bytes, dp->nfp8, dp->gathered_bytes);
+    put(buf, len, &at, "; values: %zu sharded buckets in %zu units, shards %zu bytes, ring %zu "
+        "+ %zu bytes, %zu buckets of FP8 codes, %zu bytes gathered", dp->nfwd, dp->nu,
+        dp->vshard_bytes, dp->slot_size[0], dp->slot_size[1], dp->nfp8, dp->gathered_bytes);
   if (dp->gring)   /* TECOMM_DP_GRAD_SHARDS: the gradients held across a step */
-    put(buf, len, &at, "; gradients: shards %zu bytes, ring %d x %zu bytes", dp->gshard_bytes,
-        dp->gslots, dp->gslot_bytes);
+    put(buf, len, &at, "; gradients: shards %zu bytes, ring %zu + %zu bytes", dp->gshard_bytes,
+        dp->gslot_size[0], dp->gslot_size[1]);
   put(buf, len, &at, "):");
   for (size_t k = 0; k < dp->nb; k++) {
     const struct dp_bucket *b = &dp->b[k];

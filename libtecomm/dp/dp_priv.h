@@ -121,9 +121,11 @@ struct tecomm_dp {
   size_t nops;                 /* the sequence's operations */
   tecore_devptr_t vshard;      /* the value shards of the sharded buckets */
   size_t vshard_bytes;
-  tecore_devptr_t ring;        /* 2 slots of slot_bytes: the gathered values */
+  tecore_devptr_t ring;        /* 2 slots, slot_size[0] then slot_size[1] bytes (the
+                                  largest unit of that forward parity: the LM head's
+                                  slot is not every layer's): the gathered values */
   int ring_plain;              /* plain device memory (no symmetric memory) */
-  size_t slot_bytes;
+  size_t slot_size[2];
   size_t *fwd, nfwd;           /* the sharded buckets in forward order */
   struct dp_unit *u;           /* the gather units in forward order */
   size_t nu;
@@ -141,11 +143,10 @@ struct tecomm_dp {
                                   queued (nranks shards each) */
   /* TECOMM_DP_GRAD_SHARDS (dp_zero3_grad.c) */
   int gshards;
-  tecore_devptr_t gring;       /* gslots (2, or 1 for one unit) of gslot_bytes: the
+  tecore_devptr_t gring;       /* 2 slots of gslot_size[0] and [1] bytes (as ring): the
                                   units' gradients, zero between their writers */
-  int gslots;
   int gring_plain;
-  size_t gslot_bytes;
+  size_t gslot_size[2];
   tecore_devptr_t gshard;      /* this rank's reduced gradients of the sharded buckets */
   size_t gshard_bytes;
   tecore_devptr_t gtmp;        /* a shard's reduction before it is added (accumulation) */

@@ -10,6 +10,8 @@
  * operation's weight and bias apart by their gradient dtypes): a unit
  * is gathered whole into one slot.  Units a group of the plan reads
  * three or more of (a fusion across a separate Bias op) are made one.
+ * Each slot is as large as the largest unit of its parity (a model's
+ * LM head, much larger than a layer, widens one slot only).
  * Why a ring of two with fixed slots:
  * a captured graph holds the addresses, so a unit always lies in the
  * same slot (its forward position mod 2; the backward walks the units in
@@ -47,7 +49,7 @@ static size_t round256(size_t x) { return (x + 255) / 256 * 256; }
 
 /* Bucket b's values in its unit's slot. */
 static tecore_devptr_t slot_at(const struct tecomm_dp *d, const struct dp_bucket *b) {
-  return d->ring + (size_t)d->u[b->unit].slot * d->slot_bytes + b->ring_off;
+  return d->ring + (d->u[b->unit].slot ? d->slot_size[0] : 0) + b->ring_off;
 }
 
 /* ---- create: the checks (local, before the ranks compare) ------------------ */
@@ -128,14 +130,14 @@ static void unit_take(struct tecomm_dp *d, size_t f, int fresh) {
   b->unit = (size_t)(u - d->u);
   b->ring_off = u->bytes;
   u->bytes += round256(b->elems * tecore_dtype_size(b->vdt));
-  if (u->bytes > d->slot_bytes) d->slot_bytes = u->bytes;
+  if (u->bytes > d->slot_size[u->slot]) d->slot_size[u->slot] = u->bytes;
 }
 
 /* The units: buckets whose operations overlap together; with merge, the
  * units of the overlap alone marked to join the one before. */
 static void build_units(struct tecomm_dp *d, const unsigned char *merge) {
   size_t ou = 0, ou_hi = 0;   /* the overlap unit and its last operation */
-  d->nu = 0, d->slot_bytes = 0;
+  d->nu = 0, d->slot_size[0] = d->slot_size[1] = 0;
   for (size_t f = 0; f < d->nfwd; f++) {
     const struct dp_bucket *b = &d->b[d->fwd[f]];
     int fresh = f == 0 || b->op_lo > ou_hi;
@@ -205,7 +207,7 @@ tecomm_result_t tc_dp_zero3_check(struct tecomm_dp *d) {
 /* ---- create: the device side (collective) ----------------------------------- */
 
 static tecomm_result_t alloc_ring(struct tecomm_dp *d) {
-  size_t bytes = 2 * d->slot_bytes;
+  size_t bytes = d->slot_size[0] + d->slot_size[1];
   tecomm_result_t r = tecomm_mem_alloc(d->comm, bytes, &d->ring);
   if (r != TECOMM_ERR_NOT_SUPPORTED) return r;
   d->ring_plain = 1;   /* the level says so on every rank alike */

@@ -11,7 +11,7 @@
  * written by the step's first reduction of the bucket, added to by the
  * later microbatches' (gtmp holds theirs before the add).
  *
- * (A sequence of one unit has one slot.)
+ * (Each slot as large as its parity's largest unit, as the values'.)
  * A slot is zero whenever a unit starts writing it: zeroed at create,
  * and on the communication stream right after the reduce-scatters of the
  * unit that left it, off the backward's critical path; the event gfree
@@ -33,7 +33,7 @@ static size_t round256(size_t x) { return (x + 255) / 256 * 256; }
 
 /* Bucket b's gradients in its unit's slot. */
 static tecore_devptr_t gslot_at(const struct tecomm_dp *d, const struct dp_bucket *b) {
-  return d->gring + (size_t)d->u[b->unit].slot * d->gslot_bytes + b->gring_off;
+  return d->gring + (d->u[b->unit].slot ? d->gslot_size[0] : 0) + b->gring_off;
 }
 
 tecomm_result_t tc_dp_zg_layout(struct tecomm_dp *d) {
@@ -52,15 +52,14 @@ tecomm_result_t tc_dp_zg_layout(struct tecomm_dp *d) {
       gs += round256(b->shard * es);
       if (b->shard * es > d->gtmp_bytes) d->gtmp_bytes = b->shard * es;
     }
-    if (u->gbytes > d->gslot_bytes) d->gslot_bytes = u->gbytes;
+    if (u->gbytes > d->gslot_size[u->slot]) d->gslot_size[u->slot] = u->gbytes;
   }
   d->gshard_bytes = gs;
-  d->gslots = d->nu > 1 ? 2 : 1;   /* one unit: its slot alone */
   return TECOMM_SUCCESS;
 }
 
 static tecomm_result_t alloc_gring(struct tecomm_dp *d) {
-  size_t bytes = (size_t)d->gslots * d->gslot_bytes;
+  size_t bytes = d->gslot_size[0] + d->gslot_size[1];
   tecomm_result_t r = tecomm_mem_alloc(d->comm, bytes, &d->gring);
   if (r == TECOMM_ERR_NOT_SUPPORTED) {   /* the level says so on every rank alike */
     d->gring_plain = 1;
@@ -156,7 +155,7 @@ tecomm_result_t tc_dp_zg_launch(struct tecomm_dp *d, size_t k, tecore_stream_t s
   TC_CHECK(reduce_out(d, b));
   if (u->gpending && --u->gpending) return TECOMM_SUCCESS;
   /* the unit's gradients are reduced: its slot zero again for the next */
-  tecore_devptr_t slot = d->gring + (size_t)u->slot * d->gslot_bytes;
+  tecore_devptr_t slot = d->gring + (u->slot ? d->gslot_size[0] : 0);
   ZG_CORE(tecore_memset_d8_async(slot, 0, u->gbytes, d->side), "tecomm_dp: the gradient ring");
   ZG_CORE(tecore_event_record(d->gfree[u->slot], d->side), "tecomm_dp: the gradient ring");
   d->gfree_rec[u->slot] = 1;

@@ -882,21 +882,21 @@ static size_t zero_step_bytes(tecomm_comm_t c, int rank, int n, int zero, unsign
   zdraw(&z, rank, n, 9, s);
   zpasses(q, dp, &z, s);
   RK_CORE(tecore_stream_synchronize(s));
-  size_t held = 0, nz = 0, nu = 0, shards = 0, slot = 0, gshards = 0, gslot = 0;
+  size_t held = 0, nz = 0, nu = 0, shards = 0, s0 = 0, s1 = 0, gshards = 0, g0 = 0, g1 = 0;
   RK_CORE(tecore_seq_memory(q, &held, NULL));
   char line[2048];
   RK_OK(tecomm_dp_describe(dp, line, sizeof line, NULL));
   const char *v = strstr(line, "; values: ");
   RK_ASSERT(!v == (zero < 3), "describe: \"%s\"", line);
   if (v)
-    RK_ASSERT(sscanf(v, "; values: %zu sharded buckets in %zu units, shards %zu bytes, ring 2 "
-                     "x %zu bytes", &nz, &nu, &shards, &slot) == 4 && nz == ZL && nu == ZL,
+    RK_ASSERT(sscanf(v, "; values: %zu sharded buckets in %zu units, shards %zu bytes, ring %zu "
+                     "+ %zu bytes", &nz, &nu, &shards, &s0, &s1) == 5 && nz == ZL && nu == ZL,
               "describe: \"%s\"", line);
   const char *g = strstr(line, "; gradients: ");
   RK_ASSERT(!g == !flags, "describe: \"%s\"", line);
   if (g)
-    RK_ASSERT(sscanf(g, "; gradients: shards %zu bytes, ring 2 x %zu bytes", &gshards, &gslot) == 2,
-              "describe: \"%s\"", line);   /* six units: two slots */
+    RK_ASSERT(sscanf(g, "; gradients: shards %zu bytes, ring %zu + %zu bytes", &gshards, &g0,
+                     &g1) == 3, "describe: \"%s\"", line);
   RK_OK(tecomm_dp_destroy(dp));
   RK_CORE(tecore_seq_destroy(q));
   for (int m = 0; m < MB; m++) {
@@ -904,7 +904,7 @@ static size_t zero_step_bytes(tecomm_comm_t c, int rank, int n, int zero, unsign
     RK_CORE(tecore_mem_free(z.dy[m]));
   }
   RK_CORE(tecore_mem_free(z.y));
-  return held + shards + 2 * slot + gshards + 2 * gslot;
+  return held + shards + s0 + s1 + gshards + g0 + g1;
 }
 
 static void rank_zero3_memory(int rank, int n, void *arg) {

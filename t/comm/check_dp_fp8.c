@@ -193,9 +193,10 @@ static size_t gathered(tecomm_dp_t dp) {
 static size_t fp8_buckets(tecomm_dp_t dp) {
   char line[4096];
   RK_OK(tecomm_dp_describe(dp, line, sizeof line, NULL));
-  const char *v = strstr(line, "ring 2 x ");
-  size_t slot = 0, nb = 0;
-  RK_ASSERT(v && sscanf(v, "ring 2 x %zu bytes, %zu buckets", &slot, &nb) == 2,
+  const char *v = strstr(line, "; values: ");
+  size_t s0 = 0, s1 = 0, nb = 0, nz = 0, nu = 0, shards = 0;
+  RK_ASSERT(v && sscanf(v, "; values: %zu sharded buckets in %zu units, shards %zu bytes, ring "
+                        "%zu + %zu bytes, %zu buckets", &nz, &nu, &shards, &s0, &s1, &nb) == 6,
             "describe: \"%s\"", line);
   return nb;
 }

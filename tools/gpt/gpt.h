@@ -126,6 +126,7 @@ struct gpt_tp {
  * communicator and the data-parallel group (te/comm_dp.h). */
 struct gpt_dp {
   int size, rank, zero;        /* size 0 or 1: one replica */
+  int gshards;                 /* --grad-shards: under --zero 3, TECOMM_DP_GRAD_SHARDS */
   void *comm;                  /* tecomm_comm_t: the ranks holding the same slices */
   void *group;                 /* tecomm_dp_t */
 };

@@ -68,7 +68,7 @@ void gpt_dp_create(struct gpt_model *m, const struct tecore_recipe *recipe, teco
   size_t *ord = dp_order(m);
   struct tecomm_dp_tensor *t = gpt_xalloc(m->np * sizeof *t);
   for (size_t k = 0; k < m->np; k++) t[k] = dp_tensor(&m->p[ord[k]]);
-  const int gring = m->dp.zero == 3 && !m->tp.sp;
+  const int gring = m->dp.zero == 3 && m->dp.gshards && !m->tp.sp;
   struct tecomm_dp_desc desc = {.comm = m->dp.comm, .tensors = t, .ntensors = m->np,
                                 .seq = m->seq, .zero = m->dp.zero, .scale = 1.0f,
                                 .recipe = recipe, .flags = gring ? TECOMM_DP_GRAD_SHARDS : 0};
@@ -105,25 +105,25 @@ void gpt_dp_summary(const struct gpt_model *m, char *buf, size_t len) {
 size_t gpt_dp_value_bytes(const struct gpt_model *m) {
   if (!m->dp.group || m->dp.zero != 3) return 0;
   char line[512];
-  size_t nb = 0, nu = 0, shards = 0, slot = 0;
+  size_t nb = 0, nu = 0, shards = 0, s0 = 0, s1 = 0;
   (void)tecomm_dp_describe((tecomm_dp_t)m->dp.group, line, sizeof line, NULL);
   const char *v = strstr(line, "; values: ");
-  if (!v || sscanf(v, "; values: %zu sharded buckets in %zu units, shards %zu bytes, ring 2 x "
-                   "%zu bytes", &nb, &nu, &shards, &slot) != 4)
+  if (!v || sscanf(v, "; values: %zu sharded buckets in %zu units, shards %zu bytes, ring %zu "
+                   "+ %zu bytes", &nb, &nu, &shards, &s0, &s1) != 5)
     return 0;
-  return shards + 2 * slot;
+  return shards + s0 + s1;
 }
 
 size_t gpt_dp_grad_bytes(const struct gpt_model *m) {
   if (!m->dp.group || m->dp.zero != 3) return 0;
   char line[512];
-  size_t shards = 0, nslot = 0, slot = 0;
+  size_t shards = 0, s0 = 0, s1 = 0;
   (void)tecomm_dp_describe((tecomm_dp_t)m->dp.group, line, sizeof line, NULL);
   const char *g = strstr(line, "; gradients: ");
-  if (!g || sscanf(g, "; gradients: shards %zu bytes, ring %zu x %zu bytes", &shards, &nslot,
-                   &slot) != 3)
+  if (!g || sscanf(g, "; gradients: shards %zu bytes, ring %zu + %zu bytes", &shards, &s0, &s1)
+                != 3)
     return 0;
-  return shards + nslot * slot;
+  return shards + s0 + s1;
 }
 
 void gpt_dp_destroy(struct gpt_model *m) {
