@@ -146,11 +146,10 @@ struct tecomm_dp {
   tecore_devptr_t gring;       /* 2 slots of gslot_size[0] and [1] bytes (as ring): the
                                   units' gradients, zero between their writers */
   int gring_plain;
+  int gowed;                   /* freed: the sequence's gradients to be its own again */
   size_t gslot_size[2];
   tecore_devptr_t gshard;      /* this rank's reduced gradients of the sharded buckets */
   size_t gshard_bytes;
-  tecore_devptr_t gtmp;        /* a shard's reduction before it is added (accumulation) */
-  size_t gtmp_bytes;
   tecore_event_t gfree[2];     /* recorded on the side stream when a slot's unit is reduced
                                   and the slot zeroed */
   int gfree_rec[2];            /* ... since the last join: the next writer waits */
@@ -221,8 +220,9 @@ void tc_dp_zero3_free(struct tecomm_dp *d);
  * shards, the sequence's gradients pointed into the ring; pass: a
  * backward begins (its buckets launch again); before: a backward group's
  * units' slots waited for; launch: bucket k reduce-scattered out of the
- * ring (dp.c calls it for such a bucket); finish: after the join; free: the sequence's
- * gradients its own again. */
+ * ring (dp.c calls it for such a bucket); finish: after the join; free: the ring and
+ * shards; own (after every other free): the sequence's gradients its own
+ * again. */
 tecomm_result_t tc_dp_zg_layout(struct tecomm_dp *d);
 tecomm_result_t tc_dp_zg_setup(struct tecomm_dp *d);
 void tc_dp_zg_pass(struct tecomm_dp *d);
@@ -231,6 +231,7 @@ tecomm_result_t tc_dp_zg_before(struct tecomm_dp *d, size_t first, size_t count,
 tecomm_result_t tc_dp_zg_launch(struct tecomm_dp *d, size_t k, tecore_stream_t stream);
 void tc_dp_zg_finish(struct tecomm_dp *d);
 void tc_dp_zg_free(struct tecomm_dp *d);
+void tc_dp_zg_own(struct tecomm_dp *d);
 /* Bucket b reduced out of the ring (b->sharded under gshards). */
 static inline int tc_dp_zg_owns(const struct tecomm_dp *d, const struct dp_bucket *b) {
   return d->gshards && b->sharded;

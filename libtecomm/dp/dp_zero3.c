@@ -453,6 +453,7 @@ void tc_dp_zero3_free(struct tecomm_dp *d) {
   if (d->vshard) (void)tecore_mem_free(d->vshard);
   if (d->ring && d->ring_plain) (void)tecore_mem_free(d->ring);
   else if (d->ring) (void)tecomm_mem_free(d->comm, d->ring);
+  tc_dp_zg_own(d);   /* last: the most memory free for it */
   free(d->fwd);
   free(d->u);
 }

@@ -8,8 +8,9 @@
  * bucket is laid out in its slot as in the bucket buffer (tensors at
  * their bucket offsets, padding zero), so the reduce-scatter reads it
  * where it lies, with no copy, into this rank's gradient shard (gshard):
- * written by the step's first reduction of the bucket, added to by the
- * later microbatches' (gtmp holds theirs before the add).
+ * written by the step's first reduction of the bucket; the later
+ * microbatches' reduce in place in the slot (this rank's block of it)
+ * and are added from there, so no scratch of a shard's size is kept.
  *
  * (Each slot as large as its parity's largest unit, as the values'.)
  * A slot is zero whenever a unit starts writing it: zeroed at create,
@@ -50,7 +51,6 @@ tecomm_result_t tc_dp_zg_layout(struct tecomm_dp *d) {
       u->gbytes += round256(b->elems * es);
       b->gs_off = gs;
       gs += round256(b->shard * es);
-      if (b->shard * es > d->gtmp_bytes) d->gtmp_bytes = b->shard * es;
     }
     if (u->gbytes > d->gslot_size[u->slot]) d->gslot_size[u->slot] = u->gbytes;
   }
@@ -89,8 +89,6 @@ tecomm_result_t tc_dp_zg_setup(struct tecomm_dp *d) {
   TC_CHECK(alloc_gring(d));
   ZG_CORE(tecore_mem_alloc(d->gshard_bytes, &d->gshard), "tecomm_dp_create: gradient shards");
   ZG_CORE(tecore_memset_d8_async(d->gshard, 0, d->gshard_bytes, d->side), "tecomm_dp_create");
-  if (d->gtmp_bytes)
-    ZG_CORE(tecore_mem_alloc(d->gtmp_bytes, &d->gtmp), "tecomm_dp_create: gradient scratch");
   for (int s = 0; s < 2; s++)
     ZG_CORE(tecore_event_create(TECORE_EVENT_DISABLE_TIMING, &d->gfree[s]), "tecomm_dp_create");
   ZG_CORE(tecore_stream_synchronize(d->side), "tecomm_dp_create");
@@ -129,11 +127,13 @@ tecomm_result_t tc_dp_zg_before(struct tecomm_dp *d, size_t first, size_t count,
 }
 
 /* This rank's shard of bucket b, reduced out of the ring on d->side:
- * straight into gshard (scaled there), or into gtmp and added. */
+ * straight into gshard (scaled there), or in place in the slot (this
+ * rank's block) and added. */
 static tecomm_result_t reduce_out(struct tecomm_dp *d, struct dp_bucket *b) {
-  tecore_devptr_t mine = d->gshard + b->gs_off, out = b->gacc ? d->gtmp : mine;
-  TC_CHECK(tecomm_reduce_scatter(d->comm, gslot_at(d, b), out, b->shard, b->gdt, TECOMM_SUM,
-                                 d->side));
+  tecore_devptr_t mine = d->gshard + b->gs_off, slot = gslot_at(d, b);
+  tecore_devptr_t out = b->gacc ? slot + (size_t)d->rank * b->shard * tecore_dtype_size(b->gdt)
+                                : mine;
+  TC_CHECK(tecomm_reduce_scatter(d->comm, slot, out, b->shard, b->gdt, TECOMM_SUM, d->side));
   struct tecore_tensor v;
   size_t sh[1] = {b->shard};
   ZG_CORE(tecore_tensor_init(&v, b->gdt, 1, sh, out), "tecomm_dp: scale");
@@ -142,7 +142,7 @@ static tecomm_result_t reduce_out(struct tecomm_dp *d, struct dp_bucket *b) {
       ZG_CORE(tecore_unscale_multi(&v, &v, 1, d->scale_dev, 0, d->side), "tecomm_dp: scale");
     return TECOMM_SUCCESS;
   }
-  ZG_CORE(tecore_scale_add(mine, mine, 1.0f, d->gtmp, d->scale, b->gdt, b->shard, d->side),
+  ZG_CORE(tecore_scale_add(mine, mine, 1.0f, out, d->scale, b->gdt, b->shard, d->side),
           "tecomm_dp: a microbatch's gradients added to the shard");
   return TECOMM_SUCCESS;
 }
@@ -169,18 +169,26 @@ void tc_dp_zg_finish(struct tecomm_dp *d) {
   d->gocc[0] = d->gocc[1] = SIZE_MAX;
 }
 
-/* The sequence's gradients in storage of its own again (zeroed). */
+/* The ring and the shards freed first (no work of the group is queued:
+ * the sequence's gradient addresses dangle until tc_dp_zg_own, and
+ * nothing reads them in between), so that the values' restore and the
+ * gradients' own storage find that memory free. */
 void tc_dp_zg_free(struct tecomm_dp *d) {
-  if (d->gring) {
-    for (size_t i = 0; i < d->nt; i++)
-      if (tc_dp_zg_owns(d, &d->b[d->t[i].bucket]))
-        (void)tecore_seq_set_param_grad(d->seq, d->t[i].param, 0);
-    tecore_clear_error();
-  }
   for (int s = 0; s < 2; s++)
     if (d->gfree[s]) (void)tecore_event_destroy(d->gfree[s]);
   if (d->gshard) (void)tecore_mem_free(d->gshard);
-  if (d->gtmp) (void)tecore_mem_free(d->gtmp);
   if (d->gring && d->gring_plain) (void)tecore_mem_free(d->gring);
   else if (d->gring) (void)tecomm_mem_free(d->comm, d->gring);
+  d->gowed = d->gring != 0;
+  d->gring = d->gshard = 0;
+}
+
+/* The sequence's gradients in storage of its own again (zeroed). */
+void tc_dp_zg_own(struct tecomm_dp *d) {
+  if (!d->gowed) return;
+  for (size_t i = 0; i < d->nt; i++)
+    if (tc_dp_zg_owns(d, &d->b[d->t[i].bucket]))
+      (void)tecore_seq_set_param_grad(d->seq, d->t[i].param, 0);
+  tecore_clear_error();
+  d->gowed = 0;
 }
