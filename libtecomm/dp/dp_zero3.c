@@ -133,8 +133,13 @@ static void unit_take(struct tecomm_dp *d, size_t f, int fresh) {
   if (u->bytes > d->slot_size[u->slot]) d->slot_size[u->slot] = u->bytes;
 }
 
-/* The units: buckets whose operations overlap together; with merge, the
- * units of the overlap alone marked to join the one before. */
+/* The units: buckets whose operations overlap together; with merge (the
+ * final pass), the units of the overlap alone marked to join the one
+ * before, and a unit smaller than the bucket size joined by the next:
+ * a norm's few kilobytes between two Linears would otherwise be a unit
+ * whose work cannot hide the next big unit's gather (nor, with gradient
+ * shards, the reduce-scatter its slot waits for).  Joining neighbours
+ * never makes a group read more units. */
 static void build_units(struct tecomm_dp *d, const unsigned char *merge) {
   size_t ou = 0, ou_hi = 0;   /* the overlap unit and its last operation */
   d->nu = 0, d->slot_size[0] = d->slot_size[1] = 0;
@@ -143,7 +148,8 @@ static void build_units(struct tecomm_dp *d, const unsigned char *merge) {
     int fresh = f == 0 || b->op_lo > ou_hi;
     if (fresh && f) ou++;
     if (fresh || b->op_hi > ou_hi) ou_hi = b->op_hi;
-    unit_take(d, f, fresh && !(merge && merge[ou]));
+    int small = merge && d->nu && d->u[d->nu - 1].bytes < d->bucket_bytes;
+    unit_take(d, f, fresh && !(merge && merge[ou]) && !small);
   }
 }
 

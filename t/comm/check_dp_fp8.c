@@ -62,7 +62,7 @@ static tecomm_dp_t group(tecomm_comm_t c, tecore_seq_t *q, int zero) {
                                      .count = tecore_tensor_numel(&r->value), .op = r->op};
   }
   struct tecomm_dp_desc desc = {.comm = c, .tensors = t, .ntensors = FNP, .seq = q,
-                                .bucket_bytes = 1 << 16, .zero = zero};
+                                .bucket_bytes = 4096, .zero = zero};
   tecomm_dp_t dp = NULL;
   RK_OK(tecomm_dp_create(&desc, &dp));
   return dp;
