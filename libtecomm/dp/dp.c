@@ -24,9 +24,19 @@ TECORE_TUNABLE_INT(tc_tun_dp_bucket_mb, "TECOMM_DP_BUCKET_MB", 25, 1, 65536,
                    "backward, larger ones make fewer collective calls.  Every rank must use the "
                    "same value")
 
+/* The sequence destroyed before the group: nothing to unhook or give
+ * back (ZeRO-3 then gathers nothing and allocates nothing at teardown). */
+static int seq_live(tecore_seq_t *seq) {
+  size_t n = 0;
+  int live = seq && tecore_seq_params(seq, NULL, 0, &n) == TECORE_SUCCESS;
+  tecore_clear_error();
+  return live;
+}
+
 static void dp_free(struct tecomm_dp *d) {
   if (!d) return;
   te_handle_del(d);
+  if (d->seq && !seq_live(d->seq)) d->seq = NULL, d->hooked = 0;
   if (d->hooked) (void)tecore_seq_set_hooks(d->seq, NULL);
   if (d->side) (void)tecore_stream_synchronize(d->side);
   tc_dp_zero3_free(d);

@@ -453,7 +453,7 @@ static void restore(struct tecomm_dp *d) {
 void tc_dp_zero3_free(struct tecomm_dp *d) {
   tc_dp_zero3_fp8_free(d);
   tc_dp_zg_free(d);
-  if (d->swapped) restore(d);
+  if (d->swapped && d->seq) restore(d);   /* NULL: the sequence went first (dp_free) */
   for (size_t k = 0; k < d->nu; k++)
     if (d->u[k].ready) (void)tecore_event_destroy(d->u[k].ready);
   if (d->vshard) (void)tecore_mem_free(d->vshard);

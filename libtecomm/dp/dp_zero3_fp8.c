@@ -132,7 +132,7 @@ tecomm_result_t tc_dp_zero3_fp8_gather(struct tecomm_dp *d, const struct dp_buck
 /* The forwards quantize the weights again (the sequence outlives the
  * group), where the recipe still has them given. */
 void tc_dp_zero3_fp8_free(struct tecomm_dp *d) {
-  for (size_t i = 0; d->nfp8 && i < d->nt; i++)
+  for (size_t i = 0; d->seq && d->nfp8 && i < d->nt; i++)
     if (d->t[i].fp8) (void)tecore_seq_set_fp8_weight_given(d->seq, d->t[i].t.op, 0);
   tecore_clear_error();
   if (d->f8_dummy) (void)tecore_mem_free(d->f8_dummy);

@@ -185,7 +185,7 @@ void tc_dp_zg_free(struct tecomm_dp *d) {
 
 /* The sequence's gradients in storage of its own again (zeroed). */
 void tc_dp_zg_own(struct tecomm_dp *d) {
-  if (!d->gowed) return;
+  if (!d->gowed || !d->seq) return;
   for (size_t i = 0; i < d->nt; i++)
     if (tc_dp_zg_owns(d, &d->b[d->t[i].bucket]))
       (void)tecore_seq_set_param_grad(d->seq, d->t[i].param, 0);

@@ -81,7 +81,9 @@ struct tecomm_dp_desc {
  * tecomm_dp_destroy. */
 tecomm_result_t tecomm_dp_create(const struct tecomm_dp_desc *desc, tecomm_dp_t *dp);
 /* Collective; waits for dp's work, frees its memory, removes the hooks.
- * NULL is accepted. */
+ * Under ZeRO-3 it gathers the values back into the sequence (and gives
+ * its gradients storage of their own); a sequence destroyed just before
+ * gets nothing back (no gathers, no allocations).  NULL is accepted. */
 tecomm_result_t tecomm_dp_destroy(tecomm_dp_t dp);
 /* The next backward of desc.seq is the step's last microbatch: its hooks
  * launch each bucket as its last gradient is written.  Host only. */

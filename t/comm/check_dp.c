@@ -945,6 +945,48 @@ START_TEST(zero_3_holds_a_shard_of_the_values) {
 }
 END_TEST
 
+/* The sequence destroyed before its ZeRO-3 group (what a program about
+ * to exit does): the group's destroy gathers nothing and gives nothing
+ * back.  The last rank destroys its group while rank 0 is still asleep:
+ * a gather at teardown would make it wait for rank 0. */
+static void rank_seq_first(int rank, int n, void *arg) {
+  const unsigned flags = *(const unsigned *)arg;
+  tecomm_comm_t c = tc_rank_comm(rank, n);
+  tecore_stream_t s;
+  RK_CORE(tecore_stream_create(TECORE_STREAM_NON_BLOCKING, 0, &s));
+  tecore_seq_t *q = deep(s, 0);
+  tecomm_dp_t d3 = zdp_make(c, q, 3, flags);
+  struct zbufs z;
+  zbufs_init(&z);
+  zdraw(&z, rank, n, 31, s);
+  zpasses(q, d3, &z, s);
+  RK_CORE(tecore_stream_synchronize(s));
+  RK_ASSERT(tc_shm_barrier(tc_shm) == 0, "barrier");
+  RK_CORE(tecore_seq_destroy(q));
+  if (rank == 0) sleep(2);
+  struct timespec t0, t1;
+  clock_gettime(CLOCK_MONOTONIC, &t0);
+  RK_OK(tecomm_dp_destroy(d3));
+  clock_gettime(CLOCK_MONOTONIC, &t1);
+  double ms = (double)(t1.tv_sec - t0.tv_sec) * 1e3 + (double)(t1.tv_nsec - t0.tv_nsec) / 1e6;
+  RK_ASSERT(rank == 0 || ms < 1000, "rank %d: tecomm_dp_destroy after the sequence's took %.0f "
+            "ms (waited for rank 0: a collective at teardown)", rank, ms);
+  for (int m = 0; m < MB; m++) {
+    RK_CORE(tecore_mem_free(z.x[m]));
+    RK_CORE(tecore_mem_free(z.dy[m]));
+  }
+  RK_CORE(tecore_mem_free(z.y));
+  RK_CORE(tecore_stream_destroy(s));
+  (void)tecomm_comm_destroy(c);
+}
+
+START_TEST(zero_3_sequence_destroyed_first) {
+  unsigned flags = _i ? TECOMM_DP_GRAD_SHARDS : 0;
+  tc_run_ranks(2, rank_seq_first, &flags, 120);
+  tc_shm_release();
+}
+END_TEST
+
 /* ---- a rank killed mid-step ------------------------------------------------------ */
 
 static void rank_killed(int rank, int n, void *arg) {
@@ -1103,6 +1145,7 @@ static Suite *dp_suite(void) {
   tcase_add_loop_test(tc, zero_3_takes_zero_0_steps, 0, 4);
   tcase_add_loop_test(tc, zero_3_gradient_shards_take_zero_0_steps, 0, 6);
   tcase_add_loop_test(tc, zero_3_holds_a_shard_of_the_values, 0, 2);
+  tcase_add_loop_test(tc, zero_3_sequence_destroyed_first, 0, 2);
   tcase_add_loop_test(tc, mismatched_models_refused_with_the_field_named, 0, 5);
   tcase_add_loop_test(tc, killed_rank_named_not_hung, 0, 4);
   tcase_add_loop_test(tc, inplace_buckets_same_bits_as_packed, 0, 7);

@@ -126,7 +126,15 @@ size_t gpt_dp_grad_bytes(const struct gpt_model *m) {
   return shards + s0 + s1;
 }
 
+/* --zero 3: the sequence goes first, so that the group gives nothing
+ * back into it (whole values and gradients gathered and allocated at
+ * exit: on one H200 two ranks of a 16-layer Llama-3 8B peaked 10 GB
+ * above their steady state there). */
 void gpt_dp_destroy(struct gpt_model *m) {
+  if (m->dp.group && m->dp.zero == 3 && m->seq) {
+    GPT_CHECK(tecore_seq_destroy(m->seq));
+    m->seq = NULL;
+  }
   if (m->dp.group) (void)tecomm_dp_destroy((tecomm_dp_t)m->dp.group);
   m->dp.group = NULL;
 }
