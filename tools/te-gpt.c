@@ -120,7 +120,7 @@ static const char usage_text[] =
     "                     parameters gathered; 2 the gradients reduce-scattered too; 3\n"
     "                     the blocks' values sharded too, each layer's gathered before\n"
     "                     its forward and its backward (not with --tp or --sample)\n"
-    "  --grad-shards 0|1  with --zero 3: each layer's gradients reduce-scattered out of a\n"
+    "  --grad-shards 0|1  with --zero 2, 3: each layer's gradients reduce-scattered out of a\n"
     "                     ring of two layers into this rank's shard, no whole gradient\n"
     "                     kept (1, the default; not with --sp); 0 whole gradient buffers\n"
     "  --share-saved 0|1  lay the saved tensors the backward never reads over shared\n"

@@ -94,8 +94,8 @@ static tecomm_result_t check_desc(const struct tecomm_dp_desc *desc, tecomm_dp_t
          (double)desc->scale);
   TC_ARG(!(desc->flags & ~TECOMM_DP_GRAD_SHARDS), "%s: desc->flags 0x%x: unknown bits 0x%x", fn,
          desc->flags, desc->flags & ~TECOMM_DP_GRAD_SHARDS);
-  TC_ARG(!(desc->flags & TECOMM_DP_GRAD_SHARDS) || (desc->zero == 3 && desc->seq),
-         "%s: TECOMM_DP_GRAD_SHARDS needs ZeRO-3 and desc->seq (desc->zero %d, seq %s)", fn,
+  TC_ARG(!(desc->flags & TECOMM_DP_GRAD_SHARDS) || (desc->zero >= 2 && desc->seq),
+         "%s: TECOMM_DP_GRAD_SHARDS needs ZeRO-2 or 3 and desc->seq (desc->zero %d, seq %s)", fn,
          desc->zero, desc->seq ? "given" : "NULL");
   for (size_t i = 0; i < desc->ntensors; i++) TC_CHECK(check_tensor(desc, i));
   return TECOMM_SUCCESS;
@@ -245,7 +245,7 @@ TE_EXPORT tecomm_result_t tecomm_dp_describe(tecomm_dp_t dp, char *buf, size_t l
   put(buf, len, &at, "ZeRO-%d, %d ranks, %zu tensors in %zu buckets (%zu in place, %zu packed; "
       "buffer %zu bytes", dp->zero, dp->nranks, dp->nt, dp->nb, nin, dp->nb - nin,
       dp->buf_bytes);
-  if (dp->nu)   /* ZeRO-3: the values held across a step */
+  if (dp->nu && dp->zero == 3)   /* ZeRO-3: the values held across a step */
     put(buf, len, &at, "; values: %zu sharded buckets in %zu units, shards %zu bytes, ring %zu "
         "+ %zu bytes, %zu buckets of FP8 codes, %zu bytes gathered", dp->nfwd, dp->nu,
         dp->vshard_bytes, dp->slot_size[0], dp->slot_size[1], dp->nfp8, dp->gathered_bytes);

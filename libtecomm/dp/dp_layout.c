@@ -8,16 +8,17 @@
 static size_t round_up(size_t x, size_t m) { return (x + m - 1) / m * m; }
 
 /* Tensor t joins bucket b (prev its last tensor), at element at.  Under
- * ZeRO-3 an operation's parameters are gathered together (never split
- * by the size), and a bucket holds either the sequence's parameters or
- * tensors no operation reads, never both; FP8 weights whose codes are
+ * ZeRO-3 (and with gradient shards) an operation's parameters are
+ * gathered (reduced) together, never split by the size, and a bucket
+ * holds either the sequence's parameters or tensors no operation reads,
+ * never both; FP8 weights whose codes are
  * gathered (dp_zero3_fp8.c) are buckets of their own. */
 static int joins(const struct tecomm_dp *d, const struct dp_bucket *b, const struct dp_tensor *prev,
                  const struct dp_tensor *t, size_t at) {
   if (!b || b->gdt != t->t.grad_dtype || b->vdt != t->t.value_dtype || b->fp8 != t->fp8) return 0;
   size_t esz = tecore_dtype_size(t->t.grad_dtype);
   int fits = (at + t->t.count) * esz <= d->bucket_bytes;
-  if (d->zero < 3) return fits;
+  if (d->zero < 3 && !d->gshards) return fits;   /* gradient shards: in units too */
   if ((prev->t.op == TECOMM_DP_NO_OP) != (t->t.op == TECOMM_DP_NO_OP)) return 0;
   return fits || (t->t.op != TECOMM_DP_NO_OP && t->t.op == prev->t.op);
 }

@@ -48,7 +48,9 @@ struct dp_bucket {
    * its value shard in vshard and is all-gathered, with the other
    * buckets of its unit, into the unit's ring slot before the passes
    * read it */
-  int sharded;
+  int sharded;                 /* ZeRO-3: its values sharded (seq below) */
+  int seq;                     /* its tensors are the sequence's parameters (ZeRO-3, or
+                                  ZeRO-2 with TECOMM_DP_GRAD_SHARDS: in a unit) */
   size_t op_lo, op_hi;         /* the operations its tensors belong to */
   size_t vs_off;               /* bytes: its value shard in d->vshard */
   size_t unit;                 /* its gather unit (d->u) */
@@ -232,9 +234,9 @@ tecomm_result_t tc_dp_zg_launch(struct tecomm_dp *d, size_t k, tecore_stream_t s
 void tc_dp_zg_finish(struct tecomm_dp *d);
 void tc_dp_zg_free(struct tecomm_dp *d);
 void tc_dp_zg_own(struct tecomm_dp *d);
-/* Bucket b reduced out of the ring (b->sharded under gshards). */
+/* Bucket b reduced out of the ring (the sequence's, under gshards). */
 static inline int tc_dp_zg_owns(const struct tecomm_dp *d, const struct dp_bucket *b) {
-  return d->gshards && b->sharded;
+  return d->gshards && b->seq;
 }
 tecomm_result_t tc_dp_value_whole(struct tecomm_dp *d, size_t i, tecore_devptr_t dst,
                                   tecore_stream_t s);

@@ -79,32 +79,34 @@ static tecomm_result_t match_params(struct tecomm_dp *d) {
   if (!p) return TC_ERR(TECOMM_ERR_NOMEM, "%s: out of host memory", FN);
   tecomm_result_t r = tc_core(tecore_seq_params(d->seq, p, np, &np), FN);
   for (size_t i = 0; r == TECOMM_SUCCESS && i < d->nt; i++)
-    if (d->b[d->t[i].bucket].sharded) r = match_one(d, i, p, np);
+    if (d->b[d->t[i].bucket].seq) r = match_one(d, i, p, np);
   free(p);
   return r;
 }
 
-/* Each bucket of the sequence's parameters sharded, its operations. */
+/* Each bucket of the sequence's parameters marked (ZeRO-3: sharded), its
+ * operations. */
 static void mark_buckets(struct tecomm_dp *d) {
   for (size_t k = 0; k < d->nb; k++) {
     struct dp_bucket *b = &d->b[k];
-    b->sharded = d->t[b->t0].t.op != TECOMM_DP_NO_OP;   /* dp_layout.c keeps them apart */
+    b->seq = d->t[b->t0].t.op != TECOMM_DP_NO_OP;   /* dp_layout.c keeps them apart */
+    b->sharded = b->seq && d->zero == 3;
     b->op_lo = (size_t)-1, b->op_hi = 0;
-    for (size_t i = b->t0; b->sharded && i < b->t1; i++) {
+    for (size_t i = b->t0; b->seq && i < b->t1; i++) {
       if (d->t[i].t.op < b->op_lo) b->op_lo = d->t[i].t.op;
       if (d->t[i].t.op > b->op_hi) b->op_hi = d->t[i].t.op;
     }
   }
 }
 
-/* The sharded buckets in forward order (by their first operation, then
- * their last). */
+/* The sequence's buckets in forward order (by their first operation,
+ * then their last). */
 static tecomm_result_t order_buckets(struct tecomm_dp *d) {
   d->fwd = calloc(d->nb ? d->nb : 1, sizeof *d->fwd);
   if (!d->fwd) return TC_ERR(TECOMM_ERR_NOMEM, "%s: out of host memory", FN);
   for (size_t k = 0; k < d->nb; k++) {
     const struct dp_bucket *b = &d->b[k];
-    if (!b->sharded) continue;
+    if (!b->seq) continue;
     size_t f = d->nfwd++;
     for (; f > 0; f--) {
       const struct dp_bucket *a = &d->b[d->fwd[f - 1]];
@@ -198,7 +200,7 @@ static tecomm_result_t make_units(struct tecomm_dp *d) {
 tecomm_result_t tc_dp_zero3_check(struct tecomm_dp *d) {
   d->pass_dir = -1;
   d->occ[0] = d->occ[1] = SIZE_MAX;
-  if (d->zero < 3 || !d->seq) return TECOMM_SUCCESS;
+  if (!d->seq || (d->zero < 3 && !d->gshards)) return TECOMM_SUCCESS;
   mark_buckets(d);
   for (size_t k = 0; k < d->nb; k++) d->nfp8 += d->b[k].sharded && d->b[k].fp8;
   struct tecore_op_info info;
@@ -255,6 +257,7 @@ static tecomm_result_t swap_params(struct tecomm_dp *d) {
 
 tecomm_result_t tc_dp_zero3_setup(struct tecomm_dp *d) {
   if (!d->nu) return TECOMM_SUCCESS;
+  if (d->zero < 3) return tc_dp_zg_setup(d);   /* ZeRO-2: the gradient ring alone */
   TC_CHECK(alloc_ring(d));
   for (size_t k = 0; k < d->nu; k++)
     Z3_CORE(tecore_event_create(TECORE_EVENT_DISABLE_TIMING, &d->u[k].ready), FN);
@@ -358,7 +361,7 @@ static tecore_result_t recompute_before(struct tecomm_dp *d, size_t first, size_
     pass_start(d, TECORE_SEQ_BACKWARD, stream);
     d->rc_started = 1;
   }
-  if (stream != d->pass_stream) return TECORE_SUCCESS;
+  if (stream != d->pass_stream || d->zero < 3) return TECORE_SUCCESS;   /* ZeRO-2: no values */
   return to_core(wait_reads(d, first, count, 1, stream));
 }
 
@@ -371,8 +374,9 @@ tecore_result_t tc_dp_zero3_before(struct tecomm_dp *d, tecore_seq_dir_t dir, si
   d->rc_started = 0;
   if (start || d->pass_dir != (int)dir) pass_start(d, dir, stream);
   if (stream != d->pass_stream) return TECORE_SUCCESS;   /* nested: the outer group waited */
-  tecomm_result_t r = prefetch(d, stream);
-  if (r == TECOMM_SUCCESS) r = wait_reads(d, first, count, 0, stream);
+  tecomm_result_t r = TECOMM_SUCCESS;
+  if (d->zero == 3) r = prefetch(d, stream);   /* ZeRO-2 (gradient shards): no values */
+  if (r == TECOMM_SUCCESS && d->zero == 3) r = wait_reads(d, first, count, 0, stream);
   if (r == TECOMM_SUCCESS && dir == TECORE_SEQ_BACKWARD) r = tc_dp_zg_before(d, first, count, stream);
   return to_core(r);
 }
@@ -393,6 +397,7 @@ static tecore_result_t recompute_after(struct tecomm_dp *d, size_t first, size_t
 
 tecore_result_t tc_dp_zero3_after(struct tecomm_dp *d, tecore_seq_dir_t dir, size_t first,
                                   size_t count, tecore_stream_t stream) {
+  if (d->zero < 3) return TECORE_SUCCESS;   /* ZeRO-2 (gradient shards): nothing to gather */
   if (d->nu && dir == TECORE_SEQ_RECOMPUTE) return recompute_after(d, first, count, stream);
   if (!d->nu || d->pass_dir != (int)dir || stream != d->pass_stream) return TECORE_SUCCESS;
   for (size_t pos = 0; pos < d->nu; pos++) {

@@ -62,9 +62,10 @@ struct tecomm_dp_desc {
   unsigned flags;              /* TECOMM_DP_*, below; the same on every rank */
 };
 
-/* desc.flags, ZeRO-3 with desc.seq only: no rank keeps the whole gradient
- * of the sequence's parameters.  They point into a ring of two gather
- * units' gradients (tecore_seq_set_param_grad; each unit's slot zeroed
+/* desc.flags, ZeRO-2 or 3 with desc.seq only: no rank keeps the whole
+ * gradient of the sequence's parameters.  They point into a ring of two
+ * gather units' gradients (tecore_seq_set_param_grad; ZeRO-3's units,
+ * under ZeRO-2 too, whose values stay whole; each unit's slot zeroed
  * before the backward writes it), every backward reduce-scatters each
  * bucket out of the ring as soon as it is written (armed or not) into
  * this rank's gradient shard, which the step's first backward writes and

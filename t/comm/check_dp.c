@@ -769,6 +769,7 @@ static void zsame_shard_grads(tecomm_dp_t d3, tecore_seq_t *q3, const float *g0,
 struct z3arg {
   int sep, mb;
   unsigned flags;
+  int zero;   /* 3, or 2 (with flags: the gradients in units, the values whole) */
 };
 
 /* Two microbatches' gradients reduced apart and added (the gradient
@@ -787,15 +788,19 @@ static void rank_zero3(int rank, int n, void *arg) {
   tecore_stream_t s;
   RK_CORE(tecore_stream_create(TECORE_STREAM_NON_BLOCKING, 0, &s));
   tecore_seq_t *q0 = deep(s, sep), *q3 = deep(s, sep);
-  tecomm_dp_t d0 = zdp_make(c, q0, 0, 0), d3 = zdp_make(c, q3, 3, za->flags);
+  const int zs = za->zero ? za->zero : 3;
+  tecomm_dp_t d0 = zdp_make(c, q0, 0, 0), d3 = zdp_make(c, q3, zs, za->flags);
   /* a layer a unit; with sep the backward's dgrad+dgelu+dbias groups
    * [Linear, Bias, GELU, Linear] each make three operations one unit,
    * and a Bias left apart (512 bytes, under the 4096-byte buckets) joins
    * the unit after it: 4 of 12 */
-  expect_inplace(d3, 0, sep ? "12 sharded buckets in 4 units" : "6 sharded buckets in 6 units");
+  if (zs == 3)
+    expect_inplace(d3, 0, sep ? "12 sharded buckets in 4 units" : "6 sharded buckets in 6 units");
+  else
+    expect_inplace(d3, 0, "; gradients: shards");
   static struct tecore_optim_tensor a0[ZNP], a3[ZNP];
   zadam_init(d0, q0, 0, a0);
-  zadam_init(d3, q3, 3, a3);
+  zadam_init(d3, q3, zs, a3);
   struct zbufs z;
   zbufs_init(&z);
   static float y0[B * ZH], y3[B * ZH], g0[ZG], v0[ZG], v3[ZG];
@@ -823,6 +828,7 @@ static void rank_zero3(int rank, int n, void *arg) {
     zsame_shard_grads(d3, q3, g0, adam ? 0 : Z3_MB_TOL, k);
     if (adam) zadam(a0, k, s);
     if (adam) zadam(a3, k, s);
+    if (adam && zs == 2) RK_OK(tecomm_dp_gather(d3, s));   /* each rank's updated shard to all */
     RK_CORE(tecore_stream_synchronize(s));
     zfetch(q0, 1, v0);
     memset(v3, 0xff, sizeof v3);
@@ -860,10 +866,11 @@ END_TEST
  * gradient shards and the parameters after AdamW, eager and from the
  * step graph, 2 and 4 ranks, and with the Bias ops apart; two
  * microbatches (each reduced, then added in the shard): within Z3_MB_TOL
- * of the largest gradient of the tensor. */
+ * of the largest gradient of the tensor.  _i 8-13: the same under ZeRO-2
+ * (the values whole, gathered by tecomm_dp_gather after AdamW). */
 START_TEST(zero_3_gradient_shards_take_zero_0_steps) {
-  struct z3arg za = {.sep = (_i / 2) % 2, .mb = _i >= 4 ? MB : 1,
-                     .flags = TECOMM_DP_GRAD_SHARDS};
+  struct z3arg za = {.sep = (_i / 2) % 2, .mb = _i % 8 >= 4 ? MB : 1,
+                     .flags = TECOMM_DP_GRAD_SHARDS, .zero = _i >= 8 ? 2 : 3};
   int n = _i % 2 ? 4 : 2;
   tc_run_ranks(n, rank_zero3, &za, 300);
   tc_expect_same_digest(n, "the parameters after four steps");
@@ -1082,8 +1089,8 @@ static void rank_args(int rank, int n, void *arg) {
   RK_EXPECT(TECOMM_ERR_INVALID, "tensors[0].value is 0 under ZeRO-1", tecomm_dp_create(&d2, &dp));
   d2 = desc, d2.zero = 3, d2.flags = 0x6;
   RK_EXPECT(TECOMM_ERR_INVALID, "unknown bits 0x6", tecomm_dp_create(&d2, &dp));
-  d2 = desc, d2.zero = 2, d2.flags = TECOMM_DP_GRAD_SHARDS;
-  RK_EXPECT(TECOMM_ERR_INVALID, "needs ZeRO-3 and desc->seq (desc->zero 2",
+  d2 = desc, d2.zero = 1, d2.flags = TECOMM_DP_GRAD_SHARDS;
+  RK_EXPECT(TECOMM_ERR_INVALID, "needs ZeRO-2 or 3 and desc->seq (desc->zero 1",
             tecomm_dp_create(&d2, &dp));
   d2.zero = 3, d2.seq = NULL;
   for (size_t i = 0; i < NP; i++) bad[i] = t[i], bad[i].op = TECOMM_DP_NO_OP;
@@ -1143,7 +1150,7 @@ static Suite *dp_suite(void) {
   tcase_add_loop_test(tc, dp_ranks_equal_one_process, 0, 2);
   tcase_add_loop_test(tc, zero_1_2_take_zero_0_steps, 0, 2);
   tcase_add_loop_test(tc, zero_3_takes_zero_0_steps, 0, 4);
-  tcase_add_loop_test(tc, zero_3_gradient_shards_take_zero_0_steps, 0, 6);
+  tcase_add_loop_test(tc, zero_3_gradient_shards_take_zero_0_steps, 0, 14);
   tcase_add_loop_test(tc, zero_3_holds_a_shard_of_the_values, 0, 2);
   tcase_add_loop_test(tc, zero_3_sequence_destroyed_first, 0, 2);
   tcase_add_loop_test(tc, mismatched_models_refused_with_the_field_named, 0, 5);

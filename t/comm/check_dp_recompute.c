@@ -4,8 +4,9 @@
  * as forked processes (t/lib/comm_ranks.h), on a six-layer F32 MLP
  * (Linear + bias, GELU; one layer a ZeRO-3 gather unit), two microbatches
  * a step:
- *   - ZeRO-0, 1, 2, 3 and 3 with gradient shards (TECOMM_DP_GRAD_SHARDS,
- *     the gradients reduce-scattered out of a ring of two layers), each
+ *   - ZeRO-0, 1, 2, 3, and 3 and 2 with gradient shards
+ *     (TECOMM_DP_GRAD_SHARDS, the gradients reduce-scattered out of a
+ *     ring of two layers), each
  *     recomputing the whole model (FULL: the
  *     backward's first group runs six layers' forward again, through
  *     every unit of ZeRO-3's ring of two), three layers a range (FULL),
@@ -85,9 +86,9 @@ static void params(tecore_seq_t *q, struct tecore_seq_param *p) {
   RK_ASSERT(n == NP, "%zu parameters", n);
 }
 
-/* The group of stage zero (4: ZeRO-3 with TECOMM_DP_GRAD_SHARDS): the
- * parameters, the last operation's first; 4 KiB buckets (one layer a
- * ZeRO-3 unit). */
+/* The group of stage zero (4: ZeRO-3 with TECOMM_DP_GRAD_SHARDS, 5:
+ * ZeRO-2 with them): the parameters, the last operation's first; 4 KiB
+ * buckets (one layer a ZeRO-3 unit). */
 static tecomm_dp_t group(tecomm_comm_t c, tecore_seq_t *q, int zero) {
   struct tecore_seq_param p[NP];
   struct tecomm_dp_tensor t[NP];
@@ -100,7 +101,8 @@ static tecomm_dp_t group(tecomm_comm_t c, tecore_seq_t *q, int zero) {
                                      .count = tecore_tensor_numel(&r->value), .op = r->op};
   }
   struct tecomm_dp_desc desc = {.comm = c, .tensors = t, .ntensors = NP, .seq = q,
-                                .bucket_bytes = 4096, .zero = zero > 3 ? 3 : zero,
+                                .bucket_bytes = 4096,
+                                .zero = zero == 5 ? 2 : zero > 3 ? 3 : zero,
                                 .flags = zero > 3 ? TECOMM_DP_GRAD_SHARDS : 0};
   tecomm_dp_t dp = NULL;
   RK_OK(tecomm_dp_create(&desc, &dp));
@@ -260,7 +262,7 @@ static void adam(struct side *d, int64_t k, tecore_stream_t s) {
   struct tecore_adam_config ac = {.lr = 1e-2, .beta1 = 0.9, .beta2 = 0.95, .eps = 1e-8,
                                   .weight_decay = 0.1, .step = k, .flags = TECORE_ADAM_W};
   RK_CORE(tecore_adam_step(d->ot, NP, &ac, 0, 0, s));
-  if (d->zero == 1 || d->zero == 2) RK_OK(tecomm_dp_gather(d->dp, s));
+  if (d->zero == 1 || d->zero == 2 || d->zero == 5) RK_OK(tecomm_dp_gather(d->dp, s));
   RK_CORE(tecore_stream_synchronize(s));
 }
 
@@ -291,7 +293,7 @@ static void rank_main(int rank, int n, void *argp) {
   z.y = dalloc(B * H * 4);
   static float y0[B * H], y1[B * H], g0[NG], g1[NG], v0[NG], v1[NG];
   char how[64];
-  snprintf(how, sizeof how, "ZeRO-%d%s, %s", a->zero > 3 ? 3 : a->zero,
+  snprintf(how, sizeof how, "ZeRO-%d%s, %s", a->zero == 5 ? 2 : a->zero > 3 ? 3 : a->zero,
            a->zero > 3 ? " (gradient shards)" : "", mode_name[a->m]);
   rank_of_test = rank;
   RK_ASSERT(same_plans(plain.q, rc.q), "%s: the plans differ (TECORE_OPS_FUSION_OFF?)", how);
@@ -317,10 +319,10 @@ static void rank_main(int rank, int n, void *argp) {
   (void)tecomm_comm_destroy(c);
 }
 
-/* _i: the stage (0-3; 4 ZeRO-3 with gradient shards) and the mode
- * (WHOLE, THIRDS, SELECT). */
+/* _i: the stage (0-3; 4 ZeRO-3 and 5 ZeRO-2 with gradient shards) and
+ * the mode (WHOLE, THIRDS, SELECT). */
 START_TEST(dp_with_recompute_takes_the_steps_without) {
-  struct arg a = {.m = (enum mode)(WHOLE + _i / 5), .zero = _i % 5};
+  struct arg a = {.m = (enum mode)(WHOLE + _i / 6), .zero = _i % 6};
   tc_run_ranks(2, rank_main, &a, 300);
   tc_shm_release();
 }
@@ -331,7 +333,7 @@ static Suite *dp_rc_suite(void) {
   setenv("TECORE_OPS_FUSION_OFF", "linear+bias+gelu,dgrad+dgelu+dbias", 1);
   Suite *s = suite_create("comm_dp_recompute");
   TCase *tc = te_tcase(s, "dp_recompute", 0);
-  tcase_add_loop_test(tc, dp_with_recompute_takes_the_steps_without, 0, 15);
+  tcase_add_loop_test(tc, dp_with_recompute_takes_the_steps_without, 0, 18);
   return s;
 }
 

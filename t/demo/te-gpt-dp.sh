@@ -12,8 +12,8 @@
 #     GPT_DP_TOL_FP8 (AdamW no longer writes the FP8 codes: the forward
 #     quantizes the gathered weight); --zero 3 --recipe delayed gathers FP8 codes, bit for
 #     bit the losses of gathering the values (TECORE_OPS_FUSION_OFF);
-#     --zero 3's gradients out of the ring (the default) the bits of
-#     --grad-shards 0's whole buffers, with --accum 2 within GPT_DP_TOL;
+#     --zero 2's and 3's gradients out of the ring (the default) the bits
+#     of --grad-shards 0's whole buffers, with --accum 2 within GPT_DP_TOL;
 #  3. --dp 2 --tp 2 (4 ranks, a 2-D grid) within GPT_DP_TOL of one process;
 #     with --zero 2 and 3 --zero 0's losses and norms bit for bit; with
 #     --sp too (te-gpt-dp-zero-sp: the tp sum of the norms' gradients once
@@ -89,16 +89,18 @@ bits "$tmp/d2.csv" "$tmp/z3.csv" "--zero 3 against --zero 0"
 # the gradients reduce-scattered out of the ring (the default) or kept
 # whole: the same reduction, the same bits; with two microbatches a step
 # each reduced, then added in the shard (within GPT_DP_TOL of --zero 0)
-run "$tmp/z3w.csv" $opts --batch 2 --dp 2 --zero 3 --grad-shards 0
-bits "$tmp/z3.csv" "$tmp/z3w.csv" "--zero 3 --grad-shards 0 against 1"
 run "$tmp/a0.csv" $opts --batch 1 --accum 2 --dp 2
-run "$tmp/a3.csv" $opts --batch 1 --accum 2 --dp 2 --zero 3
-close "$tmp/a0.csv" "$tmp/a3.csv" "--zero 3 --accum 2 against --zero 0"
-zo="--seed $seed --steps 1 --sample 0 --eval-every 0 --batch 2 --dp 2 --zero 3"
-"$gpt" $zo 2>&1 | grep -q "; gradients: shards" ||
-  { echo "FAIL: --zero 3 keeps whole gradients (no '; gradients:' in the # dp: line)"; fail=1; }
-"$gpt" $zo --grad-shards 0 2>&1 | grep -q "; gradients:" &&
-  { echo "FAIL: --zero 3 --grad-shards 0 still shards the gradients"; fail=1; }
+for z in 2 3; do
+  run "$tmp/z${z}w.csv" $opts --batch 2 --dp 2 --zero $z --grad-shards 0
+  bits "$tmp/z$z.csv" "$tmp/z${z}w.csv" "--zero $z --grad-shards 0 against 1"
+  run "$tmp/a$z.csv" $opts --batch 1 --accum 2 --dp 2 --zero $z
+  close "$tmp/a0.csv" "$tmp/a$z.csv" "--zero $z --accum 2 against --zero 0"
+  zo="--seed $seed --steps 1 --sample 0 --eval-every 0 --batch 2 --dp 2 --zero $z"
+  "$gpt" $zo 2>&1 | grep -q "; gradients: shards" ||
+    { echo "FAIL: --zero $z keeps whole gradients (no '; gradients:' in the # dp: line)"; fail=1; }
+  "$gpt" $zo --grad-shards 0 2>&1 | grep -q "; gradients:" &&
+    { echo "FAIL: --zero $z --grad-shards 0 still shards the gradients"; fail=1; }
+done
 run "$tmp/f3.csv" $opts --batch 2 --dp 2 --zero 3 --recipe delayed
 close "$tmp/f2.csv" "$tmp/f3.csv" "--zero 3 --recipe delayed against --zero 0" "$GPT_DP_TOL_FP8"
 # delayed scaling: the Linears' weights gathered as FP8 codes (the group

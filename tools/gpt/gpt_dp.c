@@ -12,11 +12,11 @@
  * Under --zero 0 and 1 the gradients lie in the dp communicator's
  * symmetric memory (gpt_dp_gsym_*: the sequence's region and the
  * tables'), so the group reduces every bucket where it lies.  Under
- * --zero 3 (but with --sp, whose replicated gradients are summed whole
- * over the tp ranks after the step's backward) no rank keeps the
- * sequence's whole gradients either (TECOMM_DP_GRAD_SHARDS): each
- * layer's are reduce-scattered out of the group's ring into this rank's
- * shard as the backward writes them.
+ * --zero 2 and 3 (but with --sp, whose replicated gradients are summed
+ * whole over the tp ranks after the step's backward, or --grad-shards
+ * 0) no rank keeps the sequence's whole gradients
+ * (TECOMM_DP_GRAD_SHARDS): each layer's are reduce-scattered out of the
+ * group's ring into this rank's shard as the backward writes them.
  *
  * The mean over the ranks is te-gpt's loss scale: dloss is 1 / (accum *
  * dp) (te-gpt.c), so the group sums (desc.scale 1). */
@@ -50,8 +50,8 @@ static struct tecomm_dp_tensor dp_tensor(const struct gpt_param *p) {
 }
 
 /* --zero 3: the sequence's parameters now lie in the group's ring (their
- * own storage freed): p->value follows them there, and p->grad (with
- * gradient shards) into the gradient ring. */
+ * own storage freed): p->value follows them there; with gradient shards
+ * (--zero 2 too) p->grad into the gradient ring. */
 static void dp_ring_values(struct gpt_model *m) {
   size_t ns = 0, ntab = m->c.rope ? 1 : 2;
   GPT_CHECK(tecore_seq_params(m->seq, NULL, 0, &ns));
@@ -68,7 +68,7 @@ void gpt_dp_create(struct gpt_model *m, const struct tecore_recipe *recipe, teco
   size_t *ord = dp_order(m);
   struct tecomm_dp_tensor *t = gpt_xalloc(m->np * sizeof *t);
   for (size_t k = 0; k < m->np; k++) t[k] = dp_tensor(&m->p[ord[k]]);
-  const int gring = m->dp.zero == 3 && m->dp.gshards && !m->tp.sp;
+  const int gring = m->dp.zero >= 2 && m->dp.gshards && !m->tp.sp;
   struct tecomm_dp_desc desc = {.comm = m->dp.comm, .tensors = t, .ntensors = m->np,
                                 .seq = m->seq, .zero = m->dp.zero, .scale = 1.0f,
                                 .recipe = recipe, .flags = gring ? TECOMM_DP_GRAD_SHARDS : 0};
@@ -82,13 +82,13 @@ void gpt_dp_create(struct gpt_model *m, const struct tecore_recipe *recipe, teco
     if (r != TECOMM_SUCCESS) dp_fail("tecomm_dp_shard", r);
     p->dp_sharded = m->dp.zero > 0;
     p->dp_z3 = m->dp.zero == 3 && !p->table;
-    p->dp_gring = gring && p->dp_z3;
+    p->dp_gring = gring && !p->table;
     if (p->dp_z3 && (r = tecomm_dp_value_shard(g, k, &p->dp_value)) != TECOMM_SUCCESS)
       dp_fail("tecomm_dp_value_shard", r);
     if ((r = tecomm_dp_grad_shard(g, k, &p->dp_grad)) != TECOMM_SUCCESS)
       dp_fail("tecomm_dp_grad_shard", r);
   }
-  if (m->dp.zero == 3) dp_ring_values(m);
+  if (m->dp.zero == 3 || gring) dp_ring_values(m);
   free(t);
   free(ord);
   GPT_CHECK(tecore_stream_synchronize(s));
@@ -115,7 +115,7 @@ size_t gpt_dp_value_bytes(const struct gpt_model *m) {
 }
 
 size_t gpt_dp_grad_bytes(const struct gpt_model *m) {
-  if (!m->dp.group || m->dp.zero != 3) return 0;
+  if (!m->dp.group || m->dp.zero < 2) return 0;
   char line[512];
   size_t shards = 0, s0 = 0, s1 = 0;
   (void)tecomm_dp_describe((tecomm_dp_t)m->dp.group, line, sizeof line, NULL);
