@@ -338,28 +338,28 @@ TE_EXPORT tecomm_result_t tecomm_dp_shard(tecomm_dp_t dp, size_t index, size_t *
   return TECOMM_SUCCESS;
 }
 
-TE_EXPORT tecomm_result_t tecomm_dp_grad_shard(tecomm_dp_t dp, size_t index,
-                                              tecore_devptr_t *ptr) {
-  DP_LIVE(dp, "tecomm_dp_grad_shard");
-  TC_ARG(ptr, "tecomm_dp_grad_shard: ptr is NULL");
-  TC_ARG(index < dp->nt, "tecomm_dp_grad_shard: index %zu: the group has %zu tensors", index,
-         dp->nt);
+/* Where this rank's part of tensor index lies, by at (tc_dp_grad_at or
+ * tc_dp_value_at); 0 for an empty part. */
+static tecomm_result_t part_at(tecomm_dp_t dp, size_t index, tecore_devptr_t *ptr,
+                               const char *fn,
+                               tecore_devptr_t (*at)(const struct tecomm_dp *, size_t, size_t)) {
+  DP_LIVE(dp, fn);
+  TC_ARG(ptr, "%s: ptr is NULL", fn);
+  TC_ARG(index < dp->nt, "%s: index %zu: the group has %zu tensors", fn, index, dp->nt);
   size_t first, n;
   tc_dp_part(dp, index, dp->rank, &first, &n);
-  *ptr = n ? tc_dp_grad_at(dp, index, first) : 0;
+  *ptr = n ? at(dp, index, first) : 0;
   return TECOMM_SUCCESS;
+}
+
+TE_EXPORT tecomm_result_t tecomm_dp_grad_shard(tecomm_dp_t dp, size_t index,
+                                              tecore_devptr_t *ptr) {
+  return part_at(dp, index, ptr, "tecomm_dp_grad_shard", tc_dp_grad_at);
 }
 
 TE_EXPORT tecomm_result_t tecomm_dp_value_shard(tecomm_dp_t dp, size_t index,
                                                tecore_devptr_t *ptr) {
-  DP_LIVE(dp, "tecomm_dp_value_shard");
-  TC_ARG(ptr, "tecomm_dp_value_shard: ptr is NULL");
-  TC_ARG(index < dp->nt, "tecomm_dp_value_shard: index %zu: the group has %zu tensors", index,
-         dp->nt);
-  size_t first, n;
-  tc_dp_part(dp, index, dp->rank, &first, &n);
-  *ptr = n ? tc_dp_value_at(dp, index, first) : 0;
-  return TECOMM_SUCCESS;
+  return part_at(dp, index, ptr, "tecomm_dp_value_shard", tc_dp_value_at);
 }
 
 TE_EXPORT tecomm_result_t tecomm_dp_gather_value(tecomm_dp_t dp, size_t index,

@@ -48,53 +48,49 @@ static tecore_result_t param_fits(const char *fn, tecore_devptr_t ptr, size_t by
   return TECORE_SUCCESS;
 }
 
-/* Storage of the sequence's own again, zeroed (the caller's is gone). */
-static tecore_result_t param_own(tecore_seq_t *s, struct te_op *op, size_t p, size_t bytes) {
-  tecore_devptr_t own = 0;
-  TE_CHECK(te_seq_alloc(s, bytes, 1, &own));
-  tecore_result_t r = tecore_memset_d8_async(own, 0, bytes, NULL);
+/* Storage of the sequence's own, zeroed, into *own (untouched on failure). */
+static tecore_result_t own_zeroed(tecore_seq_t *s, size_t bytes, tecore_devptr_t *own) {
+  tecore_devptr_t p = 0;
+  TE_CHECK(te_seq_alloc(s, bytes, 1, &p));
+  tecore_result_t r = tecore_memset_d8_async(p, 0, bytes, NULL);
   if (r == TECORE_SUCCESS) r = tecore_stream_synchronize(NULL);
   if (r != TECORE_SUCCESS) {
-    (void)te_seq_release(s, own);
+    (void)te_seq_release(s, p);
     return r;
   }
-  op->param[p] = own;
-  op->param_ext &= ~(1u << p);
+  *own = p;
+  return TECORE_SUCCESS;
+}
+
+/* What both calls check: a live, built sequence, the index, ptr's
+ * alignment; the parameter's operation and slot. */
+static tecore_result_t take_args(tecore_seq_t *s, const char *fn, size_t index,
+                                 tecore_devptr_t ptr, struct te_op **op, size_t *p) {
+  TE_CHECK(te_seq_arg(s, fn));
+  TE_ARG(s->built, "%s: the sequence is not built (tecore_seq_build)", fn);
+  TE_ARG(param_at(s, index, op, p), "%s: index %zu is out of range (the sequence has %zu "
+         "parameters)", fn, index, param_count(s));
+  TE_ARG(ptr % 16 == 0, "%s: ptr 0x%llx is not 16-byte aligned", fn, (unsigned long long)ptr);
   return TECORE_SUCCESS;
 }
 
 TE_EXPORT tecore_result_t tecore_seq_set_param(tecore_seq_t *s, size_t index, tecore_devptr_t ptr) {
   static const char fn[] = "tecore_seq_set_param";
-  TE_CHECK(te_seq_arg(s, fn));
-  TE_ARG(s->built, "%s: the sequence is not built (tecore_seq_build)", fn);
   struct te_op *op = NULL;
   size_t p = 0;
-  TE_ARG(param_at(s, index, &op, &p), "%s: index %zu is out of range (the sequence has %zu "
-         "parameters)", fn, index, param_count(s));
-  TE_ARG(ptr % 16 == 0, "%s: ptr 0x%llx is not 16-byte aligned", fn, (unsigned long long)ptr);
+  TE_CHECK(take_args(s, fn, index, ptr, &op, &p));
   const size_t bytes = op->plen[p] * tecore_dtype_size(te_param_dtype(s, op, p));
-  int ext = (op->param_ext >> p) & 1u;
-  if (!ptr) return ext ? param_own(s, op, p, bytes) : TECORE_SUCCESS;
-  TE_CHECK(param_fits(fn, ptr, bytes, index));
-  if (!ext) TE_CHECK(te_seq_release(s, op->param[p]));
-  op->param[p] = ptr;
-  op->param_ext |= 1u << p;
-  op->w8_cached = 0;   /* an inference FP8 copy was of the old value */
-  return TECORE_SUCCESS;
-}
-
-/* The gradient in storage of the sequence's own again, zeroed. */
-static tecore_result_t grad_own(tecore_seq_t *s, struct te_op *op, size_t p, size_t bytes) {
-  tecore_devptr_t own = 0;
-  TE_CHECK(te_seq_alloc(s, bytes, 1, &own));
-  tecore_result_t r = tecore_memset_d8_async(own, 0, bytes, NULL);
-  if (r == TECORE_SUCCESS) r = tecore_stream_synchronize(NULL);
-  if (r != TECORE_SUCCESS) {
-    (void)te_seq_release(s, own);
-    return r;
+  const unsigned bit = 1u << p;
+  if (!ptr) {   /* storage of the sequence's own again, zeroed (the caller's is gone) */
+    if (op->param_ext & bit) TE_CHECK(own_zeroed(s, bytes, &op->param[p]));
+    op->param_ext &= ~bit;
+    return TECORE_SUCCESS;
   }
-  op->grad[p] = own;
-  op->grad_ext &= ~(1u << p);
+  TE_CHECK(param_fits(fn, ptr, bytes, index));
+  if (!(op->param_ext & bit)) TE_CHECK(te_seq_release(s, op->param[p]));
+  op->param[p] = ptr;
+  op->param_ext |= bit;
+  op->w8_cached = 0;   /* an inference FP8 copy was of the old value */
   return TECORE_SUCCESS;
 }
 
@@ -105,21 +101,21 @@ static tecore_result_t grad_own(tecore_seq_t *s, struct te_op *op, size_t p, siz
 TE_EXPORT tecore_result_t tecore_seq_set_param_grad(tecore_seq_t *s, size_t index,
                                                     tecore_devptr_t ptr) {
   static const char fn[] = "tecore_seq_set_param_grad";
-  TE_CHECK(te_seq_arg(s, fn));
-  TE_ARG(s->built, "%s: the sequence is not built (tecore_seq_build)", fn);
-  TE_ARG(!te_seq_infer(s), "%s: an inference sequence (TECORE_SEQ_INFERENCE) has no gradients",
-         fn);
   struct te_op *op = NULL;
   size_t p = 0;
-  TE_ARG(param_at(s, index, &op, &p), "%s: index %zu is out of range (the sequence has %zu "
-         "parameters)", fn, index, param_count(s));
-  TE_ARG(ptr % 16 == 0, "%s: ptr 0x%llx is not 16-byte aligned", fn, (unsigned long long)ptr);
+  TE_CHECK(take_args(s, fn, index, ptr, &op, &p));
+  TE_ARG(!te_seq_infer(s), "%s: an inference sequence (TECORE_SEQ_INFERENCE) has no gradients",
+         fn);
   const size_t bytes = op->plen[p] * tecore_dtype_size(te_grad_dtype(s, op, p));
-  const int ext = (op->grad_ext >> p) & 1u, region = s->gregion.alloc != NULL;
-  if (!ptr) return ext ? grad_own(s, op, p, bytes) : TECORE_SUCCESS;
+  const unsigned bit = 1u << p;
+  if (!ptr) {   /* the sequence's own again, zeroed */
+    if (op->grad_ext & bit) TE_CHECK(own_zeroed(s, bytes, &op->grad[p]));
+    op->grad_ext &= ~bit;
+    return TECORE_SUCCESS;
+  }
   TE_CHECK(param_fits(fn, ptr, bytes, index));
-  if (!ext && !region) TE_CHECK(te_seq_release(s, op->grad[p]));
+  if (!(op->grad_ext & bit) && !s->gregion.alloc) TE_CHECK(te_seq_release(s, op->grad[p]));
   op->grad[p] = ptr;
-  op->grad_ext |= 1u << p;
+  op->grad_ext |= bit;
   return TECORE_SUCCESS;
 }

@@ -65,56 +65,49 @@ static size_t value_bytes(const struct tecore_seq_param *p) {
   return tecore_tensor_numel(&p->value) * tecore_dtype_size(p->value.dtype);
 }
 
-/* Every parameter of s into one allocation (returned), 256 bytes apart
- * at least, poisoned first: the values are what the caller writes. */
-static tecore_devptr_t move_all(tecore_seq_t *s) {
+static size_t grad_bytes(const struct tecore_seq_param *p) {
+  return tecore_tensor_numel(&p->grad) * tecore_dtype_size(p->grad.dtype);
+}
+
+/* Every parameter's value (grad 0) or gradient (1) of s into one
+ * allocation (returned), 256 bytes apart at least, poisoned first: the
+ * values are what the caller writes, the gradients what zero_grad and the
+ * backward write.  The sequence's own are freed; tecore_seq_params
+ * reports the new addresses. */
+static tecore_devptr_t move_all(tecore_seq_t *s, int grad) {
   struct tecore_seq_param p[MAXP];
+  size_t (*bytes)(const struct tecore_seq_param *) = grad ? grad_bytes : value_bytes;
   size_t n = param_list(s, p), total = 0;
-  for (size_t i = 0; i < n; i++) total += round256(value_bytes(&p[i]));
+  for (size_t i = 0; i < n; i++) total += round256(bytes(&p[i]));
   tecore_devptr_t base = te_dalloc(total);
   te_poison_dev(base, total);
   size_t p0 = 0, p1 = 0, off = 0;
   TE_OK(tecore_seq_memory(s, &p0, NULL));
   for (size_t i = 0; i < n; i++) {
-    TE_OK(tecore_seq_set_param(s, i, base + off));
-    off += round256(value_bytes(&p[i]));
+    TE_OK(grad ? tecore_seq_set_param_grad(s, i, base + off)
+               : tecore_seq_set_param(s, i, base + off));
+    off += round256(bytes(&p[i]));
   }
   TE_OK(tecore_seq_memory(s, &p1, NULL));
   ck_assert_uint_eq(p1, p0 - total);   /* the sequence's own are freed */
   param_list(s, p);
   off = 0;
   for (size_t i = 0; i < n; i++) {
-    ck_assert_msg(p[i].value.data == base + off, "parameter %zu (%s): at 0x%llx, given base + "
-                  "%zu", i, p[i].name, (unsigned long long)p[i].value.data, off);
-    off += round256(value_bytes(&p[i]));
+    tecore_devptr_t at = grad ? p[i].grad.data : p[i].value.data;
+    ck_assert_msg(at == base + off, "%s %zu (%s): at 0x%llx, given base + %zu",
+                  grad ? "gradient" : "parameter", i, p[i].name, (unsigned long long)at, off);
+    off += round256(bytes(&p[i]));
   }
   return base;
 }
 
 static void same_bits(const struct tecore_recipe *rc) {
   tecore_seq_t *own = mlp(rc), *moved = mlp(rc);
-  tecore_devptr_t base = move_all(moved);
-  draw_params(moved, own);
-  tecore_devptr_t xs[2], dys[2];
-  for (int k = 0; k < 2; k++) {
-    put_bf16(xs[k] = te_dalloc(NY * 2), NY, -1.5f, 1.5f);
-    put_bf16(dys[k] = te_dalloc(NY * 2), NY, -0.05f, 0.05f);
-  }
-  uint16_t *dx0 = malloc(NY * 2), *dx1 = malloc(NY * 2);
-  ck_assert(dx0 && dx1);
-  two_steps(own, xs, dys, dx0);
-  two_steps(moved, xs, dys, dx1);
-  te_expect_mem_eq(dx0, dx1, NY * 2, "dx");
-  expect_same_grads(own, moved);
+  tecore_devptr_t base = move_all(moved, 0);
+  twins_same(moved, own);
   TE_OK(tecore_seq_destroy(moved));   /* the caller's memory stays the caller's */
   TE_OK(tecore_seq_destroy(own));
   TE_OK(tecore_mem_free(base));
-  for (int k = 0; k < 2; k++) {
-    TE_OK(tecore_mem_free(xs[k]));
-    TE_OK(tecore_mem_free(dys[k]));
-  }
-  free(dx0);
-  free(dx1);
 }
 
 START_TEST(test_param_moved_bf16_same_bits) { same_bits(NULL); }
@@ -166,133 +159,79 @@ START_TEST(test_param_back_to_own_zeroed) {
 }
 END_TEST
 
-static size_t grad_bytes(const struct tecore_seq_param *p) {
-  return tecore_tensor_numel(&p->grad) * tecore_dtype_size(p->grad.dtype);
-}
-
 /* Every gradient into one poisoned allocation of the caller's, 256 bytes
  * apart at least: zero_grad clears it, the backward adds there. */
 START_TEST(test_grad_moved_same_bits) {
   tecore_seq_t *own = mlp(NULL), *moved = mlp(NULL);
   struct tecore_seq_param p[MAXP];
-  size_t n = param_list(moved, p), total = 0, off = 0, b0 = 0, b1 = 0;
-  for (size_t i = 0; i < n; i++) total += round256(grad_bytes(&p[i]));
-  tecore_devptr_t base = te_dalloc(total);
-  te_poison_dev(base, total);
-  TE_OK(tecore_seq_memory(moved, &b0, NULL));
-  for (size_t i = 0; i < n; i++) {
-    TE_OK(tecore_seq_set_param_grad(moved, i, base + off));
-    off += round256(grad_bytes(&p[i]));
-  }
-  TE_OK(tecore_seq_memory(moved, &b1, NULL));
-  ck_assert_uint_eq(b1, b0 - total);   /* the sequence's own are freed */
+  tecore_devptr_t base = move_all(moved, 1);
   param_list(moved, p);
-  off = 0;
-  for (size_t i = 0; i < n; i++) {
-    ck_assert_msg(p[i].grad.data == base + off, "gradient %zu (%s): at 0x%llx, given base + %zu",
-                  i, p[i].name, (unsigned long long)p[i].grad.data, off);
-    off += round256(grad_bytes(&p[i]));
-  }
-  draw_params(moved, own);
-  tecore_devptr_t xs[2], dys[2];
-  for (int k = 0; k < 2; k++) {
-    put_bf16(xs[k] = te_dalloc(NY * 2), NY, -1.5f, 1.5f);
-    put_bf16(dys[k] = te_dalloc(NY * 2), NY, -0.05f, 0.05f);
-  }
-  uint16_t *dx0 = malloc(NY * 2), *dx1 = malloc(NY * 2);
-  ck_assert(dx0 && dx1);
-  two_steps(own, xs, dys, dx0);
-  two_steps(moved, xs, dys, dx1);
-  te_expect_mem_eq(dx0, dx1, NY * 2, "dx");
-  expect_same_grads(own, moved);
+  twins_same(moved, own);
   /* ptr 0: storage of its own again, zeroed; the caller's untouched */
   size_t gb = grad_bytes(&p[1]);
+  tecore_devptr_t at1 = base + round256(grad_bytes(&p[0]));
   unsigned char *want = malloc(gb), *got = malloc(gb);
   ck_assert(want && got);
-  te_d2h(want, p[1].grad.data, gb);
+  te_d2h(want, at1, gb);
   TE_OK(tecore_seq_set_param_grad(moved, 1, 0));
   TE_OK(tecore_seq_set_param_grad(moved, 1, 0));   /* already its own: nothing to do */
   param_list(moved, p);
-  ck_assert(p[1].grad.data != base + round256(grad_bytes(&p[0])));
+  ck_assert(p[1].grad.data != at1);
   te_d2h(got, p[1].grad.data, gb);
   for (size_t i = 0; i < gb; i++) ck_assert_msg(got[i] == 0, "own byte %zu: 0x%02x", i, got[i]);
-  two_steps(moved, xs, dys, dx1);
-  te_d2h(got, base + round256(grad_bytes(&p[0])), gb);
+  twins_same(moved, own);   /* and the backward writes its own again */
+  te_d2h(got, at1, gb);
   te_expect_mem_eq(want, got, gb, "the caller's memory after ptr 0");
   TE_OK(tecore_seq_destroy(moved));   /* the caller's memory stays the caller's */
   TE_OK(tecore_seq_destroy(own));
   TE_OK(tecore_mem_free(base));
-  for (int k = 0; k < 2; k++) {
-    TE_OK(tecore_mem_free(xs[k]));
-    TE_OK(tecore_mem_free(dys[k]));
-  }
-  free(dx0);
-  free(dx1);
   free(want);
   free(got);
 }
 END_TEST
 
-START_TEST(test_grad_args_refused) {
+/* The refusals both calls share, for set (tecore_seq_set_param or
+ * _grad); grad: the gradient's (also: an inference sequence has none). */
+typedef tecore_result_t (*set_fn)(tecore_seq_t *, size_t, tecore_devptr_t);
+static void args_refused(set_fn set, int grad) {
   tecore_seq_t *s = mlp(NULL);
   struct tecore_seq_param p[MAXP];
-  size_t n = param_list(s, p), bytes = grad_bytes(&p[1]);
+  size_t n = param_list(s, p), bytes = grad ? grad_bytes(&p[1]) : value_bytes(&p[1]);
   tecore_devptr_t m = te_dalloc(bytes);
-  TE_EXPECT_INVALID("seq is NULL", tecore_seq_set_param_grad(NULL, 0, m));
+  TE_EXPECT_INVALID("seq is NULL", set(NULL, 0, m));
   char msg[32];
   snprintf(msg, sizeof msg, "index %zu is out of range", n);
-  TE_EXPECT_INVALID(msg, tecore_seq_set_param_grad(s, n, m));
-  TE_EXPECT_INVALID("16-byte aligned", tecore_seq_set_param_grad(s, 1, m + 8));
-  TE_EXPECT_INVALID("needs", tecore_seq_set_param_grad(s, 1, m + 256));
+  TE_EXPECT_INVALID(msg, set(s, n, m));
+  TE_EXPECT_INVALID("16-byte aligned", set(s, 1, m + 8));
+  TE_EXPECT_INVALID("needs", set(s, 1, m + 256));
   uint64_t host = 0;
   TE_EXPECT_INVALID("not in an allocation",
-                    tecore_seq_set_param_grad(s, 1, (tecore_devptr_t)(uintptr_t)&host &
-                                                        ~(tecore_devptr_t)15));
+                    set(s, 1, (tecore_devptr_t)(uintptr_t)&host & ~(tecore_devptr_t)15));
   param_list(s, p);
-  ck_assert(p[1].grad.data != m);   /* nothing changed */
+  ck_assert((grad ? p[1].grad.data : p[1].value.data) != m);   /* nothing changed */
   struct tecore_seq_config cfg = {.rows = ROWS, .features = HID, .dtype = TECORE_DTYPE_BF16};
   tecore_seq_t *u = NULL;
   TE_OK(tecore_seq_create(&cfg, &u));
-  TE_EXPECT_INVALID("not built", tecore_seq_set_param_grad(u, 0, m));
+  TE_EXPECT_INVALID("not built", set(u, 0, m));
   TE_OK(tecore_seq_destroy(u));
-  cfg.flags = TECORE_SEQ_INFERENCE;
-  TE_OK(tecore_seq_create(&cfg, &u));
-  const struct tecore_op_desc lin = {.kind = TECORE_OP_LINEAR, .features = HID};
-  TE_OK(tecore_seq_add(u, &lin, NULL));
-  TE_OK(tecore_seq_build(u, te_stream));
-  TE_EXPECT_INVALID("inference sequence", tecore_seq_set_param_grad(u, 0, m));
-  TE_OK(tecore_seq_destroy(u));
+  if (grad) {
+    cfg.flags = TECORE_SEQ_INFERENCE;
+    TE_OK(tecore_seq_create(&cfg, &u));
+    const struct tecore_op_desc lin = {.kind = TECORE_OP_LINEAR, .features = HID};
+    TE_OK(tecore_seq_add(u, &lin, NULL));
+    TE_OK(tecore_seq_build(u, te_stream));
+    TE_EXPECT_INVALID("inference sequence", set(u, 0, m));
+    TE_OK(tecore_seq_destroy(u));
+  }
   TE_OK(tecore_seq_destroy(s));
-  TE_EXPECT_INVALID("not a live sequence", tecore_seq_set_param_grad(s, 0, m));
+  TE_EXPECT_INVALID("not a live sequence", set(s, 0, m));
   TE_OK(tecore_mem_free(m));
 }
+
+START_TEST(test_grad_args_refused) { args_refused(tecore_seq_set_param_grad, 1); }
 END_TEST
 
-START_TEST(test_param_args_refused) {
-  tecore_seq_t *s = mlp(NULL);
-  struct tecore_seq_param p[MAXP];
-  size_t n = param_list(s, p), bytes = value_bytes(&p[1]);
-  tecore_devptr_t m = te_dalloc(bytes);
-  TE_EXPECT_INVALID("seq is NULL", tecore_seq_set_param(NULL, 0, m));
-  char msg[32];
-  snprintf(msg, sizeof msg, "index %zu is out of range", n);
-  TE_EXPECT_INVALID(msg, tecore_seq_set_param(s, n, m));
-  TE_EXPECT_INVALID("16-byte aligned", tecore_seq_set_param(s, 1, m + 8));
-  TE_EXPECT_INVALID("needs", tecore_seq_set_param(s, 1, m + 256));
-  uint64_t host = 0;
-  TE_EXPECT_INVALID("not in an allocation",
-                    tecore_seq_set_param(s, 1, (tecore_devptr_t)(uintptr_t)&host & ~(tecore_devptr_t)15));
-  param_list(s, p);
-  ck_assert(p[1].value.data != m);   /* nothing changed */
-  struct tecore_seq_config cfg = {.rows = ROWS, .features = HID, .dtype = TECORE_DTYPE_BF16};
-  tecore_seq_t *u = NULL;
-  TE_OK(tecore_seq_create(&cfg, &u));
-  TE_EXPECT_INVALID("not built", tecore_seq_set_param(u, 0, m));
-  TE_OK(tecore_seq_destroy(u));
-  TE_OK(tecore_seq_destroy(s));
-  TE_EXPECT_INVALID("not a live sequence", tecore_seq_set_param(s, 0, m));
-  TE_OK(tecore_mem_free(m));
-}
+START_TEST(test_param_args_refused) { args_refused(tecore_seq_set_param, 0); }
 END_TEST
 
 static Suite *ops_param_suite(void) {

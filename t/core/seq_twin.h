@@ -79,4 +79,28 @@ static void expect_same_grads(tecore_seq_t *a, tecore_seq_t *b) {
   }
 }
 
+/* Fresh parameters in a, the same in b (draw_params), two microbatches
+ * of both from the same fresh inputs: dx and every gradient the same
+ * bits. */
+static void twins_same(tecore_seq_t *a, tecore_seq_t *b) {
+  draw_params(a, b);
+  tecore_devptr_t xs[2], dys[2];
+  for (int k = 0; k < 2; k++) {
+    put_bf16(xs[k] = te_dalloc(NY * 2), NY, -1.5f, 1.5f);
+    put_bf16(dys[k] = te_dalloc(NY * 2), NY, -0.05f, 0.05f);
+  }
+  uint16_t *dx0 = malloc(NY * 2), *dx1 = malloc(NY * 2);
+  ck_assert(dx0 && dx1);
+  two_steps(a, xs, dys, dx0);
+  two_steps(b, xs, dys, dx1);
+  te_expect_mem_eq(dx1, dx0, NY * 2, "dx");
+  expect_same_grads(a, b);
+  for (int k = 0; k < 2; k++) {
+    TE_OK(tecore_mem_free(xs[k]));
+    TE_OK(tecore_mem_free(dys[k]));
+  }
+  free(dx0);
+  free(dx1);
+}
+
 #endif
