@@ -16,7 +16,9 @@
 #           parts of `make print-tests`, so that n calls cover the whole
 #           suite; CHECK_FIRST: suites started first, the slow multi-rank
 #           ones by default, so that they do not start last and run past
-#           the bound); the failed suites' logs in check.tgz,
+#           the bound; TE_T_RANKS_LOCK, set by default, runs one
+#           multi-rank case at a time across the suites); the failed
+#           suites' logs in check.tgz,
 #           then each failed suite again alone (alone-NAME.txt), and
 #           those the bound cut off when at most ALONE_MAX (3): a Check
 #           program runs directly, each TAP line stamped with the seconds
@@ -113,7 +115,12 @@ t/demo/te-gpt-tp.sh t/demo/te-gpt-dp.sh t/comm/check_fuser_sp t/comm/check_overl
   for t in $all; do case " $first " in *" $t "*) ;; *) order="$order $t" ;; esac; done
   CHECK_TESTS=${order# }
   t0=$SECONDS
-  TE_DEVICE=cuda timeout "$(bound "${CHECK_TIMEOUT:-420}" "${CHECK_MARGIN:-60}")" \
+  # one multi-rank case on the GPUs at a time (t/lib/comm_ranks.h: ranks
+  # spinning for peers that another suite's case has descheduled), the
+  # waits for it within the Check timeouts
+  TE_DEVICE=cuda TE_T_RANKS_LOCK=${TE_T_RANKS_LOCK-/tmp/te-ranks.$$.lock} \
+    CK_TIMEOUT_MULTIPLIER=${CK_TIMEOUT_MULTIPLIER:-3} \
+    timeout "$(bound "${CHECK_TIMEOUT:-420}" "${CHECK_MARGIN:-60}")" \
     make -k -j"${CHECK_JOBS:-8}" check TESTS="$CHECK_TESTS" > "$out/check.txt" 2>&1
   rc=$?
   printf '%-22s rc %3d %5d s  make -k check TE_DEVICE=cuda\n' check "$rc" $((SECONDS - t0)) >> "$summary"

@@ -15,6 +15,14 @@
  * Devices: rank r uses device r (vdev shows 8: the suites set
  * TECORE_VDEV_DEVICES; on cuda with fewer GPUs than ranks every rank
  * skips, and the test says so on its TAP output).
+ * TE_T_RANKS_LOCK names a file: each multi-rank case then holds an
+ * exclusive lock on it while its ranks run, so that the cases of suites
+ * run in parallel (make -j) take the GPUs one at a time.  On GPUs a
+ * case's ranks spin in their kernels waiting for each other; cases of
+ * several suites time-slicing the same GPUs make every collective wait
+ * until all of its ranks are scheduled at once.  Time spent waiting for
+ * the lock counts against the test's Check timeout
+ * (CK_TIMEOUT_MULTIPLIER). 
  * Every rank draws from its own stream seeded by (seed, rank), and can
  * regenerate any peer's inputs from (seed, peer) for the reference
  * (tc_make_input: rank r's elements of one case, in F32, BF16 or F16). */
@@ -22,8 +30,10 @@
 #define TE_T_COMM_RANKS_H
 
 #include "tests.h"
+#include <fcntl.h>
 #include <signal.h>
 #include <stdatomic.h>
+#include <sys/file.h>
 #include <sys/mman.h>
 #include <te/comm.h>
 #include "common/convert.h"
@@ -196,12 +206,25 @@ static TE_T_UNUSED int tc_ranks_skipped(int n) {
   return skipped;
 }
 
+/* TE_T_RANKS_LOCK (above): the lock held (its descriptor; closing it,
+ * or the process's end, lets the next case go), or -1 without one. */
+static TE_T_UNUSED int tc_ranks_lock(int n) {
+  const char *path = getenv("TE_T_RANKS_LOCK");
+  if (n < 2 || !path || !*path) return -1;
+  int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+  ck_assert_msg(fd >= 0, "TE_T_RANKS_LOCK %s: %s", path, strerror(errno));
+  while (flock(fd, LOCK_EX) != 0)
+    ck_assert_msg(errno == EINTR, "TE_T_RANKS_LOCK %s: flock: %s", path, strerror(errno));
+  return fd;
+}
+
 /* Forks n ranks running fn; asserts every one exited 0 within timeout_s.
  * kill_rank >= 0: that rank is expected to die of SIGKILL (it kills
  * itself); the others must still exit 0. */
 static TE_T_UNUSED void tc_run_ranks_ex(int n, tc_rank_fn fn, void *arg, int timeout_s,
                                         int kill_rank) {
   ck_assert_int_le(n, TC_MAX_RANKS);
+  const int lock = tc_ranks_lock(n);
   tc_shm = mmap(NULL, sizeof *tc_shm, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
   ck_assert_msg(tc_shm != MAP_FAILED, "mmap: %s", strerror(errno));
   memset(tc_shm, 0, sizeof *tc_shm);
@@ -246,11 +269,13 @@ static TE_T_UNUSED void tc_run_ranks_ex(int n, tc_rank_fn fn, void *arg, int tim
         if (status[r] == -1) kill(pid[r], SIGKILL);
       for (int r = 0; r < n; r++)
         if (status[r] == -1) waitpid(pid[r], &status[r], 0);
+      if (lock >= 0) close(lock);
       ck_abort_msg("ranks still running after %d s (a hang)", timeout_s);
     }
     if (left > 0) usleep(2000);
   }
   (void)done;
+  if (lock >= 0) close(lock);   /* the ranks are gone: the next case may run */
   const int skipped = tc_ranks_skipped(n);
   if (skipped) printf("# %d ranks need %d devices: not run here\n", n, n);
   /* every failed rank says why (a rank that fails first can make the
