@@ -40,8 +40,7 @@ static void dp_free(struct tecomm_dp *d) {
   if (d->hooked) (void)tecore_seq_set_hooks(d->seq, NULL);
   if (d->side) (void)tecore_stream_synchronize(d->side);
   tc_dp_zero3_free(d);
-  if (d->buf && d->buf_plain) (void)tecore_mem_free(d->buf);
-  else if (d->buf) (void)tecomm_mem_free(d->comm, d->buf);
+  tc_dp_sym_free(d, d->buf, d->buf_plain);
   if (d->scale_dev) (void)tecore_mem_free(d->scale_dev);
   if (d->normvec) (void)tecore_mem_free(d->normvec);
   if (d->l2ws) (void)tecore_mem_free(d->l2ws);
@@ -138,22 +137,6 @@ static tecore_result_t dp_hook_before(void *ctx, tecore_seq_t *seq, tecore_seq_d
   return tc_dp_zero3_before(ctx, dir, first, count, stream);
 }
 
-/* The bucket buffer: symmetric memory, which the IPC kernels read where
- * it lies; a level without it (the ranks span hosts: NCCL, verbs) says
- * so on every rank alike, and there the collectives take plain device
- * memory.  Zeroed on the side stream. */
-static tecomm_result_t setup_buffer(struct tecomm_dp *d) {
-  tecomm_result_t r = tecomm_mem_alloc(d->comm, d->buf_bytes, &d->buf);
-  if (r == TECOMM_ERR_NOT_SUPPORTED) {
-    d->buf_plain = 1;
-    TC_CORE(tecore_mem_alloc(d->buf_bytes, &d->buf), "tecomm_dp_create: the bucket buffer");
-  } else {
-    TC_CHECK(r);
-  }
-  /* the padding between tensors is summed too: finite from the start */
-  TC_CORE(tecore_memset_d8_async(d->buf, 0, d->buf_bytes, d->side), "tecomm_dp_create");
-  return TECOMM_SUCCESS;
-}
 
 /* The device side: the buffer (collective), the scale, the stream and
  * events, the norm's views; then the hooks. */
@@ -162,7 +145,10 @@ static tecomm_result_t setup(struct tecomm_dp *d) {
   TC_CORE(tecore_stream_create(TECORE_STREAM_NON_BLOCKING, 0, &d->side),
           "tecomm_dp_create: the communication stream");
   /* every rank agreed on the layout: all of them skip it alike */
-  if (d->buf_bytes) TC_CHECK(setup_buffer(d));
+  /* zeroed: the padding between tensors is summed too */
+  if (d->buf_bytes)
+    TC_CHECK(tc_dp_sym_alloc(d, d->buf_bytes, &d->buf, &d->buf_plain,
+                             "tecomm_dp_create: the bucket buffer"));
   TC_CORE(tecore_mem_alloc(4, &d->scale_dev), "tecomm_dp_create: the scale");
   TC_CORE(tecore_memcpy(d->scale_dev, (tecore_devptr_t)(uintptr_t)&d->scale, 4),
           "tecomm_dp_create: the scale");

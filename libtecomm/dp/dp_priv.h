@@ -181,6 +181,14 @@ tecomm_result_t tc_dp_agree(struct tecomm_dp *d, const struct tecore_recipe *rec
 
 /* dp_run.c: bucket k reduced on d->side after stream's work so far. */
 tecomm_result_t tc_dp_launch(struct tecomm_dp *d, size_t k, tecore_stream_t stream);
+/* dp_run.c: bytes of symmetric memory on d->comm, which the IPC kernels
+ * read where it lies, zeroed on d->side; where the level has none (ranks
+ * across hosts: NCCL, verbs; every rank alike) plain device memory, and
+ * *plain says so.  what names it in an error.  tc_dp_sym_free gives it
+ * back (0 accepted). */
+tecomm_result_t tc_dp_sym_alloc(struct tecomm_dp *d, size_t bytes, tecore_devptr_t *p, int *plain,
+                                const char *what);
+void tc_dp_sym_free(struct tecomm_dp *d, tecore_devptr_t p, int plain);
 /* d->side waits for stream's work so far. */
 tecomm_result_t tc_dp_fork(struct tecomm_dp *d, tecore_stream_t stream);
 /* stream waits for d->side (when it has work). */

@@ -86,6 +86,21 @@ static tecomm_result_t reduce(struct tecomm_dp *d, const struct dp_bucket *b, te
   return scale(d, b, (size_t)d->rank * b->shard, b->shard, s);
 }
 
+tecomm_result_t tc_dp_sym_alloc(struct tecomm_dp *d, size_t bytes, tecore_devptr_t *p, int *plain,
+                                const char *what) {
+  tecomm_result_t r = tecomm_mem_alloc(d->comm, bytes, p);
+  *plain = r == TECOMM_ERR_NOT_SUPPORTED;
+  if (*plain) DP_CORE(tecore_mem_alloc(bytes, p), what);
+  else TC_CHECK(r);
+  DP_CORE(tecore_memset_d8_async(*p, 0, bytes, d->side), what);
+  return TECOMM_SUCCESS;
+}
+
+void tc_dp_sym_free(struct tecomm_dp *d, tecore_devptr_t p, int plain) {
+  if (p && plain) (void)tecore_mem_free(p);
+  else if (p) (void)tecomm_mem_free(d->comm, p);
+}
+
 tecomm_result_t tc_dp_fork(struct tecomm_dp *d, tecore_stream_t stream) {
   DP_CORE(tecore_event_record(d->fork, stream), "tecomm_dp: the fork");
   DP_CORE(tecore_stream_wait_event(d->side, d->fork), "tecomm_dp: the fork");

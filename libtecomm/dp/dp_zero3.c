@@ -214,15 +214,6 @@ tecomm_result_t tc_dp_zero3_check(struct tecomm_dp *d) {
 
 /* ---- create: the device side (collective) ----------------------------------- */
 
-static tecomm_result_t alloc_ring(struct tecomm_dp *d) {
-  size_t bytes = d->slot_size[0] + d->slot_size[1];
-  tecomm_result_t r = tecomm_mem_alloc(d->comm, bytes, &d->ring);
-  if (r != TECOMM_ERR_NOT_SUPPORTED) return r;
-  d->ring_plain = 1;   /* the level says so on every rank alike */
-  Z3_CORE(tecore_mem_alloc(bytes, &d->ring), "tecomm_dp_create: ZeRO-3's ring");
-  return TECOMM_SUCCESS;
-}
-
 /* This rank's shard of every sharded value, from the values the
  * sequence holds now (padding zeroed: it is gathered too). */
 static tecomm_result_t fill_shards(struct tecomm_dp *d) {
@@ -258,7 +249,8 @@ static tecomm_result_t swap_params(struct tecomm_dp *d) {
 tecomm_result_t tc_dp_zero3_setup(struct tecomm_dp *d) {
   if (!d->nu) return TECOMM_SUCCESS;
   if (d->zero < 3) return tc_dp_zg_setup(d);   /* ZeRO-2: the gradient ring alone */
-  TC_CHECK(alloc_ring(d));
+  TC_CHECK(tc_dp_sym_alloc(d, d->slot_size[0] + d->slot_size[1], &d->ring, &d->ring_plain,
+                           "tecomm_dp_create: ZeRO-3's ring"));
   for (size_t k = 0; k < d->nu; k++)
     Z3_CORE(tecore_event_create(TECORE_EVENT_DISABLE_TIMING, &d->u[k].ready), FN);
   TC_CHECK(fill_shards(d));
@@ -462,8 +454,7 @@ void tc_dp_zero3_free(struct tecomm_dp *d) {
   for (size_t k = 0; k < d->nu; k++)
     if (d->u[k].ready) (void)tecore_event_destroy(d->u[k].ready);
   if (d->vshard) (void)tecore_mem_free(d->vshard);
-  if (d->ring && d->ring_plain) (void)tecore_mem_free(d->ring);
-  else if (d->ring) (void)tecomm_mem_free(d->comm, d->ring);
+  tc_dp_sym_free(d, d->ring, d->ring_plain);
   tc_dp_zg_own(d);   /* last: the most memory free for it */
   free(d->fwd);
   free(d->u);

@@ -58,19 +58,6 @@ tecomm_result_t tc_dp_zg_layout(struct tecomm_dp *d) {
   return TECOMM_SUCCESS;
 }
 
-static tecomm_result_t alloc_gring(struct tecomm_dp *d) {
-  size_t bytes = d->gslot_size[0] + d->gslot_size[1];
-  tecomm_result_t r = tecomm_mem_alloc(d->comm, bytes, &d->gring);
-  if (r == TECOMM_ERR_NOT_SUPPORTED) {   /* the level says so on every rank alike */
-    d->gring_plain = 1;
-    ZG_CORE(tecore_mem_alloc(bytes, &d->gring), "tecomm_dp_create: the gradient ring");
-  } else {
-    TC_CHECK(r);
-  }
-  ZG_CORE(tecore_memset_d8_async(d->gring, 0, bytes, d->side), "tecomm_dp_create");
-  return TECOMM_SUCCESS;
-}
-
 /* The sequence's gradients into the ring (their own storage freed). */
 static tecomm_result_t point_grads(struct tecomm_dp *d) {
   for (size_t i = 0; i < d->nt; i++) {
@@ -86,7 +73,8 @@ static tecomm_result_t point_grads(struct tecomm_dp *d) {
 
 tecomm_result_t tc_dp_zg_setup(struct tecomm_dp *d) {
   if (!d->gshards || !d->nu) return TECOMM_SUCCESS;
-  TC_CHECK(alloc_gring(d));
+  TC_CHECK(tc_dp_sym_alloc(d, d->gslot_size[0] + d->gslot_size[1], &d->gring, &d->gring_plain,
+                           "tecomm_dp_create: the gradient ring"));
   ZG_CORE(tecore_mem_alloc(d->gshard_bytes, &d->gshard), "tecomm_dp_create: gradient shards");
   ZG_CORE(tecore_memset_d8_async(d->gshard, 0, d->gshard_bytes, d->side), "tecomm_dp_create");
   for (int s = 0; s < 2; s++)
@@ -134,12 +122,12 @@ static tecomm_result_t reduce_out(struct tecomm_dp *d, struct dp_bucket *b) {
   tecore_devptr_t out = b->gacc ? slot + (size_t)d->rank * b->shard * tecore_dtype_size(b->gdt)
                                 : mine;
   TC_CHECK(tecomm_reduce_scatter(d->comm, slot, out, b->shard, b->gdt, TECOMM_SUM, d->side));
-  struct tecore_tensor v;
-  size_t sh[1] = {b->shard};
-  ZG_CORE(tecore_tensor_init(&v, b->gdt, 1, sh, out), "tecomm_dp: scale");
   if (!b->gacc++) {
-    if (d->scale != 1.0f)
-      ZG_CORE(tecore_unscale_multi(&v, &v, 1, d->scale_dev, 0, d->side), "tecomm_dp: scale");
+    if (d->scale == 1.0f) return TECOMM_SUCCESS;
+    struct tecore_tensor v;
+    size_t sh[1] = {b->shard};
+    ZG_CORE(tecore_tensor_init(&v, b->gdt, 1, sh, out), "tecomm_dp: scale");
+    ZG_CORE(tecore_unscale_multi(&v, &v, 1, d->scale_dev, 0, d->side), "tecomm_dp: scale");
     return TECOMM_SUCCESS;
   }
   ZG_CORE(tecore_scale_add(mine, mine, 1.0f, out, d->scale, b->gdt, b->shard, d->side),
@@ -177,8 +165,7 @@ void tc_dp_zg_free(struct tecomm_dp *d) {
   for (int s = 0; s < 2; s++)
     if (d->gfree[s]) (void)tecore_event_destroy(d->gfree[s]);
   if (d->gshard) (void)tecore_mem_free(d->gshard);
-  if (d->gring && d->gring_plain) (void)tecore_mem_free(d->gring);
-  else if (d->gring) (void)tecomm_mem_free(d->comm, d->gring);
+  tc_dp_sym_free(d, d->gring, d->gring_plain);
   d->gowed = d->gring != 0;
   d->gring = d->gshard = 0;
 }
