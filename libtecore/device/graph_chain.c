@@ -157,6 +157,10 @@ static tecore_result_t wait_ticket(const struct te_device_ops *o, struct tecore_
     TE_CHECK(launcher_failed(c, fn));
     if (c->ctl->gone && c->ctl->done < t && c->ctl->ran < t) {
       fence();
+      /* a launcher that ended on a device fault: the stream says so once
+       * it drains (the polls' query may not have seen it yet) */
+      if (c->ctl->done < t) TE_CHECK(o->stream_synchronize(c->stream));
+      TE_CHECK(launcher_failed(c, fn));
       if (c->ctl->done < t)
         return TE_ERR(TECORE_ERR_INTERNAL, "%s: chain %p's launcher ended before ticket %llu "
                       "ran", fn, (void *)c, (unsigned long long)t);
