@@ -7,7 +7,9 @@
 // elements.  An id or position outside its table writes zeros and sets
 // the status word; nothing is read from outside.  With TE_EMB_STORE the
 // copy goes the other way (row t of w into row ids[t] of out: a KV
-// cache's append); an id outside the table writes nothing.
+// cache's append); an id outside the table writes nothing.  With a
+// window (a shard of the table: kernels/common/embedding.h) an element
+// outside it is written as 0.
 // te_emb_bwd (the element path) and te_emb_bwd_<dy>_<dw> (the vector
 // path, a kernel for each dtype pair): block b owns table rows
 // [b*R, b*R + R) (R = TE_EMB_ROWS), so no two blocks write one row and no
@@ -16,7 +18,9 @@
 // groups them by row (token order kept), then the warps take (row, columns)
 // items: read the row, add its tokens' dy in order, store it -- each row a
 // chunk names is read and written once.  Same order as the vdev code: the
-// same bits.  te_emb_bwd_pos: the position table's faster twin (below).
+// same bits.  With a window, blocks start at row row0 and an item's
+// columns are those of its row inside the window.  te_emb_bwd_pos: the
+// position table's faster twin (below).
 #include "common/embedding.h"
 #include "ldst.cuh"
 #include "pdl.cuh"
@@ -54,11 +58,14 @@ extern "C" __global__ void __launch_bounds__(ET) te_emb_fwd(TE_KSIG(TE_EMB_FWD_P
     const uint64_t pb = pok ? (uint64_t)pos * a.hidden : 0;
     const uint64_t wb = store ? t * a.hidden : ok ? (uint64_t)id * a.hidden : 0;
     const uint64_t ob = store ? (uint64_t)id * a.hidden : t * a.hidden;
+    // element wb + j of the table at w's (wb + j - wfirst): below the
+    // window it wraps past wcount
+    const uint64_t wo = wb - a.wfirst;
     if (a.flags & TE_EMB_VEC) {
       for (uint64_t j = (uint64_t)lane * 8; j < a.hidden; j += 256) {
         float v[8] = {0, 0, 0, 0, 0, 0, 0, 0};
         if (ok && pok) {
-          te_dev_ld8(a.w, wb + j, dw, v);
+          if (wo + j < a.wcount) te_dev_ld8(a.w, wo + j, dw, v);
           if (a.p) {
             float q[8];
             te_dev_ld8(a.p, pb + j, dp, q);
@@ -72,7 +79,7 @@ extern "C" __global__ void __launch_bounds__(ET) te_emb_fwd(TE_KSIG(TE_EMB_FWD_P
       for (uint64_t j = lane; j < a.hidden; j += 32) {
         float v = 0.0f;
         if (ok && pok) {
-          v = te_ld(a.w, wb + j, dw);
+          if (wo + j < a.wcount) v = te_ld(a.w, wo + j, dw);
           if (a.p) v = te_add_rn(v, te_ld(a.p, pb + j, dp));
         }
         te_st(a.out, ob + j, dout, v);
@@ -284,9 +291,17 @@ __device__ void emb_rows_vec(const bwd_k &a, unsigned long long c0, long long v0
   for (unsigned it = w; it < items; it += NW) {
     const unsigned k = it / segs, j0 = (it - k * segs) * EMB_SEG + lane * 8;
     const int r = s.rows[k], i0 = s.start[r], i1 = s.start[r + 1];
-    const int nv = hidden > j0 ? (int)((hidden - j0 + 255) / 256) : 0;  // this lane's vectors
-    char *dw = (char *)a.dw + ((uint64_t)(v0 + r) * hidden + j0) * emb_esize<DW>();
-    const char *dyj = dy + (size_t)(j0 - lane * 8) * emb_esize<DY>();
+    // the lane's vectors in the window (the row's columns [lo, hi) in it;
+    // the whole row without a shard): nv of the item's EB from its e0-th,
+    // at column jv, so the loops below test one bound
+    const uint64_t rb = (uint64_t)(v0 + r) * hidden;
+    unsigned long long lo, hi;
+    te_emb_window(rb, hidden, a.wfirst, a.wcount, &lo, &hi);
+    const int e0 = lo > j0 ? (int)((lo - j0 + 255) / 256) : 0;
+    const unsigned jv = j0 + (unsigned)e0 * 256;
+    const int nv = hi > jv && e0 < EB ? min((int)((hi - jv + 255) / 256), EB - e0) : 0;
+    char *dw = (char *)a.dw + (rb + jv - a.wfirst) * emb_esize<DW>();
+    const char *dyj = dy + (size_t)(jv - lane * 8) * emb_esize<DY>();
     float acc[EB][8];
     {
       emb_raw<DW> rw[EB];
@@ -322,18 +337,20 @@ __device__ void emb_rows_vec(const bwd_k &a, unsigned long long c0, long long v0
   }
 }
 
-// The element path: a warp a row, lanes over its columns.
+// The element path: a warp a row, lanes over its columns in the window.
 __device__ void emb_rows_elem(const bwd_k &a, unsigned long long c0, long long v0,
                               const emb_smem &s, int ddy, int ddw) {
   const int lane = threadIdx.x % 32, w = threadIdx.x / 32;
   for (int k = w; k < s.nrows; k += NW) {
     const int r = s.rows[k];
-    const uint64_t rb = (uint64_t)(v0 + r) * a.hidden;
-    for (uint64_t j = lane; j < a.hidden; j += 32) {
-      float acc = te_ld(a.dw, rb + j, ddw);
+    const uint64_t rb = (uint64_t)(v0 + r) * a.hidden, wb = rb - a.wfirst;
+    unsigned long long lo, hi;
+    te_emb_window(rb, a.hidden, a.wfirst, a.wcount, &lo, &hi);
+    for (uint64_t j = lo + lane; j < hi; j += 32) {
+      float acc = te_ld(a.dw, wb + j, ddw);
       for (int i = s.start[r]; i < s.start[r + 1]; i++)
         acc = te_add_rn(acc, te_ld(a.dy, (c0 + s.list[i]) * a.hidden + j, ddy));
-      te_st(a.dw, rb + j, ddw, acc);
+      te_st(a.dw, wb + j, ddw, acc);
     }
   }
 }
@@ -407,7 +424,9 @@ extern "C" __global__ void __launch_bounds__(ET) te_emb_bwd_pos(TE_KSIG(TE_EMB_B
 template <int DY, int DW>
 __device__ __forceinline__ void emb_bwd(const bwd_k &a) {
   __shared__ emb_smem s;
-  const long long v0 = (long long)blockIdx.x * TE_EMB_ROWS;
+  // the host's grid covers the window's rows (the last block's rows past
+  // it are taken but find no columns in it: an id test here would spill)
+  const long long v0 = a.row0 + (long long)blockIdx.x * TE_EMB_ROWS;
   for (unsigned long long c0 = 0; c0 < a.tokens; c0 += TE_EMB_CHUNK) {
     const int n = (int)(a.tokens - c0 < TE_EMB_CHUNK ? a.tokens - c0 : TE_EMB_CHUNK);
     for (int r = threadIdx.x; r < TE_EMB_ROWS; r += ET) s.cnt[r] = 0;

@@ -11,7 +11,14 @@
  * read (to float), the chunk's rows of dy are added in token order, and it
  * is stored back (rounded to dW's dtype).  Blocks own TE_EMB_ROWS rows of
  * the table each, so no two write one row, and the vdev implementation
- * follows the same order: the same bits. */
+ * follows the same order: the same bits.
+ *
+ * The window (a shard of the table, te/embedding.h): w (forward) and dw
+ * (backward) hold the table's elements [wfirst, wfirst + wcount) at
+ * element (e - wfirst); the rest is neither read nor written (the forward
+ * writes 0 for it).  The whole table: 0, vocab * hidden.  The backward's
+ * blocks start at row row0 (the window's first), and the vector path
+ * needs wfirst and wcount multiples of 8 (a vector wholly in or out). */
 #ifndef TE_KERNELS_EMBEDDING_H
 #define TE_KERNELS_EMBEDDING_H
 
@@ -43,6 +50,8 @@
   P(long long, vocab, val)                \
   P(long long, max_pos, val)              \
   P(long long, seq_len, val)              \
+  P(unsigned long long, wfirst, val)      \
+  P(unsigned long long, wcount, val)      \
   P(int, flags, val)                      \
   P(int, dtypes, val)
 
@@ -55,6 +64,9 @@
   P(unsigned long long, hidden, val)      \
   P(long long, vocab, val)                \
   P(long long, seq_len, val)              \
+  P(unsigned long long, wfirst, val)      \
+  P(unsigned long long, wcount, val)      \
+  P(long long, row0, val)                 \
   P(int, flags, val)                      \
   P(int, dtypes, val)
 
@@ -71,6 +83,16 @@
 TE_HD long long te_emb_id(const int *ids, unsigned long long t, long long seq_len) {
   if (ids) return ids[t];
   return seq_len > 0 ? (long long)(t % (unsigned long long)seq_len) : (long long)t;
+}
+
+/* Row rb's columns inside the window: [*lo, *hi) (empty when *lo >= *hi);
+ * rb = the row's first element. */
+TE_HD void te_emb_window(unsigned long long rb, unsigned long long hidden,
+                         unsigned long long wfirst, unsigned long long wcount,
+                         unsigned long long *lo, unsigned long long *hi) {
+  const unsigned long long end = wfirst + wcount;
+  *lo = wfirst > rb ? wfirst - rb : 0;
+  *hi = end <= rb ? 0 : end - rb < hidden ? end - rb : hidden;
 }
 
 TE_HD unsigned long long te_emb_status(unsigned long long t, long long id, int pos) {

@@ -59,16 +59,55 @@ static tecore_result_t emb_check_ids(tecore_devptr_t p, size_t tokens, int requi
   return TECORE_SUCCESS;
 }
 
-/* t is a plain [rows][hidden] table or activation; *rows gets its rows. */
-static tecore_result_t emb_check_2d(const struct tecore_tensor *t, size_t hidden, size_t *rows,
-                                    const char *fn, const char *arg) {
-  TE_ARG(t, "%s: %s is NULL", fn, arg);
-  TE_CHECK(te_check_hp_input(t, fn, arg));
+/* t, checked, is [rows][hidden]; *rows gets its rows. */
+static tecore_result_t emb_check_cols(const struct tecore_tensor *t, size_t hidden, size_t *rows,
+                                      const char *fn, const char *arg) {
   size_t c;
   te_tensor_view(t, rows, &c);
   TE_ARG(c == hidden, "%s: %s has %zu columns, hidden is %zu", fn, arg, c, hidden);
   TE_ARG(*rows <= INT32_MAX, "%s: %s: %zu rows exceed %d", fn, arg, *rows, INT32_MAX);
   return TECORE_SUCCESS;
+}
+
+/* t is a plain [rows][hidden] table or activation; *rows gets its rows. */
+static tecore_result_t emb_check_2d(const struct tecore_tensor *t, size_t hidden, size_t *rows,
+                                    const char *fn, const char *arg) {
+  TE_ARG(t, "%s: %s is NULL", fn, arg);
+  TE_CHECK(te_check_hp_input(t, fn, arg));
+  return emb_check_cols(t, hidden, rows, fn, arg);
+}
+
+/* The token table t (weight or dweight) and the window of it the kernel
+ * reads or writes: *view is t, or, with a shard, a 1-D view of the
+ * shard_count elements at t->data, so that the range and overlap checks
+ * cover the shard's bytes, not the shape's (which stays the whole
+ * table's). */
+static tecore_result_t emb_check_table(const struct tecore_embedding_args *a,
+                                       const struct tecore_tensor *t, struct tecore_tensor *view,
+                                       const char *fn, const char *arg) {
+  TE_ARG(t, "%s: %s is NULL", fn, arg);
+  if (!a->shard_count) {
+    TE_ARG(!a->shard_first, "%s: args->shard_first %zu is set with args->shard_count 0", fn,
+           a->shard_first);
+    *view = *t;
+    return te_check_hp_input(t, fn, arg);
+  }
+  TE_CHECK(te_tensor_check_desc(t, TECORE_TENSOR_ROWWISE, fn, arg));
+  size_t n = te_tensor_count(t);
+  TE_ARG(a->shard_first <= n && a->shard_count <= n - a->shard_first,
+         "%s: args->shard_first %zu + args->shard_count %zu run past %s's %zu elements", fn,
+         a->shard_first, a->shard_count, arg, n);
+  *view = *t;
+  view->ndim = 1;
+  view->shape[0] = a->shard_count;
+  return te_check_hp_input(view, fn, arg);
+}
+
+/* The window of a table of n elements the kernels take: the shard, or all. */
+static void emb_window(const struct tecore_embedding_args *a, size_t n, unsigned long long *first,
+                       unsigned long long *count) {
+  *first = a->shard_count ? a->shard_first : 0;
+  *count = a->shard_count ? a->shard_count : n;
 }
 
 static tecore_result_t emb_check_common(const struct tecore_embedding_args *a, const char *fn) {
@@ -81,6 +120,8 @@ static tecore_result_t emb_check_common(const struct tecore_embedding_args *a, c
   return TECORE_SUCCESS;
 }
 
+/* The vector path's 16-byte loads (a window's bounds must be multiples of
+ * 8 elements as well: each vector wholly inside or outside it). */
 static int emb_vec(size_t hidden, const struct tecore_tensor *a, const struct tecore_tensor *b,
                    const struct tecore_tensor *c) {
   const struct tecore_tensor *t[3] = {a, b, c};
@@ -97,11 +138,15 @@ TE_EXPORT tecore_result_t tecore_embedding_fwd(const struct tecore_embedding_arg
                                                tecore_stream_t stream) {
   const char *fn = __func__;
   TE_CHECK(emb_check_common(args, fn));
-  TE_ARG(args->weight, "%s: args->weight is NULL", fn);
-  TE_CHECK(te_check_hp_input(args->weight, fn, "args->weight"));
+  struct tecore_tensor wv;
+  TE_CHECK(emb_check_table(args, args->weight, &wv, fn, "args->weight"));
   size_t vocab, hidden, rows, max_pos = 0;
   te_tensor_view(args->weight, &vocab, &hidden);
   TE_ARG(vocab <= INT32_MAX, "%s: args->weight: %zu rows exceed %d", fn, vocab, INT32_MAX);
+  TE_ARG(!args->pos_weight || !args->shard_count,
+         "%s: args->pos_weight is set with a shard of the token table (args->shard_count %zu): "
+         "a shard's forward takes the token table alone",
+         fn, args->shard_count);
   if (args->pos_weight)
     TE_CHECK(emb_check_2d(args->pos_weight, hidden, &max_pos, fn, "args->pos_weight"));
   TE_ARG(out, "%s: out is NULL", fn);
@@ -113,7 +158,7 @@ TE_EXPORT tecore_result_t tecore_embedding_fwd(const struct tecore_embedding_arg
   struct te_tensor_spans l = {.access = TE_ACCESS_WRITE};
   te_tensor_spans(out, "out", TE_SPAN_DATA, &l);
   l.access = TE_ACCESS_READ;
-  te_tensor_spans(args->weight, "args->weight", TE_SPAN_DATA, &l);
+  te_tensor_spans(&wv, "args->weight", TE_SPAN_DATA, &l);
   if (args->pos_weight) te_tensor_spans(args->pos_weight, "args->pos_weight", TE_SPAN_DATA, &l);
   te_span_add(&l, "args->ids", args->ids, args->tokens * 4);
   te_span_add(&l, "args->positions", args->positions, args->positions ? args->tokens * 4 : 0);
@@ -128,12 +173,17 @@ TE_EXPORT tecore_result_t tecore_embedding_fwd(const struct tecore_embedding_arg
   struct tecore_launch_cfg cfg = {.grid = {(unsigned)(blocks < cap ? blocks : cap), 1, 1},
                                   .block = {TE_EMB_THREADS, 1, 1}};
   const struct tecore_tensor *p = args->pos_weight;
+  unsigned long long wfirst, wcount;
+  emb_window(args, vocab * hidden, &wfirst, &wcount);
   struct te_emb_fwd_args k = {
       .w = TE_DPTR(args->weight->data), .p = p ? TE_DPTR(p->data) : NULL,
       .out = TE_DPTR(out->data), .ids = TE_DPTR(args->ids), .positions = TE_DPTR(args->positions),
       .status = TE_DPTR(st), .tokens = args->tokens, .hidden = hidden, .vocab = (long long)vocab,
       .max_pos = (long long)max_pos, .seq_len = (long long)args->seq_len,
-      .flags = emb_vec(hidden, args->weight, p, out) ? TE_EMB_VEC : 0,
+      .wfirst = wfirst, .wcount = wcount,
+      .flags = (emb_vec(hidden, args->weight, p, out) && wfirst % 8 == 0 && wcount % 8 == 0)
+                   ? TE_EMB_VEC
+                   : 0,
       .dtypes = (int)args->weight->dtype | (p ? (int)p->dtype : 0) << 4 | (int)out->dtype << 8};
   void *kargs[TE_KNPARAMS(TE_EMB_FWD_PARAMS)];
   te_emb_fwd_args_ptrs(&k, kargs);
@@ -176,6 +226,7 @@ TE_EXPORT tecore_result_t tecore_embedding_store(const struct tecore_tensor *in,
   struct te_emb_fwd_args k = {
       .w = TE_DPTR(in->data), .out = TE_DPTR(table->data), .ids = TE_DPTR(ids),
       .status = TE_DPTR(st), .tokens = tokens, .hidden = hidden, .vocab = (long long)rows,
+      .wfirst = 0, .wcount = tokens * hidden,   /* all of in */
       .flags = TE_EMB_STORE | (emb_vec(hidden, in, table, NULL) ? TE_EMB_VEC : 0),
       .dtypes = (int)in->dtype | (int)table->dtype << 8};
   void *kargs[TE_KNPARAMS(TE_EMB_FWD_PARAMS)];
@@ -195,12 +246,14 @@ struct emb_bwd_call {
   int id;
 };
 
-/* One table's gradient: dw [rows][hidden], summed at ids; pos: the
- * position table (ids are positions within sequences of seq_len). */
+/* One table's gradient: dw [rows][hidden], summed at ids, its elements
+ * [first, first + count) at dw->data (emb_window); pos: the position
+ * table (ids are positions within sequences of seq_len). */
 struct emb_grad {
   struct tecore_tensor *dw;
   tecore_devptr_t ids;
   size_t rows, seq_len;
+  unsigned long long first, count;
   int pos;
 };
 
@@ -229,15 +282,19 @@ static int emb_bwd_pos(const struct emb_bwd_call *c, const struct emb_grad *g, i
 
 static tecore_result_t emb_bwd_one(const struct emb_bwd_call *c, const struct emb_grad *g,
                                    tecore_stream_t stream) {
-  struct tecore_launch_cfg cfg = {.grid = {(unsigned)te_cdiv(g->rows, TE_EMB_ROWS), 1, 1},
+  /* blocks for the rows the window touches, [row0, row1) */
+  const size_t row0 = g->first / c->hidden, row1 = te_cdiv(g->first + g->count, c->hidden);
+  struct tecore_launch_cfg cfg = {.grid = {(unsigned)te_cdiv(row1 - row0, TE_EMB_ROWS), 1, 1},
                                   .block = {TE_EMB_THREADS, 1, 1}};
-  const int vec = emb_bwd_vec(c->hidden, c->dout, g->dw);
+  const int vec =
+      emb_bwd_vec(c->hidden, c->dout, g->dw) && g->first % 8 == 0 && g->count % 8 == 0;
   int kid = vec ? K_BWD_VEC + 3 * (int)c->dout->dtype + (int)g->dw->dtype : K_BWD;
   if (emb_bwd_pos(c, g, vec, &cfg)) kid = K_BWD_POS;
   struct te_emb_bwd_args k = {
       .dy = TE_DPTR(c->dout->data), .dw = TE_DPTR(g->dw->data), .ids = TE_DPTR(g->ids),
       .status = TE_DPTR(c->st), .tokens = c->a->tokens, .hidden = c->hidden,
-      .vocab = (long long)g->rows, .seq_len = (long long)g->seq_len,
+      .vocab = (long long)g->rows, .seq_len = (long long)g->seq_len, .wfirst = g->first,
+      .wcount = g->count, .row0 = (long long)row0,
       .flags = (vec ? TE_EMB_VEC : 0) |
                (g->pos ? TE_EMB_POS : 0),
       .dtypes = (int)c->dout->dtype | (int)g->dw->dtype << 4};
@@ -258,10 +315,16 @@ TE_EXPORT tecore_result_t tecore_embedding_bwd(const struct tecore_embedding_arg
   size_t rows, hidden, vocab, max_pos = 0;
   te_tensor_view(dout, &rows, &hidden);
   TE_ARG(rows == args->tokens, "%s: dout has %zu rows, args->tokens is %zu", fn, rows, args->tokens);
-  TE_CHECK(emb_check_2d(dweight, hidden, &vocab, fn, "dweight"));
+  struct tecore_tensor dwv;
+  TE_CHECK(emb_check_table(args, dweight, &dwv, fn, "dweight"));
+  TE_CHECK(emb_check_cols(dweight, hidden, &vocab, fn, "dweight"));
+  TE_ARG(!dpos_weight || !args->shard_count,
+         "%s: dpos_weight is set with a shard of the token table (args->shard_count %zu): "
+         "a shard's backward takes the token table alone",
+         fn, args->shard_count);
   if (dpos_weight) TE_CHECK(emb_check_2d(dpos_weight, hidden, &max_pos, fn, "dpos_weight"));
   struct te_tensor_spans l = {.access = TE_ACCESS_WRITE};
-  te_tensor_spans(dweight, "dweight", TE_SPAN_DATA, &l);
+  te_tensor_spans(&dwv, "dweight", TE_SPAN_DATA, &l);
   if (dpos_weight) te_tensor_spans(dpos_weight, "dpos_weight", TE_SPAN_DATA, &l);
   l.access = TE_ACCESS_READ;
   te_tensor_spans(dout, "dout", TE_SPAN_DATA, &l);
@@ -274,13 +337,16 @@ TE_EXPORT tecore_result_t tecore_embedding_bwd(const struct tecore_embedding_arg
   int id = emb_first_id();
   if (id < 0) return TE_ERR(TECORE_ERR_INTERNAL, "%s: the embedding kernels did not register", fn);
   const struct emb_bwd_call c = {.a = args, .dout = dout, .st = st, .hidden = hidden, .id = id};
+  unsigned long long first, count;
+  emb_window(args, vocab * hidden, &first, &count);
   if (vocab)
-    TE_CHECK(emb_bwd_one(&c, &(struct emb_grad){.dw = dweight, .ids = args->ids, .rows = vocab},
+    TE_CHECK(emb_bwd_one(&c, &(struct emb_grad){.dw = dweight, .ids = args->ids, .rows = vocab,
+                                                .first = first, .count = count},
                          stream));
   if (dpos_weight && max_pos)
     TE_CHECK(emb_bwd_one(&c, &(struct emb_grad){.dw = dpos_weight, .ids = args->positions,
                                                 .rows = max_pos, .seq_len = args->seq_len,
-                                                .pos = 1},
+                                                .count = max_pos * hidden, .pos = 1},
                          stream));
   return TECORE_SUCCESS;
 }

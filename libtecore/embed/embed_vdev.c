@@ -3,7 +3,9 @@
  * gather (and its reverse, the store), and the backward (all its kernels)
  * in the order kernels/common/embedding.h defines (chunks of tokens; per
  * chunk, each named row read, added to in token order, stored), so both
- * backends give the same bits.  Runs on the stream's worker thread. */
+ * backends give the same bits; with a window (a shard of the table) the
+ * elements outside it are written as 0 (forward) or left unread (backward),
+ * as there.  Runs on the stream's worker thread. */
 #include "embed/embed_internal.h"
 #include <stdlib.h>
 #include "common/ldst.h"
@@ -28,10 +30,11 @@ void te_emb_vdev_fwd(const struct tecore_launch_cfg *cfg, void *const *args) {
         te_st(a.out, (uint64_t)id * a.hidden + j, dout, te_ld(a.w, t * a.hidden + j, dw));
       continue;
     }
+    const uint64_t wo = (uint64_t)id * a.hidden - a.wfirst;   /* wraps below the window */
     for (unsigned long long j = 0; j < a.hidden; j++) {
       float v = 0.0f;
       if (ok && pok) {
-        v = te_ld(a.w, (uint64_t)id * a.hidden + j, dw);
+        if (wo + j < a.wcount) v = te_ld(a.w, wo + j, dw);
         if (a.p) v = te_add_rn(v, te_ld(a.p, (uint64_t)pos * a.hidden + j, dp));
       }
       te_st(a.out, t * a.hidden + j, dout, v);
@@ -73,15 +76,18 @@ void te_emb_vdev_bwd(const struct tecore_launch_cfg *cfg, void *const *args) {
       else hit[n++] = (struct emb_hit){id, t};
     }
     qsort(hit, n, sizeof *hit, emb_hit_cmp);
-    /* each named row read once, its tokens' dy added in token order, stored */
+    /* each named row's columns in the window read once, its tokens' dy
+     * added in token order, stored */
     for (size_t i = 0; i < n;) {
-      uint64_t rb = (uint64_t)hit[i].id * a.hidden;
-      for (unsigned long long j = 0; j < a.hidden; j++) acc[j] = te_ld(a.dw, rb + j, ddw);
+      uint64_t rb = (uint64_t)hit[i].id * a.hidden, wb = rb - a.wfirst;
+      unsigned long long lo, hi;
+      te_emb_window(rb, a.hidden, a.wfirst, a.wcount, &lo, &hi);
+      for (unsigned long long j = lo; j < hi; j++) acc[j] = te_ld(a.dw, wb + j, ddw);
       size_t e = i;
       for (; e < n && hit[e].id == hit[i].id; e++)
-        for (unsigned long long j = 0; j < a.hidden; j++)
+        for (unsigned long long j = lo; j < hi; j++)
           acc[j] = te_add_rn(acc[j], te_ld(a.dy, hit[e].t * a.hidden + j, ddy));
-      for (unsigned long long j = 0; j < a.hidden; j++) te_st(a.dw, rb + j, ddw, acc[j]);
+      for (unsigned long long j = lo; j < hi; j++) te_st(a.dw, wb + j, ddw, acc[j]);
       i = e;
     }
   }

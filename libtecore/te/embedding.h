@@ -19,6 +19,16 @@
  * with TECORE_ERR_INVALID naming the token and id (and clears it), and
  * tecore_embedding_check reports it after waiting for the stream.
  *
+ * A shard of the token table (shard_count nonzero, for a table that a
+ * data-parallel group holds split, ZeRO-style): weight (forward) and
+ * dweight (backward) keep the whole table's shape [vocab][hidden], but
+ * their data holds only its elements [shard_first, shard_first +
+ * shard_count), row-major and contiguous.  The forward writes an output
+ * element of a table element outside the shard as 0, so the sum of the
+ * shards' forwards is the whole table's, exactly; the backward adds into
+ * the shard's elements only, with the whole table's order and bits, and
+ * reads nothing outside it.  Not with pos_weight or dpos_weight.
+ *
  * Everything runs in stream order on stream, allocates nothing and is
  * graph-capturable. */
 #ifndef TE_EMBEDDING_H
@@ -42,6 +52,7 @@ struct tecore_embedding_args {
   tecore_devptr_t positions;              /* int32 [tokens], or 0 (implied) */
   size_t seq_len;                         /* implied positions: token % seq_len; 0: token */
   uint64_t *status;                       /* mapped host word, or NULL */
+  size_t shard_first, shard_count;   /* a shard of the token table (above); 0, 0: the whole table */
 };
 
 /* out = weight[ids] (+ pos_weight[positions]). */

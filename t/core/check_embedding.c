@@ -6,8 +6,11 @@
  * chunks, the vector kernels of several dtype pairs (whole and part-filled
  * items, aligned and unaligned ids) and the element path, out-of-range ids written as zeros
  * and reported on the next call and by tecore_embedding_check, the store
- * (the gather's reverse: named rows written, the others' poison kept), and
- * every bad argument.  Fresh random inputs, poisoned outputs. */
+ * (the gather's reverse: named rows written, the others' poison kept),
+ * shards of the token table (each shard's forward the whole table's inside
+ * it and 0 outside, their sum the whole's; each shard's backward the
+ * whole's bits, the storage around it untouched), and every bad argument.
+ * Fresh random inputs, poisoned outputs. */
 #include "parts_util.h"
 #include <te/embedding.h>
 
@@ -428,6 +431,261 @@ START_TEST(embedding_status_unmapped_untouched) {
 }
 END_TEST
 
+/* ---- shards of the token table (args->shard_first, shard_count) ---------- */
+
+/* cut[0] = 0 < cut[1] < ... < cut[ns] = n, the inner cuts drawn fresh,
+ * multiples of align (8: the vector path's shards). */
+static void shard_cuts(size_t n, int ns, size_t align, size_t *cut) {
+  cut[0] = 0;
+  cut[ns] = n;
+  for (int k = 1; k < ns; k++) {
+    int dup;
+    do {
+      cut[k] = (1 + te_rand_below(n / align - 1)) * align;
+      dup = 0;
+      for (int q = 1; q < k; q++) dup |= cut[q] == cut[k];
+    } while (dup);
+    for (int q = k; q > 1 && cut[q - 1] > cut[q]; q--) {
+      size_t x = cut[q];
+      cut[q] = cut[q - 1], cut[q - 1] = x;
+    }
+  }
+}
+
+#define SHARD_GUARD 8   /* poisoned elements either side of a shard's storage */
+
+/* A shard's storage: count elements of dt copied from the whole table at
+ * first, with SHARD_GUARD poisoned elements either side when guard (the
+ * data then 16 or 32 bytes past the allocation: aligned), else exactly
+ * count elements (the range checks and ASan see a read past them). */
+static tecore_devptr_t shard_alloc(tecore_devptr_t whole, size_t first, size_t count,
+                                   tecore_dtype_t dt, int guard, tecore_devptr_t *data) {
+  size_t es = tecore_dtype_size(dt), g = guard ? SHARD_GUARD : 0;
+  tecore_devptr_t b = te_dalloc((count + 2 * g) * es);
+  te_poison_dev(b, (count + 2 * g) * es);
+  *data = b + g * es;
+  TE_OK(tecore_memcpy_async(*data, whole + first * es, count * es, te_stream));
+  return b;
+}
+
+/* ids over [0, V) with repeats, each row on either side of an inner cut
+ * named twice, and ids[bad] outside the table. */
+static void shard_ids(int32_t *ids, int T, int V, int H, const size_t *cut, int ns, int bad) {
+  for (int t = 0; t < T; t++)
+    ids[t] = t > 0 && te_rand_below(4) == 0 ? ids[te_rand_below((uint64_t)t)]
+                                             : (int32_t)te_rand_below((uint64_t)V);
+  for (int k = 1; k < ns; k++)
+    for (int d = -1; d <= 1; d++)
+      for (int rep = 0; rep < 2; rep++) {
+        long long r = (long long)(cut[k] - (d < 0)) / H + (d > 0);
+        int t = (int)te_rand_below((uint64_t)T);
+        if (r < V && t != bad) ids[t] = (int32_t)r;
+      }
+  ids[bad] = te_rand_below(2) ? V + (int32_t)te_rand_below(4) : -1 - (int32_t)te_rand_below(4);
+}
+
+/* The status word after a call: the bad token reported, and cleared. */
+static void shard_reported(uint64_t *st, int bad, const char *what) {
+  char tok[32];
+  snprintf(tok, sizeof tok, "token %d ", bad);
+  tecore_clear_error();
+  tecore_result_t r = tecore_embedding_check(st, te_stream);
+  ck_assert_msg(r == TECORE_ERR_INVALID && strstr(tecore_last_error(), tok),
+                "%s: the id outside the table not reported: %s (%s)", what,
+                tecore_result_name(r), tecore_last_error());
+}
+
+/* A [V][H] table of dtype wt split at cut[0..ns] (NULL: drawn, multiples
+ * of align).  Forward: each shard's output is the whole table's inside
+ * the shard and +0 outside, and their sum is the whole's, bit for bit.
+ * Backward (dy dtype dyt, random dW): each shard's elements get the whole
+ * table's bits; guards around even shards keep their poison, odd shards
+ * have storage of exactly their elements.  The whole table against the
+ * host (exact gather; the promised order, and float64). */
+static void shard_case(int V, int H, int T, tecore_dtype_t wt, tecore_dtype_t dyt, int ns,
+                       size_t align, const size_t *fixed) {
+  const size_t n = (size_t)V * H, es = tecore_dtype_size(wt);
+  size_t cut[9];
+  ck_assert(ns >= 1 && ns <= 8);
+  if (fixed) memcpy(cut, fixed, (ns + 1) * sizeof *cut);
+  else shard_cuts(n, ns, align, cut);
+  char what[160];
+  int len = snprintf(what, sizeof what, "V %d H %d T %d %s dy %s cuts", V, H, T,
+                     tecore_dtype_name(wt), tecore_dtype_name(dyt));
+  for (int k = 0; k <= ns && len < (int)sizeof what - 12; k++)
+    len += snprintf(what + len, sizeof what - len, " %zu", cut[k]);
+  printf("# shard case %s\n", what);
+  float *w = malloc(n * 4), *g0 = malloc(n * 4), *want = malloc(n * 4),
+        *dy = malloc((size_t)T * H * 4), *fw = malloc((size_t)T * H * 4),
+        *fs = malloc((size_t)T * H * 4), *sum = malloc((size_t)T * H * 4),
+        *exp = malloc((size_t)T * H * 4), *gw = malloc(n * 4);
+  unsigned char *gw_raw = malloc(n * es), *raw = malloc((n + 2 * SHARD_GUARD) * es);
+  double *ref = malloc(n * 8);
+  int32_t *ids = malloc((size_t)T * 4);
+  const int bad = (int)te_rand_below((uint64_t)T);
+  te_rand_floats(w, n, -1, 1);
+  te_rand_floats(g0, n, -1, 1);
+  te_rand_floats(dy, (size_t)T * H, -1, 1);
+  shard_ids(ids, T, V, H, cut, ns, bad);
+  tecore_devptr_t dw = pu_upload(w, n, wt), dg0 = pu_upload(g0, n, wt), dgw = pu_upload(g0, n, wt),
+                  ddy = pu_upload(dy, (size_t)T * H, dyt), di = pu_upload_i32(ids, T),
+                  dout = te_dalloc((size_t)T * H * 4);
+  uint64_t *st = NULL;
+  TE_OK(tecore_mem_alloc_host(sizeof *st, (void **)&st));
+  *st = 0;
+  struct tecore_tensor tw = pu_tensor2(wt, V, H, dw), tgw = pu_tensor2(wt, V, H, dgw),
+                       tdy = pu_tensor2(dyt, T, H, ddy),
+                       to = pu_tensor2(TECORE_DTYPE_F32, T, H, dout);
+  struct tecore_embedding_args a = {.weight = &tw, .ids = di, .tokens = T, .status = st};
+
+  /* the whole table */
+  te_poison_dev(dout, (size_t)T * H * 4);
+  TE_OK(tecore_embedding_fwd(&a, &to, te_stream));
+  shard_reported(st, bad, what);
+  te_d2h(fw, dout, (size_t)T * H * 4);
+  for (int t = 0; t < T; t++)
+    for (int j = 0; j < H; j++)
+      exp[(size_t)t * H + j] = t == bad ? 0.0f : w[(size_t)ids[t] * H + j];
+  te_expect_f32_bits(fw, exp, (size_t)T * H, "whole table's forward");
+  TE_OK(tecore_embedding_bwd(&a, &tdy, &tgw, NULL, te_stream));
+  shard_reported(st, bad, what);
+  te_d2h(gw_raw, dgw, n * es);
+  pu_download(gw, dgw, n, wt);
+  memcpy(want, g0, n * 4);
+  bwd_emulate(want, dy, ids, T, V, H, wt);
+  te_expect_f32_bits(gw, want, n, "whole table's dW against the promised order");
+  for (size_t i = 0; i < n; i++) ref[i] = g0[i];
+  for (int t = 0; t < T; t++)
+    for (int j = 0; j < H && t != bad; j++) ref[(size_t)ids[t] * H + j] += dy[(size_t)t * H + j];
+  for (size_t i = 0; i < n; i++) {
+    double tol = wt == TECORE_DTYPE_F32 ? 1e-5 * (1 + fabs(ref[i])) * (T / 100 + 1)
+                                        : 0.05 * (1 + fabs(ref[i]));
+    ck_assert_msg(fabs(gw[i] - ref[i]) <= tol, "%s: dW[%zu] %g, float64 %g", what, i, gw[i],
+                  ref[i]);
+  }
+
+  /* each shard */
+  memset(sum, 0, (size_t)T * H * 4);
+  for (int k = 0; k < ns; k++) {
+    const size_t first = cut[k], count = cut[k + 1] - cut[k], g = k % 2 ? 0 : SHARD_GUARD;
+    char wk[200];
+    snprintf(wk, sizeof wk, "%s: shard %d [%zu, %zu)", what, k, first, first + count);
+    tecore_devptr_t sd, sb = shard_alloc(dw, first, count, wt, !g ? 0 : 1, &sd);
+    struct tecore_tensor tsw = pu_tensor2(wt, V, H, sd);
+    struct tecore_embedding_args as = a;
+    as.weight = &tsw;
+    as.shard_first = first;
+    as.shard_count = count;
+    te_poison_dev(dout, (size_t)T * H * 4);
+    TE_OK(tecore_embedding_fwd(&as, &to, te_stream));
+    shard_reported(st, bad, wk);
+    te_d2h(fs, dout, (size_t)T * H * 4);
+    for (int t = 0; t < T; t++)
+      for (int j = 0; j < H; j++) {
+        size_t i = (size_t)t * H + j, e = (size_t)ids[t] * H + j;
+        exp[i] = t != bad && e >= first && e < first + count ? fw[i] : 0.0f;
+        sum[i] += fs[i];
+      }
+    te_expect_f32_bits(fs, exp, (size_t)T * H, wk);
+    TE_OK(tecore_mem_free(sb));
+
+    sb = shard_alloc(dg0, first, count, wt, !g ? 0 : 1, &sd);
+    struct tecore_tensor tsg = pu_tensor2(wt, V, H, sd);
+    TE_OK(tecore_embedding_bwd(&as, &tdy, &tsg, NULL, te_stream));
+    shard_reported(st, bad, wk);
+    te_d2h(raw, sb, (count + 2 * g) * es);
+    te_expect_bytes_eq(raw, TE_POISON_BYTE, g * es, "the guard before a shard's dW");
+    te_expect_bytes_eq(raw + (g + count) * es, TE_POISON_BYTE, g * es,
+                       "the guard after a shard's dW");
+    te_expect_mem_eq(raw + g * es, gw_raw + first * es, count * es, wk);
+    TE_OK(tecore_mem_free(sb));
+  }
+  te_expect_f32_bits(sum, fw, (size_t)T * H, "the shards' forwards summed");
+  TE_OK(tecore_mem_free(dw)); TE_OK(tecore_mem_free(dg0)); TE_OK(tecore_mem_free(dgw));
+  TE_OK(tecore_mem_free(ddy)); TE_OK(tecore_mem_free(di)); TE_OK(tecore_mem_free(dout));
+  TE_OK(tecore_mem_free_host(st));
+  free(w); free(g0); free(want); free(dy); free(fw); free(fs); free(sum); free(exp); free(gw);
+  free(gw_raw); free(raw); free(ref); free(ids);
+}
+
+START_TEST(embedding_shard_matches_whole_table) {
+  const tecore_dtype_t F32 = TECORE_DTYPE_F32, BF16 = TECORE_DTYPE_BF16;
+  /* inside row 0, then across the 64-row block at row 64 (vector path) */
+  shard_case(150, 64, 700, F32, BF16, 6, 8, (const size_t[]){0, 24, 40, 1000, 4136, 7000, 9600});
+  shard_case(150, 64, 9000, BF16, F32, 3, 8, NULL);  /* 2 chunks: bf16 rows rounded per chunk */
+  shard_case(150, 64, 600, BF16, BF16, 4, 8, NULL);
+  shard_case(40, 1288, 300, BF16, F32, 3, 8, NULL);  /* items 768 columns wide, several a row */
+  shard_case(40, 1288, 300, F32, BF16, 4, 8, NULL);  /* ... and 1024 */
+  /* cuts off the 8-element grid: the element path with hidden % 8 == 0 */
+  shard_case(150, 64, 500, F32, BF16, 3, 1, (const size_t[]){0, 1001, 5003, 9600});
+  shard_case(150, 64, 500, BF16, F32, 4, 1, NULL);
+  /* hidden 13: the element path */
+  shard_case(97, 13, 500, BF16, BF16, 4, 1, NULL);
+  shard_case(97, 13, 500, F32, F32, 3, 1, (const size_t[]){0, 1, 777, 1261});
+  shard_case(97, 13, 400, F32, BF16, 1, 1, (const size_t[]){0, 1261});  /* one shard: the whole */
+}
+END_TEST
+
+/* A shard's bad arguments: past the table (the sum overflowing among
+ * them), shard_first without shard_count, the positions' tables with a
+ * shard; the overlap and range checks take the shard's bytes, not the
+ * table's. */
+START_TEST(embedding_shard_bad_arguments) {
+  tecore_devptr_t b = te_dalloc(1 << 16);
+  /* a [10][64] bf16 table's shard of 256 elements (512 bytes) at b */
+  struct tecore_tensor tw = pu_tensor2(TECORE_DTYPE_BF16, 10, 64, b),
+                       to = pu_tensor2(TECORE_DTYPE_F32, 4, 64, b + 8192),
+                       tp = pu_tensor2(TECORE_DTYPE_F32, 8, 64, b + 16384), near;
+  tecore_devptr_t ids = b + 32768;
+  TE_OK(tecore_memset_d32_async(ids, 1, 16, te_stream));
+  struct tecore_embedding_args g = {.weight = &tw, .ids = ids, .tokens = 4, .shard_first = 128,
+                                    .shard_count = 256}, a;
+  TE_OK(tecore_embedding_fwd(&g, &to, te_stream));
+  TE_OK(tecore_embedding_bwd(&g, &to, &tw, NULL, te_stream));
+  a = g; a.shard_first = 640 - 255;
+  TE_EXPECT_INVALID("args->shard_first", tecore_embedding_fwd(&a, &to, te_stream));
+  TE_EXPECT_INVALID("args->shard_first", tecore_embedding_bwd(&a, &to, &tw, NULL, te_stream));
+  a = g; a.shard_first = SIZE_MAX - 100;
+  TE_EXPECT_INVALID("args->shard_first", tecore_embedding_fwd(&a, &to, te_stream));
+  TE_EXPECT_INVALID("args->shard_first", tecore_embedding_bwd(&a, &to, &tw, NULL, te_stream));
+  a = g; a.shard_first = 8; a.shard_count = SIZE_MAX - 4;
+  TE_EXPECT_INVALID("args->shard_count", tecore_embedding_fwd(&a, &to, te_stream));
+  a = g; a.shard_count = 0;
+  TE_EXPECT_INVALID("args->shard_first", tecore_embedding_fwd(&a, &to, te_stream));
+  TE_EXPECT_INVALID("args->shard_first", tecore_embedding_bwd(&a, &to, &tw, NULL, te_stream));
+  a = g; a.pos_weight = &tp;
+  TE_EXPECT_INVALID("args->pos_weight", tecore_embedding_fwd(&a, &to, te_stream));
+  TE_EXPECT_INVALID("dpos_weight", tecore_embedding_bwd(&g, &to, &tw, &tp, te_stream));
+  /* out right past the shard's 512 bytes, inside the whole table's 1280: no overlap */
+  near = to; near.data = b + 512;
+  TE_OK(tecore_embedding_fwd(&g, &near, te_stream));
+  TE_OK(tecore_embedding_bwd(&g, &near, &tw, NULL, te_stream));
+  near.data = b + 256;
+  TE_EXPECT_INVALID("out->data overlaps args->weight", tecore_embedding_fwd(&g, &near, te_stream));
+  TE_EXPECT_INVALID("dweight->data overlaps dout", tecore_embedding_bwd(&g, &near, &tw, NULL,
+                                                                       te_stream));
+  if (te_backend_kind == TECORE_BACKEND_VDEV) { /* cuda: only with TECORE_CUDA_CHECK=1 */
+    /* the range checks take the shard's bytes: exactly its 512 pass, 16 more do not */
+    tecore_devptr_t s = te_dalloc(512), o = te_dalloc(4 * 64 * 4);
+    TE_OK(tecore_memset_d8_async(s, 0, 512, te_stream));
+    tw.data = s;
+    to.data = o;
+    TE_OK(tecore_embedding_fwd(&g, &to, te_stream));
+    TE_OK(tecore_embedding_bwd(&g, &to, &tw, NULL, te_stream));
+    a = g; a.shard_count = 264;
+    TE_EXPECT_ERR(TECORE_ERR_ILLEGAL_ADDRESS, "args->weight->data",
+                  tecore_embedding_fwd(&a, &to, te_stream));
+    TE_EXPECT_ERR(TECORE_ERR_ILLEGAL_ADDRESS, "dweight->data",
+                  tecore_embedding_bwd(&a, &to, &tw, NULL, te_stream));
+    TE_OK(tecore_stream_synchronize(te_stream));
+    TE_OK(tecore_mem_free(s));
+    TE_OK(tecore_mem_free(o));
+  }
+  TE_OK(tecore_stream_synchronize(te_stream));
+  TE_OK(tecore_mem_free(b));
+}
+END_TEST
+
 static Suite *make_suite(void) {
   Suite *s = suite_create("embedding");
   TCase *tc = te_tcase(s, "values", 1);
@@ -438,9 +696,11 @@ static Suite *make_suite(void) {
   tcase_add_test(tc, embedding_out_of_range_reported);
   tcase_add_test(tc, embedding_bwd_out_of_range_vector_ids);
   tcase_add_test(tc, embedding_store_rows);
+  tcase_add_test(tc, embedding_shard_matches_whole_table);
   tc = te_tcase(s, "arguments", 1);
   tcase_add_test(tc, embedding_bad_arguments);
   tcase_add_test(tc, embedding_status_unmapped_untouched);
+  tcase_add_test(tc, embedding_shard_bad_arguments);
   return s;
 }
 
